@@ -1,0 +1,1 @@
+"""memsched experiments: the command line, sweeps, benchmarks and figures."""

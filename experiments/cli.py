@@ -1,0 +1,58 @@
+"""The `memsched` command line (DESIGN.md): one subcommand per module in experiments/commands.
+
+Exit codes: 0 success (a schedule was found), 1 infeasible, 2 bad input or usage (one line on
+stderr, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from solvers import __version__
+from solvers.errors import InputError
+
+COMMANDS = ("solvers", "solve", "simulate", "profile", "run", "partition", "sweep", "figures", "plot")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        self.exit(2, f"memsched: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="memsched", description="Memory-aware schedules for training deep networks.")
+    parser.add_argument("--version", action="version", version=f"memsched {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"experiments.commands.{name}")
+        except ModuleNotFoundError as err:
+            if err.name in (f"experiments.commands.{name}", "torch"):
+                continue  # not part of this installation
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except InputError as err:
+        print(f"memsched {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"memsched {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

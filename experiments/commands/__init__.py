@@ -1,0 +1,1 @@
+"""Subcommands of `memsched`: each module defines register(subparsers)."""

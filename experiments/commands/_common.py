@@ -1,0 +1,50 @@
+"""Pieces shared by subcommands: options, budgets, JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from solvers import registry
+from solvers.errors import InputError
+from solvers.units import parse_budget
+
+
+def parse_options(items: list[str] | None) -> dict[str, Any]:
+    """`--option key=value` pairs; values read as JSON when they parse (numbers, booleans)."""
+    options: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"expected key=value, got {item!r}", field="--option")
+        try:
+            options[key.replace("-", "_")] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.replace("-", "_")] = value
+    return options
+
+
+def budget_for(problem: str, instance: Any, text: str) -> int:
+    """Bytes from a budget string; "X%" refers to the problem's reference peak."""
+    reference = None
+    if str(text).strip().endswith("%"):
+        reference = registry.problem_module(problem).reference_peak(instance)
+    budget = parse_budget(text, reference)
+    if budget <= 0:
+        raise InputError(f"budget must be positive, got {text!r}", field="--budget")
+    return budget
+
+
+def add_solver_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--solver", help="solver name (see `memsched solvers`)")
+    parser.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds for exact solvers")
+    parser.add_argument("--slots", type=int, default=500, metavar="N",
+                        help="discretise memory into N slots (sizes rounded up); 0 keeps sizes exact")
+    parser.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver-specific option")
+
+
+def print_json(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=None, separators=(",", ":"))
+    sys.stdout.write("\n")

@@ -1,0 +1,58 @@
+"""`memsched simulate FILE SCHEDULE.json`: replay a schedule; makespan, peak and memory profile."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from solvers import registry
+from solvers.errors import InputError
+from solvers.formats import load_instance
+from solvers.units import format_bytes
+
+from ._common import budget_for, print_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("simulate", help="replay a schedule and report its makespan and memory")
+    p.add_argument("file", help="instance file")
+    p.add_argument("schedule", help="schedule JSON (or the output of `memsched solve --json`)")
+    p.add_argument("--budget", help="also check the schedule against this budget")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=main)
+
+
+def read_schedule_json(path: str):
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise InputError("no such file", path=path) from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}", path=path) from None
+
+
+def main(args: argparse.Namespace) -> int:
+    problem, instance = load_instance(args.file)
+    module = registry.problem_module(problem)
+    schedule = module.schedule_from_json(read_schedule_json(args.schedule), instance, path=args.schedule)
+    budget = budget_for(problem, instance, args.budget) if args.budget else None
+    replay = module.replay(instance, schedule, budget)
+    out = {"problem": problem, "valid": replay.violation is None, "violation": replay.violation,
+           "makespan": replay.objective, "peak_memory": replay.peak_memory, "budget": budget}
+    if hasattr(module, "memory_profile"):
+        out["memory_profile"] = module.memory_profile(instance, schedule)
+    if args.json:
+        print_json(out)
+    else:
+        print(f"problem      {problem}  ({getattr(instance, 'name', '')})")
+        print(f"operations   {len(schedule)}")
+        print(f"makespan     {replay.objective:.6g}")
+        print(f"peak memory  {replay.peak_memory} ({format_bytes(replay.peak_memory)})")
+        if budget is not None:
+            print(f"budget       {budget} ({format_bytes(budget)})")
+    if replay.violation is not None:
+        print(f"memsched simulate: error: {args.schedule}: invalid schedule: {replay.violation}", file=sys.stderr)
+        return 2
+    return 0

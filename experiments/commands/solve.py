@@ -1,0 +1,100 @@
+"""`memsched solve FILE --budget B [--solver NAME]`: the best schedule a solver finds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from solvers import registry
+from solvers.errors import InputError
+from solvers.formats import load_instance
+from solvers.result import INFEASIBLE, TIMEOUT, SolveResult
+from solvers.units import format_bytes
+
+from ._common import add_solver_arguments, budget_for, parse_options, print_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("solve", help="find a schedule for an instance under a memory budget")
+    p.add_argument("file", help="instance file (chain JSON, node-link graph JSON, join JSON)")
+    p.add_argument("--budget", required=True, help='bytes ("1500000000"), units ("1.5GB", "800MiB") or "60%%"')
+    add_solver_arguments(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("-o", "--output", metavar="SCHEDULE.json", help="also write the schedule to this file")
+    p.add_argument("--plot", metavar="FIG", help="also draw the schedule (PNG, PDF or SVG by extension)")
+    p.set_defaults(func=main)
+
+
+def default_solver(problem: str) -> str:
+    module = registry.problem_module(problem)
+    names = [n for _, n, _ in registry.solver_table(problem)]
+    preferred = getattr(module, "DEFAULT_SOLVER", None)
+    if preferred in names:
+        return preferred
+    if not names:
+        raise InputError(f"no solver is available for {problem}")
+    return names[0]
+
+
+def main(args: argparse.Namespace) -> int:
+    problem, instance = load_instance(args.file)
+    budget = budget_for(problem, instance, args.budget)
+    name = args.solver or default_solver(problem)
+    if args.slots < 0:
+        raise InputError("must be >= 0", field="--slots")
+    options = parse_options(args.option)
+    result = registry.solve(problem, instance, name, budget, slots=args.slots, time_limit=args.time_limit, **options)
+    if result.schedule is not None:
+        if args.output:
+            _write_atomic(args.output, json.dumps(result.schedule.to_json()) + "\n")
+        if args.plot:
+            from experiments.plotting import plot_to_file
+
+            plot_to_file(problem, instance, result.schedule, args.plot, budget=budget,
+                         title=f"{getattr(instance, 'name', '')} — {name}")
+    if args.json:
+        print_json(result.to_json())
+    else:
+        _print_human(result, instance)
+    if result.schedule is None:
+        print(f"memsched solve: {_why_none(result)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _why_none(result: SolveResult) -> str:
+    if result.status == INFEASIBLE:
+        msg = f"infeasible: {result.solver} finds no schedule within budget {result.budget}"
+        if result.min_budget is not None:
+            msg += f"; smallest feasible budget: {result.min_budget} bytes ({format_bytes(result.min_budget)})"
+        return msg
+    if result.status == TIMEOUT:
+        return f"timeout: {result.solver} found no schedule within the time limit"
+    return f"{result.status}: no schedule ({result.message})"
+
+
+def _print_human(result: SolveResult, instance) -> None:
+    print(f"problem      {result.problem}  ({getattr(instance, 'name', '')})")
+    print(f"solver       {result.solver}  [{result.scope}]" if result.scope else f"solver       {result.solver}")
+    print(f"status       {result.status}")
+    if result.budget is not None:
+        print(f"budget       {result.budget} ({format_bytes(result.budget)})")
+    if result.schedule is not None:
+        print(f"makespan     {result.objective:.6g}")
+        print(f"peak memory  {result.peak_memory} ({format_bytes(result.peak_memory)})")
+    if result.lower_bound is not None:
+        print(f"lower bound  {result.lower_bound:.6g}" + (f"  (gap {100 * result.gap:.2f}%)" if result.gap is not None
+                                                            else ""))
+    print(f"solve time   {result.solve_time_s:.3f} s")
+    if result.schedule is not None:
+        text = str(result.schedule)
+        print(f"schedule     {text if len(text) <= 400 else text[:400] + ' ...'}")
+
+
+def _write_atomic(path: str, text: str) -> None:
+    target = Path(path)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(target)

@@ -1,0 +1,56 @@
+"""Problem 1: rematerialization on a heterogeneous chain (the rotor model of DESIGN.md)."""
+
+from __future__ import annotations
+
+from ..registry import Replay
+from .instance import FORMAT, Chain
+from .schedule import Op, Schedule
+from .simulator import Simulation, Violation, simulate
+
+__all__ = ["FORMAT", "Chain", "Op", "Schedule", "Simulation", "Violation", "simulate",
+           "load", "replay", "reference_peak", "schedule_from_json", "memory_profile", "SOLVERS",
+           "DEFAULT_SOLVER"]
+
+DEFAULT_SOLVER = "rotor"
+
+SOLVERS: dict[str, tuple[str, str]] = {
+    "store-all": ("solvers.chain.baselines:solve_store_all", "no recomputation (largest memory)"),
+    "recompute-all": ("solvers.chain.baselines:solve_recompute_all", "keep only the input, recompute everything"),
+    "periodic": ("solvers.chain.baselines:solve_periodic",
+                 "checkpoint_sequential segments; best count under the budget, or --option segments=K"),
+    "sqrt": ("solvers.chain.baselines:solve_chen", "Chen et al.: about sqrt(L) segments"),
+    "revolve": ("solvers.chain.revolve:solve_revolve",
+                "Griewank & Walther binomial checkpointing (homogeneous chains)"),
+    "rotor": ("solvers.chain.rotor:solve_rotor",
+              "persistent dynamic program of Beaumont et al. (optimal among persistent schedules)"),
+    "milp": ("solvers.chain.milp:solve_milp", "exact MILP, not restricted to persistent schedules"),
+    "cpsat": ("solvers.chain.cpsat:solve_cpsat", "exact CP-SAT model, not restricted to persistent schedules"),
+}
+
+
+def load(path: str) -> Chain:
+    return Chain.load(path)
+
+
+def replay(chain: Chain, schedule: Schedule, budget: int | None = None) -> Replay:
+    sim = simulate(chain, schedule, budget)
+    return Replay(sim.makespan, sim.peak_memory, None if sim.valid else str(sim.violation))
+
+
+def reference_peak(chain: Chain) -> int:
+    """The store-all peak, what "X%" budgets refer to."""
+    from .baselines import store_all_schedule
+
+    return simulate(chain, store_all_schedule(chain.length)).peak_memory
+
+
+def schedule_from_json(data, chain: Chain, *, path: str = "<schedule>") -> Schedule:
+    return Schedule.from_json(data, chain.length, path=path)
+
+
+def memory_profile(chain: Chain, schedule: Schedule) -> list[dict]:
+    """Per operation: op, start, end (time unit), memory while it runs and after it (bytes);
+    the replay stops at the first violation."""
+    sim = simulate(chain, schedule)
+    return [{"op": str(s.op), "start": s.start, "end": s.end, "mem_during": s.mem_during,
+             "mem_after": s.mem_after} for s in sim.steps]

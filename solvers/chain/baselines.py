@@ -1,0 +1,124 @@
+"""Baseline schedules on chains: store-all, recompute-all, periodic segments, Chen's sqrt(L).
+
+Each ``*_schedule`` function builds a `Schedule`; each ``solve_*`` function is a registered
+solver: it replays its schedule and answers ``feasible`` when it fits the budget and
+``infeasible`` (for this baseline) otherwise, with the budget it would need in ``min_budget``.
+None of them claims optimality.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from ..result import FEASIBLE, INFEASIBLE, SolveResult
+from .instance import Chain
+from .schedule import Bwd, F_all, F_ck, F_n, Loss, Op, Schedule
+from .simulator import simulate
+
+
+def store_all_schedule(L: int) -> Schedule:
+    """F_all(0) ... F_all(L-1), Loss, B(L-1) ... B(0): no recomputation, the largest peak."""
+    return Schedule([F_all(i) for i in range(L)] + [Loss(L)] + [Bwd(i) for i in reversed(range(L))], L)
+
+
+def _advance(start: int, stop: int) -> list[Op]:
+    """From a resident a_start, store a_stop while keeping a_start: F_ck(start), F_n(start+1..stop-1)."""
+    if stop <= start:
+        return []
+    return [F_ck(start)] + [F_n(k) for k in range(start + 1, stop)]
+
+
+def recompute_all_schedule(L: int) -> Schedule:
+    """Keep only a_0; recompute from it before each backward (Theta(L^2) forwards, least memory
+    among schedules that store no intermediate checkpoint)."""
+    ops = _advance(0, L) + [Loss(L)]
+    for i in reversed(range(L)):
+        ops += _advance(0, i) + [F_all(i), Bwd(i)]
+    return Schedule(ops, L)
+
+
+def segment_bounds(L: int, segments: int) -> list[tuple[int, int]]:
+    """Stage ranges [start, end] as torch.utils.checkpoint.checkpoint_sequential cuts them:
+    segments-1 checkpointed segments of L // segments stages, the rest in the last one."""
+    if not 1 <= segments <= L:
+        raise ValueError(f"segments must be in 1..{L}, got {segments}")
+    size = L // segments
+    bounds = [(s, s + size - 1) for s in range(0, size * (segments - 1), size)]
+    bounds.append((size * (segments - 1), L - 1))
+    return bounds
+
+
+def periodic_schedule(L: int, segments: int) -> Schedule:
+    """checkpoint_sequential(segments): the first segments-1 segments run without autograd
+    keeping only their inputs; the last runs with autograd; each checkpointed segment is
+    recomputed with autograd just before its backward."""
+    bounds = segment_bounds(L, segments)
+    *checked, (last_start, _) = bounds
+    ops: list[Op] = []
+    for start, end in checked:
+        ops += _advance(start, end + 1)
+    ops += [F_all(i) for i in range(last_start, L)] + [Loss(L)]
+    ops += [Bwd(i) for i in reversed(range(last_start, L))]
+    for start, end in reversed(checked):
+        ops += [F_all(i) for i in range(start, end + 1)] + [Bwd(i) for i in reversed(range(start, end + 1))]
+    return Schedule(ops, L)
+
+
+def chen_segments(L: int) -> int:
+    """Chen et al. (2016): about sqrt(L) segments."""
+    return max(1, min(L, round(math.sqrt(L))))
+
+
+def _answer(name: str, chain: Chain, schedule: Schedule, budget: int, t0: float, **details: Any) -> SolveResult:
+    sim = simulate(chain, schedule)
+    sim.raise_if_invalid()
+    fits = sim.peak_memory <= budget
+    return SolveResult(
+        problem="chain", solver=name, status=FEASIBLE if fits else INFEASIBLE,
+        objective=sim.makespan if fits else None, peak_memory=sim.peak_memory if fits else None,
+        schedule=schedule if fits else None, min_budget=sim.peak_memory, budget=budget,
+        solve_time_s=time.perf_counter() - t0, scope=f"{name} baseline (no optimality claim)",
+        message="" if fits else f"{name} needs {sim.peak_memory} > budget {budget}", details=details,
+    )
+
+
+def solve_store_all(chain: Chain, budget: int, **_: Any) -> SolveResult:
+    t0 = time.perf_counter()
+    return _answer("store-all", chain, store_all_schedule(chain.length), budget, t0)
+
+
+def solve_recompute_all(chain: Chain, budget: int, **_: Any) -> SolveResult:
+    t0 = time.perf_counter()
+    return _answer("recompute-all", chain, recompute_all_schedule(chain.length), budget, t0)
+
+
+def solve_chen(chain: Chain, budget: int, **_: Any) -> SolveResult:
+    t0 = time.perf_counter()
+    k = chen_segments(chain.length)
+    return _answer("sqrt", chain, periodic_schedule(chain.length, k), budget, t0, segments=k)
+
+
+def solve_periodic(chain: Chain, budget: int, *, segments: int | None = None, **_: Any) -> SolveResult:
+    """With `segments`, that segment count; without, the fastest count whose peak fits."""
+    t0 = time.perf_counter()
+    L = chain.length
+    if segments is not None:
+        return _answer("periodic", chain, periodic_schedule(L, int(segments)), budget, t0, segments=int(segments))
+    best: tuple[float, int, Schedule] | None = None
+    smallest_peak = None
+    for k in range(1, L + 1):
+        schedule = periodic_schedule(L, k)
+        sim = simulate(chain, schedule)
+        smallest_peak = sim.peak_memory if smallest_peak is None else min(smallest_peak, sim.peak_memory)
+        if sim.peak_memory <= budget and (best is None or sim.makespan < best[0]):
+            best = (sim.makespan, k, schedule)
+    if best is None:
+        return SolveResult(problem="chain", solver="periodic", status=INFEASIBLE, budget=budget,
+                           min_budget=smallest_peak, solve_time_s=time.perf_counter() - t0,
+                           scope="periodic baseline, best segment count",
+                           message=f"no segment count fits; the smallest periodic peak is {smallest_peak}")
+    result = _answer("periodic", chain, best[2], budget, t0, segments=best[1])
+    result.scope = "periodic baseline, best segment count (no optimality claim)"
+    return result

@@ -1,0 +1,222 @@
+"""The heterogeneous chain of DESIGN.md (the rotor model) and its `memsched.chain/1` file.
+
+Notation (stages 0-based, as in the recurrence of DESIGN.md; the loss is stage L):
+
+- ``x[0]`` is the size of the input a_0, ``x[i+1]`` the size of a_{i+1}, output of stage i;
+  ``x[L+1] = 0``.  Arrays of length L+2, integers (bytes, or slots once discretised).
+- ``xbar[i+1]`` is the size of the tape abar_{i+1} kept by F_all(i) (it contains a_{i+1});
+  ``xbar[0] = xbar[L+1] = 0``.  Length L+2.
+- ``u_f[i]``, ``u_b[i]``: forward and backward times of stage i; ``u_f[L] = 0`` and
+  ``u_b[L]`` is the loss's backward time.  Length L+1, floats (the file's time unit).
+- ``o_f[i]``, ``o_b[i]``: transient memory while F(i) or B(i) runs; ``o_f[L] = 0``,
+  ``o_b[L]`` is the loss's overhead.  Length L+1, integers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+
+FORMAT = "memsched.chain/1"
+STAGE_FIELDS = ("fwd_time", "bwd_time", "out_size", "tape_size", "fwd_overhead", "bwd_overhead")
+LOSS_FIELDS = ("bwd_time", "bwd_overhead")
+SIZE_FIELDS = ("out_size", "tape_size", "fwd_overhead", "bwd_overhead")
+
+
+@dataclass(eq=False)
+class Chain:
+    """A chain of L stages followed by a loss, with the arrays of the module docstring."""
+
+    u_f: np.ndarray
+    u_b: np.ndarray
+    x: np.ndarray
+    xbar: np.ndarray
+    o_f: np.ndarray
+    o_b: np.ndarray
+    name: str = "chain"
+    stage_names: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.u_f = np.asarray(self.u_f, dtype=float)
+        self.u_b = np.asarray(self.u_b, dtype=float)
+        self.x = np.asarray(self.x, dtype=np.int64)
+        self.xbar = np.asarray(self.xbar, dtype=np.int64)
+        self.o_f = np.asarray(self.o_f, dtype=np.int64)
+        self.o_b = np.asarray(self.o_b, dtype=np.int64)
+        L = self.length
+        shapes = {"u_f": (self.u_f, L + 1), "u_b": (self.u_b, L + 1), "x": (self.x, L + 2),
+                  "xbar": (self.xbar, L + 2), "o_f": (self.o_f, L + 1), "o_b": (self.o_b, L + 1)}
+        for name, (arr, n) in shapes.items():
+            if arr.shape != (n,):
+                raise ValueError(f"Chain.{name} must have length {n}, got {arr.shape}")
+        if not self.stage_names:
+            self.stage_names = [f"stage{i}" for i in range(L)]
+
+    @property
+    def length(self) -> int:
+        """L, the number of stages (the loss excluded)."""
+        return len(self.u_f) - 1
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def from_stages(
+        cls,
+        input_size: int,
+        stages: list[dict[str, Any]],
+        loss: dict[str, Any] | None = None,
+        *,
+        name: str = "chain",
+        meta: dict[str, Any] | None = None,
+    ) -> Chain:
+        """Build from per-stage dicts with the fields of the chain file."""
+        loss = loss or {"bwd_time": 0.0, "bwd_overhead": 0}
+        L = len(stages)
+        return cls(
+            u_f=[s["fwd_time"] for s in stages] + [0.0],
+            u_b=[s["bwd_time"] for s in stages] + [loss["bwd_time"]],
+            x=[input_size] + [s["out_size"] for s in stages] + [0],
+            xbar=[0] + [s["tape_size"] for s in stages] + [0],
+            o_f=[s["fwd_overhead"] for s in stages] + [0],
+            o_b=[s["bwd_overhead"] for s in stages] + [loss["bwd_overhead"]],
+            name=name,
+            stage_names=[s.get("name", f"stage{i}") for i, s in enumerate(stages)] if L else [],
+            meta=dict(meta or {}),
+        )
+
+    @classmethod
+    def homogeneous(
+        cls, L: int, *, u_f: float = 1.0, u_b: float = 2.0, x: int = 1, xbar: int | None = None,
+        loss_time: float = 0.0, name: str = "homogeneous",
+    ) -> Chain:
+        """L identical stages (the setting of Revolve): sizes x, tape xbar (default 2x)."""
+        xbar = 2 * x if xbar is None else xbar
+        stage = {"fwd_time": u_f, "bwd_time": u_b, "out_size": x, "tape_size": xbar,
+                 "fwd_overhead": 0, "bwd_overhead": 0}
+        return cls.from_stages(x, [dict(stage) for _ in range(L)],
+                               {"bwd_time": loss_time, "bwd_overhead": 0}, name=name)
+
+    # ----------------------------------------------------------------- file format
+    def to_dict(self) -> dict[str, Any]:
+        """The `memsched.chain/1` JSON object."""
+        L = self.length
+        stages = [
+            {"name": self.stage_names[i], "fwd_time": float(self.u_f[i]), "bwd_time": float(self.u_b[i]),
+             "out_size": int(self.x[i + 1]), "tape_size": int(self.xbar[i + 1]),
+             "fwd_overhead": int(self.o_f[i]), "bwd_overhead": int(self.o_b[i])}
+            for i in range(L)
+        ]
+        return {
+            "format": FORMAT,
+            "name": self.name,
+            "input_size": int(self.x[0]),
+            "stages": stages,
+            "loss": {"bwd_time": float(self.u_b[L]), "bwd_overhead": int(self.o_b[L])},
+            "meta": self.meta,
+        }
+
+    def save(self, path: str | Path) -> None:
+        """Write the chain file atomically (a temporary file renamed into place)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def from_dict(cls, data: Any, *, path: str = "<chain>") -> Chain:
+        """Validate and build; every error names `path`, the stage and the field."""
+        if not isinstance(data, dict):
+            raise InputError("expected a JSON object", path=path)
+        if data.get("format") != FORMAT:
+            raise InputError(f"expected {FORMAT!r}, got {data.get('format')!r}", path=path, field="format")
+        input_size = _number(data, "input_size", path, "input_size", integer=True)
+        stages = data.get("stages")
+        if not isinstance(stages, list) or not stages:
+            raise InputError("must be a non-empty list of stages", path=path, field="stages")
+        clean: list[dict[str, Any]] = []
+        for i, stage in enumerate(stages):
+            where = f"stages[{i}]"
+            if not isinstance(stage, dict):
+                raise InputError("must be an object", path=path, field=where)
+            if "name" in stage:
+                where += f" ({stage['name']})"
+            item = {f: _number(stage, f, path, f"{where}.{f}", integer=f in SIZE_FIELDS) for f in STAGE_FIELDS}
+            if item["tape_size"] < item["out_size"]:
+                raise InputError(
+                    f"tape_size {item['tape_size']} < out_size {item['out_size']} (the tape contains the output)",
+                    path=path, field=f"{where}.tape_size")
+            item["name"] = str(stage.get("name", f"stage{i}"))
+            clean.append(item)
+        loss = data.get("loss")
+        if not isinstance(loss, dict):
+            raise InputError("missing or not an object", path=path, field="loss")
+        loss_clean = {f: _number(loss, f, path, f"loss.{f}", integer=f == "bwd_overhead") for f in LOSS_FIELDS}
+        meta = data.get("meta", {})
+        if not isinstance(meta, dict):
+            raise InputError("must be an object", path=path, field="meta")
+        return cls.from_stages(input_size, clean, loss_clean, name=str(data.get("name", Path(path).stem)),
+                               meta=meta)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Chain:
+        """Read a chain file; a missing file or invalid JSON is an `InputError` naming it."""
+        path = str(path)
+        try:
+            text = Path(path).read_text()
+        except FileNotFoundError:
+            raise InputError("no such file", path=path) from None
+        except OSError as err:
+            raise InputError(f"cannot read ({err.strerror})", path=path) from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise InputError(f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}", path=path) from None
+        return cls.from_dict(data, path=path)
+
+    # ----------------------------------------------------------------- derived views
+    def is_homogeneous(self) -> bool:
+        """True when all L stages are identical (the loss may differ) and x[0] = x[i]."""
+        L = self.length
+        return bool(
+            np.all(self.u_f[:L] == self.u_f[0]) and np.all(self.u_b[:L] == self.u_b[0])
+            and np.all(self.x[: L + 1] == self.x[0]) and np.all(self.xbar[1 : L + 1] == self.xbar[1])
+            and np.all(self.o_f[:L] == self.o_f[0]) and np.all(self.o_b[:L] == self.o_b[0])
+        )
+
+    def discretised(self, slot: float) -> Chain:
+        """The same chain with every size in slots of `slot` bytes, rounded up.
+
+        Rounding up keeps schedules safe: a schedule that fits S slots in the discretised chain
+        fits S * slot bytes in this one.
+        """
+        def up(a: np.ndarray) -> np.ndarray:
+            return np.ceil(a / slot - 1e-9).astype(np.int64)  # the epsilon forgives float noise
+
+        return Chain(self.u_f.copy(), self.u_b.copy(), up(self.x), up(self.xbar), up(self.o_f), up(self.o_b),
+                     name=self.name, stage_names=list(self.stage_names), meta=dict(self.meta))
+
+    def total_time(self) -> float:
+        """sum u_f + sum u_b: the makespan of a schedule without recomputation."""
+        return float(self.u_f.sum() + self.u_b.sum())
+
+
+def _number(obj: dict[str, Any], key: str, path: str, where: str, *, integer: bool) -> Any:
+    if key not in obj:
+        raise InputError("missing required field", path=path, field=where)
+    value = obj[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"must be a number, got {value!r}", path=path, field=where)
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"must be a non-negative finite number, got {value!r}", path=path, field=where)
+    if integer:
+        if float(value) != math.floor(value):
+            raise InputError(f"must be an integer number of bytes, got {value!r}", path=path, field=where)
+        return int(value)
+    return float(value)

@@ -1,0 +1,148 @@
+"""Schedules on a chain: sequences of operations F_all, F_ck, F_n, B and Loss.
+
+Operations (stage i is 0-based; the loss is stage L):
+
+- ``F_all(i)``  forward with autograd on: needs a_i, keeps the tape abar_{i+1} (contains a_{i+1}).
+- ``F_ck(i)``   forward without autograd: needs a_i, keeps a_i and stores a_{i+1}.
+- ``F_n(i)``    forward without autograd: needs a_i, stores a_{i+1} and frees a_i.
+- ``Loss``      the loss's backward: needs a_L, produces the gradient delta_L, frees a_L.
+- ``B(i)``      backward: needs abar_{i+1}, delta_{i+1} and a_i; produces delta_i and frees
+                abar_{i+1}, delta_{i+1} and a_i.
+
+The JSON form is ``{"format": "memsched.schedule/1", "problem": "chain", "ops": [...]}`` with
+each op ``{"op": "F_ck", "stage": 0}`` (``{"op": "Loss"}`` for the loss). Reading also accepts
+``["F_ck", 0]`` pairs and the rotor names Fe / CF / Fn / Bwd.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..errors import InputError
+
+SCHEDULE_FORMAT = "memsched.schedule/1"
+F_ALL, F_CK, F_N, B, LOSS = "F_all", "F_ck", "F_n", "B", "Loss"
+KINDS = (F_ALL, F_CK, F_N, B, LOSS)
+FORWARD_KINDS = (F_ALL, F_CK, F_N)
+_ALIASES = {"fe": F_ALL, "f_all": F_ALL, "fall": F_ALL, "cf": F_CK, "f_ck": F_CK, "fck": F_CK,
+            "fn": F_N, "f_n": F_N, "b": B, "bwd": B, "loss": LOSS}
+
+
+class Op(NamedTuple):
+    """One operation; `index` is the stage (L for the loss)."""
+
+    kind: str
+    index: int
+
+    def __str__(self) -> str:
+        return self.kind if self.kind == LOSS else f"{self.kind}({self.index})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.kind} if self.kind == LOSS else {"op": self.kind, "stage": self.index}
+
+
+def F_all(i: int) -> Op:
+    return Op(F_ALL, i)
+
+
+def F_ck(i: int) -> Op:
+    return Op(F_CK, i)
+
+
+def F_n(i: int) -> Op:
+    return Op(F_N, i)
+
+
+def Bwd(i: int) -> Op:
+    return Op(B, i)
+
+
+def Loss(L: int) -> Op:
+    return Op(LOSS, L)
+
+
+@dataclass
+class Schedule:
+    """A sequence of operations on a chain of `length` stages."""
+
+    ops: list[Op]
+    length: int
+
+    def __iter__(self) -> Iterator[Op]:
+        return iter(self.ops)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def __str__(self) -> str:
+        return " ".join(map(str, self.ops))
+
+    def extend(self, ops: Iterable[Op]) -> None:
+        self.ops.extend(ops)
+
+    def count(self, kind: str) -> int:
+        return sum(op.kind == kind for op in self.ops)
+
+    def recomputations(self) -> int:
+        """Forward operations beyond the first forward of each stage."""
+        forwards = sum(op.kind in FORWARD_KINDS for op in self.ops)
+        return forwards - self.length
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": SCHEDULE_FORMAT, "problem": "chain", "length": self.length,
+                "ops": [op.to_json() for op in self.ops]}
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json()) + "\n")
+
+    @classmethod
+    def from_json(cls, data: Any, length: int, *, path: str = "<schedule>") -> Schedule:
+        """Parse a schedule object (or a `memsched solve --json` output holding one)."""
+        if isinstance(data, dict) and "schedule" in data and "ops" not in data:
+            if data["schedule"] is None:
+                raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
+            data = data["schedule"]
+        if isinstance(data, dict):
+            if data.get("format", SCHEDULE_FORMAT) != SCHEDULE_FORMAT:
+                raise InputError(f"expected {SCHEDULE_FORMAT!r}", path=path, field="format")
+            raw = data.get("ops")
+        else:
+            raw = data
+        if not isinstance(raw, list):
+            raise InputError("expected a list of operations", path=path, field="ops")
+        return cls([_parse_op(item, length, path, k) for k, item in enumerate(raw)], length)
+
+    @classmethod
+    def load(cls, path: str | Path, length: int) -> Schedule:
+        path = str(path)
+        try:
+            data = json.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise InputError("no such file", path=path) from None
+        except json.JSONDecodeError as err:
+            raise InputError(f"invalid JSON at line {err.lineno}: {err.msg}", path=path) from None
+        return cls.from_json(data, length, path=path)
+
+
+def _parse_op(item: Any, length: int, path: str, k: int) -> Op:
+    where = f"ops[{k}]"
+    if isinstance(item, dict):
+        name, index = item.get("op"), item.get("stage")
+    elif isinstance(item, (list, tuple)) and item:
+        name, index = item[0], (item[1] if len(item) > 1 else None)
+    elif isinstance(item, str):
+        name, index = item, None
+    else:
+        raise InputError(f"cannot read operation {item!r}", path=path, field=where)
+    kind = _ALIASES.get(str(name).lower())
+    if kind is None:
+        raise InputError(f"unknown operation {name!r} (one of {', '.join(KINDS)})", path=path, field=where)
+    if kind == LOSS:
+        return Op(LOSS, length)
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < length:
+        raise InputError(f"stage must be an integer in 0..{length - 1}, got {index!r}", path=path, field=where)
+    return Op(kind, index)

@@ -1,0 +1,203 @@
+"""The referee for chains: replays any schedule and charges its memory and time.
+
+State: the standalone activations a_j, the tapes abar_j and the gradients delta_j that are
+resident. Memory is the sum of their sizes (x[j], xbar[j], x[j]); a tape abar_j counts
+xbar[j] and stands for a_j too, so a_j is *available* when a_j or abar_j is resident.
+At the start only a_0 is resident.
+
+While an operation runs it holds the state before it, plus its output, plus its transient
+overhead (o_f or o_b); then it frees what it frees:
+
+===========  ===================================  ==================  =================
+op           needs                                output (charged)    frees after
+===========  ===================================  ==================  =================
+F_all(i)     a_i                                  abar_{i+1}: xbar    -
+F_ck(i)      a_i                                  a_{i+1}: x[i+1]     -
+F_n(i)       a_i                                  a_{i+1}: x[i+1]     standalone a_i
+Loss         a_L                                  delta_L: x[L]       standalone a_L
+B(i)         abar_{i+1}, delta_{i+1}, a_i         delta_i: x[i]       abar_{i+1}, delta_{i+1},
+                                                                      standalone a_i
+===========  ===================================  ==================  =================
+
+Time: u_f[i] for each forward of stage i, u_b[i] for B(i), u_b[L] for the loss.
+The schedule is complete when delta_0 is produced; each B(i) and the loss run exactly once.
+These are the charges of the persistent rotor recurrence (DESIGN.md): the memory while F_all
+runs is state + xbar[i+1] + o_f[i], while B(i) runs state + x[i] + o_b[i].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import InputError
+from .instance import Chain
+from .schedule import F_ALL, F_CK, F_N, LOSS, B, Op, Schedule
+
+
+@dataclass(frozen=True)
+class Step:
+    """One operation as replayed: times in the chain's unit, memory in its size unit."""
+
+    op: Op
+    start: float
+    end: float
+    mem_during: int  # state before + output + overhead
+    mem_after: int
+
+
+@dataclass(frozen=True)
+class Violation:
+    """The first rule a schedule breaks: the position of the op in the schedule, and why."""
+
+    position: int
+    op: Op | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"op #{self.position} {self.op}" if self.op is not None else "end of schedule"
+        return f"{where}: {self.reason}"
+
+
+class ScheduleError(InputError):
+    """A schedule that breaks a rule of the simulator."""
+
+    def __init__(self, violation: Violation):
+        self.violation = violation
+        super().__init__(f"invalid schedule: {violation}")
+
+
+@dataclass
+class Simulation:
+    """What a replay found; `steps` stop before the first violation, if any."""
+
+    steps: list[Step] = field(default_factory=list)
+    violation: Violation | None = None
+    initial_memory: int = 0
+
+    @property
+    def valid(self) -> bool:
+        return self.violation is None
+
+    @property
+    def makespan(self) -> float:
+        return self.steps[-1].end if self.steps else 0.0
+
+    @property
+    def peak_memory(self) -> int:
+        return max([self.initial_memory] + [s.mem_during for s in self.steps])
+
+    @property
+    def final_memory(self) -> int:
+        return self.steps[-1].mem_after if self.steps else self.initial_memory
+
+    def raise_if_invalid(self) -> Simulation:
+        if self.violation is not None:
+            raise ScheduleError(self.violation)
+        return self
+
+
+def simulate(chain: Chain, schedule: Schedule | list[Op], budget: int | None = None) -> Simulation:
+    """Replay `schedule` on `chain`; memory above `budget` (when given) is a violation."""
+    ops = schedule.ops if isinstance(schedule, Schedule) else list(schedule)
+    L = chain.length
+    x, xbar = chain.x, chain.xbar
+    acts: set[int] = {0}
+    tapes: set[int] = set()
+    grads: set[int] = set()
+    done_backward: set[int] = set()
+    mem = int(x[0])
+    now = 0.0
+    sim = Simulation(initial_memory=mem)
+    if budget is not None and mem > budget:
+        first = ops[0] if ops else None
+        sim.violation = Violation(0, first, f"the input a_0 alone ({mem}) exceeds the budget {budget}")
+        return sim
+
+    def available(j: int) -> bool:
+        return j in acts or j in tapes
+
+    for pos, op in enumerate(ops):
+        kind, i = op
+        fail = None
+        if kind == LOSS:
+            i = L
+        elif not 0 <= i < L:
+            fail = f"stage {i} outside 0..{L - 1}"
+        if fail is None:
+            fail = _precondition(kind, i, L, acts, tapes, grads, done_backward, available)
+        if fail is not None:
+            sim.violation = Violation(pos, op, fail)
+            return sim
+        if kind == F_ALL:
+            out, overhead, duration = int(xbar[i + 1]), int(chain.o_f[i]), float(chain.u_f[i])
+        elif kind in (F_CK, F_N):
+            out, overhead, duration = int(x[i + 1]), int(chain.o_f[i]), float(chain.u_f[i])
+        else:  # B or Loss: produces delta_i
+            out, overhead, duration = int(x[i]), int(chain.o_b[i]), float(chain.u_b[i])
+        during = mem + out + overhead
+        if budget is not None and during > budget:
+            sim.violation = Violation(pos, op, f"memory over budget: {during} > {budget} while it runs")
+            return sim
+        mem += out
+        if kind == F_ALL:
+            tapes.add(i + 1)
+        elif kind == F_CK:
+            acts.add(i + 1)
+        elif kind == F_N:
+            acts.add(i + 1)
+            mem -= _free_standalone(acts, i, x)
+        elif kind == LOSS:
+            grads.add(L)
+            done_backward.add(L)
+            mem -= _free_standalone(acts, L, x)
+        else:  # B
+            grads.add(i)
+            done_backward.add(i)
+            tapes.discard(i + 1)
+            grads.discard(i + 1)
+            mem -= int(xbar[i + 1]) + int(x[i + 1])
+            mem -= _free_standalone(acts, i, x)
+        sim.steps.append(Step(op, now, now + duration, during, mem))
+        now += duration
+    if 0 not in grads:
+        missing = sorted(set(range(L + 1)) - done_backward)
+        names = ["Loss" if j == L else f"B({j})" for j in reversed(missing)]
+        sim.violation = Violation(len(ops), None, f"incomplete: missing backward {', '.join(names[:5])}"
+                                  + (" ..." if len(names) > 5 else ""))
+    return sim
+
+
+def _precondition(kind, i, L, acts, tapes, grads, done_backward, available) -> str | None:
+    """Why `kind(i)` cannot run in this state, or None."""
+    if kind in (F_ALL, F_CK, F_N):
+        if not available(i):
+            return f"a_{i} is not resident"
+        if kind == F_ALL and (i + 1) in tapes:
+            return f"abar_{i + 1} is already resident"
+        if kind != F_ALL and (i + 1) in acts:
+            return f"a_{i + 1} is already resident"
+        return None
+    if kind == LOSS:
+        if L in done_backward:
+            return "the loss already ran"
+        if not available(L):
+            return f"a_{L} is not resident"
+        return None
+    if kind == B:
+        if i in done_backward:
+            return f"B({i}) already ran"
+        if (i + 1) not in tapes:
+            return f"abar_{i + 1} is not resident (B({i}) needs the tape of F_all({i}))"
+        if (i + 1) not in grads:
+            return f"delta_{i + 1} is not resident"
+        if not available(i):
+            return f"a_{i} is not resident"
+        return None
+    return f"unknown operation {kind!r}"
+
+
+def _free_standalone(acts: set[int], j: int, x) -> int:
+    if j in acts:
+        acts.discard(j)
+        return int(x[j])
+    return 0

@@ -1,0 +1,66 @@
+"""Recognise which problem an instance file states, and load it.
+
+- JSON with ``"format": "memsched.chain/1"``: a chain (Problem 1).
+- JSON with ``"format": "memsched.join/1"``: a join network of chains.
+- JSON with ``"nodes"`` and ``"links"`` (networkx node-link, as Checkmate and Moccasin export):
+  a general graph (Problem 2).
+- a PipeDream profile ``graph.txt`` (lines ``nodeN -- desc -- forward_compute_time=...``):
+  a layer chain for pipelining (Problem 4).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from . import registry
+from .errors import InputError
+
+
+def detect_problem(path: str | Path) -> str:
+    """The problem name of the file at `path` (InputError if it is none of ours)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError("no such file", path=str(path))
+    if path.is_dir():
+        raise InputError("is a directory, expected an instance file", path=str(path))
+    head = path.read_text(errors="replace")[:4096].lstrip()
+    if head.startswith("{"):
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise InputError(f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}",
+                             path=str(path)) from None
+        return detect_json(data, str(path))
+    if head.startswith("node") or " -- " in head:
+        return "pipeline"
+    raise InputError("not a chain, join, graph (node-link JSON) or PipeDream graph.txt file", path=str(path))
+
+
+def detect_json(data: Any, path: str = "<json>") -> str:
+    if not isinstance(data, dict):
+        raise InputError("expected a JSON object", path=path)
+    fmt = data.get("format")
+    if isinstance(fmt, str):
+        if fmt.startswith("memsched.chain/"):
+            return "chain"
+        if fmt.startswith("memsched.join/"):
+            return "join"
+        if fmt.startswith("memsched.offload/"):
+            return "offload"
+        raise InputError(f"unknown format {fmt!r}", path=path, field="format")
+    if "nodes" in data and ("links" in data or "edges" in data):
+        return "graph"
+    raise InputError("no 'format' tag and not a node-link graph (expected 'nodes' and 'links')", path=path,
+                     field="format")
+
+
+def load_instance(path: str | Path, problem: str | None = None) -> tuple[str, Any]:
+    """(problem, instance) for the file at `path`."""
+    problem = problem or detect_problem(path)
+    try:
+        module = registry.problem_module(problem)
+    except ImportError:
+        raise InputError(f"problem {problem!r} is not available in this installation", path=str(path)) from None
+    return problem, module.load(str(path))

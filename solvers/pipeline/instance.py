@@ -1,0 +1,311 @@
+"""The pipelined model-parallelism instance of DESIGN.md (Problem 4) and its loaders.
+
+A chain of L layers (0-based, in the instance's layer order). Layer ``l`` has
+
+- ``fwd[l]``, ``bwd[l]``: forward and backward times for one micro-batch (the file's time unit,
+  ``time_unit`` seconds each: milliseconds for PipeDream profiles and, unless the chain file's
+  ``meta.units.time`` says otherwise, for chain files);
+- ``act[l]``: size in bytes of its output activation a_l (for one micro-batch);
+- ``params[l]``: size in bytes of its weights W_l.
+
+``input_size`` is the size of a_{-1}, the input of layer 0. ``cut[l]`` (for l < L-1) is the size
+of what crosses a cut between layers l and l+1: ``act[l]`` for a chain; for a PipeDream graph
+read in topological order it is the sum of the outputs of layers <= l consumed by a layer > l
+(what PipeDream sends between stages).
+
+Machine side (not in the files): ``weight_factor`` multiplies the weights of a stage to account
+for their gradients and optimizer state (default 4: weights + gradients + two Adam moments),
+``bandwidth`` is the link bandwidth in bytes/s (None: communication is not charged).
+
+Loading:
+
+- ``memsched.chain/1`` files: layer l = stage l of the chain, ``act[l] = out_size``,
+  ``input_size`` = the chain's input_size, ``params[l]`` = ``meta.param_sizes[l]`` when the file
+  has such a list (bytes), else 0; the loss is folded into the last layer's backward time.
+- PipeDream ``graph.txt`` profiles: one node per line ``ID -- DESC -- forward_compute_time=F,
+  backward_compute_time=B, activation_size=A, parameter_size=W[ -- stage_id=S]`` (times in ms,
+  sizes in bytes; ``activation_size`` may be a list ``[a; b]``, summed as PipeDream does), then
+  edge lines ``\\tID1 -- ID2``. Nodes are read in a topological order, ties broken by their order
+  in the file (Kahn's algorithm with a priority on the line number). Source nodes whose
+  description starts with "Input" become ``input_size`` (PipeDream also removes them).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+
+DEFAULT_WEIGHT_FACTOR = 4.0
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+@dataclass(eq=False)
+class Pipeline:
+    """A chain of layers to partition into pipeline stages (see the module docstring)."""
+
+    fwd: np.ndarray
+    bwd: np.ndarray
+    act: np.ndarray
+    params: np.ndarray
+    input_size: int = 0
+    cut: np.ndarray | None = None
+    name: str = "pipeline"
+    layer_names: list[str] = field(default_factory=list)
+    time_unit: float = 1e-3
+    weight_factor: float = DEFAULT_WEIGHT_FACTOR
+    bandwidth: float | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.fwd = np.asarray(self.fwd, dtype=float)
+        self.bwd = np.asarray(self.bwd, dtype=float)
+        self.act = np.asarray(self.act, dtype=np.int64)
+        self.params = np.asarray(self.params, dtype=np.int64)
+        L = len(self.fwd)
+        if L == 0:
+            raise ValueError("a pipeline needs at least one layer")
+        for name in ("bwd", "act", "params"):
+            if getattr(self, name).shape != (L,):
+                raise ValueError(f"Pipeline.{name} must have length {L}")
+        if self.cut is None:
+            self.cut = self.act[:-1].copy()
+        self.cut = np.asarray(self.cut, dtype=np.int64)
+        if self.cut.shape != (L - 1,):
+            raise ValueError(f"Pipeline.cut must have length {L - 1}")
+        if not self.layer_names:
+            self.layer_names = [f"layer{i}" for i in range(L)]
+        if self.weight_factor < 0 or not math.isfinite(self.weight_factor):
+            raise ValueError("weight_factor must be a non-negative number")
+        if self.bandwidth is not None and not self.bandwidth > 0:
+            raise ValueError("bandwidth must be positive (or None)")
+
+    @property
+    def length(self) -> int:
+        """L, the number of layers."""
+        return len(self.fwd)
+
+    def with_machine(self, *, bandwidth: float | None = None, weight_factor: float | None = None) -> Pipeline:
+        """A copy with another bandwidth (bytes/s; None: not charged) and/or weight factor."""
+        return replace(self, bandwidth=bandwidth,
+                       weight_factor=self.weight_factor if weight_factor is None else weight_factor)
+
+    def input_of(self, l: int) -> int:
+        """Size of the input of layer l (a_{l-1}, or what crosses the cut before l)."""
+        return int(self.input_size) if l == 0 else int(self.cut[l - 1])
+
+    def comm_time(self, nbytes: float) -> float:
+        """Time (instance unit) to move `nbytes` over a link; 0 when bandwidth is not charged."""
+        if self.bandwidth is None:
+            return 0.0
+        return float(nbytes) / self.bandwidth / self.time_unit
+
+    def total_time(self) -> float:
+        """sum of fwd + bwd: the period on one device."""
+        return float(self.fwd.sum() + self.bwd.sum())
+
+    def to_graph_txt(self) -> str:
+        """This chain in PipeDream's graph.txt format (times in ms, sizes in bytes)."""
+        scale = self.time_unit / 1e-3
+        lines = []
+        ids = [f"node{i + 1}" for i in range(self.length)]
+        if self.input_size:
+            lines.append(f"node0 -- Input -- forward_compute_time=0.000, backward_compute_time=0.000, "
+                         f"activation_size={float(self.input_size):.1f}, parameter_size=0.000")
+        for i in range(self.length):
+            desc = self.layer_names[i].replace(" -- ", " - ")
+            lines.append(f"{ids[i]} -- {desc} -- forward_compute_time={self.fwd[i] * scale:.6f}, "
+                         f"backward_compute_time={self.bwd[i] * scale:.6f}, activation_size={float(self.act[i]):.1f}, "
+                         f"parameter_size={float(self.params[i]):.1f}")
+        if self.input_size:
+            lines.append(f"\tnode0 -- {ids[0]}")
+        lines += [f"\t{ids[i]} -- {ids[i + 1]}" for i in range(self.length - 1)]
+        return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- loaders
+def load(path: str | Path) -> Pipeline:
+    """A pipeline from a chain file (JSON, ``memsched.chain/1``) or a PipeDream graph.txt."""
+    path = str(path)
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise InputError("no such file", path=path) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"cannot read ({err})", path=path) from None
+    if text.lstrip().startswith("{"):
+        return from_chain_json(text, path=path)
+    return from_graph_txt(text, path=path)
+
+
+def from_chain_json(text: str, *, path: str = "<chain>") -> Pipeline:
+    """A pipeline from the text of a ``memsched.chain/1`` file (validated by the chain loader)."""
+    from ..chain.instance import Chain
+
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}", path=path) from None
+    chain = Chain.from_dict(data, path=path)
+    return from_chain(chain, path=path)
+
+
+def from_chain(chain: Any, *, path: str = "<chain>") -> Pipeline:
+    """Layer l = stage l of a `solvers.chain.Chain`; activation = out_size; parameters from
+    ``meta["param_sizes"]`` (a list of L byte counts) when present, else 0; the loss's backward
+    time is added to the last layer."""
+    L = chain.length
+    meta = dict(chain.meta)
+    params = meta.get("param_sizes")
+    if params is None:
+        params = [0] * L
+    elif (not isinstance(params, list) or len(params) != L
+          or not all(isinstance(p, (int, float)) and not isinstance(p, bool) and p >= 0 and math.isfinite(p)
+                     for p in params)):
+        raise InputError(f"must be a list of {L} non-negative byte counts", path=path, field="meta.param_sizes")
+    unit = "ms"
+    units = meta.get("units")
+    if isinstance(units, dict) and "time" in units:
+        unit = str(units["time"])
+    if unit not in TIME_UNITS:
+        raise InputError(f"unknown time unit {unit!r} (one of {', '.join(TIME_UNITS)})", path=path,
+                         field="meta.units.time")
+    bwd = chain.u_b[:L].astype(float).copy()
+    bwd[-1] += float(chain.u_b[L])
+    return Pipeline(fwd=chain.u_f[:L].copy(), bwd=bwd, act=chain.x[1 : L + 1].copy(),
+                    params=np.asarray([int(p) for p in params], dtype=np.int64), input_size=int(chain.x[0]),
+                    name=chain.name, layer_names=list(chain.stage_names), time_unit=TIME_UNITS[unit], meta=meta)
+
+
+_FIELDS = ("forward_compute_time", "backward_compute_time", "activation_size", "parameter_size")
+_NUMBER = re.compile(r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$")
+
+
+def _parse_number(text: str, path: str, where: str) -> float:
+    text = text.strip()
+    if not _NUMBER.match(text):
+        raise InputError(f"not a number: {text!r}", path=path, field=where)
+    value = float(text)
+    if value < 0 or not math.isfinite(value):
+        raise InputError(f"must be a non-negative finite number, got {text!r}", path=path, field=where)
+    return value
+
+
+def from_graph_txt(text: str, *, path: str = "<graph.txt>", name: str | None = None) -> Pipeline:
+    """Parse a PipeDream profile (see the module docstring). Errors name the line and field."""
+    nodes: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    edges: list[tuple[str, str, int]] = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        where = f"line {lineno}"
+        if raw.startswith("\t") or raw.startswith(" "):
+            parts = raw.strip().split(" -- ")
+            if len(parts) != 2 or not all(parts):
+                raise InputError(f"expected an edge 'nodeA -- nodeB', got {raw.strip()!r}", path=path, field=where)
+            edges.append((parts[0].strip(), parts[1].strip(), lineno))
+            continue
+        parts = raw.strip().split(" -- ")
+        if len(parts) < 3:
+            raise InputError("expected 'ID -- DESC -- forward_compute_time=..., backward_compute_time=..., "
+                             "activation_size=..., parameter_size=...'", path=path, field=where)
+        node_id, desc = parts[0].strip(), parts[1].strip()
+        if node_id in nodes:
+            raise InputError(f"node {node_id!r} defined twice (first at line {nodes[node_id]['line']})",
+                             path=path, field=where)
+        values: dict[str, float] = {}
+        for item in parts[2].split(", "):
+            key, sep, value = item.partition("=")
+            key = key.strip()
+            if not sep:
+                raise InputError(f"expected key=value, got {item.strip()!r}", path=path, field=where)
+            if key not in _FIELDS:
+                raise InputError(f"unknown field {key!r}", path=path, field=f"{where}: {key}")
+            value = value.strip()
+            if key == "activation_size" and value.startswith("["):
+                if not value.endswith("]"):
+                    raise InputError(f"unterminated list {value!r}", path=path, field=f"{where}: {key}")
+                inner = [v for v in value[1:-1].split(";") if v.strip()]
+                values[key] = sum(_parse_number(v, path, f"{where}: {key}") for v in inner)
+            else:
+                values[key] = _parse_number(value, path, f"{where}: {key}")
+        for key in _FIELDS:
+            if key not in values:
+                raise InputError("missing field", path=path, field=f"{where}: {key}")
+        nodes[node_id] = {"desc": desc, "line": lineno, **values}
+        order.append(node_id)
+    if not nodes:
+        raise InputError("no nodes in the profile", path=path)
+    succ: dict[str, list[str]] = {n: [] for n in nodes}
+    indeg = {n: 0 for n in nodes}
+    seen: set[tuple[str, str]] = set()
+    for a, b, lineno in edges:
+        for end in (a, b):
+            if end not in nodes:
+                raise InputError(f"edge names unknown node {end!r}", path=path, field=f"line {lineno}")
+        if a == b:
+            raise InputError(f"self-loop on {a!r}", path=path, field=f"line {lineno}")
+        if (a, b) in seen:
+            continue
+        seen.add((a, b))
+        succ[a].append(b)
+        indeg[b] += 1
+    # Drop "Input" sources: their output is the pipeline's input (PipeDream removes them too).
+    input_size = 0.0
+    inputs = [n for n in order if indeg[n] == 0 and nodes[n]["desc"].startswith("Input")]
+    if len(inputs) == len(order):
+        inputs = []
+    for n in inputs:
+        input_size += nodes[n]["activation_size"]
+        for m in succ[n]:
+            indeg[m] -= 1
+    rank = {n: i for i, n in enumerate(order)}
+    heap = [rank[n] for n in order if indeg[n] == 0 and n not in inputs]
+    heapq.heapify(heap)
+    topo: list[str] = []
+    while heap:
+        n = order[heapq.heappop(heap)]
+        topo.append(n)
+        for m in succ[n]:
+            indeg[m] -= 1
+            if indeg[m] == 0:
+                heapq.heappush(heap, rank[m])
+    if len(topo) + len(inputs) != len(order):
+        stuck = [n for n in order if n not in set(topo) and n not in inputs]
+        raise InputError(f"the edges form a cycle (through {stuck[0]!r}, line {nodes[stuck[0]]['line']})",
+                         path=path)
+    pos = {n: i for i, n in enumerate(topo)}
+    L = len(topo)
+    # cut[l]: outputs of layers <= l consumed by some layer > l.
+    last_use = [pos[n] for n in topo]
+    for n in topo:
+        for m in succ[n]:
+            last_use[pos[n]] = max(last_use[pos[n]], pos[m])
+    act = [int(math.ceil(nodes[n]["activation_size"])) for n in topo]
+    delta = np.zeros(L + 1, dtype=np.int64)
+    for i in range(L):
+        if last_use[i] > i:  # alive on cuts i .. last_use-1
+            delta[i] += act[i]
+            delta[last_use[i]] -= act[i]
+    cut = np.cumsum(delta)[: L - 1]
+    return Pipeline(
+        fwd=[nodes[n]["forward_compute_time"] for n in topo],
+        bwd=[nodes[n]["backward_compute_time"] for n in topo],
+        act=act,
+        params=[int(math.ceil(nodes[n]["parameter_size"])) for n in topo],
+        input_size=int(math.ceil(input_size)),
+        cut=cut,
+        name=name or Path(path).stem,
+        layer_names=[f"{n}: {nodes[n]['desc']}" for n in topo],
+        time_unit=1e-3,
+        meta={"source": "pipedream graph.txt", "node_ids": topo},
+    )

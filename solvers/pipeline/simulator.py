@@ -1,0 +1,311 @@
+"""Partitions of a pipeline and the simulator that charges their period and memory.
+
+The model (Problem 4 of DESIGN.md). A partition cuts the L layers into S contiguous stages
+``[first_s, last_s]``; stage s (0-based) runs on ``r_s`` replicas (1 for a straight pipeline),
+``sum r_s <= P`` devices. With F, B, W the sums of fwd, bwd, params over the stage:
+
+- stage time        tau_s = (F + B + AR_s) / r_s, where AR_s = 4 (r_s - 1) W / (r_s * bandwidth)
+                    is PipeDream's allreduce of the stage's weights (0 when r_s = 1 or the
+                    bandwidth is not charged);
+- link time         c_s = 2 * in_s / (bandwidth * r_s) for s > 0, where in_s is the size of the
+                    stage's input (activation forward, its gradient backward; divided among the
+                    r_s replicas' links as in PipeDream); 0 when the bandwidth is not charged;
+- period            T = max( max_s tau_s, max_s c_s )   (compute and transfers overlap);
+- in flight         n_s = ceil(D_s / r_s) for 1F1B with D_s = sum_{t >= s} r_t (a straight
+                    pipeline: stage s of S keeps S - s micro-batches, "P - s + 1" 1-based);
+                    n_s = ceil(m / r_s) for GPipe with m micro-batches per batch;
+- stash             A_s = in_s + sum_{l=first_s}^{last_s - 1} act[l]: a micro-batch leaves the
+                    inputs of all the stage's layers until its backward;
+- buffers           Q_s = in_s (if s > 0) + out_s (if s < S - 1): the gradient received for the
+                    stage's output and the one sent for its input;
+- memory            M_s = ceil(weight_factor * W) + n_s * A_s + Q_s  per device of stage s;
+                    the peak is max_s M_s.
+
+Times are in the instance's time unit (ms for PipeDream profiles), sizes in bytes.
+
+`simulate_batch` also plays one batch of m micro-batches (straight pipelines) event by event,
+for 1F1B (PipeDream-flush order: S - s - 1 warm-up forwards, then one forward one backward) and
+GPipe (all forwards, then all backwards): makespan with the bubbles, and the largest number of
+micro-batches each stage actually holds, which must equal n_s above.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InputError
+from .instance import Pipeline
+
+SCHEDULES = ("1f1b", "gpipe")
+FORMAT = "memsched.partition/1"
+
+
+@dataclass
+class Stage:
+    """Layers ``first..last`` (inclusive, 0-based) on ``replicas`` devices; ``time`` and
+    ``memory`` are the simulator's values once evaluated."""
+
+    first: int
+    last: int
+    replicas: int = 1
+    time: float | None = None
+    memory: int | None = None
+    in_flight: int | None = None
+    link_time: float | None = None
+
+
+@dataclass
+class Partition:
+    """A partition into stages with the schedule that runs it (1f1b or gpipe, m micro-batches)."""
+
+    stages: list[Stage]
+    schedule: str = "1f1b"
+    micro_batches: int | None = None
+    devices: int | None = None
+    period: float | None = None
+    peak_memory: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_bounds(cls, bounds: list[tuple[int, int]] | list[tuple[int, int, int]], *, schedule: str = "1f1b",
+                    micro_batches: int | None = None, devices: int | None = None) -> Partition:
+        """From ``[(first, last)]`` or ``[(first, last, replicas)]``."""
+        stages = [Stage(b[0], b[1], b[2] if len(b) > 2 else 1) for b in bounds]
+        return cls(stages, schedule=schedule, micro_batches=micro_batches, devices=devices)
+
+    @property
+    def bounds(self) -> list[tuple[int, int, int]]:
+        return [(s.first, s.last, s.replicas) for s in self.stages]
+
+    @property
+    def devices_used(self) -> int:
+        return sum(s.replicas for s in self.stages)
+
+    def evaluated(self, inst: Pipeline) -> Partition:
+        """Fill in per-stage time, memory and the period from the simulator."""
+        ev = evaluate(inst, self)
+        for st, t, m, n, c in zip(self.stages, ev.stage_times, ev.stage_memory, ev.in_flight, ev.link_times):
+            st.time, st.memory, st.in_flight, st.link_time = t, m, n, c
+        self.period, self.peak_memory = ev.period, ev.peak_memory
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "schedule": self.schedule,
+            "micro_batches": self.micro_batches,
+            "devices": self.devices,
+            "period": self.period,
+            "peak_memory": self.peak_memory,
+            "stages": [{"first_layer": s.first, "last_layer": s.last, "replicas": s.replicas, "devices": s.replicas,
+                        "time": s.time, "memory": s.memory, "in_flight": s.in_flight, "link_time": s.link_time}
+                       for s in self.stages],
+            **self.extra,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, *, path: str = "<partition>") -> Partition:
+        if not isinstance(data, dict) or not isinstance(data.get("stages"), list) or not data["stages"]:
+            raise InputError("expected an object with a non-empty 'stages' list", path=path, field="stages")
+        bounds = []
+        for k, s in enumerate(data["stages"]):
+            try:
+                bounds.append((int(s["first_layer"]), int(s["last_layer"]), int(s.get("replicas", 1))))
+            except (KeyError, TypeError, ValueError):
+                raise InputError("needs integer first_layer and last_layer", path=path,
+                                 field=f"stages[{k}]") from None
+        schedule = str(data.get("schedule", "1f1b"))
+        if schedule not in SCHEDULES:
+            raise InputError(f"unknown schedule {schedule!r}", path=path, field="schedule")
+        return cls.from_bounds(bounds, schedule=schedule, micro_batches=data.get("micro_batches"),
+                               devices=data.get("devices"))
+
+    def __str__(self) -> str:
+        parts = [f"[{s.first}-{s.last}]" + (f"x{s.replicas}" if s.replicas > 1 else "") for s in self.stages]
+        return f"{self.schedule}: " + " ".join(parts)
+
+
+@dataclass
+class Evaluation:
+    """The simulator's charges for a partition (see the module docstring)."""
+
+    period: float
+    peak_memory: int
+    stage_times: list[float]
+    link_times: list[float]
+    stage_memory: list[int]
+    in_flight: list[int]
+    violation: str | None = None
+
+
+def check_partition(inst: Pipeline, part: Partition, devices: int | None = None) -> str | None:
+    """Why `part` is not a valid partition of `inst` (None when it is)."""
+    if not part.stages:
+        return "no stages"
+    if part.schedule not in SCHEDULES:
+        return f"unknown schedule {part.schedule!r}"
+    expected = 0
+    for k, s in enumerate(part.stages):
+        if s.first != expected:
+            return f"stage {k} starts at layer {s.first}, expected {expected} (stages must be contiguous)"
+        if s.last < s.first:
+            return f"stage {k} is empty ({s.first}..{s.last})"
+        if s.replicas < 1:
+            return f"stage {k} has {s.replicas} replicas"
+        expected = s.last + 1
+    if expected != inst.length:
+        return f"the stages cover layers 0..{expected - 1}, not 0..{inst.length - 1}"
+    devices = devices if devices is not None else part.devices
+    if devices is not None and part.devices_used > devices:
+        return f"the partition uses {part.devices_used} devices, only {devices} available"
+    if part.schedule == "gpipe" and not part.micro_batches:
+        return "gpipe needs a number of micro-batches"
+    return None
+
+
+def in_flight_counts(part: Partition) -> list[int]:
+    """n_s of the module docstring."""
+    reps = [s.replicas for s in part.stages]
+    if part.schedule == "gpipe":
+        m = int(part.micro_batches or 0)
+        return [math.ceil(m / r) for r in reps]
+    out = []
+    for s in range(len(reps)):
+        out.append(math.ceil(sum(reps[s:]) / reps[s]))
+    return out
+
+
+def weights_memory(inst: Pipeline, W: int) -> int:
+    """ceil(weight_factor * W): weights with their gradients and optimizer state."""
+    return int(math.ceil(inst.weight_factor * W - 1e-9))
+
+
+def evaluate(inst: Pipeline, part: Partition, budget: int | None = None, devices: int | None = None) -> Evaluation:
+    """Period, per-stage time and memory of `part` (module docstring); a partition that is
+    malformed, uses too many devices or exceeds `budget` on some device gets a `violation`."""
+    bad = check_partition(inst, part, devices)
+    if bad is not None:
+        return Evaluation(math.inf, 0, [], [], [], [], violation=bad)
+    S = len(part.stages)
+    ns = in_flight_counts(part)
+    times, links, mems = [], [], []
+    for k, s in enumerate(part.stages):
+        layers = range(s.first, s.last + 1)
+        F = sum(float(inst.fwd[l]) for l in layers)
+        B = sum(float(inst.bwd[l]) for l in layers)
+        W = sum(int(inst.params[l]) for l in layers)
+        r = s.replicas
+        allreduce = inst.comm_time(4.0 * (r - 1) * W / r) if r > 1 else 0.0
+        times.append((F + B + allreduce) / r)
+        in_size = inst.input_of(s.first)
+        links.append(inst.comm_time(2.0 * in_size) / r if k > 0 else 0.0)
+        stash = in_size + sum(int(inst.act[l]) for l in range(s.first, s.last))
+        buffers = (in_size if k > 0 else 0) + (int(inst.cut[s.last]) if k < S - 1 else 0)
+        mems.append(weights_memory(inst, W) + ns[k] * stash + buffers)
+    period = max(max(times), max(links))
+    peak = max(mems)
+    violation = None
+    if budget is not None and peak > budget:
+        worst = mems.index(peak)
+        violation = f"stage {worst} needs {peak} bytes per device > budget {budget}"
+    return Evaluation(period, peak, times, links, mems, ns, violation)
+
+
+# ---------------------------------------------------------------------------- one batch
+@dataclass
+class BatchRun:
+    """One batch of m micro-batches played event by event."""
+
+    makespan: float
+    micro_batches: int
+    max_in_flight: list[int]
+    ops: list[list[tuple[str, int, float, float]]]  # per stage: (F|B, micro-batch, start, end)
+
+    @property
+    def bubble_fraction(self) -> float:
+        """1 - busy / (S * makespan)."""
+        busy = sum(e - s for stage in self.ops for _, _, s, e in stage)
+        S = len(self.ops)
+        return 1.0 - busy / (S * self.makespan) if self.makespan > 0 else 0.0
+
+
+def stage_order(schedule: str, s: int, S: int, m: int) -> list[tuple[str, int]]:
+    """The order in which stage s (0-based) of S runs the forwards F and backwards B of
+    micro-batches 0..m-1: GPipe runs all forwards then all backwards (in forward order, as
+    torch's ScheduleGPipe); 1F1B runs min(S - s - 1, m) warm-up forwards, then alternates."""
+    if schedule == "gpipe":
+        return [("F", k) for k in range(m)] + [("B", k) for k in range(m)]
+    warm = min(S - s - 1, m)
+    order = [("F", k) for k in range(warm)]
+    f, b = warm, 0
+    while f < m:
+        order += [("F", f), ("B", b)]
+        f += 1
+        b += 1
+    order += [("B", k) for k in range(b, m)]
+    return order
+
+
+def simulate_batch(inst: Pipeline, part: Partition, micro_batches: int | None = None) -> BatchRun:
+    """Makespan of one batch of m micro-batches on a straight pipeline: each stage runs its ops
+    in `stage_order`, an op starts when its stage is free and its input has arrived (the
+    forward of the previous stage, or the backward of the next, plus the link time
+    in_s / bandwidth each way)."""
+    bad = check_partition(inst, part)
+    if bad is not None:
+        raise ValueError(bad)
+    if any(s.replicas != 1 for s in part.stages):
+        raise ValueError("simulate_batch plays straight pipelines only (no replicated stages)")
+    m = int(micro_batches or part.micro_batches or 0)
+    if m <= 0:
+        raise ValueError("need a positive number of micro-batches")
+    S = len(part.stages)
+    fw = [sum(float(inst.fwd[l]) for l in range(s.first, s.last + 1)) for s in part.stages]
+    bw = [sum(float(inst.bwd[l]) for l in range(s.first, s.last + 1)) for s in part.stages]
+    link = [inst.comm_time(inst.input_of(s.first)) if k > 0 else 0.0 for k, s in enumerate(part.stages)]
+    orders = [stage_order(part.schedule, s, S, m) for s in range(S)]
+    pos = [0] * S
+    free = [0.0] * S
+    done_f: dict[tuple[int, int], float] = {}
+    done_b: dict[tuple[int, int], float] = {}
+    ops: list[list[tuple[str, int, float, float]]] = [[] for _ in range(S)]
+    held = [0] * S
+    max_held = [0] * S
+    remaining = S * 2 * m
+    while remaining:
+        progressed = False
+        for s in range(S):
+            while pos[s] < len(orders[s]):
+                kind, k = orders[s][pos[s]]
+                if kind == "F":
+                    if s > 0 and (s - 1, k) not in done_f:
+                        break
+                    ready = done_f[(s - 1, k)] + link[s] if s > 0 else 0.0
+                    dur = fw[s]
+                else:
+                    if s < S - 1 and (s + 1, k) not in done_b:
+                        break
+                    if s == S - 1 and (s, k) not in done_f:
+                        break
+                    ready = done_b[(s + 1, k)] + link[s + 1] if s < S - 1 else done_f[(s, k)]
+                    dur = bw[s]
+                start = max(free[s], ready)
+                end = start + dur
+                free[s] = end
+                ops[s].append((kind, k, start, end))
+                if kind == "F":
+                    done_f[(s, k)] = end
+                    held[s] += 1
+                    max_held[s] = max(max_held[s], held[s])
+                else:
+                    done_b[(s, k)] = end
+                    held[s] -= 1
+                pos[s] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:
+            raise RuntimeError("pipeline schedule deadlocked")  # cannot happen for these orders
+    makespan = max(free)
+    return BatchRun(makespan, m, max_held, ops)

@@ -1,0 +1,82 @@
+"""What every solver returns: status, objective, bound, time, and the schedule itself."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+OPTIMAL, FEASIBLE, INFEASIBLE, TIMEOUT = "optimal", "feasible", "infeasible", "timeout"
+STATUSES = (OPTIMAL, FEASIBLE, INFEASIBLE, TIMEOUT)
+
+
+@dataclass
+class SolveResult:
+    """One solver run.
+
+    ``status``: optimal (proven, for the model named in ``scope``), feasible (a schedule, no
+    proof), infeasible (proven: no schedule of this solver's model fits), timeout (the limit
+    was reached before any schedule was found). ``objective`` is the makespan (chains, graphs)
+    or the period (pipelines), in the instance's time unit; ``lower_bound`` a proven bound on
+    the optimum of ``scope`` when the solver has one. ``peak_memory`` and ``objective`` are
+    the simulator's replay values, never the solver's own claims (`solvers.registry.solve`
+    checks that they agree). ``log`` holds (seconds, objective, bound) as the search improves.
+    """
+
+    problem: str
+    solver: str
+    status: str
+    objective: float | None = None
+    peak_memory: int | None = None
+    lower_bound: float | None = None
+    solve_time_s: float = 0.0
+    budget: int | None = None
+    schedule: Any = None
+    min_budget: int | None = None
+    scope: str = ""
+    message: str = ""
+    log: list[tuple[float, float | None, float | None]] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def found(self) -> bool:
+        """True when a schedule was found."""
+        return self.schedule is not None and self.status in (OPTIMAL, FEASIBLE, TIMEOUT)
+
+    @property
+    def gap(self) -> float | None:
+        """Relative gap (objective - bound) / objective, when both exist."""
+        if self.objective is None or self.lower_bound is None or not self.objective:
+            return None
+        return max(0.0, (self.objective - self.lower_bound) / abs(self.objective))
+
+    def to_json(self, objective_key: str = "makespan") -> dict[str, Any]:
+        """The `--json` object of DESIGN.md (NaN and infinities become null)."""
+        out: dict[str, Any] = {
+            "problem": self.problem,
+            "solver": self.solver,
+            "status": self.status,
+            objective_key: _finite(self.objective),
+            "peak_memory": self.peak_memory,
+            "budget": self.budget,
+            "lower_bound": _finite(self.lower_bound),
+            "gap": _finite(self.gap),
+            "solve_time_s": round(self.solve_time_s, 6),
+            "scope": self.scope,
+        }
+        if self.min_budget is not None:
+            out["min_budget"] = self.min_budget
+        if self.message:
+            out["message"] = self.message
+        if self.log:
+            out["log"] = [[round(t, 4), _finite(o), _finite(b)] for t, o, b in self.log]
+        out.update(self.details)
+        out["schedule"] = self.schedule.to_json() if self.schedule is not None else None
+        return out
+
+
+def _finite(v: float | None) -> float | None:
+    if v is None:
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
