@@ -37,6 +37,34 @@ def budget_for(problem: str, instance: Any, text: str) -> int:
     return budget
 
 
+def add_link_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bandwidth", metavar="BW",
+                        help='host link bandwidth ("12GB/s"): makes a chain file an offloading instance')
+    parser.add_argument("--latency", type=float, default=None, metavar="S", help="host link latency in seconds")
+
+
+def load_problem(path: str, bandwidth: str | None = None, latency: float | None = None,
+                 solver: str | None = None) -> tuple[str, Any]:
+    """(problem, instance) for a file. A chain file becomes an offloading instance when a
+    bandwidth is given, or when it has a "host_link" and `solver` is an offloading solver."""
+    from solvers.formats import detect_problem, load_instance
+    from solvers.units import parse_bandwidth
+
+    problem = detect_problem(path)
+    if problem == "chain":
+        offload_names = set(registry.problem_module("offload").SOLVERS)
+        chain_names = set(registry.problem_module("chain").SOLVERS)
+        wants_offload = bandwidth is not None or (solver in offload_names and solver not in chain_names)
+        if wants_offload:
+            from solvers.offload import OffloadInstance
+
+            bw = parse_bandwidth(bandwidth) if bandwidth is not None else None
+            return "offload", OffloadInstance.load(path, bw, latency)
+    elif bandwidth is not None:
+        raise InputError(f"--bandwidth applies to chain files, not to a {problem} instance", field="--bandwidth")
+    return load_instance(path, problem)
+
+
 def add_solver_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--solver", help="solver name (see `memsched solvers`)")
     parser.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds for exact solvers")

@@ -9,10 +9,9 @@ from pathlib import Path
 
 from solvers import registry
 from solvers.errors import InputError
-from solvers.formats import load_instance
 from solvers.units import format_bytes
 
-from ._common import budget_for, print_json
+from ._common import add_link_arguments, budget_for, load_problem, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,6 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", help="instance file")
     p.add_argument("schedule", help="schedule JSON (or the output of `memsched solve --json`)")
     p.add_argument("--budget", help="also check the schedule against this budget")
+    add_link_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=main)
 
@@ -34,9 +34,14 @@ def read_schedule_json(path: str):
 
 
 def main(args: argparse.Namespace) -> int:
-    problem, instance = load_instance(args.file)
+    data = read_schedule_json(args.schedule)
+    declared = data.get("problem") if isinstance(data, dict) else None
+    if isinstance(data, dict) and isinstance(data.get("schedule"), dict):
+        declared = data["schedule"].get("problem", declared)
+    solver = "vdnn" if declared == "offload" else None  # an offloading schedule makes the chain an offload instance
+    problem, instance = load_problem(args.file, args.bandwidth, args.latency, solver)
     module = registry.problem_module(problem)
-    schedule = module.schedule_from_json(read_schedule_json(args.schedule), instance, path=args.schedule)
+    schedule = module.schedule_from_json(data, instance, path=args.schedule)
     budget = budget_for(problem, instance, args.budget) if args.budget else None
     replay = module.replay(instance, schedule, budget)
     out = {"problem": problem, "valid": replay.violation is None, "violation": replay.violation,

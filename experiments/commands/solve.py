@@ -9,11 +9,10 @@ from pathlib import Path
 
 from solvers import registry
 from solvers.errors import InputError
-from solvers.formats import load_instance
 from solvers.result import INFEASIBLE, TIMEOUT, SolveResult
 from solvers.units import format_bytes
 
-from ._common import add_solver_arguments, budget_for, parse_options, print_json
+from ._common import add_link_arguments, add_solver_arguments, budget_for, load_problem, parse_options, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", help="instance file (chain JSON, node-link graph JSON, join JSON)")
     p.add_argument("--budget", required=True, help='bytes ("1500000000"), units ("1.5GB", "800MiB") or "60%%"')
     add_solver_arguments(p)
+    add_link_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("-o", "--output", metavar="SCHEDULE.json", help="also write the schedule to this file")
     p.add_argument("--plot", metavar="FIG", help="also draw the schedule (PNG, PDF or SVG by extension)")
@@ -39,7 +39,7 @@ def default_solver(problem: str) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    problem, instance = load_instance(args.file)
+    problem, instance = load_problem(args.file, args.bandwidth, args.latency, args.solver)
     budget = budget_for(problem, instance, args.budget)
     name = args.solver or default_solver(problem)
     if args.slots < 0:

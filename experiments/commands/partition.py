@@ -1,0 +1,147 @@
+"""`memsched partition FILE --devices P --memory M`: pipeline stages under a per-device memory limit.
+
+FILE is a chain file (memsched.chain/1) or a PipeDream graph.txt profile. The period is printed
+in seconds per micro-batch in steady state (the file's times are in ms unless a chain file's
+``meta.units.time`` says otherwise). Without ``--bandwidth`` communication is not charged.
+Exit codes: 0 a partition was found, 1 infeasible (or no partition within the time limit),
+2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from solvers import registry
+from solvers.errors import InputError
+from solvers.pipeline import DEFAULT_SOLVER, SCHEDULES, load, reference_peak
+from solvers.result import INFEASIBLE, SolveResult
+from solvers.units import format_bytes, parse_bandwidth, parse_budget
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("partition", help="partition a chain into pipeline stages under a per-device memory limit")
+    p.add_argument("file", help="chain file (memsched.chain/1 JSON) or PipeDream graph.txt profile")
+    p.add_argument("--devices", required=True, type=int, metavar="P", help="number of devices")
+    p.add_argument("--memory", required=True, metavar="M",
+                   help='memory per device: bytes, units ("16GB", "800MiB") or "X%%" of the one-device need')
+    p.add_argument("--solver", default=None, help=f"solver name (default {DEFAULT_SOLVER}; see `memsched solvers`)")
+    p.add_argument("--bandwidth", default=None, metavar="BW",
+                   help='link bandwidth, bytes/s or units ("12GB/s"); without it communication is not charged')
+    p.add_argument("--schedule", default="1f1b", choices=SCHEDULES, help="pipeline schedule (default 1f1b)")
+    p.add_argument("--micro-batches", type=int, default=None, metavar="m",
+                   help="micro-batches per batch (GPipe memory; default 4 x devices)")
+    p.add_argument("--weight-factor", type=float, default=None, metavar="K",
+                   help="bytes kept per weight byte: weights, gradients, optimizer state (default 4, Adam)")
+    p.add_argument("--replication", action="store_true", help="allow replicated stages (pipedream, madpipe)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds for exact solvers")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver-specific option")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=main)
+
+
+def _options(items: list[str] | None) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"expected key=value, got {item!r}", field="--option")
+        try:
+            options[key.replace("-", "_")] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.replace("-", "_")] = value
+    return options
+
+
+def run_partition(args: argparse.Namespace) -> tuple[SolveResult, Any]:
+    """Load, solve and referee; returns the result and the instance (with its machine)."""
+    inst = load(args.file)
+    if args.devices < 1:
+        raise InputError(f"must be >= 1, got {args.devices}", field="--devices")
+    if args.micro_batches is not None and args.micro_batches < 1:
+        raise InputError(f"must be >= 1, got {args.micro_batches}", field="--micro-batches")
+    if args.weight_factor is not None and not args.weight_factor >= 0:
+        raise InputError(f"must be >= 0, got {args.weight_factor}", field="--weight-factor")
+    bandwidth = parse_bandwidth(args.bandwidth) if args.bandwidth is not None else None
+    inst = inst.with_machine(bandwidth=bandwidth, weight_factor=args.weight_factor)
+    reference = reference_peak(inst) if str(args.memory).strip().endswith("%") else None
+    memory = parse_budget(args.memory, reference, field="--memory")
+    if memory <= 0:
+        raise InputError(f"must be positive, got {args.memory!r}", field="--memory")
+    options = _options(args.option)
+    if args.replication:
+        options["replication"] = True
+    name = args.solver or DEFAULT_SOLVER
+    result = registry.solve("pipeline", inst, name, memory, devices=args.devices, schedule=args.schedule,
+                            micro_batches=args.micro_batches, time_limit=args.time_limit, **options)
+    return result, inst
+
+
+def to_json(result: SolveResult, inst: Any) -> dict[str, Any]:
+    """The `--json` object: periods and stage times in seconds."""
+    unit = inst.time_unit
+    out = result.to_json(objective_key="period")
+    out["period"] = result.objective * unit if result.objective is not None else None
+    out["lower_bound"] = result.lower_bound * unit if result.lower_bound is not None else None
+    out["period_file_units"] = result.objective
+    out["time_unit_s"] = unit
+    out["memory_per_device"] = result.budget
+    out["instance"] = inst.name
+    out["layers"] = inst.length
+    out["weight_factor"] = inst.weight_factor
+    out["bandwidth"] = inst.bandwidth
+    out["communication"] = "charged" if inst.bandwidth is not None else "not charged (no --bandwidth)"
+    part = result.schedule
+    if out.get("schedule") is not None:
+        out["schedule"]["time_unit_s"] = unit  # the partition's own times are in the file's unit
+    out["stages"] = [] if part is None else [
+        {"first_layer": s.first, "last_layer": s.last, "time": s.time * unit, "memory": s.memory,
+         "devices": s.replicas, "replicas": s.replicas, "in_flight": s.in_flight,
+         "link_time": (s.link_time or 0.0) * unit}
+        for s in part.stages]
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    result, inst = run_partition(args)
+    if args.json:
+        json.dump(to_json(result, inst), sys.stdout, separators=(",", ":"))
+        sys.stdout.write("\n")
+    else:
+        _print_human(result, inst)
+    if result.schedule is None:
+        msg = f"{result.status}: {result.solver} finds no partition within {result.budget} bytes per device"
+        if result.status == INFEASIBLE and result.min_budget is not None:
+            msg += f"; smallest feasible memory: {result.min_budget} bytes ({format_bytes(result.min_budget)})"
+        print(f"memsched partition: {msg}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_human(result: SolveResult, inst: Any) -> None:
+    unit = inst.time_unit
+    print(f"instance     {inst.name}  ({inst.length} layers)")
+    print(f"solver       {result.solver}  [{result.scope}]")
+    print(f"status       {result.status}")
+    print(f"memory       {result.budget} bytes per device ({format_bytes(result.budget)}), "
+          f"weights x {inst.weight_factor:g}")
+    if inst.bandwidth is None:
+        print("bandwidth    communication not charged (no --bandwidth)")
+    else:
+        print(f"bandwidth    {inst.bandwidth:.4g} bytes/s")
+    part = result.schedule
+    if part is not None:
+        print(f"{'stage':>5} {'layers':>11} {'devices':>7} {'in flight':>9} {'time (s)':>12} {'link in (s)':>12} "
+              f"{'memory':>14}")
+        for k, s in enumerate(part.stages):
+            print(f"{k:>5} {f'{s.first}-{s.last}':>11} {s.replicas:>7} {s.in_flight:>9} {s.time * unit:>12.6g} "
+                  f"{(s.link_time or 0.0) * unit:>12.6g} {format_bytes(s.memory):>14}")
+        print(f"period       {result.objective * unit:.6g} s per micro-batch ({part.schedule})")
+        print(f"peak memory  {result.peak_memory} bytes ({format_bytes(result.peak_memory)})")
+    if result.lower_bound is not None and part is not None:
+        print(f"lower bound  {result.lower_bound * unit:.6g} s")
+    if result.message:
+        print(f"note         {result.message}")
+    print(f"solve time   {result.solve_time_s:.3f} s")

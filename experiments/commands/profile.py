@@ -1,0 +1,76 @@
+"""`memsched profile MODEL [options] -o FILE`: profile a zoo network into a chain file.
+
+The chain file (format memsched.chain/1) holds per-block forward/backward times (ms), sizes of
+activations and tapes, and transient overheads (bytes), measured by `models.profiler`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from solvers.errors import InputError
+
+ZOO_NAMES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "densenet121", "inception_v3", "vgg16",
+             "gpt2", "unet")
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    """The sizing options shared by `profile` and `run`."""
+    p.add_argument("--batch", type=int, default=None, help="batch size (default: the model's)")
+    p.add_argument("--image-size", type=int, default=None, help="image side in pixels (image models)")
+    p.add_argument("--seq-len", type=int, default=None, help="sequence length in tokens (gpt2)")
+    p.add_argument("--width", type=int, default=None,
+                   help="base channels (64 by default) or gpt2's model dimension (768)")
+    p.add_argument("--depth", type=int, default=None,
+                   help="gpt2 layers, unet levels, or a cap on blocks per stage (resnet, densenet)")
+    p.add_argument("--vocab", type=int, default=None, help="gpt2 vocabulary size (50257)")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
+    p.add_argument("--repeats", type=int, default=5, help="timed repetitions per block (median)")
+    p.add_argument("--seed", type=int, default=0, help="seed for the weights, the batch and dropout")
+
+
+def model_sizes(args: argparse.Namespace) -> dict[str, Any]:
+    """Keyword arguments of `models.zoo.build_model` from the parsed options."""
+    from models.zoo import resolve_device
+
+    if args.repeats is not None and args.repeats < 1:
+        raise InputError(f"must be at least 1, got {args.repeats}", field="--repeats")
+    return {"batch": args.batch, "image_size": args.image_size, "seq_len": args.seq_len, "width": args.width,
+            "depth": args.depth, "vocab": args.vocab, "device": resolve_device(args.device), "seed": args.seed}
+
+
+def _import_models() -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise InputError("this command needs PyTorch (pip install torch)") from None
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("profile", help="profile a zoo network into a chain file (memsched.chain/1)",
+                              description=__doc__)
+    p.add_argument("model", metavar="MODEL", help=f"zoo model: {', '.join(ZOO_NAMES)}")
+    add_model_options(p)
+    p.add_argument("-o", "--output", default=None, help="chain file to write (default: print it on stdout)")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    _import_models()
+    from models.profiler import profile_model
+    from solvers.chain import reference_peak
+    from solvers.units import format_bytes
+
+    if args.model not in ZOO_NAMES:
+        raise InputError(f"unknown model {args.model!r} (one of {', '.join(ZOO_NAMES)})", field="MODEL")
+    chain, _ = profile_model(args.model, repeats=args.repeats, out=args.output, **model_sizes(args))
+    if args.output is None:
+        json.dump(chain.to_dict(), sys.stdout, indent=1)
+        print()
+    else:
+        print(f"{chain.name}: {chain.length} stages, forward+backward {chain.total_time():.2f} ms, "
+              f"store-all peak {format_bytes(reference_peak(chain))}, on {chain.meta.get('device')} -> {args.output}")
+    return 0

@@ -1,0 +1,139 @@
+"""`memsched run MODEL --budget B --solver NAME`: solve, then execute the schedule for real.
+
+MODEL is a zoo network (profiled first, or costed by `--chain FILE`), or a chain file whose
+costs are used with the network named by `--model`. The schedule chosen by the solver under
+the budget is executed as one training step; the command prints the simulator's prediction
+(makespan, peak memory) next to the measured step time and peak memory, their ratios to
+store-all, and whether every gradient matches plain autograd. Exit codes: 0 ok, 1 infeasible
+budget, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from solvers.errors import InputError
+
+from ._common import budget_for, parse_options
+from .profile import ZOO_NAMES, _import_models, add_model_options, model_sizes
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("run", help="execute a schedule for real: measured vs predicted memory and time",
+                              description=__doc__)
+    p.add_argument("model", metavar="MODEL", help=f"zoo model ({', '.join(ZOO_NAMES)}) or a chain file")
+    p.add_argument("--budget", required=True, help='memory budget: bytes, "1.5GB", "800MiB" or "60%%" of store-all')
+    p.add_argument("--solver", default="rotor", help="chain solver (memsched solvers; default rotor)")
+    p.add_argument("--model", dest="model_name", default=None, help="zoo network to run when MODEL is a chain file")
+    p.add_argument("--chain", default=None, help="costs from this chain file instead of profiling")
+    p.add_argument("--profile-file", default=None, help="save the profiled chain file here")
+    p.add_argument("--slots", type=int, default=500, help="memory slots for discretising solvers (0: exact)")
+    p.add_argument("--time-limit", type=float, default=None, help="solver time limit (s)")
+    p.add_argument("--time-repeats", type=int, default=3, help="timed executions of the step (median)")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver option (e.g. segments=4)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_model_options(p)
+    p.set_defaults(func=main)
+
+
+def _chain_file(path: str) -> Any:
+    from solvers.chain import Chain
+
+    return Chain.load(path)
+
+
+def main(args: argparse.Namespace) -> int:
+    _import_models()
+    from models.executor import ChainExecutor, compare_gradients, reference_step
+    from models.profiler import profile_chain
+    from models.zoo import build_model
+    from solvers import registry
+    from solvers.chain import reference_peak
+    from solvers.chain.baselines import store_all_schedule
+    from solvers.units import format_bytes
+
+    chain = None
+    name = args.model
+    if name not in ZOO_NAMES:
+        if not Path(name).exists() and not name.endswith(".json"):
+            raise InputError(f"unknown model {name!r} (one of {', '.join(ZOO_NAMES)}, or a chain file)",
+                             field="MODEL")
+        chain = _chain_file(name)
+        name = args.model_name or chain.meta.get("model")
+        if name not in ZOO_NAMES:
+            raise InputError("a chain file needs --model NAME (the zoo network to execute)", field="--model")
+    elif args.chain:
+        chain = _chain_file(args.chain)
+    if args.slots < 0:
+        raise InputError(f"must be >= 0, got {args.slots}", field="--slots")
+    model = build_model(name, **model_sizes(args))
+    if chain is None:
+        chain = profile_chain(model.blocks, model.loss_fn, model.example_input, model.target, repeats=args.repeats,
+                              name=model.label, meta={"model": name, **model.config})
+        if args.profile_file:
+            chain.save(args.profile_file)
+    elif chain.length != len(model.blocks):
+        raise InputError(f"the chain has {chain.length} stages but {name} with these sizes has {len(model.blocks)}"
+                         " blocks", field="--chain")
+    reference = reference_peak(chain)
+    budget = budget_for("chain", chain, args.budget)
+    options: dict[str, Any] = {**parse_options(args.option), "slots": args.slots}
+    if args.time_limit is not None:
+        options["time_limit"] = args.time_limit
+    result = registry.solve("chain", chain, args.solver, budget, **options)
+    out: dict[str, Any] = {"model": name, "chain": chain.name, "budget": budget, "solver": args.solver,
+                           "status": result.status, "device": str(model.example_input.device),
+                           "units": {"time": "ms", "memory": "bytes"}, "store_all_peak": reference}
+    if not result.found:
+        msg = result.message or f"no schedule of {args.solver} fits {budget} bytes"
+        if result.min_budget is not None:
+            msg += f" (smallest feasible budget: {result.min_budget} bytes)"
+        out.update(message=msg, min_budget=result.min_budget, predicted=None, measured=None, grad_check=None)
+        if args.json:
+            print(json.dumps(out))
+        else:
+            print(f"memsched run: infeasible: {msg}")
+        return 1
+    executor = ChainExecutor(model.blocks, model.loss_fn)
+    x, target = model.example_input, model.target
+    base = executor.step(store_all_schedule(chain.length), x, target, chain=chain, seed=args.seed,
+                         time_repeats=args.time_repeats)
+    step = executor.step(result.schedule, x, target, chain=chain, seed=args.seed, time_repeats=args.time_repeats)
+    _, ref, _ = reference_step(model.blocks, model.loss_fn, x, target, seed=args.seed)
+    grad_ok, grad_msg = compare_gradients(step.grads, ref)
+    out.update(
+        predicted={"makespan": result.objective, "peak_memory": result.peak_memory},
+        measured={"time": step.time_ms, "peak_memory": step.peak_memory},
+        ratio={"memory": step.memory_ratio, "time": step.time_ratio},
+        store_all={"predicted": {"makespan": base.predicted_makespan, "peak_memory": base.predicted_peak},
+                   "measured": {"time": base.time_ms, "peak_memory": base.peak_memory}},
+        vs_store_all={"predicted": {"time": _ratio(result.objective, base.predicted_makespan),
+                                    "memory": _ratio(result.peak_memory, base.predicted_peak)},
+                      "measured": {"time": _ratio(step.time_ms, base.time_ms),
+                                   "memory": _ratio(step.peak_memory, base.peak_memory)}},
+        grad_check=grad_ok, memory_method=step.memory_method, recomputations=result.schedule.recomputations(),
+        loss=step.loss,
+    )
+    if grad_msg:
+        out["grad_message"] = grad_msg
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    vs = out["vs_store_all"]
+    print(f"{chain.name} on {out['device']}, solver {args.solver} ({result.status}), budget {format_bytes(budget)}")
+    print(f"  predicted: makespan {result.objective:.2f} ms, peak {format_bytes(result.peak_memory)}")
+    print(f"  measured:  time     {step.time_ms:.2f} ms, peak {format_bytes(step.peak_memory)} "
+          f"({step.memory_method})")
+    print(f"  vs store-all: predicted time x{vs['predicted']['time']:.3f}, memory x{vs['predicted']['memory']:.3f};"
+          f" measured time x{vs['measured']['time']:.3f}, memory x{vs['measured']['memory']:.3f}")
+    print(f"  grad check: {'ok' if grad_ok else 'FAILED ' + grad_msg}")
+    return 0
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or not b:
+        return None
+    return float(a) / float(b)

@@ -1,0 +1,53 @@
+"""`memsched sweep CONFIG`: run (or resume) an experiment grid and write its table under results/."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from solvers.errors import InputError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="run an experiment grid (instances x budgets x solvers) into results/",
+                       description="Run the grid of a sweep file (TOML or YAML; see experiments/sweep.py), one row "
+                                   "per run, resuming after an interruption.")
+    p.add_argument("config", help="sweep file, or the name of one in experiments/configs (e.g. default)")
+    p.add_argument("--output", metavar="DIR", help="folder for the table and journal (default: the file's "
+                                                   "'output', else results/<name>)")
+    p.add_argument("--workers", type=int, metavar="N", help="local worker processes (default: the file's "
+                                                            "'workers', else the CPU count; 1 = in process)")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="run on a Dask cluster (e.g. tcp://host:8786)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--list", action="store_true", help="print the grid's cells and exit")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from experiments.sweep import build_tasks, find_config, journal_path, load_config, read_journal, run_sweep
+
+    if args.workers is not None and args.workers < 1:
+        raise InputError("must be >= 1", field="--workers")
+    config = load_config(find_config(args.config))
+    if args.list:
+        notes: list[str] = []
+        tasks = build_tasks(config, notes=notes)
+        done = read_journal(journal_path(config.output_dir(args.output), config.name))
+        for t in tasks:
+            mark = "done" if t.key in done else "todo"
+            print(f"{mark}  {t.loaded.label:<28} {t.budget_spec:>10} {t.solver.label:<16} repeat={t.repeat}")
+        for n in notes:
+            print(f"note: {n}")
+        return 0
+    start = time.perf_counter()
+    outcome = run_sweep(config, output=args.output, workers=args.workers, scheduler=args.scheduler,
+                        progress=not args.no_progress)
+    for n in outcome.notes:
+        print(f"note: {n}", file=sys.stderr)
+    took = time.perf_counter() - start
+    print(f"{config.name}: {outcome.total} runs ({outcome.resumed} resumed from the journal, {outcome.ran} run now, "
+          f"{outcome.errors} errors) in {took:.1f} s")
+    for path in outcome.paths:
+        print(f"wrote {path}")
+    return 0

@@ -1,0 +1,43 @@
+"""Problem 3: offloading activations to host memory, alone and with rematerialization.
+
+The model (ops, streams, what counts when) is documented in `solvers.offload.simulator`;
+the instance (a chain file plus a host link) in `solvers.offload.instance`.
+"""
+
+from __future__ import annotations
+
+from ..registry import Replay
+from .instance import OffloadInstance
+from .schedule import OffloadSchedule, Transfer
+from .simulator import OffloadSimulation, simulate_offload
+
+__all__ = ["OffloadInstance", "OffloadSchedule", "Transfer", "OffloadSimulation", "simulate_offload",
+           "load", "replay", "reference_peak", "schedule_from_json", "SOLVERS", "DEFAULT_SOLVER"]
+
+DEFAULT_SOLVER = "offload-prefix"
+SOLVERS: dict[str, tuple[str, str]] = {
+    "none": ("solvers.offload.baselines:solve_none", "store-all, no transfer (reference)"),
+    "remat-only": ("solvers.offload.baselines:solve_remat_only", "checkpointing only (chain DP), no transfer"),
+    "vdnn": ("solvers.offload.baselines:solve_vdnn", "vDNN: offload every tape, prefetch one step ahead"),
+    "offload-prefix": ("solvers.offload.baselines:solve_prefix",
+                       "offload the first k tapes, best k and lookahead (after Euro-Par 2020)"),
+}
+
+
+def load(path: str, bandwidth: float | None = None, latency: float | None = None) -> OffloadInstance:
+    return OffloadInstance.load(path, bandwidth, latency)
+
+
+def replay(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | None = None) -> Replay:
+    sim = simulate_offload(inst, schedule, budget)
+    return Replay(sim.makespan, sim.peak_memory, None if sim.valid else str(sim.violation))
+
+
+def reference_peak(inst: OffloadInstance) -> int:
+    from ..chain import reference_peak as chain_peak
+
+    return chain_peak(inst.chain)
+
+
+def schedule_from_json(data, inst: OffloadInstance, *, path: str = "<schedule>") -> OffloadSchedule:
+    return OffloadSchedule.from_json(data, inst.length, path=path)

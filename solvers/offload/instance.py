@@ -1,0 +1,93 @@
+"""A chain with a host link: the offloading instance (Problem 3 of DESIGN.md).
+
+The chain file format is extended compatibly by an optional top-level object
+
+    "host_link": {"bandwidth": 12e9, "latency": 0.0}
+
+with the bandwidth in bytes per second and the latency in seconds (per transfer). A chain
+file without it is an offloading instance once a bandwidth is given on the command line
+(``--bandwidth 12GB/s``). Transfer times are converted to the chain's time unit
+(``meta.units.time``: "ms" by default, or "s", "us").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..chain.instance import Chain
+from ..errors import InputError
+
+_PER_SECOND = {"s": 1.0, "ms": 1e3, "us": 1e6, "µs": 1e6, "ns": 1e9}
+
+
+@dataclass(eq=False)
+class OffloadInstance:
+    """`chain` plus a host link of `bandwidth` bytes/s and `latency` seconds per transfer."""
+
+    chain: Chain
+    bandwidth: float
+    latency: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (self.bandwidth > 0 and math.isfinite(self.bandwidth)):
+            raise InputError(f"bandwidth must be positive, got {self.bandwidth!r}", field="host_link.bandwidth")
+        if self.latency < 0:
+            raise InputError(f"latency must be >= 0, got {self.latency!r}", field="host_link.latency")
+
+    @property
+    def name(self) -> str:
+        return self.chain.name
+
+    @property
+    def length(self) -> int:
+        return self.chain.length
+
+    @property
+    def time_scale(self) -> float:
+        """Chain time units per second."""
+        unit = str(self.chain.meta.get("units", {}).get("time", "ms"))
+        return _PER_SECOND.get(unit, 1e3)
+
+    def transfer_time(self, size: int) -> float:
+        """Time (chain unit) to move `size` bytes across the link, latency included."""
+        return (size / self.bandwidth + self.latency) * self.time_scale
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.chain.to_dict()
+        data["host_link"] = {"bandwidth": self.bandwidth, "latency": self.latency}
+        return data
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: str | Path, bandwidth: float | None = None, latency: float | None = None) -> OffloadInstance:
+        """A chain file with a "host_link" object, or any chain file plus `bandwidth` (bytes/s)."""
+        path = str(path)
+        chain = Chain.load(path)
+        data = json.loads(Path(path).read_text())
+        link = data.get("host_link")
+        if link is not None and not isinstance(link, dict):
+            raise InputError("must be an object", path=path, field="host_link")
+        link = link or {}
+        if bandwidth is None:
+            if "bandwidth" not in link:
+                raise InputError("no host bandwidth: add host_link.bandwidth to the file or pass --bandwidth",
+                                 path=path, field="host_link.bandwidth")
+            bandwidth = link["bandwidth"]
+        if latency is None:
+            latency = link.get("latency", 0.0)
+        for key, value in (("bandwidth", bandwidth), ("latency", latency)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InputError(f"must be a number, got {value!r}", path=path, field=f"host_link.{key}")
+        try:
+            return cls(chain, float(bandwidth), float(latency))
+        except InputError as err:
+            raise InputError(str(err), path=path) from None

@@ -1,0 +1,111 @@
+"""Offloading schedules: the chain operations plus transfers on a second stream.
+
+Transfer operations name a value: ``a_j`` (activation, size x[j]) or ``abar_j`` (tape, size
+xbar[j]):
+
+- ``Off(v)``  copy v from device to host (free of charge when the host holds a copy already);
+              the device copy is freed when the copy has ended (and every earlier reader of v
+              has finished).
+- ``Pre(v)``  copy v from host back to device; its device buffer counts from the start.
+
+JSON: ``{"op": "Off", "value": "abar", "index": 3}``; compute operations as in chain
+schedules (``{"op": "F_all", "stage": 2}``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..chain.schedule import LOSS, Op
+from ..chain.schedule import Schedule as ChainSchedule
+from ..errors import InputError
+
+OFF, PRE = "Off", "Pre"
+VALUES = ("a", "abar")
+
+
+class Transfer(NamedTuple):
+    """A transfer of value `value`_`index` (``a`` or ``abar``)."""
+
+    kind: str
+    value: str
+    index: int
+
+    def __str__(self) -> str:
+        return f"{self.kind}({self.value}_{self.index})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.kind, "value": self.value, "index": self.index}
+
+
+def Off(value: str, index: int) -> Transfer:
+    return Transfer(OFF, value, index)
+
+
+def Pre(value: str, index: int) -> Transfer:
+    return Transfer(PRE, value, index)
+
+
+@dataclass
+class OffloadSchedule:
+    """Compute operations and transfers in issue order on a chain of `length` stages."""
+
+    ops: list[Op | Transfer]
+    length: int
+
+    def __iter__(self):
+        return iter(self.ops)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def __str__(self) -> str:
+        return " ".join(map(str, self.ops))
+
+    def transfers(self) -> list[Transfer]:
+        return [op for op in self.ops if isinstance(op, Transfer)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": "memsched.schedule/1", "problem": "offload", "length": self.length,
+                "ops": [op.to_json() for op in self.ops]}
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json()) + "\n")
+
+    @classmethod
+    def from_chain(cls, schedule: ChainSchedule) -> OffloadSchedule:
+        return cls(list(schedule.ops), schedule.length)
+
+    @classmethod
+    def from_json(cls, data: Any, length: int, *, path: str = "<schedule>") -> OffloadSchedule:
+        if isinstance(data, dict) and "schedule" in data and "ops" not in data:
+            if data["schedule"] is None:
+                raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
+            data = data["schedule"]
+        raw = data.get("ops") if isinstance(data, dict) else data
+        if not isinstance(raw, list):
+            raise InputError("expected a list of operations", path=path, field="ops")
+        ops: list[Op | Transfer] = []
+        compute: list[tuple[int, Any]] = []
+        for k, item in enumerate(raw):
+            if isinstance(item, dict) and item.get("op") in (OFF, PRE):
+                value, index = item.get("value"), item.get("index")
+                if value not in VALUES:
+                    raise InputError(f"value must be 'a' or 'abar', got {value!r}", path=path, field=f"ops[{k}]")
+                if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= length:
+                    raise InputError(f"index must be in 0..{length}, got {index!r}", path=path, field=f"ops[{k}]")
+                ops.append(Transfer(item["op"], value, index))
+            else:
+                compute.append((k, item))
+                ops.append(None)  # type: ignore[arg-type]
+        parsed = ChainSchedule.from_json([item for _, item in compute], length, path=path)
+        for (k, _), op in zip(compute, parsed.ops):
+            ops[k] = op
+        return cls(ops, length)
+
+
+def is_loss(op: Op | Transfer) -> bool:
+    return isinstance(op, Op) and op.kind == LOSS

@@ -1,0 +1,202 @@
+"""Two-stream simulator for offloading schedules (compute stream + transfer stream).
+
+Rules (documented here, next to the code, as the design notes ask):
+
+1. Operations are *issued* in the schedule's order; an operation never starts before the
+   operation issued just before it has started. Compute operations run one at a time on the
+   compute stream, transfers one at a time on the transfer stream; the two overlap.
+2. Compute operations follow the chain rules (`solvers.chain.simulator`): what they need must
+   be on the device, what they produce is allocated when they start (output + overhead), and
+   what they free is released when they end. A value being prefetched is waited for.
+3. ``Off(v)`` needs v on the device and starts once v is complete; it takes
+   size(v) / bandwidth + latency (no time when the host already holds a copy of v); the
+   device copy is released when the copy has ended and every earlier-issued reader of v has
+   finished. v is then on the host (and, in the issue order, no longer on the device).
+4. ``Pre(v)`` needs v on the host; its device buffer is allocated when it starts, and v is
+   usable when it ends. The host copy stays (host memory is not limited; its peak is reported).
+5. Memory is swept over time; at equal times releases come before allocations, so a schedule
+   without transfers is charged exactly as by the chain simulator.
+
+A violation names the first operation (in issue order) that breaks a logical rule, or, for
+memory, the operation whose allocation first exceeds the budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
+from ..chain.simulator import Violation
+from .instance import OffloadInstance
+from .schedule import OFF, OffloadSchedule, Transfer
+
+
+@dataclass(frozen=True)
+class TimedOp:
+    """One operation as replayed: stream ("compute" or "transfer"), start and end times."""
+
+    op: Op | Transfer
+    stream: str
+    start: float
+    end: float
+
+
+@dataclass
+class OffloadSimulation:
+    ops: list[TimedOp] = field(default_factory=list)
+    violation: Violation | None = None
+    peak_memory: int = 0
+    host_peak: int = 0
+    timeline: list[tuple[float, int]] = field(default_factory=list)  # (time, device bytes) after each event
+
+    @property
+    def valid(self) -> bool:
+        return self.violation is None
+
+    @property
+    def makespan(self) -> float:
+        return max((t.end for t in self.ops), default=0.0)
+
+    def compute_busy(self) -> float:
+        return sum(t.end - t.start for t in self.ops if t.stream == "compute")
+
+
+Value = tuple[str, int]  # ("a", j) | ("abar", j) | ("d", j)
+
+
+def simulate_offload(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | None = None) -> OffloadSimulation:
+    """Replay `schedule`; see the module docstring for the rules."""
+    chain = inst.chain
+    L = chain.length
+    x, xbar = chain.x, chain.xbar
+
+    def size(v: Value) -> int:
+        return int(xbar[v[1]]) if v[0] == "abar" else int(x[v[1]])
+
+    on_device: dict[Value, float] = {("a", 0): 0.0}  # value -> time it is complete on the device
+    on_host: dict[Value, float] = {}
+    last_read: dict[Value, float] = {}
+    done_backward: set[int] = set()
+    events: list[tuple[float, int, int, int]] = []  # (time, 0 release / 1 allocate, bytes, op position)
+    host_events: list[tuple[float, int]] = []
+    sim = OffloadSimulation()
+    compute_free = transfer_free = issue_floor = 0.0
+
+    def fail(pos: int, op, reason: str) -> OffloadSimulation:
+        sim.violation = Violation(pos, op, reason)
+        _sweep(sim, events, host_events, budget, schedule, x[0], stop_at=pos)
+        return sim
+
+    def activation(j: int) -> Value | None:
+        if ("a", j) in on_device:
+            return ("a", j)
+        if ("abar", j) in on_device:
+            return ("abar", j)
+        return None
+
+    for pos, op in enumerate(schedule.ops):
+        if isinstance(op, Transfer):
+            v: Value = (op.value, op.index)
+            if op.value == "abar" and not 1 <= op.index <= L:
+                return fail(pos, op, f"abar_{op.index} does not exist")
+            if op.kind == OFF:
+                if v not in on_device:
+                    return fail(pos, op, f"{op.value}_{op.index} is not on the device")
+                start = max(transfer_free, issue_floor, on_device[v])
+                if v in on_host:  # a host copy exists already: only the device copy is dropped
+                    end = start
+                else:
+                    end = start + inst.transfer_time(size(v))
+                    host_events.append((end, size(v)))
+                    on_host[v] = end
+                release = max(end, last_read.get(v, 0.0))
+                events.append((release, 0, -size(v), pos))
+                del on_device[v]
+            else:
+                if v not in on_host:
+                    return fail(pos, op, f"{op.value}_{op.index} is not on the host")
+                if v in on_device:
+                    return fail(pos, op, f"{op.value}_{op.index} is already on the device")
+                start = max(transfer_free, issue_floor, on_host[v])
+                end = start + inst.transfer_time(size(v))
+                events.append((start, 1, size(v), pos))
+                on_device[v] = end
+            transfer_free = end
+            issue_floor = start
+            sim.ops.append(TimedOp(op, "transfer", start, end))
+            continue
+
+        kind, i = op
+        i = L if kind == LOSS else i
+        needs: list[Value] = []
+        if kind in (F_ALL, F_CK, F_N):
+            src = activation(i)
+            if src is None:
+                return fail(pos, op, f"a_{i} is not on the device")
+            needs = [src]
+            out: Value = ("abar", i + 1) if kind == F_ALL else ("a", i + 1)
+            if out in on_device:
+                return fail(pos, op, f"{out[0]}_{out[1]} is already on the device")
+            out_size, overhead, duration = size(out), int(chain.o_f[i]), float(chain.u_f[i])
+        else:
+            if i in done_backward:
+                return fail(pos, op, "the loss already ran" if kind == LOSS else f"B({i}) already ran")
+            src = activation(i)
+            if src is None:
+                return fail(pos, op, f"a_{i} is not on the device")
+            needs = [src]
+            if kind == B:
+                for v in (("abar", i + 1), ("d", i + 1)):
+                    if v not in on_device:
+                        return fail(pos, op, f"{'delta' if v[0] == 'd' else v[0]}_{v[1]} is not on the device")
+                    needs.append(v)
+            out = ("d", i)
+            out_size, overhead, duration = int(x[i]), int(chain.o_b[i]), float(chain.u_b[i])
+        start = max([compute_free, issue_floor] + [on_device[v] for v in needs])
+        end = start + duration
+        events.append((start, 1, out_size + overhead, pos))
+        released = overhead
+        for v in needs:
+            last_read[v] = max(last_read.get(v, 0.0), end)
+        on_device[out] = end
+        freed: list[Value] = []
+        if kind == F_N or kind == LOSS:
+            freed = [("a", i)] if ("a", i) in on_device else []
+        elif kind == B:
+            done_backward.add(i)
+            freed = [("abar", i + 1), ("d", i + 1)] + ([("a", i)] if ("a", i) in on_device else [])
+        if kind == LOSS:
+            done_backward.add(L)
+        for v in freed:
+            released += size(v)
+            del on_device[v]
+        events.append((end, 0, -released, pos))
+        compute_free = end
+        issue_floor = start
+        sim.ops.append(TimedOp(op, "compute", start, end))
+
+    if 0 not in done_backward:
+        missing = sorted(set(range(L + 1)) - done_backward, reverse=True)
+        names = ["Loss" if j == L else f"B({j})" for j in missing]
+        return fail(len(schedule.ops), None, f"incomplete: missing backward {', '.join(names[:5])}")
+    _sweep(sim, events, host_events, budget, schedule, x[0])
+    return sim
+
+
+def _sweep(sim, events, host_events, budget, schedule, initial, stop_at: int | None = None) -> None:
+    mem = int(initial)
+    peak = mem
+    sim.timeline = [(0.0, mem)]
+    for t, _order, delta, pos in sorted(events, key=lambda e: (e[0], e[1])):
+        mem += delta
+        sim.timeline.append((t, mem))
+        if mem > peak:
+            peak = mem
+            if budget is not None and mem > budget and sim.violation is None and (stop_at is None or pos < stop_at):
+                sim.violation = Violation(pos, schedule.ops[pos], f"memory over budget: {mem} > {budget} at t={t:.6g}")
+    sim.peak_memory = peak
+    host, host_peak = 0, 0
+    for _, delta in sorted(host_events):
+        host += delta
+        host_peak = max(host_peak, host)
+    sim.host_peak = host_peak

@@ -1,0 +1,138 @@
+"""Offloading: the two-stream simulator by hand, its agreement with the chain simulator,
+every rejection, the strategies, and the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from solvers import registry
+from solvers.chain import Chain, simulate
+from solvers.chain.baselines import periodic_schedule, recompute_all_schedule, store_all_schedule
+from solvers.chain.generate import random_chain
+from solvers.chain.schedule import Bwd, F_all, F_ck, Loss
+from solvers.errors import InputError
+from solvers.offload import OffloadInstance, OffloadSchedule, simulate_offload
+from solvers.offload.baselines import offload_schedule
+from solvers.offload.schedule import Off, Pre
+
+
+def _three_stages(bandwidth: float) -> OffloadInstance:
+    # u_f = 1, u_b = 2 (ms), x = 1000 B, xbar = 2000 B: a tape crosses a 1e6 B/s link in 2 ms
+    return OffloadInstance(Chain.homogeneous(3, u_f=1, u_b=2, x=1000, xbar=2000), bandwidth)
+
+
+def test_transfer_overlaps_compute_by_hand():
+    inst = _three_stages(1e6)
+    schedule = offload_schedule(3, {0}, lookahead=1)
+    assert str(schedule) == "F_all(0) F_all(1) Off(abar_1) F_all(2) Loss B(2) Pre(abar_1) B(1) B(0)"
+    sim = simulate_offload(inst, schedule)
+    assert sim.valid
+    times = {str(t.op): (t.start, t.end) for t in sim.ops}
+    assert times["Off(abar_1)"] == (1.0, 3.0)
+    assert times["Pre(abar_1)"] == (3.0, 5.0)
+    assert times["B(1)"] == (5.0, 7.0)
+    assert sim.makespan == pytest.approx(9.0)  # fully hidden behind compute
+    assert sim.peak_memory == 9000 and sim.host_peak == 2000
+
+
+def test_slow_link_delays_backward_by_hand():
+    inst = _three_stages(1e5)  # 20 ms per tape
+    sim = simulate_offload(inst, offload_schedule(3, {0}, lookahead=1))
+    times = {str(t.op): (t.start, t.end) for t in sim.ops}
+    assert times["Off(abar_1)"] == (1.0, 21.0)
+    assert times["Pre(abar_1)"] == (21.0, 41.0)
+    assert sim.makespan == pytest.approx(45.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(L=st.integers(1, 10), seed=st.integers(0, 5000))
+def test_without_transfers_matches_chain_simulator(L, seed):
+    chain = random_chain(L, seed, overhead=0.5)
+    inst = OffloadInstance(chain, 1e9)
+    for schedule in (store_all_schedule(L), recompute_all_schedule(L), periodic_schedule(L, max(1, L // 2))):
+        a, b = simulate(chain, schedule), simulate_offload(inst, OffloadSchedule.from_chain(schedule))
+        assert b.valid and a.peak_memory == b.peak_memory and a.makespan == pytest.approx(b.makespan)
+
+
+@settings(max_examples=30, deadline=None)
+@given(L=st.integers(2, 10), seed=st.integers(0, 5000), k=st.integers(0, 9), d=st.integers(1, 3),
+       bandwidth=st.sampled_from([1e4, 1e6, 1e9]))
+def test_prefix_schedules_are_valid_and_never_faster_than_compute(L, seed, k, d, bandwidth):
+    chain = random_chain(L, seed)
+    inst = OffloadInstance(chain, bandwidth)
+    sim = simulate_offload(inst, offload_schedule(L, set(range(min(k, L - 1))), d))
+    assert sim.valid
+    assert sim.makespan >= chain.total_time() - 1e-9
+    assert sim.peak_memory <= simulate(chain, store_all_schedule(L)).peak_memory
+
+
+@pytest.mark.parametrize(
+    "ops, position, reason",
+    [
+        ([Off("abar", 1)], 0, "abar_1 is not on the device"),
+        ([F_all(0), Pre("abar", 1)], 1, "abar_1 is not on the host"),
+        ([F_all(0), Off("abar", 1), F_all(1)], 2, "a_1 is not on the device"),
+        ([F_ck(0), Off("a", 1), Pre("a", 1), Pre("a", 1)], 3, "a_1 is already on the device"),
+        ([F_all(0), F_all(1), F_all(2), Loss(3), Off("abar", 3), Bwd(2)], 5, "abar_3 is not on the device"),
+    ],
+)
+def test_rejections(ops, position, reason):
+    sim = simulate_offload(_three_stages(1e6), OffloadSchedule(ops, 3))
+    assert not sim.valid and sim.violation.position == position and reason in sim.violation.reason
+
+
+def test_memory_violation_names_the_op():
+    inst = _three_stages(1e6)
+    sim = simulate_offload(inst, offload_schedule(3, {0}, lookahead=1), budget=8999)
+    assert "memory over budget" in sim.violation.reason
+
+
+@pytest.mark.parametrize("fraction", [1.0, 0.8, 0.65])
+def test_strategies_replay_and_fit(fraction):
+    chain = random_chain(14, 5, size_range=(10**6, 8 * 10**6))
+    inst = OffloadInstance(chain, 12e9)
+    budget = int(simulate(chain, store_all_schedule(14)).peak_memory * fraction)
+    for name in ("none", "vdnn", "offload-prefix"):
+        result = registry.solve("offload", inst, name, budget)
+        if result.schedule is not None:
+            assert result.peak_memory <= budget and result.objective >= chain.total_time() - 1e-9
+        else:
+            assert result.status == "infeasible" and result.min_budget > budget
+    assert registry.solve("offload", inst, "offload-prefix", budget).status == "feasible"
+
+
+def test_more_bandwidth_never_hurts_vdnn():
+    chain = random_chain(12, 2, size_range=(10**6, 8 * 10**6))
+    spans = [simulate_offload(OffloadInstance(chain, bw), offload_schedule(12, set(range(11)), 1)).makespan
+             for bw in (1e9, 12e9, 25e9, 50e9)]
+    assert spans == sorted(spans, reverse=True)
+
+
+def test_file_with_host_link(tmp_path):
+    chain = random_chain(5, 1)
+    OffloadInstance(chain, 25e9, 1e-5).save(tmp_path / "c.json")
+    inst = OffloadInstance.load(tmp_path / "c.json")
+    assert inst.bandwidth == 25e9 and inst.latency == 1e-5
+    assert Chain.load(tmp_path / "c.json").length == 5  # still a valid chain file
+    data = json.loads((tmp_path / "c.json").read_text())
+    data["host_link"]["bandwidth"] = -1
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    with pytest.raises(InputError, match="bad.json.*bandwidth"):
+        OffloadInstance.load(tmp_path / "bad.json")
+
+
+def test_cli_round_trip(cli, examples, tmp_path):
+    path = examples / "random30.json"
+    res = cli("solve", path, "--budget", "60%", "--solver", "offload-prefix", "--bandwidth", "12GB/s", "--json")
+    assert res.code == 0, res.err
+    out = res.json()
+    assert out["problem"] == "offload" and out["peak_memory"] <= out["budget"]
+    (tmp_path / "s.json").write_text(res.out)
+    sim = cli("simulate", path, tmp_path / "s.json", "--bandwidth", "12GB/s", "--json").json()
+    assert sim["valid"] and sim["makespan"] == pytest.approx(out["makespan"])
+    res = cli("solve", path, "--budget", "60%", "--solver", "vdnn")
+    assert res.code == 2 and "bandwidth" in res.err
