@@ -136,3 +136,18 @@ def test_cli_round_trip(cli, examples, tmp_path):
     assert sim["valid"] and sim["makespan"] == pytest.approx(out["makespan"])
     res = cli("solve", path, "--budget", "60%", "--solver", "vdnn")
     assert res.code == 2 and "bandwidth" in res.err
+
+
+@settings(max_examples=15, deadline=None)
+@given(L=st.integers(2, 12), seed=st.integers(0, 5000), fraction=st.sampled_from([0.4, 0.6, 0.9]),
+       bandwidth=st.sampled_from([1e8, 12e9]))
+def test_rotor_offload_never_worse_than_checkpointing_alone(L, seed, fraction, bandwidth):
+    chain = random_chain(L, seed, size_range=(10**6, 8 * 10**6))
+    inst = OffloadInstance(chain, bandwidth)
+    budget = int(simulate(chain, store_all_schedule(L)).peak_memory * fraction)
+    remat = registry.solve("offload", inst, "remat-only", budget, slots=100)
+    both = registry.solve("offload", inst, "rotor-offload", budget, slots=100)
+    if remat.schedule is not None:
+        assert both.schedule is not None and both.objective <= remat.objective + 1e-9
+    if both.schedule is not None:
+        assert both.peak_memory <= budget

@@ -12,8 +12,9 @@ Rules (documented here, next to the code, as the design notes ask):
    size(v) / bandwidth + latency (no time when the host already holds a copy of v); the
    device copy is released when the copy has ended and every earlier-issued reader of v has
    finished. v is then on the host (and, in the issue order, no longer on the device).
-4. ``Pre(v)`` needs v on the host; its device buffer is allocated when it starts, and v is
-   usable when it ends. The host copy stays (host memory is not limited; its peak is reported).
+4. ``Pre(v)`` needs v on the host; it starts once the previous device copy of v has been
+   released; its device buffer is allocated when it starts, and v is usable when it ends.
+   The host copy stays (host memory is not limited; its peak is reported).
 5. Memory is swept over time; at equal times releases come before allocations, so a schedule
    without transfers is charged exactly as by the chain simulator.
 
@@ -76,6 +77,7 @@ def simulate_offload(inst: OffloadInstance, schedule: OffloadSchedule, budget: i
     on_device: dict[Value, float] = {("a", 0): 0.0}  # value -> time it is complete on the device
     on_host: dict[Value, float] = {}
     last_read: dict[Value, float] = {}
+    freed_at: dict[Value, float] = {}  # when the last device copy of a value was released
     done_backward: set[int] = set()
     events: list[tuple[float, int, int, int]] = []  # (time, 0 release / 1 allocate, bytes, op position)
     host_events: list[tuple[float, int]] = []
@@ -111,13 +113,14 @@ def simulate_offload(inst: OffloadInstance, schedule: OffloadSchedule, budget: i
                     on_host[v] = end
                 release = max(end, last_read.get(v, 0.0))
                 events.append((release, 0, -size(v), pos))
+                freed_at[v] = release
                 del on_device[v]
             else:
                 if v not in on_host:
                     return fail(pos, op, f"{op.value}_{op.index} is not on the host")
                 if v in on_device:
                     return fail(pos, op, f"{op.value}_{op.index} is already on the device")
-                start = max(transfer_free, issue_floor, on_host[v])
+                start = max(transfer_free, issue_floor, on_host[v], freed_at.get(v, 0.0))
                 end = start + inst.transfer_time(size(v))
                 events.append((start, 1, size(v), pos))
                 on_device[v] = end

@@ -1,0 +1,138 @@
+"""Rematerialization combined with offloading: checkpoint schedules whose idle values travel.
+
+A checkpointing schedule (the rotor DP's, or the best periodic one) at a budget M' above the
+real budget M keeps values that sit idle for long: a checkpoint a_i waits on the device while
+the sub-chain to its right is processed, a tape abar_{i+1} waits while the rest of the chain
+runs. Here every such value is offloaded after a read when the compute time until its next read
+is at least twice its transfer time, and prefetched early enough for that read (the compute
+ops just before it cover its transfer). The transfers lower the peak below M'; we try a grid of
+M' between M and the store-all peak and keep the fastest schedule that fits M, judged by the
+two-stream simulator. It follows the idea of Beaumont, Eyraud-Dubois and Shilova (NeurIPS 2021,
+POFO: checkpoints that are not needed soon go to the host) but is a heuristic: it claims no
+optimality, and its makespan and peak are the simulator's.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ..chain import reference_peak as store_all_peak
+from ..chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
+from ..chain.schedule import Schedule as ChainSchedule
+from ..registry import solve as registry_solve
+from ..registry import solver_table
+from ..result import FEASIBLE, INFEASIBLE, SolveResult
+from .instance import OffloadInstance
+from .schedule import Off, OffloadSchedule, Pre, Transfer
+from .simulator import simulate_offload
+
+Value = tuple[str, int]
+
+
+def _reads(schedule: ChainSchedule) -> list[tuple[Value, list[int]]]:
+    """Every lifetime of every value (from its creation to the op that frees it) with the
+    positions of the ops that read it. a_i is read from its standalone copy when there is one,
+    else from the tape abar_i (the chain simulator's rule)."""
+    L = schedule.length
+    acts, tapes = {0}, set()
+    live: dict[Value, list[int]] = {("a", 0): []}
+    done: list[tuple[Value, list[int]]] = []
+
+    def free(v: Value) -> None:
+        done.append((v, live.pop(v)))
+
+    for pos, (kind, i) in enumerate(schedule.ops):
+        i = L if kind == LOSS else i
+        live[("a", i) if i in acts else ("abar", i)].append(pos)
+        if kind == B:
+            live[("abar", i + 1)].append(pos)
+        if kind == F_ALL:
+            tapes.add(i + 1)
+            live[("abar", i + 1)] = []
+        elif kind in (F_CK, F_N):
+            acts.add(i + 1)
+            live[("a", i + 1)] = []
+            if kind == F_N and i in acts:
+                acts.discard(i)
+                free(("a", i))
+        elif kind == B:
+            tapes.discard(i + 1)
+            free(("abar", i + 1))
+            if i in acts:
+                acts.discard(i)
+                free(("a", i))
+        elif kind == LOSS and L in acts:
+            acts.discard(L)
+            free(("a", L))
+    return done + list(live.items())
+
+
+def add_transfers(inst: OffloadInstance, schedule: ChainSchedule, *, min_ratio: float = 2.0) -> OffloadSchedule:
+    """Insert Off/Pre pairs around the long idle gaps of `schedule` (see the module docstring)."""
+    chain = inst.chain
+    ops = schedule.ops
+    L = schedule.length
+    durations = np.array([chain.u_b[L] if k == LOSS else (chain.u_b[i] if k == B else chain.u_f[i])
+                          for k, i in ops])
+    finish = np.cumsum(durations)
+    before: dict[int, list[Transfer]] = {}
+    after: dict[int, list[Transfer]] = {}
+    for (kind, j), positions in _reads(schedule):
+        size = int(chain.xbar[j] if kind == "abar" else chain.x[j])
+        if size == 0:
+            continue
+        transfer = inst.transfer_time(size)
+        for r0, r1 in zip(positions, positions[1:]):
+            gap = finish[r1 - 1] - finish[r0]  # compute time strictly between the two reads
+            if r1 - r0 < 2 or gap < min_ratio * transfer:
+                continue
+            p = r1  # issue the prefetch before op p so that ops p..r1-1 cover the transfer
+            covered = 0.0
+            while p > r0 + 1 and covered < transfer:
+                p -= 1
+                covered += durations[p]
+            after.setdefault(r0, []).append(Off(kind, j))
+            before.setdefault(p, []).append(Pre(kind, j))
+    out: list[Op | Transfer] = []
+    for pos, op in enumerate(ops):
+        out.extend(before.get(pos, []))
+        out.append(op)
+        out.extend(after.get(pos, []))
+    return OffloadSchedule(out, L)
+
+
+def solve_rotor_offload(inst: OffloadInstance, budget: int, *, slots: int = 500, grid: int = 12,
+                        min_ratio: float = 2.0, **_: Any) -> SolveResult:
+    """Best (over a grid of relaxed budgets M') checkpoint schedule with transfers that fits."""
+    t0 = time.perf_counter()
+    names = {n for _, n, _ in solver_table("chain")}
+    base = "rotor" if "rotor" in names else "periodic"
+    top = max(store_all_peak(inst.chain), budget)
+    best: tuple[float, OffloadSchedule, int] | None = None
+    smallest = None
+    for relaxed in np.unique(np.linspace(budget, top, grid).astype(np.int64)):
+        inner = registry_solve("chain", inst.chain, base, int(relaxed), slots=slots)
+        if inner.schedule is None:
+            continue
+        for candidate in (OffloadSchedule.from_chain(inner.schedule),
+                          add_transfers(inst, inner.schedule, min_ratio=min_ratio)):
+            sim = simulate_offload(inst, candidate)
+            if not sim.valid:
+                raise RuntimeError(f"rotor-offload built an invalid schedule: {sim.violation}")
+            smallest = sim.peak_memory if smallest is None else min(smallest, sim.peak_memory)
+            if sim.peak_memory <= budget and (best is None or sim.makespan < best[0] - 1e-12):
+                best = (sim.makespan, candidate, int(relaxed))
+    scope = f"{base} schedules at relaxed budgets + offloading of idle values (heuristic, no optimality claim)"
+    if best is None:
+        return SolveResult(problem="offload", solver="rotor-offload", status=INFEASIBLE, budget=budget,
+                           min_budget=smallest, solve_time_s=time.perf_counter() - t0, scope=scope,
+                           message="no relaxed checkpoint schedule fits, even with transfers")
+    sim = simulate_offload(inst, best[1])
+    return SolveResult(problem="offload", solver="rotor-offload", status=FEASIBLE, objective=sim.makespan,
+                       peak_memory=sim.peak_memory, schedule=best[1], budget=budget,
+                       solve_time_s=time.perf_counter() - t0, scope=scope,
+                       details={"relaxed_budget": best[2], "transfers": len(best[1].transfers()),
+                                "host_peak": sim.host_peak, "base_solver": base})
