@@ -151,3 +151,25 @@ def test_rotor_offload_never_worse_than_checkpointing_alone(L, seed, fraction, b
         assert both.schedule is not None and both.objective <= remat.objective + 1e-9
     if both.schedule is not None:
         assert both.peak_memory <= budget
+
+
+@settings(max_examples=12, deadline=None)
+@given(L=st.integers(2, 5), seed=st.integers(0, 5000), fraction=st.sampled_from([0.6, 0.75, 0.9]),
+       bandwidth=st.sampled_from([500.0, 1000.0, 4000.0]))
+def test_cpsat_is_exact_for_its_class(L, seed, fraction, bandwidth):
+    """With integer times and sizes (transfer times whole ms), the CP-SAT optimum is at most
+    every heuristic of its class (store-all compute order) and replays to the model's value."""
+    chain = random_chain(L, seed, integer_times=True, size_range=(1, 6))
+    inst = OffloadInstance(chain, bandwidth)  # bytes/s; times in ms: a 1-byte value moves in 1000/bw ms
+    budget = int(simulate(chain, store_all_schedule(L)).peak_memory * fraction)
+    exact = registry.solve("offload", inst, "cpsat", budget, slots=0, time_limit=20)
+    assert exact.status in ("optimal", "infeasible")
+    for name in ("none", "vdnn", "offload-prefix"):
+        other = registry.solve("offload", inst, name, budget)
+        if other.schedule is not None:
+            assert exact.schedule is not None
+            assert exact.objective <= other.objective + 1e-9
+    if exact.status == "optimal":
+        assert exact.objective == pytest.approx(exact.details["model_makespan"])
+        assert exact.lower_bound == pytest.approx(exact.objective)
+        assert exact.peak_memory <= budget

@@ -21,6 +21,8 @@ SOLVERS: dict[str, tuple[str, str]] = {
     "vdnn": ("solvers.offload.baselines:solve_vdnn", "vDNN: offload every tape, prefetch one step ahead"),
     "offload-prefix": ("solvers.offload.baselines:solve_prefix",
                        "offload the first k tapes, best k and lookahead (after Euro-Par 2020)"),
+    "cpsat": ("solvers.offload.cpsat:solve_cpsat",
+              "exact CP-SAT model: which tapes travel and when (store-all compute order)"),
     "rotor-offload": ("solvers.offload.combined:solve_rotor_offload",
                       "checkpointing at a relaxed budget + offloading idle values (after POFO)"),
 }

@@ -9,7 +9,9 @@ xbar[j]):
 - ``Pre(v)``  copy v from host back to device; its device buffer counts from the start.
 
 JSON: ``{"op": "Off", "value": "abar", "index": 3}``; compute operations as in chain
-schedules (``{"op": "F_all", "stage": 2}``).
+schedules (``{"op": "F_all", "stage": 2}``). Any operation may carry ``"not_before": t``: it
+then starts no earlier than time t (the chain's time unit). Exact models use it to pin the
+timing they optimised; without it every operation starts as soon as the rules allow.
 """
 
 from __future__ import annotations
@@ -55,6 +57,12 @@ class OffloadSchedule:
 
     ops: list[Op | Transfer]
     length: int
+    not_before: list[float | None] | None = None  # per op, or None for "as soon as possible"
+
+    def release_time(self, pos: int) -> float:
+        if self.not_before is None or self.not_before[pos] is None:
+            return 0.0
+        return float(self.not_before[pos])
 
     def __iter__(self):
         return iter(self.ops)
@@ -69,8 +77,12 @@ class OffloadSchedule:
         return [op for op in self.ops if isinstance(op, Transfer)]
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": "memsched.schedule/1", "problem": "offload", "length": self.length,
-                "ops": [op.to_json() for op in self.ops]}
+        ops = [op.to_json() for op in self.ops]
+        if self.not_before is not None:
+            for item, t in zip(ops, self.not_before):
+                if t is not None:
+                    item["not_before"] = t
+        return {"format": "memsched.schedule/1", "problem": "offload", "length": self.length, "ops": ops}
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_json()) + "\n")
@@ -90,7 +102,12 @@ class OffloadSchedule:
             raise InputError("expected a list of operations", path=path, field="ops")
         ops: list[Op | Transfer] = []
         compute: list[tuple[int, Any]] = []
+        not_before: list[float | None] = []
         for k, item in enumerate(raw):
+            t = item.get("not_before") if isinstance(item, dict) else None
+            if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0):
+                raise InputError(f"not_before must be a time >= 0, got {t!r}", path=path, field=f"ops[{k}]")
+            not_before.append(None if t is None else float(t))
             if isinstance(item, dict) and item.get("op") in (OFF, PRE):
                 value, index = item.get("value"), item.get("index")
                 if value not in VALUES:
@@ -104,7 +121,7 @@ class OffloadSchedule:
         parsed = ChainSchedule.from_json([item for _, item in compute], length, path=path)
         for (k, _), op in zip(compute, parsed.ops):
             ops[k] = op
-        return cls(ops, length)
+        return cls(ops, length, not_before if any(t is not None for t in not_before) else None)
 
 
 def is_loss(op: Op | Transfer) -> bool:

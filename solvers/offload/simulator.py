@@ -15,7 +15,8 @@ Rules (documented here, next to the code, as the design notes ask):
 4. ``Pre(v)`` needs v on the host; it starts once the previous device copy of v has been
    released; its device buffer is allocated when it starts, and v is usable when it ends.
    The host copy stays (host memory is not limited; its peak is reported).
-5. Memory is swept over time; at equal times releases come before allocations, so a schedule
+5. An operation with ``not_before`` t starts no earlier than t.
+6. Memory is swept over time; at equal times releases come before allocations, so a schedule
    without transfers is charged exactly as by the chain simulator.
 
 A violation names the first operation (in issue order) that breaks a logical rule, or, for
@@ -104,7 +105,7 @@ def simulate_offload(inst: OffloadInstance, schedule: OffloadSchedule, budget: i
             if op.kind == OFF:
                 if v not in on_device:
                     return fail(pos, op, f"{op.value}_{op.index} is not on the device")
-                start = max(transfer_free, issue_floor, on_device[v])
+                start = max(transfer_free, issue_floor, on_device[v], schedule.release_time(pos))
                 if v in on_host:  # a host copy exists already: only the device copy is dropped
                     end = start
                 else:
@@ -120,7 +121,7 @@ def simulate_offload(inst: OffloadInstance, schedule: OffloadSchedule, budget: i
                     return fail(pos, op, f"{op.value}_{op.index} is not on the host")
                 if v in on_device:
                     return fail(pos, op, f"{op.value}_{op.index} is already on the device")
-                start = max(transfer_free, issue_floor, on_host[v], freed_at.get(v, 0.0))
+                start = max(transfer_free, issue_floor, on_host[v], freed_at.get(v, 0.0), schedule.release_time(pos))
                 end = start + inst.transfer_time(size(v))
                 events.append((start, 1, size(v), pos))
                 on_device[v] = end
@@ -155,7 +156,7 @@ def simulate_offload(inst: OffloadInstance, schedule: OffloadSchedule, budget: i
                     needs.append(v)
             out = ("d", i)
             out_size, overhead, duration = int(x[i]), int(chain.o_b[i]), float(chain.u_b[i])
-        start = max([compute_free, issue_floor] + [on_device[v] for v in needs])
+        start = max([compute_free, issue_floor, schedule.release_time(pos)] + [on_device[v] for v in needs])
         end = start + duration
         events.append((start, 1, out_size + overhead, pos))
         released = overhead
