@@ -1,13 +1,14 @@
 """The `memsched` command line (DESIGN.md): one subcommand per module in experiments/commands.
 
 Exit codes: 0 success (a schedule was found), 1 infeasible, 2 bad input or usage (one line on
-stderr, never a traceback).
+stderr, never a traceback), 3 an internal error (a bug; MEMSCHED_DEBUG=1 shows the traceback).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from solvers import __version__
@@ -52,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as err:  # a bug, not bad input: one line unless asked for the traceback
+        if os.environ.get("MEMSCHED_DEBUG"):
+            raise
+        print(f"memsched {args.command}: internal error: {type(err).__name__}: {err} "
+              "(set MEMSCHED_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -1,59 +1,75 @@
-"""The default end-to-end job (README): every chain solver on the built-in examples.
+"""The default end-to-end job (README, scripts/main.sh): every chain solver on the built-in examples.
 
-Solves each example chain at several budgets with every available solver, replays every
-schedule in the simulator (the registry does it), prints a table and writes
-results/main/chain_solvers.csv.
+Runs the sweep experiments/configs/default.toml (the example chains of solvers/data/examples
+at several budgets, every chain solver that is importable here; each schedule replayed by the
+simulator through `solvers.registry.solve`), then writes under results/main/:
+
+- ``chain_solvers.csv`` — one row per run (parameters, status, makespan, bound, gap, peak,
+  solve time, versions); ``chain_solvers.jsonl`` is the sweep's journal;
+- ``summary.csv`` — makespan overhead (%) per instance and budget (rows) and solver (columns),
+  also printed;
+- ``main_overhead.png`` / ``.pdf`` — overhead versus budget, one panel per example.
+
+A few minutes at most on 2 cores. ``--resume`` keeps the rows of an earlier (interrupted) run.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
-from tqdm import tqdm
 
-from solvers import registry
-from solvers.chain import Chain, reference_peak
+from experiments.figures import budget_percent, render
+from experiments.sweep import CONFIGS, load_config, run_sweep
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "solvers" / "data" / "examples"
-RESULTS = Path(__file__).resolve().parent.parent / "results" / "main"
-
-
-def run(chains: list[str], budgets: list[float], time_limit: float) -> pd.DataFrame:
-    rows = []
-    names = [n for _, n, _ in registry.solver_table("chain")]
-    grid = [(c, b, s) for c in chains for b in budgets for s in names]
-    for chain_name, fraction, solver in tqdm(grid, desc="main job", unit="run"):
-        chain = Chain.load(EXAMPLES / f"{chain_name}.json")
-        if solver == "revolve" and not chain.is_homogeneous():
-            continue
-        if solver in ("milp", "cpsat") and chain.length > 12:
-            continue  # exact models: small chains only in the default job
-        budget = int(reference_peak(chain) * fraction)
-        result = registry.solve("chain", chain, solver, budget, slots=200, time_limit=time_limit)
-        rows.append({"instance": chain_name, "L": chain.length, "budget_fraction": fraction, "budget": budget,
-                     "solver": solver, "status": result.status, "makespan": result.objective,
-                     "overhead": (result.objective / chain.total_time() - 1) if result.objective else None,
-                     "peak_memory": result.peak_memory, "lower_bound": result.lower_bound,
-                     "solve_time_s": result.solve_time_s})
-    return pd.DataFrame(rows)
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "results" / "main"
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--chains", nargs="+", default=["tiny", "random10", "cnn12", "random30", "homogeneous20"])
-    parser.add_argument("--budgets", nargs="+", type=float, default=[0.5, 0.7, 0.9, 1.0])
-    parser.add_argument("--time-limit", type=float, default=10.0)
+def summary_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Overhead (%) of each solver (columns) per instance and budget (rows); '-' where the
+    solver found no schedule within the budget."""
+    r = rows.assign(budget_pct=budget_percent(rows), overhead_pct=100 * rows["overhead"].astype(float))
+    order = list(dict.fromkeys(r["solver_label"]))
+    table = r.pivot_table(index=["instance", "size", "budget_pct"], columns="solver_label", values="overhead_pct",
+                          aggfunc="first", sort=False)
+    table = table.reindex(columns=[c for c in order if c in table.columns])
+    table.index = table.index.set_names(["instance", "L", "budget %"])
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default=str(CONFIGS / "default.toml"), help="sweep file (default: %(default)s)")
+    parser.add_argument("--output", default=str(RESULTS), help="folder for table and figure (default: %(default)s)")
+    parser.add_argument("--workers", type=int, default=None, help="local worker processes (default: CPU count)")
+    parser.add_argument("--resume", action="store_true", help="keep the rows of an earlier run (default: rerun all)")
     args = parser.parse_args(argv)
-    table = run(args.chains, args.budgets, args.time_limit)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / "chain_solvers.csv"
-    table.to_csv(out, index=False)
-    with pd.option_context("display.width", 160, "display.max_rows", 500):
-        print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    print(f"wrote {out}")
+    start = time.perf_counter()
+    config = load_config(args.config)
+    out = Path(args.output)
+    outcome = run_sweep(config, output=out, workers=args.workers, fresh=not args.resume)
+    for note in outcome.notes:
+        print(f"note: {note}", file=sys.stderr)
+    rows = pd.DataFrame(outcome.rows)
+    table = summary_table(rows)
+    table.to_csv(out / "summary.csv", float_format="%.4g")
+    with pd.option_context("display.width", 200, "display.max_rows", 500, "display.max_columns", 20):
+        print("makespan overhead (%) = makespan / (sum of forward and backward times) - 1; NaN: no schedule")
+        print(table.to_string(float_format=lambda v: f"{v:.2f}"))
+    figs, note = render("main", rows, out)
+    if note:
+        print(f"note: {note}")
+    statuses = rows["status"].value_counts().to_dict()
+    print(f"{outcome.total} runs ({outcome.ran} run now, {outcome.resumed} resumed), statuses {statuses}, "
+          f"{outcome.errors} errors, in {time.perf_counter() - start:.1f} s")
+    for path in [*outcome.paths, out / "summary.csv", *figs]:
+        print(f"wrote {path}")
+    return 1 if outcome.errors else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -37,6 +37,7 @@ operation down), in milliseconds like the profiled chains.
 from __future__ import annotations
 
 import contextlib
+import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -46,9 +47,9 @@ import torch
 from torch import nn
 
 from solvers.chain import Chain, Schedule, simulate
-from solvers.chain.schedule import B, F_ALL, F_CK, F_N, LOSS, Op
+from solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
 
-from .memory import LiveTensorTracker
+from .memory import LiveTensorTracker, cpu_clock
 
 __all__ = ["ChainExecutor", "StepResult", "OpTrace", "reference_step", "compare_gradients", "execute",
            "as_blocks", "parameters_of"]
@@ -126,10 +127,6 @@ def parameters_of(blocks: Sequence[nn.Module]) -> dict[str, nn.Parameter]:
     return out
 
 
-def _device_of(blocks: Sequence[nn.Module], x: torch.Tensor) -> torch.device:
-    return x.device
-
-
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -185,13 +182,17 @@ class ChainExecutor:
         measure_memory: bool = True,
         measure_time: bool = True,
         trace: bool = False,
+        time_repeats: int = 1,
+        clock: str = "wall",
     ) -> StepResult:
         """Execute `schedule` as one training step and measure it.
 
         `seed` (when not None) seeds the RNGs before each run so that runs and the plain
         reference (`reference_step` with the same seed) draw the same dropout masks. On CPU,
-        memory and time are measured in two runs (the memory tracker slows operations down);
-        the gradients returned are those of the last run. `trace` records per-op memory.
+        memory and time are measured in separate runs (the memory tracker slows operations
+        down); the gradients returned are those of the last run. `trace` records per-op memory;
+        `time_repeats` runs are timed and their median reported (ms); `clock` (CPU only):
+        "wall" or "thread" (`models.memory.cpu_clock`).
         """
         ops = list(schedule.ops if isinstance(schedule, Schedule) else schedule)
         device = inputs.device
@@ -210,14 +211,18 @@ class ChainExecutor:
         loss = float("nan")
         input_grad = None
         cuda = device.type == "cuda"
-        if measure_memory or (cuda and measure_time) or not measure_time:
+        times: list[float] = []
+        if measure_memory or trace or not measure_time:
             watch = measure_memory or trace
-            loss, input_grad, peak, traces, elapsed = self._run(ops, inputs, target, seed, watch, trace)
+            loss, input_grad, peak, traces, elapsed = self._run(ops, inputs, target, seed, watch, trace, clock)
             method = ("torch.cuda.max_memory_allocated" if cuda else "LiveTensorTracker") if watch else "none"
-            if cuda and measure_time:
-                time_ms = elapsed
-        if measure_time and time_ms is None:
-            loss, input_grad, _, _, time_ms = self._run(ops, inputs, target, seed, False, False)
+            if cuda and measure_time and not trace:
+                times.append(elapsed)
+        if measure_time:
+            while len(times) < max(1, time_repeats):
+                loss, input_grad, _, _, elapsed = self._run(ops, inputs, target, seed, False, False, clock)
+                times.append(elapsed)
+            time_ms = float(statistics.median(times))
         if sim_steps is not None:
             for t, s in zip(traces, sim_steps):
                 t.predicted_during, t.predicted_after = s.mem_during, s.mem_after
@@ -234,7 +239,7 @@ class ChainExecutor:
                 p.grad.zero_()
 
     def _run(self, ops: list[Op], inputs: torch.Tensor, target: Any, seed: int | None, watch: bool,
-             trace: bool) -> tuple[float, torch.Tensor | None, int, list[OpTrace], float]:
+             trace: bool, clock: str = "wall") -> tuple[float, torch.Tensor | None, int, list[OpTrace], float]:
         """One run: (loss, delta_0, peak bytes, per-op trace, elapsed ms)."""
         device = inputs.device
         cuda = device.type == "cuda"
@@ -253,8 +258,9 @@ class ChainExecutor:
             tracker = LiveTensorTracker()
             ctx = tracker
         state = _State(inputs, _RngStates(device))
+        now = time.perf_counter if cuda else cpu_clock(clock)
         _sync(device)
-        start = time.perf_counter()
+        start = now()
         with ctx:
             state.acts[0] = inputs.detach().clone()
             for op in ops:
@@ -271,7 +277,7 @@ class ChainExecutor:
                         traces.append(OpTrace(str(op), torch.cuda.max_memory_allocated(device) - base,
                                               torch.cuda.memory_allocated(device) - base))
             _sync(device)
-            elapsed = (time.perf_counter() - start) * 1e3
+            elapsed = (now() - start) * 1e3
             loss = state.loss
             input_grad = state.grads.pop(0, None)
             state.clear()
@@ -296,8 +302,12 @@ class ChainExecutor:
             s.tapes[i + 1] = (x, y)
         elif kind in (F_CK, F_N):
             x = s.available(i)
+            version = x._version
             with s.rng.forward(i), torch.no_grad():
                 y = self.blocks[i](x)
+            if x._version != version:  # a_i may be needed again: an in-place change would corrupt it
+                raise RuntimeError(f"block {i} ({type(self.blocks[i]).__name__}) modifies its input in place; "
+                                   "the executor needs blocks that leave a_i unchanged")
             s.acts[i + 1] = y.detach()
             if kind == F_N:
                 s.acts.pop(i, None)

@@ -29,14 +29,30 @@ separate run without the tracker.
 from __future__ import annotations
 
 import threading
+import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-__all__ = ["LiveTensorTracker", "storage_key", "tensor_bytes", "unique_bytes"]
+__all__ = ["LiveTensorTracker", "storage_key", "tensor_bytes", "unique_bytes", "cpu_clock", "CLOCKS"]
+
+CLOCKS = ("wall", "thread")
+
+
+def cpu_clock(clock: str) -> Callable[[], float]:
+    """Seconds of a CPU clock: "wall" (``time.perf_counter``) or "thread" (``time.thread_time``,
+    the CPU time of the calling thread: insensitive to other processes sharing the cores, but
+    it only sees the work of this thread, so it is meaningful with ``torch.set_num_threads(1)``,
+    where autograd's CPU backward also runs in the calling thread)."""
+    if clock == "wall":
+        return time.perf_counter
+    if clock == "thread":
+        return time.thread_time
+    raise ValueError(f"unknown clock {clock!r} (one of {', '.join(CLOCKS)})")
 
 
 def storage_key(t: torch.Tensor) -> int:

@@ -30,6 +30,10 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     p.add_argument("--repeats", type=int, default=5, help="timed repetitions per block (median)")
     p.add_argument("--seed", type=int, default=0, help="seed for the weights, the batch and dropout")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    p.add_argument("--timing", choices=("isolated", "in_step"), default=None,
+                   help="time each block alone, or each op inside store-all steps (default: in_step on cpu, "
+                        "isolated on cuda; in_step needs store-all's memory)")
 
 
 def model_sizes(args: argparse.Namespace) -> dict[str, Any]:
@@ -38,6 +42,12 @@ def model_sizes(args: argparse.Namespace) -> dict[str, Any]:
 
     if args.repeats is not None and args.repeats < 1:
         raise InputError(f"must be at least 1, got {args.repeats}", field="--repeats")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise InputError(f"must be at least 1, got {args.threads}", field="--threads")
+        import torch
+
+        torch.set_num_threads(args.threads)
     return {"batch": args.batch, "image_size": args.image_size, "seq_len": args.seq_len, "width": args.width,
             "depth": args.depth, "vocab": args.vocab, "device": resolve_device(args.device), "seed": args.seed}
 
@@ -66,7 +76,8 @@ def main(args: argparse.Namespace) -> int:
 
     if args.model not in ZOO_NAMES:
         raise InputError(f"unknown model {args.model!r} (one of {', '.join(ZOO_NAMES)})", field="MODEL")
-    chain, _ = profile_model(args.model, repeats=args.repeats, out=args.output, **model_sizes(args))
+    chain, _ = profile_model(args.model, repeats=args.repeats, out=args.output, timing=args.timing,
+                             **model_sizes(args))
     if args.output is None:
         json.dump(chain.to_dict(), sys.stdout, indent=1)
         print()

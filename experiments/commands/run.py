@@ -72,7 +72,7 @@ def main(args: argparse.Namespace) -> int:
     model = build_model(name, **model_sizes(args))
     if chain is None:
         chain = profile_chain(model.blocks, model.loss_fn, model.example_input, model.target, repeats=args.repeats,
-                              name=model.label, meta={"model": name, **model.config})
+                              name=model.label, meta={"model": name, **model.config}, timing=args.timing)
         if args.profile_file:
             chain.save(args.profile_file)
     elif chain.length != len(model.blocks):

@@ -39,6 +39,10 @@ def default_solver(problem: str) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.plot:
+        from experiments.plotting import check_suffix
+
+        check_suffix(args.plot)  # before a long solve, not after
     problem, instance = load_problem(args.file, args.bandwidth, args.latency, args.solver)
     budget = budget_for(problem, instance, args.budget)
     name = args.solver or default_solver(problem)

@@ -19,6 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, metavar="N", help="local worker processes (default: the file's "
                                                             "'workers', else the CPU count; 1 = in process)")
     p.add_argument("--scheduler", metavar="ADDRESS", help="run on a Dask cluster (e.g. tcp://host:8786)")
+    p.add_argument("--fresh", action="store_true", help="discard the journal of earlier runs and run every cell")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--list", action="store_true", help="print the grid's cells and exit")
     p.set_defaults(func=main)
@@ -42,7 +43,7 @@ def main(args: argparse.Namespace) -> int:
         return 0
     start = time.perf_counter()
     outcome = run_sweep(config, output=args.output, workers=args.workers, scheduler=args.scheduler,
-                        progress=not args.no_progress)
+                        progress=not args.no_progress, fresh=args.fresh)
     for n in outcome.notes:
         print(f"note: {n}", file=sys.stderr)
     took = time.perf_counter() - start

@@ -30,13 +30,19 @@ the tape before slot j ``Tin[k,j] = ST[k,j] + FA[k,j-1]``. Constraints:
   ``R[L,L-1] = 1``;
 - tapes are freed only by their backward: ``ST[k-1,j] = ST[k,j] + FA[k,j-1]`` (j <= k), and
   ``ST[L-1,j] = FA[L,j-1]``; binarity of ST forbids a second F_all while the tape lives;
-- F_n frees a standalone input: ``SA[k-1,j] = Ain[k,j] AND NOT FN[k,j]`` (three rows); B(k)
+- F_n frees a standalone input: ``SA[k-1,j] = Ain[k,j] AND NOT FN[k,j]`` (linearised); B(k)
   and the Loss free the standalone a_k, a_L;
 - memory, charged as the simulator does (state before + output + overhead while an op runs):
   for each slot (k, j), resident = standalone a_i (after their slot for i < j: SA[k-1,i];
   Ain[k,j]; SA[k,i] for i > j) + tapes (after their slot for i <= j, ST[k,i] for i > j) +
   delta_{k+1}; ``resident + xbar[j+1] FA + x[j+1] (FC + FN) + o_f[j] R <= M``; for the
   terminal op, the state after all slots + ``x[k] + o_b[k] <= M``.
+
+Dominance rows (``dominance=True``, the default; they remove schedules that another schedule
+of the model matches or beats at every step, so the optimum is unchanged, and cut symmetry):
+F_n(j) runs only when it frees a standalone a_j (``FN[k,j] <= Ain[k,j]``; otherwise it acts
+as F_ck(j)), and no F_ck(j) runs while the tape abar_{j+1} lives (``FC[k,j] + ST[k,j+1] <= 1``:
+its output would be redundant).
 
 Objective: ``sum_{k,j} u_f[j] R[k,j] + sum_i u_b[i]``. An idle slot needs no memory row: its
 memory equals that after the previous op, already bounded.
@@ -48,7 +54,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .instance import Chain
-from .schedule import B, F_ALL, F_CK, F_N, LOSS, Bwd, Loss, Op, Schedule
+from .schedule import F_ALL, F_CK, F_N, LOSS, B, Bwd, Loss, Op, Schedule
 
 Key = tuple[str, int, int]
 _KIND_OF = {"FA": F_ALL, "FC": F_CK, "FN": F_N}
@@ -108,11 +114,13 @@ class PhaseModel:
     rows: list[Row] = field(default_factory=list)
     objective: Lin = field(default_factory=Lin)
     trivially_infeasible: str = ""
+    dominance: bool = True
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def build(cls, chain: Chain, budget: int) -> PhaseModel:
-        m = cls(chain, int(budget))
+    def build(cls, chain: Chain, budget: int, *, dominance: bool = True) -> PhaseModel:
+        """`dominance` adds rows that remove dominated schedules (same optimum, less symmetry)."""
+        m = cls(chain, int(budget), dominance=dominance)
         m._build()
         return m
 
@@ -222,6 +230,10 @@ class PhaseModel:
                 if j >= 1:
                     self._row(ain, None, 1, f"a_{j} not produced twice in phase {k}")
                 self._row(total([(r, 1.0), (ain, -1.0), (tin, -1.0)]), None, 0, f"F({j}) needs a_{j} in phase {k}")
+                if self.dominance and isinstance(self.st(k, j + 1), Lin) and self.get("FC", k, j) is not None:
+                    # no F_ck(j) while the tape abar_{j+1} lives: its output would be redundant
+                    self._row(total([(self.get("FC", k, j), 1.0), (self.st(k, j + 1), 1.0)]), None, 1,
+                              f"FC[{k},{j}] redundant")
                 # memory during slot j
                 mem = Lin()
                 for i in range(1, L + 1):  # standalone a_i (a_0 below)
@@ -244,6 +256,10 @@ class PhaseModel:
                 for j in range(1, k):
                     nxt = self.get("SA", k - 1, j)
                     ain, fn = self.a_in(k, j), self.get("FN", k, j)
+                    if self.dominance:  # F_n(j) only when it frees a standalone a_j: SA' = Ain - FN
+                        self._row(total([(fn, 1.0), (ain, -1.0)]), None, 0, f"FN[{k},{j}] <= Ain")
+                        self._row(total([(nxt, 1.0), (ain, -1.0), (fn, 1.0)]), 0, 0, f"SA[{k - 1},{j}] = Ain-FN")
+                        continue
                     self._row(total([(nxt, 1.0), (ain, -1.0)]), None, 0, f"SA[{k - 1},{j}] <= Ain")
                     if fn is not None:
                         self._row(total([(nxt, 1.0), (fn, 1.0)]), None, 1, f"SA[{k - 1},{j}] <= 1-FN")
@@ -322,6 +338,9 @@ class PhaseModel:
             for j in range(1, k):
                 ain = self.a_in(k, j).value(values)
                 fn = self.get("FN", k, j)
+                if fn is not None and fn.value(values) > 0.5 and ain < 0.5 and self.dominance:
+                    # F_n(j) that frees nothing acts as F_ck(j): the model keeps only the latter
+                    values[self.index[("FN", k, j)]], values[self.index[("FC", k, j)]] = 0.0, 1.0
                 keep = ain > 0.5 and not (fn is not None and fn.value(values) > 0.5)
                 values[self.index[("SA", k - 1, j)]] = 1.0 if keep else 0.0
             for j in range(1, k + 1):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -194,10 +195,14 @@ class Chain:
         """The same chain with every size in slots of `slot` bytes, rounded up.
 
         Rounding up keeps schedules safe: a schedule that fits S slots in the discretised chain
-        fits S * slot bytes in this one.
+        fits S * slot bytes in this one. The ceiling is computed exactly (integer arithmetic on
+        the exact value of `slot`), so no size is ever rounded down by float noise.
         """
+        exact = Fraction(slot)  # the float's exact value: rounding is done in integers
+        num, den = exact.numerator, exact.denominator
+
         def up(a: np.ndarray) -> np.ndarray:
-            return np.ceil(a / slot - 1e-9).astype(np.int64)  # the epsilon forgives float noise
+            return np.array([-((-int(v) * den) // num) for v in a], dtype=np.int64)
 
         return Chain(self.u_f.copy(), self.u_b.copy(), up(self.x), up(self.xbar), up(self.o_f), up(self.o_b),
                      name=self.name, stage_names=list(self.stage_names), meta=dict(self.meta))

@@ -14,6 +14,7 @@ schedule; ``infeasible`` when the backend proves that no phase-model schedule fi
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -38,12 +39,14 @@ def solve_milp(
     backend: str | None = None,
     num_workers: int = 1,
     verbose: bool = False,
+    dominance: bool = True,
     **_: Any,
 ) -> SolveResult:
     """Minimise the makespan (chain time unit) under `budget` (bytes) over the phase model.
 
     `slots` = N > 0 discretises sizes into N slots of budget/N bytes (rounded up); 0 keeps
-    exact sizes. `time_limit` in seconds (default 60). `backend`: one of BACKENDS.
+    exact sizes. `time_limit` in seconds (default 60), warm start and model building included
+    (CBC counts CPU seconds, so on a loaded machine it may run longer in wall-clock time). `backend`: one of BACKENDS.
     """
     from ortools.linear_solver import pywraplp
 
@@ -53,7 +56,7 @@ def solve_milp(
         raise ValueError(f"unknown MILP backend {backend!r} (one of {', '.join(BACKENDS)})")
     limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     dchain, M = discretise(chain, budget, slots)
-    model = PhaseModel.build(dchain, M)
+    model = PhaseModel.build(dchain, M, dominance=dominance)
     scope = model.scope(slots) + f"; MILP ({backend})"
     name = "milp"
 
@@ -90,7 +93,7 @@ def solve_milp(
     obj.SetMinimization()
     if hint_values is not None and backend != "highs":  # SetHint crashes HiGHS in OR-Tools 9.15 (segfault)
         solver.SetHint(xs, hint_values)
-    solver.SetTimeLimit(max(1, int(limit * 1000)))
+    solver.SetTimeLimit(max(1, int(1000 * (limit - (time.perf_counter() - t0)))))
     if num_workers > 1:
         solver.SetNumThreads(int(num_workers))
     if backend == "cp-sat":
@@ -113,6 +116,8 @@ def solve_milp(
         try:
             bound = float(obj.BestBound())
         except Exception:
+            bound = None
+        if bound is not None and not math.isfinite(bound):  # e.g. HiGHS stopped by the limit
             bound = None
     if code == pywraplp.Solver.INFEASIBLE:
         return result(INFEASIBLE, message="no phase-model schedule fits the budget", details=details)

@@ -122,8 +122,8 @@ class Pipeline:
                          f"activation_size={float(self.input_size):.1f}, parameter_size=0.000")
         for i in range(self.length):
             desc = self.layer_names[i].replace(" -- ", " - ")
-            lines.append(f"{ids[i]} -- {desc} -- forward_compute_time={self.fwd[i] * scale:.6f}, "
-                         f"backward_compute_time={self.bwd[i] * scale:.6f}, activation_size={float(self.act[i]):.1f}, "
+            lines.append(f"{ids[i]} -- {desc} -- forward_compute_time={self.fwd[i] * scale:.9f}, "
+                         f"backward_compute_time={self.bwd[i] * scale:.9f}, activation_size={float(self.act[i]):.1f}, "
                          f"parameter_size={float(self.params[i]):.1f}")
         if self.input_size:
             lines.append(f"\tnode0 -- {ids[0]}")
@@ -304,7 +304,7 @@ def from_graph_txt(text: str, *, path: str = "<graph.txt>", name: str | None = N
         params=[int(math.ceil(nodes[n]["parameter_size"])) for n in topo],
         input_size=int(math.ceil(input_size)),
         cut=cut,
-        name=name or Path(path).stem,
+        name=name or Path(path).name.removesuffix(".txt").removesuffix(".graph"),
         layer_names=[f"{n}: {nodes[n]['desc']}" for n in topo],
         time_unit=1e-3,
         meta={"source": "pipedream graph.txt", "node_ids": topo},

@@ -1,0 +1,183 @@
+"""Benchmark for join networks: makespan versus memory for the join DP, the exact methods and the
+heuristics (equal / proportional shares, sequential), on 2, 3 and 4 branches of equal and
+unequal lengths.
+
+Two groups of instances (seeded, `solvers.join.generate.random_join`):
+
+- ``small``: a few stages per branch, exact sizes (``slots = 0``); the exact A* search (all
+  schedules of the join simulator) and the CP-SAT join phase model run too, so the table gives
+  each method's gap to the true optimum;
+- ``medium``: 6-24 stages per branch, every method at ``--slots`` (default 100) memory slots.
+
+Budgets are fractions of the store-all peak. Prints a table, writes ``results/bench_join.csv``
+(one row per instance, budget and solver) and, with ``--figure``, ``results/bench_join.png``.
+Usage: ``python -m experiments.bench_join [--quick] [--slots N] [--figure] [--cpsat-medium S]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import platform
+import time
+from pathlib import Path
+
+from solvers import __version__, registry
+from solvers.join import reference_peak
+from solvers.join.generate import random_join
+from solvers.result import OPTIMAL
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLVERS = ("dp", "equal", "proportional", "sequential", "store-all")
+SMALL = {  # name: lengths
+    "2x3": [3, 3], "2:4+2": [4, 2], "3x2": [2, 2, 2], "3:3+2+1": [3, 2, 1], "4x2": [2, 2, 2, 2],
+    "4:3+2+1+1": [3, 2, 1, 1],
+}
+MEDIUM = {
+    "2x12": [12, 12], "2:16+6": [16, 6], "3x8": [8, 8, 8], "3:16+8+4": [16, 8, 4], "4x6": [6, 6, 6, 6],
+    "4:24+12+6+3": [24, 12, 6, 3],
+}
+FIELDS = ["group", "instance", "k", "lengths", "seed", "budget_frac", "budget", "solver", "status", "makespan",
+          "peak_memory", "overhead_pct", "gap_to_exact_pct", "gap_to_dp_pct", "solve_time_s", "slots", "scope",
+          "memsched_version", "python"]
+
+
+def _value(res) -> float:
+    return res.objective if res.objective is not None else math.inf
+
+
+def run(quick: bool = False, slots: int = 100, seed: int = 0, cpsat_medium: float = 0.0) -> list[dict]:
+    medium_fracs = [0.4, 0.55, 0.7, 0.85, 1.0] if quick else [0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 1.0]
+    small_fracs = [0.65, 0.75, 0.85, 1.0] if quick else [0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 1.0]
+    rows: list[dict] = []
+    groups = [("small", SMALL, 0, small_fracs), ("medium", MEDIUM, slots, medium_fracs)]
+    for group, family, group_slots, fracs in groups:
+        for name, lengths in family.items():
+            if quick and group == "medium" and sum(lengths) > 30:
+                continue
+            join = random_join(lengths, seed, size_range=(1, 6) if group == "small" else (1, 10), name=name)
+            ref = reference_peak(join)
+            base = join.total_time()
+            for frac in fracs:
+                budget = int(ref * frac)
+                results = {s: registry.solve("join", join, s, budget, slots=group_slots) for s in SOLVERS}
+                if group == "small":
+                    results["cpsat"] = registry.solve("join", join, "cpsat", budget, slots=0, time_limit=60)
+                    results["exact"] = registry.solve("join", join, "exact", budget, time_limit=60)
+                elif cpsat_medium > 0:
+                    results["cpsat"] = registry.solve("join", join, "cpsat", budget, slots=group_slots,
+                                                      time_limit=cpsat_medium)
+                exact = results.get("exact")
+                exact_v = _value(exact) if exact is not None and exact.status == OPTIMAL else math.nan
+                dp_v = _value(results["dp"])
+                for solver, res in results.items():
+                    v = _value(res)
+                    rows.append({
+                        "group": group, "instance": name, "k": join.k, "lengths": "+".join(map(str, lengths)),
+                        "seed": seed, "budget_frac": frac, "budget": budget, "solver": solver, "status": res.status,
+                        "makespan": _fmt(v), "peak_memory": res.peak_memory if res.found else "",
+                        "overhead_pct": _fmt(100 * (v / base - 1)) if math.isfinite(v) else "",
+                        "gap_to_exact_pct": _fmt(100 * (v / exact_v - 1)) if math.isfinite(v) and exact_v == exact_v
+                        else "",
+                        "gap_to_dp_pct": _fmt(100 * (v / dp_v - 1)) if math.isfinite(v) and math.isfinite(dp_v) else "",
+                        "solve_time_s": round(res.solve_time_s, 4), "slots": group_slots, "scope": res.scope,
+                        "memsched_version": __version__, "python": platform.python_version(),
+                    })
+    return rows
+
+
+def _fmt(v: float) -> str:
+    if not math.isfinite(v):
+        return ""
+    return f"{0.0 if abs(v) < 5e-9 else v:.4f}"
+
+
+def print_table(rows: list[dict]) -> None:
+    names = ["dp", "cpsat", "exact", "equal", "proportional", "sequential", "store-all"]
+    key = {}
+    for r in rows:
+        key.setdefault((r["group"], r["instance"], r["budget_frac"]), {})[r["solver"]] = r
+    print(f"{'group':7} {'instance':14} {'budget':>6}  " + "  ".join(f"{n:>12}" for n in names))
+    print("        (makespan overhead over no recomputation, %; '-' = no schedule, blank = not run)")
+    for (group, inst, frac), by in key.items():
+        cells = []
+        for n in names:
+            r = by.get(n)
+            if r is None:
+                cells.append(f"{'':>12}")
+            elif r["overhead_pct"] == "":
+                cells.append(f"{'-':>12}")
+            else:
+                cells.append(f"{float(r['overhead_pct']):>11.1f}%")
+        print(f"{group:7} {inst:14} {frac:>6.2f}  " + "  ".join(cells))
+    small = [r for r in rows if r["group"] == "small" and r["gap_to_exact_pct"] != ""]
+    for n in ["dp", "cpsat", "equal", "proportional", "sequential"]:
+        gaps = [float(r["gap_to_exact_pct"]) for r in small if r["solver"] == n]
+        if gaps:
+            print(f"gap to exact, {n:12}: mean {sum(gaps) / len(gaps):6.2f}%  max {max(gaps):6.2f}%  "
+                  f"({len(gaps)} feasible runs)")
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)
+
+
+def figure(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    insts = list(dict.fromkeys((r["group"], r["instance"]) for r in rows))
+    cols = 4
+    nrows = math.ceil(len(insts) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 3 * nrows), squeeze=False)
+    for ax, (group, inst) in zip(axes.flat, insts):
+        for solver, style, color in [("dp", "o-", "tab:blue"), ("exact", "x--", "black"), ("cpsat", "+:", "tab:purple"),
+                                     ("equal", "s-", "tab:orange"), ("proportional", "^-", "tab:green"),
+                                     ("sequential", "v-", "tab:red")]:
+            pts = [(r["budget_frac"], float(r["makespan"])) for r in rows
+                   if r["instance"] == inst and r["solver"] == solver and r["makespan"] != ""]
+            ax.plot(*(zip(*pts) if pts else ([], [])), style, color=color, label=solver, markersize=4)
+        ax.set_title(f"{inst} ({group})", fontsize=9)
+        ax.set_xlabel("budget / store-all peak", fontsize=8)
+        ax.set_ylabel("makespan", fontsize=8)
+    for ax in list(axes.flat)[len(insts):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer budgets, skip the largest instance")
+    parser.add_argument("--slots", type=int, default=100, help="memory slots for the medium instances")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=str(ROOT / "results" / "bench_join.csv"))
+    parser.add_argument("--figure", action="store_true", help="also write results/bench_join.png")
+    parser.add_argument("--cpsat-medium", type=float, default=0.0, metavar="S",
+                        help="also run the CP-SAT model on the medium instances, S seconds each (0: no)")
+    args = parser.parse_args(argv)
+    t0 = time.perf_counter()
+    rows = run(args.quick, args.slots, args.seed, args.cpsat_medium)
+    print_table(rows)
+    out = Path(args.out)
+    write_csv(rows, out)
+    print(f"wrote {out} ({len(rows)} rows) in {time.perf_counter() - t0:.1f} s")
+    if args.figure:
+        png = out.with_suffix(".png")
+        figure(rows, png)
+        print(f"wrote {png}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,136 @@
+"""Offloading trade-offs: overhead versus device memory, remat only / offload only / both.
+
+    python -m experiments.bench_offload [--quick] [--time-scale 0.033]
+
+For ResNet-50, DenseNet-121 and a GPT-2-style transformer from the zoo (small sizes, profiled
+here on the CPU, or chain files given with --chains), at host-link bandwidths of 12, 25 and
+50 GB/s (PCIe 3, PCIe 4, NVLink-class) and device budgets from 20% to 100% of the store-all
+peak, it runs: remat-only (the chain DP), offload-only (the best of vDNN and offload-prefix)
+and both (rotor-offload), each replayed by the two-stream simulator, and writes
+results/offload/offload_tradeoff.csv and a figure (PNG and PDF).
+
+The compute times of a CPU profile are much longer than a GPU's, which would make any
+transfer look free; ``--time-scale`` multiplies them (default 1/30, a stand-in for a GPU, said
+in the CSV and on the figure). Give chain files profiled on a GPU with ``--chains`` and
+``--time-scale 1`` for real numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from solvers import __version__, registry
+from solvers.chain import Chain, reference_peak
+from solvers.offload import OffloadInstance
+
+RESULTS = Path(__file__).resolve().parent.parent / "results" / "offload"
+ZOO = {  # small sizes so that profiling takes seconds on 2 cores
+    "resnet50": {"batch": 4, "image_size": 64, "width": 16},
+    "densenet121": {"batch": 4, "image_size": 64, "width": 16},
+    "gpt2": {"batch": 2, "seq_len": 128, "width": 128, "depth": 6},
+}
+STRATEGIES = {"remat only": ["remat-only"], "offload only": ["vdnn", "offload-prefix"], "both": ["rotor-offload"]}
+
+
+def profiled_chains(quick: bool) -> list[Chain]:
+    from models.profiler import profile_model
+
+    chains = []
+    for name, sizes in ZOO.items():
+        path = RESULTS / "profiles" / f"{name}.json"
+        if path.exists():
+            chains.append(Chain.load(path))
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        chain, _ = profile_model(name, repeats=2 if quick else 5, warmup=1, out=str(path), **sizes)
+        chains.append(chain)
+    return chains
+
+
+def scaled(chain: Chain, factor: float) -> Chain:
+    return Chain(chain.u_f * factor, chain.u_b * factor, chain.x, chain.xbar, chain.o_f, chain.o_b,
+                 name=chain.name, stage_names=chain.stage_names, meta=chain.meta)
+
+
+def run(chains: list[Chain], bandwidths: list[float], fractions: list[float], slots: int) -> pd.DataFrame:
+    rows = []
+    grid = [(c, bw, f) for c in chains for bw in bandwidths for f in fractions]
+    for chain, bw, fraction in tqdm(grid, desc="offload", unit="point"):
+        inst = OffloadInstance(chain, bw)
+        budget = int(reference_peak(chain) * fraction)
+        for strategy, solvers in STRATEGIES.items():
+            best = None
+            for name in solvers:
+                result = registry.solve("offload", inst, name, budget, slots=slots)
+                if result.schedule is not None and (best is None or result.objective < best.objective):
+                    best = result
+            rows.append({"model": chain.name, "L": chain.length, "bandwidth_GBps": bw / 1e9,
+                         "budget_fraction": fraction, "budget": budget, "strategy": strategy,
+                         "solver": best.solver if best else None, "status": best.status if best else "infeasible",
+                         "makespan": best.objective if best else None,
+                         "overhead": best.objective / chain.total_time() - 1 if best else None,
+                         "peak_memory": best.peak_memory if best else None})
+    return pd.DataFrame(rows)
+
+
+def figure(table: pd.DataFrame, note: str, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(dict.fromkeys(table["model"]))
+    bws = sorted(table["bandwidth_GBps"].unique())
+    fig, axes = plt.subplots(len(models), len(bws), figsize=(4 * len(bws), 3 * len(models)), squeeze=False,
+                             sharey="row")
+    for r, model in enumerate(models):
+        for c, bw in enumerate(bws):
+            ax = axes[r][c]
+            sub = table[(table.model == model) & (table.bandwidth_GBps == bw)]
+            for strategy, marker in zip(STRATEGIES, "os^"):
+                part = sub[sub.strategy == strategy].dropna(subset=["overhead"])
+                ax.plot(100 * part.budget_fraction, 100 * part.overhead, marker=marker, label=strategy)
+            ax.set_title(f"{model}, {bw:g} GB/s", fontsize=9)
+            ax.set_xlabel("device memory (% of store-all peak)")
+            if c == 0:
+                ax.set_ylabel("time overhead (%)")
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"Offloading and rematerialization — {note}", fontsize=9)
+    fig.tight_layout()
+    for ext in ("png", "pdf"):
+        fig.savefig(out.with_suffix(f".{ext}"), dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chains", nargs="*", help="chain files to use instead of profiling the zoo")
+    parser.add_argument("--time-scale", type=float, default=1 / 30)
+    parser.add_argument("--bandwidths", nargs="+", type=float, default=[12e9, 25e9, 50e9])
+    parser.add_argument("--slots", type=int, default=200)
+    parser.add_argument("--quick", action="store_true", help="fewer budgets")
+    args = parser.parse_args(argv)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    chains = [Chain.load(p) for p in args.chains] if args.chains else profiled_chains(args.quick)
+    chains = [scaled(c, args.time_scale) for c in chains]
+    fractions = [0.3, 0.6, 1.0] if args.quick else list(np.round(np.arange(0.2, 1.01, 0.1), 2))
+    table = run(chains, args.bandwidths, fractions, args.slots)
+    note = (f"compute times x {args.time_scale:.3g} of the profile; memsched {__version__}, "
+            f"{platform.python_implementation()} {platform.python_version()}")
+    table["time_scale"] = args.time_scale
+    table.to_csv(RESULTS / "offload_tradeoff.csv", index=False)
+    figure(table, note, RESULTS / "offload_tradeoff")
+    with pd.option_context("display.width", 160, "display.max_rows", 400):
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(f"wrote {RESULTS / 'offload_tradeoff.csv'} and .png/.pdf")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""`memsched figures`: redraw the papers' figures (PNG and PDF) from the sweep tables in results/."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from solvers.errors import InputError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("figures", help="regenerate figures from the sweep tables under results/",
+                       description="Redraw figures (a)-(g) and the main job's from the sweep tables; a figure "
+                                   "whose rows are absent is skipped with a one-line note.")
+    p.add_argument("--results", default="results", metavar="DIR", help="folder searched for sweep tables "
+                                                                       "(default: results)")
+    p.add_argument("--out", metavar="DIR", help="folder for the figures (default: <results>/figures)")
+    p.add_argument("--only", nargs="+", metavar="ID", help="figure ids to draw (main, a, b, c, d, e, f, g)")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from experiments.figures import FIGURES, make_figures
+
+    if not Path(args.results).is_dir():
+        raise InputError("no such folder", field="--results", path=args.results)
+    for fid in args.only or []:
+        if fid not in FIGURES:
+            raise InputError(f"unknown figure {fid!r} (one of {', '.join(FIGURES)})", field="--only")
+    written, notes = make_figures(args.results, args.out, args.only)
+    for note in notes:
+        print(f"note: {note}")
+    for path in written:
+        print(f"wrote {path}")
+    return 0

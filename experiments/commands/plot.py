@@ -1,0 +1,108 @@
+"""`memsched plot FILE SCHEDULE.json [SCHEDULE.json ...] -o FIG [--budget B]`: draw schedules.
+
+One schedule: memory over time (the simulator's, budget and peak marked) above the
+operations. Several (or ``--compare``): stacked on the same time and memory scales. The
+figure format comes from the extension of FIG (.png, .pdf, .svg). A schedule that breaks a
+rule is drawn up to the failing operation, marked; the command still writes the figure and
+says so on stderr (exit 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from solvers import registry
+from solvers.errors import InputError
+from solvers.formats import detect_problem, load_instance
+
+from ._common import add_link_arguments, budget_for, load_problem
+from .simulate import read_schedule_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plot", help="draw a schedule: memory over time and the operations (PNG, PDF, SVG)")
+    p.add_argument("file", help="instance file")
+    p.add_argument("schedules", nargs="+", metavar="SCHEDULE.json",
+                   help="schedule JSON (or `memsched solve --json` output); several are stacked for comparison")
+    p.add_argument("-o", "--output", required=True, metavar="FIG", help="figure file: .png, .pdf or .svg")
+    p.add_argument("--budget", help='draw this budget and check against it (bytes, "1.5GB" or "60%%")')
+    p.add_argument("--compare", action="store_true", help="comparison layout even for one schedule")
+    p.add_argument("--label", action="append", metavar="NAME",
+                   help="label of each schedule in order (default: the solver named in the file, else its name)")
+    p.add_argument("--title", help="figure title")
+    p.add_argument("--dpi", type=int, default=150, help="resolution of PNG output (default 150)")
+    add_link_arguments(p)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from experiments.plotting import check_suffix, plot_comparison, plot_schedule, save_figure, schedule_from_json
+    from experiments.plotting.timeline import timeline_for
+
+    check_suffix(args.output)
+    if args.dpi <= 0:
+        raise InputError("must be positive", field="--dpi")
+    if args.label and len(args.label) != len(args.schedules):
+        raise InputError(f"{len(args.label)} labels for {len(args.schedules)} schedules", field="--label")
+    raw = [(path, read_schedule_json(path)) for path in args.schedules]
+    problem, instance = _load(args.file, raw[0][1], args.bandwidth, args.latency)
+    budget = budget_for(problem, instance, args.budget) if args.budget else None
+    schedules: dict[str, Any] = {}
+    for k, (path, data) in enumerate(raw):
+        label = args.label[k] if args.label else _label(path, data)
+        while label in schedules:
+            label += "'"
+        schedules[label] = schedule_from_json(problem, data, instance, path=path)
+    if len(schedules) == 1 and not args.compare:
+        fig = plot_schedule(problem, instance, next(iter(schedules.values())), budget=budget, title=args.title)
+    else:
+        fig = plot_comparison(problem, instance, schedules, budget=budget, title=args.title)
+    save_figure(fig, args.output, dpi=args.dpi)
+    for label, schedule in schedules.items():
+        failure = timeline_for(problem, instance, schedule, budget).failure
+        if failure is not None:
+            print(f"memsched plot: note: {label}: invalid schedule, drawn up to the violation: {failure.message}",
+                  file=sys.stderr)
+    print(args.output)
+    return 0
+
+
+def _load(path: str, first_schedule: Any, bandwidth: str | None, latency: float | None) -> tuple[str, Any]:
+    """(problem, instance) as `memsched simulate` reads them: an offloading schedule (or
+    ``--bandwidth``) makes a chain file an offloading instance, and a partition
+    (``memsched.partition/1``) makes it a pipeline."""
+    problem = detect_problem(path)
+    if problem == "chain" and bandwidth is None and _is_partition(first_schedule):
+        problem = "pipeline"
+        try:
+            module = registry.problem_module(problem)
+        except ImportError:
+            module = None
+        if module is None or not hasattr(module, "load"):
+            raise InputError(f"problem {problem!r} is not available in this installation", path=path)
+        return load_instance(path, problem)
+    solver = "vdnn" if _declared_problem(first_schedule) == "offload" else None
+    return load_problem(path, bandwidth, latency, solver)
+
+
+def _declared_problem(data: Any) -> str | None:
+    declared = data.get("problem") if isinstance(data, dict) else None
+    if isinstance(data, dict) and isinstance(data.get("schedule"), dict):
+        declared = data["schedule"].get("problem", declared)
+    return declared
+
+
+def _is_partition(data: Any) -> bool:
+    if isinstance(data, dict) and isinstance(data.get("partition"), dict):
+        data = data["partition"]
+    return isinstance(data, dict) and (str(data.get("format", "")).startswith("memsched.partition/")
+                                       or ("stages" in data and "ops" not in data and "sequence" not in data))
+
+
+def _label(path: str, data: Any) -> str:
+    if isinstance(data, dict) and isinstance(data.get("solver"), str):
+        return data["solver"]
+    return Path(path).stem

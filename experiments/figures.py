@@ -1,0 +1,421 @@
+"""The papers' figures, redrawn from sweep tables under results/ (matplotlib, Agg; PNG and PDF).
+
+Each figure reads the rows of the sweeps named in `FIGURES` (the ``sweep`` column of the
+tables that `experiments.sweep` writes; the sweep files are in experiments/configs) and
+states its instances, units and the versions that produced the rows. A figure whose rows are
+absent is skipped with a one-line note.
+
+==== ========================== ====================================================================
+id   sweep (config)             figure
+==== ========================== ====================================================================
+main chain_solvers (default)    makespan overhead vs budget, every chain solver, built-in examples
+a    fig_a_chains               overhead vs budget on ResNet-, DenseNet-, Inception-like chains
+b    fig_b_solve_time           solve time vs chain length: rotor DP, MILP, CP-SAT
+c    fig_c_graphs               graph rematerialization: overhead vs budget
+d    fig_d_join                 join networks: DP vs heuristics
+e    fig_e_offload              offloading (and offloading + rematerialization) trade-offs
+f    fig_f_pipeline             pipeline period vs memory per device
+g    fig_g_measured             predicted vs measured peak memory and time (executed schedules)
+==== ========================== ====================================================================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+MIB = 2**20
+#: Solver colours and markers, stable across figures.
+STYLE: dict[str, tuple[str, str]] = {
+    "rotor": ("#1f77b4", "o"), "milp": ("#d62728", "s"), "cpsat": ("#9467bd", "D"), "revolve": ("#2ca02c", "^"),
+    "periodic": ("#ff7f0e", "v"), "sqrt": ("#8c564b", "P"), "store-all": ("#7f7f7f", "x"),
+    "recompute-all": ("#17becf", "*"), "checkmate": ("#d62728", "s"), "checkmate-approx": ("#e377c2", "h"),
+    "checkpoint-all": ("#7f7f7f", "x"), "dtr": ("#bcbd22", "<"), "greedy": ("#ff7f0e", ">"),
+    "griewank": ("#2ca02c", "^"),
+}
+_FALLBACK = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+             "#bcbd22", "#17becf"]
+FOUND = ("optimal", "feasible")
+
+
+def style(label: str, name: str | None = None) -> dict[str, Any]:
+    """matplotlib line keywords for a solver (by label, else its name)."""
+    for key in (label, name):
+        if key in STYLE:
+            c, m = STYLE[key]
+            return {"color": c, "marker": m}
+    h = sum(map(ord, label))
+    return {"color": _FALLBACK[h % len(_FALLBACK)], "marker": "o"}
+
+
+# ============================================================================ reading results
+def load_results(results_dir: str | Path) -> pd.DataFrame:
+    """Every sweep row in the CSV tables under `results_dir` (recursively); empty if none.
+
+    A sweep whose table is missing but whose journal exists (an interrupted sweep) is read
+    from its journal."""
+    from experiments.sweep import read_journal, rows_frame
+
+    root = Path(results_dir)
+    frames = []
+    seen_csv = set()
+    for csv in sorted(root.rglob("*.csv")):
+        try:
+            head = pd.read_csv(csv, nrows=0)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+            continue
+        if {"sweep", "key", "solver", "status"} <= set(head.columns):
+            frames.append(pd.read_csv(csv))
+            seen_csv.add(csv.with_suffix(""))
+    for journal in sorted(root.rglob("*.jsonl")):
+        if journal.with_suffix("") not in seen_csv:
+            rows = list(read_journal(journal).values())
+            if rows:
+                frames.append(rows_frame(rows))
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame(columns=["sweep", "key", "solver", "status"])
+    frame = pd.concat(frames, ignore_index=True)
+    return frame.drop_duplicates(subset=["key"], keep="last").reset_index(drop=True)
+
+
+def stamp(rows: pd.DataFrame) -> str:
+    """One line with the versions and hosts that produced `rows`."""
+    parts = []
+    for col, label in (("memsched_version", "memsched"), ("numpy_version", "numpy"),
+                       ("ortools_version", "ortools"), ("torch_version", "torch"), ("python_version", "Python")):
+        if col in rows:
+            vals = sorted({str(v) for v in rows[col].dropna()})
+            if vals:
+                parts.append(f"{label} {'/'.join(vals)}")
+    if "host" in rows:
+        hosts = sorted({str(v) for v in rows["host"].dropna()})
+        if hosts:
+            parts.append("host " + ("/".join(hosts) if len(hosts) <= 2 else f"{len(hosts)} hosts"))
+    if "timestamp" in rows and rows["timestamp"].notna().any():
+        parts.append(f"run {str(rows['timestamp'].dropna().max())[:10]}")
+    return "; ".join(parts)
+
+
+def _finish(fig: plt.Figure, rows: pd.DataFrame, out_dir: Path, stem: str, note: str = "") -> list[Path]:
+    text = stamp(rows)
+    if note:
+        text = f"{note}\n{text}"
+    fig.text(0.01, 0.005, text, fontsize=6.5, color="#555555", ha="left", va="bottom")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext in ("png", "pdf"):
+        path = out_dir / f"{stem}.{ext}"
+        fig.savefig(path, dpi=150 if ext == "png" else None, bbox_inches="tight")
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def _grid(n: int, *, width: float = 4.2, height: float = 3.3) -> tuple[plt.Figure, list[Any]]:
+    cols = min(n, 3)
+    nrows = math.ceil(n / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(width * cols, height * nrows + 0.5), squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def _solvers_in(rows: pd.DataFrame) -> list[str]:
+    order = list(STYLE)
+    labels = list(dict.fromkeys(rows["solver_label"].fillna(rows["solver"])))
+    return sorted(labels, key=lambda s: (order.index(s) if s in order else len(order), s))
+
+
+def budget_percent(rows: pd.DataFrame) -> pd.Series:
+    """The budget in % of the reference peak: the nominal value of "X%" budgets (not the
+    floored byte count), else budget / reference peak."""
+    spec = rows["budget_spec"].astype(str)
+    nominal = pd.to_numeric(spec.str.rstrip("%").where(spec.str.endswith("%")), errors="coerce")
+    return nominal.fillna(100 * rows["budget_fraction"].astype(float))
+
+
+def _budget_sort(text: str) -> tuple[int, float, str]:
+    try:
+        return (0, float(text.rstrip("%")), text) if text.endswith("%") else (1, float(text), text)
+    except ValueError:
+        return (2, 0.0, text)
+
+
+def _mem_unit(values: Iterable[float]) -> tuple[float, str]:
+    m = max([v for v in values if v is not None and not pd.isna(v)] or [1])
+    for scale, unit in ((2**30, "GiB"), (MIB, "MiB"), (2**10, "KiB")):
+        if m >= 2 * scale:
+            return scale, unit
+    return 1, "bytes"
+
+
+# ============================================================================ figure bodies
+def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str, *,
+                       objective_label: str = "makespan overhead (%)",
+                       off_scale: tuple[str, ...] = ("recompute-all",)) -> list[Path]:
+    """One panel per instance: overhead (objective / no-saving objective - 1, %) versus the
+    budget (% of the instance's reference peak), one line per solver (rotor-paper style).
+    Solvers in `off_scale` (recompute-all, whose overhead dwarfs the others) are left out and
+    their overhead is given in the note."""
+    rows = rows.assign(budget_percent=budget_percent(rows))
+    hidden = rows[rows["solver_label"].fillna(rows["solver"]).isin(off_scale) & rows["status"].isin(FOUND)]
+    rows_all = rows
+    rows = rows[~rows.index.isin(hidden.index)]
+    instances = list(dict.fromkeys(rows["instance"]))
+    fig, axes = _grid(len(instances))
+    handles: dict[str, Any] = {}
+    for ax, inst in zip(axes, instances):
+        r = rows[rows["instance"] == inst]
+        ref = r["reference_peak"].dropna()
+        scale, unit = _mem_unit(ref)
+        use_overhead = r["overhead"].notna().any()
+        for label in _solvers_in(r):
+            s = r[(r["solver_label"].fillna(r["solver"]) == label) & r["status"].isin(FOUND)]
+            if s.empty:
+                continue
+            s = s.groupby("budget_percent", as_index=False).agg(y=("overhead" if use_overhead else "objective",
+                                                                   "median"))
+            y = s["y"] * (100 if use_overhead else 1)
+            (line,) = ax.plot(s["budget_percent"], y, label=label, lw=1.3, ms=4.5,
+                              **style(label, label))
+            handles.setdefault(label, line)
+        size = r["size"].dropna()
+        ref_text = f", ref. peak {ref.iloc[0] / scale:.4g} {unit}" if len(ref) else ""
+        ax.set_title(f"{inst} (size {int(size.iloc[0]) if len(size) else '?'}{ref_text})", fontsize=8.5)
+        ax.set_xlabel("memory budget (% of reference peak)", fontsize=8)
+        ax.set_ylabel(objective_label if use_overhead else "objective (instance time unit)", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7.5)
+    fig.suptitle(title, fontsize=10)
+    fig.legend(handles.values(), handles.keys(), loc="upper right", fontsize=7.5, ncol=1, frameon=False,
+               bbox_to_anchor=(1.0, 0.93))
+    fig.tight_layout(rect=(0, 0.04, 0.9, 0.95))
+    note = ("overhead = objective / (objective without memory savings) - 1; budgets count every byte, the input "
+            "included; missing points: no schedule within the budget")
+    labels = rows_all["solver_label"].fillna(rows_all["solver"])
+    unsupported = sorted({lab for lab in labels
+                          if rows_all.loc[labels == lab, "status"].isin(["unsupported", "error"]).all()})
+    if unsupported:
+        msgs = rows_all.loc[labels.isin(unsupported), "message"].dropna().astype(str)
+        why = f" ({msgs.iloc[0][:90]})" if len(msgs) else ""
+        note += f"\nnot applicable here: {', '.join(unsupported)}{why}"
+    if len(hidden) and hidden["overhead"].notna().any():
+        parts = [f"{inst} {100 * v:.0f}%" for inst, v in hidden.groupby("instance", sort=False)["overhead"].median()
+                 .items()]
+        note += f"\noff scale, not drawn: {', '.join(off_scale)} ({'; '.join(parts)})"
+    return _finish(fig, rows_all, out_dir, stem, note)
+
+
+def solve_time_vs_size(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) -> list[Path]:
+    """Solve time (s, log scale) versus instance size, one line per solver and budget; hollow
+    markers where the solver did not prove optimality (time limit)."""
+    budgets = list(dict.fromkeys(rows["budget_spec"]))
+    fig, axes = _grid(len(budgets), width=4.6, height=3.6)
+    handles: dict[str, Any] = {}
+    for ax, b in zip(axes, budgets):
+        r = rows[rows["budget_spec"] == b]
+        for label in _solvers_in(r):
+            s = r[r["solver_label"].fillna(r["solver"]) == label]
+            g = s.groupby("size").agg(t=("solve_time_s", "median"),
+                                      proven=("status", lambda v: bool((v.isin(["optimal", "infeasible"])).all())))
+            g = g.reset_index()
+            kw = style(label, label)
+            (line,) = ax.plot(g["size"], g["t"], label=label, lw=1.3, ms=5, **kw)
+            open_ = g[~g["proven"]]
+            if len(open_):
+                ax.plot(open_["size"], open_["t"], ls="none", marker=kw["marker"], ms=8, mfc="white",
+                        mec=kw["color"])
+            handles.setdefault(label, line)
+        limits = sorted({float(v) for v in r["time_limit"].dropna()})
+        for lim in limits:
+            ax.axhline(lim, color="#999999", ls=":", lw=0.8)
+        ax.set_yscale("log")
+        ax.set_title(f"budget {b} of the store-all peak", fontsize=8.5)
+        ax.set_xlabel("chain length L (stages)", fontsize=8)
+        ax.set_ylabel("solve time (s, median over repeats)", fontsize=8)
+        ax.grid(alpha=0.3, which="both")
+        ax.tick_params(labelsize=7.5)
+    fig.suptitle(title, fontsize=10)
+    fig.legend(handles.values(), handles.keys(), loc="upper right", fontsize=7.5, frameon=False,
+               bbox_to_anchor=(1.0, 0.93))
+    fig.tight_layout(rect=(0, 0.04, 0.88, 0.95))
+    inst = ", ".join(dict.fromkeys(rows["instance"]))
+    note = (f"instances: {inst if len(inst) < 150 else inst[:150] + '...'}; hollow markers: not proven optimal "
+            f"within the time limit (dotted)")
+    return _finish(fig, rows, out_dir, stem, note)
+
+
+def period_vs_memory(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) -> list[Path]:
+    """Pipeline period (objective) versus memory per device, one panel per instance."""
+    instances = list(dict.fromkeys(rows["instance"]))
+    fig, axes = _grid(len(instances))
+    handles: dict[str, Any] = {}
+    for ax, inst in zip(axes, instances):
+        r = rows[rows["instance"] == inst]
+        scale, unit = _mem_unit(r["budget"])
+        for label in _solvers_in(r):
+            s = r[(r["solver_label"].fillna(r["solver"]) == label) & r["status"].isin(FOUND)]
+            if s.empty:
+                continue
+            s = s.groupby("budget", as_index=False).agg(y=("objective", "median"))
+            (line,) = ax.plot(s["budget"] / scale, s["y"], label=label, lw=1.3, ms=4.5, drawstyle="steps-post",
+                              **style(label, label))
+            handles.setdefault(label, line)
+        ax.set_title(inst, fontsize=8.5)
+        ax.set_xlabel(f"memory per device ({unit})", fontsize=8)
+        ax.set_ylabel("period (time per micro-batch, instance unit)", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7.5)
+    fig.suptitle(title, fontsize=10)
+    fig.legend(handles.values(), handles.keys(), loc="upper right", fontsize=7.5, frameon=False,
+               bbox_to_anchor=(1.0, 0.93))
+    fig.tight_layout(rect=(0, 0.04, 0.88, 0.95))
+    opts = ", ".join(sorted({str(v) for v in rows["options"].dropna()}))
+    return _finish(fig, rows, out_dir, stem, f"solver options: {opts}")
+
+
+def predicted_vs_measured(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) -> list[Path]:
+    """Two scatter panels: measured vs predicted peak memory, measured vs predicted time,
+    with the diagonal; colour = instance, marker = solver."""
+    r = rows[rows["measured_peak"].notna() & rows["peak_memory"].notna()]
+    fig, (axm, axt) = plt.subplots(1, 2, figsize=(9.5, 4.3))
+    scale, unit = _mem_unit(list(r["measured_peak"]) + list(r["peak_memory"]))
+    instances = list(dict.fromkeys(r["instance"]))
+    colours = {inst: _FALLBACK[i % len(_FALLBACK)] for i, inst in enumerate(instances)}
+    for (inst, label), s in r.groupby(["instance", "solver_label"], sort=False):
+        marker = style(label, label)["marker"]
+        axm.scatter(s["peak_memory"] / scale, s["measured_peak"] / scale, color=colours[inst], marker=marker, s=22,
+                    label=f"{inst} / {label}")
+        t = s[s["measured_time_ms"].notna()]
+        axt.scatter(t["objective"], t["measured_time_ms"], color=colours[inst], marker=marker, s=22)
+    for ax, cols in ((axm, ("peak_memory", "measured_peak")), (axt, ("objective", "measured_time_ms"))):
+        vals = pd.concat([r[c] for c in cols]).dropna()
+        if ax is axm:
+            vals = vals / scale
+        if len(vals):
+            lo, hi = float(vals.min()), float(vals.max())
+            pad = 0.05 * (hi - lo or 1)
+            ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="#999999", ls="--", lw=0.8, label="measured = "
+                    "predicted")
+        ax.grid(alpha=0.3, which="both")
+        ax.tick_params(labelsize=7.5)
+    t = r[r["measured_time_ms"].notna() & (r["objective"] > 0)]
+    if len(t) and (t["measured_time_ms"] > 0).all():
+        axt.set_xscale("log")
+        axt.set_yscale("log")
+    axm.set_xlabel(f"predicted peak memory ({unit}, simulator)", fontsize=8)
+    axm.set_ylabel(f"measured peak memory ({unit})", fontsize=8)
+    axt.set_xlabel("predicted makespan (ms, simulator on the profiled chain)", fontsize=8)
+    axt.set_ylabel("measured step time (ms)", fontsize=8)
+    axm.set_title("memory", fontsize=9)
+    axt.set_title("time", fontsize=9)
+    axm.legend(fontsize=6, frameon=False)
+    devices = ", ".join(sorted({str(v) for v in r["device"].dropna()})) if "device" in r else "?"
+    checks = r["grad_check"].dropna() if "grad_check" in r else pd.Series(dtype=object)
+    ok = int(sum(str(v).lower() == "true" for v in checks))
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.95))
+    note = (f"device: {devices}; gradients equal to plain autograd in {ok}/{len(checks)} runs; "
+            f"budgets: {', '.join(sorted(set(r['budget_spec'].astype(str)), key=_budget_sort))}; times on a shared "
+            f"machine vary with its load")
+    return _finish(fig, r, out_dir, stem, note)
+
+
+# ============================================================================ the registry
+@dataclass(frozen=True)
+class FigureSpec:
+    """A figure: the sweeps it reads, what keeps a row, how it is drawn, its title."""
+
+    sweeps: tuple[str, ...]
+    draw: Callable[..., list[Path]]
+    title: str
+    stem: str
+    problem: str | None = None
+    needs: str | None = None      # a column that must have values (e.g. measured_peak)
+
+
+FIGURES: dict[str, FigureSpec] = {
+    "main": FigureSpec(("chain_solvers",), overhead_vs_budget,
+                       "Chain rematerialization on the built-in examples: makespan overhead vs memory budget",
+                       "main_overhead", "chain"),
+    "a": FigureSpec(("fig_a_chains",), overhead_vs_budget,
+                    "(a) Makespan overhead vs memory budget on ResNet-, DenseNet-, Inception-like chains",
+                    "fig_a_overhead_chains", "chain"),
+    "b": FigureSpec(("fig_b_solve_time",), solve_time_vs_size,
+                    "(b) Solve time vs chain length: rotor DP, MILP, CP-SAT", "fig_b_solve_time", "chain"),
+    "c": FigureSpec(("fig_c_graphs",), overhead_vs_budget,
+                    "(c) Graph rematerialization: compute overhead vs memory budget", "fig_c_graphs", "graph"),
+    "d": FigureSpec(("fig_d_join",), overhead_vs_budget,
+                    "(d) Join networks: dynamic program vs heuristics", "fig_d_join", "join"),
+    "e": FigureSpec(("fig_e_offload",), overhead_vs_budget,
+                    "(e) Offloading and rematerialization: makespan overhead vs memory budget", "fig_e_offload",
+                    "offload"),
+    "f": FigureSpec(("fig_f_pipeline",), period_vs_memory,
+                    "(f) Pipelined model parallelism: period vs memory per device", "fig_f_pipeline", "pipeline"),
+    "g": FigureSpec(("fig_g_measured",), predicted_vs_measured,
+                    "(g) Predicted vs measured peak memory and time of executed schedules", "fig_g_measured",
+                    "chain", "measured_peak"),
+}
+
+
+def figure_rows(rows: pd.DataFrame, spec: FigureSpec) -> pd.DataFrame:
+    """The rows a figure draws (its sweeps, its problem, the needed column present)."""
+    if rows.empty or "sweep" not in rows:
+        return rows.iloc[0:0]
+    r = rows[rows["sweep"].isin(spec.sweeps)]
+    if spec.problem is not None and "problem" in r:
+        r = r[r["problem"] == spec.problem]
+    if spec.needs is not None:
+        r = r[r[spec.needs].notna()] if spec.needs in r else r.iloc[0:0]
+    return r
+
+
+def render(figure_id: str, rows: pd.DataFrame, out_dir: str | Path) -> tuple[list[Path], str | None]:
+    """Draw one figure from `rows`: (paths written, None) or ([], a one-line note if skipped)."""
+    spec = FIGURES[figure_id]
+    r = figure_rows(rows, spec)
+    if r.empty:
+        return [], (f"figure {figure_id}: skipped, no rows of sweep {', '.join(spec.sweeps)} "
+                    f"(run: memsched sweep experiments/configs/{_config_of(spec)}.toml)")
+    if spec.needs is None and not r["status"].isin(FOUND).any():
+        return [], f"figure {figure_id}: skipped, no run of sweep {', '.join(spec.sweeps)} found a schedule"
+    for col in ("solver_label", "overhead", "budget_fraction", "reference_peak", "size", "time_limit", "options",
+                "measured_time_ms", "device", "grad_check"):
+        if col not in r:
+            r = r.assign(**{col: None})
+    return spec.draw(r, Path(out_dir), spec.stem, spec.title), None
+
+
+def _config_of(spec: FigureSpec) -> str:
+    return "default" if spec.sweeps == ("chain_solvers",) else spec.sweeps[0]
+
+
+def make_figures(results_dir: str | Path = "results", out_dir: str | Path | None = None,
+                 only: Iterable[str] | None = None) -> tuple[list[Path], list[str]]:
+    """Render every figure (or those in `only`) from the tables under `results_dir` into
+    `out_dir` (default ``<results_dir>/figures``); returns (paths written, notes)."""
+    rows = load_results(results_dir)
+    out = Path(out_dir) if out_dir is not None else Path(results_dir) / "figures"
+    written: list[Path] = []
+    notes: list[str] = []
+    for fid in only or FIGURES:
+        paths, note = render(fid, rows, out)
+        written += paths
+        if note:
+            notes.append(note)
+    return written, notes
+
+
+__all__ = ["FIGURES", "FigureSpec", "load_results", "render", "make_figures", "figure_rows", "stamp",
+           "overhead_vs_budget", "solve_time_vs_size", "period_vs_memory", "predicted_vs_measured", "style"]

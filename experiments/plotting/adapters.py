@@ -1,0 +1,372 @@
+"""Built-in timeline adapters: chain and join networks (Problem 1), graph (Problem 2),
+offloading (Problem 3) and pipeline partitions (Problem 4).
+
+Each turns the problem's own simulator output into a `Timeline`; the memory drawn is the
+simulator's, never recomputed here. An adapter whose package is not importable is not
+registered (the generic ``memory_profile`` path of `timeline` may still apply).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+
+from solvers.errors import InputError
+
+from .timeline import (
+    _ADAPTERS,
+    _DEFAULT_ROWS,
+    CHAIN_ROWS,
+    TRANSFER_ROW,
+    Bar,
+    Failure,
+    MemorySeries,
+    Timeline,
+    failure_position,
+    peak_time_of,
+    plateau_middle,
+    register_timeline,
+    step_vertices,
+    units_of,
+)
+
+
+# ---------------------------------------------------------------------------- chains
+def chain_timeline(chain: Any, schedule: Any, budget: int | None = None) -> Timeline:
+    """Replay with `solvers.chain.simulate`; forwards of a stage already computed once are
+    recomputations (category ``recompute F_all`` / ``recompute F_ck`` / ``recompute F_n``).
+    A failing op is drawn (category ``failed``) with the memory it would reach when only the
+    budget stops it (replayed without the budget up to it)."""
+    from solvers.chain.schedule import FORWARD_KINDS, LOSS, Schedule
+    from solvers.chain.simulator import simulate
+
+    ops = schedule.ops if isinstance(schedule, Schedule) else list(schedule)
+    sim = simulate(chain, ops, budget)
+    steps = [(s.start, s.end, float(s.mem_during), float(s.mem_after)) for s in sim.steps]
+    seen: set[int] = set()
+    bars = []
+    for s in sim.steps:
+        kind, i = s.op
+        bars.append(Bar(_DEFAULT_ROWS[kind], s.start, s.end, _chain_category(kind, i, seen, FORWARD_KINDS),
+                        "L" if kind == LOSS else str(i)))
+    times, values = step_vertices(sim.initial_memory, steps)
+    failure = None
+    if sim.violation is not None:
+        v = sim.violation
+        t, mem = sim.makespan, float(sim.final_memory)
+        if v.op is not None and v.position < len(ops):
+            kind, i = v.op
+            free = simulate(chain, ops[: v.position + 1])  # the same replay without the budget
+            if len(free.steps) == v.position + 1:
+                mem = float(free.steps[-1].mem_during)
+            duration = _chain_duration(chain, kind, i)
+            if kind in _DEFAULT_ROWS:
+                bars.append(Bar(_DEFAULT_ROWS[kind], t, t + duration, "failed",
+                                "L" if kind == LOSS else str(i), failed=True))
+        failure = Failure(t, mem, str(v))
+    peak = sim.peak_memory
+    time_unit, memory_unit = units_of(chain)
+    return Timeline("chain", [MemorySeries(times, values)], bars, list(CHAIN_ROWS), sim.makespan, int(peak),
+                    peak_time_of(steps, peak), budget, failure, time_unit, memory_unit)
+
+
+def _chain_category(kind: str, i: int, seen: set[int], forward_kinds: tuple[str, ...]) -> str:
+    if kind not in forward_kinds:
+        return kind
+    if i in seen:
+        return f"recompute {kind}"
+    seen.add(i)
+    return kind
+
+
+def _chain_duration(chain: Any, kind: str, i: int) -> float:
+    L = chain.length
+    if not 0 <= i <= L:
+        return 0.0
+    return float(chain.u_b[i] if kind in ("B", "Loss") else chain.u_f[i])
+
+
+# ---------------------------------------------------------------------------- joins
+def join_timeline(join: Any, schedule: Any, budget: int | None = None) -> Timeline:
+    """Replay with `solvers.join.simulate`: rows "branch b fwd" / "branch b bwd" per branch
+    and the shared loss; recomputations and a failing op as for chains."""
+    from solvers.join.simulator import FORWARD_KINDS, LOSS, JoinSchedule, simulate
+
+    ops = schedule.ops if isinstance(schedule, JoinSchedule) else list(schedule)
+    sim = simulate(join, ops, budget)
+    names = [getattr(c, "name", "") or f"branch {b}" for b, c in enumerate(join.branches)]
+
+    def row(op: Any) -> str:
+        if op.kind == LOSS:
+            return "loss"
+        return f"{names[op.branch]} {'fwd' if op.kind in FORWARD_KINDS else 'bwd'}"
+
+    seen: set[tuple[int, int]] = set()
+    bars = []
+    for s in sim.steps:
+        op = s.op
+        category = op.kind
+        if op.kind in FORWARD_KINDS:
+            if (op.branch, op.stage) in seen:
+                category = f"recompute {op.kind}"
+            seen.add((op.branch, op.stage))
+        bars.append(Bar(row(op), s.start, s.end, category, "" if op.kind == LOSS else str(op.stage)))
+    steps = [(s.start, s.end, float(s.mem_during), float(s.mem_after)) for s in sim.steps]
+    times, values = step_vertices(sim.initial_memory, steps)
+    failure = None
+    if sim.violation is not None:
+        v = sim.violation
+        t, mem = sim.makespan, float(steps[-1][3] if steps else sim.initial_memory)
+        if v.op is not None and v.position < len(ops):
+            free = simulate(join, ops[: v.position + 1])
+            if len(free.steps) == v.position + 1:
+                mem = float(free.steps[-1].mem_during)
+            op = v.op
+            if op.kind == LOSS:
+                duration = float(join.loss_time)
+            elif 0 <= op.branch < len(join.branches) and 0 <= op.stage < join.branches[op.branch].length:
+                c = join.branches[op.branch]
+                duration = float(c.u_f[op.stage] if op.kind in FORWARD_KINDS else c.u_b[op.stage])
+            else:
+                duration = 0.0
+            if op.kind == LOSS or 0 <= op.branch < len(join.branches):
+                bars.append(Bar(row(op), t, t + duration, "failed", "" if op.kind == LOSS else str(op.stage),
+                                failed=True))
+        failure = Failure(t, mem, str(v))
+    rows = [f"{n} {d}" for n in names for d in ("fwd", "bwd")] + ["loss"]
+    time_unit, memory_unit = units_of(join)
+    if time_unit is None and memory_unit is None and join.branches:
+        time_unit, memory_unit = units_of(join.branches[0])
+    peak = sim.peak_memory
+    return Timeline("join", [MemorySeries(times, values)], bars, rows, sim.makespan, int(peak),
+                    peak_time_of(steps, peak), budget, failure, time_unit, memory_unit)
+
+
+# ---------------------------------------------------------------------------- offloading
+def offload_timeline(inst: Any, schedule: Any, budget: int | None = None) -> Timeline:
+    """Replay with `solvers.offload.simulate_offload` (two streams): compute ops on the chain
+    rows, offloads and prefetches on a "transfers" row; the memory line is the simulator's
+    sweep of allocations and releases over time (``timeline``)."""
+    from solvers.offload.schedule import OFF, Transfer
+    from solvers.offload.simulator import simulate_offload
+
+    sim = simulate_offload(inst, schedule, budget)
+    pos = sim.violation.position if sim.violation is not None else None
+    timed = list(sim.ops)
+    shown = timed if pos is None else timed[:pos]
+    seen: set[int] = set()
+    bars = []
+
+    def bar(t: Any, failed: bool = False) -> Bar:
+        op = t.op
+        if isinstance(op, Transfer):
+            category = "offload" if op.kind == OFF else "prefetch"
+            return Bar(TRANSFER_ROW, t.start, t.end, "failed" if failed else category, f"{op.value}_{op.index}",
+                       failed=failed)
+        kind, i = op
+        category = _chain_category(kind, i, seen, ("F_all", "F_ck", "F_n"))
+        return Bar(_DEFAULT_ROWS[kind], t.start, t.end, "failed" if failed else category,
+                   "L" if kind == "Loss" else str(i), failed=failed)
+
+    bars = [bar(t) for t in shown]
+    level = float(inst.chain.x[0])
+    times, values = [0.0], [level]
+    t_fail = None
+    if pos is not None:
+        t_fail = timed[pos].start if pos < len(timed) else max((b.end for b in bars), default=0.0)
+    for t, mem in sorted(sim.timeline[1:], key=lambda e: e[0]):
+        if t_fail is not None and t >= t_fail:
+            break
+        times += [t, t]
+        values += [level, float(mem)]
+        level = float(mem)
+    end = t_fail if t_fail is not None else sim.makespan
+    times.append(end)
+    values.append(level)
+    failure = None
+    if sim.violation is not None:
+        mem = level
+        at_fail = [float(m) for t, m in sim.timeline[1:] if t_fail is not None and t == t_fail]
+        if at_fail and budget is not None and max(at_fail) > budget:
+            mem = max(at_fail)
+        if pos is not None and pos < len(timed):
+            bars.append(bar(timed[pos], failed=True))
+        failure = Failure(float(t_fail or 0.0), mem, str(sim.violation))
+    values_arr = np.asarray(values)
+    peak = int(sim.peak_memory) if failure is None else int(values_arr.max())
+    peak_time = plateau_middle(times, values, peak)
+    has_transfers = any(b.row == TRANSFER_ROW for b in bars) or any(isinstance(op, Transfer) for op in schedule.ops)
+    rows = list(CHAIN_ROWS) + ([TRANSFER_ROW] if has_transfers else [])
+    time_unit, memory_unit = units_of(inst.chain)
+    return Timeline("offload", [MemorySeries(np.asarray(times), values_arr)], bars, rows, float(end),
+                    peak, peak_time, budget, failure, time_unit, memory_unit,
+                    extra={"host_peak": int(sim.host_peak)})
+
+
+# ---------------------------------------------------------------------------- graphs
+def graph_timeline(graph: Any, schedule: Any, budget: int | None = None) -> Timeline:
+    """Replay with `solvers.graph.simulate`; step s runs for ``cost_cpu`` of its node, its
+    memory is the simulator's ``memory[s]`` and drops after it by the copies whose last
+    consumer is s. Rows: forward and backward nodes (graph attribute ``backward``); a node
+    computed again is a recomputation."""
+    from solvers.graph.simulator import GraphSchedule, simulate
+
+    seq = schedule.indices(graph) if isinstance(schedule, GraphSchedule) else [int(v) for v in schedule]
+    sim = simulate(graph, seq, budget)
+    N = len(seq)
+    cpu = np.asarray([float(graph.cost_cpu[v]) for v in seq])
+    ram = np.asarray([int(graph.cost_ram[v]) for v in seq], dtype=np.int64)
+    ends = np.cumsum(cpu)
+    starts = ends - cpu
+    freed = np.zeros(N, dtype=np.int64)
+    for c in range(N):
+        freed[sim.retention_end[c]] += ram[c]
+    memory = np.asarray(sim.memory, dtype=np.int64)
+    after = memory - freed
+    stop = N
+    if sim.violation is not None:
+        pos = failure_position(sim.violation)
+        stop = pos if pos is not None and pos < N else N
+    backward = list(getattr(graph, "backward", []) or [])
+    has_rows = any(backward)
+    names = list(getattr(graph, "names", []) or [])
+
+    def row(v: int) -> str:
+        if not has_rows:
+            return "forward"
+        return "backward" if backward[v] else "forward"
+
+    def label(v: int) -> str:
+        return str(names[v]) if v < len(names) and names[v] else str(graph.ids[v])
+
+    seen: set[int] = set()
+    bars = []
+    for s in range(stop):
+        v = seq[s]
+        base = "backward" if row(v) == "backward" else "forward"
+        bars.append(Bar(row(v), float(starts[s]), float(ends[s]), f"recompute {base}" if v in seen else base,
+                        label(v)))
+        seen.add(v)
+    steps = [(float(starts[s]), float(ends[s]), float(memory[s]), float(after[s])) for s in range(stop)]
+    times, values = step_vertices(0.0, steps)
+    failure = None
+    if sim.violation is not None:
+        if stop < N:
+            bars.append(Bar(row(seq[stop]), float(starts[stop]), float(ends[stop]), "failed", label(seq[stop]),
+                            failed=True))
+            failure = Failure(float(starts[stop]), float(memory[stop]), str(sim.violation))
+        else:
+            failure = Failure(float(ends[-1]) if N else 0.0, float(values[-1]), str(sim.violation))
+    peak = int(values.max()) if len(values) else 0
+    time_unit, memory_unit = units_of(graph)
+    rows = ["forward", "backward"] if has_rows else ["forward"]
+    return Timeline("graph", [MemorySeries(times, values)], bars, rows, float(ends[stop - 1]) if stop else 0.0,
+                    peak, peak_time_of(steps, peak), budget, failure, time_unit, memory_unit)
+
+
+# ---------------------------------------------------------------------------- pipelines
+def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> Timeline:
+    """One batch of the partition played by `simulate_batch` (m micro-batches: the
+    partition's, else 2 S): a row per stage with its forwards and backwards labelled by
+    micro-batch; one memory line per device, weights + buffers + the stash of each
+    micro-batch in flight (allocated when its forward starts, freed when its backward ends),
+    whose maximum is the simulator's per-stage memory once m >= S."""
+    from solvers.pipeline.simulator import check_partition, evaluate, simulate_batch
+
+    bad = check_partition(inst, partition)
+    if bad is not None:
+        raise InputError(f"cannot draw this partition: {bad}")
+    if any(s.replicas != 1 for s in partition.stages):
+        raise InputError("drawing partitions with replicated stages is not supported yet")
+    ev = evaluate(inst, partition, budget)
+    S = len(partition.stages)
+    m = int(partition.micro_batches or 2 * S)
+    run = simulate_batch(inst, partition, m)
+    series, bars, rows = [], [], []
+    peak, peak_time, peak_stage = -1.0, 0.0, 0
+    for s, stage in enumerate(partition.stages):
+        row = f"stage {s} [{stage.first}-{stage.last}]"
+        rows.append(row)
+        stash = int(inst.input_of(stage.first)) + sum(int(inst.act[l]) for l in range(stage.first, stage.last))
+        base = int(ev.stage_memory[s]) - int(ev.in_flight[s]) * stash
+        events = []
+        for kind, k, start, end in run.ops[s]:
+            bars.append(Bar(row, float(start), float(end), "forward" if kind == "F" else "backward", str(k)))
+            events.append((float(start), stash) if kind == "F" else (float(end), -stash))
+        events.sort()
+        times, values, level = [0.0], [float(base)], base
+        for t, delta in events:
+            times.append(t)
+            values.append(float(level))
+            level += delta
+            times.append(t)
+            values.append(float(level))
+            if level > peak:
+                peak, peak_time, peak_stage = float(level), t, s
+        times.append(float(run.makespan))
+        values.append(float(level))
+        series.append(MemorySeries(np.asarray(times), np.asarray(values), row))
+    peak_time = plateau_middle(series[peak_stage].times, series[peak_stage].values, peak)
+    failure = None
+    if ev.violation is not None and budget is not None:
+        worst = int(np.argmax(ev.stage_memory))
+        over = [(t, v) for t, v in zip(series[worst].times, series[worst].values) if v > budget]
+        t, v = over[0] if over else (peak_time, peak)
+        failure = Failure(float(t), float(v), ev.violation)
+    unit = next((name for name, scale in _time_units().items() if abs(scale - inst.time_unit) < 1e-15), None)
+    return Timeline("pipeline", series, bars, rows, float(ev.period), int(peak), peak_time, budget, failure,
+                    unit, "bytes", objective_name="period", memory_title="memory per device",
+                    extra={"micro_batches": m, "batch_makespan": run.makespan, "peak_stage": peak_stage})
+
+
+def _time_units() -> dict[str, float]:
+    from solvers.pipeline.instance import TIME_UNITS
+
+    return TIME_UNITS
+
+
+# ---------------------------------------------------------------------------- schedules from JSON
+def schedule_from_json(problem: str, data: Any, instance: Any, *, path: str = "<schedule>") -> Any:
+    """The problem's schedule from JSON (its ``schedule_from_json`` when it has one; graph
+    sequences and pipeline partitions are read here otherwise). A `memsched solve --json`
+    output holding the schedule is accepted."""
+    from solvers import registry
+
+    module = registry.problem_module(problem)
+    if hasattr(module, "schedule_from_json"):
+        return module.schedule_from_json(data, instance, path=path)
+    if isinstance(data, dict) and "schedule" in data and not ({"ops", "sequence", "stages"} & data.keys()):
+        if data["schedule"] is None:
+            raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
+        data = data["schedule"]
+    if problem == "graph":
+        from solvers.graph.simulator import GraphSchedule
+
+        return GraphSchedule.from_json(data, path=path)
+    if problem == "pipeline":
+        from solvers.pipeline.simulator import Partition
+
+        if isinstance(data, dict) and isinstance(data.get("partition"), dict):
+            data = data["partition"]
+        return Partition.from_json(data, path=path)
+    raise InputError(f"cannot read a {problem} schedule here (solvers.{problem} has no schedule_from_json)",
+                     path=path)
+
+
+def _register() -> None:
+    for problem, module, fn in (("chain", "solvers.chain.simulator", chain_timeline),
+                                ("join", "solvers.join.simulator", join_timeline),
+                                ("offload", "solvers.offload.simulator", offload_timeline),
+                                ("graph", "solvers.graph.simulator", graph_timeline),
+                                ("pipeline", "solvers.pipeline.simulator", pipeline_timeline)):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            continue
+        if problem not in _ADAPTERS:  # an adapter registered before this import wins
+            register_timeline(problem, fn)
+
+
+_register()

@@ -1,0 +1,343 @@
+"""Drawing timelines: memory over time above the operations, on one shared time axis.
+
+Figures are `matplotlib.figure.Figure` objects made without pyplot (no global state, no
+``plt.show``): a notebook shows a returned figure inline, a script saves it with
+`save_figure`. Every artist the tests read carries a gid: ``memory`` (the memory line, raw
+size units), ``budget``, ``peak``, ``failure`` (the marker where a replay stopped).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import textwrap
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+from solvers.errors import InputError
+
+from .timeline import Timeline, timeline_for
+
+SUFFIXES = (".png", ".pdf", ".svg")
+
+# category -> (face colour, legend text); one palette for every problem: blues for first
+# forwards, oranges for recomputations, green for backwards, purple for the loss.
+STYLE: dict[str, tuple[str, str]] = {
+    "F_all": ("#1f5fa8", "forward, keeps tape (F_all)"),
+    "F_ck": ("#4f9bd9", "forward, keeps input (F_ck)"),
+    "F_n": ("#a6cdf0", "forward, frees input (F_n)"),
+    "forward": ("#1f5fa8", "forward"),
+    "recompute F_all": ("#d9480f", "recomputed F_all"),
+    "recompute F_ck": ("#f08c3a", "recomputed F_ck"),
+    "recompute F_n": ("#fcc48b", "recomputed F_n"),
+    "recompute forward": ("#f08c3a", "recomputed forward"),
+    "recompute backward": ("#b8860b", "recomputed backward"),
+    "B": ("#2f9e44", "backward (B)"),
+    "backward": ("#2f9e44", "backward"),
+    "Loss": ("#7b4fbf", "loss"),
+    "offload": ("#8c564b", "offload"),
+    "prefetch": ("#e377c2", "prefetch"),
+    "failed": ("#e03131", "failing operation"),
+}
+_EXTRA_COLOURS = ("#7f7f7f", "#bcbd22", "#17becf", "#9467bd", "#8c564b")
+MEMORY_COLOUR = "#343a40"
+BUDGET_COLOUR = "#e03131"
+_BINARY = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+_BYTE_UNITS = {"bytes": 1, "byte": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+               "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+
+
+class ScheduleFigure(Figure):
+    """A `Figure` that also shows itself in notebooks where no pyplot backend registered a
+    display formatter (``_repr_png_``); otherwise a plain matplotlib figure."""
+
+    def _repr_png_(self) -> bytes:
+        buf = io.BytesIO()
+        self.savefig(buf, format="png", dpi=100)
+        return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------- public API
+def plot_timeline(timeline: Timeline, *, title: str | None = None, figsize: tuple[float, float] | None = None,
+                  ) -> Figure:
+    """A two-panel figure of one timeline: memory (top) and operations (bottom)."""
+    return _figure([(None, timeline)], title=title, figsize=figsize)
+
+
+def plot_schedule(problem: str, instance: Any, schedule: Any, *, budget: int | None = None,
+                  title: str | None = None, figsize: tuple[float, float] | None = None) -> Figure:
+    """Memory over time (the simulator's, with `budget` and the peak marked) above the
+    operations of `schedule` on `instance`. A schedule that breaks a rule is drawn up to the
+    failing operation, which is marked with the simulator's message."""
+    tl = timeline_for(problem, instance, schedule, budget)
+    return plot_timeline(tl, title=title if title is not None else _default_title(problem, instance),
+                         figsize=figsize)
+
+
+def plot_comparison(problem: str, instance: Any, schedules: Mapping[str, Any], *, budget: int | None = None,
+                    title: str | None = None, path: str | Path | None = None,
+                    figsize: tuple[float, float] | None = None) -> Figure:
+    """Several schedules of one instance stacked on the same time and memory scales (e.g.
+    store-all, periodic, rotor, exact at one budget); written to `path` too when given."""
+    if not schedules:
+        raise InputError("nothing to compare: no schedules given")
+    if path is not None:
+        check_suffix(path)
+    pairs = [(str(label), timeline_for(problem, instance, sched, budget)) for label, sched in schedules.items()]
+    fig = _figure(pairs, title=title if title is not None else _default_title(problem, instance), figsize=figsize)
+    if path is not None:
+        save_figure(fig, path)
+    return fig
+
+
+def plot_to_file(problem: str, instance: Any, schedule: Any, path: str | Path, *, budget: int | None = None,
+                 title: str | None = None, dpi: int = 150) -> Path:
+    """`plot_schedule` written to `path` (PNG, PDF or SVG by its extension)."""
+    check_suffix(path)
+    fig = plot_schedule(problem, instance, schedule, budget=budget, title=title)
+    return save_figure(fig, path, dpi=dpi)
+
+
+def check_suffix(path: str | Path) -> str:
+    """The figure format named by `path`'s extension; `InputError` for any other."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in SUFFIXES:
+        raise InputError(f"unknown figure format {suffix or '(none)'!r}: use .png, .pdf or .svg", path=str(path))
+    return suffix[1:]
+
+
+def save_figure(fig: Figure, path: str | Path, *, dpi: int = 150) -> Path:
+    """Write `fig` to `path` (format from the extension), atomically."""
+    fmt = check_suffix(path)
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        fig.savefig(tmp, format=fmt, dpi=dpi)
+        tmp.replace(path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"cannot write the figure ({err.strerror or err})", path=str(path)) from None
+    return path
+
+
+# ---------------------------------------------------------------------------- layout
+def _figure(pairs: Sequence[tuple[str | None, Timeline]], *, title: str | None,
+            figsize: tuple[float, float] | None) -> Figure:
+    rows = _union_rows([tl for _, tl in pairs])
+    ops_h = 0.32 * len(rows) + 0.35
+    mem_h = 2.3 if len(pairs) == 1 else 1.7
+    if figsize is None:
+        figsize = (11.0, len(pairs) * (mem_h + ops_h) + 1.3)
+    fig = ScheduleFigure(figsize=figsize, layout="constrained")
+    axes = fig.subplots(2 * len(pairs), 1, sharex=True,
+                        gridspec_kw={"height_ratios": [mem_h, ops_h] * len(pairs)})
+    axes = np.atleast_1d(axes)
+    x_end = max(tl.end_time for _, tl in pairs) or 1.0
+    y_top = max(_memory_top(tl) for _, tl in pairs) or 1.0
+    top = y_top * (1.4 if any(tl.failure is not None for _, tl in pairs) else 1.22)
+    units = pairs[0][1]
+    scale, unit = _memory_scale(units.memory_unit, y_top)
+    best = min((tl.objective for _, tl in pairs if tl.failure is None), default=None)
+    categories: list[str] = []
+    for k, (label, tl) in enumerate(pairs):
+        mem_ax, ops_ax = axes[2 * k], axes[2 * k + 1]
+        _draw_memory(mem_ax, tl, scale, unit, top, x_end)
+        mem_ax.set_title(_summary(label, tl, scale, unit, best if len(pairs) > 1 else None), fontsize=9, loc="left")
+        if k:
+            mem_ax.sharey(axes[0])
+        _draw_ops(ops_ax, tl, rows, x_end, figsize[0])
+        categories += [b.category for b in tl.bars if b.category not in categories]
+    axes[-1].set_xlim(0, x_end * 1.01)
+    axes[-1].set_xlabel(f"time ({units.time_unit})" if units.time_unit else "time")
+    if title:
+        fig.suptitle(title, fontsize=11)
+    _legend(fig, [tl for _, tl in pairs], categories)
+    return fig
+
+
+def _union_rows(timelines: Sequence[Timeline]) -> list[str]:
+    rows: list[str] = []
+    for tl in timelines:
+        rows += [r for r in tl.rows if r not in rows]
+        rows += [b.row for b in tl.bars if b.row not in rows]
+    return rows
+
+
+def _memory_top(tl: Timeline) -> float:
+    values = [tl.plotted_peak, float(tl.peak_memory)]
+    if tl.budget is not None:
+        values.append(float(tl.budget))
+    if tl.failure is not None and tl.failure.memory is not None:
+        values.append(float(tl.failure.memory))
+    return max(values)
+
+
+def _memory_scale(unit: str | None, top: float) -> tuple[float, str | None]:
+    """(divisor, unit label) for the memory axis: sizes in bytes (or a byte unit such as
+    "KiB" or "MB") are shown in the binary unit that suits the largest value."""
+    base = _BYTE_UNITS.get(unit.strip().lower()) if unit else None
+    if base is None:
+        return 1.0, unit
+    for name, scale in _BINARY:
+        if top * base >= scale:
+            return scale / base, name
+    return 1.0 / base, "bytes"
+
+
+def _fmt(value: float, scale: float, unit: str | None) -> str:
+    number = value / scale
+    text = f"{int(number)}" if float(number).is_integer() else f"{number:.3g}"
+    return f"{text} {unit}" if unit else text
+
+
+def _fmt_time(value: float, unit: str | None) -> str:
+    text = f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
+    return f"{text} {unit}" if unit else text
+
+
+def _summary(label: str | None, tl: Timeline, scale: float, unit: str | None, best: float | None) -> str:
+    parts = [f"{tl.objective_name} {_fmt_time(tl.objective, tl.time_unit)}"]
+    if best is not None and best > 0 and tl.failure is None:
+        parts[0] += f" (x{tl.objective / best:.3f})"
+    parts.append(f"peak {_fmt(tl.peak_memory, scale, unit)}")
+    if tl.budget is not None:
+        parts.append(f"budget {_fmt(tl.budget, scale, unit)}")
+    if tl.failure is not None:
+        parts.append("INVALID")
+    text = " · ".join(parts)
+    return f"{label}: {text}" if label else text
+
+
+def _default_title(problem: str, instance: Any) -> str:
+    name = getattr(instance, "name", "") or ""
+    return f"{name} ({problem})" if name else problem
+
+
+# ---------------------------------------------------------------------------- panels
+def _draw_memory(ax: Axes, tl: Timeline, scale: float, unit: str | None, top: float, x_end: float) -> None:
+    several = len(tl.memory) > 1
+    cmap = _stage_colours(len(tl.memory))
+    for k, series in enumerate(tl.memory):
+        colour = cmap[k] if several else MEMORY_COLOUR
+        ax.plot(series.times, series.values, color=colour, lw=1.3, gid="memory",
+                label=series.label if several else "memory")
+        if not several and len(series.times):
+            ax.fill_between(series.times, series.values, color=colour, alpha=0.12, lw=0)
+    if tl.budget is not None:
+        ax.axhline(tl.budget, color=BUDGET_COLOUR, ls="--", lw=1.2, gid="budget", label="budget")
+        left = x_end > 0 and tl.peak_time / x_end > 0.4  # the label goes on the side away from the peak
+        ax.annotate(f"budget {_fmt(tl.budget, scale, unit)}", xy=(0.0 if left else 1.0, tl.budget),
+                    xycoords=("axes fraction", "data"), xytext=(4 if left else -4, 3), textcoords="offset points",
+                    ha="left" if left else "right", va="bottom", fontsize=8, color=BUDGET_COLOUR)
+    if tl.memory and any(len(s.values) for s in tl.memory):
+        ax.plot([tl.peak_time], [tl.peak_memory], marker="v", color="black", ms=7, ls="none", gid="peak",
+                label="peak")
+        near = tl.failure is not None and abs(tl.failure.time - tl.peak_time) < 0.1 * max(x_end, 1e-12)
+        ax.annotate(f"peak {_fmt(tl.peak_memory, scale, unit)}", xy=(tl.peak_time, tl.peak_memory),
+                    xytext=(-8 if near else 0, 7), textcoords="offset points", ha="right" if near else "center",
+                    va="bottom", fontsize=8, fontweight="bold")
+    if tl.failure is not None:
+        _draw_failure(ax, tl, x_end)
+    ax.set_yticks(MaxNLocator(6).tick_values(0, top / scale) * scale)
+    ax.set_ylim(0, top)
+    title = tl.memory_title
+    ax.set_ylabel(f"{title}\n({unit})" if unit else title, fontsize=9)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / scale:g}"))
+    ax.grid(axis="y", alpha=0.3)
+    ax.tick_params(labelsize=8)
+
+
+def _draw_failure(ax: Axes, tl: Timeline, x_end: float) -> None:
+    f = tl.failure
+    assert f is not None
+    failed = [b for b in tl.bars if b.failed]
+    level = float(tl.memory[0].values[-1]) if tl.memory and len(tl.memory[0].values) else 0.0
+    y = f.memory if f.memory is not None else level
+    if failed and f.memory is not None and f.memory != level:
+        bar = failed[0]  # the memory the failing op would reach
+        ax.plot([bar.start, bar.start, bar.end], [level, f.memory, f.memory], color=BUDGET_COLOUR, ls=":", lw=1.5)
+    ax.plot([f.time], [y], marker="X", color=BUDGET_COLOUR, ms=11, mec="white", ls="none", gid="failure",
+            label="violation")
+    ax.axvline(f.time, color=BUDGET_COLOUR, lw=1, ls=":")
+    text = "\n".join(textwrap.wrap(f"✗ {f.message}", 90)[:2])
+    right = x_end > 0 and f.time / x_end > 0.5
+    ax.annotate(text, xy=(f.time, 0.97), xycoords=("data", "axes fraction"), xytext=(-6 if right else 6, 0),
+                textcoords="offset points", ha="right" if right else "left", va="top", fontsize=8,
+                color="#a51111", bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": BUDGET_COLOUR, "alpha": 0.9})
+
+
+def _draw_ops(ax: Axes, tl: Timeline, rows: list[str], x_end: float, fig_width: float) -> None:
+    ypos = {row: len(rows) - 1 - k for k, row in enumerate(rows)}
+    min_w = x_end * 0.0015
+    edge = 0.4 if len(tl.bars) < 400 else 0.0
+    groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for b in tl.bars:
+        groups.setdefault((b.row, b.category), []).append((b.start, max(b.end - b.start, min_w)))
+    for (row, cat), spans in groups.items():
+        failed = cat == "failed"
+        ax.broken_barh(spans, (ypos[row] - 0.38, 0.76), facecolors=colour_of(cat),
+                       edgecolors="#a51111" if failed else "white", linewidths=1.2 if failed else edge,
+                       hatch="xx" if failed else None, gid=f"ops:{cat}")
+    # labels (stage, micro-batch or node name) where the bar is wide enough to hold them
+    points_per_unit = fig_width * 72 * 0.82 / max(x_end, 1e-12)
+    labelled = 0
+    for b in tl.bars:
+        if not b.label or labelled > 400:
+            continue
+        width_pt = (b.end - b.start) * points_per_unit
+        if width_pt < 4.3 * len(b.label) + 3:
+            continue
+        dark = b.category in ("F_all", "forward", "B", "backward", "Loss", "recompute F_all", "failed")
+        ax.text(0.5 * (b.start + b.end), ypos[b.row], b.label, ha="center", va="center", fontsize=6.5,
+                color="white" if dark else "black", clip_on=True)
+        labelled += 1
+    ax.set_yticks(range(len(rows)), list(reversed(rows)), fontsize=8)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.grid(axis="x", alpha=0.3)
+    ax.tick_params(axis="x", labelsize=8)
+    if tl.failure is not None:
+        ax.axvline(tl.failure.time, color=BUDGET_COLOUR, lw=1, ls=":")
+
+
+def colour_of(category: str) -> str:
+    """The face colour of an operation category (the same in every figure)."""
+    if category in STYLE:
+        return STYLE[category][0]
+    return _EXTRA_COLOURS[sum(map(ord, category)) % len(_EXTRA_COLOURS)]
+
+
+def _stage_colours(n: int) -> list[Any]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["viridis"]
+    return [cmap(0.85 * k / max(n - 1, 1)) for k in range(n)]
+
+
+def _legend(fig: Figure, timelines: Sequence[Timeline], categories: list[str]) -> None:
+    handles: list[Any] = []
+    if not any(len(tl.memory) > 1 for tl in timelines):
+        handles.append(Line2D([], [], color=MEMORY_COLOUR, lw=1.3, label="memory"))
+    else:
+        n = max(len(tl.memory) for tl in timelines)
+        handles += [Line2D([], [], color=c, lw=1.3, label=f"stage {k}") for k, c in enumerate(_stage_colours(n))]
+    if any(tl.budget is not None for tl in timelines):
+        handles.append(Line2D([], [], color=BUDGET_COLOUR, ls="--", lw=1.2, label="budget"))
+    handles.append(Line2D([], [], color="black", marker="v", ls="none", label="peak"))
+    if any(tl.failure is not None for tl in timelines):
+        handles.append(Line2D([], [], color=BUDGET_COLOUR, marker="X", ls="none", ms=9, label="violation"))
+    order = list(STYLE) + sorted(c for c in categories if c not in STYLE)
+    for cat in order:
+        if cat in categories:
+            label = STYLE[cat][1] if cat in STYLE else cat
+            handles.append(Patch(facecolor=colour_of(cat), edgecolor="#a51111" if cat == "failed" else "none",
+                                 hatch="xx" if cat == "failed" else None, label=label))
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), max(1, math.ceil(len(handles) / 2))),
+               fontsize=8, frameon=False)

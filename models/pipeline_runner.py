@@ -1,0 +1,304 @@
+"""Execute a pipeline partition for real with ``torch.distributed.pipelining`` and compare it with
+the model of `solvers.pipeline` (Problem 4 of DESIGN.md).
+
+- A small ``nn.Sequential`` network (`make_mlp`: blocks ``ReLU -> Linear``, so the only tensor a
+  block saves for its backward is its input, which is exactly the stash of the model:
+  the inputs of the stage's layers) is profiled layer by layer (`profile_sequential`) into a
+  `solvers.pipeline.Pipeline` (times in ms, sizes in bytes, for one micro-batch).
+- A partition (from any pipeline solver) is run on P processes (``torch.multiprocessing`` spawn,
+  gloo on CPU, nccl on GPU): each rank wraps its stage in a ``PipelineStage`` and steps a
+  ``Schedule1F1B`` or ``ScheduleGPipe`` with an MSE loss.
+- Checks: the gradients of every rank against a single-process run of the whole batch
+  (``grad_check``), the measured step time against the simulator's batch makespan, and the
+  measured peak of activations saved for backward on each stage (counted with
+  ``torch.autograd.graph.saved_tensors_hooks``, shared storages once) against the model's
+  stash term ``n_s * A_s``. On CPU the total per-process memory is not measured (it is
+  dominated by the interpreter); on CUDA ``torch.cuda.max_memory_allocated`` is reported too.
+
+Command line: ``python -m models.pipeline_runner --devices 2 --layers 8 --width 256``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import socket
+import statistics
+import sys
+import time
+import weakref
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+from solvers import registry
+from solvers.pipeline import Partition, Pipeline, simulate_batch
+
+
+# ---------------------------------------------------------------------------- model and profile
+def make_mlp(layers: int = 8, width: int = 256, in_dim: int = 64, out_dim: int = 16, seed: int = 0) -> nn.Sequential:
+    """A deterministic MLP: ``layers`` blocks (ReLU, Linear); the first maps in_dim -> width,
+    the last width -> out_dim."""
+    torch.manual_seed(seed)
+    dims = [in_dim] + [width] * (layers - 1) + [out_dim]
+    return nn.Sequential(*[nn.Sequential(nn.ReLU(), nn.Linear(dims[k], dims[k + 1])) for k in range(layers)])
+
+
+def _bytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def profile_sequential(model: nn.Sequential, sample: torch.Tensor, *, reps: int = 5, name: str = "mlp") -> Pipeline:
+    """Per-layer forward/backward time (median of `reps`, ms), output size and parameter bytes
+    for a micro-batch `sample`."""
+    fwd, bwd, act, params = [], [], [], []
+    x = sample
+    for layer in model:
+        tf, tb = [], []
+        for _ in range(reps + 1):
+            inp = x.detach().requires_grad_(True)
+            t0 = time.perf_counter()
+            out = layer(inp)
+            t1 = time.perf_counter()
+            out.backward(torch.ones_like(out))
+            t2 = time.perf_counter()
+            tf.append(t1 - t0)
+            tb.append(t2 - t1)
+        layer.zero_grad(set_to_none=True)
+        fwd.append(statistics.median(tf[1:]) * 1e3)
+        bwd.append(statistics.median(tb[1:]) * 1e3)
+        act.append(_bytes(out))
+        params.append(sum(_bytes(p) for p in layer.parameters()))
+        x = out.detach()
+    return Pipeline(fwd=fwd, bwd=bwd, act=act, params=params, input_size=_bytes(sample), name=name,
+                    layer_names=[f"{k}: {type(m[-1]).__name__}" for k, m in enumerate(model)], time_unit=1e-3,
+                    weight_factor=2.0, meta={"source": "models.pipeline_runner.profile_sequential"})
+
+
+class SavedTensorMeter:
+    """Live and peak bytes of tensors saved for backward (a storage counted once)."""
+
+    def __init__(self, params: Any = ()) -> None:
+        self.exclude = {p.untyped_storage().data_ptr() for p in params}  # weights are not activations
+        self.live: dict[int, list[int]] = {}
+        self.current = 0
+        self.peak = 0
+
+    def _pack(self, t: torch.Tensor) -> Any:
+        key = t.untyped_storage().data_ptr()
+        if key in self.exclude:
+            return t
+        entry = self.live.setdefault(key, [t.untyped_storage().nbytes(), 0])
+        if entry[1] == 0:
+            self.current += entry[0]
+            self.peak = max(self.peak, self.current)
+        entry[1] += 1
+        holder = _Holder(t)
+        weakref.finalize(holder, self._release, key)
+        return holder
+
+    def _release(self, key: int) -> None:
+        entry = self.live[key]
+        entry[1] -= 1
+        if entry[1] == 0:
+            self.current -= entry[0]
+            del self.live[key]
+
+    @staticmethod
+    def _unpack(obj: Any) -> torch.Tensor:
+        return obj.tensor if isinstance(obj, _Holder) else obj
+
+    def hooks(self) -> torch.autograd.graph.saved_tensors_hooks:
+        return torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+
+
+class _Holder:
+    __slots__ = ("tensor", "__weakref__")
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor = tensor
+
+
+# ---------------------------------------------------------------------------- the distributed run
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank: int, cfg: dict[str, Any], queue: Any) -> None:
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    try:
+        torch.set_num_threads(cfg["threads"])
+        use_cuda = cfg["device"] == "cuda"
+        device = torch.device("cuda", rank) if use_cuda else torch.device("cpu")
+        if use_cuda:
+            torch.cuda.set_device(device)
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(cfg["port"])
+        dist.init_process_group("nccl" if use_cuda else "gloo", rank=rank, world_size=cfg["world"])
+        model = make_mlp(**cfg["model"])
+        first, last = cfg["bounds"][rank]
+        submod = nn.Sequential(*[model[k] for k in range(first, last + 1)]).to(device)
+        stage = PipelineStage(submod, rank, cfg["world"], device)
+        m = cfg["micro_batches"]
+        loss_fn = nn.MSELoss()
+        sched = (Schedule1F1B if cfg["schedule"] == "1f1b" else ScheduleGPipe)(stage, n_microbatches=m,
+                                                                                   loss_fn=loss_fn)
+        torch.manual_seed(cfg["data_seed"])
+        x = torch.randn(cfg["batch"], cfg["model"]["in_dim"], device=device)
+        y = torch.randn(cfg["batch"], cfg["model"]["out_dim"], device=device)
+        last_rank = rank == cfg["world"] - 1
+
+        def step() -> None:
+            if rank == 0:
+                sched.step(x, target=y if last_rank else None)
+            elif last_rank:
+                sched.step(target=y)
+            else:
+                sched.step()
+
+        meter = SavedTensorMeter(submod.parameters())
+        times = []
+        for it in range(cfg["steps"] + 1):
+            submod.zero_grad(set_to_none=True)
+            dist.barrier()
+            if use_cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            t0 = time.perf_counter()
+            if it == cfg["steps"]:  # the last step: count saved activations and keep gradients
+                with meter.hooks():
+                    step()
+            else:
+                step()
+            if use_cuda:
+                torch.cuda.synchronize()
+            dist.barrier()
+            times.append(time.perf_counter() - t0)
+        grads = {}  # global parameter name -> numpy array (pickled by value, unlike shared tensors)
+        for n, p in submod.named_parameters():
+            local, rest = n.split(".", 1)
+            grads[f"{first + int(local)}.{rest}"] = p.grad.detach().cpu().numpy()
+        queue.put((rank, {"grads": grads, "step_times": times[1:], "saved_peak": meter.peak,
+                          "cuda_peak": torch.cuda.max_memory_allocated(device) if use_cuda else None}))
+        dist.destroy_process_group()
+    except Exception as err:  # report instead of hanging the parent
+        queue.put((rank, {"error": f"{type(err).__name__}: {err}"}))
+        raise
+
+
+def reference_grads(cfg: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """Gradients of the MSE loss of the whole batch in one process."""
+    model = make_mlp(**cfg["model"])
+    torch.manual_seed(cfg["data_seed"])
+    x = torch.randn(cfg["batch"], cfg["model"]["in_dim"])
+    y = torch.randn(cfg["batch"], cfg["model"]["out_dim"])
+    nn.MSELoss()(model(x), y).backward()
+    return {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+
+
+def run_partition(part: Partition, *, layers: int = 8, width: int = 256, in_dim: int = 64, out_dim: int = 16,
+                  batch: int = 64, micro_batches: int = 4, steps: int = 3, device: str | None = None,
+                  threads: int = 1, seed: int = 0, timeout_s: float = 300.0) -> dict[str, Any]:
+    """Run `part` (straight pipeline, one process per stage) and return measurements and checks."""
+    if any(s.replicas != 1 for s in part.stages):
+        raise ValueError("the runner executes straight pipelines (no replicated stages)")
+    if batch % micro_batches:
+        raise ValueError("batch must be a multiple of micro_batches")
+    device = device or ("cuda" if torch.cuda.is_available() and torch.cuda.device_count() >= len(part.stages)
+                        else "cpu")
+    cfg = {"model": {"layers": layers, "width": width, "in_dim": in_dim, "out_dim": out_dim, "seed": seed},
+           "bounds": [(s.first, s.last) for s in part.stages], "world": len(part.stages),
+           "micro_batches": micro_batches, "batch": batch, "steps": steps, "schedule": part.schedule,
+           "device": device, "threads": threads, "port": _free_port(), "data_seed": seed + 1}
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(r, cfg, queue), daemon=True) for r in range(cfg["world"])]
+    for p in procs:
+        p.start()
+    results: dict[int, dict[str, Any]] = {}
+    deadline = time.time() + timeout_s
+    try:
+        while len(results) < cfg["world"]:
+            remaining = deadline - time.time()
+            if remaining <= 0:
+                raise TimeoutError(f"pipeline run did not finish within {timeout_s} s")
+            rank, payload = queue.get(timeout=remaining)
+            if "error" in payload:
+                raise RuntimeError(f"rank {rank}: {payload['error']}")
+            results[rank] = payload
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.terminate()
+    ref = reference_grads(cfg)
+    grads = {k: torch.from_numpy(v) for r in results.values() for k, v in r["grads"].items()}
+    max_err = max((float((grads[k] - ref[k]).abs().max()) for k in ref), default=0.0)
+    grad_check = set(grads) == set(ref) and all(torch.allclose(grads[k], ref[k], rtol=1e-4, atol=1e-5) for k in ref)
+    step_time = max(statistics.median(r["step_times"]) for r in results.values())
+    return {"device": device, "grad_check": grad_check, "grad_max_abs_err": max_err, "step_time_s": step_time,
+            "saved_peak": [results[r]["saved_peak"] for r in range(cfg["world"])],
+            "cuda_peak": [results[r]["cuda_peak"] for r in range(cfg["world"])], "config": cfg}
+
+
+def compare(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[str, Any]:
+    """Predicted (simulator) against measured: batch makespan and per-stage activation stash."""
+    part = part.evaluated(inst)
+    m = run["config"]["micro_batches"]
+    batch = simulate_batch(inst, part, m)
+    stash_pred = []
+    for s in part.stages:
+        A = inst.input_of(s.first) + sum(int(inst.act[l]) for l in range(s.first, s.last))
+        stash_pred.append(s.in_flight * A if part.schedule == "1f1b" else m * A)
+    return {
+        "predicted": {"period_s": part.period * inst.time_unit, "makespan_s": batch.makespan * inst.time_unit,
+                      "stage_memory": [s.memory for s in part.stages], "stash": stash_pred,
+                      "in_flight": [s.in_flight for s in part.stages]},
+        "measured": {"step_time_s": run["step_time_s"], "period_s": run["step_time_s"] / m,
+                     "saved_activations_peak": run["saved_peak"], "cuda_peak": run["cuda_peak"]},
+        "grad_check": run["grad_check"], "grad_max_abs_err": run["grad_max_abs_err"], "device": run["device"],
+        "partition": str(part),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--devices", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--micro-batches", type=int, default=4)
+    ap.add_argument("--schedule", choices=("1f1b", "gpipe"), default="1f1b")
+    ap.add_argument("--solver", default="madpipe")
+    ap.add_argument("--memory", type=float, default=None, help="bytes per device (default: no limit)")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default=None)
+    ap.add_argument("--steps", type=int, default=3)
+    args = ap.parse_args(argv)
+    model = make_mlp(args.layers, args.width)
+    mb = args.batch // args.micro_batches
+    inst = profile_sequential(model, torch.randn(mb, 64))
+    budget = int(args.memory) if args.memory else 10**15
+    res = registry.solve("pipeline", inst, args.solver, budget, devices=args.devices, schedule=args.schedule,
+                         micro_batches=args.micro_batches)
+    if res.schedule is None:
+        print(f"{args.solver}: {res.status} ({res.message})", file=sys.stderr)
+        return 1
+    part = res.schedule
+    if len(part.stages) < 2:
+        print(f"note: the solver uses {len(part.stages)} stage(s)", file=sys.stderr)
+    run = run_partition(part, layers=args.layers, width=args.width, batch=args.batch,
+                        micro_batches=args.micro_batches, steps=args.steps, device=args.device)
+    out = compare(inst, part, run)
+    print(json.dumps(out, indent=1, default=lambda o: None if isinstance(o, float) and math.isnan(o) else str(o)))
+    return 0 if out["grad_check"] else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,506 @@
+"""The persistent dynamic program of rotor (Beaumont et al., arXiv 1911.13214) on heterogeneous chains.
+
+Notation of DESIGN.md (stages 0-based, the loss is stage L): activation sizes ``x[0..L+1]``
+(``x[L+1] = 0``), tape sizes ``xbar``, times ``u_f, u_b`` and transient overheads ``o_f, o_b``.
+
+``C(m, i, l)`` is the least time to back-propagate through stages i..l when a_i is resident
+(not counted in m) and the gradient delta_{l+1} is resident (counted in m), using at most m
+memory besides a_i, with a *persistent* schedule (each sub-chain is processed by one of the
+two decompositions below). With the charges of the simulator (`solvers.chain.simulator`):
+
+    C(m, i, i) = u_f[i] + u_b[i]       if m >= max(x[i+1] + xbar[i+1] + o_f[i],
+                                                    x[i] + x[i+1] + xbar[i+1] + o_b[i])
+                 (the leaf i = L is the loss alone: m >= x[L] + o_b[L])
+    C(m, i, l) = +inf   if m < mmin(i, l) = x[l+1] + max(x[i+1] + o_f[i],
+                                                         max_{i<j<l} (x[j] + x[j+1] + o_f[j]))
+               = min(C_ck, C_all)   otherwise, for l > i, where
+    C_ck  = min_{i<j<=l}  sum_{k=i}^{j-1} u_f[k] + C(m - x[j], j, l) + C(m, i, j-1)
+            (F_ck(i) F_n(i+1) .. F_n(j-1) keep a_i and store a_j; then (j, l); then (i, j-1))
+    C_all = u_f[i] + u_b[i] + C(m - xbar[i+1], i+1, l)
+            if m >= max(x[l+1] + xbar[i+1] + o_f[i], x[i] + x[i+1] + xbar[i+1] + o_b[i])
+            (F_all(i); then (i+1, l) with the tape abar_{i+1} resident; then B(i))
+
+and the optimum at budget M is ``C(M - x[0], 0, L)``.
+
+**Exact charge of C_all.** DESIGN.md prints ``C_all = C(m,i,i) + C(m - xbar[i+1], i+1, l)``,
+i.e. it checks the leaf's condition, whose forward term ``x[i+1] + xbar[i+1] + o_f[i]`` assumes
+that delta_{i+1} is resident while F_all(i) runs. In the C_all branch of (i, l) the gradient
+held during F_all(i) is delta_{l+1} (size x[l+1]); the simulator charges
+``state + xbar[i+1] + o_f[i]``. We use that exact term ``x[l+1] + xbar[i+1] + o_f[i]``.
+The two versions give the same table whenever all forward overheads are zero (o_f = 0):
+then ``x[l+1] + xbar[i+1] <= xbar[i+1] + (memory the sub-chain (i+1, l) needs, which holds
+delta_{l+1})`` and ``x[i+1] + xbar[i+1] <= x[i] + x[i+1] + xbar[i+1] + o_b[i]``, so neither forward
+term ever binds. With o_f[i] > 0 they can differ both ways. The printed version (a) admits
+schedules that overflow, which needs x[l+1] > x[i+1] and xbar[i+1] > x[i+1] (otherwise the leaf
+term or mmin covers the exact term); this happens even when o_f[i] <= x[i] + o_b[i] for every i
+(`OVERFLOW` in tests/test_chain_rotor.py), so that condition does not make the versions agree;
+and (b) rejects fitting schedules, which needs x[l+1] < x[i+1] and o_f[i] > x[i] + o_b[i]
+(`TOO_STRICT` there). The rest (C_ck, mmin, leaves) is as printed; mmin covers the forward
+steps F_ck / F_n that C_ck does not check explicitly.
+
+**Memory.** ``slots = N > 0`` discretises: a slot is ``budget / N`` bytes, every size is rounded
+up to whole slots (`Chain.discretised`), and the table spans m = 0..N; a schedule that fits N
+slots fits the real budget. ``slots = 0`` keeps exact integer sizes (m = 0..budget), only
+sensible for small sizes; tables over `MAX_CELLS` cells are refused with an `InputError`.
+
+**Speed.** The table has (L+1)(L+2)/2 rows of M+1 entries and costs O(L^3 M) time. The kernel
+is compiled with numba when it is installed (L = 200, 500 slots: about 0.6 s of CPU for the
+table, a millisecond for the schedule; `experiments/bench_chain_dp.py`) and falls back to a
+numpy version, vectorised over (j, m), otherwise (about 3x slower). Set ``MEMSCHED_NO_NUMBA=1``
+to force the fallback. Choices are not stored: the schedule is rebuilt by re-evaluating the
+options of the O(L) entries it visits, with the kernels' own floating-point operations.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
+from .baselines import store_all_schedule
+from .instance import Chain
+from .schedule import Bwd, F_all, F_ck, F_n, Loss, Op, Schedule
+from .simulator import simulate
+
+try:  # pragma: no cover - depends on the environment
+    if os.environ.get("MEMSCHED_NO_NUMBA"):
+        raise ImportError("disabled by MEMSCHED_NO_NUMBA")
+    from numba import njit
+
+    HAVE_NUMBA = True
+except ImportError:  # pragma: no cover
+    HAVE_NUMBA = False
+
+    def njit(*args: Any, **kwargs: Any):  # type: ignore[no-redef]
+        """Identity decorator when numba is missing."""
+        if args and callable(args[0]):
+            return args[0]
+        return lambda f: f
+
+
+#: Largest table (rows x memory values) we build: 8 bytes a cell (float64).
+MAX_CELLS = 100_000_000
+
+#: When a slot discretisation leaves no schedule, solve with exact sizes if the table is this small.
+EXACT_RETRY_CELLS = 5_000_000
+
+LEAF, ALL, NONE = -1, 0, -2  # choice codes; j > 0 means C_ck with split j
+
+
+def _offsets(L: int) -> np.ndarray:
+    """Row of (i, l) in the packed table is off[i] + l - i (rows i..L for each i)."""
+    sizes = np.arange(L + 1, 0, -1, dtype=np.int64)  # L+1-i rows for i
+    return np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+
+
+# --------------------------------------------------------------------------- kernels
+#: Width of the blocks of m over which a C_ck option is skipped when it cannot improve the row.
+BLOCK = 32
+
+
+@njit(cache=True)
+def _dp_numba(x, xbar, o_f, o_b, u_f, u_b, sf, off, C, first):  # pragma: no cover - compiled
+    """Fill the packed table C (rows (i, l), columns m) in place; first[r] = least finite m.
+
+    For a fixed l the rows (j, l) are kept in a small contiguous buffer (`col`), since C_ck
+    reads all of them for every i. Every row is non-increasing in m (a min of non-increasing
+    options), so a C_ck option is skipped on a block [m0, m1) when its value at m1 - 1 (its
+    least value there) is not below the row's current value at m0 (its largest value there):
+    the table is unchanged.
+    """
+    L = u_f.shape[0] - 1
+    M = C.shape[1] - 1
+    inf = np.inf
+    col = np.empty((L + 1, M + 1))
+    fcol = np.empty(L + 1, dtype=np.int64)
+    for l in range(L + 1):
+        mx = -1
+        for i in range(l, -1, -1):
+            r = off[i] + (l - i)
+            c = col[i]
+            c[:] = inf
+            t = u_f[i] + u_b[i]
+            if i == l:
+                need = max(x[i + 1] + xbar[i + 1] + o_f[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i])
+                for m in range(need, M + 1):
+                    c[m] = t
+            else:
+                if i + 1 < l:
+                    mx = max(mx, x[i + 1] + x[i + 2] + o_f[i + 1])
+                mmin = x[l + 1] + max(x[i + 1] + o_f[i], mx)
+                # C_all: F_all(i), (i+1, l), B(i)
+                xb = xbar[i + 1]
+                s = col[i + 1]
+                lo = max(mmin, x[l + 1] + xb + o_f[i], x[i] + x[i + 1] + xb + o_b[i], xb + fcol[i + 1])
+                for m in range(lo, M + 1):
+                    c[m] = t + s[m - xb]
+                # C_ck: F_ck(i) F_n(i+1..j-1), (j, l), (i, j-1)
+                for j in range(i + 1, l + 1):
+                    xj = x[j]
+                    rb = off[i] + (j - 1 - i)
+                    a = col[j]
+                    b = C[rb]
+                    base = sf[j] - sf[i]
+                    m0 = max(mmin, xj + fcol[j], first[rb])
+                    while m0 <= M:
+                        m1 = min(m0 + BLOCK, M + 1)
+                        if base + a[m1 - 1 - xj] + b[m1 - 1] < c[m0]:
+                            for m in range(m0, m1):
+                                c[m] = min(c[m], base + a[m - xj] + b[m])
+                        m0 = m1
+            f = M + 1
+            for m in range(M + 1):
+                if c[m] < inf:
+                    f = m
+                    break
+            first[r] = f
+            fcol[i] = f
+            C[r, :] = c
+
+
+def _dp_numpy(x, xbar, o_f, o_b, u_f, u_b, sf, off, C, first) -> None:
+    """The same table as `_dp_numba` (bit for bit), vectorised over (j, m) for each (i, l)."""
+    L = u_f.shape[0] - 1
+    M = C.shape[1] - 1
+    inf = np.inf
+    for l in range(L + 1):
+        S = np.full((L + 2, M + 1), inf)  # S[j, m] = C(m - x[j], j, l)
+        mx = -1
+        for i in range(l, -1, -1):
+            r = off[i] + (l - i)
+            t = u_f[i] + u_b[i]
+            if i == l:
+                need = max(x[i + 1] + xbar[i + 1] + o_f[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i])
+                C[r, need:] = t
+            else:
+                if i + 1 < l:
+                    mx = max(mx, x[i + 1] + x[i + 2] + o_f[i + 1])
+                mmin = x[l + 1] + max(x[i + 1] + o_f[i], mx)
+                xb = xbar[i + 1]
+                rs = off[i + 1] + (l - i - 1)
+                lo = max(mmin, x[l + 1] + xb + o_f[i], x[i] + x[i + 1] + xb + o_b[i], xb)
+                if lo <= M:
+                    C[r, lo:] = t + C[rs, lo - xb : M + 1 - xb]
+                cand = (sf[i + 1 : l + 1] - sf[i])[:, None] + S[i + 1 : l + 1] + C[off[i] : off[i] + l - i]
+                best = cand.min(axis=0)
+                best[: min(mmin, M + 1)] = inf
+                np.minimum(C[r], best, out=C[r])
+            finite = np.flatnonzero(C[r] < inf)
+            first[r] = finite[0] if finite.size else M + 1
+            xi = x[i]
+            if xi <= M:
+                S[i, xi:] = C[r, : M + 1 - xi]
+
+
+@njit(cache=True)
+def _min_memory_numba(x, xbar, o_f, o_b, Mm, ch):  # pragma: no cover - compiled
+    L = o_f.shape[0] - 1
+    for l in range(L + 1):
+        mx = -1
+        for i in range(l, -1, -1):
+            if i == l:
+                Mm[i, l] = max(x[i + 1] + xbar[i + 1] + o_f[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i])
+                ch[i, l] = -1
+                continue
+            if i + 1 < l:
+                mx = max(mx, x[i + 1] + x[i + 2] + o_f[i + 1])
+            mmin = x[l + 1] + max(x[i + 1] + o_f[i], mx)
+            xb = xbar[i + 1]
+            best = max(mmin, x[l + 1] + xb + o_f[i], x[i] + x[i + 1] + xb + o_b[i], xb + Mm[i + 1, l])
+            arg = 0
+            for j in range(i + 1, l + 1):
+                v = max(mmin, x[j] + Mm[j, l], Mm[i, j - 1])
+                if v < best:
+                    best = v
+                    arg = j
+            Mm[i, l] = best
+            ch[i, l] = arg
+
+
+def _min_memory_numpy(x, xbar, o_f, o_b, Mm, ch) -> None:
+    L = o_f.shape[0] - 1
+    for l in range(L + 1):
+        mx = -1
+        for i in range(l, -1, -1):
+            if i == l:
+                Mm[i, l] = max(x[i + 1] + xbar[i + 1] + o_f[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i])
+                ch[i, l] = LEAF
+                continue
+            if i + 1 < l:
+                mx = max(mx, x[i + 1] + x[i + 2] + o_f[i + 1])
+            mmin = x[l + 1] + max(x[i + 1] + o_f[i], mx)
+            xb = xbar[i + 1]
+            best = max(mmin, x[l + 1] + xb + o_f[i], x[i] + x[i + 1] + xb + o_b[i], xb + Mm[i + 1, l])
+            cand = np.maximum(x[i + 1 : l + 1] + Mm[i + 1 : l + 1, l], Mm[i, i:l])
+            k = int(np.argmin(cand))
+            v = max(mmin, int(cand[k]))
+            if v < best:
+                Mm[i, l], ch[i, l] = v, i + 1 + k
+            else:
+                Mm[i, l], ch[i, l] = best, ALL
+
+
+def _arrays(chain: Chain) -> tuple[np.ndarray, ...]:
+    return (np.ascontiguousarray(chain.x, dtype=np.int64), np.ascontiguousarray(chain.xbar, dtype=np.int64),
+            np.ascontiguousarray(chain.o_f, dtype=np.int64), np.ascontiguousarray(chain.o_b, dtype=np.int64))
+
+
+# --------------------------------------------------------------------------- tables
+@dataclass
+class RotorTable:
+    """The table C(m, i, l) for m = 0..M (in the chain's size unit).
+
+    ``C[off[i] + l - i, m]`` is C(m, i, l). Choices are not stored: `choice` re-evaluates
+    the options of one entry with the same floating-point operations as the kernels, so the
+    value it picks is exactly the table's.
+    """
+
+    chain: Chain
+    C: np.ndarray
+    off: np.ndarray
+
+    @property
+    def M(self) -> int:
+        return self.C.shape[1] - 1
+
+    @cached_property
+    def prefix_forward(self) -> np.ndarray:
+        """sf[k] = u_f[0] + ... + u_f[k-1], as the kernels compute it."""
+        return np.concatenate([[0.0], np.cumsum(np.asarray(self.chain.u_f, dtype=np.float64))])
+
+    def value(self, m: int, i: int = 0, l: int | None = None) -> float:
+        """C(m, i, l); C(m, 0, L) by default. +inf when infeasible (or m < 0)."""
+        l = self.chain.length if l is None else l
+        if m < 0:
+            return math.inf
+        if m > self.M:
+            raise ValueError(f"m = {m} is beyond the table (M = {self.M})")
+        return float(self.C[self.off[i] + l - i, m])
+
+    def optimum(self, budget: int) -> float:
+        """The optimal makespan at `budget` (table units, a_0 included): C(budget - x[0], 0, L)."""
+        return self.value(int(budget) - int(self.chain.x[0]))
+
+    def choice(self, m: int, i: int, l: int) -> int:
+        """How C(m, i, l) is achieved: LEAF (-1), ALL (0: C_all) or j > 0 (C_ck with split j);
+        ties prefer C_all, then the smallest j. Raises `ValueError` when it is infinite."""
+        target = self.value(m, i, l)
+        if not math.isfinite(target):
+            raise ValueError(f"C({m}, {i}, {l}) is infeasible")
+        if i == l:
+            return LEAF
+        ch, C, off = self.chain, self.C, self.off
+        x, xbar = ch.x, ch.xbar
+        xb = int(xbar[i + 1])
+        if m >= max(x[l + 1] + xb + ch.o_f[i], x[i] + x[i + 1] + xb + ch.o_b[i]):
+            v = (float(ch.u_f[i]) + float(ch.u_b[i])) + C[off[i + 1] + l - i - 1, m - xb]
+            if v == target:
+                return ALL
+        js = np.arange(i + 1, l + 1)
+        shifted = m - x[js]
+        ok = shifted >= 0
+        sf = self.prefix_forward
+        vals = np.full(js.size, np.inf)
+        vals[ok] = ((sf[js[ok]] - sf[i]) + C[off[js[ok]] + l - js[ok], shifted[ok]]) + C[off[i] + js[ok] - 1 - i, m]
+        k = int(np.argmin(vals))
+        if vals[k] != target:  # pragma: no cover - would be a bug
+            raise RuntimeError(f"cannot reconstruct C({m}, {i}, {l}) = {target} (best option {vals[k]})")
+        return int(js[k])
+
+    def schedule(self, m: int, i: int = 0, l: int | None = None) -> Schedule:
+        """The schedule achieving C(m, i, l) (an explicit stack: no recursion limit)."""
+        L = self.chain.length
+        l = L if l is None else l
+        x, xbar = self.chain.x, self.chain.xbar
+        ops: list[Op] = []
+        stack: list[Any] = [(i, l, m)]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, Op):
+                ops.append(item)
+                continue
+            a, b, mm = item
+            c = self.choice(mm, a, b)
+            if c == LEAF:
+                ops.extend([Loss(L)] if a == L else [F_all(a), Bwd(a)])
+            elif c == ALL:
+                ops.append(F_all(a))
+                stack.append(Bwd(a))
+                stack.append((a + 1, b, mm - int(xbar[a + 1])))
+            else:
+                ops.append(F_ck(a))
+                ops.extend(F_n(k) for k in range(a + 1, c))
+                stack.append((a, c - 1, mm))
+                stack.append((c, b, mm - int(x[c])))
+        return Schedule(ops, L)
+
+
+def table_cells(L: int, M: int) -> int:
+    """Entries of the table for L stages and memory values 0..M."""
+    return (L + 1) * (L + 2) // 2 * (M + 1)
+
+
+def rotor_table(chain: Chain, M: int, *, use_numba: bool | None = None) -> RotorTable:
+    """Fill C(m, i, l) for m = 0..M in the chain's own size unit (bytes, or slots of a
+    discretised chain). Raises `InputError` when the table would exceed `MAX_CELLS`."""
+    L = chain.length
+    M = max(int(M), 0)
+    cells = table_cells(L, M)
+    if cells > MAX_CELLS:
+        raise InputError(f"the rotor table would have {cells:.3g} cells (L={L}, {M + 1} memory values), "
+                         f"more than {MAX_CELLS:.3g}; discretise memory into fewer slots (--slots N, e.g. --slots 500)",
+                         field="--slots")
+    x, xbar, o_f, o_b = _arrays(chain)
+    u_f = np.ascontiguousarray(chain.u_f, dtype=np.float64)
+    u_b = np.ascontiguousarray(chain.u_b, dtype=np.float64)
+    sf = np.concatenate([[0.0], np.cumsum(u_f)])
+    off = _offsets(L)
+    nrows = (L + 1) * (L + 2) // 2
+    C = np.full((nrows, M + 1), np.inf)
+    first = np.full(nrows, M + 1, dtype=np.int64)
+    numba = HAVE_NUMBA if use_numba is None else (use_numba and HAVE_NUMBA)
+    (_dp_numba if numba else _dp_numpy)(x, xbar, o_f, o_b, u_f, u_b, sf, off, C, first)
+    return RotorTable(chain, C, off)
+
+
+def _min_memory(chain: Chain) -> tuple[np.ndarray, np.ndarray]:
+    L = chain.length
+    Mm = np.zeros((L + 1, L + 1), dtype=np.int64)
+    ch = np.full((L + 1, L + 1), NONE, dtype=np.int64)
+    (_min_memory_numba if HAVE_NUMBA else _min_memory_numpy)(*_arrays(chain), Mm, ch)
+    return Mm, ch
+
+
+def rotor_min_budget(chain: Chain) -> int:
+    """The smallest budget (bytes, a_0 included) for which a persistent schedule exists,
+    computed exactly (no discretisation) in O(L^3) integer operations: x[0] + Mmin(0, L)
+    where Mmin(i, l) is the least m with C(m, i, l) finite."""
+    Mm, _ = _min_memory(chain)
+    return int(chain.x[0] + Mm[0, chain.length])
+
+
+def min_memory_schedule(chain: Chain) -> Schedule:
+    """A persistent schedule whose peak is `rotor_min_budget(chain)` (not time-optimal)."""
+    Mm, ch = _min_memory(chain)
+    L = chain.length
+    ops: list[Op] = []
+    stack: list[Any] = [(0, L)]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Op):
+            ops.append(item)
+            continue
+        a, b = item
+        c = int(ch[a, b])
+        if c == LEAF:
+            ops.extend([Loss(L)] if a == L else [F_all(a), Bwd(a)])
+        elif c == ALL:
+            ops.append(F_all(a))
+            stack.append(Bwd(a))
+            stack.append((a + 1, b))
+        else:
+            ops.append(F_ck(a))
+            ops.extend(F_n(k) for k in range(a + 1, c))
+            stack.append((a, c - 1))
+            stack.append((c, b))
+    return Schedule(ops, L)
+
+
+def rotor_curve(chain: Chain, max_budget: int, slots: int | None = 500) -> tuple[np.ndarray, np.ndarray]:
+    """Optimal persistent makespan versus budget, from one table.
+
+    Returns ``(budgets, makespans)``: budgets in bytes (integers, a_0 included) and the optimal
+    makespans (+inf where infeasible). With ``slots = N > 0`` the slot is ``max_budget / N``
+    bytes and the budgets are ``floor(k * max_budget / N)`` for k = 0..N (sizes rounded up, so
+    each value is achievable within its budget); with ``slots = 0`` every byte 0..max_budget.
+    """
+    max_budget = int(max_budget)
+    slots = 500 if slots is None else int(slots)
+    if slots > 0:
+        work = chain.discretised(max_budget / slots)
+        budgets = (np.arange(slots + 1, dtype=np.int64) * max_budget) // slots
+        n = slots
+    else:
+        work = chain
+        budgets = np.arange(max_budget + 1, dtype=np.int64)
+        n = max_budget
+    x0 = int(work.x[0])
+    makespans = np.full(n + 1, np.inf)
+    if n - x0 >= 0:
+        table = rotor_table(work, n - x0)
+        makespans[x0:] = table.C[table.off[0] + work.length, :]
+    return budgets, makespans
+
+
+# --------------------------------------------------------------------------- solver
+def solve_rotor(chain: Chain, budget: int, *, slots: int | None = 500, time_limit: float | None = None,
+                **_: Any) -> SolveResult:
+    """Optimal persistent schedule (rotor DP) for `budget` bytes.
+
+    Status ``optimal`` (for persistent schedules at the stated discretisation), ``infeasible``
+    below `rotor_min_budget` (exact bytes, given in ``min_budget``). When the budget is feasible
+    but too tight for the rounding of the slots, the DP is rerun with exact sizes if that table
+    is small (`EXACT_RETRY_CELLS`), else the least-memory persistent schedule is returned with
+    status ``feasible``. When the store-all schedule fits, it is
+    returned at once: no schedule is faster (lower bound sum u_f + sum u_b).
+    """
+    t0 = time.perf_counter()
+    budget = int(budget)
+    slots = 500 if slots is None else int(slots)
+    if slots < 0:
+        raise InputError(f"slots must be >= 0, got {slots}", field="--slots")
+    L = chain.length
+    scope = "persistent schedules, exact sizes" if slots == 0 else f"persistent schedules, {slots}-slot discretisation"
+    lower = chain.total_time()
+    min_budget = rotor_min_budget(chain)
+    common: dict[str, Any] = {"problem": "chain", "solver": "rotor", "budget": budget, "min_budget": min_budget,
+                              "lower_bound": lower}
+    details: dict[str, Any] = {"slots": slots}
+    if budget < min_budget:
+        return SolveResult(status=INFEASIBLE, scope=scope, solve_time_s=time.perf_counter() - t0,
+                           message=f"no persistent schedule fits {budget}; the smallest feasible budget is "
+                                   f"{min_budget}", details=details, **common)
+    store_all = store_all_schedule(L)
+    sim = simulate(chain, store_all)
+    if sim.peak_memory <= budget:
+        return SolveResult(status=OPTIMAL, objective=sim.makespan, schedule=store_all, peak_memory=sim.peak_memory,
+                           scope=scope + "; store-all fits, optimal among all schedules",
+                           solve_time_s=time.perf_counter() - t0, details={**details, "recomputations": 0},
+                           **common)
+    if slots == 0:
+        work, M = chain, budget
+    else:
+        slot = budget / slots
+        work, M = chain.discretised(slot), slots
+        details["slot_bytes"] = slot
+    m_top = M - int(work.x[0])
+    value = math.inf
+    if m_top >= 0:
+        table = rotor_table(work, m_top)
+        details["table_cells"] = int(table.C.size)
+        value = table.value(m_top)
+    if not math.isfinite(value) and slots > 0 and table_cells(L, budget - int(chain.x[0])) <= EXACT_RETRY_CELLS:
+        # the rounding of the slots lost the only schedules that fit: exact sizes are cheap here
+        scope = "persistent schedules, exact sizes (the slot rounding left no schedule)"
+        work, m_top = chain, budget - int(chain.x[0])
+        table = rotor_table(work, m_top)
+        details["table_cells"] = int(table.C.size)
+        value = table.value(m_top)
+    if not math.isfinite(value):
+        schedule = min_memory_schedule(chain)
+        sim = simulate(chain, schedule)
+        return SolveResult(status=FEASIBLE, objective=sim.makespan, schedule=schedule, peak_memory=sim.peak_memory,
+                           scope=scope, solve_time_s=time.perf_counter() - t0, details=details,
+                           message=f"the {slots}-slot rounding leaves no schedule at this budget; returned the "
+                                   "least-memory persistent schedule (try more --slots)", **common)
+    schedule = table.schedule(m_top)
+    details["recomputations"] = schedule.recomputations()
+    return SolveResult(status=OPTIMAL, objective=value, schedule=schedule, scope=scope,
+                       solve_time_s=time.perf_counter() - t0, details=details, **common)

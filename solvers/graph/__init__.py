@@ -1,0 +1,49 @@
+"""Problem 2: rematerialization on a general graph (the Checkmate / Moccasin model of DESIGN.md).
+
+Budgets are absolute, in ``cost_ram`` units; "X%" budgets refer to `reference_peak` (the peak
+of computing each node once in the file's order). See `instance` (the graph file), `simulator`
+(the referee), `checkmate_milp` and `cpsat` (exact models), `baselines` and `lp_bounds`.
+"""
+
+from __future__ import annotations
+
+from ..registry import Replay
+from .instance import Graph
+from .simulator import SCHEDULE_FORMAT, GraphSchedule, GraphSimulation, simulate
+
+__all__ = ["Graph", "GraphSchedule", "GraphSimulation", "SCHEDULE_FORMAT", "simulate",
+           "load", "load_schedule", "replay", "reference_peak", "SOLVERS"]
+
+SOLVERS: dict[str, tuple[str, str]] = {
+    "checkmate": ("solvers.graph.checkmate_milp:solve_checkmate",
+                  "Checkmate MILP (Jain et al. 2020): optimal among frontier-advancing schedules in the file's order"),
+    "cpsat": ("solvers.graph.cpsat:solve_cpsat",
+              "CP-SAT interval model after Moccasin (Bartan et al. 2023): optimal with at most C computations per node"),
+    "checkmate-approx": ("solvers.graph.lp_bounds:solve_checkmate_approx",
+                         "Checkmate LP relaxation + rounding of S + feasibility repair (no proof)"),
+    "checkpoint-all": ("solvers.graph.baselines:solve_checkpoint_all", "each node once, in the file's order"),
+    "dtr": ("solvers.graph.baselines:solve_dtr",
+            "greedy evict-and-recompute in the file's order (DTR-like heuristic)"),
+    "sqrt": ("solvers.graph.baselines:solve_sqrt", "Chen et al.: ~sqrt(n) checkpoints on the forward articulation points"),
+    "greedy": ("solvers.graph.baselines:solve_greedy", "Chen et al.'s greedy segmenting of the forward articulation points"),
+    "griewank": ("solvers.graph.baselines:solve_griewank",
+                 "binomial (Revolve-like) checkpointing of the forward spine of a training graph that is a chain"),
+}
+
+
+def load(path: str) -> Graph:
+    return Graph.load(path)
+
+
+def load_schedule(path: str) -> GraphSchedule:
+    return GraphSchedule.load(path)
+
+
+def replay(graph: Graph, schedule: GraphSchedule | list[int], budget: int | None = None) -> Replay:
+    sim = simulate(graph, schedule, budget)
+    return Replay(sim.makespan, sim.peak_memory, sim.violation)
+
+
+def reference_peak(graph: Graph) -> int:
+    """Peak memory of computing each node once in the file's order (what "X%" budgets mean)."""
+    return simulate(graph, list(range(graph.n))).peak_memory

@@ -1,0 +1,361 @@
+"""Baseline schedules on graphs: checkpoint-all, a DTR-like greedy, Chen's sqrt and greedy,
+Griewank's binomial checkpointing on chains.
+
+Each ``solve_*`` is a registered solver: it replays its schedule and answers ``feasible`` when
+it fits the budget, ``infeasible`` (for this baseline) otherwise, with the peak it needs in
+``min_budget``. None claims optimality. Under the simulator's rules a copy is freed after its
+last consumer, so a baseline only decides *which computations* happen in which order;
+"dropping" an activation means recomputing it before its next use.
+
+Chen et al.'s baselines (sqrt, greedy) and Griewank's need a training graph: nodes flagged
+``backward`` (the loss included) and forward nodes. Segment boundaries are the forward
+*articulation points*: forward nodes that no forward edge jumps over in the given order.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from ..result import FEASIBLE, INFEASIBLE, SolveResult
+from .instance import Graph
+from .simulator import GraphSchedule, simulate
+
+
+# --------------------------------------------------------------------------- helpers
+def _result(graph: Graph, name: str, seq: list[int] | None, budget: int, start: float, scope: str = "",
+            message: str = "", **details: Any) -> SolveResult:
+    res = SolveResult(problem="graph", solver=name, status=INFEASIBLE, scope=scope, message=message,
+                      details=dict(details))
+    if seq is not None:
+        sim = simulate(graph, seq)
+        if sim.violation is not None:
+            raise RuntimeError(f"{name}: invalid schedule: {sim.violation}")
+        if sim.peak_memory <= budget:
+            res.status = FEASIBLE
+            res.schedule = GraphSchedule.from_indices(graph, seq)
+            res.objective = sim.makespan
+            res.peak_memory = sim.peak_memory
+        else:
+            res.min_budget = sim.peak_memory
+            res.message = message or f"this baseline needs {sim.peak_memory}"
+    res.solve_time_s = time.perf_counter() - start
+    return res
+
+
+def checkpoint_all_sequence(graph: Graph) -> list[int]:
+    """Each node once, in the given (topological) order."""
+    return list(range(graph.n))
+
+
+def solve_checkpoint_all(graph: Graph, budget: int, **_: Any) -> SolveResult:
+    """Compute every node once and keep each output until its last use (the reference peak)."""
+    start = time.perf_counter()
+    return _result(graph, "checkpoint-all", checkpoint_all_sequence(graph), int(budget), start)
+
+
+# --------------------------------------------------------------------------- DTR-like greedy
+def dtr_sequence(graph: Graph, budget: int, M: np.ndarray | None = None, *, score: str = "dtr",
+                 max_steps: int | None = None) -> list[int] | None:
+    """Greedy evict-and-recompute in the given order (in the spirit of Dynamic Tensor
+    Rematerialization, Kirisame et al. 2021).
+
+    Nodes are computed in index order; before computing v its missing inputs are recomputed
+    recursively; when v does not fit, the resident copy with the smallest score among those v
+    does not need is evicted (it will be recomputed if needed again). Scores: "dtr"
+    C_u / (M_u * staleness), "size" C_u / M_u, "lru" 1 / staleness. A copy is dropped as soon as
+    every user of the node has been computed once. The tracked memory bounds the simulator's
+    (a copy's real lifetime ends at its last consumer), so the result fits `budget` whenever it
+    is returned; None when the greedy gets stuck.
+    """
+    n = graph.n
+    M = graph.cost_ram if M is None else M
+    C = graph.cost_cpu
+    max_steps = max_steps or 30 * n + 100
+    resident: dict[int, int] = {}  # node -> last access clock
+    done = [False] * n
+    pending = [len(graph.succs[v]) for v in range(n)]  # users not yet computed once
+    mem = 0
+    seq: list[int] = []
+
+    def value(u: int, clock: int) -> float:
+        stale = clock - resident[u] + 1
+        if score == "size":
+            return (C[u] + 1e-9) / max(M[u], 1)
+        if score == "lru":
+            return 1.0 / stale
+        return (C[u] + 1e-9) / (max(M[u], 1) * stale)
+
+    def compute(v: int, pinned: set[int], needed: bool) -> bool:
+        nonlocal mem
+        if len(seq) >= max_steps:
+            return False
+        pins = set(pinned) | {v} | {u for u in graph.preds[v] if u in resident}
+        for u in graph.preds[v]:
+            if u not in resident:
+                if not compute(u, pins, True):
+                    return False
+                pins.add(u)
+        clock = len(seq)
+        while mem + M[v] > budget:
+            cands = [u for u in resident if u not in pins]
+            if not cands:
+                return False
+            u = min(cands, key=lambda w: value(w, clock))
+            mem -= M[u]
+            del resident[u]
+        seq.append(v)
+        if not done[v]:
+            done[v] = True
+            for u in graph.preds[v]:
+                pending[u] -= 1
+        for u in graph.preds[v]:
+            resident[u] = clock
+        resident[v] = clock
+        mem += M[v]
+        for u in graph.preds[v]:
+            if pending[u] == 0 and u not in pinned and u in resident:
+                mem -= M[u]
+                del resident[u]
+        if pending[v] == 0 and not needed:
+            mem -= M[v]
+            del resident[v]
+        return True
+
+    for v in range(n):
+        if not done[v] and not compute(v, set(), False):
+            return None
+    return seq
+
+
+def heuristic_sequences(graph: Graph, budget: int, M: np.ndarray | None = None, B: int | None = None
+                        ) -> Iterator[list[int]]:
+    """Heuristic schedules that fit, cheapest first: checkpoint-all, then DTR-like variants.
+    `M`, `B` (slots) are used for the greedy when given; the real budget checks the result."""
+    found = []
+    seq = checkpoint_all_sequence(graph)
+    sim = simulate(graph, seq, budget)
+    if sim.valid:
+        found.append((sim.makespan, seq))
+    else:
+        for score in ("dtr", "size", "lru"):
+            s = dtr_sequence(graph, B if B is not None else budget, M, score=score)
+            if s is not None:
+                sim = simulate(graph, s, budget)
+                if sim.valid:
+                    found.append((sim.makespan, s))
+    found.sort(key=lambda p: p[0])
+    for _, s in found:
+        yield s
+
+
+def solve_dtr(graph: Graph, budget: int, **_: Any) -> SolveResult:
+    """The best of the DTR-like greedy variants (no proof)."""
+    start = time.perf_counter()
+    best, best_peak = None, None
+    for score in ("dtr", "size", "lru"):
+        s = dtr_sequence(graph, int(budget), score=score)
+        if s is None:
+            continue
+        sim = simulate(graph, s, int(budget))
+        if sim.valid and (best is None or sim.makespan < simulate(graph, best).makespan):
+            best = s
+        best_peak = sim.peak_memory if best_peak is None else min(best_peak, sim.peak_memory)
+    if best is None:
+        return _result(graph, "dtr", None, int(budget), start, message="the greedy found no schedule in this budget")
+    return _result(graph, "dtr", best, int(budget), start)
+
+
+# --------------------------------------------------------------------------- training-graph structure
+def forward_nodes(graph: Graph) -> list[int]:
+    return [v for v in range(graph.n) if not graph.backward[v]]
+
+
+def articulation_points(graph: Graph) -> list[int]:
+    """Forward nodes that no forward edge jumps over (in the given order), the last excluded."""
+    fwd = forward_nodes(graph)
+    pos = {v: p for p, v in enumerate(fwd)}
+    cover = np.zeros(len(fwd) + 1, dtype=int)
+    for u, w in graph.edges:
+        if u in pos and w in pos and pos[w] > pos[u] + 1:
+            cover[pos[u] + 1] += 1
+            cover[pos[w]] -= 1
+    jumped = np.cumsum(cover)[: len(fwd)]
+    return [v for p, v in enumerate(fwd[:-1]) if jumped[p] == 0]
+
+
+def segment_sequence(graph: Graph, checkpoints: set[int]) -> list[int]:
+    """Chen et al.'s schedule: the forward pass once, then the backward nodes in the given order;
+    before a backward node uses a forward node that is not a checkpoint, that node's segment
+    (the forward nodes after the previous checkpoint up to the next one) is recomputed. The
+    last segment is kept from the forward pass."""
+    fwd = forward_nodes(graph)
+    seg, segs, cur = {}, [[]], 0
+    for v in fwd:
+        if v in checkpoints:
+            seg[v] = -1
+            cur += 1
+            segs.append([])
+        else:
+            seg[v] = cur
+            segs[cur].append(v)
+    last = cur
+    seq = list(fwd)
+    live = {last}
+    for b in range(graph.n):
+        if not graph.backward[b]:
+            continue
+        for f in sorted(u for u in graph.preds[b] if not graph.backward[u]):
+            j = seg[f]
+            if j >= 0 and j not in live:
+                seq.extend(segs[j])
+                live.add(j)
+        seq.append(b)
+    return seq
+
+
+def _training_or_none(graph: Graph) -> str | None:
+    if not any(graph.backward) or all(graph.backward):
+        return "needs a training graph (nodes flagged 'backward' and forward nodes)"
+    return None
+
+
+def sqrt_checkpoints(graph: Graph, k: int | None = None) -> set[int]:
+    """About sqrt(#forward) evenly spaced articulation points (or `k` of them)."""
+    cands = articulation_points(graph)
+    fwd = forward_nodes(graph)
+    if not cands:
+        return set()
+    k = k or max(1, round(math.sqrt(len(fwd))))
+    pos = {v: p for p, v in enumerate(fwd)}
+    chosen = set()
+    for j in range(1, k + 1):
+        target = j * len(fwd) / (k + 1)
+        chosen.add(min(cands, key=lambda v: abs(pos[v] - target)))
+    return chosen
+
+
+def solve_sqrt(graph: Graph, budget: int, **_: Any) -> SolveResult:
+    """Chen et al. (2016): ~sqrt(n) segments cut at forward articulation points."""
+    start = time.perf_counter()
+    why = _training_or_none(graph)
+    if why:
+        return _result(graph, "sqrt", None, int(budget), start, message=why)
+    return _result(graph, "sqrt", segment_sequence(graph, sqrt_checkpoints(graph)), int(budget), start)
+
+
+def greedy_checkpoints(graph: Graph, b: float) -> set[int]:
+    """Chen et al.'s greedy: walk the forward nodes, accumulating sizes; when the running sum
+    since the last checkpoint exceeds `b`, make the next articulation point a checkpoint."""
+    cands = set(articulation_points(graph))
+    chosen, acc = set(), 0.0
+    for v in forward_nodes(graph):
+        acc += float(graph.cost_ram[v])
+        if v in cands and acc > b:
+            chosen.add(v)
+            acc = 0.0
+    return chosen
+
+
+def solve_greedy(graph: Graph, budget: int, **_: Any) -> SolveResult:
+    """Chen et al.'s greedy with its threshold b searched on a grid (the fastest schedule that
+    fits; the smallest peak otherwise)."""
+    start = time.perf_counter()
+    why = _training_or_none(graph)
+    if why:
+        return _result(graph, "greedy", None, int(budget), start, message=why)
+    total = float(sum(graph.cost_ram[v] for v in forward_nodes(graph)))
+    best, best_any = None, None
+    for b in np.geomspace(max(total / 200, 1e-9), total, 40):
+        seq = segment_sequence(graph, greedy_checkpoints(graph, b))
+        sim = simulate(graph, seq)
+        if sim.peak_memory <= budget and (best is None or sim.makespan < best[0]):
+            best = (sim.makespan, seq)
+        if best_any is None or sim.peak_memory < best_any[0]:
+            best_any = (sim.peak_memory, seq)
+    return _result(graph, "greedy", (best or best_any)[1], int(budget), start)
+
+
+# --------------------------------------------------------------------------- Griewank (chains)
+def _chain_structure(graph: Graph) -> tuple[list[int], list[list[int]]] | None:
+    """Forward path f_0..f_{L-1} and, per position a, the backward nodes whose latest forward
+    input is f_a (given order); None unless the forward nodes form a path."""
+    fwd = forward_nodes(graph)
+    pos = {v: p for p, v in enumerate(fwd)}
+    for p, v in enumerate(fwd):
+        fp = [u for u in graph.preds[v] if u in pos]
+        if (p == 0 and fp) or (p > 0 and fp != [fwd[p - 1]]):
+            return None
+    groups: list[list[int]] = [[] for _ in fwd]
+    for b in range(graph.n):
+        if graph.backward[b]:
+            fp = [pos[u] for u in graph.preds[b] if u in pos]
+            groups[max(fp) if fp else 0].append(b)
+    return fwd, groups
+
+
+@lru_cache(maxsize=None)
+def _binomial(length: int, s: int) -> tuple[float, int]:
+    """(forward recomputations, first split) to reverse `length` unit steps with `s` snapshots."""
+    if length <= 1:
+        return 0.0, 0
+    if s <= 0:
+        return math.inf, 0
+    best = (math.inf, 1)
+    for m in range(1, length):
+        c = m + _binomial(length - m, s - 1)[0] + _binomial(m, s)[0]
+        if c < best[0]:
+            best = (c, m)
+    return best
+
+
+def griewank_sequence(graph: Graph, snapshots: int) -> list[int] | None:
+    """Binomial checkpointing (Griewank & Walther's Revolve, homogeneous splits) on the forward
+    path of a chain-like training graph with `snapshots` checkpoints besides the input."""
+    st = _chain_structure(graph)
+    if st is None:
+        return None
+    fwd, groups = st
+    seq: list[int] = []
+
+    def rev(a: int, b: int, s: int) -> None:
+        if a == b:
+            seq.append(fwd[a])
+            seq.extend(groups[a])
+            return
+        m = a + _binomial(b - a + 1, s)[1]
+        seq.extend(fwd[a:m])
+        rev(m, b, s - 1)
+        rev(a, m - 1, s)
+
+    if _binomial(len(fwd), snapshots)[0] == math.inf:
+        return None
+    rev(0, len(fwd) - 1, snapshots)
+    return seq
+
+
+def solve_griewank(graph: Graph, budget: int, **_: Any) -> SolveResult:
+    """Revolve-like binomial checkpointing for graphs whose forward part is a chain: the
+    fastest snapshot count that fits (the smallest peak otherwise)."""
+    start = time.perf_counter()
+    if _training_or_none(graph) or _chain_structure(graph) is None:
+        return _result(graph, "griewank", None, int(budget), start,
+                       message="needs a training graph whose forward nodes form a chain")
+    L = len(forward_nodes(graph))
+    best, best_any = None, None
+    for s in range(1, min(L, 64) + 1):
+        seq = griewank_sequence(graph, s)
+        if seq is None:
+            continue
+        sim = simulate(graph, seq)
+        if sim.peak_memory <= budget and (best is None or sim.makespan < best[0]):
+            best = (sim.makespan, seq)
+        if best_any is None or sim.peak_memory < best_any[0]:
+            best_any = (sim.peak_memory, seq)
+    return _result(graph, "griewank", (best or best_any)[1], int(budget), start,
+                   scope="homogeneous binomial splits")

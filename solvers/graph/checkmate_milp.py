@@ -1,0 +1,264 @@
+"""Checkmate's MILP (Jain et al., MLSys 2020) for rematerialization on a graph.
+
+Nodes 0..n-1 in the graph's topological order; memory M_i = ``cost_ram[i]`` (in slots when
+discretised), budget B, cost C_i = ``cost_cpu[i]``. A schedule has n *stages* t = 0..n-1;
+stage t computes node t for the first time (the frontier advances by one node per stage) and
+may recompute earlier nodes, each at most once, in index order. Binary variables:
+
+- R[t,i] = 1 when node i is (re)computed in stage t (i <= t; R[t,t] = 1);
+- S[t,i] = 1 when a copy of node i is kept in memory from stage t-1 into stage t (i < t);
+- FREE[t,i,k] = 1 when the copy of i is freed right after computing k in stage t, for
+  i in DEPS[k] u {k} (i.e. R[t,k] = 1, S[t+1,i] = 0 and no user j of i with k < j <= t is
+  computed in stage t);
+
+and continuous (integer with CP-SAT) U[t,k], the memory right after computing node k in stage
+t (before the frees that follow it):
+
+    min  sum_t sum_i C_i R[t,i]
+    R[t,k] <= R[t,i] + S[t,i]                    for every edge (i,k), k <= t   (inputs present)
+    S[t+1,i] <= R[t,i] + S[t,i]                  (a checkpoint was computed or kept)
+    FREE[t,i,k] <= R[t,k],  FREE[t,i,k] <= 1 - S[t+1,i],  FREE[t,i,k] <= 1 - R[t,j]  (j in USERS[i], k < j <= t)
+    U[t,0] = sum_{i<t} M_i S[t,i] + M_0 R[t,0]
+    U[t,k] = U[t,k-1] - sum_{i in DEPS[k-1] u {k-1}} M_i FREE[t,i,k-1] + M_k R[t,k]
+    U[t,k] <= B
+
+with the paper's tightening (R lower triangular with R[t,t] = 1, S strictly lower triangular,
+S[0,.] = 0). The FREE definition is the disaggregated (tighter) form of the paper's
+hazard-count linearisation. The schedule is read back as "for t, for k <= t with R[t,k] = 1:
+compute k"; the simulator then charges at most U (exactly U unless the solver keeps a useless
+copy), and exactly the MILP's objective.
+
+Optimality is for the model's scope: frontier-advancing schedules in the graph's given order,
+each node at most once per stage (a schedule outside it may be cheaper; `cpsat` is not
+restricted this way).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from .instance import Graph
+from .linmodel import BACKENDS, LinearModel, solve_cpsat_linear, solve_milp
+from .simulator import GraphSchedule, simulate
+
+#: default backend, chosen by measurement (see ``experiments/bench_graph.py --backends``)
+DEFAULT_BACKEND = "cpsat"
+
+
+class CheckmateModel:
+    """The MILP above with index maps R[t][k], S[t][i], FREE[(t,i,k)], U[t][k] into `model`."""
+
+    def __init__(self, graph: Graph, M: np.ndarray, B: int, *, integer_memory: bool = False):
+        self.graph, self.M, self.B = graph, [int(m) for m in M], int(B)
+        n = graph.n
+        lm = self.model = LinearModel()
+        self.R = [[lm.var(1 if k == t else 0, 1, True) for k in range(t + 1)] for t in range(n)]
+        self.S = [[lm.var(0, 1, True) for i in range(t)] for t in range(n)]
+        self.U = [[lm.var(0, self.B, integer_memory) for k in range(t + 1)] for t in range(n)]
+        self.FREE: dict[tuple[int, int, int], int] = {}
+        R, S, U, Mm = self.R, self.S, self.U, self.M
+        for t in range(n):
+            for k in range(t + 1):
+                for i in graph.preds[k]:
+                    lm.add([R[t][k], R[t][i]] + ([S[t][i]] if i < t else []), [1, -1, -1][: 2 + (i < t)], ub=0)
+            if t + 1 < n:
+                for i in range(t + 1):
+                    idx = [S[t + 1][i], R[t][i]] + ([S[t][i]] if i < t else [])
+                    lm.add(idx, [1, -1, -1][: len(idx)], ub=0)
+            for k in range(t + 1):
+                for i in (*graph.preds[k], k):
+                    f = lm.var(0, 1, True)
+                    self.FREE[(t, i, k)] = f
+                    lm.add([f, R[t][k]], [1, -1], ub=0)
+                    if t + 1 < n:
+                        lm.add([f, S[t + 1][i]], [1, 1], ub=1)
+                    for j in graph.succs[i]:
+                        if k < j <= t:
+                            lm.add([f, R[t][j]], [1, 1], ub=1)
+            lm.add([U[t][0]] + [S[t][i] for i in range(t)] + [R[t][0]],
+                   [1] + [-Mm[i] for i in range(t)] + [-Mm[0]], 0, 0)
+            for k in range(1, t + 1):
+                frees = (*graph.preds[k - 1], k - 1)
+                lm.add([U[t][k], U[t][k - 1]] + [self.FREE[(t, i, k - 1)] for i in frees] + [R[t][k]],
+                       [1, -1] + [Mm[i] for i in frees] + [-Mm[k]], 0, 0)
+            for k in range(t + 1):
+                lm.objective[R[t][k]] = float(graph.cost_cpu[k])
+
+    # ------------------------------------------------------------------ solutions <-> schedules
+    def sequence(self, values: list[float]) -> list[int]:
+        """Checkmate's schedule extraction: stage by stage, the computed nodes in index order."""
+        return [k for t in range(self.graph.n) for k in range(t + 1) if values[self.R[t][k]] > 0.5]
+
+    def matrices(self, values: list[float]) -> tuple[np.ndarray, np.ndarray]:
+        n = self.graph.n
+        Rm, Sm = np.zeros((n, n), bool), np.zeros((n, n), bool)
+        for t in range(n):
+            for k in range(t + 1):
+                Rm[t, k] = values[self.R[t][k]] > 0.5
+            for i in range(t):
+                Sm[t, i] = values[self.S[t][i]] > 0.5
+        return Rm, Sm
+
+    def assignment(self, Rm: np.ndarray, Sm: np.ndarray) -> tuple[list[float], int]:
+        """Complete variable values for given R and S (FREE and U by their definitions) and the
+        resulting peak U (feasible for the model when <= B and R, S are consistent)."""
+        g, n = self.graph, self.graph.n
+        vals = [0.0] * self.model.num_vars
+        peak = 0
+        for t in range(n):
+            for k in range(t + 1):
+                vals[self.R[t][k]] = float(Rm[t, k])
+            for i in range(t):
+                vals[self.S[t][i]] = float(Sm[t, i])
+            mem = sum(self.M[i] for i in range(t) if Sm[t, i]) + (self.M[0] if Rm[t, 0] else 0)
+            for k in range(t + 1):
+                if k:
+                    mem += self.M[k] if Rm[t, k] else 0
+                vals[self.U[t][k]] = float(mem)
+                peak = max(peak, mem)
+                for i in (*g.preds[k], k):
+                    free = bool(Rm[t, k]) and not (t + 1 < n and Sm[t + 1, i]) and not any(
+                        Rm[t, j] for j in g.succs[i] if k < j <= t)
+                    vals[self.FREE[(t, i, k)]] = float(free)
+                    if free:
+                        mem -= self.M[i]
+        return vals, peak
+
+
+def stages_of(graph: Graph, sequence: list[int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """R and S matrices of a sequence whose first computations follow the index order (None
+    otherwise). Stage t runs from after the first computation of t-1 to the first of t."""
+    n = graph.n
+    first = [-1] * n
+    for s, v in enumerate(sequence):
+        if first[v] < 0:
+            first[v] = s
+    if any(f < 0 for f in first) or any(first[v] >= first[v + 1] for v in range(n - 1)):
+        return None
+    sim = simulate(graph, sequence)
+    Rm, Sm = np.zeros((n, n), bool), np.zeros((n, n), bool)
+    stage_of_step = np.searchsorted(np.asarray(first), np.arange(len(sequence)))
+    for s, v in enumerate(sequence):
+        t = int(stage_of_step[s])
+        Rm[t, v] = True
+        # the copy made at s is resident at the start of every later stage it is still used in
+        last = sim.retention_end[s]
+        for t2 in range(t + 1, n):
+            if first[t2 - 1] + 1 > last:
+                break
+            Sm[t2, v] = True
+    return Rm, Sm
+
+
+def _necessary_budget(graph: Graph, M: np.ndarray) -> int:
+    """Every schedule holds a node and all its inputs at once: max_v M_v + sum_{u in DEPS[v]} M_u."""
+    return int(max(M[v] + sum(M[u] for u in graph.preds[v]) for v in range(graph.n)))
+
+
+def solve_checkmate(
+    graph: Graph,
+    budget: int,
+    *,
+    slots: int = 500,
+    time_limit: float | None = None,
+    warm_start: bool = True,
+    backend: str = DEFAULT_BACKEND,
+    two_phase: bool = True,
+    threads: int = 1,
+    **_: Any,
+) -> SolveResult:
+    """Checkmate's MILP (module docstring) on an OR-Tools backend: "scip", "cbc", "highs", or
+    "cpsat" (CP-SAT on the same model, memory variables integer). `budget` is absolute
+    (cost_ram units); sizes are discretised into `slots` slots of budget/slots (0: exact).
+    With `warm_start` a heuristic schedule (checkpoint-all or DTR-like) is given as a hint;
+    with `two_phase` and no feasible hint, a feasibility-only solve runs first (a third of the
+    time) and its solution hints the optimisation."""
+    start = time.perf_counter()
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    M, B, slot = graph.discretised(int(budget), slots)
+    scope = "frontier-advancing schedules in the file's order (Checkmate), each node at most once per stage"
+    if slot != 1.0:
+        scope += f", sizes rounded up to {slots} slots of the budget"
+    result = SolveResult(problem="graph", solver="checkmate", status=TIMEOUT, scope=scope,
+                         details={"backend": backend, "slots": slots})
+    need = _necessary_budget(graph, M)
+    if need > B:
+        result.status = INFEASIBLE
+        result.message = "some node and its inputs do not fit the budget together"
+        result.solve_time_s = time.perf_counter() - start
+        return result
+    cm = CheckmateModel(graph, M, B, integer_memory=(backend == "cpsat"))
+    result.details["variables"] = cm.model.num_vars
+    result.details["constraints"] = len(cm.model.rows)
+    hint = None
+    if warm_start:
+        hint = _heuristic_hint(graph, cm, budget)
+        result.details["warm_start"] = hint is not None
+
+    def run(limit: float | None, feasibility: bool, h: list[float] | None):
+        if backend == "cpsat":
+            return solve_cpsat_linear(cm.model, time_limit=limit, hint=h, threads=threads,
+                                      feasibility_only=feasibility, log_start=start)
+        return solve_milp(cm.model, backend, time_limit=limit, hint=h, threads=threads, feasibility_only=feasibility)
+
+    def remaining() -> float | None:
+        return None if time_limit is None else max(0.5, time_limit - (time.perf_counter() - start))
+
+    if hint is None and two_phase:
+        phase1 = run(None if time_limit is None else max(0.5, remaining() / 3), True, None)
+        result.details["phase1"] = phase1.status
+        if phase1.status == "infeasible":
+            result.status = INFEASIBLE
+            result.solve_time_s = time.perf_counter() - start
+            result.log = [(result.solve_time_s, None, None)]
+            return result
+        if phase1.values is not None:
+            hint = phase1.values
+    sol = run(remaining(), False, hint)
+    result.solve_time_s = time.perf_counter() - start
+    result.log = [(t, o, b) for t, o, b in sol.log]
+    if sol.values is None and hint is not None:  # the limit came first: keep the hint's schedule
+        values = hint
+    else:
+        values = sol.values
+    if sol.status == "infeasible":
+        result.status = INFEASIBLE
+        return result
+    if values is None:
+        result.status = TIMEOUT
+        return result
+    seq = cm.sequence(values)
+    sim = simulate(graph, seq, int(budget))
+    if not sim.valid:
+        raise RuntimeError(f"checkmate: extracted schedule is invalid: {sim.violation}")
+    result.schedule = GraphSchedule.from_indices(graph, seq)
+    result.objective = sim.makespan
+    result.peak_memory = sim.peak_memory
+    result.status = OPTIMAL if sol.status == "optimal" else FEASIBLE
+    if sol.bound is not None and math.isfinite(sol.bound):
+        result.lower_bound = min(float(sol.bound), sim.makespan)
+    if result.status == OPTIMAL:
+        result.lower_bound = sim.makespan
+    if not result.log or result.log[-1][1] != sim.makespan:
+        result.log.append((result.solve_time_s, sim.makespan, result.lower_bound))
+    return result
+
+
+def _heuristic_hint(graph: Graph, cm: CheckmateModel, budget: int) -> list[float] | None:
+    """A complete, feasible assignment from the best heuristic schedule that fits, or None."""
+    from .baselines import heuristic_sequences
+
+    for seq in heuristic_sequences(graph, budget):
+        mats = stages_of(graph, seq)
+        if mats is None:
+            continue
+        vals, peak = cm.assignment(*mats)
+        if peak <= cm.B:
+            return vals
+    return None

@@ -1,0 +1,259 @@
+"""A computation graph of DESIGN.md Problem 2 and its networkx node-link JSON file.
+
+Notation (as in Checkmate, Jain et al. MLSys 2020): the n nodes are indexed 0..n-1 in a fixed
+topological order (the file's ``graph.order`` when given, else a topological order of the file's
+nodes, ties broken by their order in the file). Node v has a compute cost ``cost_cpu[v]`` (a
+float, the file's time unit) and an output size ``cost_ram[v]`` = M_v (an integer, bytes or
+any size unit). ``preds[v]`` / ``succs[v]`` are the sorted index lists of its in/out-neighbours;
+every edge (i, k) has i < k. The original node ids are kept in ``ids`` (what schedules name).
+
+The file format is networkx's node-link JSON as exported by Checkmate and read by Moccasin::
+
+    {"directed": true, "multigraph": false,
+     "graph": {"name": "vgg16", "order": [0, 1, ...]},             # optional
+     "nodes": [{"id": 0, "cost_cpu": 1.5, "cost_ram": 4096, "name": "conv1", "backward": false}, ...],
+     "links": [{"source": 0, "target": 1}, ...]}
+
+The loader accepts such files unchanged (``networkx.node_link_graph(..., edges="links")``; a
+file that uses the newer key ``"edges"`` is accepted too) and rejects cycles, missing or
+negative costs, dangling links and a bad ``order`` with an `InputError` naming the file and the
+field or node. A size that is not an integer is rounded up (sizes are integers everywhere).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from ..errors import InputError
+
+
+@dataclass(eq=False)
+class Graph:
+    """A DAG of operations indexed in topological order 0..n-1 (see the module docstring)."""
+
+    ids: list[Hashable]
+    cost_cpu: np.ndarray
+    cost_ram: np.ndarray
+    edges: list[tuple[int, int]]
+    name: str = "graph"
+    names: list[str] = field(default_factory=list)
+    backward: list[bool] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.cost_cpu = np.asarray(self.cost_cpu, dtype=float)
+        self.cost_ram = np.asarray(self.cost_ram, dtype=np.int64)
+        n = len(self.ids)
+        if self.cost_cpu.shape != (n,) or self.cost_ram.shape != (n,):
+            raise ValueError("cost_cpu and cost_ram must have one entry per node")
+        self.edges = sorted({(int(i), int(k)) for i, k in self.edges})
+        self.preds: list[list[int]] = [[] for _ in range(n)]
+        self.succs: list[list[int]] = [[] for _ in range(n)]
+        for i, k in self.edges:
+            if not 0 <= i < k < n:
+                raise ValueError(f"edge ({i}, {k}) does not go forward in the node order")
+            self.preds[k].append(i)
+            self.succs[i].append(k)
+        if not self.names:
+            self.names = [str(v) for v in self.ids]
+        if not self.backward:
+            self.backward = [False] * n
+        self.index = {v: i for i, v in enumerate(self.ids)}
+        if len(self.index) != n:
+            raise ValueError("node ids must be unique")
+
+    @property
+    def n(self) -> int:
+        """Number of nodes."""
+        return len(self.ids)
+
+    @property
+    def sinks(self) -> list[int]:
+        return [v for v in range(self.n) if not self.succs[v]]
+
+    def total_cpu(self) -> float:
+        """sum_v cost_cpu[v]: the makespan of computing each node once."""
+        return float(self.cost_cpu.sum())
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def from_lists(
+        cls,
+        cost_cpu: Iterable[float],
+        cost_ram: Iterable[int],
+        edges: Iterable[tuple[int, int]],
+        *,
+        name: str = "graph",
+        names: list[str] | None = None,
+        backward: list[bool] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Graph:
+        """Nodes 0..n-1 with the given costs; `edges` must go forward (i < k)."""
+        cpu = list(cost_cpu)
+        return cls(list(range(len(cpu))), np.asarray(cpu, float), np.asarray(list(cost_ram), np.int64),
+                   list(edges), name=name, names=list(names or []), backward=list(backward or []),
+                   meta=dict(meta or {}))
+
+    def to_networkx(self) -> nx.DiGraph:
+        g = nx.DiGraph(name=self.name, order=list(self.ids))
+        for v in range(self.n):
+            g.add_node(self.ids[v], cost_cpu=float(self.cost_cpu[v]), cost_ram=int(self.cost_ram[v]),
+                       name=self.names[v], backward=bool(self.backward[v]))
+        g.add_edges_from((self.ids[i], self.ids[k]) for i, k in self.edges)
+        return g
+
+    # ----------------------------------------------------------------- file format
+    def to_dict(self) -> dict[str, Any]:
+        """The node-link JSON object (``"links"``, as Checkmate writes it), order included."""
+        data = nx.node_link_data(self.to_networkx(), edges="links")
+        data["graph"] = {"name": self.name, "order": _plain(list(self.ids))}
+        if self.meta:
+            data["graph"]["meta"] = self.meta
+        return data
+
+    def save(self, path: str | Path) -> None:
+        """Write the graph file atomically."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def from_dict(cls, data: Any, *, path: str = "<graph>") -> Graph:
+        """Validate and build; every error names `path` and the field or node."""
+        if not isinstance(data, dict):
+            raise InputError("expected a JSON object (networkx node-link data)", path=path)
+        nodes = data.get("nodes")
+        if not isinstance(nodes, list) or not nodes:
+            raise InputError("must be a non-empty list of nodes", path=path, field="nodes")
+        key = "links" if "links" in data else "edges" if "edges" in data else None
+        if key is None:
+            raise InputError("missing (the list of edges)", path=path, field="links")
+        links = data[key]
+        if not isinstance(links, list):
+            raise InputError("must be a list", path=path, field=key)
+        seen: set[Any] = set()
+        for j, node in enumerate(nodes):
+            if not isinstance(node, dict) or "id" not in node:
+                raise InputError("each node needs an \"id\"", path=path, field=f"nodes[{j}]")
+            nid = node["id"]
+            if not isinstance(nid, Hashable) or isinstance(nid, (dict, list)):
+                raise InputError(f"node id must be a string or a number, got {nid!r}", path=path,
+                                 field=f"nodes[{j}].id")
+            if nid in seen:
+                raise InputError(f"duplicate node id {nid!r}", path=path, field=f"nodes[{j}].id")
+            seen.add(nid)
+            for f in ("cost_cpu", "cost_ram"):
+                _cost(node, f, path, f"node {nid!r}: {f}")
+        for j, link in enumerate(links):
+            if not isinstance(link, dict) or "source" not in link or "target" not in link:
+                raise InputError("each link needs \"source\" and \"target\"", path=path, field=f"{key}[{j}]")
+            for end in ("source", "target"):
+                if link[end] not in seen:
+                    raise InputError(f"dangling link: {end} {link[end]!r} is not a node", path=path,
+                                     field=f"{key}[{j}].{end}")
+        try:
+            g = nx.node_link_graph({**data, "directed": True, "multigraph": False}, directed=True,
+                                   multigraph=False, edges=key)
+        except Exception as err:  # networkx raises several kinds on malformed data
+            raise InputError(f"not valid node-link data ({err})", path=path) from None
+        selfloops = list(nx.selfloop_edges(g))
+        if selfloops:
+            raise InputError(f"self-loop on node {selfloops[0][0]!r} (the graph must be a DAG)", path=path,
+                             field=key)
+        if not nx.is_directed_acyclic_graph(g):
+            cycle = nx.find_cycle(g)
+            text = " -> ".join(repr(u) for u, _ in cycle) + f" -> {cycle[0][0]!r}"
+            raise InputError(f"the graph has a cycle: {text}", path=path, field=key)
+        attrs = data.get("graph") or {}
+        if not isinstance(attrs, dict):
+            raise InputError("must be an object", path=path, field="graph")
+        file_order = [node["id"] for node in nodes]
+        if attrs.get("order") is not None:
+            order = attrs["order"]
+            if not isinstance(order, list):
+                raise InputError("must be a list of node ids", path=path, field="graph.order")
+            order = [_match(v, seen) for v in order]
+            if len(order) != len(file_order) or set(order) != seen:
+                raise InputError("must list every node exactly once", path=path, field="graph.order")
+            pos = {v: i for i, v in enumerate(order)}
+            for u, v in g.edges:
+                if pos[u] > pos[v]:
+                    raise InputError(f"not a topological order: {v!r} comes before its predecessor {u!r}",
+                                     path=path, field="graph.order")
+        else:
+            rank = {v: i for i, v in enumerate(file_order)}
+            order = list(nx.lexicographical_topological_sort(g, key=lambda v: rank[v]))
+        index = {v: i for i, v in enumerate(order)}
+        cpu = [float(g.nodes[v]["cost_cpu"]) for v in order]
+        ram = [int(math.ceil(float(g.nodes[v]["cost_ram"]) - 1e-9)) for v in order]
+        names = [str(g.nodes[v].get("name", v)) for v in order]
+        backward = [bool(g.nodes[v].get("backward", False)) for v in order]
+        edges = [(index[u], index[v]) for u, v in g.edges]
+        name = attrs.get("name") or Path(path).stem
+        meta = attrs.get("meta") if isinstance(attrs.get("meta"), dict) else {}
+        return cls(order, np.asarray(cpu), np.asarray(ram, np.int64), edges, name=str(name), names=names,
+                   backward=backward, meta=dict(meta))
+
+    @classmethod
+    def load(cls, path: str | Path) -> Graph:
+        """Read a graph file; a missing file or invalid JSON is an `InputError` naming it."""
+        path = str(path)
+        try:
+            text = Path(path).read_text()
+        except FileNotFoundError:
+            raise InputError("no such file", path=path) from None
+        except OSError as err:
+            raise InputError(f"cannot read ({err.strerror})", path=path) from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise InputError(f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}", path=path) from None
+        return cls.from_dict(data, path=path)
+
+    # ----------------------------------------------------------------- derived views
+    def discretised(self, budget: int, slots: int) -> tuple[np.ndarray, int, float]:
+        """Sizes in slots for the solvers that need small integers: ``(M, B, slot)``.
+
+        With ``slots > 0`` and a budget larger than ``slots``, one slot is ``budget / slots``
+        size units, sizes are rounded up and the budget becomes ``slots`` (so a schedule that
+        fits in slots fits the real budget). Otherwise sizes are kept exact (slot = 1).
+        """
+        if slots and budget > slots:
+            slot = budget / slots
+            M = np.ceil(self.cost_ram / slot - 1e-9).astype(np.int64)
+            return M, int(slots), slot
+        return self.cost_ram.copy(), int(budget), 1.0
+
+
+def _cost(node: dict[str, Any], key: str, path: str, where: str) -> float:
+    if key not in node:
+        raise InputError("missing required field", path=path, field=where)
+    value = node[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"must be a number, got {value!r}", path=path, field=where)
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"must be a non-negative finite number, got {value!r}", path=path, field=where)
+    return float(value)
+
+
+def _match(v: Any, ids: set[Any]) -> Any:
+    """`order` entries may be written as strings for integer ids (JSON object keys)."""
+    if v in ids:
+        return v
+    for u in ids:
+        if repr(u) == repr(v) or str(u) == str(v):
+            return u
+    return v
+
+
+def _plain(values: list[Any]) -> list[Any]:
+    return [int(v) if isinstance(v, (np.integer,)) else v for v in values]

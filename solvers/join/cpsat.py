@@ -1,0 +1,320 @@
+"""Exact CP-SAT model for join networks: the chain *phase model* extended to k branches.
+
+**Scope (the join phase model).** For a backward order sigma of the branches, the schedule is
+
+- the forward phase: branch sigma(k), then sigma(k-1), ..., sigma(1); in the phase of branch b
+  each stage j = 0..L_b-1 runs at most one forward (F_all, F_ck or F_n), in increasing order;
+- the loss;
+- for p = 1..k, the backward of b = sigma(p): phases kk = L_b-1, ..., 0, phase kk running at
+  most one forward per stage j <= kk (only F_all at j = kk), in increasing order, then B(b, kk).
+
+Every join-persistent schedule (the DP's model, `solvers.join.dp`) has this form, so the
+optimum of this model is <= the DP's; unlike the DP it also contains non-persistent schedules
+(a stage recomputed in several phases in any pattern). Schedules outside it interleave the
+backward phases of branches, or run a stage twice inside one phase; `solvers.join.exact`
+covers those (tiny instances). The model is solved for every order sigma (k! models) and the
+best is kept; ``optimal`` means every order was solved to optimality.
+
+**Variables and constraints.** One Boolean per (slot, kind): FA, FC, FN. The state (standalone
+a_j^b, tape abar_j^b) is a linear expression of the Booleans of the slots before (F_ck / F_n
+at slot j-1 add a_j, F_all at j-1 adds abar_j, F_n at j removes a_j, B(b, j) and the loss reset
+them to 0), kept in [0, 1]. Rows, with the simulator's rules: at most one kind per slot; a forward
+at stage j needs a_j (standalone or in its tape); F_ck/F_n must not re-create a resident
+standalone a_{j+1}, F_all a resident tape; F_n only when it frees a standalone a_j (an F_n that
+frees nothing is an F_ck); the loss needs every a_{L_b}; B(b, kk) needs abar_{kk+1} and a_kk;
+memory of every slot, loss and B: the state of all branches (delta's included) + output +
+overhead <= M. Objective: sum u_f (FA + FC + FN) + sum u_b + loss time.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from itertools import permutations
+from typing import Any
+
+from ..errors import InputError
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from .dp import discretise, effective_slots, scope_text
+from .instance import Join
+from .simulator import LOSS_OP, JoinSchedule, JOp, simulate
+
+DEFAULT_TIME_LIMIT = 60.0
+
+Lin = dict  # variable index (or -1 for the constant) -> coefficient
+
+
+def _add(a: Lin, b: Lin, coef: int = 1) -> Lin:
+    out = dict(a)
+    for v, c in b.items():
+        out[v] = out.get(v, 0) + coef * c
+    return out
+
+
+def _const(c: int) -> Lin:
+    return {-1: c} if c else {}
+
+
+class JoinPhaseModel:
+    """The model for one backward order; `slots` lists (branch, phase, stage, {kind: var})."""
+
+    def __init__(self, join: Join, M: int, order: list[int]):
+        from ortools.sat.python import cp_model
+
+        self.join, self.M, self.order = join, int(M), list(order)
+        self.cp = cp_model.CpModel()
+        self.vars: list[Any] = []
+        self.events: list[tuple] = []  # ("F", b, j, {kind: var index}) | ("Loss",) | ("B", b, kk)
+        self.objective: Lin = {}
+        self.infeasible = ""
+        self._build()
+
+    # -------------------------------------------------------------- helpers
+    def _bool(self, name: str) -> int:
+        self.vars.append(self.cp.new_bool_var(name))
+        return len(self.vars) - 1
+
+    def _expr(self, lin: Lin) -> tuple[Any, int]:
+        terms = [(self.vars[v], int(c)) for v, c in lin.items() if v >= 0 and c]
+        return sum(c * x for x, c in terms), int(lin.get(-1, 0))
+
+    def _le(self, lin: Lin, hi: int, name: str) -> None:
+        expr, c = self._expr(lin)
+        if isinstance(expr, int):  # constant row
+            if c > hi:
+                self.infeasible = self.infeasible or name
+            return
+        self.cp.add(expr <= hi - c)
+
+    def _ge(self, lin: Lin, lo: int, name: str) -> None:
+        expr, c = self._expr(lin)
+        if isinstance(expr, int):
+            if c < lo:
+                self.infeasible = self.infeasible or name
+            return
+        self.cp.add(expr >= lo - c)
+
+    # -------------------------------------------------------------- building
+    def _build(self) -> None:
+        join, M = self.join, self.M
+        br = join.branches
+        k = join.k
+        x = [[int(v) for v in c.x] for c in br]
+        xb = [[int(v) for v in c.xbar] for c in br]
+        of = [[int(v) for v in c.o_f] for c in br]
+        ob = [[int(v) for v in c.o_b] for c in br]
+        Ls = [c.length for c in br]
+        A = [[_const(1)] + [{} for _ in range(Ls[b])] for b in range(k)]  # standalone a_j^b, j = 0..L
+        T = [[{} for _ in range(Ls[b] + 1)] for b in range(k)]  # tape abar_j^b, j = 1..L
+        grad = [0] * k
+        const_time = join.loss_time + sum(float(c.u_b[: c.length].sum()) for c in br)
+        self.objective = {-1: const_time}
+
+        def memory() -> Lin:
+            tot: Lin = _const(sum(grad))
+            for b in range(k):
+                for j in range(Ls[b] + 1):
+                    if A[b][j]:
+                        tot = _add(tot, A[b][j], x[b][j])
+                    if j >= 1 and T[b][j]:
+                        tot = _add(tot, T[b][j], xb[b][j])
+            return tot
+
+        def slot(b: int, j: int, kinds: tuple[str, ...], phase: str) -> None:
+            v = {kind: self._bool(f"{kind}_{b}_{phase}_{j}") for kind in kinds}
+            run: Lin = {i: 1 for i in v.values()}
+            self.cp.add_at_most_one(self.vars[i] for i in v.values())
+            self._le(_add(run, _add(A[b][j], T[b][j]), -1), 0, f"F({b},{j}) needs a_{j}")
+            fcn: Lin = {v[kd]: 1 for kd in ("FC", "FN") if kd in v}
+            if fcn:
+                self._le(_add(fcn, A[b][j + 1]), 1, f"a_{j + 1} of {b} not twice")
+            if "FA" in v:
+                self._le(_add({v["FA"]: 1}, T[b][j + 1]), 1, f"abar_{j + 1} of {b} not twice")
+            if "FN" in v:
+                self._le(_add({v["FN"]: 1}, A[b][j], -1), 0, f"F_n({b},{j}) frees a_{j}")
+            mem = memory()
+            if "FA" in v:
+                mem = _add(mem, {v["FA"]: xb[b][j + 1]})
+            mem = _add(mem, fcn, x[b][j + 1])
+            mem = _add(mem, run, of[b][j])
+            self._le(mem, M, f"memory F({b},{j}) {phase}")
+            A[b][j + 1] = _add(A[b][j + 1], fcn)
+            if "FA" in v:
+                T[b][j + 1] = _add(T[b][j + 1], {v["FA"]: 1})
+            if "FN" in v:
+                A[b][j] = _add(A[b][j], {v["FN"]: 1}, -1)
+            for i in v.values():
+                self.objective[i] = float(br[b].u_f[j])
+            self.events.append(("F", b, j, v))
+
+        if sum(c.x[0] for c in br) > M:
+            self.infeasible = "the inputs exceed the budget"
+        for b in reversed(self.order):
+            for j in range(Ls[b]):
+                slot(b, j, ("FA", "FC") if j == 0 else ("FA", "FC", "FN"), "fwd")
+        for b in range(k):
+            self._ge(_add(A[b][Ls[b]], T[b][Ls[b]]), 1, f"Loss needs a_L of branch {b}")
+        self._le(_add(memory(), _const(sum(x[b][Ls[b]] for b in range(k)) + join.loss_overhead)), M, "memory Loss")
+        for b in range(k):
+            A[b][Ls[b]] = {}
+            grad[b] = x[b][Ls[b]]
+        self.events.append(("Loss",))
+        for b in self.order:
+            for kk in range(Ls[b] - 1, -1, -1):
+                for j in range(kk + 1):
+                    kinds = ("FA",) if j == kk else (("FA", "FC") if j == 0 else ("FA", "FC", "FN"))
+                    slot(b, j, kinds, f"p{kk}")
+                self._ge(T[b][kk + 1], 1, f"B({b},{kk}) needs abar_{kk + 1}")
+                if kk >= 1:
+                    self._ge(_add(A[b][kk], T[b][kk]), 1, f"B({b},{kk}) needs a_{kk}")
+                self._le(_add(memory(), _const(x[b][kk] + ob[b][kk])), M, f"memory B({b},{kk})")
+                T[b][kk + 1] = {}
+                A[b][kk] = {}  # B frees the standalone a_kk (a_0 too)
+                grad[b] = x[b][kk]
+                self.events.append(("B", b, kk))
+        terms = {v: c for v, c in self.objective.items() if v >= 0}
+        self.const = float(self.objective.get(-1, 0.0))
+        integral = all(abs(c - round(c)) < 1e-9 for c in terms.values())
+        self.integral = integral
+        if integral:
+            self.cp.minimize(sum(int(round(c)) * self.vars[v] for v, c in terms.items()))
+        else:
+            self.cp.minimize(sum(c * self.vars[v] for v, c in terms.items()))
+
+    def encode(self, schedule: JoinSchedule) -> list[int] | None:
+        """0-1 values of a schedule of this model's form (None when it is not of that form)."""
+        values = [0] * len(self.vars)
+        names = {"F_all": "FA", "F_ck": "FC", "F_n": "FN"}
+        e = 0
+        for op in schedule.ops:
+            if op.kind in names:
+                while (e < len(self.events) and self.events[e][0] == "F"
+                       and self.events[e][1:3] != (op.branch, op.stage)):
+                    e += 1
+                if e >= len(self.events) or self.events[e][0] != "F":
+                    return None
+                var = self.events[e][3].get(names[op.kind])
+                if var is None:
+                    return None
+                values[var] = 1
+                e += 1
+            else:
+                while e < len(self.events) and self.events[e][0] == "F":
+                    e += 1
+                want = ("Loss",) if op.kind == "Loss" else ("B", op.branch, op.stage)
+                if e >= len(self.events) or self.events[e] != want:
+                    return None
+                e += 1
+        return values
+
+    def decode(self, values: list[int]) -> JoinSchedule:
+        ops: list[JOp] = []
+        names = {"FA": "F_all", "FC": "F_ck", "FN": "F_n"}
+        for ev in self.events:
+            if ev[0] == "F":
+                _, b, j, v = ev
+                for kind, i in v.items():
+                    if values[i]:
+                        ops.append(JOp(names[kind], b, j))
+            elif ev[0] == "Loss":
+                ops.append(LOSS_OP)
+            else:
+                ops.append(JOp("B", ev[1], ev[2]))
+        return JoinSchedule(ops, self.join.lengths)
+
+
+def solve_cpsat(join: Join, budget: int, *, slots: int = 500, time_limit: float | None = None,
+                num_workers: int = 2, orders: list[list[int]] | None = None, warm_start: bool = True,
+                **_: Any) -> SolveResult:
+    """Best schedule of the join phase model (module docstring) over all backward orders, by
+    CP-SAT. `slots` = N > 0 rounds sizes up to N slots (exact sizes when the budget is at most N
+    units); `time_limit` (s, default 60) is shared by the k! orders. `warm_start` gives the join
+    DP's schedule as a hint (CP-SAT AddHint) to the model of its backward order."""
+    from ortools.sat.python import cp_model
+
+    t0 = time.perf_counter()
+    budget = int(budget)
+    slots = effective_slots(budget, slots)
+    work, M = discretise(join, budget, slots)
+    limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    all_orders = [list(o) for o in (orders or permutations(range(join.k)))]
+    scope = ("join phase model (forward phase, loss, branches back-propagated one after another; per phase at "
+             f"most one forward per stage; best over {len(all_orders)} backward orders), {scope_text(slots)}; CP-SAT")
+    hint: JoinSchedule | None = None
+    if warm_start:
+        from .dp import solve_join_dp
+
+        try:
+            warm = solve_join_dp(join, budget, slots=slots)
+        except InputError:  # exact sizes too large for the DP's tables
+            warm = solve_join_dp(join, budget, slots=200)
+        if warm.schedule is not None:
+            hint = warm.schedule
+            first = list(warm.details.get("order", []))
+            if first in all_orders:  # the DP's order first, with its schedule as the hint
+                all_orders.remove(first)
+                all_orders.insert(0, first)
+    best: tuple[float, JoinSchedule] | None = None
+    bound = math.inf
+    proven = True
+    per_order = []
+    for n, order in enumerate(all_orders):
+        left = limit - (time.perf_counter() - t0)
+        model = JoinPhaseModel(work, M, order)
+        if model.infeasible:
+            per_order.append({"order": order, "status": "infeasible"})
+            continue
+        if left <= 0:
+            proven = False
+            bound = min(bound, work.total_time())
+            per_order.append({"order": order, "status": "not run"})
+            continue
+        if hint is not None:
+            values = model.encode(hint)
+            if values is not None:
+                for var, val in zip(model.vars, values):
+                    model.cp.add_hint(var, bool(val))
+        solver = cp_model.CpSolver()
+        solver.parameters.max_time_in_seconds = max(0.1, left / (len(all_orders) - n))
+        solver.parameters.num_workers = max(1, int(num_workers))
+        if not model.integral:
+            solver.parameters.absolute_gap_limit = 0.0
+        code = solver.solve(model.cp)
+        if code == cp_model.MODEL_INVALID:
+            raise RuntimeError(f"CP-SAT rejects the join model: {model.cp.validate()}")
+        if code == cp_model.INFEASIBLE:
+            per_order.append({"order": order, "status": "infeasible"})
+            continue
+        if code != cp_model.OPTIMAL:
+            proven = False
+        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
+            b = solver.best_objective_bound
+            bound = min(bound, float(b) + model.const if abs(b) < 1e30 else work.total_time())
+        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            values = [int(solver.value(v)) for v in model.vars]
+            schedule = model.decode(values)
+            sim = simulate(join, schedule, budget).raise_if_invalid()
+            claimed = float(solver.objective_value) + model.const
+            if abs(sim.makespan - claimed) > 1e-6 * max(1.0, abs(claimed)):
+                raise RuntimeError(f"join phase model claims {claimed} but the simulator charges {sim.makespan}")
+            per_order.append({"order": order, "status": "optimal" if code == cp_model.OPTIMAL else "feasible",
+                              "makespan": sim.makespan})
+            if best is None or sim.makespan < best[0]:
+                best = (sim.makespan, schedule)
+        else:
+            per_order.append({"order": order, "status": "timeout"})
+    details = {"slots": slots, "orders": per_order}
+    common: dict[str, Any] = {"problem": "join", "solver": "cpsat", "budget": budget, "scope": scope,
+                              "details": details}
+    if best is None:
+        if proven:
+            return SolveResult(status=INFEASIBLE, solve_time_s=time.perf_counter() - t0,
+                               message="no schedule of the join phase model fits the budget", **common)
+        return SolveResult(status=TIMEOUT, lower_bound=bound if math.isfinite(bound) else None,
+                           solve_time_s=time.perf_counter() - t0, message="no schedule before the time limit",
+                           **common)
+    value, schedule = best
+    sim = simulate(join, schedule)
+    lower = value if proven else min(bound, value)
+    return SolveResult(status=OPTIMAL if proven else FEASIBLE, objective=value, peak_memory=sim.peak_memory,
+                       schedule=schedule, lower_bound=lower, solve_time_s=time.perf_counter() - t0, **common)

@@ -1,0 +1,40 @@
+"""Seeded random join networks shared by tests, benchmarks and examples."""
+
+from __future__ import annotations
+
+from ..chain.generate import random_chain
+from .instance import Join
+
+
+def random_join(
+    lengths: list[int],
+    seed: int = 0,
+    *,
+    size_range: tuple[int, int] = (1, 10),
+    tape_factor: tuple[float, float] = (1.0, 3.0),
+    overhead: float = 0.0,
+    integer_times: bool = False,
+    loss_time: float = 1.0,
+    loss_overhead: int = 0,
+    name: str | None = None,
+) -> Join:
+    """k = len(lengths) heterogeneous branches (`solvers.chain.generate.random_chain`, seeds
+    seed*100 + b), joined by a loss of time `loss_time` and overhead `loss_overhead`.
+    The same arguments always give the same join."""
+    chains = [random_chain(L, seed * 100 + b, size_range=size_range, tape_factor=tape_factor, overhead=overhead,
+                           integer_times=integer_times, name=f"branch{b}")
+              for b, L in enumerate(lengths)]
+    join = Join.from_chains(chains, loss_time=loss_time, loss_overhead=loss_overhead,
+                            name=name or f"join-{'-'.join(map(str, lengths))}-s{seed}")
+    join.meta = {"units": {"time": "ms", "memory": "bytes"},
+                 "source": f"solvers.join.generate.random_join(lengths={lengths}, seed={seed})"}
+    return join
+
+
+def homogeneous_join(lengths: list[int], *, u_f: float = 1.0, u_b: float = 2.0, x: int = 1, xbar: int | None = None,
+                     loss_time: float = 0.0, name: str | None = None) -> Join:
+    """Branches of identical stages (the paper's homogeneous setting), lengths L_b."""
+    from ..chain.instance import Chain
+
+    chains = [Chain.homogeneous(L, u_f=u_f, u_b=u_b, x=x, xbar=xbar, name=f"branch{b}") for b, L in enumerate(lengths)]
+    return Join.from_chains(chains, loss_time=loss_time, name=name or f"homogeneous-join-{'-'.join(map(str, lengths))}")

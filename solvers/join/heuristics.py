@@ -1,0 +1,176 @@
+"""The heuristics the join DP is compared with (Beaumont, Herrmann, Pallez, Shilova, 2020).
+
+All three produce join-persistent schedules (forward sweeps, loss, branches back-propagated one
+after another; `solvers.join.dp`), so the DP is never worse at the same discretisation.
+
+- ``equal``: branch b runs alone, as a chain, in a fixed share of the memory: its input
+  x^b[0] plus 1/k of the free memory M - X_0 - loss_overhead (X_0 = sum_b x^b[0]); the rotor DP
+  of that chain at its share M_b gives its schedule; the parts before its loss
+  are run first (branch after branch), then the shared loss, then the parts after it. Each
+  branch stays inside its share all the time, so the schedule fits M.
+- ``proportional``: the same with the free memory split in proportion to what each branch's
+  store-all schedule holds beyond its input (its store-all peak minus x^b[0]).
+- ``sequential``: branches are processed one after the other: every branch but the first one
+  back-propagated keeps only its output a_{L_b} in its forward sweep (F_ck(0) F_n(1..L_b-1))
+  and later recomputes from its input with all the memory left, C(m, 0, L_b - 1); the first
+  one runs the rotor DP with what the others leave. Best over the backward orders (all of them
+  for k <= 6).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from itertools import permutations
+from typing import Any
+
+import numpy as np
+
+from ..chain.baselines import store_all_schedule
+from ..chain.instance import Chain
+from ..chain.rotor import rotor_table
+from ..chain.schedule import LOSS
+from ..chain.simulator import simulate as simulate_chain
+from ..result import FEASIBLE, INFEASIBLE, SolveResult
+from .dp import discretise, effective_slots, scope_text, spine_mmin
+from .instance import Join
+from .simulator import LOSS_OP, JoinSchedule, JOp, simulate
+
+
+def _split_at_loss(chain_ops: list[Any], b: int) -> tuple[list[JOp], list[JOp]]:
+    """A chain schedule of branch b as (ops before its loss, ops after it)."""
+    k = next(n for n, op in enumerate(chain_ops) if op.kind == LOSS)
+    conv = [JOp(op.kind, b, op.index) for op in chain_ops]
+    return conv[:k], conv[k + 1 :]
+
+
+def _with_loss_overhead(chain: Chain, overhead: int) -> Chain:
+    o_b = chain.o_b.copy()
+    o_b[-1] = overhead
+    return Chain(chain.u_f, chain.u_b, chain.x, chain.xbar, chain.o_f, o_b, name=chain.name,
+                 stage_names=list(chain.stage_names))
+
+
+def share_schedule(work: Join, shares: list[int]) -> tuple[JoinSchedule | None, float, str]:
+    """Each branch in its share (slots, a_0^b included): (schedule, value, message)."""
+    pre: list[JOp] = []
+    post: list[JOp] = []
+    value = work.loss_time
+    for b, (chain, share) in enumerate(zip(work.branches, shares)):
+        m = int(share) - int(chain.x[0])
+        if m < 0:
+            return None, math.inf, f"branch {b}'s share {share} is below its input size {int(chain.x[0])}"
+        table = rotor_table(chain, m)
+        v = table.value(m)
+        if not math.isfinite(v):
+            return None, math.inf, f"no persistent schedule of branch {b} fits its share {share}"
+        before, after = _split_at_loss(table.schedule(m).ops, b)
+        pre += before
+        post += after
+        value += v
+    return JoinSchedule(pre + [LOSS_OP] + post, work.lengths), value, ""
+
+
+def _shares_of(work: Join, M: int, weights: list[float]) -> list[int]:
+    """x^b[0] + floor(free * weight_b / sum weights), free = M - X_0 - loss_overhead (slots)."""
+    free = max(0, M - work.input_total() - work.loss_overhead)
+    s = float(sum(weights)) or 1.0
+    return [int(c.x[0]) + int(math.floor(free * w / s)) for c, w in zip(work.branches, weights)]
+
+
+def _answer(name: str, join: Join, budget: int, slots: int, schedule: JoinSchedule | None, value: float,
+            message: str, t0: float, **details: Any) -> SolveResult:
+    slots = effective_slots(budget, slots)
+    scope = f"{name} heuristic (no optimality claim), {scope_text(slots)}"
+    if schedule is None:
+        return SolveResult(problem="join", solver=name, status=INFEASIBLE, budget=budget, scope=scope,
+                           message=message, solve_time_s=time.perf_counter() - t0, details={"slots": slots, **details})
+    sim = simulate(join, schedule).raise_if_invalid()
+    if not math.isclose(sim.makespan, value, rel_tol=1e-9, abs_tol=1e-9) or sim.peak_memory > budget:
+        raise RuntimeError(f"{name}: value {value} / replay {sim.makespan}, peak {sim.peak_memory} vs {budget}")
+    return SolveResult(problem="join", solver=name, status=FEASIBLE, objective=sim.makespan,
+                       peak_memory=sim.peak_memory, schedule=schedule, budget=budget, scope=scope,
+                       solve_time_s=time.perf_counter() - t0, details={"slots": slots, **details})
+
+
+def solve_equal(join: Join, budget: int, *, slots: int = 500, **_: Any) -> SolveResult:
+    """Equal shares of (M - loss_overhead), the rotor DP per branch."""
+    t0 = time.perf_counter()
+    work, M = discretise(join, budget, slots)
+    shares = _shares_of(work, M, [1.0] * work.k)
+    schedule, value, msg = share_schedule(work, shares)
+    return _answer("equal", join, int(budget), slots, schedule, value, msg, t0, shares=shares)
+
+
+def solve_proportional(join: Join, budget: int, *, slots: int = 500, **_: Any) -> SolveResult:
+    """Shares of (M - loss_overhead) proportional to each branch's store-all peak."""
+    t0 = time.perf_counter()
+    work, M = discretise(join, budget, slots)
+    weights = [float(simulate_chain(c, store_all_schedule(c.length)).peak_memory - c.x[0]) for c in work.branches]
+    shares = _shares_of(work, M, weights)
+    schedule, value, msg = share_schedule(work, shares)
+    return _answer("proportional", join, int(budget), slots, schedule, value, msg, t0, shares=shares)
+
+
+def solve_sequential(join: Join, budget: int, *, slots: int = 500, **_: Any) -> SolveResult:
+    """Branches one after the other; all but the first keep only their output a_L."""
+    t0 = time.perf_counter()
+    work, M = discretise(join, budget, slots)
+    k = work.k
+    X0 = work.input_total()
+    x0 = [int(c.x[0]) for c in work.branches]
+    xl = [int(c.x[c.length]) for c in work.branches]
+    if X0 > M:
+        return _answer("sequential", join, int(budget), slots, None, math.inf, "the inputs alone exceed the budget",
+                       t0)
+    tables = [rotor_table(c, M) for c in work.branches]
+    mmin = [int(spine_mmin(c)[0]) for c in work.branches]
+    best: tuple[float, list[int]] | None = None
+    firsts: dict[int, tuple[float, Any]] = {}
+    for f in range(k):
+        others = sum(xl[q] for q in range(k) if q != f)
+        m1 = M - (X0 - x0[f]) - others - x0[f]
+        if m1 < 0:
+            continue
+        chain = _with_loss_overhead(work.branches[f], work.loss_overhead + others)
+        table = rotor_table(chain, m1)
+        firsts[f] = (table.value(m1), table)
+    for f, (v1, _) in firsts.items():
+        if not math.isfinite(v1):
+            continue
+        rest = [q for q in range(k) if q != f]
+        orders = permutations(rest) if k <= 6 else [tuple(sorted(rest, key=lambda q: -work.branches[q].length))]
+        for perm in orders:
+            order = [f, *perm]
+            total = v1 + work.loss_time
+            for p in range(1, k):
+                b = order[p]
+                m = M - X0 - sum(xl[q] for q in order[p + 1 :])
+                c = work.branches[b]
+                if m < mmin[b] or m > tables[b].M:
+                    total = math.inf
+                    break
+                total += float(np.sum(c.u_f)) + tables[b].value(m, 0, c.length - 1)
+            if math.isfinite(total) and (best is None or total < best[0]):
+                best = (total, order)
+    if best is None:
+        return _answer("sequential", join, int(budget), slots, None, math.inf,
+                       "no order fits: the budget is too small for this heuristic", t0)
+    value, order = best
+    f = order[0]
+    first_pre, first_post = _split_at_loss(firsts[f][1].schedule(int(firsts[f][1].M)).ops, f)
+    pre: list[JOp] = []
+    post: list[JOp] = []
+    for p in range(k - 1, 0, -1):
+        b = order[p]
+        L = work.branches[b].length
+        pre += [JOp("F_ck", b, 0)] + [JOp("F_n", b, i) for i in range(1, L)]
+    pre += first_pre
+    post += first_post
+    for p in range(1, k):
+        b = order[p]
+        m = M - X0 - sum(xl[q] for q in order[p + 1 :])
+        sub = tables[b].schedule(m, 0, work.branches[b].length - 1)
+        post += [JOp(op.kind, b, op.index) for op in sub.ops]
+    schedule = JoinSchedule(pre + [LOSS_OP] + post, work.lengths)
+    return _answer("sequential", join, int(budget), slots, schedule, value, "", t0, order=order)

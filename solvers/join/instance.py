@@ -1,0 +1,178 @@
+"""Join networks (Siamese, cross-modal): k chains joined at the loss, and the `memsched.join/1` file.
+
+Notation (Beaumont, Herrmann, Pallez, Shilova, "Optimal memory-aware backpropagation of deep
+join networks", Phil. Trans. R. Soc. A 378, 2020, with the rotor chain model of DESIGN.md):
+
+- branch b = 0..k-1 is a chain of L_b stages in the rotor model, stored as a
+  `solvers.chain.instance.Chain` whose own loss entries are zero (``u_b[L_b] = o_b[L_b] = 0``):
+  ``x^b[0]`` is its input a_0^b, ``x^b[L_b]`` its last activation a_{L_b}^b, and so on;
+- the loss is shared: it needs a_{L_b}^b of every branch, runs ``loss_time`` (its bwd_time)
+  with a transient ``loss_overhead`` (its bwd_overhead), and produces every branch's gradient
+  delta_{L_b}^b (size x^b[L_b]).
+
+Sizes are integers (bytes, or slots once discretised), times floats (the file's unit).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..chain.instance import SIZE_FIELDS, STAGE_FIELDS, Chain, _number
+from ..errors import InputError
+
+FORMAT = "memsched.join/1"
+
+
+@dataclass(eq=False)
+class Join:
+    """k branches (chains, loss entries zero) joined by a loss of time ``loss_time`` and
+    transient memory ``loss_overhead``."""
+
+    branches: list[Chain]
+    loss_time: float = 0.0
+    loss_overhead: int = 0
+    name: str = "join"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.branches:
+            raise ValueError("a join needs at least one branch")
+        for b, chain in enumerate(self.branches):
+            if chain.length < 1:
+                raise ValueError(f"branch {b} has no stage")
+            if chain.u_b[-1] != 0 or chain.o_b[-1] != 0:  # the loss is the join's, not the branch's
+                self.branches[b] = _without_loss(chain)
+        self.loss_time = float(self.loss_time)
+        self.loss_overhead = int(self.loss_overhead)
+
+    # ----------------------------------------------------------------- views
+    @property
+    def k(self) -> int:
+        """Number of branches."""
+        return len(self.branches)
+
+    @property
+    def lengths(self) -> list[int]:
+        """L_b for each branch."""
+        return [c.length for c in self.branches]
+
+    def input_total(self) -> int:
+        """X_0 = sum_b x^b[0], what the inputs (and at the end the gradients delta_0^b) hold."""
+        return int(sum(int(c.x[0]) for c in self.branches))
+
+    def total_time(self) -> float:
+        """sum of all u_f and u_b plus the loss: the makespan without recomputation."""
+        return float(sum(c.total_time() for c in self.branches) + self.loss_time)
+
+    def discretised(self, slot: float) -> Join:
+        """Every size in slots of `slot` bytes, rounded up (schedules stay safe)."""
+        return Join([c.discretised(slot) for c in self.branches], self.loss_time,
+                    int(math.ceil(self.loss_overhead / slot - 1e-9)), name=self.name, meta=dict(self.meta))
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def from_chains(cls, chains: list[Chain], *, loss_time: float = 0.0, loss_overhead: int = 0,
+                    name: str = "join") -> Join:
+        """Join existing chains (their own loss entries are dropped)."""
+        return cls([_without_loss(c) for c in chains], loss_time, loss_overhead, name=name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `memsched.join/1` JSON object."""
+        branches = []
+        for c in self.branches:
+            d = c.to_dict()
+            branches.append({"name": c.name, "input_size": d["input_size"], "stages": d["stages"]})
+        return {"format": FORMAT, "name": self.name, "branches": branches,
+                "loss": {"bwd_time": self.loss_time, "bwd_overhead": self.loss_overhead}, "meta": self.meta}
+
+    def save(self, path: str | Path) -> None:
+        """Write the join file atomically."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def from_dict(cls, data: Any, *, path: str = "<join>") -> Join:
+        """Validate and build; every error names `path`, the branch, the stage and the field."""
+        if not isinstance(data, dict):
+            raise InputError("expected a JSON object", path=path)
+        if data.get("format") != FORMAT:
+            raise InputError(f"expected {FORMAT!r}, got {data.get('format')!r}", path=path, field="format")
+        raw = data.get("branches")
+        if not isinstance(raw, list) or not raw:
+            raise InputError("must be a non-empty list of branches", path=path, field="branches")
+        chains = []
+        for b, br in enumerate(raw):
+            where_b = f"branches[{b}]"
+            if not isinstance(br, dict):
+                raise InputError("must be an object", path=path, field=where_b)
+            if "name" in br:
+                where_b += f" ({br['name']})"
+            input_size = _number(br, "input_size", path, f"{where_b}.input_size", integer=True)
+            stages = br.get("stages")
+            if not isinstance(stages, list) or not stages:
+                raise InputError("must be a non-empty list of stages", path=path, field=f"{where_b}.stages")
+            clean = []
+            for i, stage in enumerate(stages):
+                where = f"{where_b}.stages[{i}]"
+                if not isinstance(stage, dict):
+                    raise InputError("must be an object", path=path, field=where)
+                if "name" in stage:
+                    where += f" ({stage['name']})"
+                item = {f: _number(stage, f, path, f"{where}.{f}", integer=f in SIZE_FIELDS) for f in STAGE_FIELDS}
+                if item["tape_size"] < item["out_size"]:
+                    raise InputError(f"tape_size {item['tape_size']} < out_size {item['out_size']} "
+                                     "(the tape contains the output)", path=path, field=f"{where}.tape_size")
+                item["name"] = str(stage.get("name", f"stage{i}"))
+                clean.append(item)
+            chains.append(Chain.from_stages(input_size, clean, {"bwd_time": 0.0, "bwd_overhead": 0},
+                                            name=str(br.get("name", f"branch{b}"))))
+        loss = data.get("loss")
+        if not isinstance(loss, dict):
+            raise InputError("missing or not an object", path=path, field="loss")
+        loss_time = _number(loss, "bwd_time", path, "loss.bwd_time", integer=False)
+        loss_overhead = _number(loss, "bwd_overhead", path, "loss.bwd_overhead", integer=True)
+        meta = data.get("meta", {})
+        if not isinstance(meta, dict):
+            raise InputError("must be an object", path=path, field="meta")
+        return cls(chains, loss_time, loss_overhead, name=str(data.get("name", Path(path).stem)), meta=meta)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Join:
+        """Read a join file; a missing file or invalid JSON is an `InputError` naming it."""
+        path = str(path)
+        try:
+            text = Path(path).read_text()
+        except FileNotFoundError:
+            raise InputError("no such file", path=path) from None
+        except OSError as err:
+            raise InputError(f"cannot read ({err.strerror})", path=path) from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise InputError(f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}", path=path) from None
+        return cls.from_dict(data, path=path)
+
+
+def _without_loss(chain: Chain) -> Chain:
+    """The same chain with u_b[L] = o_b[L] = 0 (the join's loss replaces the chain's)."""
+    u_b, o_b = chain.u_b.copy(), chain.o_b.copy()
+    u_b[-1], o_b[-1] = 0.0, 0
+    return Chain(chain.u_f.copy(), u_b, chain.x.copy(), chain.xbar.copy(), chain.o_f.copy(), o_b,
+                 name=chain.name, stage_names=list(chain.stage_names), meta=dict(chain.meta))
+
+
+def branch_with_loss(join: Join, b: int) -> Chain:
+    """Branch b alone as a chain whose loss is the join's (for k = 1 this is the same problem)."""
+    c = join.branches[b]
+    u_b, o_b = c.u_b.copy(), c.o_b.copy()
+    u_b[-1], o_b[-1] = join.loss_time, join.loss_overhead
+    return Chain(c.u_f.copy(), u_b, c.x.copy(), c.xbar.copy(), c.o_f.copy(), np.asarray(o_b),
+                 name=c.name, stage_names=list(c.stage_names), meta=dict(c.meta))

@@ -1,0 +1,310 @@
+"""Schedules on a join network and their referee, the join simulator.
+
+A schedule is a sequence of operations; each names its branch b (0-based) and stage i
+(0-based), except the shared loss: ``{"op": "F_ck", "branch": 1, "stage": 3}``, ``{"op": "Loss"}``.
+The JSON form is ``{"format": "memsched.schedule/1", "problem": "join", "ops": [...]}``;
+reading also accepts ``["F_ck", 1, 3]`` triples and the rotor names Fe / CF / Fn / Bwd.
+
+Memory rules: those of the chain simulator (`solvers.chain.simulator`), branch by branch, with
+one loss for all branches. Each branch b holds its own standalone activations a_j^b, tapes
+abar_j^b and gradients delta_j^b; memory is the sum over branches. At the start every input
+a_0^b is resident. While an operation runs it holds the state before it, plus its output,
+plus its transient overhead; then it frees what it frees:
+
+===========  ======================================  =========================  ==================
+op           needs                                   output (charged)           frees after
+===========  ======================================  =========================  ==================
+F_all(b,i)   a_i^b                                   abar_{i+1}^b: xbar^b[i+1]  -
+F_ck(b,i)    a_i^b                                   a_{i+1}^b: x^b[i+1]        -
+F_n(b,i)     a_i^b                                   a_{i+1}^b: x^b[i+1]        standalone a_i^b
+Loss         a_{L_b}^b for every branch b            delta_{L_b}^b for every    standalone a_{L_b}^b
+                                                     b: sum_b x^b[L_b]          for every b
+B(b,i)       abar_{i+1}^b, delta_{i+1}^b, a_i^b      delta_i^b: x^b[i]          abar_{i+1}^b,
+                                                                                delta_{i+1}^b,
+                                                                                standalone a_i^b
+===========  ======================================  =========================  ==================
+
+The transient overhead is o_f^b[i] for forwards, o_b^b[i] for B(b,i) and the join's
+loss_overhead for the loss. Time: u_f^b[i] per forward, u_b^b[i] per backward, loss_time for
+the loss. The schedule is complete when every delta_0^b is produced; the loss and each B(b,i)
+run exactly once. The first violation is reported with its position, op and reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..errors import InputError
+from .instance import Join
+
+SCHEDULE_FORMAT = "memsched.schedule/1"
+F_ALL, F_CK, F_N, B, LOSS = "F_all", "F_ck", "F_n", "B", "Loss"
+KINDS = (F_ALL, F_CK, F_N, B, LOSS)
+FORWARD_KINDS = (F_ALL, F_CK, F_N)
+_ALIASES = {"fe": F_ALL, "f_all": F_ALL, "fall": F_ALL, "cf": F_CK, "f_ck": F_CK, "fck": F_CK,
+            "fn": F_N, "f_n": F_N, "b": B, "bwd": B, "loss": LOSS}
+
+
+class JOp(NamedTuple):
+    """One operation on branch `branch`, stage `stage` (both -1 for the loss)."""
+
+    kind: str
+    branch: int = -1
+    stage: int = -1
+
+    def __str__(self) -> str:
+        return self.kind if self.kind == LOSS else f"{self.kind}({self.branch},{self.stage})"
+
+    def to_json(self) -> dict[str, Any]:
+        if self.kind == LOSS:
+            return {"op": LOSS}
+        return {"op": self.kind, "branch": self.branch, "stage": self.stage}
+
+
+LOSS_OP = JOp(LOSS)
+
+
+@dataclass
+class JoinSchedule:
+    """A sequence of operations on a join with the given branch lengths."""
+
+    ops: list[JOp]
+    lengths: list[int]
+
+    def __iter__(self) -> Iterator[JOp]:
+        return iter(self.ops)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def __str__(self) -> str:
+        return " ".join(map(str, self.ops))
+
+    def recomputations(self) -> int:
+        """Forward operations beyond the first forward of each stage of each branch."""
+        return sum(op.kind in FORWARD_KINDS for op in self.ops) - sum(self.lengths)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": SCHEDULE_FORMAT, "problem": "join", "lengths": list(self.lengths),
+                "ops": [op.to_json() for op in self.ops]}
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json()) + "\n")
+
+    @classmethod
+    def from_json(cls, data: Any, lengths: list[int], *, path: str = "<schedule>") -> JoinSchedule:
+        """Parse a schedule object (or a `memsched solve --json` output holding one)."""
+        if isinstance(data, dict) and "schedule" in data and "ops" not in data:
+            if data["schedule"] is None:
+                raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
+            data = data["schedule"]
+        if isinstance(data, dict):
+            if data.get("format", SCHEDULE_FORMAT) != SCHEDULE_FORMAT:
+                raise InputError(f"expected {SCHEDULE_FORMAT!r}", path=path, field="format")
+            raw = data.get("ops")
+        else:
+            raw = data
+        if not isinstance(raw, list):
+            raise InputError("expected a list of operations", path=path, field="ops")
+        return cls([_parse_op(item, lengths, path, k) for k, item in enumerate(raw)], list(lengths))
+
+
+def _parse_op(item: Any, lengths: list[int], path: str, k: int) -> JOp:
+    where = f"ops[{k}]"
+    if isinstance(item, dict):
+        name, branch, stage = item.get("op"), item.get("branch"), item.get("stage")
+    elif isinstance(item, (list, tuple)) and item:
+        name = item[0]
+        branch = item[1] if len(item) > 1 else None
+        stage = item[2] if len(item) > 2 else None
+    elif isinstance(item, str):
+        name, branch, stage = item, None, None
+    else:
+        raise InputError(f"cannot read operation {item!r}", path=path, field=where)
+    kind = _ALIASES.get(str(name).lower())
+    if kind is None:
+        raise InputError(f"unknown operation {name!r} (one of {', '.join(KINDS)})", path=path, field=where)
+    if kind == LOSS:
+        return LOSS_OP
+    if isinstance(branch, bool) or not isinstance(branch, int) or not 0 <= branch < len(lengths):
+        raise InputError(f"branch must be an integer in 0..{len(lengths) - 1}, got {branch!r}", path=path,
+                         field=where)
+    L = lengths[branch]
+    if isinstance(stage, bool) or not isinstance(stage, int) or not 0 <= stage < L:
+        raise InputError(f"stage must be an integer in 0..{L - 1} for branch {branch}, got {stage!r}", path=path,
+                         field=where)
+    return JOp(kind, branch, stage)
+
+
+# --------------------------------------------------------------------------- simulator
+@dataclass(frozen=True)
+class Step:
+    """One operation as replayed: times in the instance's unit, memory in its size unit."""
+
+    op: JOp
+    start: float
+    end: float
+    mem_during: int
+    mem_after: int
+
+
+@dataclass(frozen=True)
+class Violation:
+    """The first rule a schedule breaks: the op's position, the op, and why."""
+
+    position: int
+    op: JOp | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"op #{self.position} {self.op}" if self.op is not None else "end of schedule"
+        return f"{where}: {self.reason}"
+
+
+@dataclass
+class Simulation:
+    """What a replay found; `steps` stop before the first violation, if any."""
+
+    steps: list[Step] = field(default_factory=list)
+    violation: Violation | None = None
+    initial_memory: int = 0
+
+    @property
+    def valid(self) -> bool:
+        return self.violation is None
+
+    @property
+    def makespan(self) -> float:
+        return self.steps[-1].end if self.steps else 0.0
+
+    @property
+    def peak_memory(self) -> int:
+        return max([self.initial_memory] + [s.mem_during for s in self.steps])
+
+    def raise_if_invalid(self) -> Simulation:
+        if self.violation is not None:
+            raise InputError(f"invalid schedule: {self.violation}")
+        return self
+
+
+def simulate(join: Join, schedule: JoinSchedule | list[JOp], budget: int | None = None) -> Simulation:
+    """Replay `schedule` on `join`; memory above `budget` (when given) is a violation."""
+    ops = schedule.ops if isinstance(schedule, JoinSchedule) else list(schedule)
+    k = join.k
+    acts: list[set[int]] = [{0} for _ in range(k)]
+    tapes: list[set[int]] = [set() for _ in range(k)]
+    grads: list[set[int]] = [set() for _ in range(k)]
+    done: list[set[int]] = [set() for _ in range(k)]
+    loss_done = False
+    mem = join.input_total()
+    now = 0.0
+    sim = Simulation(initial_memory=mem)
+    if budget is not None and mem > budget:
+        sim.violation = Violation(0, ops[0] if ops else None, f"the inputs alone ({mem}) exceed the budget {budget}")
+        return sim
+
+    for pos, op in enumerate(ops):
+        kind, b, i = op
+        fail = None
+        if kind == LOSS:
+            if loss_done:
+                fail = "the loss already ran"
+            else:
+                for bb, c in enumerate(join.branches):
+                    L = c.length
+                    if L not in acts[bb] and L not in tapes[bb]:
+                        fail = f"a_{L} of branch {bb} is not resident (the loss needs every branch's output)"
+                        break
+        elif not 0 <= b < k:
+            fail = f"branch {b} outside 0..{k - 1}"
+        elif not 0 <= i < join.branches[b].length:
+            fail = f"stage {i} outside 0..{join.branches[b].length - 1} of branch {b}"
+        else:
+            fail = _precondition(kind, b, i, acts[b], tapes[b], grads[b], done[b])
+        if fail is not None:
+            sim.violation = Violation(pos, op, fail)
+            return sim
+        if kind == LOSS:
+            out = sum(int(c.x[c.length]) for c in join.branches)
+            overhead, duration = join.loss_overhead, join.loss_time
+        else:
+            c = join.branches[b]
+            if kind == F_ALL:
+                out, overhead, duration = int(c.xbar[i + 1]), int(c.o_f[i]), float(c.u_f[i])
+            elif kind in (F_CK, F_N):
+                out, overhead, duration = int(c.x[i + 1]), int(c.o_f[i]), float(c.u_f[i])
+            else:
+                out, overhead, duration = int(c.x[i]), int(c.o_b[i]), float(c.u_b[i])
+        during = mem + out + overhead
+        if budget is not None and during > budget:
+            sim.violation = Violation(pos, op, f"memory over budget: {during} > {budget} while it runs")
+            return sim
+        mem += out
+        if kind == LOSS:
+            loss_done = True
+            for bb, c in enumerate(join.branches):
+                L = c.length
+                grads[bb].add(L)
+                if L in acts[bb]:
+                    acts[bb].discard(L)
+                    mem -= int(c.x[L])
+        elif kind == F_ALL:
+            tapes[b].add(i + 1)
+        elif kind == F_CK:
+            acts[b].add(i + 1)
+        elif kind == F_N:
+            acts[b].add(i + 1)
+            if i in acts[b]:
+                acts[b].discard(i)
+                mem -= int(c.x[i])
+        else:  # B
+            grads[b].add(i)
+            done[b].add(i)
+            tapes[b].discard(i + 1)
+            grads[b].discard(i + 1)
+            mem -= int(c.xbar[i + 1]) + int(c.x[i + 1])
+            if i in acts[b]:
+                acts[b].discard(i)
+                mem -= int(c.x[i])
+        sim.steps.append(Step(op, now, now + duration, during, mem))
+        now += duration
+    missing = []
+    if not loss_done:
+        missing.append("Loss")
+    for bb in range(k):
+        if 0 not in grads[bb]:
+            todo = sorted(set(range(join.branches[bb].length)) - done[bb], reverse=True)
+            missing.extend(f"B({bb},{j})" for j in todo)
+    if missing:
+        sim.violation = Violation(len(ops), None, f"incomplete: missing {', '.join(missing[:5])}"
+                                  + (" ..." if len(missing) > 5 else ""))
+    return sim
+
+
+def _precondition(kind: str, b: int, i: int, acts: set[int], tapes: set[int], grads: set[int],
+                  done: set[int]) -> str | None:
+    """Why `kind(b, i)` cannot run in this state of branch b, or None."""
+    available = i in acts or i in tapes
+    if kind in FORWARD_KINDS:
+        if not available:
+            return f"a_{i} of branch {b} is not resident"
+        if kind == F_ALL and (i + 1) in tapes:
+            return f"abar_{i + 1} of branch {b} is already resident"
+        if kind != F_ALL and (i + 1) in acts:
+            return f"a_{i + 1} of branch {b} is already resident"
+        return None
+    if kind == B:
+        if i in done:
+            return f"B({b},{i}) already ran"
+        if (i + 1) not in tapes:
+            return f"abar_{i + 1} of branch {b} is not resident (B({b},{i}) needs the tape of F_all({b},{i}))"
+        if (i + 1) not in grads:
+            return f"delta_{i + 1} of branch {b} is not resident"
+        if not available:
+            return f"a_{i} of branch {b} is not resident"
+        return None
+    return f"unknown operation {kind!r}"

@@ -1,0 +1,50 @@
+"""Problem 4: pipelined model parallelism (memory-aware partitioning of a chain on P devices).
+
+The instance is `Pipeline` (instance.py, loaded from a chain file or a PipeDream graph.txt),
+a schedule is a `Partition` (simulator.py, which also defines the period and memory model).
+Solvers take ``fn(instance, budget, *, devices=P, schedule="1f1b", micro_batches=None,
+time_limit=None, **options)`` where ``budget`` is the memory per device in bytes, and return a
+`SolveResult` whose objective is the period in the instance's time unit (ms for PipeDream
+profiles and chain files by default).
+"""
+
+from __future__ import annotations
+
+from ..registry import Replay
+from .instance import DEFAULT_WEIGHT_FACTOR, Pipeline, from_chain, from_graph_txt
+from .simulator import SCHEDULES, Partition, Stage, evaluate, simulate_batch
+
+__all__ = ["Pipeline", "Partition", "Stage", "SCHEDULES", "DEFAULT_WEIGHT_FACTOR", "evaluate", "simulate_batch",
+           "from_chain", "from_graph_txt", "load", "replay", "reference_peak", "SOLVERS", "DEFAULT_SOLVER"]
+
+DEFAULT_SOLVER = "madpipe"
+
+SOLVERS: dict[str, tuple[str, str]] = {
+    "madpipe": ("solvers.pipeline.dp:solve_madpipe",
+                "memory-aware DP (1F1B/GPipe in-flight counts), optimal among contiguous partitions"),
+    "pipedream": ("solvers.pipeline.dp:solve_pipedream",
+                  "PipeDream's DP (period only; --option replication=true), then checked against the memory"),
+    "balance-time": ("solvers.pipeline.baselines:solve_balance_time",
+                     "torchgpipe balance_by_time: P stages of balanced time, memory ignored"),
+    "cpsat": ("solvers.pipeline.exact:solve_cpsat", "exact CP-SAT model of contiguous memory-limited partitioning"),
+}
+
+
+def load(path: str) -> Pipeline:
+    """A chain file (memsched.chain/1) or a PipeDream graph.txt profile."""
+    from .instance import load as _load
+
+    return _load(path)
+
+
+def replay(inst: Pipeline, partition: Partition, budget: int | None = None) -> Replay:
+    """The simulator's period and peak memory per device for `partition`."""
+    ev = evaluate(inst, partition, budget)
+    return Replay(ev.period, ev.peak_memory, ev.violation)
+
+
+def reference_peak(inst: Pipeline) -> int:
+    """Memory of the whole chain on one device (one stage, one micro-batch in flight): what
+    "X%" memory limits refer to."""
+    part = Partition.from_bounds([(0, inst.length - 1)])
+    return evaluate(inst, part).peak_memory

@@ -1,0 +1,212 @@
+"""Dynamic programs for contiguous pipeline partitioning: PipeDream's and a memory-aware one.
+
+Both solve, over the suffixes of the chain, the recurrence (s: a suffix starting at layer i
+run on exactly d devices; its first stage is ``[i, j]`` on r replicas)
+
+    G(i, d) = min_{j >= i, r}  max( tau(i, j, r), c(i, r), G(j + 1, d - r) )
+              subject to  M(i, j, r, n) <= budget,  n = ceil(d / r) (1F1B) or ceil(m / r) (GPipe)
+    G(L, 0) = 0, and the answer is min_{d <= P} G(0, d),
+
+with tau, c and M the stage time, link time and per-device memory of
+`solvers.pipeline.simulator` (a 1F1B stage knows its in-flight count from the number of devices
+used by itself and the stages after it, which is why the DP runs from the end of the chain).
+The DP is exact for its model: contiguous stages, at most P devices, the simulator's period
+and memory. Straight pipelines use r = 1 only (O(L^2 P)); with replication r ranges over
+1..d (O(L^2 P^2)). Each (i, d, r) is one vectorised numpy step over all j.
+
+- ``pipedream`` (Narayanan et al., SOSP 2019): the recurrence without the memory constraint
+  (PipeDream's optimizer minimises the period only). Its partition is then checked against the
+  budget; when it fits, it is optimal for the memory-limited problem too.
+- ``madpipe``: the recurrence with the memory constraint, in the spirit of MadPipe and of
+  Beaumont, Eyraud-Dubois and Shilova (Euro-Par 2021), who show that the 1F1B in-flight counts
+  make memory the binding constraint. MadPipe itself also considers non-contiguous allocations
+  and finer 1F1B memory patterns; this DP is restricted to contiguous stages.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..result import INFEASIBLE, OPTIMAL, SolveResult
+from .instance import Pipeline
+from .simulator import SCHEDULES, Partition
+
+INF = math.inf
+
+
+@dataclass
+class _Prefix:
+    """Prefix sums used by the DP (all arrays of length L + 1)."""
+
+    fb: np.ndarray   # sum of fwd + bwd over layers < l
+    w: np.ndarray    # sum of params over layers < l (int64)
+    a: np.ndarray    # sum of act over layers < l (int64)
+
+
+def _prefix(inst: Pipeline) -> _Prefix:
+    z = np.zeros(1)
+    return _Prefix(np.concatenate([z, np.cumsum(inst.fwd + inst.bwd)]),
+                   np.concatenate([[0], np.cumsum(inst.params)]).astype(np.int64),
+                   np.concatenate([[0], np.cumsum(inst.act)]).astype(np.int64))
+
+
+def stage_arrays(inst: Pipeline, pre: _Prefix, i: int) -> dict[str, np.ndarray]:
+    """For stages [i, j], j = i..L-1: compute time F+B, weights W, weight memory, stash A and
+    buffers Q (see the simulator's docstring)."""
+    L = inst.length
+    j = np.arange(i, L)
+    fb = pre.fb[j + 1] - pre.fb[i]
+    W = pre.w[j + 1] - pre.w[i]
+    wmem = np.ceil(inst.weight_factor * W.astype(float) - 1e-9).astype(np.int64)
+    in_size = inst.input_of(i)
+    stash = in_size + (pre.a[j] - pre.a[i])
+    out = np.zeros(len(j), dtype=np.int64)
+    out[:-1] = inst.cut[i : L - 1]
+    buffers = (in_size if i > 0 else 0) + out
+    return {"fb": fb, "W": W, "wmem": wmem, "stash": stash, "buffers": buffers}
+
+
+def partition_dp(
+    inst: Pipeline,
+    devices: int,
+    budget: int | None = None,
+    *,
+    schedule: str = "1f1b",
+    micro_batches: int | None = None,
+    replication: bool = False,
+    objective: str = "period",
+) -> tuple[float, list[tuple[int, int, int]]] | None:
+    """Solve the recurrence; returns (value, [(first, last, replicas)]) or None when no
+    partition fits `budget`. ``objective="memory"`` minimises the peak memory instead (the
+    budget is then ignored): it gives the smallest budget for which a partition exists."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"unknown schedule {schedule!r}")
+    if schedule == "gpipe" and not micro_batches:
+        raise ValueError("gpipe needs micro_batches")
+    L, P = inst.length, int(devices)
+    if P < 1:
+        raise ValueError("need at least one device")
+    pre = _prefix(inst)
+    G = np.full((L + 1, P + 1), INF)
+    G[L, 0] = 0.0
+    choice: dict[tuple[int, int], tuple[int, int]] = {}
+    limit = INF if budget is None or objective == "memory" else float(budget)
+    for i in range(L - 1, -1, -1):
+        arr = stage_arrays(inst, pre, i)
+        n_j = L - i
+        for d in range(1, P + 1):
+            best, arg = INF, None
+            for r in range(1, d + 1) if replication else (1,):
+                n = math.ceil(d / r) if schedule == "1f1b" else math.ceil(int(micro_batches) / r)
+                mem = arr["wmem"] + n * arr["stash"] + arr["buffers"]
+                # the rest of the chain on d - r devices; the last layer ends the chain
+                rest = np.empty(n_j)
+                rest[:-1] = G[i + 1 : L, d - r] if d - r >= 1 else INF
+                rest[-1] = 0.0 if d == r else INF
+                if objective == "memory":
+                    val = np.maximum(mem.astype(float), rest)
+                else:
+                    if r > 1:
+                        tau = (arr["fb"] + inst.comm_time(1.0) * 4.0 * (r - 1) * arr["W"] / r) / r
+                    else:
+                        tau = arr["fb"]
+                    link = inst.comm_time(2.0 * inst.input_of(i)) / r if i > 0 else 0.0
+                    val = np.maximum(np.maximum(tau, link), rest)
+                    if limit < INF:
+                        val = np.where(mem <= limit, val, INF)
+                k = int(np.argmin(val))
+                if val[k] < best:
+                    best, arg = float(val[k]), (i + k, r)
+            G[i, d] = best
+            if arg is not None:
+                choice[(i, d)] = arg
+    d_best = int(np.argmin(G[0, 1:])) + 1
+    if not math.isfinite(G[0, d_best]):
+        return None
+    bounds, i, d = [], 0, d_best
+    while i < L:
+        j, r = choice[(i, d)]
+        bounds.append((i, j, r))
+        i, d = j + 1, d - r
+    return float(G[0, d_best]), bounds
+
+
+def min_budget(inst: Pipeline, devices: int, *, schedule: str = "1f1b", micro_batches: int | None = None,
+               replication: bool = False) -> int:
+    """The smallest per-device memory for which some contiguous partition exists."""
+    res = partition_dp(inst, devices, None, schedule=schedule, micro_batches=micro_batches,
+                       replication=replication, objective="memory")
+    assert res is not None
+    return int(res[0])
+
+
+def _defaults(devices: int | None, schedule: str, micro_batches: int | None) -> tuple[int, str, int | None]:
+    if devices is None or int(devices) < 1:
+        raise ValueError("pipeline solvers need devices >= 1")
+    schedule = str(schedule).lower()
+    if schedule not in SCHEDULES:
+        raise ValueError(f"unknown schedule {schedule!r} (one of {', '.join(SCHEDULES)})")
+    if schedule == "gpipe" and not micro_batches:
+        micro_batches = 4 * int(devices)
+    return int(devices), schedule, micro_batches
+
+
+def _scope(kind: str, P: int, schedule: str, m: int | None, replication: bool) -> str:
+    rep = "with replication" if replication else "straight pipeline"
+    sched = f"GPipe m={m}" if schedule == "gpipe" else "1F1B"
+    return f"{kind}contiguous stages on <= {P} devices, {rep}, {sched}"
+
+
+def _partition(inst: Pipeline, bounds: list[tuple[int, int, int]], P: int, schedule: str,
+               m: int | None) -> Partition:
+    return Partition.from_bounds(bounds, schedule=schedule, micro_batches=m, devices=P).evaluated(inst)
+
+
+def solve_pipedream(inst: Pipeline, budget: int, *, devices: int | None = None, schedule: str = "1f1b",
+                    micro_batches: int | None = None, replication: bool = False, **_: Any) -> SolveResult:
+    """PipeDream's DP: the smallest period ignoring memory; then checked against the budget.
+    Optimal when its partition fits (the unconstrained optimum is a lower bound); otherwise
+    infeasible *for this baseline*, with the memory it needs in `min_budget`."""
+    start = time.perf_counter()
+    P, schedule, m = _defaults(devices, schedule, micro_batches)
+    value, bounds = partition_dp(inst, P, None, schedule=schedule, micro_batches=m, replication=replication)
+    part = _partition(inst, bounds, P, schedule, m)
+    elapsed = time.perf_counter() - start
+    scope = _scope("", P, schedule, m, replication)
+    if budget is not None and part.peak_memory > budget:
+        return SolveResult(problem="pipeline", solver="pipedream", status=INFEASIBLE, budget=budget,
+                           min_budget=part.peak_memory, solve_time_s=elapsed, scope=scope,
+                           lower_bound=value,
+                           message=f"PipeDream's partition ({part}) needs {part.peak_memory} bytes per device",
+                           details={"unconstrained_partition": part.to_json()})
+    return SolveResult(problem="pipeline", solver="pipedream", status=OPTIMAL, objective=part.period,
+                       peak_memory=part.peak_memory, lower_bound=value, solve_time_s=elapsed, budget=budget,
+                       schedule=part, scope=scope)
+
+
+def solve_madpipe(inst: Pipeline, budget: int, *, devices: int | None = None, schedule: str = "1f1b",
+                  micro_batches: int | None = None, replication: bool = False, **_: Any) -> SolveResult:
+    """Memory-aware DP: the smallest period among contiguous partitions whose every device fits
+    `budget` with the in-flight counts of the schedule. Exact for this model."""
+    start = time.perf_counter()
+    P, schedule, m = _defaults(devices, schedule, micro_batches)
+    res = partition_dp(inst, P, budget, schedule=schedule, micro_batches=m, replication=replication)
+    scope = _scope("", P, schedule, m, replication)
+    if res is None:
+        need = min_budget(inst, P, schedule=schedule, micro_batches=m, replication=replication)
+        return SolveResult(problem="pipeline", solver="madpipe", status=INFEASIBLE, budget=budget, min_budget=need,
+                           solve_time_s=time.perf_counter() - start, scope=scope,
+                           message=f"no contiguous partition fits {budget} bytes per device")
+    value, bounds = res
+    part = _partition(inst, bounds, P, schedule, m)
+    return SolveResult(problem="pipeline", solver="madpipe", status=OPTIMAL, objective=part.period,
+                       peak_memory=part.peak_memory, lower_bound=value, solve_time_s=time.perf_counter() - start,
+                       budget=budget, schedule=part, scope=scope)
+
+
+__all__ = ["partition_dp", "min_budget", "solve_pipedream", "solve_madpipe"]

@@ -1,0 +1,213 @@
+"""Exact chain models (phase model; MILP and CP-SAT): replay, agreement, brute force, limits."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from solvers.chain import Chain, reference_peak, simulate
+from solvers.chain.baselines import periodic_schedule, store_all_schedule
+from solvers.chain.exact_model import PhaseModel
+from solvers.chain.generate import random_chain
+from solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op, Schedule
+from solvers.registry import solve
+
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def brute_force(chain: Chain, budget: int, *, phase: bool = False) -> tuple[float | None, Schedule | None]:
+    """Least makespan over all op sequences (Dijkstra on the simulator's states); with
+    `phase`, forwards between two backward ops must run in increasing stage order."""
+    L = chain.length
+    x, xb = [int(v) for v in chain.x], [int(v) for v in chain.xbar]
+    of, ob = [int(v) for v in chain.o_f], [int(v) for v in chain.o_b]
+    if x[0] > budget:
+        return None, None
+
+    def memory(acts: int, tapes: int, nb: int) -> int:
+        m = sum(x[j] for j in range(L + 1) if acts >> j & 1) + sum(xb[j] for j in range(1, L + 1) if tapes >> j & 1)
+        return m + (x[nb + 1] if nb < L else 0)  # the gradient delta_{nb+1}
+
+    start = (1, 0, L, -1)  # standalone activations, tapes (bit masks), next backward, last forward
+    dist, prev, tie = {start: 0.0}, {}, itertools.count()
+    heap = [(0.0, next(tie), start)]
+    while heap:
+        d, _, s = heapq.heappop(heap)
+        if d > dist[s]:
+            continue
+        acts, tapes, nb, last = s
+        if nb == -1:
+            ops = []
+            while s in prev:
+                s, op = prev[s]
+                ops.append(op)
+            return d, Schedule(ops[::-1], L)
+        m = memory(acts, tapes, nb)
+        succ = []
+        for i in range(L):
+            if (phase and i <= last) or not (acts >> i & 1 or (i >= 1 and tapes >> i & 1)):
+                continue
+            if not tapes >> (i + 1) & 1 and m + xb[i + 1] + of[i] <= budget:
+                succ.append((Op(F_ALL, i), acts, tapes | 1 << (i + 1), nb, chain.u_f[i]))
+            if not acts >> (i + 1) & 1 and m + x[i + 1] + of[i] <= budget:
+                succ.append((Op(F_CK, i), acts | 1 << (i + 1), tapes, nb, chain.u_f[i]))
+                succ.append((Op(F_N, i), (acts | 1 << (i + 1)) & ~(1 << i), tapes, nb, chain.u_f[i]))
+        if nb == L:
+            if (acts >> L & 1 or tapes >> L & 1) and m + x[L] + ob[L] <= budget:
+                succ.append((Op(LOSS, L), acts & ~(1 << L), tapes, L - 1, chain.u_b[L]))
+        elif (tapes >> (nb + 1) & 1 and (acts >> nb & 1 or (nb >= 1 and tapes >> nb & 1))
+              and m + x[nb] + ob[nb] <= budget):
+            succ.append((Op(B, nb), acts & ~(1 << nb), tapes & ~(1 << (nb + 1)), nb - 1, chain.u_b[nb]))
+        for op, a2, t2, nb2, dt in succ:
+            s2 = (a2, t2, nb2, (-1 if op.kind in (B, LOSS) else op.index) if phase else -1)
+            d2 = d + float(dt)
+            if d2 < dist.get(s2, float("inf")) - 1e-12:
+                dist[s2], prev[s2] = d2, (s, op)
+                heapq.heappush(heap, (d2, next(tie), s2))
+    return None, None
+
+
+@st.composite
+def chains(draw, max_length: int = 5) -> Chain:
+    L = draw(st.integers(1, max_length))
+    size = st.integers(1, 6)
+    stages = []
+    for _ in range(L):
+        out = draw(size)
+        stages.append({"fwd_time": draw(st.integers(1, 5)), "bwd_time": draw(st.integers(1, 8)), "out_size": out,
+                       "tape_size": out + draw(st.integers(0, 6)), "fwd_overhead": draw(st.integers(0, 2)),
+                       "bwd_overhead": draw(st.integers(0, 2))})
+    loss = {"bwd_time": draw(st.integers(0, 2)), "bwd_overhead": draw(st.integers(0, 1))}
+    return Chain.from_stages(draw(size), stages, loss)
+
+
+def budget_for(chain: Chain, frac: float, *, feasible: bool = False) -> int:
+    """A budget `frac` of the way from the input size (or, with `feasible`, from the peak of
+    recompute-all, which always fits) to the store-all peak."""
+    lo = solve("chain", chain, "recompute-all", 0).min_budget if feasible else int(chain.x[0])
+    return lo + int(round(frac * (reference_peak(chain) - lo)))
+
+
+def check_replay(chain: Chain, budget: int, res) -> None:
+    if res.schedule is not None:
+        sim = simulate(chain, res.schedule, budget)
+        assert sim.valid, sim.violation
+        assert sim.makespan == pytest.approx(res.objective)
+        assert sim.peak_memory <= budget
+    if res.lower_bound is not None and res.objective is not None:
+        assert res.lower_bound <= res.objective + 1e-6
+
+
+@FAST
+@given(chains(), st.floats(0.0, 1.0))
+def test_milp_and_cpsat_agree_and_replay(chain: Chain, frac: float) -> None:
+    budget = budget_for(chain, frac)
+    milp = solve("chain", chain, "milp", budget, slots=0, time_limit=20)
+    cpsat = solve("chain", chain, "cpsat", budget, slots=0, time_limit=20)
+    check_replay(chain, budget, milp)
+    check_replay(chain, budget, cpsat)
+    assert milp.status in ("optimal", "infeasible") and milp.status == cpsat.status
+    if milp.status == "optimal":
+        assert milp.objective == pytest.approx(cpsat.objective)
+        assert milp.lower_bound == pytest.approx(milp.objective)
+        for base in (store_all_schedule(chain.length), *(periodic_schedule(chain.length, k)
+                                                         for k in range(1, chain.length + 1))):
+            sim = simulate(chain, base, budget)
+            if sim.valid:
+                assert milp.objective <= sim.makespan + 1e-9
+
+
+@FAST
+@given(chains(max_length=3), st.floats(0.0, 1.0))
+def test_exact_equals_brute_force(chain: Chain, frac: float) -> None:
+    budget = budget_for(chain, frac)
+    best, _ = brute_force(chain, budget, phase=True)
+    anything, _ = brute_force(chain, budget)
+    res = solve("chain", chain, "milp", budget, slots=0, time_limit=20)
+    plain = solve("chain", chain, "milp", budget, slots=0, time_limit=20, dominance=False, warm_start=False)
+    if best is None:
+        assert res.status == plain.status == "infeasible" and anything is None
+    else:
+        assert res.status == plain.status == "optimal"
+        assert res.objective == pytest.approx(best) and plain.objective == pytest.approx(best)
+        assert anything is not None and anything <= best + 1e-9
+
+
+def test_phase_model_loses_nothing_on_small_random_chains() -> None:
+    """Observed, not proven: on these chains the best of all op sequences is a phase schedule."""
+    for seed in range(6):
+        chain = random_chain(3, seed, size_range=(1, 5), integer_times=True, overhead=0.5 * (seed % 2))
+        for frac in (0.0, 0.2, 0.4, 0.7):
+            budget = budget_for(chain, frac)
+            anything, best = brute_force(chain, budget)[0], brute_force(chain, budget, phase=True)[0]
+            assert (anything is None) == (best is None)
+            if best is not None:
+                assert anything == pytest.approx(best)
+
+
+@pytest.mark.parametrize("solver", ["milp", "cpsat"])
+def test_infeasible_below_smallest_budget(solver: str) -> None:
+    chain = random_chain(4, 3, size_range=(1, 6), integer_times=True, overhead=0.5)
+    budget = int(chain.x[0])
+    while brute_force(chain, budget, phase=True)[0] is None:
+        budget += 1
+    assert solve("chain", chain, solver, budget - 1, slots=0, time_limit=20).status == "infeasible"
+    assert solve("chain", chain, solver, budget, slots=0, time_limit=20).status == "optimal"
+    assert solve("chain", chain, solver, int(chain.x[0]) - 1, slots=0).status == "infeasible"
+
+
+@pytest.mark.parametrize("backend", ["scip", "highs", "cbc", "cp-sat"])
+def test_milp_backends_agree(backend: str) -> None:
+    chain = random_chain(6, 1, integer_times=True)
+    budget = budget_for(chain, 0.3, feasible=True)
+    ref = solve("chain", chain, "milp", budget, slots=0, time_limit=20)
+    res = solve("chain", chain, "milp", budget, slots=0, time_limit=20, backend=backend)
+    assert res.status == ref.status == "optimal"
+    assert res.objective == pytest.approx(ref.objective)
+
+
+@pytest.mark.parametrize("solver", ["milp", "cpsat"])
+def test_time_limit_is_not_optimal(solver: str) -> None:
+    chain = random_chain(40, 7)
+    budget = budget_for(chain, 0.15, feasible=True)
+    res = solve("chain", chain, solver, budget, slots=100, time_limit=0.05, warm_start=False)
+    assert res.status in ("feasible", "timeout")
+    if res.status == "feasible":
+        check_replay(chain, budget, res)
+
+
+@pytest.mark.parametrize("solver", ["milp", "cpsat"])
+def test_slots_fit_real_budget_and_beat_baselines(solver: str) -> None:
+    chain = random_chain(8, 2)  # float times, sizes in bytes-like units
+    grow = lambda a: np.where(a > 0, a * 1000 + 7, 0)  # noqa: E731
+    chain = Chain(chain.u_f, chain.u_b, grow(chain.x), grow(chain.xbar), chain.o_f, chain.o_b)
+    budget = budget_for(chain, 0.4, feasible=True)
+    res = solve("chain", chain, solver, budget, slots=100, time_limit=30)
+    assert res.status == "optimal" and res.peak_memory <= budget
+    assert "100 slots" in res.scope
+    periodic = solve("chain", chain, "periodic", budget)
+    if periodic.schedule is not None:
+        assert res.objective <= periodic.objective + 1e-9
+    try:
+        import solvers.chain.rotor  # noqa: F401
+    except ImportError:
+        return
+    rotor = solve("chain", chain, "rotor", budget, slots=100)
+    if rotor.schedule is not None:
+        assert res.objective <= rotor.objective + 1e-9
+
+
+def test_encode_decode_round_trip() -> None:
+    chain = random_chain(7, 4, integer_times=True)
+    model = PhaseModel.build(chain, reference_peak(chain))
+    for sched in [store_all_schedule(7)] + [periodic_schedule(7, k) for k in range(1, 8)]:
+        values = model.encode(sched)
+        assert values is not None and not model.violated(values)
+        assert model.decode(values).ops == sched.ops
+        assert model.objective.value(values) == pytest.approx(simulate(chain, sched).makespan)
+    assert model.encode(Schedule([Op(F_ALL, 1)], 7)) is None

@@ -1,0 +1,108 @@
+"""The join file format memsched.join/1: loading, round trip, and rejections naming file/branch/stage/field."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from solvers.errors import InputError
+from solvers.formats import detect_problem, load_instance
+from solvers.join import Join, load, reference_peak
+from solvers.join.generate import homogeneous_join, random_join
+
+JOIN_DIR = Path(__file__).resolve().parent.parent / "solvers" / "data" / "join"
+
+
+def test_examples_load_and_are_detected():
+    for path in sorted(JOIN_DIR.glob("*.json")):
+        assert detect_problem(path) == "join"
+        problem, join = load_instance(path)
+        assert problem == "join" and isinstance(join, Join) and join.k >= 2
+        assert reference_peak(join) > join.input_total()
+
+
+def test_tiny_fields():
+    join = load(str(JOIN_DIR / "tiny.json"))
+    assert join.lengths == [2, 3]
+    assert join.input_total() == 5
+    assert join.loss_time == 1.0 and join.loss_overhead == 1
+    left, right = join.branches
+    assert list(left.x) == [2, 2, 1, 0] and list(left.xbar) == [0, 4, 2, 0]
+    assert list(right.o_b) == [0, 1, 0, 0]  # the branch's own loss entries are zero
+    assert left.u_b[-1] == 0.0
+
+
+def test_round_trip(tmp_path):
+    join = random_join([3, 5, 2], seed=4, overhead=0.5, loss_overhead=3)
+    path = tmp_path / "j.json"
+    join.save(path)
+    again = Join.load(path)
+    assert again.to_dict() == join.to_dict()
+    assert json.loads(path.read_text())["format"] == "memsched.join/1"
+    hom = homogeneous_join([4, 4])
+    assert Join.from_dict(hom.to_dict()).lengths == [4, 4]
+
+
+def _write(tmp_path, data) -> str:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+@pytest.fixture
+def good() -> dict:
+    return json.loads((JOIN_DIR / "tiny.json").read_text())
+
+
+@pytest.mark.parametrize("mutate, expect", [
+    (lambda d: d["branches"][1]["stages"][2].pop("fwd_time"), ["branches[1] (right).stages[2] (r3).fwd_time",
+                                                             "missing"]),
+    (lambda d: d["branches"][0]["stages"][1].update(out_size=-1), ["branches[0] (left).stages[1] (l2).out_size",
+                                                                 "non-negative"]),
+    (lambda d: d["branches"][1]["stages"][0].update(tape_size=1), ["branches[1] (right).stages[0] (r1).tape_size",
+                                                                 "tape_size 1 < out_size 2"]),
+    (lambda d: d["branches"][0]["stages"][0].update(out_size=1.5), ["stages[0] (l1).out_size", "integer"]),
+    (lambda d: d["branches"][1].pop("input_size"), ["branches[1] (right).input_size", "missing"]),
+    (lambda d: d["branches"][0].update(stages=[]), ["branches[0] (left).stages", "non-empty"]),
+    (lambda d: d.update(branches=[]), ["branches", "non-empty"]),
+    (lambda d: d["loss"].pop("bwd_time"), ["loss.bwd_time", "missing"]),
+    (lambda d: d.pop("loss"), ["loss"]),
+    (lambda d: d["branches"][0]["stages"][0].update(bwd_time="fast"), ["l1).bwd_time", "must be a number"]),
+])
+def test_bad_files_name_file_branch_stage_field(tmp_path, good, mutate, expect):
+    data = copy.deepcopy(good)
+    mutate(data)
+    path = _write(tmp_path, data)
+    with pytest.raises(InputError) as err:
+        load(path)
+    msg = str(err.value)
+    assert msg.startswith(path)
+    for part in expect:
+        assert part in msg
+
+
+def test_wrong_format_tag(tmp_path, good):
+    good["format"] = "memsched.join/9"
+    path = _write(tmp_path, good)
+    with pytest.raises(InputError, match="format"):
+        load(path)
+
+
+def test_missing_file_and_bad_json(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        load(str(tmp_path / "nope.json"))
+    bad = tmp_path / "b.json"
+    bad.write_text("{not json")
+    with pytest.raises(InputError, match="invalid JSON"):
+        load(str(bad))
+
+
+def test_discretised_rounds_up():
+    join = random_join([2, 2], seed=1, loss_overhead=5)
+    d = join.discretised(3.0)
+    for a, b in zip(join.branches, d.branches):
+        assert all(int(v) * 3 >= int(u) for u, v in zip(a.x, b.x))
+    assert d.loss_overhead == 2

@@ -1,0 +1,91 @@
+"""The zoo: every network builds tiny, its blocks chain, and the loss runs."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from models.executor import as_blocks  # noqa: E402
+from models.zoo import MODELS, build_model, count_parameters, resolve_device  # noqa: E402
+from solvers.errors import InputError  # noqa: E402
+
+torch.set_num_threads(1)
+
+TINY = {
+    "resnet18": dict(batch=2, image_size=32, width=4),
+    "resnet34": dict(batch=2, image_size=32, width=2, depth=1),
+    "resnet50": dict(batch=2, image_size=32, width=2, depth=1),
+    "resnet101": dict(batch=2, image_size=32, width=2, depth=2),
+    "resnet152": dict(batch=2, image_size=32, width=2, depth=2),
+    "densenet121": dict(batch=2, image_size=32, width=8, depth=2),
+    "inception_v3": dict(batch=2, image_size=75, width=4),
+    "vgg16": dict(batch=2, image_size=32, width=4),
+    "gpt2": dict(batch=2, seq_len=8, width=16, depth=2, vocab=32),
+    "unet": dict(batch=2, image_size=16, width=4, depth=2),
+}
+
+
+def test_every_registered_model_has_a_tiny_size():
+    assert set(TINY) == set(MODELS)
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_blocks_chain_to_a_loss(name):
+    blocks, x, loss_fn, target = build_model(name, **TINY[name])
+    assert len(blocks) >= 3
+    a = x
+    with torch.no_grad():
+        for block in blocks:
+            a = block(a)
+            assert isinstance(a, torch.Tensor)
+        loss = loss_fn(a, target)
+    assert loss.dim() == 0 and torch.isfinite(loss)
+    assert count_parameters(blocks) > 0
+
+
+def test_full_size_block_counts():
+    # the chains of the real networks (built on CPU without running them)
+    assert len(build_model("resnet18", batch=1).blocks) == 10
+    assert len(build_model("resnet50", batch=1).blocks) == 18
+    assert len(build_model("vgg16", batch=1, width=8).blocks) == 16
+    gpt = build_model("gpt2", batch=1, seq_len=8, vocab=100)
+    assert len(gpt.blocks) == 14
+
+
+@pytest.mark.parametrize("name,count", [
+    ("resnet18", 11_689_512), ("resnet50", 25_557_032), ("densenet121", 7_978_856),
+    ("inception_v3", 23_834_568),  # torchvision's 27_161_264 less the auxiliary classifier
+])
+def test_full_size_parameter_counts_match_torchvision(name, count):
+    assert count_parameters(build_model(name, batch=1).blocks) == count
+
+
+def test_gpt2_ties_embedding_and_head():
+    blocks = build_model("gpt2", **TINY["gpt2"]).blocks
+    assert blocks[-1].embedding.weight is blocks[0].wte.weight
+
+
+def test_sequential_and_list_are_chains():
+    seq = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    assert len(as_blocks(seq)) == 3
+    assert len(as_blocks(list(seq))) == 3
+
+
+def test_bad_inputs_are_input_errors():
+    with pytest.raises(InputError):
+        build_model("alexnet")
+    with pytest.raises(InputError):
+        build_model("unet", image_size=30, depth=2)
+    with pytest.raises(InputError):
+        build_model("resnet18", batch=0)
+    with pytest.raises(InputError):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(InputError):
+            resolve_device("cuda")
+
+
+def test_label_names_sizes():
+    m = build_model("resnet18", **TINY["resnet18"])
+    assert m.label == "resnet18-b2-32-w4"
