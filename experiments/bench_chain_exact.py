@@ -4,7 +4,8 @@
     python -m experiments.bench_chain_exact --lengths 5 10 --time-limit 10 --fractions 0.3
 
 For each chain length L, seeded random chain (`solvers.chain.generate.random_chain`) and budget
-(a fraction of the way from the recompute-all peak, which always fits, to the store-all peak),
+(a fraction of the way from the smallest budget of the rotor DP, or else the recompute-all peak,
+to the store-all peak),
 runs each solver with `--slots` memory slots and a time limit, and prints a table of
 L, budget, solver, status, makespan, bound, gap, time, and (when `solvers.chain.rotor` is
 importable) the rotor DP's makespan and its gap to the exact answer. Rows go to
@@ -26,7 +27,7 @@ from solvers.registry import solve
 
 SOLVERS = ("milp:scip", "milp:highs", "milp:cbc", "milp:cp-sat", "cpsat")
 FIELDS = ("L", "seed", "slots", "budget", "fraction", "solver", "backend", "status", "makespan", "bound", "gap",
-          "time_s", "time_limit_s", "variables", "constraints", "warm_start", "rotor_makespan", "rotor_gap",
+          "time_s", "cpu_s", "time_limit_s", "variables", "constraints", "warm_start", "rotor_makespan", "rotor_gap",
           "num_workers", "ortools", "python")
 
 
@@ -37,6 +38,16 @@ def rotor_makespan(chain, budget: int, slots: int) -> float | None:
         return None
     res = solve("chain", chain, "rotor", budget, slots=slots)
     return res.objective if res.schedule is not None else None
+
+
+def min_budget(chain, store_all_peak: int) -> int:
+    """The rotor DP's smallest feasible budget when rotor is importable, else the peak of
+    recompute-all (which always fits)."""
+    try:
+        from solvers.chain.rotor import rotor_min_budget
+    except ImportError:
+        return solve("chain", chain, "recompute-all", store_all_peak).min_budget
+    return int(rotor_min_budget(chain))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     header = f"{'L':>3} {'budget':>7} {'solver':<12} {'status':<10} {'makespan':>9} {'bound':>9} {'gap':>7} " \
-             f"{'time':>6} {'rotor':>9} {'rotor-gap':>9}"
+             f"{'time':>6} {'cpu':>6} {'rotor':>9} {'rotor-gap':>9}"
     print(header)
     print("-" * len(header))
     rows = []
@@ -68,24 +79,24 @@ def main(argv: list[str] | None = None) -> int:
             for seed in args.seeds:
                 chain = random_chain(L, seed)
                 hi = reference_peak(chain)
-                lo = solve("chain", chain, "recompute-all", hi).min_budget
+                lo = min_budget(chain, hi)
                 for frac in args.fractions:
                     budget = int(lo + frac * (hi - lo))
                     rotor = rotor_makespan(chain, budget, args.slots)
                     for name in args.solvers:
                         solver, _, backend = name.partition(":")
-                        t0 = time.perf_counter()
+                        t0, c0 = time.perf_counter(), time.process_time()
                         res = solve("chain", chain, solver, budget, slots=args.slots, time_limit=args.time_limit,
                                     backend=backend or None, num_workers=args.num_workers if solver == "cpsat" else 1,
                                     warm_start=not args.no_warm_start)
-                        elapsed = time.perf_counter() - t0
+                        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
                         rgap = None
                         if rotor is not None and res.objective:
                             rgap = (rotor - res.objective) / res.objective
                         row = {"L": L, "seed": seed, "slots": args.slots, "budget": budget, "fraction": frac,
                                "solver": name, "backend": backend, "status": res.status,
                                "makespan": res.objective, "bound": res.lower_bound, "gap": res.gap,
-                               "time_s": round(elapsed, 3), "time_limit_s": args.time_limit,
+                               "time_s": round(elapsed, 3), "cpu_s": round(cpu, 3), "time_limit_s": args.time_limit,
                                "variables": res.details.get("variables"), "constraints": res.details.get("constraints"),
                                "warm_start": res.details.get("warm_start"), "rotor_makespan": rotor, "rotor_gap": rgap,
                                "num_workers": args.num_workers if solver == "cpsat" else 1,
@@ -94,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                         fh.flush()
                         rows.append(row)
                         print(f"{L:>3} {budget:>7} {name:<12} {res.status:<10} {_f(res.objective):>9} "
-                              f"{_f(res.lower_bound):>9} {_p(res.gap):>7} {elapsed:>6.1f} {_f(rotor):>9} "
+                              f"{_f(res.lower_bound):>9} {_p(res.gap):>7} {elapsed:>6.1f} {cpu:>6.1f} {_f(rotor):>9} "
                               f"{_p(rgap):>9}", flush=True)
     print(f"wrote {out} ({len(rows)} rows)", file=sys.stderr)
     return 0

@@ -9,10 +9,12 @@ peak, it runs: remat-only (the chain DP), offload-only (the best of vDNN and off
 and both (rotor-offload), each replayed by the two-stream simulator, and writes
 results/offload/offload_tradeoff.csv and a figure (PNG and PDF).
 
-The compute times of a CPU profile are much longer than a GPU's, which would make any
-transfer look free; ``--time-scale`` multiplies them (default 1/30, a stand-in for a GPU, said
-in the CSV and on the figure). Give chain files profiled on a GPU with ``--chains`` and
-``--time-scale 1`` for real numbers.
+The compute times of a CPU profile are far longer than a GPU's, which would make any transfer
+look free. So the times are rescaled until the network produces its tapes at
+``--activation-rate`` bytes per second (sum of xbar over the step's forward and backward
+time; default 30 GB/s, about a V100 training ResNet-50), and the scale is written in the CSV
+and on the figure. Give chain files profiled on a GPU with ``--chains`` and
+``--activation-rate 0`` to keep their times as they are.
 """
 
 from __future__ import annotations
@@ -112,19 +114,27 @@ def figure(table: pd.DataFrame, note: str, out: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chains", nargs="*", help="chain files to use instead of profiling the zoo")
-    parser.add_argument("--time-scale", type=float, default=1 / 30)
+    parser.add_argument("--activation-rate", type=float, default=30e9,
+                        help="bytes/s of tapes produced per second of compute after rescaling (0: keep times)")
     parser.add_argument("--bandwidths", nargs="+", type=float, default=[12e9, 25e9, 50e9])
     parser.add_argument("--slots", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="fewer budgets")
     args = parser.parse_args(argv)
     RESULTS.mkdir(parents=True, exist_ok=True)
     chains = [Chain.load(p) for p in args.chains] if args.chains else profiled_chains(args.quick)
-    chains = [scaled(c, args.time_scale) for c in chains]
+    scales = {}
+    for k, c in enumerate(chains):
+        factor = 1.0
+        if args.activation_rate > 0:
+            factor = float(c.xbar.sum()) / args.activation_rate * c.time_units_per_second() / c.total_time()
+        scales[c.name] = factor
+        chains[k] = scaled(c, factor)
     fractions = [0.3, 0.6, 1.0] if args.quick else list(np.round(np.arange(0.2, 1.01, 0.1), 2))
     table = run(chains, args.bandwidths, fractions, args.slots)
-    note = (f"compute times x {args.time_scale:.3g} of the profile; memsched {__version__}, "
-            f"{platform.python_implementation()} {platform.python_version()}")
-    table["time_scale"] = args.time_scale
+    rate = (f"times rescaled to {args.activation_rate / 1e9:g} GB/s of tapes" if args.activation_rate
+            else "profiled times")
+    note = f"{rate}; memsched {__version__}, {platform.python_implementation()} {platform.python_version()}"
+    table["time_scale"] = table["model"].map(scales)
     table.to_csv(RESULTS / "offload_tradeoff.csv", index=False)
     figure(table, note, RESULTS / "offload_tradeoff")
     with pd.option_context("display.width", 160, "display.max_rows", 400):

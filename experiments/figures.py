@@ -110,7 +110,7 @@ def _finish(fig: plt.Figure, rows: pd.DataFrame, out_dir: Path, stem: str, note:
     text = stamp(rows)
     if note:
         text = f"{note}\n{text}"
-    fig.text(0.01, 0.005, text, fontsize=6.5, color="#555555", ha="left", va="bottom")
+    fig.text(0.01, -0.005, text, fontsize=6.5, color="#555555", ha="left", va="top")  # below; bbox "tight"
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for ext in ("png", "pdf"):
@@ -160,6 +160,19 @@ def _mem_unit(values: Iterable[float]) -> tuple[float, str]:
     return 1, "bytes"
 
 
+def _profile_text(source: str) -> str:
+    """'resnet18 batch=2 image_size=64 width=16 on cpu' from a profile_model source string."""
+    import json
+
+    try:
+        params = json.loads(source[source.index("(") + 1: source.rindex(")")])
+    except (ValueError, json.JSONDecodeError):
+        return source
+    name = params.pop("model", "?")
+    device = params.pop("device", "default device")
+    return f"{name} " + " ".join(f"{k}={v}" for k, v in params.items()) + f" on {device}"
+
+
 # ============================================================================ figure bodies
 def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str, *,
                        objective_label: str = "makespan overhead (%)",
@@ -200,9 +213,13 @@ def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str,
     fig.suptitle(title, fontsize=10)
     fig.legend(handles.values(), handles.keys(), loc="upper right", fontsize=7.5, ncol=1, frameon=False,
                bbox_to_anchor=(1.0, 0.93))
-    fig.tight_layout(rect=(0, 0.04, 0.9, 0.95))
+    fig.tight_layout(rect=(0, 0, 0.9, 0.95))
     note = ("overhead = objective / (objective without memory savings) - 1; budgets count every byte, the input "
             "included; missing points: no schedule within the budget")
+    profiled = [_profile_text(str(v)) for v in dict.fromkeys(rows_all["source"].dropna())
+                if str(v).startswith("models.profiler")]
+    if profiled:
+        note += "\nchains profiled by models.profiler (times in ms, sizes in bytes): " + "; ".join(profiled)[:300]
     labels = rows_all["solver_label"].fillna(rows_all["solver"])
     unsupported = sorted({lab for lab in labels
                           if rows_all.loc[labels == lab, "status"].isin(["unsupported", "error"]).all()})
@@ -249,7 +266,7 @@ def solve_time_vs_size(rows: pd.DataFrame, out_dir: Path, stem: str, title: str)
     fig.suptitle(title, fontsize=10)
     fig.legend(handles.values(), handles.keys(), loc="upper right", fontsize=7.5, frameon=False,
                bbox_to_anchor=(1.0, 0.93))
-    fig.tight_layout(rect=(0, 0.04, 0.88, 0.95))
+    fig.tight_layout(rect=(0, 0, 0.88, 0.95))
     inst = ", ".join(dict.fromkeys(rows["instance"]))
     note = (f"instances: {inst if len(inst) < 150 else inst[:150] + '...'}; hollow markers: not proven optimal "
             f"within the time limit (dotted)")
@@ -280,7 +297,7 @@ def period_vs_memory(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) -
     fig.suptitle(title, fontsize=10)
     fig.legend(handles.values(), handles.keys(), loc="upper right", fontsize=7.5, frameon=False,
                bbox_to_anchor=(1.0, 0.93))
-    fig.tight_layout(rect=(0, 0.04, 0.88, 0.95))
+    fig.tight_layout(rect=(0, 0, 0.88, 0.95))
     opts = ", ".join(sorted({str(v) for v in rows["options"].dropna()}))
     return _finish(fig, rows, out_dir, stem, f"solver options: {opts}")
 
@@ -325,7 +342,7 @@ def predicted_vs_measured(rows: pd.DataFrame, out_dir: Path, stem: str, title: s
     checks = r["grad_check"].dropna() if "grad_check" in r else pd.Series(dtype=object)
     ok = int(sum(str(v).lower() == "true" for v in checks))
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0.06, 1, 0.95))
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     note = (f"device: {devices}; gradients equal to plain autograd in {ok}/{len(checks)} runs; "
             f"budgets: {', '.join(sorted(set(r['budget_spec'].astype(str)), key=_budget_sort))}; times on a shared "
             f"machine vary with its load")
@@ -390,7 +407,7 @@ def render(figure_id: str, rows: pd.DataFrame, out_dir: str | Path) -> tuple[lis
                     f"(run: memsched sweep experiments/configs/{_config_of(spec)}.toml)")
     if spec.needs is None and not r["status"].isin(FOUND).any():
         return [], f"figure {figure_id}: skipped, no run of sweep {', '.join(spec.sweeps)} found a schedule"
-    for col in ("solver_label", "overhead", "budget_fraction", "reference_peak", "size", "time_limit", "options",
+    for col in ("solver_label", "source", "message", "overhead", "budget_fraction", "reference_peak", "size", "time_limit", "options",
                 "measured_time_ms", "device", "grad_check"):
         if col not in r:
             r = r.assign(**{col: None})

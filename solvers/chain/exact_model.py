@@ -383,7 +383,10 @@ def warm_start_schedule(chain: Chain, budget: int, slots: int) -> tuple[Schedule
     try:
         from . import rotor  # noqa: F401
 
-        res = registry_solve("chain", chain, "rotor", budget, slots=slots)
+        # with exact sizes (slots=0) the DP's table grows with the budget: use 500 slots then
+        # (a schedule that fits 500 slots fits the real budget)
+        dp_slots = slots if slots > 0 else (0 if budget <= 20_000 else 500)
+        res = registry_solve("chain", chain, "rotor", budget, slots=dp_slots)
         if res.schedule is not None:
             candidates.append((float(res.objective), res.schedule, "rotor"))
     except Exception:  # rotor missing or failing: fall back on the baselines

@@ -207,6 +207,11 @@ class Chain:
         return Chain(self.u_f.copy(), self.u_b.copy(), up(self.x), up(self.xbar), up(self.o_f), up(self.o_b),
                      name=self.name, stage_names=list(self.stage_names), meta=dict(self.meta))
 
+    def time_units_per_second(self) -> float:
+        """How many of the file's time units make a second (meta.units.time: ms by default)."""
+        unit = str(self.meta.get("units", {}).get("time", "ms"))
+        return {"s": 1.0, "ms": 1e3, "us": 1e6, "µs": 1e6, "ns": 1e9}.get(unit, 1e3)
+
     def total_time(self) -> float:
         """sum u_f + sum u_b: the makespan of a schedule without recomputation."""
         return float(self.u_f.sum() + self.u_b.sum())

@@ -54,7 +54,8 @@ class CheckmateModel:
     """The MILP above with index maps R[t][k], S[t][i], FREE[(t,i,k)], U[t][k] into `model`."""
 
     def __init__(self, graph: Graph, M: np.ndarray, B: int, *, integer_memory: bool = False):
-        self.graph, self.M, self.B = graph, [int(m) for m in M], int(B)
+        self.graph, self.B = graph, B
+        self.M = [int(m) for m in M] if integer_memory else [float(m) for m in M]
         n = graph.n
         lm = self.model = LinearModel()
         self.R = [[lm.var(1 if k == t else 0, 1, True) for k in range(t + 1)] for t in range(n)]

@@ -21,8 +21,6 @@ from typing import Any
 from ..chain.instance import Chain
 from ..errors import InputError
 
-_PER_SECOND = {"s": 1.0, "ms": 1e3, "us": 1e6, "µs": 1e6, "ns": 1e9}
-
 
 @dataclass(eq=False)
 class OffloadInstance:
@@ -49,8 +47,7 @@ class OffloadInstance:
     @property
     def time_scale(self) -> float:
         """Chain time units per second."""
-        unit = str(self.chain.meta.get("units", {}).get("time", "ms"))
-        return _PER_SECOND.get(unit, 1e3)
+        return self.chain.time_units_per_second()
 
     def transfer_time(self, size: int) -> float:
         """Time (chain unit) to move `size` bytes across the link, latency included."""

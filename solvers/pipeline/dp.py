@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputError
 from ..result import INFEASIBLE, OPTIMAL, SolveResult
 from .instance import Pipeline
 from .simulator import SCHEDULES, Partition
@@ -147,10 +148,12 @@ def min_budget(inst: Pipeline, devices: int, *, schedule: str = "1f1b", micro_ba
 
 def _defaults(devices: int | None, schedule: str, micro_batches: int | None) -> tuple[int, str, int | None]:
     if devices is None or int(devices) < 1:
-        raise ValueError("pipeline solvers need devices >= 1")
+        raise InputError(f"pipeline solvers need a number of devices >= 1, got {devices!r}", field="devices")
     schedule = str(schedule).lower()
     if schedule not in SCHEDULES:
-        raise ValueError(f"unknown schedule {schedule!r} (one of {', '.join(SCHEDULES)})")
+        raise InputError(f"unknown schedule {schedule!r} (one of {', '.join(SCHEDULES)})", field="schedule")
+    if micro_batches is not None and int(micro_batches) < 1:
+        raise InputError(f"must be >= 1, got {micro_batches!r}", field="micro_batches")
     if schedule == "gpipe" and not micro_batches:
         micro_batches = 4 * int(devices)
     return int(devices), schedule, micro_batches

@@ -1,0 +1,116 @@
+"""Benchmark of the pipeline partitioners: period versus memory per device, and solver times.
+
+    python -m experiments.bench_pipeline [--quick] [--out results/bench_pipeline.csv]
+
+Part 1 (kind=sweep): synthetic VGG-16, ResNet-50 and GPT-style profiles
+(`solvers.pipeline.profiles`, 12 GB/s links, weights x 4) on P in {2, 4, 8} devices, memory per
+device from the smallest feasible one (madpipe's `min_budget`) up to 3x, for every solver.
+Part 2 (kind=timing): the targets of issue 7: the CP-SAT model proving optimality for 100 layers
+on 8 devices (within 60 s), the DPs on 300 layers and 16 devices (under a second).
+One CSV row per run; times are wall-clock on whatever the machine is doing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+from pathlib import Path
+from typing import Any
+
+from solvers import __version__, registry
+from solvers.pipeline import profiles
+from solvers.pipeline.dp import min_budget
+
+FIELDS = ["kind", "profile", "layers", "devices", "memory", "memory_factor", "solver", "options", "status", "period_s",
+          "peak_memory", "lower_bound_s", "min_budget", "solve_time_s", "stages", "partition", "version"]
+BANDWIDTH = 12e9
+SOLVERS: list[tuple[str, dict[str, Any]]] = [
+    ("madpipe", {}), ("pipedream", {}), ("pipedream", {"replication": True}), ("balance-time", {}),
+    ("cpsat", {"time_limit": 60}),
+]
+
+
+def _row(kind: str, inst: Any, P: int, memory: int, factor: float, solver: str, opts: dict[str, Any]) -> dict[str, Any]:
+    start = time.perf_counter()
+    r = registry.solve("pipeline", inst, solver, memory, devices=P, **opts)
+    wall = time.perf_counter() - start
+    u = inst.time_unit
+    return {
+        "kind": kind, "profile": inst.name, "layers": inst.length, "devices": P, "memory": memory,
+        "memory_factor": round(factor, 3), "solver": solver,
+        "options": ";".join(f"{k}={v}" for k, v in opts.items() if k != "time_limit"),
+        "status": r.status, "period_s": r.objective * u if r.objective is not None else "",
+        "peak_memory": r.peak_memory if r.peak_memory is not None else "",
+        "lower_bound_s": r.lower_bound * u if r.lower_bound is not None else "",
+        "min_budget": r.min_budget if r.min_budget is not None else "", "solve_time_s": round(wall, 4),
+        "stages": len(r.schedule.stages) if r.schedule is not None else "",
+        "partition": str(r.schedule) if r.schedule is not None else "", "version": __version__,
+    }
+
+
+def sweep(quick: bool) -> list[dict[str, Any]]:
+    rows = []
+    insts = [profiles.vgg16(), profiles.resnet50(), profiles.transformer(layers=24)]
+    factors = [1.0, 1.25, 2.0] if quick else [1.0, 1.1, 1.25, 1.5, 2.0, 3.0]
+    for base in insts:
+        inst = base.with_machine(bandwidth=BANDWIDTH)
+        for P in [2, 4, 8]:
+            lo = min_budget(inst, P)
+            for f in factors:
+                for solver, opts in SOLVERS:
+                    rows.append(_row("sweep", inst, P, int(lo * f), f, solver, opts))
+    return rows
+
+
+def timing(quick: bool) -> list[dict[str, Any]]:
+    rows = []
+    exact = [profiles.transformer(layers=98)] if quick else [profiles.transformer(layers=98),
+                                                            profiles.scaled(profiles.resnet50(), 100),
+                                                            profiles.scaled(profiles.vgg16(), 100)]
+    for base in exact:
+        inst = base.with_machine(bandwidth=BANDWIDTH)
+        lo = min_budget(inst, 8)
+        for f in [1.25] if quick else [1.0, 1.25, 2.0, 1000.0]:
+            rows.append(_row("timing", inst, 8, int(lo * f), f, "cpsat", {"time_limit": 60}))
+            rows.append(_row("timing", inst, 8, int(lo * f), f, "madpipe", {}))
+    big = profiles.scaled(profiles.vgg16(), 300).with_machine(bandwidth=BANDWIDTH)
+    lo = min_budget(big, 16)
+    for solver, opts in [("madpipe", {}), ("pipedream", {}), ("balance-time", {}), ("madpipe", {"replication": True}),
+                         ("pipedream", {"replication": True})]:
+        rows.append(_row("timing", big, 16, int(lo * 1.25), 1.25, solver, opts))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer memory points and timing cases")
+    ap.add_argument("--out", default="results/bench_pipeline.csv")
+    ap.add_argument("--part", choices=("all", "sweep", "timing"), default="all")
+    args = ap.parse_args(argv)
+    rows = []
+    if args.part in ("all", "sweep"):
+        rows += sweep(args.quick)
+    if args.part in ("all", "timing"):
+        rows += timing(args.quick)
+    print(f"{'kind':<7} {'profile':<22} {'L':>4} {'P':>3} {'mem x':>6} {'solver':<13} {'opt':<16} {'status':<10} "
+          f"{'period (s)':>11} {'peak GiB':>9} {'time (s)':>9}")
+    for r in rows:
+        period = f"{r['period_s']:.5g}" if r["period_s"] != "" else "-"
+        peak = f"{r['peak_memory'] / 2**30:.2f}" if r["peak_memory"] != "" else "-"
+        print(f"{r['kind']:<7} {r['profile']:<22} {r['layers']:>4} {r['devices']:>3} {r['memory_factor']:>6} "
+              f"{r['solver']:<13} {r['options']:<16} {r['status']:<10} {period:>11} {peak:>9} {r['solve_time_s']:>9}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    with tmp.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(out)
+    print(f"wrote {len(rows)} rows to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,118 @@
+"""The LP relaxation of Checkmate's MILP: a lower bound, and Checkmate's LP-rounding heuristic.
+
+`lp_bound` solves the relaxation (GLOP) and returns its value: a lower bound on the optimum of
+Checkmate's model (frontier-advancing schedules in the given order), at least sum_v C_v.
+
+`solve_checkmate_approx` is Checkmate's two-step approximation: round the relaxed
+checkpoint matrix S* (deterministically at several thresholds, and by randomized rounding
+S ~ Bernoulli(S*)), then compute the cheapest R that makes each rounded S valid (stage t
+computes t, every checkpoint S[t+1,i] not already kept, and, backwards, every input of a
+computed node that is not kept) and keep the cheapest schedule that fits the budget in the
+simulator. No proof of optimality; the LP value is reported as the lower bound.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ..result import FEASIBLE, INFEASIBLE, TIMEOUT, SolveResult
+from .checkmate_milp import CheckmateModel
+from .instance import Graph
+from .linmodel import solve_milp
+from .simulator import GraphSchedule, simulate
+
+
+def lp_relaxation(graph: Graph, budget: int, *, slots: int = 0, time_limit: float | None = None
+                  ) -> tuple[float | None, CheckmateModel, list[float] | None, str]:
+    """(LP value, model, values, status) of Checkmate's relaxation at `budget`."""
+    # exact sizes, scaled so that the budget is 1000 (a rounded-up discretisation would not
+    # give a valid bound for the real sizes)
+    scale = 1000.0 / max(int(budget), 1)
+    cm = CheckmateModel(graph, graph.cost_ram * scale, 1000.0)
+    sol = solve_milp(cm.model, "scip", time_limit=time_limit, relax=True)
+    return sol.objective, cm, sol.values, sol.status
+
+
+def lp_bound(graph: Graph, budget: int, *, slots: int = 500, time_limit: float | None = None) -> float | None:
+    """Lower bound on Checkmate's optimum at `budget` (None when the LP is infeasible or timed
+    out; infeasible LP means no Checkmate schedule fits)."""
+    value, _, _, status = lp_relaxation(graph, budget, slots=slots, time_limit=time_limit)
+    if value is None:
+        return None
+    return max(float(value), graph.total_cpu()) if status == "optimal" else None
+
+
+def r_given_s(graph: Graph, S: np.ndarray) -> np.ndarray:
+    """Cheapest R valid for the checkpoint matrix S (Checkmate's "solve R given S")."""
+    n = graph.n
+    R = np.zeros((n, n), bool)
+    S = S.copy()
+    for t in range(n):
+        R[t, t] = True
+        if t + 1 < n:
+            for i in range(t + 1):
+                if S[t + 1, i] and not (i < t and S[t, i]):
+                    R[t, i] = True
+        for k in range(t, -1, -1):
+            if R[t, k]:
+                for i in graph.preds[k]:
+                    if not S[t, i]:
+                        R[t, i] = True
+    return R
+
+
+def _sequence(R: np.ndarray) -> list[int]:
+    n = R.shape[0]
+    return [k for t in range(n) for k in range(t + 1) if R[t, k]]
+
+
+def solve_checkmate_approx(graph: Graph, budget: int, *, slots: int = 500, time_limit: float | None = None,
+                           samples: int = 20, seed: int = 0, **_: Any) -> SolveResult:
+    """Checkmate's LP rounding (module docstring)."""
+    start = time.perf_counter()
+    res = SolveResult(problem="graph", solver="checkmate-approx", status=TIMEOUT,
+                      scope="Checkmate LP rounding (lower bound: the LP relaxation of Checkmate's model)")
+    value, cm, values, status = lp_relaxation(graph, budget, slots=slots, time_limit=time_limit)
+    if status == "infeasible":
+        res.status = INFEASIBLE
+        res.message = "the LP relaxation is infeasible: no Checkmate schedule fits"
+        res.solve_time_s = time.perf_counter() - start
+        return res
+    if values is None:
+        res.solve_time_s = time.perf_counter() - start
+        return res
+    n = graph.n
+    Sstar = np.zeros((n, n))
+    for t in range(n):
+        for i in range(t):
+            Sstar[t, i] = values[cm.S[t][i]]
+    rng = np.random.default_rng(seed)
+    candidates = [Sstar > thr for thr in (0.01, 0.1, 0.25, 0.5, 0.75, 0.9)]
+    candidates += [rng.random(Sstar.shape) < Sstar for _ in range(samples)]
+    best, smallest = None, None
+    for S in candidates:
+        seq = _sequence(r_given_s(graph, S))
+        sim = simulate(graph, seq)
+        if sim.violation is not None:
+            continue
+        if sim.peak_memory <= budget and (best is None or sim.makespan < best[0]):
+            best = (sim.makespan, seq)
+        if smallest is None or sim.peak_memory < smallest:
+            smallest = sim.peak_memory
+    res.lower_bound = max(float(value), graph.total_cpu())
+    res.details["lp_value"] = float(value)
+    if best is None:
+        res.status = INFEASIBLE
+        res.min_budget = smallest
+        res.message = "no rounding fits the budget"
+    else:
+        res.status = FEASIBLE
+        res.schedule = GraphSchedule.from_indices(graph, best[1])
+        res.objective = best[0]
+        res.peak_memory = simulate(graph, best[1]).peak_memory
+        res.lower_bound = min(res.lower_bound, best[0])
+    res.solve_time_s = time.perf_counter() - start
+    return res
