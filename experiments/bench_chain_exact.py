@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--solvers", nargs="+", default=list(SOLVERS), help=f"from {', '.join(SOLVERS)}")
     ap.add_argument("--slots", type=int, default=100)
     ap.add_argument("--time-limit", type=float, default=60.0)
-    ap.add_argument("--num-workers", type=int, default=2, help="threads for CP-SAT (MILP backends use 1)")
+    ap.add_argument("--num-workers", type=int, default=1, help="CP-SAT workers (MILP backends use 1 thread)")
     ap.add_argument("--no-warm-start", action="store_true")
     ap.add_argument("--out", default="results/bench_chain_exact.csv")
     args = ap.parse_args(argv)

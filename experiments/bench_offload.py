@@ -35,7 +35,7 @@ RESULTS = Path(__file__).resolve().parent.parent / "results" / "offload"
 ZOO = {  # small sizes so that profiling takes seconds on 2 cores
     "resnet50": {"batch": 4, "image_size": 64, "width": 16},
     "densenet121": {"batch": 4, "image_size": 64, "width": 16},
-    "gpt2": {"batch": 2, "seq_len": 128, "width": 128, "depth": 6},
+    "gpt2": {"batch": 4, "seq_len": 128, "width": 128, "depth": 8, "vocab": 2048},
 }
 STRATEGIES = {"remat only": ["remat-only"], "offload only": ["vdnn", "offload-prefix"], "both": ["rotor-offload"]}
 

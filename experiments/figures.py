@@ -41,6 +41,14 @@ STYLE: dict[str, tuple[str, str]] = {
     "recompute-all": ("#17becf", "*"), "checkmate": ("#d62728", "s"), "checkmate-approx": ("#e377c2", "h"),
     "checkpoint-all": ("#7f7f7f", "x"), "dtr": ("#bcbd22", "<"), "greedy": ("#ff7f0e", ">"),
     "griewank": ("#2ca02c", "^"),
+    # pipelines
+    "madpipe": ("#1f77b4", "o"), "pipedream": ("#ff7f0e", "v"), "balance-time": ("#2ca02c", "^"),
+    # join networks
+    "dp": ("#1f77b4", "o"), "exact": ("#d62728", "s"), "equal": ("#ff7f0e", "v"), "proportional": ("#2ca02c", "^"),
+    "sequential": ("#8c564b", "P"),
+    # offloading
+    "none": ("#7f7f7f", "x"), "remat-only": ("#1f77b4", "o"), "vdnn": ("#ff7f0e", "v"),
+    "offload-prefix": ("#2ca02c", "^"), "rotor-offload": ("#e377c2", "h"),
 }
 _FALLBACK = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
              "#bcbd22", "#17becf"]
@@ -107,9 +115,13 @@ def stamp(rows: pd.DataFrame) -> str:
 
 
 def _finish(fig: plt.Figure, rows: pd.DataFrame, out_dir: Path, stem: str, note: str = "") -> list[Path]:
+    import textwrap
+
     text = stamp(rows)
     if note:
         text = f"{note}\n{text}"
+    width = max(60, int(fig.get_figwidth() * 17))
+    text = "\n".join(textwrap.fill(line, width) for line in text.splitlines())
     fig.text(0.01, -0.005, text, fontsize=6.5, color="#555555", ha="left", va="top")  # below; bbox "tight"
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -129,6 +141,17 @@ def _grid(n: int, *, width: float = 4.2, height: float = 3.3) -> tuple[plt.Figur
     for ax in flat[n:]:
         ax.set_visible(False)
     return fig, flat[:n]
+
+
+def _legend(fig: plt.Figure, axes: list[Any], handles: dict[str, Any]) -> tuple[float, float, float, float]:
+    """One legend: inside a single panel, else to the right of the panels; returns the
+    tight_layout rectangle that leaves room for it."""
+    if len(axes) == 1:
+        axes[0].legend(handles.values(), handles.keys(), fontsize=7.5, frameon=False)
+        return (0, 0, 1, 0.95)
+    fig.legend(handles.values(), handles.keys(), loc="upper right", fontsize=7.5, frameon=False,
+               bbox_to_anchor=(1.0, 0.93))
+    return (0, 0, 0.9, 0.95)
 
 
 def _solvers_in(rows: pd.DataFrame) -> list[str]:
@@ -211,9 +234,7 @@ def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str,
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7.5)
     fig.suptitle(title, fontsize=10)
-    fig.legend(handles.values(), handles.keys(), loc="upper right", fontsize=7.5, ncol=1, frameon=False,
-               bbox_to_anchor=(1.0, 0.93))
-    fig.tight_layout(rect=(0, 0, 0.9, 0.95))
+    fig.tight_layout(rect=_legend(fig, axes, handles))
     note = ("overhead = objective / (objective without memory savings) - 1; budgets count every byte, the input "
             "included; missing points: no schedule within the budget")
     profiled = [_profile_text(str(v)) for v in dict.fromkeys(rows_all["source"].dropna())
@@ -238,7 +259,7 @@ def solve_time_vs_size(rows: pd.DataFrame, out_dir: Path, stem: str, title: str)
     """Solve time (s, log scale) versus instance size, one line per solver and budget; hollow
     markers where the solver did not prove optimality (time limit)."""
     budgets = list(dict.fromkeys(rows["budget_spec"]))
-    fig, axes = _grid(len(budgets), width=4.6, height=3.6)
+    fig, axes = _grid(len(budgets), width=6.0 if len(budgets) == 1 else 4.6, height=3.8)
     handles: dict[str, Any] = {}
     for ax, b in zip(axes, budgets):
         r = rows[rows["budget_spec"] == b]
@@ -264,9 +285,7 @@ def solve_time_vs_size(rows: pd.DataFrame, out_dir: Path, stem: str, title: str)
         ax.grid(alpha=0.3, which="both")
         ax.tick_params(labelsize=7.5)
     fig.suptitle(title, fontsize=10)
-    fig.legend(handles.values(), handles.keys(), loc="upper right", fontsize=7.5, frameon=False,
-               bbox_to_anchor=(1.0, 0.93))
-    fig.tight_layout(rect=(0, 0, 0.88, 0.95))
+    fig.tight_layout(rect=_legend(fig, axes, handles))
     inst = ", ".join(dict.fromkeys(rows["instance"]))
     note = (f"instances: {inst if len(inst) < 150 else inst[:150] + '...'}; hollow markers: not proven optimal "
             f"within the time limit (dotted)")
@@ -295,9 +314,7 @@ def period_vs_memory(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) -
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7.5)
     fig.suptitle(title, fontsize=10)
-    fig.legend(handles.values(), handles.keys(), loc="upper right", fontsize=7.5, frameon=False,
-               bbox_to_anchor=(1.0, 0.93))
-    fig.tight_layout(rect=(0, 0, 0.88, 0.95))
+    fig.tight_layout(rect=_legend(fig, axes, handles))
     opts = ", ".join(sorted({str(v) for v in rows["options"].dropna()}))
     return _finish(fig, rows, out_dir, stem, f"solver options: {opts}")
 
@@ -407,8 +424,8 @@ def render(figure_id: str, rows: pd.DataFrame, out_dir: str | Path) -> tuple[lis
                     f"(run: memsched sweep experiments/configs/{_config_of(spec)}.toml)")
     if spec.needs is None and not r["status"].isin(FOUND).any():
         return [], f"figure {figure_id}: skipped, no run of sweep {', '.join(spec.sweeps)} found a schedule"
-    for col in ("solver_label", "source", "message", "overhead", "budget_fraction", "reference_peak", "size", "time_limit", "options",
-                "measured_time_ms", "device", "grad_check"):
+    for col in ("solver_label", "source", "message", "overhead", "budget_fraction", "reference_peak", "size",
+                "time_limit", "options", "measured_time_ms", "device", "grad_check"):
         if col not in r:
             r = r.assign(**{col: None})
     return spec.draw(r, Path(out_dir), spec.stem, spec.title), None

@@ -151,3 +151,19 @@ def test_cli_partition_exit_codes(tmp_path):
     code, out, _ = _cli("partition", DATA / "mlp7.chain.json", "--devices", "3", "--memory", "1GB",
                         "--schedule", "gpipe", "--micro-batches", "6", "--json", "--solver", "balance-time")
     assert code == 0 and json.loads(out)["stages"][0]["in_flight"] == 6
+
+
+def test_partition_json_round_trip_and_replay():
+    from solvers import pipeline, registry
+
+    inst = load(DATA / "resnet50-b32.graph.txt")
+    res = registry.solve("pipeline", inst, "madpipe", 2 * 10**9, devices=4)
+    code, out, _ = _cli("partition", DATA / "resnet50-b32.graph.txt", "--devices", "4", "--memory", "2GB", "--json")
+    assert code == 0
+    for data in (res.schedule.to_json(), json.loads(out)):
+        part = pipeline.schedule_from_json(data, inst)
+        rep = pipeline.replay(inst, part, 2 * 10**9)
+        assert rep.violation is None
+        assert rep.objective == pytest.approx(res.objective) and rep.peak_memory == res.peak_memory
+    with pytest.raises(InputError):
+        pipeline.schedule_from_json({"stages": [{"first_layer": 0}]}, inst)

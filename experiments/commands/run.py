@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -88,14 +89,14 @@ def main(args: argparse.Namespace) -> int:
                            "status": result.status, "device": str(model.example_input.device),
                            "units": {"time": "ms", "memory": "bytes"}, "store_all_peak": reference}
     if not result.found:
-        msg = result.message or f"no schedule of {args.solver} fits {budget} bytes"
+        msg = f"{args.solver} finds no schedule within budget {budget} bytes"
         if result.min_budget is not None:
             msg += f" (smallest feasible budget: {result.min_budget} bytes)"
         out.update(message=msg, min_budget=result.min_budget, predicted=None, measured=None, grad_check=None)
         if args.json:
             print(json.dumps(out))
         else:
-            print(f"memsched run: infeasible: {msg}")
+            print(f"memsched run: infeasible: {msg}", file=sys.stderr)
         return 1
     executor = ChainExecutor(model.blocks, model.loss_fn)
     x, target = model.example_input, model.target

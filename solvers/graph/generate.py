@@ -44,11 +44,14 @@ def training_graph(
     bwd_factor: float = 2.0,
     loss_cpu: float = 1.0,
     input_size: int = 1,
+    needs: Sequence[str] | None = None,
     name: str = "training-graph",
     meta: dict | None = None,
 ) -> Graph:
     """Forward DAG (nodes 0..m-1, edges forward) -> forward + loss + backward graph (see module doc).
 
+    ``needs[v]`` says which forward tensors B_v reads: "both" (default: its inputs and its
+    output), "input" (e.g. a convolution), "output" (e.g. a ReLU) or "none" (e.g. an addition).
     Node order: F_0..F_{m-1}, loss, B_{m-1}..B_0 (a topological order).
     """
     m = len(fwd_cpu)
@@ -78,8 +81,11 @@ def training_graph(
         edges += [(bidx[w], b) for w in fsucc[v]]
         if not fsucc[v]:
             edges.append((loss, b))
-        edges.append((v, b))
-        edges += [(u, b) for u in fpred[v]]
+        need = needs[v] if needs is not None else "both"
+        if need in ("both", "output"):
+            edges.append((v, b))
+        if need in ("both", "input"):
+            edges += [(u, b) for u in fpred[v]]
     return Graph.from_lists(cpu, ram, edges, name=name, names=label, backward=back, meta=meta)
 
 
@@ -173,7 +179,8 @@ def _conv(h: int, cin: int, cout: int, k: int = 3) -> tuple[float, int]:
 def vgg16(batch: int = 1) -> Graph:
     """A VGG-16-like training graph (224 x 224 input): 21 forward ops (13 conv+ReLU, 5 pools,
     3 fully connected), the loss and 21 backward ops: 43 nodes. cost_cpu in MFLOP, cost_ram in
-    KiB of float32 activations, both times `batch`."""
+    KiB of float32 activations, both times `batch`. Each backward reads its op's input only
+    (the ReLU masks are folded into the convolutions and not modelled)."""
     cfg = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]
     cpu, ram, names = [], [], []
     h, c = 224, 3
@@ -195,7 +202,7 @@ def vgg16(batch: int = 1) -> Graph:
         names.append(f"fc{i + 1}")
     m = len(cpu)
     return training_graph([batch * v for v in cpu], [batch * v for v in ram], [(i, i + 1) for i in range(m - 1)],
-                          names=names, loss_cpu=0.01, input_size=batch * math.ceil(224 * 224 * 3 * 4 / 1024),
+                          names=names, loss_cpu=0.01, needs=["input"] * m, input_size=batch * math.ceil(224 * 224 * 3 * 4 / 1024),
                           name="vgg16-like", meta={"source": "solvers.graph.generate.vgg16", "units":
                                                    {"time": "MFLOP", "memory": "KiB"}})
 
@@ -206,13 +213,16 @@ def resnet(blocks: Sequence[int] = (3, 4, 6, 3), batch: int = 1, *, name: str = 
     Forward ops: stem conv, bn, relu, maxpool; per bottleneck block conv1x1, bn, relu, conv3x3,
     bn, relu, conv1x1, bn, (downsample conv, bn in the first block of a stage), add, relu; then
     avgpool and fc. With the default (3, 4, 6, 3) (ResNet-50): 174 forward ops, 349 nodes.
+    Backward ops read their op's input (conv, bn, pools, fc), its output (ReLU) or nothing (add).
     """
     cpu: list[float] = []
     ram: list[int] = []
     names: list[str] = []
     edges: list[tuple[int, int]] = []
+    needs: list[str] = []
 
-    def add(nm: str, f: float, r: int, inputs: Sequence[int]) -> int:
+    def add(nm: str, f: float, r: int, inputs: Sequence[int], need: str = "input") -> int:
+        needs.append(need)
         cpu.append(f)
         ram.append(r)
         names.append(nm)
@@ -221,7 +231,9 @@ def resnet(blocks: Sequence[int] = (3, 4, 6, 3), batch: int = 1, *, name: str = 
         return v
 
     def elementwise(nm: str, h: int, c: int, inputs: Sequence[int]) -> int:
-        return add(nm, h * h * c * 2 / 1e6, math.ceil(h * h * c * 4 / 1024), inputs)
+        kind = nm.rsplit(".", 1)[-1]
+        need = "output" if kind.startswith("relu") else "none" if kind == "add" else "input"
+        return add(nm, h * h * c * 2 / 1e6, math.ceil(h * h * c * 4 / 1024), inputs, need)
 
     f, r = _conv(112, 3, 64, 7)
     v = add("conv1", f, r, [])
@@ -254,9 +266,10 @@ def resnet(blocks: Sequence[int] = (3, 4, 6, 3), batch: int = 1, *, name: str = 
             y = elementwise(f"{p}.add", ho, out, [x, y])
             v = elementwise(f"{p}.relu3", ho, out, [y])
             h, c = ho, out
-    v = add("avgpool", h * h * c / 1e6, math.ceil(c * 4 / 1024), [v])
+    v = add("avgpool", h * h * c / 1e6, math.ceil(c * 4 / 1024), [v], "none")
     add("fc", 2.0 * c * 1000 / 1e6, math.ceil(1000 * 4 / 1024), [v])
     return training_graph([batch * x for x in cpu], [batch * x for x in ram], edges, names=names, loss_cpu=0.01,
+                          needs=needs,
                           input_size=batch * math.ceil(224 * 224 * 3 * 4 / 1024), name=name,
                           meta={"source": f"solvers.graph.generate.resnet({tuple(blocks)})",
                                 "units": {"time": "MFLOP", "memory": "KiB"}})

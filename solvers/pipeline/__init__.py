@@ -10,12 +10,16 @@ profiles and chain files by default).
 
 from __future__ import annotations
 
+from typing import Any
+
+from ..errors import InputError
 from ..registry import Replay
 from .instance import DEFAULT_WEIGHT_FACTOR, Pipeline, from_chain, from_graph_txt
 from .simulator import SCHEDULES, Partition, Stage, evaluate, simulate_batch
 
 __all__ = ["Pipeline", "Partition", "Stage", "SCHEDULES", "DEFAULT_WEIGHT_FACTOR", "evaluate", "simulate_batch",
-           "from_chain", "from_graph_txt", "load", "replay", "reference_peak", "SOLVERS", "DEFAULT_SOLVER"]
+           "from_chain", "from_graph_txt", "load", "replay", "reference_peak", "schedule_from_json", "SOLVERS",
+           "DEFAULT_SOLVER"]
 
 DEFAULT_SOLVER = "madpipe"
 
@@ -41,6 +45,17 @@ def replay(inst: Pipeline, partition: Partition, budget: int | None = None) -> R
     """The simulator's period and peak memory per device for `partition`."""
     ev = evaluate(inst, partition, budget)
     return Replay(ev.period, ev.peak_memory, ev.violation)
+
+
+def schedule_from_json(data: Any, inst: Pipeline, *, path: str = "<partition>") -> Partition:
+    """A partition from its JSON (`Partition.to_json`, or a `memsched partition --json` output)."""
+    if isinstance(data, dict) and isinstance(data.get("schedule"), dict):
+        data = data["schedule"]
+    part = Partition.from_json(data, path=path)
+    if part.stages[-1].last >= inst.length:
+        raise InputError(f"the partition reaches layer {part.stages[-1].last}, the instance has {inst.length}",
+                         path=path, field="stages")
+    return part
 
 
 def reference_peak(inst: Pipeline) -> int:

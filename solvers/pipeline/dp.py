@@ -100,32 +100,52 @@ def partition_dp(
     for i in range(L - 1, -1, -1):
         arr = stage_arrays(inst, pre, i)
         n_j = L - i
-        for d in range(1, P + 1):
-            best, arg = INF, None
-            for r in range(1, d + 1) if replication else (1,):
-                n = math.ceil(d / r) if schedule == "1f1b" else math.ceil(int(micro_batches) / r)
-                mem = arr["wmem"] + n * arr["stash"] + arr["buffers"]
-                # the rest of the chain on d - r devices; the last layer ends the chain
+        ar = inst.comm_time(1.0) * 4.0 * arr["W"]  # allreduce time of the stage's weights, times r / (r - 1)
+        link1 = inst.comm_time(2.0 * inst.input_of(i)) if i > 0 else 0.0
+        if not replication:  # straight pipeline: one vectorised step per (i, d)
+            base = np.maximum(arr["fb"], link1)
+            for d in range(1, P + 1):
+                n = d if schedule == "1f1b" else int(micro_batches)
                 rest = np.empty(n_j)
-                rest[:-1] = G[i + 1 : L, d - r] if d - r >= 1 else INF
-                rest[-1] = 0.0 if d == r else INF
+                rest[:-1] = G[i + 1 : L, d - 1] if d > 1 else INF
+                rest[-1] = 0.0 if d == 1 else INF
                 if objective == "memory":
-                    val = np.maximum(mem.astype(float), rest)
+                    val = np.maximum((arr["wmem"] + n * arr["stash"] + arr["buffers"]).astype(float), rest)
                 else:
-                    if r > 1:
-                        tau = (arr["fb"] + inst.comm_time(1.0) * 4.0 * (r - 1) * arr["W"] / r) / r
-                    else:
-                        tau = arr["fb"]
-                    link = inst.comm_time(2.0 * inst.input_of(i)) / r if i > 0 else 0.0
-                    val = np.maximum(np.maximum(tau, link), rest)
+                    val = np.maximum(base, rest)
                     if limit < INF:
-                        val = np.where(mem <= limit, val, INF)
+                        val = np.where(arr["wmem"] + n * arr["stash"] + arr["buffers"] <= limit, val, INF)
                 k = int(np.argmin(val))
-                if val[k] < best:
-                    best, arg = float(val[k]), (i + k, r)
-            G[i, d] = best
-            if arg is not None:
-                choice[(i, d)] = arg
+                G[i, d] = float(val[k])
+                if math.isfinite(G[i, d]):
+                    choice[(i, d)] = (i + k, 1)
+            continue
+        for d in range(1, P + 1):
+            rs = np.arange(1, d + 1)
+            if schedule == "1f1b":
+                n = -(-d // rs)
+            else:
+                n = -(-int(micro_batches) // rs)
+            mem = arr["wmem"][None, :] + n[:, None] * arr["stash"][None, :] + arr["buffers"][None, :]
+            # the rest of the chain on d - r devices; the last layer ends the chain
+            rest = np.full((len(rs), n_j), INF)
+            ok = d - rs >= 1
+            if n_j > 1 and ok.any():
+                rest[ok, :-1] = G[i + 1 : L, d - rs[ok]].T
+            rest[:, -1] = np.where(rs == d, 0.0, INF)
+            if objective == "memory":
+                val = np.maximum(mem.astype(float), rest)
+            else:
+                r = rs[:, None].astype(float)
+                tau = (arr["fb"][None, :] + ar[None, :] * (r - 1) / r) / r
+                val = np.maximum(np.maximum(tau, link1 / r), rest)
+                if limit < INF:
+                    val = np.where(mem <= limit, val, INF)
+            k = int(np.argmin(val))
+            ri, jk = divmod(k, n_j)
+            G[i, d] = float(val[ri, jk])
+            if math.isfinite(G[i, d]):
+                choice[(i, d)] = (i + jk, int(rs[ri]))
     d_best = int(np.argmin(G[0, 1:])) + 1
     if not math.isfinite(G[0, d_best]):
         return None

@@ -122,6 +122,9 @@ class Partition:
         return cls.from_bounds(bounds, schedule=schedule, micro_batches=data.get("micro_batches"),
                                devices=data.get("devices"))
 
+    def __len__(self) -> int:
+        return len(self.stages)
+
     def __str__(self) -> str:
         parts = [f"[{s.first}-{s.last}]" + (f"x{s.replicas}" if s.replicas > 1 else "") for s in self.stages]
         return f"{self.schedule}: " + " ".join(parts)

@@ -1,0 +1,451 @@
+"""Execute a join `JoinSchedule` for real: one training step of k branches joined at a loss.
+
+Branch b is a chain of blocks (block i maps a_i^b to a_{i+1}^b, input a_0^b); the loss
+``loss_fn([a_{L_0}^0, ..., a_{L_{k-1}}^{k-1}], target)`` joins them (docs/join_format.md).
+Each branch keeps its own stores of activations, tapes and gradients keyed by stage, and its
+forward and backward operations are those of `models.executor.ChainExecutor` (the same code,
+``ChainExecutor._apply`` on the branch's state):
+
+==========  ================================================================================
+op          what the executor does
+==========  ================================================================================
+F_all(b,i)  as the chain executor's F_all(i) on branch b: a leaf copy of a_i^b, block i with
+            autograd, keeps the tape abar_{i+1}^b = (leaf, output)
+F_ck(b,i)   block i of branch b under ``torch.no_grad()``; keeps a_i^b, stores a_{i+1}^b
+F_n(b,i)    as F_ck, then drops the standalone a_i^b
+Loss        ``y_b = a_{L_b}^b.detach().requires_grad_()`` for every b (each a leaf);
+            ``loss_fn([y_0, ..., y_{k-1}], target).backward()``; delta_{L_b}^b = y_b.grad;
+            drops every standalone a_{L_b}^b
+B(b,i)      ``torch.autograd.backward`` on the tape abar_{i+1}^b with delta_{i+1}^b; delta_i^b
+            = the leaf's grad (None for integer inputs such as token ids); drops abar_{i+1}^b,
+            delta_{i+1}^b and the standalone a_i^b. Parameter gradients accumulate into
+            ``.grad``: the branches of a Siamese network share their modules, so their
+            gradients add up in the same ``.grad``, as in a plain forward/backward.
+==========  ================================================================================
+
+Randomness: a join schedule may run the first forwards of the branches in any order (the DP
+runs the forward sweeps in the order sigma(k), ..., sigma(1)), so recording the RNG state at
+each stage's first forward, as the chain executor does, would draw different dropout masks
+than a plain forward. Instead every forward of stage i of branch b (first run and
+recomputations alike) runs inside ``torch.random.fork_rng`` with the generator seeded by
+``stage_seed(seed, b, i)``; `reference_join_step` does the same in a plain forward/backward.
+Dropout masks are thus identical across schedules and the reference, and the global RNG stream
+is left as it was. (Without dropout this changes nothing.)
+
+Memory (bytes) is measured as in the chain executor: ``torch.cuda.max_memory_allocated`` on
+CUDA, `models.memory.LiveTensorTracker` on CPU; the executor first copies every input a_0^b,
+and parameter gradients are allocated (zeros) before the step, so weights and their gradients
+are not counted, as in the join simulator. Time is measured in separate runs without the
+tracker on CPU, in milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from solvers.chain.schedule import Op
+from solvers.join import Join, JoinSchedule, JOp, simulate
+from solvers.join.simulator import LOSS
+
+from .executor import ChainExecutor, OpTrace, StepResult, _State, _sync, as_blocks, compare_gradients
+from .join_zoo import JoinLossFn
+from .memory import LiveTensorTracker, cpu_clock
+
+__all__ = ["JoinExecutor", "JoinStepResult", "reference_join_step", "join_parameters", "execute_join",
+           "stage_seed", "run_join", "compare_input_gradients"]
+
+
+def stage_seed(seed: int, branch: int, stage: int) -> int:
+    """The RNG seed of every forward of stage `stage` of branch `branch` in a step seeded `seed`."""
+    return (int(seed) * 1_000_003 + (branch + 1) * 65_537 + stage * 257 + 12_345) % (2 ** 62)
+
+
+class _StageRng:
+    """The ``forward(i)`` context of `models.executor._State`'s ``rng``, seeding each forward
+    of stage i of this branch with `stage_seed` (see the module docstring)."""
+
+    def __init__(self, device: torch.device, seed: int, branch: int) -> None:
+        self.device = device
+        self.seed = seed
+        self.branch = branch
+
+    @contextlib.contextmanager
+    def forward(self, i: int) -> Iterator[None]:
+        cuda = self.device.type == "cuda"
+        with torch.random.fork_rng(devices=[self.device] if cuda else []):
+            s = stage_seed(self.seed, self.branch, i)
+            torch.default_generator.manual_seed(s)
+            if cuda:
+                with torch.cuda.device(self.device):
+                    torch.cuda.manual_seed(s)
+            yield
+
+
+def join_parameters(branches: Sequence[Sequence[nn.Module]]) -> dict[str, nn.Parameter]:
+    """Distinct parameters of all branches, named ``"<branch>.<block>.<name>"`` (a parameter
+    shared by several branches, as in a Siamese network, once, under its first branch)."""
+    out: dict[str, nn.Parameter] = {}
+    seen: set[int] = set()
+    for b, blocks in enumerate(branches):
+        for i, block in enumerate(blocks):
+            for name, p in block.named_parameters():
+                if id(p) not in seen and p.requires_grad:
+                    seen.add(id(p))
+                    out[f"{b}.{i}.{name}"] = p
+    return out
+
+
+@dataclass
+class JoinStepResult(StepResult):
+    """One executed join training step (fields of `models.executor.StepResult`; ``input_grad``
+    is None and ``input_grads[b]`` is delta_0^b, None for integer inputs). ``predicted_peak`` /
+    ``predicted_makespan`` are the join simulator's for the join given."""
+
+    input_grads: list[torch.Tensor | None] = field(default_factory=list)
+
+
+def _seed_of(seed: int | None) -> int:
+    return int(torch.randint(0, 2 ** 31 - 1, (1,)).item()) if seed is None else int(seed)
+
+
+class JoinExecutor:
+    """Runs join schedules on `branches` (lists of blocks, one chain per branch) joined by
+    ``loss_fn(outputs, target)``; one `ChainExecutor` per branch runs its forward and backward
+    operations."""
+
+    def __init__(self, branches: Sequence[nn.Module | Sequence[nn.Module]], loss_fn: JoinLossFn) -> None:
+        self.branches = [as_blocks(b) for b in branches]
+        if not self.branches:
+            raise ValueError("a join needs at least one branch")
+        self.loss_fn = loss_fn
+        self.executors = [ChainExecutor(blocks, _no_chain_loss) for blocks in self.branches]
+        self.params = join_parameters(self.branches)
+
+    @property
+    def k(self) -> int:
+        """Number of branches."""
+        return len(self.branches)
+
+    @property
+    def lengths(self) -> list[int]:
+        """L_b of each branch."""
+        return [len(b) for b in self.branches]
+
+    # ----------------------------------------------------------------- one step
+    def step(
+        self,
+        schedule: JoinSchedule | Sequence[JOp],
+        inputs: Sequence[torch.Tensor],
+        target: Any,
+        *,
+        join: Join | None = None,
+        seed: int | None = 0,
+        measure_memory: bool = True,
+        measure_time: bool = True,
+        trace: bool = False,
+        time_repeats: int = 1,
+        clock: str = "wall",
+    ) -> JoinStepResult:
+        """Execute `schedule` as one training step on `inputs` (one tensor per branch).
+
+        With `join`, the schedule is first replayed by the join simulator (an invalid one raises
+        `solvers.errors.InputError`, a ValueError) and its predicted peak and makespan are
+        returned, with per-op predictions in the trace. Other options as
+        `models.executor.ChainExecutor.step`: memory and time are measured in separate runs on
+        CPU; `time_repeats` timed runs, median in ms; `seed` seeds the per-stage RNG streams
+        (see the module docstring; None draws one from torch's generator).
+        """
+        ops = list(schedule.ops if isinstance(schedule, JoinSchedule) else schedule)
+        if len(inputs) != self.k:
+            raise ValueError(f"{len(inputs)} inputs for {self.k} branches")
+        device = inputs[0].device
+        seed = _seed_of(seed)
+        predicted_peak = predicted_makespan = None
+        sim_steps = None
+        if join is not None:
+            if join.lengths != self.lengths:
+                raise ValueError(f"the join has branches of {join.lengths} stages, the model {self.lengths} blocks")
+            sim = simulate(join, ops).raise_if_invalid()
+            predicted_peak, predicted_makespan = sim.peak_memory, sim.makespan
+            sim_steps = sim.steps
+        else:
+            self._check_ops(ops)
+        cuda = device.type == "cuda"
+        peak, method, traces = 0, "none", []
+        loss, input_grads = float("nan"), [None] * self.k
+        times: list[float] = []
+        if measure_memory or trace or not measure_time:
+            watch = measure_memory or trace
+            loss, input_grads, peak, traces, elapsed = self._run(ops, inputs, target, seed, watch, trace, clock)
+            method = ("torch.cuda.max_memory_allocated" if cuda else "LiveTensorTracker") if watch else "none"
+            if cuda and measure_time and not trace:
+                times.append(elapsed)
+        time_ms = None
+        if measure_time:
+            while len(times) < max(1, time_repeats):
+                loss, input_grads, _, _, elapsed = self._run(ops, inputs, target, seed, False, False, clock)
+                times.append(elapsed)
+            time_ms = float(statistics.median(times))
+        if sim_steps is not None:
+            for t, s in zip(traces, sim_steps):
+                t.predicted_during, t.predicted_after = s.mem_during, s.mem_after
+        grads = {name: p.grad.detach().clone() for name, p in self.params.items() if p.grad is not None}
+        return JoinStepResult(loss=loss, grads=grads, input_grad=None, peak_memory=int(peak), time_ms=time_ms,
+                              device=str(device), memory_method=method, predicted_peak=predicted_peak,
+                              predicted_makespan=predicted_makespan, trace=traces, input_grads=input_grads)
+
+    def _check_ops(self, ops: list[JOp]) -> None:
+        for op in ops:
+            if op.kind != LOSS and not (0 <= op.branch < self.k and 0 <= op.stage < self.lengths[op.branch]):
+                raise ValueError(f"operation {op} outside the model's branches ({self.lengths} blocks)")
+
+    def _zero_grads(self) -> None:
+        for p in self.params.values():
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            else:
+                p.grad.zero_()
+
+    def _run(self, ops: list[JOp], inputs: Sequence[torch.Tensor], target: Any, seed: int, watch: bool,
+             trace: bool, clock: str = "wall"
+             ) -> tuple[float, list[torch.Tensor | None], int, list[OpTrace], float]:
+        """One run: (loss, delta_0^b per branch, peak bytes, per-op trace, elapsed ms)."""
+        device = inputs[0].device
+        cuda = device.type == "cuda"
+        self._zero_grads()
+        torch.manual_seed(seed)
+        traces: list[OpTrace] = []
+        tracker: LiveTensorTracker | None = None
+        base = 0
+        if watch and cuda:
+            _sync(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            base = torch.cuda.memory_allocated(device)
+        ctx: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+        if watch and not cuda:
+            tracker = LiveTensorTracker()
+            ctx = tracker
+        states = [_State(x, _StageRng(device, seed, b)) for b, x in enumerate(inputs)]  # type: ignore[arg-type]
+        now = time.perf_counter if cuda else cpu_clock(clock)
+        _sync(device)
+        start = now()
+        with ctx:
+            for s, x in zip(states, inputs):
+                s.acts[0] = x.detach().clone()
+            for op in ops:
+                if trace:
+                    if tracker is not None:
+                        tracker.reset_peak()
+                    elif cuda:
+                        torch.cuda.reset_peak_memory_stats(device)
+                if op.kind == LOSS:
+                    self._loss(states, target)
+                else:
+                    self.executors[op.branch]._apply(Op(op.kind, op.stage), states[op.branch], None)
+                if trace:
+                    if tracker is not None:
+                        traces.append(OpTrace(str(op), tracker.peak, tracker.current))
+                    elif cuda:
+                        traces.append(OpTrace(str(op), torch.cuda.max_memory_allocated(device) - base,
+                                              torch.cuda.memory_allocated(device) - base))
+            _sync(device)
+            elapsed = (now() - start) * 1e3
+            loss = states[0].loss
+            input_grads = [s.grads.pop(0, None) for s in states]
+            for s in states:
+                s.clear()
+        if tracker is not None:
+            peak = max([tracker.peak] + [t.measured_during for t in traces])
+        elif cuda and watch:
+            peak = max([torch.cuda.max_memory_allocated(device) - base] + [t.measured_during for t in traces])
+        else:
+            peak = 0
+        return loss, input_grads, peak, traces, elapsed
+
+    def _loss(self, states: list[_State], target: Any) -> None:
+        """The shared loss: a leaf per branch output, backward, delta_{L_b}^b = its grad."""
+        ys = [s.available(L).detach().requires_grad_(True) for s, L in zip(states, self.lengths)]
+        with torch.enable_grad():
+            loss = self.loss_fn(ys, target)
+            loss.backward()
+        value = float(loss.detach())
+        del loss
+        for s, y, L in zip(states, ys, self.lengths):
+            s.loss = value
+            s.grads[L] = y.grad
+            s.acts.pop(L, None)
+
+
+def _no_chain_loss(output: torch.Tensor, target: Any) -> torch.Tensor:  # pragma: no cover - never called
+    raise RuntimeError("a join branch has no loss of its own: the join executor runs the shared loss")
+
+
+# --------------------------------------------------------------------- reference and checks
+def reference_join_step(branches: Sequence[nn.Module | Sequence[nn.Module]], loss_fn: JoinLossFn,
+                        inputs: Sequence[torch.Tensor], target: Any, *, seed: int = 0
+                        ) -> tuple[float, dict[str, torch.Tensor], list[torch.Tensor | None]]:
+    """A plain forward of every branch (each block's RNG seeded per stage as in the executor),
+    the loss and one backward: (loss, parameter gradients, delta_0^b per branch)."""
+    branches = [as_blocks(b) for b in branches]
+    params = join_parameters(branches)
+    for p in params.values():
+        p.grad = None
+    torch.manual_seed(seed)
+    device = inputs[0].device
+    leaves: list[torch.Tensor] = []
+    outputs: list[torch.Tensor] = []
+    with torch.enable_grad():
+        for b, (blocks, x0) in enumerate(zip(branches, inputs)):
+            x = x0.detach().clone()
+            if x.is_floating_point():
+                x.requires_grad_(True)
+            leaves.append(x)
+            rng = _StageRng(device, seed, b)
+            a = x
+            for i, block in enumerate(blocks):
+                with rng.forward(i):
+                    a = block(a)
+            outputs.append(a)
+        loss = loss_fn(outputs, target)
+        loss.backward()
+    grads = {name: p.grad.detach().clone() for name, p in params.items() if p.grad is not None}
+    for p in params.values():
+        p.grad = None
+    return float(loss.detach()), grads, [x.grad if x.requires_grad else None for x in leaves]
+
+
+def compare_input_gradients(got: Sequence[torch.Tensor | None], expected: Sequence[torch.Tensor | None], *,
+                            rtol: float = 1e-4, atol: float = 1e-6) -> tuple[bool, str]:
+    """(every delta_0^b close to the reference's, a message naming the first branch that is not)."""
+    for b, (g, e) in enumerate(zip(got, expected)):
+        if e is None:
+            continue
+        if g is None or not torch.allclose(g, e, rtol=rtol, atol=atol):
+            err = "missing" if g is None else f"differs by {float((g - e).abs().max()):.3g}"
+            return False, f"input gradient of branch {b} {err}"
+    return True, ""
+
+
+def execute_join(branches: Sequence[nn.Module | Sequence[nn.Module]], loss_fn: JoinLossFn,
+                 schedule: JoinSchedule | Sequence[JOp], inputs: Sequence[torch.Tensor], target: Any, *,
+                 join: Join | None = None, seed: int = 0, check: bool = True, rtol: float = 1e-4, atol: float = 1e-6,
+                 **options: Any) -> tuple[JoinStepResult, bool | None]:
+    """Run one step under `schedule` and, when `check`, compare every parameter gradient and
+    every input gradient with `reference_join_step` (same seed): (result, grad_check)."""
+    executor = JoinExecutor(branches, loss_fn)
+    result = executor.step(schedule, inputs, target, join=join, seed=seed, **options)
+    if not check:
+        return result, None
+    _, ref, ref_inputs = reference_join_step(executor.branches, loss_fn, inputs, target, seed=seed)
+    ok, _ = compare_gradients(result.grads, ref, rtol=rtol, atol=atol)
+    ok_in, _ = compare_input_gradients(result.input_grads, ref_inputs, rtol=rtol, atol=atol)
+    return result, ok and ok_in
+
+
+# --------------------------------------------------------------------- `memsched run` for join models
+def run_join(
+    model_name: str,
+    budget: int | str,
+    solver: str = "dp",
+    *,
+    join: Join | str | None = None,
+    slots: int = 500,
+    time_limit: float | None = None,
+    options: dict[str, Any] | None = None,
+    seed: int = 0,
+    time_repeats: int = 3,
+    repeats: int = 5,
+    timing: str | None = None,
+    profile_file: str | None = None,
+    **sizes: Any,
+) -> dict[str, Any]:
+    """Profile join model `model_name` (`models.join_zoo`), solve at `budget` with join solver
+    `solver`, execute the schedule and the store-all schedule for real: the `memsched run --json`
+    object.
+
+    `budget`: bytes, a size string ("1.5MB") or "X%" of the store-all peak. `join`: costs from a
+    `Join` (or a memsched.join/1 file) instead of profiling. `sizes`: `build_join_model`'s
+    keyword arguments (batch, image_size, seq_len, width, depth, device, ...); None values are
+    dropped. Keys: model, join, budget, solver, status, device, units, store_all_peak,
+    predicted {makespan, peak_memory}, measured {time, peak_memory}, ratio, store_all,
+    vs_store_all, grad_check (True when every parameter and input gradient matches
+    `reference_join_step`), grad_message, memory_method, recomputations, loss; when no schedule
+    fits: message, min_budget, and predicted / measured / grad_check None.
+    Raises `solvers.errors.InputError` for bad names, sizes, budgets or files.
+    """
+    from solvers import registry
+    from solvers.errors import InputError
+    from solvers.join import reference_peak, store_all_schedule
+    from solvers.units import parse_budget
+
+    from .join_profiler import profile_join
+    from .join_zoo import build_join_model
+
+    if slots < 0:
+        raise InputError(f"must be >= 0, got {slots}", field="--slots")
+    model = build_join_model(model_name, seed=seed, **{k: v for k, v in sizes.items() if v is not None})
+    if isinstance(join, str):
+        join = Join.load(join)
+    if join is None:
+        join = profile_join(model, repeats=repeats, timing=timing, name=model.label)
+        if profile_file:
+            join.save(profile_file)
+    elif join.lengths != [len(b) for b in model.branches]:
+        raise InputError(f"the join has branches of {join.lengths} stages but {model_name} with these sizes has "
+                         f"{[len(b) for b in model.branches]} blocks", field="--chain")
+    reference = reference_peak(join)
+    if isinstance(budget, str):
+        budget = parse_budget(budget, reference if budget.strip().endswith("%") else None)
+    budget = int(budget)
+    if budget <= 0:
+        raise InputError(f"budget must be positive, got {budget}", field="--budget")
+    opts: dict[str, Any] = {**(options or {}), "slots": slots}
+    if time_limit is not None:
+        opts["time_limit"] = time_limit
+    result = registry.solve("join", join, solver, budget, **opts)
+    out: dict[str, Any] = {"model": model_name, "join": join.name, "problem": "join", "budget": budget,
+                           "solver": solver, "status": result.status, "device": str(model.inputs[0].device),
+                           "units": {"time": "ms", "memory": "bytes"}, "store_all_peak": reference}
+    if not result.found:
+        msg = result.message or f"no schedule of {solver} fits {budget} bytes"
+        if result.min_budget is not None:
+            msg += f" (smallest feasible budget: {result.min_budget} bytes)"
+        out.update(message=msg, min_budget=result.min_budget, predicted=None, measured=None, grad_check=None)
+        return out
+    executor = JoinExecutor(model.branches, model.loss_fn)
+    xs, target = model.inputs, model.target
+    base = executor.step(store_all_schedule(join), xs, target, join=join, seed=seed, time_repeats=time_repeats)
+    step = executor.step(result.schedule, xs, target, join=join, seed=seed, time_repeats=time_repeats)
+    _, ref, ref_inputs = reference_join_step(model.branches, model.loss_fn, xs, target, seed=seed)
+    ok, msg = compare_gradients(step.grads, ref)
+    ok_in, msg_in = compare_input_gradients(step.input_grads, ref_inputs)
+    out.update(
+        predicted={"makespan": result.objective, "peak_memory": result.peak_memory},
+        measured={"time": step.time_ms, "peak_memory": step.peak_memory},
+        ratio={"memory": step.memory_ratio, "time": step.time_ratio},
+        store_all={"predicted": {"makespan": base.predicted_makespan, "peak_memory": base.predicted_peak},
+                   "measured": {"time": base.time_ms, "peak_memory": base.peak_memory}},
+        vs_store_all={"predicted": {"time": _ratio(result.objective, base.predicted_makespan),
+                                    "memory": _ratio(result.peak_memory, base.predicted_peak)},
+                      "measured": {"time": _ratio(step.time_ms, base.time_ms),
+                                   "memory": _ratio(step.peak_memory, base.peak_memory)}},
+        grad_check=bool(ok and ok_in), memory_method=step.memory_method,
+        recomputations=result.schedule.recomputations(), loss=step.loss,
+    )
+    if msg or msg_in:
+        out["grad_message"] = "; ".join(m for m in (msg, msg_in) if m)
+    return out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or not b:
+        return None
+    return float(a) / float(b)

@@ -1,0 +1,168 @@
+"""Profile a join network (k branches of PyTorch blocks and a joint loss) into a `solvers.join.Join`.
+
+Per branch b, `models.profiler.profile_chain` measures every block on the branch's example
+input (fwd_time u_f, bwd_time u_b, out_size x, tape_size xbar, fwd_overhead o_f,
+bwd_overhead o_b; ms and bytes, see that module). It needs a loss to back-propagate from; a
+branch has none of its own, so a *surrogate* ``(a_L * r).sum()`` with a fixed random r of
+a_L's shape is used (it yields a dense delta_L like a real loss); its costs are dropped, the
+join file's loss being the real one.
+
+The joint loss is measured on the branches' outputs: ``bwd_time`` = the median time of
+computing ``loss_fn(outputs, target)`` and back-propagating to every output (each a leaf),
+``bwd_overhead`` = the peak bytes during it beyond the produced gradients delta_{L_b}^b
+(the join simulator charges ``sum_b x^b[L_b] + loss_overhead`` on top of the state).
+Memory uses ``torch.cuda.max_memory_allocated`` on CUDA and `models.memory.LiveTensorTracker`
+on CPU, as the executors do. The result is written as a memsched.join/1 file by ``Join.save``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from solvers.join import Join
+
+from .executor import as_blocks
+from .join_executor import join_parameters
+from .join_zoo import JoinLossFn, JoinModel
+from .memory import storage_key, unique_bytes
+from .profiler import _device_name, _median, _Memory, _Timer, profile_chain
+
+__all__ = ["profile_join", "profile_join_branches", "profile_join_loss", "profile_join_model", "surrogate_loss"]
+
+
+def surrogate_loss(output: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """``(output * weights).sum()``: a branch's stand-in loss for profiling its chain (delta_L = weights)."""
+    return (output * weights).sum()
+
+
+def profile_join_loss(loss_fn: JoinLossFn, outputs: Sequence[torch.Tensor], target: Any, *, repeats: int = 5,
+                      warmup: int = 2, clock: str = "wall") -> dict[str, Any]:
+    """The joint loss's ``{"bwd_time": ms, "bwd_overhead": bytes}`` on the branch outputs
+    (see the module docstring)."""
+    device = outputs[0].device
+    timer = _Timer(device, clock)
+    mem = _Memory(device)
+    with torch.enable_grad():
+        with mem.watching():
+            ys = [a.detach().requires_grad_(True) for a in outputs]
+            before = mem.mark()
+            loss_fn(ys, target).backward()
+            deltas = unique_bytes([y.grad for y in ys if y.grad is not None])
+            overhead = mem.peak() - before - deltas
+            del ys
+        times: list[float] = []
+        for k in range(warmup + repeats):
+            ys = [a.detach().requires_grad_(True) for a in outputs]
+            with timer.region(times if k >= warmup else []):
+                loss_fn(ys, target).backward()
+            del ys
+    return {"bwd_time": _median(times), "bwd_overhead": int(max(0, overhead))}
+
+
+def profile_join_branches(
+    branches: Sequence[nn.Module | Sequence[nn.Module]],
+    loss_fn: JoinLossFn,
+    inputs: Sequence[torch.Tensor],
+    target: Any,
+    *,
+    repeats: int = 5,
+    warmup: int = 2,
+    name: str = "join",
+    branch_names: Sequence[str] | None = None,
+    meta: dict[str, Any] | None = None,
+    clock: str = "wall",
+    timing: str | None = None,
+) -> Join:
+    """Profile each branch as a chain (`profile_chain` with `surrogate_loss`) and the joint loss.
+
+    Parameter gradients are left at None afterwards; BatchNorm running statistics are updated
+    by the profiling forwards. `timing` / `clock` as `profile_chain`.
+    """
+    branches = [as_blocks(b) for b in branches]
+    if len(inputs) != len(branches):
+        raise ValueError(f"{len(inputs)} inputs for {len(branches)} branches")
+    names = list(branch_names) if branch_names else [f"branch{b}" for b in range(len(branches))]
+    chains = []
+    outputs: list[torch.Tensor] = []
+    gen = torch.Generator().manual_seed(0)
+    branch_meta = []
+    for b, (blocks, x) in enumerate(zip(branches, inputs)):
+        with torch.no_grad():
+            a = x.detach()
+            for block in blocks:
+                a = block(a)
+        outputs.append(a.detach())
+        weights = torch.randn(a.shape, generator=gen, dtype=torch.float32).to(device=a.device, dtype=a.dtype)
+        chain = profile_chain(blocks, surrogate_loss, x, weights, repeats=repeats, warmup=warmup, name=names[b],
+                              clock=clock, timing=timing)
+        chains.append(chain)
+        branch_meta.append({"name": names[b], "per_mode": chain.meta.get("per_mode"),
+                            "timing": chain.meta.get("timing")})
+    params = join_parameters(branches)
+    for p in params.values():  # as in the executor: parameter gradients exist before the loss
+        p.grad = torch.zeros_like(p)
+    loss = profile_join_loss(loss_fn, outputs, target, repeats=repeats, warmup=warmup, clock=clock)
+    for p in params.values():
+        p.grad = None
+    device = inputs[0].device
+    dtype = next((p.dtype for p in params.values()), inputs[0].dtype)
+    info: dict[str, Any] = {
+        "units": {"time": "ms", "memory": "bytes"},
+        "source": "memsched models.join_profiler (profile_chain per branch with a surrogate loss; joint loss "
+                  "measured on the branch outputs)",
+        "device": _device_name(device),
+        "dtype": str(dtype).replace("torch.", ""),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "repeats": repeats,
+        "warmup": warmup,
+        "memory_method": "torch.cuda.max_memory_allocated" if device.type == "cuda" else "LiveTensorTracker",
+        "parameter_bytes": sum(p.numel() * p.element_size() for p in params.values()),
+        "shared_parameters": _shares_parameters(branches),
+        "branches": branch_meta,
+    }
+    info.update(meta or {})
+    join = Join.from_chains(chains, loss_time=loss["bwd_time"], loss_overhead=loss["bwd_overhead"], name=name)
+    join.meta = info
+    return join
+
+
+def _shares_parameters(branches: list[list[nn.Module]]) -> bool:
+    """True when some parameter appears in more than one branch (Siamese weights)."""
+    owner: dict[int, int] = {}
+    for b, blocks in enumerate(branches):
+        for block in blocks:
+            for p in block.parameters():
+                key = storage_key(p)
+                if owner.setdefault(key, b) != b:
+                    return True
+    return False
+
+
+def profile_join(model: JoinModel, *, repeats: int = 5, warmup: int = 2, name: str | None = None,
+                 clock: str = "wall", timing: str | None = None, meta: dict[str, Any] | None = None) -> Join:
+    """Profile a built `models.join_zoo.JoinModel` into a `Join` (memsched.join/1 via ``save``)."""
+    info = {"model": model.name, **model.config, **(meta or {})}
+    return profile_join_branches(model.branches, model.loss_fn, model.inputs, model.target, repeats=repeats,
+                                 warmup=warmup, name=name or model.label, branch_names=model.branch_names,
+                                 meta=info, clock=clock, timing=timing)
+
+
+def profile_join_model(name: str, *, repeats: int = 5, warmup: int = 2, out: str | None = None, clock: str = "wall",
+                       timing: str | None = None, **sizes: Any) -> tuple[Join, JoinModel]:
+    """Build join model `name` (sizes as `models.join_zoo.build_join_model`), profile it,
+    optionally save the join file to `out`; returns (join, the built model)."""
+    from .join_zoo import build_join_model
+
+    model = build_join_model(name, **{k: v for k, v in sizes.items() if v is not None})
+    join = profile_join(model, repeats=repeats, warmup=warmup, clock=clock, timing=timing)
+    if out is not None:
+        join.save(out)
+    return join, model

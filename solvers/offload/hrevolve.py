@@ -1,0 +1,487 @@
+"""H-Revolve: optimal checkpointing of a homogeneous adjoint chain on a hierarchy of storage
+levels with write and read costs (Herrmann & Pallez, "H-Revolve: a framework for adjoint
+computation on synchronous hierarchical platforms", ACM TOMS 46(2), 2020; its two-level
+predecessor is Disk-Revolve: Aupy, Herrmann, Hovland & Robert, "Optimal multistage algorithm
+for adjoint computation", SIAM J. Sci. Comput. 38(3), 2016).
+
+**The model (abstract, not our offload simulator's).**
+
+- *Adjoint chain of length l.* Values x_0 .. x_l. Forward steps F_i : x_{i-1} -> x_i
+  (i = 1..l), each of cost u_f. Backward steps Fbar_i (i = l+1, l, .., 1), each of cost u_b:
+  Fbar_i needs x_{i-1} (and the adjoint xbar_i, produced by Fbar_{i+1}; Fbar_{l+1} is the
+  turn, it needs x_l only) and yields xbar_{i-1}. The backward steps run in that order, each
+  exactly once, so Fbar_i is allowed only when Fbar_{i+1} .. Fbar_{l+1} are done. (In
+  Revolve's terms, Fbar_i is the reversal of step i, taped forward included: a chain of
+  length l is Revolve with l + 1 steps, l of which can be advanced.)
+- *A buffer* holds the current forward value (one x_i, or nothing). Initially it holds x_0
+  and no level stores anything. F_i needs x_{i-1} in the buffer and leaves x_i there;
+  Fbar_i needs x_{i-1} in the buffer and leaves it empty.
+- *K storage levels* k = 0 .. K-1 (0 the fastest, usually the device memory). Level k holds at
+  most c_k values (c_k = None: unlimited); writing the buffer's value x_i to level k
+  (W^k(x_i)) costs w_k, reading a stored x_i from level k into the buffer (R^k(x_i)) costs
+  r_k, discarding it (D^k(x_i)) is free. Values move only between the buffer and a level.
+  Level 0 is typically memory with w_0 = r_0 = 0.
+- *Synchronous:* operations run one at a time, so the cost of a schedule is the sum of the
+  costs of its operations: (#F) u_f + (l + 1) u_b + sum_k (#W^k w_k + #R^k r_k).
+
+**The dynamic program** (H-Revolve; our notation). For level k, chain length l and m slots
+of level k (levels 0..k-1 fully available, levels above k not usable):
+
+- E_k(l, m): x_0 is in the buffer and stored nowhere;
+- P_k(l, m), m >= 1: x_0 is in the buffer and stored at level k in one of the m slots.
+
+    E_k(0, m) = P_k(0, m) = u_b                                (one step: turn / Fbar_1)
+    E_k(l, 0) = E_{k-1}(l, c_{k-1})                           (E_{-1}(l, .) = inf for l >= 1)
+    E_k(l, m) = min( E_{k-1}(l, c_{k-1}),  w_k + P_k(l, m) )
+    P_k(l, m) = min( E_{k-1}(l, c_{k-1}),
+                     min_{1<=j<=l}  j u_f + E_k(l - j, m - 1) + r_k + P_k(j - 1, m) )
+
+The second branch of P: advance j steps to x_j, reverse the chain x_j .. x_l with one slot
+of level k less, read x_0 back from level k, and reverse x_0 .. x_{j-1} with x_0 still stored.
+The first branch of P drops x_0's copy at level k and continues with the lower levels only
+(x_0 is still in the buffer). The optimum is E_{K-1}(l, c_{K-1}). With one level and
+w_0 = r_0 = 0 this is Revolve: E_0(l, c) = (l + 1) u_b + p(l + 1, c) u_f with p the binomial
+optimum of `solvers.chain.revolve`; with two levels, w_0 = r_0 = 0 and c_1 unlimited it is
+Disk-Revolve's optimum. Differences from the published table: our P_k(1, m) charges
+min(r_k, w_j + r_j for a lower level j) as the recurrence implies (the published table charges
+r_0 there while its schedule reads from level k when that is cheaper), and j = l is allowed
+in the second branch (pure recomputation from x_0), which makes the one-slot case a special
+case of the recurrence instead of a closed form.
+
+Slot counts are capped at l (no schedule of this class stores more than l values of a chain
+of length l at one level), so unlimited levels cost O(l) slots. Time O(sum_k c_k l^2) with
+the inner minimum vectorised.
+
+**What is proven.** H-Revolve is optimal for this model (Herrmann & Pallez 2020, with
+Disk-Revolve's proof for two levels). Here: `brute_force_hrevolve` computes the true optimum
+over *all* schedules of the model for tiny instances (Dijkstra over the states buffer x
+next backward step x stored values per level), and the tests check the DP against it; the
+schedules the DP reconstructs replay in `simulate_hrevolve`, an independent checker of the
+rules above, to the DP's cost.
+
+**Relation to the offload problem.** This is an abstract model: a homogeneous chain (every
+value has the same size, one slot), transfers that block computation (synchronous), no
+tapes kept beyond a turn. Its schedules are lists of `HOp` (F, B, W, R, D), not operations of
+`solvers.offload.simulator`, so `solve_hrevolve` returns a `HSchedule` (with `to_json` and
+`__len__`) that the offload simulator cannot replay.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..result import INFEASIBLE, OPTIMAL, SolveResult
+
+FWD, BWD, WRITE, READ, DISCARD = "F", "B", "W", "R", "D"
+KINDS = (FWD, BWD, WRITE, READ, DISCARD)
+SCOPE = ("H-Revolve abstract model (homogeneous chain, synchronous transfers); the schedule is a list "
+         "of abstract ops F/B/W/R/D, not an offload-simulator schedule")
+
+
+# --------------------------------------------------------------------------------------------
+# Instance, operations, schedule
+# --------------------------------------------------------------------------------------------
+
+
+class Level(NamedTuple):
+    """One storage level: `slots` values at most (None: unlimited), write cost `write` (w_k),
+    read cost `read` (r_k), in the unit of u_f and u_b."""
+
+    slots: int | None
+    write: float = 0.0
+    read: float = 0.0
+
+
+def as_levels(levels: Sequence[Any]) -> tuple[Level, ...]:
+    """Normalise `levels` ((c_k, w_k, r_k) triples or `Level`s) and check them."""
+    out = []
+    if len(levels) == 0:
+        raise ValueError("H-Revolve needs at least one storage level")
+    for k, lev in enumerate(levels):
+        c, w, r = lev
+        if c is not None and (int(c) != c or c < 0):
+            raise ValueError(f"level {k}: slots must be a non-negative integer or None, got {c!r}")
+        if not (w >= 0 and r >= 0 and math.isfinite(w) and math.isfinite(r)):
+            raise ValueError(f"level {k}: write and read costs must be finite and >= 0, got {w!r}, {r!r}")
+        out.append(Level(None if c is None else int(c), float(w), float(r)))
+    return tuple(out)
+
+
+class HOp(NamedTuple):
+    """An abstract operation. `kind`: F (forward F_index: x_{index-1} -> x_index), B (backward
+    Fbar_index), W / R / D (write, read, discard x_index at storage level `level`)."""
+
+    kind: str
+    index: int
+    level: int | None = None
+
+    def __str__(self) -> str:
+        if self.kind == FWD:
+            return f"F{self.index}"
+        if self.kind == BWD:
+            return f"Fbar{self.index}"
+        return f"{self.kind}^{self.level}(x{self.index})"
+
+    def to_json(self) -> list[Any]:
+        return [self.kind, self.index, self.level]
+
+
+@dataclass(frozen=True)
+class HRevolveInstance:
+    """An adjoint chain of `length` forward steps (l) on storage `levels`; costs u_f, u_b."""
+
+    length: int
+    levels: tuple[Level, ...]
+    u_f: float = 1.0
+    u_b: float = 1.0
+
+    def __post_init__(self) -> None:
+        if int(self.length) != self.length or self.length < 0:
+            raise ValueError(f"chain length must be a non-negative integer, got {self.length!r}")
+        if not (self.u_f >= 0 and self.u_b >= 0):
+            raise ValueError("u_f and u_b must be >= 0")
+        object.__setattr__(self, "levels", as_levels(self.levels))
+
+    def with_slots(self, level: int, slots: int | None) -> HRevolveInstance:
+        """The same instance with `slots` at `level`."""
+        levels = list(self.levels)
+        levels[level] = levels[level]._replace(slots=slots)
+        return HRevolveInstance(self.length, tuple(levels), self.u_f, self.u_b)
+
+
+@dataclass
+class HSchedule:
+    """Abstract H-Revolve operations in execution order (see the module docstring)."""
+
+    ops: list[HOp]
+    length: int
+    levels: tuple[Level, ...] = field(default_factory=tuple)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def __iter__(self) -> Iterator[HOp]:
+        return iter(self.ops)
+
+    def __str__(self) -> str:
+        return " ".join(map(str, self.ops))
+
+    def counts(self) -> dict[str, int]:
+        """Number of operations of each kind."""
+        out = dict.fromkeys(KINDS, 0)
+        for op in self.ops:
+            out[op.kind] += 1
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": "memsched.hrevolve/1",
+            "model": "H-Revolve abstract model (not replayable by the offload simulator)",
+            "length": self.length,
+            "levels": [[lev.slots, lev.write, lev.read] for lev in self.levels],
+            "ops": [op.to_json() for op in self.ops],
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# The dynamic program
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class HRevolveTables:
+    """E[k], P[k]: arrays of shape (l + 1, cap_k + 1) (see the module docstring); `caps[k]` the
+    slot count of level k capped at l."""
+
+    length: int
+    levels: tuple[Level, ...]
+    u_f: float
+    u_b: float
+    caps: list[int]
+    E: list[np.ndarray]
+    P: list[np.ndarray]
+
+    def lower(self, k: int, l: int) -> float:
+        """E_{k-1}(l, c_{k-1}): the cost without level k (inf below level 0 unless l = 0)."""
+        if k == 0:
+            return self.u_b if l == 0 else math.inf
+        return float(self.E[k - 1][l, self.caps[k - 1]])
+
+    def split_costs(self, k: int, l: int, m: int) -> np.ndarray:
+        """Second branch of P_k(l, m) for j = 1..l (entry j - 1)."""
+        lev = self.levels[k]
+        E, P = self.E[k], self.P[k]
+        j = np.arange(1, l + 1, dtype=float)
+        return j * self.u_f + E[:l, m - 1][::-1] + lev.read + P[:l, m]
+
+    @property
+    def optimum(self) -> float:
+        K = len(self.levels)
+        return float(self.E[K - 1][self.length, self.caps[K - 1]])
+
+
+def _cap(c: int | None, l: int) -> int:
+    return l if c is None else min(c, l)
+
+
+def hrevolve_tables(l: int, levels: Sequence[Any], u_f: float = 1.0, u_b: float = 1.0) -> HRevolveTables:
+    """Fill the H-Revolve tables E_k(l', m), P_k(l', m) for all l' <= l."""
+    levs = as_levels(levels)
+    caps = [_cap(lev.slots, l) for lev in levs]
+    tabs = HRevolveTables(l, levs, float(u_f), float(u_b), caps, [], [])
+    for k, lev in enumerate(levs):
+        cap = caps[k]
+        lower = np.array([tabs.lower(k, q) for q in range(l + 1)])
+        E = np.full((l + 1, cap + 1), math.inf)
+        P = np.full((l + 1, cap + 1), math.inf)
+        E[:, 0] = lower
+        E[0, :] = u_b
+        P[0, 1:] = u_b
+        tabs.E.append(E)
+        tabs.P.append(P)
+        for m in range(1, cap + 1):
+            for q in range(1, l + 1):
+                best = min(lower[q], float(tabs.split_costs(k, q, m).min()))
+                P[q, m] = best
+                E[q, m] = min(lower[q], lev.write + best)
+    return tabs
+
+
+def hrevolve_cost(l: int, levels: Sequence[Any], u_f: float = 1.0, u_b: float = 1.0) -> float:
+    """The H-Revolve optimum E_{K-1}(l, c_{K-1}) (math.inf when no schedule exists)."""
+    return hrevolve_tables(l, levels, u_f, u_b).optimum
+
+
+def hrevolve_schedule(tabs: HRevolveTables) -> list[HOp]:
+    """Rebuild an optimal schedule from the tables (explicit stack, no recursion limit)."""
+    if not math.isfinite(tabs.optimum):
+        raise ValueError("no schedule: a chain of length >= 1 needs at least one storage slot")
+    K = len(tabs.levels)
+    ops: list[HOp] = []
+    stack: list[Any] = [("E", K - 1, tabs.length, tabs.caps[K - 1], 0)]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, HOp):
+            ops.append(item)
+            continue
+        what, k, l, m, off = item
+        if l == 0:  # x_off in the buffer: the last backward step of this sub-chain
+            ops.append(HOp(BWD, off + 1))
+            if what == "P":
+                ops.append(HOp(DISCARD, off, k))
+            continue
+        lower = tabs.lower(k, l)
+        if what == "E":
+            if m == 0 or lower <= tabs.levels[k].write + tabs.P[k][l, m]:
+                stack.append(("E", k - 1, l, tabs.caps[k - 1], off))
+            else:
+                ops.append(HOp(WRITE, off, k))
+                stack.append(("P", k, l, m, off))
+            continue
+        splits = tabs.split_costs(k, l, m)
+        jbest = int(np.argmin(splits))
+        if lower <= splits[jbest]:
+            ops.append(HOp(DISCARD, off, k))
+            stack.append(("E", k - 1, l, tabs.caps[k - 1], off))
+            continue
+        j = jbest + 1
+        ops.extend(HOp(FWD, i) for i in range(off + 1, off + j + 1))
+        # run in order: E(k, l-j, m-1, off+j); read x_off; P(k, j-1, m, off)
+        stack.append(("P", k, j - 1, m, off))
+        stack.append(HOp(READ, off, k))
+        stack.append(("E", k, l - j, m - 1, off + j))
+    return ops
+
+
+def hrevolve(l: int, levels: Sequence[Any], u_f: float = 1.0, u_b: float = 1.0) -> tuple[float, list[HOp]]:
+    """H-Revolve for an adjoint chain of length `l` on `levels` = [(c_k, w_k, r_k), ...]
+    (level 0 first, c_k = None for unlimited): (optimal cost, schedule as a list of `HOp`).
+    Raises ValueError when no schedule exists (l >= 1 and no storage slot at all)."""
+    tabs = hrevolve_tables(l, levels, u_f, u_b)
+    return tabs.optimum, hrevolve_schedule(tabs)
+
+
+# --------------------------------------------------------------------------------------------
+# Independent simulator of the abstract model
+# --------------------------------------------------------------------------------------------
+
+
+class HRevolveViolation(ValueError):
+    """A schedule breaks a rule of the model; `position` is the index of the offending op."""
+
+    def __init__(self, message: str, position: int | None = None):
+        self.position = position
+        super().__init__(message if position is None else f"op {position}: {message}")
+
+
+@dataclass
+class HSimulation:
+    """What `simulate_hrevolve` measured: total cost, peak number of stored values per level,
+    and the number of operations of each kind."""
+
+    cost: float
+    peak_slots: list[int]
+    counts: dict[str, int]
+
+
+def simulate_hrevolve(l: int, levels: Sequence[Any], ops: Sequence[Any], u_f: float = 1.0,
+                      u_b: float = 1.0) -> HSimulation:
+    """Replay `ops` (HOp or (kind, index, level) triples) on the model of the module docstring.
+
+    Checks: F_i needs x_{i-1} in the buffer (1 <= i <= l); Fbar_i needs x_{i-1} in the buffer and
+    every later backward step done (so each is done once, in order); W^k(x_i) needs x_i in the
+    buffer, x_i not yet at level k and a free slot (at most c_k values); R^k(x_i) and D^k(x_i)
+    need x_i at level k; at the end all l + 1 backward steps are done. Raises
+    `HRevolveViolation`; returns the total cost otherwise."""
+    levs = as_levels(levels)
+    K = len(levs)
+    buffer: int | None = 0
+    nxt = l + 1  # the next backward step to run
+    stored: list[set[int]] = [set() for _ in range(K)]
+    peak = [0] * K
+    counts = dict.fromkeys(KINDS, 0)
+    cost = 0.0
+    for pos, raw in enumerate(ops):
+        kind, i, k = raw
+        if kind not in KINDS:
+            raise HRevolveViolation(f"unknown operation {kind!r}", pos)
+        if kind in (WRITE, READ, DISCARD) and (k is None or not 0 <= k < K):
+            raise HRevolveViolation(f"{kind} names level {k!r}, not one of 0..{K - 1}", pos)
+        if kind == FWD:
+            if not 1 <= i <= l:
+                raise HRevolveViolation(f"F{i}: no such forward step (1..{l})", pos)
+            if buffer != i - 1:
+                raise HRevolveViolation(f"F{i} needs x{i - 1} in the buffer, which holds {_held(buffer)}", pos)
+            buffer = i
+            cost += u_f
+        elif kind == BWD:
+            if i != nxt:
+                raise HRevolveViolation(f"Fbar{i} out of order: the next backward step is Fbar{nxt}", pos)
+            if buffer != i - 1:
+                raise HRevolveViolation(f"Fbar{i} needs x{i - 1} in the buffer, which holds {_held(buffer)}", pos)
+            nxt -= 1
+            buffer = None
+            cost += u_b
+        elif kind == WRITE:
+            if buffer != i:
+                raise HRevolveViolation(f"W^{k}(x{i}) needs x{i} in the buffer, which holds {_held(buffer)}", pos)
+            if i in stored[k]:
+                raise HRevolveViolation(f"x{i} is already stored at level {k}", pos)
+            cap = levs[k].slots
+            if cap is not None and len(stored[k]) >= cap:
+                raise HRevolveViolation(f"level {k} is full ({cap} slots)", pos)
+            stored[k].add(i)
+            peak[k] = max(peak[k], len(stored[k]))
+            cost += levs[k].write
+        elif kind == READ:
+            if i not in stored[k]:
+                raise HRevolveViolation(f"R^{k}(x{i}): x{i} is not stored at level {k}", pos)
+            buffer = i
+            cost += levs[k].read
+        else:
+            if i not in stored[k]:
+                raise HRevolveViolation(f"D^{k}(x{i}): x{i} is not stored at level {k}", pos)
+            stored[k].discard(i)
+        counts[kind] += 1
+    if nxt != 0:
+        raise HRevolveViolation(f"the schedule ends before Fbar{nxt} .. Fbar1 are done")
+    return HSimulation(cost, peak, counts)
+
+
+def _held(buffer: int | None) -> str:
+    return "nothing" if buffer is None else f"x{buffer}"
+
+
+# --------------------------------------------------------------------------------------------
+# Brute force over all schedules (tiny instances)
+# --------------------------------------------------------------------------------------------
+
+
+def brute_force_hrevolve(l: int, levels: Sequence[Any], u_f: float = 1.0, u_b: float = 1.0,
+                         max_states: int = 2_000_000) -> float:
+    """The optimum over *all* schedules of the model, by Dijkstra over the states (next backward
+    step, buffer content, values stored per level). Only for tiny instances (l <= 5, a few
+    slots). Returns math.inf when no schedule exists.
+
+    Two reductions keep it exact: a forward step F_i with i >= next is never useful (x_i with
+    i >= next is never needed again), and stored values x_i with i >= next are discarded for
+    free after each backward step (they can never be read usefully)."""
+    levs = as_levels(levels)
+    K = len(levs)
+    caps = [lev.slots if lev.slots is not None else l + 1 for lev in levs]
+    empty: tuple[frozenset[int], ...] = tuple(frozenset() for _ in range(K))
+    start = (l + 1, 0, empty)
+    dist: dict[Any, float] = {start: 0.0}
+    heap: list[tuple[float, int, Any]] = [(0.0, 0, start)]
+    tie = 0
+    while heap:
+        d, _, state = heapq.heappop(heap)
+        if d > dist.get(state, math.inf):
+            continue
+        nxt, buf, stored = state
+        if nxt == 0:
+            return d
+        if len(dist) > max_states:
+            raise RuntimeError(f"brute force: more than {max_states} states; instance too large")
+        moves: list[tuple[float, Any]] = []
+        if buf is not None and buf + 1 <= nxt - 1:
+            moves.append((u_f, (nxt, buf + 1, stored)))
+        if buf == nxt - 1:
+            n2 = nxt - 1
+            moves.append((u_b, (n2, None, tuple(frozenset(i for i in s if i < n2) for s in stored))))
+        for k in range(K):
+            s = stored[k]
+            if buf is not None and buf not in s and len(s) < caps[k]:
+                moves.append((levs[k].write, (nxt, buf, _with(stored, k, s | {buf}))))
+            for i in s:
+                if i != buf:
+                    moves.append((levs[k].read, (nxt, i, stored)))
+                moves.append((0.0, (nxt, buf, _with(stored, k, s - {i}))))
+        for c, s2 in moves:
+            d2 = d + c
+            if d2 < dist.get(s2, math.inf):
+                dist[s2] = d2
+                tie += 1
+                heapq.heappush(heap, (d2, tie, s2))
+    return math.inf
+
+
+def _with(stored: tuple[frozenset[int], ...], k: int, s: frozenset[int]) -> tuple[frozenset[int], ...]:
+    return stored[:k] + (s,) + stored[k + 1:]
+
+
+# --------------------------------------------------------------------------------------------
+# Solver-style entry point
+# --------------------------------------------------------------------------------------------
+
+
+def solve_hrevolve(instance: HRevolveInstance, budget: int | None = None, **_: Any) -> SolveResult:
+    """H-Revolve on `instance`; `budget`, when given, is the number of slots of level 0 (the
+    device memory, in values of the homogeneous chain). Status `optimal` for the abstract
+    model (`SCOPE`); the schedule is an `HSchedule` of abstract ops, replayed here by
+    `simulate_hrevolve` (objective = its cost), not by the offload simulator."""
+    t0 = time.perf_counter()
+    inst = instance if budget is None else instance.with_slots(0, int(budget))
+    l, levels = inst.length, inst.levels
+    tabs = hrevolve_tables(l, levels, inst.u_f, inst.u_b)
+    cost = tabs.optimum
+    common = dict(problem="offload", solver="hrevolve", scope=SCOPE, budget=budget)
+    if not math.isfinite(cost):
+        return SolveResult(status=INFEASIBLE, solve_time_s=time.perf_counter() - t0,
+                           message="a chain of length >= 1 needs at least one storage slot", **common)
+    sched = HSchedule(hrevolve_schedule(tabs), l, levels)
+    sim = simulate_hrevolve(l, levels, sched.ops, inst.u_f, inst.u_b)
+    if not math.isclose(sim.cost, cost, rel_tol=1e-9, abs_tol=1e-9):
+        raise AssertionError(f"H-Revolve: DP cost {cost} but the schedule replays to {sim.cost}")
+    return SolveResult(status=OPTIMAL, objective=sim.cost, lower_bound=cost, schedule=sched,
+                       solve_time_s=time.perf_counter() - t0,
+                       details={"length": l, "levels": [list(lev) for lev in levels], "u_f": inst.u_f,
+                                "u_b": inst.u_b, "peak_slots": sim.peak_slots, "counts": sim.counts},
+                       **common)
