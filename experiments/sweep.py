@@ -514,6 +514,13 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig) -> LoadedInstanc
 
 
 def _size_of(instance: Any) -> int | None:
+    """Stages of a chain or pipeline, nodes of a graph, stages of all branches of a join."""
+    lengths = getattr(instance, "lengths", None)
+    if isinstance(lengths, (list, tuple)) and lengths:
+        return int(sum(lengths))
+    chain = getattr(instance, "chain", None)
+    if chain is not None and isinstance(getattr(chain, "length", None), int):
+        return chain.length
     for attr in ("length", "num_nodes", "n", "size"):
         v = getattr(instance, attr, None)
         if isinstance(v, int):
@@ -525,7 +532,11 @@ def _size_of(instance: Any) -> int | None:
 
 
 def _baseline_objective(instance: Any) -> float | None:
-    """The objective without memory savings (chain: sum of u_f and u_b), for the overhead column."""
+    """The objective without memory savings (chain: sum of u_f and u_b; graph: sum of cost_cpu;
+    offload: its chain's), for the overhead column."""
+    chain = getattr(instance, "chain", None)
+    if chain is not None and callable(getattr(chain, "total_time", None)):
+        return float(chain.total_time())
     for attr in ("total_time", "total_cpu", "total_cost", "total_compute"):
         fn = getattr(instance, attr, None)
         if callable(fn):

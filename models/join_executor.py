@@ -415,7 +415,7 @@ def run_join(
                            "solver": solver, "status": result.status, "device": str(model.inputs[0].device),
                            "units": {"time": "ms", "memory": "bytes"}, "store_all_peak": reference}
     if not result.found:
-        msg = result.message or f"no schedule of {solver} fits {budget} bytes"
+        msg = f"{solver} finds no schedule within budget {budget} bytes"
         if result.min_budget is not None:
             msg += f" (smallest feasible budget: {result.min_budget} bytes)"
         out.update(message=msg, min_budget=result.min_budget, predicted=None, measured=None, grad_check=None)

@@ -57,6 +57,7 @@ device with the value); a value freed by a compute operation keeps its host copy
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,6 +111,7 @@ class _Holder:
     def __init__(self) -> None:
         self.storages: list[_Storage] = []
         self._index: dict[int, int] = {}
+        self.handles: weakref.WeakSet[_Saved] = weakref.WeakSet()
 
     def ref(self, t: torch.Tensor) -> _Ref:
         st = t.untyped_storage()
@@ -127,9 +129,16 @@ class _Holder:
             raise RuntimeError("a value was read while it is not on the device (missing prefetch)")
         return flat.view(r.dtype).as_strided(r.size, r.stride, r.offset)
 
-    @property
-    def on_device(self) -> bool:
-        return all(s.flat is not None for s in self.storages)
+    def hand_over(self, keep: int) -> None:
+        """At the start of a backward: every live handle takes its tensor, and the holder drops
+        its device storages except `keep` (the output's), so that autograd frees each saved
+        tensor as soon as the node that used it has run, as it does without hooks."""
+        for h in list(self.handles):
+            if h.ref is not None:
+                h.cache = self.tensor(h.ref)
+        for k, st in enumerate(self.storages):
+            if k != keep:
+                st.flat = None
 
 
 class _InputSlot:
@@ -141,19 +150,25 @@ class _InputSlot:
         self.tensor: torch.Tensor | None = None
 
 
-@dataclass(frozen=True)
 class _Saved:
-    """Pack-hook handle: a saved tensor of the tape (`holder`) or a view of the input (`slot`)."""
+    """Pack-hook handle: a saved tensor of the tape (`holder`, `ref`) or a view of the input
+    (`slot`, geometry relative to the input's storage offset). `cache` holds the tensor once
+    its backward has started (see `_Holder.hand_over`)."""
 
-    holder: _Holder | None
-    ref: _Ref | None = None
-    slot: _InputSlot | None = None
-    dtype: torch.dtype | None = None
-    size: tuple[int, ...] = ()
-    stride: tuple[int, ...] = ()
-    rel_offset: int = 0  # elements from the input tensor's own storage offset
+    __slots__ = ("holder", "ref", "slot", "dtype", "size", "stride", "rel_offset", "cache", "__weakref__")
+
+    def __init__(self, holder: _Holder | None, ref: _Ref | None = None, slot: _InputSlot | None = None,
+                 dtype: torch.dtype | None = None, size: tuple[int, ...] = (), stride: tuple[int, ...] = (),
+                 rel_offset: int = 0) -> None:
+        self.holder, self.ref, self.slot = holder, ref, slot
+        self.dtype, self.size, self.stride, self.rel_offset = dtype, size, stride, rel_offset
+        self.cache: torch.Tensor | None = None
+        if holder is not None:
+            holder.handles.add(self)
 
     def unpack(self) -> torch.Tensor:
+        if self.cache is not None:
+            return self.cache
         if self.holder is not None:
             assert self.ref is not None
             return self.holder.tensor(self.ref)
@@ -425,6 +440,7 @@ class OffloadExecutor(ChainExecutor):
         assert x is not None and tape.slot is not None
         x.data = a.detach()
         tape.slot.tensor = a.detach()
+        tape.holder.hand_over(tape.out.index)
         try:
             if tape.edge is not None:
                 torch.autograd.backward(tape.edge, delta)

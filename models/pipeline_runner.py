@@ -53,9 +53,20 @@ def _bytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
-def profile_sequential(model: nn.Sequential, sample: torch.Tensor, *, reps: int = 5, name: str = "mlp") -> Pipeline:
-    """Per-layer forward/backward time (median of `reps`, ms), output size and parameter bytes
-    for a micro-batch `sample`."""
+def profile_sequential(model: nn.Sequential, sample: torch.Tensor, *, reps: int = 5, name: str = "mlp",
+                       threads: int | None = 1) -> Pipeline:
+    """Per-layer forward/backward time (median of `reps`, ms, with `threads` intra-op threads,
+    as each pipeline rank uses), output size and parameter bytes for a micro-batch `sample`."""
+    saved_threads = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return _profile(model, sample, reps, name)
+    finally:
+        torch.set_num_threads(saved_threads)
+
+
+def _profile(model: nn.Sequential, sample: torch.Tensor, reps: int, name: str) -> Pipeline:
     fwd, bwd, act, params = [], [], [], []
     x = sample
     for layer in model:

@@ -211,3 +211,27 @@ def test_encode_decode_round_trip() -> None:
         assert model.decode(values).ops == sched.ops
         assert model.objective.value(values) == pytest.approx(simulate(chain, sched).makespan)
     assert model.encode(Schedule([Op(F_ALL, 1)], 7)) is None
+
+
+@FAST
+@given(chains(), st.floats(0.0, 1.0))
+def test_exact_at_most_rotor(chain: Chain, frac: float) -> None:
+    pytest.importorskip("solvers.chain.rotor")
+    budget = budget_for(chain, frac)
+    rotor = solve("chain", chain, "rotor", budget, slots=0)
+    if rotor.schedule is None:
+        return
+    exact = solve("chain", chain, "milp", budget, slots=0, time_limit=20)
+    assert exact.status == "optimal"
+    assert exact.objective <= rotor.objective + 1e-9
+
+
+def test_exact_beats_rotor_with_a_non_persistent_schedule() -> None:
+    """Found by search: the optimum frees a checkpoint (F_n(1) after B(3)) and recomputes from a_0."""
+    pytest.importorskip("solvers.chain.rotor")
+    chain = random_chain(4, 29, size_range=(1, 6), integer_times=True, overhead=0.5)
+    rotor = solve("chain", chain, "rotor", 22, slots=0)
+    for solver in ("milp", "cpsat"):
+        exact = solve("chain", chain, solver, 22, slots=0, time_limit=20)
+        assert exact.status == "optimal"
+        assert exact.objective == pytest.approx(22.0) and rotor.objective == pytest.approx(23.0)

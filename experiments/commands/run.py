@@ -25,7 +25,8 @@ from .profile import ZOO_NAMES, _import_models, add_model_options, model_sizes
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="execute a schedule for real: measured vs predicted memory and time",
                               description=__doc__)
-    p.add_argument("model", metavar="MODEL", help=f"zoo model ({', '.join(ZOO_NAMES)}) or a chain file")
+    p.add_argument("model", metavar="MODEL",
+                   help=f"zoo model ({', '.join(ZOO_NAMES)}; join networks: siamese, triplet, clip) or a chain file")
     p.add_argument("--budget", required=True, help='memory budget: bytes, "1.5GB", "800MiB" or "60%%" of store-all')
     p.add_argument("--solver", default="rotor", help="chain solver (memsched solvers; default rotor)")
     p.add_argument("--model", dest="model_name", default=None, help="zoo network to run when MODEL is a chain file")
@@ -49,6 +50,7 @@ def _chain_file(path: str) -> Any:
 def main(args: argparse.Namespace) -> int:
     _import_models()
     from models.executor import ChainExecutor, compare_gradients, reference_step
+    from models.join_zoo import JOIN_MODELS
     from models.profiler import profile_chain
     from models.zoo import build_model
     from solvers import registry
@@ -56,6 +58,8 @@ def main(args: argparse.Namespace) -> int:
     from solvers.chain.baselines import store_all_schedule
     from solvers.units import format_bytes
 
+    if args.model in JOIN_MODELS:
+        return _run_join(args)
     chain = None
     name = args.model
     if name not in ZOO_NAMES:
@@ -131,6 +135,30 @@ def main(args: argparse.Namespace) -> int:
     print(f"  vs store-all: predicted time x{vs['predicted']['time']:.3f}, memory x{vs['predicted']['memory']:.3f};"
           f" measured time x{vs['measured']['time']:.3f}, memory x{vs['measured']['memory']:.3f}")
     print(f"  grad check: {'ok' if grad_ok else 'FAILED ' + grad_msg}")
+    return 0
+
+
+def _run_join(args: argparse.Namespace) -> int:
+    """Join networks (siamese, triplet, clip): the join DP and its heuristics, run for real."""
+    from models.join_executor import run_join
+
+    if args.slots < 0:
+        raise InputError(f"must be >= 0, got {args.slots}", field="--slots")
+    solver = "dp" if args.solver == "rotor" else args.solver
+    out = run_join(args.model, args.budget, solver, join=args.chain, slots=args.slots, time_limit=args.time_limit,
+                   options=parse_options(args.option), time_repeats=args.time_repeats, repeats=args.repeats,
+                   timing=args.timing, profile_file=args.profile_file, **model_sizes(args))
+    if args.json:
+        print(json.dumps(out))
+    if out["status"] == "infeasible":
+        print(f"memsched run: infeasible: {out.get('message', '')}", file=sys.stderr)
+        return 1
+    if not args.json:
+        pred, meas = out["predicted"], out["measured"]
+        print(f"{args.model} on {out['device']}, solver {solver} ({out['status']}), budget {out['budget']} bytes")
+        print(f"  predicted: makespan {pred['makespan']:.2f} ms, peak {pred['peak_memory']} bytes")
+        print(f"  measured:  time     {meas['time']:.2f} ms, peak {meas['peak_memory']} bytes")
+        print(f"  grad check: {'ok' if out['grad_check'] else 'FAILED'}")
     return 0
 
 

@@ -255,7 +255,7 @@ def _heuristic_hint(graph: Graph, cm: CheckmateModel, budget: int) -> list[float
     """A complete, feasible assignment from the best heuristic schedule that fits, or None."""
     from .baselines import heuristic_sequences
 
-    for seq in heuristic_sequences(graph, budget):
+    for seq in heuristic_sequences(graph, budget, cm.M, cm.B, given_order_only=True):
         mats = stages_of(graph, seq)
         if mats is None:
             continue

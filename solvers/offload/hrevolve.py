@@ -49,15 +49,22 @@ in the second branch (pure recomputation from x_0), which makes the one-slot cas
 case of the recurrence instead of a closed form.
 
 Slot counts are capped at l (no schedule of this class stores more than l values of a chain
-of length l at one level), so unlimited levels cost O(l) slots. Time O(sum_k c_k l^2) with
-the inner minimum vectorised.
+of length l at one level), so unlimited levels cost O(l) slots, and the filling of level k
+stops at the first m with E_k(., m) = E_k(., m - 1) (the columns repeat from there on). Time
+O(sum_k c_k l^2) at worst, with the inner minimum over j vectorised.
 
-**What is proven.** H-Revolve is optimal for this model (Herrmann & Pallez 2020, with
-Disk-Revolve's proof for two levels). Here: `brute_force_hrevolve` computes the true optimum
-over *all* schedules of the model for tiny instances (Dijkstra over the states buffer x
-next backward step x stored values per level), and the tests check the DP against it; the
-schedules the DP reconstructs replay in `simulate_hrevolve`, an independent checker of the
-rules above, to the DP's cost.
+**What is proven.** H-Revolve is optimal for this model when the levels are ordered by cost,
+w_0 <= w_1 <= ... and r_0 <= r_1 <= ... (Herrmann & Pallez 2020; Disk-Revolve's proof for two
+levels). Here `brute_force_hrevolve` computes the true optimum over *all* schedules of the
+model for tiny instances (Dijkstra over the states: buffer, next backward step, values stored
+per level), and the tests check the DP against it; the schedules the DP reconstructs replay in
+`simulate_hrevolve`, an independent checker of the rules above, to the DP's cost. On the
+order given, the DP is *not* optimal when the costs are not monotone (e.g. l = 5, levels
+[(1, 3, 4), (1, 2, 4)], u_f = 3, u_b = 2: DP 64, optimum 63, since level 1 is the cheaper
+one); `hrevolve` therefore sorts the levels by cost first, and when no order is monotone
+(a level cheaper to write but dearer to read than another) it takes the best DP over all
+orders, which is a schedule without an optimality proof (it matched the brute force on the
+tiny instances we tried).
 
 **Relation to the offload problem.** This is an abstract model: a homogeneous chain (every
 value has the same size, one slot), transfers that block computation (synchronous), no
@@ -69,6 +76,7 @@ tapes kept beyond a turn. Its schedules are lists of `HOp` (F, B, W, R, D), not 
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -77,7 +85,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..result import INFEASIBLE, OPTIMAL, SolveResult
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
 
 FWD, BWD, WRITE, READ, DISCARD = "F", "B", "W", "R", "D"
 KINDS = (FWD, BWD, WRITE, READ, DISCARD)
@@ -251,6 +259,11 @@ def hrevolve_tables(l: int, levels: Sequence[Any], u_f: float = 1.0, u_b: float 
                 best = min(lower[q], float(tabs.split_costs(k, q, m).min()))
                 P[q, m] = best
                 E[q, m] = min(lower[q], lev.write + best)
+            if np.array_equal(E[:, m], E[:, m - 1]):
+                # column m + 1 would repeat column m's recurrence: E and P saturate in m
+                E[:, m + 1:] = E[:, m:m + 1]
+                P[:, m + 1:] = P[:, m:m + 1]
+                break
     return tabs
 
 
@@ -300,12 +313,48 @@ def hrevolve_schedule(tabs: HRevolveTables) -> list[HOp]:
     return ops
 
 
-def hrevolve(l: int, levels: Sequence[Any], u_f: float = 1.0, u_b: float = 1.0) -> tuple[float, list[HOp]]:
+def costs_monotone(levels: Sequence[Any]) -> bool:
+    """True when w_0 <= w_1 <= ... and r_0 <= r_1 <= ... (H-Revolve's ordering of the levels)."""
+    levs = as_levels(levels)
+    return all(a.write <= b.write and a.read <= b.read for a, b in zip(levs, levs[1:]))
+
+
+def level_orders(levels: Sequence[Any]) -> tuple[bool, list[tuple[int, ...]]]:
+    """The orders of the levels to try: (proven, orders). When some order makes the costs
+    monotone (each level dominates the next one), that order alone (proven = True); otherwise
+    every order for K <= 5 levels, or the order by (w_k + r_k) beyond (proven = False)."""
+    levs = as_levels(levels)
+    K = len(levs)
+    by_cost = tuple(sorted(range(K), key=lambda k: (levs[k].write, levs[k].read)))
+    if costs_monotone([levs[k] for k in by_cost]):
+        return True, [by_cost]
+    if K <= 5:
+        return False, list(itertools.permutations(range(K)))
+    return False, [tuple(sorted(range(K), key=lambda k: levs[k].write + levs[k].read))]
+
+
+def hrevolve(l: int, levels: Sequence[Any], u_f: float = 1.0, u_b: float = 1.0, *,
+             reorder: bool = True) -> tuple[float, list[HOp]]:
     """H-Revolve for an adjoint chain of length `l` on `levels` = [(c_k, w_k, r_k), ...]
-    (level 0 first, c_k = None for unlimited): (optimal cost, schedule as a list of `HOp`).
-    Raises ValueError when no schedule exists (l >= 1 and no storage slot at all)."""
-    tabs = hrevolve_tables(l, levels, u_f, u_b)
-    return tabs.optimum, hrevolve_schedule(tabs)
+    (c_k = None for unlimited): (cost, schedule as a list of `HOp`, levels numbered as given).
+
+    The DP assumes the levels ordered by cost (w_k and r_k non-decreasing in k); it is then
+    optimal. With `reorder` (default) the levels are first sorted by cost; when no order makes
+    the costs monotone (a level cheaper to write but dearer to read than another), the best DP
+    over all orders of the levels is returned, with no optimality proof (`level_orders`).
+    With `reorder=False` the DP runs on the order given. Raises ValueError when no schedule
+    exists (l >= 1 and no storage slot at all)."""
+    levs = as_levels(levels)
+    orders = level_orders(levs)[1] if reorder else [tuple(range(len(levs)))]
+    best: tuple[float, HRevolveTables, tuple[int, ...]] | None = None
+    for order in orders:
+        tabs = hrevolve_tables(l, [levs[k] for k in order], u_f, u_b)
+        if best is None or tabs.optimum < best[0]:
+            best = (tabs.optimum, tabs, order)
+    assert best is not None
+    cost, tabs, order = best
+    ops = [op if op.level is None else op._replace(level=order[op.level]) for op in hrevolve_schedule(tabs)]
+    return cost, ops
 
 
 # --------------------------------------------------------------------------------------------
@@ -465,22 +514,27 @@ def _with(stored: tuple[frozenset[int], ...], k: int, s: frozenset[int]) -> tupl
 def solve_hrevolve(instance: HRevolveInstance, budget: int | None = None, **_: Any) -> SolveResult:
     """H-Revolve on `instance`; `budget`, when given, is the number of slots of level 0 (the
     device memory, in values of the homogeneous chain). Status `optimal` for the abstract
-    model (`SCOPE`); the schedule is an `HSchedule` of abstract ops, replayed here by
-    `simulate_hrevolve` (objective = its cost), not by the offload simulator."""
+    model (`SCOPE`) when the levels can be ordered by cost, `feasible` otherwise (see
+    `hrevolve`), `infeasible` without any slot. The schedule is an `HSchedule` of abstract
+    ops, replayed here by `simulate_hrevolve` (objective = its cost), not by the offload
+    simulator; ``details`` has the peak slots per level and the op counts."""
     t0 = time.perf_counter()
     inst = instance if budget is None else instance.with_slots(0, int(budget))
     l, levels = inst.length, inst.levels
-    tabs = hrevolve_tables(l, levels, inst.u_f, inst.u_b)
-    cost = tabs.optimum
-    common = dict(problem="offload", solver="hrevolve", scope=SCOPE, budget=budget)
-    if not math.isfinite(cost):
-        return SolveResult(status=INFEASIBLE, solve_time_s=time.perf_counter() - t0,
+    common = dict(problem="offload", solver="hrevolve", budget=budget)
+    proven, _ = level_orders(levels)
+    try:
+        cost, ops = hrevolve(l, levels, inst.u_f, inst.u_b)
+    except ValueError:
+        return SolveResult(status=INFEASIBLE, scope=SCOPE, solve_time_s=time.perf_counter() - t0,
                            message="a chain of length >= 1 needs at least one storage slot", **common)
-    sched = HSchedule(hrevolve_schedule(tabs), l, levels)
+    sched = HSchedule(ops, l, levels)
     sim = simulate_hrevolve(l, levels, sched.ops, inst.u_f, inst.u_b)
     if not math.isclose(sim.cost, cost, rel_tol=1e-9, abs_tol=1e-9):
         raise AssertionError(f"H-Revolve: DP cost {cost} but the schedule replays to {sim.cost}")
-    return SolveResult(status=OPTIMAL, objective=sim.cost, lower_bound=cost, schedule=sched,
+    scope = SCOPE if proven else SCOPE + "; levels with incomparable costs: best DP over level orders, no proof"
+    return SolveResult(status=OPTIMAL if proven else FEASIBLE, objective=sim.cost,
+                       lower_bound=cost if proven else None, schedule=sched, scope=scope,
                        solve_time_s=time.perf_counter() - t0,
                        details={"length": l, "levels": [list(lev) for lev in levels], "u_f": inst.u_f,
                                 "u_b": inst.u_b, "peak_slots": sim.peak_slots, "counts": sim.counts},
