@@ -11,7 +11,13 @@ PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
-PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
+install() {  # pip install quietly; on failure show pip's output (without its index warnings)
+    if ! .venv/bin/python -m pip install --quiet --disable-pip-version-check "$@" > .venv/pip.log 2>&1; then
+        grep -v "is ignored: it is neither" .venv/pip.log >&2
+        echo "setup: pip install $* failed" >&2
+        exit 1
+    fi
+}
 if [ -z "${MEMSCHED_TORCH_SPEC:-}" ]; then
     if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
         MEMSCHED_TORCH_SPEC="torch>=2.3"          # PyPI's Linux wheels carry CUDA
@@ -21,7 +27,7 @@ if [ -z "${MEMSCHED_TORCH_SPEC:-}" ]; then
 fi
 if ! .venv/bin/python -c "import torch" >/dev/null 2>&1 && [ "$MEMSCHED_TORCH_SPEC" != "none" ]; then
     # shellcheck disable=SC2086
-    "${PIP[@]}" $MEMSCHED_TORCH_SPEC
+    install $MEMSCHED_TORCH_SPEC
 fi
-"${PIP[@]}" -e ".[test]" 2>&1 | grep -v "is ignored: it is neither" || true
+install -e ".[test]"
 .venv/bin/python -c "import solvers, experiments; print('memsched ready in .venv')"

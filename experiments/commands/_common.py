@@ -44,13 +44,18 @@ def add_link_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_problem(path: str, bandwidth: str | None = None, latency: float | None = None,
-                 solver: str | None = None) -> tuple[str, Any]:
+                 solver: str | None = None, declared: str | None = None) -> tuple[str, Any]:
     """(problem, instance) for a file. A chain file becomes an offloading instance when a
-    bandwidth is given, or when it has a "host_link" and `solver` is an offloading solver."""
+    bandwidth is given, or when `solver` is an offloading solver or `declared` (the problem a
+    schedule file names) is "offload"; it becomes a pipeline when `declared` is "pipeline"."""
     from solvers.formats import detect_problem, load_instance
     from solvers.units import parse_bandwidth
 
     problem = detect_problem(path)
+    if problem == "chain" and declared == "pipeline":
+        return load_instance(path, "pipeline")
+    if problem == "chain" and declared == "offload" and bandwidth is None:
+        solver = solver or next(iter(registry.problem_module("offload").SOLVERS))
     if problem == "chain":
         offload_names = set(registry.problem_module("offload").SOLVERS)
         chain_names = set(registry.problem_module("chain").SOLVERS)

@@ -38,22 +38,26 @@ def main(args: argparse.Namespace) -> int:
     declared = data.get("problem") if isinstance(data, dict) else None
     if isinstance(data, dict) and isinstance(data.get("schedule"), dict):
         declared = data["schedule"].get("problem", declared)
-    solver = "vdnn" if declared == "offload" else None  # an offloading schedule makes the chain an offload instance
-    problem, instance = load_problem(args.file, args.bandwidth, args.latency, solver)
+    problem, instance = load_problem(args.file, args.bandwidth, args.latency, declared=declared)
     module = registry.problem_module(problem)
     schedule = module.schedule_from_json(data, instance, path=args.schedule)
     budget = budget_for(problem, instance, args.budget) if args.budget else None
     replay = module.replay(instance, schedule, budget)
+    objective_key = "period" if problem == "pipeline" else "makespan"
     out = {"problem": problem, "valid": replay.violation is None, "violation": replay.violation,
-           "makespan": replay.objective, "peak_memory": replay.peak_memory, "budget": budget}
+           objective_key: replay.objective, "peak_memory": replay.peak_memory, "budget": budget}
     if hasattr(module, "memory_profile"):
         out["memory_profile"] = module.memory_profile(instance, schedule)
     if args.json:
         print_json(out)
     else:
         print(f"problem      {problem}  ({getattr(instance, 'name', '')})")
-        print(f"operations   {len(schedule)}")
-        print(f"makespan     {replay.objective:.6g}")
+        if problem == "pipeline":
+            print(f"stages       {len(schedule)}")
+            print(f"period       {replay.objective:.6g}")
+        else:
+            print(f"operations   {len(schedule)}")
+            print(f"makespan     {replay.objective:.6g}")
         print(f"peak memory  {replay.peak_memory} ({format_bytes(replay.peak_memory)})")
         if budget is not None:
             print(f"budget       {budget} ({format_bytes(budget)})")

@@ -42,7 +42,7 @@ The first branch of P drops x_0's copy at level k and continues with the lower l
 (x_0 is still in the buffer). The optimum is E_{K-1}(l, c_{K-1}). With one level and
 w_0 = r_0 = 0 this is Revolve: E_0(l, c) = (l + 1) u_b + p(l + 1, c) u_f with p the binomial
 optimum of `solvers.chain.revolve`; with two levels, w_0 = r_0 = 0 and c_1 unlimited it is
-Disk-Revolve's optimum. Differences from the published table: our P_k(1, m) charges
+Disk-Revolve's optimum. Differences from the table of the authors' public code: our P_k(1, m) charges
 min(r_k, w_j + r_j for a lower level j) as the recurrence implies (the published table charges
 r_0 there while its schedule reads from level k when that is cheaper), and j = l is allowed
 in the second branch (pure recomputation from x_0), which makes the one-slot case a special
@@ -53,9 +53,9 @@ of length l at one level), so unlimited levels cost O(l) slots, and the filling 
 stops at the first m with E_k(., m) = E_k(., m - 1) (the columns repeat from there on). Time
 O(sum_k c_k l^2) at worst, with the inner minimum over j vectorised.
 
-**What is proven.** H-Revolve is optimal for this model when the levels are ordered by cost,
-w_0 <= w_1 <= ... and r_0 <= r_1 <= ... (Herrmann & Pallez 2020; Disk-Revolve's proof for two
-levels). Here `brute_force_hrevolve` computes the true optimum over *all* schedules of the
+**What is proven.** Herrmann & Pallez (2020) state H-Revolve optimal for this model with the
+levels ordered by cost, w_0 <= w_1 <= ... and r_0 <= r_1 <= ... (Aupy et al. 2016 prove the
+two-level case, Disk-Revolve: free memory, unlimited disk); we rely on their proofs. Here `brute_force_hrevolve` computes the true optimum over *all* schedules of the
 model for tiny instances (Dijkstra over the states: buffer, next backward step, values stored
 per level), and the tests check the DP against it; the schedules the DP reconstructs replay in
 `simulate_hrevolve`, an independent checker of the rules above, to the DP's cost. On the
