@@ -14,7 +14,7 @@ import sys
 from solvers import __version__
 from solvers.errors import InputError
 
-COMMANDS = ("solvers", "solve", "simulate", "profile", "run", "partition", "sweep", "figures", "plot")
+COMMANDS = ("solvers", "solve", "simulate", "profile", "run", "partition", "sweep", "figures", "plot", "hrevolve")
 
 
 class _Parser(argparse.ArgumentParser):

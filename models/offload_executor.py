@@ -43,10 +43,13 @@ not torch allocations) and releases the torch storage; ``Pre`` allocates a new t
 inside the pool and copies the bytes back. Transfers are synchronous ``memcpy``: the measured
 time includes them on the critical path and is not comparable with the simulator's bandwidth
 model (a CPU run checks gradients and memory, not overlap). Memory is comparable: the tracker
-is the one the profiler used for the chain's sizes, and since every transfer completes at its
-issue the measured peak is at most the simulator's (which charges a device copy until its
-offload ends and overlaps the streams), up to the allocation noise that
-`tests/test_models_executor.py` allows (1% + 4 KiB).
+is the one the profiler used for the chain's sizes. The run is synchronous, one op after the
+other, so its peak is compared with two predictions: the simulator's two-stream peak, which it
+does not exceed (the simulator overlaps a prefetch with the compute op before it and keeps an
+offloaded copy until its transfer ends), and `sequential_replay`, the same simulator with every
+op starting after the previous one ended, which it matches (exactly on the tiny ResNet of the
+tests; below by the profile's over-charge of ``fwd_overhead`` on GPT-2), both up to the
+allocation noise that `tests/test_models_executor.py` allows (1% + 4 KiB).
 
 Known limits: a block that returns a view of its input, or saves a view of its input under a
 different dtype, keeps that storage shared (correct gradients, but the bytes do not leave the
@@ -59,7 +62,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -67,18 +70,54 @@ from torch import nn
 
 from solvers.chain import Chain
 from solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
-from solvers.offload import OffloadInstance, OffloadSchedule, Transfer, simulate_offload
+from solvers.offload import OffloadInstance, OffloadSchedule, OffloadSimulation, Transfer, simulate_offload
 from solvers.offload.schedule import OFF, PRE
 
-from .executor import ChainExecutor, LossFn, StepResult, _State, compare_gradients, reference_step
+from .executor import ChainExecutor, LossFn, StepResult, _State, as_blocks, compare_gradients, reference_step
 from .memory import storage_key
 
-__all__ = ["OffloadExecutor", "execute_offload", "run_offload", "CPU_MEASUREMENT"]
+__all__ = ["OffloadExecutor", "OffloadStepResult", "execute_offload", "run_offload", "describe_offload",
+           "sequential_replay", "CPU_MEASUREMENT"]
 
 CPU_MEASUREMENT = ("cpu: transfers are synchronous memcpy to NumPy arrays outside the tracked pool; measured "
                    "memory is comparable with the simulator's, measured time is not (no link, no overlap)")
 
 Key = tuple[str, int]  # ("a", j) | ("abar", j)
+
+
+# --------------------------------------------------------------------------- predictions
+def sequential_replay(inst: OffloadInstance, schedule: OffloadSchedule | Sequence[Op | Transfer]
+                      ) -> OffloadSimulation:
+    """The two-stream simulator's replay of `schedule` with every operation starting after the
+    one issued before it has ended (``not_before`` = the sum of the earlier operations'
+    durations, transfers at full size/bandwidth + latency): the memory a synchronous, one-stream
+    execution uses, which is what the CPU executor measures. Its peak (bytes) is at most the
+    two-stream one in the cases we know (it removes overlap), and equals a CPU run's measured
+    peak up to the profile's own error (e.g. ``fwd_overhead`` is the larger of the two forward
+    modes')."""
+    chain = inst.chain
+    L = chain.length
+    ops = list(schedule)
+    t, not_before = 0.0, []
+    for op in ops:
+        not_before.append(t)
+        if isinstance(op, Transfer):
+            t += inst.transfer_time(int(chain.xbar[op.index] if op.value == "abar" else chain.x[op.index]))
+        else:
+            kind, i = op
+            t += float(chain.u_b[L] if kind == LOSS else (chain.u_b[i] if kind == B else chain.u_f[i]))
+    return simulate_offload(inst, OffloadSchedule(ops, L, not_before))
+
+
+@dataclass
+class OffloadStepResult(StepResult):
+    """`models.executor.StepResult` plus the offloading prediction's extras: `predicted_host_peak`
+    (bytes on the host at most, two-stream replay), `sequential_peak` (bytes, `sequential_replay`:
+    the prediction a synchronous CPU run is compared with) and the number of `transfers`."""
+
+    predicted_host_peak: int | None = None
+    sequential_peak: int | None = None
+    transfers: int = 0
 
 
 # --------------------------------------------------------------------------- values
@@ -271,6 +310,14 @@ class _Store:
             raise RuntimeError(f"a_{j} is not on the device")
         return v
 
+    def free(self, key: Key) -> None:
+        """A compute operation frees `key` when it is on the device (the simulator's rule): its
+        device copy is dropped at once, even while a host copy keeps the value object."""
+        v = self.device.pop(key, None)
+        if v is not None:
+            for st in v.holder.storages:
+                st.flat = st.ready = None
+
     def read(self, v: _Value) -> torch.Tensor:
         self.link.wait(v.holder)
         return v.activation()
@@ -301,7 +348,7 @@ class OffloadExecutor(ChainExecutor):
         chain: Chain | None = None,
         bandwidth: float | None = None,
         **options: Any,
-    ) -> StepResult:
+    ) -> OffloadStepResult:
         """Execute `schedule` as one training step (options as `ChainExecutor.step`).
 
         `inst` (or `chain` with `bandwidth` in bytes/s) gives the simulator's prediction; an
@@ -321,9 +368,13 @@ class OffloadExecutor(ChainExecutor):
                 raise ValueError(f"invalid offloading schedule: {sim.violation}")
         if inputs.device.type == "cuda" and self._side is None:
             self._side = torch.cuda.Stream(inputs.device)
-        result = super().step(ops, inputs, target, chain=None, **options)  # type: ignore[arg-type]
-        if sim is not None:
+        base = super().step(ops, inputs, target, chain=None, **options)  # type: ignore[arg-type]
+        result = OffloadStepResult(**{f.name: getattr(base, f.name) for f in fields(StepResult)},
+                                   transfers=sum(isinstance(op, Transfer) for op in ops))
+        if inst is not None and sim is not None:
             result.predicted_peak, result.predicted_makespan = sim.peak_memory, sim.makespan
+            result.predicted_host_peak = sim.host_peak
+            result.sequential_peak = sequential_replay(inst, ops).peak_memory
         return result
 
     # ----------------------------------------------------------------- state
@@ -363,7 +414,7 @@ class OffloadExecutor(ChainExecutor):
             holder = _Holder()
             store.device[("a", i + 1)] = _Value(("a", i + 1), holder, holder.ref(y.detach()))
             if kind == F_N:
-                store.device.pop(("a", i), None)
+                store.free(("a", i))
         elif kind == LOSS:
             y = store.read(store.activation(L)).detach().requires_grad_(True)
             with torch.enable_grad():
@@ -371,7 +422,7 @@ class OffloadExecutor(ChainExecutor):
                 loss.backward()
             s.loss = float(loss.detach())
             s.grads[L] = y.grad
-            store.device.pop(("a", L), None)
+            store.free(("a", L))
         elif kind == B:
             self._backward(i, store, s)
         else:
@@ -448,9 +499,9 @@ class OffloadExecutor(ChainExecutor):
             tape.slot.tensor = None
         s.grads[i] = x.grad if x.requires_grad else None
         del s.grads[i + 1]
-        del store.device[("abar", i + 1)]
+        store.free(("abar", i + 1))
         store.host.pop(("abar", i + 1), None)  # its graph is consumed: the host copy is useless now
-        store.device.pop(("a", i), None)
+        store.free(("a", i))
         tape.leaf = tape.edge = None
 
 
@@ -458,7 +509,7 @@ class OffloadExecutor(ChainExecutor):
 def execute_offload(blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, schedule: OffloadSchedule,
                     inputs: torch.Tensor, target: Any, *, inst: OffloadInstance | None = None, seed: int = 0,
                     check: bool = True, rtol: float = 1e-4, atol: float = 1e-6, **options: Any
-                    ) -> tuple[StepResult, bool | None]:
+                    ) -> tuple[OffloadStepResult, bool | None]:
     """Run one step under `schedule`; when `check`, compare every gradient (parameters and
     input) with plain autograd at the same seed. Returns (result, grad_check or None)."""
     executor = OffloadExecutor(blocks, loss_fn)
@@ -500,19 +551,22 @@ def run_offload(
     JSON object for ``--bandwidth``.
 
     `model`: a zoo name (built with `sizes`, e.g. ``{"batch": 2, "image_size": 32}``, on
-    `device`, default cuda when present) or a built `models.zoo.ZooModel`. `chain`: costs to
+    `device`, default cuda when present), a built `models.zoo.ZooModel`, or a tuple
+    ``(blocks, example_input, loss_fn, target)``. `chain`: costs to
     use instead of profiling (same number of stages). `budget`: bytes, or a string ("1.5MB",
     "60%" of the store-all peak). `bandwidth`: bytes/s or a string ("12GB/s"); `latency`:
     seconds per transfer. Returns the keys of ``memsched run --json`` (model, chain, budget,
     solver, status, device, units, store_all_peak, predicted {makespan (ms), peak_memory,
     host_peak (bytes)}, measured {time (ms), peak_memory (bytes)}, ratio, store_all,
     grad_check, memory_method, transfers, loss) plus bandwidth, latency and measurement (what
-    the CPU numbers mean); when no schedule fits: status, message, min_budget, and None for
-    predicted / measured / grad_check.
+    the CPU numbers mean), solve_time_s and the schedule (memsched.schedule/1); when no
+    schedule fits: status, message, min_budget, and None for predicted / measured /
+    grad_check (the command's exit code 1). Bad input raises `solvers.errors.InputError`.
     """
     from solvers import registry
     from solvers.chain import reference_peak
     from solvers.chain.baselines import store_all_schedule
+    from solvers.errors import InputError
     from solvers.units import parse_bandwidth, parse_budget
 
     from .profiler import profile_chain
@@ -520,6 +574,9 @@ def run_offload(
 
     if isinstance(model, ZooModel):
         built = model
+    elif isinstance(model, (tuple, list)):
+        blocks, example, loss_fn, tgt = model
+        built = ZooModel(as_blocks(blocks), example, loss_fn, tgt, "custom", {})
     else:
         built = build_model(str(model), device=resolve_device(None if device is None else str(device)),
                             **(sizes or {}))
@@ -528,11 +585,14 @@ def run_offload(
                               repeats=profile_repeats, name=built.label, meta={"model": built.name, **built.config},
                               timing=timing)
     elif chain.length != len(built.blocks):
-        raise ValueError(f"the chain has {chain.length} stages but the model {len(built.blocks)} blocks")
+        raise InputError(f"the chain has {chain.length} stages but the model has {len(built.blocks)} blocks",
+                         field="--chain")
     bw = parse_bandwidth(bandwidth) if isinstance(bandwidth, str) else float(bandwidth)
     inst = OffloadInstance(chain, bw, float(latency))
-    reference = reference_peak(chain)
-    limit = parse_budget(budget, reference)
+    reference = int(reference_peak(chain))
+    limit = int(parse_budget(budget, reference))
+    if limit <= 0:
+        raise InputError(f"budget must be positive, got {budget!r}", field="--budget")
     opts: dict[str, Any] = {**(options or {}), "slots": slots}
     if time_limit is not None:
         opts["time_limit"] = time_limit
@@ -542,16 +602,16 @@ def run_offload(
                            "solver": solver, "status": result.status, "device": str(x.device),
                            "bandwidth": bw, "latency": float(latency),
                            "units": {"time": "ms", "memory": "bytes", "bandwidth": "bytes/s"},
-                           "store_all_peak": reference}
+                           "store_all_peak": reference, "solve_time_s": result.solve_time_s}
     if x.device.type == "cpu":
         out["measurement"] = CPU_MEASUREMENT
     if not result.found:
         msg = result.message or f"no schedule of {solver} fits {limit} bytes"
-        out.update(message=msg, min_budget=result.min_budget, predicted=None, measured=None, grad_check=None)
+        min_budget = None if result.min_budget is None else int(result.min_budget)
+        out.update(message=msg, min_budget=min_budget, predicted=None, measured=None, grad_check=None)
         return out
     schedule = result.schedule
     executor = OffloadExecutor(built.blocks, built.loss_fn)
-    sim = simulate_offload(inst, schedule)
     base = executor.step(store_all_schedule(chain.length).ops, x, target, inst=inst, seed=seed,
                          time_repeats=time_repeats)
     step = executor.step(schedule, x, target, inst=inst, seed=seed, time_repeats=time_repeats)
@@ -561,7 +621,8 @@ def run_offload(
         grad_ok = bool(torch.allclose(step.input_grad, ref_input, rtol=1e-4, atol=1e-6))
         grad_msg = "" if grad_ok else "input gradient differs"
     out.update(
-        predicted={"makespan": result.objective, "peak_memory": result.peak_memory, "host_peak": sim.host_peak},
+        predicted={"makespan": float(result.objective), "peak_memory": int(result.peak_memory),
+                   "host_peak": step.predicted_host_peak, "sequential_peak": step.sequential_peak},
         measured={"time": step.time_ms, "peak_memory": step.peak_memory},
         ratio={"memory": step.memory_ratio, "time": step.time_ratio},
         store_all={"predicted": {"makespan": base.predicted_makespan, "peak_memory": base.predicted_peak},
@@ -571,9 +632,32 @@ def run_offload(
                       "measured": {"time": _ratio(step.time_ms, base.time_ms),
                                    "memory": _ratio(step.peak_memory, base.peak_memory)}},
         grad_check=grad_ok, memory_method=step.memory_method, transfers=len(schedule.transfers()),
-        loss=step.loss if math.isfinite(step.loss) else None,
+        loss=step.loss if math.isfinite(step.loss) else None, schedule=schedule.to_json(),
     )
     if grad_msg:
         out["grad_message"] = grad_msg
     return out
 
+
+def describe_offload(out: dict[str, Any]) -> str:
+    """The human-readable lines of `memsched run --bandwidth` for a `run_offload` result."""
+    from solvers.units import format_bytes
+
+    head = (f"{out['chain']} on {out['device']}, solver {out['solver']} ({out['status']}), "
+            f"budget {format_bytes(out['budget'])}, link {out['bandwidth'] / 1e9:g} GB/s")
+    if out.get("predicted") is None:
+        return f"{head}\n  infeasible: {out.get('message', '')}"
+    p, m, vs = out["predicted"], out["measured"], out["vs_store_all"]
+    lines = [
+        head,
+        f"  predicted: makespan {p['makespan']:.2f} ms, peak {format_bytes(p['peak_memory'])} (two streams), "
+        f"{format_bytes(p['sequential_peak'])} (one op at a time), host {format_bytes(p['host_peak'])}",
+        f"  measured:  time     {m['time']:.2f} ms, peak {format_bytes(m['peak_memory'])} ({out['memory_method']}), "
+        f"{out['transfers']} transfers",
+        f"  vs store-all: predicted time x{vs['predicted']['time']:.3f}, memory x{vs['predicted']['memory']:.3f};"
+        f" measured time x{vs['measured']['time']:.3f}, memory x{vs['measured']['memory']:.3f}",
+        f"  grad check: {'ok' if out['grad_check'] else 'FAILED ' + out.get('grad_message', '')}",
+    ]
+    if "measurement" in out:
+        lines.append(f"  note: {out['measurement']}")
+    return "\n".join(lines)

@@ -86,6 +86,14 @@ def chains(draw, max_length: int = 5) -> Chain:
     return Chain.from_stages(draw(size), stages, loss)
 
 
+def rotor_available() -> bool:
+    try:
+        import solvers.chain.rotor  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def budget_for(chain: Chain, frac: float, *, feasible: bool = False) -> int:
     """A budget `frac` of the way from the input size (or, with `feasible`, from the peak of
     recompute-all, which always fits) to the store-all peak."""
@@ -190,12 +198,13 @@ def test_slots_fit_real_budget_and_beat_baselines(solver: str) -> None:
     res = solve("chain", chain, solver, budget, slots=100, time_limit=30)
     assert res.status == "optimal" and res.peak_memory <= budget
     assert "100 slots" in res.scope
+    assert res.log and res.log[-1][1] == pytest.approx(res.objective) and res.log[-1][2] == pytest.approx(res.objective)
+    if rotor_available():
+        assert res.details["warm_start"] == "rotor" and res.details["warm_start_fits"]
     periodic = solve("chain", chain, "periodic", budget)
     if periodic.schedule is not None:
         assert res.objective <= periodic.objective + 1e-9
-    try:
-        import solvers.chain.rotor  # noqa: F401
-    except ImportError:
+    if not rotor_available():
         return
     rotor = solve("chain", chain, "rotor", budget, slots=100)
     if rotor.schedule is not None:
@@ -235,3 +244,21 @@ def test_exact_beats_rotor_with_a_non_persistent_schedule() -> None:
         exact = solve("chain", chain, solver, 22, slots=0, time_limit=20)
         assert exact.status == "optimal"
         assert exact.objective == pytest.approx(22.0) and rotor.objective == pytest.approx(23.0)
+
+
+def test_highs_proves_the_true_optimum() -> None:
+    """pywraplp's HiGHS stops at its default gap 1e-4 unless told otherwise (it then called
+    121.1059 optimal here, where 121.0986 is the optimum)."""
+    chain = random_chain(15, 0)
+    highs = solve("chain", chain, "milp", 68, slots=100, backend="highs", time_limit=60)
+    cpsat = solve("chain", chain, "cpsat", 68, slots=100, time_limit=60)
+    assert highs.status == cpsat.status == "optimal"
+    assert highs.objective == pytest.approx(cpsat.objective, rel=1e-9)
+
+
+@pytest.mark.parametrize("solver", ["milp", "cpsat"])
+def test_rounding_infeasibility_retries_with_exact_sizes(solver: str) -> None:
+    chain = random_chain(5, 0)  # budget 46 fits, but not once sizes are rounded up to 100 slots
+    res = solve("chain", chain, solver, 46, slots=100, time_limit=20)
+    assert res.status == "optimal" and res.peak_memory <= 46
+    assert "exact sizes" in res.scope and res.details["retried_exact_sizes"]

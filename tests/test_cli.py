@@ -127,3 +127,11 @@ def test_console_script_and_no_torch_import(tmp_path):
     assert out.stdout.strip() == "ok"
     out = subprocess.run([sys.executable, "-m", "experiments.cli", "solvers"], capture_output=True, text=True)
     assert out.returncode == 0 and "periodic" in out.stdout
+
+
+def test_hrevolve_command(cli):
+    res = cli("hrevolve", "10", "--level", "2,0,0", "--level", "inf,2,2", "--json")
+    assert res.code == 0 and res.json()["status"] == "optimal" and res.json()["cost"] > 0
+    # with enough free memory no disk is used: cost = l forwards + (l+1) backwards
+    assert cli("hrevolve", "6", "--level", "7,0,0", "--json").json()["cost"] == 6 + 7
+    assert cli("hrevolve", "6", "--level", "1,0").code == 2

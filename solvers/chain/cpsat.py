@@ -20,14 +20,22 @@ import time
 from typing import Any
 
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
-from .exact_model import PhaseModel, discretise, warm_start_schedule
+from .exact_model import PhaseModel, discretise, retry_exact_sizes, warm_start_schedule
 from .instance import Chain
 from .simulator import simulate
 
 DEFAULT_TIME_LIMIT = 60.0
 
 
-def solve_cpsat(
+def solve_cpsat(chain: Chain, budget: int, *, slots: int = 500, time_limit: float | None = None,
+                **options: Any) -> SolveResult:
+    """See `_solve_cpsat`; when the sizes rounded up to `slots` make the budget infeasible, the
+    model is solved again with exact sizes in the time left (`retry_exact_sizes`)."""
+    limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    return retry_exact_sizes(_solve_cpsat, chain, budget, slots=slots, time_limit=limit, **options)
+
+
+def _solve_cpsat(
     chain: Chain,
     budget: int,
     *,

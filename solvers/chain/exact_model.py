@@ -50,8 +50,10 @@ memory equals that after the previous op, already bounded.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .instance import Chain
 from .schedule import F_ALL, F_CK, F_N, LOSS, B, Bwd, Loss, Op, Schedule
@@ -372,6 +374,24 @@ def discretise(chain: Chain, budget: int, slots: int) -> tuple[Chain, int]:
     if slots and slots > 0 and budget > 0:
         return chain.discretised(budget / slots), int(slots)
     return chain, int(budget)
+
+
+def retry_exact_sizes(solve_fn: Any, chain: Chain, budget: int, *, slots: int, time_limit: float,
+                      **options: Any) -> Any:
+    """Run `solve_fn` with `slots`; if the rounded sizes make it infeasible, run it again with
+    exact sizes (slots=0) in the time left, so that ``infeasible`` means the real budget is."""
+    t0 = time.perf_counter()
+    res = solve_fn(chain, budget, slots=slots, time_limit=time_limit, **options)
+    if res.status != "infeasible" or not slots or slots <= 0:
+        return res
+    left = time_limit - (time.perf_counter() - t0)
+    if left <= 0.05:
+        res.message += f" (with sizes in {slots} slots; no time left to retry with exact sizes)"
+        return res
+    exact = solve_fn(chain, budget, slots=0, time_limit=left, **options)
+    exact.solve_time_s = time.perf_counter() - t0
+    exact.details["retried_exact_sizes"] = f"infeasible with sizes in {slots} slots"
+    return exact
 
 
 def warm_start_schedule(chain: Chain, budget: int, slots: int) -> tuple[Schedule | None, str]:

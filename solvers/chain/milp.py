@@ -7,6 +7,9 @@ on seeded random chains with 100 slots and a 2-core machine, SCIP proved optimal
 largest chains within the time limit.
 
 Statuses: ``optimal`` when the backend proves it (relative gap 1e-9) for the phase model;
+(HiGHS through pywraplp needs its own ``mip_rel_gap`` option and reports no usable bound
+before optimality; SetHint crashes it, so it gets no warm start; CBC's time limit counts CPU
+seconds);
 ``feasible`` when the time limit stops it with a schedule (the backend's or, failing that,
 the warm start), ``lower_bound`` being the backend's best bound; ``timeout`` without any
 schedule; ``infeasible`` when the backend proves that no phase-model schedule fits.
@@ -19,7 +22,7 @@ import time
 from typing import Any
 
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
-from .exact_model import PhaseModel, discretise, warm_start_schedule
+from .exact_model import PhaseModel, discretise, retry_exact_sizes, warm_start_schedule
 from .instance import Chain
 from .simulator import simulate
 
@@ -29,7 +32,15 @@ DEFAULT_TIME_LIMIT = 60.0
 REL_GAP = 1e-9
 
 
-def solve_milp(
+def solve_milp(chain: Chain, budget: int, *, slots: int = 500, time_limit: float | None = None,
+               **options: Any) -> SolveResult:
+    """See `_solve_milp`; when the sizes rounded up to `slots` make the budget infeasible, the
+    model is solved again with exact sizes in the time left (`retry_exact_sizes`)."""
+    limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    return retry_exact_sizes(_solve_milp, chain, budget, slots=slots, time_limit=limit, **options)
+
+
+def _solve_milp(
     chain: Chain,
     budget: int,
     *,
@@ -46,7 +57,8 @@ def solve_milp(
 
     `slots` = N > 0 discretises sizes into N slots of budget/N bytes (rounded up); 0 keeps
     exact sizes. `time_limit` in seconds (default 60), warm start and model building included
-    (CBC counts CPU seconds, so on a loaded machine it may run longer in wall-clock time). `backend`: one of BACKENDS.
+    (CBC counts CPU seconds, so on a loaded machine it may run longer in wall-clock time).
+    `backend`: one of BACKENDS (default SCIP). `dominance`: add the dominance rows of the model.
     """
     from ortools.linear_solver import pywraplp
 
@@ -96,6 +108,10 @@ def solve_milp(
     solver.SetTimeLimit(max(1, int(1000 * (limit - (time.perf_counter() - t0)))))
     if num_workers > 1:
         solver.SetNumThreads(int(num_workers))
+    if backend == "highs":
+        # pywraplp's HiGHS ignores RELATIVE_MIP_GAP (it stops at HiGHS' default 1e-4 and calls that
+        # optimal); the option string works although the call returns False
+        solver.SetSolverSpecificParametersAsString(f"mip_rel_gap={REL_GAP}")
     if backend == "cp-sat":
         solver.SetSolverSpecificParametersAsString(f"num_workers:{max(1, int(num_workers))} linearization_level:2")
     params = pywraplp.MPSolverParameters()
@@ -108,8 +124,8 @@ def solve_milp(
 
     values = None
     if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
-        values = [x.solution_value() for x in xs]
-        if model.violated(values):  # a backend answer that breaks the model: do not trust it
+        values = [1.0 if x.solution_value() > 0.5 else 0.0 for x in xs]
+        if model.violated(values):  # a rounded backend answer that breaks the model: do not trust it
             values = None
     bound = None
     if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
@@ -117,8 +133,10 @@ def solve_milp(
             bound = float(obj.BestBound())
         except Exception:
             bound = None
-        if bound is not None and not math.isfinite(bound):  # e.g. HiGHS stopped by the limit
+        if bound is not None and not math.isfinite(bound):
             bound = None
+        if backend == "highs" and code != pywraplp.Solver.OPTIMAL:
+            bound = None  # pywraplp's HiGHS reports the incumbent's value as its "best bound"
     if code == pywraplp.Solver.INFEASIBLE:
         return result(INFEASIBLE, message="no phase-model schedule fits the budget", details=details)
     source = "backend"

@@ -55,7 +55,8 @@ O(sum_k c_k l^2) at worst, with the inner minimum over j vectorised.
 
 **What is proven.** Herrmann & Pallez (2020) state H-Revolve optimal for this model with the
 levels ordered by cost, w_0 <= w_1 <= ... and r_0 <= r_1 <= ... (Aupy et al. 2016 prove the
-two-level case, Disk-Revolve: free memory, unlimited disk); we rely on their proofs. Here `brute_force_hrevolve` computes the true optimum over *all* schedules of the
+two-level case, Disk-Revolve: free memory, unlimited disk); we rely on their proofs. Here
+`brute_force_hrevolve` computes the true optimum over *all* schedules of the
 model for tiny instances (Dijkstra over the states: buffer, next backward step, values stored
 per level), and the tests check the DP against it; the schedules the DP reconstructs replay in
 `simulate_hrevolve`, an independent checker of the rules above, to the DP's cost. On the

@@ -1,0 +1,61 @@
+"""`memsched hrevolve L --level SLOTS,WRITE,READ ...`: H-Revolve on a storage hierarchy.
+
+An abstract model (Herrmann & Pallez): a homogeneous adjoint chain of L steps, forward cost
+u_f and backward cost u_b, and storage levels given fastest first, each with a number of
+slots ("inf" for unlimited), a write cost and a read cost; transfers are synchronous. Prints
+the optimal cost and the schedule of abstract operations (F, B, W, R, D).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from solvers.errors import InputError
+
+from ._common import print_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("hrevolve", help="H-Revolve: checkpointing on a storage hierarchy (abstract model)",
+                       description=__doc__)
+    p.add_argument("length", type=int, help="number of forward steps l")
+    p.add_argument("--level", action="append", required=True, metavar="SLOTS,WRITE,READ",
+                   help='a storage level, fastest first, e.g. "4,0,0" (memory) then "inf,2,2" (disk)')
+    p.add_argument("--uf", type=float, default=1.0, help="forward step cost")
+    p.add_argument("--ub", type=float, default=1.0, help="backward step cost")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=main)
+
+
+def _level(text: str) -> tuple[int | None, float, float]:
+    parts = text.split(",")
+    try:
+        slots = None if parts[0].strip().lower() in ("inf", "unlimited") else int(parts[0])
+        write, read = float(parts[1]), float(parts[2])
+    except (ValueError, IndexError):
+        raise InputError(f"expected SLOTS,WRITE,READ, got {text!r}", field="--level") from None
+    if (slots is not None and slots < 0) or write < 0 or read < 0 or not math.isfinite(write + read):
+        raise InputError(f"slots and costs must be >= 0, got {text!r}", field="--level")
+    return slots, write, read
+
+
+def main(args: argparse.Namespace) -> int:
+    from solvers.offload.hrevolve import HRevolveInstance, solve_hrevolve
+
+    if args.length < 0:
+        raise InputError("must be >= 0", field="L")
+    try:
+        instance = HRevolveInstance(args.length, tuple(_level(t) for t in args.level), args.uf, args.ub)
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    result = solve_hrevolve(instance)
+    if args.json:
+        print_json(result.to_json(objective_key="cost"))
+    else:
+        print(f"status    {result.status}  [{result.scope}]")
+        if result.schedule is not None:
+            print(f"cost      {result.objective:.6g}")
+            text = " ".join(map(str, result.schedule.ops)) if hasattr(result.schedule, "ops") else ""
+            print(f"schedule  {text if len(text) <= 400 else text[:400] + ' ...'}")
+    return 0 if result.schedule is not None else 1
