@@ -197,8 +197,14 @@ def _profile_text(source: str) -> str:
 
 
 # ============================================================================ figure bodies
+CHAIN_NOTE = ("overhead = makespan / (sum of forward and backward times) - 1; budgets count every byte, the input "
+              "included, in % of the store-all peak; missing points: no schedule within the budget")
+GRAPH_NOTE = ("overhead = sum of cost_cpu of the schedule / sum of cost_cpu - 1; budgets in % of the peak of computing "
+              "each node once in the file's order; missing points: no schedule within the budget (or time limit)")
+
+
 def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str, *,
-                       objective_label: str = "makespan overhead (%)",
+                       objective_label: str = "makespan overhead (%)", note: str = CHAIN_NOTE,
                        off_scale: tuple[str, ...] = ("recompute-all",)) -> list[Path]:
     """One panel per instance: overhead (objective / no-saving objective - 1, %) versus the
     budget (% of the instance's reference peak), one line per solver (rotor-paper style).
@@ -235,8 +241,6 @@ def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str,
         ax.tick_params(labelsize=7.5)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=_legend(fig, axes, handles))
-    note = ("overhead = objective / (objective without memory savings) - 1; budgets count every byte, the input "
-            "included; missing points: no schedule within the budget")
     profiled = [_profile_text(str(v)) for v in dict.fromkeys(rows_all["source"].dropna())
                 if str(v).startswith("models.profiler")]
     if profiled:
@@ -377,6 +381,7 @@ class FigureSpec:
     stem: str
     problem: str | None = None
     needs: str | None = None      # a column that must have values (e.g. measured_peak)
+    options: tuple[tuple[str, Any], ...] = ()   # keyword arguments of `draw`
 
 
 FIGURES: dict[str, FigureSpec] = {
@@ -389,12 +394,15 @@ FIGURES: dict[str, FigureSpec] = {
     "b": FigureSpec(("fig_b_solve_time",), solve_time_vs_size,
                     "(b) Solve time vs chain length: rotor DP, MILP, CP-SAT", "fig_b_solve_time", "chain"),
     "c": FigureSpec(("fig_c_graphs",), overhead_vs_budget,
-                    "(c) Graph rematerialization: compute overhead vs memory budget", "fig_c_graphs", "graph"),
+                    "(c) Graph rematerialization: compute overhead vs memory budget", "fig_c_graphs", "graph",
+                    options=(("objective_label", "compute overhead (%)"), ("note", GRAPH_NOTE))),
     "d": FigureSpec(("fig_d_join",), overhead_vs_budget,
-                    "(d) Join networks: dynamic program vs heuristics", "fig_d_join", "join"),
+                    "(d) Join networks: dynamic program vs heuristics", "fig_d_join", "join",
+                    options=(("note", CHAIN_NOTE.replace("forward and backward times", "all branches' forward and "
+                                                         "backward times and the loss")),)),
     "e": FigureSpec(("fig_e_offload",), overhead_vs_budget,
                     "(e) Offloading and rematerialization: makespan overhead vs memory budget", "fig_e_offload",
-                    "offload"),
+                    "offload", options=(("note", CHAIN_NOTE + "; host link as given in the sweep (bandwidth)"),)),
     "f": FigureSpec(("fig_f_pipeline",), period_vs_memory,
                     "(f) Pipelined model parallelism: period vs memory per device", "fig_f_pipeline", "pipeline"),
     "g": FigureSpec(("fig_g_measured",), predicted_vs_measured,
@@ -428,7 +436,7 @@ def render(figure_id: str, rows: pd.DataFrame, out_dir: str | Path) -> tuple[lis
                 "time_limit", "options", "measured_time_ms", "device", "grad_check"):
         if col not in r:
             r = r.assign(**{col: None})
-    return spec.draw(r, Path(out_dir), spec.stem, spec.title), None
+    return spec.draw(r, Path(out_dir), spec.stem, spec.title, **dict(spec.options)), None
 
 
 def _config_of(spec: FigureSpec) -> str:

@@ -66,3 +66,16 @@ def test_run_infeasible_and_bad_input(cli, tmp_path):
     res = cli("run", "resnet18", "--chain", path, *TINY_RESNET, "--budget", "1GB", "--solver", "store-all")
     assert res.code == 2 and "stages" in res.err
     assert "\n" not in res.err.strip()
+
+
+def test_run_dispatches_offload_and_join(cli):
+    """`memsched run` with --bandwidth executes an offloading schedule; a join model runs the join DP."""
+    res = cli("run", "resnet18", "--budget", "85%", "--bandwidth", "1GB/s", "--batch", "2", "--image-size", "32",
+              "--width", "8", "--threads", "1", "--time-repeats", "1", "--json")
+    assert res.code == 0, res.err
+    out = res.json()
+    assert out["grad_check"] is True and out["measured"]["peak_memory"] <= out["budget"]
+    res = cli("run", "siamese", "--budget", "90%", "--batch", "2", "--image-size", "32", "--width", "8",
+              "--threads", "1", "--time-repeats", "1", "--json")
+    assert res.code == 0, res.err
+    assert res.json()["grad_check"] is True

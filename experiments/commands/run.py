@@ -18,7 +18,7 @@ from typing import Any
 
 from solvers.errors import InputError
 
-from ._common import budget_for, parse_options
+from ._common import add_link_arguments, budget_for, parse_options
 from .profile import ZOO_NAMES, _import_models, add_model_options, model_sizes
 
 
@@ -28,7 +28,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("model", metavar="MODEL",
                    help=f"zoo model ({', '.join(ZOO_NAMES)}; join networks: siamese, triplet, clip) or a chain file")
     p.add_argument("--budget", required=True, help='memory budget: bytes, "1.5GB", "800MiB" or "60%%" of store-all')
-    p.add_argument("--solver", default="rotor", help="chain solver (memsched solvers; default rotor)")
+    p.add_argument("--solver", default=None,
+                   help="solver (memsched solvers); default rotor, or offload-prefix with --bandwidth, dp for joins")
     p.add_argument("--model", dest="model_name", default=None, help="zoo network to run when MODEL is a chain file")
     p.add_argument("--chain", default=None, help="costs from this chain file instead of profiling")
     p.add_argument("--profile-file", default=None, help="save the profiled chain file here")
@@ -37,6 +38,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--time-repeats", type=int, default=3, help="timed executions of the step (median)")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver option (e.g. segments=4)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_link_arguments(p)
     add_model_options(p)
     p.set_defaults(func=main)
 
@@ -60,6 +62,9 @@ def main(args: argparse.Namespace) -> int:
 
     if args.model in JOIN_MODELS:
         return _run_join(args)
+    if args.bandwidth is not None:
+        return _run_offload(args)
+    args.solver = args.solver or "rotor"
     chain = None
     name = args.model
     if name not in ZOO_NAMES:
@@ -144,7 +149,7 @@ def _run_join(args: argparse.Namespace) -> int:
 
     if args.slots < 0:
         raise InputError(f"must be >= 0, got {args.slots}", field="--slots")
-    solver = "dp" if args.solver == "rotor" else args.solver
+    solver = "dp" if args.solver in (None, "rotor") else args.solver
     out = run_join(args.model, args.budget, solver, join=args.chain, slots=args.slots, time_limit=args.time_limit,
                    options=parse_options(args.option), time_repeats=args.time_repeats, repeats=args.repeats,
                    timing=args.timing, profile_file=args.profile_file, **model_sizes(args))
@@ -159,6 +164,24 @@ def _run_join(args: argparse.Namespace) -> int:
         print(f"  predicted: makespan {pred['makespan']:.2f} ms, peak {pred['peak_memory']} bytes")
         print(f"  measured:  time     {meas['time']:.2f} ms, peak {meas['peak_memory']} bytes")
         print(f"  grad check: {'ok' if out['grad_check'] else 'FAILED'}")
+    return 0
+
+
+def _run_offload(args: argparse.Namespace) -> int:
+    """A chain network with a host link: an offloading schedule, executed with real transfers."""
+    from models.offload_executor import describe_offload, run_offload
+
+    if args.slots < 0:
+        raise InputError(f"must be >= 0, got {args.slots}", field="--slots")
+    chain = _chain_file(args.chain) if args.chain else None
+    out = run_offload(args.model, args.budget, bandwidth=args.bandwidth, latency=args.latency or 0.0,
+                      solver=args.solver or "offload-prefix", chain=chain, sizes=model_sizes(args), seed=args.seed,
+                      time_repeats=args.time_repeats, profile_repeats=args.repeats, timing=args.timing,
+                      slots=args.slots, time_limit=args.time_limit, options=parse_options(args.option))
+    print(json.dumps(out) if args.json else describe_offload(out))
+    if out.get("predicted") is None:
+        print(f"memsched run: infeasible: {out.get('message', '')}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -151,13 +151,15 @@ def solve_cpsat(
     time_limit: float | None = None,
     warm_start: bool = True,
     max_computations: int = 2,
+    raise_caps: bool = True,
     two_phase: bool = True,
     threads: int = 1,
     **_: Any,
 ) -> SolveResult:
     """The capped interval model (module docstring) on CP-SAT. `budget` is absolute (cost_ram
     units); at most `max_computations` computations per node (C); with `warm_start` the best
-    heuristic schedule that fits is hinted; with `two_phase` and no such schedule, a
+    heuristic schedule that fits is hinted (with `raise_caps`, a node the hint computes more
+    than C times gets that many, and the scope says so); with `two_phase` and no such schedule, a
     feasibility-only search (a third of the time) runs first and hints the optimisation."""
     start = time.perf_counter()
     C = max(1, int(max_computations))
@@ -175,17 +177,28 @@ def solve_cpsat(
         result.message = "some node and its inputs do not fit the budget together"
         result.solve_time_s = time.perf_counter() - start
         return result
-    mm = MoccasinModel(graph, M, B, [C] * graph.n, ints)
-    base = float(mm.base_cost)
-    hinted = False
+    caps = [C] * graph.n
+    hint_seq = None
     if warm_start:
         from .baselines import heuristic_sequences
 
         for seq in heuristic_sequences(graph, int(budget), M, B):
-            if simulate(graph, seq).peak_memory <= budget and _fits_slots(graph, seq, M, B) and mm.hint(seq):
-                hinted = True
+            if simulate(graph, seq).peak_memory <= budget and _fits_slots(graph, seq, M, B):
+                hint_seq = seq
                 break
-        result.details["warm_start"] = hinted
+        if hint_seq is not None and raise_caps:
+            counts = np.bincount(hint_seq, minlength=graph.n)
+            raised = int(np.sum(counts > C))
+            caps = [max(C, int(c)) for c in counts]
+            if raised:
+                result.scope = result.scope.replace(
+                    f"at most {C} computations per node",
+                    f"at most {C} computations per node ({raised} nodes: as many as the warm start, up to {max(caps)})")
+                result.details["raised_caps"] = raised
+    mm = MoccasinModel(graph, M, B, caps, ints)
+    base = float(mm.base_cost)
+    hinted = hint_seq is not None and mm.hint(hint_seq)
+    result.details["warm_start"] = hinted
 
     def remaining() -> float | None:
         return None if time_limit is None else max(0.1, time_limit - (time.perf_counter() - start))

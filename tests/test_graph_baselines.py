@@ -1,0 +1,76 @@
+"""Graph baselines, the LP bound and Checkmate's LP rounding."""
+
+from __future__ import annotations
+
+import pytest
+
+from solvers import registry
+from solvers.graph import SOLVERS, generate, reference_peak, simulate
+from solvers.graph.baselines import articulation_points, dtr_sequence, griewank_sequence, memory_order
+from solvers.graph.checkmate_milp import solve_checkmate
+from solvers.graph.lp_bounds import lp_bound
+from solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL
+
+BASELINES = ["checkpoint-all", "dtr", "sqrt", "greedy", "griewank", "checkmate-approx"]
+
+
+@pytest.mark.parametrize("name", BASELINES)
+@pytest.mark.parametrize("graph", [generate.linear_graph(8), generate.vgg16(), generate.random_layered(20, 1)],
+                         ids=["linear8", "vgg16", "rl20"])
+def test_baselines_replay_or_say_what_they_need(name, graph):
+    ref = reference_peak(graph)
+    for frac in (1.0, 0.8):
+        budget = int(ref * frac)
+        res = registry.solve("graph", graph, name, budget)
+        assert res.status in (FEASIBLE, INFEASIBLE)
+        if res.status == FEASIBLE:
+            assert res.peak_memory <= budget
+            assert res.objective >= graph.total_cpu() - 1e-9
+        elif res.min_budget is not None:
+            assert res.min_budget > budget
+
+
+def test_checkpoint_all_is_the_reference():
+    g = generate.vgg16()
+    res = registry.solve("graph", g, "checkpoint-all", reference_peak(g))
+    assert res.peak_memory == reference_peak(g) and res.objective == pytest.approx(g.total_cpu())
+
+
+def test_all_solvers_registered():
+    names = {n for _, n, _ in registry.solver_table("graph")}
+    assert set(SOLVERS) <= names
+
+
+def test_dtr_fits_or_gives_up():
+    g = generate.random_layered(40, 5)
+    ref = reference_peak(g)
+    for frac in (0.95, 0.9, 0.8):
+        for order in (None, memory_order(g)):
+            seq = dtr_sequence(g, int(ref * frac), order=order)
+            if seq is not None:
+                assert simulate(g, seq, int(ref * frac)).valid
+
+
+def test_chen_and_griewank_structure():
+    lin = generate.linear_graph(9)
+    assert len(articulation_points(lin)) == 8  # every forward node but the last
+    res = generate.resnet((1, 1, 1, 1))
+    assert 0 < len(articulation_points(res)) < sum(not b for b in res.backward)
+    assert griewank_sequence(res, 3) is None
+    for s in (1, 2, 4):
+        sim = simulate(lin, griewank_sequence(lin, s))
+        assert sim.valid
+    assert simulate(lin, griewank_sequence(lin, 1)).makespan > simulate(lin, griewank_sequence(lin, 4)).makespan
+
+
+def test_lp_bound_below_checkmate_and_approx_above():
+    g = generate.random_layered(15, 4)
+    budget = int(0.85 * reference_peak(g))
+    exact = solve_checkmate(g, budget, slots=0, time_limit=30)
+    assert exact.status == OPTIMAL
+    bound = lp_bound(g, budget)
+    assert g.total_cpu() - 1e-6 <= bound <= exact.objective + 1e-6
+    approx = registry.solve("graph", g, "checkmate-approx", budget)
+    if approx.status == FEASIBLE:
+        assert approx.objective >= exact.objective - 1e-9
+        assert approx.lower_bound <= exact.objective + 1e-6
