@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--num-workers", type=int, default=1, help="CP-SAT workers (MILP backends use 1 thread)")
     ap.add_argument("--no-warm-start", action="store_true")
     ap.add_argument("--out", default="results/bench_chain_exact.csv")
+    ap.add_argument("--append", action="store_true", help="add rows to an existing CSV instead of replacing it")
     args = ap.parse_args(argv)
 
     import ortools
@@ -72,9 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print("-" * len(header))
     rows = []
-    with out.open("w", newline="") as fh:
+    append = args.append and out.exists() and out.stat().st_size > 0
+    with out.open("a" if append else "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=FIELDS)
-        writer.writeheader()
+        if not append:
+            writer.writeheader()
         for L in args.lengths:
             for seed in args.seeds:
                 chain = random_chain(L, seed)

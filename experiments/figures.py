@@ -127,7 +127,9 @@ def _finish(fig: plt.Figure, rows: pd.DataFrame, out_dir: Path, stem: str, note:
     paths = []
     for ext in ("png", "pdf"):
         path = out_dir / f"{stem}.{ext}"
-        fig.savefig(path, dpi=150 if ext == "png" else None, bbox_inches="tight")
+        # no creation date in the PDF, so that redrawing unchanged results gives the same file
+        meta = {"CreationDate": None} if ext == "pdf" else None
+        fig.savefig(path, dpi=150 if ext == "png" else None, bbox_inches="tight", metadata=meta)
         paths.append(path)
     plt.close(fig)
     return paths

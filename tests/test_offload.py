@@ -173,3 +173,15 @@ def test_cpsat_is_exact_for_its_class(L, seed, fraction, bandwidth):
         assert exact.objective == pytest.approx(exact.details["model_makespan"])
         assert exact.lower_bound == pytest.approx(exact.objective)
         assert exact.peak_memory <= budget
+
+
+def test_cpsat_schedule_replays_under_float_times(examples):
+    """Regression: real-valued times and a discretised memory; the pinned timing must replay
+    within the budget (float noise at equal instants once broke the release-first rule)."""
+    chain = Chain.load(examples / "cnn12.json")
+    inst = OffloadInstance(chain, 12e9)
+    budget = int(simulate(chain, store_all_schedule(chain.length)).peak_memory * 0.7)
+    result = registry.solve("offload", inst, "cpsat", budget, slots=200, time_limit=5)
+    if result.schedule is not None:  # registry.solve raised if the simulator had rejected it
+        assert result.peak_memory <= budget
+        assert result.objective == pytest.approx(result.details["model_makespan"], rel=1e-6)

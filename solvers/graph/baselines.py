@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -335,7 +335,7 @@ def _chain_structure(graph: Graph) -> tuple[list[int], list[list[int]]] | None:
     return fwd, groups
 
 
-@lru_cache(maxsize=None)
+@cache
 def _binomial(length: int, s: int) -> tuple[float, int]:
     """(forward recomputations, first split) to reverse `length` unit steps with `s` snapshots."""
     if length <= 1:

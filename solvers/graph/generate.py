@@ -202,7 +202,8 @@ def vgg16(batch: int = 1) -> Graph:
         names.append(f"fc{i + 1}")
     m = len(cpu)
     return training_graph([batch * v for v in cpu], [batch * v for v in ram], [(i, i + 1) for i in range(m - 1)],
-                          names=names, loss_cpu=0.01, needs=["input"] * m, input_size=batch * math.ceil(224 * 224 * 3 * 4 / 1024),
+                          names=names, loss_cpu=0.01, needs=["input"] * m,
+                          input_size=batch * math.ceil(224 * 224 * 3 * 4 / 1024),
                           name="vgg16-like", meta={"source": "solvers.graph.generate.vgg16", "units":
                                                    {"time": "MFLOP", "memory": "KiB"}})
 

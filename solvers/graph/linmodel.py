@@ -11,6 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 from ortools.linear_solver import pywraplp
 from ortools.sat.python import cp_model
 
@@ -137,8 +138,13 @@ def solve_cpsat_linear(model: LinearModel, *, time_limit: float | None = None, h
                 m.Add(expr >= int(math.ceil(lo)))
             if hi != math.inf:
                 m.Add(expr <= int(math.floor(hi)))
+    scale = 1.0
     if not feasibility_only and model.objective:
-        m.Minimize(sum(c * xs[i] for i, c in model.objective.items()))
+        from .cpsat import integer_costs
+
+        keys = list(model.objective)
+        ints, scale, _ = integer_costs(np.array([model.objective[i] for i in keys]))
+        m.Minimize(sum(c * xs[i] for i, c in zip(keys, ints)))
     if hint is not None:
         for x, v in zip(xs, hint):
             m.AddHint(x, int(round(v)))
@@ -147,13 +153,13 @@ def solve_cpsat_linear(model: LinearModel, *, time_limit: float | None = None, h
         solver.parameters.max_time_in_seconds = float(time_limit)
     solver.parameters.num_workers = max(1, threads)
     log: list = []
-    cb = _Logger(log_start if log_start is not None else start, log, stop_at_first=feasibility_only)
+    cb = _Logger(log_start if log_start is not None else start, log, scale, stop_at_first=feasibility_only)
     code = solver.Solve(m, cb)
     wall = time.perf_counter() - start
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         values = [solver.Value(x) for x in xs]
         objective = sum(model.objective.get(i, 0.0) * v for i, v in enumerate(values))
-        bound = None if feasibility_only else solver.BestObjectiveBound()
+        bound = None if feasibility_only else solver.BestObjectiveBound() / scale
         status = "optimal" if code == cp_model.OPTIMAL and not feasibility_only else "feasible"
         return LinearSolution(status, values, objective, bound, log, wall)
     if code == cp_model.INFEASIBLE:

@@ -41,6 +41,8 @@ from .simulator import simulate_offload
 
 
 def _ticks(value: float, scale: float) -> int:
+    """Whole ticks, rounded up; float noise below 1e-9 tick is forgiven (the simulator's sweep
+    treats such noise as simultaneity)."""
     return int(math.ceil(value * scale - 1e-9))
 
 

@@ -191,7 +191,8 @@ def _sweep(sim, events, host_events, budget, schedule, initial, stop_at: int | N
     mem = int(initial)
     peak = mem
     sim.timeline = [(0.0, mem)]
-    for t, _order, delta, pos in sorted(events, key=lambda e: (e[0], e[1])):
+    # times equal up to float noise count as equal, so that releases still come first
+    for t, _order, delta, pos in sorted(events, key=lambda e: (round(e[0], 9), e[1])):
         mem += delta
         sim.timeline.append((t, mem))
         if mem > peak:
