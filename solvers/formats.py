@@ -10,12 +10,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from . import registry
 from .errors import InputError
+from .jsonio import read_json
 
 
 def detect_problem(path: str | Path) -> str:
@@ -27,12 +27,7 @@ def detect_problem(path: str | Path) -> str:
         raise InputError("is a directory, expected an instance file", path=str(path))
     head = path.read_text(errors="replace")[:4096].lstrip()
     if head.startswith("{"):
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as err:
-            raise InputError(f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}",
-                             path=str(path)) from None
-        return detect_json(data, str(path))
+        return detect_json(read_json(path), str(path))
     if head.startswith("node") or " -- " in head:
         return "pipeline"
     raise InputError("not a chain, join, graph (node-link JSON) or PipeDream graph.txt file", path=str(path))

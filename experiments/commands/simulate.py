@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 from solvers import registry
-from solvers.errors import InputError
+from solvers.jsonio import read_json
 from solvers.units import format_bytes
 
 from ._common import add_link_arguments, budget_for, load_problem, print_json
@@ -25,12 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def read_schedule_json(path: str):
-    try:
-        return json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise InputError("no such file", path=path) from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}", path=path) from None
+    return read_json(path)
 
 
 def main(args: argparse.Namespace) -> int:

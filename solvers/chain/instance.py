@@ -14,7 +14,6 @@ Notation (stages 0-based, as in the recurrence of DESIGN.md; the loss is stage L
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..jsonio import read_json, write_json_atomic
 
 FORMAT = "memsched.chain/1"
 STAGE_FIELDS = ("fwd_time", "bwd_time", "out_size", "tape_size", "fwd_overhead", "bwd_overhead")
@@ -125,10 +125,7 @@ class Chain:
 
     def save(self, path: str | Path) -> None:
         """Write the chain file atomically (a temporary file renamed into place)."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        tmp.replace(path)
+        write_json_atomic(path, self.to_dict())
 
     @classmethod
     def from_dict(cls, data: Any, *, path: str = "<chain>") -> Chain:
@@ -168,18 +165,7 @@ class Chain:
     @classmethod
     def load(cls, path: str | Path) -> Chain:
         """Read a chain file; a missing file or invalid JSON is an `InputError` naming it."""
-        path = str(path)
-        try:
-            text = Path(path).read_text()
-        except FileNotFoundError:
-            raise InputError("no such file", path=path) from None
-        except OSError as err:
-            raise InputError(f"cannot read ({err.strerror})", path=path) from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise InputError(f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}", path=path) from None
-        return cls.from_dict(data, path=path)
+        return cls.from_dict(read_json(path), path=str(path))
 
     # ----------------------------------------------------------------- derived views
     def is_homogeneous(self) -> bool:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import InputError
+from ..jsonio import read_json
 
 SCHEDULE_FORMAT = "memsched.schedule/1"
 F_ALL, F_CK, F_N, B, LOSS = "F_all", "F_ck", "F_n", "B", "Loss"
@@ -118,14 +119,7 @@ class Schedule:
 
     @classmethod
     def load(cls, path: str | Path, length: int) -> Schedule:
-        path = str(path)
-        try:
-            data = json.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise InputError("no such file", path=path) from None
-        except json.JSONDecodeError as err:
-            raise InputError(f"invalid JSON at line {err.lineno}: {err.msg}", path=path) from None
-        return cls.from_json(data, length, path=path)
+        return cls.from_json(read_json(path), length, path=str(path))
 
 
 def _parse_op(item: Any, length: int, path: str, k: int) -> Op:

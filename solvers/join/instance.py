@@ -15,7 +15,6 @@ Sizes are integers (bytes, or slots once discretised), times floats (the file's 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ import numpy as np
 
 from ..chain.instance import SIZE_FIELDS, STAGE_FIELDS, Chain, _number
 from ..errors import InputError
+from ..jsonio import read_json, write_json_atomic
 
 FORMAT = "memsched.join/1"
 
@@ -93,10 +93,7 @@ class Join:
 
     def save(self, path: str | Path) -> None:
         """Write the join file atomically."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        tmp.replace(path)
+        write_json_atomic(path, self.to_dict())
 
     @classmethod
     def from_dict(cls, data: Any, *, path: str = "<join>") -> Join:
@@ -147,18 +144,7 @@ class Join:
     @classmethod
     def load(cls, path: str | Path) -> Join:
         """Read a join file; a missing file or invalid JSON is an `InputError` naming it."""
-        path = str(path)
-        try:
-            text = Path(path).read_text()
-        except FileNotFoundError:
-            raise InputError("no such file", path=path) from None
-        except OSError as err:
-            raise InputError(f"cannot read ({err.strerror})", path=path) from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise InputError(f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}", path=path) from None
-        return cls.from_dict(data, path=path)
+        return cls.from_dict(read_json(path), path=str(path))
 
 
 def _without_loss(chain: Chain) -> Chain:

@@ -12,7 +12,6 @@ file without it is an offloading instance once a bandwidth is given on the comma
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 from ..chain.instance import Chain
 from ..errors import InputError
+from ..jsonio import read_json, write_json_atomic
 
 
 @dataclass(eq=False)
@@ -59,17 +59,14 @@ class OffloadInstance:
         return data
 
     def save(self, path: str | Path) -> None:
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        tmp.replace(path)
+        write_json_atomic(path, self.to_dict())
 
     @classmethod
     def load(cls, path: str | Path, bandwidth: float | None = None, latency: float | None = None) -> OffloadInstance:
         """A chain file with a "host_link" object, or any chain file plus `bandwidth` (bytes/s)."""
         path = str(path)
-        chain = Chain.load(path)
-        data = json.loads(Path(path).read_text())
+        data = read_json(path)
+        chain = Chain.from_dict(data, path=path)
         link = data.get("host_link")
         if link is not None and not isinstance(link, dict):
             raise InputError("must be an object", path=path, field="host_link")
