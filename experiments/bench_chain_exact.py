@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                         rgap = None
                         if rotor is not None and res.objective:
                             rgap = (rotor - res.objective) / res.objective
+                            rgap = 0.0 if abs(rgap) < 1e-9 else rgap  # same value, summed in another order
                         row = {"L": L, "seed": seed, "slots": args.slots, "budget": budget, "fraction": frac,
                                "solver": name, "backend": backend, "status": res.status,
                                "makespan": res.objective, "bound": res.lower_bound, "gap": res.gap,

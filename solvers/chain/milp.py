@@ -2,9 +2,14 @@
 solved through OR-Tools' linear solver wrapper (pywraplp) with an open backend.
 
 Backends: ``"scip"`` (default), ``"highs"``, ``"cbc"`` and ``"cp-sat"`` (CP-SAT on the same
-linear model). The default was chosen by `experiments/bench_chain_exact.py` (see its CSV):
-on seeded random chains with 100 slots and a 2-core machine, SCIP proved optimality on the
-largest chains within the time limit.
+linear model). The default was chosen with `experiments/bench_chain_exact.py`
+(results/bench_chain_exact.csv; random_chain(L, 0), 100 slots, 60 s, 2 shared cores): all
+backends prove L <= 15 in seconds (CP-SAT fastest); at L = 20 with a tight budget only SCIP
+proved optimality (29 s), HiGHS and CP-SAT stopped at gaps near 7%; at L = 30 with a tight
+budget none proved it and SCIP's gap was the smallest (2.6%, CP-SAT 4.9%, HiGHS gives no
+bound), while a looser L = 30 budget was proved by all (HiGHS 10 s, SCIP 11 s, CP-SAT 30 s).
+CBC was left out of the timed grid: it counts CPU seconds, so under load it overran its limit
+(164 s wall for a 60 s limit at L = 20).
 
 Statuses: ``optimal`` when the backend proves it (relative gap 1e-9) for the phase model;
 (HiGHS through pywraplp needs its own ``mip_rel_gap`` option and reports no usable bound
