@@ -132,6 +132,70 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+class StepMeter:
+    """Measures one executed step: peak bytes (torch.cuda.max_memory_allocated above the
+    bytes allocated before the step on CUDA; `LiveTensorTracker` on the CPU), per-op traces,
+    and elapsed time in ms (`cpu_clock(clock)` on the CPU).
+
+    Use as ``with meter: ...; with meter.op(label): run(op); ...; meter.stop_clock()``.
+    """
+
+    def __init__(self, device: torch.device, *, watch: bool, trace: bool, clock: str = "wall"):
+        self.device, self.watch, self.trace = device, watch, trace
+        self.cuda = device.type == "cuda"
+        self.tracker = LiveTensorTracker() if watch and not self.cuda else None
+        self.traces: list[OpTrace] = []
+        self.base = 0
+        self.elapsed_ms = 0.0
+        self._now = time.perf_counter if self.cuda else cpu_clock(clock)
+        self._start = 0.0
+
+    def __enter__(self) -> StepMeter:
+        if self.watch and self.cuda:
+            _sync(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.base = torch.cuda.memory_allocated(self.device)
+        if self.tracker is not None:
+            self.tracker.__enter__()
+        _sync(self.device)
+        self._start = self._now()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.tracker is not None:
+            self.tracker.__exit__(*exc)
+
+    @contextlib.contextmanager
+    def op(self, label: str) -> Iterator[None]:
+        """Trace one operation (peak while it runs, bytes after it) when tracing."""
+        if self.trace:
+            if self.tracker is not None:
+                self.tracker.reset_peak()
+            elif self.cuda:
+                torch.cuda.reset_peak_memory_stats(self.device)
+        yield
+        if self.trace:
+            if self.tracker is not None:
+                self.traces.append(OpTrace(label, self.tracker.peak, self.tracker.current))
+            elif self.cuda:
+                self.traces.append(OpTrace(label, torch.cuda.max_memory_allocated(self.device) - self.base,
+                                           torch.cuda.memory_allocated(self.device) - self.base))
+
+    def stop_clock(self) -> None:
+        _sync(self.device)
+        self.elapsed_ms = (self._now() - self._start) * 1e3
+
+    @property
+    def peak(self) -> int:
+        """Peak bytes over the step (0 when not watching)."""
+        during = [t.measured_during for t in self.traces]
+        if self.tracker is not None:
+            return max([self.tracker.peak] + during)
+        if self.cuda and self.watch:
+            return max([torch.cuda.max_memory_allocated(self.device) - self.base] + during)
+        return 0
+
+
 class _RngStates:
     """RNG state recorded at the first forward of each stage, restored for recomputations."""
 
@@ -242,52 +306,21 @@ class ChainExecutor:
              trace: bool, clock: str = "wall") -> tuple[float, torch.Tensor | None, int, list[OpTrace], float]:
         """One run: (loss, delta_0, peak bytes, per-op trace, elapsed ms)."""
         device = inputs.device
-        cuda = device.type == "cuda"
         self._zero_grads()
         if seed is not None:
             torch.manual_seed(seed)
-        traces: list[OpTrace] = []
-        tracker: LiveTensorTracker | None = None
-        base = 0
-        if watch and cuda:
-            _sync(device)
-            torch.cuda.reset_peak_memory_stats(device)
-            base = torch.cuda.memory_allocated(device)
-        ctx: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
-        if watch and not cuda:
-            tracker = LiveTensorTracker()
-            ctx = tracker
         state = _State(inputs, _RngStates(device))
-        now = time.perf_counter if cuda else cpu_clock(clock)
-        _sync(device)
-        start = now()
-        with ctx:
+        meter = StepMeter(device, watch=watch, trace=trace, clock=clock)
+        with meter:
             state.acts[0] = inputs.detach().clone()
             for op in ops:
-                if trace:
-                    if tracker is not None:
-                        tracker.reset_peak()
-                    elif cuda:
-                        torch.cuda.reset_peak_memory_stats(device)
-                self._apply(op, state, target)
-                if trace:
-                    if tracker is not None:
-                        traces.append(OpTrace(str(op), tracker.peak, tracker.current))
-                    elif cuda:
-                        traces.append(OpTrace(str(op), torch.cuda.max_memory_allocated(device) - base,
-                                              torch.cuda.memory_allocated(device) - base))
-            _sync(device)
-            elapsed = (now() - start) * 1e3
+                with meter.op(str(op)):
+                    self._apply(op, state, target)
+            meter.stop_clock()
             loss = state.loss
             input_grad = state.grads.pop(0, None)
             state.clear()
-        if tracker is not None:
-            peak = max([tracker.peak] + [t.measured_during for t in traces])
-        elif cuda and watch:
-            peak = max([torch.cuda.max_memory_allocated(device) - base] + [t.measured_during for t in traces])
-        else:
-            peak = 0
-        return loss, input_grad, peak, traces, elapsed
+        return loss, input_grad, meter.peak, meter.traces, meter.elapsed_ms
 
     # ----------------------------------------------------------------- operations
     def _apply(self, op: Op, s: _State, target: Any) -> None:

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import contextlib
 import statistics
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,9 +54,8 @@ from solvers.chain.schedule import Op
 from solvers.join import Join, JoinSchedule, JOp, simulate
 from solvers.join.simulator import LOSS
 
-from .executor import ChainExecutor, OpTrace, StepResult, _State, _sync, as_blocks, compare_gradients
+from .executor import ChainExecutor, OpTrace, StepMeter, StepResult, _State, as_blocks, compare_gradients
 from .join_zoo import JoinLossFn
-from .memory import LiveTensorTracker, cpu_clock
 
 __all__ = ["JoinExecutor", "JoinStepResult", "reference_join_step", "join_parameters", "execute_join",
            "stage_seed", "run_join", "compare_input_gradients"]
@@ -219,56 +217,25 @@ class JoinExecutor:
              ) -> tuple[float, list[torch.Tensor | None], int, list[OpTrace], float]:
         """One run: (loss, delta_0^b per branch, peak bytes, per-op trace, elapsed ms)."""
         device = inputs[0].device
-        cuda = device.type == "cuda"
         self._zero_grads()
         torch.manual_seed(seed)
-        traces: list[OpTrace] = []
-        tracker: LiveTensorTracker | None = None
-        base = 0
-        if watch and cuda:
-            _sync(device)
-            torch.cuda.reset_peak_memory_stats(device)
-            base = torch.cuda.memory_allocated(device)
-        ctx: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
-        if watch and not cuda:
-            tracker = LiveTensorTracker()
-            ctx = tracker
         states = [_State(x, _StageRng(device, seed, b)) for b, x in enumerate(inputs)]  # type: ignore[arg-type]
-        now = time.perf_counter if cuda else cpu_clock(clock)
-        _sync(device)
-        start = now()
-        with ctx:
+        meter = StepMeter(device, watch=watch, trace=trace, clock=clock)
+        with meter:
             for s, x in zip(states, inputs):
                 s.acts[0] = x.detach().clone()
             for op in ops:
-                if trace:
-                    if tracker is not None:
-                        tracker.reset_peak()
-                    elif cuda:
-                        torch.cuda.reset_peak_memory_stats(device)
-                if op.kind == LOSS:
-                    self._loss(states, target)
-                else:
-                    self.executors[op.branch]._apply(Op(op.kind, op.stage), states[op.branch], None)
-                if trace:
-                    if tracker is not None:
-                        traces.append(OpTrace(str(op), tracker.peak, tracker.current))
-                    elif cuda:
-                        traces.append(OpTrace(str(op), torch.cuda.max_memory_allocated(device) - base,
-                                              torch.cuda.memory_allocated(device) - base))
-            _sync(device)
-            elapsed = (now() - start) * 1e3
+                with meter.op(str(op)):
+                    if op.kind == LOSS:
+                        self._loss(states, target)
+                    else:
+                        self.executors[op.branch]._apply(Op(op.kind, op.stage), states[op.branch], None)
+            meter.stop_clock()
             loss = states[0].loss
             input_grads = [s.grads.pop(0, None) for s in states]
             for s in states:
                 s.clear()
-        if tracker is not None:
-            peak = max([tracker.peak] + [t.measured_during for t in traces])
-        elif cuda and watch:
-            peak = max([torch.cuda.max_memory_allocated(device) - base] + [t.measured_during for t in traces])
-        else:
-            peak = 0
-        return loss, input_grads, peak, traces, elapsed
+        return loss, input_grads, meter.peak, meter.traces, meter.elapsed_ms
 
     def _loss(self, states: list[_State], target: Any) -> None:
         """The shared loss: a leaf per branch output, backward, delta_{L_b}^b = its grad."""

@@ -20,6 +20,8 @@ from solvers.pipeline import DEFAULT_SOLVER, SCHEDULES, load, reference_peak
 from solvers.result import INFEASIBLE, SolveResult
 from solvers.units import format_bytes, parse_bandwidth, parse_budget
 
+from ._common import parse_options
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("partition", help="partition a chain into pipeline stages under a per-device memory limit")
@@ -42,19 +44,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
-def _options(items: list[str] | None) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InputError(f"expected key=value, got {item!r}", field="--option")
-        try:
-            options[key.replace("-", "_")] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key.replace("-", "_")] = value
-    return options
-
-
 def run_partition(args: argparse.Namespace) -> tuple[SolveResult, Any]:
     """Load, solve and referee; returns the result and the instance (with its machine)."""
     inst = load(args.file)
@@ -70,7 +59,7 @@ def run_partition(args: argparse.Namespace) -> tuple[SolveResult, Any]:
     memory = parse_budget(args.memory, reference, field="--memory")
     if memory <= 0:
         raise InputError(f"must be positive, got {args.memory!r}", field="--memory")
-    options = _options(args.option)
+    options = parse_options(args.option)
     if args.replication:
         options["replication"] = True
     name = args.solver or DEFAULT_SOLVER

@@ -29,7 +29,7 @@ SCHEDULE_FORMAT = "memsched.schedule/1"
 F_ALL, F_CK, F_N, B, LOSS = "F_all", "F_ck", "F_n", "B", "Loss"
 KINDS = (F_ALL, F_CK, F_N, B, LOSS)
 FORWARD_KINDS = (F_ALL, F_CK, F_N)
-_ALIASES = {"fe": F_ALL, "f_all": F_ALL, "fall": F_ALL, "cf": F_CK, "f_ck": F_CK, "fck": F_CK,
+OP_ALIASES = {"fe": F_ALL, "f_all": F_ALL, "fall": F_ALL, "cf": F_CK, "f_ck": F_CK, "fck": F_CK,
             "fn": F_N, "f_n": F_N, "b": B, "bwd": B, "loss": LOSS}
 
 
@@ -132,7 +132,7 @@ def _parse_op(item: Any, length: int, path: str, k: int) -> Op:
         name, index = item, None
     else:
         raise InputError(f"cannot read operation {item!r}", path=path, field=where)
-    kind = _ALIASES.get(str(name).lower())
+    kind = OP_ALIASES.get(str(name).lower())
     if kind is None:
         raise InputError(f"unknown operation {name!r} (one of {', '.join(KINDS)})", path=path, field=where)
     if kind == LOSS:

@@ -36,7 +36,8 @@ from .schedule import F_ALL, F_CK, F_N, LOSS, B, Op, Schedule
 
 @dataclass(frozen=True)
 class Step:
-    """One operation as replayed: times in the chain's unit, memory in its size unit."""
+    """One operation as replayed: times in the chain's unit, memory in its size unit.
+    (`op` is an `Op`, or a join's `JOp` when the join simulator replays.)"""
 
     op: Op
     start: float

@@ -247,7 +247,8 @@ def solve_cpsat(
         result.lower_bound = sim.makespan
     else:
         result.status = FEASIBLE
-        result.lower_bound = min(bound, sim.makespan) if exact else min(bound * (1 - 1e-6), sim.makespan)
+        bound = bound if exact else bound * (1 - 1e-6)
+        result.lower_bound = min(max(bound, graph.total_cpu()), sim.makespan)
     return result
 
 

@@ -78,11 +78,17 @@ def solve_milp(model: LinearModel, backend: str, *, time_limit: float | None = N
     obj.SetMinimization()
     if time_limit is not None:
         solver.SetTimeLimit(max(1, int(time_limit * 1000)))
-    if threads > 1 and not relax:
+    if threads > 1 and not relax and backend != "cbc":  # this CBC build has no threads
         solver.SetNumThreads(threads)
     if hint is not None and not relax and backend in ("scip",):  # CBC ignores hints; HiGHS crashes on them
         solver.SetHint(xs, [float(v) for v in hint])
-    code = solver.Solve()
+    if backend == "highs" and not relax:
+        solver.SetSolverSpecificParametersAsString("mip_rel_gap = 0\nmip_abs_gap = 0\n")
+    params = pywraplp.MPSolverParameters()
+    if not relax:
+        # "optimal" means proven: no relative gap tolerance (the backends default to ~1e-4)
+        params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, 1e-9)
+    code = solver.Solve(params)
     wall = time.perf_counter() - start
     if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
         values = [x.solution_value() for x in xs]

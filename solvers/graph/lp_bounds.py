@@ -27,7 +27,9 @@ from .simulator import GraphSchedule, simulate
 
 def lp_relaxation(graph: Graph, budget: int, *, slots: int = 0, time_limit: float | None = None
                   ) -> tuple[float | None, CheckmateModel, list[float] | None, str]:
-    """(LP value, model, values, status) of Checkmate's relaxation at `budget`."""
+    """(LP value, model, values, status) of Checkmate's relaxation at `budget`, with exact sizes
+    (`slots` is accepted for a uniform signature and ignored: rounding sizes up would not give a
+    valid bound for the real sizes)."""
     # exact sizes, scaled so that the budget is 1000 (a rounded-up discretisation would not
     # give a valid bound for the real sizes)
     scale = 1000.0 / max(int(budget), 1)

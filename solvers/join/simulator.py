@@ -34,19 +34,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..chain.schedule import F_ALL, F_CK, F_N, FORWARD_KINDS, KINDS, LOSS, OP_ALIASES, SCHEDULE_FORMAT, B
+from ..chain.simulator import Simulation, Step, Violation
 from ..errors import InputError
 from .instance import Join
-
-SCHEDULE_FORMAT = "memsched.schedule/1"
-F_ALL, F_CK, F_N, B, LOSS = "F_all", "F_ck", "F_n", "B", "Loss"
-KINDS = (F_ALL, F_CK, F_N, B, LOSS)
-FORWARD_KINDS = (F_ALL, F_CK, F_N)
-_ALIASES = {"fe": F_ALL, "f_all": F_ALL, "fall": F_ALL, "cf": F_CK, "f_ck": F_CK, "fck": F_CK,
-            "fn": F_N, "f_n": F_N, "b": B, "bwd": B, "loss": LOSS}
 
 
 class JOp(NamedTuple):
@@ -125,7 +120,7 @@ def _parse_op(item: Any, lengths: list[int], path: str, k: int) -> JOp:
         name, branch, stage = item, None, None
     else:
         raise InputError(f"cannot read operation {item!r}", path=path, field=where)
-    kind = _ALIASES.get(str(name).lower())
+    kind = OP_ALIASES.get(str(name).lower())
     if kind is None:
         raise InputError(f"unknown operation {name!r} (one of {', '.join(KINDS)})", path=path, field=where)
     if kind == LOSS:
@@ -141,56 +136,6 @@ def _parse_op(item: Any, lengths: list[int], path: str, k: int) -> JOp:
 
 
 # --------------------------------------------------------------------------- simulator
-@dataclass(frozen=True)
-class Step:
-    """One operation as replayed: times in the instance's unit, memory in its size unit."""
-
-    op: JOp
-    start: float
-    end: float
-    mem_during: int
-    mem_after: int
-
-
-@dataclass(frozen=True)
-class Violation:
-    """The first rule a schedule breaks: the op's position, the op, and why."""
-
-    position: int
-    op: JOp | None
-    reason: str
-
-    def __str__(self) -> str:
-        where = f"op #{self.position} {self.op}" if self.op is not None else "end of schedule"
-        return f"{where}: {self.reason}"
-
-
-@dataclass
-class Simulation:
-    """What a replay found; `steps` stop before the first violation, if any."""
-
-    steps: list[Step] = field(default_factory=list)
-    violation: Violation | None = None
-    initial_memory: int = 0
-
-    @property
-    def valid(self) -> bool:
-        return self.violation is None
-
-    @property
-    def makespan(self) -> float:
-        return self.steps[-1].end if self.steps else 0.0
-
-    @property
-    def peak_memory(self) -> int:
-        return max([self.initial_memory] + [s.mem_during for s in self.steps])
-
-    def raise_if_invalid(self) -> Simulation:
-        if self.violation is not None:
-            raise InputError(f"invalid schedule: {self.violation}")
-        return self
-
-
 def simulate(join: Join, schedule: JoinSchedule | list[JOp], budget: int | None = None) -> Simulation:
     """Replay `schedule` on `join`; memory above `budget` (when given) is a violation."""
     ops = schedule.ops if isinstance(schedule, JoinSchedule) else list(schedule)
