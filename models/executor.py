@@ -447,3 +447,27 @@ def execute(blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, schedule: 
     if ok and ref_input is not None and result.input_grad is not None:
         ok = bool(torch.allclose(result.input_grad, ref_input, rtol=rtol, atol=atol))
     return result, ok
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or not b:
+        return None
+    return float(a) / float(b)
+
+
+def measured_vs_predicted(predicted_makespan: float, predicted_peak: int, step: StepResult,
+                          store_all: StepResult) -> dict[str, Any]:
+    """The `memsched run --json` comparison block: predicted {makespan, peak_memory} of the
+    solver's schedule, measured {time, peak_memory} of its execution, their ratios, the same
+    for the store-all schedule, and the schedule's ratios to store-all (predicted and measured)."""
+    return {
+        "predicted": {"makespan": float(predicted_makespan), "peak_memory": int(predicted_peak)},
+        "measured": {"time": step.time_ms, "peak_memory": step.peak_memory},
+        "ratio": {"memory": step.memory_ratio, "time": step.time_ratio},
+        "store_all": {"predicted": {"makespan": store_all.predicted_makespan, "peak_memory": store_all.predicted_peak},
+                      "measured": {"time": store_all.time_ms, "peak_memory": store_all.peak_memory}},
+        "vs_store_all": {"predicted": {"time": _ratio(predicted_makespan, store_all.predicted_makespan),
+                                       "memory": _ratio(predicted_peak, store_all.predicted_peak)},
+                         "measured": {"time": _ratio(step.time_ms, store_all.time_ms),
+                                      "memory": _ratio(step.peak_memory, store_all.peak_memory)}},
+    }

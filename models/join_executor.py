@@ -54,7 +54,16 @@ from solvers.chain.schedule import Op
 from solvers.join import Join, JoinSchedule, JOp, simulate
 from solvers.join.simulator import LOSS
 
-from .executor import ChainExecutor, OpTrace, StepMeter, StepResult, _State, as_blocks, compare_gradients
+from .executor import (
+    ChainExecutor,
+    OpTrace,
+    StepMeter,
+    StepResult,
+    _State,
+    as_blocks,
+    compare_gradients,
+    measured_vs_predicted,
+)
 from .join_zoo import JoinLossFn
 
 __all__ = ["JoinExecutor", "JoinStepResult", "reference_join_step", "join_parameters", "execute_join",
@@ -394,16 +403,8 @@ def run_join(
     _, ref, ref_inputs = reference_join_step(model.branches, model.loss_fn, xs, target, seed=seed)
     ok, msg = compare_gradients(step.grads, ref)
     ok_in, msg_in = compare_input_gradients(step.input_grads, ref_inputs)
+    out.update(measured_vs_predicted(result.objective, result.peak_memory, step, base))
     out.update(
-        predicted={"makespan": result.objective, "peak_memory": result.peak_memory},
-        measured={"time": step.time_ms, "peak_memory": step.peak_memory},
-        ratio={"memory": step.memory_ratio, "time": step.time_ratio},
-        store_all={"predicted": {"makespan": base.predicted_makespan, "peak_memory": base.predicted_peak},
-                   "measured": {"time": base.time_ms, "peak_memory": base.peak_memory}},
-        vs_store_all={"predicted": {"time": _ratio(result.objective, base.predicted_makespan),
-                                    "memory": _ratio(result.peak_memory, base.predicted_peak)},
-                      "measured": {"time": _ratio(step.time_ms, base.time_ms),
-                                   "memory": _ratio(step.peak_memory, base.peak_memory)}},
         grad_check=bool(ok and ok_in), memory_method=step.memory_method,
         recomputations=result.schedule.recomputations(), loss=step.loss,
     )
@@ -411,8 +412,3 @@ def run_join(
         out["grad_message"] = "; ".join(m for m in (msg, msg_in) if m)
     return out
 
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    if a is None or not b:
-        return None
-    return float(a) / float(b)

@@ -79,7 +79,16 @@ from solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
 from solvers.offload import OffloadInstance, OffloadSchedule, OffloadSimulation, Transfer, simulate_offload
 from solvers.offload.schedule import OFF, PRE
 
-from .executor import ChainExecutor, LossFn, StepResult, _State, as_blocks, compare_gradients, reference_step
+from .executor import (
+    ChainExecutor,
+    LossFn,
+    StepResult,
+    _State,
+    as_blocks,
+    compare_gradients,
+    measured_vs_predicted,
+    reference_step,
+)
 from .memory import storage_key
 
 __all__ = ["OffloadExecutor", "OffloadStepResult", "execute_offload", "run_offload", "describe_offload",
@@ -530,11 +539,6 @@ def execute_offload(blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, sc
     return result, ok
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    if a is None or not b:
-        return None
-    return float(a) / float(b)
-
 
 def run_offload(
     model: Any,
@@ -632,17 +636,9 @@ def run_offload(
     if grad_ok and ref_input is not None and step.input_grad is not None:
         grad_ok = bool(torch.allclose(step.input_grad, ref_input, rtol=rtol, atol=atol))
         grad_msg = "" if grad_ok else "input gradient differs"
+    out.update(measured_vs_predicted(result.objective, result.peak_memory, step, base))
+    out["predicted"].update(host_peak=step.predicted_host_peak, sequential_peak=step.sequential_peak)
     out.update(
-        predicted={"makespan": float(result.objective), "peak_memory": int(result.peak_memory),
-                   "host_peak": step.predicted_host_peak, "sequential_peak": step.sequential_peak},
-        measured={"time": step.time_ms, "peak_memory": step.peak_memory},
-        ratio={"memory": step.memory_ratio, "time": step.time_ratio},
-        store_all={"predicted": {"makespan": base.predicted_makespan, "peak_memory": base.predicted_peak},
-                   "measured": {"time": base.time_ms, "peak_memory": base.peak_memory}},
-        vs_store_all={"predicted": {"time": _ratio(result.objective, base.predicted_makespan),
-                                    "memory": _ratio(result.peak_memory, base.predicted_peak)},
-                      "measured": {"time": _ratio(step.time_ms, base.time_ms),
-                                   "memory": _ratio(step.peak_memory, base.peak_memory)}},
         grad_check=grad_ok, memory_method=step.memory_method, transfers=len(schedule.transfers()),
         loss=step.loss if math.isfinite(step.loss) else None, schedule=schedule.to_json(),
     )

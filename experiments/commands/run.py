@@ -51,7 +51,7 @@ def _chain_file(path: str) -> Any:
 
 def main(args: argparse.Namespace) -> int:
     _import_models()
-    from models.executor import ChainExecutor, compare_gradients, reference_step
+    from models.executor import ChainExecutor, compare_gradients, measured_vs_predicted, reference_step
     from models.join_zoo import JOIN_MODELS
     from models.profiler import profile_chain
     from models.zoo import build_model
@@ -114,16 +114,8 @@ def main(args: argparse.Namespace) -> int:
     step = executor.step(result.schedule, x, target, chain=chain, seed=args.seed, time_repeats=args.time_repeats)
     _, ref, _ = reference_step(model.blocks, model.loss_fn, x, target, seed=args.seed)
     grad_ok, grad_msg = compare_gradients(step.grads, ref)
+    out.update(measured_vs_predicted(result.objective, result.peak_memory, step, base))
     out.update(
-        predicted={"makespan": result.objective, "peak_memory": result.peak_memory},
-        measured={"time": step.time_ms, "peak_memory": step.peak_memory},
-        ratio={"memory": step.memory_ratio, "time": step.time_ratio},
-        store_all={"predicted": {"makespan": base.predicted_makespan, "peak_memory": base.predicted_peak},
-                   "measured": {"time": base.time_ms, "peak_memory": base.peak_memory}},
-        vs_store_all={"predicted": {"time": _ratio(result.objective, base.predicted_makespan),
-                                    "memory": _ratio(result.peak_memory, base.predicted_peak)},
-                      "measured": {"time": _ratio(step.time_ms, base.time_ms),
-                                   "memory": _ratio(step.peak_memory, base.peak_memory)}},
         grad_check=grad_ok, memory_method=step.memory_method, recomputations=result.schedule.recomputations(),
         loss=step.loss,
     )
@@ -184,8 +176,3 @@ def _run_offload(args: argparse.Namespace) -> int:
         return 1
     return 0
 
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    if a is None or not b:
-        return None
-    return float(a) / float(b)
