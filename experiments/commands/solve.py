@@ -59,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
             plot_to_file(problem, instance, result.schedule, args.plot, budget=budget,
                          title=f"{getattr(instance, 'name', '')} — {name}")
     if args.json:
-        print_json(result.to_json())
+        print_json(result.to_json(objective_key="period" if problem == "pipeline" else "makespan"))
     else:
         _print_human(result, instance)
     if result.schedule is None:
@@ -86,7 +86,7 @@ def _print_human(result: SolveResult, instance) -> None:
     if result.budget is not None:
         print(f"budget       {result.budget} ({format_bytes(result.budget)})")
     if result.schedule is not None:
-        print(f"makespan     {result.objective:.6g}")
+        print(f"{'period' if result.problem == 'pipeline' else 'makespan':<12} {result.objective:.6g}")
         print(f"peak memory  {result.peak_memory} ({format_bytes(result.peak_memory)})")
     if result.lower_bound is not None:
         print(f"lower bound  {result.lower_bound:.6g}" + (f"  (gap {100 * result.gap:.2f}%)" if result.gap is not None
