@@ -38,21 +38,30 @@ FIELDS = ["graph", "nodes", "edges", "budget_pct", "budget", "reference_peak", "
           "overhead_pct", "lower_bound", "gap_pct", "lp_bound", "solve_time_s", "time_limit_s", "peak_memory", "scope"]
 
 
-def graphs(quick: bool) -> list[tuple[object, float, tuple[int, ...]]]:
+GRAPHS = ("linear", "random", "vgg", "resnet")
+
+
+def graphs(quick: bool, only: tuple[str, ...] = GRAPHS) -> list[tuple[object, float, tuple[int, ...]]]:
     """(graph, time limit for the exact solvers, budgets in % of the reference peak)."""
-    return [
+    return [row for key, row in zip(GRAPHS, [
         (generate.linear_graph(30 if quick else 50), 10.0 if quick else 60.0, (90, 80, 70)),
         (generate.random_layered(100, 0), 60.0, (90, 80, 70)),
         (generate.vgg16(), 10.0, (90, 80, 70)),
         (generate.resnet(), 120.0, (90, 80) if quick else (90, 80, 70)),
-    ]
+    ]) if key in only]
 
 
-def run(quick: bool, solvers: tuple[str, ...], threads: int, out: Path) -> list[dict]:
+def run(quick: bool, solvers: tuple[str, ...], threads: int, out: Path, only: tuple[str, ...] = GRAPHS
+        ) -> list[dict]:
+    selected = graphs(quick, only)
+    names = {g.name for g, _, _ in selected}
     rows = []
+    if out.exists():  # keep the rows of the graphs not rerun now
+        with out.open() as fh:
+            rows = [r for r in csv.DictReader(fh) if r["graph"] not in names]
     print(f"{'graph':24s} {'B%':>3s} {'solver':17s} {'status':10s} {'overhead%':>9s} {'gap%':>7s} "
           f"{'time s':>7s}  scope")
-    for g, limit, budgets in graphs(quick):
+    for g, limit, budgets in selected:
         ref = reference_peak(g)
         total = g.total_cpu()
         for pct in budgets:
@@ -128,12 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="CP-SAT / MILP threads (default 2)")
     ap.add_argument("--backends", action="store_true", help="time Checkmate's MILP on each backend")
     ap.add_argument("--out", default=None, help="CSV path")
+    ap.add_argument("--graphs", default=",".join(GRAPHS),
+                    help="comma-separated subset of linear,random,vgg,resnet (other rows of the CSV are kept)")
     args = ap.parse_args(argv)
     if args.backends:
         backends(Path(args.out or "results/bench_graph_backends.csv"), args.threads)
         return 0
     out = Path(args.out or ("results/bench_graph_quick.csv" if args.quick else "results/bench_graph.csv"))
-    run(args.quick, tuple(s for s in args.solvers.split(",") if s), args.threads, out)
+    run(args.quick, tuple(s for s in args.solvers.split(",") if s), args.threads, out,
+        tuple(s for s in args.graphs.split(",") if s))
     print(f"wrote {out}")
     return 0
 

@@ -135,3 +135,14 @@ def test_hrevolve_command(cli):
     # with enough free memory no disk is used: cost = l forwards + (l+1) backwards
     assert cli("hrevolve", "6", "--level", "7,0,0", "--json").json()["cost"] == 6 + 7
     assert cli("hrevolve", "6", "--level", "1,0").code == 2
+
+
+def test_graph_solve_simulate_round_trip(cli, examples, tmp_path):
+    path = examples.parent / "graphs" / "vgg16_like.json"
+    res = cli("solve", path, "--budget", "90%", "--solver", "checkpoint-all", "--json")
+    assert res.code == 0, res.err
+    out = res.json()
+    (tmp_path / "s.json").write_text(res.out)
+    sim = cli("simulate", path, tmp_path / "s.json", "--json").json()
+    assert sim["valid"] and sim["makespan"] == pytest.approx(out["makespan"])
+    assert sim["peak_memory"] == out["peak_memory"] == max(s["mem_during"] for s in sim["memory_profile"])

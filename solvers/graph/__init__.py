@@ -11,8 +11,8 @@ from ..registry import Replay
 from .instance import Graph
 from .simulator import SCHEDULE_FORMAT, GraphSchedule, GraphSimulation, simulate
 
-__all__ = ["Graph", "GraphSchedule", "GraphSimulation", "SCHEDULE_FORMAT", "simulate",
-           "load", "load_schedule", "replay", "reference_peak", "SOLVERS"]
+__all__ = ["Graph", "GraphSchedule", "GraphSimulation", "SCHEDULE_FORMAT", "simulate", "schedule_from_json",
+           "memory_profile", "load", "load_schedule", "replay", "reference_peak", "SOLVERS"]
 
 SOLVERS: dict[str, tuple[str, str]] = {
     "checkmate": ("solvers.graph.checkmate_milp:solve_checkmate",
@@ -39,6 +39,16 @@ def load(path: str) -> Graph:
 
 def load_schedule(path: str) -> GraphSchedule:
     return GraphSchedule.load(path)
+
+
+def schedule_from_json(data, graph: Graph, *, path: str = "<schedule>") -> GraphSchedule:
+    return GraphSchedule.from_json(data, path=path)
+
+
+def memory_profile(graph: Graph, schedule: GraphSchedule) -> list[dict]:
+    """Per step: the node computed and the memory at that step (DESIGN.md's rule)."""
+    sim = simulate(graph, schedule)
+    return [{"op": str(v), "mem_during": int(m)} for v, m in zip(schedule.sequence, sim.memory)]
 
 
 def replay(graph: Graph, schedule: GraphSchedule | list[int], budget: int | None = None) -> Replay:

@@ -33,6 +33,7 @@ import networkx as nx
 import numpy as np
 
 from ..errors import InputError
+from ..jsonio import read_json
 
 
 @dataclass(eq=False)
@@ -206,18 +207,7 @@ class Graph:
     @classmethod
     def load(cls, path: str | Path) -> Graph:
         """Read a graph file; a missing file or invalid JSON is an `InputError` naming it."""
-        path = str(path)
-        try:
-            text = Path(path).read_text()
-        except FileNotFoundError:
-            raise InputError("no such file", path=path) from None
-        except OSError as err:
-            raise InputError(f"cannot read ({err.strerror})", path=path) from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise InputError(f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}", path=path) from None
-        return cls.from_dict(data, path=path)
+        return cls.from_dict(read_json(path), path=str(path))
 
     # ----------------------------------------------------------------- derived views
     def discretised(self, budget: int, slots: int) -> tuple[np.ndarray, int, float]:

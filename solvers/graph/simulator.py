@@ -18,7 +18,6 @@ budget) is reported with its step and node.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..jsonio import read_json
 from .instance import Graph
 
 SCHEDULE_FORMAT = "memsched.schedule/1"
@@ -66,6 +66,10 @@ class GraphSchedule:
             return cls(list(data))
         if not isinstance(data, dict):
             raise InputError("expected a JSON object", path=path)
+        if "schedule" in data and "sequence" not in data:  # the output of `memsched solve --json`
+            if data["schedule"] is None:
+                raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
+            data = data["schedule"]
         if data.get("format", SCHEDULE_FORMAT) != SCHEDULE_FORMAT:
             raise InputError(f"expected {SCHEDULE_FORMAT!r}", path=path, field="format")
         if data.get("problem", "graph") != "graph":
@@ -77,14 +81,7 @@ class GraphSchedule:
 
     @classmethod
     def load(cls, path: str | Path) -> GraphSchedule:
-        path = str(path)
-        try:
-            data = json.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise InputError("no such file", path=path) from None
-        except json.JSONDecodeError as err:
-            raise InputError(f"invalid JSON at line {err.lineno}: {err.msg}", path=path) from None
-        return cls.from_json(data, path=path)
+        return cls.from_json(read_json(path), path=str(path))
 
 
 @dataclass
