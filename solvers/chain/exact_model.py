@@ -55,8 +55,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..result import SolveResult
 from .instance import Chain
 from .schedule import F_ALL, F_CK, F_N, LOSS, B, Bwd, Loss, Op, Schedule
+from .simulator import simulate
 
 Key = tuple[str, int, int]
 _KIND_OF = {"FA": F_ALL, "FC": F_CK, "FN": F_N}
@@ -378,20 +380,47 @@ def discretise(chain: Chain, budget: int, slots: int) -> tuple[Chain, int]:
 
 def retry_exact_sizes(solve_fn: Any, chain: Chain, budget: int, *, slots: int, time_limit: float,
                       **options: Any) -> Any:
-    """Run `solve_fn` with `slots`; if the rounded sizes make it infeasible, run it again with
-    exact sizes (slots=0) in the time left, so that ``infeasible`` means the real budget is."""
+    """Run `solve_fn` under three guards that keep the answer about the *real* budget:
+
+    - when store-all fits the budget, it is returned at once as optimal (nothing is faster);
+    - if the sizes rounded up to `slots` make the model infeasible, it is solved again with
+      exact sizes (slots=0) in the time left, so that ``infeasible`` means the real budget is;
+    - if the rounding makes the model's best answer slower than the rotor DP's schedule at the
+      same budget (which fits the real budget), that schedule is returned, as ``feasible``.
+    """
+    from ..registry import solve as registry_solve
+    from .baselines import store_all_schedule
+
     t0 = time.perf_counter()
+    store_all = store_all_schedule(chain.length)
+    sim = simulate(chain, store_all)
+    if sim.peak_memory <= budget:
+        return SolveResult(problem="chain", solver=solve_fn.__name__.lstrip("_").replace("solve_", ""),
+                           status="optimal", objective=sim.makespan, peak_memory=sim.peak_memory,
+                           lower_bound=chain.total_time(), schedule=store_all, budget=budget,
+                           solve_time_s=time.perf_counter() - t0,
+                           scope="store-all fits the budget: optimal among all schedules")
     res = solve_fn(chain, budget, slots=slots, time_limit=time_limit, **options)
-    if res.status != "infeasible" or not slots or slots <= 0:
-        return res
-    left = time_limit - (time.perf_counter() - t0)
-    if left <= 0.05:
-        res.message += f" (with sizes in {slots} slots; no time left to retry with exact sizes)"
-        return res
-    exact = solve_fn(chain, budget, slots=0, time_limit=left, **options)
-    exact.solve_time_s = time.perf_counter() - t0
-    exact.details["retried_exact_sizes"] = f"infeasible with sizes in {slots} slots"
-    return exact
+    if res.status == "infeasible" and slots and slots > 0:
+        left = time_limit - (time.perf_counter() - t0)
+        if left <= 0.05:
+            res.message += f" (with sizes in {slots} slots; no time left to retry with exact sizes)"
+            return res
+        exact = solve_fn(chain, budget, slots=0, time_limit=left, **options)
+        exact.solve_time_s = time.perf_counter() - t0
+        exact.details["retried_exact_sizes"] = f"infeasible with sizes in {slots} slots"
+        return exact
+    if slots and slots > 0 and res.schedule is not None:
+        try:
+            dp = registry_solve("chain", chain, "rotor", budget, slots=slots)
+        except Exception:  # the DP is only a guard here
+            return res
+        if dp.schedule is not None and dp.objective < res.objective - 1e-9:
+            res.details["model_makespan"] = res.objective
+            res.schedule, res.objective, res.peak_memory = dp.schedule, dp.objective, dp.peak_memory
+            res.status, res.lower_bound = "feasible", None
+            res.scope += "; the rounded sizes made the model's best slower than the rotor DP's schedule, returned"
+    return res
 
 
 def warm_start_schedule(chain: Chain, budget: int, slots: int) -> tuple[Schedule | None, str]:
