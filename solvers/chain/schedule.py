@@ -103,23 +103,28 @@ class Schedule:
     @classmethod
     def from_json(cls, data: Any, length: int, *, path: str = "<schedule>") -> Schedule:
         """Parse a schedule object (or a `memsched solve --json` output holding one)."""
-        if isinstance(data, dict) and "schedule" in data and "ops" not in data:
-            if data["schedule"] is None:
-                raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
-            data = data["schedule"]
-        if isinstance(data, dict):
-            if data.get("format", SCHEDULE_FORMAT) != SCHEDULE_FORMAT:
-                raise InputError(f"expected {SCHEDULE_FORMAT!r}", path=path, field="format")
-            raw = data.get("ops")
-        else:
-            raw = data
-        if not isinstance(raw, list):
-            raise InputError("expected a list of operations", path=path, field="ops")
+        raw = ops_json(data, path)
         return cls([_parse_op(item, length, path, k) for k, item in enumerate(raw)], length)
 
     @classmethod
     def load(cls, path: str | Path, length: int) -> Schedule:
         return cls.from_json(read_json(path), length, path=str(path))
+
+
+def ops_json(data: Any, path: str) -> list[Any]:
+    """The list of JSON operations in a schedule object, a bare list, or the output of
+    `memsched solve --json` holding one (every problem's schedules use this envelope)."""
+    if isinstance(data, dict) and "schedule" in data and "ops" not in data:
+        if data["schedule"] is None:
+            raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
+        data = data["schedule"]
+    if isinstance(data, dict):
+        if data.get("format", SCHEDULE_FORMAT) != SCHEDULE_FORMAT:
+            raise InputError(f"expected {SCHEDULE_FORMAT!r}", path=path, field="format")
+        data = data.get("ops")
+    if not isinstance(data, list):
+        raise InputError("expected a list of operations", path=path, field="ops")
+    return data
 
 
 def _parse_op(item: Any, length: int, path: str, k: int) -> Op:

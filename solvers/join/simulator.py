@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..chain.schedule import F_ALL, F_CK, F_N, FORWARD_KINDS, KINDS, LOSS, OP_ALIASES, SCHEDULE_FORMAT, B
+from ..chain.schedule import F_ALL, F_CK, F_N, FORWARD_KINDS, KINDS, LOSS, OP_ALIASES, SCHEDULE_FORMAT, B, ops_json
 from ..chain.simulator import Simulation, Step, Violation
 from ..errors import InputError
 from .instance import Join
@@ -93,18 +93,7 @@ class JoinSchedule:
     @classmethod
     def from_json(cls, data: Any, lengths: list[int], *, path: str = "<schedule>") -> JoinSchedule:
         """Parse a schedule object (or a `memsched solve --json` output holding one)."""
-        if isinstance(data, dict) and "schedule" in data and "ops" not in data:
-            if data["schedule"] is None:
-                raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
-            data = data["schedule"]
-        if isinstance(data, dict):
-            if data.get("format", SCHEDULE_FORMAT) != SCHEDULE_FORMAT:
-                raise InputError(f"expected {SCHEDULE_FORMAT!r}", path=path, field="format")
-            raw = data.get("ops")
-        else:
-            raw = data
-        if not isinstance(raw, list):
-            raise InputError("expected a list of operations", path=path, field="ops")
+        raw = ops_json(data, path)
         return cls([_parse_op(item, lengths, path, k) for k, item in enumerate(raw)], list(lengths))
 
 

@@ -54,8 +54,9 @@ def solve_cpsat(inst: OffloadInstance, budget: int, *, slots: int = 500, time_li
     if scale is None:
         times = [float(t) for t in (*chain.u_f, *chain.u_b)] + [
             inst.transfer_time(int(b)) for b in chain.xbar[1:L]]
-        if all(abs(t - round(t)) < 1e-9 for t in times):
-            scale = 1.0  # whole time units: exact
+        exact = [10.0**k for k in range(5) if all(abs(t * 10**k - round(t * 10**k)) < 1e-9 for t in times)]
+        if exact:
+            scale = exact[0]  # the coarsest tick in which every duration is whole: exact
         else:  # about 10^4 ticks for the longest operation
             longest = max(max(times), 1e-12)
             scale = 10 ** math.ceil(math.log10(10_000 / longest))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..chain.schedule import LOSS, Op
+from ..chain.schedule import LOSS, Op, ops_json
 from ..chain.schedule import Schedule as ChainSchedule
 from ..errors import InputError
 
@@ -93,13 +93,7 @@ class OffloadSchedule:
 
     @classmethod
     def from_json(cls, data: Any, length: int, *, path: str = "<schedule>") -> OffloadSchedule:
-        if isinstance(data, dict) and "schedule" in data and "ops" not in data:
-            if data["schedule"] is None:
-                raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
-            data = data["schedule"]
-        raw = data.get("ops") if isinstance(data, dict) else data
-        if not isinstance(raw, list):
-            raise InputError("expected a list of operations", path=path, field="ops")
+        raw = ops_json(data, path)
         ops: list[Op | Transfer] = []
         compute: list[tuple[int, Any]] = []
         not_before: list[float | None] = []

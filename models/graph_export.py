@@ -1,0 +1,395 @@
+"""Export the training graph of a PyTorch network (DESIGN.md Problem 2, the Checkmate model).
+
+``export_training_graph(model, ...)`` turns a zoo model (or any list of blocks with an example
+input, a loss and a target) into a `solvers.graph.Graph`: forward nodes F_v, one loss node and
+backward nodes B_v, saved as networkx node-link JSON by ``Graph.save``.
+
+Forward nodes (``granularity="op"``): every block is traced with ``torch.fx.symbolic_trace``
+and run node by node on the example input (an ``fx.Interpreter``). Each fx node that computes
+something (call_module / call_function / call_method) becomes F_v, except
+
+- nodes whose value holds no tensor (shapes, sizes, devices, integers): static, dropped;
+- nodes whose tensor outputs all alias the storage of their inputs (views: ``view``,
+  ``transpose``, ``flatten``, ``split``, ``getitem``, ``nn.Identity``, ...): folded into the
+  node that produced the storage (their consumers depend on that producer). A ``reshape`` that
+  copies is a real node.
+
+A block that fx cannot trace becomes one node (listed in ``meta["untraced_blocks"]``). With
+``granularity="module"`` every block is one node (a chain-like graph, as in the rotor model).
+Parameters, buffers and the example input are not nodes: they are resident throughout and not
+counted (the input's bytes are in ``meta["input_size"]``, parameters in
+``meta["parameter_bytes"]``), as in the chain profiler.
+
+Edges and sizes (Checkmate's training graph, Jain et al. MLSys 2020, cf.
+`solvers.graph.generate.training_graph`): F_u -> F_v when v reads a tensor whose storage u
+produced; F_p -> loss for the producer p of the network output; B_w -> B_v for every consumer
+w of v whose backward yields a gradient for v's output, loss -> B_v when v produced the
+output; and what B_v reads from the forward: with ``deps="checkmate"`` (default) F_v and F_u
+for every input u of v; with ``deps="saved"`` only what autograd really saves
+(``torch.autograd.graph.saved_tensors_hooks``): F_u when u's storage is saved, F_v when v's
+output or an internal tensor (mask, statistics: the "tape", represented by the output) is.
+B_v exists only when v's output requires a gradient that reaches the loss.
+
+- ``cost_ram`` (bytes): F_v, the distinct new storages of its output; the loss, the gradient
+  of the network output; B_v, the gradients it yields for its inputs' producers (per producer
+  at most that producer's output size; parameter gradients are accumulated in place and not
+  counted, as in the executor).
+- ``cost_cpu``: with ``cost="flops"`` MFLOP (10^6 floating-point operations), counted by
+  ``torch.utils.flop_counter.FlopCounterMode`` on the node's forward (F_v) and on
+  ``torch.autograd.grad`` of its output (B_v: gradients of inputs and parameters, about twice
+  the forward for matrix products and convolutions), with a floor of one operation per output
+  element for the ops FlopCounterMode does not count (element-wise ops, norms, pools); the
+  loss node costs its forward and backward. With ``cost="measured"`` milliseconds: the median
+  wall time over ``repeats`` runs (after ``warmup``) of the same forward and backward calls in
+  isolation (Python overhead included: small ops are over-charged on CPU).
+
+Node order (``graph.order``): forward nodes in fx order (block after block), the loss, then the
+backward nodes in reverse forward order; it is topological, so ``reference_peak`` is the peak
+of a plain store-all training step. Node names: ``"<block>.<fx node name>"`` and
+``"grad_<name>"``; node attribute ``backward`` is true for the loss and the B_v.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import operator
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import fx, nn
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+from torch.utils.flop_counter import FlopCounterMode
+
+from solvers.errors import InputError
+from solvers.graph import Graph
+
+from .memory import storage_key
+
+__all__ = ["export_training_graph", "COSTS", "GRANULARITIES", "DEPS"]
+
+COSTS = ("flops", "measured")
+GRANULARITIES = ("op", "module")
+DEPS = ("checkmate", "saved")
+
+LossFn = Callable[[torch.Tensor, Any], torch.Tensor]
+
+
+@dataclass
+class _Op:
+    """One forward node as recorded: costs (MFLOP or ms), output bytes, dependencies."""
+
+    name: str
+    fwd_cost: float
+    bwd_cost: float
+    out_bytes: int
+    inputs: list[int]  # producers (op indices) of the tensors it reads, first use first
+    needs_grad: bool  # its output requires a gradient
+    grad_bytes: dict[int, int] = field(default_factory=dict)  # producer -> bytes of the gradient B_v yields
+    saved_inputs: set[int] = field(default_factory=set)  # producers whose storage autograd saves
+    saves_tape: bool = False  # autograd saves its output or an internal tensor
+
+
+class _Recorder:
+    """Runs ops one at a time on real tensors and records `_Op`s (see the module docstring)."""
+
+    def __init__(self, cost: str, repeats: int, warmup: int) -> None:
+        self.cost = cost
+        self.repeats = max(1, int(repeats))
+        self.warmup = max(0, int(warmup))
+        self.ops: list[_Op] = []
+        self.producer: dict[int, int] = {}  # storage key -> op index
+        self.keep: list[Any] = []  # keeps every storage alive so that keys stay unique
+
+    def producer_of(self, t: torch.Tensor) -> int | None:
+        return self.producer.get(storage_key(t)) if t.numel() else None
+
+    def _time_ms(self, fn: Callable[[], Any]) -> float:
+        for _ in range(self.warmup):
+            fn()
+        times = []
+        for _ in range(self.repeats):
+            start = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - start) * 1e3)
+        return float(statistics.median(times))
+
+    def record(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+               params: Sequence[torch.Tensor] = ()) -> Any:
+        """Run ``fn(*args, **kwargs)``; add a node unless the result is static or a view. Returns the
+        result, detached (consumers get fresh autograd leaves from `record`)."""
+        flat, spec = tree_flatten((args, kwargs))
+        new_flat: list[Any] = []
+        leaves: list[tuple[int, torch.Tensor]] = []  # (producer, leaf requiring grad)
+        grad_params: list[torch.Tensor] = [p for p in params if p.requires_grad]
+        inputs: list[int] = []
+        in_keys: set[int] = set()
+        for x in flat:
+            if not isinstance(x, torch.Tensor):
+                new_flat.append(x)
+                continue
+            in_keys.add(storage_key(x))
+            p = self.producer_of(x)
+            if p is not None and p not in inputs:
+                inputs.append(p)
+            if x.requires_grad:  # a parameter (recorded values are detached)
+                y = x.detach().requires_grad_()
+                grad_params.append(y)
+            elif p is not None and self.ops[p].needs_grad and x.is_floating_point():
+                y = x.detach().requires_grad_()
+                leaves.append((p, y))
+            else:
+                y = x
+            new_flat.append(y)
+        a, k = tree_unflatten(new_flat, spec)
+        saved: list[int] = []
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            saved.append(storage_key(t))
+            return t
+
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
+                FlopCounterMode(display=False) as fc:
+            out = fn(*a, **k)
+        outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        result = tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, out)
+        self.keep.append((a, k, result))
+        new = {storage_key(t): t for t in outs if t.numel() and storage_key(t) not in in_keys}
+        if not new:  # static (no tensor) or a view of its inputs: no node
+            return result
+        index = len(self.ops)
+        out_keys = set(new)
+        out_bytes = sum(int(t.untyped_storage().nbytes()) for t in new.values())
+        numel = sum(t.numel() for t in new.values())
+        fwd = max(float(fc.get_total_flops()), float(numel)) / 1e6
+        req = [t for t in outs if t.requires_grad]
+        op = _Op(name, fwd, 0.0, out_bytes, inputs, needs_grad=bool(req))
+        if req:
+            wrt = [y for _, y in leaves] + grad_params
+            seeds = [torch.ones_like(t) for t in req]
+            with FlopCounterMode(display=False) as fb:
+                grads = torch.autograd.grad(req, wrt, seeds, allow_unused=True, retain_graph=True)
+            gnumel = sum(g.numel() for g in grads if g is not None)
+            op.bwd_cost = max(float(fb.get_total_flops()), float(gnumel), 1.0) / 1e6
+            for (p, _), g in zip(leaves, grads):
+                if g is not None:
+                    op.grad_bytes[p] = min(op.grad_bytes.get(p, 0) + g.numel() * g.element_size(),
+                                           self.ops[p].out_bytes)
+            if self.cost == "measured":
+                op.bwd_cost = self._time_ms(
+                    lambda: torch.autograd.grad(req, wrt, seeds, allow_unused=True, retain_graph=True))
+        if self.cost == "measured":
+            with torch.enable_grad():
+                op.fwd_cost = self._time_ms(lambda: fn(*a, **k))
+        param_keys = {storage_key(p) for p in grad_params}
+        for key in saved:
+            if key in out_keys:
+                op.saves_tape = True
+            elif key in in_keys:
+                p = self.producer.get(key)
+                if p is not None:
+                    op.saved_inputs.add(p)
+            elif key not in param_keys:
+                op.saves_tape = True  # an internal tensor (mask, statistics): kept with the output
+        for key in out_keys:
+            self.producer[key] = index
+        self.ops.append(op)
+        return result
+
+
+class _OpInterpreter(fx.Interpreter):
+    """Runs a traced block, sending every call_* node through the recorder."""
+
+    def __init__(self, gm: fx.GraphModule, recorder: _Recorder, prefix: str) -> None:
+        super().__init__(gm, garbage_collect_values=False)
+        self.recorder = recorder
+        self.prefix = prefix
+
+    def run_node(self, n: fx.Node) -> Any:
+        if n.op not in ("call_module", "call_function", "call_method"):
+            return super().run_node(n)
+        args, kwargs = self.fetch_args_kwargs_from_env(n)
+        params: list[torch.Tensor] = []
+        if n.op == "call_module":
+            mod = self.fetch_attr(str(n.target))
+            fn: Callable[..., Any] = mod
+            params = list(mod.parameters())
+        elif n.op == "call_function":
+            fn = n.target  # type: ignore[assignment]
+        else:
+            method = str(n.target)
+
+            def fn(obj: Any, *a: Any, **k: Any) -> Any:
+                return getattr(obj, method)(*a, **k)
+        if fn is operator.getitem and not any(isinstance(x, torch.Tensor) for x in tree_flatten(args)[0]):
+            return fn(*args, **kwargs)
+        return self.recorder.record(f"{self.prefix}.{n.name}", fn, tuple(args), dict(kwargs), params)
+
+
+def _trace(block: nn.Module) -> fx.GraphModule | None:
+    try:
+        return fx.symbolic_trace(block)
+    except Exception:  # noqa: BLE001 (fx raises many kinds on untraceable code)
+        return None
+
+
+def export_training_graph(
+    model: str | Any,
+    *,
+    example_input: torch.Tensor | None = None,
+    loss_fn: LossFn | None = None,
+    target: Any = None,
+    cost: str = "flops",
+    granularity: str = "op",
+    deps: str = "checkmate",
+    repeats: int = 5,
+    warmup: int = 2,
+    name: str | None = None,
+    meta: dict[str, Any] | None = None,
+    out: str | Path | None = None,
+    **sizes: Any,
+) -> Graph:
+    """The training graph of `model` (see the module docstring); saved to `out` when given.
+
+    `model`: a zoo name (built with ``models.zoo.build_model(model, **sizes)``: batch,
+    image_size, seq_len, width, depth, classes, vocab, dropout, device, seed), a built
+    `models.zoo.ZooModel`, or an ``nn.Module`` / list of blocks together with `example_input`,
+    `loss_fn` and `target`. `cost`: "flops" (cost_cpu in MFLOP) or "measured" (ms, median of
+    `repeats` after `warmup`). `granularity`: "op" (one node per fx op) or "module" (one per
+    block). `deps`: "checkmate" or "saved" (what a backward node reads from the forward).
+    cost_ram is in bytes. BatchNorm running statistics are updated by the runs. Raises
+    `InputError` for an unknown option or model.
+    """
+    from .executor import as_blocks, parameters_of
+    from .zoo import ZooModel, build_model
+
+    for label, value, allowed in (("cost", cost, COSTS), ("granularity", granularity, GRANULARITIES),
+                                  ("deps", deps, DEPS)):
+        if value not in allowed:
+            raise InputError(f"unknown {label} {value!r} (one of {', '.join(allowed)})", field=f"--{label}")
+    info: dict[str, Any] = {}
+    if isinstance(model, str):
+        model = build_model(model, **sizes)
+    elif sizes:
+        raise TypeError(f"sizes {sorted(sizes)} only apply to a zoo model name")
+    if isinstance(model, ZooModel):
+        blocks = model.blocks
+        example_input = model.example_input if example_input is None else example_input
+        loss_fn = loss_fn or model.loss_fn
+        target = model.target if target is None else target
+        label = model.label
+        info.update(model=model.name, **model.config)
+    else:
+        blocks = as_blocks(model)
+        label = "network"
+    if example_input is None or loss_fn is None:
+        raise ValueError("example_input and loss_fn are needed for a network that is not a zoo model")
+    rec = _Recorder(cost, repeats, warmup)
+    untraced: list[int] = []
+    a: Any = example_input.detach()
+    for i, block in enumerate(blocks):
+        gm = _trace(block) if granularity == "op" else None
+        if gm is None:
+            if granularity == "op":
+                untraced.append(i)
+            a = rec.record(f"{i}:{type(block).__name__}", block, (a,), {}, list(block.parameters()))
+        else:
+            a = _OpInterpreter(gm, rec, str(i)).run(a)
+    out_tensors = [t for t in tree_flatten(a)[0] if isinstance(t, torch.Tensor)]
+    sources = []
+    for t in out_tensors:
+        p = rec.producer_of(t)
+        if p is not None and p not in sources:
+            sources.append(p)
+    if not sources:
+        raise ValueError("the network output is not computed by any node")
+    loss_cost, loss_bytes = _loss_costs(rec, loss_fn, a, target)
+    graph_meta = {
+        "source": "models.graph_export.export_training_graph",
+        "units": {"time": "MFLOP" if cost == "flops" else "ms", "memory": "bytes"},
+        "cost": cost,
+        "granularity": granularity,
+        "deps": deps,
+        "input_size": int(example_input.numel() * example_input.element_size()),
+        "parameter_bytes": sum(p.numel() * p.element_size() for p in parameters_of(blocks).values()),
+        "torch": torch.__version__,
+        "device": str(example_input.device) if example_input.device.type == "cuda"
+        else f"cpu:{platform.machine()}",
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **info,
+    }
+    if cost == "measured":
+        graph_meta.update(repeats=repeats, warmup=warmup, clock="time.perf_counter")
+    if untraced:
+        graph_meta["untraced_blocks"] = untraced
+    graph_meta.update(meta or {})
+    graph = _build_graph(rec.ops, sources, loss_cost, loss_bytes, deps,
+                         name=name or f"{label}-{granularity}", meta=graph_meta)
+    if out is not None:
+        graph.save(out)
+    return graph
+
+
+def _loss_costs(rec: _Recorder, loss_fn: LossFn, output: Any, target: Any) -> tuple[float, int]:
+    """(cost of the loss's forward + backward, bytes of the gradient of the output)."""
+    leaf = tree_map(lambda t: t.detach().requires_grad_() if isinstance(t, torch.Tensor)
+                    and t.is_floating_point() else t, output)
+    wrt = [t for t in tree_flatten(leaf)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
+    with torch.enable_grad(), FlopCounterMode(display=False) as fc:
+        loss = loss_fn(leaf, target)
+        grads = torch.autograd.grad(loss, wrt, retain_graph=True)
+    nbytes = sum(g.numel() * g.element_size() for g in grads)
+    cost = max(float(fc.get_total_flops()), 2.0 * sum(g.numel() for g in grads), 1.0) / 1e6
+    if rec.cost == "measured":
+        def step() -> None:
+            with torch.enable_grad():
+                torch.autograd.grad(loss_fn(leaf, target), wrt)
+        cost = rec._time_ms(step)
+    return cost, int(nbytes)
+
+
+def _build_graph(ops: list[_Op], sources: list[int], loss_cost: float, loss_bytes: int, deps: str, *,
+                 name: str, meta: dict[str, Any]) -> Graph:
+    """Forward nodes 0..m-1, the loss m, backward nodes after it in reverse forward order."""
+    m = len(ops)
+    consumers: list[list[int]] = [[] for _ in range(m)]
+    for v, op in enumerate(ops):
+        for u in op.inputs:
+            consumers[u].append(v)
+    has_b = [False] * m
+    for v in reversed(range(m)):
+        has_b[v] = ops[v].needs_grad and (v in sources or any(has_b[w] and v in ops[w].grad_bytes
+                                                              for w in consumers[v]))
+    loss = m
+    bidx: dict[int, int] = {}
+    for v in reversed(range(m)):
+        if has_b[v]:
+            bidx[v] = m + 1 + len(bidx)
+    n = m + 1 + len(bidx)
+    cpu = [op.fwd_cost for op in ops] + [loss_cost] + [0.0] * len(bidx)
+    ram = [op.out_bytes for op in ops] + [loss_bytes] + [0] * len(bidx)
+    names = [op.name for op in ops] + ["loss"] + [""] * len(bidx)
+    backward = [False] * m + [True] * (n - m)
+    edges = [(u, v) for v, op in enumerate(ops) for u in op.inputs]
+    edges += [(p, loss) for p in sources]
+    for v, b in bidx.items():
+        op = ops[v]
+        cpu[b] = op.bwd_cost
+        ram[b] = sum(nb for u, nb in op.grad_bytes.items() if has_b[u])
+        names[b] = f"grad_{op.name}"
+        edges += [(bidx[w], b) for w in consumers[v] if w in bidx and v in ops[w].grad_bytes]
+        if v in sources:
+            edges.append((loss, b))
+        if deps == "checkmate":
+            edges.append((v, b))
+            edges += [(u, b) for u in op.inputs]
+        else:
+            if op.saves_tape:
+                edges.append((v, b))
+            edges += [(u, b) for u in sorted(op.saved_inputs)]
+    return Graph.from_lists(cpu, ram, edges, name=name, names=names, backward=backward, meta=meta)
