@@ -61,6 +61,10 @@ def style(label: str, name: str | None = None) -> dict[str, Any]:
         if key in STYLE:
             c, m = STYLE[key]
             return {"color": c, "marker": m}
+    base, _, variant = label.partition(" ")
+    if variant and base in STYLE:  # "madpipe P=4": the solver's colour, a marker and dash per variant
+        h = sum(map(ord, variant))
+        return {"color": STYLE[base][0], "marker": "os^Dv<>"[h % 7], "linestyle": ("-", "--", ":", "-.")[h % 4]}
     h = sum(map(ord, label))
     return {"color": _FALLBACK[h % len(_FALLBACK)], "marker": "o"}
 

@@ -98,8 +98,9 @@ class _Op:
 class _Recorder:
     """Runs ops one at a time on real tensors and records `_Op`s (see the module docstring)."""
 
-    def __init__(self, cost: str, repeats: int, warmup: int) -> None:
+    def __init__(self, cost: str, repeats: int, warmup: int, device: torch.device) -> None:
         self.cost = cost
+        self.device = device
         self.repeats = max(1, int(repeats))
         self.warmup = max(0, int(warmup))
         self.ops: list[_Op] = []
@@ -109,13 +110,20 @@ class _Recorder:
     def producer_of(self, t: torch.Tensor) -> int | None:
         return self.producer.get(storage_key(t)) if t.numel() else None
 
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
     def _time_ms(self, fn: Callable[[], Any]) -> float:
+        """Median wall time (ms) of `fn` over `repeats` runs after `warmup` (synchronised on CUDA)."""
         for _ in range(self.warmup):
             fn()
         times = []
         for _ in range(self.repeats):
+            self._sync()
             start = time.perf_counter()
             fn()
+            self._sync()
             times.append((time.perf_counter() - start) * 1e3)
         return float(statistics.median(times))
 
@@ -289,7 +297,7 @@ def export_training_graph(
         label = "network"
     if example_input is None or loss_fn is None:
         raise ValueError("example_input and loss_fn are needed for a network that is not a zoo model")
-    rec = _Recorder(cost, repeats, warmup)
+    rec = _Recorder(cost, repeats, warmup, example_input.device)
     untraced: list[int] = []
     a: Any = example_input.detach()
     for i, block in enumerate(blocks):
@@ -324,7 +332,9 @@ def export_training_graph(
         **info,
     }
     if cost == "measured":
-        graph_meta.update(repeats=repeats, warmup=warmup, clock="time.perf_counter")
+        graph_meta.update(repeats=repeats, warmup=warmup,
+                          clock="time.perf_counter" + (" (cuda synchronised)" if example_input.device.type == "cuda"
+                                                       else ""))
     if untraced:
         graph_meta["untraced_blocks"] = untraced
     graph_meta.update(meta or {})

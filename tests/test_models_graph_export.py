@@ -139,7 +139,11 @@ def test_module_granularity_is_a_chain():
     L = len(model.blocks)
     assert len(_forward(g)) == L and g.n == 2 * L + 1
     assert [g.preds[v] for v in range(L)] == [[]] + [[v - 1] for v in range(1, L)]
-    registry.solve("graph", g, "checkpoint-all", reference_peak(g))
+    assert g.names[:2] == ["0:ResNetStem", "1:BasicBlock"]
+    ref = reference_peak(g)
+    registry.solve("graph", g, "checkpoint-all", ref)
+    res = registry.solve("graph", g, "checkmate", int(0.9 * ref), time_limit=10)
+    assert res.status in (OPTIMAL, FEASIBLE) and res.objective >= g.total_cpu() - 1e-9
 
 
 def test_measured_costs_are_times():
