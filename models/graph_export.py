@@ -30,7 +30,9 @@ for every input u of v; with ``deps="saved"`` only what autograd really saves
 output or an internal tensor (mask, statistics: the "tape", represented by the output) is.
 B_v exists only when v's output requires a gradient that reaches the loss.
 
-- ``cost_ram`` (bytes): F_v, the distinct new storages of its output; the loss, the gradient
+- ``cost_ram`` (bytes): F_v, the distinct new storages of its output (with ``ram="tape"``
+  plus the internal tensors autograd saves for B_v: pooling indices, dropout masks, norm
+  statistics; the chain profiler's tape, Problem 1's xbar); the loss, the gradient
   of the network output; B_v, the gradients it yields for its inputs' producers (per producer
   at most that producer's output size; parameter gradients are accumulated in place and not
   counted, as in the executor).
@@ -71,11 +73,12 @@ from solvers.graph import Graph
 
 from .memory import storage_key
 
-__all__ = ["export_training_graph", "COSTS", "GRANULARITIES", "DEPS"]
+__all__ = ["export_training_graph", "COSTS", "GRANULARITIES", "DEPS", "RAMS"]
 
 COSTS = ("flops", "measured")
 GRANULARITIES = ("op", "module")
 DEPS = ("checkmate", "saved")
+RAMS = ("output", "tape")
 
 LossFn = Callable[[torch.Tensor, Any], torch.Tensor]
 
@@ -93,6 +96,7 @@ class _Op:
     grad_bytes: dict[int, int] = field(default_factory=dict)  # producer -> bytes of the gradient B_v yields
     saved_inputs: set[int] = field(default_factory=set)  # producers whose storage autograd saves
     saves_tape: bool = False  # autograd saves its output or an internal tensor
+    tape_bytes: int = 0  # bytes of the internal saved tensors (not inputs, output or parameters)
 
 
 class _Recorder:
@@ -155,10 +159,10 @@ class _Recorder:
                 y = x
             new_flat.append(y)
         a, k = tree_unflatten(new_flat, spec)
-        saved: list[int] = []
+        saved: dict[int, int] = {}  # storage key -> bytes
 
         def pack(t: torch.Tensor) -> torch.Tensor:
-            saved.append(storage_key(t))
+            saved[storage_key(t)] = int(t.untyped_storage().nbytes())
             return t
 
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
@@ -195,7 +199,7 @@ class _Recorder:
             with torch.enable_grad():
                 op.fwd_cost = self._time_ms(lambda: fn(*a, **k))
         param_keys = {storage_key(p) for p in grad_params}
-        for key in saved:
+        for key, nbytes in saved.items():
             if key in out_keys:
                 op.saves_tape = True
             elif key in in_keys:
@@ -204,6 +208,7 @@ class _Recorder:
                     op.saved_inputs.add(p)
             elif key not in param_keys:
                 op.saves_tape = True  # an internal tensor (mask, statistics): kept with the output
+                op.tape_bytes += nbytes
         for key in out_keys:
             self.producer[key] = index
         self.ops.append(op)
@@ -255,6 +260,7 @@ def export_training_graph(
     cost: str = "flops",
     granularity: str = "op",
     deps: str = "checkmate",
+    ram: str = "output",
     repeats: int = 5,
     warmup: int = 2,
     name: str | None = None,
@@ -270,6 +276,8 @@ def export_training_graph(
     `loss_fn` and `target`. `cost`: "flops" (cost_cpu in MFLOP) or "measured" (ms, median of
     `repeats` after `warmup`). `granularity`: "op" (one node per fx op) or "module" (one per
     block). `deps`: "checkmate" or "saved" (what a backward node reads from the forward).
+    `ram`: "output" (F_v's cost_ram is its output) or "tape" (plus autograd's internal saved
+    tensors: pooling indices, dropout masks, norm statistics).
     cost_ram is in bytes. BatchNorm running statistics are updated by the runs. Raises
     `InputError` for an unknown option or model.
     """
@@ -277,7 +285,7 @@ def export_training_graph(
     from .zoo import ZooModel, build_model
 
     for label, value, allowed in (("cost", cost, COSTS), ("granularity", granularity, GRANULARITIES),
-                                  ("deps", deps, DEPS)):
+                                  ("deps", deps, DEPS), ("ram", ram, RAMS)):
         if value not in allowed:
             raise InputError(f"unknown {label} {value!r} (one of {', '.join(allowed)})", field=f"--{label}")
     info: dict[str, Any] = {}
@@ -323,6 +331,7 @@ def export_training_graph(
         "cost": cost,
         "granularity": granularity,
         "deps": deps,
+        "ram": ram,
         "input_size": int(example_input.numel() * example_input.element_size()),
         "parameter_bytes": sum(p.numel() * p.element_size() for p in parameters_of(blocks).values()),
         "torch": torch.__version__,
@@ -338,6 +347,9 @@ def export_training_graph(
     if untraced:
         graph_meta["untraced_blocks"] = untraced
     graph_meta.update(meta or {})
+    if ram == "tape":
+        for op in rec.ops:
+            op.out_bytes += op.tape_bytes
     graph = _build_graph(rec.ops, sources, loss_cost, loss_bytes, deps,
                          name=name or f"{label}-{granularity}", meta=graph_meta)
     if out is not None:

@@ -157,3 +157,26 @@ def test_bad_options():
         export_training_graph("resnet18", cost="guess")
     with pytest.raises(InputError):
         export_training_graph("nonet")
+
+
+def test_tape_sizes_include_internal_saved_tensors():
+    model = build_model("resnet18", **SIZES["resnet18"])
+    out = export_training_graph(model)
+    tape = export_training_graph(model, ram="tape")
+    assert out.edges == tape.edges and tape.meta["ram"] == "tape"
+    fwd = _forward(out)
+    assert all(tape.cost_ram[v] >= out.cost_ram[v] for v in fwd)
+    pool = out.names.index("0.max_pool2d")  # saves int64 indices: twice its float32 output
+    assert tape.cost_ram[pool] == 3 * out.cost_ram[pool]
+    assert reference_peak(tape) > reference_peak(out)
+
+
+def test_export_graph_command(tmp_path):
+    from experiments.cli import main
+
+    out = tmp_path / "g.json"
+    assert main(["export-graph", "vgg16", "-o", str(out), "--batch", "1", "--image-size", "32", "--width", "4",
+                 "--threads", "1", "--granularity", "module"]) == 0
+    from solvers.graph import load
+
+    assert load(str(out)).n > 0
