@@ -1,0 +1,316 @@
+"""POFO-style dynamic program: rematerialization combined with offloading of checkpoints.
+
+After Beaumont, Eyraud-Dubois and Shilova (NeurIPS 2021, "Efficient combination of
+rematerialization and offloading for training DNNs"). The persistent rotor DP
+(`solvers.chain.rotor`) is extended so that, in its C_ck branch, the checkpoint a_i may travel
+to the host while the right sub-chain runs, lending its bytes to that sub-chain.
+
+Notation of `solvers.chain.rotor` (stages 0-based, loss = stage L, ``x[L+1] = 0``):
+``x, xbar, u_f, u_b, o_f, o_b``; ``S(i, j) = sum_{k=i}^{j-1} u_f[k]`` (the forward sweep
+F_ck(i) F_n(i+1) .. F_n(j-1)); ``T(size) = OffloadInstance.transfer_time(size)`` (size in real
+bytes, result in the chain's time unit).
+
+**Where a_i lives.** In C(m, i, l) the value a_i is the caller's (not counted in m). It is
+either a standalone activation (``s = 1``: a_0, or produced by an F_ck / F_n of the caller),
+or it lives inside the tape abar_i (``s = 0``: the caller ran F_all(i-1)). Its container has
+size ``y_1(i) = x[i]`` or ``y_0(i) = xbar[i]`` and is the value that travels (``Off("a", i)``
+or ``Off("abar", i)``). So there are two tables P_1 and P_0; the optimum at budget M is
+``P_1(M - x[0], 0, L)``.
+
+**Recurrence.** Leaves, C_all and the plain C_ck are rotor's (with the exact C_all charge):
+
+    P_s(m, i, i) = u_f[i] + u_b[i]   if m >= max(x[i+1] + xbar[i+1] + o_f[i],
+                                                 x[i] + x[i+1] + xbar[i+1] + o_b[i])
+    P_s(m, i, l) = min(C_all, min_j C_ck(j), min_j C_off(j))     (l > i)
+    C_all  = u_f[i] + u_b[i] + P_0(m - xbar[i+1], i+1, l)
+             if m >= max(mmin(i, l), x[l+1] + xbar[i+1] + o_f[i], x[i] + x[i+1] + xbar[i+1] + o_b[i])
+    C_ck(j)  = S(i, j) + P_1(m - x[j], j, l) + P_s(m, i, j-1)          if m >= mmin(i, l)
+    C_off(j) = S(i, j) + P_1(m - x[j] + y_s(i), j, l) + T(y_s(i)) + P_s(m, i, j-1)
+               if S(i, j) >= T(y_s(i))  and  m >= msweep(i, l, j)
+    mmin(i, l)       = x[l+1] + max(x[i+1] + o_f[i], max_{i<k<l}  (x[k] + x[k+1] + o_f[k]))
+    msweep(i, l, j)  = x[l+1] + max(x[i+1] + o_f[i], max_{i<k<j}  (x[k] + x[k+1] + o_f[k]))
+
+The tables span m = 0 .. M - x[0] + max(x, xbar) (the lent bytes can lift a sub-chain above
+the top-level m; beyond the table the value is clipped, which only wastes memory). C_off(j)
+is the schedule  F_ck(i) Off(a_i) F_n(i+1..j-1) [(j, l)] Pre(a_i) [(i, j-1)]
+(with abar_i in place of a_i when s = 0).
+
+**Why the charges are conservative (never below the two-stream simulator).** The rules of
+`solvers.offload.simulator` give, by induction over the schedule:
+
+1. *Offload hidden by the sweep.* Off(a_i) is issued right after F_ck(i), the last reader of
+   a_i before the gap, so it starts with F_ck(i) (the transfer stream is idle then: see 3) and
+   ends at that start + T(y) <= the end of the sweep, since we require S(i, j) >= T(y). The
+   simulator releases a_i at max(end of Off, end of F_ck(i)) <= end of the sweep, i.e. before
+   the right sub-chain allocates anything: the sub-chain may use m - x[j] + y. During the
+   sweep a_i is still counted (it is outside m, as before), so the sweep needs only msweep.
+2. *Prefetch not hidden.* Pre(a_i) is issued after the last op of (j, l) (B(j), or the loss)
+   and pinned (``not_before``) to that op's end, so it never overlaps the sub-chain that used
+   the lent bytes; it allocates y at that time (state: delta_j in m, a_i back outside m: the
+   state (i, j-1) starts from) and (i, j-1) waits T(y) for it: C_off charges T(y) as idle
+   time. (Hiding the prefetch behind the tail of (j, l) would need that tail to fit without
+   the lent bytes; this DP does not model that.)
+3. *One stream, no contention.* Every Pre ends before the next compute op starts (that op
+   reads a_i), and every Off ends within its own sweep, before the next F_ck can issue
+   another Off; so every transfer finds the transfer stream idle, and no issue-order stall
+   arises. The makespan of the replay therefore equals the DP value (up to float rounding),
+   and the peak is within the budget (sizes rounded up to slots, as for rotor).
+
+An Off of a value the host holds already costs no time in the simulator; the DP still charges
+T(y) for the sweep condition (conservative). The DP value is kept in ``details["dp_estimate"]``;
+the reported makespan and peak are the simulator's. If the replay ever exceeded the budget (it
+should not), or if the rotor schedule is faster, the rotor (remat-only) schedule at the same
+budget and slots is returned instead. Status ``feasible``: the DP is optimal only within its own
+class (persistent schedules whose transfers are the C_off pairs above, with unhidden prefetches,
+at the stated slots), not for the two-stream model.
+
+**Cost.** Two tables of (L+1)(L+2)/2 rows of M+1 entries, O(L^3 M) time, vectorised with numpy
+over (j, m) (no numba kernel): fine for L up to a few tens at 500 slots.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from ..chain.baselines import store_all_schedule
+from ..chain.rotor import _offsets, solve_rotor, table_cells
+from ..chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Op
+from ..errors import InputError
+from ..result import FEASIBLE, INFEASIBLE, SolveResult
+from .instance import OffloadInstance
+from .schedule import PRE, Off, OffloadSchedule, Pre, Transfer
+from .simulator import simulate_offload
+
+LEAF, ALL, NONE = -1, 0, -2  # choice codes; 0 < c <= L: C_ck(c); c > L + 1: C_off(c - L - 1)
+
+#: Largest pair of tables we build.
+MAX_CELLS = 40_000_000
+
+#: Relative slack on "the sweep covers the offload" (float noise in the simulator's times).
+EPS = 1e-9
+
+
+class PofoTable:
+    """The tables P_s(m, i, l) (s = 0: a_i inside abar_i, s = 1: standalone) and their choices."""
+
+    def __init__(self, work, inst: OffloadInstance, M: int) -> None:
+        self.work = work
+        self.inst = inst
+        L = work.length
+        self.L, self.M = L, M
+        x = np.asarray(work.x, dtype=np.int64)
+        xbar = np.asarray(work.xbar, dtype=np.int64)
+        o_f = np.asarray(work.o_f, dtype=np.int64)
+        o_b = np.asarray(work.o_b, dtype=np.int64)
+        u_f = np.asarray(work.u_f, dtype=np.float64)
+        u_b = np.asarray(work.u_b, dtype=np.float64)
+        real = inst.chain
+        # transfer times of the real (not discretised) containers
+        self.T = np.array([[inst.transfer_time(int(real.xbar[i])) for i in range(L + 1)],
+                           [inst.transfer_time(int(real.x[i])) for i in range(L + 1)]])
+        self.y = np.stack([xbar[: L + 1], x[: L + 1]])
+        sf = np.concatenate([[0.0], np.cumsum(u_f)])
+        self.sf = sf
+        off = _offsets(L)
+        self.off = off
+        nrows = (L + 1) * (L + 2) // 2
+        C = np.full((2, nrows, M + 1), np.inf)
+        CH = np.full((2, nrows, M + 1), NONE, dtype=np.int32)
+        ms = np.arange(M + 1, dtype=np.int64)
+        inf = np.inf
+        # fw[k] = x[k] + x[k+1] + o_f[k]: memory of F_n(k) besides delta
+        fw = x[: L + 1] + x[1: L + 2] + o_f[: L + 1]
+        for l in range(L + 1):
+            mx = -1
+            for i in range(l, -1, -1):
+                r = off[i] + (l - i)
+                t = u_f[i] + u_b[i]
+                if i == l:
+                    need = int(max(x[i + 1] + xbar[i + 1] + o_f[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i]))
+                    if need <= M:
+                        C[:, r, need:] = t
+                        CH[:, r, need:] = LEAF
+                    continue
+                if i + 1 < l:
+                    mx = max(mx, int(fw[i + 1]))
+                mmin = int(x[l + 1] + max(x[i + 1] + o_f[i], mx))
+                js = np.arange(i + 1, l + 1)
+                nj = js.size
+                # msweep(i, l, j): running max of fw[k] for i < k < j
+                inner = np.full(nj, -1, dtype=np.int64)
+                if nj > 1:
+                    inner[1:] = np.maximum.accumulate(fw[i + 1: l])
+                msweep = x[l + 1] + np.maximum(x[i + 1] + o_f[i], inner)
+                S = sf[js] - sf[i]
+                rows_right = off[js] + (l - js)
+                rows_left = off[i] + (js - 1 - i)
+                shifted = ms[None, :] - x[js][:, None]
+                ok = shifted >= 0
+                sh = np.where(ok, shifted, 0)
+                right_ck = np.where(ok, C[1][rows_right[:, None], sh], inf)
+                xb = int(xbar[i + 1])
+                rs = off[i + 1] + (l - i - 1)
+                lo = int(max(mmin, x[l + 1] + xb + o_f[i], x[i] + x[i + 1] + xb + o_b[i]))
+                for s in (0, 1):
+                    if s == 0 and i == 0:
+                        continue  # a_0 is never inside a tape
+                    cand = np.full((1 + 2 * nj, M + 1), inf)
+                    if lo <= M:
+                        cand[0, lo:] = t + C[0, rs, lo - xb: M + 1 - xb]
+                    left = C[s][rows_left]  # (nj, M+1): P_s(m, i, j-1)
+                    ck = S[:, None] + right_ck + left
+                    ck[:, : min(mmin, M + 1)] = inf
+                    cand[1: 1 + nj] = ck
+                    Ty, yi = float(self.T[s, i]), int(self.y[s, i])
+                    cover = S >= Ty * (1 + EPS) + 1e-12
+                    if yi > 0 and cover.any():
+                        idx = np.clip(ms[None, :] - x[js][:, None] + yi, 0, M)
+                        right_off = C[1][rows_right[:, None], idx]
+                        offv = (S[:, None] + right_off) + Ty + left
+                        bad = (ms[None, :] < msweep[:, None]) | ~ok | ~cover[:, None]
+                        offv[bad] = inf
+                        cand[1 + nj:] = offv
+                    k = np.argmin(cand, axis=0)
+                    best = cand[k, ms]
+                    code = np.where(k == 0, ALL, np.where(k <= nj, i + k, L + 1 + i + k - nj))
+                    finite = np.isfinite(best)
+                    C[s, r] = best
+                    CH[s, r] = np.where(finite, code, NONE)
+        self.C, self.CH = C, CH
+
+    def value(self, m: int, s: int = 1, i: int = 0, l: int | None = None) -> float:
+        l = self.L if l is None else l
+        if m < 0:
+            return math.inf
+        return float(self.C[s, self.off[i] + l - i, min(m, self.M)])
+
+    def schedule(self, m: int) -> OffloadSchedule:  # noqa: C901
+        """The schedule achieving P_1(m, 0, L); Pre ops are marked for pinning (see `pin`)."""
+        L, x = self.L, self.work.x
+        ops: list[Op | Transfer] = []
+        stack: list[Any] = [(1, 0, L, m)]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, (Op, Transfer)):
+                ops.append(item)
+                continue
+            s, a, b, mm = item
+            c = int(self.CH[s, self.off[a] + b - a, mm])
+            if c == NONE:  # pragma: no cover - would be a bug
+                raise RuntimeError(f"P_{s}({mm}, {a}, {b}) is infeasible")
+            if c == LEAF:
+                ops.extend([Loss(L)] if a == L else [F_all(a), Bwd(a)])
+            elif c == ALL:
+                ops.append(F_all(a))
+                stack.append(Bwd(a))
+                stack.append((0, a + 1, b, mm - int(self.work.xbar[a + 1])))
+            elif c <= L:
+                ops.append(F_ck(a))
+                ops.extend(F_n(k) for k in range(a + 1, c))
+                stack.append((s, a, c - 1, mm))
+                stack.append((1, c, b, mm - int(x[c])))
+            else:
+                j = c - L - 1
+                v = "a" if s == 1 else "abar"
+                ops.append(F_ck(a))
+                ops.append(Off(v, a))
+                ops.extend(F_n(k) for k in range(a + 1, j))
+                stack.append((s, a, j - 1, mm))
+                stack.append(Pre(v, a))
+                stack.append((1, j, b, min(self.M, mm - int(x[j]) + int(self.y[s, a]))))
+        return OffloadSchedule(ops, L)
+
+
+def pin_prefetches(inst: OffloadInstance, schedule: OffloadSchedule) -> OffloadSchedule:
+    """Pin every Pre to the end of the compute op issued just before it (rule 2 of the module
+    docstring). Times of the ops issued before a Pre do not depend on it, so one replay per
+    Pre, in issue order, fixes them all."""
+    nb: list[float | None] = [None] * len(schedule.ops)
+    out = OffloadSchedule(list(schedule.ops), schedule.length, nb)
+    for p, op in enumerate(schedule.ops):
+        if isinstance(op, Transfer) and op.kind == PRE:
+            prefix = OffloadSchedule(out.ops[:p], out.length, nb[:p])
+            sim = _replay_prefix(inst, prefix)
+            prev = sim[p - 1]
+            nb[p] = prev
+    return OffloadSchedule(out.ops, out.length, nb if any(t is not None for t in nb) else None)
+
+
+def _replay_prefix(inst: OffloadInstance, prefix: OffloadSchedule) -> list[float]:
+    """End times of the ops of an (incomplete) schedule, as the simulator computes them."""
+    sim = simulate_offload(inst, prefix)
+    # an incomplete schedule is reported as a violation after its last op; its times are valid
+    if sim.violation is not None and sim.violation.position < len(prefix.ops):  # pragma: no cover - a bug
+        raise RuntimeError(f"pofo built an invalid schedule: {sim.violation}")
+    return [t.end for t in sim.ops]
+
+
+def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any) -> SolveResult:
+    """Rotor DP extended with offloading of checkpoints (see the module docstring)."""
+    t0 = time.perf_counter()
+    budget = int(budget)
+    slots = 500 if slots is None else int(slots)
+    if slots < 0:
+        raise InputError(f"slots must be >= 0, got {slots}", field="--slots")
+    chain = inst.chain
+    L = chain.length
+    scope = ("persistent schedules with offloaded checkpoints (prefetch not overlapped), "
+             + ("exact sizes" if slots == 0 else f"{slots}-slot discretisation") + "; heuristic for the two-stream model")
+    common: dict[str, Any] = {"problem": "offload", "solver": "pofo", "budget": budget}
+    details: dict[str, Any] = {"slots": slots}
+    rotor = solve_rotor(chain, budget, slots=slots)
+    rotor_sched = OffloadSchedule.from_chain(rotor.schedule) if rotor.schedule is not None else None
+    rotor_sim = simulate_offload(inst, rotor_sched) if rotor_sched is not None else None
+    rotor_ok = rotor_sim is not None and rotor_sim.valid and rotor_sim.peak_memory <= budget
+    store_all = OffloadSchedule.from_chain(store_all_schedule(L))
+    sa = simulate_offload(inst, store_all)
+    if sa.peak_memory <= budget:
+        return SolveResult(status=FEASIBLE, objective=sa.makespan, peak_memory=sa.peak_memory, schedule=store_all,
+                           scope=scope + "; store-all fits", solve_time_s=time.perf_counter() - t0,
+                           details={**details, "dp_estimate": sa.makespan, "transfers": 0}, **common)
+    if slots == 0:
+        work, M = chain, budget
+    else:
+        slot = budget / slots
+        work, M = chain.discretised(slot), slots
+        details["slot_bytes"] = slot
+    m_top = M - int(work.x[0])
+    candidate = None
+    if m_top >= 0:
+        cells = 2 * table_cells(L, m_top + int(max(np.max(work.x), np.max(work.xbar))))
+        if cells > MAX_CELLS:
+            raise InputError(f"the pofo tables would have {cells:.3g} cells; use fewer --slots", field="--slots")
+        # the lent bytes can raise a sub-chain's memory above m_top: extend the table by max y
+        extra = int(max(np.max(work.x[: L + 1]), np.max(work.xbar[: L + 1])))
+        table = PofoTable(work, inst, m_top + extra)
+        est = table.value(m_top)
+        details["dp_estimate"] = est if math.isfinite(est) else None
+        if math.isfinite(est):
+            sched = pin_prefetches(inst, table.schedule(m_top))
+            sim = simulate_offload(inst, sched)
+            details["dp_replay_makespan"] = sim.makespan
+            details["dp_replay_peak"] = sim.peak_memory
+            if sim.valid and sim.peak_memory <= budget:
+                candidate = (sim, sched)
+            else:
+                details["fallback"] = f"the DP schedule replays over the budget ({sim.peak_memory} > {budget})"
+    if candidate is not None and rotor_ok and rotor_sim.makespan < candidate[0].makespan:
+        details["fallback"] = "rotor (remat-only) is faster"
+        candidate = None
+    if candidate is None and rotor_ok:
+        candidate = (rotor_sim, rotor_sched)
+        details.setdefault("fallback", "remat-only (rotor) schedule")
+    if candidate is None:
+        return SolveResult(status=INFEASIBLE, scope=scope, solve_time_s=time.perf_counter() - t0,
+                           message=f"no schedule of this model fits {budget}", min_budget=None,
+                           details=details, **common)
+    sim, sched = candidate
+    details["transfers"] = len(sched.transfers())
+    details["host_peak"] = sim.host_peak
+    details["rotor_makespan"] = rotor_sim.makespan if rotor_ok else None
+    return SolveResult(status=FEASIBLE, objective=sim.makespan, peak_memory=sim.peak_memory, schedule=sched,
+                       scope=scope, solve_time_s=time.perf_counter() - t0, details=details, **common)

@@ -1,0 +1,161 @@
+"""The POFO-style DP (rematerialization + offloading of checkpoints): every schedule replays
+within its budget with the DP's own makespan, it never loses to remat-only, it goes below
+rotor's smallest budget when the link is fast, and it falls back to rotor when it is slow."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from solvers import registry
+from solvers.chain import Chain
+from solvers.chain import reference_peak as store_all_peak
+from solvers.chain.generate import random_chain
+from solvers.chain.rotor import rotor_min_budget, solve_rotor
+from solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B
+from solvers.offload import OffloadInstance, simulate_offload
+from solvers.offload import SOLVERS as OFFLOAD_SOLVERS
+from solvers.offload.pofo import solve_pofo
+from solvers.offload.schedule import Transfer
+
+
+def _big_input_chain() -> Chain:
+    """a_0 is large and the last tape is huge: rotor must hold a_0 while the tape lives."""
+    L = 4
+    return Chain(u_f=np.array([1.0] * L + [0.0]), u_b=np.array([2.0] * L + [1.0]),
+                 x=np.array([50] + [1] * L + [0]), xbar=np.array([0, 2, 2, 2, 150, 0]),
+                 o_f=np.zeros(L + 1, dtype=np.int64), o_b=np.zeros(L + 1, dtype=np.int64))
+
+
+def _compute_time(chain: Chain, schedule) -> float:
+    """Sum of the compute ops' durations (forwards counted as often as they run)."""
+    total = 0.0
+    for op in schedule.ops:
+        if isinstance(op, Transfer):
+            continue
+        kind, i = op
+        if kind in (F_ALL, F_CK, F_N):
+            total += float(chain.u_f[i])
+        elif kind == B:
+            total += float(chain.u_b[i])
+        elif kind == LOSS:
+            total += float(chain.u_b[chain.length])
+    return total
+
+
+def _check(inst: OffloadInstance, budget: int, slots: int):
+    res = solve_pofo(inst, budget, slots=slots)
+    rotor = solve_rotor(inst.chain, budget, slots=slots)
+    if res.schedule is None:
+        assert res.status == "infeasible"
+        assert rotor.schedule is None or simulate_offload(inst, _as_offload(rotor.schedule)).peak_memory > budget
+        return res
+    assert res.status == "feasible"
+    sim = simulate_offload(inst, res.schedule, budget)
+    assert sim.valid, sim.violation
+    assert sim.peak_memory <= budget
+    assert res.objective == sim.makespan and res.peak_memory == sim.peak_memory
+    if rotor.schedule is not None:
+        assert res.objective <= rotor.objective * (1 + 1e-9) + 1e-9
+    if "fallback" not in res.details and res.details.get("dp_estimate") is not None:
+        # the DP's charges are the simulator's (module docstring, rules 1-3)
+        assert res.details["dp_estimate"] == pytest.approx(sim.makespan, rel=1e-9, abs=1e-9)
+    return res
+
+
+def _as_offload(schedule):
+    from solvers.offload import OffloadSchedule
+
+    return OffloadSchedule.from_chain(schedule)
+
+
+@settings(max_examples=60, deadline=None)
+@given(L=st.integers(1, 7), seed=st.integers(0, 10_000), frac=st.floats(0.6, 1.1),
+       bandwidth=st.sampled_from([1e18, 1e5, 1e4, 3e3, 10.0]), latency=st.sampled_from([0.0, 1e-4]),
+       slots=st.sampled_from([0, 40]), overhead=st.sampled_from([0.0, 0.5]))
+def test_random_chains_replay_within_budget(L, seed, frac, bandwidth, latency, slots, overhead):
+    chain = random_chain(L, seed, overhead=overhead)
+    inst = OffloadInstance(chain, bandwidth, latency)
+    lo, hi = rotor_min_budget(chain), store_all_peak(chain)
+    budget = max(1, int(lo * frac) if frac < 1 else int(lo + (frac - 1) * 10 * (hi - lo)))
+    _check(inst, budget, slots)
+
+
+def test_below_rotor_minimum_with_a_fast_link():
+    chain = _big_input_chain()
+    inst = OffloadInstance(chain, 1e18)
+    assert rotor_min_budget(chain) == 203
+    assert solve_rotor(chain, 153, slots=0).status == "infeasible"
+    res = _check(inst, 153, 0)
+    assert res.status == "feasible" and res.peak_memory <= 153
+    assert str(res.schedule).startswith("F_ck(0) Off(a_0)")
+    # no idle time: the makespan is the compute time, recomputations included
+    assert res.objective == pytest.approx(_compute_time(chain, res.schedule), rel=1e-12)
+    assert res.objective == pytest.approx(chain.total_time() + 3.0)  # three forwards run twice
+    assert solve_pofo(inst, 152, slots=0).status == "infeasible"
+    # with slots the same holds, a little above (sizes rounded up)
+    res = _check(inst, 170, 500)
+    assert res.peak_memory <= 170 and res.details["transfers"] > 0
+
+
+def test_prefetch_is_charged_on_a_slow_link():
+    chain = _big_input_chain()
+    # x[0] = 50 B at 100 B/s: 0.5 s = 500 ms per transfer, longer than any sweep: no offload of a_0
+    res = _check(OffloadInstance(chain, 100.0), 153, 0)
+    assert res.status == "infeasible"
+    # 50 B at 100 kB/s: 0.5 ms, hidden by F_ck(0) (1 ms); the prefetch's 0.5 ms is charged
+    inst = OffloadInstance(chain, 1e5)
+    res = _check(inst, 153, 0)
+    assert res.status == "feasible"
+    assert res.objective > _compute_time(chain, res.schedule) + 0.5 - 1e-9
+
+
+def test_tiny_bandwidth_is_rotor():
+    for seed in range(6):
+        chain = random_chain(8, seed)
+        inst = OffloadInstance(chain, 1e-3)
+        for frac in (1.0, 1.2, 1.5):
+            budget = int(rotor_min_budget(chain) * frac)
+            res = _check(inst, budget, 100)
+            rotor = solve_rotor(chain, budget, slots=100)
+            assert res.details["transfers"] == 0
+            assert res.objective == pytest.approx(rotor.objective, rel=1e-12)
+
+
+def test_fast_link_never_slower_and_often_faster():
+    gains = 0
+    for seed in range(8):
+        chain = random_chain(10, seed)
+        inst = OffloadInstance(chain, 1e18)
+        budget = int(rotor_min_budget(chain) * 1.2)
+        res = _check(inst, budget, 200)
+        rotor = solve_rotor(chain, budget, slots=200)
+        gains += res.objective < rotor.objective - 1e-9
+    assert gains >= 4
+
+
+def test_tape_container_offloaded_when_it_pays():
+    """Values living inside a tape (a_i in abar_i) travel as abar_i and replay exactly."""
+    seen = False
+    for seed in range(40):
+        chain = random_chain(6, seed, tape_factor=(1.0, 1.2))
+        inst = OffloadInstance(chain, 1e18)
+        for frac in (1.0, 1.15, 1.3):
+            res = _check(inst, int(rotor_min_budget(chain) * frac), 0)
+            if res.schedule is not None and any(t.value == "abar" for t in res.schedule.transfers()):
+                seen = True
+    assert seen
+
+
+def test_through_the_registry(monkeypatch):
+    monkeypatch.setitem(OFFLOAD_SOLVERS, "pofo", ("solvers.offload.pofo:solve_pofo", "rotor DP + offloading"))
+    inst = OffloadInstance(_big_input_chain(), 1e18)
+    res = registry.solve("offload", inst, "pofo", 153, slots=0)
+    assert res.status == "feasible" and res.peak_memory <= 153
+    assert math.isfinite(res.details["dp_estimate"])
+    res = registry.solve("offload", inst, "pofo", 100, slots=0)
+    assert res.status == "infeasible" and res.schedule is None
