@@ -132,6 +132,46 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+@dataclass
+class Measured:
+    """What `measure_runs` gathered: the last run's loss and input gradient(s), peak bytes, the
+    memory method, per-op traces, and the median time (ms) when timed."""
+
+    loss: float
+    input_grad: Any
+    peak: int
+    method: str
+    traces: list[OpTrace]
+    time_ms: float | None
+
+
+def measure_runs(run: Callable[[bool, bool], tuple[float, Any, int, list[OpTrace], float]], *, cuda: bool,
+                 measure_memory: bool, measure_time: bool, trace: bool, time_repeats: int,
+                 sim_steps: Sequence[Any] | None = None) -> Measured:
+    """Run one step as often as measuring needs: once with the memory watch (or trace), then
+    untimed-watch runs until `time_repeats` times are taken (the tracker slows CPU ops, so CPU
+    timings never come from a watched run). `run(watch, trace)` returns (loss, input gradient(s),
+    peak bytes, traces, elapsed ms). The simulator's per-op charges (`sim_steps`) are attached
+    to the traces."""
+    out = Measured(float("nan"), None, 0, "none", [], None)
+    times: list[float] = []
+    if measure_memory or trace or not measure_time:
+        watch = measure_memory or trace
+        out.loss, out.input_grad, out.peak, out.traces, elapsed = run(watch, trace)
+        out.method = ("torch.cuda.max_memory_allocated" if cuda else "LiveTensorTracker") if watch else "none"
+        if cuda and measure_time and not trace:
+            times.append(elapsed)
+    if measure_time:
+        while len(times) < max(1, time_repeats):
+            out.loss, out.input_grad, _, _, elapsed = run(False, False)
+            times.append(elapsed)
+        out.time_ms = float(statistics.median(times))
+    if sim_steps is not None:
+        for t, s in zip(out.traces, sim_steps):
+            t.predicted_during, t.predicted_after = s.mem_during, s.mem_after
+    return out
+
+
 class StepMeter:
     """Measures one executed step: peak bytes (torch.cuda.max_memory_allocated above the
     bytes allocated before the step on CUDA; `LiveTensorTracker` on the CPU), per-op traces,
@@ -268,32 +308,13 @@ class ChainExecutor:
             sim = simulate(chain, ops).raise_if_invalid()
             predicted_peak, predicted_makespan = sim.peak_memory, sim.makespan
             sim_steps = sim.steps
-        peak = 0
-        method = "none"
-        traces: list[OpTrace] = []
-        time_ms = None
-        loss = float("nan")
-        input_grad = None
-        cuda = device.type == "cuda"
-        times: list[float] = []
-        if measure_memory or trace or not measure_time:
-            watch = measure_memory or trace
-            loss, input_grad, peak, traces, elapsed = self._run(ops, inputs, target, seed, watch, trace, clock)
-            method = ("torch.cuda.max_memory_allocated" if cuda else "LiveTensorTracker") if watch else "none"
-            if cuda and measure_time and not trace:
-                times.append(elapsed)
-        if measure_time:
-            while len(times) < max(1, time_repeats):
-                loss, input_grad, _, _, elapsed = self._run(ops, inputs, target, seed, False, False, clock)
-                times.append(elapsed)
-            time_ms = float(statistics.median(times))
-        if sim_steps is not None:
-            for t, s in zip(traces, sim_steps):
-                t.predicted_during, t.predicted_after = s.mem_during, s.mem_after
+        m = measure_runs(lambda watch, tr: self._run(ops, inputs, target, seed, watch, tr, clock),
+                         cuda=device.type == "cuda", measure_memory=measure_memory, measure_time=measure_time,
+                         trace=trace, time_repeats=time_repeats, sim_steps=sim_steps)
         grads = {name: p.grad.detach().clone() for name, p in self.params.items() if p.grad is not None}
-        return StepResult(loss=loss, grads=grads, input_grad=input_grad, peak_memory=int(peak), time_ms=time_ms,
-                          device=str(device), memory_method=method, predicted_peak=predicted_peak,
-                          predicted_makespan=predicted_makespan, trace=traces)
+        return StepResult(loss=m.loss, grads=grads, input_grad=m.input_grad, peak_memory=int(m.peak),
+                          time_ms=m.time_ms, device=str(device), memory_method=m.method,
+                          predicted_peak=predicted_peak, predicted_makespan=predicted_makespan, trace=m.traces)
 
     def _zero_grads(self) -> None:
         for p in self.params.values():

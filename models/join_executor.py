@@ -42,7 +42,6 @@ tracker on CPU, in milliseconds.
 from __future__ import annotations
 
 import contextlib
-import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +61,7 @@ from .executor import (
     _State,
     as_blocks,
     compare_gradients,
+    measure_runs,
     measured_vs_predicted,
 )
 from .join_zoo import JoinLossFn
@@ -185,29 +185,14 @@ class JoinExecutor:
             sim_steps = sim.steps
         else:
             self._check_ops(ops)
-        cuda = device.type == "cuda"
-        peak, method, traces = 0, "none", []
-        loss, input_grads = float("nan"), [None] * self.k
-        times: list[float] = []
-        if measure_memory or trace or not measure_time:
-            watch = measure_memory or trace
-            loss, input_grads, peak, traces, elapsed = self._run(ops, inputs, target, seed, watch, trace, clock)
-            method = ("torch.cuda.max_memory_allocated" if cuda else "LiveTensorTracker") if watch else "none"
-            if cuda and measure_time and not trace:
-                times.append(elapsed)
-        time_ms = None
-        if measure_time:
-            while len(times) < max(1, time_repeats):
-                loss, input_grads, _, _, elapsed = self._run(ops, inputs, target, seed, False, False, clock)
-                times.append(elapsed)
-            time_ms = float(statistics.median(times))
-        if sim_steps is not None:
-            for t, s in zip(traces, sim_steps):
-                t.predicted_during, t.predicted_after = s.mem_during, s.mem_after
+        m = measure_runs(lambda watch, tr: self._run(ops, inputs, target, seed, watch, tr, clock),
+                         cuda=device.type == "cuda", measure_memory=measure_memory, measure_time=measure_time,
+                         trace=trace, time_repeats=time_repeats, sim_steps=sim_steps)
         grads = {name: p.grad.detach().clone() for name, p in self.params.items() if p.grad is not None}
-        return JoinStepResult(loss=loss, grads=grads, input_grad=None, peak_memory=int(peak), time_ms=time_ms,
-                              device=str(device), memory_method=method, predicted_peak=predicted_peak,
-                              predicted_makespan=predicted_makespan, trace=traces, input_grads=input_grads)
+        input_grads = m.input_grad if m.input_grad is not None else [None] * self.k
+        return JoinStepResult(loss=m.loss, grads=grads, input_grad=None, peak_memory=int(m.peak), time_ms=m.time_ms,
+                              device=str(device), memory_method=m.method, predicted_peak=predicted_peak,
+                              predicted_makespan=predicted_makespan, trace=m.traces, input_grads=input_grads)
 
     def _check_ops(self, ops: list[JOp]) -> None:
         for op in ops:
