@@ -6,7 +6,7 @@ For ResNet-50, DenseNet-121 and a GPT-2-style transformer from the zoo (small si
 here on the CPU, or chain files given with --chains), at host-link bandwidths of 12, 25 and
 50 GB/s (PCIe 3, PCIe 4, NVLink-class) and device budgets from 20% to 100% of the store-all
 peak, it runs: remat-only (the chain DP), offload-only (the best of vDNN and offload-prefix)
-and both (rotor-offload), each replayed by the two-stream simulator, and writes
+and both (the best of rotor-offload and pofo), each replayed by the two-stream simulator, and writes
 results/offload/offload_tradeoff.csv and a figure (PNG and PDF).
 
 The compute times of a CPU profile are far longer than a GPU's, which would make any transfer
@@ -37,7 +37,8 @@ ZOO = {  # small sizes so that profiling takes seconds on 2 cores
     "densenet121": {"batch": 4, "image_size": 64, "width": 16},
     "gpt2": {"batch": 4, "seq_len": 128, "width": 128, "depth": 8, "vocab": 2048},
 }
-STRATEGIES = {"remat only": ["remat-only"], "offload only": ["vdnn", "offload-prefix"], "both": ["rotor-offload"]}
+STRATEGIES = {"remat only": ["remat-only"], "offload only": ["vdnn", "offload-prefix"],
+              "both": ["rotor-offload", "pofo"]}
 
 
 def profiled_chains(quick: bool) -> list[Chain]:

@@ -17,8 +17,8 @@ from solvers.chain import reference_peak as store_all_peak
 from solvers.chain.generate import random_chain
 from solvers.chain.rotor import rotor_min_budget, solve_rotor
 from solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B
-from solvers.offload import OffloadInstance, simulate_offload
 from solvers.offload import SOLVERS as OFFLOAD_SOLVERS
+from solvers.offload import OffloadInstance, simulate_offload
 from solvers.offload.pofo import solve_pofo
 from solvers.offload.schedule import Transfer
 
@@ -61,9 +61,14 @@ def _check(inst: OffloadInstance, budget: int, slots: int):
     assert res.objective == sim.makespan and res.peak_memory == sim.peak_memory
     if rotor.schedule is not None:
         assert res.objective <= rotor.objective * (1 + 1e-9) + 1e-9
-    if "fallback" not in res.details and res.details.get("dp_estimate") is not None:
-        # the DP's charges are the simulator's (module docstring, rules 1-3)
-        assert res.details["dp_estimate"] == pytest.approx(sim.makespan, rel=1e-9, abs=1e-9)
+    est = res.details["dp_estimate"]
+    # the DP's charges are the simulator's (module docstring, rules 1-3), or above them when
+    # a value travels to the host twice (the second Off is free in the simulator)
+    offs = [t for t in res.schedule.transfers() if t.kind == "Off"]
+    if len(set(offs)) == len(offs):
+        assert est == pytest.approx(sim.makespan, rel=1e-9, abs=1e-9)
+    else:
+        assert est >= sim.makespan * (1 - 1e-9) - 1e-9
     return res
 
 
@@ -102,16 +107,26 @@ def test_below_rotor_minimum_with_a_fast_link():
     assert res.peak_memory <= 170 and res.details["transfers"] > 0
 
 
-def test_prefetch_is_charged_on_a_slow_link():
+def test_waits_are_charged_and_pins_respected():
     chain = _big_input_chain()
-    # x[0] = 50 B at 100 B/s: 0.5 s = 500 ms per transfer, longer than any sweep: no offload of a_0
-    res = _check(OffloadInstance(chain, 100.0), 153, 0)
-    assert res.status == "infeasible"
-    # 50 B at 100 kB/s: 0.5 ms, hidden by F_ck(0) (1 ms); the prefetch's 0.5 ms is charged
-    inst = OffloadInstance(chain, 1e5)
-    res = _check(inst, 153, 0)
+    # 50 B at 100 kB/s: 0.5 ms, hidden by F_ck(0) (1 ms) and, coming back, by B(1) (2 ms)
+    res = _check(OffloadInstance(chain, 1e5), 153, 0)
     assert res.status == "feasible"
-    assert res.objective > _compute_time(chain, res.schedule) + 0.5 - 1e-9
+    assert "Pre(a_0) B(1)" in str(res.schedule)
+    assert res.objective < _compute_time(chain, res.schedule) + 0.5
+    # 50 B at 20 kB/s: 2.5 ms, longer than the sweep F_ck(0) F_n(1) (2 ms): the right
+    # sub-chain waits for the Off, and the Pre (2.5 ms) overlaps B(2) (2 ms)
+    inst = OffloadInstance(chain, 2e4)
+    res = _check(inst, 153, 0)
+    sim = simulate_offload(inst, res.schedule, 153)
+    times = {str(t.op): (t.start, t.end) for t in sim.ops}
+    assert str(res.schedule).startswith("F_ck(0) Off(a_0) F_n(1) F_ck(2)")
+    assert times["Off(a_0)"] == pytest.approx((0.0, 2.5))
+    assert times["F_ck(2)"][0] == pytest.approx(2.5)
+    assert res.objective == pytest.approx(_compute_time(chain, res.schedule) + 0.5 + 0.05 + 0.5)
+    # a very slow link: still feasible below rotor's minimum, at the price of long waits
+    res = _check(OffloadInstance(chain, 100.0), 153, 0)
+    assert res.status == "feasible" and res.objective > 1000.0
 
 
 def test_tiny_bandwidth_is_rotor():

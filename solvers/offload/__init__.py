@@ -23,6 +23,8 @@ SOLVERS: dict[str, tuple[str, str]] = {
                        "offload the first k tapes, best k and lookahead (after Euro-Par 2020)"),
     "cpsat": ("solvers.offload.cpsat:solve_cpsat",
               "exact CP-SAT model: which tapes travel and when (store-all compute order)"),
+    "pofo": ("solvers.offload.pofo:solve_pofo",
+             "rotor DP + offloading of checkpoints a_i during the right sub-chain (after POFO)"),
     "rotor-offload": ("solvers.offload.combined:solve_rotor_offload",
                       "checkpointing at a relaxed budget + offloading idle values (after POFO)"),
 }

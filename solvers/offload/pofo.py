@@ -21,48 +21,58 @@ or ``Off("abar", i)``). So there are two tables P_1 and P_0; the optimum at budg
 
     P_s(m, i, i) = u_f[i] + u_b[i]   if m >= max(x[i+1] + xbar[i+1] + o_f[i],
                                                  x[i] + x[i+1] + xbar[i+1] + o_b[i])
-    P_s(m, i, l) = min(C_all, min_j C_ck(j), min_j C_off(j))     (l > i)
+    P_s(m, i, l) = min(C_all, min_j C_ck(j), min_j C_off(j))     (l > i, i < j <= l)
     C_all  = u_f[i] + u_b[i] + P_0(m - xbar[i+1], i+1, l)
              if m >= max(mmin(i, l), x[l+1] + xbar[i+1] + o_f[i], x[i] + x[i+1] + xbar[i+1] + o_b[i])
     C_ck(j)  = S(i, j) + P_1(m - x[j], j, l) + P_s(m, i, j-1)          if m >= mmin(i, l)
-    C_off(j) = S(i, j) + P_1(m - x[j] + y_s(i), j, l) + T(y_s(i)) + P_s(m, i, j-1)
-               if S(i, j) >= T(y_s(i))  and  m >= msweep(i, l, j)
-    mmin(i, l)       = x[l+1] + max(x[i+1] + o_f[i], max_{i<k<l}  (x[k] + x[k+1] + o_f[k]))
-    msweep(i, l, j)  = x[l+1] + max(x[i+1] + o_f[i], max_{i<k<j}  (x[k] + x[k+1] + o_f[k]))
+    C_off(j) = S(i, j) + max(0, T(y) - S(i, j))           (sweep, then wait for Off to end)
+               + P_1(m - x[j] + y, j, l)                   (right sub-chain, with a_i's bytes)
+               + W(j)                                      (wait for Pre(a_i))
+               + P_s(m, i, j-1)                            if m >= msweep(i, l, j)   (y = y_s(i))
+    W(j)   = max(0, T(y) - u_b[j])   if m >= bmem(j)   (Pre overlaps B(j), the last op of (j, l))
+           = T(y)                    otherwise        (Pre after B(j))
+    mmin(i, l)      = x[l+1] + max(x[i+1] + o_f[i], max_{i<k<l} (x[k] + x[k+1] + o_f[k]))
+    msweep(i, l, j) = x[l+1] + max(x[i+1] + o_f[i], max_{i<k<j} (x[k] + x[k+1] + o_f[k]))
+    bmem(j)         = 2 x[j] + x[j+1] + xbar[j+1] + o_b[j]    (u_b[L], o_b[L]: the loss)
 
-The tables span m = 0 .. M - x[0] + max(x, xbar) (the lent bytes can lift a sub-chain above
-the top-level m; beyond the table the value is clipped, which only wastes memory). C_off(j)
-is the schedule  F_ck(i) Off(a_i) F_n(i+1..j-1) [(j, l)] Pre(a_i) [(i, j-1)]
-(with abar_i in place of a_i when s = 0).
+C_off(j) is the schedule  F_ck(i) Off(a_i) F_n(i+1..j-1) [(j, l)] Pre(a_i) [(i, j-1)]
+(abar_i in place of a_i when s = 0), the Pre moved before the last op of (j, l) when
+m >= bmem(j). The tables span m = 0 .. M - x[0] + max(x, xbar) (lent bytes can lift a
+sub-chain above the top-level m; beyond the table the index is clipped, which only wastes
+memory).
 
-**Why the charges are conservative (never below the two-stream simulator).** The rules of
+**Why the charges are safe (never below the two-stream simulator).** The schedule carries
+``not_before`` pins (set by `pin_transfers` from replays of its prefixes) and the rules of
 `solvers.offload.simulator` give, by induction over the schedule:
 
-1. *Offload hidden by the sweep.* Off(a_i) is issued right after F_ck(i), the last reader of
-   a_i before the gap, so it starts with F_ck(i) (the transfer stream is idle then: see 3) and
-   ends at that start + T(y) <= the end of the sweep, since we require S(i, j) >= T(y). The
-   simulator releases a_i at max(end of Off, end of F_ck(i)) <= end of the sweep, i.e. before
-   the right sub-chain allocates anything: the sub-chain may use m - x[j] + y. During the
-   sweep a_i is still counted (it is outside m, as before), so the sweep needs only msweep.
-2. *Prefetch not hidden.* Pre(a_i) is issued after the last op of (j, l) (B(j), or the loss)
-   and pinned (``not_before``) to that op's end, so it never overlaps the sub-chain that used
-   the lent bytes; it allocates y at that time (state: delta_j in m, a_i back outside m: the
-   state (i, j-1) starts from) and (i, j-1) waits T(y) for it: C_off charges T(y) as idle
-   time. (Hiding the prefetch behind the tail of (j, l) would need that tail to fit without
-   the lent bytes; this DP does not model that.)
-3. *One stream, no contention.* Every Pre ends before the next compute op starts (that op
-   reads a_i), and every Off ends within its own sweep, before the next F_ck can issue
-   another Off; so every transfer finds the transfer stream idle, and no issue-order stall
-   arises. The makespan of the replay therefore equals the DP value (up to float rounding),
-   and the peak is within the budget (sizes rounded up to slots, as for rotor).
+1. *Offload.* Off(a_i) is issued right after F_ck(i), the last reader of a_i before the gap,
+   so it starts with F_ck(i) (the transfer stream is idle then: see 3) and ends T(y) later.
+   When S(i, j) < T(y) the first op of (j, l) is pinned to the end of the Off (the charge
+   max(0, T - S)). The simulator releases a_i at max(end of Off, end of F_ck(i)), so before
+   (j, l) allocates anything: (j, l) may use m - x[j] + y. During the sweep a_i is still
+   counted (outside m, as before), so the sweep needs msweep only (mmin's terms for k >= j
+   belong to (j, l), which checks them with its own, larger, memory).
+2. *Prefetch.* Pre(a_i) is pinned to the end of the compute op issued just before it, so it
+   never overlaps an op of (j, l) that may use the lent bytes, except B(j) when m >= bmem(j):
+   at B(j) the right sub-chain holds exactly a_j, abar_{j+1}, delta_{j+1} and allocates
+   delta_j + o_b[j] (every persistent (j, l) ends so), which with a_i back (outside m) fits.
+   Otherwise it starts after B(j), when the state is delta_j (in m) plus a_i (outside m),
+   the state (i, j-1) starts from. (i, j-1) starts with a read of a_i, so it waits for the
+   Pre: the charge W(j).
+3. *No contention.* Every Pre ends before the next compute op starts, and every Off ends
+   before its right sub-chain starts, hence before the next F_ck can issue another Off; so
+   every transfer finds the transfer stream idle, and no issue-order stall arises. The
+   replay's makespan therefore equals the DP value (up to float rounding), except that an
+   Off of a value the host already holds is free in the simulator while the DP still
+   charges max(0, T - S) for it (the DP is then above the replay); the peak is within the
+   budget (sizes rounded up to slots, as for rotor).
 
-An Off of a value the host holds already costs no time in the simulator; the DP still charges
-T(y) for the sweep condition (conservative). The DP value is kept in ``details["dp_estimate"]``;
-the reported makespan and peak are the simulator's. If the replay ever exceeded the budget (it
-should not), or if the rotor schedule is faster, the rotor (remat-only) schedule at the same
-budget and slots is returned instead. Status ``feasible``: the DP is optimal only within its own
-class (persistent schedules whose transfers are the C_off pairs above, with unhidden prefetches,
-at the stated slots), not for the two-stream model.
+The DP value is kept in ``details["dp_estimate"]``; the reported makespan and peak are the
+simulator's. If the replay ever exceeded the budget (it should not), or if the rotor schedule
+is faster (it can be only through rotor's exact-size retry), the rotor (remat-only) schedule
+at the same budget and slots is returned instead. Status ``feasible``: the DP is optimal only
+within its own class (persistent schedules whose only transfers are the C_off pairs above,
+with these pins, at the stated slots), not for the two-stream model.
 
 **Cost.** Two tables of (L+1)(L+2)/2 rows of M+1 entries, O(L^3 M) time, vectorised with numpy
 over (j, m) (no numba kernel): fine for L up to a few tens at 500 slots.
@@ -77,20 +87,20 @@ from typing import Any
 import numpy as np
 
 from ..chain.baselines import store_all_schedule
-from ..chain.rotor import _offsets, solve_rotor, table_cells
+from ..chain.rotor import EXACT_RETRY_CELLS, _offsets, solve_rotor, table_cells
 from ..chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Op
 from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
 from .instance import OffloadInstance
-from .schedule import PRE, Off, OffloadSchedule, Pre, Transfer
+from .schedule import Off, OffloadSchedule, Pre, Transfer
 from .simulator import simulate_offload
 
-LEAF, ALL, NONE = -1, 0, -2  # choice codes; 0 < c <= L: C_ck(c); c > L + 1: C_off(c - L - 1)
+LEAF, ALL, NONE = -1, 0, -2  # choice codes; 0 < c <= L: C_ck(c); c > L: C_off(c - L - 1)
 
 #: Largest pair of tables we build.
 MAX_CELLS = 40_000_000
 
-#: Relative slack on "the sweep covers the offload" (float noise in the simulator's times).
+#: Relative slack on "the sweep covers the offload" (below it, the right sub-chain is pinned).
 EPS = 1e-9
 
 
@@ -146,6 +156,7 @@ class PofoTable:
                     inner[1:] = np.maximum.accumulate(fw[i + 1: l])
                 msweep = x[l + 1] + np.maximum(x[i + 1] + o_f[i], inner)
                 S = sf[js] - sf[i]
+                bmem = 2 * x[js] + x[js + 1] + xbar[js + 1] + o_b[js]
                 rows_right = off[js] + (l - js)
                 rows_left = off[i] + (js - 1 - i)
                 shifted = ms[None, :] - x[js][:, None]
@@ -166,12 +177,16 @@ class PofoTable:
                     ck[:, : min(mmin, M + 1)] = inf
                     cand[1: 1 + nj] = ck
                     Ty, yi = float(self.T[s, i]), int(self.y[s, i])
-                    cover = S >= Ty * (1 + EPS) + 1e-12
-                    if yi > 0 and cover.any():
+                    if yi > 0:
                         idx = np.clip(ms[None, :] - x[js][:, None] + yi, 0, M)
                         right_off = C[1][rows_right[:, None], idx]
-                        offv = (S[:, None] + right_off) + Ty + left
-                        bad = (ms[None, :] < msweep[:, None]) | ~ok | ~cover[:, None]
+                        # Pre overlapping the last op of (j, l) when B(j)'s state + y fits m
+                        hidden = ms[None, :] >= bmem[:, None]
+                        wait = np.where(hidden, np.maximum(0.0, Ty - u_b[js])[:, None], Ty)
+                        # the right sub-chain waits for the end of Off(a_i) when the sweep is short
+                        wait_off = np.where(S < Ty * (1 + EPS) + 1e-12, np.maximum(0.0, Ty - S), 0.0)
+                        offv = ((S + wait_off)[:, None] + right_off) + wait + left
+                        bad = (ms[None, :] < msweep[:, None]) | ~ok
                         offv[bad] = inf
                         cand[1 + nj:] = offv
                     k = np.argmin(cand, axis=0)
@@ -188,56 +203,81 @@ class PofoTable:
             return math.inf
         return float(self.C[s, self.off[i] + l - i, min(m, self.M)])
 
-    def schedule(self, m: int) -> OffloadSchedule:  # noqa: C901
-        """The schedule achieving P_1(m, 0, L); Pre ops are marked for pinning (see `pin`)."""
-        L, x = self.L, self.work.x
-        ops: list[Op | Transfer] = []
+    def schedule(self, m: int) -> tuple[OffloadSchedule, list[Any]]:  # noqa: C901
+        """The schedule achieving P_1(m, 0, L) and, per op, how `pin_transfers` pins it: None,
+        "prev" (a Pre: at the end of the compute op issued before it) or the position of an Off
+        (the first op of a right sub-chain that must wait for that Off to end)."""
+        L, x, xbar, o_b = self.L, self.work.x, self.work.xbar, self.work.o_b
+        ops: list[list[Any]] = []  # [op, pin]; Off entries are identified by their list object
         stack: list[Any] = [(1, 0, L, m)]
+        wait_for: list[Any] | None = None
         while stack:
             item = stack.pop()
-            if isinstance(item, (Op, Transfer)):
-                ops.append(item)
+            if isinstance(item, Transfer):  # a prefetch after the last op of (j, l)
+                ops.append([item, "prev"])
+                continue
+            if isinstance(item, Op):
+                ops.append([item, None])
+                continue
+            if item[0] == "before-last":  # (j, l) is complete: its last op is B(j) or the loss
+                ops.insert(len(ops) - 1, [item[1], "prev"])
+                continue
+            if item[0] == "wait":  # the next op starts the right sub-chain
+                wait_for = item[1]
                 continue
             s, a, b, mm = item
             c = int(self.CH[s, self.off[a] + b - a, mm])
             if c == NONE:  # pragma: no cover - would be a bug
                 raise RuntimeError(f"P_{s}({mm}, {a}, {b}) is infeasible")
+            first = len(ops)
             if c == LEAF:
-                ops.extend([Loss(L)] if a == L else [F_all(a), Bwd(a)])
+                ops.extend([[Loss(L), None]] if a == L else [[F_all(a), None], [Bwd(a), None]])
             elif c == ALL:
-                ops.append(F_all(a))
+                ops.append([F_all(a), None])
                 stack.append(Bwd(a))
-                stack.append((0, a + 1, b, mm - int(self.work.xbar[a + 1])))
+                stack.append((0, a + 1, b, mm - int(xbar[a + 1])))
             elif c <= L:
-                ops.append(F_ck(a))
-                ops.extend(F_n(k) for k in range(a + 1, c))
+                ops.append([F_ck(a), None])
+                ops.extend([F_n(k), None] for k in range(a + 1, c))
                 stack.append((s, a, c - 1, mm))
                 stack.append((1, c, b, mm - int(x[c])))
             else:
                 j = c - L - 1
                 v = "a" if s == 1 else "abar"
-                ops.append(F_ck(a))
-                ops.append(Off(v, a))
-                ops.extend(F_n(k) for k in range(a + 1, j))
+                ops.append([F_ck(a), None])
+                entry = [Off(v, a), None]
+                ops.append(entry)
+                ops.extend([F_n(k), None] for k in range(a + 1, j))
                 stack.append((s, a, j - 1, mm))
-                stack.append(Pre(v, a))
+                last = 2 * x[j] + x[j + 1] + xbar[j + 1] + o_b[j]
+                stack.append(("before-last", Pre(v, a)) if mm >= last else Pre(v, a))
                 stack.append((1, j, b, min(self.M, mm - int(x[j]) + int(self.y[s, a]))))
-        return OffloadSchedule(ops, L)
+                if self.sf[j] - self.sf[a] < self.T[s, a] * (1 + EPS) + 1e-12:
+                    stack.append(("wait", entry))
+            if wait_for is not None:
+                ops[first][1] = ("off", wait_for)
+                wait_for = None
+        where = {id(e): k for k, e in enumerate(ops)}
+        pins = [where[id(pin[1])] if isinstance(pin, tuple) else pin for _, pin in ops]
+        return OffloadSchedule([op for op, _ in ops], L), pins
 
 
-def pin_prefetches(inst: OffloadInstance, schedule: OffloadSchedule) -> OffloadSchedule:
-    """Pin every Pre to the end of the compute op issued just before it (rule 2 of the module
-    docstring). Times of the ops issued before a Pre do not depend on it, so one replay per
-    Pre, in issue order, fixes them all."""
+def pin_transfers(inst: OffloadInstance, schedule: OffloadSchedule, pins: list[Any]) -> OffloadSchedule:
+    """Set ``not_before`` (rules 1-2 of the module docstring): a Pre at the end of the compute op
+    issued just before it; the first op of a right sub-chain at the end of the Off it waits for.
+    Times of the ops issued before a pinned op do not depend on it, so one replay per pin, in
+    issue order, fixes them all."""
     nb: list[float | None] = [None] * len(schedule.ops)
-    out = OffloadSchedule(list(schedule.ops), schedule.length, nb)
-    for p, op in enumerate(schedule.ops):
-        if isinstance(op, Transfer) and op.kind == PRE:
-            prefix = OffloadSchedule(out.ops[:p], out.length, nb[:p])
-            sim = _replay_prefix(inst, prefix)
-            prev = sim[p - 1]
-            nb[p] = prev
-    return OffloadSchedule(out.ops, out.length, nb if any(t is not None for t in nb) else None)
+    for p, pin in enumerate(pins):
+        if pin is None:
+            continue
+        ends = _replay_prefix(inst, OffloadSchedule(schedule.ops[:p], schedule.length, nb[:p]))
+        if pin == "prev":
+            q = max(k for k in range(p) if not isinstance(schedule.ops[k], Transfer))
+            nb[p] = ends[q]
+        else:
+            nb[p] = ends[pin]
+    return OffloadSchedule(list(schedule.ops), schedule.length, nb if any(t is not None for t in nb) else None)
 
 
 def _replay_prefix(inst: OffloadInstance, prefix: OffloadSchedule) -> list[float]:
@@ -247,6 +287,35 @@ def _replay_prefix(inst: OffloadInstance, prefix: OffloadSchedule) -> list[float
     if sim.violation is not None and sim.violation.position < len(prefix.ops):  # pragma: no cover - a bug
         raise RuntimeError(f"pofo built an invalid schedule: {sim.violation}")
     return [t.end for t in sim.ops]
+
+
+def _extra(work) -> int:
+    """The most a sub-chain's memory can be lifted by lent bytes: max over x and xbar."""
+    L = work.length
+    return int(max(np.max(work.x[: L + 1]), np.max(work.xbar[: L + 1])))
+
+
+def _run_dp(inst: OffloadInstance, work, M: int, budget: int,
+            details: dict[str, Any]) -> tuple[Any, OffloadSchedule, float] | None:
+    """Fill the tables for `work` (sizes in units of M), rebuild, pin and replay; (replay,
+    schedule, DP value) when it fits `budget` (real bytes), else None. Notes go to `details`."""
+    m_top = M - int(work.x[0])
+    if m_top < 0:
+        return None
+    extra = _extra(work)  # lent bytes can lift a sub-chain above m_top
+    cells = 2 * table_cells(work.length, m_top + extra)
+    if cells > MAX_CELLS:
+        raise InputError(f"the pofo tables would have {cells:.3g} cells; use fewer --slots", field="--slots")
+    table = PofoTable(work, inst, m_top + extra)
+    est = table.value(m_top)
+    if not math.isfinite(est):
+        return None
+    sched = pin_transfers(inst, *table.schedule(m_top))
+    sim = simulate_offload(inst, sched)
+    if sim.valid and sim.peak_memory <= budget:
+        return sim, sched, est
+    details["dp_overflow"] = f"the DP schedule replays at {sim.peak_memory} > {budget}: {sim.violation}"
+    return None
 
 
 def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any) -> SolveResult:
@@ -259,7 +328,8 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any
     chain = inst.chain
     L = chain.length
     scope = ("persistent schedules with offloaded checkpoints (prefetch not overlapped), "
-             + ("exact sizes" if slots == 0 else f"{slots}-slot discretisation") + "; heuristic for the two-stream model")
+             + ("exact sizes" if slots == 0 else f"{slots}-slot discretisation")
+             + "; heuristic for the two-stream model")
     common: dict[str, Any] = {"problem": "offload", "solver": "pofo", "budget": budget}
     details: dict[str, Any] = {"slots": slots}
     rotor = solve_rotor(chain, budget, slots=slots)
@@ -278,37 +348,26 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any
         slot = budget / slots
         work, M = chain.discretised(slot), slots
         details["slot_bytes"] = slot
-    m_top = M - int(work.x[0])
-    candidate = None
-    if m_top >= 0:
-        cells = 2 * table_cells(L, m_top + int(max(np.max(work.x), np.max(work.xbar))))
-        if cells > MAX_CELLS:
-            raise InputError(f"the pofo tables would have {cells:.3g} cells; use fewer --slots", field="--slots")
-        # the lent bytes can raise a sub-chain's memory above m_top: extend the table by max y
-        extra = int(max(np.max(work.x[: L + 1]), np.max(work.xbar[: L + 1])))
-        table = PofoTable(work, inst, m_top + extra)
-        est = table.value(m_top)
-        details["dp_estimate"] = est if math.isfinite(est) else None
-        if math.isfinite(est):
-            sched = pin_prefetches(inst, table.schedule(m_top))
-            sim = simulate_offload(inst, sched)
-            details["dp_replay_makespan"] = sim.makespan
-            details["dp_replay_peak"] = sim.peak_memory
-            if sim.valid and sim.peak_memory <= budget:
-                candidate = (sim, sched)
-            else:
-                details["fallback"] = f"the DP schedule replays over the budget ({sim.peak_memory} > {budget})"
+    candidate = _run_dp(inst, work, M, budget, details)
+    worse = candidate is None or (rotor_ok and rotor_sim.makespan < candidate[0].makespan)
+    if worse and slots > 0 and 2 * table_cells(L, budget - int(chain.x[0]) + _extra(chain)) <= EXACT_RETRY_CELLS:
+        # the slot rounding may have lost schedules (rotor retries with exact sizes too)
+        exact = _run_dp(inst, chain, budget, budget, details)
+        if exact is not None and (candidate is None or exact[0].makespan < candidate[0].makespan):
+            candidate = exact
+            scope = scope.replace(f"{slots}-slot discretisation", "exact sizes (the slot rounding lost schedules)")
     if candidate is not None and rotor_ok and rotor_sim.makespan < candidate[0].makespan:
         details["fallback"] = "rotor (remat-only) is faster"
         candidate = None
     if candidate is None and rotor_ok:
-        candidate = (rotor_sim, rotor_sched)
+        candidate = (rotor_sim, rotor_sched, rotor.objective)
         details.setdefault("fallback", "remat-only (rotor) schedule")
     if candidate is None:
         return SolveResult(status=INFEASIBLE, scope=scope, solve_time_s=time.perf_counter() - t0,
                            message=f"no schedule of this model fits {budget}", min_budget=None,
                            details=details, **common)
-    sim, sched = candidate
+    sim, sched, est = candidate
+    details["dp_estimate"] = est
     details["transfers"] = len(sched.transfers())
     details["host_peak"] = sim.host_peak
     details["rotor_makespan"] = rotor_sim.makespan if rotor_ok else None
