@@ -1,0 +1,364 @@
+"""Exact model of rematerialization combined with offloading, for small chains (ground truth).
+
+The two-stream model of `solvers.offload.simulator` is solved exactly over the class
+
+    **phase-form compute sequences x one optional Off/Pre pair per idle gap of a value.**
+
+1. *Compute sequences* (enumerated). Phases k = L, L-1, .., 0 end with the Loss (k = L) or
+   B(k); inside phase k forward ops run in increasing stage order, each stage at most once,
+   stages 0..min(k, L-1), and stage k of phase k < L only runs F_all (the phase model of
+   `solvers.chain.exact_model`, with its dominance rules: F_n(j) only when it frees a
+   standalone a_j, never F_n(0), no F_ck(j) while the tape abar_{j+1} lives, and no second
+   copy of a resident value). Every persistent (rotor) schedule, hence every schedule of
+   rotor, pofo, rotor-offload and the store-all order, has this form.
+2. *Transfers* (CP-SAT, for one fixed sequence). A lifetime of a value v (a_j standalone or
+   the tape abar_j: from the op that creates it, or time 0 for a_0, to the op that frees it)
+   is used by its creator and its readers u_0, u_1, ..; in every gap (u_a, u_b) between
+   consecutive uses the model may offload v: ``Off(v)`` starts at so >= s(u_a) (and >= the
+   end of the creator), lasts T(v) (0 when an earlier Off of the same value already left a
+   host copy: the simulator's free Off), the device copy is released at
+   r = max(so + T, e(u_a)), and ``Pre(v)`` runs in [sp, sp + T(v)) with r <= sp and
+   sp + T(v) <= s(u_b). Transfers share one stream (NoOverlap; a free Off may not fall
+   strictly inside another transfer, where the simulator would delay it).
+3. *Memory* (Cumulative, capacity M): every value is charged exactly as the simulator does,
+   on half-open intervals (releases before allocations at equal times): a lifetime from the
+   start of its creator (0 for a_0) to the end of the op that frees it, minus the offloaded
+   windows [r, sp); gradients delta_i from the start of their producer to the end of
+   B(i-1) (delta_0 to the end); overheads o_f / o_b while their op runs.
+4. *Objective*: the end of B(0), in ticks (integer times: durations and transfer times
+   must be whole ticks for the model to be exact; `scale` ticks per time unit).
+
+The sequences are tried by increasing total compute time (a lower bound of their
+makespan); the search stops when that sum reaches the best makespan found, each CP-SAT call
+asking for a strict improvement. The best solution becomes an `OffloadSchedule` in start-time
+order with every op pinned (``not_before`` = its start), replayed by `simulate_offload`.
+
+**Status**: "optimal" only for the class above, with exact sizes (``slots=0``) and whole-tick
+durations, when every CP-SAT call was proven (optimal or infeasible) and the replay equals the
+model's makespan; otherwise "feasible". Sizes are rounded up to slots when ``slots > 0``
+(the schedule still fits the real budget). Exponential in L: meant for L <= 4 or 5.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from ..chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Bwd, F_all, F_ck, F_n, Loss, Op
+from ..errors import InputError
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from .instance import OffloadInstance
+from .schedule import Off, OffloadSchedule, Pre, Transfer
+from .simulator import simulate_offload
+
+#: Largest chain accepted (the enumeration is exponential in L).
+MAX_LENGTH = 6
+
+Value = tuple[str, int]
+
+
+def phase_sequences(L: int) -> list[list[Op]]:
+    """Every compute sequence of the phase form (see the module docstring)."""
+    out: list[list[Op]] = []
+
+    def phase(k: int, acts: frozenset, tapes: frozenset, stage: int, ops: list[Op]) -> None:
+        # close the phase here
+        if k == L:
+            if L in acts or L in tapes:
+                phase(L - 1, acts - {L}, tapes, 0, ops + [Loss(L)])
+        elif (k in acts or k in tapes) and k + 1 in tapes:
+            nxt = ops + [Bwd(k)]
+            if k == 0:
+                out.append(nxt)
+            else:
+                phase(k - 1, acts - {k}, tapes - {k + 1}, 0, nxt)
+        # or run one more forward op at a stage >= `stage`
+        for j in range(stage, min(k, L - 1) + 1):
+            if j not in acts and j not in tapes:
+                continue
+            if j + 1 not in tapes:
+                phase(k, acts, tapes | {j + 1}, j + 1, ops + [F_all(j)])
+            if j == k or j + 1 in acts:
+                continue
+            if j + 1 not in tapes:
+                phase(k, acts | {j + 1}, tapes, j + 1, ops + [F_ck(j)])
+            if j in acts and j > 0:
+                phase(k, (acts - {j}) | {j + 1}, tapes, j + 1, ops + [F_n(j)])
+
+    phase(L, frozenset({0}), frozenset(), 0, [])
+    return out
+
+
+def lifetimes(L: int, ops: list[Op]) -> tuple[list[tuple[Value, int, list[int], int | None]],
+                                               list[tuple[int, int, int | None]]]:
+    """(value, creator position (-1: a_0 at time 0), reader positions, freeing position or None)
+    per lifetime of a_j / abar_j, and (index i, producer, freeing position) per gradient."""
+    acts, tapes = {0}, set()
+    live: dict[Value, tuple[int, list[int]]] = {("a", 0): (-1, [])}
+    done: list[tuple[Value, int, list[int], int | None]] = []
+    grads: dict[int, list[Any]] = {}
+
+    def free(v: Value, pos: int) -> None:
+        creator, readers = live.pop(v)
+        done.append((v, creator, readers, pos))
+
+    for pos, (kind, i) in enumerate(ops):
+        i = L if kind == LOSS else i
+        live[("a", i) if i in acts else ("abar", i)][1].append(pos)
+        if kind == B:
+            live[("abar", i + 1)][1].append(pos)
+            grads[i + 1][2] = pos
+        if kind in (B, LOSS):
+            grads[i] = [i, pos, None]
+        if kind == F_ALL:
+            tapes.add(i + 1)
+            live[("abar", i + 1)] = (pos, [])
+        elif kind in (F_CK, F_N):
+            acts.add(i + 1)
+            live[("a", i + 1)] = (pos, [])
+            if kind == F_N:
+                acts.discard(i)
+                free(("a", i), pos)
+        elif kind == B:
+            tapes.discard(i + 1)
+            free(("abar", i + 1), pos)
+            if i in acts:
+                acts.discard(i)
+                free(("a", i), pos)
+        elif kind == LOSS and L in acts:
+            acts.discard(L)
+            free(("a", L), pos)
+    done += [(v, c, r, None) for v, (c, r) in live.items()]
+    return done, [tuple(g) for g in grads.values()]
+
+
+def _ticks(value: float, scale: float) -> int:
+    return int(math.ceil(value * scale - 1e-9))
+
+
+class _Model:
+    """The CP-SAT model of one compute sequence (parts 2-4 of the module docstring)."""
+
+    def __init__(self, inst: OffloadInstance, ops: list[Op], size, capacity: int, scale: float,
+                 cutoff: int | None) -> None:
+        chain = inst.chain
+        L = chain.length
+        self.ops = ops
+        n = len(ops)
+        d = []
+        for kind, i in ops:
+            d.append(_ticks(float(chain.u_b[L] if kind == LOSS else chain.u_b[i] if kind == B else chain.u_f[i]),
+                            scale))
+        T = {("a", j): _ticks(inst.transfer_time(int(chain.x[j])), scale) for j in range(L + 1)}
+        T.update({("abar", j): _ticks(inst.transfer_time(int(chain.xbar[j])), scale) for j in range(1, L + 1)})
+        real = {("a", j): int(chain.x[j]) for j in range(L + 1)}
+        real.update({("abar", j): int(chain.xbar[j]) for j in range(1, L + 1)})
+        lives, grads = lifetimes(L, ops)
+        gaps = sum(len(r) for _, _, r, _ in lives)
+        horizon = sum(d) + 2 * gaps * max(T.values(), default=0) + 1
+        m = cp_model.CpModel()
+        self.m = m
+        s = [m.NewIntVar(0, horizon, f"s{k}") for k in range(n)]
+        e = [m.NewIntVar(0, horizon, f"e{k}") for k in range(n)]
+        for k in range(n):
+            m.Add(e[k] == s[k] + d[k])
+            if k:
+                m.Add(s[k] >= e[k - 1])
+        self.s, self.e = s, e
+        ivs: list[Any] = []
+        dem: list[int] = []
+
+        def hold(start, end, demand: int, name: str, present=None) -> None:
+            if demand <= 0:
+                return
+            length = m.NewIntVar(0, horizon, f"len_{name}")
+            if present is None:
+                ivs.append(m.NewIntervalVar(start, length, end, name))
+            else:
+                ivs.append(m.NewOptionalIntervalVar(start, length, end, present, name))
+            dem.append(demand)
+
+        for k, (kind, i) in enumerate(ops):
+            over = chain.o_f[i] if kind in (F_ALL, F_CK, F_N) else chain.o_b[L if kind == LOSS else i]
+            hold(s[k], e[k], size(int(over)), f"over{k}")
+        for i, prod, freer in grads:
+            hold(s[prod], e[freer] if freer is not None else e[n - 1], size(int(chain.x[i])), f"grad{i}")
+
+        zero = m.NewConstant(0)
+        self.transfers: list[tuple[Any, Any, Any, Value]] = []  # (present, off start, pre start, v)
+        stream: list[Any] = []
+        frees: list[tuple[Any, Any]] = []  # (free-off indicator, its time)
+        stream_ends: list[tuple[Any, Any, Any]] = []  # (present, start, end) of every transfer
+        offs_of: dict[Value, list[Any]] = {}
+        for g, (v, creator, readers, freer) in enumerate(lives):
+            sz = size(real[v])
+            uses = ([creator] if creator >= 0 else []) + readers
+            born = s[creator] if creator >= 0 else zero
+            dies = e[freer] if freer is not None else e[n - 1]
+            if creator >= 0:
+                hold(born, e[creator], sz, f"c{g}")
+            for k in readers:
+                hold(s[k], e[k], sz, f"r{g}_{k}")
+            prev_end = e[creator] if creator >= 0 else zero
+            prev_start = s[creator] if creator >= 0 else zero
+            if creator < 0 and readers:  # a_0: held from time 0 to its first reader
+                pass
+            nxt_list = readers if creator >= 0 else readers
+            for q, u in enumerate(nxt_list):
+                name = f"g{g}_{q}"
+                can = sz > 0 and T[v] > 0
+                if not can:
+                    hold(prev_end, s[u], sz, name)
+                else:
+                    o = m.NewBoolVar(f"o_{name}")
+                    hold(prev_end, s[u], sz, name, o.Not())
+                    earlier = offs_of.setdefault(v, [])
+                    h = m.NewBoolVar(f"h_{name}")
+                    if earlier:
+                        m.AddMaxEquality(h, earlier)
+                    else:
+                        m.Add(h == 0)
+                    paid = m.NewBoolVar(f"paid_{name}")
+                    m.AddMultiplicationEquality(paid, [o, h.Not()]) if False else None
+                    m.AddBoolAnd([o, h.Not()]).OnlyEnforceIf(paid)
+                    m.AddBoolOr([o.Not(), h]).OnlyEnforceIf(paid.Not())
+                    free_off = m.NewBoolVar(f"free_{name}")
+                    m.AddBoolAnd([o, h]).OnlyEnforceIf(free_off)
+                    m.AddBoolOr([o.Not(), h.Not()]).OnlyEnforceIf(free_off.Not())
+                    earlier.append(o)
+                    so = m.NewIntVar(0, horizon, f"so_{name}")
+                    oe = m.NewIntVar(0, horizon, f"oe_{name}")
+                    sp = m.NewIntVar(0, horizon, f"sp_{name}")
+                    r = m.NewIntVar(0, horizon, f"rel_{name}")
+                    m.Add(oe == so + T[v]).OnlyEnforceIf(paid)
+                    m.Add(oe == so).OnlyEnforceIf(paid.Not())
+                    m.AddMaxEquality(r, [oe, prev_end])
+                    m.Add(so >= prev_start).OnlyEnforceIf(o)
+                    if creator >= 0:
+                        m.Add(so >= e[creator]).OnlyEnforceIf(o)
+                    m.Add(sp >= r).OnlyEnforceIf(o)
+                    m.Add(sp + T[v] <= s[u]).OnlyEnforceIf(o)
+                    m.Add(so == 0).OnlyEnforceIf(o.Not())
+                    m.Add(sp == 0).OnlyEnforceIf(o.Not())
+                    stream.append(m.NewOptionalIntervalVar(so, T[v], so + T[v], paid, f"off_{name}"))
+                    pe = m.NewIntVar(0, horizon, f"pe_{name}")
+                    m.Add(pe == sp + T[v])
+                    stream.append(m.NewOptionalIntervalVar(sp, T[v], pe, o, f"pre_{name}"))
+                    stream_ends.append((paid, so, oe))
+                    stream_ends.append((o, sp, pe))
+                    frees.append((free_off, so))
+                    hold(prev_end, r, sz, f"{name}A", o)
+                    hold(sp, s[u], sz, f"{name}B", o)
+                    self.transfers.append((o, so, sp, v))
+                prev_end, prev_start = e[u], s[u]
+            if freer is None:
+                hold(prev_end, dies, sz, f"tail{g}")
+        m.AddNoOverlap(stream)
+        # a free Off is never strictly inside another transfer (the simulator would delay it)
+        for f, t in frees:
+            for present, a, b in stream_ends:
+                if b is t:
+                    continue
+                before = m.NewBoolVar("")
+                m.Add(t <= a).OnlyEnforceIf(before)
+                m.Add(t >= b).OnlyEnforceIf([f, present, before.Not()])
+        m.AddCumulative(ivs, dem, capacity)
+        if cutoff is not None:
+            m.Add(e[n - 1] <= cutoff)
+        m.Minimize(e[n - 1])
+
+
+def solve_exact_combined(inst: OffloadInstance, budget: int, *, slots: int = 0, time_limit: float | None = 60.0,
+                         scale: float | None = None, workers: int = 1, **_: Any) -> SolveResult:
+    """Exact CP-SAT ground truth for rematerialization + offloading (see the module docstring)."""
+    t0 = time.perf_counter()
+    chain = inst.chain
+    L = chain.length
+    budget = int(budget)
+    slots = 0 if slots is None else int(slots)
+    if L > MAX_LENGTH:
+        raise InputError(f"exact-combined enumerates compute sequences: L <= {MAX_LENGTH}, got {L}")
+    times = [float(t) for t in (*chain.u_f, *chain.u_b)] + [
+        inst.transfer_time(int(b)) for b in (*chain.x[: L + 1], *chain.xbar[1: L + 1])]
+    if scale is None:
+        whole = [10.0**k for k in range(5) if all(abs(t * 10**k - round(t * 10**k)) < 1e-9 for t in times)]
+        scale = whole[0] if whole else 10 ** math.ceil(math.log10(1000 / max(max(times), 1e-12)))
+    exact_ticks = slots == 0 and all(abs(t * scale - round(t * scale)) < 1e-9 for t in times)
+    unit = budget / slots if slots else 1.0
+    size = (lambda b: int(math.ceil(b / unit - 1e-9))) if slots else (lambda b: int(b))
+    capacity = slots if slots else budget
+    scope = ("phase-form compute sequences (each stage at most once per phase) with at most one Off/Pre pair "
+             f"per idle gap of each value, times in ticks of 1/{scale:g}, "
+             + (f"memory in {slots} slots" if slots else "exact sizes"))
+    common = {"problem": "offload", "solver": "exact-combined", "budget": budget, "scope": scope}
+
+    seqs = phase_sequences(L)
+
+    def compute_ticks(ops: list[Op]) -> int:
+        return sum(_ticks(float(chain.u_b[L] if k == LOSS else chain.u_b[i] if k == B else chain.u_f[i]), scale)
+                   for k, i in ops)
+
+    order = sorted(((compute_ticks(o), k) for k, o in enumerate(seqs)))
+    best: tuple[int, list[Op], Any, _Model] | None = None
+    proven = True
+    solved = 0
+    for lb, k in order:
+        if best is not None and lb >= best[0]:
+            break
+        left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
+        if left is not None and left <= 0:
+            proven = False
+            break
+        model = _Model(inst, seqs[k], size, capacity, scale, None if best is None else best[0] - 1)
+        solver = cp_model.CpSolver()
+        if left is not None:
+            solver.parameters.max_time_in_seconds = float(left)
+        solver.parameters.num_workers = int(workers)
+        status = solver.Solve(model.m)
+        solved += 1
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            best = (int(solver.ObjectiveValue()), seqs[k], solver, model)
+            if status != cp_model.OPTIMAL:
+                proven = False
+        elif status != cp_model.INFEASIBLE:
+            proven = False
+    elapsed = time.perf_counter() - t0
+    details: dict[str, Any] = {"sequences": len(seqs), "cpsat_calls": solved, "scale": scale}
+    if best is None:
+        if proven:
+            return SolveResult(status=INFEASIBLE, solve_time_s=elapsed, details=details,
+                               message=f"no schedule of this class fits {budget}", **common)
+        return SolveResult(status=TIMEOUT, solve_time_s=elapsed, details=details,
+                           message="no schedule within the time limit", **common)
+    obj, ops, solver, model = best
+    timed: list[tuple[int, int, int, int, Op | Transfer]] = []
+    for k, op in enumerate(ops):
+        timed.append((solver.Value(model.s[k]), 0, 0, k, op))
+    for n, (o, so, sp, v) in enumerate(model.transfers):
+        if solver.Value(o):
+            t_off, t_pre = solver.Value(so), solver.Value(sp)
+            timed.append((t_off, 1, 0 if solver.Value(so) == t_off and _is_free(model, solver, n) else 1, n,
+                          Off(*v)))
+            timed.append((t_pre, 2, 0, n, Pre(*v)))
+    timed.sort(key=lambda item: item[:4])
+    schedule = OffloadSchedule([item[4] for item in timed], L, [item[0] / scale for item in timed])
+    sim = simulate_offload(inst, schedule, budget)
+    model_makespan = obj / scale
+    details.update({"model_makespan": model_makespan, "transfers": len(schedule.transfers()),
+                    "host_peak": sim.host_peak})
+    if not sim.valid:  # pragma: no cover - would be a modelling bug
+        raise RuntimeError(f"exact-combined built an invalid schedule: {sim.violation}")
+    agrees = abs(sim.makespan - model_makespan) <= 1e-9 * max(1.0, model_makespan)
+    optimal = proven and exact_ticks and agrees
+    return SolveResult(status=OPTIMAL if optimal else FEASIBLE, objective=sim.makespan,
+                       peak_memory=sim.peak_memory, lower_bound=model_makespan if (proven and exact_ticks) else None,
+                       schedule=schedule, solve_time_s=elapsed, details=details, **common)
+
+
+def _is_free(model: _Model, solver: cp_model.CpSolver, n: int) -> bool:
+    """Whether the n-th optional Off of the model is a free one (an earlier Off left a host copy)."""
+    v = model.transfers[n][3]
+    return any(solver.Value(o) for o, _, _, w in model.transfers[:n] if w == v)
