@@ -25,6 +25,8 @@ SOLVERS: dict[str, tuple[str, str]] = {
               "exact CP-SAT model: which tapes travel and when (store-all compute order)"),
     "pofo": ("solvers.offload.pofo:solve_pofo",
              "rotor DP + offloading of checkpoints a_i during the right sub-chain (after POFO)"),
+    "exact-combined": ("solvers.offload.exact_combined:solve_exact_combined",
+                       "exact CP-SAT ground truth: rematerialization + offloading (small chains, L <= 4)"),
     "rotor-offload": ("solvers.offload.combined:solve_rotor_offload",
                       "checkpointing at a relaxed budget + offloading idle values (after POFO)"),
 }

@@ -195,7 +195,6 @@ class _Model:
         offs_of: dict[Value, list[Any]] = {}
         for g, (v, creator, readers, freer) in enumerate(lives):
             sz = size(real[v])
-            uses = ([creator] if creator >= 0 else []) + readers
             born = s[creator] if creator >= 0 else zero
             dies = e[freer] if freer is not None else e[n - 1]
             if creator >= 0:
@@ -204,10 +203,7 @@ class _Model:
                 hold(s[k], e[k], sz, f"r{g}_{k}")
             prev_end = e[creator] if creator >= 0 else zero
             prev_start = s[creator] if creator >= 0 else zero
-            if creator < 0 and readers:  # a_0: held from time 0 to its first reader
-                pass
-            nxt_list = readers if creator >= 0 else readers
-            for q, u in enumerate(nxt_list):
+            for q, u in enumerate(readers):
                 name = f"g{g}_{q}"
                 can = sz > 0 and T[v] > 0
                 if not can:
@@ -222,7 +218,6 @@ class _Model:
                     else:
                         m.Add(h == 0)
                     paid = m.NewBoolVar(f"paid_{name}")
-                    m.AddMultiplicationEquality(paid, [o, h.Not()]) if False else None
                     m.AddBoolAnd([o, h.Not()]).OnlyEnforceIf(paid)
                     m.AddBoolOr([o.Not(), h]).OnlyEnforceIf(paid.Not())
                     free_off = m.NewBoolVar(f"free_{name}")
@@ -272,7 +267,7 @@ class _Model:
 
 
 def solve_exact_combined(inst: OffloadInstance, budget: int, *, slots: int = 0, time_limit: float | None = 60.0,
-                         scale: float | None = None, workers: int = 1, **_: Any) -> SolveResult:
+                         scale: float | None = None, workers: int = 4, **_: Any) -> SolveResult:
     """Exact CP-SAT ground truth for rematerialization + offloading (see the module docstring)."""
     t0 = time.perf_counter()
     chain = inst.chain
@@ -301,7 +296,32 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, slots: int = 0, 
         return sum(_ticks(float(chain.u_b[L] if k == LOSS else chain.u_b[i] if k == B else chain.u_f[i]), scale)
                    for k, i in ops)
 
-    order = sorted(((compute_ticks(o), k) for k, o in enumerate(seqs)))
+    def op_floor(ops: list[Op]) -> int:
+        """The most any op needs on the device whatever travels: what it reads, what it
+        allocates (output and overhead) and the live gradient (gradients never travel)."""
+        worst = grad = 0
+        acts: set[int] = {0}
+        for kind, i in ops:
+            i = L if kind == LOSS else i
+            act = size(int(chain.x[i])) if i in acts else size(int(chain.xbar[i]))
+            if kind in (F_ALL, F_CK, F_N):
+                out = chain.xbar[i + 1] if kind == F_ALL else chain.x[i + 1]
+                need = act + size(int(out)) + size(int(chain.o_f[i])) + grad
+                if kind in (F_CK, F_N):
+                    acts.add(i + 1)
+                    if kind == F_N:
+                        acts.discard(i)
+            else:
+                need = act + size(int(chain.x[i])) + size(int(chain.o_b[i]))
+                if kind == B:
+                    need += size(int(chain.xbar[i + 1])) + size(int(chain.x[i + 1]))
+                acts.discard(i)
+            worst = max(worst, need)
+            if kind in (B, LOSS):
+                grad = size(int(chain.x[i]))
+        return worst
+
+    order = sorted((compute_ticks(o), k) for k, o in enumerate(seqs) if op_floor(o) <= capacity)
     best: tuple[int, list[Op], Any, _Model] | None = None
     proven = True
     solved = 0
@@ -330,7 +350,8 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, slots: int = 0, 
     if best is None:
         if proven:
             return SolveResult(status=INFEASIBLE, solve_time_s=elapsed, details=details,
-                               message=f"no schedule of this class fits {budget}", **common)
+                               message=f"no schedule of this class fits {budget}"
+                               + (f" (sizes rounded up to {slots} slots)" if slots else ""), **common)
         return SolveResult(status=TIMEOUT, solve_time_s=elapsed, details=details,
                            message="no schedule within the time limit", **common)
     obj, ops, solver, model = best
@@ -340,8 +361,7 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, slots: int = 0, 
     for n, (o, so, sp, v) in enumerate(model.transfers):
         if solver.Value(o):
             t_off, t_pre = solver.Value(so), solver.Value(sp)
-            timed.append((t_off, 1, 0 if solver.Value(so) == t_off and _is_free(model, solver, n) else 1, n,
-                          Off(*v)))
+            timed.append((t_off, 1, 0 if _is_free(model, solver, n) else 1, n, Off(*v)))
             timed.append((t_pre, 2, 0, n, Pre(*v)))
     timed.sort(key=lambda item: item[:4])
     schedule = OffloadSchedule([item[4] for item in timed], L, [item[0] / scale for item in timed])
