@@ -463,11 +463,7 @@ def execute(blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, schedule: 
     result = executor.step(schedule, inputs, target, chain=chain, seed=seed, **options)
     if not check:
         return result, None
-    _, ref, ref_input = reference_step(executor.blocks, loss_fn, inputs, target, seed=seed)
-    ok, _ = compare_gradients(result.grads, ref, rtol=rtol, atol=atol)
-    if ok and ref_input is not None and result.input_grad is not None:
-        ok = bool(torch.allclose(result.input_grad, ref_input, rtol=rtol, atol=atol))
-    return result, ok
+    return result, gradients_match(result, executor.blocks, loss_fn, inputs, target, seed=seed, rtol=rtol, atol=atol)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -492,3 +488,14 @@ def measured_vs_predicted(predicted_makespan: float, predicted_peak: int, step: 
                          "measured": {"time": _ratio(step.time_ms, store_all.time_ms),
                                       "memory": _ratio(step.peak_memory, store_all.peak_memory)}},
     }
+
+
+def gradients_match(result: StepResult, blocks: Sequence[nn.Module], loss_fn: LossFn, inputs: torch.Tensor,
+                    target: Any, *, seed: int | None, rtol: float, atol: float) -> bool:
+    """True when every parameter gradient and the input gradient of `result` match a plain
+    forward/backward of `blocks` with the same seed (torch.allclose with rtol, atol)."""
+    _, ref, ref_input = reference_step(blocks, loss_fn, inputs, target, seed=seed)
+    ok, _ = compare_gradients(result.grads, ref, rtol=rtol, atol=atol)
+    if ok and ref_input is not None and result.input_grad is not None:
+        ok = bool(torch.allclose(result.input_grad, ref_input, rtol=rtol, atol=atol))
+    return ok

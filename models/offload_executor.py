@@ -86,6 +86,7 @@ from .executor import (
     _State,
     as_blocks,
     compare_gradients,
+    gradients_match,
     measured_vs_predicted,
     reference_step,
 )
@@ -532,11 +533,7 @@ def execute_offload(blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, sc
     result = executor.step(schedule, inputs, target, inst=inst, seed=seed, **options)
     if not check:
         return result, None
-    _, ref, ref_input = reference_step(executor.blocks, loss_fn, inputs, target, seed=seed)
-    ok, _ = compare_gradients(result.grads, ref, rtol=rtol, atol=atol)
-    if ok and ref_input is not None and result.input_grad is not None:
-        ok = bool(torch.allclose(result.input_grad, ref_input, rtol=rtol, atol=atol))
-    return result, ok
+    return result, gradients_match(result, executor.blocks, loss_fn, inputs, target, seed=seed, rtol=rtol, atol=atol)
 
 
 
