@@ -17,8 +17,6 @@ on CPU, as the executors do. The result is written as a memsched.join/1 file by 
 
 from __future__ import annotations
 
-import datetime as _dt
-import platform
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,7 +29,7 @@ from .executor import as_blocks
 from .join_executor import join_parameters
 from .join_zoo import JoinLossFn, JoinModel
 from .memory import storage_key, unique_bytes
-from .profiler import _device_name, _median, _Memory, _Timer, profile_chain
+from .profiler import _median, _Memory, _Timer, profile_chain, profile_meta
 
 __all__ = ["profile_join", "profile_join_branches", "profile_join_loss", "profile_join_model", "surrogate_loss"]
 
@@ -113,16 +111,8 @@ def profile_join_branches(
     device = inputs[0].device
     dtype = next((p.dtype for p in params.values()), inputs[0].dtype)
     info: dict[str, Any] = {
-        "units": {"time": "ms", "memory": "bytes"},
-        "source": "memsched models.join_profiler (profile_chain per branch with a surrogate loss; joint loss "
-                  "measured on the branch outputs)",
-        "device": _device_name(device),
-        "dtype": str(dtype).replace("torch.", ""),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "repeats": repeats,
-        "warmup": warmup,
+        **profile_meta("memsched models.join_profiler (profile_chain per branch with a surrogate loss; joint loss "
+                       "measured on the branch outputs)", device, dtype, repeats, warmup),
         "memory_method": "torch.cuda.max_memory_allocated" if device.type == "cuda" else "LiveTensorTracker",
         "parameter_bytes": sum(p.numel() * p.element_size() for p in params.values()),
         "shared_parameters": _shares_parameters(branches),

@@ -276,6 +276,22 @@ def _time_in_step(blocks: list[nn.Module], loss_fn: Callable[[torch.Tensor, Any]
     return [_median(t) for t in fwd], [_median(t) for t in bwd], [_median(t) for t in ng], _median(loss_t)
 
 
+def profile_meta(source: str, device: torch.device, dtype: torch.dtype, repeats: int, warmup: int) -> dict[str, Any]:
+    """The provenance every profile file carries in its meta: units, source, device, dtype,
+    torch and Python versions, date (UTC), repeats and warm-up runs."""
+    return {
+        "units": {"time": "ms", "memory": "bytes"},
+        "source": source,
+        "device": _device_name(device),
+        "dtype": str(dtype).replace("torch.", ""),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "repeats": repeats,
+        "warmup": warmup,
+    }
+
+
 def profile_chain(
     blocks: nn.Module | Sequence[nn.Module],
     loss_fn: Callable[[torch.Tensor, Any], torch.Tensor],
@@ -334,15 +350,7 @@ def profile_chain(
         p.grad = None
     dtype = next((p.dtype for p in params.values()), example_input.dtype)
     info = {
-        "units": {"time": "ms", "memory": "bytes"},
-        "source": "memsched models.profiler",
-        "device": _device_name(device),
-        "dtype": str(dtype).replace("torch.", ""),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "repeats": repeats,
-        "warmup": warmup,
+        **profile_meta("memsched models.profiler", device, dtype, repeats, warmup),
         "clock": "cuda events" if device.type == "cuda" else clock,
         "timing": timing,
         "memory_method": "torch.cuda.max_memory_allocated" if device.type == "cuda" else "LiveTensorTracker",
