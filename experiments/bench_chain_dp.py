@@ -1,6 +1,6 @@
 """Benchmark of the rotor persistent DP (solvers.chain.rotor): table + schedule time.
 
-    python -m experiments.bench_chain_dp [--lengths 50 100 200 400] [--slots 100 500]
+    python -m memsched.experiments.bench_chain_dp [--lengths 50 100 200 400] [--slots 100 500]
                                          [--fraction 0.5] [--repeat 3] [--out results/bench_chain_dp.csv]
 
 For each L and slot count: a seeded random chain (`solvers.chain.generate.random_chain(L, seed)`),
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from solvers.chain import reference_peak, simulate
-from solvers.chain import rotor as rotor_mod
-from solvers.chain.generate import random_chain
+from memsched.solvers.chain import reference_peak, simulate
+from memsched.solvers.chain import rotor as rotor_mod
+from memsched.solvers.chain.generate import random_chain
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = ["L", "slots", "seed", "budget_fraction", "budget", "cells", "table_s", "schedule_s", "total_s",

@@ -1,7 +1,7 @@
 """Benchmark of the exact chain models (phase model): MILP per backend and CP-SAT.
 
-    python -m experiments.bench_chain_exact                      # the full grid (long)
-    python -m experiments.bench_chain_exact --lengths 5 10 --time-limit 10 --fractions 0.3
+    python -m memsched.experiments.bench_chain_exact                      # the full grid (long)
+    python -m memsched.experiments.bench_chain_exact --lengths 5 10 --time-limit 10 --fractions 0.3
 
 For each chain length L, seeded random chain (`solvers.chain.generate.random_chain`) and budget
 (a fraction of the way from the smallest budget of the rotor DP, or else the recompute-all peak,
@@ -21,9 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-from solvers.chain import reference_peak
-from solvers.chain.generate import random_chain
-from solvers.registry import solve
+from memsched.solvers.chain import reference_peak
+from memsched.solvers.chain.generate import random_chain
+from memsched.solvers.registry import solve
 
 SOLVERS = ("milp:scip", "milp:highs", "milp:cbc", "milp:cp-sat", "cpsat")
 FIELDS = ("L", "seed", "slots", "budget", "fraction", "solver", "backend", "status", "makespan", "bound", "gap",
@@ -33,7 +33,7 @@ FIELDS = ("L", "seed", "slots", "budget", "fraction", "solver", "backend", "stat
 
 def rotor_makespan(chain, budget: int, slots: int) -> float | None:
     try:
-        import solvers.chain.rotor  # noqa: F401
+        import memsched.solvers.chain.rotor  # noqa: F401
     except ImportError:
         return None
     res = solve("chain", chain, "rotor", budget, slots=slots)
@@ -44,7 +44,7 @@ def min_budget(chain, store_all_peak: int) -> int:
     """The rotor DP's smallest feasible budget when rotor is importable, else the peak of
     recompute-all (which always fits)."""
     try:
-        from solvers.chain.rotor import rotor_min_budget
+        from memsched.solvers.chain.rotor import rotor_min_budget
     except ImportError:
         return solve("chain", chain, "recompute-all", store_all_peak).min_budget
     return int(rotor_min_budget(chain))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from models.gpu_check import MODEL_SIZES, evaluate_model
+from memsched.models.gpu_check import MODEL_SIZES, evaluate_model
 
 COLUMNS = ("model", "chain", "stages", "solver", "budget_fraction", "budget", "status", "predicted_peak",
            "measured_peak", "memory_ratio", "predicted_ms", "measured_ms", "time_ratio", "recomputations",

@@ -1,6 +1,6 @@
 """Benchmark of the graph solvers (DESIGN.md Problem 2).
 
-    python -m experiments.bench_graph [--quick] [--solvers checkmate,cpsat,...] [--backends]
+    python -m memsched.experiments.bench_graph [--quick] [--solvers checkmate,cpsat,...] [--backends]
 
 For each graph (Checkmate's linear graph, a random layered graph of 100 nodes, a VGG-16-like
 and a ResNet-50-like training graph) and budget (90%, 80%, 70% of the reference peak, that of
@@ -27,9 +27,9 @@ import csv
 import time
 from pathlib import Path
 
-from solvers import registry
-from solvers.graph import generate, reference_peak
-from solvers.graph.lp_bounds import lp_bound
+from memsched.solvers import registry
+from memsched.solvers.graph import generate, reference_peak
+from memsched.solvers.graph.lp_bounds import lp_bound
 
 EXACT = ("checkmate", "cpsat")
 ALL = ("checkmate", "cpsat", "checkmate-approx", "checkpoint-all", "dtr", "sqrt", "greedy", "griewank")
@@ -100,8 +100,8 @@ def run(quick: bool, solvers: tuple[str, ...], threads: int, out: Path, only: tu
 
 def backends(out: Path, threads: int) -> None:
     """Checkmate's MILP on each backend, on instances all of them can finish."""
-    from solvers.graph.checkmate_milp import solve_checkmate
-    from solvers.graph.linmodel import BACKENDS
+    from memsched.solvers.graph.checkmate_milp import solve_checkmate
+    from memsched.solvers.graph.linmodel import BACKENDS
 
     rows = []
     cases = [(generate.linear_graph(20), 0.7), (generate.vgg16(), 0.8), (generate.vgg16(), 0.7),

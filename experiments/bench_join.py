@@ -11,7 +11,7 @@ Two groups of instances (seeded, `solvers.join.generate.random_join`):
 
 Budgets are fractions of the store-all peak. Prints a table, writes ``results/bench_join.csv``
 (one row per instance, budget and solver) and, with ``--figure``, ``results/bench_join.png``.
-Usage: ``python -m experiments.bench_join [--quick] [--slots N] [--figure] [--cpsat-medium S]``.
+Usage: ``python -m memsched.experiments.bench_join [--quick] [--slots N] [--figure] [--cpsat-medium S]``.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import platform
 import time
 from pathlib import Path
 
-from solvers import __version__, registry
-from solvers.join import reference_peak
-from solvers.join.generate import random_join
-from solvers.result import OPTIMAL
+from memsched.solvers import __version__, registry
+from memsched.solvers.join import reference_peak
+from memsched.solvers.join.generate import random_join
+from memsched.solvers.result import OPTIMAL
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLVERS = ("dp", "equal", "proportional", "sequential", "store-all")

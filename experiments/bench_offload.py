@@ -1,6 +1,6 @@
 """Offloading trade-offs: overhead versus device memory, remat only / offload only / both.
 
-    python -m experiments.bench_offload [--quick] [--time-scale 0.033]
+    python -m memsched.experiments.bench_offload [--quick] [--time-scale 0.033]
 
 For ResNet-50, DenseNet-121 and a GPT-2-style transformer from the zoo (small sizes, profiled
 here on the CPU, or chain files given with --chains), at host-link bandwidths of 12, 25 and
@@ -27,9 +27,9 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from solvers import __version__, registry
-from solvers.chain import Chain, reference_peak
-from solvers.offload import OffloadInstance
+from memsched.solvers import __version__, registry
+from memsched.solvers.chain import Chain, reference_peak
+from memsched.solvers.offload import OffloadInstance
 
 RESULTS = Path(__file__).resolve().parent.parent / "results" / "offload"
 ZOO = {  # small sizes so that profiling takes seconds on 2 cores
@@ -42,7 +42,7 @@ STRATEGIES = {"remat only": ["remat-only"], "offload only": ["vdnn", "offload-pr
 
 
 def profiled_chains(quick: bool) -> list[Chain]:
-    from models.profiler import profile_model
+    from memsched.models.profiler import profile_model
 
     chains = []
     for name, sizes in ZOO.items():

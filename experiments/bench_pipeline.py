@@ -1,6 +1,6 @@
 """Benchmark of the pipeline partitioners: period versus memory per device, and solver times.
 
-    python -m experiments.bench_pipeline [--quick] [--out results/bench_pipeline.csv]
+    python -m memsched.experiments.bench_pipeline [--quick] [--out results/bench_pipeline.csv]
 
 Part 1 (kind=sweep): synthetic VGG-16, ResNet-50 and GPT-style profiles
 (`solvers.pipeline.profiles`, 12 GB/s links, weights x 4) on P in {2, 4, 8} devices, memory per
@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from solvers import __version__, registry
-from solvers.pipeline import profiles
-from solvers.pipeline.dp import min_budget
+from memsched.solvers import __version__, registry
+from memsched.solvers.pipeline import profiles
+from memsched.solvers.pipeline.dp import min_budget
 
 FIELDS = ["kind", "profile", "layers", "devices", "memory", "memory_factor", "solver", "options", "status", "period_s",
           "peak_memory", "lower_bound_s", "min_budget", "solve_time_s", "stages", "partition", "version"]

@@ -11,8 +11,8 @@ import importlib
 import os
 import sys
 
-from solvers import __version__
-from solvers.errors import InputError
+from memsched.solvers import __version__
+from memsched.solvers.errors import InputError
 
 COMMANDS = ("solvers", "solve", "simulate", "profile", "run", "partition", "sweep", "figures", "plot", "hrevolve",
             "export-graph")
@@ -29,9 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         try:
-            module = importlib.import_module(f"experiments.commands.{name.replace('-', '_')}")
+            module = importlib.import_module(f"memsched.experiments.commands.{name.replace('-', '_')}")
         except ModuleNotFoundError as err:
-            if err.name in (f"experiments.commands.{name.replace('-', '_')}", "torch"):
+            if err.name in (f"memsched.experiments.commands.{name.replace('-', '_')}", "torch"):
                 continue  # not part of this installation
             raise
         module.register(sub)

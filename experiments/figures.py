@@ -75,7 +75,7 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
 
     A sweep whose table is missing but whose journal exists (an interrupted sweep) is read
     from its journal."""
-    from experiments.sweep import read_journal, rows_frame
+    from memsched.experiments.sweep import read_journal, rows_frame
 
     root = Path(results_dir)
     frames = []
@@ -248,7 +248,7 @@ def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str,
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=_legend(fig, axes, handles))
     profiled = [_profile_text(str(v)) for v in dict.fromkeys(rows_all["source"].dropna())
-                if str(v).startswith("models.profiler")]
+                if str(v).startswith(("memsched.models.profiler", "models.profiler"))]
     if profiled:
         note += "\nchains profiled by models.profiler (times in ms, sizes in bytes): " + "; ".join(profiled)[:300]
     labels = rows_all["solver_label"].fillna(rows_all["solver"])

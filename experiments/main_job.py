@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.figures import budget_percent, render
-from experiments.sweep import CONFIGS, load_config, run_sweep
+from memsched.experiments.figures import budget_percent, render
+from memsched.experiments.sweep import CONFIGS, load_config, run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results" / "main"

@@ -1,11 +1,11 @@
-"""Regenerate the example chain files shipped in solvers/data/examples (python -m experiments.make_examples)."""
+"""Regenerate the example chain files shipped in solvers/data/examples (python -m memsched.experiments.make_examples)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from solvers.chain.generate import random_chain
-from solvers.chain.instance import Chain
+from memsched.solvers.chain.generate import random_chain
+from memsched.solvers.chain.instance import Chain
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "solvers" / "data" / "examples"
 

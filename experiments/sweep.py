@@ -68,10 +68,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from solvers import __version__ as MEMSCHED_VERSION
-from solvers import registry
-from solvers.errors import InputError
-from solvers.units import parse_budget
+from memsched.solvers import __version__ as MEMSCHED_VERSION
+from memsched.solvers import registry
+from memsched.solvers.errors import InputError
+from memsched.solvers.units import parse_budget
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "solvers" / "data" / "examples"
@@ -340,12 +340,12 @@ def _generator(name: Any, key: str, bad: Callable[[str, str], InputError]) -> tu
         raise bad(key, f"unknown generator {name!r} (\"chain\", \"graph\", \"join\" or \"<problem>.<function>\" "
                        f"of solvers.<problem>.generate)")
     try:
-        module = importlib.import_module(f"solvers.{problem}.generate")
+        module = importlib.import_module(f"memsched.solvers.{problem}.generate")
     except ImportError:
-        raise bad(key, f"solvers.{problem}.generate is not available in this installation") from None
+        raise bad(key, f"memsched.solvers.{problem}.generate is not available in this installation") from None
     func = getattr(module, fn, None)
     if not callable(func):
-        raise bad(key, f"solvers.{problem}.generate has no generator {fn!r}")
+        raise bad(key, f"memsched.solvers.{problem}.generate has no generator {fn!r}")
     return problem, func
 
 
@@ -460,11 +460,11 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig) -> LoadedInstanc
             if not path.exists():
                 names = ", ".join(sorted(q.stem for q in EXAMPLES.glob("*.json")))
                 raise InputError(f"no built-in example {spec.params['example']!r} (one of {names})", path=p, field=key)
-        from solvers.formats import load_instance
+        from memsched.solvers.formats import load_instance
 
         try:
             if spec.problem == "offload" and "bandwidth" in spec.params:
-                from solvers.units import parse_bandwidth
+                from memsched.solvers.units import parse_bandwidth
 
                 bw = parse_bandwidth(spec.params["bandwidth"], field=f"{where}.bandwidth")
                 problem, instance = "offload", registry.problem_module("offload").load(str(path), bw)
@@ -488,7 +488,7 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig) -> LoadedInstanc
     else:
         sizes = {k: v for k, v in spec.params.items() if k not in ("model", "repeats", "warmup")}
         try:
-            from models.profiler import profile_model
+            from memsched.models.profiler import profile_model
         except ImportError as err:
             raise InputError(f"profiling zoo networks needs PyTorch and models.profiler ({err})", path=p,
                              field=f"{where}.model") from None
@@ -501,7 +501,7 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig) -> LoadedInstanc
             raise InputError(f"cannot profile this network: {type(err).__name__}: {err}", path=p,
                              field=where) from None
         problem = "chain"
-        source = f"models.profiler.profile_model({json.dumps(spec.params, sort_keys=True)})"
+        source = f"memsched.models.profiler.profile_model({json.dumps(spec.params, sort_keys=True)})"
         label = spec.label or built.label
         model = {"name": spec.params["model"], "sizes": sizes}
     module = registry.problem_module(problem)
@@ -688,8 +688,8 @@ def run_task(task: Task) -> dict[str, Any]:
 
 def _execute(li: LoadedInstance, schedule: Any) -> dict[str, Any]:
     """Run `schedule` for real on the zoo network of `li` (models.executor)."""
-    from models.executor import execute
-    from models.zoo import build_model
+    from memsched.models.executor import execute
+    from memsched.models.zoo import build_model
 
     assert li.model is not None
     model = build_model(li.model["name"], **li.model["sizes"])

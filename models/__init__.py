@@ -13,7 +13,7 @@ Public API:
   -> `StepResult` (gradients, loss, measured peak bytes and time vs the simulator's
   prediction); ``reference_step`` / ``compare_gradients`` / ``execute`` for gradient checks.
 - `models.memory`: ``LiveTensorTracker``, the CPU measurement of live tensor bytes.
-- `models.gpu_check`: ``python -m models.gpu_check`` accuracy check (GPU, or CPU with --tiny).
+- `models.gpu_check`: ``python -m memsched.models.gpu_check`` accuracy check (GPU, or CPU with --tiny).
 """
 
 from __future__ import annotations

@@ -46,8 +46,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from solvers.chain import Chain, Schedule, simulate
-from solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
+from memsched.solvers.chain import Chain, Schedule, simulate
+from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
 
 from .memory import LiveTensorTracker, cpu_clock
 

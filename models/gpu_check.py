@@ -1,7 +1,7 @@
 """A few-minute accuracy check of the executor: predicted vs measured peak memory and time.
 
-    python -m models.gpu_check --out results/gpu_check.json             # on a GPU machine
-    python -m models.gpu_check --device cpu --tiny --out /tmp/check.json
+    python -m memsched.models.gpu_check --out results/gpu_check.json             # on a GPU machine
+    python -m memsched.models.gpu_check --device cpu --tiny --out /tmp/check.json
 
 Profiles a ResNet and a GPT-2 (modest sizes on GPU, tiny ones with ``--tiny``), solves with
 store-all, periodic and rotor (when importable) at three budgets (fractions of the store-all
@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from solvers import registry
-from solvers.chain import reference_peak
+from memsched.solvers import registry
+from memsched.solvers.chain import reference_peak
 
 from .executor import ChainExecutor, compare_gradients, reference_step
 from .profiler import profile_chain
@@ -152,7 +152,7 @@ def run_check(device: torch.device, size: str, *, repeats: int, time_repeats: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m models.gpu_check", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m memsched.models.gpu_check", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="results/gpu_check.json", help="JSON file to write")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")

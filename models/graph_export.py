@@ -68,8 +68,8 @@ from torch import fx, nn
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from torch.utils.flop_counter import FlopCounterMode
 
-from solvers.errors import InputError
-from solvers.graph import Graph
+from memsched.solvers.errors import InputError
+from memsched.solvers.graph import Graph
 
 from .memory import storage_key
 
@@ -326,7 +326,7 @@ def export_training_graph(
         raise ValueError("the network output is not computed by any node")
     loss_cost, loss_bytes = _loss_costs(rec, loss_fn, a, target)
     graph_meta = {
-        "source": "models.graph_export.export_training_graph",
+        "source": "memsched.models.graph_export.export_training_graph",
         "units": {"time": "MFLOP" if cost == "flops" else "ms", "memory": "bytes"},
         "cost": cost,
         "granularity": granularity,

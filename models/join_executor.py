@@ -49,9 +49,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from solvers.chain.schedule import Op
-from solvers.join import Join, JoinSchedule, JOp, simulate
-from solvers.join.simulator import LOSS
+from memsched.solvers.chain.schedule import Op
+from memsched.solvers.join import Join, JoinSchedule, JOp, simulate
+from memsched.solvers.join.simulator import LOSS
 
 from .executor import (
     ChainExecutor,
@@ -342,10 +342,10 @@ def run_join(
     fits: message, min_budget, and predicted / measured / grad_check None.
     Raises `solvers.errors.InputError` for bad names, sizes, budgets or files.
     """
-    from solvers import registry
-    from solvers.errors import InputError
-    from solvers.join import reference_peak, store_all_schedule
-    from solvers.units import parse_budget
+    from memsched.solvers import registry
+    from memsched.solvers.errors import InputError
+    from memsched.solvers.join import reference_peak, store_all_schedule
+    from memsched.solvers.units import parse_budget
 
     from .join_profiler import profile_join
     from .join_zoo import build_join_model

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from solvers.join import Join
+from memsched.solvers.join import Join
 
 from .executor import as_blocks
 from .join_executor import join_parameters

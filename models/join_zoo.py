@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solvers.errors import InputError
+from memsched.solvers.errors import InputError
 
 from .zoo import GPTBlock, GPTEmbedding, resnet_blocks
 

@@ -74,10 +74,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from solvers.chain import Chain
-from solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
-from solvers.offload import OffloadInstance, OffloadSchedule, OffloadSimulation, Transfer, simulate_offload
-from solvers.offload.schedule import OFF, PRE
+from memsched.solvers.chain import Chain
+from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
+from memsched.solvers.offload import OffloadInstance, OffloadSchedule, OffloadSimulation, Transfer, simulate_offload
+from memsched.solvers.offload.schedule import OFF, PRE
 
 from .executor import (
     ChainExecutor,
@@ -572,11 +572,11 @@ def run_offload(
     schedule fits: status, message, min_budget, and None for predicted / measured /
     grad_check (the command's exit code 1). Bad input raises `solvers.errors.InputError`.
     """
-    from solvers import registry
-    from solvers.chain import reference_peak
-    from solvers.chain.baselines import store_all_schedule
-    from solvers.errors import InputError
-    from solvers.units import parse_bandwidth, parse_budget
+    from memsched.solvers import registry
+    from memsched.solvers.chain import reference_peak
+    from memsched.solvers.chain.baselines import store_all_schedule
+    from memsched.solvers.errors import InputError
+    from memsched.solvers.units import parse_bandwidth, parse_budget
 
     from .gpu_check import tolerances
     from .profiler import profile_chain
@@ -646,7 +646,7 @@ def run_offload(
 
 def describe_offload(out: dict[str, Any]) -> str:
     """The human-readable lines of `memsched run --bandwidth` for a `run_offload` result."""
-    from solvers.units import format_bytes
+    from memsched.solvers.units import format_bytes
 
     head = (f"{out['chain']} on {out['device']}, solver {out['solver']} ({out['status']}), "
             f"budget {format_bytes(out['budget'])}, link {out['bandwidth'] / 1e9:g} GB/s")
@@ -669,13 +669,13 @@ def describe_offload(out: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m models.offload_executor MODEL --budget B --bandwidth BW [--solver S]``: one
+    """``python -m memsched.models.offload_executor MODEL --budget B --bandwidth BW [--solver S]``: one
     `run_offload` (a stand-in for ``memsched run --bandwidth`` until it is wired; also the
     quick device check: ``--device cuda``)."""
     import argparse
     import json
 
-    p = argparse.ArgumentParser(prog="python -m models.offload_executor", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python -m memsched.models.offload_executor", description=main.__doc__)
     p.add_argument("model")
     p.add_argument("--budget", default="100%")
     p.add_argument("--bandwidth", default="12GB/s")

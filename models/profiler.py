@@ -45,7 +45,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from solvers.chain import Chain
+from memsched.solvers.chain import Chain
 
 from .executor import as_blocks, parameters_of
 from .memory import LiveTensorTracker, cpu_clock, storage_key, unique_bytes

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solvers.errors import InputError
+from memsched.solvers.errors import InputError
 
 __all__ = ["MODELS", "ZooModel", "build_model", "model_names", "resolve_device", "count_parameters",
            "classification_loss", "lm_loss", "segmentation_loss"]

@@ -5,4 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m experiments.main_job "$@"
+exec .venv/bin/python -m memsched.experiments.main_job "$@"

@@ -30,4 +30,4 @@ if ! .venv/bin/python -c "import torch" >/dev/null 2>&1 && [ "$MEMSCHED_TORCH_SP
     install $MEMSCHED_TORCH_SPEC
 fi
 install -e ".[test]"
-.venv/bin/python -c "import solvers, experiments; print('memsched ready in .venv')"
+.venv/bin/python -c "import memsched.solvers, memsched.experiments; print('memsched ready in .venv')"

@@ -1,6 +1,6 @@
 """Problems and their solvers, and the one entry point that runs a solver under the referee.
 
-Each problem is a subpackage ``solvers.<problem>`` exposing:
+Each problem is a subpackage ``memsched.solvers.<problem>`` exposing:
 
 - ``load(path) -> instance`` (raises `InputError` naming file and field),
 - ``replay(instance, schedule, budget) -> Replay`` (the simulator: objective, peak, violation),
@@ -39,7 +39,7 @@ class Replay:
 def problem_module(problem: str):
     if problem not in PROBLEMS:
         raise InputError(f"unknown problem {problem!r} (one of {', '.join(PROBLEMS)})")
-    return importlib.import_module(f"solvers.{problem}")
+    return importlib.import_module(f".{problem}", __package__)
 
 
 def available_problems() -> list[str]:
@@ -105,5 +105,6 @@ def solve(problem: str, instance: Any, solver: str, budget: int, **options: Any)
 
 
 def _resolve(target: str) -> Callable[..., Any]:
+    """``".chain.rotor:solve_rotor"`` (relative to this package) or ``"pkg.module:function"``."""
     module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return getattr(importlib.import_module(module, __package__), attr)

@@ -23,7 +23,7 @@ class CliResult:
 
 def run_cli(*argv: str) -> CliResult:
     """Run `memsched ARGV` in-process; returns exit code, stdout and stderr."""
-    from experiments.cli import main
+    from memsched.experiments.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from solvers.chain import Chain, reference_peak, simulate
-from solvers.chain.baselines import periodic_schedule, store_all_schedule
-from solvers.chain.exact_model import PhaseModel
-from solvers.chain.generate import random_chain
-from solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op, Schedule
-from solvers.registry import solve
+from memsched.solvers.chain import Chain, reference_peak, simulate
+from memsched.solvers.chain.baselines import periodic_schedule, store_all_schedule
+from memsched.solvers.chain.exact_model import PhaseModel
+from memsched.solvers.chain.generate import random_chain
+from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op, Schedule
+from memsched.solvers.registry import solve
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -88,7 +88,7 @@ def chains(draw, max_length: int = 5) -> Chain:
 
 def rotor_available() -> bool:
     try:
-        import solvers.chain.rotor  # noqa: F401
+        import memsched.solvers.chain.rotor  # noqa: F401
     except ImportError:
         return False
     return True
@@ -225,7 +225,7 @@ def test_encode_decode_round_trip() -> None:
 @FAST
 @given(chains(), st.floats(0.0, 1.0))
 def test_exact_at_most_rotor(chain: Chain, frac: float) -> None:
-    pytest.importorskip("solvers.chain.rotor")
+    pytest.importorskip("memsched.solvers.chain.rotor")
     budget = budget_for(chain, frac)
     rotor = solve("chain", chain, "rotor", budget, slots=0)
     if rotor.schedule is None:
@@ -237,7 +237,7 @@ def test_exact_at_most_rotor(chain: Chain, frac: float) -> None:
 
 def test_exact_beats_rotor_with_a_non_persistent_schedule() -> None:
     """Found by search: the optimum frees a checkpoint (F_n(1) after B(3)) and recomputes from a_0."""
-    pytest.importorskip("solvers.chain.rotor")
+    pytest.importorskip("memsched.solvers.chain.rotor")
     chain = random_chain(4, 29, size_range=(1, 6), integer_times=True, overhead=0.5)
     rotor = solve("chain", chain, "rotor", 22, slots=0)
     for solver in ("milp", "cpsat"):

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from solvers.chain import Chain
-from solvers.chain.generate import random_chain
-from solvers.errors import InputError
+from memsched.solvers.chain import Chain
+from memsched.solvers.chain.generate import random_chain
+from memsched.solvers.errors import InputError
 
 
 def test_round_trip(tmp_path, examples):

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solvers.chain import Chain, simulate
-from solvers.chain.generate import random_chain
-from solvers.chain.revolve import (
+from memsched.solvers.chain import Chain, simulate
+from memsched.solvers.chain.generate import random_chain
+from memsched.solvers.chain.revolve import (
     beta,
     repetitions,
     revolve_checkpoints,
@@ -21,9 +21,9 @@ from solvers.chain.revolve import (
     revolve_split,
     solve_revolve,
 )
-from solvers.chain.schedule import FORWARD_KINDS
-from solvers.errors import InputError
-from solvers.registry import solve
+from memsched.solvers.chain.schedule import FORWARD_KINDS
+from memsched.solvers.errors import InputError
+from memsched.solvers.registry import solve
 
 
 @cache

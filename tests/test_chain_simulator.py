@@ -8,16 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solvers.chain import Chain, simulate
-from solvers.chain.baselines import (
+from memsched.solvers.chain import Chain, simulate
+from memsched.solvers.chain.baselines import (
     periodic_schedule,
     recompute_all_schedule,
     segment_bounds,
     store_all_schedule,
 )
-from solvers.chain.generate import random_chain
-from solvers.chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Schedule
-from solvers.chain.simulator import ScheduleError
+from memsched.solvers.chain.generate import random_chain
+from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Schedule
+from memsched.solvers.chain.simulator import ScheduleError
 
 
 @pytest.fixture

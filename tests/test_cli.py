@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from solvers.chain import Chain
+from memsched.solvers.chain import Chain
 
 
 def test_solvers_lists_chain_baselines(cli):
@@ -125,7 +125,7 @@ def test_console_script_and_no_torch_import(tmp_path):
     code = "import sys; sys.modules['torch'] = None; import solvers, solvers.chain, solvers.registry; print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
-    out = subprocess.run([sys.executable, "-m", "experiments.cli", "solvers"], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "memsched.experiments.cli", "solvers"], capture_output=True, text=True)
     assert out.returncode == 0 and "periodic" in out.stdout
 
 

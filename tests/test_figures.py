@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from experiments.figures import FIGURES, load_results, make_figures, render
-from experiments.sweep import run_sweep, write_table
+from memsched.experiments.figures import FIGURES, load_results, make_figures, render
+from memsched.experiments.sweep import run_sweep, write_table
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "solvers" / "data" / "examples"

@@ -8,8 +8,8 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from solvers.errors import InputError
-from solvers.graph import Graph, generate, load, reference_peak, simulate
+from memsched.solvers.errors import InputError
+from memsched.solvers.graph import Graph, generate, load, reference_peak, simulate
 
 
 def _write(tmp_path, data, name="g.json"):
@@ -89,8 +89,7 @@ def test_invalid_json_and_missing_file(tmp_path):
 
 
 def test_example_files_load_and_fit_their_reference():
-    import solvers
-
+    from memsched import solvers
     files = sorted((Path(solvers.__file__).parent / "data" / "graphs").glob("*.json"))
     assert len(files) >= 4
     for p in files:

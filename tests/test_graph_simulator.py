@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solvers.chain import simulate as chain_simulate
-from solvers.chain.baselines import recompute_all_schedule, store_all_schedule
-from solvers.chain.generate import random_chain
-from solvers.errors import InputError
-from solvers.graph import Graph, GraphSchedule, generate, replay, simulate
-from solvers.graph.brute import brute_force
+from memsched.solvers.chain import simulate as chain_simulate
+from memsched.solvers.chain.baselines import recompute_all_schedule, store_all_schedule
+from memsched.solvers.chain.generate import random_chain
+from memsched.solvers.errors import InputError
+from memsched.solvers.graph import Graph, GraphSchedule, generate, replay, simulate
+from memsched.solvers.graph.brute import brute_force
 
 
 def diamond() -> Graph:

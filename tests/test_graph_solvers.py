@@ -7,14 +7,14 @@ import math
 
 import pytest
 
-from solvers import registry
-from solvers.chain.baselines import periodic_schedule, recompute_all_schedule
-from solvers.chain.generate import random_chain
-from solvers.graph import generate, reference_peak, simulate
-from solvers.graph.brute import brute_force, brute_force_checkmate
-from solvers.graph.checkmate_milp import _necessary_budget, solve_checkmate
-from solvers.graph.cpsat import solve_cpsat
-from solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL
+from memsched.solvers import registry
+from memsched.solvers.chain.baselines import periodic_schedule, recompute_all_schedule
+from memsched.solvers.chain.generate import random_chain
+from memsched.solvers.graph import generate, reference_peak, simulate
+from memsched.solvers.graph.brute import brute_force, brute_force_checkmate
+from memsched.solvers.graph.checkmate_milp import _necessary_budget, solve_checkmate
+from memsched.solvers.graph.cpsat import solve_cpsat
+from memsched.solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL
 
 
 def _value(res) -> float:
@@ -107,7 +107,7 @@ def test_chain_graphs_are_consistent_with_the_chain_model(seed):
     graph budget M - x[0] its optimum is at most the makespan of chain schedules of peak M,
     and equals the no-recomputation time at the store-all budget. When the rotor DP exists,
     the graph optimum is at most the (persistent) rotor optimum."""
-    from solvers.chain import simulate as chain_simulate
+    from memsched.solvers.chain import simulate as chain_simulate
 
     chain = random_chain(4, seed, tape_factor=(1.0, 1.0), integer_times=True)
     g = generate.from_chain(chain)

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solvers.chain.revolve import revolve_forwards
-from solvers.offload.hrevolve import (
+from memsched.solvers.chain.revolve import revolve_forwards
+from memsched.solvers.offload.hrevolve import (
     BWD,
     DISCARD,
     FWD,
@@ -30,7 +30,7 @@ from solvers.offload.hrevolve import (
     simulate_hrevolve,
     solve_hrevolve,
 )
-from solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL
+from memsched.solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL
 
 FAST = settings(max_examples=25, deadline=None)
 

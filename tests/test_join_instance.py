@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from solvers.errors import InputError
-from solvers.formats import detect_problem, load_instance
-from solvers.join import Join, load, reference_peak
-from solvers.join.generate import homogeneous_join, random_join
+from memsched.solvers.errors import InputError
+from memsched.solvers.formats import detect_problem, load_instance
+from memsched.solvers.join import Join, load, reference_peak
+from memsched.solvers.join.generate import homogeneous_join, random_join
 
 JOIN_DIR = Path(__file__).resolve().parent.parent / "solvers" / "data" / "join"
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from solvers.errors import InputError
-from solvers.join import load, replay, schedule_from_json, simulate, store_all_schedule
-from solvers.join.simulator import JoinSchedule, JOp
+from memsched.solvers.errors import InputError
+from memsched.solvers.join import load, replay, schedule_from_json, simulate, store_all_schedule
+from memsched.solvers.join.simulator import JoinSchedule, JOp
 
 JOIN_DIR = Path(__file__).resolve().parent.parent / "solvers" / "data" / "join"
 

@@ -15,12 +15,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from models.executor import ChainExecutor, compare_gradients, execute, reference_step  # noqa: E402
-from models.profiler import profile_chain  # noqa: E402
-from models.zoo import build_model  # noqa: E402
-from solvers.chain import simulate  # noqa: E402
-from solvers.chain.baselines import periodic_schedule, recompute_all_schedule, store_all_schedule  # noqa: E402
-from solvers.chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Op, Schedule  # noqa: E402
+from memsched.models.executor import ChainExecutor, compare_gradients, execute, reference_step  # noqa: E402
+from memsched.models.profiler import profile_chain  # noqa: E402
+from memsched.models.zoo import build_model  # noqa: E402
+from memsched.solvers.chain import simulate  # noqa: E402
+from memsched.solvers.chain.baselines import periodic_schedule, recompute_all_schedule, store_all_schedule  # noqa: E402
+from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Op, Schedule  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -150,11 +150,11 @@ def test_dropout_is_recomputed_identically():
 
 
 def test_rotor_schedules_match_autograd():
-    rotor = pytest.importorskip("solvers.chain.rotor")
+    rotor = pytest.importorskip("memsched.solvers.chain.rotor")
     for name in ("resnet18", "gpt2"):
         model = _model(name)
         chain = _chain(name, model)
-        from solvers.chain import reference_peak
+        from memsched.solvers.chain import reference_peak
 
         ref_peak = reference_peak(chain)
         schedules = []

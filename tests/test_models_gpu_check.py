@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from models import gpu_check  # noqa: E402
+from memsched.models import gpu_check  # noqa: E402
 
 torch.set_num_threads(1)
 

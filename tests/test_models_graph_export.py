@@ -10,12 +10,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from models.graph_export import export_training_graph  # noqa: E402
-from models.zoo import build_model  # noqa: E402
-from solvers import registry  # noqa: E402
-from solvers.errors import InputError  # noqa: E402
-from solvers.graph import Graph, load, reference_peak, simulate  # noqa: E402
-from solvers.result import FEASIBLE, OPTIMAL  # noqa: E402
+from memsched.models.graph_export import export_training_graph  # noqa: E402
+from memsched.models.zoo import build_model  # noqa: E402
+from memsched.solvers import registry  # noqa: E402
+from memsched.solvers.errors import InputError  # noqa: E402
+from memsched.solvers.graph import Graph, load, reference_peak, simulate  # noqa: E402
+from memsched.solvers.result import FEASIBLE, OPTIMAL  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -63,7 +63,7 @@ def test_graph_is_a_training_dag(exported, tmp_path):
     h = load(str(path))
     assert h.n == g.n and h.edges == g.edges and h.names == g.names and h.backward == g.backward
     assert reference_peak(h) == reference_peak(g)
-    assert json.loads(path.read_text())["graph"]["meta"]["source"].startswith("models.graph_export")
+    assert json.loads(path.read_text())["graph"]["meta"]["source"].startswith("memsched.models.graph_export")
 
 
 def test_checkpoint_all_replays(exported):
@@ -172,11 +172,11 @@ def test_tape_sizes_include_internal_saved_tensors():
 
 
 def test_export_graph_command(tmp_path):
-    from experiments.cli import main
+    from memsched.experiments.cli import main
 
     out = tmp_path / "g.json"
     assert main(["export-graph", "vgg16", "-o", str(out), "--batch", "1", "--image-size", "32", "--width", "4",
                  "--threads", "1", "--granularity", "module"]) == 0
-    from solvers.graph import load
+    from memsched.solvers.graph import load
 
     assert load(str(out)).n > 0

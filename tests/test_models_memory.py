@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from models.memory import LiveTensorTracker, unique_bytes  # noqa: E402
+from memsched.models.memory import LiveTensorTracker, unique_bytes  # noqa: E402
 
 
 def test_counts_allocations_and_frees():

@@ -16,18 +16,18 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from models.executor import compare_gradients, reference_step  # noqa: E402
-from models.gpu_check import tolerances  # noqa: E402
-from models.offload_executor import OffloadExecutor, execute_offload, run_offload, sequential_replay  # noqa: E402
-from models.profiler import profile_chain  # noqa: E402
-from models.zoo import build_model  # noqa: E402
-from solvers import registry  # noqa: E402
-from solvers.chain import reference_peak  # noqa: E402
-from solvers.chain.baselines import periodic_schedule, recompute_all_schedule, store_all_schedule  # noqa: E402
-from solvers.chain.schedule import Bwd, F_all, F_ck, Loss  # noqa: E402
-from solvers.offload import OffloadInstance, OffloadSchedule, simulate_offload  # noqa: E402
-from solvers.offload.combined import add_transfers  # noqa: E402
-from solvers.offload.schedule import Off, Pre  # noqa: E402
+from memsched.models.executor import compare_gradients, reference_step  # noqa: E402
+from memsched.models.gpu_check import tolerances  # noqa: E402
+from memsched.models.offload_executor import OffloadExecutor, execute_offload, run_offload, sequential_replay  # noqa: E402
+from memsched.models.profiler import profile_chain  # noqa: E402
+from memsched.models.zoo import build_model  # noqa: E402
+from memsched.solvers import registry  # noqa: E402
+from memsched.solvers.chain import reference_peak  # noqa: E402
+from memsched.solvers.chain.baselines import periodic_schedule, recompute_all_schedule, store_all_schedule  # noqa: E402
+from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, Loss  # noqa: E402
+from memsched.solvers.offload import OffloadInstance, OffloadSchedule, simulate_offload  # noqa: E402
+from memsched.solvers.offload.combined import add_transfers  # noqa: E402
+from memsched.solvers.offload.schedule import Off, Pre  # noqa: E402
 
 torch.set_num_threads(1)
 

@@ -8,8 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from models.profiler import profile_chain, profile_model  # noqa: E402
-from solvers.chain import Chain, reference_peak  # noqa: E402
+from memsched.models.profiler import profile_chain, profile_model  # noqa: E402
+from memsched.solvers.chain import Chain, reference_peak  # noqa: E402
 
 torch.set_num_threads(1)
 

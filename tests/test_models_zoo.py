@@ -6,9 +6,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from models.executor import as_blocks  # noqa: E402
-from models.zoo import MODELS, build_model, count_parameters, resolve_device  # noqa: E402
-from solvers.errors import InputError  # noqa: E402
+from memsched.models.executor import as_blocks  # noqa: E402
+from memsched.models.zoo import MODELS, build_model, count_parameters, resolve_device  # noqa: E402
+from memsched.solvers.errors import InputError  # noqa: E402
 
 torch.set_num_threads(1)
 

@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solvers import registry
-from solvers.chain import Chain, simulate
-from solvers.chain.baselines import periodic_schedule, recompute_all_schedule, store_all_schedule
-from solvers.chain.generate import random_chain
-from solvers.chain.schedule import Bwd, F_all, F_ck, Loss
-from solvers.errors import InputError
-from solvers.offload import OffloadInstance, OffloadSchedule, simulate_offload
-from solvers.offload.baselines import offload_schedule
-from solvers.offload.schedule import Off, Pre
+from memsched.solvers import registry
+from memsched.solvers.chain import Chain, simulate
+from memsched.solvers.chain.baselines import periodic_schedule, recompute_all_schedule, store_all_schedule
+from memsched.solvers.chain.generate import random_chain
+from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, Loss
+from memsched.solvers.errors import InputError
+from memsched.solvers.offload import OffloadInstance, OffloadSchedule, simulate_offload
+from memsched.solvers.offload.baselines import offload_schedule
+from memsched.solvers.offload.schedule import Off, Pre
 
 
 def _three_stages(bandwidth: float) -> OffloadInstance:

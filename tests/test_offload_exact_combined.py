@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solvers.chain import Chain
-from solvers.chain import reference_peak as store_all_peak
-from solvers.chain.schedule import Op
-from solvers.offload import OffloadInstance, simulate_offload
-from solvers.offload.baselines import solve_remat_only
-from solvers.offload.combined import solve_rotor_offload
-from solvers.offload.cpsat import solve_cpsat
-from solvers.offload.exact_combined import phase_sequences, solve_exact_combined
-from solvers.offload.pofo import solve_pofo
+from memsched.solvers.chain import Chain
+from memsched.solvers.chain import reference_peak as store_all_peak
+from memsched.solvers.chain.schedule import Op
+from memsched.solvers.offload import OffloadInstance, simulate_offload
+from memsched.solvers.offload.baselines import solve_remat_only
+from memsched.solvers.offload.combined import solve_rotor_offload
+from memsched.solvers.offload.cpsat import solve_cpsat
+from memsched.solvers.offload.exact_combined import phase_sequences, solve_exact_combined
+from memsched.solvers.offload.pofo import solve_pofo
 
 #: The solvers whose schedules lie in exact-combined's class (their compute sequences have the
 #: phase form, checked below, and each idle gap of a value carries at most one Off/Pre pair).
@@ -85,10 +85,10 @@ def test_combined_beats_both_pure_strategies():
 
 
 def test_through_the_registry(monkeypatch):
-    from solvers import registry
-    from solvers.offload import SOLVERS
+    from memsched.solvers import registry
+    from memsched.solvers.offload import SOLVERS
 
-    monkeypatch.setitem(SOLVERS, "exact-combined", ("solvers.offload.exact_combined:solve_exact_combined", "test"))
+    monkeypatch.setitem(SOLVERS, "exact-combined", ("memsched.solvers.offload.exact_combined:solve_exact_combined", "test"))
     inst = _instance(3, [2, 3, 1, 4, 1], [0, 2, 1, 3, 0], [1, 2, 1, 1, 1], [2, 2, 3, 1, 1],
                      [0] * 5, [0] * 5, 0.5)
     budget = int(store_all_peak(inst.chain) * 0.8)
@@ -106,7 +106,7 @@ def test_too_small_budget_is_infeasible():
 
 
 def test_phase_sequences_contain_store_all():
-    from solvers.chain.baselines import store_all_schedule
+    from memsched.solvers.chain.baselines import store_all_schedule
 
     for L in range(1, 5):
         assert tuple(store_all_schedule(L).ops) in {tuple(s) for s in phase_sequences(L)}

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from solvers.errors import InputError
-from solvers.pipeline import from_graph_txt, load
-from solvers.pipeline.profiles import random_pipeline, vgg16
+from memsched.solvers.errors import InputError
+from memsched.solvers.pipeline import from_graph_txt, load
+from memsched.solvers.pipeline.profiles import random_pipeline, vgg16
 
 DATA = Path(__file__).resolve().parent.parent / "solvers" / "data" / "pipeline"
 
@@ -103,7 +103,7 @@ def _cli(*argv):
     import io
     from contextlib import redirect_stderr, redirect_stdout
 
-    from experiments.cli import main
+    from memsched.experiments.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
@@ -154,7 +154,7 @@ def test_cli_partition_exit_codes(tmp_path):
 
 
 def test_partition_json_round_trip_and_replay():
-    from solvers import pipeline, registry
+    from memsched.solvers import pipeline, registry
 
     inst = load(DATA / "resnet50-b32.graph.txt")
     res = registry.solve("pipeline", inst, "madpipe", 2 * 10**9, devices=4)

@@ -12,8 +12,8 @@ pytest.importorskip("torch.distributed.pipelining")
 @pytest.mark.slow
 @pytest.mark.parametrize("schedule", ["1f1b"])
 def test_two_stage_pipeline_on_gloo(schedule):
-    from models.pipeline_runner import compare, make_mlp, profile_sequential, run_partition
-    from solvers import registry
+    from memsched.models.pipeline_runner import compare, make_mlp, profile_sequential, run_partition
+    from memsched.solvers import registry
 
     layers, width, batch, m = 4, 32, 16, 4
     inst = profile_sequential(make_mlp(layers, width), torch.randn(batch // m, 64), reps=2)

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solvers import registry
-from solvers.pipeline import Partition, evaluate, simulate_batch
-from solvers.pipeline.baselines import balance_by_time
-from solvers.pipeline.dp import min_budget, partition_dp
-from solvers.pipeline.profiles import random_pipeline, resnet50, transformer, vgg16
-from solvers.result import INFEASIBLE, OPTIMAL
+from memsched.solvers import registry
+from memsched.solvers.pipeline import Partition, evaluate, simulate_batch
+from memsched.solvers.pipeline.baselines import balance_by_time
+from memsched.solvers.pipeline.dp import min_budget, partition_dp
+from memsched.solvers.pipeline.profiles import random_pipeline, resnet50, transformer, vgg16
+from memsched.solvers.result import INFEASIBLE, OPTIMAL
 
 
 def compositions(L: int, max_parts: int):
@@ -147,7 +147,7 @@ def test_one_f_one_b_in_flight_counts_are_p_minus_s_plus_1():
 
 
 def test_memory_model_by_hand():
-    from solvers.pipeline import Pipeline
+    from memsched.solvers.pipeline import Pipeline
 
     inst = Pipeline(fwd=[1, 1, 1], bwd=[2, 2, 2], act=[10, 20, 30], params=[5, 0, 7], input_size=3,
                     weight_factor=4, bandwidth=None)

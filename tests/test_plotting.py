@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from experiments.plotting import (  # noqa: E402
+from memsched.experiments.plotting import (  # noqa: E402
     Timeline,
     plot_comparison,
     plot_schedule,
@@ -24,10 +24,10 @@ from experiments.plotting import (  # noqa: E402
     register_timeline,
     timeline_for,
 )
-from experiments.plotting.timeline import _ADAPTERS, profile_timeline  # noqa: E402
-from solvers.chain import Chain, simulate  # noqa: E402
-from solvers.chain.baselines import periodic_schedule, recompute_all_schedule, store_all_schedule  # noqa: E402
-from solvers.chain.schedule import Schedule  # noqa: E402
+from memsched.experiments.plotting.timeline import _ADAPTERS, profile_timeline  # noqa: E402
+from memsched.solvers.chain import Chain, simulate  # noqa: E402
+from memsched.solvers.chain.baselines import periodic_schedule, recompute_all_schedule, store_all_schedule  # noqa: E402
+from memsched.solvers.chain.schedule import Schedule  # noqa: E402
 
 
 def _has(module: str) -> bool:
@@ -173,7 +173,7 @@ def test_plot_to_file_formats_and_bad_extension(examples, tmp_path):
     for ext, head in magic.items():
         path = plot_to_file("chain", chain, schedule, tmp_path / f"f.{ext.upper()}", budget=100, title="t")
         assert path.read_bytes()[: len(head)] == head
-    from solvers.errors import InputError
+    from memsched.solvers.errors import InputError
 
     with pytest.raises(InputError, match="unknown figure format"):
         plot_to_file("chain", chain, schedule, tmp_path / "f.jpg")
@@ -248,10 +248,10 @@ def test_cli_solve_plot(cli, examples, tmp_path):
 
 
 # ---------------------------------------------------------------------------- graphs
-@pytest.mark.skipif(not _has("solvers.graph.simulator"), reason="solvers.graph not available")
+@pytest.mark.skipif(not _has("memsched.solvers.graph.simulator"), reason="memsched.solvers.graph not available")
 def test_graph_figure_peak_and_rows():
-    from solvers.graph import generate
-    from solvers.graph.simulator import simulate as graph_simulate
+    from memsched.solvers.graph import generate
+    from memsched.solvers.graph.simulator import simulate as graph_simulate
 
     graph = generate.linear_graph(6)
     n = graph.n
@@ -272,10 +272,10 @@ def test_graph_figure_peak_and_rows():
     assert tl2.plotted_peak == graph_simulate(graph, again).peak_memory
 
 
-@pytest.mark.skipif(not _has("solvers.graph.simulator"), reason="solvers.graph not available")
+@pytest.mark.skipif(not _has("memsched.solvers.graph.simulator"), reason="memsched.solvers.graph not available")
 def test_graph_violation_is_marked(tmp_path):
-    from solvers.graph import generate
-    from solvers.graph.simulator import simulate as graph_simulate
+    from memsched.solvers.graph import generate
+    from memsched.solvers.graph.simulator import simulate as graph_simulate
 
     graph = generate.linear_graph(5)
     order = list(range(graph.n))
@@ -290,9 +290,9 @@ def test_graph_violation_is_marked(tmp_path):
     plot_to_file("graph", graph, skipped, tmp_path / "g.png")
 
 
-@pytest.mark.skipif(not _has("solvers.graph.simulator"), reason="solvers.graph not available")
+@pytest.mark.skipif(not _has("memsched.solvers.graph.simulator"), reason="memsched.solvers.graph not available")
 def test_cli_plot_graph(cli, tmp_path):
-    from solvers.graph import generate
+    from memsched.solvers.graph import generate
 
     graph = generate.linear_graph(4)
     gpath = tmp_path / "g.json"
@@ -305,10 +305,10 @@ def test_cli_plot_graph(cli, tmp_path):
 
 
 # ---------------------------------------------------------------------------- pipelines
-@pytest.mark.skipif(not _has("solvers.pipeline.simulator"), reason="solvers.pipeline not available")
+@pytest.mark.skipif(not _has("memsched.solvers.pipeline.simulator"), reason="memsched.solvers.pipeline not available")
 def test_pipeline_figure_peak_is_the_simulators(examples):
-    from solvers.pipeline.instance import from_chain
-    from solvers.pipeline.simulator import Partition, evaluate
+    from memsched.solvers.pipeline.instance import from_chain
+    from memsched.solvers.pipeline.simulator import Partition, evaluate
 
     inst = from_chain(_chain(examples, "random10"))
     part = Partition.from_bounds([(0, 2), (3, 5), (6, 9)])
@@ -324,9 +324,9 @@ def test_pipeline_figure_peak_is_the_simulators(examples):
     assert over.failure is not None and over.failure.memory == ev.peak_memory
 
 
-@pytest.mark.skipif(not _has("solvers.pipeline.simulator"), reason="solvers.pipeline not available")
+@pytest.mark.skipif(not _has("memsched.solvers.pipeline.simulator"), reason="memsched.solvers.pipeline not available")
 def test_cli_plot_partition_over_a_chain_file(cli, examples, tmp_path):
-    from solvers.pipeline.simulator import Partition
+    from memsched.solvers.pipeline.simulator import Partition
 
     part = tmp_path / "part.json"
     part.write_text(json.dumps(Partition.from_bounds([(0, 4), (5, 9)]).to_json()))
@@ -338,11 +338,11 @@ def test_cli_plot_partition_over_a_chain_file(cli, examples, tmp_path):
 JOIN_DIR = Path(__file__).resolve().parent.parent / "solvers" / "data" / "join"
 
 
-@pytest.mark.skipif(not _has("solvers.join.simulator"), reason="solvers.join not available")
+@pytest.mark.skipif(not _has("memsched.solvers.join.simulator"), reason="memsched.solvers.join not available")
 def test_join_figure_peak_rows_and_violation():
-    from solvers.join import Join
-    from solvers.join import simulate as join_simulate
-    from solvers.join import store_all_schedule as join_store_all
+    from memsched.solvers.join import Join
+    from memsched.solvers.join import simulate as join_simulate
+    from memsched.solvers.join import store_all_schedule as join_store_all
 
     join = Join.load(JOIN_DIR / "crossmodal3.json")
     schedule = join_store_all(join)
@@ -358,7 +358,7 @@ def test_join_figure_peak_rows_and_violation():
     assert sum(b.failed for b in over.bars) == 1
 
 
-@pytest.mark.skipif(not _has("solvers.join.simulator"), reason="solvers.join not available")
+@pytest.mark.skipif(not _has("memsched.solvers.join.simulator"), reason="memsched.solvers.join not available")
 def test_cli_plot_join(cli, tmp_path):
     path = JOIN_DIR / "tiny.json"
     res = cli("solve", path, "--budget", "80%", "--json", "--plot", tmp_path / "solved.pdf")
@@ -371,10 +371,10 @@ def test_cli_plot_join(cli, tmp_path):
 
 
 # ---------------------------------------------------------------------------- offloading
-@pytest.mark.skipif(not _has("solvers.offload.simulator"), reason="solvers.offload not available")
+@pytest.mark.skipif(not _has("memsched.solvers.offload.simulator"), reason="memsched.solvers.offload not available")
 def test_offload_figure_has_transfers_and_the_simulators_peak(examples):
-    from solvers import registry
-    from solvers.offload import OffloadInstance, OffloadSchedule, simulate_offload
+    from memsched.solvers import registry
+    from memsched.solvers.offload import OffloadInstance, OffloadSchedule, simulate_offload
 
     chain = _chain(examples, "random10")
     inst = OffloadInstance(chain, 12e9)
@@ -396,7 +396,7 @@ def test_offload_figure_has_transfers_and_the_simulators_peak(examples):
     assert sum(b.failed for b in over.bars) == 1
 
 
-@pytest.mark.skipif(not _has("solvers.offload.simulator"), reason="solvers.offload not available")
+@pytest.mark.skipif(not _has("memsched.solvers.offload.simulator"), reason="memsched.solvers.offload not available")
 def test_cli_plot_offload(cli, examples, tmp_path):
     path = examples / "random10.json"
     res = cli("solve", path, "--budget", "60%", "--solver", "vdnn", "--bandwidth", "12GB/s", "--json")
@@ -432,7 +432,7 @@ def test_generic_memory_profile_adapter():
 
 
 def plot_schedule_from_timeline(tl: Timeline) -> Figure:
-    from experiments.plotting import plot_timeline
+    from memsched.experiments.plotting import plot_timeline
 
     return plot_timeline(tl, title="generic")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from experiments.sweep import (
+from memsched.experiments.sweep import (
     ROW_COLUMNS,
     compare_tables,
     journal_path,
@@ -20,7 +20,7 @@ from experiments.sweep import (
     read_journal,
     run_sweep,
 )
-from solvers.errors import InputError
+from memsched.solvers.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "solvers" / "data" / "examples"
@@ -147,7 +147,7 @@ def test_sigkill_midway_then_resume(tmp_path, reference):
     cfg = write(tmp_path, SMALL)
     out = tmp_path / "out"
     jpath = journal_path(out, "small")
-    cmd = [sys.executable, "-m", "experiments.cli", "sweep", str(cfg), "--output", str(out), "--workers", "1",
+    cmd = [sys.executable, "-m", "memsched.experiments.cli", "sweep", str(cfg), "--output", str(out), "--workers", "1",
            "--no-progress"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from solvers.errors import InputError
-from solvers.units import format_bytes, parse_bandwidth, parse_budget, parse_size
+from memsched.solvers.errors import InputError
+from memsched.solvers.units import format_bytes, parse_bandwidth, parse_budget, parse_size
 
 
 @pytest.mark.parametrize(

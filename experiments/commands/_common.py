@@ -7,9 +7,9 @@ import json
 import sys
 from typing import Any
 
-from solvers import registry
-from solvers.errors import InputError
-from solvers.units import parse_budget
+from memsched.solvers import registry
+from memsched.solvers.errors import InputError
+from memsched.solvers.units import parse_budget
 
 
 def parse_options(items: list[str] | None) -> dict[str, Any]:
@@ -48,8 +48,8 @@ def load_problem(path: str, bandwidth: str | None = None, latency: float | None 
     """(problem, instance) for a file. A chain file becomes an offloading instance when a
     bandwidth is given, or when `solver` is an offloading solver or `declared` (the problem a
     schedule file names) is "offload"; it becomes a pipeline when `declared` is "pipeline"."""
-    from solvers.formats import detect_problem, load_instance
-    from solvers.units import parse_bandwidth
+    from memsched.solvers.formats import detect_problem, load_instance
+    from memsched.solvers.units import parse_bandwidth
 
     problem = detect_problem(path)
     if problem == "chain" and declared == "pipeline":
@@ -61,7 +61,7 @@ def load_problem(path: str, bandwidth: str | None = None, latency: float | None 
         chain_names = set(registry.problem_module("chain").SOLVERS)
         wants_offload = bandwidth is not None or (solver in offload_names and solver not in chain_names)
         if wants_offload:
-            from solvers.offload import OffloadInstance
+            from memsched.solvers.offload import OffloadInstance
 
             bw = parse_bandwidth(bandwidth) if bandwidth is not None else None
             return "offload", OffloadInstance.load(path, bw, latency)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from solvers.errors import InputError
+from memsched.solvers.errors import InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from experiments.figures import FIGURES, make_figures
+    from memsched.experiments.figures import FIGURES, make_figures
 
     if not Path(args.results).is_dir():
         raise InputError("no such folder", field="--results", path=args.results)

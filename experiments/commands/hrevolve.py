@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from solvers.errors import InputError
+from memsched.solvers.errors import InputError
 
 from ._common import print_json
 
@@ -41,7 +41,7 @@ def _level(text: str) -> tuple[int | None, float, float]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from solvers.offload.hrevolve import HRevolveInstance, solve_hrevolve
+    from memsched.solvers.offload.hrevolve import HRevolveInstance, solve_hrevolve
 
     if args.length < 0:
         raise InputError("must be >= 0", field="L")

@@ -14,11 +14,11 @@ import json
 import sys
 from typing import Any
 
-from solvers import registry
-from solvers.errors import InputError
-from solvers.pipeline import DEFAULT_SOLVER, SCHEDULES, load, reference_peak
-from solvers.result import INFEASIBLE, SolveResult
-from solvers.units import format_bytes, parse_bandwidth, parse_budget
+from memsched.solvers import registry
+from memsched.solvers.errors import InputError
+from memsched.solvers.pipeline import DEFAULT_SOLVER, SCHEDULES, load, reference_peak
+from memsched.solvers.result import INFEASIBLE, SolveResult
+from memsched.solvers.units import format_bytes, parse_bandwidth, parse_budget
 
 from ._common import parse_options
 

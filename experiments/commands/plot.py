@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from solvers import registry
-from solvers.errors import InputError
-from solvers.formats import detect_problem, load_instance
+from memsched.solvers import registry
+from memsched.solvers.errors import InputError
+from memsched.solvers.formats import detect_problem, load_instance
 
 from ._common import add_link_arguments, budget_for, load_problem
 from .simulate import read_schedule_json
@@ -39,8 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from experiments.plotting import check_suffix, plot_comparison, plot_schedule, save_figure, schedule_from_json
-    from experiments.plotting.timeline import timeline_for
+    from memsched.experiments.plotting import check_suffix, plot_comparison, plot_schedule, save_figure, schedule_from_json
+    from memsched.experiments.plotting.timeline import timeline_for
 
     check_suffix(args.output)
     if args.dpi <= 0:

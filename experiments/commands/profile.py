@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from solvers.errors import InputError
+from memsched.solvers.errors import InputError
 
 ZOO_NAMES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "densenet121", "inception_v3", "vgg16",
              "gpt2", "unet")
@@ -38,7 +38,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
 
 def model_sizes(args: argparse.Namespace) -> dict[str, Any]:
     """Keyword arguments of `models.zoo.build_model` from the parsed options."""
-    from models.zoo import resolve_device
+    from memsched.models.zoo import resolve_device
 
     if args.repeats is not None and args.repeats < 1:
         raise InputError(f"must be at least 1, got {args.repeats}", field="--repeats")
@@ -70,9 +70,9 @@ def register(subparsers: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     _import_models()
-    from models.profiler import profile_model
-    from solvers.chain import reference_peak
-    from solvers.units import format_bytes
+    from memsched.models.profiler import profile_model
+    from memsched.solvers.chain import reference_peak
+    from memsched.solvers.units import format_bytes
 
     if args.model not in ZOO_NAMES:
         raise InputError(f"unknown model {args.model!r} (one of {', '.join(ZOO_NAMES)})", field="MODEL")

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from solvers.errors import InputError
+from memsched.solvers.errors import InputError
 
 from ._common import add_link_arguments, budget_for, parse_options
 from .profile import ZOO_NAMES, _import_models, add_model_options, model_sizes
@@ -44,21 +44,21 @@ def register(subparsers: Any) -> None:
 
 
 def _chain_file(path: str) -> Any:
-    from solvers.chain import Chain
+    from memsched.solvers.chain import Chain
 
     return Chain.load(path)
 
 
 def main(args: argparse.Namespace) -> int:
     _import_models()
-    from models.executor import ChainExecutor, compare_gradients, measured_vs_predicted, reference_step
-    from models.join_zoo import JOIN_MODELS
-    from models.profiler import profile_chain
-    from models.zoo import build_model
-    from solvers import registry
-    from solvers.chain import reference_peak
-    from solvers.chain.baselines import store_all_schedule
-    from solvers.units import format_bytes
+    from memsched.models.executor import ChainExecutor, compare_gradients, measured_vs_predicted, reference_step
+    from memsched.models.join_zoo import JOIN_MODELS
+    from memsched.models.profiler import profile_chain
+    from memsched.models.zoo import build_model
+    from memsched.solvers import registry
+    from memsched.solvers.chain import reference_peak
+    from memsched.solvers.chain.baselines import store_all_schedule
+    from memsched.solvers.units import format_bytes
 
     if args.model in JOIN_MODELS:
         return _run_join(args)
@@ -137,7 +137,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _run_join(args: argparse.Namespace) -> int:
     """Join networks (siamese, triplet, clip): the join DP and its heuristics, run for real."""
-    from models.join_executor import run_join
+    from memsched.models.join_executor import run_join
 
     if args.slots < 0:
         raise InputError(f"must be >= 0, got {args.slots}", field="--slots")
@@ -161,7 +161,7 @@ def _run_join(args: argparse.Namespace) -> int:
 
 def _run_offload(args: argparse.Namespace) -> int:
     """A chain network with a host link: an offloading schedule, executed with real transfers."""
-    from models.offload_executor import describe_offload, run_offload
+    from memsched.models.offload_executor import describe_offload, run_offload
 
     if args.slots < 0:
         raise InputError(f"must be >= 0, got {args.slots}", field="--slots")

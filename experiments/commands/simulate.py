@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from solvers import registry
-from solvers.jsonio import read_json
-from solvers.units import format_bytes
+from memsched.solvers import registry
+from memsched.solvers.jsonio import read_json
+from memsched.solvers.units import format_bytes
 
 from ._common import add_link_arguments, budget_for, load_problem, print_json
 

@@ -7,10 +7,10 @@ import json
 import sys
 from pathlib import Path
 
-from solvers import registry
-from solvers.errors import InputError
-from solvers.result import INFEASIBLE, TIMEOUT, SolveResult
-from solvers.units import format_bytes
+from memsched.solvers import registry
+from memsched.solvers.errors import InputError
+from memsched.solvers.result import INFEASIBLE, TIMEOUT, SolveResult
+from memsched.solvers.units import format_bytes
 
 from ._common import add_link_arguments, add_solver_arguments, budget_for, load_problem, parse_options, print_json
 
@@ -40,7 +40,7 @@ def default_solver(problem: str) -> str:
 
 def main(args: argparse.Namespace) -> int:
     if args.plot:
-        from experiments.plotting import check_suffix
+        from memsched.experiments.plotting import check_suffix
 
         check_suffix(args.plot)  # before a long solve, not after
     problem, instance = load_problem(args.file, args.bandwidth, args.latency, args.solver)
@@ -54,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
         if args.output:
             _write_atomic(args.output, json.dumps(result.schedule.to_json()) + "\n")
         if args.plot:
-            from experiments.plotting import plot_to_file
+            from memsched.experiments.plotting import plot_to_file
 
             plot_to_file(problem, instance, result.schedule, args.plot, budget=budget,
                          title=f"{getattr(instance, 'name', '')} — {name}")

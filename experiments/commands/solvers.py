@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from solvers import registry
+from memsched.solvers import registry
 
 from ._common import print_json
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from solvers.errors import InputError
+from memsched.solvers.errors import InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from experiments.sweep import build_tasks, find_config, journal_path, load_config, read_journal, run_sweep
+    from memsched.experiments.sweep import build_tasks, find_config, journal_path, load_config, read_journal, run_sweep
 
     if args.workers is not None and args.workers < 1:
         raise InputError("must be >= 1", field="--workers")

@@ -1,6 +1,6 @@
 """Figures of schedules: memory over time above the operations (issue 10).
 
-    from experiments.plotting import plot_schedule, plot_comparison, plot_to_file
+    from memsched.experiments.plotting import plot_schedule, plot_comparison, plot_to_file
     fig = plot_schedule("chain", chain, schedule, budget=B)        # a matplotlib Figure
     plot_comparison("chain", chain, {"store-all": s1, "rotor": s2}, budget=B, path="cmp.png")
     plot_to_file("chain", chain, schedule, "out.pdf", budget=B)    # PNG, PDF or SVG

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from solvers.errors import InputError
+from memsched.solvers.errors import InputError
 
 from .timeline import (
     _ADAPTERS,
@@ -39,8 +39,8 @@ def chain_timeline(chain: Any, schedule: Any, budget: int | None = None) -> Time
     recomputations (category ``recompute F_all`` / ``recompute F_ck`` / ``recompute F_n``).
     A failing op is drawn (category ``failed``) with the memory it would reach when only the
     budget stops it (replayed without the budget up to it)."""
-    from solvers.chain.schedule import FORWARD_KINDS, LOSS, Schedule
-    from solvers.chain.simulator import simulate
+    from memsched.solvers.chain.schedule import FORWARD_KINDS, LOSS, Schedule
+    from memsched.solvers.chain.simulator import simulate
 
     ops = schedule.ops if isinstance(schedule, Schedule) else list(schedule)
     sim = simulate(chain, ops, budget)
@@ -92,7 +92,7 @@ def _chain_duration(chain: Any, kind: str, i: int) -> float:
 def join_timeline(join: Any, schedule: Any, budget: int | None = None) -> Timeline:
     """Replay with `solvers.join.simulate`: rows "branch b fwd" / "branch b bwd" per branch
     and the shared loss; recomputations and a failing op as for chains."""
-    from solvers.join.simulator import FORWARD_KINDS, LOSS, JoinSchedule, simulate
+    from memsched.solvers.join.simulator import FORWARD_KINDS, LOSS, JoinSchedule, simulate
 
     ops = schedule.ops if isinstance(schedule, JoinSchedule) else list(schedule)
     sim = simulate(join, ops, budget)
@@ -149,8 +149,8 @@ def offload_timeline(inst: Any, schedule: Any, budget: int | None = None) -> Tim
     """Replay with `solvers.offload.simulate_offload` (two streams): compute ops on the chain
     rows, offloads and prefetches on a "transfers" row; the memory line is the simulator's
     sweep of allocations and releases over time (``timeline``)."""
-    from solvers.offload.schedule import OFF, Transfer
-    from solvers.offload.simulator import simulate_offload
+    from memsched.solvers.offload.schedule import OFF, Transfer
+    from memsched.solvers.offload.simulator import simulate_offload
 
     sim = simulate_offload(inst, schedule, budget)
     pos = sim.violation.position if sim.violation is not None else None
@@ -211,7 +211,7 @@ def graph_timeline(graph: Any, schedule: Any, budget: int | None = None) -> Time
     memory is the simulator's ``memory[s]`` and drops after it by the copies whose last
     consumer is s. Rows: forward and backward nodes (graph attribute ``backward``); a node
     computed again is a recomputation."""
-    from solvers.graph.simulator import GraphSchedule, simulate
+    from memsched.solvers.graph.simulator import GraphSchedule, simulate
 
     seq = schedule.indices(graph) if isinstance(schedule, GraphSchedule) else [int(v) for v in schedule]
     sim = simulate(graph, seq, budget)
@@ -273,7 +273,7 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
     micro-batch; one memory line per device, weights + buffers + the stash of each
     micro-batch in flight (allocated when its forward starts, freed when its backward ends),
     whose maximum is the simulator's per-stage memory once m >= S."""
-    from solvers.pipeline.simulator import check_partition, evaluate, simulate_batch
+    from memsched.solvers.pipeline.simulator import check_partition, evaluate, simulate_batch
 
     bad = check_partition(inst, partition)
     if bad is not None:
@@ -322,7 +322,7 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
 
 
 def _time_units() -> dict[str, float]:
-    from solvers.pipeline.instance import TIME_UNITS
+    from memsched.solvers.pipeline.instance import TIME_UNITS
 
     return TIME_UNITS
 
@@ -332,7 +332,7 @@ def schedule_from_json(problem: str, data: Any, instance: Any, *, path: str = "<
     """The problem's schedule from JSON (its ``schedule_from_json`` when it has one; graph
     sequences and pipeline partitions are read here otherwise). A `memsched solve --json`
     output holding the schedule is accepted."""
-    from solvers import registry
+    from memsched.solvers import registry
 
     module = registry.problem_module(problem)
     if hasattr(module, "schedule_from_json"):
@@ -342,11 +342,11 @@ def schedule_from_json(problem: str, data: Any, instance: Any, *, path: str = "<
             raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
         data = data["schedule"]
     if problem == "graph":
-        from solvers.graph.simulator import GraphSchedule
+        from memsched.solvers.graph.simulator import GraphSchedule
 
         return GraphSchedule.from_json(data, path=path)
     if problem == "pipeline":
-        from solvers.pipeline.simulator import Partition
+        from memsched.solvers.pipeline.simulator import Partition
 
         if isinstance(data, dict) and isinstance(data.get("partition"), dict):
             data = data["partition"]
@@ -356,11 +356,11 @@ def schedule_from_json(problem: str, data: Any, instance: Any, *, path: str = "<
 
 
 def _register() -> None:
-    for problem, module, fn in (("chain", "solvers.chain.simulator", chain_timeline),
-                                ("join", "solvers.join.simulator", join_timeline),
-                                ("offload", "solvers.offload.simulator", offload_timeline),
-                                ("graph", "solvers.graph.simulator", graph_timeline),
-                                ("pipeline", "solvers.pipeline.simulator", pipeline_timeline)):
+    for problem, module, fn in (("chain", "memsched.solvers.chain.simulator", chain_timeline),
+                                ("join", "memsched.solvers.join.simulator", join_timeline),
+                                ("offload", "memsched.solvers.offload.simulator", offload_timeline),
+                                ("graph", "memsched.solvers.graph.simulator", graph_timeline),
+                                ("pipeline", "memsched.solvers.pipeline.simulator", pipeline_timeline)):
         try:
             importlib.import_module(module)
         except ImportError:

@@ -22,7 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from solvers.errors import InputError
+from memsched.solvers.errors import InputError
 
 from .timeline import Timeline, timeline_for
 

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from solvers import registry
-from solvers.errors import InputError
+from memsched.solvers import registry
+from memsched.solvers.errors import InputError
 
 
 @dataclass(frozen=True)

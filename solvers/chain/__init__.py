@@ -14,17 +14,17 @@ __all__ = ["FORMAT", "Chain", "Op", "Schedule", "Simulation", "Violation", "simu
 DEFAULT_SOLVER = "rotor"
 
 SOLVERS: dict[str, tuple[str, str]] = {
-    "store-all": ("solvers.chain.baselines:solve_store_all", "no recomputation (largest memory)"),
-    "recompute-all": ("solvers.chain.baselines:solve_recompute_all", "keep only the input, recompute everything"),
-    "periodic": ("solvers.chain.baselines:solve_periodic",
+    "store-all": (".chain.baselines:solve_store_all", "no recomputation (largest memory)"),
+    "recompute-all": (".chain.baselines:solve_recompute_all", "keep only the input, recompute everything"),
+    "periodic": (".chain.baselines:solve_periodic",
                  "checkpoint_sequential segments; best count under the budget, or --option segments=K"),
-    "sqrt": ("solvers.chain.baselines:solve_chen", "Chen et al.: about sqrt(L) segments"),
-    "revolve": ("solvers.chain.revolve:solve_revolve",
+    "sqrt": (".chain.baselines:solve_chen", "Chen et al.: about sqrt(L) segments"),
+    "revolve": (".chain.revolve:solve_revolve",
                 "Griewank & Walther binomial checkpointing (homogeneous chains)"),
-    "rotor": ("solvers.chain.rotor:solve_rotor",
+    "rotor": (".chain.rotor:solve_rotor",
               "persistent dynamic program of Beaumont et al. (optimal among persistent schedules)"),
-    "milp": ("solvers.chain.milp:solve_milp", "exact MILP, not restricted to persistent schedules"),
-    "cpsat": ("solvers.chain.cpsat:solve_cpsat", "exact CP-SAT model, not restricted to persistent schedules"),
+    "milp": (".chain.milp:solve_milp", "exact MILP, not restricted to persistent schedules"),
+    "cpsat": (".chain.cpsat:solve_cpsat", "exact CP-SAT model, not restricted to persistent schedules"),
 }
 
 

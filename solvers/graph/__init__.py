@@ -15,20 +15,20 @@ __all__ = ["Graph", "GraphSchedule", "GraphSimulation", "SCHEDULE_FORMAT", "simu
            "memory_profile", "load", "load_schedule", "replay", "reference_peak", "SOLVERS"]
 
 SOLVERS: dict[str, tuple[str, str]] = {
-    "checkmate": ("solvers.graph.checkmate_milp:solve_checkmate",
+    "checkmate": (".graph.checkmate_milp:solve_checkmate",
                   "Checkmate MILP (Jain et al. 2020), optimal among frontier-advancing schedules in file order"),
-    "cpsat": ("solvers.graph.cpsat:solve_cpsat",
+    "cpsat": (".graph.cpsat:solve_cpsat",
               "CP-SAT interval model after Moccasin (Bartan et al. 2023), at most C computations per node"),
-    "checkmate-approx": ("solvers.graph.lp_bounds:solve_checkmate_approx",
+    "checkmate-approx": (".graph.lp_bounds:solve_checkmate_approx",
                          "Checkmate LP relaxation + rounding of S + feasibility repair (no proof)"),
-    "checkpoint-all": ("solvers.graph.baselines:solve_checkpoint_all", "each node once, in the file's order"),
-    "dtr": ("solvers.graph.baselines:solve_dtr",
+    "checkpoint-all": (".graph.baselines:solve_checkpoint_all", "each node once, in the file's order"),
+    "dtr": (".graph.baselines:solve_dtr",
             "greedy evict-and-recompute in the file's order (DTR-like heuristic)"),
-    "sqrt": ("solvers.graph.baselines:solve_sqrt",
+    "sqrt": (".graph.baselines:solve_sqrt",
              "Chen et al.: ~sqrt(n) checkpoints on the forward articulation points"),
-    "greedy": ("solvers.graph.baselines:solve_greedy",
+    "greedy": (".graph.baselines:solve_greedy",
                "Chen et al.'s greedy segmenting of the forward articulation points"),
-    "griewank": ("solvers.graph.baselines:solve_griewank",
+    "griewank": (".graph.baselines:solve_griewank",
                  "binomial (Revolve-like) checkpointing of the forward spine of a training graph that is a chain"),
 }
 

@@ -46,7 +46,7 @@ from .instance import Graph
 from .linmodel import BACKENDS, LinearModel, LinearSolution, solve_cpsat_linear, solve_milp
 from .simulator import GraphSchedule, simulate
 
-#: default backend, chosen by measurement (``python -m experiments.bench_graph --backends``, one
+#: default backend, chosen by measurement (``python -m memsched.experiments.bench_graph --backends``, one
 #: thread, gap 0): CBC was fastest or tied on linear-20 at 70%, VGG-16-like at 80%/70% and
 #: random layered 30-node graphs at 95%/90% (0.2-5.9 s); HiGHS was close but 10x slower on the
 #: linear graph (and crashes on hints, so it gets none); SCIP took about twice CBC's time; CP-SAT

@@ -22,19 +22,19 @@ __all__ = ["FORMAT", "Join", "JOp", "JoinSchedule", "Simulation", "simulate", "l
 DEFAULT_SOLVER = "dp"
 
 SOLVERS: dict[str, tuple[str, str]] = {
-    "dp": ("solvers.join.dp:solve_join_dp",
+    "dp": (".join.dp:solve_join_dp",
            "join DP (Beaumont et al. 2020): optimal among join-persistent schedules (branches back-propagated "
            "one after another)"),
-    "equal": ("solvers.join.heuristics:solve_equal", "each branch alone in an equal share of memory (rotor DP)"),
-    "proportional": ("solvers.join.heuristics:solve_proportional",
+    "equal": (".join.heuristics:solve_equal", "each branch alone in an equal share of memory (rotor DP)"),
+    "proportional": (".join.heuristics:solve_proportional",
                      "each branch alone in a share proportional to its store-all peak (rotor DP)"),
-    "sequential": ("solvers.join.heuristics:solve_sequential",
+    "sequential": (".join.heuristics:solve_sequential",
                    "branches one after the other; all but the first keep only their output"),
-    "store-all": ("solvers.join:solve_store_all", "no recomputation (largest memory)"),
-    "cpsat": ("solvers.join.cpsat:solve_cpsat",
+    "store-all": (".join:solve_store_all", "no recomputation (largest memory)"),
+    "cpsat": (".join.cpsat:solve_cpsat",
               "exact CP-SAT join phase model (branches back-propagated one after another, best order; "
               "non-persistent schedules allowed)"),
-    "exact": ("solvers.join.exact:solve_exact",
+    "exact": (".join.exact:solve_exact",
               "exact A* search over all schedules of the join simulator (tiny instances)"),
 }
 

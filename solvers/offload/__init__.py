@@ -16,18 +16,18 @@ __all__ = ["OffloadInstance", "OffloadSchedule", "Transfer", "OffloadSimulation"
 
 DEFAULT_SOLVER = "offload-prefix"
 SOLVERS: dict[str, tuple[str, str]] = {
-    "none": ("solvers.offload.baselines:solve_none", "store-all, no transfer (reference)"),
-    "remat-only": ("solvers.offload.baselines:solve_remat_only", "checkpointing only (chain DP), no transfer"),
-    "vdnn": ("solvers.offload.baselines:solve_vdnn", "vDNN: offload every tape, prefetch one step ahead"),
-    "offload-prefix": ("solvers.offload.baselines:solve_prefix",
+    "none": (".offload.baselines:solve_none", "store-all, no transfer (reference)"),
+    "remat-only": (".offload.baselines:solve_remat_only", "checkpointing only (chain DP), no transfer"),
+    "vdnn": (".offload.baselines:solve_vdnn", "vDNN: offload every tape, prefetch one step ahead"),
+    "offload-prefix": (".offload.baselines:solve_prefix",
                        "offload the first k tapes, best k and lookahead (after Euro-Par 2020)"),
-    "cpsat": ("solvers.offload.cpsat:solve_cpsat",
+    "cpsat": (".offload.cpsat:solve_cpsat",
               "exact CP-SAT model: which tapes travel and when (store-all compute order)"),
-    "pofo": ("solvers.offload.pofo:solve_pofo",
+    "pofo": (".offload.pofo:solve_pofo",
              "rotor DP + offloading of checkpoints a_i during the right sub-chain (after POFO)"),
-    "exact-combined": ("solvers.offload.exact_combined:solve_exact_combined",
+    "exact-combined": (".offload.exact_combined:solve_exact_combined",
                        "exact CP-SAT ground truth: rematerialization + offloading (small chains, L <= 4)"),
-    "rotor-offload": ("solvers.offload.combined:solve_rotor_offload",
+    "rotor-offload": (".offload.combined:solve_rotor_offload",
                       "checkpointing at a relaxed budget + offloading idle values (after POFO)"),
 }
 

@@ -24,13 +24,13 @@ __all__ = ["Pipeline", "Partition", "Stage", "SCHEDULES", "DEFAULT_WEIGHT_FACTOR
 DEFAULT_SOLVER = "madpipe"
 
 SOLVERS: dict[str, tuple[str, str]] = {
-    "madpipe": ("solvers.pipeline.dp:solve_madpipe",
+    "madpipe": (".pipeline.dp:solve_madpipe",
                 "memory-aware DP (1F1B/GPipe in-flight counts), optimal among contiguous partitions"),
-    "pipedream": ("solvers.pipeline.dp:solve_pipedream",
+    "pipedream": (".pipeline.dp:solve_pipedream",
                   "PipeDream's DP (period only; --option replication=true), then checked against the memory"),
-    "balance-time": ("solvers.pipeline.baselines:solve_balance_time",
+    "balance-time": (".pipeline.baselines:solve_balance_time",
                      "torchgpipe balance_by_time: P stages of balanced time, memory ignored"),
-    "cpsat": ("solvers.pipeline.exact:solve_cpsat", "exact CP-SAT model of contiguous memory-limited partitioning"),
+    "cpsat": (".pipeline.exact:solve_cpsat", "exact CP-SAT model of contiguous memory-limited partitioning"),
 }
 
 
