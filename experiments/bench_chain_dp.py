@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from memsched.solvers.chain import reference_peak, simulate
 from memsched.solvers.chain import rotor as rotor_mod
 from memsched.solvers.chain.generate import random_chain

@@ -2,8 +2,8 @@
 
     python experiments/bench_executor.py [--size small|tiny] [--threads 1] [--out results/executor_accuracy.csv]
 
-A small ResNet-18 and a small GPT-2 are profiled (`models.profiler`), solved with store-all,
-periodic and rotor at 90/70/50% of the store-all peak, and executed (`models.executor`).
+A small ResNet-18 and a small GPT-2 are profiled (`models.chain.profiler`), solved with store-all,
+periodic and rotor at 90/70/50% of the store-all peak, and executed (`models.chain.executor`).
 Memory is the live-tensor tracker's peak (bytes), time the median time of the step (ms)
 against the simulator's makespan (the sum of the profiled op times). With one thread the
 clock is the thread's CPU time (other processes sharing the cores do not inflate it); `--clock
@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 import torch
-
 from memsched.models.gpu_check import MODEL_SIZES, evaluate_model
 
 COLUMNS = ("model", "chain", "stages", "solver", "budget_fraction", "budget", "status", "predicted_peak",

@@ -25,11 +25,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
-
 from memsched.solvers import __version__, registry
 from memsched.solvers.chain import Chain, reference_peak
 from memsched.solvers.offload import OffloadInstance
+from tqdm import tqdm
 
 RESULTS = Path(__file__).resolve().parent.parent / "results" / "offload"
 ZOO = {  # small sizes so that profiling takes seconds on 2 cores
@@ -42,7 +41,7 @@ STRATEGIES = {"remat only": ["remat-only"], "offload only": ["vdnn", "offload-pr
 
 
 def profiled_chains(quick: bool) -> list[Chain]:
-    from memsched.models.profiler import profile_model
+    from memsched.models.chain.profiler import profile_model
 
     chains = []
     for name, sizes in ZOO.items():

@@ -248,9 +248,9 @@ def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str,
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=_legend(fig, axes, handles))
     profiled = [_profile_text(str(v)) for v in dict.fromkeys(rows_all["source"].dropna())
-                if str(v).startswith(("memsched.models.profiler", "models.profiler"))]
+                if str(v).startswith(("memsched.models.chain.profiler", "models.chain.profiler"))]
     if profiled:
-        note += "\nchains profiled by models.profiler (times in ms, sizes in bytes): " + "; ".join(profiled)[:300]
+        note += "\nchains profiled by models.chain.profiler (times in ms, sizes in bytes): " + "; ".join(profiled)[:300]
     labels = rows_all["solver_label"].fillna(rows_all["solver"])
     unsupported = sorted({lab for lab in labels
                           if rows_all.loc[labels == lab, "status"].isin(["unsupported", "error"]).all()})

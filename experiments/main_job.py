@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import pandas as pd
-
 from memsched.experiments.figures import budget_percent, render
 from memsched.experiments.sweep import CONFIGS, load_config, run_sweep
 

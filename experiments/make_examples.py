@@ -1,4 +1,4 @@
-"""Regenerate the example chain files shipped in solvers/data/examples (python -m memsched.experiments.make_examples)."""
+"""Regenerate the example chain files in solvers/data/examples (python -m memsched.experiments.make_examples)."""
 
 from __future__ import annotations
 

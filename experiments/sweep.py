@@ -23,7 +23,7 @@ A sweep file (TOML, or YAML by extension) states the grid::
     L = 20
     seed = 0
     [[instances]]
-    model = "resnet18"               # a zoo network, profiled by models.profiler (needs torch)
+    model = "resnet18"               # a zoo network, profiled by models.chain.profiler (needs torch)
     batch = 2
     image_size = 64
     budgets = ["50%"]                # any instance may override the sweep's budgets
@@ -488,9 +488,9 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig) -> LoadedInstanc
     else:
         sizes = {k: v for k, v in spec.params.items() if k not in ("model", "repeats", "warmup")}
         try:
-            from memsched.models.profiler import profile_model
+            from memsched.models.chain.profiler import profile_model
         except ImportError as err:
-            raise InputError(f"profiling zoo networks needs PyTorch and models.profiler ({err})", path=p,
+            raise InputError(f"profiling zoo networks needs PyTorch and models.chain.profiler ({err})", path=p,
                              field=f"{where}.model") from None
         try:
             instance, built = profile_model(spec.params["model"], repeats=spec.params.get("repeats", 3),
@@ -501,7 +501,7 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig) -> LoadedInstanc
             raise InputError(f"cannot profile this network: {type(err).__name__}: {err}", path=p,
                              field=where) from None
         problem = "chain"
-        source = f"memsched.models.profiler.profile_model({json.dumps(spec.params, sort_keys=True)})"
+        source = f"memsched.models.chain.profiler.profile_model({json.dumps(spec.params, sort_keys=True)})"
         label = spec.label or built.label
         model = {"name": spec.params["model"], "sizes": sizes}
     module = registry.problem_module(problem)
@@ -687,8 +687,8 @@ def run_task(task: Task) -> dict[str, Any]:
 
 
 def _execute(li: LoadedInstance, schedule: Any) -> dict[str, Any]:
-    """Run `schedule` for real on the zoo network of `li` (models.executor)."""
-    from memsched.models.executor import execute
+    """Run `schedule` for real on the zoo network of `li` (models.chain.executor)."""
+    from memsched.models.chain.executor import execute
     from memsched.models.zoo import build_model
 
     assert li.model is not None

@@ -6,10 +6,10 @@ Public API:
   -> `ZooModel` (unpacks as ``blocks, example_input, loss_fn, target``); names resnet18 ..
   resnet152, densenet121, inception_v3, vgg16, gpt2, unet. Any ``nn.Sequential`` or list of
   modules is a chain too.
-- `models.profiler`: ``profile_chain(blocks, loss_fn, x, target) -> solvers.chain.Chain``
+- `models.chain.profiler`: ``profile_chain(blocks, loss_fn, x, target) -> solvers.chain.Chain``
   (times in ms, sizes in bytes; ``Chain.save`` writes memsched.chain/1) and
   ``profile_model(name, **sizes)``.
-- `models.executor`: ``ChainExecutor(blocks, loss_fn).step(schedule, x, target, chain=...)``
+- `models.chain.executor`: ``ChainExecutor(blocks, loss_fn).step(schedule, x, target, chain=...)``
   -> `StepResult` (gradients, loss, measured peak bytes and time vs the simulator's
   prediction); ``reference_step`` / ``compare_gradients`` / ``execute`` for gradient checks.
 - `models.memory`: ``LiveTensorTracker``, the CPU measurement of live tensor bytes.

@@ -22,13 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
+from memsched.models.chain.executor import ChainExecutor, compare_gradients, reference_step
+from memsched.models.chain.profiler import profile_chain
+from memsched.models.zoo import build_model, resolve_device
 from memsched.solvers import registry
 from memsched.solvers.chain import reference_peak
-
-from .executor import ChainExecutor, compare_gradients, reference_step
-from .profiler import profile_chain
-from .zoo import build_model, resolve_device
 
 __all__ = ["MODEL_SIZES", "evaluate_model", "main", "tolerances"]
 

@@ -12,7 +12,7 @@ Sizes are parameters so that tests build tiny versions:
 returns a `ZooModel` that unpacks as ``blocks, example_input, loss_fn, target``.
 ``width`` is the base channel count (64 in the papers' ResNet, VGG, U-Net; it scales DenseNet's
 growth rate and Inception's channels by width/64) or GPT-2's model dimension (768).
-Any ``nn.Sequential`` or list of blocks also works as a chain (`models.executor.as_blocks`).
+Any ``nn.Sequential`` or list of blocks also works as a chain (`models.chain.executor.as_blocks`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from memsched.solvers.errors import InputError
+from torch import nn
 
 __all__ = ["MODELS", "ZooModel", "build_model", "model_names", "resolve_device", "count_parameters",
            "classification_loss", "lm_loss", "segmentation_loss"]

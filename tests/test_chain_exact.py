@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from memsched.solvers.chain import Chain, reference_peak, simulate
 from memsched.solvers.chain.baselines import periodic_schedule, store_all_schedule
 from memsched.solvers.chain.exact_model import PhaseModel

@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from memsched.solvers.chain import Chain
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.errors import InputError

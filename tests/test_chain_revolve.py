@@ -8,7 +8,6 @@ from functools import cache
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memsched.solvers.chain import Chain, simulate
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.chain.revolve import (

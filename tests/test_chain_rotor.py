@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memsched.solvers.chain import Chain, reference_peak, simulate
 from memsched.solvers.chain import rotor as rotor_mod
 from memsched.solvers.chain.generate import random_chain

@@ -7,7 +7,6 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memsched.solvers.chain import Chain, simulate
 from memsched.solvers.chain.baselines import (
     periodic_schedule,

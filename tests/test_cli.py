@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from memsched.solvers.chain import Chain
 
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from memsched.experiments.figures import FIGURES, load_results, make_figures, render
 from memsched.experiments.sweep import run_sweep, write_table
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from memsched.solvers import registry
 from memsched.solvers.graph import SOLVERS, generate, reference_peak, simulate
 from memsched.solvers.graph.baselines import articulation_points, dtr_sequence, griewank_sequence, memory_order

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
-
 from memsched.solvers.errors import InputError
 from memsched.solvers.graph import Graph, generate, load, reference_peak, simulate
 

@@ -7,7 +7,6 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memsched.solvers.chain import simulate as chain_simulate
 from memsched.solvers.chain.baselines import recompute_all_schedule, store_all_schedule
 from memsched.solvers.chain.generate import random_chain

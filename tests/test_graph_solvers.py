@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from memsched.solvers import registry
 from memsched.solvers.chain.baselines import periodic_schedule, recompute_all_schedule
 from memsched.solvers.chain.generate import random_chain

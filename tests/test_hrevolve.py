@@ -11,7 +11,6 @@ from functools import cache
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memsched.solvers.chain.revolve import revolve_forwards
 from memsched.solvers.offload.hrevolve import (
     BWD,

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memsched.solvers import registry
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.chain.rotor import solve_rotor

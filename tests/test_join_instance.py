@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from memsched.solvers.errors import InputError
 from memsched.solvers.formats import detect_problem, load_instance
 from memsched.solvers.join import Join, load, reference_peak

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from memsched.solvers.errors import InputError
 from memsched.solvers.join import load, replay, schedule_from_json, simulate, store_all_schedule
 from memsched.solvers.join.simulator import JoinSchedule, JOp

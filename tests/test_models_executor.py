@@ -15,8 +15,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from memsched.models.executor import ChainExecutor, compare_gradients, execute, reference_step  # noqa: E402
-from memsched.models.profiler import profile_chain  # noqa: E402
+from memsched.models.chain.executor import ChainExecutor, compare_gradients, execute, reference_step  # noqa: E402
+from memsched.models.chain.profiler import profile_chain  # noqa: E402
 from memsched.models.zoo import build_model  # noqa: E402
 from memsched.solvers.chain import simulate  # noqa: E402
 from memsched.solvers.chain.baselines import periodic_schedule, recompute_all_schedule, store_all_schedule  # noqa: E402

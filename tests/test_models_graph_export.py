@@ -1,4 +1,4 @@
-"""Training graphs of real networks (models.graph_export): DAGs with forward and backward nodes
+"""Training graphs of real networks (models.graph.export): DAGs with forward and backward nodes
 that load from their JSON, replay store-all and are solvable by the graph solvers."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from memsched.models.graph_export import export_training_graph  # noqa: E402
+from memsched.models.graph.export import export_training_graph  # noqa: E402
 from memsched.models.zoo import build_model  # noqa: E402
 from memsched.solvers import registry  # noqa: E402
 from memsched.solvers.errors import InputError  # noqa: E402
@@ -63,7 +63,7 @@ def test_graph_is_a_training_dag(exported, tmp_path):
     h = load(str(path))
     assert h.n == g.n and h.edges == g.edges and h.names == g.names and h.backward == g.backward
     assert reference_peak(h) == reference_peak(g)
-    assert json.loads(path.read_text())["graph"]["meta"]["source"].startswith("memsched.models.graph_export")
+    assert json.loads(path.read_text())["graph"]["meta"]["source"].startswith("memsched.models.graph.export")
 
 
 def test_checkpoint_all_replays(exported):

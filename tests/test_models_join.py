@@ -18,16 +18,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from memsched.models.executor import compare_gradients  # noqa: E402
-from memsched.models.join_executor import (  # noqa: E402
+from memsched.models.chain.executor import compare_gradients  # noqa: E402
+from memsched.models.join.executor import (  # noqa: E402
     JoinExecutor,
     compare_input_gradients,
     execute_join,
     reference_join_step,
     run_join,
 )
-from memsched.models.join_profiler import profile_join  # noqa: E402
-from memsched.models.join_zoo import build_join_model, join_model_names  # noqa: E402
+from memsched.models.join.profiler import profile_join  # noqa: E402
+from memsched.models.join.zoo import build_join_model, join_model_names  # noqa: E402
 from memsched.solvers import registry  # noqa: E402
 from memsched.solvers.errors import InputError  # noqa: E402
 from memsched.solvers.join import FORMAT, Join, JoinSchedule, JOp, reference_peak, simulate, store_all_schedule  # noqa: E402

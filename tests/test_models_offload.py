@@ -16,10 +16,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from memsched.models.executor import compare_gradients, reference_step  # noqa: E402
+from memsched.models.chain.executor import compare_gradients, reference_step  # noqa: E402
+from memsched.models.chain.profiler import profile_chain  # noqa: E402
 from memsched.models.gpu_check import tolerances  # noqa: E402
-from memsched.models.offload_executor import OffloadExecutor, execute_offload, run_offload, sequential_replay  # noqa: E402
-from memsched.models.profiler import profile_chain  # noqa: E402
+from memsched.models.offload.executor import OffloadExecutor, execute_offload, run_offload, sequential_replay  # noqa: E402
 from memsched.models.zoo import build_model  # noqa: E402
 from memsched.solvers import registry  # noqa: E402
 from memsched.solvers.chain import reference_peak  # noqa: E402

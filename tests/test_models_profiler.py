@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from memsched.models.profiler import profile_chain, profile_model  # noqa: E402
+from memsched.models.chain.profiler import profile_chain, profile_model  # noqa: E402
 from memsched.solvers.chain import Chain, reference_peak  # noqa: E402
 
 torch.set_num_threads(1)

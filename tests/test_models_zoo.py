@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from memsched.models.executor import as_blocks  # noqa: E402
+from memsched.models.chain.executor import as_blocks  # noqa: E402
 from memsched.models.zoo import MODELS, build_model, count_parameters, resolve_device  # noqa: E402
 from memsched.solvers.errors import InputError  # noqa: E402
 

@@ -8,7 +8,6 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memsched.solvers import registry
 from memsched.solvers.chain import Chain, simulate
 from memsched.solvers.chain.baselines import periodic_schedule, recompute_all_schedule, store_all_schedule

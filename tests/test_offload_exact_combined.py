@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memsched.solvers.chain import Chain
 from memsched.solvers.chain import reference_peak as store_all_peak
 from memsched.solvers.chain.schedule import Op
@@ -88,7 +87,8 @@ def test_through_the_registry(monkeypatch):
     from memsched.solvers import registry
     from memsched.solvers.offload import SOLVERS
 
-    monkeypatch.setitem(SOLVERS, "exact-combined", ("memsched.solvers.offload.exact_combined:solve_exact_combined", "test"))
+    monkeypatch.setitem(SOLVERS, "exact-combined",
+                        ("memsched.solvers.offload.exact_combined:solve_exact_combined", "test"))
     inst = _instance(3, [2, 3, 1, 4, 1], [0, 2, 1, 3, 0], [1, 2, 1, 1, 1], [2, 2, 3, 1, 1],
                      [0] * 5, [0] * 5, 0.5)
     budget = int(store_all_peak(inst.chain) * 0.8)

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memsched.solvers import registry
 from memsched.solvers.chain import Chain
 from memsched.solvers.chain import reference_peak as store_all_peak

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from memsched.solvers.errors import InputError
 from memsched.solvers.pipeline import from_graph_txt, load
 from memsched.solvers.pipeline.profiles import random_pipeline, vgg16

@@ -12,7 +12,7 @@ pytest.importorskip("torch.distributed.pipelining")
 @pytest.mark.slow
 @pytest.mark.parametrize("schedule", ["1f1b"])
 def test_two_stage_pipeline_on_gloo(schedule):
-    from memsched.models.pipeline_runner import compare, make_mlp, profile_sequential, run_partition
+    from memsched.models.pipeline.runner import compare, make_mlp, profile_sequential, run_partition
     from memsched.solvers import registry
 
     layers, width, batch, m = 4, 32, 16, 4

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memsched.solvers import registry
 from memsched.solvers.pipeline import Partition, evaluate, simulate_batch
 from memsched.solvers.pipeline.baselines import balance_by_time

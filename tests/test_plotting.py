@@ -15,7 +15,6 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-
 from memsched.experiments.plotting import (  # noqa: E402
     Timeline,
     plot_comparison,

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from memsched.experiments.sweep import (
     ROW_COLUMNS,
     compare_tables,

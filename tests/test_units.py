@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from memsched.solvers.errors import InputError
 from memsched.solvers.units import format_bytes, parse_bandwidth, parse_budget, parse_size
 

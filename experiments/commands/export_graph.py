@@ -31,7 +31,7 @@ def register(subparsers: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     _import_models()
-    from memsched.models.graph_export import export_training_graph
+    from memsched.models.graph.export import export_training_graph
 
     graph = export_training_graph(args.model, cost=args.cost, granularity=args.granularity, deps=args.deps,
                                   ram=args.ram, repeats=args.repeats, out=args.output, **model_sizes(args))

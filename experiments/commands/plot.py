@@ -39,7 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from memsched.experiments.plotting import check_suffix, plot_comparison, plot_schedule, save_figure, schedule_from_json
+    from memsched.experiments.plotting import (
+        check_suffix,
+        plot_comparison,
+        plot_schedule,
+        save_figure,
+        schedule_from_json,
+    )
     from memsched.experiments.plotting.timeline import timeline_for
 
     check_suffix(args.output)

@@ -1,7 +1,7 @@
 """`memsched profile MODEL [options] -o FILE`: profile a zoo network into a chain file.
 
 The chain file (format memsched.chain/1) holds per-block forward/backward times (ms), sizes of
-activations and tapes, and transient overheads (bytes), measured by `models.profiler`.
+activations and tapes, and transient overheads (bytes), measured by `models.chain.profiler`.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def register(subparsers: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     _import_models()
-    from memsched.models.profiler import profile_model
+    from memsched.models.chain.profiler import profile_model
     from memsched.solvers.chain import reference_peak
     from memsched.solvers.units import format_bytes
 

@@ -51,9 +51,9 @@ def _chain_file(path: str) -> Any:
 
 def main(args: argparse.Namespace) -> int:
     _import_models()
-    from memsched.models.executor import ChainExecutor, compare_gradients, measured_vs_predicted, reference_step
-    from memsched.models.join_zoo import JOIN_MODELS
-    from memsched.models.profiler import profile_chain
+    from memsched.models.chain.executor import ChainExecutor, compare_gradients, measured_vs_predicted, reference_step
+    from memsched.models.chain.profiler import profile_chain
+    from memsched.models.join.zoo import JOIN_MODELS
     from memsched.models.zoo import build_model
     from memsched.solvers import registry
     from memsched.solvers.chain import reference_peak
@@ -137,7 +137,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _run_join(args: argparse.Namespace) -> int:
     """Join networks (siamese, triplet, clip): the join DP and its heuristics, run for real."""
-    from memsched.models.join_executor import run_join
+    from memsched.models.join.executor import run_join
 
     if args.slots < 0:
         raise InputError(f"must be >= 0, got {args.slots}", field="--slots")
@@ -161,7 +161,7 @@ def _run_join(args: argparse.Namespace) -> int:
 
 def _run_offload(args: argparse.Namespace) -> int:
     """A chain network with a host link: an offloading schedule, executed with real transfers."""
-    from memsched.models.offload_executor import describe_offload, run_offload
+    from memsched.models.offload.executor import describe_offload, run_offload
 
     if args.slots < 0:
         raise InputError(f"must be >= 0, got {args.slots}", field="--slots")

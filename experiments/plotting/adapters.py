@@ -12,7 +12,6 @@ import importlib
 from typing import Any
 
 import numpy as np
-
 from memsched.solvers.errors import InputError
 
 from .timeline import (

@@ -21,7 +21,6 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
-
 from memsched.solvers.errors import InputError
 
 from .timeline import Timeline, timeline_for

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 

@@ -43,12 +43,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch import nn
-
+from memsched.models.chain.executor import as_blocks, parameters_of
+from memsched.models.memory import LiveTensorTracker, cpu_clock, storage_key, unique_bytes
 from memsched.solvers.chain import Chain
-
-from .executor import as_blocks, parameters_of
-from .memory import LiveTensorTracker, cpu_clock, storage_key, unique_bytes
+from torch import nn
 
 __all__ = ["profile_chain", "profile_model", "BlockProfile"]
 
@@ -350,7 +348,7 @@ def profile_chain(
         p.grad = None
     dtype = next((p.dtype for p in params.values()), example_input.dtype)
     info = {
-        **profile_meta("memsched models.profiler", device, dtype, repeats, warmup),
+        **profile_meta("memsched models.chain.profiler", device, dtype, repeats, warmup),
         "clock": "cuda events" if device.type == "cuda" else clock,
         "timing": timing,
         "memory_method": "torch.cuda.max_memory_allocated" if device.type == "cuda" else "LiveTensorTracker",
@@ -373,7 +371,7 @@ def profile_model(name: str, *, repeats: int = 5, warmup: int = 2, out: str | No
                   timing: str | None = None, **sizes: Any) -> tuple[Chain, Any]:
     """Build zoo model `name` (sizes as `models.zoo.build_model`), profile it, optionally save
     the chain file to `out`; returns (chain, the built `ZooModel`)."""
-    from .zoo import build_model
+    from memsched.models.zoo import build_model
 
     model = build_model(name, **sizes)
     meta = {"model": name, **{k: v for k, v in model.config.items()}}

@@ -64,14 +64,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from memsched.models.memory import storage_key
+from memsched.solvers.errors import InputError
+from memsched.solvers.graph import Graph
 from torch import fx, nn
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from torch.utils.flop_counter import FlopCounterMode
-
-from memsched.solvers.errors import InputError
-from memsched.solvers.graph import Graph
-
-from .memory import storage_key
 
 __all__ = ["export_training_graph", "COSTS", "GRANULARITIES", "DEPS", "RAMS"]
 
@@ -281,8 +279,8 @@ def export_training_graph(
     cost_ram is in bytes. BatchNorm running statistics are updated by the runs. Raises
     `InputError` for an unknown option or model.
     """
-    from .executor import as_blocks, parameters_of
-    from .zoo import ZooModel, build_model
+    from memsched.models.chain.executor import as_blocks, parameters_of
+    from memsched.models.zoo import ZooModel, build_model
 
     for label, value, allowed in (("cost", cost, COSTS), ("granularity", granularity, GRANULARITIES),
                                   ("deps", deps, DEPS), ("ram", ram, RAMS)):
@@ -326,7 +324,7 @@ def export_training_graph(
         raise ValueError("the network output is not computed by any node")
     loss_cost, loss_bytes = _loss_costs(rec, loss_fn, a, target)
     graph_meta = {
-        "source": "memsched.models.graph_export.export_training_graph",
+        "source": "memsched.models.graph.export.export_training_graph",
         "units": {"time": "MFLOP" if cost == "flops" else "ms", "memory": "bytes"},
         "cost": cost,
         "granularity": granularity,

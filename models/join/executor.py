@@ -3,7 +3,7 @@
 Branch b is a chain of blocks (block i maps a_i^b to a_{i+1}^b, input a_0^b); the loss
 ``loss_fn([a_{L_0}^0, ..., a_{L_{k-1}}^{k-1}], target)`` joins them (docs/join_format.md).
 Each branch keeps its own stores of activations, tapes and gradients keyed by stage, and its
-forward and backward operations are those of `models.executor.ChainExecutor` (the same code,
+forward and backward operations are those of `models.chain.executor.ChainExecutor` (the same code,
 ``ChainExecutor._apply`` on the branch's state):
 
 ==========  ================================================================================
@@ -47,13 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch import nn
-
-from memsched.solvers.chain.schedule import Op
-from memsched.solvers.join import Join, JoinSchedule, JOp, simulate
-from memsched.solvers.join.simulator import LOSS
-
-from .executor import (
+from memsched.models.chain.executor import (
     ChainExecutor,
     OpTrace,
     StepMeter,
@@ -64,7 +58,11 @@ from .executor import (
     measure_runs,
     measured_vs_predicted,
 )
-from .join_zoo import JoinLossFn
+from memsched.models.join.zoo import JoinLossFn
+from memsched.solvers.chain.schedule import Op
+from memsched.solvers.join import Join, JoinSchedule, JOp, simulate
+from memsched.solvers.join.simulator import LOSS
+from torch import nn
 
 __all__ = ["JoinExecutor", "JoinStepResult", "reference_join_step", "join_parameters", "execute_join",
            "stage_seed", "run_join", "compare_input_gradients"]
@@ -76,7 +74,7 @@ def stage_seed(seed: int, branch: int, stage: int) -> int:
 
 
 class _StageRng:
-    """The ``forward(i)`` context of `models.executor._State`'s ``rng``, seeding each forward
+    """The ``forward(i)`` context of `models.chain.executor._State`'s ``rng``, seeding each forward
     of stage i of this branch with `stage_seed` (see the module docstring)."""
 
     def __init__(self, device: torch.device, seed: int, branch: int) -> None:
@@ -112,7 +110,7 @@ def join_parameters(branches: Sequence[Sequence[nn.Module]]) -> dict[str, nn.Par
 
 @dataclass
 class JoinStepResult(StepResult):
-    """One executed join training step (fields of `models.executor.StepResult`; ``input_grad``
+    """One executed join training step (fields of `models.chain.executor.StepResult`; ``input_grad``
     is None and ``input_grads[b]`` is delta_0^b, None for integer inputs). ``predicted_peak`` /
     ``predicted_makespan`` are the join simulator's for the join given."""
 
@@ -166,7 +164,7 @@ class JoinExecutor:
         With `join`, the schedule is first replayed by the join simulator (an invalid one raises
         `solvers.errors.InputError`, a ValueError) and its predicted peak and makespan are
         returned, with per-op predictions in the trace. Other options as
-        `models.executor.ChainExecutor.step`: memory and time are measured in separate runs on
+        `models.chain.executor.ChainExecutor.step`: memory and time are measured in separate runs on
         CPU; `time_repeats` timed runs, median in ms; `seed` seeds the per-stage RNG streams
         (see the module docstring; None draws one from torch's generator).
         """
@@ -328,7 +326,7 @@ def run_join(
     profile_file: str | None = None,
     **sizes: Any,
 ) -> dict[str, Any]:
-    """Profile join model `model_name` (`models.join_zoo`), solve at `budget` with join solver
+    """Profile join model `model_name` (`models.join.zoo`), solve at `budget` with join solver
     `solver`, execute the schedule and the store-all schedule for real: the `memsched run --json`
     object.
 
@@ -342,13 +340,12 @@ def run_join(
     fits: message, min_budget, and predicted / measured / grad_check None.
     Raises `solvers.errors.InputError` for bad names, sizes, budgets or files.
     """
+    from memsched.models.join.profiler import profile_join
+    from memsched.models.join.zoo import build_join_model
     from memsched.solvers import registry
     from memsched.solvers.errors import InputError
     from memsched.solvers.join import reference_peak, store_all_schedule
     from memsched.solvers.units import parse_budget
-
-    from .join_profiler import profile_join
-    from .join_zoo import build_join_model
 
     if slots < 0:
         raise InputError(f"must be >= 0, got {slots}", field="--slots")

@@ -44,12 +44,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch import nn
-
+from memsched.models.memory import LiveTensorTracker, cpu_clock
 from memsched.solvers.chain import Chain, Schedule, simulate
 from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
-
-from .memory import LiveTensorTracker, cpu_clock
+from torch import nn
 
 __all__ = ["ChainExecutor", "StepResult", "OpTrace", "reference_step", "compare_gradients", "execute",
            "as_blocks", "parameters_of"]

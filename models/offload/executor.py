@@ -1,7 +1,7 @@
 """Execute an offloading schedule (`solvers.offload.OffloadSchedule`) for real: one training step
 whose values move between device memory and host memory as the schedule says.
 
-The compute operations follow `models.executor` (F_all, F_ck, F_n, Loss, B; same RNG handling,
+The compute operations follow `models.chain.executor` (F_all, F_ck, F_n, Loss, B; same RNG handling,
 so recomputed dropout masks are identical and gradients match plain autograd); the transfers
 follow the rules of `solvers.offload.simulator`:
 
@@ -72,14 +72,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
-from torch import nn
-
-from memsched.solvers.chain import Chain
-from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
-from memsched.solvers.offload import OffloadInstance, OffloadSchedule, OffloadSimulation, Transfer, simulate_offload
-from memsched.solvers.offload.schedule import OFF, PRE
-
-from .executor import (
+from memsched.models.chain.executor import (
     ChainExecutor,
     LossFn,
     StepResult,
@@ -90,7 +83,12 @@ from .executor import (
     measured_vs_predicted,
     reference_step,
 )
-from .memory import storage_key
+from memsched.models.memory import storage_key
+from memsched.solvers.chain import Chain
+from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
+from memsched.solvers.offload import OffloadInstance, OffloadSchedule, OffloadSimulation, Transfer, simulate_offload
+from memsched.solvers.offload.schedule import OFF, PRE
+from torch import nn
 
 __all__ = ["OffloadExecutor", "OffloadStepResult", "execute_offload", "run_offload", "describe_offload",
            "sequential_replay", "CPU_MEASUREMENT"]
@@ -127,7 +125,7 @@ def sequential_replay(inst: OffloadInstance, schedule: OffloadSchedule | Sequenc
 
 @dataclass
 class OffloadStepResult(StepResult):
-    """`models.executor.StepResult` plus the offloading prediction's extras: `predicted_host_peak`
+    """`models.chain.executor.StepResult` plus the offloading prediction's extras: `predicted_host_peak`
     (bytes on the host at most, two-stream replay), `sequential_peak` (bytes, `sequential_replay`:
     the prediction a synchronous CPU run is compared with) and the number of `transfers`."""
 
@@ -344,7 +342,7 @@ class OffloadExecutor(ChainExecutor):
     """Runs `OffloadSchedule`s on `blocks` (block i: a_i -> a_{i+1}) followed by `loss_fn`.
 
     `step(schedule, x, target, inst=...)` returns an `OffloadStepResult` (a
-    `models.executor.StepResult`) whose predicted peak (bytes) and makespan (the chain's time
+    `models.chain.executor.StepResult`) whose predicted peak (bytes) and makespan (the chain's time
     unit, ms for profiled chains) are the two-stream simulator's
     (`solvers.offload.simulate_offload`), and whose measured peak (bytes) and time (ms) are
     this executor's; see the module docstring for what they mean on
@@ -572,15 +570,14 @@ def run_offload(
     schedule fits: status, message, min_budget, and None for predicted / measured /
     grad_check (the command's exit code 1). Bad input raises `solvers.errors.InputError`.
     """
+    from memsched.models.chain.profiler import profile_chain
+    from memsched.models.gpu_check import tolerances
+    from memsched.models.zoo import ZooModel, build_model, resolve_device
     from memsched.solvers import registry
     from memsched.solvers.chain import reference_peak
     from memsched.solvers.chain.baselines import store_all_schedule
     from memsched.solvers.errors import InputError
     from memsched.solvers.units import parse_bandwidth, parse_budget
-
-    from .gpu_check import tolerances
-    from .profiler import profile_chain
-    from .zoo import ZooModel, build_model, resolve_device
 
     if isinstance(model, ZooModel):
         built = model
@@ -669,13 +666,13 @@ def describe_offload(out: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m memsched.models.offload_executor MODEL --budget B --bandwidth BW [--solver S]``: one
+    """``python -m memsched.models.offload.executor MODEL --budget B --bandwidth BW [--solver S]``: one
     `run_offload` (a stand-in for ``memsched run --bandwidth`` until it is wired; also the
     quick device check: ``--device cuda``)."""
     import argparse
     import json
 
-    p = argparse.ArgumentParser(prog="python -m memsched.models.offload_executor", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python -m memsched.models.offload.executor", description=main.__doc__)
     p.add_argument("model")
     p.add_argument("--budget", default="100%")
     p.add_argument("--bandwidth", default="12GB/s")

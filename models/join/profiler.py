@@ -1,6 +1,6 @@
 """Profile a join network (k branches of PyTorch blocks and a joint loss) into a `solvers.join.Join`.
 
-Per branch b, `models.profiler.profile_chain` measures every block on the branch's example
+Per branch b, `models.chain.profiler.profile_chain` measures every block on the branch's example
 input (fwd_time u_f, bwd_time u_b, out_size x, tape_size xbar, fwd_overhead o_f,
 bwd_overhead o_b; ms and bytes, see that module). It needs a loss to back-propagate from; a
 branch has none of its own, so a *surrogate* ``(a_L * r).sum()`` with a fixed random r of
@@ -21,15 +21,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from torch import nn
-
+from memsched.models.chain.executor import as_blocks
+from memsched.models.chain.profiler import _median, _Memory, _Timer, profile_chain, profile_meta
+from memsched.models.join.executor import join_parameters
+from memsched.models.join.zoo import JoinLossFn, JoinModel
+from memsched.models.memory import storage_key, unique_bytes
 from memsched.solvers.join import Join
-
-from .executor import as_blocks
-from .join_executor import join_parameters
-from .join_zoo import JoinLossFn, JoinModel
-from .memory import storage_key, unique_bytes
-from .profiler import _median, _Memory, _Timer, profile_chain, profile_meta
+from torch import nn
 
 __all__ = ["profile_join", "profile_join_branches", "profile_join_loss", "profile_join_model", "surrogate_loss"]
 
@@ -111,7 +109,7 @@ def profile_join_branches(
     device = inputs[0].device
     dtype = next((p.dtype for p in params.values()), inputs[0].dtype)
     info: dict[str, Any] = {
-        **profile_meta("memsched models.join_profiler (profile_chain per branch with a surrogate loss; joint loss "
+        **profile_meta("memsched models.join.profiler (profile_chain per branch with a surrogate loss; joint loss "
                        "measured on the branch outputs)", device, dtype, repeats, warmup),
         "memory_method": "torch.cuda.max_memory_allocated" if device.type == "cuda" else "LiveTensorTracker",
         "parameter_bytes": sum(p.numel() * p.element_size() for p in params.values()),
@@ -138,7 +136,7 @@ def _shares_parameters(branches: list[list[nn.Module]]) -> bool:
 
 def profile_join(model: JoinModel, *, repeats: int = 5, warmup: int = 2, name: str | None = None,
                  clock: str = "wall", timing: str | None = None, meta: dict[str, Any] | None = None) -> Join:
-    """Profile a built `models.join_zoo.JoinModel` into a `Join` (memsched.join/1 via ``save``)."""
+    """Profile a built `models.join.zoo.JoinModel` into a `Join` (memsched.join/1 via ``save``)."""
     info = {"model": model.name, **model.config, **(meta or {})}
     return profile_join_branches(model.branches, model.loss_fn, model.inputs, model.target, repeats=repeats,
                                  warmup=warmup, name=name or model.label, branch_names=model.branch_names,
@@ -147,9 +145,9 @@ def profile_join(model: JoinModel, *, repeats: int = 5, warmup: int = 2, name: s
 
 def profile_join_model(name: str, *, repeats: int = 5, warmup: int = 2, out: str | None = None, clock: str = "wall",
                        timing: str | None = None, **sizes: Any) -> tuple[Join, JoinModel]:
-    """Build join model `name` (sizes as `models.join_zoo.build_join_model`), profile it,
+    """Build join model `name` (sizes as `models.join.zoo.build_join_model`), profile it,
     optionally save the join file to `out`; returns (join, the built model)."""
-    from .join_zoo import build_join_model
+    from memsched.models.join.zoo import build_join_model
 
     model = build_join_model(name, **{k: v for k, v in sizes.items() if v is not None})
     join = profile_join(model, repeats=repeats, warmup=warmup, clock=clock, timing=timing)

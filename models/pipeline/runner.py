@@ -15,7 +15,7 @@ the model of `solvers.pipeline` (Problem 4 of DESIGN.md).
   stash term ``n_s * A_s``. On CPU the total per-process memory is not measured (it is
   dominated by the interpreter); on CUDA ``torch.cuda.max_memory_allocated`` is reported too.
 
-Command line: ``python -m memsched.models.pipeline_runner --devices 2 --layers 8 --width 256``.
+Command line: ``python -m memsched.models.pipeline.runner --devices 2 --layers 8 --width 256``.
 """
 
 from __future__ import annotations
@@ -34,10 +34,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from torch import nn
-
 from memsched.solvers import registry
 from memsched.solvers.pipeline import Partition, Pipeline, simulate_batch
+from torch import nn
 
 
 # ---------------------------------------------------------------------------- model and profile
@@ -88,7 +87,7 @@ def _profile(model: nn.Sequential, sample: torch.Tensor, reps: int, name: str) -
         x = out.detach()
     return Pipeline(fwd=fwd, bwd=bwd, act=act, params=params, input_size=_bytes(sample), name=name,
                     layer_names=[f"{k}: {type(m[-1]).__name__}" for k, m in enumerate(model)], time_unit=1e-3,
-                    weight_factor=2.0, meta={"source": "memsched.models.pipeline_runner.profile_sequential"})
+                    weight_factor=2.0, meta={"source": "memsched.models.pipeline.runner.profile_sequential"})
 
 
 class SavedTensorMeter:

@@ -29,11 +29,9 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-
+from memsched.models.zoo import GPTBlock, GPTEmbedding, resnet_blocks
 from memsched.solvers.errors import InputError
-
-from .zoo import GPTBlock, GPTEmbedding, resnet_blocks
+from torch import nn
 
 __all__ = ["JOIN_MODELS", "JoinModel", "JoinLossFn", "build_join_model", "join_model_names", "contrastive_loss",
            "triplet_loss", "clip_loss", "TextPoolHead", "text_encoder_blocks"]

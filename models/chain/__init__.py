@@ -1,0 +1,1 @@
+"""memsched.models.chain: the PyTorch side of the chain problem."""

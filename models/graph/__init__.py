@@ -1,0 +1,1 @@
+"""memsched.models.graph: the PyTorch side of the graph problem."""

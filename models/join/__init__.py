@@ -1,0 +1,1 @@
+"""memsched.models.join: the PyTorch side of the join problem."""

@@ -1,0 +1,1 @@
+"""memsched.models.offload: the PyTorch side of the offload problem."""

@@ -1,0 +1,1 @@
+"""memsched.models.pipeline: the PyTorch side of the pipeline problem."""
