@@ -15,7 +15,8 @@ The file format is networkx's node-link JSON as exported by Checkmate and read b
      "links": [{"source": 0, "target": 1}, ...]}
 
 The loader accepts such files unchanged (``networkx.node_link_graph(..., edges="links")``; a
-file that uses the newer key ``"edges"`` is accepted too) and rejects cycles, missing or
+file that uses the newer key ``"edges"`` is accepted too; so are Moccasin's random-layered files,
+whose keys are named by graph tags, see `_from_moccasin_tags`) and rejects cycles, missing or
 negative costs, dangling links and a bad ``order`` with an `InputError` naming the file and the
 field or node. A size that is not an integer is rounded up (sizes are integers everywhere).
 """
@@ -132,6 +133,7 @@ class Graph:
         """Validate and build; every error names `path` and the field or node."""
         if not isinstance(data, dict):
             raise InputError("expected a JSON object (networkx node-link data)", path=path)
+        data = _from_moccasin_tags(data)
         nodes = data.get("nodes")
         if not isinstance(nodes, list) or not nodes:
             raise InputError("must be a non-empty list of nodes", path=path, field="nodes")
@@ -222,6 +224,40 @@ class Graph:
             M = np.ceil(self.cost_ram / slot - 1e-9).astype(np.int64)
             return M, int(slots), slot
         return self.cost_ram.copy(), int(budget), 1.0
+
+
+def _from_moccasin_tags(data: dict[str, Any]) -> dict[str, Any]:
+    """Moccasin's random-layered ("RL") graphs, rewritten in the Checkmate keys; other data unchanged.
+
+    Those files name their attribute keys in the graph attributes (``node_output_cost_tag``:
+    "out_cost", the output size M_v; ``node_duration_tag``: "duration", the compute cost), keep
+    the node id in ``"name"`` (no ``"id"``) and write links as ``{"0": source, "1": target}``.
+    """
+    attrs = data.get("graph")
+    nodes = data.get("nodes")
+    if not (isinstance(attrs, dict) and "node_output_cost_tag" in attrs and isinstance(nodes, list)):
+        return data
+    ram_tag = attrs.get("node_output_cost_tag", "out_cost")
+    cpu_tag = attrs.get("node_duration_tag", "duration")
+    new_nodes = []
+    for node in nodes:
+        if not isinstance(node, dict):
+            return data
+        node = dict(node)
+        if "id" not in node and "name" in node:
+            node["id"] = node["name"]
+        if "cost_ram" not in node and ram_tag in node:
+            node["cost_ram"] = node.pop(ram_tag)
+        if "cost_cpu" not in node and cpu_tag in node:
+            node["cost_cpu"] = node.pop(cpu_tag)
+        new_nodes.append(node)
+    links = data.get("links", data.get("edges"))
+    if isinstance(links, list):
+        links = [{"source": e["0"], "target": e["1"], **{k: v for k, v in e.items() if k not in ("0", "1")}}
+                 if isinstance(e, dict) and "0" in e and "1" in e and "source" not in e else e for e in links]
+    out = {k: v for k, v in data.items() if k != "edges"}
+    out.update(nodes=new_nodes, links=links)
+    return out
 
 
 def _cost(node: dict[str, Any], key: str, path: str, where: str) -> float:
