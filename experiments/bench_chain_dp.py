@@ -1,4 +1,4 @@
-"""Benchmark of the rotor persistent DP (solvers.chain.rotor): table + schedule time.
+"""Benchmark of the rotor persistent DP (solvers.chain.dp): table + schedule time.
 
     python -m memsched.experiments.bench_chain_dp [--lengths 50 100 200 400] [--slots 100 500]
                                          [--fraction 0.5] [--repeat 3] [--out results/bench_chain_dp.csv]
@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+from memsched.solvers.chain import dp as rotor_mod
 from memsched.solvers.chain import reference_peak, simulate
-from memsched.solvers.chain import rotor as rotor_mod
 from memsched.solvers.chain.generate import random_chain
 
 ROOT = Path(__file__).resolve().parents[1]

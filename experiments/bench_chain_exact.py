@@ -7,7 +7,7 @@ For each chain length L, seeded random chain (`solvers.chain.generate.random_cha
 (a fraction of the way from the smallest budget of the rotor DP, or else the recompute-all peak,
 to the store-all peak),
 runs each solver with `--slots` memory slots and a time limit, and prints a table of
-L, budget, solver, status, makespan, bound, gap, time, and (when `solvers.chain.rotor` is
+L, budget, solver, status, makespan, bound, gap, time, and (when `solvers.chain.dp` is
 importable) the rotor DP's makespan and its gap to the exact answer. Rows go to
 results/bench_chain_exact.csv (one per run, with parameters and versions).
 """
@@ -33,7 +33,7 @@ FIELDS = ("L", "seed", "slots", "budget", "fraction", "solver", "backend", "stat
 
 def rotor_makespan(chain, budget: int, slots: int) -> float | None:
     try:
-        import memsched.solvers.chain.rotor  # noqa: F401
+        import memsched.solvers.chain.dp  # noqa: F401
     except ImportError:
         return None
     res = solve("chain", chain, "rotor", budget, slots=slots)
@@ -44,7 +44,7 @@ def min_budget(chain, store_all_peak: int) -> int:
     """The rotor DP's smallest feasible budget when rotor is importable, else the peak of
     recompute-all (which always fits)."""
     try:
-        from memsched.solvers.chain.rotor import rotor_min_budget
+        from memsched.solvers.chain.dp import rotor_min_budget
     except ImportError:
         return solve("chain", chain, "recompute-all", store_all_peak).min_budget
     return int(rotor_min_budget(chain))

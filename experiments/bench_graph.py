@@ -100,8 +100,8 @@ def run(quick: bool, solvers: tuple[str, ...], threads: int, out: Path, only: tu
 
 def backends(out: Path, threads: int) -> None:
     """Checkmate's MILP on each backend, on instances all of them can finish."""
-    from memsched.solvers.graph.checkmate_milp import solve_checkmate
     from memsched.solvers.graph.linmodel import BACKENDS
+    from memsched.solvers.graph.milp import solve_checkmate
 
     rows = []
     cases = [(generate.linear_graph(20), 0.7), (generate.vgg16(), 0.8), (generate.vgg16(), 0.7),

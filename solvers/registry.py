@@ -105,6 +105,6 @@ def solve(problem: str, instance: Any, solver: str, budget: int, **options: Any)
 
 
 def _resolve(target: str) -> Callable[..., Any]:
-    """``".chain.rotor:solve_rotor"`` (relative to this package) or ``"pkg.module:function"``."""
+    """``".chain.dp:solve_rotor"`` (relative to this package) or ``"pkg.module:function"``."""
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module, __package__), attr)

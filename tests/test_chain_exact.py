@@ -87,7 +87,7 @@ def chains(draw, max_length: int = 5) -> Chain:
 
 def rotor_available() -> bool:
     try:
-        import memsched.solvers.chain.rotor  # noqa: F401
+        import memsched.solvers.chain.dp  # noqa: F401
     except ImportError:
         return False
     return True
@@ -224,7 +224,7 @@ def test_encode_decode_round_trip() -> None:
 @FAST
 @given(chains(), st.floats(0.0, 1.0))
 def test_exact_at_most_rotor(chain: Chain, frac: float) -> None:
-    pytest.importorskip("memsched.solvers.chain.rotor")
+    pytest.importorskip("memsched.solvers.chain.dp")
     budget = budget_for(chain, frac)
     rotor = solve("chain", chain, "rotor", budget, slots=0)
     if rotor.schedule is None:
@@ -236,7 +236,7 @@ def test_exact_at_most_rotor(chain: Chain, frac: float) -> None:
 
 def test_exact_beats_rotor_with_a_non_persistent_schedule() -> None:
     """Found by search: the optimum frees a checkpoint (F_n(1) after B(3)) and recomputes from a_0."""
-    pytest.importorskip("memsched.solvers.chain.rotor")
+    pytest.importorskip("memsched.solvers.chain.dp")
     chain = random_chain(4, 29, size_range=(1, 6), integer_times=True, overhead=0.5)
     rotor = solve("chain", chain, "rotor", 22, slots=0)
     for solver in ("milp", "cpsat"):

@@ -12,15 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memsched.solvers.chain import Chain, reference_peak, simulate
-from memsched.solvers.chain import rotor as rotor_mod
-from memsched.solvers.chain.generate import random_chain
-from memsched.solvers.chain.rotor import (
+from memsched.solvers.chain import dp as rotor_mod
+from memsched.solvers.chain.dp import (
     min_memory_schedule,
     rotor_curve,
     rotor_min_budget,
     rotor_table,
     solve_rotor,
 )
+from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Op, Schedule
 from memsched.solvers.errors import InputError
 from memsched.solvers.registry import solve

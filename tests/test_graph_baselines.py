@@ -6,8 +6,8 @@ import pytest
 from memsched.solvers import registry
 from memsched.solvers.graph import SOLVERS, generate, reference_peak, simulate
 from memsched.solvers.graph.baselines import articulation_points, dtr_sequence, griewank_sequence, memory_order
-from memsched.solvers.graph.checkmate_milp import solve_checkmate
 from memsched.solvers.graph.lp_bounds import lp_bound
+from memsched.solvers.graph.milp import solve_checkmate
 from memsched.solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL
 
 BASELINES = ["checkpoint-all", "dtr", "sqrt", "greedy", "griewank", "checkmate-approx"]

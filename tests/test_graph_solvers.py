@@ -11,8 +11,8 @@ from memsched.solvers.chain.baselines import periodic_schedule, recompute_all_sc
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.graph import generate, reference_peak, simulate
 from memsched.solvers.graph.brute import brute_force, brute_force_checkmate
-from memsched.solvers.graph.checkmate_milp import _necessary_budget, solve_checkmate
 from memsched.solvers.graph.cpsat import solve_cpsat
+from memsched.solvers.graph.milp import _necessary_budget, solve_checkmate
 from memsched.solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL
 
 

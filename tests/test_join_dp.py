@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memsched.solvers import registry
+from memsched.solvers.chain.dp import solve_rotor
 from memsched.solvers.chain.generate import random_chain
-from memsched.solvers.chain.rotor import solve_rotor
 from memsched.solvers.join import load, reference_peak, simulate
+from memsched.solvers.join.astar import enumerate_class, spines
 from memsched.solvers.join.dp import effective_slots, solve_join_dp
-from memsched.solvers.join.exact import enumerate_class, spines
 from memsched.solvers.join.generate import homogeneous_join, random_join
 from memsched.solvers.join.instance import Join, branch_with_loss
 from memsched.solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL

@@ -150,7 +150,7 @@ def test_dropout_is_recomputed_identically():
 
 
 def test_rotor_schedules_match_autograd():
-    rotor = pytest.importorskip("memsched.solvers.chain.rotor")
+    rotor = pytest.importorskip("memsched.solvers.chain.dp")
     for name in ("resnet18", "gpt2"):
         model = _model(name)
         chain = _chain(name, model)

@@ -16,8 +16,8 @@ from memsched.solvers.offload import OffloadInstance, simulate_offload
 from memsched.solvers.offload.baselines import solve_remat_only
 from memsched.solvers.offload.combined import solve_rotor_offload
 from memsched.solvers.offload.cpsat import solve_cpsat
+from memsched.solvers.offload.dp import solve_pofo
 from memsched.solvers.offload.exact_combined import phase_sequences, solve_exact_combined
-from memsched.solvers.offload.pofo import solve_pofo
 
 #: The solvers whose schedules lie in exact-combined's class (their compute sequences have the
 #: phase form, checked below, and each idle gap of a value carries at most one Off/Pre pair).

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from memsched.solvers import registry
 from memsched.solvers.chain import Chain
 from memsched.solvers.chain import reference_peak as store_all_peak
+from memsched.solvers.chain.dp import rotor_min_budget, solve_rotor
 from memsched.solvers.chain.generate import random_chain
-from memsched.solvers.chain.rotor import rotor_min_budget, solve_rotor
 from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B
 from memsched.solvers.offload import SOLVERS as OFFLOAD_SOLVERS
 from memsched.solvers.offload import OffloadInstance, simulate_offload
-from memsched.solvers.offload.pofo import solve_pofo
+from memsched.solvers.offload.dp import solve_pofo
 from memsched.solvers.offload.schedule import Transfer
 
 
@@ -166,7 +166,7 @@ def test_tape_container_offloaded_when_it_pays():
 
 
 def test_through_the_registry(monkeypatch):
-    monkeypatch.setitem(OFFLOAD_SOLVERS, "pofo", ("memsched.solvers.offload.pofo:solve_pofo", "rotor DP + offloading"))
+    monkeypatch.setitem(OFFLOAD_SOLVERS, "pofo", ("memsched.solvers.offload.dp:solve_pofo", "rotor DP + offloading"))
     inst = OffloadInstance(_big_input_chain(), 1e18)
     res = registry.solve("offload", inst, "pofo", 153, slots=0)
     assert res.status == "feasible" and res.peak_memory <= 153

@@ -21,7 +21,7 @@ SOLVERS: dict[str, tuple[str, str]] = {
     "sqrt": (".chain.baselines:solve_chen", "Chen et al.: about sqrt(L) segments"),
     "revolve": (".chain.revolve:solve_revolve",
                 "Griewank & Walther binomial checkpointing (homogeneous chains)"),
-    "rotor": (".chain.rotor:solve_rotor",
+    "rotor": (".chain.dp:solve_rotor",
               "persistent dynamic program of Beaumont et al. (optimal among persistent schedules)"),
     "milp": (".chain.milp:solve_milp", "exact MILP, not restricted to persistent schedules"),
     "cpsat": (".chain.cpsat:solve_cpsat", "exact CP-SAT model, not restricted to persistent schedules"),

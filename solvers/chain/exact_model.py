@@ -50,11 +50,13 @@ memory equals that after the previous op, already bounded.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..discretize import effective_slots
+from ..exact.linear import LinearModel
+from ..exact.options import Deadline, ExactOptions
 from ..result import SolveResult
 from .instance import Chain
 from .schedule import F_ALL, F_CK, F_N, LOSS, B, Bwd, Loss, Op, Schedule
@@ -122,11 +124,27 @@ class PhaseModel:
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def build(cls, chain: Chain, budget: int, *, dominance: bool = True) -> PhaseModel:
-        """`dominance` adds rows that remove dominated schedules (same optimum, less symmetry)."""
+    def build(cls, chain: Chain, budget: int, *, dominance: bool = True, deadline: Deadline | None = None
+              ) -> PhaseModel:
+        """`dominance` adds rows that remove dominated schedules (same optimum, less symmetry).
+        `deadline`: checked once per phase (raises `DeadlineExceeded` when spent)."""
         m = cls(chain, int(budget), dominance=dominance)
-        m._build()
+        m._build(deadline)
         return m
+
+    def to_linear(self) -> LinearModel:
+        """The same model as a backend-neutral `LinearModel` (binary variables, same indices)."""
+        lm = LinearModel()
+        for k in self.keys:
+            lm.var(0, 1, True, f"{k[0]}_{k[1]}_{k[2]}")
+        inf = float("inf")
+        for row in self.rows:
+            idx = list(row.expr.terms)
+            lm.add(idx, [row.expr.terms[i] for i in idx], -inf if row.lo is None else row.lo,
+                   inf if row.hi is None else row.hi)
+        lm.objective = {v: c for v, c in self.objective.terms.items() if c}
+        lm.offset = self.objective.const
+        return lm
 
     @property
     def L(self) -> int:
@@ -203,7 +221,7 @@ class PhaseModel:
             return 1
         return self.sa(k - 1, i)
 
-    def _build(self) -> None:
+    def _build(self, deadline: Deadline | None = None) -> None:
         ch, L, M = self.chain, self.L, self.budget
         x, xbar = [int(v) for v in ch.x], [int(v) for v in ch.xbar]
         o_f, o_b = [int(v) for v in ch.o_f], [int(v) for v in ch.o_b]
@@ -226,6 +244,8 @@ class PhaseModel:
         self.objective.const += float(ch.u_b.sum())
 
         for k in range(L, -1, -1):
+            if deadline is not None:
+                deadline.check()
             J = list(self.slots(k))
             for j in J:
                 r = self.run(k, j)
@@ -371,84 +391,40 @@ class PhaseModel:
 
 
 def discretise(chain: Chain, budget: int, slots: int) -> tuple[Chain, int]:
-    """The chain and budget the model works on: with slots=N > 0 sizes in slots of budget/N bytes
-    (rounded up, so a schedule fitting N slots fits the real budget), else unchanged."""
-    if slots and slots > 0 and budget > 0:
-        return chain.discretised(budget / slots), int(slots)
+    """The chain and budget the model works on (`solvers.discretize`): with N effective slots,
+    sizes in slots of budget/N bytes (rounded up, so a schedule fitting N slots fits the real
+    budget), else unchanged."""
+    n = effective_slots(budget, slots)
+    if n:
+        return chain.discretised(budget / n), n
     return chain, int(budget)
 
 
-def retry_exact_sizes(solve_fn: Any, chain: Chain, budget: int, *, slots: int, time_limit: float,
-                      **options: Any) -> Any:
-    """Run `solve_fn` under three guards that keep the answer about the *real* budget:
+def retry_exact_sizes(solve_fn: Any, chain: Chain, budget: int, *, options: ExactOptions, deadline: Deadline,
+                      **kw: Any) -> SolveResult:
+    """Run ``solve_fn(chain, budget, options=..., deadline=..., **kw)`` under two guards that keep
+    the answer about the *real* budget (the exact-size guard of `solvers.exact.layer` does the rest):
 
     - when store-all fits the budget, it is returned at once as optimal (nothing is faster);
-    - if the sizes rounded up to `slots` make the model infeasible, it is solved again with
-      exact sizes (slots=0) in the time left, so that ``infeasible`` means the real budget is;
-    - if the rounding makes the model's best answer slower than the rotor DP's schedule at the
-      same budget (which fits the real budget), that schedule is returned, as ``feasible``.
+    - if the sizes rounded up to `options.slots` make the model infeasible, it is solved again
+      with exact sizes (slots=0) in the time left, so that ``infeasible`` means the real budget is.
     """
-    from ..registry import solve as registry_solve
+    from ..result import INFEASIBLE, OPTIMAL
     from .baselines import store_all_schedule
 
-    t0 = time.perf_counter()
     store_all = store_all_schedule(chain.length)
     sim = simulate(chain, store_all)
     if sim.peak_memory <= budget:
-        return SolveResult(problem="chain", solver=solve_fn.__name__.lstrip("_").replace("solve_", ""),
-                           status="optimal", objective=sim.makespan, peak_memory=sim.peak_memory,
-                           lower_bound=chain.total_time(), schedule=store_all, budget=budget,
-                           solve_time_s=time.perf_counter() - t0,
-                           scope="store-all fits the budget: optimal among all schedules")
-    res = solve_fn(chain, budget, slots=slots, time_limit=time_limit, **options)
-    if res.status == "infeasible" and slots and slots > 0:
-        left = time_limit - (time.perf_counter() - t0)
-        if left <= 0.05:
-            res.message += f" (with sizes in {slots} slots; no time left to retry with exact sizes)"
+        return SolveResult(problem="chain", solver="", status=OPTIMAL, objective=sim.makespan,
+                           peak_memory=sim.peak_memory, lower_bound=chain.total_time(), schedule=store_all,
+                           budget=budget, scope="store-all fits the budget: optimal among all schedules")
+    res = solve_fn(chain, budget, options=options, deadline=deadline, **kw)
+    n = effective_slots(budget, options.slots)
+    if res.status == INFEASIBLE and n:
+        if deadline.expired():
+            res.message += f" (with sizes in {n} slots; no time left to retry with exact sizes)"
             return res
-        exact = solve_fn(chain, budget, slots=0, time_limit=left, **options)
-        exact.solve_time_s = time.perf_counter() - t0
-        exact.details["retried_exact_sizes"] = f"infeasible with sizes in {slots} slots"
+        exact = solve_fn(chain, budget, options=replace(options, slots=0), deadline=deadline, **kw)
+        exact.details["retried_exact_sizes"] = f"infeasible with sizes in {n} slots"
         return exact
-    if slots and slots > 0 and res.schedule is not None:
-        try:
-            dp = registry_solve("chain", chain, "rotor", budget, slots=slots)
-        except Exception:  # the DP is only a guard here
-            return res
-        if dp.schedule is not None and dp.objective < res.objective - 1e-9:
-            res.details["model_makespan"] = res.objective
-            res.schedule, res.objective, res.peak_memory = dp.schedule, dp.objective, dp.peak_memory
-            res.status, res.lower_bound = "feasible", None
-            res.scope += "; the rounded sizes made the model's best slower than the rotor DP's schedule, returned"
     return res
-
-
-def warm_start_schedule(chain: Chain, budget: int, slots: int) -> tuple[Schedule | None, str]:
-    """A good schedule to start from: the rotor DP's when `solvers.chain.rotor` exists, else the
-    best fitting baseline (periodic, store-all). Returns (schedule or None, where it came from)."""
-    from ..registry import solve as registry_solve
-
-    candidates: list[tuple[float, Schedule, str]] = []
-    try:
-        from . import rotor  # noqa: F401
-
-        # with exact sizes (slots=0) the DP's table grows with the budget: use 500 slots then
-        # (a schedule that fits 500 slots fits the real budget)
-        dp_slots = slots if slots > 0 else (0 if budget <= 20_000 else 500)
-        res = registry_solve("chain", chain, "rotor", budget, slots=dp_slots)
-        if res.schedule is not None:
-            candidates.append((float(res.objective), res.schedule, "rotor"))
-    except Exception:  # rotor missing or failing: fall back on the baselines
-        pass
-    if not candidates:
-        for name in ("periodic", "store-all"):
-            try:
-                res = registry_solve("chain", chain, name, budget)
-            except Exception:
-                continue
-            if res.schedule is not None:
-                candidates.append((float(res.objective), res.schedule, name))
-    if not candidates:
-        return None, ""
-    best = min(candidates, key=lambda c: c[0])
-    return best[1], best[2]

@@ -30,7 +30,7 @@ a_k, delta_{k+1} and delta_k while B(k) runs, and the tape (tests check this for
 
 **What is proven.** p(L, c) is optimal for Revolve's model (fixed c, every step costs the
 same, no tape kept beyond a turn). It is not optimal for the rotor model of this project: the
-persistent DP (`solvers.chain.rotor`) may keep tapes (F_all ahead of the turn) and uses every
+persistent DP (`solvers.chain.dp`) may keep tapes (F_all ahead of the turn) and uses every
 byte of the budget, so at the same budget rotor (exact sizes) <= Revolve; tests check this.
 """
 

@@ -2,7 +2,7 @@
 
 Budgets are absolute, in ``cost_ram`` units; "X%" budgets refer to `reference_peak` (the peak
 of computing each node once in the file's order). See `instance` (the graph file), `simulator`
-(the referee), `checkmate_milp` and `cpsat` (exact models), `baselines` and `lp_bounds`.
+(the referee), `milp` and `cpsat` (exact models), `baselines` and `lp_bounds`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ __all__ = ["Graph", "GraphSchedule", "GraphSimulation", "SCHEDULE_FORMAT", "simu
            "memory_profile", "load", "load_schedule", "replay", "reference_peak", "SOLVERS"]
 
 SOLVERS: dict[str, tuple[str, str]] = {
-    "checkmate": (".graph.checkmate_milp:solve_checkmate",
+    "checkmate": (".graph.milp:solve_checkmate",
                   "Checkmate MILP (Jain et al. 2020), optimal among frontier-advancing schedules in file order"),
     "cpsat": (".graph.cpsat:solve_cpsat",
               "CP-SAT interval model after Moccasin (Bartan et al. 2023), at most C computations per node"),

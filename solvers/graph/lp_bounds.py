@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from ..result import FEASIBLE, INFEASIBLE, TIMEOUT, SolveResult
-from .checkmate_milp import CheckmateModel
 from .instance import Graph
 from .linmodel import solve_milp
+from .milp import CheckmateModel
 from .simulator import GraphSchedule, simulate
 
 

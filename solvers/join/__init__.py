@@ -2,9 +2,9 @@
 
 Model, file format and simulator: `instance.py`, `simulator.py` and docs/join_format.md.
 Solvers: the join DP of Beaumont, Herrmann, Pallez and Shilova (optimal among join-persistent
-schedules, `dp.py`), the heuristics it is compared with (`heuristics.py`), a CP-SAT phase model
+schedules, `dp.py`), the heuristics it is compared with (`baselines.py`), a CP-SAT phase model
 that contains the DP's class (`cpsat.py`) and an exact search over all schedules for tiny
-instances (`exact.py`).
+instances (`astar.py`).
 """
 
 from __future__ import annotations
@@ -25,16 +25,16 @@ SOLVERS: dict[str, tuple[str, str]] = {
     "dp": (".join.dp:solve_join_dp",
            "join DP (Beaumont et al. 2020): optimal among join-persistent schedules (branches back-propagated "
            "one after another)"),
-    "equal": (".join.heuristics:solve_equal", "each branch alone in an equal share of memory (rotor DP)"),
-    "proportional": (".join.heuristics:solve_proportional",
+    "equal": (".join.baselines:solve_equal", "each branch alone in an equal share of memory (rotor DP)"),
+    "proportional": (".join.baselines:solve_proportional",
                      "each branch alone in a share proportional to its store-all peak (rotor DP)"),
-    "sequential": (".join.heuristics:solve_sequential",
+    "sequential": (".join.baselines:solve_sequential",
                    "branches one after the other; all but the first keep only their output"),
     "store-all": (".join:solve_store_all", "no recomputation (largest memory)"),
     "cpsat": (".join.cpsat:solve_cpsat",
               "exact CP-SAT join phase model (branches back-propagated one after another, best order; "
               "non-persistent schedules allowed)"),
-    "exact": (".join.exact:solve_exact",
+    "exact": (".join.astar:solve_exact",
               "exact A* search over all schedules of the join simulator (tiny instances)"),
 }
 

@@ -11,7 +11,7 @@
 Every join-persistent schedule (the DP's model, `solvers.join.dp`) has this form, so the
 optimum of this model is <= the DP's; unlike the DP it also contains non-persistent schedules
 (a stage recomputed in several phases in any pattern). Schedules outside it interleave the
-backward phases of branches, or run a stage twice inside one phase; `solvers.join.exact`
+backward phases of branches, or run a stage twice inside one phase; `solvers.join.astar`
 covers those (tiny instances). The model is solved for every order sigma (k! models) and the
 best is kept; ``optimal`` means every order was solved to optimality.
 

@@ -28,7 +28,7 @@ has ``m_p = M - X_0 - sum_{q>p} w_{sigma(q)}``; its forward sweep, run while the
 q > p, hold only their checkpoints (<= w), has at least as much. The loss needs
 ``X_0 + sum_b w_b + sum_{b: a_L^b standalone} x^b[L_b] + loss_overhead <= M``.
 
-**Per branch** (chain of L stages, rotor table C(m, i, l) of `solvers.chain.rotor`):
+**Per branch** (chain of L stages, rotor table C(m, i, l) of `solvers.chain.dp`):
 ``V^t(i, m, w)`` = least time of the spine from node (i, L) (forward F's of the spine, the
 sub-schedules hanging off it, the B's of its F_all) with memory m at the node, the spine below
 holding at most w while waiting; t = "ck" (a_L stored standalone: w includes its delta_L
@@ -59,8 +59,8 @@ from typing import Any
 
 import numpy as np
 
+from ..chain.dp import rotor_table
 from ..chain.instance import Chain
-from ..chain.rotor import rotor_table
 from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
 from .instance import Join

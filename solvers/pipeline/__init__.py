@@ -30,7 +30,7 @@ SOLVERS: dict[str, tuple[str, str]] = {
                   "PipeDream's DP (period only; --option replication=true), then checked against the memory"),
     "balance-time": (".pipeline.baselines:solve_balance_time",
                      "torchgpipe balance_by_time: P stages of balanced time, memory ignored"),
-    "cpsat": (".pipeline.exact:solve_cpsat", "exact CP-SAT model of contiguous memory-limited partitioning"),
+    "cpsat": (".pipeline.cpsat:solve_cpsat", "exact CP-SAT model of contiguous memory-limited partitioning"),
 }
 
 

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from ..chain.baselines import store_all_schedule
+from ..chain.dp import rotor_table
 from ..chain.instance import Chain
-from ..chain.rotor import rotor_table
 from ..chain.schedule import LOSS
 from ..chain.simulator import simulate as simulate_chain
 from ..result import FEASIBLE, INFEASIBLE, SolveResult

@@ -2,10 +2,10 @@
 
 After Beaumont, Eyraud-Dubois and Shilova (NeurIPS 2021, "Efficient combination of
 rematerialization and offloading for training DNNs"). The persistent rotor DP
-(`solvers.chain.rotor`) is extended so that, in its C_ck branch, the checkpoint a_i may travel
+(`solvers.chain.dp`) is extended so that, in its C_ck branch, the checkpoint a_i may travel
 to the host while the right sub-chain runs, lending its bytes to that sub-chain.
 
-Notation of `solvers.chain.rotor` (stages 0-based, loss = stage L, ``x[L+1] = 0``):
+Notation of `solvers.chain.dp` (stages 0-based, loss = stage L, ``x[L+1] = 0``):
 ``x, xbar, u_f, u_b, o_f, o_b``; ``S(i, j) = sum_{k=i}^{j-1} u_f[k]`` (the forward sweep
 F_ck(i) F_n(i+1) .. F_n(j-1)); ``T(size) = OffloadInstance.transfer_time(size)`` (size in real
 bytes, result in the chain's time unit).
@@ -87,7 +87,7 @@ from typing import Any
 import numpy as np
 
 from ..chain.baselines import store_all_schedule
-from ..chain.rotor import EXACT_RETRY_CELLS, _offsets, solve_rotor, table_cells
+from ..chain.dp import EXACT_RETRY_CELLS, _offsets, solve_rotor, table_cells
 from ..chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Op
 from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
