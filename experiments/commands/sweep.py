@@ -11,7 +11,7 @@ from memsched.solvers.errors import InputError
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run an experiment grid (instances x budgets x solvers) into results/",
-                       description="Run the grid of a sweep file (TOML or YAML; see experiments/sweep.py), one row "
+                       description="Run the grid of a sweep file (TOML or YAML; see experiments/sweep/__init__.py), one row "
                                    "per run, resuming after an interruption.")
     p.add_argument("config", help="sweep file, or the name of one in experiments/configs (e.g. default)")
     p.add_argument("--output", metavar="DIR", help="folder for the table and journal (default: the file's "

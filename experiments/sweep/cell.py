@@ -1,0 +1,100 @@
+"""One cell of a sweep: solve (and optionally execute) one task; always returns a row."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import math
+import os
+import platform
+import socket
+from typing import Any
+
+from memsched.solvers import __version__ as MEMSCHED_VERSION
+from memsched.solvers import registry
+from memsched.solvers.errors import InputError
+
+from .grid import Task, canonical
+from .instances import LoadedInstance
+from .store import UNSUPPORTED
+
+
+@functools.lru_cache(maxsize=1)
+def versions() -> dict[str, str | None]:
+    """Versions of memsched, numpy, ortools, torch (None when absent) and Python, and the host."""
+    out: dict[str, str | None] = {"memsched_version": MEMSCHED_VERSION}
+    for mod in ("numpy", "ortools", "torch"):
+        try:
+            out[f"{mod}_version"] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001  (absent or broken: recorded as missing)
+            out[f"{mod}_version"] = None
+    out["python_version"] = platform.python_version()
+    out["host"] = socket.gethostname()
+    return out
+
+
+def _finite(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if hasattr(v, "item") and not isinstance(v, (list, dict, str)):
+        try:
+            return _finite(v.item())
+        except (AttributeError, ValueError):
+            return v
+    return v
+
+
+def run_task(task: Task) -> dict[str, Any]:
+    """Solve one cell (and execute its schedule when asked); always returns a row.
+
+    Solver errors do not stop the sweep: they give a row with status ``error`` and the message;
+    a solver that rejects the instance (`InputError`: outside its model) gives ``unsupported``.
+    """
+    li, s = task.loaded, task.solver
+    row: dict[str, Any] = {
+        "sweep": task.sweep, "key": task.key, "instance": li.label, "problem": li.problem, "source": li.source,
+        "size": li.size, "budget_spec": task.budget_spec, "budget": task.budget, "reference_peak": li.reference_peak,
+        "budget_fraction": (task.budget / li.reference_peak) if li.reference_peak else None,
+        "solver": s.name, "solver_label": s.label, "slots": s.slots, "time_limit": s.time_limit,
+        "options": canonical(s.options), "repeat": task.repeat, "execute": task.execute,
+        "objective_name": "period" if li.problem == "pipeline" else "makespan",
+        "baseline_objective": li.baseline_objective,
+    }
+    result = None
+    try:
+        result = registry.solve(li.problem, li.instance, s.name, task.budget, slots=s.slots,
+                                time_limit=s.time_limit, **s.options)
+    except InputError as err:  # the solver does not apply to this instance (e.g. Revolve, heterogeneous)
+        row.update(status=UNSUPPORTED, message=str(err)[:500])
+    except Exception as err:  # noqa: BLE001  (recorded in the row; the sweep goes on)
+        row.update(status="error", message=f"{type(err).__name__}: {err}"[:500])
+    if result is not None:
+        row.update(status=result.status, objective=result.objective, lower_bound=result.lower_bound,
+                   gap=result.gap, peak_memory=result.peak_memory, min_budget=result.min_budget,
+                   solve_time_s=result.solve_time_s, scope=result.scope, message=result.message[:500])
+        if result.objective is not None and li.baseline_objective:
+            overhead = result.objective / li.baseline_objective - 1.0
+            row["overhead"] = 0.0 if abs(overhead) < 1e-12 else overhead
+        if task.execute and result.schedule is not None:
+            try:
+                row.update(_execute(li, result.schedule))
+            except Exception as err:  # noqa: BLE001
+                row["message"] = (row.get("message") or "") + f" execution failed: {type(err).__name__}: {err}"
+    row.update(versions())
+    row["pid"] = os.getpid()
+    row["timestamp"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return {k: _finite(v) for k, v in row.items()}
+
+
+def _execute(li: LoadedInstance, schedule: Any) -> dict[str, Any]:
+    """Run `schedule` for real on the zoo network of `li` (models.chain.executor)."""
+    from memsched.models.chain.executor import execute
+    from memsched.models.zoo import build_model
+
+    assert li.model is not None
+    model = build_model(li.model["name"], **li.model["sizes"])
+    result, grad_check = execute(model.blocks, model.loss_fn, schedule, model.example_input, model.target,
+                                 chain=li.instance)
+    return {"measured_time_ms": result.time_ms, "measured_peak": result.peak_memory,
+            "memory_ratio": result.memory_ratio, "time_ratio": result.time_ratio, "grad_check": grad_check,
+            "device": result.device}

@@ -1,0 +1,344 @@
+"""The sweep file: read a TOML or YAML grid and check every key (`load_config`).
+
+The format is described in `memsched.experiments.sweep` (the package docstring). Bad files
+raise `InputError` naming the file and the offending key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import memsched.solvers as _solvers_pkg
+from memsched.solvers import registry
+from memsched.solvers.errors import InputError
+from memsched.solvers.units import parse_budget
+
+#: The repository root (in a source checkout); results/ is relative to the current folder.
+ROOT = Path(__file__).resolve().parents[2]
+#: The built-in example instances (``example = "cnn12"``).
+EXAMPLES = Path(_solvers_pkg.__file__).resolve().parent / "data" / "examples"
+#: The committed sweep files (``memsched sweep default``).
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+_TOP_KEYS = {"name", "description", "output", "budgets", "repeats", "workers", "execute", "defaults",
+             "instances", "solvers", "figure"}
+_SOLVER_KEYS = {"name", "label", "slots", "time_limit", "options", "max_length", "problems"}
+_INSTANCE_KINDS = ("file", "example", "generate", "model")
+_INSTANCE_COMMON = {"label", "budgets", "execute", "problem", "bandwidth"}
+_MODEL_SIZES = {"batch", "image_size", "seq_len", "width", "depth", "classes", "vocab", "dropout", "device", "seed",
+                "repeats", "warmup"}
+#: ``generate = "chain"`` means ``chain.random_chain``; other generators are "<problem>.<function>".
+_GENERATOR_ALIASES = {"chain": "chain.random_chain", "graph": "graph.random_layered", "join": "join.random_join"}
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """One `[[instances]]` entry: how to obtain the instance, and its overrides."""
+
+    index: int
+    kind: str                       # file | example | generate | model
+    params: dict[str, Any]
+    label: str | None = None
+    budgets: tuple[Any, ...] | None = None
+    execute: bool | None = None
+    problem: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"instances[{self.index}]"
+
+
+@dataclass(frozen=True)
+class SolverSpec:
+    """One `[[solvers]]` entry (defaults applied)."""
+
+    index: int
+    name: str
+    label: str
+    slots: int
+    time_limit: float | None
+    options: dict[str, Any]
+    max_length: int | None = None
+    problems: tuple[str, ...] | None = None
+
+
+@dataclass
+class SweepConfig:
+    """A parsed and checked sweep file."""
+
+    path: Path
+    name: str
+    description: str
+    instances: list[InstanceSpec]
+    solvers: list[SolverSpec]
+    budgets: list[Any]
+    repeats: int = 1
+    workers: int | None = None
+    execute: bool = False
+    output: str | None = None
+    figure: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def output_dir(self, override: str | Path | None = None) -> Path:
+        """Where rows go: `override`, else the file's ``output``, else ``results/<name>``."""
+        return Path(override or self.output or Path("results") / self.name)
+
+
+def read_sweep_file(path: str | Path) -> dict[str, Any]:
+    """The raw mapping of a TOML (tomllib, or tomli on Python 3.10) or YAML sweep file."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError("no such sweep file", path=str(path))
+    if path.is_dir():
+        raise InputError("is a directory, expected a sweep file (.toml or .yaml)", path=str(path))
+    text = path.read_text()
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark is not None else ""
+            raise InputError(f"invalid YAML{where}: {getattr(err, 'problem', err)}", path=str(path)) from None
+    else:
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # Python 3.10
+            try:
+                import tomli as tomllib  # type: ignore[no-redef]
+            except ModuleNotFoundError:
+                raise InputError("reading TOML on Python 3.10 needs the 'tomli' package (or use a .yaml file)",
+                                 path=str(path)) from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise InputError(f"invalid TOML: {err}", path=str(path)) from None
+    if not isinstance(data, dict):
+        raise InputError("expected a table of keys at the top level", path=str(path))
+    return data
+
+
+def load_config(path: str | Path) -> SweepConfig:
+    """Parse and check a sweep file; `InputError` names the file and the offending key."""
+    path = Path(path)
+    data = read_sweep_file(path)
+    p = str(path)
+
+    def bad(key: str, msg: str) -> InputError:
+        return InputError(msg, path=p, field=key)
+
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise bad(unknown[0], f"unknown key (expected one of {', '.join(sorted(_TOP_KEYS))})")
+    name = data.get("name", path.stem)
+    if not isinstance(name, str) or not name or any(c in name for c in "/\\") or name.startswith("."):
+        raise bad("name", f"must be a plain non-empty string usable as a file name, got {name!r}")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise bad("description", "must be a string")
+    repeats = _int(data.get("repeats", 1), "repeats", bad, minimum=1)
+    workers = data.get("workers")
+    if workers is not None:
+        workers = _int(workers, "workers", bad, minimum=1)
+    execute = _bool(data.get("execute", False), "execute", bad)
+    output = data.get("output")
+    if output is not None and (not isinstance(output, str) or not output):
+        raise bad("output", "must be a folder path (a string)")
+    figure = data.get("figure")
+    if figure is not None and not isinstance(figure, str):
+        raise bad("figure", "must be a string")
+    budgets = _budgets(data.get("budgets"), "budgets", bad, required=False)
+
+    defaults = data.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise bad("defaults", "must be a table")
+    for k in defaults:
+        if k not in _SOLVER_KEYS - {"name", "label"}:
+            raise bad(f"defaults.{k}", "unknown key (expected one of slots, time_limit, options, max_length, "
+                                       "problems)")
+
+    raw_instances = data.get("instances")
+    if not isinstance(raw_instances, list) or not raw_instances:
+        raise bad("instances", "must be a non-empty list of tables ([[instances]])")
+    instances = [_instance_spec(i, entry, bad) for i, entry in enumerate(raw_instances)]
+    for spec in instances:
+        if spec.budgets is None and not budgets:
+            raise bad("budgets", f"missing: give the sweep's budgets (or budgets in {spec.where})")
+        if spec.kind != "model" and (spec.execute or (spec.execute is None and execute)):
+            key = f"{spec.where}.execute" if spec.execute else "execute"
+            raise bad(key, f"execution needs a zoo network: {spec.where} is a {spec.kind} instance "
+                           f"(use model = \"...\")")
+
+    raw_solvers = data.get("solvers")
+    if not isinstance(raw_solvers, list) or not raw_solvers:
+        raise bad("solvers", "must be a non-empty list of tables ([[solvers]])")
+    solvers = [_solver_spec(i, entry, defaults, bad) for i, entry in enumerate(raw_solvers)]
+    labels = [s.label for s in solvers]
+    for s in solvers:
+        if labels.count(s.label) > 1:
+            raise bad(f"solvers[{s.index}].label", f"two solver entries are both labelled {s.label!r}; "
+                                                   f"give each a distinct label")
+    return SweepConfig(path=path, name=name, description=description, instances=instances, solvers=solvers,
+                       budgets=budgets or [], repeats=repeats, workers=workers, execute=execute, output=output,
+                       figure=figure, raw=data)
+
+
+def _int(v: Any, key: str, bad: Callable[[str, str], InputError], *, minimum: int = 0) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise bad(key, f"must be an integer >= {minimum}, got {v!r}")
+    return v
+
+
+def _bool(v: Any, key: str, bad: Callable[[str, str], InputError]) -> bool:
+    if not isinstance(v, bool):
+        raise bad(key, f"must be true or false, got {v!r}")
+    return v
+
+
+def _budgets(v: Any, key: str, bad: Callable[[str, str], InputError], *, required: bool) -> list[Any] | None:
+    if v is None:
+        if required:
+            raise bad(key, "missing")
+        return None
+    if not isinstance(v, list) or not v:
+        raise bad(key, "must be a non-empty list of budgets (bytes, \"1.5GB\", \"800MiB\" or \"60%\")")
+    for j, b in enumerate(v):
+        if isinstance(b, bool) or not isinstance(b, (int, float, str)):
+            raise bad(f"{key}[{j}]", f"must be a number of bytes or a string like \"60%\" or \"1GiB\", got {b!r}")
+        try:
+            parse_budget(b, 100, field=f"{key}[{j}]")  # syntax only; the reference comes later
+        except InputError as err:
+            raise bad(f"{key}[{j}]", str(err).split(": ", 1)[-1]) from None
+        if isinstance(b, (int, float)) and b <= 0:
+            raise bad(f"{key}[{j}]", f"must be positive, got {b!r}")
+    return list(v)
+
+
+def _instance_spec(i: int, entry: Any, bad: Callable[[str, str], InputError]) -> InstanceSpec:
+    where = f"instances[{i}]"
+    if not isinstance(entry, dict):
+        raise bad(where, "must be a table")
+    kinds = [k for k in _INSTANCE_KINDS if k in entry]
+    if len(kinds) != 1:
+        raise bad(where, f"needs exactly one of {', '.join(_INSTANCE_KINDS)} (got {', '.join(kinds) or 'none'})")
+    kind = kinds[0]
+    allowed = _INSTANCE_COMMON | {kind}
+    if kind == "model":
+        allowed |= _MODEL_SIZES
+    elif kind == "generate":
+        allowed = set(entry)  # the generator's own keyword arguments (checked when it is called)
+    for k in entry:
+        if k not in allowed:
+            raise bad(f"{where}.{k}", f"unknown key for a {kind} instance")
+    params = {k: v for k, v in entry.items() if k not in _INSTANCE_COMMON - {"bandwidth"}}
+    if not isinstance(entry[kind], str) or not entry[kind]:
+        raise bad(f"{where}.{kind}", "must be a non-empty string")
+    if kind == "generate":
+        generator(entry["generate"], f"{where}.generate", bad)
+        if entry["generate"] == "chain":
+            _int(entry.get("L"), f"{where}.L", bad, minimum=1)
+        if "seed" in entry:
+            _int(entry["seed"], f"{where}.seed", bad)
+    if "bandwidth" in entry and entry.get("problem") != "offload":
+        raise bad(f"{where}.bandwidth", "a host bandwidth is only for offload instances (add problem = \"offload\")")
+    label = entry.get("label")
+    if label is not None and (not isinstance(label, str) or not label):
+        raise bad(f"{where}.label", "must be a non-empty string")
+    budgets = _budgets(entry.get("budgets"), f"{where}.budgets", bad, required=False)
+    execute = entry.get("execute")
+    if execute is not None:
+        _bool(execute, f"{where}.execute", bad)
+    problem = entry.get("problem")
+    if problem is not None and problem not in registry.PROBLEMS:
+        raise bad(f"{where}.problem", f"unknown problem {problem!r} (one of {', '.join(registry.PROBLEMS)})")
+    return InstanceSpec(i, kind, params, label, tuple(budgets) if budgets else None, execute, problem)
+
+
+def generator(name: Any, key: str, bad: Callable[[str, str], InputError]) -> tuple[str, Callable[..., Any]]:
+    """(problem, function) of a generator name: "chain", "graph", "join" or "<problem>.<function>"
+    of ``solvers.<problem>.generate``."""
+    import importlib
+
+    full = _GENERATOR_ALIASES.get(name, name)
+    problem, _, fn = str(full).partition(".")
+    if problem not in registry.PROBLEMS or not fn or fn.startswith("_"):
+        raise bad(key, f"unknown generator {name!r} (\"chain\", \"graph\", \"join\" or \"<problem>.<function>\" "
+                       f"of solvers.<problem>.generate)")
+    try:
+        module = importlib.import_module(f"memsched.solvers.{problem}.generate")
+    except ImportError:
+        raise bad(key, f"memsched.solvers.{problem}.generate is not available in this installation") from None
+    func = getattr(module, fn, None)
+    if not callable(func):
+        raise bad(key, f"memsched.solvers.{problem}.generate has no generator {fn!r}")
+    return problem, func
+
+
+def _solver_spec(i: int, entry: Any, defaults: dict[str, Any], bad: Callable[[str, str], InputError]) -> SolverSpec:
+    where = f"solvers[{i}]"
+    if isinstance(entry, str):
+        entry = {"name": entry}
+    if not isinstance(entry, dict):
+        raise bad(where, "must be a table with at least a name")
+    for k in entry:
+        if k not in _SOLVER_KEYS:
+            raise bad(f"{where}.{k}", f"unknown key (expected one of {', '.join(sorted(_SOLVER_KEYS))})")
+    merged = {**defaults, **entry}
+    name = merged.get("name")
+    if not isinstance(name, str) or not name:
+        raise bad(f"{where}.name", "missing or not a string")
+    known = {n for p in registry.PROBLEMS if _has_problem(p) for n in registry.problem_module(p).SOLVERS}
+    if name not in known:
+        raise bad(f"{where}.name", f"unknown solver {name!r} (known: {', '.join(sorted(known))})")
+    src = lambda k: where if k in entry else "defaults"  # noqa: E731  (which table set the key)
+    slots = _int(merged.get("slots", 500), f"{src('slots')}.slots", bad)
+    time_limit = merged.get("time_limit")
+    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
+                                   or time_limit <= 0):
+        raise bad(f"{src('time_limit')}.time_limit", f"must be a positive number of seconds, got {time_limit!r}")
+    options = merged.get("options", {})
+    if not isinstance(options, dict):
+        raise bad(f"{src('options')}.options", "must be a table of solver options")
+    if defaults.get("options") and "options" in entry:
+        options = {**defaults["options"], **entry["options"]}
+    reserved = {"slots", "time_limit"} & set(options)
+    if reserved:
+        raise bad(f"{src('options')}.options.{sorted(reserved)[0]}", "set it as a solver key, not an option")
+    max_length = merged.get("max_length")
+    if max_length is not None:
+        max_length = _int(max_length, f"{src('max_length')}.max_length", bad, minimum=1)
+    problems = merged.get("problems")
+    if problems is not None:
+        if isinstance(problems, str):
+            problems = [problems]
+        if not isinstance(problems, list) or any(p not in registry.PROBLEMS for p in problems):
+            raise bad(f"{src('problems')}.problems", f"must list problems among {', '.join(registry.PROBLEMS)}")
+        problems = tuple(problems)
+    label = entry.get("label", name)
+    if not isinstance(label, str) or not label:
+        raise bad(f"{where}.label", "must be a non-empty string")
+    return SolverSpec(i, name, label, slots, None if time_limit is None else float(time_limit), dict(options),
+                      max_length, problems)
+
+
+def _has_problem(problem: str) -> bool:
+    try:
+        return hasattr(registry.problem_module(problem), "SOLVERS")
+    except ImportError:
+        return False
+
+
+def find_config(name: str) -> Path:
+    """A sweep file by path, or by name among the committed configs (experiments/configs)."""
+    p = Path(name)
+    if p.exists():
+        return p
+    for ext in (".toml", ".yaml", ".yml"):
+        q = CONFIGS / f"{name}{ext}"
+        if q.exists():
+            return q
+    return p

@@ -1,0 +1,99 @@
+"""The grid of a sweep: instances x budgets x solvers x repeats, each cell a `Task` with a stable key."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from memsched.solvers import registry
+from memsched.solvers.errors import InputError
+from memsched.solvers.units import parse_budget
+
+from .config import SolverSpec, SweepConfig
+from .instances import LoadedInstance, load_instance_spec
+
+
+@dataclass
+class Task:
+    """One cell of the grid (picklable: it travels to worker processes)."""
+
+    position: int
+    key: str
+    sweep: str
+    loaded: LoadedInstance
+    budget_spec: str
+    budget: int
+    solver: SolverSpec
+    repeat: int
+    execute: bool
+
+
+def canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def row_key(sweep: str, loaded: LoadedInstance, budget_spec: str, solver: SolverSpec, repeat: int,
+            execute: bool) -> str:
+    """A stable id of one cell: changes exactly when a parameter of the run changes."""
+    ident = {"sweep": sweep, "instance": loaded.label, "source": loaded.source, "budget": budget_spec,
+             "solver": solver.name, "label": solver.label, "slots": solver.slots, "time_limit": solver.time_limit,
+             "options": solver.options, "repeat": repeat, "execute": execute}
+    return hashlib.sha1(canonical(ident).encode()).hexdigest()[:16]
+
+
+def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
+                loaded: list[LoadedInstance] | None = None) -> list[Task]:
+    """The grid in its fixed order (instances x budgets x solvers x repeats), skipping solvers
+    that do not apply (another problem, too long an instance) or are not importable here;
+    each skip is described once in `notes`."""
+    notes = notes if notes is not None else []
+    if loaded is None:
+        loaded = [load_instance_spec(spec, config) for spec in config.instances]
+    available = {(p, n) for p, n, _ in registry.solver_table()}
+    labels = [li.label for li in loaded]
+    for li in loaded:
+        if labels.count(li.label) > 1:
+            raise InputError(f"two instances are labelled {li.label!r}; give them distinct labels",
+                             path=str(config.path), field=f"{li.spec.where}.label")
+    tasks: list[Task] = []
+    seen_notes: set[str] = set()
+
+    def note(text: str) -> None:
+        if text not in seen_notes:
+            seen_notes.add(text)
+            notes.append(text)
+
+    for li in loaded:
+        specs = li.spec.budgets or tuple(config.budgets)
+        bkey = f"{li.spec.where}.budgets" if li.spec.budgets else "budgets"
+        budgets = []
+        for j, b in enumerate(specs):
+            spec_text = str(b)
+            try:
+                value = parse_budget(b, li.reference_peak, field=f"{bkey}[{j}]")
+            except InputError as err:
+                raise InputError(str(err), path=str(config.path)) from None
+            if value <= 0:
+                raise InputError(f"budget {spec_text!r} is zero for instance {li.label}", path=str(config.path),
+                                 field=f"{bkey}[{j}]")
+            budgets.append((spec_text, value))
+        execute = li.spec.execute if li.spec.execute is not None else config.execute
+        for spec_text, value in budgets:
+            for s in config.solvers:
+                if s.problems is not None and li.problem not in s.problems:
+                    continue
+                if s.name not in registry.problem_module(li.problem).SOLVERS:
+                    note(f"solver {s.label}: not a {li.problem} solver, skipped for {li.problem} instances")
+                    continue
+                if (li.problem, s.name) not in available:
+                    note(f"solver {s.label}: not importable in this installation, skipped")
+                    continue
+                if s.max_length is not None and li.size is not None and li.size > s.max_length:
+                    note(f"solver {s.label}: skipped on {li.label} (size {li.size} > max_length {s.max_length})")
+                    continue
+                for r in range(config.repeats):
+                    key = row_key(config.name, li, spec_text, s, r, execute)
+                    tasks.append(Task(len(tasks), key, config.name, li, spec_text, value, s, r, execute))
+    return tasks

@@ -1,0 +1,143 @@
+"""Instances of a sweep: load, generate or profile each `[[instances]]` entry once."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memsched.solvers import registry
+from memsched.solvers.errors import InputError
+
+from .config import EXAMPLES, InstanceSpec, SweepConfig, generator
+
+
+@dataclass
+class LoadedInstance:
+    """An instance ready to solve: its label, problem, the object and its reference peak."""
+
+    spec: InstanceSpec
+    label: str
+    problem: str
+    instance: Any
+    source: str
+    size: int | None
+    reference_peak: int | None
+    baseline_objective: float | None
+    model: dict[str, Any] | None = None     # zoo name and sizes, for execution
+
+
+def resolve_path(text: str, config_path: Path) -> Path:
+    """A path from a sweep file: against the file's folder, then the current folder."""
+    p = Path(text).expanduser()
+    if p.is_absolute():
+        return p
+    for base in (config_path.resolve().parent, Path.cwd()):
+        if (base / p).exists():
+            return base / p
+    return config_path.resolve().parent / p
+
+
+def load_instance_spec(spec: InstanceSpec, config: SweepConfig) -> LoadedInstance:
+    """Load (or generate, or profile) one instance; `InputError` names the sweep key."""
+    p = str(config.path)
+    where = spec.where
+    model = None
+    if spec.kind in ("file", "example"):
+        if spec.kind == "file":
+            path = resolve_path(spec.params["file"], config.path)
+            key = f"{where}.file"
+        else:
+            path = EXAMPLES / f"{spec.params['example']}.json"
+            key = f"{where}.example"
+            if not path.exists():
+                names = ", ".join(sorted(q.stem for q in EXAMPLES.glob("*.json")))
+                raise InputError(f"no built-in example {spec.params['example']!r} (one of {names})", path=p, field=key)
+        from memsched.solvers.formats import load_instance
+
+        try:
+            if spec.problem == "offload" and "bandwidth" in spec.params:
+                from memsched.solvers.units import parse_bandwidth
+
+                bw = parse_bandwidth(spec.params["bandwidth"], field=f"{where}.bandwidth")
+                problem, instance = "offload", registry.problem_module("offload").load(str(path), bw)
+            else:
+                problem, instance = load_instance(path, spec.problem)
+        except InputError as err:
+            raise InputError(f"cannot load: {err}", path=p, field=key) from None
+        source = str(path)
+        label = spec.label or getattr(instance, "name", None) or path.stem
+    elif spec.kind == "generate":
+        problem, func = generator(spec.params["generate"], f"{where}.generate",
+                                   lambda k, m: InputError(m, path=p, field=k))
+        kwargs = {k: v for k, v in spec.params.items() if k != "generate"}
+        try:
+            instance = func(**kwargs)
+        except (TypeError, ValueError, KeyError) as err:
+            raise InputError(f"cannot generate: {err}", path=p, field=where) from None
+        problem = spec.problem or problem
+        source = f"{func.__module__}.{func.__name__}({json.dumps(kwargs, sort_keys=True)})"
+        label = spec.label or instance.name
+    else:
+        sizes = {k: v for k, v in spec.params.items() if k not in ("model", "repeats", "warmup")}
+        try:
+            from memsched.models.chain.profiler import profile_model
+        except ImportError as err:
+            raise InputError(f"profiling zoo networks needs PyTorch and models.chain.profiler ({err})", path=p,
+                             field=f"{where}.model") from None
+        try:
+            instance, built = profile_model(spec.params["model"], repeats=spec.params.get("repeats", 3),
+                                            warmup=spec.params.get("warmup", 1), **sizes)
+        except InputError as err:
+            raise InputError(str(err), path=p, field=f"{where}.model") from None
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise InputError(f"cannot profile this network: {type(err).__name__}: {err}", path=p,
+                             field=where) from None
+        problem = "chain"
+        source = f"memsched.models.chain.profiler.profile_model({json.dumps(spec.params, sort_keys=True)})"
+        label = spec.label or built.label
+        model = {"name": spec.params["model"], "sizes": sizes}
+    module = registry.problem_module(problem)
+    try:
+        reference = int(module.reference_peak(instance))
+    except Exception:  # noqa: BLE001  (a problem without a meaningful reference)
+        reference = None
+    baseline = None if problem == "pipeline" else _baseline_objective(instance)
+    return LoadedInstance(spec, label, problem, instance, source, _size_of(instance), reference, baseline, model)
+
+
+def _size_of(instance: Any) -> int | None:
+    """Stages of a chain or pipeline, nodes of a graph, stages of all branches of a join."""
+    lengths = getattr(instance, "lengths", None)
+    if isinstance(lengths, (list, tuple)) and lengths:
+        return int(sum(lengths))
+    chain = getattr(instance, "chain", None)
+    if chain is not None and isinstance(getattr(chain, "length", None), int):
+        return chain.length
+    for attr in ("length", "num_nodes", "n", "size"):
+        v = getattr(instance, attr, None)
+        if isinstance(v, int):
+            return v
+    try:
+        return len(instance)
+    except TypeError:
+        return None
+
+
+def _baseline_objective(instance: Any) -> float | None:
+    """The objective without memory savings (chain: sum of u_f and u_b; graph: sum of cost_cpu;
+    offload: its chain's), for the overhead column."""
+    chain = getattr(instance, "chain", None)
+    if chain is not None and callable(getattr(chain, "total_time", None)):
+        return float(chain.total_time())
+    for attr in ("total_time", "total_cpu", "total_cost", "total_compute"):
+        fn = getattr(instance, attr, None)
+        if callable(fn):
+            try:
+                return float(fn())
+            except Exception:  # noqa: BLE001
+                return None
+        if isinstance(fn, (int, float)):
+            return float(fn)
+    return None

@@ -1,0 +1,147 @@
+"""Where rows go: the journal (``<name>.jsonl``, append-only) and the table (``<name>.csv``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+#: Columns every row has, in table order (extra keys follow, sorted).
+ROW_COLUMNS = [
+    "sweep", "key", "instance", "problem", "source", "size", "budget_spec", "budget", "reference_peak",
+    "budget_fraction", "solver", "solver_label", "slots", "time_limit", "options", "repeat", "execute",
+    "status", "objective", "objective_name", "baseline_objective", "overhead", "lower_bound", "gap",
+    "peak_memory", "min_budget", "solve_time_s", "scope", "message",
+    "measured_time_ms", "measured_peak", "memory_ratio", "time_ratio", "grad_check", "device",
+    "memsched_version", "numpy_version", "ortools_version", "torch_version", "python_version",
+    "host", "pid", "timestamp",
+]
+#: Status of a row whose solver rejected the instance (besides the solvers' own statuses and "error").
+UNSUPPORTED = "unsupported"
+#: Columns that change from one run of the same cell to the next (ignored when comparing tables).
+VOLATILE_COLUMNS = ("solve_time_s", "measured_time_ms", "time_ratio", "memory_ratio", "measured_peak", "host",
+                    "pid", "timestamp")
+
+
+def journal_path(out_dir: Path, name: str) -> Path:
+    return out_dir / f"{name}.jsonl"
+
+
+def table_path(out_dir: Path, name: str, ext: str = "csv") -> Path:
+    return out_dir / f"{name}.{ext}"
+
+
+def read_journal(path: Path) -> dict[str, dict[str, Any]]:
+    """Finished rows by key; a torn (unterminated or unreadable) last line is ignored, a later
+    row of the same key wins."""
+    rows: dict[str, dict[str, Any]] = {}
+    if not path.exists():
+        return rows
+    with path.open("rb") as f:
+        data = f.read()
+    lines = data.split(b"\n")
+    for n, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            if n == len(lines) - 1:
+                continue  # torn last line of a killed run
+            print(f"warning: {path}: unreadable line {n + 1} ignored", file=sys.stderr)
+            continue
+        if isinstance(row, dict) and "key" in row:
+            rows[row["key"]] = row
+    return rows
+
+
+class Journal:
+    """Append-only JSON-lines file of finished rows; each append is flushed and fsync'ed."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._repair()
+        self._f = path.open("ab")
+
+    def _repair(self) -> None:
+        """Cut a torn last line (a run killed mid-write) so that appends start on a fresh line."""
+        if not self.path.exists():
+            return
+        with self.path.open("rb+") as f:
+            data = f.read()
+            if data and not data.endswith(b"\n"):
+                cut = data.rfind(b"\n") + 1
+                f.truncate(cut)
+                f.flush()
+                os.fsync(f.fileno())
+
+    def append(self, row: dict[str, Any]) -> None:
+        self._f.write((json.dumps(row, sort_keys=True, default=str) + "\n").encode())
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def rows_frame(rows: Iterable[dict[str, Any]]):
+    """A pandas DataFrame with `ROW_COLUMNS` first, then any other keys (sorted)."""
+    import pandas as pd
+
+    rows = list(rows)
+    extra = sorted({k for r in rows for k in r} - set(ROW_COLUMNS))
+    return pd.DataFrame(rows, columns=ROW_COLUMNS + extra)
+
+
+def write_table(rows: list[dict[str, Any]], out_dir: Path, name: str) -> list[Path]:
+    """Write ``<name>.csv`` (and ``.parquet`` with pyarrow) atomically; returns the paths."""
+    frame = rows_frame(rows)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    csv = table_path(out_dir, name)
+    _atomic(csv, lambda tmp: frame.to_csv(tmp, index=False))
+    written.append(csv)
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pq = table_path(out_dir, name, "parquet")
+        pframe = frame.copy()
+        for col in pframe.columns:  # mixed object columns (None and str) as strings
+            if pframe[col].dtype == object:
+                pframe[col] = pframe[col].map(lambda v: None if v is None else str(v))
+        _atomic(pq, lambda tmp: pframe.to_parquet(tmp, index=False))
+        written.append(pq)
+    return written
+
+
+def _atomic(path: Path, write: Callable[[Path], Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        with tmp.open("rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def compare_tables(a, b, ignore: Iterable[str] = VOLATILE_COLUMNS):
+    """Rows of two sweep tables (DataFrames) without the volatile columns, sorted by key,
+    for equality checks; returns the two normalised frames."""
+    cols = [c for c in a.columns if c not in set(ignore)]
+    na = a[cols].sort_values("key").reset_index(drop=True)
+    nb = b[[c for c in cols if c in b.columns]].sort_values("key").reset_index(drop=True)
+    return na, nb
