@@ -21,6 +21,8 @@ class SolveResult:
     the optimum of ``scope`` when the solver has one. ``peak_memory`` and ``objective`` are
     the simulator's replay values, never the solver's own claims (`solvers.registry.solve`
     checks that they agree). ``log`` holds (seconds, objective, bound) as the search improves.
+    ``seeded_by`` names the fast solver whose schedule warm-started an exact solver ("" when
+    none did); ``lower_bound`` is a finite number or None, never above ``objective``.
     """
 
     problem: str
@@ -37,6 +39,7 @@ class SolveResult:
     message: str = ""
     log: list[tuple[float, float | None, float | None]] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+    seeded_by: str = ""
 
     @property
     def found(self) -> bool:
@@ -63,6 +66,7 @@ class SolveResult:
             "gap": _finite(self.gap),
             "solve_time_s": round(self.solve_time_s, 6),
             "scope": self.scope,
+            "seeded_by": self.seeded_by or None,
         }
         if self.min_budget is not None:
             out["min_budget"] = self.min_budget

@@ -1,0 +1,105 @@
+"""Memory discretisation and time ticks, written once for every exact model and DP.
+
+**Slots.** With ``slots = N > 0`` and a budget of more than N size units, memory is counted in
+N slots of ``budget / N`` units and every size is rounded *up* (exactly, in integer arithmetic
+on the float's exact value), so a schedule that fits N slots fits the real budget. A budget of
+at most N units, or ``slots = 0``, keeps exact sizes (integers are then finer than slots).
+The rounding can make a budget look infeasible or a schedule look slower than it is: the
+*exact-size guard* (`solvers.exact.layer`) checks every exact answer against the problem's
+fast solvers replayed at exact sizes, and a model's "optimal" is then "optimal for N slots".
+
+**Ticks.** CP-SAT needs integer times: `tick_scale` picks the coarsest power of ten (ticks
+per time unit) in which every duration is whole (then the model is exact), else about
+`max_ticks` ticks for the longest duration (durations are rounded up: a model's schedule
+is never faster in the simulator than in the model). `integer_costs` does the same for
+objective coefficients (rounded to nearest, ``exact`` says whether any rounding happened).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
+
+import numpy as np
+
+
+def effective_slots(budget: int, slots: int | None) -> int:
+    """The slot count really used: 0 (exact sizes) when ``slots <= 0`` or budget <= slots."""
+    slots = int(slots or 0)
+    return 0 if slots <= 0 or int(budget) <= slots else slots
+
+
+def slot_size(budget: int, slots: int | None) -> float:
+    """Size units per slot (1.0 with exact sizes)."""
+    n = effective_slots(budget, slots)
+    return int(budget) / n if n else 1.0
+
+
+def round_up(sizes: Iterable[float] | np.ndarray, slot: float) -> np.ndarray:
+    """Sizes in slots of `slot` units, rounded up exactly (int64). ``slot = 1`` keeps integers."""
+    arr = np.asarray(list(sizes) if not isinstance(sizes, np.ndarray) else sizes)
+    if slot == 1.0:
+        return np.ceil(arr - 1e-9).astype(np.int64)
+    exact = Fraction(slot)
+    num, den = exact.numerator, exact.denominator
+    return np.array([-((-int(v) * den) // num) for v in arr.ravel()], dtype=np.int64).reshape(arr.shape)
+
+
+def discretise_sizes(sizes: Sequence[float] | np.ndarray, budget: int,
+                     slots: int | None) -> tuple[np.ndarray, int, float]:
+    """``(sizes in slots, capacity, slot)``: capacity = N slots, or the budget itself with exact sizes."""
+    n = effective_slots(budget, slots)
+    slot = slot_size(budget, slots)
+    return round_up(sizes, slot), (n if n else int(budget)), slot
+
+
+def size_in_slots(budget: int, slots: int | None):  # noqa: ANN201 (a small closure)
+    """A function ``bytes -> slots`` (rounded up) for one budget and slot count."""
+    slot = slot_size(budget, slots)
+    if slot == 1.0:
+        return lambda b: int(math.ceil(b - 1e-9))
+    exact = Fraction(slot)
+    num, den = exact.numerator, exact.denominator
+    return lambda b: -((-int(b) * den) // num)
+
+
+def capacity(budget: int, slots: int | None) -> int:
+    n = effective_slots(budget, slots)
+    return n if n else int(budget)
+
+
+def scope_text(slots: int) -> str:
+    """How the sizes of a model were counted, for `SolveResult.scope`."""
+    return "exact sizes" if not slots else f"sizes rounded up to {slots} slots of the budget"
+
+
+def tick_scale(durations: Iterable[float], *, max_ticks: float = 10_000, powers: int = 5) -> tuple[float, bool]:
+    """(ticks per time unit, exact): the coarsest 10^k (k < `powers`) making every duration
+    whole, else about `max_ticks` ticks for the longest one (then exact is False)."""
+    times = [float(t) for t in durations]
+    for k in range(powers):
+        s = 10.0 ** k
+        if all(abs(t * s - round(t * s)) < 1e-9 for t in times):
+            return s, True
+    longest = max(max(times, default=0.0), 1e-12)
+    return float(10 ** math.ceil(math.log10(max_ticks / longest))), False
+
+
+def to_ticks(value: float, scale: float) -> int:
+    """Whole ticks, rounded up; float noise below 1e-9 tick is forgiven (the simulators treat
+    such noise as simultaneity)."""
+    return int(math.ceil(value * scale - 1e-9))
+
+
+def integer_costs(costs: Sequence[float] | np.ndarray, digits: int = 6) -> tuple[list[int], float, bool]:
+    """Costs as integers: unchanged when they already are, else scaled so that the largest has
+    about `digits` significant digits and rounded. Returns (ints, scale, exact)."""
+    arr = np.asarray(costs, dtype=float)
+    if arr.size == 0 or np.all(np.abs(arr - np.round(arr)) < 1e-9):
+        return [int(round(c)) for c in arr], 1.0, True
+    top = float(np.max(np.abs(arr))) or 1.0
+    scale = 10.0 ** (digits - math.ceil(math.log10(top)))
+    ints = [int(round(c * scale)) for c in arr]
+    exact = bool(np.all(np.abs(arr * scale - np.round(arr * scale)) < 1e-6))
+    return ints, scale, exact

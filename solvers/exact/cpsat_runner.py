@@ -1,0 +1,161 @@
+"""Run a CP-SAT model under a wall-clock `Deadline` and map its answer once (same `BackendRun`
+as `milp_runner`): ``optimal`` / ``feasible`` / ``infeasible`` / ``timeout``, a finite bound or
+None, the log of (s, objective, bound) as solutions improve. CP-SAT's ``INFEASIBLE`` is a proof
+unless a hint known to satisfy the model was given (then the answer is inconsistent and is
+reported ``timeout``). The model is given what is left of the deadline, and a watchdog stops
+the search if CP-SAT overruns it.
+
+`linear_to_cpsat` states a `LinearModel` (integer variables, integer row coefficients) in
+CP-SAT; a non-integral objective is scaled with `solvers.discretize.integer_costs`.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ..discretize import integer_costs
+from .linear import LinearModel
+from .milp_runner import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, BackendRun, finite_bound
+from .options import Deadline, ExactOptions
+
+
+def run_cpsat(model: Any, deadline: Deadline, options: ExactOptions | None = None, *,
+              variables: Sequence[Any] | None = None, offset: float = 0.0, scale: float = 1.0,
+              hint_feasible: bool = False, stop_at_first: bool = False, parameters: str = "",
+              extra: dict[str, Any] | None = None, log_start: float | None = None) -> BackendRun:
+    """Solve `model` (a `cp_model.CpModel`). Objective and bound are reported as
+    ``(value + offset) / scale`` (the model minimises integer ticks; `scale` ticks per unit).
+    `variables`: read their values into ``run.values``; ``run.solver`` keeps the solver for
+    other reads. `extra` sets CP-SAT parameters by name; `parameters` is "name:value" text
+    (spaces or commas between pairs) applied last."""
+    from ortools.sat.python import cp_model
+
+    options = options or ExactOptions()
+    if deadline.expired():
+        return BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="not started")
+    solver = cp_model.CpSolver()
+    p = solver.parameters
+    left = deadline.left()
+    if left is not None:
+        p.max_time_in_seconds = max(0.001, left)
+    p.num_workers = options.workers
+    p.random_seed = options.seed
+    p.log_search_progress = options.verbose
+    for name, value in (extra or {}).items():
+        setattr(p, name, value)
+    set_parameters(p, parameters)
+    start = deadline.start if log_start is None else log_start
+    log: list[tuple[float, float | None, float | None]] = []
+
+    class _Progress(cp_model.CpSolverSolutionCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lock = threading.Lock()
+
+        def on_solution_callback(self) -> None:
+            with self.lock:
+                log.append((time.perf_counter() - start, (self.objective_value + offset) / scale,
+                            _bound(self.best_objective_bound, offset, scale)))
+            if stop_at_first:
+                self.stop_search()
+
+    timer = None
+    if left is not None:
+        timer = threading.Timer(max(0.0, left) * 1.05 + 1.0, solver.stop_search)
+        timer.daemon = True
+        timer.start()
+    try:
+        code = solver.solve(model, _Progress())
+    finally:
+        if timer is not None:
+            timer.cancel()
+    wall = deadline.elapsed()
+    run = BackendRun(TIMEOUT, wall=wall, backend_status=solver.status_name(code), solver=solver, log=log)
+    if code == cp_model.MODEL_INVALID:
+        raise RuntimeError(f"CP-SAT rejects the model: {model.validate()}")
+    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        has_objective = model.has_objective()
+        objective = (solver.objective_value + offset) / scale if has_objective else None
+        bound = _bound(solver.best_objective_bound, offset, scale) if has_objective else None
+        status = OPTIMAL if code == cp_model.OPTIMAL and has_objective and not stop_at_first else FEASIBLE
+        if objective is not None and bound is not None:
+            bound = min(bound, objective)
+        if status == OPTIMAL and bound is None:
+            bound = objective
+        run.status, run.objective, run.bound = status, objective, bound
+        if variables is not None:
+            run.values = [float(solver.value(v)) for v in variables]
+        else:
+            run.values = []
+        return run
+    if code == cp_model.INFEASIBLE and not hint_feasible:
+        run.status = INFEASIBLE
+        return run
+    if code == cp_model.UNKNOWN and model.has_objective():
+        run.bound = _bound(solver.best_objective_bound, offset, scale)
+    return run
+
+
+def _bound(value: float, offset: float, scale: float) -> float | None:
+    b = finite_bound(value)
+    return None if b is None else (b + offset) / scale
+
+
+def set_parameters(params: Any, text: str) -> None:
+    """Apply "name:value" pairs (spaces or commas between them) to CP-SAT's parameters."""
+    from ..errors import InputError
+
+    for item in (text or "").replace(",", " ").split():
+        name, _, raw = item.partition(":")
+        if not hasattr(params, name):
+            raise InputError(f"unknown CP-SAT parameter {name!r}", field="parameters")
+        current = getattr(params, name)
+        if isinstance(current, bool):
+            value: Any = raw.lower() in ("1", "true", "yes")
+        elif isinstance(current, int):
+            value = int(raw)
+        elif isinstance(current, float):
+            value = float(raw)
+        else:
+            value = raw
+        setattr(params, name, value)
+
+
+def linear_to_cpsat(model: LinearModel, *, feasibility_only: bool = False, hint: list[float] | None = None,
+                    deadline: Deadline | None = None) -> tuple[Any, list[Any], float, float]:
+    """(CpModel, variables, offset, scale) for `model`; every variable must be integer-valued
+    with integer bounds and row coefficients integers. The reported objective of a run is
+    ``(ticks + offset) / scale``, i.e. pass the returned offset and scale to `run_cpsat`."""
+    from ortools.sat.python import cp_model
+
+    m = cp_model.CpModel()
+    xs = [m.new_int_var(int(math.ceil(lo)), int(math.floor(hi)), "") for lo, hi in zip(model.lb, model.ub)]
+    for n, (idx, coef, lo, hi) in enumerate(model.rows):
+        if deadline is not None and n % 4096 == 0:
+            deadline.check()
+        expr = sum(int(c) * xs[i] for i, c in zip(idx, coef))
+        if lo == hi:
+            m.add(expr == int(lo))
+        else:
+            if lo != -math.inf:
+                m.add(expr >= int(math.ceil(lo - 1e-9)))
+            if hi != math.inf:
+                m.add(expr <= int(math.floor(hi + 1e-9)))
+    offset, scale = 0.0, 1.0
+    if not feasibility_only and model.objective:
+        keys = list(model.objective)
+        ints, scale, _ = integer_costs([model.objective[i] for i in keys])
+        m.minimize(sum(c * xs[i] for i, c in zip(keys, ints)))
+        offset = model.offset * scale
+    if hint is not None:
+        for x, v in zip(xs, hint):
+            m.add_hint(x, int(round(v)))
+    return m, xs, offset, scale
+
+
+__all__ = ["BackendRun", "FEASIBLE", "INFEASIBLE", "OPTIMAL", "TIMEOUT", "linear_to_cpsat", "run_cpsat",
+           "set_parameters"]

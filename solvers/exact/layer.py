@@ -1,0 +1,144 @@
+"""The one path every exact solver goes through: `exact_solver(problem, name, fast)`.
+
+1. **Options and deadline.** Keyword options are read into `ExactOptions` (``time_limit``,
+   ``workers``, ``seed``, ``verbose``, ``warm_start``, ``slots``; old spellings mapped) and a
+   wall-clock `Deadline` starts: the time limit covers everything below.
+2. **Warm start.** The problem's fast solvers (`fast`) run first, each replayed by the
+   simulator at the real budget and exact sizes; the best schedule (smallest objective) is
+   handed to the model as ``seed`` (CP-SAT hint, MIP start) and named in
+   ``SolveResult.seeded_by``.
+3. **Model.** ``fn(instance, budget, *, options, deadline, seed, **rest)`` builds and solves;
+   building calls ``deadline.check()``, and a build that runs out of time ends with status
+   ``timeout`` (keeping the seed's schedule, if any).
+4. **Referee (exact-size guard).** The model's schedule is replayed at the real budget with
+   exact sizes. If a fast solver's schedule is better (or the model returned none), that
+   schedule is returned as ``feasible`` and the message says so: an exact solver is never worse
+   than a fast solver of its problem, and ``infeasible`` is never reported while a schedule is
+   known. ``optimal`` is kept only when no fast schedule beats it; with slots the scope says
+   "optimal for N slots". The bound is a finite number no larger than the objective, or None.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..discretize import effective_slots
+from ..errors import InputError
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from .options import DEFAULT_TIME_LIMIT, Deadline, DeadlineExceeded, ExactOptions
+
+#: relative tolerance under which two makespans are the same
+REL_TOL = 1e-9
+#: slots given to the fast solvers when the exact model runs with exact sizes (their tables
+#: grow with the budget; a schedule that fits N slots fits the real budget)
+FAST_SLOTS_WITH_EXACT_SIZES = 500
+
+
+def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], deadline: Deadline,
+             options: ExactOptions, rest: dict[str, Any]) -> list[SolveResult]:
+    """Run the fast solvers `names` through the referee (`solvers.registry.solve`); those that
+    fail, find nothing or have an undefined objective are left out. Stops when the deadline is spent."""
+    from ..registry import solve as registry_solve
+
+    slots = options.slots if options.slots > 0 else FAST_SLOTS_WITH_EXACT_SIZES
+    out: list[SolveResult] = []
+    for name in names:
+        if deadline.expired():
+            break
+        try:
+            res = registry_solve(problem, instance, name, budget, **{**rest, "slots": slots})
+        except (InputError, ValueError, KeyError, ImportError):
+            continue
+        if res.schedule is not None and res.objective is not None and math.isfinite(res.objective):
+            out.append(res)
+    return out
+
+
+def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: float = DEFAULT_TIME_LIMIT,
+                 workers: int = 1) -> Callable[[Callable[..., SolveResult]], Callable[..., SolveResult]]:
+    """Decorator turning a model function into a solver of the registry (module docstring).
+    `time_limit` and `workers` are the solver's defaults."""
+    defaults = ExactOptions(time_limit=time_limit, workers=workers)
+
+    def decorate(fn: Callable[..., SolveResult]) -> Callable[..., SolveResult]:
+        @functools.wraps(fn)
+        def solver(instance: Any, budget: int, **kw: Any) -> SolveResult:
+            options, rest = ExactOptions.from_kwargs(defaults, **kw)
+            deadline = Deadline(options.time_limit)
+            seeds = run_fast(problem, instance, int(budget), fast, deadline, options, rest) \
+                if options.warm_start else []
+            seed = min(seeds, key=lambda r: r.objective) if seeds else None
+            try:
+                res = fn(instance, int(budget), options=options, deadline=deadline, seed=seed, **rest)
+            except DeadlineExceeded:
+                res = SolveResult(problem=problem, solver=name, status=TIMEOUT,
+                                  message="the time limit came while the model was being built")
+            return referee(problem, name, instance, int(budget), res, seeds, seed, deadline, options)
+
+        solver.exact_layer = True  # type: ignore[attr-defined]
+        solver.fast_solvers = tuple(fast)  # type: ignore[attr-defined]
+        return solver
+
+    return decorate
+
+
+def referee(problem: str, name: str, instance: Any, budget: int, res: SolveResult, seeds: list[SolveResult],
+            seed: SolveResult | None, deadline: Deadline, options: ExactOptions) -> SolveResult:
+    """Step 4 of the module docstring; returns `res`, corrected."""
+    from ..registry import problem_module
+
+    res.problem, res.solver, res.budget = problem, name, budget
+    res.details.setdefault("fast", {r.solver: r.objective for r in seeds})
+    if seed is not None:
+        res.seeded_by = seed.solver
+    objective = None
+    if res.schedule is not None:
+        replay = problem_module(problem).replay(instance, res.schedule, budget)
+        if replay.violation is not None:
+            raise RuntimeError(f"{name}: the simulator rejects the model's schedule: {replay.violation}")
+        objective = float(replay.objective)
+        if not math.isfinite(objective):
+            raise InputError(f"the objective of {name}'s schedule is undefined ({objective}): check the "
+                             "instance's times (latency, bandwidth, durations)", field="objective")
+        res.objective, res.peak_memory = objective, int(replay.peak_memory)
+    if seed is not None and (objective is None or seed.objective < objective - REL_TOL * max(1.0, abs(objective))):
+        model_status, model_objective = res.status, objective
+        res.details["model_status"] = model_status
+        if model_objective is not None:
+            res.details["model_objective"] = model_objective
+        res.schedule, res.objective, res.peak_memory = seed.schedule, seed.objective, seed.peak_memory
+        res.details["solution_from"] = seed.solver
+        why = {OPTIMAL: "is optimal only for its scope", FEASIBLE: "is slower",
+               INFEASIBLE: "found no schedule in its scope", TIMEOUT: "found no schedule in time"}.get(model_status, "")
+        note = f"the model {why}; returned {seed.solver}'s schedule (replayed at exact sizes)"
+        res.message = f"{res.message}; {note}" if res.message else note
+        if model_status == OPTIMAL:
+            res.scope += "; the model's optimum lost to a fast solver at exact sizes"
+        res.status = FEASIBLE
+        objective = seed.objective
+    if res.schedule is not None and res.status == TIMEOUT:
+        res.status = FEASIBLE
+    if res.status == OPTIMAL:
+        n = effective_slots(budget, options.slots)
+        if n and "slot" in res.scope and f"optimal for {n} slots" not in res.scope:
+            res.scope += f"; optimal for {n} slots"
+    res.lower_bound = _honest_bound(res.lower_bound, objective)
+    if res.status == OPTIMAL and res.lower_bound is None:
+        res.lower_bound = objective
+    res.solve_time_s = deadline.elapsed()
+    return res
+
+
+def _honest_bound(bound: float | None, objective: float | None) -> float | None:
+    """A finite bound no larger than the objective, else None."""
+    if bound is None:
+        return None
+    b = float(bound)
+    if not math.isfinite(b) or abs(b) >= 1e19:
+        return None
+    if objective is not None and b > objective:
+        return objective if b - objective <= 1e-6 * max(1.0, abs(objective)) else None
+    return b

@@ -1,0 +1,161 @@
+"""Run a `LinearModel` on an OR-Tools MILP backend (pywraplp: SCIP, CBC, HiGHS; GLOP for the LP
+relaxation) under a wall-clock `Deadline`, and map the answer once:
+
+- status ``optimal`` (proven with relative gap <= 1e-9; a backend that stops at its own
+  default gap is ``feasible``), ``feasible`` (a solution, no proof), ``infeasible`` (proven),
+  ``timeout`` (no solution: the limit came first). A backend ``INFEASIBLE`` is *not* a proof
+  when a feasible hint was given or the time limit was reached: it is reported ``timeout``;
+- the bound is a finite real number or None (backends report +-1e20 or inf for "none");
+- the backend gets what is left of the deadline after the model is emitted; emission checks
+  the deadline every few thousand rows and raises `DeadlineExceeded` when it is spent, and a
+  watchdog interrupts backends that support it if they overrun.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from .linear import LinearModel
+from .options import Deadline, DeadlineExceeded, ExactOptions
+
+MILP_BACKENDS = {"scip": "SCIP", "cbc": "CBC", "highs": "HIGHS", "glop": "GLOP"}
+REL_GAP = 1e-9
+#: |bound| at or above this is a backend's way of saying "no bound"
+NO_BOUND = 1e19
+OPTIMAL, FEASIBLE, INFEASIBLE, TIMEOUT = "optimal", "feasible", "infeasible", "timeout"
+
+
+@dataclass
+class BackendRun:
+    """What a backend returned, mapped: status, values (indexed like the model's variables),
+    objective and bound (model units, offset included), log of (s, objective, bound)."""
+
+    status: str
+    values: list[float] | None = None
+    objective: float | None = None
+    bound: float | None = None
+    log: list[tuple[float, float | None, float | None]] = field(default_factory=list)
+    wall: float = 0.0
+    backend_status: str = ""
+    build_s: float = 0.0
+    solver: Any = None
+
+    @property
+    def found(self) -> bool:
+        return self.values is not None
+
+
+def finite_bound(value: Any) -> float | None:
+    """A backend's bound as a finite float, or None when it is missing, infinite or +-1e20."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) and abs(v) < NO_BOUND else None
+
+
+def run_milp(model: LinearModel, backend: str, deadline: Deadline, options: ExactOptions | None = None, *,
+             hint: list[float] | None = None, hint_feasible: bool = False, relax: bool = False,
+             feasibility_only: bool = False, rel_gap: float = REL_GAP) -> BackendRun:
+    """Solve `model` with `backend` (one of MILP_BACKENDS; ``relax`` uses GLOP on the LP
+    relaxation). `hint` is a complete assignment (SCIP uses it; CBC ignores hints and HiGHS
+    crashes on them in pywraplp, so they get none); `hint_feasible` says it satisfies the model."""
+    from ortools.linear_solver import pywraplp
+
+    options = options or ExactOptions()
+    if deadline.expired():
+        return BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="not started")
+    t_build = deadline.elapsed()
+    name = "GLOP" if relax else MILP_BACKENDS[backend]
+    solver = pywraplp.Solver.CreateSolver(name)
+    if solver is None:
+        raise RuntimeError(f"OR-Tools backend {name} is not available in this build")
+    if options.verbose:
+        solver.EnableOutput()
+    inf = solver.infinity()
+    xs = [solver.Var(lo, hi, (integer and not relax), "") for lo, hi, integer in
+          zip(model.lb, model.ub, model.integer)]
+    for n, (idx, coef, lo, hi) in enumerate(model.rows):
+        if n % 4096 == 0:
+            deadline.check()
+        ct = solver.Constraint(-inf if lo == -math.inf else lo, inf if hi == math.inf else hi)
+        for i, c in zip(idx, coef):
+            ct.SetCoefficient(xs[i], c)
+    obj = solver.Objective()
+    if not feasibility_only:
+        for i, c in model.objective.items():
+            obj.SetCoefficient(xs[i], c)
+        obj.SetOffset(model.offset)
+    obj.SetMinimization()
+    use_hint = hint is not None and not relax and backend == "scip"
+    if use_hint:
+        solver.SetHint(xs, [float(v) for v in hint])
+    if options.workers > 1 and not relax and backend != "cbc":  # this CBC build has no threads
+        solver.SetNumThreads(options.workers)
+    if backend == "highs" and not relax:
+        # pywraplp's HiGHS ignores RELATIVE_MIP_GAP; the option string works (the call returns False)
+        solver.SetSolverSpecificParametersAsString(f"mip_rel_gap={rel_gap}")
+    params = pywraplp.MPSolverParameters()
+    if not relax:
+        params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, rel_gap)
+    build_s = deadline.elapsed() - t_build
+    deadline.check()
+    left = deadline.left()
+    if left is not None:
+        solver.SetTimeLimit(max(1, int(1000 * left)))
+    watchdog = _watchdog(left, solver.InterruptSolve)
+    try:
+        code = solver.Solve(params)
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+    wall = deadline.elapsed()
+    names = {pywraplp.Solver.OPTIMAL: "OPTIMAL", pywraplp.Solver.FEASIBLE: "FEASIBLE",
+             pywraplp.Solver.INFEASIBLE: "INFEASIBLE", pywraplp.Solver.UNBOUNDED: "UNBOUNDED",
+             pywraplp.Solver.ABNORMAL: "ABNORMAL", pywraplp.Solver.NOT_SOLVED: "NOT_SOLVED"}
+    run = BackendRun(TIMEOUT, wall=wall, backend_status=names.get(code, str(code)), build_s=build_s)
+    if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        values = [x.solution_value() for x in xs]
+        objective = model.value(values)
+        bound = None
+        if not feasibility_only and not relax:
+            bound = finite_bound(obj.BestBound())
+            if backend == "highs" and code != pywraplp.Solver.OPTIMAL:
+                bound = None  # pywraplp's HiGHS reports the incumbent's value as its "best bound"
+        status = FEASIBLE
+        if code == pywraplp.Solver.OPTIMAL and not feasibility_only:
+            status = OPTIMAL
+            if relax or bound is None:
+                bound = objective
+            elif objective - bound > 1e-6 * max(1.0, abs(objective)):
+                status = FEASIBLE  # stopped at a gap of its own: no proof
+        if bound is not None:
+            bound = min(bound, objective)
+        run.status, run.values, run.objective, run.bound = status, values, objective, bound
+        run.log = [(wall, objective, bound)]
+        return run
+    if code == pywraplp.Solver.INFEASIBLE:
+        solve_s = wall - t_build - build_s
+        at_limit = left is not None and solve_s >= 0.9 * left
+        if not (hint_feasible or at_limit):
+            run.status = INFEASIBLE
+        run.log = [(wall, None, None)]
+        return run
+    run.log = [(wall, None, None)]
+    return run
+
+
+def _watchdog(left: float | None, interrupt: Any) -> threading.Timer | None:
+    """Interrupt a backend that runs past its limit (+10% and 1 s of grace)."""
+    if left is None:
+        return None
+    timer = threading.Timer(max(0.0, left) * 1.05 + 1.0, interrupt)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+__all__ = ["BackendRun", "DeadlineExceeded", "MILP_BACKENDS", "finite_bound", "run_milp"]

@@ -1,0 +1,95 @@
+"""Typed options of every exact solver, with one naming across problems, and the wall-clock
+deadline that every exact solve runs under.
+
+Names: ``time_limit`` (seconds of wall-clock time for the *whole* solve: warm start, model
+building, presolve and search), ``workers`` (backend threads), ``seed`` (the backend's random
+seed), ``verbose`` (backend log), ``warm_start`` (run the problem's fast solvers first and hand
+their best schedule to the model), ``slots`` (memory discretisation, 0 = exact sizes).
+Older spellings (``num_workers``, ``threads``, ``random_seed``) are accepted and mapped.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..errors import InputError
+
+DEFAULT_TIME_LIMIT = 60.0
+_ALIASES = {"num_workers": "workers", "threads": "workers", "random_seed": "seed"}
+
+
+class DeadlineExceeded(Exception):
+    """Raised by `Deadline.check` when the wall-clock budget is spent (e.g. while building)."""
+
+
+@dataclass(frozen=True)
+class ExactOptions:
+    """Options shared by the exact solvers. ``time_limit`` in seconds (None: no limit)."""
+
+    time_limit: float | None = DEFAULT_TIME_LIMIT
+    workers: int = 1
+    seed: int = 0
+    verbose: bool = False
+    warm_start: bool = True
+    slots: int = 500
+
+    @classmethod
+    def from_kwargs(cls, defaults: ExactOptions | None = None, **kw: Any) -> tuple[ExactOptions, dict[str, Any]]:
+        """(options, the keyword arguments that are not exact-layer options). Aliases are mapped;
+        a value of None keeps the default; bad values raise `InputError` naming the option."""
+        base = defaults or cls()
+        mine: dict[str, Any] = {}
+        rest: dict[str, Any] = {}
+        for key, value in kw.items():
+            name = _ALIASES.get(key, key)
+            if name in cls.__dataclass_fields__:
+                if value is not None:
+                    mine[name] = value
+            else:
+                rest[key] = value
+        opts = replace(base, **mine)
+        return opts.validated(), rest
+
+    def validated(self) -> ExactOptions:
+        limit = self.time_limit
+        if limit is not None:
+            limit = float(limit)
+            if not limit > 0 or limit != limit:
+                raise InputError(f"must be a positive number of seconds, got {self.time_limit!r}", field="--time-limit")
+        if int(self.workers) < 1:
+            raise InputError(f"must be >= 1, got {self.workers!r}", field="workers")
+        if int(self.slots) < 0:
+            raise InputError(f"must be >= 0, got {self.slots!r}", field="--slots")
+        return replace(self, time_limit=limit, workers=int(self.workers), seed=int(self.seed),
+                       slots=int(self.slots), verbose=bool(self.verbose), warm_start=bool(self.warm_start))
+
+
+class Deadline:
+    """A wall-clock budget started at construction: ``limit`` seconds (None: unlimited)."""
+
+    def __init__(self, limit: float | None, start: float | None = None):
+        self.limit = None if limit is None else float(limit)
+        self.start = time.perf_counter() if start is None else start
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def left(self) -> float | None:
+        """Seconds left (may be <= 0), None without a limit."""
+        return None if self.limit is None else self.limit - self.elapsed()
+
+    def expired(self) -> bool:
+        left = self.left()
+        return left is not None and left <= 0
+
+    def check(self) -> None:
+        """Raise `DeadlineExceeded` when the budget is spent (call it inside long loops)."""
+        if self.expired():
+            raise DeadlineExceeded(f"time limit of {self.limit:g} s reached")
+
+    def share(self, fraction: float) -> Deadline:
+        """A sub-deadline for `fraction` of what is left (started now)."""
+        left = self.left()
+        return Deadline(None if left is None else max(0.0, left * fraction))
