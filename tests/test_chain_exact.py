@@ -260,4 +260,8 @@ def test_rounding_infeasibility_retries_with_exact_sizes(solver: str) -> None:
     chain = random_chain(5, 0)  # budget 46 fits, but not once sizes are rounded up to 100 slots
     res = solve("chain", chain, solver, 46, slots=100, time_limit=20)
     assert res.status == "optimal" and res.peak_memory <= 46
+    assert "exact sizes" in res.scope  # a budget of at most 100 units is never rounded (solvers.discretize)
+    chain = Chain(chain.u_f, chain.u_b, chain.x * 10, chain.xbar * 10, chain.o_f * 10, chain.o_b * 10)
+    res = solve("chain", chain, solver, 460, slots=100, time_limit=20)
+    assert res.status == "optimal" and res.peak_memory <= 460
     assert "exact sizes" in res.scope and res.details["retried_exact_sizes"]
