@@ -7,9 +7,61 @@ installed under this name:
   never imports torch.
 - `memsched.models`: the PyTorch side (network zoo, profiler, executors, pipeline runner).
 - `memsched.experiments`: the ``memsched`` command line, sweeps, benchmarks and figures.
+
+The facade, for notebooks and scripts (see `memsched.api`)::
+
+    import memsched
+    chain = memsched.load("examples/cnn12.json")            # chain, join, graph, PipeDream, ...
+    r = memsched.solve(chain, "60%", solver="rotor")          # a Result: status, makespan, peak, bound
+    r.to_pandas(); r.plot()                                   # one-row table; memory timeline figure
+    cmp = memsched.solve(chain, "60%", solver=["rotor", "periodic", "cpsat"])   # a Comparison
+    sw = memsched.sweep(chain, budgets=["40%", "60%", "80%"], solvers=["rotor", "periodic"])
+    sw.plot()                                                 # overhead versus budget
+    memsched.simulate(chain, r.schedule, budget=r.budget)     # the referee's replay
+    memsched.profile("resnet18", batch=2, image_size=64)      # a zoo network -> chain (needs torch)
+    memsched.run("resnet18", "70%", solver="rotor", batch=2)  # executed for real (needs torch)
+    memsched.plot(r)                                          # any result, or (instance, schedule)
+
+Importing memsched is light: the facade's functions are loaded on first use, and torch,
+pandas and matplotlib are imported only by the calls that need them.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
-__all__ = ["__version__"]
+
+#: Public names loaded on first access (PEP 562), and the module that defines each.
+_LAZY = {
+    "load": "memsched.api",
+    "profile": "memsched.api",
+    "solve": "memsched.api",
+    "simulate": "memsched.api",
+    "run": "memsched.api",
+    "sweep": "memsched.api",
+    "plot": "memsched.api",
+    "budget": "memsched.api",
+    "problem_of": "memsched.api",
+    "list_solvers": "memsched.api",
+    "Result": "memsched.results",
+    "Comparison": "memsched.results",
+    "SweepResult": "memsched.results",
+    "RunResult": "memsched.results",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memsched' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,348 @@
+"""The facade behind ``import memsched``: load, profile, solve, simulate, run, sweep, plot.
+
+Every function takes instances as the problem packages define them (`solvers.chain.Chain`,
+`solvers.join.Join`, `solvers.graph.Graph`, `solvers.offload.OffloadInstance`,
+`solvers.pipeline.Pipeline`) or a path to an instance file, and budgets as bytes (an int),
+a size string ("1.5GB", "800MiB") or a percentage of the problem's reference peak ("60%":
+the store-all peak for chains, joins and offloading, the one-pass peak for graphs, the
+one-device memory for pipelines). Times are in the instance's unit (ms for profiled chains).
+
+Solving always goes through `solvers.registry.solve`: each schedule is replayed by the
+problem's simulator, and the makespan (period for pipelines) and peak memory reported are
+the simulator's. This module imports numpy and the solver registry only; torch, pandas and
+matplotlib are imported by the calls that need them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from memsched.solvers import registry
+from memsched.solvers.errors import InputError
+
+from .results import Comparison, Result, RunResult, SweepResult
+
+PathLike = str | Path
+#: (problem, class name) pairs, most specific first: how `problem_of` recognises an instance.
+_CLASSES = (("offload", "OffloadInstance"), ("join", "Join"), ("graph", "Graph"), ("pipeline", "Pipeline"),
+            ("chain", "Chain"))
+_CONFIG_SUFFIXES = (".toml", ".yaml", ".yml")
+
+
+# ---------------------------------------------------------------------------- instances
+def load(path: PathLike, *, problem: str | None = None, bandwidth: str | float | None = None,
+         latency: float | None = None) -> Any:
+    """The instance in the file at `path`: a chain (``memsched.chain/1``), a join network, a
+    node-link graph (Checkmate / Moccasin), or a PipeDream ``graph.txt`` (a pipeline).
+
+    `problem` reads a chain file as another problem ("pipeline", "offload"); `bandwidth`
+    (bytes/s or "12GB/s") and `latency` (s) make a chain file an offloading instance.
+    Bad files raise `InputError` naming the file and the field."""
+    from memsched.solvers.formats import detect_problem, load_instance
+
+    path = Path(path)
+    found = detect_problem(path)
+    if bandwidth is not None or problem == "offload":
+        if found != "chain":
+            raise InputError(f"a bandwidth applies to chain files, not to a {found} instance", path=str(path),
+                             field="bandwidth")
+        from memsched.solvers.offload import OffloadInstance
+        from memsched.solvers.units import parse_bandwidth
+
+        bw = parse_bandwidth(bandwidth, field="bandwidth") if bandwidth is not None else None
+        return OffloadInstance.load(path, bw, latency)
+    return load_instance(path, problem or found)[1]
+
+
+def problem_of(instance: Any) -> str:
+    """The problem an instance object states ("chain", "join", "graph", "offload", "pipeline")."""
+    for problem, cls_name in _CLASSES:
+        try:
+            cls = getattr(registry.problem_module(problem), cls_name)
+        except (ImportError, AttributeError):
+            continue
+        if isinstance(instance, cls):
+            return problem
+    raise InputError(f"not a memsched instance: {type(instance).__name__} (use memsched.load(path))")
+
+
+def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | float | None = None,
+               latency: float | None = None) -> tuple[str, Any]:
+    """(problem, instance) from an instance or a path; a chain becomes an offloading instance
+    when `bandwidth` is given or `problem` is "offload", a pipeline when `problem` is "pipeline"."""
+    if isinstance(instance, (str, Path)):
+        instance = load(instance, problem=problem, bandwidth=bandwidth, latency=latency)
+        bandwidth = None
+    found = problem_of(instance)
+    if found == "chain" and (bandwidth is not None or problem == "offload"):
+        from memsched.solvers.offload import OffloadInstance
+        from memsched.solvers.units import parse_bandwidth
+
+        if bandwidth is None:
+            raise InputError("an offloading instance needs a bandwidth (bytes/s or '12GB/s')", field="bandwidth")
+        instance = OffloadInstance(instance, parse_bandwidth(bandwidth, field="bandwidth"), latency or 0.0)
+        return "offload", instance
+    if found == "offload" and bandwidth is not None:
+        from memsched.solvers.offload import OffloadInstance
+        from memsched.solvers.units import parse_bandwidth
+
+        bw = parse_bandwidth(bandwidth, field="bandwidth")
+        return "offload", OffloadInstance(instance.chain, bw, instance.latency if latency is None else latency)
+    if found == "chain" and problem == "pipeline":
+        from memsched.solvers.pipeline import from_chain
+
+        return "pipeline", from_chain(instance)
+    if problem is not None and problem != found:
+        raise InputError(f"a {found} instance cannot be read as {problem}", field="problem")
+    return found, instance
+
+
+def budget(instance: Any, spec: int | float | str, *, problem: str | None = None) -> int:
+    """Bytes from a budget: an int (bytes), a size ("1.5GB", "800MiB") or "X%" of the
+    problem's reference peak."""
+    from memsched.solvers.units import parse_budget
+
+    problem = problem or problem_of(instance)
+    reference = None
+    if isinstance(spec, str) and spec.strip().endswith("%"):
+        reference = registry.problem_module(problem).reference_peak(instance)
+    value = parse_budget(spec, reference, field="budget")
+    if value <= 0:
+        raise InputError(f"budget must be positive, got {spec!r}", field="budget")
+    return value
+
+
+def reference_peak(instance: Any, *, problem: str | None = None) -> int:
+    """What "X%" budgets refer to (bytes)."""
+    problem = problem or problem_of(instance)
+    return int(registry.problem_module(problem).reference_peak(instance))
+
+
+def list_solvers(problem: str | None = None) -> list[tuple[str, str, str]]:
+    """(problem, solver, summary) for every solver importable here."""
+    return registry.solver_table(problem)
+
+
+def default_solver(problem: str) -> str:
+    """The problem's preferred solver (rotor for chains, dp for joins, ...)."""
+    module = registry.problem_module(problem)
+    names = [n for _, n, _ in registry.solver_table(problem)]
+    preferred = getattr(module, "DEFAULT_SOLVER", None)
+    if preferred in names:
+        return preferred
+    if not names:
+        raise InputError(f"no solver is available for {problem}")
+    return names[0]
+
+
+# ---------------------------------------------------------------------------- solving
+def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] | None = None, *,
+          problem: str | None = None, slots: int = 500, time_limit: float | None = None,
+          bandwidth: str | float | None = None, latency: float | None = None, devices: int | None = None,
+          **options: Any) -> Result | Comparison:
+    """Solve `instance` under `budget` (memory per device for pipelines) with `solver`.
+
+    One solver name gives a `Result`; a list of names gives a `Comparison` of all of them at
+    the same budget. `devices` (P) is required for pipelines; `bandwidth` turns a chain into an
+    offloading instance; `slots` discretises memory for the solvers that need it (0: exact);
+    `time_limit` (s) bounds exact solvers; other keyword options go to the solver."""
+    problem, instance = as_problem(instance, problem, bandwidth=bandwidth, latency=latency)
+    if problem == "pipeline":
+        if devices is None:
+            raise InputError("a pipeline needs devices=P", field="devices")
+        options["devices"] = int(devices)
+    if slots < 0:
+        raise InputError(f"must be >= 0, got {slots}", field="slots")
+    bytes_ = _budget(instance, budget, problem)
+    if solver is None or isinstance(solver, str):
+        name = solver or default_solver(problem)
+        raw = registry.solve(problem, instance, name, bytes_, slots=slots, time_limit=time_limit, **options)
+        return Result(problem, instance, raw)
+    results = [Result(problem, instance, registry.solve(problem, instance, name, bytes_, slots=slots,
+                                                        time_limit=time_limit, **options))
+               for name in solver]
+    if not results:
+        raise InputError("no solver named", field="solver")
+    return Comparison(results)
+
+
+def simulate(instance: Any, schedule: Any, budget: int | float | str | None = None, *,
+             problem: str | None = None, bandwidth: str | float | None = None) -> Result:
+    """Replay `schedule` (a schedule object, a `Result`, its JSON dict, or a path to a schedule
+    JSON) on `instance` with the problem's simulator; the Result's status is "valid" or
+    "invalid" (``.violation`` says why), its makespan and peak are the replay's."""
+    from memsched.solvers.result import SolveResult
+
+    if isinstance(schedule, Result):
+        problem = problem or schedule.problem
+        if instance is None:
+            instance = schedule.instance
+        schedule = schedule.schedule
+    problem, instance = as_problem(instance, problem, bandwidth=bandwidth)
+    module = registry.problem_module(problem)
+    if isinstance(schedule, (str, Path)):
+        from memsched.solvers.jsonio import read_json
+
+        schedule = module.schedule_from_json(read_json(schedule), instance, path=str(schedule))
+    elif isinstance(schedule, dict):
+        schedule = module.schedule_from_json(schedule, instance)
+    if schedule is None:
+        raise InputError("no schedule to replay", field="schedule")
+    bytes_ = _budget(instance, budget, problem) if budget is not None else None
+    replay = module.replay(instance, schedule, bytes_)
+    valid = replay.violation is None
+    raw = SolveResult(problem=problem, solver="replay", status="valid" if valid else "invalid",
+                      objective=replay.objective, peak_memory=replay.peak_memory, budget=bytes_,
+                      schedule=schedule, message=replay.violation or "", scope="the simulator's replay")
+    return Result(problem, instance, raw)
+
+
+def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solvers: Sequence[str] | None = None,
+          *, problem: str | None = None, output: PathLike | None = None, workers: int = 1, fresh: bool = False,
+          slots: int = 500, time_limit: float | None = None, bandwidth: str | float | None = None,
+          devices: int | None = None, **options: Any) -> SweepResult:
+    """A grid of budgets x solvers, one row each, as a `SweepResult` (``.to_pandas()``,
+    ``.plot()``: overhead or period versus budget).
+
+    `target` is either a sweep file (TOML / YAML, or the name of a committed config such as
+    "fig_a_chains"), run by the sweep engine exactly as ``memsched sweep`` would (resumable,
+    into `output`, default the file's), or an instance (or instance file), solved here in
+    this process for every budget in `budgets` and solver in `solvers` (default: the
+    problem's default solver)."""
+    if _is_config(target):
+        from memsched.experiments.sweep import find_config, run_sweep
+
+        outcome = run_sweep(find_config(str(target)), output=output, workers=workers, progress=False, fresh=fresh)
+        return SweepResult(list(outcome.rows), source=str(target))
+    if budgets is None:
+        raise InputError("an instance sweep needs budgets (e.g. ['40%', '60%', '80%'])", field="budgets")
+    problem, instance = as_problem(target, problem, bandwidth=bandwidth)
+    names = list(solvers) if solvers else [default_solver(problem)]
+    reference = reference_peak(instance, problem=problem)
+    baseline = baseline_objective(problem, instance)
+    rows = []
+    for spec in budgets:
+        bytes_ = _budget(instance, spec, problem)
+        for name in names:
+            result = solve(instance, bytes_, name, problem=problem, slots=slots, time_limit=time_limit,
+                           devices=devices, **options)
+            row = result.row()
+            row.update(budget_spec=str(spec), reference_peak=reference, budget_fraction=bytes_ / reference,
+                       baseline_objective=baseline, devices=devices,
+                       overhead=(result.objective / baseline - 1.0) if (baseline and result.found) else None)
+            rows.append(row)
+    return SweepResult(rows, source=getattr(instance, "name", "") or problem)
+
+
+def baseline_objective(problem: str, instance: Any) -> float | None:
+    """The objective without memory savings, for overheads: the total forward and backward
+    time of a chain, join or offloading chain, the sum of cost_cpu of a graph; None for a
+    pipeline (its period has no such baseline)."""
+    if problem == "pipeline":
+        return None
+    target = instance.chain if problem == "offload" else instance
+    for attr in ("total_time", "total_cpu"):
+        fn = getattr(target, attr, None)
+        if callable(fn):
+            value = float(fn())
+            return value if math.isfinite(value) and value > 0 else None
+    return None
+
+
+# ---------------------------------------------------------------------------- PyTorch side
+def profile(model: str, *, repeats: int = 3, out: PathLike | None = None, timing: str | None = None,
+            **sizes: Any) -> Any:
+    """Profile zoo network `model` ("resnet18", "densenet121", "gpt2", ...; sizes as
+    ``batch=``, ``image_size=``, ``seq_len=``, ``width=``, ``depth=``, ``device=``) into a
+    chain: u_f, u_b per stage (ms), x, xbar, o_f, o_b (bytes). Needs torch; `out` also saves
+    the chain file."""
+    _need_torch()
+    from memsched.models.chain.profiler import profile_model
+
+    _check_zoo(model)
+    chain, _ = profile_model(model, repeats=repeats, out=str(out) if out is not None else None, timing=timing,
+                             **sizes)
+    return chain
+
+
+def run(model: str, budget: int | float | str, solver: str | None = None, *, chain: Any = None,
+        bandwidth: str | float | None = None, slots: int = 500, time_limit: float | None = None,
+        time_repeats: int = 3, repeats: int = 3, seed: int = 0, **sizes: Any) -> RunResult:
+    """Solve, then execute the schedule for real as one training step of zoo network `model`:
+    the simulator's prediction (makespan, peak) beside the measured time and peak memory, and
+    whether every gradient matches plain autograd (``grad_check``). `chain` gives the costs
+    (a Chain or a chain file) instead of profiling; `bandwidth` runs an offloading schedule."""
+    _need_torch()
+    from .execute import run_model
+
+    return RunResult(run_model(model, budget, solver, chain=chain, bandwidth=bandwidth, slots=slots,
+                               time_limit=time_limit, time_repeats=time_repeats, repeats=repeats, seed=seed,
+                               **sizes))
+
+
+# ---------------------------------------------------------------------------- figures
+def plot(obj: Any, schedule: Any = None, *, budget: int | float | str | None = None, problem: str | None = None,
+         title: str | None = None, **kwargs: Any) -> Any:
+    """A matplotlib figure: ``plot(result)`` (any `Result`, `Comparison` or `SweepResult`),
+    ``plot(instance, schedule)`` (memory timeline above the operations) or
+    ``plot(instance, {"rotor": s1, "periodic": s2})`` (stacked on shared scales)."""
+    if isinstance(obj, (Result, Comparison, SweepResult)):
+        return obj.plot(title=title, **kwargs) if title is not None else obj.plot(**kwargs)
+    if schedule is None:
+        raise InputError("plot(instance, schedule): no schedule given", field="schedule")
+    from memsched.experiments.plotting import plot_comparison, plot_schedule
+
+    problem, instance = as_problem(obj, problem)
+    bytes_ = _budget(instance, budget, problem) if budget is not None else None
+    if isinstance(schedule, dict) and schedule and all(isinstance(k, str) for k in schedule) \
+            and not ("ops" in schedule or "format" in schedule or "stages" in schedule):
+        schedules = {k: (v.schedule if isinstance(v, Result) else v) for k, v in schedule.items()}
+        return plot_comparison(problem, instance, schedules, budget=bytes_, title=title)
+    if isinstance(schedule, Result):
+        schedule = schedule.schedule
+    return plot_schedule(problem, instance, schedule, budget=bytes_, title=title)
+
+
+# ---------------------------------------------------------------------------- helpers
+def _budget(instance: Any, spec: int | float | str, problem: str) -> int:
+    if isinstance(spec, bool):
+        raise InputError(f"not a budget: {spec!r}", field="budget")
+    if isinstance(spec, (int, float)) and not isinstance(spec, str):
+        if not math.isfinite(spec) or spec <= 0:
+            raise InputError(f"budget must be positive, got {spec!r}", field="budget")
+        return int(spec)
+    return budget(instance, spec, problem=problem)
+
+
+def _is_config(target: Any) -> bool:
+    if not isinstance(target, (str, Path)):
+        return False
+    path = Path(target)
+    if path.suffix.lower() in _CONFIG_SUFFIXES:
+        return True
+    if path.suffix or path.exists():
+        return False
+    from memsched.experiments.sweep import find_config
+
+    return find_config(str(target)).exists()
+
+
+def _need_torch() -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise InputError("this needs PyTorch (pip install torch)") from None
+
+
+def _check_zoo(model: str) -> None:
+    from memsched.experiments.commands.profile import ZOO_NAMES
+
+    if model not in ZOO_NAMES:
+        raise InputError(f"unknown model {model!r} (one of {', '.join(ZOO_NAMES)})", field="model")
+
+
+__all__ = ["load", "problem_of", "as_problem", "budget", "reference_peak", "list_solvers", "default_solver",
+           "solve", "simulate", "sweep", "baseline_objective", "profile", "run", "plot"]

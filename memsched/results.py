@@ -1,0 +1,357 @@
+"""What the facade returns: `Result` (one solver run or replay), `Comparison` (several solvers
+at one budget), `SweepResult` (a grid of rows) and `RunResult` (a real execution).
+
+Each has ``.to_pandas()`` (a DataFrame), ``.plot()`` (a matplotlib figure made without pyplot,
+shown inline by Jupyter) and ``_repr_html_`` (Jupyter's rich display: status, makespan,
+peak, bound, and the memory timeline inline as a PNG). Sizes are bytes, times the instance's
+unit (ms for profiled chains); the makespan of a pipeline is its period (time per
+micro-batch in steady state). pandas and matplotlib are imported on use.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+#: Columns of `Result.row` (and of the facade's sweep rows), in table order.
+ROW_COLUMNS = ("instance", "problem", "solver", "status", "objective", "objective_name", "peak_memory", "budget",
+               "lower_bound", "gap", "min_budget", "solve_time_s", "scope", "message")
+
+
+def _gb(n: float | None) -> str:
+    """A byte count in binary units (for tables)."""
+    if n is None:
+        return "–"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def _num(v: float | None, digits: int = 6) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    return f"{v:.{digits}g}"
+
+
+def _png(fig: Any, dpi: int = 72) -> str:
+    """An <img> tag holding `fig` as a base64 PNG."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img src="data:image/png;base64,{data}" style="max-width:100%"/>'
+
+
+def _table(pairs: Sequence[tuple[str, str]]) -> str:
+    cells = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>"
+                    f"{html.escape(v)}</td></tr>" for k, v in pairs)
+    return f"<table>{cells}</table>"
+
+
+def _figure(figsize: tuple[float, float]) -> Any:
+    """A pyplot-free figure that Jupyter shows inline (the schedule figures' class)."""
+    from memsched.experiments.plotting.draw import ScheduleFigure
+
+    return ScheduleFigure(figsize=figsize, layout="constrained")
+
+
+class Result:
+    """One solver run (or replay) of `instance`, refereed by the simulator.
+
+    ``status``: optimal (proven, for the model in ``scope``), feasible, infeasible, timeout;
+    "valid" / "invalid" for a replay (`memsched.simulate`). ``makespan`` (``period`` for
+    pipelines) and ``peak_memory`` are the simulator's; ``lower_bound`` a proven bound when the
+    solver has one; ``min_budget`` the smallest budget the solver needs when it finds none."""
+
+    def __init__(self, problem: str, instance: Any, raw: Any) -> None:
+        self.problem = problem
+        self.instance = instance
+        self.raw = raw  # the registry's SolveResult
+
+    # -- the SolveResult's fields
+    solver = property(lambda self: self.raw.solver)
+    status = property(lambda self: self.raw.status)
+    objective = property(lambda self: self.raw.objective)
+    peak_memory = property(lambda self: self.raw.peak_memory)
+    lower_bound = property(lambda self: self.raw.lower_bound)
+    gap = property(lambda self: self.raw.gap)
+    budget = property(lambda self: self.raw.budget)
+    solve_time_s = property(lambda self: self.raw.solve_time_s)
+    schedule = property(lambda self: self.raw.schedule)
+    min_budget = property(lambda self: self.raw.min_budget)
+    scope = property(lambda self: self.raw.scope)
+    message = property(lambda self: self.raw.message)
+
+    @property
+    def objective_name(self) -> str:
+        return "period" if self.problem == "pipeline" else "makespan"
+
+    @property
+    def makespan(self) -> float | None:
+        """Makespan (time unit); for a pipeline, its period."""
+        return self.raw.objective
+
+    @property
+    def period(self) -> float | None:
+        return self.raw.objective
+
+    @property
+    def found(self) -> bool:
+        """A schedule exists (and, for a replay, is valid)."""
+        return self.schedule is not None and self.status not in ("infeasible", "invalid")
+
+    @property
+    def violation(self) -> str | None:
+        """For a replay: the simulator's reason when the schedule breaks a rule."""
+        return self.message if self.status == "invalid" else None
+
+    @property
+    def name(self) -> str:
+        return str(getattr(self.instance, "name", "") or self.problem)
+
+    def row(self) -> dict[str, Any]:
+        """This run as one flat row (`ROW_COLUMNS`)."""
+        return {"instance": self.name, "problem": self.problem, "solver": self.solver, "status": self.status,
+                "objective": self.objective if self.found else None, "objective_name": self.objective_name,
+                "peak_memory": self.peak_memory if self.found else None, "budget": self.budget,
+                "lower_bound": self.lower_bound, "gap": self.gap, "min_budget": self.min_budget,
+                "solve_time_s": self.solve_time_s, "scope": self.scope, "message": self.message}
+
+    def to_pandas(self) -> Any:
+        """A one-row DataFrame of `row`."""
+        import pandas as pd
+
+        return pd.DataFrame([self.row()], columns=list(ROW_COLUMNS))
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``memsched solve --json`` object."""
+        return self.raw.to_json(objective_key=self.objective_name)
+
+    def timeline(self) -> Any:
+        """The figure's data (`experiments.plotting.Timeline`), from the simulator."""
+        from memsched.experiments.plotting import timeline_for
+
+        return timeline_for(self.problem, self.instance, self._need_schedule(), self.budget)
+
+    def plot(self, *, title: str | None = None, figsize: tuple[float, float] | None = None) -> Any:
+        """Memory over time (budget and peak marked) above the operation chart."""
+        from memsched.experiments.plotting import plot_schedule
+
+        return plot_schedule(self.problem, self.instance, self._need_schedule(), budget=self.budget,
+                             title=title if title is not None else f"{self.name} — {self.solver}", figsize=figsize)
+
+    def _need_schedule(self) -> Any:
+        from memsched.solvers.errors import InputError
+
+        if self.schedule is None:
+            raise InputError(f"{self.solver}: no schedule ({self.status}) to draw")
+        return self.schedule
+
+    def summary(self) -> list[tuple[str, str]]:
+        """(field, text) pairs for the rich display."""
+        pairs = [("instance", f"{self.name} ({self.problem})"), ("solver", self.solver), ("status", self.status)]
+        if self.scope:
+            pairs.append(("scope", self.scope))
+        if self.found:
+            pairs += [(self.objective_name, _num(self.objective)),
+                      ("peak memory", f"{_gb(self.peak_memory)} ({self.peak_memory} B)")]
+        if self.budget is not None:
+            pairs.append(("budget", f"{_gb(self.budget)} ({self.budget} B)"))
+        pairs.append(("lower bound", _num(self.lower_bound)))
+        if self.gap is not None:
+            pairs.append(("gap", f"{100 * self.gap:.2f} %"))
+        if self.min_budget is not None and not self.found:
+            pairs.append(("smallest feasible budget", _gb(self.min_budget)))
+        pairs.append(("solve time", f"{self.solve_time_s:.3f} s"))
+        if self.message:
+            pairs.append(("message", self.message))
+        return pairs
+
+    def _repr_html_(self) -> str:
+        out = _table(self.summary())
+        if self.schedule is not None:
+            out += _png(self.plot(figsize=(8.0, 4.2)))
+        return f"<div>{out}</div>"
+
+    def __repr__(self) -> str:
+        obj = f"{self.objective_name}={_num(self.objective)}, peak={self.peak_memory}" if self.found else ""
+        return f"<Result {self.problem} {self.name} {self.solver}: {self.status}{', ' + obj if obj else ''}>"
+
+
+class Comparison:
+    """Several solvers on one instance at one budget (`memsched.solve(..., solver=[...])`)."""
+
+    def __init__(self, results: Sequence[Result]) -> None:
+        self.results = list(results)
+
+    def __iter__(self) -> Iterator[Result]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __getitem__(self, key: int | str) -> Result:
+        if isinstance(key, int):
+            return self.results[key]
+        for r in self.results:
+            if r.solver == key:
+                return r
+        raise KeyError(key)
+
+    @property
+    def best(self) -> Result | None:
+        """The found schedule with the smallest objective (None when none was found)."""
+        found = [r for r in self.results if r.found]
+        return min(found, key=lambda r: r.objective) if found else None
+
+    def to_pandas(self) -> Any:
+        """One row per solver, with ``ratio_to_best`` (1.0 = best found)."""
+        import pandas as pd
+
+        frame = pd.DataFrame([r.row() for r in self.results], columns=list(ROW_COLUMNS))
+        best = self.best
+        frame["ratio_to_best"] = frame["objective"] / best.objective if best and best.objective else None
+        return frame
+
+    def plot(self, *, title: str | None = None, figsize: tuple[float, float] | None = None) -> Any:
+        """The found schedules stacked on the same time and memory scales."""
+        from memsched.experiments.plotting import plot_comparison
+        from memsched.solvers.errors import InputError
+
+        found = [r for r in self.results if r.found]
+        if not found:
+            raise InputError("no solver found a schedule: nothing to draw")
+        first = found[0]
+        return plot_comparison(first.problem, first.instance, {r.solver: r.schedule for r in found},
+                               budget=first.budget, title=title, figsize=figsize)
+
+    def _repr_html_(self) -> str:
+        frame = self.to_pandas()[["solver", "status", "objective", "peak_memory", "lower_bound", "solve_time_s",
+                                  "ratio_to_best"]]
+        out = frame.to_html(index=False, float_format=lambda v: f"{v:.6g}", na_rep="–")
+        if any(r.found for r in self.results):
+            out += _png(self.plot())
+        return f"<div>{out}</div>"
+
+    def __repr__(self) -> str:
+        return "<Comparison " + ", ".join(f"{r.solver}: {r.status}" for r in self.results) + ">"
+
+
+class SweepResult:
+    """Rows of a grid of (instance, budget, solver) runs: the sweep engine's rows (a sweep
+    file) or the facade's (an instance and lists of budgets and solvers). Key columns:
+    instance, solver, budget (bytes), budget_fraction (of the reference peak), status,
+    objective (makespan or period), overhead (objective / no-savings objective - 1),
+    peak_memory, lower_bound, solve_time_s."""
+
+    def __init__(self, rows: Sequence[dict[str, Any]], *, source: str = "") -> None:
+        self.rows = list(rows)
+        self.source = source
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def to_pandas(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame(self.rows)
+
+    def pivot(self, values: str = "objective") -> Any:
+        """`values` per (instance, budget) and solver, in grid order."""
+        frame = self.to_pandas()
+        column = "solver_label" if "solver_label" in frame else "solver"
+        index = ["instance", "budget_spec"] if "budget_spec" in frame else ["instance", "budget"]
+        return frame.pivot_table(index=index, columns=column, values=values, sort=False, dropna=False)
+
+    def plot(self, *, y: str | None = None, title: str | None = None,
+             figsize: tuple[float, float] | None = None) -> Any:
+        """`y` (default: overhead in % when the rows have it, else the objective) versus the
+        budget as a percentage of the reference peak, one line per solver, one panel per
+        instance; budgets where a solver finds no schedule are left out of its line."""
+        frame = self.to_pandas()
+        if frame.empty:
+            from memsched.solvers.errors import InputError
+
+            raise InputError("an empty sweep: nothing to draw")
+        if y is None:
+            y = "overhead" if "overhead" in frame and frame["overhead"].notna().any() else "objective"
+        label = "solver_label" if "solver_label" in frame else "solver"
+        x = "budget_fraction" if "budget_fraction" in frame and frame["budget_fraction"].notna().any() else "budget"
+        instances = list(dict.fromkeys(frame["instance"]))
+        fig = _figure(figsize or (4.2 * min(len(instances), 3) + 1.0, 3.4 * math.ceil(len(instances) / 3)))
+        axes = fig.subplots(math.ceil(len(instances) / 3), min(len(instances), 3), squeeze=False).ravel()
+        for ax, name in zip(axes, instances):
+            part = frame[frame["instance"] == name]
+            for solver, group in part.groupby(label, sort=False):
+                group = group[group[y].notna()].sort_values(x)
+                xs = group[x] * (100 if x == "budget_fraction" else 1)
+                ys = group[y] * (100 if y == "overhead" else 1)
+                ax.plot(xs, ys, marker="o", ms=4, label=str(solver))
+            ax.set_title(str(name), fontsize=10)
+            ax.set_xlabel("budget (% of the reference peak)" if x == "budget_fraction" else "budget (bytes)")
+            ax.set_ylabel("overhead (%)" if y == "overhead" else y)
+            ax.grid(alpha=0.3)
+        for ax in axes[len(instances):]:
+            ax.set_visible(False)
+        axes[0].legend(fontsize=8)
+        if title or self.source:
+            fig.suptitle(title or self.source, fontsize=11)
+        return fig
+
+    def _repr_html_(self) -> str:
+        frame = self.to_pandas()
+        values = "overhead" if "overhead" in frame and frame["overhead"].notna().any() else "objective"
+        out = f"<p>{len(self.rows)} runs; {values} per budget and solver</p>"
+        out += self.pivot(values).to_html(float_format=lambda v: f"{v:.4g}", na_rep="–")
+        if frame["objective"].notna().any():
+            out += _png(self.plot())
+        return f"<div>{out}</div>"
+
+    def __repr__(self) -> str:
+        return f"<SweepResult {self.source}: {len(self.rows)} rows>"
+
+
+class RunResult:
+    """A schedule executed for real (`memsched.run`): the dictionary ``memsched run --json``
+    prints (model, budget, solver, status, predicted {makespan, peak_memory}, measured {time,
+    peak_memory}, grad_check, device), readable as attributes and items."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = dict(data)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self.__dict__["data"][key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def row(self) -> dict[str, Any]:
+        """Flat: predicted_* and measured_* columns beside the scalars."""
+        out: dict[str, Any] = {}
+        for k, v in self.data.items():
+            if isinstance(v, dict) and k in ("predicted", "measured"):
+                out.update({f"{k}_{kk}": vv for kk, vv in v.items()})
+            elif not isinstance(v, (dict, list)):
+                out[k] = v
+        return out
+
+    def to_pandas(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame([self.row()])
+
+    def _repr_html_(self) -> str:
+        return _table([(k, _num(v) if isinstance(v, float) else str(v)) for k, v in self.row().items()])
+
+    def __repr__(self) -> str:
+        return f"<RunResult {self.data.get('model')} {self.data.get('solver')}: {self.data.get('status')}>"
+
+
+__all__ = ["Result", "Comparison", "SweepResult", "RunResult", "ROW_COLUMNS"]

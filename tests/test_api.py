@@ -1,0 +1,178 @@
+"""The facade on the one import name: `import memsched` (issue 18)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from memsched.solvers import registry
+from memsched.solvers.errors import InputError
+
+import memsched
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "solvers" / "data"
+CNN12 = DATA / "examples" / "cnn12.json"
+
+
+@pytest.fixture(scope="module")
+def chain():
+    return memsched.load(CNN12)
+
+
+def test_import_is_light():
+    code = ("import sys, memsched; f = memsched.solve, memsched.Result, memsched.sweep, memsched.plot; "
+            "heavy = [m for m in ('torch', 'pandas', 'matplotlib') if m in sys.modules]; "
+            "assert not heavy, heavy; print(sorted(memsched.__all__))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    for name in ("load", "profile", "solve", "simulate", "run", "sweep", "plot"):
+        assert f"'{name}'" in out.stdout
+
+
+def test_unknown_attribute():
+    with pytest.raises(AttributeError):
+        memsched.no_such_thing  # noqa: B018
+
+
+def test_load_recognises_every_format():
+    cases = {DATA / "examples" / "tiny.json": "chain", DATA / "join" / "siamese8.json": "join",
+             DATA / "graphs" / "linear10.json": "graph", DATA / "pipeline" / "tiny-resnet.graph.txt": "pipeline"}
+    for path, problem in cases.items():
+        assert memsched.problem_of(memsched.load(path)) == problem
+    assert memsched.problem_of(memsched.load(CNN12, bandwidth="12GB/s")) == "offload"
+    assert memsched.problem_of(memsched.load(CNN12, problem="pipeline")) == "pipeline"
+
+
+def test_bad_input_names_the_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "memsched.chain/1", "input_size": 4, "stages": [], "loss": {}}')
+    with pytest.raises(InputError, match="bad.json"):
+        memsched.load(bad)
+    with pytest.raises(InputError):
+        memsched.problem_of(object())
+    with pytest.raises(InputError, match="budget"):
+        memsched.solve(memsched.load(CNN12), "-5%", solver="rotor")
+    with pytest.raises(InputError, match="devices"):
+        memsched.solve(DATA / "pipeline" / "tiny-resnet.graph.txt", "100%", solver="madpipe")
+
+
+def test_solve_matches_the_registry_and_the_simulator(chain):
+    budget = memsched.budget(chain, "60%")
+    assert budget == int(registry.problem_module("chain").reference_peak(chain) * 0.6)
+    r = memsched.solve(chain, "60%", solver="rotor", slots=200)
+    raw = registry.solve("chain", chain, "rotor", budget, slots=200)
+    assert r.status == raw.status == "optimal"
+    assert r.makespan == pytest.approx(raw.objective)
+    assert r.peak_memory == raw.peak_memory <= budget
+    replay = memsched.simulate(chain, r.schedule, budget=budget)
+    assert replay.status == "valid" and replay.violation is None
+    assert replay.makespan == pytest.approx(r.makespan) and replay.peak_memory == r.peak_memory
+    row = r.to_pandas().iloc[0]
+    assert row["solver"] == "rotor" and row["objective"] == pytest.approx(r.makespan)
+    assert r.to_json()["makespan"] == pytest.approx(r.makespan)
+
+
+def test_replay_of_a_schedule_over_budget_is_invalid(chain):
+    r = memsched.solve(chain, "100%", solver="store-all")
+    tight = memsched.simulate(chain, r, budget=r.peak_memory - 1)
+    assert tight.status == "invalid" and tight.violation
+    assert not tight.found
+
+
+def test_comparison_best_and_ratios(chain):
+    cmp = memsched.solve(chain, "50%", solver=["rotor", "periodic", "store-all"], slots=200)
+    assert [r.solver for r in cmp] == ["rotor", "periodic", "store-all"]
+    assert cmp["store-all"].status == "infeasible" and cmp["store-all"].min_budget > cmp["rotor"].budget
+    assert cmp.best is cmp["rotor"]
+    frame = cmp.to_pandas()
+    assert frame.loc[frame.solver == "rotor", "ratio_to_best"].item() == pytest.approx(1.0)
+    assert frame.loc[frame.solver == "periodic", "ratio_to_best"].item() >= 1.0
+
+
+def test_rich_display_shows_status_numbers_and_the_timeline(chain):
+    r = memsched.solve(chain, "60%", solver="rotor", slots=200)
+    page = r._repr_html_()
+    for word in ("optimal", "makespan", f"{r.makespan:.6g}", "peak memory", "lower bound", "data:image/png;base64"):
+        assert word in page
+    none = memsched.solve(chain, "10%", solver="rotor")
+    assert none.status == "infeasible" and "data:image/png" not in none._repr_html_()
+    assert "smallest feasible budget" in none._repr_html_()
+
+
+def test_plot_figures(chain):
+    r = memsched.solve(chain, "60%", solver="rotor", slots=200)
+    p = memsched.solve(chain, "60%", solver="periodic")
+    fig = memsched.plot(r)
+    gids = {a.get_gid() for ax in fig.axes for a in ax.get_children()}
+    assert {"memory", "budget", "peak"} <= gids
+    both = memsched.plot(chain, {"rotor": r, "periodic": p.schedule}, budget="60%")
+    assert len(both.axes) == 4
+    assert memsched.plot(chain, r.schedule) is not None
+    with pytest.raises(InputError):
+        memsched.plot(chain)
+
+
+def test_instance_sweep_rotor_never_worse_than_periodic(chain):
+    sw = memsched.sweep(chain, budgets=["40%", "60%", "80%", "100%"], solvers=["rotor", "periodic"], slots=200)
+    frame = sw.to_pandas()
+    assert len(frame) == 8 and set(frame["status"]) <= {"optimal", "feasible", "infeasible"}
+    wide = sw.pivot("objective")
+    both = wide.dropna()
+    assert len(both) >= 2 and (both["rotor"] <= both["periodic"] + 1e-9).all()
+    assert wide["rotor"].notna().all()  # rotor fits wherever periodic does, and at 40% too
+    done = frame[frame["objective"].notna()]
+    assert (done["overhead"] == done["objective"] / chain.total_time() - 1).all()
+    fig = sw.plot()
+    assert len(fig.axes[0].get_lines()) == 2
+    assert "data:image/png" in sw._repr_html_()
+
+
+def test_sweep_file_runs_through_the_engine(tmp_path):
+    config = tmp_path / "tiny.toml"
+    config.write_text('name = "tiny"\nbudgets = ["60%", "100%"]\n[[instances]]\nexample = "tiny"\n'
+                      '[[solvers]]\nname = "rotor"\n[[solvers]]\nname = "store-all"\n')
+    sw = memsched.sweep(config, output=tmp_path / "out")
+    assert len(sw) == 4 and (tmp_path / "out" / "tiny.csv").exists()
+    assert set(sw.to_pandas()["solver"]) == {"rotor", "store-all"}
+
+
+def test_pipeline_and_offload_through_the_facade():
+    pipe = DATA / "pipeline" / "tiny-resnet.graph.txt"
+    r = memsched.solve(pipe, "100%", solver="madpipe", devices=2)
+    assert r.problem == "pipeline" and r.found and r.period == pytest.approx(r.objective)
+    bal = memsched.solve(pipe, "100%", solver="balance-time", devices=2)
+    if bal.found:
+        assert r.period <= bal.period + 1e-9
+    chain = memsched.load(CNN12)
+    off = memsched.solve(chain, "50%", solver=["remat-only", "pofo"], bandwidth="12GB/s", slots=200)
+    assert off[0].problem == "offload" and all(x.found for x in off)
+    assert off["pofo"].makespan <= off["remat-only"].makespan + 1e-9
+
+
+def test_a_local_models_package_does_not_shadow_memsched(tmp_path):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "__init__.py").write_text("MINE = True\n")
+    (tmp_path / "experiments").mkdir()
+    (tmp_path / "experiments" / "__init__.py").write_text("MINE = True\n")
+    code = ("import models, experiments, memsched, memsched.models, memsched.experiments.plotting; "
+            "assert models.MINE and experiments.MINE; "
+            "assert memsched.models.__file__ != models.__file__; "
+            f"r = memsched.solve({str(CNN12)!r}, '60%', solver='rotor', slots=100); assert r.found; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+@pytest.mark.torch
+def test_profile_and_run_for_real():
+    pytest.importorskip("torch")
+    chain = memsched.profile("resnet18", batch=2, image_size=32, width=8, depth=1, device="cpu", repeats=1)
+    assert memsched.problem_of(chain) == "chain" and chain.length >= 4
+    out = memsched.run("resnet18", "70%", solver="rotor", chain=chain, batch=2, image_size=32, width=8, depth=1,
+                       device="cpu", time_repeats=1, repeats=1)
+    assert out.grad_check is True
+    assert out["predicted"]["peak_memory"] <= out["budget"]
+    assert out.to_pandas().iloc[0]["measured_peak_memory"] > 0
