@@ -1,4 +1,4 @@
-"""Benchmark of the graph solvers (DESIGN.md Problem 2).
+"""Benchmark of the graph solvers (docs/graph.md).
 
     python -m memsched.experiments.bench_graph [--quick] [--solvers checkmate,cpsat,...] [--backends]
 

@@ -1,4 +1,4 @@
-"""The `memsched` command line (DESIGN.md): one subcommand per module in experiments/commands.
+"""The `memsched` command line (docs/cli.md): one subcommand per module in experiments/commands.
 
 Exit codes: 0 success (a schedule was found), 1 infeasible, 2 bad input or usage (one line on
 stderr, never a traceback), 3 an internal error (a bug; MEMSCHED_DEBUG=1 shows the traceback).

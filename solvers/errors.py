@@ -1,7 +1,7 @@
 """Errors shared by every problem of memsched.
 
 They carry enough context (file, field) for the command line to print one clear line
-and exit with the code of DESIGN.md: 2 for bad input, 1 for an infeasible budget.
+and exit with the codes of docs/cli.md: 2 for bad input, 1 for an infeasible budget.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ class SolveResult:
         return max(0.0, (self.objective - self.lower_bound) / abs(self.objective))
 
     def to_json(self, objective_key: str = "makespan") -> dict[str, Any]:
-        """The `--json` object of DESIGN.md (NaN and infinities become null)."""
+        """The `--json` object of docs/cli.md (NaN and infinities become null)."""
         out: dict[str, Any] = {
             "problem": self.problem,
             "solver": self.solver,

@@ -62,7 +62,7 @@ def best_within(pairs: list[tuple[int, float]], budget: int) -> float:
 
 
 def literal_recurrence(chain: Chain):
-    """The recurrence exactly as DESIGN.md prints it (C_all = C(m,i,i) + C(m - xbar, i+1, l)).
+    """The recurrence exactly as the paper prints it (C_all = C(m,i,i) + C(m - xbar, i+1, l)).
 
     Returns (C, schedule): C(m, i, l) -> value, schedule(m) -> ops of C(m, 0, L). Slow, tiny chains only.
     """

@@ -1,4 +1,4 @@
-"""The graph simulator (DESIGN.md Problem 2): memory rule, violations, schedule JSON."""
+"""The graph simulator (docs/graph.md): memory rule, violations, schedule JSON."""
 
 from __future__ import annotations
 

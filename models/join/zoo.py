@@ -3,7 +3,7 @@
 A join network is k branches, each a chain of ``nn.Module`` blocks (block i of branch b maps
 a_i^b to a_{i+1}^b), with its own input a_0^b, joined by a loss over the k branch outputs:
 ``loss_fn([a_{L_0}^0, ..., a_{L_{k-1}}^{k-1}], target)``. This is the model of
-docs/join_format.md (Beaumont, Herrmann, Pallez, Shilova, Phil. Trans. R. Soc. A 378, 2020).
+docs/join.md (Beaumont, Herrmann, Pallez, Shilova, Phil. Trans. R. Soc. A 378, 2020).
 
 Models (`JOIN_MODELS`), all sized by parameters so tests build tiny versions:
 

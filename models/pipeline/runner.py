@@ -1,5 +1,5 @@
 """Execute a pipeline partition for real with ``torch.distributed.pipelining`` and compare it with
-the model of `solvers.pipeline` (Problem 4 of DESIGN.md).
+the model of `solvers.pipeline` (docs/pipeline.md).
 
 - A small ``nn.Sequential`` network (`make_mlp`: blocks ``ReLU -> Linear``, so the only tensor a
   block saves for its backward is its input, which is exactly the stash of the model:

@@ -1,6 +1,6 @@
 """The persistent dynamic program of rotor (Beaumont et al., arXiv 1911.13214) on heterogeneous chains.
 
-Notation of DESIGN.md (stages 0-based, the loss is stage L): activation sizes ``x[0..L+1]``
+Notation of docs/chain.md (stages 0-based, the loss is stage L): activation sizes ``x[0..L+1]``
 (``x[L+1] = 0``), tape sizes ``xbar``, times ``u_f, u_b`` and transient overheads ``o_f, o_b``.
 
 ``C(m, i, l)`` is the least time to back-propagate through stages i..l when a_i is resident
@@ -22,7 +22,7 @@ two decompositions below). With the charges of the simulator (`solvers.chain.sim
 
 and the optimum at budget M is ``C(M - x[0], 0, L)``.
 
-**Exact charge of C_all.** DESIGN.md prints ``C_all = C(m,i,i) + C(m - xbar[i+1], i+1, l)``,
+**Exact charge of C_all.** The paper prints ``C_all = C(m,i,i) + C(m - xbar[i+1], i+1, l)``,
 i.e. it checks the leaf's condition, whose forward term ``x[i+1] + xbar[i+1] + o_f[i]`` assumes
 that delta_{i+1} is resident while F_all(i) runs. In the C_all branch of (i, l) the gradient
 held during F_all(i) is delta_{l+1} (size x[l+1]); the simulator charges

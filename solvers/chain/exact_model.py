@@ -3,7 +3,7 @@
 Shared by the MILP (`solvers.chain.milp`) and CP-SAT (`solvers.chain.cpsat`) solvers. It is
 built once, backend-neutrally, as rows ``lo <= sum coef * var <= hi`` over binary variables.
 
-Notation of DESIGN.md (stages 0-based, the loss is stage L, sizes ``x``, ``xbar``, ``o_f``,
+Notation of docs/chain.md (stages 0-based, the loss is stage L, sizes ``x``, ``xbar``, ``o_f``,
 ``o_b``, times ``u_f``, ``u_b``); the memory rules are the simulator's table.
 
 Phases. The schedule is cut at its backward ops: phases k = L, L-1, ..., 0 run in this

@@ -1,6 +1,6 @@
-"""The heterogeneous chain of DESIGN.md (the rotor model) and its `memsched.chain/1` file.
+"""The heterogeneous chain of docs/chain.md (the rotor model) and its `memsched.chain/1` file.
 
-Notation (stages 0-based, as in the recurrence of DESIGN.md; the loss is stage L):
+Notation (stages 0-based, as in the recurrence of docs/chain.md; the loss is stage L):
 
 - ``x[0]`` is the size of the input a_0, ``x[i+1]`` the size of a_{i+1}, output of stage i;
   ``x[L+1] = 0``.  Arrays of length L+2, integers (bytes, or slots once discretised).

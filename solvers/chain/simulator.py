@@ -21,7 +21,7 @@ B(i)         abar_{i+1}, delta_{i+1}, a_i         delta_i: x[i]       abar_{i+1}
 
 Time: u_f[i] for each forward of stage i, u_b[i] for B(i), u_b[L] for the loss.
 The schedule is complete when delta_0 is produced; each B(i) and the loss run exactly once.
-These are the charges of the persistent rotor recurrence (DESIGN.md): the memory while F_all
+These are the charges of the persistent rotor recurrence (docs/chain.md): the memory while F_all
 runs is state + xbar[i+1] + o_f[i], while B(i) runs state + x[i] + o_b[i].
 """
 

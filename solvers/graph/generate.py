@@ -13,7 +13,7 @@ graphs are: forward nodes F_v, one loss node, and one backward node B_v per forw
 B_v outputs the gradient with respect to v's inputs (size: the sum of their sizes; for a
 source node, ``input_size``). Costs: B_v costs ``bwd_factor`` times F_v unless given.
 
-`from_chain` maps a rotor chain (DESIGN.md Problem 1) to such a graph. The chain's tapes are
+`from_chain` maps a rotor chain (docs/chain.md) to such a graph. The chain's tapes are
 represented by the stage outputs: F_i has cost_cpu u_f[i] and cost_ram x[i+1] (tape = output,
 i.e. xbar is taken equal to x; overheads o_f, o_b are dropped), the loss has cost u_b[L] and
 size x[L], B_i has cost u_b[i] and size x[i] and needs F_i (a_{i+1}), F_{i-1} (a_i; for i = 0

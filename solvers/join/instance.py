@@ -1,7 +1,7 @@
 """Join networks (Siamese, cross-modal): k chains joined at the loss, and the `memsched.join/1` file.
 
 Notation (Beaumont, Herrmann, Pallez, Shilova, "Optimal memory-aware backpropagation of deep
-join networks", Phil. Trans. R. Soc. A 378, 2020, with the rotor chain model of DESIGN.md):
+join networks", Phil. Trans. R. Soc. A 378, 2020, with the rotor chain model of docs/chain.md):
 
 - branch b = 0..k-1 is a chain of L_b stages in the rotor model, stored as a
   `solvers.chain.instance.Chain` whose own loss entries are zero (``u_b[L_b] = o_b[L_b] = 0``):

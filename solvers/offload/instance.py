@@ -1,4 +1,4 @@
-"""A chain with a host link: the offloading instance (Problem 3 of DESIGN.md).
+"""A chain with a host link: the offloading instance (docs/offload.md).
 
 The chain file format is extended compatibly by an optional top-level object
 

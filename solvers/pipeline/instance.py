@@ -1,4 +1,4 @@
-"""The pipelined model-parallelism instance of DESIGN.md (Problem 4) and its loaders.
+"""The pipelined model-parallelism instance (docs/pipeline.md) and its loaders.
 
 A chain of L layers (0-based, in the instance's layer order). Layer ``l`` has
 
