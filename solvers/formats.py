@@ -34,6 +34,7 @@ def detect_problem(path: str | Path) -> str:
 
 
 def detect_json(data: Any, path: str = "<json>") -> str:
+    """The problem name of a parsed JSON instance (`InputError` naming `path` if it is none of ours)."""
     if not isinstance(data, dict):
         raise InputError("expected a JSON object", path=path)
     fmt = data.get("format")
@@ -55,7 +56,7 @@ def load_instance(path: str | Path, problem: str | None = None) -> tuple[str, An
     """(problem, instance) for the file at `path`."""
     problem = problem or detect_problem(path)
     try:
-        module = registry.problem_module(problem)
+        descriptor = registry.get_problem(problem)
     except ImportError:
         raise InputError(f"problem {problem!r} is not available in this installation", path=str(path)) from None
-    return problem, module.load(str(path))
+    return problem, descriptor.load(str(path))

@@ -1,15 +1,13 @@
 """Problems and their solvers, and the one entry point that runs a solver under the referee.
 
-Each problem is a subpackage ``memsched.solvers.<problem>`` exposing:
-
-- ``load(path) -> instance`` (raises `InputError` naming file and field),
-- ``replay(instance, schedule, budget) -> Replay`` (the simulator: objective, peak, violation),
-- ``reference_peak(instance) -> int`` (what "X%" budgets are a percentage of),
-- ``SOLVERS: dict[name, (\"module:function\", summary)]``.
+Each problem is a subpackage ``memsched.solvers.<problem>`` that defines ``PROBLEM``, a
+`solvers.problem.Problem` descriptor (load, replay, reference_peak, memory_profile, the
+objective's name, the schedule reader and the solver table). This module reads only those
+descriptors.
 
 A solver is ``fn(instance, budget, *, slots=500, time_limit=None, **options) -> SolveResult``
 with ``budget`` in the instance's size unit (bytes). Solvers whose module cannot be imported
-(an optional dependency missing, or not written yet) are simply not listed.
+(an optional dependency missing) are not listed.
 """
 
 from __future__ import annotations
@@ -18,39 +16,42 @@ import importlib
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from .errors import InputError
+from .problem import Problem, Replay
 from .result import FEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+
+__all__ = ["PROBLEMS", "Problem", "Replay", "get_problem", "problem_module", "available_problems", "solver_table",
+           "get_solver", "solve"]
 
 PROBLEMS = ("chain", "graph", "join", "offload", "pipeline")
 
 
-@dataclass(frozen=True)
-class Replay:
-    """The simulator's verdict on a schedule: objective (makespan or period), peak memory."""
-
-    objective: float
-    peak_memory: int
-    violation: str | None = None
-
-
-def problem_module(problem: str):
+def problem_module(problem: str) -> ModuleType:
+    """The package ``memsched.solvers.<problem>`` (`InputError` for an unknown problem name)."""
     if problem not in PROBLEMS:
         raise InputError(f"unknown problem {problem!r} (one of {', '.join(PROBLEMS)})")
     return importlib.import_module(f".{problem}", __package__)
 
 
+def get_problem(problem: str) -> Problem:
+    """The descriptor ``PROBLEM`` of `problem` (`InputError` for an unknown problem name)."""
+    descriptor = problem_module(problem).PROBLEM
+    assert isinstance(descriptor, Problem)
+    return descriptor
+
+
 def available_problems() -> list[str]:
+    """The problems whose package imports here."""
     out = []
     for p in PROBLEMS:
         try:
-            module = problem_module(p)
+            get_problem(p)
         except ImportError:
             continue
-        if hasattr(module, "SOLVERS"):  # a package still being written is skipped
-            out.append(p)
+        out.append(p)
     return out
 
 
@@ -58,24 +59,15 @@ def solver_table(problem: str | None = None) -> list[tuple[str, str, str]]:
     """(problem, solver, summary) for every importable solver."""
     rows = []
     for p in [problem] if problem else available_problems():
-        for name, (target, summary) in problem_module(p).SOLVERS.items():
-            try:
-                _resolve(target)
-            except ImportError:
-                continue
-            rows.append((p, name, summary))
+        desc = get_problem(p)
+        available = set(desc.available_solvers())
+        rows += [(p, name, summary) for name, (_, summary) in desc.solvers.items() if name in available]
     return rows
 
 
 def get_solver(problem: str, name: str) -> Callable[..., SolveResult]:
-    table = problem_module(problem).SOLVERS
-    if name not in table:
-        names = ", ".join(n for _, n, _ in solver_table(problem))
-        raise InputError(f"unknown solver {name!r} for {problem} (available: {names})", field="--solver")
-    try:
-        return _resolve(table[name][0])
-    except ImportError as err:
-        raise InputError(f"solver {name!r} is not available here ({err})", field="--solver") from None
+    """The solver function `name` of `problem` (`InputError` on ``--solver`` when unknown)."""
+    return get_problem(problem).solver(name)
 
 
 def solve(problem: str, instance: Any, solver: str, budget: int, **options: Any) -> SolveResult:
@@ -90,7 +82,7 @@ def solve(problem: str, instance: Any, solver: str, budget: int, **options: Any)
         result.solve_time_s = elapsed
     result.budget = budget
     if result.schedule is not None:
-        replay = problem_module(problem).replay(instance, result.schedule, budget)
+        replay = get_problem(problem).replay(instance, result.schedule, budget)
         if replay.violation is not None:
             raise RuntimeError(f"solver {solver} returned a schedule the simulator rejects: {replay.violation}")
         claimed = result.objective
@@ -103,8 +95,3 @@ def solve(problem: str, instance: Any, solver: str, budget: int, **options: Any)
         raise RuntimeError(f"solver {solver} reports {result.status} without a schedule")
     return result
 
-
-def _resolve(target: str) -> Callable[..., Any]:
-    """``".chain.dp:solve_rotor"`` (relative to this package) or ``"pkg.module:function"``."""
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module, __package__), attr)

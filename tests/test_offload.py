@@ -14,7 +14,8 @@ from memsched.solvers.chain.baselines import periodic_schedule, recompute_all_sc
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, Loss
 from memsched.solvers.errors import InputError
-from memsched.solvers.offload import OffloadInstance, OffloadSchedule, simulate_offload
+from memsched.solvers.offload import OffloadInstance, OffloadSchedule
+from memsched.solvers.offload import simulate as simulate_offload
 from memsched.solvers.offload.baselines import offload_schedule
 from memsched.solvers.offload.schedule import Off, Pre
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from memsched.solvers.chain import Chain
 from memsched.solvers.chain import reference_peak as store_all_peak
 from memsched.solvers.chain.schedule import Op
-from memsched.solvers.offload import OffloadInstance, simulate_offload
+from memsched.solvers.offload import OffloadInstance
+from memsched.solvers.offload import simulate as simulate_offload
 from memsched.solvers.offload.baselines import solve_remat_only
 from memsched.solvers.offload.combined import solve_rotor_offload
 from memsched.solvers.offload.cpsat import solve_cpsat

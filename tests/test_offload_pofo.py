@@ -17,7 +17,8 @@ from memsched.solvers.chain.dp import rotor_min_budget, solve_rotor
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B
 from memsched.solvers.offload import SOLVERS as OFFLOAD_SOLVERS
-from memsched.solvers.offload import OffloadInstance, simulate_offload
+from memsched.solvers.offload import OffloadInstance
+from memsched.solvers.offload import simulate as simulate_offload
 from memsched.solvers.offload.dp import solve_pofo
 from memsched.solvers.offload.schedule import Transfer
 

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memsched.solvers import registry
-from memsched.solvers.pipeline import Partition, evaluate, simulate_batch
+from memsched.solvers.pipeline import Partition, simulate_batch
+from memsched.solvers.pipeline import simulate as evaluate
 from memsched.solvers.pipeline.baselines import balance_by_time
 from memsched.solvers.pipeline.dp import min_budget, partition_dp
 from memsched.solvers.pipeline.profiles import random_pipeline, resnet50, transformer, vgg16

@@ -307,7 +307,8 @@ def test_cli_plot_graph(cli, tmp_path):
 @pytest.mark.skipif(not _has("memsched.solvers.pipeline.simulator"), reason="memsched.solvers.pipeline not available")
 def test_pipeline_figure_peak_is_the_simulators(examples):
     from memsched.solvers.pipeline.instance import from_chain
-    from memsched.solvers.pipeline.simulator import Partition, evaluate
+    from memsched.solvers.pipeline.simulator import Partition
+    from memsched.solvers.pipeline.simulator import simulate as evaluate
 
     inst = from_chain(_chain(examples, "random10"))
     part = Partition.from_bounds([(0, 2), (3, 5), (6, 9)])
@@ -373,7 +374,8 @@ def test_cli_plot_join(cli, tmp_path):
 @pytest.mark.skipif(not _has("memsched.solvers.offload.simulator"), reason="memsched.solvers.offload not available")
 def test_offload_figure_has_transfers_and_the_simulators_peak(examples):
     from memsched.solvers import registry
-    from memsched.solvers.offload import OffloadInstance, OffloadSchedule, simulate_offload
+    from memsched.solvers.offload import OffloadInstance, OffloadSchedule
+    from memsched.solvers.offload import simulate as simulate_offload
 
     chain = _chain(examples, "random10")
     inst = OffloadInstance(chain, 12e9)

@@ -149,7 +149,7 @@ def offload_timeline(inst: Any, schedule: Any, budget: int | None = None) -> Tim
     rows, offloads and prefetches on a "transfers" row; the memory line is the simulator's
     sweep of allocations and releases over time (``timeline``)."""
     from memsched.solvers.offload.schedule import OFF, Transfer
-    from memsched.solvers.offload.simulator import simulate_offload
+    from memsched.solvers.offload.simulator import simulate as simulate_offload
 
     sim = simulate_offload(inst, schedule, budget)
     pos = sim.violation.position if sim.violation is not None else None
@@ -272,7 +272,8 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
     micro-batch; one memory line per device, weights + buffers + the stash of each
     micro-batch in flight (allocated when its forward starts, freed when its backward ends),
     whose maximum is the simulator's per-stage memory once m >= S."""
-    from memsched.solvers.pipeline.simulator import check_partition, evaluate, simulate_batch
+    from memsched.solvers.pipeline.simulator import check_partition, simulate_batch
+    from memsched.solvers.pipeline.simulator import simulate as evaluate
 
     bad = check_partition(inst, partition)
     if bad is not None:

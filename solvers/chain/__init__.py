@@ -1,15 +1,17 @@
-"""Problem 1: rematerialization on a heterogeneous chain (the rotor model of DESIGN.md)."""
+"""Problem 1: rematerialization on a heterogeneous chain (the rotor model, docs/CONVENTIONS.md "Chain notation")."""
 
 from __future__ import annotations
 
-from ..registry import Replay
+from typing import Any
+
+from ..problem import Problem, Replay
 from .instance import FORMAT, Chain
 from .schedule import Op, Schedule
 from .simulator import Simulation, Violation, simulate
 
 __all__ = ["FORMAT", "Chain", "Op", "Schedule", "Simulation", "Violation", "simulate",
            "load", "replay", "reference_peak", "schedule_from_json", "memory_profile", "SOLVERS",
-           "DEFAULT_SOLVER"]
+           "DEFAULT_SOLVER", "PROBLEM"]
 
 DEFAULT_SOLVER = "rotor"
 
@@ -29,10 +31,12 @@ SOLVERS: dict[str, tuple[str, str]] = {
 
 
 def load(path: str) -> Chain:
+    """The chain file (``memsched.chain/1``) at `path`."""
     return Chain.load(path)
 
 
 def replay(chain: Chain, schedule: Schedule, budget: int | None = None) -> Replay:
+    """The simulator's makespan (time unit) and peak memory (bytes) of `schedule`."""
     sim = simulate(chain, schedule, budget)
     return Replay(sim.makespan, sim.peak_memory, None if sim.valid else str(sim.violation))
 
@@ -44,13 +48,21 @@ def reference_peak(chain: Chain) -> int:
     return simulate(chain, store_all_schedule(chain.length)).peak_memory
 
 
-def schedule_from_json(data, chain: Chain, *, path: str = "<schedule>") -> Schedule:
+def schedule_from_json(data: Any, chain: Chain, *, path: str = "<schedule>") -> Schedule:
+    """A chain schedule from its JSON (or a `memsched solve --json` output holding one)."""
     return Schedule.from_json(data, chain.length, path=path)
 
 
-def memory_profile(chain: Chain, schedule: Schedule) -> list[dict]:
+def memory_profile(chain: Chain, schedule: Schedule) -> list[dict[str, Any]]:
     """Per operation: op, start, end (time unit), memory while it runs and after it (bytes);
     the replay stops at the first violation."""
     sim = simulate(chain, schedule)
     return [{"op": str(s.op), "start": s.start, "end": s.end, "mem_during": s.mem_during,
              "mem_after": s.mem_after} for s in sim.steps]
+
+
+PROBLEM = Problem(
+    name="chain", summary="rematerialization on a heterogeneous chain (rotor model)", objective="makespan",
+    load=load, replay=replay, reference_peak=reference_peak, memory_profile=memory_profile,
+    schedule_from_json=schedule_from_json, solvers=SOLVERS, default_solver=DEFAULT_SOLVER,
+)

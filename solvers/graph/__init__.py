@@ -1,18 +1,25 @@
-"""Problem 2: rematerialization on a general graph (the Checkmate / Moccasin model of DESIGN.md).
+"""Problem 2: rematerialization on a general graph (the Checkmate / Moccasin model).
 
 Budgets are absolute, in ``cost_ram`` units; "X%" budgets refer to `reference_peak` (the peak
-of computing each node once in the file's order). See `instance` (the graph file), `simulator`
-(the referee), `milp` and `cpsat` (exact models), `baselines` and `lp_bounds`.
+of computing each node once in the file's order). See `instance` (the graph file), `schedule`
+(a sequence of node computations), `simulator` (the referee), `milp` and `cpsat` (exact
+models), `baselines` and `lp_bounds`.
 """
 
 from __future__ import annotations
 
-from ..registry import Replay
+from typing import Any
+
+from ..problem import Problem, Replay
 from .instance import Graph
-from .simulator import SCHEDULE_FORMAT, GraphSchedule, GraphSimulation, simulate
+from .schedule import SCHEDULE_FORMAT, GraphSchedule
+from .simulator import GraphSimulation, simulate
 
 __all__ = ["Graph", "GraphSchedule", "GraphSimulation", "SCHEDULE_FORMAT", "simulate", "schedule_from_json",
-           "memory_profile", "load", "load_schedule", "replay", "reference_peak", "SOLVERS"]
+           "memory_profile", "load", "load_schedule", "replay", "reference_peak", "SOLVERS", "DEFAULT_SOLVER",
+           "PROBLEM"]
+
+DEFAULT_SOLVER = "checkmate"
 
 SOLVERS: dict[str, tuple[str, str]] = {
     "checkmate": (".graph.milp:solve_checkmate",
@@ -34,24 +41,28 @@ SOLVERS: dict[str, tuple[str, str]] = {
 
 
 def load(path: str) -> Graph:
+    """The graph in the node-link JSON file at `path`."""
     return Graph.load(path)
 
 
 def load_schedule(path: str) -> GraphSchedule:
+    """The graph schedule in the JSON file at `path`."""
     return GraphSchedule.load(path)
 
 
-def schedule_from_json(data, graph: Graph, *, path: str = "<schedule>") -> GraphSchedule:
+def schedule_from_json(data: Any, graph: Graph, *, path: str = "<schedule>") -> GraphSchedule:
+    """A graph schedule from its JSON (or a `memsched solve --json` output holding one)."""
     return GraphSchedule.from_json(data, path=path)
 
 
-def memory_profile(graph: Graph, schedule: GraphSchedule) -> list[dict]:
-    """Per step: the node computed and the memory at that step (DESIGN.md's rule)."""
+def memory_profile(graph: Graph, schedule: GraphSchedule) -> list[dict[str, Any]]:
+    """Per step: the node computed and the memory at that step (``cost_ram`` units)."""
     sim = simulate(graph, schedule)
     return [{"op": str(v), "mem_during": int(m)} for v, m in zip(schedule.sequence, sim.memory)]
 
 
 def replay(graph: Graph, schedule: GraphSchedule | list[int], budget: int | None = None) -> Replay:
+    """The simulator's makespan (sum of ``cost_cpu``) and peak memory of `schedule`."""
     sim = simulate(graph, schedule, budget)
     return Replay(sim.makespan, sim.peak_memory, sim.violation)
 
@@ -59,3 +70,10 @@ def replay(graph: Graph, schedule: GraphSchedule | list[int], budget: int | None
 def reference_peak(graph: Graph) -> int:
     """Peak memory of computing each node once in the file's order (what "X%" budgets mean)."""
     return simulate(graph, list(range(graph.n))).peak_memory
+
+
+PROBLEM = Problem(
+    name="graph", summary="rematerialization on a general graph (Checkmate / Moccasin model)", objective="makespan",
+    load=load, replay=replay, reference_peak=reference_peak, memory_profile=memory_profile,
+    schedule_from_json=schedule_from_json, solvers=SOLVERS, default_solver=DEFAULT_SOLVER,
+)

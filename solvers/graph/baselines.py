@@ -24,7 +24,8 @@ import numpy as np
 
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
 from .instance import Graph
-from .simulator import GraphSchedule, simulate
+from .schedule import GraphSchedule
+from .simulator import simulate
 
 
 # --------------------------------------------------------------------------- helpers

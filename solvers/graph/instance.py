@@ -1,4 +1,4 @@
-"""A computation graph of DESIGN.md Problem 2 and its networkx node-link JSON file.
+"""A computation graph (docs/graph.md) and its networkx node-link JSON file.
 
 Notation (as in Checkmate, Jain et al. MLSys 2020): the n nodes are indexed 0..n-1 in a fixed
 topological order (the file's ``graph.order`` when given, else a topological order of the file's
@@ -28,13 +28,15 @@ import math
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
 from ..errors import InputError
 from ..jsonio import read_json
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 @dataclass(eq=False)
@@ -105,6 +107,9 @@ class Graph:
                    meta=dict(meta or {}))
 
     def to_networkx(self) -> nx.DiGraph:
+        """The graph as a networkx DiGraph (node attributes cost_cpu, cost_ram, name, backward)."""
+        import networkx as nx
+
         g = nx.DiGraph(name=self.name, order=list(self.ids))
         for v in range(self.n):
             g.add_node(self.ids[v], cost_cpu=float(self.cost_cpu[v]), cost_ram=int(self.cost_ram[v]),
@@ -115,6 +120,8 @@ class Graph:
     # ----------------------------------------------------------------- file format
     def to_dict(self) -> dict[str, Any]:
         """The node-link JSON object (``"links"``, as Checkmate writes it), order included."""
+        import networkx as nx
+
         data = nx.node_link_data(self.to_networkx(), edges="links")
         data["graph"] = {"name": self.name, "order": _plain(list(self.ids))}
         if self.meta:
@@ -131,6 +138,8 @@ class Graph:
     @classmethod
     def from_dict(cls, data: Any, *, path: str = "<graph>") -> Graph:
         """Validate and build; every error names `path` and the field or node."""
+        import networkx as nx
+
         if not isinstance(data, dict):
             raise InputError("expected a JSON object (networkx node-link data)", path=path)
         data = _from_moccasin_tags(data)

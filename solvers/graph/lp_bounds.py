@@ -22,7 +22,8 @@ from ..result import FEASIBLE, INFEASIBLE, TIMEOUT, SolveResult
 from .instance import Graph
 from .linmodel import solve_milp
 from .milp import CheckmateModel
-from .simulator import GraphSchedule, simulate
+from .schedule import GraphSchedule
+from .simulator import simulate
 
 
 def lp_relaxation(graph: Graph, budget: int, *, slots: int = 0, time_limit: float | None = None

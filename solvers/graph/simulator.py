@@ -1,6 +1,6 @@
 """The referee of Problem 2: replays a sequence of node computations on a `Graph`.
 
-Rules (DESIGN.md, Problem 2). A schedule is a sequence s = 0..N-1 of node computations,
+Rules (docs/graph.md). A schedule is a sequence s = 0..N-1 of node computations,
 repetitions allowed. Each computation creates a *copy* of the node's output (size M_v =
 ``cost_ram[v]``).
 
@@ -18,70 +18,13 @@ budget) is reported with its step and node.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
-from ..jsonio import read_json
 from .instance import Graph
-
-SCHEDULE_FORMAT = "memsched.schedule/1"
-
-
-@dataclass
-class GraphSchedule:
-    """A sequence of node ids (as in the graph file), repetitions allowed."""
-
-    sequence: list[Hashable]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"format": SCHEDULE_FORMAT, "problem": "graph", "sequence": [_plain(v) for v in self.sequence]}
-
-    def __len__(self) -> int:
-        return len(self.sequence)
-
-    @classmethod
-    def from_indices(cls, graph: Graph, indices: Iterable[int]) -> GraphSchedule:
-        return cls([graph.ids[int(i)] for i in indices])
-
-    def indices(self, graph: Graph) -> list[int]:
-        """Node indices of the sequence; an unknown id is an `InputError`."""
-        out = []
-        for s, v in enumerate(self.sequence):
-            i = graph.index.get(v)
-            if i is None and isinstance(v, str):
-                i = next((graph.index[u] for u in graph.ids if str(u) == v), None)
-            if i is None:
-                raise InputError(f"step {s}: unknown node {v!r}", field="sequence")
-            out.append(i)
-        return out
-
-    @classmethod
-    def from_json(cls, data: Any, *, path: str = "<schedule>") -> GraphSchedule:
-        if isinstance(data, list):
-            return cls(list(data))
-        if not isinstance(data, dict):
-            raise InputError("expected a JSON object", path=path)
-        if "schedule" in data and "sequence" not in data:  # the output of `memsched solve --json`
-            if data["schedule"] is None:
-                raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
-            data = data["schedule"]
-        if data.get("format", SCHEDULE_FORMAT) != SCHEDULE_FORMAT:
-            raise InputError(f"expected {SCHEDULE_FORMAT!r}", path=path, field="format")
-        if data.get("problem", "graph") != "graph":
-            raise InputError(f"expected problem 'graph', got {data.get('problem')!r}", path=path, field="problem")
-        seq = data.get("sequence")
-        if not isinstance(seq, list):
-            raise InputError("must be a list of node ids", path=path, field="sequence")
-        return cls(list(seq))
-
-    @classmethod
-    def load(cls, path: str | Path) -> GraphSchedule:
-        return cls.from_json(read_json(path), path=str(path))
+from .schedule import GraphSchedule
 
 
 @dataclass
@@ -142,7 +85,3 @@ def simulate(graph: Graph, sequence: Sequence[int] | GraphSchedule, budget: int 
             violation = (f"step {s} (node {graph.ids[seq[s]]!r}): memory {int(memory[s])} exceeds the "
                          f"budget {int(budget)}")
     return GraphSimulation(memory, cpu, violation, end)
-
-
-def _plain(v: Any) -> Any:
-    return int(v) if isinstance(v, np.integer) else v

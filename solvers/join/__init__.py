@@ -1,23 +1,24 @@
 """Join networks (Siamese, cross-modal): k chains in the rotor model joined at the loss.
 
-Model, file format and simulator: `instance.py`, `simulator.py` and docs/join_format.md.
-Solvers: the join DP of Beaumont, Herrmann, Pallez and Shilova (optimal among join-persistent
-schedules, `dp.py`), the heuristics it is compared with (`baselines.py`), a CP-SAT phase model
-that contains the DP's class (`cpsat.py`) and an exact search over all schedules for tiny
-instances (`astar.py`).
+Model, file format and simulator: `instance.py`, `schedule.py`, `simulator.py` and
+docs/join.md. Solvers: the join DP of Beaumont, Herrmann, Pallez and Shilova (optimal
+among join-persistent schedules, `dp.py`), the heuristics it is compared with and store-all
+(`baselines.py`), a CP-SAT phase model that contains the DP's class (`cpsat.py`) and an exact
+A* search over all schedules for tiny instances (`astar.py`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..registry import Replay
+from ..problem import Problem, Replay
 from .instance import FORMAT, Join
-from .simulator import JoinSchedule, JOp, Simulation, simulate
+from .schedule import JoinSchedule, JOp, store_all_schedule
+from .simulator import Simulation, simulate
 
 __all__ = ["FORMAT", "Join", "JOp", "JoinSchedule", "Simulation", "simulate", "load", "replay",
            "reference_peak", "schedule_from_json", "memory_profile", "store_all_schedule", "SOLVERS",
-           "DEFAULT_SOLVER"]
+           "DEFAULT_SOLVER", "PROBLEM"]
 
 DEFAULT_SOLVER = "dp"
 
@@ -30,7 +31,7 @@ SOLVERS: dict[str, tuple[str, str]] = {
                      "each branch alone in a share proportional to its store-all peak (rotor DP)"),
     "sequential": (".join.baselines:solve_sequential",
                    "branches one after the other; all but the first keep only their output"),
-    "store-all": (".join:solve_store_all", "no recomputation (largest memory)"),
+    "store-all": (".join.baselines:solve_store_all", "no recomputation (largest memory)"),
     "cpsat": (".join.cpsat:solve_cpsat",
               "exact CP-SAT join phase model (branches back-propagated one after another, best order; "
               "non-persistent schedules allowed)"),
@@ -40,20 +41,14 @@ SOLVERS: dict[str, tuple[str, str]] = {
 
 
 def load(path: str) -> Join:
+    """The join file (``memsched.join/1``) at `path`."""
     return Join.load(path)
 
 
 def replay(join: Join, schedule: JoinSchedule, budget: int | None = None) -> Replay:
+    """The simulator's makespan (time unit) and peak memory (bytes) of `schedule`."""
     sim = simulate(join, schedule, budget)
     return Replay(sim.makespan, sim.peak_memory, None if sim.valid else str(sim.violation))
-
-
-def store_all_schedule(join: Join) -> JoinSchedule:
-    """F_all of every stage of every branch, the loss, then each branch's backward in turn."""
-    ops = [JOp("F_all", b, i) for b, c in enumerate(join.branches) for i in range(c.length)]
-    ops.append(JOp("Loss"))
-    ops += [JOp("B", b, i) for b, c in enumerate(join.branches) for i in reversed(range(c.length))]
-    return JoinSchedule(ops, join.lengths)
 
 
 def reference_peak(join: Join) -> int:
@@ -62,29 +57,19 @@ def reference_peak(join: Join) -> int:
 
 
 def schedule_from_json(data: Any, join: Join, *, path: str = "<schedule>") -> JoinSchedule:
+    """A join schedule from its JSON (or a `memsched solve --json` output holding one)."""
     return JoinSchedule.from_json(data, join.lengths, path=path)
 
 
-def memory_profile(join: Join, schedule: JoinSchedule) -> list[dict]:
-    """Per operation: op, start, end, memory while it runs and after it."""
+def memory_profile(join: Join, schedule: JoinSchedule) -> list[dict[str, Any]]:
+    """Per operation: op, start, end (time unit), memory while it runs and after it (bytes)."""
     sim = simulate(join, schedule)
     return [{"op": str(s.op), "start": s.start, "end": s.end, "mem_during": s.mem_during,
              "mem_after": s.mem_after} for s in sim.steps]
 
 
-def solve_store_all(join: Join, budget: int, **_: Any):
-    """The store-all schedule when it fits (optimal then: no recomputation), else infeasible."""
-    import time
-
-    from ..result import INFEASIBLE, OPTIMAL, SolveResult
-
-    t0 = time.perf_counter()
-    schedule = store_all_schedule(join)
-    sim = simulate(join, schedule)
-    fits = sim.peak_memory <= int(budget)
-    return SolveResult(problem="join", solver="store-all", status=OPTIMAL if fits else INFEASIBLE,
-                       objective=sim.makespan if fits else None, peak_memory=sim.peak_memory if fits else None,
-                       schedule=schedule if fits else None, min_budget=sim.peak_memory, budget=int(budget),
-                       lower_bound=join.total_time(), solve_time_s=time.perf_counter() - t0,
-                       scope="store-all (optimal among all schedules when it fits: no recomputation)",
-                       message="" if fits else f"store-all needs {sim.peak_memory} > budget {budget}")
+PROBLEM = Problem(
+    name="join", summary="rematerialization on join networks (k chains joined at the loss)", objective="makespan",
+    load=load, replay=replay, reference_peak=reference_peak, memory_profile=memory_profile,
+    schedule_from_json=schedule_from_json, solvers=SOLVERS, default_solver=DEFAULT_SOLVER,
+)

@@ -26,15 +26,16 @@ from typing import Any
 
 import numpy as np
 
-from ..chain.baselines import store_all_schedule
+from ..chain.baselines import store_all_schedule as chain_store_all
 from ..chain.dp import rotor_table
 from ..chain.instance import Chain
 from ..chain.schedule import LOSS
 from ..chain.simulator import simulate as simulate_chain
-from ..result import FEASIBLE, INFEASIBLE, SolveResult
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
 from .dp import discretise, effective_slots, scope_text, spine_mmin
 from .instance import Join
-from .simulator import LOSS_OP, JoinSchedule, JOp, simulate
+from .schedule import LOSS_OP, JoinSchedule, JOp, store_all_schedule
+from .simulator import simulate
 
 
 def _split_at_loss(chain_ops: list[Any], b: int) -> tuple[list[JOp], list[JOp]]:
@@ -106,7 +107,7 @@ def solve_proportional(join: Join, budget: int, *, slots: int = 500, **_: Any) -
     """Shares of (M - loss_overhead) proportional to each branch's store-all peak."""
     t0 = time.perf_counter()
     work, M = discretise(join, budget, slots)
-    weights = [float(simulate_chain(c, store_all_schedule(c.length)).peak_memory - c.x[0]) for c in work.branches]
+    weights = [float(simulate_chain(c, chain_store_all(c.length)).peak_memory - c.x[0]) for c in work.branches]
     shares = _shares_of(work, M, weights)
     schedule, value, msg = share_schedule(work, shares)
     return _answer("proportional", join, int(budget), slots, schedule, value, msg, t0, shares=shares)
@@ -174,3 +175,17 @@ def solve_sequential(join: Join, budget: int, *, slots: int = 500, **_: Any) -> 
         post += [JOp(op.kind, b, op.index) for op in sub.ops]
     schedule = JoinSchedule(pre + [LOSS_OP] + post, work.lengths)
     return _answer("sequential", join, int(budget), slots, schedule, value, "", t0, order=order)
+
+
+def solve_store_all(join: Join, budget: int, **_: Any) -> SolveResult:
+    """The store-all schedule when it fits (optimal then: no recomputation), else infeasible."""
+    t0 = time.perf_counter()
+    schedule = store_all_schedule(join)
+    sim = simulate(join, schedule)
+    fits = sim.peak_memory <= int(budget)
+    return SolveResult(problem="join", solver="store-all", status=OPTIMAL if fits else INFEASIBLE,
+                       objective=sim.makespan if fits else None, peak_memory=sim.peak_memory if fits else None,
+                       schedule=schedule if fits else None, min_budget=sim.peak_memory, budget=int(budget),
+                       lower_bound=join.total_time(), solve_time_s=time.perf_counter() - t0,
+                       scope="store-all (optimal among all schedules when it fits: no recomputation)",
+                       message="" if fits else f"store-all needs {sim.peak_memory} > budget {budget}")

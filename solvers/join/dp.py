@@ -64,7 +64,8 @@ from ..chain.instance import Chain
 from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
 from .instance import Join
-from .simulator import LOSS_OP, JoinSchedule, JOp, simulate
+from .schedule import LOSS_OP, JoinSchedule, JOp
+from .simulator import simulate
 
 CK, TAPE = 0, 1
 TYPES = (CK, TAPE)
@@ -357,7 +358,7 @@ def solve_join_dp(join: Join, budget: int, *, slots: int = 500, time_limit: floa
             f"persistent per branch), {scope_text(slots)}"
     common: dict[str, Any] = {"problem": "join", "solver": "dp", "budget": budget, "scope": scope,
                               "lower_bound": None}
-    from . import store_all_schedule
+    from .schedule import store_all_schedule
 
     store_all = store_all_schedule(join)
     sim = simulate(join, store_all)

@@ -32,96 +32,10 @@ run exactly once. The first violation is reported with its position, op and reas
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, NamedTuple
-
-from ..chain.schedule import F_ALL, F_CK, F_N, FORWARD_KINDS, KINDS, LOSS, OP_ALIASES, SCHEDULE_FORMAT, B, ops_json
+from ..chain.schedule import F_ALL, F_CK, F_N, FORWARD_KINDS, LOSS, B
 from ..chain.simulator import Simulation, Step, Violation
-from ..errors import InputError
 from .instance import Join
-
-
-class JOp(NamedTuple):
-    """One operation on branch `branch`, stage `stage` (both -1 for the loss)."""
-
-    kind: str
-    branch: int = -1
-    stage: int = -1
-
-    def __str__(self) -> str:
-        return self.kind if self.kind == LOSS else f"{self.kind}({self.branch},{self.stage})"
-
-    def to_json(self) -> dict[str, Any]:
-        if self.kind == LOSS:
-            return {"op": LOSS}
-        return {"op": self.kind, "branch": self.branch, "stage": self.stage}
-
-
-LOSS_OP = JOp(LOSS)
-
-
-@dataclass
-class JoinSchedule:
-    """A sequence of operations on a join with the given branch lengths."""
-
-    ops: list[JOp]
-    lengths: list[int]
-
-    def __iter__(self) -> Iterator[JOp]:
-        return iter(self.ops)
-
-    def __len__(self) -> int:
-        return len(self.ops)
-
-    def __str__(self) -> str:
-        return " ".join(map(str, self.ops))
-
-    def recomputations(self) -> int:
-        """Forward operations beyond the first forward of each stage of each branch."""
-        return sum(op.kind in FORWARD_KINDS for op in self.ops) - sum(self.lengths)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"format": SCHEDULE_FORMAT, "problem": "join", "lengths": list(self.lengths),
-                "ops": [op.to_json() for op in self.ops]}
-
-    def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_json()) + "\n")
-
-    @classmethod
-    def from_json(cls, data: Any, lengths: list[int], *, path: str = "<schedule>") -> JoinSchedule:
-        """Parse a schedule object (or a `memsched solve --json` output holding one)."""
-        raw = ops_json(data, path)
-        return cls([_parse_op(item, lengths, path, k) for k, item in enumerate(raw)], list(lengths))
-
-
-def _parse_op(item: Any, lengths: list[int], path: str, k: int) -> JOp:
-    where = f"ops[{k}]"
-    if isinstance(item, dict):
-        name, branch, stage = item.get("op"), item.get("branch"), item.get("stage")
-    elif isinstance(item, (list, tuple)) and item:
-        name = item[0]
-        branch = item[1] if len(item) > 1 else None
-        stage = item[2] if len(item) > 2 else None
-    elif isinstance(item, str):
-        name, branch, stage = item, None, None
-    else:
-        raise InputError(f"cannot read operation {item!r}", path=path, field=where)
-    kind = OP_ALIASES.get(str(name).lower())
-    if kind is None:
-        raise InputError(f"unknown operation {name!r} (one of {', '.join(KINDS)})", path=path, field=where)
-    if kind == LOSS:
-        return LOSS_OP
-    if isinstance(branch, bool) or not isinstance(branch, int) or not 0 <= branch < len(lengths):
-        raise InputError(f"branch must be an integer in 0..{len(lengths) - 1}, got {branch!r}", path=path,
-                         field=where)
-    L = lengths[branch]
-    if isinstance(stage, bool) or not isinstance(stage, int) or not 0 <= stage < L:
-        raise InputError(f"stage must be an integer in 0..{L - 1} for branch {branch}, got {stage!r}", path=path,
-                         field=where)
-    return JOp(kind, branch, stage)
+from .schedule import JoinSchedule, JOp
 
 
 # --------------------------------------------------------------------------- simulator

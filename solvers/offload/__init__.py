@@ -1,18 +1,24 @@
 """Problem 3: offloading activations to host memory, alone and with rematerialization.
 
 The model (ops, streams, what counts when) is documented in `solvers.offload.simulator`;
-the instance (a chain file plus a host link) in `solvers.offload.instance`.
+the instance (a chain file plus a host link) in `solvers.offload.instance`, schedules (chain
+operations and transfers Off / Pre) in `solvers.offload.schedule`. Solvers: `baselines`,
+`combined` (rotor-offload), the POFO-style DP (`dp`), exact CP-SAT models (`cpsat`,
+`exact_combined`); H-Revolve (`hrevolve`) is a separate model (`memsched hrevolve`).
 """
 
 from __future__ import annotations
 
-from ..registry import Replay
+from typing import Any
+
+from ..problem import Problem, Replay
 from .instance import OffloadInstance
 from .schedule import OffloadSchedule, Transfer
-from .simulator import OffloadSimulation, simulate_offload
+from .simulator import OffloadSimulation, simulate
 
-__all__ = ["OffloadInstance", "OffloadSchedule", "Transfer", "OffloadSimulation", "simulate_offload",
-           "load", "replay", "reference_peak", "schedule_from_json", "SOLVERS", "DEFAULT_SOLVER"]
+__all__ = ["OffloadInstance", "OffloadSchedule", "Transfer", "OffloadSimulation", "simulate",
+           "load", "replay", "reference_peak", "schedule_from_json", "memory_profile", "SOLVERS", "DEFAULT_SOLVER",
+           "PROBLEM"]
 
 DEFAULT_SOLVER = "offload-prefix"
 SOLVERS: dict[str, tuple[str, str]] = {
@@ -33,19 +39,44 @@ SOLVERS: dict[str, tuple[str, str]] = {
 
 
 def load(path: str, bandwidth: float | None = None, latency: float | None = None) -> OffloadInstance:
+    """A chain file with a ``host_link`` (or with `bandwidth` in bytes/s and `latency` in the
+    chain's time unit given here)."""
     return OffloadInstance.load(path, bandwidth, latency)
 
 
 def replay(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | None = None) -> Replay:
-    sim = simulate_offload(inst, schedule, budget)
+    """The two-stream simulator's makespan (time unit) and peak device memory (bytes)."""
+    sim = simulate(inst, schedule, budget)
     return Replay(sim.makespan, sim.peak_memory, None if sim.valid else str(sim.violation))
 
 
 def reference_peak(inst: OffloadInstance) -> int:
+    """The store-all peak of the chain, what "X%" budgets refer to."""
     from ..chain import reference_peak as chain_peak
 
     return chain_peak(inst.chain)
 
 
-def schedule_from_json(data, inst: OffloadInstance, *, path: str = "<schedule>") -> OffloadSchedule:
+def schedule_from_json(data: Any, inst: OffloadInstance, *, path: str = "<schedule>") -> OffloadSchedule:
+    """An offloading schedule from its JSON (or a `memsched solve --json` output holding one)."""
     return OffloadSchedule.from_json(data, inst.length, path=path)
+
+
+def memory_profile(inst: OffloadInstance, schedule: OffloadSchedule) -> list[dict[str, Any]]:
+    """Device memory over time: one row per interval between memory events, with start and end
+    (time unit) and the bytes held then (``mem_during``); the replay stops at the first
+    violation of a logical rule."""
+    sim = simulate(inst, schedule)
+    points = sim.timeline
+    rows = []
+    for k, (t, mem) in enumerate(points):
+        end = points[k + 1][0] if k + 1 < len(points) else max(t, sim.makespan)
+        rows.append({"start": t, "end": end, "mem_during": int(mem), "mem_after": int(mem)})
+    return rows
+
+
+PROBLEM = Problem(
+    name="offload", summary="offloading activations to host memory, with or without rematerialization",
+    objective="makespan", load=load, replay=replay, reference_peak=reference_peak, memory_profile=memory_profile,
+    schedule_from_json=schedule_from_json, solvers=SOLVERS, default_solver=DEFAULT_SOLVER,
+)

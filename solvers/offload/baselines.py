@@ -22,7 +22,7 @@ from ..registry import solve as solve_chain_problem
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
-from .simulator import simulate_offload
+from .simulator import simulate
 
 
 def offload_schedule(L: int, offloaded: set[int], lookahead: int = 1) -> OffloadSchedule:
@@ -64,7 +64,7 @@ def offload_schedule(L: int, offloaded: set[int], lookahead: int = 1) -> Offload
 
 def _answer(name: str, inst: OffloadInstance, schedule: OffloadSchedule, budget: int, t0: float,
             scope: str, **details: Any) -> SolveResult:
-    sim = simulate_offload(inst, schedule)
+    sim = simulate(inst, schedule)
     if sim.violation is not None:
         raise RuntimeError(f"{name} built an invalid schedule: {sim.violation}")
     fits = sim.peak_memory <= budget
@@ -100,7 +100,7 @@ def solve_prefix(inst: OffloadInstance, budget: int, *, max_lookahead: int = 3, 
     for k in range(0, L):
         for d in range(1, int(max_lookahead) + 1):
             schedule = offload_schedule(L, set(range(k)), d)
-            sim = simulate_offload(inst, schedule)
+            sim = simulate(inst, schedule)
             smallest = sim.peak_memory if smallest is None else min(smallest, sim.peak_memory)
             if sim.peak_memory <= budget and (best is None or sim.makespan < best[0] - 1e-12):
                 best = (sim.makespan, k, d, schedule)

@@ -27,7 +27,7 @@ from ..registry import solver_table
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
-from .simulator import simulate_offload
+from .simulator import simulate
 
 Value = tuple[str, int]
 
@@ -119,7 +119,7 @@ def solve_rotor_offload(inst: OffloadInstance, budget: int, *, slots: int = 500,
             continue
         for candidate in (OffloadSchedule.from_chain(inner.schedule),
                           add_transfers(inst, inner.schedule, min_ratio=min_ratio)):
-            sim = simulate_offload(inst, candidate)
+            sim = simulate(inst, candidate)
             if not sim.valid:
                 raise RuntimeError(f"rotor-offload built an invalid schedule: {sim.violation}")
             smallest = sim.peak_memory if smallest is None else min(smallest, sim.peak_memory)
@@ -130,7 +130,7 @@ def solve_rotor_offload(inst: OffloadInstance, budget: int, *, slots: int = 500,
         return SolveResult(problem="offload", solver="rotor-offload", status=INFEASIBLE, budget=budget,
                            min_budget=smallest, solve_time_s=time.perf_counter() - t0, scope=scope,
                            message="no relaxed checkpoint schedule fits, even with transfers")
-    sim = simulate_offload(inst, best[1])
+    sim = simulate(inst, best[1])
     return SolveResult(problem="offload", solver="rotor-offload", status=FEASIBLE, objective=sim.makespan,
                        peak_memory=sim.peak_memory, schedule=best[1], budget=budget,
                        solve_time_s=time.perf_counter() - t0, scope=scope,

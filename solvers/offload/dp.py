@@ -93,7 +93,7 @@ from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
-from .simulator import simulate_offload
+from .simulator import simulate
 
 LEAF, ALL, NONE = -1, 0, -2  # choice codes; 0 < c <= L: C_ck(c); c > L: C_off(c - L - 1)
 
@@ -282,7 +282,7 @@ def pin_transfers(inst: OffloadInstance, schedule: OffloadSchedule, pins: list[A
 
 def _replay_prefix(inst: OffloadInstance, prefix: OffloadSchedule) -> list[float]:
     """End times of the ops of an (incomplete) schedule, as the simulator computes them."""
-    sim = simulate_offload(inst, prefix)
+    sim = simulate(inst, prefix)
     # an incomplete schedule is reported as a violation after its last op; its times are valid
     if sim.violation is not None and sim.violation.position < len(prefix.ops):  # pragma: no cover - a bug
         raise RuntimeError(f"pofo built an invalid schedule: {sim.violation}")
@@ -311,7 +311,7 @@ def _run_dp(inst: OffloadInstance, work, M: int, budget: int,
     if not math.isfinite(est):
         return None
     sched = pin_transfers(inst, *table.schedule(m_top))
-    sim = simulate_offload(inst, sched)
+    sim = simulate(inst, sched)
     if sim.valid and sim.peak_memory <= budget:
         return sim, sched, est
     details["dp_overflow"] = f"the DP schedule replays at {sim.peak_memory} > {budget}: {sim.violation}"
@@ -334,10 +334,10 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any
     details: dict[str, Any] = {"slots": slots}
     rotor = solve_rotor(chain, budget, slots=slots)
     rotor_sched = OffloadSchedule.from_chain(rotor.schedule) if rotor.schedule is not None else None
-    rotor_sim = simulate_offload(inst, rotor_sched) if rotor_sched is not None else None
+    rotor_sim = simulate(inst, rotor_sched) if rotor_sched is not None else None
     rotor_ok = rotor_sim is not None and rotor_sim.valid and rotor_sim.peak_memory <= budget
     store_all = OffloadSchedule.from_chain(store_all_schedule(L))
-    sa = simulate_offload(inst, store_all)
+    sa = simulate(inst, store_all)
     if sa.peak_memory <= budget:
         return SolveResult(status=FEASIBLE, objective=sa.makespan, peak_memory=sa.peak_memory, schedule=store_all,
                            scope=scope + "; store-all fits", solve_time_s=time.perf_counter() - t0,

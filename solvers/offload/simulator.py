@@ -66,7 +66,7 @@ class OffloadSimulation:
 Value = tuple[str, int]  # ("a", j) | ("abar", j) | ("d", j)
 
 
-def simulate_offload(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | None = None) -> OffloadSimulation:
+def simulate(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | None = None) -> OffloadSimulation:
     """Replay `schedule`; see the module docstring for the rules."""
     chain = inst.chain
     L = chain.length

@@ -1,7 +1,7 @@
 """Problem 4: pipelined model parallelism (memory-aware partitioning of a chain on P devices).
 
 The instance is `Pipeline` (instance.py, loaded from a chain file or a PipeDream graph.txt),
-a schedule is a `Partition` (simulator.py, which also defines the period and memory model).
+a schedule is a `Partition` (schedule.py); simulator.py defines the period and memory model.
 Solvers take ``fn(instance, budget, *, devices=P, schedule="1f1b", micro_batches=None,
 time_limit=None, **options)`` where ``budget`` is the memory per device in bytes, and return a
 `SolveResult` whose objective is the period in the instance's time unit (ms for PipeDream
@@ -13,13 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InputError
-from ..registry import Replay
+from ..problem import Problem, Replay
 from .instance import DEFAULT_WEIGHT_FACTOR, Pipeline, from_chain, from_graph_txt
-from .simulator import SCHEDULES, Partition, Stage, evaluate, simulate_batch
+from .schedule import SCHEDULES, Partition, Stage
+from .simulator import Evaluation, simulate, simulate_batch
 
-__all__ = ["Pipeline", "Partition", "Stage", "SCHEDULES", "DEFAULT_WEIGHT_FACTOR", "evaluate", "simulate_batch",
-           "from_chain", "from_graph_txt", "load", "replay", "reference_peak", "schedule_from_json", "SOLVERS",
-           "DEFAULT_SOLVER"]
+__all__ = ["Pipeline", "Partition", "Stage", "SCHEDULES", "DEFAULT_WEIGHT_FACTOR", "Evaluation", "simulate",
+           "simulate_batch", "from_chain", "from_graph_txt", "load", "replay", "reference_peak", "schedule_from_json",
+           "memory_profile", "SOLVERS", "DEFAULT_SOLVER", "PROBLEM"]
 
 DEFAULT_SOLVER = "madpipe"
 
@@ -42,8 +43,8 @@ def load(path: str) -> Pipeline:
 
 
 def replay(inst: Pipeline, partition: Partition, budget: int | None = None) -> Replay:
-    """The simulator's period and peak memory per device for `partition`."""
-    ev = evaluate(inst, partition, budget)
+    """The simulator's period (time unit) and peak memory per device (bytes) for `partition`."""
+    ev = simulate(inst, partition, budget)
     return Replay(ev.period, ev.peak_memory, ev.violation)
 
 
@@ -62,4 +63,20 @@ def reference_peak(inst: Pipeline) -> int:
     """Memory of the whole chain on one device (one stage, one micro-batch in flight): what
     "X%" memory limits refer to."""
     part = Partition.from_bounds([(0, inst.length - 1)])
-    return evaluate(inst, part).peak_memory
+    return simulate(inst, part).peak_memory
+
+
+def memory_profile(inst: Pipeline, partition: Partition) -> list[dict[str, Any]]:
+    """Per stage: its layers, devices, micro-batches in flight n_s, time tau_s and memory per
+    device M_s (``mem_during``, bytes); empty when the partition is malformed."""
+    ev = simulate(inst, partition)
+    return [{"op": f"stage {k} [{st.first}-{st.last}]", "stage": k, "replicas": st.replicas, "in_flight": n,
+             "time": t, "mem_during": int(m)}
+            for k, (st, n, t, m) in enumerate(zip(partition.stages, ev.in_flight, ev.stage_times, ev.stage_memory))]
+
+
+PROBLEM = Problem(
+    name="pipeline", summary="pipelined model parallelism: memory-aware partitioning on P devices",
+    objective="period", load=load, replay=replay, reference_peak=reference_peak, memory_profile=memory_profile,
+    schedule_from_json=schedule_from_json, solvers=SOLVERS, default_solver=DEFAULT_SOLVER,
+)

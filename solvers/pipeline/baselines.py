@@ -20,7 +20,7 @@ import numpy as np
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
 from .dp import _defaults
 from .instance import Pipeline
-from .simulator import Partition
+from .schedule import Partition
 
 
 def _greedy(times: np.ndarray, cap: float) -> list[tuple[int, int]] | None:

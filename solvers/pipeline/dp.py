@@ -35,7 +35,7 @@ import numpy as np
 from ..errors import InputError
 from ..result import INFEASIBLE, OPTIMAL, SolveResult
 from .instance import Pipeline
-from .simulator import SCHEDULES, Partition
+from .schedule import SCHEDULES, Partition
 
 INF = math.inf
 

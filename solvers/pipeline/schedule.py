@@ -1,0 +1,107 @@
+"""Schedules of Problem 4: a `Partition` of the L layers into contiguous `Stage`s (each on
+``replicas`` devices), with the pipeline schedule that runs it (1f1b or gpipe, m micro-batches).
+JSON ``{"format": "memsched.partition/1", "stages": [{"first_layer", "last_layer", "replicas"}],
+...}``. The referee that charges period and memory is `solvers.pipeline.simulator`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InputError
+
+if TYPE_CHECKING:
+    from .instance import Pipeline
+
+SCHEDULES = ("1f1b", "gpipe")
+FORMAT = "memsched.partition/1"
+
+
+@dataclass
+class Stage:
+    """Layers ``first..last`` (inclusive, 0-based) on ``replicas`` devices; ``time`` and
+    ``memory`` are the simulator's values once evaluated."""
+
+    first: int
+    last: int
+    replicas: int = 1
+    time: float | None = None
+    memory: int | None = None
+    in_flight: int | None = None
+    link_time: float | None = None
+
+
+@dataclass
+class Partition:
+    """A partition into stages with the schedule that runs it (1f1b or gpipe, m micro-batches)."""
+
+    stages: list[Stage]
+    schedule: str = "1f1b"
+    micro_batches: int | None = None
+    devices: int | None = None
+    period: float | None = None
+    peak_memory: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_bounds(cls, bounds: list[tuple[int, int]] | list[tuple[int, int, int]], *, schedule: str = "1f1b",
+                    micro_batches: int | None = None, devices: int | None = None) -> Partition:
+        """From ``[(first, last)]`` or ``[(first, last, replicas)]``."""
+        stages = [Stage(b[0], b[1], b[2] if len(b) > 2 else 1) for b in bounds]
+        return cls(stages, schedule=schedule, micro_batches=micro_batches, devices=devices)
+
+    @property
+    def bounds(self) -> list[tuple[int, int, int]]:
+        return [(s.first, s.last, s.replicas) for s in self.stages]
+
+    @property
+    def devices_used(self) -> int:
+        return sum(s.replicas for s in self.stages)
+
+    def evaluated(self, inst: Pipeline) -> Partition:
+        """Fill in per-stage time, memory and the period from the simulator."""
+        from .simulator import simulate
+
+        ev = simulate(inst, self)
+        for st, t, m, n, c in zip(self.stages, ev.stage_times, ev.stage_memory, ev.in_flight, ev.link_times):
+            st.time, st.memory, st.in_flight, st.link_time = t, m, n, c
+        self.period, self.peak_memory = ev.period, ev.peak_memory
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "schedule": self.schedule,
+            "micro_batches": self.micro_batches,
+            "devices": self.devices,
+            "period": self.period,
+            "peak_memory": self.peak_memory,
+            "stages": [{"first_layer": s.first, "last_layer": s.last, "replicas": s.replicas, "devices": s.replicas,
+                        "time": s.time, "memory": s.memory, "in_flight": s.in_flight, "link_time": s.link_time}
+                       for s in self.stages],
+            **self.extra,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, *, path: str = "<partition>") -> Partition:
+        if not isinstance(data, dict) or not isinstance(data.get("stages"), list) or not data["stages"]:
+            raise InputError("expected an object with a non-empty 'stages' list", path=path, field="stages")
+        bounds = []
+        for k, s in enumerate(data["stages"]):
+            try:
+                bounds.append((int(s["first_layer"]), int(s["last_layer"]), int(s.get("replicas", 1))))
+            except (KeyError, TypeError, ValueError):
+                raise InputError("needs integer first_layer and last_layer", path=path,
+                                 field=f"stages[{k}]") from None
+        schedule = str(data.get("schedule", "1f1b"))
+        if schedule not in SCHEDULES:
+            raise InputError(f"unknown schedule {schedule!r}", path=path, field="schedule")
+        return cls.from_bounds(bounds, schedule=schedule, micro_batches=data.get("micro_batches"),
+                               devices=data.get("devices"))
+
+    def __len__(self) -> int:
+        return len(self.stages)
+
+    def __str__(self) -> str:
+        parts = [f"[{s.first}-{s.last}]" + (f"x{s.replicas}" if s.replicas > 1 else "") for s in self.stages]
+        return f"{self.schedule}: " + " ".join(parts)
