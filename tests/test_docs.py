@@ -4,7 +4,7 @@
 (b) every subcommand and every option string of every subparser of `memsched` appears in its
     section of docs/cli.md (the failure names the command and the missing option);
 (c) each problem page has the template's headings, in order;
-(d) every relative Markdown link in docs/ and README.md resolves to an existing file;
+(d) every relative Markdown link in docs/ and README.md resolves to an existing file (and heading);
 (e) every registered solver is named in the Solvers section of its problem's page.
 """
 
@@ -139,17 +139,28 @@ def _markdown_files() -> list[Path]:
     return sorted(DOCS.glob("**/*.md")) + [ROOT / "README.md"]
 
 
+def _anchors(md: Path) -> set[str]:
+    """GitHub's heading slugs of a Markdown file, and its explicit <a id="..."> anchors."""
+    text = re.sub(r"```.*?```", "", md.read_text(encoding="utf-8"), flags=re.S)
+    slugs = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+             for h in re.findall(r"^#+ (.*)$", text, re.M)}
+    return slugs | set(re.findall(r"<a id=\"([^\"]+)\"", text))
+
+
 def test_relative_links_resolve():
     broken = []
     for md in _markdown_files():
         text = md.read_text(encoding="utf-8")
         text = re.sub(r"```.*?```", "", text, flags=re.S)  # code blocks hold no links
         for target in LINK.findall(text):
-            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
-                continue  # absolute URL or in-page anchor
-            path = target.split("#", 1)[0]
-            if not (md.parent / path).exists():
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+                continue  # absolute URL
+            path, _, anchor = target.partition("#")
+            dest = md.parent / path if path else md
+            if not dest.exists():
                 broken.append(f"{md.relative_to(ROOT)}: link to {target} does not resolve")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+                broken.append(f"{md.relative_to(ROOT)}: link to {target}: no heading or anchor #{anchor} there")
     assert not broken, "\n".join(broken)
 
 
