@@ -20,6 +20,14 @@ def _value(res) -> float:
     return res.objective if res.status == OPTIMAL else math.inf if res.status == INFEASIBLE else None
 
 
+def _model_value(res) -> float:
+    """The model's own answer in its scope (before the exact layer's referee replaced it with a
+    better fast schedule, if it did)."""
+    status = res.details.get("model_status", res.status)
+    objective = res.details.get("model_objective", res.objective)
+    return objective if status == OPTIMAL else math.inf if status == INFEASIBLE else None
+
+
 def _budgets(g):
     need, ref = _necessary_budget(g, g.cost_ram), reference_peak(g)
     return sorted({need, (need + ref) // 2, ref})
@@ -39,8 +47,10 @@ def test_exact_solvers_equal_brute_force(n, seed):
         cp = solve_cpsat(g, budget, slots=0, max_computations=n, time_limit=20)
         cm = solve_checkmate(g, budget, slots=0, time_limit=20)
         assert _value(cp) == best, (budget, cp.status)
-        assert _value(cm) == best_cm, (budget, cm.status)
+        assert _model_value(cm) == best_cm, (budget, cm.status)
         assert best_cm >= best
+        if math.isfinite(best_cm):  # the referee may return a faster fast schedule outside Checkmate's class
+            assert cm.objective <= best_cm and cm.objective >= best
         for res in (cp, cm):
             if res.schedule is not None:
                 sim = simulate(g, res.schedule, budget)
@@ -52,7 +62,7 @@ def test_checkmate_backends_agree(backend):
     g = generate.random_dag(5, 3)
     for budget in _budgets(g):
         expected, _ = brute_force_checkmate(g, budget)
-        assert _value(solve_checkmate(g, budget, slots=0, backend=backend, time_limit=20)) == expected
+        assert _model_value(solve_checkmate(g, budget, slots=0, backend=backend, time_limit=20)) == expected
 
 
 @pytest.mark.parametrize("L", [3, 4, 5])
@@ -63,6 +73,7 @@ def test_checkmate_and_cpsat_agree_on_linear_graphs(L):
         cp = solve_cpsat(g, budget, slots=0, max_computations=3, time_limit=20)
         assert cm.status == cp.status
         assert _value(cm) == _value(cp), budget
+        assert _model_value(cm) == _model_value(cp), budget
 
 
 def test_two_phase_without_warm_start_and_the_log():

@@ -169,7 +169,7 @@ def test_cpsat_is_exact_for_its_class(L, seed, fraction, bandwidth):
         if other.schedule is not None:
             assert exact.schedule is not None
             assert exact.objective <= other.objective + 1e-9
-    if exact.status == "optimal":
+    if exact.status == "optimal" and "solution_from" not in exact.details:
         assert exact.objective == pytest.approx(exact.details["model_makespan"])
         assert exact.lower_bound == pytest.approx(exact.objective)
         assert exact.peak_memory <= budget
@@ -184,4 +184,5 @@ def test_cpsat_schedule_replays_under_float_times(examples):
     result = registry.solve("offload", inst, "cpsat", budget, slots=200, time_limit=5)
     if result.schedule is not None:  # registry.solve raised if the simulator had rejected it
         assert result.peak_memory <= budget
-        assert result.objective == pytest.approx(result.details["model_makespan"], rel=1e-6)
+        if "solution_from" not in result.details:  # the model's own schedule (not a better fast one)
+            assert result.objective == pytest.approx(result.details["model_makespan"], rel=1e-6)

@@ -26,12 +26,14 @@ from .options import Deadline, ExactOptions
 def run_cpsat(model: Any, deadline: Deadline, options: ExactOptions | None = None, *,
               variables: Sequence[Any] | None = None, offset: float = 0.0, scale: float = 1.0,
               hint_feasible: bool = False, stop_at_first: bool = False, parameters: str = "",
-              extra: dict[str, Any] | None = None, log_start: float | None = None) -> BackendRun:
+              extra: dict[str, Any] | None = None, log_start: float | None = None,
+              progress: bool = True) -> BackendRun:
     """Solve `model` (a `cp_model.CpModel`). Objective and bound are reported as
     ``(value + offset) / scale`` (the model minimises integer ticks; `scale` ticks per unit).
     `variables`: read their values into ``run.values``; ``run.solver`` keeps the solver for
     other reads. `extra` sets CP-SAT parameters by name; `parameters` is "name:value" text
-    (spaces or commas between pairs) applied last."""
+    (spaces or commas between pairs) applied last. `progress`: log every improving solution
+    (a Python callback; off for many small solves)."""
     from ortools.sat.python import cp_model
 
     options = options or ExactOptions()
@@ -69,7 +71,7 @@ def run_cpsat(model: Any, deadline: Deadline, options: ExactOptions | None = Non
         timer.daemon = True
         timer.start()
     try:
-        code = solver.solve(model, _Progress())
+        code = solver.solve(model, _Progress() if progress or stop_at_first else None)
     finally:
         if timer is not None:
             timer.cancel()

@@ -58,13 +58,13 @@ def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], dea
 
 
 def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: float = DEFAULT_TIME_LIMIT,
-                 workers: int = 1, least: Callable[[Any], float] | None = None
+                 workers: int = 1, slots: int = 500, least: Callable[[Any], float] | None = None
                  ) -> Callable[[Callable[..., SolveResult]], Callable[..., SolveResult]]:
     """Decorator turning a model function into a solver of the registry (module docstring).
-    `time_limit` and `workers` are the solver's defaults; `least(instance)` is a lower bound on
+    `time_limit`, `workers` and `slots` are the solver's defaults; `least(instance)` is a lower bound on
     every schedule of the problem (e.g. every op once: sum of the times), used as the bound when
     the model's own is not valid for the returned schedule, and a schedule reaching it is optimal."""
-    defaults = ExactOptions(time_limit=time_limit, workers=workers)
+    defaults = ExactOptions(time_limit=time_limit, workers=workers, slots=slots)
 
     def decorate(fn: Callable[..., SolveResult]) -> Callable[..., SolveResult]:
         @functools.wraps(fn)
@@ -93,15 +93,13 @@ def referee(problem: str, name: str, instance: Any, budget: int, res: SolveResul
             seed: SolveResult | None, deadline: Deadline, options: ExactOptions,
             least: float | None = None) -> SolveResult:
     """Step 4 of the module docstring; returns `res`, corrected."""
-    from ..registry import problem_module
-
     res.problem, res.solver, res.budget = problem, name, budget
     res.details.setdefault("fast", {r.solver: r.objective for r in seeds})
     if seed is not None:
         res.seeded_by = seed.solver
     objective = None
     if res.schedule is not None:
-        replay = problem_module(problem).replay(instance, res.schedule, budget)
+        replay = _replay(problem)(instance, res.schedule, budget)
         if replay.violation is not None:
             raise RuntimeError(f"{name}: the simulator rejects the model's schedule: {replay.violation}")
         objective = float(replay.objective)
@@ -142,6 +140,19 @@ def referee(problem: str, name: str, instance: Any, budget: int, res: SolveResul
         res.lower_bound = objective
     res.solve_time_s = deadline.elapsed()
     return res
+
+
+def _replay(problem: str) -> Callable[..., Any]:
+    """The problem's simulator (its descriptor's ``replay``, else the package's function)."""
+    from .. import registry
+
+    getter = getattr(registry, "get_problem", None)
+    if getter is not None:
+        try:
+            return getter(problem).replay
+        except (AttributeError, ImportError):
+            pass
+    return registry.problem_module(problem).replay
 
 
 def _honest_bound(bound: float | None, objective: float | None) -> float | None:

@@ -35,17 +35,21 @@ restricted this way).
 
 from __future__ import annotations
 
-import math
-import time
 from typing import Any
 
 import numpy as np
 
+from ..discretize import scope_text
+from ..exact.layer import exact_solver
+from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .instance import Graph
-from .linmodel import BACKENDS, LinearModel, LinearSolution, solve_cpsat_linear, solve_milp
-from .simulator import GraphSchedule, simulate
+from .linmodel import BACKENDS, LinearModel, solve_cpsat_linear, solve_milp
+from .schedule import GraphSchedule
+from .simulator import simulate
 
+#: the graph's fast solvers: they seed and referee the exact graph models
+FAST = ("checkpoint-all", "dtr", "greedy", "sqrt", "griewank")
 #: default backend, chosen by measurement (``python -m memsched.experiments.bench_graph --backends``, one
 #: thread, gap 0): CBC was fastest or tied on linear-20 at 70%, VGG-16-like at 80%/70% and
 #: random layered 30-node graphs at 95%/90% (0.2-5.9 s); HiGHS was close but 10x slower on the
@@ -63,7 +67,8 @@ AUTO_CBC_MAX_VARIABLES = 50_000
 class CheckmateModel:
     """The MILP above with index maps R[t][k], S[t][i], FREE[(t,i,k)], U[t][k] into `model`."""
 
-    def __init__(self, graph: Graph, M: np.ndarray, B: int, *, integer_memory: bool = False):
+    def __init__(self, graph: Graph, M: np.ndarray, B: int, *, integer_memory: bool = False,
+                 deadline: Deadline | None = None):
         self.graph, self.B = graph, B
         self.M = [int(m) for m in M] if integer_memory else [float(m) for m in M]
         n = graph.n
@@ -74,6 +79,8 @@ class CheckmateModel:
         self.FREE: dict[tuple[int, int, int], int] = {}
         R, S, U, Mm = self.R, self.S, self.U, self.M
         for t in range(n):
+            if deadline is not None:
+                deadline.check()
             for k in range(t + 1):
                 for i in graph.preds[k]:
                     lm.add([R[t][k], R[t][i]] + ([S[t][i]] if i < t else []), [1, -1, -1][: 2 + (i < t)], ub=0)
@@ -171,84 +178,78 @@ def _necessary_budget(graph: Graph, M: np.ndarray) -> int:
     return int(max(M[v] + sum(M[u] for u in graph.preds[v]) for v in range(graph.n)))
 
 
+@exact_solver("graph", "checkmate", FAST, least=lambda graph: graph.total_cpu())
 def solve_checkmate(
     graph: Graph,
     budget: int,
     *,
-    slots: int = 500,
-    time_limit: float | None = None,
-    warm_start: bool = True,
+    options: ExactOptions,
+    deadline: Deadline,
+    seed: SolveResult | None = None,
     backend: str = DEFAULT_BACKEND,
     two_phase: bool = True,
-    threads: int = 1,
     **_: Any,
 ) -> SolveResult:
     """Checkmate's MILP (module docstring) on an OR-Tools backend: "scip", "cbc", "highs",
     "cpsat" (CP-SAT on the same model, memory variables integer) or "auto" (CBC for small
-    models, SCIP for large ones; see `DEFAULT_BACKEND`). `budget` is absolute
-    (cost_ram units); sizes are discretised into `slots` slots of budget/slots (0: exact).
-    With `warm_start` a heuristic schedule (checkpoint-all or DTR-like) is given as a hint;
-    with `two_phase` and no feasible hint, a feasibility-only solve runs first (a third of the
-    time) and its solution hints the optimisation."""
-    start = time.perf_counter()
+    models, SCIP for large ones; see `DEFAULT_BACKEND`). `budget` is absolute (cost_ram units);
+    sizes are discretised into ``options.slots`` slots (0: exact). The seed (the best fast
+    schedule, when its first computations follow the file's order) or else a given-order
+    heuristic is the MIP start; with `two_phase` and no start, a feasibility-only solve runs
+    first (a third of the time left) and its solution starts the optimisation."""
+    from ..errors import InputError
+
     if backend not in (*BACKENDS, "auto"):
-        raise ValueError(f"backend must be one of {BACKENDS} or 'auto', got {backend!r}")
-    M, B, slot = graph.discretised(int(budget), slots)
+        raise InputError(f"must be one of {BACKENDS} or 'auto', got {backend!r}", field="backend")
+    M, B, slot = graph.discretised(int(budget), options.slots)
     scope = "frontier-advancing schedules in the file's order (Checkmate), each node at most once per stage"
     if slot != 1.0:
-        scope += f", sizes rounded up to {slots} slots of the budget"
+        scope += f", {scope_text(options.slots)}"
     result = SolveResult(problem="graph", solver="checkmate", status=TIMEOUT, scope=scope,
-                         details={"backend": backend, "slots": slots})
+                         details={"backend": backend, "slots": options.slots})
     need = _necessary_budget(graph, M)
     if need > B:
         result.status = INFEASIBLE
         result.message = "some node and its inputs do not fit the budget together"
-        result.solve_time_s = time.perf_counter() - start
         return result
-    cm = CheckmateModel(graph, M, B, integer_memory=(backend == "cpsat"))
+    cm = CheckmateModel(graph, M, B, integer_memory=(backend == "cpsat"), deadline=deadline)
     if backend == "auto":
         backend = "cbc" if cm.model.num_vars <= AUTO_CBC_MAX_VARIABLES else "scip"
         result.details["backend"] = backend
     result.details["variables"] = cm.model.num_vars
     result.details["constraints"] = len(cm.model.rows)
     hint = None
-    if warm_start:
-        hint = _heuristic_hint(graph, cm, budget)
+    if options.warm_start:
+        hint = _seed_hint(graph, cm, seed) if seed is not None else None
+        if hint is None:
+            hint = _heuristic_hint(graph, cm, budget)
         result.details["warm_start"] = hint is not None
+    hint_ok = hint is not None
 
-    def run(limit: float | None, feasibility: bool, h: list[float] | None):
+    def run(dl: Deadline, feasibility: bool, h: list[float] | None):
         if backend == "cpsat":
-            return solve_cpsat_linear(cm.model, time_limit=limit, hint=h, threads=threads,
-                                      feasibility_only=feasibility, log_start=start)
-        return solve_milp(cm.model, backend, time_limit=limit, hint=h, threads=threads, feasibility_only=feasibility)
-
-    def remaining() -> float | None:
-        return None if time_limit is None else max(0.5, time_limit - (time.perf_counter() - start))
+            return solve_cpsat_linear(cm.model, hint=h, threads=options.workers, feasibility_only=feasibility,
+                                      deadline=dl, hint_feasible=h is not None)
+        return solve_milp(cm.model, backend, hint=h, threads=options.workers, feasibility_only=feasibility,
+                          deadline=dl, hint_feasible=h is not None)
 
     if hint is None and two_phase:
-        phase1 = run(None if time_limit is None else max(0.5, remaining() / 3), True, None)
+        phase1 = run(deadline.share(1 / 3), True, None)
         result.details["phase1"] = phase1.status
         if phase1.status == "infeasible":
             result.status = INFEASIBLE
-            result.solve_time_s = time.perf_counter() - start
-            result.log = [(result.solve_time_s, None, None)]
+            result.log = [(deadline.elapsed(), None, None)]
             return result
         if phase1.values is not None:
             hint = phase1.values
-    left = remaining()
-    if left is not None and hint is not None and left < min(10.0, 0.1 * time_limit):
-        # the heuristics used up the limit: keep the warm start rather than overrun
-        sol = LinearSolution("timeout", None, None, None, [], 0.0)
-        result.details["skipped_solve"] = True
-    else:
-        sol = run(left, False, hint)
-    result.solve_time_s = time.perf_counter() - start
+            hint_ok = not cm.model.violated(hint)
+    sol = run(deadline, False, hint if hint_ok else None)
     result.log = [(t, o, b) for t, o, b in sol.log]
-    if sol.values is None and hint is not None:  # the limit came first: keep the hint's schedule
+    result.details["backend_status"] = sol.backend_status
+    values = sol.values
+    if values is None and hint_ok:  # the limit came first: keep the start's schedule
         values = hint
-    else:
-        values = sol.values
-    if sol.status == "infeasible":
+    if sol.status == "infeasible" and values is None:
         result.status = INFEASIBLE
         return result
     if values is None:
@@ -261,17 +262,29 @@ def solve_checkmate(
     result.schedule = GraphSchedule.from_indices(graph, seq)
     result.objective = sim.makespan
     result.peak_memory = sim.peak_memory
-    result.status = OPTIMAL if sol.status == "optimal" else FEASIBLE
-    # every node is computed at least once: sum_v C_v bounds every schedule (and a solver
-    # stopped before its root LP may report a meaningless bound)
+    result.status = OPTIMAL if sol.status == "optimal" and sol.values is not None else FEASIBLE
+    # every node is computed at least once: sum_v C_v bounds every schedule
     result.lower_bound = graph.total_cpu()
-    if sol.bound is not None and math.isfinite(sol.bound):
+    if sol.bound is not None:
         result.lower_bound = min(max(float(sol.bound), graph.total_cpu()), sim.makespan)
     if result.status == OPTIMAL:
         result.lower_bound = sim.makespan
     if not result.log or result.log[-1][1] != sim.makespan:
-        result.log.append((result.solve_time_s, sim.makespan, result.lower_bound))
+        result.log.append((deadline.elapsed(), sim.makespan, result.lower_bound))
     return result
+
+
+def _seed_hint(graph: Graph, cm: CheckmateModel, seed: SolveResult) -> list[float] | None:
+    """The seed's schedule as a complete assignment, when Checkmate can express it and it fits the slots."""
+    try:
+        seq = seed.schedule.indices(graph)
+    except Exception:  # not a graph schedule of this graph: no start
+        return None
+    mats = stages_of(graph, seq) if seq else None
+    if mats is None:
+        return None
+    vals, peak = cm.assignment(*mats)
+    return vals if peak <= cm.B else None
 
 
 def _heuristic_hint(graph: Graph, cm: CheckmateModel, budget: int) -> list[float] | None:

@@ -27,10 +27,14 @@ import time
 from itertools import permutations, product
 from typing import Any
 
-from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
-from .dp import scope_text
+from ..discretize import scope_text
+from ..exact.layer import exact_solver
+from ..exact.options import Deadline, ExactOptions
+from ..result import INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from .cpsat import FAST
 from .instance import Join
-from .simulator import LOSS_OP, JoinSchedule, JOp, simulate
+from .schedule import LOSS_OP, JoinSchedule, JOp
+from .simulator import simulate
 
 DEFAULT_TIME_LIMIT = 60.0
 MAX_STATES = 2_000_000
@@ -46,9 +50,10 @@ def _lower(join: Join, state: tuple, loss_done: bool) -> float:
     return h
 
 
-def search(join: Join, M: int, *, time_limit: float = DEFAULT_TIME_LIMIT, max_states: int = MAX_STATES
-           ) -> tuple[str, float, list[JOp] | None, float]:
-    """A* over simulator states under memory M (the instance's units).
+def search(join: Join, M: int, *, time_limit: float = DEFAULT_TIME_LIMIT, max_states: int = MAX_STATES,
+           cap: float = math.inf) -> tuple[str, float, list[JOp] | None, float]:
+    """A* over simulator states under memory M (the instance's units), expanding only states
+    whose bound is below `cap` (a known makespan; "infeasible" then means nothing beats it).
 
     Returns (status, value, ops, bound): status "optimal" (value, ops), "infeasible", or
     "limit" (bound = the least f-value still open, a lower bound on the optimum)."""
@@ -74,6 +79,8 @@ def search(join: Join, M: int, *, time_limit: float = DEFAULT_TIME_LIMIT, max_st
         fval, g, _, s, mem = heapq.heappop(heap)
         if g > dist.get(s, math.inf):
             continue
+        if fval >= cap - 1e-9 * max(1.0, abs(cap)):
+            break  # nothing left beats the cap
         if all(p == 0 for (_, _, p) in s):
             ops: list[JOp] = []
             cur: tuple | None = s
@@ -133,40 +140,35 @@ def _set(s: tuple, b: int, v: tuple) -> tuple:
     return s[:b] + (v,) + s[b + 1 :]
 
 
-def solve_exact(join: Join, budget: int, *, slots: int = 500, time_limit: float | None = None,
-                max_states: int = MAX_STATES, **_: Any) -> SolveResult:
+@exact_solver("join", "exact", FAST, least=lambda join: join.total_time())
+def solve_exact(join: Join, budget: int, *, options: ExactOptions, deadline: Deadline,
+                seed: SolveResult | None = None, max_states: int = MAX_STATES, **_: Any) -> SolveResult:
     """Proven optimum over all schedules of the join simulator (A*, tiny instances), with the
-    exact sizes: the search never needs a discretisation, so `slots` is ignored (the fallback
-    DP uses it)."""
-    t0 = time.perf_counter()
+    exact sizes: the search never needs a discretisation, so ``options.slots`` only matters to
+    the fast solvers that seed it. The seed's makespan caps the search (states whose bound
+    exceeds it are never expanded: the seed is returned if nothing beats it); at the time limit
+    or `max_states` the referee of the exact layer returns the seed's schedule as ``feasible``."""
     budget = int(budget)
-    dp_slots = slots
-    slots = 0
-    work, M = join, budget
-    limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
-    status, value, ops, bound = search(work, M, time_limit=limit, max_states=max_states)
-    scope = f"all schedules of the join simulator (exhaustive A* search), {scope_text(slots)}"
+    left = deadline.left()
+    cap = seed.objective if seed is not None else math.inf
+    status, value, ops, bound = search(join, budget, time_limit=math.inf if left is None else max(0.0, left),
+                                       max_states=max_states, cap=cap)
+    scope = f"all schedules of the join simulator (exhaustive A* search), {scope_text(0)}"
     common: dict[str, Any] = {"problem": "join", "solver": "exact", "budget": budget, "scope": scope,
-                              "details": {"slots": slots}}
+                              "details": {"slots": 0}}
     if status == "optimal":
         schedule = JoinSchedule(ops or [], join.lengths)
         sim = simulate(join, schedule).raise_if_invalid()
         return SolveResult(status=OPTIMAL, objective=sim.makespan, peak_memory=sim.peak_memory, schedule=schedule,
-                           lower_bound=value, solve_time_s=time.perf_counter() - t0, **common)
+                           lower_bound=value, **common)
+    if status == "infeasible" and seed is not None:  # nothing beats the seed: it is optimal
+        return SolveResult(status=OPTIMAL, objective=seed.objective, peak_memory=seed.peak_memory,
+                           schedule=seed.schedule, lower_bound=seed.objective,
+                           message=f"the search proves that nothing beats {seed.solver}'s schedule", **common)
     if status == "infeasible":
-        return SolveResult(status=INFEASIBLE, solve_time_s=time.perf_counter() - t0,
-                           message=f"no schedule fits {budget} ({scope_text(slots)})", **common)
-    # search limit: fall back on the DP's schedule, without proof
-    from .dp import solve_join_dp
-
-    fallback = solve_join_dp(join, budget, slots=dp_slots)
-    lb = bound if math.isfinite(bound) else None
-    if fallback.schedule is None:
-        return SolveResult(status=TIMEOUT, lower_bound=lb, solve_time_s=time.perf_counter() - t0,
-                           message="search limit reached before a schedule was found", **common)
-    return SolveResult(status=FEASIBLE, objective=fallback.objective, peak_memory=fallback.peak_memory,
-                       schedule=fallback.schedule, lower_bound=lb, solve_time_s=time.perf_counter() - t0,
-                       message="search limit reached; returned the DP's schedule (bound from the search)", **common)
+        return SolveResult(status=INFEASIBLE, message=f"no schedule fits {budget} ({scope_text(0)})", **common)
+    lb = min(bound, cap) if math.isfinite(bound) else None
+    return SolveResult(status=TIMEOUT, lower_bound=lb, message="search limit reached before a proof", **common)
 
 
 # --------------------------------------------------------------------------- the DP's class

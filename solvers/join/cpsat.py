@@ -29,17 +29,20 @@ overhead <= M. Objective: sum u_f (FA + FC + FN) + sum u_b + loss time.
 from __future__ import annotations
 
 import math
-import time
 from itertools import permutations
 from typing import Any
 
-from ..errors import InputError
+from ..discretize import effective_slots, scope_text
+from ..exact.cpsat_runner import run_cpsat
+from ..exact.layer import exact_solver
+from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
-from .dp import discretise, effective_slots, scope_text
 from .instance import Join
-from .simulator import LOSS_OP, JoinSchedule, JOp, simulate
+from .schedule import LOSS_OP, JoinSchedule, JOp
+from .simulator import simulate
 
-DEFAULT_TIME_LIMIT = 60.0
+#: the join problem's fast solvers: they seed and referee the exact join solvers
+FAST = ("dp", "equal", "proportional", "sequential", "store-all")
 
 Lin = dict  # variable index (or -1 for the constant) -> coefficient
 
@@ -58,10 +61,11 @@ def _const(c: int) -> Lin:
 class JoinPhaseModel:
     """The model for one backward order; `slots` lists (branch, phase, stage, {kind: var})."""
 
-    def __init__(self, join: Join, M: int, order: list[int]):
+    def __init__(self, join: Join, M: int, order: list[int], deadline: Deadline | None = None):
         from ortools.sat.python import cp_model
 
         self.join, self.M, self.order = join, int(M), list(order)
+        self.deadline = deadline
         self.cp = cp_model.CpModel()
         self.vars: list[Any] = []
         self.events: list[tuple] = []  # ("F", b, j, {kind: var index}) | ("Loss",) | ("B", b, kk)
@@ -121,6 +125,8 @@ class JoinPhaseModel:
             return tot
 
         def slot(b: int, j: int, kinds: tuple[str, ...], phase: str) -> None:
+            if self.deadline is not None and len(self.vars) % 512 < 3:
+                self.deadline.check()
             v = {kind: self._bool(f"{kind}_{b}_{phase}_{j}") for kind in kinds}
             run: Lin = {i: 1 for i in v.values()}
             self.cp.add_at_most_one(self.vars[i] for i in v.values())
@@ -223,82 +229,72 @@ class JoinPhaseModel:
         return JoinSchedule(ops, self.join.lengths)
 
 
-def solve_cpsat(join: Join, budget: int, *, slots: int = 500, time_limit: float | None = None,
-                num_workers: int = 2, orders: list[list[int]] | None = None, warm_start: bool = True,
-                **_: Any) -> SolveResult:
+@exact_solver("join", "cpsat", FAST, workers=2, least=lambda join: join.total_time())
+def solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: Deadline,
+                seed: SolveResult | None = None, orders: list[list[int]] | None = None, **_: Any) -> SolveResult:
     """Best schedule of the join phase model (module docstring) over all backward orders, by
-    CP-SAT. `slots` = N > 0 rounds sizes up to N slots (exact sizes when the budget is at most N
-    units); `time_limit` (s, default 60) is shared by the k! orders. `warm_start` gives the join
-    DP's schedule as a hint (CP-SAT AddHint) to the model of its backward order."""
-    from ortools.sat.python import cp_model
-
-    t0 = time.perf_counter()
+    CP-SAT. ``options.slots`` = N > 0 rounds sizes up to N slots (exact sizes when the budget is
+    at most N units); the time limit (s, default 60, wall clock) is shared by the k! orders. The
+    seed (the best fast schedule: the join DP's, usually) is the hint of the model of its
+    backward order, which is solved first."""
     budget = int(budget)
-    slots = effective_slots(budget, slots)
-    work, M = discretise(join, budget, slots)
-    limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    slots = effective_slots(budget, options.slots)
+    work = join.discretised(budget / slots) if slots else join
+    M = slots if slots else budget
     all_orders = [list(o) for o in (orders or permutations(range(join.k)))]
     scope = ("join phase model (forward phase, loss, branches back-propagated one after another; per phase at "
              f"most one forward per stage; best over {len(all_orders)} backward orders), {scope_text(slots)}; CP-SAT")
-    hint: JoinSchedule | None = None
-    if warm_start:
-        from .dp import solve_join_dp
-
-        try:
-            warm = solve_join_dp(join, budget, slots=slots)
-        except InputError:  # exact sizes too large for the DP's tables
-            warm = solve_join_dp(join, budget, slots=200)
-        if warm.schedule is not None:
-            hint = warm.schedule
-            first = list(warm.details.get("order", []))
-            if first in all_orders:  # the DP's order first, with its schedule as the hint
-                all_orders.remove(first)
-                all_orders.insert(0, first)
-    best: tuple[float, JoinSchedule] | None = None
+    hint: Any = seed.schedule if seed is not None else None
+    first = list(seed.details.get("order", [])) if seed is not None else []
+    if first in all_orders:  # the seed's order first, with its schedule as the hint
+        all_orders.remove(first)
+        all_orders.insert(0, first)
+    best: tuple[float, Any] | None = None
     bound = math.inf
     proven = True
-    per_order = []
+    per_order: list[dict[str, Any]] = []
     for n, order in enumerate(all_orders):
-        left = limit - (time.perf_counter() - t0)
-        model = JoinPhaseModel(work, M, order)
-        if model.infeasible:
-            per_order.append({"order": order, "status": "infeasible"})
-            continue
-        if left <= 0:
+        left = deadline.left()
+        if left is not None and left <= 0:
             proven = False
             bound = min(bound, work.total_time())
             per_order.append({"order": order, "status": "not run"})
+            continue
+        try:
+            model = JoinPhaseModel(work, M, order, deadline)
+        except DeadlineExceeded:
+            proven = False
+            bound = min(bound, work.total_time())
+            per_order.append({"order": order, "status": "not built"})
+            continue
+        if model.infeasible:
+            per_order.append({"order": order, "status": "infeasible"})
             continue
         if hint is not None:
             values = model.encode(hint)
             if values is not None:
                 for var, val in zip(model.vars, values):
                     model.cp.add_hint(var, bool(val))
-        solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = max(0.1, left / (len(all_orders) - n))
-        solver.parameters.num_workers = max(1, int(num_workers))
-        if not model.integral:
-            solver.parameters.absolute_gap_limit = 0.0
-        code = solver.solve(model.cp)
-        if code == cp_model.MODEL_INVALID:
-            raise RuntimeError(f"CP-SAT rejects the join model: {model.cp.validate()}")
-        if code == cp_model.INFEASIBLE:
+        share = Deadline(None if left is None else max(0.01, deadline.left() / (len(all_orders) - n)))
+        # (the seed fits the real budget, not necessarily the rounded sizes: its hint proves nothing)
+        run = run_cpsat(model.cp, share, options, variables=model.vars, offset=model.const,
+                        extra={} if model.integral else {"absolute_gap_limit": 0.0})
+        if run.status == INFEASIBLE:
             per_order.append({"order": order, "status": "infeasible"})
             continue
-        if code != cp_model.OPTIMAL:
+        if run.status != OPTIMAL:
             proven = False
-        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
-            b = solver.best_objective_bound
-            bound = min(bound, float(b) + model.const if abs(b) < 1e30 else work.total_time())
-        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            values = [int(solver.value(v)) for v in model.vars]
-            schedule = model.decode(values)
+        if run.status in (OPTIMAL, FEASIBLE):
+            bound = min(bound, run.bound if run.bound is not None else work.total_time())
+        elif run.status == TIMEOUT:
+            bound = min(bound, run.bound if run.bound is not None else work.total_time())
+        if run.values is not None and run.status in (OPTIMAL, FEASIBLE):
+            schedule = model.decode([int(round(v)) for v in run.values])
             sim = simulate(join, schedule, budget).raise_if_invalid()
-            claimed = float(solver.objective_value) + model.const
+            claimed = float(run.objective)
             if abs(sim.makespan - claimed) > 1e-6 * max(1.0, abs(claimed)):
                 raise RuntimeError(f"join phase model claims {claimed} but the simulator charges {sim.makespan}")
-            per_order.append({"order": order, "status": "optimal" if code == cp_model.OPTIMAL else "feasible",
-                              "makespan": sim.makespan})
+            per_order.append({"order": order, "status": run.status, "makespan": sim.makespan})
             if best is None or sim.makespan < best[0]:
                 best = (sim.makespan, schedule)
         else:
@@ -308,13 +304,12 @@ def solve_cpsat(join: Join, budget: int, *, slots: int = 500, time_limit: float 
                               "details": details}
     if best is None:
         if proven:
-            return SolveResult(status=INFEASIBLE, solve_time_s=time.perf_counter() - t0,
-                               message="no schedule of the join phase model fits the budget", **common)
+            return SolveResult(status=INFEASIBLE, message="no schedule of the join phase model fits the budget",
+                               **common)
         return SolveResult(status=TIMEOUT, lower_bound=bound if math.isfinite(bound) else None,
-                           solve_time_s=time.perf_counter() - t0, message="no schedule before the time limit",
-                           **common)
+                           message="no schedule before the time limit", **common)
     value, schedule = best
     sim = simulate(join, schedule)
     lower = value if proven else min(bound, value)
     return SolveResult(status=OPTIMAL if proven else FEASIBLE, objective=value, peak_memory=sim.peak_memory,
-                       schedule=schedule, lower_bound=lower, solve_time_s=time.perf_counter() - t0, **common)
+                       schedule=schedule, lower_bound=lower, **common)

@@ -27,44 +27,40 @@ whole number of ticks and sizes are exact, where the model's bound is a bound of
 
 from __future__ import annotations
 
-import math
-import time
 from typing import Any
 
 from ortools.sat.python import cp_model
 
 from ..chain.schedule import Bwd, F_all, Loss, Op
+from ..discretize import capacity as discretize_capacity
+from ..discretize import effective_slots, scope_text, size_in_slots, tick_scale, to_ticks
+from ..exact.cpsat_runner import run_cpsat
+from ..exact.layer import exact_solver
+from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
-from .simulator import simulate_offload
+from .simulator import simulate
+
+#: the fast solvers of offloading without recomputation: they seed and referee this model
+FAST = ("none", "vdnn", "offload-prefix")
 
 
-def _ticks(value: float, scale: float) -> int:
-    """Whole ticks, rounded up; float noise below 1e-9 tick is forgiven (the simulator's sweep
-    treats such noise as simultaneity)."""
-    return int(math.ceil(value * scale - 1e-9))
-
-
-def solve_cpsat(inst: OffloadInstance, budget: int, *, slots: int = 500, time_limit: float | None = 30.0,
-                scale: float | None = None, workers: int = 2, warm_start: bool = True, **_: Any) -> SolveResult:
-    t0 = time.perf_counter()
+@exact_solver("offload", "cpsat", FAST, time_limit=30.0, workers=2, least=lambda inst: inst.chain.total_time())
+def solve_cpsat(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadline: Deadline,
+                seed: SolveResult | None = None, scale: float | None = None, **_: Any) -> SolveResult:
+    """The model of the module docstring (time limit default 30 s, 2 workers). `scale`: ticks per
+    time unit (default `solvers.discretize.tick_scale`: exact when every duration allows it)."""
     chain = inst.chain
     L = chain.length
+    times = [float(t) for t in (*chain.u_f, *chain.u_b)] + [inst.transfer_time(int(b)) for b in chain.xbar[1:L]]
     if scale is None:
-        times = [float(t) for t in (*chain.u_f, *chain.u_b)] + [
-            inst.transfer_time(int(b)) for b in chain.xbar[1:L]]
-        exact = [10.0**k for k in range(5) if all(abs(t * 10**k - round(t * 10**k)) < 1e-9 for t in times)]
-        if exact:
-            scale = exact[0]  # the coarsest tick in which every duration is whole: exact
-        else:  # about 10^4 ticks for the longest operation
-            longest = max(max(times), 1e-12)
-            scale = 10 ** math.ceil(math.log10(10_000 / longest))
-    unit = budget / slots if slots else 1.0
-    size = (lambda b: int(math.ceil(b / unit - 1e-9))) if slots else (lambda b: int(b))
-    capacity = (slots if slots else budget) - size(int(chain.x[0]))
+        scale, _exact = tick_scale(times)
+    slots = effective_slots(budget, options.slots)
+    size = size_in_slots(budget, slots)
+    capacity = discretize_capacity(budget, slots) - size(int(chain.x[0]))
     scope = (f"store-all compute order, each tape offloaded at most once, times in ticks of 1/{scale:g}, "
-             + (f"memory in {slots} slots" if slots else "exact sizes"))
+             + scope_text(slots))
 
     ops: list[Op] = [F_all(i) for i in range(L)] + [Loss(L)] + [Bwd(i) for i in reversed(range(L))]
     F = {i: i for i in range(L)}
@@ -72,27 +68,27 @@ def solve_cpsat(inst: OffloadInstance, budget: int, *, slots: int = 500, time_li
     Bk = {i: 2 * L - i for i in range(L)}
     durations = [float(chain.u_f[i]) for i in range(L)] + [float(chain.u_b[L])] + \
                 [float(chain.u_b[i]) for i in reversed(range(L))]
-    d = [_ticks(t, scale) for t in durations]
-    T = {j: _ticks(inst.transfer_time(int(chain.xbar[j])), scale) for j in range(1, L)}
+    d = [to_ticks(t, scale) for t in durations]
+    T = {j: to_ticks(inst.transfer_time(int(chain.xbar[j])), scale) for j in range(1, L)}
     horizon = sum(d) + 2 * sum(T.values()) + 1
 
     m = cp_model.CpModel()
-    s = [m.NewIntVar(0, horizon, f"s{k}") for k in range(len(ops))]
-    e = [m.NewIntVar(0, horizon, f"e{k}") for k in range(len(ops))]
+    s = [m.new_int_var(0, horizon, f"s{k}") for k in range(len(ops))]
+    e = [m.new_int_var(0, horizon, f"e{k}") for k in range(len(ops))]
     for k in range(len(ops)):
-        m.Add(e[k] == s[k] + d[k])
+        m.add(e[k] == s[k] + d[k])
         if k:
-            m.Add(s[k] >= e[k - 1])
+            m.add(s[k] >= e[k - 1])
     intervals, demands = [], []
 
     def hold(start, end, demand: int, name: str, present=None) -> None:
         if demand <= 0:
             return
-        length = m.NewIntVar(0, horizon, f"len_{name}")
+        length = m.new_int_var(0, horizon, f"len_{name}")
         if present is None:
-            iv = m.NewIntervalVar(start, length, end, name)
+            iv = m.new_interval_var(start, length, end, name)
         else:
-            iv = m.NewOptionalIntervalVar(start, length, end, present, name)
+            iv = m.new_optional_interval_var(start, length, end, present, name)
         intervals.append(iv)
         demands.append(demand)
 
@@ -112,75 +108,65 @@ def solve_cpsat(inst: OffloadInstance, budget: int, *, slots: int = 500, time_li
         if j == L or T[j] == 0 or tape == 0:
             hold(born, dies, tape, f"tape{j}")
             continue
-        o = m.NewBoolVar(f"o{j}")
+        o = m.new_bool_var(f"o{j}")
         offload[j] = o
-        hold(born, dies, tape, f"tape{j}", o.Not())
-        so[j] = m.NewIntVar(0, horizon, f"so{j}")
-        sp[j] = m.NewIntVar(0, horizon, f"sp{j}")
-        release[j] = m.NewIntVar(0, horizon, f"r{j}")
-        off_end = m.NewIntVar(0, horizon, f"oe{j}")
-        m.Add(off_end == so[j] + T[j])
-        m.AddMaxEquality(release[j], [off_end, e[F[j]]])
-        m.Add(so[j] >= e[F[j - 1]]).OnlyEnforceIf(o)
-        m.Add(so[j] >= s[F[j]]).OnlyEnforceIf(o)
-        m.Add(sp[j] >= release[j]).OnlyEnforceIf(o)
-        m.Add(s[Bk[j]] >= sp[j] + T[j]).OnlyEnforceIf(o)
-        m.Add(so[j] == 0).OnlyEnforceIf(o.Not())
-        m.Add(sp[j] == 0).OnlyEnforceIf(o.Not())
-        transfer_ivs.append(m.NewOptionalFixedSizeIntervalVar(so[j], T[j], o, f"off{j}"))
-        transfer_ivs.append(m.NewOptionalFixedSizeIntervalVar(sp[j], T[j], o, f"pre{j}"))
+        hold(born, dies, tape, f"tape{j}", o.negated())
+        so[j] = m.new_int_var(0, horizon, f"so{j}")
+        sp[j] = m.new_int_var(0, horizon, f"sp{j}")
+        release[j] = m.new_int_var(0, horizon, f"r{j}")
+        off_end = m.new_int_var(0, horizon, f"oe{j}")
+        m.add(off_end == so[j] + T[j])
+        m.add_max_equality(release[j], [off_end, e[F[j]]])
+        m.add(so[j] >= e[F[j - 1]]).only_enforce_if(o)
+        m.add(so[j] >= s[F[j]]).only_enforce_if(o)
+        m.add(sp[j] >= release[j]).only_enforce_if(o)
+        m.add(s[Bk[j]] >= sp[j] + T[j]).only_enforce_if(o)
+        m.add(so[j] == 0).only_enforce_if(o.negated())
+        m.add(sp[j] == 0).only_enforce_if(o.negated())
+        transfer_ivs.append(m.new_optional_fixed_size_interval_var(so[j], T[j], o, f"off{j}"))
+        transfer_ivs.append(m.new_optional_fixed_size_interval_var(sp[j], T[j], o, f"pre{j}"))
         hold(born, release[j], tape, f"tapeA{j}", o)
         hold(sp[j], dies, tape, f"tapeB{j}", o)
-    m.AddNoOverlap(transfer_ivs)
+    m.add_no_overlap(transfer_ivs)
     if capacity < 0:
         return SolveResult(problem="offload", solver="cpsat", status=INFEASIBLE, budget=budget, scope=scope,
-                           solve_time_s=time.perf_counter() - t0, message="the input alone exceeds the budget")
-    m.AddCumulative(intervals, demands, capacity)
-    m.Minimize(e[-1])
+                           message="the input alone exceeds the budget")
+    m.add_cumulative(intervals, demands, capacity)
+    m.minimize(e[-1])
 
-    if warm_start and offload:
-        from .baselines import solve_prefix
+    if options.warm_start and offload:
+        k = seed.details.get("offloaded_stages") if seed is not None else None
+        if k is None:
+            from .baselines import solve_prefix
 
-        hint = solve_prefix(inst, budget)
-        k = hint.details.get("offloaded_stages")
+            k = solve_prefix(inst, budget).details.get("offloaded_stages")
         if k is not None:
             for j, o in offload.items():
-                m.AddHint(o, 1 if j - 1 < k else 0)
+                m.add_hint(o, 1 if j - 1 < k else 0)
 
-    solver = cp_model.CpSolver()
-    if time_limit is not None:
-        solver.parameters.max_time_in_seconds = float(time_limit)
-    solver.parameters.num_workers = int(workers)
-    log: list[tuple[float, float | None, float | None]] = []
-
-    class _Log(cp_model.CpSolverSolutionCallback):
-        def on_solution_callback(self) -> None:
-            log.append((time.perf_counter() - t0, self.ObjectiveValue() / scale, self.BestObjectiveBound() / scale))
-
-    status = solver.Solve(m, _Log())
-    elapsed = time.perf_counter() - t0
-    if status == cp_model.INFEASIBLE:
+    run = run_cpsat(m, deadline, options, scale=scale)
+    if run.status == INFEASIBLE:
         return SolveResult(problem="offload", solver="cpsat", status=INFEASIBLE, budget=budget, scope=scope,
-                           solve_time_s=elapsed, log=log, message="proven infeasible for this model")
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                           log=run.log, message="proven infeasible for this model")
+    if run.status not in (OPTIMAL, FEASIBLE):
         return SolveResult(problem="offload", solver="cpsat", status=TIMEOUT, budget=budget, scope=scope,
-                           solve_time_s=elapsed, log=log, message="no solution within the time limit")
-
-    timed: list[tuple[int, int, Op | Transfer]] = [(solver.Value(s[k]), 0, op) for k, op in enumerate(ops)]
+                           log=run.log, message="no solution within the time limit")
+    solver = run.solver
+    timed: list[tuple[int, int, Op | Transfer]] = [(solver.value(s[k]), 0, op) for k, op in enumerate(ops)]
     for j, o in offload.items():
-        if solver.Value(o):
-            timed.append((solver.Value(so[j]), 1, Off("abar", j)))
-            timed.append((solver.Value(sp[j]), 2, Pre("abar", j)))
+        if solver.value(o):
+            timed.append((solver.value(so[j]), 1, Off("abar", j)))
+            timed.append((solver.value(sp[j]), 2, Pre("abar", j)))
     timed.sort(key=lambda item: (item[0], item[1]))
     schedule = OffloadSchedule([op for _, _, op in timed], L, [t / scale for t, _, _ in timed])
-    sim = simulate_offload(inst, schedule)
+    sim = simulate(inst, schedule)
     exact_ticks = slots == 0 and all(abs(t * scale - round(t * scale)) < 1e-9 for t in durations) and all(
         abs(inst.transfer_time(int(chain.xbar[j])) * scale - T[j]) < 1e-9 for j in T)
-    bound = solver.BestObjectiveBound() / scale if exact_ticks else None
+    bound = run.bound if exact_ticks else None
     return SolveResult(
-        problem="offload", solver="cpsat", status=OPTIMAL if status == cp_model.OPTIMAL else FEASIBLE,
+        problem="offload", solver="cpsat", status=run.status,
         objective=sim.makespan, peak_memory=sim.peak_memory, lower_bound=bound, schedule=schedule, budget=budget,
-        solve_time_s=elapsed, scope=scope, log=log,
-        details={"model_makespan": solver.ObjectiveValue() / scale, "transfers": len(schedule.transfers()),
+        scope=scope, log=run.log,
+        details={"model_makespan": run.objective, "transfers": len(schedule.transfers()),
                  "host_peak": sim.host_peak},
     )

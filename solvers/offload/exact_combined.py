@@ -31,7 +31,7 @@ The two-stream model of `solvers.offload.simulator` is solved exactly over the c
 The sequences are tried by increasing total compute time (a lower bound of their
 makespan); the search stops when that sum reaches the best makespan found, each CP-SAT call
 asking for a strict improvement. The best solution becomes an `OffloadSchedule` in start-time
-order with every op pinned (``not_before`` = its start), replayed by `simulate_offload`.
+order with every op pinned (``not_before`` = its start), replayed by `simulate`.
 
 **Status**: "optimal" only for the class above, with exact sizes (``slots=0``) and whole-tick
 durations, when every CP-SAT call was proven (optimal or infeasible) and the replay equals the
@@ -41,18 +41,21 @@ model's makespan; otherwise "feasible". Sizes are rounded up to slots when ``slo
 
 from __future__ import annotations
 
-import math
-import time
 from typing import Any
 
 from ortools.sat.python import cp_model
 
 from ..chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Bwd, F_all, F_ck, F_n, Loss, Op
+from ..discretize import capacity as discretize_capacity
+from ..discretize import effective_slots, scope_text, size_in_slots, tick_scale, to_ticks
 from ..errors import InputError
+from ..exact.cpsat_runner import run_cpsat
+from ..exact.layer import exact_solver
+from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
-from .simulator import simulate_offload
+from .simulator import simulate
 
 #: Largest chain accepted (the enumeration is exponential in L).
 MAX_LENGTH = 6
@@ -135,10 +138,6 @@ def lifetimes(L: int, ops: list[Op]) -> tuple[list[tuple[Value, int, list[int], 
     return done, [tuple(g) for g in grads.values()]
 
 
-def _ticks(value: float, scale: float) -> int:
-    return int(math.ceil(value * scale - 1e-9))
-
-
 class _Model:
     """The CP-SAT model of one compute sequence (parts 2-4 of the module docstring)."""
 
@@ -150,10 +149,10 @@ class _Model:
         n = len(ops)
         d = []
         for kind, i in ops:
-            d.append(_ticks(float(chain.u_b[L] if kind == LOSS else chain.u_b[i] if kind == B else chain.u_f[i]),
+            d.append(to_ticks(float(chain.u_b[L] if kind == LOSS else chain.u_b[i] if kind == B else chain.u_f[i]),
                             scale))
-        T = {("a", j): _ticks(inst.transfer_time(int(chain.x[j])), scale) for j in range(L + 1)}
-        T.update({("abar", j): _ticks(inst.transfer_time(int(chain.xbar[j])), scale) for j in range(1, L + 1)})
+        T = {("a", j): to_ticks(inst.transfer_time(int(chain.x[j])), scale) for j in range(L + 1)}
+        T.update({("abar", j): to_ticks(inst.transfer_time(int(chain.xbar[j])), scale) for j in range(1, L + 1)})
         real = {("a", j): int(chain.x[j]) for j in range(L + 1)}
         real.update({("abar", j): int(chain.xbar[j]) for j in range(1, L + 1)})
         lives, grads = lifetimes(L, ops)
@@ -161,12 +160,12 @@ class _Model:
         horizon = sum(d) + 2 * gaps * max(T.values(), default=0) + 1
         m = cp_model.CpModel()
         self.m = m
-        s = [m.NewIntVar(0, horizon, f"s{k}") for k in range(n)]
-        e = [m.NewIntVar(0, horizon, f"e{k}") for k in range(n)]
+        s = [m.new_int_var(0, horizon, f"s{k}") for k in range(n)]
+        e = [m.new_int_var(0, horizon, f"e{k}") for k in range(n)]
         for k in range(n):
-            m.Add(e[k] == s[k] + d[k])
+            m.add(e[k] == s[k] + d[k])
             if k:
-                m.Add(s[k] >= e[k - 1])
+                m.add(s[k] >= e[k - 1])
         self.s, self.e = s, e
         ivs: list[Any] = []
         dem: list[int] = []
@@ -174,11 +173,11 @@ class _Model:
         def hold(start, end, demand: int, name: str, present=None) -> None:
             if demand <= 0:
                 return
-            length = m.NewIntVar(0, horizon, f"len_{name}")
+            length = m.new_int_var(0, horizon, f"len_{name}")
             if present is None:
-                ivs.append(m.NewIntervalVar(start, length, end, name))
+                ivs.append(m.new_interval_var(start, length, end, name))
             else:
-                ivs.append(m.NewOptionalIntervalVar(start, length, end, present, name))
+                ivs.append(m.new_optional_interval_var(start, length, end, present, name))
             dem.append(demand)
 
         for k, (kind, i) in enumerate(ops):
@@ -187,7 +186,7 @@ class _Model:
         for i, prod, freer in grads:
             hold(s[prod], e[freer] if freer is not None else e[n - 1], size(int(chain.x[i])), f"grad{i}")
 
-        zero = m.NewConstant(0)
+        zero = m.new_constant(0)
         self.transfers: list[tuple[Any, Any, Any, Value]] = []  # (present, off start, pre start, v)
         stream: list[Any] = []
         frees: list[tuple[Any, Any]] = []  # (free-off indicator, its time)
@@ -209,39 +208,39 @@ class _Model:
                 if not can:
                     hold(prev_end, s[u], sz, name)
                 else:
-                    o = m.NewBoolVar(f"o_{name}")
-                    hold(prev_end, s[u], sz, name, o.Not())
+                    o = m.new_bool_var(f"o_{name}")
+                    hold(prev_end, s[u], sz, name, o.negated())
                     earlier = offs_of.setdefault(v, [])
-                    h = m.NewBoolVar(f"h_{name}")
+                    h = m.new_bool_var(f"h_{name}")
                     if earlier:
-                        m.AddMaxEquality(h, earlier)
+                        m.add_max_equality(h, earlier)
                     else:
-                        m.Add(h == 0)
-                    paid = m.NewBoolVar(f"paid_{name}")
-                    m.AddBoolAnd([o, h.Not()]).OnlyEnforceIf(paid)
-                    m.AddBoolOr([o.Not(), h]).OnlyEnforceIf(paid.Not())
-                    free_off = m.NewBoolVar(f"free_{name}")
-                    m.AddBoolAnd([o, h]).OnlyEnforceIf(free_off)
-                    m.AddBoolOr([o.Not(), h.Not()]).OnlyEnforceIf(free_off.Not())
+                        m.add(h == 0)
+                    paid = m.new_bool_var(f"paid_{name}")
+                    m.add_bool_and([o, h.negated()]).only_enforce_if(paid)
+                    m.add_bool_or([o.negated(), h]).only_enforce_if(paid.negated())
+                    free_off = m.new_bool_var(f"free_{name}")
+                    m.add_bool_and([o, h]).only_enforce_if(free_off)
+                    m.add_bool_or([o.negated(), h.negated()]).only_enforce_if(free_off.negated())
                     earlier.append(o)
-                    so = m.NewIntVar(0, horizon, f"so_{name}")
-                    oe = m.NewIntVar(0, horizon, f"oe_{name}")
-                    sp = m.NewIntVar(0, horizon, f"sp_{name}")
-                    r = m.NewIntVar(0, horizon, f"rel_{name}")
-                    m.Add(oe == so + T[v]).OnlyEnforceIf(paid)
-                    m.Add(oe == so).OnlyEnforceIf(paid.Not())
-                    m.AddMaxEquality(r, [oe, prev_end])
-                    m.Add(so >= prev_start).OnlyEnforceIf(o)
+                    so = m.new_int_var(0, horizon, f"so_{name}")
+                    oe = m.new_int_var(0, horizon, f"oe_{name}")
+                    sp = m.new_int_var(0, horizon, f"sp_{name}")
+                    r = m.new_int_var(0, horizon, f"rel_{name}")
+                    m.add(oe == so + T[v]).only_enforce_if(paid)
+                    m.add(oe == so).only_enforce_if(paid.negated())
+                    m.add_max_equality(r, [oe, prev_end])
+                    m.add(so >= prev_start).only_enforce_if(o)
                     if creator >= 0:
-                        m.Add(so >= e[creator]).OnlyEnforceIf(o)
-                    m.Add(sp >= r).OnlyEnforceIf(o)
-                    m.Add(sp + T[v] <= s[u]).OnlyEnforceIf(o)
-                    m.Add(so == 0).OnlyEnforceIf(o.Not())
-                    m.Add(sp == 0).OnlyEnforceIf(o.Not())
-                    stream.append(m.NewOptionalIntervalVar(so, T[v], so + T[v], paid, f"off_{name}"))
-                    pe = m.NewIntVar(0, horizon, f"pe_{name}")
-                    m.Add(pe == sp + T[v])
-                    stream.append(m.NewOptionalIntervalVar(sp, T[v], pe, o, f"pre_{name}"))
+                        m.add(so >= e[creator]).only_enforce_if(o)
+                    m.add(sp >= r).only_enforce_if(o)
+                    m.add(sp + T[v] <= s[u]).only_enforce_if(o)
+                    m.add(so == 0).only_enforce_if(o.negated())
+                    m.add(sp == 0).only_enforce_if(o.negated())
+                    stream.append(m.new_optional_interval_var(so, T[v], so + T[v], paid, f"off_{name}"))
+                    pe = m.new_int_var(0, horizon, f"pe_{name}")
+                    m.add(pe == sp + T[v])
+                    stream.append(m.new_optional_interval_var(sp, T[v], pe, o, f"pre_{name}"))
                     stream_ends.append((paid, so, oe))
                     stream_ends.append((o, sp, pe))
                     frees.append((free_off, so))
@@ -251,49 +250,52 @@ class _Model:
                 prev_end, prev_start = e[u], s[u]
             if freer is None:
                 hold(prev_end, dies, sz, f"tail{g}")
-        m.AddNoOverlap(stream)
+        m.add_no_overlap(stream)
         # a free Off is never strictly inside another transfer (the simulator would delay it)
         for f, t in frees:
             for present, a, b in stream_ends:
                 if b is t:
                     continue
-                before = m.NewBoolVar("")
-                m.Add(t <= a).OnlyEnforceIf(before)
-                m.Add(t >= b).OnlyEnforceIf([f, present, before.Not()])
-        m.AddCumulative(ivs, dem, capacity)
+                before = m.new_bool_var("")
+                m.add(t <= a).only_enforce_if(before)
+                m.add(t >= b).only_enforce_if([f, present, before.negated()])
+        m.add_cumulative(ivs, dem, capacity)
         if cutoff is not None:
-            m.Add(e[n - 1] <= cutoff)
-        m.Minimize(e[n - 1])
+            m.add(e[n - 1] <= cutoff)
+        m.minimize(e[n - 1])
 
 
-def solve_exact_combined(inst: OffloadInstance, budget: int, *, slots: int = 0, time_limit: float | None = 60.0,
-                         scale: float | None = None, workers: int = 4, **_: Any) -> SolveResult:
-    """Exact CP-SAT ground truth for rematerialization + offloading (see the module docstring)."""
-    t0 = time.perf_counter()
+#: the offloading problem's fast solvers: they seed and referee the exact model
+FAST = ("pofo", "rotor-offload", "remat-only", "offload-prefix", "vdnn", "none")
+
+
+@exact_solver("offload", "exact-combined", FAST, time_limit=60.0, workers=4, slots=0,
+              least=lambda inst: inst.chain.total_time())
+def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadline: Deadline,
+                         seed: SolveResult | None = None, scale: float | None = None, **_: Any) -> SolveResult:
+    """Exact CP-SAT ground truth for rematerialization + offloading (see the module docstring);
+    sizes exact by default (``slots=0``), 4 workers, 60 s."""
     chain = inst.chain
     L = chain.length
     budget = int(budget)
-    slots = 0 if slots is None else int(slots)
+    slots = effective_slots(budget, options.slots)
     if L > MAX_LENGTH:
         raise InputError(f"exact-combined enumerates compute sequences: L <= {MAX_LENGTH}, got {L}")
     times = [float(t) for t in (*chain.u_f, *chain.u_b)] + [
         inst.transfer_time(int(b)) for b in (*chain.x[: L + 1], *chain.xbar[1: L + 1])]
     if scale is None:
-        whole = [10.0**k for k in range(5) if all(abs(t * 10**k - round(t * 10**k)) < 1e-9 for t in times)]
-        scale = whole[0] if whole else 10 ** math.ceil(math.log10(1000 / max(max(times), 1e-12)))
+        scale, _ = tick_scale(times, max_ticks=1000)
     exact_ticks = slots == 0 and all(abs(t * scale - round(t * scale)) < 1e-9 for t in times)
-    unit = budget / slots if slots else 1.0
-    size = (lambda b: int(math.ceil(b / unit - 1e-9))) if slots else (lambda b: int(b))
-    capacity = slots if slots else budget
+    size = size_in_slots(budget, slots)
+    capacity = discretize_capacity(budget, slots)
     scope = ("phase-form compute sequences (each stage at most once per phase) with at most one Off/Pre pair "
-             f"per idle gap of each value, times in ticks of 1/{scale:g}, "
-             + (f"memory in {slots} slots" if slots else "exact sizes"))
+             f"per idle gap of each value, times in ticks of 1/{scale:g}, {scope_text(slots)}")
     common = {"problem": "offload", "solver": "exact-combined", "budget": budget, "scope": scope}
 
     seqs = phase_sequences(L)
 
     def compute_ticks(ops: list[Op]) -> int:
-        return sum(_ticks(float(chain.u_b[L] if k == LOSS else chain.u_b[i] if k == B else chain.u_f[i]), scale)
+        return sum(to_ticks(float(chain.u_b[L] if k == LOSS else chain.u_b[i] if k == B else chain.u_f[i]), scale)
                    for k, i in ops)
 
     def op_floor(ops: list[Op]) -> int:
@@ -328,44 +330,38 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, slots: int = 0, 
     for lb, k in order:
         if best is not None and lb >= best[0]:
             break
-        left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
-        if left is not None and left <= 0:
+        if deadline.expired():
             proven = False
             break
         model = _Model(inst, seqs[k], size, capacity, scale, None if best is None else best[0] - 1)
-        solver = cp_model.CpSolver()
-        if left is not None:
-            solver.parameters.max_time_in_seconds = float(left)
-        solver.parameters.num_workers = int(workers)
-        status = solver.Solve(model.m)
+        run = run_cpsat(model.m, deadline, options, progress=False)
         solved += 1
-        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            best = (int(solver.ObjectiveValue()), seqs[k], solver, model)
-            if status != cp_model.OPTIMAL:
+        if run.status in (OPTIMAL, FEASIBLE):
+            best = (int(round(run.objective)), seqs[k], run.solver, model)
+            if run.status != OPTIMAL:
                 proven = False
-        elif status != cp_model.INFEASIBLE:
+        elif run.status != INFEASIBLE:
             proven = False
-    elapsed = time.perf_counter() - t0
     details: dict[str, Any] = {"sequences": len(seqs), "cpsat_calls": solved, "scale": scale}
     if best is None:
         if proven:
-            return SolveResult(status=INFEASIBLE, solve_time_s=elapsed, details=details,
+            return SolveResult(status=INFEASIBLE, details=details,
                                message=f"no schedule of this class fits {budget}"
                                + (f" (sizes rounded up to {slots} slots)" if slots else ""), **common)
-        return SolveResult(status=TIMEOUT, solve_time_s=elapsed, details=details,
+        return SolveResult(status=TIMEOUT, details=details,
                            message="no schedule within the time limit", **common)
     obj, ops, solver, model = best
     timed: list[tuple[int, int, int, int, Op | Transfer]] = []
     for k, op in enumerate(ops):
-        timed.append((solver.Value(model.s[k]), 0, 0, k, op))
+        timed.append((solver.value(model.s[k]), 0, 0, k, op))
     for n, (o, so, sp, v) in enumerate(model.transfers):
-        if solver.Value(o):
-            t_off, t_pre = solver.Value(so), solver.Value(sp)
+        if solver.value(o):
+            t_off, t_pre = solver.value(so), solver.value(sp)
             timed.append((t_off, 1, 0 if _is_free(model, solver, n) else 1, n, Off(*v)))
             timed.append((t_pre, 2, 0, n, Pre(*v)))
     timed.sort(key=lambda item: item[:4])
     schedule = OffloadSchedule([item[4] for item in timed], L, [item[0] / scale for item in timed])
-    sim = simulate_offload(inst, schedule, budget)
+    sim = simulate(inst, schedule, budget)
     model_makespan = obj / scale
     details.update({"model_makespan": model_makespan, "transfers": len(schedule.transfers()),
                     "host_peak": sim.host_peak})
@@ -375,10 +371,10 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, slots: int = 0, 
     optimal = proven and exact_ticks and agrees
     return SolveResult(status=OPTIMAL if optimal else FEASIBLE, objective=sim.makespan,
                        peak_memory=sim.peak_memory, lower_bound=model_makespan if (proven and exact_ticks) else None,
-                       schedule=schedule, solve_time_s=elapsed, details=details, **common)
+                       schedule=schedule, details=details, **common)
 
 
 def _is_free(model: _Model, solver: cp_model.CpSolver, n: int) -> bool:
     """Whether the n-th optional Off of the model is a free one (an earlier Off left a host copy)."""
     v = model.transfers[n][3]
-    return any(solver.Value(o) for o, _, _, w in model.transfers[:n] if w == v)
+    return any(solver.value(o) for o, _, _, w in model.transfers[:n] if w == v)

@@ -31,17 +31,25 @@ from typing import Any
 
 import numpy as np
 
+from ..exact.cpsat_runner import run_cpsat
+from ..exact.layer import exact_solver
+from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .dp import _defaults, _prefix, min_budget, partition_dp, stage_arrays
 from .instance import Pipeline
-from .simulator import Partition
+from .schedule import Partition
+
+#: the pipeline problem's fast solvers: they seed and referee the exact model
+FAST = ("madpipe", "pipedream", "balance-time")
 
 
-def solve_cpsat(inst: Pipeline, budget: int, *, devices: int | None = None, schedule: str = "1f1b",
-                micro_batches: int | None = None, time_limit: float | None = None, workers: int = 1,
-                hint: bool = True, probing: int = 0, **_: Any) -> SolveResult:
-    """Solve the model of the module docstring with OR-Tools CP-SAT (`workers` threads; CP-SAT's
-    probing level `probing`: 0 by default, as probing spends seconds on the ~L^2 P Booleans)."""
+@exact_solver("pipeline", "cpsat", FAST)
+def solve_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline: Deadline,
+                seed: SolveResult | None = None, devices: int | None = None, schedule: str = "1f1b",
+                micro_batches: int | None = None, hint: bool = True, probing: int = 0, **_: Any) -> SolveResult:
+    """Solve the model of the module docstring with OR-Tools CP-SAT (``options.workers`` threads;
+    CP-SAT's probing level `probing`: 0 by default, as probing spends seconds on the ~L^2 P
+    Booleans). With `hint` (and ``warm_start``) the memory-aware DP's partition is the hint."""
     from ortools.sat.python import cp_model
 
     start = time.perf_counter()
@@ -54,6 +62,7 @@ def solve_cpsat(inst: Pipeline, budget: int, *, devices: int | None = None, sche
     # candidate stages and their values
     cand: list[tuple[int, int, int, float]] = []  # (i, j, t, value)
     for i in range(L):
+        deadline.check()
         arr = stage_arrays(inst, pre, i)
         link = inst.comm_time(2.0 * inst.input_of(i)) if i > 0 else 0.0
         value = np.maximum(arr["fb"], link)
@@ -76,57 +85,53 @@ def solve_cpsat(inst: Pipeline, budget: int, *, devices: int | None = None, sche
     values = sorted({c[3] for c in cand})
     rank = {v: k for k, v in enumerate(values)}
     model = cp_model.CpModel()
-    v = [model.NewBoolVar(f"v_{i}_{j}_{t}") for i, j, t, _ in cand]
-    obj = model.NewIntVar(0, len(values) - 1, "period_rank")
+    v = [model.new_bool_var(f"v_{i}_{j}_{t}") for i, j, t, _ in cand]
+    obj = model.new_int_var(0, len(values) - 1, "period_rank")
     starts: dict[tuple[int, int], list[Any]] = {}
     ends: dict[tuple[int, int], list[Any]] = {}
     for var, (i, j, t, val) in zip(v, cand):
         starts.setdefault((i, t), []).append(var)
         ends.setdefault((j, t), []).append(var)
         if rank[val] > 0:
-            model.Add(obj >= rank[val] * var)
+            model.add(obj >= rank[val] * var)
     # one stage at most per position t: the period is at least the value of the stage chosen there
     # (a valid cut that makes the LP relaxation much stronger than the per-stage constraints alone)
     for t in range(1, T + 1):
         level = [(var, rank[c[3]]) for var, c in zip(v, cand) if c[2] == t]
         if level:
-            model.Add(obj >= sum(r * var for var, r in level))
-    model.AddExactlyOne([var for var, c in zip(v, cand) if c[0] == 0])
-    model.AddExactlyOne(ends.get((L - 1, 1), []))
+            model.add(obj >= sum(r * var for var, r in level))
+    model.add_exactly_one([var for var, c in zip(v, cand) if c[0] == 0])
+    model.add_exactly_one(ends.get((L - 1, 1), []))
     for l in range(1, L):
         for t in range(1, T):
             into = ends.get((l - 1, t + 1), [])
             out = starts.get((l, t), [])
             if into or out:
-                model.Add(sum(into) == sum(out))
-    model.Minimize(obj)
-    if hint:
+                model.add(sum(into) == sum(out))
+    model.minimize(obj)
+    if hint and options.warm_start:
         res = partition_dp(inst, P, budget, schedule=schedule, micro_batches=m)
         if res is not None:
             S = len(res[1])
             chosen = {(a, b, S - k) for k, (a, b, _) in enumerate(res[1])}
             for var, (i, j, t, _) in zip(v, cand):
-                model.AddHint(var, (i, j, t) in chosen)
+                model.add_hint(var, (i, j, t) in chosen)
             worst = max((rank[c[3]] for c in cand if (c[0], c[1], c[2]) in chosen), default=0)
-            model.AddHint(obj, worst)
-    solver = cp_model.CpSolver()
-    if time_limit is not None:
-        solver.parameters.max_time_in_seconds = float(time_limit)
-    solver.parameters.num_workers = max(1, int(workers))
-    solver.parameters.cp_model_probing_level = int(probing)
-    status = solver.Solve(model)
+            model.add_hint(obj, worst)
+    run = run_cpsat(model, deadline, options, extra={"cp_model_probing_level": int(probing)})
     elapsed = time.perf_counter() - start
-    if status == cp_model.INFEASIBLE:
+    if run.status == INFEASIBLE:
         return _infeasible(inst, budget, P, schedule, m, start, scope)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    if run.status not in (OPTIMAL, FEASIBLE):
         return SolveResult(problem="pipeline", solver="cpsat", status=TIMEOUT, budget=budget, solve_time_s=elapsed,
-                           scope=scope, message=f"CP-SAT: {solver.StatusName(status)}")
-    chosen = sorted((c for var, c in zip(v, cand) if solver.Value(var)), key=lambda c: c[0])
+                           scope=scope, message=f"CP-SAT: {run.backend_status}")
+    solver = run.solver
+    chosen = sorted((c for var, c in zip(v, cand) if solver.value(var)), key=lambda c: c[0])
     part = Partition.from_bounds([(i, j) for i, j, _, _ in chosen], schedule=schedule, micro_batches=m,
                                  devices=P).evaluated(inst)
-    bound_rank = min(len(values) - 1, max(0, int(math.ceil(solver.BestObjectiveBound() - 1e-9))))
+    bound_rank = min(len(values) - 1, max(0, int(math.ceil((run.bound or 0.0) - 1e-9))))
     lower = values[bound_rank]
-    return SolveResult(problem="pipeline", solver="cpsat", status=OPTIMAL if status == cp_model.OPTIMAL else FEASIBLE,
+    return SolveResult(problem="pipeline", solver="cpsat", status=run.status,
                        objective=part.period, peak_memory=part.peak_memory, lower_bound=min(lower, part.period),
                        solve_time_s=elapsed, budget=budget, schedule=part, scope=scope,
                        details={"variables": len(cand), "distinct_values": len(values)})

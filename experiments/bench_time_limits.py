@@ -1,0 +1,132 @@
+"""Do the exact solvers keep their time limits? Every exact solver of every problem, on an
+instance large enough to hit the limit, at time limits 0.1 / 1 / 10 s (``--quick``: 0.1 / 1 s).
+
+The time limit is a wall-clock limit on the whole solve (fast solvers of the warm start, model
+building, presolve, search, replay). A run *keeps* it when its wall time is at most
+max(1.1 x limit, limit + 2 s). Each problem's fast solvers run once before timing, so one-time
+JIT compilation (numba) is not charged to the first solve.
+
+    python -m memsched.experiments.bench_time_limits [--quick] [--limits 0.1 1 10] [--out CSV]
+
+Prints a table and writes results/bench_time_limits.csv (one row per solver and limit: wall
+time, allowed time, kept, status, objective, lower bound, seeded_by).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from memsched.solvers import registry
+
+OUT = Path("results/bench_time_limits.csv")
+
+
+def _chain(L: int, seed: int) -> Any:
+    from memsched.solvers.chain.generate import random_chain
+
+    return random_chain(L, seed)
+
+
+def _graph() -> Any:
+    from memsched.solvers.graph.generate import resnet
+
+    return resnet((2, 2, 2, 2), name="resnet18-like")  # 189 nodes
+
+
+def _join() -> Any:
+    from memsched.solvers.join.generate import random_join
+
+    return random_join([20, 20], 0)
+
+
+def _join_tiny() -> Any:
+    from memsched.solvers.join.generate import random_join
+
+    return random_join([7, 7], 0)
+
+
+def _offload(L: int) -> Any:
+    from memsched.solvers.offload.instance import OffloadInstance
+
+    chain = _chain(L, 2)
+    return OffloadInstance(chain, float(np.median(chain.xbar[1:])) / float(np.median(chain.u_f)), 0.0)
+
+
+def _pipeline() -> Any:
+    from memsched.solvers.pipeline.profiles import random_pipeline
+
+    return random_pipeline(np.random.default_rng(0), 120)
+
+
+#: (problem, solver, instance name, instance factory, budget as a fraction of the reference peak, options)
+CASES: list[tuple[str, str, str, Callable[[], Any], float, dict[str, Any]]] = [
+    ("chain", "milp", "random_chain(100)", lambda: _chain(100, 1), 0.3, {}),
+    ("chain", "cpsat", "random_chain(100)", lambda: _chain(100, 1), 0.3, {}),
+    ("graph", "checkmate", "resnet18-like (189 nodes)", _graph, 0.6, {}),
+    ("graph", "cpsat", "resnet18-like (189 nodes)", _graph, 0.6, {}),
+    ("join", "cpsat", "random_join([20, 20])", _join, 0.4, {}),
+    ("join", "exact", "random_join([7, 7])", _join_tiny, 0.5, {}),
+    ("offload", "cpsat", "random_chain(60) + link", lambda: _offload(60), 0.5, {}),
+    ("offload", "exact-combined", "random_chain(6) + link", lambda: _offload(6), 0.5, {}),
+    ("pipeline", "cpsat", "random_pipeline(120), 8 devices", _pipeline, 0.5, {"devices": 8}),
+]
+
+
+def allowed(limit: float) -> float:
+    """The wall time a solve with this limit may take: max(1.1 x limit, limit + 2 s)."""
+    return max(1.1 * limit, limit + 2.0)
+
+
+def run(limits: list[float], only: str | None = None) -> pd.DataFrame:
+    rows = []
+    for problem, solver, label, make, frac, opts in CASES:
+        if only and only not in (problem, f"{problem}/{solver}"):
+            continue
+        inst = make()
+        desc = registry.get_problem(problem)
+        budget = max(1, int(frac * desc.reference_peak(inst)))
+        fast = registry.get_solver(problem, solver).fast_solvers
+        for name in fast:  # warm-up: JIT compilation is not part of a solve
+            try:
+                registry.solve(problem, inst, name, budget, **opts)
+            except Exception:  # noqa: BLE001 - a fast solver that cannot run here is skipped by the layer too
+                pass
+        for limit in limits:
+            start = time.perf_counter()
+            res = registry.solve(problem, inst, solver, budget, time_limit=limit, **opts)
+            wall = time.perf_counter() - start
+            rows.append({"problem": problem, "solver": solver, "instance": label, "budget": budget,
+                         "time_limit_s": limit, "wall_s": round(wall, 3), "allowed_s": round(allowed(limit), 3),
+                         "kept": wall <= allowed(limit), "status": res.status, "objective": res.objective,
+                         "lower_bound": res.lower_bound, "seeded_by": res.seeded_by,
+                         "solution_from": res.details.get("solution_from", "model")})
+            print(f"{problem:9s} {solver:15s} limit {limit:5.1f} s  wall {wall:7.2f} s  "
+                  f"{'kept' if wall <= allowed(limit) else 'OVERRAN'}  {res.status}", flush=True)
+    return pd.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="limits 0.1 and 1 s only")
+    parser.add_argument("--limits", type=float, nargs="+", help="time limits in seconds (default 0.1 1 10)")
+    parser.add_argument("--only", help="one problem, or problem/solver")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    limits = args.limits or ([0.1, 1.0] if args.quick else [0.1, 1.0, 10.0])
+    df = run(limits, args.only)
+    print()
+    print(df.drop(columns=["budget"]).to_string(index=False))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(args.out, index=False)
+    print(f"\n{int(df['kept'].sum())}/{len(df)} runs kept max(1.1 x limit, limit + 2 s); wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
