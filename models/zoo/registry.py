@@ -1,0 +1,241 @@
+"""The zoo's registry: `MODELS` (names and the papers' default sizes) and `build_model`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from memsched.solvers.errors import InputError
+from torch import nn
+
+from .common import classification_loss, lm_loss, segmentation_loss
+from .densenet import densenet121_blocks
+from .fcn import fcn8_blocks
+from .gpt import gpt2_blocks
+from .inception import inception_v3_blocks
+from .lstm import lstm_blocks
+from .mobilenet import mobilenet_v2_blocks
+from .resnet import RESNET_LAYERS, resnet_blocks
+from .unet import unet_blocks
+from .vgg import VGG16, VGG19, vgg_blocks
+from .vit import vit_blocks
+
+ImageSize = int | tuple[int, int] | str
+
+
+@dataclass
+class ZooModel:
+    """A built model: unpacks as ``blocks, example_input, loss_fn, target``."""
+
+    blocks: list[nn.Module]
+    example_input: torch.Tensor
+    loss_fn: Callable[[torch.Tensor, Any], torch.Tensor]
+    target: torch.Tensor
+    name: str
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.blocks, self.example_input, self.loss_fn, self.target))
+
+    @property
+    def label(self) -> str:
+        """A short name with the sizes, e.g. ``resnet18-b32-224`` or ``unet-b32-416x608`` (chain names)."""
+        c = self.config
+        size = c.get("seq_len") if c.get("seq_len") is not None else c.get("image_size")
+        extra = "".join(f"-{k[0]}{c[k]}" for k in ("width", "depth") if c.get(k) is not None)
+        return f"{self.name}-b{c.get('batch')}-{size}{extra}"
+
+
+_IMAGE = {"kind": "image", "image_size": 224, "width": 64, "batch": 32}
+# name -> kind and the papers' default sizes
+MODELS: dict[str, dict[str, Any]] = {
+    **{f"resnet{v}": dict(_IMAGE) for v in RESNET_LAYERS},
+    "densenet121": dict(_IMAGE),
+    "inception_v3": {**_IMAGE, "image_size": 299},
+    "vgg16": dict(_IMAGE),
+    "vgg19": dict(_IMAGE),
+    "mobilenet_v2": dict(_IMAGE),
+    "vit_b16": {**_IMAGE, "width": 768, "depth": 12},
+    "gpt2": {"kind": "text", "seq_len": 1024, "width": 768, "depth": 12, "batch": 8, "vocab": 50257},
+    "gpt2_medium": {"kind": "text", "seq_len": 1024, "width": 1024, "depth": 24, "batch": 8, "vocab": 50257},
+    "unet": {"kind": "segmentation", "image_size": 256, "width": 64, "depth": 4, "batch": 8, "classes": 2},
+    "fcn8": {"kind": "segmentation", "image_size": (416, 608), "width": 64, "batch": 32, "classes": 21},
+    "lstm": {"kind": "sequence", "seq_len": 100, "width": 512, "batch": 32, "classes": 10},
+}
+
+
+def model_names() -> list[str]:
+    return list(MODELS)
+
+
+def parse_image_size(value: ImageSize | None) -> tuple[int, int] | None:
+    """``224`` -> (224, 224); ``"416x608"`` or ``(416, 608)`` -> (height, width); bad text: `InputError`."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        parts = value.lower().split("x")
+        try:
+            nums = [int(p) for p in parts]
+        except ValueError:
+            raise InputError(f"expected N or HxW pixels, got {value!r}", field="--image-size") from None
+        value = tuple(nums) if len(nums) == 2 else nums[0] if len(nums) == 1 else None  # type: ignore[assignment]
+        if value is None:
+            raise InputError(f"expected N or HxW pixels, got {value!r}", field="--image-size")
+    if isinstance(value, int):
+        return (value, value)
+    h, w = value  # type: ignore[misc]
+    return (int(h), int(w))
+
+
+def _size_label(hw: tuple[int, int]) -> int | str:
+    return hw[0] if hw[0] == hw[1] else f"{hw[0]}x{hw[1]}"
+
+
+def build_model(
+    name: str,
+    *,
+    batch: int | None = None,
+    image_size: ImageSize | None = None,
+    seq_len: int | None = None,
+    width: int | None = None,
+    depth: int | None = None,
+    classes: int | None = None,
+    vocab: int | None = None,
+    dropout: float | None = None,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    seed: int = 0,
+) -> ZooModel:
+    """Build zoo model `name` on `device` in training mode, with a random example batch.
+
+    Unset sizes take the papers' defaults (`MODELS`). `image_size`: pixels, square (224) or
+    height x width ("416x608", (416, 608)). `seq_len`: tokens (GPT-2) or time steps (LSTM).
+    `width`: base channels, or the model dimension (GPT-2, ViT), or the LSTM's hidden size.
+    `depth`: GPT-2 / ViT layers, U-Net levels, or a cap on blocks per stage for ResNet /
+    DenseNet (small test models). Raises `InputError` for an unknown name or impossible sizes.
+    Built inside ``FakeTensorMode`` (`models.costs.shape_exact_model`) it allocates nothing.
+    """
+    if name not in MODELS:
+        raise InputError(f"unknown model {name!r} (one of {', '.join(MODELS)})", field="MODEL")
+    d = MODELS[name]
+    batch = d["batch"] if batch is None else batch
+    width = d["width"] if width is None else width
+    hw = parse_image_size(image_size)
+    for label, v in (("--batch", batch), ("--width", width), ("--seq-len", seq_len), ("--depth", depth),
+                     ("--image-size", min(hw) if hw else None)):
+        if v is not None and v <= 0:
+            raise InputError(f"must be positive, got {v}", field=label)
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    config: dict[str, Any] = {"batch": batch, "width": width}
+    kind = d["kind"]
+    if kind == "text":
+        seq_len = seq_len or d["seq_len"]
+        depth = depth or d["depth"]
+        vocab = vocab or d["vocab"]
+        p = 0.1 if dropout is None else dropout
+        blocks = gpt2_blocks(width=width, depth=depth, vocab=vocab, max_len=seq_len, dropout=p)
+        x = torch.randint(0, vocab, (batch, seq_len), generator=gen)
+        target = torch.randint(0, vocab, (batch, seq_len), generator=gen)
+        loss_fn: Callable[..., torch.Tensor] = lm_loss
+        config.update(seq_len=seq_len, depth=depth, vocab=vocab, dropout=p)
+    elif kind == "sequence":
+        seq_len = seq_len or d["seq_len"]
+        classes = classes or d["classes"]
+        data = torch.randn(batch, seq_len, width, generator=gen)
+        blocks = lstm_blocks(data.to(dtype), hidden=width, classes=classes)
+        x = torch.zeros(batch, 2 * width)
+        target = torch.randint(0, classes, (batch,), generator=gen)
+        loss_fn = classification_loss
+        config.update(seq_len=seq_len, classes=classes)
+    else:
+        hw = hw or parse_image_size(d["image_size"])
+        assert hw is not None
+        h, w = hw
+        classes = classes or d.get("classes", 1000)
+        config.update(image_size=_size_label(hw), classes=classes)
+        blocks, extra = _image_blocks(name, hw, width, depth, classes, dropout)
+        config.update(extra)
+        x = torch.randn(batch, 3, h, w, generator=gen, dtype=torch.float32).to(dtype)
+        if kind == "segmentation":
+            target = torch.randint(0, classes, (batch, h, w), generator=gen)
+            loss_fn = segmentation_loss
+        else:
+            target = torch.randint(0, classes, (batch,), generator=gen)
+            loss_fn = classification_loss
+    device = torch.device(device)
+    blocks = [_to(b, device, dtype).train() for b in blocks]
+    return ZooModel(blocks, x.to(device), loss_fn, target.to(device), name, config)
+
+
+def _image_blocks(name: str, hw: tuple[int, int], width: int, depth: int | None, classes: int,
+                  dropout: float | None) -> tuple[list[nn.Module], dict[str, Any]]:
+    """The blocks of an image or segmentation model and what its config records."""
+    h, w = hw
+    side = min(h, w)
+    if name.startswith("resnet"):
+        return resnet_blocks(int(name[6:]), width=width, classes=classes, depth=depth), {"depth": depth}
+    if name == "densenet121":
+        return densenet121_blocks(width=width, classes=classes, depth=depth), {"depth": depth}
+    if name in ("vgg16", "vgg19"):
+        if side < 32:
+            raise InputError(f"{name} needs images of at least 32 pixels", field="--image-size")
+        p = 0.5 if dropout is None else dropout
+        cfg = VGG16 if name == "vgg16" else VGG19
+        return vgg_blocks(cfg, width=width, classes=classes, image_size=side, dropout=p), {"dropout": p}
+    if name == "inception_v3":
+        if side < 75:
+            raise InputError("inception_v3 needs images of at least 75 pixels", field="--image-size")
+        p = 0.5 if dropout is None else dropout
+        return inception_v3_blocks(width=width, classes=classes, dropout=p), {"dropout": p}
+    if name == "mobilenet_v2":
+        p = 0.2 if dropout is None else dropout
+        return mobilenet_v2_blocks(width=width, classes=classes, dropout=p), {"dropout": p}
+    if name == "vit_b16":
+        depth = depth or MODELS[name]["depth"]
+        p = 0.0 if dropout is None else dropout
+        return vit_blocks(width=width, depth=depth, image_size=hw, classes=classes, dropout=p), {"depth": depth}
+    if name == "fcn8":
+        if h % 32 or w % 32:
+            raise InputError("fcn8 needs image sides multiple of 32", field="--image-size")
+        p = 0.5 if dropout is None else dropout
+        return fcn8_blocks(width=width, classes=classes, dropout=p), {"dropout": p}
+    depth = depth or MODELS[name]["depth"]  # unet
+    if h % 2 ** depth or w % 2 ** depth:
+        raise InputError(f"unet with {depth} levels needs image sides multiple of {2 ** depth}",
+                         field="--image-size")
+    return unet_blocks(width=width, depth=depth, classes=classes), {"depth": depth}
+
+
+def _to(block: nn.Module, device: torch.device, dtype: torch.dtype) -> nn.Module:
+    """``block.to(device, dtype)``, skipped when nothing would change (fake tensors cannot be swapped)."""
+    tensors = list(block.parameters()) + list(block.buffers())
+    if all(t.device == device and (t.dtype == dtype or not t.is_floating_point()) for t in tensors):
+        return block
+    return block.to(device=device, dtype=dtype)
+
+
+def count_parameters(blocks: list[nn.Module]) -> int:
+    """Distinct parameters (tied weights once)."""
+    seen: dict[int, int] = {}
+    for b in blocks:
+        for p in b.parameters():
+            seen[id(p)] = p.numel()
+    return sum(seen.values())
+
+
+def resolve_device(text: str | None) -> torch.device:
+    """``None`` -> cuda when present, else cpu; "cuda" without a GPU is an `InputError`."""
+    if text is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise InputError(f"unknown device {text!r} (cpu or cuda)", field="--device") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise InputError("CUDA is not available on this machine", field="--device")
+    if device.type not in ("cpu", "cuda"):
+        raise InputError(f"unsupported device {text!r} (cpu or cuda)", field="--device")
+    return device
