@@ -57,7 +57,7 @@ class Problem:
     name: str
     summary: str
     objective: str
-    load: Callable[[str], Any]
+    load: Callable[..., Any]
     replay: Callable[[Any, Any, int | None], Replay]
     reference_peak: Callable[[Any], int]
     memory_profile: Callable[[Any, Any], MemoryProfile]

@@ -30,7 +30,7 @@ def budget_for(problem: str, instance: Any, text: str) -> int:
     """Bytes from a budget string; "X%" refers to the problem's reference peak."""
     reference = None
     if str(text).strip().endswith("%"):
-        reference = registry.problem_module(problem).reference_peak(instance)
+        reference = registry.get_problem(problem).reference_peak(instance)
     budget = parse_budget(text, reference)
     if budget <= 0:
         raise InputError(f"budget must be positive, got {text!r}", field="--budget")
@@ -55,10 +55,10 @@ def load_problem(path: str, bandwidth: str | None = None, latency: float | None 
     if problem == "chain" and declared == "pipeline":
         return load_instance(path, "pipeline")
     if problem == "chain" and declared == "offload" and bandwidth is None:
-        solver = solver or next(iter(registry.problem_module("offload").SOLVERS))
+        solver = solver or registry.get_problem("offload").default_solver
     if problem == "chain":
-        offload_names = set(registry.problem_module("offload").SOLVERS)
-        chain_names = set(registry.problem_module("chain").SOLVERS)
+        offload_names = set(registry.get_problem("offload").solvers)
+        chain_names = set(registry.get_problem("chain").solvers)
         wants_offload = bandwidth is not None or (solver in offload_names and solver not in chain_names)
         if wants_offload:
             from memsched.solvers.offload import OffloadInstance

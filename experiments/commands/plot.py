@@ -84,11 +84,9 @@ def _load(path: str, first_schedule: Any, bandwidth: str | None, latency: float 
     if problem == "chain" and bandwidth is None and _is_partition(first_schedule):
         problem = "pipeline"
         try:
-            module = registry.problem_module(problem)
+            registry.get_problem(problem)
         except ImportError:
-            module = None
-        if module is None or not hasattr(module, "load"):
-            raise InputError(f"problem {problem!r} is not available in this installation", path=path)
+            raise InputError(f"problem {problem!r} is not available in this installation", path=path) from None
         return load_instance(path, problem)
     solver = "vdnn" if _declared_problem(first_schedule) == "offload" else None
     return load_problem(path, bandwidth, latency, solver)

@@ -32,25 +32,19 @@ def main(args: argparse.Namespace) -> int:
     if isinstance(data, dict) and isinstance(data.get("schedule"), dict):
         declared = data["schedule"].get("problem", declared)
     problem, instance = load_problem(args.file, args.bandwidth, args.latency, declared=declared)
-    module = registry.problem_module(problem)
-    schedule = module.schedule_from_json(data, instance, path=args.schedule)
+    desc = registry.get_problem(problem)
+    schedule = desc.schedule_from_json(data, instance, path=args.schedule)
     budget = budget_for(problem, instance, args.budget) if args.budget else None
-    replay = module.replay(instance, schedule, budget)
-    objective_key = "period" if problem == "pipeline" else "makespan"
+    replay = desc.replay(instance, schedule, budget)
     out = {"problem": problem, "valid": replay.violation is None, "violation": replay.violation,
-           objective_key: replay.objective, "peak_memory": replay.peak_memory, "budget": budget}
-    if hasattr(module, "memory_profile"):
-        out["memory_profile"] = module.memory_profile(instance, schedule)
+           desc.objective: replay.objective, "peak_memory": replay.peak_memory, "budget": budget,
+           "memory_profile": desc.memory_profile(instance, schedule)}
     if args.json:
         print_json(out)
     else:
         print(f"problem      {problem}  ({getattr(instance, 'name', '')})")
-        if problem == "pipeline":
-            print(f"stages       {len(schedule)}")
-            print(f"period       {replay.objective:.6g}")
-        else:
-            print(f"operations   {len(schedule)}")
-            print(f"makespan     {replay.objective:.6g}")
+        print(f"{'stages' if desc.objective == 'period' else 'operations':<12} {len(schedule)}")
+        print(f"{desc.objective:<12} {replay.objective:.6g}")
         print(f"peak memory  {replay.peak_memory} ({format_bytes(replay.peak_memory)})")
         if budget is not None:
             print(f"budget       {budget} ({format_bytes(budget)})")

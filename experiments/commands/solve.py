@@ -12,7 +12,9 @@ from memsched.solvers.errors import InputError
 from memsched.solvers.result import INFEASIBLE, TIMEOUT, SolveResult
 from memsched.solvers.units import format_bytes
 
+from ._checks import check_options, check_output_file, check_work
 from ._common import add_link_arguments, add_solver_arguments, budget_for, load_problem, parse_options, print_json
+from ._infeasible import find_min_budget
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,9 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def default_solver(problem: str) -> str:
-    module = registry.problem_module(problem)
+    """The problem's default solver when it is available here, else the first available one."""
     names = [n for _, n, _ in registry.solver_table(problem)]
-    preferred = getattr(module, "DEFAULT_SOLVER", None)
+    preferred = registry.get_problem(problem).default_solver
     if preferred in names:
         return preferred
     if not names:
@@ -43,13 +45,18 @@ def main(args: argparse.Namespace) -> int:
         from memsched.experiments.plotting import check_suffix
 
         check_suffix(args.plot)  # before a long solve, not after
+    check_output_file(args.output, "--output")
+    check_output_file(args.plot, "--plot")
     problem, instance = load_problem(args.file, args.bandwidth, args.latency, args.solver)
     budget = budget_for(problem, instance, args.budget)
     name = args.solver or default_solver(problem)
     if args.slots < 0:
         raise InputError("must be >= 0", field="--slots")
     options = parse_options(args.option)
+    check_options(problem, name, options)
+    check_work(problem, name, instance)
     result = registry.solve(problem, instance, name, budget, slots=args.slots, time_limit=args.time_limit, **options)
+    find_min_budget(problem, instance, result, {"slots": args.slots, "time_limit": args.time_limit, **options})
     if result.schedule is not None:
         if args.output:
             _write_atomic(args.output, json.dumps(result.schedule.to_json()) + "\n")
@@ -59,7 +66,7 @@ def main(args: argparse.Namespace) -> int:
             plot_to_file(problem, instance, result.schedule, args.plot, budget=budget,
                          title=f"{getattr(instance, 'name', '')} — {name}")
     if args.json:
-        print_json(result.to_json(objective_key="period" if problem == "pipeline" else "makespan"))
+        print_json(result.to_json(objective_key=registry.get_problem(problem).objective))
     else:
         _print_human(result, instance)
     if result.schedule is None:
@@ -73,6 +80,8 @@ def _why_none(result: SolveResult) -> str:
         msg = f"infeasible: {result.solver} finds no schedule within budget {result.budget}"
         if result.min_budget is not None:
             msg += f"; smallest feasible budget: {result.min_budget} bytes ({format_bytes(result.min_budget)})"
+        else:
+            msg += f"; smallest feasible budget unknown: {result.details.get('min_budget_note', result.message)}"
         return msg
     if result.status == TIMEOUT:
         return f"timeout: {result.solver} found no schedule within the time limit"

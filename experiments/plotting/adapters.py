@@ -329,30 +329,11 @@ def _time_units() -> dict[str, float]:
 
 # ---------------------------------------------------------------------------- schedules from JSON
 def schedule_from_json(problem: str, data: Any, instance: Any, *, path: str = "<schedule>") -> Any:
-    """The problem's schedule from JSON (its ``schedule_from_json`` when it has one; graph
-    sequences and pipeline partitions are read here otherwise). A `memsched solve --json`
-    output holding the schedule is accepted."""
+    """The problem's schedule from JSON, read by its descriptor's ``schedule_from_json`` (a
+    `memsched solve --json` output holding the schedule is accepted)."""
     from memsched.solvers import registry
 
-    module = registry.problem_module(problem)
-    if hasattr(module, "schedule_from_json"):
-        return module.schedule_from_json(data, instance, path=path)
-    if isinstance(data, dict) and "schedule" in data and not ({"ops", "sequence", "stages"} & data.keys()):
-        if data["schedule"] is None:
-            raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
-        data = data["schedule"]
-    if problem == "graph":
-        from memsched.solvers.graph.simulator import GraphSchedule
-
-        return GraphSchedule.from_json(data, path=path)
-    if problem == "pipeline":
-        from memsched.solvers.pipeline.simulator import Partition
-
-        if isinstance(data, dict) and isinstance(data.get("partition"), dict):
-            data = data["partition"]
-        return Partition.from_json(data, path=path)
-    raise InputError(f"cannot read a {problem} schedule here (solvers.{problem} has no schedule_from_json)",
-                     path=path)
+    return registry.get_problem(problem).schedule_from_json(data, instance, path=path)
 
 
 def _register() -> None:

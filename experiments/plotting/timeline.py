@@ -116,12 +116,10 @@ def timeline_for(problem: str, instance: Any, schedule: Any, budget: int | None 
     if problem in _ADAPTERS:
         return _ADAPTERS[problem](instance, schedule, budget)
     try:
-        module = registry.problem_module(problem)
+        desc = registry.get_problem(problem)
     except ImportError:
         raise InputError(f"problem {problem!r} is not available in this installation") from None
-    if hasattr(module, "memory_profile") and hasattr(module, "replay"):
-        return profile_timeline(problem, instance, schedule, budget, module)
-    raise InputError(f"no figure for problem {problem!r} yet (no timeline adapter and no memory_profile)")
+    return profile_timeline(problem, instance, schedule, budget, desc)
 
 
 # ---------------------------------------------------------------------------- shared helpers
@@ -180,7 +178,8 @@ def failure_position(message: str | None) -> int | None:
 
 
 def profile_timeline(problem: str, instance: Any, schedule: Any, budget: int | None, module: Any) -> Timeline:
-    """Generic adapter over ``memory_profile`` and ``replay`` (module docstring, item 2)."""
+    """Generic adapter over ``memory_profile`` and ``replay`` of `module` (a `Problem` descriptor or
+    a problem package; module docstring, item 2)."""
     profile = list(module.memory_profile(instance, schedule))
     replay = module.replay(instance, schedule, budget)
     seen: set[tuple[str, str]] = set()

@@ -291,7 +291,7 @@ def _solver_spec(i: int, entry: Any, defaults: dict[str, Any], bad: Callable[[st
     name = merged.get("name")
     if not isinstance(name, str) or not name:
         raise bad(f"{where}.name", "missing or not a string")
-    known = {n for p in registry.PROBLEMS if _has_problem(p) for n in registry.problem_module(p).SOLVERS}
+    known = {n for p in registry.PROBLEMS if _has_problem(p) for n in registry.get_problem(p).solvers}
     if name not in known:
         raise bad(f"{where}.name", f"unknown solver {name!r} (known: {', '.join(sorted(known))})")
     src = lambda k: where if k in entry else "defaults"  # noqa: E731  (which table set the key)
@@ -327,9 +327,10 @@ def _solver_spec(i: int, entry: Any, defaults: dict[str, Any], bad: Callable[[st
 
 def _has_problem(problem: str) -> bool:
     try:
-        return hasattr(registry.problem_module(problem), "SOLVERS")
+        registry.get_problem(problem)
     except ImportError:
         return False
+    return True
 
 
 def find_config(name: str) -> Path:

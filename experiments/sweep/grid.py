@@ -84,7 +84,7 @@ def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
             for s in config.solvers:
                 if s.problems is not None and li.problem not in s.problems:
                     continue
-                if s.name not in registry.problem_module(li.problem).SOLVERS:
+                if s.name not in registry.get_problem(li.problem).solvers:
                     note(f"solver {s.label}: not a {li.problem} solver, skipped for {li.problem} instances")
                     continue
                 if (li.problem, s.name) not in available:

@@ -61,7 +61,7 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig) -> LoadedInstanc
                 from memsched.solvers.units import parse_bandwidth
 
                 bw = parse_bandwidth(spec.params["bandwidth"], field=f"{where}.bandwidth")
-                problem, instance = "offload", registry.problem_module("offload").load(str(path), bw)
+                problem, instance = "offload", registry.get_problem("offload").load(str(path), bw)
             else:
                 problem, instance = load_instance(path, spec.problem)
         except InputError as err:
@@ -98,9 +98,9 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig) -> LoadedInstanc
         source = f"memsched.models.chain.profiler.profile_model({json.dumps(spec.params, sort_keys=True)})"
         label = spec.label or built.label
         model = {"name": spec.params["model"], "sizes": sizes}
-    module = registry.problem_module(problem)
+    desc = registry.get_problem(problem)
     try:
-        reference = int(module.reference_peak(instance))
+        reference = int(desc.reference_peak(instance))
     except Exception:  # noqa: BLE001  (a problem without a meaningful reference)
         reference = None
     baseline = None if problem == "pipeline" else _baseline_objective(instance)
