@@ -12,6 +12,7 @@ import math
 import time
 from typing import Any
 
+from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
 from .instance import Chain
 from .schedule import Bwd, F_all, F_ck, F_n, Loss, Op, Schedule
@@ -85,16 +86,21 @@ def _answer(name: str, chain: Chain, schedule: Schedule, budget: int, t0: float,
 
 
 def solve_store_all(chain: Chain, budget: int, **_: Any) -> SolveResult:
+    """Store-all (every forward F_all, no recomputation): optimal when it fits `budget` (bytes), else infeasible
+    with its peak as `min_budget`."""
     t0 = time.perf_counter()
     return _answer("store-all", chain, store_all_schedule(chain.length), budget, t0)
 
 
 def solve_recompute_all(chain: Chain, budget: int, **_: Any) -> SolveResult:
+    """Recompute-all: keep only the input a_0 and recompute each prefix before each backward (least memory,
+    quadratic time)."""
     t0 = time.perf_counter()
     return _answer("recompute-all", chain, recompute_all_schedule(chain.length), budget, t0)
 
 
 def solve_chen(chain: Chain, budget: int, **_: Any) -> SolveResult:
+    """Chen et al.'s sqrt(L) checkpointing: about sqrt(L) equal segments, each re-run before its backward."""
     t0 = time.perf_counter()
     k = chen_segments(chain.length)
     return _answer("sqrt", chain, periodic_schedule(chain.length, k), budget, t0, segments=k)
@@ -105,6 +111,9 @@ def solve_periodic(chain: Chain, budget: int, *, segments: int | None = None, **
     t0 = time.perf_counter()
     L = chain.length
     if segments is not None:
+        if isinstance(segments, bool) or not isinstance(segments, int) or not 1 <= segments <= L:
+            raise InputError(f"must be an integer in 1..{L} (the chain's stages), got {segments!r}",
+                             field="--option segments")
         return _answer("periodic", chain, periodic_schedule(L, int(segments)), budget, t0, segments=int(segments))
     best: tuple[float, int, Schedule] | None = None
     smallest_peak = None

@@ -268,6 +268,7 @@ class RotorTable:
 
     @property
     def M(self) -> int:
+        """The largest memory value of the table (slots, or bytes with exact sizes)."""
         return self.C.shape[1] - 1
 
     @cached_property

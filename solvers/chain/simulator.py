@@ -77,21 +77,26 @@ class Simulation:
 
     @property
     def valid(self) -> bool:
+        """True when the replay met no violation."""
         return self.violation is None
 
     @property
     def makespan(self) -> float:
+        """End time of the last operation (the chain's time unit)."""
         return self.steps[-1].end if self.steps else 0.0
 
     @property
     def peak_memory(self) -> int:
+        """Largest memory held while any operation ran, input a_0 included (bytes)."""
         return max([self.initial_memory] + [s.mem_during for s in self.steps])
 
     @property
     def final_memory(self) -> int:
+        """Memory held after the last operation (bytes)."""
         return self.steps[-1].mem_after if self.steps else self.initial_memory
 
     def raise_if_invalid(self) -> Simulation:
+        """This simulation, or `ScheduleError` carrying its violation."""
         if self.violation is not None:
             raise ScheduleError(self.violation)
         return self

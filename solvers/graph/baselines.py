@@ -210,6 +210,7 @@ def solve_dtr(graph: Graph, budget: int, **_: Any) -> SolveResult:
 
 # --------------------------------------------------------------------------- training-graph structure
 def forward_nodes(graph: Graph) -> list[int]:
+    """Indices of the nodes not marked ``backward``, in file order."""
     return [v for v in range(graph.n) if not graph.backward[v]]
 
 

@@ -38,10 +38,12 @@ class GraphSimulation:
 
     @property
     def valid(self) -> bool:
+        """True when the replay met no violation."""
         return self.violation is None
 
     @property
     def peak_memory(self) -> int:
+        """Largest per-step memory (``cost_ram`` units); 0 for an empty sequence."""
         return int(self.memory.max()) if len(self.memory) else 0
 
 

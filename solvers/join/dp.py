@@ -93,6 +93,7 @@ def effective_slots(budget: int, slots: int) -> int:
 
 
 def scope_text(slots: int) -> str:
+    """How memory was discretised, for `SolveResult.scope`: exact sizes (0) or N slots."""
     return "exact sizes" if not slots else f"{slots}-slot discretisation"
 
 
@@ -108,6 +109,7 @@ class BranchTables:
 
     @property
     def L(self) -> int:
+        """Number of stages of the branch."""
         return self.chain.length
 
     def root(self, t: int) -> np.ndarray:
@@ -333,6 +335,7 @@ def max_slots(join: Join) -> int:
 
 
 def check_cells(work: Join, M: int) -> None:
+    """`InputError` on ``--slots`` when the DP tables of `work` at M slots would exceed MAX_CELLS."""
     cells = 2 * sum(c.length + 1 for c in work.branches) * (M + 1) ** 2
     if cells > MAX_CELLS:
         raise InputError(f"the join DP tables would have {cells:.3g} cells ({M + 1} memory values), more than "

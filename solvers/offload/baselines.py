@@ -79,12 +79,14 @@ def _answer(name: str, inst: OffloadInstance, schedule: OffloadSchedule, budget:
 
 
 def solve_none(inst: OffloadInstance, budget: int, **_: Any) -> SolveResult:
+    """Store-all without any transfer (the reference): fits only when the store-all peak does."""
     t0 = time.perf_counter()
     schedule = OffloadSchedule.from_chain(store_all_schedule(inst.length))
     return _answer("none", inst, schedule, budget, t0, "store-all, no transfer (reference)")
 
 
 def solve_vdnn(inst: OffloadInstance, budget: int, *, lookahead: int = 1, **_: Any) -> SolveResult:
+    """vDNN: offload every tape but the last after its forward, prefetch it `lookahead` backwards ahead."""
     t0 = time.perf_counter()
     L = inst.length
     schedule = offload_schedule(L, set(range(L - 1)), int(lookahead))
@@ -93,6 +95,8 @@ def solve_vdnn(inst: OffloadInstance, budget: int, *, lookahead: int = 1, **_: A
 
 
 def solve_prefix(inst: OffloadInstance, budget: int, *, max_lookahead: int = 3, **_: Any) -> SolveResult:
+    """Offload the first k tapes (best k in 0..L-1 and lookahead in 1..`max_lookahead`) that fits `budget` with the
+    smallest makespan."""
     t0 = time.perf_counter()
     L = inst.length
     best: tuple[float, int, int, OffloadSchedule] | None = None

@@ -198,6 +198,7 @@ class PofoTable:
         self.C, self.CH = C, CH
 
     def value(self, m: int, s: int = 1, i: int = 0, l: int | None = None) -> float:
+        """P_s(m, i, l) of the module docstring (inf when infeasible; l defaults to L)."""
         l = self.L if l is None else l
         if m < 0:
             return math.inf

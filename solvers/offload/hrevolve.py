@@ -139,6 +139,7 @@ class HOp(NamedTuple):
         return f"{self.kind}^{self.level}(x{self.index})"
 
     def to_json(self) -> list[Any]:
+        """``[kind, index, level]``."""
         return [self.kind, self.index, self.level]
 
 
@@ -190,6 +191,7 @@ class HSchedule:
         return out
 
     def to_json(self) -> dict[str, Any]:
+        """The ``memsched.hrevolve/1`` object of this schedule."""
         return {
             "format": "memsched.hrevolve/1",
             "model": "H-Revolve abstract model (not replayable by the offload simulator)",
@@ -232,6 +234,7 @@ class HRevolveTables:
 
     @property
     def optimum(self) -> float:
+        """The optimal makespan for the whole chain with every level's capacity."""
         K = len(self.levels)
         return float(self.E[K - 1][self.length, self.caps[K - 1]])
 

@@ -45,6 +45,8 @@ class TimedOp:
 
 @dataclass
 class OffloadSimulation:
+    """Replay of an offloading schedule: timed ops, first violation, device and host peaks (bytes), and the device
+    memory `timeline`."""
     ops: list[TimedOp] = field(default_factory=list)
     violation: Violation | None = None
     peak_memory: int = 0
@@ -53,13 +55,16 @@ class OffloadSimulation:
 
     @property
     def valid(self) -> bool:
+        """True when the replay met no violation."""
         return self.violation is None
 
     @property
     def makespan(self) -> float:
+        """End of the last operation, compute or transfer (the chain's time unit)."""
         return max((t.end for t in self.ops), default=0.0)
 
     def compute_busy(self) -> float:
+        """Total time the compute stream is busy."""
         return sum(t.end - t.start for t in self.ops if t.stream == "compute")
 
 

@@ -52,10 +52,12 @@ class Partition:
 
     @property
     def bounds(self) -> list[tuple[int, int, int]]:
+        """``[(first, last, replicas)]`` per stage."""
         return [(s.first, s.last, s.replicas) for s in self.stages]
 
     @property
     def devices_used(self) -> int:
+        """Sum of the stages' replicas."""
         return sum(s.replicas for s in self.stages)
 
     def evaluated(self, inst: Pipeline) -> Partition:
@@ -69,6 +71,7 @@ class Partition:
         return self
 
     def to_json(self) -> dict[str, Any]:
+        """The ``memsched.partition/1`` object, with the evaluated times and memory when known."""
         return {
             "format": FORMAT,
             "schedule": self.schedule,
@@ -84,6 +87,11 @@ class Partition:
 
     @classmethod
     def from_json(cls, data: Any, *, path: str = "<partition>") -> Partition:
+        """Parse a ``memsched.partition/1`` object (`InputError` naming the stage)."""
+        declared = data.get("problem") if isinstance(data, dict) else None
+        if declared is not None and declared != "pipeline":
+            raise InputError(f"the schedule is for {declared!r} but the instance is a pipeline instance", path=path,
+                             field="problem")
         if not isinstance(data, dict) or not isinstance(data.get("stages"), list) or not data["stages"]:
             raise InputError("expected an object with a non-empty 'stages' list", path=path, field="stages")
         bounds = []
