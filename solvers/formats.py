@@ -15,17 +15,15 @@ from typing import Any
 
 from . import registry
 from .errors import InputError
-from .jsonio import read_json
+from .jsonio import read_json, read_text
 
 
 def detect_problem(path: str | Path) -> str:
     """The problem name of the file at `path` (InputError if it is none of ours)."""
     path = Path(path)
-    if not path.exists():
-        raise InputError("no such file", path=str(path))
-    if path.is_dir():
+    if str(path) != "-" and path.is_dir():
         raise InputError("is a directory, expected an instance file", path=str(path))
-    head = path.read_text(errors="replace")[:4096].lstrip()
+    head = read_text(path)[:4096].lstrip()  # a pipe is read once: read_json sees the same text
     if head.startswith("{"):
         return detect_json(read_json(path), str(path))
     if head.startswith("node") or " -- " in head:

@@ -3,6 +3,10 @@
 Decimal units (kB, MB, GB, TB) are powers of 1000, binary ones (KiB, MiB, GiB, TiB) powers
 of 1024. A plain number is bytes. A budget may also be a percentage of a reference peak
 (the store-all peak for chains, the given-order peak for graphs).
+
+Limits: every size, budget and bandwidth is at most `MAX_BYTES` (1 PiB) and every time in a
+file at most `MAX_TIME` (in the file's time unit), so that sums over an instance stay exact in
+int64 and finite in float64; `check_number` applies them to the numbers read from files.
 """
 
 from __future__ import annotations
@@ -17,6 +21,10 @@ _UNITS = {
     "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
 }
+#: largest size, budget or bandwidth accepted (bytes; bytes/s): 1 PiB, far above any device
+MAX_BYTES = 2**50
+#: largest time accepted in a file (its time unit): sums over 10^6 operations stay finite
+MAX_TIME = 1e15
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
 
@@ -25,13 +33,22 @@ def parse_size(text: str | int | float, *, field: str = "size") -> int:
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         if text < 0 or not math.isfinite(text):
             raise InputError(f"must be a non-negative number of bytes, got {text!r}", field=field)
-        return int(text)
+        return _at_most(int(text), text, field)
     match = _SIZE.match(str(text))
     if not match or match.group(2).lower() not in _UNITS:
         raise InputError(
             f"cannot read {text!r} as a size (examples: 1500000000, 1.5GB, 800MiB)", field=field
         )
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    value = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    if not math.isfinite(value):
+        raise InputError(f"{text!r} is too large (at most {MAX_BYTES} bytes, 1 PiB)", field=field)
+    return _at_most(int(value), text, field)
+
+
+def _at_most(value: int, text: object, field: str) -> int:
+    if value > MAX_BYTES:
+        raise InputError(f"{text!r} is too large (at most {MAX_BYTES} bytes, 1 PiB)", field=field)
+    return value
 
 
 def parse_budget(text: str | int | float, reference: int | None, *, field: str = "--budget") -> int:
@@ -45,7 +62,7 @@ def parse_budget(text: str | int | float, reference: int | None, *, field: str =
             raise InputError(f"percentage must be non-negative, got {text!r}", field=field)
         if reference is None:
             raise InputError("a percentage budget needs a reference peak", field=field)
-        return int(math.floor(reference * percent / 100.0))
+        return _at_most(int(math.floor(reference * min(percent, 1e18) / 100.0)), text, field)
     return parse_size(text, field=field)
 
 
@@ -65,3 +82,36 @@ def format_bytes(n: float) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.2f} {unit}"
     return f"{int(n)} B"
+
+
+def check_number(value: object, *, path: str | None, field: str, integer: bool = False,
+                 time: bool = False) -> float | int:
+    """A number read from a file, validated: not a boolean, finite, non-negative, at most
+    `MAX_BYTES` (sizes) or `MAX_TIME` (times, ``time=True``), an integer when `integer`.
+    Returns an int for integers, else a float; an `InputError` names `path` and `field`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"must be a number, got {value!r}", path=path, field=field)
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"must be a non-negative finite number, got {value!r}", path=path, field=field)
+    limit = MAX_TIME if time else MAX_BYTES
+    if value > limit:
+        what = f"{MAX_TIME:g} (the file's time unit)" if time else f"{MAX_BYTES} bytes (1 PiB)"
+        raise InputError(f"{value!r} is too large (at most {what})", path=path, field=field)
+    if integer:
+        if float(value) != math.floor(value):
+            raise InputError(f"must be an integer number of bytes, got {value!r}", path=path, field=field)
+        return int(value)
+    return float(value)
+
+
+def parse_seconds(text: str, *, allow_zero: bool = False) -> float:
+    """A duration in seconds from the command line: finite, positive (or >= 0 when
+    `allow_zero`). Raises `ValueError` with a one-line message (argparse reports it)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"must be a {'non-negative' if allow_zero else 'positive'} finite number of seconds, "
+                         f"got {text!r}")
+    return value

@@ -11,6 +11,8 @@ from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.units import parse_budget
 
+from ._checks import count, latency, seconds
+
 
 def parse_options(items: list[str] | None) -> dict[str, Any]:
     """`--option key=value` pairs; values read as JSON when they parse (numbers, booleans)."""
@@ -40,7 +42,7 @@ def budget_for(problem: str, instance: Any, text: str) -> int:
 def add_link_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bandwidth", metavar="BW",
                         help='host link bandwidth ("12GB/s"): makes a chain file an offloading instance')
-    parser.add_argument("--latency", type=float, default=None, metavar="S", help="host link latency in seconds")
+    parser.add_argument("--latency", type=latency, default=None, metavar="S", help="host link latency in seconds")
 
 
 def load_problem(path: str, bandwidth: str | None = None, latency: float | None = None,
@@ -72,8 +74,8 @@ def load_problem(path: str, bandwidth: str | None = None, latency: float | None 
 
 def add_solver_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--solver", help="solver name (see `memsched solvers`)")
-    parser.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds for exact solvers")
-    parser.add_argument("--slots", type=int, default=500, metavar="N",
+    parser.add_argument("--time-limit", type=seconds, default=None, metavar="S", help="seconds for exact solvers")
+    parser.add_argument("--slots", type=count(0, 10**9), default=500, metavar="N",
                         help="discretise memory into N slots (sizes rounded up); 0 keeps sizes exact")
     parser.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver-specific option")
 

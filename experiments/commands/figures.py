@@ -7,6 +7,8 @@ from pathlib import Path
 
 from memsched.solvers.errors import InputError
 
+from ._checks import check_output_dir
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("figures", help="regenerate figures from the sweep tables under results/",
@@ -24,6 +26,7 @@ def main(args: argparse.Namespace) -> int:
 
     if not Path(args.results).is_dir():
         raise InputError("no such folder", field="--results", path=args.results)
+    check_output_dir(args.out, "--out")
     for fid in args.only or []:
         if fid not in FIGURES:
             raise InputError(f"unknown figure {fid!r} (one of {', '.join(FIGURES)})", field="--only")

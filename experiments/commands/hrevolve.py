@@ -10,33 +10,39 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 from memsched.solvers.errors import InputError
 
+from ._checks import MAX_COUNT, MAX_HREVOLVE_LENGTH, cost, count
 from ._common import print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("hrevolve", help="H-Revolve: checkpointing on a storage hierarchy (abstract model)",
                        description=__doc__)
-    p.add_argument("length", type=int, help="number of forward steps l")
+    p.add_argument("length", type=count(0, MAX_HREVOLVE_LENGTH),
+                   help=f"number of forward steps l (at most {MAX_HREVOLVE_LENGTH}: the DP grows as l^3)")
     p.add_argument("--level", action="append", required=True, metavar="SLOTS,WRITE,READ",
                    help='a storage level, fastest first, e.g. "4,0,0" (memory) then "inf,2,2" (disk)')
-    p.add_argument("--uf", type=float, default=1.0, help="forward step cost")
-    p.add_argument("--ub", type=float, default=1.0, help="backward step cost")
+    p.add_argument("--uf", type=cost, default=1.0, help="forward step cost")
+    p.add_argument("--ub", type=cost, default=1.0, help="backward step cost")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=main)
 
 
 def _level(text: str) -> tuple[int | None, float, float]:
     parts = text.split(",")
+    if len(parts) != 3:
+        raise InputError(f"expected SLOTS,WRITE,READ (3 fields), got {text!r}", field="--level")
     try:
         slots = None if parts[0].strip().lower() in ("inf", "unlimited") else int(parts[0])
         write, read = float(parts[1]), float(parts[2])
     except (ValueError, IndexError):
         raise InputError(f"expected SLOTS,WRITE,READ, got {text!r}", field="--level") from None
-    if (slots is not None and slots < 0) or write < 0 or read < 0 or not math.isfinite(write + read):
-        raise InputError(f"slots and costs must be >= 0, got {text!r}", field="--level")
+    if (slots is not None and not 0 <= slots <= MAX_COUNT) or write < 0 or read < 0 or not math.isfinite(write + read):
+        raise InputError(f"slots must be in 0..{MAX_COUNT} (or inf) and costs finite and >= 0, got {text!r}",
+                         field="--level")
     return slots, write, read
 
 
@@ -58,4 +64,8 @@ def main(args: argparse.Namespace) -> int:
             print(f"cost      {result.objective:.6g}")
             text = " ".join(map(str, result.schedule.ops)) if hasattr(result.schedule, "ops") else ""
             print(f"schedule  {text if len(text) <= 400 else text[:400] + ' ...'}")
-    return 0 if result.schedule is not None else 1
+    if result.schedule is None:
+        print(f"memsched hrevolve: infeasible: {result.message}; the smallest feasible hierarchy has 1 slot "
+              "(in any level)", file=sys.stderr)
+        return 1
+    return 0

@@ -20,25 +20,26 @@ from memsched.solvers.pipeline import DEFAULT_SOLVER, SCHEDULES, load, reference
 from memsched.solvers.result import INFEASIBLE, SolveResult
 from memsched.solvers.units import format_bytes, parse_bandwidth, parse_budget
 
+from ._checks import check_options, check_work, cost, count, seconds
 from ._common import parse_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("partition", help="partition a chain into pipeline stages under a per-device memory limit")
     p.add_argument("file", help="chain file (memsched.chain/1 JSON) or PipeDream graph.txt profile")
-    p.add_argument("--devices", required=True, type=int, metavar="P", help="number of devices")
+    p.add_argument("--devices", required=True, type=count(1), metavar="P", help="number of devices")
     p.add_argument("--memory", required=True, metavar="M",
                    help='memory per device: bytes, units ("16GB", "800MiB") or "X%%" of the one-device need')
     p.add_argument("--solver", default=None, help=f"solver name (default {DEFAULT_SOLVER}; see `memsched solvers`)")
     p.add_argument("--bandwidth", default=None, metavar="BW",
                    help='link bandwidth, bytes/s or units ("12GB/s"); without it communication is not charged')
     p.add_argument("--schedule", default="1f1b", choices=SCHEDULES, help="pipeline schedule (default 1f1b)")
-    p.add_argument("--micro-batches", type=int, default=None, metavar="m",
+    p.add_argument("--micro-batches", type=count(1), default=None, metavar="m",
                    help="micro-batches per batch (GPipe memory; default 4 x devices)")
-    p.add_argument("--weight-factor", type=float, default=None, metavar="K",
+    p.add_argument("--weight-factor", type=cost, default=None, metavar="K",
                    help="bytes kept per weight byte: weights, gradients, optimizer state (default 4, Adam)")
     p.add_argument("--replication", action="store_true", help="allow replicated stages (pipedream, madpipe)")
-    p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds for exact solvers")
+    p.add_argument("--time-limit", type=seconds, default=None, metavar="S", help="seconds for exact solvers")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver-specific option")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=main)
@@ -60,6 +61,8 @@ def run_partition(args: argparse.Namespace) -> tuple[SolveResult, Any]:
     if memory <= 0:
         raise InputError(f"must be positive, got {args.memory!r}", field="--memory")
     options = parse_options(args.option)
+    check_options("pipeline", args.solver or DEFAULT_SOLVER, options)
+    check_work("pipeline", args.solver or DEFAULT_SOLVER, inst, devices=args.devices)
     if args.replication:
         options["replication"] = True
     name = args.solver or DEFAULT_SOLVER

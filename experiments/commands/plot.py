@@ -18,6 +18,7 @@ from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.formats import detect_problem, load_instance
 
+from ._checks import check_output_file, count
 from ._common import add_link_arguments, budget_for, load_problem
 from .simulate import read_schedule_json
 
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--label", action="append", metavar="NAME",
                    help="label of each schedule in order (default: the solver named in the file, else its name)")
     p.add_argument("--title", help="figure title")
-    p.add_argument("--dpi", type=int, default=150, help="resolution of PNG output (default 150)")
+    p.add_argument("--dpi", type=count(1, 1200), default=150, help="resolution of PNG output (default 150)")
     add_link_arguments(p)
     p.set_defaults(func=main)
 
@@ -49,6 +50,7 @@ def main(args: argparse.Namespace) -> int:
     from memsched.experiments.plotting.timeline import timeline_for
 
     check_suffix(args.output)
+    check_output_file(args.output, "--output")
     if args.dpi <= 0:
         raise InputError("must be positive", field="--dpi")
     if args.label and len(args.label) != len(args.schedules):

@@ -54,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
         raise InputError("must be >= 0", field="--slots")
     options = parse_options(args.option)
     check_options(problem, name, options)
-    check_work(problem, name, instance)
+    check_work(problem, name, instance, path=args.file)
     result = registry.solve(problem, instance, name, budget, slots=args.slots, time_limit=args.time_limit, **options)
     find_min_budget(problem, instance, result, {"slots": args.slots, "time_limit": args.time_limit, **options})
     if result.schedule is not None:

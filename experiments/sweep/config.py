@@ -94,7 +94,9 @@ def read_sweep_file(path: str | Path) -> dict[str, Any]:
         raise InputError("no such sweep file", path=str(path))
     if path.is_dir():
         raise InputError("is a directory, expected a sweep file (.toml or .yaml)", path=str(path))
-    text = path.read_text()
+    from memsched.solvers.jsonio import read_text
+
+    text = read_text(path)  # one-line InputError for unreadable or non-UTF-8 files
     if path.suffix.lower() in (".yaml", ".yml"):
         import yaml
 

@@ -14,7 +14,6 @@ Notation (stages 0-based, as in the recurrence of docs/chain.md; the loss is sta
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -24,11 +23,14 @@ import numpy as np
 
 from ..errors import InputError
 from ..jsonio import read_json, write_json_atomic
+from ..units import MAX_BYTES, check_number
 
 FORMAT = "memsched.chain/1"
 STAGE_FIELDS = ("fwd_time", "bwd_time", "out_size", "tape_size", "fwd_overhead", "bwd_overhead")
 LOSS_FIELDS = ("bwd_time", "bwd_overhead")
 SIZE_FIELDS = ("out_size", "tape_size", "fwd_overhead", "bwd_overhead")
+#: time units a file may declare in meta.units.time, with their number per second
+TIME_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6, "µs": 1e6, "ns": 1e9}
 
 
 @dataclass(eq=False)
@@ -81,12 +83,12 @@ class Chain:
         loss = loss or {"bwd_time": 0.0, "bwd_overhead": 0}
         L = len(stages)
         return cls(
-            u_f=[s["fwd_time"] for s in stages] + [0.0],
-            u_b=[s["bwd_time"] for s in stages] + [loss["bwd_time"]],
-            x=[input_size] + [s["out_size"] for s in stages] + [0],
-            xbar=[0] + [s["tape_size"] for s in stages] + [0],
-            o_f=[s["fwd_overhead"] for s in stages] + [0],
-            o_b=[s["bwd_overhead"] for s in stages] + [loss["bwd_overhead"]],
+            u_f=np.array([s["fwd_time"] for s in stages] + [0.0], dtype=float),
+            u_b=np.array([s["bwd_time"] for s in stages] + [loss["bwd_time"]], dtype=float),
+            x=np.array([input_size] + [s["out_size"] for s in stages] + [0], dtype=np.int64),
+            xbar=np.array([0] + [s["tape_size"] for s in stages] + [0], dtype=np.int64),
+            o_f=np.array([s["fwd_overhead"] for s in stages] + [0], dtype=np.int64),
+            o_b=np.array([s["bwd_overhead"] for s in stages] + [loss["bwd_overhead"]], dtype=np.int64),
             name=name,
             stage_names=[s.get("name", f"stage{i}") for i, s in enumerate(stages)] if L else [],
             meta=dict(meta or {}),
@@ -134,6 +136,7 @@ class Chain:
             raise InputError("expected a JSON object", path=path)
         if data.get("format") != FORMAT:
             raise InputError(f"expected {FORMAT!r}, got {data.get('format')!r}", path=path, field="format")
+        check_header(data, path)
         input_size = _number(data, "input_size", path, "input_size", integer=True)
         stages = data.get("stages")
         if not isinstance(stages, list) or not stages:
@@ -156,6 +159,8 @@ class Chain:
         if not isinstance(loss, dict):
             raise InputError("missing or not an object", path=path, field="loss")
         loss_clean = {f: _number(loss, f, path, f"loss.{f}", integer=f == "bwd_overhead") for f in LOSS_FIELDS}
+        check_total(input_size + sum(item[f] for item in clean for f in SIZE_FIELDS) + loss_clean["bwd_overhead"],
+                    path, "stages")
         meta = data.get("meta", {})
         if not isinstance(meta, dict):
             raise InputError("must be an object", path=path, field="meta")
@@ -204,15 +209,30 @@ class Chain:
 
 
 def _number(obj: dict[str, Any], key: str, path: str, where: str, *, integer: bool) -> Any:
+    """obj[key] validated by `units.check_number`: sizes (integers) at most 1 PiB, times at most
+    `units.MAX_TIME`."""
     if key not in obj:
         raise InputError("missing required field", path=path, field=where)
-    value = obj[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"must be a number, got {value!r}", path=path, field=where)
-    if not math.isfinite(value) or value < 0:
-        raise InputError(f"must be a non-negative finite number, got {value!r}", path=path, field=where)
-    if integer:
-        if float(value) != math.floor(value):
-            raise InputError(f"must be an integer number of bytes, got {value!r}", path=path, field=where)
-        return int(value)
-    return float(value)
+    return check_number(obj[key], path=path, field=where, integer=integer, time=not integer)
+
+
+def check_total(total: int, path: str, field: str) -> None:
+    """The sizes of one instance add up to at most `MAX_BYTES` (so sums stay exact in int64)."""
+    if total > MAX_BYTES:
+        raise InputError(f"the sizes add up to {total} bytes, more than {MAX_BYTES} (1 PiB)", path=path, field=field)
+
+
+def check_header(data: dict[str, Any], path: str) -> None:
+    """Optional ``name`` (a string) and ``meta`` (an object; ``meta.units`` an object whose
+    ``time`` is one of TIME_UNITS)."""
+    if "name" in data and not isinstance(data["name"], str):
+        raise InputError(f"must be a string, got {data['name']!r}", path=path, field="name")
+    meta = data.get("meta", {})
+    if not isinstance(meta, dict):
+        raise InputError("must be an object", path=path, field="meta")
+    units = meta.get("units", {})
+    if not isinstance(units, dict):
+        raise InputError(f"must be an object, got {units!r}", path=path, field="meta.units")
+    if "time" in units and units["time"] not in TIME_UNITS:
+        raise InputError(f"unknown time unit {units['time']!r} (one of {', '.join(TIME_UNITS)})", path=path,
+                         field="meta.units.time")

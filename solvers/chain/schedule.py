@@ -43,26 +43,32 @@ class Op(NamedTuple):
         return self.kind if self.kind == LOSS else f"{self.kind}({self.index})"
 
     def to_json(self) -> dict[str, Any]:
+        """``{"op": kind, "stage": i}`` (the loss has no stage)."""
         return {"op": self.kind} if self.kind == LOSS else {"op": self.kind, "stage": self.index}
 
 
 def F_all(i: int) -> Op:
+    """F_all(i): forward of stage i keeping its tape abar_{i+1}."""
     return Op(F_ALL, i)
 
 
 def F_ck(i: int) -> Op:
+    """F_ck(i): forward of stage i keeping its output a_{i+1} (a checkpoint)."""
     return Op(F_CK, i)
 
 
 def F_n(i: int) -> Op:
+    """F_n(i): forward of stage i that frees its input a_i once a_{i+1} is computed."""
     return Op(F_N, i)
 
 
 def Bwd(i: int) -> Op:
+    """B(i): backward of stage i (needs abar_{i+1}, delta_{i+1}, a_i; produces delta_i)."""
     return Op(B, i)
 
 
 def Loss(L: int) -> Op:
+    """The loss, stage L of a chain of length L."""
     return Op(LOSS, L)
 
 
@@ -83,9 +89,11 @@ class Schedule:
         return " ".join(map(str, self.ops))
 
     def extend(self, ops: Iterable[Op]) -> None:
+        """Append `ops` to the schedule."""
         self.ops.extend(ops)
 
     def count(self, kind: str) -> int:
+        """Number of operations of kind `kind` (F_all, F_ck, F_n, B or Loss)."""
         return sum(op.kind == kind for op in self.ops)
 
     def recomputations(self) -> int:
@@ -94,26 +102,33 @@ class Schedule:
         return forwards - self.length
 
     def to_json(self) -> dict[str, Any]:
+        """The ``memsched.schedule/1`` object of this chain schedule."""
         return {"format": SCHEDULE_FORMAT, "problem": "chain", "length": self.length,
                 "ops": [op.to_json() for op in self.ops]}
 
     def save(self, path: str | Path) -> None:
+        """Write the schedule's JSON to `path`."""
         Path(path).write_text(json.dumps(self.to_json()) + "\n")
 
     @classmethod
     def from_json(cls, data: Any, length: int, *, path: str = "<schedule>") -> Schedule:
         """Parse a schedule object (or a `memsched solve --json` output holding one)."""
-        raw = ops_json(data, path)
+        raw = ops_json(data, path, "chain", {"length": length})
         return cls([_parse_op(item, length, path, k) for k, item in enumerate(raw)], length)
 
     @classmethod
     def load(cls, path: str | Path, length: int) -> Schedule:
+        """Read a schedule JSON file for a chain of `length` stages (`InputError` naming the file)."""
         return cls.from_json(read_json(path), length, path=str(path))
 
 
-def ops_json(data: Any, path: str) -> list[Any]:
+def ops_json(data: Any, path: str, problem: str | tuple[str, ...] | None = None,
+             shape: dict[str, Any] | None = None) -> list[Any]:
     """The list of JSON operations in a schedule object, a bare list, or the output of
-    `memsched solve --json` holding one (every problem's schedules use this envelope)."""
+    `memsched solve --json` holding one (every problem's schedules use this envelope).
+
+    When the object says which ``problem`` it is for, it must be (one of) `problem`; each key of `shape`
+    it has (``length``: L, ``lengths``: [L_b]) must equal the instance's value."""
     if isinstance(data, dict) and "schedule" in data and "ops" not in data:
         if data["schedule"] is None:
             raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
@@ -121,6 +136,15 @@ def ops_json(data: Any, path: str) -> list[Any]:
     if isinstance(data, dict):
         if data.get("format", SCHEDULE_FORMAT) != SCHEDULE_FORMAT:
             raise InputError(f"expected {SCHEDULE_FORMAT!r}", path=path, field="format")
+        declared = data.get("problem")
+        accepted = (problem,) if isinstance(problem, str) else problem
+        if accepted is not None and declared is not None and declared not in accepted:
+            raise InputError(f"the schedule is for {declared!r} but the instance is a {accepted[0]} instance",
+                             path=path, field="problem")
+        for key, expected in (shape or {}).items():
+            if key in data and data[key] != expected:
+                raise InputError(f"the schedule is for {key} {data[key]!r} but the instance has {expected!r}",
+                                 path=path, field=key)
         data = data.get("ops")
     if not isinstance(data, list):
         raise InputError("expected a list of operations", path=path, field="ops")

@@ -52,7 +52,9 @@ def load_schedule(path: str) -> GraphSchedule:
 
 def schedule_from_json(data: Any, graph: Graph, *, path: str = "<schedule>") -> GraphSchedule:
     """A graph schedule from its JSON (or a `memsched solve --json` output holding one)."""
-    return GraphSchedule.from_json(data, path=path)
+    schedule = GraphSchedule.from_json(data, path=path)
+    schedule.indices(graph, path=path)  # every step names a node of this graph
+    return schedule
 
 
 def memory_profile(graph: Graph, schedule: GraphSchedule) -> list[dict[str, Any]]:

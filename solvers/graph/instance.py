@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..jsonio import read_json
+from ..units import MAX_BYTES, check_number
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -81,6 +82,7 @@ class Graph:
 
     @property
     def sinks(self) -> list[int]:
+        """Indices of the nodes with no successor."""
         return [v for v in range(self.n) if not self.succs[v]]
 
     def total_cpu(self) -> float:
@@ -165,6 +167,9 @@ class Graph:
             seen.add(nid)
             for f in ("cost_cpu", "cost_ram"):
                 _cost(node, f, path, f"node {nid!r}: {f}")
+        total = sum(math.ceil(float(node["cost_ram"])) for node in nodes)
+        if total > MAX_BYTES:
+            raise InputError(f"the sizes add up to {total}, more than {MAX_BYTES} (1 PiB)", path=path, field="nodes")
         for j, link in enumerate(links):
             if not isinstance(link, dict) or "source" not in link or "target" not in link:
                 raise InputError("each link needs \"source\" and \"target\"", path=path, field=f"{key}[{j}]")
@@ -191,7 +196,7 @@ class Graph:
         file_order = [node["id"] for node in nodes]
         if attrs.get("order") is not None:
             order = attrs["order"]
-            if not isinstance(order, list):
+            if not isinstance(order, list) or not all(isinstance(v, (str, int, float)) for v in order):
                 raise InputError("must be a list of node ids", path=path, field="graph.order")
             order = [_match(v, seen) for v in order]
             if len(order) != len(file_order) or set(order) != seen:
@@ -211,6 +216,8 @@ class Graph:
         backward = [bool(g.nodes[v].get("backward", False)) for v in order]
         edges = [(index[u], index[v]) for u, v in g.edges]
         name = attrs.get("name") or Path(path).stem
+        if not isinstance(name, (str, int, float)):
+            raise InputError(f"must be a string, got {name!r}", path=path, field="graph.name")
         meta = attrs.get("meta") if isinstance(attrs.get("meta"), dict) else {}
         return cls(order, np.asarray(cpu), np.asarray(ram, np.int64), edges, name=str(name), names=names,
                    backward=backward, meta=dict(meta))
@@ -272,12 +279,7 @@ def _from_moccasin_tags(data: dict[str, Any]) -> dict[str, Any]:
 def _cost(node: dict[str, Any], key: str, path: str, where: str) -> float:
     if key not in node:
         raise InputError("missing required field", path=path, field=where)
-    value = node[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"must be a number, got {value!r}", path=path, field=where)
-    if not math.isfinite(value) or value < 0:
-        raise InputError(f"must be a non-negative finite number, got {value!r}", path=path, field=where)
-    return float(value)
+    return float(check_number(node[key], path=path, field=where, time=key == "cost_cpu"))
 
 
 def _match(v: Any, ids: set[Any]) -> Any:

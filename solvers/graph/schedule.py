@@ -25,6 +25,7 @@ class GraphSchedule:
     sequence: list[Hashable]
 
     def to_json(self) -> dict[str, Any]:
+        """The ``memsched.schedule/1`` object (``problem: graph``, ``sequence`` of node ids)."""
         return {"format": SCHEDULE_FORMAT, "problem": "graph", "sequence": [_plain(v) for v in self.sequence]}
 
     def __len__(self) -> int:
@@ -32,22 +33,27 @@ class GraphSchedule:
 
     @classmethod
     def from_indices(cls, graph: Graph, indices: Iterable[int]) -> GraphSchedule:
+        """The schedule computing the nodes of `graph` with these 0-based indices, in order."""
         return cls([graph.ids[int(i)] for i in indices])
 
-    def indices(self, graph: Graph) -> list[int]:
-        """Node indices of the sequence; an unknown id is an `InputError`."""
+    def indices(self, graph: Graph, path: str | None = None) -> list[int]:
+        """Node indices of the sequence; an unknown id is an `InputError` (naming `path`)."""
         out = []
         for s, v in enumerate(self.sequence):
+            if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+                raise InputError(f"step {s}: a node id is a string or a number, got {v!r}", path=path,
+                                 field="sequence")
             i = graph.index.get(v)
             if i is None and isinstance(v, str):
                 i = next((graph.index[u] for u in graph.ids if str(u) == v), None)
             if i is None:
-                raise InputError(f"step {s}: unknown node {v!r}", field="sequence")
+                raise InputError(f"step {s}: unknown node {v!r}", path=path, field="sequence")
             out.append(i)
         return out
 
     @classmethod
     def from_json(cls, data: Any, *, path: str = "<schedule>") -> GraphSchedule:
+        """Parse a schedule object, a bare list of node ids, or a `memsched solve --json` output."""
         if isinstance(data, list):
             return cls(list(data))
         if not isinstance(data, dict):
@@ -67,6 +73,7 @@ class GraphSchedule:
 
     @classmethod
     def load(cls, path: str | Path) -> GraphSchedule:
+        """Read a graph schedule JSON file (`InputError` naming the file and field)."""
         return cls.from_json(read_json(path), path=str(path))
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..chain.instance import SIZE_FIELDS, STAGE_FIELDS, Chain, _number
+from ..chain.instance import SIZE_FIELDS, STAGE_FIELDS, Chain, _number, check_header, check_total
 from ..errors import InputError
 from ..jsonio import read_json, write_json_atomic
 
@@ -102,6 +102,7 @@ class Join:
             raise InputError("expected a JSON object", path=path)
         if data.get("format") != FORMAT:
             raise InputError(f"expected {FORMAT!r}, got {data.get('format')!r}", path=path, field="format")
+        check_header(data, path)
         raw = data.get("branches")
         if not isinstance(raw, list) or not raw:
             raise InputError("must be a non-empty list of branches", path=path, field="branches")
@@ -136,6 +137,8 @@ class Join:
             raise InputError("missing or not an object", path=path, field="loss")
         loss_time = _number(loss, "bwd_time", path, "loss.bwd_time", integer=False)
         loss_overhead = _number(loss, "bwd_overhead", path, "loss.bwd_overhead", integer=True)
+        check_total(loss_overhead + sum(int(v) for c in chains for a in (c.x, c.xbar, c.o_f, c.o_b) for v in a),
+                    path, "branches")
         meta = data.get("meta", {})
         if not isinstance(meta, dict):
             raise InputError("must be an object", path=path, field="meta")

@@ -28,6 +28,7 @@ class JOp(NamedTuple):
         return self.kind if self.kind == LOSS else f"{self.kind}({self.branch},{self.stage})"
 
     def to_json(self) -> dict[str, Any]:
+        """``{"op": kind, "branch": b, "stage": i}`` (the loss: ``{"op": "Loss"}``)."""
         if self.kind == LOSS:
             return {"op": LOSS}
         return {"op": self.kind, "branch": self.branch, "stage": self.stage}
@@ -57,16 +58,18 @@ class JoinSchedule:
         return sum(op.kind in FORWARD_KINDS for op in self.ops) - sum(self.lengths)
 
     def to_json(self) -> dict[str, Any]:
+        """The ``memsched.schedule/1`` object of this join schedule (``problem: join``)."""
         return {"format": SCHEDULE_FORMAT, "problem": "join", "lengths": list(self.lengths),
                 "ops": [op.to_json() for op in self.ops]}
 
     def save(self, path: str | Path) -> None:
+        """Write the schedule's JSON to `path`."""
         Path(path).write_text(json.dumps(self.to_json()) + "\n")
 
     @classmethod
     def from_json(cls, data: Any, lengths: list[int], *, path: str = "<schedule>") -> JoinSchedule:
         """Parse a schedule object (or a `memsched solve --json` output holding one)."""
-        raw = ops_json(data, path)
+        raw = ops_json(data, path, "join", {"lengths": list(lengths)})
         return cls([_parse_op(item, lengths, path, k) for k, item in enumerate(raw)], list(lengths))
 
 

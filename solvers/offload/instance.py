@@ -12,7 +12,6 @@ file without it is an offloading instance once a bandwidth is given on the comma
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,10 @@ from typing import Any
 from ..chain.instance import Chain
 from ..errors import InputError
 from ..jsonio import read_json, write_json_atomic
+from ..units import MAX_BYTES
+
+#: largest latency per transfer accepted (seconds): a day
+MAX_LATENCY = 86400.0
 
 
 @dataclass(eq=False)
@@ -31,17 +34,21 @@ class OffloadInstance:
     latency: float = 0.0
 
     def __post_init__(self) -> None:
-        if not (self.bandwidth > 0 and math.isfinite(self.bandwidth)):
-            raise InputError(f"bandwidth must be positive, got {self.bandwidth!r}", field="host_link.bandwidth")
-        if self.latency < 0:
-            raise InputError(f"latency must be >= 0, got {self.latency!r}", field="host_link.latency")
+        if not (0 < self.bandwidth <= MAX_BYTES):
+            raise InputError(f"bandwidth must be a positive number of bytes/s (at most {MAX_BYTES}), "
+                             f"got {self.bandwidth!r}", field="host_link.bandwidth")
+        if not 0 <= self.latency <= MAX_LATENCY:
+            raise InputError(f"latency must be a number of seconds in 0..{MAX_LATENCY:g}, got {self.latency!r}",
+                             field="host_link.latency")
 
     @property
     def name(self) -> str:
+        """The chain's name."""
         return self.chain.name
 
     @property
     def length(self) -> int:
+        """Number of stages L of the chain."""
         return self.chain.length
 
     @property
@@ -54,11 +61,13 @@ class OffloadInstance:
         return (size / self.bandwidth + self.latency) * self.time_scale
 
     def to_dict(self) -> dict[str, Any]:
+        """The chain's JSON object with a ``host_link`` (bandwidth in bytes/s, latency in s)."""
         data = self.chain.to_dict()
         data["host_link"] = {"bandwidth": self.bandwidth, "latency": self.latency}
         return data
 
     def save(self, path: str | Path) -> None:
+        """Write the instance's JSON to `path` (atomically)."""
         write_json_atomic(path, self.to_dict())
 
     @classmethod

@@ -40,14 +40,17 @@ class Transfer(NamedTuple):
         return f"{self.kind}({self.value}_{self.index})"
 
     def to_json(self) -> dict[str, Any]:
+        """``{"op": "Off"|"Pre", "value": "a"|"abar", "index": j}``."""
         return {"op": self.kind, "value": self.value, "index": self.index}
 
 
 def Off(value: str, index: int) -> Transfer:
+    """Off(v_j): copy value v_j (``a`` or ``abar``) to the host and release its device copy."""
     return Transfer(OFF, value, index)
 
 
 def Pre(value: str, index: int) -> Transfer:
+    """Pre(v_j): copy value v_j back from the host to the device."""
     return Transfer(PRE, value, index)
 
 
@@ -60,6 +63,7 @@ class OffloadSchedule:
     not_before: list[float | None] | None = None  # per op, or None for "as soon as possible"
 
     def release_time(self, pos: int) -> float:
+        """The ``not_before`` time of operation `pos` (0 when it has none)."""
         if self.not_before is None or self.not_before[pos] is None:
             return 0.0
         return float(self.not_before[pos])
@@ -74,9 +78,11 @@ class OffloadSchedule:
         return " ".join(map(str, self.ops))
 
     def transfers(self) -> list[Transfer]:
+        """The Off and Pre operations, in issue order."""
         return [op for op in self.ops if isinstance(op, Transfer)]
 
     def to_json(self) -> dict[str, Any]:
+        """The ``memsched.schedule/1`` object (``problem: offload``; ``not_before`` per op when set)."""
         ops = [op.to_json() for op in self.ops]
         if self.not_before is not None:
             for item, t in zip(ops, self.not_before):
@@ -85,15 +91,18 @@ class OffloadSchedule:
         return {"format": "memsched.schedule/1", "problem": "offload", "length": self.length, "ops": ops}
 
     def save(self, path: str | Path) -> None:
+        """Write the schedule's JSON to `path`."""
         Path(path).write_text(json.dumps(self.to_json()) + "\n")
 
     @classmethod
     def from_chain(cls, schedule: ChainSchedule) -> OffloadSchedule:
+        """A chain schedule as an offloading schedule without transfers."""
         return cls(list(schedule.ops), schedule.length)
 
     @classmethod
     def from_json(cls, data: Any, length: int, *, path: str = "<schedule>") -> OffloadSchedule:
-        raw = ops_json(data, path)
+        """Parse a schedule object (compute ops as in chain schedules, plus Off / Pre transfers)."""
+        raw = ops_json(data, path, ("offload", "chain"), {"length": length})
         ops: list[Op | Transfer] = []
         compute: list[tuple[int, Any]] = []
         not_before: list[float | None] = []
@@ -119,4 +128,5 @@ class OffloadSchedule:
 
 
 def is_loss(op: Op | Transfer) -> bool:
+    """True when `op` is the loss."""
     return isinstance(op, Op) and op.kind == LOSS

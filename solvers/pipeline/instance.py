@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..units import MAX_BYTES
 
 DEFAULT_WEIGHT_FACTOR = 4.0
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
@@ -134,13 +135,10 @@ class Pipeline:
 # ---------------------------------------------------------------------------- loaders
 def load(path: str | Path) -> Pipeline:
     """A pipeline from a chain file (JSON, ``memsched.chain/1``) or a PipeDream graph.txt."""
+    from ..jsonio import read_text
+
     path = str(path)
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        raise InputError("no such file", path=path) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"cannot read ({err})", path=path) from None
+    text = read_text(path)
     if text.lstrip().startswith("{"):
         return from_chain_json(text, path=path)
     return from_graph_txt(text, path=path)
@@ -168,9 +166,10 @@ def from_chain(chain: Any, *, path: str = "<chain>") -> Pipeline:
     if params is None:
         params = [0] * L
     elif (not isinstance(params, list) or len(params) != L
-          or not all(isinstance(p, (int, float)) and not isinstance(p, bool) and p >= 0 and math.isfinite(p)
+          or not all(isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p <= MAX_BYTES
                      for p in params)):
-        raise InputError(f"must be a list of {L} non-negative byte counts", path=path, field="meta.param_sizes")
+        raise InputError(f"must be a list of {L} non-negative byte counts (at most {MAX_BYTES} each)", path=path,
+                         field="meta.param_sizes")
     unit = "ms"
     units = meta.get("units")
     if isinstance(units, dict) and "time" in units:
@@ -193,10 +192,9 @@ def _parse_number(text: str, path: str, where: str) -> float:
     text = text.strip()
     if not _NUMBER.match(text):
         raise InputError(f"not a number: {text!r}", path=path, field=where)
-    value = float(text)
-    if value < 0 or not math.isfinite(value):
-        raise InputError(f"must be a non-negative finite number, got {text!r}", path=path, field=where)
-    return value
+    from ..units import check_number
+
+    return float(check_number(float(text), path=path, field=where, time=where.endswith("_time")))
 
 
 def from_graph_txt(text: str, *, path: str = "<graph.txt>", name: str | None = None) -> Pipeline:

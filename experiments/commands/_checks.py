@@ -1,0 +1,200 @@
+"""Checks of command-line input made before any work starts, each failing with one line.
+
+- argparse types for numbers (`seconds`, `latency`, `count`, `cost`): finite, in range, so
+  that NaN, infinities, negative or zero time limits are usage errors (exit 2);
+- `check_output_file` / `check_output_dir`: an output path is checked before a long solve
+  (not a folder, its folder exists and is writable), so nothing is half written;
+- `check_options`: ``--option KEY=VALUE`` pairs against the keyword parameters of the solver
+  (unknown keys list the valid ones; values must have the parameter's type);
+- `check_work`: instances too large for the solvers to finish in minutes are refused with the
+  limit and the reason (`MAX_STAGES`, `MAX_DP_STEPS`), never left to run for hours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memsched.solvers.errors import InputError
+
+#: the most stages (sum over branches for joins) the chain, join and offload solvers accept:
+#: the rotor DP's least-memory table costs O(L^3) (about 14 s at L = 2000 on one core)
+MAX_STAGES = 2000
+#: the most steps (L^2 x devices) of the pipeline DPs (about 1e-5 s each: 100 s)
+MAX_DP_STEPS = 10**7
+#: the largest H-Revolve chain (its table costs about O(L^3): 19 s at L = 1000 on one core)
+MAX_HREVOLVE_LENGTH = 500
+#: the largest integer option or count accepted (sizes of tables and loops)
+MAX_COUNT = 10**6
+#: the longest time limit accepted (seconds): a week
+MAX_SECONDS = 7 * 86400.0
+#: keyword parameters that are not user options (the solver's plumbing)
+_PLUMBING = {"options", "deadline", "seed", "slots", "time_limit"}
+#: options of a solver that forwards ``**kw`` to an inner model function
+_FORWARDED: dict[tuple[str, str], dict[str, str]] = {
+    ("chain", "milp"): {"backend": "str", "dominance": "bool"},
+    ("chain", "cpsat"): {"dominance": "bool", "parameters": "str"},
+}
+
+
+# --------------------------------------------------------------------------- argparse types
+def seconds(text: str) -> float:
+    """A time limit: a positive finite number of seconds (at most a week)."""
+    return _float(text, "seconds", low=0.0, strict=True, high=MAX_SECONDS)
+
+
+def latency(text: str) -> float:
+    """A link latency: a finite number of seconds >= 0 (at most a day)."""
+    return _float(text, "seconds", low=0.0, strict=False, high=86400.0)
+
+
+def cost(text: str) -> float:
+    """A cost or factor: a finite number >= 0."""
+    return _float(text, "number", low=0.0, strict=False, high=1e15)
+
+
+def count(low: int = 1, high: int = MAX_COUNT) -> Callable[[str], int]:
+    """An argparse type for an integer in low..high."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer in {low}..{high}, got {text!r}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def _float(text: str, what: str, *, low: float, strict: bool, high: float) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of {what}, got {text!r}") from None
+    if not math.isfinite(value) or value < low or (strict and value == low) or value > high:
+        side = f"> {low:g}" if strict else f">= {low:g}"
+        raise argparse.ArgumentTypeError(f"must be a finite number {side} and <= {high:g}, got {text!r}")
+    return value
+
+
+# --------------------------------------------------------------------------- outputs
+def check_output_file(path: str | None, field: str) -> None:
+    """`path` can be written: not a folder, in an existing writable folder."""
+    if path is None or path == "-":
+        return
+    target = Path(path)
+    if target.is_dir() or str(path).endswith(os.sep):
+        raise InputError("is a folder, expected a file name", path=str(path), field=field)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"folder {str(folder)!r} does not exist", path=str(path), field=field)
+    if not os.access(folder, os.W_OK):
+        raise InputError(f"folder {str(folder)!r} is not writable", path=str(path), field=field)
+
+
+def check_output_dir(path: str | None, field: str) -> None:
+    """`path` is a folder or can be made one: not an existing file, nor under one."""
+    if path is None:
+        return
+    for p in [Path(path), *Path(path).parents]:
+        if p.exists():
+            if not p.is_dir():
+                raise InputError(f"{str(p)!r} is a file, expected a folder", path=str(path), field=field)
+            if not os.access(p, os.W_OK):
+                raise InputError(f"folder {str(p)!r} is not writable", path=str(path), field=field)
+            return
+
+
+# --------------------------------------------------------------------------- solver options
+def solver_parameters(problem: str, solver: str) -> dict[str, str]:
+    """The options a solver takes: name -> type ("int", "float", "bool", "str" or another
+    annotation), read from its keyword parameters (and the exact layer's `ExactOptions`)."""
+    from memsched.solvers import registry
+
+    fn = registry.get_solver(problem, solver)
+    out: dict[str, str] = {}
+    exact = getattr(fn, "exact_layer", False)
+    if exact:
+        from memsched.solvers.exact.options import ExactOptions
+
+        out.update({k: type(getattr(ExactOptions(), k)).__name__ for k in ExactOptions.__dataclass_fields__})
+        out["time_limit"] = "float"
+    for target in (fn, getattr(fn, "__wrapped__", None)):
+        if target is None:
+            continue
+        for p in list(inspect.signature(target).parameters.values())[2:]:  # after (instance, budget)
+            text = str(p.annotation) if p.annotation is not p.empty else type(p.default).__name__
+            plumbing = p.name in _PLUMBING and not (p.name == "seed" and "SolveResult" not in text)
+            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and not plumbing:
+                out[p.name] = text.split("|")[0].strip()
+    out.update(_FORWARDED.get((problem, solver), {}))
+    for key in ("slots", "time_limit"):
+        out.pop(key, None)  # the command's own --slots and --time-limit
+    return out
+
+
+#: options that the commands set with their own flags
+FLAGS = {"slots": "--slots", "time_limit": "--time-limit", "devices": "--devices", "schedule": "--schedule",
+         "micro_batches": "--micro-batches"}
+
+
+def check_options(problem: str, solver: str, options: dict[str, Any]) -> None:
+    """Every ``--option`` key is a parameter of the solver (not one the command sets with its
+    own flag, `FLAGS`) and its value has the parameter's type."""
+    valid = solver_parameters(problem, solver)
+    for key, value in options.items():
+        field = f"--option {key}"
+        if key in FLAGS:
+            raise InputError(f"{key} is set with {FLAGS[key]}, not --option", field="--option")
+        if key not in valid:
+            names = ", ".join(sorted(valid)) or "none"
+            raise InputError(f"unknown option {key!r} for {solver} (its options: {names})", field="--option")
+        kind = valid.get(key, "")
+        if kind == "bool":
+            ok, want = isinstance(value, bool), "true or false"
+        elif kind == "int":
+            low = -(2**31) if key == "seed" else 0
+            ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= MAX_COUNT
+            want = f"an integer in {low}..{MAX_COUNT}"
+        elif kind == "float":
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1e15
+            want = "a finite number >= 0"
+        elif kind == "str":
+            ok, want = isinstance(value, str), "a string"
+        else:
+            continue
+        if not ok:
+            raise InputError(f"must be {want}, got {value!r}", field=field)
+
+
+# --------------------------------------------------------------------------- sizes
+def stage_count(problem: str, instance: Any) -> int:
+    """L (chains, offloading), the sum of L_b (joins), the nodes (graphs), the layers (pipelines)."""
+    if problem == "join":
+        return int(sum(instance.lengths))
+    if problem == "graph":
+        return int(instance.n)
+    return int(instance.length)
+
+
+def check_work(problem: str, solver: str, instance: Any, *, path: str | None = None, devices: int | None = None
+               ) -> None:
+    """Refuse, with the limit and why, an instance the solvers would not finish in minutes."""
+    n = stage_count(problem, instance)
+    if problem in ("chain", "offload", "join") and n > MAX_STAGES and solver != "store-all":
+        what = "the branches have" if problem == "join" else "the chain has"
+        raise InputError(f"{what} {n} stages, more than the {MAX_STAGES} the solvers handle in minutes (the rotor "
+                         "DP's tables grow as L^3); merge stages into blocks (a coarser profile) or use store-all",
+                         path=path, field="stages")
+    if problem == "pipeline" and devices is not None and n * n * devices > MAX_DP_STEPS:
+        raise InputError(f"{n} layers on {devices} devices is {n * n * devices:.3g} DP steps, more than "
+                         f"{MAX_DP_STEPS:.3g} (minutes); use fewer devices (at most {max(1, MAX_DP_STEPS // (n * n))})",
+                         field="--devices")
