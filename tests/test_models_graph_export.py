@@ -118,7 +118,7 @@ def test_flops_match_formulas():
     assert g.cost_cpu[0] == pytest.approx(2 * 8 * 16 * 32 / 1e6)
     assert g.cost_cpu[2] == pytest.approx(2 * 8 * 32 * 4 / 1e6)
     grad2 = g.names.index("grad_2.linear")
-    assert g.cost_cpu[grad2] == pytest.approx(2 * g.cost_cpu[2])
+    assert g.cost_cpu[grad2] == pytest.approx(2 * g.cost_cpu[2] + 4 / 1e6)  # + the bias gradient's sum
     assert list(g.cost_ram[:3]) == [8 * 32 * 4, 8 * 32 * 4, 8 * 4 * 4]
     assert g.cost_ram[grad2] == 8 * 32 * 4  # the gradient of its input
     assert g.cost_ram[g.names.index("grad_0.linear")] == 0  # the input is not a node

@@ -1,4 +1,4 @@
-"""Export the training graph of a PyTorch network (DESIGN.md Problem 2, the Checkmate model).
+"""Export the training graph of a PyTorch network (docs/graph.md, the Checkmate model).
 
 ``export_training_graph(model, ...)`` turns a zoo model (or any list of blocks with an example
 input, a loss and a target) into a `solvers.graph.Graph`: forward nodes F_v, one loss node and
@@ -37,11 +37,14 @@ B_v exists only when v's output requires a gradient that reaches the loss.
   at most that producer's output size; parameter gradients are accumulated in place and not
   counted, as in the executor).
 - ``cost_cpu``: with ``cost="flops"`` MFLOP (10^6 floating-point operations), counted by
-  ``torch.utils.flop_counter.FlopCounterMode`` on the node's forward (F_v) and on
-  ``torch.autograd.grad`` of its output (B_v: gradients of inputs and parameters, about twice
-  the forward for matrix products and convolutions), with a floor of one operation per output
-  element for the ops FlopCounterMode does not count (element-wise ops, norms, pools); the
-  loss node costs its forward and backward. With ``cost="measured"`` milliseconds: the median
+  `models.costs.OpCounter` (``torch.utils.flop_counter``'s formulas, one FLOP per output
+  element for the other ops) on the node's forward (F_v) and on ``torch.autograd.grad`` of its
+  output (B_v: gradients of inputs and parameters, about twice the forward for matrix products
+  and convolutions), at least one per output element of the node; the loss node costs its
+  forward and backward. With ``cost="roofline:<device>"`` milliseconds of the roofline model of
+  `models.costs` on the same operations. Both counted models build a zoo network on fake
+  tensors (``FakeTensorMode``): sizes exact, nothing allocated, nothing computed (VGG-16 at
+  batch 256 in seconds). With ``cost="measured"`` milliseconds: the median
   wall time over ``repeats`` runs (after ``warmup``) of the same forward and backward calls in
   isolation (Python overhead included: small ops are over-charged on CPU).
 
@@ -64,16 +67,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from memsched.models.costs import COST_CHOICES, CostModel, OpCounter, parse_cost, shape_exact_model
 from memsched.models.memory import storage_key
 from memsched.solvers.errors import InputError
 from memsched.solvers.graph import Graph
 from torch import fx, nn
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
-from torch.utils.flop_counter import FlopCounterMode
 
 __all__ = ["export_training_graph", "COSTS", "GRANULARITIES", "DEPS", "RAMS"]
 
-COSTS = ("flops", "measured")
+COSTS = COST_CHOICES
 GRANULARITIES = ("op", "module")
 DEPS = ("checkmate", "saved")
 RAMS = ("output", "tape")
@@ -101,7 +104,8 @@ class _Recorder:
     """Runs ops one at a time on real tensors and records `_Op`s (see the module docstring)."""
 
     def __init__(self, cost: str, repeats: int, warmup: int, device: torch.device) -> None:
-        self.cost = cost
+        self.model: CostModel = parse_cost(cost)
+        self.cost = self.model.kind
         self.device = device
         self.repeats = max(1, int(repeats))
         self.warmup = max(0, int(warmup))
@@ -115,6 +119,15 @@ class _Recorder:
     def _sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+
+    def counter(self) -> OpCounter:
+        return OpCounter(self.model.device)
+
+    def counted(self, counter: OpCounter, numel: int) -> float:
+        """MFLOP (at least `numel` FLOP) or roofline ms of what `counter` saw (measured: replaced later)."""
+        if self.model.kind == "roofline":
+            return self.model.value(counter)
+        return max(counter.flops, float(numel)) / 1e6
 
     def _time_ms(self, fn: Callable[[], Any]) -> float:
         """Median wall time (ms) of `fn` over `repeats` runs after `warmup` (synchronised on CUDA)."""
@@ -164,7 +177,7 @@ class _Recorder:
             return t
 
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
-                FlopCounterMode(display=False) as fc:
+                self.counter() as fc:
             out = fn(*a, **k)
         outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         result = tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, out)
@@ -176,16 +189,16 @@ class _Recorder:
         out_keys = set(new)
         out_bytes = sum(int(t.untyped_storage().nbytes()) for t in new.values())
         numel = sum(t.numel() for t in new.values())
-        fwd = max(float(fc.get_total_flops()), float(numel)) / 1e6
+        fwd = self.counted(fc, numel)
         req = [t for t in outs if t.requires_grad]
         op = _Op(name, fwd, 0.0, out_bytes, inputs, needs_grad=bool(req))
         if req:
             wrt = [y for _, y in leaves] + grad_params
             seeds = [torch.ones_like(t) for t in req]
-            with FlopCounterMode(display=False) as fb:
+            with self.counter() as fb:
                 grads = torch.autograd.grad(req, wrt, seeds, allow_unused=True, retain_graph=True)
             gnumel = sum(g.numel() for g in grads if g is not None)
-            op.bwd_cost = max(float(fb.get_total_flops()), float(gnumel), 1.0) / 1e6
+            op.bwd_cost = self.counted(fb, max(gnumel, 1))
             for (p, _), g in zip(leaves, grads):
                 if g is not None:
                     op.grad_bytes[p] = min(op.grad_bytes.get(p, 0) + g.numel() * g.element_size(),
@@ -271,8 +284,9 @@ def export_training_graph(
     `model`: a zoo name (built with ``models.zoo.build_model(model, **sizes)``: batch,
     image_size, seq_len, width, depth, classes, vocab, dropout, device, seed), a built
     `models.zoo.ZooModel`, or an ``nn.Module`` / list of blocks together with `example_input`,
-    `loss_fn` and `target`. `cost`: "flops" (cost_cpu in MFLOP) or "measured" (ms, median of
-    `repeats` after `warmup`). `granularity`: "op" (one node per fx op) or "module" (one per
+    `loss_fn` and `target`. `cost`: "flops" (cost_cpu in MFLOP), "roofline:<device>" (ms of
+    `models.costs`'s roofline model; both build a zoo name on fake CPU tensors) or "measured"
+    (ms, median of `repeats` after `warmup`). `granularity`: "op" (one node per fx op) or "module" (one per
     block). `deps`: "checkmate" or "saved" (what a backward node reads from the forward).
     `ram`: "output" (F_v's cost_ram is its output) or "tape" (plus autograd's internal saved
     tensors: pooling indices, dropout masks, norm statistics).
@@ -287,6 +301,16 @@ def export_training_graph(
         if value not in allowed:
             raise InputError(f"unknown {label} {value!r} (one of {', '.join(allowed)})", field=f"--{label}")
     info: dict[str, Any] = {}
+    if isinstance(model, str) and not parse_cost(cost).measured:
+        if str(sizes.get("device", "cpu")) != "cpu":
+            raise InputError("a counted cost model traces fake CPU tensors: leave --device out or use cpu",
+                             field="--device")
+        with shape_exact_model():
+            built = build_model(model, **{**sizes, "device": "cpu"})
+            return export_training_graph(built, cost=cost, granularity=granularity, deps=deps, ram=ram,
+                                         repeats=repeats, warmup=warmup, name=name,
+                                         meta={"shapes": "fake tensors (torch FakeTensorMode): nothing allocated",
+                                               **(meta or {})}, out=out)
     if isinstance(model, str):
         model = build_model(model, **sizes)
     elif sizes:
@@ -325,8 +349,8 @@ def export_training_graph(
     loss_cost, loss_bytes = _loss_costs(rec, loss_fn, a, target)
     graph_meta = {
         "source": "memsched.models.graph.export.export_training_graph",
-        "units": {"time": "MFLOP" if cost == "flops" else "ms", "memory": "bytes"},
-        "cost": cost,
+        "units": {"time": rec.model.unit, "memory": "bytes"},
+        **rec.model.meta(),
         "granularity": granularity,
         "deps": deps,
         "ram": ram,
@@ -360,11 +384,11 @@ def _loss_costs(rec: _Recorder, loss_fn: LossFn, output: Any, target: Any) -> tu
     leaf = tree_map(lambda t: t.detach().requires_grad_() if isinstance(t, torch.Tensor)
                     and t.is_floating_point() else t, output)
     wrt = [t for t in tree_flatten(leaf)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
-    with torch.enable_grad(), FlopCounterMode(display=False) as fc:
+    with torch.enable_grad(), rec.counter() as fc:
         loss = loss_fn(leaf, target)
         grads = torch.autograd.grad(loss, wrt, retain_graph=True)
     nbytes = sum(g.numel() * g.element_size() for g in grads)
-    cost = max(float(fc.get_total_flops()), 2.0 * sum(g.numel() for g in grads), 1.0) / 1e6
+    cost = rec.counted(fc, max(2 * sum(g.numel() for g in grads), 1))
     if rec.cost == "measured":
         def step() -> None:
             with torch.enable_grad():

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from memsched.models.zoo import GPTBlock, GPTEmbedding, resnet_blocks
+from memsched.models.zoo import GPTBlock, GPTEmbedding, parse_image_size, resnet_blocks
 from memsched.solvers.errors import InputError
 from torch import nn
 
@@ -147,7 +147,7 @@ def build_join_model(
     name: str,
     *,
     batch: int | None = None,
-    image_size: int | None = None,
+    image_size: int | tuple[int, int] | str | None = None,
     seq_len: int | None = None,
     width: int | None = None,
     depth: int | None = None,
@@ -176,10 +176,11 @@ def build_join_model(
     d = JOIN_MODELS[name]
     batch = d["batch"] if batch is None else batch
     width = d["width"] if width is None else width
-    image_size = d["image_size"] if image_size is None else image_size
+    hw = parse_image_size(d["image_size"] if image_size is None else image_size)
+    assert hw is not None
     embed_dim = d["embed_dim"] if embed_dim is None else embed_dim
     encoder = d["encoder"] if encoder is None else encoder
-    for label, v in (("--batch", batch), ("--width", width), ("--image-size", image_size), ("--seq-len", seq_len),
+    for label, v in (("--batch", batch), ("--width", width), ("--image-size", min(hw)), ("--seq-len", seq_len),
                      ("--depth", depth), ("embed_dim", embed_dim), ("text_width", text_width),
                      ("text_depth", text_depth), ("--vocab", vocab)):
         if v is not None and v <= 0:
@@ -188,11 +189,12 @@ def build_join_model(
         raise InputError("clip's contrastive loss needs a batch of at least 2", field="--batch")
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
-    config: dict[str, Any] = {"batch": batch, "image_size": image_size, "width": width, "depth": depth,
+    config: dict[str, Any] = {"batch": batch, "image_size": hw[0] if hw[0] == hw[1] else f"{hw[0]}x{hw[1]}",
+                              "width": width, "depth": depth,
                               "embed_dim": embed_dim, "encoder": encoder}
 
     def images() -> torch.Tensor:
-        return torch.randn(batch, 3, image_size, image_size, generator=gen, dtype=torch.float32).to(dtype)
+        return torch.randn(batch, 3, *hw, generator=gen, dtype=torch.float32).to(dtype)
 
     target: Any
     if name in ("siamese", "triplet"):
