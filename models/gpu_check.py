@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from memsched.models.chain.executor import ChainExecutor, compare_gradients, reference_step
+from memsched.models.chain.executor import ChainExecutor, reference_step
 from memsched.models.chain.profiler import profile_chain
+from memsched.models.measure import compare_gradients, tolerances
 from memsched.models.zoo import build_model, resolve_device
 from memsched.solvers import registry
 from memsched.solvers.chain import reference_peak
@@ -47,12 +48,6 @@ MODEL_SIZES: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
 }
 SOLVERS = ("store-all", "periodic", "rotor")
 FRACTIONS = (0.9, 0.7, 0.5)
-
-
-def tolerances(device: torch.device) -> tuple[float, float]:
-    """(rtol, atol) of the gradient check: tight on CPU; looser on CUDA, whose convolution and
-    attention backward kernels may accumulate in a different order from run to run."""
-    return (1e-4, 1e-6) if device.type == "cpu" else (2e-3, 1e-5)
 
 
 def available_solvers(names: tuple[str, ...] = SOLVERS) -> list[str]:

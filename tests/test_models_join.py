@@ -24,10 +24,10 @@ from memsched.models.join.executor import (  # noqa: E402
     compare_input_gradients,
     execute_join,
     reference_join_step,
-    run_join,
 )
 from memsched.models.join.profiler import profile_join  # noqa: E402
 from memsched.models.join.zoo import build_join_model, join_model_names  # noqa: E402
+from memsched.models.run import run  # noqa: E402
 from memsched.solvers import registry  # noqa: E402
 from memsched.solvers.errors import InputError  # noqa: E402
 from memsched.solvers.join import FORMAT, Join, JoinSchedule, JOp, reference_peak, simulate, store_all_schedule  # noqa: E402
@@ -261,10 +261,10 @@ def test_executor_rejects_invalid_schedules_and_wrong_joins():
         executor.step(store_all_schedule(join), model.inputs[:1], model.target)
 
 
-# --------------------------------------------------------------------------- run_join (memsched run)
+# --------------------------------------------------------------------------- models.run.run (memsched run)
 def test_run_join_reports_like_memsched_run():
     sizes = TINY["siamese"]
-    out = run_join("siamese", "90%", "dp", repeats=1, time_repeats=1, **sizes)
+    out = run("siamese", "90%", problem="join", solver="dp", profile_repeats=1, time_repeats=1, sizes=sizes)
     for key in ("model", "budget", "solver", "predicted", "measured", "grad_check", "device", "status"):
         assert key in out
     assert out["grad_check"] is True and out["status"] in ("optimal", "feasible")
@@ -272,7 +272,7 @@ def test_run_join_reports_like_memsched_run():
     assert out["measured"]["peak_memory"] <= ALLOWANCE(out["predicted"]["peak_memory"])
     assert out["measured"]["time"] > 0 and out["device"] == "cpu"
     _, join = _model_and_join("siamese")
-    low = run_join("siamese", 1000, "dp", join=join, **sizes)  # costs from a join: no profiling
+    low = run("siamese", 1000, problem="join", solver="dp", instance=join, sizes=sizes)  # no profiling
     assert low["status"] == "infeasible" and low["predicted"] is None and low["grad_check"] is None
     with pytest.raises(InputError):
-        run_join("siamese", "90%", "dp", join=_model_and_join("clip")[1], **sizes)
+        run("siamese", "90%", problem="join", solver="dp", instance=_model_and_join("clip")[1], sizes=sizes)

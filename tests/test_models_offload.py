@@ -19,13 +19,15 @@ torch = pytest.importorskip("torch")
 from memsched.models.chain.executor import compare_gradients, reference_step  # noqa: E402
 from memsched.models.chain.profiler import profile_chain  # noqa: E402
 from memsched.models.gpu_check import tolerances  # noqa: E402
-from memsched.models.offload.executor import OffloadExecutor, execute_offload, run_offload, sequential_replay  # noqa: E402
+from memsched.models.offload.executor import OffloadExecutor, execute_offload, sequential_replay  # noqa: E402
+from memsched.models.run import run  # noqa: E402
 from memsched.models.zoo import build_model  # noqa: E402
 from memsched.solvers import registry  # noqa: E402
 from memsched.solvers.chain import reference_peak  # noqa: E402
 from memsched.solvers.chain.baselines import periodic_schedule, recompute_all_schedule, store_all_schedule  # noqa: E402
 from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, Loss  # noqa: E402
-from memsched.solvers.offload import OffloadInstance, OffloadSchedule, simulate_offload  # noqa: E402
+from memsched.solvers.offload import OffloadInstance, OffloadSchedule  # noqa: E402
+from memsched.solvers.offload import simulate as simulate_offload  # noqa: E402
 from memsched.solvers.offload.combined import add_transfers  # noqa: E402
 from memsched.solvers.offload.schedule import Off, Pre  # noqa: E402
 
@@ -224,8 +226,8 @@ def test_time_is_measured_and_chain_schedules_run():
 
 def test_run_offload_reports_measured_vs_predicted():
     sizes = {**TINY["gpt2"], "device": torch.device("cpu"), "seed": 0}  # as `memsched run` builds them
-    out = run_offload("gpt2", "100%", bandwidth="1GB/s", solver="vdnn", sizes=sizes, time_repeats=1,
-                      profile_repeats=1)
+    out = run("gpt2", "100%", problem="offload", bandwidth="1GB/s", solver="vdnn", sizes=sizes, time_repeats=1,
+              profile_repeats=1)
     json.dumps(out)  # plain JSON types only
     for key in ("model", "budget", "solver", "predicted", "measured", "grad_check", "device"):
         assert key in out
@@ -235,7 +237,7 @@ def test_run_offload_reports_measured_vs_predicted():
     assert out["measured"]["peak_memory"] <= ALLOWANCE(out["predicted"]["peak_memory"])
     assert out["measured"]["time"] > 0 and out["predicted"]["makespan"] > 0
     model, inst = _setup("gpt2")
-    low = run_offload(model, 1000, bandwidth=BANDWIDTH, solver="vdnn", chain=inst.chain)
+    low = run(model, 1000, problem="offload", bandwidth=BANDWIDTH, solver="vdnn", instance=inst.chain)
     assert low["status"] == "infeasible" and low["predicted"] is None and low["min_budget"] > 1000
     json.dumps(low)
 

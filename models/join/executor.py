@@ -1,10 +1,10 @@
 """Execute a join `JoinSchedule` for real: one training step of k branches joined at a loss.
 
 Branch b is a chain of blocks (block i maps a_i^b to a_{i+1}^b, input a_0^b); the loss
-``loss_fn([a_{L_0}^0, ..., a_{L_{k-1}}^{k-1}], target)`` joins them (docs/join_format.md).
+``loss_fn([a_{L_0}^0, ..., a_{L_{k-1}}^{k-1}], target)`` joins them (docs/join.md).
 Each branch keeps its own stores of activations, tapes and gradients keyed by stage, and its
 forward and backward operations are those of `models.chain.executor.ChainExecutor` (the same code,
-``ChainExecutor._apply`` on the branch's state):
+``ChainExecutor.apply`` on the branch's state):
 
 ==========  ================================================================================
 op          what the executor does
@@ -47,25 +47,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from memsched.models.chain.executor import (
-    ChainExecutor,
+from memsched.models.chain.executor import ChainExecutor, as_blocks
+from memsched.models.join.zoo import JoinLossFn
+from memsched.models.measure import (
     OpTrace,
+    RunState,
     StepMeter,
     StepResult,
-    _State,
-    as_blocks,
     compare_gradients,
     measure_runs,
-    measured_vs_predicted,
+    zero_grads,
 )
-from memsched.models.join.zoo import JoinLossFn
 from memsched.solvers.chain.schedule import Op
 from memsched.solvers.join import Join, JoinSchedule, JOp, simulate
 from memsched.solvers.join.simulator import LOSS
 from torch import nn
 
 __all__ = ["JoinExecutor", "JoinStepResult", "reference_join_step", "join_parameters", "execute_join",
-           "stage_seed", "run_join", "compare_input_gradients"]
+           "stage_seed", "StageRng", "compare_input_gradients"]
 
 
 def stage_seed(seed: int, branch: int, stage: int) -> int:
@@ -73,8 +72,8 @@ def stage_seed(seed: int, branch: int, stage: int) -> int:
     return (int(seed) * 1_000_003 + (branch + 1) * 65_537 + stage * 257 + 12_345) % (2 ** 62)
 
 
-class _StageRng:
-    """The ``forward(i)`` context of `models.chain.executor._State`'s ``rng``, seeding each forward
+class StageRng:
+    """The ``forward(i)`` context of `models.measure.RunState`'s ``rng``, seeding each forward
     of stage i of this branch with `stage_seed` (see the module docstring)."""
 
     def __init__(self, device: torch.device, seed: int, branch: int) -> None:
@@ -158,6 +157,7 @@ class JoinExecutor:
         trace: bool = False,
         time_repeats: int = 1,
         clock: str = "wall",
+        independent: bool = False,
     ) -> JoinStepResult:
         """Execute `schedule` as one training step on `inputs` (one tensor per branch).
 
@@ -185,33 +185,27 @@ class JoinExecutor:
             self._check_ops(ops)
         m = measure_runs(lambda watch, tr: self._run(ops, inputs, target, seed, watch, tr, clock),
                          cuda=device.type == "cuda", measure_memory=measure_memory, measure_time=measure_time,
-                         trace=trace, time_repeats=time_repeats, sim_steps=sim_steps)
+                         trace=trace, time_repeats=time_repeats, sim_steps=sim_steps, independent=independent)
         grads = {name: p.grad.detach().clone() for name, p in self.params.items() if p.grad is not None}
         input_grads = m.input_grad if m.input_grad is not None else [None] * self.k
         return JoinStepResult(loss=m.loss, grads=grads, input_grad=None, peak_memory=int(m.peak), time_ms=m.time_ms,
                               device=str(device), memory_method=m.method, predicted_peak=predicted_peak,
-                              predicted_makespan=predicted_makespan, trace=m.traces, input_grads=input_grads)
+                              predicted_makespan=predicted_makespan, trace=m.traces, input_grads=input_grads,
+                              independent_peak=m.independent_peak, independent_method=m.independent_method)
 
     def _check_ops(self, ops: list[JOp]) -> None:
         for op in ops:
             if op.kind != LOSS and not (0 <= op.branch < self.k and 0 <= op.stage < self.lengths[op.branch]):
                 raise ValueError(f"operation {op} outside the model's branches ({self.lengths} blocks)")
 
-    def _zero_grads(self) -> None:
-        for p in self.params.values():
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            else:
-                p.grad.zero_()
-
     def _run(self, ops: list[JOp], inputs: Sequence[torch.Tensor], target: Any, seed: int, watch: bool,
              trace: bool, clock: str = "wall"
              ) -> tuple[float, list[torch.Tensor | None], int, list[OpTrace], float]:
         """One run: (loss, delta_0^b per branch, peak bytes, per-op trace, elapsed ms)."""
         device = inputs[0].device
-        self._zero_grads()
+        zero_grads(self.params.values())
         torch.manual_seed(seed)
-        states = [_State(x, _StageRng(device, seed, b)) for b, x in enumerate(inputs)]  # type: ignore[arg-type]
+        states = [RunState(StageRng(device, seed, b)) for b in range(len(inputs))]
         meter = StepMeter(device, watch=watch, trace=trace, clock=clock)
         with meter:
             for s, x in zip(states, inputs):
@@ -221,7 +215,7 @@ class JoinExecutor:
                     if op.kind == LOSS:
                         self._loss(states, target)
                     else:
-                        self.executors[op.branch]._apply(Op(op.kind, op.stage), states[op.branch], None)
+                        self.executors[op.branch].apply(Op(op.kind, op.stage), states[op.branch], None)
             meter.stop_clock()
             loss = states[0].loss
             input_grads = [s.grads.pop(0, None) for s in states]
@@ -229,7 +223,7 @@ class JoinExecutor:
                 s.clear()
         return loss, input_grads, meter.peak, meter.traces, meter.elapsed_ms
 
-    def _loss(self, states: list[_State], target: Any) -> None:
+    def _loss(self, states: list[RunState], target: Any) -> None:
         """The shared loss: a leaf per branch output, backward, delta_{L_b}^b = its grad."""
         ys = [s.available(L).detach().requires_grad_(True) for s, L in zip(states, self.lengths)]
         with torch.enable_grad():
@@ -267,7 +261,7 @@ def reference_join_step(branches: Sequence[nn.Module | Sequence[nn.Module]], los
             if x.is_floating_point():
                 x.requires_grad_(True)
             leaves.append(x)
-            rng = _StageRng(device, seed, b)
+            rng = StageRng(device, seed, b)
             a = x
             for i, block in enumerate(blocks):
                 with rng.forward(i):
@@ -307,90 +301,3 @@ def execute_join(branches: Sequence[nn.Module | Sequence[nn.Module]], loss_fn: J
     ok, _ = compare_gradients(result.grads, ref, rtol=rtol, atol=atol)
     ok_in, _ = compare_input_gradients(result.input_grads, ref_inputs, rtol=rtol, atol=atol)
     return result, ok and ok_in
-
-
-# --------------------------------------------------------------------- `memsched run` for join models
-def run_join(
-    model_name: str,
-    budget: int | str,
-    solver: str = "dp",
-    *,
-    join: Join | str | None = None,
-    slots: int = 500,
-    time_limit: float | None = None,
-    options: dict[str, Any] | None = None,
-    seed: int = 0,
-    time_repeats: int = 3,
-    repeats: int = 5,
-    timing: str | None = None,
-    profile_file: str | None = None,
-    **sizes: Any,
-) -> dict[str, Any]:
-    """Profile join model `model_name` (`models.join.zoo`), solve at `budget` with join solver
-    `solver`, execute the schedule and the store-all schedule for real: the `memsched run --json`
-    object.
-
-    `budget`: bytes, a size string ("1.5MB") or "X%" of the store-all peak. `join`: costs from a
-    `Join` (or a memsched.join/1 file) instead of profiling. `sizes`: `build_join_model`'s
-    keyword arguments (batch, image_size, seq_len, width, depth, device, ...); None values are
-    dropped. Keys: model, join, budget, solver, status, device, units, store_all_peak,
-    predicted {makespan, peak_memory}, measured {time, peak_memory}, ratio, store_all,
-    vs_store_all, grad_check (True when every parameter and input gradient matches
-    `reference_join_step`), grad_message, memory_method, recomputations, loss; when no schedule
-    fits: message, min_budget, and predicted / measured / grad_check None.
-    Raises `solvers.errors.InputError` for bad names, sizes, budgets or files.
-    """
-    from memsched.models.join.profiler import profile_join
-    from memsched.models.join.zoo import build_join_model
-    from memsched.solvers import registry
-    from memsched.solvers.errors import InputError
-    from memsched.solvers.join import reference_peak, store_all_schedule
-    from memsched.solvers.units import parse_budget
-
-    if slots < 0:
-        raise InputError(f"must be >= 0, got {slots}", field="--slots")
-    model = build_join_model(model_name, seed=seed, **{k: v for k, v in sizes.items() if v is not None})
-    if isinstance(join, str):
-        join = Join.load(join)
-    if join is None:
-        join = profile_join(model, repeats=repeats, timing=timing, name=model.label)
-        if profile_file:
-            join.save(profile_file)
-    elif join.lengths != [len(b) for b in model.branches]:
-        raise InputError(f"the join has branches of {join.lengths} stages but {model_name} with these sizes has "
-                         f"{[len(b) for b in model.branches]} blocks", field="--chain")
-    reference = reference_peak(join)
-    if isinstance(budget, str):
-        budget = parse_budget(budget, reference if budget.strip().endswith("%") else None)
-    budget = int(budget)
-    if budget <= 0:
-        raise InputError(f"budget must be positive, got {budget}", field="--budget")
-    opts: dict[str, Any] = {**(options or {}), "slots": slots}
-    if time_limit is not None:
-        opts["time_limit"] = time_limit
-    result = registry.solve("join", join, solver, budget, **opts)
-    out: dict[str, Any] = {"model": model_name, "join": join.name, "problem": "join", "budget": budget,
-                           "solver": solver, "status": result.status, "device": str(model.inputs[0].device),
-                           "units": {"time": "ms", "memory": "bytes"}, "store_all_peak": reference}
-    if not result.found:
-        msg = f"{solver} finds no schedule within budget {budget} bytes"
-        if result.min_budget is not None:
-            msg += f" (smallest feasible budget: {result.min_budget} bytes)"
-        out.update(message=msg, min_budget=result.min_budget, predicted=None, measured=None, grad_check=None)
-        return out
-    executor = JoinExecutor(model.branches, model.loss_fn)
-    xs, target = model.inputs, model.target
-    base = executor.step(store_all_schedule(join), xs, target, join=join, seed=seed, time_repeats=time_repeats)
-    step = executor.step(result.schedule, xs, target, join=join, seed=seed, time_repeats=time_repeats)
-    _, ref, ref_inputs = reference_join_step(model.branches, model.loss_fn, xs, target, seed=seed)
-    ok, msg = compare_gradients(step.grads, ref)
-    ok_in, msg_in = compare_input_gradients(step.input_grads, ref_inputs)
-    out.update(measured_vs_predicted(result.objective, result.peak_memory, step, base))
-    out.update(
-        grad_check=bool(ok and ok_in), memory_method=step.memory_method,
-        recomputations=result.schedule.recomputations(), loss=step.loss,
-    )
-    if msg or msg_in:
-        out["grad_message"] = "; ".join(m for m in (msg, msg_in) if m)
-    return out
-

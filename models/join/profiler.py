@@ -22,9 +22,10 @@ from typing import Any
 
 import torch
 from memsched.models.chain.executor import as_blocks
-from memsched.models.chain.profiler import _median, _Memory, _Timer, profile_chain, profile_meta
+from memsched.models.chain.profiler import profile_chain, profile_meta
 from memsched.models.join.executor import join_parameters
 from memsched.models.join.zoo import JoinLossFn, JoinModel
+from memsched.models.measure import MemoryWatch, Timer, median
 from memsched.models.memory import storage_key, unique_bytes
 from memsched.solvers.join import Join
 from torch import nn
@@ -42,8 +43,8 @@ def profile_join_loss(loss_fn: JoinLossFn, outputs: Sequence[torch.Tensor], targ
     """The joint loss's ``{"bwd_time": ms, "bwd_overhead": bytes}`` on the branch outputs
     (see the module docstring)."""
     device = outputs[0].device
-    timer = _Timer(device, clock)
-    mem = _Memory(device)
+    timer = Timer(device, clock)
+    mem = MemoryWatch(device)
     with torch.enable_grad():
         with mem.watching():
             ys = [a.detach().requires_grad_(True) for a in outputs]
@@ -58,7 +59,7 @@ def profile_join_loss(loss_fn: JoinLossFn, outputs: Sequence[torch.Tensor], targ
             with timer.region(times if k >= warmup else []):
                 loss_fn(ys, target).backward()
             del ys
-    return {"bwd_time": _median(times), "bwd_overhead": int(max(0, overhead))}
+    return {"bwd_time": median(times), "bwd_overhead": int(max(0, overhead))}
 
 
 def profile_join_branches(

@@ -1,0 +1,75 @@
+"""A second, independent CPU memory measurement: the allocator's own reports, via torch.profiler.
+
+`models.memory.LiveTensorTracker` watches aten operations at the dispatcher and counts new
+storages until Python frees them. `AllocatorProbe` shares no code or mechanism with it: it
+runs ``torch.profiler.profile(activities=[CPU], profile_memory=True)``, under which c10's CPU
+allocator reports every allocation and every free (``reportMemoryUsage``) with its size and a
+timestamp; after the region, the allocation events of the profiler's event tree are sorted
+by time and summed. ``peak`` is the maximum of that running sum (bytes above the level at
+entry): the most bytes the CPU allocator had handed out at once during the region beyond what
+was allocated before it.
+
+Differences with the tracker, both ways (bytes):
+  - the probe sees allocations that are not tensor outputs (kernel scratch buffers, small
+    scalar temporaries, oneDNN workspaces allocated through c10) and frees of storages that
+    existed before the region (which lower the sum);
+  - it sees only the CPU allocator (``device.type == "cpu"``): on CUDA use
+    ``torch.cuda.max_memory_allocated``, which the executors report already.
+
+Cost: the profiler adds about a microsecond per event and its first start in a process takes
+seconds; measure time in separate runs. The event tree is read through
+``prof.profiler.kineto_results.experimental_event_tree()`` (the API torch.profiler's memory
+timeline is built on).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch.profiler import ProfilerActivity, profile
+
+__all__ = ["AllocatorProbe", "METHOD"]
+
+METHOD = "torch.profiler CPU allocator events"
+
+
+class AllocatorProbe:
+    """``with AllocatorProbe() as probe: ...`` then ``probe.peak`` (bytes above the level at
+    entry) and ``probe.net`` (bytes allocated minus freed in the region)."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self.net = 0
+        self.events = 0
+        self._prof: Any = None
+
+    def __enter__(self) -> AllocatorProbe:
+        self._prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+        self._prof.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._prof.__exit__(*exc)
+        self.peak, self.net, self.events = _peak_of(self._prof)
+        self._prof = None
+
+
+def _peak_of(prof: Any) -> tuple[int, int, int]:
+    """(peak of the running sum, final sum, number of events) of the CPU allocation events."""
+    from torch._C._profiler import _EventType
+
+    sizes: list[tuple[int, int]] = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        if node.tag == _EventType.Allocation:
+            fields = node.extra_fields
+            if fields.device.type == "cpu":
+                sizes.append((int(node.start_time_ns), int(fields.alloc_size)))
+        stack.extend(node.children)
+    sizes.sort()
+    current = peak = 0
+    for _, size in sizes:
+        current += size
+        peak = max(peak, current)
+    return peak, current, len(sizes)

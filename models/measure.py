@@ -1,0 +1,416 @@
+"""The shared measuring pieces of every executor (chain, join, offload, graph) and profiler.
+
+- `StepMeter`: one executed step's peak bytes, per-op traces (`OpTrace`) and elapsed ms;
+  ``torch.cuda.max_memory_allocated`` above the bytes allocated before the step on CUDA,
+  `models.memory.LiveTensorTracker` on CPU.
+- `measure_runs` -> `Measured`: runs a step as often as measuring needs (the CPU tracker slows
+  every op down, so CPU times never come from a watched run).
+- `StepResult`: what an executor returns (loss, gradients, measured peak bytes and time in ms,
+  the simulator's predicted peak and makespan).
+- `Timer`, `MemoryWatch`, `median`: timing regions and live/peak bytes for profilers.
+- `RunState`, `RngStates`: the resident activations a_j, tapes abar_j and gradients delta_j of
+  one chain run, and the RNG states restored for recomputations.
+- `compare_gradients`, `gradients_match`, `zero_grads`: the gradient check against plain autograd.
+- `measured_vs_predicted`: the comparison block of ``memsched run --json``.
+
+Units everywhere: bytes for memory, milliseconds for time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from memsched.models.memory import LiveTensorTracker, cpu_clock
+
+__all__ = ["OpTrace", "StepResult", "Measured", "measure_runs", "StepMeter", "Timer", "MemoryWatch", "median",
+           "RunState", "RngStates", "compare_gradients", "gradients_match", "zero_grads", "measured_vs_predicted",
+           "ratio", "sync", "memory_method", "tolerances"]
+
+
+def sync(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA); a no-op on CPU."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def median(xs: Sequence[float]) -> float:
+    """The median of `xs` (0.0 for none)."""
+    return float(statistics.median(xs)) if xs else 0.0
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b, None when either is missing or b is 0."""
+    if a is None or not b:
+        return None
+    return float(a) / float(b)
+
+
+def memory_method(device: torch.device) -> str:
+    """The name of the primary peak-memory measurement on `device`."""
+    return "torch.cuda.max_memory_allocated" if device.type == "cuda" else "LiveTensorTracker"
+
+
+@dataclass
+class OpTrace:
+    """One executed operation: measured bytes while it ran (peak) and after it, and the
+    simulator's charges for the same op (when a prediction was given)."""
+
+    op: str
+    measured_during: int
+    measured_after: int
+    predicted_during: int | None = None
+    predicted_after: int | None = None
+
+
+@dataclass
+class StepResult:
+    """One executed training step.
+
+    ``peak_memory``: measured bytes (`StepMeter`); ``time_ms``: time of the step in
+    milliseconds (median of the timed runs); ``predicted_peak`` / ``predicted_makespan``: the
+    simulator's values (bytes, and the instance's time unit, ms for profiled chains).
+    ``grads``: parameter name -> gradient (a copy); ``input_grad``: delta_0 (None for integer
+    inputs). ``independent_peak``: bytes by a second method sharing no code with the tracker
+    (`models.alloc_probe`, CPU), None when not measured.
+    """
+
+    loss: float
+    grads: dict[str, torch.Tensor]
+    input_grad: torch.Tensor | None
+    peak_memory: int
+    time_ms: float | None
+    device: str
+    memory_method: str
+    predicted_peak: int | None = None
+    predicted_makespan: float | None = None
+    trace: list[OpTrace] = field(default_factory=list)
+    independent_peak: int | None = None
+    independent_method: str | None = None
+
+    @property
+    def memory_ratio(self) -> float | None:
+        """measured / predicted peak memory."""
+        return ratio(self.peak_memory, self.predicted_peak)
+
+    @property
+    def time_ratio(self) -> float | None:
+        """measured / predicted time."""
+        return ratio(self.time_ms, self.predicted_makespan)
+
+
+@dataclass
+class Measured:
+    """What `measure_runs` gathered: the last run's loss and input gradient(s), peak bytes, the
+    memory method, per-op traces, and the median time (ms) when timed."""
+
+    loss: float
+    input_grad: Any
+    peak: int
+    method: str
+    traces: list[OpTrace]
+    time_ms: float | None
+    independent_peak: int | None = None
+    independent_method: str | None = None
+
+
+RunFn = Callable[[bool, bool], tuple[float, Any, int, list[OpTrace], float]]
+
+
+def measure_runs(run: RunFn, *, cuda: bool, measure_memory: bool, measure_time: bool, trace: bool,
+                 time_repeats: int, sim_steps: Sequence[Any] | None = None, independent: bool = False) -> Measured:
+    """Run one step as often as measuring needs: once with the memory watch (or trace), once
+    under `models.alloc_probe.AllocatorProbe` when `independent` (CPU only: the second memory
+    measurement, sharing no code with the tracker; after one unwatched warm-up run), then
+    unwatched runs until `time_repeats` times are taken. `run(watch, trace)` returns (loss,
+    input gradient(s), peak bytes, traces, elapsed ms). The simulator's per-op charges
+    (`sim_steps`, objects with ``mem_during`` / ``mem_after``) are attached to the traces."""
+    out = Measured(float("nan"), None, 0, "none", [], None)
+    times: list[float] = []
+    if independent and not cuda:
+        from memsched.models.alloc_probe import METHOD, AllocatorProbe
+
+        run(False, False)  # warm-up: lazily allocated kernel caches are not the step's memory
+        with AllocatorProbe() as probe:
+            out.loss, out.input_grad, _, _, _ = run(False, False)
+        out.independent_peak, out.independent_method = probe.peak, METHOD
+    if measure_memory or trace or not measure_time:
+        watch = measure_memory or trace
+        out.loss, out.input_grad, out.peak, out.traces, elapsed = run(watch, trace)
+        out.method = ("torch.cuda.max_memory_allocated" if cuda else "LiveTensorTracker") if watch else "none"
+        if cuda and measure_time and not trace:
+            times.append(elapsed)
+    if measure_time:
+        while len(times) < max(1, time_repeats):
+            out.loss, out.input_grad, _, _, elapsed = run(False, False)
+            times.append(elapsed)
+        out.time_ms = median(times)
+    if sim_steps is not None and len(sim_steps) == len(out.traces):
+        for t, s in zip(out.traces, sim_steps):
+            t.predicted_during, t.predicted_after = s.mem_during, s.mem_after
+    return out
+
+
+class StepMeter:
+    """Measures one executed step: peak bytes (torch.cuda.max_memory_allocated above the
+    bytes allocated before the step on CUDA; `LiveTensorTracker` on the CPU), per-op traces,
+    and elapsed time in ms (`cpu_clock(clock)` on the CPU).
+
+    Use as ``with meter: ...; with meter.op(label): run(op); ...; meter.stop_clock()``.
+    """
+
+    def __init__(self, device: torch.device, *, watch: bool, trace: bool, clock: str = "wall"):
+        self.device, self.watch, self.trace = device, watch, trace
+        self.cuda = device.type == "cuda"
+        self.tracker = LiveTensorTracker() if watch and not self.cuda else None
+        self.traces: list[OpTrace] = []
+        self.base = 0
+        self.elapsed_ms = 0.0
+        self.now = time.perf_counter if self.cuda else cpu_clock(clock)
+        self.start = 0.0
+
+    def __enter__(self) -> StepMeter:
+        if self.watch and self.cuda:
+            sync(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.base = torch.cuda.memory_allocated(self.device)
+        if self.tracker is not None:
+            self.tracker.__enter__()
+        sync(self.device)
+        self.start = self.now()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.tracker is not None:
+            self.tracker.__exit__(*exc)
+
+    @contextlib.contextmanager
+    def op(self, label: str) -> Iterator[None]:
+        """Trace one operation (peak while it runs, bytes after it) when tracing."""
+        if self.trace:
+            if self.tracker is not None:
+                self.tracker.reset_peak()
+            elif self.cuda:
+                torch.cuda.reset_peak_memory_stats(self.device)
+        yield
+        if self.trace:
+            if self.tracker is not None:
+                self.traces.append(OpTrace(label, self.tracker.peak, self.tracker.current))
+            elif self.cuda:
+                self.traces.append(OpTrace(label, torch.cuda.max_memory_allocated(self.device) - self.base,
+                                           torch.cuda.memory_allocated(self.device) - self.base))
+
+    def stop_clock(self) -> None:
+        """Stop the step's clock (after syncing the device)."""
+        sync(self.device)
+        self.elapsed_ms = (self.now() - self.start) * 1e3
+
+    @property
+    def peak(self) -> int:
+        """Peak bytes over the step (0 when not watching)."""
+        during = [t.measured_during for t in self.traces]
+        if self.tracker is not None:
+            return max([self.tracker.peak] + during)
+        if self.cuda and self.watch:
+            return max([torch.cuda.max_memory_allocated(self.device) - self.base] + during)
+        return 0
+
+
+class Timer:
+    """Elapsed milliseconds of a region: CUDA events on GPU, `cpu_clock(clock)` on CPU."""
+
+    def __init__(self, device: torch.device, clock: str = "wall") -> None:
+        self.cuda = device.type == "cuda"
+        self.device = device
+        self.now = cpu_clock(clock)
+
+    @contextlib.contextmanager
+    def region(self, out: list[float]) -> Iterator[None]:
+        """Append the region's elapsed ms to `out`."""
+        if self.cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            yield
+            end.record()
+            torch.cuda.synchronize(self.device)
+            out.append(float(start.elapsed_time(end)))
+        else:
+            t0 = self.now()
+            yield
+            out.append((self.now() - t0) * 1e3)
+
+
+class MemoryWatch:
+    """Live bytes and peaks: CUDA allocator statistics, or the live-tensor tracker on CPU
+    (inside ``watching()``)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self.tracker: LiveTensorTracker | None = None
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[MemoryWatch]:
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            yield self
+        else:
+            with LiveTensorTracker() as tracker:
+                self.tracker = tracker
+                yield self
+            self.tracker = None
+
+    def mark(self) -> int:
+        """Current live bytes; the peak window restarts here."""
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            return int(torch.cuda.memory_allocated(self.device))
+        assert self.tracker is not None
+        return self.tracker.mark()
+
+    def current(self) -> int:
+        """Live bytes now."""
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            return int(torch.cuda.memory_allocated(self.device))
+        assert self.tracker is not None
+        return self.tracker.current
+
+    def peak(self) -> int:
+        """Peak live bytes since the last `mark`."""
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            return int(torch.cuda.max_memory_allocated(self.device))
+        assert self.tracker is not None
+        return self.tracker.peak
+
+
+class RngStates:
+    """RNG state recorded at the first forward of each stage (any hashable key), restored
+    inside ``torch.random.fork_rng`` for its recomputations, as ``torch.utils.checkpoint``
+    does: recomputed dropout masks are identical and the global RNG stream is unchanged."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.states: dict[Any, tuple[torch.Tensor, torch.Tensor | None]] = {}
+
+    def record(self, i: Any) -> None:
+        cuda = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None
+        self.states[i] = (torch.get_rng_state(), cuda)
+
+    @contextlib.contextmanager
+    def forward(self, i: Any) -> Iterator[None]:
+        if i not in self.states:
+            self.record(i)
+            yield
+            return
+        cpu, cuda = self.states[i]
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.set_rng_state(cpu)
+            if cuda is not None:
+                torch.cuda.set_rng_state(cuda, self.device)
+            yield
+
+
+class RunState:
+    """Resident activations a_j, tapes abar_j = (input leaf, output) and gradients delta_j of
+    one chain run (keys: stage j), with the run's RNG context ``rng`` (an object with a
+    ``forward(i)`` context manager, e.g. `RngStates`) and its loss."""
+
+    def __init__(self, rng: Any) -> None:
+        self.acts: dict[int, torch.Tensor] = {}
+        self.tapes: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.grads: dict[int, torch.Tensor | None] = {}
+        self.rng = rng
+        self.loss = float("nan")
+
+    def available(self, j: int) -> torch.Tensor:
+        """a_j: the standalone copy, else the output of the tape abar_j."""
+        if j in self.acts:
+            return self.acts[j]
+        if j in self.tapes:
+            return self.tapes[j][1].detach()
+        raise RuntimeError(f"a_{j} is not resident")
+
+    def clear(self) -> None:
+        self.acts.clear()
+        self.tapes.clear()
+        self.grads.clear()
+
+
+def tolerances(device: torch.device) -> tuple[float, float]:
+    """(rtol, atol) of the gradient check: tight on CPU; looser on CUDA, whose convolution and
+    attention backward kernels may accumulate in a different order from run to run."""
+    return (1e-4, 1e-6) if device.type == "cpu" else (2e-3, 1e-5)
+
+
+def zero_grads(params: Iterable[torch.Tensor]) -> None:
+    """Allocate (zeros) or zero every parameter gradient, so that a step's memory does not
+    count them, as the simulators do not."""
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        else:
+            p.grad.zero_()
+
+
+def compare_gradients(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], *, rtol: float = 1e-4,
+                      atol: float = 1e-6) -> tuple[bool, str]:
+    """(all close, a message naming the worst parameter when not)."""
+    missing = set(expected) ^ set(got)
+    if missing:
+        return False, f"gradients differ in which parameters they cover: {sorted(missing)[:5]}"
+    worst, worst_name = 0.0, ""
+    ok = True
+    for name, ref in expected.items():
+        g = got[name]
+        if not torch.allclose(g, ref, rtol=rtol, atol=atol):
+            ok = False
+            err = float((g - ref).abs().max())
+            if err >= worst:
+                worst, worst_name = err, name
+    return ok, ("" if ok else f"largest gradient difference {worst:.3g} in {worst_name}")
+
+
+def gradients_match(grads: dict[str, torch.Tensor], input_grad: torch.Tensor | None,
+                    ref_grads: dict[str, torch.Tensor], ref_input: torch.Tensor | None, *, rtol: float = 1e-4,
+                    atol: float = 1e-6) -> tuple[bool, str]:
+    """Every parameter gradient and the input gradient (when both exist) close to the
+    reference's: (ok, message when not)."""
+    ok, msg = compare_gradients(grads, ref_grads, rtol=rtol, atol=atol)
+    if ok and ref_input is not None and input_grad is not None:
+        if not torch.allclose(input_grad, ref_input, rtol=rtol, atol=atol):
+            return False, f"input gradient differs by {float((input_grad - ref_input).abs().max()):.3g}"
+    return ok, msg
+
+
+def measured_vs_predicted(predicted_makespan: float, predicted_peak: int, step: StepResult,
+                          store_all: StepResult | None) -> dict[str, Any]:
+    """The `memsched run --json` comparison block: predicted {makespan, peak_memory} of the
+    solver's schedule, measured {time, peak_memory, tracker_peak, independent_peak} of its
+    execution, their ratios, and (when a store-all step is given) the same for store-all and
+    the schedule's ratios to it (predicted and measured)."""
+    out: dict[str, Any] = {
+        "predicted": {"makespan": float(predicted_makespan), "peak_memory": int(predicted_peak)},
+        "measured": {"time": step.time_ms, "peak_memory": step.peak_memory,
+                     "independent_peak": step.independent_peak, "independent_method": step.independent_method},
+        "ratio": {"memory": step.memory_ratio, "time": step.time_ratio,
+                  "independent_memory": ratio(step.independent_peak, predicted_peak)},
+    }
+    if store_all is not None:
+        out["store_all"] = {
+            "predicted": {"makespan": store_all.predicted_makespan, "peak_memory": store_all.predicted_peak},
+            "measured": {"time": store_all.time_ms, "peak_memory": store_all.peak_memory}}
+        out["vs_store_all"] = {
+            "predicted": {"time": ratio(predicted_makespan, store_all.predicted_makespan),
+                          "memory": ratio(predicted_peak, store_all.predicted_peak)},
+            "measured": {"time": ratio(step.time_ms, store_all.time_ms),
+                         "memory": ratio(step.peak_memory, store_all.peak_memory)}}
+    return out

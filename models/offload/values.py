@@ -1,0 +1,225 @@
+"""Where the values of an offloading run live: device storages, host copies, tape handles and
+the link that moves bytes between them (see `models.offload.executor` for the rules).
+
+`Holder` owns the storages of one value (a_j or abar_j) as flat uint8 tensors (`Storage`),
+`Ref` addresses a tensor inside them, `Saved` is the pack-hook handle of a saved tensor,
+`InputSlot` is where a tape finds its input during its backward, `Value` is one value,
+`Link` copies bytes (NumPy on CPU, a side stream with pinned buffers on CUDA), `Store` maps
+each value key ("a" | "abar", j) to its device or host `Value`. Sizes in bytes.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = ["Key", "Storage", "Ref", "Holder", "InputSlot", "Saved", "Value", "unpack_saved", "Link", "Store"]
+
+Key = tuple[str, int]  # ("a", j) | ("abar", j)
+
+
+@dataclass
+class Storage:
+    """One storage of a value: a flat uint8 tensor over its device bytes (None when not on the
+    device), its host copy (NumPy array on CPU, pinned uint8 tensor on CUDA) and, after a CUDA
+    prefetch, the event after which the device bytes are valid."""
+
+    nbytes: int
+    flat: torch.Tensor | None
+    host: Any = None
+    ready: Any = None  # torch.cuda.Event | None
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A tensor as a strided view of storage `index` of its value (offset in elements)."""
+
+    index: int
+    dtype: torch.dtype
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+
+
+class Holder:
+    """The storages of one value; the handles of a tape point here (never to the graph)."""
+
+    def __init__(self) -> None:
+        self.storages: list[Storage] = []
+        self._index: dict[int, int] = {}
+        self.handles: weakref.WeakSet[Saved] = weakref.WeakSet()
+
+    def ref(self, t: torch.Tensor) -> Ref:
+        st = t.untyped_storage()
+        key = int(st._cdata)
+        k = self._index.get(key)
+        if k is None:
+            k = self._index[key] = len(self.storages)
+            flat = torch.empty(0, dtype=torch.uint8, device=t.device).set_(st)
+            self.storages.append(Storage(int(st.nbytes()), flat))
+        return Ref(k, t.dtype, tuple(t.shape), tuple(t.stride()), int(t.storage_offset()))
+
+    def tensor(self, r: Ref) -> torch.Tensor:
+        flat = self.storages[r.index].flat
+        if flat is None:
+            raise RuntimeError("a value was read while it is not on the device (missing prefetch)")
+        return flat.view(r.dtype).as_strided(r.size, r.stride, r.offset)
+
+    def hand_over(self, keep: int) -> None:
+        """At the start of a backward: every live handle takes its tensor, and the holder drops
+        its device storages except `keep` (the output's), so that autograd frees each saved
+        tensor as soon as the node that used it has run, as it does without hooks."""
+        for h in list(self.handles):
+            if h.ref is not None:
+                h.cache = self.tensor(h.ref)
+        for k, st in enumerate(self.storages):
+            if k != keep:
+                st.flat = None
+
+
+class InputSlot:
+    """Where the tape of stage i finds its input a_i during B(i) (set just before, cleared after)."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self) -> None:
+        self.tensor: torch.Tensor | None = None
+
+
+class Saved:
+    """Pack-hook handle: a saved tensor of the tape (`holder`, `ref`) or a view of the input
+    (`slot`, geometry relative to the input's storage offset). `cache` holds the tensor once
+    its backward has started (see `Holder.hand_over`)."""
+
+    __slots__ = ("holder", "ref", "slot", "dtype", "size", "stride", "rel_offset", "cache", "__weakref__")
+
+    def __init__(self, holder: Holder | None, ref: Ref | None = None, slot: InputSlot | None = None,
+                 dtype: torch.dtype | None = None, size: tuple[int, ...] = (), stride: tuple[int, ...] = (),
+                 rel_offset: int = 0) -> None:
+        self.holder, self.ref, self.slot = holder, ref, slot
+        self.dtype, self.size, self.stride, self.rel_offset = dtype, size, stride, rel_offset
+        self.cache: torch.Tensor | None = None
+        if holder is not None:
+            holder.handles.add(self)
+
+    def unpack(self) -> torch.Tensor:
+        if self.cache is not None:
+            return self.cache
+        if self.holder is not None:
+            assert self.ref is not None
+            return self.holder.tensor(self.ref)
+        assert self.slot is not None
+        base = self.slot.tensor
+        if base is None:
+            raise RuntimeError("a tape's input was read outside its backward")
+        return base.as_strided(self.size, self.stride, base.storage_offset() + self.rel_offset)
+
+
+@dataclass
+class Value:
+    """a_j (`out` is the activation) or abar_j (also `leaf`, `edge`, `slot` of its graph)."""
+
+    key: Key
+    holder: Holder
+    out: Ref
+    leaf: torch.Tensor | None = None
+    edge: Any = None  # torch.autograd.graph.GradientEdge | None
+    slot: InputSlot | None = None
+
+    def activation(self) -> torch.Tensor:
+        return self.holder.tensor(self.out)
+
+
+def unpack_saved(h: Any) -> torch.Tensor:
+    return h.unpack() if isinstance(h, Saved) else h
+
+
+# --------------------------------------------------------------------------- transfers
+class Link:
+    """Moves value bytes between the device and the host: synchronous NumPy copies on CPU,
+    a side stream with pinned buffers and events on CUDA (see the module docstring)."""
+
+    def __init__(self, device: torch.device, side: Any = None) -> None:
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self.side = side
+        self.compute = torch.cuda.current_stream(device) if self.cuda else None
+
+    def offload(self, holder: Holder) -> None:
+        if self.cuda:
+            complete = torch.cuda.Event()
+            complete.record(self.compute)
+            self.side.wait_event(complete)
+            with torch.cuda.stream(self.side):
+                for st in holder.storages:
+                    assert st.flat is not None
+                    if st.host is None:
+                        st.host = torch.empty(st.nbytes, dtype=torch.uint8, pin_memory=True)
+                        st.host.copy_(st.flat, non_blocking=True)
+                    st.flat.record_stream(self.side)
+                    st.flat, st.ready = None, None
+            return
+        for st in holder.storages:
+            assert st.flat is not None
+            if st.host is None:
+                st.host = st.flat.numpy().copy()  # NumPy memory: outside the tracked pool
+            st.flat = None
+
+    def prefetch(self, holder: Holder) -> None:
+        if self.cuda:
+            with torch.cuda.stream(self.side):
+                for st in holder.storages:
+                    flat = torch.empty(st.nbytes, dtype=torch.uint8, device=self.device)
+                    flat.copy_(st.host, non_blocking=True)
+                    flat.record_stream(self.compute)
+                    st.flat = flat
+                done = torch.cuda.Event()
+                done.record(self.side)
+            for st in holder.storages:
+                st.ready = done
+            return
+        for st in holder.storages:
+            flat = torch.empty(st.nbytes, dtype=torch.uint8, device=self.device)  # inside the pool
+            flat.copy_(torch.from_numpy(st.host))
+            st.flat = flat
+
+    def wait(self, holder: Holder) -> None:
+        """Make the compute stream wait for a prefetch of `holder` (CUDA; no-op on CPU)."""
+        for st in holder.storages:
+            if st.ready is not None:
+                self.compute.wait_event(st.ready)
+                st.ready = None
+
+
+@dataclass
+class Store:
+    """Where every value is: `device` and `host` as in the simulator's on_device / on_host."""
+
+    link: Link
+    static: set[int]
+    device: dict[Key, Value] = field(default_factory=dict)
+    host: dict[Key, Value] = field(default_factory=dict)
+
+    def activation(self, j: int) -> Value:
+        """The value a_j is read from: the standalone copy when resident, else the tape abar_j."""
+        v = self.device.get(("a", j)) or self.device.get(("abar", j))
+        if v is None:
+            raise RuntimeError(f"a_{j} is not on the device")
+        return v
+
+    def free(self, key: Key) -> None:
+        """A compute operation frees `key` when it is on the device (the simulator's rule): its
+        device copy is dropped at once, even while a host copy keeps the value object."""
+        v = self.device.pop(key, None)
+        if v is not None:
+            for st in v.holder.storages:
+                st.flat = st.ready = None
+
+    def read(self, v: Value) -> torch.Tensor:
+        self.link.wait(v.holder)
+        return v.activation()
+
+

@@ -1,0 +1,333 @@
+"""One end-to-end run: a network and a budget -> costs -> a schedule -> executed for real -> report.
+
+    out = run("resnet18", "60%", problem="chain", solver="rotor", sizes={"batch": 4, "width": 8})
+
+Steps: build the network (`models.zoo` / `models.join.zoo`), get its costs (profile it, or
+load an instance: a chain, join or graph file), solve through `solvers.registry.solve` (the
+simulator's replay gives the predicted makespan and peak), execute the schedule and the
+store-all schedule with the problem's executor (`models.<problem>.executor`), check the
+gradients against plain autograd, and return the ``memsched run --json`` object:
+
+    model, problem, instance, budget (bytes), solver, status, device, units, store_all_peak,
+    predicted {makespan, peak_memory}, measured {time (ms), peak_memory (bytes, the tracker
+    on CPU / torch.cuda.max_memory_allocated on CUDA), independent_peak (bytes,
+    `models.alloc_probe` on CPU, else None)}, ratio, store_all, vs_store_all, grad_check,
+    grad_message, memory_method, recomputations, loss, solve_time_s
+
+plus the problem's extras (offload: bandwidth, latency, transfers, predicted host_peak and
+sequential_peak; graph: the graph's time unit). When no schedule fits: message, min_budget,
+and None for predicted / measured / grad_check.
+
+`prepare` (network + costs -> a `Target`) and `execute_schedule` (one schedule on a
+`Target` -> the measured fields) are the pieces the sweep and the benchmarks reuse.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from memsched.models.measure import StepResult, measured_vs_predicted, tolerances
+from memsched.solvers import registry
+from memsched.solvers.errors import InputError
+from memsched.solvers.units import format_bytes, parse_budget
+
+__all__ = ["PROBLEMS", "DEFAULT_SOLVERS", "Target", "prepare", "execute_schedule", "run", "describe"]
+
+PROBLEMS = ("chain", "offload", "join", "graph")
+DEFAULT_SOLVERS = {"chain": "rotor", "offload": "offload-prefix", "join": "dp", "graph": "checkmate"}
+
+
+@dataclass
+class Target:
+    """A network ready to run schedules of `problem` on `instance` (its costs).
+
+    `step(schedule, seed=, time_repeats=, independent=)` -> a `StepResult` with the simulator's
+    prediction; `reference(seed)` -> the plain-autograd (grads, input gradient(s)) it is
+    checked against; `store_all` the schedule that keeps everything; `extras(step, schedule)`
+    the problem's own report fields.
+    """
+
+    problem: str
+    model: str
+    instance: Any
+    name: str
+    device: torch.device
+    step: Callable[..., StepResult]
+    reference: Callable[[int], tuple[dict[str, torch.Tensor], Any]]
+    store_all: Any
+    extras: Callable[[StepResult, Any], dict[str, Any]] = field(default=lambda step, schedule: {})
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _sizes(sizes: dict[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in (sizes or {}).items() if v is not None}
+
+
+def _zoo(model: Any, sizes: dict[str, Any] | None) -> Any:
+    """A built `models.zoo.ZooModel` from a name, a ZooModel, or (blocks, input, loss_fn, target)."""
+    from memsched.models.chain.executor import as_blocks
+    from memsched.models.zoo import ZooModel, build_model
+
+    if isinstance(model, ZooModel):
+        return model
+    if isinstance(model, (tuple, list)):
+        blocks, example, loss_fn, tgt = model
+        return ZooModel(as_blocks(blocks), example, loss_fn, tgt, "custom", {})
+    return build_model(str(model), **_sizes(sizes))
+
+
+def _load(problem: str, instance: Any) -> Any:
+    if isinstance(instance, str):
+        return registry.problem_module("chain" if problem == "offload" else problem).load(instance)
+    return instance
+
+
+def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | None, latency: float,
+                   profile_repeats: int, timing: str | None, profile_file: str | None) -> Target:
+    from memsched.models.chain.executor import ChainExecutor, reference_step
+    from memsched.models.chain.profiler import profile_chain
+    from memsched.solvers.chain.baselines import store_all_schedule
+
+    if chain is None:
+        chain = profile_chain(built.blocks, built.loss_fn, built.example_input, built.target, repeats=profile_repeats,
+                              name=built.label, meta={"model": built.name, **built.config}, timing=timing)
+        if profile_file:
+            chain.save(profile_file)
+    elif chain.length != len(built.blocks):
+        raise InputError(f"the chain has {chain.length} stages but {built.name} with these sizes has "
+                         f"{len(built.blocks)} blocks", field="--chain")
+    x, tgt = built.example_input, built.target
+
+    def reference(seed: int) -> tuple[dict[str, torch.Tensor], Any]:
+        _, grads, input_grad = reference_step(built.blocks, built.loss_fn, x, tgt, seed=seed)
+        return grads, input_grad
+
+    if problem == "chain":
+        executor = ChainExecutor(built.blocks, built.loss_fn)
+        return Target("chain", built.name, chain, chain.name, x.device,
+                      lambda schedule, **kw: executor.step(schedule, x, tgt, chain=chain, **kw), reference,
+                      store_all_schedule(chain.length))
+    from memsched.models.offload.executor import CPU_MEASUREMENT, OffloadExecutor
+    from memsched.solvers.offload import OffloadInstance
+
+    if bandwidth is None:
+        raise InputError("the offload problem needs a bandwidth", field="--bandwidth")
+    inst = OffloadInstance(chain, float(bandwidth), float(latency))
+    off = OffloadExecutor(built.blocks, built.loss_fn)
+
+    def extras(step: Any, schedule: Any) -> dict[str, Any]:
+        out = {"bandwidth": inst.bandwidth, "latency": float(latency), "transfers": len(schedule.transfers()),
+               "predicted_extra": {"host_peak": step.predicted_host_peak, "sequential_peak": step.sequential_peak}}
+        if x.device.type == "cpu":
+            out["measurement"] = CPU_MEASUREMENT
+        return out
+
+    return Target("offload", built.name, inst, chain.name, x.device,
+                  lambda schedule, **kw: off.step(list(schedule), x, tgt, inst=inst, **kw), reference,
+                  store_all_schedule(chain.length).ops, extras, {"units": {"bandwidth": "bytes/s"}})
+
+
+def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: int, profile_repeats: int,
+                  timing: str | None, profile_file: str | None) -> Target:
+    from memsched.models.join.executor import JoinExecutor, reference_join_step
+    from memsched.models.join.profiler import profile_join
+    from memsched.models.join.zoo import build_join_model
+    from memsched.solvers.join import store_all_schedule
+
+    built = model if not isinstance(model, str) else build_join_model(model, **{**_sizes(sizes), "seed": seed})
+    lengths = [len(b) for b in built.branches]
+    if join is None:
+        join = profile_join(built, repeats=profile_repeats, timing=timing, name=built.label)
+        if profile_file:
+            join.save(profile_file)
+    elif join.lengths != lengths:
+        raise InputError(f"the join has branches of {join.lengths} stages but {built.name} with these sizes has "
+                         f"{lengths} blocks", field="--chain")
+    executor = JoinExecutor(built.branches, built.loss_fn)
+    xs, tgt = built.inputs, built.target
+
+    def reference(seed: int) -> tuple[dict[str, torch.Tensor], Any]:
+        _, grads, input_grads = reference_join_step(built.branches, built.loss_fn, xs, tgt, seed=seed)
+        return grads, input_grads
+
+    return Target("join", built.name, join, join.name, xs[0].device,
+                  lambda schedule, **kw: executor.step(schedule, xs, tgt, join=join, **kw), reference,
+                  store_all_schedule(join))
+
+
+def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, profile_file: str | None) -> Target:
+    from memsched.models.chain.executor import reference_step
+    from memsched.models.graph.executor import GraphExecutor
+    from memsched.models.graph.export import export_training_graph
+    from memsched.solvers.graph import GraphSchedule
+
+    if graph is None:
+        graph = export_training_graph(built, cost="measured", ram="tape", repeats=profile_repeats)
+        if profile_file:
+            graph.save(profile_file)
+    executor = GraphExecutor(built.blocks, built.loss_fn, graph, built.example_input)
+    x, tgt = built.example_input, built.target
+
+    def reference(seed: int) -> tuple[dict[str, torch.Tensor], Any]:
+        _, grads, input_grad = reference_step(built.blocks, built.loss_fn, x, tgt, seed=seed)
+        return grads, input_grad
+
+    unit = graph.meta.get("units", {}).get("time", "?")
+    return Target("graph", built.name, graph, graph.name, x.device,
+                  lambda schedule, **kw: executor.step(schedule, x, tgt, **kw), reference,
+                  GraphSchedule.from_indices(graph, range(graph.n)), info={"units": {"time": unit}})
+
+
+def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, Any] | None = None,
+            bandwidth: float | str | None = None, latency: float = 0.0, seed: int = 0, profile_repeats: int = 5,
+            timing: str | None = None, profile_file: str | None = None) -> Target:
+    """Build `model` (a zoo name with `sizes`, a built model, or a (blocks, input, loss_fn, target)
+    tuple) and get its costs: `instance` (an instance or its file) or profiling (chain, offload,
+    join: `models.chain.profiler` / `models.join.profiler`, `profile_repeats` runs per op;
+    graph: `models.graph.export` with measured costs in ms and tapes in the node sizes),
+    saved to `profile_file` when given. `bandwidth` (bytes/s or "12GB/s") and `latency` (s)
+    for offloading. Bad input raises `InputError`."""
+    from memsched.solvers.units import parse_bandwidth
+
+    if problem not in PROBLEMS:
+        raise InputError(f"unknown problem {problem!r} (one of {', '.join(PROBLEMS)})", field="--problem")
+    inst = _load(problem, instance)
+    if problem == "join":
+        return _prepare_join(model, inst, sizes, seed=seed, profile_repeats=profile_repeats, timing=timing,
+                             profile_file=profile_file)
+    built = _zoo(model, {**_sizes(sizes), "seed": seed} if isinstance(model, str) else None)
+    if problem == "graph":
+        return _prepare_graph(built, inst, profile_repeats=profile_repeats, profile_file=profile_file)
+    bw = parse_bandwidth(bandwidth) if isinstance(bandwidth, str) else bandwidth
+    return _prepare_chain(built, inst, problem, bandwidth=bw, latency=latency, profile_repeats=profile_repeats,
+                          timing=timing, profile_file=profile_file)
+
+
+def _gradients_ok(step: StepResult, reference: tuple[dict[str, torch.Tensor], Any], device: torch.device
+                  ) -> tuple[bool, str]:
+    from memsched.models.measure import compare_gradients, gradients_match
+
+    ref_grads, ref_input = reference
+    rtol, atol = tolerances(device)
+    if isinstance(ref_input, list):  # join: one input gradient per branch
+        from memsched.models.join.executor import compare_input_gradients
+
+        ok, msg = compare_gradients(step.grads, ref_grads, rtol=rtol, atol=atol)
+        ok_in, msg_in = compare_input_gradients(getattr(step, "input_grads", []), ref_input, rtol=rtol, atol=atol)
+        return ok and ok_in, "; ".join(m for m in (msg, msg_in) if m)
+    return gradients_match(step.grads, step.input_grad, ref_grads, ref_input, rtol=rtol, atol=atol)
+
+
+def execute_schedule(target: Target, schedule: Any, *, seed: int = 0, time_repeats: int = 3,
+                     independent: bool = True, check: bool = True) -> tuple[StepResult, dict[str, Any]]:
+    """Execute `schedule` on `target` once for memory (tracker), once under the independent
+    probe (CPU, when `independent`), `time_repeats` times for time; check its gradients
+    against plain autograd (when `check`). Returns (the step, the flat row the sweep stores:
+    measured_time_ms, measured_peak, independent_peak, predicted_peak, predicted_makespan,
+    memory_ratio, independent_ratio, time_ratio, grad_check, grad_message, memory_method, device)."""
+    step = target.step(schedule, seed=seed, time_repeats=time_repeats, independent=independent)
+    ok, msg = _gradients_ok(step, target.reference(seed), target.device) if check else (None, "")
+    row = {"measured_time_ms": step.time_ms, "measured_peak": step.peak_memory,
+           "independent_peak": step.independent_peak, "predicted_peak": step.predicted_peak,
+           "predicted_makespan": step.predicted_makespan, "memory_ratio": step.memory_ratio,
+           "independent_ratio": (None if step.independent_peak is None or not step.predicted_peak
+                                 else step.independent_peak / step.predicted_peak),
+           "time_ratio": step.time_ratio, "grad_check": ok, "grad_message": msg or None,
+           "memory_method": step.memory_method, "device": step.device}
+    return step, row
+
+
+def run(model: Any, budget: int | str, *, problem: str = "chain", solver: str | None = None, instance: Any = None,
+        sizes: dict[str, Any] | None = None, slots: int = 500, time_limit: float | None = None,
+        options: dict[str, Any] | None = None, seed: int = 0, time_repeats: int = 3, profile_repeats: int = 5,
+        timing: str | None = None, profile_file: str | None = None, bandwidth: float | str | None = None,
+        latency: float = 0.0, independent: bool = True, store_all: bool = True) -> dict[str, Any]:
+    """The end-to-end run (module docstring): `prepare`, solve at `budget` (bytes, "1.5MB" or
+    "X%" of the store-all peak) with `solver` (default `DEFAULT_SOLVERS[problem]`; `slots`,
+    `time_limit` in s and `options` go to the solver), execute the schedule (and store-all,
+    when `store_all`) with `execute_schedule`; the ``memsched run --json`` object."""
+    if slots < 0:
+        raise InputError(f"must be >= 0, got {slots}", field="--slots")
+    target = prepare(problem, model, instance=instance, sizes=sizes, bandwidth=bandwidth, latency=latency, seed=seed,
+                     profile_repeats=profile_repeats, timing=timing, profile_file=profile_file)
+    solver = solver or DEFAULT_SOLVERS[problem]
+    reference = int(registry.problem_module(problem).reference_peak(target.instance))
+    limit = int(parse_budget(budget, reference)) if isinstance(budget, str) else int(budget)
+    if limit <= 0:
+        raise InputError(f"budget must be positive, got {budget!r}", field="--budget")
+    opts: dict[str, Any] = {**(options or {}), "slots": slots}
+    if time_limit is not None:
+        opts["time_limit"] = time_limit
+    result = registry.solve(problem, target.instance, solver, limit, **opts)
+    out: dict[str, Any] = {"model": target.model, "problem": problem, "instance": target.name,
+                           problem if problem != "offload" else "chain": target.name, "budget": limit,
+                           "solver": solver, "status": result.status, "device": str(target.device),
+                           "units": {"time": "ms", "memory": "bytes", **target.info.get("units", {})},
+                           "store_all_peak": reference, "solve_time_s": result.solve_time_s}
+    if not result.found:
+        msg = result.message or f"{solver} finds no schedule within budget {limit} bytes"
+        if result.min_budget is not None and "smallest" not in msg:
+            msg += f" (smallest feasible budget: {int(result.min_budget)} bytes)"
+        out.update(message=msg, min_budget=None if result.min_budget is None else int(result.min_budget),
+                   predicted=None, measured=None, grad_check=None)
+        return out
+    schedule = result.schedule
+    base = target.step(target.store_all, seed=seed, time_repeats=time_repeats) if store_all else None
+    step, row = execute_schedule(target, schedule, seed=seed, time_repeats=time_repeats, independent=independent)
+    out.update(measured_vs_predicted(result.objective, result.peak_memory, step, base))
+    extras = target.extras(step, schedule)
+    out["predicted"].update(extras.pop("predicted_extra", {}))
+    out.update(extras)
+    recomputations = getattr(schedule, "recomputations", None)
+    out.update(grad_check=row["grad_check"], memory_method=step.memory_method,
+               recomputations=recomputations() if callable(recomputations) else _repeats(schedule),
+               loss=step.loss if math.isfinite(step.loss) else None, schedule=schedule.to_json())
+    if row["grad_message"]:
+        out["grad_message"] = row["grad_message"]
+    return out
+
+
+def _repeats(schedule: Any) -> int | None:
+    """Computations beyond the first of each node (graph schedules)."""
+    seq = getattr(schedule, "sequence", None)
+    return None if seq is None else len(seq) - len({str(v) for v in seq})
+
+
+def _fmt(v: float | None, spec: str = ".3f") -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def describe(out: dict[str, Any]) -> str:
+    """The human-readable lines of ``memsched run`` for a `run` result."""
+    unit = out.get("units", {}).get("time", "ms")
+    head = (f"{out['instance']} on {out['device']}, solver {out['solver']} ({out['status']}), "
+            f"budget {format_bytes(out['budget'])}")
+    if out.get("problem") == "offload":
+        head += f", link {out['bandwidth'] / 1e9:g} GB/s"
+    if out.get("predicted") is None:
+        return f"{head}\n  infeasible: {out.get('message', '')}"
+    p, m = out["predicted"], out["measured"]
+    pred = f"  predicted: makespan {p['makespan']:.2f} {unit}, peak {format_bytes(p['peak_memory'])}"
+    if out.get("problem") == "offload":
+        pred += (f" (two streams), {format_bytes(p['sequential_peak'])} (one op at a time), "
+                 f"host {format_bytes(p['host_peak'])}")
+    meas = (f"  measured:  time     {_fmt(m['time'], '.2f')} ms, peak {format_bytes(m['peak_memory'])} "
+            f"({out['memory_method']})")
+    if m.get("independent_peak") is not None:
+        meas += f", {format_bytes(m['independent_peak'])} ({m['independent_method']})"
+    if out.get("problem") == "offload":
+        meas += f", {out['transfers']} transfers"
+    lines = [head, pred, meas]
+    vs = out.get("vs_store_all")
+    if vs:
+        lines.append(f"  vs store-all: predicted time x{_fmt(vs['predicted']['time'])}, memory "
+                     f"x{_fmt(vs['predicted']['memory'])}; measured time x{_fmt(vs['measured']['time'])}, memory "
+                     f"x{_fmt(vs['measured']['memory'])}")
+    lines.append(f"  grad check: {'ok' if out['grad_check'] else 'FAILED ' + out.get('grad_message', '')}")
+    if "measurement" in out:
+        lines.append(f"  note: {out['measurement']}")
+    return "\n".join(lines)
