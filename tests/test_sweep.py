@@ -199,7 +199,7 @@ options = {{ segments = -3 }}
 """)
     outcome = run_sweep(cfg, output=tmp_path, workers=1, progress=False)
     assert outcome.total == 1
-    assert outcome.rows[0]["status"] in ("error", "infeasible", "feasible")
+    assert outcome.rows[0]["status"] in ("error", "unsupported", "infeasible", "feasible")
 
 
 BAD = [

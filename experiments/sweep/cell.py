@@ -21,13 +21,18 @@ from .store import UNSUPPORTED
 
 @functools.lru_cache(maxsize=1)
 def versions() -> dict[str, str | None]:
-    """Versions of memsched, numpy, ortools, torch (None when absent) and Python, and the host."""
+    """Versions of memsched, numpy, ortools, torch (None when absent) and Python, and the host.
+
+    Read from the installed distributions' metadata: nothing is imported (importing torch
+    only to read its version costs seconds)."""
+    from importlib import metadata
+
     out: dict[str, str | None] = {"memsched_version": MEMSCHED_VERSION}
-    for mod in ("numpy", "ortools", "torch"):
+    for dist in ("numpy", "ortools", "torch"):
         try:
-            out[f"{mod}_version"] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001  (absent or broken: recorded as missing)
-            out[f"{mod}_version"] = None
+            out[f"{dist}_version"] = str(metadata.version(dist))
+        except metadata.PackageNotFoundError:
+            out[f"{dist}_version"] = None
     out["python_version"] = platform.python_version()
     out["host"] = socket.gethostname()
     return out
@@ -44,14 +49,10 @@ def _finite(v: Any) -> Any:
     return v
 
 
-def run_task(task: Task) -> dict[str, Any]:
-    """Solve one cell (and execute its schedule when asked); always returns a row.
-
-    Solver errors do not stop the sweep: they give a row with status ``error`` and the message;
-    a solver that rejects the instance (`InputError`: outside its model) gives ``unsupported``.
-    """
+def base_row(task: Task) -> dict[str, Any]:
+    """The parameters of a cell's row (no result yet)."""
     li, s = task.loaded, task.solver
-    row: dict[str, Any] = {
+    return {
         "sweep": task.sweep, "key": task.key, "instance": li.label, "problem": li.problem, "source": li.source,
         "size": li.size, "budget_spec": task.budget_spec, "budget": task.budget, "reference_peak": li.reference_peak,
         "budget_fraction": (task.budget / li.reference_peak) if li.reference_peak else None,
@@ -60,6 +61,29 @@ def run_task(task: Task) -> dict[str, Any]:
         "objective_name": "period" if li.problem == "pipeline" else "makespan",
         "baseline_objective": li.baseline_objective,
     }
+
+
+def _stamp(row: dict[str, Any]) -> dict[str, Any]:
+    """Add versions, host, pid and time; non-finite floats become None."""
+    row.update(versions())
+    row["pid"] = os.getpid()
+    row["timestamp"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return {k: _finite(v) for k, v in row.items()}
+
+
+def failed_row(task: Task, message: str) -> dict[str, Any]:
+    """The ``error`` row of a cell that gave no result (its worker process died)."""
+    return _stamp({**base_row(task), "status": "error", "message": message[:500]})
+
+
+def run_task(task: Task) -> dict[str, Any]:
+    """Solve one cell (and execute its schedule when asked); always returns a row.
+
+    Solver errors do not stop the sweep: they give a row with status ``error`` and the message;
+    a solver that rejects the instance (`InputError`: outside its model) gives ``unsupported``.
+    """
+    li, s = task.loaded, task.solver
+    row = base_row(task)
     result = None
     try:
         result = registry.solve(li.problem, li.instance, s.name, task.budget, slots=s.slots,
@@ -80,21 +104,17 @@ def run_task(task: Task) -> dict[str, Any]:
                 row.update(_execute(li, result.schedule))
             except Exception as err:  # noqa: BLE001
                 row["message"] = (row.get("message") or "") + f" execution failed: {type(err).__name__}: {err}"
-    row.update(versions())
-    row["pid"] = os.getpid()
-    row["timestamp"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    return {k: _finite(v) for k, v in row.items()}
+    return _stamp(row)
 
 
 def _execute(li: LoadedInstance, schedule: Any) -> dict[str, Any]:
-    """Run `schedule` for real on the zoo network of `li` (models.chain.executor)."""
-    from memsched.models.chain.executor import execute
-    from memsched.models.zoo import build_model
+    """Run `schedule` for real on the zoo network of `li` (`models.run.prepare` / `execute_schedule`:
+    tracker and independent peaks, time, gradient check)."""
+    from memsched.models.run import execute_schedule, prepare
 
     assert li.model is not None
-    model = build_model(li.model["name"], **li.model["sizes"])
-    result, grad_check = execute(model.blocks, model.loss_fn, schedule, model.example_input, model.target,
-                                 chain=li.instance)
-    return {"measured_time_ms": result.time_ms, "measured_peak": result.peak_memory,
-            "memory_ratio": result.memory_ratio, "time_ratio": result.time_ratio, "grad_check": grad_check,
-            "device": result.device}
+    inst, link = li.instance, {}
+    if li.problem == "offload":
+        inst, link = li.instance.chain, {"bandwidth": li.instance.bandwidth, "latency": li.instance.latency}
+    target = prepare(li.problem, li.model["name"], instance=inst, sizes=li.model["sizes"], **link)
+    return execute_schedule(target, schedule, time_repeats=1)[1]

@@ -51,7 +51,18 @@ def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
     notes = notes if notes is not None else []
     if loaded is None:
         loaded = [load_instance_spec(spec, config) for spec in config.instances]
-    available = {(p, n) for p, n, _ in registry.solver_table()}
+    importable: dict[tuple[str, str], bool] = {}
+
+    def available(problem: str, name: str) -> bool:
+        """Whether the solver's module imports here (only the solvers the sweep names are imported)."""
+        if (problem, name) not in importable:
+            try:
+                registry.get_problem(problem).solver(name)
+                importable[problem, name] = True
+            except InputError:
+                importable[problem, name] = False
+        return importable[problem, name]
+
     labels = [li.label for li in loaded]
     for li in loaded:
         if labels.count(li.label) > 1:
@@ -87,7 +98,7 @@ def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
                 if s.name not in registry.get_problem(li.problem).solvers:
                     note(f"solver {s.label}: not a {li.problem} solver, skipped for {li.problem} instances")
                     continue
-                if (li.problem, s.name) not in available:
+                if not available(li.problem, s.name):
                     note(f"solver {s.label}: not importable in this installation, skipped")
                     continue
                 if s.max_length is not None and li.size is not None and li.size > s.max_length:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,9 +14,11 @@ from typing import Any
 
 from memsched.solvers.errors import InputError
 
-from .cell import run_task
+from .cell import failed_row, run_task
 from .config import SweepConfig, load_config
 from .grid import Task, build_tasks
+from .lock import SweepLock
+from .pool import WorkerPool
 from .store import Journal, journal_path, read_journal, write_table
 
 
@@ -31,24 +36,55 @@ class SweepOutcome:
     interrupted: bool = False
 
 
-def _local_results(tasks: list[Task], workers: int) -> Iterator[dict[str, Any]]:
-    if workers <= 1 or len(tasks) <= 1:
+def _local_results(tasks: list[Task], workers: int, isolate: bool) -> Iterator[dict[str, Any]]:
+    """Rows of `tasks` as they finish: in worker processes (`pool.WorkerPool`), or in this
+    process when `isolate` is false and one worker is asked for."""
+    if not isolate and workers <= 1:
         for t in tasks:
             yield run_task(t)
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    yield from WorkerPool(min(workers, len(tasks)), run_task).results(tasks, crashed=failed_row)
 
-    ctx = multiprocessing.get_context("spawn")  # portable, and safe with threads (torch, ortools)
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx)
-    futures = [pool.submit(run_task, t) for t in tasks]
-    try:
-        for fut in as_completed(futures):
-            yield fut.result()
-    finally:
-        for fut in futures:
-            fut.cancel()
-        pool.shutdown(wait=True, cancel_futures=True)
+
+class _Stop:
+    """SIGINT and SIGTERM stop the sweep with `KeyboardInterrupt`, but never while a row is
+    being journaled (the signal is held until the row and its newline are on disk); once the
+    sweep is stopping, further signals are ignored until the table is written."""
+
+    def __init__(self) -> None:
+        self._old: dict[int, Any] = {}
+        self._critical = False
+        self._pending = False
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self._critical:
+            self._pending = True
+            return
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> _Stop:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handler)
+        return self
+
+    @contextlib.contextmanager
+    def journaling(self) -> Iterator[None]:
+        self._critical = True
+        try:
+            yield
+        finally:
+            self._critical = False
+        if self._pending:
+            raise KeyboardInterrupt
+
+    def quiet(self) -> None:
+        for sig in self._old:
+            signal.signal(sig, signal.SIG_IGN)
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
 
 
 def _dask_results(tasks: list[Task], scheduler: str) -> Iterator[dict[str, Any]]:
@@ -73,15 +109,21 @@ def _dask_results(tasks: list[Task], scheduler: str) -> Iterator[dict[str, Any]]
 
 
 def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = None, workers: int | None = None,
-              scheduler: Any = None, progress: bool = True, fresh: bool = False,
+              scheduler: Any = None, progress: bool = True, fresh: bool = False, isolate: bool = True,
               on_row: Callable[[dict[str, Any]], None] | None = None) -> SweepOutcome:
     """Run (or resume) a sweep: the rows of every cell not yet in the journal, then the table.
 
-    `workers`: local processes (default: the file's ``workers``, else the CPU count; 1 runs in
-    this process). `scheduler`: a Dask scheduler address ("tcp://host:8786") or a
-    `dask.distributed.Client`. `on_row(row)` is called after each row is journaled (tests use
-    it to simulate a crash). `fresh` discards the journal first (everything is run again).
-    The table is written even when the sweep is interrupted.
+    `workers`: local worker processes (default: the file's ``workers``, else the CPU count).
+    Cells run in worker processes even for one worker, so that a stop reaches them (see
+    `pool`); ``isolate=False`` with one worker runs them in this process instead.
+    `scheduler`: a Dask scheduler address ("tcp://host:8786") or a `dask.distributed.Client`.
+    `on_row(row)` is called after each row is journaled (tests use it to simulate a crash).
+    `fresh` discards the journal first (everything is run again).
+
+    Only one sweep at a time writes to an output folder (`lock.SweepLock`; a second one gets
+    `InputError`). A stop (Ctrl-C, SIGTERM, or an exception) kills the running cells, which are
+    not journaled, keeps every finished row, writes the table from the journal (so the two
+    agree) and re-raises (`KeyboardInterrupt` for a signal: exit 130 on the command line).
     """
     if not isinstance(config, SweepConfig):
         config = load_config(config)
@@ -89,47 +131,59 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
     tasks = build_tasks(config, notes=notes)
     out_dir = config.output_dir(output)
     jpath = journal_path(out_dir, config.name)
-    if fresh and jpath.exists():
-        jpath.unlink()
-    done = read_journal(jpath)
-    grid_keys = {t.key for t in tasks}
-    stale = sum(1 for k in done if k not in grid_keys)
-    if stale:
-        notes.append(f"{stale} journal rows are not in this grid (parameters changed); kept in {jpath.name}, "
-                     f"left out of the table")
-    todo = [t for t in tasks if t.key not in done]
-    resumed = len(tasks) - len(todo)
     if workers is None:
         workers = config.workers or os.cpu_count() or 1
-    bar = None
-    if progress:
-        from tqdm import tqdm
+    with SweepLock(out_dir, config.name):
+        if fresh and jpath.exists():
+            jpath.unlink()
+        journal = Journal(jpath)  # repairs the end of a killed run's journal before it is read
+        done = read_journal(jpath)
+        grid_keys = {t.key for t in tasks}
+        stale = sum(1 for k in done if k not in grid_keys)
+        if stale:
+            notes.append(f"{stale} journal rows are not in this grid (parameters changed); kept in {jpath.name}, "
+                         f"left out of the table")
+        todo = [t for t in tasks if t.key not in done]
+        resumed = len(tasks) - len(todo)
+        bar = None
+        if progress:
+            from tqdm import tqdm
 
-        bar = tqdm(total=len(tasks), initial=resumed, desc=config.name, unit="run", file=sys.stderr)
-    ran = errors = 0
-    interrupted = False
-    try:
-        with Journal(jpath) as journal:
-            results = _dask_results(todo, scheduler) if scheduler is not None else _local_results(todo, workers)
-            if todo:
+            bar = tqdm(total=len(tasks), initial=resumed, desc=config.name, unit="run", file=sys.stderr)
+        ran = errors = 0
+        interrupted = False
+        results: Iterator[dict[str, Any]] = iter(())
+        with _Stop() as stop:
+            try:
+                if todo:
+                    results = (_dask_results(todo, scheduler) if scheduler is not None
+                               else _local_results(todo, workers, isolate))
                 for row in results:
-                    journal.append(row)
-                    done[row["key"]] = row
-                    ran += 1
-                    errors += row.get("status") == "error"
+                    with stop.journaling():
+                        journal.append(row)
+                        ran += 1
+                        errors += row.get("status") == "error"
                     if bar is not None:
                         bar.update(1)
-                        bar.set_postfix_str(f"{row['instance']} {row['solver_label']} {row['status']}", refresh=False)
+                        bar.set_postfix_str(f"{row['instance']} {row['solver_label']} {row['status']}",
+                                            refresh=False)
                     if on_row is not None:
                         on_row(row)
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
-        rows = [done[t.key] for t in tasks if t.key in done]
-        paths = write_table(rows, out_dir, config.name) if (rows or jpath.exists()) else []
-        if interrupted:
-            print(f"interrupted: {len(rows)}/{len(tasks)} rows kept in {jpath}; rerun to resume", file=sys.stderr)
+            except KeyboardInterrupt:
+                interrupted = True
+                raise
+            finally:
+                stop.quiet()
+                close = getattr(results, "close", None)
+                if close is not None:
+                    close()  # kills the workers: their running cells give no row
+                journal.close()
+                if bar is not None:
+                    bar.close()
+                final = read_journal(jpath)
+                rows = [final[t.key] for t in tasks if t.key in final]
+                paths = write_table(rows, out_dir, config.name) if (rows or jpath.exists()) else []
+                if interrupted:
+                    print(f"interrupted: {len(rows)}/{len(tasks)} rows kept in {jpath}; rerun to resume",
+                          file=sys.stderr)
     return SweepOutcome(rows, len(tasks), resumed, ran, errors, notes, paths)

@@ -34,32 +34,45 @@ def table_path(out_dir: Path, name: str, ext: str = "csv") -> Path:
     return out_dir / f"{name}.{ext}"
 
 
+def _row(line: bytes) -> dict[str, Any] | None:
+    """The row of one journal line, or None when it is not a complete row (torn or unreadable)."""
+    try:
+        row = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return row if isinstance(row, dict) and "key" in row else None
+
+
 def read_journal(path: Path) -> dict[str, dict[str, Any]]:
-    """Finished rows by key; a torn (unterminated or unreadable) last line is ignored, a later
-    row of the same key wins."""
+    """Finished rows by key; a later row of the same key wins.
+
+    A last line that is a complete row counts even without its newline (the kill came between
+    the row and its newline; `Journal` then adds the newline); a torn last line is ignored
+    (`Journal` cuts it); an unreadable line elsewhere is reported and ignored.
+    """
     rows: dict[str, dict[str, Any]] = {}
     if not path.exists():
         return rows
-    with path.open("rb") as f:
-        data = f.read()
-    lines = data.split(b"\n")
+    lines = path.read_bytes().split(b"\n")
     for n, line in enumerate(lines):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            if n == len(lines) - 1:
-                continue  # torn last line of a killed run
-            print(f"warning: {path}: unreadable line {n + 1} ignored", file=sys.stderr)
+        row = _row(line)
+        if row is None:
+            if n < len(lines) - 1:
+                print(f"warning: {path}: unreadable line {n + 1} ignored", file=sys.stderr)
             continue
-        if isinstance(row, dict) and "key" in row:
-            rows[row["key"]] = row
+        rows[row["key"]] = row
     return rows
 
 
 class Journal:
-    """Append-only JSON-lines file of finished rows; each append is flushed and fsync'ed."""
+    """Append-only JSON-lines file of finished rows; each append is one write, flushed and fsync'ed.
+
+    Opening it repairs the end of a journal left by a killed run, the same way `read_journal`
+    reads it: a complete last row without its newline gets the newline (never dropped), a torn
+    last line is cut (so the next row starts on a line of its own).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -68,16 +81,20 @@ class Journal:
         self._f = path.open("ab")
 
     def _repair(self) -> None:
-        """Cut a torn last line (a run killed mid-write) so that appends start on a fresh line."""
         if not self.path.exists():
             return
         with self.path.open("rb+") as f:
             data = f.read()
-            if data and not data.endswith(b"\n"):
-                cut = data.rfind(b"\n") + 1
-                f.truncate(cut)
-                f.flush()
-                os.fsync(f.fileno())
+            if not data or data.endswith(b"\n"):
+                return
+            start = data.rfind(b"\n") + 1
+            if _row(data[start:]) is not None:
+                f.seek(0, os.SEEK_END)
+                f.write(b"\n")
+            else:
+                f.truncate(start)
+            f.flush()
+            os.fsync(f.fileno())
 
     def append(self, row: dict[str, Any]) -> None:
         self._f.write((json.dumps(row, sort_keys=True, default=str) + "\n").encode())
