@@ -12,10 +12,20 @@ Public API:
 - `models.chain.executor`: ``ChainExecutor(blocks, loss_fn).step(schedule, x, target, chain=...)``
   -> `StepResult` (gradients, loss, measured peak bytes and time vs the simulator's
   prediction); ``reference_step`` / ``compare_gradients`` / ``execute`` for gradient checks.
-- `models.memory`: ``LiveTensorTracker``, the CPU measurement of live tensor bytes.
+- `models.join.executor`, `models.offload.executor`, `models.graph.executor`: the same for join
+  schedules, offloading schedules (real transfers) and general-graph schedules (node by node on
+  the torch.fx graph of `models.graph.export`).
+- `models.measure`: the pieces every executor shares (``StepMeter``, ``measure_runs``,
+  ``StepResult``, ``RunState``, ``RngStates``, ``Timer``, ``MemoryWatch``, ``compare_gradients``,
+  ``gradients_match``, ``measured_vs_predicted``).
+- `models.memory`: ``LiveTensorTracker``, the CPU measurement of live tensor bytes;
+  `models.alloc_probe`: ``AllocatorProbe``, an independent one (torch.profiler allocator events).
+- `models.run`: ``run(model, budget, problem=, solver=)``, the end-to-end run behind
+  ``memsched run`` (``prepare`` + ``execute_schedule`` for sweeps and benchmarks).
 - `models.gpu_check`: ``python -m memsched.models.gpu_check`` accuracy check (GPU, or CPU with --tiny).
 """
 
 from __future__ import annotations
 
-__all__ = ["zoo", "profiler", "executor", "memory", "gpu_check"]
+__all__ = ["zoo", "chain", "join", "offload", "graph", "pipeline", "measure", "memory", "alloc_probe", "run",
+           "gpu_check"]

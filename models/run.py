@@ -87,14 +87,15 @@ def _load(problem: str, instance: Any) -> Any:
 
 
 def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | None, latency: float,
-                   profile_repeats: int, timing: str | None, profile_file: str | None) -> Target:
+                   profile_repeats: int, timing: str | None, profile_file: str | None, clock: str) -> Target:
     from memsched.models.chain.executor import ChainExecutor, reference_step
     from memsched.models.chain.profiler import profile_chain
     from memsched.solvers.chain.baselines import store_all_schedule
 
     if chain is None:
         chain = profile_chain(built.blocks, built.loss_fn, built.example_input, built.target, repeats=profile_repeats,
-                              name=built.label, meta={"model": built.name, **built.config}, timing=timing)
+                              name=built.label, meta={"model": built.name, **built.config}, timing=timing,
+                              clock=clock)
         if profile_file:
             chain.save(profile_file)
     elif chain.length != len(built.blocks):
@@ -138,7 +139,7 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
     from memsched.models.join.zoo import build_join_model
     from memsched.solvers.join import store_all_schedule
 
-    built = model if not isinstance(model, str) else build_join_model(model, **{**_sizes(sizes), "seed": seed})
+    built = model if not isinstance(model, str) else build_join_model(model, **{"seed": seed, **_sizes(sizes)})
     lengths = [len(b) for b in built.branches]
     if join is None:
         join = profile_join(built, repeats=profile_repeats, timing=timing, name=built.label)
@@ -184,12 +185,13 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, profile_file
 
 def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, Any] | None = None,
             bandwidth: float | str | None = None, latency: float = 0.0, seed: int = 0, profile_repeats: int = 5,
-            timing: str | None = None, profile_file: str | None = None) -> Target:
+            timing: str | None = None, profile_file: str | None = None, clock: str = "wall") -> Target:
     """Build `model` (a zoo name with `sizes`, a built model, or a (blocks, input, loss_fn, target)
     tuple) and get its costs: `instance` (an instance or its file) or profiling (chain, offload,
     join: `models.chain.profiler` / `models.join.profiler`, `profile_repeats` runs per op;
     graph: `models.graph.export` with measured costs in ms and tapes in the node sizes),
-    saved to `profile_file` when given. `bandwidth` (bytes/s or "12GB/s") and `latency` (s)
+    saved to `profile_file` when given; `clock` (CPU chains: "wall" or "thread") for profiling
+    and the schedules' steps. `bandwidth` (bytes/s or "12GB/s") and `latency` (s)
     for offloading. Bad input raises `InputError`."""
     from memsched.solvers.units import parse_bandwidth
 
@@ -199,12 +201,15 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
     if problem == "join":
         return _prepare_join(model, inst, sizes, seed=seed, profile_repeats=profile_repeats, timing=timing,
                              profile_file=profile_file)
-    built = _zoo(model, {**_sizes(sizes), "seed": seed} if isinstance(model, str) else None)
+    built = _zoo(model, {"seed": seed, **_sizes(sizes)} if isinstance(model, str) else None)
     if problem == "graph":
         return _prepare_graph(built, inst, profile_repeats=profile_repeats, profile_file=profile_file)
     bw = parse_bandwidth(bandwidth) if isinstance(bandwidth, str) else bandwidth
-    return _prepare_chain(built, inst, problem, bandwidth=bw, latency=latency, profile_repeats=profile_repeats,
-                          timing=timing, profile_file=profile_file)
+    target = _prepare_chain(built, inst, problem, bandwidth=bw, latency=latency, profile_repeats=profile_repeats,
+                            timing=timing, profile_file=profile_file, clock=clock)
+    step = target.step
+    target.step = lambda schedule, **kw: step(schedule, **{"clock": clock, **kw})
+    return target
 
 
 def _gradients_ok(step: StepResult, reference: tuple[dict[str, torch.Tensor], Any], device: torch.device
