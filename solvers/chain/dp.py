@@ -247,7 +247,8 @@ def _min_memory_numpy(x, xbar, o_f, o_b, Mm, ch) -> None:
                 Mm[i, l], ch[i, l] = best, ALL
 
 
-def _arrays(chain: Chain) -> tuple[np.ndarray, ...]:
+def _arrays(chain: Chain) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """x, xbar, o_f, o_b as contiguous int64 arrays (what the kernels take)."""
     return (np.ascontiguousarray(chain.x, dtype=np.int64), np.ascontiguousarray(chain.xbar, dtype=np.int64),
             np.ascontiguousarray(chain.o_f, dtype=np.int64), np.ascontiguousarray(chain.o_b, dtype=np.int64))
 

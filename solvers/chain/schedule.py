@@ -37,7 +37,7 @@ class Op(NamedTuple):
     """One operation; `index` is the stage (L for the loss)."""
 
     kind: str
-    index: int
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index on purpose (the papers' index)
 
     def __str__(self) -> str:
         return self.kind if self.kind == LOSS else f"{self.kind}({self.index})"

@@ -28,10 +28,20 @@ runs is state + xbar[i+1] + o_f[i], while B(i) runs state + x[i] + o_b[i].
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from .instance import Chain
 from .schedule import F_ALL, F_CK, F_N, LOSS, B, Op, Schedule
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from ..join.schedule import JOp
+    from ..offload.schedule import Transfer
+
+    #: an operation of any of the chain-based simulators (chain, join, offload)
+    AnyOp: TypeAlias = Op | JOp | Transfer
 
 
 @dataclass(frozen=True)
@@ -39,7 +49,7 @@ class Step:
     """One operation as replayed: times in the chain's unit, memory in its size unit.
     (`op` is an `Op`, or a join's `JOp` when the join simulator replays.)"""
 
-    op: Op
+    op: AnyOp
     start: float
     end: float
     mem_during: int  # state before + output + overhead
@@ -51,7 +61,7 @@ class Violation:
     """The first rule a schedule breaks: the position of the op in the schedule, and why."""
 
     position: int
-    op: Op | None
+    op: AnyOp | None
     reason: str
 
     def __str__(self) -> str:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import cache
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from ..result import FEASIBLE, INFEASIBLE, SolveResult
 from .instance import Graph
 from .schedule import GraphSchedule
 from .simulator import simulate
+
+#: node sizes (``cost_ram``, or slots): an array or a list
+Sizes: TypeAlias = Sequence[float] | np.ndarray
 
 
 # --------------------------------------------------------------------------- helpers
@@ -61,7 +64,7 @@ def solve_checkpoint_all(graph: Graph, budget: int, **_: Any) -> SolveResult:
 
 
 # --------------------------------------------------------------------------- DTR-like greedy
-def dtr_sequence(graph: Graph, budget: int, M: np.ndarray | None = None, *, score: str = "dtr",
+def dtr_sequence(graph: Graph, budget: float, M: Sizes | None = None, *, score: str = "dtr",
                  max_steps: int | None = None, order: list[int] | None = None) -> list[int] | None:
     """Greedy evict-and-recompute in the given order (in the spirit of Dynamic Tensor
     Rematerialization, Kirisame et al. 2021).
@@ -81,7 +84,7 @@ def dtr_sequence(graph: Graph, budget: int, M: np.ndarray | None = None, *, scor
     resident: dict[int, int] = {}  # node -> last access clock
     done = [False] * n
     pending = [len(graph.succs[v]) for v in range(n)]  # users not yet computed once
-    mem = 0
+    mem = 0.0
     seq: list[int] = []
 
     def value(u: int, clock: int) -> float:
@@ -134,7 +137,7 @@ def dtr_sequence(graph: Graph, budget: int, M: np.ndarray | None = None, *, scor
     return seq
 
 
-def memory_order(graph: Graph, M: np.ndarray | None = None) -> list[int]:
+def memory_order(graph: Graph, M: Sizes | None = None) -> list[int]:
     """A topological order chosen greedily for a small peak without recomputation: among the
     ready nodes, compute the one whose step needs the least memory, ties broken by the largest
     net release (inputs whose last user it is, minus its own output)."""
@@ -162,7 +165,7 @@ def memory_order(graph: Graph, M: np.ndarray | None = None) -> list[int]:
     return order
 
 
-def heuristic_sequences(graph: Graph, budget: int, M: np.ndarray | None = None, B: int | None = None, *,
+def heuristic_sequences(graph: Graph, budget: int, M: Sizes | None = None, B: float | None = None, *,
                         given_order_only: bool = False) -> Iterator[list[int]]:
     """Heuristic schedules that fit, cheapest first: each node once in the given order or in
     `memory_order`, then DTR-like variants in both orders. `M`, `B` (slots) are used for the
@@ -233,7 +236,9 @@ def segment_sequence(graph: Graph, checkpoints: set[int]) -> list[int]:
     (the forward nodes after the previous checkpoint up to the next one) is recomputed. The
     last segment is kept from the forward pass."""
     fwd = forward_nodes(graph)
-    seg, segs, cur = {}, [[]], 0
+    seg: dict[int, int] = {}
+    segs: list[list[int]] = [[]]
+    cur = 0
     for v in fwd:
         if v in checkpoints:
             seg[v] = -1
@@ -308,7 +313,8 @@ def solve_greedy(graph: Graph, budget: int, **_: Any) -> SolveResult:
     if why:
         return _result(graph, "greedy", None, int(budget), start, message=why)
     total = float(sum(graph.cost_ram[v] for v in forward_nodes(graph)))
-    best, best_any = None, None
+    best: tuple[float, list[int]] | None = None  # (makespan, sequence) of the fastest that fits
+    best_any: tuple[int, list[int]] | None = None  # (peak, sequence) of the smallest peak
     for b in np.geomspace(max(total / 200, 1e-9), total, 40):
         seq = segment_sequence(graph, greedy_checkpoints(graph, b))
         sim = simulate(graph, seq)
@@ -316,7 +322,9 @@ def solve_greedy(graph: Graph, budget: int, **_: Any) -> SolveResult:
             best = (sim.makespan, seq)
         if best_any is None or sim.peak_memory < best_any[0]:
             best_any = (sim.peak_memory, seq)
-    return _result(graph, "greedy", (best or best_any)[1], int(budget), start)
+    chosen = best or best_any
+    return _result(graph, "greedy", None if chosen is None else chosen[1], int(budget), start,
+                   message="" if chosen else "no threshold gave a schedule")
 
 
 # --------------------------------------------------------------------------- Griewank (chains)
@@ -385,7 +393,8 @@ def solve_griewank(graph: Graph, budget: int, **_: Any) -> SolveResult:
         return _result(graph, "griewank", None, int(budget), start,
                        message="needs a training graph whose forward nodes form a chain")
     L = len(forward_nodes(graph))
-    best, best_any = None, None
+    best: tuple[float, list[int]] | None = None  # (makespan, sequence) of the fastest that fits
+    best_any: tuple[int, list[int]] | None = None  # (peak, sequence) of the smallest peak
     for s in range(1, min(L, 64) + 1):
         seq = griewank_sequence(graph, s)
         if seq is None:
@@ -395,5 +404,7 @@ def solve_griewank(graph: Graph, budget: int, **_: Any) -> SolveResult:
             best = (sim.makespan, seq)
         if best_any is None or sim.peak_memory < best_any[0]:
             best_any = (sim.peak_memory, seq)
-    return _result(graph, "griewank", (best or best_any)[1], int(budget), start,
-                   scope="homogeneous binomial splits")
+    chosen = best or best_any
+    if chosen is None:
+        return _result(graph, "griewank", None, int(budget), start, message="no binomial split applies")
+    return _result(graph, "griewank", chosen[1], int(budget), start, scope="homogeneous binomial splits")

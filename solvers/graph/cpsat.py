@@ -59,7 +59,9 @@ class MoccasinModel:
         for v in range(n):
             if deadline is not None:
                 deadline.check()
-            ps, ss, es = [], [], []
+            ps: list[Any] = []  # presence literals p_{v,c} (CP-SAT objects)
+            ss: list[Any] = []
+            es: list[Any] = []
             for c in range(caps[v]):
                 p = m.new_constant(1) if c == 0 else m.new_bool_var(f"p{v}_{c}")
                 s = m.new_int_var(0, H - 1, f"s{v}_{c}")

@@ -133,7 +133,7 @@ def random_layered(
     layers: list[list[int]] = []
     v = 0
     while v < n:
-        w = int(min(n - v, rng.integers(width[0], width[1] + 1)))
+        w = min(n - v, int(rng.integers(width[0], width[1] + 1)))
         layers.append(list(range(v, v + w)))
         v += w
     edges: set[tuple[int, int]] = set()
@@ -181,11 +181,13 @@ def vgg16(batch: int = 1) -> Graph:
     3 fully connected), the loss and 21 backward ops: 43 nodes. cost_cpu in MFLOP, cost_ram in
     KiB of float32 activations, both times `batch`. Each backward reads its op's input only
     (the ReLU masks are folded into the convolutions and not modelled)."""
-    cfg = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]
-    cpu, ram, names = [], [], []
+    cfg: list[int | str] = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]
+    cpu: list[float] = []
+    ram: list[int] = []
+    names: list[str] = []
     h, c = 224, 3
     for item in cfg:
-        if item == "M":
+        if isinstance(item, str):  # "M": a max-pool
             h //= 2
             cpu.append(h * h * c * 4 / 1e6)
             ram.append(math.ceil(h * h * c * 4 / 1024))

@@ -218,7 +218,8 @@ class Graph:
         name = attrs.get("name") or Path(path).stem
         if not isinstance(name, (str, int, float)):
             raise InputError(f"must be a string, got {name!r}", path=path, field="graph.name")
-        meta = attrs.get("meta") if isinstance(attrs.get("meta"), dict) else {}
+        meta = attrs.get("meta")
+        meta = meta if isinstance(meta, dict) else {}
         return cls(order, np.asarray(cpu), np.asarray(ram, np.int64), edges, name=str(name), names=names,
                    backward=backward, meta=dict(meta))
 

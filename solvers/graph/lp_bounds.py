@@ -84,7 +84,7 @@ def solve_checkmate_approx(graph: Graph, budget: int, *, slots: int = 500, time_
         res.message = "the LP relaxation is infeasible: no Checkmate schedule fits"
         res.solve_time_s = time.perf_counter() - start
         return res
-    if values is None:
+    if values is None or value is None:
         res.solve_time_s = time.perf_counter() - start
         return res
     n = graph.n

@@ -41,7 +41,8 @@ import numpy as np
 
 from ..discretize import scope_text
 from ..exact.layer import exact_solver
-from ..exact.options import Deadline, ExactOptions
+from ..exact.milp_runner import BackendRun
+from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .instance import Graph
 from .linmodel import BACKENDS, LinearModel, solve_cpsat_linear, solve_milp
@@ -67,7 +68,7 @@ AUTO_CBC_MAX_VARIABLES = 50_000
 class CheckmateModel:
     """The MILP above with index maps R[t][k], S[t][i], FREE[(t,i,k)], U[t][k] into `model`."""
 
-    def __init__(self, graph: Graph, M: np.ndarray, B: int, *, integer_memory: bool = False,
+    def __init__(self, graph: Graph, M: np.ndarray, B: float, *, integer_memory: bool = False,
                  deadline: Deadline | None = None):
         self.graph, self.B = graph, B
         self.M = [int(m) for m in M] if integer_memory else [float(m) for m in M]
@@ -83,11 +84,11 @@ class CheckmateModel:
                 deadline.check()
             for k in range(t + 1):
                 for i in graph.preds[k]:
-                    lm.add([R[t][k], R[t][i]] + ([S[t][i]] if i < t else []), [1, -1, -1][: 2 + (i < t)], ub=0)
+                    lm.add([R[t][k], R[t][i]] + ([S[t][i]] if i < t else []), [1.0, -1.0, -1.0][: 2 + (i < t)], ub=0)
             if t + 1 < n:
                 for i in range(t + 1):
                     idx = [S[t + 1][i], R[t][i]] + ([S[t][i]] if i < t else [])
-                    lm.add(idx, [1, -1, -1][: len(idx)], ub=0)
+                    lm.add(idx, [1.0, -1.0, -1.0][: len(idx)], ub=0)
             for k in range(t + 1):
                 for i in (*graph.preds[k], k):
                     f = lm.var(0, 1, True)
@@ -122,18 +123,18 @@ class CheckmateModel:
                 Sm[t, i] = values[self.S[t][i]] > 0.5
         return Rm, Sm
 
-    def assignment(self, Rm: np.ndarray, Sm: np.ndarray) -> tuple[list[float], int]:
+    def assignment(self, Rm: np.ndarray, Sm: np.ndarray) -> tuple[list[float], float]:
         """Complete variable values for given R and S (FREE and U by their definitions) and the
         resulting peak U (feasible for the model when <= B and R, S are consistent)."""
         g, n = self.graph, self.graph.n
         vals = [0.0] * self.model.num_vars
-        peak = 0
+        peak = 0.0
         for t in range(n):
             for k in range(t + 1):
                 vals[self.R[t][k]] = float(Rm[t, k])
             for i in range(t):
                 vals[self.S[t][i]] = float(Sm[t, i])
-            mem = sum(self.M[i] for i in range(t) if Sm[t, i]) + (self.M[0] if Rm[t, 0] else 0)
+            mem: float = sum(self.M[i] for i in range(t) if Sm[t, i]) + (self.M[0] if Rm[t, 0] else 0)
             for k in range(t + 1):
                 if k:
                     mem += self.M[k] if Rm[t, k] else 0
@@ -234,7 +235,10 @@ def solve_checkmate(
                           deadline=dl, hint_feasible=h is not None)
 
     if hint is None and two_phase:
-        phase1 = run(deadline.share(1 / 3), True, None)
+        try:
+            phase1 = run(deadline.share(1 / 3), True, None)
+        except DeadlineExceeded:  # its third of the time went into emitting the model
+            phase1 = BackendRun("timeout")
         result.details["phase1"] = phase1.status
         if phase1.status == "infeasible":
             result.status = INFEASIBLE

@@ -150,7 +150,7 @@ def solve_exact(join: Join, budget: int, *, options: ExactOptions, deadline: Dea
     or `max_states` the referee of the exact layer returns the seed's schedule as ``feasible``."""
     budget = int(budget)
     left = deadline.left()
-    cap = seed.objective if seed is not None else math.inf
+    cap = seed.objective if seed is not None and seed.objective is not None else math.inf
     status, value, ops, bound = search(join, budget, time_limit=math.inf if left is None else max(0.0, left),
                                        max_states=max_states, cap=cap)
     scope = f"all schedules of the join simulator (exhaustive A* search), {scope_text(0)}"

@@ -166,6 +166,7 @@ def branch_tables(chain: Chain, M: int, *, restrict: str | None = None) -> Branc
                 if restrict == "output-only" and i != 0:
                     break
                 tail = sf[j] - sf[i] + table.C[table.off[i] + (j - 1 - i), :]  # C(m, i, j-1) over m
+                nxt: np.ndarray | None
                 if j < L:
                     nxt = _shift2(V[t, j], int(x[j]))
                 else:
@@ -283,25 +284,25 @@ def join_dp(work: Join, M: int, tables: list[BranchTables]) -> JoinPlan | None:
     full = frozenset(range(k))
     best, arg = math.inf, None
     for T in _subsets(full):
-        G = f.get((full, T))
-        if G is None:
+        GT = f.get((full, T))
+        if GT is None:
             continue
         extra = sum(xl[b] for b in T)
-        for W in np.flatnonzero(np.isfinite(G)):
-            if X0 + int(W) + extra + work.loss_overhead <= M and G[W] < best:
-                best, arg = float(G[W]), (full, T, int(W))
+        for w in np.flatnonzero(np.isfinite(GT)):
+            if X0 + int(w) + extra + work.loss_overhead <= M and GT[w] < best:
+                best, arg = float(GT[w]), (full, T, int(w))
     if arg is None:
         return None
-    S, T, W = arg
+    S, T, w_at = arg
     order: list[int] = []
     choices: dict[int, tuple[int, int, int]] = {}
     while S:
         src, srcW = back[(S, T)]
-        prevS, prevT, b, t = sources[int(src[W])]
-        Wp = int(srcW[W])
+        prevS, prevT, b, t = sources[int(src[w_at])]
+        Wp = int(srcW[w_at])
         order.append(b)  # added last = processed first among S
-        choices[b] = (t, M - X0 - Wp, W - Wp)
-        S, T, W = prevS, prevT, Wp
+        choices[b] = (t, M - X0 - Wp, w_at - Wp)
+        S, T, w_at = prevS, prevT, Wp
     return JoinPlan(best + work.loss_time, order, choices)
 
 

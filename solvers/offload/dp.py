@@ -88,12 +88,13 @@ import numpy as np
 
 from ..chain.baselines import store_all_schedule
 from ..chain.dp import EXACT_RETRY_CELLS, _offsets, solve_rotor, table_cells
+from ..chain.instance import Chain
 from ..chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Op
 from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
-from .simulator import simulate
+from .simulator import OffloadSimulation, simulate
 
 LEAF, ALL, NONE = -1, 0, -2  # choice codes; 0 < c <= L: C_ck(c); c > L: C_off(c - L - 1)
 
@@ -296,8 +297,8 @@ def _extra(work) -> int:
     return int(max(np.max(work.x[: L + 1]), np.max(work.xbar[: L + 1])))
 
 
-def _run_dp(inst: OffloadInstance, work, M: int, budget: int,
-            details: dict[str, Any]) -> tuple[Any, OffloadSchedule, float] | None:
+def _run_dp(inst: OffloadInstance, work: Chain, M: int, budget: int,
+            details: dict[str, Any]) -> tuple[OffloadSimulation, OffloadSchedule, float] | None:
     """Fill the tables for `work` (sizes in units of M), rebuild, pin and replay; (replay,
     schedule, DP value) when it fits `budget` (real bytes), else None. Notes go to `details`."""
     m_top = M - int(work.x[0])
@@ -336,7 +337,10 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any
     rotor = solve_rotor(chain, budget, slots=slots)
     rotor_sched = OffloadSchedule.from_chain(rotor.schedule) if rotor.schedule is not None else None
     rotor_sim = simulate(inst, rotor_sched) if rotor_sched is not None else None
-    rotor_ok = rotor_sim is not None and rotor_sim.valid and rotor_sim.peak_memory <= budget
+    # the rotor (remat-only) candidate when its schedule fits: (replay, schedule, DP value)
+    rotor_fit: tuple[OffloadSimulation, OffloadSchedule, float] | None = None
+    if rotor_sim is not None and rotor_sched is not None and rotor_sim.valid and rotor_sim.peak_memory <= budget:
+        rotor_fit = (rotor_sim, rotor_sched, float(rotor.objective if rotor.objective is not None else math.inf))
     store_all = OffloadSchedule.from_chain(store_all_schedule(L))
     sa = simulate(inst, store_all)
     if sa.peak_memory <= budget:
@@ -350,18 +354,18 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any
         work, M = chain.discretised(slot), slots
         details["slot_bytes"] = slot
     candidate = _run_dp(inst, work, M, budget, details)
-    worse = candidate is None or (rotor_ok and rotor_sim.makespan < candidate[0].makespan)
+    worse = candidate is None or (rotor_fit is not None and rotor_fit[0].makespan < candidate[0].makespan)
     if worse and slots > 0 and 2 * table_cells(L, budget - int(chain.x[0]) + _extra(chain)) <= EXACT_RETRY_CELLS:
         # the slot rounding may have lost schedules (rotor retries with exact sizes too)
         exact = _run_dp(inst, chain, budget, budget, details)
         if exact is not None and (candidate is None or exact[0].makespan < candidate[0].makespan):
             candidate = exact
             scope = scope.replace(f"{slots}-slot discretisation", "exact sizes (the slot rounding lost schedules)")
-    if candidate is not None and rotor_ok and rotor_sim.makespan < candidate[0].makespan:
+    if candidate is not None and rotor_fit is not None and rotor_fit[0].makespan < candidate[0].makespan:
         details["fallback"] = "rotor (remat-only) is faster"
         candidate = None
-    if candidate is None and rotor_ok:
-        candidate = (rotor_sim, rotor_sched, rotor.objective)
+    if candidate is None and rotor_fit is not None:
+        candidate = rotor_fit
         details.setdefault("fallback", "remat-only (rotor) schedule")
     if candidate is None:
         return SolveResult(status=INFEASIBLE, scope=scope, solve_time_s=time.perf_counter() - t0,
@@ -371,6 +375,6 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any
     details["dp_estimate"] = est
     details["transfers"] = len(sched.transfers())
     details["host_peak"] = sim.host_peak
-    details["rotor_makespan"] = rotor_sim.makespan if rotor_ok else None
+    details["rotor_makespan"] = rotor_fit[0].makespan if rotor_fit is not None else None
     return SolveResult(status=FEASIBLE, objective=sim.makespan, peak_memory=sim.peak_memory, schedule=sched,
                        scope=scope, solve_time_s=time.perf_counter() - t0, details=details, **common)

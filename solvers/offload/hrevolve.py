@@ -128,7 +128,7 @@ class HOp(NamedTuple):
     Fbar_index), W / R / D (write, read, discard x_index at storage level `level`)."""
 
     kind: str
-    index: int
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index on purpose (the papers' index)
     level: int | None = None
 
     def __str__(self) -> str:
@@ -525,8 +525,8 @@ def solve_hrevolve(instance: HRevolveInstance, budget: int | None = None, **_: A
     t0 = time.perf_counter()
     inst = instance if budget is None else instance.with_slots(0, int(budget))
     l, levels = inst.length, inst.levels
-    common = dict(problem="offload", solver="hrevolve", budget=budget)
-    proven, _ = level_orders(levels)
+    common: dict[str, Any] = {"problem": "offload", "solver": "hrevolve", "budget": budget}
+    proven = level_orders(levels)[0]
     try:
         cost, ops = hrevolve(l, levels, inst.u_f, inst.u_b)
     except ValueError:

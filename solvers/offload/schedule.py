@@ -34,7 +34,7 @@ class Transfer(NamedTuple):
 
     kind: str
     value: str
-    index: int
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index on purpose (the papers' index)
 
     def __str__(self) -> str:
         return f"{self.kind}({self.value}_{self.index})"
@@ -64,9 +64,8 @@ class OffloadSchedule:
 
     def release_time(self, pos: int) -> float:
         """The ``not_before`` time of operation `pos` (0 when it has none)."""
-        if self.not_before is None or self.not_before[pos] is None:
-            return 0.0
-        return float(self.not_before[pos])
+        t = None if self.not_before is None else self.not_before[pos]
+        return 0.0 if t is None else float(t)
 
     def __iter__(self):
         return iter(self.ops)

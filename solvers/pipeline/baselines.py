@@ -72,6 +72,7 @@ def solve_balance_time(inst: Pipeline, budget: int, *, devices: int | None = Non
     part = Partition.from_bounds(blocks, schedule=schedule, micro_batches=m, devices=P).evaluated(inst)
     elapsed = time.perf_counter() - start
     scope = "torchgpipe balance_by_time (time only, exactly min(P, L) stages)"
+    assert part.peak_memory is not None  # set by Partition.evaluated
     if budget is not None and part.peak_memory > budget:
         return SolveResult(problem="pipeline", solver="balance-time", status=INFEASIBLE, budget=budget,
                            min_budget=part.peak_memory, solve_time_s=elapsed, scope=scope,

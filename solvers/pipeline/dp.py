@@ -67,7 +67,7 @@ def stage_arrays(inst: Pipeline, pre: _Prefix, i: int) -> dict[str, np.ndarray]:
     in_size = inst.input_of(i)
     stash = in_size + (pre.a[j] - pre.a[i])
     out = np.zeros(len(j), dtype=np.int64)
-    out[:-1] = inst.cut[i : L - 1]
+    out[:-1] = inst.cut_sizes[i : L - 1]
     buffers = (in_size if i > 0 else 0) + out
     return {"fb": fb, "W": W, "wmem": wmem, "stash": stash, "buffers": buffers}
 
@@ -89,6 +89,7 @@ def partition_dp(
         raise ValueError(f"unknown schedule {schedule!r}")
     if schedule == "gpipe" and not micro_batches:
         raise ValueError("gpipe needs micro_batches")
+    m = int(micro_batches or 0)  # micro-batches per batch (GPipe's in-flight count)
     L, P = inst.length, int(devices)
     if P < 1:
         raise ValueError("need at least one device")
@@ -105,7 +106,7 @@ def partition_dp(
         if not replication:  # straight pipeline: one vectorised step per (i, d)
             base = np.maximum(arr["fb"], link1)
             for d in range(1, P + 1):
-                n = d if schedule == "1f1b" else int(micro_batches)
+                n = d if schedule == "1f1b" else m
                 rest = np.empty(n_j)
                 rest[:-1] = G[i + 1 : L, d - 1] if d > 1 else INF
                 rest[-1] = 0.0 if d == 1 else INF
@@ -122,11 +123,8 @@ def partition_dp(
             continue
         for d in range(1, P + 1):
             rs = np.arange(1, d + 1)
-            if schedule == "1f1b":
-                n = -(-d // rs)
-            else:
-                n = -(-int(micro_batches) // rs)
-            mem = arr["wmem"][None, :] + n[:, None] * arr["stash"][None, :] + arr["buffers"][None, :]
+            ns = -(-d // rs) if schedule == "1f1b" else -(-m // rs)  # in flight per replica count
+            mem = arr["wmem"][None, :] + ns[:, None] * arr["stash"][None, :] + arr["buffers"][None, :]
             # the rest of the chain on d - r devices; the last layer ends the chain
             rest = np.full((len(rs), n_j), INF)
             ok = d - rs >= 1
@@ -136,9 +134,9 @@ def partition_dp(
             if objective == "memory":
                 val = np.maximum(mem.astype(float), rest)
             else:
-                r = rs[:, None].astype(float)
-                tau = (arr["fb"][None, :] + ar[None, :] * (r - 1) / r) / r
-                val = np.maximum(np.maximum(tau, link1 / r), rest)
+                reps = rs[:, None].astype(float)
+                tau = (arr["fb"][None, :] + ar[None, :] * (reps - 1) / reps) / reps
+                val = np.maximum(np.maximum(tau, link1 / reps), rest)
                 if limit < INF:
                     val = np.where(mem <= limit, val, INF)
             k = int(np.argmin(val))
@@ -197,10 +195,14 @@ def solve_pipedream(inst: Pipeline, budget: int, *, devices: int | None = None, 
     infeasible *for this baseline*, with the memory it needs in `min_budget`."""
     start = time.perf_counter()
     P, schedule, m = _defaults(devices, schedule, micro_batches)
-    value, bounds = partition_dp(inst, P, None, schedule=schedule, micro_batches=m, replication=replication)
+    found = partition_dp(inst, P, None, schedule=schedule, micro_batches=m, replication=replication)
+    if found is None:  # pragma: no cover - without a memory limit every chain has a partition
+        raise RuntimeError("PipeDream's DP found no partition")
+    value, bounds = found
     part = _partition(inst, bounds, P, schedule, m)
     elapsed = time.perf_counter() - start
     scope = _scope("", P, schedule, m, replication)
+    assert part.peak_memory is not None  # set by Partition.evaluated
     if budget is not None and part.peak_memory > budget:
         return SolveResult(problem="pipeline", solver="pipedream", status=INFEASIBLE, budget=budget,
                            min_budget=part.peak_memory, solve_time_s=elapsed, scope=scope,

@@ -99,9 +99,15 @@ class Pipeline:
         return replace(self, bandwidth=bandwidth,
                        weight_factor=self.weight_factor if weight_factor is None else weight_factor)
 
+    @property
+    def cut_sizes(self) -> np.ndarray:
+        """Bytes crossing the cut after layer l, l = 0..L-2 (`cut` once validated, never None)."""
+        assert self.cut is not None  # set by __post_init__
+        return self.cut
+
     def input_of(self, l: int) -> int:
         """Size of the input of layer l (a_{l-1}, or what crosses the cut before l)."""
-        return int(self.input_size) if l == 0 else int(self.cut[l - 1])
+        return int(self.input_size) if l == 0 else int(self.cut_sizes[l - 1])
 
     def comm_time(self, nbytes: float) -> float:
         """Time (instance unit) to move `nbytes` over a link; 0 when bandwidth is not charged."""
@@ -296,10 +302,10 @@ def from_graph_txt(text: str, *, path: str = "<graph.txt>", name: str | None = N
             delta[last_use[i]] -= act[i]
     cut = np.cumsum(delta)[: L - 1]
     return Pipeline(
-        fwd=[nodes[n]["forward_compute_time"] for n in topo],
-        bwd=[nodes[n]["backward_compute_time"] for n in topo],
-        act=act,
-        params=[int(math.ceil(nodes[n]["parameter_size"])) for n in topo],
+        fwd=np.array([nodes[n]["forward_compute_time"] for n in topo], dtype=float),
+        bwd=np.array([nodes[n]["backward_compute_time"] for n in topo], dtype=float),
+        act=np.array(act, dtype=np.int64),
+        params=np.array([int(math.ceil(nodes[n]["parameter_size"])) for n in topo], dtype=np.int64),
         input_size=int(math.ceil(input_size)),
         cut=cut,
         name=name or Path(path).name.removesuffix(".txt").removesuffix(".graph"),

@@ -18,19 +18,21 @@ BYTES = 4
 
 def _build(name: str, layers: list[tuple[str, float, int, int]], input_size: int, tflops: float) -> Pipeline:
     """layers: (name, forward flops, output elements, parameter count) for the whole micro-batch."""
-    fwd = [fl / (tflops * 1e12) * 1e3 for _, fl, _, _ in layers]
-    return Pipeline(fwd=fwd, bwd=[2 * f for f in fwd], act=[BYTES * o for _, _, o, _ in layers],
-                    params=[BYTES * p for _, _, _, p in layers], input_size=BYTES * input_size, name=name,
+    fwd = np.array([fl / (tflops * 1e12) * 1e3 for _, fl, _, _ in layers], dtype=float)
+    act = np.array([BYTES * o for _, _, o, _ in layers], dtype=np.int64)
+    params = np.array([BYTES * p for _, _, _, p in layers], dtype=np.int64)
+    return Pipeline(fwd=fwd, bwd=2 * fwd, act=act, params=params, input_size=BYTES * input_size, name=name,
                     layer_names=[n for n, _, _, _ in layers], time_unit=1e-3,
                     meta={"source": f"synthetic {name} (solvers.pipeline.profiles)"})
 
 
 def vgg16(batch: int = 32, image: int = 224, tflops: float = 10.0) -> Pipeline:
     """VGG-16: 13 conv(+ReLU) layers, 5 max-pools, 3 fully connected layers (21 layers)."""
-    cfg = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]
-    layers, c, h = [], 3, image
+    cfg: list[int | str] = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]
+    layers: list[tuple[str, float, int, int]] = []
+    c, h = 3, image
     for k, v in enumerate(cfg):
-        if v == "M":
+        if isinstance(v, str):  # "M": a max-pool
             h //= 2
             layers.append((f"pool{k}", batch * c * h * h * 4.0, batch * c * h * h, 0))
         else:

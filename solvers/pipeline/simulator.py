@@ -113,7 +113,7 @@ def simulate(inst: Pipeline, part: Partition, budget: int | None = None, devices
         in_size = inst.input_of(s.first)
         links.append(inst.comm_time(2.0 * in_size) / r if k > 0 else 0.0)
         stash = in_size + sum(int(inst.act[l]) for l in range(s.first, s.last))
-        buffers = (in_size if k > 0 else 0) + (int(inst.cut[s.last]) if k < S - 1 else 0)
+        buffers = (in_size if k > 0 else 0) + (int(inst.cut_sizes[s.last]) if k < S - 1 else 0)
         mems.append(weights_memory(inst, W) + ns[k] * stash + buffers)
     period = max(max(times), max(links))
     peak = max(mems)
