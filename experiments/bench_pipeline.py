@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memsched.solvers import __version__, registry
-from memsched.solvers.pipeline import profiles
+from memsched.solvers.pipeline import generate, profiles
 from memsched.solvers.pipeline.dp import min_budget
 
 FIELDS = ["kind", "profile", "layers", "devices", "memory", "memory_factor", "solver", "options", "status", "period_s",
@@ -66,15 +66,15 @@ def sweep(quick: bool) -> list[dict[str, Any]]:
 def timing(quick: bool) -> list[dict[str, Any]]:
     rows = []
     exact = [profiles.transformer(layers=98)] if quick else [profiles.transformer(layers=98),
-                                                            profiles.scaled(profiles.resnet50(), 100),
-                                                            profiles.scaled(profiles.vgg16(), 100)]
+                                                            generate.scaled(profiles.resnet50(), 100),
+                                                            generate.scaled(profiles.vgg16(), 100)]
     for base in exact:
         inst = base.with_machine(bandwidth=BANDWIDTH)
         lo = min_budget(inst, 8)
         for f in [1.25] if quick else [1.0, 1.25, 2.0, 1000.0]:
             rows.append(_row("timing", inst, 8, int(lo * f), f, "cpsat", {"time_limit": 60}))
             rows.append(_row("timing", inst, 8, int(lo * f), f, "madpipe", {}))
-    big = profiles.scaled(profiles.vgg16(), 300).with_machine(bandwidth=BANDWIDTH)
+    big = generate.scaled(profiles.vgg16(), 300).with_machine(bandwidth=BANDWIDTH)
     lo = min_budget(big, 16)
     for solver, opts in [("madpipe", {}), ("pipedream", {}), ("balance-time", {}), ("madpipe", {"replication": True}),
                          ("pipedream", {"replication": True})]:

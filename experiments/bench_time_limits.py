@@ -59,7 +59,7 @@ def _offload(L: int) -> Any:
 
 
 def _pipeline() -> Any:
-    from memsched.solvers.pipeline.profiles import random_pipeline
+    from memsched.solvers.pipeline.generate import random_pipeline
 
     return random_pipeline(np.random.default_rng(0), 120)
 

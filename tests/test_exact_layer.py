@@ -129,7 +129,7 @@ def _instance(problem: str, seed: int):
         from memsched.solvers.offload.instance import OffloadInstance
 
         return OffloadInstance(_chain(seed, 3), 2.0, 0.0)
-    from memsched.solvers.pipeline.profiles import random_pipeline
+    from memsched.solvers.pipeline.generate import random_pipeline
 
     return random_pipeline(np.random.default_rng(seed), 5)
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from memsched.solvers.errors import InputError
 from memsched.solvers.pipeline import from_graph_txt, load
-from memsched.solvers.pipeline.profiles import random_pipeline, vgg16
+from memsched.solvers.pipeline.generate import random_pipeline
+from memsched.solvers.pipeline.profiles import vgg16
 
 DATA = Path(__file__).resolve().parent.parent / "solvers" / "data" / "pipeline"
 

@@ -14,7 +14,8 @@ from memsched.solvers.pipeline import Partition, simulate_batch
 from memsched.solvers.pipeline import simulate as evaluate
 from memsched.solvers.pipeline.baselines import balance_by_time
 from memsched.solvers.pipeline.dp import min_budget, partition_dp
-from memsched.solvers.pipeline.profiles import random_pipeline, resnet50, transformer, vgg16
+from memsched.solvers.pipeline.generate import random_pipeline
+from memsched.solvers.pipeline.profiles import resnet50, transformer, vgg16
 from memsched.solvers.result import INFEASIBLE, OPTIMAL
 
 

@@ -89,3 +89,42 @@ def test_problem_packages_import_light():
             "print(heavy + exact)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _generated(problem: str, seed: int):
+    """A small seeded random instance of `problem` from its package's generate.py."""
+    import numpy as np
+
+    if problem == "chain":
+        from memsched.solvers.chain.generate import random_chain
+
+        return random_chain(8, seed)
+    if problem == "graph":
+        from memsched.solvers.graph.generate import random_dag
+
+        return random_dag(10, seed)
+    if problem == "join":
+        from memsched.solvers.join.generate import random_join
+
+        return random_join([3, 4], seed)
+    if problem == "offload":
+        from memsched.solvers.offload.generate import random_offload
+
+        return random_offload(6, seed)
+    from memsched.solvers.pipeline.generate import random_pipeline
+
+    return random_pipeline(np.random.default_rng(seed), 6)
+
+
+@pytest.mark.parametrize("problem", sorted(CASES))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_generated_instances_replay_through_the_descriptor(problem, seed):
+    desc = registry.get_problem(problem)
+    instance = _generated(problem, seed)
+    budget = desc.reference_peak(instance)  # the reference schedule's own peak always fits
+    result = registry.solve(problem, instance, desc.default_solver, budget, slots=0,
+                            **({"devices": 2} if problem == "pipeline" else {}))
+    assert result.schedule is not None, result.message
+    rep = desc.replay(instance, result.schedule, budget)
+    assert rep.violation is None and rep.peak_memory <= budget
+    assert max(row["mem_during"] for row in desc.memory_profile(instance, result.schedule)) == rep.peak_memory

@@ -1,5 +1,5 @@
-"""Synthetic but realistic pipeline profiles (VGG-16, ResNet-50, a GPT-style transformer) and
-random small chains for tests.
+"""Synthetic but realistic pipeline profiles (VGG-16, ResNet-50, a GPT-style transformer); random
+and scaled chains are in `solvers.pipeline.generate`.
 
 Times come from floating-point operation counts at a nominal throughput (``tflops``, default
 10 TFLOP/s, backward = 2 x forward), sizes from fp32 tensor shapes (4 bytes per element) for a
@@ -74,21 +74,3 @@ def transformer(layers: int = 24, hidden: int = 1024, seq: int = 1024, batch: in
     out += [(f"block{k}", block_flops, tokens * hidden, 12 * hidden**2 + 13 * hidden) for k in range(layers)]
     out.append(("lm_head", 2.0 * tokens * hidden * vocab, tokens * vocab, hidden * vocab))
     return _build(f"gpt-{layers}x{hidden}-b{batch}", out, tokens, tflops)
-
-
-def random_pipeline(rng: np.random.Generator, L: int, *, bandwidth: float | None = None,
-                    weight_factor: float = 4.0) -> Pipeline:
-    """A random chain of L layers with small integer sizes (for property tests)."""
-    return Pipeline(fwd=rng.uniform(0.5, 3.0, L).round(3), bwd=rng.uniform(1.0, 6.0, L).round(3),
-                    act=rng.integers(1, 60, L), params=rng.integers(0, 40, L), input_size=int(rng.integers(1, 60)),
-                    name=f"random-{L}", bandwidth=bandwidth, weight_factor=weight_factor)
-
-
-def scaled(base: Pipeline, L: int, rng: np.random.Generator | None = None) -> Pipeline:
-    """A chain of L layers built by repeating (and jittering) `base`'s layers (for timings)."""
-    rng = rng or np.random.default_rng(0)
-    idx = np.arange(L) % base.length
-    jitter = rng.uniform(0.8, 1.2, L)
-    return Pipeline(fwd=base.fwd[idx] * jitter, bwd=base.bwd[idx] * jitter, act=base.act[idx],
-                    params=base.params[idx], input_size=base.input_size, name=f"{base.name}-x{L}",
-                    time_unit=base.time_unit)
