@@ -128,7 +128,7 @@ class OffloadExecutor(ChainExecutor):
     `step(schedule, x, target, inst=...)` returns an `OffloadStepResult` (a
     `models.chain.executor.StepResult`) whose predicted peak (bytes) and makespan (the chain's time
     unit, ms for profiled chains) are the two-stream simulator's
-    (`solvers.offload.simulate_offload`), and whose measured peak (bytes) and time (ms) are
+    (`solvers.offload.simulate`), and whose measured peak (bytes) and time (ms) are
     this executor's; see the module docstring for what they mean on
     CPU and on CUDA. Chain schedules without transfers run too.
     """
