@@ -44,17 +44,24 @@ _LAZY = {
     "plot": "memsched.api",
     "budget": "memsched.api",
     "problem_of": "memsched.api",
+    "reference_peak": "memsched.api",
+    "default_solver": "memsched.api",
     "list_solvers": "memsched.api",
+    "data_path": "memsched.api",
     "Result": "memsched.results",
     "Comparison": "memsched.results",
     "SweepResult": "memsched.results",
     "RunResult": "memsched.results",
 }
 
+_SUBPACKAGES = ("solvers", "models", "experiments", "api", "results")
+
 __all__ = ["__version__", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"memsched.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'memsched' has no attribute {name!r}")
@@ -64,4 +71,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBPACKAGES))

@@ -57,6 +57,15 @@ def load(path: PathLike, *, problem: str | None = None, bandwidth: str | float |
     return load_instance(path, problem or found)[1]
 
 
+def data_path(*parts: str) -> Path:
+    """A file among the instances shipped with memsched (``solvers/data``): e.g.
+    ``data_path("examples", "cnn12.json")``, ``data_path("pipeline", "vgg16-b32.graph.txt")``."""
+    from memsched import solvers
+
+    path = Path(solvers.__file__).resolve().parent / "data"
+    return path.joinpath(*parts)
+
+
 def problem_of(instance: Any) -> str:
     """The problem an instance object states ("chain", "join", "graph", "offload", "pipeline")."""
     for problem, cls_name in _CLASSES:
@@ -211,7 +220,8 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     "fig_a_chains"), run by the sweep engine exactly as ``memsched sweep`` would (resumable,
     into `output`, default the file's), or an instance (or instance file), solved here in
     this process for every budget in `budgets` and solver in `solvers` (default: the
-    problem's default solver)."""
+    problem's default solver). A solver that rejects the instance gives rows of status
+    "unsupported" (as in the sweep engine)."""
     if _is_config(target):
         from memsched.experiments.sweep import find_config, run_sweep
 
@@ -227,8 +237,15 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     for spec in budgets:
         bytes_ = _budget(instance, spec, problem)
         for name in names:
-            result = solve(instance, bytes_, name, problem=problem, slots=slots, time_limit=time_limit,
-                           devices=devices, **options)
+            try:
+                result = solve(instance, bytes_, name, problem=problem, slots=slots, time_limit=time_limit,
+                               devices=devices, **options)
+            except InputError as err:  # a solver that rejects this instance (e.g. revolve, heterogeneous)
+                rows.append({"instance": getattr(instance, "name", "") or problem, "problem": problem,
+                             "solver": name, "status": "unsupported", "objective": None, "budget": bytes_,
+                             "budget_spec": str(spec), "reference_peak": reference,
+                             "budget_fraction": bytes_ / reference, "overhead": None, "message": str(err)})
+                continue
             row = result.row()
             row.update(budget_spec=str(spec), reference_peak=reference, budget_fraction=bytes_ / reference,
                        baseline_objective=baseline, devices=devices,
@@ -344,5 +361,5 @@ def _check_zoo(model: str) -> None:
         raise InputError(f"unknown model {model!r} (one of {', '.join(ZOO_NAMES)})", field="model")
 
 
-__all__ = ["load", "problem_of", "as_problem", "budget", "reference_peak", "list_solvers", "default_solver",
-           "solve", "simulate", "sweep", "baseline_objective", "profile", "run", "plot"]
+__all__ = ["load", "data_path", "problem_of", "as_problem", "budget", "reference_peak", "list_solvers",
+           "default_solver", "solve", "simulate", "sweep", "baseline_objective", "profile", "run", "plot"]
