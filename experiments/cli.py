@@ -15,7 +15,7 @@ from memsched.solvers import __version__
 from memsched.solvers.errors import InputError
 
 COMMANDS = ("solvers", "solve", "simulate", "profile", "run", "partition", "sweep", "figures", "plot", "hrevolve",
-            "export-graph")
+            "export-graph", "max-batch")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
+    if not getattr(args, "func", None):  # a usage error: one line on stderr
+        print(f"memsched: a command is required (one of {', '.join(COMMANDS)}; memsched --help)", file=sys.stderr)
         return 2
     try:
         return int(args.func(args) or 0)

@@ -4,8 +4,8 @@
 solver itself at other budgets: first at the smallest budget a fast solver of the problem
 reports (`_FLOOR_SOLVERS`), else at the store-all peak (doubled up to `MAX_FACTOR` times),
 then one byte below the first budget that works, then by bisection. ``min_budget`` = N only
-when the solver finds a schedule at N bytes and proves N - 1 infeasible; exact solvers get the
-time left as their limit. When `SEARCH_SECONDS` run out first (or the solver fails even at
+when the solver finds a schedule at N bytes and proves N - 1 infeasible; exact solvers get
+`PROBE_SECONDS` per run (a schedule found in that time answers the question). When `SEARCH_SECONDS` run out first (or the solver fails even at
 `MAX_FACTOR` times the store-all peak), ``details["min_budget_note"]`` says so, with the
 bracket known.
 """
@@ -21,6 +21,8 @@ from memsched.solvers.result import INFEASIBLE, SolveResult
 
 #: wall-clock seconds spent searching for the smallest budget
 SEARCH_SECONDS = 10.0
+#: time limit of one exact solve in the search (a feasibility question: the first schedule will do)
+PROBE_SECONDS = 1.0
 #: per problem, fast solvers whose infeasible answers carry their own smallest budget
 _FLOOR_SOLVERS = {"chain": ("rotor",), "offload": ("remat-only",),
                   "graph": ("checkpoint-all", "sqrt", "greedy", "griewank"), "join": ("store-all",),
@@ -41,7 +43,7 @@ def find_min_budget(problem: str, instance: Any, result: SolveResult, options: d
         left = deadline - time.perf_counter()
         if left <= 0:
             return None
-        opts = {**options, "time_limit": max(0.5, left)} if exact else options
+        opts = {**options, "time_limit": max(0.5, min(left, PROBE_SECONDS))} if exact else options
         try:
             res = registry.solve(problem, instance, result.solver, budget, **opts)
         except InputError:
