@@ -11,8 +11,8 @@ from memsched.solvers.errors import InputError
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run an experiment grid (instances x budgets x solvers) into results/",
-                       description="Run the grid of a sweep file (TOML or YAML; see experiments/sweep/__init__.py), one row "
-                                   "per run, resuming after an interruption.")
+                       description="Run the grid of a sweep file (TOML or YAML; see experiments/sweep/__init__.py), "
+                                   "one row per run, resuming after an interruption.")
     p.add_argument("config", help="sweep file, or the name of one in experiments/configs (e.g. default)")
     p.add_argument("--output", metavar="DIR", help="folder for the table and journal (default: the file's "
                                                    "'output', else results/<name>)")
@@ -20,21 +20,34 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                             "'workers', else the CPU count; 1 = in process)")
     p.add_argument("--scheduler", metavar="ADDRESS", help="run on a Dask cluster (e.g. tcp://host:8786)")
     p.add_argument("--fresh", action="store_true", help="discard the journal of earlier runs and run every cell")
+    p.add_argument("--reprofile", action="store_true",
+                   help="build generated and profiled instances again instead of reading them from "
+                        "<output>/instances/ (rows of the old profile leave the table)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--list", action="store_true", help="print the grid's cells and exit")
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    from memsched.experiments.sweep import build_tasks, find_config, journal_path, load_config, read_journal, run_sweep
+    from memsched.experiments.sweep import (
+        InstanceStore,
+        build_tasks,
+        find_config,
+        journal_path,
+        load_config,
+        read_journal,
+        run_sweep,
+    )
 
     if args.workers is not None and args.workers < 1:
         raise InputError("must be >= 1", field="--workers")
     config = load_config(find_config(args.config))
     if args.list:
         notes: list[str] = []
-        tasks = build_tasks(config, notes=notes)
-        done = read_journal(journal_path(config.output_dir(args.output), config.name))
+        out = config.output_dir(args.output)
+        tasks = build_tasks(config, notes=notes,
+                            store=InstanceStore(out / "instances", readonly=True, rebuild=args.reprofile))
+        done = read_journal(journal_path(out, config.name))
         for t in tasks:
             mark = "done" if t.key in done else "todo"
             print(f"{mark}  {t.loaded.label:<28} {t.budget_spec:>10} {t.solver.label:<16} repeat={t.repeat}")
@@ -43,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
         return 0
     start = time.perf_counter()
     outcome = run_sweep(config, output=args.output, workers=args.workers, scheduler=args.scheduler,
-                        progress=not args.no_progress, fresh=args.fresh)
+                        progress=not args.no_progress, fresh=args.fresh, reprofile=args.reprofile)
     for n in outcome.notes:
         print(f"note: {n}", file=sys.stderr)
     took = time.perf_counter() - start

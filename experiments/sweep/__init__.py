@@ -39,16 +39,27 @@ A sweep file (TOML, or YAML by extension) states the grid::
 Relative file paths are read against the sweep file's folder, then the current folder.
 
 Every run gives one row (`ROW_COLUMNS` first, then any extra keys): its parameters, the
-status, objective (makespan, or period for pipelines), lower bound, gap, peak memory, solve
-time, measured values when executed, the versions of memsched, numpy, ortools, torch and
-Python, the host and a UTC timestamp. Each finished row is appended to ``<name>.jsonl`` in
-the output folder at once (flushed and fsync'ed); a rerun reads that journal, ignores a torn
-last line, and runs only the cells whose key is not there. The table ``<name>.csv`` (and
-``<name>.parquet`` when pyarrow is present) is rewritten atomically (temporary file, then
-rename) from the journal, in grid order, whenever the sweep ends or is interrupted.
+content hash of its instance file, the status, objective (makespan, or period for pipelines),
+lower bound, gap, peak memory, solve time, measured values when executed, the versions of
+memsched, numpy, ortools, torch and Python, the host and a UTC timestamp.
 
-Runs go to local processes (`concurrent.futures.ProcessPoolExecutor`) or, given a scheduler
-address, to a Dask cluster (`dask.distributed.Client`); the rows are the same either way.
+Output folder (``results/<name>`` by default), one module each:
+
+- ``<name>.jsonl`` (`store`): the journal. Each finished row is appended at once (one write,
+  flushed and fsync'ed); a rerun runs only the cells whose key is not there. A killed run's
+  last line is kept when it is a complete row and cut when torn.
+- ``<name>.csv`` (and ``.parquet`` with pyarrow) (`store`): rewritten atomically from the
+  journal, in grid order, whenever the sweep ends, fails or is stopped.
+- ``instances/`` (`instance_store`): every instance as a file named by its content hash;
+  built instances (generated, profiled) are reused by later runs, ``--reprofile`` rebuilds.
+- ``.sweep.lock`` (`lock`): a second sweep on the same folder is refused while one runs.
+
+Cells run in worker processes (`pool`; ``workers`` of them) outside the terminal's process
+group, or on a Dask cluster given a scheduler address (`dask.distributed.Client`); the rows are
+the same either way. Ctrl-C (or SIGTERM) stops the sweep: running cells are killed and not
+journaled, finished rows are kept, the table is written, exit 130. Workers die with the sweep
+(also on ``kill -9``). Modules: `config` (the file), `instances` and `instance_store`, `grid`
+(cells and keys), `cell` (one run), `pool`, `run` (`run_sweep`), `store`, `lock`.
 Bad sweep files raise `InputError` naming the file and the key.
 """
 
@@ -65,6 +76,7 @@ from .config import (
            read_sweep_file,
 )
 from .grid import Task, build_tasks, row_key
+from .instance_store import InstanceStore
 from .instances import LoadedInstance, load_instance_spec
 from .run import SweepOutcome, run_sweep
 from .store import (
@@ -80,7 +92,8 @@ from .store import (
            write_table,
 )
 
-__all__ = ["SweepConfig", "InstanceSpec", "SolverSpec", "Task", "SweepOutcome", "LoadedInstance", "load_config",
+__all__ = ["InstanceStore", "SweepConfig", "InstanceSpec", "SolverSpec", "Task", "SweepOutcome", "LoadedInstance",
+           "load_config",
            "read_sweep_file", "build_tasks", "row_key", "load_instance_spec", "run_task", "run_sweep", "read_journal",
            "journal_path", "table_path", "Journal", "write_table", "rows_frame", "compare_tables", "find_config",
            "versions", "ROW_COLUMNS", "VOLATILE_COLUMNS", "UNSUPPORTED", "ROOT", "EXAMPLES", "CONFIGS"]

@@ -54,7 +54,8 @@ def base_row(task: Task) -> dict[str, Any]:
     li, s = task.loaded, task.solver
     return {
         "sweep": task.sweep, "key": task.key, "instance": li.label, "problem": li.problem, "source": li.source,
-        "size": li.size, "budget_spec": task.budget_spec, "budget": task.budget, "reference_peak": li.reference_peak,
+        "instance_hash": li.digest, "size": li.size, "budget_spec": task.budget_spec, "budget": task.budget,
+        "reference_peak": li.reference_peak,
         "budget_fraction": (task.budget / li.reference_peak) if li.reference_peak else None,
         "solver": s.name, "solver_label": s.label, "slots": s.slots, "time_limit": s.time_limit,
         "options": canonical(s.options), "repeat": task.repeat, "execute": task.execute,

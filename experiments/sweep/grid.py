@@ -12,6 +12,7 @@ from memsched.solvers.errors import InputError
 from memsched.solvers.units import parse_budget
 
 from .config import SolverSpec, SweepConfig
+from .instance_store import InstanceStore
 from .instances import LoadedInstance, load_instance_spec
 
 
@@ -36,21 +37,24 @@ def canonical(obj: Any) -> str:
 
 def row_key(sweep: str, loaded: LoadedInstance, budget_spec: str, solver: SolverSpec, repeat: int,
             execute: bool) -> str:
-    """A stable id of one cell: changes exactly when a parameter of the run changes."""
-    ident = {"sweep": sweep, "instance": loaded.label, "source": loaded.source, "budget": budget_spec,
+    """A stable id of one cell: changes exactly when a parameter of the run changes, the content
+    hash of its instance file included (two profiles of one network never share a key)."""
+    ident = {"sweep": sweep, "instance": loaded.label, "source": loaded.source, "hash": loaded.digest,
+             "budget": budget_spec,
              "solver": solver.name, "label": solver.label, "slots": solver.slots, "time_limit": solver.time_limit,
              "options": solver.options, "repeat": repeat, "execute": execute}
     return hashlib.sha1(canonical(ident).encode()).hexdigest()[:16]
 
 
 def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
-                loaded: list[LoadedInstance] | None = None) -> list[Task]:
+                loaded: list[LoadedInstance] | None = None, store: InstanceStore | None = None) -> list[Task]:
     """The grid in its fixed order (instances x budgets x solvers x repeats), skipping solvers
     that do not apply (another problem, too long an instance) or are not importable here;
-    each skip is described once in `notes`."""
+    each skip is described once in `notes`. `store`: where instances are kept as files
+    (`instance_store`)."""
     notes = notes if notes is not None else []
     if loaded is None:
-        loaded = [load_instance_spec(spec, config) for spec in config.instances]
+        loaded = [load_instance_spec(spec, config, store) for spec in config.instances]
     importable: dict[tuple[str, str], bool] = {}
 
     def available(problem: str, name: str) -> bool:

@@ -11,6 +11,7 @@ from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 
 from .config import EXAMPLES, InstanceSpec, SweepConfig, generator
+from .instance_store import InstanceStore, Stored, digest, document
 
 
 @dataclass
@@ -26,6 +27,8 @@ class LoadedInstance:
     reference_peak: int | None
     baseline_objective: float | None
     model: dict[str, Any] | None = None     # zoo name and sizes, for execution
+    digest: str | None = None               # content hash of the instance file (`instance_store`)
+    stored: str | None = None               # the stored instance file
 
 
 def resolve_path(text: str, config_path: Path) -> Path:
@@ -39,12 +42,25 @@ def resolve_path(text: str, config_path: Path) -> Path:
     return config_path.resolve().parent / p
 
 
-def load_instance_spec(spec: InstanceSpec, config: SweepConfig) -> LoadedInstance:
-    """Load (or generate, or profile) one instance; `InputError` names the sweep key."""
+def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceStore | None = None) -> LoadedInstance:
+    """Load (or generate, or profile) one instance; `InputError` names the sweep key.
+
+    With a `store`, a built instance (generated or profiled) is read from its stored file when
+    there is one, else built, stored and read back from the file (so every run solves exactly the
+    stored instance); a file instance is read and a copy of its bytes stored."""
     p = str(config.path)
     where = spec.where
     model = None
-    if spec.kind in ("file", "example"):
+    stored: Stored | None = None
+    data: bytes | None = None
+    if spec.kind == "model":
+        sizes = {k: v for k, v in spec.params.items() if k not in ("model", "repeats", "warmup")}
+        model = {"name": spec.params["model"], "sizes": sizes}
+    hit = store.built(spec) if store is not None and spec.kind in ("generate", "model") else None
+    if hit is not None:
+        problem, instance = _load_stored(hit, where, p)
+        source, label, stored = hit.source, spec.label or hit.label, hit
+    elif spec.kind in ("file", "example"):
         if spec.kind == "file":
             path = resolve_path(spec.params["file"], config.path)
             key = f"{where}.file"
@@ -68,6 +84,10 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig) -> LoadedInstanc
             raise InputError(f"cannot load: {err}", path=p, field=key) from None
         source = str(path)
         label = spec.label or getattr(instance, "name", None) or path.stem
+        data = path.read_bytes()
+        if store is not None:
+            stored = store.put(spec, data, label=label, problem=problem, source=source,
+                               ext=path.suffix or ".json")
     elif spec.kind == "generate":
         problem, func = generator(spec.params["generate"], f"{where}.generate",
                                    lambda k, m: InputError(m, path=p, field=k))
@@ -80,7 +100,6 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig) -> LoadedInstanc
         source = f"{func.__module__}.{func.__name__}({json.dumps(kwargs, sort_keys=True)})"
         label = spec.label or instance.name
     else:
-        sizes = {k: v for k, v in spec.params.items() if k not in ("model", "repeats", "warmup")}
         try:
             from memsched.models.chain.profiler import profile_model
         except ImportError as err:
@@ -97,14 +116,31 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig) -> LoadedInstanc
         problem = "chain"
         source = f"memsched.models.chain.profiler.profile_model({json.dumps(spec.params, sort_keys=True)})"
         label = spec.label or built.label
-        model = {"name": spec.params["model"], "sizes": sizes}
+    if hit is None and spec.kind in ("generate", "model"):
+        data = document(instance)
+        if store is not None and data is not None:
+            stored = store.put(spec, data, label=label, problem=problem, source=source, built=True)
+            if stored is not None:  # solve what was stored, bit for bit
+                problem, instance = _load_stored(stored, where, p)
     desc = registry.get_problem(problem)
     try:
         reference = int(desc.reference_peak(instance))
     except Exception:  # noqa: BLE001  (a problem without a meaningful reference)
         reference = None
     baseline = None if problem == "pipeline" else _baseline_objective(instance)
-    return LoadedInstance(spec, label, problem, instance, source, _size_of(instance), reference, baseline, model)
+    h = stored.hash if stored is not None else (digest(data) if data is not None else None)
+    return LoadedInstance(spec, label, problem, instance, source, _size_of(instance), reference, baseline, model,
+                          h, str(stored.path) if stored is not None else None)
+
+
+def _load_stored(stored: Stored, where: str, config_path: str) -> tuple[str, Any]:
+    """(problem, instance) of a stored instance file."""
+    from memsched.solvers.formats import load_instance
+
+    try:
+        return load_instance(stored.path, stored.problem)
+    except InputError as err:
+        raise InputError(f"cannot read the stored instance: {err}", path=config_path, field=where) from None
 
 
 def _size_of(instance: Any) -> int | None:

@@ -17,6 +17,7 @@ from memsched.solvers.errors import InputError
 from .cell import failed_row, run_task
 from .config import SweepConfig, load_config
 from .grid import Task, build_tasks
+from .instance_store import InstanceStore
 from .lock import SweepLock
 from .pool import WorkerPool
 from .store import Journal, journal_path, read_journal, write_table
@@ -110,7 +111,7 @@ def _dask_results(tasks: list[Task], scheduler: str) -> Iterator[dict[str, Any]]
 
 def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = None, workers: int | None = None,
               scheduler: Any = None, progress: bool = True, fresh: bool = False, isolate: bool = True,
-              on_row: Callable[[dict[str, Any]], None] | None = None) -> SweepOutcome:
+              reprofile: bool = False, on_row: Callable[[dict[str, Any]], None] | None = None) -> SweepOutcome:
     """Run (or resume) a sweep: the rows of every cell not yet in the journal, then the table.
 
     `workers`: local worker processes (default: the file's ``workers``, else the CPU count).
@@ -118,7 +119,8 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
     `pool`); ``isolate=False`` with one worker runs them in this process instead.
     `scheduler`: a Dask scheduler address ("tcp://host:8786") or a `dask.distributed.Client`.
     `on_row(row)` is called after each row is journaled (tests use it to simulate a crash).
-    `fresh` discards the journal first (everything is run again).
+    `fresh` discards the journal first (everything is run again). Instances are stored under
+    ``<output>/instances/`` and reused (`instance_store`); `reprofile` builds them again.
 
     Only one sweep at a time writes to an output folder (`lock.SweepLock`; a second one gets
     `InputError`). A stop (Ctrl-C, SIGTERM, or an exception) kills the running cells, which are
@@ -128,12 +130,12 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
     if not isinstance(config, SweepConfig):
         config = load_config(config)
     notes: list[str] = []
-    tasks = build_tasks(config, notes=notes)
     out_dir = config.output_dir(output)
     jpath = journal_path(out_dir, config.name)
     if workers is None:
         workers = config.workers or os.cpu_count() or 1
     with SweepLock(out_dir, config.name):
+        tasks = build_tasks(config, notes=notes, store=InstanceStore(out_dir / "instances", rebuild=reprofile))
         if fresh and jpath.exists():
             jpath.unlink()
         journal = Journal(jpath)  # repairs the end of a killed run's journal before it is read

@@ -11,7 +11,7 @@ from typing import Any
 
 #: Columns every row has, in table order (extra keys follow, sorted).
 ROW_COLUMNS = [
-    "sweep", "key", "instance", "problem", "source", "size", "budget_spec", "budget", "reference_peak",
+    "sweep", "key", "instance", "problem", "source", "instance_hash", "size", "budget_spec", "budget", "reference_peak",
     "budget_fraction", "solver", "solver_label", "slots", "time_limit", "options", "repeat", "execute",
     "status", "objective", "objective_name", "baseline_objective", "overhead", "lower_bound", "gap",
     "peak_memory", "min_budget", "solve_time_s", "scope", "message",

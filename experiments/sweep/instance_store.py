@@ -1,0 +1,122 @@
+"""Instances of a sweep are files: ``<output>/instances/<label>-<hash>.<ext>``, keyed by content hash.
+
+A sweep stores every instance it solves, and every row names the SHA-256 of its instance file
+(first 16 hex digits, column ``instance_hash``, also part of the row key). So:
+
+- an instance that is built (``generate`` or a profiled ``model``) is built once: later runs of
+  the sweep, and a resume after a crash, read the stored file instead of profiling again
+  (profiles are measurements and differ from one run to the next); ``--reprofile`` builds
+  it again on purpose, and the rows of the old profile drop out of the table (their keys differ);
+- an instance read from a file (``file``, ``example``) is read each run and a copy of its bytes
+  is stored: when the file changes, its rows are new rows, never mixed with the old ones;
+- rows are reproducible from the stored files alone.
+
+``index.json`` maps the identity of each built `[[instances]]` entry (its kind, parameters and
+problem; not its label) to its stored file, hash, label and source.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memsched.solvers.jsonio import write_json_atomic
+
+from .config import InstanceSpec
+
+INDEX = "index.json"
+
+
+def digest(data: bytes) -> str:
+    """The content hash of an instance file: SHA-256, first 16 hex digits."""
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def spec_id(spec: InstanceSpec) -> str:
+    """Identity of an `[[instances]]` entry for the store: kind, parameters and problem."""
+    ident = {"kind": spec.kind, "params": spec.params, "problem": spec.problem}
+    return hashlib.sha1(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def document(instance: Any) -> bytes | None:
+    """The JSON file of an instance (its ``to_dict``), canonical bytes; None when it has none."""
+    to_dict = getattr(instance, "to_dict", None)
+    if not callable(to_dict):
+        return None
+    return (json.dumps(to_dict(), sort_keys=True, indent=1) + "\n").encode()
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One stored instance: its file, hash, label, problem and source description."""
+
+    path: Path
+    hash: str
+    label: str
+    problem: str
+    source: str
+
+
+class InstanceStore:
+    """The ``instances/`` folder of a sweep's output. `readonly` stores nothing (``--list``);
+    `rebuild` ignores stored built instances (``--reprofile``)."""
+
+    def __init__(self, folder: Path, *, readonly: bool = False, rebuild: bool = False) -> None:
+        self.folder = Path(folder)
+        self.readonly = readonly
+        self.rebuild = rebuild
+        self._index: dict[str, dict[str, Any]] | None = None
+
+    @property
+    def index(self) -> dict[str, dict[str, Any]]:
+        if self._index is None:
+            self._index = {}
+            path = self.folder / INDEX
+            if path.exists():
+                try:
+                    data = json.loads(path.read_text())
+                except (OSError, ValueError):
+                    data = {}
+                self._index = data if isinstance(data, dict) else {}
+        return self._index
+
+    def built(self, spec: InstanceSpec) -> Stored | None:
+        """The stored file of a built entry, when there is one (and `rebuild` is off)."""
+        if self.rebuild:
+            return None
+        entry = self.index.get(spec_id(spec))
+        if not isinstance(entry, dict):
+            return None
+        path = self.folder / str(entry.get("file", ""))
+        if not path.is_file() or digest(path.read_bytes()) != entry.get("hash"):
+            return None  # missing or edited: build again
+        return Stored(path, entry["hash"], entry["label"], entry["problem"], entry["source"])
+
+    def put(self, spec: InstanceSpec, data: bytes, *, label: str, problem: str, source: str, ext: str = ".json",
+            built: bool = False) -> Stored | None:
+        """Store `data` (an instance file's bytes); None when read-only. Built entries are indexed."""
+        h = digest(data)
+        if self.readonly:
+            return None
+        name = f"{_safe(label)}-{h}{ext}"
+        path = self.folder / name
+        if not path.exists() or path.read_bytes() != data:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{name}.tmp")
+            tmp.write_bytes(data)
+            tmp.replace(path)
+        if built:
+            self.index[spec_id(spec)] = {"file": name, "hash": h, "label": label, "problem": problem,
+                                         "source": source,
+                                         "stored": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+            write_json_atomic(self.folder / INDEX, self.index)
+        return Stored(path, h, label, problem, source)
+
+
+def _safe(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label)[:80] or "instance"
