@@ -291,9 +291,12 @@ class SweepResult:
                 xs = group[x] * (100 if x == "budget_fraction" else 1)
                 ys = group[y] * (100 if y == "overhead" else 1)
                 ax.plot(xs, ys, marker="o", ms=4, label=str(solver))
-            ax.set_title(str(name), fontsize=10)
+            if len(instances) > 1:
+                ax.set_title(str(name), fontsize=10)
             ax.set_xlabel("budget (% of the reference peak)" if x == "budget_fraction" else "budget (bytes)")
-            ax.set_ylabel("overhead (%)" if y == "overhead" else y)
+            names = part["objective_name"].dropna().unique() if "objective_name" in part else []
+            ylabel = str(names[0]) if y == "objective" and len(names) == 1 else y
+            ax.set_ylabel("overhead (%)" if y == "overhead" else ylabel)
             ax.grid(alpha=0.3)
         for ax in axes[len(instances):]:
             ax.set_visible(False)
