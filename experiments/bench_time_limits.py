@@ -52,10 +52,9 @@ def _join_tiny() -> Any:
 
 
 def _offload(L: int) -> Any:
-    from memsched.solvers.offload.instance import OffloadInstance
+    from memsched.solvers.offload.generate import random_offload
 
-    chain = _chain(L, 2)
-    return OffloadInstance(chain, float(np.median(chain.xbar[1:])) / float(np.median(chain.u_f)), 0.0)
+    return random_offload(L, 2)  # a transfer of the mean tape takes about one mean compute op
 
 
 def _pipeline() -> Any:
@@ -72,8 +71,8 @@ CASES: list[tuple[str, str, str, Callable[[], Any], float, dict[str, Any]]] = [
     ("graph", "cpsat", "resnet18-like (189 nodes)", _graph, 0.6, {}),
     ("join", "cpsat", "random_join([20, 20])", _join, 0.4, {}),
     ("join", "exact", "random_join([7, 7])", _join_tiny, 0.5, {}),
-    ("offload", "cpsat", "random_chain(60) + link", lambda: _offload(60), 0.5, {}),
-    ("offload", "exact-combined", "random_chain(6) + link", lambda: _offload(6), 0.5, {}),
+    ("offload", "cpsat", "random_offload(60)", lambda: _offload(60), 0.5, {}),
+    ("offload", "exact-combined", "random_offload(6)", lambda: _offload(6), 0.5, {}),
     ("pipeline", "cpsat", "random_pipeline(120), 8 devices", _pipeline, 0.5, {"devices": 8}),
 ]
 

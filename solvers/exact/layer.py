@@ -3,10 +3,11 @@
 1. **Options and deadline.** Keyword options are read into `ExactOptions` (``time_limit``,
    ``workers``, ``seed``, ``verbose``, ``warm_start``, ``slots``; old spellings mapped) and a
    wall-clock `Deadline` starts: the time limit covers everything below.
-2. **Warm start.** The problem's fast solvers (`fast`) run first, each replayed by the
-   simulator at the real budget and exact sizes; the best schedule (smallest objective) is
+2. **Warm start.** The problem's fast solvers (`fast`, best first) run first, each replayed by
+   the simulator at the real budget and exact sizes; the best schedule (smallest objective) is
    handed to the model as ``seed`` (CP-SAT hint, MIP start) and named in
-   ``SolveResult.seeded_by``.
+   ``SolveResult.seeded_by``. The first always runs, the others while time allows (`run_fast`):
+   the guarantee below is about the fast solvers that ran (``details["fast"]`` lists them).
 3. **Model.** ``fn(instance, budget, *, options, deadline, seed, **rest)`` builds and solves;
    building calls ``deadline.check()``, and a build that runs out of time ends with status
    ``timeout`` (keeping the seed's schedule, if any).
@@ -35,23 +36,36 @@ REL_TOL = 1e-9
 #: slots given to the fast solvers when the exact model runs with exact sizes (their tables
 #: grow with the budget; a schedule that fits N slots fits the real budget)
 FAST_SLOTS_WITH_EXACT_SIZES = 500
+#: below this time limit (s) only the first fast solver (the problem's best) seeds the model:
+#: a fast solver cannot be interrupted, and some take a second or two on large instances
+MIN_LIMIT_FOR_ALL_FAST = 1.0
 
 
 def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], deadline: Deadline,
              options: ExactOptions, rest: dict[str, Any]) -> list[SolveResult]:
-    """Run the fast solvers `names` through the referee (`solvers.registry.solve`); those that
-    fail, find nothing or have an undefined objective are left out. Stops when the deadline is spent."""
+    """Run the fast solvers `names` (best first) through the referee (`solvers.registry.solve`);
+    those that fail, find nothing or have an undefined objective are left out. The first always
+    runs; each other one only with a limit of at least `MIN_LIMIT_FOR_ALL_FAST` seconds, while
+    less than half the limit is spent and more time is left than the slowest fast solver so far
+    took (a fast solver cannot be stopped once started)."""
     from ..registry import solve as registry_solve
 
     slots = options.slots if options.slots > 0 else FAST_SLOTS_WITH_EXACT_SIZES
     out: list[SolveResult] = []
-    for name in names:
-        if deadline.expired():
-            break
+    longest = 0.0
+    for n, name in enumerate(names):
+        left = deadline.left()
+        limit = deadline.limit
+        if n and limit is not None and (limit < MIN_LIMIT_FOR_ALL_FAST or left is None or left <= longest
+                                        or deadline.elapsed() > 0.5 * limit):
+            break  # the first (best) fast solver always runs; the others only while they fit in half the limit
+        start = deadline.elapsed()
         try:
             res = registry_solve(problem, instance, name, budget, **{**rest, "slots": slots})
         except (InputError, ValueError, KeyError, ImportError):
             continue
+        finally:
+            longest = max(longest, deadline.elapsed() - start)
         if res.schedule is not None and res.objective is not None and math.isfinite(res.objective):
             out.append(res)
     return out
@@ -73,7 +87,7 @@ def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: fl
             deadline = Deadline(options.time_limit)
             seeds = run_fast(problem, instance, int(budget), fast, deadline, options, rest) \
                 if options.warm_start else []
-            seed = min(seeds, key=lambda r: r.objective) if seeds else None
+            seed = min(seeds, key=lambda r: math.inf if r.objective is None else r.objective) if seeds else None
             try:
                 res = fn(instance, int(budget), options=options, deadline=deadline, seed=seed, **rest)
             except DeadlineExceeded:
@@ -107,7 +121,8 @@ def referee(problem: str, name: str, instance: Any, budget: int, res: SolveResul
             raise InputError(f"the objective of {name}'s schedule is undefined ({objective}): check the "
                              "instance's times (latency, bandwidth, durations)", field="objective")
         res.objective, res.peak_memory = objective, int(replay.peak_memory)
-    if seed is not None and (objective is None or seed.objective < objective - REL_TOL * max(1.0, abs(objective))):
+    if seed is not None and seed.objective is not None and (
+            objective is None or seed.objective < objective - REL_TOL * max(1.0, abs(objective))):
         model_status, model_objective = res.status, objective
         res.details["model_status"] = model_status
         if model_objective is not None:

@@ -134,15 +134,12 @@ def solve_cpsat(inst: OffloadInstance, budget: int, *, options: ExactOptions, de
     m.add_cumulative(intervals, demands, capacity)
     m.minimize(e[-1])
 
-    if options.warm_start and offload:
-        k = seed.details.get("offloaded_stages") if seed is not None else None
-        if k is None:
-            from .baselines import solve_prefix
-
-            k = solve_prefix(inst, budget).details.get("offloaded_stages")
-        if k is not None:
+    if options.warm_start and offload and seed is not None:
+        # the seed's tapes: vdnn offloads every tape, offload-prefix the first k, none no tape
+        k_off: int | None = {"vdnn": L, "none": 0}.get(seed.solver, seed.details.get("offloaded_stages"))
+        if k_off is not None:
             for j, o in offload.items():
-                m.add_hint(o, 1 if j - 1 < k else 0)
+                m.add_hint(o, 1 if j - 1 < k_off else 0)
 
     run = run_cpsat(m, deadline, options, scale=scale)
     if run.status == INFEASIBLE:

@@ -63,11 +63,17 @@ MAX_LENGTH = 6
 Value = tuple[str, int]
 
 
-def phase_sequences(L: int) -> list[list[Op]]:
-    """Every compute sequence of the phase form (see the module docstring)."""
+def phase_sequences(L: int, deadline: Deadline | None = None) -> list[list[Op]]:
+    """Every compute sequence of the phase form (see the module docstring): 992 for L = 4,
+    26 678 for L = 5, 1.2 million for L = 6 (minutes). `deadline` is checked as they are
+    enumerated (`DeadlineExceeded`)."""
     out: list[list[Op]] = []
+    calls = [0]
 
     def phase(k: int, acts: frozenset, tapes: frozenset, stage: int, ops: list[Op]) -> None:
+        calls[0] += 1
+        if deadline is not None and calls[0] % 1024 == 0:
+            deadline.check()
         # close the phase here
         if k == L:
             if L in acts or L in tapes:
@@ -284,15 +290,15 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOp
     times = [float(t) for t in (*chain.u_f, *chain.u_b)] + [
         inst.transfer_time(int(b)) for b in (*chain.x[: L + 1], *chain.xbar[1: L + 1])]
     if scale is None:
-        scale, _ = tick_scale(times, max_ticks=1000)
+        scale = tick_scale(times, max_ticks=1000)[0]
     exact_ticks = slots == 0 and all(abs(t * scale - round(t * scale)) < 1e-9 for t in times)
     size = size_in_slots(budget, slots)
     capacity = discretize_capacity(budget, slots)
     scope = ("phase-form compute sequences (each stage at most once per phase) with at most one Off/Pre pair "
              f"per idle gap of each value, times in ticks of 1/{scale:g}, {scope_text(slots)}")
-    common = {"problem": "offload", "solver": "exact-combined", "budget": budget, "scope": scope}
+    common: dict[str, Any] = {"problem": "offload", "solver": "exact-combined", "budget": budget, "scope": scope}
 
-    seqs = phase_sequences(L)
+    seqs = phase_sequences(L, deadline)
 
     def compute_ticks(ops: list[Op]) -> int:
         return sum(to_ticks(float(chain.u_b[L] if k == LOSS else chain.u_b[i] if k == B else chain.u_f[i]), scale)
@@ -323,7 +329,13 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOp
                 grad = size(int(chain.x[i]))
         return worst
 
-    order = sorted((compute_ticks(o), k) for k, o in enumerate(seqs) if op_floor(o) <= capacity)
+    ranked = []
+    for k, o in enumerate(seqs):
+        if k % 1024 == 0:
+            deadline.check()
+        if op_floor(o) <= capacity:
+            ranked.append((compute_ticks(o), k))
+    order = sorted(ranked)
     best: tuple[int, list[Op], Any, _Model] | None = None
     proven = True
     solved = 0
@@ -336,7 +348,7 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOp
         model = _Model(inst, seqs[k], size, capacity, scale, None if best is None else best[0] - 1)
         run = run_cpsat(model.m, deadline, options, progress=False)
         solved += 1
-        if run.status in (OPTIMAL, FEASIBLE):
+        if run.status in (OPTIMAL, FEASIBLE) and run.objective is not None:
             best = (int(round(run.objective)), seqs[k], run.solver, model)
             if run.status != OPTIMAL:
                 proven = False
