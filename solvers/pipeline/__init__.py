@@ -32,6 +32,11 @@ SOLVERS: dict[str, tuple[str, str]] = {
     "balance-time": (".pipeline.baselines:solve_balance_time",
                      "torchgpipe balance_by_time: P stages of balanced time, memory ignored"),
     "cpsat": (".pipeline.cpsat:solve_cpsat", "exact CP-SAT model of contiguous memory-limited partitioning"),
+    "dag": (".pipeline.dag_dp:solve_dag",
+            "memory-aware DP over antichain splits of the layer DAG (stages may end inside a block)"),
+    "dag-pipedream": (".pipeline.dag_dp:solve_dag_pipedream",
+                      "PipeDream's planner (antichain DP, period only), then checked against the memory"),
+    "dag-cpsat": (".pipeline.dag_cpsat:solve_dag_cpsat", "exact CP-SAT model of memory-limited DAG partitioning"),
 }
 
 

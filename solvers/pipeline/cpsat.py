@@ -64,12 +64,12 @@ def solve_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline:
     for i in range(L):
         deadline.check()
         arr = stage_arrays(inst, pre, i)
-        link = inst.comm_time(2.0 * inst.input_of(i)) if i > 0 else 0.0
+        link = inst.comm_time(2.0 * inst.input_of(i), 2 * inst.messages_into(i)) if i > 0 else 0.0
         value = np.maximum(arr["fb"], link)
         for t in range(1, T + 1):
             if i + t > L:  # t stages need at least t layers
                 break
-            n = t if schedule == "1f1b" else int(m)
+            n = t if schedule == "1f1b" else int(m or 0)  # gpipe: m micro-batches in flight
             mem = arr["wmem"] + n * arr["stash"] + arr["buffers"]
             for k in range(len(value)):
                 j = i + k
@@ -110,13 +110,13 @@ def solve_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline:
                 model.add(sum(into) == sum(out))
     model.minimize(obj)
     if hint and options.warm_start:
-        res = partition_dp(inst, P, budget, schedule=schedule, micro_batches=m)
-        if res is not None:
-            S = len(res[1])
-            chosen = {(a, b, S - k) for k, (a, b, _) in enumerate(res[1])}
-            for var, (i, j, t, _) in zip(v, cand):
-                model.add_hint(var, (i, j, t) in chosen)
-            worst = max((rank[c[3]] for c in cand if (c[0], c[1], c[2]) in chosen), default=0)
+        dp_res = partition_dp(inst, P, budget, schedule=schedule, micro_batches=m)
+        if dp_res is not None:
+            S = len(dp_res[1])
+            dp_chosen = {(a, b, S - k) for k, (a, b, _) in enumerate(dp_res[1])}
+            for var, (i, j, t, _period) in zip(v, cand):
+                model.add_hint(var, (i, j, t) in dp_chosen)
+            worst = max((rank[c[3]] for c in cand if (c[0], c[1], c[2]) in dp_chosen), default=0)
             model.add_hint(obj, worst)
     run = run_cpsat(model, deadline, options, extra={"cp_model_probing_level": int(probing)})
     elapsed = time.perf_counter() - start
@@ -131,6 +131,7 @@ def solve_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline:
                                  devices=P).evaluated(inst)
     bound_rank = min(len(values) - 1, max(0, int(math.ceil((run.bound or 0.0) - 1e-9))))
     lower = values[bound_rank]
+    assert part.period is not None  # set by Partition.evaluated
     return SolveResult(problem="pipeline", solver="cpsat", status=run.status,
                        objective=part.period, peak_memory=part.peak_memory, lower_bound=min(lower, part.period),
                        solve_time_s=elapsed, budget=budget, schedule=part, scope=scope,

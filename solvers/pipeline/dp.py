@@ -65,7 +65,7 @@ def stage_arrays(inst: Pipeline, pre: _Prefix, i: int) -> dict[str, np.ndarray]:
     W = pre.w[j + 1] - pre.w[i]
     wmem = np.ceil(inst.weight_factor * W.astype(float) - 1e-9).astype(np.int64)
     in_size = inst.input_of(i)
-    stash = in_size + (pre.a[j] - pre.a[i])
+    stash = in_size + inst.internal_stash(i)
     out = np.zeros(len(j), dtype=np.int64)
     out[:-1] = inst.cut_sizes[i : L - 1]
     buffers = (in_size if i > 0 else 0) + out
@@ -102,7 +102,7 @@ def partition_dp(
         arr = stage_arrays(inst, pre, i)
         n_j = L - i
         ar = inst.comm_time(1.0) * 4.0 * arr["W"]  # allreduce time of the stage's weights, times r / (r - 1)
-        link1 = inst.comm_time(2.0 * inst.input_of(i)) if i > 0 else 0.0
+        link1 = inst.comm_time(2.0 * inst.input_of(i), 2 * inst.messages_into(i)) if i > 0 else 0.0
         if not replication:  # straight pipeline: one vectorised step per (i, d)
             base = np.maximum(arr["fb"], link1)
             for d in range(1, P + 1):

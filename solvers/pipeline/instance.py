@@ -65,6 +65,8 @@ class Pipeline:
     weight_factor: float = DEFAULT_WEIGHT_FACTOR
     bandwidth: float | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    succ: list[list[int]] | None = None
+    latency: float = 0.0
 
     def __post_init__(self) -> None:
         self.fwd = np.asarray(self.fwd, dtype=float)
@@ -77,8 +79,12 @@ class Pipeline:
         for name in ("bwd", "act", "params"):
             if getattr(self, name).shape != (L,):
                 raise ValueError(f"Pipeline.{name} must have length {L}")
+        if self.succ is not None:
+            self.succ = [sorted({int(v) for v in vs}) for vs in self.succ]
+            if len(self.succ) != L or any(not u < v < L for u, vs in enumerate(self.succ) for v in vs):
+                raise ValueError("Pipeline.succ must list, per layer, later layers (index order is topological)")
         if self.cut is None:
-            self.cut = self.act[:-1].copy()
+            self.cut = self.act[:-1].copy() if self.succ is None else _cuts(self.act, self.succ)
         self.cut = np.asarray(self.cut, dtype=np.int64)
         if self.cut.shape != (L - 1,):
             raise ValueError(f"Pipeline.cut must have length {L - 1}")
@@ -88,16 +94,52 @@ class Pipeline:
             raise ValueError("weight_factor must be a non-negative number")
         if self.bandwidth is not None and not self.bandwidth > 0:
             raise ValueError("bandwidth must be positive (or None)")
+        if self.latency < 0 or not math.isfinite(self.latency):
+            raise ValueError("latency must be a non-negative number of seconds")
 
     @property
     def length(self) -> int:
         """L, the number of layers."""
         return len(self.fwd)
 
-    def with_machine(self, *, bandwidth: float | None = None, weight_factor: float | None = None) -> Pipeline:
-        """A copy with another bandwidth (bytes/s; None: not charged) and/or weight factor."""
+    def with_machine(self, *, bandwidth: float | None = None, weight_factor: float | None = None,
+                     latency: float | None = None) -> Pipeline:
+        """A copy with another bandwidth (bytes/s; None: not charged), weight factor and/or
+        per-message latency (seconds, charged once per boundary crossing with the bandwidth)."""
         return replace(self, bandwidth=bandwidth,
-                       weight_factor=self.weight_factor if weight_factor is None else weight_factor)
+                       weight_factor=self.weight_factor if weight_factor is None else weight_factor,
+                       latency=self.latency if latency is None else float(latency))
+
+    @property
+    def is_chain(self) -> bool:
+        """True when every layer feeds exactly the next one (no DAG edges beyond the chain)."""
+        return self.succ is None or all(vs == ([l + 1] if l + 1 < self.length else [])
+                                        for l, vs in enumerate(self.succ))
+
+    def first_use(self) -> np.ndarray:
+        """Per layer, the first layer (in index order) that consumes its output; L when none."""
+        L = self.length
+        if self.succ is None:
+            return np.arange(1, L + 1)
+        return np.array([min(vs) if vs else L for vs in self.succ], dtype=np.int64)
+
+    def reordered(self, order: list[int]) -> Pipeline:
+        """The same network with its layers in another topological `order` (a permutation of
+        0..L-1): cuts are recomputed from the DAG edges (`ValueError` if `order` is not topological)."""
+        L = self.length
+        if sorted(order) != list(range(L)):
+            raise ValueError("the order must be a permutation of the layers")
+        pos = np.empty(L, dtype=np.int64)
+        pos[np.asarray(order)] = np.arange(L)
+        succ = self.succ if self.succ is not None else [[l + 1] if l + 1 < L else [] for l in range(L)]
+        new_succ = [[int(pos[v]) for v in succ[u]] for u in order]
+        if any(v <= k for k, vs in enumerate(new_succ) for v in vs):
+            raise ValueError("the order is not topological (a layer comes before one it consumes)")
+        idx = np.asarray(order)
+        act = self.act[idx]
+        return replace(self, fwd=self.fwd[idx], bwd=self.bwd[idx], act=act, params=self.params[idx],
+                       cut=_cuts(act, new_succ), layer_names=[self.layer_names[i] for i in order],
+                       succ=new_succ, meta={**self.meta, "order": list(map(int, order))})
 
     @property
     def cut_sizes(self) -> np.ndarray:
@@ -105,15 +147,41 @@ class Pipeline:
         assert self.cut is not None  # set by __post_init__
         return self.cut
 
+    def cut_messages(self) -> np.ndarray:
+        """Number of tensors crossing the cut after layer l, l = 0..L-2 (1 for a chain): each
+        is one message, paying the latency once per direction."""
+        L = self.length
+        delta = np.zeros(L + 1, dtype=np.int64)
+        for u, vs in enumerate(self.succ if self.succ is not None else [[l + 1] for l in range(L - 1)] + [[]]):
+            if vs and max(vs) > u:
+                delta[u] += 1
+                delta[max(vs)] -= 1
+        return np.cumsum(delta)[: L - 1]
+
+    def messages_into(self, l: int) -> int:
+        """Tensors received by a stage starting at layer l (1 for the input of layer 0)."""
+        return 1 if l == 0 else int(self.cut_messages()[l - 1])
+
+    def internal_stash(self, i: int) -> np.ndarray:
+        """For stages [i, j], j = i..L-1: bytes of the outputs of layers in [i, j] consumed by a
+        layer in [i, j] (kept per micro-batch until the backward; for a chain, act[i..j-1])."""
+        L = self.length
+        fu = self.first_use()[i:]
+        acts = self.act[i:].astype(np.int64)
+        contrib = np.zeros(L - i + 1, dtype=np.int64)
+        np.add.at(contrib, np.minimum(fu - i, L - i), acts)
+        return np.cumsum(contrib)[: L - i]
+
     def input_of(self, l: int) -> int:
         """Size of the input of layer l (a_{l-1}, or what crosses the cut before l)."""
         return int(self.input_size) if l == 0 else int(self.cut_sizes[l - 1])
 
-    def comm_time(self, nbytes: float) -> float:
-        """Time (instance unit) to move `nbytes` over a link; 0 when bandwidth is not charged."""
+    def comm_time(self, nbytes: float, messages: int = 0) -> float:
+        """Time (instance unit) to move `nbytes` over a link in `messages` transfers, each
+        paying the latency; 0 when bandwidth is not charged."""
         if self.bandwidth is None:
             return 0.0
-        return float(nbytes) / self.bandwidth / self.time_unit
+        return (float(nbytes) / self.bandwidth + messages * self.latency) / self.time_unit
 
     def total_time(self) -> float:
         """sum of fwd + bwd: the period on one device."""
@@ -136,6 +204,17 @@ class Pipeline:
             lines.append(f"\tnode0 -- {ids[0]}")
         lines += [f"\t{ids[i]} -- {ids[i + 1]}" for i in range(self.length - 1)]
         return "\n".join(lines) + "\n"
+
+
+def _cuts(act: np.ndarray, succ: list[list[int]]) -> np.ndarray:
+    """cut[l], l = 0..L-2: bytes of the outputs of layers <= l consumed by a layer > l."""
+    L = len(act)
+    delta = np.zeros(L + 1, dtype=np.int64)
+    for u, vs in enumerate(succ):
+        if vs and max(vs) > u:
+            delta[u] += int(act[u])
+            delta[max(vs)] -= int(act[u])
+    return np.cumsum(delta)[: L - 1]
 
 
 # ---------------------------------------------------------------------------- loaders
@@ -312,4 +391,5 @@ def from_graph_txt(text: str, *, path: str = "<graph.txt>", name: str | None = N
         layer_names=[f"{n}: {nodes[n]['desc']}" for n in topo],
         time_unit=1e-3,
         meta={"source": "pipedream graph.txt", "node_ids": topo},
+        succ=[[pos[m] for m in succ[n]] for n in topo],
     )

@@ -1,7 +1,9 @@
 """Schedules of Problem 4: a `Partition` of the L layers into contiguous `Stage`s (each on
 ``replicas`` devices), with the pipeline schedule that runs it (1f1b or gpipe, m micro-batches).
 JSON ``{"format": "memsched.partition/1", "stages": [{"first_layer", "last_layer", "replicas"}],
-...}``. The referee that charges period and memory is `solvers.pipeline.simulator`."""
+...}``. A DAG partition (stage boundaries at antichains of the layer DAG) also carries
+``"order"``: a topological order of the layers in which every stage is contiguous; first_layer
+and last_layer are then positions in that order and ``"layers"`` lists each stage's layers. The referee that charges period and memory is `solvers.pipeline.simulator`."""
 
 from __future__ import annotations
 
@@ -42,6 +44,12 @@ class Partition:
     period: float | None = None
     peak_memory: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    order: list[int] | None = None
+
+    def stage_layers(self) -> list[list[int]]:
+        """Per stage, its layers (instance indices): ``order[first..last]`` for a DAG partition."""
+        pick = self.order if self.order is not None else None
+        return [[pick[p] if pick is not None else p for p in range(s.first, s.last + 1)] for s in self.stages]
 
     @classmethod
     def from_bounds(cls, bounds: list[tuple[int, int]] | list[tuple[int, int, int]], *, schedule: str = "1f1b",
@@ -80,8 +88,10 @@ class Partition:
             "period": self.period,
             "peak_memory": self.peak_memory,
             "stages": [{"first_layer": s.first, "last_layer": s.last, "replicas": s.replicas, "devices": s.replicas,
-                        "time": s.time, "memory": s.memory, "in_flight": s.in_flight, "link_time": s.link_time}
-                       for s in self.stages],
+                        "time": s.time, "memory": s.memory, "in_flight": s.in_flight, "link_time": s.link_time,
+                        **({"layers": layers} if self.order is not None else {})}
+                       for s, layers in zip(self.stages, self.stage_layers())],
+            **({"order": list(self.order)} if self.order is not None else {}),
             **self.extra,
         }
 
@@ -104,12 +114,18 @@ class Partition:
         schedule = str(data.get("schedule", "1f1b"))
         if schedule not in SCHEDULES:
             raise InputError(f"unknown schedule {schedule!r}", path=path, field="schedule")
-        return cls.from_bounds(bounds, schedule=schedule, micro_batches=data.get("micro_batches"),
+        order = data.get("order")
+        if order is not None and (not isinstance(order, list)
+                                  or not all(isinstance(v, int) and not isinstance(v, bool) for v in order)):
+            raise InputError("must be a list of layer indices", path=path, field="order")
+        part = cls.from_bounds(bounds, schedule=schedule, micro_batches=data.get("micro_batches"),
                                devices=data.get("devices"))
+        part.order = order
+        return part
 
     def __len__(self) -> int:
         return len(self.stages)
 
     def __str__(self) -> str:
         parts = [f"[{s.first}-{s.last}]" + (f"x{s.replicas}" if s.replicas > 1 else "") for s in self.stages]
-        return f"{self.schedule}: " + " ".join(parts)
+        return f"{self.schedule}: " + " ".join(parts) + (" (positions in a DAG order)" if self.order else "")

@@ -7,19 +7,26 @@ The model (docs/pipeline.md). A partition cuts the L layers into S contiguous st
 - stage time        tau_s = (F + B + AR_s) / r_s, where AR_s = 4 (r_s - 1) W / (r_s * bandwidth)
                     is PipeDream's allreduce of the stage's weights (0 when r_s = 1 or the
                     bandwidth is not charged);
-- link time         c_s = 2 * in_s / (bandwidth * r_s) for s > 0, where in_s is the size of the
-                    stage's input (activation forward, its gradient backward; divided among the
-                    r_s replicas' links as in PipeDream); 0 when the bandwidth is not charged;
+- link time         c_s = (2 * in_s / bandwidth + 2 * k_s * latency) / r_s for s > 0, where in_s
+                    is the size of everything crossing the boundary before the stage (activations
+                    forward, their gradients backward; divided among the r_s replicas' links as in
+                    PipeDream) and k_s the number of tensors crossing it (a boundary inside a
+                    residual or inception block carries several); 0 when the bandwidth is not charged;
 - period            T = max( max_s tau_s, max_s c_s )   (compute and transfers overlap);
 - in flight         n_s = ceil(D_s / r_s) for 1F1B with D_s = sum_{t >= s} r_t (a straight
                     pipeline: stage s of S keeps S - s micro-batches, "P - s + 1" 1-based);
                     n_s = ceil(m / r_s) for GPipe with m micro-batches per batch;
-- stash             A_s = in_s + sum_{l=first_s}^{last_s - 1} act[l]: a micro-batch leaves the
-                    inputs of all the stage's layers until its backward;
+- stash             A_s = in_s + sum of act[l] over the layers l of the stage whose output is
+                    consumed by a layer of the stage (a chain: l = first_s..last_s - 1): a
+                    micro-batch leaves the inputs of all the stage's layers until its backward;
 - buffers           Q_s = in_s (if s > 0) + out_s (if s < S - 1): the gradient received for the
                     stage's output and the one sent for its input;
 - memory            M_s = ceil(weight_factor * W) + n_s * A_s + Q_s  per device of stage s;
                     the peak is max_s M_s.
+
+A DAG partition (``Partition.order`` set) is a contiguous partition of the layers taken in that
+topological order: it is charged on `Pipeline.reordered(order)`, whose cuts and stashes follow
+the DAG's edges.
 
 Times are in the instance's time unit (ms for PipeDream profiles), sizes in bytes.
 
@@ -96,6 +103,11 @@ def weights_memory(inst: Pipeline, W: int) -> int:
 def simulate(inst: Pipeline, part: Partition, budget: int | None = None, devices: int | None = None) -> Evaluation:
     """Period, per-stage time and memory of `part` (module docstring); a partition that is
     malformed, uses too many devices or exceeds `budget` on some device gets a `violation`."""
+    if part.order is not None:
+        try:
+            inst = inst.reordered(list(part.order))
+        except ValueError as err:
+            return Evaluation(math.inf, 0, [], [], [], [], violation=str(err))
     bad = check_partition(inst, part, devices)
     if bad is not None:
         return Evaluation(math.inf, 0, [], [], [], [], violation=bad)
@@ -111,8 +123,8 @@ def simulate(inst: Pipeline, part: Partition, budget: int | None = None, devices
         allreduce = inst.comm_time(4.0 * (r - 1) * W / r) if r > 1 else 0.0
         times.append((F + B + allreduce) / r)
         in_size = inst.input_of(s.first)
-        links.append(inst.comm_time(2.0 * in_size) / r if k > 0 else 0.0)
-        stash = in_size + sum(int(inst.act[l]) for l in range(s.first, s.last))
+        links.append(inst.comm_time(2.0 * in_size, 2 * inst.messages_into(s.first)) / r if k > 0 else 0.0)
+        stash = in_size + int(inst.internal_stash(s.first)[s.last - s.first])
         buffers = (in_size if k > 0 else 0) + (int(inst.cut_sizes[s.last]) if k < S - 1 else 0)
         mems.append(weights_memory(inst, W) + ns[k] * stash + buffers)
     period = max(max(times), max(links))
@@ -164,6 +176,8 @@ def simulate_batch(inst: Pipeline, part: Partition, micro_batches: int | None = 
     in `stage_order`, an op starts when its stage is free and its input has arrived (the
     forward of the previous stage, or the backward of the next, plus the link time
     in_s / bandwidth each way)."""
+    if part.order is not None:
+        inst = inst.reordered(list(part.order))
     bad = check_partition(inst, part)
     if bad is not None:
         raise ValueError(bad)
@@ -175,7 +189,8 @@ def simulate_batch(inst: Pipeline, part: Partition, micro_batches: int | None = 
     S = len(part.stages)
     fw = [sum(float(inst.fwd[l]) for l in range(s.first, s.last + 1)) for s in part.stages]
     bw = [sum(float(inst.bwd[l]) for l in range(s.first, s.last + 1)) for s in part.stages]
-    link = [inst.comm_time(inst.input_of(s.first)) if k > 0 else 0.0 for k, s in enumerate(part.stages)]
+    link = [inst.comm_time(inst.input_of(s.first), inst.messages_into(s.first)) if k > 0 else 0.0
+            for k, s in enumerate(part.stages)]
     orders = [stage_order(part.schedule, s, S, m) for s in range(S)]
     pos = [0] * S
     free = [0.0] * S

@@ -1,0 +1,154 @@
+"""Exact CP-SAT model of memory-limited DAG partitioning (straight pipelines, stage boundaries
+at antichains of the layer DAG).
+
+The states are the ideals of the DAG (`solvers.pipeline.lattice`). One Boolean ``x[I, J, t]``
+per candidate stage ``J \\ I`` at position t from the end of the pipeline (t = 1: the last
+stage; a stage at position t keeps t micro-batches in flight under 1F1B, m under GPipe) whose
+memory M (simulator's model, see `dag_dp`) fits the budget:
+
+    sum_{J, t} x[{}, J, t] = 1                           (the first stage starts from nothing)
+    sum_{I} x[I, V, 1] = 1, and x[I, J, 1] = 0 unless J = V, x[I, V, t] = 0 for t > 1
+    sum_{I} x[I, K, t + 1] = sum_{J} x[K, J, t]   for every ideal K != {}, V and 1 <= t < P
+
+so the chosen stages form a chain of ideals on at most P devices. The period is the largest
+value max(tau, c) of a chosen stage; values are floats, so the objective is the rank ``k`` of
+the period among the distinct candidate values (``k >= rank * x``, plus the valid cut
+``k >= sum rank * x`` per position), minimised; the bound reported is the value of CP-SAT's
+best bound rank. With ``warm_start`` the fast solvers' best DAG partition is the hint. Size:
+(pairs of nested ideals) x P Booleans: meant for small DAGs and as a referee of the DP.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from ..exact.cpsat_runner import run_cpsat
+from ..exact.layer import exact_solver
+from ..exact.options import Deadline, ExactOptions
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from .dag_dp import _scope, dag_partition_dp, lattice_for, stage_tables, to_partition
+from .dp import _defaults
+from .instance import Pipeline
+
+#: the fast solvers that seed and referee the model
+FAST = ("dag", "dag-pipedream")
+
+
+@exact_solver("pipeline", "dag-cpsat", FAST)
+def solve_dag_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline: Deadline,
+                    seed: SolveResult | None = None, devices: int | None = None, schedule: str = "1f1b",
+                    micro_batches: int | None = None, max_states: int | None = None, **_: Any) -> SolveResult:
+    """Solve the model of the module docstring with CP-SAT (``options.workers`` threads)."""
+    from ortools.sat.python import cp_model
+
+    start = time.perf_counter()
+    P, schedule, m = _defaults(devices, schedule, micro_batches)
+    lat = lattice_for(inst, max_states)
+    scope = _scope(lat, P, schedule, m, False)
+    V = inst.length
+    empty = int(np.flatnonzero(lat.size == 0)[0])
+    full = int(np.flatnonzero(lat.size == V)[0])
+    T = min(P, V)
+    cand: list[tuple[int, int, int, float]] = []
+    for i in range(lat.n):
+        if i == full:
+            continue
+        deadline.check()
+        tab = stage_tables(inst, lat, i)
+        value = np.maximum(tab["fb"], tab["link"])
+        for t in range(1, T + 1):
+            n = t if schedule == "1f1b" else int(m or 0)
+            mem = tab["wmem"] + n * tab["stash"] + tab["buffers"]
+            for k, j in enumerate(tab["J"]):
+                if bool(tab["full"][k]) != (t == 1):
+                    continue
+                if budget is not None and mem[k] > budget:
+                    continue
+                cand.append((i, int(j), t, float(value[k])))
+    if not any(c[0] == empty for c in cand) or not any(c[2] == 1 for c in cand):
+        return _infeasible(inst, lat, budget, P, schedule, m, start, scope)
+    values = sorted({c[3] for c in cand})
+    rank = {v: k for k, v in enumerate(values)}
+    model = cp_model.CpModel()
+    x = [model.new_bool_var("") for _ in cand]
+    obj = model.new_int_var(0, len(values) - 1, "period_rank")
+    starts: dict[tuple[int, int], list[Any]] = {}
+    ends: dict[tuple[int, int], list[Any]] = {}
+    for var, (i, j, t, val) in zip(x, cand):
+        starts.setdefault((i, t), []).append(var)
+        ends.setdefault((j, t), []).append(var)
+        if rank[val] > 0:
+            model.add(obj >= rank[val] * var)
+    for t in range(1, T + 1):
+        level = [(var, rank[c[3]]) for var, c in zip(x, cand) if c[2] == t and rank[c[3]] > 0]
+        if level:
+            model.add(obj >= sum(r * var for var, r in level))
+    model.add_exactly_one([var for var, c in zip(x, cand) if c[0] == empty])
+    model.add_exactly_one(ends.get((full, 1), []))
+    for K in range(lat.n):
+        if K in (empty, full):
+            continue
+        for t in range(1, T):
+            into, out = ends.get((K, t + 1), []), starts.get((K, t), [])
+            if into or out:
+                model.add(sum(into) == sum(out))
+        if starts.get((K, T)):  # a stage at position T starting from K needs a predecessor at T + 1
+            model.add(sum(starts[(K, T)]) == 0)
+    model.minimize(obj)
+    hinted = False
+    if options.warm_start and seed is not None and seed.schedule is not None:
+        hinted = _hint(model, x, obj, cand, rank, lat, seed)
+    run = run_cpsat(model, deadline, options, hint_feasible=hinted)
+    elapsed = time.perf_counter() - start
+    if run.status == INFEASIBLE:
+        return _infeasible(inst, lat, budget, P, schedule, m, start, scope)
+    if run.status not in (OPTIMAL, FEASIBLE):
+        return SolveResult(problem="pipeline", solver="dag-cpsat", status=TIMEOUT, budget=budget,
+                           solve_time_s=elapsed, scope=scope, message=f"CP-SAT: {run.backend_status}")
+    solver = run.solver
+    chosen = sorted((c for var, c in zip(x, cand) if solver.value(var)), key=lambda c: -c[2])
+    part = to_partition(inst, lat, [(i, j, 1) for i, j, _, _ in chosen], P, schedule, m)
+    bound_rank = min(len(values) - 1, max(0, int(math.ceil((run.bound or 0.0) - 1e-9))))
+    assert part.period is not None
+    return SolveResult(problem="pipeline", solver="dag-cpsat", status=run.status, objective=part.period,
+                       peak_memory=part.peak_memory, lower_bound=min(values[bound_rank], part.period),
+                       solve_time_s=elapsed, budget=budget, schedule=part, scope=scope,
+                       details={"variables": len(cand), "ideals": lat.n, "distinct_values": len(values)})
+
+
+def _hint(model: Any, x: list[Any], obj: Any, cand: list[tuple[int, int, int, float]], rank: dict[float, int],
+          lat: Any, seed: SolveResult) -> bool:
+    """Hint the seed's DAG partition when its stages are ideals of `lat`; True when hinted."""
+    index = {mask: k for k, mask in enumerate(lat.masks)}
+    layers = seed.schedule.stage_layers()
+    if any(s.replicas != 1 for s in seed.schedule.stages):
+        return False
+    S, mask, chosen = len(layers), 0, set()
+    for k, ls in enumerate(layers):
+        new = mask | sum(1 << v for v in ls)
+        if mask not in index or new not in index:
+            return False
+        chosen.add((index[mask], index[new], S - k))
+        mask = new
+    keys = {(c[0], c[1], c[2]) for c in cand}
+    if not chosen <= keys:
+        return False
+    for var, c in zip(x, cand):
+        model.add_hint(var, (c[0], c[1], c[2]) in chosen)
+    model.add_hint(obj, max(rank[c[3]] for c in cand if (c[0], c[1], c[2]) in chosen))
+    return True
+
+
+def _infeasible(inst: Pipeline, lat: Any, budget: int | None, P: int, schedule: str, m: int | None,
+                start: float, scope: str) -> SolveResult:
+    need = dag_partition_dp(inst, lat, P, None, schedule=schedule, micro_batches=m, objective="memory")
+    return SolveResult(problem="pipeline", solver="dag-cpsat", status=INFEASIBLE, budget=budget,
+                       min_budget=int(need[0]) if need else None, solve_time_s=time.perf_counter() - start,
+                       scope=scope, message=f"no DAG partition fits {budget} bytes per device")
+
+
+__all__ = ["FAST", "solve_dag_cpsat"]

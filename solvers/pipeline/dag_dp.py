@@ -1,0 +1,207 @@
+"""Dynamic program for DAG partitioning: stage boundaries at antichains (PipeDream's split
+points), with the memory model of `solvers.pipeline.simulator`.
+
+The states are the ideals of the layer DAG (`solvers.pipeline.lattice`); a stage is the
+difference ``J \\ I`` of two nested ideals. Over the ideals I, from the whole network down,
+
+    G(I, d) = min_{J > I, r}  max( tau(I, J, r), c(I, r), G(J, d - r) )
+              subject to  M(I, J, r, n) <= budget,  n = ceil(d / r) (1F1B) or ceil(m / r) (GPipe)
+    G(V, 0) = 0, and the answer is min_{d <= P} G({}, d),
+
+where, with the stage's sums F + B (time unit), W (params, bytes):
+
+- tau(I, J, r) = (F + B + AR) / r, AR = 4 (r - 1) W / (r * bandwidth): PipeDream's replication;
+- c(I, r) = (2 cut(I) / bandwidth + 2 k(I) latency) / r: the boundary before the stage carries
+  cut(I) bytes in k(I) tensors (several when it lies inside a block), both ways;
+- M = ceil(weight_factor W) + n A + Q with A = cut(I) + (act of the stage's layers consumed
+  inside the stage) and Q = cut(I) (if I is not empty) + cut(J) (if J is not V).
+
+These are exactly the simulator's charges of the partition returned (a contiguous partition
+of the topological order "stage by stage, layers by index inside a stage"), so the DP is
+optimal among DAG partitions whose boundaries are ideals of the lattice used (all of them
+unless the lattice was coarsened, see `lattice.coarsest_needed`; the scope says which).
+Each (I, r) is one numpy step over all J > I and all d: O(N^2 P) for N ideals (straight),
+O(N^2 P^2) with replication. The contiguous DP of `dp.py` is the special case of a chain.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from ..result import INFEASIBLE, OPTIMAL, SolveResult
+from .dp import _defaults
+from .instance import Pipeline
+from .lattice import Lattice, coarsest_needed
+from .schedule import Partition
+
+INF = math.inf
+#: default cap on the number of ideals before the lattice is coarsened
+MAX_STATES = 5000
+
+
+def stage_tables(inst: Pipeline, lat: Lattice, i: int) -> dict[str, Any]:
+    """For the stages J \\ I, J a strict superset of ideal I = `i`: their ideals ``J`` and
+    arrays fb (F + B), W, wmem, stash A, buffers Q, the link time c (r = 1) and ``full``
+    (J is the whole network)."""
+    J = lat.supersets(i)
+    V = inst.length
+    fb = lat.work[J] - lat.work[i]
+    W = lat.params[J] - lat.params[i]
+    wmem = np.ceil(inst.weight_factor * W.astype(float) - 1e-9).astype(np.int64)
+    empty = lat.size[i] == 0
+    in_size = int(inst.input_size) if empty else int(lat.cut[i])
+    dead_i = lat.dead[i]
+    act = inst.act.astype(np.int64)
+    dead_act_J = lat.dead_member[J].astype(np.int64) @ act
+    dead_in_i = (lat.dead_member[np.ix_(J, dead_i)].astype(np.int64) @ act[dead_i]) if dead_i else 0
+    internal = (lat.act[J] - lat.act[i]) - (dead_act_J - dead_in_i)
+    stash = in_size + internal
+    full = lat.size[J] == V
+    out = np.where(full, 0, lat.cut[J])
+    buffers = (0 if empty else in_size) + out
+    link = 0.0 if empty else inst.comm_time(2.0 * in_size, 2 * int(lat.messages[i]))
+    return {"J": J, "fb": fb, "W": W, "wmem": wmem, "stash": stash, "buffers": buffers, "link": link,
+            "full": full}
+
+
+def dag_partition_dp(inst: Pipeline, lat: Lattice, devices: int, budget: int | None = None, *,
+                     schedule: str = "1f1b", micro_batches: int | None = None, replication: bool = False,
+                     objective: str = "period") -> tuple[float, list[tuple[int, int, int]]] | None:
+    """Solve the recurrence; returns (value, [(ideal I, ideal J, replicas)] per stage) or None
+    when nothing fits `budget`. ``objective="memory"`` minimises the peak memory instead."""
+    P, N = int(devices), lat.n
+    m = int(micro_batches or 0)
+    G = np.full((N, P + 1), INF)
+    full_idx = int(np.flatnonzero(lat.size == inst.length)[0])
+    G[full_idx, 0] = 0.0
+    choice: dict[tuple[int, int], tuple[int, int]] = {}
+    limit = INF if budget is None or objective == "memory" else float(budget)
+    ds = np.arange(1, P + 1)
+    order = np.argsort(-lat.size, kind="stable")
+    for i in order:
+        i = int(i)
+        if i == full_idx:
+            continue
+        t = stage_tables(inst, lat, i)
+        J = t["J"]
+        if len(J) == 0:
+            continue
+        ar = inst.comm_time(1.0) * 4.0 * t["W"]
+        reps = range(1, P + 1) if replication else (1,)
+        for r in reps:
+            dd = ds[ds >= r]  # devices of the suffix starting with this stage
+            if schedule == "1f1b":
+                n = -(-dd // r)
+            else:
+                n = np.full(len(dd), -(-m // r))
+            mem = t["wmem"][None, :] + n[:, None] * t["stash"][None, :] + t["buffers"][None, :]
+            rest = G[J][:, dd - r].T  # (len(dd), |J|)
+            if objective == "memory":
+                val = np.maximum(mem.astype(float), rest)
+            else:
+                tau = (t["fb"] + ar * (r - 1) / r) / r
+                val = np.maximum(np.maximum(tau, t["link"] / r)[None, :], rest)
+                if limit < INF:
+                    val = np.where(mem <= limit, val, INF)
+            best = np.argmin(val, axis=1)
+            vals = val[np.arange(len(dd)), best]
+            for d, k, v in zip(dd, best, vals):
+                if v < G[i, d]:
+                    G[i, d] = v
+                    choice[(i, int(d))] = (int(J[k]), r)
+    empty_idx = int(np.flatnonzero(lat.size == 0)[0])
+    d_best = int(np.argmin(G[empty_idx, 1:])) + 1
+    if not math.isfinite(G[empty_idx, d_best]):
+        return None
+    stages, i, d = [], empty_idx, d_best
+    while i != full_idx:
+        j, r = choice[(i, d)]
+        stages.append((i, j, r))
+        i, d = j, d - r
+    return float(G[empty_idx, d_best]), stages
+
+
+def to_partition(inst: Pipeline, lat: Lattice, stages: list[tuple[int, int, int]], P: int, schedule: str,
+                 m: int | None) -> Partition:
+    """The DAG partition of `stages` (pairs of ideals) as a `Partition` with its order:
+    stage by stage, layers by index inside a stage; evaluated by the simulator."""
+    order: list[int] = []
+    bounds = []
+    for i, j, r in stages:
+        layers = sorted(set(lat.layers(j)) - set(lat.layers(i)))
+        bounds.append((len(order), len(order) + len(layers) - 1, r))
+        order += layers
+    part = Partition.from_bounds(bounds, schedule=schedule, micro_batches=m, devices=P)
+    part.order = order if order != list(range(inst.length)) else None
+    return part.evaluated(inst)
+
+
+def _scope(lat: Lattice, P: int, schedule: str, m: int | None, replication: bool) -> str:
+    rep = "with replication" if replication else "straight pipeline"
+    sched = f"GPipe m={m}" if schedule == "gpipe" else "1F1B"
+    return f"DAG partitions ({lat.granularity}, {lat.n} ideals) on <= {P} devices, {rep}, {sched}"
+
+
+def lattice_for(inst: Pipeline, max_states: int | None) -> Lattice:
+    """The ideal lattice used by the DAG solvers (coarsened past `max_states` ideals)."""
+    return coarsest_needed(inst, int(max_states or MAX_STATES))[0]
+
+
+def solve_dag(inst: Pipeline, budget: int, *, devices: int | None = None, schedule: str = "1f1b",
+              micro_batches: int | None = None, replication: bool = False, max_states: int | None = None,
+              **_: Any) -> SolveResult:
+    """Memory-aware DP over the antichain splits of the layer DAG (module docstring): the
+    smallest period among DAG partitions whose every device fits `budget`."""
+    start = time.perf_counter()
+    P, schedule, m = _defaults(devices, schedule, micro_batches)
+    lat = lattice_for(inst, max_states)
+    scope = _scope(lat, P, schedule, m, bool(replication))
+    res = dag_partition_dp(inst, lat, P, budget, schedule=schedule, micro_batches=m, replication=bool(replication))
+    details = {"ideals": lat.n, "granularity": lat.granularity}
+    if res is None:
+        need = dag_partition_dp(inst, lat, P, None, schedule=schedule, micro_batches=m,
+                                replication=bool(replication), objective="memory")
+        return SolveResult(problem="pipeline", solver="dag", status=INFEASIBLE, budget=budget,
+                           min_budget=int(need[0]) if need else None, solve_time_s=time.perf_counter() - start,
+                           scope=scope, details=details, message=f"no DAG partition fits {budget} bytes per device")
+    value, stages = res
+    part = to_partition(inst, lat, stages, P, schedule, m)
+    return SolveResult(problem="pipeline", solver="dag", status=OPTIMAL, objective=part.period,
+                       peak_memory=part.peak_memory, lower_bound=min(value, part.period or value),
+                       solve_time_s=time.perf_counter() - start, budget=budget, schedule=part, scope=scope,
+                       details=details)
+
+
+def solve_dag_pipedream(inst: Pipeline, budget: int, *, devices: int | None = None, schedule: str = "1f1b",
+                        micro_batches: int | None = None, replication: bool = False,
+                        max_states: int | None = None, **_: Any) -> SolveResult:
+    """PipeDream's planner in our model: the smallest period over antichain splits with the
+    memory ignored, then checked against `budget` (infeasible for this baseline when it does
+    not fit, with the memory it needs in `min_budget`)."""
+    start = time.perf_counter()
+    P, schedule, m = _defaults(devices, schedule, micro_batches)
+    lat = lattice_for(inst, max_states)
+    scope = _scope(lat, P, schedule, m, bool(replication))
+    res = dag_partition_dp(inst, lat, P, None, schedule=schedule, micro_batches=m, replication=bool(replication))
+    assert res is not None  # without a memory limit the single stage always exists
+    value, stages = res
+    part = to_partition(inst, lat, stages, P, schedule, m)
+    elapsed = time.perf_counter() - start
+    details = {"ideals": lat.n, "granularity": lat.granularity}
+    assert part.peak_memory is not None
+    if budget is not None and part.peak_memory > budget:
+        return SolveResult(problem="pipeline", solver="dag-pipedream", status=INFEASIBLE, budget=budget,
+                           min_budget=part.peak_memory, solve_time_s=elapsed, scope=scope, lower_bound=value,
+                           message=f"PipeDream's DAG partition needs {part.peak_memory} bytes per device",
+                           details={**details, "unconstrained_partition": part.to_json()})
+    return SolveResult(problem="pipeline", solver="dag-pipedream", status=OPTIMAL, objective=part.period,
+                       peak_memory=part.peak_memory, lower_bound=min(value, part.period or value),
+                       solve_time_s=elapsed, budget=budget, schedule=part, scope=scope, details=details)
+
+
+__all__ = ["MAX_STATES", "dag_partition_dp", "lattice_for", "solve_dag", "solve_dag_pipedream", "stage_tables",
+           "to_partition"]

@@ -1,0 +1,211 @@
+"""The ideal lattice of a pipeline's DAG: where a DAG partition may put its stage boundaries.
+
+PipeDream (Narayanan et al., SOSP 2019) splits a network between *antichains* of its layer
+DAG: the layers before a boundary form an **ideal** I (a set closed under predecessors; its
+maximal elements are the antichain). A DAG partition into S stages is a chain of ideals
+``{} = I_0 < I_1 < ... < I_S = V`` and stage s holds ``I_s \\ I_{s-1}``; a stage may end inside
+a residual or inception block. Every such chain is a contiguous partition of *some*
+topological order (stage by stage, layers by index inside a stage), which is how the result
+is stated (`solvers.pipeline.schedule.Partition.order`).
+
+Per ideal I (layer indices of the instance, whose index order is topological):
+
+- ``work[I]`` = sum of fwd + bwd over I (time unit), ``params[I]``, ``act[I]`` = sums of
+  params and act over I (bytes);
+- ``cut[I]`` = sum of act[v] over v in I with a consumer outside I: what crosses the boundary
+  (forward activations; their gradients come back), the stage input in_s of the next stage;
+- ``dead[I]`` = the layers of I with no consumer in I (sinks of I); for a stage ``J \\ I``
+  the layers whose outputs are not consumed inside the stage are ``dead[J] \\ I``.
+
+The lattice is enumerated breadth-first (one layer added at a time) up to ``max_states``
+ideals; `LatticeTooLarge` is raised beyond (the caller then coarsens the DAG).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .instance import Pipeline
+
+
+class LatticeTooLarge(Exception):
+    """The DAG has more ideals than the cap given to `ideal_lattice`."""
+
+
+def successors(inst: Pipeline) -> list[list[int]]:
+    """succ[l]: the layers that consume layer l's output (a chain: l + 1)."""
+    if inst.succ is not None:
+        return [list(s) for s in inst.succ]
+    return [[l + 1] if l + 1 < inst.length else [] for l in range(inst.length)]
+
+
+@dataclass
+class Lattice:
+    """The ideals of a DAG with the per-ideal sums of the module docstring (N ideals, V layers).
+
+    ``masks[k]`` is ideal k as a Python int bit set; ``bits`` the same as an (N, words) uint64
+    array; ideals are sorted by size (the empty ideal first, V last)."""
+
+    masks: list[int]
+    bits: np.ndarray
+    size: np.ndarray
+    work: np.ndarray
+    params: np.ndarray
+    act: np.ndarray
+    cut: np.ndarray
+    messages: np.ndarray
+    dead: list[list[int]]
+    dead_member: np.ndarray
+    succ: list[list[int]]
+    granularity: str = "all antichain splits"
+
+    @property
+    def n(self) -> int:
+        """Number of ideals N."""
+        return len(self.masks)
+
+    def supersets(self, k: int) -> np.ndarray:
+        """Indices of the ideals that strictly contain ideal k."""
+        b = self.bits[k]
+        ok = np.all((self.bits & b) == b, axis=1)
+        ok &= self.size > self.size[k]
+        return np.flatnonzero(ok)
+
+    def layers(self, k: int) -> list[int]:
+        """The layers of ideal k, in index (topological) order."""
+        m, out, v = self.masks[k], [], 0
+        while m:
+            if m & 1:
+                out.append(v)
+            m >>= 1
+            v += 1
+        return out
+
+
+def ideal_lattice(inst: Pipeline, max_states: int = 50_000, groups: list[list[int]] | None = None) -> Lattice:
+    """All ideals of `inst`'s DAG that are unions of `groups` (default: single layers), module
+    docstring; `LatticeTooLarge` past `max_states`."""
+    V = inst.length
+    succ = successors(inst)
+    groups = groups if groups is not None else [[v] for v in range(V)]
+    gmask = [sum(1 << v for v in g) for g in groups]
+    preds = [0] * V
+    for u, vs in enumerate(succ):
+        for v in vs:
+            preds[v] |= 1 << u
+    gpred = [0] * len(groups)
+    for k, g in enumerate(groups):
+        for v in g:
+            gpred[k] |= preds[v]
+        gpred[k] &= ~gmask[k]
+    seen = {0}
+    order = [0]
+    frontier = [0]
+    items = list(zip(gmask, gpred))
+    while frontier:
+        nxt = []
+        for m in frontier:
+            for bit, need in items:
+                if not m & bit and need & m == need:
+                    m2 = m | bit
+                    if m2 not in seen:
+                        seen.add(m2)
+                        nxt.append(m2)
+            if len(seen) > max_states:
+                raise LatticeTooLarge(f"more than {max_states} ideals")
+        order += nxt
+        frontier = nxt
+    return _sums(inst, order, succ)
+
+
+def series_groups(inst: Pipeline, piece: int | None = None) -> list[list[int]]:
+    """Groups for a coarser lattice: inside a multi-branch region (a layer some edge jumps over
+    in index order), a run of layers u -> v where u feeds only v and v is fed only by u is one
+    group, cut into pieces of at most `piece` layers (None: whole runs). Other layers stay alone,
+    so a purely sequential part keeps every boundary."""
+    V = inst.length
+    succ = successors(inst)
+    npred = [0] * V
+    for vs in succ:
+        for v in vs:
+            npred[v] += 1
+    jumped = [False] * V
+    reach = 0
+    for u in range(V):
+        if reach > u:
+            jumped[u] = True
+        if succ[u]:
+            reach = max(reach, max(succ[u]))
+    groups: list[list[int]] = []
+    owned: set[int] = set()
+    for u in range(V):
+        if u in owned:
+            continue
+        g = [u]
+        owned.add(u)
+        while jumped[g[-1]] and len(succ[g[-1]]) == 1 and (piece is None or len(g) < piece):
+            v = succ[g[-1]][0]
+            if npred[v] != 1 or not jumped[v] or v in owned:
+                break
+            g.append(v)
+            owned.add(v)
+        groups.append(g)
+    return groups
+
+
+def coarsest_needed(inst: Pipeline, max_states: int) -> tuple[Lattice, str]:
+    """The finest lattice within `max_states` ideals: every ideal, else series runs cut into
+    pieces of 3, then whole runs, then the prefixes of the index order (the linearised chain).
+    Returns the lattice and a phrase naming its granularity (for the solver's scope)."""
+    try:
+        return ideal_lattice(inst, max_states), "all antichain splits"
+    except LatticeTooLarge:
+        pass
+    for piece, phrase in ((3, "antichain splits, series runs in pieces of 3 layers"),
+                          (None, "antichain splits between series runs")):
+        try:
+            lat = ideal_lattice(inst, max_states, series_groups(inst, piece))
+            lat.granularity = phrase
+            return lat, phrase
+        except LatticeTooLarge:
+            continue
+    masks = [(1 << k) - 1 for k in range(inst.length + 1)]
+    lat = _sums(inst, masks, successors(inst))
+    lat.granularity = "splits of the linearised chain only"
+    return lat, lat.granularity
+
+
+def _sums(inst: Pipeline, masks: list[int], succ: list[list[int]]) -> Lattice:
+    V, N = inst.length, len(masks)
+    words = (V + 63) // 64
+    member = np.zeros((N, V), dtype=bool)
+    for k, m in enumerate(masks):
+        if m:
+            member[k] = [(m >> v) & 1 for v in range(V)]
+    packed = np.zeros((N, words), dtype=np.uint64)
+    for w in range(words):
+        chunk = member[:, 64 * w: 64 * (w + 1)].astype(np.uint64)
+        weights = np.left_shift(np.uint64(1), np.arange(chunk.shape[1], dtype=np.uint64))
+        packed[:, w] = (chunk * weights).sum(axis=1, dtype=np.uint64)
+    fb = inst.fwd + inst.bwd
+    act = inst.act.astype(np.int64)
+    # v crosses the boundary of I when v in I and some consumer is not in I
+    has_out = np.zeros((N, V), dtype=bool)
+    consumed_in = np.zeros((N, V), dtype=bool)
+    for v, vs in enumerate(succ):
+        if vs:
+            inside = member[:, vs]
+            has_out[:, v] = member[:, v] & ~inside.all(axis=1)
+            consumed_in[:, v] = inside.any(axis=1)
+    cut = (has_out * act[None, :]).sum(axis=1)
+    dead_mask = member & ~consumed_in
+    dead = [list(np.flatnonzero(row)) for row in dead_mask]
+    return Lattice(masks=masks, bits=packed, size=member.sum(axis=1), work=member @ fb,
+                   params=member.astype(np.int64) @ inst.params.astype(np.int64),
+                   act=member.astype(np.int64) @ act, cut=cut.astype(np.int64),
+                   messages=has_out.sum(axis=1).astype(np.int64), dead=dead, dead_member=dead_mask, succ=succ)
+
+
+__all__ = ["Lattice", "LatticeTooLarge", "coarsest_needed", "ideal_lattice", "series_groups", "successors"]
