@@ -14,14 +14,14 @@ from typing import Any
 from memsched.solvers.errors import InputError
 
 ZOO_NAMES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "densenet121", "inception_v3", "vgg16",
-             "gpt2", "unet")
+             "vgg19", "mobilenet_v2", "vit_b16", "gpt2", "gpt2_medium", "unet", "fcn8", "lstm")
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
     """The sizing options shared by `profile` and `run`."""
     p.add_argument("--batch", type=int, default=None, help="batch size (default: the model's)")
-    p.add_argument("--image-size", type=int, default=None, help="image side in pixels (image models)")
-    p.add_argument("--seq-len", type=int, default=None, help="sequence length in tokens (gpt2)")
+    p.add_argument("--image-size", default=None, help="image side in pixels, or HxW (416x608) (image models)")
+    p.add_argument("--seq-len", type=int, default=None, help="sequence length in tokens (gpt2), time steps (lstm)")
     p.add_argument("--width", type=int, default=None,
                    help="base channels (64 by default) or gpt2's model dimension (768)")
     p.add_argument("--depth", type=int, default=None,
@@ -36,6 +36,27 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                         "isolated on cuda; in_step needs store-all's memory)")
 
 
+def add_cost_option(p: argparse.ArgumentParser, default: str) -> None:
+    """``--cost measured|flops|roofline:v100|a100|h100`` (`models.costs`)."""
+    p.add_argument("--cost", default=default, metavar="MODEL",
+                   help="where times come from: measured (run the network), flops (counted MFLOP) or "
+                        "roofline:v100|a100|h100 (ms of a roofline model); the counted ones build the network on "
+                        f"fake tensors (exact sizes, nothing allocated). Default: {default}")
+
+
+def counted_sizes(args: argparse.Namespace) -> dict[str, Any]:
+    """`model_sizes`, with the CPU as device when the cost model is counted (fake CPU tensors)."""
+    from memsched.models.costs import parse_cost
+
+    if parse_cost(args.cost).measured:
+        return model_sizes(args)
+    if args.device not in (None, "cpu"):
+        raise InputError("a counted cost model profiles fake CPU tensors: leave --device out or use cpu",
+                         field="--device")
+    args.device = "cpu"
+    return model_sizes(args)
+
+
 def model_sizes(args: argparse.Namespace) -> dict[str, Any]:
     """Keyword arguments of `models.zoo.build_model` from the parsed options."""
     from memsched.models.zoo import resolve_device
@@ -48,8 +69,11 @@ def model_sizes(args: argparse.Namespace) -> dict[str, Any]:
         import torch
 
         torch.set_num_threads(args.threads)
-    return {"batch": args.batch, "image_size": args.image_size, "seq_len": args.seq_len, "width": args.width,
-            "depth": args.depth, "vocab": args.vocab, "device": resolve_device(args.device), "seed": args.seed}
+    from memsched.models.zoo import parse_image_size
+
+    return {"batch": args.batch, "image_size": parse_image_size(args.image_size), "seq_len": args.seq_len,
+            "width": args.width, "depth": args.depth, "vocab": args.vocab, "device": resolve_device(args.device),
+            "seed": args.seed}
 
 
 def _import_models() -> None:
@@ -64,6 +88,7 @@ def register(subparsers: Any) -> None:
                               description=__doc__)
     p.add_argument("model", metavar="MODEL", help=f"zoo model: {', '.join(ZOO_NAMES)}")
     add_model_options(p)
+    add_cost_option(p, "measured")
     p.add_argument("-o", "--output", default=None, help="chain file to write (default: print it on stdout)")
     p.set_defaults(func=main)
 
@@ -77,11 +102,13 @@ def main(args: argparse.Namespace) -> int:
     if args.model not in ZOO_NAMES:
         raise InputError(f"unknown model {args.model!r} (one of {', '.join(ZOO_NAMES)})", field="MODEL")
     chain, _ = profile_model(args.model, repeats=args.repeats, out=args.output, timing=args.timing,
-                             **model_sizes(args))
+                             cost=args.cost, **counted_sizes(args))
     if args.output is None:
         json.dump(chain.to_dict(), sys.stdout, indent=1)
         print()
     else:
-        print(f"{chain.name}: {chain.length} stages, forward+backward {chain.total_time():.2f} ms, "
+        unit = chain.meta.get("units", {}).get("time", "ms")
+        print(f"{chain.name}: {chain.length} stages, forward+backward {chain.total_time():.2f} {unit} "
+              f"({chain.meta.get('cost', 'measured')}), "
               f"store-all peak {format_bytes(reference_peak(chain))}, on {chain.meta.get('device')} -> {args.output}")
     return 0

@@ -30,6 +30,12 @@ default each block is timed on its own on GPU, and each op inside whole store-al
 does not see kernel-internal scratch buffers: CPU overheads are lower bounds). Parameter
 gradients are allocated before measuring, so weights and their gradients are not counted,
 as in the executor. The input size x_0 is the bytes of the example input.
+
+Shape-exact profiles (``cost="flops"`` or ``"roofline:<device>"``, `models.costs`): the model
+is built and run once on fake tensors (``FakeTensorMode``): the sizes above come from the same
+LiveTensorTracker accounting, so they equal a CPU run's to the byte, while nothing is
+allocated (VGG-16 at batch 256 in seconds); the times are counted FLOP or roofline ms of the
+forward with autograd, the backward and the loss, stated in ``meta["cost"]``.
 """
 
 from __future__ import annotations
@@ -38,85 +44,22 @@ import contextlib
 import datetime as _dt
 import functools
 import platform
-import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from memsched.models.chain.executor import as_blocks, parameters_of
-from memsched.models.memory import LiveTensorTracker, cpu_clock, storage_key, unique_bytes
+from memsched.models.costs import CostModel, is_fake, parse_cost, shape_exact_model
+from memsched.models.measure import MemoryWatch as _Memory
+from memsched.models.measure import Timer as _Timer
+from memsched.models.measure import median as _median
+from memsched.models.memory import storage_key, unique_bytes
 from memsched.solvers.chain import Chain
 from torch import nn
 
-__all__ = ["profile_chain", "profile_model", "BlockProfile"]
+__all__ = ["profile_chain", "profile_model", "shape_exact_model", "BlockProfile"]
 
 BlockProfile = dict[str, Any]
-
-
-class _Timer:
-    """Elapsed milliseconds of a region: CUDA events on GPU, perf_counter on CPU."""
-
-    def __init__(self, device: torch.device, clock: str = "wall") -> None:
-        self.cuda = device.type == "cuda"
-        self.device = device
-        self.now = cpu_clock(clock)
-
-    @contextlib.contextmanager
-    def region(self, out: list[float]):
-        if self.cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            yield
-            end.record()
-            torch.cuda.synchronize(self.device)
-            out.append(float(start.elapsed_time(end)))
-        else:
-            t0 = self.now()
-            yield
-            out.append((self.now() - t0) * 1e3)
-
-
-class _Memory:
-    """Live bytes and peaks: CUDA allocator statistics, or the live-tensor tracker on CPU."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        self.cuda = device.type == "cuda"
-        self.tracker: LiveTensorTracker | None = None
-
-    @contextlib.contextmanager
-    def watching(self):
-        if self.cuda:
-            torch.cuda.synchronize(self.device)
-            yield self
-        else:
-            with LiveTensorTracker() as tracker:
-                self.tracker = tracker
-                yield self
-            self.tracker = None
-
-    def mark(self) -> int:
-        """Current live bytes; the peak window restarts here."""
-        if self.cuda:
-            torch.cuda.synchronize(self.device)
-            torch.cuda.reset_peak_memory_stats(self.device)
-            return int(torch.cuda.memory_allocated(self.device))
-        assert self.tracker is not None
-        return self.tracker.mark()
-
-    def current(self) -> int:
-        if self.cuda:
-            torch.cuda.synchronize(self.device)
-            return int(torch.cuda.memory_allocated(self.device))
-        assert self.tracker is not None
-        return self.tracker.current
-
-    def peak(self) -> int:
-        if self.cuda:
-            torch.cuda.synchronize(self.device)
-            return int(torch.cuda.max_memory_allocated(self.device))
-        assert self.tracker is not None
-        return self.tracker.peak
 
 
 def _leaf(a: torch.Tensor) -> torch.Tensor:
@@ -150,21 +93,36 @@ def _saved_bytes(fn: Callable[[], torch.Tensor], exclude: set[int]) -> tuple[tor
     return y, sum(saved.values())
 
 
-def _median(xs: list[float]) -> float:
-    return float(statistics.median(xs)) if xs else 0.0
+def _counted(cost: CostModel | None, counts: list[float]) -> contextlib.AbstractContextManager[Any]:
+    """Counts the operations of the region with `cost`'s counter, appending the cost to `counts`
+    (nothing for a measured cost model)."""
+    if cost is None or cost.measured:
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def region():
+        with cost.counter() as counter:
+            yield
+        counts.append(cost.value(counter))
+    return region()
 
 
 def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: torch.device,
-                   repeats: int, warmup: int, clock: str, timed: bool = True) -> BlockProfile:
+                   repeats: int, warmup: int, clock: str, timed: bool = True,
+                   cost: CostModel | None = None) -> BlockProfile:
     timer = _Timer(device, clock)
     mem = _Memory(device)
     exclude = static | {storage_key(a)}
+    fwd: list[float] = []
+    bwd: list[float] = []
+    fwd_ng: list[float] = []
     with torch.enable_grad():
-        # ---- sizes and memory (one measured pass of each mode)
+        # ---- sizes and memory (one measured pass of each mode; counted costs)
         with mem.watching():
             before = mem.mark()
             x = _leaf(a)
-            y, tape = _saved_bytes(functools.partial(block, x), exclude)
+            with _counted(cost, fwd):
+                y, tape = _saved_bytes(functools.partial(block, x), exclude)
             retained = mem.current() - before
             o_all = mem.peak() - before - max(retained, 0)
             out_size = unique_bytes(y)
@@ -172,19 +130,17 @@ def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: 
             delta = torch.randn_like(y) if y.is_floating_point() else None
             before_b = mem.mark()
             if delta is not None and y.requires_grad:
-                torch.autograd.backward(y, delta)
+                with _counted(cost, bwd):
+                    torch.autograd.backward(y, delta)
             dx = x.grad if x.requires_grad else None
             o_b = mem.peak() - before_b - (unique_bytes(dx) if dx is not None else 0)
             del x, y, dx, delta
             before = mem.mark()
-            with torch.no_grad():
+            with torch.no_grad(), _counted(cost, fwd_ng):
                 y = block(a)
             o_ng = mem.peak() - before - unique_bytes(y)
             del y
         # ---- times
-        fwd: list[float] = []
-        bwd: list[float] = []
-        fwd_ng: list[float] = []
         for k in range(warmup + repeats if timed else 0):
             with timer.region(fwd_ng if k >= warmup else []), torch.no_grad():
                 y = block(a)
@@ -206,18 +162,19 @@ def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: 
 
 
 def _profile_loss(loss_fn: Callable[[torch.Tensor, Any], torch.Tensor], a: torch.Tensor, target: Any,
-                  device: torch.device, repeats: int, warmup: int, clock: str, timed: bool = True
-                  ) -> dict[str, Any]:
+                  device: torch.device, repeats: int, warmup: int, clock: str, timed: bool = True,
+                  cost: CostModel | None = None) -> dict[str, Any]:
     timer = _Timer(device, clock)
     mem = _Memory(device)
+    times: list[float] = []
     with torch.enable_grad():
         with mem.watching():
             y = a.detach().requires_grad_(True)
             before = mem.mark()
-            loss_fn(y, target).backward()
+            with _counted(cost, times):
+                loss_fn(y, target).backward()
             o_b = mem.peak() - before - unique_bytes(y.grad)
             del y
-        times: list[float] = []
         for k in range(warmup + repeats if timed else 0):
             y = a.detach().requires_grad_(True)
             with timer.region(times if k >= warmup else []):
@@ -303,8 +260,14 @@ def profile_chain(
     names: Sequence[str] | None = None,
     clock: str = "wall",
     timing: str | None = None,
+    cost: str | CostModel = "measured",
 ) -> Chain:
     """Profile every block and the loss on `example_input`; see the module docstring.
+
+    `cost`: "measured" (times measured as described above), or a counted cost model of
+    `models.costs` ("flops", "roofline:a100", ...): times are then counted on the one pass
+    that measures the sizes, nothing is timed, and the blocks may hold fake tensors
+    (`shape_exact_model`).
 
     Parameter gradients are left at None afterwards; BatchNorm running statistics are
     updated by the profiling forwards (restore a state dict if that matters). `clock` (CPU
@@ -313,10 +276,12 @@ def profile_chain(
     timed inside whole store-all steps, see `_time_in_step`; needs store-all's memory); by
     default "in_step" on CPU and "isolated" on CUDA.
     """
+    model = cost if isinstance(cost, CostModel) else parse_cost(cost)
     timing = timing or ("isolated" if example_input.device.type == "cuda" else "in_step")
     if timing not in ("isolated", "in_step"):
         raise ValueError(f"timing must be 'isolated' or 'in_step', got {timing!r}")
-    isolated = timing == "isolated"
+    isolated = timing == "isolated" or not model.measured
+    timed = model.measured and isolated
     blocks = as_blocks(blocks)
     device = example_input.device
     params = parameters_of(blocks)
@@ -331,12 +296,12 @@ def profile_chain(
     stages = []
     a = example_input.detach()
     for i, block in enumerate(blocks):
-        prof = _profile_block(block, a, static, device, repeats, warmup, clock, timed=isolated)
+        prof = _profile_block(block, a, static, device, repeats, warmup, clock, timed=timed, cost=model)
         prof["name"] = names[i] if names else f"{i}:{type(block).__name__}"
         stages.append(prof)
         with torch.no_grad():
             a = block(a).detach()
-    loss = _profile_loss(loss_fn, a, target, device, repeats, warmup, clock, timed=isolated)
+    loss = _profile_loss(loss_fn, a, target, device, repeats, warmup, clock, timed=timed, cost=model)
     del a
     if not isolated:
         fwd, bwd, ng, loss_time = _time_in_step(blocks, loss_fn, example_input.detach(), target, device, repeats,
@@ -354,6 +319,16 @@ def profile_chain(
         "memory_method": "torch.cuda.max_memory_allocated" if device.type == "cuda" else "LiveTensorTracker",
         "parameter_bytes": sum(p.numel() * p.element_size() for p in params.values()),
     }
+    if not model.measured:
+        fake = is_fake(example_input)
+        for key in ("clock", "timing", "repeats", "warmup"):
+            info.pop(key)
+        info.update(model.meta(), units={"time": model.unit, "memory": "bytes"},
+                    device=model.device.name if model.device is not None else "none (counted)",
+                    memory_method="LiveTensorTracker" + (" on fake tensors (the sizes of a CPU run)" if fake else ""),
+                    shapes="fake tensors (torch FakeTensorMode): nothing allocated" if fake else "real tensors")
+    else:
+        info["cost"] = "measured"
     # the simulator has one u_f and one o_f per stage; the two modes' values, for analysis
     info["per_mode"] = {key: [st.pop("_" + key) for st in stages]
                         for key in ("fwd_time_no_grad", "fwd_overhead_autograd", "fwd_overhead_no_grad")}
@@ -368,16 +343,28 @@ def _device_name(device: torch.device) -> str:
 
 
 def profile_model(name: str, *, repeats: int = 5, warmup: int = 2, out: str | None = None, clock: str = "wall",
-                  timing: str | None = None, **sizes: Any) -> tuple[Chain, Any]:
+                  timing: str | None = None, cost: str = "measured", **sizes: Any) -> tuple[Chain, Any]:
     """Build zoo model `name` (sizes as `models.zoo.build_model`), profile it, optionally save
-    the chain file to `out`; returns (chain, the built `ZooModel`)."""
+    the chain file to `out`; returns (chain, the built `ZooModel`).
+
+    With a counted `cost` ("flops", "roofline:<device>") the model is built and profiled on fake
+    tensors (`shape_exact_model`): sizes exact, nothing allocated (the returned model's tensors
+    are fake); `device` must then be the CPU, whose sizes are reproduced."""
     from memsched.models.zoo import build_model
 
-    model = build_model(name, **sizes)
-    meta = {"model": name, **{k: v for k, v in model.config.items()}}
-    chain = profile_chain(model.blocks, model.loss_fn, model.example_input, model.target, repeats=repeats,
-                          warmup=warmup, name=model.label, meta=meta, clock=clock,
-                          timing=timing)
+    model_cost = parse_cost(cost)
+    context = contextlib.nullcontext() if model_cost.measured else shape_exact_model()
+    if not model_cost.measured and str(sizes.get("device", "cpu")) != "cpu":
+        from memsched.solvers.errors import InputError
+
+        raise InputError("a counted cost model profiles fake CPU tensors: leave --device out or use cpu",
+                         field="--device")
+    with context:
+        model = build_model(name, **{**sizes, **({} if model_cost.measured else {"device": "cpu"})})
+        meta = {"model": name, **{k: v for k, v in model.config.items()}}
+        chain = profile_chain(model.blocks, model.loss_fn, model.example_input, model.target, repeats=repeats,
+                              warmup=warmup, name=model.label, meta=meta, clock=clock,
+                              timing=timing, cost=model_cost)
     if out is not None:
         chain.save(out)
     return chain, model
