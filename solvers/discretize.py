@@ -65,6 +65,7 @@ def size_in_slots(budget: int, slots: int | None):  # noqa: ANN201 (a small clos
 
 
 def capacity(budget: int, slots: int | None) -> int:
+    """The budget in the model's unit: N slots when discretised, else the budget in bytes."""
     n = effective_slots(budget, slots)
     return n if n else int(budget)
 

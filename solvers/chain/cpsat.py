@@ -81,7 +81,7 @@ def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: 
             cp.add_linear_constraint(expr, lo, hi)
         elif lo is not None:
             cp.add(expr >= lo)
-        else:
+        elif hi is not None:
             cp.add(expr <= hi)
     coefs = {v: c for v, c in model.objective.terms.items() if c != 0}
     integral = all(abs(c - round(c)) < 1e-9 for c in coefs.values())
@@ -100,7 +100,8 @@ def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: 
     run = run_cpsat(cp, deadline, options, variables=xs, offset=const, hint_feasible=hint_ok,
                     parameters=parameters, extra=extra)
     details = {"variables": len(model.keys), "constraints": len(model.rows), "build_s": round(build_s, 3),
-               "warm_start": seed.solver if hint_values is not None else "", "warm_start_fits": hint_ok,
+               "warm_start": seed.solver if seed is not None and hint_values is not None else "",
+               "warm_start_fits": hint_ok,
                "workers": options.workers, "integral_objective": integral, "backend_status": run.backend_status}
     if run.status == INFEASIBLE:
         return result(INFEASIBLE, message="no phase-model schedule fits the budget", details=details)

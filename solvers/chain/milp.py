@@ -84,7 +84,8 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
     else:
         run = run_milp(lm, backend, deadline, options, hint=hint_values, hint_feasible=hint_ok)
     details = {"variables": len(model.keys), "constraints": len(model.rows), "build_s": round(build_s, 3),
-               "warm_start": seed.solver if hint_values is not None else "", "warm_start_fits": hint_ok,
+               "warm_start": seed.solver if seed is not None and hint_values is not None else "",
+               "warm_start_fits": hint_ok,
                "backend_status": run.backend_status}
     values = run.values
     if values is not None:

@@ -26,6 +26,7 @@ class LinearModel:
     offset: float = 0.0
 
     def var(self, lb: float, ub: float, integer: bool, name: str = "") -> int:
+        """Add a variable with bounds [lb, ub] (integer when `integer`); returns its index."""
         self.lb.append(lb)
         self.ub.append(ub)
         self.integer.append(integer)
@@ -33,10 +34,12 @@ class LinearModel:
         return len(self.lb) - 1
 
     def add(self, idx: list[int], coef: list[float], lb: float = -math.inf, ub: float = math.inf) -> None:
+        """Add the row lb <= sum_k coef[k] * x[idx[k]] <= ub."""
         self.rows.append((idx, coef, lb, ub))
 
     @property
     def num_vars(self) -> int:
+        """Number of variables."""
         return len(self.lb)
 
     def value(self, values: list[float]) -> float:

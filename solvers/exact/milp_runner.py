@@ -45,6 +45,7 @@ class BackendRun:
 
     @property
     def found(self) -> bool:
+        """True when the backend returned variable values (a solution)."""
         return self.values is not None
 
 
@@ -91,7 +92,7 @@ def run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exac
         obj.SetOffset(model.offset)
     obj.SetMinimization()
     use_hint = hint is not None and not relax and backend == "scip"
-    if use_hint:
+    if use_hint and hint is not None:
         solver.SetHint(xs, [float(v) for v in hint])
     if options.workers > 1 and not relax and backend != "cbc":  # this CBC build has no threads
         solver.SetNumThreads(options.workers)

@@ -53,6 +53,7 @@ class ExactOptions:
         return opts.validated(), rest
 
     def validated(self) -> ExactOptions:
+        """A copy with fields converted to their types; `InputError` naming the option when one is out of range."""
         limit = self.time_limit
         if limit is not None:
             limit = float(limit)
@@ -74,6 +75,7 @@ class Deadline:
         self.start = time.perf_counter() if start is None else start
 
     def elapsed(self) -> float:
+        """Seconds since the deadline started."""
         return time.perf_counter() - self.start
 
     def left(self) -> float | None:
@@ -81,6 +83,7 @@ class Deadline:
         return None if self.limit is None else self.limit - self.elapsed()
 
     def expired(self) -> bool:
+        """True when a limit is set and no time is left."""
         left = self.left()
         return left is not None and left <= 0
 

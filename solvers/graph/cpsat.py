@@ -125,6 +125,7 @@ class MoccasinModel:
         return True
 
     def sequence(self, solver: Any) -> list[int]:
+        """The schedule of a CP-SAT solution: the present computations (v, c) sorted by start time, as node indices."""
         comps = [(solver.value(self.s[v][c]), v) for v in range(self.graph.n) for c in range(self.caps[v])
                  if solver.value(self.p[v][c])]
         return [v for _, v in sorted(comps)]

@@ -114,6 +114,7 @@ class CheckmateModel:
         return [k for t in range(self.graph.n) for k in range(t + 1) if values[self.R[t][k]] > 0.5]
 
     def matrices(self, values: list[float]) -> tuple[np.ndarray, np.ndarray]:
+        """The 0/1 matrices R (computations) and S (retained values), stage t by node, of a solution."""
         n = self.graph.n
         Rm, Sm = np.zeros((n, n), bool), np.zeros((n, n), bool)
         for t in range(n):

@@ -109,7 +109,7 @@ class JoinPhaseModel:
         ob = [[int(v) for v in c.o_b] for c in br]
         Ls = [c.length for c in br]
         A = [[_const(1)] + [{} for _ in range(Ls[b])] for b in range(k)]  # standalone a_j^b, j = 0..L
-        T = [[{} for _ in range(Ls[b] + 1)] for b in range(k)]  # tape abar_j^b, j = 1..L
+        T: list[list[Lin]] = [[{} for _ in range(Ls[b] + 1)] for b in range(k)]  # tape abar_j^b, j = 1..L
         grad = [0] * k
         const_time = join.loss_time + sum(float(c.u_b[: c.length].sum()) for c in br)
         self.objective = {-1: const_time}
@@ -214,6 +214,7 @@ class JoinPhaseModel:
         return values
 
     def decode(self, values: list[int]) -> JoinSchedule:
+        """The join schedule of a solution `values` (0/1 per variable), in event order."""
         ops: list[JOp] = []
         names = {"FA": "F_all", "FC": "F_ck", "FN": "F_n"}
         for ev in self.events:
@@ -275,7 +276,7 @@ def solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: Dea
             if values is not None:
                 for var, val in zip(model.vars, values):
                     model.cp.add_hint(var, bool(val))
-        share = Deadline(None if left is None else max(0.01, deadline.left() / (len(all_orders) - n)))
+        share = Deadline(None if left is None else max(0.01, (deadline.left() or 0.0) / (len(all_orders) - n)))
         # (the seed fits the real budget, not necessarily the rounded sizes: its hint proves nothing)
         run = run_cpsat(model.cp, share, options, variables=model.vars, offset=model.const,
                         extra={} if model.integral else {"absolute_gap_limit": 0.0})
@@ -288,7 +289,7 @@ def solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: Dea
             bound = min(bound, run.bound if run.bound is not None else work.total_time())
         elif run.status == TIMEOUT:
             bound = min(bound, run.bound if run.bound is not None else work.total_time())
-        if run.values is not None and run.status in (OPTIMAL, FEASIBLE):
+        if run.values is not None and run.objective is not None and run.status in (OPTIMAL, FEASIBLE):
             schedule = model.decode([int(round(v)) for v in run.values])
             sim = simulate(join, schedule, budget).raise_if_invalid()
             claimed = float(run.objective)
