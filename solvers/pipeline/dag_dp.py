@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..result import INFEASIBLE, OPTIMAL, SolveResult
-from .dp import _defaults
+from .dp import _defaults, partition_dp
 from .instance import Pipeline
 from .lattice import Lattice, coarsest_needed
 from .schedule import Partition
@@ -43,20 +43,23 @@ INF = math.inf
 MAX_STATES = 5000
 
 
-def stage_tables(inst: Pipeline, lat: Lattice, i: int) -> dict[str, Any]:
-    """For the stages J \\ I, J a strict superset of ideal I = `i`: their ideals ``J`` and
-    arrays fb (F + B), W, wmem, stash A, buffers Q, the link time c (r = 1) and ``full``
-    (J is the whole network)."""
+def stage_tables(inst: Pipeline, lat: Lattice, i: int, max_work: float = INF) -> dict[str, Any]:
+    """For the stages J \\ I, J a strict superset of ideal I = `i` with F + B <= `max_work`:
+    their ideals ``J`` and arrays fb (F + B), W, wmem, stash A, buffers Q, the link time c
+    (r = 1) and ``full`` (J is the whole network)."""
     J = lat.supersets(i)
     V = inst.length
     fb = lat.work[J] - lat.work[i]
+    if max_work < INF:
+        keep = fb <= max_work
+        J, fb = J[keep], fb[keep]
     W = lat.params[J] - lat.params[i]
     wmem = np.ceil(inst.weight_factor * W.astype(float) - 1e-9).astype(np.int64)
     empty = lat.size[i] == 0
     in_size = int(inst.input_size) if empty else int(lat.cut[i])
     dead_i = lat.dead[i]
     act = inst.act.astype(np.int64)
-    dead_act_J = lat.dead_member[J].astype(np.int64) @ act
+    dead_act_J = lat.dead_act[J]
     dead_in_i = (lat.dead_member[np.ix_(J, dead_i)].astype(np.int64) @ act[dead_i]) if dead_i else 0
     internal = (lat.act[J] - lat.act[i]) - (dead_act_J - dead_in_i)
     stash = in_size + internal
@@ -70,9 +73,13 @@ def stage_tables(inst: Pipeline, lat: Lattice, i: int) -> dict[str, Any]:
 
 def dag_partition_dp(inst: Pipeline, lat: Lattice, devices: int, budget: int | None = None, *,
                      schedule: str = "1f1b", micro_batches: int | None = None, replication: bool = False,
-                     objective: str = "period") -> tuple[float, list[tuple[int, int, int]]] | None:
+                     objective: str = "period", upper: float | None = None,
+                     ) -> tuple[float, list[tuple[int, int, int]]] | None:
     """Solve the recurrence; returns (value, [(ideal I, ideal J, replicas)] per stage) or None
-    when nothing fits `budget`. ``objective="memory"`` minimises the peak memory instead."""
+    when nothing fits `budget`. ``objective="memory"`` minimises the peak memory instead.
+    `upper`: a period known to be reachable; stages that cannot be part of a partition of
+    period <= upper (F + B above upper, times P with replication) are skipped, so the answer
+    is exact whenever the optimum is <= upper (None otherwise)."""
     P, N = int(devices), lat.n
     m = int(micro_batches or 0)
     G = np.full((N, P + 1), INF)
@@ -86,7 +93,8 @@ def dag_partition_dp(inst: Pipeline, lat: Lattice, devices: int, budget: int | N
         i = int(i)
         if i == full_idx:
             continue
-        t = stage_tables(inst, lat, i)
+        max_work = INF if upper is None or objective == "memory" else upper * (1 + 1e-9) * (P if replication else 1)
+        t = stage_tables(inst, lat, i, max_work)
         J = t["J"]
         if len(J) == 0:
             continue
@@ -151,6 +159,24 @@ def lattice_for(inst: Pipeline, max_states: int | None) -> Lattice:
     return coarsest_needed(inst, int(max_states or MAX_STATES))[0]
 
 
+def plan(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1f1b", micro_batches: int | None = None,
+         replication: bool = False, max_states: int | None = None) -> tuple[float, Partition, Lattice] | None:
+    """The best DAG partition: the contiguous DP on the index order first (`dp.partition_dp`,
+    a DAG partition too), whose period bounds the lattice DP (`upper`), then the lattice DP;
+    the better of the two, evaluated (None when neither fits `budget`)."""
+    lat = lattice_for(inst, max_states)
+    chain = partition_dp(inst, P, budget, schedule=schedule, micro_batches=micro_batches, replication=replication)
+    upper = chain[0] if chain is not None else None
+    res = dag_partition_dp(inst, lat, P, budget, schedule=schedule, micro_batches=micro_batches,
+                           replication=replication, upper=upper)
+    if res is not None and (chain is None or res[0] <= chain[0]):
+        return res[0], to_partition(inst, lat, res[1], P, schedule, micro_batches), lat
+    if chain is None:
+        return None
+    part = Partition.from_bounds(chain[1], schedule=schedule, micro_batches=micro_batches, devices=P)
+    return chain[0], part.evaluated(inst), lat
+
+
 def solve_dag(inst: Pipeline, budget: int, *, devices: int | None = None, schedule: str = "1f1b",
               micro_batches: int | None = None, replication: bool = False, max_states: int | None = None,
               **_: Any) -> SolveResult:
@@ -158,22 +184,22 @@ def solve_dag(inst: Pipeline, budget: int, *, devices: int | None = None, schedu
     smallest period among DAG partitions whose every device fits `budget`."""
     start = time.perf_counter()
     P, schedule, m = _defaults(devices, schedule, micro_batches)
-    lat = lattice_for(inst, max_states)
-    scope = _scope(lat, P, schedule, m, bool(replication))
-    res = dag_partition_dp(inst, lat, P, budget, schedule=schedule, micro_batches=m, replication=bool(replication))
-    details = {"ideals": lat.n, "granularity": lat.granularity}
-    if res is None:
-        need = dag_partition_dp(inst, lat, P, None, schedule=schedule, micro_batches=m,
-                                replication=bool(replication), objective="memory")
+    rep = bool(replication)
+    found = plan(inst, P, budget, schedule=schedule, micro_batches=m, replication=rep, max_states=max_states)
+    if found is None:
+        lat = lattice_for(inst, max_states)
+        need = dag_partition_dp(inst, lat, P, None, schedule=schedule, micro_batches=m, replication=rep,
+                                objective="memory")
         return SolveResult(problem="pipeline", solver="dag", status=INFEASIBLE, budget=budget,
                            min_budget=int(need[0]) if need else None, solve_time_s=time.perf_counter() - start,
-                           scope=scope, details=details, message=f"no DAG partition fits {budget} bytes per device")
-    value, stages = res
-    part = to_partition(inst, lat, stages, P, schedule, m)
+                           scope=_scope(lat, P, schedule, m, rep), details={"ideals": lat.n},
+                           message=f"no DAG partition fits {budget} bytes per device")
+    value, part, lat = found
+    assert part.period is not None
     return SolveResult(problem="pipeline", solver="dag", status=OPTIMAL, objective=part.period,
-                       peak_memory=part.peak_memory, lower_bound=min(value, part.period or value),
-                       solve_time_s=time.perf_counter() - start, budget=budget, schedule=part, scope=scope,
-                       details=details)
+                       peak_memory=part.peak_memory, lower_bound=min(value, part.period),
+                       solve_time_s=time.perf_counter() - start, budget=budget, schedule=part,
+                       scope=_scope(lat, P, schedule, m, rep), details={"ideals": lat.n})
 
 
 def solve_dag_pipedream(inst: Pipeline, budget: int, *, devices: int | None = None, schedule: str = "1f1b",
@@ -184,24 +210,23 @@ def solve_dag_pipedream(inst: Pipeline, budget: int, *, devices: int | None = No
     not fit, with the memory it needs in `min_budget`)."""
     start = time.perf_counter()
     P, schedule, m = _defaults(devices, schedule, micro_batches)
-    lat = lattice_for(inst, max_states)
-    scope = _scope(lat, P, schedule, m, bool(replication))
-    res = dag_partition_dp(inst, lat, P, None, schedule=schedule, micro_batches=m, replication=bool(replication))
-    assert res is not None  # without a memory limit the single stage always exists
-    value, stages = res
-    part = to_partition(inst, lat, stages, P, schedule, m)
+    rep = bool(replication)
+    found = plan(inst, P, None, schedule=schedule, micro_batches=m, replication=rep, max_states=max_states)
+    assert found is not None  # without a memory limit the single stage always exists
+    value, part, lat = found
     elapsed = time.perf_counter() - start
-    details = {"ideals": lat.n, "granularity": lat.granularity}
-    assert part.peak_memory is not None
+    scope = _scope(lat, P, schedule, m, rep)
+    details = {"ideals": lat.n}
+    assert part.peak_memory is not None and part.period is not None
     if budget is not None and part.peak_memory > budget:
         return SolveResult(problem="pipeline", solver="dag-pipedream", status=INFEASIBLE, budget=budget,
                            min_budget=part.peak_memory, solve_time_s=elapsed, scope=scope, lower_bound=value,
                            message=f"PipeDream's DAG partition needs {part.peak_memory} bytes per device",
                            details={**details, "unconstrained_partition": part.to_json()})
     return SolveResult(problem="pipeline", solver="dag-pipedream", status=OPTIMAL, objective=part.period,
-                       peak_memory=part.peak_memory, lower_bound=min(value, part.period or value),
+                       peak_memory=part.peak_memory, lower_bound=min(value, part.period),
                        solve_time_s=elapsed, budget=budget, schedule=part, scope=scope, details=details)
 
 
-__all__ = ["MAX_STATES", "dag_partition_dp", "lattice_for", "solve_dag", "solve_dag_pipedream", "stage_tables",
+__all__ = ["MAX_STATES", "dag_partition_dp", "lattice_for", "plan", "solve_dag", "solve_dag_pipedream", "stage_tables",
            "to_partition"]

@@ -67,6 +67,7 @@ class Pipeline:
     meta: dict[str, Any] = field(default_factory=dict)
     succ: list[list[int]] | None = None
     latency: float = 0.0
+    _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.fwd = np.asarray(self.fwd, dtype=float)
@@ -160,7 +161,12 @@ class Pipeline:
 
     def messages_into(self, l: int) -> int:
         """Tensors received by a stage starting at layer l (1 for the input of layer 0)."""
-        return 1 if l == 0 else int(self.cut_messages()[l - 1])
+        if l == 0:
+            return 1
+        cached = self._cache.get("cut_messages")
+        if cached is None:
+            cached = self._cache["cut_messages"] = self.cut_messages()
+        return int(cached[l - 1])
 
     def internal_stash(self, i: int) -> np.ndarray:
         """For stages [i, j], j = i..L-1: bytes of the outputs of layers in [i, j] consumed by a

@@ -46,7 +46,8 @@ class Lattice:
     """The ideals of a DAG with the per-ideal sums of the module docstring (N ideals, V layers).
 
     ``masks[k]`` is ideal k as a Python int bit set; ``bits`` the same as an (N, words) uint64
-    array; ideals are sorted by size (the empty ideal first, V last)."""
+    array, ``contains[v]`` the (N,) mask of the ideals holding layer v; ideals are sorted by size
+    (the empty ideal first, V last)."""
 
     masks: list[int]
     bits: np.ndarray
@@ -58,6 +59,8 @@ class Lattice:
     messages: np.ndarray
     dead: list[list[int]]
     dead_member: np.ndarray
+    dead_act: np.ndarray
+    contains: np.ndarray
     succ: list[list[int]]
     granularity: str = "all antichain splits"
 
@@ -67,10 +70,11 @@ class Lattice:
         return len(self.masks)
 
     def supersets(self, k: int) -> np.ndarray:
-        """Indices of the ideals that strictly contain ideal k."""
-        b = self.bits[k]
-        ok = np.all((self.bits & b) == b, axis=1)
-        ok &= self.size > self.size[k]
+        """Indices of the ideals that strictly contain ideal k: those holding every maximal
+        layer of k (its `dead` layers, which have no consumer in k)."""
+        ok = self.size > self.size[k]
+        for v in self.dead[k]:
+            ok &= self.contains[v]
         return np.flatnonzero(ok)
 
     def layers(self, k: int) -> list[int]:
@@ -100,22 +104,27 @@ def ideal_lattice(inst: Pipeline, max_states: int = 50_000, groups: list[list[in
         for v in g:
             gpred[k] |= preds[v]
         gpred[k] &= ~gmask[k]
+    # group successors: adding group g can only make groups fed by g available
+    owner = {v: k for k, g in enumerate(groups) for v in g}
+    gsucc = [sorted({owner[w] for v in g for w in succ[v]} - {k}) for k, g in enumerate(groups)]
     seen = {0}
     order = [0]
-    frontier = [0]
-    items = list(zip(gmask, gpred))
+    frontier: list[tuple[int, frozenset[int]]] = [(0, frozenset(k for k in range(len(groups)) if gpred[k] == 0))]
     while frontier:
         nxt = []
-        for m in frontier:
-            for bit, need in items:
-                if not m & bit and need & m == need:
-                    m2 = m | bit
-                    if m2 not in seen:
-                        seen.add(m2)
-                        nxt.append(m2)
+        for m, avail in frontier:
+            for g in avail:
+                m2 = m | gmask[g]
+                if m2 in seen:
+                    continue
+                seen.add(m2)
+                new = set(avail)
+                new.discard(g)
+                new.update(h for h in gsucc[g] if gpred[h] & m2 == gpred[h] and not m2 & gmask[h])
+                nxt.append((m2, frozenset(new)))
             if len(seen) > max_states:
                 raise LatticeTooLarge(f"more than {max_states} ideals")
-        order += nxt
+        order += [m for m, _ in nxt]
         frontier = nxt
     return _sums(inst, order, succ)
 
@@ -180,10 +189,9 @@ def coarsest_needed(inst: Pipeline, max_states: int) -> tuple[Lattice, str]:
 def _sums(inst: Pipeline, masks: list[int], succ: list[list[int]]) -> Lattice:
     V, N = inst.length, len(masks)
     words = (V + 63) // 64
-    member = np.zeros((N, V), dtype=bool)
-    for k, m in enumerate(masks):
-        if m:
-            member[k] = [(m >> v) & 1 for v in range(V)]
+    nbytes = (V + 7) // 8
+    raw = np.frombuffer(b"".join(m.to_bytes(nbytes, "little") for m in masks), dtype=np.uint8)
+    member = np.unpackbits(raw.reshape(N, nbytes), axis=1, bitorder="little")[:, :V].astype(bool)
     packed = np.zeros((N, words), dtype=np.uint64)
     for w in range(words):
         chunk = member[:, 64 * w: 64 * (w + 1)].astype(np.uint64)
@@ -205,7 +213,8 @@ def _sums(inst: Pipeline, masks: list[int], succ: list[list[int]]) -> Lattice:
     return Lattice(masks=masks, bits=packed, size=member.sum(axis=1), work=member @ fb,
                    params=member.astype(np.int64) @ inst.params.astype(np.int64),
                    act=member.astype(np.int64) @ act, cut=cut.astype(np.int64),
-                   messages=has_out.sum(axis=1).astype(np.int64), dead=dead, dead_member=dead_mask, succ=succ)
+                   messages=has_out.sum(axis=1).astype(np.int64), dead=dead, dead_member=dead_mask,
+                   dead_act=dead_mask.astype(np.int64) @ act, contains=np.ascontiguousarray(member.T), succ=succ)
 
 
 __all__ = ["Lattice", "LatticeTooLarge", "coarsest_needed", "ideal_lattice", "series_groups", "successors"]

@@ -3,7 +3,8 @@
 JSON ``{"format": "memsched.partition/1", "stages": [{"first_layer", "last_layer", "replicas"}],
 ...}``. A DAG partition (stage boundaries at antichains of the layer DAG) also carries
 ``"order"``: a topological order of the layers in which every stage is contiguous; first_layer
-and last_layer are then positions in that order and ``"layers"`` lists each stage's layers. The referee that charges period and memory is `solvers.pipeline.simulator`."""
+and last_layer are then positions in that order and ``"layers"`` lists each stage's layers.
+The referee that charges period and memory is `solvers.pipeline.simulator`."""
 
 from __future__ import annotations
 
