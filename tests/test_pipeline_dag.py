@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from memsched.solvers.pipeline import Partition, Pipeline, load, simulate
 from memsched.solvers.pipeline.dag_cpsat import solve_dag_cpsat
 from memsched.solvers.pipeline.dag_dp import dag_partition_dp, solve_dag, solve_dag_pipedream, to_partition
