@@ -59,9 +59,10 @@ def load_problem(path: str, bandwidth: str | None = None, latency: float | None 
     if problem == "chain" and declared == "offload" and bandwidth is None:
         solver = solver or registry.get_problem("offload").default_solver
     if problem == "chain":
-        offload_names = set(registry.get_problem("offload").solvers)
         chain_names = set(registry.get_problem("chain").solvers)
-        wants_offload = bandwidth is not None or (solver in offload_names and solver not in chain_names)
+        # a chain solver (or none) without a bandwidth never needs the offload package: not imported
+        wants_offload = bandwidth is not None or (
+            solver is not None and solver not in chain_names and solver in registry.get_problem("offload").solvers)
         if wants_offload:
             from memsched.solvers.offload import OffloadInstance
 

@@ -1,0 +1,186 @@
+"""Start-up cost of the command line, and a whole-process rotor solve against rotor's own C DP.
+
+Measures, each as the median (and minimum) of a few runs of a fresh process:
+
+- ``python -c pass``: the interpreter alone (the floor of every other line);
+- ``memsched --help`` and ``memsched solvers``;
+- ``memsched solve CHAIN --solver rotor --slots 500`` on a 200-stage random chain
+  (`solvers.chain.generate.random_chain(200, seed=0)`, budget 50% of the store-all peak),
+  whole process, with the DP time it reports itself (``solve_time_s``);
+- the same DP in this process, warm (`solvers.chain.dp.solve_rotor`);
+- rotor's own C dynamic program (``persistent_compute_table`` of rotor's
+  ``rotor/algorithms/dynamic_programs.c``, Beaumont et al.) on the same chain, discretised the
+  same way (500 slots of the budget), in this process, when ``--rotor-c`` gives its source
+  (compiled here with the C compiler and this Python's headers) or a folder holding the built
+  module; the ratio whole-process solve / C DP is the target of issue #13 (at most 0.2);
+- ``python -X importtime`` of the rotor solve: the packages that cost the most import time.
+
+Prints a table and writes ``results/bench_cli_startup.csv`` (columns: measure, what, runs,
+median_s, min_s, detail). Times are wall-clock seconds and depend on the machine's load:
+the ``python -c pass`` line is the reference.
+
+    python -m memsched.experiments.bench_cli_startup [--runs 5] [--rotor-c path/to/dynamic_programs.c]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "results"
+L, SLOTS, BUDGET = 200, 500, "50%"
+
+
+def memsched_cmd() -> list[str]:
+    """The installed console script when there is one next to this Python, else ``-m``."""
+    script = Path(sys.executable).parent / "memsched"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "memsched.experiments.cli"]
+
+
+def timed(cmd: list[str], runs: int) -> tuple[list[float], str]:
+    """Wall times of `runs` runs of `cmd` (a fresh process each) and the last run's stdout."""
+    times, out = [], ""
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        times.append(time.perf_counter() - t0)
+        if proc.returncode not in (0, 1):
+            raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
+        out = proc.stdout
+    return times, out
+
+
+def row(measure: str, what: str, times: list[float], detail: str = "") -> dict[str, Any]:
+    return {"measure": measure, "what": what, "runs": len(times), "median_s": statistics.median(times),
+            "min_s": min(times), "detail": detail}
+
+
+def rotor_c_module(path: str | None) -> Any:
+    """rotor's ``dynamic_programs`` extension: built from a .c file, or imported from a folder."""
+    if not path:
+        return None
+    p = Path(path)
+    folder = p
+    if p.suffix == ".c":
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            raise SystemExit("--rotor-c: no C compiler (cc) to build it")
+        folder = Path(tempfile.mkdtemp(prefix="rotor-c-"))
+        target = folder / f"dynamic_programs{sysconfig.get_config_var('EXT_SUFFIX')}"
+        subprocess.run([cc, "-O3", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", str(p), "-o",
+                        str(target)], check=True)
+    sys.path.insert(0, str(folder))
+    try:
+        return importlib.import_module("dynamic_programs")
+    finally:
+        sys.path.pop(0)
+
+
+class _RotorChain:
+    """rotor's chain parameters (fweigth, bweigth, cweigth, cbweigth, fwd_tmp, bwd_tmp, length)
+    from a discretised memsched chain: u_f, u_b, x[0..L], xbar[0..L], o_f, o_b."""
+
+    def __init__(self, chain: Any) -> None:
+        n = chain.length
+        self.length = n
+        self.fweigth = [float(v) for v in chain.u_f]
+        self.bweigth = [float(v) for v in chain.u_b]
+        self.cweigth = [int(v) for v in chain.x[: n + 1]]
+        self.cbweigth = [int(v) for v in chain.xbar[: n + 1]]
+        self.fwd_tmp = [int(v) for v in chain.o_f]
+        self.bwd_tmp = [int(v) for v in chain.o_b]
+
+
+def import_offenders(cmd: list[str], top: int) -> list[dict[str, Any]]:
+    """Import time (self, summed per top-level package) of `cmd` under ``python -X importtime``."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", *cmd], capture_output=True, text=True, check=False)
+    per: dict[str, float] = defaultdict(float)
+    for line in proc.stderr.splitlines():
+        if not line.startswith("import time:") or "imported package" in line:
+            continue
+        self_us, _, name = line[len("import time:"):].split("|")
+        parts = name.strip().split(".")
+        package = ".".join(parts[:3]) if parts[0] == "memsched" else parts[0]
+        per[package] += int(self_us) / 1e6
+    ranked = sorted(per.items(), key=lambda kv: -kv[1])[:top]
+    return [row("import", name, [seconds], "self time summed over the package's modules") for name, seconds in ranked]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5, help="fresh processes per command (default %(default)s)")
+    parser.add_argument("--rotor-c", metavar="PATH", default=os.environ.get("MEMSCHED_ROTOR_C"),
+                        help="rotor's dynamic_programs.c (compiled here) or a folder with the built module")
+    parser.add_argument("--output", default=str(RESULTS / "bench_cli_startup.csv"))
+    args = parser.parse_args(argv)
+
+    from memsched.solvers.chain.dp import solve_rotor
+    from memsched.solvers.chain.generate import random_chain
+    from memsched.solvers.registry import get_problem
+    from memsched.solvers.units import parse_budget
+
+    work = Path(tempfile.mkdtemp(prefix="bench-cli-"))
+    chain = random_chain(L, seed=0)
+    path = work / f"chain{L}.json"
+    chain.save(path)
+    budget = parse_budget(BUDGET, get_problem("chain").reference_peak(chain))
+    ms = memsched_cmd()
+    solve = [*ms, "solve", str(path), "--budget", BUDGET, "--solver", "rotor", "--slots", str(SLOTS), "--json"]
+    rows = []
+    rows.append(row("process", "python -c pass", timed([sys.executable, "-c", "pass"], args.runs)[0]))
+    rows.append(row("process", "memsched --help", timed([*ms, "--help"], args.runs)[0]))
+    rows.append(row("process", "memsched solvers", timed([*ms, "solvers"], args.runs)[0]))
+    times, out = timed(solve, args.runs)
+    reported = json.loads(out)
+    rows.append(row("process", f"memsched solve rotor L={L} {SLOTS} slots", times,
+                    f"status {reported['status']}; the DP inside: {reported['solve_time_s']:.3f} s"))
+    whole = statistics.median(times)
+    inproc = []
+    for _ in range(args.runs):
+        t0 = time.perf_counter()
+        solve_rotor(chain, budget, slots=SLOTS)
+        inproc.append(time.perf_counter() - t0)
+    rows.append(row("in-process", f"solve_rotor L={L} {SLOTS} slots (warm)", inproc))
+    dp = rotor_c_module(args.rotor_c)
+    if dp is not None:
+        work_chain = chain.discretised(budget / SLOTS)
+        rc = _RotorChain(work_chain)
+        mmax = SLOTS - int(work_chain.x[0])
+        ctimes = []
+        for _ in range(max(1, args.runs // 2)):
+            t0 = time.perf_counter()
+            dp.persistent_compute_table(rc, mmax)
+            ctimes.append(time.perf_counter() - t0)
+        c_med = statistics.median(ctimes)
+        rows.append(row("in-process", f"rotor C persistent_compute_table L={L} {SLOTS} slots", ctimes,
+                        f"whole-process memsched solve / C DP = {whole / c_med:.3f} (target <= 0.2)"))
+    rows.extend(import_offenders(solve, 12))
+    shutil.rmtree(work, ignore_errors=True)
+
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    with pd.option_context("display.width", 200, "display.max_colwidth", 90):
+        print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    out_path = Path(args.output)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out_path, index=False)
+    print(f"wrote {out_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
