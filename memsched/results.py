@@ -88,7 +88,10 @@ class Result:
 
     @property
     def objective_name(self) -> str:
-        return "period" if self.problem == "pipeline" else "makespan"
+        """What the objective is for this problem: "makespan" or "period" (its descriptor's)."""
+        from memsched.solvers.registry import get_problem
+
+        return get_problem(self.problem).objective
 
     @property
     def makespan(self) -> float | None:
@@ -350,8 +353,26 @@ class RunResult:
 
         return pd.DataFrame([self.row()])
 
+    def plot(self, *, title: str | None = None, figsize: tuple[float, float] = (7.0, 3.0)) -> Any:
+        """Predicted (simulator) beside measured: step time and peak memory."""
+        fig = _figure(figsize)
+        axes = fig.subplots(1, 2)
+        pred, meas = self.data.get("predicted") or {}, self.data.get("measured") or {}
+        panels = (("makespan", "time", "time (ms)", 1.0), ("peak_memory", "peak_memory", "peak memory (MiB)", 2**20))
+        for ax, (p_key, m_key, label, scale) in zip(axes, panels):
+            values = [pred.get(p_key), meas.get(m_key)]
+            ax.bar(["predicted", "measured"], [(v or 0) / scale for v in values], color=["#4f9bd9", "#2f9e44"])
+            ax.set_ylabel(label)
+            ax.grid(axis="y", alpha=0.3)
+        fig.suptitle(title or f"{self.data.get('model')} — {self.data.get('solver')} on {self.data.get('device')}",
+                     fontsize=10)
+        return fig
+
     def _repr_html_(self) -> str:
-        return _table([(k, _num(v) if isinstance(v, float) else str(v)) for k, v in self.row().items()])
+        out = _table([(k, _num(v) if isinstance(v, float) else str(v)) for k, v in self.row().items()])
+        if self.data.get("predicted") and self.data.get("measured"):
+            out += _png(self.plot())
+        return f"<div>{out}</div>"
 
     def __repr__(self) -> str:
         return f"<RunResult {self.data.get('model')} {self.data.get('solver')}: {self.data.get('status')}>"

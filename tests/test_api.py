@@ -176,3 +176,18 @@ def test_profile_and_run_for_real():
     assert out.grad_check is True
     assert out["predicted"]["peak_memory"] <= out["budget"]
     assert out.to_pandas().iloc[0]["measured_peak_memory"] > 0
+
+
+def test_run_result_reads_the_run_json():
+    data = {"model": "resnet18", "solver": "rotor", "device": "cpu", "status": "optimal", "budget": 3 * 2**20,
+            "predicted": {"makespan": 10.0, "peak_memory": 2**21}, "measured": {"time": 11.0, "peak_memory": 2**21 + 8},
+            "grad_check": True}
+    out = memsched.RunResult(data)
+    assert out.grad_check is True and out["budget"] == 3 * 2**20
+    row = out.to_pandas().iloc[0]
+    assert row["predicted_makespan"] == 10.0 and row["measured_peak_memory"] == 2**21 + 8
+    bars = [p.get_height() for ax in out.plot().axes for p in ax.patches]
+    assert bars == [10.0, 11.0, 2.0, pytest.approx(2.0 + 8 / 2**20)]
+    assert "data:image/png" in out._repr_html_()
+    with pytest.raises(AttributeError):
+        out.no_such_key  # noqa: B018
