@@ -89,10 +89,12 @@ class Lin:
         return self
 
     def value(self, values: list[float]) -> float:
+        """The expression's value for the variable values `values` (indexed as the model's variables)."""
         return self.const + sum(c * values[v] for v, c in self.terms.items())
 
 
 def total(parts: Iterable[tuple[Lin | int | float | None, float]]) -> Lin:
+    """The linear expression sum_k coef_k * expr_k (None terms are skipped, numbers are constants)."""
     out = Lin()
     for expr, coef in parts:
         out.add(expr, coef)
@@ -148,6 +150,7 @@ class PhaseModel:
 
     @property
     def L(self) -> int:
+        """Number of stages L of the (discretised) chain."""
         return self.chain.length
 
     def _var(self, *key) -> Lin:
@@ -158,6 +161,7 @@ class PhaseModel:
         return Lin({self.index[key]: 1.0})
 
     def get(self, *key) -> Lin | None:
+        """The 0/1 variable named by `key` (kind, phase k, stage j) as a `Lin`, or None when the model has none."""
         i = self.index.get(tuple(key))
         return None if i is None else Lin({i: 1.0})
 
@@ -179,12 +183,15 @@ class PhaseModel:
         return range(self.L) if k == self.L else range(k + 1)
 
     def kinds(self, k: int, j: int) -> tuple[str, ...]:
+        """The forward kinds stage j may run in phase k: F_all only for stage k before its backward, else F_all,
+        F_ck and (j > 0) F_n."""
         L = self.L
         if k < L and j == k:
             return ("FA",)
         return ("FA", "FC") if j == 0 else ("FA", "FC", "FN")
 
     def run(self, k: int, j: int) -> Lin:
+        """1 when stage j runs a forward (of any kind) in phase k: the sum of its kind variables."""
         return total((self.get(kind, k, j), 1.0) for kind in ("FA", "FC", "FN"))
 
     def sa(self, k: int, j: int) -> Lin | int:
@@ -229,10 +236,14 @@ class PhaseModel:
             self.trivially_infeasible = "input a_0 exceeds the budget"
         # variables
         for k in range(L, -1, -1):
+            if deadline is not None:
+                deadline.check()
             for j in self.slots(k):
                 for kind in self.kinds(k, j):
                     self._var(kind, k, j)
         for k in range(L - 1, -1, -1):
+            if deadline is not None:
+                deadline.check()
             for j in range(1, k + 1):
                 self._var("SA", k, j)
             for j in range(1, k + 2):
@@ -369,7 +380,7 @@ class PhaseModel:
                 values[self.index[("SA", k - 1, j)]] = 1.0 if keep else 0.0
             for j in range(1, k + 1):
                 st = self.st(k, j)
-                v = (st.value(values) if isinstance(st, Lin) else st) + self.get("FA", k, j - 1).value(values)
+                v = (st.value(values) if isinstance(st, Lin) else st) + values[self.index[("FA", k, j - 1)]]
                 values[self.index[("ST", k - 1, j)]] = float(v)
         return values
 
@@ -385,6 +396,7 @@ class PhaseModel:
         return bad
 
     def scope(self, slots: int) -> str:
+        """The class of schedules the model is exact for, with its memory discretisation (`SolveResult.scope`)."""
         sizes = f"sizes in {slots} slots" if slots else "exact sizes"
         return ("phase model: between consecutive backward ops at most one forward per stage, in increasing "
                 f"stage order (contains every persistent schedule); {sizes}")

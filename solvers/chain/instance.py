@@ -15,7 +15,6 @@ Notation (stages 0-based, as in the recurrence of docs/chain.md; the loss is sta
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -189,11 +188,10 @@ class Chain:
         fits S * slot bytes in this one. The ceiling is computed exactly (integer arithmetic on
         the exact value of `slot`), so no size is ever rounded down by float noise.
         """
-        exact = Fraction(slot)  # the float's exact value: rounding is done in integers
-        num, den = exact.numerator, exact.denominator
+        from ..discretize import round_up  # the one discretisation of every problem
 
         def up(a: np.ndarray) -> np.ndarray:
-            return np.array([-((-int(v) * den) // num) for v in a], dtype=np.int64)
+            return round_up(a, slot)
 
         return Chain(self.u_f.copy(), self.u_b.copy(), up(self.x), up(self.xbar), up(self.o_f), up(self.o_b),
                      name=self.name, stage_names=list(self.stage_names), meta=dict(self.meta))

@@ -44,8 +44,9 @@ MIN_LIMIT_FOR_ALL_FAST = 1.0
 def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], deadline: Deadline,
              options: ExactOptions, rest: dict[str, Any]) -> list[SolveResult]:
     """Run the fast solvers `names` (best first) through the referee (`solvers.registry.solve`);
-    those that fail, find nothing or have an undefined objective are left out. The first always
-    runs; each other one only with a limit of at least `MIN_LIMIT_FOR_ALL_FAST` seconds, while
+    those that fail, find nothing or have an undefined objective are left out. They run in turn
+    until one finds a schedule (while at most 1 s past the limit); after that, each other one only
+    with a limit of at least `MIN_LIMIT_FOR_ALL_FAST` seconds, while
     less than half the limit is spent and more time is left than the slowest fast solver so far
     took (a fast solver cannot be stopped once started)."""
     from ..registry import solve as registry_solve
@@ -56,9 +57,12 @@ def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], dea
     for n, name in enumerate(names):
         left = deadline.left()
         limit = deadline.limit
-        if n and limit is not None and (limit < MIN_LIMIT_FOR_ALL_FAST or left is None or left <= longest
-                                        or deadline.elapsed() > 0.5 * limit):
-            break  # the first (best) fast solver always runs; the others only while they fit in half the limit
+        if not out:  # until one finds a schedule, the next runs while the overrun stays within 1 s
+            if n and limit is not None and deadline.elapsed() > limit + 1.0:
+                break
+        elif limit is not None and (limit < MIN_LIMIT_FOR_ALL_FAST or left is None or left <= longest
+                                    or deadline.elapsed() > 0.5 * limit):
+            break  # the others only while they fit in half the limit
         start = deadline.elapsed()
         try:
             res = registry_solve(problem, instance, name, budget, **{**rest, "slots": slots})

@@ -236,11 +236,10 @@ class Graph:
         size units, sizes are rounded up and the budget becomes ``slots`` (so a schedule that
         fits in slots fits the real budget). Otherwise sizes are kept exact (slot = 1).
         """
-        if slots and budget > slots:
-            slot = budget / slots
-            M = np.ceil(self.cost_ram / slot - 1e-9).astype(np.int64)
-            return M, int(slots), slot
-        return self.cost_ram.copy(), int(budget), 1.0
+        from ..discretize import discretise_sizes  # the one discretisation of every problem
+
+        M, B, slot = discretise_sizes(self.cost_ram, int(budget), slots)
+        return (M if slot != 1.0 else self.cost_ram.copy()), B, slot
 
 
 def _from_moccasin_tags(data: dict[str, Any]) -> dict[str, Any]:

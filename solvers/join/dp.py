@@ -61,6 +61,7 @@ import numpy as np
 
 from ..chain.dp import rotor_table
 from ..chain.instance import Chain
+from ..discretize import effective_slots  # the one discretisation rule of every problem
 from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
 from .instance import Join
@@ -81,15 +82,8 @@ def discretise(join: Join, budget: int, slots: int) -> tuple[Join, int]:
     slots = int(slots or 0)
     if slots < 0:
         raise InputError(f"slots must be >= 0, got {slots}", field="--slots")
-    if slots == 0 or budget <= slots:
-        return join, budget
-    return join.discretised(budget / slots), slots
-
-
-def effective_slots(budget: int, slots: int) -> int:
-    """The slot count `discretise` really uses (0: exact sizes)."""
-    slots = int(slots or 0)
-    return 0 if slots <= 0 or int(budget) <= slots else slots
+    n = effective_slots(budget, slots)
+    return (join.discretised(budget / n), n) if n else (join, budget)
 
 
 def scope_text(slots: int) -> str:

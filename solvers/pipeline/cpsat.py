@@ -14,7 +14,8 @@ value of (i, j) is max(stage time, link time) of `solvers.pipeline.simulator`. F
 are exact: the objective is the rank ``k`` of the period among the distinct candidate values
 (``k >= rank(i, j) * v[i, j, t]``), minimised. The proven bound is reported as the value of
 CP-SAT's best bound rank. The model does not use the DP, but by default (``hint=True``) the
-memory-aware DP's partition is given to CP-SAT as a starting solution: it speeds up the search
+exact layer's seed (the best fast solver's partition, usually the memory-aware DP's) is given
+to CP-SAT as a starting solution: it speeds up the search
 and does not change what is proven (the optimality proof is CP-SAT's own bound). The tests run
 it with ``hint=False``.
 
@@ -35,7 +36,7 @@ from ..exact.cpsat_runner import run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
-from .dp import _defaults, _prefix, min_budget, partition_dp, stage_arrays
+from .dp import _defaults, _prefix, min_budget, stage_arrays
 from .instance import Pipeline
 from .schedule import Partition
 
@@ -49,7 +50,8 @@ def solve_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline:
                 micro_batches: int | None = None, hint: bool = True, probing: int = 0, **_: Any) -> SolveResult:
     """Solve the model of the module docstring with OR-Tools CP-SAT (``options.workers`` threads;
     CP-SAT's probing level `probing`: 0 by default, as probing spends seconds on the ~L^2 P
-    Booleans). With `hint` (and ``warm_start``) the memory-aware DP's partition is the hint."""
+    Booleans). With `hint` (and ``warm_start``) the seed's partition (the best fast solver's:
+    madpipe's, usually) is the hint."""
     from ortools.sat.python import cp_model
 
     start = time.perf_counter()
@@ -109,11 +111,12 @@ def solve_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline:
             if into or out:
                 model.add(sum(into) == sum(out))
     model.minimize(obj)
-    if hint and options.warm_start:
-        dp_res = partition_dp(inst, P, budget, schedule=schedule, micro_batches=m)
-        if dp_res is not None:
-            S = len(dp_res[1])
-            dp_chosen = {(a, b, S - k) for k, (a, b, _) in enumerate(dp_res[1])}
+    if hint and options.warm_start and seed is not None:
+        # the seed's stages (a partition without replicas), at positions counted from the end
+        bounds = [(st.first, st.last) for st in seed.schedule.stages if st.replicas == 1]
+        if len(bounds) == len(seed.schedule.stages):
+            S = len(bounds)
+            dp_chosen = {(a, b, S - k) for k, (a, b) in enumerate(bounds)}
             for var, (i, j, t, _period) in zip(v, cand):
                 model.add_hint(var, (i, j, t) in dp_chosen)
             worst = max((rank[c[3]] for c in cand if (c[0], c[1], c[2]) in dp_chosen), default=0)
