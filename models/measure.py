@@ -294,11 +294,14 @@ class MemoryWatch:
 class RngStates:
     """RNG state recorded at the first forward of each stage (any hashable key), restored
     inside ``torch.random.fork_rng`` for its recomputations, as ``torch.utils.checkpoint``
-    does: recomputed dropout masks are identical and the global RNG stream is unchanged."""
+    does: recomputed dropout masks are identical and the global RNG stream is unchanged.
+    With `keys`, only those stages are recorded (the ones a schedule computes more than once:
+    a CPU RNG state is a 5 KB tensor)."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, keys: Iterable[Any] | None = None) -> None:
         self.device = device
         self.states: dict[Any, tuple[torch.Tensor, torch.Tensor | None]] = {}
+        self.keys = None if keys is None else set(keys)
 
     def record(self, i: Any) -> None:
         cuda = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None
@@ -306,6 +309,9 @@ class RngStates:
 
     @contextlib.contextmanager
     def forward(self, i: Any) -> Iterator[None]:
+        if self.keys is not None and i not in self.keys:  # computed once: nothing to restore
+            yield
+            return
         if i not in self.states:
             self.record(i)
             yield

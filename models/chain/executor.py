@@ -36,6 +36,7 @@ operation down), in milliseconds like the profiled chains.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -52,7 +53,7 @@ from memsched.models.measure import (
     zero_grads,
 )
 from memsched.solvers.chain import Chain, Schedule, simulate
-from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
+from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, FORWARD_KINDS, LOSS, B, Op
 from torch import nn
 
 __all__ = ["ChainExecutor", "StepResult", "OpTrace", "reference_step", "compare_gradients", "check_gradients",
@@ -146,7 +147,8 @@ class ChainExecutor:
         zero_grads(self.params.values())
         if seed is not None:
             torch.manual_seed(seed)
-        state = RunState(RngStates(device))
+        counts = Counter(op[1] for op in ops if len(op) == 2 and op[0] in FORWARD_KINDS)
+        state = RunState(RngStates(device, [i for i, c in counts.items() if c > 1]))
         meter = StepMeter(device, watch=watch, trace=trace, clock=clock)
         with meter:
             state.acts[0] = inputs.detach().clone()

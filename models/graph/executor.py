@@ -49,6 +49,7 @@ CPU; the prediction is in the graph's time unit (``meta["units"]["time"]``: ms f
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -184,7 +185,8 @@ class GraphExecutor:
         zero_grads(self.params.values())
         if seed is not None:
             torch.manual_seed(seed)
-        run = _Run(RngStates(x.device))
+        counts = Counter(seq)
+        run = _Run(RngStates(x.device, [v for v in self.plan.ops if counts[v] > 1]))
         meter = StepMeter(x.device, watch=watch, trace=trace, clock=clock)
         with meter:
             for s, node in enumerate(seq):
