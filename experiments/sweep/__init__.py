@@ -35,6 +35,11 @@ A sweep file (TOML, or YAML by extension) states the grid::
     options = { }                    # solver-specific keyword options
     max_length = 12                  # optional: skip instances with more stages / nodes
     label = "rotor-500"              # optional: distinguishes two entries of one solver
+    shared_table = true              # rotor only: one DP table (that of the instance's largest
+                                     # budget below its store-all peak) answers all its budgets:
+                                     # one DP instead of one per budget, at that budget's slot
+                                     # size (coarser for the smaller budgets; scope and the
+                                     # options column say so). Default false.
 
 Relative file paths are read against the sweep file's folder, then the current folder.
 

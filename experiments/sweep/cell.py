@@ -58,8 +58,8 @@ def base_row(task: Task) -> dict[str, Any]:
         "reference_peak": li.reference_peak,
         "budget_fraction": (task.budget / li.reference_peak) if li.reference_peak else None,
         "solver": s.name, "solver_label": s.label, "slots": s.slots, "time_limit": s.time_limit,
-        "options": canonical(s.options), "repeat": task.repeat, "execute": task.execute,
-        "objective_name": "period" if li.problem == "pipeline" else "makespan",
+        "options": canonical(task.solver_options), "repeat": task.repeat, "execute": task.execute,
+        "objective_name": registry.get_problem(li.problem).objective,
         "baseline_objective": li.baseline_objective,
     }
 
@@ -88,7 +88,7 @@ def run_task(task: Task) -> dict[str, Any]:
     result = None
     try:
         result = registry.solve(li.problem, li.instance, s.name, task.budget, slots=s.slots,
-                                time_limit=s.time_limit, **s.options)
+                                time_limit=s.time_limit, **task.solver_options)
     except InputError as err:  # the solver does not apply to this instance (e.g. Revolve, heterogeneous)
         row.update(status=UNSUPPORTED, message=str(err)[:500])
     except Exception as err:  # noqa: BLE001  (recorded in the row; the sweep goes on)

@@ -25,7 +25,9 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 _TOP_KEYS = {"name", "description", "output", "budgets", "repeats", "workers", "execute", "defaults",
              "instances", "solvers", "figure"}
-_SOLVER_KEYS = {"name", "label", "slots", "time_limit", "options", "max_length", "problems"}
+_SOLVER_KEYS = {"name", "label", "slots", "time_limit", "options", "max_length", "problems", "shared_table"}
+#: Solvers that can read many budgets of one instance from one table (``shared_table = true``).
+SHARED_TABLE_SOLVERS = {("chain", "rotor")}
 _INSTANCE_KINDS = ("file", "example", "generate", "model")
 _INSTANCE_COMMON = {"label", "budgets", "execute", "problem", "bandwidth"}
 _MODEL_SIZES = {"batch", "image_size", "seq_len", "width", "depth", "classes", "vocab", "dropout", "device", "seed",
@@ -63,6 +65,7 @@ class SolverSpec:
     options: dict[str, Any]
     max_length: int | None = None
     problems: tuple[str, ...] | None = None
+    shared_table: bool = False     # rotor: one DP table (of the largest budget) for all budgets of an instance
 
 
 @dataclass
@@ -161,7 +164,7 @@ def load_config(path: str | Path) -> SweepConfig:
     for k in defaults:
         if k not in _SOLVER_KEYS - {"name", "label"}:
             raise bad(f"defaults.{k}", "unknown key (expected one of slots, time_limit, options, max_length, "
-                                       "problems)")
+                                       "problems, shared_table)")
 
     raw_instances = data.get("instances")
     if not isinstance(raw_instances, list) or not raw_instances:
@@ -323,8 +326,11 @@ def _solver_spec(i: int, entry: Any, defaults: dict[str, Any], bad: Callable[[st
     label = entry.get("label", name)
     if not isinstance(label, str) or not label:
         raise bad(f"{where}.label", "must be a non-empty string")
+    shared = _bool(merged.get("shared_table", False), f"{src('shared_table')}.shared_table", bad)
+    if "table_budget" in options:
+        raise bad(f"{src('options')}.options.table_budget", "set by the sweep (see shared_table), not an option")
     return SolverSpec(i, name, label, slots, None if time_limit is None else float(time_limit), dict(options),
-                      max_length, problems)
+                      max_length, problems, shared)
 
 
 def _has_problem(problem: str) -> bool:

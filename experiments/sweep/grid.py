@@ -11,7 +11,7 @@ from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.units import parse_budget
 
-from .config import SolverSpec, SweepConfig
+from .config import SHARED_TABLE_SOLVERS, SolverSpec, SweepConfig
 from .instance_store import InstanceStore
 from .instances import LoadedInstance, load_instance_spec
 
@@ -29,20 +29,24 @@ class Task:
     solver: SolverSpec
     repeat: int
     execute: bool
+    options: dict[str, Any] | None = None   # the solver's options for this cell (None: the entry's)
 
+    @property
+    def solver_options(self) -> dict[str, Any]:
+        return self.solver.options if self.options is None else self.options
 
 def canonical(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def row_key(sweep: str, loaded: LoadedInstance, budget_spec: str, solver: SolverSpec, repeat: int,
-            execute: bool) -> str:
+            execute: bool, options: dict[str, Any] | None = None) -> str:
     """A stable id of one cell: changes exactly when a parameter of the run changes, the content
     hash of its instance file included (two profiles of one network never share a key)."""
     ident = {"sweep": sweep, "instance": loaded.label, "source": loaded.source, "hash": loaded.digest,
              "budget": budget_spec,
              "solver": solver.name, "label": solver.label, "slots": solver.slots, "time_limit": solver.time_limit,
-             "options": solver.options, "repeat": repeat, "execute": execute}
+             "options": solver.options if options is None else options, "repeat": repeat, "execute": execute}
     return hashlib.sha1(canonical(ident).encode()).hexdigest()[:16]
 
 
@@ -95,6 +99,9 @@ def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
                                  field=f"{bkey}[{j}]")
             budgets.append((spec_text, value))
         execute = li.spec.execute if li.spec.execute is not None else config.execute
+        # budgets below the reference peak, read from one table of the largest (shared_table)
+        below = [v for _, v in budgets if li.reference_peak is None or v < li.reference_peak]
+        table_budget = max(below) if len(below) >= 2 else None
         for spec_text, value in budgets:
             for s in config.solvers:
                 if s.problems is not None and li.problem not in s.problems:
@@ -108,7 +115,11 @@ def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
                 if s.max_length is not None and li.size is not None and li.size > s.max_length:
                     note(f"solver {s.label}: skipped on {li.label} (size {li.size} > max_length {s.max_length})")
                     continue
+                options = None
+                if (s.shared_table and table_budget is not None and value <= table_budget and s.slots > 0
+                        and (li.problem, s.name) in SHARED_TABLE_SOLVERS):
+                    options = {**s.options, "table_budget": table_budget}
                 for r in range(config.repeats):
-                    key = row_key(config.name, li, spec_text, s, r, execute)
-                    tasks.append(Task(len(tasks), key, config.name, li, spec_text, value, s, r, execute))
+                    key = row_key(config.name, li, spec_text, s, r, execute, options)
+                    tasks.append(Task(len(tasks), key, config.name, li, spec_text, value, s, r, execute, options))
     return tasks

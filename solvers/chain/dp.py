@@ -443,7 +443,7 @@ def rotor_curve(chain: Chain, max_budget: int, slots: int | None = 500) -> tuple
 
 # --------------------------------------------------------------------------- solver
 def solve_rotor(chain: Chain, budget: int, *, slots: int | None = 500, time_limit: float | None = None,
-                **_: Any) -> SolveResult:
+                table_budget: int | None = None, **_: Any) -> SolveResult:
     """Optimal persistent schedule (rotor DP) for `budget` bytes.
 
     Status ``optimal`` (for persistent schedules at the stated discretisation), ``infeasible``
@@ -451,7 +451,9 @@ def solve_rotor(chain: Chain, budget: int, *, slots: int | None = 500, time_limi
     but too tight for the rounding of the slots, the DP is rerun with exact sizes if that table
     is small (`EXACT_RETRY_CELLS`), else the least-memory persistent schedule is returned with
     status ``feasible``. When the store-all schedule fits, it is
-    returned at once: no schedule is faster (lower bound sum u_f + sum u_b).
+    returned at once: no schedule is faster (lower bound sum u_f + sum u_b). With
+    ``table_budget`` >= budget (and slots > 0) the answer is read from the cached table of that
+    larger budget (`shared_table`: one DP for the many budgets of a sweep).
     """
     t0 = time.perf_counter()
     budget = int(budget)
@@ -477,8 +479,16 @@ def solve_rotor(chain: Chain, budget: int, *, slots: int | None = 500, time_limi
                            scope=scope + "; store-all fits, optimal among all schedules",
                            solve_time_s=time.perf_counter() - t0, details={**details, "recomputations": 0},
                            **common)
+    shared = None
     if slots == 0:
         work, M = chain, budget
+    elif table_budget is not None and int(table_budget) >= budget:
+        from .shared_table import cached_table, slots_within
+
+        work, shared = cached_table(chain, int(table_budget), slots)
+        M = slots_within(budget, int(table_budget), slots)
+        details.update(slot_bytes=int(table_budget) / slots, table_budget=int(table_budget), table_slots=M)
+        scope = f"persistent schedules, {slots}-slot discretisation of the shared table's budget {int(table_budget)}"
     else:
         slot = budget / slots
         work, M = chain.discretised(slot), slots
@@ -486,9 +496,11 @@ def solve_rotor(chain: Chain, budget: int, *, slots: int | None = 500, time_limi
     m_top = M - int(work.x[0])
     value = math.inf
     if m_top >= 0:
-        table = rotor_table(work, m_top)
+        table = shared if shared is not None else rotor_table(work, m_top)
         details["table_cells"] = int(table.C.size)
         value = table.value(m_top)
+    if shared is not None and not math.isfinite(value):  # the coarser slots lost it: this budget's own
+        return solve_rotor(chain, budget, slots=slots, time_limit=time_limit)
     if not math.isfinite(value) and slots > 0 and table_cells(L, budget - int(chain.x[0])) <= EXACT_RETRY_CELLS:
         # the rounding of the slots lost the only schedules that fit: exact sizes are cheap here
         scope = "persistent schedules, exact sizes (the slot rounding left no schedule)"
