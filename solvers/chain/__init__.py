@@ -7,7 +7,7 @@ from typing import Any
 from ..problem import Problem, Replay
 from .instance import FORMAT, Chain
 from .schedule import Op, Schedule
-from .simulator import Simulation, Violation, simulate
+from .simulator import Simulation, Violation, memory_profile, simulate
 
 __all__ = ["FORMAT", "Chain", "Op", "Schedule", "Simulation", "Violation", "simulate",
            "load", "replay", "reference_peak", "schedule_from_json", "memory_profile", "SOLVERS",
@@ -51,14 +51,6 @@ def reference_peak(chain: Chain) -> int:
 def schedule_from_json(data: Any, chain: Chain, *, path: str = "<schedule>") -> Schedule:
     """A chain schedule from its JSON (or a `memsched solve --json` output holding one)."""
     return Schedule.from_json(data, chain.length, path=path)
-
-
-def memory_profile(chain: Chain, schedule: Schedule) -> list[dict[str, Any]]:
-    """Per operation: op, start, end (time unit), memory while it runs and after it (bytes);
-    the replay stops at the first violation."""
-    sim = simulate(chain, schedule)
-    return [{"op": str(s.op), "start": s.start, "end": s.end, "mem_during": s.mem_during,
-             "mem_after": s.mem_after} for s in sim.steps]
 
 
 PROBLEM = Problem(

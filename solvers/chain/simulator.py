@@ -28,7 +28,7 @@ runs is state + xbar[i+1] + o_f[i], while B(i) runs state + x[i] + o_b[i].
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from .instance import Chain
@@ -217,3 +217,11 @@ def _free_standalone(acts: set[int], j: int, x) -> int:
         acts.discard(j)
         return int(x[j])
     return 0
+
+
+def memory_profile(chain: Chain, schedule: Schedule) -> list[dict[str, Any]]:
+    """Per operation: op, start, end (time unit), memory while it runs and after it (bytes);
+    the replay stops at the first violation."""
+    sim = simulate(chain, schedule)
+    return [{"op": str(s.op), "start": s.start, "end": s.end, "mem_during": s.mem_during,
+             "mem_after": s.mem_after} for s in sim.steps]

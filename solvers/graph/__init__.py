@@ -13,7 +13,7 @@ from typing import Any
 from ..problem import Problem, Replay
 from .instance import Graph
 from .schedule import SCHEDULE_FORMAT, GraphSchedule
-from .simulator import GraphSimulation, simulate
+from .simulator import GraphSimulation, memory_profile, simulate
 
 __all__ = ["Graph", "GraphSchedule", "GraphSimulation", "SCHEDULE_FORMAT", "simulate", "schedule_from_json",
            "memory_profile", "load", "load_schedule", "replay", "reference_peak", "SOLVERS", "DEFAULT_SOLVER",
@@ -55,12 +55,6 @@ def schedule_from_json(data: Any, graph: Graph, *, path: str = "<schedule>") -> 
     schedule = GraphSchedule.from_json(data, path=path)
     schedule.indices(graph, path=path)  # every step names a node of this graph
     return schedule
-
-
-def memory_profile(graph: Graph, schedule: GraphSchedule) -> list[dict[str, Any]]:
-    """Per step: the node computed and the memory at that step (``cost_ram`` units)."""
-    sim = simulate(graph, schedule)
-    return [{"op": str(v), "mem_during": int(m)} for v, m in zip(schedule.sequence, sim.memory)]
 
 
 def replay(graph: Graph, schedule: GraphSchedule | list[int], budget: int | None = None) -> Replay:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -87,3 +88,9 @@ def simulate(graph: Graph, sequence: Sequence[int] | GraphSchedule, budget: int 
             violation = (f"step {s} (node {graph.ids[seq[s]]!r}): memory {int(memory[s])} exceeds the "
                          f"budget {int(budget)}")
     return GraphSimulation(memory, cpu, violation, end)
+
+
+def memory_profile(graph: Graph, schedule: GraphSchedule) -> list[dict[str, Any]]:
+    """Per step: the node computed and the memory at that step (``cost_ram`` units)."""
+    sim = simulate(graph, schedule)
+    return [{"op": str(v), "mem_during": int(m)} for v, m in zip(schedule.sequence, sim.memory)]

@@ -14,7 +14,7 @@ from typing import Any
 from ..problem import Problem, Replay
 from .instance import FORMAT, Join
 from .schedule import JoinSchedule, JOp, store_all_schedule
-from .simulator import Simulation, simulate
+from .simulator import Simulation, memory_profile, simulate
 
 __all__ = ["FORMAT", "Join", "JOp", "JoinSchedule", "Simulation", "simulate", "load", "replay",
            "reference_peak", "schedule_from_json", "memory_profile", "store_all_schedule", "SOLVERS",
@@ -59,13 +59,6 @@ def reference_peak(join: Join) -> int:
 def schedule_from_json(data: Any, join: Join, *, path: str = "<schedule>") -> JoinSchedule:
     """A join schedule from its JSON (or a `memsched solve --json` output holding one)."""
     return JoinSchedule.from_json(data, join.lengths, path=path)
-
-
-def memory_profile(join: Join, schedule: JoinSchedule) -> list[dict[str, Any]]:
-    """Per operation: op, start, end (time unit), memory while it runs and after it (bytes)."""
-    sim = simulate(join, schedule)
-    return [{"op": str(s.op), "start": s.start, "end": s.end, "mem_during": s.mem_during,
-             "mem_after": s.mem_after} for s in sim.steps]
 
 
 PROBLEM = Problem(

@@ -32,6 +32,8 @@ run exactly once. The first violation is reported with its position, op and reas
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..chain.schedule import F_ALL, F_CK, F_N, FORWARD_KINDS, LOSS, B
 from ..chain.simulator import Simulation, Step, Violation
 from .instance import Join
@@ -156,3 +158,10 @@ def _precondition(kind: str, b: int, i: int, acts: set[int], tapes: set[int], gr
             return f"a_{i} of branch {b} is not resident"
         return None
     return f"unknown operation {kind!r}"
+
+
+def memory_profile(join: Join, schedule: JoinSchedule) -> list[dict[str, Any]]:
+    """Per operation: op, start, end (time unit), memory while it runs and after it (bytes)."""
+    sim = simulate(join, schedule)
+    return [{"op": str(s.op), "start": s.start, "end": s.end, "mem_during": s.mem_during,
+             "mem_after": s.mem_after} for s in sim.steps]

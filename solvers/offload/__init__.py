@@ -14,7 +14,7 @@ from typing import Any
 from ..problem import Problem, Replay
 from .instance import OffloadInstance
 from .schedule import OffloadSchedule, Transfer
-from .simulator import OffloadSimulation, simulate
+from .simulator import OffloadSimulation, memory_profile, simulate
 
 __all__ = ["OffloadInstance", "OffloadSchedule", "Transfer", "OffloadSimulation", "simulate",
            "load", "replay", "reference_peak", "schedule_from_json", "memory_profile", "SOLVERS", "DEFAULT_SOLVER",
@@ -60,19 +60,6 @@ def reference_peak(inst: OffloadInstance) -> int:
 def schedule_from_json(data: Any, inst: OffloadInstance, *, path: str = "<schedule>") -> OffloadSchedule:
     """An offloading schedule from its JSON (or a `memsched solve --json` output holding one)."""
     return OffloadSchedule.from_json(data, inst.length, path=path)
-
-
-def memory_profile(inst: OffloadInstance, schedule: OffloadSchedule) -> list[dict[str, Any]]:
-    """Device memory over time: one row per interval between memory events, with start and end
-    (time unit) and the bytes held then (``mem_during``); the replay stops at the first
-    violation of a logical rule."""
-    sim = simulate(inst, schedule)
-    points = sim.timeline
-    rows = []
-    for k, (t, mem) in enumerate(points):
-        end = points[k + 1][0] if k + 1 < len(points) else max(t, sim.makespan)
-        rows.append({"start": t, "end": end, "mem_during": int(mem), "mem_after": int(mem)})
-    return rows
 
 
 PROBLEM = Problem(

@@ -26,6 +26,7 @@ memory, the operation whose allocation first exceeds the budget.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
 from ..chain.simulator import Violation
@@ -210,3 +211,16 @@ def _sweep(sim, events, host_events, budget, schedule, initial, stop_at: int | N
         host += delta
         host_peak = max(host_peak, host)
     sim.host_peak = host_peak
+
+
+def memory_profile(inst: OffloadInstance, schedule: OffloadSchedule) -> list[dict[str, Any]]:
+    """Device memory over time: one row per interval between memory events, with start and end
+    (time unit) and the bytes held then (``mem_during``); the replay stops at the first
+    violation of a logical rule."""
+    sim = simulate(inst, schedule)
+    points = sim.timeline
+    rows = []
+    for k, (t, mem) in enumerate(points):
+        end = points[k + 1][0] if k + 1 < len(points) else max(t, sim.makespan)
+        rows.append({"start": t, "end": end, "mem_during": int(mem), "mem_after": int(mem)})
+    return rows

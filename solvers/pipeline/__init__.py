@@ -16,7 +16,7 @@ from ..errors import InputError
 from ..problem import Problem, Replay
 from .instance import DEFAULT_WEIGHT_FACTOR, Pipeline, from_chain, from_graph_txt
 from .schedule import SCHEDULES, Partition, Stage
-from .simulator import Evaluation, simulate, simulate_batch
+from .simulator import Evaluation, memory_profile, simulate, simulate_batch
 
 __all__ = ["Pipeline", "Partition", "Stage", "SCHEDULES", "DEFAULT_WEIGHT_FACTOR", "Evaluation", "simulate",
            "simulate_batch", "from_chain", "from_graph_txt", "load", "replay", "reference_peak", "schedule_from_json",
@@ -69,15 +69,6 @@ def reference_peak(inst: Pipeline) -> int:
     "X%" memory limits refer to."""
     part = Partition.from_bounds([(0, inst.length - 1)])
     return simulate(inst, part).peak_memory
-
-
-def memory_profile(inst: Pipeline, partition: Partition) -> list[dict[str, Any]]:
-    """Per stage: its layers, devices, micro-batches in flight n_s, time tau_s and memory per
-    device M_s (``mem_during``, bytes); empty when the partition is malformed."""
-    ev = simulate(inst, partition)
-    return [{"op": f"stage {k} [{st.first}-{st.last}]", "stage": k, "replicas": st.replicas, "in_flight": n,
-             "time": t, "mem_during": int(m)}
-            for k, (st, n, t, m) in enumerate(zip(partition.stages, ev.in_flight, ev.stage_times, ev.stage_memory))]
 
 
 PROBLEM = Problem(

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from .instance import Pipeline
 from .schedule import SCHEDULES, Partition
@@ -235,3 +236,12 @@ def simulate_batch(inst: Pipeline, part: Partition, micro_batches: int | None = 
             raise RuntimeError("pipeline schedule deadlocked")  # cannot happen for these orders
     makespan = max(free)
     return BatchRun(makespan, m, max_held, ops)
+
+
+def memory_profile(inst: Pipeline, partition: Partition) -> list[dict[str, Any]]:
+    """Per stage: its layers, devices, micro-batches in flight n_s, time tau_s and memory per
+    device M_s (``mem_during``, bytes); empty when the partition is malformed."""
+    ev = simulate(inst, partition)
+    return [{"op": f"stage {k} [{st.first}-{st.last}]", "stage": k, "replicas": st.replicas, "in_flight": n,
+             "time": t, "mem_during": int(m)}
+            for k, (st, n, t, m) in enumerate(zip(partition.stages, ev.in_flight, ev.stage_times, ev.stage_memory))]
