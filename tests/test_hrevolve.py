@@ -21,7 +21,6 @@ from memsched.solvers.offload.hrevolve import (
     HOp,
     HRevolveInstance,
     HRevolveViolation,
-    brute_force_hrevolve,
     costs_monotone,
     hrevolve,
     hrevolve_cost,
@@ -29,6 +28,7 @@ from memsched.solvers.offload.hrevolve import (
     simulate_hrevolve,
     solve_hrevolve,
 )
+from memsched.solvers.offload.hrevolve_brute import brute_force_hrevolve
 from memsched.solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL
 
 FAST = settings(max_examples=25, deadline=None)

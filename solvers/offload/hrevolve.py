@@ -56,7 +56,7 @@ O(sum_k c_k l^2) at worst, with the inner minimum over j vectorised.
 **What is proven.** Herrmann & Pallez (2020) state H-Revolve optimal for this model with the
 levels ordered by cost, w_0 <= w_1 <= ... and r_0 <= r_1 <= ... (Aupy et al. 2016 prove the
 two-level case, Disk-Revolve: free memory, unlimited disk); we rely on their proofs. Here
-`brute_force_hrevolve` computes the true optimum over *all* schedules of the
+`hrevolve_brute.brute_force_hrevolve` computes the true optimum over *all* schedules of the
 model for tiny instances (Dijkstra over the states: buffer, next backward step, values stored
 per level), and the tests check the DP against it; the schedules the DP reconstructs replay in
 `simulate_hrevolve`, an independent checker of the rules above, to the DP's cost. On the
@@ -76,7 +76,6 @@ tapes kept beyond a turn. Its schedules are lists of `HOp` (F, B, W, R, D), not 
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import math
 import time
@@ -450,64 +449,6 @@ def simulate_hrevolve(l: int, levels: Sequence[Any], ops: Sequence[Any], u_f: fl
 
 def _held(buffer: int | None) -> str:
     return "nothing" if buffer is None else f"x{buffer}"
-
-
-# --------------------------------------------------------------------------------------------
-# Brute force over all schedules (tiny instances)
-# --------------------------------------------------------------------------------------------
-
-
-def brute_force_hrevolve(l: int, levels: Sequence[Any], u_f: float = 1.0, u_b: float = 1.0,
-                         max_states: int = 2_000_000) -> float:
-    """The optimum over *all* schedules of the model, by Dijkstra over the states (next backward
-    step, buffer content, values stored per level). Only for tiny instances (l <= 5, a few
-    slots). Returns math.inf when no schedule exists.
-
-    Two reductions keep it exact: a forward step F_i with i >= next is never useful (x_i with
-    i >= next is never needed again), and stored values x_i with i >= next are discarded for
-    free after each backward step (they can never be read usefully)."""
-    levs = as_levels(levels)
-    K = len(levs)
-    caps = [lev.slots if lev.slots is not None else l + 1 for lev in levs]
-    empty: tuple[frozenset[int], ...] = tuple(frozenset() for _ in range(K))
-    start = (l + 1, 0, empty)
-    dist: dict[Any, float] = {start: 0.0}
-    heap: list[tuple[float, int, Any]] = [(0.0, 0, start)]
-    tie = 0
-    while heap:
-        d, _, state = heapq.heappop(heap)
-        if d > dist.get(state, math.inf):
-            continue
-        nxt, buf, stored = state
-        if nxt == 0:
-            return d
-        if len(dist) > max_states:
-            raise RuntimeError(f"brute force: more than {max_states} states; instance too large")
-        moves: list[tuple[float, Any]] = []
-        if buf is not None and buf + 1 <= nxt - 1:
-            moves.append((u_f, (nxt, buf + 1, stored)))
-        if buf == nxt - 1:
-            n2 = nxt - 1
-            moves.append((u_b, (n2, None, tuple(frozenset(i for i in s if i < n2) for s in stored))))
-        for k in range(K):
-            s = stored[k]
-            if buf is not None and buf not in s and len(s) < caps[k]:
-                moves.append((levs[k].write, (nxt, buf, _with(stored, k, s | {buf}))))
-            for i in s:
-                if i != buf:
-                    moves.append((levs[k].read, (nxt, i, stored)))
-                moves.append((0.0, (nxt, buf, _with(stored, k, s - {i}))))
-        for c, s2 in moves:
-            d2 = d + c
-            if d2 < dist.get(s2, math.inf):
-                dist[s2] = d2
-                tie += 1
-                heapq.heappush(heap, (d2, tie, s2))
-    return math.inf
-
-
-def _with(stored: tuple[frozenset[int], ...], k: int, s: frozenset[int]) -> tuple[frozenset[int], ...]:
-    return stored[:k] + (s,) + stored[k + 1:]
 
 
 # --------------------------------------------------------------------------------------------
