@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.problem import Problem, Replay
