@@ -1,0 +1,91 @@
+"""A many-budget rotor sweep with one shared DP table against one DP per budget.
+
+The sweep: one random chain (`solvers.chain.generate.random_chain(L, seed=0)`), `k` budgets
+evenly spread over 30%..97% of its store-all peak, the rotor DP at 500 slots, run in this
+process (`run_sweep(..., workers=1, isolate=False)`) twice: with ``shared_table = true`` (one
+table, that of the largest budget, read at every budget; each schedule still replayed by the
+simulator) and without (one DP per budget). Reference: one `solve_rotor` at the largest budget.
+
+Prints a table and writes ``results/bench_sweep_rotor.csv`` (wall-clock seconds; also the
+largest relative makespan difference shared vs per-budget, which comes from the coarser slots
+of the smaller budgets).
+
+    python -m memsched.experiments.bench_sweep_rotor [--length 200] [--budgets 20] [--slots 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def sweep_file(folder: Path, chain_file: Path, fractions: list[float], slots: int, shared: bool) -> Path:
+    budgets = ", ".join(f'"{100 * f:.4g}%"' for f in fractions)
+    path = folder / f"rotor_{'shared' if shared else 'per_budget'}.toml"
+    path.write_text(f"""name = "bench_rotor_{'shared' if shared else 'per_budget'}"
+budgets = [{budgets}]
+[[instances]]
+file = "{chain_file}"
+[[solvers]]
+name = "rotor"
+slots = {slots}
+shared_table = {str(shared).lower()}
+""")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--length", type=int, default=200, help="stages L (default %(default)s)")
+    parser.add_argument("--budgets", type=int, default=20, help="budgets k (default %(default)s)")
+    parser.add_argument("--slots", type=int, default=500, help="memory slots (default %(default)s)")
+    parser.add_argument("--output", default=str(ROOT / "results" / "bench_sweep_rotor.csv"))
+    args = parser.parse_args(argv)
+
+    import pandas as pd
+    from memsched.experiments.sweep import run_sweep
+    from memsched.solvers.chain.dp import solve_rotor
+    from memsched.solvers.chain.generate import random_chain
+    from memsched.solvers.registry import get_problem
+
+    chain = random_chain(args.length, seed=0)
+    peak = get_problem("chain").reference_peak(chain)
+    k = args.budgets
+    fractions = [0.30 + (0.97 - 0.30) * i / (k - 1) for i in range(k)] if k > 1 else [0.97]
+    work = Path(tempfile.mkdtemp(prefix="bench-sweep-rotor-"))
+    chain_file = work / "chain.json"
+    chain.save(chain_file)
+    solve_rotor(chain, int(peak * fractions[-1]), slots=args.slots)  # warm-up: numba's compiled kernel loaded
+    t0 = time.perf_counter()
+    solve_rotor(chain, int(peak * fractions[-1]), slots=args.slots)
+    one = time.perf_counter() - t0
+    rows = [{"case": "one solve_rotor (largest budget)", "L": args.length, "budgets": 1, "slots": args.slots,
+             "seconds": one, "x_one_dp": 1.0, "max_rel_makespan_diff": None}]
+    objectives = {}
+    for shared in (True, False):
+        cfg = sweep_file(work, chain_file, fractions, args.slots, shared)
+        t0 = time.perf_counter()
+        outcome = run_sweep(cfg, output=work / cfg.stem, workers=1, progress=False, isolate=False)
+        took = time.perf_counter() - t0
+        objectives[shared] = [r["objective"] for r in outcome.rows]
+        rows.append({"case": f"sweep, {'one shared table' if shared else 'one DP per budget'}", "L": args.length,
+                     "budgets": k, "slots": args.slots, "seconds": took, "x_one_dp": took / one,
+                     "max_rel_makespan_diff": None})
+    diffs = [abs(a - b) / b for a, b in zip(objectives[True], objectives[False]) if a is not None and b]
+    rows[1]["max_rel_makespan_diff"] = max(diffs) if diffs else None
+    frame = pd.DataFrame(rows)
+    print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out, index=False)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
