@@ -296,12 +296,14 @@ class RngStates:
     inside ``torch.random.fork_rng`` for its recomputations, as ``torch.utils.checkpoint``
     does: recomputed dropout masks are identical and the global RNG stream is unchanged.
     With `keys`, only those stages are recorded (the ones a schedule computes more than once:
-    a CPU RNG state is a 5 KB tensor)."""
+    a CPU RNG state is a 5 KB tensor); a stage whose first forward draws no random number is
+    not kept either."""
 
     def __init__(self, device: torch.device, keys: Iterable[Any] | None = None) -> None:
         self.device = device
         self.states: dict[Any, tuple[torch.Tensor, torch.Tensor | None]] = {}
         self.keys = None if keys is None else set(keys)
+        self.deterministic: set[Any] = set()
 
     def record(self, i: Any) -> None:
         cuda = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None
@@ -312,9 +314,17 @@ class RngStates:
         if self.keys is not None and i not in self.keys:  # computed once: nothing to restore
             yield
             return
+        if i in self.deterministic:
+            yield
+            return
         if i not in self.states:
             self.record(i)
+            before = self.states[i]
             yield
+            after = (torch.get_rng_state(), torch.cuda.get_rng_state(self.device) if before[1] is not None else None)
+            if torch.equal(before[0], after[0]) and (before[1] is None or torch.equal(before[1], after[1])):
+                del self.states[i]  # drew no random numbers: nothing to restore, 5 KB less
+                self.deterministic.add(i)
             return
         cpu, cuda = self.states[i]
         devices = [self.device] if self.device.type == "cuda" else []
