@@ -10,6 +10,7 @@ files and would-be hangs also run as real processes with a timeout.
 from __future__ import annotations
 
 import copy
+import importlib.util
 import io
 import json
 import re
@@ -235,6 +236,23 @@ case("sweep-missing", ["sweep", "{d}/none.toml"], {}, 2, "none.toml")
 case("sweep-not-utf8", ["sweep", "{d}/x.toml"], {"x.toml": b'name = "\xff"\n'}, 2, "x.toml", "UTF-8")
 case("sweep-bad-toml", ["sweep", "{d}/x.toml"], {"x.toml": "name = \n"}, 2, "x.toml")
 case("sweep-workers-0", ["sweep", "default", "--workers", "0", "--list"], {}, 2, "--workers")
+if importlib.util.find_spec("torch") is not None:  # the PyTorch commands fail before importing torch
+    SIZES = ["--batch", "2", "--image-size", "16", "--width", "4", "--repeats", "1"]
+    for label, argv, mention in (
+            ("profile-out-missing", ["profile", "resnet18", *SIZES, "-o", "{d}/no/x.json"], "--output"),
+            ("profile-out-folder", ["profile", "resnet18", *SIZES, "-o", "{d}"], "--output"),
+            ("profile-vocab-0", ["profile", "gpt2", "--vocab", "0"], "--vocab"),
+            ("profile-threads-huge", ["profile", "resnet18", "--threads", "100000"], "--threads"),
+            ("profile-batch-0", ["profile", "resnet18", "--batch", "0"], "--batch"),
+            ("profile-repeats-0", ["profile", "resnet18", "--repeats", "0"], "--repeats"),
+            ("profile-model", ["profile", "resnet9000"], "MODEL"),
+            ("run-time-repeats-0", ["run", "resnet18", "--budget", "90%", "--time-repeats", "0"], "--time-repeats"),
+            ("run-time-limit-nan", ["run", "resnet18", "--budget", "90%", "--time-limit", "nan"], "--time-limit"),
+            ("run-profile-file", ["run", "resnet18", "--budget", "90%", "--profile-file", "{d}/no/p.json", *SIZES],
+             "--profile-file"),
+            ("export-out-missing", ["export-graph", "resnet18", "-o", "{d}/no/x.json", *SIZES], "--output"),
+            ("export-out-folder", ["export-graph", "resnet18", "-o", "{d}", *SIZES], "--output")):
+        case(label, argv, {}, 2, mention)
 case("no-command", [], {}, 2)
 case("unknown-command", ["explode"], {}, 2, "explode")
 

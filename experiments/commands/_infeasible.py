@@ -5,9 +5,9 @@ solver itself at other budgets: first at the smallest budget a fast solver of th
 reports (`_FLOOR_SOLVERS`), else at the store-all peak (doubled up to `MAX_FACTOR` times),
 then one byte below the first budget that works, then by bisection. ``min_budget`` = N only
 when the solver finds a schedule at N bytes and proves N - 1 infeasible; exact solvers get
-`PROBE_SECONDS` per run (a schedule found in that time answers the question). When `SEARCH_SECONDS` run out first (or the solver fails even at
-`MAX_FACTOR` times the store-all peak), ``details["min_budget_note"]`` says so, with the
-bracket known.
+`PROBE_SECONDS` per run (a schedule found in that time answers the question). When
+`SEARCH_SECONDS` run out first (or the solver fails even at `MAX_FACTOR` times the store-all
+peak), ``details["min_budget_note"]`` says so, with the bracket known.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .profile import ZOO_NAMES, _import_models, add_cost_option, add_model_options, counted_sizes
+from ._checks import check_output_file
+from .profile import ZOO_NAMES, _import_models, add_cost_option, add_model_options, counted_sizes, fits_in_memory
 
 
 def register(subparsers: Any) -> None:
@@ -31,10 +32,12 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_output_file(args.output, "--output")  # before importing torch (seconds)
     _import_models()
     from memsched.models.graph.export import export_training_graph
 
-    graph = export_training_graph(args.model, cost=args.cost, granularity=args.granularity, deps=args.deps,
-                                  ram=args.ram, repeats=args.repeats, out=args.output, **counted_sizes(args))
+    with fits_in_memory():
+        graph = export_training_graph(args.model, cost=args.cost, granularity=args.granularity, deps=args.deps,
+                                      ram=args.ram, repeats=args.repeats, out=args.output, **counted_sizes(args))
     print(f"wrote {args.output}: {graph.n} nodes")
     return 0

@@ -7,11 +7,15 @@ activations and tapes, and transient overheads (bytes), measured by `models.chai
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from memsched.solvers.errors import InputError
+
+from ._checks import check_output_file, count
 
 ZOO_NAMES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "densenet121", "inception_v3", "vgg16",
              "vgg19", "mobilenet_v2", "vit_b16", "gpt2", "gpt2_medium", "unet", "fcn8", "lstm")
@@ -19,18 +23,19 @@ ZOO_NAMES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "dens
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
     """The sizing options shared by `profile` and `run`."""
-    p.add_argument("--batch", type=int, default=None, help="batch size (default: the model's)")
+    p.add_argument("--batch", type=count(1, 10**6), default=None, help="batch size (default: the model's)")
     p.add_argument("--image-size", default=None, help="image side in pixels, or HxW (416x608) (image models)")
-    p.add_argument("--seq-len", type=int, default=None, help="sequence length in tokens (gpt2), time steps (lstm)")
-    p.add_argument("--width", type=int, default=None,
+    p.add_argument("--seq-len", type=count(1, 10**6), default=None,
+                   help="sequence length in tokens (gpt2), time steps (lstm)")
+    p.add_argument("--width", type=count(1, 10**6), default=None,
                    help="base channels (64 by default) or gpt2's model dimension (768)")
-    p.add_argument("--depth", type=int, default=None,
+    p.add_argument("--depth", type=count(1, 10**4), default=None,
                    help="gpt2 layers, unet levels, or a cap on blocks per stage (resnet, densenet)")
-    p.add_argument("--vocab", type=int, default=None, help="gpt2 vocabulary size (50257)")
+    p.add_argument("--vocab", type=count(1, 10**7), default=None, help="gpt2 vocabulary size (50257)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
-    p.add_argument("--repeats", type=int, default=5, help="timed repetitions per block (median)")
+    p.add_argument("--repeats", type=count(1, 10**4), default=5, help="timed repetitions per block (median)")
     p.add_argument("--seed", type=int, default=0, help="seed for the weights, the batch and dropout")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    p.add_argument("--threads", type=count(1, 1024), default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--timing", choices=("isolated", "in_step"), default=None,
                    help="time each block alone, or each op inside store-all steps (default: in_step on cpu, "
                         "isolated on cuda; in_step needs store-all's memory)")
@@ -76,6 +81,21 @@ def model_sizes(args: argparse.Namespace) -> dict[str, Any]:
             "seed": args.seed}
 
 
+@contextlib.contextmanager
+def fits_in_memory() -> Iterator[None]:
+    """Turn the allocator's failure on a network too large for this machine into bad input
+    (one line naming the sizing options) instead of an internal error."""
+    try:
+        yield
+    except (MemoryError, RuntimeError) as err:
+        text = str(err)
+        if not isinstance(err, MemoryError) and "allocate" not in text and "out of memory" not in text:
+            raise
+        first = text.strip().splitlines()[0][:160] if text.strip() else type(err).__name__
+        raise InputError(f"the network at these sizes does not fit in memory ({first})",
+                         field="--batch/--image-size") from None
+
+
 def _import_models() -> None:
     try:
         import torch  # noqa: F401
@@ -94,15 +114,17 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.model not in ZOO_NAMES:  # checked before importing torch (seconds)
+        raise InputError(f"unknown model {args.model!r} (one of {', '.join(ZOO_NAMES)})", field="MODEL")
+    check_output_file(args.output, "--output")
     _import_models()
     from memsched.models.chain.profiler import profile_model
     from memsched.solvers.chain import reference_peak
     from memsched.solvers.units import format_bytes
 
-    if args.model not in ZOO_NAMES:
-        raise InputError(f"unknown model {args.model!r} (one of {', '.join(ZOO_NAMES)})", field="MODEL")
-    chain, _ = profile_model(args.model, repeats=args.repeats, out=args.output, timing=args.timing,
-                             cost=args.cost, **counted_sizes(args))
+    with fits_in_memory():
+        chain, _ = profile_model(args.model, repeats=args.repeats, out=args.output, timing=args.timing,
+                                 cost=args.cost, **counted_sizes(args))
     if args.output is None:
         json.dump(chain.to_dict(), sys.stdout, indent=1)
         print()

@@ -18,6 +18,7 @@ from typing import Any
 
 from memsched.solvers.errors import InputError
 
+from ._checks import check_options, check_output_file, count, seconds
 from ._common import add_link_arguments, parse_options
 from .profile import ZOO_NAMES, _import_models, add_model_options, model_sizes
 
@@ -35,9 +36,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--chain", default=None,
                    help="costs from this instance file (chain, join or graph) instead of profiling")
     p.add_argument("--profile-file", default=None, help="save the profiled instance file here")
-    p.add_argument("--slots", type=int, default=500, help="memory slots for discretising solvers (0: exact)")
-    p.add_argument("--time-limit", type=float, default=None, help="solver time limit (s)")
-    p.add_argument("--time-repeats", type=int, default=3, help="timed executions of the step (median)")
+    p.add_argument("--slots", type=count(0, 10**9), default=500,
+                   help="memory slots for discretising solvers (0: exact)")
+    p.add_argument("--time-limit", type=seconds, default=None, help="solver time limit (s)")
+    p.add_argument("--time-repeats", type=count(1, 10**4), default=3, help="timed executions of the step (median)")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver option (e.g. segments=4)")
     p.add_argument("--problem", choices=("chain", "offload", "join", "graph"), default=None,
                    help="chain (default), offload (default with --bandwidth), join (siamese, triplet, clip) or "
@@ -58,7 +60,12 @@ def _problem(args: argparse.Namespace, join_models: Any) -> str:
     return "offload" if args.bandwidth is not None else "chain"
 
 
+#: the solver `run` uses per problem when --solver is not given (as its help says)
+_DEFAULT_SOLVER = {"chain": "rotor", "offload": "offload-prefix", "join": "dp", "graph": "checkmate"}
+
+
 def main(args: argparse.Namespace) -> int:
+    check_output_file(args.profile_file, "--profile-file")  # before importing torch (seconds)
     _import_models()
     from memsched.models.join.zoo import JOIN_MODELS
     from memsched.models.run import describe, run
@@ -76,8 +83,14 @@ def main(args: argparse.Namespace) -> int:
     solver = args.solver
     if problem == "join" and solver == "rotor":
         solver = "dp"
+    options = parse_options(args.option)
+    if options:
+        from memsched.solvers import registry
+
+        check_options(problem, solver or _DEFAULT_SOLVER.get(problem, registry.get_problem(problem).default_solver),
+                      options)
     out = run(name, args.budget, problem=problem, solver=solver, instance=instance, sizes=model_sizes(args),
-              slots=args.slots, time_limit=args.time_limit, options=parse_options(args.option), seed=args.seed,
+              slots=args.slots, time_limit=args.time_limit, options=options, seed=args.seed,
               time_repeats=args.time_repeats, profile_repeats=args.repeats, timing=args.timing,
               profile_file=args.profile_file, bandwidth=args.bandwidth, latency=args.latency or 0.0,
               independent=not args.no_independent)
