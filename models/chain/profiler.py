@@ -139,6 +139,7 @@ def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: 
             with torch.no_grad(), _counted(cost, fwd_ng):
                 y = block(a)
             o_ng = mem.peak() - before - unique_bytes(y)
+            nxt = None if timed else y.detach()  # the next block's input (a counted profile runs once)
             del y
         # ---- times
         for k in range(warmup + repeats if timed else 0):
@@ -157,7 +158,7 @@ def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: 
             del x, y
     return {"fwd_time": _median(fwd), "bwd_time": _median(bwd), "out_size": int(out_size), "tape_size": int(tape),
             "fwd_overhead": int(max(0, o_all, o_ng)), "bwd_overhead": int(max(0, o_b)),
-            "_fwd_time_no_grad": _median(fwd_ng), "_fwd_overhead_autograd": int(max(0, o_all)),
+            "_next": nxt, "_fwd_time_no_grad": _median(fwd_ng), "_fwd_overhead_autograd": int(max(0, o_all)),
             "_fwd_overhead_no_grad": int(max(0, o_ng))}
 
 
@@ -299,8 +300,11 @@ def profile_chain(
         prof = _profile_block(block, a, static, device, repeats, warmup, clock, timed=timed, cost=model)
         prof["name"] = names[i] if names else f"{i}:{type(block).__name__}"
         stages.append(prof)
-        with torch.no_grad():
-            a = block(a).detach()
+        nxt = prof.pop("_next")
+        if nxt is None:
+            with torch.no_grad():
+                nxt = block(a).detach()
+        a = nxt
     loss = _profile_loss(loss_fn, a, target, device, repeats, warmup, clock, timed=timed, cost=model)
     del a
     if not isolated:
