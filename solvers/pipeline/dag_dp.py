@@ -99,19 +99,29 @@ def dag_partition_dp(inst: Pipeline, lat: Lattice, devices: int, budget: int | N
         if len(J) == 0:
             continue
         ar = inst.comm_time(1.0) * 4.0 * t["W"]
+        GJ = G[J]  # (|J|, P + 1)
+        cap = INF if upper is None or objective == "memory" else upper * (1 + 1e-9)
         reps = range(1, P + 1) if replication else (1,)
         for r in reps:
             dd = ds[ds >= r]  # devices of the suffix starting with this stage
+            cols = np.arange(len(J))
+            if cap < INF:  # stages that cannot be in a partition of period <= upper
+                if t["link"] / r > cap:
+                    continue
+                tau_all = (t["fb"] + ar * (r - 1) / r) / r
+                cols = np.flatnonzero((tau_all <= cap) & (GJ[:, : P - r + 1].min(axis=1) <= cap))
+                if len(cols) == 0:
+                    continue
             if schedule == "1f1b":
                 n = -(-dd // r)
             else:
                 n = np.full(len(dd), -(-m // r))
-            mem = t["wmem"][None, :] + n[:, None] * t["stash"][None, :] + t["buffers"][None, :]
-            rest = G[J][:, dd - r].T  # (len(dd), |J|)
+            mem = t["wmem"][cols][None, :] + n[:, None] * t["stash"][cols][None, :] + t["buffers"][cols][None, :]
+            rest = GJ[np.ix_(cols, dd - r)].T  # (len(dd), |cols|)
             if objective == "memory":
                 val = np.maximum(mem.astype(float), rest)
             else:
-                tau = (t["fb"] + ar * (r - 1) / r) / r
+                tau = (t["fb"][cols] + ar[cols] * (r - 1) / r) / r
                 val = np.maximum(np.maximum(tau, t["link"] / r)[None, :], rest)
                 if limit < INF:
                     val = np.where(mem <= limit, val, INF)
@@ -120,7 +130,7 @@ def dag_partition_dp(inst: Pipeline, lat: Lattice, devices: int, budget: int | N
             for d, k, v in zip(dd, best, vals):
                 if v < G[i, d]:
                     G[i, d] = v
-                    choice[(i, int(d))] = (int(J[k]), r)
+                    choice[(i, int(d))] = (int(J[cols[k]]), r)
     empty_idx = int(np.flatnonzero(lat.size == 0)[0])
     d_best = int(np.argmin(G[empty_idx, 1:])) + 1
     if not math.isfinite(G[empty_idx, d_best]):

@@ -1,0 +1,159 @@
+"""Our DAG planners beside PipeDream's planner, on the profiles shipped in PipeDream's repository.
+
+    python -m memsched.experiments.bench_pipeline_pipedream [--quick] [--out results/bench_pipeline_pipedream.csv]
+
+For every profile under ``solvers/data/pipeline/pipedream/`` and P in {2, 4, 8, 16} devices:
+
+- ``compute`` (straight pipelines, communication not charged, as PipeDream's planner with
+  ``--straight_pipeline``): ``dag-pipedream`` (antichain DP, memory ignored: PipeDream's model),
+  ``dag`` (the same with every device within ``--memory``, default 16 GB, PipeDream's default
+  ``memory_size``, weights x 4), and ``pipedream`` on the linearised chain (the former memsched
+  planner);
+- ``1gbps`` (1 GB/s links, replication allowed; PipeDream's planner with
+  ``-b 1e9 --activation_compression_ratio 1``): the same solvers with replication and the
+  bandwidth charged. The two models differ slightly here: PipeDream charges a stage both its
+  input and its output transfer divided by its own replication, memsched its input divided by
+  its own replication (the output is the next stage's input).
+
+PipeDream's period, state count and planning time are those its planner printed on this kind of
+machine (``solvers/data/pipeline/pipedream/planner_outputs.csv``; ``timeout`` where it did not
+finish in 60 s). Columns ``*_period_s`` are seconds per micro-batch; ``ratio`` is ours
+(``dag-pipedream``) over PipeDream's. Writes the CSV and a figure (ratio per profile and P).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+from pathlib import Path
+from typing import Any
+
+from memsched.solvers import __version__, registry
+from memsched.solvers.pipeline import load
+from memsched.solvers.units import parse_budget
+
+DATA = Path(__file__).resolve().parents[1] / "solvers" / "data" / "pipeline" / "pipedream"
+FIELDS = ["profile", "layers", "mode", "devices", "memory", "pipedream_period_s", "pipedream_states",
+          "pipedream_planner_s", "pipedream_status", "ours_period_s", "ours_peak_memory", "ours_fits",
+          "ours_plan_s", "ratio", "memaware_status", "memaware_period_s", "memaware_peak_memory",
+          "memaware_plan_s", "chain_period_s", "ideals", "scope", "version"]
+#: per mode: bandwidth (bytes/s), replication, and the cap on ideals (replication costs P times
+#: more per ideal, so the 1 GB/s runs use a coarser lattice on the largest DAGs; the scope says so)
+MODES = {"compute": {"bandwidth": None, "replication": False, "max_states": 5000},
+         "1gbps": {"bandwidth": 1e9, "replication": True, "max_states": 2000}}
+
+
+def planner_outputs() -> dict[tuple[str, str, int], dict[str, str]]:
+    """PipeDream's planner outputs keyed by (profile, mode, P)."""
+    path = DATA / "planner_outputs.csv"
+    if not path.exists():
+        return {}
+    with open(path, newline="") as f:
+        return {(r["profile"], r["mode"], int(r["devices"])): r for r in csv.DictReader(f)}
+
+
+def _solve(inst: Any, solver: str, memory: int | None, P: int, replication: bool,
+           max_states: int) -> tuple[Any, float]:
+    start = time.perf_counter()
+    res = registry.solve("pipeline", inst, solver, memory, devices=P, replication=replication,
+                         max_states=max_states)
+    return res, time.perf_counter() - start
+
+
+def run(quick: bool, memory: int) -> list[dict[str, Any]]:
+    ref = planner_outputs()
+    rows = []
+    names = sorted(p.name.removesuffix(".graph.txt") for p in DATA.glob("*.graph.txt"))
+    if quick:
+        names = [n for n in names if n in ("alexnet", "vgg16", "resnet50")]
+    for name in names:
+        base = load(DATA / f"{name}.graph.txt")
+        for mode, machine in MODES.items():
+            inst = base.with_machine(bandwidth=machine["bandwidth"])
+            rep, cap = bool(machine["replication"]), int(machine["max_states"])
+            for P in (2, 4, 8, 16):
+                ours, t_ours = _solve(inst, "dag-pipedream", None, P, rep, cap)
+                mem, t_mem = _solve(inst, "dag", memory, P, rep, cap)
+                chain, _ = _solve(inst, "pipedream", None, P, rep, cap)
+                pd = ref.get((name, mode, P), {})
+                u = inst.time_unit
+                pd_period = float(pd["period_s"]) if pd.get("period_s") else None
+                ours_s = ours.objective * u
+                rows.append({
+                    "profile": name, "layers": inst.length, "mode": mode, "devices": P, "memory": memory,
+                    "pipedream_period_s": pd_period if pd_period is not None else "",
+                    "pipedream_states": pd.get("states", ""), "pipedream_planner_s": pd.get("planner_s", ""),
+                    "pipedream_status": pd.get("status", "not run"),
+                    "ours_period_s": ours_s, "ours_peak_memory": ours.peak_memory,
+                    "ours_fits": bool(ours.peak_memory is not None and ours.peak_memory <= memory),
+                    "ours_plan_s": round(t_ours, 3),
+                    "ratio": round(ours_s / pd_period, 6) if pd_period else "",
+                    "memaware_status": mem.status,
+                    "memaware_period_s": mem.objective * u if mem.objective is not None else "",
+                    "memaware_peak_memory": mem.peak_memory if mem.peak_memory is not None else "",
+                    "memaware_plan_s": round(t_mem, 3), "chain_period_s": chain.objective * u,
+                    "ideals": ours.details.get("ideals", ""), "scope": ours.scope, "version": __version__,
+                })
+                r = rows[-1]
+                print(f"{name:14s} {mode:7s} P={P:2d}  pipedream {_f(r['pipedream_period_s'])} "
+                      f"({r['pipedream_status']}, {r['pipedream_planner_s'] or '-'} s)  ours {_f(ours_s)} "
+                      f"({r['ours_plan_s']} s)  ratio {r['ratio'] or '-'}  within {memory / 1e9:g} GB: "
+                      f"{_f(r['memaware_period_s'])} ({mem.status})  chain {_f(r['chain_period_s'])}", flush=True)
+    return rows
+
+
+def _f(x: Any) -> str:
+    return f"{x:.6f}" if isinstance(x, float) else "   -    "
+
+
+def figure(rows: list[dict[str, Any]], path: Path) -> None:
+    """Ratio of our period to PipeDream's planner's, per profile and P (compute only), and the
+    memory-aware period relative to PipeDream's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    comp = [r for r in rows if r["mode"] == "compute" and r["pipedream_period_s"] != ""]
+    profiles = sorted({r["profile"] for r in comp})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=False)
+    for P, marker in zip((2, 4, 8, 16), "os^D"):
+        xs = [profiles.index(r["profile"]) for r in comp if r["devices"] == P]
+        axes[0].scatter(xs, [r["ratio"] for r in comp if r["devices"] == P], marker=marker, label=f"P={P}")
+        ys = [r["memaware_period_s"] / r["pipedream_period_s"] if r["memaware_period_s"] != "" else float("nan")
+              for r in comp if r["devices"] == P]
+        axes[1].scatter(xs, ys, marker=marker, label=f"P={P}")
+    axes[0].set_title("antichain DP (memory ignored) / PipeDream planner")
+    axes[1].set_title(f"within {comp[0]['memory'] / 1e9:g} GB per device / PipeDream planner" if comp else "")
+    for ax in axes:
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xticks(range(len(profiles)), profiles, rotation=30, ha="right")
+        ax.set_ylabel("period ratio (compute only)")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="alexnet, vgg16 and resnet50 only")
+    ap.add_argument("--memory", default="16GB", help="memory per device for the memory-aware planner")
+    ap.add_argument("--out", default="results/bench_pipeline_pipedream.csv")
+    args = ap.parse_args(argv)
+    rows = run(args.quick, parse_budget(args.memory, None))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+    figure(rows, out.with_suffix(".png"))
+    print(f"wrote {out} and {out.with_suffix('.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
