@@ -62,7 +62,7 @@ def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: 
     hint_values, hint_ok = None, False
     if seed is not None:
         hint_values = model.encode(seed.schedule)
-        hint_ok = hint_values is not None and not model.violated(hint_values)
+        hint_ok = hint_values is not None and not model.violated(hint_values, deadline=deadline)
 
     cp = cp_model.CpModel()
     xs = [cp.new_bool_var(f"{k[0]}_{k[1]}_{k[2]}") for k in model.keys]

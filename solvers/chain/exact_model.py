@@ -134,13 +134,15 @@ class PhaseModel:
         m._build(deadline)
         return m
 
-    def to_linear(self) -> LinearModel:
+    def to_linear(self, deadline: Deadline | None = None) -> LinearModel:
         """The same model as a backend-neutral `LinearModel` (binary variables, same indices)."""
         lm = LinearModel()
         for k in self.keys:
             lm.var(0, 1, True, f"{k[0]}_{k[1]}_{k[2]}")
         inf = float("inf")
-        for row in self.rows:
+        for n, row in enumerate(self.rows):
+            if deadline is not None and n % 2048 == 0:
+                deadline.check()
             idx = list(row.expr.terms)
             lm.add(idx, [row.expr.terms[i] for i in idx], -inf if row.lo is None else row.lo,
                    inf if row.hi is None else row.hi)
@@ -384,10 +386,12 @@ class PhaseModel:
                 values[self.index[("ST", k - 1, j)]] = float(v)
         return values
 
-    def violated(self, values: list[float], tol: float = 1e-6) -> list[str]:
+    def violated(self, values: list[float], tol: float = 1e-6, deadline: Deadline | None = None) -> list[str]:
         """Names of the rows a solution breaks (empty when it is feasible)."""
         bad = []
-        for row in self.rows:
+        for n, row in enumerate(self.rows):
+            if deadline is not None and n % 2048 == 0:
+                deadline.check()
             v = row.expr.value(values)
             if (row.lo is not None and v < row.lo - tol) or (row.hi is not None and v > row.hi + tol):
                 bad.append(row.name)

@@ -74,8 +74,8 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
     hint_values, hint_ok = None, False
     if seed is not None:
         hint_values = model.encode(seed.schedule)
-        hint_ok = hint_values is not None and not model.violated(hint_values)
-    lm = model.to_linear()
+        hint_ok = hint_values is not None and not model.violated(hint_values, deadline=deadline)
+    lm = model.to_linear(deadline)
     build_s = deadline.elapsed() - t_build
     if backend == "cp-sat":
         cp, xs, offset, scale = linear_to_cpsat(lm, hint=hint_values, deadline=deadline)

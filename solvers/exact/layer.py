@@ -139,6 +139,8 @@ def referee(problem: str, name: str, instance: Any, budget: int, res: SolveResul
         res.message = f"{res.message}; {note}" if res.message else note
         if model_status == OPTIMAL:
             res.scope += "; the model's optimum lost to a fast solver at exact sizes"
+        elif not res.scope:  # the model was not built in time: the schedule's own scope
+            res.scope = f"{seed.solver}'s schedule ({seed.scope})" if seed.scope else f"{seed.solver}'s schedule"
         res.status = FEASIBLE
         objective = seed.objective
     if res.schedule is not None and res.status == TIMEOUT:

@@ -21,8 +21,10 @@ so the simulator replays exactly this timing (with true durations, never later).
 `slots` slots of budget/slots bytes, sizes rounded up (``slots=0``: exact bytes).
 
 Status "optimal" is claimed for this model (fixed compute order, each tape offloaded at most
-once, durations rounded up to ticks); a lower bound is reported only when every duration is a
-whole number of ticks and sizes are exact, where the model's bound is a bound of the problem.
+once, memory in slots when the scope says so) only when every duration is a whole number of
+ticks (rounded durations make it "feasible"); a lower bound is reported only when, moreover,
+sizes are exact, where the model's bound is a bound of the problem. The exact layer referees
+the answer against none / vdnn / offload-prefix at exact sizes.
 """
 
 from __future__ import annotations
@@ -157,11 +159,14 @@ def solve_cpsat(inst: OffloadInstance, budget: int, *, options: ExactOptions, de
     timed.sort(key=lambda item: (item[0], item[1]))
     schedule = OffloadSchedule([op for _, _, op in timed], L, [t / scale for t, _, _ in timed])
     sim = simulate(inst, schedule)
-    exact_ticks = slots == 0 and all(abs(t * scale - round(t * scale)) < 1e-9 for t in durations) and all(
+    whole_ticks = all(abs(t * scale - round(t * scale)) < 1e-9 for t in durations) and all(
         abs(inst.transfer_time(int(chain.xbar[j])) * scale - T[j]) < 1e-9 for j in T)
-    bound = run.bound if exact_ticks else None
+    bound = run.bound if whole_ticks and slots == 0 else None
+    # with durations rounded up to ticks the model's optimum proves nothing about the real
+    # durations: "optimal" (for the scope, which names any slots) only when every tick is whole
+    status = run.status if whole_ticks or run.status != OPTIMAL else FEASIBLE
     return SolveResult(
-        problem="offload", solver="cpsat", status=run.status,
+        problem="offload", solver="cpsat", status=status,
         objective=sim.makespan, peak_memory=sim.peak_memory, lower_bound=bound, schedule=schedule, budget=budget,
         scope=scope, log=run.log,
         details={"model_makespan": run.objective, "transfers": len(schedule.transfers()),
