@@ -20,7 +20,7 @@ from memsched.solvers.pipeline import DEFAULT_SOLVER, SCHEDULES, load, reference
 from memsched.solvers.result import INFEASIBLE, SolveResult
 from memsched.solvers.units import format_bytes, parse_bandwidth, parse_budget
 
-from ._checks import check_options, check_work, cost, count, seconds
+from ._checks import check_options, check_work, cost, count, latency, seconds
 from ._common import parse_options
 
 
@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--solver", default=None, help=f"solver name (default {DEFAULT_SOLVER}; see `memsched solvers`)")
     p.add_argument("--bandwidth", default=None, metavar="BW",
                    help='link bandwidth, bytes/s or units ("12GB/s"); without it communication is not charged')
+    p.add_argument("--latency", type=latency, default=None, metavar="S",
+                   help="seconds per tensor crossing a stage boundary, each way (with --bandwidth; default 0)")
     p.add_argument("--schedule", default="1f1b", choices=SCHEDULES, help="pipeline schedule (default 1f1b)")
     p.add_argument("--micro-batches", type=count(1), default=None, metavar="m",
                    help="micro-batches per batch (GPipe memory; default 4 x devices)")
@@ -55,7 +57,9 @@ def run_partition(args: argparse.Namespace) -> tuple[SolveResult, Any]:
     if args.weight_factor is not None and not args.weight_factor >= 0:
         raise InputError(f"must be >= 0, got {args.weight_factor}", field="--weight-factor")
     bandwidth = parse_bandwidth(args.bandwidth) if args.bandwidth is not None else None
-    inst = inst.with_machine(bandwidth=bandwidth, weight_factor=args.weight_factor)
+    if args.latency and bandwidth is None:
+        raise InputError("a latency needs a --bandwidth (communication is not charged without one)", field="--latency")
+    inst = inst.with_machine(bandwidth=bandwidth, weight_factor=args.weight_factor, latency=args.latency)
     reference = reference_peak(inst) if str(args.memory).strip().endswith("%") else None
     memory = parse_budget(args.memory, reference, field="--memory")
     if memory <= 0:
@@ -88,11 +92,12 @@ def to_json(result: SolveResult, inst: Any) -> dict[str, Any]:
     part = result.schedule
     if out.get("schedule") is not None:
         out["schedule"]["time_unit_s"] = unit  # the partition's own times are in the file's unit
+    out["latency"] = inst.latency
     out["stages"] = [] if part is None else [
         {"first_layer": s.first, "last_layer": s.last, "time": s.time * unit, "memory": s.memory,
          "devices": s.replicas, "replicas": s.replicas, "in_flight": s.in_flight,
-         "link_time": (s.link_time or 0.0) * unit}
-        for s in part.stages]
+         "link_time": (s.link_time or 0.0) * unit, **({"layers": layers} if part.order is not None else {})}
+        for s, layers in zip(part.stages, part.stage_layers())]
     return out
 
 
@@ -122,7 +127,7 @@ def _print_human(result: SolveResult, inst: Any) -> None:
     if inst.bandwidth is None:
         print("bandwidth    communication not charged (no --bandwidth)")
     else:
-        print(f"bandwidth    {inst.bandwidth:.4g} bytes/s")
+        print(f"bandwidth    {inst.bandwidth:.4g} bytes/s, latency {inst.latency:g} s per tensor")
     part = result.schedule
     if part is not None:
         print(f"{'stage':>5} {'layers':>11} {'devices':>7} {'in flight':>9} {'time (s)':>12} {'link in (s)':>12} "
@@ -130,6 +135,9 @@ def _print_human(result: SolveResult, inst: Any) -> None:
         for k, s in enumerate(part.stages):
             print(f"{k:>5} {f'{s.first}-{s.last}':>11} {s.replicas:>7} {s.in_flight:>9} {s.time * unit:>12.6g} "
                   f"{(s.link_time or 0.0) * unit:>12.6g} {format_bytes(s.memory):>14}")
+        if part.order is not None:
+            print("             (a DAG partition: layer ranges are positions in its topological order, --json lists"
+                  " each stage's layers)")
         print(f"period       {result.objective * unit:.6g} s per micro-batch ({part.schedule})")
         print(f"peak memory  {result.peak_memory} bytes ({format_bytes(result.peak_memory)})")
     if result.lower_bound is not None and part is not None:
