@@ -22,10 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from memsched.models.chain.executor import ChainExecutor, reference_step
-from memsched.models.chain.profiler import profile_chain
-from memsched.models.measure import compare_gradients, tolerances
-from memsched.models.zoo import build_model, resolve_device
+from memsched.models.measure import tolerances
+from memsched.models.zoo import resolve_device
 from memsched.solvers import registry
 from memsched.solvers.chain import reference_peak
 
@@ -60,21 +58,20 @@ def evaluate_model(label: str, model_name: str, sizes: dict[str, Any], device: t
                    solvers: list[str] | None = None, fractions: tuple[float, ...] = FRACTIONS, repeats: int = 5,
                    time_repeats: int = 3, slots: int = 500, clock: str = "wall", log: Any = None
                    ) -> list[dict[str, Any]]:
-    """Profile `model_name`, then solve and execute each solver at each budget fraction.
+    """Profile `model_name`, then solve and execute each solver at each budget fraction
+    (`models.run.prepare` / `execute_schedule`: tracker and, on CPU, independent peaks).
 
     Returns rows of plain values (bytes, ms). Store-all runs once, at 100% of its peak.
     `clock` (CPU): "wall" or "thread" for both profiling and execution.
     """
+    from memsched.models.run import execute_schedule, prepare
+
     solvers = solvers if solvers is not None else available_solvers()
-    model = build_model(model_name, device=device, **sizes)
     t0 = time.perf_counter()
-    chain = profile_chain(model.blocks, model.loss_fn, model.example_input, model.target, repeats=repeats,
-                          name=model.label, meta={"model": model_name, **model.config}, clock=clock)
+    target = prepare("chain", model_name, sizes={**sizes, "device": device}, profile_repeats=repeats, clock=clock)
     profile_s = time.perf_counter() - t0
+    chain = target.instance
     ref_peak = reference_peak(chain)
-    executor = ChainExecutor(model.blocks, model.loss_fn)
-    _, ref_grads, _ = reference_step(model.blocks, model.loss_fn, model.example_input, model.target, seed=0)
-    rtol, atol = tolerances(device)
     rows: list[dict[str, Any]] = []
     for solver in solvers:
         for frac in ((1.0,) if solver == "store-all" else fractions):
@@ -88,11 +85,11 @@ def evaluate_model(label: str, model_name: str, sizes: dict[str, Any], device: t
                 row["min_budget"] = result.min_budget
                 rows.append(row)
                 continue
-            step = executor.step(result.schedule, model.example_input, model.target, chain=chain, seed=0,
-                                 time_repeats=time_repeats, clock=clock)
-            ok, msg = compare_gradients(step.grads, ref_grads, rtol=rtol, atol=atol)
+            step, measured = execute_schedule(target, result.schedule, time_repeats=time_repeats)
+            ok, msg = measured["grad_check"], measured["grad_message"]
             row.update(predicted_peak=step.predicted_peak, measured_peak=step.peak_memory,
-                       memory_ratio=_round(step.memory_ratio), predicted_ms=_round(step.predicted_makespan),
+                       independent_peak=step.independent_peak, memory_ratio=_round(step.memory_ratio),
+                       predicted_ms=_round(step.predicted_makespan),
                        measured_ms=_round(step.time_ms), time_ratio=_round(step.time_ratio),
                        recomputations=result.schedule.recomputations(), grad_check=ok,
                        memory_method=step.memory_method, clock="cuda" if device.type == "cuda" else clock)
