@@ -285,19 +285,22 @@ def profile(model: str, *, repeats: int = 3, out: PathLike | None = None, timing
     return chain
 
 
-def run(model: str, budget: int | float | str, solver: str | None = None, *, chain: Any = None,
-        bandwidth: str | float | None = None, slots: int = 500, time_limit: float | None = None,
-        time_repeats: int = 3, repeats: int = 3, seed: int = 0, **sizes: Any) -> RunResult:
-    """Solve, then execute the schedule for real as one training step of zoo network `model`:
-    the simulator's prediction (makespan, peak) beside the measured time and peak memory, and
-    whether every gradient matches plain autograd (``grad_check``). `chain` gives the costs
-    (a Chain or a chain file) instead of profiling; `bandwidth` runs an offloading schedule."""
+def run(model: str, budget: int | float | str, solver: str | None = None, *, problem: str | None = None,
+        chain: Any = None, instance: Any = None, bandwidth: str | float | None = None, slots: int = 500,
+        time_limit: float | None = None, time_repeats: int = 3, repeats: int = 3, seed: int = 0,
+        **sizes: Any) -> RunResult:
+    """Solve, then execute the schedule for real as one training step of zoo network `model`
+    (siamese / triplet / clip run as join networks): the simulator's prediction (makespan in
+    ms, peak in bytes) beside the measured time and peak memory, and whether every gradient
+    matches plain autograd (``grad_check``). `chain` / `instance` give the costs (an instance
+    or a file) instead of profiling; `bandwidth` runs an offloading schedule; sizes as in
+    `profile`. Needs torch."""
     _need_torch()
     from .execute import run_model
 
-    return RunResult(run_model(model, budget, solver, chain=chain, bandwidth=bandwidth, slots=slots,
-                               time_limit=time_limit, time_repeats=time_repeats, repeats=repeats, seed=seed,
-                               **sizes))
+    return RunResult(run_model(model, budget, solver, problem=problem, instance=instance if chain is None else chain,
+                               bandwidth=bandwidth, slots=slots, time_limit=time_limit, time_repeats=time_repeats,
+                               repeats=repeats, seed=seed, **sizes))
 
 
 # ---------------------------------------------------------------------------- figures

@@ -167,13 +167,14 @@ def test_a_local_models_package_does_not_shadow_memsched(tmp_path):
 
 
 @pytest.mark.torch
+@pytest.mark.slow
 def test_profile_and_run_for_real():
     pytest.importorskip("torch")
     chain = memsched.profile("resnet18", batch=2, image_size=32, width=8, depth=1, device="cpu", repeats=1)
     assert memsched.problem_of(chain) == "chain" and chain.length >= 4
-    out = memsched.run("resnet18", "70%", solver="rotor", chain=chain, batch=2, image_size=32, width=8, depth=1,
+    out = memsched.run("resnet18", "90%", solver="rotor", chain=chain, batch=2, image_size=32, width=8, depth=1,
                        device="cpu", time_repeats=1, repeats=1)
-    assert out.grad_check is True
+    assert out.status == "optimal" and out.grad_check is True, out.data.get("message")
     assert out["predicted"]["peak_memory"] <= out["budget"]
     assert out.to_pandas().iloc[0]["measured_peak_memory"] > 0
 
