@@ -60,7 +60,8 @@ def stage_tables(inst: Pipeline, lat: Lattice, i: int, max_work: float = INF) ->
     dead_i = lat.dead[i]
     act = inst.act.astype(np.int64)
     dead_act_J = lat.dead_act[J]
-    dead_in_i = (lat.dead_member[np.ix_(J, dead_i)].astype(np.int64) @ act[dead_i]) if dead_i else 0
+    rows = np.ix_(J, np.asarray(dead_i, dtype=np.int64))
+    dead_in_i = (lat.dead_member[rows].astype(np.int64) @ act[dead_i]) if dead_i else 0
     internal = (lat.act[J] - lat.act[i]) - (dead_act_J - dead_in_i)
     stash = in_size + internal
     full = lat.size[J] == V

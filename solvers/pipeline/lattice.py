@@ -113,14 +113,14 @@ def ideal_lattice(inst: Pipeline, max_states: int = 50_000, groups: list[list[in
     while frontier:
         nxt = []
         for m, avail in frontier:
-            for g in avail:
-                m2 = m | gmask[g]
+            for gi in avail:  # a group whose predecessors are all in the ideal m
+                m2 = m | gmask[gi]
                 if m2 in seen:
                     continue
                 seen.add(m2)
                 new = set(avail)
-                new.discard(g)
-                new.update(h for h in gsucc[g] if gpred[h] & m2 == gpred[h] and not m2 & gmask[h])
+                new.discard(gi)
+                new.update(h for h in gsucc[gi] if gpred[h] & m2 == gpred[h] and not m2 & gmask[h])
                 nxt.append((m2, frozenset(new)))
             if len(seen) > max_states:
                 raise LatticeTooLarge(f"more than {max_states} ideals")
@@ -209,7 +209,7 @@ def _sums(inst: Pipeline, masks: list[int], succ: list[list[int]]) -> Lattice:
             consumed_in[:, v] = inside.any(axis=1)
     cut = (has_out * act[None, :]).sum(axis=1)
     dead_mask = member & ~consumed_in
-    dead = [list(np.flatnonzero(row)) for row in dead_mask]
+    dead = [[int(v) for v in np.flatnonzero(row)] for row in dead_mask]
     return Lattice(masks=masks, bits=packed, size=member.sum(axis=1), work=member @ fb,
                    params=member.astype(np.int64) @ inst.params.astype(np.int64),
                    act=member.astype(np.int64) @ act, cut=cut.astype(np.int64),
