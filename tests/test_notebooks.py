@@ -25,7 +25,7 @@ MIN_IMAGES = {
     "01_budget_tradeoff": 2,
     "02_dp_vs_exact_vs_heuristics": 2,
     "03_pipeline_partitioning": 2,
-    "04_interactive_explorer": 6,
+    "04_interactive_explorer": 8,
     "05_paper_rotor": 2,
     "06_paper_join": 2,
     "07_paper_checkmate": 2,
