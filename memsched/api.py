@@ -39,12 +39,17 @@ def load(path: PathLike, *, problem: str | None = None, bandwidth: str | float |
     node-link graph (Checkmate / Moccasin), or a PipeDream ``graph.txt`` (a pipeline).
 
     `problem` reads a chain file as another problem ("pipeline", "offload"); `bandwidth`
-    (bytes/s or "12GB/s") and `latency` (s) make a chain file an offloading instance.
-    Bad files raise `InputError` naming the file and the field."""
+    (bytes/s or "12GB/s") and `latency` (s) make a chain file an offloading instance, as does
+    a ``host_link`` in the file. Bad files raise `InputError` naming the file and the field."""
     from memsched.solvers.formats import detect_problem, load_instance
 
     path = Path(path)
     found = detect_problem(path)
+    if problem is None and found == "chain":
+        from memsched.solvers.jsonio import read_json
+
+        data = read_json(path)
+        problem = "offload" if isinstance(data, dict) and "host_link" in data else None  # a host link: offloading
     if bandwidth is not None or problem == "offload":
         if found != "chain":
             raise InputError(f"a bandwidth applies to chain files, not to a {found} instance", path=str(path),
