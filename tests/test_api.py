@@ -37,6 +37,16 @@ def test_unknown_attribute():
         memsched.no_such_thing  # noqa: B018
 
 
+def test_a_chain_file_with_a_host_link_is_an_offloading_instance(tmp_path):
+    import json
+
+    data = json.loads(CNN12.read_text())
+    data["host_link"] = {"bandwidth": 12e9, "latency": 0.0}
+    (tmp_path / "linked.json").write_text(json.dumps(data))
+    inst = memsched.load(tmp_path / "linked.json")
+    assert memsched.problem_of(inst) == "offload" and inst.bandwidth == 12e9
+
+
 def test_load_recognises_every_format():
     cases = {DATA / "examples" / "tiny.json": "chain", DATA / "join" / "siamese8.json": "join",
              DATA / "graphs" / "linear10.json": "graph", DATA / "pipeline" / "tiny-resnet.graph.txt": "pipeline"}
