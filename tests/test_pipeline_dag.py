@@ -156,3 +156,17 @@ def test_series_groups_keep_sequential_boundaries():
     # node4 -> node5 is a run inside the residual block; everything else stays alone
     assert max(len(g) for g in groups) == 2
     assert ideal_lattice(inst, groups=groups).n == 10
+
+
+def test_never_worse_than_pipedreams_planner_compute_only():
+    """Against what PipeDream's planner printed (planner_outputs.csv), on the small profiles."""
+    import csv
+
+    with open(DATA / "pipedream" / "planner_outputs.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["mode"] == "compute" and r["status"] == "ok"
+                and r["profile"] in ("alexnet", "vgg16", "resnet18", "squeezenet1_0", "gnmt")]
+    assert len(rows) == 20
+    for r in rows:
+        inst = load(DATA / "pipedream" / f"{r['profile']}.graph.txt")
+        res = solve_dag_pipedream(inst, None, devices=int(r["devices"]))
+        assert res.objective * inst.time_unit <= float(r["period_s"]) * (1 + 1e-9), r
