@@ -50,6 +50,14 @@ def mut(base: Any, change) -> Any:
     return data
 
 
+def _linear(data: dict[str, Any], n: int) -> None:
+    """Replace the graph by Checkmate's linear training graph of n forward nodes (2n + 1 nodes)."""
+    from memsched.solvers.graph.generate import linear_graph
+
+    data.clear()
+    data.update(linear_graph(n).to_dict())
+
+
 def stage0(key: str, value: Any):
     return lambda d: d["stages"][0].__setitem__(key, value)
 
@@ -112,6 +120,10 @@ case("graph-cycle", ["solve", "{d}/g.json", "--budget", "90%"],
      {"g.json": mut(GRAPH, lambda d: d["links"].append({"source": 20, "target": 0}))}, 2, "g.json", "links")
 case("graph-dangling", ["solve", "{d}/g.json", "--budget", "90%"],
      {"g.json": mut(GRAPH, lambda d: d["links"].append({"source": 0, "target": 99}))}, 2, "g.json", "links")
+case("graph-2001-nodes-dtr", ["solve", "{d}/g.json", "--budget", "50%", "--solver", "dtr"],
+     {"g.json": mut(GRAPH, lambda d: _linear(d, 1000))}, 2, "g.json", "nodes")
+case("graph-1001-nodes-checkmate", ["solve", "{d}/g.json", "--budget", "50%", "--solver", "checkmate"],
+     {"g.json": mut(GRAPH, lambda d: _linear(d, 500))}, 2, "g.json", "nodes")
 case("graph-not-utf8", ["solve", "{d}/g.json", "--budget", "90%"],
      {"g.json": b'{"nodes": [{"id": "\xff"}], "links": []}'}, 2, "g.json", "UTF-8")
 jstage = (lambda k, v: lambda d: d["branches"][0]["stages"][0].__setitem__(k, v))

@@ -23,8 +23,16 @@ from typing import Any
 from memsched.solvers.errors import InputError
 
 #: the most stages (sum over branches for joins) the chain, join and offload solvers accept:
-#: the rotor DP's least-memory table costs O(L^3) (about 14 s at L = 2000 on one core)
-MAX_STAGES = 2000
+#: the rotor DP's least-memory table costs O(L^3) (about 14 s at L = 2000 on one core; Revolve
+#: takes 12 s at L = 900 and 87 s at L = 2000)
+MAX_STAGES = 1000
+#: the most nodes of a graph for the heuristics (dtr, sqrt, greedy: about 7 s at 2000 nodes;
+#: dtr overflows Python's recursion limit near 6000) ...
+MAX_NODES = 2000
+#: ... and for the solvers that build a model with about n^2 variables (checkmate, cpsat,
+#: checkmate-approx: 67 s at 1000 nodes) or recurse along the forward spine (griewank)
+MAX_MODEL_NODES = 1000
+_MODEL_SOLVERS = ("checkmate", "cpsat", "checkmate-approx", "griewank")
 #: the most steps (L^2 x devices) of the pipeline DPs (about 1e-5 s each: 100 s)
 MAX_DP_STEPS = 10**7
 #: the largest H-Revolve chain (its table costs about O(L^3): 19 s at L = 1000 on one core)
@@ -194,6 +202,12 @@ def check_work(problem: str, solver: str, instance: Any, *, path: str | None = N
         raise InputError(f"{what} {n} stages, more than the {MAX_STAGES} the solvers handle in minutes (the rotor "
                          "DP's tables grow as L^3); merge stages into blocks (a coarser profile) or use store-all",
                          path=path, field="stages")
+    if problem == "graph" and solver != "checkpoint-all":
+        limit = MAX_MODEL_NODES if solver in _MODEL_SOLVERS else MAX_NODES
+        if n > limit:
+            raise InputError(f"the graph has {n} nodes, more than the {limit} that {solver} handles in minutes; "
+                             "export it at module granularity (export-graph --granularity module) or use "
+                             "checkpoint-all", path=path, field="nodes")
     if problem == "pipeline" and devices is not None and n * n * devices > MAX_DP_STEPS:
         raise InputError(f"{n} layers on {devices} devices is {n * n * devices:.3g} DP steps, more than "
                          f"{MAX_DP_STEPS:.3g} (minutes); use fewer devices (at most {max(1, MAX_DP_STEPS // (n * n))})",
