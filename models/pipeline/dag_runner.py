@@ -1,0 +1,295 @@
+"""Execute a DAG partition (stage boundaries at antichains, several tensors per boundary) with
+``torch.distributed.pipelining`` and compare it with the model of `solvers.pipeline`.
+
+- `DagNet`: a small residual network given as a layer DAG. Layer k is either a block
+  ``ReLU -> Linear`` of its one input (it saves one tensor the size of that input for its
+  backward) or an ``add`` of its inputs (saves nothing); `residual_spec` builds the usual
+  pattern x -> block -> block -> add(., x). `profile_dag` measures it layer by layer into a
+  `solvers.pipeline.Pipeline` with its DAG edges (``succ``), times in ms, sizes in bytes.
+- `run_dag_partition` runs a partition (any pipeline solver's, contiguous or DAG) on one process
+  per stage (gloo on CPU, nccl on GPU): stage s computes its layers from the tensors crossing the
+  boundary before it and sends every tensor crossing the boundary after it (tensors passing
+  through the stage included), in producer order, as a tuple; ``Schedule1F1B`` or
+  ``ScheduleGPipe`` steps it with an MSE loss.
+- `compare_dag`: gradients against one process, the measured step against the simulator's
+  batch makespan, and the measured peak of activations saved for backward on each stage against
+  the model's stash n_s A_s (the model counts every output consumed inside the stage, an
+  ``add``'s inputs included, so the measurement is at most the prediction; on chains of blocks
+  it is equal).
+"""
+
+from __future__ import annotations
+
+import os
+import queue as queue_module
+import statistics
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from memsched.solvers.pipeline import Partition, Pipeline, simulate, simulate_batch
+from torch import nn
+
+from .runner import SavedTensorMeter, _free_port
+
+#: a layer: ("block", [input]) or ("add", [inputs]); input -1 is the network's input
+Spec = list[tuple[str, list[int]]]
+
+
+def residual_spec(blocks: int = 2) -> Spec:
+    """A stem block, then `blocks` residual units x -> block -> block -> add(., x), then a head block."""
+    spec: Spec = [("block", [-1])]
+    x = 0
+    for _ in range(blocks):
+        spec += [("block", [x]), ("block", [len(spec)]), ("add", [len(spec) + 1, x])]
+        x = len(spec) - 1
+    spec.append(("block", [x]))
+    return spec
+
+
+class DagNet(nn.Module):
+    """The network of `spec` (module docstring): every block maps width -> width except the
+    first (in_dim -> width) and the last (width -> out_dim)."""
+
+    def __init__(self, spec: Spec, width: int = 64, in_dim: int = 32, out_dim: int = 8, seed: int = 0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.spec = spec
+        last = len(spec) - 1
+        self.layers = nn.ModuleDict()
+        for k, (kind, _) in enumerate(spec):
+            if kind == "block":
+                d_in = in_dim if k == 0 else width
+                d_out = out_dim if k == last else width
+                self.layers[str(k)] = nn.Sequential(nn.ReLU(), nn.Linear(d_in, d_out))
+
+    def node(self, k: int, inputs: list[torch.Tensor]) -> torch.Tensor:
+        """Layer k applied to its inputs."""
+        kind, _ = self.spec[k]
+        if kind == "add":
+            out = inputs[0]
+            for t in inputs[1:]:
+                out = out + t
+            return out
+        return self.layers[str(k)](inputs[0])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        env = {-1: x}
+        for k, (_, ins) in enumerate(self.spec):
+            env[k] = self.node(k, [env[i] for i in ins])
+        return env[len(self.spec) - 1]
+
+
+def successors(spec: Spec) -> list[list[int]]:
+    """succ[k]: the layers consuming layer k's output."""
+    succ: list[list[int]] = [[] for _ in spec]
+    for k, (_, ins) in enumerate(spec):
+        for i in ins:
+            if i >= 0:
+                succ[i].append(k)
+    return succ
+
+
+def profile_dag(net: DagNet, sample: torch.Tensor, *, reps: int = 5, threads: int | None = 1) -> Pipeline:
+    """Per-layer forward/backward time (median of `reps`, ms), output and weight bytes of `net`
+    for a micro-batch `sample`, with the DAG edges; weights x 2 (weights and gradients, SGD)."""
+    saved = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        env = {-1: sample.detach()}
+        fwd, bwd, act, params = [], [], [], []
+        for k, (_, ins) in enumerate(net.spec):
+            tf, tb = [], []
+            for _ in range(reps + 1):
+                xs = [env[i].detach().requires_grad_(True) for i in ins]
+                t0 = time.perf_counter()
+                out = net.node(k, xs)
+                t1 = time.perf_counter()
+                out.backward(torch.ones_like(out))
+                tf.append(t1 - t0)
+                tb.append(time.perf_counter() - t1)
+            fwd.append(statistics.median(tf[1:]) * 1e3)
+            bwd.append(statistics.median(tb[1:]) * 1e3)
+            act.append(out.numel() * out.element_size())
+            mod = net.layers[str(k)] if str(k) in net.layers else None
+            params.append(sum(p.numel() * p.element_size() for p in mod.parameters()) if mod is not None else 0)
+            env[k] = out.detach()
+        net.zero_grad(set_to_none=True)
+    finally:
+        torch.set_num_threads(saved)
+    return Pipeline(fwd=fwd, bwd=bwd, act=act, params=params, input_size=sample.numel() * sample.element_size(),
+                    name="dagnet", layer_names=[f"{k}: {kind}" for k, (kind, _) in enumerate(net.spec)],
+                    time_unit=1e-3, weight_factor=2.0, succ=successors(net.spec),
+                    meta={"source": "memsched.models.pipeline.dag_runner.profile_dag"})
+
+
+def boundaries(spec: Spec, stage_layers: list[list[int]]) -> list[list[int]]:
+    """Per boundary b (before stage b; b = 0: the network input): the producers whose outputs
+    cross it, in increasing order (-1 is the network input)."""
+    succ = successors(spec)
+    done: set[int] = set()
+    out = [[-1]]
+    for layers in stage_layers[:-1]:
+        done |= set(layers)
+        out.append(sorted(v for v in done if any(w not in done for w in succ[v])))
+    return out
+
+
+class DagStage(nn.Module):
+    """One stage: computes its layers from the tensors of boundary ``ins`` and returns those of
+    boundary ``outs`` (a tuple; the last stage returns the network's output)."""
+
+    def __init__(self, net: DagNet, layers: list[int], ins: list[int], outs: list[int] | None):
+        super().__init__()
+        self.spec, self.order, self.ins, self.outs = net.spec, list(layers), ins, outs
+        self.layers = nn.ModuleDict({str(k): net.layers[str(k)] for k in layers if str(k) in net.layers})
+        self._net = [net]  # not a submodule: only this stage's layers are registered
+
+    def forward(self, *xs: torch.Tensor) -> Any:
+        env = dict(zip(self.ins, xs))
+        for k in self.order:
+            kind, inputs = self.spec[k]
+            args = [env[i] for i in inputs]
+            if kind == "add":
+                out = args[0]
+                for t in args[1:]:
+                    out = out + t
+            else:
+                out = self.layers[str(k)](args[0])
+            env[k] = out
+        if self.outs is None:
+            return env[self.order[-1]]
+        # a tensor passing through is sent as a view, so that its gradient flows back through the stage
+        return tuple(env[v] if v in self.order else env[v].view_as(env[v]) for v in self.outs)
+
+
+def _worker(rank: int, cfg: dict[str, Any], queue: Any) -> None:
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    try:
+        torch.set_num_threads(cfg["threads"])
+        use_cuda = cfg["device"] == "cuda"
+        device = torch.device("cuda", rank) if use_cuda else torch.device("cpu")
+        if use_cuda:
+            torch.cuda.set_device(device)
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(cfg["port"])
+        dist.init_process_group("nccl" if use_cuda else "gloo", rank=rank, world_size=cfg["world"])
+        net = DagNet(cfg["spec"], **cfg["model"])
+        S = cfg["world"]
+        bnd = cfg["boundaries"]
+        submod = DagStage(net, cfg["stage_layers"][rank], bnd[rank], bnd[rank + 1] if rank + 1 < S else None).to(device)
+        mb = cfg["batch"] // cfg["micro_batches"]
+        width = cfg["model"]["width"]
+        example = tuple(torch.zeros(mb, cfg["model"]["in_dim"] if v < 0 else width, device=device) for v in bnd[rank])
+        stage = PipelineStage(submod, rank, S, device, input_args=example if rank > 0 else None)
+        sched = (Schedule1F1B if cfg["schedule"] == "1f1b" else ScheduleGPipe)(
+            stage, n_microbatches=cfg["micro_batches"], loss_fn=nn.MSELoss())
+        torch.manual_seed(cfg["data_seed"])
+        x = torch.randn(cfg["batch"], cfg["model"]["in_dim"], device=device)
+        y = torch.randn(cfg["batch"], cfg["model"]["out_dim"], device=device)
+
+        def step() -> None:
+            if rank == 0:
+                sched.step(x, target=y if S == 1 else None)
+            elif rank == S - 1:
+                sched.step(target=y)
+            else:
+                sched.step()
+
+        meter = SavedTensorMeter(submod.parameters())
+        times = []
+        for it in range(cfg["steps"] + 1):
+            submod.zero_grad(set_to_none=True)
+            dist.barrier()
+            t0 = time.perf_counter()
+            if it == cfg["steps"]:
+                with meter.hooks():
+                    step()
+            else:
+                step()
+            if use_cuda:
+                torch.cuda.synchronize()
+            dist.barrier()
+            times.append(time.perf_counter() - t0)
+        grads = {f"layers.{n.removeprefix('layers.')}": p.grad.detach().cpu().numpy()
+                 for n, p in submod.named_parameters()}
+        queue.put((rank, {"grads": grads, "step_times": times[1:], "saved_peak": meter.peak}))
+        dist.destroy_process_group()
+    except Exception as err:  # report instead of hanging the parent
+        queue.put((rank, {"error": f"{type(err).__name__}: {err}"}))
+        raise
+
+
+def run_dag_partition(part: Partition, spec: Spec, *, width: int = 64, in_dim: int = 32, out_dim: int = 8,
+                      batch: int = 32, micro_batches: int = 4, steps: int = 2, device: str = "cpu",
+                      threads: int = 1, seed: int = 0, timeout_s: float = 300.0) -> dict[str, Any]:
+    """Run `part` of `DagNet(spec)` (straight pipeline, one process per stage); measurements and checks."""
+    if any(s.replicas != 1 for s in part.stages):
+        raise ValueError("the runner executes straight pipelines (no replicated stages)")
+    if batch % micro_batches:
+        raise ValueError("batch must be a multiple of micro_batches")
+    stage_layers = part.stage_layers()
+    cfg = {"spec": spec, "model": {"width": width, "in_dim": in_dim, "out_dim": out_dim, "seed": seed},
+           "stage_layers": stage_layers, "boundaries": boundaries(spec, stage_layers), "world": len(stage_layers),
+           "micro_batches": micro_batches, "batch": batch, "steps": steps, "schedule": part.schedule,
+           "device": device, "threads": threads, "port": _free_port(), "data_seed": seed + 1}
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(r, cfg, queue), daemon=True) for r in range(cfg["world"])]
+    for p in procs:
+        p.start()
+    results: dict[int, dict[str, Any]] = {}
+    deadline = time.time() + timeout_s
+    try:
+        while len(results) < cfg["world"]:
+            left = deadline - time.time()
+            if left <= 0:
+                raise TimeoutError(f"pipeline run did not finish within {timeout_s} s")
+            try:
+                rank, payload = queue.get(timeout=left)
+            except queue_module.Empty:
+                raise TimeoutError(f"pipeline run did not finish within {timeout_s} s") from None
+            if "error" in payload:
+                raise RuntimeError(f"rank {rank}: {payload['error']}")
+            results[rank] = payload
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.terminate()
+    net = DagNet(spec, **cfg["model"])
+    torch.manual_seed(cfg["data_seed"])
+    x, y = torch.randn(batch, in_dim), torch.randn(batch, out_dim)
+    nn.MSELoss()(net(x), y).backward()
+    ref = {n: p.grad.detach() for n, p in net.named_parameters()}
+    grads = {k: torch.from_numpy(v) for r in results.values() for k, v in r["grads"].items()}
+    err = max((float((grads[k] - ref[k]).abs().max()) for k in ref if k in grads), default=0.0)
+    ok = set(grads) == set(ref) and all(torch.allclose(grads[k], ref[k], rtol=1e-4, atol=1e-5) for k in ref)
+    return {"grad_check": ok, "grad_max_abs_err": err,
+            "step_time_s": max(statistics.median(r["step_times"]) for r in results.values()),
+            "saved_peak": [results[r]["saved_peak"] for r in range(cfg["world"])], "config": cfg}
+
+
+def compare_dag(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[str, Any]:
+    """Predicted (simulator) against measured: batch makespan and per-stage stash n_s A_s."""
+    part = part.evaluated(inst)
+    m = run["config"]["micro_batches"]
+    ordered = inst.reordered(part.order) if part.order is not None else inst
+    stash = []
+    for s in part.stages:
+        A = ordered.input_of(s.first) + int(ordered.internal_stash(s.first)[s.last - s.first])
+        stash.append((s.in_flight if part.schedule == "1f1b" else m) * A)
+    ev = simulate(inst, part)
+    return {"predicted": {"period_s": ev.period * inst.time_unit,
+                          "makespan_s": simulate_batch(inst, part, m).makespan * inst.time_unit,
+                          "stage_memory": ev.stage_memory, "stash": stash, "in_flight": ev.in_flight},
+            "measured": {"step_time_s": run["step_time_s"], "saved_activations_peak": run["saved_peak"]},
+            "boundary_tensors": [len(b) for b in run["config"]["boundaries"]],
+            "grad_check": run["grad_check"], "grad_max_abs_err": run["grad_max_abs_err"], "partition": str(part)}
+
+
+__all__ = ["DagNet", "DagStage", "boundaries", "compare_dag", "profile_dag", "residual_spec", "run_dag_partition",
+           "successors"]
