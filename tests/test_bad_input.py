@@ -103,6 +103,12 @@ case("chain-truncated", SOLVE, {"c.json": json.dumps(CHAIN)[:200]}, 2, "c.json",
 case("chain-deep", SOLVE, {"c.json": '{"a":' + "[" * 100000 + "]" * 100000 + "}"}, 2, "c.json")
 case("chain-L5000", SOLVE, {"c.json": mut(CHAIN, lambda d: d.update(stages=d["stages"] * 1250))}, 2, "c.json",
      "stages")
+for label, link in (("bw-nan", {"bandwidth": float("nan")}), ("bw-1e400", {"bandwidth": float("inf")}),
+                    ("bw-str", {"bandwidth": "12GB/s"}), ("bw-0", {"bandwidth": 0}),
+                    ("latency-nan", {"bandwidth": 1e9, "latency": float("nan")}),
+                    ("latency-neg", {"bandwidth": 1e9, "latency": -1}), ("not-object", [1e9])):
+    case(f"host-link-{label}", ["solve", "{d}/c.json", "--budget", "90%", "--solver", "vdnn"],
+         {"c.json": mut(CHAIN, lambda d, v=link: d.update(host_link=v))}, 2, "c.json", "host_link")
 case("file-missing", ["solve", "{d}/none.json", "--budget", "1"], {}, 2, "none.json")
 case("file-folder", ["solve", "{d}", "--budget", "1"], {}, 2, "directory")
 
