@@ -51,7 +51,7 @@ def read_text(path: str | Path) -> str:
     except OSError as err:
         raise InputError(f"cannot read ({err.strerror})", path=path) from None
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte-order mark (Windows editors) is dropped
     except UnicodeDecodeError as err:
         raise InputError(f"not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})", path=path) from None
     if stream:
