@@ -410,3 +410,32 @@ def test_infeasible_names_the_smallest_budget(problem, solver):
     flag = "--memory" if problem == "pipeline" else "--budget"
     at = [*cmd[: cmd.index(flag) + 1], str(need), *cmd[cmd.index(flag) + 2:], "--time-limit", "2"]
     assert _run(at)[0] == 0, f"{solver} names {need} bytes but finds no schedule there"
+
+
+# ---------------------------------------------------------------- the shared readers directly
+def test_check_number_limits():
+    from memsched.solvers.errors import InputError
+    from memsched.solvers.units import MAX_BYTES, MAX_TIME, check_number
+
+    assert check_number(MAX_BYTES, path="f", field="x", integer=True) == MAX_BYTES
+    assert check_number(MAX_TIME, path="f", field="t", time=True) == MAX_TIME
+    for value, kw in ((MAX_BYTES + 1, {"integer": True}), (MAX_TIME * 2, {"time": True}), (True, {}),
+                      (float("nan"), {}), (-1e-9, {}), ("3", {}), (2.5, {"integer": True})):
+        with pytest.raises(InputError, match=r"^f: x: "):
+            check_number(value, path="f", field="x", **kw)
+
+
+def test_a_fifo_is_read_once(tmp_path):
+    import os
+    import threading
+
+    from memsched.solvers.jsonio import is_stream, read_json, read_text
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text(FILES["T"].read_text()))
+    writer.start()
+    assert is_stream(fifo)
+    first = read_text(fifo)  # a second read of the pipe would block: it must come from the cache
+    writer.join(timeout=10)
+    assert read_json(fifo)["name"] == "tiny" and read_text(fifo) == first
