@@ -24,7 +24,7 @@ def brute_force(chain: Chain, budget: int, *, phase: bool = False) -> tuple[floa
     `phase`, forwards between two backward ops must run in increasing stage order."""
     L = chain.length
     x, xb = [int(v) for v in chain.x], [int(v) for v in chain.xbar]
-    of, ob = [int(v) for v in chain.o_f], [int(v) for v in chain.o_b]
+    ofa, ofn, ob = [int(v) for v in chain.o_fa], [int(v) for v in chain.o_fn], [int(v) for v in chain.o_b]
     if x[0] > budget:
         return None, None
 
@@ -51,9 +51,9 @@ def brute_force(chain: Chain, budget: int, *, phase: bool = False) -> tuple[floa
         for i in range(L):
             if (phase and i <= last) or not (acts >> i & 1 or (i >= 1 and tapes >> i & 1)):
                 continue
-            if not tapes >> (i + 1) & 1 and m + xb[i + 1] + of[i] <= budget:
+            if not tapes >> (i + 1) & 1 and m + xb[i + 1] + ofa[i] <= budget:
                 succ.append((Op(F_ALL, i), acts, tapes | 1 << (i + 1), nb, chain.u_f[i]))
-            if not acts >> (i + 1) & 1 and m + x[i + 1] + of[i] <= budget:
+            if not acts >> (i + 1) & 1 and m + x[i + 1] + ofn[i] <= budget:
                 succ.append((Op(F_CK, i), acts | 1 << (i + 1), tapes, nb, chain.u_f[i]))
                 succ.append((Op(F_N, i), (acts | 1 << (i + 1)) & ~(1 << i), tapes, nb, chain.u_f[i]))
         if nb == L:
@@ -78,9 +78,10 @@ def chains(draw, max_length: int = 5) -> Chain:
     stages = []
     for _ in range(L):
         out = draw(size)
+        o_fa, o_fn = draw(st.integers(0, 2)), draw(st.integers(0, 4))  # per-mode forward overheads
         stages.append({"fwd_time": draw(st.integers(1, 5)), "bwd_time": draw(st.integers(1, 8)), "out_size": out,
-                       "tape_size": out + draw(st.integers(0, 6)), "fwd_overhead": draw(st.integers(0, 2)),
-                       "bwd_overhead": draw(st.integers(0, 2))})
+                       "tape_size": out + draw(st.integers(0, 6)), "fwd_overhead": max(o_fa, o_fn),
+                       "fwd_overhead_all": o_fa, "fwd_overhead_nograd": o_fn, "bwd_overhead": draw(st.integers(0, 2))})
     loss = {"bwd_time": draw(st.integers(0, 2)), "bwd_overhead": draw(st.integers(0, 1))}
     return Chain.from_stages(draw(size), stages, loss)
 

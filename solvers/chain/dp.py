@@ -1,42 +1,38 @@
 """The persistent dynamic program of rotor (Beaumont et al., arXiv 1911.13214) on heterogeneous chains.
 
 Notation of docs/chain.md (stages 0-based, the loss is stage L): activation sizes ``x[0..L+1]``
-(``x[L+1] = 0``), tape sizes ``xbar``, times ``u_f, u_b`` and transient overheads ``o_f, o_b``.
+(``x[L+1] = 0``), tape sizes ``xbar``, times ``u_f, u_b``, transient overheads ``o_b`` and the
+per-mode forward overheads ``o_fa`` (while F_all runs) and ``o_fn`` (while F_ck / F_n run);
+both are ``o_f`` in a chain without per-mode values.
 
 ``C(m, i, l)`` is the least time to back-propagate through stages i..l when a_i is resident
 (not counted in m) and the gradient delta_{l+1} is resident (counted in m), using at most m
 memory besides a_i, with a *persistent* schedule (each sub-chain is processed by one of the
 two decompositions below). With the charges of the simulator (`solvers.chain.simulator`):
 
-    C(m, i, i) = u_f[i] + u_b[i]       if m >= max(x[i+1] + xbar[i+1] + o_f[i],
+    C(m, i, i) = u_f[i] + u_b[i]       if m >= max(x[i+1] + xbar[i+1] + o_fa[i],
                                                     x[i] + x[i+1] + xbar[i+1] + o_b[i])
                  (the leaf i = L is the loss alone: m >= x[L] + o_b[L])
-    C(m, i, l) = +inf   if m < mmin(i, l) = x[l+1] + max(x[i+1] + o_f[i],
-                                                         max_{i<j<l} (x[j] + x[j+1] + o_f[j]))
-               = min(C_ck, C_all)   otherwise, for l > i, where
-    C_ck  = min_{i<j<=l}  sum_{k=i}^{j-1} u_f[k] + C(m - x[j], j, l) + C(m, i, j-1)
+    C(m, i, l) = min(C_ck, C_all) for l > i, where
+    C_ck  = min_{i<j<=l, m >= sweep(i,j,l)}  sum_{k=i}^{j-1} u_f[k] + C(m - x[j], j, l) + C(m, i, j-1)
             (F_ck(i) F_n(i+1) .. F_n(j-1) keep a_i and store a_j; then (j, l); then (i, j-1))
+    sweep(i, j, l) = x[l+1] + max(x[i+1] + o_fn[i], max_{i<k<j} (x[k] + x[k+1] + o_fn[k]))
     C_all = u_f[i] + u_b[i] + C(m - xbar[i+1], i+1, l)
-            if m >= max(x[l+1] + xbar[i+1] + o_f[i], x[i] + x[i+1] + xbar[i+1] + o_b[i])
+            if m >= max(x[l+1] + xbar[i+1] + o_fa[i], x[i] + x[i+1] + xbar[i+1] + o_b[i])
             (F_all(i); then (i+1, l) with the tape abar_{i+1} resident; then B(i))
 
-and the optimum at budget M is ``C(M - x[0], 0, L)``.
+and the optimum at budget M is ``C(M - x[0], 0, L)``. ``sweep(i, j, l)`` is the memory of the
+forward sweep of split j (delta_{l+1} held). The paper gates the whole entry with
+``mmin(i, l) = sweep(i, l, l)``; with one forward overhead (o_fa = o_fn) that gate is implied by
+the conditions of every option (the sub-problems' own forward terms cover k >= j), so the table
+is the same; with o_fa < o_fn it is not (a C_all chain never runs F_n), hence the per-split gate.
 
 **Exact charge of C_all.** The paper prints ``C_all = C(m,i,i) + C(m - xbar[i+1], i+1, l)``,
-i.e. it checks the leaf's condition, whose forward term ``x[i+1] + xbar[i+1] + o_f[i]`` assumes
-that delta_{i+1} is resident while F_all(i) runs. In the C_all branch of (i, l) the gradient
-held during F_all(i) is delta_{l+1} (size x[l+1]); the simulator charges
-``state + xbar[i+1] + o_f[i]``. We use that exact term ``x[l+1] + xbar[i+1] + o_f[i]``.
-The two versions give the same table whenever all forward overheads are zero (o_f = 0):
-then ``x[l+1] + xbar[i+1] <= xbar[i+1] + (memory the sub-chain (i+1, l) needs, which holds
-delta_{l+1})`` and ``x[i+1] + xbar[i+1] <= x[i] + x[i+1] + xbar[i+1] + o_b[i]``, so neither forward
-term ever binds. With o_f[i] > 0 they can differ both ways. The printed version (a) admits
-schedules that overflow, which needs x[l+1] > x[i+1] and xbar[i+1] > x[i+1] (otherwise the leaf
-term or mmin covers the exact term); this happens even when o_f[i] <= x[i] + o_b[i] for every i
-(`OVERFLOW` in tests/test_chain_rotor.py), so that condition does not make the versions agree;
-and (b) rejects fitting schedules, which needs x[l+1] < x[i+1] and o_f[i] > x[i] + o_b[i]
-(`TOO_STRICT` there). The rest (C_ck, mmin, leaves) is as printed; mmin covers the forward
-steps F_ck / F_n that C_ck does not check explicitly.
+whose forward term ``x[i+1] + xbar[i+1] + o_f[i]`` assumes delta_{i+1} is resident while
+F_all(i) runs; in the C_all branch of (i, l) it is delta_{l+1} (size x[l+1]), which is the
+simulator's charge ``state + xbar[i+1] + o_fa[i]``. Both versions agree when the forward
+overheads are zero; otherwise they differ both ways: the printed one admits schedules that
+overflow (`OVERFLOW` in tests/test_chain_rotor.py) and rejects fitting ones (`TOO_STRICT`).
 
 **Memory.** ``slots = N > 0`` discretises: a slot is ``budget / N`` bytes, every size is rounded
 up to whole slots (`Chain.discretised`), and the table spans m = 0..N; a schedule that fits N
@@ -106,7 +102,7 @@ BLOCK = 32
 
 
 @njit(cache=True)
-def _dp_numba(x, xbar, o_f, o_b, u_f, u_b, sf, off, C, first):  # pragma: no cover - compiled
+def _dp_numba(x, xbar, o_fa, o_fn, o_b, u_f, u_b, sf, off, C, first):  # pragma: no cover - compiled
     """Fill the packed table C (rows (i, l), columns m) in place; first[r] = least finite m.
 
     For a fixed l the rows (j, l) are kept in a small contiguous buffer (`col`), since C_ck
@@ -121,34 +117,33 @@ def _dp_numba(x, xbar, o_f, o_b, u_f, u_b, sf, off, C, first):  # pragma: no cov
     col = np.empty((L + 1, M + 1))
     fcol = np.empty(L + 1, dtype=np.int64)
     for l in range(L + 1):
-        mx = -1
         for i in range(l, -1, -1):
             r = off[i] + (l - i)
             c = col[i]
             c[:] = inf
             t = u_f[i] + u_b[i]
             if i == l:
-                need = max(x[i + 1] + xbar[i + 1] + o_f[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i])
+                need = max(x[i + 1] + xbar[i + 1] + o_fa[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i])
                 for m in range(need, M + 1):
                     c[m] = t
             else:
-                if i + 1 < l:
-                    mx = max(mx, x[i + 1] + x[i + 2] + o_f[i + 1])
-                mmin = x[l + 1] + max(x[i + 1] + o_f[i], mx)
                 # C_all: F_all(i), (i+1, l), B(i)
                 xb = xbar[i + 1]
                 s = col[i + 1]
-                lo = max(mmin, x[l + 1] + xb + o_f[i], x[i] + x[i + 1] + xb + o_b[i], xb + fcol[i + 1])
+                lo = max(x[l + 1] + xb + o_fa[i], x[i] + x[i + 1] + xb + o_b[i], xb + fcol[i + 1])
                 for m in range(lo, M + 1):
                     c[m] = t + s[m - xb]
-                # C_ck: F_ck(i) F_n(i+1..j-1), (j, l), (i, j-1)
+                # C_ck: F_ck(i) F_n(i+1..j-1), (j, l), (i, j-1); sw = sweep(i, j, l)
+                sw = x[l + 1] + x[i + 1] + o_fn[i]
                 for j in range(i + 1, l + 1):
+                    if j > i + 1:
+                        sw = max(sw, x[l + 1] + x[j - 1] + x[j] + o_fn[j - 1])
                     xj = x[j]
                     rb = off[i] + (j - 1 - i)
                     a = col[j]
                     b = C[rb]
                     base = sf[j] - sf[i]
-                    m0 = max(mmin, xj + fcol[j], first[rb])
+                    m0 = max(sw, xj + fcol[j], first[rb])
                     while m0 <= M:
                         m1 = min(m0 + BLOCK, M + 1)
                         if base + a[m1 - 1 - xj] + b[m1 - 1] < c[m0]:
@@ -165,33 +160,36 @@ def _dp_numba(x, xbar, o_f, o_b, u_f, u_b, sf, off, C, first):  # pragma: no cov
             C[r, :] = c
 
 
-def _dp_numpy(x, xbar, o_f, o_b, u_f, u_b, sf, off, C, first) -> None:
+def _sweeps(x, o_fn, i: int, l: int) -> np.ndarray:
+    """sweep(i, j, l) for j = i+1..l: the least m for F_ck(i) F_n(i+1) .. F_n(j-1) with
+    delta_{l+1} resident, x[l+1] + max(x[i+1] + o_fn[i], max_{i<k<j} x[k] + x[k+1] + o_fn[k])."""
+    terms = np.concatenate([[x[i + 1] + o_fn[i]], x[i + 1 : l] + x[i + 2 : l + 1] + o_fn[i + 1 : l]])
+    return x[l + 1] + np.maximum.accumulate(terms)
+
+
+def _dp_numpy(x, xbar, o_fa, o_fn, o_b, u_f, u_b, sf, off, C, first) -> None:
     """The same table as `_dp_numba` (bit for bit), vectorised over (j, m) for each (i, l)."""
     L = u_f.shape[0] - 1
     M = C.shape[1] - 1
     inf = np.inf
+    ms = np.arange(M + 1)
     for l in range(L + 1):
         S = np.full((L + 2, M + 1), inf)  # S[j, m] = C(m - x[j], j, l)
-        mx = -1
         for i in range(l, -1, -1):
             r = off[i] + (l - i)
             t = u_f[i] + u_b[i]
             if i == l:
-                need = max(x[i + 1] + xbar[i + 1] + o_f[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i])
+                need = max(x[i + 1] + xbar[i + 1] + o_fa[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i])
                 C[r, need:] = t
             else:
-                if i + 1 < l:
-                    mx = max(mx, x[i + 1] + x[i + 2] + o_f[i + 1])
-                mmin = x[l + 1] + max(x[i + 1] + o_f[i], mx)
                 xb = xbar[i + 1]
                 rs = off[i + 1] + (l - i - 1)
-                lo = max(mmin, x[l + 1] + xb + o_f[i], x[i] + x[i + 1] + xb + o_b[i], xb)
+                lo = max(x[l + 1] + xb + o_fa[i], x[i] + x[i + 1] + xb + o_b[i], xb)
                 if lo <= M:
                     C[r, lo:] = t + C[rs, lo - xb : M + 1 - xb]
                 cand = (sf[i + 1 : l + 1] - sf[i])[:, None] + S[i + 1 : l + 1] + C[off[i] : off[i] + l - i]
-                best = cand.min(axis=0)
-                best[: min(mmin, M + 1)] = inf
-                np.minimum(C[r], best, out=C[r])
+                cand[ms[None, :] < _sweeps(x, o_fn, i, l)[:, None]] = inf
+                np.minimum(C[r], cand.min(axis=0), out=C[r])
             finite = np.flatnonzero(C[r] < inf)
             first[r] = finite[0] if finite.size else M + 1
             xi = x[i]
@@ -200,23 +198,22 @@ def _dp_numpy(x, xbar, o_f, o_b, u_f, u_b, sf, off, C, first) -> None:
 
 
 @njit(cache=True)
-def _min_memory_numba(x, xbar, o_f, o_b, Mm, ch):  # pragma: no cover - compiled
-    L = o_f.shape[0] - 1
+def _min_memory_numba(x, xbar, o_fa, o_fn, o_b, Mm, ch):  # pragma: no cover - compiled
+    L = o_b.shape[0] - 1
     for l in range(L + 1):
-        mx = -1
         for i in range(l, -1, -1):
             if i == l:
-                Mm[i, l] = max(x[i + 1] + xbar[i + 1] + o_f[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i])
+                Mm[i, l] = max(x[i + 1] + xbar[i + 1] + o_fa[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i])
                 ch[i, l] = -1
                 continue
-            if i + 1 < l:
-                mx = max(mx, x[i + 1] + x[i + 2] + o_f[i + 1])
-            mmin = x[l + 1] + max(x[i + 1] + o_f[i], mx)
             xb = xbar[i + 1]
-            best = max(mmin, x[l + 1] + xb + o_f[i], x[i] + x[i + 1] + xb + o_b[i], xb + Mm[i + 1, l])
+            best = max(x[l + 1] + xb + o_fa[i], x[i] + x[i + 1] + xb + o_b[i], xb + Mm[i + 1, l])
             arg = 0
+            sw = x[l + 1] + x[i + 1] + o_fn[i]
             for j in range(i + 1, l + 1):
-                v = max(mmin, x[j] + Mm[j, l], Mm[i, j - 1])
+                if j > i + 1:
+                    sw = max(sw, x[l + 1] + x[j - 1] + x[j] + o_fn[j - 1])
+                v = max(sw, x[j] + Mm[j, l], Mm[i, j - 1])
                 if v < best:
                     best = v
                     arg = j
@@ -224,33 +221,28 @@ def _min_memory_numba(x, xbar, o_f, o_b, Mm, ch):  # pragma: no cover - compiled
             ch[i, l] = arg
 
 
-def _min_memory_numpy(x, xbar, o_f, o_b, Mm, ch) -> None:
-    L = o_f.shape[0] - 1
+def _min_memory_numpy(x, xbar, o_fa, o_fn, o_b, Mm, ch) -> None:
+    L = o_b.shape[0] - 1
     for l in range(L + 1):
-        mx = -1
         for i in range(l, -1, -1):
             if i == l:
-                Mm[i, l] = max(x[i + 1] + xbar[i + 1] + o_f[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i])
+                Mm[i, l] = max(x[i + 1] + xbar[i + 1] + o_fa[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i])
                 ch[i, l] = LEAF
                 continue
-            if i + 1 < l:
-                mx = max(mx, x[i + 1] + x[i + 2] + o_f[i + 1])
-            mmin = x[l + 1] + max(x[i + 1] + o_f[i], mx)
             xb = xbar[i + 1]
-            best = max(mmin, x[l + 1] + xb + o_f[i], x[i] + x[i + 1] + xb + o_b[i], xb + Mm[i + 1, l])
-            cand = np.maximum(x[i + 1 : l + 1] + Mm[i + 1 : l + 1, l], Mm[i, i:l])
+            best = max(x[l + 1] + xb + o_fa[i], x[i] + x[i + 1] + xb + o_b[i], xb + Mm[i + 1, l])
+            cand = np.maximum(np.maximum(x[i + 1 : l + 1] + Mm[i + 1 : l + 1, l], Mm[i, i:l]), _sweeps(x, o_fn, i, l))
             k = int(np.argmin(cand))
-            v = max(mmin, int(cand[k]))
-            if v < best:
-                Mm[i, l], ch[i, l] = v, i + 1 + k
+            if int(cand[k]) < best:
+                Mm[i, l], ch[i, l] = int(cand[k]), i + 1 + k
             else:
                 Mm[i, l], ch[i, l] = best, ALL
 
 
-def _arrays(chain: Chain) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """x, xbar, o_f, o_b as contiguous int64 arrays (what the kernels take)."""
-    return (np.ascontiguousarray(chain.x, dtype=np.int64), np.ascontiguousarray(chain.xbar, dtype=np.int64),
-            np.ascontiguousarray(chain.o_f, dtype=np.int64), np.ascontiguousarray(chain.o_b, dtype=np.int64))
+def _arrays(chain: Chain) -> tuple[np.ndarray, ...]:
+    """x, xbar, o_fa, o_fn, o_b as contiguous int64 arrays (what the kernels take)."""
+    return tuple(np.ascontiguousarray(a, dtype=np.int64) for a in (chain.x, chain.xbar, chain.o_fa, chain.o_fn,
+                                                                    chain.o_b))
 
 
 # --------------------------------------------------------------------------- tables
@@ -301,13 +293,13 @@ class RotorTable:
         ch, C, off = self.chain, self.C, self.off
         x, xbar = ch.x, ch.xbar
         xb = int(xbar[i + 1])
-        if m >= max(x[l + 1] + xb + ch.o_f[i], x[i] + x[i + 1] + xb + ch.o_b[i]):
+        if m >= max(x[l + 1] + xb + ch.o_fa[i], x[i] + x[i + 1] + xb + ch.o_b[i]):
             v = (float(ch.u_f[i]) + float(ch.u_b[i])) + C[off[i + 1] + l - i - 1, m - xb]
             if v == target:
                 return ALL
         js = np.arange(i + 1, l + 1)
         shifted = m - x[js]
-        ok = shifted >= 0
+        ok = (shifted >= 0) & (m >= _sweeps(x, ch.o_fn, i, l))
         sf = self.prefix_forward
         vals = np.full(js.size, np.inf)
         vals[ok] = ((sf[js[ok]] - sf[i]) + C[off[js[ok]] + l - js[ok], shifted[ok]]) + C[off[i] + js[ok] - 1 - i, m]
@@ -359,7 +351,7 @@ def rotor_table(chain: Chain, M: int, *, use_numba: bool | None = None) -> Rotor
         raise InputError(f"the rotor table would have {cells:.3g} cells (L={L}, {M + 1} memory values), "
                          f"more than {MAX_CELLS:.3g}; discretise memory into fewer slots (--slots N, e.g. --slots 500)",
                          field="--slots")
-    x, xbar, o_f, o_b = _arrays(chain)
+    arrays = _arrays(chain)
     u_f = np.ascontiguousarray(chain.u_f, dtype=np.float64)
     u_b = np.ascontiguousarray(chain.u_b, dtype=np.float64)
     sf = np.concatenate([[0.0], np.cumsum(u_f)])
@@ -368,7 +360,7 @@ def rotor_table(chain: Chain, M: int, *, use_numba: bool | None = None) -> Rotor
     C = np.full((nrows, M + 1), np.inf)
     first = np.full(nrows, M + 1, dtype=np.int64)
     numba = HAVE_NUMBA if use_numba is None else (use_numba and HAVE_NUMBA)
-    (_dp_numba if numba else _dp_numpy)(x, xbar, o_f, o_b, u_f, u_b, sf, off, C, first)
+    (_dp_numba if numba else _dp_numpy)(*arrays, u_f, u_b, sf, off, C, first)
     return RotorTable(chain, C, off)
 
 

@@ -35,7 +35,8 @@ the tape before slot j ``Tin[k,j] = ST[k,j] + FA[k,j-1]``. Constraints:
 - memory, charged as the simulator does (state before + output + overhead while an op runs):
   for each slot (k, j), resident = standalone a_i (after their slot for i < j: SA[k-1,i];
   Ain[k,j]; SA[k,i] for i > j) + tapes (after their slot for i <= j, ST[k,i] for i > j) +
-  delta_{k+1}; ``resident + xbar[j+1] FA + x[j+1] (FC + FN) + o_f[j] R <= M``; for the
+  delta_{k+1}; ``resident + xbar[j+1] FA + x[j+1] (FC + FN) + o_fa[j] FA + o_fn[j] (FC + FN) <= M``
+  (per-mode forward overheads; both are o_f[j] unless the chain gives them apart); for the
   terminal op, the state after all slots + ``x[k] + o_b[k] <= M``.
 
 Dominance rows (``dominance=True``, the default; they remove schedules that another schedule
@@ -233,7 +234,7 @@ class PhaseModel:
     def _build(self, deadline: Deadline | None = None) -> None:
         ch, L, M = self.chain, self.L, self.budget
         x, xbar = [int(v) for v in ch.x], [int(v) for v in ch.xbar]
-        o_f, o_b = [int(v) for v in ch.o_f], [int(v) for v in ch.o_b]
+        o_fa, o_fn, o_b = [int(v) for v in ch.o_fa], [int(v) for v in ch.o_fn], [int(v) for v in ch.o_b]
         if x[0] > M:
             self.trivially_infeasible = "input a_0 exceeds the budget"
         # variables
@@ -286,7 +287,8 @@ class PhaseModel:
                 if k < L:
                     mem.add(x[k + 1])
                 fa, fc, fn = self.get("FA", k, j), self.get("FC", k, j), self.get("FN", k, j)
-                mem.add(fa, xbar[j + 1]).add(fc, x[j + 1]).add(fn, x[j + 1]).add(r, o_f[j])
+                mem.add(fa, xbar[j + 1]).add(fc, x[j + 1]).add(fn, x[j + 1])
+                mem.add(fa, o_fa[j]).add(fc, o_fn[j]).add(fn, o_fn[j])
                 self._row(mem, None, M, f"memory F({j}) phase {k}")
             # transitions of standalone activations into phase k-1
             if k >= 1:

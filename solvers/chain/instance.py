@@ -10,6 +10,11 @@ Notation (stages 0-based, as in the recurrence of docs/chain.md; the loss is sta
   ``u_b[L]`` is the loss's backward time.  Length L+1, floats (the file's time unit).
 - ``o_f[i]``, ``o_b[i]``: transient memory while F(i) or B(i) runs; ``o_f[L] = 0``,
   ``o_b[L]`` is the loss's overhead.  Length L+1, integers.
+- Per-mode forward overheads (optional in the file): ``o_fa[i]`` while F_all(i) runs (autograd,
+  the tape being built) and ``o_fn[i]`` while F_ck(i) or F_n(i) runs (no autograd). Both default
+  to ``o_f``, and ``o_f = max(o_fa, o_fn)`` always holds (invariant checked): a tool that knows one
+  forward overhead charges ``o_f`` and stays an upper bound. The chain simulator, the rotor DP and
+  the exact models charge ``o_fa`` and ``o_fn``.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from ..units import MAX_BYTES, check_number
 
 FORMAT = "memsched.chain/1"
 STAGE_FIELDS = ("fwd_time", "bwd_time", "out_size", "tape_size", "fwd_overhead", "bwd_overhead")
+#: optional per-mode forward overheads (bytes): F_all's and F_ck / F_n's; each defaults to fwd_overhead
+MODE_FIELDS = ("fwd_overhead_all", "fwd_overhead_nograd")
 LOSS_FIELDS = ("bwd_time", "bwd_overhead")
 SIZE_FIELDS = ("out_size", "tape_size", "fwd_overhead", "bwd_overhead")
 #: time units a file may declare in meta.units.time, with their number per second
@@ -45,6 +52,9 @@ class Chain:
     name: str = "chain"
     stage_names: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    #: F_all's and F_ck / F_n's forward overheads; None (the default) means o_f
+    o_fa: np.ndarray = None  # type: ignore[assignment]
+    o_fn: np.ndarray = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         self.u_f = np.asarray(self.u_f, dtype=float)
@@ -53,12 +63,17 @@ class Chain:
         self.xbar = np.asarray(self.xbar, dtype=np.int64)
         self.o_f = np.asarray(self.o_f, dtype=np.int64)
         self.o_b = np.asarray(self.o_b, dtype=np.int64)
+        self.o_fa = self.o_f.copy() if self.o_fa is None else np.asarray(self.o_fa, dtype=np.int64)
+        self.o_fn = self.o_f.copy() if self.o_fn is None else np.asarray(self.o_fn, dtype=np.int64)
         L = self.length
         shapes = {"u_f": (self.u_f, L + 1), "u_b": (self.u_b, L + 1), "x": (self.x, L + 2),
-                  "xbar": (self.xbar, L + 2), "o_f": (self.o_f, L + 1), "o_b": (self.o_b, L + 1)}
+                  "xbar": (self.xbar, L + 2), "o_f": (self.o_f, L + 1), "o_b": (self.o_b, L + 1),
+                  "o_fa": (self.o_fa, L + 1), "o_fn": (self.o_fn, L + 1)}
         for name, (arr, n) in shapes.items():
             if arr.shape != (n,):
                 raise ValueError(f"Chain.{name} must have length {n}, got {arr.shape}")
+        if not np.array_equal(self.o_f, np.maximum(self.o_fa, self.o_fn)):
+            raise ValueError("Chain.o_f must equal max(o_fa, o_fn) (the larger of the per-mode forward overheads)")
         if not self.stage_names:
             self.stage_names = [f"stage{i}" for i in range(L)]
 
@@ -91,7 +106,20 @@ class Chain:
             name=name,
             stage_names=[s.get("name", f"stage{i}") for i, s in enumerate(stages)] if L else [],
             meta=dict(meta or {}),
+            o_fa=np.array([s.get("fwd_overhead_all", s["fwd_overhead"]) for s in stages] + [0], dtype=np.int64),
+            o_fn=np.array([s.get("fwd_overhead_nograd", s["fwd_overhead"]) for s in stages] + [0], dtype=np.int64),
         )
+
+    @classmethod
+    def with_mode_overheads(cls, u_f: Any, u_b: Any, x: Any, xbar: Any, o_fa: Any, o_fn: Any, o_b: Any,
+                            **kwargs: Any) -> Chain:
+        """A chain with per-mode forward overheads; ``o_f`` is set to ``max(o_fa, o_fn)``."""
+        o_fa, o_fn = np.asarray(o_fa, dtype=np.int64), np.asarray(o_fn, dtype=np.int64)
+        return cls(u_f, u_b, x, xbar, np.maximum(o_fa, o_fn), o_b, o_fa=o_fa, o_fn=o_fn, **kwargs)
+
+    def has_mode_overheads(self) -> bool:
+        """True when F_all and F_ck / F_n have different overheads somewhere."""
+        return not np.array_equal(self.o_fa, self.o_fn)
 
     @classmethod
     def homogeneous(
@@ -115,6 +143,9 @@ class Chain:
              "fwd_overhead": int(self.o_f[i]), "bwd_overhead": int(self.o_b[i])}
             for i in range(L)
         ]
+        if self.has_mode_overheads():
+            for i, st in enumerate(stages):
+                st.update(fwd_overhead_all=int(self.o_fa[i]), fwd_overhead_nograd=int(self.o_fn[i]))
         return {
             "format": FORMAT,
             "name": self.name,
@@ -148,6 +179,14 @@ class Chain:
             if "name" in stage:
                 where += f" ({stage['name']})"
             item = {f: _number(stage, f, path, f"{where}.{f}", integer=f in SIZE_FIELDS) for f in STAGE_FIELDS}
+            if any(f in stage for f in MODE_FIELDS):  # per-mode overheads: fwd_overhead is their max
+                for f in MODE_FIELDS:
+                    item[f] = (_number(stage, f, path, f"{where}.{f}", integer=True) if f in stage
+                               else item["fwd_overhead"])
+                if max(item[f] for f in MODE_FIELDS) != item["fwd_overhead"]:
+                    raise InputError(f"fwd_overhead {item['fwd_overhead']} must be the larger of {MODE_FIELDS[0]} "
+                                     f"{item[MODE_FIELDS[0]]} and {MODE_FIELDS[1]} {item[MODE_FIELDS[1]]}",
+                                     path=path, field=f"{where}.fwd_overhead")
             if item["tape_size"] < item["out_size"]:
                 raise InputError(
                     f"tape_size {item['tape_size']} < out_size {item['out_size']} (the tape contains the output)",
@@ -179,6 +218,7 @@ class Chain:
             np.all(self.u_f[:L] == self.u_f[0]) and np.all(self.u_b[:L] == self.u_b[0])
             and np.all(self.x[: L + 1] == self.x[0]) and np.all(self.xbar[1 : L + 1] == self.xbar[1])
             and np.all(self.o_f[:L] == self.o_f[0]) and np.all(self.o_b[:L] == self.o_b[0])
+            and np.all(self.o_fa[:L] == self.o_fa[0]) and np.all(self.o_fn[:L] == self.o_fn[0])
         )
 
     def discretised(self, slot: float) -> Chain:
@@ -194,7 +234,8 @@ class Chain:
             return round_up(a, slot)
 
         return Chain(self.u_f.copy(), self.u_b.copy(), up(self.x), up(self.xbar), up(self.o_f), up(self.o_b),
-                     name=self.name, stage_names=list(self.stage_names), meta=dict(self.meta))
+                     name=self.name, stage_names=list(self.stage_names), meta=dict(self.meta),
+                     o_fa=up(self.o_fa), o_fn=up(self.o_fn))
 
     def time_units_per_second(self) -> float:
         """How many of the file's time units make a second (meta.units.time: ms by default)."""

@@ -32,7 +32,7 @@ _CACHE: OrderedDict[tuple[str, int, int], tuple[Chain, RotorTable]] = OrderedDic
 def fingerprint(chain: Chain) -> str:
     """A hash of the chain's times and sizes (not its names)."""
     h = hashlib.sha1()
-    for a in (chain.u_f, chain.u_b, chain.x, chain.xbar, chain.o_f, chain.o_b):
+    for a in (chain.u_f, chain.u_b, chain.x, chain.xbar, chain.o_fa, chain.o_fn, chain.o_b):
         h.update(np.ascontiguousarray(a).tobytes())
     return h.hexdigest()
 

@@ -6,7 +6,9 @@ xbar[j] and stands for a_j too, so a_j is *available* when a_j or abar_j is resi
 At the start only a_0 is resident.
 
 While an operation runs it holds the state before it, plus its output, plus its transient
-overhead (o_f or o_b); then it frees what it frees:
+overhead (o_fa[i] for F_all(i), o_fn[i] for F_ck(i) and F_n(i), o_b[i] for B(i) and the loss;
+o_fa = o_fn = o_f unless the chain file gives per-mode forward overheads); then it frees what it
+frees:
 
 ===========  ===================================  ==================  =================
 op           needs                                output (charged)    frees after
@@ -22,7 +24,7 @@ B(i)         abar_{i+1}, delta_{i+1}, a_i         delta_i: x[i]       abar_{i+1}
 Time: u_f[i] for each forward of stage i, u_b[i] for B(i), u_b[L] for the loss.
 The schedule is complete when delta_0 is produced; each B(i) and the loss run exactly once.
 These are the charges of the persistent rotor recurrence (docs/chain.md): the memory while F_all
-runs is state + xbar[i+1] + o_f[i], while B(i) runs state + x[i] + o_b[i].
+runs is state + xbar[i+1] + o_fa[i], while B(i) runs state + x[i] + o_b[i].
 """
 
 from __future__ import annotations
@@ -116,7 +118,7 @@ def simulate(chain: Chain, schedule: Schedule | list[Op], budget: int | None = N
     """Replay `schedule` on `chain`; memory above `budget` (when given) is a violation."""
     ops = schedule.ops if isinstance(schedule, Schedule) else list(schedule)
     L = chain.length
-    x, xbar = chain.x, chain.xbar
+    x, xbar, o_fa, o_fn = chain.x, chain.xbar, chain.o_fa, chain.o_fn
     acts: set[int] = {0}
     tapes: set[int] = set()
     grads: set[int] = set()
@@ -145,9 +147,9 @@ def simulate(chain: Chain, schedule: Schedule | list[Op], budget: int | None = N
             sim.violation = Violation(pos, op, fail)
             return sim
         if kind == F_ALL:
-            out, overhead, duration = int(xbar[i + 1]), int(chain.o_f[i]), float(chain.u_f[i])
+            out, overhead, duration = int(xbar[i + 1]), int(o_fa[i]), float(chain.u_f[i])
         elif kind in (F_CK, F_N):
-            out, overhead, duration = int(x[i + 1]), int(chain.o_f[i]), float(chain.u_f[i])
+            out, overhead, duration = int(x[i + 1]), int(o_fn[i]), float(chain.u_f[i])
         else:  # B or Loss: produces delta_i
             out, overhead, duration = int(x[i]), int(chain.o_b[i]), float(chain.u_b[i])
         during = mem + out + overhead

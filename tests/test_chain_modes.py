@@ -1,0 +1,172 @@
+"""Per-mode forward overheads (o_fa for F_all, o_fn for F_ck / F_n): file fields, simulator
+charges, the rotor DP against a brute force over persistent schedules, exact models <= DP."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from functools import cache
+
+import numpy as np
+import pytest
+from memsched.solvers.chain import Chain, reference_peak, simulate
+from memsched.solvers.chain import dp as rotor_mod
+from memsched.solvers.chain.dp import min_memory_schedule, rotor_min_budget, rotor_table, solve_rotor
+from memsched.solvers.chain.generate import random_chain
+from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Op, Schedule
+from memsched.solvers.errors import InputError
+from memsched.solvers.registry import solve
+
+
+def mode_chain(L: int, seed: int, **kw) -> Chain:
+    """A random chain whose F_all and F_ck / F_n overheads are drawn apart (either may be larger)."""
+    base = random_chain(L, seed, overhead=1.0, **kw)
+    rng = np.random.default_rng(1000 + seed)
+    o_fa = np.append(np.floor(rng.uniform(0, 1.0, L) * base.x[1 : L + 1]), 0).astype(np.int64)
+    o_fn = np.append(np.floor(rng.uniform(0, 2.0, L) * base.x[1 : L + 1]), 0).astype(np.int64)
+    return Chain.with_mode_overheads(base.u_f, base.u_b, base.x, base.xbar, o_fa, o_fn, base.o_b, name=base.name)
+
+
+@cache
+def _persistent(L: int, i: int, l: int) -> tuple[tuple[Op, ...], ...]:
+    if i == l:
+        return ((Loss(L),) if i == L else (F_all(i), Bwd(i)),)
+    out = [(F_all(i), *sub, Bwd(i)) for sub in _persistent(L, i + 1, l)]
+    for j in range(i + 1, l + 1):
+        advance = (F_ck(i), *(F_n(k) for k in range(i + 1, j)))
+        out += [advance + r + left for r, left in itertools.product(_persistent(L, j, l), _persistent(L, i, j - 1))]
+    return tuple(out)
+
+
+def brute_force(chain: Chain) -> list[tuple[int, float]]:
+    """(peak, makespan) of every persistent schedule, replayed by the simulator."""
+    out = []
+    for ops in _persistent(chain.length, 0, chain.length):
+        sim = simulate(chain, Schedule(list(ops), chain.length))
+        assert sim.valid, sim.violation
+        out.append((sim.peak_memory, sim.makespan))
+    return out
+
+
+# --------------------------------------------------------------------------- format
+def test_old_files_keep_one_overhead_and_new_fields_round_trip(tmp_path):
+    old = random_chain(4, 0, overhead=1.0)
+    assert np.array_equal(old.o_fa, old.o_f) and np.array_equal(old.o_fn, old.o_f)
+    assert "fwd_overhead_all" not in old.to_dict()["stages"][0]
+    chain = mode_chain(4, 0)
+    assert chain.has_mode_overheads()
+    path = tmp_path / "c.json"
+    chain.save(path)
+    back = Chain.load(path)
+    for name in ("o_f", "o_fa", "o_fn", "o_b", "x", "xbar"):
+        assert np.array_equal(getattr(back, name), getattr(chain, name)), name
+    assert np.array_equal(back.o_f, np.maximum(back.o_fa, back.o_fn))
+    # one per-mode field alone: the other is fwd_overhead
+    data = old.to_dict()
+    data["stages"][1]["fwd_overhead_all"] = 0
+    path.write_text(json.dumps(data))
+    one = Chain.load(path)
+    assert one.o_fa[1] == 0 and one.o_fn[1] == old.o_f[1] == one.o_f[1]
+
+
+@pytest.mark.parametrize("field, value", [("fwd_overhead_all", 10**6), ("fwd_overhead_nograd", -1)])
+def test_bad_mode_fields_name_file_stage_and_field(tmp_path, field, value):
+    data = mode_chain(3, 1).to_dict()
+    data["stages"][2][field] = value
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError) as err:
+        Chain.load(path)
+    message = str(err.value)
+    assert str(path) in message and "stages[2]" in message and "\n" not in message
+
+
+def test_fwd_overhead_must_be_the_larger_mode(tmp_path):
+    data = mode_chain(3, 1).to_dict()
+    st = data["stages"][0]
+    st.update(fwd_overhead=st["fwd_overhead"] + 1)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match=r"stages\[0\].*fwd_overhead"):
+        Chain.load(path)
+    with pytest.raises(ValueError):
+        Chain([1.0, 1.0, 0.0], [2.0, 2.0, 1.0], [1, 1, 1, 0], [0, 2, 2, 0], [1, 1, 0], [0, 0, 0],
+              o_fa=[2, 0, 0], o_fn=[0, 0, 0])
+
+
+# --------------------------------------------------------------------------- simulator
+def test_simulator_charges_each_mode_its_overhead():
+    # x = [2, 3, 0], xbar = [0, 5, 0], o_fa = [1, 0], o_fn = [7, 0]
+    chain = Chain.with_mode_overheads([1.0, 0.0], [2.0, 1.0], [2, 3, 0], [0, 5, 0], [1, 0], [7, 0], [0, 0])
+    fa = simulate(chain, Schedule([F_all(0), Loss(1), Bwd(0)], 1))
+    assert fa.steps[0].mem_during == 2 + 5 + 1
+    ck = simulate(chain, Schedule([F_ck(0), Loss(1), F_all(0), Bwd(0)], 1))
+    assert ck.steps[0].mem_during == 2 + 3 + 7
+    assert ck.steps[2].mem_during == 2 + 3 + 5 + 1  # delta_1 held, then the tape and o_fa
+    assert simulate(chain, Schedule([F_n(0)], 1)).steps[0].mem_during == 2 + 3 + 7
+
+
+# --------------------------------------------------------------------------- rotor DP
+@pytest.mark.parametrize("seed", range(12))
+def test_rotor_equals_brute_force_with_mode_overheads(seed):
+    L = 1 + seed % 4
+    chain = mode_chain(L, seed, size_range=(1, 6), integer_times=True)
+    pairs = brute_force(chain)
+    lo = min(p for p, _ in pairs)
+    assert rotor_min_budget(chain) == lo
+    assert simulate(chain, min_memory_schedule(chain)).peak_memory == lo
+    hi = reference_peak(chain)
+    tables = [rotor_table(chain, hi, use_numba=u) for u in (True, False)]
+    assert np.array_equal(tables[0].C, tables[1].C)
+    for budget in range(int(chain.x[0]), hi + 1):
+        best = min((t for p, t in pairs if p <= budget), default=math.inf)
+        assert tables[1].optimum(budget) == pytest.approx(best) if math.isfinite(best) else \
+            not math.isfinite(tables[1].optimum(budget))
+        res = solve_rotor(chain, budget, slots=0)
+        if math.isfinite(best):
+            assert res.status == "optimal" and res.objective == pytest.approx(best)
+            sim = simulate(chain, res.schedule, budget)
+            assert sim.valid and sim.makespan == pytest.approx(best)
+        else:
+            assert res.status == "infeasible"
+
+
+@pytest.mark.skipif(not rotor_mod.HAVE_NUMBA, reason="numba not installed")
+def test_kernels_agree_on_a_longer_mode_chain():
+    chain = mode_chain(15, 3)
+    a, b = rotor_table(chain, 150, use_numba=True), rotor_table(chain, 150, use_numba=False)
+    assert np.array_equal(a.C, b.C)
+    mins = []
+    for kernel in (rotor_mod._min_memory_numba, rotor_mod._min_memory_numpy):
+        Mm, ch = np.zeros((16, 16), dtype=np.int64), np.full((16, 16), -2, dtype=np.int64)
+        kernel(*rotor_mod._arrays(chain), Mm, ch)
+        mins.append(np.triu(Mm))
+    assert np.array_equal(mins[0], mins[1])
+
+
+def test_per_mode_overheads_never_cost_and_sometimes_save():
+    """Charging each mode its own overhead instead of the larger one for both: the smallest
+    budget never rises, and falls on some of these chains."""
+    saved = 0
+    for seed in range(20):
+        chain = mode_chain(8, seed)
+        merged = Chain(chain.u_f, chain.u_b, chain.x, chain.xbar, chain.o_f, chain.o_b)
+        assert rotor_min_budget(chain) <= rotor_min_budget(merged)
+        saved += rotor_min_budget(chain) < rotor_min_budget(merged)
+    assert saved > 0
+
+
+# --------------------------------------------------------------------------- exact <= DP
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("solver", ["milp", "cpsat"])
+def test_exact_at_most_rotor_with_mode_overheads(seed, solver):
+    chain = mode_chain(5, seed, size_range=(1, 8), integer_times=True)
+    lo, hi = rotor_min_budget(chain), reference_peak(chain)
+    for budget in (lo, (lo + hi) // 2):
+        rotor = solve("chain", chain, "rotor", budget, slots=0)
+        exact = solve("chain", chain, solver, budget, slots=0, time_limit=20)
+        assert exact.status == "optimal"
+        sim = simulate(chain, exact.schedule, budget)
+        assert sim.valid and sim.makespan == pytest.approx(exact.objective)
+        assert exact.objective <= rotor.objective + 1e-9
