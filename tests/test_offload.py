@@ -12,7 +12,7 @@ from memsched.solvers import registry
 from memsched.solvers.chain import Chain, simulate
 from memsched.solvers.chain.baselines import periodic_schedule, recompute_all_schedule, store_all_schedule
 from memsched.solvers.chain.generate import random_chain
-from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, Loss
+from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, F_n, Loss
 from memsched.solvers.errors import InputError
 from memsched.solvers.offload import OffloadInstance, OffloadSchedule
 from memsched.solvers.offload import simulate as simulate_offload
@@ -171,8 +171,13 @@ def test_cpsat_is_exact_for_its_class(L, seed, fraction, bandwidth):
             assert exact.objective <= other.objective + 1e-9
     if exact.status == "optimal" and "solution_from" not in exact.details:
         assert exact.objective == pytest.approx(exact.details["model_makespan"])
-        assert exact.lower_bound == pytest.approx(exact.objective)
+        assert exact.details["model_bound"] == pytest.approx(exact.objective)
         assert exact.peak_memory <= budget
+    if exact.lower_bound is not None:  # a bound of the problem: below every schedule, recomputing ones too
+        for name in ("remat-only", "pofo", "rotor-offload"):
+            other = registry.solve("offload", inst, name, budget)
+            if other.schedule is not None:
+                assert exact.lower_bound <= other.objective + 1e-9
 
 
 def test_cpsat_schedule_replays_under_float_times(examples):
@@ -186,3 +191,28 @@ def test_cpsat_schedule_replays_under_float_times(examples):
         assert result.peak_memory <= budget
         if "solution_from" not in result.details:  # the model's own schedule (not a better fast one)
             assert result.objective == pytest.approx(result.details["model_makespan"], rel=1e-6)
+
+
+def test_prefetch_waits_for_a_release_by_compute():
+    # rule 4: Pre(a_1) after F_n(1) freed the device copy of a_1 starts when F_n(1) ends,
+    # not when it starts (the host copy exists already: the first Off left it)
+    inst = _three_stages(1e6)
+    ops = [F_ck(0), Off("a", 1), Pre("a", 1), F_n(1), Pre("a", 1), F_all(1), F_all(2), Loss(3),
+           Bwd(2), Bwd(1), F_all(0), Bwd(0)]
+    sim = simulate_offload(inst, OffloadSchedule(ops, 3))
+    assert sim.valid, sim.violation
+    f_n = next(t for t in sim.ops if t.op == F_n(1))
+    second_pre = [t for t in sim.ops if t.op == Pre("a", 1)][1]
+    assert second_pre.start >= f_n.end
+
+
+def test_host_link_file_is_offloading_for_every_solver_name(cli, tmp_path):
+    chain = random_chain(5, 3, integer_times=True, size_range=(1, 6))
+    OffloadInstance(chain, 2000.0).save(tmp_path / "c.json")
+    for solver in ("cpsat", "offload-prefix"):
+        res = cli("solve", tmp_path / "c.json", "--budget", "90%", "--solver", solver, "--slots", "0",
+                  "--time-limit", "5", "--json")
+        assert res.code == 0, res.err
+        assert res.json()["problem"] == "offload"
+    res = cli("solve", tmp_path / "c.json", "--budget", "90%", "--solver", "rotor")
+    assert res.code == 2 and "rotor" in res.err  # a chain-only solver name is bad input for an offloading file

@@ -80,7 +80,7 @@ def _as_offload(schedule):
 
 @settings(max_examples=60, deadline=None)
 @given(L=st.integers(1, 7), seed=st.integers(0, 10_000), frac=st.floats(0.6, 1.1),
-       bandwidth=st.sampled_from([1e18, 1e5, 1e4, 3e3, 10.0]), latency=st.sampled_from([0.0, 1e-4]),
+       bandwidth=st.sampled_from([1e15, 1e5, 1e4, 3e3, 10.0]), latency=st.sampled_from([0.0, 1e-4]),
        slots=st.sampled_from([0, 40]), overhead=st.sampled_from([0.0, 0.5]))
 def test_random_chains_replay_within_budget(L, seed, frac, bandwidth, latency, slots, overhead):
     chain = random_chain(L, seed, overhead=overhead)
@@ -92,15 +92,17 @@ def test_random_chains_replay_within_budget(L, seed, frac, bandwidth, latency, s
 
 def test_below_rotor_minimum_with_a_fast_link():
     chain = _big_input_chain()
-    inst = OffloadInstance(chain, 1e18)
+    inst = OffloadInstance(chain, 1e15)
     assert rotor_min_budget(chain) == 203
     assert solve_rotor(chain, 153, slots=0).status == "infeasible"
     res = _check(inst, 153, 0)
     assert res.status == "feasible" and res.peak_memory <= 153
-    assert str(res.schedule).startswith("F_ck(0) Off(a_0)")
+    assert "Off(a_0)" in str(res.schedule)  # the big input travels
     # no idle time: the makespan is the compute time, recomputations included
     assert res.objective == pytest.approx(_compute_time(chain, res.schedule), rel=1e-12)
-    assert res.objective == pytest.approx(chain.total_time() + 3.0)  # three forwards run twice
+    # offloaded inputs of F_all (a_0, abar_1, abar_2 travel): one forward runs twice, where
+    # offloading checkpoints only (F_ck(0) Off(a_0) ...) reran three
+    assert res.objective == pytest.approx(chain.total_time() + 1.0)
     assert solve_pofo(inst, 152, slots=0).status == "infeasible"
     # with slots the same holds, a little above (sizes rounded up)
     res = _check(inst, 170, 500)
@@ -114,16 +116,19 @@ def test_waits_are_charged_and_pins_respected():
     assert res.status == "feasible"
     assert "Pre(a_0) B(1)" in str(res.schedule)
     assert res.objective < _compute_time(chain, res.schedule) + 0.5
-    # 50 B at 20 kB/s: 2.5 ms, longer than the sweep F_ck(0) F_n(1) (2 ms): the right
-    # sub-chain waits for the Off, and the Pre (2.5 ms) overlaps B(2) (2 ms)
+    # 50 B at 20 kB/s: 2.5 ms, longer than F_all(0) (1 ms): the input of F_all(0) travels and
+    # the right sub-chain waits for the Off (pinned at 2.5)
     inst = OffloadInstance(chain, 2e4)
     res = _check(inst, 153, 0)
     sim = simulate_offload(inst, res.schedule, 153)
     times = {str(t.op): (t.start, t.end) for t in sim.ops}
-    assert str(res.schedule).startswith("F_ck(0) Off(a_0) F_n(1) F_ck(2)")
+    assert str(res.schedule).startswith("F_all(0) Off(a_0) F_all(1)")
     assert times["Off(a_0)"] == pytest.approx((0.0, 2.5))
-    assert times["F_ck(2)"][0] == pytest.approx(2.5)
-    assert res.objective == pytest.approx(_compute_time(chain, res.schedule) + 0.5 + 0.05 + 0.5)
+    assert times["F_all(1)"][0] == pytest.approx(2.5)
+    assert res.objective == pytest.approx(res.details["dp_estimate"])
+    # below the best schedule that offloads checkpoints only: F_ck(0) Off(a_0) F_n(1) F_ck(2) ...
+    # (its compute time 16 + waits 0.5 + 0.05 + 0.5)
+    assert res.objective < 16.0 + 0.5 + 0.05 + 0.5
     # a very slow link: still feasible below rotor's minimum, at the price of long waits
     res = _check(OffloadInstance(chain, 100.0), 153, 0)
     assert res.status == "feasible" and res.objective > 1000.0
@@ -145,7 +150,7 @@ def test_fast_link_never_slower_and_often_faster():
     gains = 0
     for seed in range(8):
         chain = random_chain(10, seed)
-        inst = OffloadInstance(chain, 1e18)
+        inst = OffloadInstance(chain, 1e15)
         budget = int(rotor_min_budget(chain) * 1.2)
         res = _check(inst, budget, 200)
         rotor = solve_rotor(chain, budget, slots=200)
@@ -158,7 +163,7 @@ def test_tape_container_offloaded_when_it_pays():
     seen = False
     for seed in range(40):
         chain = random_chain(6, seed, tape_factor=(1.0, 1.2))
-        inst = OffloadInstance(chain, 1e18)
+        inst = OffloadInstance(chain, 1e15)
         for frac in (1.0, 1.15, 1.3):
             res = _check(inst, int(rotor_min_budget(chain) * frac), 0)
             if res.schedule is not None and any(t.value == "abar" for t in res.schedule.transfers()):
@@ -168,7 +173,7 @@ def test_tape_container_offloaded_when_it_pays():
 
 def test_through_the_registry(monkeypatch):
     monkeypatch.setitem(OFFLOAD_SOLVERS, "pofo", ("memsched.solvers.offload.dp:solve_pofo", "rotor DP + offloading"))
-    inst = OffloadInstance(_big_input_chain(), 1e18)
+    inst = OffloadInstance(_big_input_chain(), 1e15)
     res = registry.solve("offload", inst, "pofo", 153, slots=0)
     assert res.status == "feasible" and res.peak_memory <= 153
     assert math.isfinite(res.details["dp_estimate"])

@@ -48,8 +48,9 @@ def add_link_arguments(parser: argparse.ArgumentParser) -> None:
 def load_problem(path: str, bandwidth: str | None = None, latency: float | None = None,
                  solver: str | None = None, declared: str | None = None) -> tuple[str, Any]:
     """(problem, instance) for a file. A chain file becomes an offloading instance when a
-    bandwidth is given, or when `solver` is an offloading solver or `declared` (the problem a
-    schedule file names) is "offload"; it becomes a pipeline when `declared` is "pipeline"."""
+    bandwidth is given, when it has a ``host_link``, or when `solver` is an offloading solver or
+    `declared` (the problem a schedule file names) is "offload"; it becomes a pipeline when
+    `declared` is "pipeline"."""
     from memsched.solvers.formats import detect_problem, load_instance
     from memsched.solvers.units import parse_bandwidth
 
@@ -61,7 +62,7 @@ def load_problem(path: str, bandwidth: str | None = None, latency: float | None 
     if problem == "chain":
         chain_names = set(registry.get_problem("chain").solvers)
         # a chain solver (or none) without a bandwidth never needs the offload package: not imported
-        wants_offload = bandwidth is not None or (
+        wants_offload = bandwidth is not None or _has_host_link(path) or (
             solver is not None and solver not in chain_names and solver in registry.get_problem("offload").solvers)
         if wants_offload:
             from memsched.solvers.offload import OffloadInstance
@@ -71,6 +72,15 @@ def load_problem(path: str, bandwidth: str | None = None, latency: float | None 
     elif bandwidth is not None:
         raise InputError(f"--bandwidth applies to chain files, not to a {problem} instance", field="--bandwidth")
     return load_instance(path, problem)
+
+
+def _has_host_link(path: str) -> bool:
+    """True when the chain file at `path` has a ``host_link``: it is then an offloading
+    instance whatever the solver name (``--solver cpsat`` is offloading's cpsat)."""
+    from memsched.solvers.jsonio import read_json
+
+    data = read_json(path)
+    return isinstance(data, dict) and "host_link" in data
 
 
 def add_solver_arguments(parser: argparse.ArgumentParser) -> None:

@@ -28,7 +28,7 @@ SOLVERS: dict[str, tuple[str, str]] = {
     "offload-prefix": (".offload.baselines:solve_prefix",
                        "offload the first k tapes, best k and lookahead (after Euro-Par 2020)"),
     "cpsat": (".offload.cpsat:solve_cpsat",
-              "exact CP-SAT model: which tapes travel and when (store-all compute order)"),
+              "exact CP-SAT, offload-only (store-all order): which tapes travel and when, no recomputation"),
     "pofo": (".offload.dp:solve_pofo",
              "rotor DP + offloading of checkpoints a_i during the right sub-chain (after POFO)"),
     "exact-combined": (".offload.exact_combined:solve_exact_combined",

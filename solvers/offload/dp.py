@@ -96,7 +96,7 @@ from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
 from .simulator import OffloadSimulation, simulate
 
-LEAF, ALL, NONE = -1, 0, -2  # choice codes; 0 < c <= L: C_ck(c); c > L: C_off(c - L - 1)
+LEAF, ALL, NONE, ALL_OFF = -1, 0, -2, -3  # choice codes; 0 < c <= L: C_ck(c); c > L: C_off(c - L - 1)
 
 #: Largest pair of tables we build.
 MAX_CELLS = 40_000_000
@@ -170,14 +170,24 @@ class PofoTable:
                 for s in (0, 1):
                     if s == 0 and i == 0:
                         continue  # a_0 is never inside a tape
-                    cand = np.full((1 + 2 * nj, M + 1), inf)
+                    cand = np.full((2 + 2 * nj, M + 1), inf)
                     if lo <= M:
                         cand[0, lo:] = t + C[0, rs, lo - xb: M + 1 - xb]
+                    Ty, yi = float(self.T[s, i]), int(self.y[s, i])
+                    lo_off = int(max(x[l + 1] + xb + o_f[i], x[i] + x[i + 1] + xb + o_b[i]))
+                    if yi > 0 and lo_off <= M:
+                        # C_all_off: a_i's container travels while (i+1, l) runs with its bytes
+                        idx = np.clip(ms - xb + yi, 0, M)
+                        bm = int(xb + x[i + 1] + x[i + 2] + xbar[i + 2] + o_b[i + 1])
+                        w_pre = np.where(ms >= bm, max(0.0, Ty - float(u_b[i + 1])), Ty)
+                        w_off = max(0.0, Ty - float(u_f[i])) if u_f[i] < Ty * (1 + EPS) + 1e-12 else 0.0
+                        alloff = t + w_off + C[0, rs, idx] + w_pre
+                        alloff[:lo_off] = inf
+                        cand[1 + 2 * nj] = alloff
                     left = C[s][rows_left]  # (nj, M+1): P_s(m, i, j-1)
                     ck = S[:, None] + right_ck + left
                     ck[:, : min(mmin, M + 1)] = inf
                     cand[1: 1 + nj] = ck
-                    Ty, yi = float(self.T[s, i]), int(self.y[s, i])
                     if yi > 0:
                         idx = np.clip(ms[None, :] - x[js][:, None] + yi, 0, M)
                         right_off = C[1][rows_right[:, None], idx]
@@ -189,10 +199,11 @@ class PofoTable:
                         offv = ((S + wait_off)[:, None] + right_off) + wait + left
                         bad = (ms[None, :] < msweep[:, None]) | ~ok
                         offv[bad] = inf
-                        cand[1 + nj:] = offv
+                        cand[1 + nj: 1 + 2 * nj] = offv
                     k = np.argmin(cand, axis=0)
                     best = cand[k, ms]
                     code = np.where(k == 0, ALL, np.where(k <= nj, i + k, L + 1 + i + k - nj))
+                    code = np.where(k == 1 + 2 * nj, ALL_OFF, code)
                     finite = np.isfinite(best)
                     C[s, r] = best
                     CH[s, r] = np.where(finite, code, NONE)
@@ -238,6 +249,17 @@ class PofoTable:
                 ops.append([F_all(a), None])
                 stack.append(Bwd(a))
                 stack.append((0, a + 1, b, mm - int(xbar[a + 1])))
+            elif c == ALL_OFF:  # F_all(a) Off(v_a) [(a+1, b)] Pre(v_a) B(a)
+                v = "a" if s == 1 else "abar"
+                ops.append([F_all(a), None])
+                entry = [Off(v, a), None]
+                ops.append(entry)
+                stack.append(Bwd(a))
+                last = xbar[a + 1] + x[a + 1] + x[a + 2] + xbar[a + 2] + o_b[a + 1]
+                stack.append(("before-last", Pre(v, a)) if mm >= last else Pre(v, a))
+                stack.append((0, a + 1, b, min(self.M, mm - int(xbar[a + 1]) + int(self.y[s, a]))))
+                if self.work.u_f[a] < self.T[s, a] * (1 + EPS) + 1e-12:
+                    stack.append(("wait", entry))
             elif c <= L:
                 ops.append([F_ck(a), None])
                 ops.extend([F_n(k), None] for k in range(a + 1, c))

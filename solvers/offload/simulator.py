@@ -13,7 +13,8 @@ Rules (documented here, next to the code, as the design notes ask):
    device copy is released when the copy has ended and every earlier-issued reader of v has
    finished. v is then on the host (and, in the issue order, no longer on the device).
 4. ``Pre(v)`` needs v on the host; it starts once the previous device copy of v has been
-   released; its device buffer is allocated when it starts, and v is usable when it ends.
+   released (by an ``Off`` or by the compute operation that freed it); its device buffer is
+   allocated when it starts, and v is usable when it ends.
    The host copy stays (host memory is not limited; its peak is reported).
 5. An operation with ``not_before`` t starts no earlier than t.
 6. Memory is swept over time; at equal times releases come before allocations, so a schedule
@@ -180,6 +181,7 @@ def simulate(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | Non
         for v in freed:
             released += size(v)
             del on_device[v]
+            freed_at[v] = end  # rule 4: a later Pre(v) waits for this release too
         events.append((end, 0, -released, pos))
         compute_free = end
         issue_floor = start
