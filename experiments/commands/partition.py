@@ -112,6 +112,9 @@ def main(args: argparse.Namespace) -> int:
         msg = f"{result.status}: {result.solver} finds no partition within {result.budget} bytes per device"
         if result.status == INFEASIBLE and result.min_budget is not None:
             msg += f"; smallest feasible memory: {result.min_budget} bytes ({format_bytes(result.min_budget)})"
+        elif result.status == INFEASIBLE:
+            msg += ("; smallest feasible budget unknown: this solver does not compute it (madpipe gives the"
+                    " straight pipelines' one)")
         print(f"memsched partition: {msg}", file=sys.stderr)
         return 1
     return 0

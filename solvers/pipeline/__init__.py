@@ -37,6 +37,10 @@ SOLVERS: dict[str, tuple[str, str]] = {
     "dag-pipedream": (".pipeline.dag_dp:solve_dag_pipedream",
                       "PipeDream's planner (antichain DP, period only), then checked against the memory"),
     "dag-cpsat": (".pipeline.dag_cpsat:solve_dag_cpsat", "exact CP-SAT model of memory-limited DAG partitioning"),
+    "interleave": (".pipeline.interleave:solve_interleave",
+                   "MadPipe-style interleaved allocation (several stages per device), heuristic"),
+    "interleave-cpsat": (".pipeline.interleave:solve_interleave_cpsat",
+                         "exact CP-SAT model of interleaved (non-contiguous) allocation"),
 }
 
 

@@ -4,6 +4,8 @@ JSON ``{"format": "memsched.partition/1", "stages": [{"first_layer", "last_layer
 ...}``. A DAG partition (stage boundaries at antichains of the layer DAG) also carries
 ``"order"``: a topological order of the layers in which every stage is contiguous; first_layer
 and last_layer are then positions in that order and ``"layers"`` lists each stage's layers.
+An interleaved (non-contiguous) allocation carries ``"device_of"``: the device of each stage,
+several stages possibly sharing a device.
 The referee that charges period and memory is `solvers.pipeline.simulator`."""
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class Partition:
     peak_memory: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     order: list[int] | None = None
+    device_of: list[int] | None = None
 
     def stage_layers(self) -> list[list[int]]:
         """Per stage, its layers (instance indices): ``order[first..last]`` for a DAG partition."""
@@ -93,6 +96,7 @@ class Partition:
                         **({"layers": layers} if self.order is not None else {})}
                        for s, layers in zip(self.stages, self.stage_layers())],
             **({"order": list(self.order)} if self.order is not None else {}),
+            **({"device_of": list(self.device_of)} if self.device_of is not None else {}),
             **self.extra,
         }
 
@@ -122,11 +126,17 @@ class Partition:
         part = cls.from_bounds(bounds, schedule=schedule, micro_batches=data.get("micro_batches"),
                                devices=data.get("devices"))
         part.order = order
+        device_of = data.get("device_of")
+        if device_of is not None and (not isinstance(device_of, list) or len(device_of) != len(bounds) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in device_of)):
+            raise InputError("must list one device index >= 0 per stage", path=path, field="device_of")
+        part.device_of = device_of
         return part
 
     def __len__(self) -> int:
         return len(self.stages)
 
     def __str__(self) -> str:
-        parts = [f"[{s.first}-{s.last}]" + (f"x{s.replicas}" if s.replicas > 1 else "") for s in self.stages]
+        parts = [f"[{s.first}-{s.last}]" + (f"x{s.replicas}" if s.replicas > 1 else "")
+                 + (f"@{self.device_of[k]}" if self.device_of is not None else "") for k, s in enumerate(self.stages)]
         return f"{self.schedule}: " + " ".join(parts) + (" (positions in a DAG order)" if self.order else "")

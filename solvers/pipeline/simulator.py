@@ -28,6 +28,12 @@ A DAG partition (``Partition.order`` set) is a contiguous partition of the layer
 topological order: it is charged on `Pipeline.reordered(order)`, whose cuts and stashes follow
 the DAG's edges.
 
+An interleaved allocation (``Partition.device_of``: several stages on one device, MadPipe's
+non-contiguous allocation) keeps n_s, A_s, Q_s per stage (n_s = S - s under 1F1B: the
+micro-batches in flight at the stage), and charges per device: the period is the largest
+device load sum tau_s (and link time; none between consecutive stages on the same device), the
+memory of a device is the sum of M_s over its stages.
+
 Times are in the instance's time unit (ms for PipeDream profiles), sizes in bytes.
 
 `simulate_batch` also plays one batch of m micro-batches (straight pipelines) event by event,
@@ -77,8 +83,15 @@ def check_partition(inst: Pipeline, part: Partition, devices: int | None = None)
     if expected != inst.length:
         return f"the stages cover layers 0..{expected - 1}, not 0..{inst.length - 1}"
     devices = devices if devices is not None else part.devices
-    if devices is not None and part.devices_used > devices:
-        return f"the partition uses {part.devices_used} devices, only {devices} available"
+    used = part.devices_used
+    if part.device_of is not None:
+        if len(part.device_of) != len(part.stages) or min(part.device_of) < 0:
+            return "device_of must give one device index >= 0 per stage"
+        if any(s.replicas != 1 for s in part.stages):
+            return "an interleaved allocation (device_of) has no replicated stages"
+        used = max(part.device_of) + 1
+    if devices is not None and used > devices:
+        return f"the partition uses {used} devices, only {devices} available"
     if part.schedule == "gpipe" and not part.micro_batches:
         return "gpipe needs a number of micro-batches"
     return None
@@ -128,12 +141,22 @@ def simulate(inst: Pipeline, part: Partition, budget: int | None = None, devices
         stash = in_size + int(inst.internal_stash(s.first)[s.last - s.first])
         buffers = (in_size if k > 0 else 0) + (int(inst.cut_sizes[s.last]) if k < S - 1 else 0)
         mems.append(weights_memory(inst, W) + ns[k] * stash + buffers)
-    period = max(max(times), max(links))
-    peak = max(mems)
+    if part.device_of is not None:  # interleaved: a device runs all its stages; no transfer on the same device
+        dev = part.device_of
+        links = [0.0 if k > 0 and dev[k] == dev[k - 1] else c for k, c in enumerate(links)]
+        loads: dict[int, float] = {}
+        held: dict[int, int] = {}
+        for k, d in enumerate(dev):
+            loads[d] = loads.get(d, 0.0) + times[k]
+            held[d] = held.get(d, 0) + mems[k]
+        period, peak = max(max(loads.values()), max(links)), max(held.values())
+        worst_what = f"device {max(held, key=lambda d: held[d])}"
+    else:
+        period, peak = max(max(times), max(links)), max(mems)
+        worst_what = f"stage {mems.index(peak)}"
     violation = None
     if budget is not None and peak > budget:
-        worst = mems.index(peak)
-        violation = f"stage {worst} needs {peak} bytes per device > budget {budget}"
+        violation = f"{worst_what} needs {peak} bytes per device > budget {budget}"
     return Evaluation(period, peak, times, links, mems, ns, violation)
 
 

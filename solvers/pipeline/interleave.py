@@ -1,0 +1,229 @@
+"""Interleaved (non-contiguous) allocation, after MadPipe: the chain is cut into S contiguous
+stages and several stages may share a device (``Partition.device_of``), so that a device can
+pair a heavy early stage (many micro-batches in flight) with a light late one.
+
+Model (`solvers.pipeline.simulator`): stage s keeps n_s = S - s micro-batches in flight under
+1F1B (m under GPipe), so its memory M_s = ceil(kappa W_s) + n_s A_s + Q_s is known once its layers
+and its position from the end t = S - s are; a device's memory is the sum of M_s over its
+stages, its load the sum of the stage times tau_s; the period is the largest load or link time
+(no transfer between consecutive stages on the same device).
+
+- ``interleave`` (fast, `solve_interleave`): the memory-aware contiguous DP's straight
+  partition, and for S = P + 1 .. ``max_stages`` (default 2P) the time-balanced contiguous cut
+  into at most S stages whose stages are placed largest-time first on the least-loaded device
+  where they fit; the best replayed allocation. ``feasible`` (a heuristic: the problem is
+  NP-hard), never worse than ``madpipe``.
+- ``interleave-cpsat`` (exact, `solve_interleave_cpsat`): one Boolean x[i, j, t] per candidate
+  stage (layers i..j at position t, t <= max_stages) with the path constraints of
+  `solvers.pipeline.cpsat`, one Boolean z[t, p] per position and device (exactly one device per
+  used position); device loads and memories are sums of per-position integers enforced by z;
+  the link time of position t counts unless positions t + 1 and t share a device. Times are
+  integers after `solvers.discretize.integer_costs` (6 significant digits; the scope says when
+  that rounds). Optimal among interleaved allocations with at most ``max_stages`` stages.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from ..discretize import integer_costs
+from ..exact.cpsat_runner import run_cpsat
+from ..exact.layer import exact_solver
+from ..exact.options import Deadline, ExactOptions
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from .dp import _defaults, _prefix, partition_dp, stage_arrays
+from .instance import Pipeline
+from .schedule import Partition
+from .simulator import simulate
+
+
+def _stage_values(inst: Pipeline, bounds: list[tuple[int, int]], schedule: str, m: int | None
+                  ) -> tuple[list[float], list[int]]:
+    """(tau_s, M_s) of contiguous stages `bounds` with n_s = S - s (1F1B) or m."""
+    pre = _prefix(inst)
+    S = len(bounds)
+    taus, mems = [], []
+    for k, (i, j) in enumerate(bounds):
+        arr = stage_arrays(inst, pre, i)
+        n = S - k if schedule == "1f1b" else int(m or 0)
+        taus.append(float(arr["fb"][j - i]))
+        mems.append(int(arr["wmem"][j - i]) + n * int(arr["stash"][j - i]) + int(arr["buffers"][j - i]))
+    return taus, mems
+
+
+def place(taus: list[float], mems: list[int], P: int, budget: int | None) -> list[int] | None:
+    """Largest-time-first placement of stages on the least-loaded device where they fit."""
+    load, held = [0.0] * P, [0] * P
+    dev = [-1] * len(taus)
+    for k in sorted(range(len(taus)), key=lambda k: -taus[k]):
+        fits = [p for p in range(P) if budget is None or held[p] + mems[k] <= budget]
+        if not fits:
+            return None
+        p = min(fits, key=lambda p: (load[p], p))
+        dev[k] = p
+        load[p] += taus[k]
+        held[p] += mems[k]
+    return dev
+
+
+def solve_interleave(inst: Pipeline, budget: int, *, devices: int | None = None, schedule: str = "1f1b",
+                     micro_batches: int | None = None, max_stages: int | None = None, **_: Any) -> SolveResult:
+    """The heuristic of the module docstring."""
+    start = time.perf_counter()
+    P, schedule, m = _defaults(devices, schedule, micro_batches)
+    L = inst.length
+    smax = min(L, int(max_stages or 2 * P))
+    scope = f"interleaved allocations of <= {smax} contiguous stages on <= {P} devices (heuristic)"
+    best: Partition | None = None
+    straight = partition_dp(inst, P, budget, schedule=schedule, micro_batches=m)
+    if straight is not None:
+        best = Partition.from_bounds([(a, b) for a, b, _ in straight[1]], schedule=schedule, micro_batches=m,
+                                     devices=P)
+        best.device_of = list(range(len(best.stages)))
+        best.evaluated(inst)
+    for S in range(P + 1, smax + 1):
+        cut = partition_dp(inst, S, None, schedule=schedule, micro_batches=m)
+        if cut is None:
+            continue
+        bounds = [(a, b) for a, b, _ in cut[1]]
+        taus, mems = _stage_values(inst, bounds, schedule, m)
+        dev = place(taus, mems, P, budget)
+        if dev is None:
+            continue
+        part = Partition.from_bounds(bounds, schedule=schedule, micro_batches=m, devices=P)
+        part.device_of = dev
+        ev = simulate(inst, part, budget, devices=P)
+        if ev.violation is None and (best is None or ev.period < (best.period or math.inf)):
+            best = part.evaluated(inst)
+    elapsed = time.perf_counter() - start
+    if best is None:
+        return SolveResult(problem="pipeline", solver="interleave", status=INFEASIBLE, budget=budget,
+                           min_budget=None, solve_time_s=elapsed,
+                           scope=scope, message=f"no allocation found within {budget} bytes per device")
+    lower = max(inst.total_time() / P, float(np.max(inst.fwd + inst.bwd)))
+    assert best.period is not None
+    return SolveResult(problem="pipeline", solver="interleave", status=FEASIBLE, objective=best.period,
+                       peak_memory=best.peak_memory, lower_bound=min(lower, best.period), solve_time_s=elapsed,
+                       budget=budget, schedule=best, scope=scope)
+
+
+FAST = ("interleave", "madpipe")
+
+
+@exact_solver("pipeline", "interleave-cpsat", FAST)
+def solve_interleave_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline: Deadline,
+                           seed: SolveResult | None = None, devices: int | None = None, schedule: str = "1f1b",
+                           micro_batches: int | None = None, max_stages: int | None = None,
+                           **_: Any) -> SolveResult:
+    """The CP-SAT model of the module docstring."""
+    from ortools.sat.python import cp_model
+
+    start = time.perf_counter()
+    P, schedule, m = _defaults(devices, schedule, micro_batches)
+    L = inst.length
+    T = min(L, int(max_stages or 2 * P))
+    pre = _prefix(inst)
+    cand: list[tuple[int, int, int, float, float, int]] = []  # i, j, t, tau, link, memory
+    for i in range(L):
+        deadline.check()
+        arr = stage_arrays(inst, pre, i)
+        link = inst.comm_time(2.0 * inst.input_of(i), 2 * inst.messages_into(i)) if i > 0 else 0.0
+        for t in range(1, T + 1):
+            if i + t > L:
+                break
+            n = t if schedule == "1f1b" else int(m or 0)
+            for k in range(L - i):
+                j = i + k
+                if (t == 1) != (j == L - 1) or j + t - 1 > L - 1:
+                    continue
+                mem = int(arr["wmem"][k]) + n * int(arr["stash"][k]) + int(arr["buffers"][k])
+                if budget is not None and mem > budget:
+                    continue
+                cand.append((i, j, t, float(arr["fb"][k]), link, mem))
+    ints, scale, exact = integer_costs([c[3] for c in cand] + [c[4] for c in cand])
+    tau_i, link_i = ints[: len(cand)], ints[len(cand):]
+    scope = (f"interleaved allocations of <= {T} contiguous stages on <= {P} devices"
+             + ("" if exact else ", times rounded to 6 significant digits"))
+    if not any(c[0] == 0 for c in cand) or not any(c[2] == 1 for c in cand):
+        return _none(inst, budget, P, schedule, m, start, scope)
+    model = cp_model.CpModel()
+    x = [model.new_bool_var("") for _ in cand]
+    top = sum(tau_i) + max(link_i, default=0) + 1
+    period = model.new_int_var(0, top, "period")
+    starts: dict[tuple[int, int], list[Any]] = {}
+    ends: dict[tuple[int, int], list[Any]] = {}
+    for var, c in zip(x, cand):
+        starts.setdefault((c[0], c[2]), []).append(var)
+        ends.setdefault((c[1], c[2]), []).append(var)
+    model.add_exactly_one([var for var, c in zip(x, cand) if c[0] == 0])
+    model.add_exactly_one(ends.get((L - 1, 1), []))
+    for l in range(1, L):
+        for t in range(1, T):
+            into, out = ends.get((l - 1, t + 1), []), starts.get((l, t), [])
+            if into or out:
+                model.add(sum(into) == sum(out))
+    cap = int(budget) if budget is not None else sum(c[5] for c in cand)
+    z = [[model.new_bool_var("") for _ in range(P)] for _ in range(T + 1)]
+    load = [[] for _ in range(P)]
+    held = [[] for _ in range(P)]
+    for t in range(1, T + 1):
+        at = [(var, k) for k, (var, c) in enumerate(zip(x, cand)) if c[2] == t]
+        used = sum(var for var, _ in at)
+        model.add(sum(z[t]) == used)
+        tau_t = sum(tau_i[k] * var for var, k in at)
+        mem_t = sum(cand[k][5] * var for var, k in at)
+        for p in range(P):
+            w = model.new_int_var(0, top, "")
+            model.add(w == tau_t).only_enforce_if(z[t][p])
+            model.add(w == 0).only_enforce_if(z[t][p].Not())
+            load[p].append(w)
+            h = model.new_int_var(0, cap, "")
+            model.add(h == mem_t).only_enforce_if(z[t][p])
+            model.add(h == 0).only_enforce_if(z[t][p].Not())
+            held[p].append(h)
+        if t < T:  # the input of position t comes from position t + 1: free on the same device
+            same = [model.new_bool_var("") for _ in range(P)]
+            for p in range(P):
+                model.add_implication(same[p], z[t][p])
+                model.add_implication(same[p], z[t + 1][p])
+            link_t = sum(link_i[k] * var for var, k in at)
+            model.add(period >= link_t).only_enforce_if([s.Not() for s in same])
+    for p in range(P):
+        model.add(period >= sum(load[p]))
+        model.add(sum(held[p]) <= cap)
+    model.add(z[1][0] == 1)  # the last stage on device 0 (devices are interchangeable)
+    model.minimize(period)
+    run = run_cpsat(model, deadline, options, scale=scale)
+    elapsed = time.perf_counter() - start
+    if run.status == INFEASIBLE:
+        return _none(inst, budget, P, schedule, m, start, scope)
+    if run.status not in (OPTIMAL, FEASIBLE):
+        return SolveResult(problem="pipeline", solver="interleave-cpsat", status=TIMEOUT, budget=budget,
+                           solve_time_s=elapsed, scope=scope, message=f"CP-SAT: {run.backend_status}")
+    solver = run.solver
+    chosen = sorted((c for var, c in zip(x, cand) if solver.value(var)), key=lambda c: c[0])
+    dev = [next(p for p in range(P) if solver.value(z[c[2]][p])) for c in chosen]
+    part = Partition.from_bounds([(c[0], c[1]) for c in chosen], schedule=schedule, micro_batches=m, devices=P)
+    part.device_of = dev
+    part.evaluated(inst)
+    assert part.period is not None
+    status = run.status if exact else FEASIBLE
+    bound = run.bound if exact else None
+    return SolveResult(problem="pipeline", solver="interleave-cpsat", status=status, objective=part.period,
+                       peak_memory=part.peak_memory,
+                       lower_bound=None if bound is None else min(bound, part.period), solve_time_s=elapsed,
+                       budget=budget, schedule=part, scope=scope, details={"variables": len(cand) + 3 * P * T})
+
+
+def _none(inst: Pipeline, budget: int | None, P: int, schedule: str, m: int | None, start: float,
+          scope: str) -> SolveResult:
+    return SolveResult(problem="pipeline", solver="interleave-cpsat", status=INFEASIBLE, budget=budget,
+                       min_budget=None, solve_time_s=time.perf_counter() - start, scope=scope,
+                       message=f"no interleaved allocation fits {budget} bytes per device")
+
+
+__all__ = ["FAST", "place", "solve_interleave", "solve_interleave_cpsat"]
