@@ -8,7 +8,6 @@ import math
 
 import numpy as np
 import pytest
-
 from memsched.solvers.pipeline import Partition, Pipeline, simulate
 from memsched.solvers.pipeline.dp import solve_madpipe
 from memsched.solvers.pipeline.interleave import solve_interleave, solve_interleave_cpsat
