@@ -50,7 +50,6 @@ options of the O(L) entries it visits, with the kernels' own floating-point oper
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -62,24 +61,20 @@ from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
 from .baselines import store_all_schedule
 from .instance import Chain
+from .jit import HAVE_NUMBA, njit
+from .min_memory import (  # noqa: F401 - re-exported
+    ALL,
+    LEAF,
+    NONE,
+    _arrays,
+    _min_memory_numba,
+    _min_memory_numpy,
+    _sweeps,
+    min_memory_schedule,
+    rotor_min_budget,
+)
 from .schedule import Bwd, F_all, F_ck, F_n, Loss, Op, Schedule
 from .simulator import simulate
-
-try:  # pragma: no cover - depends on the environment
-    if os.environ.get("MEMSCHED_NO_NUMBA"):
-        raise ImportError("disabled by MEMSCHED_NO_NUMBA")
-    from numba import njit
-
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover
-    HAVE_NUMBA = False
-
-    def njit(*args: Any, **kwargs: Any):  # type: ignore[no-redef]
-        """Identity decorator when numba is missing."""
-        if args and callable(args[0]):
-            return args[0]
-        return lambda f: f
-
 
 #: Largest table (rows x memory values) we build: 8 bytes a cell (float64).
 MAX_CELLS = 100_000_000
@@ -87,7 +82,6 @@ MAX_CELLS = 100_000_000
 #: When a slot discretisation leaves no schedule, solve with exact sizes if the table is this small.
 EXACT_RETRY_CELLS = 5_000_000
 
-LEAF, ALL, NONE = -1, 0, -2  # choice codes; j > 0 means C_ck with split j
 
 
 def _offsets(L: int) -> np.ndarray:
@@ -160,13 +154,6 @@ def _dp_numba(x, xbar, o_fa, o_fn, o_b, u_f, u_b, sf, off, C, first):  # pragma:
             C[r, :] = c
 
 
-def _sweeps(x, o_fn, i: int, l: int) -> np.ndarray:
-    """sweep(i, j, l) for j = i+1..l: the least m for F_ck(i) F_n(i+1) .. F_n(j-1) with
-    delta_{l+1} resident, x[l+1] + max(x[i+1] + o_fn[i], max_{i<k<j} x[k] + x[k+1] + o_fn[k])."""
-    terms = np.concatenate([[x[i + 1] + o_fn[i]], x[i + 1 : l] + x[i + 2 : l + 1] + o_fn[i + 1 : l]])
-    return x[l + 1] + np.maximum.accumulate(terms)
-
-
 def _dp_numpy(x, xbar, o_fa, o_fn, o_b, u_f, u_b, sf, off, C, first) -> None:
     """The same table as `_dp_numba` (bit for bit), vectorised over (j, m) for each (i, l)."""
     L = u_f.shape[0] - 1
@@ -195,54 +182,6 @@ def _dp_numpy(x, xbar, o_fa, o_fn, o_b, u_f, u_b, sf, off, C, first) -> None:
             xi = x[i]
             if xi <= M:
                 S[i, xi:] = C[r, : M + 1 - xi]
-
-
-@njit(cache=True)
-def _min_memory_numba(x, xbar, o_fa, o_fn, o_b, Mm, ch):  # pragma: no cover - compiled
-    L = o_b.shape[0] - 1
-    for l in range(L + 1):
-        for i in range(l, -1, -1):
-            if i == l:
-                Mm[i, l] = max(x[i + 1] + xbar[i + 1] + o_fa[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i])
-                ch[i, l] = -1
-                continue
-            xb = xbar[i + 1]
-            best = max(x[l + 1] + xb + o_fa[i], x[i] + x[i + 1] + xb + o_b[i], xb + Mm[i + 1, l])
-            arg = 0
-            sw = x[l + 1] + x[i + 1] + o_fn[i]
-            for j in range(i + 1, l + 1):
-                if j > i + 1:
-                    sw = max(sw, x[l + 1] + x[j - 1] + x[j] + o_fn[j - 1])
-                v = max(sw, x[j] + Mm[j, l], Mm[i, j - 1])
-                if v < best:
-                    best = v
-                    arg = j
-            Mm[i, l] = best
-            ch[i, l] = arg
-
-
-def _min_memory_numpy(x, xbar, o_fa, o_fn, o_b, Mm, ch) -> None:
-    L = o_b.shape[0] - 1
-    for l in range(L + 1):
-        for i in range(l, -1, -1):
-            if i == l:
-                Mm[i, l] = max(x[i + 1] + xbar[i + 1] + o_fa[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i])
-                ch[i, l] = LEAF
-                continue
-            xb = xbar[i + 1]
-            best = max(x[l + 1] + xb + o_fa[i], x[i] + x[i + 1] + xb + o_b[i], xb + Mm[i + 1, l])
-            cand = np.maximum(np.maximum(x[i + 1 : l + 1] + Mm[i + 1 : l + 1, l], Mm[i, i:l]), _sweeps(x, o_fn, i, l))
-            k = int(np.argmin(cand))
-            if int(cand[k]) < best:
-                Mm[i, l], ch[i, l] = int(cand[k]), i + 1 + k
-            else:
-                Mm[i, l], ch[i, l] = best, ALL
-
-
-def _arrays(chain: Chain) -> tuple[np.ndarray, ...]:
-    """x, xbar, o_fa, o_fn, o_b as contiguous int64 arrays (what the kernels take)."""
-    return tuple(np.ascontiguousarray(a, dtype=np.int64) for a in (chain.x, chain.xbar, chain.o_fa, chain.o_fn,
-                                                                    chain.o_b))
 
 
 # --------------------------------------------------------------------------- tables
@@ -362,49 +301,6 @@ def rotor_table(chain: Chain, M: int, *, use_numba: bool | None = None) -> Rotor
     numba = HAVE_NUMBA if use_numba is None else (use_numba and HAVE_NUMBA)
     (_dp_numba if numba else _dp_numpy)(*arrays, u_f, u_b, sf, off, C, first)
     return RotorTable(chain, C, off)
-
-
-def _min_memory(chain: Chain) -> tuple[np.ndarray, np.ndarray]:
-    L = chain.length
-    Mm = np.zeros((L + 1, L + 1), dtype=np.int64)
-    ch = np.full((L + 1, L + 1), NONE, dtype=np.int64)
-    (_min_memory_numba if HAVE_NUMBA else _min_memory_numpy)(*_arrays(chain), Mm, ch)
-    return Mm, ch
-
-
-def rotor_min_budget(chain: Chain) -> int:
-    """The smallest budget (bytes, a_0 included) for which a persistent schedule exists,
-    computed exactly (no discretisation) in O(L^3) integer operations: x[0] + Mmin(0, L)
-    where Mmin(i, l) is the least m with C(m, i, l) finite."""
-    Mm, _ = _min_memory(chain)
-    return int(chain.x[0] + Mm[0, chain.length])
-
-
-def min_memory_schedule(chain: Chain) -> Schedule:
-    """A persistent schedule whose peak is `rotor_min_budget(chain)` (not time-optimal)."""
-    Mm, ch = _min_memory(chain)
-    L = chain.length
-    ops: list[Op] = []
-    stack: list[Any] = [(0, L)]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, Op):
-            ops.append(item)
-            continue
-        a, b = item
-        c = int(ch[a, b])
-        if c == LEAF:
-            ops.extend([Loss(L)] if a == L else [F_all(a), Bwd(a)])
-        elif c == ALL:
-            ops.append(F_all(a))
-            stack.append(Bwd(a))
-            stack.append((a + 1, b))
-        else:
-            ops.append(F_ck(a))
-            ops.extend(F_n(k) for k in range(a + 1, c))
-            stack.append((a, c - 1))
-            stack.append((c, b))
-    return Schedule(ops, L)
 
 
 def rotor_curve(chain: Chain, max_budget: int, slots: int | None = 500) -> tuple[np.ndarray, np.ndarray]:
