@@ -31,7 +31,8 @@ def random_dag(seed: int, L: int = 7, p_edge: float = 0.35) -> Pipeline:
                     params=rng.integers(0, 50, L) * 1000, input_size=5000, succ=succ, name=f"dag{seed}")
 
 
-def brute_force(inst: Pipeline, P: int, budget: int | None, replication: bool = False) -> float:
+def brute_force(inst: Pipeline, P: int, budget: int | None, replication: bool = False, schedule: str = "1f1b",
+                m: int | None = None) -> float:
     """Smallest simulated period over every chain of ideals with <= P devices (replicas tried
     exhaustively), each partition charged by the simulator."""
     lat = ideal_lattice(inst)
@@ -41,7 +42,7 @@ def brute_force(inst: Pipeline, P: int, budget: int | None, replication: bool = 
     def rec(i: int, stages: list[tuple[int, int, int]], used: int) -> None:
         nonlocal best
         if i == full:
-            part = to_partition(inst, lat, stages, P, "1f1b", None)
+            part = to_partition(inst, lat, stages, P, schedule, m)
             ev = simulate(inst, part, budget, devices=P)
             if ev.violation is None:
                 best = min(best, ev.period)
@@ -92,6 +93,19 @@ def test_dp_with_bandwidth_and_latency_equals_brute_force():
             want = brute_force(inst, P, None, replication=True)
             res = solve_dag(inst, None, devices=P, replication=True)
             assert res.objective == pytest.approx(want, rel=1e-9)
+
+
+def test_dp_with_gpipe_equals_brute_force():
+    for seed in range(3):
+        inst = random_dag(seed)
+        need = dag_partition_dp(inst, ideal_lattice(inst), 3, None, schedule="gpipe", micro_batches=4,
+                                objective="memory")
+        assert need is not None
+        for replication in (False, True):
+            budget = int(need[0] * 1.2)
+            want = brute_force(inst, 3, budget, replication, "gpipe", 4)
+            res = solve_dag(inst, budget, devices=3, replication=replication, schedule="gpipe", micro_batches=4)
+            assert res.status == OPTIMAL and res.objective == pytest.approx(want, rel=1e-9)
 
 
 def test_cpsat_equals_dp_without_warm_start():
