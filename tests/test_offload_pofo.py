@@ -19,6 +19,7 @@ from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B
 from memsched.solvers.offload import SOLVERS as OFFLOAD_SOLVERS
 from memsched.solvers.offload import OffloadInstance
 from memsched.solvers.offload import simulate as simulate_offload
+from memsched.solvers.offload.combined import solve_rotor_offload
 from memsched.solvers.offload.dp import solve_pofo
 from memsched.solvers.offload.schedule import Transfer
 
@@ -61,6 +62,12 @@ def _check(inst: OffloadInstance, budget: int, slots: int):
     assert res.objective == sim.makespan and res.peak_memory == sim.peak_memory
     if rotor.schedule is not None:
         assert res.objective <= rotor.objective * (1 + 1e-9) + 1e-9
+    ro = solve_rotor_offload(inst, budget, slots=slots)
+    if ro.schedule is not None:  # never beaten by rotor-offload (whose schedules lie outside the DP's class)
+        assert res.objective <= ro.objective * (1 + 1e-12)
+    if res.details.get("solution_from") == "rotor-offload":
+        assert res.details.get("dp_makespan", math.inf) > res.objective
+        return res
     est = res.details["dp_estimate"]
     # the DP's charges are the simulator's (module docstring, rules 1-3), or above them when
     # a value travels to the host twice (the second Off is free in the simulator)
@@ -143,7 +150,10 @@ def test_tiny_bandwidth_is_rotor():
             res = _check(inst, budget, 100)
             rotor = solve_rotor(chain, budget, slots=100)
             assert res.details["transfers"] == 0
-            assert res.objective == pytest.approx(rotor.objective, rel=1e-12)
+            # rotor's schedule, or a checkpoint schedule rotor-offload found at another slot size
+            assert res.objective <= rotor.objective * (1 + 1e-12)
+            if "solution_from" not in res.details:
+                assert res.objective == pytest.approx(rotor.objective, rel=1e-12)
 
 
 def test_fast_link_never_slower_and_often_faster():

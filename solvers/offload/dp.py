@@ -21,7 +21,7 @@ or ``Off("abar", i)``). So there are two tables P_1 and P_0; the optimum at budg
 
     P_s(m, i, i) = u_f[i] + u_b[i]   if m >= max(x[i+1] + xbar[i+1] + o_f[i],
                                                  x[i] + x[i+1] + xbar[i+1] + o_b[i])
-    P_s(m, i, l) = min(C_all, min_j C_ck(j), min_j C_off(j))     (l > i, i < j <= l)
+    P_s(m, i, l) = min(C_all, C_all_off, min_j C_ck(j), min_j C_off(j))     (l > i, i < j <= l)
     C_all  = u_f[i] + u_b[i] + P_0(m - xbar[i+1], i+1, l)
              if m >= max(mmin(i, l), x[l+1] + xbar[i+1] + o_f[i], x[i] + x[i+1] + xbar[i+1] + o_b[i])
     C_ck(j)  = S(i, j) + P_1(m - x[j], j, l) + P_s(m, i, j-1)          if m >= mmin(i, l)
@@ -31,12 +31,16 @@ or ``Off("abar", i)``). So there are two tables P_1 and P_0; the optimum at budg
                + P_s(m, i, j-1)                            if m >= msweep(i, l, j)   (y = y_s(i))
     W(j)   = max(0, T(y) - u_b[j])   if m >= bmem(j)   (Pre overlaps B(j), the last op of (j, l))
            = T(y)                    otherwise        (Pre after B(j))
+    C_all_off = u_f[i] + max(0, T(y) - u_f[i]) + P_0(m - xbar[i+1] + y, i+1, l) + W' + u_b[i]
+             if m >= max(x[l+1] + xbar[i+1] + o_f[i], x[i] + x[i+1] + xbar[i+1] + o_b[i])
+    W'     = max(0, T(y) - u_b[i+1]) if m >= xbar[i+1] + x[i+1] + x[i+2] + xbar[i+2] + o_b[i+1], else T(y)
     mmin(i, l)      = x[l+1] + max(x[i+1] + o_f[i], max_{i<k<l} (x[k] + x[k+1] + o_f[k]))
     msweep(i, l, j) = x[l+1] + max(x[i+1] + o_f[i], max_{i<k<j} (x[k] + x[k+1] + o_f[k]))
     bmem(j)         = 2 x[j] + x[j+1] + xbar[j+1] + o_b[j]    (u_b[L], o_b[L]: the loss)
 
 C_off(j) is the schedule  F_ck(i) Off(a_i) F_n(i+1..j-1) [(j, l)] Pre(a_i) [(i, j-1)]
-(abar_i in place of a_i when s = 0), the Pre moved before the last op of (j, l) when
+(abar_i in place of a_i when s = 0); C_all_off is  F_all(i) Off(a_i) [(i+1, l)] Pre(a_i) B(i)
+(POFO's offloaded input of an F_all), with the same pins and waits; the Pre moved before the last op of (j, l) when
 m >= bmem(j). The tables span m = 0 .. M - x[0] + max(x, xbar) (lent bytes can lift a
 sub-chain above the top-level m; beyond the table the index is clipped, which only wastes
 memory).
@@ -70,7 +74,9 @@ memory).
 The DP value is kept in ``details["dp_estimate"]``; the reported makespan and peak are the
 simulator's. If the replay ever exceeded the budget (it should not), or if the rotor schedule
 is faster (it can be only through rotor's exact-size retry), the rotor (remat-only) schedule
-at the same budget and slots is returned instead. Status ``feasible``: the DP is optimal only
+at the same budget and slots is returned instead; so is rotor-offload's schedule when it is
+faster (``details["solution_from"]``): it prefetches several steps ahead and queues
+transfers, outside this class. Status ``feasible``: the DP is optimal only
 within its own class (persistent schedules whose only transfers are the C_off pairs above,
 with these pins, at the stated slots), not for the two-stream model.
 
@@ -342,6 +348,20 @@ def _run_dp(inst: OffloadInstance, work: Chain, M: int, budget: int,
     return None
 
 
+def _outside_class(inst: OffloadInstance, budget: int,
+                   slots: int) -> tuple[OffloadSimulation, OffloadSchedule, float] | None:
+    """rotor-offload's schedule at `budget` (replay, schedule, makespan) when it fits, else None."""
+    from .combined import solve_rotor_offload  # imported here: combined imports the registry
+
+    res = solve_rotor_offload(inst, budget, slots=slots)
+    if res.schedule is None:
+        return None
+    sim = simulate(inst, res.schedule)
+    if not sim.valid or sim.peak_memory > budget:
+        return None
+    return sim, res.schedule, sim.makespan
+
+
 def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any) -> SolveResult:
     """Rotor DP extended with offloading of checkpoints (see the module docstring)."""
     t0 = time.perf_counter()
@@ -389,6 +409,15 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any
     if candidate is None and rotor_fit is not None:
         candidate = rotor_fit
         details.setdefault("fallback", "remat-only (rotor) schedule")
+    if candidate is not None:
+        details["dp_makespan"] = candidate[0].makespan
+    outside = _outside_class(inst, budget, slots)
+    if outside is not None and (candidate is None or outside[0].makespan < candidate[0].makespan * (1 - 1e-12)):
+        # rotor-offload's schedules lie outside the DP's class (prefetches several backward
+        # steps ahead, transfers queued behind each other): its faster schedule is returned
+        details["solution_from"] = "rotor-offload"
+        scope += "; the schedule is rotor-offload's (outside this class), faster here"
+        candidate = outside
     if candidate is None:
         return SolveResult(status=INFEASIBLE, scope=scope, solve_time_s=time.perf_counter() - t0,
                            message=f"no schedule of this model fits {budget}", min_budget=None,
