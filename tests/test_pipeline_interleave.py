@@ -70,3 +70,31 @@ def test_exact_model_equals_brute_force_and_beats_straight():
                 assert fast.objective <= mad.objective + 1e-9
                 strictly_better += cp.objective < mad.objective - 1e-9
     assert strictly_better >= 1  # sharing devices pays on some of these chains
+
+
+def test_v_shape_dp_equals_brute_force_over_v_allocations():
+    from memsched.solvers.pipeline.interleave import solve_interleave_v, v_shape_dp
+
+    for seed in range(4):
+        inst = chain(seed, L=7)
+        P = 2
+        straight = solve_madpipe(inst, None, devices=P)
+        for budget in (None, int(straight.peak_memory * 0.8)):
+            best = math.inf
+            for cuts in itertools.combinations(range(1, inst.length), 2 * P - 1):
+                edges = (0, *cuts, inst.length)
+                part = Partition.from_bounds([(edges[k], edges[k + 1] - 1) for k in range(2 * P)])
+                part.device_of = [min(s, 2 * P - 1 - s) for s in range(2 * P)]
+                ev = simulate(inst, part, budget, devices=P)
+                if ev.violation is None:
+                    best = min(best, ev.period)
+            got = v_shape_dp(inst, P, budget)
+            if math.isinf(best):
+                assert got is None
+                continue
+            assert got is not None and got[0] == pytest.approx(best, rel=1e-9)
+            res = solve_interleave_v(inst, budget, devices=P)
+            assert res.status == OPTIMAL and res.objective <= best + 1e-9
+            exact = solve_interleave_cpsat(inst, budget if budget is not None else 10**15, devices=P,
+                                           warm_start=False, time_limit=30)
+            assert exact.status == OPTIMAL and exact.objective <= res.objective + 1e-9

@@ -39,6 +39,8 @@ SOLVERS: dict[str, tuple[str, str]] = {
     "dag-cpsat": (".pipeline.dag_cpsat:solve_dag_cpsat", "exact CP-SAT model of memory-limited DAG partitioning"),
     "interleave": (".pipeline.interleave:solve_interleave",
                    "MadPipe-style interleaved allocation (several stages per device), heuristic"),
+    "interleave-v": (".pipeline.interleave:solve_interleave_v",
+                     "DP over V-shaped allocations (device k: stages k and 2P-1-k) and straight pipelines"),
     "interleave-cpsat": (".pipeline.interleave:solve_interleave_cpsat",
                          "exact CP-SAT model of interleaved (non-contiguous) allocation"),
 }

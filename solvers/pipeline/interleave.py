@@ -13,6 +13,10 @@ stages, its load the sum of the stage times tau_s; the period is the largest loa
   into at most S stages whose stages are placed largest-time first on the least-loaded device
   where they fit; the best replayed allocation. ``feasible`` (a heuristic: the problem is
   NP-hard), never worse than ``madpipe``.
+- ``interleave-v`` (DP, `solve_interleave_v`): optimal among straight pipelines and V-shaped
+  allocations (2P stages, device k holding stages k and 2P-1-k: the first stage, with the most
+  micro-batches in flight, shares its device with the last, which holds one), by the
+  outside-in recurrence of `v_shape_dp` (O(L^4 P); at most MAX_V_LAYERS layers).
 - ``interleave-cpsat`` (exact, `solve_interleave_cpsat`): one Boolean x[i, j, t] per candidate
   stage (layers i..j at position t, t <= max_stages) with the path constraints of
   `solvers.pipeline.cpsat`, one Boolean z[t, p] per position and device (exactly one device per
@@ -111,7 +115,7 @@ def solve_interleave(inst: Pipeline, budget: int, *, devices: int | None = None,
                        budget=budget, schedule=best, scope=scope)
 
 
-FAST = ("interleave", "madpipe")
+FAST = ("interleave", "interleave-v", "madpipe")
 
 
 @exact_solver("pipeline", "interleave-cpsat", FAST)
@@ -226,4 +230,116 @@ def _none(inst: Pipeline, budget: int | None, P: int, schedule: str, m: int | No
                        message=f"no interleaved allocation fits {budget} bytes per device")
 
 
-__all__ = ["FAST", "place", "solve_interleave", "solve_interleave_cpsat"]
+# ---------------------------------------------------------------------------- V-shaped allocations
+#: the V-shaped DP's tables grow as L^4 P: refused beyond this many layers
+MAX_V_LAYERS = 80
+
+
+def v_shape_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1f1b",
+               micro_batches: int | None = None) -> tuple[float, list[tuple[int, int]]] | None:
+    """Best V-shaped allocation: 2P contiguous stages, device k holding stages k and 2P-1-k
+    (the first stage, with 2P micro-batches in flight, shares a device with the last, which
+    holds one). Outside-in over the middle part [i, j] left after k pairs:
+
+        V(k, i, j) = min_{a < b} max( tau(i, a) + tau(b, j), c(i) [k > 0], c(b) [k < P - 1],
+                                      V(k + 1, a + 1, b - 1) )   s.t.  M(i, a, 2P - k) + M(b, j, k + 1) <= budget
+        V(P - 1, i, j) = min_a max( tau(i, a) + tau(a + 1, j), c(i) )   (the two stages meet on device P - 1)
+
+    with the simulator's tau, c and M (n = m for GPipe). Returns (period, stage bounds) or None."""
+    L = inst.length
+    if 2 * P > L:
+        return None
+    pre = _prefix(inst)
+    m = int(micro_batches or 0)
+    arrs = [stage_arrays(inst, pre, i) for i in range(L)]
+    link = [inst.comm_time(2.0 * inst.input_of(i), 2 * inst.messages_into(i)) if i > 0 else 0.0 for i in range(L)]
+    limit = math.inf if budget is None else float(budget)
+
+    def mem(i: int, j: int, n: int) -> float:
+        a = arrs[i]
+        return float(a["wmem"][j - i] + n * a["stash"][j - i] + a["buffers"][j - i])
+
+    def tau(i: int, j: int) -> float:
+        return float(arrs[i]["fb"][j - i])
+
+    memo: dict[tuple[int, int, int], tuple[float, tuple[int, int] | None]] = {}
+
+    def V(k: int, i: int, j: int) -> float:
+        key = (k, i, j)
+        if key in memo:
+            return memo[key][0]
+        n_front, n_back = (2 * P - k, k + 1) if schedule == "1f1b" else (m, m)
+        best, arg = math.inf, None
+        if k == P - 1:
+            for a in range(i, j):
+                if mem(i, a, n_front) + mem(a + 1, j, n_back) > limit:
+                    continue
+                v = max(tau(i, a) + tau(a + 1, j), link[i] if k > 0 else 0.0)
+                if v < best:
+                    best, arg = v, (a, a + 1)
+        else:
+            need = 2 * (P - k - 1)  # layers the inner pairs need
+            for a in range(i, j + 1):
+                for b in range(a + 1 + need, j + 1):
+                    if mem(i, a, n_front) + mem(b, j, n_back) > limit:
+                        continue
+                    v = max(tau(i, a) + tau(b, j), link[i] if k > 0 else 0.0, link[b])
+                    if v >= best:
+                        continue
+                    v = max(v, V(k + 1, a + 1, b - 1))
+                    if v < best:
+                        best, arg = v, (a, b)
+        memo[key] = (best, arg)
+        return best
+
+    value = V(0, 0, L - 1)
+    if not math.isfinite(value):
+        return None
+    fronts, backs, k, i, j = [], [], 0, 0, L - 1
+    while True:
+        a, b = memo[(k, i, j)][1]  # type: ignore[misc]
+        fronts.append((i, a))
+        backs.append((b, j))
+        if k == P - 1:
+            break
+        k, i, j = k + 1, a + 1, b - 1
+    return value, fronts + backs[::-1]
+
+
+def solve_interleave_v(inst: Pipeline, budget: int, *, devices: int | None = None, schedule: str = "1f1b",
+                       micro_batches: int | None = None, **_: Any) -> SolveResult:
+    """The better of the straight memory-aware DP (`madpipe`) and `v_shape_dp`: optimal among
+    straight pipelines and V-shaped allocations on P devices."""
+    from ..errors import InputError
+
+    start = time.perf_counter()
+    P, schedule, m = _defaults(devices, schedule, micro_batches)
+    if inst.length > MAX_V_LAYERS:
+        raise InputError(f"the V-shaped DP handles at most {MAX_V_LAYERS} layers (its tables grow as L^4 P), "
+                         f"the instance has {inst.length}", field="layers")
+    scope = f"straight pipelines and V-shaped allocations (device k: stages k and 2P-1-k) on <= {P} devices"
+    cands: list[Partition] = []
+    straight = partition_dp(inst, P, budget, schedule=schedule, micro_batches=m)
+    if straight is not None:
+        part = Partition.from_bounds([(a, b) for a, b, _ in straight[1]], schedule=schedule, micro_batches=m,
+                                     devices=P)
+        part.device_of = list(range(len(part.stages)))
+        cands.append(part.evaluated(inst))
+    v = v_shape_dp(inst, P, budget, schedule=schedule, micro_batches=m)
+    if v is not None:
+        part = Partition.from_bounds(v[1], schedule=schedule, micro_batches=m, devices=P)
+        part.device_of = [min(s, 2 * P - 1 - s) for s in range(2 * P)]
+        cands.append(part.evaluated(inst))
+    elapsed = time.perf_counter() - start
+    if not cands:
+        return SolveResult(problem="pipeline", solver="interleave-v", status=INFEASIBLE, budget=budget,
+                           solve_time_s=elapsed, scope=scope, message=f"nothing fits {budget} bytes per device")
+    best = min(cands, key=lambda p: p.period or math.inf)
+    assert best.period is not None
+    return SolveResult(problem="pipeline", solver="interleave-v", status=OPTIMAL, objective=best.period,
+                       peak_memory=best.peak_memory, lower_bound=best.period, solve_time_s=elapsed, budget=budget,
+                       schedule=best, scope=scope)
+
+
+__all__ = ["FAST", "MAX_V_LAYERS", "place", "solve_interleave", "solve_interleave_cpsat", "solve_interleave_v",
+           "v_shape_dp"]
