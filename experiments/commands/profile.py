@@ -39,6 +39,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timing", choices=("isolated", "in_step"), default=None,
                    help="time each block alone, or each op inside store-all steps (default: in_step on cpu, "
                         "isolated on cuda; in_step needs store-all's memory)")
+    p.add_argument("--granularity", choices=("block", "layer"), default=None,
+                   help="chain stages: whole blocks (default), or blocks split into their sequential parts "
+                        "(transformer: attention and MLP halves; GPT-2's head: norm and projection)")
 
 
 def add_cost_option(p: argparse.ArgumentParser, default: str) -> None:
@@ -78,7 +81,7 @@ def model_sizes(args: argparse.Namespace) -> dict[str, Any]:
 
     return {"batch": args.batch, "image_size": parse_image_size(args.image_size), "seq_len": args.seq_len,
             "width": args.width, "depth": args.depth, "vocab": args.vocab, "device": resolve_device(args.device),
-            "seed": args.seed}
+            "seed": args.seed, **({"granularity": args.granularity} if getattr(args, "granularity", None) else {})}
 
 
 @contextlib.contextmanager

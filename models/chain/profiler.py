@@ -12,11 +12,12 @@ For each block i (input a_i, output a_{i+1}), in the chain's units (ms, bytes):
   (`torch.autograd.graph.saved_tensors_hooks`), excluding the input a_i (the simulator counts
   a_i separately and keeps it resident until B(i)), parameters and buffers, plus the output;
   it is also at least the bytes the memory measurement sees retained after the forward;
-- ``fwd_overhead`` o_f: peak bytes during the forward beyond its input and what it leaves
-  (tape, or output without autograd), the larger of the two modes, >= 0. The simulator has
-  one o_f for F_all and F_ck/F_n; taking the larger keeps every prediction an upper bound but
-  over-charges F_all by up to a tape for blocks (transformers) whose no-grad intermediates are
-  what autograd would save. ``meta["per_mode"]`` keeps both modes' overheads and the no-grad
+- ``fwd_overhead_all`` o_fa and ``fwd_overhead_nograd`` o_fn: peak bytes during the forward
+  beyond its input and what it leaves, with autograd (beyond the tape: F_all) and without
+  (beyond the output: F_ck / F_n), >= 0; the chain simulator and solvers charge each mode its
+  own (a transformer block's no-grad intermediates are what autograd saves in its tape, so one
+  value for both would over-charge F_all by up to a tape). ``fwd_overhead`` o_f is the larger,
+  for the problems that charge one forward overhead. ``meta["per_mode"]`` keeps the no-grad
   forward times for analysis;
 - ``bwd_overhead`` o_b: peak bytes during the backward beyond the state before it and the
   produced delta_i, >= 0;
@@ -158,8 +159,8 @@ def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: 
             del x, y
     return {"fwd_time": _median(fwd), "bwd_time": _median(bwd), "out_size": int(out_size), "tape_size": int(tape),
             "fwd_overhead": int(max(0, o_all, o_ng)), "bwd_overhead": int(max(0, o_b)),
-            "_next": nxt, "_fwd_time_no_grad": _median(fwd_ng), "_fwd_overhead_autograd": int(max(0, o_all)),
-            "_fwd_overhead_no_grad": int(max(0, o_ng))}
+            "_next": nxt, "_fwd_time_no_grad": _median(fwd_ng), "fwd_overhead_all": int(max(0, o_all)),
+            "fwd_overhead_nograd": int(max(0, o_ng))}
 
 
 def _profile_loss(loss_fn: Callable[[torch.Tensor, Any], torch.Tensor], a: torch.Tensor, target: Any,
@@ -333,9 +334,8 @@ def profile_chain(
                     shapes="fake tensors (torch FakeTensorMode): nothing allocated" if fake else "real tensors")
     else:
         info["cost"] = "measured"
-    # the simulator has one u_f and one o_f per stage; the two modes' values, for analysis
-    info["per_mode"] = {key: [st.pop("_" + key) for st in stages]
-                        for key in ("fwd_time_no_grad", "fwd_overhead_autograd", "fwd_overhead_no_grad")}
+    # the chain has one u_f per stage (the F_all mode's); the no-grad forward times, for analysis
+    info["per_mode"] = {"fwd_time_no_grad": [st.pop("_fwd_time_no_grad") for st in stages]}
     info.update(meta or {})
     return Chain.from_stages(unique_bytes(example_input), stages, loss, name=name, meta=info)
 

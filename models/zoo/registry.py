@@ -18,6 +18,7 @@ from .inception import inception_v3_blocks
 from .lstm import lstm_blocks
 from .mobilenet import mobilenet_v2_blocks
 from .resnet import RESNET_LAYERS, resnet_blocks
+from .split import split_blocks
 from .unet import unet_blocks
 from .vgg import VGG16, VGG19, vgg_blocks
 from .vit import vit_blocks
@@ -107,6 +108,7 @@ def build_model(
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
     seed: int = 0,
+    granularity: str = "block",
 ) -> ZooModel:
     """Build zoo model `name` on `device` in training mode, with a random example batch.
 
@@ -116,6 +118,8 @@ def build_model(
     `depth`: GPT-2 / ViT layers, U-Net levels, or a cap on blocks per stage for ResNet /
     DenseNet (small test models). Raises `InputError` for an unknown name or impossible sizes.
     Built inside ``FakeTensorMode`` (`models.costs.shape_exact_model`) it allocates nothing.
+    `granularity`: "block" (one stage a block) or "layer" (blocks split into their sequential
+    parts, `models.zoo.split`).
     """
     if name not in MODELS:
         raise InputError(f"unknown model {name!r} (one of {', '.join(MODELS)})", field="MODEL")
@@ -165,6 +169,9 @@ def build_model(
         else:
             target = torch.randint(0, classes, (batch,), generator=gen)
             loss_fn = classification_loss
+    if granularity != "block":
+        blocks = split_blocks(blocks, granularity)
+        config["granularity"] = granularity
     device = torch.device(device)
     blocks = [_to(b, device, dtype).train() for b in blocks]
     return ZooModel(blocks, x.to(device), loss_fn, target.to(device), name, config)
