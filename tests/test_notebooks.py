@@ -28,7 +28,7 @@ MIN_IMAGES = {
     "04_interactive_explorer": 8,
     "05_paper_rotor": 2,
     "06_paper_join": 2,
-    "07_paper_checkmate": 2,
+    "07_paper_checkmate": 3,
     "08_paper_pofo": 2,
     "09_paper_pipelines": 2,
 }
