@@ -39,6 +39,10 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timing", choices=("isolated", "in_step"), default=None,
                    help="time each block alone, or each op inside store-all steps (default: in_step on cpu, "
                         "isolated on cuda; in_step needs store-all's memory)")
+
+
+def add_granularity_option(p: argparse.ArgumentParser) -> None:
+    """``--granularity block|layer`` (`models.zoo.split`) for the chain commands (profile, run)."""
     p.add_argument("--granularity", choices=("block", "layer"), default=None,
                    help="chain stages: whole blocks (default), or blocks split into their sequential parts "
                         "(transformer: attention and MLP halves; GPT-2's head: norm and projection)")
@@ -111,6 +115,7 @@ def register(subparsers: Any) -> None:
                               description=__doc__)
     p.add_argument("model", metavar="MODEL", help=f"zoo model: {', '.join(ZOO_NAMES)}")
     add_model_options(p)
+    add_granularity_option(p)
     add_cost_option(p, "measured")
     p.add_argument("-o", "--output", default=None, help="chain file to write (default: print it on stdout)")
     p.set_defaults(func=main)

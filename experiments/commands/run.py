@@ -20,7 +20,7 @@ from memsched.solvers.errors import InputError
 
 from ._checks import check_options, check_output_file, count, seconds
 from ._common import add_link_arguments, parse_options
-from .profile import ZOO_NAMES, _import_models, add_model_options, model_sizes
+from .profile import ZOO_NAMES, _import_models, add_granularity_option, add_model_options, model_sizes
 
 
 def register(subparsers: Any) -> None:
@@ -49,6 +49,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_link_arguments(p)
     add_model_options(p)
+    add_granularity_option(p)
     p.set_defaults(func=main)
 
 
