@@ -1,8 +1,10 @@
 """Figures at the papers' sizes, from the rows of a sweep over the committed paper-size instances.
 
     python -m memsched.experiments.paper_figures [--results results/fig_paper_chains] [--out results/figures]
+        [--stem paper_chains]
 
-Reads ``<results>/<name>.csv`` (written by ``memsched sweep fig_paper_chains``) and draws, per
+Reads ``<results>/<name>.csv`` (written by ``memsched sweep fig_paper_chains``, or
+``fig_paper_graphs`` with ``--stem paper_graphs``) and draws, per
 instance, the makespan relative to store-all's (1 + the rows' ``overhead``) of every solver versus the
 memory budget in GB (10^9 bytes, the activation budget the solver gets, input a_0 included),
 over the instance's grid from its smallest feasible budget (rotor's) to its store-all peak. Each
@@ -31,9 +33,12 @@ MARKERS = {"rotor": "o", "periodic": "s", "sqrt": "^", "revolve": "v", "store-al
 def cost_model_of(instance_file: Path) -> str:
     """The cost model an instance file states (``meta.cost``), "measured" when it states none."""
     try:
-        meta = json.loads(instance_file.read_text()).get("meta", {})
+        data = json.loads(instance_file.read_text())
+        meta = data.get("meta") or {"graph": data.get("graph", {})}
     except (OSError, ValueError):
         return "unknown"
+    if "graph" in meta and isinstance(meta.get("graph"), dict):  # a graph file: meta under graph.meta
+        meta = meta["graph"].get("meta", {})
     cost = meta.get("cost", "measured")
     model = meta.get("cost_model")
     if isinstance(model, dict) and model.get("device"):
@@ -76,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", default="results/fig_paper_chains", help="the sweep's output folder")
     parser.add_argument("--out", default="results/figures", help="folder for the figure files")
+    parser.add_argument("--stem", default="paper_chains", help="figure file name (without extension)")
     args = parser.parse_args(argv)
     folder = Path(args.results)
     table = folder / f"{folder.name}.csv"
@@ -83,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     costs = {}
     for name, source in rows[["instance", "source"]].drop_duplicates().itertuples(index=False):
         costs[name] = cost_model_of(Path(str(source))) if Path(str(source)).exists() else "unknown"
-    for p in draw(rows, costs, Path(args.out)):
+    for p in draw(rows, costs, Path(args.out), stem=args.stem):
         print(f"wrote {p}")
     return 0
 
