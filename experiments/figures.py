@@ -48,7 +48,12 @@ STYLE: dict[str, tuple[str, str]] = {
     "sequential": ("#8c564b", "P"),
     # offloading
     "none": ("#7f7f7f", "x"), "remat-only": ("#1f77b4", "o"), "vdnn": ("#ff7f0e", "v"),
-    "offload-prefix": ("#2ca02c", "^"), "rotor-offload": ("#e377c2", "h"),
+    "offload-prefix": ("#2ca02c", "^"), "rotor-offload": ("#e377c2", "h"), "pofo": ("#8c564b", "P"),
+    "exact-combined": ("#d62728", "s"), "remat-only (rotor: persistent)": ("#1f77b4", "o"),
+    "offload-only (store-all order)": ("#9467bd", "D"), "pofo (persistent, offloaded checkpoints)": ("#8c564b", "P"),
+    # exact solvers labelled with the model they are optimal in (the sweep configs' labels)
+    "cpsat (phase model)": ("#9467bd", "D"), "milp (phase model)": ("#d62728", "s"),
+    "checkmate (file's order)": ("#d62728", "s"), "cpsat (<= 2 computations per node)": ("#9467bd", "D"),
 }
 _FALLBACK = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
              "#bcbd22", "#17becf"]
@@ -330,50 +335,11 @@ def period_vs_memory(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) -
 
 
 def predicted_vs_measured(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) -> list[Path]:
-    """Two scatter panels: measured vs predicted peak memory, measured vs predicted time,
-    with the diagonal; colour = instance, marker = solver."""
-    r = rows[rows["measured_peak"].notna() & rows["peak_memory"].notna()]
-    fig, (axm, axt) = plt.subplots(1, 2, figsize=(9.5, 4.3))
-    scale, unit = _mem_unit(list(r["measured_peak"]) + list(r["peak_memory"]))
-    instances = list(dict.fromkeys(r["instance"]))
-    colours = {inst: _FALLBACK[i % len(_FALLBACK)] for i, inst in enumerate(instances)}
-    for (inst, label), s in r.groupby(["instance", "solver_label"], sort=False):
-        marker = style(label, label)["marker"]
-        axm.scatter(s["peak_memory"] / scale, s["measured_peak"] / scale, color=colours[inst], marker=marker, s=22,
-                    label=f"{inst} / {label}")
-        t = s[s["measured_time_ms"].notna()]
-        axt.scatter(t["objective"], t["measured_time_ms"], color=colours[inst], marker=marker, s=22)
-    for ax, cols in ((axm, ("peak_memory", "measured_peak")), (axt, ("objective", "measured_time_ms"))):
-        vals = pd.concat([r[c] for c in cols]).dropna()
-        if ax is axm:
-            vals = vals / scale
-        if len(vals):
-            lo, hi = float(vals.min()), float(vals.max())
-            pad = 0.05 * (hi - lo or 1)
-            ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="#999999", ls="--", lw=0.8, label="measured = "
-                    "predicted")
-        ax.grid(alpha=0.3, which="both")
-        ax.tick_params(labelsize=7.5)
-    t = r[r["measured_time_ms"].notna() & (r["objective"] > 0)]
-    if len(t) and (t["measured_time_ms"] > 0).all():
-        axt.set_xscale("log")
-        axt.set_yscale("log")
-    axm.set_xlabel(f"predicted peak memory ({unit}, simulator)", fontsize=8)
-    axm.set_ylabel(f"measured peak memory ({unit})", fontsize=8)
-    axt.set_xlabel("predicted makespan (ms, simulator on the profiled chain)", fontsize=8)
-    axt.set_ylabel("measured step time (ms)", fontsize=8)
-    axm.set_title("memory", fontsize=9)
-    axt.set_title("time", fontsize=9)
-    axm.legend(fontsize=6, frameon=False)
-    devices = ", ".join(sorted({str(v) for v in r["device"].dropna()})) if "device" in r else "?"
-    checks = r["grad_check"].dropna() if "grad_check" in r else pd.Series(dtype=object)
-    ok = int(sum(str(v).lower() == "true" for v in checks))
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
-    note = (f"device: {devices}; gradients equal to plain autograd in {ok}/{len(checks)} runs; "
-            f"budgets: {', '.join(sorted(set(r['budget_spec'].astype(str)), key=_budget_sort))}; times on a shared "
-            f"machine vary with its load")
-    return _finish(fig, r, out_dir, stem, note)
+    """Figure (g): measured / predicted memory (tracker and independent method) and time with
+    spread bars, every executed problem (`experiments.figure_g.measured_ratios`)."""
+    from .figure_g import measured_ratios
+
+    return measured_ratios(rows, out_dir, stem, title)
 
 
 # ============================================================================ the registry
@@ -412,8 +378,8 @@ FIGURES: dict[str, FigureSpec] = {
     "f": FigureSpec(("fig_f_pipeline",), period_vs_memory,
                     "(f) Pipelined model parallelism: period vs memory per device", "fig_f_pipeline", "pipeline"),
     "g": FigureSpec(("fig_g_measured",), predicted_vs_measured,
-                    "(g) Predicted vs measured peak memory and time of executed schedules", "fig_g_measured",
-                    "chain", "measured_peak"),
+                    "(g) Executed schedules (chain, join, offload, graph): measured / predicted peak memory and "
+                    "step time", "fig_g_measured", None, "measured_peak"),
 }
 
 

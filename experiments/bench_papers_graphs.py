@@ -1,0 +1,177 @@
+"""The papers' graph benchmark: Checkmate's MLSys graphs and Moccasin's random layered (RL) graphs.
+
+    python -m memsched.experiments.bench_papers_graphs --graphs DIR                    # everything (hours)
+    python -m memsched.experiments.bench_papers_graphs --graphs DIR --instances RL100 \\
+        --time-limit 20 --long-time-limit 20                                            # a short check
+
+DIR holds the graph files of Moccasin's repository (``data/`` of haoming-codes/moccasin: the
+Checkmate MLSys training graphs ``<net> (MLSys)_<batch>_<shape>_train_nx.json`` and
+``random_layered_n<N>_*.json``). They are GPL-3 data of that repository and are not committed
+here: clone it and pass its ``data`` folder.
+
+For every instance and budget (a fraction of the graph's reference peak: computing each node
+once in the file's topological order, as Moccasin's ``-m 0.9`` / ``-m 0.8``), runs our exact
+models (``cpsat``: at most C computations per node, Moccasin-style intervals; ``checkmate``:
+Checkmate's MILP) beside greedy, DTR, LP rounding (``checkmate-approx``) and checkpoint-all,
+each through `solvers.registry.solve` (schedules replayed by the graph simulator). Exact models
+get Moccasin's time limits: `--time-limit` (180 s) for graphs up to 500 nodes, `--long-time-limit`
+(360 s) above. Prints a table and writes one CSV row per run (overhead = makespan / sum of
+``cost_cpu`` - 1, the proven bound and gap, time) to results/bench_papers_graphs.csv and a
+figure (overhead per instance and solver) to results/bench_papers_graphs.png.
+
+`--published CSV` (columns instance, fraction, source, overhead) adds published numbers (e.g.
+Moccasin's and Checkmate's tables) to the table and figure as hollow markers; without it none
+are shown (no number is typed in here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from memsched.solvers import graph as graphs
+from memsched.solvers.registry import solve
+
+#: Short names of the papers' instances -> a pattern of Moccasin's file names.
+INSTANCES: dict[str, str] = {
+    "VGG-16": r"^VGG16 \(MLSys\).*_train_nx\.json$", "VGG-19": r"^VGG19 \(MLSys\).*_train_nx\.json$",
+    "MobileNet": r"^MobileNet \(MLSys\).*_train_nx\.json$", "U-Net": r"^vgg_unet \(MLSys\).*_train_nx\.json$",
+    "FCN-8": r"^fcn_8_vgg \(MLSys\).*_train_nx\.json$", "SegNet": r"^segnet \(MLSys\).*_train_nx\.json$",
+    "ResNet-50": r"^ResNet50 \(MLSys\).*_train_nx\.json$",
+    "RL100": r"^random_layered_n100_.*\.json$", "RL250": r"^random_layered_n250_.*\.json$",
+    "RL500": r"^random_layered_n500_.*\.json$", "RL1000": r"^random_layered_n1000_.*\.json$",
+}
+EXACT = ("cpsat", "checkmate")
+FAST = ("greedy", "dtr", "checkmate-approx", "checkpoint-all")
+#: what each solver is optimal in (figure and table labels)
+LABELS = {"cpsat": "cpsat (<= 2 computations per node)", "checkmate": "checkmate (file's order)",
+          "checkmate-approx": "LP rounding", "checkpoint-all": "checkpoint-all", "greedy": "greedy", "dtr": "DTR"}
+FIELDS = ("instance", "nodes", "fraction", "budget", "solver", "label", "status", "makespan", "overhead", "bound",
+          "gap", "time_s", "time_limit_s", "seeded_by", "scope")
+
+
+def find_instances(folder: Path, names: list[str]) -> list[tuple[str, Path]]:
+    """(name, path) of the asked instances present in `folder` (a missing one is reported)."""
+    files = sorted(p.name for p in folder.glob("*.json"))
+    found = []
+    for name in names:
+        hits = [f for f in files if re.match(INSTANCES[name], f)]
+        if hits:
+            found.append((name, folder / hits[0]))
+        else:
+            print(f"{name}: no file in {folder}", file=sys.stderr)
+    return found
+
+
+def read_published(path: Path | None) -> list[dict[str, Any]]:
+    """Rows (instance, fraction, source, overhead) of a published-numbers CSV, or none."""
+    if path is None:
+        return []
+    with path.open() as fh:
+        return [{"instance": r["instance"], "fraction": float(r["fraction"]), "source": r["source"],
+                 "overhead": float(r["overhead"])} for r in csv.DictReader(fh)]
+
+
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every (instance, fraction, solver) run, printed and written to the CSV as it ends."""
+    rows: list[dict[str, Any]] = []
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    print(f"{'instance':<10} {'n':>5} {'M':>4} {'solver':<16} {'status':<10} {'overhead':>9} {'gap':>8} {'time':>7}")
+    with out.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=FIELDS)
+        writer.writeheader()
+        for name, path in find_instances(Path(args.graphs), args.instances):
+            g = graphs.load(str(path))
+            once = g.total_cpu()
+            limit = args.time_limit if g.n <= 500 else args.long_time_limit
+            for frac in args.fractions:
+                budget = int(graphs.reference_peak(g) * frac)
+                for solver in args.solvers:
+                    t0 = time.perf_counter()
+                    res = solve("graph", g, solver, budget, slots=args.slots, time_limit=limit)
+                    elapsed = time.perf_counter() - t0
+                    over = None if res.objective is None else res.objective / once - 1
+                    row = {"instance": name, "nodes": g.n, "fraction": frac, "budget": budget, "solver": solver,
+                           "label": LABELS.get(solver, solver), "status": res.status, "makespan": res.objective,
+                           "overhead": over, "bound": res.lower_bound, "gap": res.gap, "time_s": round(elapsed, 2),
+                           "time_limit_s": limit if solver in EXACT else None, "seeded_by": res.seeded_by,
+                           "scope": res.scope}
+                    writer.writerow(row)
+                    fh.flush()
+                    rows.append(row)
+                    print(f"{name:<10} {g.n:>5} {frac:>4.0%} {solver:<16} {res.status:<10} {_p(over):>9} "
+                          f"{_p(res.gap):>8} {elapsed:>7.1f}", flush=True)
+    return rows
+
+
+def figure(rows: list[dict[str, Any]], published: list[dict[str, Any]], path: Path) -> None:
+    """Overhead per instance (x) and solver (colour, marker), one panel per budget fraction;
+    published numbers as hollow black markers."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from memsched.experiments.figures import style
+
+    fracs = sorted({r["fraction"] for r in rows}, reverse=True)
+    names = list(dict.fromkeys(r["instance"] for r in rows))
+    fig, axes = plt.subplots(1, len(fracs), figsize=(5 * len(fracs), 3.6), squeeze=False)
+    solvers = list(dict.fromkeys(r["solver"] for r in rows))
+    for ax, frac in zip(axes[0], fracs):
+        for k, solver in enumerate(solvers):
+            pts = [(names.index(r["instance"]) + 0.08 * (k - len(solvers) / 2), 100 * r["overhead"]) for r in rows
+                   if r["fraction"] == frac and r["solver"] == solver and r["overhead"] is not None]
+            if pts:
+                label = LABELS.get(solver, solver)
+                kw = style(label, solver)
+                ax.plot(*zip(*pts), ls="none", ms=5, label=label, **kw)
+        for src in sorted({p["source"] for p in published}):
+            pts = [(names.index(p["instance"]), 100 * p["overhead"]) for p in published
+                   if p["source"] == src and p["fraction"] == frac and p["instance"] in names]
+            if pts:
+                ax.plot(*zip(*pts), ls="none", marker="o", mfc="none", mec="black", ms=9, label=f"{src} (published)")
+        ax.set_xticks(range(len(names)), names, rotation=30, fontsize=7.5)
+        ax.set_title(f"budget {frac:.0%} of the topological-order peak", fontsize=9)
+        ax.set_ylabel("compute overhead (%)", fontsize=8)
+    axes[0][-1].legend(fontsize=7, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--graphs", required=True, help="folder with Moccasin's data/ graph files")
+    ap.add_argument("--instances", nargs="+", default=list(INSTANCES), choices=list(INSTANCES))
+    ap.add_argument("--fractions", type=float, nargs="+", default=[0.9, 0.8])
+    ap.add_argument("--solvers", nargs="+", default=list(EXACT + FAST))
+    ap.add_argument("--time-limit", type=float, default=180.0, help="exact solvers, graphs up to 500 nodes (s)")
+    ap.add_argument("--long-time-limit", type=float, default=360.0, help="exact solvers, larger graphs (s)")
+    ap.add_argument("--slots", type=int, default=0, help="memory slots (0: exact sizes)")
+    ap.add_argument("--published", type=Path, default=None, help="CSV: instance, fraction, source, overhead")
+    ap.add_argument("--out", default="results/bench_papers_graphs.csv")
+    args = ap.parse_args(argv)
+    if not Path(args.graphs).is_dir():
+        print(f"bench_papers_graphs: --graphs: {args.graphs} is not a folder", file=sys.stderr)
+        return 2
+    rows = run(args)
+    published = read_published(args.published)
+    if rows:
+        png = Path(args.out).with_suffix(".png")
+        figure(rows, published, png)
+        print(f"wrote {args.out} ({len(rows)} rows) and {png}", file=sys.stderr)
+    return 0
+
+
+def _p(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.2f}%"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
