@@ -77,3 +77,16 @@ def test_layer_chain_has_mode_overheads_and_runs_rotor_schedules():
         ok, msg = compare_gradients(result.grads, ref)
         assert ok, msg
         assert result.peak_memory <= 1.01 * result.predicted_peak + 4096
+
+
+def test_executor_without_input_gradient_matches_parameter_gradients():
+    model = build_model("vit_b16", **TINY["vit_b16"])  # a float input: delta_0 exists unless skipped
+    _, ref, ref_input = reference_step(model.blocks, model.loss_fn, model.example_input, model.target, seed=3)
+    executor = ChainExecutor(model.blocks, model.loss_fn, input_grad=False)
+    from memsched.solvers.chain.baselines import store_all_schedule
+
+    result = executor.step(store_all_schedule(len(model.blocks)), model.example_input, model.target, seed=3,
+                           measure_memory=False, measure_time=True)
+    ok, msg = compare_gradients(result.grads, ref)
+    assert ok, msg
+    assert ref_input is not None and result.input_grad is None

@@ -31,7 +31,11 @@ allocated before it; on CPU, the peak of live tensor bytes allocated during the 
 it owns it and frees it when the schedule does) and parameter gradients are allocated (zeros)
 before the step, so neither weights nor their gradients are counted, as in the simulator.
 Time is measured in a separate run without the tracker on CPU (the tracker slows each
-operation down), in milliseconds like the profiled chains.
+operation down), in milliseconds like the profiled chains; a timed run starts without parameter
+gradients (autograd creates them, as in a plain step after ``zero_grad(set_to_none=True)``; adding
+into preallocated zeros cost 8-12% more on CPU), and with ``input_grad=False`` delta_0 is not
+computed either, so store-all costs what a plain forward/backward costs
+(`experiments/bench_vs_torch.py` measures both).
 """
 
 from __future__ import annotations
@@ -86,9 +90,12 @@ def parameters_of(blocks: Sequence[nn.Module]) -> dict[str, nn.Parameter]:
 class ChainExecutor:
     """Runs schedules on `blocks` (block i: a_i -> a_{i+1}) followed by `loss_fn(a_L, target)`."""
 
-    def __init__(self, blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn) -> None:
+    def __init__(self, blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, *, input_grad: bool = True) -> None:
+        """`input_grad`: compute delta_0 (the gradient of the input a_0, as the chain model
+        does); False skips it, as a plain training step does (a_0 then needs no gradient)."""
         self.blocks = as_blocks(blocks)
         self.loss_fn = loss_fn
+        self.input_grad = input_grad
         self.params = parameters_of(self.blocks)
 
     @property
@@ -144,7 +151,11 @@ class ChainExecutor:
              trace: bool, clock: str = "wall") -> tuple[float, torch.Tensor | None, int, list[OpTrace], float]:
         """One run: (loss, delta_0, peak bytes, per-op trace, elapsed ms)."""
         device = inputs.device
-        zero_grads(self.params.values())
+        if watch:  # gradients allocated before the step: the memory measured leaves them out
+            zero_grads(self.params.values())
+        else:  # a timed run: autograd creates them, as a plain step with zero_grad(set_to_none=True)
+            for p in self.params.values():
+                p.grad = None
         if seed is not None:
             torch.manual_seed(seed)
         counts = Counter(op[1] for op in ops if len(op) == 2 and op[0] in FORWARD_KINDS)
@@ -168,7 +179,7 @@ class ChainExecutor:
         L = self.length
         if kind == F_ALL:
             x = s.available(i).detach()
-            if x.is_floating_point() or x.is_complex():
+            if (x.is_floating_point() or x.is_complex()) and (i > 0 or self.input_grad):
                 x.requires_grad_(True)
             with s.rng.forward(i), torch.enable_grad():
                 y = self.blocks[i](x)
