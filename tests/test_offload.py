@@ -163,8 +163,10 @@ def test_cpsat_is_exact_for_its_class(L, seed, fraction, bandwidth):
     inst = OffloadInstance(chain, bandwidth)  # bytes/s; times in ms: a 1-byte value moves in 1000/bw ms
     budget = int(simulate(chain, store_all_schedule(L)).peak_memory * fraction)
     exact = registry.solve("offload", inst, "cpsat", budget, slots=0, time_limit=20)
-    assert exact.status in ("optimal", "infeasible")
-    for name in ("none", "vdnn", "offload-prefix"):
+    assert exact.status in ("optimal", "feasible", "infeasible")
+    if exact.status == "feasible":  # a faster schedule of a fast solver outside the model's scope
+        assert exact.details["solution_from"] in ("pofo", "offload-prefix", "vdnn", "none")
+    for name in ("none", "vdnn", "offload-prefix", "pofo", "remat-only", "rotor-offload"):
         other = registry.solve("offload", inst, name, budget)
         if other.schedule is not None:
             assert exact.schedule is not None

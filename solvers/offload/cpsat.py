@@ -25,7 +25,8 @@ once, memory in slots when the scope says so) only when every duration is a whol
 ticks (rounded durations make it "feasible"). The model's bound (``details["model_bound"]``)
 bounds this scope only: a schedule that recomputes can be faster, so the reported
 ``lower_bound`` is the problem's own (every operation once, from the exact layer). The exact
-layer referees the answer against none / vdnn / offload-prefix at exact sizes.
+layer referees the answer against pofo, offload-prefix, vdnn and none: when one of them is
+faster (pofo recomputes, outside this scope) its schedule is returned, ``feasible``.
 """
 
 from __future__ import annotations
@@ -45,8 +46,10 @@ from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
 from .simulator import simulate
 
-#: the fast solvers of offloading without recomputation: they seed and referee this model
-FAST = ("none", "vdnn", "offload-prefix")
+#: the fast solvers that seed and referee this model, best first: pofo (which also tries
+#: remat-only and rotor-offload) recomputes, outside this model's scope, so a faster schedule of
+#: it is returned (`feasible`): the exact solver is never worse than a fast solver of its problem
+FAST = ("pofo", "offload-prefix", "vdnn", "none")
 
 
 @exact_solver("offload", "cpsat", FAST, time_limit=30.0, workers=2, least=lambda inst: inst.chain.total_time())
