@@ -30,7 +30,7 @@ MIN_IMAGES = {
     "06_paper_join": 2,
     "07_paper_checkmate": 3,
     "08_paper_pofo": 2,
-    "09_paper_pipelines": 2,
+    "09_paper_pipelines": 3,
 }
 TIME_LIMIT_S = 120.0
 
