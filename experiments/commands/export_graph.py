@@ -36,8 +36,10 @@ def main(args: argparse.Namespace) -> int:
     _import_models()
     from memsched.models.graph.export import export_training_graph
 
+    sizes = counted_sizes(args)
+    sizes.pop("granularity", None)  # the chain commands' --granularity (block|layer); this one is op|module
     with fits_in_memory():
         graph = export_training_graph(args.model, cost=args.cost, granularity=args.granularity, deps=args.deps,
-                                      ram=args.ram, repeats=args.repeats, out=args.output, **counted_sizes(args))
+                                      ram=args.ram, repeats=args.repeats, out=args.output, **sizes)
     print(f"wrote {args.output}: {graph.n} nodes")
     return 0
