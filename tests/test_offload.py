@@ -17,7 +17,7 @@ from memsched.solvers.errors import InputError
 from memsched.solvers.offload import OffloadInstance, OffloadSchedule
 from memsched.solvers.offload import simulate as simulate_offload
 from memsched.solvers.offload.baselines import offload_schedule
-from memsched.solvers.offload.schedule import Off, Pre
+from memsched.solvers.offload.schedule import Off, Pre, Transfer
 
 
 def _three_stages(bandwidth: float) -> OffloadInstance:
@@ -218,3 +218,71 @@ def test_host_link_file_is_offloading_for_every_solver_name(cli, tmp_path):
         assert res.json()["problem"] == "offload"
     res = cli("solve", tmp_path / "c.json", "--budget", "90%", "--solver", "rotor")
     assert res.code == 2 and "rotor" in res.err  # a chain-only solver name is bad input for an offloading file
+
+
+def _frees(op, present: set) -> list:
+    """What a compute op releases from the device (the chain rules, issue order only)."""
+    kind, i = op
+    if kind in ("F_n", "Loss"):
+        return [("a", i)] if ("a", i) in present else []
+    if kind == "B":
+        return [("abar", i + 1)] + ([("a", i)] if ("a", i) in present else [])
+    return []
+
+
+@settings(max_examples=60, deadline=None)
+@given(L=st.integers(2, 6), seed=st.integers(0, 10**6), period=st.integers(1, 3))
+def test_rule_4_holds_on_random_schedules(L, seed, period):
+    """Random Off / Pre inserted into checkpoint schedules; an independent check of rule 4: a
+    Pre(v) starts after the end of every earlier Off(v) and of every earlier compute op that
+    freed a device copy of v."""
+    import random
+
+    rng = random.Random(seed)
+    chain = random_chain(L, seed % 97, integer_times=True, size_range=(1, 5))
+    inst = OffloadInstance(chain, rng.choice([500.0, 2000.0]))
+    base = list(periodic_schedule(L, min(period, L)).ops) if rng.random() < 0.7 else list(recompute_all_schedule(L).ops)
+    ops, present, host = [], {("a", 0)}, set()
+    for op in base:
+        if rng.random() < 0.5 and present:  # offload something on the device
+            v = rng.choice(sorted(present))
+            ops.append(Off(*v))
+            present.discard(v)
+            host.add(v)
+        if rng.random() < 0.6 and host - present:  # bring something back
+            v = rng.choice(sorted(host - present))
+            ops.append(Pre(*v))
+            present.add(v)
+        ops.append(op)
+        kind, i = op
+        i = L if kind == "Loss" else i
+        for v in _frees((kind, i), present):
+            present.discard(v)
+        if kind == "F_all":
+            present.add(("abar", i + 1))
+        elif kind in ("F_ck", "F_n"):
+            present.add(("a", i + 1))
+    sim = simulate_offload(inst, OffloadSchedule(ops, L))
+    if not sim.valid:
+        return  # a random insertion broke a logical rule (e.g. a value not on the device when read)
+    present = {("a", 0)}
+    released: dict = {}
+    for t in sim.ops:
+        if isinstance(t.op, Transfer):
+            v = (t.op.value, t.op.index)
+            if t.op.kind == "Pre":
+                assert t.start >= released.get(v, 0.0) - 1e-9, (str(t.op), t.start, released.get(v))
+                present.add(v)
+            else:
+                released[v] = max(released.get(v, 0.0), t.end)
+                present.discard(v)
+            continue
+        kind, i = t.op
+        i = L if kind == "Loss" else i
+        for v in _frees((kind, i), present):
+            released[v] = max(released.get(v, 0.0), t.end)
+            present.discard(v)
+        if kind == "F_all":
+            present.add(("abar", i + 1))
+        elif kind in ("F_ck", "F_n"):
+            present.add(("a", i + 1))
