@@ -73,10 +73,11 @@ def _min_memory_numpy(x, xbar, o_fa, o_fn, o_b, Mm, ch) -> None:
                 Mm[i, l], ch[i, l] = best, ALL
 
 
-def _arrays(chain: Chain) -> tuple[np.ndarray, ...]:
+def _arrays(chain: Chain) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """x, xbar, o_fa, o_fn, o_b as contiguous int64 arrays (what the kernels take)."""
-    return tuple(np.ascontiguousarray(a, dtype=np.int64) for a in (chain.x, chain.xbar, chain.o_fa, chain.o_fn,
-                                                                    chain.o_b))
+    x, xbar, o_fa, o_fn, o_b = (np.ascontiguousarray(a, dtype=np.int64)
+                                for a in (chain.x, chain.xbar, chain.o_fa, chain.o_fn, chain.o_b))
+    return x, xbar, o_fa, o_fn, o_b
 
 
 def _min_memory(chain: Chain) -> tuple[np.ndarray, np.ndarray]:

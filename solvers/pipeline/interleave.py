@@ -172,8 +172,8 @@ def solve_interleave_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions
                 model.add(sum(into) == sum(out))
     cap = int(budget) if budget is not None else sum(c[5] for c in cand)
     z = [[model.new_bool_var("") for _ in range(P)] for _ in range(T + 1)]
-    load = [[] for _ in range(P)]
-    held = [[] for _ in range(P)]
+    load: list[list[Any]] = [[] for _ in range(P)]  # per device: its time in each round (CP-SAT vars)
+    held: list[list[Any]] = [[] for _ in range(P)]  # per device: its memory in each round
     for t in range(1, T + 1):
         at = [(var, k) for k, (var, c) in enumerate(zip(x, cand)) if c[2] == t]
         used = sum(var for var, _ in at)
