@@ -7,8 +7,10 @@ Each case builds a zoo network at a paper's size on fake tensors and profiles it
 ...`), in a fresh Python process so that its wall time and peak resident memory (``ru_maxrss``,
 MiB: what building and profiling needed, imports included) are its own; the seconds exclude the
 imports and the one-time import of ``torch._dynamo`` that the first ``FakeTensorMode`` triggers. Prints a table and
-writes one CSV row per case: kind, model, sizes, cost model, seconds, peak RSS, the target (if
-any) and whether it was met, stages or nodes, and the store-all peak (bytes) of the instance.
+writes one CSV row per case: kind, model, sizes, cost model, wall seconds, CPU seconds of the
+process (insensitive to other processes sharing the cores), the 1-minute load average when the
+case ended, peak RSS, the target (if any) and whether the wall time met it, stages or nodes, and
+the store-all peak (bytes) of the instance.
 
 Targets (issue 15): ResNet-152 at batch 32 / 224 px as a chain in < 30 s, VGG-16 at batch 256
 / 224 px as a graph in < 60 s, each with a peak RSS < 2 GiB. ``--quick`` runs only those two.
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,9 +35,10 @@ CASES: list[tuple[str, str, dict[str, Any], str, float | None]] = [
     ("chain", "vgg16", {"batch": 256, "image_size": 224}, "roofline:v100", None),
     ("chain", "gpt2_medium", {"batch": 8, "seq_len": 1024}, "roofline:a100", None),
     ("chain", "unet", {"batch": 32, "image_size": (416, 608)}, "flops", None),
-    ("chain", "lstm", {"batch": 64, "seq_len": 500, "width": 1024}, "flops", None),
+    ("chain", "lstm", {"batch": 64, "seq_len": 100, "width": 1024}, "flops", None),
 ]
-FIELDS = ["kind", "model", "sizes", "cost", "seconds", "peak_rss_mib", "target_s", "met", "n", "store_all_peak"]
+FIELDS = ["kind", "model", "sizes", "cost", "seconds", "cpu_seconds", "load_avg", "peak_rss_mib", "target_s", "met",
+          "n", "store_all_peak"]
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -46,15 +50,15 @@ from memsched.models.graph.export import export_training_graph
 from memsched.solvers import chain, graph
 from torch._subclasses.fake_tensor import FakeTensorMode
 FakeTensorMode()  # its first use imports torch._dynamo (seconds): one-time, excluded like the imports
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 if kind == "chain":
     inst, _ = profile_model(model, cost=cost, **sizes)
     n, reference_peak = inst.length, chain.reference_peak
 else:
     inst = export_training_graph(model, cost=cost, **sizes)
     n, reference_peak = inst.n, graph.reference_peak
-seconds = time.perf_counter() - t0
-print(json.dumps({"seconds": seconds, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+print(json.dumps({"seconds": seconds, "cpu": cpu, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "n": n, "peak": int(reference_peak(inst))}))
 """
 
@@ -75,17 +79,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cases = [c for c in CASES if c[4] is not None] if args.quick else CASES
     rows = []
-    print(f"{'kind':<6} {'model':<12} {'sizes':<34} {'cost':<14} {'seconds':>8} {'RSS MiB':>8} {'target':>7} "
-          f"{'met':>4} {'n':>5} {'store-all peak':>15}")
+    print(f"{'kind':<6} {'model':<12} {'sizes':<34} {'cost':<14} {'seconds':>8} {'CPU s':>7} {'RSS MiB':>8} "
+          f"{'target':>7} {'met':>4} {'n':>5} {'store-all peak':>15}")
     for kind, model, sizes, cost, target in cases:
         r = run_case(kind, model, sizes, cost)
         met = "" if target is None else str(r["seconds"] < target and r["rss"] < RSS_TARGET_MIB).lower()
         row = {"kind": kind, "model": model, "sizes": json.dumps(sizes), "cost": cost,
-               "seconds": round(r["seconds"], 2), "peak_rss_mib": round(r["rss"], 1), "target_s": target or "",
+               "seconds": round(r["seconds"], 2), "cpu_seconds": round(r["cpu"], 2),
+               "load_avg": round(os.getloadavg()[0], 1), "peak_rss_mib": round(r["rss"], 1), "target_s": target or "",
                "met": met, "n": r["n"], "store_all_peak": r["peak"]}
         rows.append(row)
-        print(f"{kind:<6} {model:<12} {row['sizes']:<34} {cost:<14} {row['seconds']:>8.2f} {row['peak_rss_mib']:>8.1f} "
-              f"{target or '':>7} {met:>4} {r['n']:>5} {r['peak'] / 2**30:>11.2f} GiB", flush=True)
+        print(f"{kind:<6} {model:<12} {row['sizes']:<34} {cost:<14} {row['seconds']:>8.2f} {row['cpu_seconds']:>7.2f} "
+              f"{row['peak_rss_mib']:>8.1f} {target or '':>7} {met:>4} {r['n']:>5} {r['peak'] / 2**30:>11.2f} GiB",
+              flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="") as fh:

@@ -39,6 +39,7 @@ def test_fake_sizes_equal_a_real_cpu_run(name):
     assert f["input_size"] == r["input_size"]
     assert [{k: s[k] for k in SIZES} for s in f["stages"]] == [{k: s[k] for k in SIZES} for s in r["stages"]]
     assert f["loss"]["bwd_overhead"] == r["loss"]["bwd_overhead"]
+    assert fake.o_fa.tolist() == real.o_fa.tolist() and fake.o_fn.tolist() == real.o_fn.tolist()  # per mode
     assert f["meta"]["parameter_bytes"] == r["meta"]["parameter_bytes"]
     assert f["meta"]["cost"] == "flops" and r["meta"]["cost"] == "measured"
     assert f["meta"]["units"]["time"] == "MFLOP" and r["meta"]["units"]["time"] == "ms"
