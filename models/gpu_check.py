@@ -1,13 +1,25 @@
-"""A few-minute accuracy check of the executor: predicted vs measured peak memory and time.
+"""A few-minute accuracy check of every executor: predicted vs measured peak memory and time.
 
     python -m memsched.models.gpu_check --out results/gpu_check.json             # on a GPU machine
     python -m memsched.models.gpu_check --device cpu --tiny --out /tmp/check.json
 
-Profiles a ResNet and a GPT-2 (modest sizes on GPU, tiny ones with ``--tiny``), solves with
-store-all, periodic and rotor (when importable) at three budgets (fractions of the store-all
-peak), executes each schedule as a training step and writes one row per (model, solver,
-budget): predicted peak (bytes) and makespan (ms) from the simulator, measured peak and
-median step time, their ratios, and whether the gradients match plain autograd.
+Covers the four executed problems on a ResNet (ResNet-50, batch 32, 224x224 on GPU) and a GPT-2
+(GPT-2 small: width 768, 12 layers, sequence 1024 on GPU); tiny versions with ``--tiny``:
+
+- chain: rotor, periodic and store-all schedules (`models.chain.executor`);
+- offload: pofo schedules over a host link of ``--bandwidth`` (`models.offload.executor`:
+  pinned host buffers and a side stream on CUDA);
+- graph: Checkmate-style schedules of the torch.fx training graph (`models.graph.executor`:
+  greedy segmenting and checkpoint-all, fast enough for ResNet-50's graph);
+- join: the join DP on a Siamese network with the same ResNet encoder and a CLIP-like
+  network with the GPT-2 text encoder (`models.join.executor`).
+
+Each problem's network is profiled once (`models.run.prepare`); each schedule is solved at three
+budgets (fractions of the store-all peak), run after a warm-up, measured once for memory (on
+CUDA ``torch.cuda.max_memory_allocated`` above the bytes allocated before the step; on CPU the
+tensor tracker and the independent allocator probe) and timed ``--time-repeats`` times. One row
+per (model, problem, solver, budget): predicted peak (bytes) and makespan (ms), measured ones,
+their ratios, the gradient check. Writes the JSON and a figure next to it (``.png``).
 """
 
 from __future__ import annotations
@@ -25,79 +37,95 @@ import torch
 from memsched.models.measure import tolerances
 from memsched.models.zoo import resolve_device
 from memsched.solvers import registry
-from memsched.solvers.chain import reference_peak
 
-__all__ = ["MODEL_SIZES", "evaluate_model", "main", "tolerances"]
+__all__ = ["MODEL_SIZES", "CHECKS", "evaluate_model", "main", "tolerances"]
 
-# name -> (zoo model, sizes) for the full (GPU) and tiny (CPU test) checks
+# size -> label -> (zoo model, sizes) for the full (GPU), small (CPU) and tiny (CPU test) checks
 MODEL_SIZES: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
     "gpu": {
         "resnet50": ("resnet50", {"batch": 32, "image_size": 224}),
-        "gpt2": ("gpt2", {"batch": 8, "seq_len": 512, "width": 768, "depth": 12}),
+        "gpt2": ("gpt2", {"batch": 4, "seq_len": 1024, "width": 768, "depth": 12}),
+        "siamese": ("siamese", {"batch": 16, "image_size": 224, "encoder": 50}),
+        "clip": ("clip", {"batch": 8, "image_size": 224, "encoder": 50, "seq_len": 1024, "text_width": 768,
+                          "text_depth": 12}),
     },
     "small": {
         "resnet18": ("resnet18", {"batch": 8, "image_size": 64, "width": 16}),
         "gpt2": ("gpt2", {"batch": 4, "seq_len": 64, "width": 64, "depth": 6, "vocab": 512}),
+        "siamese": ("siamese", {"batch": 4, "image_size": 64, "width": 16}),
+        "clip": ("clip", {"batch": 4, "image_size": 64, "width": 16, "seq_len": 64, "text_width": 64,
+                          "text_depth": 4, "vocab": 512}),
     },
     "tiny": {
         "resnet18": ("resnet18", {"batch": 2, "image_size": 32, "width": 4, "depth": 1}),
         "gpt2": ("gpt2", {"batch": 2, "seq_len": 8, "width": 16, "depth": 3, "vocab": 32}),
+        "siamese": ("siamese", {"batch": 2, "image_size": 32, "width": 4, "depth": 1}),
+        "clip": ("clip", {"batch": 2, "image_size": 32, "width": 4, "depth": 1, "seq_len": 8, "text_width": 16,
+                          "text_depth": 2, "vocab": 32}),
     },
 }
-SOLVERS = ("store-all", "periodic", "rotor")
+#: label -> problems run on it (the join models only as joins).
+_ZOO_PROBLEMS = ("chain", "offload", "graph")
+CHECKS: dict[str, tuple[str, ...]] = {"resnet50": _ZOO_PROBLEMS, "resnet18": _ZOO_PROBLEMS, "gpt2": _ZOO_PROBLEMS,
+                                      "siamese": ("join",), "clip": ("join",)}
+#: problem -> (solvers at every budget fraction, the store-all schedule run once at 100%).
+SOLVERS: dict[str, tuple[tuple[str, ...], str]] = {
+    "chain": (("rotor", "periodic"), "store-all"), "offload": (("pofo",), "none"),
+    "graph": (("greedy",), "checkpoint-all"), "join": (("dp",), "sequential"),
+}
 FRACTIONS = (0.9, 0.7, 0.5)
 
 
-def available_solvers(names: tuple[str, ...] = SOLVERS) -> list[str]:
-    """The names among `names` whose solver can be imported here."""
-    table = {name for _, name, _ in registry.solver_table("chain")}
-    return [n for n in names if n in table]
-
-
 def evaluate_model(label: str, model_name: str, sizes: dict[str, Any], device: torch.device, *,
-                   solvers: list[str] | None = None, fractions: tuple[float, ...] = FRACTIONS, repeats: int = 5,
-                   time_repeats: int = 3, slots: int = 500, clock: str = "wall", log: Any = None
-                   ) -> list[dict[str, Any]]:
-    """Profile `model_name`, then solve and execute each solver at each budget fraction
-    (`models.run.prepare` / `execute_schedule`: tracker and, on CPU, independent peaks).
+                   problem: str = "chain", fractions: tuple[float, ...] = FRACTIONS, repeats: int = 5,
+                   time_repeats: int = 5, slots: int = 500, bandwidth: float = 12e9, clock: str = "wall",
+                   log: Any = None) -> list[dict[str, Any]]:
+    """Profile `model_name` for `problem` (`models.run.prepare`), then solve and execute each of
+    `SOLVERS[problem]` at each budget fraction of the store-all peak (and the store-all schedule
+    at 100%) with `models.run.execute_schedule`, after one warm-up run.
 
-    Returns rows of plain values (bytes, ms). Store-all runs once, at 100% of its peak.
-    `clock` (CPU): "wall" or "thread" for both profiling and execution.
+    Returns rows of plain values (bytes, ms; graph: the graph's time unit, ms when measured).
+    `bandwidth` (bytes/s): the host link of offloading. `clock` (CPU): "wall" or "thread".
     """
     from memsched.models.run import execute_schedule, prepare
 
-    solvers = solvers if solvers is not None else available_solvers()
     t0 = time.perf_counter()
-    target = prepare("chain", model_name, sizes={**sizes, "device": device}, profile_repeats=repeats, clock=clock)
+    target = prepare(problem, model_name, sizes={**sizes, "device": device}, profile_repeats=repeats, clock=clock,
+                     bandwidth=bandwidth if problem == "offload" else None)
     profile_s = time.perf_counter() - t0
-    chain = target.instance
-    ref_peak = reference_peak(chain)
+    ref_peak = int(registry.problem_module(problem).reference_peak(target.instance))
+    solvers, store_all = SOLVERS[problem]
     rows: list[dict[str, Any]] = []
-    for solver in solvers:
-        for frac in ((1.0,) if solver == "store-all" else fractions):
-            budget = int(frac * ref_peak)
-            row: dict[str, Any] = {"model": label, "chain": chain.name, "stages": chain.length, "solver": solver,
-                                   "budget_fraction": frac, "budget": budget, "device": str(device),
-                                   "profile_s": round(profile_s, 3)}
-            result = registry.solve("chain", chain, solver, budget, slots=slots)
-            row["status"] = result.status
-            if not result.found:
-                row["min_budget"] = result.min_budget
-                rows.append(row)
-                continue
-            step, measured = execute_schedule(target, result.schedule, time_repeats=time_repeats)
-            ok, msg = measured["grad_check"], measured["grad_message"]
-            row.update(predicted_peak=step.predicted_peak, measured_peak=step.peak_memory,
-                       independent_peak=step.independent_peak, memory_ratio=_round(step.memory_ratio),
-                       predicted_ms=_round(step.predicted_makespan),
-                       measured_ms=_round(step.time_ms), time_ratio=_round(step.time_ratio),
-                       recomputations=result.schedule.recomputations(), grad_check=ok,
-                       memory_method=step.memory_method, clock="cuda" if device.type == "cuda" else clock)
-            if msg:
-                row["grad_message"] = msg
+    for solver, frac in [(store_all, 1.0)] + [(s, f) for s in solvers for f in fractions]:
+        if solver not in registry.get_problem(problem).solvers:
+            continue
+        budget = int(frac * ref_peak)
+        row: dict[str, Any] = {"model": label, "problem": problem, "instance": target.name, "solver": solver,
+                               "budget_fraction": frac, "budget": budget, "device": str(device),
+                               "profile_s": round(profile_s, 3)}
+        result = registry.solve(problem, target.instance, solver, budget, slots=slots)
+        row["status"] = result.status
+        if not result.found:
+            row["min_budget"] = result.min_budget
             rows.append(row)
-            if log is not None:
-                print(_line(row), file=log, flush=True)
+            continue
+        target.step(result.schedule, measure_memory=False, time_repeats=1, independent=False)  # warm-up
+        step, measured = execute_schedule(target, result.schedule, time_repeats=time_repeats)
+        ok, msg = measured["grad_check"], measured["grad_message"]
+        row.update(predicted_peak=step.predicted_peak, measured_peak=step.peak_memory,
+                   independent_peak=step.independent_peak, memory_ratio=_round(step.memory_ratio),
+                   independent_ratio=_round(measured["independent_ratio"]),
+                   predicted_ms=_round(step.predicted_makespan),
+                   measured_ms=_round(step.time_ms), time_ratio=_round(step.time_ratio), grad_check=ok,
+                   memory_method=step.memory_method, clock="cuda" if device.type == "cuda" else clock)
+        if msg:
+            row["grad_message"] = msg
+        rows.append(row)
+        if log is not None:
+            print(_line(row), file=log, flush=True)
+    if device.type == "cuda":
+        del target
+        torch.cuda.empty_cache()
     return rows
 
 
@@ -106,62 +134,120 @@ def _round(v: float | None, digits: int = 4) -> float | None:
 
 
 def _line(row: dict[str, Any]) -> str:
+    head = f"{row['model']:>9} {row['problem']:>7} {row['solver']:>14} {row['budget_fraction']:>5.0%}"
     if "measured_peak" not in row:
-        return f"{row['model']:>9} {row['solver']:>10} {row['budget_fraction']:>5.0%}  {row['status']}"
-    return (f"{row['model']:>9} {row['solver']:>10} {row['budget_fraction']:>5.0%}  peak {row['measured_peak']:>12}"
+        return f"{head}  {row['status']}"
+    return (f"{head}  peak {row['measured_peak']:>12}"
             f" / {row['predicted_peak']:>12} = {row['memory_ratio']:.3f}   time {row['measured_ms']:>9.2f}"
             f" / {row['predicted_ms']:>9.2f} ms = {row['time_ratio']:.3f}"
             f"   grads {'ok' if row['grad_check'] else 'BAD'}")
 
 
-def run_check(device: torch.device, size: str, *, repeats: int, time_repeats: int, log: Any = sys.stdout
-              ) -> dict[str, Any]:
-    """All models of `MODEL_SIZES[size]`: the JSON document of the check."""
+def run_check(device: torch.device, size: str, *, repeats: int, time_repeats: int, bandwidth: float = 12e9,
+              problems: tuple[str, ...] | None = None, models: tuple[str, ...] | None = None,
+              log: Any = sys.stdout) -> dict[str, Any]:
+    """Every (model, problem) of `MODEL_SIZES[size]` and `CHECKS` (only `problems` and `models`
+    when given): the JSON document of the check."""
     rows: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
     for label, (name, sizes) in MODEL_SIZES[size].items():
-        rows += evaluate_model(label, name, sizes, device, repeats=repeats, time_repeats=time_repeats, log=log)
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+        if models is not None and label not in models:
+            continue
+        for problem in CHECKS[label]:
+            if problems is None or problem in problems:
+                rows += evaluate_model(label, name, sizes, device, problem=problem, repeats=repeats,
+                                       time_repeats=time_repeats, bandwidth=bandwidth, log=log)
     measured = [r for r in rows if "measured_peak" in r]
+    indep = [r["independent_ratio"] for r in measured if r.get("independent_ratio") is not None]
     return {
-        "format": "memsched.gpu_check/1",
+        "format": "memsched.gpu_check/2",
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.machine()})",
         "torch": torch.__version__,
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "size": size,
-        "units": {"time": "ms", "memory": "bytes"},
+        "threads": torch.get_num_threads(),
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "units": {"time": "ms", "memory": "bytes", "bandwidth": "bytes/s"},
+        "bandwidth": bandwidth,
         "summary": {
             "runs": len(measured),
+            "problems": sorted({r["problem"] for r in measured}),
             "grad_check": all(r["grad_check"] for r in measured),
             "max_memory_ratio": max((r["memory_ratio"] for r in measured), default=None),
             "min_memory_ratio": min((r["memory_ratio"] for r in measured), default=None),
+            "max_independent_error": max((abs(v - 1) for v in indep), default=None),
             "max_time_error": max((abs(r["time_ratio"] - 1) for r in measured), default=None),
         },
         "rows": rows,
     }
 
 
+def plot(doc: dict[str, Any], path: Path) -> Path:
+    """The check's figure: measured / predicted memory and time per row, one colour per problem."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in doc["rows"] if "measured_peak" in r]
+    colours = {"chain": "#1f77b4", "join": "#ff7f0e", "offload": "#2ca02c", "graph": "#d62728"}
+    fig, axes = plt.subplots(1, 2, figsize=(10, 0.22 * len(rows) + 1.8), sharey=True)
+    labels = [f"{r['model']} {r['problem']} {r['solver']} {r['budget_fraction']:.0%}" for r in rows]
+    method = rows[0]["memory_method"] if rows else ""
+    time_band = 0.15 if doc["device"].startswith("cpu") else 0.10
+    for ax, key, band, name in ((axes[0], "memory_ratio", 0.05, f"peak memory ({method})"),
+                                (axes[1], "time_ratio", time_band, "step time (median)")):
+        ax.axvspan(1 - band, 1 + band, color="#dddddd", lw=0)
+        ax.axvline(1, color="#777777", ls="--", lw=0.8)
+        for i, r in enumerate(rows):
+            if r.get(key) is not None:
+                ax.scatter([r[key]], [i], color=colours.get(r["problem"], "#333"), s=16)
+            if key == "memory_ratio" and r.get("independent_ratio") is not None:
+                ax.scatter([r["independent_ratio"]], [i], facecolors="none", edgecolors="#555", s=16)
+        ax.set_title(f"{name}, band +-{band:.0%}", fontsize=8.5)
+        ax.set_xlabel("measured / predicted", fontsize=8)
+        ax.grid(alpha=0.3, axis="x")
+    axes[0].set_yticks(range(len(rows)))
+    axes[0].set_yticklabels(labels, fontsize=6.5)
+    axes[0].invert_yaxis()
+    fig.suptitle(f"gpu_check on {doc['device']} (torch {doc['torch']}, {doc['date'][:10]}); open circles: "
+                 f"independent memory method (CPU)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m memsched.models.gpu_check", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="results/gpu_check.json", help="JSON file to write")
+    parser.add_argument("--out", default="results/gpu_check.json", help="JSON file to write (figure: same stem, .png)")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     parser.add_argument("--size", choices=sorted(MODEL_SIZES), default=None,
                         help="model sizes (default: gpu on cuda, small on cpu)")
     parser.add_argument("--tiny", action="store_true", help="same as --size tiny (tests)")
+    parser.add_argument("--problems", default=None, help="comma-separated subset of chain,offload,graph,join")
+    parser.add_argument("--models", default=None, help="comma-separated subset of the size's models")
+    parser.add_argument("--bandwidth", default="12GB/s", help="host link of the offload checks")
     parser.add_argument("--repeats", type=int, default=5, help="profiling repetitions per block")
-    parser.add_argument("--time-repeats", type=int, default=3, help="timed executions per schedule")
+    parser.add_argument("--time-repeats", type=int, default=5, help="timed executions per schedule (median)")
     args = parser.parse_args(argv)
+    from memsched.solvers.units import parse_bandwidth
+
     device = resolve_device(args.device)
     size = "tiny" if args.tiny else (args.size or ("gpu" if device.type == "cuda" else "small"))
+    problems = tuple(args.problems.split(",")) if args.problems else None
     if device.type == "cuda":  # full-precision matmuls, deterministic convolutions: comparable gradients
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.deterministic = True
-    doc = run_check(device, size, repeats=args.repeats, time_repeats=args.time_repeats)
+    doc = run_check(device, size, repeats=args.repeats, time_repeats=args.time_repeats,
+                    bandwidth=parse_bandwidth(args.bandwidth), problems=problems,
+                    models=tuple(args.models.split(",")) if args.models else None)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"summary: {json.dumps(doc['summary'])} -> {out}")
+    fig = plot(doc, out.with_suffix(".png"))
+    print(f"summary: {json.dumps(doc['summary'])} -> {out}, {fig}")
     return 0 if doc["summary"]["grad_check"] else 1
 
 

@@ -1,4 +1,5 @@
-"""The GPU accuracy check also runs on CPU with tiny models."""
+"""The accuracy check of every executor (models.gpu_check): its CPU path with tiny models, and
+the CUDA run when a GPU is present."""
 
 from __future__ import annotations
 
@@ -13,18 +14,47 @@ from memsched.models import gpu_check  # noqa: E402
 torch.set_num_threads(1)
 
 
-def test_gpu_check_runs_on_cpu_tiny(tmp_path):
-    out = tmp_path / "check.json"
-    code = gpu_check.main(["--device", "cpu", "--tiny", "--out", str(out), "--repeats", "1", "--time-repeats", "1"])
-    assert code == 0
-    doc = json.loads(out.read_text())
-    assert doc["format"] == "memsched.gpu_check/1" and doc["size"] == "tiny"
+def _check_doc(doc: dict, problems: set[str]) -> None:
     assert doc["summary"]["grad_check"] is True
-    models = {r["model"] for r in doc["rows"]}
-    assert models == {"resnet18", "gpt2"}
-    solvers = {r["solver"] for r in doc["rows"] if "measured_peak" in r}
-    assert {"store-all", "periodic"} <= solvers
+    assert {r["problem"] for r in doc["rows"] if "measured_peak" in r} == problems
     for r in doc["rows"]:
         if "measured_peak" in r:
-            assert r["measured_peak"] <= 1.01 * r["predicted_peak"] + 4096
+            assert r["grad_check"] is True
             assert r["measured_ms"] > 0 and r["predicted_ms"] > 0
+            assert r["predicted_peak"] > 0 and r["measured_peak"] > 0
+
+
+def test_gpu_check_runs_every_executor_on_cpu_tiny(tmp_path):
+    out = tmp_path / "check.json"
+    code = gpu_check.main(["--device", "cpu", "--tiny", "--models", "gpt2,clip", "--out", str(out),
+                           "--repeats", "1", "--time-repeats", "1"])
+    assert code == 0
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "memsched.gpu_check/2" and doc["size"] == "tiny"
+    _check_doc(doc, {"chain", "offload", "graph", "join"})
+    solvers = {(r["problem"], r["solver"]) for r in doc["rows"] if "measured_peak" in r}
+    assert {("chain", "store-all"), ("chain", "rotor"), ("offload", "pofo"), ("join", "dp")} <= solvers
+    # the chain and join executors are charged exactly as their simulators on CPU (same tracker)
+    for r in doc["rows"]:
+        if "measured_peak" in r and r["problem"] in ("chain", "join"):
+            assert r["measured_peak"] <= 1.01 * r["predicted_peak"] + 4096
+            assert r["independent_peak"] is not None
+    assert (tmp_path / "check.png").stat().st_size > 0
+
+
+def test_gpu_check_covers_every_problem_at_full_size():
+    assert set(gpu_check.MODEL_SIZES["gpu"]) == {"resnet50", "gpt2", "siamese", "clip"}
+    assert gpu_check.MODEL_SIZES["gpu"]["resnet50"][1] == {"batch": 32, "image_size": 224}
+    assert gpu_check.MODEL_SIZES["gpu"]["gpt2"][1]["seq_len"] == 1024
+    covered = {p for label in gpu_check.MODEL_SIZES["gpu"] for p in gpu_check.CHECKS[label]}
+    assert covered == {"chain", "offload", "graph", "join"}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the check's full run is "
+                    "`python -m memsched.models.gpu_check` on a GPU machine)")
+def test_gpu_check_on_cuda_small(tmp_path):
+    out = tmp_path / "check.json"
+    code = gpu_check.main(["--device", "cuda", "--size", "small", "--out", str(out), "--time-repeats", "3"])
+    doc = json.loads(out.read_text())
+    assert code == 0
+    _check_doc(doc, {"chain", "offload", "graph", "join"})

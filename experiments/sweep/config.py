@@ -24,7 +24,10 @@ EXAMPLES = Path(_solvers_pkg.__file__).resolve().parent / "data" / "examples"
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 _TOP_KEYS = {"name", "description", "output", "budgets", "repeats", "workers", "execute", "defaults",
-             "instances", "solvers", "figure"}
+             "instances", "solvers", "figure", "measure"}
+#: How executed cells are measured (``[measure]``): timed repeats (median and spread recorded),
+#: unwatched warm-up runs before them, torch CPU threads pinned in the executing process.
+MEASURE_DEFAULTS = {"time_repeats": 5, "warmup": 1, "threads": 1}
 _SOLVER_KEYS = {"name", "label", "slots", "time_limit", "options", "max_length", "problems", "shared_table"}
 #: Solvers that can read many budgets of one instance from one table (``shared_table = true``).
 SHARED_TABLE_SOLVERS = {("chain", "rotor")}
@@ -84,6 +87,7 @@ class SweepConfig:
     output: str | None = None
     figure: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    measure: dict[str, int] = field(default_factory=lambda: dict(MEASURE_DEFAULTS))
 
     def output_dir(self, override: str | Path | None = None) -> Path:
         """Where rows go: `override`, else the file's ``output``, else ``results/<name>``."""
@@ -157,6 +161,7 @@ def load_config(path: str | Path) -> SweepConfig:
     if figure is not None and not isinstance(figure, str):
         raise bad("figure", "must be a string")
     budgets = _budgets(data.get("budgets"), "budgets", bad, required=False)
+    measure = _measure(data.get("measure", {}), bad)
 
     defaults = data.get("defaults", {})
     if not isinstance(defaults, dict):
@@ -189,7 +194,20 @@ def load_config(path: str | Path) -> SweepConfig:
                                                    f"give each a distinct label")
     return SweepConfig(path=path, name=name, description=description, instances=instances, solvers=solvers,
                        budgets=budgets or [], repeats=repeats, workers=workers, execute=execute, output=output,
-                       figure=figure, raw=data)
+                       figure=figure, raw=data, measure=measure)
+
+
+def _measure(v: Any, bad: Callable[[str, str], InputError]) -> dict[str, int]:
+    """The ``[measure]`` table: `MEASURE_DEFAULTS` with the file's integers (time_repeats >= 1,
+    warmup >= 0, threads >= 1)."""
+    if not isinstance(v, dict):
+        raise bad("measure", "must be a table (time_repeats, warmup, threads)")
+    out = dict(MEASURE_DEFAULTS)
+    for k, value in v.items():
+        if k not in MEASURE_DEFAULTS:
+            raise bad(f"measure.{k}", f"unknown key (expected one of {', '.join(MEASURE_DEFAULTS)})")
+        out[k] = _int(value, f"measure.{k}", bad, minimum=0 if k == "warmup" else 1)
+    return out
 
 
 def _int(v: Any, key: str, bad: Callable[[str, str], InputError], *, minimum: int = 0) -> int:

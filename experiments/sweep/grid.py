@@ -30,6 +30,7 @@ class Task:
     repeat: int
     execute: bool
     options: dict[str, Any] | None = None   # the solver's options for this cell (None: the entry's)
+    measure: dict[str, int] | None = None   # executed cells: time_repeats, warmup, threads (`config.measure`)
 
     @property
     def solver_options(self) -> dict[str, Any]:
@@ -40,13 +41,15 @@ def canonical(obj: Any) -> str:
 
 
 def row_key(sweep: str, loaded: LoadedInstance, budget_spec: str, solver: SolverSpec, repeat: int,
-            execute: bool, options: dict[str, Any] | None = None) -> str:
+            execute: bool, options: dict[str, Any] | None = None, measure: dict[str, int] | None = None) -> str:
     """A stable id of one cell: changes exactly when a parameter of the run changes, the content
     hash of its instance file included (two profiles of one network never share a key)."""
     ident = {"sweep": sweep, "instance": loaded.label, "source": loaded.source, "hash": loaded.digest,
              "budget": budget_spec,
              "solver": solver.name, "label": solver.label, "slots": solver.slots, "time_limit": solver.time_limit,
              "options": solver.options if options is None else options, "repeat": repeat, "execute": execute}
+    if execute and measure:
+        ident["measure"] = measure
     return hashlib.sha1(canonical(ident).encode()).hexdigest()[:16]
 
 
@@ -120,6 +123,8 @@ def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
                         and (li.problem, s.name) in SHARED_TABLE_SOLVERS):
                     options = {**s.options, "table_budget": table_budget}
                 for r in range(config.repeats):
-                    key = row_key(config.name, li, spec_text, s, r, execute, options)
-                    tasks.append(Task(len(tasks), key, config.name, li, spec_text, value, s, r, execute, options))
+                    measure = config.measure if execute else None
+                    key = row_key(config.name, li, spec_text, s, r, execute, options, measure)
+                    tasks.append(Task(len(tasks), key, config.name, li, spec_text, value, s, r, execute, options,
+                                      measure))
     return tasks

@@ -54,7 +54,8 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
     stored: Stored | None = None
     data: bytes | None = None
     if spec.kind == "model":
-        sizes = {k: v for k, v in spec.params.items() if k not in ("model", "repeats", "warmup")}
+        _pin_threads(config.measure["threads"])  # profile as the cells execute: same torch threads
+        sizes = {k: v for k, v in spec.params.items() if k not in ("model", "repeats", "warmup", "bandwidth")}
         model = {"name": spec.params["model"], "sizes": sizes}
     hit = store.built(spec) if store is not None and spec.kind in ("generate", "model") else None
     if hit is not None:
@@ -99,6 +100,8 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
         problem = spec.problem or problem
         source = f"{func.__module__}.{func.__name__}({json.dumps(kwargs, sort_keys=True)})"
         label = spec.label or instance.name
+    elif spec.problem in ("join", "graph", "offload"):
+        problem, instance, source, label = _profile_problem(spec, sizes, p)
     else:
         try:
             from memsched.models.chain.profiler import profile_model
@@ -131,6 +134,44 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
     h = stored.hash if stored is not None else (digest(data) if data is not None else None)
     return LoadedInstance(spec, label, problem, instance, source, _size_of(instance), reference, baseline, model,
                           h, str(stored.path) if stored is not None else None)
+
+
+def _pin_threads(threads: int) -> None:
+    """torch's CPU threads (when torch is installed), as the executing cells set them."""
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(threads)
+
+
+def _profile_problem(spec: InstanceSpec, sizes: dict[str, Any], config_path: str) -> tuple[str, Any, str, str]:
+    """(problem, instance, source, label) of a zoo network profiled for a join, graph or offload
+    run (`models.run.prepare`: join profiler, torch.fx graph with measured costs in ms, or the
+    chain profile with the entry's host ``bandwidth``)."""
+    where = spec.where
+    try:
+        from memsched.models.run import prepare
+    except ImportError as err:
+        raise InputError(f"profiling zoo networks needs PyTorch ({err})", path=config_path,
+                         field=f"{where}.model") from None
+    link: dict[str, Any] = {}
+    if spec.problem == "offload":
+        if "bandwidth" not in spec.params:
+            raise InputError("an offload instance needs a host bandwidth", path=config_path, field=f"{where}.bandwidth")
+        from memsched.solvers.units import parse_bandwidth
+
+        link["bandwidth"] = parse_bandwidth(spec.params["bandwidth"], field=f"{where}.bandwidth")
+    try:
+        target = prepare(str(spec.problem), spec.params["model"], sizes=sizes,
+                         profile_repeats=spec.params.get("repeats", 3), **link)
+    except InputError as err:
+        raise InputError(str(err), path=config_path, field=f"{where}.model") from None
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise InputError(f"cannot profile this network: {type(err).__name__}: {err}", path=config_path,
+                         field=where) from None
+    source = f"memsched.models.run.prepare({json.dumps({'problem': spec.problem, **spec.params}, sort_keys=True)})"
+    return str(spec.problem), target.instance, source, spec.label or target.name
 
 
 def _load_stored(stored: Stored, where: str, config_path: str) -> tuple[str, Any]:

@@ -146,6 +146,9 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
             notes.append(f"{stale} journal rows are not in this grid (parameters changed); kept in {jpath.name}, "
                          f"left out of the table")
         todo = [t for t in tasks if t.key not in done]
+        if workers > 1 and any(t.execute for t in todo):  # measured times: one executing run at a time
+            notes.append(f"cells execute schedules: one worker instead of {workers}, so that runs are timed alone")
+            workers = 1
         resumed = len(tasks) - len(todo)
         bar = None
         if progress:

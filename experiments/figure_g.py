@@ -1,0 +1,113 @@
+"""Figure (g): executed schedules, measured / predicted peak memory and step time.
+
+Three panels, one row of points per instance (grouped by problem: chain, join, offload,
+graph), one marker per budget:
+
+- memory by the tensor tracker (`models.memory.LiveTensorTracker` on CPU,
+  ``torch.cuda.max_memory_allocated`` on CUDA): ``measured_peak / peak_memory``;
+- memory by the independent method (`models.alloc_probe`: torch.profiler allocator events,
+  sharing no code with the tracker that also profiled the instance): ``independent_peak /
+  peak_memory``;
+- step time: ``measured_time_ms / objective`` (median of the timed repeats), with a bar from
+  the fastest to the slowest run (``time_ratio_min`` .. ``time_ratio_max``).
+
+The shaded bands are the targets (memory +-5%, time +-15%); the note under the figure states
+the measuring settings (threads, warm-up, repeats) and the machine's load average during the
+runs, so that a reader can judge the times.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+PROBLEM_ORDER = ("chain", "join", "offload", "graph")
+#: Marker per budget (fraction of the store-all peak), in budget order.
+BUDGET_MARKERS = ("o", "s", "^", "D", "v", "P")
+
+__all__ = ["measured_ratios", "PROBLEM_ORDER"]
+
+
+def _num(rows: pd.DataFrame, col: str) -> pd.Series:
+    return pd.to_numeric(rows[col], errors="coerce") if col in rows else pd.Series(float("nan"), index=rows.index)
+
+
+def _ranged(values: pd.Series) -> str:
+    v = values.dropna()
+    if v.empty:
+        return "?"
+    lo, hi = v.min(), v.max()
+    return f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
+
+
+def measured_ratios(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) -> list[Path]:
+    """Draw figure (g) from the executed rows of `rows` (module docstring); returns the PNG and PDF."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    from .figures import _FALLBACK, _budget_sort, _finish
+
+    r = rows[_num(rows, "measured_peak").notna() & _num(rows, "peak_memory").notna()].copy()
+    r["_order"] = r["problem"].map({p: i for i, p in enumerate(PROBLEM_ORDER)}).fillna(len(PROBLEM_ORDER))
+    r = r.sort_values(["_order"], kind="stable")
+    instances = list(dict.fromkeys(r["instance"]))
+    ypos = {inst: i for i, inst in enumerate(instances)}
+    problems = {inst: str(p) for inst, p in zip(r["instance"], r["problem"])}
+    budgets = sorted(set(r["budget_spec"].astype(str)), key=_budget_sort)
+    markers = {b: BUDGET_MARKERS[i % len(BUDGET_MARKERS)] for i, b in enumerate(budgets)}
+    colours = {p: _FALLBACK[i % len(_FALLBACK)] for i, p in enumerate(PROBLEM_ORDER)}
+    offsets = {b: (i - (len(budgets) - 1) / 2) * 0.18 for i, b in enumerate(budgets)}
+    mem = _num(r, "measured_peak") / _num(r, "peak_memory")
+    ind = _num(r, "independent_peak") / _num(r, "peak_memory")
+    tim, tlo, thi = _num(r, "time_ratio"), _num(r, "time_ratio_min"), _num(r, "time_ratio_max")
+    tracker = ", ".join(sorted({str(v) for v in r.get("memory_method", pd.Series(dtype=object)).dropna()})) or \
+        "LiveTensorTracker"
+    indep = ", ".join(sorted({str(v) for v in r.get("independent_method", pd.Series(dtype=object)).dropna()})) or \
+        "models.alloc_probe"
+    fig, axes = plt.subplots(1, 3, figsize=(13, 0.42 * len(instances) + 2.2), sharey=True)
+    panels = ((axes[0], mem, None, None, 0.05, f"memory, tracker ({tracker})"),
+              (axes[1], ind, None, None, 0.05, f"memory, independent ({indep})"),
+              (axes[2], tim, tlo, thi, 0.15, "step time (median; bar: fastest..slowest run)"))
+    for ax, val, lo, hi, band, name in panels:
+        ax.axvspan(1 - band, 1 + band, color="#dddddd", alpha=0.6, lw=0)
+        ax.axvline(1.0, color="#777777", lw=0.8, ls="--")
+        for idx, row in r.iterrows():
+            v = val.get(idx)
+            if v is None or pd.isna(v):
+                continue
+            y = ypos[row["instance"]] + offsets[str(row["budget_spec"])]
+            colour = colours.get(str(row["problem"]), "#333333")
+            if lo is not None and hi is not None and pd.notna(lo.get(idx)) and pd.notna(hi.get(idx)):
+                ax.plot([lo[idx], hi[idx]], [y, y], color=colour, lw=1.2, alpha=0.7)
+            ax.scatter([v], [y], color=colour, marker=markers[str(row["budget_spec"])], s=24, zorder=3)
+        ax.set_title(f"{name}\nband: +-{band:.0%}", fontsize=8.5)
+        ax.set_xlabel("measured / predicted (simulator)", fontsize=8)
+        ax.grid(alpha=0.3, axis="x")
+        ax.tick_params(labelsize=7.5)
+        finite = val.dropna()
+        if hi is not None:
+            finite = pd.concat([finite, lo.dropna(), hi.dropna()])
+        if len(finite):
+            lo_x, hi_x = min(float(finite.min()), 1 - band), max(float(finite.max()), 1 + band)
+            pad = 0.08 * (hi_x - lo_x)
+            ax.set_xlim(lo_x - pad, hi_x + pad)
+    axes[0].set_yticks(range(len(instances)))
+    axes[0].set_yticklabels([f"{inst} ({problems[inst]})" for inst in instances], fontsize=7.5)
+    axes[0].invert_yaxis()
+    handles = [Line2D([], [], color="#333333", marker=markers[b], ls="", label=f"budget {b}") for b in budgets]
+    handles += [Line2D([], [], color=colours[p], lw=3, label=p) for p in PROBLEM_ORDER if p in set(r["problem"])]
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=7, frameon=False,
+               bbox_to_anchor=(0.5, 1 - 0.3 / fig.get_figheight()))
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))
+    checks = r["grad_check"].dropna() if "grad_check" in r else pd.Series(dtype=object)
+    ok = int(sum(str(v).lower() == "true" for v in checks))
+    devices = ", ".join(sorted({str(v) for v in r["device"].dropna()})) if "device" in r else "?"
+    note = (f"device: {devices}; torch threads {_ranged(_num(r, 'threads'))}, warm-up runs "
+            f"{_ranged(_num(r, 'warmup'))}, timed repeats {_ranged(_num(r, 'time_repeats'))}, one executing run at "
+            f"a time; 1-minute load average during the runs {_ranged(_num(r, 'load_1min'))} (a shared machine: "
+            f"times vary with its load); gradients equal to plain autograd (allclose) in {ok}/{len(checks)} runs; "
+            f"each instance profiled once and stored; predicted = the simulator's replay of the solver's schedule "
+            f"on that profile (graph: torch.fx graph with measured costs)")
+    return _finish(fig, r.drop(columns=["_order"]), out_dir, stem, note)

@@ -1,0 +1,101 @@
+"""Executed sweep cells measure properly: warm-up, timed repeats with median and spread, pinned
+threads, one executing run at a time, both memory methods, every executable problem."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from memsched.experiments.sweep import load_config, run_sweep
+from memsched.solvers.errors import InputError
+
+torch = pytest.importorskip("torch")
+
+TINY_RESNET = 'model = "resnet18"\nbatch = 2\nimage_size = 32\nwidth = 4\ndepth = 1\nrepeats = 1\n'
+TINY_GPT = 'model = "gpt2"\nbatch = 2\nseq_len = 8\nwidth = 16\ndepth = 2\nvocab = 32\nrepeats = 1\n'
+
+GRID = f"""
+name = "meas"
+budgets = ["80%"]
+workers = 4
+execute = true
+[measure]
+time_repeats = 5
+warmup = 1
+threads = 1
+[[instances]]
+label = "r-chain"
+budgets = ["100%"]
+{TINY_RESNET}
+[[instances]]
+label = "g-offload"
+problem = "offload"
+bandwidth = "1GB/s"
+{TINY_GPT}
+[[instances]]
+label = "g-graph"
+problem = "graph"
+{TINY_GPT}
+[[instances]]
+label = "s-join"
+problem = "join"
+model = "siamese"
+batch = 2
+image_size = 32
+width = 4
+depth = 1
+repeats = 1
+[[solvers]]
+name = "rotor"
+problems = ["chain"]
+[[solvers]]
+name = "pofo"
+problems = ["offload"]
+[[solvers]]
+name = "greedy"
+problems = ["graph"]
+[[solvers]]
+name = "dp"
+problems = ["join"]
+"""
+
+
+def test_executed_cells_record_median_spread_settings_and_both_memory_methods(tmp_path):
+    cfg = tmp_path / "meas.toml"
+    cfg.write_text(GRID)
+    out = run_sweep(cfg, output=tmp_path / "out", progress=False)
+    assert any("one worker instead of 4" in n for n in out.notes)
+    rows = pd.read_csv(tmp_path / "out" / "meas.csv")
+    assert set(rows["problem"]) == {"chain", "offload", "graph", "join"}
+    found = rows[rows["measured_peak"].notna()]
+    assert set(found["problem"]) == {"chain", "offload", "graph", "join"}
+    for _, r in found.iterrows():
+        assert r["grad_check"] in (True, "True")
+        assert r["time_repeats"] == 5 and r["warmup"] == 1 and r["threads"] == 1
+        assert 0 < r["time_ms_min"] <= r["time_ms_q1"] <= r["measured_time_ms"] <= r["time_ms_q3"] <= r["time_ms_max"]
+        assert r["time_ratio_min"] <= r["time_ratio"] <= r["time_ratio_max"]
+        assert r["time_ratio"] == pytest.approx(r["measured_time_ms"] / r["predicted_makespan"])
+        assert r["independent_peak"] > 0 and r["independent_method"]
+        assert r["predicted_peak"] == r["peak_memory"]  # the executor replays what the solver returned
+    # the chain and join executors keep exactly what their simulators charge (the tracker)
+    for _, r in found[found["problem"].isin(["chain", "join"])].iterrows():
+        assert r["measured_peak"] == r["peak_memory"]
+
+
+@pytest.mark.parametrize("text, field", [
+    ("[measure]\ntime_repeats = 0\n", "measure.time_repeats"),
+    ("[measure]\nthreads = 0\n", "measure.threads"),
+    ("[measure]\nrepeat = 5\n", "measure.repeat"),
+    ("measure = 5\n", "measure"),
+])
+def test_bad_measure_settings_name_the_field(tmp_path, text, field):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('budgets = ["50%"]\n' + text + '[[instances]]\nexample = "tiny"\n[[solvers]]\nname = "rotor"\n')
+    with pytest.raises(InputError) as err:
+        load_config(cfg)
+    assert err.value.field == field
+
+
+def test_measure_defaults(tmp_path):
+    cfg = tmp_path / "ok.toml"
+    cfg.write_text('budgets = ["50%"]\n[[instances]]\nexample = "tiny"\n[[solvers]]\nname = "rotor"\n')
+    assert load_config(cfg).measure == {"time_repeats": 5, "warmup": 1, "threads": 1}
