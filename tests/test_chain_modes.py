@@ -170,3 +170,13 @@ def test_exact_at_most_rotor_with_mode_overheads(seed, solver):
         sim = simulate(chain, exact.schedule, budget)
         assert sim.valid and sim.makespan == pytest.approx(exact.objective)
         assert exact.objective <= rotor.objective + 1e-9
+
+
+def test_without_mode_values_an_in_place_change_of_o_f_is_charged():
+    chain = Chain.homogeneous(3, x=2, xbar=3)
+    chain.o_f[:3] = 5
+    assert list(chain.o_fa[:3]) == list(chain.o_fn[:3]) == [5, 5, 5]
+    loaded = Chain.from_dict(chain.to_dict())
+    loaded.o_f[0] = 7
+    sim = simulate(loaded, Schedule([F_ck(0)], 3))
+    assert sim.steps[0].mem_during == 2 + 2 + 7

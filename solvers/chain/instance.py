@@ -63,8 +63,10 @@ class Chain:
         self.xbar = np.asarray(self.xbar, dtype=np.int64)
         self.o_f = np.asarray(self.o_f, dtype=np.int64)
         self.o_b = np.asarray(self.o_b, dtype=np.int64)
-        self.o_fa = self.o_f.copy() if self.o_fa is None else np.asarray(self.o_fa, dtype=np.int64)
-        self.o_fn = self.o_f.copy() if self.o_fn is None else np.asarray(self.o_fn, dtype=np.int64)
+        # without per-mode values o_fa and o_fn *are* o_f (the same array: an in-place change of o_f
+        # is seen by every charge)
+        self.o_fa = self.o_f if self.o_fa is None else np.asarray(self.o_fa, dtype=np.int64)
+        self.o_fn = self.o_f if self.o_fn is None else np.asarray(self.o_fn, dtype=np.int64)
         L = self.length
         shapes = {"u_f": (self.u_f, L + 1), "u_b": (self.u_b, L + 1), "x": (self.x, L + 2),
                   "xbar": (self.xbar, L + 2), "o_f": (self.o_f, L + 1), "o_b": (self.o_b, L + 1),
@@ -96,6 +98,7 @@ class Chain:
         """Build from per-stage dicts with the fields of the chain file."""
         loss = loss or {"bwd_time": 0.0, "bwd_overhead": 0}
         L = len(stages)
+        modes = any(f in s for s in stages for f in MODE_FIELDS)
         return cls(
             u_f=np.array([s["fwd_time"] for s in stages] + [0.0], dtype=float),
             u_b=np.array([s["bwd_time"] for s in stages] + [loss["bwd_time"]], dtype=float),
@@ -106,8 +109,10 @@ class Chain:
             name=name,
             stage_names=[s.get("name", f"stage{i}") for i, s in enumerate(stages)] if L else [],
             meta=dict(meta or {}),
-            o_fa=np.array([s.get("fwd_overhead_all", s["fwd_overhead"]) for s in stages] + [0], dtype=np.int64),
-            o_fn=np.array([s.get("fwd_overhead_nograd", s["fwd_overhead"]) for s in stages] + [0], dtype=np.int64),
+            o_fa=np.array([s.get("fwd_overhead_all", s["fwd_overhead"]) for s in stages] + [0], dtype=np.int64)
+            if modes else None,
+            o_fn=np.array([s.get("fwd_overhead_nograd", s["fwd_overhead"]) for s in stages] + [0], dtype=np.int64)
+            if modes else None,
         )
 
     @classmethod
