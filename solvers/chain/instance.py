@@ -98,7 +98,10 @@ class Chain:
         """Build from per-stage dicts with the fields of the chain file."""
         loss = loss or {"bwd_time": 0.0, "bwd_overhead": 0}
         L = len(stages)
-        modes = any(f in s for s in stages for f in MODE_FIELDS)
+        modes: dict[str, np.ndarray] = {}  # per-mode forward overheads when a stage gives one
+        if any(f in s for s in stages for f in MODE_FIELDS):
+            modes = {key: np.array([s.get(f, s["fwd_overhead"]) for s in stages] + [0], dtype=np.int64)
+                     for key, f in zip(("o_fa", "o_fn"), MODE_FIELDS)}
         return cls(
             u_f=np.array([s["fwd_time"] for s in stages] + [0.0], dtype=float),
             u_b=np.array([s["bwd_time"] for s in stages] + [loss["bwd_time"]], dtype=float),
@@ -109,10 +112,7 @@ class Chain:
             name=name,
             stage_names=[s.get("name", f"stage{i}") for i, s in enumerate(stages)] if L else [],
             meta=dict(meta or {}),
-            o_fa=np.array([s.get("fwd_overhead_all", s["fwd_overhead"]) for s in stages] + [0], dtype=np.int64)
-            if modes else None,
-            o_fn=np.array([s.get("fwd_overhead_nograd", s["fwd_overhead"]) for s in stages] + [0], dtype=np.int64)
-            if modes else None,
+            **modes,
         )
 
     @classmethod
