@@ -85,7 +85,10 @@ def model_sizes(args: argparse.Namespace) -> dict[str, Any]:
 
     return {"batch": args.batch, "image_size": parse_image_size(args.image_size), "seq_len": args.seq_len,
             "width": args.width, "depth": args.depth, "vocab": args.vocab, "device": resolve_device(args.device),
-            "seed": args.seed, **({"granularity": args.granularity} if getattr(args, "granularity", None) else {})}
+            "seed": args.seed,
+            # the chain commands' --granularity (export-graph has its own, op|module, not a size)
+            **({"granularity": args.granularity} if getattr(args, "granularity", None) in ("block", "layer")
+               else {})}
 
 
 @contextlib.contextmanager
