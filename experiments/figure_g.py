@@ -98,9 +98,9 @@ def measured_ratios(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) ->
     handles = [Line2D([], [], color="#333333", marker=markers[b], ls="", label=f"budget {b}") for b in budgets]
     handles += [Line2D([], [], color=colours[p], lw=3, label=p) for p in PROBLEM_ORDER if p in set(r["problem"])]
     fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=7, frameon=False,
-               bbox_to_anchor=(0.5, 1 - 0.3 / fig.get_figheight()))
+               bbox_to_anchor=(0.5, 1 - 0.22 / fig.get_figheight()))
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.32 / fig.get_figheight()))
     checks = r["grad_check"].dropna() if "grad_check" in r else pd.Series(dtype=object)
     ok = int(sum(str(v).lower() == "true" for v in checks))
     devices = ", ".join(sorted({str(v) for v in r["device"].dropna()})) if "device" in r else "?"
@@ -108,6 +108,8 @@ def measured_ratios(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) ->
             f"{_ranged(_num(r, 'warmup'))}, timed repeats {_ranged(_num(r, 'time_repeats'))}, one executing run at "
             f"a time; 1-minute load average during the runs {_ranged(_num(r, 'load_1min'))} (a shared machine: "
             f"times vary with its load); gradients equal to plain autograd (allclose) in {ok}/{len(checks)} runs; "
-            f"each instance profiled once and stored; predicted = the simulator's replay of the solver's schedule "
+            f"each instance profiled once and stored; the tracker also measured the profiles (its panel checks the "
+            f"simulator's accounting), the independent method shares no code with it; "
+            f"predicted = the simulator's replay of the solver's schedule "
             f"on that profile (graph: torch.fx graph with measured costs)")
     return _finish(fig, r.drop(columns=["_order"]), out_dir, stem, note)
