@@ -20,19 +20,16 @@
 
 from __future__ import annotations
 
-import os
-import queue as queue_module
 import statistics
 import time
 from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from memsched.solvers.pipeline import Partition, Pipeline, simulate, simulate_batch
 from torch import nn
 
-from .runner import SavedTensorMeter, _free_port
+from .distributed import check_grads, free_port, init_rank, run_ranks, timed_steps
 
 #: a layer: ("block", [input]) or ("add", [inputs]); input -1 is the network's input
 Spec = list[tuple[str, list[int]]]
@@ -170,13 +167,7 @@ def _worker(rank: int, cfg: dict[str, Any], queue: Any) -> None:
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
     try:
-        torch.set_num_threads(cfg["threads"])
-        use_cuda = cfg["device"] == "cuda"
-        device = torch.device("cuda", rank) if use_cuda else torch.device("cpu")
-        if use_cuda:
-            torch.cuda.set_device(device)
-        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(cfg["port"])
-        dist.init_process_group("nccl" if use_cuda else "gloo", rank=rank, world_size=cfg["world"])
+        device = init_rank(rank, cfg)
         net = DagNet(cfg["spec"], **cfg["model"])
         S = cfg["world"]
         bnd = cfg["boundaries"]
@@ -191,32 +182,10 @@ def _worker(rank: int, cfg: dict[str, Any], queue: Any) -> None:
         x = torch.randn(cfg["batch"], cfg["model"]["in_dim"], device=device)
         y = torch.randn(cfg["batch"], cfg["model"]["out_dim"], device=device)
 
-        def step() -> None:
-            if rank == 0:
-                sched.step(x, target=y if S == 1 else None)
-            elif rank == S - 1:
-                sched.step(target=y)
-            else:
-                sched.step()
-
-        meter = SavedTensorMeter(submod.parameters())
-        times = []
-        for it in range(cfg["steps"] + 1):
-            submod.zero_grad(set_to_none=True)
-            dist.barrier()
-            t0 = time.perf_counter()
-            if it == cfg["steps"]:
-                with meter.hooks():
-                    step()
-            else:
-                step()
-            if use_cuda:
-                torch.cuda.synchronize()
-            dist.barrier()
-            times.append(time.perf_counter() - t0)
+        times, meter = timed_steps(sched, submod, rank, S, x, y, cfg["steps"], device)
         grads = {f"layers.{n.removeprefix('layers.')}": p.grad.detach().cpu().numpy()
                  for n, p in submod.named_parameters()}
-        queue.put((rank, {"grads": grads, "step_times": times[1:], "saved_peak": meter.peak}))
+        queue.put((rank, {"grads": grads, "step_times": times, "saved_peak": meter.peak}))
         dist.destroy_process_group()
     except Exception as err:  # report instead of hanging the parent
         queue.put((rank, {"error": f"{type(err).__name__}: {err}"}))
@@ -235,39 +204,14 @@ def run_dag_partition(part: Partition, spec: Spec, *, width: int = 64, in_dim: i
     cfg = {"spec": spec, "model": {"width": width, "in_dim": in_dim, "out_dim": out_dim, "seed": seed},
            "stage_layers": stage_layers, "boundaries": boundaries(spec, stage_layers), "world": len(stage_layers),
            "micro_batches": micro_batches, "batch": batch, "steps": steps, "schedule": part.schedule,
-           "device": device, "threads": threads, "port": _free_port(), "data_seed": seed + 1}
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(r, cfg, queue), daemon=True) for r in range(cfg["world"])]
-    for p in procs:
-        p.start()
-    results: dict[int, dict[str, Any]] = {}
-    deadline = time.time() + timeout_s
-    try:
-        while len(results) < cfg["world"]:
-            left = deadline - time.time()
-            if left <= 0:
-                raise TimeoutError(f"pipeline run did not finish within {timeout_s} s")
-            try:
-                rank, payload = queue.get(timeout=left)
-            except queue_module.Empty:
-                raise TimeoutError(f"pipeline run did not finish within {timeout_s} s") from None
-            if "error" in payload:
-                raise RuntimeError(f"rank {rank}: {payload['error']}")
-            results[rank] = payload
-    finally:
-        for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.terminate()
+           "device": device, "threads": threads, "port": free_port(), "data_seed": seed + 1}
+    results = run_ranks(_worker, cfg, timeout_s)
     net = DagNet(spec, **cfg["model"])
     torch.manual_seed(cfg["data_seed"])
     x, y = torch.randn(batch, in_dim), torch.randn(batch, out_dim)
     nn.MSELoss()(net(x), y).backward()
     ref = {n: p.grad.detach() for n, p in net.named_parameters()}
-    grads = {k: torch.from_numpy(v) for r in results.values() for k, v in r["grads"].items()}
-    err = max((float((grads[k] - ref[k]).abs().max()) for k in ref if k in grads), default=0.0)
-    ok = set(grads) == set(ref) and all(torch.allclose(grads[k], ref[k], rtol=1e-4, atol=1e-5) for k in ref)
+    ok, err = check_grads(results, ref)
     return {"grad_check": ok, "grad_max_abs_err": err,
             "step_time_s": max(statistics.median(r["step_times"]) for r in results.values()),
             "saved_peak": [results[r]["saved_peak"] for r in range(cfg["world"])], "config": cfg}

@@ -23,20 +23,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import socket
 import statistics
 import sys
 import time
-import weakref
 from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from memsched.solvers import registry
 from memsched.solvers.pipeline import Partition, Pipeline, simulate_batch
 from torch import nn
+
+from .distributed import check_grads, free_port, init_rank, run_ranks, timed_steps
 
 
 # ---------------------------------------------------------------------------- model and profile
@@ -90,68 +88,13 @@ def _profile(model: nn.Sequential, sample: torch.Tensor, reps: int, name: str) -
                     weight_factor=2.0, meta={"source": "memsched.models.pipeline.runner.profile_sequential"})
 
 
-class SavedTensorMeter:
-    """Live and peak bytes of tensors saved for backward (a storage counted once)."""
-
-    def __init__(self, params: Any = ()) -> None:
-        self.exclude = {p.untyped_storage().data_ptr() for p in params}  # weights are not activations
-        self.live: dict[int, list[int]] = {}
-        self.current = 0
-        self.peak = 0
-
-    def _pack(self, t: torch.Tensor) -> Any:
-        key = t.untyped_storage().data_ptr()
-        if key in self.exclude:
-            return t
-        entry = self.live.setdefault(key, [t.untyped_storage().nbytes(), 0])
-        if entry[1] == 0:
-            self.current += entry[0]
-            self.peak = max(self.peak, self.current)
-        entry[1] += 1
-        holder = _Holder(t)
-        weakref.finalize(holder, self._release, key)
-        return holder
-
-    def _release(self, key: int) -> None:
-        entry = self.live[key]
-        entry[1] -= 1
-        if entry[1] == 0:
-            self.current -= entry[0]
-            del self.live[key]
-
-    @staticmethod
-    def _unpack(obj: Any) -> torch.Tensor:
-        return obj.tensor if isinstance(obj, _Holder) else obj
-
-    def hooks(self) -> torch.autograd.graph.saved_tensors_hooks:
-        return torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
-
-
-class _Holder:
-    __slots__ = ("tensor", "__weakref__")
-
-    def __init__(self, tensor: torch.Tensor) -> None:
-        self.tensor = tensor
-
-
 # ---------------------------------------------------------------------------- the distributed run
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _worker(rank: int, cfg: dict[str, Any], queue: Any) -> None:
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
     try:
-        torch.set_num_threads(cfg["threads"])
-        use_cuda = cfg["device"] == "cuda"
-        device = torch.device("cuda", rank) if use_cuda else torch.device("cpu")
-        if use_cuda:
-            torch.cuda.set_device(device)
-        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(cfg["port"])
-        dist.init_process_group("nccl" if use_cuda else "gloo", rank=rank, world_size=cfg["world"])
+        device = init_rank(rank, cfg)
+        use_cuda = device.type == "cuda"
         model = make_mlp(**cfg["model"])
         first, last = cfg["bounds"][rank]
         submod = nn.Sequential(*[model[k] for k in range(first, last + 1)]).to(device)
@@ -163,39 +106,12 @@ def _worker(rank: int, cfg: dict[str, Any], queue: Any) -> None:
         torch.manual_seed(cfg["data_seed"])
         x = torch.randn(cfg["batch"], cfg["model"]["in_dim"], device=device)
         y = torch.randn(cfg["batch"], cfg["model"]["out_dim"], device=device)
-        last_rank = rank == cfg["world"] - 1
-
-        def step() -> None:
-            if rank == 0:
-                sched.step(x, target=y if last_rank else None)
-            elif last_rank:
-                sched.step(target=y)
-            else:
-                sched.step()
-
-        meter = SavedTensorMeter(submod.parameters())
-        times = []
-        for it in range(cfg["steps"] + 1):
-            submod.zero_grad(set_to_none=True)
-            dist.barrier()
-            if use_cuda:
-                torch.cuda.synchronize()
-                torch.cuda.reset_peak_memory_stats()
-            t0 = time.perf_counter()
-            if it == cfg["steps"]:  # the last step: count saved activations and keep gradients
-                with meter.hooks():
-                    step()
-            else:
-                step()
-            if use_cuda:
-                torch.cuda.synchronize()
-            dist.barrier()
-            times.append(time.perf_counter() - t0)
+        times, meter = timed_steps(sched, submod, rank, cfg["world"], x, y, cfg["steps"], device)
         grads = {}  # global parameter name -> numpy array (pickled by value, unlike shared tensors)
         for n, p in submod.named_parameters():
             local, rest = n.split(".", 1)
             grads[f"{first + int(local)}.{rest}"] = p.grad.detach().cpu().numpy()
-        queue.put((rank, {"grads": grads, "step_times": times[1:], "saved_peak": meter.peak,
+        queue.put((rank, {"grads": grads, "step_times": times, "saved_peak": meter.peak,
                           "cuda_peak": torch.cuda.max_memory_allocated(device) if use_cuda else None}))
         dist.destroy_process_group()
     except Exception as err:  # report instead of hanging the parent
@@ -226,32 +142,10 @@ def run_partition(part: Partition, *, layers: int = 8, width: int = 256, in_dim:
     cfg = {"model": {"layers": layers, "width": width, "in_dim": in_dim, "out_dim": out_dim, "seed": seed},
            "bounds": [(s.first, s.last) for s in part.stages], "world": len(part.stages),
            "micro_batches": micro_batches, "batch": batch, "steps": steps, "schedule": part.schedule,
-           "device": device, "threads": threads, "port": _free_port(), "data_seed": seed + 1}
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(r, cfg, queue), daemon=True) for r in range(cfg["world"])]
-    for p in procs:
-        p.start()
-    results: dict[int, dict[str, Any]] = {}
-    deadline = time.time() + timeout_s
-    try:
-        while len(results) < cfg["world"]:
-            remaining = deadline - time.time()
-            if remaining <= 0:
-                raise TimeoutError(f"pipeline run did not finish within {timeout_s} s")
-            rank, payload = queue.get(timeout=remaining)
-            if "error" in payload:
-                raise RuntimeError(f"rank {rank}: {payload['error']}")
-            results[rank] = payload
-    finally:
-        for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.terminate()
+           "device": device, "threads": threads, "port": free_port(), "data_seed": seed + 1}
+    results = run_ranks(_worker, cfg, timeout_s)
     ref = reference_grads(cfg)
-    grads = {k: torch.from_numpy(v) for r in results.values() for k, v in r["grads"].items()}
-    max_err = max((float((grads[k] - ref[k]).abs().max()) for k in ref), default=0.0)
-    grad_check = set(grads) == set(ref) and all(torch.allclose(grads[k], ref[k], rtol=1e-4, atol=1e-5) for k in ref)
+    grad_check, max_err = check_grads(results, ref)
     step_time = max(statistics.median(r["step_times"]) for r in results.values())
     return {"device": device, "grad_check": grad_check, "grad_max_abs_err": max_err, "step_time_s": step_time,
             "saved_peak": [results[r]["saved_peak"] for r in range(cfg["world"])],
