@@ -121,6 +121,15 @@ class Measured:
 
 RunFn = Callable[[bool, bool], tuple[float, Any, int, list[OpTrace], float]]
 
+_PROBED = False
+
+
+def probed_run() -> bool:
+    """True while `measure_runs` measures a step with the independent allocator probe: an
+    executor then prepares the step as for a watched run (parameter gradients allocated before
+    the step), so both memory methods measure the same thing."""
+    return _PROBED
+
 
 def measure_runs(run: RunFn, *, cuda: bool, measure_memory: bool, measure_time: bool, trace: bool,
                  time_repeats: int, sim_steps: Sequence[Any] | None = None, independent: bool = False) -> Measured:
@@ -135,9 +144,14 @@ def measure_runs(run: RunFn, *, cuda: bool, measure_memory: bool, measure_time: 
     if independent and not cuda:
         from memsched.models.alloc_probe import METHOD, AllocatorProbe
 
-        run(False, False)  # warm-up: lazily allocated kernel caches are not the step's memory
-        with AllocatorProbe() as probe:
-            out.loss, out.input_grad, _, _, _ = run(False, False)
+        global _PROBED
+        _PROBED = True
+        try:
+            run(False, False)  # warm-up: lazily allocated kernel caches are not the step's memory
+            with AllocatorProbe() as probe:
+                out.loss, out.input_grad, _, _, _ = run(False, False)
+        finally:
+            _PROBED = False
         out.independent_peak, out.independent_method = probe.peak, METHOD
     if measure_memory or trace or not measure_time:
         watch = measure_memory or trace

@@ -54,6 +54,7 @@ from memsched.models.measure import (
     compare_gradients,
     gradients_match,
     measure_runs,
+    probed_run,
     zero_grads,
 )
 from memsched.solvers.chain import Chain, Schedule, simulate
@@ -151,7 +152,7 @@ class ChainExecutor:
              trace: bool, clock: str = "wall") -> tuple[float, torch.Tensor | None, int, list[OpTrace], float]:
         """One run: (loss, delta_0, peak bytes, per-op trace, elapsed ms)."""
         device = inputs.device
-        if watch:  # gradients allocated before the step: the memory measured leaves them out
+        if watch or probed_run():  # gradients allocated before the step: the memory measured leaves them out
             zero_grads(self.params.values())
         else:  # a timed run: autograd creates them, as a plain step with zero_grad(set_to_none=True)
             for p in self.params.values():
