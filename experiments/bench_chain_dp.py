@@ -13,7 +13,6 @@ kernel is compiled (or loaded from its cache) once before timing; that warm-up i
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import platform
 import sys
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from memsched.experiments.benchtable import write_csv
 from memsched.solvers.chain import dp as rotor_mod
 from memsched.solvers.chain import reference_peak, simulate
 from memsched.solvers.chain.generate import random_chain
@@ -88,14 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{L:>5} {slots:>6} {row['cells']:>11,} {row['table_s']:>9.3f} {row['schedule_s']:>9.3f} "
                   f"{row['total_s']:>9.3f} {row['cpu_s']:>8.3f} {row['load_avg_1min']:>5.1f} "
                   f"{row['recomputations']:>7}", flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    with tmp.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
-    tmp.replace(out)
+    out = write_csv(rows, args.out, FIELDS)
     print(f"wrote {out}", file=sys.stderr)
     return 0
 

@@ -39,6 +39,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from memsched.experiments.benchtable import print_and_write_frame
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
 L, SLOTS, BUDGET = 200, 500, "50%"
@@ -173,12 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     frame = pd.DataFrame(rows)
-    with pd.option_context("display.width", 200, "display.max_colwidth", 90):
-        print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    out_path = Path(args.output)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(out_path, index=False)
-    print(f"wrote {out_path}")
+    print_and_write_frame(frame, args.output, lambda v: f"{v:.3f}", width=200, max_colwidth=90)
     return 0
 
 

@@ -17,12 +17,12 @@ Usage: ``python -m memsched.experiments.bench_join [--quick] [--slots N] [--figu
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import platform
 import time
 from pathlib import Path
 
+from memsched.experiments.benchtable import write_csv
 from memsched.solvers import __version__, registry
 from memsched.solvers.join import reference_peak
 from memsched.solvers.join.generate import random_join
@@ -119,16 +119,6 @@ def print_table(rows: list[dict]) -> None:
                   f"({len(gaps)} feasible runs)")
 
 
-def write_csv(rows: list[dict], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
-    tmp.replace(path)
-
-
 def figure(rows: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -170,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(args.quick, args.slots, args.seed, args.cpsat_medium)
     print_table(rows)
     out = Path(args.out)
-    write_csv(rows, out)
+    write_csv(rows, out, FIELDS)
     print(f"wrote {out} ({len(rows)} rows) in {time.perf_counter() - t0:.1f} s")
     if args.figure:
         png = out.with_suffix(".png")

@@ -13,11 +13,10 @@ One CSV row per run; times are wall-clock on whatever the machine is doing.
 from __future__ import annotations
 
 import argparse
-import csv
 import time
-from pathlib import Path
 from typing import Any
 
+from memsched.experiments.benchtable import write_csv
 from memsched.solvers import __version__, registry
 from memsched.solvers.pipeline import generate, profiles
 from memsched.solvers.pipeline.dp import min_budget
@@ -100,14 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         peak = f"{r['peak_memory'] / 2**30:.2f}" if r["peak_memory"] != "" else "-"
         print(f"{r['kind']:<7} {r['profile']:<22} {r['layers']:>4} {r['devices']:>3} {r['memory_factor']:>6} "
               f"{r['solver']:<13} {r['options']:<16} {r['status']:<10} {period:>11} {peak:>9} {r['solve_time_s']:>9}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    with tmp.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
-    tmp.replace(out)
+    out = write_csv(rows, args.out, FIELDS)
     print(f"wrote {len(rows)} rows to {out}")
     return 0
 

@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from memsched.experiments.benchtable import print_and_write_frame
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -79,11 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     diffs = [abs(a - b) / b for a, b in zip(objectives[True], objectives[False]) if a is not None and b]
     rows[1]["max_rel_makespan_diff"] = max(diffs) if diffs else None
     frame = pd.DataFrame(rows)
-    print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(out, index=False)
-    print(f"wrote {out}")
+    print_and_write_frame(frame, args.output, lambda v: f"{v:.4g}")
     return 0
 
 
