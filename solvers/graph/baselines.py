@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import cache
 from typing import Any, TypeAlias
 
@@ -305,6 +305,25 @@ def greedy_checkpoints(graph: Graph, b: float) -> set[int]:
     return chosen
 
 
+def _fastest_fitting(graph: Graph, budget: int, sequences: Iterable[list[int] | None]) -> list[int] | None:
+    """Of the candidate evaluation sequences (None: the candidate does not apply), the one with the
+    smallest simulated makespan whose peak memory fits `budget` (bytes); when none fits, the one of
+    smallest peak (the caller reports it infeasible); None when there is no candidate. Ties keep
+    the first."""
+    best: tuple[float, list[int]] | None = None  # (makespan, sequence) of the fastest that fits
+    best_any: tuple[int, list[int]] | None = None  # (peak, sequence) of the smallest peak
+    for seq in sequences:
+        if seq is None:
+            continue
+        sim = simulate(graph, seq)
+        if sim.peak_memory <= budget and (best is None or sim.makespan < best[0]):
+            best = (sim.makespan, seq)
+        if best_any is None or sim.peak_memory < best_any[0]:
+            best_any = (sim.peak_memory, seq)
+    chosen = best or best_any
+    return None if chosen is None else chosen[1]
+
+
 def solve_greedy(graph: Graph, budget: int, **_: Any) -> SolveResult:
     """Chen et al.'s greedy with its threshold b searched on a grid (the fastest schedule that
     fits; the smallest peak otherwise)."""
@@ -313,17 +332,9 @@ def solve_greedy(graph: Graph, budget: int, **_: Any) -> SolveResult:
     if why:
         return _result(graph, "greedy", None, int(budget), start, message=why)
     total = float(sum(graph.cost_ram[v] for v in forward_nodes(graph)))
-    best: tuple[float, list[int]] | None = None  # (makespan, sequence) of the fastest that fits
-    best_any: tuple[int, list[int]] | None = None  # (peak, sequence) of the smallest peak
-    for b in np.geomspace(max(total / 200, 1e-9), total, 40):
-        seq = segment_sequence(graph, greedy_checkpoints(graph, b))
-        sim = simulate(graph, seq)
-        if sim.peak_memory <= budget and (best is None or sim.makespan < best[0]):
-            best = (sim.makespan, seq)
-        if best_any is None or sim.peak_memory < best_any[0]:
-            best_any = (sim.peak_memory, seq)
-    chosen = best or best_any
-    return _result(graph, "greedy", None if chosen is None else chosen[1], int(budget), start,
+    chosen = _fastest_fitting(graph, budget, (segment_sequence(graph, greedy_checkpoints(graph, b))
+                                              for b in np.geomspace(max(total / 200, 1e-9), total, 40)))
+    return _result(graph, "greedy", chosen, int(budget), start,
                    message="" if chosen else "no threshold gave a schedule")
 
 
@@ -393,18 +404,7 @@ def solve_griewank(graph: Graph, budget: int, **_: Any) -> SolveResult:
         return _result(graph, "griewank", None, int(budget), start,
                        message="needs a training graph whose forward nodes form a chain")
     L = len(forward_nodes(graph))
-    best: tuple[float, list[int]] | None = None  # (makespan, sequence) of the fastest that fits
-    best_any: tuple[int, list[int]] | None = None  # (peak, sequence) of the smallest peak
-    for s in range(1, min(L, 64) + 1):
-        seq = griewank_sequence(graph, s)
-        if seq is None:
-            continue
-        sim = simulate(graph, seq)
-        if sim.peak_memory <= budget and (best is None or sim.makespan < best[0]):
-            best = (sim.makespan, seq)
-        if best_any is None or sim.peak_memory < best_any[0]:
-            best_any = (sim.peak_memory, seq)
-    chosen = best or best_any
+    chosen = _fastest_fitting(graph, budget, (griewank_sequence(graph, s) for s in range(1, min(L, 64) + 1)))
     if chosen is None:
         return _result(graph, "griewank", None, int(budget), start, message="no binomial split applies")
-    return _result(graph, "griewank", chosen[1], int(budget), start, scope="homogeneous binomial splits")
+    return _result(graph, "griewank", chosen, int(budget), start, scope="homogeneous binomial splits")

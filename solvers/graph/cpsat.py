@@ -36,8 +36,7 @@ from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .instance import Graph
 from .milp import FAST
-from .schedule import GraphSchedule
-from .simulator import simulate
+from .simulator import replay_into, simulate
 
 __all__ = ["MoccasinModel", "integer_costs", "solve_cpsat"]
 
@@ -216,12 +215,7 @@ def solve_cpsat(
         result.lower_bound = None if run.bound is None else max(run.bound * (1 - 1e-6), graph.total_cpu())
         return result
     seq = mm.sequence(run.solver)
-    sim = simulate(graph, seq, int(budget))
-    if not sim.valid:
-        raise RuntimeError(f"cpsat: extracted schedule is invalid: {sim.violation}")
-    result.schedule = GraphSchedule.from_indices(graph, seq)
-    result.objective = sim.makespan
-    result.peak_memory = sim.peak_memory
+    sim = replay_into(result, graph, seq, budget, "cpsat")
     if run.status == OPTIMAL:  # for the scope, which names any rounding of costs or sizes
         result.status = OPTIMAL
         result.lower_bound = sim.makespan

@@ -46,8 +46,7 @@ from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .instance import Graph
 from .linmodel import BACKENDS, LinearModel, solve_cpsat_linear, solve_milp
-from .schedule import GraphSchedule
-from .simulator import simulate
+from .simulator import replay_into, simulate
 
 #: the graph's fast solvers: they seed and referee the exact graph models
 FAST = ("checkpoint-all", "dtr", "greedy", "sqrt", "griewank")
@@ -261,12 +260,7 @@ def solve_checkmate(
         result.status = TIMEOUT
         return result
     seq = cm.sequence(values)
-    sim = simulate(graph, seq, int(budget))
-    if not sim.valid:
-        raise RuntimeError(f"checkmate: extracted schedule is invalid: {sim.violation}")
-    result.schedule = GraphSchedule.from_indices(graph, seq)
-    result.objective = sim.makespan
-    result.peak_memory = sim.peak_memory
+    sim = replay_into(result, graph, seq, budget, "checkmate")
     result.status = OPTIMAL if sol.status == "optimal" and sol.values is not None else FEASIBLE
     # every node is computed at least once: sum_v C_v bounds every schedule
     result.lower_bound = graph.total_cpu()

@@ -90,6 +90,19 @@ def simulate(graph: Graph, sequence: Sequence[int] | GraphSchedule, budget: int 
     return GraphSimulation(memory, cpu, violation, end)
 
 
+def replay_into(result: Any, graph: Graph, sequence: list[int], budget: int, solver: str) -> GraphSimulation:
+    """Replay an exact model's extracted `sequence` under `budget` (bytes) and store it in the
+    `SolveResult` `result`: its schedule, objective (makespan) and peak memory. A sequence the
+    referee rejects is a bug of the model: RuntimeError naming `solver` and the violation."""
+    sim = simulate(graph, sequence, int(budget))
+    if not sim.valid:
+        raise RuntimeError(f"{solver}: extracted schedule is invalid: {sim.violation}")
+    result.schedule = GraphSchedule.from_indices(graph, sequence)
+    result.objective = sim.makespan
+    result.peak_memory = sim.peak_memory
+    return sim
+
+
 def memory_profile(graph: Graph, schedule: GraphSchedule) -> list[dict[str, Any]]:
     """Per step: the node computed and the memory at that step (``cost_ram`` units)."""
     sim = simulate(graph, schedule)
