@@ -40,6 +40,54 @@ from .dp import _defaults, _prefix, min_budget, stage_arrays
 from .instance import Pipeline
 from .schedule import Partition
 
+Candidate = tuple[int, int, int, float]  # (start node i, end node j, position t, value)
+
+
+def stage_flow_model(cand: list[Candidate], T: int, source: int, sink: int, links: list[tuple[int, int]]
+                     ) -> tuple[Any, list[Any], Any, list[float], dict[float, int], dict[tuple[int, int], list[Any]]]:
+    """The path model shared by the contiguous and the DAG CP-SAT models: one Boolean per candidate
+    stage (i, j, t, value); exactly one chosen stage starts at `source`, exactly one ends at `sink`
+    at position t = 1; for each (e, s) of `links` and 1 <= t < T, the stages ending at e at
+    position t + 1 are as many as those starting at s at position t. The objective variable is the
+    rank k of the period among the distinct values, k >= rank(value) * v, with the valid cut
+    k >= sum over one position t of rank(value) * v. Returns (model, Booleans, k, the distinct
+    values in increasing order, value -> rank, (i, t) -> the Booleans starting there)."""
+    from ortools.sat.python import cp_model
+
+    values = sorted({c[3] for c in cand})
+    rank = {val: k for k, val in enumerate(values)}
+    model = cp_model.CpModel()
+    x = [model.new_bool_var(f"v_{i}_{j}_{t}") for i, j, t, _ in cand]
+    obj = model.new_int_var(0, len(values) - 1, "period_rank")
+    starts: dict[tuple[int, int], list[Any]] = {}
+    ends: dict[tuple[int, int], list[Any]] = {}
+    for var, (i, j, t, val) in zip(x, cand):
+        starts.setdefault((i, t), []).append(var)
+        ends.setdefault((j, t), []).append(var)
+        if rank[val] > 0:
+            model.add(obj >= rank[val] * var)
+    # one stage at most per position t: the period is at least the value of the stage chosen there
+    # (a valid cut that makes the LP relaxation much stronger than the per-stage constraints alone)
+    for t in range(1, T + 1):
+        level = [(var, rank[c[3]]) for var, c in zip(x, cand) if c[2] == t and rank[c[3]] > 0]
+        if level:
+            model.add(obj >= sum(r * var for var, r in level))
+    model.add_exactly_one([var for var, c in zip(x, cand) if c[0] == source])
+    model.add_exactly_one(ends.get((sink, 1), []))
+    for e, st in links:
+        for t in range(1, T):
+            into, out = ends.get((e, t + 1), []), starts.get((st, t), [])
+            if into or out:
+                model.add(sum(into) == sum(out))
+    return model, x, obj, values, rank, starts
+
+
+def bound_value(values: list[float], bound: float | None) -> float:
+    """The period (time units) of CP-SAT's best bound on the rank objective: the distinct value
+    of rank ceil(bound), clamped to the ranks that exist."""
+    return values[min(len(values) - 1, max(0, int(math.ceil((bound or 0.0) - 1e-9))))]
+
+
 #: the pipeline problem's fast solvers: they seed and referee the exact model
 FAST = ("madpipe", "pipedream", "balance-time")
 
@@ -52,8 +100,6 @@ def solve_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline:
     CP-SAT's probing level `probing`: 0 by default, as probing spends seconds on the ~L^2 P
     Booleans). With `hint` (and ``warm_start``) the seed's partition (the best fast solver's:
     madpipe's, usually) is the hint."""
-    from ortools.sat.python import cp_model
-
     start = time.perf_counter()
     P, schedule, m = _defaults(devices, schedule, micro_batches)
     L = inst.length
@@ -84,32 +130,7 @@ def solve_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline:
                 cand.append((i, j, t, float(value[k])))
     if not any(c[0] == 0 for c in cand) or not any(c[2] == 1 for c in cand):
         return _infeasible(inst, budget, P, schedule, m, start, scope)
-    values = sorted({c[3] for c in cand})
-    rank = {v: k for k, v in enumerate(values)}
-    model = cp_model.CpModel()
-    v = [model.new_bool_var(f"v_{i}_{j}_{t}") for i, j, t, _ in cand]
-    obj = model.new_int_var(0, len(values) - 1, "period_rank")
-    starts: dict[tuple[int, int], list[Any]] = {}
-    ends: dict[tuple[int, int], list[Any]] = {}
-    for var, (i, j, t, val) in zip(v, cand):
-        starts.setdefault((i, t), []).append(var)
-        ends.setdefault((j, t), []).append(var)
-        if rank[val] > 0:
-            model.add(obj >= rank[val] * var)
-    # one stage at most per position t: the period is at least the value of the stage chosen there
-    # (a valid cut that makes the LP relaxation much stronger than the per-stage constraints alone)
-    for t in range(1, T + 1):
-        level = [(var, rank[c[3]]) for var, c in zip(v, cand) if c[2] == t]
-        if level:
-            model.add(obj >= sum(r * var for var, r in level))
-    model.add_exactly_one([var for var, c in zip(v, cand) if c[0] == 0])
-    model.add_exactly_one(ends.get((L - 1, 1), []))
-    for l in range(1, L):
-        for t in range(1, T):
-            into = ends.get((l - 1, t + 1), [])
-            out = starts.get((l, t), [])
-            if into or out:
-                model.add(sum(into) == sum(out))
+    model, v, obj, values, rank, _starts = stage_flow_model(cand, T, 0, L - 1, [(l - 1, l) for l in range(1, L)])
     model.minimize(obj)
     if hint and options.warm_start and seed is not None:
         # the seed's stages (a partition without replicas), at positions counted from the end
@@ -132,8 +153,7 @@ def solve_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline:
     chosen = sorted((c for var, c in zip(v, cand) if solver.value(var)), key=lambda c: c[0])
     part = Partition.from_bounds([(i, j) for i, j, _, _ in chosen], schedule=schedule, micro_batches=m,
                                  devices=P).evaluated(inst)
-    bound_rank = min(len(values) - 1, max(0, int(math.ceil((run.bound or 0.0) - 1e-9))))
-    lower = values[bound_rank]
+    lower = bound_value(values, run.bound)
     assert part.period is not None  # set by Partition.evaluated
     return SolveResult(problem="pipeline", solver="cpsat", status=run.status,
                        objective=part.period, peak_memory=part.peak_memory, lower_bound=min(lower, part.period),

@@ -20,7 +20,6 @@ best bound rank. With ``warm_start`` the fast solvers' best DAG partition is the
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -30,6 +29,7 @@ from ..exact.cpsat_runner import run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from .cpsat import bound_value, stage_flow_model
 from .dag_dp import _scope, dag_partition_dp, lattice_for, stage_tables, to_partition
 from .dp import _defaults
 from .instance import Pipeline
@@ -43,8 +43,6 @@ def solve_dag_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadl
                     seed: SolveResult | None = None, devices: int | None = None, schedule: str = "1f1b",
                     micro_batches: int | None = None, max_states: int | None = None, **_: Any) -> SolveResult:
     """Solve the model of the module docstring with CP-SAT (``options.workers`` threads)."""
-    from ortools.sat.python import cp_model
-
     start = time.perf_counter()
     P, schedule, m = _defaults(devices, schedule, micro_batches)
     lat = lattice_for(inst, max_states)
@@ -71,31 +69,9 @@ def solve_dag_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadl
                 cand.append((i, int(j), t, float(value[k])))
     if not any(c[0] == empty for c in cand) or not any(c[2] == 1 for c in cand):
         return _infeasible(inst, lat, budget, P, schedule, m, start, scope)
-    values = sorted({c[3] for c in cand})
-    rank = {v: k for k, v in enumerate(values)}
-    model = cp_model.CpModel()
-    x = [model.new_bool_var("") for _ in cand]
-    obj = model.new_int_var(0, len(values) - 1, "period_rank")
-    starts: dict[tuple[int, int], list[Any]] = {}
-    ends: dict[tuple[int, int], list[Any]] = {}
-    for var, (i, j, t, val) in zip(x, cand):
-        starts.setdefault((i, t), []).append(var)
-        ends.setdefault((j, t), []).append(var)
-        if rank[val] > 0:
-            model.add(obj >= rank[val] * var)
-    for t in range(1, T + 1):
-        level = [(var, rank[c[3]]) for var, c in zip(x, cand) if c[2] == t and rank[c[3]] > 0]
-        if level:
-            model.add(obj >= sum(r * var for var, r in level))
-    model.add_exactly_one([var for var, c in zip(x, cand) if c[0] == empty])
-    model.add_exactly_one(ends.get((full, 1), []))
-    for K in range(lat.n):
-        if K in (empty, full):
-            continue
-        for t in range(1, T):
-            into, out = ends.get((K, t + 1), []), starts.get((K, t), [])
-            if into or out:
-                model.add(sum(into) == sum(out))
+    inner = [K for K in range(lat.n) if K not in (empty, full)]
+    model, x, obj, values, rank, starts = stage_flow_model(cand, T, empty, full, [(K, K) for K in inner])
+    for K in inner:
         if starts.get((K, T)):  # a stage at position T starting from K needs a predecessor at T + 1
             model.add(sum(starts[(K, T)]) == 0)
     model.minimize(obj)
@@ -112,10 +88,9 @@ def solve_dag_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadl
     solver = run.solver
     chosen = sorted((c for var, c in zip(x, cand) if solver.value(var)), key=lambda c: -c[2])
     part = to_partition(inst, lat, [(i, j, 1) for i, j, _, _ in chosen], P, schedule, m)
-    bound_rank = min(len(values) - 1, max(0, int(math.ceil((run.bound or 0.0) - 1e-9))))
     assert part.period is not None
     return SolveResult(problem="pipeline", solver="dag-cpsat", status=run.status, objective=part.period,
-                       peak_memory=part.peak_memory, lower_bound=min(values[bound_rank], part.period),
+                       peak_memory=part.peak_memory, lower_bound=min(bound_value(values, run.bound), part.period),
                        solve_time_s=elapsed, budget=budget, schedule=part, scope=scope,
                        details={"variables": len(cand), "ideals": lat.n, "distinct_values": len(values)})
 
