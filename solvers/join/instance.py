@@ -108,22 +108,14 @@ class Join:
             raise InputError("must be a non-empty list of branches", path=path, field="branches")
         chains = []
         for b, br in enumerate(raw):
-            where_b = f"branches[{b}]"
-            if not isinstance(br, dict):
-                raise InputError("must be an object", path=path, field=where_b)
-            if "name" in br:
-                where_b += f" ({br['name']})"
+            where_b = _named_object(br, path, f"branches[{b}]")
             input_size = _number(br, "input_size", path, f"{where_b}.input_size", integer=True)
             stages = br.get("stages")
             if not isinstance(stages, list) or not stages:
                 raise InputError("must be a non-empty list of stages", path=path, field=f"{where_b}.stages")
             clean = []
             for i, stage in enumerate(stages):
-                where = f"{where_b}.stages[{i}]"
-                if not isinstance(stage, dict):
-                    raise InputError("must be an object", path=path, field=where)
-                if "name" in stage:
-                    where += f" ({stage['name']})"
+                where = _named_object(stage, path, f"{where_b}.stages[{i}]")
                 item = {f: _number(stage, f, path, f"{where}.{f}", integer=f in SIZE_FIELDS) for f in STAGE_FIELDS}
                 if item["tape_size"] < item["out_size"]:
                     raise InputError(f"tape_size {item['tape_size']} < out_size {item['out_size']} "
@@ -148,6 +140,14 @@ class Join:
     def load(cls, path: str | Path) -> Join:
         """Read a join file; a missing file or invalid JSON is an `InputError` naming it."""
         return cls.from_dict(read_json(path), path=str(path))
+
+
+def _named_object(obj: Any, path: str, where: str) -> str:
+    """Check that the list entry at `where` is a JSON object; its label for error messages, with
+    its ``name`` when it has one."""
+    if not isinstance(obj, dict):
+        raise InputError("must be an object", path=path, field=where)
+    return f"{where} ({obj['name']})" if "name" in obj else where
 
 
 def _without_loss(chain: Chain) -> Chain:
