@@ -124,12 +124,7 @@ def test_zoo_models_have_branches_inputs_and_a_joint_loss():
     for name, k in (("siamese", 2), ("triplet", 3), ("clip", 2)):
         model = build_join_model(name, **TINY[name])
         assert model.k == k == len(model.inputs) == len(model.branch_names)
-        outputs = []
-        with torch.no_grad():
-            for blocks, x in zip(model.branches, model.inputs):
-                for block in blocks:
-                    x = block(x)
-                outputs.append(x)
+        outputs = _outputs(model)
         assert all(o.shape == (TINY[name]["batch"], 8) for o in outputs)
         loss = model.loss_fn(outputs, model.target)
         assert loss.dim() == 0 and torch.isfinite(loss)
