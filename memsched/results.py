@@ -15,6 +15,7 @@ import html
 import io
 import math
 from collections.abc import Iterator, Sequence
+from operator import attrgetter
 from typing import Any
 
 #: Columns of `Result.row` (and of the facade's sweep rows), in table order.
@@ -72,19 +73,7 @@ class Result:
         self.instance = instance
         self.raw = raw  # the registry's SolveResult
 
-    # -- the SolveResult's fields
-    solver = property(lambda self: self.raw.solver)
-    status = property(lambda self: self.raw.status)
-    objective = property(lambda self: self.raw.objective)
-    peak_memory = property(lambda self: self.raw.peak_memory)
-    lower_bound = property(lambda self: self.raw.lower_bound)
-    gap = property(lambda self: self.raw.gap)
-    budget = property(lambda self: self.raw.budget)
-    solve_time_s = property(lambda self: self.raw.solve_time_s)
-    schedule = property(lambda self: self.raw.schedule)
-    min_budget = property(lambda self: self.raw.min_budget)
-    scope = property(lambda self: self.raw.scope)
-    message = property(lambda self: self.raw.message)
+    # the SolveResult's fields (RAW_FIELDS) are read-only attributes, set below the class
 
     @property
     def objective_name(self) -> str:
@@ -183,6 +172,13 @@ class Result:
     def __repr__(self) -> str:
         obj = f"{self.objective_name}={_num(self.objective)}, peak={self.peak_memory}" if self.found else ""
         return f"<Result {self.problem} {self.name} {self.solver}: {self.status}{', ' + obj if obj else ''}>"
+
+
+#: The fields of the registry's SolveResult that a `Result` shows as its own (read-only).
+RAW_FIELDS = ("solver", "status", "objective", "peak_memory", "lower_bound", "gap", "budget", "solve_time_s",
+              "schedule", "min_budget", "scope", "message")
+for _name in RAW_FIELDS:
+    setattr(Result, _name, property(attrgetter(f"raw.{_name}"), doc=f"The SolveResult's ``{_name}``."))
 
 
 class Comparison:
