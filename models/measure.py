@@ -279,30 +279,28 @@ class MemoryWatch:
                 yield self
             self.tracker = None
 
-    def mark(self) -> int:
-        """Current live bytes; the peak window restarts here."""
+    def _read(self, on_cuda: Callable[[Any], int], on_cpu: Callable[[Any], int], reset: bool = False) -> int:
+        """Bytes read by `on_cuda(device)` after a synchronisation (and a reset of the peak
+        statistics with `reset`) on CUDA, by `on_cpu(tracker)` on CPU."""
         if self.cuda:
             torch.cuda.synchronize(self.device)
-            torch.cuda.reset_peak_memory_stats(self.device)
-            return int(torch.cuda.memory_allocated(self.device))
+            if reset:
+                torch.cuda.reset_peak_memory_stats(self.device)
+            return int(on_cuda(self.device))
         assert self.tracker is not None
-        return self.tracker.mark()
+        return int(on_cpu(self.tracker))
+
+    def mark(self) -> int:
+        """Current live bytes; the peak window restarts here."""
+        return self._read(torch.cuda.memory_allocated, lambda t: t.mark(), reset=True)
 
     def current(self) -> int:
         """Live bytes now."""
-        if self.cuda:
-            torch.cuda.synchronize(self.device)
-            return int(torch.cuda.memory_allocated(self.device))
-        assert self.tracker is not None
-        return self.tracker.current
+        return self._read(torch.cuda.memory_allocated, lambda t: t.current)
 
     def peak(self) -> int:
         """Peak live bytes since the last `mark`."""
-        if self.cuda:
-            torch.cuda.synchronize(self.device)
-            return int(torch.cuda.max_memory_allocated(self.device))
-        assert self.tracker is not None
-        return self.tracker.peak
+        return self._read(torch.cuda.max_memory_allocated, lambda t: t.peak)
 
 
 class RngStates:
