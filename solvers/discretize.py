@@ -23,6 +23,17 @@ from fractions import Fraction
 
 import numpy as np
 
+from .errors import InputError
+
+
+def check_slots(slots: int | None, default: int = 500) -> int:
+    """The slot count a solver was asked for (`default` for None): InputError naming ``--slots``
+    when it is negative."""
+    n = default if slots is None else int(slots)
+    if n < 0:
+        raise InputError(f"slots must be >= 0, got {n}", field="--slots")
+    return n
+
 
 def effective_slots(budget: int, slots: int | None) -> int:
     """The slot count really used: 0 (exact sizes) when ``slots <= 0`` or budget <= slots."""

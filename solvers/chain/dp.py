@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from ..discretize import check_slots
 from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
 from .baselines import store_all_schedule
@@ -345,9 +346,7 @@ def solve_rotor(chain: Chain, budget: int, *, slots: int | None = 500, time_limi
     """
     t0 = time.perf_counter()
     budget = int(budget)
-    slots = 500 if slots is None else int(slots)
-    if slots < 0:
-        raise InputError(f"slots must be >= 0, got {slots}", field="--slots")
+    slots = check_slots(slots)
     L = chain.length
     scope = "persistent schedules, exact sizes" if slots == 0 else f"persistent schedules, {slots}-slot discretisation"
     lower = chain.total_time()

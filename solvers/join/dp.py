@@ -61,7 +61,7 @@ import numpy as np
 
 from ..chain.dp import rotor_table
 from ..chain.instance import Chain
-from ..discretize import effective_slots  # the one discretisation rule of every problem
+from ..discretize import check_slots, effective_slots  # the one discretisation rule of every problem
 from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
 from .instance import Join
@@ -79,9 +79,7 @@ def discretise(join: Join, budget: int, slots: int) -> tuple[Join, int]:
     """(the instance in slots, the budget M in slots); `slots` = 0 keeps exact sizes, and so
     does a budget of at most `slots` units (integer sizes are then finer than slots)."""
     budget = int(budget)
-    slots = int(slots or 0)
-    if slots < 0:
-        raise InputError(f"slots must be >= 0, got {slots}", field="--slots")
+    slots = check_slots(slots, default=0)
     n = effective_slots(budget, slots)
     return (join.discretised(budget / n), n) if n else (join, budget)
 

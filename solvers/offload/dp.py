@@ -96,6 +96,7 @@ from ..chain.baselines import store_all_schedule
 from ..chain.dp import EXACT_RETRY_CELLS, _offsets, solve_rotor, table_cells
 from ..chain.instance import Chain
 from ..chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Op
+from ..discretize import check_slots
 from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
 from .instance import OffloadInstance
@@ -366,9 +367,7 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any
     """Rotor DP extended with offloading of checkpoints (see the module docstring)."""
     t0 = time.perf_counter()
     budget = int(budget)
-    slots = 500 if slots is None else int(slots)
-    if slots < 0:
-        raise InputError(f"slots must be >= 0, got {slots}", field="--slots")
+    slots = check_slots(slots)
     chain = inst.chain
     L = chain.length
     scope = ("persistent schedules with offloaded checkpoints (prefetch not overlapped), "
