@@ -1,4 +1,5 @@
-"""Shared fixtures: paths of the example files and a command-line runner."""
+"""Shared fixtures: paths of the example files, a command-line runner, and `sweep_toml`, the text
+of a sweep file built from Python values (test modules import it: ``from conftest import sweep_toml``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import io
 import json
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,3 +44,38 @@ def cli():
 @pytest.fixture
 def examples() -> Path:
     return EXAMPLES
+
+
+def _toml(value: Any) -> str:
+    """One TOML value: strings (as JSON strings, which TOML reads alike), booleans, numbers,
+    paths (as strings), arrays and inline tables."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    return json.dumps(str(value))
+
+
+def _keys(table: dict[str, Any]) -> str:
+    return "".join(f"{k} = {_toml(v)}\n" for k, v in table.items())
+
+
+def sweep_toml(name: str | None = None, *, budgets: list[str], instances: list[dict[str, Any]],
+               solvers: list[str | dict[str, Any]], defaults: dict[str, Any] | None = None,
+               tables: dict[str, dict[str, Any]] | None = None, **top: Any) -> str:
+    """The TOML text of a sweep file: `name`, `budgets` and the other top-level keys `top`, the
+    ``[defaults]`` and other named `tables`, one ``[[instances]]`` per dict of `instances` and one
+    ``[[solvers]]`` per entry of `solvers` (a solver name, or a dict of its keys)."""
+    head = {"name": name} if name is not None else {}
+    text = _keys({**head, "budgets": budgets, **top})
+    for title, table in {**({"defaults": defaults} if defaults else {}), **(tables or {})}.items():
+        text += f"[{title}]\n" + _keys(table)
+    for inst in instances:
+        text += "[[instances]]\n" + _keys(inst)
+    for solver in solvers:
+        text += "[[solvers]]\n" + _keys({"name": solver} if isinstance(solver, str) else solver)
+    return text
