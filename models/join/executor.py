@@ -132,16 +132,8 @@ class JoinExecutor:
         self.loss_fn = loss_fn
         self.executors = [ChainExecutor(blocks, _no_chain_loss) for blocks in self.branches]
         self.params = join_parameters(self.branches)
-
-    @property
-    def k(self) -> int:
-        """Number of branches."""
-        return len(self.branches)
-
-    @property
-    def lengths(self) -> list[int]:
-        """L_b of each branch."""
-        return [len(b) for b in self.branches]
+        self.k = len(self.branches)  # number of branches
+        self.lengths = [len(b) for b in self.branches]  # L_b of each branch
 
     # ----------------------------------------------------------------- one step
     def step(
