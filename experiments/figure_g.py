@@ -102,7 +102,7 @@ def measured_ratios(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) ->
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.32 / fig.get_figheight()))
     checks = r["grad_check"].dropna() if "grad_check" in r else pd.Series(dtype=object)
-    ok = int(sum(str(v).lower() == "true" for v in checks))
+    ok = int(sum(str(v).lower() in ("true", "1", "1.0") for v in checks))  # bool, or 1.0 in a mixed table
     devices = ", ".join(sorted({str(v) for v in r["device"].dropna()})) if "device" in r else "?"
     note = (f"device: {devices}; torch threads {_ranged(_num(r, 'threads'))}, warm-up runs "
             f"{_ranged(_num(r, 'warmup'))}, timed repeats {_ranged(_num(r, 'time_repeats'))}, one executing run at "
