@@ -89,6 +89,7 @@ class Result:
 
     @property
     def period(self) -> float | None:
+        """The pipeline period (seconds per mini-batch) of the replayed schedule, or None."""
         return self.raw.objective
 
     @property
@@ -103,6 +104,7 @@ class Result:
 
     @property
     def name(self) -> str:
+        """The instance's name, else the problem's name."""
         return str(getattr(self.instance, "name", "") or self.problem)
 
     def row(self) -> dict[str, Any]:
@@ -255,6 +257,7 @@ class SweepResult:
         return len(self.rows)
 
     def to_pandas(self) -> Any:
+        """The sweep's rows as a pandas DataFrame."""
         import pandas as pd
 
         return pd.DataFrame(self.rows)
@@ -345,6 +348,7 @@ class RunResult:
         return out
 
     def to_pandas(self) -> Any:
+        """This run as a one-row pandas DataFrame (measured and predicted memory and time)."""
         import pandas as pd
 
         return pd.DataFrame([self.row()])

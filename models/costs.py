@@ -67,6 +67,7 @@ class DeviceSpec:
         return self.fp16_flops if dtype in (torch.float16, torch.bfloat16) else self.fp32_flops
 
     def as_dict(self) -> dict[str, Any]:
+        """The spec as a JSON-ready dict: FLOP/s (fp32, fp16), bandwidth in bytes/s, memory in bytes."""
         return {"device": self.name, "fp32_flops_per_s": self.fp32_flops, "fp16_flops_per_s": self.fp16_flops,
                 "bandwidth_bytes_per_s": self.bandwidth, "memory_bytes": self.memory}
 
@@ -89,12 +90,14 @@ class CostModel:
 
     @property
     def text(self) -> str:
+        """The cost model as the command line spells it (``measured``, ``roofline:<device>``, ...)."""
         if self.kind == "roofline":
             return "roofline:" + next(k for k, v in DEVICES.items() if v == self.device)
         return self.kind
 
     @property
     def measured(self) -> bool:
+        """True when u_f, u_b are wall-clock seconds measured on the device, not estimates."""
         return self.kind == "measured"
 
     @property
@@ -111,6 +114,7 @@ class CostModel:
         raise ValueError("a measured cost model has no counted value")
 
     def counter(self) -> OpCounter:
+        """A fresh `OpCounter` that adds up FLOPs, bytes and roofline seconds for this device."""
         return OpCounter(self.device)
 
     def meta(self) -> dict[str, Any]:
@@ -157,6 +161,7 @@ class OpCounter(TorchDispatchMode):
         self.reset()
 
     def reset(self) -> None:
+        """Zero the counted FLOPs, bytes, roofline seconds and operations."""
         self.flops = 0.0
         self.bytes = 0.0
         self.roofline_s = 0.0

@@ -219,6 +219,8 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run every executor at three budgets, write the JSON (``--out``) and its figure (.png); exit 0, 1 when a gradient
+    check fails."""
     parser = argparse.ArgumentParser(prog="python -m memsched.models.gpu_check", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="results/gpu_check.json", help="JSON file to write (figure: same stem, .png)")

@@ -270,6 +270,7 @@ class MemoryWatch:
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[MemoryWatch]:
+        """Context manager: track allocated bytes (CUDA or the CPU tracker) while the body runs; yields self."""
         if self.cuda:
             torch.cuda.synchronize(self.device)
             yield self
@@ -318,11 +319,14 @@ class RngStates:
         self.deterministic: set[Any] = set()
 
     def record(self, i: Any) -> None:
+        """Save the CPU (and CUDA) RNG state before the first forward of stage i."""
         cuda = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None
         self.states[i] = (torch.get_rng_state(), cuda)
 
     @contextlib.contextmanager
     def forward(self, i: Any) -> Iterator[None]:
+        """Context manager for stage i's forward: the first one records the RNG state (dropped if it draws none);
+        recomputations run under that state in ``fork_rng``, so dropout masks repeat."""
         if self.keys is not None and i not in self.keys:  # computed once: nothing to restore
             yield
             return
@@ -368,6 +372,7 @@ class RunState:
         raise RuntimeError(f"a_{j} is not resident")
 
     def clear(self) -> None:
+        """Drop every kept activation a_i, tape abar_i and gradient of the run."""
         self.acts.clear()
         self.tapes.clear()
         self.grads.clear()

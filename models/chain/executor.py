@@ -101,6 +101,7 @@ class ChainExecutor:
 
     @property
     def length(self) -> int:
+        """Number of stages L+1 of the chain (blocks F^0..F^L, the loss included)."""
         return len(self.blocks)
 
     # ----------------------------------------------------------------- one step

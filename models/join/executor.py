@@ -83,6 +83,8 @@ class StageRng:
 
     @contextlib.contextmanager
     def forward(self, i: int) -> Iterator[None]:
+        """Context manager: run stage i of this branch with its own seeded RNG, so a recomputation draws the same
+        dropout masks."""
         cuda = self.device.type == "cuda"
         with torch.random.fork_rng(devices=[self.device] if cuda else []):
             s = stage_seed(self.seed, self.branch, i)

@@ -77,6 +77,7 @@ class TextPoolHead(nn.Module):
         self.proj = nn.Linear(d, embed_dim, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Map token features (N, T, d) to the branch embedding: layer norm, last token, projection."""
         return self.proj(self.ln(x)[:, -1])
 
 

@@ -193,6 +193,7 @@ class OffloadExecutor(ChainExecutor):
 
     # ----------------------------------------------------------------- operations
     def apply(self, op: Op | Transfer, s: RunState, target: Any) -> None:  # type: ignore[override]
+        """Execute one op of the schedule: a compute op (F/B) or a transfer (offload to / prefetch from the host)."""
         store = self._store(s)
         if isinstance(op, Transfer):
             self._transfer(op, store)

@@ -53,6 +53,8 @@ class Holder:
         self.handles: weakref.WeakSet[Saved] = weakref.WeakSet()
 
     def ref(self, t: torch.Tensor) -> Ref:
+        """Register tensor `t`'s storage in this holder; return a `Ref` (storage index, dtype, size, stride,
+        offset)."""
         st = t.untyped_storage()
         key = int(st._cdata)
         k = self._index.get(key)
@@ -63,6 +65,7 @@ class Holder:
         return Ref(k, t.dtype, tuple(t.shape), tuple(t.stride()), int(t.storage_offset()))
 
     def tensor(self, r: Ref) -> torch.Tensor:
+        """The tensor `r` points to; RuntimeError when its storage is on the host (missing prefetch)."""
         flat = self.storages[r.index].flat
         if flat is None:
             raise RuntimeError("a value was read while it is not on the device (missing prefetch)")
@@ -106,6 +109,7 @@ class Saved:
             holder.handles.add(self)
 
     def unpack(self) -> torch.Tensor:
+        """The saved tensor for autograd's backward: cached, from the holder's storage, or from the input slot."""
         if self.cache is not None:
             return self.cache
         if self.holder is not None:
@@ -130,10 +134,12 @@ class Value:
     slot: InputSlot | None = None
 
     def activation(self) -> torch.Tensor:
+        """The activation a_i this value holds, read from its (device-resident) storage."""
         return self.holder.tensor(self.out)
 
 
 def unpack_saved(h: Any) -> torch.Tensor:
+    """autograd saved-tensor unpack hook: resolve a `Saved` to its tensor, pass anything else through."""
     return h.unpack() if isinstance(h, Saved) else h
 
 
@@ -149,6 +155,8 @@ class Link:
         self.compute = torch.cuda.current_stream(device) if self.cuda else None
 
     def offload(self, holder: Holder) -> None:
+        """Copy the holder's storages to host memory once (pinned, on the side stream after the compute stream on CUDA;
+        NumPy on CPU) and drop the device copies."""
         if self.cuda:
             complete = torch.cuda.Event()
             complete.record(self.compute)
@@ -169,6 +177,8 @@ class Link:
             st.flat = None
 
     def prefetch(self, holder: Holder) -> None:
+        """Copy the holder's storages from host memory back to new device buffers (on the side stream on CUDA, ready
+        after its event)."""
         if self.cuda:
             with torch.cuda.stream(self.side):
                 for st in holder.storages:
@@ -219,6 +229,7 @@ class Store:
                 st.flat = st.ready = None
 
     def read(self, v: Value) -> torch.Tensor:
+        """The activation of `v`, after waiting for any transfer of its holder to finish."""
         self.link.wait(v.holder)
         return v.activation()
 

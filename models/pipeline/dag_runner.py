@@ -73,6 +73,7 @@ class DagNet(nn.Module):
         return self.layers[str(k)](inputs[0])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Run the whole DAG network on one device: input x -> output of the last node."""
         env = {-1: x}
         for k, (_, ins) in enumerate(self.spec):
             env[k] = self.node(k, [env[i] for i in ins])
@@ -146,6 +147,7 @@ class DagStage(nn.Module):
         self._net = [net]  # not a submodule: only this stage's layers are registered
 
     def forward(self, *xs: torch.Tensor) -> Any:
+        """Run this stage's nodes in order on the stage's inputs; return the values later stages read."""
         env = dict(zip(self.ins, xs))
         for k in self.order:
             kind, inputs = self.spec[k]

@@ -173,6 +173,8 @@ def compare(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Partition an MLP over --devices with --solver, run it and print predicted vs measured period and memory as JSON;
+    exit 0, 1 without a partition, 3 when the gradient check fails."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--devices", type=int, default=2)
     ap.add_argument("--layers", type=int, default=8)

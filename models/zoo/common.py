@@ -44,6 +44,7 @@ class ClassifierHead(nn.Module):
         self.fc = nn.Linear(cin, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Map feature maps (N, C, H, W) to class logits (N, classes): global average pool, dropout, linear."""
         x = self.pre(x)
         x = F.adaptive_avg_pool2d(x, 1).flatten(1)
         return self.fc(self.drop(x))

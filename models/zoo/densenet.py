@@ -22,6 +22,8 @@ class DenseLayer(nn.Module):
         self.conv2 = nn.Conv2d(bn_size * growth, growth, 3, padding=1, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """a_i -> a_{i+1}: BN-ReLU-conv 1x1, BN-ReLU-conv 3x3, concatenated to the input (channels grow by the growth
+        rate)."""
         new = self.conv1(F.relu(self.bn1(x)))
         new = self.conv2(F.relu(self.bn2(new)))
         return torch.cat([x, new], 1)
@@ -36,6 +38,7 @@ class Transition(nn.Module):
         self.conv = nn.Conv2d(cin, cout, 1, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """a_i -> a_{i+1}: BN-ReLU-conv 1x1 then 2x2 average pool (halves H and W)."""
         return F.avg_pool2d(self.conv(F.relu(self.bn(x))), 2)
 
 

@@ -30,6 +30,7 @@ class FCNInner(nn.Module):
         self.up = nn.ConvTranspose2d(classes, classes, 4, stride=2, padding=1, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """pool4 features -> upsampled class scores: conv block, fc6/fc7 as convolutions, score, 2x up."""
         x = self.convs(x)
         x = self.drop(F.relu(self.fc6(x)))
         x = self.drop(F.relu(self.fc7(x)))
@@ -49,6 +50,7 @@ class FCNHead(nn.Module):
         self.up8 = nn.ConvTranspose2d(classes, classes, 16, stride=8, padding=4, bias=False)
 
     def forward(self, pool3: torch.Tensor) -> torch.Tensor:
+        """pool3 features -> per-pixel class scores at input size, fusing the pool4 and pool3 skips (FCN-8s)."""
         pool4 = self.convs(pool3)
         x = self.inner(pool4) + self.score_pool4(pool4)
         x = self.up_pool4(x) + self.score_pool3(pool3)

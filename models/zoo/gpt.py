@@ -21,6 +21,7 @@ class GPTEmbedding(nn.Module):
         nn.init.normal_(self.wpe.weight, std=0.01)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """Token ids (N, T) -> a_1 (N, T, d): token plus position embeddings, dropout."""
         pos = torch.arange(ids.shape[1], device=ids.device)
         return self.drop(self.wte(ids) + self.wpe(pos))
 
@@ -41,6 +42,7 @@ class GPTBlock(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """a_i -> a_{i+1}, shape (N, T, d): causal self-attention then MLP, each pre-norm with a residual."""
         n, t, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
         q, k, v = (z.view(n, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
@@ -59,6 +61,7 @@ class GPTHead(nn.Module):
         self.embedding = embedding
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Final features (N, T, d) -> logits (N, T, vocab) with the embedding weight tied."""
         return F.linear(self.ln(x), self.embedding.weight)
 
 

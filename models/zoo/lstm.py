@@ -32,6 +32,7 @@ class LSTMStep(nn.Module):
         self.t = t
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
+        """One time step t: state [h, c] (N, 2h) -> next state [h, c], reading input x_t from the shared data."""
         h, c = state.chunk(2, dim=1)
         h, c = self.cell(self.data.x[:, self.t], (h.contiguous(), c.contiguous()))
         return torch.cat([h, c], 1)
@@ -46,6 +47,7 @@ class LSTMHead(nn.Module):
         self.fc = nn.Linear(hidden, classes)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
+        """Final state [h, c] -> logits from h only."""
         return self.fc(state[:, :self.hidden])
 
 

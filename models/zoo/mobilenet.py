@@ -37,6 +37,7 @@ class InvertedResidual(nn.Module):
         self.residual = stride == 1 and cin == cout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """a_i -> a_{i+1}: expand, depthwise conv, project; the input added back when shapes match."""
         y = self.conv(x)
         return x + y if self.residual else y
 
@@ -50,6 +51,7 @@ class MobileNetHead(nn.Module):
         self.fc = nn.Linear(cin, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Feature maps (N, C, H, W) -> logits: global average pool, dropout, linear."""
         return self.fc(self.drop(F.adaptive_avg_pool2d(x, 1).flatten(1)))
 
 

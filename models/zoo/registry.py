@@ -68,6 +68,7 @@ MODELS: dict[str, dict[str, Any]] = {
 
 
 def model_names() -> list[str]:
+    """Names of the zoo models, in registration order."""
     return list(MODELS)
 
 

@@ -18,6 +18,7 @@ class ResNetStem(nn.Module):
         self.conv = ConvBNReLU(cin, cout, 7, 2, 3)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Image (N, 3, H, W) -> a_1: conv 7x7/2 with BN-ReLU, then 3x3/2 max pool (H/4, W/4)."""
         return F.max_pool2d(self.conv(x), 3, 2, 1)
 
 
@@ -36,6 +37,7 @@ class BasicBlock(nn.Module):
         self.shortcut = _projection(cin, cout, stride)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """a_i -> a_{i+1}: two 3x3 convs with BN, plus the (projected) shortcut, ReLU."""
         out = F.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
         return F.relu(out + self.shortcut(x))
@@ -58,6 +60,7 @@ class Bottleneck(nn.Module):
         self.shortcut = _projection(cin, cout, stride)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """a_i -> a_{i+1}: 1x1, 3x3, 1x1 convs with BN, plus the (projected) shortcut, ReLU."""
         out = F.relu(self.bn1(self.conv1(x)))
         out = F.relu(self.bn2(self.conv2(out)))
         out = self.bn3(self.conv3(out))

@@ -41,6 +41,7 @@ class AttentionHalf(nn.Module):
         self.attn_dropout = float(block.dropout) if isinstance(block, GPTBlock) else 0.0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """a_i -> a_{i+1}, shape (N, T, d): x + attention(LN(x)), the first half of a transformer block."""
         n, t, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
         q, k, v = (z.view(n, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
@@ -59,6 +60,7 @@ class MLPHalf(nn.Module):
         self.gpt = isinstance(block, GPTBlock)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """a_i -> a_{i+1}, shape (N, T, d): x + MLP(LN(x)), the second half of a transformer block."""
         if self.gpt:
             return x + self.drop(self.fc_out(F.gelu(self.fc(self.ln2(x)), approximate="tanh")))
         return x + self.drop(self.fc_out(self.drop(F.gelu(self.fc(self.ln2(x))))))
@@ -72,6 +74,7 @@ class TiedProjection(nn.Module):
         self.embedding = embedding
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Features (N, T, d) -> logits (N, T, vocab) with the tied embedding weight."""
         return F.linear(x, self.embedding.weight)
 
 

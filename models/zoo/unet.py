@@ -29,6 +29,7 @@ class UNetLevel(nn.Module):
         self.dec = DoubleConv(2 * c, c)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """One U-Net level: encode, pool, inner levels, upsample, decode with the skip concatenated."""
         skip = self.enc(x)
         y = self.up(self.inner(F.max_pool2d(skip, 2)))
         return self.dec(torch.cat([skip, y], 1))

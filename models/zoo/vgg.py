@@ -19,6 +19,7 @@ class VGGConv(nn.Module):
         self.pool = pool
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """a_i -> a_{i+1}: 3x3 conv, ReLU, then a 2x2 max pool when this layer ends a block."""
         x = F.relu(self.conv(x))
         return F.max_pool2d(x, 2) if self.pool else x
 
@@ -35,6 +36,7 @@ class VGGFC(nn.Module):
         self.drop = nn.Dropout(dropout) if dropout and not last else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """a_i -> a_{i+1}: (adaptive pool and flatten for the first), linear, then ReLU and dropout unless last."""
         if self.pool is not None:
             x = F.adaptive_avg_pool2d(x, self.pool).flatten(1)
         x = self.fc(x)

@@ -22,6 +22,7 @@ class PatchEmbedding(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Image (N, 3, H, W) -> tokens (N, 1 + patches, d): patch projection, class token, positions, dropout."""
         x = self.proj(x).flatten(2).transpose(1, 2)
         x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1)
         return self.drop(x + self.pos)
@@ -42,6 +43,7 @@ class EncoderBlock(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """a_i -> a_{i+1}, shape (N, T, d): self-attention then MLP, each pre-norm with a residual."""
         n, t, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
         q, k, v = (z.view(n, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
@@ -59,6 +61,7 @@ class ViTHead(nn.Module):
         self.fc = nn.Linear(d, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Tokens (N, T, d) -> logits from the layer-normed class token."""
         return self.fc(self.ln(x)[:, 0])
 
 
