@@ -32,6 +32,8 @@ FIELDS = ["L", "slots", "seed", "budget_fraction", "budget", "cells", "table_s",
 
 
 def run_one(L: int, slots: int, seed: int, fraction: float, repeat: int) -> dict:
+    """Best of `repeat` timings (s) of the rotor DP table and schedule on a random chain of L stages at
+    `fraction` of its store-all peak, `slots` slots; the makespan is checked by the simulator. One CSV row."""
     chain = random_chain(L, seed)
     budget = int(fraction * reference_peak(chain))
     work = chain.discretised(budget / slots)
@@ -63,6 +65,7 @@ def run_one(L: int, slots: int, seed: int, fraction: float, repeat: int) -> dict
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Time the chain DP over lengths and slots; print a table, write the CSV (``--out``); exit 0."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", type=int, nargs="+", default=[50, 100, 200, 400])
     ap.add_argument("--slots", type=int, nargs="+", default=[100, 500])

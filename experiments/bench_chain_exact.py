@@ -32,6 +32,7 @@ FIELDS = ("L", "seed", "slots", "budget", "fraction", "solver", "backend", "stat
 
 
 def rotor_makespan(chain, budget: int, slots: int) -> float | None:
+    """Makespan of the rotor DP's schedule at `budget` bytes, or None when the DP is unavailable or infeasible."""
     try:
         import memsched.solvers.chain.dp  # noqa: F401
     except ImportError:
@@ -51,6 +52,7 @@ def min_budget(chain, store_all_peak: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Compare the exact chain solvers with the rotor DP; print a table, write results/bench_chain_exact.csv; exit 0."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", type=int, nargs="+", default=[5, 10, 15, 20, 30, 40, 50])
     ap.add_argument("--fractions", type=float, nargs="+", default=[0.1, 0.3, 0.6])

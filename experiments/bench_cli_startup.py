@@ -66,6 +66,7 @@ def timed(cmd: list[str], runs: int) -> tuple[list[float], str]:
 
 
 def row(measure: str, what: str, times: list[float], detail: str = "") -> dict[str, Any]:
+    """One CSV row: the median and minimum of `times` (seconds) for `measure` of `what`."""
     return {"measure": measure, "what": what, "runs": len(times), "median_s": statistics.median(times),
             "min_s": min(times), "detail": detail}
 
@@ -122,6 +123,7 @@ def import_offenders(cmd: list[str], top: int) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Time fresh ``memsched`` processes; print a table, write results/bench_cli_startup.csv; exit 0."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per command (default %(default)s)")
     parser.add_argument("--rotor-c", metavar="PATH", default=os.environ.get("MEMSCHED_ROTOR_C"),

@@ -53,6 +53,8 @@ def graphs(quick: bool, only: tuple[str, ...] = GRAPHS) -> list[tuple[object, fl
 
 def run(quick: bool, solvers: tuple[str, ...], threads: int, out: Path, only: tuple[str, ...] = GRAPHS
         ) -> list[dict]:
+    """Solve each selected graph with each solver; the rows (objective, bound, status, seconds), also written to
+    `out`."""
     selected = graphs(quick, only)
     names = {g.name for g, _, _ in selected}
     rows = []
@@ -131,6 +133,7 @@ def _write(path: Path, rows: list[dict], fields: list[str] | None = None) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Benchmark the graph solvers; print a table, write results/bench_graph.csv (or the backends CSV); exit 0."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller linear graph, shorter limits")
     ap.add_argument("--solvers", default=",".join(ALL), help="comma-separated solver names")

@@ -48,6 +48,7 @@ def _value(res) -> float:
 
 
 def run(quick: bool = False, slots: int = 100, seed: int = 0, cpsat_medium: float = 0.0) -> list[dict]:
+    """Solve the small and medium join instances at each budget fraction with each solver; one row per run."""
     medium_fracs = [0.4, 0.55, 0.7, 0.85, 1.0] if quick else [0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 1.0]
     small_fracs = [0.65, 0.75, 0.85, 1.0] if quick else [0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 1.0]
     rows: list[dict] = []
@@ -94,6 +95,8 @@ def _fmt(v: float) -> str:
 
 
 def print_table(rows: list[dict]) -> None:
+    """Print each solver's makespan overhead (%) per instance and budget fraction, then the gap to the
+    exact solver on the small instances."""
     names = ["dp", "cpsat", "exact", "equal", "proportional", "sequential", "store-all"]
     key = {}
     for r in rows:
@@ -120,6 +123,7 @@ def print_table(rows: list[dict]) -> None:
 
 
 def figure(rows: list[dict], path: Path) -> None:
+    """Draw makespan against budget fraction per instance and solver into `path` (PNG)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -147,6 +151,7 @@ def figure(rows: list[dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Benchmark the join solvers; print a table, write results/bench_join.csv (and the PNG with --figure); exit 0."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer budgets, skip the largest instance")
     parser.add_argument("--slots", type=int, default=100, help="memory slots for the medium instances")

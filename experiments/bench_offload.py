@@ -41,6 +41,7 @@ STRATEGIES = {"remat only": ["remat-only"], "offload only": ["vdnn", "offload-pr
 
 
 def profiled_chains(quick: bool) -> list[Chain]:
+    """Profile the zoo models into chains (smaller sizes with `quick`)."""
     from memsched.models.chain.profiler import profile_model
 
     chains = []
@@ -56,11 +57,14 @@ def profiled_chains(quick: bool) -> list[Chain]:
 
 
 def scaled(chain: Chain, factor: float) -> Chain:
+    """A copy of `chain` with u_f and u_b multiplied by `factor` (x, xbar, o_f, o_b kept)."""
     return Chain(chain.u_f * factor, chain.u_b * factor, chain.x, chain.xbar, chain.o_f, chain.o_b,
                  name=chain.name, stage_names=chain.stage_names, meta=chain.meta)
 
 
 def run(chains: list[Chain], bandwidths: list[float], fractions: list[float], slots: int) -> pd.DataFrame:
+    """Solve each chain x bandwidth (bytes/s) x budget fraction; one row per point and strategy (remat only, offload
+    only, both) with its best makespan."""
     rows = []
     grid = [(c, bw, f) for c in chains for bw in bandwidths for f in fractions]
     for chain, bw, fraction in tqdm(grid, desc="offload", unit="point"):
@@ -82,6 +86,7 @@ def run(chains: list[Chain], bandwidths: list[float], fractions: list[float], sl
 
 
 def figure(table: pd.DataFrame, note: str, out: Path) -> None:
+    """Draw the recompute/offload trade-off (makespan against budget per bandwidth) to `out` (PNG and PDF)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -112,6 +117,8 @@ def figure(table: pd.DataFrame, note: str, out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Run the offload trade-off benchmark; print a table, write results/offload/offload_tradeoff.csv and the figure
+    (PNG, PDF)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chains", nargs="*", help="chain files to use instead of profiling the zoo")
     parser.add_argument("--activation-rate", type=float, default=30e9,

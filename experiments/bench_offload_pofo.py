@@ -69,6 +69,7 @@ def loses(a: float | None, b: float | None) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Compare pofo with the other offload solvers; print a table, write results/offload/pofo_versus.csv; exit 0."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=6)
     ap.add_argument("--lengths", type=int, nargs="+", default=[3, 5, 8])

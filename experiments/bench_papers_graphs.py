@@ -146,6 +146,8 @@ def figure(rows: list[dict[str, Any]], published: list[dict[str, Any]], path: Pa
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Solve the papers' graphs (Moccasin's files in --graphs) at each budget fraction; print a table, write the CSV
+    and PNG; exit 0, 2 if --graphs is not a folder."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graphs", required=True, help="folder with Moccasin's data/ graph files")
     ap.add_argument("--instances", nargs="+", default=list(INSTANCES), choices=list(INSTANCES))

@@ -49,6 +49,8 @@ def _row(kind: str, inst: Any, P: int, memory: int, factor: float, solver: str, 
 
 
 def sweep(quick: bool) -> list[dict[str, Any]]:
+    """Period of each pipeline solver on VGG-16, ResNet-50 and a 24-layer transformer, P = 2, 4, 8 devices,
+    memory at factors of the smallest feasible one; one row per point."""
     rows = []
     insts = [profiles.vgg16(), profiles.resnet50(), profiles.transformer(layers=24)]
     factors = [1.0, 1.25, 2.0] if quick else [1.0, 1.1, 1.25, 1.5, 2.0, 3.0]
@@ -63,6 +65,8 @@ def sweep(quick: bool) -> list[dict[str, Any]]:
 
 
 def timing(quick: bool) -> list[dict[str, Any]]:
+    """Solve time (seconds) of the pipeline solvers on large instances (CP-SAT capped at 60 s); one row per
+    instance, memory factor and solver."""
     rows = []
     exact = [profiles.transformer(layers=98)] if quick else [profiles.transformer(layers=98),
                                                             generate.scaled(profiles.resnet50(), 100),
@@ -82,6 +86,7 @@ def timing(quick: bool) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the pipeline benchmark (sweep and/or timing); print a table, write the CSV (``--out``); exit 0."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer memory points and timing cases")
     ap.add_argument("--out", default="results/bench_pipeline.csv")

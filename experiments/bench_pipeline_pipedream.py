@@ -62,6 +62,8 @@ def _solve(inst: Any, solver: str, memory: int | None, P: int, replication: bool
 
 
 def run(quick: bool, memory: int) -> list[dict[str, Any]]:
+    """Compare our partitions with PipeDream's planner on its profiles (`memory` bytes per device for the
+    memory-aware one); one row per network, mode and device count."""
     ref = planner_outputs()
     rows = []
     names = sorted(p.name.removesuffix(".graph.txt") for p in DATA.glob("*.graph.txt"))
@@ -138,6 +140,7 @@ def figure(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the PipeDream comparison; print a table, write the CSV (``--out``); exit 0."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="alexnet, vgg16 and resnet50 only")
     ap.add_argument("--memory", default="16GB", help="memory per device for the memory-aware planner")

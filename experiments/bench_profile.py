@@ -73,6 +73,8 @@ def run_case(kind: str, model: str, sizes: dict[str, Any], cost: str) -> dict[st
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Profile each case in a fresh process; print a table, write the CSV (``--out``: seconds, peak RSS,
+    target met); exit 0."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="only the two targets")
     parser.add_argument("--out", default="results/bench_profile.csv", help="CSV to write")

@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def sweep_file(folder: Path, chain_file: Path, fractions: list[float], slots: int, shared: bool) -> Path:
+    """Write the sweep TOML for rotor on `chain_file` at each budget fraction; shared or per-budget DP. Returns its
+    path."""
     budgets = ", ".join(f'"{100 * f:.4g}%"' for f in fractions)
     path = folder / f"rotor_{'shared' if shared else 'per_budget'}.toml"
     path.write_text(f"""name = "bench_rotor_{'shared' if shared else 'per_budget'}"
@@ -42,6 +44,7 @@ shared_table = {str(shared).lower()}
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Time a rotor sweep (shared vs per-budget DP); print a table, write results/bench_sweep_rotor.csv; exit 0."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--length", type=int, default=200, help="stages L (default %(default)s)")
     parser.add_argument("--budgets", type=int, default=20, help="budgets k (default %(default)s)")

@@ -83,6 +83,7 @@ def allowed(limit: float) -> float:
 
 
 def run(limits: list[float], only: str | None = None) -> pd.DataFrame:
+    """Run each case at each time limit (seconds); one row per solver and limit (status, objective, bound, wall s)."""
     rows = []
     for problem, solver, label, make, frac, opts in CASES:
         if only and only not in (problem, f"{problem}/{solver}"):
@@ -113,6 +114,7 @@ def run(limits: list[float], only: str | None = None) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Check that solvers keep their time limits; print a table, write results/bench_time_limits.csv; exit 0."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="limits 0.1 and 1 s only")
     parser.add_argument("--limits", type=float, nargs="+", help="time limits in seconds (default 0.1 1 10)")

@@ -241,6 +241,8 @@ def figure(rows: list[dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Compare rotor schedules run by ChainExecutor with torch checkpointing (memory and step time); print a table,
+    write the CSV (``--out``); exit 0, 2 on an unknown model/size."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="gpt2,resnet50")
     parser.add_argument("--sizes", default="small", help="comma-separated: tiny (tests), small, medium, large")

@@ -78,6 +78,8 @@ def _command(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``memsched`` command: parse `argv`, run the subcommand; exit 0 ok, 1 infeasible, 2 bad input,
+    3 bug, 130 interrupted."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command(argv), lazy=True)
     args = parser.parse_args(argv)

@@ -41,6 +41,8 @@ def summary_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the default sweep, print the overhead table, write the CSVs and figure under --output; exit 0, 1 if a run
+    errored."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=str(CONFIGS / "default.toml"), help="sweep file (default: %(default)s)")
     parser.add_argument("--output", default=str(RESULTS), help="folder for table and figure (default: %(default)s)")

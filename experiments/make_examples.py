@@ -36,6 +36,8 @@ def cnn_like_chain() -> Chain:
 
 
 def main() -> None:
+    """Write the example chains (tiny, cnn12, homogeneous20, random10, random30) to solvers/data/examples; print each
+    path."""
     EXAMPLES.mkdir(parents=True, exist_ok=True)
     chains = [
         tiny_chain(),

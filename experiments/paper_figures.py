@@ -78,6 +78,7 @@ def draw(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem: str = "
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Draw the papers' chain figure from the sweep in --results into --out; exit 0."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", default="results/fig_paper_chains", help="the sweep's output folder")
     parser.add_argument("--out", default="results/figures", help="folder for the figure files")

@@ -17,6 +17,7 @@ from .profile import ZOO_NAMES, _import_models, add_cost_option, add_model_optio
 
 
 def register(subparsers: Any) -> None:
+    """Add the ``export-graph`` subcommand (zoo network -> node-link training graph JSON)."""
     p = subparsers.add_parser("export-graph", help="trace a zoo network into a training graph (node-link JSON)",
                               description=__doc__)
     p.add_argument("model", metavar="MODEL", help=f"zoo model ({', '.join(ZOO_NAMES)})")
@@ -32,6 +33,7 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Trace the model and write its training graph to --output; exit 0, 2 on bad input."""
     check_output_file(args.output, "--output")  # before importing torch (seconds)
     _import_models()
     from memsched.models.graph.export import export_training_graph

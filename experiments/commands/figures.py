@@ -11,6 +11,7 @@ from ._checks import check_output_dir
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``figures`` subcommand (redraw figures from the sweep tables)."""
     p = sub.add_parser("figures", help="regenerate figures from the sweep tables under results/",
                        description="Redraw figures (a)-(g) and the main job's from the sweep tables; a figure "
                                    "whose rows are absent is skipped with a one-line note.")
@@ -22,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Redraw the figures whose sweep tables are under --results (absent ones skipped with a note); exit 0, 2 if the
+    folder is missing."""
     from memsched.experiments.figures import FIGURES, make_figures
 
     if not Path(args.results).is_dir():

@@ -19,6 +19,7 @@ from ._common import print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``hrevolve`` subcommand (H-Revolve on a storage hierarchy)."""
     p = sub.add_parser("hrevolve", help="H-Revolve: checkpointing on a storage hierarchy (abstract model)",
                        description=__doc__)
     p.add_argument("length", type=count(0, MAX_HREVOLVE_LENGTH),
@@ -47,6 +48,8 @@ def _level(text: str) -> tuple[int | None, float, float]:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Solve the H-Revolve instance (l steps, storage levels, u_f, u_b) and print its cost and schedule; exit 0, 1
+    infeasible, 2 bad input."""
     from memsched.solvers.offload.hrevolve import HRevolveInstance, solve_hrevolve
 
     if args.length < 0:

@@ -94,6 +94,7 @@ def probe_size(model: str, sizes: dict[str, Any], *, memory: int, max_overhead: 
 
 
 def register(subparsers: Any) -> None:
+    """Add the ``max-batch`` subcommand (largest batch or image side that trains within --memory)."""
     p = subparsers.add_parser("max-batch", help="largest batch (or image side) that trains within a memory",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL", help=f"zoo model: {', '.join(ZOO_NAMES)}")
@@ -118,6 +119,8 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Search the largest batch (or image side) whose schedule fits in --memory bytes with the weights; exit 0, 1 if
+    none fits, 2 bad input."""
     _import_models()
     from memsched.models.costs import parse_cost
     from memsched.solvers import registry

@@ -25,6 +25,7 @@ from ._common import parse_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``partition`` subcommand (chain -> pipeline stages under a per-device memory)."""
     p = sub.add_parser("partition", help="partition a chain into pipeline stages under a per-device memory limit")
     p.add_argument("file", help="chain file (memsched.chain/1 JSON) or PipeDream graph.txt profile")
     p.add_argument("--devices", required=True, type=count(1), metavar="P", help="number of devices")
@@ -102,6 +103,7 @@ def to_json(result: SolveResult, inst: Any) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Partition the chain and print the stages and period (or JSON); exit 0, 1 infeasible, 2 bad input."""
     result, inst = run_partition(args)
     if args.json:
         json.dump(to_json(result, inst), sys.stdout, separators=(",", ":"))

@@ -24,6 +24,7 @@ from .simulate import read_schedule_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``plot`` subcommand (memory over time and operations of schedules)."""
     p = sub.add_parser("plot", help="draw a schedule: memory over time and the operations (PNG, PDF, SVG)")
     p.add_argument("file", help="instance file")
     p.add_argument("schedules", nargs="+", metavar="SCHEDULE.json",
@@ -40,6 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Replay the schedules and draw them to the output file; exit 0, 2 on bad input."""
     from memsched.experiments.plotting import (
         check_suffix,
         plot_comparison,

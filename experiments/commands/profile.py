@@ -114,6 +114,7 @@ def _import_models() -> None:
 
 
 def register(subparsers: Any) -> None:
+    """Add the ``profile`` subcommand (zoo network -> chain file, memsched.chain/1)."""
     p = subparsers.add_parser("profile", help="profile a zoo network into a chain file (memsched.chain/1)",
                               description=__doc__)
     p.add_argument("model", metavar="MODEL", help=f"zoo model: {', '.join(ZOO_NAMES)}")
@@ -125,6 +126,7 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Profile the model (u_f, u_b, x, xbar per stage) and write the chain file; exit 0, 2 on bad input."""
     if args.model not in ZOO_NAMES:  # checked before importing torch (seconds)
         raise InputError(f"unknown model {args.model!r} (one of {', '.join(ZOO_NAMES)})", field="MODEL")
     check_output_file(args.output, "--output")

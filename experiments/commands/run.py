@@ -24,6 +24,7 @@ from .profile import ZOO_NAMES, _import_models, add_granularity_option, add_mode
 
 
 def register(subparsers: Any) -> None:
+    """Add the ``run`` subcommand (execute a schedule in PyTorch: measured vs predicted)."""
     p = subparsers.add_parser("run", help="execute a schedule for real: measured vs predicted memory and time",
                               description=__doc__)
     p.add_argument("model", metavar="MODEL",
@@ -66,6 +67,7 @@ _DEFAULT_SOLVER = {"chain": "rotor", "offload": "offload-prefix", "join": "dp", 
 
 
 def main(args: argparse.Namespace) -> int:
+    """Solve, execute and measure the schedule; print measured vs predicted; exit 0, 1 infeasible, 2 bad input."""
     check_output_file(args.profile_file, "--profile-file")  # before importing torch (seconds)
     _import_models()
     from memsched.models.join.zoo import JOIN_MODELS

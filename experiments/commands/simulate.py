@@ -13,6 +13,7 @@ from ._common import add_link_arguments, budget_for, load_problem, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``simulate`` subcommand (replay a schedule: makespan and memory)."""
     p = sub.add_parser("simulate", help="replay a schedule and report its makespan and memory")
     p.add_argument("file", help="instance file")
     p.add_argument("schedule", help="schedule JSON (or the output of `memsched solve --json`)")
@@ -23,10 +24,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def read_schedule_json(path: str):
+    """Read a schedule JSON file (or ``memsched solve --json`` output); InputError naming the file."""
     return read_json(path)
 
 
 def main(args: argparse.Namespace) -> int:
+    """Replay the schedule and print its objective and peak memory (bytes); exit 0 if valid, 2 on bad input or a
+    broken rule or --budget."""
     data = read_schedule_json(args.schedule)
     declared = data.get("problem") if isinstance(data, dict) else None
     if isinstance(data, dict) and isinstance(data.get("schedule"), dict):

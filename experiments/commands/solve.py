@@ -18,6 +18,7 @@ from ._infeasible import find_min_budget
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``solve`` subcommand (schedule an instance under a memory budget)."""
     p = sub.add_parser("solve", help="find a schedule for an instance under a memory budget")
     p.add_argument("file", help="instance file (chain JSON, node-link graph JSON, join JSON)")
     p.add_argument("--budget", required=True, help='bytes ("1500000000"), units ("1.5GB", "800MiB") or "60%%"')
@@ -41,6 +42,7 @@ def default_solver(problem: str) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Run the solver, replay its schedule and print the result; exit 0, 1 infeasible, 2 bad input."""
     if args.plot:
         from memsched.experiments.plotting import check_suffix
 

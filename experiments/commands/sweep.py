@@ -10,6 +10,7 @@ from memsched.solvers.errors import InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``sweep`` subcommand (run an instances x budgets x solvers grid into results/)."""
     p = sub.add_parser("sweep", help="run an experiment grid (instances x budgets x solvers) into results/",
                        description="Run the grid of a sweep file (TOML or YAML; see experiments/sweep/__init__.py), "
                                    "one row per run, resuming after an interruption.")
@@ -29,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Run (or resume) the sweep grid, writing its journal and table; with --list print each task as done/todo; exit
+    0, 2 on bad input."""
     from memsched.experiments.sweep import (
         InstanceStore,
         build_tasks,

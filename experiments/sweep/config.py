@@ -53,6 +53,7 @@ class InstanceSpec:
 
     @property
     def where(self) -> str:
+        """Where this spec sits in the sweep file (``instances[i]``), for error messages."""
         return f"instances[{self.index}]"
 
 

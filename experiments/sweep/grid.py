@@ -34,9 +34,11 @@ class Task:
 
     @property
     def solver_options(self) -> dict[str, Any]:
+        """The options passed to the solver: the task's own, else the solver spec's."""
         return self.solver.options if self.options is None else self.options
 
 def canonical(obj: Any) -> str:
+    """Canonical JSON of `obj` (sorted keys, no spaces), used for keys and hashes."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 

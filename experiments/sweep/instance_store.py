@@ -74,6 +74,7 @@ class InstanceStore:
 
     @property
     def index(self) -> dict[str, dict[str, Any]]:
+        """The folder's index (key -> stored instance entry), read once from its index file."""
         if self._index is None:
             self._index = {}
             path = self.folder / INDEX

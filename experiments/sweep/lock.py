@@ -28,6 +28,7 @@ class SweepLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
+        """Take the exclusive lock on the sweep's output folder (no-op where fcntl is missing)."""
         try:
             import fcntl
         except ImportError:  # pragma: no cover - not POSIX
@@ -50,6 +51,7 @@ class SweepLock:
         self._fd = fd
 
     def release(self) -> None:
+        """Release the lock if held."""
         if self._fd is None:
             return
         import fcntl

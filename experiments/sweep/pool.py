@@ -87,6 +87,7 @@ class WorkerPool:
 
     @property
     def pids(self) -> list[int]:
+        """Process ids of the running workers."""
         return [p.pid for p in self._procs if p.pid is not None]
 
     def results(self, tasks: list[Task], crashed: Callable[[Task, str], dict[str, Any]]) -> Iterator[dict[str, Any]]:

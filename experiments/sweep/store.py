@@ -27,10 +27,12 @@ VOLATILE_COLUMNS = ("solve_time_s", "measured_time_ms", "time_ratio", "memory_ra
 
 
 def journal_path(out_dir: Path, name: str) -> Path:
+    """Path of the sweep's journal (one JSON row per line): ``<out_dir>/<name>.jsonl``."""
     return out_dir / f"{name}.jsonl"
 
 
 def table_path(out_dir: Path, name: str, ext: str = "csv") -> Path:
+    """Path of the sweep's table: ``<out_dir>/<name>.<ext>``."""
     return out_dir / f"{name}.{ext}"
 
 
@@ -97,11 +99,13 @@ class Journal:
             os.fsync(f.fileno())
 
     def append(self, row: dict[str, Any]) -> None:
+        """Append `row` as one JSON line and fsync it, so a finished run survives an interruption."""
         self._f.write((json.dumps(row, sort_keys=True, default=str) + "\n").encode())
         self._f.flush()
         os.fsync(self._f.fileno())
 
     def close(self) -> None:
+        """Close the journal file."""
         self._f.close()
 
     def __enter__(self) -> Journal:
