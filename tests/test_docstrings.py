@@ -1,4 +1,5 @@
-"""Every public function, class and method in solvers/ has a docstring (issue #13).
+"""Every public function, class and method in solvers/, models/, experiments/ and memsched/ has a
+docstring (issue #13).
 
 Public: a module-level def or class, or a method of a public class, whose name does not start
 with an underscore (dunder methods excluded), in a module whose name does not start with one.
@@ -9,7 +10,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SOLVERS = Path(__file__).resolve().parents[1] / "solvers"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLVERS = ROOT / "solvers"
 
 
 def undocumented(path: Path, root: Path = SOLVERS) -> list[str]:
@@ -37,6 +41,19 @@ def test_every_public_definition_in_solvers_is_documented():
     files = [p for p in sorted(SOLVERS.rglob("*.py")) if not p.name.startswith("_") or p.name == "__init__.py"]
     assert len(files) > 40
     missing = [m for p in files for m in undocumented(p)]
+    assert not missing, f"{len(missing)} undocumented:\n" + "\n".join(missing)
+
+
+def public_files(root: Path) -> list[Path]:
+    """The modules of `root` the rule covers: names not starting with an underscore, plus ``__init__.py``."""
+    return [p for p in sorted(root.rglob("*.py")) if not p.name.startswith("_") or p.name == "__init__.py"]
+
+
+@pytest.mark.parametrize(("folder", "at_least"), [("models", 30), ("experiments", 40), ("memsched", 4)])
+def test_every_public_definition_outside_solvers_is_documented(folder, at_least):
+    files = public_files(ROOT / folder)
+    assert len(files) >= at_least, f"{folder}/: only {len(files)} modules found"
+    missing = [m for p in files for m in undocumented(p, ROOT / folder)]
     assert not missing, f"{len(missing)} undocumented:\n" + "\n".join(missing)
 
 
