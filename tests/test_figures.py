@@ -6,32 +6,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import EXAMPLES, sweep_toml
 from memsched.experiments.figures import FIGURES, load_results, make_figures, render
 from memsched.experiments.sweep import run_sweep, write_table
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "solvers" / "data" / "examples"
-
-CHAINS = f"""
-name = "{{name}}"
-budgets = ["60%", "80%", "100%"]
-[defaults]
-slots = 50
-time_limit = 5
-[[instances]]
-file = "{EXAMPLES / 'random10.json'}"
-[[instances]]
-generate = "chain"
-L = 5
-[[solvers]]
-name = "rotor"
-[[solvers]]
-name = "periodic"
-[[solvers]]
-name = "sqrt"
-[[solvers]]
-name = "recompute-all"
-"""
+CHAINS = sweep_toml("chain_solvers", budgets=["60%", "80%", "100%"], defaults={"slots": 50, "time_limit": 5},
+                    instances=[{"file": EXAMPLES / "random10.json"}, {"generate": "chain", "L": 5}],
+                    solvers=["rotor", "periodic", "sqrt", "recompute-all"])
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +21,7 @@ def results(tmp_path_factory) -> Path:
     a fabricated executed sweep (g)."""
     root = tmp_path_factory.mktemp("results")
     cfg = root / "chain_solvers.toml"
-    cfg.write_text(CHAINS.replace("{name}", "chain_solvers"))
+    cfg.write_text(CHAINS)
     run_sweep(cfg, output=root / "chain_solvers", workers=1, progress=False)
     a = pd.read_csv(root / "chain_solvers" / "chain_solvers.csv")
     for name in ("fig_a_chains", "fig_b_solve_time"):  # the same rows under the sweep names of (a), (b)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import EXAMPLES, ROOT, sweep_toml
 from memsched.experiments.sweep import (
     ROW_COLUMNS,
     compare_tables,
@@ -21,32 +22,10 @@ from memsched.experiments.sweep import (
 )
 from memsched.solvers.errors import InputError
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "solvers" / "data" / "examples"
-
-SMALL = f"""
-name = "small"
-budgets = ["50%", "70%", "90%", "100%"]
-[defaults]
-slots = 100
-time_limit = 10
-[[instances]]
-file = "{EXAMPLES / 'random10.json'}"
-[[instances]]
-example = "cnn12"
-[[instances]]
-generate = "chain"
-L = 6
-seed = 3
-[[solvers]]
-name = "store-all"
-[[solvers]]
-name = "periodic"
-[[solvers]]
-name = "sqrt"
-[[solvers]]
-name = "rotor"
-"""
+SMALL_GRID = {"instances": [{"file": EXAMPLES / "random10.json"}, {"example": "cnn12"},
+                            {"generate": "chain", "L": 6, "seed": 3}],
+              "solvers": ["store-all", "periodic", "sqrt", "rotor"], "defaults": {"slots": 100, "time_limit": 10}}
+SMALL = sweep_toml("small", budgets=["50%", "70%", "90%", "100%"], **SMALL_GRID)
 
 
 def write(tmp_path: Path, text: str, name: str = "sweep.toml") -> Path:
@@ -164,7 +143,7 @@ def test_sigkill_midway_then_resume(tmp_path, reference):
 
 
 def test_cli_sweep_writes_table(tmp_path, cli):
-    cfg = write(tmp_path, SMALL.replace('budgets = ["50%", "70%", "90%", "100%"]', 'budgets = ["60%"]'))
+    cfg = write(tmp_path, sweep_toml("small", budgets=["60%"], **SMALL_GRID))
     r = cli("sweep", cfg, "--output", tmp_path / "o", "--workers", "1", "--no-progress")
     assert r.code == 0, r.err
     assert "12 runs" in r.out and "wrote" in r.out
@@ -189,14 +168,8 @@ solvers:
 
 
 def test_solver_errors_become_rows(tmp_path):
-    cfg = write(tmp_path, f"""
-budgets = ["60%"]
-[[instances]]
-file = "{EXAMPLES / 'tiny.json'}"
-[[solvers]]
-name = "periodic"
-options = {{ segments = -3 }}
-""")
+    cfg = write(tmp_path, sweep_toml(budgets=["60%"], instances=[{"file": EXAMPLES / "tiny.json"}],
+                                     solvers=[{"name": "periodic", "options": {"segments": -3}}]))
     outcome = run_sweep(cfg, output=tmp_path, workers=1, progress=False)
     assert outcome.total == 1
     assert outcome.rows[0]["status"] in ("error", "unsupported", "infeasible", "feasible")

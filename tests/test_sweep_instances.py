@@ -8,29 +8,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import EXAMPLES, sweep_toml
 from memsched.experiments.sweep import journal_path, read_journal, run_sweep
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "solvers" / "data" / "examples"
 
-GRID = """
-name = "inst"
-budgets = ["50%", "70%", "90%"]
-[defaults]
-slots = 200
-[[instances]]
-file = "{file}"
-[[instances]]
-generate = "chain"
-L = 9
-seed = 4
-[[solvers]]
-name = "rotor"
-[[solvers]]
-name = "periodic"
-[[solvers]]
-name = "store-all"
-"""
+def grid(file: Path) -> str:
+    """A sweep of the chain file `file` and a generated chain."""
+    return sweep_toml("inst", budgets=["50%", "70%", "90%"], defaults={"slots": 200},
+                      instances=[{"file": file}, {"generate": "chain", "L": 9, "seed": 4}],
+                      solvers=["rotor", "periodic", "store-all"])
 
 
 def sha(path: Path) -> str:
@@ -41,7 +27,7 @@ def test_every_row_names_the_hash_of_a_stored_file(tmp_path):
     src = tmp_path / "chain.json"
     src.write_bytes((EXAMPLES / "random10.json").read_bytes())
     cfg = tmp_path / "s.toml"
-    cfg.write_text(GRID.format(file=src))
+    cfg.write_text(grid(src))
     out = tmp_path / "out"
     outcome = run_sweep(cfg, output=out, workers=1, progress=False, isolate=False)
     files = sorted((out / "instances").glob("*.json"))
@@ -65,7 +51,7 @@ def test_every_row_names_the_hash_of_a_stored_file(tmp_path):
 
 def test_rerun_from_stored_instances_reproduces_the_objectives(tmp_path):
     cfg = tmp_path / "s.toml"
-    cfg.write_text(GRID.format(file=EXAMPLES / "cnn12.json"))
+    cfg.write_text(grid(EXAMPLES / "cnn12.json"))
     out = tmp_path / "out"
     run_sweep(cfg, output=out, workers=1, progress=False, isolate=False)
     first = pd.read_csv(out / "inst.csv")
@@ -79,21 +65,8 @@ def test_rerun_from_stored_instances_reproduces_the_objectives(tmp_path):
 def test_profiled_instance_is_profiled_once_across_a_crash(tmp_path):
     pytest.importorskip("torch")
     cfg = tmp_path / "m.toml"
-    cfg.write_text("""
-name = "prof"
-budgets = ["60%", "80%", "100%"]
-[[instances]]
-model = "resnet18"
-batch = 2
-image_size = 32
-width = 4
-repeats = 1
-warmup = 0
-[[solvers]]
-name = "rotor"
-[[solvers]]
-name = "periodic"
-""")
+    cfg.write_text(sweep_toml("prof", budgets=["60%", "80%", "100%"], solvers=["rotor", "periodic"], instances=[
+        {"model": "resnet18", "batch": 2, "image_size": 32, "width": 4, "repeats": 1, "warmup": 0}]))
     out = tmp_path / "out"
 
     class Crash(Exception):

@@ -16,25 +16,12 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
+from conftest import EXAMPLES, ROOT, sweep_toml
 from memsched.experiments.sweep import Journal, journal_path, read_journal, run_sweep
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "solvers" / "data" / "examples"
-
 #: Two quick cells, then a CP-SAT cell that runs for many seconds (an exact model on 30 stages).
-SLOW = f"""
-name = "slow"
-budgets = ["50%"]
-[[instances]]
-file = "{EXAMPLES / 'random30.json'}"
-[[solvers]]
-name = "store-all"
-[[solvers]]
-name = "rotor"
-[[solvers]]
-name = "cpsat"
-time_limit = 120
-"""
+SLOW = sweep_toml("slow", budgets=["50%"], instances=[{"file": EXAMPLES / "random30.json"}],
+                  solvers=["store-all", "rotor", {"name": "cpsat", "time_limit": 120}])
 
 
 def start(cfg: Path, out: Path, *extra: str) -> subprocess.Popen:
@@ -169,24 +156,9 @@ def test_torn_last_row_is_cut(tmp_path):
     assert jpath.read_bytes() == b'{"key": "a", "v": 1}\n{"key": "c", "v": 3}\n'
 
 
-QUICK = f"""
-name = "quick"
-budgets = ["40%", "55%", "70%", "85%", "100%"]
-[defaults]
-slots = 100
-[[instances]]
-example = "cnn12"
-[[instances]]
-file = "{EXAMPLES / 'random10.json'}"
-[[solvers]]
-name = "store-all"
-[[solvers]]
-name = "periodic"
-[[solvers]]
-name = "rotor"
-[[solvers]]
-name = "sqrt"
-"""
+QUICK = sweep_toml("quick", budgets=["40%", "55%", "70%", "85%", "100%"], defaults={"slots": 100},
+                   instances=[{"example": "cnn12"}, {"file": EXAMPLES / "random10.json"}],
+                   solvers=["store-all", "periodic", "rotor", "sqrt"])
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])

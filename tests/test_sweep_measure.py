@@ -5,58 +5,23 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from conftest import sweep_toml
 from memsched.experiments.sweep import load_config, run_sweep
 from memsched.solvers.errors import InputError
 
 torch = pytest.importorskip("torch")
 
-TINY_RESNET = 'model = "resnet18"\nbatch = 2\nimage_size = 32\nwidth = 4\ndepth = 1\nrepeats = 1\n'
-TINY_GPT = 'model = "gpt2"\nbatch = 2\nseq_len = 8\nwidth = 16\ndepth = 2\nvocab = 32\nrepeats = 1\n'
+TINY_RESNET = {"model": "resnet18", "batch": 2, "image_size": 32, "width": 4, "depth": 1, "repeats": 1}
+TINY_GPT = {"model": "gpt2", "batch": 2, "seq_len": 8, "width": 16, "depth": 2, "vocab": 32, "repeats": 1}
 
-GRID = f"""
-name = "meas"
-budgets = ["80%"]
-workers = 4
-execute = true
-[measure]
-time_repeats = 5
-warmup = 1
-threads = 1
-[[instances]]
-label = "r-chain"
-budgets = ["100%"]
-{TINY_RESNET}
-[[instances]]
-label = "g-offload"
-problem = "offload"
-bandwidth = "1GB/s"
-{TINY_GPT}
-[[instances]]
-label = "g-graph"
-problem = "graph"
-{TINY_GPT}
-[[instances]]
-label = "s-join"
-problem = "join"
-model = "siamese"
-batch = 2
-image_size = 32
-width = 4
-depth = 1
-repeats = 1
-[[solvers]]
-name = "rotor"
-problems = ["chain"]
-[[solvers]]
-name = "pofo"
-problems = ["offload"]
-[[solvers]]
-name = "greedy"
-problems = ["graph"]
-[[solvers]]
-name = "dp"
-problems = ["join"]
-"""
+GRID = sweep_toml("meas", budgets=["80%"], workers=4, execute=True,
+                  tables={"measure": {"time_repeats": 5, "warmup": 1, "threads": 1}},
+                  instances=[{"label": "r-chain", "budgets": ["100%"], **TINY_RESNET},
+                             {"label": "g-offload", "problem": "offload", "bandwidth": "1GB/s", **TINY_GPT},
+                             {"label": "g-graph", "problem": "graph", **TINY_GPT},
+                             {"label": "s-join", "problem": "join", **TINY_RESNET, "model": "siamese"}],
+                  solvers=[{"name": name, "problems": [problem]} for name, problem in
+                           (("rotor", "chain"), ("pofo", "offload"), ("greedy", "graph"), ("dp", "join"))])
 
 
 def test_executed_cells_record_median_spread_settings_and_both_memory_methods(tmp_path):
