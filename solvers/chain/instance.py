@@ -167,37 +167,9 @@ class Chain:
     @classmethod
     def from_dict(cls, data: Any, *, path: str = "<chain>") -> Chain:
         """Validate and build; every error names `path`, the stage and the field."""
-        if not isinstance(data, dict):
-            raise InputError("expected a JSON object", path=path)
-        if data.get("format") != FORMAT:
-            raise InputError(f"expected {FORMAT!r}, got {data.get('format')!r}", path=path, field="format")
-        check_header(data, path)
+        check_header(data, path, FORMAT)
         input_size = _number(data, "input_size", path, "input_size", integer=True)
-        stages = data.get("stages")
-        if not isinstance(stages, list) or not stages:
-            raise InputError("must be a non-empty list of stages", path=path, field="stages")
-        clean: list[dict[str, Any]] = []
-        for i, stage in enumerate(stages):
-            where = f"stages[{i}]"
-            if not isinstance(stage, dict):
-                raise InputError("must be an object", path=path, field=where)
-            if "name" in stage:
-                where += f" ({stage['name']})"
-            item = {f: _number(stage, f, path, f"{where}.{f}", integer=f in SIZE_FIELDS) for f in STAGE_FIELDS}
-            if any(f in stage for f in MODE_FIELDS):  # per-mode overheads: fwd_overhead is their max
-                for f in MODE_FIELDS:
-                    item[f] = (_number(stage, f, path, f"{where}.{f}", integer=True) if f in stage
-                               else item["fwd_overhead"])
-                if max(item[f] for f in MODE_FIELDS) != item["fwd_overhead"]:
-                    raise InputError(f"fwd_overhead {item['fwd_overhead']} must be the larger of {MODE_FIELDS[0]} "
-                                     f"{item[MODE_FIELDS[0]]} and {MODE_FIELDS[1]} {item[MODE_FIELDS[1]]}",
-                                     path=path, field=f"{where}.fwd_overhead")
-            if item["tape_size"] < item["out_size"]:
-                raise InputError(
-                    f"tape_size {item['tape_size']} < out_size {item['out_size']} (the tape contains the output)",
-                    path=path, field=f"{where}.tape_size")
-            item["name"] = str(stage.get("name", f"stage{i}"))
-            clean.append(item)
+        clean = parse_stages(data.get("stages"), path, "stages")
         loss = data.get("loss")
         if not isinstance(loss, dict):
             raise InputError("missing or not an object", path=path, field="loss")
@@ -252,6 +224,42 @@ class Chain:
         return float(self.u_f.sum() + self.u_b.sum())
 
 
+def named_object(obj: Any, path: str, where: str) -> str:
+    """Check that the list entry at `where` is a JSON object; its label for error messages, with
+    its ``name`` when it has one."""
+    if not isinstance(obj, dict):
+        raise InputError("must be an object", path=path, field=where)
+    return f"{where} ({obj['name']})" if "name" in obj else where
+
+
+def parse_stages(stages: Any, path: str, where: str) -> list[dict[str, Any]]:
+    """The validated stage objects of a chain (or of a join branch) at `where` of the file `path`:
+    the `STAGE_FIELDS` (sizes integral bytes, times in the file's unit), the per-mode forward
+    overheads `MODE_FIELDS` when a stage gives one (``fwd_overhead`` must be their max), the tape
+    holding the output (xbar >= x) and a name; `InputError` naming the stage and field otherwise."""
+    if not isinstance(stages, list) or not stages:
+        raise InputError("must be a non-empty list of stages", path=path, field=where)
+    clean: list[dict[str, Any]] = []
+    for i, stage in enumerate(stages):
+        at = named_object(stage, path, f"{where}[{i}]")
+        item = {f: _number(stage, f, path, f"{at}.{f}", integer=f in SIZE_FIELDS) for f in STAGE_FIELDS}
+        if any(f in stage for f in MODE_FIELDS):  # per-mode overheads: fwd_overhead is their max
+            for f in MODE_FIELDS:
+                item[f] = (_number(stage, f, path, f"{at}.{f}", integer=True) if f in stage
+                           else item["fwd_overhead"])
+            if max(item[f] for f in MODE_FIELDS) != item["fwd_overhead"]:
+                raise InputError(f"fwd_overhead {item['fwd_overhead']} must be the larger of {MODE_FIELDS[0]} "
+                                 f"{item[MODE_FIELDS[0]]} and {MODE_FIELDS[1]} {item[MODE_FIELDS[1]]}",
+                                 path=path, field=f"{at}.fwd_overhead")
+        if item["tape_size"] < item["out_size"]:
+            raise InputError(
+                f"tape_size {item['tape_size']} < out_size {item['out_size']} (the tape contains the output)",
+                path=path, field=f"{at}.tape_size")
+        item["name"] = str(stage.get("name", f"stage{i}"))
+        clean.append(item)
+    return clean
+
+
 def _number(obj: dict[str, Any], key: str, path: str, where: str, *, integer: bool) -> Any:
     """obj[key] validated by `units.check_number`: sizes (integers) at most 1 PiB, times at most
     `units.MAX_TIME`."""
@@ -266,9 +274,13 @@ def check_total(total: int, path: str, field: str) -> None:
         raise InputError(f"the sizes add up to {total} bytes, more than {MAX_BYTES} (1 PiB)", path=path, field=field)
 
 
-def check_header(data: dict[str, Any], path: str) -> None:
-    """Optional ``name`` (a string) and ``meta`` (an object; ``meta.units`` an object whose
-    ``time`` is one of TIME_UNITS)."""
+def check_header(data: Any, path: str, fmt: str) -> None:
+    """A JSON object of format `fmt` (its ``format`` field), with an optional ``name`` (a string)
+    and ``meta`` (an object; ``meta.units`` an object whose ``time`` is one of TIME_UNITS)."""
+    if not isinstance(data, dict):
+        raise InputError("expected a JSON object", path=path)
+    if data.get("format") != fmt:
+        raise InputError(f"expected {fmt!r}, got {data.get('format')!r}", path=path, field="format")
     if "name" in data and not isinstance(data["name"], str):
         raise InputError(f"must be a string, got {data['name']!r}", path=path, field="name")
     meta = data.get("meta", {})

@@ -17,10 +17,10 @@ each op ``{"op": "F_ck", "stage": 0}`` (``{"op": "Loss"}`` for the loss). Readin
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from ..errors import InputError
 from ..jsonio import read_json
@@ -72,14 +72,16 @@ def Loss(L: int) -> Op:
     return Op(LOSS, L)
 
 
-@dataclass
-class Schedule:
-    """A sequence of operations on a chain of `length` stages."""
+OpT = TypeVar("OpT")
 
-    ops: list[Op]
-    length: int
 
-    def __iter__(self) -> Iterator[Op]:
+class OpSequence(Generic[OpT]):
+    """What the chain and join schedule classes share: the operations ``ops`` in order, iteration
+    over them, their count, the text (the operations separated by spaces) and `save`."""
+
+    ops: list[OpT]
+
+    def __iter__(self) -> Iterator[OpT]:
         return iter(self.ops)
 
     def __len__(self) -> int:
@@ -87,6 +89,22 @@ class Schedule:
 
     def __str__(self) -> str:
         return " ".join(map(str, self.ops))
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``memsched.schedule/1`` object (each schedule class says its problem)."""
+        raise NotImplementedError
+
+    def save(self, path: str | Path) -> None:
+        """Write the schedule's JSON to `path`."""
+        Path(path).write_text(json.dumps(self.to_json()) + "\n")
+
+
+@dataclass
+class Schedule(OpSequence[Op]):
+    """A sequence of operations on a chain of `length` stages."""
+
+    ops: list[Op]
+    length: int
 
     def extend(self, ops: Iterable[Op]) -> None:
         """Append `ops` to the schedule."""
@@ -106,10 +124,6 @@ class Schedule:
         return {"format": SCHEDULE_FORMAT, "problem": "chain", "length": self.length,
                 "ops": [op.to_json() for op in self.ops]}
 
-    def save(self, path: str | Path) -> None:
-        """Write the schedule's JSON to `path`."""
-        Path(path).write_text(json.dumps(self.to_json()) + "\n")
-
     @classmethod
     def from_json(cls, data: Any, length: int, *, path: str = "<schedule>") -> Schedule:
         """Parse a schedule object (or a `memsched solve --json` output holding one)."""
@@ -120,6 +134,21 @@ class Schedule:
     def load(cls, path: str | Path, length: int) -> Schedule:
         """Read a schedule JSON file for a chain of `length` stages (`InputError` naming the file)."""
         return cls.from_json(read_json(path), length, path=str(path))
+
+
+def unfold(root: Any, expand: Callable[[Any], list[Any]]) -> list[Op]:
+    """The operations of a recursive schedule, expanded depth first on an explicit stack (no
+    recursion limit): `expand(problem)` returns, in execution order, operations (`Op`) and
+    sub-problems (anything else), each expanded in its turn."""
+    ops: list[Op] = []
+    stack = [root]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Op):
+            ops.append(item)
+        else:
+            stack.extend(reversed(expand(item)))
+    return ops
 
 
 def ops_json(data: Any, path: str, problem: str | tuple[str, ...] | None = None,
@@ -151,21 +180,35 @@ def ops_json(data: Any, path: str, problem: str | tuple[str, ...] | None = None,
     return data
 
 
-def _parse_op(item: Any, length: int, path: str, k: int) -> Op:
-    where = f"ops[{k}]"
+def read_op(item: Any, fields: tuple[str, ...], path: str, where: str) -> tuple[str, list[Any]]:
+    """The kind of a JSON operation (its name read through `OP_ALIASES`) and its `fields` (None
+    where absent): an object ``{"op": name, field: value, ...}``, a list ``[name, value, ...]`` in
+    the order of `fields`, or a bare name. `InputError` at `where` for anything else."""
     if isinstance(item, dict):
-        name, index = item.get("op"), item.get("stage")
+        name, values = item.get("op"), [item.get(f) for f in fields]
     elif isinstance(item, (list, tuple)) and item:
-        name, index = item[0], (item[1] if len(item) > 1 else None)
+        name, values = item[0], [item[k] if len(item) > k else None for k in range(1, len(fields) + 1)]
     elif isinstance(item, str):
-        name, index = item, None
+        name, values = item, [None] * len(fields)
     else:
         raise InputError(f"cannot read operation {item!r}", path=path, field=where)
     kind = OP_ALIASES.get(str(name).lower())
     if kind is None:
         raise InputError(f"unknown operation {name!r} (one of {', '.join(KINDS)})", path=path, field=where)
+    return kind, values
+
+
+def check_index(value: Any, n: int, what: str, path: str, where: str, context: str = "") -> int:
+    """`value` when it is an integer in 0..n-1 (not a bool), else an `InputError` at `where`
+    saying that `what` (+ `context`) must be one."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < n:
+        raise InputError(f"{what} must be an integer in 0..{n - 1}{context}, got {value!r}", path=path, field=where)
+    return value
+
+
+def _parse_op(item: Any, length: int, path: str, k: int) -> Op:
+    where = f"ops[{k}]"
+    kind, (index,) = read_op(item, ("stage",), path, where)
     if kind == LOSS:
         return Op(LOSS, length)
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < length:
-        raise InputError(f"stage must be an integer in 0..{length - 1}, got {index!r}", path=path, field=where)
-    return Op(kind, index)
+    return Op(kind, check_index(index, length, "stage", path, where))

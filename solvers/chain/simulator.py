@@ -107,6 +107,11 @@ class Simulation:
         """Memory held after the last operation (bytes)."""
         return self.steps[-1].mem_after if self.steps else self.initial_memory
 
+    def stop(self, position: int, op: Any, reason: str) -> Simulation:
+        """Record the first violation (at `position`, by `op`, why) and return this simulation."""
+        self.violation = Violation(position, op, reason)
+        return self
+
     def raise_if_invalid(self) -> Simulation:
         """This simulation, or `ScheduleError` carrying its violation."""
         if self.violation is not None:
@@ -118,7 +123,7 @@ def simulate(chain: Chain, schedule: Schedule | list[Op], budget: int | None = N
     """Replay `schedule` on `chain`; memory above `budget` (when given) is a violation."""
     ops = schedule.ops if isinstance(schedule, Schedule) else list(schedule)
     L = chain.length
-    x, xbar, o_fa, o_fn = chain.x, chain.xbar, chain.o_fa, chain.o_fn
+    x, xbar = chain.x, chain.xbar
     acts: set[int] = {0}
     tapes: set[int] = set()
     grads: set[int] = set()
@@ -127,12 +132,7 @@ def simulate(chain: Chain, schedule: Schedule | list[Op], budget: int | None = N
     now = 0.0
     sim = Simulation(initial_memory=mem)
     if budget is not None and mem > budget:
-        first = ops[0] if ops else None
-        sim.violation = Violation(0, first, f"the input a_0 alone ({mem}) exceeds the budget {budget}")
-        return sim
-
-    def available(j: int) -> bool:
-        return j in acts or j in tapes
+        return sim.stop(0, ops[0] if ops else None, f"the input a_0 alone ({mem}) exceeds the budget {budget}")
 
     for pos, op in enumerate(ops):
         kind, i = op
@@ -142,20 +142,13 @@ def simulate(chain: Chain, schedule: Schedule | list[Op], budget: int | None = N
         elif not 0 <= i < L:
             fail = f"stage {i} outside 0..{L - 1}"
         if fail is None:
-            fail = _precondition(kind, i, L, acts, tapes, grads, done_backward, available)
+            fail = _precondition(kind, i, L, acts, tapes, grads, done_backward)
+        if fail is None:
+            out, overhead, duration = op_cost(chain, kind, i)
+            during = mem + out + overhead
+            fail = over_budget(during, budget)
         if fail is not None:
-            sim.violation = Violation(pos, op, fail)
-            return sim
-        if kind == F_ALL:
-            out, overhead, duration = int(xbar[i + 1]), int(o_fa[i]), float(chain.u_f[i])
-        elif kind in (F_CK, F_N):
-            out, overhead, duration = int(x[i + 1]), int(o_fn[i]), float(chain.u_f[i])
-        else:  # B or Loss: produces delta_i
-            out, overhead, duration = int(x[i]), int(chain.o_b[i]), float(chain.u_b[i])
-        during = mem + out + overhead
-        if budget is not None and during > budget:
-            sim.violation = Violation(pos, op, f"memory over budget: {during} > {budget} while it runs")
-            return sim
+            return sim.stop(pos, op, fail)
         mem += out
         if kind == F_ALL:
             tapes.add(i + 1)
@@ -185,31 +178,59 @@ def simulate(chain: Chain, schedule: Schedule | list[Op], budget: int | None = N
     return sim
 
 
-def _precondition(kind, i, L, acts, tapes, grads, done_backward, available) -> str | None:
+def over_budget(during: int, budget: int | None) -> str | None:
+    """The violation when `during` (bytes held while an operation runs) exceeds `budget`, or None."""
+    return None if budget is None or during <= budget else f"memory over budget: {during} > {budget} while it runs"
+
+
+def op_cost(chain: Chain, kind: str, i: int, *, per_mode: bool = True) -> tuple[int, int, float]:
+    """(output size, transient overhead, duration) of `kind`(i) on `chain` by the rules table:
+    F_all(i) makes abar_{i+1} (xbar[i+1]) with o_fa[i], F_ck(i) and F_n(i) make a_{i+1} (x[i+1])
+    with o_fn[i] (both with o_f[i], their max, without `per_mode`), each in u_f[i]; B(i) and the
+    loss (i = L) make delta_i (x[i]) with o_b[i] in u_b[i]."""
+    if kind == F_ALL:
+        return int(chain.xbar[i + 1]), int((chain.o_fa if per_mode else chain.o_f)[i]), float(chain.u_f[i])
+    if kind in (F_CK, F_N):
+        return int(chain.x[i + 1]), int((chain.o_fn if per_mode else chain.o_f)[i]), float(chain.u_f[i])
+    return int(chain.x[i]), int(chain.o_b[i]), float(chain.u_b[i])
+
+
+def _precondition(kind, i, L, acts, tapes, grads, done_backward) -> str | None:
     """Why `kind(i)` cannot run in this state, or None."""
-    if kind in (F_ALL, F_CK, F_N):
-        if not available(i):
-            return f"a_{i} is not resident"
-        if kind == F_ALL and (i + 1) in tapes:
-            return f"abar_{i + 1} is already resident"
-        if kind != F_ALL and (i + 1) in acts:
-            return f"a_{i + 1} is already resident"
-        return None
     if kind == LOSS:
         if L in done_backward:
             return "the loss already ran"
-        if not available(L):
+        if L not in acts and L not in tapes:
             return f"a_{L} is not resident"
         return None
+    return stage_precondition(kind, i, acts, tapes, grads, done_backward)
+
+
+def stage_precondition(kind: str, i: int, acts: set[int], tapes: set[int], grads: set[int], done: set[int],
+                       branch: int | None = None) -> str | None:
+    """Why the forward (F_all, F_ck, F_n) or the backward B of stage i cannot run, or None: the
+    "needs" column of the rules table, given the resident standalone activations a_j (`acts`),
+    tapes abar_j (`tapes`), gradients delta_j (`grads`) and the stages whose B ran (`done`).
+    With `branch` (the join simulator's, branch by branch) the messages name branch b."""
+    of = "" if branch is None else f" of branch {branch}"
+    at = "" if branch is None else f"{branch},"
+    if kind in (F_ALL, F_CK, F_N):
+        if i not in acts and i not in tapes:
+            return f"a_{i}{of} is not resident"
+        if kind == F_ALL and (i + 1) in tapes:
+            return f"abar_{i + 1}{of} is already resident"
+        if kind != F_ALL and (i + 1) in acts:
+            return f"a_{i + 1}{of} is already resident"
+        return None
     if kind == B:
-        if i in done_backward:
-            return f"B({i}) already ran"
+        if i in done:
+            return f"B({at}{i}) already ran"
         if (i + 1) not in tapes:
-            return f"abar_{i + 1} is not resident (B({i}) needs the tape of F_all({i}))"
+            return f"abar_{i + 1}{of} is not resident (B({at}{i}) needs the tape of F_all({at}{i}))"
         if (i + 1) not in grads:
-            return f"delta_{i + 1} is not resident"
-        if not available(i):
-            return f"a_{i} is not resident"
+            return f"delta_{i + 1}{of} is not resident"
+        if i not in acts and i not in tapes:
+            return f"a_{i}{of} is not resident"
         return None
     return f"unknown operation {kind!r}"
 
@@ -224,6 +245,11 @@ def _free_standalone(acts: set[int], j: int, x) -> int:
 def memory_profile(chain: Chain, schedule: Schedule) -> list[dict[str, Any]]:
     """Per operation: op, start, end (time unit), memory while it runs and after it (bytes);
     the replay stops at the first violation."""
-    sim = simulate(chain, schedule)
+    return profile_rows(simulate(chain, schedule))
+
+
+def profile_rows(sim: Simulation) -> list[dict[str, Any]]:
+    """The memory profile rows of a replay (chain or join): per step, op, start, end (time unit),
+    memory while it runs and after it (bytes)."""
     return [{"op": str(s.op), "start": s.start, "end": s.end, "mem_during": s.mem_during,
              "mem_after": s.mem_after} for s in sim.steps]

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..chain.instance import SIZE_FIELDS, STAGE_FIELDS, Chain, _number, check_header, check_total
+from ..chain.instance import Chain, _number, check_header, check_total, named_object, parse_stages
 from ..errors import InputError
 from ..jsonio import read_json, write_json_atomic
 
@@ -98,30 +98,15 @@ class Join:
     @classmethod
     def from_dict(cls, data: Any, *, path: str = "<join>") -> Join:
         """Validate and build; every error names `path`, the branch, the stage and the field."""
-        if not isinstance(data, dict):
-            raise InputError("expected a JSON object", path=path)
-        if data.get("format") != FORMAT:
-            raise InputError(f"expected {FORMAT!r}, got {data.get('format')!r}", path=path, field="format")
-        check_header(data, path)
+        check_header(data, path, FORMAT)
         raw = data.get("branches")
         if not isinstance(raw, list) or not raw:
             raise InputError("must be a non-empty list of branches", path=path, field="branches")
         chains = []
         for b, br in enumerate(raw):
-            where_b = _named_object(br, path, f"branches[{b}]")
+            where_b = named_object(br, path, f"branches[{b}]")
             input_size = _number(br, "input_size", path, f"{where_b}.input_size", integer=True)
-            stages = br.get("stages")
-            if not isinstance(stages, list) or not stages:
-                raise InputError("must be a non-empty list of stages", path=path, field=f"{where_b}.stages")
-            clean = []
-            for i, stage in enumerate(stages):
-                where = _named_object(stage, path, f"{where_b}.stages[{i}]")
-                item = {f: _number(stage, f, path, f"{where}.{f}", integer=f in SIZE_FIELDS) for f in STAGE_FIELDS}
-                if item["tape_size"] < item["out_size"]:
-                    raise InputError(f"tape_size {item['tape_size']} < out_size {item['out_size']} "
-                                     "(the tape contains the output)", path=path, field=f"{where}.tape_size")
-                item["name"] = str(stage.get("name", f"stage{i}"))
-                clean.append(item)
+            clean = parse_stages(br.get("stages"), path, f"{where_b}.stages")
             chains.append(Chain.from_stages(input_size, clean, {"bwd_time": 0.0, "bwd_overhead": 0},
                                             name=str(br.get("name", f"branch{b}"))))
         loss = data.get("loss")
@@ -140,14 +125,6 @@ class Join:
     def load(cls, path: str | Path) -> Join:
         """Read a join file; a missing file or invalid JSON is an `InputError` naming it."""
         return cls.from_dict(read_json(path), path=str(path))
-
-
-def _named_object(obj: Any, path: str, where: str) -> str:
-    """Check that the list entry at `where` is a JSON object; its label for error messages, with
-    its ``name`` when it has one."""
-    if not isinstance(obj, dict):
-        raise InputError("must be an object", path=path, field=where)
-    return f"{where} ({obj['name']})" if "name" in obj else where
 
 
 def _without_loss(chain: Chain) -> Chain:

@@ -6,14 +6,10 @@ neither) and `JoinSchedule`. JSON ``{"format": "memsched.schedule/1", "problem":
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..chain.schedule import FORWARD_KINDS, KINDS, LOSS, OP_ALIASES, SCHEDULE_FORMAT, ops_json
-from ..errors import InputError
+from ..chain.schedule import FORWARD_KINDS, LOSS, SCHEDULE_FORMAT, OpSequence, check_index, ops_json, read_op
 from .instance import Join
 
 
@@ -38,20 +34,11 @@ LOSS_OP = JOp(LOSS)
 
 
 @dataclass
-class JoinSchedule:
+class JoinSchedule(OpSequence[JOp]):
     """A sequence of operations on a join with the given branch lengths."""
 
     ops: list[JOp]
     lengths: list[int]
-
-    def __iter__(self) -> Iterator[JOp]:
-        return iter(self.ops)
-
-    def __len__(self) -> int:
-        return len(self.ops)
-
-    def __str__(self) -> str:
-        return " ".join(map(str, self.ops))
 
     def recomputations(self) -> int:
         """Forward operations beyond the first forward of each stage of each branch."""
@@ -62,10 +49,6 @@ class JoinSchedule:
         return {"format": SCHEDULE_FORMAT, "problem": "join", "lengths": list(self.lengths),
                 "ops": [op.to_json() for op in self.ops]}
 
-    def save(self, path: str | Path) -> None:
-        """Write the schedule's JSON to `path`."""
-        Path(path).write_text(json.dumps(self.to_json()) + "\n")
-
     @classmethod
     def from_json(cls, data: Any, lengths: list[int], *, path: str = "<schedule>") -> JoinSchedule:
         """Parse a schedule object (or a `memsched solve --json` output holding one)."""
@@ -75,29 +58,11 @@ class JoinSchedule:
 
 def _parse_op(item: Any, lengths: list[int], path: str, k: int) -> JOp:
     where = f"ops[{k}]"
-    if isinstance(item, dict):
-        name, branch, stage = item.get("op"), item.get("branch"), item.get("stage")
-    elif isinstance(item, (list, tuple)) and item:
-        name = item[0]
-        branch = item[1] if len(item) > 1 else None
-        stage = item[2] if len(item) > 2 else None
-    elif isinstance(item, str):
-        name, branch, stage = item, None, None
-    else:
-        raise InputError(f"cannot read operation {item!r}", path=path, field=where)
-    kind = OP_ALIASES.get(str(name).lower())
-    if kind is None:
-        raise InputError(f"unknown operation {name!r} (one of {', '.join(KINDS)})", path=path, field=where)
+    kind, (branch, stage) = read_op(item, ("branch", "stage"), path, where)
     if kind == LOSS:
         return LOSS_OP
-    if isinstance(branch, bool) or not isinstance(branch, int) or not 0 <= branch < len(lengths):
-        raise InputError(f"branch must be an integer in 0..{len(lengths) - 1}, got {branch!r}", path=path,
-                         field=where)
-    L = lengths[branch]
-    if isinstance(stage, bool) or not isinstance(stage, int) or not 0 <= stage < L:
-        raise InputError(f"stage must be an integer in 0..{L - 1} for branch {branch}, got {stage!r}", path=path,
-                         field=where)
-    return JOp(kind, branch, stage)
+    branch = check_index(branch, len(lengths), "branch", path, where)
+    return JOp(kind, branch, check_index(stage, lengths[branch], "stage", path, where, f" for branch {branch}"))
 
 
 def store_all_schedule(join: Join) -> JoinSchedule:

@@ -34,8 +34,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..chain.schedule import F_ALL, F_CK, F_N, FORWARD_KINDS, LOSS, B
-from ..chain.simulator import Simulation, Step, Violation
+from ..chain.schedule import F_ALL, F_CK, F_N, LOSS
+from ..chain.simulator import Simulation, Step, Violation, op_cost, over_budget, profile_rows, stage_precondition
 from .instance import Join
 from .schedule import JoinSchedule, JOp
 
@@ -54,8 +54,7 @@ def simulate(join: Join, schedule: JoinSchedule | list[JOp], budget: int | None 
     now = 0.0
     sim = Simulation(initial_memory=mem)
     if budget is not None and mem > budget:
-        sim.violation = Violation(0, ops[0] if ops else None, f"the inputs alone ({mem}) exceed the budget {budget}")
-        return sim
+        return sim.stop(0, ops[0] if ops else None, f"the inputs alone ({mem}) exceed the budget {budget}")
 
     for pos, op in enumerate(ops):
         kind, b, i = op
@@ -74,25 +73,18 @@ def simulate(join: Join, schedule: JoinSchedule | list[JOp], budget: int | None 
         elif not 0 <= i < join.branches[b].length:
             fail = f"stage {i} outside 0..{join.branches[b].length - 1} of branch {b}"
         else:
-            fail = _precondition(kind, b, i, acts[b], tapes[b], grads[b], done[b])
+            fail = stage_precondition(kind, i, acts[b], tapes[b], grads[b], done[b], branch=b)
+        if fail is None:
+            if kind == LOSS:
+                out = sum(int(c.x[c.length]) for c in join.branches)
+                overhead, duration = join.loss_overhead, join.loss_time
+            else:  # the branch's chain rules, every forward charged o_f (the larger per-mode overhead)
+                c = join.branches[b]
+                out, overhead, duration = op_cost(c, kind, i, per_mode=False)
+            during = mem + out + overhead
+            fail = over_budget(during, budget)
         if fail is not None:
-            sim.violation = Violation(pos, op, fail)
-            return sim
-        if kind == LOSS:
-            out = sum(int(c.x[c.length]) for c in join.branches)
-            overhead, duration = join.loss_overhead, join.loss_time
-        else:
-            c = join.branches[b]
-            if kind == F_ALL:
-                out, overhead, duration = int(c.xbar[i + 1]), int(c.o_f[i]), float(c.u_f[i])
-            elif kind in (F_CK, F_N):
-                out, overhead, duration = int(c.x[i + 1]), int(c.o_f[i]), float(c.u_f[i])
-            else:
-                out, overhead, duration = int(c.x[i]), int(c.o_b[i]), float(c.u_b[i])
-        during = mem + out + overhead
-        if budget is not None and during > budget:
-            sim.violation = Violation(pos, op, f"memory over budget: {during} > {budget} while it runs")
-            return sim
+            return sim.stop(pos, op, fail)
         mem += out
         if kind == LOSS:
             loss_done = True
@@ -135,33 +127,6 @@ def simulate(join: Join, schedule: JoinSchedule | list[JOp], budget: int | None 
     return sim
 
 
-def _precondition(kind: str, b: int, i: int, acts: set[int], tapes: set[int], grads: set[int],
-                  done: set[int]) -> str | None:
-    """Why `kind(b, i)` cannot run in this state of branch b, or None."""
-    available = i in acts or i in tapes
-    if kind in FORWARD_KINDS:
-        if not available:
-            return f"a_{i} of branch {b} is not resident"
-        if kind == F_ALL and (i + 1) in tapes:
-            return f"abar_{i + 1} of branch {b} is already resident"
-        if kind != F_ALL and (i + 1) in acts:
-            return f"a_{i + 1} of branch {b} is already resident"
-        return None
-    if kind == B:
-        if i in done:
-            return f"B({b},{i}) already ran"
-        if (i + 1) not in tapes:
-            return f"abar_{i + 1} of branch {b} is not resident (B({b},{i}) needs the tape of F_all({b},{i}))"
-        if (i + 1) not in grads:
-            return f"delta_{i + 1} of branch {b} is not resident"
-        if not available:
-            return f"a_{i} of branch {b} is not resident"
-        return None
-    return f"unknown operation {kind!r}"
-
-
 def memory_profile(join: Join, schedule: JoinSchedule) -> list[dict[str, Any]]:
     """Per operation: op, start, end (time unit), memory while it runs and after it (bytes)."""
-    sim = simulate(join, schedule)
-    return [{"op": str(s.op), "start": s.start, "end": s.end, "mem_during": s.mem_during,
-             "mem_after": s.mem_after} for s in sim.steps]
+    return profile_rows(simulate(join, schedule))
