@@ -74,7 +74,7 @@ from .min_memory import (  # noqa: F401 - re-exported
     min_memory_schedule,
     rotor_min_budget,
 )
-from .schedule import Bwd, F_all, F_ck, F_n, Loss, Op, Schedule
+from .schedule import Bwd, F_all, F_ck, F_n, Loss, Schedule, unfold
 from .simulator import simulate
 
 #: Largest table (rows x memory values) we build: 8 bytes a cell (float64).
@@ -253,27 +253,17 @@ class RotorTable:
         L = self.chain.length
         l = L if l is None else l
         x, xbar = self.chain.x, self.chain.xbar
-        ops: list[Op] = []
-        stack: list[Any] = [(i, l, m)]
-        while stack:
-            item = stack.pop()
-            if isinstance(item, Op):
-                ops.append(item)
-                continue
+
+        def expand(item: tuple[int, int, int]) -> list[Any]:  # C(mm, a, b): its ops and sub-problems, in order
             a, b, mm = item
             c = self.choice(mm, a, b)
             if c == LEAF:
-                ops.extend([Loss(L)] if a == L else [F_all(a), Bwd(a)])
-            elif c == ALL:
-                ops.append(F_all(a))
-                stack.append(Bwd(a))
-                stack.append((a + 1, b, mm - int(xbar[a + 1])))
-            else:
-                ops.append(F_ck(a))
-                ops.extend(F_n(k) for k in range(a + 1, c))
-                stack.append((a, c - 1, mm))
-                stack.append((c, b, mm - int(x[c])))
-        return Schedule(ops, L)
+                return [Loss(L)] if a == L else [F_all(a), Bwd(a)]
+            if c == ALL:
+                return [F_all(a), (a + 1, b, mm - int(xbar[a + 1])), Bwd(a)]
+            return [F_ck(a), *(F_n(k) for k in range(a + 1, c)), (c, b, mm - int(x[c])), (a, c - 1, mm)]
+
+        return Schedule(unfold((i, l, m), expand), L)
 
 
 def table_cells(L: int, M: int) -> int:

@@ -43,7 +43,7 @@ from typing import Any
 from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
 from .instance import Chain
-from .schedule import Bwd, F_all, F_ck, F_n, Loss, Op, Schedule
+from .schedule import Bwd, F_all, F_ck, F_n, Loss, Op, Schedule, unfold
 from .simulator import simulate
 
 
@@ -93,26 +93,17 @@ def revolve_schedule(L: int, c: int) -> Schedule:
     """Revolve's schedule for L stages and c >= 1 checkpoints (a_0 included), on our ops."""
     if c < 1:
         raise ValueError("Revolve needs at least one checkpoint (the input)")
-    ops: list[Op] = []
-    stack: list[Any] = [(0, L, min(c, L))]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, list):
-            ops.extend(item)
-            continue
+
+    def expand(item: tuple[int, int, int]) -> list[Any]:  # stages i..n-1 with cc checkpoints, in order
         i, n, cc = item
-        steps = n - i
-        if steps == 1:
-            ops.extend(_turn(i, L))
-        elif cc == 1:
-            for k in range(n - 1, i - 1, -1):
-                ops.extend(_advance(i, k) + _turn(k, L))
-        else:
-            j = revolve_split(steps, cc)
-            ops.extend(_advance(i, i + j))
-            stack.append((i, i + j, cc))
-            stack.append((i + j, n, cc - 1))
-    return Schedule(ops, L)
+        if n - i == 1:
+            return _turn(i, L)
+        if cc == 1:
+            return [op for k in range(n - 1, i - 1, -1) for op in _advance(i, k) + _turn(k, L)]
+        j = revolve_split(n - i, cc)
+        return [*_advance(i, i + j), (i + j, n, cc - 1), (i, i + j, cc)]
+
+    return Schedule(unfold((0, L, min(c, L)), expand), L)
 
 
 def revolve_peak(chain: Chain, c: int) -> int:
