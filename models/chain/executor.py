@@ -250,11 +250,19 @@ def execute(blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, schedule: 
     Returns (result, grad_check) where grad_check is True when every parameter gradient (and
     the input's) matches the plain forward/backward with the same seed, None when unchecked.
     """
-    executor = ChainExecutor(blocks, loss_fn)
-    result = executor.step(schedule, inputs, target, chain=chain, seed=seed, **options)
+    return checked_step(ChainExecutor(blocks, loss_fn), schedule, inputs, target, seed=seed, check=check, rtol=rtol,
+                        atol=atol, chain=chain, **options)
+
+
+def checked_step(executor: ChainExecutor, schedule: Any, inputs: torch.Tensor, target: Any, *, seed: int, check: bool,
+                 rtol: float, atol: float, **options: Any) -> tuple[Any, bool | None]:
+    """``executor.step(schedule, inputs, target, seed=seed, **options)`` (any executor over a chain
+    of blocks: this one, the offloading one) and, when `check`, whether its gradients match plain
+    autograd at the same seed (`check_gradients`; None when unchecked)."""
+    result = executor.step(schedule, inputs, target, seed=seed, **options)
     if not check:
         return result, None
-    return result, check_gradients(result, executor.blocks, loss_fn, inputs, target, seed=seed, rtol=rtol,
+    return result, check_gradients(result, executor.blocks, executor.loss_fn, inputs, target, seed=seed, rtol=rtol,
                                    atol=atol)[0]
 
 

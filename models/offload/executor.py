@@ -70,7 +70,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
-from memsched.models.chain.executor import ChainExecutor, LossFn, check_gradients
+from memsched.models.chain.executor import ChainExecutor, LossFn, checked_step
 from memsched.models.measure import RunState, StepResult
 from memsched.models.memory import storage_key
 from memsched.models.offload.values import Holder, InputSlot, Key, Link, Saved, Store, Value, unpack_saved
@@ -312,9 +312,5 @@ def execute_offload(blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, sc
                     ) -> tuple[OffloadStepResult, bool | None]:
     """Run one step under `schedule`; when `check`, compare every gradient (parameters and
     input) with plain autograd at the same seed. Returns (result, grad_check or None)."""
-    executor = OffloadExecutor(blocks, loss_fn)
-    result = executor.step(schedule, inputs, target, inst=inst, seed=seed, **options)
-    if not check:
-        return result, None
-    return result, check_gradients(result, executor.blocks, loss_fn, inputs, target, seed=seed, rtol=rtol,
-                                   atol=atol)[0]
+    return checked_step(OffloadExecutor(blocks, loss_fn), schedule, inputs, target, seed=seed, check=check,
+                        rtol=rtol, atol=atol, inst=inst, **options)
