@@ -16,6 +16,7 @@ when proven and no fast solver has a schedule.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..exact.cpsat_runner import run_cpsat
@@ -59,10 +60,7 @@ def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: 
 
     if model.trivially_infeasible:
         return result(INFEASIBLE, message=f"no schedule fits: {model.trivially_infeasible}")
-    hint_values, hint_ok = None, False
-    if seed is not None:
-        hint_values = model.encode(seed.schedule)
-        hint_ok = hint_values is not None and not model.violated(hint_values, deadline=deadline)
+    hint_values, hint_ok = phase_hint(model, seed, deadline)
 
     cp = cp_model.CpModel()
     xs = [cp.new_bool_var(f"{k[0]}_{k[1]}_{k[2]}") for k in model.keys]
@@ -99,13 +97,40 @@ def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: 
     build_s = deadline.elapsed() - t_build
     run = run_cpsat(cp, deadline, options, variables=xs, offset=const, hint_feasible=hint_ok,
                     parameters=parameters, extra=extra)
-    details = {"variables": len(model.keys), "constraints": len(model.rows), "build_s": round(build_s, 3),
-               "warm_start": seed.solver if seed is not None and hint_values is not None else "",
-               "warm_start_fits": hint_ok,
+    details = {**phase_details(model, build_s, seed, hint_values, hint_ok),
                "workers": options.workers, "integral_objective": integral, "backend_status": run.backend_status}
+    return phase_answer(result, model, run, run.values, hint_values, hint_ok, dchain, M, deadline, details)
+
+
+def phase_hint(model: PhaseModel, seed: SolveResult | None, deadline: Deadline) -> tuple[list[float] | None, bool]:
+    """The seed's schedule encoded in the phase model's variables (None when it lies outside the
+    model) and whether it satisfies every row (then it is a feasible start)."""
+    if seed is None:
+        return None, False
+    values = model.encode(seed.schedule)
+    return values, values is not None and not model.violated(values, deadline=deadline)
+
+
+def phase_details(model: PhaseModel, build_s: float, seed: SolveResult | None, hint_values: list[float] | None,
+                  hint_ok: bool) -> dict[str, Any]:
+    """The details every phase-model answer reports: size, build time (s) and warm start."""
+    return {"variables": len(model.keys), "constraints": len(model.rows), "build_s": round(build_s, 3),
+            "warm_start": seed.solver if seed is not None and hint_values is not None else "",
+            "warm_start_fits": hint_ok}
+
+
+def phase_answer(result: Callable[..., SolveResult], model: PhaseModel, run: Any, values: list[float] | None,
+                 hint_values: list[float] | None, hint_ok: bool, dchain: Chain, M: int, deadline: Deadline,
+                 details: dict[str, Any]) -> SolveResult:
+    """The answer of a phase-model run (`run`: the exact layer's BackendRun, `values` its trusted
+    solution or None): ``infeasible`` when proven, the warm start when the backend has no
+    solution, ``timeout`` without either; else the decoded schedule replayed on the discretised
+    chain `dchain` under M (its makespan must be the model's objective), ``optimal`` when the
+    backend proved it and its bound is within 1e-6 (relative) of the makespan, ``feasible``
+    otherwise; the lower bound is the backend's, clamped to [0, makespan]."""
     if run.status == INFEASIBLE:
         return result(INFEASIBLE, message="no phase-model schedule fits the budget", details=details)
-    values, source = run.values, "backend"
+    source = "backend"
     if values is None and hint_ok:
         values, source = hint_values, "warm start"
     if values is None:
@@ -119,12 +144,11 @@ def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: 
     bound = run.bound
     proven = run.status == OPTIMAL and source == "backend"
     if proven and bound is not None and claimed - bound > 1e-6 * max(1.0, abs(claimed)):
-        proven = False  # proven only up to the scaling of a floating-point objective
+        proven = False  # a backend that stopped at its gap or scaled the objective: not a proof
     if bound is not None:
-        bound = min(bound, claimed)
+        bound = min(max(bound, 0.0), claimed)
     if proven and bound is None:
         bound = claimed
     details["solution_from"] = source
-    log = list(run.log) + [(deadline.elapsed(), sim.makespan, bound)]
     return result(OPTIMAL if proven else FEASIBLE, objective=sim.makespan, lower_bound=bound, schedule=schedule,
-                  log=log, details=details)
+                  log=list(run.log) + [(deadline.elapsed(), sim.makespan, bound)], details=details)

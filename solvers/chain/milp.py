@@ -31,11 +31,10 @@ from ..exact.cpsat_runner import linear_to_cpsat, run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.milp_runner import run_milp
 from ..exact.options import Deadline, ExactOptions
-from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
-from .cpsat import FAST
+from ..result import INFEASIBLE, SolveResult
+from .cpsat import FAST, phase_answer, phase_details, phase_hint
 from .exact_model import PhaseModel, discretise, retry_exact_sizes
 from .instance import Chain
-from .simulator import simulate
 
 BACKENDS = ("scip", "highs", "cbc", "cp-sat")
 DEFAULT_BACKEND = "scip"
@@ -71,10 +70,7 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
 
     if model.trivially_infeasible:
         return result(INFEASIBLE, message=f"no schedule fits: {model.trivially_infeasible}")
-    hint_values, hint_ok = None, False
-    if seed is not None:
-        hint_values = model.encode(seed.schedule)
-        hint_ok = hint_values is not None and not model.violated(hint_values, deadline=deadline)
+    hint_values, hint_ok = phase_hint(model, seed, deadline)
     lm = model.to_linear(deadline)
     build_s = deadline.elapsed() - t_build
     if backend == "cp-sat":
@@ -83,35 +79,10 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
                         extra={"linearization_level": 2})
     else:
         run = run_milp(lm, backend, deadline, options, hint=hint_values, hint_feasible=hint_ok)
-    details = {"variables": len(model.keys), "constraints": len(model.rows), "build_s": round(build_s, 3),
-               "warm_start": seed.solver if seed is not None and hint_values is not None else "",
-               "warm_start_fits": hint_ok,
-               "backend_status": run.backend_status}
+    details = {**phase_details(model, build_s, seed, hint_values, hint_ok), "backend_status": run.backend_status}
     values = run.values
     if values is not None:
         values = [1.0 if v > 0.5 else 0.0 for v in values]
         if model.violated(values):  # a rounded backend answer that breaks the model: do not trust it
             values = None
-    if run.status == INFEASIBLE:
-        return result(INFEASIBLE, message="no phase-model schedule fits the budget", details=details)
-    source = "backend"
-    if values is None and hint_ok:
-        values, source = hint_values, "warm start"
-    if values is None:
-        return result(TIMEOUT, lower_bound=run.bound, message="no schedule before the time limit", details=details)
-    schedule = model.decode(values)
-    claimed = model.objective.value(values)
-    sim = simulate(dchain, schedule, M).raise_if_invalid()
-    if abs(sim.makespan - claimed) > 1e-6 * max(1.0, abs(claimed)):
-        raise RuntimeError(f"phase model claims {claimed} but the simulator charges {sim.makespan}")
-    bound = run.bound
-    proven = run.status == OPTIMAL and source == "backend"
-    if proven and bound is not None and claimed - bound > 1e-6 * max(1.0, abs(claimed)):
-        proven = False  # a backend that stopped at its own default gap: not a proof of optimality
-    if bound is not None:
-        bound = min(max(bound, 0.0), claimed)
-    if proven and bound is None:
-        bound = claimed
-    details["solution_from"] = source
-    return result(OPTIMAL if proven else FEASIBLE, objective=sim.makespan, lower_bound=bound, schedule=schedule,
-                  log=list(run.log) + [(deadline.elapsed(), sim.makespan, bound)], details=details)
+    return phase_answer(result, model, run, values, hint_values, hint_ok, dchain, M, deadline, details)
