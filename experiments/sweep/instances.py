@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,14 +110,9 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
         except ImportError as err:
             raise InputError(f"profiling zoo networks needs PyTorch and models.chain.profiler ({err})", path=p,
                              field=f"{where}.model") from None
-        try:
+        with profiling_errors(p, where):
             instance, built = profile_model(spec.params["model"], repeats=spec.params.get("repeats", 3),
                                             warmup=spec.params.get("warmup", 1), **sizes)
-        except InputError as err:
-            raise InputError(str(err), path=p, field=f"{where}.model") from None
-        except (TypeError, ValueError, RuntimeError) as err:
-            raise InputError(f"cannot profile this network: {type(err).__name__}: {err}", path=p,
-                             field=where) from None
         problem = "chain"
         source = f"memsched.models.chain.profiler.profile_model({json.dumps(spec.params, sort_keys=True)})"
         label = spec.label or built.label
@@ -134,6 +131,20 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
     h = stored.hash if stored is not None else (digest(data) if data is not None else None)
     return LoadedInstance(spec, label, problem, instance, source, _size_of(instance), reference, baseline, model,
                           h, str(stored.path) if stored is not None else None)
+
+
+@contextmanager
+def profiling_errors(path: str | Path, where: str) -> Iterator[None]:
+    """Profiling a zoo network inside: its `InputError` names the sweep file `path` and the
+    instance's ``model`` field; a TypeError, ValueError or RuntimeError becomes an `InputError`
+    "cannot profile this network" naming the instance `where`."""
+    try:
+        yield
+    except InputError as err:
+        raise InputError(str(err), path=str(path), field=f"{where}.model") from None
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise InputError(f"cannot profile this network: {type(err).__name__}: {err}", path=str(path),
+                         field=where) from None
 
 
 def _pin_threads(threads: int) -> None:
@@ -162,14 +173,9 @@ def _profile_problem(spec: InstanceSpec, sizes: dict[str, Any], config_path: str
         from memsched.solvers.units import parse_bandwidth
 
         link["bandwidth"] = parse_bandwidth(spec.params["bandwidth"], field=f"{where}.bandwidth")
-    try:
+    with profiling_errors(config_path, where):
         target = prepare(str(spec.problem), spec.params["model"], sizes=sizes,
                          profile_repeats=spec.params.get("repeats", 3), **link)
-    except InputError as err:
-        raise InputError(str(err), path=config_path, field=f"{where}.model") from None
-    except (TypeError, ValueError, RuntimeError) as err:
-        raise InputError(f"cannot profile this network: {type(err).__name__}: {err}", path=config_path,
-                         field=where) from None
     source = f"memsched.models.run.prepare({json.dumps({'problem': spec.problem, **spec.params}, sort_keys=True)})"
     return str(spec.problem), target.instance, source, spec.label or target.name
 
