@@ -91,7 +91,9 @@ def _chain_duration(chain: Any, kind: str, i: int) -> float:
 def join_timeline(join: Any, schedule: Any, budget: int | None = None) -> Timeline:
     """Replay with `solvers.join.simulate`: rows "branch b fwd" / "branch b bwd" per branch
     and the shared loss; recomputations and a failing op as for chains."""
-    from memsched.solvers.join.simulator import FORWARD_KINDS, LOSS, JoinSchedule, simulate
+    from memsched.solvers.chain.schedule import FORWARD_KINDS, LOSS
+    from memsched.solvers.join.schedule import JoinSchedule
+    from memsched.solvers.join.simulator import simulate
 
     ops = schedule.ops if isinstance(schedule, JoinSchedule) else list(schedule)
     sim = simulate(join, ops, budget)
