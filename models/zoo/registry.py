@@ -18,7 +18,7 @@ from .inception import inception_v3_blocks
 from .lstm import lstm_blocks
 from .mobilenet import mobilenet_v2_blocks
 from .resnet import RESNET_LAYERS, resnet_blocks
-from .split import split_blocks
+from .split import split_model
 from .unet import unet_blocks
 from .vgg import VGG16, VGG19, vgg_blocks
 from .vit import vit_blocks
@@ -120,7 +120,7 @@ def build_model(
     DenseNet (small test models). Raises `InputError` for an unknown name or impossible sizes.
     Built inside ``FakeTensorMode`` (`models.costs.shape_exact_model`) it allocates nothing.
     `granularity`: "block" (one stage a block) or "layer" (blocks split into their sequential
-    parts, `models.zoo.split`).
+    parts, GPT-2's projection moved into the loss: `models.zoo.split.split_model`).
     """
     if name not in MODELS:
         raise InputError(f"unknown model {name!r} (one of {', '.join(MODELS)})", field="MODEL")
@@ -171,7 +171,7 @@ def build_model(
             target = torch.randint(0, classes, (batch,), generator=gen)
             loss_fn = classification_loss
     if granularity != "block":
-        blocks = split_blocks(blocks, granularity)
+        blocks, loss_fn = split_model(blocks, loss_fn, granularity)
         config["granularity"] = granularity
     device = torch.device(device)
     blocks = [_to(b, device, dtype).train() for b in blocks]

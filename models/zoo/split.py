@@ -1,29 +1,45 @@
 """Finer chain stages: split blocks into their sequential parts where the data flow allows.
 
-``split_blocks(blocks, "layer")`` replaces
+``split_model(blocks, loss_fn, "layer")`` replaces
 
 - a pre-norm transformer block (GPT-2 `GPTBlock`, ViT `EncoderBlock`), x -> x + attn(ln1(x)) ->
   x + mlp(ln2(x)), by two stages: the attention half ``x + drop(proj(attn(ln1(x))))`` and the MLP
   half ``x + drop(fc_out(gelu(fc(ln2(x)))))``; each half's residual is its own input, so the
   chain's activations stay single tensors (a_{i+1} of the attention half is the MLP half's input);
 - GPT-2's head (`GPTHead`: final layer norm, then the tied language-model projection) by the norm
-  and the projection, so the (N, T, vocab) logits are a stage of their own, apart from the loss.
+  as the last stage, and the projection moved into the loss stage (`ProjectedLMLoss`: logits, then
+  the next-token cross-entropy). The (N, T, vocab) logits are the largest tensor of the network,
+  and the chain model charges a stage's output in its tape and the loss's input a_L while the
+  loss runs: with the logits as a_L they would be counted twice (tape and delta_L) beyond what
+  the cross-entropy's backward keeps, while torch frees them once the log-softmax is computed.
+  Inside the loss stage they live only while the loss op runs, which runs once (never
+  recomputed), so a_L is the (N, T, d) hidden state.
 
 The parts share the original modules (the same parameters, in the same order), and consume the
 random generator in the same order (attention dropout, then the projection's, then the MLP's), so
 the split chain computes the same function and gradients as the unsplit one, seed for seed.
-Other blocks are kept whole; ``"block"`` keeps every block whole. (A ResNet bottleneck's skip
-spans its whole main path: splitting it needs the skip carried beside the activation, which
-the chain model has no place for; that is the graph problem.)
+Other blocks are kept whole; ``"block"`` keeps every block and the loss as they are.
+
+A ResNet bottleneck is not split. Its skip spans the whole main path: split stages would have to
+carry it beside the activation, a_{i+1} = (main path, skip), and the chain model, whose tape
+contains its stage's output, would count the skip once in a_i and again in every tape of the
+bottleneck (the largest tensor of the block, counted up to three times in a backward where it
+is held once). A skip spanning stages is a graph, not a chain: export it with
+``memsched export-graph`` and use the graph problem (docs/graph.md), whose
+solvers keep each tensor once.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from memsched.solvers.errors import InputError
 from torch import nn
 
+from .common import lm_loss
 from .gpt import GPTBlock, GPTHead
 from .vit import EncoderBlock
 
@@ -66,32 +82,45 @@ class MLPHalf(nn.Module):
         return x + self.drop(self.fc_out(self.drop(F.gelu(self.fc(self.ln2(x))))))
 
 
-class TiedProjection(nn.Module):
-    """GPT-2's language-model projection with the token embedding's weight: (N, T, d) -> logits."""
+class ProjectedLMLoss(nn.Module):
+    """GPT-2's tied language-model projection and the next-token cross-entropy, as one loss stage:
+    hidden state (N, T, d) and token ids (N, T) -> mean loss. The logits (N, T, vocab) are a
+    temporary of the loss op (freed once the log-softmax has them)."""
 
     def __init__(self, embedding: nn.Embedding) -> None:
         super().__init__()
         self.embedding = embedding
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Features (N, T, d) -> logits (N, T, vocab) with the tied embedding weight."""
-        return F.linear(x, self.embedding.weight)
+    def forward(self, h: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """``lm_loss(h @ W_emb^T, target)``: the same value as `GPTHead`'s projection then `lm_loss`."""
+        return lm_loss(F.linear(h, self.embedding.weight), target)
 
 
 def split_block(block: nn.Module) -> list[nn.Module]:
-    """The sequential parts of one block (the block itself when it has none we split)."""
+    """The sequential parts of one block (the block itself when it has none we split); GPT-2's
+    head keeps only its final norm (its projection goes into the loss, `split_model`)."""
     if isinstance(block, (GPTBlock, EncoderBlock)):
         return [AttentionHalf(block), MLPHalf(block)]
     if isinstance(block, GPTHead):
-        return [block.ln, TiedProjection(block.embedding)]
+        return [block.ln]
     return [block]
 
 
-def split_blocks(blocks: list[nn.Module], granularity: str) -> list[nn.Module]:
-    """The chain of `blocks` at `granularity` ("block": unchanged; "layer": `split_block` each)."""
+def split_model(blocks: list[nn.Module], loss_fn: Callable[[torch.Tensor, Any], torch.Tensor], granularity: str
+                ) -> tuple[list[nn.Module], Callable[[torch.Tensor, Any], torch.Tensor]]:
+    """(blocks, loss) of the chain at `granularity`: "block" returns them unchanged; "layer" splits
+    each block (`split_block`) and, when the last block is GPT-2's head and the loss `lm_loss`,
+    makes the loss `ProjectedLMLoss` (the head's projection, then the cross-entropy)."""
     if granularity not in GRANULARITIES:
         raise InputError(f"unknown granularity {granularity!r} (one of {', '.join(GRANULARITIES)})",
                          field="--granularity")
     if granularity == "block":
-        return list(blocks)
-    return [part for block in blocks for part in split_block(block)]
+        return list(blocks), loss_fn
+    head = blocks[-1] if blocks else None
+    if isinstance(head, GPTHead) and loss_fn is not lm_loss:
+        raise InputError("the layer split of GPT-2's head moves its projection into the loss: the loss must be "
+                         "lm_loss", field="--granularity")
+    parts = [part for block in blocks for part in split_block(block)]
+    if isinstance(head, GPTHead):
+        return parts, ProjectedLMLoss(head.embedding)
+    return parts, loss_fn
