@@ -1,7 +1,7 @@
 """memsched against the tools users pick instead: same model, same tracker, CPU, one thread.
 
-    python -m memsched.experiments.bench_vs_torch [--models gpt2,resnet50] [--sizes small]
-        [--budgets 8] [--repeats 5] [--compile] [--out results/bench_vs_torch.csv]
+    python -m memsched.experiments.bench_vs_torch [--models gpt2,resnet50] [--sizes small,medium,large]
+        [--budgets 6] [--repeats 5] [--compile] [--no-probe] [--update] [--replot] [--out results/bench_vs_torch.csv]
 
 For each model and size, one training step (forward, loss, backward; weights and their
 gradients not counted) is run by
@@ -12,38 +12,47 @@ gradients not counted) is run by
 - ``checkpoint_sequential``: ``torch.utils.checkpoint.checkpoint_sequential`` with k segments,
   every k from 2 to L (each k a point of its curve; the best k is the curve's frontier);
 - ``torch.compile`` with ``torch._functorch.config.activation_memory_budget`` in
-  {1.0, 0.5, 0.2} (with ``--compile``; inductor needs a C++ compiler on CPU; failures are rows);
+  {1.0, 0.5, 0.2} (with ``--compile``; inductor compiles C++ with the machine's compiler; a
+  failure is a row). The tracker does not see the buffers inductor's generated code allocates,
+  so its peak is left empty: compare it on ``alloc_peak`` (below);
+- ``rockmate``: a failed row with the reason (it does not run on this CPU; see ROCKMATE);
 - ``memsched-block`` / ``memsched-layer``: the chain profiled at ``--granularity block`` /
-  ``layer`` (`models.chain.profiler`, per-mode forward overheads), rotor's schedule
-  (`solvers.chain.dp`, 2000 slots) at `--budgets` budgets from its smallest feasible budget to the
-  store-all peak, run by `models.chain.executor.ChainExecutor` (``input_grad=False``, as a plain
-  step).
+  ``layer`` (`models.chain.profiler`; ``layer`` splits transformer blocks into their halves and
+  moves GPT-2's projection into the loss stage, `models.zoo.split`), rotor's schedule
+  (`solvers.chain.dp`, 2000 slots) run by `models.chain.executor.ChainExecutor`
+  (``input_grad=False``, as a plain step). Budgets: rotor's smallest feasible budget, 2% above
+  it, `--budgets` evenly up to the store-all peak, and 99% of the measured peak of every point
+  on the other tools' Pareto front (the comparison at the memory they reach).
 
-Memory: the peak of `models.memory.LiveTensorTracker` over the step (the input is copied inside
-the tracked region by every tool), bytes. Time: median over `--repeats` untracked steps, parameter
-gradients set to None before each (ms of the thread's CPU time, ``time.thread_time``: with one
-thread autograd's CPU backward runs in the calling thread, and other processes sharing the cores
-do not inflate it); ``overhead`` = time / torch's time - 1. ``plan_s``:
-memsched's profiling plus solving time (the torch tools plan nothing; torch.compile's compile
-time is reported there; on this CPU it runs, compiling 1-2 min a budget, but the live-tensor
-tracker does not see the buffers inductor's generated code allocates, so its peaks are not
-comparable and it is off by default). ``grad_ok``: every parameter gradient allclose to plain autograd's
-(rtol 1e-4, atol 1e-6) with the same seed. Rockmate 2.0: the PyPI release depends on rkgb 2.0.0,
-whose source distribution ships without its ``rkgb.core`` package, so it does not import; it is
-listed as a failed row. Writes the CSV and a figure (time overhead against peak memory, one curve
-per tool) next to it, and prints a summary per model: whether some memsched point is at most as
-high in both peak and time as each other tool's point, and memsched's smallest budget against
-checkpoint-per-block's peak.
+Memory: ``peak_bytes`` is the peak of `models.memory.LiveTensorTracker` over the step (the input
+is copied inside the tracked region by every tool); ``alloc_peak`` (unless ``--no-probe``) is
+the CPU allocator's peak of the same step (`models.alloc_probe.AllocatorProbe`: every c10
+allocation, kernel scratch and inductor's buffers included) after one warm-up step. Time: the
+timed steps of every point of a model and size run in rounds, one step of each point per round
+(so that a change of the machine's load hits every tool alike), parameter gradients set to None
+before each; ``time_ms`` is the median over `--repeats` rounds of the thread's CPU time
+(``time.thread_time``: with one thread autograd's CPU backward runs in the calling thread, and
+other processes sharing the cores do not inflate it); ``overhead`` = time / torch's time - 1.
+``plan_s``: memsched's profiling plus solving time (torch.compile's compile time; 0 for the
+others). ``grad_ok``: every parameter gradient allclose to plain autograd's (rtol 1e-4, atol
+1e-6) with the same seed. ``load``: the 1-minute load average when the model and size started.
+Writes the CSV (``--update``: replaces the rows of the models and sizes run, keeps the others;
+``--replot``: runs nothing, redraws the figure and summary of ``--out``)
+and a figure (time overhead against peak memory, one curve per tool; a second row of panels on
+the allocator's peaks) next to it, and prints, per model and size, each tool's smallest peak
+with its overhead and the other tools' points that no memsched point matches.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,19 +60,32 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
-COLUMNS = ("model", "size", "tool", "setting", "status", "peak_bytes", "time_ms", "overhead", "plan_s", "grad_ok",
-           "predicted_peak", "budget")
+COLUMNS = ("model", "size", "tool", "setting", "status", "peak_bytes", "alloc_peak", "time_ms", "overhead", "plan_s",
+           "grad_ok", "predicted_peak", "budget", "load")
 SIZES: dict[str, dict[str, dict[str, Any]]] = {
     "gpt2": {"tiny": dict(batch=2, seq_len=16, width=32, depth=2, vocab=64),
              "small": dict(batch=2, seq_len=128, width=128, depth=6, vocab=2000),
              "medium": dict(batch=4, seq_len=256, width=256, depth=6, vocab=5000),
-             "large": dict(batch=4, seq_len=512, width=384, depth=8, vocab=10000)},
+             "large": dict(batch=4, seq_len=256, width=384, depth=8, vocab=8000)},
     "resnet50": {"tiny": dict(batch=2, image_size=32, width=8, depth=1),
                  "small": dict(batch=2, image_size=64, depth=2),
                  "medium": dict(batch=4, image_size=96),
                  "large": dict(batch=4, image_size=128)},
 }
+ROCKMATE = ("not run: rockmate 2.0.0 needs rkgb>=2.0.0, whose only PyPI release (2.0.0) ships rkgb/__init__.py and "
+            "rkgb/rkgb.py without the rkgb.core and rkgb.lowlevel packages rkgb.py imports (ModuleNotFoundError); "
+            "rockmate 1.0.1 (with rkgb 1.0.1) solves its blocks with Gurobi only (gurobipy, a commercial solver) "
+            "and its compiler saves the CUDA RNG state (torch.cuda), so it does not run on this CPU")
 Step = Callable[[torch.Tensor], torch.Tensor]  # input copy -> loss
+
+
+@dataclass
+class Point:
+    """One measured point: its CSV row, and `timer` (one untracked step; returns ms of thread CPU time)."""
+
+    row: dict[str, Any]
+    timer: Callable[[], float] | None = None
+    times: list[float] = field(default_factory=list)
 
 
 def _params(blocks: list[nn.Module]) -> list[nn.Parameter]:
@@ -74,26 +96,8 @@ def _params(blocks: list[nn.Module]) -> list[nn.Parameter]:
     return list(seen.values())
 
 
-def measure(step: Step, x: torch.Tensor, params: list[nn.Parameter], repeats: int,
-            seed: int = 0) -> tuple[int, float, list[torch.Tensor]]:
-    """(peak bytes of the tracked step, median ms of untracked steps, gradients)."""
-    from memsched.models.memory import LiveTensorTracker
-
-    for p in params:
-        p.grad = torch.zeros_like(p)
-    torch.manual_seed(seed)
-    with LiveTensorTracker() as mem:
-        step(x.clone()).backward()
-    peak = mem.peak
-    times = []
-    for _ in range(repeats):
-        for p in params:
-            p.grad = None
-        torch.manual_seed(seed)
-        t0 = time.thread_time()
-        step(x.clone()).backward()
-        times.append((time.thread_time() - t0) * 1e3)
-    return peak, statistics.median(times), [p.grad.detach().clone() if p.grad is not None else None for p in params]
+def _grads(params: list[nn.Parameter]) -> list[torch.Tensor | None]:
+    return [p.grad.detach().clone() if p.grad is not None else None for p in params]
 
 
 def _same(a: list[torch.Tensor | None], b: list[torch.Tensor | None]) -> bool:
@@ -101,8 +105,48 @@ def _same(a: list[torch.Tensor | None], b: list[torch.Tensor | None]) -> bool:
                for u, v in zip(a, b))
 
 
-def torch_rows(name: str, size: str, model: Any, repeats: int, with_compile: bool) -> tuple[list[dict], Any]:
-    """Rows of plain torch, checkpoint per block, checkpoint_sequential (every k), torch.compile."""
+def memory(step: Step, x: torch.Tensor, params: list[nn.Parameter], probe: bool, seed: int = 0
+           ) -> tuple[int, int | None, list[torch.Tensor | None]]:
+    """(tracker peak bytes, allocator peak bytes or None, gradients) of one step of `step`,
+    parameter gradients allocated before it (as the executor does)."""
+    from memsched.models.memory import LiveTensorTracker
+
+    def run() -> None:
+        for p in params:
+            p.grad = torch.zeros_like(p)
+        torch.manual_seed(seed)
+
+    alloc = None
+    if probe:
+        from memsched.models.alloc_probe import AllocatorProbe
+
+        run()
+        step(x.clone()).backward()  # warm-up: lazily allocated kernel caches are not the step's memory
+        run()
+        with AllocatorProbe() as pr:
+            step(x.clone()).backward()
+        alloc = pr.peak
+    run()
+    with LiveTensorTracker() as mem:
+        step(x.clone()).backward()
+    return mem.peak, alloc, _grads(params)
+
+
+def timer_of(step: Step, x: torch.Tensor, params: list[nn.Parameter], seed: int = 0) -> Callable[[], float]:
+    """One untracked step of `step` from parameter gradients None: ms of the thread's CPU time."""
+    def one() -> float:
+        for p in params:
+            p.grad = None
+        torch.manual_seed(seed)
+        t0 = time.thread_time()
+        step(x.clone()).backward()
+        return (time.thread_time() - t0) * 1e3
+    return one
+
+
+def torch_points(base: dict, model: Any, probe: bool, with_compile: bool) -> tuple[list[Point], list]:
+    """Points of plain torch, checkpoint per block, checkpoint_sequential (every k), torch.compile;
+    and the reference gradients (plain torch's)."""
     blocks, loss_fn, x, target = model.blocks, model.loss_fn, model.example_input, model.target
     params = _params(blocks)
     L = len(blocks)
@@ -119,51 +163,65 @@ def torch_rows(name: str, size: str, model: Any, repeats: int, with_compile: boo
     def sequential(k: int) -> Step:
         return lambda a: loss_fn(checkpoint_sequential(seq, k, a, use_reentrant=False), target)
 
-    rows = []
-    peak, ms, ref = measure(plain, x, params, repeats)
-    base = {"model": name, "size": size}
-    rows.append({**base, "tool": "torch", "setting": "no checkpointing", "status": "ok", "peak_bytes": peak,
-                 "time_ms": ms, "plan_s": 0.0, "grad_ok": True})
-    cases: list[tuple[str, str, Step]] = [("checkpoint-per-block", f"{L} blocks", per_block)]
+    cases: list[tuple[str, str, Step]] = [("torch", "no checkpointing", plain),
+                                          ("checkpoint-per-block", f"{L} blocks", per_block)]
     cases += [("checkpoint_sequential", f"segments={k}", sequential(k)) for k in range(2, L + 1)]
+    points, ref = [], []
     for tool, setting, step in cases:
-        p, t, g = measure(step, x, params, repeats)
-        rows.append({**base, "tool": tool, "setting": setting, "status": "ok", "peak_bytes": p, "time_ms": t,
-                     "plan_s": 0.0, "grad_ok": _same(g, ref)})
+        peak, alloc, g = memory(step, x, params, probe)
+        ref = ref or g
+        points.append(Point({**base, "tool": tool, "setting": setting, "status": "ok", "peak_bytes": peak,
+                             "alloc_peak": alloc, "plan_s": 0.0, "grad_ok": _same(g, ref)}, timer_of(step, x, params)))
     if with_compile:
-        rows += compile_rows(base, seq, loss_fn, x, target, params, ref, repeats)
-    return rows, ref
+        points += compile_points(base, seq, loss_fn, x, target, params, ref)
+    return points, ref
 
 
-def compile_rows(base: dict, seq: nn.Module, loss_fn: Any, x: torch.Tensor, target: Any,
-                 params: list[nn.Parameter], ref: list, repeats: int) -> list[dict]:
-    """torch.compile at three activation memory budgets (a failed row when it does not run)."""
+def compile_points(base: dict, seq: nn.Module, loss_fn: Any, x: torch.Tensor, target: Any,
+                   params: list[nn.Parameter], ref: list) -> list[Point]:
+    """torch.compile at three activation memory budgets (a failed row when it does not run); the
+    allocator's peak only (the tracker does not see inductor's buffers)."""
     import torch._dynamo
     import torch._functorch.config as fconfig
 
-    rows = []
+    points = []
     for budget in (1.0, 0.5, 0.2):
-        torch._dynamo.reset()
         row = {**base, "tool": "torch.compile", "setting": f"activation_memory_budget={budget}"}
         try:
+            torch._dynamo.reset()
             fconfig.activation_memory_budget = budget
             compiled = torch.compile(seq)
             t0 = time.perf_counter()
-            loss_fn(compiled(x.clone()), target).backward()  # compiles
+            loss_fn(compiled(x.clone()), target).backward()  # compiles (the budget is read now)
             plan = time.perf_counter() - t0
-            p, t, g = measure(lambda a, c=compiled: loss_fn(c(a), target), x, params, repeats)
-            row.update(status="ok", peak_bytes=p, time_ms=t, plan_s=plan, grad_ok=_same(g, ref))
+            step: Step = lambda a, c=compiled: loss_fn(c(a), target)  # noqa: E731
+            _, alloc, g = memory(step, x, params, probe=True)
+            row.update(status="ok (allocator peak only)", alloc_peak=alloc, plan_s=plan, grad_ok=_same(g, ref))
+            points.append(Point(row, timer_of(step, x, params)))
         except Exception as err:  # noqa: BLE001 - any failure of the tool is a result row
-            row.update(status=f"failed: {type(err).__name__}: {str(err).splitlines()[0][:120] if str(err) else ''}")
+            first = str(err).splitlines()[0][:120] if str(err) else ""
+            points.append(Point({**row, "status": f"failed: {type(err).__name__}: {first}"}))
         finally:
             fconfig.activation_memory_budget = 1.0
-        rows.append(row)
-    return rows
+    return points
 
 
-def memsched_rows(name: str, size: str, sizes: dict, granularity: str, n_budgets: int, repeats: int,
-                  ref: list) -> list[dict]:
-    """rotor at `n_budgets` budgets from its smallest to the store-all peak, run by the executor."""
+def target_peaks(points: list[Point], bin_ratio: float = 1.03) -> list[int]:
+    """The other tools' tracker peaks (plain torch's excepted) as budgets for memsched, one per
+    bin: a peak within `bin_ratio` of a smaller one kept is left out (its budget would give
+    nearly the same schedule)."""
+    kept: list[int] = []
+    for peak in sorted({p.row["peak_bytes"] for p in points if p.row.get("peak_bytes") is not None
+                        and p.row["tool"] != "torch"}):
+        if not kept or peak > bin_ratio * kept[-1]:
+            kept.append(peak)
+    return kept
+
+
+def memsched_points(base: dict, name: str, sizes: dict, granularity: str, n_budgets: int, repeats: int,
+                    ref: list, probe: bool, targets: list[int]) -> list[Point]:
+    """rotor at its smallest budget, 2% above, `n_budgets` evenly to the store-all peak and 99% of
+    each peak in `targets`, run by the executor."""
     from memsched.models.chain.executor import ChainExecutor
     from memsched.models.chain.profiler import profile_chain
     from memsched.models.zoo import build_model
@@ -177,116 +235,175 @@ def memsched_rows(name: str, size: str, sizes: dict, granularity: str, n_budgets
     profile_s = time.perf_counter() - t0
     lo, hi = rotor_min_budget(chain), reference_peak(chain)
     executor = ChainExecutor(model.blocks, model.loss_fn, input_grad=False)
-    rows = []
-    # the smallest budget (where the slot rounding may leave only the least-memory schedule), 2%
-    # above it (the DP's optimum at 2000 slots), then evenly up to the store-all peak
-    budgets = sorted({lo, min(hi, lo + lo // 50)} | {lo + (hi - lo) * k // max(1, n_budgets - 1)
-                                                     for k in range(1, n_budgets)})
-    for budget in budgets:
+    budgets = {lo, min(hi, lo + lo // 50)} | {lo + (hi - lo) * k // max(1, n_budgets - 1) for k in range(1, n_budgets)}
+    budgets |= {int(0.99 * t) for t in targets if lo <= int(0.99 * t) < hi}
+    points, seen = [], set()
+    for budget in sorted(budgets):
         res = solve_rotor(chain, budget, slots=2000)
-        row = {"model": name, "size": size, "tool": f"memsched-{granularity}", "setting": f"rotor, {chain.length} "
-               f"stages", "budget": budget, "status": res.status, "plan_s": profile_s + res.solve_time_s}
+        row = {**base, "tool": f"memsched-{granularity}", "setting": f"rotor, {chain.length} stages",
+               "budget": budget, "status": res.status, "plan_s": profile_s + res.solve_time_s}
         if res.schedule is None:
-            rows.append(row)
+            points.append(Point(row))
             continue
+        ops = tuple(res.schedule.ops)
+        if ops in seen:  # the same schedule as a smaller budget's: nothing new to measure
+            continue
+        seen.add(ops)
         step = executor.step(res.schedule, model.example_input, model.target, chain=chain, seed=0,
-                             measure_memory=True, measure_time=True, time_repeats=repeats, clock="thread")
-        grads = [p.grad.detach().clone() if p.grad is not None else None for p in params]
-        row.update(peak_bytes=step.peak_memory, time_ms=step.time_ms, grad_ok=_same(grads, ref),
-                   predicted_peak=step.predicted_peak)
-        rows.append(row)
-    return rows
+                             measure_memory=True, measure_time=False, independent=probe)
+        row.update(peak_bytes=step.peak_memory, alloc_peak=step.independent_peak, predicted_peak=step.predicted_peak,
+                   grad_ok=_same(_grads(params), ref))
+
+        def one(schedule=res.schedule) -> float:
+            return float(executor.step(schedule, model.example_input, model.target, seed=0, measure_memory=False,
+                                       measure_time=True, time_repeats=1, clock="thread").time_ms)
+        points.append(Point(row, one))
+    return points
 
 
-def dominance_summary(rows: list[dict]) -> list[str]:
-    """Per (model, size): other tools' points not matched by a memsched point (peak and time both
-    at most theirs, 2% time noise allowed), and memsched's least peak against checkpoint-per-block's."""
+def time_rounds(points: list[Point], repeats: int) -> None:
+    """`repeats` rounds, one timed step of every point per round; ``time_ms`` = median (ms)."""
+    timed = [p for p in points if p.timer is not None]  # each ran (measured) before: warm
+    for _ in range(repeats):
+        for p in timed:
+            p.times.append(p.timer())
+    for p in timed:
+        p.row["time_ms"] = statistics.median(p.times)
+
+
+def _peak(r: dict) -> int | None:
+    """The row's tracker peak, else its allocator peak (torch.compile), else None (bytes)."""
+    for column in ("peak_bytes", "alloc_peak"):
+        if r.get(column) not in (None, ""):
+            return int(r[column])
+    return None
+
+
+def summary(rows: list[dict]) -> list[str]:
+    """Per (model, size): each tool's smallest peak with its overhead (the tracker's; the
+    allocator's for torch.compile); the other tools' points no memsched point matches (peak and
+    time both at most theirs on the same measure, 2% time noise allowed)."""
     out = []
     for key in sorted({(r["model"], r["size"]) for r in rows}):
-        rs = [r for r in rows if (r["model"], r["size"]) == key and r.get("peak_bytes") is not None]
+        rs = [r for r in rows if (r["model"], r["size"]) == key and _peak(r) is not None
+              and r.get("time_ms") not in (None, "")]
+        out.append(f"{key[0]} {key[1]} (load {next((r.get('load') for r in rs), '?')}):")
+        for tool in dict.fromkeys(r["tool"] for r in rs):
+            best = min((r for r in rs if r["tool"] == tool), key=lambda r: (_peak(r), float(r["time_ms"])))
+            kind = "tracker" if best.get("peak_bytes") not in (None, "") else "allocator"
+            out.append(f"    {tool:>22}: smallest peak {_peak(best) / 2**20:8.2f} MiB ({kind}) at "
+                       f"{100 * float(best['overhead']):+6.1f}% ({best['setting']})")
         ours = [r for r in rs if r["tool"].startswith("memsched")]
         theirs = [r for r in rs if not r["tool"].startswith("memsched") and r["tool"] != "torch"]
-        beaten = [r for r in theirs if not any(o["peak_bytes"] <= r["peak_bytes"] and
-                                               o["time_ms"] <= 1.02 * r["time_ms"] for o in ours)]
-        per_block = [r["peak_bytes"] for r in theirs if r["tool"] == "checkpoint-per-block"]
-        least = min((o["peak_bytes"] for o in ours), default=None)
-        out.append(f"{key[0]} {key[1]}: memsched's smallest measured peak {least} B vs checkpoint-per-block "
-                   f"{per_block[0] if per_block else None} B; points of other tools no memsched point matches: "
+
+        def matched(r: dict, ours: list[dict] = ours) -> bool:
+            column = "peak_bytes" if r.get("peak_bytes") not in (None, "") else "alloc_peak"
+            return any(o.get(column) not in (None, "") and int(o[column]) <= int(r[column])
+                       and float(o["time_ms"]) <= 1.02 * float(r["time_ms"]) for o in ours)
+        beaten = [r for r in theirs if not matched(r)]
+        out.append("    points of other tools no memsched point matches: "
                    + (", ".join(f"{r['tool']} {r['setting']}" for r in beaten) or "none"))
     return out
 
 
 def figure(rows: list[dict], path: Path) -> None:
-    """Time overhead (%) against peak memory (MB), one curve per tool, one panel per model/size."""
+    """Time overhead (%) against peak memory (MiB), one curve per tool, one panel per model/size;
+    second row: against the allocator's peak (torch.compile appears there)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     keys = sorted({(r["model"], r["size"]) for r in rows})
-    fig, axes = plt.subplots(1, len(keys), figsize=(5.5 * len(keys), 4.2), squeeze=False)
-    for ax, key in zip(axes[0], keys):
-        rs = [r for r in rows if (r["model"], r["size"]) == key and r.get("peak_bytes") is not None]
-        for tool in dict.fromkeys(r["tool"] for r in rs):
-            pts = sorted((r["peak_bytes"] / 2**20, 100 * r["overhead"]) for r in rs if r["tool"] == tool)
-            style = "o-" if len(pts) > 1 else "s"
-            ax.plot([p for p, _ in pts], [o for _, o in pts], style, label=tool, markersize=4)
-        ax.set_title(f"{key[0]} ({key[1]})")
-        ax.set_xlabel("peak activation memory (MB, live-tensor tracker)")
-        ax.set_ylabel("time overhead vs plain torch (%)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+    fig, axes = plt.subplots(2, len(keys), figsize=(4.6 * len(keys), 7.6), squeeze=False)
+    for col, key in enumerate(keys):
+        for ax, column, label in ((axes[0][col], "peak_bytes", "live-tensor tracker"),
+                                  (axes[1][col], "alloc_peak", "CPU allocator")):
+            rs = [r for r in rows if (r["model"], r["size"]) == key and r.get(column) not in (None, "")
+                  and r.get("overhead") not in (None, "")]
+            for tool in dict.fromkeys(r["tool"] for r in rs):
+                pts = sorted((int(r[column]) / 2**20, 100 * float(r["overhead"])) for r in rs if r["tool"] == tool)
+                ax.plot([p for p, _ in pts], [o for _, o in pts], "o-" if len(pts) > 1 else "s", label=tool,
+                        markersize=3)
+            ax.set_title(f"{key[0]} ({key[1]})", fontsize=9)
+            ax.set_xlabel(f"peak memory (MiB, {label})", fontsize=8)
+            ax.set_ylabel("time overhead vs plain torch (%)", fontsize=8)
+            ax.grid(alpha=0.3)
+            if rs:
+                ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
+
+
+def _read(path: Path) -> list[dict]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def run_one(name: str, size: str, args: argparse.Namespace) -> list[dict]:
+    """Every tool's rows for one model and size (printed as they come)."""
+    from memsched.models.zoo import build_model
+
+    sizes = SIZES[name][size]
+    base = {"model": name, "size": size, "load": round(os.getloadavg()[0], 2)}
+    points, ref = torch_points(base, build_model(name, **sizes), args.probe, args.compile)
+    targets = target_peaks(points)
+    for gran in ("block", "layer"):
+        points += memsched_points(base, name, sizes, gran, args.budgets, args.repeats, ref, args.probe, targets)
+    time_rounds(points, args.repeats)
+    rows = [p.row for p in points]
+    rows.append({**base, "tool": "rockmate", "setting": "PyPI 2.0.0 / 1.0.1", "status": ROCKMATE})
+    plain_ms = next(r["time_ms"] for r in rows if r["tool"] == "torch")
+    for r in rows:
+        if r.get("time_ms") is not None:
+            r["overhead"] = r["time_ms"] / plain_ms - 1
+        peak = f"{r['peak_bytes'] / 2**20:8.2f} MiB" if r.get("peak_bytes") is not None else " " * 12
+        over = f"{100 * r['overhead']:+7.1f}%" if r.get("overhead") is not None else " " * 8
+        print(f"{name:>8} {size:>6} {r['tool']:>22} {r['setting']:>30} {peak} {over} "
+              f"plan {r.get('plan_s') or 0:6.2f}s grad {r.get('grad_ok')} {r['status'][:60]}", flush=True)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     """Compare rotor schedules run by ChainExecutor with torch checkpointing (memory and step time); print a table,
-    write the CSV (``--out``); exit 0, 2 on an unknown model/size."""
+    write the CSV (``--out``) and the figure; exit 0, 2 on an unknown model/size."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="gpt2,resnet50")
     parser.add_argument("--sizes", default="small", help="comma-separated: tiny (tests), small, medium, large")
-    parser.add_argument("--budgets", type=int, default=8, help="rotor budgets per granularity")
-    parser.add_argument("--repeats", type=int, default=5, help="timed steps per point (median)")
+    parser.add_argument("--budgets", type=int, default=6, help="evenly spaced rotor budgets per granularity")
+    parser.add_argument("--repeats", type=int, default=5, help="timing rounds (median) and profiling repetitions")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--compile", action="store_true", help="also torch.compile with activation_memory_budget")
+    parser.add_argument("--no-probe", dest="probe", action="store_false", help="skip the allocator's peaks")
+    parser.add_argument("--update", action="store_true", help="keep the CSV's rows of other models and sizes")
+    parser.add_argument("--replot", action="store_true", help="run nothing: redraw the figure and summary of --out")
     parser.add_argument("--out", default="results/bench_vs_torch.csv")
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    from memsched.models.zoo import build_model
-
-    rows: list[dict] = []
-    for name in args.models.split(","):
-        for size in args.sizes.split(","):
-            if name not in SIZES or size not in SIZES[name]:
-                print(f"bench_vs_torch: unknown model/size {name}/{size}", file=sys.stderr)
-                return 2
-            sizes = SIZES[name][size]
-            model = build_model(name, **sizes)
-            trows, ref = torch_rows(name, size, model, args.repeats, args.compile)
-            rows += trows
-            rows.append({"model": name, "size": size, "tool": "rockmate 2.0", "setting": "PyPI 2.0.0",
-                         "status": "failed: rkgb 2.0.0 from PyPI ships without rkgb.core (does not import)"})
-            for gran in ("block", "layer"):
-                rows += memsched_rows(name, size, sizes, gran, args.budgets, args.repeats, ref)
-            plain_ms = next(r["time_ms"] for r in trows if r["tool"] == "torch")
-            for r in rows:
-                if (r["model"], r["size"]) == (name, size) and r.get("time_ms") is not None:
-                    r["overhead"] = r["time_ms"] / plain_ms - 1
-            for r in rows:
-                if (r["model"], r["size"]) == (name, size):
-                    peak = f"{r['peak_bytes'] / 2**20:8.2f} MB" if r.get("peak_bytes") is not None else " " * 11
-                    over = f"{100 * r['overhead']:+7.1f}%" if r.get("overhead") is not None else " " * 8
-                    print(f"{name:>8} {size:>6} {r['tool']:>22} {r['setting']:>30} {peak} {over} "
-                          f"plan {r.get('plan_s') or 0:6.2f}s grad {r.get('grad_ok')} {r['status']}", flush=True)
     out = Path(args.out)
+    if args.replot:
+        if not out.exists():
+            print(f"bench_vs_torch: {out} does not exist", file=sys.stderr)
+            return 2
+        args.models = args.sizes = ""
+    torch.set_num_threads(args.threads)
+    pairs = [(n, s) for n in args.models.split(",") for s in args.sizes.split(",") if n and s]
+    for name, size in pairs:
+        if name not in SIZES or size not in SIZES[name]:
+            print(f"bench_vs_torch: unknown model/size {name}/{size}", file=sys.stderr)
+            return 2
+    rows: list[dict] = []
+    for name, size in pairs:
+        rows += run_one(name, size, args)
     out.parent.mkdir(parents=True, exist_ok=True)
+    if (args.update or args.replot) and out.exists():
+        rows = [r for r in _read(out) if (r["model"], r["size"]) not in set(pairs)] + rows
     with out.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
+    rows = _read(out)
     figure(rows, out.with_suffix(".png"))
-    for line in dominance_summary(rows):
+    for line in summary(rows):
         print(line)
     print(f"wrote {out} and {out.with_suffix('.png')}")
     return 0
