@@ -77,7 +77,11 @@ class StepResult:
     simulator's values (bytes, and the instance's time unit, ms for profiled chains).
     ``grads``: parameter name -> gradient (a copy); ``input_grad``: delta_0 (None for integer
     inputs). ``independent_peak``: bytes by a second method sharing no code with the tracker
-    (`models.alloc_probe`, CPU), None when not measured.
+    (`models.alloc_probe`, CPU), None when not measured. ``tracker_predicted_peak``: the
+    simulator's peak under the tracker's own overheads (`models.chain.overheads.tracker_chain`;
+    a CPU profile charges the allocator's, kernel scratch included, in the instance), None when
+    the instance has no separate tracker overheads: the tracker's peak is compared with it, the
+    allocator probe's with ``predicted_peak``.
     """
 
     loss: float
@@ -92,11 +96,18 @@ class StepResult:
     trace: list[OpTrace] = field(default_factory=list)
     independent_peak: int | None = None
     independent_method: str | None = None
+    tracker_predicted_peak: int | None = None
 
     @property
     def memory_ratio(self) -> float | None:
-        """measured / predicted peak memory."""
-        return ratio(self.peak_memory, self.predicted_peak)
+        """measured / predicted peak memory, each by the primary method's definition (the tracker's
+        overheads on a CPU profile that charges the allocator's, see ``tracker_predicted_peak``)."""
+        return ratio(self.peak_memory, self.tracker_predicted_peak or self.predicted_peak)
+
+    @property
+    def independent_ratio(self) -> float | None:
+        """independent (allocator probe) / predicted peak memory."""
+        return ratio(self.independent_peak, self.predicted_peak)
 
     @property
     def time_ratio(self) -> float | None:
@@ -431,7 +442,8 @@ def measured_vs_predicted(predicted_makespan: float, predicted_peak: int, step: 
     execution, their ratios, and (when a store-all step is given) the same for store-all and
     the schedule's ratios to it (predicted and measured)."""
     out: dict[str, Any] = {
-        "predicted": {"makespan": float(predicted_makespan), "peak_memory": int(predicted_peak)},
+        "predicted": {"makespan": float(predicted_makespan), "peak_memory": int(predicted_peak),
+                      "tracker_peak_memory": step.tracker_predicted_peak},
         "measured": {"time": step.time_ms, "peak_memory": step.peak_memory,
                      "independent_peak": step.independent_peak, "independent_method": step.independent_method},
         "ratio": {"memory": step.memory_ratio, "time": step.time_ratio,

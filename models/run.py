@@ -133,7 +133,7 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
 
 
 def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: int, profile_repeats: int,
-                  timing: str | None, profile_file: str | None) -> Target:
+                  timing: str | None, profile_file: str | None, clock: str = "wall") -> Target:
     from memsched.models.join.executor import JoinExecutor, reference_join_step
     from memsched.models.join.profiler import profile_join
     from memsched.models.join.zoo import build_join_model
@@ -142,7 +142,7 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
     built = model if not isinstance(model, str) else build_join_model(model, **{"seed": seed, **_sizes(sizes)})
     lengths = [len(b) for b in built.branches]
     if join is None:
-        join = profile_join(built, repeats=profile_repeats, timing=timing, name=built.label)
+        join = profile_join(built, repeats=profile_repeats, timing=timing, name=built.label, clock=clock)
         if profile_file:
             join.save(profile_file)
     elif join.lengths != lengths:
@@ -156,7 +156,8 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
         return grads, input_grads
 
     return Target("join", built.name, join, join.name, xs[0].device,
-                  lambda schedule, **kw: executor.step(schedule, xs, tgt, join=join, **kw), reference,
+                  lambda schedule, **kw: executor.step(schedule, xs, tgt, join=join, **{"clock": clock, **kw}),
+                  reference,
                   store_all_schedule(join))
 
 
@@ -200,7 +201,7 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
     inst = _load(problem, instance)
     if problem == "join":
         return _prepare_join(model, inst, sizes, seed=seed, profile_repeats=profile_repeats, timing=timing,
-                             profile_file=profile_file)
+                             profile_file=profile_file, clock=clock)
     built = _zoo(model, {"seed": seed, **_sizes(sizes)} if isinstance(model, str) else None)
     if problem == "graph":
         return _prepare_graph(built, inst, profile_repeats=profile_repeats, profile_file=profile_file)
@@ -239,8 +240,7 @@ def execute_schedule(target: Target, schedule: Any, *, seed: int = 0, time_repea
     row = {"measured_time_ms": step.time_ms, "measured_peak": step.peak_memory,
            "independent_peak": step.independent_peak, "predicted_peak": step.predicted_peak,
            "predicted_makespan": step.predicted_makespan, "memory_ratio": step.memory_ratio,
-           "independent_ratio": (None if step.independent_peak is None or not step.predicted_peak
-                                 else step.independent_peak / step.predicted_peak),
+           "tracker_predicted_peak": step.tracker_predicted_peak, "independent_ratio": step.independent_ratio,
            "time_ratio": step.time_ratio, "grad_check": ok, "grad_message": msg or None,
            "memory_method": step.memory_method, "device": step.device}
     return step, row

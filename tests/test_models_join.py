@@ -19,6 +19,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from memsched.models.chain.executor import compare_gradients  # noqa: E402
+from memsched.models.chain.overheads import tracker_join  # noqa: E402
 from memsched.models.join.executor import (  # noqa: E402
     JoinExecutor,
     compare_input_gradients,
@@ -67,8 +68,10 @@ def _check(model, join, schedules, *, seed=3):
         assert ok, f"{model.name} {schedule}: {msg}"
         ok, msg = compare_input_gradients(result.input_grads, ref_inputs)
         assert ok, f"{model.name} {schedule}: {msg}"
-        assert result.peak_memory <= ALLOWANCE(result.predicted_peak), (model.name, str(schedule))
-        assert result.peak_memory >= 0.5 * result.predicted_peak, (model.name, str(schedule))
+        # the tracker against the prediction under the tracker's overheads (models.chain.overheads)
+        predicted = result.tracker_predicted_peak or result.predicted_peak
+        assert result.peak_memory <= ALLOWANCE(predicted), (model.name, str(schedule))
+        assert result.peak_memory >= 0.5 * predicted, (model.name, str(schedule))
 
 
 def random_join_schedule(lengths: list[int], rng: random.Random) -> JoinSchedule:
@@ -173,8 +176,12 @@ def test_solver_schedules_match_autograd_and_memory(name):
 
 def test_equal_split_runs_when_feasible():
     model, join = _model_and_join("clip")
-    ref = reference_peak(join)
-    res = next((r for frac in FRACTIONS if (r := registry.solve("join", join, "equal", int(frac * ref))).found), None)
+    # solved under the tracker's overheads: the tiny CLIP's convolution scratch buffers (the allocator's
+    # overheads, up to 30x its activations) leave an equal split of any budget nothing that fits
+    tracked = tracker_join(join)
+    ref = reference_peak(tracked)
+    res = next((r for frac in FRACTIONS if (r := registry.solve("join", tracked, "equal", int(frac * ref))).found),
+               None)
     assert res is not None, "equal found no schedule on the tiny clip"
     _check(model, join, [res.schedule])
 
@@ -195,7 +202,7 @@ def test_store_all_memory_equals_prediction_op_by_op():
     for t in result.trace:
         assert t.measured_after == t.predicted_after, t
         assert t.measured_during <= t.predicted_during, t
-    assert result.peak_memory == result.predicted_peak
+    assert result.peak_memory == result.tracker_predicted_peak
 
 
 def test_shared_weights_accumulate_over_branches():
@@ -239,7 +246,7 @@ def test_time_and_result_fields():
     result = executor.step(store_all_schedule(join), model.inputs, model.target, join=join, time_repeats=2)
     assert result.time_ms > 0 and result.predicted_makespan > 0 and result.time_ratio > 0
     assert result.memory_method == "LiveTensorTracker" and result.device == "cpu"
-    assert result.memory_ratio == pytest.approx(result.peak_memory / result.predicted_peak)
+    assert result.memory_ratio == pytest.approx(result.peak_memory / result.tracker_predicted_peak)
     assert result.input_grad is None and result.input_grads[1] is None and result.input_grads[0] is not None
     assert result.loss > 0
 
@@ -259,7 +266,8 @@ def test_executor_rejects_invalid_schedules_and_wrong_joins():
 # --------------------------------------------------------------------------- models.run.run (memsched run)
 def test_run_join_reports_like_memsched_run():
     sizes = TINY["siamese"]
-    out = run("siamese", "90%", problem="join", solver="dp", profile_repeats=1, time_repeats=1, sizes=sizes)
+    # 100%: on the tiny Siamese network one convolution's backward scratch buffer sets the peak
+    out = run("siamese", "100%", problem="join", solver="dp", profile_repeats=1, time_repeats=1, sizes=sizes)
     for key in ("model", "budget", "solver", "predicted", "measured", "grad_check", "device", "status"):
         assert key in out
     assert out["grad_check"] is True and out["status"] in ("optimal", "feasible")

@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from memsched.models.chain.overheads import tracker_chain
 from memsched.models.measure import (
     OpTrace,
     RngStates,
@@ -132,13 +133,17 @@ class ChainExecutor:
         """
         ops = list(schedule.ops if isinstance(schedule, Schedule) else schedule)
         device = inputs.device
-        predicted_peak = predicted_makespan = None
+        predicted_peak = predicted_makespan = tracker_peak = None
         sim_steps = None
         if chain is not None:
             if chain.length != self.length:
                 raise ValueError(f"chain has {chain.length} stages, the model {self.length} blocks")
             sim = simulate(chain, ops).raise_if_invalid()
             predicted_peak, predicted_makespan = sim.peak_memory, sim.makespan
+            by_tracker = tracker_chain(chain)  # the prediction the tracker's peak and per-op trace compare with
+            if by_tracker is not chain:
+                sim = simulate(by_tracker, ops).raise_if_invalid()
+                tracker_peak = sim.peak_memory
             sim_steps = sim.steps
         m = measure_runs(lambda watch, tr: self._run(ops, inputs, target, seed, watch, tr, clock),
                          cuda=device.type == "cuda", measure_memory=measure_memory, measure_time=measure_time,
@@ -147,7 +152,8 @@ class ChainExecutor:
         return StepResult(loss=m.loss, grads=grads, input_grad=m.input_grad, peak_memory=int(m.peak),
                           time_ms=m.time_ms, device=str(device), memory_method=m.method,
                           predicted_peak=predicted_peak, predicted_makespan=predicted_makespan, trace=m.traces,
-                          independent_peak=m.independent_peak, independent_method=m.independent_method)
+                          independent_peak=m.independent_peak, independent_method=m.independent_method,
+                          tracker_predicted_peak=tracker_peak)
 
     def _run(self, ops: list[Op], inputs: torch.Tensor, target: Any, seed: int | None, watch: bool,
              trace: bool, clock: str = "wall") -> tuple[float, torch.Tensor | None, int, list[OpTrace], float]:

@@ -50,6 +50,7 @@ from typing import Any
 
 import torch
 from memsched.models.chain.executor import as_blocks, parameters_of
+from memsched.models.chain.overheads import TRACKER_FIELDS, overheads_meta, probe_loss_overhead, probe_overheads
 from memsched.models.costs import CostModel, is_fake, parse_cost, shape_exact_model
 from memsched.models.measure import MemoryWatch as _Memory
 from memsched.models.measure import Timer as _Timer
@@ -110,7 +111,7 @@ def _counted(cost: CostModel | None, counts: list[float]) -> contextlib.Abstract
 
 def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: torch.device,
                    repeats: int, warmup: int, clock: str, timed: bool = True,
-                   cost: CostModel | None = None) -> BlockProfile:
+                   cost: CostModel | None = None, probe: bool = False) -> BlockProfile:
     timer = _Timer(device, clock)
     mem = _Memory(device)
     exclude = static | {storage_key(a)}
@@ -142,6 +143,10 @@ def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: 
             o_ng = mem.peak() - before - unique_bytes(y)
             nxt = None if timed else y.detach()  # the next block's input (a counted profile runs once)
             del y
+        tracker = {"fwd_overhead_all": int(max(0, o_all)), "fwd_overhead_nograd": int(max(0, o_ng)),
+                   "bwd_overhead": int(max(0, o_b))}
+        if probe:  # the allocator's transients (kernel scratch buffers included) replace the tracker's
+            o_all, o_ng, o_b = probe_overheads(block, a, tape)
         # ---- times
         for k in range(warmup + repeats if timed else 0):
             with timer.region(fwd_ng if k >= warmup else []), torch.no_grad():
@@ -160,12 +165,12 @@ def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: 
     return {"fwd_time": _median(fwd), "bwd_time": _median(bwd), "out_size": int(out_size), "tape_size": int(tape),
             "fwd_overhead": int(max(0, o_all, o_ng)), "bwd_overhead": int(max(0, o_b)),
             "_next": nxt, "_fwd_time_no_grad": _median(fwd_ng), "fwd_overhead_all": int(max(0, o_all)),
-            "fwd_overhead_nograd": int(max(0, o_ng))}
+            "fwd_overhead_nograd": int(max(0, o_ng)), "_tracker": tracker}
 
 
 def _profile_loss(loss_fn: Callable[[torch.Tensor, Any], torch.Tensor], a: torch.Tensor, target: Any,
                   device: torch.device, repeats: int, warmup: int, clock: str, timed: bool = True,
-                  cost: CostModel | None = None) -> dict[str, Any]:
+                  cost: CostModel | None = None, probe: bool = False) -> dict[str, Any]:
     timer = _Timer(device, clock)
     mem = _Memory(device)
     times: list[float] = []
@@ -177,11 +182,14 @@ def _profile_loss(loss_fn: Callable[[torch.Tensor, Any], torch.Tensor], a: torch
                 loss_fn(y, target).backward()
             o_b = mem.peak() - before - unique_bytes(y.grad)
             del y
+        tracker = int(max(0, o_b))
+        if probe:
+            o_b = probe_loss_overhead(loss_fn, a, target)
         for k in range(warmup + repeats if timed else 0):
             y = a.detach().requires_grad_(True)
             with timer.region(times if k >= warmup else []):
                 loss_fn(y, target).backward()
-    return {"bwd_time": _median(times), "bwd_overhead": int(max(0, o_b))}
+    return {"bwd_time": _median(times), "bwd_overhead": int(max(0, o_b)), "_tracker": tracker}
 
 
 def _time_in_step(blocks: list[nn.Module], loss_fn: Callable[[torch.Tensor, Any], torch.Tensor],
@@ -297,8 +305,9 @@ def profile_chain(
         static.add(storage_key(p.grad))
     stages = []
     a = example_input.detach()
+    probe = model.measured and device.type == "cpu" and not is_fake(example_input)
     for i, block in enumerate(blocks):
-        prof = _profile_block(block, a, static, device, repeats, warmup, clock, timed=timed, cost=model)
+        prof = _profile_block(block, a, static, device, repeats, warmup, clock, timed=timed, cost=model, probe=probe)
         prof["name"] = names[i] if names else f"{i}:{type(block).__name__}"
         stages.append(prof)
         nxt = prof.pop("_next")
@@ -306,7 +315,11 @@ def profile_chain(
             with torch.no_grad():
                 nxt = block(a).detach()
         a = nxt
-    loss = _profile_loss(loss_fn, a, target, device, repeats, warmup, clock, timed=timed, cost=model)
+    loss = _profile_loss(loss_fn, a, target, device, repeats, warmup, clock, timed=timed, cost=model, probe=probe)
+    tracker = {f: [st["_tracker"][f] for st in stages] for f in TRACKER_FIELDS}
+    tracker["bwd_overhead"].append(loss.pop("_tracker"))
+    for st in stages:
+        del st["_tracker"]
     del a
     if not isolated:
         fwd, bwd, ng, loss_time = _time_in_step(blocks, loss_fn, example_input.detach(), target, device, repeats,
@@ -334,10 +347,27 @@ def profile_chain(
                     shapes="fake tensors (torch FakeTensorMode): nothing allocated" if fake else "real tensors")
     else:
         info["cost"] = "measured"
+    info["overheads"] = _overheads_info(device, probe, fake=not model.measured and is_fake(example_input),
+                                        tracker=tracker)
     # the chain has one u_f per stage (the F_all mode's); the no-grad forward times, for analysis
     info["per_mode"] = {"fwd_time_no_grad": [st.pop("_fwd_time_no_grad") for st in stages]}
     info.update(meta or {})
     return Chain.from_stages(unique_bytes(example_input), stages, loss, name=name, meta=info)
+
+
+def _overheads_info(device: torch.device, probe: bool, *, fake: bool, tracker: dict[str, list[int]]
+                    ) -> dict[str, Any]:
+    """meta["overheads"]: who measured o_fa, o_fn, o_b (`models.chain.overheads`)."""
+    from memsched.models.alloc_probe import METHOD
+
+    if probe:
+        return overheads_meta(METHOD, tracker, "kernel scratch buffers included (the tracker's own values "
+                                               "under 'tracker', for comparing tracker measurements)")
+    if device.type == "cuda":
+        return overheads_meta("torch.cuda.max_memory_allocated", note="kernel workspaces included")
+    return overheads_meta("LiveTensorTracker" + (" on fake tensors" if fake else ""), note=(
+        "tensor outputs only: kernel scratch buffers (CPU convolution workspaces) are not seen, a real CPU "
+        "run's allocator peaks higher on convolutions; profile with measured costs on the CPU to charge them"))
 
 
 def _device_name(device: torch.device) -> str:

@@ -48,6 +48,7 @@ from typing import Any
 
 import torch
 from memsched.models.chain.executor import ChainExecutor, as_blocks
+from memsched.models.chain.overheads import tracker_join
 from memsched.models.join.zoo import JoinLossFn
 from memsched.models.measure import (
     OpTrace,
@@ -167,13 +168,17 @@ class JoinExecutor:
             raise ValueError(f"{len(inputs)} inputs for {self.k} branches")
         device = inputs[0].device
         seed = _seed_of(seed)
-        predicted_peak = predicted_makespan = None
+        predicted_peak = predicted_makespan = tracker_peak = None
         sim_steps = None
         if join is not None:
             if join.lengths != self.lengths:
                 raise ValueError(f"the join has branches of {join.lengths} stages, the model {self.lengths} blocks")
             sim = simulate(join, ops).raise_if_invalid()
             predicted_peak, predicted_makespan = sim.peak_memory, sim.makespan
+            by_tracker = tracker_join(join)  # the prediction the tracker's peak and per-op trace compare with
+            if by_tracker is not join:
+                sim = simulate(by_tracker, ops).raise_if_invalid()
+                tracker_peak = sim.peak_memory
             sim_steps = sim.steps
         else:
             self._check_ops(ops)
@@ -185,7 +190,8 @@ class JoinExecutor:
         return JoinStepResult(loss=m.loss, grads=grads, input_grad=None, peak_memory=int(m.peak), time_ms=m.time_ms,
                               device=str(device), memory_method=m.method, predicted_peak=predicted_peak,
                               predicted_makespan=predicted_makespan, trace=m.traces, input_grads=input_grads,
-                              independent_peak=m.independent_peak, independent_method=m.independent_method)
+                              independent_peak=m.independent_peak, independent_method=m.independent_method,
+                              tracker_predicted_peak=tracker_peak)
 
     def _check_ops(self, ops: list[JOp]) -> None:
         for op in ops:

@@ -12,7 +12,11 @@ computing ``loss_fn(outputs, target)`` and back-propagating to every output (eac
 ``bwd_overhead`` = the peak bytes during it beyond the produced gradients delta_{L_b}^b
 (the join simulator charges ``sum_b x^b[L_b] + loss_overhead`` on top of the state).
 Memory uses ``torch.cuda.max_memory_allocated`` on CUDA and `models.memory.LiveTensorTracker`
-on CPU, as the executors do. The result is written as a memsched.join/1 file by ``Join.save``.
+on CPU, as the executors do; on CPU the overheads charged are the allocator's (kernel scratch
+buffers included, `models.chain.overheads`), the tracker's kept in ``meta["branches"][b]
+["overheads"]["tracker"]`` and ``meta["loss_overheads"]["tracker"]`` (`models.chain.overheads.tracker_join`
+rebuilds the join the tracker's measurements are compared with). The result is written as a memsched.join/1
+file by ``Join.save``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 
 import torch
 from memsched.models.chain.executor import as_blocks
+from memsched.models.chain.overheads import probe_loss_overhead
 from memsched.models.chain.profiler import profile_chain, profile_meta
 from memsched.models.join.executor import join_parameters
 from memsched.models.join.zoo import JoinLossFn, JoinModel
@@ -39,9 +44,10 @@ def surrogate_loss(output: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
 
 
 def profile_join_loss(loss_fn: JoinLossFn, outputs: Sequence[torch.Tensor], target: Any, *, repeats: int = 5,
-                      warmup: int = 2, clock: str = "wall") -> dict[str, Any]:
-    """The joint loss's ``{"bwd_time": ms, "bwd_overhead": bytes}`` on the branch outputs
-    (see the module docstring)."""
+                      warmup: int = 2, clock: str = "wall", probe: bool = True) -> dict[str, Any]:
+    """The joint loss's ``{"bwd_time": ms, "bwd_overhead": bytes, "tracker_overhead": bytes}`` on the
+    branch outputs (see the module docstring); with `probe` on the CPU ``bwd_overhead`` is the
+    allocator's (`models.chain.overheads.probe_loss_overhead`), else the tracker's."""
     device = outputs[0].device
     timer = Timer(device, clock)
     mem = MemoryWatch(device)
@@ -53,13 +59,16 @@ def profile_join_loss(loss_fn: JoinLossFn, outputs: Sequence[torch.Tensor], targ
             deltas = unique_bytes([y.grad for y in ys if y.grad is not None])
             overhead = mem.peak() - before - deltas
             del ys
+        tracker = int(max(0, overhead))
+        if probe and device.type == "cpu":  # the allocator's transients, kernel scratch included
+            overhead = probe_loss_overhead(loss_fn, list(outputs), target)
         times: list[float] = []
         for k in range(warmup + repeats):
             ys = [a.detach().requires_grad_(True) for a in outputs]
             with timer.region(times if k >= warmup else []):
                 loss_fn(ys, target).backward()
             del ys
-    return {"bwd_time": median(times), "bwd_overhead": int(max(0, overhead))}
+    return {"bwd_time": median(times), "bwd_overhead": int(max(0, overhead)), "tracker_overhead": tracker}
 
 
 def profile_join_branches(
@@ -100,7 +109,7 @@ def profile_join_branches(
                               clock=clock, timing=timing)
         chains.append(chain)
         branch_meta.append({"name": names[b], "per_mode": chain.meta.get("per_mode"),
-                            "timing": chain.meta.get("timing")})
+                            "timing": chain.meta.get("timing"), "overheads": chain.meta.get("overheads")})
     params = join_parameters(branches)
     for p in params.values():  # as in the executor: parameter gradients exist before the loss
         p.grad = torch.zeros_like(p)
@@ -116,6 +125,8 @@ def profile_join_branches(
         "parameter_bytes": sum(p.numel() * p.element_size() for p in params.values()),
         "shared_parameters": _shares_parameters(branches),
         "branches": branch_meta,
+        "loss_overheads": {"method": (branch_meta[0]["overheads"] or {}).get("method"),
+                           "tracker": loss["tracker_overhead"]},
     }
     info.update(meta or {})
     join = Join.from_chains(chains, loss_time=loss["bwd_time"], loss_overhead=loss["bwd_overhead"], name=name)
@@ -155,3 +166,4 @@ def profile_join_model(name: str, *, repeats: int = 5, warmup: int = 2, out: str
     if out is not None:
         join.save(out)
     return join, model
+

@@ -71,7 +71,8 @@ from typing import Any
 
 import torch
 from memsched.models.chain.executor import ChainExecutor, LossFn, checked_step
-from memsched.models.measure import RunState, StepResult
+from memsched.models.chain.overheads import tracker_chain
+from memsched.models.measure import RunState, StepResult, ratio
 from memsched.models.memory import storage_key
 from memsched.models.offload.values import Holder, InputSlot, Key, Link, Saved, Store, Value, unpack_saved
 from memsched.solvers.chain import Chain
@@ -113,12 +114,47 @@ def sequential_replay(inst: OffloadInstance, schedule: OffloadSchedule | Sequenc
 @dataclass
 class OffloadStepResult(StepResult):
     """`models.chain.executor.StepResult` plus the offloading prediction's extras: `predicted_host_peak`
-    (bytes on the host at most, two-stream replay), `sequential_peak` (bytes, `sequential_replay`:
-    the prediction a synchronous CPU run is compared with) and the number of `transfers`."""
+    (bytes on the host at most, two-stream replay), `sequential_peak` (bytes) and
+    `sequential_makespan` (the instance's time unit) of `sequential_replay`, the prediction a
+    synchronous CPU run is compared with (`tracker_sequential_peak`: the same under the tracker's
+    overheads, `models.chain.overheads.tracker_chain`), and the number of `transfers`.
+
+    On the CPU (synchronous: one op at a time) the ratios compare with the sequential replay:
+    ``memory_ratio`` = tracker peak / `tracker_sequential_peak`, ``independent_ratio`` = probe
+    peak / `sequential_peak`, ``time_ratio`` = time / `sequential_makespan`; on CUDA with the
+    two-stream simulator's ``predicted_peak`` / ``predicted_makespan``."""
 
     predicted_host_peak: int | None = None
     sequential_peak: int | None = None
+    sequential_makespan: float | None = None
+    tracker_sequential_peak: int | None = None
     transfers: int = 0
+
+    @property
+    def synchronous(self) -> bool:
+        """True for a CPU run with a sequential prediction (its ratios use `sequential_replay`)."""
+        return self.device.startswith("cpu") and self.sequential_peak is not None
+
+    @property
+    def memory_ratio(self) -> float | None:
+        """measured (tracker / CUDA allocator) / predicted peak; see the class docstring."""
+        if self.synchronous:
+            return ratio(self.peak_memory, self.tracker_sequential_peak or self.sequential_peak)
+        return super().memory_ratio
+
+    @property
+    def independent_ratio(self) -> float | None:
+        """allocator probe / predicted peak; see the class docstring."""
+        if self.synchronous:
+            return ratio(self.independent_peak, self.sequential_peak)
+        return super().independent_ratio
+
+    @property
+    def time_ratio(self) -> float | None:
+        """measured / predicted time; see the class docstring."""
+        if self.synchronous:
+            return ratio(self.time_ms, self.sequential_makespan)
+        return super().time_ratio
 
 
 # --------------------------------------------------------------------------- executor
@@ -173,7 +209,13 @@ class OffloadExecutor(ChainExecutor):
         if inst is not None and sim is not None:
             result.predicted_peak, result.predicted_makespan = sim.peak_memory, sim.makespan
             result.predicted_host_peak = sim.host_peak
-            result.sequential_peak = sequential_replay(inst, ops).peak_memory
+            seq = sequential_replay(inst, ops)
+            result.sequential_peak, result.sequential_makespan = seq.peak_memory, seq.makespan
+            by_tracker = tracker_chain(inst.chain)
+            if by_tracker is not inst.chain:
+                tracked = OffloadInstance(by_tracker, inst.bandwidth, inst.latency)
+                result.tracker_predicted_peak = simulate_offload(tracked, OffloadSchedule(ops, inst.length)).peak_memory
+                result.tracker_sequential_peak = sequential_replay(tracked, ops).peak_memory
         return result
 
     # ----------------------------------------------------------------- state

@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["Key", "Storage", "Ref", "Holder", "InputSlot", "Saved", "Value", "unpack_saved", "Link", "Store"]
+__all__ = ["measure_link", "Key", "Storage", "Ref", "Holder", "InputSlot", "Saved", "Value", "unpack_saved", "Link",
+           "Store"]
 
 Key = tuple[str, int]  # ("a", j) | ("abar", j)
 
@@ -234,3 +235,41 @@ class Store:
         return v.activation()
 
 
+def measure_link(device: torch.device, *, sizes: tuple[int, int] = (1 << 16, 1 << 22), repeats: int = 9,
+                 clock: str = "wall") -> tuple[float, float]:
+    """(bandwidth in bytes/s, latency in s per transfer) of this executor's `Link` on `device`:
+    the median time of an ``offload`` then a ``prefetch`` of a fresh value of each of two `sizes`
+    (bytes), halved (two transfers), fitted with ``latency + size / bandwidth``. On CPU the link
+    is the NumPy copy of the module docstring (memcpy and first-touch page faults), timed with
+    `clock` ("wall" / "thread", `models.memory.cpu_clock`); on CUDA host <-> device copies on the
+    side stream (wall time, synchronised). The offloading prediction a CPU run is compared with
+    uses this link, not a nominal PCIe bandwidth."""
+    import time
+
+    from memsched.models.memory import cpu_clock
+
+    cuda = device.type == "cuda"
+    now = time.perf_counter if cuda else cpu_clock(clock)
+    link = Link(device, torch.cuda.Stream(device) if cuda else None)
+    per: list[float] = []
+    for n in sizes:
+        times = []
+        for k in range(repeats + 1):
+            holder = Holder()
+            holder.ref(torch.ones(n, dtype=torch.uint8, device=device))
+            if cuda:
+                torch.cuda.synchronize(device)
+            t0 = now()
+            link.offload(holder)
+            link.prefetch(holder)
+            link.wait(holder)
+            if cuda:
+                torch.cuda.synchronize(device)
+            if k:  # the first is a warm-up
+                times.append((now() - t0) / 2)
+        times.sort()
+        per.append(times[len(times) // 2])
+    (n0, n1), (t0_, t1_) = sizes, per
+    bandwidth = (n1 - n0) / max(t1_ - t0_, 1e-12)
+    latency = max(0.0, t0_ - n0 / bandwidth)
+    return float(bandwidth), float(latency)

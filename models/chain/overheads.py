@@ -1,0 +1,140 @@
+"""Transient memory of a stage by the CPU allocator, and predictions under each memory definition.
+
+The chain simulator charges an operation ``state + its output + its overhead`` while it runs:
+o_fa[i] for F_all(i), o_fn[i] for F_ck(i) / F_n(i), o_b[i] for B(i) (docs/chain.md). What that
+overhead is depends on who counts the bytes:
+
+- `models.memory.LiveTensorTracker` counts tensors returned by aten operations: it never sees
+  the scratch buffers a kernel allocates for itself (a CPU convolution's im2col / oneDNN
+  workspace, a reduction's temporary), so its overheads are lower bounds of the allocator's;
+- `models.alloc_probe.AllocatorProbe` counts every allocation of the CPU allocator, scratch
+  buffers included: the memory a CPU run really takes.
+
+On the CPU the profiler (`models.chain.profiler`, measured costs) charges the allocator's
+overheads in the chain's fields (``fwd_overhead_all`` o_fa, ``fwd_overhead_nograd`` o_fn,
+``bwd_overhead`` o_b, ``fwd_overhead`` = max(o_fa, o_fn)), measured by `probe_overheads` on one
+run of each mode after the tracker's (so lazily built kernel caches are not charged), and keeps
+the tracker's in ``meta["overheads"]["tracker"]``. Each measurement of a step is then compared
+with the prediction under its own definition: the allocator probe's peak with the chain as it
+is, the tracker's peak with `tracker_chain` (the same chain with the tracker's overheads).
+Sizes (x, xbar) are the same for both: the probe sees no more retained bytes than the tracker
+(checked by the executors' tests).
+
+Definitions (bytes, >= 0; "peak" is the probe's running maximum above the level at the start):
+o_fa = peak(F_all) - xbar[i+1]; o_fn = peak(F_n) - x[i+1]; o_b = peak(B) - x[i] (the produced
+delta_i); the loss: o_b[L] = peak(Loss) - x[L]. On CUDA the profiler's
+``torch.cuda.max_memory_allocated`` already sees workspaces, and a fake-tensor (shape-exact)
+profile allocates nothing: neither uses the probe (the meta says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from memsched.models.memory import unique_bytes
+from memsched.solvers.chain import Chain
+from memsched.solvers.join import Join
+from torch import nn
+
+__all__ = ["probe_overheads", "probe_loss_overhead", "tracker_chain", "overheads_meta", "TRACKER_FIELDS",
+           "tracker_join"]
+
+#: the per-stage fields a profile's meta["overheads"]["tracker"] holds (lists, the loss last in bwd)
+TRACKER_FIELDS = ("fwd_overhead_all", "fwd_overhead_nograd", "bwd_overhead")
+
+
+def _leaf(a: torch.Tensor) -> torch.Tensor:
+    x = a.detach()
+    if x.is_floating_point() or x.is_complex():
+        x.requires_grad_(True)
+    return x
+
+
+def probe_overheads(block: nn.Module, a: torch.Tensor, tape: int) -> tuple[int, int, int]:
+    """(o_fa, o_fn, o_b) of `block` on input `a` by the CPU allocator (module docstring): one
+    F_all (its tape `tape` bytes, xbar), one backward with a random delta, one no-grad forward,
+    each under its own `AllocatorProbe`. Parameter gradients should exist already (as in the
+    executor's measured runs), so accumulating into them allocates nothing."""
+    from memsched.models.alloc_probe import AllocatorProbe
+
+    with torch.enable_grad():
+        x = _leaf(a)
+        with AllocatorProbe() as p_all:
+            y = block(x)
+        o_b = 0
+        if y.requires_grad and y.is_floating_point():
+            delta = torch.randn_like(y)
+            with AllocatorProbe() as p_b:
+                torch.autograd.backward(y, delta)
+            dx = x.grad if x.requires_grad else None
+            o_b = p_b.peak - (unique_bytes(dx) if dx is not None else 0)
+            del delta, dx
+        del x, y
+    with torch.no_grad(), AllocatorProbe() as p_ng:
+        y = block(a)
+    o_ng = p_ng.peak - unique_bytes(y)
+    del y
+    return int(max(0, p_all.peak - tape)), int(max(0, o_ng)), int(max(0, o_b))
+
+
+def probe_loss_overhead(loss_fn: Callable[[Any, Any], torch.Tensor], outputs: Any, target: Any) -> int:
+    """o_b of a loss stage by the CPU allocator: peak bytes while computing ``loss_fn(y, target)``
+    and back-propagating to the leaves y (copies of `outputs`: a tensor, or a list for a join's
+    loss), beyond the gradients it produces."""
+    from memsched.models.alloc_probe import AllocatorProbe
+
+    many = isinstance(outputs, (list, tuple))
+    ys = [o.detach().requires_grad_(True) for o in (outputs if many else [outputs])]
+    with torch.enable_grad(), AllocatorProbe() as probe:
+        loss_fn(ys if many else ys[0], target).backward()
+    return int(max(0, probe.peak - unique_bytes([y.grad for y in ys if y.grad is not None])))
+
+
+def overheads_meta(method: str, tracker: dict[str, list[int]] | None = None, note: str | None = None
+                   ) -> dict[str, Any]:
+    """A profile's ``meta["overheads"]``: the method of the chain's overhead fields, the tracker's
+    own values when they differ in method (`TRACKER_FIELDS`), and a note on what the method misses."""
+    out: dict[str, Any] = {"method": method}
+    if tracker is not None:
+        out["tracker"] = tracker
+    if note:
+        out["note"] = note
+    return out
+
+
+def tracker_chain(chain: Chain, tracker: dict[str, list[int]] | None = None) -> Chain:
+    """`chain` with the tracker's overheads (`tracker`, by default its ``meta["overheads"]["tracker"]``):
+    the prediction a `LiveTensorTracker` measurement is compared with; `chain` itself when it has none."""
+    if tracker is None and isinstance(chain.meta, dict):
+        tracker = (chain.meta.get("overheads") or {}).get("tracker")
+    if not tracker:
+        return chain
+    L = chain.length
+    o_fa = np.array(list(tracker["fwd_overhead_all"][:L]) + [0], dtype=np.int64)
+    o_fn = np.array(list(tracker["fwd_overhead_nograd"][:L]) + [0], dtype=np.int64)
+    o_b = np.array(list(tracker["bwd_overhead"][:L + 1]), dtype=np.int64)
+    if o_fa.shape != (L + 1,) or o_fn.shape != (L + 1,) or o_b.shape != (L + 1,):
+        raise ValueError(f"meta.overheads.tracker of {chain.name!r} does not have the chain's {L} stages")
+    return Chain.with_mode_overheads(chain.u_f.copy(), chain.u_b.copy(), chain.x.copy(), chain.xbar.copy(), o_fa,
+                                     o_fn, o_b, name=chain.name, stage_names=list(chain.stage_names),
+                                     meta=dict(chain.meta))
+
+
+def tracker_join(join: Join) -> Join:
+    """`join` with the tracker's overheads its profile keeps in the meta (``branches[b].overheads.tracker``
+    and ``loss_overheads.tracker``, `models.join.profiler`): the prediction a `LiveTensorTracker`
+    measurement is compared with; `join` itself when its meta has none."""
+    meta = join.meta if isinstance(join.meta, dict) else {}
+    branches, loss = meta.get("branches"), meta.get("loss_overheads") or {}
+    if not isinstance(branches, list) or len(branches) != join.k or loss.get("tracker") is None:
+        return join
+    chains = []
+    for c, info in zip(join.branches, branches):
+        tracker = ((info or {}).get("overheads") or {}).get("tracker")
+        if not tracker:
+            return join
+        chains.append(tracker_chain(c, tracker))
+    return Join.from_chains(chains, loss_time=join.loss_time, loss_overhead=int(loss["tracker"]), name=join.name)
