@@ -266,3 +266,35 @@ def test_rounding_infeasibility_retries_with_exact_sizes(solver: str) -> None:
     res = solve("chain", chain, solver, 460, slots=100, time_limit=20)
     assert res.status == "optimal" and res.peak_memory <= 460
     assert "exact sizes" in res.scope and res.details["retried_exact_sizes"]
+
+
+def test_rotor_is_not_a_lower_bound_without_overheads() -> None:
+    """Found by brute force (random tiny chains, every o_f = o_b = 0): the phase model beats the
+    persistent optimum here too, so the rotor DP's value bounds the phase model from above only."""
+    pytest.importorskip("memsched.solvers.chain.dp")
+    stages = [{"fwd_time": f, "bwd_time": b, "out_size": o, "tape_size": t, "fwd_overhead": 0, "bwd_overhead": 0}
+              for f, b, o, t in ((2, 6, 2, 7), (1, 6, 5, 5), (1, 3, 4, 5), (4, 1, 3, 7))]
+    chain = Chain.from_stages(5, stages, {"bwd_time": 0, "bwd_overhead": 0})
+    best, schedule = brute_force(chain, 25, phase=True)
+    assert best == pytest.approx(29.0) and schedule is not None
+    assert solve("chain", chain, "rotor", 25, slots=0).objective == pytest.approx(31.0)
+    res = solve("chain", chain, "milp", 25, slots=0, time_limit=20)
+    assert res.status == "optimal" and res.objective == pytest.approx(29.0)
+    check_replay(chain, 25, res)
+
+
+def test_warm_start_is_the_dp_on_the_models_own_sizes() -> None:
+    """A budget of at most 100 units keeps exact sizes in the model, while rotor with --slots 100
+    rounds them to 100 slots (here 145.87 against 140.16 with exact sizes): the model's start is
+    the DP run on the model's own sizes, so the exact answer is never worse than that."""
+    from memsched.solvers.chain.cpsat import DP_HINT
+
+    pytest.importorskip("memsched.solvers.chain.dp")
+    chain = random_chain(20, 0)
+    coarse = solve("chain", chain, "rotor", 74, slots=100)
+    fine = solve("chain", chain, "rotor", 74, slots=0)
+    assert fine.objective < coarse.objective - 1.0
+    res = solve("chain", chain, "milp", 74, slots=100, time_limit=3)
+    assert res.details["warm_start"] == DP_HINT and res.details["warm_start_fits"]
+    assert res.objective <= fine.objective + 1e-9
+    check_replay(chain, 74, res)

@@ -16,6 +16,7 @@ when proven and no fast solver has a schedule.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -60,7 +61,7 @@ def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: 
 
     if model.trivially_infeasible:
         return result(INFEASIBLE, message=f"no schedule fits: {model.trivially_infeasible}")
-    hint_values, hint_ok = phase_hint(model, seed, deadline)
+    hint_values, hint_ok, source = phase_hint(model, seed, deadline)
 
     cp = cp_model.CpModel()
     xs = [cp.new_bool_var(f"{k[0]}_{k[1]}_{k[2]}") for k in model.keys]
@@ -97,26 +98,67 @@ def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: 
     build_s = deadline.elapsed() - t_build
     run = run_cpsat(cp, deadline, options, variables=xs, offset=const, hint_feasible=hint_ok,
                     parameters=parameters, extra=extra)
-    details = {**phase_details(model, build_s, seed, hint_values, hint_ok),
+    details = {**phase_details(model, build_s, source, hint_values, hint_ok),
                "workers": options.workers, "integral_objective": integral, "backend_status": run.backend_status}
     return phase_answer(result, model, run, run.values, hint_values, hint_ok, dchain, M, deadline, details)
 
 
-def phase_hint(model: PhaseModel, seed: SolveResult | None, deadline: Deadline) -> tuple[list[float] | None, bool]:
-    """The seed's schedule encoded in the phase model's variables (None when it lies outside the
-    model) and whether it satisfies every row (then it is a feasible start)."""
-    if seed is None:
-        return None, False
-    values = model.encode(seed.schedule)
-    return values, values is not None and not model.violated(values, deadline=deadline)
+def phase_hint(model: PhaseModel, seed: SolveResult | None, deadline: Deadline) -> tuple[list[float] | None, bool, str]:
+    """The warm start of a phase model: (values, fits, source). Two candidates, the faster one that
+    satisfies every row wins (the seed on ties): the seed's schedule (the exact layer's best fast
+    solver, replayed at exact sizes) and the rotor DP's schedule computed on the model's own chain
+    and budget (`model.chain`, `model.budget`: the same rounding as the model's rows, so whenever the
+    DP finds a schedule it fits the model, and the start is the best persistent schedule of the
+    model's discretisation; the seed's rotor ran with the requested slots, whose rounding may differ).
+    `values` is None when neither candidate lies inside the model; `fits` says the values satisfy
+    every row (then they are a feasible start); `source` names the candidate ("" for none)."""
+    best: tuple[float, list[float], str] | None = None
+    fallback: tuple[list[float] | None, bool, str] = (None, False, "")
+    if seed is not None:
+        values = model.encode(seed.schedule)
+        if values is not None:
+            fallback = (values, False, seed.solver)
+            if not model.violated(values, deadline=deadline):
+                best = (model.objective.value(values), values, seed.solver)
+    dp_values = _dp_hint(model)
+    if dp_values is not None and not model.violated(dp_values, deadline=deadline):
+        value = model.objective.value(dp_values)
+        if best is None or value < best[0] - 1e-9 * max(1.0, abs(value)):
+            best = (value, dp_values, DP_HINT)
+    if best is None:
+        return fallback
+    return best[1], True, best[2]
 
 
-def phase_details(model: PhaseModel, build_s: float, seed: SolveResult | None, hint_values: list[float] | None,
+#: `phase_hint`'s name for the rotor DP run on the model's own (discretised) chain and budget
+DP_HINT = "rotor (model's sizes)"
+#: the model-sized DP is skipped above this many table cells (exact sizes of a large budget)
+DP_HINT_MAX_CELLS = 5_000_000
+
+
+def _dp_hint(model: PhaseModel) -> list[float] | None:
+    """The rotor DP's optimal persistent schedule for `model.chain` under `model.budget` (the
+    model's units), encoded in the model's variables; None when the DP is unavailable, its table
+    would be too large, or no persistent schedule fits."""
+    try:
+        from .dp import rotor_table, table_cells
+    except ImportError:
+        return None
+    m_top = model.budget - int(model.chain.x[0])
+    if m_top < 0 or table_cells(model.L, m_top) > DP_HINT_MAX_CELLS:
+        return None
+    table = rotor_table(model.chain, m_top)
+    if not math.isfinite(table.value(m_top)):
+        return None
+    return model.encode(table.schedule(m_top))
+
+
+def phase_details(model: PhaseModel, build_s: float, source: str, hint_values: list[float] | None,
                   hint_ok: bool) -> dict[str, Any]:
-    """The details every phase-model answer reports: size, build time (s) and warm start."""
+    """The details every phase-model answer reports: size, build time (s) and warm start (`source`:
+    `phase_hint`'s name of the start; "" for none)."""
     return {"variables": len(model.keys), "constraints": len(model.rows), "build_s": round(build_s, 3),
-            "warm_start": seed.solver if seed is not None and hint_values is not None else "",
-            "warm_start_fits": hint_ok}
+            "warm_start": source if hint_values is not None else "", "warm_start_fits": hint_ok}
 
 
 def phase_answer(result: Callable[..., SolveResult], model: PhaseModel, run: Any, values: list[float] | None,

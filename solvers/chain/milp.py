@@ -70,7 +70,7 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
 
     if model.trivially_infeasible:
         return result(INFEASIBLE, message=f"no schedule fits: {model.trivially_infeasible}")
-    hint_values, hint_ok = phase_hint(model, seed, deadline)
+    hint_values, hint_ok, source = phase_hint(model, seed, deadline)
     lm = model.to_linear(deadline)
     build_s = deadline.elapsed() - t_build
     if backend == "cp-sat":
@@ -79,7 +79,7 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
                         extra={"linearization_level": 2})
     else:
         run = run_milp(lm, backend, deadline, options, hint=hint_values, hint_feasible=hint_ok)
-    details = {**phase_details(model, build_s, seed, hint_values, hint_ok), "backend_status": run.backend_status}
+    details = {**phase_details(model, build_s, source, hint_values, hint_ok), "backend_status": run.backend_status}
     values = run.values
     if values is not None:
         values = [1.0 if v > 0.5 else 0.0 for v in values]
