@@ -62,7 +62,7 @@ from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
 from .baselines import store_all_schedule
 from .instance import Chain
-from .jit import HAVE_NUMBA, njit
+from .jit import HAVE_NUMBA, KERNELS, kernel_backend, njit  # noqa: F401 - HAVE_NUMBA re-exported
 from .min_memory import (  # noqa: F401 - re-exported
     ALL,
     LEAF,
@@ -92,67 +92,107 @@ def _offsets(L: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- kernels
-#: Width of the blocks of m over which a C_ck option is skipped when it cannot improve the row.
-BLOCK = 32
+#: Width of the aligned blocks of m over which a C_ck option is tried only when it can improve the row.
+BLOCK = 16
+#: Values of l filled together, so that the rows (i, j-1) that C_ck reads are reused while in cache.
+TILE = 4
 
 
 @njit(cache=True)
 def _dp_numba(x, xbar, o_fa, o_fn, o_b, u_f, u_b, sf, off, C, first):  # pragma: no cover - compiled
     """Fill the packed table C (rows (i, l), columns m) in place; first[r] = least finite m.
 
-    For a fixed l the rows (j, l) are kept in a small contiguous buffer (`col`), since C_ck
-    reads all of them for every i. Every row is non-increasing in m (a min of non-increasing
-    options), so a C_ck option is skipped on a block [m0, m1) when its value at m1 - 1 (its
-    least value there) is not below the row's current value at m0 (its largest value there):
-    the table is unchanged.
+    The same work as ``rotor_kernel.c`` (see there): l is taken `TILE` values at a time, the
+    rows (j, l) of those values kept in a contiguous buffer (`col`); for each i (descending),
+    the splits j ascending, each row (i, j-1) stored once final. Every row is non-increasing in
+    m, so a C_ck option is only tried below the first m where the row is already at most the
+    option's least value (bisection), and on each aligned block of `BLOCK` values only when its
+    value at the block's end (a lower bound, read from the block-end summary S) is below the
+    row's value at the block's start. The table is that of the plain recurrence: a minimum over
+    the same candidate values, whatever their order.
     """
     L = u_f.shape[0] - 1
     M = C.shape[1] - 1
+    W = M + 1
     inf = np.inf
-    col = np.empty((L + 1, M + 1))
-    fcol = np.empty(L + 1, dtype=np.int64)
-    for l in range(L + 1):
-        for i in range(l, -1, -1):
-            r = off[i] + (l - i)
-            c = col[i]
-            c[:] = inf
-            t = u_f[i] + u_b[i]
-            if i == l:
-                need = max(x[i + 1] + xbar[i + 1] + o_fa[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i])
-                for m in range(need, M + 1):
-                    c[m] = t
-            else:
-                # C_all: F_all(i), (i+1, l), B(i)
-                xb = xbar[i + 1]
-                s = col[i + 1]
-                lo = max(x[l + 1] + xb + o_fa[i], x[i] + x[i + 1] + xb + o_b[i], xb + fcol[i + 1])
-                for m in range(lo, M + 1):
-                    c[m] = t + s[m - xb]
-                # C_ck: F_ck(i) F_n(i+1..j-1), (j, l), (i, j-1); sw = sweep(i, j, l)
-                sw = x[l + 1] + x[i + 1] + o_fn[i]
-                for j in range(i + 1, l + 1):
-                    if j > i + 1:
-                        sw = max(sw, x[l + 1] + x[j - 1] + x[j] + o_fn[j - 1])
-                    xj = x[j]
-                    rb = off[i] + (j - 1 - i)
-                    a = col[j]
-                    b = C[rb]
-                    base = sf[j] - sf[i]
-                    m0 = max(sw, xj + fcol[j], first[rb])
-                    while m0 <= M:
-                        m1 = min(m0 + BLOCK, M + 1)
-                        if base + a[m1 - 1 - xj] + b[m1 - 1] < c[m0]:
-                            for m in range(m0, m1):
-                                c[m] = min(c[m], base + a[m - xj] + b[m])
-                        m0 = m1
-            f = M + 1
-            for m in range(M + 1):
-                if c[m] < inf:
-                    f = m
+    nb = (M + BLOCK) // BLOCK
+    S = np.empty((C.shape[0], nb))
+    col = np.empty((TILE, L + 1, W))
+    fcol = np.empty((TILE, L + 1), dtype=np.int64)
+    sw = np.empty(TILE, dtype=np.int64)
+    for l0 in range(0, L + 1, TILE):
+        l1 = min(l0 + TILE, L + 1)
+        for i in range(l1 - 1, -1, -1):
+            for l in range(max(i, l0), l1):  # leaves and C_all: F_all(i), (i+1, l), B(i)
+                g = l - l0
+                c = col[g, i]
+                c[:] = inf
+                t = u_f[i] + u_b[i]
+                if i == l:
+                    need = max(x[i + 1] + xbar[i + 1] + o_fa[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i])
+                    for m in range(max(need, 0), W):
+                        c[m] = t
+                else:
+                    xb = xbar[i + 1]
+                    s = col[g, i + 1]
+                    lo = max(x[l + 1] + xb + o_fa[i], x[i] + x[i + 1] + xb + o_b[i], xb + fcol[g, i + 1])
+                    for m in range(lo, W):
+                        c[m] = t + s[m - xb]
+                sw[g] = x[l + 1] + x[i + 1] + o_fn[i]  # sweep(i, i+1, l)
+            for j in range(i + 1, l1 + 1):  # C_ck: F_ck(i) F_n(i+1..j-1), (j, l), (i, j-1)
+                lf = j - 1
+                if lf >= l0:  # row (i, j-1) is final: store it, its first finite m, its summary
+                    g = lf - l0
+                    r = off[i] + (lf - i)
+                    c = col[g, i]
+                    f = W
+                    for m in range(W):
+                        if c[m] < inf:
+                            f = m
+                            break
+                    first[r] = f
+                    fcol[g, i] = f
+                    C[r, :] = c
+                    sr = S[r]
+                    for k in range(nb):
+                        sr[k] = c[min(k * BLOCK + BLOCK, W) - 1]
+                if j == l1:
                     break
-            first[r] = f
-            fcol[i] = f
-            C[r, :] = c
+                xj = x[j]
+                rb = off[i] + (j - 1 - i)
+                fb = first[rb]
+                b = C[rb]
+                sb = S[rb]
+                base = sf[j] - sf[i]
+                for l in range(max(j, l0), l1):
+                    g = l - l0
+                    if j > i + 1:
+                        sw[g] = max(sw[g], x[l + 1] + x[j - 1] + x[j] + o_fn[j - 1])
+                    a = col[g, j]
+                    c = col[g, i]
+                    m0 = max(sw[g], xj + fcol[g, j], fb)
+                    if m0 > M:
+                        continue
+                    least = base + a[M - xj] + sb[nb - 1]  # sb[nb-1] = b[M]
+                    lo = m0
+                    hi = W
+                    while lo < hi:
+                        mid = (lo + hi) // 2
+                        if c[mid] > least:
+                            lo = mid + 1
+                        else:
+                            hi = mid
+                    end = lo
+                    if end <= m0:
+                        continue
+                    for k in range(m0 // BLOCK, (end - 1) // BLOCK + 1):
+                        s0 = max(m0, k * BLOCK)
+                        s1 = min(end, k * BLOCK + BLOCK)
+                        if base + a[s1 - 1 - xj] + sb[k] < c[s0]:
+                            for m in range(s0, s1):
+                                v = base + a[m - xj] + b[m]
+                                if v < c[m]:
+                                    c[m] = v
 
 
 def _dp_numpy(x, xbar, o_fa, o_fn, o_b, u_f, u_b, sf, off, C, first) -> None:
@@ -271,9 +311,12 @@ def table_cells(L: int, M: int) -> int:
     return (L + 1) * (L + 2) // 2 * (M + 1)
 
 
-def rotor_table(chain: Chain, M: int, *, use_numba: bool | None = None) -> RotorTable:
+def rotor_table(chain: Chain, M: int, *, use_numba: bool | None = None, kernel: str | None = None) -> RotorTable:
     """Fill C(m, i, l) for m = 0..M in the chain's own size unit (bytes, or slots of a
-    discretised chain). Raises `InputError` when the table would exceed `MAX_CELLS`."""
+    discretised chain). Raises `InputError` when the table would exceed `MAX_CELLS`.
+
+    ``kernel`` ("c", "numba" or "numpy") forces a kernel; else `jit.kernel_backend(use_numba)`
+    picks one (the fastest available by default). Every kernel gives the same table."""
     L = chain.length
     M = max(int(M), 0)
     cells = table_cells(L, M)
@@ -281,6 +324,9 @@ def rotor_table(chain: Chain, M: int, *, use_numba: bool | None = None) -> Rotor
         raise InputError(f"the rotor table would have {cells:.3g} cells (L={L}, {M + 1} memory values), "
                          f"more than {MAX_CELLS:.3g}; discretise memory into fewer slots (--slots N, e.g. --slots 500)",
                          field="--slots")
+    kernel = kernel_backend(use_numba) if kernel is None else kernel
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r} (one of {', '.join(KERNELS)})")
     arrays = _arrays(chain)
     u_f = np.ascontiguousarray(chain.u_f, dtype=np.float64)
     u_b = np.ascontiguousarray(chain.u_b, dtype=np.float64)
@@ -289,8 +335,12 @@ def rotor_table(chain: Chain, M: int, *, use_numba: bool | None = None) -> Rotor
     nrows = (L + 1) * (L + 2) // 2
     C = np.full((nrows, M + 1), np.inf)
     first = np.full(nrows, M + 1, dtype=np.int64)
-    numba = HAVE_NUMBA if use_numba is None else (use_numba and HAVE_NUMBA)
-    (_dp_numba if numba else _dp_numpy)(*arrays, u_f, u_b, sf, off, C, first)
+    if kernel == "c":
+        from .ckernel import fill_table
+
+        fill_table(*arrays, u_f, u_b, sf, off, C, first)
+    else:
+        (_dp_numba if kernel == "numba" else _dp_numpy)(*arrays, u_f, u_b, sf, off, C, first)
     return RotorTable(chain, C, off)
 
 

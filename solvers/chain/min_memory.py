@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .instance import Chain
-from .jit import HAVE_NUMBA, njit
+from .jit import kernel_backend, njit
 from .schedule import Bwd, F_all, F_ck, F_n, Loss, Op, Schedule
 
 LEAF, ALL, NONE = -1, 0, -2  # choice codes; j > 0 means C_ck with split j
@@ -84,7 +84,13 @@ def _min_memory(chain: Chain) -> tuple[np.ndarray, np.ndarray]:
     L = chain.length
     Mm = np.zeros((L + 1, L + 1), dtype=np.int64)
     ch = np.full((L + 1, L + 1), NONE, dtype=np.int64)
-    (_min_memory_numba if HAVE_NUMBA else _min_memory_numpy)(*_arrays(chain), Mm, ch)
+    kernel = kernel_backend()
+    if kernel == "c":
+        from .ckernel import min_memory
+
+        min_memory(*_arrays(chain), Mm, ch)
+    else:
+        (_min_memory_numba if kernel == "numba" else _min_memory_numpy)(*_arrays(chain), Mm, ch)
     return Mm, ch
 
 

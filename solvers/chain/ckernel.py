@@ -1,0 +1,142 @@
+"""The chain DP kernels in C (`rotor_kernel.c`), compiled on first use and loaded with ctypes.
+
+`library()` compiles ``rotor_kernel.c`` with the system C compiler (``$CC``, else ``cc``, ``gcc``
+or ``clang``) into ``__pycache__/`` beside it (else ``$XDG_CACHE_HOME/memsched``), once per
+version of the source and flags (the file name carries their hash; a build is written to a
+temporary name and renamed, so concurrent processes are safe), and loads it. Later processes
+only load the built library: no numba import, no JIT start-up, which is most of a short
+``memsched solve``. It returns None when ``MEMSCHED_NO_CC`` is set, when no compiler is found
+or the build fails; the DPs then use their numba or numpy kernels, which give the same tables
+bit for bit (the C code adds the same IEEE doubles in the same order: no fast-math, no FMA
+contraction; tests/test_chain_kernels.py compares them).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SOURCE = Path(__file__).with_name("rotor_kernel.c")
+#: Compiler flags: IEEE arithmetic as the other kernels (no -ffast-math, no FMA contraction).
+FLAGS = ("-O2", "-std=c99", "-fPIC", "-shared", "-fno-fast-math", "-ffp-contract=off")
+
+_UNSET: Any = object()
+_LIB: Any = _UNSET
+
+
+def _library_name() -> str:
+    """File name of the built library: a hash of the source, the flags and the platform."""
+    h = hashlib.sha1(SOURCE.read_bytes())
+    h.update(" ".join(FLAGS).encode())
+    h.update(f"{sys.platform}-{platform.machine()}".encode())
+    return f"rotor_kernel-{h.hexdigest()[:16]}.so"
+
+
+def _cache_dirs() -> list[Path]:
+    """Where a built library is looked for and written, in order."""
+    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memsched"
+    return [SOURCE.parent / "__pycache__", user]
+
+
+def _compiler() -> str | None:
+    """The C compiler: ``$CC``, else the first of cc, gcc, clang on the PATH."""
+    if os.environ.get("CC"):
+        return shutil.which(os.environ["CC"].split()[0])
+    return next((p for p in map(shutil.which, ("cc", "gcc", "clang")) if p), None)
+
+
+def _build(name: str) -> Path | None:
+    """Compile the source into the first writable cache folder; the path, or None."""
+    cc = _compiler()
+    if cc is None:
+        return None
+    for folder in _cache_dirs():
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = folder / f".{name}.{os.getpid()}.tmp"
+            subprocess.run([cc, *FLAGS, str(SOURCE), "-o", str(tmp)], check=True, capture_output=True, timeout=120)
+            target = folder / name
+            os.replace(tmp, target)
+            return target
+        except (OSError, subprocess.SubprocessError):
+            continue
+    return None
+
+
+def _load() -> ctypes.CDLL | None:
+    name = _library_name()
+    path = next((d / name for d in _cache_dirs() if (d / name).is_file()), None) or _build(name)
+    if path is None:
+        return None
+    lib = ctypes.CDLL(str(path))
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    lib.rotor_fill.argtypes = [i64, i64] + [ptr] * 11
+    lib.rotor_fill.restype = ctypes.c_int
+    lib.rotor_min_memory.argtypes = [i64] + [ptr] * 7
+    lib.rotor_min_memory.restype = None
+    return lib
+
+
+def library() -> ctypes.CDLL | None:
+    """The loaded C kernels (built on first use), or None (``MEMSCHED_NO_CC``, no compiler, a
+    failed build). Resolved once per process."""
+    global _LIB
+    if _LIB is _UNSET:
+        _LIB = None
+        if not os.environ.get("MEMSCHED_NO_CC"):
+            try:
+                _LIB = _load()
+            except OSError:
+                _LIB = None
+    return _LIB
+
+
+def _pointers(inputs: tuple[np.ndarray, ...], outputs: tuple[np.ndarray, ...]) -> list[int]:
+    """Data pointers of the inputs (already contiguous copies, kept alive by the caller) and of
+    the outputs, which the kernel writes into: they must be C-contiguous and writeable."""
+    for out in outputs:
+        if not out.flags.c_contiguous or not out.flags.writeable:
+            raise ValueError("output arrays must be writeable and C-contiguous")
+    return [a.ctypes.data for a in (*inputs, *outputs)]
+
+
+def _ints(*arrays: Any) -> tuple[np.ndarray, ...]:
+    return tuple(np.ascontiguousarray(a, dtype=np.int64) for a in arrays)
+
+
+def fill_table(x, xbar, o_fa, o_fn, o_b, u_f, u_b, sf, off, C, first) -> None:
+    """The rotor table into C (float64, one row per (i, l), M+1 columns) and first (int64), as
+    `dp._dp_numba` fills them."""
+    lib = library()
+    if lib is None:
+        raise RuntimeError("the C kernels are not available")
+    L = len(u_f) - 1
+    if C.dtype != np.float64 or first.dtype != np.int64 or C.ndim != 2 or C.shape[0] != (L + 1) * (L + 2) // 2 \
+            or first.shape != (C.shape[0],) or len(off) != L + 1:
+        raise ValueError("C must be float64 of (L+1)(L+2)/2 rows, first int64 of one entry a row")
+    inputs = (*_ints(x, xbar, o_fa, o_fn, o_b),
+              *(np.ascontiguousarray(a, dtype=np.float64) for a in (u_f, u_b, sf)), *_ints(off))
+    if lib.rotor_fill(L, C.shape[1] - 1, *_pointers(inputs, (C, first))) != 0:
+        raise MemoryError("the rotor C kernel could not allocate its buffers")
+
+
+def min_memory(x, xbar, o_fa, o_fn, o_b, Mm, ch) -> None:
+    """Mmin(i, l) and the choices into the (L+1) x (L+1) int64 arrays Mm, ch, as
+    `min_memory._min_memory_numba` fills them."""
+    lib = library()
+    if lib is None:
+        raise RuntimeError("the C kernels are not available")
+    L = len(o_b) - 1
+    if Mm.dtype != np.int64 or ch.dtype != np.int64 or Mm.shape != (L + 1, L + 1) or ch.shape != Mm.shape:
+        raise ValueError("Mm and ch must be int64 arrays of (L+1) x (L+1)")
+    inputs = _ints(x, xbar, o_fa, o_fn, o_b)
+    lib.rotor_min_memory(L, *_pointers(inputs, (Mm, ch)))
