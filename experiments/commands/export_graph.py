@@ -42,6 +42,7 @@ def main(args: argparse.Namespace) -> int:
     sizes.pop("granularity", None)  # the chain commands' --granularity (block|layer); this one is op|module
     with fits_in_memory():
         graph = export_training_graph(args.model, cost=args.cost, granularity=args.granularity, deps=args.deps,
-                                      ram=args.ram, repeats=args.repeats, out=args.output, **sizes)
+                                      ram=args.ram, repeats=args.repeats, out=args.output,
+                                      timing=getattr(args, "timing", None) or "in_step", **sizes)
     print(f"wrote {args.output}: {graph.n} nodes")
     return 0

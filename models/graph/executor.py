@@ -38,27 +38,32 @@ identical; when the schedule's first computations follow the file order (every s
 autograd (`models.chain.executor.reference_step`).
 
 Memory (bytes): `models.measure.StepMeter` (``torch.cuda.max_memory_allocated`` above the
-pre-step level on CUDA, `models.memory.LiveTensorTracker` on CPU). As in the graph model,
-parameters, their gradients (allocated before the step) and the network input are not
-counted. Beyond the simulator's charges, a run holds the tapes' internal tensors (counted in
-the node sizes when the graph was exported with ``ram="tape"``) and, during B_v, the sum of
-its incoming gradients when v has several consumers. Time: ms, measured in separate runs on
-CPU; the prediction is in the graph's time unit (``meta["units"]["time"]``: ms for
-``cost="measured"``, MFLOP for ``cost="flops"``).
+pre-step level on CUDA, `models.memory.LiveTensorTracker` on CPU; `models.alloc_probe` as the
+independent CPU method). As in the graph model, parameters, their gradients (allocated before
+the step) and the network input are not counted. The simulator charges each copy its node's
+cost_ram from its step to its last consumer; a run also holds, while a node runs, its
+*temporaries* (a parameter's gradient before it is added into ``.grad``, the intermediate
+gradients of the loss, kernel scratch buffers for the allocator). A graph exported with
+measured costs (`models.graph.profile`) records them per node and method in
+``meta["temporaries"]``; the predicted peak is the maximum over steps of the simulator's memory
+plus the temporaries of the step's node (`GraphExecutor.predicted_memory`). Time: ms, measured
+in separate runs on the clock the graph was profiled with; the prediction is the simulator's
+makespan in the graph's time unit (``meta["units"]["time"]``: ms for ``cost="measured"``, MFLOP
+for ``cost="flops"``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
 from memsched.models.chain.executor import LossFn, as_blocks, parameters_of
 from memsched.models.graph.plan import Plan, build_plan
 from memsched.models.measure import OpTrace, RngStates, StepMeter, StepResult, measure_runs, zero_grads
-from memsched.models.memory import storage_key
+from memsched.models.memory import CLOCKS, storage_key
 from memsched.solvers.graph import Graph, GraphSchedule, simulate
 from torch import nn
 from torch.autograd.graph import get_gradient_edge, saved_tensors_hooks
@@ -129,16 +134,66 @@ class GraphExecutor:
         self.bwd_of = {v: names[f"grad_{s.name}"] for v, s in self.plan.ops.items() if f"grad_{s.name}" in names}
         self.fwd_of = {b: v for v, b in self.bwd_of.items()}
         self.producers = {v: self.plan.inputs_of(s) for v, s in self.plan.ops.items()}
+        self.labels = [str(i) for i in graph.ids]
 
     # ----------------------------------------------------------------- one step
     def step(self, schedule: GraphSchedule | Sequence[int], inputs: torch.Tensor, target: Any, *, seed: int | None = 0,
              measure_memory: bool = True, measure_time: bool = True, trace: bool = False, time_repeats: int = 1,
-             clock: str = "wall", independent: bool = False) -> StepResult:
+             clock: str | None = None, independent: bool = False) -> StepResult:
         """Execute `schedule` (a `GraphSchedule` of node ids, or node indices) as one training
-        step and measure it (options as `models.chain.executor.ChainExecutor.step`). The graph
-        simulator's replay gives the predicted peak (bytes) and makespan (graph time unit); an
-        invalid schedule raises ValueError before anything runs."""
+        step and measure it (options as `models.chain.executor.ChainExecutor.step`; `clock`
+        defaults to the graph's profiling clock ``meta["clock"]``, else "wall"). The graph
+        simulator's replay plus each step's profiled temporaries (`predicted_memory`) gives the
+        predicted peaks (bytes: ``predicted_peak`` the allocator's on CPU when the graph records
+        them, ``tracker_predicted_peak`` the tracker's) and its makespan the predicted time (graph
+        time unit); an invalid schedule raises ValueError before anything runs."""
+        if clock is None:
+            clock = str(self.graph.meta.get("clock", "wall")).split(" ")[0]
+            clock = clock if clock in CLOCKS else "wall"
         seq = schedule.indices(self.graph) if isinstance(schedule, GraphSchedule) else [int(v) for v in schedule]
+        sim, frees, tape_at, retain_at = self.prepare(seq)
+        m = measure_runs(lambda watch, tr: self._run(seq, frees, tape_at, retain_at, inputs, target, seed, watch, tr,
+                                                     clock),
+                         cuda=inputs.device.type == "cuda", measure_memory=measure_memory, measure_time=measure_time,
+                         trace=trace, time_repeats=time_repeats, independent=independent)
+        tracker_memory = self.predicted_memory(seq, sim, "tracker")
+        alloc_memory = self.predicted_memory(seq, sim, "allocator" if inputs.device.type == "cpu" else "tracker")
+        if len(m.traces) == len(seq):
+            for t, mem in zip(m.traces, tracker_memory):
+                t.predicted_during = int(mem)
+        grads = {name: p.grad.detach().clone() for name, p in self.params.items() if p.grad is not None}
+        extra = ({"tracker_predicted_peak": int(max(tracker_memory, default=0))}
+                 if "tracker_predicted_peak" in {f.name for f in fields(StepResult)} else {})
+        return StepResult(loss=m.loss, grads=grads, input_grad=None, peak_memory=int(m.peak), time_ms=m.time_ms,
+                          device=str(inputs.device), memory_method=m.method,
+                          predicted_peak=int(max(alloc_memory, default=0)) if extra else int(max(tracker_memory,
+                                                                                                   default=0)),
+                          predicted_makespan=float(sim.makespan), trace=m.traces,
+                          independent_peak=m.independent_peak, independent_method=m.independent_method, **extra)
+
+    def predicted_memory(self, seq: list[int], sim: Any, method: str = "tracker") -> list[int]:
+        """Per step of `seq`: the simulator's memory (bytes) plus the node's temporaries as
+        profiled by `method` ("tracker" or "allocator", the graph's ``meta["temporaries"]``, see
+        `models.graph.profile`; none when the graph has no such record); for the allocator also
+        the CPU RNG states the run keeps for the random nodes it recomputes."""
+        meta = self.graph.meta
+        temps = meta.get("temporaries", {}).get(method, {})
+        out = [int(mem) + int(temps.get(self.graph.names[v], 0)) for v, mem in zip(seq, sim.memory)]
+        if method == "allocator":  # RNG states of recomputed random nodes, from their first computation on
+            random = {self.graph.names.index(name) for name in meta.get("random_nodes", ())} & {
+                v for v, c in Counter(seq).items() if c > 1}
+            held, seen = 0, set()
+            for s, v in enumerate(seq):
+                if v in random and v not in seen:
+                    seen.add(v)
+                    held += int(meta.get("rng_state_bytes", 0))
+                out[s] += held
+        return out
+
+    def prepare(self, seq: list[int]) -> tuple[Any, dict[int, list[int]], set[int], set[int]]:
+        """(the simulator's replay, step -> the steps whose copies are dropped after it, the forward
+        steps that keep a tape, the backward steps that retain theirs) of the node indices `seq`;
+        ValueError when the simulator rejects `seq`."""
         sim = simulate(self.graph, seq)
         if not sim.valid:
             raise ValueError(f"invalid graph schedule: {sim.violation}")
@@ -146,18 +201,7 @@ class GraphExecutor:
         frees: dict[int, list[int]] = {}
         for s, e in enumerate(sim.retention_end):
             frees.setdefault(int(e), []).append(s)
-        m = measure_runs(lambda watch, tr: self._run(seq, frees, tape_at, retain_at, inputs, target, seed, watch, tr,
-                                                     clock),
-                         cuda=inputs.device.type == "cuda", measure_memory=measure_memory, measure_time=measure_time,
-                         trace=trace, time_repeats=time_repeats, independent=independent)
-        if len(m.traces) == len(seq):
-            for t, mem in zip(m.traces, sim.memory):
-                t.predicted_during = int(mem)
-        grads = {name: p.grad.detach().clone() for name, p in self.params.items() if p.grad is not None}
-        return StepResult(loss=m.loss, grads=grads, input_grad=None, peak_memory=int(m.peak), time_ms=m.time_ms,
-                          device=str(inputs.device), memory_method=m.method, predicted_peak=sim.peak_memory,
-                          predicted_makespan=float(sim.makespan), trace=m.traces,
-                          independent_peak=m.independent_peak, independent_method=m.independent_method)
+        return sim, frees, tape_at, retain_at
 
     def _tape_plan(self, seq: list[int]) -> tuple[set[int], set[int]]:
         """(forward steps that keep a tape: the last F_v before a B_v; backward steps after which
@@ -180,8 +224,11 @@ class GraphExecutor:
         return tape_at, retain_at
 
     def _run(self, seq: list[int], frees: dict[int, list[int]], tape_at: set[int], retain_at: set[int],
-             x: torch.Tensor, target: Any, seed: int | None, watch: bool, trace: bool, clock: str
-             ) -> tuple[float, None, int, list[OpTrace], float]:
+             x: torch.Tensor, target: Any, seed: int | None, watch: bool, trace: bool, clock: str,
+             probe: Any = None) -> tuple[float, None, int, list[OpTrace], float]:
+        """One step of `seq`; `probe` (`models.graph.profile`), when given, is told when each
+        step starts (``start(s)``), when its node is computed (``computed(s, node, run, meter)``,
+        before the copies it ends are dropped) and when it ends (``stop(s)``)."""
         zero_grads(self.params.values())
         if seed is not None:
             torch.manual_seed(seed)
@@ -190,7 +237,9 @@ class GraphExecutor:
         meter = StepMeter(x.device, watch=watch, trace=trace, clock=clock)
         with meter:
             for s, node in enumerate(seq):
-                with meter.op(str(self.graph.ids[node])):
+                if probe is not None:
+                    probe.start(s)
+                with meter.op(self.labels[node]):
                     if node in self.plan.ops:
                         self._forward(run, s, node, x, s in tape_at)
                     elif node == self.loss:
@@ -199,10 +248,14 @@ class GraphExecutor:
                         self._backward(run, s, node, s in retain_at)
                     else:
                         raise ValueError(f"node {self.graph.ids[node]!r} is neither a forward, the loss nor a backward")
+                    if probe is not None:
+                        probe.computed(s, node, run, meter)
                     for made in frees.get(s, ()):
                         key = seq[made]
                         if run.copies.get(key, (None,))[0] == made:
                             del run.copies[key]
+                if probe is not None:
+                    probe.stop(s)
             meter.stop_clock()
             loss = run.loss
             run.copies.clear()
@@ -280,7 +333,7 @@ class GraphExecutor:
         del out, flat, args
         for ls in leaves.values():
             for _, leaf in ls:
-                leaf.data = torch.empty(0, dtype=leaf.dtype, device=leaf.device)  # no storage until B_v
+                leaf.data = _empty(leaf)  # no storage until B_v
         run.tapes[v] = Tape(edges, leaves, params)
 
     def _loss(self, run: _Run, s: int, x: torch.Tensor, target: Any) -> None:
@@ -337,11 +390,23 @@ class GraphExecutor:
         result = _by_producer({u: ls for u, ls in tape.leaves.items() if u in self.bwd_of}, grads[:len(wrt)])
         for ls in tape.leaves.values():
             for _, leaf in ls:
-                leaf.data = torch.empty(0, dtype=leaf.dtype, device=leaf.device)
+                leaf.data = _empty(leaf)
         del grads, outs, incoming
         if not retain:
             del run.tapes[v]
         run.copies[b] = (s, result)
+
+
+_EMPTY: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+
+
+def _empty(t: torch.Tensor) -> torch.Tensor:
+    """A shared empty tensor of `t`'s dtype and device (a leaf's data between F_v and B_v: no storage)."""
+    key = (t.dtype, t.device)
+    e = _EMPTY.get(key)
+    if e is None:
+        e = _EMPTY[key] = torch.empty(0, dtype=t.dtype, device=t.device)
+    return e
 
 
 def _detached(value: Any) -> Any:

@@ -44,9 +44,14 @@ B_v exists only when v's output requires a gradient that reaches the loss.
   forward and backward. With ``cost="roofline:<device>"`` milliseconds of the roofline model of
   `models.costs` on the same operations. Both counted models build a zoo network on fake
   tensors (``FakeTensorMode``): sizes exact, nothing allocated, nothing computed (VGG-16 at
-  batch 256 in seconds). With ``cost="measured"`` milliseconds: the median
-  wall time over ``repeats`` runs (after ``warmup``) of the same forward and backward calls in
-  isolation (Python overhead included: small ops are over-charged on CPU).
+  batch 256 in seconds). With ``cost="measured"`` milliseconds, by default (``timing="in_step"``,
+  `models.graph.profile`) each node's median time over ``repeats`` store-all steps (after
+  ``warmup``) of the graph executor itself, so that predictions and measured steps time the same
+  code; with ``ram="tape"`` cost_ram is then the bytes the executor keeps for each node and
+  ``meta["temporaries"]`` its temporaries (bytes above those while it runs: by the tensor
+  tracker and, on CPU, by the allocator). With ``timing="isolated"`` the median wall time over
+  ``repeats`` runs (after ``warmup``) of the same forward and backward calls in isolation (they
+  miss the executor's work around each node: 1.5-5x below a step's on small CPU nodes).
 
 Node order (``graph.order``): forward nodes in fx order (block after block), the loss, then the
 backward nodes in reverse forward order; it is topological, so ``reference_peak`` is the peak
@@ -68,18 +73,19 @@ from typing import Any
 
 import torch
 from memsched.models.costs import COST_CHOICES, CostModel, OpCounter, parse_cost, shape_exact_model
-from memsched.models.memory import storage_key
+from memsched.models.memory import CLOCKS, storage_key
 from memsched.solvers.errors import InputError
 from memsched.solvers.graph import Graph
 from torch import fx, nn
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-__all__ = ["export_training_graph", "COSTS", "GRANULARITIES", "DEPS", "RAMS"]
+__all__ = ["export_training_graph", "COSTS", "GRANULARITIES", "DEPS", "RAMS", "TIMINGS"]
 
 COSTS = COST_CHOICES
 GRANULARITIES = ("op", "module")
 DEPS = ("checkmate", "saved")
 RAMS = ("output", "tape")
+TIMINGS = ("in_step", "isolated")
 
 LossFn = Callable[[torch.Tensor, Any], torch.Tensor]
 
@@ -103,9 +109,10 @@ class _Op:
 class _Recorder:
     """Runs ops one at a time on real tensors and records `_Op`s (see the module docstring)."""
 
-    def __init__(self, cost: str, repeats: int, warmup: int, device: torch.device) -> None:
+    def __init__(self, cost: str, repeats: int, warmup: int, device: torch.device, timed: bool = True) -> None:
         self.model: CostModel = parse_cost(cost)
         self.cost = self.model.kind
+        self.timed = timed and self.cost == "measured"  # time each op in isolation
         self.device = device
         self.repeats = max(1, int(repeats))
         self.warmup = max(0, int(warmup))
@@ -203,10 +210,10 @@ class _Recorder:
                 if g is not None:
                     op.grad_bytes[p] = min(op.grad_bytes.get(p, 0) + g.numel() * g.element_size(),
                                            self.ops[p].out_bytes)
-            if self.cost == "measured":
+            if self.timed:
                 op.bwd_cost = self._time_ms(
                     lambda: torch.autograd.grad(req, wrt, seeds, allow_unused=True, retain_graph=True))
-        if self.cost == "measured":
+        if self.timed:
             with torch.enable_grad():
                 op.fwd_cost = self._time_ms(lambda: fn(*a, **k))
         param_keys = {storage_key(p) for p in grad_params}
@@ -274,6 +281,8 @@ def export_training_graph(
     ram: str = "output",
     repeats: int = 5,
     warmup: int = 2,
+    timing: str = "in_step",
+    clock: str | None = None,
     name: str | None = None,
     meta: dict[str, Any] | None = None,
     out: str | Path | None = None,
@@ -286,8 +295,13 @@ def export_training_graph(
     `models.zoo.ZooModel`, or an ``nn.Module`` / list of blocks together with `example_input`,
     `loss_fn` and `target`. `cost`: "flops" (cost_cpu in MFLOP), "roofline:<device>" (ms of
     `models.costs`'s roofline model; both build a zoo name on fake CPU tensors) or "measured"
-    (ms, median of `repeats` after `warmup`). `granularity`: "op" (one node per fx op) or "module" (one per
-    block). `deps`: "checkmate" or "saved" (what a backward node reads from the forward).
+    (ms, median of `repeats` after `warmup`: with `timing` "in_step" (default) each node's time
+    inside the graph executor's store-all step, and with ``ram="tape"`` the bytes the executor
+    keeps for it, `models.graph.profile`; with "isolated" each op timed on its own; `clock`
+    "wall" or "thread", `models.memory.cpu_clock`, by default "thread" on a CPU with one torch
+    thread, else "wall"; recorded in ``meta["clock"]``, the executor's default).
+    `granularity`: "op" (one node per fx op) or "module" (one per block). `deps`: "checkmate"
+    or "saved" (what a backward node reads from the forward).
     `ram`: "output" (F_v's cost_ram is its output) or "tape" (plus autograd's internal saved
     tensors: pooling indices, dropout masks, norm statistics).
     cost_ram is in bytes. BatchNorm running statistics are updated by the runs. Raises
@@ -297,7 +311,8 @@ def export_training_graph(
     from memsched.models.zoo import ZooModel, build_model
 
     for label, value, allowed in (("cost", cost, COSTS), ("granularity", granularity, GRANULARITIES),
-                                  ("deps", deps, DEPS), ("ram", ram, RAMS)):
+                                  ("deps", deps, DEPS), ("ram", ram, RAMS), ("timing", timing, TIMINGS),
+                                  ("clock", clock or "wall", CLOCKS)):
         if value not in allowed:
             raise InputError(f"unknown {label} {value!r} (one of {', '.join(allowed)})", field=f"--{label}")
     info: dict[str, Any] = {}
@@ -327,7 +342,10 @@ def export_training_graph(
         label = "network"
     if example_input is None or loss_fn is None:
         raise ValueError("example_input and loss_fn are needed for a network that is not a zoo model")
-    rec = _Recorder(cost, repeats, warmup, example_input.device)
+    if clock is None:
+        clock = "thread" if example_input.device.type == "cpu" and torch.get_num_threads() == 1 else "wall"
+    in_step = cost == "measured" and timing == "in_step"
+    rec = _Recorder(cost, repeats, warmup, example_input.device, timed=not in_step)
     untraced: list[int] = []
     a: Any = example_input.detach()
     for i, block in enumerate(blocks):
@@ -363,9 +381,8 @@ def export_training_graph(
         **info,
     }
     if cost == "measured":
-        graph_meta.update(repeats=repeats, warmup=warmup,
-                          clock="time.perf_counter" + (" (cuda synchronised)" if example_input.device.type == "cuda"
-                                                       else ""))
+        graph_meta.update(repeats=repeats, warmup=warmup, timing=timing, clock=clock + (
+            " (cuda synchronised)" if example_input.device.type == "cuda" else ""))
     if untraced:
         graph_meta["untraced_blocks"] = untraced
     graph_meta.update(meta or {})
@@ -374,9 +391,33 @@ def export_training_graph(
             op.out_bytes += op.tape_bytes
     graph = _build_graph(rec.ops, sources, loss_cost, loss_bytes, deps,
                          name=name or f"{label}-{granularity}", meta=graph_meta)
+    if in_step:
+        graph = _in_step_costs(graph, blocks, loss_fn, example_input, target, repeats=repeats, warmup=warmup,
+                               clock=clock, sizes=ram == "tape")
     if out is not None:
         graph.save(out)
     return graph
+
+
+def _in_step_costs(graph: Graph, blocks: Any, loss_fn: LossFn, example_input: torch.Tensor, target: Any, *,
+                   repeats: int, warmup: int, clock: str, sizes: bool) -> Graph:
+    """`graph` with cost_cpu (ms) the nodes' medians inside the executor's store-all step and,
+    when `sizes`, cost_ram the bytes the executor keeps for each node (`models.graph.profile`)."""
+    import dataclasses
+
+    from memsched.models.graph.executor import GraphExecutor
+    from memsched.models.graph.profile import profile_nodes
+
+    executor = GraphExecutor(blocks, loss_fn, graph, example_input)
+    prof = profile_nodes(executor, example_input, target, repeats=repeats, warmup=warmup, clock=clock)
+    meta = {**graph.meta, "sizes": "kept by the graph executor (live-tensor tracker)" if sizes else graph.meta.get(
+        "ram"), "spread_median": float(statistics.median(prof.spread)) if prof.spread else 0.0}
+    if sizes:
+        meta["temporaries"] = prof.temporaries(graph.names)
+        meta["random_nodes"] = [graph.names[v] for v in prof.random]
+        meta["rng_state_bytes"] = int(torch.get_rng_state().numel())
+    return dataclasses.replace(graph, cost_cpu=list(prof.ms), cost_ram=prof.kept if sizes else graph.cost_ram,
+                               meta=meta)
 
 
 def _loss_costs(rec: _Recorder, loss_fn: LossFn, output: Any, target: Any) -> tuple[float, int]:
@@ -389,7 +430,7 @@ def _loss_costs(rec: _Recorder, loss_fn: LossFn, output: Any, target: Any) -> tu
         grads = torch.autograd.grad(loss, wrt, retain_graph=True)
     nbytes = sum(g.numel() * g.element_size() for g in grads)
     cost = rec.counted(fc, max(2 * sum(g.numel() for g in grads), 1))
-    if rec.cost == "measured":
+    if rec.timed:
         def step() -> None:
             with torch.enable_grad():
                 torch.autograd.grad(loss_fn(leaf, target), wrt)

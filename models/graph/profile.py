@@ -1,0 +1,219 @@
+"""Per-node costs of a training graph measured inside the graph executor (``timing="in_step"``).
+
+`models.graph.export` builds the graph's structure by running every fx op once on its own.
+Timing those ops in isolation misses what the executor adds around each node (resolving the
+arguments, building and keeping the tape, summing incoming gradients, dropping copies) and
+the caches of a real step: on small CPU nodes the isolated times are 1.5-5x below a step's.
+`profile_nodes` therefore runs the graph's own order (the store-all schedule: every node once,
+a tape for every B_v) through `models.graph.executor.GraphExecutor`, with the same code path a
+measured step takes, and reads per node:
+
+- ``ms``: the median over `repeats` steps (after `warmup` untimed ones) of the node's time in
+  the step (clock `clock`: "wall" or "thread", `models.memory.cpu_clock`), from the start of
+  its computation to the end of the drops that follow it; ``spread``: (max - min) / median;
+- ``kept`` (bytes, one extra step under `models.memory.LiveTensorTracker`): what the executor
+  keeps for the node until its copy is dropped. F_v: the bytes the step holds more after F_v
+  than before it (its output and its tape's internal saved tensors: masks, statistics, pooling
+  indices; views of the producers' storages are not kept); the loss and B_v: the storages of
+  its copy (the gradients for its producers) that did not exist before it, each counted once
+  (a gradient passed through unchanged, as ``add`` does, is the incoming storage: not new);
+- ``rise`` (bytes): the peak of the step's live bytes during the node above the level before
+  it, by the tracker; ``alloc_rise``: the same by the CPU allocator's own reports (one more step
+  under ``torch.profiler`` with memory events, each node a ``record_function`` range; on CUDA
+  not measured). A rise exceeds the kept bytes by the node's *temporaries*: a parameter's
+  gradient before it is added into ``.grad``, the intermediate gradients of a loss, and, seen
+  by the allocator only, kernel scratch buffers (oneDNN convolutions: about their output's
+  size). `temporaries` gives them per node: rise - kept, at least 0;
+- ``random``: the forward nodes that draw random numbers (dropout): a schedule that computes one
+  again keeps the CPU RNG state of its first computation until the step ends
+  (`models.measure.RngStates`), bytes the allocator sees and the tracker does not.
+
+These are the graph's ``cost_cpu`` (ms) and ``cost_ram`` (bytes) with ``timing="in_step"``:
+the store-all schedule's predicted makespan is then the sum of its nodes' in-step times. The
+graph model (Checkmate's) charges a node its kept bytes only; the temporaries are stored in the
+graph's ``meta["temporaries"]`` (node name -> bytes, per method) and added by the executor to
+the simulator's memory at the node's step when it predicts a measured peak
+(`models.graph.executor`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from memsched.models.memory import LiveTensorTracker, cpu_clock, storage_key
+from torch.utils._pytree import tree_flatten
+
+__all__ = ["NodeProfile", "profile_nodes"]
+
+
+@dataclass
+class NodeProfile:
+    """Per graph node (index): median in-step time (ms), its spread, kept bytes and peak rise
+    (bytes); how it was measured (`repeats` timed steps after `warmup`, `clock`)."""
+
+    ms: list[float]
+    spread: list[float]
+    kept: list[int]
+    rise: list[int]
+    repeats: int
+    warmup: int
+    clock: str
+    alloc_rise: list[int] | None = None
+    random: list[int] = field(default_factory=list)
+    samples: list[list[float]] = field(default_factory=list, repr=False)
+
+    def temporaries(self, names: list[str]) -> dict[str, dict[str, int]]:
+        """method ("tracker", "allocator") -> node name -> bytes of its temporaries (rise - kept;
+        nodes without any left out)."""
+        out: dict[str, dict[str, int]] = {}
+        for method, rise in (("tracker", self.rise), ("allocator", self.alloc_rise)):
+            if rise is not None:
+                out[method] = {names[v]: int(r - k) for v, (r, k) in enumerate(zip(rise, self.kept)) if r > k}
+        return out
+
+
+class _Probe:
+    """Receives the executor's per-step calls (`GraphExecutor._run`'s `probe`)."""
+
+    def __init__(self, seq: list[int], n: int, clock: str, tracker: LiveTensorTracker | None,
+                 device: torch.device | None = None) -> None:
+        self.seq = seq
+        clock_now = cpu_clock(clock)
+        if device is not None and device.type == "cuda":  # a node's time ends when its kernels do
+
+            def now() -> float:
+                torch.cuda.synchronize(device)
+                return clock_now()
+
+            self.now = now
+        else:
+            self.now = clock_now
+        self.tracker = tracker
+        self.t0 = 0.0
+        self.times: list[list[float]] = [[] for _ in range(n)]
+        self.kept = [0] * n
+        self.rise = [0] * n
+        self.level = 0
+        self.live: set[int] = set()
+        self.forward: set[int] = set()
+        self.random: set[int] = set()  # forward nodes that draw random numbers
+        self.rng: torch.Tensor | None = None
+
+    def start(self, s: int) -> None:
+        """A step begins: note the clock (and the live storages and bytes when sizing)."""
+        if self.tracker is not None:
+            self.level = self.tracker.current
+            self.live = set(self.tracker._live)
+            self.tracker.reset_peak()
+            self.rng = torch.get_rng_state() if self.seq[s] in self.forward else None
+        self.t0 = self.now()
+
+    def computed(self, s: int, node: int, run: Any, meter: Any) -> None:
+        """The node is computed, its ended copies not yet dropped: read its kept bytes and rise."""
+        if self.tracker is None:
+            return
+        v = self.seq[s]
+        if v in self.forward:
+            kept = self.tracker.current - self.level
+        else:
+            seen: dict[int, int] = {}
+            for t in tree_flatten(run.copies[v][1])[0]:
+                if isinstance(t, torch.Tensor) and t.numel():
+                    key = storage_key(t)
+                    if key not in self.live:
+                        seen[key] = int(t.untyped_storage().nbytes())
+            kept = sum(seen.values())
+        if self.rng is not None and not torch.equal(self.rng, torch.get_rng_state()):
+            self.random.add(v)
+        self.kept[v] = max(0, int(kept))
+        self.rise[v] = max(0, int(self.tracker.peak - self.level))
+
+    def stop(self, s: int) -> None:
+        """The step ends (its drops included): record its time."""
+        self.times[self.seq[s]].append((self.now() - self.t0) * 1e3)
+
+
+class _RangeProbe(_Probe):
+    """Marks each step as a ``torch.profiler.record_function`` range (``memsched.step.<s>``)."""
+
+    def __init__(self, seq: list[int], n: int, clock: str) -> None:
+        super().__init__(seq, n, clock, None)
+        self.range: Any = None
+
+    def start(self, s: int) -> None:
+        """Open step s's range."""
+        self.range = torch.profiler.record_function(f"memsched.step.{s}")
+        self.range.__enter__()
+
+    def stop(self, s: int) -> None:
+        """Close step s's range."""
+        self.range.__exit__(None, None, None)
+
+
+def _allocator_rises(prof: Any, seq: list[int], n: int) -> list[int]:
+    """Per node: the peak of the CPU allocator's running sum during its step's range above the sum at the range's
+    start (bytes), from the profiler's allocation events."""
+    from torch._C._profiler import _EventType
+
+    events: list[tuple[int, int]] = []
+    ranges: dict[int, tuple[int, int]] = {}
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        if node.tag == _EventType.Allocation:
+            if node.extra_fields.device.type == "cpu":
+                events.append((int(node.start_time_ns), int(node.extra_fields.alloc_size)))
+        elif node.name.startswith("memsched.step."):
+            ranges[int(node.name.rsplit(".", 1)[1])] = (int(node.start_time_ns), int(node.end_time_ns))
+        stack.extend(node.children)
+    events.sort()
+    rises = [0] * n
+    i, level = 0, 0
+    for s in sorted(ranges):
+        begin, end = ranges[s]
+        while i < len(events) and events[i][0] < begin:
+            level += events[i][1]
+            i += 1
+        base = peak = level
+        while i < len(events) and events[i][0] <= end:
+            level += events[i][1]
+            peak = max(peak, level)
+            i += 1
+        rises[seq[s]] = peak - base
+    return rises
+
+
+def profile_nodes(executor: Any, inputs: torch.Tensor, target: Any, *, repeats: int = 5, warmup: int = 2,
+                  clock: str = "wall", seed: int = 0) -> NodeProfile:
+    """Run the graph order of `executor.graph` (a `GraphExecutor`) `warmup` + `repeats` times
+    on (`inputs`, `target`) and once under the tracker; per node the median time (ms, `clock`)
+    and the bytes kept (see the module docstring). Parameter gradients are accumulated as in any
+    step (and zeroed by each)."""
+    graph = executor.graph
+    seq = list(range(graph.n))
+    _, frees, tape_at, retain_at = executor.prepare(seq)
+    timer = _Probe(seq, graph.n, clock, None, inputs.device)
+    for _ in range(max(0, warmup)):  # lazily allocated caches, first-call costs
+        executor._run(seq, frees, tape_at, retain_at, inputs, target, seed, False, False, clock, probe=timer)
+    sizer = _Probe(seq, graph.n, clock, LiveTensorTracker())
+    sizer.forward = set(executor.plan.ops)
+    with sizer.tracker:  # type: ignore[union-attr]
+        executor._run(seq, frees, tape_at, retain_at, inputs, target, seed, False, False, clock, probe=sizer)
+    alloc_rise = None
+    if inputs.device.type == "cpu":
+        from torch.profiler import ProfilerActivity, profile
+
+        ranges = _RangeProbe(seq, graph.n, clock)
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            executor._run(seq, frees, tape_at, retain_at, inputs, target, seed, False, False, clock, probe=ranges)
+        alloc_rise = _allocator_rises(prof, seq, graph.n)
+    timer.times = [[] for _ in range(graph.n)]
+    for _ in range(max(1, repeats)):
+        executor._run(seq, frees, tape_at, retain_at, inputs, target, seed, False, False, clock, probe=timer)
+    ms = [float(statistics.median(ts)) for ts in timer.times]
+    spread = [(max(ts) - min(ts)) / m if m > 0 else 0.0 for ts, m in zip(timer.times, ms)]
+    return NodeProfile(ms, spread, sizer.kept, sizer.rise, max(1, repeats), max(0, warmup), clock, alloc_rise,
+                       sorted(sizer.random), timer.times)

@@ -1,0 +1,86 @@
+"""Graph costs measured inside the graph executor (models.graph.profile, export timing="in_step").
+
+With ``cost="measured"`` and ``ram="tape"`` the export sizes every node by what the executor
+keeps for it and records each node's temporaries (tensor tracker, CPU allocator): the executor's
+predicted peak (simulator + the running node's temporaries) must then equal what each memory
+method measures, for the store-all schedule and for checkpointing schedules, with gradients
+equal to plain autograd. Times are only checked for being positive (speed is measured in
+experiments/bench_executor and bench_graph_executor, not in unit tests).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from memsched.models.chain.executor import reference_step  # noqa: E402
+from memsched.models.graph.executor import GraphExecutor  # noqa: E402
+from memsched.models.graph.export import export_training_graph  # noqa: E402
+from memsched.models.measure import compare_gradients  # noqa: E402
+from memsched.models.zoo import build_model  # noqa: E402
+from memsched.solvers import registry  # noqa: E402
+from memsched.solvers.graph import Graph, reference_peak, simulate  # noqa: E402
+
+torch.set_num_threads(1)
+
+SIZES = {
+    "resnet18": dict(batch=2, image_size=32, width=4, depth=1, classes=10),
+    "gpt2": dict(batch=2, seq_len=8, width=16, depth=2, vocab=64),
+}
+_CACHE: dict[str, tuple] = {}
+
+
+def _setup(name: str):
+    if name not in _CACHE:
+        model = build_model(name, device="cpu", seed=0, **SIZES[name])
+        graph = export_training_graph(model, cost="measured", ram="tape", repeats=2, warmup=1)
+        executor = GraphExecutor(model.blocks, model.loss_fn, graph, model.example_input)
+        _, ref, _ = reference_step(model.blocks, model.loss_fn, model.example_input, model.target, seed=0)
+        _CACHE[name] = (model, graph, executor, ref)
+    return _CACHE[name]
+
+
+@pytest.mark.parametrize("name", sorted(SIZES))
+def test_in_step_export_records_times_sizes_and_temporaries(name, tmp_path):
+    _, graph, _, _ = _setup(name)
+    meta = graph.meta
+    assert meta["timing"] == "in_step" and meta["clock"] == "thread" and meta["units"]["time"] == "ms"
+    assert all(c > 0 for c in graph.cost_cpu)
+    assert set(meta["temporaries"]) == {"tracker", "allocator"}
+    assert set(meta["temporaries"]["tracker"]) <= set(graph.names)
+    assert graph.cost_ram[graph.names.index("loss")] > 0
+    path = tmp_path / "g.json"
+    graph.save(path)
+    again = Graph.load(path)
+    assert again.meta["temporaries"] == meta["temporaries"] and list(again.cost_ram) == list(graph.cost_ram)
+
+
+@pytest.mark.parametrize("name", sorted(SIZES))
+@pytest.mark.parametrize("solver, fraction", [("checkpoint-all", 1.0), ("dtr", 0.7), ("checkmate", 0.5)])
+def test_predicted_peak_is_what_both_methods_measure(name, solver, fraction):
+    model, graph, executor, ref = _setup(name)
+    res = registry.solve("graph", graph, solver, int(fraction * reference_peak(graph)), time_limit=10)
+    if not res.found:
+        pytest.skip(f"{solver} finds no schedule at {fraction:.0%}")
+    step = executor.step(res.schedule, model.example_input, model.target, seed=0, measure_time=False,
+                         independent=True)
+    ok, msg = compare_gradients(step.grads, ref)
+    assert ok, msg
+    seq = res.schedule.indices(graph)
+    sim = simulate(graph, seq)
+    tracker_pred = max(executor.predicted_memory(seq, sim, "tracker"))
+    alloc_pred = max(executor.predicted_memory(seq, sim, "allocator"))
+    assert tracker_pred >= sim.peak_memory  # temporaries only add
+    assert abs(step.peak_memory / tracker_pred - 1) <= 0.05, (step.peak_memory, tracker_pred)
+    assert step.independent_peak is not None
+    assert abs(step.independent_peak / alloc_pred - 1) <= 0.05, (step.independent_peak, alloc_pred)
+    assert getattr(step, "tracker_predicted_peak", None) in (None, tracker_pred)
+
+
+def test_isolated_timing_keeps_the_recorded_sizes():
+    model, graph, _, _ = _setup("gpt2")
+    iso = export_training_graph(model, cost="measured", ram="tape", repeats=1, warmup=0, timing="isolated")
+    assert iso.meta["timing"] == "isolated" and "temporaries" not in iso.meta
+    assert iso.names == graph.names and iso.edges == graph.edges
+    assert all(c > 0 for c in iso.cost_cpu)
