@@ -41,6 +41,8 @@ SOLVERS: dict[str, tuple[str, str]] = {
                    "MadPipe-style interleaved allocation (several stages per device), heuristic"),
     "interleave-v": (".pipeline.interleave:solve_interleave_v",
                      "DP over V-shaped allocations (device k: stages k and 2P-1-k) and straight pipelines"),
+    "interleave-dp": (".pipeline.interleave_dp:solve_interleave_dp",
+                      "MadPipe-style DP over interleaved allocations (any device map), exact up to a state cap"),
     "interleave-cpsat": (".pipeline.interleave:solve_interleave_cpsat",
                          "exact CP-SAT model of interleaved (non-contiguous) allocation"),
 }

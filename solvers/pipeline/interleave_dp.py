@@ -1,0 +1,200 @@
+"""A general DP for interleaved (non-contiguous) allocations, after MadPipe (``interleave-dp``).
+
+The model is the simulator's (`solvers.pipeline.simulator`): the chain is cut into S <= Smax
+contiguous stages, each placed on one of P devices (several stages may share a device); under
+1F1B stage s keeps n_s = S - s micro-batches in flight (its position from the end, t = S - s),
+under GPipe n_s = m, so its memory M_s = ceil(kappa W_s) + n_s A_s + Q_s is known from its
+layers and t. A device's load is the sum of its stages' times tau_s, its memory the sum of
+their M_s; the period is max(max_p load_p, max_s c_s) with c_s = 0 when stages s - 1 and s
+share a device.
+
+MadPipe (Beaumont, Eyraud-Dubois, Shilova) builds allocations by a dynamic program that places
+the layers from the end of the network, so that each stage knows how many micro-batches are in
+flight at it, and keeps the load and memory of the devices that receive several stages in its
+state. This module does the same over *every* device map: the state after placing the
+suffix [i, L) as t stages is
+
+    (i, t, the multiset of (load_p, memory_p) of the devices used, the device of stage S - t),
+    valued by the largest link time so far (minimised),
+
+and a transition places the stage [i', i - 1] at position t + 1 on a device already used (one
+per distinct (load, memory) pair) or on a fresh one (at most P), adding tau(i', i - 1) to its
+load and M(i', i - 1, t + 1) to its memory (<= the limit), and charging the link into stage
+[i, ...] unless both stages share a device. Devices are interchangeable, so states that differ
+only by a relabelling of devices are merged (the multiset). The answer is the best state at
+i = 0. Branch and bound keeps the state space small: an incumbent period U (the better of the
+straight memory-aware DP, the V-shaped DP and the `interleave` heuristic, so the answer is never
+worse than those) prunes every state with a load or link time >= U, or whose devices cannot
+absorb the remaining work sum_{l < i'} (f_l + b_l) below U. The DP is exact (status
+``optimal`` among interleaved allocations of <= Smax stages) unless a level holds more than
+``max_states`` states, in which case only the ``max_states`` with the smallest largest load are
+expanded (a beam; status ``feasible``, the scope says so). Worst case exponential (the problem is
+NP-hard); the tests check it against `interleave-cpsat` and a brute force on small chains.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from .dp import _defaults, _prefix, stage_arrays
+from .instance import Pipeline
+from .schedule import Partition
+
+#: default cap on the states of one level (layer i) before the DP turns into a beam
+DEFAULT_MAX_STATES = 20000
+
+
+@dataclass
+class _State:
+    """One DP state: per device (load, memory, label); the label of the device of the last
+    placed stage (-1 before any); the largest link time so far; the stages placed, from the
+    end, as (first, last, label)."""
+
+    devices: tuple[tuple[float, int, int], ...]
+    last: int
+    linkmax: float
+    path: tuple[tuple[int, int, int], ...]
+
+    def key(self) -> tuple[Any, ...]:
+        """The state up to a relabelling of devices."""
+        rest = sorted((ld, mem) for ld, mem, lab in self.devices if lab != self.last)
+        last = next(((ld, mem) for ld, mem, lab in self.devices if lab == self.last), None)
+        return (len(self.path), tuple(rest), last)
+
+
+def interleave_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1f1b",
+                  micro_batches: int | None = None, max_stages: int | None = None,
+                  upper: float = math.inf, max_states: int = DEFAULT_MAX_STATES
+                  ) -> tuple[tuple[float, list[tuple[int, int]], list[int]] | None, bool]:
+    """The DP of the module docstring: ((period, stage bounds, device of each stage) of the
+    best allocation strictly better than ``upper``, or None when there is none; exact), where
+    ``exact`` is False when a level was cut to ``max_states`` states (then None proves nothing)."""
+    L = inst.length
+    smax = min(L, int(max_stages or 2 * P))
+    m = int(micro_batches or 0)
+    pre = _prefix(inst)
+    arrs = [stage_arrays(inst, pre, i) for i in range(L)]
+    link = [inst.comm_time(2.0 * inst.input_of(i), 2 * inst.messages_into(i)) if i > 0 else 0.0 for i in range(L)]
+    limit = math.inf if budget is None else float(budget)
+    bounded = budget is not None
+    cap = upper * (1.0 - 1e-12) if math.isfinite(upper) else math.inf  # keep strictly better states only
+    levels: list[dict[tuple[Any, ...], _State]] = [{} for _ in range(L + 1)]
+    levels[L][(0, (), None)] = _State((), -1, 0.0, ())
+    exact = True
+    best: _State | None = None
+    best_val = math.inf
+    for i in range(L, 0, -1):
+        states = list(levels[i].values())
+        levels[i] = {}
+        if len(states) > max_states:
+            exact = False
+            states.sort(key=lambda s: (max((d[0] for d in s.devices), default=0.0), s.linkmax))
+            states = states[:max_states]
+        for st in states:
+            t = len(st.path)
+            if t >= smax:
+                continue
+            n = t + 1 if schedule == "1f1b" else m
+            used = len(st.devices)
+            # a stage that does not start at layer 0 needs another stage before it
+            for first in (range(i - 1, -1, -1) if t + 1 < smax else (0,)):
+                k = i - 1 - first
+                arr = arrs[first]
+                tau = float(arr["fb"][k])
+                if tau >= cap:
+                    break  # longer stages only take more time
+                mem = int(arr["wmem"][k]) + n * int(arr["stash"][k]) + int(arr["buffers"][k])
+                if mem > limit:
+                    continue
+                if not bounded:
+                    mem = 0  # without a limit memory does not matter: states differ by their loads only
+                rest_work = float(pre.fb[first])
+                seen: set[tuple[float, int, bool]] = set()
+                options = [(d, lab == st.last) for d, (_, _, lab) in enumerate(st.devices)]
+                if used < P:
+                    options.append((-1, False))
+                for d, same in options:
+                    load0, mem0, lab = st.devices[d] if d >= 0 else (0.0, 0, used)
+                    sig = (load0, mem0, same)
+                    if sig in seen:
+                        continue  # an equivalent device: the same state up to relabelling
+                    seen.add(sig)
+                    load, held = load0 + tau, mem0 + mem
+                    if load >= cap or held > limit:
+                        continue
+                    lk = st.linkmax if (same or i == L) else max(st.linkmax, link[i])
+                    if lk >= cap:
+                        continue
+                    devs = list(st.devices)
+                    if d >= 0:
+                        devs[d] = (load, held, lab)
+                    else:
+                        devs.append((load, held, lab))
+                    if first > 0 and math.isfinite(cap):
+                        room = sum(cap - x[0] for x in devs) + (P - len(devs)) * cap
+                        if room <= rest_work:
+                            continue  # the remaining layers cannot fit below the incumbent
+                    new = _State(tuple(devs), lab, lk, st.path + ((first, i - 1, lab),))
+                    if first == 0:
+                        val = max(max(x[0] for x in devs), lk)
+                        if val < best_val:
+                            best, best_val = new, val
+                            cap = min(cap, val * (1.0 - 1e-12))
+                        continue
+                    key = new.key()
+                    old = levels[first].get(key)
+                    if old is None or lk < old.linkmax:
+                        levels[first][key] = new
+    if best is None:
+        return None, exact
+    stages = list(reversed(best.path))
+    return (best_val, [(a, b) for a, b, _ in stages], [lab for _, _, lab in stages]), exact
+
+
+def solve_interleave_dp(inst: Pipeline, budget: int, *, devices: int | None = None, schedule: str = "1f1b",
+                        micro_batches: int | None = None, max_stages: int | None = None,
+                        max_states: int | None = None, **_: Any) -> SolveResult:
+    """`interleave_dp` seeded with the best of `interleave` (straight DP and heuristic) and, at
+    most `interleave.MAX_V_LAYERS` layers, `interleave-v`; every answer replayed by the simulator."""
+    from .interleave import MAX_V_LAYERS, solve_interleave, solve_interleave_v
+
+    start = time.perf_counter()
+    P, schedule, m = _defaults(devices, schedule, micro_batches)
+    smax = min(inst.length, int(max_stages or 2 * P))
+    seeds = [solve_interleave(inst, budget, devices=P, schedule=schedule, micro_batches=m, max_stages=smax)]
+    if inst.length <= MAX_V_LAYERS and 2 * P <= smax:
+        seeds.append(solve_interleave_v(inst, budget, devices=P, schedule=schedule, micro_batches=m))
+    found = [s for s in seeds if s.schedule is not None and s.objective is not None]
+    incumbent = min(found, key=lambda s: float(s.objective or math.inf)) if found else None
+    upper = float(incumbent.objective) if incumbent is not None and incumbent.objective is not None else math.inf
+    got, exact = interleave_dp(inst, P, budget, schedule=schedule, micro_batches=m, max_stages=smax, upper=upper,
+                        max_states=int(max_states or DEFAULT_MAX_STATES))
+    if exact and incumbent is not None and incumbent.schedule is not None:
+        exact = len(incumbent.schedule.stages) <= smax  # the seed must lie in the DP's scope
+    best: Partition | None = incumbent.schedule if incumbent is not None else None
+    if got is not None:
+        part = Partition.from_bounds(got[1], schedule=schedule, micro_batches=m, devices=P)
+        part.device_of = got[2]
+        part.evaluated(inst)
+        if best is None or (part.period or math.inf) < (best.period or math.inf):
+            best = part
+    scope = (f"interleaved allocations of <= {smax} contiguous stages on <= {P} devices"
+             + ("" if exact else f" (beam: levels cut to {int(max_states or DEFAULT_MAX_STATES)} states)"))
+    elapsed = time.perf_counter() - start
+    if best is None:
+        return SolveResult(problem="pipeline", solver="interleave-dp", status=INFEASIBLE if exact else TIMEOUT,
+                           budget=budget, min_budget=None, solve_time_s=elapsed, scope=scope,
+                           message=f"no interleaved allocation fits {budget} bytes per device"
+                           + ("" if exact else " found by the beam (not proven)"))
+    assert best.period is not None
+    return SolveResult(problem="pipeline", solver="interleave-dp", status=OPTIMAL if exact else FEASIBLE,
+                       objective=best.period, peak_memory=best.peak_memory,
+                       lower_bound=best.period if exact else None, solve_time_s=elapsed, budget=budget,
+                       schedule=best, scope=scope)
+
+
+__all__ = ["DEFAULT_MAX_STATES", "interleave_dp", "solve_interleave_dp"]

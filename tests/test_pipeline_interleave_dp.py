@@ -1,0 +1,91 @@
+"""The general interleaved-allocation DP (`interleave-dp`): equal to the exact CP-SAT model and
+a brute force on small random chains, never worse than the contiguous DP or the V-shaped DP,
+every answer replayed by the simulator."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from memsched.solvers.pipeline import Pipeline, simulate
+from memsched.solvers.pipeline.dp import solve_madpipe
+from memsched.solvers.pipeline.interleave import solve_interleave_cpsat, solve_interleave_v
+from memsched.solvers.pipeline.interleave_dp import interleave_dp, solve_interleave_dp
+from memsched.solvers.registry import solve
+from memsched.solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT
+from test_pipeline_interleave import brute_force, chain
+
+
+def replayed(inst: Pipeline, res, budget, P: int) -> None:
+    ev = simulate(inst, res.schedule, budget, devices=P)
+    assert ev.violation is None
+    assert ev.period == pytest.approx(res.objective, rel=1e-9)
+    assert ev.peak_memory == res.peak_memory
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10**6), L=st.integers(3, 6), P=st.integers(2, 3),
+       frac=st.sampled_from([None, 1.0, 0.8, 0.6]), bw=st.sampled_from([None, 2e6]))
+def test_equals_cpsat_and_never_worse_than_contiguous(seed, L, P, frac, bw):
+    inst = chain(seed, L)
+    if bw is not None:
+        inst.bandwidth = bw
+    straight = solve_madpipe(inst, None, devices=P)
+    budget = None if frac is None else int(straight.peak_memory * frac)
+    smax = min(L, 2 * P)
+    res = solve_interleave_dp(inst, budget, devices=P)
+    cp = solve_interleave_cpsat(inst, budget if budget is not None else 10**15, devices=P, max_stages=smax,
+                                warm_start=False, time_limit=30)
+    assert cp.status in (OPTIMAL, INFEASIBLE), cp.message
+    if cp.status == INFEASIBLE:
+        assert res.status == INFEASIBLE and res.schedule is None
+        return
+    assert res.status == OPTIMAL, res.message
+    replayed(inst, res, budget, P)
+    assert res.objective == pytest.approx(cp.objective, rel=1e-9)
+    mad = solve_madpipe(inst, budget, devices=P)
+    if mad.status == OPTIMAL:  # interleaving includes contiguous partitions
+        assert res.objective <= mad.objective + 1e-9
+
+
+def test_equals_brute_force_and_beats_straight_and_v():
+    strictly = 0
+    for seed in range(6):
+        inst = chain(seed, L=6)
+        P, smax = 2, 4
+        straight = solve_madpipe(inst, None, devices=P)
+        for budget in (None, int(straight.peak_memory * 0.9)):
+            want = brute_force(inst, P, budget, smax)
+            res = solve_interleave_dp(inst, budget, devices=P, max_stages=smax)
+            if math.isinf(want):
+                assert res.status == INFEASIBLE
+                continue
+            assert res.status == OPTIMAL and res.objective == pytest.approx(want, rel=1e-9)
+            replayed(inst, res, budget, P)
+            v = solve_interleave_v(inst, budget, devices=P)
+            if v.status == OPTIMAL:
+                assert res.objective <= v.objective + 1e-9
+            mad = solve_madpipe(inst, budget, devices=P)
+            strictly += mad.status != OPTIMAL or res.objective < mad.objective - 1e-9
+    assert strictly >= 1
+
+
+def test_dp_alone_finds_the_optimum_and_its_beam_is_not_proven():
+    inst = chain(0, L=5)
+    (period, bounds, dev), exact = interleave_dp(inst, 2, None, max_stages=4)
+    assert exact and period == pytest.approx(brute_force(inst, 2, None, 4))
+    assert len(bounds) == len(dev) and bounds[0][0] == 0 and bounds[-1][1] == inst.length - 1
+    found, exact = interleave_dp(inst, 2, None, max_stages=4, upper=period)  # nothing strictly better
+    assert found is None and exact
+    _, exact = interleave_dp(chain(1, L=12), 3, None, max_states=2)
+    assert not exact
+    res = solve_interleave_dp(chain(1, L=12), None, devices=3, max_states=2)
+    assert res.status in (FEASIBLE, TIMEOUT) and "beam" in res.scope
+
+
+def test_registered_and_refereed():
+    inst = chain(3, L=6)
+    res = solve("pipeline", inst, "interleave-dp", 10**15, devices=2)
+    assert res.status == OPTIMAL and res.schedule.device_of is not None
