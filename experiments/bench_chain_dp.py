@@ -6,13 +6,16 @@
 For each L and slot count: a seeded random chain (`solvers.chain.generate.random_chain(L, seed)`),
 a budget of `fraction` x its store-all peak, and the best of `repeat` runs of
 (table fill, schedule reconstruction); wall and process CPU seconds are both recorded, since
-the machine may be shared (the load average at the start of each row is written too). The numba
-kernel is compiled (or loaded from its cache) once before timing; that warm-up is reported apart.
+the machine may be shared (the load average at the start of each row is written too). The kernel
+(`--kernel`; by default the fastest available, `solvers.chain.jit.kernel_backend`: C, numba or
+numpy, all giving the same table) is built, compiled or loaded from its cache once before
+timing; that warm-up is reported apart.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import platform
 import sys
@@ -27,13 +30,14 @@ from memsched.solvers.chain.generate import random_chain
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = ["L", "slots", "seed", "budget_fraction", "budget", "cells", "table_s", "schedule_s", "total_s",
-          "cpu_s", "makespan", "recomputations", "numba", "load_avg_1min", "python", "numpy", "numba_version",
+          "cpu_s", "makespan", "recomputations", "kernel", "numba", "load_avg_1min", "python", "numpy", "numba_version",
           "machine"]
 
 
-def run_one(L: int, slots: int, seed: int, fraction: float, repeat: int) -> dict:
-    """Best of `repeat` timings (s) of the rotor DP table and schedule on a random chain of L stages at
-    `fraction` of its store-all peak, `slots` slots; the makespan is checked by the simulator. One CSV row."""
+def run_one(L: int, slots: int, seed: int, fraction: float, repeat: int, kernel: str) -> dict:
+    """Best of `repeat` timings (s) of the rotor DP table (with `kernel`) and schedule on a random chain
+    of L stages at `fraction` of its store-all peak, `slots` slots; the makespan is checked by the
+    simulator. One CSV row."""
     chain = random_chain(L, seed)
     budget = int(fraction * reference_peak(chain))
     work = chain.discretised(budget / slots)
@@ -42,7 +46,7 @@ def run_one(L: int, slots: int, seed: int, fraction: float, repeat: int) -> dict
     for _ in range(repeat):
         load = os.getloadavg()[0]
         w0, c0 = time.perf_counter(), time.process_time()
-        table = rotor_mod.rotor_table(work, m_top)
+        table = rotor_mod.rotor_table(work, m_top, kernel=kernel)
         w1 = time.perf_counter()
         schedule = table.schedule(m_top)
         w2, c2 = time.perf_counter(), time.process_time()
@@ -52,15 +56,14 @@ def run_one(L: int, slots: int, seed: int, fraction: float, repeat: int) -> dict
     sim = simulate(chain, schedule, budget).raise_if_invalid()
     assert abs(sim.makespan - table.value(m_top)) <= 1e-6 * sim.makespan
     try:
-        import numba
-
-        numba_version = numba.__version__
-    except ImportError:
+        numba_version = importlib.metadata.version("numba")
+    except importlib.metadata.PackageNotFoundError:
         numba_version = ""
     return {"L": L, "slots": slots, "seed": seed, "budget_fraction": fraction, "budget": budget,
             "cells": int(table.C.size), **{k: round(v, 4) for k, v in best.items()},
             "makespan": round(sim.makespan, 6), "recomputations": schedule.recomputations(),
-            "numba": rotor_mod.HAVE_NUMBA, "python": platform.python_version(), "numpy": np.__version__,
+            "kernel": kernel, "numba": rotor_mod.HAVE_NUMBA, "python": platform.python_version(),
+            "numpy": np.__version__,
             "numba_version": numba_version, "machine": f"{platform.machine()} x{os.cpu_count()}"}
 
 
@@ -72,13 +75,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fraction", type=float, default=0.5, help="budget as a fraction of the store-all peak")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=3, help="best of N runs (1 for L > 200)")
+    ap.add_argument("--kernel", choices=rotor_mod.KERNELS, default=None,
+                    help="the DP kernel (default: the fastest available)")
     ap.add_argument("--out", default=str(ROOT / "results" / "bench_chain_dp.csv"))
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
-    rotor_mod.rotor_table(random_chain(3, 0), 10)
+    kernel = args.kernel or rotor_mod.kernel_backend()
+    rotor_mod.rotor_table(random_chain(3, 0), 10, kernel=kernel)
     warm = time.perf_counter() - t0
-    print(f"kernel: {'numba' if rotor_mod.HAVE_NUMBA else 'numpy fallback'}; warm-up (compile or cache load) "
+    print(f"kernel: {kernel}; warm-up (build, compile or cache load) "
           f"{warm:.2f} s; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", file=sys.stderr)
     rows = []
     header = f"{'L':>5} {'slots':>6} {'cells':>11} {'table s':>9} {'sched s':>9} {'total s':>9} {'cpu s':>8} " \
@@ -86,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     for L in args.lengths:
         for slots in args.slots:
-            row = run_one(L, slots, args.seed, args.fraction, args.repeat if L <= 200 else 1)
+            row = run_one(L, slots, args.seed, args.fraction, args.repeat if L <= 200 else 1,
+                          kernel)
             rows.append(row)
             print(f"{L:>5} {slots:>6} {row['cells']:>11,} {row['table_s']:>9.3f} {row['schedule_s']:>9.3f} "
                   f"{row['total_s']:>9.3f} {row['cpu_s']:>8.3f} {row['load_avg_1min']:>5.1f} "

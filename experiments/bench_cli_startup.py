@@ -6,7 +6,11 @@ Measures, each as the median (and minimum) of a few runs of a fresh process:
 - ``memsched --help`` and ``memsched solvers``;
 - ``memsched solve CHAIN --solver rotor --slots 500`` on a 200-stage random chain
   (`solvers.chain.generate.random_chain(200, seed=0)`, budget 50% of the store-all peak),
-  whole process, with the DP time it reports itself (``solve_time_s``);
+  whole process, with the DP time it reports itself (``solve_time_s``) and the kernel it ran
+  (`solvers.chain.jit.kernel_backend`: C when a C compiler built `solvers/chain/rotor_kernel.c`);
+  one untimed run first builds the C kernel (or fills numba's cache), as the first run after an
+  install does once;
+- the same with ``MEMSCHED_NO_CC=1`` (the numba kernel: numba's import and JIT start-up);
 - the same DP in this process, warm (`solvers.chain.dp.solve_rotor`);
 - rotor's own C dynamic program (``persistent_compute_table`` of rotor's
   ``rotor/algorithms/dynamic_programs.c``, Beaumont et al.) on the same chain, discretised the
@@ -52,12 +56,13 @@ def memsched_cmd() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "memsched.experiments.cli"]
 
 
-def timed(cmd: list[str], runs: int) -> tuple[list[float], str]:
-    """Wall times of `runs` runs of `cmd` (a fresh process each) and the last run's stdout."""
+def timed(cmd: list[str], runs: int, env: dict[str, str] | None = None) -> tuple[list[float], str]:
+    """Wall times of `runs` runs of `cmd` (a fresh process each, with `env` added to the
+    environment) and the last run's stdout."""
     times, out = [], ""
     for _ in range(runs):
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env={**os.environ, **(env or {})})
         times.append(time.perf_counter() - t0)
         if proc.returncode not in (0, 1):
             raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
@@ -133,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from memsched.solvers.chain.dp import solve_rotor
     from memsched.solvers.chain.generate import random_chain
+    from memsched.solvers.chain.jit import kernel_backend
     from memsched.solvers.registry import get_problem
     from memsched.solvers.units import parse_budget
 
@@ -147,11 +153,18 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(row("process", "python -c pass", timed([sys.executable, "-c", "pass"], args.runs)[0]))
     rows.append(row("process", "memsched --help", timed([*ms, "--help"], args.runs)[0]))
     rows.append(row("process", "memsched solvers", timed([*ms, "solvers"], args.runs)[0]))
+    kernel = kernel_backend()
+    timed(solve, 1)  # builds the C kernel or fills numba's cache, once per install
     times, out = timed(solve, args.runs)
     reported = json.loads(out)
     rows.append(row("process", f"memsched solve rotor L={L} {SLOTS} slots", times,
-                    f"status {reported['status']}; the DP inside: {reported['solve_time_s']:.3f} s"))
+                    f"status {reported['status']}; kernel {kernel}; the DP inside: {reported['solve_time_s']:.3f} s"))
     whole = statistics.median(times)
+    if kernel == "c":
+        timed(solve, 1, {"MEMSCHED_NO_CC": "1"})
+        times, out = timed(solve, args.runs, {"MEMSCHED_NO_CC": "1"})
+        rows.append(row("process", f"memsched solve rotor L={L} {SLOTS} slots, MEMSCHED_NO_CC=1", times,
+                        f"kernel {kernel_backend(True)}; the DP inside: {json.loads(out)['solve_time_s']:.3f} s"))
     inproc = []
     for _ in range(args.runs):
         t0 = time.perf_counter()

@@ -333,7 +333,8 @@ def rotor_table(chain: Chain, M: int, *, use_numba: bool | None = None, kernel: 
     sf = np.concatenate([[0.0], np.cumsum(u_f)])
     off = _offsets(L)
     nrows = (L + 1) * (L + 2) // 2
-    C = np.full((nrows, M + 1), np.inf)
+    # the C and numba kernels write every row and every first[r]; the numpy one needs the +inf
+    C = np.full((nrows, M + 1), np.inf) if kernel == "numpy" else np.empty((nrows, M + 1))
     first = np.full(nrows, M + 1, dtype=np.int64)
     if kernel == "c":
         from .ckernel import fill_table
