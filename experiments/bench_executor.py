@@ -96,8 +96,6 @@ def evaluate(label: str, name: str, sizes: dict[str, Any], problem: str, *, repe
         row: dict[str, Any] = {"model": label, "problem": problem, "instance": target.name, "nodes": str(nodes),
                                "solver": solver, "budget_fraction": frac, "budget": budget, "clock": clock,
                                "bandwidth": link.get("bandwidth"), "latency_s": link.get("latency")}
-        if problem == "graph":  # the graph executor keeps its own (wall) clock
-            row["clock"] = "wall"
         result = registry.solve(problem, inst, solver, budget, time_limit=time_limit)
         row["status"] = result.status
         if result.found:
@@ -151,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--problems", default="chain,join,offload,graph",
                         help="comma-separated: chain, join, offload, graph")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    parser.add_argument("--repeats", type=int, default=11, help="profiling repetitions per op / node")
-    parser.add_argument("--time-repeats", type=int, default=11, help="timed executions per schedule")
+    parser.add_argument("--repeats", type=int, default=21, help="profiling repetitions per op / node")
+    parser.add_argument("--time-repeats", type=int, default=21, help="timed executions per schedule")
     parser.add_argument("--time-limit", type=float, default=20.0, help="exact solvers' limit (s)")
     parser.add_argument("--clock", choices=("wall", "thread"), default=None,
                         help="CPU clock: thread CPU time (default with one thread) or wall")

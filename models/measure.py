@@ -30,7 +30,7 @@ from memsched.models.memory import LiveTensorTracker, cpu_clock
 
 __all__ = ["OpTrace", "StepResult", "Measured", "measure_runs", "StepMeter", "Timer", "MemoryWatch", "median",
            "RunState", "RngStates", "compare_gradients", "gradients_match", "zero_grads", "measured_vs_predicted",
-           "ratio", "sync", "memory_method", "tolerances"]
+           "ratio", "sync", "memory_method", "tolerances", "timing_ops"]
 
 
 def sync(device: torch.device) -> None:
@@ -133,6 +133,20 @@ class Measured:
 RunFn = Callable[[bool, bool], tuple[float, Any, int, list[OpTrace], float]]
 
 _PROBED = False
+_OP_TIMES: list[tuple[str, float]] | None = None
+
+
+@contextlib.contextmanager
+def timing_ops() -> Iterator[list[tuple[str, float]]]:
+    """While active, every `StepMeter` appends (op label, elapsed ms by the step's own clock) of each
+    op it meters to the yielded list: the profilers time each op inside the executors' own steps
+    (`models.chain.timing`), with their per-op work (state handling, RNG, hooks) included."""
+    global _OP_TIMES
+    previous, _OP_TIMES = _OP_TIMES, []
+    try:
+        yield _OP_TIMES
+    finally:
+        _OP_TIMES = previous
 
 
 def probed_run() -> bool:
@@ -216,7 +230,12 @@ class StepMeter:
 
     @contextlib.contextmanager
     def op(self, label: str) -> Iterator[None]:
-        """Trace one operation (peak while it runs, bytes after it) when tracing."""
+        """Trace one operation (peak while it runs, bytes after it) when tracing; its time inside
+        `timing_ops`."""
+        times = _OP_TIMES
+        if times is not None:
+            sync(self.device)
+            t0 = self.now()
         if self.trace:
             if self.tracker is not None:
                 self.tracker.reset_peak()
@@ -229,6 +248,9 @@ class StepMeter:
             elif self.cuda:
                 self.traces.append(OpTrace(label, torch.cuda.max_memory_allocated(self.device) - self.base,
                                            torch.cuda.memory_allocated(self.device) - self.base))
+        if times is not None:
+            sync(self.device)
+            times.append((label, (self.now() - t0) * 1e3))
 
     def stop_clock(self) -> None:
         """Stop the step's clock (after syncing the device)."""
@@ -447,7 +469,7 @@ def measured_vs_predicted(predicted_makespan: float, predicted_peak: int, step: 
         "measured": {"time": step.time_ms, "peak_memory": step.peak_memory,
                      "independent_peak": step.independent_peak, "independent_method": step.independent_method},
         "ratio": {"memory": step.memory_ratio, "time": step.time_ratio,
-                  "independent_memory": ratio(step.independent_peak, predicted_peak)},
+                  "independent_memory": step.independent_ratio},
     }
     if store_all is not None:
         out["store_all"] = {

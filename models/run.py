@@ -96,6 +96,12 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
         chain = profile_chain(built.blocks, built.loss_fn, built.example_input, built.target, repeats=profile_repeats,
                               name=built.label, meta={"model": built.name, **built.config}, timing=timing,
                               clock=clock)
+        cpu = built.example_input.device.type == "cpu"
+        if problem == "offload" and (timing or ("in_step" if cpu else "isolated")) == "in_step":
+            from memsched.models.offload.executor import retime_offload
+
+            chain = retime_offload(chain, built.blocks, built.loss_fn, built.example_input, built.target,
+                                   repeats=profile_repeats, clock=clock)
         if profile_file:
             chain.save(profile_file)
     elif chain.length != len(built.blocks):

@@ -27,8 +27,12 @@ For each block i (input a_i, output a_{i+1}), in the chain's units (ms, bytes):
 Times use CUDA events on GPU and ``time.perf_counter`` (or the thread's CPU time) on CPU; by
 default each block is timed on its own on GPU, and each op inside whole store-all steps on CPU
 (``timing="in_step"``, closer to what the executor sees there). Memory uses
-``torch.cuda.max_memory_allocated`` on GPU and `models.memory.LiveTensorTracker` on CPU (which
-does not see kernel-internal scratch buffers: CPU overheads are lower bounds). Parameter
+``torch.cuda.max_memory_allocated`` on GPU and `models.memory.LiveTensorTracker` on CPU for the
+sizes; on CPU with measured costs the overheads (o_fa, o_fn, o_b) are then the allocator's,
+kernel scratch buffers included (`models.chain.overheads.probe_overheads`, one probed run of each
+mode), and the tracker's own values are kept in ``meta["overheads"]["tracker"]`` (what a
+tracker measurement is compared with). The in-step times are taken inside store-all steps of
+the chain executor (`models.chain.timing`). Parameter
 gradients are allocated before measuring, so weights and their gradients are not counted,
 as in the executor. The input size x_0 is the bytes of the example input.
 
@@ -195,50 +199,35 @@ def _profile_loss(loss_fn: Callable[[torch.Tensor, Any], torch.Tensor], a: torch
 def _time_in_step(blocks: list[nn.Module], loss_fn: Callable[[torch.Tensor, Any], torch.Tensor],
                   x0: torch.Tensor, target: Any, device: torch.device, repeats: int, warmup: int, clock: str
                   ) -> tuple[list[float], list[float], list[float], float]:
-    """Times (ms) of each op inside whole store-all steps: F_all(i), B(i), the loss, and the
-    no-grad forwards (one extra pass per repeat): medians over `repeats` steps after `warmup`.
+    """Times (ms) of each op inside whole store-all steps of the chain executor: F_all(i), B(i) and
+    the loss (`models.chain.timing.op_times` on `ChainExecutor` timed runs: the executor's own
+    per-op work included), and the no-grad forwards (one extra pass per repeat): medians over
+    `repeats` steps after `warmup`.
 
     Each op then runs with the caches, allocator and interpreter in the state a real step
     leaves them in, which isolated repetitions of one block do not reproduce on CPU (there,
     isolated timings underestimate in-step ones by 20-30% for small blocks). Needs the memory
     of a store-all step."""
+    from memsched.models.chain.executor import ChainExecutor
+    from memsched.models.chain.timing import op_times
+    from memsched.solvers.chain.baselines import store_all_schedule
+
     timer = _Timer(device, clock)
     L = len(blocks)
-    fwd: list[list[float]] = [[] for _ in range(L)]
-    bwd: list[list[float]] = [[] for _ in range(L)]
     ng: list[list[float]] = [[] for _ in range(L)]
-    loss_t: list[float] = []
     for k in range(warmup + repeats):
-        keep = k >= warmup
         with torch.no_grad():
             a = x0
             for i, block in enumerate(blocks):
-                with timer.region(ng[i] if keep else []):
+                with timer.region(ng[i] if k >= warmup else []):
                     a = block(a)
         del a
-        with torch.enable_grad():
-            tapes: list[tuple[torch.Tensor, torch.Tensor] | None] = []
-            a = x0.detach()
-            for i, block in enumerate(blocks):
-                x = _leaf(a)
-                with timer.region(fwd[i] if keep else []):
-                    y = block(x)
-                tapes.append((x, y))
-                a = y.detach()
-            y = a.requires_grad_(True)
-            with timer.region(loss_t if keep else []):
-                loss_fn(y, target).backward()
-            delta = y.grad
-            del a, x, y
-            for i in reversed(range(L)):
-                x, y = tapes[i]  # type: ignore[misc]
-                tapes[i] = None
-                with timer.region(bwd[i] if keep else []):
-                    if y.requires_grad:
-                        torch.autograd.backward(y, delta)
-                delta = x.grad
-                del x, y
-    return [_median(t) for t in fwd], [_median(t) for t in bwd], [_median(t) for t in ng], _median(loss_t)
+    executor = ChainExecutor(blocks, loss_fn)
+    ops = list(store_all_schedule(L).ops)
+    times = op_times(lambda: executor._run(ops, x0, target, None, False, False, clock), repeats=repeats,
+                     warmup=warmup)
+    return ([times[f"F_all({i})"] for i in range(L)], [times[f"B({i})"] for i in range(L)],
+            [_median(t) for t in ng], times["Loss"])
 
 
 def profile_meta(source: str, device: torch.device, dtype: torch.dtype, repeats: int, warmup: int) -> dict[str, Any]:

@@ -131,7 +131,26 @@ def profile_join_branches(
     info.update(meta or {})
     join = Join.from_chains(chains, loss_time=loss["bwd_time"], loss_overhead=loss["bwd_overhead"], name=name)
     join.meta = info
+    if (timing or ("isolated" if device.type == "cuda" else "in_step")) == "in_step":
+        join = _retime(join, branches, loss_fn, inputs, target, repeats=repeats, warmup=warmup, clock=clock)
     return join
+
+
+def _retime(join: Join, branches: list[list[nn.Module]], loss_fn: JoinLossFn, inputs: Sequence[torch.Tensor],
+            target: Any, *, repeats: int, warmup: int, clock: str) -> Join:
+    """`join` with every op time (u_f, u_b of each branch, the loss) measured inside store-all steps
+    of the `JoinExecutor` (`models.chain.timing`): its per-stage seeded RNG and joint loss included."""
+    from memsched.models.chain.timing import op_times, retime_join
+    from memsched.models.join.executor import JoinExecutor
+    from memsched.solvers.join import store_all_schedule
+
+    executor = JoinExecutor(branches, loss_fn)
+    ops = list(store_all_schedule(join).ops)
+    times = op_times(lambda: executor._run(ops, inputs, target, 0, False, False, clock), repeats=repeats,
+                     warmup=warmup)
+    for p in executor.params.values():
+        p.grad = None
+    return retime_join(join, times, "JoinExecutor")
 
 
 def _shares_parameters(branches: list[list[nn.Module]]) -> bool:

@@ -82,7 +82,8 @@ from memsched.solvers.offload import simulate as simulate_offload
 from memsched.solvers.offload.schedule import OFF, PRE
 from torch import nn
 
-__all__ = ["OffloadExecutor", "OffloadStepResult", "execute_offload", "sequential_replay", "CPU_MEASUREMENT"]
+__all__ = ["OffloadExecutor", "OffloadStepResult", "execute_offload", "sequential_replay", "CPU_MEASUREMENT",
+           "retime_offload"]
 
 CPU_MEASUREMENT = ("cpu: transfers are synchronous memcpy to NumPy arrays outside the tracked pool; measured "
                    "memory is comparable with the simulator's, measured time is not (no link, no overlap)")
@@ -356,3 +357,20 @@ def execute_offload(blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, sc
     input) with plain autograd at the same seed. Returns (result, grad_check or None)."""
     return checked_step(OffloadExecutor(blocks, loss_fn), schedule, inputs, target, seed=seed, check=check,
                         rtol=rtol, atol=atol, inst=inst, **options)
+
+
+def retime_offload(chain: Chain, blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, inputs: torch.Tensor,
+                   target: Any, *, repeats: int = 5, warmup: int = 2, clock: str = "wall") -> Chain:
+    """`chain` with its op times (u_f, u_b, the loss; ms) measured inside store-all steps of this
+    executor (`models.chain.timing`): its saved-tensor hooks and value handles cost time at every
+    F_all and B, which the chain executor's steps do not have."""
+    from memsched.models.chain.timing import op_times, retime_chain
+    from memsched.solvers.chain.baselines import store_all_schedule
+
+    executor = OffloadExecutor(blocks, loss_fn)
+    ops = list(store_all_schedule(executor.length).ops)
+    times = op_times(lambda: executor._run(ops, inputs, target, None, False, False, clock), repeats=repeats,
+                     warmup=warmup)
+    for p in executor.params.values():
+        p.grad = None
+    return retime_chain(chain, times, "OffloadExecutor")
