@@ -14,12 +14,10 @@ contraction; tests/test_chain_kernels.py compares them).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import platform
-import shutil
-import subprocess
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +32,10 @@ _LIB: Any = _UNSET
 
 
 def _library_name() -> str:
-    """File name of the built library: a hash of the source, the flags and the platform."""
-    h = hashlib.sha1(SOURCE.read_bytes())
-    h.update(" ".join(FLAGS).encode())
-    h.update(f"{sys.platform}-{platform.machine()}".encode())
-    return f"rotor_kernel-{h.hexdigest()[:16]}.so"
+    """File name of the built library: a checksum of the source, the flags and the platform
+    (zlib's crc32: cheap to import, unlike hashlib; it only tells versions apart)."""
+    key = SOURCE.read_bytes() + " ".join(FLAGS).encode() + f"{sys.platform}-{platform.machine()}".encode()
+    return f"rotor_kernel-{zlib.crc32(key):08x}.so"
 
 
 def _cache_dirs() -> list[Path]:
@@ -49,6 +46,8 @@ def _cache_dirs() -> list[Path]:
 
 def _compiler() -> str | None:
     """The C compiler: ``$CC``, else the first of cc, gcc, clang on the PATH."""
+    import shutil  # only when building: a process that loads a built library never imports it
+
     if os.environ.get("CC"):
         return shutil.which(os.environ["CC"].split()[0])
     return next((p for p in map(shutil.which, ("cc", "gcc", "clang")) if p), None)
@@ -56,6 +55,8 @@ def _compiler() -> str | None:
 
 def _build(name: str) -> Path | None:
     """Compile the source into the first writable cache folder; the path, or None."""
+    import subprocess
+
     cc = _compiler()
     if cc is None:
         return None
@@ -95,7 +96,7 @@ def library() -> ctypes.CDLL | None:
         if not os.environ.get("MEMSCHED_NO_CC"):
             try:
                 _LIB = _load()
-            except OSError:
+            except (OSError, AttributeError):  # a library that does not load, or lacks a symbol
                 _LIB = None
     return _LIB
 

@@ -39,12 +39,20 @@ up to whole slots (`Chain.discretised`), and the table spans m = 0..N; a schedul
 slots fits the real budget. ``slots = 0`` keeps exact integer sizes (m = 0..budget), only
 sensible for small sizes; tables over `MAX_CELLS` cells are refused with an `InputError`.
 
-**Speed.** The table has (L+1)(L+2)/2 rows of M+1 entries and costs O(L^3 M) time. The kernel
-is compiled with numba when it is installed (L = 200, 500 slots: about 0.6 s of CPU for the
-table, a millisecond for the schedule; `experiments/bench_chain_dp.py`) and falls back to a
-numpy version, vectorised over (j, m), otherwise (about 3x slower). Set ``MEMSCHED_NO_NUMBA=1``
-to force the fallback. Choices are not stored: the schedule is rebuilt by re-evaluating the
-options of the O(L) entries it visits, with the kernels' own floating-point operations.
+**Speed.** The table has (L+1)(L+2)/2 rows of M+1 entries and costs O(L^3 M) time at most.
+Three kernels fill it, bit for bit the same: C (``rotor_kernel.c``, built on first use with the
+system compiler and loaded with ctypes by `ckernel`), numba (compiled on its first call, `jit`)
+and numpy (vectorised over (j, m), the slowest); the fastest available runs
+(`jit.kernel_backend`; ``MEMSCHED_NO_CC=1`` skips C, ``MEMSCHED_NO_NUMBA=1`` numba). The C and
+numba kernels skip the options that provably change nothing (rows are non-increasing in m: a
+split j is tried only below the first m where the row is already at most its least value, and
+on an aligned block of `BLOCK` values of m only when its value at the block's end is below the
+row's at the block's start) and fill `TILE` values of l together, so that the rows (i, j-1) are
+read while in cache: L = 200 at 500 slots is a few tenths of a second
+(`experiments/bench_chain_dp.py`). With C a process also never imports numba (its import and
+JIT start-up cost more than the table). Choices are not stored: the schedule is rebuilt by
+re-evaluating the options of the O(L) entries it visits, with the kernels' own floating-point
+operations.
 """
 
 from __future__ import annotations
