@@ -1,7 +1,8 @@
 """memsched against the tools users pick instead: same model, same tracker, CPU, one thread.
 
     python -m memsched.experiments.bench_vs_torch [--models gpt2,resnet50] [--sizes small,medium,large]
-        [--budgets 6] [--repeats 5] [--compile] [--no-probe] [--update] [--replot] [--out results/bench_vs_torch.csv]
+        [--budgets 6] [--repeats 5] [--segments all|K,K,..] [--compile] [--no-probe] [--update] [--replot]
+        [--out results/bench_vs_torch.csv]
 
 For each model and size, one training step (forward, loss, backward; weights and their
 gradients not counted) is run by
@@ -10,14 +11,15 @@ gradients not counted) is run by
 - ``checkpoint-per-block``: ``torch.utils.checkpoint.checkpoint(block, a, use_reentrant=False)``
   around every block;
 - ``checkpoint_sequential``: ``torch.utils.checkpoint.checkpoint_sequential`` with k segments,
-  every k from 2 to L (each k a point of its curve; the best k is the curve's frontier);
+  every k from 2 to L, or the counts of ``--segments`` (each k a point of its curve; the best k
+  is the curve's frontier);
 - ``torch.compile`` with ``torch._functorch.config.activation_memory_budget`` in
   {1.0, 0.5, 0.2} (with ``--compile``; inductor compiles C++ with the machine's compiler; a
   failure is a row). The tracker does not see the buffers inductor's generated code allocates,
   so its peak is left empty: compare it on ``alloc_peak`` (below);
 - ``rockmate``: a failed row with the reason (it does not run on this CPU; see ROCKMATE);
 - ``memsched-block`` / ``memsched-layer``: the chain profiled at ``--granularity block`` /
-  ``layer`` (`models.chain.profiler`; ``layer`` splits transformer blocks into their halves and
+  ``layer`` (`models.chain.profiler`, thread CPU time; ``layer`` splits transformer blocks into their halves and
   moves GPT-2's projection into the loss stage, `models.zoo.split`), rotor's schedule
   (`solvers.chain.dp`, 2000 slots) run by `models.chain.executor.ChainExecutor`
   (``input_grad=False``, as a plain step). Budgets: rotor's smallest feasible budget, 2% above
@@ -65,12 +67,12 @@ COLUMNS = ("model", "size", "tool", "setting", "status", "peak_bytes", "alloc_pe
 SIZES: dict[str, dict[str, dict[str, Any]]] = {
     "gpt2": {"tiny": dict(batch=2, seq_len=16, width=32, depth=2, vocab=64),
              "small": dict(batch=2, seq_len=128, width=128, depth=6, vocab=2000),
-             "medium": dict(batch=4, seq_len=256, width=256, depth=6, vocab=5000),
-             "large": dict(batch=4, seq_len=256, width=384, depth=8, vocab=8000)},
+             "medium": dict(batch=2, seq_len=256, width=192, depth=6, vocab=4000),
+             "large": dict(batch=4, seq_len=256, width=256, depth=6, vocab=5000)},  # issue #20's GPT
     "resnet50": {"tiny": dict(batch=2, image_size=32, width=8, depth=1),
                  "small": dict(batch=2, image_size=64, depth=2),
-                 "medium": dict(batch=4, image_size=96),
-                 "large": dict(batch=4, image_size=128)},
+                 "medium": dict(batch=2, image_size=96),
+                 "large": dict(batch=4, image_size=128)},  # issue #20's ResNet-50
 }
 ROCKMATE = ("not run: rockmate 2.0.0 needs rkgb>=2.0.0, whose only PyPI release (2.0.0) ships rkgb/__init__.py and "
             "rkgb/rkgb.py without the rkgb.core and rkgb.lowlevel packages rkgb.py imports (ModuleNotFoundError); "
@@ -144,9 +146,11 @@ def timer_of(step: Step, x: torch.Tensor, params: list[nn.Parameter], seed: int 
     return one
 
 
-def torch_points(base: dict, model: Any, probe: bool, with_compile: bool) -> tuple[list[Point], list]:
-    """Points of plain torch, checkpoint per block, checkpoint_sequential (every k), torch.compile;
-    and the reference gradients (plain torch's)."""
+def torch_points(base: dict, model: Any, probe: bool, with_compile: bool, segments: str = "all"
+                 ) -> tuple[list[Point], list]:
+    """Points of plain torch, checkpoint per block, checkpoint_sequential (every k from 2 to L, or
+    the k <= L of the comma-separated `segments`), torch.compile; and the reference gradients
+    (plain torch's)."""
     blocks, loss_fn, x, target = model.blocks, model.loss_fn, model.example_input, model.target
     params = _params(blocks)
     L = len(blocks)
@@ -165,7 +169,8 @@ def torch_points(base: dict, model: Any, probe: bool, with_compile: bool) -> tup
 
     cases: list[tuple[str, str, Step]] = [("torch", "no checkpointing", plain),
                                           ("checkpoint-per-block", f"{L} blocks", per_block)]
-    cases += [("checkpoint_sequential", f"segments={k}", sequential(k)) for k in range(2, L + 1)]
+    ks = range(2, L + 1) if segments == "all" else sorted({int(k) for k in segments.split(",") if 2 <= int(k) <= L})
+    cases += [("checkpoint_sequential", f"segments={k}", sequential(k)) for k in ks]
     points, ref = [], []
     for tool, setting, step in cases:
         peak, alloc, g = memory(step, x, params, probe)
@@ -231,7 +236,8 @@ def memsched_points(base: dict, name: str, sizes: dict, granularity: str, n_budg
     model = build_model(name, granularity=granularity, **sizes)
     params = _params(model.blocks)
     t0 = time.perf_counter()
-    chain = profile_chain(model.blocks, model.loss_fn, model.example_input, model.target, repeats=repeats)
+    chain = profile_chain(model.blocks, model.loss_fn, model.example_input, model.target, repeats=repeats,
+                          clock="thread")  # the steps' clock: other processes do not inflate it
     profile_s = time.perf_counter() - t0
     lo, hi = rotor_min_budget(chain), reference_peak(chain)
     executor = ChainExecutor(model.blocks, model.loss_fn, input_grad=False)
@@ -346,7 +352,7 @@ def run_one(name: str, size: str, args: argparse.Namespace) -> list[dict]:
 
     sizes = SIZES[name][size]
     base = {"model": name, "size": size, "load": round(os.getloadavg()[0], 2)}
-    points, ref = torch_points(base, build_model(name, **sizes), args.probe, args.compile)
+    points, ref = torch_points(base, build_model(name, **sizes), args.probe, args.compile, args.segments)
     targets = target_peaks(points)
     for gran in ("block", "layer"):
         points += memsched_points(base, name, sizes, gran, args.budgets, args.repeats, ref, args.probe, targets)
@@ -373,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budgets", type=int, default=6, help="evenly spaced rotor budgets per granularity")
     parser.add_argument("--repeats", type=int, default=5, help="timing rounds (median) and profiling repetitions")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--segments", default="all", help="checkpoint_sequential's segment counts: all (2..L) or "
+                        "a comma-separated list")
     parser.add_argument("--compile", action="store_true", help="also torch.compile with activation_memory_budget")
     parser.add_argument("--no-probe", dest="probe", action="store_false", help="skip the allocator's peaks")
     parser.add_argument("--update", action="store_true", help="keep the CSV's rows of other models and sizes")
