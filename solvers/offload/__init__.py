@@ -4,7 +4,7 @@ The model (ops, streams, what counts when) is documented in `solvers.offload.sim
 the instance (a chain file plus a host link) in `solvers.offload.instance`, schedules (chain
 operations and transfers Off / Pre) in `solvers.offload.schedule`. Solvers: `baselines`,
 `combined` (rotor-offload), the POFO-style DP (`dp`), exact CP-SAT models (`cpsat`,
-`exact_combined`); H-Revolve (`hrevolve`) is a separate model (`memsched hrevolve`).
+`exact_combined`, `exact_free`); H-Revolve (`hrevolve`) is a separate model (`memsched hrevolve`).
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ SOLVERS: dict[str, tuple[str, str]] = {
              "rotor DP + offloading of checkpoints a_i during the right sub-chain (after POFO)"),
     "exact-combined": (".offload.exact_combined:solve_exact_combined",
                        "exact CP-SAT ground truth: rematerialization + offloading (small chains, L <= 4)"),
+    "offload-exact": (".offload.exact_free:solve_offload_exact",
+                      "exact CP-SAT, rematerialization + offloading with a free compute order (phase model, "
+                      "values travel for whole compute slots)"),
     "rotor-offload": (".offload.combined:solve_rotor_offload",
                       "checkpointing at a relaxed budget + offloading idle values (after POFO)"),
 }

@@ -1,0 +1,470 @@
+"""Exact CP-SAT model of rematerialization + offloading with a free compute order (`offload-exact`).
+
+The compute order is the chain's **phase model** (`solvers.chain.exact_model`, docs/chain.md):
+the schedule is cut at its backward ops into phases k = L, L-1, .., 0 (phase L ends with the
+Loss, phase k < L with B(k)); inside a phase each stage j runs at most one forward (F_all,
+F_ck or F_n), in increasing stage order. So stage j may be computed up to L - j + 1 times
+(once per phase k >= j): that is the recomputation cap of the class. The slots of all phases,
+in their fixed order p = 0, 1, .., are the compute stream; a slot that runs no forward takes no
+time. Every persistent (rotor) schedule, hence every schedule of rotor, pofo's DP and
+rotor-offload, has this form.
+
+Offloading, in pieces of time. Slot p gives two pieces: W_p = [s(p), e(p)) (its op) and
+G_p = [e(p-1), s(p)) (the idle time before it). For every value v (standalone a_i, i = 0..L,
+or tape abar_i) and piece q a Boolean ``w[v, q]`` says that v is *away* (on the host) then: v
+is resident (the phase model's state before slot p) and not read by slot p. The two pieces of
+an idle slot take the state of the piece after them (and the slot starts when the previous one
+ends): no symmetric copies. A maximal run of away pieces q1..q2 is one Off/Pre pair:
+
+    so + T(v) * paid <= start(q1)      the Off (and so the device copy's release) ends first
+    so >= LU(v, p1 - 1)                after the last use before it (the start of a reader, the
+                                       end of the creator, the end of an earlier Pre of v)
+    sp >= end(q2),  sp + T(v) <= NU(v, .)   the Pre starts after the run, ends before the next
+                                            reader of v starts
+    NoOverlap(every Off and Pre interval)   one transfer stream
+
+with at most one Off and one Pre of each value per phase (the intervals are per (v, phase)).
+``paid`` is 0 when an Off of v ran in an earlier phase: the host holds a copy and the
+simulator's Off is free (a zero-length interval, which NoOverlap keeps out of another
+transfer, as the simulator would hold it back). Times are integer ticks; compute slots
+``s(p+1) >= s(p) + d(p) R(p)``; objective: the end of B(0).
+
+Memory: for each slot, the phase model's row (state before the slot + its output + its
+overhead) minus the sizes of the values away in W_p, and the state alone minus those away in
+G_p, are <= M. Between slots memory only drops, so the simulator's memory is never above the
+rows: every schedule of the model replays within the budget.
+
+**Class (scope)**: phase-form compute sequences; values on the host for whole pieces (released
+before the piece starts, prefetched after it ends); at most one Off and one Pre of each value
+per phase; whole-tick durations. `exact-combined` (small L) also lets a release or a prefetch
+fall inside a compute op, so its class is wider. The reported ``lower_bound`` is the model's
+(``details.model_bound``): a bound for this class, as the chain's phase model reports its own;
+the exact layer drops it when a fast solver's schedule beats it.
+
+Warm start: pofo's compute sequence (the best fast schedule) is solved first with that
+sequence fixed (`exact_free_hint.complete_hint`); that solution hints every variable of the full model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from ..chain.exact_model import Lin, PhaseModel, discretise
+from ..chain.schedule import F_ALL, F_CK, F_N, Bwd, Loss, Op
+from ..discretize import effective_slots, scope_text, tick_scale, to_ticks
+from ..exact.cpsat_runner import run_cpsat
+from ..exact.layer import exact_solver
+from ..exact.options import Deadline, ExactOptions
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from .instance import OffloadInstance
+from .schedule import Off, OffloadSchedule, Pre, Transfer
+from .simulator import simulate
+
+Value = tuple[str, int]
+#: the offloading problem's fast solvers, best first: they seed (CP-SAT hints) and referee the model
+FAST = ("pofo", "rotor-offload", "remat-only", "offload-prefix", "vdnn", "none")
+#: default memory discretisation (slots of budget / N bytes)
+DEFAULT_SLOTS = 100
+
+
+class Slot:
+    """One position of the compute stream: phase k, stage j (None: the phase's backward op)."""
+
+    __slots__ = ("k", "j", "n")
+
+    def __init__(self, k: int, j: int | None, n: int) -> None:
+        self.k, self.j, self.n = k, j, n
+
+
+class FreeOrderModel:
+    """The CP-SAT model of the module docstring for one (discretised) chain, budget M (model
+    units) and tick scale."""
+
+    def __init__(self, inst: OffloadInstance, dchain: Any, M: int, scale: float, deadline: Deadline) -> None:
+        self.inst, self.dchain, self.M, self.scale = inst, dchain, M, scale
+        self.seed_x: list[bool] = []  # the seed's compute sequence in the phase model's Booleans (warm start)
+        chain = inst.chain
+        L = chain.length
+        self.L = L
+        pm = PhaseModel.build(dchain, M, deadline=deadline)
+        self.pm = pm
+        cp = cp_model.CpModel()
+        self.cp = cp
+        self.x = [cp.new_bool_var(f"{k[0]}_{k[1]}_{k[2]}") for k in pm.keys]
+        for n, row in enumerate(pm.rows):
+            if n % 2048 == 0:
+                deadline.check()
+            if row.name.startswith("memory"):
+                continue  # rebuilt below with the away terms
+            expr = self.lin(row.expr)
+            if row.lo is not None:
+                cp.add(expr >= int(round(row.lo)))
+            if row.hi is not None:
+                cp.add(expr <= int(round(row.hi)))
+        self.infeasible = pm.trivially_infeasible if not pm.trivially_infeasible.startswith("memory") else ""
+        # the compute stream
+        self.slots: list[Slot] = []
+        for k in range(L, -1, -1):
+            for j in pm.slots(k):
+                self.slots.append(Slot(k, j, len(self.slots)))
+            self.slots.append(Slot(k, None, len(self.slots)))
+        P = len(self.slots)
+        d = [self.duration(sl) for sl in self.slots]
+        T = {v: to_ticks(inst.transfer_time(self.real_size(v)), scale) for v in self.values()}
+        self.T = T
+        horizon = sum(d) + 2 * (L + 1) * sum(T.values()) + 1
+        self.horizon = horizon
+        self.s = [cp.new_int_var(0, horizon, f"s{p}") for p in range(P)]
+        self.R: list[Any] = []
+        for sl in self.slots:
+            self.R.append(1 if sl.j is None else self.lin(pm.run(sl.k, sl.j)))
+        self.e = [self.s[p] + d[p] * self.R[p] for p in range(P)]  # slot ends (= start when idle)
+        for p in range(P - 1):
+            cp.add(self.s[p + 1] >= self.e[p])
+        self.end = self.e[P - 1]
+        self.d = d
+        self._away(deadline)
+        cp.minimize(self.end)
+
+    # ------------------------------------------------------------------ helpers
+    def lin(self, e: Lin | int | None) -> Any:
+        """A phase-model expression as a CP-SAT linear expression."""
+        if e is None:
+            return 0
+        if not isinstance(e, Lin):
+            return int(e)
+        return sum(int(round(c)) * self.x[v] for v, c in e.terms.items() if c) + int(round(e.const))
+
+    def values(self) -> list[Value]:
+        """Every value that may travel: a_0..a_L and abar_1..abar_L."""
+        return [("a", i) for i in range(self.L + 1)] + [("abar", i) for i in range(1, self.L + 1)]
+
+    def real_size(self, v: Value) -> int:
+        """Bytes of v on the real chain."""
+        c = self.inst.chain
+        return int(c.xbar[v[1]] if v[0] == "abar" else c.x[v[1]])
+
+    def size(self, v: Value) -> int:
+        """Size of v in the model's unit (slots)."""
+        return int(self.dchain.xbar[v[1]] if v[0] == "abar" else self.dchain.x[v[1]])
+
+    def duration(self, sl: Slot) -> int:
+        """Ticks of the op of slot `sl` when it runs."""
+        c = self.inst.chain
+        if sl.j is None:
+            return to_ticks(float(c.u_b[sl.k]), self.scale)
+        return to_ticks(float(c.u_f[sl.j]), self.scale)
+
+    def resident(self, sl: Slot) -> dict[Value, Lin | int]:
+        """The phase model's state before slot `sl` (which values are resident, as 0/1 expressions)."""
+        pm, L, k, j = self.pm, self.L, sl.k, sl.j
+        res: dict[Value, Lin | int] = {("a", 0): 1}
+        if j is not None:
+            for i in range(1, L + 1):
+                res[("a", i)] = pm.a_after(k, i) if i < j else pm.a_in(k, i) if i == j else pm.sa(k, i)
+                res[("abar", i)] = pm.t_in(k, i) if i <= j else pm.st(k, i)
+        elif k == L:
+            for i in range(1, L):
+                res[("a", i)] = pm.a_after(k, i)
+            res[("a", L)] = Lin().add(pm.get("FC", L, L - 1)).add(pm.get("FN", L, L - 1))
+            for i in range(1, L + 1):
+                res[("abar", i)] = Lin().add(pm.get("FA", L, i - 1))
+        else:
+            for i in range(1, k):
+                res[("a", i)] = pm.a_after(k, i)
+            if k >= 1:
+                res[("a", k)] = pm.a_in(k, k)
+            for i in range(1, k + 2):
+                res[("abar", i)] = pm.t_in(k, i)
+        return {v: e for v, e in res.items() if not (isinstance(e, int) and e == 0)
+                and not (isinstance(e, Lin) and not e.terms and e.const == 0)}
+
+    # ------------------------------------------------------------------ offloading and memory
+    def _away(self, deadline: Deadline) -> None:
+        cp, pm, L, P = self.cp, self.pm, self.L, len(self.slots)
+        dc = self.dchain
+        o_f, o_b = [int(v) for v in dc.o_f], [int(v) for v in dc.o_b]
+        self.w: dict[tuple[Value, int], Any] = {}
+        reads: dict[tuple[Value, int], Any] = {}  # (v, p) -> literal: slot p reads v
+        makes: dict[tuple[Value, int], Any] = {}  # (v, p) -> literal: slot p produces v
+
+        def as_bool(expr: Any, name: str) -> Any:
+            if isinstance(expr, int):
+                return expr
+            b = cp.new_bool_var(name)
+            cp.add(b == expr)
+            return b
+
+        def both(a: Any, b: Any, name: str) -> Any:
+            if isinstance(a, int) and isinstance(b, int):
+                return a * b
+            if isinstance(a, int):
+                return b if a else 0
+            if isinstance(b, int):
+                return a if b else 0
+            u = cp.new_bool_var(name)
+            cp.add_bool_and([a, b]).only_enforce_if(u)
+            cp.add_bool_or([a.negated(), b.negated()]).only_enforce_if(u.negated())
+            return u
+
+        idle: list[tuple[int, Any]] = []  # (slot, its run literal) for forward slots that may stay idle
+        for p, sl in enumerate(self.slots):
+            if p % 16 == 0:
+                deadline.check()
+            k, j = sl.k, sl.j
+            res = self.resident(sl)
+            mem = 0
+            if j is not None:
+                run = as_bool(self.R[p], f"R{p}")
+                ain = as_bool(self.lin(pm.a_in(k, j)), f"ain{p}") if j >= 1 else 1
+                if j == 0:
+                    reads[(("a", 0), p)] = run
+                else:
+                    reads[(("a", j), p)] = both(run, ain, f"ra{p}")
+                    reads[(("abar", j), p)] = both(run, 1 - ain if isinstance(ain, int) else ain.negated(),
+                                                   f"rt{p}")
+                fa = pm.get("FA", k, j)
+                if fa is not None:
+                    makes[(("abar", j + 1), p)] = as_bool(self.lin(fa), f"mk_t{p}")
+                fc = Lin().add(pm.get("FC", k, j)).add(pm.get("FN", k, j))
+                if fc.terms:
+                    makes[(("a", j + 1), p)] = as_bool(self.lin(fc), f"mk_a{p}")
+                mem = self.lin(Lin().add(fa, int(dc.xbar[j + 1]) + o_f[j])
+                               .add(pm.get("FC", k, j), int(dc.x[j + 1]) + o_f[j])
+                               .add(pm.get("FN", k, j), int(dc.x[j + 1]) + o_f[j]))
+            elif k == L:
+                sa = as_bool(self.lin(res.get(("a", L), 0)), f"ainL{p}") if ("a", L) in res else 0
+                reads[(("a", L), p)] = sa
+                reads[(("abar", L), p)] = 1 - sa if isinstance(sa, int) else sa.negated()
+                mem = int(dc.x[L]) + o_b[L]
+            else:
+                ain = as_bool(self.lin(res[("a", k)]), f"ainB{p}") if k >= 1 else 1
+                reads[(("a", k), p)] = ain
+                if k >= 1:
+                    reads[(("abar", k), p)] = 1 - ain if isinstance(ain, int) else ain.negated()
+                reads[(("abar", k + 1), p)] = 1
+                mem = int(dc.x[k]) + o_b[k]  # delta_k made (delta_{k+1}, read, is in the state below)
+            # the state before slot p: resident values and the live gradient delta_{k+1}
+            gap = int(dc.x[k + 1]) if k < L else 0
+            mem = mem + gap
+            for v, e in res.items():
+                sz = self.size(v)
+                mem = mem + sz * self.lin(e)
+                gap = gap + sz * self.lin(e)
+                r = reads.get((v, p), 0)
+                if sz <= 0 or (isinstance(r, int) and r == 1):
+                    continue
+                # piece 2p: the idle time before slot p (from the end of slot p-1); piece 2p+1: slot p
+                for q in ((2 * p, 2 * p + 1) if p else (1,)):
+                    wv = cp.new_bool_var(f"w_{v[0]}{v[1]}_{q}")
+                    cp.add(wv <= self.lin(e))
+                    if not isinstance(r, int):
+                        cp.add_implication(wv, r.negated())
+                    self.w[(v, q)] = wv
+                    if q % 2:
+                        mem = mem - sz * wv
+                    else:
+                        gap = gap - sz * wv
+            cp.add(mem <= self.M)
+            if p:
+                cp.add(gap <= self.M)
+            if j is not None and not isinstance(run, int) and p:
+                idle.append((p, run))
+        # canonical idle slots: an idle slot starts when the slot before it ends, and its two
+        # (zero-length) pieces take the away state of the piece after them
+        for p, run in idle:
+            cp.add(self.s[p] == self.e[p - 1]).only_enforce_if(run.negated())
+            for (v, q), wv in list(self.w.items()):
+                if q in (2 * p, 2 * p + 1):
+                    after = self.w.get((v, 2 * p + 2))
+                    if after is None:
+                        cp.add(wv == 0).only_enforce_if(run.negated())
+                    else:
+                        cp.add(wv == after).only_enforce_if(run.negated())
+
+        # runs of away slots -> Off / Pre intervals per (value, phase), with their timing
+        T = self.T
+        stream: list[Any] = []
+        self.offs: dict[tuple[Value, int], tuple[Any, Any]] = {}  # (v, phase) -> (present, start)
+        self.pres: dict[tuple[Value, int], tuple[Any, Any]] = {}
+        self.paid: dict[tuple[Value, int], Any] = {}  # (v, phase) -> the Off moves bytes (no host copy yet)
+        Q = 2 * P
+        for v in self.values():
+            deadline.check()
+            ws = [self.w.get((v, q)) for q in range(Q)]
+            if not any(w is not None for w in ws):
+                continue
+            # LU[p]: last use of v up to slot p (start of a reader, end of its creator, end of a Pre)
+            # NU[p]: next reader start from slot p on
+            LU = [cp.new_int_var(0, self.horizon, "") for _ in range(P)]
+            NU = [cp.new_int_var(0, self.horizon, "") for _ in range(P)]
+            for p in range(P):
+                if p:
+                    cp.add(LU[p] >= LU[p - 1])
+                if p + 1 < P:
+                    cp.add(NU[p] <= NU[p + 1])
+                r = reads.get((v, p), 0)
+                if not (isinstance(r, int) and r == 0):
+                    lits = [] if isinstance(r, int) else [r]
+                    cp.add(LU[p] >= self.s[p]).only_enforce_if(lits)
+                    cp.add(NU[p] <= self.s[p]).only_enforce_if(lits)
+                mk = makes.get((v, p))
+                if mk is not None and not (isinstance(mk, int) and mk == 0):
+                    cp.add(LU[p] >= self.e[p]).only_enforce_if([] if isinstance(mk, int) else [mk])
+            earlier: list[Any] = []  # Offs of v in earlier phases: a later Off is free (the host has a copy)
+            for k in range(L, -1, -1):
+                pieces = [q for q in range(Q) if self.slots[q // 2].k == k and ws[q] is not None]
+                if not pieces:
+                    continue
+                starts, ends = [], []
+                so = cp.new_int_var(0, self.horizon, f"so_{v[0]}{v[1]}_{k}")
+                sp = cp.new_int_var(0, self.horizon, f"sp_{v[0]}{v[1]}_{k}")
+                has_off, has_pre = cp.new_bool_var(""), cp.new_bool_var("")
+                paid = cp.new_bool_var("")
+                if earlier:
+                    held = cp.new_bool_var("")
+                    cp.add_max_equality(held, earlier)
+                    cp.add(paid >= has_off - held)
+                    cp.add_implication(paid, held.negated())
+                else:
+                    cp.add(paid == has_off)
+                cp.add_implication(paid, has_off)
+                off_end = cp.new_int_var(0, self.horizon, "")
+                cp.add(off_end == so + T[v] * paid)
+                for q in pieces:
+                    wq = ws[q]
+                    assert wq is not None
+                    p = q // 2
+                    prev = ws[q - 1] if q else None
+                    nxt = ws[q + 1] if q + 1 < Q else None
+                    bs = cp.new_bool_var("")  # a run of away pieces starts at q: its Off
+                    cp.add_implication(bs, wq)
+                    if prev is not None:
+                        cp.add(bs >= wq - prev)
+                        cp.add_implication(bs, prev.negated())
+                    else:
+                        cp.add(bs == wq)
+                    be = cp.new_bool_var("")  # a run ends at q: its Pre
+                    cp.add_implication(be, wq)
+                    if nxt is not None:
+                        cp.add(be >= wq - nxt)
+                        cp.add_implication(be, nxt.negated())
+                    else:
+                        cp.add(be == wq)
+                    gap_piece = q % 2 == 0
+                    cp.add(off_end <= (self.e[p - 1] if gap_piece else self.s[p])).only_enforce_if(bs)
+                    if p:
+                        cp.add(so >= LU[p - 1]).only_enforce_if(bs)
+                    cp.add(sp >= (self.s[p] if gap_piece else self.e[p])).only_enforce_if(be)
+                    nu = NU[p] if gap_piece else (NU[p + 1] if p + 1 < P else None)
+                    if nu is not None:
+                        cp.add(sp + T[v] <= nu).only_enforce_if(be)
+                    cp.add(LU[p] >= sp + T[v]).only_enforce_if(be)
+                    starts.append(bs)
+                    ends.append(be)
+                cp.add(sum(starts) == has_off)
+                cp.add(sum(ends) == has_pre)
+                cp.add(so == 0).only_enforce_if(has_off.negated())
+                cp.add(sp == 0).only_enforce_if(has_pre.negated())
+                if T[v] > 0:
+                    # a free Off is a zero-length interval: NoOverlap keeps it out of another transfer
+                    # (the simulator would hold it back until the stream is idle)
+                    stream.append(cp.new_optional_interval_var(so, T[v] * paid, off_end, has_off, ""))
+                    stream.append(cp.new_optional_fixed_size_interval_var(sp, T[v], has_pre, ""))
+                earlier.append(has_off)
+                self.offs[(v, k)] = (has_off, so)
+                self.paid[(v, k)] = paid
+                self.pres[(v, k)] = (has_pre, sp)
+        if stream:
+            cp.add_no_overlap(stream)
+
+    # ------------------------------------------------------------------ warm start and answer
+    def schedule(self, solver: cp_model.CpSolver) -> OffloadSchedule:
+        """The solution as an offloading schedule in start-time order, every op pinned."""
+        timed: list[tuple[int, int, int, Op | Transfer]] = []
+        for p, sl in enumerate(self.slots):
+            t = solver.value(self.s[p])
+            if sl.j is None:
+                timed.append((t, 0, p, Loss(self.L) if sl.k == self.L else Bwd(sl.k)))
+                continue
+            for kind, name in (("FA", F_ALL), ("FC", F_CK), ("FN", F_N)):
+                i = self.pm.index.get((kind, sl.k, sl.j))
+                if i is not None and solver.value(self.x[i]):
+                    timed.append((t, 0, p, Op(name, sl.j)))
+        for n, ((v, k), (present, so)) in enumerate(self.offs.items()):
+            if solver.value(present):  # a free Off first among transfers starting at its time
+                timed.append((solver.value(so), 2 if solver.value(self.paid[(v, k)]) else 1, n, Off(*v)))
+        for n, ((v, _k), (present, sp)) in enumerate(self.pres.items()):
+            if solver.value(present):
+                timed.append((solver.value(sp), 3, n, Pre(*v)))
+        timed.sort(key=lambda item: item[:3])
+        return OffloadSchedule([item[3] for item in timed], self.L, [item[0] / self.scale for item in timed])
+
+
+def scope_of(scale: float, slots: int) -> str:
+    """The class the model is exact for (`SolveResult.scope`)."""
+    return ("offload-exact: phase-form compute sequences (at most one forward per stage between consecutive "
+            "backward ops: stage j computed at most L-j+1 times), values travel for whole compute slots (released "
+            "before the first slot they are away in, prefetched after the last), at most one Off and one Pre of a "
+            f"value per phase, every Off charged its transfer time, times in ticks of 1/{scale:g}, "
+            + scope_text(slots))
+
+
+@exact_solver("offload", "offload-exact", FAST, time_limit=60.0, workers=1, slots=DEFAULT_SLOTS,
+              least=lambda inst: inst.chain.total_time())
+def solve_offload_exact(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadline: Deadline,
+                        seed: SolveResult | None = None, scale: float | None = None, parameters: str = "",
+                        **_: Any) -> SolveResult:
+    """The model of the module docstring (default 60 s, 1 worker, sizes in 100 slots of the
+    budget; ``slots=0``: exact sizes). Warm start: the best fast solver's schedule (pofo's
+    first) as CP-SAT hints. `scale`: ticks per time unit (default: exact when durations allow)."""
+    chain = inst.chain
+    L = chain.length
+    budget = int(budget)
+    times = [float(t) for t in (*chain.u_f[:L], *chain.u_b[: L + 1])] + [
+        inst.transfer_time(int(b)) for b in (*chain.x[: L + 1], *chain.xbar[1: L + 1])]
+    if scale is None:
+        scale = tick_scale(times)[0]
+    whole = all(abs(t * scale - round(t * scale)) < 1e-9 for t in times)
+    slots = effective_slots(budget, options.slots)
+    dchain, M = discretise(chain, budget, options.slots)
+    scope = scope_of(scale, slots)
+    common: dict[str, Any] = {"problem": "offload", "solver": "offload-exact", "budget": budget, "scope": scope}
+    from .exact_free_hint import complete_hint, hint  # the warm start (it imports this module's types)
+
+    t0 = deadline.elapsed()
+    model = FreeOrderModel(inst, dchain, M, scale, deadline)
+    if model.infeasible:
+        return SolveResult(status=INFEASIBLE, message=f"no schedule fits: {model.infeasible}", **common)
+    hinted = hint(model, seed) if options.warm_start else False
+    build_s = deadline.elapsed() - t0
+    details: dict[str, Any] = {"slots_in_phases": len(model.slots), "away_vars": len(model.w),
+                               "build_s": round(build_s, 3), "scale": scale, "hinted": hinted,
+                               "workers": options.workers}
+    if hinted:
+        details["seed_sequence_makespan"] = complete_hint(model, deadline, options, scale)
+    run = run_cpsat(model.cp, deadline, options, scale=scale, parameters=parameters)
+    details["backend_status"] = run.backend_status
+    if run.status == INFEASIBLE:
+        return SolveResult(status=INFEASIBLE, details=details, log=run.log,
+                           message="no schedule of this class fits the budget", **common)
+    if run.status not in (OPTIMAL, FEASIBLE) or run.solver is None:
+        return SolveResult(status=TIMEOUT, details=details, log=run.log,
+                           message="no schedule within the time limit", **common)
+    schedule = model.schedule(run.solver)
+    sim = simulate(inst, schedule, budget)
+    if not sim.valid:  # pragma: no cover - would be a modelling bug
+        raise RuntimeError(f"offload-exact built an invalid schedule: {sim.violation}")
+    model_makespan = run.objective
+    details.update({"model_makespan": model_makespan, "transfers": len(schedule.transfers()),
+                    "host_peak": sim.host_peak, "model_bound": run.bound if whole else None})
+    agrees = model_makespan is not None and abs(sim.makespan - model_makespan) <= 1e-9 * max(1.0, model_makespan)
+    status = OPTIMAL if run.status == OPTIMAL and whole and agrees else FEASIBLE
+    # the bound is the model's: it bounds the schedules of its class (the scope), as the chain's
+    # phase model does; the referee drops it when a fast solver's schedule beats it
+    return SolveResult(status=status, objective=sim.makespan, peak_memory=sim.peak_memory,
+                       lower_bound=details["model_bound"],
+                       schedule=schedule, details=details, log=run.log, **common)
+

@@ -1,0 +1,91 @@
+"""Warm start of `offload-exact` (`solvers.offload.exact_free`): hints from the seed's schedule.
+
+`hint` encodes the seed's compute sequence in the phase model's Booleans, its start times and
+the pieces its transfers keep a value on the host; `complete_hint` (stage 1) solves the model
+with that compute sequence fixed and hints every variable of the full model with the solution.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..chain.schedule import Schedule as ChainSchedule
+from ..discretize import to_ticks
+from ..exact.cpsat_runner import run_cpsat
+from ..exact.options import Deadline, ExactOptions
+from ..result import FEASIBLE, OPTIMAL, SolveResult
+from .schedule import Transfer
+from .simulator import simulate
+
+if TYPE_CHECKING:
+    from .exact_free import FreeOrderModel, Value
+
+
+def hint(model: FreeOrderModel, seed: SolveResult | None) -> bool:
+    """Hint the seed's compute sequence (phase-model Booleans), its start times and, for each
+    value it moves, the pieces that lie between the end of its Off and the start of its Pre
+    (away); True when the seed's compute sequence has the phase form."""
+    if seed is None or seed.schedule is None:
+        return False
+    ops = [op for op in seed.schedule.ops if not isinstance(op, Transfer)]
+    values = model.pm.encode(ChainSchedule(ops, model.L))
+    if values is None:
+        return False
+    model.seed_x = [bool(val > 0.5) for val in values]
+    for x, val in zip(model.x, model.seed_x):
+        model.cp.add_hint(x, val)
+    sim = simulate(model.inst, seed.schedule)
+    timed = [(to_ticks(t.start, model.scale), to_ticks(t.end, model.scale))
+             for t in sim.ops if t.stream == "compute"]
+    q = 0
+    end = 0
+    start_of, end_of = [], []
+    for p, sl in enumerate(model.slots):
+        runs = sl.j is None or any(values[model.pm.index[(kind, sl.k, sl.j)]] > 0.5
+                                   for kind in ("FA", "FC", "FN") if (kind, sl.k, sl.j) in model.pm.index)
+        start = end
+        if runs and q < len(timed):
+            start, end = max(end, timed[q][0]), max(end, timed[q][1])
+            q += 1
+        start_of.append(start)
+        end_of.append(end)
+        model.cp.add_hint(model.s[p], min(start, model.horizon))
+    windows: dict[Value, list[tuple[int, int]]] = {}  # value -> (Off end, Pre start) in ticks
+    pending: dict[Value, int] = {}
+    for t in sim.ops:
+        if isinstance(t.op, Transfer):
+            v = (t.op.value, t.op.index)
+            if t.op.kind == "Off":
+                pending[v] = to_ticks(t.end, model.scale)
+            elif v in pending:
+                windows.setdefault(v, []).append((pending.pop(v), int(t.start * model.scale)))
+    for (v, piece), wv in model.w.items():
+        p = piece // 2
+        a, b = (end_of[p - 1], start_of[p]) if piece % 2 == 0 else (start_of[p], end_of[p])
+        away = any(lo <= a and b <= hi for lo, hi in windows.get(v, []))
+        model.cp.add_hint(wv, away)
+    return True
+
+
+#: share of the time left that the first stage of the warm start may take
+SEED_STAGE_SHARE = 0.25
+
+
+def complete_hint(model: FreeOrderModel, deadline: Deadline, options: ExactOptions, scale: float) -> float | None:
+    """Warm start, stage 1: the model with the seed's compute sequence fixed (the transfers and
+    timing free) is solved for at most `SEED_STAGE_SHARE` of the time left; its solution (never
+    slower than the seed's replay, whose transfers it may re-time) becomes a hint of every
+    variable of the full model. Returns stage 1's makespan (time unit), None without a solution."""
+    left = deadline.left()
+    stage = model.cp.clone()
+    for x, val in zip(model.x, model.seed_x):
+        stage.add(stage.get_bool_var_from_proto_index(x.index) == int(val))
+    sub = Deadline(None if left is None else max(0.05, SEED_STAGE_SHARE * left))
+    run = run_cpsat(stage, sub, options, scale=scale, progress=False)
+    if run.solver is None or run.status not in (OPTIMAL, FEASIBLE):
+        return None
+    values = run.solver.response_proto.solution
+    model.cp.clear_hints()
+    for i, val in enumerate(values):
+        model.cp.add_hint(model.cp.get_int_var_from_proto_index(i), int(val))
+    return run.objective
