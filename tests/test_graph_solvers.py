@@ -47,7 +47,10 @@ def test_exact_solvers_equal_brute_force(n, seed):
         cp = solve_cpsat(g, budget, slots=0, max_computations=n, time_limit=20)
         cm = solve_checkmate(g, budget, slots=0, time_limit=20)
         assert _value(cp) == best, (budget, cp.status)
-        assert _model_value(cm) == best_cm, (budget, cm.status)
+        if cm.details.get("model_status") != "not built":  # else a fast schedule had every node once
+            assert _model_value(cm) == best_cm, (budget, cm.status)
+        else:
+            assert cm.status == OPTIMAL and cm.objective == g.total_cpu() == best
         assert best_cm >= best
         if math.isfinite(best_cm):  # the referee may return a faster fast schedule outside Checkmate's class
             assert cm.objective <= best_cm and cm.objective >= best
@@ -62,7 +65,10 @@ def test_checkmate_backends_agree(backend):
     g = generate.random_dag(5, 3)
     for budget in _budgets(g):
         expected, _ = brute_force_checkmate(g, budget)
-        assert _model_value(solve_checkmate(g, budget, slots=0, backend=backend, time_limit=20)) == expected
+        res = solve_checkmate(g, budget, slots=0, backend=backend, time_limit=20)
+        if res.details.get("model_status") == "not built":  # a fast schedule had every node once: build it anyway
+            res = solve_checkmate(g, budget, slots=0, backend=backend, time_limit=20, warm_start=False)
+        assert _model_value(res) == expected
 
 
 @pytest.mark.parametrize("L", [3, 4, 5])
@@ -73,7 +79,8 @@ def test_checkmate_and_cpsat_agree_on_linear_graphs(L):
         cp = solve_cpsat(g, budget, slots=0, max_computations=3, time_limit=20)
         assert cm.status == cp.status
         assert _value(cm) == _value(cp), budget
-        assert _model_value(cm) == _model_value(cp), budget
+        if "not built" not in (cm.details.get("model_status"), cp.details.get("model_status")):
+            assert _model_value(cm) == _model_value(cp), budget
 
 
 def test_two_phase_without_warm_start_and_the_log():

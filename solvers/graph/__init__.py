@@ -31,6 +31,8 @@ SOLVERS: dict[str, tuple[str, str]] = {
     "checkpoint-all": (".graph.baselines:solve_checkpoint_all", "each node once, in the file's order"),
     "dtr": (".graph.baselines:solve_dtr",
             "greedy evict-and-recompute in the file's order (DTR-like heuristic)"),
+    "dtr-orders": (".graph.orders:solve_dtr_orders",
+                   "memory-aware topological orders (greedy + local search), DTR-like recomputation, pruned"),
     "sqrt": (".graph.baselines:solve_sqrt",
              "Chen et al.: ~sqrt(n) checkpoints on the forward articulation points"),
     "greedy": (".graph.baselines:solve_greedy",

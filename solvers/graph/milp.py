@@ -46,10 +46,10 @@ from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .instance import Graph
 from .linmodel import BACKENDS, LinearModel, solve_cpsat_linear, solve_milp
-from .simulator import replay_into, simulate
+from .simulator import replay_into, seed_at_least, simulate
 
 #: the graph's fast solvers: they seed and referee the exact graph models
-FAST = ("checkpoint-all", "dtr", "greedy", "sqrt", "griewank")
+FAST = ("checkpoint-all", "dtr", "dtr-orders", "greedy", "sqrt", "griewank")
 #: default backend, chosen by measurement (``python -m memsched.experiments.bench_graph --backends``, one
 #: thread, gap 0): CBC was fastest or tied on linear-20 at 70%, VGG-16-like at 80%/70% and
 #: random layered 30-node graphs at 95%/90% (0.2-5.9 s); HiGHS was close but 10x slower on the
@@ -212,6 +212,8 @@ def solve_checkmate(
     if need > B:
         result.status = INFEASIBLE
         result.message = "some node and its inputs do not fit the budget together"
+        return result
+    if seed_at_least(result, graph, seed, budget, "checkmate"):
         return result
     cm = CheckmateModel(graph, M, B, integer_memory=(backend == "cpsat"), deadline=deadline)
     if backend == "auto":
