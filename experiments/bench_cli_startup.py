@@ -20,8 +20,10 @@ Measures, each as the median (and minimum) of a few runs of a fresh process:
 - ``python -X importtime`` of the rotor solve: the packages that cost the most import time.
 
 Prints a table and writes ``results/bench_cli_startup.csv`` (columns: measure, what, runs,
-median_s, min_s, detail). Times are wall-clock seconds and depend on the machine's load:
-the ``python -c pass`` line is the reference.
+median_s, min_s, median_cpu_s, load_avg_1min, detail). Times are wall-clock seconds and depend
+on the machine's load (the ``python -c pass`` line is the reference); CPU seconds (user + system
+of the child process, or of this process in-process) depend on it less, and the ratio to rotor's
+C DP is given in both.
 
     python -m memsched.experiments.bench_cli_startup [--runs 5] [--rotor-c path/to/dynamic_programs.c]
 """
@@ -32,6 +34,7 @@ import argparse
 import importlib
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -56,24 +59,35 @@ def memsched_cmd() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "memsched.experiments.cli"]
 
 
-def timed(cmd: list[str], runs: int, env: dict[str, str] | None = None) -> tuple[list[float], str]:
+def _children_cpu() -> float:
+    """User + system CPU seconds of the finished child processes so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(cmd: list[str], runs: int, env: dict[str, str] | None = None) -> tuple[list[float], str, list[float]]:
     """Wall times of `runs` runs of `cmd` (a fresh process each, with `env` added to the
-    environment) and the last run's stdout."""
-    times, out = [], ""
+    environment), the last run's stdout, and each run's CPU seconds (user + system: less
+    sensitive than wall time to a shared machine's load)."""
+    times, out, cpus = [], "", []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _children_cpu()
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env={**os.environ, **(env or {})})
         times.append(time.perf_counter() - t0)
+        cpus.append(_children_cpu() - c0)
         if proc.returncode not in (0, 1):
             raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
         out = proc.stdout
-    return times, out
+    return times, out, cpus
 
 
-def row(measure: str, what: str, times: list[float], detail: str = "") -> dict[str, Any]:
-    """One CSV row: the median and minimum of `times` (seconds) for `measure` of `what`."""
+def row(measure: str, what: str, times: list[float], detail: str = "", cpus: list[float] | None = None
+        ) -> dict[str, Any]:
+    """One CSV row: the median and minimum of `times` (wall seconds) for `measure` of `what`, and
+    the median of `cpus` (CPU seconds) when given; the machine's load average when it is written."""
     return {"measure": measure, "what": what, "runs": len(times), "median_s": statistics.median(times),
-            "min_s": min(times), "detail": detail}
+            "min_s": min(times), "median_cpu_s": statistics.median(cpus) if cpus else float("nan"),
+            "load_avg_1min": os.getloadavg()[0], "detail": detail}
 
 
 def rotor_c_module(path: str | None) -> Any:
@@ -150,40 +164,45 @@ def main(argv: list[str] | None = None) -> int:
     ms = memsched_cmd()
     solve = [*ms, "solve", str(path), "--budget", BUDGET, "--solver", "rotor", "--slots", str(SLOTS), "--json"]
     rows = []
-    rows.append(row("process", "python -c pass", timed([sys.executable, "-c", "pass"], args.runs)[0]))
-    rows.append(row("process", "memsched --help", timed([*ms, "--help"], args.runs)[0]))
-    rows.append(row("process", "memsched solvers", timed([*ms, "solvers"], args.runs)[0]))
+    for what, cmd in (("python -c pass", [sys.executable, "-c", "pass"]), ("memsched --help", [*ms, "--help"]),
+                      ("memsched solvers", [*ms, "solvers"])):
+        times, _, cpus = timed(cmd, args.runs)
+        rows.append(row("process", what, times, cpus=cpus))
     kernel = kernel_backend()
     timed(solve, 1)  # builds the C kernel or fills numba's cache, once per install
-    times, out = timed(solve, args.runs)
+    times, out, cpus = timed(solve, args.runs)
     reported = json.loads(out)
     rows.append(row("process", f"memsched solve rotor L={L} {SLOTS} slots", times,
-                    f"status {reported['status']}; kernel {kernel}; the DP inside: {reported['solve_time_s']:.3f} s"))
-    whole = statistics.median(times)
+                    f"status {reported['status']}; kernel {kernel}; the DP inside: {reported['solve_time_s']:.3f} s",
+                    cpus))
+    whole, whole_cpu = statistics.median(times), statistics.median(cpus)
     if kernel == "c":
         timed(solve, 1, {"MEMSCHED_NO_CC": "1"})
-        times, out = timed(solve, args.runs, {"MEMSCHED_NO_CC": "1"})
+        times, out, cpus = timed(solve, args.runs, {"MEMSCHED_NO_CC": "1"})
         rows.append(row("process", f"memsched solve rotor L={L} {SLOTS} slots, MEMSCHED_NO_CC=1", times,
-                        f"kernel {kernel_backend(True)}; the DP inside: {json.loads(out)['solve_time_s']:.3f} s"))
-    inproc = []
+                        f"kernel {kernel_backend(True)}; the DP inside: {json.loads(out)['solve_time_s']:.3f} s", cpus))
+    inproc, inproc_cpu = [], []
     for _ in range(args.runs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         solve_rotor(chain, budget, slots=SLOTS)
         inproc.append(time.perf_counter() - t0)
-    rows.append(row("in-process", f"solve_rotor L={L} {SLOTS} slots (warm)", inproc))
+        inproc_cpu.append(time.process_time() - c0)
+    rows.append(row("in-process", f"solve_rotor L={L} {SLOTS} slots (warm)", inproc, cpus=inproc_cpu))
     dp = rotor_c_module(args.rotor_c)
     if dp is not None:
         work_chain = chain.discretised(budget / SLOTS)
         rc = _RotorChain(work_chain)
         mmax = SLOTS - int(work_chain.x[0])
-        ctimes = []
+        ctimes, ccpus = [], []
         for _ in range(max(1, args.runs // 2)):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             dp.persistent_compute_table(rc, mmax)
             ctimes.append(time.perf_counter() - t0)
-        c_med = statistics.median(ctimes)
+            ccpus.append(time.process_time() - c0)
+        c_med, c_cpu = statistics.median(ctimes), statistics.median(ccpus)
         rows.append(row("in-process", f"rotor C persistent_compute_table L={L} {SLOTS} slots", ctimes,
-                        f"whole-process memsched solve / C DP = {whole / c_med:.3f} (target <= 0.2)"))
+                        f"whole-process memsched solve / C DP = {whole / c_med:.3f} (target <= 0.2); "
+                        f"in CPU seconds {whole_cpu / c_cpu:.3f}", ccpus))
     rows.extend(import_offenders(solve, 12))
     shutil.rmtree(work, ignore_errors=True)
 
