@@ -15,6 +15,14 @@ For every profile under ``solvers/data/pipeline/pipedream/`` and P in {2, 4, 8, 
   input and its output transfer divided by its own replication, memsched its input divided by
   its own replication (the output is the next stage's input).
 
+``pipedream_plan_within_memory`` says whether PipeDream's plan fits ``--memory`` per device
+(`memory_verdict`): ``yes`` when the plan of ``dag-pipedream`` (PipeDream's planner's period)
+fits; ``no (proven)`` when it does not and ``dag``, exact on the full antichain lattice, finds
+nothing within the memory at that period (so no plan of PipeDream's period fits, whichever tie
+its planner picked: ``dag``'s longer period there is a memory-feasibility effect, not a DP
+weakness); ``no (its plan)`` when only the reproduced plan is known to exceed it (a coarsened
+lattice, or a tie plan of the same period fits).
+
 PipeDream's period, state count and planning time are those its planner printed on this kind of
 machine (``solvers/data/pipeline/pipedream/planner_outputs.csv``; ``timeout`` where it did not
 finish in 60 s). Columns ``*_period_s`` are seconds per micro-batch; ``ratio`` is ours
@@ -37,7 +45,7 @@ DATA = Path(__file__).resolve().parents[1] / "solvers" / "data" / "pipeline" / "
 FIELDS = ["profile", "layers", "mode", "devices", "memory", "pipedream_period_s", "pipedream_states",
           "pipedream_planner_s", "pipedream_status", "ours_period_s", "ours_peak_memory", "ours_fits",
           "ours_plan_s", "ratio", "memaware_status", "memaware_period_s", "memaware_peak_memory",
-          "memaware_plan_s", "chain_period_s", "ideals", "scope", "version"]
+          "memaware_plan_s", "pipedream_plan_within_memory", "chain_period_s", "ideals", "scope", "version"]
 #: per mode: bandwidth (bytes/s), replication, and the cap on ideals (replication costs P times
 #: more per ideal, so the 1 GB/s runs use a coarser lattice on the largest DAGs; the scope says so)
 MODES = {"compute": {"bandwidth": None, "replication": False, "max_states": 5000},
@@ -94,15 +102,31 @@ def run(quick: bool, memory: int) -> list[dict[str, Any]]:
                     "memaware_status": mem.status,
                     "memaware_period_s": mem.objective * u if mem.objective is not None else "",
                     "memaware_peak_memory": mem.peak_memory if mem.peak_memory is not None else "",
-                    "memaware_plan_s": round(t_mem, 3), "chain_period_s": chain.objective * u,
+                    "memaware_plan_s": round(t_mem, 3),
+                    "pipedream_plan_within_memory": memory_verdict(
+                        bool(ours.peak_memory is not None and ours.peak_memory <= memory), mem.status,
+                        mem.objective, ours.objective, "all antichain splits" in mem.scope),
+                    "chain_period_s": chain.objective * u,
                     "ideals": ours.details.get("ideals", ""), "scope": ours.scope, "version": __version__,
                 })
                 r = rows[-1]
                 print(f"{name:14s} {mode:7s} P={P:2d}  pipedream {_f(r['pipedream_period_s'])} "
                       f"({r['pipedream_status']}, {r['pipedream_planner_s'] or '-'} s)  ours {_f(ours_s)} "
                       f"({r['ours_plan_s']} s)  ratio {r['ratio'] or '-'}  within {memory / 1e9:g} GB: "
-                      f"{_f(r['memaware_period_s'])} ({mem.status})  chain {_f(r['chain_period_s'])}", flush=True)
+                      f"{_f(r['memaware_period_s'])} ({mem.status}; PipeDream's plan fits: "
+                      f"{r['pipedream_plan_within_memory']})  chain {_f(r['chain_period_s'])}", flush=True)
     return rows
+
+
+def memory_verdict(fits: bool, mem_status: str, mem_period: float | None, period: float, full_lattice: bool) -> str:
+    """``pipedream_plan_within_memory`` of the module docstring, from whether the reproduced
+    PipeDream plan (period `period`) fits, and the memory-aware DP's status and period."""
+    if fits:
+        return "yes"
+    binds = mem_period is None or mem_period > period * (1 + 1e-9)
+    if full_lattice and mem_status in ("optimal", "infeasible") and binds:
+        return "no (proven)"
+    return "no (its plan)"
 
 
 def _f(x: Any) -> str:
