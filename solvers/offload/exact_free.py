@@ -432,8 +432,9 @@ def solve_offload_exact(inst: OffloadInstance, budget: int, *, options: ExactOpt
     dchain, M = discretise(chain, budget, options.slots)
     scope = scope_of(scale, slots)
     common: dict[str, Any] = {"problem": "offload", "solver": "offload-exact", "budget": budget, "scope": scope}
-    from .exact_free_hint import complete_hint, hint  # the warm start (it imports this module's types)
+    from .exact_free_hint import complete_hint, hint, pofo_at_exact_sizes, seed_answer  # the warm start
 
+    seed = pofo_at_exact_sizes(inst, budget, seed) if options.warm_start else seed
     t0 = deadline.elapsed()
     model = FreeOrderModel(inst, dchain, M, scale, deadline)
     if model.infeasible:
@@ -443,21 +444,32 @@ def solve_offload_exact(inst: OffloadInstance, budget: int, *, options: ExactOpt
     details: dict[str, Any] = {"slots_in_phases": len(model.slots), "away_vars": len(model.w),
                                "build_s": round(build_s, 3), "scale": scale, "hinted": hinted,
                                "workers": options.workers}
+    stage1 = None
     if hinted:
-        details["seed_sequence_makespan"] = complete_hint(model, deadline, options, scale)
+        details["seed_sequence_makespan"], stage1 = complete_hint(model, deadline, options, scale)
+    if seed is not None:
+        details["seed_makespan_exact_sizes"] = seed.objective
     run = run_cpsat(model.cp, deadline, options, scale=scale, parameters=parameters)
     details["backend_status"] = run.backend_status
     if run.status == INFEASIBLE:
         return SolveResult(status=INFEASIBLE, details=details, log=run.log,
                            message="no schedule of this class fits the budget", **common)
-    if run.status not in (OPTIMAL, FEASIBLE) or run.solver is None:
-        return SolveResult(status=TIMEOUT, details=details, log=run.log,
-                           message="no schedule within the time limit", **common)
-    schedule = model.schedule(run.solver)
+    solver, model_makespan = run.solver, run.objective
+    if run.status not in (OPTIMAL, FEASIBLE) or solver is None:
+        if stage1 is None:
+            return seed_answer(seed, details, common, run) or SolveResult(
+                status=TIMEOUT, details=details, log=run.log, message="no schedule within the time limit", **common)
+        solver, model_makespan = stage1, details["seed_sequence_makespan"]  # stage 1's solution
+        details["solution_stage"] = 1
+    schedule = model.schedule(solver)
     sim = simulate(inst, schedule, budget)
     if not sim.valid:  # pragma: no cover - would be a modelling bug
         raise RuntimeError(f"offload-exact built an invalid schedule: {sim.violation}")
-    model_makespan = run.objective
+    if seed is not None and seed.objective is not None and seed.objective < sim.makespan - 1e-9 * sim.makespan:
+        details["model_makespan"] = model_makespan
+        answer = seed_answer(seed, details, common, run)
+        assert answer is not None
+        return answer
     details.update({"model_makespan": model_makespan, "transfers": len(schedule.transfers()),
                     "host_peak": sim.host_peak, "model_bound": run.bound if whole else None})
     agrees = model_makespan is not None and abs(sim.makespan - model_makespan) <= 1e-9 * max(1.0, model_makespan)
@@ -467,4 +479,5 @@ def solve_offload_exact(inst: OffloadInstance, budget: int, *, options: ExactOpt
     return SolveResult(status=status, objective=sim.makespan, peak_memory=sim.peak_memory,
                        lower_bound=details["model_bound"],
                        schedule=schedule, details=details, log=run.log, **common)
+
 

@@ -3,11 +3,14 @@
 `hint` encodes the seed's compute sequence in the phase model's Booleans, its start times and
 the pieces its transfers keep a value on the host; `complete_hint` (stage 1) solves the model
 with that compute sequence fixed and hints every variable of the full model with the solution.
+`pofo_at_exact_sizes` makes pofo at exact sizes the seed when it is faster than the exact
+layer's (which ran at the model's slots), and `seed_answer` returns the seed's schedule when the
+model has nothing faster: the answer never loses to pofo at exact sizes.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..chain.schedule import Schedule as ChainSchedule
 from ..discretize import to_ticks
@@ -19,6 +22,7 @@ from .simulator import simulate
 
 if TYPE_CHECKING:
     from .exact_free import FreeOrderModel, Value
+    from .instance import OffloadInstance
 
 
 def hint(model: FreeOrderModel, seed: SolveResult | None) -> bool:
@@ -71,11 +75,13 @@ def hint(model: FreeOrderModel, seed: SolveResult | None) -> bool:
 SEED_STAGE_SHARE = 0.25
 
 
-def complete_hint(model: FreeOrderModel, deadline: Deadline, options: ExactOptions, scale: float) -> float | None:
+def complete_hint(model: FreeOrderModel, deadline: Deadline, options: ExactOptions, scale: float
+                  ) -> tuple[float | None, Any]:
     """Warm start, stage 1: the model with the seed's compute sequence fixed (the transfers and
     timing free) is solved for at most `SEED_STAGE_SHARE` of the time left; its solution (never
     slower than the seed's replay, whose transfers it may re-time) becomes a hint of every
-    variable of the full model. Returns stage 1's makespan (time unit), None without a solution."""
+    variable of the full model. Returns stage 1's makespan (time unit) and its solver (whose values
+    are read with the full model's variables: the clone keeps their indices), or (None, None)."""
     left = deadline.left()
     stage = model.cp.clone()
     for x, val in zip(model.x, model.seed_x):
@@ -83,9 +89,41 @@ def complete_hint(model: FreeOrderModel, deadline: Deadline, options: ExactOptio
     sub = Deadline(None if left is None else max(0.05, SEED_STAGE_SHARE * left))
     run = run_cpsat(stage, sub, options, scale=scale, progress=False)
     if run.solver is None or run.status not in (OPTIMAL, FEASIBLE):
-        return None
+        return None, None
     values = run.solver.response_proto.solution
     model.cp.clear_hints()
     for i, val in enumerate(values):
         model.cp.add_hint(model.cp.get_int_var_from_proto_index(i), int(val))
-    return run.objective
+    return run.objective, run.solver
+
+
+#: pofo's table at exact sizes has (L+1)(L+2)/2 rows of budget+1 entries: run it below this many
+POFO_EXACT_CELLS = 5_000_000
+
+
+def pofo_at_exact_sizes(inst: OffloadInstance, budget: int, seed: SolveResult | None) -> SolveResult | None:
+    """The seed, or pofo at exact sizes when its table is small and it is faster: the exact layer
+    runs the fast solvers at the model's slots, and the answer must not lose to pofo at exact sizes."""
+    from .dp import solve_pofo
+
+    L = inst.length
+    if (L + 1) * (L + 2) // 2 * (budget + 1) > POFO_EXACT_CELLS:
+        return seed
+    exact = solve_pofo(inst, budget, slots=0)
+    if exact.schedule is None or exact.objective is None:
+        return seed
+    if seed is None or seed.objective is None or exact.objective < seed.objective:
+        exact.details["slots"] = 0
+        return exact
+    return seed
+
+
+def seed_answer(seed: SolveResult | None, details: dict[str, Any], common: dict[str, Any], run: Any
+                 ) -> SolveResult | None:
+    """The seed's schedule as the answer (``feasible``) when the model has nothing better; None without a seed."""
+    if seed is None or seed.schedule is None or seed.objective is None:
+        return None
+    details["solution_from"] = f"{seed.solver} (exact sizes)" if seed.details.get("slots") == 0 else seed.solver
+    return SolveResult(status=FEASIBLE, objective=seed.objective, peak_memory=seed.peak_memory, lower_bound=None,
+                       schedule=seed.schedule, details=details, log=run.log,
+                       message=f"the model found nothing faster than {details['solution_from']}'s schedule", **common)
