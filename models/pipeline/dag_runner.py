@@ -140,7 +140,7 @@ class DagStage(nn.Module):
     """One stage: computes its layers from the tensors of boundary ``ins`` and returns those of
     boundary ``outs`` (a tuple; the last stage returns the network's output)."""
 
-    def __init__(self, net: DagNet, layers: list[int], ins: list[int], outs: list[int] | None):
+    def __init__(self, net: Any, layers: list[int], ins: list[int], outs: list[int] | None):
         super().__init__()
         self.spec, self.order, self.ins, self.outs = net.spec, list(layers), ins, outs
         self.layers = nn.ModuleDict({str(k): net.layers[str(k)] for k in layers if str(k) in net.layers})
@@ -150,15 +150,7 @@ class DagStage(nn.Module):
         """Run this stage's nodes in order on the stage's inputs; return the values later stages read."""
         env = dict(zip(self.ins, xs))
         for k in self.order:
-            kind, inputs = self.spec[k]
-            args = [env[i] for i in inputs]
-            if kind == "add":
-                out = args[0]
-                for t in args[1:]:
-                    out = out + t
-            else:
-                out = self.layers[str(k)](args[0])
-            env[k] = out
+            env[k] = self._net[0].node(k, [env[i] for i in self.spec[k][1]])
         if self.outs is None:
             return env[self.order[-1]]
         # a tensor passing through is sent as a view, so that its gradient flows back through the stage
@@ -170,19 +162,15 @@ def _worker(rank: int, cfg: dict[str, Any], queue: Any) -> None:
 
     try:
         device = init_rank(rank, cfg)
-        net = DagNet(cfg["spec"], **cfg["model"])
+        net = build_net(cfg["net"])
         S = cfg["world"]
         bnd = cfg["boundaries"]
         submod = DagStage(net, cfg["stage_layers"][rank], bnd[rank], bnd[rank + 1] if rank + 1 < S else None).to(device)
-        mb = cfg["batch"] // cfg["micro_batches"]
-        width = cfg["model"]["width"]
-        example = tuple(torch.zeros(mb, cfg["model"]["in_dim"] if v < 0 else width, device=device) for v in bnd[rank])
+        example = tuple(torch.zeros(cfg["shapes"][v], device=device) for v in bnd[rank])
         stage = PipelineStage(submod, rank, S, device, input_args=example if rank > 0 else None)
         sched = (Schedule1F1B if cfg["schedule"] == "1f1b" else ScheduleGPipe)(
             stage, n_microbatches=cfg["micro_batches"], loss_fn=nn.MSELoss())
-        torch.manual_seed(cfg["data_seed"])
-        x = torch.randn(cfg["batch"], cfg["model"]["in_dim"], device=device)
-        y = torch.randn(cfg["batch"], cfg["model"]["out_dim"], device=device)
+        x, y = _data(cfg, device)
 
         times, meter = timed_steps(sched, submod, rank, S, x, y, cfg["steps"], device)
         grads = {f"layers.{n.removeprefix('layers.')}": p.grad.detach().cpu().numpy()
@@ -194,25 +182,63 @@ def _worker(rank: int, cfg: dict[str, Any], queue: Any) -> None:
         raise
 
 
-def run_dag_partition(part: Partition, spec: Spec, *, width: int = 64, in_dim: int = 32, out_dim: int = 8,
-                      batch: int = 32, micro_batches: int = 4, steps: int = 2, device: str = "cpu",
-                      threads: int = 1, seed: int = 0, timeout_s: float = 300.0) -> dict[str, Any]:
-    """Run `part` of `DagNet(spec)` (straight pipeline, one process per stage); measurements and checks."""
+def build_net(net_cfg: dict[str, Any]) -> nn.Module:
+    """The network of a runner config: ``{"factory": "module:callable", "kwargs": {...}}``
+    (picklable, so that every spawned rank builds the same network from the same seed)."""
+    import importlib
+
+    mod, _, name = net_cfg["factory"].partition(":")
+    return getattr(importlib.import_module(mod), name)(**net_cfg["kwargs"])
+
+
+def _data(cfg: dict[str, Any], device: Any = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(cfg["data_seed"])
+    x = torch.randn(cfg["batch"], *cfg["shapes"][-1][1:], device=device)
+    y = torch.randn(cfg["batch"], *cfg["shapes"][len(cfg["spec"]) - 1][1:], device=device)
+    return x, y
+
+
+def node_shapes(net: Any, sample: torch.Tensor) -> dict[int, list[int]]:
+    """Shape of every node's output (and of the input, key -1) for the micro-batch `sample`."""
+    env = {-1: sample}
+    with torch.no_grad():
+        for k, (_, ins) in enumerate(net.spec):
+            env[k] = net.node(k, [env[i] for i in ins])
+    return {k: list(v.shape) for k, v in env.items()}
+
+
+def run_dag_partition(part: Partition, spec: Spec | None = None, *, width: int = 64, in_dim: int = 32,
+                      out_dim: int = 8, batch: int = 32, micro_batches: int = 4, steps: int = 2, device: str = "cpu",
+                      threads: int = 1, seed: int = 0, timeout_s: float = 300.0,
+                      net: dict[str, Any] | None = None, in_shape: tuple[int, ...] | None = None) -> dict[str, Any]:
+    """Run `part` (straight pipeline, one process per stage) of `DagNet(spec)`, or of the network
+    ``net`` = ``{"factory": "module:callable", "kwargs": {...}}`` (any module with ``spec``,
+    ``layers`` and ``node``, e.g. `dag_zoo.resnet_dag`) on inputs of shape (batch, *in_shape);
+    measurements and checks."""
     if any(s.replicas != 1 for s in part.stages):
         raise ValueError("the runner executes straight pipelines (no replicated stages)")
     if batch % micro_batches:
         raise ValueError("batch must be a multiple of micro_batches")
+    if net is None:
+        if spec is None:
+            raise ValueError("give a spec or a net")
+        net = {"factory": "memsched.models.pipeline.dag_runner:DagNet",
+               "kwargs": {"spec": spec, "width": width, "in_dim": in_dim, "out_dim": out_dim, "seed": seed}}
+        in_shape = (in_dim,)
+    if in_shape is None:
+        raise ValueError("give the input shape of the net")
+    model = build_net(net)
+    spec = list(model.spec)
     stage_layers = part.stage_layers()
-    cfg = {"spec": spec, "model": {"width": width, "in_dim": in_dim, "out_dim": out_dim, "seed": seed},
-           "stage_layers": stage_layers, "boundaries": boundaries(spec, stage_layers), "world": len(stage_layers),
-           "micro_batches": micro_batches, "batch": batch, "steps": steps, "schedule": part.schedule,
-           "device": device, "threads": threads, "port": free_port(), "data_seed": seed + 1}
+    cfg = {"spec": spec, "net": net, "stage_layers": stage_layers, "boundaries": boundaries(spec, stage_layers),
+           "world": len(stage_layers), "micro_batches": micro_batches, "batch": batch, "steps": steps,
+           "schedule": part.schedule, "device": device, "threads": threads, "port": free_port(),
+           "data_seed": seed + 1,
+           "shapes": node_shapes(model, torch.zeros(batch // micro_batches, *in_shape))}
     results = run_ranks(_worker, cfg, timeout_s)
-    net = DagNet(spec, **cfg["model"])
-    torch.manual_seed(cfg["data_seed"])
-    x, y = torch.randn(batch, in_dim), torch.randn(batch, out_dim)
-    nn.MSELoss()(net(x), y).backward()
-    ref = {n: p.grad.detach() for n, p in net.named_parameters()}
+    x, y = _data(cfg)
+    nn.MSELoss()(model(x), y).backward()
+    ref = {n: p.grad.detach() for n, p in model.named_parameters()}
     ok, err = check_grads(results, ref)
     return {"grad_check": ok, "grad_max_abs_err": err,
             "step_time_s": max(statistics.median(r["step_times"]) for r in results.values()),
@@ -237,5 +263,5 @@ def compare_dag(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[st
             "grad_check": run["grad_check"], "grad_max_abs_err": run["grad_max_abs_err"], "partition": str(part)}
 
 
-__all__ = ["DagNet", "DagStage", "boundaries", "compare_dag", "profile_dag", "residual_spec", "run_dag_partition",
-           "successors"]
+__all__ = ["DagNet", "DagStage", "boundaries", "build_net", "compare_dag", "node_shapes", "profile_dag",
+           "residual_spec", "run_dag_partition", "successors"]
