@@ -11,8 +11,10 @@ torch thread, the thread's CPU clock), stored beside the CSV (``<out>.<model>.js
 solver's schedule at each fraction of the store-all peak (checkpoint-all once, at 100%) is run
 by `models.graph.executor.GraphExecutor`: one untimed warm-up, one step watched by the tensor
 tracker, one under the allocator probe (`models.alloc_probe`), then ``--time-repeats`` timed
-steps (median, min and max, ms). Per row (bytes, ms): the Checkmate model's peak (the simulator,
-``model_peak``), the predicted peaks of each method (the simulator plus the running node's
+steps (median, min and max, ms), each followed by a store-all step: ``control_ratio``, the
+store-all's median time over its makespan in the same minutes, tells a load change (the
+profile was taken earlier) from a misprediction. Per row (bytes, ms): the Checkmate model's
+peak (the simulator, ``model_peak``), the predicted peaks of each method (the simulator plus the running node's
 temporaries as profiled), the measured ones and their ratios, the predicted makespan and the
 measured median, the gradient check against plain autograd, and the 1-minute load average.
 Issue #16 targets: time ratio within 15%, both memory ratios within 5%, gradients equal.
@@ -31,8 +33,8 @@ from typing import Any
 COLUMNS = ("model", "instance", "nodes", "solver", "budget_fraction", "budget", "status", "recomputations",
            "model_peak", "predicted_tracker_peak", "measured_peak", "memory_ratio", "predicted_alloc_peak",
            "independent_peak", "independent_ratio", "predicted_ms", "measured_ms", "measured_ms_min",
-           "measured_ms_max", "time_ratio", "grad_check", "clock", "profile_repeats", "time_repeats", "load_1min",
-           "torch", "threads")
+           "measured_ms_max", "time_ratio", "control_ratio", "grad_check", "clock", "profile_repeats",
+           "time_repeats", "load_1min", "torch", "threads")
 SOLVERS = ("checkpoint-all", "dtr", "checkmate")
 FRACTIONS = (0.9, 0.7, 0.5)
 
@@ -61,6 +63,7 @@ def evaluate(label: str, name: str, sizes: dict[str, Any], *, solvers: tuple[str
     x, target = model.example_input, model.target
     _, ref, _ = reference_step(model.blocks, model.loss_fn, x, target, seed=0)
     reference = reference_peak(graph)
+    store_all = list(range(graph.n))
     rows = []
     for solver in solvers:
         for frac in (1.0,) if solver == "checkpoint-all" else fractions:
@@ -76,8 +79,11 @@ def evaluate(label: str, name: str, sizes: dict[str, Any], *, solvers: tuple[str
                 executor.step(seq, x, target, measure_memory=False, time_repeats=1)  # warm-up
                 step = executor.step(seq, x, target, seed=0, measure_time=False, independent=True)
                 ok, _ = compare_gradients(step.grads, ref)
-                times = [executor.step(seq, x, target, measure_memory=False, time_repeats=1).time_ms or 0.0
-                         for _ in range(max(1, time_repeats))]
+                times, control = [], []
+                for _ in range(max(1, time_repeats)):  # interleaved with the store-all control
+                    times.append(executor.step(seq, x, target, measure_memory=False, time_repeats=1).time_ms or 0.0)
+                    control.append(executor.step(store_all, x, target, measure_memory=False,
+                                                 time_repeats=1).time_ms or 0.0)
                 tracker_pred = max(executor.predicted_memory(seq, sim, "tracker"))
                 alloc_pred = max(executor.predicted_memory(seq, sim, "allocator"))
                 median = statistics.median(times)
@@ -88,7 +94,8 @@ def evaluate(label: str, name: str, sizes: dict[str, Any], *, solvers: tuple[str
                            independent_ratio=round((step.independent_peak or 0) / alloc_pred, 4),
                            predicted_ms=round(float(sim.makespan), 3), measured_ms=round(median, 3),
                            measured_ms_min=round(min(times), 3), measured_ms_max=round(max(times), 3),
-                           time_ratio=round(median / float(sim.makespan), 4), grad_check=ok)
+                           time_ratio=round(median / float(sim.makespan), 4), grad_check=ok,
+                           control_ratio=round(statistics.median(control) / graph.total_cpu(), 4))
             row.update(load_1min=_load(), torch=torch.__version__, threads=torch.get_num_threads())
             rows.append(row)
             print(_line(row), flush=True)
@@ -102,7 +109,8 @@ def _line(r: dict[str, Any]) -> str:
     return (f"{head}  tracker {r['measured_peak']:>9}/{r['predicted_tracker_peak']:>9} = {r['memory_ratio']:.3f}  "
             f"probe {r['independent_peak']:>9}/{r['predicted_alloc_peak']:>9} = {r['independent_ratio']:.3f}  "
             f"time {r['measured_ms']:>7.2f} [{r['measured_ms_min']:.1f}-{r['measured_ms_max']:.1f}] / "
-            f"{r['predicted_ms']:>7.2f} ms = {r['time_ratio']:.3f}  grads {'ok' if r['grad_check'] else 'BAD'}  "
+            f"{r['predicted_ms']:>7.2f} ms = {r['time_ratio']:.3f} (store-all now {r['control_ratio']:.3f})  "
+            f"grads {'ok' if r['grad_check'] else 'BAD'}  "
             f"load {r['load_1min']}")
 
 

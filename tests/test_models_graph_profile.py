@@ -84,3 +84,12 @@ def test_isolated_timing_keeps_the_recorded_sizes():
     assert iso.meta["timing"] == "isolated" and "temporaries" not in iso.meta
     assert iso.names == graph.names and iso.edges == graph.edges
     assert all(c > 0 for c in iso.cost_cpu)
+
+
+def test_bench_graph_executor_rejects_bad_options(capsys):
+    from memsched.experiments.bench_graph_executor import main
+
+    assert main(["--solvers", "nope"]) == 2
+    assert main(["--fractions", "1.5"]) == 2
+    assert main(["--models", "vgg"]) == 2
+    assert "bench_graph_executor:" in capsys.readouterr().err
