@@ -240,13 +240,17 @@ def execute_schedule(target: Target, schedule: Any, *, seed: int = 0, time_repea
     probe (CPU, when `independent`), `time_repeats` times for time; check its gradients
     against plain autograd (when `check`). Returns (the step, the flat row the sweep stores:
     measured_time_ms, measured_peak, independent_peak, predicted_peak, predicted_makespan,
-    memory_ratio, independent_ratio, time_ratio, grad_check, grad_message, memory_method, device)."""
+    memory_ratio, independent_ratio, time_ratio, grad_check, grad_message, memory_method, device;
+    tracker_predicted_peak, the peak the tracker is compared with, and compared_makespan, the
+    makespan the time is compared with: the sequential replay's for offloading on CPU)."""
     step = target.step(schedule, seed=seed, time_repeats=time_repeats, independent=independent)
     ok, msg = _gradients_ok(step, target.reference(seed), target.device) if check else (None, "")
     row = {"measured_time_ms": step.time_ms, "measured_peak": step.peak_memory,
            "independent_peak": step.independent_peak, "predicted_peak": step.predicted_peak,
            "predicted_makespan": step.predicted_makespan, "memory_ratio": step.memory_ratio,
            "tracker_predicted_peak": step.tracker_predicted_peak, "independent_ratio": step.independent_ratio,
+           "compared_makespan": (getattr(step, "sequential_makespan", None) if getattr(step, "synchronous", False)
+                                 else step.predicted_makespan),
            "time_ratio": step.time_ratio, "grad_check": ok, "grad_message": msg or None,
            "memory_method": step.memory_method, "device": step.device}
     return step, row
