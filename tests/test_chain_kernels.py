@@ -100,3 +100,25 @@ def test_solve_rotor_is_the_same_with_every_kernel(monkeypatch):
         monkeypatch.setattr("memsched.solvers.chain.dp.kernel_backend", lambda use_numba=None, k=kernel: k)
         results.append(solve_rotor(chain, budget, slots=200))
     assert len({(r.status, r.objective, tuple(map(str, r.schedule.ops))) for r in results}) == 1
+
+
+@needs_c
+def test_c_kernel_is_built_once_into_pycache_or_the_user_cache(tmp_path, monkeypatch):
+    source = tmp_path / "rotor_kernel.c"
+    source.write_bytes(ckernel.SOURCE.read_bytes())
+    monkeypatch.setattr(ckernel, "SOURCE", source)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "rotor_kernel-00000000.so").write_text("a build of an older source")
+    monkeypatch.setattr(ckernel, "_LIB", ckernel._UNSET)
+    assert ckernel.library() is not None
+    assert [p.name for p in (tmp_path / "__pycache__").iterdir()] == [ckernel._library_name()]
+    (tmp_path / "__pycache__" / ckernel._library_name()).unlink()
+    (tmp_path / "__pycache__").rmdir()
+    (tmp_path / "__pycache__").write_text("not a folder")  # unwritable: the user cache instead
+    monkeypatch.setattr(ckernel, "_LIB", ckernel._UNSET)
+    assert ckernel.library() is not None and (tmp_path / "cache" / "memsched" / ckernel._library_name()).is_file()
+    monkeypatch.setenv("CC", "no-such-compiler")  # nothing built, no compiler: the other kernels
+    (tmp_path / "cache" / "memsched" / ckernel._library_name()).unlink()
+    monkeypatch.setattr(ckernel, "_LIB", ckernel._UNSET)
+    assert ckernel.library() is None

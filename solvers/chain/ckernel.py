@@ -40,8 +40,12 @@ def _library_name() -> str:
 
 def _cache_dirs() -> list[Path]:
     """Where a built library is looked for and written, in order."""
-    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memsched"
-    return [SOURCE.parent / "__pycache__", user]
+    folders = [SOURCE.parent / "__pycache__"]
+    try:
+        folders.append(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memsched")
+    except RuntimeError:  # no home directory
+        pass
+    return folders
 
 
 def _compiler() -> str | None:
@@ -61,14 +65,22 @@ def _build(name: str) -> Path | None:
     if cc is None:
         return None
     for folder in _cache_dirs():
+        tmp = folder / f".{name}.{os.getpid()}.tmp"
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            tmp = folder / f".{name}.{os.getpid()}.tmp"
             subprocess.run([cc, *FLAGS, str(SOURCE), "-o", str(tmp)], check=True, capture_output=True, timeout=120)
             target = folder / name
             os.replace(tmp, target)
+            if folder == SOURCE.parent / "__pycache__":  # builds of older versions of this source
+                for stale in folder.glob("rotor_kernel-*.so"):
+                    if stale != target:
+                        stale.unlink(missing_ok=True)
             return target
         except (OSError, subprocess.SubprocessError):
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
             continue
     return None
 
