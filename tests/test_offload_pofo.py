@@ -70,9 +70,10 @@ def _check(inst: OffloadInstance, budget: int, slots: int):
         return res
     est = res.details["dp_estimate"]
     # the DP's charges are the simulator's (module docstring, rules 1-3), or above them when
-    # a value travels to the host twice (the second Off is free in the simulator)
+    # a value travels to the host twice (the second Off is free in the simulator) or when the
+    # same ops replayed without the DP's waits fit and are faster ("dp_unpinned")
     offs = [t for t in res.schedule.transfers() if t.kind == "Off"]
-    if len(set(offs)) == len(offs):
+    if len(set(offs)) == len(offs) and "dp_unpinned" not in res.details:
         assert est == pytest.approx(sim.makespan, rel=1e-9, abs=1e-9)
     else:
         assert est >= sim.makespan * (1 - 1e-9) - 1e-9
@@ -124,15 +125,20 @@ def test_waits_are_charged_and_pins_respected():
     assert "Pre(a_0) B(1)" in str(res.schedule)
     assert res.objective < _compute_time(chain, res.schedule) + 0.5
     # 50 B at 20 kB/s: 2.5 ms, longer than F_all(0) (1 ms): the input of F_all(0) travels and
-    # the right sub-chain waits for the Off (pinned at 2.5)
+    # the DP makes the right sub-chain wait for the Off (pinned at 2.5); the same ops without that
+    # wait are returned when they fit and are faster (outside the DP's class)
     inst = OffloadInstance(chain, 2e4)
     res = _check(inst, 153, 0)
     sim = simulate_offload(inst, res.schedule, 153)
     times = {str(t.op): (t.start, t.end) for t in sim.ops}
     assert str(res.schedule).startswith("F_all(0) Off(a_0) F_all(1)")
     assert times["Off(a_0)"] == pytest.approx((0.0, 2.5))
-    assert times["F_all(1)"][0] == pytest.approx(2.5)
-    assert res.objective == pytest.approx(res.details["dp_estimate"])
+    if "dp_unpinned" in res.details:
+        assert times["F_all(1)"][0] < 2.5
+        assert res.objective < res.details["dp_estimate"]
+    else:
+        assert times["F_all(1)"][0] == pytest.approx(2.5)
+        assert res.objective == pytest.approx(res.details["dp_estimate"])
     # below the best schedule that offloads checkpoints only: F_ck(0) Off(a_0) F_n(1) F_ck(2) ...
     # (its compute time 16 + waits 0.5 + 0.05 + 0.5)
     assert res.objective < 16.0 + 0.5 + 0.05 + 0.5
