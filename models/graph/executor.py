@@ -73,6 +73,8 @@ __all__ = ["GraphExecutor", "execute_graph"]
 
 
 def _flat(value: Any) -> list[Any]:
+    if isinstance(value, torch.Tensor):  # the common case: no pytree walk per node
+        return [value]
     return tree_flatten(value)[0]
 
 
@@ -278,7 +280,15 @@ class GraphExecutor:
         values: dict[int, Any] = {}
         leaves: dict[int, list[tuple[int, torch.Tensor]]] = {}
         for u in producers:
-            flat, spec = tree_flatten(self._value(run, u))
+            value = self._value(run, u)
+            if isinstance(value, torch.Tensor):  # the common case: no pytree walk per node
+                if u in self.bwd_of and _grad_capable(value):
+                    leaf = value.detach().requires_grad_(True)
+                    leaves[u] = [(0, leaf)]
+                    value = leaf
+                values[u] = value
+                continue
+            flat, spec = tree_flatten(value)
             if u in self.bwd_of:
                 out = []
                 for pos, t in enumerate(flat):
@@ -410,6 +420,8 @@ def _empty(t: torch.Tensor) -> torch.Tensor:
 
 
 def _detached(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach()
     flat, spec = tree_flatten(value)
     return tree_unflatten([t.detach() if isinstance(t, torch.Tensor) else t for t in flat], spec)
 
