@@ -9,26 +9,33 @@ to the store-all peak),
 runs each solver with `--slots` memory slots and a time limit, and prints a table of
 L, budget, solver, status, makespan, bound, gap, time, and (when `solvers.chain.dp` is
 importable) the rotor DP's makespan and its gap to the exact answer. Rows go to
-results/bench_chain_exact.csv (one per run, with parameters and versions).
+results/bench_chain_exact.csv (one per run, with parameters, versions, the slots really used
+(`effective_slots`: 0 = exact sizes, the case of a budget of at most `--slots` units) and the
+1-minute load average when the run started: timings on shared cores depend on it).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import os
 import platform
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from memsched.solvers.chain import reference_peak
 from memsched.solvers.chain.generate import random_chain
+from memsched.solvers.discretize import effective_slots
 from memsched.solvers.registry import solve
 
 SOLVERS = ("milp:scip", "milp:highs", "milp:cbc", "milp:cp-sat", "cpsat")
+#: not a solver: the phase model's LP relaxation (GLOP), whose value is the root bound every MILP backend starts from
+LP = "lp"
 FIELDS = ("L", "seed", "slots", "budget", "fraction", "solver", "backend", "status", "makespan", "bound", "gap",
           "time_s", "cpu_s", "time_limit_s", "variables", "constraints", "warm_start", "rotor_makespan", "rotor_gap",
-          "num_workers", "ortools", "python")
+          "num_workers", "ortools", "python", "effective_slots", "load_avg_1min")
 
 
 def rotor_makespan(chain, budget: int, slots: int) -> float | None:
@@ -39,6 +46,20 @@ def rotor_makespan(chain, budget: int, slots: int) -> float | None:
         return None
     res = solve("chain", chain, "rotor", budget, slots=slots)
     return res.objective if res.schedule is not None else None
+
+
+def lp_relaxation(chain, budget: int, slots: int) -> SimpleNamespace:
+    """The phase model's LP relaxation (all variables in [0, 1], GLOP) at `budget` with `slots`:
+    a result-like record whose `lower_bound` is the relaxation's optimum (no schedule; status "lp")."""
+    from memsched.solvers.chain.exact_model import PhaseModel, discretise
+    from memsched.solvers.exact.milp_runner import run_milp
+    from memsched.solvers.exact.options import Deadline
+
+    dchain, M = discretise(chain, budget, slots)
+    model = PhaseModel.build(dchain, M)
+    run = run_milp(model.to_linear(), "scip", Deadline(None), relax=True)
+    return SimpleNamespace(status=LP, objective=None, lower_bound=run.objective, gap=None,
+                           details={"variables": len(model.keys), "constraints": len(model.rows)})
 
 
 def min_budget(chain, store_all_peak: int) -> int:
@@ -57,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lengths", type=int, nargs="+", default=[5, 10, 15, 20, 30, 40, 50])
     ap.add_argument("--fractions", type=float, nargs="+", default=[0.1, 0.3, 0.6])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
-    ap.add_argument("--solvers", nargs="+", default=list(SOLVERS), help=f"from {', '.join(SOLVERS)}")
+    ap.add_argument("--solvers", nargs="+", default=list(SOLVERS),
+                    help=f"from {', '.join(SOLVERS)}, or {LP} (the LP relaxation's bound)")
     ap.add_argument("--slots", type=int, default=100)
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--num-workers", type=int, default=1, help="CP-SAT workers (MILP backends use 1 thread)")
@@ -90,8 +112,10 @@ def main(argv: list[str] | None = None) -> int:
                     rotor = rotor_makespan(chain, budget, args.slots)
                     for name in args.solvers:
                         solver, _, backend = name.partition(":")
+                        load = os.getloadavg()[0]  # the machine's load when the run starts (shared cores)
                         t0, c0 = time.perf_counter(), time.process_time()
-                        res = solve("chain", chain, solver, budget, slots=args.slots, time_limit=args.time_limit,
+                        res = lp_relaxation(chain, budget, args.slots) if name == LP else solve(
+                            "chain", chain, solver, budget, slots=args.slots, time_limit=args.time_limit,
                                     backend=backend or None, num_workers=args.num_workers if solver == "cpsat" else 1,
                                     warm_start=not args.no_warm_start)
                         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -106,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
                                "variables": res.details.get("variables"), "constraints": res.details.get("constraints"),
                                "warm_start": res.details.get("warm_start"), "rotor_makespan": rotor, "rotor_gap": rgap,
                                "num_workers": args.num_workers if solver == "cpsat" else 1,
-                               "ortools": ortools.__version__, "python": platform.python_version()}
+                               "ortools": ortools.__version__, "python": platform.python_version(),
+                               "effective_slots": effective_slots(budget, args.slots), "load_avg_1min": round(load, 2)}
                         writer.writerow(row)
                         fh.flush()
                         rows.append(row)

@@ -3,13 +3,12 @@ solved through OR-Tools' linear solver wrapper (pywraplp) with an open backend.
 
 Backends: ``"scip"`` (default), ``"highs"``, ``"cbc"`` and ``"cp-sat"`` (CP-SAT on the same
 linear model). The default was chosen with `experiments/bench_chain_exact.py`
-(results/bench_chain_exact.csv; random_chain(L, 0), 100 slots, 60 s, 2 shared cores): all
-backends prove L <= 15 in seconds (CP-SAT fastest); at L = 20 with a tight budget only SCIP
-proved optimality (29 s), HiGHS and CP-SAT stopped at gaps near 7%; at L = 30 with a tight
-budget none proved it and SCIP's gap was the smallest (2.6%, CP-SAT 4.9%, HiGHS gives no
-bound), while a looser L = 30 budget was proved by all (HiGHS 10 s, SCIP 11 s, CP-SAT 30 s).
-CBC was left out of the timed grid: it counts CPU seconds, so under load it overran its limit
-(164 s wall for a 60 s limit at L = 20).
+(results/bench_chain_exact.csv; random_chain(L, 0), 100 slots, 60 s, 2 shared cores): SCIP
+reaches the smallest gaps from L = 20 on (HiGHS gives pywraplp no bound; CP-SAT's bound is
+weaker), and L <= 15 is proven by every backend. L = 50 is not proven in 60 s: the root LP
+relaxation is 2.4% (tight budget) to 0.5% (mid budget) below the best schedule (docs/chain.md,
+"Scale"). CBC was left out of the timed grid: it counts CPU seconds, so under load it overran
+its limit (164 s wall for a 60 s limit at L = 20).
 
 The model is the phase model's `LinearModel` (`PhaseModel.to_linear`), run by
 `solvers.exact.milp_runner` (or `cpsat_runner` for backend "cp-sat") under the exact layer:
