@@ -51,6 +51,7 @@ STYLE: dict[str, tuple[str, str]] = {
     "offload-prefix": ("#2ca02c", "^"), "rotor-offload": ("#e377c2", "h"), "pofo": ("#8c564b", "P"),
     "exact-combined": ("#d62728", "s"), "remat-only (rotor: persistent)": ("#1f77b4", "o"),
     "offload-only (store-all order)": ("#9467bd", "D"), "pofo (persistent, offloaded checkpoints)": ("#8c564b", "P"),
+    "offload-exact": ("#bcbd22", "X"), "offload-exact (phase model, whole-piece transfers)": ("#bcbd22", "X"),
     # exact solvers labelled with the model they are optimal in (the sweep configs' labels)
     "cpsat (phase model)": ("#9467bd", "D"), "milp (phase model)": ("#d62728", "s"),
     "checkmate (file's order)": ("#d62728", "s"), "cpsat (<= 2 computations per node)": ("#9467bd", "D"),
