@@ -47,6 +47,7 @@ sequence fixed (`exact_free_hint.complete_hint`); that solution hints every vari
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ortools.sat.python import cp_model
@@ -419,7 +420,20 @@ def solve_offload_exact(inst: OffloadInstance, budget: int, *, options: ExactOpt
                         **_: Any) -> SolveResult:
     """The model of the module docstring (default 60 s, 1 worker, sizes in 100 slots of the
     budget; ``slots=0``: exact sizes). Warm start: the best fast solver's schedule (pofo's
-    first) as CP-SAT hints. `scale`: ticks per time unit (default: exact when durations allow)."""
+    first) as CP-SAT hints. `scale`: ticks per time unit (default: exact when durations allow).
+    When sizes rounded up to slots make the budget infeasible, the model is solved again with
+    exact sizes in the time left, so that ``infeasible`` is about the real budget."""
+    res = _solve(inst, budget, options=options, deadline=deadline, seed=seed, scale=scale, parameters=parameters)
+    n = effective_slots(int(budget), options.slots)
+    if res.status == INFEASIBLE and n and not deadline.expired():
+        res = _solve(inst, budget, options=replace(options, slots=0), deadline=deadline, seed=seed, scale=scale,
+                     parameters=parameters)
+        res.details["retried_exact_sizes"] = f"infeasible with sizes in {n} slots"
+    return res
+
+
+def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadline: Deadline,
+           seed: SolveResult | None, scale: float | None, parameters: str) -> SolveResult:
     chain = inst.chain
     L = chain.length
     budget = int(budget)
