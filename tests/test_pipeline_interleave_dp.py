@@ -89,3 +89,18 @@ def test_registered_and_refereed():
     inst = chain(3, L=6)
     res = solve("pipeline", inst, "interleave-dp", 10**15, devices=2)
     assert res.status == OPTIMAL and res.schedule.device_of is not None
+
+
+def test_gpipe_equals_cpsat():
+    for seed in range(3):
+        inst = chain(seed, L=5)
+        straight = solve_madpipe(inst, None, devices=2, schedule="gpipe", micro_batches=4)
+        budget = int(straight.peak_memory * 0.9)
+        res = solve_interleave_dp(inst, budget, devices=2, schedule="gpipe", micro_batches=4)
+        cp = solve_interleave_cpsat(inst, budget, devices=2, schedule="gpipe", micro_batches=4, warm_start=False,
+                                    time_limit=30)
+        assert res.status == cp.status
+        if cp.status == OPTIMAL:
+            assert res.objective == pytest.approx(cp.objective, rel=1e-9)
+            assert res.schedule.schedule == "gpipe"
+            replayed(inst, res, budget, 2)
