@@ -1,6 +1,7 @@
 """pofo's dynamic program against rotor-offload and the exact ground truth on seeded random chains.
 
     python -m memsched.experiments.bench_offload_pofo [--seeds 6] [--exact-lengths 2 3]
+    python -m memsched.experiments.bench_offload_pofo --port 30     (pofo against ColossalAI's port)
 
 For chains from `solvers.chain.generate.random_chain` (integer times, sizes 1..8 bytes), host
 links of 500, 2000 and 8000 bytes/s (a byte moves in 2, 0.5, 0.125 ms) and budgets at 80%,
@@ -19,6 +20,7 @@ results/offload/pofo_versus.csv (makespans in the chain's time unit, solve times
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -63,6 +65,35 @@ def rows_for(L: int, seed: int, exact: bool, time_limit: float) -> list[dict[str
     return out
 
 
+def port_rows(chains: int, port_slots: int) -> list[dict[str, Any]]:
+    """pofo against ColossalAI's POFO port (`experiments.pofo_port`, our restatement of its
+    recurrence, replayed by our simulator) on `chains` random chains: L = 4..8, sizes 100..1000
+    bytes, a link moving the mean tape in 0.5, 1 or 2 mean forward times, budgets at rotor's
+    least and midway to the store-all peak."""
+    from memsched.experiments.pofo_port import port_makespan
+    from memsched.solvers.offload.generate import random_offload
+
+    out = []
+    for n in range(chains):
+        L, seed, ratio = 4 + n % 5, n, (0.5, 1.0, 2.0)[n % 3]
+        inst = random_offload(L, seed, transfer_ratio=ratio, size_range=(100, 1000))
+        lo, hi = rotor_min_budget(inst.chain), reference_peak(inst.chain)
+        for budget in (lo, (lo + hi) // 2):
+            row: dict[str, Any] = {"L": L, "seed": seed, "transfer_ratio": ratio, "budget": budget}
+            t0 = time.perf_counter()
+            p = solve_pofo(inst, budget)
+            row["pofo_s"] = time.perf_counter() - t0
+            row["pofo"] = p.objective
+            row["pofo_from"] = p.details.get("solution_from", "dp")
+            row["pofo_unpinned"] = "dp_unpinned" in p.details
+            t0 = time.perf_counter()
+            row["port"], row["port_note"] = port_makespan(inst, budget, port_slots)
+            row["port_s"] = time.perf_counter() - t0
+            row["port_slots"] = port_slots
+            out.append(row)
+    return out
+
+
 def loses(a: float | None, b: float | None) -> bool:
     """True when `b` found a schedule and `a` found none or a slower one."""
     return b is not None and (a is None or a > b * (1 + TOL) + TOL)
@@ -76,7 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exact-lengths", type=int, nargs="*", default=[2, 3])
     ap.add_argument("--time-limit", type=float, default=20.0, help="exact-combined, per run (s)")
     ap.add_argument("--out", type=Path, default=RESULTS / "pofo_versus.csv")
+    ap.add_argument("--port", type=int, default=0, metavar="N",
+                    help="instead: pofo against ColossalAI's POFO port on N random chains "
+                         "(results/bench_offload_pofo.csv)")
+    ap.add_argument("--port-slots", type=int, default=20, help="memory slots of the port's table")
     args = ap.parse_args(argv)
+    if args.port:
+        return port_main(args.port, args.port_slots)
     rows = []
     for L in sorted(set(args.lengths) | set(args.exact_lengths)):
         for seed in range(args.seeds):
@@ -96,6 +133,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{a:<16} {b:<16} {n:>6} {len(sub):>4}")
     print(f"pofo returned rotor-offload's schedule in {(table['from'] == 'rotor-offload').sum()} of {len(table)}")
     print(f"wrote {args.out}")
+    return 0
+
+
+def port_main(chains: int, port_slots: int) -> int:
+    """Write results/bench_offload_pofo.csv and print pofo's wins, ties and losses against the port."""
+    table = pd.DataFrame(port_rows(chains, port_slots))
+    table["load_1min"] = round(os.getloadavg()[0], 2)
+    out = RESULTS.parent / "bench_offload_pofo.csv"
+    table.to_csv(out, index=False)
+    pofo = table["pofo"].where(table["pofo"].notna(), None)
+    port = table["port"].where(table["port"].notna(), None)
+    loss = sum(loses(a, b) for a, b in zip(pofo, port))
+    win = sum(loses(b, a) for a, b in zip(pofo, port))
+    print(f"pofo vs the port over {len(table)} cells ({chains} chains): wins {win}, ties {len(table) - win - loss}, "
+          f"losses {loss}; the port's schedule broke the budget or a rule in "
+          f"{table['port_note'].str.startswith('invalid').sum()}, found none in {(table['port_note'] == 'none').sum()}")
+    print(f"wrote {out}")
     return 0
 
 

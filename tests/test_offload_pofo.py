@@ -65,7 +65,7 @@ def _check(inst: OffloadInstance, budget: int, slots: int):
     ro = solve_rotor_offload(inst, budget, slots=slots)
     if ro.schedule is not None:  # never beaten by rotor-offload (whose schedules lie outside the DP's class)
         assert res.objective <= ro.objective * (1 + 1e-12)
-    if res.details.get("solution_from") == "rotor-offload":
+    if res.details.get("solution_from") in ("rotor-offload", "offload-prefix"):
         assert res.details.get("dp_makespan", math.inf) > res.objective
         return res
     est = res.details["dp_estimate"]

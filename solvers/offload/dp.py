@@ -364,17 +364,21 @@ def _run_dp(inst: OffloadInstance, work: Chain, M: int, budget: int,
 
 
 def _outside_class(inst: OffloadInstance, budget: int,
-                   slots: int) -> tuple[OffloadSimulation, OffloadSchedule, float] | None:
-    """rotor-offload's schedule at `budget` (replay, schedule, makespan) when it fits, else None."""
-    from .combined import solve_rotor_offload  # imported here: combined imports the registry
+                   slots: int) -> tuple[OffloadSimulation, OffloadSchedule, float, str] | None:
+    """The faster of rotor-offload's and offload-prefix's schedules at `budget` (replay, schedule,
+    makespan, solver) when one fits, else None: both queue transfers on the stream (outside the DP)."""
+    from .baselines import solve_prefix  # imported here: both import the registry
+    from .combined import solve_rotor_offload
 
-    res = solve_rotor_offload(inst, budget, slots=slots)
-    if res.schedule is None:
-        return None
-    sim = simulate(inst, res.schedule)
-    if not sim.valid or sim.peak_memory > budget:
-        return None
-    return sim, res.schedule, sim.makespan
+    best = None
+    for name, res in (("rotor-offload", solve_rotor_offload(inst, budget, slots=slots)),
+                      ("offload-prefix", solve_prefix(inst, budget))):
+        if res.schedule is None:
+            continue
+        sim = simulate(inst, res.schedule)
+        if sim.valid and sim.peak_memory <= budget and (best is None or sim.makespan < best[0].makespan):
+            best = (sim, res.schedule, sim.makespan, name)
+    return best
 
 
 def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any) -> SolveResult:
@@ -426,11 +430,11 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any
         details["dp_makespan"] = candidate[0].makespan
     outside = _outside_class(inst, budget, slots)
     if outside is not None and (candidate is None or outside[0].makespan < candidate[0].makespan * (1 - 1e-12)):
-        # rotor-offload's schedules lie outside the DP's class (prefetches several backward
-        # steps ahead, transfers queued behind each other): its faster schedule is returned
-        details["solution_from"] = "rotor-offload"
-        scope += "; the schedule is rotor-offload's (outside this class), faster here"
-        candidate = outside
+        # rotor-offload's and offload-prefix's schedules lie outside the DP's class (prefetches
+        # several backward steps ahead, transfers queued behind each other): the faster is returned
+        details["solution_from"] = outside[3]
+        scope += f"; the schedule is {outside[3]}'s (outside this class), faster here"
+        candidate = outside[:3]
     if candidate is None:
         return SolveResult(status=INFEASIBLE, scope=scope, solve_time_s=time.perf_counter() - t0,
                            message=f"no schedule of this model fits {budget}", min_budget=None,
