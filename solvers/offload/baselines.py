@@ -25,11 +25,12 @@ from .schedule import Off, OffloadSchedule, Pre, Transfer
 from .simulator import simulate
 
 
-def offload_schedule(L: int, offloaded: set[int], lookahead: int = 1) -> OffloadSchedule:
+def offload_schedule(L: int, offloaded: set[int], lookahead: int = 1, input_too: bool = False) -> OffloadSchedule:
     """Store-all order with the tapes abar_{i+1} of the stages i in `offloaded` moved to the
     host once issued F_all(i+1) has read a_{i+1} from it, and brought back `lookahead`
     backward steps before they are needed. The last stage's tape is never offloaded: the loss
-    and B(L-1) use it at once.
+    and B(L-1) use it at once. `input_too`: the input a_0 travels as well (after F_all(0),
+    back for B(0)), as in POFO's offloaded inputs.
 
     Backward step s is the loss for s = L, else B(s); it needs abar_{s+1} (its tape) and a_s,
     which lives in abar_s when stage s-1 kept a tape.
@@ -39,25 +40,28 @@ def offload_schedule(L: int, offloaded: set[int], lookahead: int = 1) -> Offload
     ops: list[Op | Transfer] = []
     for i in range(L):
         ops.append(F_all(i))
+        if i == 0 and input_too:
+            ops.append(Off("a", 0))
         if i - 1 in offloaded:
             ops.append(Off("abar", i))
 
-    def needs(s: int) -> list[int]:  # indices j of the tapes abar_j step s needs
+    def needs(s: int) -> list[tuple[str, int]]:  # the travelling values step s needs
         if s == L:
             return []  # the loss reads a_L before abar_L is ever sent away
         tapes = [s + 1, s] if s >= 1 else [s + 1]
-        return [j for j in tapes if (j - 1) in offloaded]
+        out = [("abar", j) for j in tapes if (j - 1) in offloaded]
+        return out + ([("a", 0)] if s == 0 and input_too else [])
 
-    pending: list[tuple[int, int]] = []  # (step that first needs it, tape index)
-    seen: set[int] = set()
+    pending: list[tuple[int, tuple[str, int]]] = []  # (step that first needs it, value)
+    seen: set[tuple[str, int]] = set()
     for s in range(L, -1, -1):
-        for j in needs(s):
-            if j not in seen:
-                seen.add(j)
-                pending.append((s, j))
+        for v in needs(s):
+            if v not in seen:
+                seen.add(v)
+                pending.append((s, v))
     for s in range(L, -1, -1):
         while pending and pending[0][0] >= s - lookahead + 1:
-            ops.append(Pre("abar", pending.pop(0)[1]))
+            ops.append(Pre(*pending.pop(0)[1]))
         ops.append(Loss(L) if s == L else Bwd(s))
     return OffloadSchedule(ops, L)
 
@@ -99,21 +103,24 @@ def solve_prefix(inst: OffloadInstance, budget: int, *, max_lookahead: int = 3, 
     smallest makespan."""
     t0 = time.perf_counter()
     L = inst.length
-    best: tuple[float, int, int, OffloadSchedule] | None = None
+    best: tuple[float, int, int, OffloadSchedule, bool] | None = None
     smallest = None
-    for k in range(0, L):
-        for d in range(1, int(max_lookahead) + 1):
-            schedule = offload_schedule(L, set(range(k)), d)
-            sim = simulate(inst, schedule)
-            smallest = sim.peak_memory if smallest is None else min(smallest, sim.peak_memory)
-            if sim.peak_memory <= budget and (best is None or sim.makespan < best[0] - 1e-12):
-                best = (sim.makespan, k, d, schedule)
-    scope = "offload the first k tapes, best k and lookahead (heuristic, no optimality claim)"
+    for first in (False, True):
+        for k in range(0, L):
+            for d in range(1, int(max_lookahead) + 1):
+                schedule = offload_schedule(L, set(range(k)), d, input_too=first)
+                sim = simulate(inst, schedule)
+                smallest = sim.peak_memory if smallest is None else min(smallest, sim.peak_memory)
+                if sim.peak_memory <= budget and (best is None or sim.makespan < best[0] - 1e-12):
+                    best = (sim.makespan, k, d, schedule, first)
+    scope = ("offload the first k tapes (and maybe the input a_0), best k and lookahead "
+             "(heuristic, no optimality claim)")
     if best is None:
         return SolveResult(problem="offload", solver="offload-prefix", status=INFEASIBLE, budget=budget,
                            min_budget=smallest, solve_time_s=time.perf_counter() - t0, scope=scope,
                            message=f"no prefix fits; the smallest peak is {smallest}")
-    return _answer("offload-prefix", inst, best[3], budget, t0, scope, offloaded_stages=best[1], lookahead=best[2])
+    return _answer("offload-prefix", inst, best[3], budget, t0, scope, offloaded_stages=best[1], lookahead=best[2],
+                   input_offloaded=best[4])
 
 
 def solve_remat_only(inst: OffloadInstance, budget: int, *, slots: int = 500, **options: Any) -> SolveResult:
