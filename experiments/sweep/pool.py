@@ -9,7 +9,13 @@ Why not `concurrent.futures.ProcessPoolExecutor`: a stop must be immediate and c
 - Each worker dies with its parent: ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` on Linux, and on every
   system a watchdog thread that exits when the parent process is gone (checked every 0.5 s).
 - A worker that dies on its own (a crash in native code, the OOM killer) gives an ``error`` row
-  for the cell it was running, and a fresh worker takes its place.
+  for the cell it was running, and a fresh worker takes its place. The parent hands each worker
+  its cells one at a time on the worker's own queue, so it always knows which cell a worker
+  holds: a worker that dies at any moment (idle, just after taking a cell, inside the solver,
+  while reporting its row) is noticed at once (its process sentinel) and no cell is lost or left
+  waiting. Each worker has its own pipes, one each way, and no lock shared with the others
+  (a ``multiprocessing.Queue`` shared by the workers could stay locked forever by one killed
+  while its feeder thread held the queue's write lock).
 
 Workers are started with the ``spawn`` method (portable, and safe with threads of torch and
 OR-Tools); each imports memsched once and then runs cells until told to stop.
@@ -20,12 +26,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import queue
 import signal
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from .grid import Task
@@ -52,18 +60,32 @@ def _die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="memsched-parent-watchdog", daemon=True).start()
 
 
-def worker_main(tasks: Any, results: Any, parent: int, run: Callable[[Task], dict[str, Any]]) -> None:
-    """Body of one worker: report ``("start", position, pid)``, run the task, report ``("row", position, row)``."""
+def worker_main(tasks: Connection, results: Connection, parent: int, run: Callable[[Task], dict[str, Any]]) -> None:
+    """Body of one worker: receive a task on its pipe `tasks`, run it, send ``(position, row)``
+    on its pipe `results`; stop at ``None`` or when the parent's end is closed."""
     with contextlib.suppress(OSError):
         os.setpgrp()  # out of the terminal's process group: Ctrl-C goes to the sweep process only
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent(parent)
     while True:
-        task = tasks.get()
+        try:
+            task = tasks.recv()
+        except EOFError:
+            return
         if task is None:
             return
-        results.put(("start", task.position, os.getpid()))
-        results.put(("row", task.position, run(task)))
+        results.send((task.position, run(task)))
+
+
+@dataclass
+class _Worker:
+    """A worker process, the parent's ends of its two pipes, and the position of the cell it
+    holds (None: idle or stopping)."""
+
+    proc: Any
+    tasks: Connection
+    results: Connection
+    position: int | None = None
 
 
 class WorkerPool:
@@ -75,73 +97,93 @@ class WorkerPool:
         self._ctx = multiprocessing.get_context("spawn")
         self._n = max(1, n)
         self._run = run
-        self._tasks = self._ctx.Queue()
-        self._results = self._ctx.Queue()
-        self._procs: list[Any] = []
+        self._workers: list[_Worker] = []
 
-    def _start_worker(self) -> None:
-        p = self._ctx.Process(target=worker_main, args=(self._tasks, self._results, os.getpid(), self._run),
+    def _start_worker(self) -> _Worker:
+        task_recv, task_send = self._ctx.Pipe(duplex=False)
+        row_recv, row_send = self._ctx.Pipe(duplex=False)
+        p = self._ctx.Process(target=worker_main, args=(task_recv, row_send, os.getpid(), self._run),
                               daemon=True, name="memsched-sweep-worker")
         p.start()
-        self._procs.append(p)
+        task_recv.close()  # the child holds its own ends now
+        row_send.close()
+        worker = _Worker(p, task_send, row_recv)
+        self._workers.append(worker)
+        return worker
 
     @property
     def pids(self) -> list[int]:
         """Process ids of the running workers."""
-        return [p.pid for p in self._procs if p.pid is not None]
+        return [w.proc.pid for w in self._workers if w.proc.pid is not None]
+
+    @staticmethod
+    def _assign(worker: _Worker, todo: deque[Task]) -> None:
+        """Give `worker` the next cell, or tell it to stop when none is left (a worker already
+        dead keeps the cell: its sentinel reports it)."""
+        task = todo.popleft() if todo else None
+        worker.position = task.position if task is not None else None
+        with contextlib.suppress(OSError):
+            worker.tasks.send(task)
 
     def results(self, tasks: list[Task], crashed: Callable[[Task, str], dict[str, Any]]) -> Iterator[dict[str, Any]]:
         """Rows of `tasks` in the order they finish; `crashed(task, why)` gives the row of a cell
         whose worker died. The workers are killed when the iteration ends, however it ends."""
         by_position = {t.position: t for t in tasks}
-        running: dict[int, int] = {}  # worker pid -> position
         pending = set(by_position)
+        todo = deque(tasks)
         try:
-            for t in tasks:
-                self._tasks.put(t)
             for _ in range(min(self._n, len(tasks))):
-                self._start_worker()
-            for _ in self._procs:
-                self._tasks.put(None)
+                self._assign(self._start_worker(), todo)
             while pending:
-                try:
-                    kind, position, payload = self._results.get(timeout=POLL_S)
-                except queue.Empty:
-                    yield from self._reap(running, pending, by_position, crashed)
-                    continue
-                if kind == "start":
-                    running[payload] = position
-                elif position in pending:
-                    pending.discard(position)
-                    running = {pid: pos for pid, pos in running.items() if pos != position}
-                    yield payload
+                if not self._workers:  # nothing can report the rest: should not happen, never hang
+                    for position in sorted(pending):
+                        yield crashed(by_position[position], "no worker process is left to run this cell")
+                    return
+                ready = set(wait([w.results for w in self._workers] + [w.proc.sentinel for w in self._workers],
+                                 timeout=POLL_S))
+                for w in list(self._workers):
+                    if w.results in ready or w.proc.sentinel in ready:
+                        yield from self._serve(w, ready, pending, by_position, todo, crashed)
         finally:
             self.kill()
 
-    def _reap(self, running: dict[int, int], pending: set[int], by_position: dict[int, Task],
-              crashed: Callable[[Task, str], dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        """Rows for the cells of workers that died on their own; replace those workers."""
-        for p in list(self._procs):
-            if p.is_alive() or p.exitcode == 0:
-                continue
-            self._procs.remove(p)
-            position = running.pop(p.pid, None)
-            if position is not None and position in pending:
+    def _serve(self, w: _Worker, ready: set[Any], pending: set[int], by_position: dict[int, Task],
+               todo: deque[Task], crashed: Callable[[Task, str], dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """A worker's row (yield it, give the worker its next cell) or its death (a row for the
+        cell it held, a fresh worker while cells are left)."""
+        row = None
+        if w.results in ready:
+            with contextlib.suppress(EOFError, OSError):
+                row = w.results.recv()
+        if row is not None:
+            position, answer = row
+            if position in pending:
                 pending.discard(position)
-                yield crashed(by_position[position], f"the worker process died (exit code {p.exitcode})")
-            if pending:
-                self._start_worker()
-                self._tasks.put(None)
+                yield answer
+            if w.position == position:
+                self._assign(w, todo)
+            return
+        if w.proc.is_alive():
+            w.proc.join(timeout=POLL_S)  # its pipe closed: it is exiting
+            if w.proc.is_alive():
+                return
+        self._workers.remove(w)
+        w.tasks.close()
+        w.results.close()
+        if w.position is not None and w.position in pending:
+            pending.discard(w.position)
+            yield crashed(by_position[w.position], f"the worker process died (exit code {w.proc.exitcode})")
+        if todo:
+            self._assign(self._start_worker(), todo)
 
     def kill(self) -> None:
-        """Kill every worker now (SIGKILL) and release the queues."""
-        for p in self._procs:
-            if p.is_alive():
+        """Kill every worker now (SIGKILL) and close the pipes."""
+        for w in self._workers:
+            if w.proc.is_alive():
                 with contextlib.suppress(OSError):
-                    p.kill()
-        for p in self._procs:
-            p.join(timeout=5)
-        for q in (self._tasks, self._results):
-            q.cancel_join_thread()
-            q.close()
-        self._procs.clear()
+                    w.proc.kill()
+        for w in self._workers:
+            w.proc.join(timeout=5)
+            w.tasks.close()
+            w.results.close()
+        self._workers.clear()
