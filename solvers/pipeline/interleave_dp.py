@@ -25,7 +25,8 @@ only by a relabelling of devices are merged (the multiset). The answer is the be
 i = 0. Branch and bound keeps the state space small: an incumbent period U (the better of the
 straight memory-aware DP, the V-shaped DP and the `interleave` heuristic, so the answer is never
 worse than those) prunes every state with a load or link time >= U, or whose devices cannot
-absorb the remaining work sum_{l < i'} (f_l + b_l) below U. The DP is exact (status
+absorb the remaining work sum_{l < i'} (f_l + b_l) below U or, with a memory limit, the
+weights kappa sum_{l < i'} W_l of the remaining layers within it. The DP is exact (status
 ``optimal`` among interleaved allocations of <= Smax stages) unless a level holds more than
 ``max_states`` states, in which case only the ``max_states`` with the smallest largest load are
 expanded (a beam; status ``feasible``, the scope says so). Worst case exponential (the problem is
@@ -113,6 +114,7 @@ def interleave_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str =
                 if not bounded:
                     mem = 0  # without a limit memory does not matter: states differ by their loads only
                 rest_work = float(pre.fb[first])
+                rest_weights = inst.weight_factor * float(pre.w[first]) * (1.0 - 1e-9) - 1.0
                 seen: set[tuple[float, int, bool]] = set()
                 options = [(d, lab == st.last) for d, (_, _, lab) in enumerate(st.devices)]
                 if used < P:
@@ -138,6 +140,10 @@ def interleave_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str =
                         room = sum(cap - x[0] for x in devs) + (P - len(devs)) * cap
                         if room <= rest_work:
                             continue  # the remaining layers cannot fit below the incumbent
+                    if first > 0 and bounded:
+                        free = sum(limit - x[1] for x in devs) + (P - len(devs)) * limit
+                        if free < rest_weights:
+                            continue  # nor can the weights of the remaining layers fit in memory
                     new = _State(tuple(devs), lab, lk, st.path + ((first, i - 1, lab),))
                     if first == 0:
                         val = max(max(x[0] for x in devs), lk)
