@@ -306,6 +306,12 @@ def run(model: Any, budget: int | str, *, problem: str = "chain", solver: str | 
     return out
 
 
+def default_clock() -> str:
+    """The CPU clock of profiles and timed steps: "thread" (the calling thread's CPU time, which
+    other processes sharing the cores do not inflate) when torch runs one thread, else "wall"."""
+    return "thread" if torch.get_num_threads() == 1 else "wall"
+
+
 def _repeats(schedule: Any) -> int | None:
     """Computations beyond the first of each node (graph schedules)."""
     seq = getattr(schedule, "sequence", None)

@@ -42,10 +42,19 @@ def test_executed_cells_record_median_spread_settings_and_both_memory_methods(tm
         if r["problem"] != "offload":  # offload on CPU: compared with the sequential replay
             assert r["compared_makespan"] == pytest.approx(r["predicted_makespan"])
         assert r["independent_peak"] > 0 and r["independent_method"]
-        assert r["predicted_peak"] == r["peak_memory"]  # the executor replays what the solver returned
+        # the executor replays what the solver returned (graph: plus the per-node temporaries its profile
+        # records, models.graph.profile)
+        if r["problem"] == "graph":
+            assert r["predicted_peak"] >= r["peak_memory"]
+        else:
+            assert r["predicted_peak"] == r["peak_memory"]
     # the chain and join executors keep exactly what their simulators charge under the tracker's overheads
+    # (a join charges one forward overhead, max(o_fa, o_fn), per stage: at most that, docs/join.md)
     for _, r in found[found["problem"].isin(["chain", "join"])].iterrows():
-        assert r["measured_peak"] == r["tracker_predicted_peak"]
+        if r["problem"] == "chain":
+            assert r["measured_peak"] == r["tracker_predicted_peak"]
+        else:
+            assert 0.85 * r["tracker_predicted_peak"] <= r["measured_peak"] <= r["tracker_predicted_peak"]
 
 
 @pytest.mark.parametrize("text, field", [

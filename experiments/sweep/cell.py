@@ -114,7 +114,7 @@ _TARGET: dict[str, Any] = {}
 
 def _target(li: LoadedInstance) -> Any:
     """`models.run.prepare` on the zoo network of `li` with its stored costs, kept for the next cell."""
-    from memsched.models.run import prepare
+    from memsched.models.run import default_clock, prepare
 
     assert li.model is not None
     ident = (li.digest, li.problem, li.label)
@@ -124,7 +124,7 @@ def _target(li: LoadedInstance) -> Any:
             inst, link = li.instance.chain, {"bandwidth": li.instance.bandwidth, "latency": li.instance.latency}
         _TARGET.clear()
         _TARGET.update(ident=ident, target=prepare(li.problem, li.model["name"], instance=inst,
-                                                   sizes=li.model["sizes"], **link))
+                                                   sizes=li.model["sizes"], clock=default_clock(), **link))
     return _TARGET["target"]
 
 
@@ -136,10 +136,13 @@ def _execute(li: LoadedInstance, schedule: Any, measure: dict[str, int] | None) 
     allocator probe (CPU) and the gradient check; then ``time_repeats`` unwatched timed runs.
     Row: measured_time_ms (median, ms), time_ms_min / _q1 / _q3 / _max and time_ratio_min /
     _max (measured / predicted time of the fastest and slowest run), the tracker and independent
-    peaks (bytes) with their ratios to the simulator's, the settings and the 1-minute load average.
+    peaks (bytes) with their ratios to the simulator's, the settings (threads, the clock:
+    `models.run.default_clock`, thread CPU time with one thread, as the profile's) and the
+    1-minute load average.
     """
     import numpy as np
     import torch
+    from memsched.models.run import default_clock
 
     from .config import MEASURE_DEFAULTS
 
@@ -159,6 +162,7 @@ def _execute(li: LoadedInstance, schedule: Any, measure: dict[str, int] | None) 
                time_ratio_min=float(q[0]) / pred if pred else None,
                time_ratio_max=float(q[4]) / pred if pred else None,
                time_repeats=m["time_repeats"], warmup=m["warmup"], threads=torch.get_num_threads(),
+               clock=default_clock(),
                load_1min=round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
                independent_method=step.independent_method)
     return row

@@ -107,12 +107,13 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
     else:
         try:
             from memsched.models.chain.profiler import profile_model
+            from memsched.models.run import default_clock
         except ImportError as err:
             raise InputError(f"profiling zoo networks needs PyTorch and models.chain.profiler ({err})", path=p,
                              field=f"{where}.model") from None
         with profiling_errors(p, where):
             instance, built = profile_model(spec.params["model"], repeats=spec.params.get("repeats", 3),
-                                            warmup=spec.params.get("warmup", 1), **sizes)
+                                            warmup=spec.params.get("warmup", 1), clock=default_clock(), **sizes)
         problem = "chain"
         source = f"memsched.models.chain.profiler.profile_model({json.dumps(spec.params, sort_keys=True)})"
         label = spec.label or built.label
@@ -173,9 +174,11 @@ def _profile_problem(spec: InstanceSpec, sizes: dict[str, Any], config_path: str
         from memsched.solvers.units import parse_bandwidth
 
         link["bandwidth"] = parse_bandwidth(spec.params["bandwidth"], field=f"{where}.bandwidth")
+    from memsched.models.run import default_clock
+
     with profiling_errors(config_path, where):
         target = prepare(str(spec.problem), spec.params["model"], sizes=sizes,
-                         profile_repeats=spec.params.get("repeats", 3), **link)
+                         profile_repeats=spec.params.get("repeats", 3), clock=default_clock(), **link)
     source = f"memsched.models.run.prepare({json.dumps({'problem': spec.problem, **spec.params}, sort_keys=True)})"
     return str(spec.problem), target.instance, source, spec.label or target.name
 
