@@ -166,7 +166,9 @@ def main(argv: list[str] | None = None) -> int:
               + f"; within 15%: {sum(abs(r['time_ratio'] - 1) <= 0.15 for r in got)}"
               + f"; tracker within 5%: {sum(abs(r['memory_ratio'] - 1) <= 0.05 for r in got)}"
               + f"; probe within 5%: {sum(abs(r['independent_ratio'] - 1) <= 0.05 for r in got)}"
-              + f"; gradients equal: {sum(bool(r['grad_check']) for r in got)}")
+              + f"; gradients equal: {sum(bool(r['grad_check']) for r in got)}"
+              + "; time ratio / store-all's at the same minutes, median "
+              + f"{statistics.median(r['time_ratio'] / r['control_ratio'] for r in got):.3f}")
     with out.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         writer.writeheader()

@@ -158,18 +158,18 @@ class GraphExecutor:
                                                      clock),
                          cuda=inputs.device.type == "cuda", measure_memory=measure_memory, measure_time=measure_time,
                          trace=trace, time_repeats=time_repeats, independent=independent)
+        cuda = inputs.device.type == "cuda"  # the measured peak is then the allocator's
         tracker_memory = self.predicted_memory(seq, sim, "tracker")
-        alloc_memory = self.predicted_memory(seq, sim, "allocator" if inputs.device.type == "cpu" else "tracker")
+        alloc_memory = self.predicted_memory(seq, sim, "allocator")
         if len(m.traces) == len(seq):
-            for t, mem in zip(m.traces, tracker_memory):
+            for t, mem in zip(m.traces, alloc_memory if cuda else tracker_memory):
                 t.predicted_during = int(mem)
         grads = {name: p.grad.detach().clone() for name, p in self.params.items() if p.grad is not None}
-        extra = ({"tracker_predicted_peak": int(max(tracker_memory, default=0))}
+        extra = ({"tracker_predicted_peak": None if cuda else int(max(tracker_memory, default=0))}
                  if "tracker_predicted_peak" in {f.name for f in fields(StepResult)} else {})
         return StepResult(loss=m.loss, grads=grads, input_grad=None, peak_memory=int(m.peak), time_ms=m.time_ms,
                           device=str(inputs.device), memory_method=m.method,
-                          predicted_peak=int(max(alloc_memory, default=0)) if extra else int(max(tracker_memory,
-                                                                                                   default=0)),
+                          predicted_peak=int(max(alloc_memory if extra or cuda else tracker_memory, default=0)),
                           predicted_makespan=float(sim.makespan), trace=m.traces,
                           independent_peak=m.independent_peak, independent_method=m.independent_method, **extra)
 
@@ -179,7 +179,8 @@ class GraphExecutor:
         `models.graph.profile`; none when the graph has no such record); for the allocator also
         the CPU RNG states the run keeps for the random nodes it recomputes."""
         meta = self.graph.meta
-        temps = meta.get("temporaries", {}).get(method, {})
+        records = meta.get("temporaries", {})
+        temps = records.get(method, records.get("tracker", {}))  # no allocator record: the tracker's
         out = [int(mem) + int(temps.get(self.graph.names[v], 0)) for v, mem in zip(seq, sim.memory)]
         if method == "allocator":  # RNG states of recomputed random nodes, from their first computation on
             random = {self.graph.names.index(name) for name in meta.get("random_nodes", ())} & {

@@ -20,7 +20,8 @@ measured step takes, and reads per node:
 - ``rise`` (bytes): the peak of the step's live bytes during the node above the level before
   it, by the tracker; ``alloc_rise``: the same by the CPU allocator's own reports (one more step
   under ``torch.profiler`` with memory events, each node a ``record_function`` range; on CUDA
-  not measured). A rise exceeds the kept bytes by the node's *temporaries*: a parameter's
+  ``torch.cuda.max_memory_allocated`` above ``memory_allocated`` before the node, in the
+  tracker's step). A rise exceeds the kept bytes by the node's *temporaries*: a parameter's
   gradient before it is added into ``.grad``, the intermediate gradients of a loss, and, seen
   by the allocator only, kernel scratch buffers (oneDNN convolutions: about their output's
   size). `temporaries` gives them per node: rise - kept, at least 0;
@@ -101,6 +102,9 @@ class _Probe:
         self.forward: set[int] = set()
         self.random: set[int] = set()  # forward nodes that draw random numbers
         self.rng: torch.Tensor | None = None
+        self.cuda = device if device is not None and device.type == "cuda" else None
+        self.cuda_level = 0
+        self.cuda_rise = [0] * n  # torch.cuda.max_memory_allocated above the level before the node
 
     def start(self, s: int) -> None:
         """A step begins: note the clock (and the live storages and bytes when sizing)."""
@@ -109,6 +113,10 @@ class _Probe:
             self.live = set(self.tracker._live)
             self.tracker.reset_peak()
             self.rng = torch.get_rng_state() if self.seq[s] in self.forward else None
+            if self.cuda is not None:
+                torch.cuda.synchronize(self.cuda)
+                torch.cuda.reset_peak_memory_stats(self.cuda)
+                self.cuda_level = torch.cuda.memory_allocated(self.cuda)
         self.t0 = self.now()
 
     def computed(self, s: int, node: int, run: Any, meter: Any) -> None:
@@ -130,6 +138,9 @@ class _Probe:
             self.random.add(v)
         self.kept[v] = max(0, int(kept))
         self.rise[v] = max(0, int(self.tracker.peak - self.level))
+        if self.cuda is not None:
+            torch.cuda.synchronize(self.cuda)
+            self.cuda_rise[v] = max(0, int(torch.cuda.max_memory_allocated(self.cuda) - self.cuda_level))
 
     def stop(self, s: int) -> None:
         """The step ends (its drops included): record its time."""
@@ -198,11 +209,11 @@ def profile_nodes(executor: Any, inputs: torch.Tensor, target: Any, *, repeats: 
     timer = _Probe(seq, graph.n, clock, None, inputs.device)
     for _ in range(max(0, warmup)):  # lazily allocated caches, first-call costs
         executor._run(seq, frees, tape_at, retain_at, inputs, target, seed, False, False, clock, probe=timer)
-    sizer = _Probe(seq, graph.n, clock, LiveTensorTracker())
+    sizer = _Probe(seq, graph.n, clock, LiveTensorTracker(), inputs.device)
     sizer.forward = set(executor.plan.ops)
     with sizer.tracker:  # type: ignore[union-attr]
         executor._run(seq, frees, tape_at, retain_at, inputs, target, seed, False, False, clock, probe=sizer)
-    alloc_rise = None
+    alloc_rise = sizer.cuda_rise if inputs.device.type == "cuda" else None
     if inputs.device.type == "cpu":
         from torch.profiler import ProfilerActivity, profile
 
