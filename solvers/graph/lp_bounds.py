@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..exact.options import Deadline, DeadlineExceeded
 from ..result import FEASIBLE, INFEASIBLE, TIMEOUT, SolveResult
 from .instance import Graph
 from .linmodel import solve_milp
@@ -27,15 +28,20 @@ from .simulator import simulate
 
 
 def lp_relaxation(graph: Graph, budget: int, *, slots: int = 0, time_limit: float | None = None
-                  ) -> tuple[float | None, CheckmateModel, list[float] | None, str]:
+                  ) -> tuple[float | None, CheckmateModel | None, list[float] | None, str]:
     """(LP value, model, values, status) of Checkmate's relaxation at `budget`, with exact sizes
     (`slots` is accepted for a uniform signature and ignored: rounding sizes up would not give a
-    valid bound for the real sizes)."""
+    valid bound for the real sizes). `time_limit` covers building the model too: when it comes
+    first the answer is (None, None, None, "timeout")."""
     # exact sizes, scaled so that the budget is 1000 (a rounded-up discretisation would not
     # give a valid bound for the real sizes)
     scale = 1000.0 / max(int(budget), 1)
-    cm = CheckmateModel(graph, graph.cost_ram * scale, 1000.0)
-    sol = solve_milp(cm.model, "scip", time_limit=time_limit, relax=True)
+    deadline = Deadline(time_limit)
+    try:
+        cm = CheckmateModel(graph, graph.cost_ram * scale, 1000.0, deadline=deadline)
+        sol = solve_milp(cm.model, "scip", relax=True, deadline=deadline)
+    except DeadlineExceeded:
+        return None, None, None, "timeout"
     return sol.objective, cm, sol.values, sol.status
 
 
@@ -84,7 +90,7 @@ def solve_checkmate_approx(graph: Graph, budget: int, *, slots: int = 500, time_
         res.message = "the LP relaxation is infeasible: no Checkmate schedule fits"
         res.solve_time_s = time.perf_counter() - start
         return res
-    if values is None or value is None:
+    if values is None or value is None or cm is None:
         res.solve_time_s = time.perf_counter() - start
         return res
     n = graph.n
