@@ -32,6 +32,12 @@ a_k, delta_{k+1} and delta_k while B(k) runs, and the tape (tests check this for
 same, no tape kept beyond a turn). It is not optimal for the rotor model of this project: the
 persistent DP (`solvers.chain.dp`) may keep tapes (F_all ahead of the turn) and uses every
 byte of the budget, so at the same budget rotor (exact sizes) <= Revolve; tests check this.
+
+**Against periodic** (docs/chain.md "Revolve and periodic"). Revolve records each tape only at
+its turn, so it runs L + p(L, c) >= 2L - 1 forwards for every c; periodic keeps the tapes of its
+last segment (a taped forward costs an advance here, and a tape also serves as the activation)
+and runs at most 2L - 1. On homogeneous chains periodic is never slower when some segment count
+fits; Revolve's least peak (c = 1) is at most periodic's least, so below that only Revolve runs.
 """
 
 from __future__ import annotations
