@@ -69,6 +69,8 @@ def _check(inst: OffloadInstance, budget: int, slots: int):
         assert res.details.get("dp_makespan", math.inf) > res.objective
         return res
     est = res.details["dp_estimate"]
+    if "dp_link_factor" in res.details:  # the DP planned on a faster link: its value is that link's
+        return res
     # the DP's charges are the simulator's (module docstring, rules 1-3), or above them when
     # a value travels to the host twice (the second Off is free in the simulator) or when the
     # same ops replayed without the DP's waits fit and are faster ("dp_unpinned")

@@ -99,6 +99,7 @@ from ..chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Op
 from ..discretize import check_slots
 from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
+from ..units import MAX_BYTES
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
 from .simulator import OffloadSimulation, simulate
@@ -311,6 +312,10 @@ def pin_transfers(inst: OffloadInstance, schedule: OffloadSchedule, pins: list[A
     return OffloadSchedule(list(schedule.ops), schedule.length, nb if any(t is not None for t in nb) else None)
 
 
+#: the DP is also run planning on links this many times faster (outside its class; see solve_pofo)
+PLAN_LINK_FACTORS = (2.0, 4.0)
+
+
 def _without_off_waits(inst: OffloadInstance, schedule: OffloadSchedule, pins: list[Any]) -> OffloadSchedule:
     """The schedule pinned as `pin_transfers` does, but keeping only the prefetch pins ("prev"):
     no compute op waits for the end of an Off."""
@@ -333,9 +338,15 @@ def _extra(work) -> int:
 
 
 def _run_dp(inst: OffloadInstance, work: Chain, M: int, budget: int,
-            details: dict[str, Any]) -> tuple[OffloadSimulation, OffloadSchedule, float] | None:
+            details: dict[str, Any], plan: OffloadInstance | None = None
+            ) -> tuple[OffloadSimulation, OffloadSchedule, float] | None:
     """Fill the tables for `work` (sizes in units of M), rebuild, pin and replay; (replay,
-    schedule, DP value) when it fits `budget` (real bytes), else None. Notes go to `details`."""
+    schedule, DP value) when it fits `budget` (real bytes), else None. Notes go to `details`.
+    `plan`: the instance whose link the DP plans with (default `inst`); the ops are always
+    pinned and replayed on `inst`. Besides the pinned schedule, the same ops without the waits
+    for Offs (only the prefetch pins kept) and without any pin are replayed (outside the DP's
+    class: a right sub-chain may start while its caller's Off runs, as in POFO's own model); the
+    fastest that fits is returned."""
     m_top = M - int(work.x[0])
     if m_top < 0:
         return None
@@ -343,24 +354,26 @@ def _run_dp(inst: OffloadInstance, work: Chain, M: int, budget: int,
     cells = 2 * table_cells(work.length, m_top + extra)
     if cells > MAX_CELLS:
         raise InputError(f"the pofo tables would have {cells:.3g} cells; use fewer --slots", field="--slots")
-    table = PofoTable(work, inst, m_top + extra)
+    table = PofoTable(work, plan or inst, m_top + extra)
     est = table.value(m_top)
     if not math.isfinite(est):
         return None
     ops, pins = table.schedule(m_top)
-    sched = pin_transfers(inst, ops, pins)
-    sim = simulate(inst, sched)
-    if sim.valid and sim.peak_memory <= budget:
-        # outside the class, same ops: without the waits for Offs (a right sub-chain may start while
-        # the Off of its caller's value runs, as in POFO's own model), or without any pin
-        for loose in (_without_off_waits(inst, ops, pins), OffloadSchedule(list(ops.ops), ops.length)):
-            alt = simulate(inst, loose)
-            if alt.valid and alt.peak_memory <= budget and alt.makespan < sim.makespan * (1 - 1e-12):
-                details["dp_unpinned"] = f"{sim.makespan:.6g} -> {alt.makespan:.6g}"
-                sim, sched = alt, loose
-        return sim, sched, est
-    details["dp_overflow"] = f"the DP schedule replays at {sim.peak_memory} > {budget}: {sim.violation}"
-    return None
+    best: tuple[OffloadSimulation, OffloadSchedule] | None = None
+    for n, sched in enumerate((pin_transfers(inst, ops, pins), _without_off_waits(inst, ops, pins),
+                               OffloadSchedule(list(ops.ops), ops.length))):
+        sim = simulate(inst, sched)
+        if not (sim.valid and sim.peak_memory <= budget):
+            if n == 0 and plan is None:
+                details["dp_overflow"] = f"the DP schedule replays at {sim.peak_memory} > {budget}: {sim.violation}"
+            continue
+        if best is None or sim.makespan < best[0].makespan * (1 - 1e-12):
+            if best is not None or n > 0:
+                details["dp_unpinned"] = f"{est:.6g} -> {sim.makespan:.6g}"
+            best = (sim, sched)
+    if best is None:
+        return None
+    return best[0], best[1], est
 
 
 def _outside_class(inst: OffloadInstance, budget: int,
@@ -413,6 +426,18 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any
         work, M = chain.discretised(slot), slots
         details["slot_bytes"] = slot
     candidate = _run_dp(inst, work, M, budget, details)
+    for factor in PLAN_LINK_FACTORS:
+        if inst.bandwidth * factor > MAX_BYTES:
+            break
+        # the DP planned on a faster link charges shorter waits and offloads more; its ops,
+        # replayed on the real link with transfers queued, are kept when they fit and are faster
+        notes: dict[str, Any] = {}
+        plan = OffloadInstance(chain, inst.bandwidth * factor, inst.latency / factor)
+        alt = _run_dp(inst, work, M, budget, notes, plan=plan)
+        if alt is not None and (candidate is None or alt[0].makespan < candidate[0].makespan * (1 - 1e-12)):
+            candidate = alt
+            details["dp_link_factor"] = factor
+            details["dp_unpinned"] = notes.get("dp_unpinned", f"planned on a {factor:g}x faster link")
     worse = candidate is None or (rotor_fit is not None and rotor_fit[0].makespan < candidate[0].makespan)
     if worse and slots > 0 and 2 * table_cells(L, budget - int(chain.x[0]) + _extra(chain)) <= EXACT_RETRY_CELLS:
         # the slot rounding may have lost schedules (rotor retries with exact sizes too)
