@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     row = {"instance": name, "nodes": g.n, "fraction": frac, "budget": budget, "solver": solver,
                            "label": LABELS.get(solver, solver), "status": res.status, "makespan": res.objective,
                            "overhead": over, "bound": res.lower_bound, "gap": res.gap, "time_s": round(elapsed, 2),
+                           "first_schedule_s": _first(res, elapsed),
                            "time_limit_s": limit if solver in EXACT else None, "seeded_by": res.seeded_by,
                            "scope": res.scope, "load": round(load, 2)}
                     writer.writerow(row)

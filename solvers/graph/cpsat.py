@@ -208,6 +208,8 @@ def solve_cpsat(
                 f"at most {C} computations per node ({raised} nodes: as many as the warm start, up to {max(caps)})")
             result.details["raised_caps"] = raised
     known = simulate(graph, hint_seq).makespan if hint_seq is not None else math.inf
+    # the warm start is a schedule in hand from now on (the log's first entry)
+    hint_log = [(deadline.elapsed(), known, None)] if hint_seq is not None else []
     if order_phase and known > graph.total_cpu() * (1 + 1e-12):
         order = _order_phase(graph, M, B, ints, deadline, options, result)
         if order is not None:  # every node once: no schedule is faster (the referee says optimal)
@@ -235,7 +237,7 @@ def solve_cpsat(
         mm.model.minimize(mm.objective)
     run = run_cpsat(mm.model, deadline, options, offset=base, scale=scale, hint_feasible=hinted,
                     extra={"cp_model_presolve": presolve})
-    result.log = run.log
+    result.log = hint_log + [entry for entry in run.log if not hint_log or entry[1] is None or entry[1] < known]
     result.details["cpsat_status"] = run.backend_status
     if run.status == INFEASIBLE:
         result.status = INFEASIBLE
