@@ -20,7 +20,9 @@ gradients not counted) is run by
 - ``rockmate``: a failed row with the reason (it does not run on this CPU; see ROCKMATE);
 - ``memsched-block`` / ``memsched-layer``: the chain profiled at ``--granularity block`` /
   ``layer`` (`models.chain.profiler`, thread CPU time; ``layer`` splits transformer blocks into their halves and
-  moves GPT-2's projection into the loss stage, `models.zoo.split`), rotor's schedule
+  moves GPT-2's projection into the loss stage, `models.zoo.split`; planned with the tracker's
+  transient overheads, `models.chain.overheads.tracker_chain`, as it is the measure every tool is
+  compared on), rotor's schedule
   (`solvers.chain.dp`, 2000 slots) run by `models.chain.executor.ChainExecutor`
   (``input_grad=False``, as a plain step). Budgets: rotor's smallest feasible budget, 2% above
   it, `--budgets` evenly up to the store-all peak, and 99% of the measured peak of every point
@@ -228,6 +230,7 @@ def memsched_points(base: dict, name: str, sizes: dict, granularity: str, n_budg
     """rotor at its smallest budget, 2% above, `n_budgets` evenly to the store-all peak and 99% of
     each peak in `targets`, run by the executor."""
     from memsched.models.chain.executor import ChainExecutor
+    from memsched.models.chain.overheads import tracker_chain
     from memsched.models.chain.profiler import profile_chain
     from memsched.models.zoo import build_model
     from memsched.solvers.chain import reference_peak
@@ -239,6 +242,9 @@ def memsched_points(base: dict, name: str, sizes: dict, granularity: str, n_budg
     chain = profile_chain(model.blocks, model.loss_fn, model.example_input, model.target, repeats=repeats,
                           clock="thread")  # the steps' clock: other processes do not inflate it
     profile_s = time.perf_counter() - t0
+    # plan in the tracker's units, the measure every tool is compared on (a CPU profile charges the
+    # allocator's overheads, convolution scratch included, which the tracker does not see)
+    chain = tracker_chain(chain)
     lo, hi = rotor_min_budget(chain), reference_peak(chain)
     executor = ChainExecutor(model.blocks, model.loss_fn, input_grad=False)
     budgets = {lo, min(hi, lo + lo // 50)} | {lo + (hi - lo) * k // max(1, n_budgets - 1) for k in range(1, n_budgets)}
