@@ -82,6 +82,7 @@ from .min_memory import (  # noqa: F401 - re-exported
     min_memory_schedule,
     rotor_min_budget,
 )
+from .rotor_guard import never_worse
 from .schedule import Bwd, F_all, F_ck, F_n, Loss, Schedule, unfold
 from .simulator import simulate
 
@@ -382,7 +383,22 @@ def rotor_curve(chain: Chain, max_budget: int, slots: int | None = 500) -> tuple
 # --------------------------------------------------------------------------- solver
 def solve_rotor(chain: Chain, budget: int, *, slots: int | None = 500, time_limit: float | None = None,
                 table_budget: int | None = None, **_: Any) -> SolveResult:
-    """Optimal persistent schedule (rotor DP) for `budget` bytes.
+    """Optimal persistent schedule (rotor DP) for `budget` bytes (`_solve_rotor_slots`), never
+    slower at exact sizes than the periodic and sqrt(L) baselines that fit: when the slot
+    rounding made the DP's schedule slower, finer slots, exact sizes or the baseline's schedule
+    (`rotor_guard.never_worse`; the scope and ``details`` say which)."""
+    t0 = time.perf_counter()
+    result = _solve_rotor_slots(chain, budget, slots=slots, time_limit=time_limit, table_budget=table_budget)
+    result = never_worse(chain, int(budget), result, check_slots(slots),
+                         lambda s: _solve_rotor_slots(chain, budget, slots=s, time_limit=time_limit),
+                         table_cells, EXACT_RETRY_CELLS)
+    result.solve_time_s = time.perf_counter() - t0
+    return result
+
+
+def _solve_rotor_slots(chain: Chain, budget: int, *, slots: int | None = 500, time_limit: float | None = None,
+                       table_budget: int | None = None, **_: Any) -> SolveResult:
+    """Optimal persistent schedule (rotor DP) for `budget` bytes at `slots` slots.
 
     Status ``optimal`` (for persistent schedules at the stated discretisation), ``infeasible``
     below `rotor_min_budget` (exact bytes, given in ``min_budget``). When the budget is feasible
@@ -436,7 +452,7 @@ def solve_rotor(chain: Chain, budget: int, *, slots: int | None = 500, time_limi
         details["table_cells"] = int(table.C.size)
         value = table.value(m_top)
     if shared is not None and not math.isfinite(value):  # the coarser slots lost it: this budget's own
-        return solve_rotor(chain, budget, slots=slots, time_limit=time_limit)
+        return _solve_rotor_slots(chain, budget, slots=slots, time_limit=time_limit)
     if not math.isfinite(value) and slots > 0 and table_cells(L, budget - int(chain.x[0])) <= EXACT_RETRY_CELLS:
         # the rounding of the slots lost the only schedules that fit: exact sizes are cheap here
         scope = "persistent schedules, exact sizes (the slot rounding left no schedule)"
