@@ -174,7 +174,14 @@ def figure(rows: list[dict[str, Any]], published: list[dict[str, Any]], path: Pa
         ax.set_xticks(range(len(names)), names, rotation=30, fontsize=7.5)
         ax.set_title(f"budget {frac:.0%} of the topological-order peak", fontsize=9)
         ax.set_ylabel("compute overhead (%)", fontsize=8)
-    axes[0][-1].legend(fontsize=7, frameon=False)
+        ax.set_yscale("symlog", linthresh=1.0)  # 0-1% apart, and a 600% heuristic on the same axis
+        ax.set_ylim(bottom=0.0)
+    handles: dict[str, Any] = {}  # one legend for all panels (a panel may have no schedule at all)
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    if handles:
+        axes[0][-1].legend(list(handles.values()), list(handles), fontsize=7, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)

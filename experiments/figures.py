@@ -40,7 +40,7 @@ STYLE: dict[str, tuple[str, str]] = {
     "periodic": ("#ff7f0e", "v"), "sqrt": ("#8c564b", "P"), "store-all": ("#7f7f7f", "x"),
     "recompute-all": ("#17becf", "*"), "checkmate": ("#d62728", "s"), "checkmate-approx": ("#e377c2", "h"),
     "checkpoint-all": ("#7f7f7f", "x"), "dtr": ("#bcbd22", "<"), "greedy": ("#ff7f0e", ">"),
-    "griewank": ("#2ca02c", "^"),
+    "griewank": ("#2ca02c", "^"), "dtr-orders": ("#006d6f", "p"),
     # pipelines
     "madpipe": ("#1f77b4", "o"), "pipedream": ("#ff7f0e", "v"), "balance-time": ("#2ca02c", "^"),
     # join networks
