@@ -98,6 +98,7 @@ def test_gpt_layer_chain_goes_below_torch_checkpoint_per_block():
     """With the projection in the loss stage the logits (the largest tensor) are charged only while
     the loss runs: rotor's smallest budget on the layer chain is at most the peak torch measures
     with checkpoint around every block (same tracker), and the executor stays within it."""
+    from memsched.models.chain.overheads import tracker_chain
     from memsched.models.memory import LiveTensorTracker
     from torch.utils.checkpoint import checkpoint
 
@@ -116,10 +117,13 @@ def test_gpt_layer_chain_goes_below_torch_checkpoint_per_block():
         per_block_loss().backward()
     torch_peak = mem.peak
     # one stage per block: the logits are a_L, charged in the head's tape and while the loss runs
-    block_chain = profile_chain(whole.blocks, whole.loss_fn, whole.example_input, whole.target, repeats=1, warmup=0)
+    # in the tracker's units (a CPU profile charges the allocator's overheads; torch_peak is the tracker's)
+    block_chain = tracker_chain(profile_chain(whole.blocks, whole.loss_fn, whole.example_input, whole.target,
+                                              repeats=1, warmup=0))
     assert rotor_min_budget(block_chain) > torch_peak
     model = build_model("gpt2", granularity="layer", **sizes)
-    chain = profile_chain(model.blocks, model.loss_fn, model.example_input, model.target, repeats=1, warmup=0)
+    chain = tracker_chain(profile_chain(model.blocks, model.loss_fn, model.example_input, model.target, repeats=1,
+                                        warmup=0))
     logits = 4 * sizes["batch"] * sizes["seq_len"] * sizes["vocab"]
     assert chain.x[chain.length] < logits // 8  # a_L is the hidden state, not the logits
     lo = rotor_min_budget(chain)
