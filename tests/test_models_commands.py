@@ -70,7 +70,7 @@ def test_run_infeasible_and_bad_input(cli, tmp_path):
 
 def test_run_dispatches_offload_and_join(cli):
     """`memsched run` with --bandwidth executes an offloading schedule; a join model runs the join DP."""
-    res = cli("run", "resnet18", "--budget", "85%", "--bandwidth", "1GB/s", "--batch", "2", "--image-size", "32",
+    res = cli("run", "resnet18", "--budget", "95%", "--bandwidth", "1GB/s", "--batch", "2", "--image-size", "32",
               "--width", "8", "--threads", "1", "--time-repeats", "1", "--json")
     assert res.code == 0, res.err
     out = res.json()
