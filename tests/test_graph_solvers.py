@@ -75,8 +75,9 @@ def test_checkmate_backends_agree(backend):
 def test_checkmate_and_cpsat_agree_on_linear_graphs(L):
     g = generate.linear_graph(L)
     for budget in range(_necessary_budget(g, g.cost_ram), reference_peak(g) + 1):
-        cm = solve_checkmate(g, budget, slots=0, time_limit=20)
-        cp = solve_cpsat(g, budget, slots=0, max_computations=3, time_limit=20)
+        # generous limits: both prove these in about 2 s on a quiet machine, but not on 2 shared cores at load 17
+        cm = solve_checkmate(g, budget, slots=0, time_limit=90)
+        cp = solve_cpsat(g, budget, slots=0, max_computations=3, time_limit=90)
         assert cm.status == cp.status
         assert _value(cm) == _value(cp), budget
         if "not built" not in (cm.details.get("model_status"), cp.details.get("model_status")):
