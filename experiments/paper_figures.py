@@ -4,13 +4,16 @@
         [--stem paper_chains]
 
 Reads ``<results>/<name>.csv`` (written by ``memsched sweep fig_paper_chains``, or
-``fig_paper_graphs`` with ``--stem paper_graphs``) and draws, per
-instance, the makespan relative to store-all's (1 + the rows' ``overhead``) of every solver versus the
-memory budget in GB (10^9 bytes, the activation budget the solver gets, input a_0 included),
-over the instance's grid from its smallest feasible budget (rotor's) to its store-all peak. Each
-panel's title names the instance and the cost model its times come from (the instance file's
-``meta["cost"]``: a roofline of a named GPU, counted FLOP or measured). Writes
-``paper_chains.png`` and ``.pdf`` under `--out`.
+``fig_paper_graphs`` / ``fig_paper_offload`` / ``fig_paper_pipeline`` with ``--stem paper_graphs``
+/ ``paper_offload`` / ``paper_pipeline``) and draws, per instance, the makespan relative to
+store-all's (1 + the rows' ``overhead``) of every solver versus the memory budget in GB (10^9
+bytes, the activation budget the solver gets, input a_0 included; for offloading the device
+memory), over the instance's grid from its smallest feasible budget (rotor's) to its store-all
+peak. A pipeline sweep (problem ``pipeline``) is drawn as the period (the objective, in the
+instance's time unit, ms) versus the memory per device, one row of panels per instance and one
+column per device count P (the solver labels' ``P=<n>``). Each panel's title names the
+instance and the cost model its times come from (the instance file's ``meta["cost"]``: a
+roofline of a named GPU, counted FLOP or measured). Writes ``<stem>.png`` and ``.pdf`` under `--out`.
 """
 
 from __future__ import annotations
@@ -27,7 +30,50 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 GB = 1e9
-MARKERS = {"rotor": "o", "periodic": "s", "sqrt": "^", "revolve": "v", "store-all": "D", "cpsat": "x"}
+MARKERS = {"rotor": "o", "periodic": "s", "sqrt": "^", "revolve": "v", "store-all": "D", "cpsat": "x",
+           "pofo": "o", "rotor-offload": "s", "offload-prefix": "^", "vdnn": "v"}
+#: pipeline panels: one colour and marker per solver (the label's name before " P=<n>")
+PIPELINE_STYLE = {"madpipe": ("C0", "o"), "pipedream": ("C1", "s"), "balance-time": ("C2", "^"),
+                  "interleave-v": ("C3", "v"), "cpsat": ("k", "x"), "dag": ("C4", "D")}
+
+
+def draw_pipeline(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem: str = "paper_pipeline") -> list[Path]:
+    """One row of panels per instance, one column per device count P (the solver labels' "P=<n>"):
+    the period (objective, ms per micro-batch) versus the memory per device (GB), one line per
+    solver (feasible rows only)."""
+    rows = rows.assign(_solver=rows["solver_label"].str.split(" P=").str[0],
+                       _p=pd.to_numeric(rows["solver_label"].str.split(" P=").str[1], errors="coerce"))
+    instances = list(dict.fromkeys(rows["instance"]))
+    ps = sorted(int(p) for p in rows["_p"].dropna().unique())
+    fig, axes = plt.subplots(len(instances), len(ps), figsize=(3.6 * len(ps), 2.8 * len(instances)), squeeze=False)
+    for i, name in enumerate(instances):
+        for j, p in enumerate(ps):
+            ax = axes[i][j]
+            part = rows[(rows["instance"] == name) & (rows["_p"] == p) & rows["status"].isin(["optimal", "feasible"])]
+            for solver, group in part.groupby("_solver", sort=False):
+                colour, marker = PIPELINE_STYLE.get(str(solver), ("0.5", "."))
+                group = group.sort_values("budget")
+                ax.plot(group["budget"] / GB, group["objective"], color=colour, marker=marker, ms=3, lw=1,
+                        ls="--" if solver == "cpsat" else "-", label=str(solver))
+            ax.set_title(f"{name}, P = {p}\ntimes: {costs.get(name, 'unknown')}", fontsize=7)
+            ax.set_xlabel("memory per device (GB)", fontsize=7)
+            ax.set_ylabel("period (ms per micro-batch)", fontsize=7)
+            ax.tick_params(labelsize=7)
+            ax.grid(alpha=0.3)
+            if len(part):
+                ax.legend(fontsize=6)
+    fig.tight_layout()
+    return _save(fig, out_dir, stem)
+
+
+def _save(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
+    """Write `fig` as ``<stem>.png`` and ``.pdf`` under `out_dir`; close it; return the paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.pdf"]
+    for p in paths:
+        fig.savefig(p, dpi=150)
+    plt.close(fig)
+    return paths
 
 
 def cost_model_of(instance_file: Path) -> str:
@@ -54,27 +100,22 @@ def draw(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem: str = "
     fig, axes = plt.subplots(nrows, cols, figsize=(4.3 * cols, 3.3 * nrows), squeeze=False)
     for ax, name in zip(axes.flat, instances):
         part = rows[(rows["instance"] == name) & rows["status"].isin(["optimal", "feasible"])]
-        for solver, group in part.groupby("solver_label", sort=False):
-            group = group.sort_values("budget")
-            ax.plot(group["budget"] / GB, 1.0 + group["overhead"], marker=MARKERS.get(str(solver), "."), ms=3, lw=1,
-                    label=str(solver))
-        ref = rows.loc[rows["instance"] == name, "reference_peak"].max()
-        ax.axvline(ref / GB, color="0.6", lw=0.8, ls=":")
         ax.set_title(f"{name}\ntimes: {costs.get(name, 'unknown')}", fontsize=7)
-        ax.set_xlabel("memory budget (GB; dotted: store-all peak)", fontsize=7)
-        ax.set_ylabel("makespan / store-all", fontsize=7)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
+        for solver, group in part.groupby("solver_label", sort=False):
+            group = group.sort_values("budget")
+            marker = MARKERS.get(str(solver).split()[0], ".")
+            ax.plot(group["budget"] / GB, 1.0 + group["overhead"], marker=marker, ms=3, lw=1, label=str(solver))
+        ref = rows.loc[rows["instance"] == name, "reference_peak"].max()
+        ax.axvline(ref / GB, color="0.6", lw=0.8, ls=":")
+        ax.set_xlabel("memory budget (GB; dotted: store-all peak)", fontsize=7)
+        ax.set_ylabel("makespan / store-all", fontsize=7)
         ax.legend(fontsize=6)
     for ax in list(axes.flat)[len(instances):]:
         ax.axis("off")
     fig.tight_layout()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.pdf"]
-    for p in paths:
-        fig.savefig(p, dpi=150)
-    plt.close(fig)
-    return paths
+    return _save(fig, out_dir, stem)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     costs = {}
     for name, source in rows[["instance", "source"]].drop_duplicates().itertuples(index=False):
         costs[name] = cost_model_of(Path(str(source))) if Path(str(source)).exists() else "unknown"
-    for p in draw(rows, costs, Path(args.out), stem=args.stem):
+    pipeline = "problem" in rows and bool((rows["problem"] == "pipeline").all())
+    for p in (draw_pipeline if pipeline else draw)(rows, costs, Path(args.out), stem=args.stem):
         print(f"wrote {p}")
     return 0
 
