@@ -90,10 +90,10 @@ def draw(answers: dict[str, dict[str, dict[str, Any]]], out_dir: Path, stem: str
     ax.set_title(f"{head} (bars: batch, rotor's overhead)\ntimes: {first.get('cost', 'unknown')}; resident "
                  f"{first.get('state_factor', '?')} x parameter bytes; overhead <= {first.get('max_overhead', '?')}",
                  fontsize=7)
-    ax.set_ylim(bottom=1)
+    tops = [a["largest"] for by in answers.values() for a in by.values() if a.get("largest")]
+    ax.set_ylim(1, 4 * max(tops, default=1))
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(alpha=0.3, axis="y")
-    ax.margins(y=0.25)
     fig.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.pdf"]
