@@ -283,6 +283,13 @@ def time_rounds(points: list[Point], repeats: int) -> None:
         p.row["time_ms"] = statistics.median(p.times)
 
 
+def _keys(rows: list[dict]) -> list[tuple[str, str]]:
+    """The (model, size) pairs of `rows`, sizes in the order of `SIZES` (tiny, small, medium, large)."""
+    order = ("tiny", "small", "medium", "large")
+    return sorted({(r["model"], r["size"]) for r in rows},
+                  key=lambda k: (k[0], order.index(k[1]) if k[1] in order else len(order), k[1]))
+
+
 def _peak(r: dict) -> int | None:
     """The row's tracker peak, else its allocator peak (torch.compile), else None (bytes)."""
     for column in ("peak_bytes", "alloc_peak"):
@@ -296,7 +303,7 @@ def summary(rows: list[dict]) -> list[str]:
     allocator's for torch.compile); the other tools' points no memsched point matches (peak and
     time both at most theirs on the same measure, 2% time noise allowed)."""
     out = []
-    for key in sorted({(r["model"], r["size"]) for r in rows}):
+    for key in _keys(rows):
         rs = [r for r in rows if (r["model"], r["size"]) == key and _peak(r) is not None
               and r.get("time_ms") not in (None, "")]
         out.append(f"{key[0]} {key[1]} (load {next((r.get('load') for r in rs), '?')}):")
@@ -326,7 +333,7 @@ def figure(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys = sorted({(r["model"], r["size"]) for r in rows})
+    keys = _keys(rows)
     fig, axes = plt.subplots(2, len(keys), figsize=(4.6 * len(keys), 7.6), squeeze=False)
     for col, key in enumerate(keys):
         for ax, column, label in ((axes[0][col], "peak_bytes", "live-tensor tracker"),
