@@ -75,9 +75,11 @@ def dtr_sequence(graph: Graph, budget: float, M: Sizes | None = None, *, score: 
     C_u / (M_u * staleness), "size" C_u / M_u, "lru" 1 / staleness. A copy is dropped as soon as
     every user of the node has been computed once. The tracked memory bounds the simulator's
     (a copy's real lifetime ends at its last consumer), so the result fits `budget` whenever it
-    is returned; None when the greedy gets stuck.
+    is returned; None when the greedy gets stuck. With the graph's own sizes (`M` None) a node's
+    workspace W_v is charged while it computes; with other sizes (slots) the caller's replay checks it.
     """
     n = graph.n
+    W = graph.workspace if M is None else np.zeros(n, dtype=np.int64)
     M = graph.cost_ram if M is None else M
     C = graph.cost_cpu
     max_steps = max_steps or 30 * n + 100
@@ -106,7 +108,7 @@ def dtr_sequence(graph: Graph, budget: float, M: Sizes | None = None, *, score: 
                     return False
                 pins.add(u)
         clock = len(seq)
-        while mem + M[v] > budget:
+        while mem + M[v] + W[v] > budget:
             cands = [u for u in resident if u not in pins]
             if not cands:
                 return False

@@ -17,7 +17,7 @@ def brute_force(graph: Graph, budget: int, *, max_len: int | None = None) -> tup
     (makespan, sequence), (inf, None) when nothing fits. Meant for n <= 6."""
     n = graph.n
     max_len = max_len or 2 * n
-    cost, size = graph.cost_cpu, graph.cost_ram
+    cost, size, work = graph.cost_cpu, graph.cost_ram, graph.workspace
     best: list = [math.inf, None]
     seq: list[int] = []
     latest = [-1] * n
@@ -30,7 +30,8 @@ def brute_force(graph: Graph, budget: int, *, max_len: int | None = None) -> tup
         N = len(seq)
         delta = [0] * (N + 1)
         for s, v in enumerate(seq):
-            delta[s] += size[v]
+            delta[s] += size[v] + work[v]  # the workspace W_v only during step s
+            delta[s + 1] -= work[v]
             delta[ends[s] + 1] -= size[v]
         run = 0
         for s in range(N):

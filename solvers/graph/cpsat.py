@@ -11,9 +11,10 @@ s[v,c] (a unit interval; computations do not overlap) and its copy is retained o
   (keeping two copies of the same output is never useful);
 - precedence: for each edge (u, v) and present (v, c'), some present copy (u, c) satisfies
   s[u,c] < s[v,c'] <= e[u,c] (a Boolean z[u,c,v,c'] chooses it);
-- memory: cumulative over the retention intervals with demands M_v and capacity B (the memory
-  at time tau is the node computed at tau plus the copies made before tau still used at or
-  after tau, exactly the simulator's rule);
+- memory: cumulative over the retention intervals with demands M_v, plus the unit computation
+  intervals [s[v,c], s[v,c]+1) with demands W_v (the node's workspace, ``graph.workspace``), and
+  capacity B (the memory at time tau is the node computed at tau with its workspace plus the
+  copies made before tau still used at or after tau, exactly the simulator's rule);
 - present computations fill the times 0..N-1 (N = sum p), a symmetry cut;
 - objective: min sum_{v,c} C_v p[v,c].
 
@@ -50,8 +51,9 @@ class MoccasinModel:
     """The CP-SAT model of the module docstring; `caps[v]` computations for node v."""
 
     def __init__(self, graph: Graph, M: np.ndarray, B: int, caps: list[int], costs: list[int],
-                 deadline: Deadline | None = None):
+                 deadline: Deadline | None = None, W: np.ndarray | None = None):
         self.graph, self.caps = graph, caps
+        W = graph.workspace if W is None else W  # W_v: demand during v's computation step
         m = self.model = cp_model.CpModel()
         H = self.H = int(sum(caps))
         n = graph.n
@@ -79,7 +81,11 @@ class MoccasinModel:
                 aux.append((size, end))
                 keep_intervals.append(m.new_optional_interval_var(s, size, end, p, f"keep{v}_{c}"))
                 demands.append(int(M[v]))
-                compute_intervals.append(m.new_optional_fixed_size_interval_var(s, 1, p, f"run{v}_{c}"))
+                run = m.new_optional_fixed_size_interval_var(s, 1, p, f"run{v}_{c}")
+                compute_intervals.append(run)
+                if int(W[v]):
+                    keep_intervals.append(run)
+                    demands.append(int(W[v]))
                 m.add(s <= count - 1).only_enforce_if(p)
                 if not graph.succs[v]:
                     m.add(e == s).only_enforce_if(p)
@@ -190,14 +196,15 @@ def solve_cpsat(
         scope += ", costs rounded to 6 significant digits"
     result = SolveResult(problem="graph", solver="cpsat", status=TIMEOUT, scope=scope,
                          details={"max_computations": C, "slots": options.slots, "cost_scale": scale})
-    if max(int(M[v]) + sum(int(M[u]) for u in graph.preds[v]) for v in range(graph.n)) > B:
+    if graph.necessary_budget(M, graph.workspace_in(slot)) > B:
         result.status = INFEASIBLE
         result.message = "some node and its inputs do not fit the budget together"
         return result
     if seed_at_least(result, graph, seed, budget, "cpsat"):
         return result
     caps = [C] * graph.n
-    hint_seq = _hint_sequence(graph, int(budget), M, B, seed, deadline) if options.warm_start else None
+    W = graph.workspace_in(slot)
+    hint_seq = _hint_sequence(graph, int(budget), M, B, seed, deadline, W) if options.warm_start else None
     if hint_seq is not None and raise_caps:
         counts = np.bincount(hint_seq, minlength=graph.n)
         raised = int(np.sum(counts > C))
@@ -211,7 +218,7 @@ def solve_cpsat(
     # the warm start is a schedule in hand from now on (the log's first entry)
     hint_log = [(deadline.elapsed(), known, None)] if hint_seq is not None else []
     if order_phase and known > graph.total_cpu() * (1 + 1e-12):
-        order = _order_phase(graph, M, B, ints, deadline, options, result)
+        order = _order_phase(graph, M, B, ints, deadline, options, result, W)
         if order is not None:  # every node once: no schedule is faster (the referee says optimal)
             replay_into(result, graph, order, budget, "cpsat")
             result.status = FEASIBLE
@@ -219,7 +226,7 @@ def solve_cpsat(
             result.log = [(deadline.elapsed(), graph.total_cpu(), graph.total_cpu())]
             return result
     presolve = graph.n <= PRESOLVE_MAX_NODES
-    mm = MoccasinModel(graph, M, B, caps, ints, deadline=deadline)
+    mm = MoccasinModel(graph, M, B, caps, ints, deadline=deadline, W=W)
     base = float(mm.base_cost)
     hinted = hint_seq is not None and mm.hint(hint_seq)
     result.details["warm_start"] = hinted
@@ -260,7 +267,7 @@ def solve_cpsat(
 
 
 def _hint_sequence(graph: Graph, budget: int, M: np.ndarray, B: int, seed: SolveResult | None,
-                   deadline: Deadline) -> list[int] | None:
+                   deadline: Deadline, W: np.ndarray | None = None) -> list[int] | None:
     """The schedule to hint: the seed (the best fast schedule at exact sizes) when it fits the
     slots, else the best heuristic schedule that does (`baselines.heuristic_sequences`, then
     `orders.search_sequences` on the slot sizes); None when none does."""
@@ -269,33 +276,33 @@ def _hint_sequence(graph: Graph, budget: int, M: np.ndarray, B: int, seed: Solve
             seq = seed.schedule.indices(graph)
         except Exception:  # not a schedule of this graph
             seq = None
-        if seq is not None and simulate(graph, seq).peak_memory <= budget and _fits_slots(graph, seq, M, B):
+        if seq is not None and simulate(graph, seq).peak_memory <= budget and _fits_slots(graph, seq, M, B, W):
             return seq
     from .baselines import heuristic_sequences
     from .orders import search_sequences
 
     for seq in heuristic_sequences(graph, budget, M, B):
         deadline.check()
-        if _fits_slots(graph, seq, M, B):
+        if _fits_slots(graph, seq, M, B, W):
             return seq
     left = deadline.left()
     for _, seq in search_sequences(graph, budget, M, B, time_budget=None if left is None else left / 4):
-        if _fits_slots(graph, seq, M, B):
+        if _fits_slots(graph, seq, M, B, W):
             return seq
     return None
 
 
 def _order_phase(graph: Graph, M: np.ndarray, B: int, costs: list[int], deadline: Deadline,
-                 options: ExactOptions, result: SolveResult) -> list[int] | None:
+                 options: ExactOptions, result: SolveResult, W: np.ndarray | None = None) -> list[int] | None:
     """The order model: `MoccasinModel` with one computation per node and no objective, without
     presolve, hinted with the order of smallest peak (`orders.candidate_orders`), for a quarter of
     the time left; an order that fits B (slots), or None."""
     from .orders import candidate_orders
 
-    mm = MoccasinModel(graph, M, B, [1] * graph.n, costs, deadline=deadline)
+    mm = MoccasinModel(graph, M, B, [1] * graph.n, costs, deadline=deadline, W=W)
     mm.model.clear_objective()
     ranked = candidate_orders(graph, M, keep=1, moves=40 * graph.n, cap=B, seed=1)
-    if ranked and ranked[0][0] <= B:
+    if ranked and ranked[0][0] <= B and _fits_slots(graph, ranked[0][1], M, B, W):
         result.details["order_phase"] = "heuristic order"
         return ranked[0][1]
     if ranked:
@@ -308,7 +315,7 @@ def _order_phase(graph: Graph, M: np.ndarray, B: int, costs: list[int], deadline
     return mm.sequence(run.solver)
 
 
-def _fits_slots(graph: Graph, seq: list[int], M: np.ndarray, B: int) -> bool:
-    """Does `seq` fit the discretised sizes M within B slots?"""
-    scaled = Graph(graph.ids, graph.cost_cpu, M, graph.edges)
+def _fits_slots(graph: Graph, seq: list[int], M: np.ndarray, B: int, W: np.ndarray | None = None) -> bool:
+    """Does `seq` fit the discretised sizes M (and workspaces W, default none) within B slots?"""
+    scaled = Graph(graph.ids, graph.cost_cpu, M, graph.edges, workspace=W)
     return simulate(scaled, seq).peak_memory <= B

@@ -4,14 +4,17 @@ Notation (as in Checkmate, Jain et al. MLSys 2020): the n nodes are indexed 0..n
 topological order (the file's ``graph.order`` when given, else a topological order of the file's
 nodes, ties broken by their order in the file). Node v has a compute cost ``cost_cpu[v]`` (a
 float, the file's time unit) and an output size ``cost_ram[v]`` = M_v (an integer, bytes or
-any size unit). ``preds[v]`` / ``succs[v]`` are the sorted index lists of its in/out-neighbours;
-every edge (i, k) has i < k. The original node ids are kept in ``ids`` (what schedules name).
+any size unit); the optional ``workspace[v]`` = W_v (an integer, same unit, default 0) is memory
+that exists only while v computes (scratch buffers, a gradient before accumulation).
+``preds[v]`` / ``succs[v]`` are the sorted index lists of its in/out-neighbours; every edge
+(i, k) has i < k. The original node ids are kept in ``ids`` (what schedules name).
 
 The file format is networkx's node-link JSON as exported by Checkmate and read by Moccasin::
 
     {"directed": true, "multigraph": false,
      "graph": {"name": "vgg16", "order": [0, 1, ...]},             # optional
-     "nodes": [{"id": 0, "cost_cpu": 1.5, "cost_ram": 4096, "name": "conv1", "backward": false}, ...],
+     "nodes": [{"id": 0, "cost_cpu": 1.5, "cost_ram": 4096, "name": "conv1", "backward": false,
+                "workspace": 512}, ...],                                   # workspace optional
      "links": [{"source": 0, "target": 1}, ...]}
 
 The loader accepts such files unchanged (``networkx.node_link_graph(..., edges="links")``; a
@@ -52,13 +55,20 @@ class Graph:
     names: list[str] = field(default_factory=list)
     backward: list[bool] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    #: W_v: bytes (cost_ram units) alive only while v computes; None or empty means all 0
+    workspace: Any = None
 
     def __post_init__(self) -> None:
         self.cost_cpu = np.asarray(self.cost_cpu, dtype=float)
         self.cost_ram = np.asarray(self.cost_ram, dtype=np.int64)
         n = len(self.ids)
-        if self.cost_cpu.shape != (n,) or self.cost_ram.shape != (n,):
-            raise ValueError("cost_cpu and cost_ram must have one entry per node")
+        ws = self.workspace
+        self.workspace = (np.zeros(n, dtype=np.int64) if ws is None or len(ws) == 0
+                          else np.asarray(ws, dtype=np.int64))
+        if self.cost_cpu.shape != (n,) or self.cost_ram.shape != (n,) or self.workspace.shape != (n,):
+            raise ValueError("cost_cpu, cost_ram and workspace must have one entry per node")
+        if (self.workspace < 0).any():
+            raise ValueError("workspace sizes must be >= 0")
         self.edges = sorted({(int(i), int(k)) for i, k in self.edges})
         self.preds: list[list[int]] = [[] for _ in range(n)]
         self.succs: list[list[int]] = [[] for _ in range(n)]
@@ -101,21 +111,30 @@ class Graph:
         names: list[str] | None = None,
         backward: list[bool] | None = None,
         meta: dict[str, Any] | None = None,
+        workspace: Iterable[int] | None = None,
     ) -> Graph:
-        """Nodes 0..n-1 with the given costs; `edges` must go forward (i < k)."""
+        """Nodes 0..n-1 with the given costs (and workspaces W_v, default 0); `edges` must go
+        forward (i < k)."""
         cpu = list(cost_cpu)
         return cls(list(range(len(cpu))), np.asarray(cpu, float), np.asarray(list(cost_ram), np.int64),
                    list(edges), name=name, names=list(names or []), backward=list(backward or []),
-                   meta=dict(meta or {}))
+                   meta=dict(meta or {}), workspace=None if workspace is None else list(workspace))
+
+    @property
+    def has_workspace(self) -> bool:
+        """True when some node has a workspace W_v > 0."""
+        return bool(self.workspace.any())
 
     def to_networkx(self) -> nx.DiGraph:
-        """The graph as a networkx DiGraph (node attributes cost_cpu, cost_ram, name, backward)."""
+        """The graph as a networkx DiGraph (node attributes cost_cpu, cost_ram, name, backward, and
+        workspace where it is > 0)."""
         import networkx as nx
 
         g = nx.DiGraph(name=self.name, order=list(self.ids))
         for v in range(self.n):
+            extra = {"workspace": int(self.workspace[v])} if self.workspace[v] else {}
             g.add_node(self.ids[v], cost_cpu=float(self.cost_cpu[v]), cost_ram=int(self.cost_ram[v]),
-                       name=self.names[v], backward=bool(self.backward[v]))
+                       name=self.names[v], backward=bool(self.backward[v]), **extra)
         g.add_edges_from((self.ids[i], self.ids[k]) for i, k in self.edges)
         return g
 
@@ -167,6 +186,8 @@ class Graph:
             seen.add(nid)
             for f in ("cost_cpu", "cost_ram"):
                 _cost(node, f, path, f"node {nid!r}: {f}")
+            if node.get("workspace") is not None:
+                _cost(node, "workspace", path, f"node {nid!r}: workspace")
         total = sum(math.ceil(float(node["cost_ram"])) for node in nodes)
         if total > MAX_BYTES:
             raise InputError(f"the sizes add up to {total}, more than {MAX_BYTES} (1 PiB)", path=path, field="nodes")
@@ -212,6 +233,7 @@ class Graph:
         index = {v: i for i, v in enumerate(order)}
         cpu = [float(g.nodes[v]["cost_cpu"]) for v in order]
         ram = [int(math.ceil(float(g.nodes[v]["cost_ram"]) - 1e-9)) for v in order]
+        work = [int(math.ceil(float(g.nodes[v].get("workspace") or 0) - 1e-9)) for v in order]
         names = [str(g.nodes[v].get("name", v)) for v in order]
         backward = [bool(g.nodes[v].get("backward", False)) for v in order]
         edges = [(index[u], index[v]) for u, v in g.edges]
@@ -221,7 +243,7 @@ class Graph:
         meta = attrs.get("meta")
         meta = meta if isinstance(meta, dict) else {}
         return cls(order, np.asarray(cpu), np.asarray(ram, np.int64), edges, name=str(name), names=names,
-                   backward=backward, meta=dict(meta))
+                   backward=backward, meta=dict(meta), workspace=work)
 
     @classmethod
     def load(cls, path: str | Path) -> Graph:
@@ -240,6 +262,20 @@ class Graph:
 
         M, B, slot = discretise_sizes(self.cost_ram, int(budget), slots)
         return (M if slot != 1.0 else self.cost_ram.copy()), B, slot
+
+    def workspace_in(self, slot: float) -> np.ndarray:
+        """The workspaces W_v in slots of `slot` size units (rounded up, as the sizes of
+        `discretised`); `slot` = 1 keeps them exact."""
+        from ..discretize import round_up
+
+        return self.workspace.copy() if slot == 1.0 else round_up(self.workspace, slot)
+
+    def necessary_budget(self, M: np.ndarray | None = None, W: np.ndarray | None = None) -> int:
+        """Every schedule holds a node, its workspace and all its inputs at once:
+        max_v (M_v + W_v + sum_{u in DEPS[v]} M_u) (sizes `M`, `W` default to the graph's)."""
+        M = self.cost_ram if M is None else M
+        W = self.workspace if W is None else W
+        return int(max(int(M[v]) + int(W[v]) + sum(int(M[u]) for u in self.preds[v]) for v in range(self.n)))
 
 
 def _from_moccasin_tags(data: dict[str, Any]) -> dict[str, Any]:

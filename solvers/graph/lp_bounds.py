@@ -38,7 +38,7 @@ def lp_relaxation(graph: Graph, budget: int, *, slots: int = 0, time_limit: floa
     scale = 1000.0 / max(int(budget), 1)
     deadline = Deadline(time_limit)
     try:
-        cm = CheckmateModel(graph, graph.cost_ram * scale, 1000.0, deadline=deadline)
+        cm = CheckmateModel(graph, graph.cost_ram * scale, 1000.0, deadline=deadline, W=graph.workspace * scale)
         sol = solve_milp(cm.model, "scip", relax=True, deadline=deadline)
     except DeadlineExceeded:
         return None, None, None, "timeout"

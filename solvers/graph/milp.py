@@ -20,7 +20,7 @@ t (before the frees that follow it):
     FREE[t,i,k] <= R[t,k],  FREE[t,i,k] <= 1 - S[t+1,i],  FREE[t,i,k] <= 1 - R[t,j]  (j in USERS[i], k < j <= t)
     U[t,0] = sum_{i<t} M_i S[t,i] + M_0 R[t,0]
     U[t,k] = U[t,k-1] - sum_{i in DEPS[k-1] u {k-1}} M_i FREE[t,i,k-1] + M_k R[t,k]
-    U[t,k] <= B
+    U[t,k] + W_k R[t,k] <= B                     (W_k = ``workspace[k]``, alive while k computes)
 
 with the paper's tightening (R lower triangular with R[t,t] = 1, S strictly lower triangular,
 S[0,.] = 0). The FREE definition is the disaggregated (tighter) form of the paper's
@@ -68,9 +68,11 @@ class CheckmateModel:
     """The MILP above with index maps R[t][k], S[t][i], FREE[(t,i,k)], U[t][k] into `model`."""
 
     def __init__(self, graph: Graph, M: np.ndarray, B: float, *, integer_memory: bool = False,
-                 deadline: Deadline | None = None):
+                 deadline: Deadline | None = None, W: np.ndarray | None = None):
         self.graph, self.B = graph, B
         self.M = [int(m) for m in M] if integer_memory else [float(m) for m in M]
+        W = graph.workspace if W is None else W  # W_k: workspace charged while k computes
+        self.W = [int(w) for w in W] if integer_memory else [float(w) for w in W]
         n = graph.n
         lm = self.model = LinearModel()
         self.R = [[lm.var(1 if k == t else 0, 1, True) for k in range(t + 1)] for t in range(n)]
@@ -106,6 +108,8 @@ class CheckmateModel:
                        [1, -1] + [Mm[i] for i in frees] + [-Mm[k]], 0, 0)
             for k in range(t + 1):
                 lm.objective[R[t][k]] = float(graph.cost_cpu[k])
+                if self.W[k]:  # U_{t,k} + W_k R_{t,k} <= B: the workspace exists while k computes
+                    lm.add([U[t][k], R[t][k]], [1, self.W[k]], ub=self.B)
 
     # ------------------------------------------------------------------ solutions <-> schedules
     def sequence(self, values: list[float]) -> list[int]:
@@ -139,7 +143,7 @@ class CheckmateModel:
                 if k:
                     mem += self.M[k] if Rm[t, k] else 0
                 vals[self.U[t][k]] = float(mem)
-                peak = max(peak, mem)
+                peak = max(peak, mem + (self.W[k] if Rm[t, k] else 0))
                 for i in (*g.preds[k], k):
                     free = bool(Rm[t, k]) and not (t + 1 < n and Sm[t + 1, i]) and not any(
                         Rm[t, j] for j in g.succs[i] if k < j <= t)
@@ -174,9 +178,10 @@ def stages_of(graph: Graph, sequence: list[int]) -> tuple[np.ndarray, np.ndarray
     return Rm, Sm
 
 
-def _necessary_budget(graph: Graph, M: np.ndarray) -> int:
-    """Every schedule holds a node and all its inputs at once: max_v M_v + sum_{u in DEPS[v]} M_u."""
-    return int(max(M[v] + sum(M[u] for u in graph.preds[v]) for v in range(graph.n)))
+def _necessary_budget(graph: Graph, M: np.ndarray, W: np.ndarray | None = None) -> int:
+    """Every schedule holds a node, its workspace and all its inputs at once:
+    max_v M_v + W_v + sum_{u in DEPS[v]} M_u (`Graph.necessary_budget`; W defaults to the graph's)."""
+    return graph.necessary_budget(M, W)
 
 
 @exact_solver("graph", "checkmate", FAST, least=lambda graph: graph.total_cpu())
@@ -208,14 +213,15 @@ def solve_checkmate(
         scope += f", {scope_text(options.slots)}"
     result = SolveResult(problem="graph", solver="checkmate", status=TIMEOUT, scope=scope,
                          details={"backend": backend, "slots": options.slots})
-    need = _necessary_budget(graph, M)
+    need = graph.necessary_budget(M, graph.workspace_in(slot))
     if need > B:
         result.status = INFEASIBLE
         result.message = "some node and its inputs do not fit the budget together"
         return result
     if seed_at_least(result, graph, seed, budget, "checkmate"):
         return result
-    cm = CheckmateModel(graph, M, B, integer_memory=(backend == "cpsat"), deadline=deadline)
+    cm = CheckmateModel(graph, M, B, integer_memory=(backend == "cpsat"), deadline=deadline,
+                        W=graph.workspace_in(slot))
     if backend == "auto":
         backend = "cbc" if cm.model.num_vars <= AUTO_CBC_MAX_VARIABLES else "scip"
         result.details["backend"] = backend

@@ -43,7 +43,7 @@ __all__ = ["order_peak", "random_memory_order", "improve_order", "candidate_orde
 
 def order_peak(graph: Graph, order: Sequence[int], M: Sizes | None = None) -> int:
     """Peak memory of computing each node once in `order` (a topological order), sizes `M`
-    (default ``cost_ram``): the simulator's rule without recomputation."""
+    (default ``cost_ram`` and the workspaces W_v): the simulator's rule without recomputation."""
     return int(_OrderProfile(graph, M).memory(order).max(initial=0))
 
 
@@ -53,6 +53,8 @@ class _OrderProfile:
     def __init__(self, graph: Graph, M: Sizes | None) -> None:
         self.n = graph.n
         self.M = np.asarray(graph.cost_ram if M is None else M, dtype=np.int64)
+        # workspaces W_v in the graph's units; with other sizes (slots) the caller's replay checks them
+        self.W = graph.workspace if M is None and graph.has_workspace else None
         edges = np.asarray(graph.edges, dtype=np.int64).reshape(-1, 2)
         self.src, self.dst = edges[:, 0], edges[:, 1]
 
@@ -65,6 +67,9 @@ class _OrderProfile:
         delta = np.zeros(self.n + 1, dtype=np.int64)
         np.add.at(delta, pos, self.M)
         np.add.at(delta, last + 1, -self.M)
+        if self.W is not None:
+            np.add.at(delta, pos, self.W)
+            np.add.at(delta, pos + 1, -self.W)
         return np.cumsum(delta[: self.n])
 
     def score(self, order: Sequence[int], cap: float) -> tuple[int, int]:

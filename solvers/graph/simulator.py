@@ -8,8 +8,9 @@ repetitions allowed. Each computation creates a *copy* of the node's output (siz
   before s; v consumes the *latest* copy of u.
 - A copy stays resident from its computation until the last step that consumes it; a copy that
   nothing consumes (a sink, or a wasted recomputation) is freed right after its own step.
-- Memory at step s = M_v of the node being computed + the sizes of the copies made before s
-  that are consumed at s or later. Peak memory = max over steps.
+- Memory at step s = M_v + W_v of the node v being computed (its output and its workspace,
+  ``graph.workspace``, alive only during the step) + the sizes of the copies made before s that
+  are consumed at s or later. Peak memory = max over steps.
 - Makespan = sum of ``cost_cpu`` over the sequence. Every node must appear at least once.
 
 The first violation (a predecessor never computed, a node never computed, memory over the
@@ -77,7 +78,8 @@ def simulate(graph: Graph, sequence: Sequence[int] | GraphSchedule, budget: int 
     cpu = 0.0
     for s, v in enumerate(seq):
         if 0 <= v < graph.n:
-            delta[s] += graph.cost_ram[v]
+            delta[s] += graph.cost_ram[v] + graph.workspace[v]
+            delta[s + 1] -= graph.workspace[v]
             delta[end[s] + 1] -= graph.cost_ram[v]
             cpu += float(graph.cost_cpu[v])
     memory = np.cumsum(delta[:N])
