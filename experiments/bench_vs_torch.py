@@ -350,6 +350,8 @@ def figure(rows: list[dict], path: Path) -> None:
             ax.grid(alpha=0.3)
             if rs:
                 ax.legend(fontsize=6)
+            else:
+                ax.text(0.5, 0.5, "not measured (--no-probe)", ha="center", transform=ax.transAxes, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
