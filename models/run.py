@@ -171,12 +171,14 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, profile_file
     from memsched.models.chain.executor import reference_step
     from memsched.models.graph.executor import GraphExecutor
     from memsched.models.graph.export import export_training_graph
+    from memsched.models.graph.profile import with_workspace
     from memsched.solvers.graph import GraphSchedule
 
     if graph is None:
         graph = export_training_graph(built, cost="measured", ram="tape", repeats=profile_repeats)
         if profile_file:
             graph.save(profile_file)
+    graph = with_workspace(graph)  # the profiled temporaries as workspaces: the solvers plan with them
     executor = GraphExecutor(built.blocks, built.loss_fn, graph, built.example_input)
     x, tgt = built.example_input, built.target
 
@@ -293,8 +295,8 @@ def run(model: Any, budget: int | str, *, problem: str = "chain", solver: str | 
     schedule = result.schedule
     base = target.step(target.store_all, seed=seed, time_repeats=time_repeats) if store_all else None
     step, row = execute_schedule(target, schedule, seed=seed, time_repeats=time_repeats, independent=independent)
-    # graphs: the solver plans with Checkmate's sizes; the executor's prediction adds each node's
-    # profiled temporaries (models.graph.profile), the peak its measurement is compared with
+    # graphs: the solver plans with the sizes and workspaces (the largest profiled temporaries); the
+    # executor's prediction uses the measuring method's own temporaries (models.graph.profile)
     graph_peak = problem == "graph" and step.predicted_peak is not None
     out.update(measured_vs_predicted(result.objective, step.predicted_peak if graph_peak else result.peak_memory,
                                      step, base))

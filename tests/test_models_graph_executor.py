@@ -136,9 +136,10 @@ def test_run_graph_reports_predicted_and_measured(tmp_path):
               profile_repeats=1, time_repeats=1, profile_file=str(path))
     json.dumps(out)
     assert out["grad_check"] is True and out["problem"] == "graph" and out["units"]["time"] == "ms"
-    pred = out["predicted"]  # the solver keeps Checkmate's peak within budget; the run adds temporaries
+    pred = out["predicted"]  # the solver plans with the workspaces (the largest temporaries): all within budget
     assert pred["model_peak_memory"] <= out["budget"] and out["measured"]["time"] > 0
-    assert pred["peak_memory"] >= pred["model_peak_memory"] and pred["tracker_peak_memory"] >= pred["model_peak_memory"]
+    assert pred["tracker_peak_memory"] <= pred["model_peak_memory"]
+    assert out["measured"]["peak_memory"] <= out["budget"] * 1.05
     assert abs(out["measured"]["peak_memory"] / pred["tracker_peak_memory"] - 1) <= 0.05
     assert out["measured"]["independent_peak"] > 0 and out["recomputations"] > 0
     again = run("gpt2", 1, problem="graph", solver="dtr", instance=str(path), sizes={**SIZES["gpt2"], "device": "cpu"})

@@ -71,7 +71,7 @@ def test_predicted_peak_is_what_both_methods_measure(name, solver, fraction):
     sim = simulate(graph, seq)
     tracker_pred = max(executor.predicted_memory(seq, sim, "tracker"))
     alloc_pred = max(executor.predicted_memory(seq, sim, "allocator"))
-    assert tracker_pred >= sim.peak_memory  # temporaries only add
+    assert tracker_pred <= sim.peak_memory  # the graph's workspaces: the largest temporaries
     assert abs(step.peak_memory / tracker_pred - 1) <= 0.05, (step.peak_memory, tracker_pred)
     assert step.independent_peak is not None
     assert abs(step.independent_peak / alloc_pred - 1) <= 0.05, (step.independent_peak, alloc_pred)

@@ -45,8 +45,10 @@ cost_ram from its step to its last consumer; a run also holds, while a node runs
 *temporaries* (a parameter's gradient before it is added into ``.grad``, the intermediate
 gradients of the loss, kernel scratch buffers for the allocator). A graph exported with
 measured costs (`models.graph.profile`) records them per node and method in
-``meta["temporaries"]``; the predicted peak is the maximum over steps of the simulator's memory
-plus the temporaries of the step's node (`GraphExecutor.predicted_memory`). Time: ms, measured
+``meta["temporaries"]`` (their maximum over methods is the node's ``workspace`` W_v, which the
+simulator and the solvers charge); the predicted peak is the maximum over steps of the
+simulator's memory less W_v plus the method's temporaries of the step's node
+(`GraphExecutor.predicted_memory`). Time: ms, measured
 in separate runs on the clock the graph was profiled with; the prediction is the simulator's
 makespan in the graph's time unit (``meta["units"]["time"]``: ms for ``cost="measured"``, MFLOP
 for ``cost="flops"``).
@@ -174,14 +176,15 @@ class GraphExecutor:
                           independent_peak=m.independent_peak, independent_method=m.independent_method, **extra)
 
     def predicted_memory(self, seq: list[int], sim: Any, method: str = "tracker") -> list[int]:
-        """Per step of `seq`: the simulator's memory (bytes) plus the node's temporaries as
+        """Per step of `seq`: the simulator's memory (bytes) less the node's workspace plus its temporaries as
         profiled by `method` ("tracker" or "allocator", the graph's ``meta["temporaries"]``, see
         `models.graph.profile`; none when the graph has no such record); for the allocator also
         the CPU RNG states the run keeps for the random nodes it recomputes."""
         meta = self.graph.meta
         records = meta.get("temporaries", {})
         temps = records.get(method, records.get("tracker", {}))  # no allocator record: the tracker's
-        out = [int(mem) + int(temps.get(self.graph.names[v], 0)) for v, mem in zip(seq, sim.memory)]
+        work = self.graph.workspace  # the simulator charged W_v; the method's own temporaries replace it
+        out = [int(mem) - int(work[v]) + int(temps.get(self.graph.names[v], 0)) for v, mem in zip(seq, sim.memory)]
         if method == "allocator":  # RNG states of recomputed random nodes, from their first computation on
             random = {self.graph.names.index(name) for name in meta.get("random_nodes", ())} & {
                 v for v, c in Counter(seq).items() if c > 1}

@@ -49,7 +49,8 @@ B_v exists only when v's output requires a gradient that reaches the loss.
   ``warmup``) of the graph executor itself, so that predictions and measured steps time the same
   code; with ``ram="tape"`` cost_ram is then the bytes the executor keeps for each node and
   ``meta["temporaries"]`` its temporaries (bytes above those while it runs: by the tensor
-  tracker and, on CPU, by the allocator). With ``timing="isolated"`` the median wall time over
+  tracker and, on CPU, by the allocator), their maximum also in the node's ``workspace``.
+  With ``timing="isolated"`` the median wall time over
   ``repeats`` runs (after ``warmup``) of the same forward and backward calls in isolation (they
   miss the executor's work around each node: 1.5-5x below a step's on small CPU nodes).
 
@@ -406,7 +407,7 @@ def _in_step_costs(graph: Graph, blocks: Any, loss_fn: LossFn, example_input: to
     import dataclasses
 
     from memsched.models.graph.executor import GraphExecutor
-    from memsched.models.graph.profile import profile_nodes
+    from memsched.models.graph.profile import profile_nodes, with_workspace
 
     executor = GraphExecutor(blocks, loss_fn, graph, example_input)
     prof = profile_nodes(executor, example_input, target, repeats=repeats, warmup=warmup, clock=clock)
@@ -416,8 +417,9 @@ def _in_step_costs(graph: Graph, blocks: Any, loss_fn: LossFn, example_input: to
         meta["temporaries"] = prof.temporaries(graph.names)
         meta["random_nodes"] = [graph.names[v] for v in prof.random]
         meta["rng_state_bytes"] = int(torch.get_rng_state().numel())
-    return dataclasses.replace(graph, cost_cpu=list(prof.ms), cost_ram=prof.kept if sizes else graph.cost_ram,
-                               meta=meta)
+    out = dataclasses.replace(graph, cost_cpu=list(prof.ms), cost_ram=prof.kept if sizes else graph.cost_ram,
+                              meta=meta)
+    return with_workspace(out) if sizes else out
 
 
 def _loss_costs(rec: _Recorder, loss_fn: LossFn, output: Any, target: Any) -> tuple[float, int]:

@@ -31,10 +31,11 @@ measured step takes, and reads per node:
 
 These are the graph's ``cost_cpu`` (ms) and ``cost_ram`` (bytes) with ``timing="in_step"``:
 the store-all schedule's predicted makespan is then the sum of its nodes' in-step times. The
-graph model (Checkmate's) charges a node its kept bytes only; the temporaries are stored in the
-graph's ``meta["temporaries"]`` (node name -> bytes, per method) and added by the executor to
-the simulator's memory at the node's step when it predicts a measured peak
-(`models.graph.executor`).
+temporaries are stored in the graph's ``meta["temporaries"]`` (node name -> bytes, per method)
+and, their maximum over the methods, in the graph's per-node ``workspace`` W_v
+(`with_workspace`), which the graph model charges while v computes (docs/graph.md): the
+solvers then plan with them. The executor predicts each method's measured peak with that
+method's own temporaries (`models.graph.executor`).
 """
 
 from __future__ import annotations
@@ -74,6 +75,20 @@ class NodeProfile:
             if rise is not None:
                 out[method] = {names[v]: int(r - k) for v, (r, k) in enumerate(zip(rise, self.kept)) if r > k}
         return out
+
+
+def with_workspace(graph: Any) -> Any:
+    """`graph` (a `solvers.graph.Graph`) with ``workspace[v]`` = the largest of node v's profiled
+    temporaries over the methods in ``meta["temporaries"]`` (bytes; tau_v of docs/graph.md),
+    so that the solvers charge them; a graph without such a record, or that already has
+    workspaces, is returned unchanged."""
+    import dataclasses
+
+    records = graph.meta.get("temporaries") or {}
+    if graph.has_workspace or not records:
+        return graph
+    work = [max((int(rec.get(name, 0)) for rec in records.values()), default=0) for name in graph.names]
+    return dataclasses.replace(graph, workspace=work)
 
 
 class _Probe:
