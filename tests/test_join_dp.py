@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from memsched.solvers import registry
 from memsched.solvers.chain.dp import solve_rotor
 from memsched.solvers.chain.generate import random_chain
+from memsched.solvers.chain.instance import Chain
 from memsched.solvers.join import load, reference_peak, simulate
 from memsched.solvers.join.astar import enumerate_class, spines
 from memsched.solvers.join.dp import effective_slots, solve_join_dp
@@ -168,3 +169,73 @@ def test_interleaving_beats_the_sequential_classes():
     firsts = [next(n for n, op in enumerate(backward) if op.branch == b) for b in (0, 1)]
     lasts = [max(n for n, op in enumerate(backward) if op.branch == b) for b in (0, 1)]
     assert firsts[0] < lasts[1] and firsts[1] < lasts[0]  # the two backward phases interleave
+
+
+# --------------------------------------------------------------------------- per-mode forward overheads
+def tiny_mode_joins():
+    """Random joins (1..3 branches, at most 6 stages) with distinct o_fa / o_fn per stage."""
+    return st.builds(
+        lambda lengths, seed, loss_overhead: random_join(
+            lengths, seed, size_range=(1, 4), overhead=1.5, integer_times=True, loss_overhead=loss_overhead,
+            mode_overheads=True),
+        st.lists(st.integers(1, 3), min_size=1, max_size=3).filter(lambda ls: sum(ls) <= 6),
+        st.integers(0, 10_000), st.sampled_from([0, 2]))
+
+
+@settings(max_examples=30, deadline=None)
+@given(join=tiny_mode_joins(), frac=st.floats(0.35, 1.0))
+def test_mode_overheads_dp_equals_enumeration(join, frac):
+    budget = int(reference_peak(join) * frac)
+    dp = registry.solve("join", join, "dp", budget, slots=0)  # registry.solve replays it
+    best, _ = enumerate_class(join, budget)  # every candidate replayed by the per-mode simulator
+    assert _value(dp) == pytest.approx(best) if math.isfinite(best) else dp.status == INFEASIBLE
+    if dp.status == OPTIMAL:
+        assert simulate(join, dp.schedule, budget).valid
+
+
+@settings(max_examples=12, deadline=None)
+@given(join=tiny_mode_joins(), frac=st.floats(0.4, 1.0))
+def test_mode_overheads_exact_models_bound_the_dp(join, frac):
+    budget = int(reference_peak(join) * frac)
+    dp = registry.solve("join", join, "dp", budget, slots=0)
+    cp = registry.solve("join", join, "cpsat", budget, slots=0, time_limit=30)
+    exact = registry.solve("join", join, "exact", budget, time_limit=20)
+    assert exact.status in (OPTIMAL, INFEASIBLE) and cp.status in (OPTIMAL, INFEASIBLE)
+    assert _value(exact) <= _value(cp) + 1e-9 <= _value(dp) + 2e-9
+    for name in HEURISTICS:
+        assert _value(dp) <= _value(registry.solve("join", join, name, budget, slots=0)) + 1e-9
+
+
+@settings(max_examples=15, deadline=None)
+@given(L=st.integers(1, 7), seed=st.integers(0, 10_000), frac=st.floats(0.2, 1.0))
+def test_mode_overheads_one_branch_equals_chain_dp(L, seed, frac):
+    # exact sizes: with slots, solve_rotor's guard may refine past the 60-slot table (not the DP's class)
+    join = random_join([L], seed, size_range=(1, 10), overhead=1.5, loss_overhead=2, mode_overheads=True)
+    as_chain = branch_with_loss(join, 0)
+    assert as_chain.has_mode_overheads() == join.branches[0].has_mode_overheads()
+    budget = int(reference_peak(join) * frac)
+    dp = solve_join_dp(join, budget, slots=0)
+    rotor = solve_rotor(as_chain, budget, slots=0)
+    if rotor.status == OPTIMAL:
+        assert dp.status == OPTIMAL and dp.objective == pytest.approx(rotor.objective)
+    else:
+        assert dp.status == INFEASIBLE
+
+
+def test_mode_overheads_lower_the_least_budget():
+    # branch 0: F_all cheap (o_fa = 0), F_ck / F_n dear (o_fn = 6), as a transformer block; branch 1
+    # needs recomputation. Charging max(o_fa, o_fn) to every forward over-predicts: the per-mode
+    # DP fits budgets the single-overhead model cannot, and is never slower
+    dear = Chain.with_mode_overheads([1.0, 0], [2.0, 0], [1, 1, 0], [0, 1, 0], [0, 0], [6, 0], [0, 0])
+    homog = Chain.homogeneous(4, x=1, xbar=2)
+    join = Join.from_chains([dear, homog], loss_time=1.0)
+    one = Join.from_chains([Chain(dear.u_f, dear.u_b, dear.x, dear.xbar, dear.o_f, dear.o_b), homog], loss_time=1.0)
+    strict = 0
+    for budget in range(5, reference_peak(one) + 1):
+        modes = registry.solve("join", join, "dp", budget, slots=0)
+        single = registry.solve("join", one, "dp", budget, slots=0)
+        best, _ = enumerate_class(join, budget)
+        assert _value(modes) == pytest.approx(best) if math.isfinite(best) else modes.status == INFEASIBLE
+        assert _value(modes) <= _value(single) + 1e-9
+        strict += _value(modes) < _value(single) - 1e-9
+    assert strict >= 2

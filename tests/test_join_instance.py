@@ -70,6 +70,10 @@ def good() -> dict:
     (lambda d: d["loss"].pop("bwd_time"), ["loss.bwd_time", "missing"]),
     (lambda d: d.pop("loss"), ["loss"]),
     (lambda d: d["branches"][0]["stages"][0].update(bwd_time="fast"), ["l1).bwd_time", "must be a number"]),
+    (lambda d: d["branches"][1]["stages"][0].update(fwd_overhead_all=3), ["(r1).fwd_overhead",
+                                                                        "must be the larger of"]),
+    (lambda d: d["branches"][1]["stages"][0].update(fwd_overhead_nograd=-1), ["(r1).fwd_overhead_nograd",
+                                                                            "non-negative"]),
 ])
 def test_bad_files_name_file_branch_stage_field(tmp_path, good, mutate, expect):
     data = copy.deepcopy(good)
@@ -105,3 +109,22 @@ def test_discretised_rounds_up():
     for a, b in zip(join.branches, d.branches):
         assert all(int(v) * 3 >= int(u) for u, v in zip(a.x, b.x))
     assert d.loss_overhead == 2
+
+
+def test_per_mode_overheads_round_trip_and_old_files(tmp_path):
+    join = random_join([3, 2], seed=6, size_range=(1, 9), overhead=1.5, mode_overheads=True, loss_overhead=2)
+    assert any(c.has_mode_overheads() for c in join.branches)
+    path = tmp_path / "modes.json"
+    join.save(path)
+    again = Join.load(path)
+    assert again.to_dict() == join.to_dict()
+    for a, b in zip(join.branches, again.branches):
+        assert list(a.o_fa) == list(b.o_fa) and list(a.o_fn) == list(b.o_fn)
+        d = b.discretised(2.0)  # discretising keeps the modes (rounded up)
+        assert all(int(v) * 2 >= int(u) for u, v in zip(b.o_fn, d.o_fn))
+    stages = json.loads(path.read_text())["branches"][0]["stages"]
+    assert any("fwd_overhead_all" in st for st in stages) or not join.branches[0].has_mode_overheads()
+    old = load(str(JOIN_DIR / "tiny.json"))  # a file without the optional fields: o_fa = o_fn = o_f
+    for c in old.branches:
+        assert not c.has_mode_overheads() and list(c.o_fa) == list(c.o_f)
+        assert all("fwd_overhead_all" not in st for br in old.to_dict()["branches"] for st in br["stages"])

@@ -84,3 +84,16 @@ def test_bad_schedules(tiny, bad, field):
     with pytest.raises(InputError) as err:
         schedule_from_json(bad, tiny, path="s.json")
     assert f"s.json: {field}" in str(err.value)
+
+
+def test_per_mode_forward_overheads_are_charged_by_kind():
+    from memsched.solvers.join import Join
+
+    data = {"format": "memsched.join/1", "branches": [{"input_size": 2, "stages": [
+        {"fwd_time": 1, "bwd_time": 2, "out_size": 2, "tape_size": 3, "fwd_overhead": 5, "bwd_overhead": 0,
+         "fwd_overhead_all": 1, "fwd_overhead_nograd": 5}]}], "loss": {"bwd_time": 1, "bwd_overhead": 0}}
+    join = Join.from_dict(data)
+    all_ = simulate(join, [JOp("F_all", 0, 0)])
+    ck = simulate(join, [JOp("F_ck", 0, 0)])
+    assert all_.steps[0].mem_during == 2 + 3 + 1  # a_0 + tape + o_fa
+    assert ck.steps[0].mem_during == 2 + 2 + 5  # a_0 + a_1 + o_fn

@@ -71,6 +71,7 @@ def retime_join(join: Join, times: dict[str, float], executor: str) -> Join:
     for b, c in enumerate(join.branches):
         u_f, u_b = _chain_times(c, times, prefix=f"{b},")
         branches.append(Chain(u_f, u_b, c.x.copy(), c.xbar.copy(), c.o_f.copy(), c.o_b.copy(), name=c.name,
-                              stage_names=list(c.stage_names), meta=dict(c.meta)))
+                              stage_names=list(c.stage_names), meta=dict(c.meta), o_fa=c.o_fa.copy(),
+                              o_fn=c.o_fn.copy()))
     meta = {**join.meta, "timing": f"in_step ({executor}: each op inside whole store-all steps)"}
     return Join(branches, times["Loss"], join.loss_overhead, name=join.name, meta=meta)

@@ -1,8 +1,10 @@
 """Profile a join network (k branches of PyTorch blocks and a joint loss) into a `solvers.join.Join`.
 
 Per branch b, `models.chain.profiler.profile_chain` measures every block on the branch's example
-input (fwd_time u_f, bwd_time u_b, out_size x, tape_size xbar, fwd_overhead o_f,
-bwd_overhead o_b; ms and bytes, see that module). It needs a loss to back-propagate from; a
+input (fwd_time u_f, bwd_time u_b, out_size x, tape_size xbar, the per-mode forward overheads
+fwd_overhead_all o_fa and fwd_overhead_nograd o_fn (fwd_overhead o_f = their max), bwd_overhead
+o_b; ms and bytes, see that module). The per-mode values are kept in the join file and charged
+by the join simulator and solvers (F_all o_fa, F_ck / F_n o_fn). It needs a loss to back-propagate from; a
 branch has none of its own, so a *surrogate* ``(a_L * r).sum()`` with a fixed random r of
 a_L's shape is used (it yields a dense delta_L like a real loss); its costs are dropped, the
 join file's loss being the real one.

@@ -63,7 +63,8 @@ def search(join: Join, M: int, *, time_limit: float = DEFAULT_TIME_LIMIT, max_st
     Ls = [c.length for c in br]
     x = [[int(v) for v in c.x] for c in br]
     xb = [[int(v) for v in c.xbar] for c in br]
-    of = [[int(v) for v in c.o_f] for c in br]
+    ofa = [[int(v) for v in c.o_fa] for c in br]  # F_all's forward overhead
+    ofn = [[int(v) for v in c.o_fn] for c in br]  # F_ck's and F_n's
     ob = [[int(v) for v in c.o_b] for c in br]
     uf = [[float(v) for v in c.u_f] for c in br]
     ub = [[float(v) for v in c.u_b] for c in br]
@@ -101,12 +102,12 @@ def search(join: Join, M: int, *, time_limit: float = DEFAULT_TIME_LIMIT, max_st
                 if not ((A >> i) & 1 or (T >> i) & 1):
                     continue
                 if i < p and not (T >> (i + 1)) & 1:  # F_all(i): its tape serves the pending B(i)
-                    during = mem + xb[b][i + 1] + of[b][i]
+                    during = mem + xb[b][i + 1] + ofa[b][i]
                     if during <= M:
                         succ.append((JOp("F_all", b, i), _set(s, b, (A, T | 1 << (i + 1), p)),
                                      mem + xb[b][i + 1], uf[b][i]))
                 if i + 1 <= p - 1 and not (A >> (i + 1)) & 1 and not (T >> (i + 1)) & 1:
-                    during = mem + x[b][i + 1] + of[b][i]
+                    during = mem + x[b][i + 1] + ofn[b][i]
                     if during <= M:
                         succ.append((JOp("F_ck", b, i), _set(s, b, (A | 1 << (i + 1), T, p)),
                                      mem + x[b][i + 1], uf[b][i]))

@@ -105,7 +105,8 @@ class JoinPhaseModel:
         k = join.k
         x = [[int(v) for v in c.x] for c in br]
         xb = [[int(v) for v in c.xbar] for c in br]
-        of = [[int(v) for v in c.o_f] for c in br]
+        ofa = [[int(v) for v in c.o_fa] for c in br]  # F_all's forward overhead
+        ofn = [[int(v) for v in c.o_fn] for c in br]  # F_ck's and F_n's
         ob = [[int(v) for v in c.o_b] for c in br]
         Ls = [c.length for c in br]
         A = [[_const(1)] + [{} for _ in range(Ls[b])] for b in range(k)]  # standalone a_j^b, j = 0..L
@@ -142,7 +143,9 @@ class JoinPhaseModel:
             if "FA" in v:
                 mem = _add(mem, {v["FA"]: xb[b][j + 1]})
             mem = _add(mem, fcn, x[b][j + 1])
-            mem = _add(mem, run, of[b][j])
+            if "FA" in v:  # per-mode forward overheads: o_fa for F_all, o_fn for F_ck / F_n
+                mem = _add(mem, {v["FA"]: ofa[b][j]})
+            mem = _add(mem, fcn, ofn[b][j])
             self._le(mem, M, f"memory F({b},{j}) {phase}")
             A[b][j + 1] = _add(A[b][j + 1], fcn)
             if "FA" in v:

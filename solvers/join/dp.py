@@ -17,7 +17,7 @@ completes before the loss and the branches are back-propagated one after another
 chooses the order and how much memory each branch's stored checkpoints take while the other
 branches are processed. The rotor convention that a sub-chain's forward steps are checked
 against the memory the sub-chain has during its backward is kept: this is no restriction when
-the forward overheads o_f are 0 (then the backward conditions imply the forward ones), and is
+the forward overheads are 0 (then the backward conditions imply the forward ones), and is
 conservative otherwise.
 
 **Accounting** (all in slots of the discretised instance, a_0 excluded from m as in rotor).
@@ -34,12 +34,19 @@ sub-schedules hanging off it, the B's of its F_all) with memory m at the node, t
 holding at most w while waiting; t = "ck" (a_L stored standalone: w includes its delta_L
 in its place) or "tape" (the spine ends with F_all(L-1): w includes abar_L and delta_L):
 
-    V^t(i, m, w) = +inf if m < mmin(i, L) = max(x[i+1]+o_f[i], max_{i<j<L} x[j]+x[j+1]+o_f[j])
-                 = min( min_{i<j<=L} sum_{k=i}^{j-1} u_f[k] + C(m, i, j-1) + V^t(j, m-x[j], w-x[j]),
+    V^t(i, m, w) = min( min_{i<j<=L, m >= sweep(i, j)}
+                              sum_{k=i}^{j-1} u_f[k] + C(m, i, j-1) + V^t(j, m-x[j], w-x[j]),
                         u_f[i] + u_b[i] + V^t(i+1, m-xbar[i+1], w-xbar[i+1])
-                              if m >= max(xbar[i+1]+o_f[i], x[i]+x[i+1]+xbar[i+1]+o_b[i]) )
+                              if m >= max(xbar[i+1]+o_fa[i], x[i]+x[i+1]+xbar[i+1]+o_b[i]) )
+    sweep(i, j)  = max(x[i+1]+o_fn[i], max_{i<k<j} x[k]+x[k+1]+o_fn[k])   (F_ck(i) F_n(i+1..j-1))
     V^ck(L, m, w) = 0 if reached by a ck step (w >= 0);  V^tape(L, m, w) = 0 if reached by the
     F_all(L-1) step with w >= x[L] (the delta_L), +inf otherwise.
+
+Forward overheads are per mode, as in the chain simulator: o_fa for F_all, o_fn for F_ck / F_n
+(both o_f in a file without per-mode values). The per-split gate sweep(i, j) replaces the
+paper's gate mmin(i, L) = sweep(i, L) of the whole entry: with o_fa = o_fn the recursion's own
+conditions imply mmin (the table is the same), with o_fa < o_fn a spine of F_all steps never
+runs F_n and must not be charged its overhead.
 
 **Join level**: a DP over (set S of branches processed last, set T subset of S of ck-ending
 ones, W = sum_{b in S} w_b): ``f(S+{b}, T', W+w) = min f(S, T, W) + V_b^t(0, M-X_0-W, w)``;
@@ -121,15 +128,20 @@ def _shift2(a: np.ndarray, s: int) -> np.ndarray:
 
 
 def spine_mmin(chain: Chain) -> np.ndarray:
-    """mmin(i, L) for i = 0..L-1: the forward requirement of the rest of the chain (x[L+1] = 0)."""
+    """mmin(i, L) = sweep(i, L) for i = 0..L-1: the memory of the forward sweep F_ck(i) F_n(i+1..L-1)
+    storing a_L alone (x[L+1] = 0), charged o_fn; the gate of the "output-only" spine."""
     L = chain.length
-    x, o_f = chain.x, chain.o_f
-    out = np.zeros(L, dtype=np.int64)
-    mx = -1
-    for i in range(L - 1, -1, -1):
-        out[i] = max(int(x[i + 1] + o_f[i]), mx)
-        if i >= 1:  # the F_n(i) transient x[i] + x[i+1] + o_f[i] binds nodes i' < i
-            mx = max(mx, int(x[i] + x[i + 1] + o_f[i]))
+    return np.array([spine_sweeps(chain, i)[-1] for i in range(L)], dtype=np.int64)
+
+
+def spine_sweeps(chain: Chain, i: int) -> list[int]:
+    """sweep(i, j) for j = i+1..L: the memory (beyond a_i) of the spine segment F_ck(i) F_n(i+1..j-1)
+    that stores a_j, ``max(x[i+1] + o_fn[i], max_{i<k<j} x[k] + x[k+1] + o_fn[k])`` (no delta is
+    resident before the loss)."""
+    x, o_fn = chain.x, chain.o_fn
+    out = [int(x[i + 1] + o_fn[i])]
+    for j in range(i + 2, chain.length + 1):
+        out.append(max(out[-1], int(x[j - 1] + x[j] + o_fn[j - 1])))
     return out
 
 
@@ -141,9 +153,8 @@ def branch_tables(chain: Chain, M: int, *, restrict: str | None = None) -> Branc
     L = chain.length
     M = int(M)
     table = rotor_table(chain, M)
-    x, xbar, o_f, o_b = (np.asarray(a, dtype=np.int64) for a in (chain.x, chain.xbar, chain.o_f, chain.o_b))
+    x, xbar, o_fa, o_b = (np.asarray(a, dtype=np.int64) for a in (chain.x, chain.xbar, chain.o_fa, chain.o_b))
     sf = np.concatenate([[0.0], np.cumsum(chain.u_f)])
-    mmin = spine_mmin(chain)
     n = M + 1
     V = np.full((2, L + 1, n, n), np.inf)
     ch = np.full((2, L + 1, n, n), -2, dtype=np.int16 if L < 32000 else np.int32)
@@ -154,6 +165,7 @@ def branch_tables(chain: Chain, M: int, *, restrict: str | None = None) -> Branc
             best = np.full((n, n), np.inf)
             arg = np.full((n, n), -2, dtype=ch.dtype)
             js = [L] if restrict == "output-only" else range(i + 1, L + 1)
+            sweeps = spine_sweeps(chain, i)  # sweep(i, j) = sweeps[j - i - 1]
             for j in js:
                 if restrict == "output-only" and i != 0:
                     break
@@ -167,12 +179,13 @@ def branch_tables(chain: Chain, M: int, *, restrict: str | None = None) -> Branc
                     xl = int(x[L])
                     nxt = np.where((ms[:, None] >= xl) & (ws[None, :] >= xl), 0.0, np.inf)
                 cand = tail[:, None] + nxt
+                cand[: min(sweeps[j - i - 1], n), :] = np.inf  # the forward sweep F_ck(i) F_n(i+1..j-1)
                 better = cand < best
                 best = np.where(better, cand, best)
                 arg[better] = j
             if restrict != "output-only":
                 xb = int(xbar[i + 1])
-                need = max(xb + int(o_f[i]), int(x[i] + x[i + 1]) + xb + int(o_b[i]))
+                need = max(xb + int(o_fa[i]), int(x[i] + x[i + 1]) + xb + int(o_b[i]))
                 if i + 1 < L:
                     nxt = _shift2(V[t, i + 1], xb)
                 elif t == TAPE:
@@ -185,9 +198,7 @@ def branch_tables(chain: Chain, M: int, *, restrict: str | None = None) -> Branc
                     better = cand < best
                     best = np.where(better, cand, best)
                     arg[better] = 0
-            lo = min(int(mmin[i]), n)
-            best[:lo, :] = np.inf
-            arg[:lo, :] = -2
+            arg[~np.isfinite(best)] = -2
             V[t, i] = best
             ch[t, i] = arg
     return BranchTables(chain, table, V, ch)

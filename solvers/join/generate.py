@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..chain.generate import random_chain
+from ..chain.instance import Chain
 from .instance import Join
 
 
@@ -17,13 +20,18 @@ def random_join(
     loss_time: float = 1.0,
     loss_overhead: int = 0,
     name: str | None = None,
+    mode_overheads: bool = False,
 ) -> Join:
     """k = len(lengths) heterogeneous branches (`solvers.chain.generate.random_chain`, seeds
     seed*100 + b), joined by a loss of time `loss_time` and overhead `loss_overhead`.
-    The same arguments always give the same join."""
+    With `mode_overheads` (and `overhead` > 0) each branch gets distinct per-mode forward
+    overheads: o_fa is the chain's o_f and o_fn an independent draw, integers up to `overhead`
+    times the output size (o_f becomes their max). The same arguments always give the same join."""
     chains = [random_chain(L, seed * 100 + b, size_range=size_range, tape_factor=tape_factor, overhead=overhead,
                            integer_times=integer_times, name=f"branch{b}")
               for b, L in enumerate(lengths)]
+    if mode_overheads and overhead > 0:
+        chains = [_with_modes(c, overhead, seed * 100 + b) for b, c in enumerate(chains)]
     join = Join.from_chains(chains, loss_time=loss_time, loss_overhead=loss_overhead,
                             name=name or f"join-{'-'.join(map(str, lengths))}-s{seed}")
     join.meta = {"units": {"time": "ms", "memory": "bytes"},
@@ -38,3 +46,11 @@ def homogeneous_join(lengths: list[int], *, u_f: float = 1.0, u_b: float = 2.0, 
 
     chains = [Chain.homogeneous(L, u_f=u_f, u_b=u_b, x=x, xbar=xbar, name=f"branch{b}") for b, L in enumerate(lengths)]
     return Join.from_chains(chains, loss_time=loss_time, name=name or f"homogeneous-join-{'-'.join(map(str, lengths))}")
+
+
+def _with_modes(c: Chain, overhead: float, seed: int) -> Chain:
+    """`c` with o_fa = its o_f and o_fn drawn anew (seeded), both up to `overhead` * x[i+1]."""
+    rng = np.random.default_rng(seed + 7_919)
+    o_fn = np.floor(rng.uniform(0, overhead, size=c.length) * c.x[1:-1]).astype(np.int64)
+    return Chain.with_mode_overheads(c.u_f, c.u_b, c.x, c.xbar, c.o_f, np.append(o_fn, 0), c.o_b, name=c.name,
+                                     stage_names=list(c.stage_names), meta=dict(c.meta))

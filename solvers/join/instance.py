@@ -8,7 +8,11 @@ join networks", Phil. Trans. R. Soc. A 378, 2020, with the rotor chain model of 
   ``x^b[0]`` is its input a_0^b, ``x^b[L_b]`` its last activation a_{L_b}^b, and so on;
 - the loss is shared: it needs a_{L_b}^b of every branch, runs ``loss_time`` (its bwd_time)
   with a transient ``loss_overhead`` (its bwd_overhead), and produces every branch's gradient
-  delta_{L_b}^b (size x^b[L_b]).
+  delta_{L_b}^b (size x^b[L_b]);
+- per-mode forward overheads (optional per stage, ``fwd_overhead_all`` o_fa^b[i] while F_all(b,i)
+  runs and ``fwd_overhead_nograd`` o_fn^b[i] while F_ck(b,i) / F_n(b,i) run, as in the chain file;
+  ``fwd_overhead`` = their max) are kept in each branch's Chain and charged by the join simulator,
+  the DP and the exact models; without them both are o_f^b[i].
 
 Sizes are integers (bytes, or slots once discretised), times floats (the file's unit).
 """
@@ -132,7 +136,8 @@ def _without_loss(chain: Chain) -> Chain:
     u_b, o_b = chain.u_b.copy(), chain.o_b.copy()
     u_b[-1], o_b[-1] = 0.0, 0
     return Chain(chain.u_f.copy(), u_b, chain.x.copy(), chain.xbar.copy(), chain.o_f.copy(), o_b,
-                 name=chain.name, stage_names=list(chain.stage_names), meta=dict(chain.meta))
+                 name=chain.name, stage_names=list(chain.stage_names), meta=dict(chain.meta),
+                 o_fa=chain.o_fa.copy(), o_fn=chain.o_fn.copy())
 
 
 def branch_with_loss(join: Join, b: int) -> Chain:
@@ -141,4 +146,5 @@ def branch_with_loss(join: Join, b: int) -> Chain:
     u_b, o_b = c.u_b.copy(), c.o_b.copy()
     u_b[-1], o_b[-1] = join.loss_time, join.loss_overhead
     return Chain(c.u_f.copy(), u_b, c.x.copy(), c.xbar.copy(), c.o_f.copy(), np.asarray(o_b),
-                 name=c.name, stage_names=list(c.stage_names), meta=dict(c.meta))
+                 name=c.name, stage_names=list(c.stage_names), meta=dict(c.meta), o_fa=c.o_fa.copy(),
+                 o_fn=c.o_fn.copy())

@@ -24,8 +24,9 @@ B(b,i)       abar_{i+1}^b, delta_{i+1}^b, a_i^b      delta_i^b: x^b[i]          
                                                                                 standalone a_i^b
 ===========  ======================================  =========================  ==================
 
-The transient overhead is o_f^b[i] for forwards, o_b^b[i] for B(b,i) and the join's
-loss_overhead for the loss. Time: u_f^b[i] per forward, u_b^b[i] per backward, loss_time for
+The transient overhead is o_fa^b[i] for F_all(b,i), o_fn^b[i] for F_ck(b,i) and F_n(b,i) (the
+per-mode forward overheads of the chain; both are o_f^b[i] when the file gives none), o_b^b[i]
+for B(b,i) and the join's loss_overhead for the loss. Time: u_f^b[i] per forward, u_b^b[i] per backward, loss_time for
 the loss. The schedule is complete when every delta_0^b is produced; the loss and each B(b,i)
 run exactly once. The first violation is reported with its position, op and reason.
 """
@@ -78,9 +79,9 @@ def simulate(join: Join, schedule: JoinSchedule | list[JOp], budget: int | None 
             if kind == LOSS:
                 out = sum(int(c.x[c.length]) for c in join.branches)
                 overhead, duration = join.loss_overhead, join.loss_time
-            else:  # the branch's chain rules, every forward charged o_f (the larger per-mode overhead)
+            else:  # the branch's chain rules: F_all charged o_fa, F_ck / F_n charged o_fn
                 c = join.branches[b]
-                out, overhead, duration = op_cost(c, kind, i, per_mode=False)
+                out, overhead, duration = op_cost(c, kind, i)
             during = mem + out + overhead
             fail = over_budget(during, budget)
         if fail is not None:
