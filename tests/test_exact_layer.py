@@ -246,3 +246,79 @@ def test_checkpoint_all_beats_a_slot_rounded_optimum() -> None:
         res = registry.solve("graph", g, name, budget, time_limit=10)
         assert res.objective == pytest.approx(g.total_cpu())
         assert res.status == OPTIMAL and res.lower_bound == pytest.approx(res.objective)
+
+
+# --------------------------------------------------------------------------- wall clock under load
+def _knapsacks(n: int = 300, m: int = 40) -> LinearModel:
+    """A multi-dimensional knapsack (minimised as -value, offset 5000) that CBC does not close in seconds."""
+    rng = np.random.default_rng(1)
+    lm = LinearModel()
+    xs = [lm.var(0, 1, True) for _ in range(n)]
+    for _ in range(m):
+        w = rng.integers(10, 100, n)
+        lm.add(xs, [float(v) for v in w], ub=float(w.sum() // 3))
+    lm.objective = {i: -float(v) for i, v in zip(xs, rng.integers(10, 100, n))}
+    lm.offset = 5000.0
+    return lm
+
+
+def test_cbc_program_statuses_and_offset() -> None:
+    from memsched.solvers.exact.cbc_cmd import cbc_program
+
+    if cbc_program() is None:
+        pytest.skip("no CBC program")
+    lm = LinearModel()
+    a, b = lm.var(0, 10, True), lm.var(0, 10, True)
+    lm.add([a, b], [1.0, 1.0], lb=3.5)
+    lm.objective, lm.offset = {a: 2.0, b: 3.0}, 1.0
+    run = run_milp(lm, "cbc", Deadline(10))
+    assert run.backend_status.startswith("CBC program") and run.status == OPTIMAL
+    assert run.objective == pytest.approx(9.0) and run.bound == pytest.approx(9.0) and lm.violated(run.values) == 0
+    lm.add([a], [1.0], ub=-1.0)
+    assert run_milp(lm, "cbc", Deadline(10)).status == INFEASIBLE
+
+
+def test_cbc_keeps_a_wall_clock_limit_under_a_cpu_hog() -> None:
+    """In-process CBC counted CPU seconds (a 3 s limit took 43 s of wall time beside two busy
+    processes on 2 cores); the CBC program is held to wall-clock time and killed past it."""
+    import subprocess
+    import sys
+    import time
+
+    from memsched.solvers.exact.cbc_cmd import cbc_program
+
+    if cbc_program() is None:
+        pytest.skip("no CBC program")
+    lm = _knapsacks()
+    hogs = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(2)]
+    try:
+        limit = 1.5
+        start = time.perf_counter()
+        run = run_milp(lm, "cbc", Deadline(limit))
+        wall = time.perf_counter() - start
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert wall <= max(1.1 * limit, limit + 5.0), wall
+    assert run.status in (FEASIBLE, OPTIMAL, TIMEOUT)
+    if run.values is not None:
+        assert lm.violated(run.values) == 0
+        assert run.bound is None or run.bound <= run.objective + 1e-6
+
+
+def test_an_optional_fast_solver_is_killed_at_its_share() -> None:
+    import time
+
+    from memsched.solvers.exact.layer import _CAN_FORK, _solve_in_child
+    from memsched.solvers.graph.generate import resnet
+
+    if not _CAN_FORK:
+        pytest.skip("no fork on this platform")
+    g = resnet((2, 2, 2, 2), name="resnet18-like")
+    budget = int(0.6 * registry.get_problem("graph").reference_peak(g))
+    start = time.perf_counter()
+    assert _solve_in_child("graph", g, "dtr-orders", budget, {}, 0.3) is None  # takes ~10 s when let run
+    assert time.perf_counter() - start < 3.0
+    res = _solve_in_child("graph", g, "dtr", budget, {}, 60.0)
+    assert res is not None and res.objective is not None and res.schedule is not None

@@ -8,7 +8,11 @@ relaxation) under a wall-clock `Deadline`, and map the answer once:
 - the bound is a finite real number or None (backends report +-1e20 or inf for "none");
 - the backend gets what is left of the deadline after the model is emitted; emission checks
   the deadline every few thousand rows and raises `DeadlineExceeded` when it is spent, and a
-  watchdog interrupts backends that support it if they overrun.
+  watchdog interrupts backends that support it if they overrun;
+- CBC runs as a child process (`cbc_cmd`: wall-clock ``-timeMode elapsed``, killed at the
+  deadline, the hint as its MIP start): OR-Tools' in-process CBC counts CPU seconds and cannot
+  be interrupted, so under load it overran a 30 s limit by minutes. Without a CBC program the
+  in-process CBC is used (CPU-time limit).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from .cbc_cmd import cbc_program, export_mps, solve_mps
 from .linear import LinearModel
 from .options import Deadline, DeadlineExceeded, ExactOptions
 
@@ -62,8 +67,8 @@ def run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exac
              hint: list[float] | None = None, hint_feasible: bool = False, relax: bool = False,
              feasibility_only: bool = False, rel_gap: float = REL_GAP) -> BackendRun:
     """Solve `model` with `backend` (one of MILP_BACKENDS; ``relax`` uses GLOP on the LP
-    relaxation). `hint` is a complete assignment (SCIP uses it; CBC ignores hints and HiGHS
-    crashes on them in pywraplp, so they get none); `hint_feasible` says it satisfies the model."""
+    relaxation). `hint` is a complete assignment (SCIP uses it, the CBC program takes it as its
+    MIP start; HiGHS crashes on hints in pywraplp, so it gets none); `hint_feasible` says it satisfies the model."""
     from ortools.linear_solver import pywraplp
 
     options = options or ExactOptions()
@@ -91,6 +96,9 @@ def run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exac
             obj.SetCoefficient(xs[i], c)
         obj.SetOffset(model.offset)
     obj.SetMinimization()
+    if backend == "cbc" and not relax and cbc_program() is not None:
+        return _run_cbc_program(model, solver, xs, deadline, options, t_build, hint=hint, hint_feasible=hint_feasible,
+                                feasibility_only=feasibility_only, rel_gap=rel_gap)
     use_hint = hint is not None and not relax and backend == "scip"
     if use_hint and hint is not None:
         solver.SetHint(xs, [float(v) for v in hint])
@@ -148,6 +156,44 @@ def run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exac
         run.log = [(wall, None, None)]
         return run
     run.log = [(wall, None, None)]
+    return run
+
+
+def _run_cbc_program(model: LinearModel, solver: Any, xs: list[Any], deadline: Deadline, options: ExactOptions,
+                     t_build: float, *, hint: list[float] | None, hint_feasible: bool, feasibility_only: bool,
+                     rel_gap: float) -> BackendRun:
+    """`run_milp` for CBC through `cbc_cmd.solve_mps` (wall-clock limit, killed at the deadline)."""
+    mps = export_mps(solver)
+    build_s = deadline.elapsed() - t_build
+    deadline.check()
+    left = deadline.left()
+    names = [f"auto_v_{i:09d}" for i in range(len(xs))]
+    ans = solve_mps(mps, len(xs), left, rel_gap=rel_gap, threads=options.workers, hint=hint, names=names,
+                    verbose=options.verbose)
+    wall = deadline.elapsed()
+    run = BackendRun(TIMEOUT, wall=wall, backend_status=f"CBC program: {ans.ended}", build_s=build_s)
+    run.log = [(wall, None, None)]
+    if ans.status == INFEASIBLE:
+        at_limit = left is not None and wall - t_build - build_s >= 0.9 * left
+        if not (hint_feasible or at_limit):
+            run.status = INFEASIBLE
+        return run
+    if ans.values is None:
+        return run
+    objective = model.value(ans.values)
+    bound = None
+    if not feasibility_only and ans.bound is not None and ans.objective is not None:
+        bound = finite_bound(ans.bound + (objective - ans.objective))  # CBC's units -> the model's (offset)
+    status = FEASIBLE
+    if ans.status == OPTIMAL and not feasibility_only:
+        status = OPTIMAL
+        bound = objective if bound is None else bound
+        if objective - bound > 1e-6 * max(1.0, abs(objective)):
+            status = FEASIBLE
+    if bound is not None:
+        bound = min(bound, objective)
+    run.status, run.values, run.objective, run.bound = status, ans.values, objective, bound
+    run.log = [(wall, objective, bound)]
     return run
 
 

@@ -1,0 +1,148 @@
+"""CBC held to a wall-clock deadline: the model is exported (MPS) and solved by the CBC program
+in a child process with ``-timeMode elapsed``, and the child is killed if it overruns.
+
+Why: OR-Tools' in-process CBC counts the time limit in *CPU* seconds and cannot be
+interrupted, so on a loaded machine a 30 s limit ran for 257 s of wall time (measured: a 4 s
+limit took 14 s of wall time at load 10 on 2 cores, CPU 5.2 s). CBC's own ``timeMode elapsed``
+counts wall-clock time; the kill is the backstop for phases that do not look at the clock.
+
+The program is the CBC shipped with PuLP (or ``cbc`` on the PATH); `cbc_program` is None when
+neither exists, and `milp_runner` then falls back to the in-process CBC (CPU-time limit).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+#: seconds given to the CBC program past its own limit before it is killed
+KILL_GRACE_S = 1.0
+#: seconds set aside for starting the program and reading the model
+START_S = 0.2
+
+
+@functools.lru_cache(maxsize=1)
+def cbc_program() -> str | None:
+    """Path of a CBC executable (PuLP's bundled one first, then ``cbc`` on the PATH), or None."""
+    try:
+        with warnings.catch_warnings():  # PuLP 3 deprecates the class, not the bundled program
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from pulp.apis import PULP_CBC_CMD
+
+            path = PULP_CBC_CMD().path
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            return str(path)
+    except Exception:  # PuLP missing or without its binary
+        pass
+    return shutil.which("cbc")
+
+
+@dataclass
+class CbcAnswer:
+    """What the CBC program returned: `status` (optimal / feasible / infeasible / timeout),
+    `values` (by column index, None without a solution), CBC's objective and bound (CBC's
+    units: the caller shifts them by its own objective), and how it ended."""
+
+    status: str
+    values: list[float] | None = None
+    objective: float | None = None
+    bound: float | None = None
+    ended: str = ""
+
+
+def solve_mps(mps: str, num_vars: int, limit_s: float | None, *, rel_gap: float, threads: int = 1,
+              hint: list[float] | None = None, names: list[str] | None = None, verbose: bool = False,
+              program: str | None = None) -> CbcAnswer:
+    """Solve the minimisation in `mps` (free MPS as OR-Tools writes it, columns named
+    ``names`` in index order) with at most `limit_s` seconds of wall-clock time (None: no
+    limit). `hint` is a complete assignment given as CBC's MIP start."""
+    program = program or cbc_program()
+    if program is None:
+        raise RuntimeError("no CBC program (PuLP's bundled cbc or cbc on the PATH)")
+    # OR-Tools writes an empty NAME, which CBC's reader takes for a broken header
+    mps = re.sub(r"^NAME[ \t]*$", "NAME model", mps, count=1, flags=re.M)
+    with tempfile.TemporaryDirectory(prefix="memsched-cbc-") as tmp:
+        model_path = os.path.join(tmp, "model.mps")
+        sol_path = os.path.join(tmp, "model.sol")
+        with open(model_path, "w") as f:
+            f.write(mps)
+        args = [program, model_path, "-ratioGap", repr(float(rel_gap)), "-threads", str(max(1, threads))]
+        if limit_s is not None:
+            args += ["-timeMode", "elapsed", "-sec", repr(max(0.01, float(limit_s) - START_S))]
+        if hint is not None and names is not None:
+            start_path = os.path.join(tmp, "start.sol")
+            with open(start_path, "w") as f:
+                f.write("Stopped on iterations - objective value 0\n")
+                for i, (name, v) in enumerate(zip(names, hint)):
+                    f.write(f"{i} {name} {float(v)!r} 0\n")
+            args += ["-mips", start_path]
+        args += ["-solve", "-solu", sol_path]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp)
+        try:
+            out, _ = proc.communicate(timeout=None if limit_s is None else max(0.0, limit_s) + KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            return CbcAnswer("timeout", ended="killed at the deadline")
+        if verbose:
+            print(out)
+        if not os.path.exists(sol_path):
+            return CbcAnswer("timeout", ended=f"no solution file (exit {proc.returncode})")
+        with open(sol_path) as f:
+            lines = f.read().splitlines()
+    return _parse(lines, out, num_vars, names)
+
+
+def _parse(lines: list[str], out: str, num_vars: int, names: list[str] | None) -> CbcAnswer:
+    """Read CBC's solution file (`lines`) and log (`out`)."""
+    head = lines[0] if lines else ""
+    ended = head.split(" - ")[0].strip()
+    if head.startswith("Infeasible") or head.startswith("Integer infeasible"):
+        return CbcAnswer("infeasible", ended=ended)
+    has_solution = "objective value" in head and "no integer solution" not in head \
+        and "No feasible solution found" not in out and not head.startswith(("Unbounded", "Integer unbounded"))
+    if not has_solution:
+        return CbcAnswer("timeout", ended=ended)
+    index = {n: i for i, n in enumerate(names)} if names is not None else None
+    values = [0.0] * num_vars
+    for line in lines[1:]:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        if parts[0] == "**":  # CBC marks values outside their bounds
+            parts = parts[1:]
+        i = index.get(parts[1], -1) if index is not None else int(parts[0])
+        if 0 <= i < num_vars:
+            values[i] = float(parts[2])
+    objective = _number(out, "Objective value:")
+    bound = _number(out, "Lower bound:")
+    status = "optimal" if head.startswith("Optimal") else "feasible"
+    return CbcAnswer(status, values=values, objective=objective, bound=bound, ended=ended)
+
+
+def _number(text: str, label: str) -> float | None:
+    """The number after `label` in CBC's summary, or None."""
+    m = re.search(re.escape(label) + r"\s*(\S+)", text)
+    if m is None:
+        return None
+    try:
+        v = float(m.group(1))
+    except ValueError:
+        return None
+    return v if math.isfinite(v) and abs(v) < 1e19 else None
+
+
+def export_mps(solver: Any) -> str:
+    """The pywraplp model in free MPS format with OR-Tools' names (``auto_v_%09d`` columns)."""
+    return str(solver.ExportModelAsMpsFormat(False, False))
+
+
+__all__ = ["CbcAnswer", "KILL_GRACE_S", "cbc_program", "export_mps", "solve_mps"]
