@@ -6,15 +6,21 @@ building, presolve, search, replay). A run *keeps* it when its wall time is at m
 max(1.1 x limit, limit + 2 s). Each problem's fast solvers run once before timing and OR-Tools
 is imported first, so one-time JIT compilation (numba) and imports are not charged to a solve.
 
-    python -m memsched.experiments.bench_time_limits [--quick] [--limits 0.1 1 10] [--out CSV]
+    python -m memsched.experiments.bench_time_limits [--quick] [--limits 0.1 1 10] [--hog N] [--out CSV]
+
+``--hog N`` runs N busy Python processes (``while 1: pass``) during the timed solves, to check
+the limits under load (a wall-clock limit must hold there too; a CPU-time limit would not).
 
 Prints a table and writes results/bench_time_limits.csv (one row per solver and limit: wall
-time, allowed time, kept, status, objective, lower bound, seeded_by).
+time, allowed time, kept, status, objective, lower bound, seeded_by, hogs, 1-minute load).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -82,8 +88,9 @@ def allowed(limit: float) -> float:
     return max(1.1 * limit, limit + 2.0)
 
 
-def run(limits: list[float], only: str | None = None) -> pd.DataFrame:
-    """Run each case at each time limit (seconds); one row per solver and limit (status, objective, bound, wall s)."""
+def run(limits: list[float], only: str | None = None, hogs: int = 0) -> pd.DataFrame:
+    """Run each case at each time limit (seconds); one row per solver and limit (status, objective, bound, wall s).
+    `hogs` busy processes run during the timed solves (not during the warm-up)."""
     rows = []
     for problem, solver, label, make, frac, opts in CASES:
         if only and only not in (problem, f"{problem}/{solver}"):
@@ -99,18 +106,32 @@ def run(limits: list[float], only: str | None = None) -> pd.DataFrame:
                 registry.solve(problem, inst, name, budget, **opts)
             except Exception:  # noqa: BLE001 - a fast solver that cannot run here is skipped by the layer too
                 pass
-        for limit in limits:
-            start = time.perf_counter()
-            res = registry.solve(problem, inst, solver, budget, time_limit=limit, **opts)
-            wall = time.perf_counter() - start
-            rows.append({"problem": problem, "solver": solver, "instance": label, "budget": budget,
-                         "time_limit_s": limit, "wall_s": round(wall, 3), "allowed_s": round(allowed(limit), 3),
-                         "kept": wall <= allowed(limit), "status": res.status, "objective": res.objective,
-                         "lower_bound": res.lower_bound, "seeded_by": res.seeded_by,
-                         "solution_from": res.details.get("solution_from", "model")})
-            print(f"{problem:9s} {solver:15s} limit {limit:5.1f} s  wall {wall:7.2f} s  "
-                  f"{'kept' if wall <= allowed(limit) else 'OVERRAN'}  {res.status}", flush=True)
+        busy = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(hogs)]
+        try:
+            for limit in limits:
+                start = time.perf_counter()
+                res = registry.solve(problem, inst, solver, budget, time_limit=limit, **opts)
+                wall = time.perf_counter() - start
+                rows.append(_row(problem, solver, label, budget, limit, wall, res, hogs))
+        finally:
+            for proc in busy:
+                proc.kill()
+                proc.wait()
     return pd.DataFrame(rows)
+
+
+def _row(problem: str, solver: str, label: str, budget: int, limit: float, wall: float, res: Any,
+         hogs: int) -> dict[str, Any]:
+    """One CSV row (and its printed line) for a timed solve."""
+    kept = wall <= allowed(limit)
+    print(f"{problem:9s} {solver:15s} limit {limit:5.1f} s  wall {wall:7.2f} s  "
+          f"{'kept' if kept else 'OVERRAN'}  {res.status}", flush=True)
+    return {"problem": problem, "solver": solver, "instance": label, "budget": budget,
+            "time_limit_s": limit, "wall_s": round(wall, 3), "allowed_s": round(allowed(limit), 3),
+            "kept": kept, "status": res.status, "objective": res.objective,
+            "lower_bound": res.lower_bound, "seeded_by": res.seeded_by,
+            "solution_from": res.details.get("solution_from", "model"), "hogs": hogs,
+            "load_1min": round(os.getloadavg()[0], 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,10 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="limits 0.1 and 1 s only")
     parser.add_argument("--limits", type=float, nargs="+", help="time limits in seconds (default 0.1 1 10)")
     parser.add_argument("--only", help="one problem, or problem/solver")
+    parser.add_argument("--hog", type=int, default=0, metavar="N",
+                        help="N busy processes run during the timed solves (default 0)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
+    if args.hog < 0:
+        parser.error("--hog must be >= 0")
     limits = args.limits or ([0.1, 1.0] if args.quick else [0.1, 1.0, 10.0])
-    df = run(limits, args.only)
+    df = run(limits, args.only, args.hog)
     print()
     print(df.drop(columns=["budget"]).to_string(index=False))
     args.out.parent.mkdir(parents=True, exist_ok=True)
