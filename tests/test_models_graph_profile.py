@@ -60,7 +60,8 @@ def test_in_step_export_records_times_sizes_and_temporaries(name, tmp_path):
 @pytest.mark.parametrize("solver, fraction", [("checkpoint-all", 1.0), ("dtr", 0.7), ("checkmate", 0.6)])
 def test_predicted_peak_is_what_both_methods_measure(name, solver, fraction):
     model, graph, executor, ref = _setup(name)
-    res = registry.solve("graph", graph, solver, int(fraction * reference_peak(graph)), time_limit=5)
+    need = graph.necessary_budget()  # the convolutions' scratch (workspaces) dominates the tiny ResNet's peak
+    res = registry.solve("graph", graph, solver, int(need + fraction * (reference_peak(graph) - need)), time_limit=5)
     if not res.found:
         pytest.skip(f"{solver} finds no schedule at {fraction:.0%}")
     step = executor.step(res.schedule, model.example_input, model.target, seed=0, measure_time=False,
