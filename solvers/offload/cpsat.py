@@ -10,7 +10,7 @@ decides whether it travels (o_j), and when the offload and the prefetch run. In 
     r_j = max(so_j + T_j, e(F_all(j)))                                      (device copy released)
     sp_j >= max(so_j + T_j, r_j),     s(B(j)) >= sp_j + T_j                  (prefetch before B(j) reads a_j)
     NoOverlap(Off_j, Pre_j over j with o_j)                                 (transfer stream)
-    Cumulative(capacity M - x[0]):  overheads o_f/o_b on [s_k, e_k); tape abar_j on
+    Cumulative(capacity M - x[0]):  overheads o_fa (F_all)/o_b on [s_k, e_k); tape abar_j on
         [s(F_all(j-1)), e(B(j-1))) if not o_j, else on [s(F_all(j-1)), r_j) and [sp_j, e(B(j-1)));
         gradient delta_j on [s(producer), e(B(j-1)))
     minimise e(B(0)).
@@ -100,7 +100,7 @@ def solve_cpsat(inst: OffloadInstance, budget: int, *, options: ExactOptions, de
         demands.append(demand)
 
     for k, op in enumerate(ops):
-        over = int(chain.o_b[op.index] if op.kind != "F_all" else chain.o_f[op.index])
+        over = int(chain.o_b[op.index] if op.kind != "F_all" else chain.o_fa[op.index])  # F_all: o_fa
         hold(s[k], e[k], size(over), f"over{k}")
     # gradients delta_j, from their producer's start to the end of B(j-1); delta_0 to the end
     hold(s[LOSS_K], e[Bk[L - 1]], size(int(chain.x[L])), "delta_L")

@@ -6,9 +6,11 @@ rematerialization and offloading for training DNNs"). The persistent rotor DP
 to the host while the right sub-chain runs, lending its bytes to that sub-chain.
 
 Notation of `solvers.chain.dp` (stages 0-based, loss = stage L, ``x[L+1] = 0``):
-``x, xbar, u_f, u_b, o_f, o_b``; ``S(i, j) = sum_{k=i}^{j-1} u_f[k]`` (the forward sweep
-F_ck(i) F_n(i+1) .. F_n(j-1)); ``T(size) = OffloadInstance.transfer_time(size)`` (size in real
-bytes, result in the chain's time unit).
+``x, xbar, u_f, u_b, o_fa, o_fn, o_b`` (per-mode forward overheads: o_fa[i] while F_all(i)
+runs, o_fn[i] while F_ck(i) / F_n(i) run, as the simulators charge them);
+``S(i, j) = sum_{k=i}^{j-1} u_f[k]`` (the forward sweep F_ck(i) F_n(i+1) .. F_n(j-1));
+``T(size) = OffloadInstance.transfer_time(size)`` (size in real bytes, result in the chain's
+time unit).
 
 **Where a_i lives.** In C(m, i, l) the value a_i is the caller's (not counted in m). It is
 either a standalone activation (``s = 1``: a_0, or produced by an F_ck / F_n of the caller),
@@ -19,12 +21,12 @@ or ``Off("abar", i)``). So there are two tables P_1 and P_0; the optimum at budg
 
 **Recurrence.** Leaves, C_all and the plain C_ck are rotor's (with the exact C_all charge):
 
-    P_s(m, i, i) = u_f[i] + u_b[i]   if m >= max(x[i+1] + xbar[i+1] + o_f[i],
+    P_s(m, i, i) = u_f[i] + u_b[i]   if m >= max(x[i+1] + xbar[i+1] + o_fa[i],
                                                  x[i] + x[i+1] + xbar[i+1] + o_b[i])
     P_s(m, i, l) = min(C_all, C_all_off, min_j C_ck(j), min_j C_off(j))     (l > i, i < j <= l)
     C_all  = u_f[i] + u_b[i] + P_0(m - xbar[i+1], i+1, l)
-             if m >= max(mmin(i, l), x[l+1] + xbar[i+1] + o_f[i], x[i] + x[i+1] + xbar[i+1] + o_b[i])
-    C_ck(j)  = S(i, j) + P_1(m - x[j], j, l) + P_s(m, i, j-1)          if m >= mmin(i, l)
+             if m >= max(x[l+1] + xbar[i+1] + o_fa[i], x[i] + x[i+1] + xbar[i+1] + o_b[i])
+    C_ck(j)  = S(i, j) + P_1(m - x[j], j, l) + P_s(m, i, j-1)          if m >= msweep(i, l, j)
     C_off(j) = S(i, j) + max(0, T(y) - S(i, j))           (sweep, then wait for Off to end)
                + P_1(m - x[j] + y, j, l)                   (right sub-chain, with a_i's bytes)
                + W(j)                                      (wait for Pre(a_i))
@@ -32,15 +34,18 @@ or ``Off("abar", i)``). So there are two tables P_1 and P_0; the optimum at budg
     W(j)   = max(0, T(y) - u_b[j])   if m >= bmem(j)   (Pre overlaps B(j), the last op of (j, l))
            = T(y)                    otherwise        (Pre after B(j))
     C_all_off = u_f[i] + max(0, T(y) - u_f[i]) + P_0(m - xbar[i+1] + y, i+1, l) + W' + u_b[i]
-             if m >= max(x[l+1] + xbar[i+1] + o_f[i], x[i] + x[i+1] + xbar[i+1] + o_b[i])
+             if m >= max(x[l+1] + xbar[i+1] + o_fa[i], x[i] + x[i+1] + xbar[i+1] + o_b[i])
     W'     = max(0, T(y) - u_b[i+1]) if m >= xbar[i+1] + x[i+1] + x[i+2] + xbar[i+2] + o_b[i+1], else T(y)
-    mmin(i, l)      = x[l+1] + max(x[i+1] + o_f[i], max_{i<k<l} (x[k] + x[k+1] + o_f[k]))
-    msweep(i, l, j) = x[l+1] + max(x[i+1] + o_f[i], max_{i<k<j} (x[k] + x[k+1] + o_f[k]))
+    msweep(i, l, j) = x[l+1] + max(x[i+1] + o_fn[i], max_{i<k<j} (x[k] + x[k+1] + o_fn[k]))
     bmem(j)         = 2 x[j] + x[j+1] + xbar[j+1] + o_b[j]    (u_b[L], o_b[L]: the loss)
 
 C_off(j) is the schedule  F_ck(i) Off(a_i) F_n(i+1..j-1) [(j, l)] Pre(a_i) [(i, j-1)]
 (abar_i in place of a_i when s = 0); C_all_off is  F_all(i) Off(a_i) [(i+1, l)] Pre(a_i) B(i)
-(POFO's offloaded input of an F_all), with the same pins and waits; the Pre moved before the last op of (j, l) when
+(POFO's offloaded input of an F_all), with the same pins and waits. As in the chain's rotor DP,
+the gate of a split j is its own sweep msweep(i, l, j) (rotor's mmin(i, l) = msweep(i, l, l)
+on every option; with o_fa = o_fn it is implied by the options' own conditions, so the table
+is the same, and with o_fa < o_fn a chain of C_all steps, which never runs F_n, must not be
+gated by o_fn); the Pre moved before the last op of (j, l) when
 m >= bmem(j). The tables span m = 0 .. M - x[0] + max(x, xbar) (lent bytes can lift a
 sub-chain above the top-level m; beyond the table the index is clipped, which only wastes
 memory).
@@ -54,7 +59,7 @@ memory).
    When S(i, j) < T(y) the first op of (j, l) is pinned to the end of the Off (the charge
    max(0, T - S)). The simulator releases a_i at max(end of Off, end of F_ck(i)), so before
    (j, l) allocates anything: (j, l) may use m - x[j] + y. During the sweep a_i is still
-   counted (outside m, as before), so the sweep needs msweep only (mmin's terms for k >= j
+   counted (outside m, as before), so the sweep needs msweep only (the sweep's terms for k >= j
    belong to (j, l), which checks them with its own, larger, memory).
 2. *Prefetch.* Pre(a_i) is pinned to the end of the compute op issued just before it, so it
    never overlaps an op of (j, l) that may use the lent bytes, except B(j) when m >= bmem(j):
@@ -123,7 +128,8 @@ class PofoTable:
         self.L, self.M = L, M
         x = np.asarray(work.x, dtype=np.int64)
         xbar = np.asarray(work.xbar, dtype=np.int64)
-        o_f = np.asarray(work.o_f, dtype=np.int64)
+        o_fa = np.asarray(work.o_fa, dtype=np.int64)  # F_all's forward overhead
+        o_fn = np.asarray(work.o_fn, dtype=np.int64)  # F_ck's / F_n's forward overhead
         o_b = np.asarray(work.o_b, dtype=np.int64)
         u_f = np.asarray(work.u_f, dtype=np.float64)
         u_b = np.asarray(work.u_b, dtype=np.float64)
@@ -141,29 +147,26 @@ class PofoTable:
         CH = np.full((2, nrows, M + 1), NONE, dtype=np.int32)
         ms = np.arange(M + 1, dtype=np.int64)
         inf = np.inf
-        # fw[k] = x[k] + x[k+1] + o_f[k]: memory of F_n(k) besides delta
-        fw = x[: L + 1] + x[1: L + 2] + o_f[: L + 1]
+        # fw[k] = x[k] + x[k+1] + o_fn[k]: memory of F_n(k) besides delta
+        fw = x[: L + 1] + x[1: L + 2] + o_fn[: L + 1]
         for l in range(L + 1):
-            mx = -1
             for i in range(l, -1, -1):
                 r = off[i] + (l - i)
                 t = u_f[i] + u_b[i]
                 if i == l:
-                    need = int(max(x[i + 1] + xbar[i + 1] + o_f[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i]))
+                    need = int(max(x[i + 1] + xbar[i + 1] + o_fa[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i]))
                     if need <= M:
                         C[:, r, need:] = t
                         CH[:, r, need:] = LEAF
                     continue
-                if i + 1 < l:
-                    mx = max(mx, int(fw[i + 1]))
-                mmin = int(x[l + 1] + max(x[i + 1] + o_f[i], mx))
                 js = np.arange(i + 1, l + 1)
                 nj = js.size
                 # msweep(i, l, j): running max of fw[k] for i < k < j
                 inner = np.full(nj, -1, dtype=np.int64)
                 if nj > 1:
                     inner[1:] = np.maximum.accumulate(fw[i + 1: l])
-                msweep = x[l + 1] + np.maximum(x[i + 1] + o_f[i], inner)
+                # the gate of split j (C_ck and C_off alike): the sweep F_ck(i) F_n(i+1..j-1) only
+                msweep = x[l + 1] + np.maximum(x[i + 1] + o_fn[i], inner)
                 S = sf[js] - sf[i]
                 bmem = 2 * x[js] + x[js + 1] + xbar[js + 1] + o_b[js]
                 rows_right = off[js] + (l - js)
@@ -174,7 +177,7 @@ class PofoTable:
                 right_ck = np.where(ok, C[1][rows_right[:, None], sh], inf)
                 xb = int(xbar[i + 1])
                 rs = off[i + 1] + (l - i - 1)
-                lo = int(max(mmin, x[l + 1] + xb + o_f[i], x[i] + x[i + 1] + xb + o_b[i]))
+                lo = int(max(x[l + 1] + xb + o_fa[i], x[i] + x[i + 1] + xb + o_b[i]))
                 for s in (0, 1):
                     if s == 0 and i == 0:
                         continue  # a_0 is never inside a tape
@@ -182,7 +185,7 @@ class PofoTable:
                     if lo <= M:
                         cand[0, lo:] = t + C[0, rs, lo - xb: M + 1 - xb]
                     Ty, yi = float(self.T[s, i]), int(self.y[s, i])
-                    lo_off = int(max(x[l + 1] + xb + o_f[i], x[i] + x[i + 1] + xb + o_b[i]))
+                    lo_off = lo
                     if yi > 0 and lo_off <= M:
                         # C_all_off: a_i's container travels while (i+1, l) runs with its bytes
                         idx = np.clip(ms - xb + yi, 0, M)
@@ -194,7 +197,7 @@ class PofoTable:
                         cand[1 + 2 * nj] = alloff
                     left = C[s][rows_left]  # (nj, M+1): P_s(m, i, j-1)
                     ck = S[:, None] + right_ck + left
-                    ck[:, : min(mmin, M + 1)] = inf
+                    ck[ms[None, :] < msweep[:, None]] = inf
                     cand[1: 1 + nj] = ck
                     if yi > 0:
                         idx = np.clip(ms[None, :] - x[js][:, None] + yi, 0, M)

@@ -24,7 +24,7 @@ The two-stream model of `solvers.offload.simulator` is solved exactly over the c
    on half-open intervals (releases before allocations at equal times): a lifetime from the
    start of its creator (0 for a_0) to the end of the op that frees it, minus the offloaded
    windows [r, sp); gradients delta_i from the start of their producer to the end of
-   B(i-1) (delta_0 to the end); overheads o_f / o_b while their op runs.
+   B(i-1) (delta_0 to the end); overheads o_fa (F_all) / o_fn (F_ck, F_n) / o_b while their op runs.
 4. *Objective*: the end of B(0), in ticks (integer times: durations and transfer times
    must be whole ticks for the model to be exact; `scale` ticks per time unit).
 
@@ -187,7 +187,8 @@ class _Model:
             dem.append(demand)
 
         for k, (kind, i) in enumerate(ops):
-            over = chain.o_f[i] if kind in (F_ALL, F_CK, F_N) else chain.o_b[L if kind == LOSS else i]
+            over = (chain.o_fa[i] if kind == F_ALL else chain.o_fn[i] if kind in (F_CK, F_N)
+                    else chain.o_b[L if kind == LOSS else i])  # per mode, as the simulator
             hold(s[k], e[k], size(int(over)), f"over{k}")
         for i, prod, freer in grads:
             hold(s[prod], e[freer] if freer is not None else e[n - 1], size(int(chain.x[i])), f"grad{i}")
@@ -314,7 +315,8 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOp
             act = size(int(chain.x[i])) if i in acts else size(int(chain.xbar[i]))
             if kind in (F_ALL, F_CK, F_N):
                 out = chain.xbar[i + 1] if kind == F_ALL else chain.x[i + 1]
-                need = act + size(int(out)) + size(int(chain.o_f[i])) + grad
+                over = chain.o_fa[i] if kind == F_ALL else chain.o_fn[i]
+                need = act + size(int(out)) + size(int(over)) + grad
                 if kind in (F_CK, F_N):
                     acts.add(i + 1)
                     if kind == F_N:

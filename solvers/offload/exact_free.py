@@ -186,7 +186,7 @@ class FreeOrderModel:
     def _away(self, deadline: Deadline) -> None:
         cp, pm, L, P = self.cp, self.pm, self.L, len(self.slots)
         dc = self.dchain
-        o_f, o_b = [int(v) for v in dc.o_f], [int(v) for v in dc.o_b]
+        o_fa, o_fn, o_b = [int(v) for v in dc.o_fa], [int(v) for v in dc.o_fn], [int(v) for v in dc.o_b]
         self.w: dict[tuple[Value, int], Any] = {}
         reads: dict[tuple[Value, int], Any] = {}  # (v, p) -> literal: slot p reads v
         makes: dict[tuple[Value, int], Any] = {}  # (v, p) -> literal: slot p produces v
@@ -232,9 +232,9 @@ class FreeOrderModel:
                 fc = Lin().add(pm.get("FC", k, j)).add(pm.get("FN", k, j))
                 if fc.terms:
                     makes[(("a", j + 1), p)] = as_bool(self.lin(fc), f"mk_a{p}")
-                mem = self.lin(Lin().add(fa, int(dc.xbar[j + 1]) + o_f[j])
-                               .add(pm.get("FC", k, j), int(dc.x[j + 1]) + o_f[j])
-                               .add(pm.get("FN", k, j), int(dc.x[j + 1]) + o_f[j]))
+                mem = self.lin(Lin().add(fa, int(dc.xbar[j + 1]) + o_fa[j])  # per-mode overheads
+                               .add(pm.get("FC", k, j), int(dc.x[j + 1]) + o_fn[j])
+                               .add(pm.get("FN", k, j), int(dc.x[j + 1]) + o_fn[j]))
             elif k == L:
                 sa = as_bool(self.lin(res.get(("a", L), 0)), f"ainL{p}") if ("a", L) in res else 0
                 reads[(("a", L), p)] = sa

@@ -6,8 +6,10 @@ Rules (documented here, next to the code, as the design notes ask):
    operation issued just before it has started. Compute operations run one at a time on the
    compute stream, transfers one at a time on the transfer stream; the two overlap.
 2. Compute operations follow the chain rules (`solvers.chain.simulator`): what they need must
-   be on the device, what they produce is allocated when they start (output + overhead), and
-   what they free is released when they end. A value being prefetched is waited for.
+   be on the device, what they produce is allocated when they start (output + overhead, the
+   overhead per mode as `chain.simulator.op_cost` charges it: o_fa[i] for F_all(i), o_fn[i] for
+   F_ck(i) / F_n(i), o_b[i] for B(i) and the loss), and what they free is released when they
+   end. A value being prefetched is waited for.
 3. ``Off(v)`` needs v on the device and starts once v is complete; it takes
    size(v) / bandwidth + latency (no time when the host already holds a copy of v); the
    device copy is released when the copy has ended and every earlier-issued reader of v has
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
-from ..chain.simulator import Violation
+from ..chain.simulator import Violation, op_cost
 from .instance import OffloadInstance
 from .schedule import OFF, OffloadSchedule, Transfer
 
@@ -148,7 +150,7 @@ def simulate(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | Non
             out: Value = ("abar", i + 1) if kind == F_ALL else ("a", i + 1)
             if out in on_device:
                 return fail(pos, op, f"{out[0]}_{out[1]} is already on the device")
-            out_size, overhead, duration = size(out), int(chain.o_f[i]), float(chain.u_f[i])
+            out_size, overhead, duration = op_cost(chain, kind, i)  # per mode: o_fa for F_all, o_fn else
         else:
             if i in done_backward:
                 return fail(pos, op, "the loss already ran" if kind == LOSS else f"B({i}) already ran")
@@ -162,7 +164,7 @@ def simulate(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | Non
                         return fail(pos, op, f"{'delta' if v[0] == 'd' else v[0]}_{v[1]} is not on the device")
                     needs.append(v)
             out = ("d", i)
-            out_size, overhead, duration = int(x[i]), int(chain.o_b[i]), float(chain.u_b[i])
+            out_size, overhead, duration = op_cost(chain, kind, i)
         start = max([compute_free, issue_floor, schedule.release_time(pos)] + [on_device[v] for v in needs])
         end = start + duration
         events.append((start, 1, out_size + overhead, pos))
