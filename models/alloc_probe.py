@@ -24,9 +24,15 @@ timeline is built on).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from torch.profiler import ProfilerActivity, profile
+
+# Kineto (torch 2.13) logs two "USDT:... profiler_start/stop" lines on stderr for every profiled
+# region, i.e. for every probe; level 6 silences them unless the user chose a level. Kineto reads
+# the variable when a profiler starts, so setting it here (before any probe) is enough.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 __all__ = ["AllocatorProbe", "METHOD"]
 
