@@ -341,6 +341,9 @@ def describe(out: dict[str, Any]) -> str:
         return f"{head}\n  infeasible: {out.get('message', '')}"
     p, m = out["predicted"], out["measured"]
     pred = f"  predicted: makespan {p['makespan']:.2f} {unit}, peak {format_bytes(p['peak_memory'])}"
+    if p.get("tracker_peak_memory") is not None and p["tracker_peak_memory"] != p["peak_memory"]:
+        # the profile charges the allocator's transients; the tracker sees fewer (no kernel scratch)
+        pred += f" (allocator), {format_bytes(p['tracker_peak_memory'])} (tracker)"
     if out.get("problem") == "offload":
         pred += (f" (two streams), {format_bytes(p['sequential_peak'])} (one op at a time), "
                  f"host {format_bytes(p['host_peak'])}")
