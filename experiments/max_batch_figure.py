@@ -25,6 +25,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from memsched.experiments.paper_figures import save_figure  # noqa: E402
 
 #: solvers in the order of their bars
 SOLVERS = ("store-all", "rotor")
@@ -95,12 +96,7 @@ def draw(answers: dict[str, dict[str, dict[str, Any]]], out_dir: Path, stem: str
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.pdf"]
-    for p in paths:
-        fig.savefig(p, dpi=150)
-    plt.close(fig)
-    return paths
+    return save_figure(fig, out_dir, stem)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -63,10 +63,10 @@ def draw_pipeline(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem
             if len(part):
                 ax.legend(fontsize=6)
     fig.tight_layout()
-    return _save(fig, out_dir, stem)
+    return save_figure(fig, out_dir, stem)
 
 
-def _save(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
+def save_figure(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
     """Write `fig` as ``<stem>.png`` and ``.pdf`` under `out_dir`; close it; return the paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.pdf"]
@@ -115,7 +115,7 @@ def draw(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem: str = "
     for ax in list(axes.flat)[len(instances):]:
         ax.axis("off")
     fig.tight_layout()
-    return _save(fig, out_dir, stem)
+    return save_figure(fig, out_dir, stem)
 
 
 def main(argv: list[str] | None = None) -> int:
