@@ -322,3 +322,29 @@ def test_an_optional_fast_solver_is_killed_at_its_share() -> None:
     assert time.perf_counter() - start < 3.0
     res = _solve_in_child("graph", g, "dtr", budget, {}, 60.0)
     assert res is not None and res.objective is not None and res.schedule is not None
+
+
+def _solve_in_daemon(queue) -> None:  # noqa: ANN001 (a multiprocessing queue)
+    from memsched.solvers.graph import reference_peak
+    from memsched.solvers.graph.generate import random_layered
+
+    graph = random_layered(30, seed=2)
+    res = registry.solve("graph", graph, "checkmate", int(0.9 * reference_peak(graph)), time_limit=5)
+    queue.put((res.status, res.schedule is not None))
+
+
+def test_exact_solver_runs_inside_a_daemonic_worker():
+    """A sweep's pool workers are daemonic and may not fork children: the exact layer then runs
+    its optional seeding solvers in process instead of failing."""
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("needs fork")
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_solve_in_daemon, args=(queue,), daemon=True)
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == 0
+    status, found = queue.get(timeout=5)
+    assert status in (OPTIMAL, FEASIBLE) and found

@@ -71,7 +71,7 @@ def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], dea
         start = deadline.elapsed()
         kwargs = {**rest, "slots": slots}
         try:
-            if out and limit is not None and _CAN_FORK:  # an optional seed: killed at half the limit
+            if out and limit is not None and _can_fork():  # an optional seed: killed at half the limit
                 found = _solve_in_child(problem, instance, name, budget, kwargs, 0.5 * limit - start)
                 if found is None:
                     continue
@@ -88,6 +88,12 @@ def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], dea
 
 
 _CAN_FORK = "fork" in multiprocessing.get_all_start_methods()
+
+
+def _can_fork() -> bool:
+    """Whether an optional seed may run in a forked child: the platform forks and this process
+    may have children (a daemonic process, e.g. a sweep's pool worker, may not: it solves here)."""
+    return _CAN_FORK and not multiprocessing.current_process().daemon
 
 
 def _child(conn: Any, problem: str, instance: Any, name: str, budget: int, kwargs: dict[str, Any]) -> None:
