@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from memsched.models.chain.overheads import tracker_chain
+from memsched.models.chain.overheads import predict_both, tracker_chain
 from memsched.models.measure import (
     OpTrace,
     RngStates,
@@ -138,13 +138,8 @@ class ChainExecutor:
         if chain is not None:
             if chain.length != self.length:
                 raise ValueError(f"chain has {chain.length} stages, the model {self.length} blocks")
-            sim = simulate(chain, ops).raise_if_invalid()
-            predicted_peak, predicted_makespan = sim.peak_memory, sim.makespan
-            by_tracker = tracker_chain(chain)  # the prediction the tracker's peak and per-op trace compare with
-            if by_tracker is not chain:
-                sim = simulate(by_tracker, ops).raise_if_invalid()
-                tracker_peak = sim.peak_memory
-            sim_steps = sim.steps
+            predicted_peak, predicted_makespan, tracker_peak, sim_steps = predict_both(simulate, chain, ops,
+                                                                                      tracker_chain)
         m = measure_runs(lambda watch, tr: self._run(ops, inputs, target, seed, watch, tr, clock),
                          cuda=device.type == "cuda", measure_memory=measure_memory, measure_time=measure_time,
                          trace=trace, time_repeats=time_repeats, sim_steps=sim_steps, independent=independent)

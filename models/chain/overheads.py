@@ -40,7 +40,7 @@ from memsched.solvers.join import Join
 from torch import nn
 
 __all__ = ["probe_overheads", "probe_loss_overhead", "tracker_chain", "overheads_meta", "TRACKER_FIELDS",
-           "tracker_join"]
+           "tracker_join", "predict_both"]
 
 #: the per-stage fields a profile's meta["overheads"]["tracker"] holds (lists, the loss last in bwd)
 TRACKER_FIELDS = ("fwd_overhead_all", "fwd_overhead_nograd", "bwd_overhead")
@@ -138,3 +138,21 @@ def tracker_join(join: Join) -> Join:
             return join
         chains.append(tracker_chain(c, tracker))
     return Join.from_chains(chains, loss_time=join.loss_time, loss_overhead=int(loss["tracker"]), name=join.name)
+
+
+def predict_both(simulate: Callable[[Any, list[Any]], Any], instance: Any, ops: list[Any],
+                 tracker_view: Callable[[Any], Any]) -> tuple[int, float, int | None, Any]:
+    """The predictions a measured step is compared with, for a chain or a join `instance`.
+
+    Returns the simulator's peak (bytes) and makespan of `ops` on `instance` (the allocator's
+    overheads, as profiled), the peak under the tracker's overheads (`tracker_view(instance)`,
+    i.e. `tracker_chain` or `tracker_join`; None when that is `instance` itself) and the per-op
+    steps of the tracker's replay (what a per-op trace is compared with). An invalid replay
+    raises (`raise_if_invalid`)."""
+    sim = simulate(instance, ops).raise_if_invalid()
+    peak, makespan, tracker_peak = sim.peak_memory, sim.makespan, None
+    by_tracker = tracker_view(instance)
+    if by_tracker is not instance:
+        sim = simulate(by_tracker, ops).raise_if_invalid()
+        tracker_peak = sim.peak_memory
+    return peak, makespan, tracker_peak, sim.steps

@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 from memsched.models.chain.executor import ChainExecutor, as_blocks
-from memsched.models.chain.overheads import tracker_join
+from memsched.models.chain.overheads import predict_both, tracker_join
 from memsched.models.join.zoo import JoinLossFn
 from memsched.models.measure import (
     OpTrace,
@@ -173,13 +173,8 @@ class JoinExecutor:
         if join is not None:
             if join.lengths != self.lengths:
                 raise ValueError(f"the join has branches of {join.lengths} stages, the model {self.lengths} blocks")
-            sim = simulate(join, ops).raise_if_invalid()
-            predicted_peak, predicted_makespan = sim.peak_memory, sim.makespan
-            by_tracker = tracker_join(join)  # the prediction the tracker's peak and per-op trace compare with
-            if by_tracker is not join:
-                sim = simulate(by_tracker, ops).raise_if_invalid()
-                tracker_peak = sim.peak_memory
-            sim_steps = sim.steps
+            predicted_peak, predicted_makespan, tracker_peak, sim_steps = predict_both(simulate, join, ops,
+                                                                                      tracker_join)
         else:
             self._check_ops(ops)
         m = measure_runs(lambda watch, tr: self._run(ops, inputs, target, seed, watch, tr, clock),
