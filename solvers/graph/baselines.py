@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cache
 from typing import Any, TypeAlias
 
@@ -139,32 +139,43 @@ def dtr_sequence(graph: Graph, budget: float, M: Sizes | None = None, *, score: 
     return seq
 
 
-def memory_order(graph: Graph, M: Sizes | None = None) -> list[int]:
-    """A topological order chosen greedily for a small peak without recomputation: among the
-    ready nodes, compute the one whose step needs the least memory, ties broken by the largest
-    net release (inputs whose last user it is, minus its own output)."""
+def greedy_order(graph: Graph, key: Callable[[int, list[int]], Any]) -> list[int]:
+    """A topological order built greedily: repeatedly the ready node v with the smallest
+    ``key(v, users_left)`` (the first such in the ready list), where ``users_left[u]`` counts the
+    successors of u not ordered yet (u's output is released by the ready node that is its last
+    user when ``users_left[u] == 1``). `key` is called once per ready node and round, in the ready
+    list's order (a randomised key draws its numbers in a fixed order)."""
     n = graph.n
-    M = graph.cost_ram if M is None else M
     indeg = [len(graph.preds[v]) for v in range(n)]
     users_left = [len(graph.succs[v]) for v in range(n)]
-    ready = {v for v in range(n) if indeg[v] == 0}
+    ready = [v for v in range(n) if indeg[v] == 0]
     order: list[int] = []
     while ready:
-        def key(v: int) -> tuple[float, float, int]:
-            freed = sum(int(M[u]) for u in graph.preds[v] if users_left[u] == 1)
-            own = int(M[v]) if graph.succs[v] else 0
-            return (int(M[v]), own - freed, v)
-        # prefer nodes that release memory; among those, the smallest step
-        v = min(ready, key=lambda w: (key(w)[1], key(w)[0], w))
-        ready.remove(v)
+        keys = [key(w, users_left) for w in ready]
+        v = ready.pop(min(range(len(ready)), key=keys.__getitem__))
         order.append(v)
         for u in graph.preds[v]:
             users_left[u] -= 1
         for w in graph.succs[v]:
             indeg[w] -= 1
             if indeg[w] == 0:
-                ready.add(w)
+                ready.append(w)
     return order
+
+
+def net_growth(graph: Graph, M: Sizes, v: int, users_left: list[int]) -> int:
+    """How much computing v changes the resident memory: its output (unless v is a sink) minus
+    the inputs whose last user it is."""
+    freed = sum(int(M[u]) for u in graph.preds[v] if users_left[u] == 1)
+    return (int(M[v]) if graph.succs[v] else 0) - freed
+
+
+def memory_order(graph: Graph, M: Sizes | None = None) -> list[int]:
+    """A topological order chosen greedily for a small peak without recomputation: among the
+    ready nodes, compute the one that grows the resident memory least (`net_growth`: most
+    released first), ties broken by the smallest output, then the smallest index."""
+    M = graph.cost_ram if M is None else M
+    return greedy_order(graph, lambda v, left: (net_growth(graph, M, v, left), int(M[v]), v))
 
 
 def heuristic_sequences(graph: Graph, budget: int, M: Sizes | None = None, B: float | None = None, *,

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
-from .baselines import Sizes, dtr_sequence, memory_order
+from .baselines import Sizes, dtr_sequence, greedy_order, memory_order, net_growth
 from .instance import Graph
 from .schedule import GraphSchedule
 from .simulator import simulate
@@ -79,34 +79,17 @@ class _OrderProfile:
 
 
 def random_memory_order(graph: Graph, M: Sizes | None, rng: random.Random, noise: float) -> list[int]:
-    """A topological order built greedily: among the ready nodes, the one whose computation
-    changes the resident memory least (its output, unless it is a sink, minus the inputs whose
-    last user it is), each key multiplied by (1 + noise * U) plus noise * U * mean size (U uniform
-    in [0, 1)); noise 0 is a deterministic greedy."""
-    n = graph.n
+    """A topological order built greedily (`greedy_order`): among the ready nodes, the one whose
+    computation changes the resident memory least (`net_growth`: its output, unless it is a sink,
+    minus the inputs whose last user it is), each key multiplied by (1 + noise * U) plus
+    noise * U * mean size (U uniform in [0, 1)); noise 0 is a deterministic greedy."""
     M = graph.cost_ram if M is None else M
-    mean = float(sum(int(m) for m in M)) / max(1, n)
-    indeg = [len(graph.preds[v]) for v in range(n)]
-    left = [len(graph.succs[v]) for v in range(n)]
-    ready = [v for v in range(n) if indeg[v] == 0]
-    order: list[int] = []
-    while ready:
-        best, best_key = 0, 0.0
-        for k, w in enumerate(ready):
-            freed = sum(int(M[u]) for u in graph.preds[w] if left[u] == 1)
-            own = int(M[w]) if graph.succs[w] else 0
-            key = (own - freed) * (1 + noise * rng.random()) + noise * rng.random() * mean
-            if k == 0 or key < best_key:
-                best, best_key = k, key
-        v = ready.pop(best)
-        order.append(v)
-        for u in graph.preds[v]:
-            left[u] -= 1
-        for w in graph.succs[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                ready.append(w)
-    return order
+    mean = float(sum(int(m) for m in M)) / max(1, graph.n)
+
+    def key(w: int, left: list[int]) -> float:
+        return net_growth(graph, M, w, left) * (1 + noise * rng.random()) + noise * rng.random() * mean
+
+    return greedy_order(graph, key)
 
 
 def improve_order(graph: Graph, order: list[int], M: Sizes | None, rng: random.Random, moves: int,
