@@ -15,7 +15,6 @@ of the answers too. Writes ``<stem>.png`` and ``.pdf`` under `--out`.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -25,7 +24,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from memsched.experiments.paper_figures import save_figure  # noqa: E402
+from memsched.experiments.paper_figures import figure_args, save_figure  # noqa: E402
 
 #: solvers in the order of their bars
 SOLVERS = ("store-all", "rotor")
@@ -101,11 +100,8 @@ def draw(answers: dict[str, dict[str, dict[str, Any]]], out_dir: Path, stem: str
 
 def main(argv: list[str] | None = None) -> int:
     """Draw the figure and print the table; exit 0, or 2 when --results holds no answer."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", default="results/max_batch", help="folder of `memsched max-batch --json` answers")
-    parser.add_argument("--out", default="results/figures", help="folder for the figure files")
-    parser.add_argument("--stem", default="paper_max_batch", help="figure file name (without extension)")
-    args = parser.parse_args(argv)
+    args = figure_args(argv, __doc__, "results/max_batch", "folder of `memsched max-batch --json` answers",
+                       "paper_max_batch")
     answers = load_answers(Path(args.results))
     if not answers:
         print(f"max_batch_figure: error: no max-batch answer (*.json) in {args.results}", file=sys.stderr)

@@ -118,13 +118,20 @@ def draw(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem: str = "
     return save_figure(fig, out_dir, stem)
 
 
+def figure_args(argv: list[str] | None, doc: str | None, results: str, results_help: str, stem: str
+                ) -> argparse.Namespace:
+    """The options of a figure script: --results (default `results`), --out (results/figures)
+    and --stem (default `stem`, the file name without extension), parsed from `argv`."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", default=results, help=results_help)
+    parser.add_argument("--out", default="results/figures", help="folder for the figure files")
+    parser.add_argument("--stem", default=stem, help="figure file name (without extension)")
+    return parser.parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Draw the papers' chain figure from the sweep in --results into --out; exit 0."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", default="results/fig_paper_chains", help="the sweep's output folder")
-    parser.add_argument("--out", default="results/figures", help="folder for the figure files")
-    parser.add_argument("--stem", default="paper_chains", help="figure file name (without extension)")
-    args = parser.parse_args(argv)
+    args = figure_args(argv, __doc__, "results/fig_paper_chains", "the sweep's output folder", "paper_chains")
     folder = Path(args.results)
     table = folder / f"{folder.name}.csv"
     rows = pd.read_csv(table)
