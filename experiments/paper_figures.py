@@ -28,10 +28,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from memsched.experiments.figures import style as solver_style  # noqa: E402
 
 GB = 1e9
-MARKERS = {"rotor": "o", "periodic": "s", "sqrt": "^", "revolve": "v", "store-all": "D", "cpsat": "x",
-           "pofo": "o", "rotor-offload": "s", "offload-prefix": "^", "vdnn": "v"}
 #: pipeline panels: one colour and marker per solver (the label's name before " P=<n>")
 PIPELINE_STYLE = {"madpipe": ("C0", "o"), "pipedream": ("C1", "s"), "balance-time": ("C2", "^"),
                   "interleave-v": ("C3", "v"), "cpsat": ("k", "x"), "dag": ("C4", "D")}
@@ -103,10 +102,11 @@ def draw(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem: str = "
         ax.set_title(f"{name}\ntimes: {costs.get(name, 'unknown')}", fontsize=7)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
-        for solver, group in part.groupby("solver_label", sort=False):
-            group = group.sort_values("budget")
-            marker = MARKERS.get(str(solver).split()[0], ".")
-            ax.plot(group["budget"] / GB, 1.0 + group["overhead"], marker=marker, ms=3, lw=1, label=str(solver))
+        names = part["solver"] if "solver" in part else part["solver_label"]  # the registry's name, for its style
+        for (label, solver), group in part.groupby([part["solver_label"], names], sort=False):
+            group = group.sort_values("budget")  # one colour and marker per solver in every figure
+            ax.plot(group["budget"] / GB, 1.0 + group["overhead"], ms=3, lw=1, label=str(label),
+                    **solver_style(str(label), str(solver)))
         ref = rows.loc[rows["instance"] == name, "reference_peak"].max()
         ax.axvline(ref / GB, color="0.6", lw=0.8, ls=":")
         ax.set_xlabel("memory budget (GB; dotted: store-all peak)", fontsize=7)
