@@ -9,24 +9,30 @@ Checkmate MLSys training graphs ``<net> (MLSys)_<batch>_<shape>_train_nx.json`` 
 ``random_layered_n<N>_*.json``). They are GPL-3 data of that repository and are not committed
 here: clone it and pass its ``data`` folder.
 
-For every instance and budget (a fraction of the graph's reference peak: computing each node
-once in the file's topological order, as Moccasin's ``-m 0.9`` / ``-m 0.8``), runs our exact
+For every instance and budget (Moccasin's: B = ceil(fraction x the peak of computing each node
+once in the file's topological order), as its ``main.py -m 0.9`` / ``-m 0.8``), runs our exact
 models (``cpsat``: at most C computations per node, Moccasin-style intervals; ``checkmate``:
 Checkmate's MILP) beside greedy, DTR, LP rounding (``checkmate-approx``) and checkpoint-all,
 each through `solvers.registry.solve` (schedules replayed by the graph simulator). Exact models
-get Moccasin's time limits: `--time-limit` (180 s) for graphs up to 500 nodes, `--long-time-limit`
-(360 s) above. Prints a table and writes one CSV row per run (overhead = makespan / sum of
-``cost_cpu`` - 1, the proven bound and gap, time) to results/bench_papers_graphs.csv and a
-figure (overhead per instance and solver) to results/bench_papers_graphs.png.
+get Moccasin's time limits (its first main.py: 360 s x (1 if n >= 500 else 0.5)): `--time-limit`
+(180 s) below 500 nodes, `--long-time-limit` (360 s) from 500 nodes on. Prints a table and writes
+one CSV row per run (overhead = makespan / sum of ``cost_cpu`` - 1, the proven bound and gap,
+time, the replayed peak) to results/bench_papers_graphs.csv and a figure (overhead per instance
+and solver) to results/bench_papers_graphs.png. Each row also states its cell's feasibility:
+``feasible`` with the least replayed peak and its solver, ``infeasible`` when B is below
+`Graph.necessary_budget` (a node, its workspace and all its inputs at once: a lower bound on the
+peak of every schedule, recomputation or not, in ``min_peak_lb``), else ``open``.
 
 Exact solvers run with `--workers` threads (1) and are seeded by the fast solvers (their best
 schedule is the CP-SAT hint / MIP start); the CSV has the seconds until each had a first
 schedule (``first_schedule_s``) and the load average when it started. The last line says in how
 many cells every exact solver is at most every fast solver.
 
-`--published CSV` (columns instance, fraction, source, overhead) adds published numbers (e.g.
-Moccasin's and Checkmate's tables) to the table and figure as hollow markers; without it none
-are shown (no number is typed in here).
+`--published CSV` (columns instance, fraction, source, overhead, and optionally time_limit_s and
+note; an empty overhead means no number was published) prints those rows beside ours and adds
+the numbers to the figure as hollow markers; results/published_moccasin.csv holds what
+Moccasin's repository states (its settings; it has no result table). `--merge CSV [CSV ...]`
+rebuilds the CSV, figure and check from earlier runs' CSVs without solving.
 """
 
 from __future__ import annotations
@@ -46,21 +52,55 @@ from memsched.solvers.registry import solve
 
 #: Short names of the papers' instances -> a pattern of Moccasin's file names.
 INSTANCES: dict[str, str] = {
-    "VGG-16": r"^VGG16 \(MLSys\).*_train_nx\.json$", "VGG-19": r"^VGG19 \(MLSys\).*_train_nx\.json$",
-    "MobileNet": r"^MobileNet \(MLSys\).*_train_nx\.json$", "U-Net": r"^vgg_unet \(MLSys\).*_train_nx\.json$",
-    "FCN-8": r"^fcn_8_vgg \(MLSys\).*_train_nx\.json$", "SegNet": r"^segnet \(MLSys\).*_train_nx\.json$",
+    "VGG-16": r"^VGG16 \(MLSys\).*_train_nx\.json$",
+    "VGG-19": r"^VGG19 \(MLSys\).*_train_nx\.json$",
+    "MobileNet": r"^MobileNet \(MLSys\).*_train_nx\.json$",
+    "U-Net": r"^vgg_unet \(MLSys\).*_train_nx\.json$",
+    "FCN-8": r"^fcn_8_vgg \(MLSys\).*_train_nx\.json$",
+    "SegNet": r"^segnet \(MLSys\).*_train_nx\.json$",
     "ResNet-50": r"^ResNet50 \(MLSys\).*_train_nx\.json$",
-    "RL100": r"^random_layered_n100_.*\.json$", "RL250": r"^random_layered_n250_.*\.json$",
-    "RL500": r"^random_layered_n500_.*\.json$", "RL1000": r"^random_layered_n1000_.*\.json$",
+    "RL100": r"^random_layered_n100_.*\.json$",
+    "RL250": r"^random_layered_n250_.*\.json$",
+    "RL500": r"^random_layered_n500_.*\.json$",
+    "RL1000": r"^random_layered_n1000_.*\.json$",
 }
 EXACT = ("cpsat", "checkmate")
 FAST = ("greedy", "dtr", "dtr-orders", "checkmate-approx", "checkpoint-all")
 #: what each solver is optimal in (figure and table labels)
-LABELS = {"cpsat": "cpsat (<= 2 computations per node)", "checkmate": "checkmate (file's order)",
-          "checkmate-approx": "LP rounding", "checkpoint-all": "checkpoint-all", "greedy": "greedy", "dtr": "DTR",
-          "dtr-orders": "DTR in memory-aware orders"}
-FIELDS = ("instance", "nodes", "fraction", "budget", "solver", "label", "status", "makespan", "overhead", "bound",
-          "gap", "time_s", "first_schedule_s", "time_limit_s", "seeded_by", "scope", "load")
+LABELS = {
+    "cpsat": "cpsat (<= 2 computations per node)",
+    "checkmate": "checkmate (file's order)",
+    "checkmate-approx": "LP rounding",
+    "checkpoint-all": "checkpoint-all",
+    "greedy": "greedy",
+    "dtr": "DTR",
+    "dtr-orders": "DTR in memory-aware orders",
+}
+FIELDS = (
+    "instance",
+    "nodes",
+    "fraction",
+    "budget",
+    "solver",
+    "label",
+    "status",
+    "makespan",
+    "overhead",
+    "bound",
+    "gap",
+    "time_s",
+    "first_schedule_s",
+    "time_limit_s",
+    "seeded_by",
+    "scope",
+    "load",
+    "peak",
+    "ref_peak",
+    "min_peak_lb",
+    "cell",
+)
+#: graphs of at least this many nodes get the long time limit (Moccasin's main.py: ``n >= 500``)
+LONG_FROM = 500
 
 
 def find_instances(folder: Path, names: list[str]) -> list[tuple[str, Path]]:
@@ -77,16 +117,46 @@ def find_instances(folder: Path, names: list[str]) -> list[tuple[str, Path]]:
 
 
 def read_published(path: Path | None) -> list[dict[str, Any]]:
-    """Rows (instance, fraction, source, overhead) of a published-numbers CSV, or none."""
+    """Rows (instance, fraction, source, overhead or None, time_limit_s or None, note) of a
+    published-numbers CSV, or none."""
     if path is None:
         return []
     with path.open() as fh:
-        return [{"instance": r["instance"], "fraction": float(r["fraction"]), "source": r["source"],
-                 "overhead": float(r["overhead"])} for r in csv.DictReader(fh)]
+        return [
+            {
+                "instance": r["instance"],
+                "fraction": float(r["fraction"]),
+                "source": r["source"],
+                "overhead": float(r["overhead"]) if r.get("overhead") else None,
+                "time_limit_s": float(r["time_limit_s"]) if r.get("time_limit_s") else None,
+                "note": r.get("note", ""),
+            }
+            for r in csv.DictReader(fh)
+        ]
+
+
+def moccasin_budget(graph: graphs.Graph, fraction: float) -> int:
+    """Moccasin's budget B = ceil(fraction x topo_mem), topo_mem the peak of each node once in
+    the file's order (`graphs.reference_peak`), as in its main.py."""
+    return math.ceil(graphs.reference_peak(graph) * fraction)
+
+
+def cell_feasibility(rows: list[dict[str, Any]], budget: int, lower: int) -> str:
+    """A cell's feasibility: ``feasible: peak P <= B (solver)`` for the least replayed peak among
+    its rows' schedules, ``infeasible: B < lower bound LB`` (`Graph.necessary_budget`), else
+    ``open``."""
+    peaks = [(int(r["peak"]), r["solver"]) for r in rows if r["makespan"] is not None and r["peak"] is not None]
+    if peaks:
+        peak, solver = min(peaks)
+        return f"feasible: peak {peak} <= B {budget} ({solver}, replayed)"
+    if budget < lower:
+        return f"infeasible: B {budget} < lower bound {lower}"
+    return f"open: no schedule, B {budget} >= lower bound {lower}"
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Every (instance, fraction, solver) run, printed and written to the CSV as it ends."""
+    """Every (instance, fraction, solver) run, printed as it ends; the CSV gets each cell's rows
+    when the cell is done (with the cell's feasibility)."""
     rows: list[dict[str, Any]] = []
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -97,9 +167,11 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         for name, path in find_instances(Path(args.graphs), args.instances):
             g = graphs.load(str(path))
             once = g.total_cpu()
-            limit = args.time_limit if g.n <= 500 else args.long_time_limit
+            ref, lower = graphs.reference_peak(g), g.necessary_budget()
+            limit = args.time_limit if g.n < LONG_FROM else args.long_time_limit
             for frac in args.fractions:
-                budget = int(graphs.reference_peak(g) * frac)
+                budget = moccasin_budget(g, frac)
+                cell: list[dict[str, Any]] = []
                 for solver in args.solvers:
                     load = os.getloadavg()[0]
                     t0 = time.perf_counter()
@@ -111,18 +183,78 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     res = solve("graph", g, solver, budget, slots=args.slots, **kw)
                     elapsed = time.perf_counter() - t0
                     over = None if res.objective is None else res.objective / once - 1
-                    row = {"instance": name, "nodes": g.n, "fraction": frac, "budget": budget, "solver": solver,
-                           "label": LABELS.get(solver, solver), "status": res.status, "makespan": res.objective,
-                           "overhead": over, "bound": res.lower_bound, "gap": res.gap, "time_s": round(elapsed, 2),
-                           "first_schedule_s": _first(res, elapsed),
-                           "time_limit_s": limit if solver in EXACT else None, "seeded_by": res.seeded_by,
-                           "scope": res.scope, "load": round(load, 2)}
+                    cell.append(
+                        {
+                            "instance": name,
+                            "nodes": g.n,
+                            "fraction": frac,
+                            "budget": budget,
+                            "solver": solver,
+                            "label": LABELS.get(solver, solver),
+                            "status": res.status,
+                            "makespan": res.objective,
+                            "overhead": over,
+                            "bound": res.lower_bound,
+                            "gap": res.gap,
+                            "time_s": round(elapsed, 2),
+                            "first_schedule_s": _first(res, elapsed),
+                            "time_limit_s": limit if solver in EXACT else None,
+                            "seeded_by": res.seeded_by,
+                            "scope": res.scope,
+                            "load": round(load, 2),
+                            "peak": res.peak_memory if res.objective is not None else None,
+                            "ref_peak": ref,
+                            "min_peak_lb": lower,
+                        }
+                    )
+                    print(
+                        f"{name:<10} {g.n:>5} {frac:>4.0%} {solver:<16} {res.status:<10} {_p(over):>9} "
+                        f"{_p(res.gap):>8} {elapsed:>7.1f}",
+                        flush=True,
+                    )
+                feas = cell_feasibility(cell, budget, lower)
+                print(f"{name:<10} {frac:>4.0%} {feas}", flush=True)
+                for row in cell:
+                    row["cell"] = feas
                     writer.writerow(row)
-                    fh.flush()
-                    rows.append(row)
-                    print(f"{name:<10} {g.n:>5} {frac:>4.0%} {solver:<16} {res.status:<10} {_p(over):>9} "
-                          f"{_p(res.gap):>8} {elapsed:>7.1f}", flush=True)
+                fh.flush()
+                rows.extend(cell)
     return rows
+
+
+def read_rows(paths: list[Path]) -> list[dict[str, Any]]:
+    """The rows of earlier runs' CSVs (numbers parsed back; a missing column is left empty)."""
+    rows = []
+    for path in paths:
+        with path.open() as fh:
+            for r in csv.DictReader(fh):
+                row: dict[str, Any] = {k: r.get(k, "") for k in FIELDS}
+                for k in ("fraction", "makespan", "overhead", "bound", "gap", "time_s"):
+                    row[k] = float(row[k]) if row[k] not in ("", None) else None
+                row["peak"] = int(float(row["peak"])) if row["peak"] not in ("", None) else None
+                rows.append(row)
+    return rows
+
+
+def published_beside(rows: list[dict[str, Any]], published: list[dict[str, Any]]) -> list[str]:
+    """Lines: per published (instance, fraction), our best exact and best fast overhead beside
+    the published one (or its note when it has no number)."""
+    lines = []
+    for p in published:
+        ours = [
+            r
+            for r in rows
+            if r["instance"] == p["instance"] and r["fraction"] == p["fraction"] and r["overhead"] is not None
+        ]
+        ex = min((r["overhead"] for r in ours if r["solver"] in EXACT), default=None)
+        fa = min((r["overhead"] for r in ours if r["solver"] not in EXACT), default=None)
+        theirs = _p(p["overhead"]) if p["overhead"] is not None else "none published"
+        limit = "" if p["time_limit_s"] is None else f" (their limit {p['time_limit_s']:.0f} s)"
+        lines.append(
+            f"{p['instance']:<10} {p['fraction']:>4.0%} {p['source']}: {theirs}{limit}; "
+            f"ours: exact {_p(ex)}, fast {_p(fa)}" + (f"  [{p['note']}]" if p["note"] else "")
+        )
+    return lines
 
 
 def exact_vs_fast(rows: list[dict[str, Any]]) -> tuple[int, int, list[str]]:
@@ -131,7 +263,8 @@ def exact_vs_fast(rows: list[dict[str, Any]]) -> tuple[int, int, list[str]]:
     cells: dict[tuple[str, float], dict[str, float]] = {}
     for r in rows:
         cells.setdefault((r["instance"], r["fraction"]), {})[r["solver"]] = (
-            math.inf if r["makespan"] is None else float(r["makespan"]))
+            math.inf if r["makespan"] is None else float(r["makespan"])
+        )
     good, bad = 0, []
     for (name, frac), by in cells.items():
         exact = [by[s] for s in EXACT if s in by]
@@ -160,19 +293,25 @@ def figure(rows: list[dict[str, Any]], published: list[dict[str, Any]], path: Pa
     solvers = list(dict.fromkeys(r["solver"] for r in rows))
     for ax, frac in zip(axes[0], fracs):
         for k, solver in enumerate(solvers):
-            pts = [(names.index(r["instance"]) + 0.08 * (k - len(solvers) / 2), 100 * r["overhead"]) for r in rows
-                   if r["fraction"] == frac and r["solver"] == solver and r["overhead"] is not None]
+            pts = [
+                (names.index(r["instance"]) + 0.08 * (k - len(solvers) / 2), 100 * r["overhead"])
+                for r in rows
+                if r["fraction"] == frac and r["solver"] == solver and r["overhead"] is not None
+            ]
             if pts:
                 label = LABELS.get(solver, solver)
                 kw = style(label, solver)
                 ax.plot(*zip(*pts), ls="none", ms=5, label=label, **kw)
         for src in sorted({p["source"] for p in published}):
-            pts = [(names.index(p["instance"]), 100 * p["overhead"]) for p in published
-                   if p["source"] == src and p["fraction"] == frac and p["instance"] in names]
+            pts = [
+                (names.index(p["instance"]), 100 * p["overhead"])
+                for p in published
+                if p["source"] == src and p["fraction"] == frac and p["instance"] in names and p["overhead"] is not None
+            ]
             if pts:
                 ax.plot(*zip(*pts), ls="none", marker="o", mfc="none", mec="black", ms=9, label=f"{src} (published)")
         ax.set_xticks(range(len(names)), names, rotation=30, fontsize=7.5)
-        ax.set_title(f"budget {frac:.0%} of the topological-order peak", fontsize=9)
+        ax.set_title(f"budget {frac:.0%} of the file order's peak (Moccasin's B)", fontsize=9)
         ax.set_ylabel("compute overhead (%)", fontsize=8)
         ax.set_yscale("symlog", linthresh=1.0)  # 0-1% apart, and a 600% heuristic on the same axis
         ax.set_ylim(bottom=0.0)
@@ -191,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     """Solve the papers' graphs (Moccasin's files in --graphs) at each budget fraction; print a table, write the CSV
     and PNG; exit 0, 2 if --graphs is not a folder."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--graphs", required=True, help="folder with Moccasin's data/ graph files")
+    ap.add_argument("--graphs", help="folder with Moccasin's data/ graph files (required unless --merge)")
     ap.add_argument("--instances", nargs="+", default=list(INSTANCES), choices=list(INSTANCES))
     ap.add_argument("--fractions", type=float, nargs="+", default=[0.9, 0.8])
     ap.add_argument("--solvers", nargs="+", default=list(EXACT + FAST))
@@ -201,14 +340,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=1, help="threads of the exact solvers' backends")
     ap.add_argument("--published", type=Path, default=None, help="CSV: instance, fraction, source, overhead")
     ap.add_argument("--out", default="results/bench_papers_graphs.csv")
+    ap.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="rebuild --out, its figure and the check from these CSVs (no solving)",
+    )
     args = ap.parse_args(argv)
-    if not Path(args.graphs).is_dir():
+    if args.merge is not None:
+        missing = [p for p in args.merge if not p.is_file()]
+        if missing:
+            print(f"bench_papers_graphs: --merge: {missing[0]} is not a file", file=sys.stderr)
+            return 2
+        rows = read_rows(args.merge)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        with Path(args.out).open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=FIELDS)
+            writer.writeheader()
+            writer.writerows(rows)
+    elif not Path(args.graphs or "").is_dir():
         print(f"bench_papers_graphs: --graphs: {args.graphs} is not a folder", file=sys.stderr)
         return 2
-    rows = run(args)
+    else:
+        rows = run(args)
     good, total, bad = exact_vs_fast(rows)
     print(f"exact <= every fast solver in {good}/{total} cells" + (f" (not: {', '.join(bad)})" if bad else ""))
     published = read_published(args.published)
+    for line in published_beside(rows, published):
+        print(line)
     if rows:
         png = Path(args.out).with_suffix(".png")
         figure(rows, published, png)

@@ -37,8 +37,16 @@ from .instance import Graph
 from .schedule import GraphSchedule
 from .simulator import simulate
 
-__all__ = ["order_peak", "random_memory_order", "improve_order", "candidate_orders", "prune_recomputations",
-           "search_sequences", "solve_dtr_orders"]
+__all__ = [
+    "order_peak",
+    "random_memory_order",
+    "improve_order",
+    "candidate_orders",
+    "prune_recomputations",
+    "repair_sequence",
+    "search_sequences",
+    "solve_dtr_orders",
+]
 
 
 def order_peak(graph: Graph, order: Sequence[int], M: Sizes | None = None) -> int:
@@ -92,8 +100,9 @@ def random_memory_order(graph: Graph, M: Sizes | None, rng: random.Random, noise
     return greedy_order(graph, key)
 
 
-def improve_order(graph: Graph, order: list[int], M: Sizes | None, rng: random.Random, moves: int,
-                  cap: float = 0.0) -> list[int]:
+def improve_order(
+    graph: Graph, order: list[int], M: Sizes | None, rng: random.Random, moves: int, cap: float = 0.0
+) -> list[int]:
     """Local search on `order`: `moves` times, move a random node to a random place inside its
     precedence window; keep the move when (the memory above `cap` summed over the steps, the
     peak) does not grow (plateaus are crossed). With cap 0 this lowers the total memory then
@@ -117,7 +126,7 @@ def improve_order(graph: Graph, order: list[int], M: Sizes | None, rng: random.R
         old = pos[v]
         if new == old:
             continue
-        trial = order[:old] + order[old + 1:]
+        trial = order[:old] + order[old + 1 :]
         trial.insert(new, v)
         score = prof.score(trial, cap)
         if score[0] <= best[0] and score[1] <= best[1]:
@@ -128,8 +137,17 @@ def improve_order(graph: Graph, order: list[int], M: Sizes | None, rng: random.R
     return order
 
 
-def candidate_orders(graph: Graph, M: Sizes | None = None, *, tries: int = 24, keep: int = 4, moves: int = 0,
-                     cap: float = 0.0, seed: int = 0, deadline: float | None = None) -> list[tuple[int, list[int]]]:
+def candidate_orders(
+    graph: Graph,
+    M: Sizes | None = None,
+    *,
+    tries: int = 24,
+    keep: int = 4,
+    moves: int = 0,
+    cap: float = 0.0,
+    seed: int = 0,
+    deadline: float | None = None,
+) -> list[tuple[int, list[int]]]:
     """Up to `keep` distinct (peak, order) pairs, smallest peak first: the file's order,
     `memory_order` and `tries` randomised greedy orders (stopping early at the wall-clock
     `deadline`, a `time.perf_counter()` value), the best improved by `moves` local-search moves."""
@@ -168,14 +186,77 @@ def prune_recomputations(graph: Graph, seq: list[int], budget: int) -> list[int]
     return [v for s, v in enumerate(seq) if s not in removed]
 
 
-def search_sequences(graph: Graph, budget: int, M: Sizes | None = None, B: float | None = None, *,
-                     tries: int | None = None, keep: int = 4, moves: int | None = None, seed: int = 0,
-                     time_budget: float | None = None) -> list[tuple[float, list[int]]]:
+def repair_sequence(
+    graph: Graph, seq: Sequence[int], budget: int, rng: random.Random, *, moves: int, deadline: float | None = None
+) -> list[int] | None:
+    """Local search that inserts recomputations into `seq` (a valid schedule, e.g. an order over
+    the budget) until its peak fits `budget` (``cost_ram`` units, workspaces charged); None when
+    `moves` trials (or the wall-clock `deadline`) end first.
+
+    Score: $E = \\sum_t \\max(0, \\mathrm{mem}(t) - B)$, then the makespan. A move picks a step t
+    over B (at random, or the peak), a copy of some u made before t whose retention spans t and
+    that step t does not read (weighted by $M_u / (C_u + 1)$), and inserts a recomputation of u
+    at a random place after t up to its next consumer: the old copy then ends at its last use
+    before t. With probability 1/2 the inputs of u whose copies are already dead there are
+    recomputed just before it too (when their own inputs exist). The move is kept when the score
+    drops. Every candidate is replayed by the simulator, so the result is valid."""
+    seq = list(seq)
+    sim = simulate(graph, seq)
+    if not sim.valid:
+        return None
+    best = (int(np.maximum(sim.memory - budget, 0).sum()), sim.makespan)
+    for _ in range(moves):
+        if best[0] == 0 or (deadline is not None and time.perf_counter() > deadline):
+            break
+        over = np.nonzero(sim.memory > budget)[0]
+        t = int(over[rng.randrange(len(over))]) if rng.random() < 0.5 else int(np.argmax(sim.memory))
+        end = sim.retention_end
+        read = set(graph.preds[seq[t]])
+        cands = [s for s in range(t) if end[s] > t and seq[s] not in read]
+        if not cands:
+            continue
+        s = rng.choices(cands, [graph.cost_ram[seq[c]] / (graph.cost_cpu[seq[c]] + 1.0) for c in cands])[0]
+        u = seq[s]
+        # the copy's next consumer after t (no other copy of u lies between s and end[s])
+        nxt = next(q for q in range(t + 1, end[s] + 1) if u in graph.preds[seq[q]])
+        pos = rng.randint(t + 1, nxt)
+        insert = [u]
+        if rng.random() < 0.5:
+            latest: dict[int, int] = {}
+            for i in range(pos):
+                latest[seq[i]] = i
+            dead = [x for x in graph.preds[u] if end[latest[x]] < pos]
+            if dead and all(p in latest for x in dead for p in graph.preds[x]):
+                insert = dead + [u]
+        trial = seq[:pos] + insert + seq[pos:]
+        tsim = simulate(graph, trial)
+        score = (int(np.maximum(tsim.memory - budget, 0).sum()), tsim.makespan)
+        if tsim.valid and (score[0] < best[0] or (score[0] == best[0] and score[1] < best[1])):
+            best, seq, sim = score, trial, tsim
+    return seq if best[0] == 0 else None
+
+
+def search_sequences(
+    graph: Graph,
+    budget: int,
+    M: Sizes | None = None,
+    B: float | None = None,
+    *,
+    tries: int | None = None,
+    keep: int = 4,
+    moves: int | None = None,
+    seed: int = 0,
+    time_budget: float | None = None,
+    repairs: int = 2,
+    repair_moves: int | None = None,
+) -> list[tuple[float, list[int]]]:
     """Schedules that fit `budget` (``cost_ram`` units; the greedy runs with sizes `M` and
     budget `B` when given, e.g. slots), fastest first, as (makespan, sequence): every node once in
     one of the candidate orders when its peak fits, else the DTR-like greedy in the `keep` best
-    orders, each pruned. Defaults: `tries` = 24 random orders (fewer above 1000 nodes: 24000 / n, at
-    least 4), `moves` = 20 n local-search moves, at most 10 000 (they stop once an order fits)."""
+    orders and `repair_sequence` from the `repairs` best orders (`repair_moves` trials each,
+    default 4 n, at most 4000), each pruned. Defaults: `tries` = 24 random orders (fewer above
+    1000 nodes: 24000 / n, at least 4), `moves` = 20 n local-search moves, at most 10 000 (they
+    stop once an order fits)."""
     start = time.perf_counter()
     deadline = None if time_budget is None else start + time_budget
     cap = B if B is not None else budget
@@ -196,6 +277,13 @@ def search_sequences(graph: Graph, budget: int, M: Sizes | None = None, B: float
                 found.setdefault(tuple(s), simulate(graph, s).makespan)
             if deadline is not None and time.perf_counter() > deadline and found:
                 break
+        rng = random.Random(seed)
+        trials = min(4 * graph.n, 4000) if repair_moves is None else repair_moves
+        for _, order in ranked[:repairs]:
+            s = repair_sequence(graph, order, budget, rng, moves=trials, deadline=deadline)
+            if s is not None:
+                s = prune_recomputations(graph, s, budget)
+                found.setdefault(tuple(s), simulate(graph, s).makespan)
     return sorted(((c, list(s)) for s, c in found.items()), key=lambda cs: cs[0])
 
 
@@ -203,8 +291,12 @@ def solve_dtr_orders(graph: Graph, budget: int, *, seed: int = 0, **_: Any) -> S
     """The `dtr-orders` heuristic (module docstring): the fastest schedule of `search_sequences`
     at exact sizes; ``infeasible`` (for this heuristic) when none fits."""
     start = time.perf_counter()
-    res = SolveResult(problem="graph", solver="dtr-orders", status=INFEASIBLE,
-                      scope="no claim (memory-aware orders, DTR-like recomputation, pruned)")
+    res = SolveResult(
+        problem="graph",
+        solver="dtr-orders",
+        status=INFEASIBLE,
+        scope="no claim (memory-aware orders, DTR-like recomputation, pruned)",
+    )
     found = search_sequences(graph, int(budget), seed=int(seed))
     if found:
         seq = found[0][1]
