@@ -26,6 +26,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "<output>/instances/ (rows of the old profile leave the table)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--list", action="store_true", help="print the grid's cells and exit")
+    p.add_argument("--verify", action="store_true",
+                   help="re-solve the table's rows from the stored instances and report every row whose status "
+                        "or objective is not what the code computes now (writes nothing; exit 1 if any)")
+    p.add_argument("--solvers", nargs="+", metavar="LABEL", help="with --verify: only these solver labels")
+    p.add_argument("--update", action="store_true",
+                   help="with --verify: replace each row that differs by the recomputed one and rewrite the table")
     p.set_defaults(func=main)
 
 
@@ -45,6 +51,11 @@ def main(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise InputError("must be >= 1", field="--workers")
     config = load_config(find_config(args.config))
+    for flag in ("solvers", "update"):
+        if getattr(args, flag) and not args.verify:
+            raise InputError("only with --verify", field=f"--{flag}")
+    if args.verify:
+        return _verify(config, args)
     if args.list:
         notes: list[str] = []
         out = config.output_dir(args.output)
@@ -68,3 +79,23 @@ def main(args: argparse.Namespace) -> int:
     for path in outcome.paths:
         print(f"wrote {path}")
     return 0
+
+
+def _verify(config: object, args: argparse.Namespace) -> int:
+    """``--verify``: one line per row that is not ``same``, then the counts; exit 1 when a row
+    differs, errs or is missing."""
+    from memsched.experiments.sweep.verify import summary, update_stale, verify_sweep
+
+    checks = verify_sweep(config, output=args.output, solvers=args.solvers,  # type: ignore[arg-type]
+                          progress=not args.no_progress)
+    for c in checks:
+        if c.verdict != "same":
+            print(f"{c.verdict:<12} {c.instance:<28} {c.budget_spec:>10} {c.solver_label:<24} "
+                  f"stored {c.stored_status} {c.stored_objective}  now {c.new_status} {c.new_objective}")
+    counts = summary(checks)
+    print(", ".join(f"{n} {v}" for v, n in counts.items()) + f" (of {len(checks)} rows)")
+    if args.update:
+        replaced = update_stale(config, checks, output=args.output)  # type: ignore[arg-type]
+        print(f"replaced {replaced} rows by the recomputed ones; redraw the figure (memsched figures)")
+        counts["differs"] = 0
+    return 1 if counts["differs"] or counts["error"] or counts["missing"] else 0

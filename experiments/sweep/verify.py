@@ -1,0 +1,176 @@
+"""Is a sweep's table what the code at HEAD computes? Re-solve its rows from the stored instances.
+
+`verify_sweep` rebuilds the grid of a sweep file from ``<output>/instances/`` (a profiled
+``model`` instance must be stored there: verifying never profiles), re-runs the solver of every
+journaled row in this process (never executing a schedule, never writing the journal or the
+table), and compares the status and the objective with the stored row.
+
+Verdicts (`Check.verdict`):
+
+- ``same``: equal status and objective (relative tolerance `REL_TOL`: replays are
+  deterministic, so only float noise is allowed);
+- ``differs``: the table is stale or a solver changed: the row no longer is what HEAD computes;
+- ``time-limited``: the two runs differ, but one of them stopped at its time limit (an exact
+  solver's "feasible" / "timeout" depends on the machine's speed), so they are not comparable;
+- ``missing``: a cell of the grid without a journaled row (the sweep is unfinished);
+- ``error``: the solver raised now.
+
+A figure drawn from a table with a ``differs`` row is stale. `update_stale` (``--verify
+--update``) journals the recomputed row of every ``differs`` row in place of the stored one and
+rewrites the table (rows judged ``same`` are what HEAD computes already), so only the stale
+cells are solved again; then redraw the figure (``memsched figures``). Sweeps that execute
+schedules are refused there: their rows hold measurements, rerun them with ``--fresh``.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memsched.solvers.errors import InputError
+
+from .cell import run_task
+from .config import SweepConfig, load_config
+from .grid import Task, build_tasks
+from .instance_store import InstanceStore
+from .lock import SweepLock
+from .store import UNSUPPORTED, Journal, journal_path, read_journal, write_table
+
+#: Relative tolerance on objectives (time units): replays of one schedule agree to float noise.
+REL_TOL = 1e-9
+#: A run counts as stopped by its time limit when it took at least this share of the limit.
+LIMIT_SHARE = 0.9
+VERDICTS = ("same", "differs", "time-limited", "missing", "error")
+
+
+@dataclass(frozen=True)
+class Check:
+    """The verdict on one cell: the stored and the recomputed status and objective."""
+
+    instance: str
+    budget_spec: str
+    solver_label: str
+    verdict: str
+    stored_status: str | None = None
+    new_status: str | None = None
+    stored_objective: float | None = None
+    new_objective: float | None = None
+    message: str = ""
+    key: str = ""
+    new_row: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+
+
+def _same_objective(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return math.isclose(float(a), float(b), rel_tol=REL_TOL, abs_tol=1e-12)
+
+
+def _limited(row: dict[str, Any]) -> bool:
+    """Whether `row`'s run stopped at its time limit (its answer depends on the machine's speed)."""
+    limit, took = row.get("time_limit"), row.get("solve_time_s")
+    if row.get("status") == "timeout":
+        return True
+    return bool(limit) and took is not None and float(took) >= LIMIT_SHARE * float(limit)
+
+
+def judge(stored: dict[str, Any], new: dict[str, Any]) -> str:
+    """The verdict on a cell from its stored row and its recomputed row (see the module docstring)."""
+    if new.get("status") == "error" and stored.get("status") != "error":
+        return "error"
+    same_status = stored.get("status") == new.get("status")
+    if same_status and (stored.get("status") in (UNSUPPORTED, "infeasible", "error")
+                        or _same_objective(stored.get("objective"), new.get("objective"))):
+        return "same"
+    if _limited(stored) or _limited(new):
+        return "time-limited"
+    return "differs"
+
+
+def _check_stored_models(config: SweepConfig, store: InstanceStore) -> None:
+    """Verifying reads profiled instances, never builds them: each ``model`` entry must be stored."""
+    for spec in config.instances:
+        if spec.kind == "model" and store.built(spec) is None:
+            raise InputError(f"instance {spec.where} ({spec.params.get('model')}) is not stored under "
+                             f"{store.folder}; run the sweep first", path=str(config.path), field=spec.where)
+
+
+def verify_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = None,
+                 solvers: Iterable[str] | None = None, progress: bool = True) -> list[Check]:
+    """Re-solve every journaled row of a sweep (or only those of the solver labels `solvers`)
+    from its stored instances and judge each against the stored row; cells of the grid with no
+    row are ``missing``. Nothing is written."""
+    if not isinstance(config, SweepConfig):
+        config = load_config(config)
+    out_dir = config.output_dir(output)
+    store = InstanceStore(out_dir / "instances", readonly=True)
+    _check_stored_models(config, store)
+    tasks = build_tasks(config, store=store)
+    wanted = set(solvers) if solvers is not None else None
+    if wanted is not None:
+        unknown = wanted - {t.solver.label for t in tasks}
+        if unknown:
+            raise InputError(f"no solver labelled {sorted(unknown)[0]!r} in the grid", path=str(config.path),
+                             field="--solvers")
+        tasks = [t for t in tasks if t.solver.label in wanted]
+    done = read_journal(journal_path(out_dir, config.name))
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(tasks), desc=f"verify {config.name}", unit="row", file=sys.stderr)
+    checks = []
+    for task in tasks:
+        checks.append(_check(task, done.get(task.key)))
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return checks
+
+
+def _check(task: Task, stored: dict[str, Any] | None) -> Check:
+    """Re-run one cell (solver only) and judge it against its stored row."""
+    where = dict(instance=task.loaded.label, budget_spec=task.budget_spec, solver_label=task.solver.label,
+                 key=task.key)
+    if stored is None:
+        return Check(**where, verdict="missing")
+    new = run_task(Task(task.position, task.key, task.sweep, task.loaded, task.budget_spec, task.budget,
+                        task.solver, task.repeat, False, task.options, None))
+    return Check(**where, verdict=judge(stored, new), stored_status=stored.get("status"),
+                 new_status=new.get("status"), stored_objective=stored.get("objective"),
+                 new_objective=new.get("objective"), message=str(new.get("message") or "")[:200], new_row=new)
+
+
+def summary(checks: list[Check]) -> dict[str, int]:
+    """Count of checks per verdict, in `VERDICTS` order."""
+    return {v: sum(c.verdict == v for c in checks) for v in VERDICTS}
+
+
+def update_stale(config: SweepConfig | str | Path, checks: list[Check], *, output: str | Path | None = None) -> int:
+    """Journal the recomputed row of every ``differs`` check (it replaces the stored row: a later
+    row of a key wins) and rewrite the table in grid order; returns the number of rows replaced.
+    Refused (`InputError`) for sweeps that execute schedules."""
+    if not isinstance(config, SweepConfig):
+        config = load_config(config)
+    stale = [c for c in checks if c.verdict == "differs" and c.new_row is not None]
+    if not stale:
+        return 0
+    if config.execute or any(spec.execute for spec in config.instances):
+        raise InputError("rows of a sweep that executes schedules hold measurements: rerun it with --fresh",
+                         path=str(config.path), field="--update")
+    out_dir = config.output_dir(output)
+    jpath = journal_path(out_dir, config.name)
+    with SweepLock(out_dir, config.name):
+        with Journal(jpath) as journal:
+            for c in stale:
+                assert c.new_row is not None
+                journal.append(c.new_row)
+        tasks = build_tasks(config, store=InstanceStore(out_dir / "instances", readonly=True))
+        final = read_journal(jpath)
+        write_table([final[t.key] for t in tasks if t.key in final], out_dir, config.name)
+    return len(stale)

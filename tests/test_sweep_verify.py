@@ -1,0 +1,86 @@
+"""`memsched sweep --verify`: a stale row is found, a current table passes, nothing is written."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from conftest import EXAMPLES, sweep_toml
+from memsched.experiments.sweep import journal_path, run_sweep
+from memsched.experiments.sweep.verify import judge, summary, verify_sweep
+
+
+def _sweep(tmp_path):
+    cfg = tmp_path / "v.toml"
+    cfg.write_text(sweep_toml("v", budgets=["40%", "70%"], defaults={"slots": 100},
+                              instances=[{"file": EXAMPLES / "cnn12.json"}, {"generate": "chain", "L": 7, "seed": 2}],
+                              solvers=["rotor", "periodic", "revolve"]))
+    out = tmp_path / "out"
+    run_sweep(cfg, output=out, workers=1, progress=False, isolate=False)
+    return cfg, out
+
+
+def _tamper(out, factor: float) -> None:
+    """Scale the objective of the journal's first rotor row by `factor`."""
+    path = journal_path(out, "v")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    first = next(r for r in rows if r["solver"] == "rotor")
+    first["objective"] *= factor
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_a_current_table_verifies_and_nothing_is_written(tmp_path, cli):
+    cfg, out = _sweep(tmp_path)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    checks = verify_sweep(cfg, output=out, progress=False)
+    counts = summary(checks)
+    assert counts["same"] == len(checks) == 12
+    assert any(c.stored_status == "unsupported" for c in checks)  # revolve on heterogeneous chains
+    res = cli("sweep", cfg, "--output", out, "--verify", "--no-progress")
+    assert res.code == 0 and "12 same, 0 differs" in res.out
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_a_changed_objective_is_reported_and_exits_1(tmp_path, cli):
+    cfg, out = _sweep(tmp_path)
+    _tamper(out, 1.01)
+    res = cli("sweep", cfg, "--output", out, "--verify", "--no-progress", "--solvers", "rotor")
+    assert res.code == 1
+    assert res.out.startswith("differs") and "1 differs" in res.out and "(of 4 rows)" in res.out
+
+
+def test_a_missing_row_and_a_bad_label(tmp_path, cli):
+    cfg, out = _sweep(tmp_path)
+    path = journal_path(out, "v")
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[1:]) + "\n")
+    assert summary(verify_sweep(cfg, output=out, progress=False))["missing"] == 1
+    res = cli("sweep", cfg, "--output", out, "--verify", "--solvers", "nope")
+    assert res.code == 2 and "--solvers" in res.err and "Traceback" not in res.err
+    assert cli("sweep", cfg, "--output", out, "--solvers", "rotor").code == 2  # only with --verify
+
+
+def test_time_limited_runs_are_not_called_stale():
+    stored = {"status": "feasible", "objective": 10.0, "time_limit": 5.0, "solve_time_s": 5.01}
+    assert judge(stored, {"status": "optimal", "objective": 9.5, "time_limit": 5.0, "solve_time_s": 1.0}) == \
+        "time-limited"
+    quick = {**stored, "solve_time_s": 0.2}
+    assert judge(quick, {"status": "feasible", "objective": 9.5, "time_limit": 5.0, "solve_time_s": 0.3}) == \
+        "differs"
+    assert judge(quick, {**quick, "objective": 10.0 * (1 + 1e-12)}) == "same"
+
+
+def test_update_replaces_only_the_stale_row(tmp_path, cli):
+    cfg, out = _sweep(tmp_path)
+    table = (out / "v.csv").read_text()
+    _tamper(out, 1.5)
+    assert cli("sweep", cfg, "--output", out, "--verify", "--solvers", "rotor", "--no-progress").code == 1
+    res = cli("sweep", cfg, "--output", out, "--verify", "--update", "--no-progress")
+    assert res.code == 0 and "replaced 1 rows" in res.out
+    assert summary(verify_sweep(cfg, output=out, progress=False))["same"] == 12
+    import pandas as pd
+
+    old, new = pd.read_csv(io.StringIO(table)), pd.read_csv(out / "v.csv")
+    assert list(old["key"]) == list(new["key"])
+    pd.testing.assert_series_equal(old["objective"], new["objective"])
+    assert cli("sweep", cfg, "--output", out, "--update").code == 2  # only with --verify
