@@ -1,18 +1,27 @@
-"""`memsched max-batch MODEL --memory 16GB [--max-overhead 1.2] [--solver rotor]`: the largest
-batch (or image side, ``--vary image-size``) with which a zoo network trains within a memory at
-a bounded overhead: Checkmate's maximum-batch-size experiment (Jain et al. MLSys 2020, Fig. 6).
+"""`memsched max-batch MODEL --memory 16GB [--problem chain|graph] [--max-overhead 1.2|forward] [--solver S]`:
+the largest batch (or image side, ``--vary image-size``) with which a zoo network trains within a
+memory at a bounded overhead: Checkmate's maximum-batch-size experiment (Jain et al. MLSys 2020,
+Fig. 6).
 
-Each probe builds the network at one size on fake tensors and profiles it shape-exactly
-(`models.chain.profiler`, times from ``--cost``: counted FLOP or a roofline), then runs the
-solver on the chain with the activation budget
+Each probe builds the network at one size on fake tensors and turns it into an instance
+shape-exactly (times from ``--cost``: counted FLOP or a roofline):
 
-    B = memory - state_factor x parameter bytes     (weights and gradients: state_factor 2)
+- ``--problem chain`` (default): the chain of blocks (`models.chain.profiler`), solved by a chain
+  solver (rotor, store-all, ...) at the activation budget
+  ``B = memory - state_factor x parameter bytes`` (weights and gradients: state_factor 2);
+- ``--problem graph``: the op-level training graph (`models.graph.export`, Checkmate's
+  dependencies, cost_ram = outputs), solved by a graph solver (checkmate, cpsat, dtr, greedy,
+  checkpoint-all, ...) at ``B = memory - state_factor x parameter bytes - input bytes`` (the
+  graph does not count the input batch, which stays resident).
 
-A size fits when the solver finds a schedule within B whose makespan is at most
-``max_overhead`` x the store-all makespan (sum of u_f, u_b and the loss). Sizes are searched by
-doubling from 1 until one does not fit, then by bisection: this assumes that a size that fits
-implies that every smaller one fits (activations grow with the batch). Exit 0 with the largest
-size, 1 when even the smallest does not fit, 2 on bad input.
+A size fits when the solver's status is optimal or feasible (its schedule, replayed by the
+simulator, is within B) and its makespan is at most the bound: ``max_overhead`` x the store-all
+makespan (chain: sum of u_f, u_b and the loss; graph: each node once), or with
+``--max-overhead forward`` Checkmate's bound, the store-all makespan plus one more forward pass
+(sum of the forward costs). Sizes are searched by doubling from 1 until one does not fit, then
+by bisection: this assumes that a size that fits implies that every smaller one fits
+(activations grow with the batch; an exact solver stopped by its time limit can break this).
+Exit 0 with the largest size, 1 when even the smallest does not fit, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -29,11 +38,19 @@ from memsched.solvers.errors import InputError
 from .profile import ZOO_NAMES, _import_models, add_cost_option, add_model_options, counted_sizes
 
 VARY = ("batch", "image-size")
+PROBLEMS = ("chain", "graph")
+#: default solver per problem
+DEFAULT_SOLVER = {"chain": "rotor", "graph": "checkmate"}
+#: --max-overhead word for Checkmate's bound (store-all plus one forward pass)
+FORWARD = "forward"
 
 
 @dataclass
 class Probe:
-    """One size tried: the instance's numbers (bytes, the cost model's time unit) and the verdict."""
+    """One size tried: the instance's numbers (bytes, the cost model's time unit) and the verdict.
+    `bound` is the largest makespan / store-all makespan allowed at this size (the number given,
+    or 1 + forward / store-all time with ``--max-overhead forward``); `nodes`: chain stages L+1 or
+    graph nodes; `solve_time_s`: the solver's seconds (wall clock, this machine)."""
 
     size: int
     fits: bool
@@ -45,6 +62,22 @@ class Probe:
     makespan: float | None
     overhead: float | None
     peak_memory: int | None
+    bound: float | None = None
+    nodes: int | None = None
+    solve_time_s: float | None = None
+
+
+def parse_overhead(text: str | float) -> float | str:
+    """``--max-overhead``: a number >= 1, or ``forward`` (Checkmate's one extra forward pass)."""
+    if isinstance(text, str) and text.strip().lower() == FORWARD:
+        return FORWARD
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise InputError(f"a number >= 1 or {FORWARD!r}, got {text!r}", field="--max-overhead") from None
+    if not value >= 1.0:
+        raise InputError(f"must be at least 1, got {text}", field="--max-overhead")
+    return value
 
 
 def search_largest(fits: Callable[[int], bool], limit: int, tolerance: float = 0.0) -> int:
@@ -72,44 +105,128 @@ def search_largest(fits: Callable[[int], bool], limit: int, tolerance: float = 0
     return lo
 
 
-def probe_size(model: str, sizes: dict[str, Any], *, memory: int, max_overhead: float, solver: str, cost: str,
-               state_factor: float, slots: int, time_limit: float | None, size: int) -> Probe:
-    """Profile `model` at `sizes` shape-exactly and solve it at the activation budget (see the module docstring)."""
-    from memsched.models.chain.profiler import profile_model
+def probe_size(
+    model: str,
+    sizes: dict[str, Any],
+    *,
+    memory: int,
+    max_overhead: float | str,
+    solver: str,
+    cost: str,
+    state_factor: float,
+    slots: int,
+    time_limit: float | None,
+    size: int,
+    problem: str = "chain",
+) -> Probe:
+    """Build `model` at `sizes` shape-exactly as a chain or a training graph (`problem`) and solve it
+    at the activation budget (see the module docstring)."""
     from memsched.solvers import registry
-    from memsched.solvers.chain import reference_peak
 
-    chain, _ = profile_model(model, cost=cost, **sizes)
-    params = int(chain.meta.get("parameter_bytes", 0))
-    budget = int(memory - state_factor * params)
-    peak, total = int(reference_peak(chain)), float(chain.total_time())
+    if problem == "graph":
+        from memsched.models.graph.export import export_training_graph
+        from memsched.solvers.graph import reference_peak as graph_peak
+
+        trial = {k: v for k, v in sizes.items() if k != "granularity"}
+        graph = export_training_graph(model, cost=cost, granularity="op", deps="checkmate", ram="output", **trial)
+        params = int(graph.meta.get("parameter_bytes", 0))
+        resident = state_factor * params + int(graph.meta.get("input_size", 0))
+        instance: Any = graph
+        peak, total, nodes = int(graph_peak(graph)), graph.total_cpu(), graph.n
+        forward = float(sum(c for c, b in zip(graph.cost_cpu, graph.backward) if not b))
+    else:
+        from memsched.models.chain.profiler import profile_model
+        from memsched.solvers.chain import reference_peak
+
+        chain, _ = profile_model(model, cost=cost, **sizes)
+        params = int(chain.meta.get("parameter_bytes", 0))
+        resident = state_factor * params
+        instance = chain
+        peak, total, nodes = int(reference_peak(chain)), float(chain.total_time()), len(chain.u_f)
+        forward = float(sum(chain.u_f))
+    budget = int(memory - resident)
+    bound = (1.0 + forward / total if total > 0 else 1.0) if max_overhead == FORWARD else float(max_overhead)
+    base = dict(
+        size=size,
+        budget=budget,
+        parameter_bytes=params,
+        store_all_peak=peak,
+        store_all_time=total,
+        bound=bound,
+        nodes=nodes,
+    )
     if budget <= 0:
-        return Probe(size, False, "infeasible", budget, params, peak, total, None, None, None)
-    result = registry.solve("chain", chain, solver, budget, slots=slots, time_limit=time_limit)
+        return Probe(fits=False, status="infeasible", makespan=None, overhead=None, peak_memory=None, **base)
+    result = registry.solve(problem, instance, solver, budget, slots=slots, time_limit=time_limit)
+    spent = float(result.solve_time_s) if result.solve_time_s else None
     if result.objective is None or result.status not in ("optimal", "feasible"):
-        return Probe(size, False, result.status, budget, params, peak, total, None, None, None)
+        return Probe(
+            fits=False, status=result.status, makespan=None, overhead=None, peak_memory=None, solve_time_s=spent, **base
+        )
     overhead = float(result.objective) / total if total > 0 else 1.0
-    return Probe(size, overhead <= max_overhead + 1e-9, result.status, budget, params, peak, total,
-                 float(result.objective), overhead, result.peak_memory)
+    return Probe(
+        fits=overhead <= bound + 1e-9,
+        status=result.status,
+        makespan=float(result.objective),
+        overhead=overhead,
+        peak_memory=result.peak_memory,
+        solve_time_s=spent,
+        **base,
+    )
 
 
 def register(subparsers: Any) -> None:
     """Add the ``max-batch`` subcommand (largest batch or image side that trains within --memory)."""
-    p = subparsers.add_parser("max-batch", help="largest batch (or image side) that trains within a memory",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "max-batch",
+        help="largest batch (or image side) that trains within a memory",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("model", metavar="MODEL", help=f"zoo model: {', '.join(ZOO_NAMES)}")
     p.add_argument("--memory", required=True, metavar="M", help='device memory ("16GB", "32GiB", bytes)')
-    p.add_argument("--max-overhead", type=float, default=1.2, metavar="X",
-                   help="largest allowed makespan / store-all makespan (default 1.2)")
-    p.add_argument("--solver", default="rotor", help="chain solver (default rotor; store-all for no recomputation)")
+    p.add_argument(
+        "--problem",
+        choices=PROBLEMS,
+        default="chain",
+        help="what is solved at each size: the chain of blocks, or the op-level training graph",
+    )
+    p.add_argument(
+        "--max-overhead",
+        default="1.2",
+        metavar="X",
+        help="largest allowed makespan / store-all makespan (default 1.2), or 'forward': store-all "
+        "plus one forward pass (Checkmate's bound)",
+    )
+    p.add_argument(
+        "--solver",
+        default=None,
+        help="solver of --problem (default rotor for chains, checkmate for graphs; store-all or "
+        "checkpoint-all for no recomputation)",
+    )
     p.add_argument("--vary", choices=VARY, default="batch", help="what grows: the batch, or the image side")
     p.add_argument("--step", type=int, default=32, metavar="PX", help="image sides searched: multiples of PX (32)")
-    p.add_argument("--limit", type=int, default=None, metavar="N",
-                   help="largest size tried (default: batch 65536, image side 8192 px)")
-    p.add_argument("--tolerance", type=float, default=0.01, metavar="R",
-                   help="stop the bisection within R x the size (default 0.01; 0 for the exact largest)")
-    p.add_argument("--state-factor", type=float, default=2.0, metavar="K",
-                   help="resident bytes per parameter byte: weights and gradients 2 (default), 4 with Adam")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="largest size tried (default: batch 65536, image side 8192 px)",
+    )
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.01,
+        metavar="R",
+        help="stop the bisection within R x the size (default 0.01; 0 for the exact largest)",
+    )
+    p.add_argument(
+        "--state-factor",
+        type=float,
+        default=2.0,
+        metavar="K",
+        help="resident bytes per parameter byte: weights and gradients 2 (default), 4 with Adam",
+    )
     p.add_argument("--slots", type=int, default=500, metavar="N", help="memory slots for the solver (0: exact)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds per solve (exact solvers)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -129,24 +246,29 @@ def main(args: argparse.Namespace) -> int:
     if args.model not in ZOO_NAMES:
         raise InputError(f"unknown model {args.model!r} (one of {', '.join(ZOO_NAMES)})", field="MODEL")
     if parse_cost(args.cost).measured:
-        raise InputError("max-batch profiles shape-exactly: use a counted cost model (flops, roofline:<device>)",
-                         field="--cost")
+        raise InputError(
+            "max-batch profiles shape-exactly: use a counted cost model (flops, roofline:<device>)", field="--cost"
+        )
     memory = parse_size(args.memory, field="--memory")
     if memory <= 0:
         raise InputError(f"must be positive, got {args.memory!r}", field="--memory")
-    for name, value, low in (("--max-overhead", args.max_overhead, 1.0), ("--state-factor", args.state_factor, 0.0),
-                             ("--step", args.step, 1), ("--slots", args.slots, 0), ("--tolerance", args.tolerance, 0)):
+    args.max_overhead = parse_overhead(args.max_overhead)
+    args.solver = args.solver or DEFAULT_SOLVER[args.problem]
+    for name, value, low in (
+        ("--state-factor", args.state_factor, 0.0),
+        ("--step", args.step, 1),
+        ("--slots", args.slots, 0),
+        ("--tolerance", args.tolerance, 0),
+    ):
         if not value >= low:
             raise InputError(f"must be at least {low:g}, got {value}", field=name)
-    registry.get_solver("chain", args.solver)
+    registry.get_solver(args.problem, args.solver)
     sizes = counted_sizes(args)
     vary_batch = args.vary == "batch"
     if vary_batch and args.batch is not None:
-        raise InputError("--batch is what max-batch searches; leave it out (or use --vary image-size)",
-                         field="--batch")
+        raise InputError("--batch is what max-batch searches; leave it out (or use --vary image-size)", field="--batch")
     if not vary_batch and args.image_size is not None:
-        raise InputError("--image-size is what is searched with --vary image-size; leave it out",
-                         field="--image-size")
+        raise InputError("--image-size is what is searched with --vary image-size; leave it out", field="--image-size")
     limit = args.limit or (65536 if vary_batch else 8192 // args.step)
     if not vary_batch and args.limit:
         limit = max(1, args.limit // args.step)
@@ -156,15 +278,27 @@ def main(args: argparse.Namespace) -> int:
         size = k if vary_batch else k * args.step
         trial = {**sizes, ("batch" if vary_batch else "image_size"): size}
         try:
-            probe = probe_size(args.model, trial, memory=memory, max_overhead=args.max_overhead, solver=args.solver,
-                               cost=args.cost, state_factor=args.state_factor, slots=args.slots,
-                               time_limit=args.time_limit, size=size)
+            probe = probe_size(
+                args.model,
+                trial,
+                memory=memory,
+                max_overhead=args.max_overhead,
+                solver=args.solver,
+                cost=args.cost,
+                state_factor=args.state_factor,
+                slots=args.slots,
+                time_limit=args.time_limit,
+                size=size,
+                problem=args.problem,
+            )
         except (InputError, ValueError, RuntimeError) as err:
             if isinstance(err, InputError) and (vary_batch or not probes):
                 raise
             if not probes:
-                raise InputError(f"{args.model} does not run at {args.vary} {size}: {err}",
-                                 field="--vary" if not vary_batch else "--image-size") from None
+                raise InputError(
+                    f"{args.model} does not run at {args.vary} {size}: {err}",
+                    field="--vary" if not vary_batch else "--image-size",
+                ) from None
             return False  # a size the network does not accept (too small for its pools)
         probes.append(probe)
         if not args.json:
@@ -172,30 +306,57 @@ def main(args: argparse.Namespace) -> int:
         return probe.fits
 
     if not args.json:
-        print(f"{args.model}: largest {args.vary} within {format_bytes(memory)}, overhead <= x{args.max_overhead:g}, "
-              f"solver {args.solver}, cost {args.cost}")
+        print(
+            f"{args.model}: largest {args.vary} within {format_bytes(memory)}, overhead <= "
+            f"{_bound_text(args.max_overhead)}, {args.problem} solver {args.solver}, cost {args.cost}"
+        )
     best = search_largest(fits, limit, args.tolerance)
     best_size = best if vary_batch else best * args.step
     chosen = next((p for p in probes if p.size == best_size), None)
     if args.json:
-        json.dump({"model": args.model, "vary": args.vary, "memory": memory, "max_overhead": args.max_overhead,
-                   "tolerance": args.tolerance,
-                   "solver": args.solver, "cost": args.cost, "state_factor": args.state_factor,
-                   "largest": best_size or None, "result": asdict(chosen) if chosen else None,
-                   "probes": [asdict(p) for p in probes]}, sys.stdout)
+        json.dump(
+            {
+                "model": args.model,
+                "vary": args.vary,
+                "memory": memory,
+                "max_overhead": args.max_overhead,
+                "problem": args.problem,
+                "tolerance": args.tolerance,
+                "solver": args.solver,
+                "cost": args.cost,
+                "state_factor": args.state_factor,
+                "largest": best_size or None,
+                "result": asdict(chosen) if chosen else None,
+                "probes": [asdict(p) for p in probes],
+            },
+            sys.stdout,
+        )
         print()
     if not best:
-        print(f"memsched max-batch: infeasible: {args.model} does not train within {format_bytes(memory)} even at "
-              f"{args.vary} {1 if vary_batch else args.step}", file=sys.stderr)
+        print(
+            f"memsched max-batch: infeasible: {args.model} does not train within {format_bytes(memory)} even at "
+            f"{args.vary} {1 if vary_batch else args.step}",
+            file=sys.stderr,
+        )
         return 1
     if not args.json and chosen is not None:
         state = format_bytes(args.state_factor * chosen.parameter_bytes)
-        print(f"largest {args.vary}: {best_size} (overhead x{chosen.overhead:.3f}, peak "
-              f"{format_bytes(chosen.peak_memory or 0)} of activations + {state} of weights and gradients)")
+        print(
+            f"largest {args.vary}: {best_size} (overhead x{chosen.overhead:.3f}, peak "
+            f"{format_bytes(chosen.peak_memory or 0)} of activations + {state} of weights and gradients)"
+        )
     return 0
 
 
 def _row(p: Probe, fmt: Callable[[float], str]) -> str:
     over = f"x{p.overhead:.3f}" if p.overhead is not None else "-"
-    return (f"  {p.size:>6}  {'fits' if p.fits else 'no':<4}  {p.status:<10} overhead {over:<7} "
-            f"budget {fmt(max(p.budget, 0))}  store-all peak {fmt(p.store_all_peak)}")
+    bound = f" (<= x{p.bound:.3f})" if p.bound is not None else ""
+    return (
+        f"  {p.size:>6}  {'fits' if p.fits else 'no':<4}  {p.status:<10} overhead {over:<7}{bound} "
+        f"budget {fmt(max(p.budget, 0))}  store-all peak {fmt(p.store_all_peak)}"
+    )
+
+
+def _bound_text(max_overhead: float | str) -> str:
+    """The overhead bound in words, for the header line."""
+    return "store-all + one forward" if max_overhead == FORWARD else f"x{float(max_overhead):g}"
