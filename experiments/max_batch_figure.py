@@ -1,7 +1,7 @@
 """Checkmate's maximum-batch-size figure from the answers of ``memsched max-batch --json``.
 
     python -m memsched.experiments.max_batch_figure [--results results/max_batch] [--out results/figures]
-        [--stem paper_max_batch]
+        [--stem paper_max_batch] [--published results/published_checkmate.csv]
 
 Reads every ``<results>/<model>-<memory>-<solver>.json`` (one ``memsched max-batch MODEL --memory M
 --solver S --cost C --json`` answer each) and draws one group of bars per network: the largest
@@ -11,10 +11,18 @@ batch and the overhead of its schedule (makespan / store-all makespan at that ba
 states the memory, the cost model the times come from (the answers' ``cost``), the resident
 bytes per parameter byte (``state_factor``) and the overhead bound. Prints the table (markdown)
 of the answers too. Writes ``<stem>.png`` and ``.pdf`` under `--out`.
+
+Answers of ``--problem graph`` (solvers checkpoint-all, sqrt, greedy, dtr, checkmate, cpsat) are
+drawn the same way, one bar per solver present. With ``--published CSV`` (the transcribed
+numbers, ``results/published_checkmate.csv``), each published maximum batch of a network and
+solver drawn here is marked over its bar (a black tick; an open triangle for a lower bound,
+relation ``>=``) and given in the table: the paper's numbers beside ours.
 """
 
 from __future__ import annotations
 
+import argparse
+import csv
 import json
 import sys
 from pathlib import Path
@@ -24,16 +32,31 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from memsched.experiments.paper_figures import figure_args, save_figure  # noqa: E402
+from memsched.experiments.paper_figures import save_figure  # noqa: E402
 
-#: solvers in the order of their bars
-SOLVERS = ("store-all", "rotor")
+#: solvers in the order of their bars (chain answers first, then graph answers); others follow, sorted
+SOLVERS = ("store-all", "rotor", "checkpoint-all", "sqrt", "greedy", "dtr", "checkmate", "cpsat")
+#: our zoo name -> the network's name in the published table (Checkmate's Keras models)
+PUBLISHED_NETWORKS = {"vgg19": "VGG19", "unet": "U-Net (vgg_unet)", "fcn8": "FCN-8 (fcn_8_vgg)", "resnet50": "ResNet50"}
+#: our solver name -> the strategy's name in the published table
+PUBLISHED_STRATEGIES = {
+    "checkpoint-all": "checkpoint-all",
+    "sqrt": "sqrt (Chen et al.)",
+    "greedy": "greedy (Chen et al.)",
+    "checkmate": "checkmate (MILP)",
+}
+#: rows of the published table that are drawn (the superseded draft rows are not)
+PUBLISHED_FIGURE = "Fig. 6 (artifact)"
+
+Answers = dict[str, dict[str, dict[str, Any]]]
+#: {(model, solver): (relation, value)} of the published maximum batches
+Published = dict[tuple[str, str], tuple[str, int]]
 
 
-def load_answers(folder: Path) -> dict[str, dict[str, dict[str, Any]]]:
+def load_answers(folder: Path) -> Answers:
     """{model: {solver: answer}} of every ``*.json`` answer in `folder` (sorted by file name);
     files that are not max-batch answers (no ``largest`` or ``solver``) are skipped."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
+    out: Answers = {}
     for path in sorted(folder.glob("*.json")):
         try:
             data = json.loads(path.read_text())
@@ -45,9 +68,57 @@ def load_answers(folder: Path) -> dict[str, dict[str, dict[str, Any]]]:
     return out
 
 
-def table(answers: dict[str, dict[str, dict[str, Any]]]) -> str:
-    """Markdown table: per network the largest batch of each solver, rotor's gain over store-all
-    and rotor's overhead at its largest batch."""
+def load_published(path: Path) -> Published:
+    """{(our model, our solver): (relation, batch)} of the maximum batches in a published CSV
+    (``results/published_checkmate.csv``: columns network, figure, quantity, strategy, relation,
+    value); rows of other figures, quantities, networks or strategies are skipped."""
+    nets = {v: k for k, v in PUBLISHED_NETWORKS.items()}
+    strategies = {v: k for k, v in PUBLISHED_STRATEGIES.items()}
+    out: Published = {}
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            model, solver = nets.get(row.get("network", "")), strategies.get(row.get("strategy", ""))
+            if row.get("figure") != PUBLISHED_FIGURE or row.get("quantity") != "max_batch" or not model or not solver:
+                continue
+            out[(model, solver)] = (row.get("relation", "="), int(row["value"]))
+    return out
+
+
+def solvers_of(answers: Answers) -> list[str]:
+    """The solvers present in `answers`, in the order of `SOLVERS` (others after them, sorted)."""
+    present = {solver for by in answers.values() for solver in by}
+    return [s for s in SOLVERS if s in present] + sorted(present - set(SOLVERS))
+
+
+def table(answers: Answers, published: Published | None = None) -> str:
+    """Markdown table of the answers. Chain answers (store-all and rotor only): per network the
+    largest batch of each solver, rotor's gain over store-all and rotor's overhead at its largest
+    batch. Otherwise one column per solver ("batch (xoverhead)"), the gain of the last solver over
+    the first, and the published numbers (``>=`` a lower bound) where `published` has them."""
+    solvers = solvers_of(answers)
+    if set(solvers) <= {"store-all", "rotor"}:
+        return _chain_table(answers)
+    published = published or {}
+    first, last = solvers[0], solvers[-1]
+    head = ["network", *solvers, f"{last} / {first}"] + (["published (same solvers)"] if published else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for model, by in answers.items():
+        cells = [model]
+        for solver in solvers:
+            ans = by.get(solver) or {}
+            over = (ans.get("result") or {}).get("overhead")
+            big = ans.get("largest")
+            cells.append("-" if big is None else f"{big}" + (f" (x{over:.3f})" if over is not None else ""))
+        lo, hi = (by.get(first) or {}).get("largest"), (by.get(last) or {}).get("largest")
+        cells.append(f"{hi / lo:.2f}x" if lo and hi else "-")
+        if published:
+            pub = [(s, *published[(model, s)]) for s in solvers if (model, s) in published]
+            cells.append(", ".join(f"{s} {'' if rel == '=' else rel}{v}" for s, rel, v in pub) or "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _chain_table(answers: Answers) -> str:
     lines = ["| network | store-all | rotor (overhead <= bound) | gain | rotor's overhead at its largest |"]
     lines.append("|---|---|---|---|---|")
     for model, by in answers.items():
@@ -60,54 +131,96 @@ def table(answers: dict[str, dict[str, dict[str, Any]]]) -> str:
     return "\n".join(lines)
 
 
-def draw(answers: dict[str, dict[str, dict[str, Any]]], out_dir: Path, stem: str = "paper_max_batch") -> list[Path]:
-    """Grouped bars (one group per network, one bar per solver) of the largest batch; returns the
-    files written."""
+def draw(
+    answers: Answers, out_dir: Path, stem: str = "paper_max_batch", published: Published | None = None
+) -> list[Path]:
+    """Grouped bars (one group per network, one bar per solver) of the largest batch, with the
+    published numbers marked over their bars; returns the files written."""
     models = list(answers)
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(models) + 1.5), 3.4))
-    width = 0.8 / len(SOLVERS)
+    solvers = solvers_of(answers)
+    published = published or {}
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(models) * len(solvers) + 2.0), 3.8))
+    width = 0.8 / len(solvers)
     first: dict[str, Any] = next((a for by in answers.values() for a in by.values()), {})
-    for k, solver in enumerate(SOLVERS):
+    marked = {"=": False, ">=": False}
+    for k, solver in enumerate(solvers):
         xs, ys, notes = [], [], []
         for i, model in enumerate(models):
+            x = i + (k - (len(solvers) - 1) / 2) * width
+            if (model, solver) in published:
+                rel, value = published[(model, solver)]
+                key = "=" if rel == "=" else ">="
+                label = "published (Checkmate artifact)" if key == "=" else "published lower bound (>=)"
+                ax.hlines(
+                    value,
+                    x - width / 2,
+                    x + width / 2,
+                    colors="black",
+                    linewidth=1.6,
+                    linestyles="solid" if key == "=" else "dashed",
+                    label=None if marked[key] else label,
+                    zorder=3,
+                )
+                marked[key] = True
             ans = answers[model].get(solver)
             if ans is None or ans.get("largest") is None:
                 continue
-            xs.append(i + (k - (len(SOLVERS) - 1) / 2) * width)
+            xs.append(x)
             ys.append(ans["largest"])
             over = (ans.get("result") or {}).get("overhead")
-            notes.append(f"{ans['largest']}" + (f"\nx{over:.2f}" if over is not None and solver != "store-all" else ""))
+            show = over is not None and solver not in ("store-all", "checkpoint-all")
+            notes.append(f"{ans['largest']}" + (f"\nx{over:.2f}" if show else ""))
         bars = ax.bar(xs, ys, width=width, label=solver, color=f"C{k}")
         for bar, note in zip(bars, notes):
-            ax.annotate(note, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
-                        fontsize=6)
+            ax.annotate(
+                note, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=5
+            )
     ax.set_xticks(range(len(models)), models, fontsize=7)
     ax.set_ylabel("largest batch", fontsize=7)
     ax.tick_params(labelsize=7)
     ax.set_yscale("log")
     memory = first.get("memory")
     head = f"largest batch within {memory / 1e9:.0f} GB" if memory else "largest batch"
-    ax.set_title(f"{head} (bars: batch, rotor's overhead)\ntimes: {first.get('cost', 'unknown')}; resident "
-                 f"{first.get('state_factor', '?')} x parameter bytes; overhead <= {first.get('max_overhead', '?')}",
-                 fontsize=7)
+    bound = first.get("max_overhead", "?")
+    bound_text = "store-all + one forward pass" if bound == "forward" else f"x{bound} store-all"
+    problem = first.get("problem", "chain")
+    ax.set_title(
+        f"{head}, {problem} solvers (bars: batch, overhead)\ntimes: {first.get('cost', 'unknown')}; "
+        f"resident {first.get('state_factor', '?')} x parameter bytes\nmakespan <= {bound_text}",
+        fontsize=7,
+    )
     tops = [a["largest"] for by in answers.values() for a in by.values() if a.get("largest")]
+    tops += [v for _, v in published.values()]
     ax.set_ylim(1, 4 * max(tops, default=1))
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=6, loc="upper left", ncol=2)
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     return save_figure(fig, out_dir, stem)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Draw the figure and print the table; exit 0, or 2 when --results holds no answer."""
-    args = figure_args(argv, __doc__, "results/max_batch", "folder of `memsched max-batch --json` answers",
-                       "paper_max_batch")
+    """Draw the figure and print the table; exit 0, or 2 when --results holds no answer or --published
+    cannot be read."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", default="results/max_batch", help="folder of `memsched max-batch --json` answers")
+    parser.add_argument("--out", default="results/figures", help="folder for the figure files")
+    parser.add_argument("--stem", default="paper_max_batch", help="figure file name (without extension)")
+    parser.add_argument("--published", default=None, help="CSV of published numbers to mark (published_checkmate.csv)")
+    args = parser.parse_args(argv)
     answers = load_answers(Path(args.results))
     if not answers:
         print(f"max_batch_figure: error: no max-batch answer (*.json) in {args.results}", file=sys.stderr)
         return 2
-    print(table(answers))
-    for p in draw(answers, Path(args.out), stem=args.stem):
+    published: Published = {}
+    if args.published:
+        try:
+            published = load_published(Path(args.published))
+        except (OSError, KeyError, ValueError) as err:
+            print(f"max_batch_figure: error: {args.published}: {err}", file=sys.stderr)
+            return 2
+        published = {key: v for key, v in published.items() if key[0] in answers}
+    print(table(answers, published))
+    for p in draw(answers, Path(args.out), stem=args.stem, published=published):
         print(f"wrote {p}")
     return 0
 
