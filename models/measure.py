@@ -392,6 +392,8 @@ class RunState:
     def __init__(self, rng: Any) -> None:
         self.acts: dict[int, torch.Tensor] = {}
         self.tapes: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        #: the output data of a tape whose output tensor is a stand-in without storage (chain executor)
+        self.tape_outputs: dict[int, torch.Tensor] = {}
         self.grads: dict[int, torch.Tensor | None] = {}
         self.rng = rng
         self.loss = float("nan")
@@ -401,13 +403,14 @@ class RunState:
         if j in self.acts:
             return self.acts[j]
         if j in self.tapes:
-            return self.tapes[j][1].detach()
+            return self.tape_outputs[j] if j in self.tape_outputs else self.tapes[j][1].detach()
         raise RuntimeError(f"a_{j} is not resident")
 
     def clear(self) -> None:
         """Drop every kept activation a_i, tape abar_i and gradient of the run."""
         self.acts.clear()
         self.tapes.clear()
+        self.tape_outputs.clear()
         self.grads.clear()
 
 

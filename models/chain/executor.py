@@ -11,8 +11,13 @@ F_all(i)    ``x = a_i.detach().requires_grad_()`` (shares a_i's storage); ``y = 
             saved; a_{i+1} is available as ``y.detach()``.
 F_ck(i)     ``a_{i+1} = block_i(a_i)`` under ``torch.no_grad()``; keeps a_i.
 F_n(i)      as F_ck, then drops the standalone a_i.
-Loss        ``y = a_L.detach().requires_grad_()``; ``loss_fn(y, target).backward()``;
-            delta_L = y.grad; drops the standalone a_L.
+Loss        ``loss_fn(a_L, target).backward()`` by `loss_backward`: the executor gives up its
+            references to a_L once the loss's forward has run, so a_L's bytes are freed
+            before the backward unless the loss saved a_L (cross-entropy saves its
+            log-softmax, not its input); delta_L is the gradient reaching a_L. The standalone
+            a_L is dropped; when a_L is the output of the tape abar_L, F_all(L-1) kept the
+            tape's output as a stand-in without storage (`_Handle`) and a_L's data beside
+            it, which the loss gives up the same way (freed unless block L-1 saved it).
 B(i)        ``torch.autograd.backward(y, delta_{i+1})`` on the tape abar_{i+1}; delta_i = x.grad
             (None for an integer input such as token ids); drops abar_{i+1}, delta_{i+1} and
             the standalone a_i. Parameter gradients accumulate into ``.grad``.
@@ -63,7 +68,7 @@ from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, FORWARD_KINDS, LOS
 from torch import nn
 
 __all__ = ["ChainExecutor", "StepResult", "OpTrace", "reference_step", "compare_gradients", "check_gradients",
-           "execute", "as_blocks", "parameters_of", "LossFn"]
+           "execute", "as_blocks", "parameters_of", "LossFn", "loss_backward"]
 
 LossFn = Callable[[torch.Tensor, Any], torch.Tensor]
 
@@ -87,6 +92,66 @@ def parameters_of(blocks: Sequence[nn.Module]) -> dict[str, nn.Parameter]:
                 seen.add(id(p))
                 out[f"{i}.{name}"] = p
     return out
+
+
+class _Handle(torch.autograd.Function):
+    """(y, one) -> a stand-in of y's shape holding none of y's storage (`one`, a 0-d tensor of y's
+    dtype made before the step, expanded): backward(stand-in, delta) is backward(y, delta), while
+    y's bytes live only as long as its data is referenced elsewhere (or saved by autograd)."""
+
+    @staticmethod
+    def forward(ctx: Any, y: torch.Tensor, one: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return one.expand(y.shape)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: D102
+        return grad, None
+
+
+_ONES: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
+
+
+def _one(device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """A 0-d tensor kept for the process (made outside any measured step: no step counts it)."""
+    key = (device, dtype)
+    if key not in _ONES:
+        _ONES[key] = torch.zeros((), device=device, dtype=dtype)
+    return _ONES[key]
+
+
+class _Sink(torch.autograd.Function):
+    """a -> a (a view), recording the gradient reaching it in `grads`; its node saves nothing, so
+    a's storage is not kept alive by the graph (a leaf would be, by its AccumulateGrad node).
+    `anchor` is an empty leaf that makes the output require grad."""
+
+    @staticmethod
+    def forward(ctx: Any, a: torch.Tensor, anchor: torch.Tensor, grads: list) -> torch.Tensor:  # noqa: D102
+        ctx.grads = grads
+        return a.view_as(a)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, None, None]:  # noqa: D102
+        ctx.grads.append(grad)
+        return None, None, None
+
+
+def loss_backward(loss_fn: LossFn, box: list[torch.Tensor], target: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Compute ``loss_fn(a_L, target)`` and back-propagate it to a_L: (the loss, delta_L).
+
+    `box` holds a_L (one tensor) and is emptied: once the loss's forward has run, no reference
+    of this function to a_L is left, so a_L's bytes are freed before the backward when the caller
+    held no other reference and the loss did not save a_L (torch.utils.checkpoint around the
+    blocks frees its last output the same way). delta_L is None when no gradient reaches a_L."""
+    a = box.pop()
+    grads: list[torch.Tensor] = []
+    with torch.enable_grad():
+        anchor = torch.empty(0, device=a.device, requires_grad=True)
+        y = _Sink.apply(a.detach(), anchor, grads)
+        del a
+        loss = loss_fn(y, target)
+        del y
+        loss.backward()
+    return loss.detach(), (grads[0] if grads else None)
 
 
 class ChainExecutor:
@@ -163,6 +228,8 @@ class ChainExecutor:
             torch.manual_seed(seed)
         counts = Counter(op[1] for op in ops if len(op) == 2 and op[0] in FORWARD_KINDS)
         state = RunState(RngStates(device, [i for i, c in counts.items() if c > 1]))
+        for dtype in {p.dtype for p in self.params.values() if p.is_floating_point()} or {torch.float32}:
+            _one(device, dtype)  # the stand-ins of F_all(L-1)'s output, made before the step is measured
         meter = StepMeter(device, watch=watch, trace=trace, clock=clock)
         with meter:
             state.acts[0] = inputs.detach().clone()
@@ -186,6 +253,10 @@ class ChainExecutor:
                 x.requires_grad_(True)
             with s.rng.forward(i), torch.enable_grad():
                 y = self.blocks[i](x)
+            one = _ONES.get((y.device, y.dtype))
+            if i == L - 1 and y.requires_grad and one is not None:  # the loss may free a_L (`loss_backward`)
+                s.tape_outputs[L] = y.detach()
+                y = _Handle.apply(y, one)
             s.tapes[i + 1] = (x, y)
         elif kind in (F_CK, F_N):
             x = s.available(i)
@@ -199,13 +270,15 @@ class ChainExecutor:
             if kind == F_N:
                 s.acts.pop(i, None)
         elif kind == LOSS:
-            y = s.available(L).detach().requires_grad_(True)
-            with torch.enable_grad():
-                loss = self.loss_fn(y, target)
-                loss.backward()
-            s.loss = float(loss.detach())
-            s.grads[L] = y.grad
-            s.acts.pop(L, None)
+            a = s.acts.pop(L, None)  # the standalone a_L, else the data of the tape abar_L
+            held = s.tape_outputs.pop(L, None)
+            if a is None:
+                a = held if held is not None else s.available(L)
+            box = [a]
+            del held, a  # loss_backward holds the last reference
+            loss, delta = loss_backward(self.loss_fn, box, target)
+            s.loss = float(loss)
+            s.grads[L] = delta
         elif kind == B:
             x, y = s.tapes[i + 1]
             delta = s.grads[i + 1]
@@ -213,6 +286,7 @@ class ChainExecutor:
                 torch.autograd.backward(y, delta)
             s.grads[i] = x.grad if x.requires_grad else None
             del s.tapes[i + 1], s.grads[i + 1]
+            s.tape_outputs.pop(i + 1, None)
             s.acts.pop(i, None)
         else:
             raise ValueError(f"unknown operation {op}")

@@ -40,7 +40,7 @@ from memsched.solvers.join import Join
 from torch import nn
 
 __all__ = ["probe_overheads", "probe_loss_overhead", "tracker_chain", "overheads_meta", "TRACKER_FIELDS",
-           "tracker_join", "predict_both"]
+           "tracker_join", "predict_both", "released_loss_chain"]
 
 #: the per-stage fields a profile's meta["overheads"]["tracker"] holds (lists, the loss last in bwd)
 TRACKER_FIELDS = ("fwd_overhead_all", "fwd_overhead_nograd", "bwd_overhead")
@@ -80,12 +80,22 @@ def probe_overheads(block: nn.Module, a: torch.Tensor, tape: int) -> tuple[int, 
     return int(max(0, p_all.peak - tape)), int(max(0, o_ng)), int(max(0, o_b))
 
 
-def probe_loss_overhead(loss_fn: Callable[[Any, Any], torch.Tensor], outputs: Any, target: Any) -> int:
+def probe_loss_overhead(loss_fn: Callable[[Any, Any], torch.Tensor], outputs: Any, target: Any, *,
+                        release: bool = False) -> int:
     """o_b of a loss stage by the CPU allocator: peak bytes while computing ``loss_fn(y, target)``
     and back-propagating to the leaves y (copies of `outputs`: a tensor, or a list for a join's
-    loss), beyond the gradients it produces."""
+    loss), beyond the gradients it produces. `release` (one tensor): the loss as the chain
+    executor runs it (`models.chain.executor.loss_backward` on a copy of `outputs` it owns, whose
+    bytes are freed after the loss's forward unless the loss saved them)."""
     from memsched.models.alloc_probe import AllocatorProbe
 
+    if release:
+        from memsched.models.chain.executor import loss_backward
+
+        box = [outputs.detach().clone()]
+        with AllocatorProbe() as probe:
+            _, delta = loss_backward(loss_fn, box, target)
+        return int(max(0, probe.peak - unique_bytes(delta)))
     many = isinstance(outputs, (list, tuple))
     ys = [o.detach().requires_grad_(True) for o in (outputs if many else [outputs])]
     with torch.enable_grad(), AllocatorProbe() as probe:
@@ -121,6 +131,33 @@ def tracker_chain(chain: Chain, tracker: dict[str, list[int]] | None = None) -> 
     return Chain.with_mode_overheads(chain.u_f.copy(), chain.u_b.copy(), chain.x.copy(), chain.xbar.copy(), o_fa,
                                      o_fn, o_b, name=chain.name, stage_names=list(chain.stage_names),
                                      meta=dict(chain.meta))
+
+
+def released_loss_chain(chain: Chain) -> Chain:
+    """`chain` with the loss's overhead o_b[L] as `models.chain.executor.ChainExecutor` incurs it:
+    the executor frees a_L once the loss's forward has run (`loss_backward`), so the loss charges
+    ``state + x[L] + o_b[L]`` with o_b[L] measured that way (``meta["overheads"]["loss_released"]``:
+    the chain's method under ``bwd_overhead``, the tracker's under ``tracker``, which replaces the
+    last entry of ``meta["overheads"]["tracker"]["bwd_overhead"]``). The profiler records them only
+    when they hold whether a_L is standalone or the output of the tape abar_L (block L-1 does not
+    save its output); `chain` itself when the meta has none. The file's own o_b[L] holds a_L
+    through the loss: an upper bound for any executor."""
+    overheads = (chain.meta.get("overheads") or {}) if isinstance(chain.meta, dict) else {}
+    released = overheads.get("loss_released")
+    if not isinstance(released, dict) or "bwd_overhead" not in released:
+        return chain
+    L = chain.length
+    o_b = chain.o_b.copy()
+    o_b[L] = min(int(o_b[L]), int(released["bwd_overhead"]))
+    meta = dict(chain.meta)
+    tracker = overheads.get("tracker")
+    if tracker and "tracker" in released:
+        bwd = list(tracker["bwd_overhead"])
+        bwd[L] = min(int(bwd[L]), int(released["tracker"]))
+        meta["overheads"] = {**overheads, "tracker": {**tracker, "bwd_overhead": bwd}}
+    return Chain.with_mode_overheads(chain.u_f.copy(), chain.u_b.copy(), chain.x.copy(), chain.xbar.copy(),
+                                     chain.o_fa.copy(), chain.o_fn.copy(), o_b, name=chain.name,
+                                     stage_names=list(chain.stage_names), meta=meta)
 
 
 def tracker_join(join: Join) -> Join:

@@ -53,7 +53,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from memsched.models.chain.executor import as_blocks, parameters_of
+from memsched.models.chain.executor import as_blocks, loss_backward, parameters_of
 from memsched.models.chain.overheads import TRACKER_FIELDS, overheads_meta, probe_loss_overhead, probe_overheads
 from memsched.models.costs import CostModel, is_fake, parse_cost, shape_exact_model
 from memsched.models.measure import MemoryWatch as _Memory
@@ -172,6 +172,22 @@ def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: 
             "fwd_overhead_nograd": int(max(0, o_ng)), "_tracker": tracker}
 
 
+def _saves_output(block: nn.Module, a: torch.Tensor, static: set[int]) -> bool:
+    """Whether autograd saves (a view of) the block's output during its forward (ReLU, sigmoid,
+    softmax do; a linear layer does not): then the tape keeps the output's bytes whoever else
+    drops them."""
+    keys: set[int] = set()
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        with contextlib.suppress(RuntimeError, NotImplementedError):
+            keys.add(storage_key(t))
+        return t
+
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = block(_leaf(a))
+    return storage_key(y) in keys - static
+
+
 def _profile_loss(loss_fn: Callable[[torch.Tensor, Any], torch.Tensor], a: torch.Tensor, target: Any,
                   device: torch.device, repeats: int, warmup: int, clock: str, timed: bool = True,
                   cost: CostModel | None = None, probe: bool = False) -> dict[str, Any]:
@@ -187,13 +203,22 @@ def _profile_loss(loss_fn: Callable[[torch.Tensor, Any], torch.Tensor], a: torch
             o_b = mem.peak() - before - unique_bytes(y.grad)
             del y
         tracker = int(max(0, o_b))
+        with mem.watching():  # the executor's loss (`loss_backward`): a_L's bytes freed after the forward
+            box = [a.detach().clone()]
+            before = mem.mark()
+            _, delta = loss_backward(loss_fn, box, target)
+            released = {"tracker": int(max(0, mem.peak() - before - unique_bytes(delta)))}
+            del delta
+        released["bwd_overhead"] = released["tracker"]
         if probe:
             o_b = probe_loss_overhead(loss_fn, a, target)
+            released["bwd_overhead"] = probe_loss_overhead(loss_fn, a, target, release=True)
         for k in range(warmup + repeats if timed else 0):
             y = a.detach().requires_grad_(True)
             with timer.region(times if k >= warmup else []):
                 loss_fn(y, target).backward()
-    return {"bwd_time": _median(times), "bwd_overhead": int(max(0, o_b)), "_tracker": tracker}
+    return {"bwd_time": _median(times), "bwd_overhead": int(max(0, o_b)), "_tracker": tracker,
+            "_released": released}
 
 
 def _time_in_step(blocks: list[nn.Module], loss_fn: Callable[[torch.Tensor, Any], torch.Tensor],
@@ -295,7 +320,9 @@ def profile_chain(
     stages = []
     a = example_input.detach()
     probe = model.measured and device.type == "cpu" and not is_fake(example_input)
+    last_input = a
     for i, block in enumerate(blocks):
+        last_input = a
         prof = _profile_block(block, a, static, device, repeats, warmup, clock, timed=timed, cost=model, probe=probe)
         prof["name"] = names[i] if names else f"{i}:{type(block).__name__}"
         stages.append(prof)
@@ -305,6 +332,9 @@ def profile_chain(
                 nxt = block(a).detach()
         a = nxt
     loss = _profile_loss(loss_fn, a, target, device, repeats, warmup, clock, timed=timed, cost=model, probe=probe)
+    released = loss.pop("_released")
+    if blocks and _saves_output(blocks[-1], last_input, static):
+        released = None  # the tape abar_L keeps a_L's bytes: the loss cannot free them
     tracker = {f: [st["_tracker"][f] for st in stages] for f in TRACKER_FIELDS}
     tracker["bwd_overhead"].append(loss.pop("_tracker"))
     for st in stages:
@@ -338,6 +368,8 @@ def profile_chain(
         info["cost"] = "measured"
     info["overheads"] = _overheads_info(device, probe, fake=not model.measured and is_fake(example_input),
                                         tracker=tracker)
+    if released is not None:
+        info["overheads"]["loss_released"] = released
     # the chain has one u_f per stage (the F_all mode's); the no-grad forward times, for analysis
     info["per_mode"] = {"fwd_time_no_grad": [st.pop("_fwd_time_no_grad") for st in stages]}
     info.update(meta or {})
