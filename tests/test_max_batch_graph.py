@@ -88,3 +88,15 @@ def test_bad_input_exits_2(cli):
     assert r.code == 2 and "--max-overhead" in r.err
     r = cli("max-batch", "unet", "--memory", "1GB", "--solver", "rotor", *ARGS)  # a chain solver
     assert r.code == 2
+
+
+def test_a_rejected_schedule_is_a_bug_not_a_size_that_does_not_fit(monkeypatch):
+    from memsched.experiments.commands.max_batch import SolverBugError
+    from memsched.solvers import registry
+
+    def rejected(*_args, **_kw):
+        raise RuntimeError("solver x returned a schedule the simulator rejects")
+
+    monkeypatch.setattr(registry, "solve", rejected)
+    with pytest.raises(SolverBugError):
+        probe_size("unet", {**TINY, "batch": 2}, size=2, solver="checkpoint-all", max_overhead=FORWARD, **KW)

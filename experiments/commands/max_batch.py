@@ -45,6 +45,11 @@ DEFAULT_SOLVER = {"chain": "rotor", "graph": "checkmate"}
 FORWARD = "forward"
 
 
+class SolverBugError(Exception):
+    """A solver's schedule was rejected by the simulator (or it claimed another objective): a bug,
+    reported as such (exit 3) rather than counted as a size that does not fit."""
+
+
 @dataclass
 class Probe:
     """One size tried: the instance's numbers (bytes, the cost model's time unit) and the verdict.
@@ -157,7 +162,10 @@ def probe_size(
     )
     if budget <= 0:
         return Probe(fits=False, status="infeasible", makespan=None, overhead=None, peak_memory=None, **base)
-    result = registry.solve(problem, instance, solver, budget, slots=slots, time_limit=time_limit)
+    try:
+        result = registry.solve(problem, instance, solver, budget, slots=slots, time_limit=time_limit)
+    except RuntimeError as err:  # the referee rejected a schedule: a solver bug, never "does not fit"
+        raise SolverBugError(f"{solver} at {problem} size {size}: {err}") from err
     spent = float(result.solve_time_s) if result.solve_time_s else None
     if result.objective is None or result.status not in ("optimal", "feasible"):
         return Probe(
