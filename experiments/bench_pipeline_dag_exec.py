@@ -7,19 +7,27 @@ measured against the pipeline model.
 The network is the zoo's ResNet-18 with one residual block per stage, cut into its operations
 (`models.pipeline.dag_zoo.resnet_dag`: 32 nodes, stage boundaries may fall inside a residual
 block and then carry the block's input and its main path). It is profiled node by node
-(`dag_runner.profile_dag`, one thread), partitioned by the `dag` solver on 2 and 3 devices
+(`dag_runner.profile_dag`, one thread; times in thread CPU time, ``clock="cpu"``, so that other
+jobs on the machine do not inflate the profile; what each node's backward keeps is measured with
+``saved_tensors_hooks``), partitioned by the `dag` solver on 2 and 3 devices
 (1F1B, straight, communication not charged) and, on 2 devices, cut by hand after the first
 conv-bn-relu of the first residual block (a boundary inside a block, two tensors). Each
 partition runs on one process per stage (gloo, one thread each) with m = 4 and m = 8
 micro-batches of the same size; per row:
 
-- ``measured_period_s`` = (T_8 - T_4) / 4 from the median step times T_m, beside the
-  simulator's period (largest stage time) and the steady-state slope of `simulate_batch`;
+- ``measured_period_s`` = (T_8 - T_4) / 4 from the median wall-clock step times T_m, beside the
+  simulator's period (largest stage time) and the steady-state slope of `simulate_batch`; with
+  more stage processes than free cores this wall-clock figure measures CPU starvation, not the
+  pipeline;
+- ``measured_cpu_per_mb_s``: per stage, the thread CPU time (``time.thread_time``) its process
+  spends in the stage's forward and backward calls per micro-batch (m = 8 run), and
+  ``cpu_bottleneck_s``, their maximum, beside the predicted period (``cpu_ratio``): the period
+  the pipeline would have with a core per stage, which waiting for a core does not inflate;
 - ``measured_step_s`` (m = 8) beside the simulated makespan of one batch;
-- per stage, the measured peak of activations saved for backward (m = 8 run, parameters
-  excluded) beside the model's stash n_s A_s (A_s counts each operation's input: max-pool also
-  keeps its int64 indices and batch norm its statistics, which the model does not; an add keeps
-  nothing, which the model counts);
+- per stage, the measured peak of activations saved for backward (m = 8 run, parameters and
+  buffers excluded) beside the model's stash n_s A_s, A_s from the profile's measured saves
+  (max-pool's int64 indices counted, an add charged nothing; `Pipeline.stash`);
+  ``saved_ratio_min`` / ``saved_ratio_max`` over the stages;
 - the gradient check against one process, and the machine load (`os.getloadavg`).
 
 Times on a shared, loaded machine are noisy: the load is in the CSV.
@@ -37,8 +45,8 @@ from memsched.solvers.pipeline import Partition, simulate_batch
 
 FIELDS = ["network", "partition", "devices", "stages", "boundary_tensors", "micro_batch", "predicted_period_s",
           "predicted_slope_s", "measured_period_s", "period_ratio", "predicted_makespan_s", "measured_step_s",
-          "makespan_ratio", "predicted_stash", "measured_saved", "saved_ratio_max", "grad_check", "load_1min",
-          "version"]
+          "makespan_ratio", "measured_cpu_per_mb_s", "cpu_bottleneck_s", "cpu_ratio", "predicted_stash",
+          "measured_saved", "saved_ratio_min", "saved_ratio_max", "grad_check", "load_1min", "version"]
 
 
 def _partitions(inst: Any, names: list[str]) -> list[tuple[str, Partition]]:
@@ -60,7 +68,7 @@ def run(width: int, size: int, mb: int, steps: int) -> list[dict[str, Any]]:
     kwargs = {"variant": 18, "width": width, "depth": 1}
     net = resnet_dag(**kwargs)  # type: ignore[arg-type]
     shape = sample_shape(size=size)
-    inst = profile_dag(net, torch.randn(mb, *shape), reps=5)
+    inst = profile_dag(net, torch.randn(mb, *shape), reps=5, clock="cpu")
     names = [name for name, _ in net.spec]
     rows = []
     for label, part in _partitions(inst, names):
@@ -76,6 +84,8 @@ def run(width: int, size: int, mb: int, steps: int) -> list[dict[str, Any]]:
         slope = (simulate_batch(inst, part, 8).makespan - simulate_batch(inst, part, 4).makespan) / 4 * u
         measured_period = (out8["measured"]["step_time_s"] - out4["measured"]["step_time_s"]) / 4
         stash, saved = out8["predicted"]["stash"], out8["measured"]["saved_activations_peak"]
+        cpu = out8["measured"]["cpu_per_micro_batch_s"]
+        ratios = [s / p for s, p in zip(saved, stash)]
         rows.append({
             "network": f"zoo resnet18 depth 1 width {width} {size}x{size}", "partition": f"{label}: {part}",
             "devices": len(part.stages), "stages": len(part.stages),
@@ -86,15 +96,18 @@ def run(width: int, size: int, mb: int, steps: int) -> list[dict[str, Any]]:
             "predicted_makespan_s": out8["predicted"]["makespan_s"],
             "measured_step_s": out8["measured"]["step_time_s"],
             "makespan_ratio": round(out8["measured"]["step_time_s"] / out8["predicted"]["makespan_s"], 3),
+            "measured_cpu_per_mb_s": ";".join(f"{t:.6f}" for t in cpu), "cpu_bottleneck_s": max(cpu),
+            "cpu_ratio": round(max(cpu) / out8["predicted"]["period_s"], 3),
             "predicted_stash": ";".join(map(str, stash)), "measured_saved": ";".join(map(str, saved)),
-            "saved_ratio_max": round(max(s / p for s, p in zip(saved, stash)), 3),
+            "saved_ratio_min": round(min(ratios), 3), "saved_ratio_max": round(max(ratios), 3),
             "grad_check": bool(out4["grad_check"] and out8["grad_check"]),
             "load_1min": round(os.getloadavg()[0], 2), "version": __version__,
         })
         r = rows[-1]
         print(f"{label:16s} tensors {r['boundary_tensors']:6s} period {r['predicted_period_s']:.4f} s predicted, "
               f"{r['measured_period_s']:.4f} s measured ({r['period_ratio']}x); step {r['measured_step_s']:.3f} s "
-              f"vs {r['predicted_makespan_s']:.3f} s; saved/stash <= {r['saved_ratio_max']}; grads "
+              f"vs {r['predicted_makespan_s']:.3f} s; CPU bottleneck {r['cpu_bottleneck_s']:.4f} s "
+              f"({r['cpu_ratio']}x); saved/stash {r['saved_ratio_min']}..{r['saved_ratio_max']}; grads "
               f"{'ok' if r['grad_check'] else 'WRONG'}; load {r['load_1min']}", flush=True)
     return rows
 

@@ -90,27 +90,74 @@ def successors(spec: Spec) -> list[list[int]]:
     return succ
 
 
-def profile_dag(net: DagNet, sample: torch.Tensor, *, reps: int = 5, threads: int | None = 1) -> Pipeline:
-    """Per-layer forward/backward time (median of `reps`, ms), output and weight bytes of `net`
-    for a micro-batch `sample`, with the DAG edges; weights x 2 (weights and gradients, SGD)."""
+def saved_by_op(net: Any, k: int, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, list[int], bool, int]:
+    """Run node k of `net` on `inputs` (leaves requiring grad) and classify what autograd saves for
+    its backward (``saved_tensors_hooks``, each storage once; parameters and buffers excluded: they
+    are the module's state, not per-micro-batch activations): returns (output, indices of the inputs
+    it keeps, whether it keeps its output, bytes of the other tensors it keeps)."""
+    state = {t.untyped_storage().data_ptr() for t in (*net.parameters(), *net.buffers())}
+    saved: list[torch.Tensor] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = net.node(k, inputs)
+    ins = [x.untyped_storage().data_ptr() for x in inputs]
+    kept_inputs: set[int] = set()
+    keeps_output = False
+    extra: dict[int, int] = {}
+    for t in saved:
+        ptr = t.untyped_storage().data_ptr()
+        if ptr in state or t.untyped_storage().nbytes() == 0:
+            continue
+        if ptr in ins:
+            kept_inputs.update(n for n, p in enumerate(ins) if p == ptr)
+        elif ptr == out.untyped_storage().data_ptr():
+            keeps_output = True
+        else:
+            extra[ptr] = t.untyped_storage().nbytes()
+    return out, sorted(kept_inputs), keeps_output, sum(extra.values())
+
+
+def profile_dag(net: DagNet, sample: torch.Tensor, *, reps: int = 5, threads: int | None = 1,
+                clock: str = "wall") -> Pipeline:
+    """Per-layer forward/backward time (median of `reps`, ms; ``clock="wall"``: elapsed time,
+    ``"cpu"``: the thread's CPU time, which other processes competing for the cores do not
+    inflate), output and weight bytes of `net` for a micro-batch `sample`, with the DAG edges;
+    weights x 2 (weights and gradients, SGD).
+    What each layer's backward keeps is measured (`saved_by_op`): ``saved_by`` (which layers keep
+    each output), ``saved_extra`` (other saved bytes) and ``input_saved``, so that the stash
+    follows the tensors autograd really saves (`Pipeline.stash`)."""
+    if clock not in ("wall", "cpu"):
+        raise ValueError(f"clock must be 'wall' or 'cpu', got {clock!r}")
+    now = time.perf_counter if clock == "wall" else time.thread_time
     saved = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
     try:
         env = {-1: sample.detach()}
-        fwd, bwd, act, params = [], [], [], []
+        fwd, bwd, act, params, extra = [], [], [], [], []
+        keepers: dict[int, list[int]] = {k: [] for k in range(-1, len(net.spec))}
         for k, (_, ins) in enumerate(net.spec):
             tf, tb = [], []
             for _ in range(reps + 1):
                 xs = [env[i].detach().requires_grad_(True) for i in ins]
-                t0 = time.perf_counter()
+                t0 = now()
                 out = net.node(k, xs)
-                t1 = time.perf_counter()
+                t1 = now()
                 out.backward(torch.ones_like(out))
                 tf.append(t1 - t0)
-                tb.append(time.perf_counter() - t1)
+                tb.append(now() - t1)
             fwd.append(statistics.median(tf[1:]) * 1e3)
             bwd.append(statistics.median(tb[1:]) * 1e3)
+            out, kept, own, more = saved_by_op(net, k, [env[i].detach().requires_grad_(True) for i in ins])
+            for n in kept:
+                keepers[ins[n]].append(k)
+            if own:
+                keepers[k].append(k)
+            extra.append(more)
             act.append(out.numel() * out.element_size())
             mod = net.layers[str(k)] if str(k) in net.layers else None
             params.append(sum(p.numel() * p.element_size() for p in mod.parameters()) if mod is not None else 0)
@@ -121,7 +168,9 @@ def profile_dag(net: DagNet, sample: torch.Tensor, *, reps: int = 5, threads: in
     return Pipeline(fwd=fwd, bwd=bwd, act=act, params=params, input_size=sample.numel() * sample.element_size(),
                     name="dagnet", layer_names=[f"{k}: {kind}" for k, (kind, _) in enumerate(net.spec)],
                     time_unit=1e-3, weight_factor=2.0, succ=successors(net.spec),
-                    meta={"source": "memsched.models.pipeline.dag_runner.profile_dag"})
+                    saved_by=[keepers[k] for k in range(len(net.spec))], saved_extra=extra,
+                    input_saved=bool(keepers[-1]),
+                    meta={"source": "memsched.models.pipeline.dag_runner.profile_dag", "clock": clock})
 
 
 def boundaries(spec: Spec, stage_layers: list[list[int]]) -> list[list[int]]:
@@ -145,16 +194,35 @@ class DagStage(nn.Module):
         self.spec, self.order, self.ins, self.outs = net.spec, list(layers), ins, outs
         self.layers = nn.ModuleDict({str(k): net.layers[str(k)] for k in layers if str(k) in net.layers})
         self._net = [net]  # not a submodule: only this stage's layers are registered
+        self.cpu_forward: list[float] = []  # thread CPU seconds of each forward call
 
     def forward(self, *xs: torch.Tensor) -> Any:
-        """Run this stage's nodes in order on the stage's inputs; return the values later stages read."""
+        """Run this stage's nodes in order on the stage's inputs; return the values later stages read.
+        The thread CPU time of the call is appended to ``cpu_forward``."""
+        t0 = time.thread_time()
         env = dict(zip(self.ins, xs))
         for k in self.order:
             env[k] = self._net[0].node(k, [env[i] for i in self.spec[k][1]])
         if self.outs is None:
-            return env[self.order[-1]]
-        # a tensor passing through is sent as a view, so that its gradient flows back through the stage
-        return tuple(env[v] if v in self.order else env[v].view_as(env[v]) for v in self.outs)
+            out = env[self.order[-1]]
+        else:  # a tensor passing through is sent as a view, so that its gradient flows back through the stage
+            out = tuple(env[v] if v in self.order else env[v].view_as(env[v]) for v in self.outs)
+        self.cpu_forward.append(time.thread_time() - t0)
+        return out
+
+
+def _thread_timed(fn: Any, log: list[float]) -> Any:
+    """`fn` with the thread CPU seconds of each call appended to `log` (autograd's CPU backward runs
+    on the calling thread, so a stage's backward is counted where it is called)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            log.append(time.thread_time() - t0)
+
+    return call
 
 
 def _worker(rank: int, cfg: dict[str, Any], queue: Any) -> None:
@@ -168,6 +236,8 @@ def _worker(rank: int, cfg: dict[str, Any], queue: Any) -> None:
         submod = DagStage(net, cfg["stage_layers"][rank], bnd[rank], bnd[rank + 1] if rank + 1 < S else None).to(device)
         example = tuple(torch.zeros(cfg["shapes"][v], device=device) for v in bnd[rank])
         stage = PipelineStage(submod, rank, S, device, input_args=example if rank > 0 else None)
+        cpu_backward: list[float] = []
+        stage.backward_one_chunk = _thread_timed(stage.backward_one_chunk, cpu_backward)  # type: ignore[method-assign]
         sched = (Schedule1F1B if cfg["schedule"] == "1f1b" else ScheduleGPipe)(
             stage, n_microbatches=cfg["micro_batches"], loss_fn=nn.MSELoss())
         x, y = _data(cfg, device)
@@ -175,7 +245,11 @@ def _worker(rank: int, cfg: dict[str, Any], queue: Any) -> None:
         times, meter = timed_steps(sched, submod, rank, S, x, y, cfg["steps"], device)
         grads = {f"layers.{n.removeprefix('layers.')}": p.grad.detach().cpu().numpy()
                  for n, p in submod.named_parameters()}
-        queue.put((rank, {"grads": grads, "step_times": times, "saved_peak": meter.peak}))
+        m, steps = cfg["micro_batches"], cfg["steps"]
+        fwd, bwd = submod.cpu_forward[-m * steps:], cpu_backward[-m * steps:]  # the timed steps
+        queue.put((rank, {"grads": grads, "step_times": times, "saved_peak": meter.peak,
+                          "cpu_per_micro_batch": (sum(fwd) + sum(bwd)) / (m * steps),
+                          "cpu_calls": (len(submod.cpu_forward), len(cpu_backward))}))
         dist.destroy_process_group()
     except Exception as err:  # report instead of hanging the parent
         queue.put((rank, {"error": f"{type(err).__name__}: {err}"}))
@@ -242,7 +316,9 @@ def run_dag_partition(part: Partition, spec: Spec | None = None, *, width: int =
     ok, err = check_grads(results, ref)
     return {"grad_check": ok, "grad_max_abs_err": err,
             "step_time_s": max(statistics.median(r["step_times"]) for r in results.values()),
-            "saved_peak": [results[r]["saved_peak"] for r in range(cfg["world"])], "config": cfg}
+            "saved_peak": [results[r]["saved_peak"] for r in range(cfg["world"])],
+            "cpu_per_micro_batch_s": [results[r]["cpu_per_micro_batch"] for r in range(cfg["world"])],
+            "cpu_calls": [results[r]["cpu_calls"] for r in range(cfg["world"])], "config": cfg}
 
 
 def compare_dag(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[str, Any]:
@@ -252,13 +328,15 @@ def compare_dag(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[st
     ordered = inst.reordered(part.order) if part.order is not None else inst
     stash = []
     for s in part.stages:
-        A = ordered.input_of(s.first) + int(ordered.internal_stash(s.first)[s.last - s.first])
+        A = int(ordered.stash(s.first)[s.last - s.first])
         stash.append((s.in_flight if part.schedule == "1f1b" else m) * A)
     ev = simulate(inst, part)
     return {"predicted": {"period_s": ev.period * inst.time_unit,
                           "makespan_s": simulate_batch(inst, part, m).makespan * inst.time_unit,
                           "stage_memory": ev.stage_memory, "stash": stash, "in_flight": ev.in_flight},
-            "measured": {"step_time_s": run["step_time_s"], "saved_activations_peak": run["saved_peak"]},
+            "measured": {"step_time_s": run["step_time_s"], "saved_activations_peak": run["saved_peak"],
+                         "cpu_per_micro_batch_s": run["cpu_per_micro_batch_s"],
+                         "cpu_bottleneck_s": max(run["cpu_per_micro_batch_s"])},
             "boundary_tensors": [len(b) for b in run["config"]["boundaries"]],
             "grad_check": run["grad_check"], "grad_max_abs_err": run["grad_max_abs_err"], "partition": str(part)}
 

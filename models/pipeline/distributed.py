@@ -22,19 +22,24 @@ import torch.multiprocessing as mp
 
 
 class SavedTensorMeter:
-    """Live and peak bytes of tensors saved for backward (a storage counted once)."""
+    """Live and peak bytes of tensors saved for backward (a storage counted once; a view of part
+    of a larger storage, such as a micro-batch split from the batch, counted as its own bytes)."""
 
     def __init__(self, params: Any = ()) -> None:
         self.exclude = {p.untyped_storage().data_ptr() for p in params}  # weights are not activations
-        self.live: dict[int, list[int]] = {}
+        self.live: dict[Any, list[int]] = {}
         self.current = 0
         self.peak = 0
 
     def _pack(self, t: torch.Tensor) -> Any:
-        key = t.untyped_storage().data_ptr()
+        storage = t.untyped_storage()
+        key: Any = storage.data_ptr()
         if key in self.exclude:
             return t
-        entry = self.live.setdefault(key, [t.untyped_storage().nbytes(), 0])
+        nbytes = storage.nbytes()
+        if t.numel() * t.element_size() < nbytes:  # a view of part of a storage
+            key, nbytes = (key, t.storage_offset(), tuple(t.shape), tuple(t.stride())), t.numel() * t.element_size()
+        entry = self.live.setdefault(key, [nbytes, 0])
         if entry[1] == 0:
             self.current += entry[0]
             self.peak = max(self.peak, self.current)
@@ -43,7 +48,7 @@ class SavedTensorMeter:
         weakref.finalize(holder, self._release, key)
         return holder
 
-    def _release(self, key: int) -> None:
+    def _release(self, key: Any) -> None:
         entry = self.live[key]
         entry[1] -= 1
         if entry[1] == 0:
@@ -90,8 +95,8 @@ def timed_steps(sched: Any, submod: torch.nn.Module, rank: int, world: int, x: t
                 steps: int, device: torch.device) -> tuple[list[float], SavedTensorMeter]:
     """Run ``steps + 1`` pipeline steps of `sched` on the batch (`x`, `y`) (rank 0 feeds `x`, the
     last rank the target `y`), each between two barriers; the last one counts the activations saved
-    for backward and keeps its gradients. Returns the step times (s) after the first (warm-up) step
-    and the meter. On CUDA the peak-memory statistics are reset before each step."""
+    for backward (parameters and buffers excluded) and keeps its gradients. Returns the step times
+    (s) after the first (warm-up) step and the meter. On CUDA the peak-memory statistics are reset before each step."""
     use_cuda = device.type == "cuda"
 
     def step() -> None:
@@ -102,7 +107,7 @@ def timed_steps(sched: Any, submod: torch.nn.Module, rank: int, world: int, x: t
         else:
             sched.step()
 
-    meter = SavedTensorMeter(submod.parameters())
+    meter = SavedTensorMeter([*submod.parameters(), *submod.buffers()])  # module state, not activations
     times = []
     for it in range(steps + 1):
         submod.zero_grad(set_to_none=True)

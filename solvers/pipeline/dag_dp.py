@@ -64,12 +64,37 @@ def stage_tables(inst: Pipeline, lat: Lattice, i: int, max_work: float = INF) ->
     dead_in_i = (lat.dead_member[rows].astype(np.int64) @ act[dead_i]) if dead_i else 0
     internal = (lat.act[J] - lat.act[i]) - (dead_act_J - dead_in_i)
     stash = in_size + internal
+    if inst.saved_by is not None:
+        stash = _measured_stash(inst, lat, i, J)
+    elif inst.saved_extra is not None:
+        stash = stash + (lat.contains[:, J].T.astype(np.int64) @ inst.saved_extra) - int(
+            inst.saved_extra[lat.contains[:, i]].sum())
     full = lat.size[J] == V
     out = np.where(full, 0, lat.cut[J])
     buffers = (0 if empty else in_size) + out
     link = 0.0 if empty else inst.comm_time(2.0 * in_size, 2 * int(lat.messages[i]))
     return {"J": J, "fb": fb, "W": W, "wmem": wmem, "stash": stash, "buffers": buffers, "link": link,
             "full": full}
+
+
+def _measured_stash(inst: Pipeline, lat: Lattice, i: int, J: np.ndarray) -> np.ndarray:
+    """`Pipeline.stash` for the stages J \\ I (I = ideal `i`) of a measured profile: the output of
+    each layer v counted once when a layer of ``saved_by[v]`` is in the stage (the pipeline's
+    input when I is empty and ``input_saved``), plus ``saved_extra`` of the stage's layers."""
+    V = inst.length
+    member_i = lat.contains[:, i]
+    stage = lat.contains[:, J].T & ~member_i[None, :]  # (|J|, V): the stage's layers
+    keeps = np.zeros((V, V), dtype=np.int64)  # keeps[w, v]: layer w saves v's output
+    assert inst.saved_by is not None
+    for v, ws in enumerate(inst.saved_by):
+        keeps[ws, v] = 1
+    kept = (stage.astype(np.int64) @ keeps) > 0
+    stash = kept.astype(np.int64) @ inst.act.astype(np.int64)
+    if inst.saved_extra is not None:
+        stash = stash + stage.astype(np.int64) @ inst.saved_extra
+    if not member_i.any() and inst.input_saved:
+        stash = stash + int(inst.input_size)
+    return stash
 
 
 def dag_partition_dp(inst: Pipeline, lat: Lattice, devices: int, budget: int | None = None, *,

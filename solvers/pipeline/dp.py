@@ -65,7 +65,7 @@ def stage_arrays(inst: Pipeline, pre: _Prefix, i: int) -> dict[str, np.ndarray]:
     W = pre.w[j + 1] - pre.w[i]
     wmem = np.ceil(inst.weight_factor * W.astype(float) - 1e-9).astype(np.int64)
     in_size = inst.input_of(i)
-    stash = in_size + inst.internal_stash(i)
+    stash = inst.stash(i)
     out = np.zeros(len(j), dtype=np.int64)
     out[:-1] = inst.cut_sizes[i : L - 1]
     buffers = (in_size if i > 0 else 0) + out

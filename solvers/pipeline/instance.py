@@ -6,7 +6,14 @@ A chain of L layers (0-based, in the instance's layer order). Layer ``l`` has
   ``time_unit`` seconds each: milliseconds for PipeDream profiles and, unless the chain file's
   ``meta.units.time`` says otherwise, for chain files);
 - ``act[l]``: size in bytes of its output activation a_l (for one micro-batch);
-- ``params[l]``: size in bytes of its weights W_l.
+- ``params[l]``: size in bytes of its weights W_l;
+- optionally (a measured profile, `models.pipeline.dag_runner.profile_dag`) what autograd really
+  saves: ``saved_by[l]``, the layers among l itself and its consumers that keep l's output for
+  their backward (a convolution keeps its input, a ReLU its output, an add nothing), and
+  ``saved_extra[l]``, the bytes l saves that are neither its inputs nor its output (max-pool
+  indices, a batch norm's normalised input inside a fused module); ``input_saved``: whether
+  layer 0 keeps the pipeline's input. Without ``saved_by`` the stash is the classic one (every
+  input of every layer kept; `stash`).
 
 ``input_size`` is the size of a_{-1}, the input of layer 0. ``cut[l]`` (for l < L-1) is the size
 of what crosses a cut between layers l and l+1: ``act[l]`` for a chain; for a PipeDream graph
@@ -67,6 +74,9 @@ class Pipeline:
     meta: dict[str, Any] = field(default_factory=dict)
     succ: list[list[int]] | None = None
     latency: float = 0.0
+    saved_by: list[list[int]] | None = None
+    saved_extra: np.ndarray | None = None
+    input_saved: bool = True
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -84,6 +94,16 @@ class Pipeline:
             self.succ = [sorted({int(v) for v in vs}) for vs in self.succ]
             if len(self.succ) != L or any(not u < v < L for u, vs in enumerate(self.succ) for v in vs):
                 raise ValueError("Pipeline.succ must list, per layer, later layers (index order is topological)")
+        if self.saved_by is not None:
+            self.saved_by = [sorted({int(w) for w in ws}) for ws in self.saved_by]
+            succ = self.succ if self.succ is not None else [[l + 1] if l + 1 < L else [] for l in range(L)]
+            if len(self.saved_by) != L or any(w != l and w not in succ[l] for l, ws in enumerate(self.saved_by)
+                                              for w in ws):
+                raise ValueError("Pipeline.saved_by must list, per layer, itself and/or some of its consumers")
+        if self.saved_extra is not None:
+            self.saved_extra = np.asarray(self.saved_extra, dtype=np.int64)
+            if self.saved_extra.shape != (L,) or (self.saved_extra < 0).any():
+                raise ValueError(f"Pipeline.saved_extra must be {L} non-negative byte counts")
         if self.cut is None:
             self.cut = self.act[:-1].copy() if self.succ is None else _cuts(self.act, self.succ)
         self.cut = np.asarray(self.cut, dtype=np.int64)
@@ -138,9 +158,12 @@ class Pipeline:
             raise ValueError("the order is not topological (a layer comes before one it consumes)")
         idx = np.asarray(order)
         act = self.act[idx]
+        saved_by = None if self.saved_by is None else [[int(pos[w]) for w in self.saved_by[u]] for u in order]
+        extra = None if self.saved_extra is None else self.saved_extra[idx]
         return replace(self, fwd=self.fwd[idx], bwd=self.bwd[idx], act=act, params=self.params[idx],
                        cut=_cuts(act, new_succ), layer_names=[self.layer_names[i] for i in order],
-                       succ=new_succ, meta={**self.meta, "order": list(map(int, order))})
+                       succ=new_succ, meta={**self.meta, "order": list(map(int, order))}, saved_by=saved_by,
+                       saved_extra=extra)
 
     @property
     def cut_sizes(self) -> np.ndarray:
@@ -178,6 +201,33 @@ class Pipeline:
         np.add.at(contrib, np.minimum(fu - i, L - i), acts)
         return np.cumsum(contrib)[: L - i]
 
+    @property
+    def measured_saves(self) -> bool:
+        """True when the stash follows the profile's measured saves (``saved_by`` given)."""
+        return self.saved_by is not None
+
+    def stash(self, i: int) -> np.ndarray:
+        """A_s for the stages [i, j], j = i..L-1: bytes one micro-batch keeps for its backward.
+
+        Classic (no ``saved_by``): ``input_of(i) + internal_stash(i)``, every input of every layer
+        of the stage. Measured: the output of each layer v (or the pipeline's input, i = 0) counted
+        once when a layer of the stage keeps it (v itself or a consumer in ``saved_by[v]``; a tensor
+        crossing the boundary before i counts only when a layer of the stage keeps it). Both plus
+        ``saved_extra`` of the stage's layers (0 when absent)."""
+        L = self.length
+        extra = np.cumsum(self.saved_extra[i:]) if self.saved_extra is not None else 0
+        if self.saved_by is None:
+            return self.input_of(i) + self.internal_stash(i) + extra
+        acts = self.act.astype(np.int64)
+        contrib = np.zeros(L - i + 1, dtype=np.int64)
+        if i == 0 and self.input_saved:
+            contrib[0] += int(self.input_size)
+        for v in range(L):
+            later = [w for w in self.saved_by[v] if w >= i]
+            if later:
+                contrib[min(later) - i] += int(acts[v])
+        return np.cumsum(contrib)[: L - i] + extra
+
     def input_of(self, l: int) -> int:
         """Size of the input of layer l (a_{l-1}, or what crosses the cut before l)."""
         return int(self.input_size) if l == 0 else int(self.cut_sizes[l - 1])
@@ -194,21 +244,27 @@ class Pipeline:
         return float(self.fwd.sum() + self.bwd.sum())
 
     def to_graph_txt(self) -> str:
-        """This chain in PipeDream's graph.txt format (times in ms, sizes in bytes)."""
+        """This pipeline in PipeDream's graph.txt format (times in ms, sizes in bytes; its DAG edges,
+        and the optional ``saved_by`` / ``saved_extra`` fields when the profile has them)."""
         scale = self.time_unit / 1e-3
         lines = []
         ids = [f"node{i + 1}" for i in range(self.length)]
+        succ = self.succ if self.succ is not None else [[l + 1] for l in range(self.length - 1)] + [[]]
         if self.input_size:
+            keep = "" if self.saved_by is None else f", saved_by=[{ids[0] if self.input_saved else ''}]"
             lines.append(f"node0 -- Input -- forward_compute_time=0.000, backward_compute_time=0.000, "
-                         f"activation_size={float(self.input_size):.1f}, parameter_size=0.000")
+                         f"activation_size={float(self.input_size):.1f}, parameter_size=0.000{keep}")
         for i in range(self.length):
             desc = self.layer_names[i].replace(" -- ", " - ")
+            extra = "" if self.saved_extra is None else f", saved_extra={int(self.saved_extra[i])}"
+            if self.saved_by is not None:
+                extra += ", saved_by=[" + "; ".join(ids[w] for w in self.saved_by[i]) + "]"
             lines.append(f"{ids[i]} -- {desc} -- forward_compute_time={self.fwd[i] * scale:.9f}, "
                          f"backward_compute_time={self.bwd[i] * scale:.9f}, activation_size={float(self.act[i]):.1f}, "
-                         f"parameter_size={float(self.params[i]):.1f}")
+                         f"parameter_size={float(self.params[i]):.1f}{extra}")
         if self.input_size:
             lines.append(f"\tnode0 -- {ids[0]}")
-        lines += [f"\t{ids[i]} -- {ids[i + 1]}" for i in range(self.length - 1)]
+        lines += [f"\t{ids[u]} -- {ids[v]}" for u, vs in enumerate(succ) for v in vs]
         return "\n".join(lines) + "\n"
 
 
@@ -276,6 +332,8 @@ def from_chain(chain: Any, *, path: str = "<chain>") -> Pipeline:
 
 
 _FIELDS = ("forward_compute_time", "backward_compute_time", "activation_size", "parameter_size")
+#: optional node fields of a measured profile: who keeps the node's output, bytes saved besides
+_OPTIONAL = ("saved_by", "saved_extra")
 _NUMBER = re.compile(r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$")
 
 
@@ -311,16 +369,20 @@ def from_graph_txt(text: str, *, path: str = "<graph.txt>", name: str | None = N
         if node_id in nodes:
             raise InputError(f"node {node_id!r} defined twice (first at line {nodes[node_id]['line']})",
                              path=path, field=where)
-        values: dict[str, float] = {}
+        values: dict[str, Any] = {}
         for item in parts[2].split(", "):
             key, sep, value = item.partition("=")
             key = key.strip()
             if not sep:
                 raise InputError(f"expected key=value, got {item.strip()!r}", path=path, field=where)
-            if key not in _FIELDS:
+            if key not in _FIELDS + _OPTIONAL:
                 raise InputError(f"unknown field {key!r}", path=path, field=f"{where}: {key}")
             value = value.strip()
-            if key == "activation_size" and value.startswith("["):
+            if key == "saved_by":
+                if not (value.startswith("[") and value.endswith("]")):
+                    raise InputError(f"expected a list [node; ...], got {value!r}", path=path, field=f"{where}: {key}")
+                values[key] = [v.strip() for v in value[1:-1].split(";") if v.strip()]
+            elif key == "activation_size" and value.startswith("["):
                 if not value.endswith("]"):
                     raise InputError(f"unterminated list {value!r}", path=path, field=f"{where}: {key}")
                 inner = [v for v in value[1:-1].split(";") if v.strip()]
@@ -386,6 +448,7 @@ def from_graph_txt(text: str, *, path: str = "<graph.txt>", name: str | None = N
             delta[i] += act[i]
             delta[last_use[i]] -= act[i]
     cut = np.cumsum(delta)[: L - 1]
+    saves = _graph_saves(nodes, succ, topo, inputs, path)
     return Pipeline(
         fwd=np.array([nodes[n]["forward_compute_time"] for n in topo], dtype=float),
         bwd=np.array([nodes[n]["backward_compute_time"] for n in topo], dtype=float),
@@ -398,4 +461,29 @@ def from_graph_txt(text: str, *, path: str = "<graph.txt>", name: str | None = N
         time_unit=1e-3,
         meta={"source": "pipedream graph.txt", "node_ids": topo},
         succ=[[pos[m] for m in succ[n]] for n in topo],
+        **saves,
     )
+
+
+def _graph_saves(nodes: dict[str, dict[str, Any]], succ: dict[str, list[str]], topo: list[str],
+                 inputs: list[str], path: str) -> dict[str, Any]:
+    """The optional ``saved_by`` / ``saved_extra`` fields of a profile as `Pipeline` keywords:
+    ``saved_by`` only when some node has it (a node without it is kept by all its consumers)."""
+    out: dict[str, Any] = {}
+    if any("saved_extra" in nodes[n] for n in topo):
+        out["saved_extra"] = np.array([int(math.ceil(nodes[n].get("saved_extra", 0.0))) for n in topo],
+                                      dtype=np.int64)
+    if not any("saved_by" in nodes[n] for n in topo + inputs):
+        return out
+    pos = {n: i for i, n in enumerate(topo)}
+    for n in topo + inputs:
+        for w in nodes[n].get("saved_by", []):
+            if w != n and w not in succ[n]:
+                raise InputError(f"{w!r} is neither the node nor one of its consumers", path=path,
+                                 field=f"line {nodes[n]['line']}: saved_by")
+            if w in inputs:
+                raise InputError(f"an Input node saves nothing ({w!r})", path=path,
+                                 field=f"line {nodes[n]['line']}: saved_by")
+    out["saved_by"] = [[pos[w] for w in nodes[n].get("saved_by", succ[n])] for n in topo]
+    out["input_saved"] = not inputs or any(nodes[n].get("saved_by", succ[n]) for n in inputs)
+    return out

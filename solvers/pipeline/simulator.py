@@ -19,6 +19,8 @@ The model (docs/pipeline.md). A partition cuts the L layers into S contiguous st
 - stash             A_s = in_s + sum of act[l] over the layers l of the stage whose output is
                     consumed by a layer of the stage (a chain: l = first_s..last_s - 1): a
                     micro-batch leaves the inputs of all the stage's layers until its backward;
+                    with a measured profile (``Pipeline.saved_by``, ``saved_extra``) the tensors
+                    the stage's layers really save for backward instead (`Pipeline.stash`);
 - buffers           Q_s = in_s (if s > 0) + out_s (if s < S - 1): the gradient received for the
                     stage's output and the one sent for its input;
 - memory            M_s = ceil(weight_factor * W) + n_s * A_s + Q_s  per device of stage s;
@@ -138,7 +140,7 @@ def simulate(inst: Pipeline, part: Partition, budget: int | None = None, devices
         times.append((F + B + allreduce) / r)
         in_size = inst.input_of(s.first)
         links.append(inst.comm_time(2.0 * in_size, 2 * inst.messages_into(s.first)) / r if k > 0 else 0.0)
-        stash = in_size + int(inst.internal_stash(s.first)[s.last - s.first])
+        stash = int(inst.stash(s.first)[s.last - s.first])
         buffers = (in_size if k > 0 else 0) + (int(inst.cut_sizes[s.last]) if k < S - 1 else 0)
         mems.append(weights_memory(inst, W) + ns[k] * stash + buffers)
     if part.device_of is not None:  # interleaved: a device runs all its stages; no transfer on the same device
