@@ -84,3 +84,27 @@ def test_update_replaces_only_the_stale_row(tmp_path, cli):
     assert list(old["key"]) == list(new["key"])
     pd.testing.assert_series_equal(old["objective"], new["objective"])
     assert cli("sweep", cfg, "--output", out, "--update").code == 2  # only with --verify
+
+
+def test_update_takes_a_time_limited_row_only_when_head_does_better():
+    from memsched.experiments.sweep.verify import _better
+
+    assert _better(9.5, 10.0) and _better(1.0, None)
+    assert not _better(10.0, 10.0) and not _better(None, 1.0) and not _better(10.5, 10.0)
+
+
+def test_without_a_journal_the_committed_table_is_verified_and_updated(tmp_path, cli):
+    import pandas as pd
+
+    cfg, out = _sweep(tmp_path)
+    journal_path(out, "v").unlink()  # journals are not committed: a fresh clone has the table only
+    assert summary(verify_sweep(cfg, output=out, progress=False))["same"] == 12
+    table = pd.read_csv(out / "v.csv")
+    good = table["objective"].copy()
+    rotor = (table["solver"] == "rotor") & table["objective"].notna()
+    table.loc[rotor, "objective"] *= 1.2
+    table.to_csv(out / "v.csv", index=False)
+    assert summary(verify_sweep(cfg, output=out, progress=False))["differs"] == rotor.sum() >= 3
+    assert cli("sweep", cfg, "--output", out, "--verify", "--update", "--no-progress").code == 0
+    pd.testing.assert_series_equal(pd.read_csv(out / "v.csv")["objective"], good)
+    assert not journal_path(out, "v").exists()

@@ -2,7 +2,7 @@
 
 `verify_sweep` rebuilds the grid of a sweep file from ``<output>/instances/`` (a profiled
 ``model`` instance must be stored there: verifying never profiles), re-runs the solver of every
-journaled row in this process (never executing a schedule, never writing the journal or the
+stored row in this process (never executing a schedule, never writing the journal or the
 table), and compares the status and the objective with the stored row.
 
 Verdicts (`Check.verdict`):
@@ -12,11 +12,15 @@ Verdicts (`Check.verdict`):
 - ``differs``: the table is stale or a solver changed: the row no longer is what HEAD computes;
 - ``time-limited``: the two runs differ, but one of them stopped at its time limit (an exact
   solver's "feasible" / "timeout" depends on the machine's speed), so they are not comparable;
-- ``missing``: a cell of the grid without a journaled row (the sweep is unfinished);
+- ``missing``: a cell of the grid without a stored row (the sweep is unfinished).
+
+The stored rows are the journal's (``<name>.jsonl``) when there is one, else the table's
+(``<name>.csv``): journals are not committed, so a fresh clone verifies the committed table.
 - ``error``: the solver raised now.
 
 A figure drawn from a table with a ``differs`` row is stale. `update_stale` (``--verify
---update``) journals the recomputed row of every ``differs`` row in place of the stored one and
+--update``) journals the recomputed row of every ``differs`` row (and of a ``time-limited`` row
+that HEAD now beats) in place of the stored one and
 rewrites the table (rows judged ``same`` are what HEAD computes already), so only the stale
 cells are solved again; then redraw the figure (``memsched figures``). Sweeps that execute
 schedules are refused there: their rows hold measurements, rerun them with ``--fresh``.
@@ -38,7 +42,7 @@ from .config import SweepConfig, load_config
 from .grid import Task, build_tasks
 from .instance_store import InstanceStore
 from .lock import SweepLock
-from .store import UNSUPPORTED, Journal, journal_path, read_journal, write_table
+from .store import UNSUPPORTED, Journal, journal_path, read_journal, table_path, write_table
 
 #: Relative tolerance on objectives (time units): replays of one schedule agree to float noise.
 REL_TOL = 1e-9
@@ -101,7 +105,7 @@ def _check_stored_models(config: SweepConfig, store: InstanceStore) -> None:
 
 def verify_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = None,
                  solvers: Iterable[str] | None = None, progress: bool = True) -> list[Check]:
-    """Re-solve every journaled row of a sweep (or only those of the solver labels `solvers`)
+    """Re-solve every stored row of a sweep (or only those of the solver labels `solvers`)
     from its stored instances and judge each against the stored row; cells of the grid with no
     row are ``missing``. Nothing is written."""
     if not isinstance(config, SweepConfig):
@@ -117,7 +121,7 @@ def verify_sweep(config: SweepConfig | str | Path, *, output: str | Path | None 
             raise InputError(f"no solver labelled {sorted(unknown)[0]!r} in the grid", path=str(config.path),
                              field="--solvers")
         tasks = [t for t in tasks if t.solver.label in wanted]
-    done = read_journal(journal_path(out_dir, config.name))
+    done = stored_rows(out_dir, config.name)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -151,13 +155,23 @@ def summary(checks: list[Check]) -> dict[str, int]:
     return {v: sum(c.verdict == v for c in checks) for v in VERDICTS}
 
 
+def _better(new: Any, stored: Any) -> bool:
+    """Whether objective `new` is strictly better (lower) than `stored`; a schedule beats none."""
+    if new is None:
+        return False
+    return stored is None or float(new) < float(stored) * (1 - REL_TOL)
+
+
 def update_stale(config: SweepConfig | str | Path, checks: list[Check], *, output: str | Path | None = None) -> int:
-    """Journal the recomputed row of every ``differs`` check (it replaces the stored row: a later
-    row of a key wins) and rewrite the table in grid order; returns the number of rows replaced.
+    """Journal the recomputed row of every ``differs`` check, and of every ``time-limited`` one
+    whose recomputed objective is better (HEAD found more than the stored run), in place of the
+    stored row (a later row of a key wins); rewrite the table in grid order; returns the number
+    of rows replaced.
     Refused (`InputError`) for sweeps that execute schedules."""
     if not isinstance(config, SweepConfig):
         config = load_config(config)
-    stale = [c for c in checks if c.verdict == "differs" and c.new_row is not None]
+    stale = [c for c in checks if c.new_row is not None and (c.verdict == "differs" or (
+        c.verdict == "time-limited" and _better(c.new_objective, c.stored_objective)))]
     if not stale:
         return 0
     if config.execute or any(spec.execute for spec in config.instances):
@@ -166,11 +180,28 @@ def update_stale(config: SweepConfig | str | Path, checks: list[Check], *, outpu
     out_dir = config.output_dir(output)
     jpath = journal_path(out_dir, config.name)
     with SweepLock(out_dir, config.name):
-        with Journal(jpath) as journal:
-            for c in stale:
-                assert c.new_row is not None
-                journal.append(c.new_row)
+        rows = stored_rows(out_dir, config.name)
+        if jpath.exists():
+            with Journal(jpath) as journal:
+                for c in stale:
+                    assert c.new_row is not None
+                    journal.append(c.new_row)
+        rows.update({c.key: c.new_row for c in stale if c.new_row is not None})
         tasks = build_tasks(config, store=InstanceStore(out_dir / "instances", readonly=True))
-        final = read_journal(jpath)
-        write_table([final[t.key] for t in tasks if t.key in final], out_dir, config.name)
+        write_table([rows[t.key] for t in tasks if t.key in rows], out_dir, config.name)
     return len(stale)
+
+
+def stored_rows(out_dir: Path, name: str) -> dict[str, dict[str, Any]]:
+    """The sweep's rows by key: the journal's when it exists, else the table's (empty cells as None)."""
+    jpath = journal_path(out_dir, name)
+    if jpath.exists():
+        return read_journal(jpath)
+    csv = table_path(out_dir, name)
+    if not csv.exists():
+        return {}
+    import pandas as pd
+
+    frame = pd.read_csv(csv)
+    frame = frame.astype(object).where(frame.notna(), None)
+    return {str(r["key"]): r for r in frame.to_dict("records")}
