@@ -33,6 +33,8 @@ from memsched.solvers.registry import solve
 SOLVERS = ("milp:scip", "milp:highs", "milp:cbc", "milp:cp-sat", "cpsat")
 #: not a solver: the phase model's LP relaxation (GLOP), whose value is the root bound every MILP backend starts from
 LP = "lp"
+#: not a solver: the same LP after the tape-cut rounds that `milp` and `cpsat` run first (`solvers.chain.phase_cuts`)
+LP_CUTS = "lp+cuts"
 FIELDS = ("L", "seed", "slots", "budget", "fraction", "solver", "backend", "status", "makespan", "bound", "gap",
           "time_s", "cpu_s", "time_limit_s", "variables", "constraints", "warm_start", "rotor_makespan", "rotor_gap",
           "num_workers", "ortools", "python", "effective_slots", "load_avg_1min")
@@ -48,15 +50,21 @@ def rotor_makespan(chain, budget: int, slots: int) -> float | None:
     return res.objective if res.schedule is not None else None
 
 
-def lp_relaxation(chain, budget: int, slots: int) -> SimpleNamespace:
+def lp_relaxation(chain, budget: int, slots: int, cuts: bool = False, time_limit: float = 60.0) -> SimpleNamespace:
     """The phase model's LP relaxation (all variables in [0, 1], GLOP) at `budget` with `slots`:
-    a result-like record whose `lower_bound` is the relaxation's optimum (no schedule; status "lp")."""
+    a result-like record whose `lower_bound` is the relaxation's optimum (no schedule; status "lp").
+    With `cuts`, the value after the tape-cut rounds the exact solvers run under `time_limit` (s)."""
     from memsched.solvers.chain.exact_model import PhaseModel, discretise
+    from memsched.solvers.chain.phase_cuts import separate_tape_cuts
     from memsched.solvers.exact.milp_runner import run_milp
     from memsched.solvers.exact.options import Deadline
 
     dchain, M = discretise(chain, budget, slots)
     model = PhaseModel.build(dchain, M)
+    if cuts:
+        report = separate_tape_cuts(model, Deadline(time_limit))
+        return SimpleNamespace(status=LP, objective=None, lower_bound=report.lp_after, gap=None,
+                               details={"variables": len(model.keys), "constraints": len(model.rows)})
     run = run_milp(model.to_linear(), "scip", Deadline(None), relax=True)
     return SimpleNamespace(status=LP, objective=None, lower_bound=run.objective, gap=None,
                            details={"variables": len(model.keys), "constraints": len(model.rows)})
@@ -79,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fractions", type=float, nargs="+", default=[0.1, 0.3, 0.6])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--solvers", nargs="+", default=list(SOLVERS),
-                    help=f"from {', '.join(SOLVERS)}, or {LP} (the LP relaxation's bound)")
+                    help=f"from {', '.join(SOLVERS)}, or {LP} (the LP relaxation's bound), {LP_CUTS} (the same "
+                         "after the tape cuts)")
     ap.add_argument("--slots", type=int, default=100)
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--num-workers", type=int, default=1, help="CP-SAT workers (MILP backends use 1 thread)")
@@ -114,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                         solver, _, backend = name.partition(":")
                         load = os.getloadavg()[0]  # the machine's load when the run starts (shared cores)
                         t0, c0 = time.perf_counter(), time.process_time()
-                        res = lp_relaxation(chain, budget, args.slots) if name == LP else solve(
+                        res = lp_relaxation(chain, budget, args.slots, name == LP_CUTS, args.time_limit) \
+                            if name in (LP, LP_CUTS) else solve(
                             "chain", chain, solver, budget, slots=args.slots, time_limit=args.time_limit,
                                     backend=backend or None, num_workers=args.num_workers if solver == "cpsat" else 1,
                                     warm_start=not args.no_warm_start)

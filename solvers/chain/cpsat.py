@@ -26,6 +26,7 @@ from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .exact_model import PhaseModel, discretise, retry_exact_sizes
 from .instance import Chain
+from .phase_cuts import CutReport, separate_tape_cuts
 from .simulator import simulate
 
 #: the chain's fast solvers, best first: they seed and referee the exact models
@@ -39,7 +40,9 @@ def solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
     Options (`ExactOptions`): ``slots`` (N > 0: sizes in N slots, rounded up; 0: exact),
     ``time_limit`` (s, default 60, wall clock for everything), ``workers`` (default 1: on 2 shared
     cores one worker with the full LP relaxation, linearization_level 2, proved more than two),
-    ``seed``; model options ``dominance`` (default True) and ``parameters`` (CP-SAT parameters as
+    ``seed``; model options ``dominance`` (default True), ``cuts`` (default True: tape cuts at the
+    root, `solvers.chain.phase_cuts`, whose LP value is reported as the bound when CP-SAT's is
+    lower) and ``parameters`` (CP-SAT parameters as
     "name:value" pairs, e.g. "linearization_level:1 symmetry_level:0"). When the rounded sizes make
     the budget infeasible the model is solved again with exact sizes (`retry_exact_sizes`)."""
     return retry_exact_sizes(_solve_cpsat, chain, budget, options=options, deadline=deadline, seed=seed, **kw)
@@ -47,7 +50,7 @@ def solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
 
 def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: Deadline,
                  seed: SolveResult | None = None, dominance: bool = True, parameters: str = "",
-                 **_: Any) -> SolveResult:
+                 cuts: bool = True, **_: Any) -> SolveResult:
     from ortools.sat.python import cp_model
 
     t_build = deadline.elapsed()
@@ -62,6 +65,7 @@ def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: 
     if model.trivially_infeasible:
         return result(INFEASIBLE, message=f"no schedule fits: {model.trivially_infeasible}")
     hint_values, hint_ok, source = phase_hint(model, seed, deadline)
+    report = separate_tape_cuts(model, deadline) if cuts else CutReport()
 
     cp = cp_model.CpModel()
     xs = [cp.new_bool_var(f"{k[0]}_{k[1]}_{k[2]}") for k in model.keys]
@@ -98,9 +102,10 @@ def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: 
     build_s = deadline.elapsed() - t_build
     run = run_cpsat(cp, deadline, options, variables=xs, offset=const, hint_feasible=hint_ok,
                     parameters=parameters, extra=extra)
-    details = {**phase_details(model, build_s, source, hint_values, hint_ok),
+    details = {**phase_details(model, build_s, source, hint_values, hint_ok), **report.as_details(),
                "workers": options.workers, "integral_objective": integral, "backend_status": run.backend_status}
-    return phase_answer(result, model, run, run.values, hint_values, hint_ok, dchain, M, deadline, details)
+    return phase_answer(result, model, run, run.values, hint_values, hint_ok, dchain, M, deadline, details,
+                        lp_bound=report.lp_after)
 
 
 def phase_hint(model: PhaseModel, seed: SolveResult | None, deadline: Deadline) -> tuple[list[float] | None, bool, str]:
@@ -130,6 +135,8 @@ def phase_hint(model: PhaseModel, seed: SolveResult | None, deadline: Deadline) 
     return best[1], True, best[2]
 
 
+#: relative margin taken off the root LP's value (GLOP's tolerances) before it is reported as a bound
+LP_BOUND_TOLERANCE = 1e-7
 #: `phase_hint`'s name for the rotor DP run on the model's own (discretised) chain and budget
 DP_HINT = "rotor (model's sizes)"
 #: the model-sized DP is skipped above this many table cells (exact sizes of a large budget)
@@ -163,13 +170,15 @@ def phase_details(model: PhaseModel, build_s: float, source: str, hint_values: l
 
 def phase_answer(result: Callable[..., SolveResult], model: PhaseModel, run: Any, values: list[float] | None,
                  hint_values: list[float] | None, hint_ok: bool, dchain: Chain, M: int, deadline: Deadline,
-                 details: dict[str, Any]) -> SolveResult:
+                 details: dict[str, Any], lp_bound: float | None = None) -> SolveResult:
     """The answer of a phase-model run (`run`: the exact layer's BackendRun, `values` its trusted
     solution or None): ``infeasible`` when proven, the warm start when the backend has no
     solution, ``timeout`` without either; else the decoded schedule replayed on the discretised
     chain `dchain` under M (its makespan must be the model's objective), ``optimal`` when the
     backend proved it and its bound is within 1e-6 (relative) of the makespan, ``feasible``
-    otherwise; the lower bound is the backend's, clamped to [0, makespan]."""
+    otherwise; the lower bound is the larger of the backend's and `lp_bound` (the root LP with
+    tape cuts, `solvers.chain.phase_cuts`, less a 1e-7 relative tolerance for GLOP's), clamped to
+    [0, makespan]; ``details["bound_from"]`` says which."""
     if run.status == INFEASIBLE:
         return result(INFEASIBLE, message="no phase-model schedule fits the budget", details=details)
     source = "backend"
@@ -185,6 +194,11 @@ def phase_answer(result: Callable[..., SolveResult], model: PhaseModel, run: Any
         raise RuntimeError(f"phase model claims {claimed} but the simulator charges {sim.makespan}")
     bound = run.bound
     proven = run.status == OPTIMAL and source == "backend"
+    details["bound_from"] = "backend" if bound is not None else ""
+    if lp_bound is not None and math.isfinite(lp_bound):
+        lp_bound -= LP_BOUND_TOLERANCE * max(1.0, abs(lp_bound))
+        if bound is None or lp_bound > bound:
+            bound, details["bound_from"] = lp_bound, "root LP with tape cuts"
     if proven and bound is not None and claimed - bound > 1e-6 * max(1.0, abs(claimed)):
         proven = False  # a backend that stopped at its gap or scaled the objective: not a proof
     if bound is not None:

@@ -10,6 +10,10 @@ relaxation is 2.4% (tight budget) to 0.5% (mid budget) below the best schedule (
 "Scale"). CBC was left out of the timed grid: it counts CPU seconds, so under load it overran
 its limit (164 s wall for a 60 s limit at L = 20).
 
+Before the backend runs, violated *tape cuts* (`solvers.chain.phase_cuts`, option ``cuts``,
+default True) are added in rounds of the LP relaxation; the last LP value is reported as the
+lower bound when the backend's is lower or missing (``details["bound_from"]``).
+
 The model is the phase model's `LinearModel` (`PhaseModel.to_linear`), run by
 `solvers.exact.milp_runner` (or `cpsat_runner` for backend "cp-sat") under the exact layer:
 the chain's fast solvers seed it (MIP start with SCIP; CBC ignores starts and HiGHS crashes on
@@ -34,6 +38,7 @@ from ..result import INFEASIBLE, SolveResult
 from .cpsat import FAST, phase_answer, phase_details, phase_hint
 from .exact_model import PhaseModel, discretise, retry_exact_sizes
 from .instance import Chain
+from .phase_cuts import CutReport, separate_tape_cuts
 
 BACKENDS = ("scip", "highs", "cbc", "cp-sat")
 DEFAULT_BACKEND = "scip"
@@ -45,14 +50,15 @@ def solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: De
     """Minimise the makespan (chain time unit) under `budget` (bytes) over the phase model.
     Options (`ExactOptions`): ``slots`` (N > 0: sizes in N slots, rounded up; 0: exact),
     ``time_limit`` (s, default 60, wall clock for everything), ``workers``; model options
-    ``backend`` (one of BACKENDS, default SCIP) and ``dominance`` (default True). When the rounded
+    ``backend`` (one of BACKENDS, default SCIP), ``dominance`` (default True) and ``cuts`` (default
+    True: tape cuts at the root, `solvers.chain.phase_cuts`). When the rounded
     sizes make the budget infeasible the model is solved again with exact sizes."""
     return retry_exact_sizes(_solve_milp, chain, budget, options=options, deadline=deadline, seed=seed, **kw)
 
 
 def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: Deadline,
                 seed: SolveResult | None = None, backend: str | None = None, dominance: bool = True,
-                **_: Any) -> SolveResult:
+                cuts: bool = True, **_: Any) -> SolveResult:
     from ..errors import InputError
 
     backend = (backend or DEFAULT_BACKEND).lower()
@@ -70,6 +76,7 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
     if model.trivially_infeasible:
         return result(INFEASIBLE, message=f"no schedule fits: {model.trivially_infeasible}")
     hint_values, hint_ok, source = phase_hint(model, seed, deadline)
+    report = separate_tape_cuts(model, deadline) if cuts else CutReport()
     lm = model.to_linear(deadline)
     build_s = deadline.elapsed() - t_build
     if backend == "cp-sat":
@@ -78,10 +85,12 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
                         extra={"linearization_level": 2})
     else:
         run = run_milp(lm, backend, deadline, options, hint=hint_values, hint_feasible=hint_ok)
-    details = {**phase_details(model, build_s, source, hint_values, hint_ok), "backend_status": run.backend_status}
+    details = {**phase_details(model, build_s, source, hint_values, hint_ok), **report.as_details(),
+               "backend_status": run.backend_status}
     values = run.values
     if values is not None:
         values = [1.0 if v > 0.5 else 0.0 for v in values]
         if model.violated(values):  # a rounded backend answer that breaks the model: do not trust it
             values = None
-    return phase_answer(result, model, run, values, hint_values, hint_ok, dchain, M, deadline, details)
+    return phase_answer(result, model, run, values, hint_values, hint_ok, dchain, M, deadline, details,
+                        lp_bound=report.lp_after)
