@@ -21,7 +21,8 @@ micro-batches of the same size; per row:
   pipeline;
 - ``measured_cpu_per_mb_s``: per stage, the thread CPU time (``time.thread_time``) its process
   spends in the stage's forward and backward calls per micro-batch (m = 8 run), and
-  ``cpu_bottleneck_s``, their maximum, beside the predicted period (``cpu_ratio``): the period
+  ``cpu_bottleneck_s``, their maximum, beside the predicted period (``cpu_ratio``; per stage
+  beside ``predicted_stage_s``, the profile's F_s + B_s): the period
   the pipeline would have with a core per stage, which waiting for a core does not inflate;
 - ``measured_step_s`` (m = 8) beside the simulated makespan of one batch;
 - per stage, the measured peak of activations saved for backward (m = 8 run, parameters and
@@ -45,8 +46,9 @@ from memsched.solvers.pipeline import Partition, simulate_batch
 
 FIELDS = ["network", "partition", "devices", "stages", "boundary_tensors", "micro_batch", "predicted_period_s",
           "predicted_slope_s", "measured_period_s", "period_ratio", "predicted_makespan_s", "measured_step_s",
-          "makespan_ratio", "measured_cpu_per_mb_s", "cpu_bottleneck_s", "cpu_ratio", "predicted_stash",
-          "measured_saved", "saved_ratio_min", "saved_ratio_max", "grad_check", "load_1min", "version"]
+          "makespan_ratio", "predicted_stage_s", "measured_cpu_per_mb_s", "cpu_bottleneck_s", "cpu_ratio",
+          "predicted_stash", "measured_saved", "saved_ratio_min", "saved_ratio_max", "grad_check", "load_1min",
+          "version"]
 
 
 def _partitions(inst: Any, names: list[str]) -> list[tuple[str, Partition]]:
@@ -96,6 +98,7 @@ def run(width: int, size: int, mb: int, steps: int) -> list[dict[str, Any]]:
             "predicted_makespan_s": out8["predicted"]["makespan_s"],
             "measured_step_s": out8["measured"]["step_time_s"],
             "makespan_ratio": round(out8["measured"]["step_time_s"] / out8["predicted"]["makespan_s"], 3),
+            "predicted_stage_s": ";".join(f"{t:.6f}" for t in out8["predicted"]["stage_times_s"]),
             "measured_cpu_per_mb_s": ";".join(f"{t:.6f}" for t in cpu), "cpu_bottleneck_s": max(cpu),
             "cpu_ratio": round(max(cpu) / out8["predicted"]["period_s"], 3),
             "predicted_stash": ";".join(map(str, stash)), "measured_saved": ";".join(map(str, saved)),

@@ -333,7 +333,8 @@ def compare_dag(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[st
     ev = simulate(inst, part)
     return {"predicted": {"period_s": ev.period * inst.time_unit,
                           "makespan_s": simulate_batch(inst, part, m).makespan * inst.time_unit,
-                          "stage_memory": ev.stage_memory, "stash": stash, "in_flight": ev.in_flight},
+                          "stage_memory": ev.stage_memory, "stash": stash, "in_flight": ev.in_flight,
+                          "stage_times_s": [t * inst.time_unit for t in ev.stage_times]},
             "measured": {"step_time_s": run["step_time_s"], "saved_activations_peak": run["saved_peak"],
                          "cpu_per_micro_batch_s": run["cpu_per_micro_batch_s"],
                          "cpu_bottleneck_s": max(run["cpu_per_micro_batch_s"])},
