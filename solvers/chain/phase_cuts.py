@@ -109,11 +109,13 @@ def separate_tape_cuts(
     share: float = 0.3,
     first_share: float = 0.5,
     min_gain: float = 1e-6,
+    patience: int = 3,
 ) -> CutReport:
     """Add violated tape cuts to `model.rows` (names "tape cut j a b") in rounds of at most
     `per_round` rows, re-solving the LP relaxation (GLOP, kept between rounds) after each; stop
-    after `max_rounds`, when no cut is violated, when a round raises the LP by less than
-    `min_gain` (relative), or when `share` of the deadline's limit is spent (the first LP, a bound
+    after `max_rounds`, when no cut is violated, after `patience` rounds in a row that raise the
+    LP by less than `min_gain` (relative; a degenerate LP often moves to another optimal vertex
+    first), or when `share` of the deadline's limit is spent (the first LP, a bound
     by itself, may take up to `first_share`; the LP value of the last solved round stays a valid
     bound). Returns a `CutReport`."""
     from ortools.linear_solver import pywraplp
@@ -142,6 +144,7 @@ def separate_tape_cuts(
         obj.SetCoefficient(xs[v], c)
     obj.SetOffset(model.objective.const)
     obj.SetMinimization()
+    stalled = 0
     while True:
         if (stop_at is not None and deadline.elapsed() > stop_at) or deadline.expired():
             break
@@ -156,7 +159,8 @@ def separate_tape_cuts(
             if deadline.limit is not None:
                 stop_at = t0 + share * deadline.limit
         report.lp_after = value
-        if report.rounds >= max_rounds or gain < min_gain * max(1.0, abs(value)):
+        stalled = stalled + 1 if gain < min_gain * max(1.0, abs(value)) else 0
+        if report.rounds >= max_rounds or stalled >= patience:
             break
         cuts = violated_tape_cuts(model, [x.solution_value() for x in xs])
         if not cuts:
