@@ -237,10 +237,14 @@ def read_rows(paths: list[Path]) -> list[dict[str, Any]]:
 
 
 def published_beside(rows: list[dict[str, Any]], published: list[dict[str, Any]]) -> list[str]:
-    """Lines: per published (instance, fraction), our best exact and best fast overhead beside
-    the published one (or its note when it has no number)."""
-    lines = []
+    """Lines: per published (instance, fraction) of an instance in `rows`, our best exact and best
+    fast overhead beside the published one ("none published" when it has no number; each note
+    once)."""
+    lines, notes = [], set()
+    names = {r["instance"] for r in rows}
     for p in published:
+        if p["instance"] not in names:
+            continue
         ours = [
             r
             for r in rows
@@ -252,8 +256,10 @@ def published_beside(rows: list[dict[str, Any]], published: list[dict[str, Any]]
         limit = "" if p["time_limit_s"] is None else f" (their limit {p['time_limit_s']:.0f} s)"
         lines.append(
             f"{p['instance']:<10} {p['fraction']:>4.0%} {p['source']}: {theirs}{limit}; "
-            f"ours: exact {_p(ex)}, fast {_p(fa)}" + (f"  [{p['note']}]" if p["note"] else "")
+            f"ours: exact {_p(ex)}, fast {_p(fa)}"
+            + (f"  [{p['note']}]" if p["note"] and p["note"] not in notes else "")
         )
+        notes.add(p["note"])
     return lines
 
 
