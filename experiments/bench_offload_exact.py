@@ -10,7 +10,10 @@ offloading helps), it runs ``offload-exact`` (1 worker, sizes in 100 slots, the 
 reports its status, makespan, bound (``lower_bound``: the model's, for its class, or the
 problem's every-op-once bound, see docs/offload.md), the gap between them, the time, which fast
 solver seeded it, where the answer came from, and pofo's makespan at exact sizes.
-Writes results/bench_offload_exact.csv with the machine load (1-minute load average) per row.
+Writes results/bench_offload_exact.csv with the machine load (1-minute load average) per row
+and the CPU seconds of the process beside the wall-clock time (``cpu_s``: on a shared machine
+the 60 s wall-clock limit buys far fewer CPU seconds; with 1 worker, CPU time is what a quiet
+machine would need).
 """
 
 from __future__ import annotations
@@ -37,9 +40,9 @@ def run_one(L: int, seed: int, per_byte: float, fraction: float, time_limit: flo
     """One cell: offload-exact and pofo on chain (L, seed), `per_byte` ms/byte, budget `fraction` of rotor's least."""
     inst = random_offload(L, seed, bandwidth=1000.0 / per_byte, integer_times=True, size_range=(10, 100))
     budget = int(rotor_min_budget(inst.chain) * fraction)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     res = solve_offload_exact(inst, budget, slots=slots, time_limit=time_limit, workers=workers)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     pofo = solve_pofo(inst, budget, slots=0)
     bound = res.lower_bound
     gap = None
@@ -48,7 +51,8 @@ def run_one(L: int, seed: int, per_byte: float, fraction: float, time_limit: flo
     return {"L": L, "seed": seed, "ms_per_byte": per_byte, "fraction": fraction, "budget": budget, "slots": slots,
             "status": res.status, "makespan": res.objective, "lower_bound": bound,
             "model_bound": res.details.get("model_bound"), "gap": gap,
-            "time_s": round(wall, 2), "time_limit_s": time_limit, "workers": workers, "seeded_by": res.seeded_by,
+            "time_s": round(wall, 2), "cpu_s": round(cpu, 2), "time_limit_s": time_limit, "workers": workers,
+            "seeded_by": res.seeded_by,
             "solution_from": res.details.get("solution_from", "model"), "transfers": res.details.get("transfers"),
             "pofo": pofo.objective, "load_1min": round(os.getloadavg()[0], 2)}
 

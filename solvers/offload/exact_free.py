@@ -59,6 +59,7 @@ from ..exact.cpsat_runner import run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from .exact_free_cuts import add_link_bounds
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
 from .simulator import simulate
@@ -83,7 +84,8 @@ class FreeOrderModel:
     """The CP-SAT model of the module docstring for one (discretised) chain, budget M (model
     units) and tick scale."""
 
-    def __init__(self, inst: OffloadInstance, dchain: Any, M: int, scale: float, deadline: Deadline) -> None:
+    def __init__(self, inst: OffloadInstance, dchain: Any, M: int, scale: float, deadline: Deadline,
+                 link_rows: bool = False) -> None:
         self.inst, self.dchain, self.M, self.scale = inst, dchain, M, scale
         self.seed_x: list[bool] = []  # the seed's compute sequence in the phase model's Booleans (warm start)
         chain = inst.chain
@@ -127,6 +129,7 @@ class FreeOrderModel:
         self.end = self.e[P - 1]
         self.d = d
         self._away(deadline)
+        self.link_rows = add_link_bounds(self) if link_rows else []  # optional redundant rows (exact_free_cuts)
         cp.minimize(self.end)
 
     # ------------------------------------------------------------------ helpers
@@ -446,7 +449,7 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
     dchain, M = discretise(chain, budget, options.slots)
     scope = scope_of(scale, slots)
     common: dict[str, Any] = {"problem": "offload", "solver": "offload-exact", "budget": budget, "scope": scope}
-    from .exact_free_hint import complete_hint, hint, pofo_at_exact_sizes, seed_answer  # the warm start
+    from .exact_free_hint import CPSAT_EXTRA, complete_hint, hint, pofo_at_exact_sizes, seed_answer
 
     seed = pofo_at_exact_sizes(inst, budget, seed) if options.warm_start else seed
     t0 = deadline.elapsed()
@@ -463,7 +466,7 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
         details["seed_sequence_makespan"], stage1 = complete_hint(model, deadline, options, scale)
     if seed is not None:
         details["seed_makespan_exact_sizes"] = seed.objective
-    run = run_cpsat(model.cp, deadline, options, scale=scale, parameters=parameters)
+    run = run_cpsat(model.cp, deadline, options, scale=scale, parameters=parameters, extra=CPSAT_EXTRA)
     details["backend_status"] = run.backend_status
     if run.status == INFEASIBLE:
         return SolveResult(status=INFEASIBLE, details=details, log=run.log,
