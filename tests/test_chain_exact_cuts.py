@@ -119,3 +119,14 @@ def test_separation_finds_exactly_the_violated_rows() -> None:
                 assert ((j, a, b) in found) == (lhs > 1e-4)
                 if (j, a, b) in found:
                     assert found[(j, a, b)] == pytest.approx(lhs)
+
+
+def test_no_rounds_when_the_lp_is_already_at_the_incumbent() -> None:
+    """The first LP within `min_gap` of the warm start's makespan: no cut round runs."""
+    model = PhaseModel.build(random_chain(10, 0), 50)
+    lp = separate_tape_cuts(PhaseModel.build(random_chain(10, 0), 50), Deadline(None)).lp_before
+    assert lp is not None
+    report = separate_tape_cuts(model, Deadline(None), incumbent=lp * 1.0005)
+    assert report.rounds == 0 and report.added == 0 and report.lp_after == pytest.approx(lp)
+    report = separate_tape_cuts(model, Deadline(None), incumbent=66.487)
+    assert report.rounds >= 1

@@ -68,7 +68,8 @@ def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: 
         return result(INFEASIBLE, message=f"no schedule fits: {model.trivially_infeasible}")
     hint_values, hint_ok, source = phase_hint(model, seed, deadline)
     n_rows = len(model.rows)  # the rows CP-SAT gets unless `cuts`
-    report = separate_tape_cuts(model, deadline) if root_lp or cuts else CutReport()
+    incumbent = model.objective.value(hint_values) if hint_ok and hint_values is not None else None
+    report = separate_tape_cuts(model, deadline, incumbent=incumbent) if root_lp or cuts else CutReport()
     rows = model.rows if cuts else model.rows[:n_rows]
 
     cp = cp_model.CpModel()
