@@ -25,11 +25,12 @@ def _deadline(deadline: Deadline | None, time_limit: float | None) -> Deadline:
 
 def solve_milp(model: LinearModel, backend: str, *, time_limit: float | None = None, hint: list[float] | None = None,
                relax: bool = False, threads: int = 1, feasibility_only: bool = False,
-               deadline: Deadline | None = None, hint_feasible: bool = False) -> BackendRun:
-    """Solve with a pywraplp backend ("scip", "cbc", "highs", or GLOP with ``relax``) within
-    `deadline` (or `time_limit` seconds from now)."""
+               deadline: Deadline | None = None, hint_feasible: bool = False, lp_solver: str = "GLOP") -> BackendRun:
+    """Solve with a pywraplp backend ("scip", "cbc", "highs", or the LP relaxation with ``relax``:
+    `lp_solver` "GLOP" or "CLP") within `deadline` (or `time_limit` seconds from now)."""
     return run_milp(model, backend, _deadline(deadline, time_limit), ExactOptions(time_limit=None, workers=threads),
-                    hint=hint, hint_feasible=hint_feasible, relax=relax, feasibility_only=feasibility_only)
+                    hint=hint, hint_feasible=hint_feasible, relax=relax, feasibility_only=feasibility_only,
+                    lp_solver=lp_solver)
 
 
 def solve_cpsat_linear(model: LinearModel, *, time_limit: float | None = None, hint: list[float] | None = None,

@@ -1,6 +1,6 @@
 """The LP relaxation of Checkmate's MILP: a lower bound, and Checkmate's LP-rounding heuristic.
 
-`lp_bound` solves the relaxation (GLOP) and returns its value: a lower bound on the optimum of
+`lp_bound` solves the relaxation (CLP) and returns its value: a lower bound on the optimum of
 Checkmate's model (frontier-advancing schedules in the given order), at least sum_v C_v.
 
 `solve_checkmate_approx` is Checkmate's two-step approximation: round the relaxed
@@ -39,7 +39,9 @@ def lp_relaxation(graph: Graph, budget: int, *, slots: int = 0, time_limit: floa
     deadline = Deadline(time_limit)
     try:
         cm = CheckmateModel(graph, graph.cost_ram * scale, 1000.0, deadline=deadline, W=graph.workspace * scale)
-        sol = solve_milp(cm.model, "scip", relax=True, deadline=deadline)
+        # CLP's dual simplex: 42 s on MobileNet's relaxation (94k columns) where GLOP did not
+        # finish in 200 s, and 0.5 s against 4.5 s on VGG-16's (benchmarked under load)
+        sol = solve_milp(cm.model, "scip", relax=True, deadline=deadline, lp_solver="CLP")
     except DeadlineExceeded:
         return None, None, None, "timeout"
     return sol.objective, cm, sol.values, sol.status
