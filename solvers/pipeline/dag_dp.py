@@ -97,6 +97,64 @@ def _measured_stash(inst: Pipeline, lat: Lattice, i: int, J: np.ndarray) -> np.n
     return stash
 
 
+class _LatticeArrays:
+    """Per-ideal arrays shared by every stage J \\ I of `pair_tables` (N ideals, V layers):
+    the maximal layers of each ideal padded with V (``deadpad``, (N, w)), ``contains`` and
+    ``dead_member`` with a padding row / column, the stage input size in(I) (bytes), the link
+    time c(I) for r = 1 (time unit) and the per-ideal sums of ``saved_extra`` (bytes)."""
+
+    def __init__(self, inst: Pipeline, lat: Lattice) -> None:
+        V, N = inst.length, lat.n
+        width = max(1, max((len(d) for d in lat.dead), default=0))
+        self.deadpad = np.full((N, width), V, dtype=np.int64)
+        for k, d in enumerate(lat.dead):
+            self.deadpad[k, : len(d)] = d
+        self.contains = np.vstack([lat.contains, np.ones((1, N), dtype=bool)])
+        self.dead_member = np.hstack([lat.dead_member, np.zeros((N, 1), dtype=bool)])
+        self.act = np.append(inst.act.astype(np.int64), 0)
+        self.empty = lat.size == 0
+        self.in_size = np.where(self.empty, int(inst.input_size), lat.cut).astype(np.int64)
+        self.link = np.array([0.0 if self.empty[k] else inst.comm_time(2.0 * int(self.in_size[k]),
+                                                                        2 * int(lat.messages[k]))
+                              for k in range(N)])
+        extra = inst.saved_extra
+        self.extra = lat.contains.T.astype(np.int64) @ extra if extra is not None else None
+
+
+def pair_tables(inst: Pipeline, lat: Lattice, I: np.ndarray, J: np.ndarray,
+                arrays: _LatticeArrays | None = None) -> dict[str, np.ndarray]:
+    """`stage_tables` for many stages at once: the stages J[k] \\ I[k] (J[k] a strict superset
+    of I[k]; pairs grouped by I), as arrays over the pairs: fb, W, wmem, stash, buffers, link."""
+    a = arrays if arrays is not None else _LatticeArrays(inst, lat)
+    fb = lat.work[J] - lat.work[I]
+    W = lat.params[J] - lat.params[I]
+    wmem = np.ceil(inst.weight_factor * W.astype(float) - 1e-9).astype(np.int64)
+    if inst.saved_by is not None:
+        stash = np.empty(len(J), dtype=np.int64)
+        for lo, hi in _segments(I):
+            stash[lo:hi] = _measured_stash(inst, lat, int(I[lo]), J[lo:hi])
+    else:
+        dp = a.deadpad[I]  # (pairs, w): the maximal layers of I, padded
+        dead_in_i = (a.dead_member[J[:, None], dp] * a.act[dp]).sum(axis=1)
+        stash = a.in_size[I] + ((lat.act[J] - lat.act[I]) - (lat.dead_act[J] - dead_in_i))
+        if a.extra is not None:
+            stash = stash + a.extra[J] - a.extra[I]
+    out = np.where(lat.size[J] == inst.length, 0, lat.cut[J])
+    buffers = np.where(a.empty[I], 0, a.in_size[I]) + out
+    return {"fb": fb, "W": W, "wmem": wmem, "stash": stash, "buffers": buffers, "link": a.link[I]}
+
+
+def _segments(keys: np.ndarray) -> list[tuple[int, int]]:
+    """[lo, hi) of the runs of equal consecutive values in `keys`."""
+    cuts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    edges = [0, *cuts.tolist(), len(keys)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+#: pairs (I, J) handled per numpy step of `dag_partition_dp`
+_CHUNK_PAIRS = 250_000
+
+
 def dag_partition_dp(inst: Pipeline, lat: Lattice, devices: int, budget: int | None = None, *,
                      schedule: str = "1f1b", micro_batches: int | None = None, replication: bool = False,
                      objective: str = "period", upper: float | None = None,
@@ -105,68 +163,121 @@ def dag_partition_dp(inst: Pipeline, lat: Lattice, devices: int, budget: int | N
     when nothing fits `budget`. ``objective="memory"`` minimises the peak memory instead.
     `upper`: a period known to be reachable; stages that cannot be part of a partition of
     period <= upper (F + B above upper, times P with replication) are skipped, so the answer
-    is exact whenever the optimum is <= upper (None otherwise)."""
+    is exact whenever the optimum is <= upper (None otherwise).
+
+    The ideals of one size do not contain one another, so they are solved together: one numpy
+    step over all their pairs (I, J) and all d per replication r (ties: the smallest r, then
+    the smallest index of J, wins). With `upper`, only the live states are solved: (I, d) is on
+    a partition of period <= upper only if work(I) <= (P - d) upper and work(V \\ I) <= d upper
+    (a stage on r devices holds at most r upper of work), usually one d per ideal."""
     P, N = int(devices), lat.n
     m = int(micro_batches or 0)
     G = np.full((N, P + 1), INF)
     full_idx = int(np.flatnonzero(lat.size == inst.length)[0])
     G[full_idx, 0] = 0.0
-    choice: dict[tuple[int, int], tuple[int, int]] = {}
-    limit = INF if budget is None or objective == "memory" else float(budget)
+    next_j = np.full((N, P + 1), -1, dtype=np.int64)
+    reps_of = np.zeros((N, P + 1), dtype=np.int64)
+    memory = objective == "memory"
+    limit = INF if budget is None or memory else float(budget)
+    cap = INF if upper is None or memory else upper * (1 + 1e-9)
+    max_work = INF if upper is None or memory else upper * (1 + 1e-9) * (P if replication else 1)
     ds = np.arange(1, P + 1)
+    arrays = _LatticeArrays(inst, lat)
+    unit_ar = inst.comm_time(1.0) * 4.0
     order = np.argsort(-lat.size, kind="stable")
-    for i in order:
-        i = int(i)
-        if i == full_idx:
-            continue
-        max_work = INF if upper is None or objective == "memory" else upper * (1 + 1e-9) * (P if replication else 1)
-        t = stage_tables(inst, lat, i, max_work)
-        J = t["J"]
-        if len(J) == 0:
-            continue
-        ar = inst.comm_time(1.0) * 4.0 * t["W"]
-        GJ = G[J]  # (|J|, P + 1)
-        cap = INF if upper is None or objective == "memory" else upper * (1 + 1e-9)
-        reps = range(1, P + 1) if replication else (1,)
-        for r in reps:
-            dd = ds[ds >= r]  # devices of the suffix starting with this stage
-            cols = np.arange(len(J))
-            if cap < INF:  # stages that cannot be in a partition of period <= upper
-                if t["link"] / r > cap:
-                    continue
-                tau_all = (t["fb"] + ar * (r - 1) / r) / r
-                cols = np.flatnonzero((tau_all <= cap) & (GJ[:, : P - r + 1].min(axis=1) <= cap))
-                if len(cols) == 0:
-                    continue
-            if schedule == "1f1b":
-                n = -(-dd // r)
+    order = order[order != full_idx]
+    live = np.ones((N, P + 1), dtype=bool)
+    if cap < INF:
+        total, d_col = float(lat.work[full_idx]), np.arange(P + 1)[None, :]
+        tol = 1e-9 * (abs(total) + 1.0)
+        work = lat.work[:, None]
+        live = (work <= (P - d_col) * cap + tol) & (total - work <= d_col * cap + tol)
+        G[~live] = INF
+    live_any: np.ndarray = np.asarray(live.any(axis=1))
+    rows_per_chunk = max(1, _CHUNK_PAIRS // max(N, 1))
+    for lo, hi in _segments(lat.size[order]):
+        level = order[lo:hi]
+        level = level[live_any[level]]
+        for c in range(0, len(level), rows_per_chunk):
+            rows = level[c: c + rows_per_chunk]
+            ok = lat.size[None, :] > lat.size[rows][:, None]
+            if max_work < INF:
+                ok &= (lat.work[None, :] - lat.work[rows][:, None]) <= max_work
+            # J must have a state (J, e) of value <= cap with e < d for a live state (I, d)
+            solved = G[:, :P] <= cap if cap < INF else G[:, :P] < INF
+            if replication or cap == INF:
+                e_min = np.where(solved.any(axis=1), solved.argmax(axis=1), P)
+                d_max = P - np.argmax(live[rows][:, ::-1], axis=1)
+                ok &= e_min[None, :] < d_max[:, None]
             else:
-                n = np.full(len(dd), -(-m // r))
-            mem = t["wmem"][cols][None, :] + n[:, None] * t["stash"][cols][None, :] + t["buffers"][cols][None, :]
-            rest = GJ[np.ix_(cols, dd - r)].T  # (len(dd), |cols|)
-            if objective == "memory":
-                val = np.maximum(mem.astype(float), rest)
-            else:
-                tau = (t["fb"][cols] + ar[cols] * (r - 1) / r) / r
-                val = np.maximum(np.maximum(tau, t["link"] / r)[None, :], rest)
-                if limit < INF:
-                    val = np.where(mem <= limit, val, INF)
-            best = np.argmin(val, axis=1)
-            vals = val[np.arange(len(dd)), best]
-            for d, k, v in zip(dd, best, vals):
-                if v < G[i, d]:
-                    G[i, d] = v
-                    choice[(i, int(d))] = (int(J[cols[k]]), r)
+                reach = np.zeros_like(ok)
+                for dv in np.flatnonzero(live[rows].any(axis=0)).tolist():
+                    if dv > 0:
+                        reach |= live[rows, dv][:, None] & solved[None, :, dv - 1]
+                ok &= reach
+            for t in range(arrays.deadpad.shape[1]):
+                ok &= arrays.contains[arrays.deadpad[rows, t]]
+            a, J = np.nonzero(ok)
+            if len(J):
+                _relax(G, next_j, reps_of, inst, lat, rows[a], J, arrays, P, ds, schedule, m, replication,
+                       memory, limit, cap, unit_ar, live)
+                G[rows] = np.where(live[rows], G[rows], INF)
     empty_idx = int(np.flatnonzero(lat.size == 0)[0])
     d_best = int(np.argmin(G[empty_idx, 1:])) + 1
-    if not math.isfinite(G[empty_idx, d_best]):
+    if not (math.isfinite(G[empty_idx, d_best]) and G[empty_idx, d_best] <= cap):
         return None
-    stages, i, d = [], empty_idx, d_best
+    stages: list[tuple[int, int, int]] = []
+    i, d = empty_idx, d_best
     while i != full_idx:
-        j, r = choice[(i, d)]
+        j, r = int(next_j[i, d]), int(reps_of[i, d])
         stages.append((i, j, r))
         i, d = j, d - r
     return float(G[empty_idx, d_best]), stages
+
+
+def _relax(G: np.ndarray, next_j: np.ndarray, reps_of: np.ndarray, inst: Pipeline, lat: Lattice,
+           I: np.ndarray, J: np.ndarray, arrays: _LatticeArrays, P: int, ds: np.ndarray, schedule: str,
+           m: int, replication: bool, memory: bool, limit: float, cap: float, unit_ar: float,
+           live: np.ndarray) -> None:
+    """G(I, d) for the ideals I of the pairs (I, J) (grouped by I, J ascending; every J already
+    solved), `live` (N, P + 1): the states that can be on a partition of period <= `cap`.
+    Per r and d, only the pairs whose states (I, d) and (J, d - r) are both live are evaluated."""
+    GJ = G[J]
+    t = pair_tables(inst, lat, I, J, arrays)
+    ar = unit_ar * t["W"]
+    for r in range(1, P + 1) if replication else (1,):
+        dd = ds[ds >= r]
+        if cap < INF:
+            tau_all = (t["fb"] + ar * (r - 1) / r) / r
+            row_ok = (t["link"] / r <= cap) & (tau_all <= cap)
+            useful = live[I][:, dd] & (GJ[:, dd - r] <= cap) & row_ok[:, None]
+        else:
+            useful = GJ[:, dd - r] < INF
+        for c, d in enumerate(dd.tolist()):
+            p = np.flatnonzero(useful[:, c])  # grouped by I, J ascending inside
+            if len(p) == 0:
+                continue
+            n = -(-d // r) if schedule == "1f1b" else -(-m // r)
+            rest = GJ[p, d - r]
+            if memory:
+                val = np.maximum((t["wmem"][p] + n * t["stash"][p] + t["buffers"][p]).astype(float), rest)
+            else:
+                tau = (t["fb"][p] + ar[p] * (r - 1) / r) / r
+                val = np.maximum(np.maximum(tau, t["link"][p] / r), rest)
+                if limit < INF:
+                    val = np.where(t["wmem"][p] + n * t["stash"][p] + t["buffers"][p] <= limit, val, INF)
+            Ip = I[p]
+            new_state = np.r_[True, Ip[1:] != Ip[:-1]]
+            starts = np.flatnonzero(new_state)
+            best = np.minimum.reduceat(val, starts)
+            seg = np.cumsum(new_state) - 1
+            first = np.minimum.reduceat(np.where(val == best[seg], np.arange(len(p)), len(p)), starts)
+            ideal = Ip[starts]
+            better = best < G[ideal, d]
+            ideal = ideal[better]
+            G[ideal, d] = best[better]
+            next_j[ideal, d] = J[p[first[better]]]
+            reps_of[ideal, d] = r
 
 
 def to_partition(inst: Pipeline, lat: Lattice, stages: list[tuple[int, int, int]], P: int, schedule: str,
@@ -264,5 +375,6 @@ def solve_dag_pipedream(inst: Pipeline, budget: int, *, devices: int | None = No
                        solve_time_s=elapsed, budget=budget, schedule=part, scope=scope, details=details)
 
 
-__all__ = ["MAX_STATES", "dag_partition_dp", "lattice_for", "plan", "solve_dag", "solve_dag_pipedream", "stage_tables",
+__all__ = ["MAX_STATES", "dag_partition_dp", "lattice_for", "pair_tables", "plan", "solve_dag", "solve_dag_pipedream",
+           "stage_tables",
            "to_partition"]
