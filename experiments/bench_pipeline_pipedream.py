@@ -26,13 +26,17 @@ lattice, or a tie plan of the same period fits).
 PipeDream's period, state count and planning time are those its planner printed on this kind of
 machine (``solvers/data/pipeline/pipedream/planner_outputs.csv``; ``timeout`` where it did not
 finish in 60 s). Columns ``*_period_s`` are seconds per micro-batch; ``ratio`` is ours
-(``dag-pipedream``) over PipeDream's. Writes the CSV and a figure (ratio per profile and P).
+(``dag-pipedream``) over PipeDream's. ``*_plan_s`` are wall-clock seconds of the whole solve
+(lattice, contiguous DP for the bound, lattice DP, replay), ``*_plan_cpu_s`` the CPU seconds of
+the same solve (what the wall clock would be on an idle core), ``load_1min`` the machine's load.
+Writes the CSV and a figure (ratio per profile and P).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -45,7 +49,8 @@ DATA = Path(__file__).resolve().parents[1] / "solvers" / "data" / "pipeline" / "
 FIELDS = ["profile", "layers", "mode", "devices", "memory", "pipedream_period_s", "pipedream_states",
           "pipedream_planner_s", "pipedream_status", "ours_period_s", "ours_peak_memory", "ours_fits",
           "ours_plan_s", "ratio", "memaware_status", "memaware_period_s", "memaware_peak_memory",
-          "memaware_plan_s", "pipedream_plan_within_memory", "chain_period_s", "ideals", "scope", "version"]
+          "memaware_plan_s", "pipedream_plan_within_memory", "chain_period_s", "ideals", "scope", "ours_plan_cpu_s",
+          "memaware_plan_cpu_s", "load_1min", "version"]
 #: per mode: bandwidth (bytes/s), replication, and the cap on ideals (replication costs P times
 #: more per ideal, so the 1 GB/s runs use a coarser lattice on the largest DAGs; the scope says so)
 MODES = {"compute": {"bandwidth": None, "replication": False, "max_states": 5000},
@@ -62,11 +67,12 @@ def planner_outputs() -> dict[tuple[str, str, int], dict[str, str]]:
 
 
 def _solve(inst: Any, solver: str, memory: int | None, P: int, replication: bool,
-           max_states: int) -> tuple[Any, float]:
-    start = time.perf_counter()
+           max_states: int) -> tuple[Any, float, float]:
+    """The result, its wall-clock time and the CPU time of this process (s)."""
+    start, cpu = time.perf_counter(), time.process_time()
     res = registry.solve("pipeline", inst, solver, memory, devices=P, replication=replication,
                          max_states=max_states)
-    return res, time.perf_counter() - start
+    return res, time.perf_counter() - start, time.process_time() - cpu
 
 
 def run(quick: bool, memory: int) -> list[dict[str, Any]]:
@@ -83,9 +89,9 @@ def run(quick: bool, memory: int) -> list[dict[str, Any]]:
             inst = base.with_machine(bandwidth=machine["bandwidth"])
             rep, cap = bool(machine["replication"]), int(machine["max_states"])
             for P in (2, 4, 8, 16):
-                ours, t_ours = _solve(inst, "dag-pipedream", None, P, rep, cap)
-                mem, t_mem = _solve(inst, "dag", memory, P, rep, cap)
-                chain, _ = _solve(inst, "pipedream", None, P, rep, cap)
+                ours, t_ours, c_ours = _solve(inst, "dag-pipedream", None, P, rep, cap)
+                mem, t_mem, c_mem = _solve(inst, "dag", memory, P, rep, cap)
+                chain, _, _ = _solve(inst, "pipedream", None, P, rep, cap)
                 pd = ref.get((name, mode, P), {})
                 u = inst.time_unit
                 pd_period = float(pd["period_s"]) if pd.get("period_s") else None
@@ -107,7 +113,9 @@ def run(quick: bool, memory: int) -> list[dict[str, Any]]:
                         bool(ours.peak_memory is not None and ours.peak_memory <= memory), mem.status,
                         mem.objective, ours.objective, "all antichain splits" in mem.scope),
                     "chain_period_s": chain.objective * u,
-                    "ideals": ours.details.get("ideals", ""), "scope": ours.scope, "version": __version__,
+                    "ideals": ours.details.get("ideals", ""), "scope": ours.scope,
+                    "ours_plan_cpu_s": round(c_ours, 3), "memaware_plan_cpu_s": round(c_mem, 3),
+                    "load_1min": round(os.getloadavg()[0], 2), "version": __version__,
                 })
                 r = rows[-1]
                 print(f"{name:14s} {mode:7s} P={P:2d}  pipedream {_f(r['pipedream_period_s'])} "

@@ -99,9 +99,10 @@ def _measured_stash(inst: Pipeline, lat: Lattice, i: int, J: np.ndarray) -> np.n
 
 class _LatticeArrays:
     """Per-ideal arrays shared by every stage J \\ I of `pair_tables` (N ideals, V layers):
-    the maximal layers of each ideal padded with V (``deadpad``, (N, w)), ``contains`` and
-    ``dead_member`` with a padding row / column, the stage input size in(I) (bytes), the link
-    time c(I) for r = 1 (time unit) and the per-ideal sums of ``saved_extra`` (bytes)."""
+    the maximal layers of each ideal padded with V (``deadpad``, (N, w)), ``contains`` with a
+    padding row, ``dead_act[J, v]`` = act[v] when v is maximal in J (0 in the padding column),
+    the stage input size in(I) (bytes), the link time c(I) for r = 1 (time unit) and the
+    per-ideal sums of ``saved_extra`` (bytes)."""
 
     def __init__(self, inst: Pipeline, lat: Lattice) -> None:
         V, N = inst.length, lat.n
@@ -110,8 +111,8 @@ class _LatticeArrays:
         for k, d in enumerate(lat.dead):
             self.deadpad[k, : len(d)] = d
         self.contains = np.vstack([lat.contains, np.ones((1, N), dtype=bool)])
-        self.dead_member = np.hstack([lat.dead_member, np.zeros((N, 1), dtype=bool)])
-        self.act = np.append(inst.act.astype(np.int64), 0)
+        act = np.append(inst.act.astype(np.int64), 0)
+        self.dead_act = np.hstack([lat.dead_member, np.zeros((N, 1), dtype=bool)]) * act[None, :]
         self.empty = lat.size == 0
         self.in_size = np.where(self.empty, int(inst.input_size), lat.cut).astype(np.int64)
         self.link = np.array([0.0 if self.empty[k] else inst.comm_time(2.0 * int(self.in_size[k]),
@@ -134,8 +135,10 @@ def pair_tables(inst: Pipeline, lat: Lattice, I: np.ndarray, J: np.ndarray,
         for lo, hi in _segments(I):
             stash[lo:hi] = _measured_stash(inst, lat, int(I[lo]), J[lo:hi])
     else:
-        dp = a.deadpad[I]  # (pairs, w): the maximal layers of I, padded
-        dead_in_i = (a.dead_member[J[:, None], dp] * a.act[dp]).sum(axis=1)
+        base = J * a.dead_act.shape[1]
+        dead_in_i = np.zeros(len(J), dtype=np.int64)  # act of the maximal layers of I still maximal in J
+        for t in range(a.deadpad.shape[1]):
+            dead_in_i += np.take(a.dead_act, base + a.deadpad[I, t])
         stash = a.in_size[I] + ((lat.act[J] - lat.act[I]) - (lat.dead_act[J] - dead_in_i))
         if a.extra is not None:
             stash = stash + a.extra[J] - a.extra[I]
@@ -253,6 +256,9 @@ def _relax(G: np.ndarray, next_j: np.ndarray, reps_of: np.ndarray, inst: Pipelin
             useful = live[I][:, dd] & (GJ[:, dd - r] <= cap) & row_ok[:, None]
         else:
             useful = GJ[:, dd - r] < INF
+        tau = (t["fb"] + ar * (r - 1) / r) / r
+        base = np.maximum(tau, t["link"] / r)
+        fixed = t["wmem"] + t["buffers"]
         for c, d in enumerate(dd.tolist()):
             p = np.flatnonzero(useful[:, c])  # grouped by I, J ascending inside
             if len(p) == 0:
@@ -260,12 +266,11 @@ def _relax(G: np.ndarray, next_j: np.ndarray, reps_of: np.ndarray, inst: Pipelin
             n = -(-d // r) if schedule == "1f1b" else -(-m // r)
             rest = GJ[p, d - r]
             if memory:
-                val = np.maximum((t["wmem"][p] + n * t["stash"][p] + t["buffers"][p]).astype(float), rest)
+                val = np.maximum((fixed[p] + n * t["stash"][p]).astype(float), rest)
             else:
-                tau = (t["fb"][p] + ar[p] * (r - 1) / r) / r
-                val = np.maximum(np.maximum(tau, t["link"][p] / r), rest)
+                val = np.maximum(base[p], rest)
                 if limit < INF:
-                    val = np.where(t["wmem"][p] + n * t["stash"][p] + t["buffers"][p] <= limit, val, INF)
+                    val = np.where(fixed[p] + n * t["stash"][p] <= limit, val, INF)
             Ip = I[p]
             new_state = np.r_[True, Ip[1:] != Ip[:-1]]
             starts = np.flatnonzero(new_state)

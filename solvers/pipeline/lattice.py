@@ -209,7 +209,9 @@ def _sums(inst: Pipeline, masks: list[int], succ: list[list[int]]) -> Lattice:
             consumed_in[:, v] = inside.any(axis=1)
     cut = (has_out * act[None, :]).sum(axis=1)
     dead_mask = member & ~consumed_in
-    dead = [[int(v) for v in np.flatnonzero(row)] for row in dead_mask]
+    flat = np.nonzero(dead_mask)[1].tolist()  # row-major: the dead layers of each ideal in turn
+    ends = np.cumsum(dead_mask.sum(axis=1)).tolist()
+    dead = [flat[a:b] for a, b in zip([0, *ends[:-1]], ends)]
     return Lattice(masks=masks, bits=packed, size=member.sum(axis=1), work=member @ fb,
                    params=member.astype(np.int64) @ inst.params.astype(np.int64),
                    act=member.astype(np.int64) @ act, cut=cut.astype(np.int64),
