@@ -142,7 +142,10 @@ class Pipeline:
         L = self.length
         if self.succ is None:
             return np.arange(1, L + 1)
-        return np.array([min(vs) if vs else L for vs in self.succ], dtype=np.int64)
+        cached = self._cache.get("first_use")
+        if cached is None:
+            cached = self._cache["first_use"] = np.array([min(vs) if vs else L for vs in self.succ], dtype=np.int64)
+        return cached.copy()
 
     def reordered(self, order: list[int]) -> Pipeline:
         """The same network with its layers in another topological `order` (a permutation of
