@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 
 from memsched.models.alloc_probe import AllocatorProbe  # noqa: E402
 from memsched.models.chain.executor import ChainExecutor  # noqa: E402
+from memsched.models.chain.overheads import released_loss_chain  # noqa: E402
 from memsched.models.chain.profiler import profile_chain  # noqa: E402
 from memsched.models.zoo import build_model  # noqa: E402
 from memsched.solvers import registry  # noqa: E402
@@ -52,6 +53,7 @@ def test_probe_sums_allocations_and_frees():
 def test_tracker_and_probe_agree_with_the_prediction(name):
     model = build_model(name, device="cpu", **SMALL[name])
     chain = profile_chain(model.blocks, model.loss_fn, model.example_input, model.target, repeats=1, warmup=0)
+    chain = released_loss_chain(chain)  # the loss as the executor runs it (a_L freed after its forward)
     executor = ChainExecutor(model.blocks, model.loss_fn)
     ran = 0
     for solver in ("store-all", "periodic", "rotor"):

@@ -92,10 +92,11 @@ def probe_loss_overhead(loss_fn: Callable[[Any, Any], torch.Tensor], outputs: An
     if release:
         from memsched.models.chain.executor import loss_backward
 
-        box = [outputs.detach().clone()]
-        with AllocatorProbe() as probe:
+        with AllocatorProbe() as probe:  # the copy is made inside: the probe sees its free only then
+            box = [outputs.detach().clone()]
+            size = unique_bytes(box[0])
             _, delta = loss_backward(loss_fn, box, target)
-        return int(max(0, probe.peak - unique_bytes(delta)))
+        return int(max(0, probe.peak - size - unique_bytes(delta)))
     many = isinstance(outputs, (list, tuple))
     ys = [o.detach().requires_grad_(True) for o in (outputs if many else [outputs])]
     with torch.enable_grad(), AllocatorProbe() as probe:
