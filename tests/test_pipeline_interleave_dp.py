@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -104,3 +105,27 @@ def test_gpipe_equals_cpsat():
             assert res.objective == pytest.approx(cp.objective, rel=1e-9)
             assert res.schedule.schedule == "gpipe"
             replayed(inst, res, budget, 2)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_memory_bound_and_dominance_keep_it_exact(seed):
+    """Tight memory (the rest's stash bound prunes) on 6-layer chains and 3 devices, with the
+    classic and a measured stash: the same period as the brute force."""
+    rng = np.random.default_rng(seed)
+    for measured in (False, True):
+        inst = chain(seed, L=6)
+        if measured:
+            inst.saved_by = [[w for w in (l, l + 1) if w < inst.length and rng.random() < 0.7] for l in range(6)]
+            inst.input_saved = bool(rng.random() < 0.5)
+            inst.__post_init__()
+        P, smax = 3, 5
+        straight = solve_madpipe(inst, None, devices=P)
+        for frac in (1.0, 0.8, 0.65):
+            budget = int(straight.peak_memory * frac)
+            want = brute_force(inst, P, budget, smax)
+            res = solve_interleave_dp(inst, budget, devices=P, max_stages=smax)
+            if math.isinf(want):
+                assert res.status == INFEASIBLE
+                continue
+            assert res.status == OPTIMAL and res.objective == pytest.approx(want, rel=1e-9), (measured, frac)
+            replayed(inst, res, budget, P)

@@ -26,10 +26,16 @@ i = 0. Branch and bound keeps the state space small: an incumbent period U (the 
 straight memory-aware DP, the V-shaped DP and the `interleave` heuristic, so the answer is never
 worse than those) prunes every state with a load or link time >= U, or whose devices cannot
 absorb the remaining work sum_{l < i'} (f_l + b_l) below U or, with a memory limit, the
-weights kappa sum_{l < i'} W_l of the remaining layers within it. The DP is exact (status
-``optimal`` among interleaved allocations of <= Smax stages) unless a level holds more than
-``max_states`` states, in which case only the ``max_states`` with the smallest largest load are
-expanded (a beam; status ``feasible``, the scope says so). Worst case exponential (the problem is
+weights kappa sum_{l < i'} W_l of the remaining layers plus n_min A(0, i' - 1) within it (the
+stages before all hold n >= n_min = t + 2 micro-batches under 1F1B, m under GPipe, and the
+stashes of any cut of [0, i') sum to at least the stash A(0, i' - 1) of the whole). A state is
+dropped when another of its level dominates it (same t and number of devices, the last stage's
+device and the others, matched in sorted order, no more loaded nor fuller, link time no larger;
+`_undominated`). The DP is exact (status ``optimal`` among interleaved allocations of <= Smax
+stages) unless a level holds more than ``max_states`` states that still have two or more stages
+to place (states with Smax - 1 stages have a single completion and are never cut), in which
+case only the ``max_states`` with the smallest largest load are expanded (a beam; status
+``feasible``, the scope says so). Worst case exponential (the problem is
 NP-hard); the tests check it against `interleave-cpsat` and a brute force on small chains.
 """
 
@@ -39,6 +45,8 @@ import math
 import time
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .dp import _defaults, _prefix, stage_arrays
@@ -67,6 +75,44 @@ class _State:
         return (len(self.path), tuple(rest), last)
 
 
+#: largest group of states compared pairwise by `_undominated`
+DOMINANCE_GROUP = 3000
+
+
+def _undominated(states: list[_State]) -> list[_State]:
+    """The states not dominated by another of the same level: same number of stages placed and
+    of devices used, the device of the last stage no more loaded nor fuller, the other devices
+    (matched in sorted order) no more loaded nor fuller, and a link time no larger: every
+    completion of the dominated state completes the other one with no larger period (groups
+    above `DOMINANCE_GROUP` states are kept whole)."""
+    groups: dict[tuple[int, int], list[_State]] = {}
+    for st in states:
+        groups.setdefault((len(st.path), len(st.devices)), []).append(st)
+    out: list[_State] = []
+    for group in groups.values():
+        n = len(group)
+        if n < 2 or n > DOMINANCE_GROUP:
+            out += group
+            continue
+        rows = []
+        for st in group:
+            rest = sorted((ld, mem) for ld, mem, lab in st.devices if lab != st.last)
+            last = next(((ld, mem) for ld, mem, lab in st.devices if lab == st.last), (0.0, 0))
+            rows.append([st.linkmax, *last, *(x for pair in rest for x in pair)])
+        width = max(len(r) for r in rows)
+        arr = np.array([r + [0.0] * (width - len(r)) for r in rows])  # the last's label is absent once
+        keep = np.ones(n, dtype=bool)
+        for k in range(n):
+            le = (arr <= arr[k]).all(axis=1) & keep
+            le[k] = False
+            # dominated: another kept state no worse anywhere, better somewhere or earlier
+            better = le & ((arr < arr[k]).any(axis=1) | (np.arange(n) < k))
+            if better.any():
+                keep[k] = False
+        out += [st for st, k in zip(group, keep) if k]
+    return out
+
+
 def interleave_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1f1b",
                   micro_batches: int | None = None, max_stages: int | None = None,
                   upper: float = math.inf, max_states: int = DEFAULT_MAX_STATES
@@ -81,6 +127,9 @@ def interleave_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str =
     arrs = [stage_arrays(inst, pre, i) for i in range(L)]
     link = [inst.comm_time(2.0 * inst.input_of(i), 2 * inst.messages_into(i)) if i > 0 else 0.0 for i in range(L)]
     limit = math.inf if budget is None else float(budget)
+    # stash(0, i - 1): the stashes of stages cutting [0, i) sum to at least it (a tensor consumed
+    # inside [0, i) is stashed by some stage: the one consuming it or the one it crosses into)
+    rest_stash = [0] + [int(arrs[0]["stash"][i - 1]) for i in range(1, L + 1)]
     bounded = budget is not None
     cap = upper * (1.0 - 1e-12) if math.isfinite(upper) else math.inf  # keep strictly better states only
     levels: list[dict[tuple[Any, ...], _State]] = [{} for _ in range(L + 1)]
@@ -89,12 +138,16 @@ def interleave_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str =
     best: _State | None = None
     best_val = math.inf
     for i in range(L, 0, -1):
-        states = list(levels[i].values())
+        # states with smax - 1 stages have one completion each (the stage [0, i - 1]): cheap,
+        # never compared nor cut; the others are cut to the beam past max_states
+        closing = [st for st in levels[i].values() if len(st.path) == smax - 1]
+        states = _undominated([st for st in levels[i].values() if len(st.path) < smax - 1])
         levels[i] = {}
         if len(states) > max_states:
             exact = False
             states.sort(key=lambda s: (max((d[0] for d in s.devices), default=0.0), s.linkmax))
             states = states[:max_states]
+        states += closing
         for st in states:
             t = len(st.path)
             if t >= smax:
@@ -115,6 +168,9 @@ def interleave_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str =
                     mem = 0  # without a limit memory does not matter: states differ by their loads only
                 rest_work = float(pre.fb[first])
                 rest_weights = inst.weight_factor * float(pre.w[first]) * (1.0 - 1e-9) - 1.0
+                if first > 0:  # the stages before hold >= n_min micro-batches of stash(0, first - 1)
+                    n_min = t + 2 if schedule == "1f1b" else m
+                    rest_weights += n_min * rest_stash[first]
                 seen: set[tuple[float, int, bool]] = set()
                 options = [(d, lab == st.last) for d, (_, _, lab) in enumerate(st.devices)]
                 if used < P:
