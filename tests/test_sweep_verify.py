@@ -87,10 +87,12 @@ def test_update_replaces_only_the_stale_row(tmp_path, cli):
 
 
 def test_update_takes_a_time_limited_row_only_when_head_does_better():
-    from memsched.experiments.sweep.verify import _better
+    from memsched.experiments.sweep.verify import _better, _settled
 
     assert _better(9.5, 10.0) and _better(1.0, None)
     assert not _better(10.0, 10.0) and not _better(None, 1.0) and not _better(10.5, 10.0)
+    assert _settled("timeout", "infeasible") and _settled("timeout", "feasible")
+    assert not _settled("timeout", "timeout") and not _settled("feasible", "infeasible")
 
 
 def test_without_a_journal_the_committed_table_is_verified_and_updated(tmp_path, cli):

@@ -162,16 +162,23 @@ def _better(new: Any, stored: Any) -> bool:
     return stored is None or float(new) < float(stored) * (1 - REL_TOL)
 
 
+def _settled(stored: str | None, new: str | None) -> bool:
+    """Whether a stored timeout (no answer) is now settled: a schedule or a proof of infeasibility."""
+    return stored == "timeout" and new not in (None, "timeout", "error")
+
+
 def update_stale(config: SweepConfig | str | Path, checks: list[Check], *, output: str | Path | None = None) -> int:
     """Journal the recomputed row of every ``differs`` check, and of every ``time-limited`` one
-    whose recomputed objective is better (HEAD found more than the stored run), in place of the
+    whose recomputed objective is better or that settles a stored timeout (HEAD found more than
+    the stored run), in place of the
     stored row (a later row of a key wins); rewrite the table in grid order; returns the number
     of rows replaced.
     Refused (`InputError`) for sweeps that execute schedules."""
     if not isinstance(config, SweepConfig):
         config = load_config(config)
     stale = [c for c in checks if c.new_row is not None and (c.verdict == "differs" or (
-        c.verdict == "time-limited" and _better(c.new_objective, c.stored_objective)))]
+        c.verdict == "time-limited" and (_better(c.new_objective, c.stored_objective)
+                                         or _settled(c.stored_status, c.new_status))))]
     if not stale:
         return 0
     if config.execute or any(spec.execute for spec in config.instances):
