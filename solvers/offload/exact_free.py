@@ -343,20 +343,8 @@ class FreeOrderModel:
                     p = q // 2
                     prev = ws[q - 1] if q else None
                     nxt = ws[q + 1] if q + 1 < Q else None
-                    bs = cp.new_bool_var("")  # a run of away pieces starts at q: its Off
-                    cp.add_implication(bs, wq)
-                    if prev is not None:
-                        cp.add(bs >= wq - prev)
-                        cp.add_implication(bs, prev.negated())
-                    else:
-                        cp.add(bs == wq)
-                    be = cp.new_bool_var("")  # a run ends at q: its Pre
-                    cp.add_implication(be, wq)
-                    if nxt is not None:
-                        cp.add(be >= wq - nxt)
-                        cp.add_implication(be, nxt.negated())
-                    else:
-                        cp.add(be == wq)
+                    bs = _run_edge(cp, wq, prev)  # a run of away pieces starts at q: its Off
+                    be = _run_edge(cp, wq, nxt)  # a run ends at q: its Pre
                     gap_piece = q % 2 == 0
                     cp.add(off_end <= (self.e[p - 1] if gap_piece else self.s[p])).only_enforce_if(bs)
                     if p:
@@ -498,3 +486,14 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
                        schedule=schedule, details=details, log=run.log, **common)
 
 
+def _run_edge(cp: cp_model.CpModel, w: Any, neighbour: Any) -> Any:
+    """A Boolean that is 1 exactly when piece `w` is away and its `neighbour` piece (the one
+    before it for a run's start, after it for its end; None at the ends) is not."""
+    edge = cp.new_bool_var("")
+    cp.add_implication(edge, w)
+    if neighbour is None:
+        cp.add(edge == w)
+    else:
+        cp.add(edge >= w - neighbour)
+        cp.add_implication(edge, neighbour.negated())
+    return edge
