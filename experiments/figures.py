@@ -163,7 +163,9 @@ def _legend(fig: plt.Figure, axes: list[Any], handles: dict[str, Any]) -> tuple[
         return (0, 0, 1, 0.95)
     fig.legend(handles.values(), handles.keys(), loc="upper right", fontsize=7.5, frameon=False,
                bbox_to_anchor=(1.0, 0.93))
-    return (0, 0, 0.9, 0.95)
+    # room for the longest label: a 7.5 pt character is about 0.06 in wide, the marker 0.6 in
+    width_in = 0.6 + 0.06 * max((len(str(k)) for k in handles), default=0)
+    return (0, 0, max(0.55, min(0.9, 1 - width_in / fig.get_figwidth())), 0.95)
 
 
 def _solvers_in(rows: pd.DataFrame) -> list[str]:
