@@ -48,11 +48,13 @@ def test_executed_cells_record_median_spread_settings_and_both_memory_methods(tm
             assert r["predicted_peak"] >= r["peak_memory"]
         else:
             assert r["predicted_peak"] == r["peak_memory"]
-    # the chain and join executors keep exactly what their simulators charge under the tracker's overheads
-    # (a join charges one forward overhead, max(o_fa, o_fn), per stage: at most that, docs/join.md)
+    # the chain and join executors keep at most what their simulators charge under the tracker's
+    # overheads: the chain executor frees the logits a_L after the loss's forward, while the model
+    # holds them in the tape abar_L until B(L-1) (docs/chain.md); a join charges one forward
+    # overhead, max(o_fa, o_fn), per stage (docs/join.md)
     for _, r in found[found["problem"].isin(["chain", "join"])].iterrows():
         if r["problem"] == "chain":
-            assert r["measured_peak"] == r["tracker_predicted_peak"]
+            assert 0.95 * r["tracker_predicted_peak"] <= r["measured_peak"] <= r["tracker_predicted_peak"]
         else:
             assert 0.85 * r["tracker_predicted_peak"] <= r["measured_peak"] <= r["tracker_predicted_peak"]
 

@@ -110,3 +110,20 @@ def test_without_a_journal_the_committed_table_is_verified_and_updated(tmp_path,
     assert cli("sweep", cfg, "--output", out, "--verify", "--update", "--no-progress").code == 0
     pd.testing.assert_series_equal(pd.read_csv(out / "v.csv")["objective"], good)
     assert not journal_path(out, "v").exists()
+
+
+def test_rows_keyed_with_an_absolute_source_are_found_and_rekeyed(tmp_path, cli):
+    """Tables written when a file's source was its absolute path: same cells, other keys."""
+    import pandas as pd
+
+    cfg, out = _sweep(tmp_path)
+    journal_path(out, "v").unlink()
+    table = pd.read_csv(out / "v.csv")
+    current = list(table["key"])
+    table["key"] = [f"old{i}" for i in range(len(table))]
+    table["source"] = table["source"].map(lambda s: "/elsewhere/" + s if s.endswith(".json") else s)
+    table.to_csv(out / "v.csv", index=False)
+    assert summary(verify_sweep(cfg, output=out, progress=False))["same"] == 12
+    assert cli("sweep", cfg, "--output", out, "--verify", "--update", "--no-progress").code == 0
+    again = pd.read_csv(out / "v.csv")
+    assert list(again["key"]) == current and not again["source"].str.startswith("/elsewhere").any()

@@ -12,7 +12,7 @@ from typing import Any
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 
-from .config import EXAMPLES, InstanceSpec, SweepConfig, generator
+from .config import EXAMPLES, ROOT, InstanceSpec, SweepConfig, generator
 from .instance_store import InstanceStore, Stored, digest, document
 
 
@@ -85,7 +85,7 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
                 problem, instance = load_instance(path, spec.problem)
         except InputError as err:
             raise InputError(f"cannot load: {err}", path=p, field=key) from None
-        source = str(path)
+        source = file_source(path)
         label = spec.label or getattr(instance, "name", None) or path.stem
         data = path.read_bytes()
         if store is not None:
@@ -227,3 +227,13 @@ def _baseline_objective(instance: Any) -> float | None:
         if isinstance(fn, (int, float)):
             return float(fn)
     return None
+
+
+def file_source(path: Path) -> str:
+    """The ``source`` of a file instance: its path relative to the repository when it lies inside
+    it (so that row keys do not depend on where the repository is checked out), else absolute."""
+    resolved = Path(path).resolve()
+    try:
+        return resolved.relative_to(ROOT).as_posix()
+    except ValueError:
+        return str(resolved)

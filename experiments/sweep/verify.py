@@ -121,7 +121,7 @@ def verify_sweep(config: SweepConfig | str | Path, *, output: str | Path | None 
             raise InputError(f"no solver labelled {sorted(unknown)[0]!r} in the grid", path=str(config.path),
                              field="--solvers")
         tasks = [t for t in tasks if t.solver.label in wanted]
-    done = stored_rows(out_dir, config.name)
+    done = rekeyed(stored_rows(out_dir, config.name), tasks)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -172,31 +172,67 @@ def update_stale(config: SweepConfig | str | Path, checks: list[Check], *, outpu
     whose recomputed objective is better or that settles a stored timeout (HEAD found more than
     the stored run), in place of the
     stored row (a later row of a key wins); rewrite the table in grid order; returns the number
-    of rows replaced.
-    Refused (`InputError`) for sweeps that execute schedules."""
+    of rows replaced. Rows stored under an older key of the same cell (`rekeyed`) take the
+    current key. Refused (`InputError`) for sweeps that execute schedules."""
     if not isinstance(config, SweepConfig):
         config = load_config(config)
     stale = [c for c in checks if c.new_row is not None and (c.verdict == "differs" or (
         c.verdict == "time-limited" and (_better(c.new_objective, c.stored_objective)
                                          or _settled(c.stored_status, c.new_status))))]
-    if not stale:
-        return 0
-    if config.execute or any(spec.execute for spec in config.instances):
+    if stale and (config.execute or any(spec.execute for spec in config.instances)):
         raise InputError("rows of a sweep that executes schedules hold measurements: rerun it with --fresh",
                          path=str(config.path), field="--update")
     out_dir = config.output_dir(output)
     jpath = journal_path(out_dir, config.name)
     with SweepLock(out_dir, config.name):
-        rows = stored_rows(out_dir, config.name)
+        tasks = build_tasks(config, store=InstanceStore(out_dir / "instances", readonly=True))
+        stored = stored_rows(out_dir, config.name)
+        rows = rekeyed(stored, tasks)
         if jpath.exists():
             with Journal(jpath) as journal:
+                for key in rows.keys() - stored.keys():  # re-keyed rows, so that a resumed sweep finds them
+                    journal.append(rows[key])
                 for c in stale:
                     assert c.new_row is not None
                     journal.append(c.new_row)
         rows.update({c.key: c.new_row for c in stale if c.new_row is not None})
-        tasks = build_tasks(config, store=InstanceStore(out_dir / "instances", readonly=True))
         write_table([rows[t.key] for t in tasks if t.key in rows], out_dir, config.name)
     return len(stale)
+
+
+def _identity(instance: Any, digest: Any, budget_spec: Any, label: Any, slots: Any, time_limit: Any, options: Any,
+              repeat: Any, execute: Any) -> tuple[Any, ...]:
+    """A cell's parameters without its instance's ``source`` (numbers as floats: a CSV reads them back so)."""
+    def num(v: Any) -> Any:
+        return None if v is None else float(v)
+
+    return (str(instance), str(digest), str(budget_spec), str(label), num(slots), num(time_limit), str(options),
+            int(repeat or 0), bool(execute))
+
+
+def rekeyed(rows: dict[str, dict[str, Any]], tasks: list[Task]) -> dict[str, dict[str, Any]]:
+    """`rows` by the keys of `tasks`: a stored row whose key is not the task's but whose parameters
+    are (same instance file, budget, solver entry, options, repeat: only the ``source`` differs, as
+    in tables written before sources were relative to the repository) takes the task's key and
+    source. Rows of no task keep their key."""
+    from .grid import canonical
+
+    by_identity = {}
+    for row in rows.values():
+        ident = _identity(row.get("instance"), row.get("instance_hash"), row.get("budget_spec"),
+                          row.get("solver_label"), row.get("slots"), row.get("time_limit"), row.get("options"),
+                          row.get("repeat"), row.get("execute"))
+        by_identity[ident] = row
+    out = dict(rows)
+    for t in tasks:
+        if t.key in out:
+            continue
+        ident = _identity(t.loaded.label, t.loaded.digest, t.budget_spec, t.solver.label, t.solver.slots,
+                          t.solver.time_limit, canonical(t.solver_options), t.repeat, t.execute)
+        row = by_identity.get(ident)
+        if row is not None:
+            out[t.key] = {**row, "key": t.key, "source": t.loaded.source}
+    return out
 
 
 def stored_rows(out_dir: Path, name: str) -> dict[str, dict[str, Any]]:

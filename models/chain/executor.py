@@ -50,7 +50,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from memsched.models.chain.overheads import predict_both, tracker_chain
+from memsched.models.chain.overheads import predict_both, released_loss_chain, tracker_chain
 from memsched.models.measure import (
     OpTrace,
     RngStates,
@@ -203,8 +203,9 @@ class ChainExecutor:
         if chain is not None:
             if chain.length != self.length:
                 raise ValueError(f"chain has {chain.length} stages, the model {self.length} blocks")
-            predicted_peak, predicted_makespan, tracker_peak, sim_steps = predict_both(simulate, chain, ops,
-                                                                                      tracker_chain)
+            # this executor frees a_L once the loss's forward has run: the loss's o_b[L] as it incurs it
+            predicted_peak, predicted_makespan, tracker_peak, sim_steps = predict_both(
+                simulate, released_loss_chain(chain), ops, tracker_chain)
         m = measure_runs(lambda watch, tr: self._run(ops, inputs, target, seed, watch, tr, clock),
                          cuda=device.type == "cuda", measure_memory=measure_memory, measure_time=measure_time,
                          trace=trace, time_repeats=time_repeats, sim_steps=sim_steps, independent=independent)
