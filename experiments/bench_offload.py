@@ -57,9 +57,10 @@ def profiled_chains(quick: bool) -> list[Chain]:
 
 
 def scaled(chain: Chain, factor: float) -> Chain:
-    """A copy of `chain` with u_f and u_b multiplied by `factor` (x, xbar, o_f, o_fa, o_fn, o_b kept)."""
+    """A copy of `chain` with u_f, u_fa, u_fn and u_b multiplied by `factor` (x, xbar, o_f, o_fa, o_fn, o_b kept)."""
     return Chain(chain.u_f * factor, chain.u_b * factor, chain.x, chain.xbar, chain.o_f, chain.o_b,
-                 name=chain.name, stage_names=chain.stage_names, meta=chain.meta, o_fa=chain.o_fa, o_fn=chain.o_fn)
+                 name=chain.name, stage_names=chain.stage_names, meta=chain.meta, o_fa=chain.o_fa, o_fn=chain.o_fn,
+                 u_fa=chain.u_fa * factor, u_fn=chain.u_fn * factor)
 
 
 def run(chains: list[Chain], bandwidths: list[float], fractions: list[float], slots: int) -> pd.DataFrame:

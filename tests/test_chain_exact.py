@@ -52,10 +52,10 @@ def brute_force(chain: Chain, budget: int, *, phase: bool = False) -> tuple[floa
             if (phase and i <= last) or not (acts >> i & 1 or (i >= 1 and tapes >> i & 1)):
                 continue
             if not tapes >> (i + 1) & 1 and m + xb[i + 1] + ofa[i] <= budget:
-                succ.append((Op(F_ALL, i), acts, tapes | 1 << (i + 1), nb, chain.u_f[i]))
+                succ.append((Op(F_ALL, i), acts, tapes | 1 << (i + 1), nb, chain.u_fa[i]))
             if not acts >> (i + 1) & 1 and m + x[i + 1] + ofn[i] <= budget:
-                succ.append((Op(F_CK, i), acts | 1 << (i + 1), tapes, nb, chain.u_f[i]))
-                succ.append((Op(F_N, i), (acts | 1 << (i + 1)) & ~(1 << i), tapes, nb, chain.u_f[i]))
+                succ.append((Op(F_CK, i), acts | 1 << (i + 1), tapes, nb, chain.u_fn[i]))
+                succ.append((Op(F_N, i), (acts | 1 << (i + 1)) & ~(1 << i), tapes, nb, chain.u_fn[i]))
         if nb == L:
             if (acts >> L & 1 or tapes >> L & 1) and m + x[L] + ob[L] <= budget:
                 succ.append((Op(LOSS, L), acts & ~(1 << L), tapes, L - 1, chain.u_b[L]))
@@ -79,7 +79,9 @@ def chains(draw, max_length: int = 5) -> Chain:
     for _ in range(L):
         out = draw(size)
         o_fa, o_fn = draw(st.integers(0, 2)), draw(st.integers(0, 4))  # per-mode forward overheads
-        stages.append({"fwd_time": draw(st.integers(1, 5)), "bwd_time": draw(st.integers(1, 8)), "out_size": out,
+        u_fa, u_fn = draw(st.integers(1, 5)), draw(st.integers(0, 5))  # per-mode forward times
+        stages.append({"fwd_time": max(u_fa, u_fn), "fwd_time_all": u_fa, "fwd_time_nograd": u_fn,
+                       "bwd_time": draw(st.integers(1, 8)), "out_size": out,
                        "tape_size": out + draw(st.integers(0, 6)), "fwd_overhead": max(o_fa, o_fn),
                        "fwd_overhead_all": o_fa, "fwd_overhead_nograd": o_fn, "bwd_overhead": draw(st.integers(0, 2))})
     loss = {"bwd_time": draw(st.integers(0, 2)), "bwd_overhead": draw(st.integers(0, 1))}

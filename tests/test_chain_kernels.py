@@ -27,10 +27,18 @@ def mode_chain(L: int, seed: int) -> Chain:
     return Chain.with_mode_overheads(base.u_f, base.u_b, base.x, base.xbar, o_fa, o_fn, base.o_b)
 
 
+def time_chain(L: int, seed: int) -> Chain:
+    """`mode_chain` with no-grad forward times u_fn drawn below F_all's u_fa (floats)."""
+    base = mode_chain(L, seed)
+    rng = np.random.default_rng(900 + seed)
+    return base.with_mode_times(base.u_f, np.append(base.u_f[:L] * rng.uniform(0.2, 1.0, L), 0.0))
+
+
 CHAINS = [
     ("plain", lambda: random_chain(23, 4)),
     ("overheads", lambda: random_chain(17, 5, overhead=1.0)),
     ("modes", lambda: mode_chain(19, 6)),
+    ("mode times", lambda: time_chain(18, 9)),
     ("one stage", lambda: random_chain(1, 7, overhead=1.0)),
     ("zero sizes", lambda: random_chain(9, 8, size_range=(0, 3))),
 ]

@@ -109,8 +109,9 @@ def solve_chen(chain: Chain, budget: int, **_: Any) -> SolveResult:
 def solve_periodic(chain: Chain, budget: int, *, segments: int | None = None, **_: Any) -> SolveResult:
     """With `segments`, that segment count; without, the fastest count whose peak fits.
 
-    The makespan of K segments is sum u_f + sum u_b + u_b[L] + sum_{i < s_K} u_f[i] with s_K the
-    first stage of the last (taped) segment: every stage before s_K runs forward twice. So the
+    The makespan of K segments is sum u_fa + sum u_b + u_b[L] + sum_{i < s_K} u_fn[i] with s_K the
+    first stage of the last (taped) segment: every stage before s_K runs forward twice (once
+    without autograd, once with). So the
     counts are tried by increasing s_K, replaying only until a group of equal s_K has one that
     fits, and skipping a count whose segment inputs and last segment's tapes (all resident
     just before the loss) exceed the budget; all are replayed only when none fits, for the smallest peak."""

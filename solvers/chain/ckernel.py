@@ -126,18 +126,18 @@ def _ints(*arrays: Any) -> tuple[np.ndarray, ...]:
     return tuple(np.ascontiguousarray(a, dtype=np.int64) for a in arrays)
 
 
-def fill_table(x, xbar, o_fa, o_fn, o_b, u_f, u_b, sf, off, C, first) -> None:
+def fill_table(x, xbar, o_fa, o_fn, o_b, u_fa, u_b, sf, off, C, first) -> None:
     """The rotor table into C (float64, one row per (i, l), M+1 columns) and first (int64), as
-    `dp._dp_numba` fills them."""
+    `dp._dp_numba` fills them (u_fa: F_all's times; sf: prefix sums of the no-grad times u_fn)."""
     lib = library()
     if lib is None:
         raise RuntimeError("the C kernels are not available")
-    L = len(u_f) - 1
+    L = len(u_fa) - 1
     if C.dtype != np.float64 or first.dtype != np.int64 or C.ndim != 2 or C.shape[0] != (L + 1) * (L + 2) // 2 \
             or first.shape != (C.shape[0],) or len(off) != L + 1:
         raise ValueError("C must be float64 of (L+1)(L+2)/2 rows, first int64 of one entry a row")
     inputs = (*_ints(x, xbar, o_fa, o_fn, o_b),
-              *(np.ascontiguousarray(a, dtype=np.float64) for a in (u_f, u_b, sf)), *_ints(off))
+              *(np.ascontiguousarray(a, dtype=np.float64) for a in (u_fa, u_b, sf)), *_ints(off))
     if lib.rotor_fill(L, C.shape[1] - 1, *_pointers(inputs, (C, first))) != 0:
         raise MemoryError("the rotor C kernel could not allocate its buffers")
 

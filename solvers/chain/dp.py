@@ -1,23 +1,24 @@
 """The persistent dynamic program of rotor (Beaumont et al., arXiv 1911.13214) on heterogeneous chains.
 
 Notation of docs/chain.md (stages 0-based, the loss is stage L): activation sizes ``x[0..L+1]``
-(``x[L+1] = 0``), tape sizes ``xbar``, times ``u_f, u_b``, transient overheads ``o_b`` and the
-per-mode forward overheads ``o_fa`` (while F_all runs) and ``o_fn`` (while F_ck / F_n run);
-both are ``o_f`` in a chain without per-mode values.
+(``x[L+1] = 0``), tape sizes ``xbar``, times ``u_b``, transient overheads ``o_b``, the
+per-mode forward overheads ``o_fa`` (while F_all runs) and ``o_fn`` (while F_ck / F_n run)
+and the per-mode forward times ``u_fa`` (F_all's) and ``u_fn`` (F_ck's and F_n's); they are
+``o_f`` and ``u_f`` in a chain without per-mode values.
 
 ``C(m, i, l)`` is the least time to back-propagate through stages i..l when a_i is resident
 (not counted in m) and the gradient delta_{l+1} is resident (counted in m), using at most m
 memory besides a_i, with a *persistent* schedule (each sub-chain is processed by one of the
 two decompositions below). With the charges of the simulator (`solvers.chain.simulator`):
 
-    C(m, i, i) = u_f[i] + u_b[i]       if m >= max(x[i+1] + xbar[i+1] + o_fa[i],
+    C(m, i, i) = u_fa[i] + u_b[i]      if m >= max(x[i+1] + xbar[i+1] + o_fa[i],
                                                     x[i] + x[i+1] + xbar[i+1] + o_b[i])
                  (the leaf i = L is the loss alone: m >= x[L] + o_b[L])
     C(m, i, l) = min(C_ck, C_all) for l > i, where
-    C_ck  = min_{i<j<=l, m >= sweep(i,j,l)}  sum_{k=i}^{j-1} u_f[k] + C(m - x[j], j, l) + C(m, i, j-1)
+    C_ck  = min_{i<j<=l, m >= sweep(i,j,l)}  sum_{k=i}^{j-1} u_fn[k] + C(m - x[j], j, l) + C(m, i, j-1)
             (F_ck(i) F_n(i+1) .. F_n(j-1) keep a_i and store a_j; then (j, l); then (i, j-1))
     sweep(i, j, l) = x[l+1] + max(x[i+1] + o_fn[i], max_{i<k<j} (x[k] + x[k+1] + o_fn[k]))
-    C_all = u_f[i] + u_b[i] + C(m - xbar[i+1], i+1, l)
+    C_all = u_fa[i] + u_b[i] + C(m - xbar[i+1], i+1, l)
             if m >= max(x[l+1] + xbar[i+1] + o_fa[i], x[i] + x[i+1] + xbar[i+1] + o_b[i])
             (F_all(i); then (i+1, l) with the tape abar_{i+1} resident; then B(i))
 
@@ -108,8 +109,9 @@ TILE = 4
 
 
 @njit(cache=True)
-def _dp_numba(x, xbar, o_fa, o_fn, o_b, u_f, u_b, sf, off, C, first):  # pragma: no cover - compiled
+def _dp_numba(x, xbar, o_fa, o_fn, o_b, u_fa, u_b, sf, off, C, first):  # pragma: no cover - compiled
     """Fill the packed table C (rows (i, l), columns m) in place; first[r] = least finite m.
+    ``u_fa`` is F_all's time (leaves and C_all), ``sf[k] = u_fn[0] + .. + u_fn[k-1]`` (C_ck's sweeps).
 
     The same work as ``rotor_kernel.c`` (see there): l is taken `TILE` values at a time, the
     rows (j, l) of those values kept in a contiguous buffer (`col`); for each i (descending),
@@ -120,7 +122,7 @@ def _dp_numba(x, xbar, o_fa, o_fn, o_b, u_f, u_b, sf, off, C, first):  # pragma:
     row's value at the block's start. The table is that of the plain recurrence: a minimum over
     the same candidate values, whatever their order.
     """
-    L = u_f.shape[0] - 1
+    L = u_fa.shape[0] - 1
     M = C.shape[1] - 1
     W = M + 1
     inf = np.inf
@@ -136,7 +138,7 @@ def _dp_numba(x, xbar, o_fa, o_fn, o_b, u_f, u_b, sf, off, C, first):  # pragma:
                 g = l - l0
                 c = col[g, i]
                 c[:] = inf
-                t = u_f[i] + u_b[i]
+                t = u_fa[i] + u_b[i]
                 if i == l:
                     need = max(x[i + 1] + xbar[i + 1] + o_fa[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i])
                     for m in range(max(need, 0), W):
@@ -204,9 +206,9 @@ def _dp_numba(x, xbar, o_fa, o_fn, o_b, u_f, u_b, sf, off, C, first):  # pragma:
                                     c[m] = v
 
 
-def _dp_numpy(x, xbar, o_fa, o_fn, o_b, u_f, u_b, sf, off, C, first) -> None:
+def _dp_numpy(x, xbar, o_fa, o_fn, o_b, u_fa, u_b, sf, off, C, first) -> None:
     """The same table as `_dp_numba` (bit for bit), vectorised over (j, m) for each (i, l)."""
-    L = u_f.shape[0] - 1
+    L = u_fa.shape[0] - 1
     M = C.shape[1] - 1
     inf = np.inf
     ms = np.arange(M + 1)
@@ -214,7 +216,7 @@ def _dp_numpy(x, xbar, o_fa, o_fn, o_b, u_f, u_b, sf, off, C, first) -> None:
         S = np.full((L + 2, M + 1), inf)  # S[j, m] = C(m - x[j], j, l)
         for i in range(l, -1, -1):
             r = off[i] + (l - i)
-            t = u_f[i] + u_b[i]
+            t = u_fa[i] + u_b[i]
             if i == l:
                 need = max(x[i + 1] + xbar[i + 1] + o_fa[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i])
                 C[r, need:] = t
@@ -255,8 +257,8 @@ class RotorTable:
 
     @cached_property
     def prefix_forward(self) -> np.ndarray:
-        """sf[k] = u_f[0] + ... + u_f[k-1], as the kernels compute it."""
-        return np.concatenate([[0.0], np.cumsum(np.asarray(self.chain.u_f, dtype=np.float64))])
+        """sf[k] = u_fn[0] + ... + u_fn[k-1] (the no-grad sweeps of C_ck), as the kernels compute it."""
+        return np.concatenate([[0.0], np.cumsum(np.asarray(self.chain.u_fn, dtype=np.float64))])
 
     def value(self, m: int, i: int = 0, l: int | None = None) -> float:
         """C(m, i, l); C(m, 0, L) by default. +inf when infeasible (or m < 0)."""
@@ -283,7 +285,7 @@ class RotorTable:
         x, xbar = ch.x, ch.xbar
         xb = int(xbar[i + 1])
         if m >= max(x[l + 1] + xb + ch.o_fa[i], x[i] + x[i + 1] + xb + ch.o_b[i]):
-            v = (float(ch.u_f[i]) + float(ch.u_b[i])) + C[off[i + 1] + l - i - 1, m - xb]
+            v = (float(ch.u_fa[i]) + float(ch.u_b[i])) + C[off[i + 1] + l - i - 1, m - xb]
             if v == target:
                 return ALL
         js = np.arange(i + 1, l + 1)
@@ -337,9 +339,9 @@ def rotor_table(chain: Chain, M: int, *, use_numba: bool | None = None, kernel: 
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r} (one of {', '.join(KERNELS)})")
     arrays = _arrays(chain)
-    u_f = np.ascontiguousarray(chain.u_f, dtype=np.float64)
+    u_fa = np.ascontiguousarray(chain.u_fa, dtype=np.float64)  # F_all's time: leaves and C_all
     u_b = np.ascontiguousarray(chain.u_b, dtype=np.float64)
-    sf = np.concatenate([[0.0], np.cumsum(u_f)])
+    sf = np.concatenate([[0.0], np.cumsum(np.asarray(chain.u_fn, dtype=np.float64))])  # C_ck's no-grad sweeps
     off = _offsets(L)
     nrows = (L + 1) * (L + 2) // 2
     # the C and numba kernels write every row and every first[r]; the numpy one needs the +inf
@@ -348,9 +350,9 @@ def rotor_table(chain: Chain, M: int, *, use_numba: bool | None = None, kernel: 
     if kernel == "c":
         from .ckernel import fill_table
 
-        fill_table(*arrays, u_f, u_b, sf, off, C, first)
+        fill_table(*arrays, u_fa, u_b, sf, off, C, first)
     else:
-        (_dp_numba if kernel == "numba" else _dp_numpy)(*arrays, u_f, u_b, sf, off, C, first)
+        (_dp_numba if kernel == "numba" else _dp_numpy)(*arrays, u_fa, u_b, sf, off, C, first)
     return RotorTable(chain, C, off)
 
 
@@ -405,7 +407,7 @@ def _solve_rotor_slots(chain: Chain, budget: int, *, slots: int | None = 500, ti
     but too tight for the rounding of the slots, the DP is rerun with exact sizes if that table
     is small (`EXACT_RETRY_CELLS`), else the least-memory persistent schedule is returned with
     status ``feasible``. When the store-all schedule fits, it is
-    returned at once: no schedule is faster (lower bound sum u_f + sum u_b). With
+    returned at once: no schedule is faster (lower bound sum u_fa + sum u_b). With
     ``table_budget`` >= budget (and slots > 0) the answer is read from the cached table of that
     larger budget (`shared_table`: one DP for the many budgets of a sweep).
     """
@@ -417,7 +419,7 @@ def _solve_rotor_slots(chain: Chain, budget: int, *, slots: int | None = 500, ti
     lower = chain.total_time()
     min_budget = rotor_min_budget(chain)
     common: dict[str, Any] = {"problem": "chain", "solver": "rotor", "budget": budget, "min_budget": min_budget}
-    # sum u_f + sum u_b bounds every schedule; kept apart from lower_bound, which would read as
+    # sum u_fa + sum u_b bounds every schedule; kept apart from lower_bound, which would read as
     # a gap of this (optimal for its scope) answer
     details: dict[str, Any] = {"slots": slots, "no_recompute_time": lower}
     if budget < min_budget:

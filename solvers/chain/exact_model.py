@@ -4,7 +4,7 @@ Shared by the MILP (`solvers.chain.milp`) and CP-SAT (`solvers.chain.cpsat`) sol
 built once, backend-neutrally, as rows ``lo <= sum coef * var <= hi`` over binary variables.
 
 Notation of docs/chain.md (stages 0-based, the loss is stage L, sizes ``x``, ``xbar``, ``o_f``,
-``o_b``, times ``u_f``, ``u_b``); the memory rules are the simulator's table.
+``o_b``, times ``u_fa``, ``u_fn``, ``u_b``); the memory rules are the simulator's table.
 
 Phases. The schedule is cut at its backward ops: phases k = L, L-1, ..., 0 run in this
 order; phase L ends with the Loss, phase k < L ends with B(k). Inside phase k forward ops run
@@ -45,7 +45,8 @@ F_n(j) runs only when it frees a standalone a_j (``FN[k,j] <= Ain[k,j]``; otherw
 as F_ck(j)), and no F_ck(j) runs while the tape abar_{j+1} lives (``FC[k,j] + ST[k,j+1] <= 1``:
 its output would be redundant).
 
-Objective: ``sum_{k,j} u_f[j] R[k,j] + sum_i u_b[i]``. An idle slot needs no memory row: its
+Objective: ``sum_{k,j} (u_fa[j] FA[k,j] + u_fn[j] (FC[k,j] + FN[k,j])) + sum_i u_b[i]`` (per-mode
+forward times; ``u_f[j] R[k,j]`` with one forward time). An idle slot needs no memory row: its
 memory equals that after the previous op, already bounded.
 """
 
@@ -254,7 +255,9 @@ class PhaseModel:
         # objective
         for k in range(L, -1, -1):
             for j in self.slots(k):
-                self.objective.add(self.run(k, j), float(ch.u_f[j]))
+                self.objective.add(self.get("FA", k, j), float(ch.u_fa[j]))  # F_all's time
+                self.objective.add(self.get("FC", k, j), float(ch.u_fn[j]))  # F_ck / F_n: no autograd
+                self.objective.add(self.get("FN", k, j), float(ch.u_fn[j]))
         self.objective.const += float(ch.u_b.sum())
 
         for k in range(L, -1, -1):

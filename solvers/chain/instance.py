@@ -15,6 +15,10 @@ Notation (stages 0-based, as in the recurrence of docs/chain.md; the loss is sta
   to ``o_f``, and ``o_f = max(o_fa, o_fn)`` always holds (invariant checked): a tool that knows one
   forward overhead charges ``o_f`` and stays an upper bound. The chain simulator, the rotor DP and
   the exact models charge ``o_fa`` and ``o_fn``.
+- Per-mode forward times (optional in the file), the same way: ``u_fa[i]`` is F_all(i)'s time
+  (autograd, the tape built) and ``u_fn[i]`` F_ck(i)'s and F_n(i)'s (no autograd). Both default to
+  ``u_f``, and ``u_f = max(u_fa, u_fn)`` always holds (invariant checked), so a tool that knows one
+  forward time charges ``u_f`` and stays an upper bound; ``u_fa[L] = u_fn[L] = 0``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ FORMAT = "memsched.chain/1"
 STAGE_FIELDS = ("fwd_time", "bwd_time", "out_size", "tape_size", "fwd_overhead", "bwd_overhead")
 #: optional per-mode forward overheads (bytes): F_all's and F_ck / F_n's; each defaults to fwd_overhead
 MODE_FIELDS = ("fwd_overhead_all", "fwd_overhead_nograd")
+#: optional per-mode forward times (the file's time unit): F_all's and F_ck / F_n's; each defaults to fwd_time
+TIME_MODE_FIELDS = ("fwd_time_all", "fwd_time_nograd")
 LOSS_FIELDS = ("bwd_time", "bwd_overhead")
 SIZE_FIELDS = ("out_size", "tape_size", "fwd_overhead", "bwd_overhead")
 #: time units a file may declare in meta.units.time, with their number per second
@@ -55,6 +61,9 @@ class Chain:
     #: F_all's and F_ck / F_n's forward overheads; None (the default) means o_f
     o_fa: np.ndarray = None  # type: ignore[assignment]
     o_fn: np.ndarray = None  # type: ignore[assignment]
+    #: F_all's and F_ck / F_n's forward times; None (the default) means u_f
+    u_fa: np.ndarray = None  # type: ignore[assignment]
+    u_fn: np.ndarray = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         self.u_f = np.asarray(self.u_f, dtype=float)
@@ -67,15 +76,20 @@ class Chain:
         # is seen by every charge)
         self.o_fa = self.o_f if self.o_fa is None else np.asarray(self.o_fa, dtype=np.int64)
         self.o_fn = self.o_f if self.o_fn is None else np.asarray(self.o_fn, dtype=np.int64)
+        self.u_fa = self.u_f if self.u_fa is None else np.asarray(self.u_fa, dtype=float)
+        self.u_fn = self.u_f if self.u_fn is None else np.asarray(self.u_fn, dtype=float)
         L = self.length
         shapes = {"u_f": (self.u_f, L + 1), "u_b": (self.u_b, L + 1), "x": (self.x, L + 2),
                   "xbar": (self.xbar, L + 2), "o_f": (self.o_f, L + 1), "o_b": (self.o_b, L + 1),
-                  "o_fa": (self.o_fa, L + 1), "o_fn": (self.o_fn, L + 1)}
+                  "o_fa": (self.o_fa, L + 1), "o_fn": (self.o_fn, L + 1),
+                  "u_fa": (self.u_fa, L + 1), "u_fn": (self.u_fn, L + 1)}
         for name, (arr, n) in shapes.items():
             if arr.shape != (n,):
                 raise ValueError(f"Chain.{name} must have length {n}, got {arr.shape}")
         if not np.array_equal(self.o_f, np.maximum(self.o_fa, self.o_fn)):
             raise ValueError("Chain.o_f must equal max(o_fa, o_fn) (the larger of the per-mode forward overheads)")
+        if not np.array_equal(self.u_f, np.maximum(self.u_fa, self.u_fn)):
+            raise ValueError("Chain.u_f must equal max(u_fa, u_fn) (the larger of the per-mode forward times)")
         if not self.stage_names:
             self.stage_names = [f"stage{i}" for i in range(L)]
 
@@ -102,6 +116,9 @@ class Chain:
         if any(f in s for s in stages for f in MODE_FIELDS):
             modes = {key: np.array([s.get(f, s["fwd_overhead"]) for s in stages] + [0], dtype=np.int64)
                      for key, f in zip(("o_fa", "o_fn"), MODE_FIELDS)}
+        if any(f in s for s in stages for f in TIME_MODE_FIELDS):  # per-mode forward times likewise
+            modes.update({key: np.array([s.get(f, s["fwd_time"]) for s in stages] + [0.0], dtype=float)
+                          for key, f in zip(("u_fa", "u_fn"), TIME_MODE_FIELDS)})
         return cls(
             u_f=np.array([s["fwd_time"] for s in stages] + [0.0], dtype=float),
             u_b=np.array([s["bwd_time"] for s in stages] + [loss["bwd_time"]], dtype=float),
@@ -125,6 +142,18 @@ class Chain:
     def has_mode_overheads(self) -> bool:
         """True when F_all and F_ck / F_n have different overheads somewhere."""
         return not np.array_equal(self.o_fa, self.o_fn)
+
+    def has_mode_times(self) -> bool:
+        """True when F_all and F_ck / F_n have different forward times somewhere."""
+        return not np.array_equal(self.u_fa, self.u_fn)
+
+    def with_mode_times(self, u_fa: Any, u_fn: Any) -> Chain:
+        """This chain with per-mode forward times (length L+1, the loss's 0); ``u_f`` becomes
+        ``max(u_fa, u_fn)``. Sizes, overheads, names and meta are shared, not copied."""
+        u_fa, u_fn = np.asarray(u_fa, dtype=float), np.asarray(u_fn, dtype=float)
+        return Chain(np.maximum(u_fa, u_fn), self.u_b, self.x, self.xbar, self.o_f, self.o_b, name=self.name,
+                     stage_names=list(self.stage_names), meta=dict(self.meta), o_fa=self.o_fa, o_fn=self.o_fn,
+                     u_fa=u_fa, u_fn=u_fn)
 
     @classmethod
     def homogeneous(
@@ -151,6 +180,9 @@ class Chain:
         if self.has_mode_overheads():
             for i, st in enumerate(stages):
                 st.update(fwd_overhead_all=int(self.o_fa[i]), fwd_overhead_nograd=int(self.o_fn[i]))
+        if self.has_mode_times():
+            for i, st in enumerate(stages):
+                st.update(fwd_time_all=float(self.u_fa[i]), fwd_time_nograd=float(self.u_fn[i]))
         return {
             "format": FORMAT,
             "name": self.name,
@@ -196,6 +228,7 @@ class Chain:
             and np.all(self.x[: L + 1] == self.x[0]) and np.all(self.xbar[1 : L + 1] == self.xbar[1])
             and np.all(self.o_f[:L] == self.o_f[0]) and np.all(self.o_b[:L] == self.o_b[0])
             and np.all(self.o_fa[:L] == self.o_fa[0]) and np.all(self.o_fn[:L] == self.o_fn[0])
+            and np.all(self.u_fa[:L] == self.u_fa[0]) and np.all(self.u_fn[:L] == self.u_fn[0])
         )
 
     def discretised(self, slot: float) -> Chain:
@@ -210,9 +243,10 @@ class Chain:
         def up(a: np.ndarray) -> np.ndarray:
             return round_up(a, slot)
 
+        times = {"u_fa": self.u_fa.copy(), "u_fn": self.u_fn.copy()} if self.has_mode_times() else {}
         return Chain(self.u_f.copy(), self.u_b.copy(), up(self.x), up(self.xbar), up(self.o_f), up(self.o_b),
                      name=self.name, stage_names=list(self.stage_names), meta=dict(self.meta),
-                     o_fa=up(self.o_fa), o_fn=up(self.o_fn))
+                     o_fa=up(self.o_fa), o_fn=up(self.o_fn), **times)
 
     def time_units_per_second(self) -> float:
         """How many of the file's time units make a second (meta.units.time: ms by default)."""
@@ -220,8 +254,9 @@ class Chain:
         return {"s": 1.0, "ms": 1e3, "us": 1e6, "µs": 1e6, "ns": 1e9}.get(unit, 1e3)
 
     def total_time(self) -> float:
-        """sum u_f + sum u_b: the makespan of a schedule without recomputation."""
-        return float(self.u_f.sum() + self.u_b.sum())
+        """sum u_fa + sum u_b: the makespan of a schedule without recomputation (store-all), and a
+        lower bound on every schedule (each B(i) needs the tape of one F_all(i))."""
+        return float(self.u_fa.sum() + self.u_b.sum())
 
 
 def named_object(obj: Any, path: str, where: str) -> str:
@@ -235,7 +270,8 @@ def named_object(obj: Any, path: str, where: str) -> str:
 def parse_stages(stages: Any, path: str, where: str) -> list[dict[str, Any]]:
     """The validated stage objects of a chain (or of a join branch) at `where` of the file `path`:
     the `STAGE_FIELDS` (sizes integral bytes, times in the file's unit), the per-mode forward
-    overheads `MODE_FIELDS` when a stage gives one (``fwd_overhead`` must be their max), the tape
+    overheads `MODE_FIELDS` when a stage gives one (``fwd_overhead`` must be their max), the per-mode
+    forward times `TIME_MODE_FIELDS` likewise (``fwd_time`` must be their max), the tape
     holding the output (xbar >= x) and a name; `InputError` naming the stage and field otherwise."""
     if not isinstance(stages, list) or not stages:
         raise InputError("must be a non-empty list of stages", path=path, field=where)
@@ -251,6 +287,14 @@ def parse_stages(stages: Any, path: str, where: str) -> list[dict[str, Any]]:
                 raise InputError(f"fwd_overhead {item['fwd_overhead']} must be the larger of {MODE_FIELDS[0]} "
                                  f"{item[MODE_FIELDS[0]]} and {MODE_FIELDS[1]} {item[MODE_FIELDS[1]]}",
                                  path=path, field=f"{at}.fwd_overhead")
+        if any(f in stage for f in TIME_MODE_FIELDS):  # per-mode forward times: fwd_time is their max
+            for f in TIME_MODE_FIELDS:
+                item[f] = (_number(stage, f, path, f"{at}.{f}", integer=False) if f in stage
+                           else item["fwd_time"])
+            if max(item[f] for f in TIME_MODE_FIELDS) != item["fwd_time"]:
+                raise InputError(f"fwd_time {item['fwd_time']} must be the larger of {TIME_MODE_FIELDS[0]} "
+                                 f"{item[TIME_MODE_FIELDS[0]]} and {TIME_MODE_FIELDS[1]} "
+                                 f"{item[TIME_MODE_FIELDS[1]]}", path=path, field=f"{at}.fwd_time")
         if item["tape_size"] < item["out_size"]:
             raise InputError(
                 f"tape_size {item['tape_size']} < out_size {item['out_size']} (the tape contains the output)",

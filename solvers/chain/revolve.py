@@ -18,8 +18,8 @@ reverse (i+j .. n-1) with c - 1 checkpoints, then (i .. i+j-1) with c.
 from checkpoint a_i to a_k is F_ck(i) F_n(i+1) .. F_n(k-1) (a_i stays, a_k is stored); a turn
 at step k is F_all(k) B(k) (F_all(L-1) Loss B(L-1) for the last step, the loss being the start
 of the adjoint). B(k) frees a standalone a_k, so checkpoints are released as in Revolve. So the
-number of forward operations is exactly L + p(L, c), and the makespan
-``(L + p(L, c)) u_f + L u_b + u_b[L]``.
+number of forward operations is exactly L + p(L, c) (L F_all, p(L, c) F_ck / F_n), and the
+makespan ``L u_fa + p(L, c) u_fn + L u_b + u_b[L]`` (``(L + p(L, c)) u_f + ..`` with one forward time).
 
 **Budget -> c.** Checkpoints are activations a_j of x bytes; besides them the simulator charges
 the working activation, the gradients delta, the tape xbar of the turn and the overheads. We

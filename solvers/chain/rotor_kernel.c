@@ -3,8 +3,8 @@
  * Built on first use by solvers/chain/ckernel.py with the system C compiler (no fast-math, no
  * FMA contraction: every value is the same IEEE double sum as in the numba and numpy kernels,
  * so the tables are equal bit for bit; tests/test_chain_kernels.py checks it) and loaded with
- * ctypes. Notation of docs/chain.md: x, xbar, o_fa, o_fn, o_b (sizes, int64), u_f, u_b (times),
- * sf[k] = u_f[0] + ... + u_f[k-1]; the packed table C has row off[i] + l - i for (i, l) and
+ * ctypes. Notation of docs/chain.md: x, xbar, o_fa, o_fn, o_b (sizes, int64), u_fa (F_all's time),
+ * u_b (times), sf[k] = u_fn[0] + ... + u_fn[k-1] (no-grad forward times); the packed table C has row off[i] + l - i for (i, l) and
  * columns m = 0..M; first[r] is the least m where row r is finite (M + 1 if none).
  *
  * rotor_fill computes exactly the table of the recurrence in dp.py; only the order of the work
@@ -34,7 +34,7 @@ static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* Fill C (nrows x (M+1), row-major) and first; returns 0, or -1 when memory runs out. */
 int rotor_fill(int64_t L, int64_t M, const int64_t *x, const int64_t *xbar, const int64_t *o_fa,
-               const int64_t *o_fn, const int64_t *o_b, const double *u_f, const double *u_b,
+               const int64_t *o_fn, const int64_t *o_b, const double *u_fa, const double *u_b,
                const double *sf, const int64_t *off, double *C, int64_t *first)
 {
     const int64_t W = M + 1, nb = (M + BLK) / BLK, nrows = (L + 1) * (L + 2) / 2;
@@ -53,7 +53,7 @@ int rotor_fill(int64_t L, int64_t M, const int64_t *x, const int64_t *xbar, cons
             for (int64_t l = imax(i, l0); l < l1; l++) {
                 const int64_t g = l - l0;
                 double *c = col + (g * (L + 1) + i) * W;
-                const double t = u_f[i] + u_b[i];
+                const double t = u_fa[i] + u_b[i];
                 for (int64_t m = 0; m < W; m++) c[m] = INFINITY;
                 if (i == l) {
                     const int64_t need = imax(x[i + 1] + xbar[i + 1] + o_fa[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i]);

@@ -8,7 +8,7 @@ schedules at the discretisation of B (a coarser one for b than b's own N slots: 
 so the makespan can be larger than `solve_rotor` at b alone; the scope says so).
 
 `cached_table` keeps the tables of the last `CACHE_SIZE` (chain, B, N) in this process; the
-chain is identified by the bytes of its arrays (u_f, u_b, x, xbar, o_f, o_b).
+chain is identified by the bytes of its arrays (u_fa, u_fn, u_b, x, xbar, o_fa, o_fn, o_b).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ _CACHE: OrderedDict[tuple[str, int, int], tuple[Chain, RotorTable]] = OrderedDic
 def fingerprint(chain: Chain) -> str:
     """A hash of the chain's times and sizes (not its names)."""
     h = hashlib.sha1()
-    for a in (chain.u_f, chain.u_b, chain.x, chain.xbar, chain.o_fa, chain.o_fn, chain.o_b):
+    for a in (chain.u_fa, chain.u_fn, chain.u_b, chain.x, chain.xbar, chain.o_fa, chain.o_fn, chain.o_b):
         h.update(np.ascontiguousarray(a).tobytes())
     return h.hexdigest()
 

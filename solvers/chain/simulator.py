@@ -21,7 +21,8 @@ B(i)         abar_{i+1}, delta_{i+1}, a_i         delta_i: x[i]       abar_{i+1}
                                                                       standalone a_i
 ===========  ===================================  ==================  =================
 
-Time: u_f[i] for each forward of stage i, u_b[i] for B(i), u_b[L] for the loss.
+Time: u_fa[i] for F_all(i), u_fn[i] for F_ck(i) and F_n(i) (per-mode forward times; both u_f[i]
+unless the chain file gives them), u_b[i] for B(i), u_b[L] for the loss.
 The schedule is complete when delta_0 is produced; each B(i) and the loss run exactly once.
 These are the charges of the persistent rotor recurrence (docs/chain.md): the memory while F_all
 runs is state + xbar[i+1] + o_fa[i], while B(i) runs state + x[i] + o_b[i].
@@ -186,12 +187,14 @@ def over_budget(during: int, budget: int | None) -> str | None:
 def op_cost(chain: Chain, kind: str, i: int, *, per_mode: bool = True) -> tuple[int, int, float]:
     """(output size, transient overhead, duration) of `kind`(i) on `chain` by the rules table:
     F_all(i) makes abar_{i+1} (xbar[i+1]) with o_fa[i], F_ck(i) and F_n(i) make a_{i+1} (x[i+1])
-    with o_fn[i] (both with o_f[i], their max, without `per_mode`), each in u_f[i]; B(i) and the
-    loss (i = L) make delta_i (x[i]) with o_b[i] in u_b[i]."""
+    with o_fn[i], F_all(i) in u_fa[i] and F_ck(i), F_n(i) in u_fn[i] (all with o_f[i] and u_f[i],
+    the maxima, without `per_mode`); B(i) and the loss (i = L) make delta_i (x[i]) with o_b[i] in u_b[i]."""
     if kind == F_ALL:
-        return int(chain.xbar[i + 1]), int((chain.o_fa if per_mode else chain.o_f)[i]), float(chain.u_f[i])
+        return (int(chain.xbar[i + 1]), int((chain.o_fa if per_mode else chain.o_f)[i]),
+                float((chain.u_fa if per_mode else chain.u_f)[i]))
     if kind in (F_CK, F_N):
-        return int(chain.x[i + 1]), int((chain.o_fn if per_mode else chain.o_f)[i]), float(chain.u_f[i])
+        return (int(chain.x[i + 1]), int((chain.o_fn if per_mode else chain.o_f)[i]),
+                float((chain.u_fn if per_mode else chain.u_f)[i]))
     return int(chain.x[i]), int(chain.o_b[i]), float(chain.u_b[i])
 
 

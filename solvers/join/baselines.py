@@ -49,7 +49,8 @@ def _with_loss_overhead(chain: Chain, overhead: int) -> Chain:
     o_b = chain.o_b.copy()
     o_b[-1] = overhead
     return Chain(chain.u_f, chain.u_b, chain.x, chain.xbar, chain.o_f, o_b, name=chain.name,
-                 stage_names=list(chain.stage_names), o_fa=chain.o_fa, o_fn=chain.o_fn)
+                 stage_names=list(chain.stage_names), o_fa=chain.o_fa, o_fn=chain.o_fn, u_fa=chain.u_fa,
+                 u_fn=chain.u_fn)
 
 
 def share_schedule(work: Join, shares: list[int]) -> tuple[JoinSchedule | None, float, str]:

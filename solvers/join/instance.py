@@ -12,7 +12,9 @@ join networks", Phil. Trans. R. Soc. A 378, 2020, with the rotor chain model of 
 - per-mode forward overheads (optional per stage, ``fwd_overhead_all`` o_fa^b[i] while F_all(b,i)
   runs and ``fwd_overhead_nograd`` o_fn^b[i] while F_ck(b,i) / F_n(b,i) run, as in the chain file;
   ``fwd_overhead`` = their max) are kept in each branch's Chain and charged by the join simulator,
-  the DP and the exact models; without them both are o_f^b[i].
+  the DP and the exact models; without them both are o_f^b[i]. Per-mode forward times likewise
+  (``fwd_time_all`` u_fa^b[i] for F_all(b,i), ``fwd_time_nograd`` u_fn^b[i] for F_ck / F_n;
+  ``fwd_time`` = their max; both u_f^b[i] without them).
 
 Sizes are integers (bytes, or slots once discretised), times floats (the file's unit).
 """
@@ -137,7 +139,7 @@ def _without_loss(chain: Chain) -> Chain:
     u_b[-1], o_b[-1] = 0.0, 0
     return Chain(chain.u_f.copy(), u_b, chain.x.copy(), chain.xbar.copy(), chain.o_f.copy(), o_b,
                  name=chain.name, stage_names=list(chain.stage_names), meta=dict(chain.meta),
-                 o_fa=chain.o_fa.copy(), o_fn=chain.o_fn.copy())
+                 o_fa=chain.o_fa.copy(), o_fn=chain.o_fn.copy(), u_fa=chain.u_fa.copy(), u_fn=chain.u_fn.copy())
 
 
 def branch_with_loss(join: Join, b: int) -> Chain:
@@ -147,4 +149,4 @@ def branch_with_loss(join: Join, b: int) -> Chain:
     u_b[-1], o_b[-1] = join.loss_time, join.loss_overhead
     return Chain(c.u_f.copy(), u_b, c.x.copy(), c.xbar.copy(), c.o_f.copy(), np.asarray(o_b),
                  name=c.name, stage_names=list(c.stage_names), meta=dict(c.meta), o_fa=c.o_fa.copy(),
-                 o_fn=c.o_fn.copy())
+                 o_fn=c.o_fn.copy(), u_fa=c.u_fa.copy(), u_fn=c.u_fn.copy())
