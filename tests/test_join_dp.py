@@ -173,13 +173,14 @@ def test_interleaving_beats_the_sequential_classes():
 
 # --------------------------------------------------------------------------- per-mode forward overheads
 def tiny_mode_joins():
-    """Random joins (1..3 branches, at most 6 stages) with distinct o_fa / o_fn per stage."""
+    """Random joins (1..3 branches, at most 6 stages) with distinct o_fa / o_fn per stage, and
+    half of them with no-grad forward times u_fn below F_all's u_fa."""
     return st.builds(
-        lambda lengths, seed, loss_overhead: random_join(
+        lambda lengths, seed, loss_overhead, times: random_join(
             lengths, seed, size_range=(1, 4), overhead=1.5, integer_times=True, loss_overhead=loss_overhead,
-            mode_overheads=True),
+            mode_overheads=True, mode_times=times),
         st.lists(st.integers(1, 3), min_size=1, max_size=3).filter(lambda ls: sum(ls) <= 6),
-        st.integers(0, 10_000), st.sampled_from([0, 2]))
+        st.integers(0, 10_000), st.sampled_from([0, 2]), st.booleans())
 
 
 @settings(max_examples=30, deadline=None)
@@ -210,9 +211,11 @@ def test_mode_overheads_exact_models_bound_the_dp(join, frac):
 @given(L=st.integers(1, 7), seed=st.integers(0, 10_000), frac=st.floats(0.2, 1.0))
 def test_mode_overheads_one_branch_equals_chain_dp(L, seed, frac):
     # exact sizes: with slots, solve_rotor's guard may refine past the 60-slot table (not the DP's class)
-    join = random_join([L], seed, size_range=(1, 10), overhead=1.5, loss_overhead=2, mode_overheads=True)
+    join = random_join([L], seed, size_range=(1, 10), overhead=1.5, loss_overhead=2, mode_overheads=True,
+                       mode_times=seed % 2 == 0)
     as_chain = branch_with_loss(join, 0)
     assert as_chain.has_mode_overheads() == join.branches[0].has_mode_overheads()
+    assert as_chain.has_mode_times() == join.branches[0].has_mode_times() == (seed % 2 == 0)
     budget = int(reference_peak(join) * frac)
     dp = solve_join_dp(join, budget, slots=0)
     rotor = solve_rotor(as_chain, budget, slots=0)

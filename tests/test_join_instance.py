@@ -128,3 +128,24 @@ def test_per_mode_overheads_round_trip_and_old_files(tmp_path):
     for c in old.branches:
         assert not c.has_mode_overheads() and list(c.o_fa) == list(c.o_f)
         assert all("fwd_overhead_all" not in st for br in old.to_dict()["branches"] for st in br["stages"])
+
+
+def test_per_mode_times_round_trip_and_old_files(tmp_path):
+    join = random_join([3, 2], seed=7, size_range=(1, 9), mode_times=True)
+    assert all(c.has_mode_times() for c in join.branches)
+    path = tmp_path / "times.json"
+    join.save(path)
+    again = Join.load(path)
+    assert again.to_dict() == join.to_dict()
+    for a, b in zip(join.branches, again.branches):
+        assert list(a.u_fa) == list(b.u_fa) and list(a.u_fn) == list(b.u_fn)
+        assert list(b.discretised(2.0).u_fn) == list(b.u_fn)  # times are not discretised
+    assert all("fwd_time_nograd" in st for st in json.loads(path.read_text())["branches"][1]["stages"])
+    old = load(str(JOIN_DIR / "tiny.json"))
+    assert not any(c.has_mode_times() for c in old.branches)
+    assert all("fwd_time_all" not in st for br in old.to_dict()["branches"] for st in br["stages"])
+    data = join.to_dict()  # fwd_time must be the larger of the two: one-line error naming the branch stage
+    data["branches"][1]["stages"][0]["fwd_time"] += 1.0
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match=r"branches\[1\].*stages\[0\].*fwd_time"):
+        Join.load(path)

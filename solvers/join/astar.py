@@ -45,8 +45,8 @@ def _lower(join: Join, state: tuple, loss_done: bool) -> float:
     for c, (_, T, p) in zip(join.branches, state):
         for i in range(min(p, c.length)):
             h += float(c.u_b[i])
-            if not (T >> (i + 1)) & 1:
-                h += float(c.u_f[i])
+            if not (T >> (i + 1)) & 1:  # F_all(i) must still run: its time u_fa
+                h += float(c.u_fa[i])
     return h
 
 
@@ -66,7 +66,8 @@ def search(join: Join, M: int, *, time_limit: float = DEFAULT_TIME_LIMIT, max_st
     ofa = [[int(v) for v in c.o_fa] for c in br]  # F_all's forward overhead
     ofn = [[int(v) for v in c.o_fn] for c in br]  # F_ck's and F_n's
     ob = [[int(v) for v in c.o_b] for c in br]
-    uf = [[float(v) for v in c.u_f] for c in br]
+    ufa = [[float(v) for v in c.u_fa] for c in br]  # F_all's forward time
+    ufn = [[float(v) for v in c.u_fn] for c in br]  # F_ck's and F_n's
     ub = [[float(v) for v in c.u_b] for c in br]
     start = tuple((1, 0, Ls[b] + 1) for b in range(k))
     mem0 = join.input_total()
@@ -105,15 +106,15 @@ def search(join: Join, M: int, *, time_limit: float = DEFAULT_TIME_LIMIT, max_st
                     during = mem + xb[b][i + 1] + ofa[b][i]
                     if during <= M:
                         succ.append((JOp("F_all", b, i), _set(s, b, (A, T | 1 << (i + 1), p)),
-                                     mem + xb[b][i + 1], uf[b][i]))
+                                     mem + xb[b][i + 1], ufa[b][i]))
                 if i + 1 <= p - 1 and not (A >> (i + 1)) & 1 and not (T >> (i + 1)) & 1:
                     during = mem + x[b][i + 1] + ofn[b][i]
                     if during <= M:
                         succ.append((JOp("F_ck", b, i), _set(s, b, (A | 1 << (i + 1), T, p)),
-                                     mem + x[b][i + 1], uf[b][i]))
+                                     mem + x[b][i + 1], ufn[b][i]))
                         if i >= 1 and (A >> i) & 1:
                             succ.append((JOp("F_n", b, i), _set(s, b, ((A | 1 << (i + 1)) & ~(1 << i), T, p)),
-                                         mem + x[b][i + 1] - x[b][i], uf[b][i]))
+                                         mem + x[b][i + 1] - x[b][i], ufn[b][i]))
             if 1 <= p <= L and (T >> p) & 1 and ((A >> (p - 1)) & 1 or (T >> (p - 1)) & 1):
                 i = p - 1
                 during = mem + x[b][i] + ob[b][i]

@@ -152,7 +152,7 @@ def solve_sequential(join: Join, budget: int, *, slots: int = 500, **_: Any) -> 
                 if m < mmin[b] or m > tables[b].M:
                     total = math.inf
                     break
-                total += float(np.sum(c.u_f)) + tables[b].value(m, 0, c.length - 1)
+                total += float(np.sum(c.u_fn)) + tables[b].value(m, 0, c.length - 1)  # F_ck F_n sweep: no grad
             if math.isfinite(total) and (best is None or total < best[0]):
                 best = (total, order)
     if best is None:

@@ -23,7 +23,8 @@ at stage j needs a_j (standalone or in its tape); F_ck/F_n must not re-create a 
 standalone a_{j+1}, F_all a resident tape; F_n only when it frees a standalone a_j (an F_n that
 frees nothing is an F_ck); the loss needs every a_{L_b}; B(b, kk) needs abar_{kk+1} and a_kk;
 memory of every slot, loss and B: the state of all branches (delta's included) + output +
-overhead <= M. Objective: sum u_f (FA + FC + FN) + sum u_b + loss time.
+overhead <= M. Objective: sum (u_fa FA + u_fn (FC + FN)) + sum u_b + loss time (per-mode forward
+times; u_f (FA + FC + FN) with one forward time).
 """
 
 from __future__ import annotations
@@ -152,8 +153,8 @@ class JoinPhaseModel:
                 T[b][j + 1] = _add(T[b][j + 1], {v["FA"]: 1})
             if "FN" in v:
                 A[b][j] = _add(A[b][j], {v["FN"]: 1}, -1)
-            for i in v.values():
-                self.objective[i] = float(br[b].u_f[j])
+            for kind, i in v.items():  # per-mode forward times: u_fa for F_all, u_fn for F_ck / F_n
+                self.objective[i] = float((br[b].u_fa if kind == "FA" else br[b].u_fn)[j])
             self.events.append(("F", b, j, v))
 
         if sum(c.x[0] for c in br) > M:

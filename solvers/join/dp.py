@@ -35,18 +35,18 @@ holding at most w while waiting; t = "ck" (a_L stored standalone: w includes its
 in its place) or "tape" (the spine ends with F_all(L-1): w includes abar_L and delta_L):
 
     V^t(i, m, w) = min( min_{i<j<=L, m >= sweep(i, j)}
-                              sum_{k=i}^{j-1} u_f[k] + C(m, i, j-1) + V^t(j, m-x[j], w-x[j]),
-                        u_f[i] + u_b[i] + V^t(i+1, m-xbar[i+1], w-xbar[i+1])
+                              sum_{k=i}^{j-1} u_fn[k] + C(m, i, j-1) + V^t(j, m-x[j], w-x[j]),
+                        u_fa[i] + u_b[i] + V^t(i+1, m-xbar[i+1], w-xbar[i+1])
                               if m >= max(xbar[i+1]+o_fa[i], x[i]+x[i+1]+xbar[i+1]+o_b[i]) )
     sweep(i, j)  = max(x[i+1]+o_fn[i], max_{i<k<j} x[k]+x[k+1]+o_fn[k])   (F_ck(i) F_n(i+1..j-1))
     V^ck(L, m, w) = 0 if reached by a ck step (w >= 0);  V^tape(L, m, w) = 0 if reached by the
     F_all(L-1) step with w >= x[L] (the delta_L), +inf otherwise.
 
-Forward overheads are per mode, as in the chain simulator: o_fa for F_all, o_fn for F_ck / F_n
-(both o_f in a file without per-mode values). The per-split gate sweep(i, j) replaces the
-paper's gate mmin(i, L) = sweep(i, L) of the whole entry: with o_fa = o_fn the recursion's own
-conditions imply mmin (the table is the same), with o_fa < o_fn a spine of F_all steps never
-runs F_n and must not be charged its overhead.
+Forward overheads and times are per mode, as in the chain simulator: o_fa and u_fa for F_all,
+o_fn and u_fn for F_ck / F_n (o_f and u_f in a file without per-mode values). The per-split
+gate sweep(i, j) replaces the paper's gate mmin(i, L) = sweep(i, L) of the whole entry: with
+o_fa = o_fn the recursion's own conditions imply mmin (the table is the same), with o_fa < o_fn
+a spine of F_all steps never runs F_n and must not be charged its overhead.
 
 **Join level**: a DP over (set S of branches processed last, set T subset of S of ck-ending
 ones, W = sum_{b in S} w_b): ``f(S+{b}, T', W+w) = min f(S, T, W) + V_b^t(0, M-X_0-W, w)``;
@@ -154,7 +154,7 @@ def branch_tables(chain: Chain, M: int, *, restrict: str | None = None) -> Branc
     M = int(M)
     table = rotor_table(chain, M)
     x, xbar, o_fa, o_b = (np.asarray(a, dtype=np.int64) for a in (chain.x, chain.xbar, chain.o_fa, chain.o_b))
-    sf = np.concatenate([[0.0], np.cumsum(chain.u_f)])
+    sf = np.concatenate([[0.0], np.cumsum(chain.u_fn)])  # the no-grad spine sweeps, as rotor's C_ck
     n = M + 1
     V = np.full((2, L + 1, n, n), np.inf)
     ch = np.full((2, L + 1, n, n), -2, dtype=np.int16 if L < 32000 else np.int32)
@@ -193,7 +193,7 @@ def branch_tables(chain: Chain, M: int, *, restrict: str | None = None) -> Branc
                 else:
                     nxt = None
                 if nxt is not None:
-                    cand = float(chain.u_f[i] + chain.u_b[i]) + nxt
+                    cand = float(chain.u_fa[i] + chain.u_b[i]) + nxt
                     cand[: min(need, n), :] = np.inf
                     better = cand < best
                     best = np.where(better, cand, best)

@@ -26,9 +26,10 @@ B(b,i)       abar_{i+1}^b, delta_{i+1}^b, a_i^b      delta_i^b: x^b[i]          
 
 The transient overhead is o_fa^b[i] for F_all(b,i), o_fn^b[i] for F_ck(b,i) and F_n(b,i) (the
 per-mode forward overheads of the chain; both are o_f^b[i] when the file gives none), o_b^b[i]
-for B(b,i) and the join's loss_overhead for the loss. Time: u_f^b[i] per forward, u_b^b[i] per backward, loss_time for
-the loss. The schedule is complete when every delta_0^b is produced; the loss and each B(b,i)
-run exactly once. The first violation is reported with its position, op and reason.
+for B(b,i) and the join's loss_overhead for the loss. Time: u_fa^b[i] for F_all(b,i), u_fn^b[i] for
+F_ck(b,i) and F_n(b,i) (per-mode forward times; both u_f^b[i] when the file gives none), u_b^b[i]
+per backward, loss_time for the loss. The schedule is complete when every delta_0^b is produced;
+the loss and each B(b,i) run exactly once. The first violation is reported with its position, op and reason.
 """
 
 from __future__ import annotations
