@@ -85,3 +85,28 @@ def test_gpt2_integer_input():
     assert chain.x[0] == 2 * 8 * 8  # int64 token ids
     assert chain.length == 4
     assert all(chain.xbar[1:-1] >= chain.x[1:-1])
+
+
+@pytest.mark.parametrize("timing", ["isolated", "in_step"])
+def test_per_mode_forward_times(timing, tmp_path):
+    """Both timing paths write u_fa (autograd) and u_fn (no grad) per stage, u_f their max, and keep
+    meta.per_mode for older readers; the file round-trips them."""
+    blocks = [torch.nn.Sequential(torch.nn.Linear(40, 40), torch.nn.GELU()) for _ in range(3)]
+    chain = profile_chain(blocks, lambda y, t: y.square().mean(), torch.randn(16, 40), None, repeats=2, warmup=1,
+                          timing=timing)
+    L = chain.length
+    assert (chain.u_fa[:L] > 0).all() and (chain.u_fn[:L] > 0).all() and chain.u_fa[L] == chain.u_fn[L] == 0
+    assert list(chain.u_f) == [max(a, n) for a, n in zip(chain.u_fa, chain.u_fn)]
+    assert chain.meta["per_mode"]["fwd_time_no_grad"] == list(chain.u_fn[:L])
+    path = tmp_path / "c.json"
+    chain.save(path)
+    again = Chain.load(path)
+    assert list(again.u_fa) == list(chain.u_fa) and list(again.u_fn) == list(chain.u_fn)
+
+
+def test_counted_costs_give_one_forward_time():
+    """A FLOP count is the same with and without autograd: u_fa = u_fn = u_f, no per-mode fields."""
+    blocks = [torch.nn.Sequential(torch.nn.Linear(40, 40), torch.nn.GELU()) for _ in range(2)]
+    chain = profile_chain(blocks, lambda y, t: y.square().mean(), torch.randn(16, 40), None, cost="flops")
+    assert not chain.has_mode_times() and list(chain.u_fa) == list(chain.u_fn) == list(chain.u_f)
+    assert "fwd_time_all" not in chain.to_dict()["stages"][0]

@@ -2,9 +2,11 @@
 
 For each block i (input a_i, output a_{i+1}), in the chain's units (ms, bytes):
 
-- ``fwd_time`` u_f: median over `repeats` (after `warmup`) of the forward *with autograd*
-  (the F_all mode; F_ck / F_n run the same code without building the graph and are usually a
-  little faster, so the time model is conservative for them);
+- ``fwd_time_all`` u_fa: median over `repeats` (after `warmup`) of the forward *with autograd*
+  (the F_all mode), and ``fwd_time_nograd`` u_fn: the same forward without autograd (F_ck /
+  F_n run the same code without building the graph, usually faster); the chain simulator and
+  solvers charge each mode its own time. ``fwd_time`` u_f is the larger, for tools that know one
+  forward time. ``meta["per_mode"]["fwd_time_no_grad"]`` repeats u_fn for older readers;
 - ``bwd_time`` u_b: median time of ``torch.autograd.backward(a_{i+1}, delta)`` on a fresh
   tape, parameter-gradient accumulation included;
 - ``out_size`` x_{i+1}: bytes of the distinct storages of a_{i+1};
@@ -17,8 +19,7 @@ For each block i (input a_i, output a_{i+1}), in the chain's units (ms, bytes):
   (beyond the output: F_ck / F_n), >= 0; the chain simulator and solvers charge each mode its
   own (a transformer block's no-grad intermediates are what autograd saves in its tape, so one
   value for both would over-charge F_all by up to a tape). ``fwd_overhead`` o_f is the larger,
-  for the problems that charge one forward overhead. ``meta["per_mode"]`` keeps the no-grad
-  forward times for analysis;
+  for the problems that charge one forward overhead;
 - ``bwd_overhead`` o_b: peak bytes during the backward beyond the state before it and the
   produced delta_i, >= 0;
 - the loss: ``bwd_time`` is the time of computing the loss and back-propagating to a_L,
@@ -61,6 +62,7 @@ from memsched.models.measure import Timer as _Timer
 from memsched.models.measure import median as _median
 from memsched.models.memory import storage_key, unique_bytes
 from memsched.solvers.chain import Chain
+from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, Loss, Op, Schedule
 from torch import nn
 
 __all__ = ["profile_chain", "profile_model", "shape_exact_model", "BlockProfile"]
@@ -221,13 +223,24 @@ def _profile_loss(loss_fn: Callable[[torch.Tensor, Any], torch.Tensor], a: torch
             "_released": released}
 
 
+def no_grad_timing_schedule(L: int) -> Schedule:
+    """F_ck(0) .. F_ck(L-1) (each stage's no-grad forward once, every a_i kept), the loss, then
+    F_all(i) B(i) for i = L-1 .. 0: the step whose F_ck times are the profile's u_fn. Its peak is
+    below store-all's (the activations and one tape at a time)."""
+    ops: list[Op] = [F_ck(i) for i in range(L)] + [Loss(L)]
+    for i in reversed(range(L)):
+        ops += [F_all(i), Bwd(i)]
+    return Schedule(ops, L)
+
+
 def _time_in_step(blocks: list[nn.Module], loss_fn: Callable[[torch.Tensor, Any], torch.Tensor],
                   x0: torch.Tensor, target: Any, device: torch.device, repeats: int, warmup: int, clock: str
                   ) -> tuple[list[float], list[float], list[float], float]:
-    """Times (ms) of each op inside whole store-all steps of the chain executor: F_all(i), B(i) and
-    the loss (`models.chain.timing.op_times` on `ChainExecutor` timed runs: the executor's own
-    per-op work included), and the no-grad forwards (one extra pass per repeat): medians over
-    `repeats` steps after `warmup`.
+    """Times (ms) of each op inside whole steps of the chain executor: F_all(i), B(i) and the loss
+    inside store-all steps, F_ck(i) (the no-grad forward, u_fn) inside steps of
+    `no_grad_timing_schedule` (`models.chain.timing.op_times` on `ChainExecutor` timed runs: the
+    executor's own per-op work included, for both modes alike): medians over `repeats` steps
+    after `warmup`.
 
     Each op then runs with the caches, allocator and interpreter in the state a real step
     leaves them in, which isolated repetitions of one block do not reproduce on CPU (there,
@@ -237,22 +250,16 @@ def _time_in_step(blocks: list[nn.Module], loss_fn: Callable[[torch.Tensor, Any]
     from memsched.models.chain.timing import op_times
     from memsched.solvers.chain.baselines import store_all_schedule
 
-    timer = _Timer(device, clock)
     L = len(blocks)
-    ng: list[list[float]] = [[] for _ in range(L)]
-    for k in range(warmup + repeats):
-        with torch.no_grad():
-            a = x0
-            for i, block in enumerate(blocks):
-                with timer.region(ng[i] if k >= warmup else []):
-                    a = block(a)
-        del a
     executor = ChainExecutor(blocks, loss_fn)
     ops = list(store_all_schedule(L).ops)
     times = op_times(lambda: executor._run(ops, x0, target, None, False, False, clock), repeats=repeats,
                      warmup=warmup)
+    ng_ops = list(no_grad_timing_schedule(L).ops)
+    ng = op_times(lambda: executor._run(ng_ops, x0, target, None, False, False, clock), repeats=repeats,
+                  warmup=warmup)
     return ([times[f"F_all({i})"] for i in range(L)], [times[f"B({i})"] for i in range(L)],
-            [_median(t) for t in ng], times["Loss"])
+            [ng[f"F_ck({i})"] for i in range(L)], times["Loss"])
 
 
 def profile_meta(source: str, device: torch.device, dtype: torch.dtype, repeats: int, warmup: int) -> dict[str, Any]:
@@ -370,8 +377,11 @@ def profile_chain(
                                         tracker=tracker)
     if released is not None:
         info["overheads"]["loss_released"] = released
-    # the chain has one u_f per stage (the F_all mode's); the no-grad forward times, for analysis
-    info["per_mode"] = {"fwd_time_no_grad": [st.pop("_fwd_time_no_grad") for st in stages]}
+    # per-mode forward times: u_fa (autograd), u_fn (no grad), u_f their max; per_mode for older readers
+    for st in stages:
+        fa, fn = st["fwd_time"], st.pop("_fwd_time_no_grad")
+        st.update(fwd_time=max(fa, fn), fwd_time_all=fa, fwd_time_nograd=fn)
+    info["per_mode"] = {"fwd_time_no_grad": [st["fwd_time_nograd"] for st in stages]}
     info.update(meta or {})
     return Chain.from_stages(unique_bytes(example_input), stages, loss, name=name, meta=info)
 

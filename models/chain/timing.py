@@ -1,6 +1,6 @@
 """Op times measured inside the executors' own steps (CPU profiles, ``timing="in_step"``).
 
-A profile's u_f[i], u_b[i] (and a join's loss time) are what the simulator adds up into a
+A profile's u_fa[i], u_fn[i], u_b[i] (and a join's loss time) are what the simulator adds up into a
 makespan, and a measured step is compared with that sum. Timing a block on its own, or a
 hand-written forward/backward loop, misses what the executor does around each op: its run state
 (detach, leaf copies, dict updates), the RNG context of a stage (`models.measure.RngStates`, the
@@ -47,31 +47,40 @@ def op_times(step: Callable[[], Any], *, repeats: int, warmup: int) -> dict[str,
     return {label: float(statistics.median(v)) for label, v in samples.items()}
 
 
-def _chain_times(chain: Chain, times: dict[str, float], prefix: str = "") -> tuple[np.ndarray, np.ndarray]:
+def _chain_times(chain: Chain, times: dict[str, float], prefix: str = "") -> tuple[np.ndarray, ...]:
+    """(u_fa, u_fn, u_b) from `times`: F_all's, F_ck's and B's labels (prefix "b," for a join's
+    branch b). Without F_ck labels, u_fn keeps the chain's own ratio u_fn / u_fa (capped at 1)."""
     L = chain.length
-    u_f = np.array([times[f"F_all({prefix}{i})"] for i in range(L)] + [0.0])
+    u_fa = np.array([times[f"F_all({prefix}{i})"] for i in range(L)] + [0.0])
     u_b = np.array([times[f"B({prefix}{i})"] for i in range(L)] + [times.get("Loss", 0.0) if not prefix else 0.0])
-    return u_f, u_b
+    if all(f"F_ck({prefix}{i})" in times for i in range(L)):
+        u_fn = np.array([times[f"F_ck({prefix}{i})"] for i in range(L)] + [0.0])
+    else:
+        ratio = np.divide(chain.u_fn, chain.u_fa, out=np.ones(L + 1), where=chain.u_fa > 0)
+        u_fn = u_fa * np.minimum(ratio, 1.0)
+    return u_fa, u_fn, u_b
 
 
 def retime_chain(chain: Chain, times: dict[str, float], executor: str) -> Chain:
-    """`chain` with u_f[i] = time of F_all(i), u_b[i] = B(i), u_b[L] = Loss from `times` (`op_times`
-    of a store-all step of `executor`, a name for the meta); sizes and overheads unchanged."""
-    u_f, u_b = _chain_times(chain, times)
+    """`chain` with u_fa[i] = time of F_all(i), u_fn[i] = F_ck(i) (or the chain's ratio u_fn / u_fa
+    when `times` has no F_ck), u_b[i] = B(i), u_b[L] = Loss from `times` (`op_times` of a store-all
+    step of `executor`, a name for the meta); u_f = max(u_fa, u_fn); sizes and overheads unchanged."""
+    u_fa, u_fn, u_b = _chain_times(chain, times)
     meta = {**chain.meta, "timing": f"in_step ({executor}: each op inside whole store-all steps)"}
-    return Chain.with_mode_overheads(u_f, u_b, chain.x.copy(), chain.xbar.copy(), chain.o_fa.copy(),
+    return Chain.with_mode_overheads(u_fa, u_b, chain.x.copy(), chain.xbar.copy(), chain.o_fa.copy(),
                                      chain.o_fn.copy(), chain.o_b.copy(), name=chain.name,
-                                     stage_names=list(chain.stage_names), meta=meta)
+                                     stage_names=list(chain.stage_names), meta=meta).with_mode_times(u_fa, u_fn)
 
 
 def retime_join(join: Join, times: dict[str, float], executor: str) -> Join:
-    """`join` with each branch's u_f, u_b from the times of F_all(b,i), B(b,i) and the loss time from
-    Loss (`op_times` of a store-all step of `executor`); sizes and overheads unchanged."""
+    """`join` with each branch's u_fa, u_fn, u_b from the times of F_all(b,i), F_ck(b,i) (or the
+    branch's ratio u_fn / u_fa without them), B(b,i) and the loss time from Loss (`op_times` of
+    store-all steps of `executor`); sizes and overheads unchanged."""
     branches = []
     for b, c in enumerate(join.branches):
-        u_f, u_b = _chain_times(c, times, prefix=f"{b},")
-        branches.append(Chain(u_f, u_b, c.x.copy(), c.xbar.copy(), c.o_f.copy(), c.o_b.copy(), name=c.name,
-                              stage_names=list(c.stage_names), meta=dict(c.meta), o_fa=c.o_fa.copy(),
-                              o_fn=c.o_fn.copy()))
+        u_fa, u_fn, u_b = _chain_times(c, times, prefix=f"{b},")
+        branches.append(Chain(np.maximum(u_fa, u_fn), u_b, c.x.copy(), c.xbar.copy(), c.o_f.copy(), c.o_b.copy(),
+                              name=c.name, stage_names=list(c.stage_names), meta=dict(c.meta), o_fa=c.o_fa.copy(),
+                              o_fn=c.o_fn.copy(), u_fa=u_fa, u_fn=u_fn))
     meta = {**join.meta, "timing": f"in_step ({executor}: each op inside whole store-all steps)"}
     return Join(branches, times["Loss"], join.loss_overhead, name=join.name, meta=meta)

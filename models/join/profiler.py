@@ -1,11 +1,12 @@
 """Profile a join network (k branches of PyTorch blocks and a joint loss) into a `solvers.join.Join`.
 
 Per branch b, `models.chain.profiler.profile_chain` measures every block on the branch's example
-input (fwd_time u_f, bwd_time u_b, out_size x, tape_size xbar, the per-mode forward overheads
-fwd_overhead_all o_fa and fwd_overhead_nograd o_fn (fwd_overhead o_f = their max), bwd_overhead
-o_b; ms and bytes, see that module). The per-mode values are kept in the join file and charged
-by the join simulator and solvers (F_all o_fa, F_ck / F_n o_fn). It needs a loss to back-propagate from; a
-branch has none of its own, so a *surrogate* ``(a_L * r).sum()`` with a fixed random r of
+input (fwd_time_all u_fa and fwd_time_nograd u_fn, fwd_time u_f their max, bwd_time u_b,
+out_size x, tape_size xbar, the per-mode forward overheads fwd_overhead_all o_fa and
+fwd_overhead_nograd o_fn (fwd_overhead o_f = their max), bwd_overhead o_b; ms and bytes, see
+that module). The per-mode values are kept in the join file and charged by the join simulator
+and solvers (F_all o_fa and u_fa, F_ck / F_n o_fn and u_fn). It needs a loss to back-propagate
+from; a branch has none of its own, so a *surrogate* ``(a_L * r).sum()`` with a fixed random r of
 a_L's shape is used (it yields a dense delta_L like a real loss); its costs are dropped, the
 join file's loss being the real one.
 
@@ -140,16 +141,25 @@ def profile_join_branches(
 
 def _retime(join: Join, branches: list[list[nn.Module]], loss_fn: JoinLossFn, inputs: Sequence[torch.Tensor],
             target: Any, *, repeats: int, warmup: int, clock: str) -> Join:
-    """`join` with every op time (u_f, u_b of each branch, the loss) measured inside store-all steps
-    of the `JoinExecutor` (`models.chain.timing`): its per-stage seeded RNG and joint loss included."""
+    """`join` with every op time (u_fa, u_b of each branch, the loss) measured inside store-all steps
+    of the `JoinExecutor`, and u_fn (F_ck) inside steps that run each stage's no-grad forward once
+    (`models.chain.timing`): its per-stage seeded RNG and joint loss included."""
     from memsched.models.chain.timing import op_times, retime_join
     from memsched.models.join.executor import JoinExecutor
     from memsched.solvers.join import store_all_schedule
+    from memsched.solvers.join.schedule import LOSS_OP, JOp
 
     executor = JoinExecutor(branches, loss_fn)
     ops = list(store_all_schedule(join).ops)
     times = op_times(lambda: executor._run(ops, inputs, target, 0, False, False, clock), repeats=repeats,
                      warmup=warmup)
+    # the no-grad forwards (u_fn): F_ck of every stage once, every a_i kept, then F_all B per stage
+    ng_ops = [JOp("F_ck", b, i) for b, c in enumerate(join.branches) for i in range(c.length)] + [LOSS_OP]
+    ng_ops += [op for b, c in enumerate(join.branches) for i in reversed(range(c.length))
+               for op in (JOp("F_all", b, i), JOp("B", b, i))]
+    ng = op_times(lambda: executor._run(ng_ops, inputs, target, 0, False, False, clock), repeats=repeats,
+                  warmup=warmup)
+    times.update({label: t for label, t in ng.items() if label.startswith("F_ck(")})
     for p in executor.params.values():
         p.grad = None
     return retime_join(join, times, "JoinExecutor")
