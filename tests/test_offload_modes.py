@@ -1,5 +1,5 @@
-"""Per-mode forward overheads in the offloading problem (o_fa while F_all runs, o_fn while F_ck /
-F_n run): a schedule without transfers replays in the two-stream simulator exactly as in the
+"""Per-mode forward overheads and times in the offloading problem (o_fa, u_fa for F_all; o_fn, u_fn
+for F_ck / F_n): a schedule without transfers replays in the two-stream simulator exactly as in the
 chain simulator, and every offloading solver that models memory charges the same per-mode values
 (pofo's DP on a dead link is rotor's, exact models never above pofo, every schedule fits)."""
 
@@ -25,9 +25,10 @@ from memsched.solvers.offload.dp import PofoTable, solve_pofo
 PAPER = Path(__file__).resolve().parents[1] / "results" / "fig_paper_offload" / "gpt2_medium-b8-1024.v100.json"
 
 
-def mode_chain(L: int, seed: int, *, fa_larger: bool | None = None, **kw) -> Chain:
+def mode_chain(L: int, seed: int, *, fa_larger: bool | None = None, times: bool = False, **kw) -> Chain:
     """A random chain whose F_all and F_ck / F_n overheads are drawn apart (either may be larger,
-    or the one named by `fa_larger`)."""
+    or the one named by `fa_larger`); with `times`, no-grad forward times u_fn drawn below F_all's
+    u_fa = u_f too (whole numbers when the times are)."""
     base = random_chain(L, seed, overhead=1.0, **kw)
     rng = np.random.default_rng(7000 + seed)
     lo, hi = (0.0, 0.3), (1.0, 2.5)
@@ -37,7 +38,11 @@ def mode_chain(L: int, seed: int, *, fa_larger: bool | None = None, **kw) -> Cha
         ra, rn = (rng.uniform(*hi, L), rng.uniform(*lo, L)) if fa_larger else (rng.uniform(*lo, L), rng.uniform(*hi, L))
     o_fa = np.append(np.floor(ra * base.x[1: L + 1]), 0).astype(np.int64)
     o_fn = np.append(np.floor(rn * base.x[1: L + 1]), 0).astype(np.int64)
-    return Chain.with_mode_overheads(base.u_f, base.u_b, base.x, base.xbar, o_fa, o_fn, base.o_b, name=base.name)
+    chain = Chain.with_mode_overheads(base.u_f, base.u_b, base.x, base.xbar, o_fa, o_fn, base.o_b, name=base.name)
+    if not times:
+        return chain
+    u_fn = rng.uniform(0.0, 1.0, L) * chain.u_f[:L]
+    return chain.with_mode_times(chain.u_f, np.append(np.floor(u_fn) if kw.get("integer_times") else u_fn, 0.0))
 
 
 def _same_replay(chain: Chain, schedule, budget: int | None = None) -> None:
@@ -52,9 +57,9 @@ def _same_replay(chain: Chain, schedule, budget: int | None = None) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(L=st.integers(1, 9), seed=st.integers(0, 10_000), frac=st.floats(0.0, 1.0),
-       fa_larger=st.sampled_from([None, True, False]))
-def test_no_transfers_replay_as_the_chain_simulator(L, seed, frac, fa_larger):
-    chain = mode_chain(L, seed, fa_larger=fa_larger)
+       fa_larger=st.sampled_from([None, True, False]), times=st.booleans())
+def test_no_transfers_replay_as_the_chain_simulator(L, seed, frac, fa_larger, times):
+    chain = mode_chain(L, seed, fa_larger=fa_larger, times=times)
     lo, hi = rotor_min_budget(chain), store_all_peak(chain)
     budget = int(lo + frac * (hi - lo))
     schedules = [store_all_schedule(L), recompute_all_schedule(L), periodic_schedule(L, max(1, L // 2))]
@@ -90,11 +95,11 @@ def test_paper_chain_remat_only_replays_as_the_chain():
 
 @settings(max_examples=25, deadline=None)
 @given(L=st.integers(1, 7), seed=st.integers(0, 10_000), frac=st.floats(0.0, 1.0),
-       fa_larger=st.sampled_from([None, True, False]), slots=st.sampled_from([0, 60]))
-def test_pofo_on_a_dead_link_is_per_mode_rotor(L, seed, frac, fa_larger, slots):
+       fa_larger=st.sampled_from([None, True, False]), slots=st.sampled_from([0, 60]), times=st.booleans())
+def test_pofo_on_a_dead_link_is_per_mode_rotor(L, seed, frac, fa_larger, slots, times):
     """With transfers that never pay, pofo's table is the chain's rotor table, which charges
     per mode (checked there against a brute force): same value at every budget."""
-    chain = mode_chain(L, seed, fa_larger=fa_larger)
+    chain = mode_chain(L, seed, fa_larger=fa_larger, times=times)
     inst = OffloadInstance(chain, 1e-6)
     lo, hi = rotor_min_budget(chain), store_all_peak(chain)
     budget = int(lo + frac * (hi - lo))
@@ -110,9 +115,9 @@ def test_pofo_on_a_dead_link_is_per_mode_rotor(L, seed, frac, fa_larger, slots):
 @settings(max_examples=25, deadline=None)
 @given(L=st.integers(1, 6), seed=st.integers(0, 10_000), frac=st.floats(0.5, 1.05),
        bandwidth=st.sampled_from([1e15, 1e4, 3e3]), fa_larger=st.sampled_from([None, True, False]),
-       slots=st.sampled_from([0, 40]))
-def test_solvers_schedules_fit_on_mode_chains(L, seed, frac, bandwidth, fa_larger, slots):
-    chain = mode_chain(L, seed, fa_larger=fa_larger)
+       slots=st.sampled_from([0, 40]), times=st.booleans())
+def test_solvers_schedules_fit_on_mode_chains(L, seed, frac, bandwidth, fa_larger, slots, times):
+    chain = mode_chain(L, seed, fa_larger=fa_larger, times=times)
     inst = OffloadInstance(chain, bandwidth)
     lo, hi = rotor_min_budget(chain), store_all_peak(chain)
     budget = max(1, int(lo * frac) if frac < 1 else int(lo + (frac - 1) * 20 * (hi - lo)))
@@ -161,10 +166,12 @@ def test_hand_case_fits_only_when_charged_per_mode():
     assert registry.solve("offload", inst, "none", budget - 1).status == "infeasible"
 
 
-@pytest.mark.parametrize("L, seed, fa_larger, bandwidth", [(2, 3, False, 500.0), (3, 5, True, 2000.0),
-                                                           (3, 2, False, 500.0)])
-def test_exact_models_never_above_pofo_on_mode_chains(L, seed, fa_larger, bandwidth):
-    chain = mode_chain(L, seed, fa_larger=fa_larger, integer_times=True, size_range=(1, 8))
+@pytest.mark.parametrize("L, seed, fa_larger, bandwidth, times", [
+    (2, 3, False, 500.0, False), (3, 5, True, 2000.0, False), (3, 2, False, 500.0, False),
+    (3, 4, False, 500.0, True), (3, 6, True, 2000.0, True)])
+def test_exact_models_never_above_pofo_on_mode_chains(L, seed, fa_larger, bandwidth, times):
+    chain = mode_chain(L, seed, fa_larger=fa_larger, times=times, integer_times=True, size_range=(1, 8))
+    assert chain.has_mode_times() == times
     inst = OffloadInstance(chain, bandwidth)
     budget = (rotor_min_budget(chain) + store_all_peak(chain)) // 2
     pofo = solve_pofo(inst, budget, slots=0)

@@ -22,6 +22,7 @@ import numpy as np
 from ..chain import reference_peak as store_all_peak
 from ..chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
 from ..chain.schedule import Schedule as ChainSchedule
+from ..chain.simulator import op_cost
 from ..registry import solve as registry_solve
 from ..registry import solver_table
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
@@ -75,8 +76,7 @@ def add_transfers(inst: OffloadInstance, schedule: ChainSchedule, *, min_ratio: 
     chain = inst.chain
     ops = schedule.ops
     L = schedule.length
-    durations = np.array([chain.u_b[L] if k == LOSS else (chain.u_b[i] if k == B else chain.u_f[i])
-                          for k, i in ops])
+    durations = np.array([op_cost(chain, k, i)[2] for k, i in ops])  # per-mode forward times
     finish = np.cumsum(durations)
     before: dict[int, list[Transfer]] = {}
     after: dict[int, list[Transfer]] = {}

@@ -59,7 +59,7 @@ def solve_cpsat(inst: OffloadInstance, budget: int, *, options: ExactOptions, de
     time unit (default `solvers.discretize.tick_scale`: exact when every duration allows it)."""
     chain = inst.chain
     L = chain.length
-    times = [float(t) for t in (*chain.u_f, *chain.u_b)] + [inst.transfer_time(int(b)) for b in chain.xbar[1:L]]
+    times = [float(t) for t in (*chain.u_fa, *chain.u_b)] + [inst.transfer_time(int(b)) for b in chain.xbar[1:L]]
     if scale is None:
         scale, _exact = tick_scale(times)
     slots = effective_slots(budget, options.slots)
@@ -73,7 +73,7 @@ def solve_cpsat(inst: OffloadInstance, budget: int, *, options: ExactOptions, de
     F = {i: i for i in range(L)}
     LOSS_K = L
     Bk = {i: 2 * L - i for i in range(L)}
-    durations = [float(chain.u_f[i]) for i in range(L)] + [float(chain.u_b[L])] + \
+    durations = [float(chain.u_fa[i]) for i in range(L)] + [float(chain.u_b[L])] + \
                 [float(chain.u_b[i]) for i in reversed(range(L))]
     d = [to_ticks(t, scale) for t in durations]
     T = {j: to_ticks(inst.transfer_time(int(chain.xbar[j])), scale) for j in range(1, L)}

@@ -6,9 +6,10 @@ rematerialization and offloading for training DNNs"). The persistent rotor DP
 to the host while the right sub-chain runs, lending its bytes to that sub-chain.
 
 Notation of `solvers.chain.dp` (stages 0-based, loss = stage L, ``x[L+1] = 0``):
-``x, xbar, u_f, u_b, o_fa, o_fn, o_b`` (per-mode forward overheads: o_fa[i] while F_all(i)
-runs, o_fn[i] while F_ck(i) / F_n(i) run, as the simulators charge them);
-``S(i, j) = sum_{k=i}^{j-1} u_f[k]`` (the forward sweep F_ck(i) F_n(i+1) .. F_n(j-1));
+``x, xbar, u_fa, u_fn, u_b, o_fa, o_fn, o_b`` (per-mode forward overheads: o_fa[i] while F_all(i)
+runs, o_fn[i] while F_ck(i) / F_n(i) run, and per-mode forward times: u_fa[i] for F_all(i),
+u_fn[i] for F_ck(i) / F_n(i), as the simulators charge them; o_f and u_f without per-mode values);
+``S(i, j) = sum_{k=i}^{j-1} u_fn[k]`` (the forward sweep F_ck(i) F_n(i+1) .. F_n(j-1));
 ``T(size) = OffloadInstance.transfer_time(size)`` (size in real bytes, result in the chain's
 time unit).
 
@@ -21,10 +22,10 @@ or ``Off("abar", i)``). So there are two tables P_1 and P_0; the optimum at budg
 
 **Recurrence.** Leaves, C_all and the plain C_ck are rotor's (with the exact C_all charge):
 
-    P_s(m, i, i) = u_f[i] + u_b[i]   if m >= max(x[i+1] + xbar[i+1] + o_fa[i],
+    P_s(m, i, i) = u_fa[i] + u_b[i]  if m >= max(x[i+1] + xbar[i+1] + o_fa[i],
                                                  x[i] + x[i+1] + xbar[i+1] + o_b[i])
     P_s(m, i, l) = min(C_all, C_all_off, min_j C_ck(j), min_j C_off(j))     (l > i, i < j <= l)
-    C_all  = u_f[i] + u_b[i] + P_0(m - xbar[i+1], i+1, l)
+    C_all  = u_fa[i] + u_b[i] + P_0(m - xbar[i+1], i+1, l)
              if m >= max(x[l+1] + xbar[i+1] + o_fa[i], x[i] + x[i+1] + xbar[i+1] + o_b[i])
     C_ck(j)  = S(i, j) + P_1(m - x[j], j, l) + P_s(m, i, j-1)          if m >= msweep(i, l, j)
     C_off(j) = S(i, j) + max(0, T(y) - S(i, j))           (sweep, then wait for Off to end)
@@ -33,7 +34,7 @@ or ``Off("abar", i)``). So there are two tables P_1 and P_0; the optimum at budg
                + P_s(m, i, j-1)                            if m >= msweep(i, l, j)   (y = y_s(i))
     W(j)   = max(0, T(y) - u_b[j])   if m >= bmem(j)   (Pre overlaps B(j), the last op of (j, l))
            = T(y)                    otherwise        (Pre after B(j))
-    C_all_off = u_f[i] + max(0, T(y) - u_f[i]) + P_0(m - xbar[i+1] + y, i+1, l) + W' + u_b[i]
+    C_all_off = u_fa[i] + max(0, T(y) - u_fa[i]) + P_0(m - xbar[i+1] + y, i+1, l) + W' + u_b[i]
              if m >= max(x[l+1] + xbar[i+1] + o_fa[i], x[i] + x[i+1] + xbar[i+1] + o_b[i])
     W'     = max(0, T(y) - u_b[i+1]) if m >= xbar[i+1] + x[i+1] + x[i+2] + xbar[i+2] + o_b[i+1], else T(y)
     msweep(i, l, j) = x[l+1] + max(x[i+1] + o_fn[i], max_{i<k<j} (x[k] + x[k+1] + o_fn[k]))
@@ -131,14 +132,14 @@ class PofoTable:
         o_fa = np.asarray(work.o_fa, dtype=np.int64)  # F_all's forward overhead
         o_fn = np.asarray(work.o_fn, dtype=np.int64)  # F_ck's / F_n's forward overhead
         o_b = np.asarray(work.o_b, dtype=np.int64)
-        u_f = np.asarray(work.u_f, dtype=np.float64)
+        u_fa = np.asarray(work.u_fa, dtype=np.float64)  # F_all's forward time (leaves, C_all, C_all_off)
         u_b = np.asarray(work.u_b, dtype=np.float64)
         real = inst.chain
         # transfer times of the real (not discretised) containers
         self.T = np.array([[inst.transfer_time(int(real.xbar[i])) for i in range(L + 1)],
                            [inst.transfer_time(int(real.x[i])) for i in range(L + 1)]])
         self.y = np.stack([xbar[: L + 1], x[: L + 1]])
-        sf = np.concatenate([[0.0], np.cumsum(u_f)])
+        sf = np.concatenate([[0.0], np.cumsum(np.asarray(work.u_fn, dtype=np.float64))])  # no-grad sweeps S(i, j)
         self.sf = sf
         off = _offsets(L)
         self.off = off
@@ -152,7 +153,7 @@ class PofoTable:
         for l in range(L + 1):
             for i in range(l, -1, -1):
                 r = off[i] + (l - i)
-                t = u_f[i] + u_b[i]
+                t = u_fa[i] + u_b[i]
                 if i == l:
                     need = int(max(x[i + 1] + xbar[i + 1] + o_fa[i], x[i] + x[i + 1] + xbar[i + 1] + o_b[i]))
                     if need <= M:
@@ -191,7 +192,7 @@ class PofoTable:
                         idx = np.clip(ms - xb + yi, 0, M)
                         bm = int(xb + x[i + 1] + x[i + 2] + xbar[i + 2] + o_b[i + 1])
                         w_pre = np.where(ms >= bm, max(0.0, Ty - float(u_b[i + 1])), Ty)
-                        w_off = max(0.0, Ty - float(u_f[i])) if u_f[i] < Ty * (1 + EPS) + 1e-12 else 0.0
+                        w_off = max(0.0, Ty - float(u_fa[i])) if u_fa[i] < Ty * (1 + EPS) + 1e-12 else 0.0
                         alloff = t + w_off + C[0, rs, idx] + w_pre
                         alloff[:lo_off] = inf
                         cand[1 + 2 * nj] = alloff
@@ -269,7 +270,7 @@ class PofoTable:
                 last = xbar[a + 1] + x[a + 1] + x[a + 2] + xbar[a + 2] + o_b[a + 1]
                 stack.append(("before-last", Pre(v, a)) if mm >= last else Pre(v, a))
                 stack.append((0, a + 1, b, min(self.M, mm - int(xbar[a + 1]) + int(self.y[s, a]))))
-                if self.work.u_f[a] < self.T[s, a] * (1 + EPS) + 1e-12:
+                if self.work.u_fa[a] < self.T[s, a] * (1 + EPS) + 1e-12:
                     stack.append(("wait", entry))
             elif c <= L:
                 ops.append([F_ck(a), None])

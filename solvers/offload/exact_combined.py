@@ -46,6 +46,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from ..chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Bwd, F_all, F_ck, F_n, Loss, Op
+from ..chain.simulator import op_cost
 from ..discretize import capacity as discretize_capacity
 from ..discretize import effective_slots, scope_text, size_in_slots, tick_scale, to_ticks
 from ..errors import InputError
@@ -155,8 +156,7 @@ class _Model:
         n = len(ops)
         d = []
         for kind, i in ops:
-            d.append(to_ticks(float(chain.u_b[L] if kind == LOSS else chain.u_b[i] if kind == B else chain.u_f[i]),
-                            scale))
+            d.append(to_ticks(op_cost(chain, kind, i)[2], scale))  # per-mode forward times, as the simulator
         T = {("a", j): to_ticks(inst.transfer_time(int(chain.x[j])), scale) for j in range(L + 1)}
         T.update({("abar", j): to_ticks(inst.transfer_time(int(chain.xbar[j])), scale) for j in range(1, L + 1)})
         real = {("a", j): int(chain.x[j]) for j in range(L + 1)}
@@ -288,7 +288,7 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOp
     slots = effective_slots(budget, options.slots)
     if L > MAX_LENGTH:
         raise InputError(f"exact-combined enumerates compute sequences: L <= {MAX_LENGTH}, got {L}")
-    times = [float(t) for t in (*chain.u_f, *chain.u_b)] + [
+    times = [float(t) for t in (*chain.u_fa, *chain.u_fn, *chain.u_b)] + [
         inst.transfer_time(int(b)) for b in (*chain.x[: L + 1], *chain.xbar[1: L + 1])]
     if scale is None:
         scale = tick_scale(times, max_ticks=1000)[0]
@@ -302,8 +302,7 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOp
     seqs = phase_sequences(L, deadline)
 
     def compute_ticks(ops: list[Op]) -> int:
-        return sum(to_ticks(float(chain.u_b[L] if k == LOSS else chain.u_b[i] if k == B else chain.u_f[i]), scale)
-                   for k, i in ops)
+        return sum(to_ticks(op_cost(chain, k, i)[2], scale) for k, i in ops)
 
     def op_floor(ops: list[Op]) -> int:
         """The most any op needs on the device whatever travels: what it reads, what it

@@ -27,7 +27,8 @@ with at most one Off and one Pre of each value per phase (the intervals are per 
 ``paid`` is 0 when an Off of v ran in an earlier phase: the host holds a copy and the
 simulator's Off is free (a zero-length interval, which NoOverlap keeps out of another
 transfer, as the simulator would hold it back). Times are integer ticks; compute slots
-``s(p+1) >= s(p) + d(p) R(p)``; objective: the end of B(0).
+``s(p+1) >= s(p) + d(p)`` with d(p) the duration of the op slot p runs (per mode for a forward:
+``u_fa FA + u_fn (FC + FN)``, 0 when idle); objective: the end of B(0).
 
 Memory: for each slot, the phase model's row (state before the slot + its output + its
 overhead) minus the sizes of the values away in W_p, and the state alone minus those away in
@@ -123,7 +124,7 @@ class FreeOrderModel:
         self.R: list[Any] = []
         for sl in self.slots:
             self.R.append(1 if sl.j is None else self.lin(pm.run(sl.k, sl.j)))
-        self.e = [self.s[p] + d[p] * self.R[p] for p in range(P)]  # slot ends (= start when idle)
+        self.e = [self.s[p] + self.busy(sl) for p, sl in enumerate(self.slots)]  # slot ends (= start when idle)
         for p in range(P - 1):
             cp.add(self.s[p + 1] >= self.e[p])
         self.end = self.e[P - 1]
@@ -155,11 +156,22 @@ class FreeOrderModel:
         return int(self.dchain.xbar[v[1]] if v[0] == "abar" else self.dchain.x[v[1]])
 
     def duration(self, sl: Slot) -> int:
-        """Ticks of the op of slot `sl` when it runs."""
+        """Ticks of the op of slot `sl` when it runs (a forward: u_f, the larger of its modes; `busy`
+        charges each mode its own)."""
         c = self.inst.chain
         if sl.j is None:
             return to_ticks(float(c.u_b[sl.k]), self.scale)
         return to_ticks(float(c.u_f[sl.j]), self.scale)
+
+    def busy(self, sl: Slot) -> Any:
+        """Ticks slot `sl` computes, as a linear expression: its backward's duration, or the forward
+        it runs charged per mode (u_fa for F_all, u_fn for F_ck / F_n; 0 when it runs none)."""
+        if sl.j is None:
+            return self.duration(sl)
+        c, pm = self.inst.chain, self.pm
+        fa, fn = to_ticks(float(c.u_fa[sl.j]), self.scale), to_ticks(float(c.u_fn[sl.j]), self.scale)
+        return (fa * self.lin(pm.get("FA", sl.k, sl.j)) + fn * self.lin(pm.get("FC", sl.k, sl.j))
+                + fn * self.lin(pm.get("FN", sl.k, sl.j)))
 
     def resident(self, sl: Slot) -> dict[Value, Lin | int]:
         """The phase model's state before slot `sl` (which values are resident, as 0/1 expressions)."""
@@ -428,7 +440,7 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
     chain = inst.chain
     L = chain.length
     budget = int(budget)
-    times = [float(t) for t in (*chain.u_f[:L], *chain.u_b[: L + 1])] + [
+    times = [float(t) for t in (*chain.u_fa[:L], *chain.u_fn[:L], *chain.u_b[: L + 1])] + [
         inst.transfer_time(int(b)) for b in (*chain.x[: L + 1], *chain.xbar[1: L + 1])]
     if scale is None:
         scale = tick_scale(times)[0]
