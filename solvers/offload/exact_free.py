@@ -89,6 +89,7 @@ class FreeOrderModel:
                  link_rows: bool = False) -> None:
         self.inst, self.dchain, self.M, self.scale = inst, dchain, M, scale
         self.seed_x: list[bool] = []  # the seed's compute sequence in the phase model's Booleans (warm start)
+        self.warm_notes: dict[str, Any] = {}  # what the warm start's stages found (exact_free_hint.complete_hint)
         chain = inst.chain
         L = chain.length
         self.L = L
@@ -463,7 +464,8 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
                                "workers": options.workers}
     stage1 = None
     if hinted:
-        details["seed_sequence_makespan"], stage1 = complete_hint(model, deadline, options, scale)
+        details["warm_start_makespan"], stage1 = complete_hint(model, deadline, options, scale)
+        details.update(model.warm_notes)
     if seed is not None:
         details["seed_makespan_exact_sizes"] = seed.objective
     run = run_cpsat(model.cp, deadline, options, scale=scale, parameters=parameters, extra=CPSAT_EXTRA)
@@ -476,7 +478,7 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
         if stage1 is None:
             return seed_answer(seed, details, common, run) or SolveResult(
                 status=TIMEOUT, details=details, log=run.log, message="no schedule within the time limit", **common)
-        solver, model_makespan = stage1, details["seed_sequence_makespan"]  # stage 1's solution
+        solver, model_makespan = stage1, details["warm_start_makespan"]  # the warm start's solution
         details["solution_stage"] = 1
     schedule = model.schedule(solver)
     sim = simulate(inst, schedule, budget)

@@ -84,23 +84,39 @@ SEED_STAGE_SHARE = 0.25
 def complete_hint(model: FreeOrderModel, deadline: Deadline, options: ExactOptions, scale: float
                   ) -> tuple[float | None, Any]:
     """Warm start, stage 1: the model with the seed's compute sequence fixed (the transfers and
-    timing free) is solved for at most `SEED_STAGE_SHARE` of the time left; its solution (never
-    slower than the seed's replay, whose transfers it may re-time) becomes a hint of every
-    variable of the full model. Returns stage 1's makespan (time unit) and its solver (whose values
-    are read with the full model's variables: the clone keeps their indices), or (None, None)."""
+    timing free) is solved for at most `SEED_STAGE_SHARE` of the time left; stage 2: from that
+    solution (never slower than the seed's replay, whose transfers it may re-time), the
+    neighbourhood search of `exact_free_lns` looks for faster compute sequences. The best solution
+    becomes a hint of every variable of the full model. Returns its makespan (time unit) and the
+    solver that found it (whose values are read with the full model's variables: the clones keep
+    their indices), or (None, None); notes go to ``model.warm_notes``."""
+    from .exact_free_lns import improve
+
     left = deadline.left()
     stage = model.cp.clone()
     for x, val in zip(model.x, model.seed_x):
         stage.add(stage.get_bool_var_from_proto_index(x.index) == int(val))
     sub = Deadline(None if left is None else max(0.05, SEED_STAGE_SHARE * left))
     run = run_cpsat(stage, sub, options, scale=scale, progress=False, extra=CPSAT_EXTRA)
-    if run.solver is None or run.status not in (OPTIMAL, FEASIBLE):
+    if run.solver is None or run.status not in (OPTIMAL, FEASIBLE) or run.objective is None:
         return None, None
-    values = run.solver.response_proto.solution
+    model.warm_notes["seed_sequence_makespan"] = run.objective
+    values = [int(v) for v in run.solver.response_proto.solution]
+    objective, solver = run.objective, run.solver
+    if LNS and not deadline.expired():
+        values, ticks, better, notes = improve(model, values, int(round(objective * scale)), deadline, options,
+                                               scale, CPSAT_EXTRA)
+        model.warm_notes["lns"] = notes
+        if better is not None:
+            objective, solver = ticks / scale, better
     model.cp.clear_hints()
-    for i, val in enumerate(values):
-        model.cp.add_hint(model.cp.get_int_var_from_proto_index(i), int(val))
-    return run.objective, run.solver
+    for i, value in enumerate(values):
+        model.cp.add_hint(model.cp.get_int_var_from_proto_index(i), value)
+    return objective, solver
+
+
+#: run the neighbourhood search (`exact_free_lns`) after stage 1
+LNS = True
 
 
 #: pofo's table at exact sizes has (L+1)(L+2)/2 rows of budget+1 entries: run it below this many

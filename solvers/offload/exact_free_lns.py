@@ -1,0 +1,113 @@
+"""Primal phase of `offload-exact` (`solvers.offload.exact_free`): neighbourhood search over the
+compute sequence before the proof.
+
+On the hard L = 10 cells the full model's bound climbs quickly and then stalls until the search
+finds the optimal schedule: the missing piece is the primal side. This phase improves the warm
+start (stage 1: the seed's compute sequence, transfers and timing free) by large-neighbourhood
+search in the model itself: each step keeps the phase model's Booleans ``x`` (which forward each
+slot runs; docs/chain.md's ``FA``, ``FC``, ``FN`` and the state ``SA``, ``ST``) fixed to the
+incumbent outside a window, leaves the window's Booleans, every start time and every transfer
+free, and asks CP-SAT, for a short time, for a schedule strictly faster than the incumbent
+(``end <= incumbent - 1`` tick). Windows are runs of consecutive phases k (the recomputations
+between two backward ops) and runs of consecutive stages j (a stage's forwards in every phase),
+of growing width. Every accepted solution is a solution of the full model, so the incumbent it
+hands on (as a hint of every variable) is the model's own; nothing here claims optimality: the
+proof is the full model's (`exact_free._solve`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..exact.cpsat_runner import run_cpsat
+from ..exact.options import Deadline, ExactOptions
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL
+
+if TYPE_CHECKING:
+    from .exact_free import FreeOrderModel
+
+#: share of the time left (after stage 1) that the neighbourhood search may take
+LNS_SHARE = 0.4
+#: CP-SAT deterministic time of one neighbourhood step (load-independent, unlike wall-clock time)
+STEP_DTIME = 1.0
+#: wall-clock seconds of one neighbourhood step at most (a guard on a loaded machine)
+STEP_LIMIT = 10.0
+#: widths of the windows tried, in this order (phases, then stages)
+WIDTHS = (2, 3, 4)
+
+
+def windows(model: FreeOrderModel) -> list[tuple[str, int, int]]:
+    """The neighbourhoods in the order tried: (``"k"`` or ``"j"``, first, last) windows of
+    consecutive phases or stages of each width in `WIDTHS`."""
+    L = model.L
+    out: list[tuple[str, int, int]] = []
+    for w in WIDTHS:  # stage windows first: on the L = 10 cells they found the improvements
+        out += [("j", j0, j0 + w - 1) for j0 in range(0, L + 1 - w)]
+        out += [("k", k0, k0 + w - 1) for k0 in range(0, L + 2 - w)]
+    return out
+
+
+def improve(
+    model: FreeOrderModel,
+    values: list[int],
+    objective: int,
+    deadline: Deadline,
+    options: ExactOptions,
+    scale: float,
+    extra: dict[str, Any],
+) -> tuple[list[int], int, Any, dict[str, Any]]:
+    """Neighbourhood search from the full-model solution `values` (one integer per variable of
+    `model.cp`, in proto order) of makespan `objective` (ticks), for at most `LNS_SHARE` of the
+    time left. A window that improved is tried again at once; one proven to hold nothing faster
+    (infeasible) is skipped until the incumbent moves; the search stops when every window is.
+    Returns the best solution, its makespan (ticks), the CP-SAT solver that found it (None: no
+    step improved) and notes (steps, improvements, windows closed, the improvements' trace)."""
+    left = deadline.left()
+    sub = Deadline(None if left is None else LNS_SHARE * left)
+    keys = model.pm.keys
+    x_index = [x.index for x in model.x]
+    todo = windows(model)
+    notes: dict[str, Any] = {"steps": 0, "improved": 0, "closed": 0}
+    n = 0
+    best_solver = None
+    closed: set[tuple[str, int, int]] = set()
+    while todo and not sub.expired():
+        win = todo[n % len(todo)]
+        n += 1
+        if win in closed:
+            if len(closed) == len(todo):
+                break
+            continue
+        axis, lo, hi = win
+        stage = model.cp.clone()
+        stage.clear_hints()
+        for i, val in enumerate(values):
+            stage.add_hint(stage.get_int_var_from_proto_index(i), val)
+        for key, idx in zip(keys, x_index):
+            pos = key[1] if axis == "k" else key[2]
+            if not lo <= pos <= hi:
+                stage.add(stage.get_bool_var_from_proto_index(idx) == values[idx])
+        # the last slot, B(0), always runs: end = s[P-1] + d[P-1]
+        stage.add(stage.get_int_var_from_proto_index(model.s[-1].index) <= objective - 1 - model.d[-1])
+        step_left = sub.left()
+        run = run_cpsat(
+            stage,
+            Deadline(min(STEP_LIMIT, step_left if step_left is not None else STEP_LIMIT)),
+            options,
+            scale=1.0,
+            progress=False,
+            extra={**extra, "max_deterministic_time": STEP_DTIME},
+        )
+        notes["steps"] += 1
+        if run.status in (OPTIMAL, FEASIBLE) and run.solver is not None and run.objective is not None:
+            values = [int(v) for v in run.solver.response_proto.solution]
+            objective = int(round(run.objective))
+            notes["improved"] += 1
+            best_solver = run.solver
+            n -= 1  # the same window again
+            closed.clear()  # the incumbent moved: every window may improve again
+            notes.setdefault("trace", []).append((round(deadline.elapsed(), 2), objective / scale, f"{axis}{lo}-{hi}"))
+        elif run.status == INFEASIBLE:
+            closed.add(win)
+            notes["closed"] += 1
+    return values, objective, best_solver, notes
