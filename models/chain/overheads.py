@@ -131,7 +131,7 @@ def tracker_chain(chain: Chain, tracker: dict[str, list[int]] | None = None) -> 
         raise ValueError(f"meta.overheads.tracker of {chain.name!r} does not have the chain's {L} stages")
     return Chain.with_mode_overheads(chain.u_f.copy(), chain.u_b.copy(), chain.x.copy(), chain.xbar.copy(), o_fa,
                                      o_fn, o_b, name=chain.name, stage_names=list(chain.stage_names),
-                                     meta=dict(chain.meta))
+                                     meta=dict(chain.meta), u_fa=chain.u_fa.copy(), u_fn=chain.u_fn.copy())
 
 
 def released_loss_chain(chain: Chain) -> Chain:
@@ -158,7 +158,8 @@ def released_loss_chain(chain: Chain) -> Chain:
         meta["overheads"] = {**overheads, "tracker": {**tracker, "bwd_overhead": bwd}}
     return Chain.with_mode_overheads(chain.u_f.copy(), chain.u_b.copy(), chain.x.copy(), chain.xbar.copy(),
                                      chain.o_fa.copy(), chain.o_fn.copy(), o_b, name=chain.name,
-                                     stage_names=list(chain.stage_names), meta=meta)
+                                     stage_names=list(chain.stage_names), meta=meta, u_fa=chain.u_fa.copy(),
+                                     u_fn=chain.u_fn.copy())
 
 
 def tracker_join(join: Join) -> Join:
