@@ -9,7 +9,9 @@ claimed), and budgets at 85%, 100% and 120% of rotor's smallest budget (below it
 offloading helps), it runs ``offload-exact`` (1 worker, sizes in 100 slots, the time limit) and
 reports its status, makespan, bound (``lower_bound``: the model's, for its class, or the
 problem's every-op-once bound, see docs/offload.md), the gap between them, the time, which fast
-solver seeded it, where the answer came from, and pofo's makespan at exact sizes.
+solver seeded it, the warm start's makespans (``seed_sequence``: stage 1, the seed's compute
+sequence re-timed; ``warm_start``: after the neighbourhood search of `exact_free_lns`, which took
+``lns_steps`` steps), where the answer came from, and pofo's makespan at exact sizes.
 Writes results/bench_offload_exact.csv with the machine load (1-minute load average) per row
 and the CPU seconds of the process beside the wall-clock time (``cpu_s``: on a shared machine
 the 60 s wall-clock limit buys far fewer CPU seconds; with 1 worker, CPU time is what a quiet
@@ -53,6 +55,9 @@ def run_one(L: int, seed: int, per_byte: float, fraction: float, time_limit: flo
             "model_bound": res.details.get("model_bound"), "gap": gap,
             "time_s": round(wall, 2), "cpu_s": round(cpu, 2), "time_limit_s": time_limit, "workers": workers,
             "seeded_by": res.seeded_by,
+            "seed_sequence": res.details.get("seed_sequence_makespan"),
+            "warm_start": res.details.get("warm_start_makespan"),
+            "lns_steps": res.details.get("lns", {}).get("steps"),
             "solution_from": res.details.get("solution_from", "model"), "transfers": res.details.get("transfers"),
             "pofo": pofo.objective, "load_1min": round(os.getloadavg()[0], 2)}
 

@@ -81,15 +81,16 @@ CPSAT_EXTRA: dict[str, Any] = {"cp_model_probing_level": 1}
 SEED_STAGE_SHARE = 0.25
 
 
-def complete_hint(model: FreeOrderModel, deadline: Deadline, options: ExactOptions, scale: float
-                  ) -> tuple[float | None, Any]:
+def complete_hint(model: FreeOrderModel, deadline: Deadline, options: ExactOptions, scale: float,
+                  floor: int = 0) -> tuple[float | None, Any]:
     """Warm start, stage 1: the model with the seed's compute sequence fixed (the transfers and
     timing free) is solved for at most `SEED_STAGE_SHARE` of the time left; stage 2: from that
     solution (never slower than the seed's replay, whose transfers it may re-time), the
     neighbourhood search of `exact_free_lns` looks for faster compute sequences. The best solution
     becomes a hint of every variable of the full model. Returns its makespan (time unit) and the
     solver that found it (whose values are read with the full model's variables: the clones keep
-    their indices), or (None, None); notes go to ``model.warm_notes``."""
+    their indices), or (None, None); notes go to ``model.warm_notes``. `floor`: a lower bound on
+    every schedule (ticks; the search stops there)."""
     from .exact_free_lns import improve
 
     left = deadline.left()
@@ -103,9 +104,9 @@ def complete_hint(model: FreeOrderModel, deadline: Deadline, options: ExactOptio
     model.warm_notes["seed_sequence_makespan"] = run.objective
     values = [int(v) for v in run.solver.response_proto.solution]
     objective, solver = run.objective, run.solver
-    if LNS and not deadline.expired():
+    if LNS and not deadline.expired() and int(round(objective * scale)) > floor:
         values, ticks, better, notes = improve(model, values, int(round(objective * scale)), deadline, options,
-                                               scale, CPSAT_EXTRA)
+                                               scale, CPSAT_EXTRA, floor)
         model.warm_notes["lns"] = notes
         if better is not None:
             objective, solver = ticks / scale, better

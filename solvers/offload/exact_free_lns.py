@@ -55,11 +55,14 @@ def improve(
     options: ExactOptions,
     scale: float,
     extra: dict[str, Any],
+    floor: int = 0,
 ) -> tuple[list[int], int, Any, dict[str, Any]]:
     """Neighbourhood search from the full-model solution `values` (one integer per variable of
     `model.cp`, in proto order) of makespan `objective` (ticks), for at most `LNS_SHARE` of the
     time left. A window that improved is tried again at once; one proven to hold nothing faster
-    (infeasible) is skipped until the incumbent moves; the search stops when every window is.
+    (infeasible) is skipped until the incumbent moves; the search stops after a whole pass over
+    the windows without an improvement, or when the makespan reaches `floor` (ticks, a lower bound
+    on every schedule: sum u_fa + sum u_b).
     Returns the best solution, its makespan (ticks), the CP-SAT solver that found it (None: no
     step improved) and notes (steps, improvements, windows closed, the improvements' trace)."""
     left = deadline.left()
@@ -71,12 +74,12 @@ def improve(
     n = 0
     best_solver = None
     closed: set[tuple[str, int, int]] = set()
-    while todo and not sub.expired():
+    since = 0  # windows tried (or skipped as closed) since the last improvement
+    while todo and since < len(todo) and objective > floor and not sub.expired():
         win = todo[n % len(todo)]
         n += 1
+        since += 1
         if win in closed:
-            if len(closed) == len(todo):
-                break
             continue
         axis, lo, hi = win
         stage = model.cp.clone()
@@ -105,6 +108,7 @@ def improve(
             notes["improved"] += 1
             best_solver = run.solver
             n -= 1  # the same window again
+            since = 0
             closed.clear()  # the incumbent moved: every window may improve again
             notes.setdefault("trace", []).append((round(deadline.elapsed(), 2), objective / scale, f"{axis}{lo}-{hi}"))
         elif run.status == INFEASIBLE:
