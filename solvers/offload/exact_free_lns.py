@@ -33,7 +33,7 @@ STEP_DTIME = 1.0
 #: wall-clock seconds of one neighbourhood step at most (a guard on a loaded machine)
 STEP_LIMIT = 10.0
 #: widths of the windows tried, in this order (phases, then stages)
-WIDTHS = (2, 3, 4)
+WIDTHS = (2, 3)
 
 
 def windows(model: FreeOrderModel) -> list[tuple[str, int, int]]:
