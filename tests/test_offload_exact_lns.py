@@ -9,6 +9,7 @@ optimum."""
 from __future__ import annotations
 
 import pytest
+from memsched.solvers.chain import reference_peak
 from memsched.solvers.chain.dp import rotor_min_budget
 from memsched.solvers.chain.exact_model import discretise
 from memsched.solvers.chain.generate import random_chain
@@ -63,3 +64,18 @@ def test_windows_cover_every_stage_and_phase():
     phases = {k for axis, lo, hi in wins if axis == "k" for k in range(lo, hi + 1)}
     assert stages == set(range(model.L))
     assert phases == set(range(model.L + 1))
+
+
+def test_stops_at_the_every_op_once_bound():
+    # a fast link and a budget just below store-all: a warm start hides every transfer, so its
+    # makespan is sum u_fa + sum u_b and the full model is not run (optimal by that bound)
+    inst = OffloadInstance(random_chain(4, 0, integer_times=True, size_range=(1, 8)), 1e6)
+    budget = int(reference_peak(inst.chain)) - 1
+    res = solve_offload_exact(inst, budget, slots=0, time_limit=60)
+    assert res.status == "optimal", res.message
+    assert res.objective == pytest.approx(inst.chain.total_time(), abs=1e-9)
+    assert res.details["backend_status"].startswith("not run")
+    sim = simulate(inst, res.schedule, budget)
+    assert sim.valid, sim.violation
+    assert sim.peak_memory <= budget
+    assert sim.makespan == pytest.approx(res.objective, abs=1e-9)
