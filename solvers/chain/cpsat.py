@@ -91,6 +91,8 @@ def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: 
             cp.add(expr >= lo)
         elif hi is not None:
             cp.add(expr <= hi)
+    for i, v in usable_fixings(report, hint_values, hint_ok).items():  # reduced-cost fixing at the root LP
+        cp.add(xs[i] == int(v))
     coefs = {v: c for v, c in model.objective.terms.items() if c != 0}
     integral = all(abs(c - round(c)) < 1e-9 for c in coefs.values())
     if integral:
@@ -139,6 +141,17 @@ def phase_hint(model: PhaseModel, seed: SolveResult | None, deadline: Deadline) 
     if best is None:
         return fallback
     return best[1], True, best[2]
+
+
+def usable_fixings(report: CutReport, hint_values: list[float] | None, hint_ok: bool) -> dict[int, float]:
+    """The root LP's reduced-cost fixings (`phase_cuts.fixings`, made against the warm start's
+    makespan) when the warm start is a feasible start that satisfies them all, else none: they keep
+    every schedule at most as slow as the start, so a proof on the fixed model is one on the model."""
+    if not report.fixed or not hint_ok or hint_values is None:
+        return {}
+    if any(abs(hint_values[i] - v) > 0.5 for i, v in report.fixed.items()):
+        return {}
+    return report.fixed
 
 
 #: relative margin taken off the root LP's value (GLOP's tolerances) before it is reported as a bound

@@ -12,7 +12,9 @@ its limit (164 s wall for a 60 s limit at L = 20).
 
 Before the backend runs, violated *tape cuts* (`solvers.chain.phase_cuts`, option ``cuts``,
 default True) are added in rounds of the LP relaxation; the last LP value is reported as the
-lower bound when the backend's is lower or missing (``details["bound_from"]``).
+lower bound when the backend's is lower or missing (``details["bound_from"]``). The last LP's
+duals then fix the variables whose other value would make every schedule slower than the warm
+start (reduced-cost fixing, `phase_cuts.fixings`; ``details["rc_fixed"]``).
 
 The model is the phase model's `LinearModel` (`PhaseModel.to_linear`), run by
 `solvers.exact.milp_runner` (or `cpsat_runner` for backend "cp-sat") under the exact layer:
@@ -35,7 +37,7 @@ from ..exact.layer import exact_solver
 from ..exact.milp_runner import run_milp
 from ..exact.options import Deadline, ExactOptions
 from ..result import INFEASIBLE, SolveResult
-from .cpsat import FAST, phase_answer, phase_details, phase_hint
+from .cpsat import FAST, phase_answer, phase_details, phase_hint, usable_fixings
 from .exact_model import PhaseModel, discretise, retry_exact_sizes
 from .instance import Chain
 from .phase_cuts import CutReport, separate_tape_cuts
@@ -79,6 +81,8 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
     incumbent = model.objective.value(hint_values) if hint_ok and hint_values is not None else None
     report = separate_tape_cuts(model, deadline, incumbent=incumbent) if cuts else CutReport()
     lm = model.to_linear(deadline)
+    for i, v in usable_fixings(report, hint_values, hint_ok).items():  # reduced-cost fixing at the root LP
+        lm.lb[i] = lm.ub[i] = v
     build_s = deadline.elapsed() - t_build
     if backend == "cp-sat":
         cp, xs, offset, scale = linear_to_cpsat(lm, hint=hint_values, deadline=deadline)
