@@ -1,7 +1,8 @@
 """memsched against the tools users pick instead: same model, same tracker, CPU, one thread.
 
     python -m memsched.experiments.bench_vs_torch [--models gpt2,resnet50] [--sizes small,medium,large]
-        [--budgets 6] [--repeats 5] [--segments all|K,K,..] [--compile] [--no-probe] [--update] [--replot]
+        [--budgets 6] [--repeats 5] [--segments all|K,K,..] [--compile aot|inductor|aot,inductor|none]
+        [--compile-budgets 1.0,0.8,0.6,0.4,0.2,0.0] [--only-compile] [--no-probe] [--update] [--replot]
         [--out results/bench_vs_torch.csv]
 
 For each model and size, one training step (forward, loss, backward; weights and their
@@ -13,10 +14,12 @@ gradients not counted) is run by
 - ``checkpoint_sequential``: ``torch.utils.checkpoint.checkpoint_sequential`` with k segments,
   every k from 2 to L, or the counts of ``--segments`` (each k a point of its curve; the best k
   is the curve's frontier);
-- ``torch.compile`` with ``torch._functorch.config.activation_memory_budget`` in
-  {1.0, 0.5, 0.2} (with ``--compile``; inductor compiles C++ with the machine's compiler; a
-  failure is a row). The tracker does not see the buffers inductor's generated code allocates,
-  so its peak is left empty: compare it on ``alloc_peak`` (below);
+- ``torch.compile`` with ``activation_memory_budget`` at each of ``--compile-budgets``
+  (`experiments.vs_torch_compile`, which says what is measured): ``torch.compile(aot_eager,
+  min-cut)`` (``--compile aot``, default: inductor's partitioner, graphs run eagerly, so its time
+  is not inductor's) and ``torch.compile(inductor)`` (``--compile inductor``: allocator peak
+  only); a failure is a row. ``--only-compile`` runs plain torch (the time reference, not
+  written) and these rows only, and with ``--update`` replaces only them;
 - ``rockmate``: a failed row with the reason (it does not run on this CPU; see ROCKMATE);
 - ``memsched-block`` / ``memsched-layer``: the chain profiled at ``--granularity block`` /
   ``layer`` (`models.chain.profiler`, thread CPU time; ``layer`` splits transformer blocks into their halves and
@@ -38,8 +41,8 @@ timed steps of every point of a model and size run in rounds, one step of each p
 before each; ``time_ms`` is the median over `--repeats` rounds of the thread's CPU time
 (``time.thread_time``: with one thread autograd's CPU backward runs in the calling thread, and
 other processes sharing the cores do not inflate it); ``overhead`` = time / torch's time - 1.
-``plan_s``: memsched's profiling plus solving time (torch.compile's compile time; 0 for the
-others). ``grad_ok``: every parameter gradient allclose to plain autograd's (rtol 1e-4, atol
+``plan_s``: memsched's profiling plus solving time (torch.compile's compile time, wall clock; 0
+for the others). ``grad_ok``: every parameter gradient allclose to plain autograd's (rtol 1e-4, atol
 1e-6) with the same seed. ``load``: the 1-minute load average when the model and size started.
 Writes the CSV, a summary CSV beside it (``<out>_summary.csv``, `verdicts`: per model and size,
 whether memsched's curve lies on or below every other tool's and which points break it, and
@@ -83,9 +86,10 @@ ROCKMATE = ("not run: rockmate 2.0.0 needs rkgb>=2.0.0, whose only PyPI release 
             "rkgb/rkgb.py without the rkgb.core and rkgb.lowlevel packages rkgb.py imports (ModuleNotFoundError); "
             "rockmate 1.0.1 (with rkgb 1.0.1) solves its blocks with Gurobi only (gurobipy, a commercial solver) "
             "and its compiler saves the CUDA RNG state (torch.cuda), so it does not run on this CPU")
-COMPILE_NOT_RUN = ("not run (--compile not given): on this machine (2 cores shared with other jobs, load ~9) "
-                   "torch.compile of GPT-2 small at the three activation_memory_budget values did not finish "
-                   "within 600 s (inductor compiles C++ for every budget), so the benchmark leaves it out")
+INDUCTOR_NOT_RUN = ("not run (--compile inductor not given): inductor compiles here (gcc 12), but with a cold "
+                    "cache at load 5-7 GPT-2 small took 238 s at budget 1.0 and neither GPT-2 small at 0.5 nor "
+                    "ResNet-50 small finished within 300 s (each budget compiles anew); the min-cut partitioner "
+                    "it uses is measured without it: torch.compile(aot_eager, min-cut)")
 SUMMARY_COLUMNS = ("model", "size", "load", "per_block_peak", "memsched_smallest_peak", "smallest_at_most_per_block",
                    "curve_on_or_below", "unmatched")
 Step = Callable[[torch.Tensor], torch.Tensor]  # input copy -> loss
@@ -117,10 +121,11 @@ def _same(a: list[torch.Tensor | None], b: list[torch.Tensor | None]) -> bool:
                for u, v in zip(a, b))
 
 
-def memory(step: Step, x: torch.Tensor, params: list[nn.Parameter], probe: bool, seed: int = 0
-           ) -> tuple[int, int | None, list[torch.Tensor | None]]:
+def memory(step: Step, x: torch.Tensor, params: list[nn.Parameter], probe: bool, seed: int = 0,
+           tracker: type | None = None) -> tuple[int, int | None, list[torch.Tensor | None]]:
     """(tracker peak bytes, allocator peak bytes or None, gradients) of one step of `step`,
-    parameter gradients allocated before it (as the executor does)."""
+    parameter gradients allocated before it (as the executor does); `tracker`: the tracker's
+    class (default `LiveTensorTracker`)."""
     from memsched.models.memory import LiveTensorTracker
 
     def run() -> None:
@@ -139,7 +144,7 @@ def memory(step: Step, x: torch.Tensor, params: list[nn.Parameter], probe: bool,
             step(x.clone()).backward()
         alloc = pr.peak
     run()
-    with LiveTensorTracker() as mem:
+    with (tracker or LiveTensorTracker)() as mem:
         step(x.clone()).backward()
     return mem.peak, alloc, _grads(params)
 
@@ -156,11 +161,15 @@ def timer_of(step: Step, x: torch.Tensor, params: list[nn.Parameter], seed: int 
     return one
 
 
-def torch_points(base: dict, model: Any, probe: bool, with_compile: bool, segments: str = "all"
+def torch_points(base: dict, model: Any, probe: bool, compile_kinds: list[str] | None = None, segments: str = "all",
+                 compile_budgets: tuple[float, ...] = (), twin: Any = None, only_compile: bool = False
                  ) -> tuple[list[Point], list]:
     """Points of plain torch, checkpoint per block, checkpoint_sequential (every k from 2 to L, or
-    the k <= L of the comma-separated `segments`), torch.compile; and the reference gradients
-    (plain torch's)."""
+    the k <= L of the comma-separated `segments`; none with `only_compile`), torch.compile
+    (`vs_torch_compile.compile_points`: backend kinds, budgets, dropout-free `twin`); and the
+    reference gradients (plain torch's)."""
+    from memsched.experiments.vs_torch_compile import DEFAULT_BUDGETS, compile_points
+
     blocks, loss_fn, x, target = model.blocks, model.loss_fn, model.example_input, model.target
     params = _params(blocks)
     L = len(blocks)
@@ -180,51 +189,23 @@ def torch_points(base: dict, model: Any, probe: bool, with_compile: bool, segmen
     cases: list[tuple[str, str, Step]] = [("torch", "no checkpointing", plain),
                                           ("checkpoint-per-block", f"{L} blocks", per_block)]
     ks = range(2, L + 1) if segments == "all" else sorted({int(k) for k in segments.split(",") if 2 <= int(k) <= L})
-    cases += [("checkpoint_sequential", f"segments={k}", sequential(k)) for k in ks]
+    cases = cases[:1] if only_compile else cases
+    cases += [] if only_compile else [("checkpoint_sequential", f"segments={k}", sequential(k)) for k in ks]
     points, ref = [], []
     for tool, setting, step in cases:
         peak, alloc, g = memory(step, x, params, probe)
         ref = ref or g
         points.append(Point({**base, "tool": tool, "setting": setting, "status": "ok", "peak_bytes": peak,
                              "alloc_peak": alloc, "plan_s": 0.0, "grad_ok": _same(g, ref)}, timer_of(step, x, params)))
-    if with_compile:
-        points += compile_points(base, seq, loss_fn, x, target, params, ref)
+    if compile_kinds:
+        points += compile_points(base, seq, loss_fn, x, target, params, ref, list(compile_kinds),
+                                 tuple(compile_budgets or DEFAULT_BUDGETS), twin)
     return points, ref
 
 
-def compile_points(base: dict, seq: nn.Module, loss_fn: Any, x: torch.Tensor, target: Any,
-                   params: list[nn.Parameter], ref: list) -> list[Point]:
-    """torch.compile at three activation memory budgets (a failed row when it does not run); the
-    allocator's peak only (the tracker does not see inductor's buffers)."""
-    import torch._dynamo
-    import torch._functorch.config as fconfig
-
-    points = []
-    for budget in (1.0, 0.5, 0.2):
-        row = {**base, "tool": "torch.compile", "setting": f"activation_memory_budget={budget}"}
-        try:
-            torch._dynamo.reset()
-            fconfig.activation_memory_budget = budget
-            compiled = torch.compile(seq)
-            t0 = time.perf_counter()
-            loss_fn(compiled(x.clone()), target).backward()  # compiles (the budget is read now)
-            plan = time.perf_counter() - t0
-            step: Step = lambda a, c=compiled: loss_fn(c(a), target)  # noqa: E731
-            _, alloc, g = memory(step, x, params, probe=True)
-            row.update(status="ok (allocator peak only)", alloc_peak=alloc, plan_s=plan, grad_ok=_same(g, ref))
-            points.append(Point(row, timer_of(step, x, params)))
-        except Exception as err:  # noqa: BLE001 - any failure of the tool is a result row
-            first = str(err).splitlines()[0][:120] if str(err) else ""
-            points.append(Point({**row, "status": f"failed: {type(err).__name__}: {first}"}))
-        finally:
-            fconfig.activation_memory_budget = 1.0
-    return points
-
-
 def target_peaks(points: list[Point], bin_ratio: float = 1.03) -> list[int]:
-    """The other tools' tracker peaks (plain torch's excepted) as budgets for memsched, one per
-    bin: a peak within `bin_ratio` of a smaller one kept is left out (its budget would give
-    nearly the same schedule)."""
+    """The other tools' tracker peaks (plain torch's excepted) as budgets for memsched, one per bin:
+    a peak within `bin_ratio` of a smaller one kept is left out (nearly the same schedule)."""
     kept: list[int] = []
     for peak in sorted({p.row["peak_bytes"] for p in points if p.row.get("peak_bytes") is not None
                         and p.row["tool"] != "torch"}):
@@ -300,7 +281,10 @@ def _keys(rows: list[dict]) -> list[tuple[str, str]]:
 
 
 def _peak(r: dict) -> int | None:
-    """The row's tracker peak, else its allocator peak (torch.compile), else None (bytes)."""
+    """The row's tracker peak, else its allocator peak (torch.compile(inductor)), else None (bytes;
+    None too for a failed or not-run row)."""
+    if str(r.get("status", "")).startswith(("failed", "not run")):
+        return None
     for column in ("peak_bytes", "alloc_peak"):
         if r.get(column) not in (None, ""):
             return int(r[column])
@@ -309,10 +293,11 @@ def _peak(r: dict) -> int | None:
 
 def _matched(r: dict, ours: list[dict]) -> bool:
     """Some memsched row of `ours` has a peak at most `r`'s (on `r`'s measure: the tracker's, else
-    the allocator's) and a time at most 2% above it (time noise)."""
+    the allocator's) and a time at most 2% above it (time noise), times as ratios to plain torch's
+    of their own run (1 + overhead: ``--only-compile`` rows come from another run)."""
     column = "peak_bytes" if r.get("peak_bytes") not in (None, "") else "alloc_peak"
     return any(o.get(column) not in (None, "") and int(o[column]) <= int(r[column])
-               and float(o["time_ms"]) <= 1.02 * float(r["time_ms"]) for o in ours)
+               and 1 + float(o["overhead"]) <= 1.02 * (1 + float(r["overhead"])) for o in ours)
 
 
 def verdicts(rows: list[dict]) -> list[dict]:
@@ -340,7 +325,7 @@ def verdicts(rows: list[dict]) -> list[dict]:
 
 def summary(rows: list[dict]) -> list[str]:
     """Per (model, size): each tool's smallest peak with its overhead (the tracker's; the
-    allocator's for torch.compile); the other tools' points no memsched point matches (peak and
+    allocator's for torch.compile(inductor)); the other tools' points no memsched point matches (peak and
     time both at most theirs on the same measure, 2% time noise allowed)."""
     out = []
     for key in _keys(rows):
@@ -362,7 +347,7 @@ def summary(rows: list[dict]) -> list[str]:
 
 def figure(rows: list[dict], path: Path) -> None:
     """Time overhead (%) against peak memory (MiB), one curve per tool, one panel per model/size;
-    second row: against the allocator's peak (torch.compile appears there)."""
+    second row: against the allocator's peak (torch.compile(inductor) only there)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -374,7 +359,7 @@ def figure(rows: list[dict], path: Path) -> None:
         for ax, column, label in ((axes[0][col], "peak_bytes", "live-tensor tracker"),
                                   (axes[1][col], "alloc_peak", "CPU allocator")):
             rs = [r for r in rows if (r["model"], r["size"]) == key and r.get(column) not in (None, "")
-                  and r.get("overhead") not in (None, "")]
+                  and _peak(r) is not None and r.get("overhead") not in (None, "")]
             for tool in dict.fromkeys(r["tool"] for r in rs):
                 pts = sorted((int(r[column]) / 2**20, 100 * float(r["overhead"])) for r in rs if r["tool"] == tool)
                 ax.plot([p for p, _ in pts], [o for _, o in pts], "o-" if len(pts) > 1 else "s", label=tool,
@@ -402,15 +387,20 @@ def run_one(name: str, size: str, args: argparse.Namespace) -> list[dict]:
 
     sizes = SIZES[name][size]
     base = {"model": name, "size": size, "load": round(os.getloadavg()[0], 2)}
-    points, ref = torch_points(base, build_model(name, **sizes), args.probe, args.compile, args.segments)
+    kinds = _kinds(args.compile)
+    twin = build_model(name, dropout=0.0, **sizes) if kinds else None  # gradient check of compiled dropout models
+    points, ref = torch_points(base, build_model(name, **sizes), args.probe, kinds, args.segments,
+                               _budgets(args.compile_budgets), twin, args.only_compile)
     targets = target_peaks(points)
-    for gran in ("block", "layer"):
+    for gran in () if args.only_compile else ("block", "layer"):
         points += memsched_points(base, name, sizes, gran, args.budgets, args.repeats, ref, args.probe, targets)
     time_rounds(points, args.repeats)
     rows = [p.row for p in points]
-    rows.append({**base, "tool": "rockmate", "setting": "PyPI 2.0.0 / 1.0.1", "status": ROCKMATE})
-    if not args.compile:
-        rows.append({**base, "tool": "torch.compile", "setting": "activation_memory_budget", "status": COMPILE_NOT_RUN})
+    if not args.only_compile:
+        rows.append({**base, "tool": "rockmate", "setting": "PyPI 2.0.0 / 1.0.1", "status": ROCKMATE})
+    if "inductor" not in kinds:
+        rows.append({**base, "tool": "torch.compile(inductor)", "setting": "activation_memory_budget",
+                     "status": INDUCTOR_NOT_RUN})
     plain_ms = next(r["time_ms"] for r in rows if r["tool"] == "torch")
     for r in rows:
         if r.get("time_ms") is not None:
@@ -419,7 +409,26 @@ def run_one(name: str, size: str, args: argparse.Namespace) -> list[dict]:
         over = f"{100 * r['overhead']:+7.1f}%" if r.get("overhead") is not None else " " * 8
         print(f"{name:>8} {size:>6} {r['tool']:>22} {r['setting']:>30} {peak} {over} "
               f"plan {r.get('plan_s') or 0:6.2f}s grad {r.get('grad_ok')} {r['status'][:60]}", flush=True)
-    return rows
+    return [r for r in rows if not (args.only_compile and r["tool"] == "torch")]
+
+
+def _kinds(text: str) -> list[str]:
+    """``--compile``'s backend kinds ("none" or comma-separated aot, inductor); ValueError otherwise."""
+    from memsched.experiments.vs_torch_compile import BACKENDS
+
+    kinds = [k for k in text.split(",") if k and k != "none"]
+    for k in kinds:
+        if k not in BACKENDS:
+            raise ValueError(f"--compile: unknown backend {k!r} (aot, inductor or none)")
+    return kinds
+
+
+def _budgets(text: str) -> tuple[float, ...]:
+    """``--compile-budgets``: comma-separated activation memory budgets in [0, 1]; ValueError otherwise."""
+    budgets = tuple(float(b) for b in text.split(",") if b)
+    if not budgets or any(not 0.0 <= b <= 1.0 for b in budgets):
+        raise ValueError(f"--compile-budgets: {text!r} is not a list of budgets in [0, 1]")
+    return budgets
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -433,7 +442,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--segments", default="all", help="checkpoint_sequential's segment counts: all (2..L) or "
                         "a comma-separated list")
-    parser.add_argument("--compile", action="store_true", help="also torch.compile with activation_memory_budget")
+    parser.add_argument("--compile", nargs="?", const="inductor", default="aot",
+                        help="torch.compile backends with activation_memory_budget: comma-separated aot (default: "
+                        "aot_eager_decomp_partition), inductor (also the bare flag), or none")
+    parser.add_argument("--compile-budgets", default="1.0,0.8,0.6,0.4,0.2,0.0",
+                        help="torch.compile's activation_memory_budget values (comma-separated, in [0, 1])")
+    parser.add_argument("--only-compile", action="store_true", help="only plain torch (time reference, not written) "
+                        "and torch.compile; with --update replace only its rows")
     parser.add_argument("--no-probe", dest="probe", action="store_false", help="skip the allocator's peaks")
     parser.add_argument("--update", action="store_true", help="keep the CSV's rows of other models and sizes")
     parser.add_argument("--replot", action="store_true", help="run nothing: redraw the figure and summary of --out")
@@ -451,12 +466,18 @@ def main(argv: list[str] | None = None) -> int:
         if name not in SIZES or size not in SIZES[name]:
             print(f"bench_vs_torch: unknown model/size {name}/{size}", file=sys.stderr)
             return 2
+    try:
+        _kinds(args.compile), _budgets(args.compile_budgets)
+    except ValueError as err:
+        print(f"bench_vs_torch: {err}", file=sys.stderr)
+        return 2
     rows: list[dict] = []
     for name, size in pairs:
         rows += run_one(name, size, args)
     out.parent.mkdir(parents=True, exist_ok=True)
     if (args.update or args.replot) and out.exists():
-        rows = [r for r in _read(out) if (r["model"], r["size"]) not in set(pairs)] + rows
+        rows = [r for r in _read(out) if (r["model"], r["size"]) not in set(pairs)
+                or (args.only_compile and not r["tool"].startswith("torch.compile"))] + rows
     with out.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         w.writeheader()
