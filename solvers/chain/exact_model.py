@@ -198,6 +198,10 @@ class PhaseModel:
         """1 when stage j runs a forward (of any kind) in phase k: the sum of its kind variables."""
         return total((self.get(kind, k, j), 1.0) for kind in ("FA", "FC", "FN"))
 
+    def forward_time(self, k: int, j: int, u_fa: float, u_fn: float) -> Lin:
+        """Time of stage j's forward in phase k, per mode: ``u_fa FA + u_fn (FC + FN)``."""
+        return total([(self.get("FA", k, j), u_fa), (self.get("FC", k, j), u_fn), (self.get("FN", k, j), u_fn)])
+
     def sa(self, k: int, j: int) -> Lin | int:
         """Standalone a_j resident at the start of phase k (a variable or a constant)."""
         if j == 0:
@@ -255,9 +259,7 @@ class PhaseModel:
         # objective
         for k in range(L, -1, -1):
             for j in self.slots(k):
-                self.objective.add(self.get("FA", k, j), float(ch.u_fa[j]))  # F_all's time
-                self.objective.add(self.get("FC", k, j), float(ch.u_fn[j]))  # F_ck / F_n: no autograd
-                self.objective.add(self.get("FN", k, j), float(ch.u_fn[j]))
+                self.objective.add(self.forward_time(k, j, float(ch.u_fa[j]), float(ch.u_fn[j])))
         self.objective.const += float(ch.u_b.sum())
 
         for k in range(L, -1, -1):

@@ -126,7 +126,9 @@ class FreeOrderModel:
         self.R: list[Any] = []
         for sl in self.slots:
             self.R.append(1 if sl.j is None else self.lin(pm.run(sl.k, sl.j)))
-        self.e = [self.s[p] + self.busy(sl) for p, sl in enumerate(self.slots)]  # slot ends (= start when idle)
+        tk = [(to_ticks(float(a), scale), to_ticks(float(n), scale)) for a, n in zip(chain.u_fa, chain.u_fn)]
+        self.e = [self.s[p] + (d[p] if sl.j is None else self.lin(pm.forward_time(sl.k, sl.j, *tk[sl.j])))
+                  for p, sl in enumerate(self.slots)]  # slot ends (= start when idle); forwards per mode
         for p in range(P - 1):
             cp.add(self.s[p + 1] >= self.e[p])
         self.end = self.e[P - 1]
@@ -158,22 +160,11 @@ class FreeOrderModel:
         return int(self.dchain.xbar[v[1]] if v[0] == "abar" else self.dchain.x[v[1]])
 
     def duration(self, sl: Slot) -> int:
-        """Ticks of the op of slot `sl` when it runs (a forward: u_f, the larger of its modes; `busy`
-        charges each mode its own)."""
+        """Ticks of the op of slot `sl` when it runs (a forward: u_f, the larger of its modes)."""
         c = self.inst.chain
         if sl.j is None:
             return to_ticks(float(c.u_b[sl.k]), self.scale)
         return to_ticks(float(c.u_f[sl.j]), self.scale)
-
-    def busy(self, sl: Slot) -> Any:
-        """Ticks slot `sl` computes, as a linear expression: its backward's duration, or the forward
-        it runs charged per mode (u_fa for F_all, u_fn for F_ck / F_n; 0 when it runs none)."""
-        if sl.j is None:
-            return self.duration(sl)
-        c, pm = self.inst.chain, self.pm
-        fa, fn = to_ticks(float(c.u_fa[sl.j]), self.scale), to_ticks(float(c.u_fn[sl.j]), self.scale)
-        return (fa * self.lin(pm.get("FA", sl.k, sl.j)) + fn * self.lin(pm.get("FC", sl.k, sl.j))
-                + fn * self.lin(pm.get("FN", sl.k, sl.j)))
 
     def resident(self, sl: Slot) -> dict[Value, Lin | int]:
         """The phase model's state before slot `sl` (which values are resident, as 0/1 expressions)."""
