@@ -152,6 +152,9 @@ def test_profile_writes_a_join_file(tmp_path):
     assert again.to_dict()["format"] == FORMAT
     assert again.lengths == join.lengths and [c.name for c in again.branches] == ["image", "text"]
     assert reference_peak(again) == reference_peak(join)
+    for a, c in zip(again.branches, join.branches):  # per-mode forward times, measured in JoinExecutor steps
+        assert list(a.u_fa) == list(c.u_fa) and list(a.u_fn) == list(c.u_fn)
+        assert (c.u_fn[:-1] > 0).all() and list(c.u_f) == [max(u, v) for u, v in zip(c.u_fa, c.u_fn)]
     # the input sizes are the example inputs' bytes
     assert [int(c.x[0]) for c in join.branches] == [x.numel() * x.element_size() for x in model.inputs]
 
