@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .exact_free import FreeOrderModel
 
 #: share of the time left (after stage 1) that the neighbourhood search may take
-LNS_SHARE = 0.4
+LNS_SHARE = 0.3
 #: CP-SAT deterministic time of one neighbourhood step (load-independent, unlike wall-clock time)
 STEP_DTIME = 1.0
 #: wall-clock seconds of one neighbourhood step at most (a guard on a loaded machine)
@@ -37,12 +37,13 @@ WIDTHS = (2, 3)
 
 
 def windows(model: FreeOrderModel) -> list[tuple[str, int, int]]:
-    """The neighbourhoods in the order tried: (``"k"`` or ``"j"``, first, last) windows of
-    consecutive phases or stages of each width in `WIDTHS`."""
+    """The neighbourhoods in the order tried: (``"j"`` or ``"k"``, first, last) windows of
+    consecutive stages of each width in `WIDTHS`, then of consecutive phases."""
     L = model.L
     out: list[tuple[str, int, int]] = []
     for w in WIDTHS:  # stage windows first: on the L = 10 cells they found the improvements
         out += [("j", j0, j0 + w - 1) for j0 in range(0, L + 1 - w)]
+    for w in WIDTHS:
         out += [("k", k0, k0 + w - 1) for k0 in range(0, L + 2 - w)]
     return out
 
