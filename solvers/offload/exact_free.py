@@ -61,7 +61,7 @@ from ..exact.layer import exact_solver
 from ..exact.milp_runner import BackendRun
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
-from .exact_free_cuts import add_link_bounds
+from .exact_free_cuts import add_link_bounds, run_edge
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
 from .simulator import simulate
@@ -348,8 +348,8 @@ class FreeOrderModel:
                     p = q // 2
                     prev = ws[q - 1] if q else None
                     nxt = ws[q + 1] if q + 1 < Q else None
-                    bs = _run_edge(cp, wq, prev)  # a run of away pieces starts at q: its Off
-                    be = _run_edge(cp, wq, nxt)  # a run ends at q: its Pre
+                    bs = run_edge(cp, wq, prev)  # a run of away pieces starts at q: its Off
+                    be = run_edge(cp, wq, nxt)  # a run ends at q: its Pre
                     gap_piece = q % 2 == 0
                     cp.add(off_end <= (self.e[p - 1] if gap_piece else self.s[p])).only_enforce_if(bs)
                     if p:
@@ -465,8 +465,7 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
     warm = details.get("warm_start_makespan")
     if stage1 is not None and warm is not None and whole and round(warm * scale) <= floor_ticks:
         # the warm start runs every op once with no wait (the every-op-once bound): nothing is faster
-        run = BackendRun(OPTIMAL, objective=warm, bound=warm, solver=stage1,
-                         backend_status="not run: the warm start reaches sum u_fa + sum u_b")
+        run = BackendRun(OPTIMAL, None, warm, warm, solver=stage1, backend_status="not run: warm start = the bound")
     else:
         run = run_cpsat(model.cp, deadline, options, scale=scale, parameters=parameters, extra=CPSAT_EXTRA)
     details["backend_status"] = run.backend_status
@@ -499,15 +498,3 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
                        lower_bound=details["model_bound"],
                        schedule=schedule, details=details, log=run.log, **common)
 
-
-def _run_edge(cp: cp_model.CpModel, w: Any, neighbour: Any) -> Any:
-    """A Boolean that is 1 exactly when piece `w` is away and its `neighbour` piece (the one
-    before it for a run's start, after it for its end; None at the ends) is not."""
-    edge = cp.new_bool_var("")
-    cp.add_implication(edge, w)
-    if neighbour is None:
-        cp.add(edge == w)
-    else:
-        cp.add(edge >= w - neighbour)
-        cp.add_implication(edge, neighbour.negated())
-    return edge

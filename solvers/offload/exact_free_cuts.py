@@ -1,4 +1,5 @@
-"""Redundant link-capacity rows of `offload-exact` (`solvers.offload.exact_free`): a stronger bound.
+"""Redundant link-capacity rows of `offload-exact` (`solvers.offload.exact_free`): a stronger bound
+(and `run_edge`, the Boolean that marks where a run of away pieces starts or ends).
 
 The model's linear relaxation only sees the compute stream: its bound stays at the sum of the
 compute times while the transfer stream, tied to the slots by enforced (big-M) rows, is left to
@@ -82,3 +83,17 @@ def add_link_bounds(model: FreeOrderModel, every_piece: bool = False) -> list[tu
     for lhs, rhs in added:
         cp.add(lhs >= rhs)
     return added
+
+
+def run_edge(cp: Any, w: Any, neighbour: Any) -> Any:
+    """A Boolean of `cp` (the model's CP-SAT model) that is 1 exactly when piece `w` is away and
+    its `neighbour` piece (the one before it for a run's start, after it for its end; None at the
+    ends) is not: the start or end of a run of away pieces (an Off or a Pre)."""
+    edge = cp.new_bool_var("")
+    cp.add_implication(edge, w)
+    if neighbour is None:
+        cp.add(edge == w)
+    else:
+        cp.add(edge >= w - neighbour)
+        cp.add_implication(edge, neighbour.negated())
+    return edge
