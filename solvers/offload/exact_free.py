@@ -42,8 +42,8 @@ fall inside a compute op, so its class is wider. The reported ``lower_bound`` is
 (``details.model_bound``): a bound for this class, as the chain's phase model reports its own;
 the exact layer drops it when a fast solver's schedule beats it.
 
-Warm start: pofo's compute sequence (the best fast schedule) is solved first with that
-sequence fixed (`exact_free_hint.complete_hint`); that solution hints every variable of the full model.
+Warm start (`exact_free_hint.complete_hint`): pofo's compute sequence solved with it fixed, then a
+neighbourhood search over compute sequences (`exact_free_lns`); the best solution hints the full model.
 """
 
 from __future__ import annotations
