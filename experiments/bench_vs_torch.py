@@ -388,7 +388,7 @@ def run_one(name: str, size: str, args: argparse.Namespace) -> list[dict]:
     sizes = SIZES[name][size]
     base = {"model": name, "size": size, "load": round(os.getloadavg()[0], 2)}
     kinds = _kinds(args.compile)
-    twin = build_model(name, dropout=0.0, **sizes) if kinds else None  # gradient check of compiled dropout models
+    twin = (lambda dtype: build_model(name, dropout=0.0, dtype=dtype, **sizes)) if kinds else None  # grad checks
     points, ref = torch_points(base, build_model(name, **sizes), args.probe, kinds, args.segments,
                                _budgets(args.compile_budgets), twin, args.only_compile)
     targets = target_peaks(points)

@@ -53,6 +53,17 @@ def test_only_compile_update_runs_the_partitioner_and_keeps_other_rows(tmp_path)
     assert v["model"] == "gpt2" and v["curve_on_or_below"] in ("True", "False")
 
 
+def test_twin_check_in_float64():
+    """The float64 fallback check: a dropout-free GPT-2 (tiny) compiled at b = 0.5 gives eager
+    autograd's gradients within 1e-9 in float64 (a wrong partition would not)."""
+    import torch
+    from memsched.models.zoo import build_model
+
+    model = build_model("gpt2", dropout=0.0, dtype=torch.float64, **bench_vs_torch.SIZES["gpt2"]["tiny"])
+    assert vs_torch_compile.twin_check(model, vs_torch_compile.BACKENDS["aot"], 0.5, vs_torch_compile.CompiledTracker,
+                                       vs_torch_compile.GRAD_RTOL_64)
+
+
 def test_close_normwise():
     import torch
 
