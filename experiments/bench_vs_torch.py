@@ -39,8 +39,8 @@ allocation, kernel scratch and inductor's buffers included) after one warm-up st
 timed steps of every point of a model and size run in rounds, one step of each point per round
 (so that a change of the machine's load hits every tool alike), parameter gradients set to None
 before each; ``time_ms`` is the median over `--repeats` rounds of the thread's CPU time
-(``time.thread_time``: with one thread autograd's CPU backward runs in the calling thread, and
-other processes sharing the cores do not inflate it); ``overhead`` = time / torch's time - 1.
+(``time.thread_time``; one thread runs autograd's CPU backward too; glibc's malloc thresholds
+pinned: `experiments.steady_malloc`); ``overhead`` = time / torch's time - 1.
 ``plan_s``: memsched's profiling plus solving time (torch.compile's compile time, wall clock; 0
 for the others). ``grad_ok``: every parameter gradient allclose to plain autograd's (rtol 1e-4, atol
 1e-6) with the same seed. ``load``: the 1-minute load average when the model and size started.
@@ -67,6 +67,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from memsched.experiments.steady_malloc import run_with_pinned_malloc
 from torch import nn
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
@@ -496,4 +497,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_with_pinned_malloc("memsched.experiments.bench_vs_torch", main))  # steady step times
