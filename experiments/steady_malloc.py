@@ -8,7 +8,9 @@ a page fault, counted in the thread's CPU time. Measured on the GPT medium of
 `bench_vs_torch` on a quiet machine (load 1), identical store-all steps of memsched's executor
 differed from plain autograd by +4..+11% in one run and -9% in another, and neighbouring
 budgets by up to 27 points; with the thresholds pinned (`PINNED`: blocks up to 32 MiB come from
-the heap, and the heap is never trimmed) the same run gave -0.8% / -3.5% and monotone curves.
+the heap, and the heap is never trimmed) the same run gave -0.8% / -3.5% and monotone curves. It does not
+remove every source of noise: a later full run (torch.compile rows on, another benchmark
+beside it) measured the store-all steps at +10% / +22% again (docs/chain.md).
 Every tool of a run gets the same setting, and the peaks (tracker, torch's allocator probe)
 do not depend on it.
 
