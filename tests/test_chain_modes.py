@@ -161,10 +161,13 @@ def test_per_mode_overheads_never_cost_and_sometimes_save():
 
 
 # --------------------------------------------------------------------------- exact <= DP
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("modes, seed", [("overheads", s) for s in range(4)] + [("times", s) for s in range(3)])
 @pytest.mark.parametrize("solver", ["milp", "cpsat"])
-def test_exact_at_most_rotor_with_mode_overheads(seed, solver):
-    chain = mode_chain(5, seed, size_range=(1, 8), integer_times=True)
+def test_exact_at_most_rotor_with_per_mode_values(modes, seed, solver):
+    """Exact <= rotor, replayed, on chains with per-mode forward overheads (o_fa != o_fn) or
+    per-mode forward times (u_fa != u_fn)."""
+    make = mode_chain if modes == "overheads" else time_chain
+    chain = make(5, seed, size_range=(1, 8), integer_times=True)
     lo, hi = rotor_min_budget(chain), reference_peak(chain)
     for budget in (lo, (lo + hi) // 2):
         rotor = solve("chain", chain, "rotor", budget, slots=0)
@@ -298,17 +301,3 @@ def test_cheaper_no_grad_forwards_change_the_choice():
             assert t.optimum(budget) <= m.optimum(budget)
             lower += t.optimum(budget) < m.optimum(budget)
     assert lower > 0
-
-
-@pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize("solver", ["milp", "cpsat"])
-def test_exact_at_most_rotor_with_mode_times(seed, solver):
-    chain = time_chain(5, seed, size_range=(1, 8), integer_times=True)
-    lo, hi = rotor_min_budget(chain), reference_peak(chain)
-    for budget in (lo, (lo + hi) // 2):
-        rotor = solve("chain", chain, "rotor", budget, slots=0)
-        exact = solve("chain", chain, solver, budget, slots=0, time_limit=20)
-        assert exact.status == "optimal"
-        sim = simulate(chain, exact.schedule, budget)
-        assert sim.valid and sim.makespan == pytest.approx(exact.objective)
-        assert exact.objective <= rotor.objective + 1e-9
