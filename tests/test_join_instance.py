@@ -111,13 +111,19 @@ def test_discretised_rounds_up():
     assert d.loss_overhead == 2
 
 
+def _saved_and_loaded(join: Join, path) -> Join:
+    """`join` written to `path` and read back; the file round trip keeps every field."""
+    join.save(path)
+    again = Join.load(path)
+    assert again.to_dict() == join.to_dict()
+    return again
+
+
 def test_per_mode_overheads_round_trip_and_old_files(tmp_path):
     join = random_join([3, 2], seed=6, size_range=(1, 9), overhead=1.5, mode_overheads=True, loss_overhead=2)
     assert any(c.has_mode_overheads() for c in join.branches)
     path = tmp_path / "modes.json"
-    join.save(path)
-    again = Join.load(path)
-    assert again.to_dict() == join.to_dict()
+    again = _saved_and_loaded(join, path)
     for a, b in zip(join.branches, again.branches):
         assert list(a.o_fa) == list(b.o_fa) and list(a.o_fn) == list(b.o_fn)
         d = b.discretised(2.0)  # discretising keeps the modes (rounded up)
@@ -134,9 +140,7 @@ def test_per_mode_times_round_trip_and_old_files(tmp_path):
     join = random_join([3, 2], seed=7, size_range=(1, 9), mode_times=True)
     assert all(c.has_mode_times() for c in join.branches)
     path = tmp_path / "times.json"
-    join.save(path)
-    again = Join.load(path)
-    assert again.to_dict() == join.to_dict()
+    again = _saved_and_loaded(join, path)
     for a, b in zip(join.branches, again.branches):
         assert list(a.u_fa) == list(b.u_fa) and list(a.u_fn) == list(b.u_fn)
         assert list(b.discretised(2.0).u_fn) == list(b.u_fn)  # times are not discretised
