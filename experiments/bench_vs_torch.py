@@ -1,7 +1,7 @@
 """memsched against the tools users pick instead: same model, same tracker, CPU, one thread.
 
     python -m memsched.experiments.bench_vs_torch [--models gpt2,resnet50] [--sizes small,medium,large]
-        [--budgets 6] [--repeats 5] [--segments all|K,K,..] [--compile aot|inductor|aot,inductor|none]
+        [--budgets 6] [--repeats 5] [--rounds 15] [--segments all|K,K,..] [--compile aot|inductor|aot,inductor|none]
         [--compile-budgets 1.0,0.8,0.6,0.4,0.2,0.0] [--only-compile] [--no-probe] [--update] [--replot]
         [--out results/bench_vs_torch.csv]
 
@@ -36,16 +36,20 @@ Memory: ``peak_bytes`` is the peak of `models.memory.LiveTensorTracker` over the
 is copied inside the tracked region by every tool); ``alloc_peak`` (unless ``--no-probe``) is
 the CPU allocator's peak of the same step (`models.alloc_probe.AllocatorProbe`: every c10
 allocation, kernel scratch and inductor's buffers included) after one warm-up step. Time: the
-timed steps of every point of a model and size run in rounds, one step of each point per round
-(so that a change of the machine's load hits every tool alike), parameter gradients set to None
-before each; ``time_ms`` is the median over `--repeats` rounds of the thread's CPU time
-(``time.thread_time``; one thread runs autograd's CPU backward too; glibc's malloc thresholds
-pinned: `experiments.steady_malloc`); ``overhead`` = time / torch's time - 1.
+timed steps of every point of a model and size run in `--rounds` rounds, one step of each point
+per round in a new random order (so that a drift of the machine's speed hits every tool alike and
+no tool always follows the same one), parameter gradients set to None before each, on the
+thread's CPU clock (``time.thread_time``; one thread runs autograd's CPU backward too; glibc's
+malloc thresholds pinned: `experiments.steady_malloc`). ``time_ms`` is the least of a point's
+times (timeit's rule: the same work plus interference, which only adds; on this shared machine a
+plain GPT step's user time drifts by 40% between steps with no page fault), ``time_median_ms``
+their median; ``overhead`` and ``overhead_median`` = time / torch's time - 1 on each.
 ``plan_s``: memsched's profiling plus solving time (torch.compile's compile time, wall clock; 0
 for the others). ``grad_ok``: every parameter gradient allclose to plain autograd's (rtol 1e-4, atol
 1e-6) with the same seed. ``load``: the 1-minute load average when the model and size started.
-Writes the CSV, a summary CSV beside it (``<out>_summary.csv``, `verdicts`: per model and size,
-whether memsched's curve lies on or below every other tool's and which points break it, and
+Writes the CSV, a summary CSV beside it (``<out>_summary.csv``, `vs_torch_report.verdicts`: per
+model and size, whether memsched's curve lies on or below every other tool's and which points
+break it, on the least and on the median times, and
 whether its smallest peak is at most checkpoint-per-block's; ``--update``: replaces the rows of
 the models and sizes run, keeps the others; ``--replot``: runs nothing, redraws the figure and
 summaries of ``--out``) and a figure (time overhead against peak memory, one curve per tool; a second row of panels on
@@ -58,6 +62,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import random
 import statistics
 import sys
 import time
@@ -68,11 +73,12 @@ from typing import Any
 
 import torch
 from memsched.experiments.steady_malloc import run_with_pinned_malloc
+from memsched.experiments.vs_torch_report import SUMMARY_COLUMNS, figure, read_rows, summary, verdicts
 from torch import nn
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
-COLUMNS = ("model", "size", "tool", "setting", "status", "peak_bytes", "alloc_peak", "time_ms", "overhead", "plan_s",
-           "grad_ok", "predicted_peak", "budget", "load")
+COLUMNS = ("model", "size", "tool", "setting", "status", "peak_bytes", "alloc_peak", "time_ms", "overhead",
+           "time_median_ms", "overhead_median", "plan_s", "grad_ok", "predicted_peak", "budget", "load", "rounds")
 SIZES: dict[str, dict[str, dict[str, Any]]] = {
     "gpt2": {"tiny": dict(batch=2, seq_len=16, width=32, depth=2, vocab=64),
              "small": dict(batch=2, seq_len=128, width=128, depth=6, vocab=2000),
@@ -91,8 +97,6 @@ INDUCTOR_NOT_RUN = ("not run (--compile inductor not given): inductor compiles h
                     "cache at load 5-7 GPT-2 small took 238 s at budget 1.0 and neither GPT-2 small at 0.5 nor "
                     "ResNet-50 small finished within 300 s (each budget compiles anew); the min-cut partitioner "
                     "it uses is measured without it: torch.compile(aot_eager, min-cut)")
-SUMMARY_COLUMNS = ("model", "size", "load", "per_block_peak", "memsched_smallest_peak", "smallest_at_most_per_block",
-                   "curve_on_or_below", "unmatched")
 Step = Callable[[torch.Tensor], torch.Tensor]  # input copy -> loss
 
 
@@ -264,122 +268,16 @@ def memsched_points(base: dict, name: str, sizes: dict, granularity: str, n_budg
     return points
 
 
-def time_rounds(points: list[Point], repeats: int) -> None:
-    """`repeats` rounds, one timed step of every point per round; ``time_ms`` = median (ms)."""
+def time_rounds(points: list[Point], rounds: int, seed: int = 0) -> None:
+    """`rounds` rounds, one timed step of every point per round, in a new random order each round
+    (seeded); ``time_ms`` = the least of a point's times, ``time_median_ms`` = their median (ms)."""
     timed = [p for p in points if p.timer is not None]  # each ran (measured) before: warm
-    for _ in range(repeats):
-        for p in timed:
+    rng = random.Random(seed)
+    for _ in range(rounds):
+        for p in rng.sample(timed, len(timed)):
             p.times.append(p.timer())
     for p in timed:
-        p.row["time_ms"] = statistics.median(p.times)
-
-
-def _keys(rows: list[dict]) -> list[tuple[str, str]]:
-    """The (model, size) pairs of `rows`, sizes in the order of `SIZES` (tiny, small, medium, large)."""
-    order = ("tiny", "small", "medium", "large")
-    return sorted({(r["model"], r["size"]) for r in rows},
-                  key=lambda k: (k[0], order.index(k[1]) if k[1] in order else len(order), k[1]))
-
-
-def _peak(r: dict) -> int | None:
-    """The row's tracker peak, else its allocator peak (torch.compile(inductor)), else None (bytes;
-    None too for a failed or not-run row)."""
-    if str(r.get("status", "")).startswith(("failed", "not run")):
-        return None
-    for column in ("peak_bytes", "alloc_peak"):
-        if r.get(column) not in (None, ""):
-            return int(r[column])
-    return None
-
-
-def _matched(r: dict, ours: list[dict]) -> bool:
-    """Some memsched row of `ours` has a peak at most `r`'s (on `r`'s measure: the tracker's, else
-    the allocator's) and a time at most 2% above it (time noise), times as ratios to plain torch's
-    of their own run (1 + overhead: ``--only-compile`` rows come from another run)."""
-    column = "peak_bytes" if r.get("peak_bytes") not in (None, "") else "alloc_peak"
-    return any(o.get(column) not in (None, "") and int(o[column]) <= int(r[column])
-               and 1 + float(o["overhead"]) <= 1.02 * (1 + float(r["overhead"])) for o in ours)
-
-
-def verdicts(rows: list[dict]) -> list[dict]:
-    """Per (model, size), the issue's two targets, checkable from the CSV: ``curve_on_or_below``
-    (no other tool's measured point has both a lower peak and a lower time than every memsched
-    point: `_matched`), the points that break it (``unmatched``), and whether memsched's smallest
-    measured peak is at most checkpoint-per-block's (``smallest_at_most_per_block``; bytes)."""
-    out = []
-    for key in _keys(rows):
-        rs = [r for r in rows if (r["model"], r["size"]) == key and _peak(r) is not None
-              and r.get("time_ms") not in (None, "")]
-        ours = [r for r in rs if r["tool"].startswith("memsched")]
-        theirs = [r for r in rs if not r["tool"].startswith("memsched") and r["tool"] != "torch"]
-        beaten = [r for r in theirs if not _matched(r, ours)]
-        per_block = min((int(r["peak_bytes"]) for r in rs if r["tool"] == "checkpoint-per-block"), default=None)
-        smallest = min((int(r["peak_bytes"]) for r in ours if r.get("peak_bytes") not in (None, "")), default=None)
-        out.append({"model": key[0], "size": key[1], "load": next((r.get("load") for r in rs), ""),
-                    "per_block_peak": per_block, "memsched_smallest_peak": smallest,
-                    "smallest_at_most_per_block": None if per_block is None or smallest is None
-                    else smallest <= per_block,
-                    "curve_on_or_below": not beaten,
-                    "unmatched": "; ".join(f"{r['tool']} {r['setting']}" for r in beaten)})
-    return out
-
-
-def summary(rows: list[dict]) -> list[str]:
-    """Per (model, size): each tool's smallest peak with its overhead (the tracker's; the
-    allocator's for torch.compile(inductor)); the other tools' points no memsched point matches (peak and
-    time both at most theirs on the same measure, 2% time noise allowed)."""
-    out = []
-    for key in _keys(rows):
-        rs = [r for r in rows if (r["model"], r["size"]) == key and _peak(r) is not None
-              and r.get("time_ms") not in (None, "")]
-        out.append(f"{key[0]} {key[1]} (load {next((r.get('load') for r in rs), '?')}):")
-        for tool in dict.fromkeys(r["tool"] for r in rs):
-            best = min((r for r in rs if r["tool"] == tool), key=lambda r: (_peak(r), float(r["time_ms"])))
-            kind = "tracker" if best.get("peak_bytes") not in (None, "") else "allocator"
-            out.append(f"    {tool:>22}: smallest peak {_peak(best) / 2**20:8.2f} MiB ({kind}) at "
-                       f"{100 * float(best['overhead']):+6.1f}% ({best['setting']})")
-        ours = [r for r in rs if r["tool"].startswith("memsched")]
-        theirs = [r for r in rs if not r["tool"].startswith("memsched") and r["tool"] != "torch"]
-        beaten = [r for r in theirs if not _matched(r, ours)]
-        out.append("    points of other tools no memsched point matches: "
-                   + (", ".join(f"{r['tool']} {r['setting']}" for r in beaten) or "none"))
-    return out
-
-
-def figure(rows: list[dict], path: Path) -> None:
-    """Time overhead (%) against peak memory (MiB), one curve per tool, one panel per model/size;
-    second row: against the allocator's peak (torch.compile(inductor) only there)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    keys = _keys(rows)
-    fig, axes = plt.subplots(2, len(keys), figsize=(4.6 * len(keys), 7.6), squeeze=False)
-    for col, key in enumerate(keys):
-        for ax, column, label in ((axes[0][col], "peak_bytes", "live-tensor tracker"),
-                                  (axes[1][col], "alloc_peak", "CPU allocator")):
-            rs = [r for r in rows if (r["model"], r["size"]) == key and r.get(column) not in (None, "")
-                  and _peak(r) is not None and r.get("overhead") not in (None, "")]
-            for tool in dict.fromkeys(r["tool"] for r in rs):
-                pts = sorted((int(r[column]) / 2**20, 100 * float(r["overhead"])) for r in rs if r["tool"] == tool)
-                ax.plot([p for p, _ in pts], [o for _, o in pts], "o-" if len(pts) > 1 else "s", label=tool,
-                        markersize=3)
-            ax.set_title(f"{key[0]} ({key[1]})", fontsize=9)
-            ax.set_xlabel(f"peak memory (MiB, {label})", fontsize=8)
-            ax.set_ylabel("time overhead vs plain torch (%)", fontsize=8)
-            ax.grid(alpha=0.3)
-            if rs:
-                ax.legend(fontsize=6)
-            else:
-                ax.text(0.5, 0.5, "not measured (--no-probe)", ha="center", transform=ax.transAxes, fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
-def _read(path: Path) -> list[dict]:
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
+        p.row.update(time_ms=min(p.times), time_median_ms=statistics.median(p.times), rounds=rounds)
 
 
 def run_one(name: str, size: str, args: argparse.Namespace) -> list[dict]:
@@ -395,17 +293,18 @@ def run_one(name: str, size: str, args: argparse.Namespace) -> list[dict]:
     targets = target_peaks(points)
     for gran in () if args.only_compile else ("block", "layer"):
         points += memsched_points(base, name, sizes, gran, args.budgets, args.repeats, ref, args.probe, targets)
-    time_rounds(points, args.repeats)
+    time_rounds(points, args.rounds)
     rows = [p.row for p in points]
     if not args.only_compile:
         rows.append({**base, "tool": "rockmate", "setting": "PyPI 2.0.0 / 1.0.1", "status": ROCKMATE})
     if "inductor" not in kinds:
         rows.append({**base, "tool": "torch.compile(inductor)", "setting": "activation_memory_budget",
                      "status": INDUCTOR_NOT_RUN})
-    plain_ms = next(r["time_ms"] for r in rows if r["tool"] == "torch")
+    plain = next(r for r in rows if r["tool"] == "torch")
     for r in rows:
         if r.get("time_ms") is not None:
-            r["overhead"] = r["time_ms"] / plain_ms - 1
+            r["overhead"] = r["time_ms"] / plain["time_ms"] - 1
+            r["overhead_median"] = r["time_median_ms"] / plain["time_median_ms"] - 1
         peak = f"{r['peak_bytes'] / 2**20:8.2f} MiB" if r.get("peak_bytes") is not None else " " * 12
         over = f"{100 * r['overhead']:+7.1f}%" if r.get("overhead") is not None else " " * 8
         print(f"{name:>8} {size:>6} {r['tool']:>22} {r['setting']:>30} {peak} {over} "
@@ -439,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default="gpt2,resnet50")
     parser.add_argument("--sizes", default="small", help="comma-separated: tiny (tests), small, medium, large")
     parser.add_argument("--budgets", type=int, default=6, help="evenly spaced rotor budgets per granularity")
-    parser.add_argument("--repeats", type=int, default=5, help="timing rounds (median) and profiling repetitions")
+    parser.add_argument("--repeats", type=int, default=5, help="profiling repetitions (memsched's chain)")
+    parser.add_argument("--rounds", type=int, default=15, help="timing rounds (time_ms: least, time_median_ms: median)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--segments", default="all", help="checkpoint_sequential's segment counts: all (2..L) or "
                         "a comma-separated list")
@@ -477,13 +377,13 @@ def main(argv: list[str] | None = None) -> int:
         rows += run_one(name, size, args)
     out.parent.mkdir(parents=True, exist_ok=True)
     if (args.update or args.replot) and out.exists():
-        rows = [r for r in _read(out) if (r["model"], r["size"]) not in set(pairs)
+        rows = [r for r in read_rows(out) if (r["model"], r["size"]) not in set(pairs)
                 or (args.only_compile and not r["tool"].startswith("torch.compile"))] + rows
     with out.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    rows = _read(out)
+    rows = read_rows(out)
     figure(rows, out.with_suffix(".png"))
     for line in summary(rows):
         print(line)

@@ -36,7 +36,8 @@ def test_only_compile_update_runs_the_partitioner_and_keeps_other_rows(tmp_path)
         w.writerow({**old, "tool": "memsched-block", "peak_bytes": "900", "overhead": "0.1"})  # kept
         w.writerow({**old, "tool": TOOL})  # replaced by the run
     assert bench_vs_torch.main(["--models", "gpt2", "--sizes", "tiny", "--only-compile", "--compile", "aot",
-                                "--compile-budgets", "0.0", "--repeats", "2", "--update", "--out", str(out)]) == 0
+                                "--compile-budgets", "0.0", "--repeats", "2", "--rounds", "2", "--update",
+                                "--out", str(out)]) == 0
     rows = list(csv.DictReader(out.open()))
     assert [r["tool"] for r in rows][:2] == ["checkpoint-per-block", "memsched-block"]
     assert not any(r["tool"] == "torch" for r in rows)  # the time reference is not written

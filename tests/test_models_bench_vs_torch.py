@@ -24,7 +24,8 @@ def test_tiny_run_writes_rows_for_every_tool(tmp_path):
         w.writerow({**kept, "model": "gpt2", "size": "tiny"})  # replaced by the run
         w.writerow(kept)  # another model and size: kept with --update
     assert bench_vs_torch.main(["--models", "gpt2", "--sizes", "tiny", "--budgets", "3", "--repeats", "1",
-                                "--compile", "none", "--update", "--out", str(out)]) == 0  # compile: its own test
+                                "--rounds", "3", "--compile", "none",  # compile: its own test
+                                "--update", "--out", str(out)]) == 0
     rows = list(csv.DictReader(out.open()))
     assert [r for r in rows if r["model"] == "resnet50"] == [{**{c: "" for c in bench_vs_torch.COLUMNS}, **kept}]
     rows = [r for r in rows if r["model"] == "gpt2"]
@@ -36,6 +37,7 @@ def test_tiny_run_writes_rows_for_every_tool(tmp_path):
         if r["peak_bytes"]:
             assert r["grad_ok"] == "True", r
             assert int(r["peak_bytes"]) > 0 and float(r["time_ms"]) > 0 and int(r["alloc_peak"]) > 0
+            assert float(r["time_median_ms"]) >= float(r["time_ms"]) and r["rounds"] == "3"
         if r["tool"].startswith("memsched") and r["peak_bytes"]:
             assert int(r["peak_bytes"]) <= 1.01 * int(r["predicted_peak"]) + 4096
             assert int(r["predicted_peak"]) <= int(r["budget"])

@@ -1,0 +1,176 @@
+"""Verdicts, printed summary and figure of `experiments.bench_vs_torch`'s CSV.
+
+Issue #20's two targets, per model and size, read from the rows alone: memsched's curve lies on
+or below every other tool's (`verdicts`: no other tool's point has a lower peak and a lower time
+than every memsched point), and memsched's smallest peak is at most checkpoint-per-block's.
+Times are compared as overheads over plain torch's time of the same run (1 + overhead), so rows
+from another run (``--only-compile``) compare too. Two time statistics are judged side by side:
+``overhead`` (from ``time_ms``, the least step time over the rounds) and ``overhead_median``
+(from ``time_median_ms``); the verdict on the first is the one reported as
+``curve_on_or_below``, the second is ``curve_on_or_below_median``.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+SUMMARY_COLUMNS = (
+    "model",
+    "size",
+    "load",
+    "per_block_peak",
+    "memsched_smallest_peak",
+    "smallest_at_most_per_block",
+    "curve_on_or_below",
+    "unmatched",
+    "curve_on_or_below_median",
+    "unmatched_median",
+)
+TIME_NOISE = 1.02  # a memsched point matches another tool's at up to 2% more time (1 + overhead)
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The CSV's rows (strings; a column missing from an older CSV is absent from its rows)."""
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _keys(rows: list[dict]) -> list[tuple[str, str]]:
+    """The (model, size) pairs of `rows`, sizes in the order tiny, small, medium, large."""
+    order = ("tiny", "small", "medium", "large")
+    return sorted(
+        {(r["model"], r["size"]) for r in rows},
+        key=lambda k: (k[0], order.index(k[1]) if k[1] in order else len(order), k[1]),
+    )
+
+
+def _peak(r: dict) -> int | None:
+    """The row's tracker peak, else its allocator peak (torch.compile(inductor)), else None (bytes;
+    None too for a failed or not-run row)."""
+    if str(r.get("status", "")).startswith(("failed", "not run")):
+        return None
+    for column in ("peak_bytes", "alloc_peak"):
+        if r.get(column) not in (None, ""):
+            return int(r[column])
+    return None
+
+
+def _has(r: dict, column: str) -> bool:
+    return r.get(column) not in (None, "")
+
+
+def _matched(r: dict, ours: list[dict], overhead: str = "overhead") -> bool:
+    """Some memsched row of `ours` has a peak at most `r`'s (on `r`'s measure: the tracker's, else
+    the allocator's) and a time at most 2% above it (1 + `overhead` column, time noise)."""
+    column = "peak_bytes" if _has(r, "peak_bytes") else "alloc_peak"
+    return any(
+        _has(o, column)
+        and int(o[column]) <= int(r[column])
+        and _has(o, overhead)
+        and 1 + float(o[overhead]) <= TIME_NOISE * (1 + float(r[overhead]))
+        for o in ours
+    )
+
+
+def _split(rows: list[dict], key: tuple[str, str]) -> tuple[list[dict], list[dict], list[dict]]:
+    """(measured rows, memsched's, the other tools' except plain torch) of one model and size."""
+    rs = [r for r in rows if (r["model"], r["size"]) == key and _peak(r) is not None and _has(r, "time_ms")]
+    ours = [r for r in rs if r["tool"].startswith("memsched")]
+    theirs = [r for r in rs if not r["tool"].startswith("memsched") and r["tool"] != "torch"]
+    return rs, ours, theirs
+
+
+def _unmatched(ours: list[dict], theirs: list[dict], overhead: str) -> list[dict] | None:
+    """The points of `theirs` no point of `ours` matches on `overhead`; None when a row lacks it."""
+    if not all(_has(r, overhead) for r in ours + theirs):
+        return None
+    return [r for r in theirs if not _matched(r, ours, overhead)]
+
+
+def verdicts(rows: list[dict]) -> list[dict]:
+    """Per (model, size), the issue's two targets (``curve_on_or_below`` on the least times,
+    ``curve_on_or_below_median`` on the median times, None where the CSV has no median), the
+    points that break each (``unmatched``), and whether memsched's smallest measured peak is at
+    most checkpoint-per-block's (``smallest_at_most_per_block``; bytes)."""
+    out = []
+    for key in _keys(rows):
+        rs, ours, theirs = _split(rows, key)
+        per_block = min((int(r["peak_bytes"]) for r in rs if r["tool"] == "checkpoint-per-block"), default=None)
+        smallest = min((int(r["peak_bytes"]) for r in ours if _has(r, "peak_bytes")), default=None)
+        row = {
+            "model": key[0],
+            "size": key[1],
+            "load": next((r.get("load") for r in rs), ""),
+            "per_block_peak": per_block,
+            "memsched_smallest_peak": smallest,
+            "smallest_at_most_per_block": None if per_block is None or smallest is None else smallest <= per_block,
+        }
+        for suffix, overhead in (("", "overhead"), ("_median", "overhead_median")):
+            beaten = _unmatched(ours, theirs, overhead)
+            row[f"curve_on_or_below{suffix}"] = None if beaten is None else not beaten
+            row[f"unmatched{suffix}"] = (
+                "" if beaten is None else "; ".join(f"{r['tool']} {r['setting']}" for r in beaten)
+            )
+        out.append(row)
+    return out
+
+
+def summary(rows: list[dict]) -> list[str]:
+    """Per (model, size): each tool's smallest peak with its overhead (the tracker's; the
+    allocator's for torch.compile(inductor)); the other tools' points no memsched point matches,
+    on the least and on the median times."""
+    out = []
+    for key, verdict in zip(_keys(rows), verdicts(rows)):
+        rs, _, _ = _split(rows, key)
+        out.append(f"{key[0]} {key[1]} (load {next((r.get('load') for r in rs), '?')}):")
+        for tool in dict.fromkeys(r["tool"] for r in rs):
+            best = min((r for r in rs if r["tool"] == tool), key=lambda r: (_peak(r), float(r["time_ms"])))
+            kind = "tracker" if _has(best, "peak_bytes") else "allocator"
+            out.append(
+                f"    {tool:>22}: smallest peak {_peak(best) / 2**20:8.2f} MiB ({kind}) at "
+                f"{100 * float(best['overhead']):+6.1f}% ({best['setting']})"
+            )
+        out.append(
+            "    points of other tools no memsched point matches (least times): " + (verdict["unmatched"] or "none")
+        )
+        if verdict["curve_on_or_below_median"] is not None:
+            out.append("    ... (median times): " + (verdict["unmatched_median"] or "none"))
+    return out
+
+
+def figure(rows: list[dict], path: Path) -> None:
+    """Time overhead (%, least times) against peak memory (MiB), one curve per tool, one panel per
+    model/size; second row: against the allocator's peak (torch.compile(inductor) only there)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = _keys(rows)
+    fig, axes = plt.subplots(2, len(keys), figsize=(4.6 * len(keys), 7.6), squeeze=False)
+    for col, key in enumerate(keys):
+        for ax, column, label in (
+            (axes[0][col], "peak_bytes", "live-tensor tracker"),
+            (axes[1][col], "alloc_peak", "CPU allocator"),
+        ):
+            rs = [
+                r
+                for r in rows
+                if (r["model"], r["size"]) == key and _has(r, column) and _peak(r) is not None and _has(r, "overhead")
+            ]
+            for tool in dict.fromkeys(r["tool"] for r in rs):
+                pts = sorted((int(r[column]) / 2**20, 100 * float(r["overhead"])) for r in rs if r["tool"] == tool)
+                ax.plot(
+                    [p for p, _ in pts], [o for _, o in pts], "o-" if len(pts) > 1 else "s", label=tool, markersize=3
+                )
+            ax.set_title(f"{key[0]} ({key[1]})", fontsize=9)
+            ax.set_xlabel(f"peak memory (MiB, {label})", fontsize=8)
+            ax.set_ylabel("time overhead vs plain torch (%, least of the rounds)", fontsize=8)
+            ax.grid(alpha=0.3)
+            if rs:
+                ax.legend(fontsize=6)
+            else:
+                ax.text(0.5, 0.5, "not measured (--no-probe)", ha="center", transform=ax.transAxes, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
