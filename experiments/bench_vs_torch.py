@@ -1,7 +1,7 @@
 """memsched against the tools users pick instead: same model, same tracker, CPU, one thread.
 
     python -m memsched.experiments.bench_vs_torch [--models gpt2,resnet50] [--sizes small,medium,large]
-        [--budgets 6] [--repeats 5] [--rounds 15] [--segments all|K,K,..] [--compile aot|inductor|aot,inductor|none]
+        [--budgets 6] [--repeats 5] [--rounds 11] [--segments all|K,K,..] [--compile aot|inductor|aot,inductor|none]
         [--compile-budgets 1.0,0.8,0.6,0.4,0.2,0.0] [--only-compile] [--no-probe] [--update] [--replot]
         [--out results/bench_vs_torch.csv]
 
@@ -37,19 +37,22 @@ is copied inside the tracked region by every tool); ``alloc_peak`` (unless ``--n
 the CPU allocator's peak of the same step (`models.alloc_probe.AllocatorProbe`: every c10
 allocation, kernel scratch and inductor's buffers included) after one warm-up step. Time: the
 timed steps of every point of a model and size run in `--rounds` rounds, one step of each point
-per round in a new random order (so that a drift of the machine's speed hits every tool alike and
-no tool always follows the same one), parameter gradients set to None before each, on the
-thread's CPU clock (``time.thread_time``; one thread runs autograd's CPU backward too; glibc's
-malloc thresholds pinned: `experiments.steady_malloc`). ``time_ms`` is the least of a point's
-times (timeit's rule: the same work plus interference, which only adds; on this shared machine a
-plain GPT step's user time drifts by 40% between steps with no page fault), ``time_median_ms``
-their median; ``overhead`` and ``overhead_median`` = time / torch's time - 1 on each.
+per round in a new random order, each right after a step of plain torch (a paired comparison),
+parameter gradients set to None before each, on the thread's CPU clock (``time.thread_time``;
+one thread runs autograd's CPU backward too; glibc's malloc thresholds pinned:
+`experiments.steady_malloc`). ``overhead`` is the median over the rounds of the step's time over
+the plain step's just before it, less 1: on this shared machine a plain GPT step's time drifts
+by up to 40% within seconds (no page fault: the other core's jobs), which the ratio of two
+neighbouring steps cancels and the ratio of two medians taken minutes apart does not
+(``overhead_unpaired``: time_ms / torch's time_ms - 1, kept beside it); plain torch's own
+``overhead`` (two plain steps) is the noise left. ``time_ms``: median of the point's times,
+``time_min_ms``: their least.
 ``plan_s``: memsched's profiling plus solving time (torch.compile's compile time, wall clock; 0
 for the others). ``grad_ok``: every parameter gradient allclose to plain autograd's (rtol 1e-4, atol
 1e-6) with the same seed. ``load``: the 1-minute load average when the model and size started.
 Writes the CSV, a summary CSV beside it (``<out>_summary.csv``, `vs_torch_report.verdicts`: per
 model and size, whether memsched's curve lies on or below every other tool's and which points
-break it, on the least and on the median times, and
+break it, on the paired and on the unpaired overheads, and
 whether its smallest peak is at most checkpoint-per-block's; ``--update``: replaces the rows of
 the models and sizes run, keeps the others; ``--replot``: runs nothing, redraws the figure and
 summaries of ``--out``) and a figure (time overhead against peak memory, one curve per tool; a second row of panels on
@@ -78,7 +81,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
 COLUMNS = ("model", "size", "tool", "setting", "status", "peak_bytes", "alloc_peak", "time_ms", "overhead",
-           "time_median_ms", "overhead_median", "plan_s", "grad_ok", "predicted_peak", "budget", "load", "rounds")
+           "overhead_unpaired", "time_min_ms", "plan_s", "grad_ok", "predicted_peak", "budget", "load", "rounds")
 SIZES: dict[str, dict[str, dict[str, Any]]] = {
     "gpt2": {"tiny": dict(batch=2, seq_len=16, width=32, depth=2, vocab=64),
              "small": dict(batch=2, seq_len=128, width=128, depth=6, vocab=2000),
@@ -107,6 +110,7 @@ class Point:
     row: dict[str, Any]
     timer: Callable[[], float] | None = None
     times: list[float] = field(default_factory=list)
+    ratios: list[float] = field(default_factory=list)  # time / plain torch's time just before it
 
 
 def _params(blocks: list[nn.Module]) -> list[nn.Parameter]:
@@ -268,16 +272,22 @@ def memsched_points(base: dict, name: str, sizes: dict, granularity: str, n_budg
     return points
 
 
-def time_rounds(points: list[Point], rounds: int, seed: int = 0) -> None:
-    """`rounds` rounds, one timed step of every point per round, in a new random order each round
-    (seeded); ``time_ms`` = the least of a point's times, ``time_median_ms`` = their median (ms)."""
+def time_rounds(points: list[Point], rounds: int, reference: Point, seed: int = 0) -> None:
+    """`rounds` rounds, each timing every point once, in a new random order (seeded), each step
+    right after a step of `reference` (plain torch): ``time_ms`` = the median of a point's times,
+    ``time_min_ms`` their least (ms), ``overhead`` = the median of its ratios to the reference
+    step just before it, less 1 (the reference's own is the noise of that ratio)."""
     timed = [p for p in points if p.timer is not None]  # each ran (measured) before: warm
+    assert reference.timer is not None
     rng = random.Random(seed)
     for _ in range(rounds):
         for p in rng.sample(timed, len(timed)):
+            before = reference.timer()
             p.times.append(p.timer())
+            p.ratios.append(p.times[-1] / before)
     for p in timed:
-        p.row.update(time_ms=min(p.times), time_median_ms=statistics.median(p.times), rounds=rounds)
+        p.row.update(time_ms=statistics.median(p.times), time_min_ms=min(p.times),
+                     overhead=statistics.median(p.ratios) - 1, rounds=rounds)
 
 
 def run_one(name: str, size: str, args: argparse.Namespace) -> list[dict]:
@@ -293,18 +303,17 @@ def run_one(name: str, size: str, args: argparse.Namespace) -> list[dict]:
     targets = target_peaks(points)
     for gran in () if args.only_compile else ("block", "layer"):
         points += memsched_points(base, name, sizes, gran, args.budgets, args.repeats, ref, args.probe, targets)
-    time_rounds(points, args.rounds)
+    time_rounds(points, args.rounds, points[0])  # points[0]: plain torch
     rows = [p.row for p in points]
     if not args.only_compile:
         rows.append({**base, "tool": "rockmate", "setting": "PyPI 2.0.0 / 1.0.1", "status": ROCKMATE})
     if "inductor" not in kinds:
         rows.append({**base, "tool": "torch.compile(inductor)", "setting": "activation_memory_budget",
                      "status": INDUCTOR_NOT_RUN})
-    plain = next(r for r in rows if r["tool"] == "torch")
+    plain_ms = next(r["time_ms"] for r in rows if r["tool"] == "torch")
     for r in rows:
         if r.get("time_ms") is not None:
-            r["overhead"] = r["time_ms"] / plain["time_ms"] - 1
-            r["overhead_median"] = r["time_median_ms"] / plain["time_median_ms"] - 1
+            r["overhead_unpaired"] = r["time_ms"] / plain_ms - 1
         peak = f"{r['peak_bytes'] / 2**20:8.2f} MiB" if r.get("peak_bytes") is not None else " " * 12
         over = f"{100 * r['overhead']:+7.1f}%" if r.get("overhead") is not None else " " * 8
         print(f"{name:>8} {size:>6} {r['tool']:>22} {r['setting']:>30} {peak} {over} "
@@ -339,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="small", help="comma-separated: tiny (tests), small, medium, large")
     parser.add_argument("--budgets", type=int, default=6, help="evenly spaced rotor budgets per granularity")
     parser.add_argument("--repeats", type=int, default=5, help="profiling repetitions (memsched's chain)")
-    parser.add_argument("--rounds", type=int, default=15, help="timing rounds (time_ms: least, time_median_ms: median)")
+    parser.add_argument("--rounds", type=int, default=11, help="timing rounds (each point's step after a plain one)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--segments", default="all", help="checkpoint_sequential's segment counts: all (2..L) or "
                         "a comma-separated list")

@@ -4,10 +4,10 @@ Issue #20's two targets, per model and size, read from the rows alone: memsched'
 or below every other tool's (`verdicts`: no other tool's point has a lower peak and a lower time
 than every memsched point), and memsched's smallest peak is at most checkpoint-per-block's.
 Times are compared as overheads over plain torch's time of the same run (1 + overhead), so rows
-from another run (``--only-compile``) compare too. Two time statistics are judged side by side:
-``overhead`` (from ``time_ms``, the least step time over the rounds) and ``overhead_median``
-(from ``time_median_ms``); the verdict on the first is the one reported as
-``curve_on_or_below``, the second is ``curve_on_or_below_median``.
+from another run (``--only-compile``) compare too. Two overheads are judged side by side:
+``overhead`` (paired: the median of each step's ratio to the plain step timed just before it),
+reported as ``curve_on_or_below``, and ``overhead_unpaired`` (the ratio of the two medians),
+reported as ``curve_on_or_below_unpaired``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ SUMMARY_COLUMNS = (
     "smallest_at_most_per_block",
     "curve_on_or_below",
     "unmatched",
-    "curve_on_or_below_median",
-    "unmatched_median",
+    "curve_on_or_below_unpaired",
+    "unmatched_unpaired",
 )
 TIME_NOISE = 1.02  # a memsched point matches another tool's at up to 2% more time (1 + overhead)
 
@@ -89,8 +89,8 @@ def _unmatched(ours: list[dict], theirs: list[dict], overhead: str) -> list[dict
 
 
 def verdicts(rows: list[dict]) -> list[dict]:
-    """Per (model, size), the issue's two targets (``curve_on_or_below`` on the least times,
-    ``curve_on_or_below_median`` on the median times, None where the CSV has no median), the
+    """Per (model, size), the issue's two targets (``curve_on_or_below`` on the paired overheads,
+    ``curve_on_or_below_unpaired`` on the unpaired ones, None where the CSV lacks them), the
     points that break each (``unmatched``), and whether memsched's smallest measured peak is at
     most checkpoint-per-block's (``smallest_at_most_per_block``; bytes)."""
     out = []
@@ -106,7 +106,7 @@ def verdicts(rows: list[dict]) -> list[dict]:
             "memsched_smallest_peak": smallest,
             "smallest_at_most_per_block": None if per_block is None or smallest is None else smallest <= per_block,
         }
-        for suffix, overhead in (("", "overhead"), ("_median", "overhead_median")):
+        for suffix, overhead in (("", "overhead"), ("_unpaired", "overhead_unpaired")):
             beaten = _unmatched(ours, theirs, overhead)
             row[f"curve_on_or_below{suffix}"] = None if beaten is None else not beaten
             row[f"unmatched{suffix}"] = (
@@ -119,7 +119,7 @@ def verdicts(rows: list[dict]) -> list[dict]:
 def summary(rows: list[dict]) -> list[str]:
     """Per (model, size): each tool's smallest peak with its overhead (the tracker's; the
     allocator's for torch.compile(inductor)); the other tools' points no memsched point matches,
-    on the least and on the median times."""
+    on the paired and on the unpaired overheads."""
     out = []
     for key, verdict in zip(_keys(rows), verdicts(rows)):
         rs, _, _ = _split(rows, key)
@@ -132,15 +132,15 @@ def summary(rows: list[dict]) -> list[str]:
                 f"{100 * float(best['overhead']):+6.1f}% ({best['setting']})"
             )
         out.append(
-            "    points of other tools no memsched point matches (least times): " + (verdict["unmatched"] or "none")
+            "    points of other tools no memsched point matches (paired times): " + (verdict["unmatched"] or "none")
         )
-        if verdict["curve_on_or_below_median"] is not None:
-            out.append("    ... (median times): " + (verdict["unmatched_median"] or "none"))
+        if verdict["curve_on_or_below_unpaired"] is not None:
+            out.append("    ... (unpaired times): " + (verdict["unmatched_unpaired"] or "none"))
     return out
 
 
 def figure(rows: list[dict], path: Path) -> None:
-    """Time overhead (%, least times) against peak memory (MiB), one curve per tool, one panel per
+    """Time overhead (%, paired) against peak memory (MiB), one curve per tool, one panel per
     model/size; second row: against the allocator's peak (torch.compile(inductor) only there)."""
     import matplotlib
 
@@ -166,7 +166,7 @@ def figure(rows: list[dict], path: Path) -> None:
                 )
             ax.set_title(f"{key[0]} ({key[1]})", fontsize=9)
             ax.set_xlabel(f"peak memory (MiB, {label})", fontsize=8)
-            ax.set_ylabel("time overhead vs plain torch (%, least of the rounds)", fontsize=8)
+            ax.set_ylabel("time overhead vs plain torch (%, paired median)", fontsize=8)
             ax.grid(alpha=0.3)
             if rs:
                 ax.legend(fontsize=6)

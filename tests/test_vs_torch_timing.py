@@ -1,5 +1,6 @@
-"""bench_vs_torch's step times: interleaved rounds in a shuffled order, the least time and the
-median kept, and the verdicts judged on both (experiments/vs_torch_report.py)."""
+"""bench_vs_torch's step times: rounds in a shuffled order, every step paired with a plain step
+just before it, and the verdicts judged on the paired and unpaired overheads
+(experiments/vs_torch_report.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ pytest.importorskip("torch")
 from memsched.experiments import bench_vs_torch, vs_torch_report  # noqa: E402
 
 
-def test_time_rounds_keep_least_and_median_in_shuffled_order():
+def test_time_rounds_pair_every_step_with_a_plain_one_in_shuffled_order():
     calls: list[str] = []
 
     def timer(name: str, times: list[float]):
@@ -21,36 +22,41 @@ def test_time_rounds_keep_least_and_median_in_shuffled_order():
             return next(it)
         return one
 
-    a = bench_vs_torch.Point({"tool": "a"}, timer("a", [5.0, 3.0, 9.0, 4.0, 8.0]))
-    b = bench_vs_torch.Point({"tool": "b"}, timer("b", [1.0, 1.0, 1.0, 2.0, 7.0]))
+    # plain torch drifts from 10 to 20 ms; "a" is always 1.5x the plain step before it
+    plain_times = [10.0, 10.0, 12.0, 12.0, 14.0, 14.0, 16.0, 16.0, 20.0, 20.0, 20.0, 20.0, 20.0, 20.0, 20.0]
+    ref = bench_vs_torch.Point({"tool": "torch"}, timer("torch", plain_times))
+    a_times = iter([15.0, 18.0, 21.0, 24.0, 30.0])
+    a = bench_vs_torch.Point({"tool": "a"}, lambda: (calls.append("a"), next(a_times))[1])
+    b = bench_vs_torch.Point({"tool": "b"}, timer("b", [10.0, 12.0, 14.0, 16.0, 20.0]))
     untimed = bench_vs_torch.Point({"tool": "failed"})
-    bench_vs_torch.time_rounds([a, b, untimed], rounds=5)
-    assert a.row["time_ms"] == 3.0 and a.row["time_median_ms"] == 5.0 and a.row["rounds"] == 5
-    assert b.row["time_ms"] == 1.0 and b.row["time_median_ms"] == 1.0
+    bench_vs_torch.time_rounds([a, b, untimed], rounds=5, reference=ref)
+    assert calls[0::2] == ["torch"] * 10  # every timed step right after a plain one
+    assert a.row["overhead"] == pytest.approx(0.5) and b.row["overhead"] == pytest.approx(0.0)
+    assert a.row["time_ms"] == 21.0 and a.row["time_min_ms"] == 15.0 and a.row["rounds"] == 5
     assert "time_ms" not in untimed.row
-    rounds = [tuple(calls[i:i + 2]) for i in range(0, 10, 2)]
+    rounds = [tuple(calls[i + 1:i + 4:2]) for i in range(0, 20, 4)]
     assert all(sorted(r) == ["a", "b"] for r in rounds)  # every point once per round
     assert len(set(rounds)) == 2  # the order changes between rounds (seed 0)
 
 
-def _row(tool: str, peak: int, overhead: float, median: float | None = None) -> dict:
+def _row(tool: str, peak: int, overhead: float, unpaired: float | None = None) -> dict:
     row = {"model": "m", "size": "small", "tool": tool, "setting": f"{peak}", "status": "ok",
            "peak_bytes": str(peak), "time_ms": str(100 * (1 + overhead)), "overhead": str(overhead), "load": "1"}
-    if median is not None:
-        row.update(time_median_ms=str(100 * (1 + median)), overhead_median=str(median))
+    if unpaired is not None:
+        row.update(overhead_unpaired=str(unpaired))
     return row
 
 
-def test_verdicts_on_least_and_median_times():
+def test_verdicts_on_paired_and_unpaired_overheads():
     rows = [_row("torch", 500, 0.0, 0.0), _row("checkpoint-per-block", 100, 0.5, 0.5),
             _row("memsched-block", 90, 0.45, 0.6), _row("memsched-block", 300, 0.1, 0.1)]
     (v,) = vs_torch_report.verdicts(rows)
     assert v["curve_on_or_below"] is True and v["unmatched"] == ""
-    assert v["curve_on_or_below_median"] is False and v["unmatched_median"] == "checkpoint-per-block 100"
+    assert v["curve_on_or_below_unpaired"] is False and v["unmatched_unpaired"] == "checkpoint-per-block 100"
     assert v["smallest_at_most_per_block"] is True
     lines = vs_torch_report.summary(rows)
-    assert any("(median times): checkpoint-per-block 100" in line for line in lines)
-    # an older CSV without medians: that verdict is unknown, not a pass
-    old = [{k: r[k] for k in r if not k.endswith("median") and k != "overhead_median"} for r in rows]
+    assert any("(unpaired times): checkpoint-per-block 100" in line for line in lines)
+    # an older CSV without the unpaired column: that verdict is unknown, not a pass
+    old = [{k: r[k] for k in r if k != "overhead_unpaired"} for r in rows]
     (v,) = vs_torch_report.verdicts(old)
-    assert v["curve_on_or_below"] is True and v["curve_on_or_below_median"] is None
+    assert v["curve_on_or_below"] is True and v["curve_on_or_below_unpaired"] is None
