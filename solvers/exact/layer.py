@@ -207,7 +207,8 @@ def referee(problem: str, name: str, instance: Any, budget: int, res: SolveResul
         res.status = FEASIBLE
     if res.status == OPTIMAL:
         n = effective_slots(budget, options.slots)
-        if n and "slot" in res.scope and f"optimal for {n} slots" not in res.scope:
+        # a model that ran with exact sizes (retried, or chosen) proved more than "for N slots"
+        if n and "slot" in res.scope and "exact sizes" not in res.scope and f"optimal for {n} slots" not in res.scope:
             res.scope += f"; optimal for {n} slots"
     res.lower_bound = _honest_bound(res.lower_bound, objective)
     if least is not None and objective is not None:
