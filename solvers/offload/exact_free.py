@@ -48,7 +48,6 @@ neighbourhood search over compute sequences (`exact_free_lns`); the best solutio
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from ortools.sat.python import cp_model
@@ -417,15 +416,12 @@ def solve_offload_exact(inst: OffloadInstance, budget: int, *, options: ExactOpt
     """The model of the module docstring (default 60 s, 1 worker, sizes in 100 slots of the
     budget; ``slots=0``: exact sizes). Warm start: the best fast solver's schedule (pofo's
     first) as CP-SAT hints. `scale`: ticks per time unit (default: exact when durations allow).
-    When sizes rounded up to slots make the budget infeasible, the model is solved again with
-    exact sizes in the time left, so that ``infeasible`` is about the real budget."""
-    res = _solve(inst, budget, options=options, deadline=deadline, seed=seed, scale=scale, parameters=parameters)
-    n = effective_slots(int(budget), options.slots)
-    if res.status == INFEASIBLE and n and not deadline.expired():
-        res = _solve(inst, budget, options=replace(options, slots=0), deadline=deadline, seed=seed, scale=scale,
-                     parameters=parameters)
-        res.details["retried_exact_sizes"] = f"infeasible with sizes in {n} slots"
-    return res
+    When sizes rounded up to slots make the budget infeasible, or the model's optimum at its
+    slots is slower than pofo at exact sizes, the model is solved again with exact sizes in the
+    time left (`exact_free_retry`)."""
+    from .exact_free_retry import with_exact_sizes
+
+    return with_exact_sizes(_solve, inst, budget, options, deadline, seed=seed, scale=scale, parameters=parameters)
 
 
 def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadline: Deadline,

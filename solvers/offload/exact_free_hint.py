@@ -130,7 +130,7 @@ def pofo_at_exact_sizes(inst: OffloadInstance, budget: int, seed: SolveResult | 
     from .dp import solve_pofo
 
     L = inst.length
-    if (L + 1) * (L + 2) // 2 * (budget + 1) > POFO_EXACT_CELLS:
+    if seed is not None and seed.details.get("slots") == 0 or (L + 1) * (L + 2) // 2 * (budget + 1) > POFO_EXACT_CELLS:
         return seed
     exact = solve_pofo(inst, budget, slots=0)
     if exact.schedule is None or exact.objective is None:

@@ -1,0 +1,59 @@
+"""Which sizes `offload-exact` (`solvers.offload.exact_free`) solves with: N slots or exact.
+
+The model runs with sizes rounded up to N slots of the budget (docs/offload.md, *Budget
+semantics*). Rounding up only removes schedules, and the answer must never lose to pofo at exact
+sizes, so two cases are solved with exact sizes (``slots = 0``), whose class contains the one at
+N slots (an ``optimal`` there is a proof about the real budget):
+
+* pofo at exact sizes is faster than the fast solvers at N slots (the seed the exact layer
+  hands over): the rounding visibly costs, and at N slots the model's optimum may be slower than
+  the seed, so that the answer could only be the seed's schedule, ``feasible``. The model then
+  runs with exact sizes from the start (a CP-SAT model is no larger with exact sizes: its
+  memory rows have the same terms with other coefficients).
+* ``infeasible`` at N slots: solved again with exact sizes in the time left, so that
+  ``infeasible`` is about the real budget.
+
+``details.exact_sizes`` (first case) or ``details.retried_exact_sizes`` (second) says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from ..discretize import effective_slots
+from ..exact.options import Deadline, ExactOptions
+from ..result import INFEASIBLE, SolveResult
+
+
+def with_exact_sizes(
+    solve: Callable[..., SolveResult],
+    inst: Any,
+    budget: int,
+    options: ExactOptions,
+    deadline: Deadline,
+    seed: SolveResult | None = None,
+    **kwargs: Any,
+) -> SolveResult:
+    """`solve` (exact_free._solve) at the options' slots or with exact sizes, as the module
+    docstring says; `seed`: the exact layer's best fast solver at the options' slots."""
+    from .exact_free_hint import pofo_at_exact_sizes
+
+    n = effective_slots(int(budget), options.slots)
+    why = ""
+    if n and options.warm_start:
+        exact = pofo_at_exact_sizes(inst, budget, seed)
+        if exact is not seed and exact is not None:
+            why = (
+                f"pofo at exact sizes ({exact.objective:g}) is faster than the fast solvers with sizes in {n} "
+                f"slots ({'none' if seed is None else seed.objective})"
+            )
+            options, seed = replace(options, slots=0), exact
+    res = solve(inst, budget, options=options, deadline=deadline, seed=seed, **kwargs)
+    if not why and n and res.status == INFEASIBLE and not deadline.expired():
+        res = solve(inst, budget, options=replace(options, slots=0), deadline=deadline, seed=seed, **kwargs)
+        res.details["retried_exact_sizes"] = f"infeasible with sizes in {n} slots"
+    elif why:
+        res.details["exact_sizes"] = why
+    return res
