@@ -78,3 +78,16 @@ def test_runs_with_exact_sizes_when_pofo_at_exact_sizes_is_faster():
     assert direct.status == "optimal"
     assert res.objective == pytest.approx(direct.objective, abs=1e-9)
     assert "exact_sizes" not in direct.details
+
+
+def test_runs_with_exact_sizes_when_no_fast_solver_has_a_schedule():
+    inst = _instance(3, 0, 2000.0)
+    budget = 25  # one below pofo's least budget at exact sizes (26)
+    assert solve_pofo(inst, budget, slots=0).objective is None
+    assert solve_pofo(inst, budget + 1, slots=0).objective is not None
+    res = solve_offload_exact(inst, budget, slots=6, time_limit=30)
+    assert "no fast solver" in res.details["exact_sizes"]
+    assert "exact sizes" in res.scope
+    # the same answer as the model asked for with exact sizes directly
+    direct = solve_offload_exact(inst, budget, slots=0, time_limit=30)
+    assert res.status == direct.status == "infeasible"

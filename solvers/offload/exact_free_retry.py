@@ -3,17 +3,20 @@
 The model runs with sizes rounded up to N slots of the budget (docs/offload.md, *Budget
 semantics*). Rounding up only removes schedules, and the answer must never lose to pofo at exact
 sizes, so two cases are solved with exact sizes (``slots = 0``), whose class contains the one at
-N slots (an ``optimal`` there is a proof about the real budget):
+N slots (an ``optimal`` or ``infeasible`` there is a proof about the real budget):
 
 * pofo at exact sizes is faster than the fast solvers at N slots (the seed the exact layer
   hands over): the rounding visibly costs, and at N slots the model's optimum may be slower than
   the seed, so that the answer could only be the seed's schedule, ``feasible``. The model then
   runs with exact sizes from the start (a CP-SAT model is no larger with exact sizes: its
   memory rows have the same terms with other coefficients).
+* no fast solver has a schedule (pofo included, at exact sizes): the budget is likely
+  infeasible, and ``infeasible`` at N slots would be solved again with exact sizes; one solve
+  with exact sizes decides it.
 * ``infeasible`` at N slots: solved again with exact sizes in the time left, so that
   ``infeasible`` is about the real budget.
 
-``details.exact_sizes`` (first case) or ``details.retried_exact_sizes`` (second) says why.
+``details.exact_sizes`` (first two cases) or ``details.retried_exact_sizes`` (third) says why.
 """
 
 from __future__ import annotations
@@ -50,6 +53,9 @@ def with_exact_sizes(
                 f"slots ({'none' if seed is None else seed.objective})"
             )
             options, seed = replace(options, slots=0), exact
+        elif seed is None or seed.schedule is None:
+            why = f"no fast solver has a schedule, with sizes in {n} slots or pofo's at exact sizes"
+            options = replace(options, slots=0)
     res = solve(inst, budget, options=options, deadline=deadline, seed=seed, **kwargs)
     if not why and n and res.status == INFEASIBLE and not deadline.expired():
         res = solve(inst, budget, options=replace(options, slots=0), deadline=deadline, seed=seed, **kwargs)
