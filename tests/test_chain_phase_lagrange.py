@@ -38,6 +38,29 @@ def random_multipliers(L: int, rng: np.random.Generator, scale: float) -> tuple[
     return rng.normal(0.0, scale, (L + 1, L + 1)), rng.normal(0.0, scale, (L + 1, L + 1))
 
 
+def assert_contained(lag: PhaseLagrangian, model: PhaseModel, values: list[float]) -> None:
+    """With costs -1 on what phase k of the model point `values` uses and +1 on everything else,
+    block k's DP finds a point at least as cheap as that phase (so its feasible set holds it)."""
+    for k, (ops, sas, sts) in enumerate(block_points(model, values)):
+        cop, csa, cst = lag.costs(k, *lag.zeros())
+        allowed = cop < INF
+        cop = np.where(allowed, 1.0, INF)
+        csa, cst = np.ones_like(csa), np.ones_like(cst)
+        own = 0.0
+        for j, o in enumerate(ops):
+            if o:
+                assert allowed[j, o]
+                cop[j, o] = -1.0
+                own -= 1.0
+        for j in range(len(sas)):
+            if sas[j]:
+                csa[j], own = -1.0, own - 1.0
+            if sts[j]:
+                cst[j], own = -1.0, own - 1.0
+        val = lag.solve_block(k, cop, csa, cst)[0]
+        assert val <= own + 1e-9, (k, ops, sas, sts)
+
+
 @FAST
 @given(chains(max_length=4), st.floats(0.0, 1.0), st.integers(0, 2**31 - 1))
 def test_z_never_exceeds_the_optimum(chain: Chain, frac: float, seed: int) -> None:
@@ -70,6 +93,7 @@ def test_z_never_exceeds_the_optimum(chain: Chain, frac: float, seed: int) -> No
             resid[r] = resid.get(r, 0) + c
     assert total == pytest.approx(best)
     assert all(c == 0 for c in resid.values())
+    assert_contained(lag, model, values)
     sub = lagrangian_bound(model, Deadline(None), incumbent=best, max_iter=30)
     assert sub.bound is not None and sub.bound <= best + tol
     cg = column_generation(model, Deadline(None), incumbent=best, start=values, mu=mu, nu=nu, max_iter=200)
@@ -91,24 +115,7 @@ def test_every_schedule_phase_is_a_block_point_and_minimisers_cost_their_value(
     lag = PhaseLagrangian(model)
     points = encoded(chain, budget, model)
     for values in points:
-        for k, (ops, sas, sts) in enumerate(block_points(model, values)):
-            cop, csa, cst = lag.costs(k, *lag.zeros())
-            allowed = cop < INF
-            cop = np.where(allowed, 1.0, INF)
-            csa, cst = np.ones_like(csa), np.ones_like(cst)
-            own = 0.0
-            for j, o in enumerate(ops):
-                if o:
-                    assert allowed[j, o]
-                    cop[j, o] = -1.0
-                    own -= 1.0
-            for j in range(len(sas)):
-                if sas[j]:
-                    csa[j], own = -1.0, own - 1.0
-                if sts[j]:
-                    cst[j], own = -1.0, own - 1.0
-            val = lag.solve_block(k, cop, csa, cst)[0]
-            assert val <= own + 1e-9, (k, ops, sas, sts)
+        assert_contained(lag, model, values)
     rng = np.random.default_rng(seed)
     mu, nu = random_multipliers(chain.length, rng, 2.0)
     sols = lag.blocks(mu, nu)
