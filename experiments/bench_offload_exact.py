@@ -11,7 +11,9 @@ reports its status, makespan, bound (``lower_bound``: the model's, for its class
 problem's every-op-once bound, see docs/offload.md), the gap between them, the time, which fast
 solver seeded it, the warm start's makespans (``seed_sequence``: stage 1, the seed's compute
 sequence re-timed; ``warm_start``: after the neighbourhood search of `exact_free_lns`, which took
-``lns_steps`` steps), where the answer came from, and pofo's makespan at exact sizes.
+``lns_steps`` steps), where the answer came from, which sizes the model ran with (``sizes``:
+``slots``, or ``exact`` when `exact_free_retry` chose or retried exact sizes), and pofo's
+makespan at exact sizes.
 Writes results/bench_offload_exact.csv with the machine load (1-minute load average) per row
 and the CPU seconds of the process beside the wall-clock time (``cpu_s``: on a shared machine
 the 60 s wall-clock limit buys far fewer CPU seconds; with 1 worker, CPU time is what a quiet
@@ -59,7 +61,15 @@ def run_one(L: int, seed: int, per_byte: float, fraction: float, time_limit: flo
             "warm_start": res.details.get("warm_start_makespan"),
             "lns_steps": res.details.get("lns", {}).get("steps"),
             "solution_from": res.details.get("solution_from", "model"), "transfers": res.details.get("transfers"),
+            "sizes": sizes_used(res),
             "pofo": pofo.objective, "load_1min": round(os.getloadavg()[0], 2)}
+
+
+def sizes_used(res: Any) -> str:
+    """``exact`` when the model ran with exact sizes (`exact_free_retry`: chosen because pofo at
+    exact sizes beat the fast solvers at the slots or no fast solver had a schedule, or retried
+    after ``infeasible``), else ``slots``."""
+    return "exact" if res.details.get("exact_sizes") or res.details.get("retried_exact_sizes") else "slots"
 
 
 def main(argv: list[str] | None = None) -> int:
