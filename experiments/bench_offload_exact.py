@@ -12,7 +12,8 @@ problem's every-op-once bound, see docs/offload.md), the gap between them, the t
 solver seeded it, the warm start's makespans (``seed_sequence``: stage 1, the seed's compute
 sequence re-timed; ``warm_start``: after the neighbourhood search of `exact_free_lns`, which took
 ``lns_steps`` steps), where the answer came from, which sizes the model ran with (``sizes``:
-``slots``, or ``exact`` when `exact_free_retry` chose or retried exact sizes), and pofo's
+``slots``, as the ``slots`` column asked, or ``exact`` when `exact_free_retry` chose or retried
+exact sizes), and pofo's
 makespan at exact sizes.
 Writes results/bench_offload_exact.csv with the machine load (1-minute load average) per row
 and the CPU seconds of the process beside the wall-clock time (``cpu_s``: on a shared machine
@@ -68,7 +69,7 @@ def run_one(L: int, seed: int, per_byte: float, fraction: float, time_limit: flo
 def sizes_used(res: Any) -> str:
     """``exact`` when the model ran with exact sizes (`exact_free_retry`: chosen because pofo at
     exact sizes beat the fast solvers at the slots or no fast solver had a schedule, or retried
-    after ``infeasible``), else ``slots``."""
+    after ``infeasible``), else ``slots``: the sizes the ``slots`` column asked for (0: exact)."""
     return "exact" if res.details.get("exact_sizes") or res.details.get("retried_exact_sizes") else "slots"
 
 
