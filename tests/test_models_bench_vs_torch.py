@@ -48,7 +48,10 @@ def test_tiny_run_writes_rows_for_every_tool(tmp_path):
 def test_target_peaks_keep_one_budget_per_bin():
     pts = [bench_vs_torch.Point({"tool": t, "peak_bytes": p})
            for t, p in (("torch", 50), ("a", 100), ("b", 102), ("b", 104), ("c", 110), ("d", None))]
-    assert bench_vs_torch.target_peaks(pts) == [100, 104, 110]
+    assert bench_vs_torch.target_peaks(pts, bin_ratio=1.03) == [100, 104, 110]
+    assert bench_vs_torch.target_peaks(pts) == [100, 102, 104, 110]  # 0.5% bins by default
+    close = [bench_vs_torch.Point({"tool": "e", "peak_bytes": p}) for p in (10000, 10040, 10060)]
+    assert bench_vs_torch.target_peaks(close) == [10000, 10060]  # 10040 is within 0.5% of 10000
 
 
 @pytest.mark.parametrize("name", ["gpt2", "resnet50"])
