@@ -1,0 +1,109 @@
+"""The chain executor's fixed cost per step: what running a schedule adds to plain autograd
+when the blocks do almost no work (issue #20, item 1: a store-all step should cost what a plain
+step costs).
+
+    python -m memsched.experiments.bench_executor_overhead [--stages 4,8,16,32] [--repeats 400]
+        [--out results/bench_executor_overhead.csv]
+
+For each L of ``--stages``: a chain of L tiny blocks (``nn.Linear(4, 4)``, batch 2) and a
+mean-squared loss, one thread. ``plain``: ``loss_fn(seq(x.clone()), t).backward()``;
+``executor``: `models.chain.executor.ChainExecutor` running the store-all schedule (F_all(0..L-1),
+Loss, B(L-1..0)), ``input_grad=False``, its own clock (``time_ms`` of the step: the ops only,
+not the set-up before them nor the gradient copies after). Both start from parameter gradients
+None and are timed alternately, ``--repeats`` steps each, on the thread's CPU clock; the least
+time of each is kept (µs), as the blocks' own work is a few µs and what varies between steps is
+interference only. ``overhead_us`` = executor - plain, ``per_stage_us`` = that / L: the cost a
+step of an L-stage chain pays over plain autograd whatever its blocks are (Python per
+operation, and entering autograd's engine once per B instead of once per step). Divided by a
+real step's time it bounds the executor's share of a measured store-all overhead. ``load``: the
+1-minute load average at the start of the row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+COLUMNS = ("stages", "plain_us", "executor_us", "overhead_us", "per_stage_us", "repeats", "load")
+
+
+def measure(L: int, repeats: int) -> dict:
+    """One row: least step times (µs) of plain autograd and of the executor's store-all schedule."""
+    from memsched.models.chain.executor import ChainExecutor
+    from memsched.solvers.chain.schedule import F_ALL, LOSS, B, Op
+
+    torch.manual_seed(0)
+    blocks = [nn.Linear(4, 4) for _ in range(L)]
+    seq = nn.Sequential(*blocks)
+    params = list(seq.parameters())
+    x, t = torch.randn(2, 4), torch.randn(2, 4)
+
+    def loss_fn(y: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return ((y - target) ** 2).mean()
+
+    ops = [Op(F_ALL, i) for i in range(L)] + [Op(LOSS, L)] + [Op(B, i) for i in reversed(range(L))]
+    executor = ChainExecutor(blocks, loss_fn, input_grad=False)
+
+    def plain() -> float:
+        for p in params:
+            p.grad = None
+        t0 = time.thread_time()
+        loss_fn(seq(x.clone()), t).backward()
+        return (time.thread_time() - t0) * 1e6
+
+    def ours() -> float:
+        for p in params:
+            p.grad = None
+        step = executor.step(ops, x, t, seed=None, measure_memory=False, measure_time=True, clock="thread")
+        return float(step.time_ms) * 1e3
+
+    load = round(os.getloadavg()[0], 2)
+    plain(), ours()  # warm-up
+    a, b = [], []
+    for _ in range(repeats):
+        a.append(plain())
+        b.append(ours())
+    p, e = min(a), min(b)
+    return {"stages": L, "plain_us": round(p, 1), "executor_us": round(e, 1), "overhead_us": round(e - p, 1),
+            "per_stage_us": round((e - p) / L, 1), "repeats": repeats, "load": load}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure each chain length, print the table, write the CSV; exit 0 (2 on a bad argument)."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stages", default="4,8,16,32", help="comma-separated chain lengths L >= 1")
+    parser.add_argument("--repeats", type=int, default=400, help="timed steps of each kind per length")
+    parser.add_argument("--out", default="results/bench_executor_overhead.csv")
+    args = parser.parse_args(argv)
+    try:
+        lengths = [int(s) for s in args.stages.split(",") if s]
+    except ValueError:
+        lengths = []
+    if not lengths or min(lengths) < 1 or args.repeats < 1:
+        print(f"bench_executor_overhead: --stages {args.stages!r} / --repeats {args.repeats}: "
+              "lengths must be integers >= 1 and repeats >= 1", file=sys.stderr)
+        return 2
+    torch.set_num_threads(1)
+    rows = []
+    for L in lengths:
+        rows.append(measure(L, args.repeats))
+        print("  ".join(f"{k} {v}" for k, v in rows[-1].items()), flush=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
