@@ -47,7 +47,10 @@ by up to 40% within seconds (no page fault: the other core's jobs), which the ra
 neighbouring steps cancels and the ratio of two medians taken minutes apart does not
 (``overhead_unpaired``: time_ms / torch's time_ms - 1, kept beside it); plain torch's own
 ``overhead`` (two plain steps) is the noise left. ``time_ms``: median of the point's times,
-``time_min_ms``: their least.
+``time_min_ms``: their least. ``overhead_ci``: half-width of an approximate 95% confidence
+interval of the paired overhead (`median_ci`); the summary's ``curve_within_noise`` counts a
+point of another tool against memsched only when it is below every memsched point at no more
+memory by more than 2% and by more than the two intervals (their notches do not overlap).
 ``plan_s``: memsched's profiling plus solving time (torch.compile's compile time, wall clock; 0
 for the others). ``grad_ok``: every parameter gradient allclose to plain autograd's (rtol 1e-4, atol
 1e-6) with the same seed. ``load``: the 1-minute load average when the model and size started.
@@ -82,7 +85,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
 COLUMNS = ("model", "size", "tool", "setting", "status", "peak_bytes", "alloc_peak", "time_ms", "overhead",
-           "overhead_unpaired", "time_min_ms", "plan_s", "grad_ok", "predicted_peak", "budget", "load", "rounds")
+           "overhead_unpaired", "overhead_ci", "time_min_ms", "plan_s", "grad_ok", "predicted_peak", "budget", "load",
+           "rounds")
 SIZES: dict[str, dict[str, dict[str, Any]]] = {
     "gpt2": {"tiny": dict(batch=2, seq_len=16, width=32, depth=2, vocab=64),
              "small": dict(batch=2, seq_len=128, width=128, depth=6, vocab=2000),
@@ -288,7 +292,16 @@ def time_rounds(points: list[Point], rounds: int, reference: Point, seed: int = 
             p.ratios.append(p.times[-1] / before)
     for p in timed:
         p.row.update(time_ms=statistics.median(p.times), time_min_ms=min(p.times),
-                     overhead=statistics.median(p.ratios) - 1, rounds=rounds)
+                     overhead=statistics.median(p.ratios) - 1, overhead_ci=median_ci(p.ratios), rounds=rounds)
+
+
+def median_ci(values: list[float]) -> float:
+    """Half-width of an approximate 95% confidence interval of the median of `values`:
+    1.57 IQR / sqrt(n) (McGill, Tukey and Larsen's notches); 0 for fewer than 4 values."""
+    if len(values) < 4:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(values, n=4)
+    return 1.57 * (q3 - q1) / len(values) ** 0.5
 
 
 def run_one(name: str, size: str, args: argparse.Namespace) -> list[dict]:

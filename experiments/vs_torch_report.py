@@ -7,7 +7,9 @@ Times are compared as overheads over plain torch's time of the same run (1 + ove
 from another run (``--only-compile``) compare too. Two overheads are judged side by side:
 ``overhead`` (paired: the median of each step's ratio to the plain step timed just before it),
 reported as ``curve_on_or_below``, and ``overhead_unpaired`` (the ratio of the two medians),
-reported as ``curve_on_or_below_unpaired``.
+reported as ``curve_on_or_below_unpaired``. A third verdict, ``curve_within_noise``, weighs the
+paired overheads' 95% intervals (``overhead_ci``): a point breaks it only when it is below every
+memsched point at no more memory beyond both intervals (None for rows without intervals).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ SUMMARY_COLUMNS = (
     "unmatched",
     "curve_on_or_below_unpaired",
     "unmatched_unpaired",
+    "curve_within_noise",
+    "unmatched_beyond_noise",
 )
 TIME_NOISE = 1.02  # a memsched point matches another tool's at up to 2% more time (1 + overhead)
 
@@ -73,6 +77,19 @@ def _matched(r: dict, ours: list[dict], overhead: str = "overhead") -> bool:
     )
 
 
+def _beyond_noise(r: dict, ours: list[dict]) -> bool:
+    """Every memsched row of `ours` with a peak at most `r`'s is slower than `r` by more than the
+    2% noise allowance and by more than the two 95% intervals of the paired overheads
+    (``overhead_ci``): `r` is below the curve beyond the noise. False when a row lacks an interval."""
+    column = "peak_bytes" if _has(r, "peak_bytes") else "alloc_peak"
+    rivals = [o for o in ours if _has(o, column) and int(o[column]) <= int(r[column])]
+    if not all(_has(x, "overhead_ci") for x in [r, *rivals]):
+        return False
+    hi = float(r["overhead"]) + float(r["overhead_ci"])
+    return all(1 + float(o["overhead"]) > TIME_NOISE * (1 + float(r["overhead"]))
+               and float(o["overhead"]) - float(o["overhead_ci"]) > hi for o in rivals)
+
+
 def _split(rows: list[dict], key: tuple[str, str]) -> tuple[list[dict], list[dict], list[dict]]:
     """(measured rows, memsched's, the other tools' except plain torch) of one model and size."""
     rs = [r for r in rows if (r["model"], r["size"]) == key and _peak(r) is not None and _has(r, "time_ms")]
@@ -112,6 +129,10 @@ def verdicts(rows: list[dict]) -> list[dict]:
             row[f"unmatched{suffix}"] = (
                 "" if beaten is None else "; ".join(f"{r['tool']} {r['setting']}" for r in beaten)
             )
+        has_ci = bool(ours) and all(_has(r, "overhead_ci") for r in ours + theirs)
+        beyond = [r for r in theirs if _beyond_noise(r, ours)]
+        row["curve_within_noise"] = (not beyond) if has_ci else None
+        row["unmatched_beyond_noise"] = "; ".join(f"{r['tool']} {r['setting']}" for r in beyond)
         out.append(row)
     return out
 
@@ -134,6 +155,8 @@ def summary(rows: list[dict]) -> list[str]:
         out.append(
             "    points of other tools no memsched point matches (paired times): " + (verdict["unmatched"] or "none")
         )
+        if verdict["curve_within_noise"] is not None:
+            out.append("    ... beyond the 95% intervals: " + (verdict["unmatched_beyond_noise"] or "none"))
         if verdict["curve_on_or_below_unpaired"] is not None:
             out.append("    ... (unpaired times): " + (verdict["unmatched_unpaired"] or "none"))
     return out

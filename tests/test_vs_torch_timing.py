@@ -60,3 +60,25 @@ def test_verdicts_on_paired_and_unpaired_overheads():
     old = [{k: r[k] for k in r if k != "overhead_unpaired"} for r in rows]
     (v,) = vs_torch_report.verdicts(old)
     assert v["curve_on_or_below"] is True and v["curve_on_or_below_unpaired"] is None
+
+
+def test_median_ci_and_the_verdict_within_noise():
+    assert bench_vs_torch.median_ci([1.0, 1.0, 1.0]) == 0.0
+    assert bench_vs_torch.median_ci([1.0] * 9) == 0.0
+    wide = bench_vs_torch.median_ci([0.8, 0.9, 1.0, 1.1, 1.2, 1.0, 0.95, 1.05, 1.0])
+    assert wide > 0 and bench_vs_torch.median_ci([1.0, 1.01, 0.99, 1.0] * 4) < wide
+
+    def row(tool, peak, overhead, ci):
+        return {**_row(tool, peak, overhead, overhead), "overhead_ci": str(ci)}
+
+    rows = [row("torch", 500, 0.0, 0.01), row("checkpoint-per-block", 100, 0.40, 0.02),
+            row("memsched-block", 90, 0.45, 0.04), row("memsched-block", 300, 0.1, 0.01)]
+    (v,) = vs_torch_report.verdicts(rows)
+    assert v["curve_on_or_below"] is False  # 5 points slower: beyond the 2% allowance ...
+    assert v["curve_within_noise"] is True  # ... but within the intervals (0.42 vs 0.41)
+    rows[2] = row("memsched-block", 90, 0.50, 0.02)  # 0.48 > 0.42: beyond the noise
+    (v,) = vs_torch_report.verdicts(rows)
+    assert v["curve_within_noise"] is False and v["unmatched_beyond_noise"] == "checkpoint-per-block 100"
+    assert any("beyond the 95% intervals: checkpoint-per-block 100" in line for line in vs_torch_report.summary(rows))
+    del rows[1]["overhead_ci"]  # an older CSV: no verdict within noise
+    assert vs_torch_report.verdicts(rows)[0]["curve_within_noise"] is None
