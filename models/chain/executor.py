@@ -39,8 +39,9 @@ Time is measured in a separate run without the tracker on CPU (the tracker slows
 operation down), in milliseconds like the profiled chains; a timed run starts without parameter
 gradients (autograd creates them, as in a plain step after ``zero_grad(set_to_none=True)``; adding
 into preallocated zeros cost 8-12% more on CPU), and with ``input_grad=False`` delta_0 is not
-computed either, so store-all costs what a plain forward/backward costs
-(`experiments/bench_vs_torch.py` measures both).
+computed either, so store-all runs the kernels a plain forward/backward runs, plus a fixed
+cost of about 0.1 ms per stage (Python per operation, autograd's engine entered once per B:
+`experiments/bench_executor_overhead.py`; `experiments/bench_vs_torch.py` measures both steps).
 """
 
 from __future__ import annotations
