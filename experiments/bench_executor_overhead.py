@@ -22,13 +22,12 @@ real step's time it bounds the executor's share of a measured store-all overhead
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 import time
-from pathlib import Path
 
 import torch
+from memsched.experiments.benchtable import write_csv
 from torch import nn
 
 COLUMNS = ("stages", "plain_us", "executor_us", "overhead_us", "per_stage_us", "repeats", "load")
@@ -95,13 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     for L in lengths:
         rows.append(measure(L, args.repeats))
         print("  ".join(f"{k} {v}" for k, v in rows[-1].items()), flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    print(f"wrote {out}")
+    print(f"wrote {write_csv(rows, args.out, COLUMNS)}")
     return 0
 
 

@@ -67,7 +67,6 @@ with its overhead and the other tools' points that no memsched point matches.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import random
 import statistics
@@ -79,6 +78,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from memsched.experiments.benchtable import write_csv
 from memsched.experiments.steady_malloc import run_with_pinned_malloc
 from memsched.experiments.vs_torch_report import SUMMARY_COLUMNS, figure, read_rows, summary, verdicts
 from torch import nn
@@ -398,23 +398,15 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     for name, size in pairs:
         rows += run_one(name, size, args)
-    out.parent.mkdir(parents=True, exist_ok=True)
     if (args.update or args.replot) and out.exists():
         rows = [r for r in read_rows(out) if (r["model"], r["size"]) not in set(pairs)
                 or (args.only_compile and not r["tool"].startswith("torch.compile"))] + rows
-    with out.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(rows, out, COLUMNS, extrasaction="ignore")
     rows = read_rows(out)
     figure(rows, out.with_suffix(".png"))
     for line in summary(rows):
         print(line)
-    verdict_path = out.with_name(f"{out.stem}_summary.csv")
-    with verdict_path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=SUMMARY_COLUMNS)
-        w.writeheader()
-        w.writerows(verdicts(rows))
+    verdict_path = write_csv(verdicts(rows), out.with_name(f"{out.stem}_summary.csv"), SUMMARY_COLUMNS)
     print(f"wrote {out}, {out.with_suffix('.png')} and {verdict_path}")
     return 0
 
