@@ -64,25 +64,25 @@ def _has(r: dict, column: str) -> bool:
     return r.get(column) not in (None, "")
 
 
-def _matched(r: dict, ours: list[dict], overhead: str = "overhead") -> bool:
-    """Some memsched row of `ours` has a peak at most `r`'s (on `r`'s measure: the tracker's, else
-    the allocator's) and a time at most 2% above it (1 + `overhead` column, time noise)."""
+def _at_most_its_peak(r: dict, ours: list[dict]) -> list[dict]:
+    """The memsched rows of `ours` whose peak is at most `r`'s, on `r`'s measure (the tracker's,
+    else the allocator's)."""
     column = "peak_bytes" if _has(r, "peak_bytes") else "alloc_peak"
-    return any(
-        _has(o, column)
-        and int(o[column]) <= int(r[column])
-        and _has(o, overhead)
-        and 1 + float(o[overhead]) <= TIME_NOISE * (1 + float(r[overhead]))
-        for o in ours
-    )
+    return [o for o in ours if _has(o, column) and int(o[column]) <= int(r[column])]
+
+
+def _matched(r: dict, ours: list[dict], overhead: str = "overhead") -> bool:
+    """Some memsched row of `ours` has a peak at most `r`'s and a time at most 2% above it
+    (1 + `overhead` column, time noise)."""
+    return any(_has(o, overhead) and 1 + float(o[overhead]) <= TIME_NOISE * (1 + float(r[overhead]))
+               for o in _at_most_its_peak(r, ours))
 
 
 def _beyond_noise(r: dict, ours: list[dict]) -> bool:
     """Every memsched row of `ours` with a peak at most `r`'s is slower than `r` by more than the
     2% noise allowance and by more than the two 95% intervals of the paired overheads
     (``overhead_ci``): `r` is below the curve beyond the noise. False when a row lacks an interval."""
-    column = "peak_bytes" if _has(r, "peak_bytes") else "alloc_peak"
-    rivals = [o for o in ours if _has(o, column) and int(o[column]) <= int(r[column])]
+    rivals = _at_most_its_peak(r, ours)
     if not all(_has(x, "overhead_ci") for x in [r, *rivals]):
         return False
     hi = float(r["overhead"]) + float(r["overhead_ci"])
