@@ -36,7 +36,7 @@ COLUMNS = ("stages", "plain_us", "executor_us", "overhead_us", "per_stage_us", "
 def measure(L: int, repeats: int) -> dict:
     """One row: least step times (µs) of plain autograd and of the executor's store-all schedule."""
     from memsched.models.chain.executor import ChainExecutor
-    from memsched.solvers.chain.schedule import F_ALL, LOSS, B, Op
+    from memsched.solvers.chain.baselines import store_all_schedule
 
     torch.manual_seed(0)
     blocks = [nn.Linear(4, 4) for _ in range(L)]
@@ -47,7 +47,7 @@ def measure(L: int, repeats: int) -> dict:
     def loss_fn(y: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return ((y - target) ** 2).mean()
 
-    ops = [Op(F_ALL, i) for i in range(L)] + [Op(LOSS, L)] + [Op(B, i) for i in reversed(range(L))]
+    ops = store_all_schedule(L)
     executor = ChainExecutor(blocks, loss_fn, input_grad=False)
 
     def plain() -> float:
