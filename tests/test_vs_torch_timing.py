@@ -25,8 +25,7 @@ def test_time_rounds_pair_every_step_with_a_plain_one_in_shuffled_order():
     # plain torch drifts from 10 to 20 ms; "a" is always 1.5x the plain step before it
     plain_times = [10.0, 10.0, 12.0, 12.0, 14.0, 14.0, 16.0, 16.0, 20.0, 20.0, 20.0, 20.0, 20.0, 20.0, 20.0]
     ref = bench_vs_torch.Point({"tool": "torch"}, timer("torch", plain_times))
-    a_times = iter([15.0, 18.0, 21.0, 24.0, 30.0])
-    a = bench_vs_torch.Point({"tool": "a"}, lambda: (calls.append("a"), next(a_times))[1])
+    a = bench_vs_torch.Point({"tool": "a"}, timer("a", [15.0, 18.0, 21.0, 24.0, 30.0]))
     b = bench_vs_torch.Point({"tool": "b"}, timer("b", [10.0, 12.0, 14.0, 16.0, 20.0]))
     untimed = bench_vs_torch.Point({"tool": "failed"})
     bench_vs_torch.time_rounds([a, b, untimed], rounds=5, reference=ref)
