@@ -80,7 +80,15 @@ from typing import Any
 import torch
 from memsched.experiments.benchtable import write_csv
 from memsched.experiments.steady_malloc import run_with_pinned_malloc
-from memsched.experiments.vs_torch_report import SUMMARY_COLUMNS, figure, read_rows, summary, verdicts
+from memsched.experiments.vs_torch_report import (
+    DUEL_COLUMNS,
+    SUMMARY_COLUMNS,
+    duels_path,
+    figure,
+    read_rows,
+    summary,
+    verdicts,
+)
 from torch import nn
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
@@ -229,9 +237,9 @@ def target_peaks(points: list[Point], bin_ratio: float = 1.005) -> list[int]:
 
 
 def memsched_points(base: dict, name: str, sizes: dict, granularity: str, n_budgets: int, repeats: int,
-                    ref: list, probe: bool, targets: list[int]) -> list[Point]:
-    """rotor at its smallest budget, 2% above, `n_budgets` evenly to the store-all peak and at
-    each peak in `targets`, run by the executor."""
+                    ref: list, probe: bool, targets: list[int], spread: bool = True) -> list[Point]:
+    """rotor at its smallest budget, 2% above, `n_budgets` evenly to the store-all peak (these
+    three only with `spread`) and at each peak in `targets`, run by the executor."""
     from memsched.models.chain.executor import ChainExecutor
     from memsched.models.chain.overheads import released_loss_chain, tracker_chain
     from memsched.models.chain.profiler import profile_chain
@@ -252,7 +260,8 @@ def memsched_points(base: dict, name: str, sizes: dict, granularity: str, n_budg
     lo, hi = rotor_min_budget(chain), reference_peak(chain)
     executor = ChainExecutor(model.blocks, model.loss_fn, input_grad=False)
     budgets = {lo, min(hi, lo + lo // 50)} | {lo + (hi - lo) * k // max(1, n_budgets - 1) for k in range(1, n_budgets)}
-    budgets |= {t for t in targets if lo <= t < hi}
+    budgets = budgets if spread else set()
+    budgets |= {t for t in targets if lo <= t < hi} | ({hi} if not spread and any(t >= hi for t in targets) else set())
     points, seen = [], set()
     for budget in sorted(budgets):
         res = solve_rotor(chain, budget, slots=20000)
@@ -403,10 +412,14 @@ def main(argv: list[str] | None = None) -> int:
                 or (args.only_compile and not r["tool"].startswith("torch.compile"))] + rows
     write_csv(rows, out, COLUMNS, extrasaction="ignore")
     rows = read_rows(out)
+    duels = read_rows(duels_path(out)) if duels_path(out).exists() else []
+    if any((d["model"], d["size"]) in set(pairs) for d in duels):  # duels of the points just replaced: stale
+        duels = [d for d in duels if (d["model"], d["size"]) not in set(pairs)]
+        write_csv(duels, duels_path(out), DUEL_COLUMNS)
     figure(rows, out.with_suffix(".png"))
-    for line in summary(rows):
+    for line in summary(rows, duels):
         print(line)
-    verdict_path = write_csv(verdicts(rows), out.with_name(f"{out.stem}_summary.csv"), SUMMARY_COLUMNS)
+    verdict_path = write_csv(verdicts(rows, duels), out.with_name(f"{out.stem}_summary.csv"), SUMMARY_COLUMNS)
     print(f"wrote {out}, {out.with_suffix('.png')} and {verdict_path}")
     return 0
 

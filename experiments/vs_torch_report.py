@@ -10,6 +10,11 @@ reported as ``curve_on_or_below``, and ``overhead_unpaired`` (the ratio of the t
 reported as ``curve_on_or_below_unpaired``. A third verdict, ``curve_within_noise``, weighs the
 paired overheads' 95% intervals (``overhead_ci``): a point breaks it only when it is below every
 memsched point at no more memory beyond both intervals (None for rows without intervals).
+A fourth, ``curve_on_or_below_duel``, takes the head-to-head duels of `experiments.vs_torch_duel`
+(``<csv stem>_duels.csv``) where a point has them: a dueled point is matched when memsched's plan
+at its peak (block or layer chain, measured peak at most the point's) took at most 2% more time
+in the median over the duel's rounds; a point not dueled keeps its paired verdict (None when
+no point of the model and size was dueled).
 """
 
 from __future__ import annotations
@@ -30,8 +35,18 @@ SUMMARY_COLUMNS = (
     "unmatched_unpaired",
     "curve_within_noise",
     "unmatched_beyond_noise",
+    "curve_on_or_below_duel",
+    "unmatched_duel",
 )
+DUEL_COLUMNS = ("model", "size", "tool", "setting", "granularity", "their_peak", "memsched_peak", "peak_ok",
+                "memsched_budget", "ratio", "ratio_ci", "ratio_of_least", "their_time_ms", "memsched_time_ms",
+                "rounds", "load")  # experiments.vs_torch_duel's CSV
 TIME_NOISE = 1.02  # a memsched point matches another tool's at up to 2% more time (1 + overhead)
+
+
+def duels_path(csv_path: Path) -> Path:
+    """Where `experiments.vs_torch_duel` writes the duels of `csv_path`'s points."""
+    return csv_path.with_name(f"{csv_path.stem}_duels.csv")
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -105,11 +120,20 @@ def _unmatched(ours: list[dict], theirs: list[dict], overhead: str) -> list[dict
     return [r for r in theirs if not _matched(r, ours, overhead)]
 
 
-def verdicts(rows: list[dict]) -> list[dict]:
+def _duel_ratio(r: dict, duels: list[dict]) -> float | None:
+    """The least median time ratio (memsched / `r`'s tool) of `r`'s duels whose memsched peak was
+    at most `r`'s; None when `r` has no such duel."""
+    ratios = [float(d["ratio"]) for d in duels if (d["model"], d["size"], d["tool"], d["setting"])
+              == (r["model"], r["size"], r["tool"], r["setting"]) and d.get("peak_ok") == "True" and _has(d, "ratio")]
+    return min(ratios, default=None)
+
+
+def verdicts(rows: list[dict], duels: list[dict] | None = None) -> list[dict]:
     """Per (model, size), the issue's two targets (``curve_on_or_below`` on the paired overheads,
-    ``curve_on_or_below_unpaired`` on the unpaired ones, None where the CSV lacks them), the
-    points that break each (``unmatched``), and whether memsched's smallest measured peak is at
-    most checkpoint-per-block's (``smallest_at_most_per_block``; bytes)."""
+    ``curve_on_or_below_unpaired`` on the unpaired ones, None where the CSV lacks them; with the
+    head-to-head `duels` where a point has them, ``curve_on_or_below_duel``), the points that
+    break each (``unmatched``...), and whether memsched's smallest measured peak is at most
+    checkpoint-per-block's (``smallest_at_most_per_block``; bytes)."""
     out = []
     for key in _keys(rows):
         rs, ours, theirs = _split(rows, key)
@@ -133,16 +157,26 @@ def verdicts(rows: list[dict]) -> list[dict]:
         beyond = [r for r in theirs if _beyond_noise(r, ours)]
         row["curve_within_noise"] = (not beyond) if has_ci else None
         row["unmatched_beyond_noise"] = "; ".join(f"{r['tool']} {r['setting']}" for r in beyond)
+        ratios = {id(r): _duel_ratio(r, duels or []) for r in theirs}
+        if any(v is not None for v in ratios.values()):
+            paired = _unmatched(ours, theirs, "overhead") or []
+            lost = []
+            for r in theirs:
+                ratio = ratios[id(r)]
+                if ratio > TIME_NOISE if ratio is not None else r in paired:
+                    lost.append(r)
+            row["curve_on_or_below_duel"] = not lost
+            row["unmatched_duel"] = "; ".join(f"{r['tool']} {r['setting']}" for r in lost)
         out.append(row)
     return out
 
 
-def summary(rows: list[dict]) -> list[str]:
+def summary(rows: list[dict], duels: list[dict] | None = None) -> list[str]:
     """Per (model, size): each tool's smallest peak with its overhead (the tracker's; the
     allocator's for torch.compile(inductor)); the other tools' points no memsched point matches,
-    on the paired and on the unpaired overheads."""
+    on the paired and on the unpaired overheads, and after the `duels`."""
     out = []
-    for key, verdict in zip(_keys(rows), verdicts(rows)):
+    for key, verdict in zip(_keys(rows), verdicts(rows, duels)):
         rs, _, _ = _split(rows, key)
         out.append(f"{key[0]} {key[1]} (load {next((r.get('load') for r in rs), '?')}):")
         for tool in dict.fromkeys(r["tool"] for r in rs):
@@ -159,6 +193,8 @@ def summary(rows: list[dict]) -> list[str]:
             out.append("    ... beyond the 95% intervals: " + (verdict["unmatched_beyond_noise"] or "none"))
         if verdict["curve_on_or_below_unpaired"] is not None:
             out.append("    ... (unpaired times): " + (verdict["unmatched_unpaired"] or "none"))
+        if verdict.get("curve_on_or_below_duel") is not None:
+            out.append("    ... after the head-to-head duels: " + (verdict["unmatched_duel"] or "none"))
     return out
 
 

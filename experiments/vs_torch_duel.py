@@ -1,0 +1,150 @@
+"""Head-to-head duels: another tool's point against memsched's plan at that point's own peak.
+
+    python -m memsched.experiments.vs_torch_duel [--csv results/bench_vs_torch.csv] [--rounds 30]
+        [--all] [--models gpt2,resnet50] [--sizes small,medium,large] [--repeats 5]
+        [--out results/bench_vs_torch_duels.csv]
+
+`experiments.bench_vs_torch` pairs every step with a plain-torch step, so two tools' overheads
+are two medians of ratios taken at different moments; at a 2% allowance the verdict on a point
+of another tool then often depends on the noise (intervals of +-3 to +-20 points with 7-11
+rounds). A duel measures the comparison itself: for a point P of another tool
+(checkpoint-per-block, a checkpoint_sequential segment count, a torch.compile budget), the same
+model is built again, P's step and its tracker peak are measured, memsched's block and layer
+chains are profiled anew and rotor plans at P's measured peak (`bench_vs_torch.memsched_points`
+with P's peak as the only target), and `--rounds` rounds each run P's step and the memsched
+steps back to back in a new random order (seeded). ``ratio`` is the median over the rounds of
+memsched's step time over P's in the same round (thread CPU time); ``ratio_ci`` the half-width
+of its approximate 95% interval (`bench_vs_torch.median_ci`); ``ratio_of_least`` the ratio of
+the two least times. ``peak_ok``: memsched's measured tracker peak is at most P's.
+
+Which points: by default those the summary of `--csv` lists as unmatched on the paired or the
+unpaired overheads (`vs_torch_report.verdicts`); ``--all``: every point of the other tools
+(torch.compile's only with the aot backend). Rows of the models and sizes run replace those of
+`--out`; the summary of `--csv` is rewritten with the duel verdicts
+(`vs_torch_report.verdicts` reads the duels CSV beside it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from memsched.experiments.benchtable import write_csv
+from memsched.experiments.steady_malloc import run_with_pinned_malloc
+from memsched.experiments.vs_torch_report import DUEL_COLUMNS, SUMMARY_COLUMNS, duels_path, read_rows, verdicts
+
+
+def contested(rows: list[dict], model: str, size: str, every: bool) -> list[dict]:
+    """The rows of the other tools to duel at (`model`, `size`): every measured one with `every`
+    (torch.compile's with the aot backend only), else those unmatched on the paired or the
+    unpaired overheads."""
+    from memsched.experiments.vs_torch_report import _split
+
+    _, _, theirs = _split(rows, (model, size))
+    theirs = [r for r in theirs if r["tool"] != "torch.compile(inductor)"]
+    if every:
+        return theirs
+    verdict = next(v for v in verdicts(rows) if (v["model"], v["size"]) == (model, size))
+    names = {n.strip() for column in ("unmatched", "unmatched_unpaired") for n in (verdict[column] or "").split(";")}
+    return [r for r in theirs if f"{r['tool']} {r['setting']}" in names]
+
+
+def their_point(base: dict, model: Any, row: dict, twin: Any) -> tuple[Any, list]:
+    """`row`'s tool rebuilt on `model` (`bench_vs_torch.Point`, peak re-measured) and plain
+    autograd's gradients (the reference)."""
+    from memsched.experiments.bench_vs_torch import torch_points
+
+    tool, setting = row["tool"], row["setting"]
+    if tool.startswith("torch.compile"):
+        budget = float(setting.split("=")[1])
+        points, ref = torch_points(base, model, False, ["aot"], "", (budget,), twin, only_compile=True)
+    else:
+        k = setting.split("=")[1] if tool == "checkpoint_sequential" else "0"
+        points, ref = torch_points(base, model, False, None, k)
+    return next(p for p in points if (p.row["tool"], p.row["setting"]) == (tool, setting)), ref
+
+
+def duel(name: str, size: str, row: dict, rounds: int, repeats: int, seed: int = 0) -> list[dict]:
+    """One duel (module docstring): one row per memsched granularity."""
+    from memsched.experiments.bench_vs_torch import SIZES, median_ci, memsched_points
+    from memsched.models.zoo import build_model
+
+    sizes = SIZES[name][size]
+    base = {"model": name, "size": size}
+    twin = (lambda dtype: build_model(name, dropout=0.0, dtype=dtype, **sizes))
+    theirs, ref = their_point(base, build_model(name, **sizes), row, twin)
+    peak = int(theirs.row["peak_bytes"])
+    ours = {g: memsched_points(base, name, sizes, g, 0, repeats, ref, False, [peak], spread=False)
+            for g in ("block", "layer")}
+    timers = {"theirs": theirs.timer} | {g: ps[0].timer for g, ps in ours.items() if ps and ps[0].timer}
+    times: dict[str, list[float]] = {k: [] for k in timers}
+    rng = random.Random(seed)
+    for _ in range(rounds):
+        for key in rng.sample(list(timers), len(timers)):
+            times[key].append(timers[key]())
+    out = []
+    for g, ps in ours.items():
+        mine = ps[0].row if ps else {}
+        row_out = {**base, "tool": row["tool"], "setting": row["setting"], "granularity": g, "their_peak": peak,
+                   "memsched_peak": mine.get("peak_bytes"), "memsched_budget": mine.get("budget"),
+                   "their_time_ms": statistics.median(times["theirs"]), "rounds": rounds,
+                   "load": round(os.getloadavg()[0], 2)}
+        if g in times:
+            ratios = [m / t for m, t in zip(times[g], times["theirs"])]
+            row_out.update(peak_ok=int(mine["peak_bytes"]) <= peak, ratio=statistics.median(ratios),
+                           ratio_ci=median_ci(ratios), ratio_of_least=min(times[g]) / min(times["theirs"]),
+                           memsched_time_ms=statistics.median(times[g]))
+        out.append(row_out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Duel the contested points of `--csv` (module docstring); exit 0, 2 on a missing CSV."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--csv", default="results/bench_vs_torch.csv", help="bench_vs_torch's CSV")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--repeats", type=int, default=5, help="profiling repetitions (memsched's chains)")
+    parser.add_argument("--all", dest="every", action="store_true", help="every point, not only the contested")
+    parser.add_argument("--models", default="", help="comma-separated (default: every model of --csv)")
+    parser.add_argument("--sizes", default="", help="comma-separated (default: every size of --csv)")
+    parser.add_argument("--out", default="", help="default: <csv stem>_duels.csv beside --csv")
+    args = parser.parse_args(argv)
+    csv_path = Path(args.csv)
+    if not csv_path.exists():
+        print(f"vs_torch_duel: {csv_path} does not exist", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else duels_path(csv_path)
+    rows = read_rows(csv_path)
+    keys = sorted({(r["model"], r["size"]) for r in rows}, key=lambda k: (k[0], k[1]))
+    keys = [k for k in keys if (not args.models or k[0] in args.models.split(","))
+            and (not args.sizes or k[1] in args.sizes.split(","))]
+    torch.set_num_threads(1)
+    done = read_rows(out) if out.exists() else []
+    done = [d for d in done if (d["model"], d["size"]) not in set(keys)]
+    for name, size in keys:
+        new: list[dict] = []
+        for row in contested(rows, name, size, args.every):
+            for d in duel(name, size, row, args.rounds, args.repeats):
+                new.append(d)
+                ratio = f"{d['ratio']:.3f} +- {d['ratio_ci']:.3f}" if d.get("ratio") is not None else "no plan"
+                print(f"{name:>8} {size:>6} {d['tool']:>22} {d['setting']:>28} {d['granularity']:>5}: memsched/theirs "
+                      f"{ratio} (least {d.get('ratio_of_least') or float('nan'):.3f}), peak ok {d.get('peak_ok')}",
+                      flush=True)
+        done += new
+        write_csv(done, out, DUEL_COLUMNS, extrasaction="ignore")  # each model and size kept as it ends
+    if not out.exists():
+        write_csv([], out, DUEL_COLUMNS)
+    summary_path = write_csv(verdicts(read_rows(csv_path), read_rows(out)),
+                             csv_path.with_name(f"{csv_path.stem}_summary.csv"), SUMMARY_COLUMNS)
+    print(f"wrote {out} and {summary_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_with_pinned_malloc("memsched.experiments.vs_torch_duel", main))  # steady step times

@@ -1,0 +1,70 @@
+"""experiments/vs_torch_duel.py: which points are dueled, a tiny duel end to end (memsched's plan
+at the point's own peak, peaks checked, ratios of the same rounds), and how the duels change
+the summary's verdict (vs_torch_report.verdicts)."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from memsched.experiments.vs_torch_report import DUEL_COLUMNS, read_rows, verdicts
+
+
+def _row(tool: str, setting: str, peak: int, overhead: float, **extra: str) -> dict:
+    return {"model": "gpt2", "size": "tiny", "tool": tool, "setting": setting, "status": "ok",
+            "peak_bytes": str(peak), "time_ms": str(100 * (1 + overhead)), "overhead": str(overhead),
+            "overhead_unpaired": str(overhead), **extra}
+
+
+ROWS = [_row("torch", "no checkpointing", 1000, 0.0), _row("checkpoint_sequential", "segments=2", 600, 0.20),
+        _row("checkpoint_sequential", "segments=3", 500, 0.30), _row("memsched-block", "rotor", 600, 0.25),
+        _row("memsched-block", "rotor", 480, 0.31)]
+
+
+def _duel(setting: str, ratio: float, peak_ok: bool = True, granularity: str = "block") -> dict:
+    return {"model": "gpt2", "size": "tiny", "tool": "checkpoint_sequential", "setting": setting,
+            "granularity": granularity, "ratio": str(ratio), "peak_ok": str(peak_ok)}
+
+
+def test_without_duels_the_duel_verdict_is_absent():
+    (v,) = verdicts(ROWS)
+    assert v["curve_on_or_below"] is False and v["unmatched"] == "checkpoint_sequential segments=2"
+    assert "curve_on_or_below_duel" not in v
+
+
+@pytest.mark.parametrize(("ratio", "peak_ok", "verdict"), [(1.01, True, True), (1.05, True, False),
+                                                            (1.01, False, False)])
+def test_a_duel_decides_its_point_and_the_others_keep_their_paired_verdict(ratio, peak_ok, verdict):
+    (v,) = verdicts(ROWS, [_duel("segments=2", ratio, peak_ok), _duel("segments=2", 1.30, granularity="layer")])
+    assert v["curve_on_or_below_duel"] is verdict  # the better granularity counts; an invalid duel does not
+    assert v["unmatched_duel"] == ("" if verdict else "checkpoint_sequential segments=2")
+
+
+def test_a_duel_can_also_break_a_point_the_paired_times_matched():
+    (v,) = verdicts(ROWS, [_duel("segments=3", 1.10)])
+    assert v["curve_on_or_below"] is False  # segments=2, undueled: still unmatched
+    assert v["unmatched_duel"] == "checkpoint_sequential segments=2; checkpoint_sequential segments=3"
+
+
+def test_tiny_duel_end_to_end(tmp_path):
+    pytest.importorskip("torch")
+    from memsched.experiments import vs_torch_duel
+
+    src = tmp_path / "vs.csv"
+    with src.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(ROWS[0]))
+        w.writeheader()
+        w.writerows(ROWS[:2])  # no memsched row: segments=2 is contested
+    assert vs_torch_duel.main(["--csv", str(src), "--rounds", "3", "--repeats", "1"]) == 0
+    duels = read_rows(tmp_path / "vs_duels.csv")
+    assert list(duels[0]) == list(DUEL_COLUMNS)
+    assert {(d["setting"], d["granularity"]) for d in duels} == {("segments=2", "block"), ("segments=2", "layer")}
+    for d in duels:
+        assert d["peak_ok"] == "True" and int(d["memsched_peak"]) <= int(d["their_peak"])
+        assert int(d["memsched_budget"]) <= int(d["their_peak"]) and d["rounds"] == "3"
+        assert float(d["ratio"]) > 0 and float(d["ratio_ci"]) == 0.0  # fewer than 4 rounds: no interval
+        assert float(d["their_time_ms"]) > 0 and float(d["memsched_time_ms"]) > 0
+    (v,) = read_rows(tmp_path / "vs_summary.csv")
+    assert v["curve_on_or_below_duel"] in ("True", "False")
+    assert vs_torch_duel.main(["--csv", str(tmp_path / "missing.csv")]) == 2
