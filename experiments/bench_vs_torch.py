@@ -237,9 +237,12 @@ def target_peaks(points: list[Point], bin_ratio: float = 1.005) -> list[int]:
 
 
 def memsched_points(base: dict, name: str, sizes: dict, granularity: str, n_budgets: int, repeats: int,
-                    ref: list, probe: bool, targets: list[int], spread: bool = True) -> list[Point]:
-    """rotor at its smallest budget, 2% above, `n_budgets` evenly to the store-all peak (these
-    three only with `spread`) and at each peak in `targets`, run by the executor."""
+                    ref: list, probe: bool, targets: list[int], spread: bool = True, dedupe: bool = True
+                    ) -> list[Point]:
+    """rotor at its smallest budget, 2% above, `n_budgets` evenly to the store-all peak and at
+    each peak in `targets` below it, run by the executor; without `spread`, only at each feasible
+    peak of `targets` (capped at the store-all peak); `dedupe`: a budget whose schedule a smaller
+    one has already is left out."""
     from memsched.models.chain.executor import ChainExecutor
     from memsched.models.chain.overheads import released_loss_chain, tracker_chain
     from memsched.models.chain.profiler import profile_chain
@@ -260,8 +263,8 @@ def memsched_points(base: dict, name: str, sizes: dict, granularity: str, n_budg
     lo, hi = rotor_min_budget(chain), reference_peak(chain)
     executor = ChainExecutor(model.blocks, model.loss_fn, input_grad=False)
     budgets = {lo, min(hi, lo + lo // 50)} | {lo + (hi - lo) * k // max(1, n_budgets - 1) for k in range(1, n_budgets)}
-    budgets = budgets if spread else set()
-    budgets |= {t for t in targets if lo <= t < hi} | ({hi} if not spread and any(t >= hi for t in targets) else set())
+    budgets |= {t for t in targets if lo <= t < hi}
+    budgets = budgets if spread else {min(t, hi) for t in targets if t >= lo}
     points, seen = [], set()
     for budget in sorted(budgets):
         res = solve_rotor(chain, budget, slots=20000)
@@ -271,7 +274,7 @@ def memsched_points(base: dict, name: str, sizes: dict, granularity: str, n_budg
             points.append(Point(row))
             continue
         ops = tuple(res.schedule.ops)
-        if ops in seen:  # the same schedule as a smaller budget's: nothing new to measure
+        if dedupe and ops in seen:  # the same schedule as a smaller budget's: nothing new to measure
             continue
         seen.add(ops)
         step = executor.step(res.schedule, model.example_input, model.target, chain=chain, seed=0,

@@ -2,17 +2,18 @@
 
     python -m memsched.experiments.vs_torch_duel [--csv results/bench_vs_torch.csv] [--rounds 30]
         [--all] [--models gpt2,resnet50] [--sizes small,medium,large] [--repeats 5]
-        [--out results/bench_vs_torch_duels.csv]
+        [--out results/bench_vs_torch_duels.csv] [--resume]
 
 `experiments.bench_vs_torch` pairs every step with a plain-torch step, so two tools' overheads
 are two medians of ratios taken at different moments; at a 2% allowance the verdict on a point
 of another tool then often depends on the noise (intervals of +-3 to +-20 points with 7-11
-rounds). A duel measures the comparison itself: for a point P of another tool
-(checkpoint-per-block, a checkpoint_sequential segment count, a torch.compile budget), the same
-model is built again, P's step and its tracker peak are measured, memsched's block and layer
-chains are profiled anew and rotor plans at P's measured peak (`bench_vs_torch.memsched_points`
-with P's peak as the only target), and `--rounds` rounds each run P's step and the memsched
-steps back to back in a new random order (seeded). ``ratio`` is the median over the rounds of
+rounds). A duel measures the comparison itself: for the points P of another tool
+(checkpoint-per-block, a checkpoint_sequential segment count, a torch.compile budget) of one
+model and size, the model is built again, each P's step and its tracker peak are measured,
+memsched's block and layer chains are profiled anew (once) and rotor plans at each P's measured
+peak (`bench_vs_torch.memsched_points`, targets only, no schedule left out), and each of
+`--rounds` rounds visits every P once in a new random order (seeded), running P's step and its
+memsched steps back to back, shuffled. ``ratio`` is the median over the rounds of
 memsched's step time over P's in the same round (thread CPU time); ``ratio_ci`` the half-width
 of its approximate 95% interval (`bench_vs_torch.median_ci`); ``ratio_of_least`` the ratio of
 the two least times. ``peak_ok``: memsched's measured tracker peak is at most P's.
@@ -20,7 +21,8 @@ the two least times. ``peak_ok``: memsched's measured tracker peak is at most P'
 Which points: by default those the summary of `--csv` lists as unmatched on the paired or the
 unpaired overheads (`vs_torch_report.verdicts`); ``--all``: every point of the other tools
 (torch.compile's only with the aot backend). Rows of the models and sizes run replace those of
-`--out`; the summary of `--csv` is rewritten with the duel verdicts
+`--out` (each model and size is written as it ends; ``--resume`` skips those `--out` has); the
+summary of `--csv` is rewritten with the duel verdicts
 (`vs_torch_report.verdicts` reads the duels CSV beside it).
 """
 
@@ -70,37 +72,51 @@ def their_point(base: dict, model: Any, row: dict, twin: Any) -> tuple[Any, list
     return next(p for p in points if (p.row["tool"], p.row["setting"]) == (tool, setting)), ref
 
 
-def duel(name: str, size: str, row: dict, rounds: int, repeats: int, seed: int = 0) -> list[dict]:
-    """One duel (module docstring): one row per memsched granularity."""
+def duel(name: str, size: str, rows: list[dict], rounds: int, repeats: int, seed: int = 0) -> list[dict]:
+    """The duels of `rows` (points of one model and size; module docstring): one row per point
+    and memsched granularity. The chains are profiled once; each round visits every point once
+    in a new random order and runs its step and its memsched steps back to back, shuffled."""
     from memsched.experiments.bench_vs_torch import SIZES, median_ci, memsched_points
     from memsched.models.zoo import build_model
 
+    if not rows:
+        return []
     sizes = SIZES[name][size]
     base = {"model": name, "size": size}
+    model = build_model(name, **sizes)
     twin = (lambda dtype: build_model(name, dropout=0.0, dtype=dtype, **sizes))
-    theirs, ref = their_point(base, build_model(name, **sizes), row, twin)
-    peak = int(theirs.row["peak_bytes"])
-    ours = {g: memsched_points(base, name, sizes, g, 0, repeats, ref, False, [peak], spread=False)
-            for g in ("block", "layer")}
-    timers = {"theirs": theirs.timer} | {g: ps[0].timer for g, ps in ours.items() if ps and ps[0].timer}
-    times: dict[str, list[float]] = {k: [] for k in timers}
+    built = [their_point(base, model, row, twin) for row in rows]
+    theirs, ref = [p for p, _ in built], built[0][1] if built else []
+    peaks = [int(p.row["peak_bytes"]) for p in theirs]
+    ours: dict[str, list[Any]] = {}  # granularity -> its point at each of `peaks` (None: no plan)
+    for g in ("block", "layer"):
+        planned = memsched_points(base, name, sizes, g, 0, repeats, ref, False, peaks, spread=False, dedupe=False)
+        ok = [q for q in planned if q.timer is not None]  # budgets ascending: min(peak, store-all)
+        ours[g] = [max((q for q in ok if int(q.row["budget"]) <= peak), key=lambda q: int(q.row["budget"]),
+                       default=None) for peak in peaks]
     rng = random.Random(seed)
+    times: dict[tuple[int, str], list[float]] = {}
     for _ in range(rounds):
-        for key in rng.sample(list(timers), len(timers)):
-            times[key].append(timers[key]())
+        for i in rng.sample(range(len(theirs)), len(theirs)):
+            timers = {"theirs": theirs[i].timer} | {g: q[i].timer for g, q in ours.items() if q[i] is not None}
+            for key in rng.sample(list(timers), len(timers)):
+                times.setdefault((i, key), []).append(timers[key]())
     out = []
-    for g, ps in ours.items():
-        mine = ps[0].row if ps else {}
-        row_out = {**base, "tool": row["tool"], "setting": row["setting"], "granularity": g, "their_peak": peak,
-                   "memsched_peak": mine.get("peak_bytes"), "memsched_budget": mine.get("budget"),
-                   "their_time_ms": statistics.median(times["theirs"]), "rounds": rounds,
-                   "load": round(os.getloadavg()[0], 2)}
-        if g in times:
-            ratios = [m / t for m, t in zip(times[g], times["theirs"])]
-            row_out.update(peak_ok=int(mine["peak_bytes"]) <= peak, ratio=statistics.median(ratios),
-                           ratio_ci=median_ci(ratios), ratio_of_least=min(times[g]) / min(times["theirs"]),
-                           memsched_time_ms=statistics.median(times[g]))
-        out.append(row_out)
+    for i, (row, peak) in enumerate(zip(rows, peaks)):
+        mine_times, their_times = {g: times.get((i, g)) for g in ours}, times[(i, "theirs")]
+        for g in ours:
+            mine = ours[g][i].row if ours[g][i] is not None else {}
+            d = {**base, "tool": row["tool"], "setting": row["setting"], "granularity": g, "their_peak": peak,
+                 "memsched_peak": mine.get("peak_bytes"), "memsched_budget": mine.get("budget"),
+                 "their_time_ms": statistics.median(their_times), "rounds": rounds,
+                 "load": round(os.getloadavg()[0], 2)}
+            ts = mine_times[g]
+            if ts:
+                ratios = [m / t for m, t in zip(ts, their_times)]
+                d.update(peak_ok=int(mine["peak_bytes"]) <= peak, ratio=statistics.median(ratios),
+                         ratio_ci=median_ci(ratios), ratio_of_least=min(ts) / min(their_times),
+                         memsched_time_ms=statistics.median(ts))
+            out.append(d)
     return out
 
 
@@ -114,10 +130,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default="", help="comma-separated (default: every model of --csv)")
     parser.add_argument("--sizes", default="", help="comma-separated (default: every size of --csv)")
     parser.add_argument("--out", default="", help="default: <csv stem>_duels.csv beside --csv")
+    parser.add_argument("--resume", action="store_true", help="skip the models and sizes --out already has")
     args = parser.parse_args(argv)
     csv_path = Path(args.csv)
-    if not csv_path.exists():
-        print(f"vs_torch_duel: {csv_path} does not exist", file=sys.stderr)
+    if not csv_path.exists() or args.rounds < 1:
+        print(f"vs_torch_duel: {csv_path} does not exist" if args.rounds >= 1 else
+              f"vs_torch_duel: --rounds must be at least 1, not {args.rounds}", file=sys.stderr)
         return 2
     out = Path(args.out) if args.out else duels_path(csv_path)
     rows = read_rows(csv_path)
@@ -126,16 +144,16 @@ def main(argv: list[str] | None = None) -> int:
             and (not args.sizes or k[1] in args.sizes.split(","))]
     torch.set_num_threads(1)
     done = read_rows(out) if out.exists() else []
+    if args.resume:
+        keys = [k for k in keys if k not in {(d["model"], d["size"]) for d in done}]
     done = [d for d in done if (d["model"], d["size"]) not in set(keys)]
     for name, size in keys:
-        new: list[dict] = []
-        for row in contested(rows, name, size, args.every):
-            for d in duel(name, size, row, args.rounds, args.repeats):
-                new.append(d)
-                ratio = f"{d['ratio']:.3f} +- {d['ratio_ci']:.3f}" if d.get("ratio") is not None else "no plan"
-                print(f"{name:>8} {size:>6} {d['tool']:>22} {d['setting']:>28} {d['granularity']:>5}: memsched/theirs "
-                      f"{ratio} (least {d.get('ratio_of_least') or float('nan'):.3f}), peak ok {d.get('peak_ok')}",
-                      flush=True)
+        new = duel(name, size, contested(rows, name, size, args.every), args.rounds, args.repeats)
+        for d in new:
+            ratio = f"{d['ratio']:.3f} +- {d['ratio_ci']:.3f}" if d.get("ratio") is not None else "no plan"
+            print(f"{name:>8} {size:>6} {d['tool']:>22} {d['setting']:>28} {d['granularity']:>5}: memsched/theirs "
+                  f"{ratio} (least {d.get('ratio_of_least') or float('nan'):.3f}), peak ok {d.get('peak_ok')}",
+                  flush=True)
         done += new
         write_csv(done, out, DUEL_COLUMNS, extrasaction="ignore")  # each model and size kept as it ends
     if not out.exists():

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 
 import pytest
-
 from memsched.experiments.vs_torch_report import DUEL_COLUMNS, read_rows, verdicts
 
 
@@ -68,3 +67,26 @@ def test_tiny_duel_end_to_end(tmp_path):
     (v,) = read_rows(tmp_path / "vs_summary.csv")
     assert v["curve_on_or_below_duel"] in ("True", "False")
     assert vs_torch_duel.main(["--csv", str(tmp_path / "missing.csv")]) == 2
+
+
+def test_every_point_is_dueled_with_all_and_resume_skips_what_is_done(tmp_path):
+    pytest.importorskip("torch")
+    from memsched.experiments import vs_torch_duel
+
+    src = tmp_path / "vs.csv"
+    with src.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(ROWS[0]))
+        w.writeheader()
+        w.writerows(ROWS)  # with memsched rows: only segments=2 is contested
+    rows = read_rows(src)
+    assert [r["setting"] for r in vs_torch_duel.contested(rows, "gpt2", "tiny", False)] == ["segments=2"]
+    assert [r["setting"] for r in vs_torch_duel.contested(rows, "gpt2", "tiny", True)] == ["segments=2", "segments=3"]
+    assert vs_torch_duel.main(["--csv", str(src), "--rounds", "2", "--repeats", "1", "--all"]) == 0
+    duels = read_rows(tmp_path / "vs_duels.csv")
+    assert sorted(d["setting"] for d in duels) == ["segments=2", "segments=2", "segments=3", "segments=3"]
+    for d in duels:  # memsched's plan at each point's own peak, not another point's
+        assert d["peak_ok"] == "True" and int(d["memsched_budget"]) <= int(d["their_peak"])
+    stamp = (tmp_path / "vs_duels.csv").read_text()
+    assert vs_torch_duel.main(["--csv", str(src), "--rounds", "2", "--resume"]) == 0
+    assert (tmp_path / "vs_duels.csv").read_text() == stamp  # nothing left to duel
+    assert vs_torch_duel.main(["--csv", str(src), "--rounds", "0"]) == 2
