@@ -70,6 +70,8 @@ Value = tuple[str, int]
 FAST = ("pofo", "rotor-offload", "remat-only", "offload-prefix", "vdnn", "none")
 #: default memory discretisation (slots of budget / N bytes)
 DEFAULT_SLOTS = 100
+#: add the link-capacity rows of `exact_free_cuts` (valid for the class; see docs/offload.md)
+LINK_ROWS = True
 
 
 class Slot:
@@ -438,11 +440,11 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
     dchain, M = discretise(chain, budget, options.slots)
     scope = scope_of(scale, slots)
     common: dict[str, Any] = {"problem": "offload", "solver": "offload-exact", "budget": budget, "scope": scope}
-    from .exact_free_hint import CPSAT_EXTRA, complete_hint, hint, pofo_at_exact_sizes, seed_answer
+    from .exact_free_hint import PROOF_EXTRA, complete_hint, hint, pofo_at_exact_sizes, seed_answer
 
     seed = pofo_at_exact_sizes(inst, budget, seed) if options.warm_start else seed
     t0 = deadline.elapsed()
-    model = FreeOrderModel(inst, dchain, M, scale, deadline)
+    model = FreeOrderModel(inst, dchain, M, scale, deadline, link_rows=LINK_ROWS)  # rows: exact_free_cuts
     if model.infeasible:
         return SolveResult(status=INFEASIBLE, message=f"no schedule fits: {model.infeasible}", **common)
     hinted = hint(model, seed) if options.warm_start else False
@@ -463,7 +465,7 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
         # the warm start runs every op once with no wait (the every-op-once bound): nothing is faster
         run = BackendRun(OPTIMAL, None, warm, warm, solver=stage1, backend_status="not run: warm start = the bound")
     else:
-        run = run_cpsat(model.cp, deadline, options, scale=scale, parameters=parameters, extra=CPSAT_EXTRA)
+        run = run_cpsat(model.cp, deadline, options, scale=scale, parameters=parameters, extra=PROOF_EXTRA)
     details["backend_status"] = run.backend_status
     if run.status == INFEASIBLE:
         return SolveResult(status=INFEASIBLE, details=details, log=run.log,
