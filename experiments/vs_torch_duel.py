@@ -65,7 +65,7 @@ def their_point(base: dict, model: Any, row: dict, twin: Any) -> tuple[Any, list
     tool, setting = row["tool"], row["setting"]
     if tool.startswith("torch.compile"):
         budget = float(setting.split("=")[1])
-        points, ref = torch_points(base, model, False, ["aot"], "", (budget,), twin, only_compile=True)
+        points, ref = torch_points(base, model, False, ["aot"], "0", (budget,), twin, only_compile=True)
     else:
         k = setting.split("=")[1] if tool == "checkpoint_sequential" else "0"
         points, ref = torch_points(base, model, False, None, k)

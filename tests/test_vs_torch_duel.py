@@ -90,3 +90,20 @@ def test_every_point_is_dueled_with_all_and_resume_skips_what_is_done(tmp_path):
     assert vs_torch_duel.main(["--csv", str(src), "--rounds", "2", "--resume"]) == 0
     assert (tmp_path / "vs_duels.csv").read_text() == stamp  # nothing left to duel
     assert vs_torch_duel.main(["--csv", str(src), "--rounds", "0"]) == 2
+
+
+@pytest.mark.parametrize(("tool", "setting"), [("checkpoint-per-block", "{L} blocks"),
+                                               ("torch.compile(aot_eager, min-cut)", "activation_memory_budget=0.5")])
+def test_their_point_rebuilds_the_named_tool(tool, setting):
+    pytest.importorskip("torch")
+    from memsched.experiments.bench_vs_torch import SIZES
+    from memsched.experiments.vs_torch_duel import their_point
+    from memsched.models.zoo import build_model
+
+    sizes = SIZES["gpt2"]["tiny"]
+    model = build_model("gpt2", **sizes)
+    setting = setting.format(L=len(model.blocks))
+    point, ref = their_point({"model": "gpt2", "size": "tiny"}, model, {"tool": tool, "setting": setting},
+                             lambda dtype: build_model("gpt2", dropout=0.0, dtype=dtype, **sizes))
+    assert (point.row["tool"], point.row["setting"]) == (tool, setting) and point.row["peak_bytes"] > 0
+    assert point.timer() > 0 and ref
