@@ -46,15 +46,21 @@ def test_a_duel_can_also_break_a_point_the_paired_times_matched():
     assert v["unmatched_duel"] == "checkpoint_sequential segments=2; checkpoint_sequential segments=3"
 
 
-def test_tiny_duel_end_to_end(tmp_path):
-    pytest.importorskip("torch")
-    from memsched.experiments import vs_torch_duel
-
+def _bench_csv(tmp_path, rows: list[dict]):
+    """`rows` written as bench_vs_torch's CSV in `tmp_path`: its path."""
     src = tmp_path / "vs.csv"
     with src.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(ROWS[0]))
         w.writeheader()
-        w.writerows(ROWS[:2])  # no memsched row: segments=2 is contested
+        w.writerows(rows)
+    return src
+
+
+def test_tiny_duel_end_to_end(tmp_path):
+    pytest.importorskip("torch")
+    from memsched.experiments import vs_torch_duel
+
+    src = _bench_csv(tmp_path, ROWS[:2])  # no memsched row: segments=2 is contested
     assert vs_torch_duel.main(["--csv", str(src), "--rounds", "3", "--repeats", "1"]) == 0
     duels = read_rows(tmp_path / "vs_duels.csv")
     assert list(duels[0]) == list(DUEL_COLUMNS)
@@ -73,11 +79,7 @@ def test_every_point_is_dueled_with_all_and_resume_skips_what_is_done(tmp_path):
     pytest.importorskip("torch")
     from memsched.experiments import vs_torch_duel
 
-    src = tmp_path / "vs.csv"
-    with src.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(ROWS[0]))
-        w.writeheader()
-        w.writerows(ROWS)  # with memsched rows: only segments=2 is contested
+    src = _bench_csv(tmp_path, ROWS)  # with memsched rows: only segments=2 is contested
     rows = read_rows(src)
     assert [r["setting"] for r in vs_torch_duel.contested(rows, "gpt2", "tiny", False)] == ["segments=2"]
     assert [r["setting"] for r in vs_torch_duel.contested(rows, "gpt2", "tiny", True)] == ["segments=2", "segments=3"]
