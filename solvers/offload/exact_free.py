@@ -440,7 +440,7 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
     dchain, M = discretise(chain, budget, options.slots)
     scope = scope_of(scale, slots)
     common: dict[str, Any] = {"problem": "offload", "solver": "offload-exact", "budget": budget, "scope": scope}
-    from .exact_free_hint import PROOF_EXTRA, complete_hint, hint, pofo_at_exact_sizes, seed_answer
+    from .exact_free_hint import CPSAT_EXTRA, complete_hint, hint, pofo_at_exact_sizes, seed_answer
 
     seed = pofo_at_exact_sizes(inst, budget, seed) if options.warm_start else seed
     t0 = deadline.elapsed()
@@ -451,7 +451,7 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
     build_s = deadline.elapsed() - t0
     details: dict[str, Any] = {"slots_in_phases": len(model.slots), "away_vars": len(model.w),
                                "build_s": round(build_s, 3), "scale": scale, "hinted": hinted,
-                               "workers": options.workers}
+                               "workers": options.workers, "link_rows": len(model.link_rows)}
     stage1 = None
     # every schedule runs each F_all(i) and B(i) at least once: sum u_fa + sum u_b (ticks) bounds the makespan
     floor_ticks = sum(to_ticks(float(t), scale) for t in (*chain.u_fa[:L], *chain.u_b[: L + 1]))
@@ -465,7 +465,7 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
         # the warm start runs every op once with no wait (the every-op-once bound): nothing is faster
         run = BackendRun(OPTIMAL, None, warm, warm, solver=stage1, backend_status="not run: warm start = the bound")
     else:
-        run = run_cpsat(model.cp, deadline, options, scale=scale, parameters=parameters, extra=PROOF_EXTRA)
+        run = run_cpsat(model.cp, deadline, options, scale=scale, parameters=parameters, extra=CPSAT_EXTRA)
     details["backend_status"] = run.backend_status
     if run.status == INFEASIBLE:
         return SolveResult(status=INFEASIBLE, details=details, log=run.log,

@@ -71,17 +71,16 @@ def hint(model: FreeOrderModel, seed: SolveResult | None) -> bool:
     return True
 
 
-#: CP-SAT parameters of both stages (``--parameters`` text overrides them): probing at level 1
-#: skips the presolve's repeated full probing passes, which took most of the presolve of the L = 10
-#: model and fixed almost nothing after the first (CPU to prove L = 10, seed 0, 0.01 ms/byte at
-#: rotor's least budget, measured once each under load: 18.1 s at the default level 2, 12.4 s at level 1)
-CPSAT_EXTRA: dict[str, Any] = {"cp_model_probing_level": 1}
-
-#: CP-SAT parameters of the full model's run (the proof): the warm start's, and linearization level 2
-#: (the link-capacity rows of `exact_free_cuts` and the NoOverlap of the link in the LP). On the three
-#: L = 10 cells at 0.05 ms/byte left open at 60 s (docs/offload.md), from the same warm start, one run
-#: each at load 1.7-2.2: proven in 22-28 s with both, 19-49 s with the rows alone, none in 60 s without
-PROOF_EXTRA: dict[str, Any] = {**CPSAT_EXTRA, "linearization_level": 2}
+#: CP-SAT parameters of every stage (stage 1, the neighbourhood search, the full model; ``--parameters``
+#: text overrides them for the full model). Probing at level 1 skips the presolve's repeated full
+#: probing passes, which took most of the presolve of the L = 10 model and fixed almost nothing after
+#: the first (CPU to prove L = 10, seed 0, 0.01 ms/byte at rotor's least budget, measured once each
+#: under load: 18.1 s at the default level 2, 12.4 s at level 1). Linearization level 2 puts the
+#: link-capacity rows (`exact_free_cuts`) and the link's NoOverlap into the LP: on the three L = 10
+#: cells at 0.05 ms/byte left open at 60 s (docs/offload.md), from the same warm start, one run each at
+#: load 1.7-2.2, the full model proved them in 22-28 s of CPU with both, 19-49 s with the rows alone,
+#: and in none within 60 s without either
+CPSAT_EXTRA: dict[str, Any] = {"cp_model_probing_level": 1, "linearization_level": 2}
 
 #: share of the time left that the first stage of the warm start may take
 SEED_STAGE_SHARE = 0.25

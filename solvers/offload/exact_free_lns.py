@@ -26,8 +26,10 @@ from ..result import FEASIBLE, INFEASIBLE, OPTIMAL
 if TYPE_CHECKING:
     from .exact_free import FreeOrderModel
 
-#: share of the time left (after stage 1) that the neighbourhood search may take
-LNS_SHARE = 0.3
+#: share of the time left (after stage 1) that the neighbourhood search may take: 0.15 since the
+#: full model runs with the link-capacity rows at linearization level 2 and finds the last
+#: improvements itself (docs/offload.md, *Warm start*); it was 0.3 before them
+LNS_SHARE = 0.15
 #: CP-SAT deterministic time of one neighbourhood step (load-independent, unlike wall-clock time)
 STEP_DTIME = 1.0
 #: wall-clock seconds of one neighbourhood step at most (a guard on a loaded machine)
