@@ -27,7 +27,10 @@ earlier backward op:
 
 Both hold for every schedule of the model's class (each term is a distinct interval of the
 transfer stream inside the window), so the optimum is unchanged; they give the relaxation the
-knapsack "values away at a memory peak cost their transfer time on the link".
+knapsack "values away at a memory peak cost their transfer time on the link". `offload-exact`
+states them by default (`exact_free.LINK_ROWS`) and solves at linearization level 2
+(`exact_free_hint.CPSAT_EXTRA`), which puts them in the LP; tests: tests/test_offload_exact_cuts.py,
+tests/test_offload_exact_proof.py (every row at arbitrary solutions of the class).
 """
 
 from __future__ import annotations
