@@ -50,6 +50,14 @@ def _plain(inst: OffloadInstance, budget: int) -> FreeOrderModel:
     return FreeOrderModel(inst, dchain, M, scale, Deadline(None), link_rows=False)
 
 
+CASES = dict(  # random chains with L <= 3: lengths, seeds, link bandwidths, budget fractions
+    L=st.integers(2, 3),
+    seed=st.integers(0, 60),
+    bandwidth=st.sampled_from([250.0, 1000.0, 4000.0]),
+    frac=st.sampled_from([0.7, 0.85, 1.0]),
+)
+
+
 def _solver() -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
@@ -58,13 +66,7 @@ def _solver() -> cp_model.CpSolver:
 
 
 @SETTINGS
-@given(
-    L=st.integers(2, 3),
-    seed=st.integers(0, 60),
-    bandwidth=st.sampled_from([250.0, 1000.0, 4000.0]),
-    frac=st.sampled_from([0.7, 0.85, 1.0]),
-    weights=st.integers(0, 10_000),
-)
+@given(**CASES, weights=st.integers(0, 10_000))
 def test_rows_hold_at_arbitrary_solutions_of_the_class(L, seed, bandwidth, frac, weights):
     inst = _instance(L, seed, bandwidth)
     budget = int(rotor_min_budget(inst.chain) * frac)
@@ -89,12 +91,7 @@ def test_rows_hold_at_arbitrary_solutions_of_the_class(L, seed, bandwidth, frac,
 
 
 @SETTINGS
-@given(
-    L=st.integers(2, 3),
-    seed=st.integers(0, 60),
-    bandwidth=st.sampled_from([250.0, 1000.0, 4000.0]),
-    frac=st.sampled_from([0.7, 0.85, 1.0]),
-)
+@given(**CASES)
 def test_default_proof_matches_the_model_without_rows_and_the_brute_force(L, seed, bandwidth, frac):
     inst = _instance(L, seed, bandwidth)
     budget = int(rotor_min_budget(inst.chain) * frac)
