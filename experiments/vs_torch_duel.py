@@ -2,7 +2,7 @@
 
     python -m memsched.experiments.vs_torch_duel [--csv results/bench_vs_torch.csv] [--rounds 30]
         [--all] [--models gpt2,resnet50] [--sizes small,medium,large] [--repeats 5]
-        [--out results/bench_vs_torch_duels.csv] [--resume]
+        [--out results/bench_vs_torch_duels.csv] [--resume] [--replot]
 
 `experiments.bench_vs_torch` pairs every step with a plain-torch step, so two tools' overheads
 are two medians of ratios taken at different moments; at a 2% allowance the verdict on a point
@@ -23,7 +23,8 @@ unpaired overheads (`vs_torch_report.verdicts`); ``--all``: every point of the o
 (torch.compile's only with the aot backend). Rows of the models and sizes run replace those of
 `--out` (each model and size is written as it ends; ``--resume`` skips those `--out` has); the
 summary of `--csv` is rewritten with the duel verdicts
-(`vs_torch_report.verdicts` reads the duels CSV beside it).
+(`vs_torch_report.verdicts` reads the duels CSV beside it), and a figure beside `--out`
+(`duel_figure`; ``--replot`` runs nothing and redraws it and the summary).
 """
 
 from __future__ import annotations
@@ -120,6 +121,36 @@ def duel(name: str, size: str, rows: list[dict], rounds: int, repeats: int, seed
     return out
 
 
+def duel_figure(duels: list[dict], path: Path) -> None:
+    """One panel per model and size: each duelled point's time ratio (memsched / the point's tool,
+    median with its 95% interval) against the point's peak (MiB), one marker per tool and
+    granularity; dashed: the 2% allowance."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = list(dict.fromkeys((d["model"], d["size"]) for d in duels))
+    fig, axes = plt.subplots(1, max(1, len(keys)), figsize=(4.6 * max(1, len(keys)), 3.8), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        rs = [d for d in duels if (d["model"], d["size"]) == key and d.get("ratio") not in (None, "")]
+        for label in dict.fromkeys(f"{d['tool']} ({d['granularity']})" for d in rs):
+            pts = sorted((int(d["their_peak"]) / 2**20, float(d["ratio"]), float(d["ratio_ci"] or 0)) for d in rs
+                         if f"{d['tool']} ({d['granularity']})" == label)
+            ax.errorbar([p for p, _, _ in pts], [r for _, r, _ in pts], yerr=[c for _, _, c in pts], fmt="o",
+                        markersize=3, capsize=2, label=label)
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.axhline(1.02, color="grey", lw=0.8, ls="--")
+        ax.set_title(f"{key[0]} ({key[1]})", fontsize=9)
+        ax.set_xlabel("the point's peak (MiB, tracker)", fontsize=8)
+        ax.set_ylabel("memsched time / the point's (median, 95% CI)", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=5)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Duel the contested points of `--csv` (module docstring); exit 0, 2 on a missing CSV."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -131,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="", help="comma-separated (default: every size of --csv)")
     parser.add_argument("--out", default="", help="default: <csv stem>_duels.csv beside --csv")
     parser.add_argument("--resume", action="store_true", help="skip the models and sizes --out already has")
+    parser.add_argument("--replot", action="store_true", help="run nothing: redraw the figure and summary of --out")
     args = parser.parse_args(argv)
     csv_path = Path(args.csv)
     if not csv_path.exists() or args.rounds < 1:
@@ -144,7 +176,9 @@ def main(argv: list[str] | None = None) -> int:
             and (not args.sizes or k[1] in args.sizes.split(","))]
     torch.set_num_threads(1)
     done = read_rows(out) if out.exists() else []
-    if args.resume:
+    if args.replot:
+        keys = []
+    elif args.resume:
         keys = [k for k in keys if k not in {(d["model"], d["size"]) for d in done}]
     done = [d for d in done if (d["model"], d["size"]) not in set(keys)]
     for name, size in keys:
@@ -158,9 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         write_csv(done, out, DUEL_COLUMNS, extrasaction="ignore")  # each model and size kept as it ends
     if not out.exists():
         write_csv([], out, DUEL_COLUMNS)
+    duel_figure(read_rows(out), out.with_suffix(".png"))
     summary_path = write_csv(verdicts(read_rows(csv_path), read_rows(out)),
                              csv_path.with_name(f"{csv_path.stem}_summary.csv"), SUMMARY_COLUMNS)
-    print(f"wrote {out} and {summary_path}")
+    print(f"wrote {out}, {out.with_suffix('.png')} and {summary_path}")
     return 0
 
 

@@ -91,6 +91,9 @@ def test_every_point_is_dueled_with_all_and_resume_skips_what_is_done(tmp_path):
     stamp = (tmp_path / "vs_duels.csv").read_text()
     assert vs_torch_duel.main(["--csv", str(src), "--rounds", "2", "--resume"]) == 0
     assert (tmp_path / "vs_duels.csv").read_text() == stamp  # nothing left to duel
+    (tmp_path / "vs_duels.png").unlink()
+    assert vs_torch_duel.main(["--csv", str(src), "--replot", "--all"]) == 0  # runs nothing, redraws
+    assert (tmp_path / "vs_duels.csv").read_text() == stamp and (tmp_path / "vs_duels.png").stat().st_size > 0
     assert vs_torch_duel.main(["--csv", str(src), "--rounds", "0"]) == 2
 
 
