@@ -12,6 +12,7 @@ pytest.importorskip("torch")
 pytest.importorskip("matplotlib")
 
 from memsched.experiments import bench_vs_torch  # noqa: E402
+from memsched.experiments.vs_torch_report import DUEL_COLUMNS  # noqa: E402
 
 
 def test_tiny_run_writes_rows_for_every_tool(tmp_path):
@@ -23,6 +24,12 @@ def test_tiny_run_writes_rows_for_every_tool(tmp_path):
         w.writeheader()
         w.writerow({**kept, "model": "gpt2", "size": "tiny"})  # replaced by the run
         w.writerow(kept)  # another model and size: kept with --update
+    duels = tmp_path / "vs_duels.csv"  # vs_torch_duel's: a rerun makes the duels of its sizes stale
+    with duels.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=DUEL_COLUMNS)
+        w.writeheader()
+        w.writerows([{"model": m, "size": s, "tool": "checkpoint-per-block", "setting": "x", "ratio": "1.5",
+                      "peak_ok": "True"} for m, s in (("gpt2", "tiny"), ("resnet50", "small"))])
     assert bench_vs_torch.main(["--models", "gpt2", "--sizes", "tiny", "--budgets", "3", "--repeats", "1",
                                 "--rounds", "3", "--compile", "none",  # compile: its own test
                                 "--update", "--out", str(out)]) == 0
@@ -43,6 +50,7 @@ def test_tiny_run_writes_rows_for_every_tool(tmp_path):
             assert int(r["predicted_peak"]) <= int(r["budget"])
     assert next(r for r in rows if r["tool"] == "rockmate")["status"].startswith("not run")
     assert out.with_suffix(".png").stat().st_size > 0
+    assert [(d["model"], d["size"]) for d in csv.DictReader(duels.open())] == [("resnet50", "small")]
 
 
 def test_target_peaks_keep_one_budget_per_bin():
