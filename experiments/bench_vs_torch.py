@@ -57,7 +57,9 @@ for the others). ``grad_ok``: every parameter gradient allclose to plain autogra
 Writes the CSV, a summary CSV beside it (``<out>_summary.csv``, `vs_torch_report.verdicts`: per
 model and size, whether memsched's curve lies on or below every other tool's and which points
 break it, on the paired and on the unpaired overheads, and
-whether its smallest peak is at most checkpoint-per-block's; ``--update``: replaces the rows of
+whether its smallest peak is at most checkpoint-per-block's; with the head-to-head duels of
+`experiments.vs_torch_duel` (``<out>_duels.csv``, where present) also after them: a run drops the
+duels of the models and sizes it replaces; ``--update``: replaces the rows of
 the models and sizes run, keeps the others; ``--replot``: runs nothing, redraws the figure and
 summaries of ``--out``) and a figure (time overhead against peak memory, one curve per tool; a second row of panels on
 the allocator's peaks) next to it, and prints, per model and size, each tool's smallest peak
