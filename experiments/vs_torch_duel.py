@@ -18,8 +18,8 @@ memsched's step time over P's in the same round (thread CPU time); ``ratio_ci`` 
 of its approximate 95% interval (`bench_vs_torch.median_ci`); ``ratio_of_least`` the ratio of
 the two least times. ``peak_ok``: memsched's measured tracker peak is at most P's.
 
-Which points: by default those the summary of `--csv` lists as unmatched on the paired or the
-unpaired overheads (`vs_torch_report.verdicts`); ``--all``: every point of the other tools
+Which points: by default those unmatched on the paired or the unpaired overheads
+(`vs_torch_report.contested`); ``--all``: every point of the other tools
 (torch.compile's only with the aot backend). Rows of the models and sizes run replace those of
 `--out` (each model and size is written as it ends; ``--resume`` skips those `--out` has); the
 summary of `--csv` is rewritten with the duel verdicts
@@ -40,37 +40,28 @@ from typing import Any
 import torch
 from memsched.experiments.benchtable import write_csv
 from memsched.experiments.steady_malloc import run_with_pinned_malloc
-from memsched.experiments.vs_torch_report import DUEL_COLUMNS, SUMMARY_COLUMNS, duels_path, read_rows, verdicts
+from memsched.experiments.vs_torch_report import (
+    DUEL_COLUMNS,
+    SUMMARY_COLUMNS,
+    contested,
+    duels_path,
+    read_rows,
+    verdicts,
+)
 
 
-def contested(rows: list[dict], model: str, size: str, every: bool) -> list[dict]:
-    """The rows of the other tools to duel at (`model`, `size`): every measured one with `every`
-    (torch.compile's with the aot backend only), else those unmatched on the paired or the
-    unpaired overheads."""
-    from memsched.experiments.vs_torch_report import _split
-
-    _, _, theirs = _split(rows, (model, size))
-    theirs = [r for r in theirs if r["tool"] != "torch.compile(inductor)"]
-    if every:
-        return theirs
-    verdict = next(v for v in verdicts(rows) if (v["model"], v["size"]) == (model, size))
-    names = {n.strip() for column in ("unmatched", "unmatched_unpaired") for n in (verdict[column] or "").split(";")}
-    return [r for r in theirs if f"{r['tool']} {r['setting']}" in names]
-
-
-def their_point(base: dict, model: Any, row: dict, twin: Any) -> tuple[Any, list]:
-    """`row`'s tool rebuilt on `model` (`bench_vs_torch.Point`, peak re-measured) and plain
-    autograd's gradients (the reference)."""
+def their_points(base: dict, model: Any, rows: list[dict], twin: Any) -> tuple[list[Any], list]:
+    """The tools of `rows` rebuilt on `model` (`bench_vs_torch.Point`s in the order of `rows`,
+    peaks re-measured) and plain autograd's gradients (the reference)."""
     from memsched.experiments.bench_vs_torch import torch_points
 
-    tool, setting = row["tool"], row["setting"]
-    if tool.startswith("torch.compile"):
-        budget = float(setting.split("=")[1])
-        points, ref = torch_points(base, model, False, ["aot"], "0", (budget,), twin, only_compile=True)
-    else:
-        k = setting.split("=")[1] if tool == "checkpoint_sequential" else "0"
-        points, ref = torch_points(base, model, False, None, k)
-    return next(p for p in points if (p.row["tool"], p.row["setting"]) == (tool, setting)), ref
+    ks = ",".join(r["setting"].split("=")[1] for r in rows if r["tool"] == "checkpoint_sequential") or "0"
+    budgets = tuple(float(r["setting"].split("=")[1]) for r in rows if r["tool"].startswith("torch.compile"))
+    points, ref = torch_points(base, model, False, None, ks)
+    if budgets:
+        points += torch_points(base, model, False, ["aot"], "0", budgets, twin, only_compile=True)[0]
+    by_name = {(p.row["tool"], p.row["setting"]): p for p in points}
+    return [by_name[(r["tool"], r["setting"])] for r in rows], ref
 
 
 def duel(name: str, size: str, rows: list[dict], rounds: int, repeats: int, seed: int = 0) -> list[dict]:
@@ -85,16 +76,17 @@ def duel(name: str, size: str, rows: list[dict], rounds: int, repeats: int, seed
     sizes = SIZES[name][size]
     base = {"model": name, "size": size}
     model = build_model(name, **sizes)
-    twin = (lambda dtype: build_model(name, dropout=0.0, dtype=dtype, **sizes))
-    built = [their_point(base, model, row, twin) for row in rows]
-    theirs, ref = [p for p, _ in built], built[0][1] if built else []
+    twin = lambda dtype: build_model(name, dropout=0.0, dtype=dtype, **sizes)
+    theirs, ref = their_points(base, model, rows, twin)
     peaks = [int(p.row["peak_bytes"]) for p in theirs]
     ours: dict[str, list[Any]] = {}  # granularity -> its point at each of `peaks` (None: no plan)
     for g in ("block", "layer"):
         planned = memsched_points(base, name, sizes, g, 0, repeats, ref, False, peaks, spread=False, dedupe=False)
         ok = [q for q in planned if q.timer is not None]  # budgets ascending: min(peak, store-all)
-        ours[g] = [max((q for q in ok if int(q.row["budget"]) <= peak), key=lambda q: int(q.row["budget"]),
-                       default=None) for peak in peaks]
+        ours[g] = [
+            max((q for q in ok if int(q.row["budget"]) <= peak), key=lambda q: int(q.row["budget"]), default=None)
+            for peak in peaks
+        ]
     rng = random.Random(seed)
     times: dict[tuple[int, str], list[float]] = {}
     for _ in range(rounds):
@@ -104,19 +96,31 @@ def duel(name: str, size: str, rows: list[dict], rounds: int, repeats: int, seed
                 times.setdefault((i, key), []).append(timers[key]())
     out = []
     for i, (row, peak) in enumerate(zip(rows, peaks)):
-        mine_times, their_times = {g: times.get((i, g)) for g in ours}, times[(i, "theirs")]
+        their_times = times[(i, "theirs")]
         for g in ours:
             mine = ours[g][i].row if ours[g][i] is not None else {}
-            d = {**base, "tool": row["tool"], "setting": row["setting"], "granularity": g, "their_peak": peak,
-                 "memsched_peak": mine.get("peak_bytes"), "memsched_budget": mine.get("budget"),
-                 "their_time_ms": statistics.median(their_times), "rounds": rounds,
-                 "load": round(os.getloadavg()[0], 2)}
-            ts = mine_times[g]
+            d = {
+                **base,
+                "tool": row["tool"],
+                "setting": row["setting"],
+                "granularity": g,
+                "their_peak": peak,
+                "memsched_peak": mine.get("peak_bytes"),
+                "memsched_budget": mine.get("budget"),
+                "their_time_ms": statistics.median(their_times),
+                "rounds": rounds,
+                "load": round(os.getloadavg()[0], 2),
+            }
+            ts = times.get((i, g))
             if ts:
                 ratios = [m / t for m, t in zip(ts, their_times)]
-                d.update(peak_ok=int(mine["peak_bytes"]) <= peak, ratio=statistics.median(ratios),
-                         ratio_ci=median_ci(ratios), ratio_of_least=min(ts) / min(their_times),
-                         memsched_time_ms=statistics.median(ts))
+                d.update(
+                    peak_ok=int(mine["peak_bytes"]) <= peak,
+                    ratio=statistics.median(ratios),
+                    ratio_ci=median_ci(ratios),
+                    ratio_of_least=min(ts) / min(their_times),
+                    memsched_time_ms=statistics.median(ts),
+                )
             out.append(d)
     return out
 
@@ -135,10 +139,20 @@ def duel_figure(duels: list[dict], path: Path) -> None:
     for ax, key in zip(axes[0], keys):
         rs = [d for d in duels if (d["model"], d["size"]) == key and d.get("ratio") not in (None, "")]
         for label in dict.fromkeys(f"{d['tool']} ({d['granularity']})" for d in rs):
-            pts = sorted((int(d["their_peak"]) / 2**20, float(d["ratio"]), float(d["ratio_ci"] or 0)) for d in rs
-                         if f"{d['tool']} ({d['granularity']})" == label)
-            ax.errorbar([p for p, _, _ in pts], [r for _, r, _ in pts], yerr=[c for _, _, c in pts], fmt="o",
-                        markersize=3, capsize=2, label=label)
+            pts = sorted(
+                (int(d["their_peak"]) / 2**20, float(d["ratio"]), float(d["ratio_ci"] or 0))
+                for d in rs
+                if f"{d['tool']} ({d['granularity']})" == label
+            )
+            ax.errorbar(
+                [p for p, _, _ in pts],
+                [r for _, r, _ in pts],
+                yerr=[c for _, _, c in pts],
+                fmt="o",
+                markersize=3,
+                capsize=2,
+                label=label,
+            )
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.axhline(1.02, color="grey", lw=0.8, ls="--")
         ax.set_title(f"{key[0]} ({key[1]})", fontsize=9)
@@ -166,14 +180,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     csv_path = Path(args.csv)
     if not csv_path.exists() or args.rounds < 1:
-        print(f"vs_torch_duel: {csv_path} does not exist" if args.rounds >= 1 else
-              f"vs_torch_duel: --rounds must be at least 1, not {args.rounds}", file=sys.stderr)
+        print(
+            f"vs_torch_duel: {csv_path} does not exist"
+            if args.rounds >= 1
+            else f"vs_torch_duel: --rounds must be at least 1, not {args.rounds}",
+            file=sys.stderr,
+        )
         return 2
     out = Path(args.out) if args.out else duels_path(csv_path)
     rows = read_rows(csv_path)
     keys = sorted({(r["model"], r["size"]) for r in rows}, key=lambda k: (k[0], k[1]))
-    keys = [k for k in keys if (not args.models or k[0] in args.models.split(","))
-            and (not args.sizes or k[1] in args.sizes.split(","))]
+    keys = [
+        k
+        for k in keys
+        if (not args.models or k[0] in args.models.split(",")) and (not args.sizes or k[1] in args.sizes.split(","))
+    ]
     torch.set_num_threads(1)
     done = read_rows(out) if out.exists() else []
     if args.replot:
@@ -182,19 +203,24 @@ def main(argv: list[str] | None = None) -> int:
         keys = [k for k in keys if k not in {(d["model"], d["size"]) for d in done}]
     done = [d for d in done if (d["model"], d["size"]) not in set(keys)]
     for name, size in keys:
-        new = duel(name, size, contested(rows, name, size, args.every), args.rounds, args.repeats)
+        new = duel(name, size, contested(rows, (name, size), args.every), args.rounds, args.repeats)
         for d in new:
             ratio = f"{d['ratio']:.3f} +- {d['ratio_ci']:.3f}" if d.get("ratio") is not None else "no plan"
-            print(f"{name:>8} {size:>6} {d['tool']:>22} {d['setting']:>28} {d['granularity']:>5}: memsched/theirs "
-                  f"{ratio} (least {d.get('ratio_of_least') or float('nan'):.3f}), peak ok {d.get('peak_ok')}",
-                  flush=True)
+            print(
+                f"{name:>8} {size:>6} {d['tool']:>22} {d['setting']:>28} {d['granularity']:>5}: memsched/theirs "
+                f"{ratio} (least {d.get('ratio_of_least') or float('nan'):.3f}), peak ok {d.get('peak_ok')}",
+                flush=True,
+            )
         done += new
         write_csv(done, out, DUEL_COLUMNS, extrasaction="ignore")  # each model and size kept as it ends
     if not out.exists():
         write_csv([], out, DUEL_COLUMNS)
     duel_figure(read_rows(out), out.with_suffix(".png"))
-    summary_path = write_csv(verdicts(read_rows(csv_path), read_rows(out)),
-                             csv_path.with_name(f"{csv_path.stem}_summary.csv"), SUMMARY_COLUMNS)
+    summary_path = write_csv(
+        verdicts(read_rows(csv_path), read_rows(out)),
+        csv_path.with_name(f"{csv_path.stem}_summary.csv"),
+        SUMMARY_COLUMNS,
+    )
     print(f"wrote {out}, {out.with_suffix('.png')} and {summary_path}")
     return 0
 

@@ -38,9 +38,24 @@ SUMMARY_COLUMNS = (
     "curve_on_or_below_duel",
     "unmatched_duel",
 )
-DUEL_COLUMNS = ("model", "size", "tool", "setting", "granularity", "their_peak", "memsched_peak", "peak_ok",
-                "memsched_budget", "ratio", "ratio_ci", "ratio_of_least", "their_time_ms", "memsched_time_ms",
-                "rounds", "load")  # experiments.vs_torch_duel's CSV
+DUEL_COLUMNS = (
+    "model",
+    "size",
+    "tool",
+    "setting",
+    "granularity",
+    "their_peak",
+    "memsched_peak",
+    "peak_ok",
+    "memsched_budget",
+    "ratio",
+    "ratio_ci",
+    "ratio_of_least",
+    "their_time_ms",
+    "memsched_time_ms",
+    "rounds",
+    "load",
+)  # experiments.vs_torch_duel's CSV
 TIME_NOISE = 1.02  # a memsched point matches another tool's at up to 2% more time (1 + overhead)
 
 
@@ -89,8 +104,10 @@ def _at_most_its_peak(r: dict, ours: list[dict]) -> list[dict]:
 def _matched(r: dict, ours: list[dict], overhead: str = "overhead") -> bool:
     """Some memsched row of `ours` has a peak at most `r`'s and a time at most 2% above it
     (1 + `overhead` column, time noise)."""
-    return any(_has(o, overhead) and 1 + float(o[overhead]) <= TIME_NOISE * (1 + float(r[overhead]))
-               for o in _at_most_its_peak(r, ours))
+    return any(
+        _has(o, overhead) and 1 + float(o[overhead]) <= TIME_NOISE * (1 + float(r[overhead]))
+        for o in _at_most_its_peak(r, ours)
+    )
 
 
 def _beyond_noise(r: dict, ours: list[dict]) -> bool:
@@ -101,8 +118,11 @@ def _beyond_noise(r: dict, ours: list[dict]) -> bool:
     if not all(_has(x, "overhead_ci") for x in [r, *rivals]):
         return False
     hi = float(r["overhead"]) + float(r["overhead_ci"])
-    return all(1 + float(o["overhead"]) > TIME_NOISE * (1 + float(r["overhead"]))
-               and float(o["overhead"]) - float(o["overhead_ci"]) > hi for o in rivals)
+    return all(
+        1 + float(o["overhead"]) > TIME_NOISE * (1 + float(r["overhead"]))
+        and float(o["overhead"]) - float(o["overhead_ci"]) > hi
+        for o in rivals
+    )
 
 
 def _split(rows: list[dict], key: tuple[str, str]) -> tuple[list[dict], list[dict], list[dict]]:
@@ -120,11 +140,28 @@ def _unmatched(ours: list[dict], theirs: list[dict], overhead: str) -> list[dict
     return [r for r in theirs if not _matched(r, ours, overhead)]
 
 
+def contested(rows: list[dict], key: tuple[str, str], every: bool = False) -> list[dict]:
+    """The other tools' measured rows of `key` (model, size) to duel (`experiments.vs_torch_duel`):
+    those no memsched row matches on the paired or the unpaired overheads, or every one with
+    `every` (torch.compile(inductor)'s excepted: allocator peaks only)."""
+    _, ours, theirs = _split(rows, key)
+    theirs = [r for r in theirs if r["tool"] != "torch.compile(inductor)"]
+    if every:
+        return theirs
+    lost = [*(_unmatched(ours, theirs, "overhead") or []), *(_unmatched(ours, theirs, "overhead_unpaired") or [])]
+    return [r for r in theirs if r in lost]
+
+
 def _duel_ratio(r: dict, duels: list[dict]) -> float | None:
     """The least median time ratio (memsched / `r`'s tool) of `r`'s duels whose memsched peak was
     at most `r`'s; None when `r` has no such duel."""
-    ratios = [float(d["ratio"]) for d in duels if (d["model"], d["size"], d["tool"], d["setting"])
-              == (r["model"], r["size"], r["tool"], r["setting"]) and d.get("peak_ok") == "True" and _has(d, "ratio")]
+    ratios = [
+        float(d["ratio"])
+        for d in duels
+        if (d["model"], d["size"], d["tool"], d["setting"]) == (r["model"], r["size"], r["tool"], r["setting"])
+        and d.get("peak_ok") == "True"
+        and _has(d, "ratio")
+    ]
     return min(ratios, default=None)
 
 

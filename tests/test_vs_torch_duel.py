@@ -7,23 +7,43 @@ from __future__ import annotations
 import csv
 
 import pytest
-from memsched.experiments.vs_torch_report import DUEL_COLUMNS, read_rows, verdicts
+from memsched.experiments.vs_torch_report import DUEL_COLUMNS, contested, read_rows, verdicts
 
 
 def _row(tool: str, setting: str, peak: int, overhead: float, **extra: str) -> dict:
-    return {"model": "gpt2", "size": "tiny", "tool": tool, "setting": setting, "status": "ok",
-            "peak_bytes": str(peak), "time_ms": str(100 * (1 + overhead)), "overhead": str(overhead),
-            "overhead_unpaired": str(overhead), **extra}
+    return {
+        "model": "gpt2",
+        "size": "tiny",
+        "tool": tool,
+        "setting": setting,
+        "status": "ok",
+        "peak_bytes": str(peak),
+        "time_ms": str(100 * (1 + overhead)),
+        "overhead": str(overhead),
+        "overhead_unpaired": str(overhead),
+        **extra,
+    }
 
 
-ROWS = [_row("torch", "no checkpointing", 1000, 0.0), _row("checkpoint_sequential", "segments=2", 600, 0.20),
-        _row("checkpoint_sequential", "segments=3", 500, 0.30), _row("memsched-block", "rotor", 600, 0.25),
-        _row("memsched-block", "rotor", 480, 0.31)]
+ROWS = [
+    _row("torch", "no checkpointing", 1000, 0.0),
+    _row("checkpoint_sequential", "segments=2", 600, 0.20),
+    _row("checkpoint_sequential", "segments=3", 500, 0.30),
+    _row("memsched-block", "rotor", 600, 0.25),
+    _row("memsched-block", "rotor", 480, 0.31),
+]
 
 
 def _duel(setting: str, ratio: float, peak_ok: bool = True, granularity: str = "block") -> dict:
-    return {"model": "gpt2", "size": "tiny", "tool": "checkpoint_sequential", "setting": setting,
-            "granularity": granularity, "ratio": str(ratio), "peak_ok": str(peak_ok)}
+    return {
+        "model": "gpt2",
+        "size": "tiny",
+        "tool": "checkpoint_sequential",
+        "setting": setting,
+        "granularity": granularity,
+        "ratio": str(ratio),
+        "peak_ok": str(peak_ok),
+    }
 
 
 def test_without_duels_the_duel_verdict_is_absent():
@@ -32,8 +52,9 @@ def test_without_duels_the_duel_verdict_is_absent():
     assert "curve_on_or_below_duel" not in v
 
 
-@pytest.mark.parametrize(("ratio", "peak_ok", "verdict"), [(1.01, True, True), (1.05, True, False),
-                                                            (1.01, False, False)])
+@pytest.mark.parametrize(
+    ("ratio", "peak_ok", "verdict"), [(1.01, True, True), (1.05, True, False), (1.01, False, False)]
+)
 def test_a_duel_decides_its_point_and_the_others_keep_their_paired_verdict(ratio, peak_ok, verdict):
     (v,) = verdicts(ROWS, [_duel("segments=2", ratio, peak_ok), _duel("segments=2", 1.30, granularity="layer")])
     assert v["curve_on_or_below_duel"] is verdict  # the better granularity counts; an invalid duel does not
@@ -81,8 +102,8 @@ def test_every_point_is_dueled_with_all_and_resume_skips_what_is_done(tmp_path):
 
     src = _bench_csv(tmp_path, ROWS)  # with memsched rows: only segments=2 is contested
     rows = read_rows(src)
-    assert [r["setting"] for r in vs_torch_duel.contested(rows, "gpt2", "tiny", False)] == ["segments=2"]
-    assert [r["setting"] for r in vs_torch_duel.contested(rows, "gpt2", "tiny", True)] == ["segments=2", "segments=3"]
+    assert [r["setting"] for r in contested(rows, ("gpt2", "tiny"))] == ["segments=2"]
+    assert [r["setting"] for r in contested(rows, ("gpt2", "tiny"), every=True)] == ["segments=2", "segments=3"]
     assert vs_torch_duel.main(["--csv", str(src), "--rounds", "2", "--repeats", "1", "--all"]) == 0
     duels = read_rows(tmp_path / "vs_duels.csv")
     assert sorted(d["setting"] for d in duels) == ["segments=2", "segments=2", "segments=3", "segments=3"]
@@ -97,18 +118,24 @@ def test_every_point_is_dueled_with_all_and_resume_skips_what_is_done(tmp_path):
     assert vs_torch_duel.main(["--csv", str(src), "--rounds", "0"]) == 2
 
 
-@pytest.mark.parametrize(("tool", "setting"), [("checkpoint-per-block", "{L} blocks"),
-                                               ("torch.compile(aot_eager, min-cut)", "activation_memory_budget=0.5")])
+@pytest.mark.parametrize(
+    ("tool", "setting"),
+    [("checkpoint-per-block", "{L} blocks"), ("torch.compile(aot_eager, min-cut)", "activation_memory_budget=0.5")],
+)
 def test_their_point_rebuilds_the_named_tool(tool, setting):
     pytest.importorskip("torch")
     from memsched.experiments.bench_vs_torch import SIZES
-    from memsched.experiments.vs_torch_duel import their_point
+    from memsched.experiments.vs_torch_duel import their_points
     from memsched.models.zoo import build_model
 
     sizes = SIZES["gpt2"]["tiny"]
     model = build_model("gpt2", **sizes)
     setting = setting.format(L=len(model.blocks))
-    point, ref = their_point({"model": "gpt2", "size": "tiny"}, model, {"tool": tool, "setting": setting},
-                             lambda dtype: build_model("gpt2", dropout=0.0, dtype=dtype, **sizes))
+    (point,), ref = their_points(
+        {"model": "gpt2", "size": "tiny"},
+        model,
+        [{"tool": tool, "setting": setting}],
+        lambda dtype: build_model("gpt2", dropout=0.0, dtype=dtype, **sizes),
+    )
     assert (point.row["tool"], point.row["setting"]) == (tool, setting) and point.row["peak_bytes"] > 0
     assert point.timer() > 0 and ref
