@@ -256,14 +256,15 @@ def memsched_points(base: dict, name: str, sizes: dict, granularity: str, n_budg
     params = _params(model.blocks)
     t0 = time.perf_counter()
     chain = profile_chain(model.blocks, model.loss_fn, model.example_input, model.target, repeats=repeats,
-                          clock="thread")  # the steps' clock: other processes do not inflate it
+                          clock="thread", release=True)  # the steps' clock: other processes do not inflate it
     profile_s = time.perf_counter() - t0
     # plan in the tracker's units, the measure every tool is compared on (a CPU profile charges the
     # allocator's overheads, convolution scratch included, which the tracker does not see)
-    # and with the loss as the executor runs it (a_L freed after the loss's forward: released_loss_chain)
-    chain = tracker_chain(released_loss_chain(chain))
+    # and with the loss and each B(i) as the executor runs them (a_L freed after the loss's forward:
+    # released_loss_chain; delta_{i+1} and a_{i+1} released early in B(i): release=True)
+    chain = tracker_chain(released_loss_chain(chain), release=True)
     lo, hi = rotor_min_budget(chain), reference_peak(chain)
-    executor = ChainExecutor(model.blocks, model.loss_fn, input_grad=False)
+    executor = ChainExecutor(model.blocks, model.loss_fn, input_grad=False, release=True)
     budgets = {lo, min(hi, lo + lo // 50)} | {lo + (hi - lo) * k // max(1, n_budgets - 1) for k in range(1, n_budgets)}
     budgets |= {t for t in targets if lo <= t < hi}
     budgets = budgets if spread else {min(t, hi) for t in targets if t >= lo}

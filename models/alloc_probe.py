@@ -41,7 +41,15 @@ METHOD = "torch.profiler CPU allocator events"
 
 class AllocatorProbe:
     """``with AllocatorProbe() as probe: ...`` then ``probe.peak`` (bytes above the level at
-    entry) and ``probe.net`` (bytes allocated minus freed in the region)."""
+    entry) and ``probe.net`` (bytes allocated minus freed in the region).
+
+    The probe does not see the free of a block allocated before it started (its size is
+    unknown to the profiler). To measure an operation that frees earlier storages, start the
+    probe before they are allocated, call `mark` just before the operation, and read
+    `after_mark`."""
+
+    #: the size of `mark`'s allocation (a prime number of bytes no tensor of a model allocates)
+    MARK_BYTES = 999_983
 
     def __init__(self) -> None:
         self.peak = 0
@@ -56,12 +64,36 @@ class AllocatorProbe:
 
     def __exit__(self, *exc: Any) -> None:
         self._prof.__exit__(*exc)
-        self.peak, self.net, self.events = _peak_of(self._prof)
+        self._sizes = _sizes_of(self._prof)
+        self.peak, self.net, self.events = _running_peak(self._sizes)
         self._prof = None
 
+    def mark(self) -> None:
+        """Record the present moment in the event stream (one allocation of `MARK_BYTES`, freed)."""
+        import torch
 
-def _peak_of(prof: Any) -> tuple[int, int, int]:
-    """(peak of the running sum, final sum, number of events) of the CPU allocation events."""
+        marker = torch.empty(self.MARK_BYTES, dtype=torch.uint8)
+        del marker
+
+    def after_mark(self) -> tuple[int, int]:
+        """(the level at the last `mark`, the most bytes after it), bytes relative to entry: the
+        most bytes at any moment after the operation that followed the mark began, which lies
+        below the level at the mark when that operation frees before it allocates (the level
+        itself when nothing happened)."""
+        sizes = self._sizes
+        at = max((k for k, s in enumerate(sizes) if s == self.MARK_BYTES), default=None)
+        if at is None or at + 1 >= len(sizes) or sizes[at + 1] != -self.MARK_BYTES:
+            raise RuntimeError("AllocatorProbe.after_mark: no mark (or its free) among the events")
+        level = sum(sizes[:at])
+        current, most = level, None
+        for size in sizes[at + 2:]:
+            current += size
+            most = current if most is None else max(most, current)
+        return level, level if most is None else most
+
+
+def _sizes_of(prof: Any) -> list[int]:
+    """The sizes of the CPU allocation events in time order (frees negative)."""
     from torch._C._profiler import _EventType
 
     sizes: list[tuple[int, int]] = []
@@ -74,8 +106,13 @@ def _peak_of(prof: Any) -> tuple[int, int, int]:
                 sizes.append((int(node.start_time_ns), int(fields.alloc_size)))
         stack.extend(node.children)
     sizes.sort()
+    return [size for _, size in sizes]
+
+
+def _running_peak(sizes: list[int]) -> tuple[int, int, int]:
+    """(peak of the running sum, final sum, number of events)."""
     current = peak = 0
-    for _, size in sizes:
+    for size in sizes:
         current += size
         peak = max(peak, current)
     return peak, current, len(sizes)

@@ -324,9 +324,11 @@ class MemoryWatch:
         assert self.tracker is not None
         return int(on_cpu(self.tracker))
 
-    def mark(self) -> int:
-        """Current live bytes; the peak window restarts here."""
-        return self._read(torch.cuda.memory_allocated, lambda t: t.mark(), reset=True)
+    def mark(self, *, after_start: bool = False) -> int:
+        """Current live bytes; the peak window restarts here. `after_start` (CPU tracker): the
+        window's peak leaves out the level at its start, so it may lie below it (an operation that
+        frees before it allocates); CUDA's peak statistics always include it."""
+        return self._read(torch.cuda.memory_allocated, lambda t: t.mark(after_start=after_start), reset=True)
 
     def current(self) -> int:
         """Live bytes now."""
@@ -334,7 +336,7 @@ class MemoryWatch:
 
     def peak(self) -> int:
         """Peak live bytes since the last `mark`."""
-        return self._read(torch.cuda.max_memory_allocated, lambda t: t.peak)
+        return self._read(torch.cuda.max_memory_allocated, lambda t: max(t.peak, t.current))
 
 
 class RngStates:

@@ -78,6 +78,10 @@ def unique_bytes(obj: Any, exclude: set[int] | None = None) -> int:
     return sum(seen.values())
 
 
+#: the peak of a window opened `after_start` before its first event (below any level)
+_BELOW = -(1 << 62)
+
+
 class LiveTensorTracker(TorchDispatchMode):
     """Count live bytes of storages allocated while active; see the module docstring.
 
@@ -104,6 +108,8 @@ class LiveTensorTracker(TorchDispatchMode):
         with self._lock:
             size = self._live.pop(key, 0)
             self.current -= size
+            if self.current > self.peak:  # only in a window opened `after_start`, before its first event
+                self.peak = self.current
 
     def _add(self, st: torch.UntypedStorage, key: int) -> None:
         size = int(st.nbytes())
@@ -119,13 +125,15 @@ class LiveTensorTracker(TorchDispatchMode):
             if self.current > self.peak:
                 self.peak = self.current
 
-    def reset_peak(self) -> None:
-        """Start a new peak window at the current live bytes."""
-        self.peak = self.current
+    def reset_peak(self, *, after_start: bool = False) -> None:
+        """Start a new peak window at the current live bytes. `after_start`: the window's peak is
+        the most live bytes after its first allocation or free, which lies below the level at its
+        start when the region frees before it allocates (read it as ``max(peak, current)``)."""
+        self.peak = _BELOW if after_start else self.current
 
-    def mark(self) -> int:
-        """Reset the peak to the current live bytes and return them."""
-        self.reset_peak()
+    def mark(self, *, after_start: bool = False) -> int:
+        """Reset the peak to the current live bytes (`reset_peak`) and return them."""
+        self.reset_peak(after_start=after_start)
         return self.current
 
     def tracked(self, t: torch.Tensor) -> bool:

@@ -72,7 +72,9 @@ def brute_force(chain: Chain, budget: int, *, phase: bool = False) -> tuple[floa
 
 
 @st.composite
-def chains(draw, max_length: int = 5) -> Chain:
+def chains(draw, max_length: int = 5, release: bool = False) -> Chain:
+    """Random chains with per-mode forward overheads and times; with `release`, B(i) releases its
+    inputs early (``bwd_overhead_released`` down to -(out_size + tape_size))."""
     L = draw(st.integers(1, max_length))
     size = st.integers(1, 6)
     stages = []
@@ -84,6 +86,10 @@ def chains(draw, max_length: int = 5) -> Chain:
                        "bwd_time": draw(st.integers(1, 8)), "out_size": out,
                        "tape_size": out + draw(st.integers(0, 6)), "fwd_overhead": max(o_fa, o_fn),
                        "fwd_overhead_all": o_fa, "fwd_overhead_nograd": o_fn, "bwd_overhead": draw(st.integers(0, 2))})
+        if release:
+            freed = stages[-1]["out_size"] + stages[-1]["tape_size"]
+            stages[-1]["bwd_overhead_released"] = max(-freed, stages[-1]["bwd_overhead"]
+                                                      - draw(st.integers(0, freed + 2)))
     loss = {"bwd_time": draw(st.integers(0, 2)), "bwd_overhead": draw(st.integers(0, 1))}
     return Chain.from_stages(draw(size), stages, loss)
 

@@ -41,6 +41,7 @@ CHAINS = [
     ("mode times", lambda: time_chain(18, 9)),
     ("one stage", lambda: random_chain(1, 7, overhead=1.0)),
     ("zero sizes", lambda: random_chain(9, 8, size_range=(0, 3))),
+    ("early release", lambda: random_chain(21, 10, overhead=1.0, release=0.6)),
 ]
 
 

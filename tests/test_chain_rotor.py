@@ -106,7 +106,9 @@ def literal_recurrence(chain: Chain):
 
 
 @st.composite
-def tiny_chains(draw, max_L: int = 4, overheads: bool = True, forward_overheads: bool = True) -> Chain:
+def tiny_chains(draw, max_L: int = 4, overheads: bool = True, forward_overheads: bool = True,
+                release: bool = False) -> Chain:
+    """Tiny random chains; with `release`, B(i) releases its inputs early (o_b down to -(x + xbar))."""
     L = draw(st.integers(1, max_L))
     ints = lambda lo, hi, n: draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n))
     x = ints(1, 4, L + 1)
@@ -115,8 +117,13 @@ def tiny_chains(draw, max_L: int = 4, overheads: bool = True, forward_overheads:
     o_b = ints(0, 4, L) if overheads else [0] * L
     u_f = [float(v) for v in ints(1, 4, L)]
     u_b = [float(v) for v in ints(1, 5, L + 1)]
+    o_bh = None
+    if release:
+        o_bh = o_b + [draw(st.integers(0, 2)) if overheads else 0]
+        o_b = [max(ob - draw(st.integers(0, x[i + 1] + xbar[i] + 2)), -(x[i + 1] + xbar[i]))
+               for i, ob in enumerate(o_b)]
     return Chain(u_f=u_f + [0.0], u_b=u_b, x=x + [0], xbar=[0] + xbar + [0], o_f=o_f + [0],
-                 o_b=o_b + [draw(st.integers(0, 2)) if overheads else 0])
+                 o_b=o_b + [o_bh[-1] if o_bh else draw(st.integers(0, 2)) if overheads else 0], o_bh=o_bh)
 
 
 # --------------------------------------------------------------------------- exactness

@@ -121,6 +121,9 @@ def register(subparsers: Any) -> None:
     add_model_options(p)
     add_granularity_option(p)
     add_cost_option(p, "measured")
+    p.add_argument("--early-release", action="store_true",
+                   help="also measure each backward B(i) releasing delta_{i+1} and its output early, as one "
+                        "loss.backward() does (bwd_overhead_released: solvers charge it, `memsched run` executes so)")
     p.add_argument("-o", "--output", default=None, help="chain file to write (default: print it on stdout)")
     p.set_defaults(func=main)
 
@@ -137,7 +140,7 @@ def main(args: argparse.Namespace) -> int:
 
     with fits_in_memory():
         chain, _ = profile_model(args.model, repeats=args.repeats, out=args.output, timing=args.timing,
-                                 cost=args.cost, **counted_sizes(args))
+                                 cost=args.cost, release=args.early_release, **counted_sizes(args))
     if args.output is None:
         json.dump(chain.to_dict(), sys.stdout, indent=1)
         print()

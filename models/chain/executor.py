@@ -8,7 +8,8 @@ op          what the executor does
 ==========  ================================================================================
 F_all(i)    ``x = a_i.detach().requires_grad_()`` (shares a_i's storage); ``y = block_i(x)``
             with autograd; keeps the tape abar_{i+1} = (x, y): y's graph holds what autograd
-            saved; a_{i+1} is available as ``y.detach()``.
+            saved; a_{i+1} is available as ``y.detach()``. With early release (see B(i)) the
+            tape keeps a stand-in of y without storage (`_Handle`) and a_{i+1}'s data beside it.
 F_ck(i)     ``a_{i+1} = block_i(a_i)`` under ``torch.no_grad()``; keeps a_i.
 F_n(i)      as F_ck, then drops the standalone a_i.
 Loss        ``loss_fn(a_L, target).backward()`` by `loss_backward`: the executor gives up its
@@ -20,7 +21,11 @@ Loss        ``loss_fn(a_L, target).backward()`` by `loss_backward`: the executor
             it, which the loss gives up the same way (freed unless block L-1 saved it).
 B(i)        ``torch.autograd.backward(y, delta_{i+1})`` on the tape abar_{i+1}; delta_i = x.grad
             (None for an integer input such as token ids); drops abar_{i+1}, delta_{i+1} and
-            the standalone a_i. Parameter gradients accumulate into ``.grad``.
+            the standalone a_i. Parameter gradients accumulate into ``.grad``. With early
+            release (`release_backward`) the executor gives up its references to delta_{i+1}
+            and a_{i+1}'s data *before* the backward, so autograd frees each as soon as its
+            last node has run, as one ``loss.backward()`` does: B(i) then peaks below its
+            start (the chain's ``bwd_overhead_released``, measured by the profiler this way).
 ==========  ================================================================================
 
 Randomness: the CPU (and CUDA) RNG state is recorded before the first forward of each stage
@@ -46,6 +51,7 @@ cost of about 0.1 ms per stage (Python per operation, autograd's engine entered 
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -69,7 +75,7 @@ from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, FORWARD_KINDS, LOS
 from torch import nn
 
 __all__ = ["ChainExecutor", "StepResult", "OpTrace", "reference_step", "compare_gradients", "check_gradients",
-           "execute", "as_blocks", "parameters_of", "LossFn", "loss_backward"]
+           "execute", "as_blocks", "parameters_of", "LossFn", "loss_backward", "release_backward"]
 
 LossFn = Callable[[torch.Tensor, Any], torch.Tensor]
 
@@ -110,6 +116,39 @@ class _Handle(torch.autograd.Function):
 
 
 _ONES: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
+
+
+class _Release(torch.autograd.Function):
+    """(stand-in, one, box) -> a 0-d view of `one`; its backward hands on the gradient in `box`
+    (popped), so no Python reference to delta_{i+1} outlives the node that consumes it."""
+
+    @staticmethod
+    def forward(ctx: Any, y: torch.Tensor, one: torch.Tensor, box: list) -> torch.Tensor:  # noqa: D102
+        ctx.box = box
+        return one.view(())
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # noqa: D102
+        return ctx.box.pop(), None, None
+
+
+def release_backward(box: list[torch.Tensor], delta: list[torch.Tensor | None], one: torch.Tensor | None = None
+                     ) -> None:
+    """``torch.autograd.backward(y, delta_{i+1})`` for the tape output y in `box` and the gradient
+    in `delta` (one tensor each, both emptied first), holding neither: autograd frees delta_{i+1}
+    once y's node has consumed it and a_{i+1}'s data once no saved tensor needs it. y should be a
+    `_Handle` stand-in whose data the caller no longer references. Allocates nothing itself when
+    `one` (a 0-d tensor of y's dtype and device; by default the process's `_one`) exists already."""
+    y, grad = box.pop(), delta.pop()
+    one = _one(y.device, y.dtype) if one is None else one
+    if grad is None or grad.shape != y.shape:  # nothing to release early: the plain call
+        torch.autograd.backward(y, grad)
+        return
+    inner = [grad]
+    del grad
+    z = _Release.apply(y, one, inner)
+    del y
+    torch.autograd.backward(z, one)
 
 
 def _one(device: torch.device, dtype: torch.dtype) -> torch.Tensor:
@@ -158,12 +197,19 @@ def loss_backward(loss_fn: LossFn, box: list[torch.Tensor], target: Any) -> tupl
 class ChainExecutor:
     """Runs schedules on `blocks` (block i: a_i -> a_{i+1}) followed by `loss_fn(a_L, target)`."""
 
-    def __init__(self, blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, *, input_grad: bool = True) -> None:
+    def __init__(self, blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, *, input_grad: bool = True,
+                 release: bool | None = None) -> None:
         """`input_grad`: compute delta_0 (the gradient of the input a_0, as the chain model
-        does); False skips it, as a plain training step does (a_0 then needs no gradient)."""
+        does); False skips it, as a plain training step does (a_0 then needs no gradient).
+        `release`: True, each B(i) releases delta_{i+1} and a_{i+1}'s data early (`release_backward`;
+        the chain's o_b); False, it holds them to its end (the chain's o_bh, `Chain.held`); None
+        (the default), it releases early when the `chain` given to `step` does
+        (`Chain.has_release`: a profile made with ``release=True``)."""
         self.blocks = as_blocks(blocks)
         self.loss_fn = loss_fn
         self.input_grad = input_grad
+        self.release = release
+        self._releasing = bool(release)  # the mode of the step being run
         self.params = parameters_of(self.blocks)
 
     @property
@@ -201,12 +247,15 @@ class ChainExecutor:
         device = inputs.device
         predicted_peak = predicted_makespan = tracker_peak = None
         sim_steps = None
+        self._releasing = self.release if self.release is not None else bool(chain is not None and chain.has_release())
         if chain is not None:
             if chain.length != self.length:
                 raise ValueError(f"chain has {chain.length} stages, the model {self.length} blocks")
-            # this executor frees a_L once the loss's forward has run: the loss's o_b[L] as it incurs it
+            # this executor frees a_L once the loss's forward has run: the loss's o_b[L] as it incurs it;
+            # B(i) charges o_b when it releases early, o_bh when it holds its inputs
+            charged = released_loss_chain(chain if self._releasing else chain.held())
             predicted_peak, predicted_makespan, tracker_peak, sim_steps = predict_both(
-                simulate, released_loss_chain(chain), ops, tracker_chain)
+                simulate, charged, ops, functools.partial(tracker_chain, release=self._releasing))
         m = measure_runs(lambda watch, tr: self._run(ops, inputs, target, seed, watch, tr, clock),
                          cuda=device.type == "cuda", measure_memory=measure_memory, measure_time=measure_time,
                          trace=trace, time_repeats=time_repeats, sim_steps=sim_steps, independent=independent)
@@ -256,8 +305,9 @@ class ChainExecutor:
             with s.rng.forward(i), torch.enable_grad():
                 y = self.blocks[i](x)
             one = _ONES.get((y.device, y.dtype))
-            if i == L - 1 and y.requires_grad and one is not None:  # the loss may free a_L (`loss_backward`)
-                s.tape_outputs[L] = y.detach()
+            # a stand-in: the loss may free a_L (`loss_backward`), B(i) a_{i+1} (`release_backward`)
+            if (i == L - 1 or self._releasing) and y.requires_grad and one is not None:
+                s.tape_outputs[i + 1] = y.detach()
                 y = _Handle.apply(y, one)
             s.tapes[i + 1] = (x, y)
         elif kind in (F_CK, F_N):
@@ -282,12 +332,16 @@ class ChainExecutor:
             s.loss = float(loss)
             s.grads[L] = delta
         elif kind == B:
-            x, y = s.tapes[i + 1]
-            delta = s.grads[i + 1]
-            if y.requires_grad:
-                torch.autograd.backward(y, delta)
+            x, y = s.tapes.pop(i + 1)
+            if self._releasing:  # no reference to a_{i+1}'s data or delta_{i+1} left here
+                s.tape_outputs.pop(i + 1, None)
+                if y.requires_grad:
+                    release_backward([y], [s.grads.pop(i + 1)])
+                del y
+            elif y.requires_grad:
+                torch.autograd.backward(y, s.grads[i + 1])
             s.grads[i] = x.grad if x.requires_grad else None
-            del s.tapes[i + 1], s.grads[i + 1]
+            s.grads.pop(i + 1, None)
             s.tape_outputs.pop(i + 1, None)
             s.acts.pop(i, None)
         else:

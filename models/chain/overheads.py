@@ -21,8 +21,11 @@ Sizes (x, xbar) are the same for both: the probe sees no more retained bytes tha
 (checked by the executors' tests).
 
 Definitions (bytes, >= 0; "peak" is the probe's running maximum above the level at the start):
-o_fa = peak(F_all) - xbar[i+1]; o_fn = peak(F_n) - x[i+1]; o_b = peak(B) - x[i] (the produced
-delta_i); the loss: o_b[L] = peak(Loss) - x[L]. On CUDA the profiler's
+o_fa = peak(F_all) - xbar[i+1]; o_fn = peak(F_n) - x[i+1]; o_bh = peak(B) - x[i] (the produced
+delta_i; the file's ``bwd_overhead``); the loss: o_b[L] = peak(Loss) - x[L]. With early release
+(``bwd_overhead_released``, the chain's o_b, may be < 0): B(i) run by
+`models.chain.executor.release_backward`, o_b = inner peak(B) - x[i], the inner peak leaving out
+the level at the start (the backward frees delta_{i+1} and a_{i+1}'s data as it goes). On CUDA the profiler's
 ``torch.cuda.max_memory_allocated`` already sees workspaces, and a fake-tensor (shape-exact)
 profile allocates nothing: neither uses the probe (the meta says so).
 """
@@ -44,6 +47,8 @@ __all__ = ["probe_overheads", "probe_loss_overhead", "tracker_chain", "overheads
 
 #: the per-stage fields a profile's meta["overheads"]["tracker"] holds (lists, the loss last in bwd)
 TRACKER_FIELDS = ("fwd_overhead_all", "fwd_overhead_nograd", "bwd_overhead")
+#: the tracker's B(i) overheads with early release (a list like bwd_overhead, the loss's last and equal)
+RELEASED_FIELD = "bwd_overhead_released"
 
 
 def _leaf(a: torch.Tensor) -> torch.Tensor:
@@ -53,11 +58,62 @@ def _leaf(a: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def probe_overheads(block: nn.Module, a: torch.Tensor, tape: int) -> tuple[int, int, int]:
-    """(o_fa, o_fn, o_b) of `block` on input `a` by the CPU allocator (module docstring): one
-    F_all (its tape `tape` bytes, xbar), one backward with a random delta, one no-grad forward,
-    each under its own `AllocatorProbe`. Parameter gradients should exist already (as in the
-    executor's measured runs), so accumulating into them allocates nothing."""
+class _ReleasedTape:
+    """A fresh F_all(i) of `block` on `a` kept as the chain executor keeps it with early release:
+    ``box`` holds the output's stand-in (`_Handle`), ``data`` a_{i+1}'s data, ``grads`` a random
+    delta_{i+1}; `run` drops ``data`` and runs `release_backward`, then ``dx`` is delta_i's bytes.
+    ``ok`` is False when the output needs no gradient (nothing to measure)."""
+
+    def __init__(self, block: nn.Module, a: torch.Tensor) -> None:
+        from memsched.models.chain.executor import _Handle, _one
+        from memsched.models.costs import is_fake
+
+        with torch.enable_grad():
+            self.x = _leaf(a)
+            y = block(self.x)
+        self.ok = bool(y.requires_grad and y.is_floating_point())
+        # under fake tensors (a shape-exact profile) the stand-in's scalar is fake too
+        self.one = y.new_zeros(()) if is_fake(y) else _one(y.device, y.dtype)
+        self.data: torch.Tensor | None = y.detach()
+        self.grads: list[torch.Tensor | None] = [torch.randn_like(self.data)] if self.ok else []
+        self.box = [_Handle.apply(y, self.one)] if self.ok else []
+        del y
+
+    def run(self) -> int:
+        """B(i) with early release; returns delta_i's bytes (0 without one)."""
+        from memsched.models.chain.executor import release_backward
+
+        self.data = None
+        with torch.enable_grad():
+            release_backward(self.box, self.grads, self.one)
+        dx = self.x.grad if self.x.requires_grad else None
+        self.x = None  # type: ignore[assignment]
+        return unique_bytes(dx) if dx is not None else 0
+
+
+def released_bwd_overhead(block: nn.Module, a: torch.Tensor, mark: Callable[[], int],
+                          peak: Callable[[], int]) -> int | None:
+    """o_b of B(i) with early release (``bwd_overhead_released``, bytes, may be < 0): the most
+    bytes after the backward's first allocation or free, beyond the state before it and delta_i,
+    as the chain executor runs it (`_ReleasedTape`). `mark()` opens a window whose peak leaves out
+    the level at its start and returns that level; `peak()` reads the window's peak. None when
+    the block's output needs no gradient."""
+    tape = _ReleasedTape(block, a)
+    if not tape.ok:
+        return None
+    before = mark()
+    dx = tape.run()
+    return int(peak() - before - dx)
+
+
+def probe_overheads(block: nn.Module, a: torch.Tensor, tape: int, *, release: bool = True
+                    ) -> tuple[int, int, int, int]:
+    """(o_fa, o_fn, o_b, o_b released) of `block` on input `a` by the CPU allocator (module
+    docstring): one F_all (its tape `tape` bytes, xbar), one backward with a random delta, one
+    no-grad forward, one F_all and backward with early release (as `released_bwd_overhead`: the
+    probe's most bytes after a mark set at B's start; with `release`), each under its own
+    `AllocatorProbe`. Parameter gradients should exist already (as in the executor's measured
+    runs), so accumulating into them allocates nothing. Without `release` the fourth value is o_b."""
     from memsched.models.alloc_probe import AllocatorProbe
 
     with torch.enable_grad():
@@ -77,7 +133,19 @@ def probe_overheads(block: nn.Module, a: torch.Tensor, tape: int) -> tuple[int, 
         y = block(a)
     o_ng = p_ng.peak - unique_bytes(y)
     del y
-    return int(max(0, p_all.peak - tape)), int(max(0, o_ng)), int(max(0, o_b))
+    o_br = o_b
+    if not release:
+        return int(max(0, p_all.peak - tape)), int(max(0, o_ng)), int(max(0, o_b)), int(max(0, o_b))
+    with AllocatorProbe() as p_br:  # started before the tape: the probe sees the release's frees
+        released = _ReleasedTape(block, a)
+        if released.ok:
+            p_br.mark()
+            dx_bytes = released.run()
+    if released.ok:
+        level, most = p_br.after_mark()
+        o_br = most - level - dx_bytes
+    del released
+    return int(max(0, p_all.peak - tape)), int(max(0, o_ng)), int(max(0, o_b)), int(min(max(0, o_b), o_br))
 
 
 def probe_loss_overhead(loss_fn: Callable[[Any, Any], torch.Tensor], outputs: Any, target: Any, *,
@@ -116,9 +184,11 @@ def overheads_meta(method: str, tracker: dict[str, list[int]] | None = None, not
     return out
 
 
-def tracker_chain(chain: Chain, tracker: dict[str, list[int]] | None = None) -> Chain:
+def tracker_chain(chain: Chain, tracker: dict[str, list[int]] | None = None, *, release: bool = False) -> Chain:
     """`chain` with the tracker's overheads (`tracker`, by default its ``meta["overheads"]["tracker"]``):
-    the prediction a `LiveTensorTracker` measurement is compared with; `chain` itself when it has none."""
+    the prediction a `LiveTensorTracker` measurement is compared with; `chain` itself when it has none.
+    B(i) charges the tracker's ``bwd_overhead_released`` when the tracker has it and `release` is
+    true (the chain executor's early release), else ``bwd_overhead`` (B holding its inputs)."""
     if tracker is None and isinstance(chain.meta, dict):
         tracker = (chain.meta.get("overheads") or {}).get("tracker")
     if not tracker:
@@ -126,12 +196,15 @@ def tracker_chain(chain: Chain, tracker: dict[str, list[int]] | None = None) -> 
     L = chain.length
     o_fa = np.array(list(tracker["fwd_overhead_all"][:L]) + [0], dtype=np.int64)
     o_fn = np.array(list(tracker["fwd_overhead_nograd"][:L]) + [0], dtype=np.int64)
-    o_b = np.array(list(tracker["bwd_overhead"][:L + 1]), dtype=np.int64)
-    if o_fa.shape != (L + 1,) or o_fn.shape != (L + 1,) or o_b.shape != (L + 1,):
+    o_bh = np.array(list(tracker["bwd_overhead"][:L + 1]), dtype=np.int64)
+    early = tracker.get(RELEASED_FIELD) if release else None
+    o_b = o_bh if early is None else np.array(list(early[:L + 1]), dtype=np.int64)
+    if any(a.shape != (L + 1,) for a in (o_fa, o_fn, o_b, o_bh)):
         raise ValueError(f"meta.overheads.tracker of {chain.name!r} does not have the chain's {L} stages")
     return Chain.with_mode_overheads(chain.u_f.copy(), chain.u_b.copy(), chain.x.copy(), chain.xbar.copy(), o_fa,
                                      o_fn, o_b, name=chain.name, stage_names=list(chain.stage_names),
-                                     meta=dict(chain.meta), u_fa=chain.u_fa.copy(), u_fn=chain.u_fn.copy())
+                                     meta=dict(chain.meta), u_fa=chain.u_fa.copy(), u_fn=chain.u_fn.copy(),
+                                     o_bh=None if early is None else o_bh)
 
 
 def released_loss_chain(chain: Chain) -> Chain:
@@ -150,16 +223,19 @@ def released_loss_chain(chain: Chain) -> Chain:
     L = chain.length
     o_b = chain.o_b.copy()
     o_b[L] = min(int(o_b[L]), int(released["bwd_overhead"]))
+    o_bh = chain.o_bh.copy()
+    o_bh[L] = o_b[L]
     meta = dict(chain.meta)
     tracker = overheads.get("tracker")
     if tracker and "tracker" in released:
-        bwd = list(tracker["bwd_overhead"])
-        bwd[L] = min(int(bwd[L]), int(released["tracker"]))
-        meta["overheads"] = {**overheads, "tracker": {**tracker, "bwd_overhead": bwd}}
+        lists = {f: list(tracker[f]) for f in ("bwd_overhead", RELEASED_FIELD) if f in tracker}
+        for bwd in lists.values():
+            bwd[L] = min(int(bwd[L]), int(released["tracker"]))
+        meta["overheads"] = {**overheads, "tracker": {**tracker, **lists}}
     return Chain.with_mode_overheads(chain.u_f.copy(), chain.u_b.copy(), chain.x.copy(), chain.xbar.copy(),
                                      chain.o_fa.copy(), chain.o_fn.copy(), o_b, name=chain.name,
                                      stage_names=list(chain.stage_names), meta=meta, u_fa=chain.u_fa.copy(),
-                                     u_fn=chain.u_fn.copy())
+                                     u_fn=chain.u_fn.copy(), o_bh=o_bh if chain.has_release() else None)
 
 
 def tracker_join(join: Join) -> Join:

@@ -20,8 +20,14 @@ For each block i (input a_i, output a_{i+1}), in the chain's units (ms, bytes):
   own (a transformer block's no-grad intermediates are what autograd saves in its tape, so one
   value for both would over-charge F_all by up to a tape). ``fwd_overhead`` o_f is the larger,
   for the problems that charge one forward overhead;
-- ``bwd_overhead`` o_b: peak bytes during the backward beyond the state before it and the
-  produced delta_i, >= 0;
+- ``bwd_overhead`` o_bh: peak bytes during the backward beyond the state before it and the
+  produced delta_i, >= 0, the caller holding delta_{i+1} and the output to its end;
+- ``bwd_overhead_released`` o_b (with ``release=True``): the same backward as the executor runs
+  it with early release (`models.chain.executor.release_backward`: delta_{i+1} and the output's
+  data given up before it starts): the most bytes after its first allocation or free, beyond
+  the state before it and delta_i.
+  It may be negative (B(i) frees delta_{i+1} and what only its first nodes saved before its peak),
+  never below -(out_size + tape_size) and never above ``bwd_overhead`` (clamped);
 - the loss: ``bwd_time`` is the time of computing the loss and back-propagating to a_L,
   ``bwd_overhead`` the peak beyond delta_L.
 
@@ -55,7 +61,14 @@ from typing import Any
 
 import torch
 from memsched.models.chain.executor import as_blocks, loss_backward, parameters_of
-from memsched.models.chain.overheads import TRACKER_FIELDS, overheads_meta, probe_loss_overhead, probe_overheads
+from memsched.models.chain.overheads import (
+    RELEASED_FIELD,
+    TRACKER_FIELDS,
+    overheads_meta,
+    probe_loss_overhead,
+    probe_overheads,
+    released_bwd_overhead,
+)
 from memsched.models.costs import CostModel, is_fake, parse_cost, shape_exact_model
 from memsched.models.measure import MemoryWatch as _Memory
 from memsched.models.measure import Timer as _Timer
@@ -117,7 +130,7 @@ def _counted(cost: CostModel | None, counts: list[float]) -> contextlib.Abstract
 
 def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: torch.device,
                    repeats: int, warmup: int, clock: str, timed: bool = True,
-                   cost: CostModel | None = None, probe: bool = False) -> BlockProfile:
+                   cost: CostModel | None = None, probe: bool = False, release: bool = False) -> BlockProfile:
     timer = _Timer(device, clock)
     mem = _Memory(device)
     exclude = static | {storage_key(a)}
@@ -149,10 +162,14 @@ def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: 
             o_ng = mem.peak() - before - unique_bytes(y)
             nxt = None if timed else y.detach()  # the next block's input (a counted profile runs once)
             del y
+            o_br = released_bwd_overhead(block, a, lambda: mem.mark(after_start=True), mem.peak) if release else None
+            o_br = o_b if o_br is None else o_br
+        floor = -(out_size + tape)  # B(i) frees at most delta_{i+1} and its tape (docs/chain.md)
         tracker = {"fwd_overhead_all": int(max(0, o_all)), "fwd_overhead_nograd": int(max(0, o_ng)),
                    "bwd_overhead": int(max(0, o_b))}
+        tracker[RELEASED_FIELD] = int(min(tracker["bwd_overhead"], max(floor, o_br)))
         if probe:  # the allocator's transients (kernel scratch buffers included) replace the tracker's
-            o_all, o_ng, o_b = probe_overheads(block, a, tape)
+            o_all, o_ng, o_b, o_br = probe_overheads(block, a, tape, release=release)
         # ---- times
         for k in range(warmup + repeats if timed else 0):
             with timer.region(fwd_ng if k >= warmup else []), torch.no_grad():
@@ -168,8 +185,11 @@ def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: 
                 with timer.region(sink):
                     torch.autograd.backward(y, delta)
             del x, y
-    return {"fwd_time": _median(fwd), "bwd_time": _median(bwd), "out_size": int(out_size), "tape_size": int(tape),
-            "fwd_overhead": int(max(0, o_all, o_ng)), "bwd_overhead": int(max(0, o_b)),
+    if not release:
+        tracker.pop(RELEASED_FIELD)
+    out = {RELEASED_FIELD: int(min(max(0, o_b), max(floor, o_br)))} if release else {}
+    return {**out, "fwd_time": _median(fwd), "bwd_time": _median(bwd), "out_size": int(out_size),
+            "tape_size": int(tape), "fwd_overhead": int(max(0, o_all, o_ng)), "bwd_overhead": int(max(0, o_b)),
             "_next": nxt, "_fwd_time_no_grad": _median(fwd_ng), "fwd_overhead_all": int(max(0, o_all)),
             "fwd_overhead_nograd": int(max(0, o_ng)), "_tracker": tracker}
 
@@ -292,8 +312,12 @@ def profile_chain(
     clock: str = "wall",
     timing: str | None = None,
     cost: str | CostModel = "measured",
+    release: bool = False,
 ) -> Chain:
     """Profile every block and the loss on `example_input`; see the module docstring.
+
+    `release`: also measure each B(i) with early release (``bwd_overhead_released``, and the
+    tracker's under ``meta["overheads"]["tracker"]``), as `ChainExecutor` runs such a chain.
 
     `cost`: "measured" (times measured as described above), or a counted cost model of
     `models.costs` ("flops", "roofline:a100", ...): times are then counted on the one pass
@@ -330,7 +354,8 @@ def profile_chain(
     last_input = a
     for i, block in enumerate(blocks):
         last_input = a
-        prof = _profile_block(block, a, static, device, repeats, warmup, clock, timed=timed, cost=model, probe=probe)
+        prof = _profile_block(block, a, static, device, repeats, warmup, clock, timed=timed, cost=model, probe=probe,
+                              release=release)
         prof["name"] = names[i] if names else f"{i}:{type(block).__name__}"
         stages.append(prof)
         nxt = prof.pop("_next")
@@ -342,8 +367,11 @@ def profile_chain(
     released = loss.pop("_released")
     if blocks and _saves_output(blocks[-1], last_input, static):
         released = None  # the tape abar_L keeps a_L's bytes: the loss cannot free them
-    tracker = {f: [st["_tracker"][f] for st in stages] for f in TRACKER_FIELDS}
+    fields = (*TRACKER_FIELDS, RELEASED_FIELD) if release else TRACKER_FIELDS
+    tracker = {f: [st["_tracker"][f] for st in stages] for f in fields}
     tracker["bwd_overhead"].append(loss.pop("_tracker"))
+    if release:
+        tracker[RELEASED_FIELD].append(tracker["bwd_overhead"][-1])  # the loss releases nothing early
     for st in stages:
         del st["_tracker"]
     del a
@@ -408,9 +436,11 @@ def _device_name(device: torch.device) -> str:
 
 
 def profile_model(name: str, *, repeats: int = 5, warmup: int = 2, out: str | None = None, clock: str = "wall",
-                  timing: str | None = None, cost: str = "measured", **sizes: Any) -> tuple[Chain, Any]:
+                  timing: str | None = None, cost: str = "measured", release: bool = False,
+                  **sizes: Any) -> tuple[Chain, Any]:
     """Build zoo model `name` (sizes as `models.zoo.build_model`), profile it, optionally save
-    the chain file to `out`; returns (chain, the built `ZooModel`).
+    the chain file to `out`; returns (chain, the built `ZooModel`). `release`: measure B(i) with
+    early release too (`profile_chain`).
 
     With a counted `cost` ("flops", "roofline:<device>") the model is built and profiled on fake
     tensors (`shape_exact_model`): sizes exact, nothing allocated (the returned model's tensors
@@ -429,7 +459,7 @@ def profile_model(name: str, *, repeats: int = 5, warmup: int = 2, out: str | No
         meta = {"model": name, **{k: v for k, v in model.config.items()}}
         chain = profile_chain(model.blocks, model.loss_fn, model.example_input, model.target, repeats=repeats,
                               warmup=warmup, name=model.label, meta=meta, clock=clock,
-                              timing=timing, cost=model_cost)
+                              timing=timing, cost=model_cost, release=release)
     if out is not None:
         chain.save(out)
     return chain, model

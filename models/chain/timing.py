@@ -69,7 +69,8 @@ def retime_chain(chain: Chain, times: dict[str, float], executor: str) -> Chain:
     meta = {**chain.meta, "timing": f"in_step ({executor}: each op inside whole store-all steps)"}
     return Chain.with_mode_overheads(u_fa, u_b, chain.x.copy(), chain.xbar.copy(), chain.o_fa.copy(),
                                      chain.o_fn.copy(), chain.o_b.copy(), name=chain.name,
-                                     stage_names=list(chain.stage_names), meta=meta).with_mode_times(u_fa, u_fn)
+                                     stage_names=list(chain.stage_names), meta=meta,
+                                     o_bh=chain.o_bh.copy()).with_mode_times(u_fa, u_fn)
 
 
 def retime_join(join: Join, times: dict[str, float], executor: str) -> Join:

@@ -133,7 +133,8 @@ class JoinExecutor:
         if not self.branches:
             raise ValueError("a join needs at least one branch")
         self.loss_fn = loss_fn
-        self.executors = [ChainExecutor(blocks, _no_chain_loss) for blocks in self.branches]
+        # the join problem charges B holding its inputs (Chain.held): no early release
+        self.executors = [ChainExecutor(blocks, _no_chain_loss, release=False) for blocks in self.branches]
         self.params = join_parameters(self.branches)
         self.k = len(self.branches)  # number of branches
         self.lengths = [len(b) for b in self.branches]  # L_b of each branch

@@ -171,7 +171,7 @@ class OffloadExecutor(ChainExecutor):
     """
 
     def __init__(self, blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn) -> None:
-        super().__init__(blocks, loss_fn)
+        super().__init__(blocks, loss_fn, release=False)  # the offload problem charges B holding its inputs
         self._side: Any = None
 
     def step(  # type: ignore[override]

@@ -19,11 +19,21 @@ Notation (stages 0-based, as in the recurrence of docs/chain.md; the loss is sta
   (autograd, the tape built) and ``u_fn[i]`` F_ck(i)'s and F_n(i)'s (no autograd). Both default to
   ``u_f``, and ``u_f = max(u_fa, u_fn)`` always holds (invariant checked), so a tool that knows one
   forward time charges ``u_f`` and stays an upper bound; ``u_fa[L] = u_fn[L] = 0``.
+- Early release in B(i) (optional in the file, ``bwd_overhead_released``): an executor that gives
+  up delta_{i+1} and the tape's output a_{i+1} as soon as autograd has consumed them (as one
+  ``loss.backward()`` does) peaks during B(i) *below* the memory at B(i)'s start. ``o_b[i]`` is then
+  that release's overhead, which may be negative, down to ``-(x[i+1] + xbar[i+1])`` (B(i) never
+  frees more than its inputs, so its charge stays at or above the memory it leaves), and ``o_bh[i]``
+  (the file's ``bwd_overhead``, >= 0) the overhead when B(i) holds its inputs to its end; always
+  ``o_bh >= o_b`` (invariant checked), so a tool that ignores the release charges ``o_bh`` and stays
+  an upper bound. Without the field ``o_bh`` *is* ``o_b``. The loss has no release field
+  (``o_b[L] = o_bh[L] >= 0``). Chain solvers charge ``o_b``; the join and offload problems charge
+  ``o_bh`` (`Chain.held`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +49,8 @@ STAGE_FIELDS = ("fwd_time", "bwd_time", "out_size", "tape_size", "fwd_overhead",
 MODE_FIELDS = ("fwd_overhead_all", "fwd_overhead_nograd")
 #: optional per-mode forward times (the file's time unit): F_all's and F_ck / F_n's; each defaults to fwd_time
 TIME_MODE_FIELDS = ("fwd_time_all", "fwd_time_nograd")
+#: optional overhead of B(i) releasing delta_{i+1} and the tape's output early (bytes, may be < 0)
+RELEASE_FIELD = "bwd_overhead_released"
 LOSS_FIELDS = ("bwd_time", "bwd_overhead")
 SIZE_FIELDS = ("out_size", "tape_size", "fwd_overhead", "bwd_overhead")
 #: time units a file may declare in meta.units.time, with their number per second
@@ -64,6 +76,8 @@ class Chain:
     #: F_all's and F_ck / F_n's forward times; None (the default) means u_f
     u_fa: np.ndarray = None  # type: ignore[assignment]
     u_fn: np.ndarray = None  # type: ignore[assignment]
+    #: B(i)'s overhead holding its inputs to its end (the file's bwd_overhead); None means o_b
+    o_bh: np.ndarray = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         self.u_f = np.asarray(self.u_f, dtype=float)
@@ -78,11 +92,12 @@ class Chain:
         self.o_fn = self.o_f if self.o_fn is None else np.asarray(self.o_fn, dtype=np.int64)
         self.u_fa = self.u_f if self.u_fa is None else np.asarray(self.u_fa, dtype=float)
         self.u_fn = self.u_f if self.u_fn is None else np.asarray(self.u_fn, dtype=float)
+        self.o_bh = self.o_b if self.o_bh is None else np.asarray(self.o_bh, dtype=np.int64)
         L = self.length
         shapes = {"u_f": (self.u_f, L + 1), "u_b": (self.u_b, L + 1), "x": (self.x, L + 2),
                   "xbar": (self.xbar, L + 2), "o_f": (self.o_f, L + 1), "o_b": (self.o_b, L + 1),
                   "o_fa": (self.o_fa, L + 1), "o_fn": (self.o_fn, L + 1),
-                  "u_fa": (self.u_fa, L + 1), "u_fn": (self.u_fn, L + 1)}
+                  "u_fa": (self.u_fa, L + 1), "u_fn": (self.u_fn, L + 1), "o_bh": (self.o_bh, L + 1)}
         for name, (arr, n) in shapes.items():
             if arr.shape != (n,):
                 raise ValueError(f"Chain.{name} must have length {n}, got {arr.shape}")
@@ -90,8 +105,36 @@ class Chain:
             raise ValueError("Chain.o_f must equal max(o_fa, o_fn) (the larger of the per-mode forward overheads)")
         if not np.array_equal(self.u_f, np.maximum(self.u_fa, self.u_fn)):
             raise ValueError("Chain.u_f must equal max(u_fa, u_fn) (the larger of the per-mode forward times)")
+        self._check_release()
         if not self.stage_names:
             self.stage_names = [f"stage{i}" for i in range(L)]
+
+    def _check_release(self) -> None:
+        """The invariants of early release (module docstring): ``o_bh >= o_b``, ``o_bh[L] = o_b[L]``
+        and ``o_b[i] >= -(x[i+1] + xbar[i+1])``, so that B(i)'s charge is at least what it leaves."""
+        L = self.length
+        if self.o_bh is not self.o_b and (np.any(self.o_bh < self.o_b) or self.o_bh[L] != self.o_b[L]):
+            raise ValueError("Chain.o_bh (B holding its inputs) must be >= o_b (B releasing them), "
+                             "and equal to it for the loss")
+        floor = -(self.x[1 : L + 1] + self.xbar[1 : L + 1])
+        low = np.flatnonzero(self.o_b[:L] < floor)
+        if low.size:
+            i = int(low[0])
+            raise ValueError(f"Chain.o_b[{i}] = {int(self.o_b[i])} is below -(x[{i + 1}] + xbar[{i + 1}]) = "
+                             f"{int(floor[i])}: B({i}) cannot free more than its inputs")
+
+    def has_release(self) -> bool:
+        """True when some B(i) releases its inputs early (o_b below o_bh somewhere)."""
+        return self.o_bh is not self.o_b and not np.array_equal(self.o_bh, self.o_b)
+
+    def held(self) -> Chain:
+        """This chain with every B(i) holding its inputs to its end (``o_b = o_bh``): what the join and
+        offload problems, and any tool that ignores ``bwd_overhead_released``, charge. `self` when
+        nothing is released early."""
+        if not self.has_release():
+            return self
+        return replace(self, o_b=self.o_bh.copy(), o_bh=self.o_bh.copy(), stage_names=list(self.stage_names),
+                       meta=dict(self.meta))
 
     @property
     def length(self) -> int:
@@ -119,13 +162,18 @@ class Chain:
         if any(f in s for s in stages for f in TIME_MODE_FIELDS):  # per-mode forward times likewise
             modes.update({key: np.array([s.get(f, s["fwd_time"]) for s in stages] + [0.0], dtype=float)
                           for key, f in zip(("u_fa", "u_fn"), TIME_MODE_FIELDS)})
+        o_b = np.array([s["bwd_overhead"] for s in stages] + [loss["bwd_overhead"]], dtype=np.int64)
+        if any(RELEASE_FIELD in s for s in stages):  # B(i) releasing early charges o_b, o_bh holds the file's
+            modes["o_bh"] = o_b
+            o_b = np.array([s.get(RELEASE_FIELD, s["bwd_overhead"]) for s in stages] + [loss["bwd_overhead"]],
+                           dtype=np.int64)
         return cls(
             u_f=np.array([s["fwd_time"] for s in stages] + [0.0], dtype=float),
             u_b=np.array([s["bwd_time"] for s in stages] + [loss["bwd_time"]], dtype=float),
             x=np.array([input_size] + [s["out_size"] for s in stages] + [0], dtype=np.int64),
             xbar=np.array([0] + [s["tape_size"] for s in stages] + [0], dtype=np.int64),
             o_f=np.array([s["fwd_overhead"] for s in stages] + [0], dtype=np.int64),
-            o_b=np.array([s["bwd_overhead"] for s in stages] + [loss["bwd_overhead"]], dtype=np.int64),
+            o_b=o_b,
             name=name,
             stage_names=[s.get("name", f"stage{i}") for i, s in enumerate(stages)] if L else [],
             meta=dict(meta or {}),
@@ -153,7 +201,7 @@ class Chain:
         u_fa, u_fn = np.asarray(u_fa, dtype=float), np.asarray(u_fn, dtype=float)
         return Chain(np.maximum(u_fa, u_fn), self.u_b, self.x, self.xbar, self.o_f, self.o_b, name=self.name,
                      stage_names=list(self.stage_names), meta=dict(self.meta), o_fa=self.o_fa, o_fn=self.o_fn,
-                     u_fa=u_fa, u_fn=u_fn)
+                     u_fa=u_fa, u_fn=u_fn, o_bh=self.o_bh)
 
     @classmethod
     def homogeneous(
@@ -174,9 +222,12 @@ class Chain:
         stages = [
             {"name": self.stage_names[i], "fwd_time": float(self.u_f[i]), "bwd_time": float(self.u_b[i]),
              "out_size": int(self.x[i + 1]), "tape_size": int(self.xbar[i + 1]),
-             "fwd_overhead": int(self.o_f[i]), "bwd_overhead": int(self.o_b[i])}
+             "fwd_overhead": int(self.o_f[i]), "bwd_overhead": int(self.o_bh[i])}
             for i in range(L)
         ]
+        if self.has_release():
+            for i, st in enumerate(stages):
+                st[RELEASE_FIELD] = int(self.o_b[i])
         if self.has_mode_overheads():
             for i, st in enumerate(stages):
                 st.update(fwd_overhead_all=int(self.o_fa[i]), fwd_overhead_nograd=int(self.o_fn[i]))
@@ -244,6 +295,8 @@ class Chain:
             return round_up(a, slot)
 
         times = {"u_fa": self.u_fa.copy(), "u_fn": self.u_fn.copy()} if self.has_mode_times() else {}
+        if self.has_release():
+            times["o_bh"] = up(self.o_bh)
         return Chain(self.u_f.copy(), self.u_b.copy(), up(self.x), up(self.xbar), up(self.o_f), up(self.o_b),
                      name=self.name, stage_names=list(self.stage_names), meta=dict(self.meta),
                      o_fa=up(self.o_fa), o_fn=up(self.o_fn), **times)
@@ -299,9 +352,24 @@ def parse_stages(stages: Any, path: str, where: str) -> list[dict[str, Any]]:
             raise InputError(
                 f"tape_size {item['tape_size']} < out_size {item['out_size']} (the tape contains the output)",
                 path=path, field=f"{at}.tape_size")
+        if RELEASE_FIELD in stage:
+            item[RELEASE_FIELD] = _released(stage[RELEASE_FIELD], item, path, f"{at}.{RELEASE_FIELD}")
         item["name"] = str(stage.get("name", f"stage{i}"))
         clean.append(item)
     return clean
+
+
+def _released(value: Any, item: dict[str, Any], path: str, where: str) -> int:
+    """A stage's ``bwd_overhead_released``: an integer of bytes between ``-(out_size + tape_size)``
+    (B(i) frees at most delta_{i+1} and the tape) and ``bwd_overhead`` (releasing never costs more)."""
+    magnitude = check_number(abs(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value,
+                             path=path, field=where, integer=True)
+    released = int(magnitude if value >= 0 else -magnitude)
+    low, high = -(item["out_size"] + item["tape_size"]), item["bwd_overhead"]
+    if not low <= released <= high:
+        raise InputError(f"{released} must lie between -(out_size + tape_size) = {low} and bwd_overhead = {high}",
+                         path=path, field=where)
+    return released
 
 
 def _number(obj: dict[str, Any], key: str, path: str, where: str, *, integer: bool) -> Any:

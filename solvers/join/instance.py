@@ -52,7 +52,7 @@ class Join:
         for b, chain in enumerate(self.branches):
             if chain.length < 1:
                 raise ValueError(f"branch {b} has no stage")
-            if chain.u_b[-1] != 0 or chain.o_b[-1] != 0:  # the loss is the join's, not the branch's
+            if chain.u_b[-1] != 0 or chain.o_b[-1] != 0 or chain.has_release():  # the loss is the join's
                 self.branches[b] = _without_loss(chain)
         self.loss_time = float(self.loss_time)
         self.loss_overhead = int(self.loss_overhead)
@@ -134,7 +134,9 @@ class Join:
 
 
 def _without_loss(chain: Chain) -> Chain:
-    """The same chain with u_b[L] = o_b[L] = 0 (the join's loss replaces the chain's)."""
+    """The same chain with u_b[L] = o_b[L] = 0 (the join's loss replaces the chain's), held
+    (`Chain.held`: the join problem charges each B(i) holding its inputs to its end)."""
+    chain = chain.held()
     u_b, o_b = chain.u_b.copy(), chain.o_b.copy()
     u_b[-1], o_b[-1] = 0.0, 0
     return Chain(chain.u_f.copy(), u_b, chain.x.copy(), chain.xbar.copy(), chain.o_f.copy(), o_b,

@@ -34,6 +34,8 @@ class OffloadInstance:
     latency: float = 0.0
 
     def __post_init__(self) -> None:
+        # the offloading problem charges B(i) holding its inputs to its end (bwd_overhead, docs/offload.md)
+        self.chain = self.chain.held()
         if not (0 < self.bandwidth <= MAX_BYTES):
             raise InputError(f"bandwidth must be a positive number of bytes/s (at most {MAX_BYTES}), "
                              f"got {self.bandwidth!r}", field="host_link.bandwidth")
