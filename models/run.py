@@ -87,7 +87,8 @@ def _load(problem: str, instance: Any) -> Any:
 
 
 def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | None, latency: float,
-                   profile_repeats: int, timing: str | None, profile_file: str | None, clock: str) -> Target:
+                   profile_repeats: int, timing: str | None, profile_file: str | None, clock: str,
+                   early_release: bool = False) -> Target:
     from memsched.models.chain.executor import ChainExecutor, reference_step
     from memsched.models.chain.profiler import profile_chain
     from memsched.solvers.chain.baselines import store_all_schedule
@@ -95,7 +96,7 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
     if chain is None:
         chain = profile_chain(built.blocks, built.loss_fn, built.example_input, built.target, repeats=profile_repeats,
                               name=built.label, meta={"model": built.name, **built.config}, timing=timing,
-                              clock=clock)
+                              clock=clock, release=early_release and problem == "chain")
         cpu = built.example_input.device.type == "cpu"
         if problem == "offload" and (timing or ("in_step" if cpu else "isolated")) == "in_step":
             from memsched.models.offload.executor import retime_offload
@@ -194,14 +195,16 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, profile_file
 
 def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, Any] | None = None,
             bandwidth: float | str | None = None, latency: float = 0.0, seed: int = 0, profile_repeats: int = 5,
-            timing: str | None = None, profile_file: str | None = None, clock: str = "wall") -> Target:
+            timing: str | None = None, profile_file: str | None = None, clock: str = "wall",
+            early_release: bool = False) -> Target:
     """Build `model` (a zoo name with `sizes`, a built model, or a (blocks, input, loss_fn, target)
     tuple) and get its costs: `instance` (an instance or its file) or profiling (chain, offload,
     join: `models.chain.profiler` / `models.join.profiler`, `profile_repeats` runs per op;
     graph: `models.graph.export` with measured costs in ms and tapes in the node sizes),
     saved to `profile_file` when given; `clock` (CPU chains: "wall" or "thread") for profiling
     and the schedules' steps. `bandwidth` (bytes/s or "12GB/s") and `latency` (s)
-    for offloading. Bad input raises `InputError`."""
+    for offloading. `early_release` (chain problem): profile B(i) with early release too
+    (`models.chain.profiler.profile_chain`). Bad input raises `InputError`."""
     from memsched.solvers.units import parse_bandwidth
 
     if problem not in PROBLEMS:
@@ -215,7 +218,7 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
         return _prepare_graph(built, inst, profile_repeats=profile_repeats, profile_file=profile_file)
     bw = parse_bandwidth(bandwidth) if isinstance(bandwidth, str) else bandwidth
     target = _prepare_chain(built, inst, problem, bandwidth=bw, latency=latency, profile_repeats=profile_repeats,
-                            timing=timing, profile_file=profile_file, clock=clock)
+                            timing=timing, profile_file=profile_file, clock=clock, early_release=early_release)
     step = target.step
     target.step = lambda schedule, **kw: step(schedule, **{"clock": clock, **kw})
     return target
@@ -262,15 +265,18 @@ def run(model: Any, budget: int | str, *, problem: str = "chain", solver: str | 
         sizes: dict[str, Any] | None = None, slots: int = 500, time_limit: float | None = None,
         options: dict[str, Any] | None = None, seed: int = 0, time_repeats: int = 3, profile_repeats: int = 5,
         timing: str | None = None, profile_file: str | None = None, bandwidth: float | str | None = None,
-        latency: float = 0.0, independent: bool = True, store_all: bool = True) -> dict[str, Any]:
+        latency: float = 0.0, independent: bool = True, store_all: bool = True,
+        early_release: bool = False) -> dict[str, Any]:
     """The end-to-end run (module docstring): `prepare`, solve at `budget` (bytes, "1.5MB" or
     "X%" of the store-all peak) with `solver` (default `DEFAULT_SOLVERS[problem]`; `slots`,
     `time_limit` in s and `options` go to the solver), execute the schedule (and store-all,
-    when `store_all`) with `execute_schedule`; the ``memsched run --json`` object."""
+    when `store_all`) with `execute_schedule`; the ``memsched run --json`` object. `early_release`:
+    a chain profiled here also measures B(i) with early release, and the executor runs it so."""
     if slots < 0:
         raise InputError(f"must be >= 0, got {slots}", field="--slots")
     target = prepare(problem, model, instance=instance, sizes=sizes, bandwidth=bandwidth, latency=latency, seed=seed,
-                     profile_repeats=profile_repeats, timing=timing, profile_file=profile_file)
+                     profile_repeats=profile_repeats, timing=timing, profile_file=profile_file,
+                     early_release=early_release)
     solver = solver or DEFAULT_SOLVERS[problem]
     reference = int(registry.problem_module(problem).reference_peak(target.instance))
     limit = int(parse_budget(budget, reference)) if isinstance(budget, str) else int(budget)

@@ -67,3 +67,29 @@ def test_executor_incurs_what_the_release_predicts(profiled) -> None:
     default = ChainExecutor(model.blocks, model.loss_fn).step(schedules[0], model.example_input, model.target,
                                                                chain=chain, measure_time=False)
     assert default.peak_memory == default.tracker_predicted_peak == first[True]
+
+
+def test_cli_profile_and_run_with_early_release(cli, tmp_path) -> None:
+    """`memsched profile --early-release` writes the field; `memsched run` with that chain executes
+    it releasing (no flag needed) and measures at most what it predicts; `run --early-release`
+    profiles it so itself and predicts no more than without."""
+    tiny = ["--batch", "2", "--image-size", "32", "--width", "4", "--depth", "1", "--device", "cpu", "--repeats", "1"]
+    path = tmp_path / "r.json"
+    res = cli("profile", "resnet18", *tiny, "--early-release", "-o", path)
+    assert res.code == 0, res.err
+    stages = json.loads(path.read_text())["stages"]
+    assert all("bwd_overhead_released" in st for st in stages)
+    assert any(st["bwd_overhead_released"] < st["bwd_overhead"] for st in stages)
+    res = cli("run", "resnet18", "--chain", path, *tiny, "--budget", "100%", "--solver", "periodic",
+              "--option", "segments=2", "--json", "--time-repeats", "1")
+    assert res.code == 0, res.err
+    out = res.json()
+    assert out["grad_check"] is True
+    assert out["measured"]["peak_memory"] <= 1.01 * out["predicted"]["peak_memory"] + 4096
+    peaks = {}
+    for flag in ([], ["--early-release"]):
+        res = cli("run", "resnet18", *tiny, "--budget", "100%", "--solver", "periodic", "--option", "segments=2",
+                  "--json", "--time-repeats", "1", *flag)
+        assert res.code == 0, res.err
+        peaks[bool(flag)] = res.json()["predicted"]["peak_memory"]
+    assert peaks[True] <= peaks[False]

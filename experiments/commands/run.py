@@ -37,6 +37,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--chain", default=None,
                    help="costs from this instance file (chain, join or graph) instead of profiling")
     p.add_argument("--profile-file", default=None, help="save the profiled instance file here")
+    p.add_argument("--early-release", action="store_true",
+                   help="chain problem, profiled here: B(i) releases delta_{i+1} and its output early, as one "
+                        "loss.backward() does (as `memsched profile --early-release`)")
     p.add_argument("--slots", type=count(0, 10**9), default=500,
                    help="memory slots for discretising solvers (0: exact)")
     p.add_argument("--time-limit", type=seconds, default=None, help="solver time limit (s)")
@@ -96,7 +99,7 @@ def main(args: argparse.Namespace) -> int:
               slots=args.slots, time_limit=args.time_limit, options=options, seed=args.seed,
               time_repeats=args.time_repeats, profile_repeats=args.repeats, timing=args.timing,
               profile_file=args.profile_file, bandwidth=args.bandwidth, latency=args.latency or 0.0,
-              independent=not args.no_independent)
+              independent=not args.no_independent, early_release=args.early_release)
     if args.json:
         print(json.dumps(out))
     elif out.get("predicted") is not None:
