@@ -335,9 +335,11 @@ class ChainExecutor:
             x, y = s.tapes.pop(i + 1)
             if self._releasing:  # no reference to a_{i+1}'s data or delta_{i+1} left here
                 s.tape_outputs.pop(i + 1, None)
-                if y.requires_grad:
-                    release_backward([y], [s.grads.pop(i + 1)])
+                box = [y]
                 del y
+                if box[0].requires_grad:
+                    release_backward(box, [s.grads.pop(i + 1)])
+                box.clear()
             elif y.requires_grad:
                 torch.autograd.backward(y, s.grads[i + 1])
             s.grads[i] = x.grad if x.requires_grad else None

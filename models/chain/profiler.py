@@ -163,11 +163,11 @@ def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: 
             nxt = None if timed else y.detach()  # the next block's input (a counted profile runs once)
             del y
             o_br = released_bwd_overhead(block, a, lambda: mem.mark(after_start=True), mem.peak) if release else None
-            o_br = o_b if o_br is None else o_br
         floor = -(out_size + tape)  # B(i) frees at most delta_{i+1} and its tape (docs/chain.md)
         tracker = {"fwd_overhead_all": int(max(0, o_all)), "fwd_overhead_nograd": int(max(0, o_ng)),
                    "bwd_overhead": int(max(0, o_b))}
-        tracker[RELEASED_FIELD] = int(min(tracker["bwd_overhead"], max(floor, o_br)))
+        if release:
+            tracker[RELEASED_FIELD] = _released(o_br, o_b, floor)
         if probe:  # the allocator's transients (kernel scratch buffers included) replace the tracker's
             o_all, o_ng, o_b, o_br = probe_overheads(block, a, tape, release=release)
         # ---- times
@@ -185,13 +185,17 @@ def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: 
                 with timer.region(sink):
                     torch.autograd.backward(y, delta)
             del x, y
-    if not release:
-        tracker.pop(RELEASED_FIELD)
-    out = {RELEASED_FIELD: int(min(max(0, o_b), max(floor, o_br)))} if release else {}
+    out = {RELEASED_FIELD: _released(o_br, o_b, floor)} if release else {}
     return {**out, "fwd_time": _median(fwd), "bwd_time": _median(bwd), "out_size": int(out_size),
             "tape_size": int(tape), "fwd_overhead": int(max(0, o_all, o_ng)), "bwd_overhead": int(max(0, o_b)),
             "_next": nxt, "_fwd_time_no_grad": _median(fwd_ng), "fwd_overhead_all": int(max(0, o_all)),
             "fwd_overhead_nograd": int(max(0, o_ng)), "_tracker": tracker}
+
+
+def _released(o_br: int | None, o_b: int, floor: int) -> int:
+    """``bwd_overhead_released`` from a measured release overhead `o_br` (None: nothing to release,
+    the held `o_b`): clamped to [floor, max(0, o_b)], the chain format's bounds."""
+    return int(min(max(0, o_b), max(floor, o_b if o_br is None else o_br)))
 
 
 def _saves_output(block: nn.Module, a: torch.Tensor, static: set[int]) -> bool:
