@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memsched.solvers.chain import Chain, simulate
 from memsched.solvers.chain.baselines import periodic_schedule
-from memsched.solvers.chain.dp import rotor_min_budget, rotor_table
+from memsched.solvers.chain.dp import rotor_min_budget
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.chain.schedule import LOSS, B
 from memsched.solvers.errors import InputError
@@ -19,8 +19,7 @@ from memsched.solvers.join import Join
 from memsched.solvers.offload.instance import OffloadInstance
 from memsched.solvers.registry import solve
 from test_chain_exact import FAST, brute_force, budget_for, chains
-from test_chain_rotor import best_within, tiny_chains
-from test_chain_rotor import brute_force as persistent_brute_force
+from test_chain_rotor import assert_dp_equals_brute_force, tiny_chains
 
 
 def released_file(chain: Chain) -> dict:
@@ -110,13 +109,7 @@ def test_each_charge_covers_the_memory_left_after_the_op(L, seed, release) -> No
 @settings(max_examples=120, deadline=None)
 @given(tiny_chains(release=True))
 def test_rotor_equals_brute_force_over_persistent_schedules(chain) -> None:
-    pairs = persistent_brute_force(chain)
-    top = max(p for p, _ in pairs) + 2
-    x0 = int(chain.x[0])
-    table = rotor_table(chain, top - x0)
-    assert rotor_min_budget(chain) == min(p for p, _ in pairs)
-    for budget in range(x0, top + 1):
-        assert table.optimum(budget) == pytest.approx(best_within(pairs, budget), abs=1e-9), budget
+    assert_dp_equals_brute_force(chain)
 
 
 @FAST

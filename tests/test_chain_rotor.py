@@ -130,6 +130,11 @@ def tiny_chains(draw, max_L: int = 4, overheads: bool = True, forward_overheads:
 @settings(max_examples=150, deadline=None)
 @given(tiny_chains())
 def test_dp_equals_brute_force_over_persistent_schedules(chain):
+    assert_dp_equals_brute_force(chain)
+
+
+def assert_dp_equals_brute_force(chain: Chain) -> None:
+    """The rotor table at every budget, and its least memory, equal the best persistent schedule's."""
     pairs = brute_force(chain)
     top = max(p for p, _ in pairs) + 2
     x0 = int(chain.x[0])
