@@ -25,9 +25,10 @@ gradients not counted) is run by
   ``layer`` (`models.chain.profiler`, thread CPU time; ``layer`` splits transformer blocks into their halves and
   moves GPT-2's projection into the loss stage, `models.zoo.split`; planned with the tracker's
   transient overheads, `models.chain.overheads.tracker_chain`, as it is the measure every tool is
-  compared on), rotor's schedule
-  (`solvers.chain.dp`, 20000 slots) run by `models.chain.executor.ChainExecutor`
-  (``input_grad=False``, as a plain step). Budgets: rotor's smallest feasible budget, 2% above
+  compared on; profiled with early release in B(i), ``release=True``, docs/chain.md), rotor's
+  schedule (`solvers.chain.dp`, 20000 slots) run by `models.chain.executor.ChainExecutor`
+  (``input_grad=False``, as a plain step; ``release=True``: each B(i) gives up delta_{i+1} and
+  a_{i+1} before its backward, as one ``loss.backward()`` does). Budgets: rotor's smallest feasible budget, 2% above
   it, `--budgets` evenly up to the store-all peak, and the measured peak of every point of the
   other tools (the comparison at the memory they reach; a point within 0.5% of a smaller one
   shares its budget: with 3% bins GPT medium's checkpoint_sequential k = 8, 26.45 MiB, shared
