@@ -133,19 +133,18 @@ def probe_overheads(block: nn.Module, a: torch.Tensor, tape: int, *, release: bo
         y = block(a)
     o_ng = p_ng.peak - unique_bytes(y)
     del y
-    o_br = o_b
-    if not release:
-        return int(max(0, p_all.peak - tape)), int(max(0, o_ng)), int(max(0, o_b)), int(max(0, o_b))
-    with AllocatorProbe() as p_br:  # started before the tape: the probe sees the release's frees
-        released = _ReleasedTape(block, a)
+    o_b, o_br = int(max(0, o_b)), int(max(0, o_b))
+    if release:
+        with AllocatorProbe() as p_br:  # started before the tape: the probe sees the release's frees
+            released = _ReleasedTape(block, a)
+            if released.ok:
+                p_br.mark()
+                dx_bytes = released.run()
         if released.ok:
-            p_br.mark()
-            dx_bytes = released.run()
-    if released.ok:
-        level, most = p_br.after_mark()
-        o_br = most - level - dx_bytes
-    del released
-    return int(max(0, p_all.peak - tape)), int(max(0, o_ng)), int(max(0, o_b)), int(min(max(0, o_b), o_br))
+            level, most = p_br.after_mark()
+            o_br = min(o_b, most - level - dx_bytes)
+        del released
+    return int(max(0, p_all.peak - tape)), int(max(0, o_ng)), o_b, int(o_br)
 
 
 def probe_loss_overhead(loss_fn: Callable[[Any, Any], torch.Tensor], outputs: Any, target: Any, *,
