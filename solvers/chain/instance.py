@@ -294,12 +294,12 @@ class Chain:
         def up(a: np.ndarray) -> np.ndarray:
             return round_up(a, slot)
 
-        times = {"u_fa": self.u_fa.copy(), "u_fn": self.u_fn.copy()} if self.has_mode_times() else {}
+        optional = {"u_fa": self.u_fa.copy(), "u_fn": self.u_fn.copy()} if self.has_mode_times() else {}
         if self.has_release():
-            times["o_bh"] = up(self.o_bh)
+            optional["o_bh"] = up(self.o_bh)
         return Chain(self.u_f.copy(), self.u_b.copy(), up(self.x), up(self.xbar), up(self.o_f), up(self.o_b),
                      name=self.name, stage_names=list(self.stage_names), meta=dict(self.meta),
-                     o_fa=up(self.o_fa), o_fn=up(self.o_fn), **times)
+                     o_fa=up(self.o_fa), o_fn=up(self.o_fn), **optional)
 
     def time_units_per_second(self) -> float:
         """How many of the file's time units make a second (meta.units.time: ms by default)."""
