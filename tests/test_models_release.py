@@ -93,3 +93,28 @@ def test_cli_profile_and_run_with_early_release(cli, tmp_path) -> None:
         assert res.code == 0, res.err
         peaks[bool(flag)] = res.json()["predicted"]["peak_memory"]
     assert peaks[True] <= peaks[False]
+
+
+def test_windows_that_leave_out_their_start() -> None:
+    """Both memory methods can read an operation that frees before it allocates: the tracker's
+    window opened `after_start` and the allocator probe's `mark` / `after_mark` peak below the
+    level at their start (a 10,000-byte tensor freed, then 1,000 bytes allocated: -9,000)."""
+    from memsched.models.alloc_probe import AllocatorProbe
+    from memsched.models.memory import LiveTensorTracker
+
+    with LiveTensorTracker() as tracker:
+        a = torch.empty(10_000, dtype=torch.uint8)
+        start = tracker.mark(after_start=True)
+        del a
+        b = torch.empty(1_000, dtype=torch.uint8)
+        assert max(tracker.peak, tracker.current) - start == -9_000
+        tracker.mark()  # an ordinary window still starts at its level
+        assert tracker.peak == tracker.current
+    with AllocatorProbe() as probe:
+        a = torch.empty(10_000, dtype=torch.uint8)
+        probe.mark()
+        del a
+        b = torch.empty(1_000, dtype=torch.uint8)
+    level, most = probe.after_mark()
+    assert most - level == -9_000 and probe.peak >= 10_000
+    del b
