@@ -118,3 +118,14 @@ def test_windows_that_leave_out_their_start() -> None:
     level, most = probe.after_mark()
     assert most - level == -9_000 and probe.peak >= 10_000
     del b
+
+
+def test_shape_exact_profile_measures_the_release_too() -> None:
+    """On fake tensors (``cost="flops"``: nothing allocated) the release is measured the same way
+    and stays within the format's bounds."""
+    from memsched.models.chain.profiler import profile_model
+
+    chain, _ = profile_model("resnet18", cost="flops", release=True, batch=2, image_size=32, width=4, depth=1)
+    L = chain.length
+    assert chain.has_release() and (chain.o_b <= chain.o_bh).all()
+    assert (chain.o_b[:L] >= -(chain.x[1:L + 1] + chain.xbar[1:L + 1])).all()
