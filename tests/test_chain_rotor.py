@@ -320,3 +320,22 @@ def test_slots_none_means_the_default():
     chain = random_chain(12, 1)
     budget = reference_peak(chain) // 2
     assert solve_rotor(chain, budget, slots=None).scope == solve_rotor(chain, budget).scope
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 12), st.integers(0, 10_000), st.floats(0.0, 1.0), st.integers(0, 40))
+def test_a_budget_within_the_slots_keeps_exact_sizes(L, seed, fraction, extra_slots):
+    """`solvers.discretize.effective_slots`: with a budget of at most S units the DP, the curve
+    and the shared table use exact sizes (integers are finer than S slots), never a slot below one unit."""
+    chain = random_chain(L, seed, size_range=(1, 9), overhead=0.5)
+    lo, hi = rotor_min_budget(chain), reference_peak(chain)
+    budget = lo + int(fraction * (hi - lo))
+    slots = budget + extra_slots
+    exact = solve_rotor(chain, budget, slots=0)
+    within = solve_rotor(chain, budget, slots=slots)
+    assert within.objective == pytest.approx(exact.objective, rel=1e-12)
+    shared = solve_rotor(chain, budget, slots=slots, table_budget=budget + extra_slots // 2)
+    assert shared.objective == pytest.approx(exact.objective, rel=1e-12)
+    budgets, makespans = rotor_curve(chain, slots, slots=slots)
+    assert list(budgets) == list(range(slots + 1))
+    assert makespans[budget] == pytest.approx(exact.objective, rel=1e-12)

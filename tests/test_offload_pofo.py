@@ -197,3 +197,16 @@ def test_through_the_registry(monkeypatch):
     assert math.isfinite(res.details["dp_estimate"])
     res = registry.solve("offload", inst, "pofo", 100, slots=0)
     assert res.status == "infeasible" and res.schedule is None
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(2, 8), st.integers(0, 1000), st.floats(0.0, 0.9))
+def test_pofo_keeps_exact_sizes_at_a_budget_within_the_slots(L, seed, fraction):
+    """One discretisation rule (`solvers.discretize.effective_slots`): a budget of at most
+    `slots` units is planned at exact sizes, as with ``slots=0``, never on slots below one unit."""
+    inst = OffloadInstance(random_chain(L, seed, size_range=(1, 9)), bandwidth=2.0)
+    lo, hi = rotor_min_budget(inst.chain), store_all_peak(inst.chain)
+    budget = lo + int(fraction * (hi - lo))
+    within, exact = solve_pofo(inst, budget, slots=budget + 7), solve_pofo(inst, budget, slots=0)
+    assert within.objective == pytest.approx(exact.objective, rel=1e-12)
+    assert "exact sizes" in within.scope

@@ -66,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from ..discretize import check_slots
+from ..discretize import check_slots, effective_slots
 from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
 from .baselines import store_all_schedule
@@ -362,10 +362,11 @@ def rotor_curve(chain: Chain, max_budget: int, slots: int | None = 500) -> tuple
     Returns ``(budgets, makespans)``: budgets in bytes (integers, a_0 included) and the optimal
     makespans (+inf where infeasible). With ``slots = N > 0`` the slot is ``max_budget / N``
     bytes and the budgets are ``floor(k * max_budget / N)`` for k = 0..N (sizes rounded up, so
-    each value is achievable within its budget); with ``slots = 0`` every byte 0..max_budget.
+    each value is achievable within its budget); with ``slots = 0``, or a `max_budget` of at most
+    N units (`solvers.discretize.effective_slots`), every byte 0..max_budget at exact sizes.
     """
     max_budget = int(max_budget)
-    slots = 500 if slots is None else int(slots)
+    slots = effective_slots(max_budget, 500 if slots is None else int(slots))
     if slots > 0:
         work = chain.discretised(max_budget / slots)
         budgets = (np.arange(slots + 1, dtype=np.int64) * max_budget) // slots
@@ -391,7 +392,7 @@ def solve_rotor(chain: Chain, budget: int, *, slots: int | None = 500, time_limi
     (`rotor_guard.never_worse`; the scope and ``details`` say which)."""
     t0 = time.perf_counter()
     result = _solve_rotor_slots(chain, budget, slots=slots, time_limit=time_limit, table_budget=table_budget)
-    result = never_worse(chain, int(budget), result, check_slots(slots),
+    result = never_worse(chain, int(budget), result, effective_slots(budget, check_slots(slots)),
                          lambda s: _solve_rotor_slots(chain, budget, slots=s, time_limit=time_limit),
                          table_cells, EXACT_RETRY_CELLS)
     result.solve_time_s = time.perf_counter() - t0
@@ -434,9 +435,11 @@ def _solve_rotor_slots(chain: Chain, budget: int, *, slots: int | None = 500, ti
                            solve_time_s=time.perf_counter() - t0, details={**details, "recomputations": 0},
                            **common)
     shared = None
-    if slots == 0:
+    if effective_slots(budget, slots) == 0:  # a budget of at most `slots` units: integers are finer than slots
         work, M = chain, budget
-    elif table_budget is not None and int(table_budget) >= budget:
+        if slots:
+            scope = "persistent schedules, exact sizes (a budget of at most the slot count)"
+    elif table_budget is not None and int(table_budget) >= budget and effective_slots(int(table_budget), slots):
         from .shared_table import cached_table, slots_within
 
         work, shared = cached_table(chain, int(table_budget), slots)

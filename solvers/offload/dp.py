@@ -102,7 +102,7 @@ from ..chain.baselines import store_all_schedule
 from ..chain.dp import EXACT_RETRY_CELLS, _offsets, solve_rotor, table_cells
 from ..chain.instance import Chain
 from ..chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Op
-from ..discretize import check_slots
+from ..discretize import check_slots, effective_slots
 from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
 from ..units import MAX_BYTES
@@ -406,7 +406,7 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any
     chain = inst.chain
     L = chain.length
     scope = ("persistent schedules with offloaded checkpoints (prefetch not overlapped), "
-             + ("exact sizes" if slots == 0 else f"{slots}-slot discretisation")
+             + ("exact sizes" if effective_slots(budget, slots) == 0 else f"{slots}-slot discretisation")
              + "; heuristic for the two-stream model")
     common: dict[str, Any] = {"problem": "offload", "solver": "pofo", "budget": budget}
     details: dict[str, Any] = {"slots": slots}
@@ -423,7 +423,7 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any
         return SolveResult(status=FEASIBLE, objective=sa.makespan, peak_memory=sa.peak_memory, schedule=store_all,
                            scope=scope + "; store-all fits", solve_time_s=time.perf_counter() - t0,
                            details={**details, "dp_estimate": sa.makespan, "transfers": 0}, **common)
-    if slots == 0:
+    if effective_slots(budget, slots) == 0:  # slots = 0, or a budget of at most `slots` units
         work, M = chain, budget
     else:
         slot = budget / slots
