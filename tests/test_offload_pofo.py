@@ -210,3 +210,33 @@ def test_pofo_keeps_exact_sizes_at_a_budget_within_the_slots(L, seed, fraction):
     within, exact = solve_pofo(inst, budget, slots=budget + 7), solve_pofo(inst, budget, slots=0)
     assert within.objective == pytest.approx(exact.objective, rel=1e-12)
     assert "exact sizes" in within.scope
+
+
+def test_pofo_leaves_out_its_optional_stages_past_its_time_limit():
+    """The first DP always runs; the later stages only while the limit leaves time for them, named
+    in ``details["skipped"]``; the answer is the referee's replay either way."""
+    inst = OffloadInstance(random_chain(8, 3, size_range=(1, 9)), bandwidth=2.0)
+    budget = rotor_min_budget(inst.chain) + 3
+    full = registry.solve("offload", inst, "pofo", budget, slots=0)
+    short = registry.solve("offload", inst, "pofo", budget, slots=0, time_limit=0.0)
+    assert "skipped" not in full.details
+    assert "rotor-offload and offload-prefix" in short.details["skipped"]
+    assert short.schedule is not None and short.objective >= full.objective - 1e-9
+
+
+def test_the_exact_layer_gives_fast_solvers_the_time_left(monkeypatch):
+    """`run_fast` hands each fast solver the time left as ``time_limit`` (pofo cuts its optional stages)."""
+    from memsched.solvers.exact import layer
+
+    seen: list[float] = []
+    real = registry.solve
+
+    def spy(problem, instance, name, budget, **kw):
+        seen.append(kw.get("time_limit"))
+        return real(problem, instance, name, budget, **kw)
+
+    monkeypatch.setattr(registry, "solve", spy)
+    inst = OffloadInstance(random_chain(5, 1, size_range=(1, 9)), bandwidth=2.0)
+    out = layer.run_fast("offload", inst, rotor_min_budget(inst.chain) + 2, ["pofo"], layer.Deadline(5.0),
+                         layer.ExactOptions(time_limit=5.0), {})
+    assert out and seen and 0.0 < seen[0] <= 5.0

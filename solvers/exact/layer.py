@@ -53,7 +53,9 @@ def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], dea
     with a limit of at least `MIN_LIMIT_FOR_ALL_FAST` seconds, while
     less than half the limit is spent and more time is left than the slowest fast solver so far
     took. The first to run is not interruptible; each one after it runs in a forked child
-    (`_solve_in_child`, where the platform forks) that is killed at half the limit."""
+    (`_solve_in_child`, where the platform forks) that is killed at half the limit. Each is given
+    the time left as ``time_limit`` (to the limit for the first, to half of it after): most fast
+    solvers ignore it, `pofo` leaves out its optional stages past it."""
     from ..registry import solve as registry_solve
 
     slots = options.slots if options.slots > 0 else FAST_SLOTS_WITH_EXACT_SIZES
@@ -70,6 +72,8 @@ def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], dea
             break  # the others only while they fit in half the limit
         start = deadline.elapsed()
         kwargs = {**rest, "slots": slots}
+        if limit is not None:  # a fast solver with optional stages (pofo) leaves them out past this
+            kwargs["time_limit"] = max(0.0, (0.5 * limit if out else limit) - start)
         try:
             if out and limit is not None and _can_fork():  # an optional seed: killed at half the limit
                 found = _solve_in_child(problem, instance, name, budget, kwargs, 0.5 * limit - start)

@@ -398,15 +398,31 @@ def _outside_class(inst: OffloadInstance, budget: int,
     return best
 
 
-def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any) -> SolveResult:
-    """Rotor DP extended with offloading of checkpoints (see the module docstring)."""
+def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, time_limit: float | None = None,
+               **_: Any) -> SolveResult:
+    """Rotor DP extended with offloading of checkpoints (see the module docstring).
+
+    With `time_limit` (seconds, wall clock), the first DP always runs; each later stage (the
+    plans on faster links, the exact-size retry, the comparison with rotor-offload and
+    offload-prefix) runs only when the time spent plus the first DP's duration fits the limit,
+    and ``details["skipped"]`` names those left out (the answer is a heuristic's either way)."""
     t0 = time.perf_counter()
+    skipped: list[str] = []
+
+    def affordable(stage: str, cost: float) -> bool:
+        """Whether an optional stage of about `cost` seconds fits the time limit (else noted)."""
+        if time_limit is None or time.perf_counter() - t0 + cost <= time_limit:
+            return True
+        skipped.append(stage)
+        return False
+
     budget = int(budget)
     slots = check_slots(slots)
     chain = inst.chain
     L = chain.length
+    rounded = effective_slots(budget, slots) > 0  # else slots = 0, or a budget of at most `slots` units
     scope = ("persistent schedules with offloaded checkpoints (prefetch not overlapped), "
-             + ("exact sizes" if effective_slots(budget, slots) == 0 else f"{slots}-slot discretisation")
+             + (f"{slots}-slot discretisation" if rounded else "exact sizes")
              + "; heuristic for the two-stream model")
     common: dict[str, Any] = {"problem": "offload", "solver": "pofo", "budget": budget}
     details: dict[str, Any] = {"slots": slots}
@@ -423,15 +439,17 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any
         return SolveResult(status=FEASIBLE, objective=sa.makespan, peak_memory=sa.peak_memory, schedule=store_all,
                            scope=scope + "; store-all fits", solve_time_s=time.perf_counter() - t0,
                            details={**details, "dp_estimate": sa.makespan, "transfers": 0}, **common)
-    if effective_slots(budget, slots) == 0:  # slots = 0, or a budget of at most `slots` units
+    if not rounded:
         work, M = chain, budget
     else:
         slot = budget / slots
         work, M = chain.discretised(slot), slots
         details["slot_bytes"] = slot
+    t_dp = time.perf_counter()
     candidate = _run_dp(inst, work, M, budget, details)
+    dp_s = time.perf_counter() - t_dp  # the cost estimate of every optional stage below
     for factor in PLAN_LINK_FACTORS:
-        if inst.bandwidth * factor > MAX_BYTES:
+        if inst.bandwidth * factor > MAX_BYTES or not affordable(f"plan on a {factor:g}x faster link", dp_s):
             break
         # the DP planned on a faster link charges shorter waits and offloads more; its ops,
         # replayed on the real link with transfers queued, are kept when they fit and are faster
@@ -443,7 +461,8 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any
             details["dp_link_factor"] = factor
             details["dp_unpinned"] = notes.get("dp_unpinned", f"planned on a {factor:g}x faster link")
     worse = candidate is None or (rotor_fit is not None and rotor_fit[0].makespan < candidate[0].makespan)
-    if worse and slots > 0 and 2 * table_cells(L, budget - int(chain.x[0]) + _extra(chain)) <= EXACT_RETRY_CELLS:
+    if worse and rounded and 2 * table_cells(L, budget - int(chain.x[0]) + _extra(chain)) <= EXACT_RETRY_CELLS \
+            and affordable("exact-size retry", dp_s):
         # the slot rounding may have lost schedules (rotor retries with exact sizes too)
         exact = _run_dp(inst, chain, budget, budget, details)
         if exact is not None and (candidate is None or exact[0].makespan < candidate[0].makespan):
@@ -457,7 +476,9 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, **_: Any
         details.setdefault("fallback", "remat-only (rotor) schedule")
     if candidate is not None:
         details["dp_makespan"] = candidate[0].makespan
-    outside = _outside_class(inst, budget, slots)
+    outside = _outside_class(inst, budget, slots) if affordable("rotor-offload and offload-prefix", dp_s) else None
+    if skipped:
+        details["skipped"] = skipped
     if outside is not None and (candidate is None or outside[0].makespan < candidate[0].makespan * (1 - 1e-12)):
         # rotor-offload's and offload-prefix's schedules lie outside the DP's class (prefetches
         # several backward steps ahead, transfers queued behind each other): the faster is returned
