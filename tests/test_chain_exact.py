@@ -254,6 +254,22 @@ def test_exact_beats_rotor_with_a_non_persistent_schedule() -> None:
         assert exact.objective == pytest.approx(22.0) and rotor.objective == pytest.approx(23.0)
 
 
+def test_exact_beats_rotor_by_a_tenth_without_overheads() -> None:
+    """Found by search (23 of 723 random cells, L = 3-7, sizes 1-8, no overheads): a checkpoint
+    a_4 serves phases 6 and 5 only and is consumed by F_n(4) before B(5); the persistent optimum
+    pays 68 where the true optimum over all op sequences (Dijkstra) is 61."""
+    pytest.importorskip("memsched.solvers.chain.dp")
+    chain = random_chain(7, 1149, size_range=(1, 8), integer_times=True)
+    assert not chain.o_f.any() and not chain.o_b.any()
+    best, _ = brute_force(chain, 43)
+    assert best == pytest.approx(61.0)
+    assert solve("chain", chain, "rotor", 43, slots=0).objective == pytest.approx(68.0)
+    for solver in ("milp", "cpsat"):
+        exact = solve("chain", chain, solver, 43, slots=0, time_limit=20)
+        assert exact.status == "optimal" and exact.objective == pytest.approx(best)
+        check_replay(chain, 43, exact)
+
+
 def test_highs_proves_the_true_optimum() -> None:
     """pywraplp's HiGHS stops at its default gap 1e-4 unless told otherwise (it then called
     121.1059 optimal here, where 121.0986 is the optimum)."""
