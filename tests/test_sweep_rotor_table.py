@@ -14,8 +14,10 @@ from memsched.solvers.chain.generate import random_chain
 BUDGETS = ["45%", "55%", "65%", "75%", "85%", "95%", "100%"]
 
 
-def config(tmp_path: Path, shared: bool) -> Path:
-    path = tmp_path / f"r{int(shared)}.toml"
+def config(tmp_path: Path, shared: bool, slots: int = 100) -> Path:
+    """A sweep of rotor on random_chain(25, 7) (store-all peak 285 units): with 100 slots every
+    budget (45% = 128 units and up) is above the slot count, so the slots are used."""
+    path = tmp_path / f"r{int(shared)}-{slots}.toml"
     budgets = ", ".join(f'"{b}"' for b in BUDGETS)
     path.write_text(f"""
 name = "rt"
@@ -26,7 +28,7 @@ L = 25
 seed = 7
 [[solvers]]
 name = "rotor"
-slots = 200
+slots = {slots}
 shared_table = {str(shared).lower()}
 """)
     return path
@@ -68,11 +70,28 @@ def test_shared_table_builds_one_table_for_all_budgets(tmp_path, count_tables):
     assert same["objective"] == by_budget[top]["objective"]
 
 
+def test_budgets_within_the_slots_keep_exact_sizes_in_a_shared_sweep(tmp_path, count_tables):
+    """With 200 slots the budgets of at most 200 units are solved at exact sizes (one small table
+    each, as `solve_rotor` alone), the larger ones read the shared 200-slot table."""
+    rows = run_sweep(config(tmp_path, True, slots=200), output=tmp_path / "s", workers=1, progress=False,
+                     isolate=False).rows
+    below = [r for r in rows if r["budget"] < r["reference_peak"]]
+    exact = [r for r in below if r["budget"] <= 200]
+    assert exact and len(exact) < len(below)
+    assert len(count_tables) == len(exact) + 1
+    for r in below:
+        alone = registry.solve("chain", random_chain(25, 7), "rotor", r["budget"], slots=0 if r in exact else 200)
+        if r in exact:
+            assert "exact sizes" in r["scope"] and r["objective"] == pytest.approx(alone.objective, rel=1e-12)
+        else:
+            assert "shared table" in r["scope"] and r["objective"] >= alone.objective - 1e-9
+
+
 def test_shared_answers_match_solving_at_the_table_slot():
     """Reading budget b from the table of B equals a DP at b with B's slot size (floor(b N / B) slots)."""
     chain = random_chain(18, seed=2)
     peak = registry.get_problem("chain").reference_peak(chain)
-    B, N = int(0.9 * peak), 150
+    B, N = int(0.9 * peak), 60  # B = 180 units in 60 slots of 3
     for frac in (0.5, 0.6, 0.75):
         b = int(frac * peak)
         r = registry.solve("chain", chain, "rotor", b, slots=N, table_budget=B)
@@ -81,6 +100,19 @@ def test_shared_answers_match_solving_at_the_table_slot():
         direct = dp.rotor_table(work, m - int(work.x[0])).value(m - int(work.x[0]))
         assert r.status == "optimal" and r.objective == pytest.approx(direct, rel=1e-12)
         assert r.details["table_slots"] == m and r.peak_memory <= b
+
+
+def test_a_table_budget_within_the_slots_is_one_exact_table(count_tables):
+    """B at most N units: one exact-size table answers every b <= B, as `solve_rotor` at b with exact sizes."""
+    chain = random_chain(18, seed=2)
+    B, budgets = 180, (100, 120, 150, 180)
+    exact = [registry.solve("chain", chain, "rotor", b, slots=0).objective for b in budgets]
+    count_tables.clear()
+    for b, want in zip(budgets, exact):
+        r = registry.solve("chain", chain, "rotor", b, slots=500, table_budget=B)
+        assert r.objective == pytest.approx(want, rel=1e-12)
+        assert "exact sizes" in r.scope and r.details["table_slots"] == b
+    assert len(count_tables) == 1
 
 
 def test_shared_table_must_be_a_boolean(tmp_path, cli):

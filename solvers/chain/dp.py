@@ -435,17 +435,24 @@ def _solve_rotor_slots(chain: Chain, budget: int, *, slots: int | None = 500, ti
                            solve_time_s=time.perf_counter() - t0, details={**details, "recomputations": 0},
                            **common)
     shared = None
-    if effective_slots(budget, slots) == 0:  # a budget of at most `slots` units: integers are finer than slots
-        work, M = chain, budget
-        if slots:
-            scope = "persistent schedules, exact sizes (a budget of at most the slot count)"
-    elif table_budget is not None and int(table_budget) >= budget and effective_slots(int(table_budget), slots):
+    exact_table = slots > 0 and table_budget is not None and not effective_slots(int(table_budget), slots)
+    if slots > 0 and table_budget is not None and int(table_budget) >= budget \
+            and (exact_table or effective_slots(budget, slots)):
         from .shared_table import cached_table, slots_within
 
         work, shared = cached_table(chain, int(table_budget), slots)
         M = slots_within(budget, int(table_budget), slots)
-        details.update(slot_bytes=int(table_budget) / slots, table_budget=int(table_budget), table_slots=M)
-        scope = f"persistent schedules, {slots}-slot discretisation of the shared table's budget {int(table_budget)}"
+        details.update(table_budget=int(table_budget), table_slots=M)
+        if exact_table:  # a table budget of at most `slots` units: one exact-size table
+            scope = f"persistent schedules, exact sizes (the shared table's budget {int(table_budget)})"
+        else:
+            details["slot_bytes"] = int(table_budget) / slots
+            scope = f"persistent schedules, {slots}-slot discretisation of the shared table's budget " \
+                    f"{int(table_budget)}"
+    elif effective_slots(budget, slots) == 0:  # a budget of at most `slots` units: integers are finer than slots
+        work, M = chain, budget
+        if slots:
+            scope = "persistent schedules, exact sizes (a budget of at most the slot count)"
     else:
         slot = budget / slots
         work, M = chain.discretised(slot), slots

@@ -7,6 +7,9 @@ k budgets of one chain then costs one DP instead of k; each answer is optimal am
 schedules at the discretisation of B (a coarser one for b than b's own N slots: fewer slots,
 so the makespan can be larger than `solve_rotor` at b alone; the scope says so).
 
+With B at most N units (`solvers.discretize.effective_slots`) the table keeps exact sizes: its
+memory values are bytes, and b reads C(b - x[0], 0, L), the same as `solve_rotor` at b alone.
+
 `cached_table` keeps the tables of the last `CACHE_SIZE` (chain, B, N) in this process; the
 chain is identified by the bytes of its arrays (u_fa, u_fn, u_b, x, xbar, o_fa, o_fn, o_b).
 """
@@ -19,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..discretize import effective_slots
 from .instance import Chain
 
 if TYPE_CHECKING:
@@ -46,8 +50,9 @@ def cached_table(chain: Chain, table_budget: int, slots: int) -> tuple[Chain, Ro
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
-    work = chain.discretised(int(table_budget) / int(slots))
-    entry = (work, rotor_table(work, max(int(slots) - int(work.x[0]), 0)))
+    n = effective_slots(int(table_budget), int(slots))  # 0: exact sizes, B itself is the top value
+    work = chain.discretised(int(table_budget) / n) if n else chain
+    entry = (work, rotor_table(work, max((n or int(table_budget)) - int(work.x[0]), 0)))
     _CACHE[key] = entry
     while len(_CACHE) > CACHE_SIZE:
         _CACHE.popitem(last=False)
@@ -55,5 +60,8 @@ def cached_table(chain: Chain, table_budget: int, slots: int) -> tuple[Chain, Ro
 
 
 def slots_within(budget: int, table_budget: int, slots: int) -> int:
-    """Whole slots of ``table_budget / slots`` bytes within `budget` (exact integer floor)."""
+    """Whole slots of ``table_budget / slots`` bytes within `budget` (exact integer floor); the
+    budget itself when the table keeps exact sizes (a table budget of at most `slots` units)."""
+    if not effective_slots(int(table_budget), int(slots)):
+        return int(budget)
     return (int(budget) * int(slots)) // int(table_budget)
