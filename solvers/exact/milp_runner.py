@@ -1,5 +1,6 @@
 """Run a `LinearModel` on an OR-Tools MILP backend (pywraplp: SCIP, CBC, HiGHS; GLOP for the LP
-relaxation) under a wall-clock `Deadline`, and map the answer once:
+relaxation; HiGHS through highspy when it is installed, `highs_runner`) under a wall-clock
+`Deadline`, and map the answer once:
 
 - status ``optimal`` (proven with relative gap <= 1e-9; a backend that stops at its own
   default gap is ``feasible``), ``feasible`` (a solution, no proof), ``infeasible`` (proven),
@@ -22,6 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import highs_runner
 from .cbc_cmd import cbc_program, export_mps, solve_mps
 from .linear import LinearModel
 from .options import Deadline, DeadlineExceeded, ExactOptions
@@ -76,6 +78,9 @@ def run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exac
     options = options or ExactOptions()
     if deadline.expired():
         return BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="not started")
+    if backend == "highs" and not relax and highs_runner.available():
+        # highspy reports the dual bound (pywraplp's HiGHS does not); no MIP start (highs_runner)
+        return highs_runner.run_highspy(model, deadline, options, rel_gap=rel_gap, feasibility_only=feasibility_only)
     t_build = deadline.elapsed()
     name = lp_solver if relax else MILP_BACKENDS[backend]
     solver = pywraplp.Solver.CreateSolver(name)
