@@ -66,6 +66,7 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
     h.setOptionValue("output_flag", bool(options.verbose))
     h.setOptionValue("mip_rel_gap", float(rel_gap))
     h.setOptionValue("random_seed", int(options.seed))
+    h.setOptionValue("threads", max(1, int(options.workers)))  # as the other backends: `num_workers`
     n = len(model.lb)
     cost = np.zeros(n)
     if not feasibility_only:
