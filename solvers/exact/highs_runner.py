@@ -55,8 +55,9 @@ def _quiet_highs(highspy):  # noqa: ANN001, ANN202 (the module, a highspy.Highs)
 
 
 def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *, rel_gap: float,
-                feasibility_only: bool = False):  # noqa: ANN201 (a milp_runner.BackendRun)
-    """Solve `model` (a MIP) with highspy within what is left of `deadline`; a `BackendRun`."""
+                feasibility_only: bool = False, hint_feasible: bool = False):  # noqa: ANN201 (a BackendRun)
+    """Solve `model` (a MIP) with highspy within what is left of `deadline`; a `BackendRun`.
+    `hint_feasible`: a feasible schedule is known, so an "infeasible" answer is no proof (``timeout``)."""
     import highspy
 
     from .milp_runner import BackendRun, finite_bound
@@ -115,7 +116,7 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
     info = h.getInfo()
     if h.getModelStatus() == highspy.HighsModelStatus.kInfeasible:
         at_limit = left is not None and wall - t_build - build_s >= 0.9 * left
-        if not at_limit:
+        if not (hint_feasible or at_limit):
             run.status = INFEASIBLE
         return run
     if info.primal_solution_status != 2:  # no feasible solution

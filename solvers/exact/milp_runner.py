@@ -80,7 +80,8 @@ def run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exac
         return BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="not started")
     if backend == "highs" and not relax and highs_runner.available():
         # highspy reports the dual bound (pywraplp's HiGHS does not); no MIP start (highs_runner)
-        return highs_runner.run_highspy(model, deadline, options, rel_gap=rel_gap, feasibility_only=feasibility_only)
+        return highs_runner.run_highspy(model, deadline, options, rel_gap=rel_gap, feasibility_only=feasibility_only,
+                                        hint_feasible=hint_feasible)
     t_build = deadline.elapsed()
     name = lp_solver if relax else MILP_BACKENDS[backend]
     solver = pywraplp.Solver.CreateSolver(name)
