@@ -435,20 +435,21 @@ def _solve_rotor_slots(chain: Chain, budget: int, *, slots: int | None = 500, ti
                            solve_time_s=time.perf_counter() - t0, details={**details, "recomputations": 0},
                            **common)
     shared = None
-    exact_table = slots > 0 and table_budget is not None and not effective_slots(int(table_budget), slots)
-    if slots > 0 and table_budget is not None and int(table_budget) >= budget \
-            and (exact_table or effective_slots(budget, slots)):
+    # the shared table answers when it covers this budget and, if it is discretised, the budget is
+    # above the slot count too (a budget of at most `slots` units keeps exact sizes: the next branch)
+    top = -1 if table_budget is None else int(table_budget)
+    exact_table = slots > 0 and top >= budget and not effective_slots(top, slots)
+    if slots > 0 and top >= budget and (exact_table or effective_slots(budget, slots)):
         from .shared_table import cached_table, slots_within
 
-        work, shared = cached_table(chain, int(table_budget), slots)
-        M = slots_within(budget, int(table_budget), slots)
-        details.update(table_budget=int(table_budget), table_slots=M)
+        work, shared = cached_table(chain, top, slots)
+        M = slots_within(budget, top, slots)
+        details.update(table_budget=top, table_slots=M)
         if exact_table:  # a table budget of at most `slots` units: one exact-size table
-            scope = f"persistent schedules, exact sizes (the shared table's budget {int(table_budget)})"
+            scope = f"persistent schedules, exact sizes (the shared table's budget {top})"
         else:
-            details["slot_bytes"] = int(table_budget) / slots
-            scope = f"persistent schedules, {slots}-slot discretisation of the shared table's budget " \
-                    f"{int(table_budget)}"
+            details["slot_bytes"] = top / slots
+            scope = f"persistent schedules, {slots}-slot discretisation of the shared table's budget {top}"
     elif effective_slots(budget, slots) == 0:  # a budget of at most `slots` units: integers are finer than slots
         work, M = chain, budget
         if slots:
