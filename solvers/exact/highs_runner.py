@@ -24,10 +24,9 @@ import threading
 
 import numpy as np
 
+from ..result import TIMEOUT
 from .linear import LinearModel
 from .options import Deadline, ExactOptions
-
-OPTIMAL, FEASIBLE, INFEASIBLE, TIMEOUT = "optimal", "feasible", "infeasible", "timeout"
 
 
 def available() -> bool:
@@ -60,7 +59,7 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
     `hint_feasible`: a feasible schedule is known, so an "infeasible" answer is no proof (``timeout``)."""
     import highspy
 
-    from .milp_runner import BackendRun, finite_bound
+    from .milp_runner import BackendRun, finite_bound, infeasible, settle
 
     t_build = deadline.elapsed()
     h = _quiet_highs(highspy) if not options.verbose else highspy.Highs()
@@ -115,10 +114,7 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
     run.log = [(wall, None, None)]
     info = h.getInfo()
     if h.getModelStatus() == highspy.HighsModelStatus.kInfeasible:
-        at_limit = left is not None and wall - t_build - build_s >= 0.9 * left
-        if not (hint_feasible or at_limit):
-            run.status = INFEASIBLE
-        return run
+        return infeasible(run, left=left, solve_s=wall - t_build - build_s, hint_feasible=hint_feasible)
     if info.primal_solution_status != 2:  # no feasible solution
         return run
     values = list(h.getSolution().col_value)
@@ -129,15 +125,8 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
         raw = finite_bound(info.mip_dual_bound)
         if raw is not None:
             bound = finite_bound(raw + (objective - info.objective_function_value))
-    status = FEASIBLE
-    if h.getModelStatus() == highspy.HighsModelStatus.kOptimal and not feasibility_only:
-        if bound is not None and objective - bound <= 1e-6 * max(1.0, abs(objective)):
-            status = OPTIMAL
-    if bound is not None:
-        bound = min(bound, objective)
-    run.status, run.values, run.objective, run.bound = status, values, objective, bound
-    run.log = [(wall, objective, bound)]
-    return run
+    proven = h.getModelStatus() == highspy.HighsModelStatus.kOptimal and not feasibility_only
+    return settle(run, values, objective, bound, proven)
 
 
 __all__ = ["available", "run_highspy"]

@@ -23,6 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT
 from . import highs_runner
 from .cbc_cmd import cbc_program, export_mps, solve_mps
 from .linear import LinearModel
@@ -32,7 +33,6 @@ MILP_BACKENDS = {"scip": "SCIP", "cbc": "CBC", "highs": "HIGHS", "glop": "GLOP"}
 REL_GAP = 1e-9
 #: |bound| at or above this is a backend's way of saying "no bound"
 NO_BOUND = 1e19
-OPTIMAL, FEASIBLE, INFEASIBLE, TIMEOUT = "optimal", "feasible", "infeasible", "timeout"
 
 
 @dataclass
@@ -63,6 +63,31 @@ def finite_bound(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return v if math.isfinite(v) and abs(v) < NO_BOUND else None
+
+
+def settle(run: BackendRun, values: list[float], objective: float, bound: float | None, proven: bool) -> BackendRun:
+    """Fill `run` with a solution: ``optimal`` when the backend says `proven` and its bound (the
+    objective when it gives none) is within 1e-6 relative of the objective (a backend stopped at
+    a gap of its own proves nothing), else ``feasible``; the bound is capped at the objective."""
+    status = FEASIBLE
+    if proven:
+        bound = objective if bound is None else bound
+        status = OPTIMAL if objective - bound <= 1e-6 * max(1.0, abs(objective)) else FEASIBLE
+    if bound is not None:
+        bound = min(bound, objective)
+    run.status, run.values, run.objective, run.bound = status, values, objective, bound
+    run.log = [(run.wall, objective, bound)]
+    return run
+
+
+def infeasible(run: BackendRun, *, left: float | None, solve_s: float, hint_feasible: bool) -> BackendRun:
+    """`run` after a backend's "infeasible": ``infeasible`` only when that is a proof, i.e. no
+    feasible start is known and the backend stopped before 90% of the time it was given."""
+    at_limit = left is not None and solve_s >= 0.9 * left
+    if not (hint_feasible or at_limit):
+        run.status = INFEASIBLE
+    run.log = [(run.wall, None, None)]
+    return run
 
 
 def run_milp(model: LinearModel, backend: str, deadline: Deadline, options: ExactOptions | None = None, *,
@@ -146,25 +171,9 @@ def run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exac
             bound = finite_bound(obj.BestBound())
             if backend == "highs" and code != pywraplp.Solver.OPTIMAL:
                 bound = None  # pywraplp's HiGHS reports the incumbent's value as its "best bound"
-        status = FEASIBLE
-        if code == pywraplp.Solver.OPTIMAL and not feasibility_only:
-            status = OPTIMAL
-            if relax or bound is None:
-                bound = objective
-            elif objective - bound > 1e-6 * max(1.0, abs(objective)):
-                status = FEASIBLE  # stopped at a gap of its own: no proof
-        if bound is not None:
-            bound = min(bound, objective)
-        run.status, run.values, run.objective, run.bound = status, values, objective, bound
-        run.log = [(wall, objective, bound)]
-        return run
+        return settle(run, values, objective, bound, code == pywraplp.Solver.OPTIMAL and not feasibility_only)
     if code == pywraplp.Solver.INFEASIBLE:
-        solve_s = wall - t_build - build_s
-        at_limit = left is not None and solve_s >= 0.9 * left
-        if not (hint_feasible or at_limit):
-            run.status = INFEASIBLE
-        run.log = [(wall, None, None)]
-        return run
+        return infeasible(run, left=left, solve_s=wall - t_build - build_s, hint_feasible=hint_feasible)
     run.log = [(wall, None, None)]
     return run
 
@@ -184,27 +193,14 @@ def _run_cbc_program(model: LinearModel, solver: Any, xs: list[Any], deadline: D
     run = BackendRun(TIMEOUT, wall=wall, backend_status=f"CBC program: {ans.ended}", build_s=build_s)
     run.log = [(wall, None, None)]
     if ans.status == INFEASIBLE:
-        at_limit = left is not None and wall - t_build - build_s >= 0.9 * left
-        if not (hint_feasible or at_limit):
-            run.status = INFEASIBLE
-        return run
+        return infeasible(run, left=left, solve_s=wall - t_build - build_s, hint_feasible=hint_feasible)
     if ans.values is None:
         return run
     objective = model.value(ans.values)
     bound = None
     if not feasibility_only and ans.bound is not None and ans.objective is not None:
         bound = finite_bound(ans.bound + (objective - ans.objective))  # CBC's units -> the model's (offset)
-    status = FEASIBLE
-    if ans.status == OPTIMAL and not feasibility_only:
-        status = OPTIMAL
-        bound = objective if bound is None else bound
-        if objective - bound > 1e-6 * max(1.0, abs(objective)):
-            status = FEASIBLE
-    if bound is not None:
-        bound = min(bound, objective)
-    run.status, run.values, run.objective, run.bound = status, ans.values, objective, bound
-    run.log = [(wall, objective, bound)]
-    return run
+    return settle(run, ans.values, objective, bound, ans.status == OPTIMAL and not feasibility_only)
 
 
 def _watchdog(left: float | None, interrupt: Any) -> threading.Timer | None:
