@@ -1,12 +1,14 @@
 """Exact MILP for chain rematerialization: the phase model of `solvers.chain.exact_model`,
 solved through OR-Tools' linear solver wrapper (pywraplp) with an open backend.
 
-Backends: ``"scip"`` (default), ``"highs"``, ``"cbc"`` and ``"cp-sat"`` (CP-SAT on the same
-linear model). The default was chosen with `experiments/bench_chain_exact.py`
+Backends: ``"scip"`` (default), ``"highs"``, ``"cbc"``, ``"cp-sat"`` (CP-SAT on the same
+linear model) and ``"portfolio"`` (SCIP and HiGHS raced in two processes, `solvers.exact.portfolio`;
+the default with ``workers >= 2``). The default was chosen with `experiments/bench_chain_exact.py`
 (results/bench_chain_exact.csv; random_chain(L, 0), 100 slots, 60 s, 2 shared cores): SCIP
-reaches the smallest gaps from L = 20 on (HiGHS gives pywraplp no bound; CP-SAT's bound is
-weaker), and L <= 15 is proven by every backend. L = 50 is not proven in 60 s: the root LP
-relaxation is 2.4% (tight budget) to 0.5% (mid budget) below the best schedule (docs/chain.md,
+reaches the smallest gaps at the tight budgets from L = 20 on (CP-SAT's bound is weaker), and
+L <= 15 is proven by every backend. At L = 50 only the loose budget is proven in 60 s by every
+MILP backend, the mid one by HiGHS alone (53-56 s) and the tight one by none (SCIP needs 439 s):
+the root LP relaxation is 2.4% (tight) to 0.5% (mid) below the best schedule (docs/chain.md,
 "Scale"). CBC was left out of the timed grid: it counts CPU seconds, so under load it overran
 its limit (164 s wall for a 60 s limit at L = 20).
 
@@ -32,18 +34,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..exact import highs_runner
 from ..exact.cpsat_runner import linear_to_cpsat, run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.milp_runner import run_milp
 from ..exact.options import Deadline, ExactOptions
+from ..exact.portfolio import run_portfolio
 from ..result import INFEASIBLE, SolveResult
 from .cpsat import FAST, phase_answer, phase_details, phase_hint, usable_fixings
 from .exact_model import PhaseModel, discretise, retry_exact_sizes
 from .instance import Chain
 from .phase_cuts import CutReport, separate_tape_cuts
 
-BACKENDS = ("scip", "highs", "cbc", "cp-sat")
+#: backend name: SCIP and HiGHS raced in two processes, the first proof wins (`solvers.exact.portfolio`)
+PORTFOLIO = "portfolio"
+
+BACKENDS = ("scip", "highs", "cbc", "cp-sat", PORTFOLIO)
 DEFAULT_BACKEND = "scip"
+
+
+def default_backend(workers: int) -> str:
+    """SCIP on one worker; with two or more, SCIP and HiGHS raced in two processes
+    (`solvers.exact.portfolio`) when highspy is installed (neither backend uses a second core here)."""
+    return PORTFOLIO if workers >= 2 and highs_runner.available() else DEFAULT_BACKEND
 
 
 @exact_solver("chain", "milp", FAST, least=lambda chain: chain.total_time())
@@ -63,7 +76,7 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
                 cuts: bool = True, **_: Any) -> SolveResult:
     from ..errors import InputError
 
-    backend = (backend or DEFAULT_BACKEND).lower()
+    backend = (backend or default_backend(options.workers)).lower()
     if backend not in BACKENDS:
         raise InputError(f"unknown MILP backend {backend!r} (one of {', '.join(BACKENDS)})", field="backend")
     t_build = deadline.elapsed()
@@ -88,6 +101,8 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
         cp, xs, offset, scale = linear_to_cpsat(lm, hint=hint_values, deadline=deadline)
         run = run_cpsat(cp, deadline, options, variables=xs, offset=offset, scale=scale, hint_feasible=hint_ok,
                         extra={"linearization_level": 2})
+    elif backend == PORTFOLIO:
+        run = run_portfolio(lm, deadline, options, hint=hint_values, hint_feasible=hint_ok)
     else:
         run = run_milp(lm, backend, deadline, options, hint=hint_values, hint_feasible=hint_ok)
     details = {**phase_details(model, build_s, source, hint_values, hint_ok), **report.as_details(),

@@ -1,0 +1,152 @@
+"""Race MILP backends on one `LinearModel`, each in its own process; the first proof ends the race.
+
+SCIP and HiGHS prove different instances first (results/bench_chain_exact.csv: HiGHS proves the
+chain phase model of L = 50 at the mid budget in 53 s where SCIP needs 132 s; SCIP ends the tight
+budget of L = 30 at a smaller gap), and neither uses a second core on these models. With
+``workers >= 2`` the chain `milp` runs both at once (`backend="portfolio"`).
+
+Each backend runs `milp_runner.run_milp` in a child process started with the ``spawn`` method (no
+fork of a process that may hold threads) under the caller's `Deadline`: its start is a
+``time.perf_counter`` reading, a system-wide monotonic clock on Linux, so the children keep the
+parent's wall-clock limit. When one backend proves optimality or infeasibility the others are
+terminated; otherwise every backend runs to the limit. The merged answer (`merge_runs`):
+
+- the solution is the best any backend returned; the bound is the largest any backend proved
+  (each is a bound of the same model), capped at that solution;
+- ``optimal`` when a backend proved it, or when the best solution and the largest bound meet within
+  the relative gap (a proof split between two backends is still a proof); else ``feasible``
+  with a solution, ``infeasible`` only as a backend's proof, ``timeout`` otherwise.
+
+Where no child process can be started (a daemonic worker, a platform without ``spawn``) the
+first backend runs alone in this process; `BackendRun.backend_status` says which happened.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from multiprocessing.connection import Connection, wait
+from typing import Any, cast
+
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT
+from .linear import LinearModel
+from .milp_runner import REL_GAP, BackendRun, run_milp
+from .options import Deadline, ExactOptions
+
+#: the backends raced by default: one SCIP and one HiGHS process
+DEFAULT_BACKENDS = ("scip", "highs")
+#: seconds a child may take past the deadline to report (start-up, emitting its answer) before it is killed
+GRACE_S = 5.0
+
+
+def _child(conn: Connection, model: LinearModel, backend: str, deadline: Deadline, options: ExactOptions,
+           hint: list[float] | None, hint_feasible: bool, rel_gap: float) -> None:
+    """Process body: solve and send the `BackendRun` (without its backend object) to the parent."""
+    try:
+        run = run_milp(model, backend, deadline, options, hint=hint, hint_feasible=hint_feasible, rel_gap=rel_gap)
+        run.solver = None
+    except Exception as exc:  # noqa: BLE001 (reported to the parent as an answer-less run)
+        run = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status=f"failed: {type(exc).__name__}: {exc}")
+    conn.send(run)
+    conn.close()
+
+
+def _spawn_context() -> Any:  # a multiprocessing context (typeshed's BaseContext lacks Process)
+    """The process start method of the race: ``spawn`` (see the module docstring)."""
+    return mp.get_context("spawn")
+
+
+def _proof(run: BackendRun) -> bool:
+    return run.status in (OPTIMAL, INFEASIBLE)
+
+
+def run_portfolio(model: LinearModel, deadline: Deadline, options: ExactOptions, *,
+                  backends: Sequence[str] = DEFAULT_BACKENDS, hint: list[float] | None = None,
+                  hint_feasible: bool = False, rel_gap: float = REL_GAP) -> BackendRun:
+    """Race `backends` (names of `milp_runner.MILP_BACKENDS`) on `model` within `deadline`, one
+    process and one thread each (HiGHS gets the workers left over); the merged `BackendRun`."""
+    if len(backends) < 2:
+        return run_milp(model, backends[0], deadline, options, hint=hint, hint_feasible=hint_feasible, rel_gap=rel_gap)
+    spare = max(1, options.workers - (len(backends) - 1))
+    ctx = _spawn_context()
+    children: dict[Connection, tuple[str, mp.process.BaseProcess]] = {}
+    try:
+        for backend in backends:
+            threads = spare if backend == "highs" else 1
+            receive, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_child, daemon=True,
+                               args=(send, model, backend, deadline, replace(options, workers=threads), hint,
+                                     hint_feasible, rel_gap))
+            proc.start()
+            send.close()
+            children[receive] = (backend, proc)
+    except (AssertionError, OSError, ValueError) as exc:  # e.g. "daemonic processes are not allowed to have children"
+        _stop(children)
+        run = run_milp(model, backends[0], deadline, options, hint=hint, hint_feasible=hint_feasible, rel_gap=rel_gap)
+        run.backend_status = f"{backends[0]} alone (no portfolio: {exc}): {run.backend_status}"
+        return run
+    runs: dict[str, BackendRun] = {}
+    left = deadline.left()
+    end = None if left is None else time.monotonic() + max(0.0, left) + GRACE_S
+    pending = dict(children)
+    while pending:
+        timeout = None if end is None else max(0.0, end - time.monotonic())
+        ready = wait(list(pending), timeout)
+        if not ready:
+            break
+        for item in ready:
+            conn = cast(Connection, item)
+            backend, _ = pending.pop(conn)
+            try:
+                runs[backend] = cast(BackendRun, conn.recv())
+            except (EOFError, OSError):
+                runs[backend] = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="ended without an answer")
+        if any(_proof(r) for r in runs.values()):
+            break
+    for backend, _ in pending.values():
+        runs.setdefault(backend, BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="stopped"))
+    _stop(children)
+    return merge_runs(model, runs, deadline.elapsed(), rel_gap)
+
+
+def _stop(children: dict[Connection, tuple[str, mp.process.BaseProcess]]) -> None:
+    """Terminate and reap the children still running; close the pipes."""
+    for conn, (_, proc) in children.items():
+        if proc.is_alive():
+            proc.terminate()
+        proc.join(timeout=2.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+        conn.close()
+
+
+def merge_runs(model: LinearModel, runs: dict[str, BackendRun], wall: float, rel_gap: float = REL_GAP) -> BackendRun:
+    """One `BackendRun` from the backends' (see the module docstring); `backend_status` lists each
+    backend's, the one that decided first."""
+    found = {b: r for b, r in runs.items() if r.found and r.objective is not None}
+    bounds = [r.bound for r in runs.values() if r.bound is not None]
+    status_text = "; ".join(f"{b}: {r.status} ({r.backend_status})" for b, r in runs.items())
+    merged = BackendRun(TIMEOUT, wall=wall, backend_status=status_text,
+                        build_s=max((r.build_s for r in runs.values()), default=0.0))
+    merged.log = sorted((p for r in runs.values() for p in r.log), key=lambda point: point[0])
+    if found:
+        best_backend, best = min(found.items(), key=lambda item: item[1].objective)  # type: ignore[arg-type,return-value]
+        objective = float(best.objective)  # type: ignore[arg-type]
+        bound = max(bounds) if bounds else None
+        if bound is not None:
+            bound = min(bound, objective)
+        proven = best.status == OPTIMAL or (
+            bound is not None and objective - bound <= max(1e-6, rel_gap) * max(1.0, abs(objective)))
+        merged.status = OPTIMAL if proven else FEASIBLE
+        merged.values, merged.objective, merged.bound = best.values, objective, bound
+        merged.backend_status = f"best from {best_backend}; {status_text}"
+        return merged
+    if any(r.status == INFEASIBLE for r in runs.values()):
+        merged.status = INFEASIBLE
+    return merged
+
+
+__all__ = ["DEFAULT_BACKENDS", "merge_runs", "run_portfolio"]

@@ -1,0 +1,110 @@
+"""The MILP portfolio (`solvers.exact.portfolio`): SCIP and HiGHS raced in two processes. The
+merge of their answers (a proof may be split between them), the race against the phase model's
+brute force and SCIP alone, the default with two workers, and the fallback without processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from memsched.solvers.chain import reference_peak
+from memsched.solvers.chain.dp import rotor_min_budget
+from memsched.solvers.chain.generate import random_chain
+from memsched.solvers.exact import highs_runner, portfolio
+from memsched.solvers.exact.linear import LinearModel
+from memsched.solvers.exact.milp_runner import BackendRun
+from memsched.solvers.registry import solve
+from test_chain_exact import brute_force, check_replay
+
+
+def _run(status: str, objective: float | None = None, bound: float | None = None, wall: float = 1.0) -> BackendRun:
+    values = None if objective is None else [objective]
+    return BackendRun(status, values=values, objective=objective, bound=bound, wall=wall, backend_status=status,
+                      log=[(wall, objective, bound)])
+
+
+MODEL = LinearModel()
+
+
+def test_a_proof_split_between_two_backends_is_a_proof():
+    """SCIP holds the best schedule (10) with bound 9, HiGHS a worse one (10.5) with bound 10:
+    together they prove 10."""
+    merged = portfolio.merge_runs(MODEL, {"scip": _run("feasible", 10.0, 9.0), "highs": _run("feasible", 10.5, 10.0)},
+                                  2.0)
+    assert merged.status == "optimal" and merged.objective == 10.0 and merged.bound == 10.0
+    assert merged.backend_status.startswith("best from scip")
+
+
+def test_the_merge_keeps_the_best_schedule_and_the_largest_bound():
+    merged = portfolio.merge_runs(MODEL, {"scip": _run("feasible", 12.0, 9.0), "highs": _run("feasible", 11.0, 9.5)},
+                                  2.0)
+    assert merged.status == "feasible" and merged.objective == 11.0 and merged.bound == 9.5
+    assert merged.values == [11.0]
+
+
+def test_the_bound_never_exceeds_the_schedule():
+    merged = portfolio.merge_runs(MODEL, {"scip": _run("optimal", 10.0, 10.0), "highs": _run("timeout")}, 2.0)
+    assert merged.status == "optimal" and merged.bound == 10.0
+
+
+def test_infeasible_only_as_a_backends_proof():
+    proof = {"scip": _run("infeasible"), "highs": _run("timeout")}
+    assert portfolio.merge_runs(MODEL, proof, 1.0).status == "infeasible"
+    assert portfolio.merge_runs(MODEL, {"scip": _run("timeout"), "highs": _run("timeout")}, 1.0).status == "timeout"
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.integers(2, 5), st.integers(0, 10_000), st.floats(0.0, 1.0))
+def test_the_portfolio_proves_the_phase_optimum(L, seed, fraction):
+    """Its answer is the phase model's optimum (brute force over phase-form sequences), replayed."""
+    chain = random_chain(L, seed, size_range=(1, 6), integer_times=True, overhead=0.5)
+    lo, hi = rotor_min_budget(chain), reference_peak(chain) - 1
+    assume(hi >= lo)
+    budget = lo + int(fraction * (hi - lo))
+    best, _ = brute_force(chain, budget, phase=True)
+    res = solve("chain", chain, "milp", budget, slots=0, backend="portfolio", time_limit=30, warm_start=False)
+    assert res.status == "optimal" and res.objective == pytest.approx(best)
+    assert res.lower_bound <= res.objective + 1e-9
+    check_replay(chain, budget, res)
+
+
+@pytest.mark.skipif(not highs_runner.available(), reason="highspy is not installed")
+def test_two_workers_race_scip_and_highs():
+    chain = random_chain(15, 0)
+    res = solve("chain", chain, "milp", 68, slots=100, workers=2, time_limit=60)
+    assert res.details["backend"] == "portfolio" and res.status == "optimal"
+    assert res.objective == pytest.approx(solve("chain", chain, "milp", 68, slots=100, time_limit=60).objective)
+    assert "scip:" in res.details["backend_status"] and "highs:" in res.details["backend_status"]
+    check_replay(chain, 68, res)
+    assert solve("chain", chain, "milp", 68, slots=100, time_limit=60).details["backend"] == "scip"
+
+
+def test_at_the_time_limit_the_merged_bound_is_kept():
+    """Both backends stop at the limit: a schedule, and a bound below it (the larger of the two)."""
+    chain = random_chain(30, 0)
+    res = solve("chain", chain, "milp", 97, slots=100, backend="portfolio", time_limit=5)
+    assert res.status == "feasible" and res.lower_bound is not None
+    assert 180.0 < res.lower_bound < res.objective
+    check_replay(chain, 97, res)
+
+
+def test_without_child_processes_the_first_backend_runs_alone(monkeypatch):
+    """A daemonic worker may not start processes: SCIP then runs here, and says so."""
+
+    spawn = multiprocessing.get_context("spawn")
+
+    class NoChildren:
+        def __getattr__(self, name):
+            return getattr(spawn, name)
+
+        def Process(self, *args, **kwargs):  # noqa: N802 (multiprocessing's name)
+            raise AssertionError("daemonic processes are not allowed to have children")
+
+    monkeypatch.setattr(portfolio, "_spawn_context", NoChildren)
+    chain = random_chain(6, 3)
+    budget = rotor_min_budget(chain) + 3
+    res = solve("chain", chain, "milp", budget, slots=0, backend="portfolio", time_limit=20)
+    assert res.status == "optimal" and "scip alone" in res.details["backend_status"]
+    assert res.objective == pytest.approx(solve("chain", chain, "milp", budget, slots=0, time_limit=20).objective)
