@@ -81,15 +81,6 @@ def test_two_workers_race_scip_and_highs():
     assert solve("chain", chain, "milp", 68, slots=100, time_limit=60).details["backend"] == "scip"
 
 
-def test_at_the_time_limit_the_merged_bound_is_kept():
-    """Both backends stop at the limit: a schedule, and a bound below it (the larger of the two)."""
-    chain = random_chain(30, 0)
-    res = solve("chain", chain, "milp", 97, slots=100, backend="portfolio", time_limit=5)
-    assert res.status == "feasible" and res.lower_bound is not None
-    assert 180.0 < res.lower_bound < res.objective
-    check_replay(chain, 97, res)
-
-
 def test_without_child_processes_the_first_backend_runs_alone(monkeypatch):
     """A daemonic worker may not start processes: SCIP then runs here, and says so."""
 
