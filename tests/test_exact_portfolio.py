@@ -75,6 +75,7 @@ def test_two_workers_race_scip_and_highs():
     chain = random_chain(15, 0)
     res = solve("chain", chain, "milp", 68, slots=100, workers=2, time_limit=60)
     assert res.details["backend"] == "portfolio" and res.status == "optimal"
+    assert not multiprocessing.active_children()  # the loser was stopped when the winner proved it
     assert res.objective == pytest.approx(solve("chain", chain, "milp", 68, slots=100, time_limit=60).objective)
     assert "scip:" in res.details["backend_status"] and "highs:" in res.details["backend_status"]
     check_replay(chain, 68, res)

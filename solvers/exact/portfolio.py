@@ -87,11 +87,22 @@ def run_portfolio(model: LinearModel, deadline: Deadline, options: ExactOptions,
         run = run_milp(model, backends[0], deadline, options, hint=hint, hint_feasible=hint_feasible, rel_gap=rel_gap)
         run.backend_status = f"{backends[0]} alone (no portfolio: {exc}): {run.backend_status}"
         return run
+    try:
+        runs = _collect(children, deadline)
+    finally:  # a proof, the limit, or an interrupt (Ctrl-C in a notebook): no backend outlives the call
+        _stop(children)
+    return merge_runs(model, runs, deadline.elapsed(), rel_gap)
+
+
+def _collect(children: dict[Connection, tuple[str, mp.process.BaseProcess]], deadline: Deadline
+             ) -> dict[str, BackendRun]:
+    """The backends' answers, until one is a proof, all have answered, or the deadline (plus
+    `GRACE_S`) has passed; a backend without an answer by then counts as stopped (``timeout``)."""
     runs: dict[str, BackendRun] = {}
     left = deadline.left()
     end = None if left is None else time.monotonic() + max(0.0, left) + GRACE_S
     pending = dict(children)
-    while pending:
+    while pending and not any(_proof(r) for r in runs.values()):
         timeout = None if end is None else max(0.0, end - time.monotonic())
         ready = wait(list(pending), timeout)
         if not ready:
@@ -103,12 +114,9 @@ def run_portfolio(model: LinearModel, deadline: Deadline, options: ExactOptions,
                 runs[backend] = cast(BackendRun, conn.recv())
             except (EOFError, OSError):
                 runs[backend] = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="ended without an answer")
-        if any(_proof(r) for r in runs.values()):
-            break
     for backend, _ in pending.values():
-        runs.setdefault(backend, BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="stopped"))
-    _stop(children)
-    return merge_runs(model, runs, deadline.elapsed(), rel_gap)
+        runs[backend] = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="stopped")
+    return runs
 
 
 def _stop(children: dict[Connection, tuple[str, mp.process.BaseProcess]]) -> None:
