@@ -72,6 +72,7 @@ def _pipeline() -> Any:
 #: (problem, solver, instance name, instance factory, budget as a fraction of the reference peak, options)
 CASES: list[tuple[str, str, str, Callable[[], Any], float, dict[str, Any]]] = [
     ("chain", "milp", "random_chain(100)", lambda: _chain(100, 1), 0.3, {}),
+    ("chain", "milp", "random_chain(100), portfolio", lambda: _chain(100, 1), 0.3, {"backend": "portfolio"}),
     ("chain", "cpsat", "random_chain(100)", lambda: _chain(100, 1), 0.3, {}),
     ("graph", "checkmate", "resnet18-like (189 nodes)", _graph, 0.6, {}),
     ("graph", "cpsat", "resnet18-like (189 nodes)", _graph, 0.6, {}),

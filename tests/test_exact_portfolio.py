@@ -5,6 +5,8 @@ brute force and SCIP alone, the default with two workers, and the fallback witho
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
+import sys
 
 import pytest
 from hypothesis import assume, given, settings
@@ -84,19 +86,24 @@ def test_two_workers_race_scip_and_highs():
 
 def test_without_child_processes_the_first_backend_runs_alone(monkeypatch):
     """A daemonic worker may not start processes: SCIP then runs here, and says so."""
-
-    spawn = multiprocessing.get_context("spawn")
-
-    class NoChildren:
-        def __getattr__(self, name):
-            return getattr(spawn, name)
-
-        def Process(self, *args, **kwargs):  # noqa: N802 (multiprocessing's name)
-            raise AssertionError("daemonic processes are not allowed to have children")
-
-    monkeypatch.setattr(portfolio, "_spawn_context", NoChildren)
+    monkeypatch.setattr(portfolio, "can_fork", lambda: False)
     chain = random_chain(6, 3)
     budget = rotor_min_budget(chain) + 3
     res = solve("chain", chain, "milp", budget, slots=0, backend="portfolio", time_limit=20)
     assert res.status == "optimal" and "scip alone" in res.details["backend_status"]
     assert res.objective == pytest.approx(solve("chain", chain, "milp", budget, slots=0, time_limit=20).objective)
+
+
+def test_a_script_piped_to_python_races_both_backends():
+    """A ``__main__`` without a file (``python -`` reading stdin; a notebook is alike): the
+    children are forked, so nothing re-imports it (``spawn`` failed here and both backends
+    ended without an answer)."""
+    script = (
+        "from memsched.solvers.chain.generate import random_chain\n"
+        "from memsched.solvers.registry import solve\n"
+        "res = solve('chain', random_chain(8, 2), 'milp', 60, slots=0, backend='portfolio', time_limit=30)\n"
+        "print(res.status, res.details['backend_status'])\n")
+    out = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("optimal") and "without an answer" not in out.stdout
+    assert "scip: " in out.stdout and "highs: " in out.stdout

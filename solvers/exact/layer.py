@@ -75,7 +75,7 @@ def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], dea
         if limit is not None:  # a fast solver with optional stages (pofo) leaves them out past this
             kwargs["time_limit"] = max(0.0, (0.5 * limit if out else limit) - start)
         try:
-            if out and limit is not None and _can_fork():  # an optional seed: killed at half the limit
+            if out and limit is not None and can_fork():  # an optional seed: killed at half the limit
                 found = _solve_in_child(problem, instance, name, budget, kwargs, 0.5 * limit - start)
                 if found is None:
                     continue
@@ -94,7 +94,7 @@ def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], dea
 _CAN_FORK = "fork" in multiprocessing.get_all_start_methods()
 
 
-def _can_fork() -> bool:
+def can_fork() -> bool:
     """Whether an optional seed may run in a forked child: the platform forks and this process
     may have children (a daemonic process, e.g. a sweep's pool worker, may not: it solves here)."""
     return _CAN_FORK and not multiprocessing.current_process().daemon

@@ -5,11 +5,11 @@ chain phase model of L = 50 at the mid budget in 53 s where SCIP needs 132 s; SC
 budget of L = 30 at a smaller gap), and neither uses a second core on these models. With
 ``workers >= 2`` the chain `milp` runs both at once (`backend="portfolio"`).
 
-Each backend runs `milp_runner.run_milp` in a child process started with the ``spawn`` method (no
-fork of a process that may hold threads) under the caller's `Deadline`: its start is a
-``time.perf_counter`` reading, a system-wide monotonic clock on Linux, so the children keep the
-parent's wall-clock limit. When one backend proves optimality or infeasibility the others are
-terminated; otherwise every backend runs to the limit. The merged answer (`merge_runs`):
+Each backend runs `milp_runner.run_milp` in a forked child process (as the exact layer's
+optional seeds do: no start-up cost, and no re-import of the caller's ``__main__``, which the
+``spawn`` method needs and a notebook or a piped script does not have) under the caller's
+`Deadline`. When one backend proves optimality or infeasibility the others are terminated;
+otherwise every backend runs to the limit. The merged answer (`merge_runs`):
 
 - the solution is the best any backend returned; the bound is the largest any backend proved
   (each is a bound of the same model), capped at that solution;
@@ -17,8 +17,9 @@ terminated; otherwise every backend runs to the limit. The merged answer (`merge
   the relative gap (a proof split between two backends is still a proof); else ``feasible``
   with a solution, ``infeasible`` only as a backend's proof, ``timeout`` otherwise.
 
-Where no child process can be started (a daemonic worker, a platform without ``spawn``) the
-first backend runs alone in this process; `BackendRun.backend_status` says which happened.
+Where no child process can be forked (a daemonic worker such as a sweep's pool worker, a platform
+without ``fork``) the first backend runs alone in this process; `BackendRun.backend_status` says
+which happened.
 """
 
 from __future__ import annotations
@@ -28,17 +29,18 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from multiprocessing.connection import Connection, wait
-from typing import Any, cast
+from typing import cast
 
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT
+from .layer import can_fork
 from .linear import LinearModel
 from .milp_runner import REL_GAP, BackendRun, run_milp
-from .options import Deadline, ExactOptions
+from .options import Deadline, DeadlineExceeded, ExactOptions
 
 #: the backends raced by default: one SCIP and one HiGHS process
 DEFAULT_BACKENDS = ("scip", "highs")
 #: seconds a child may take past the deadline to report (start-up, emitting its answer) before it is killed
-GRACE_S = 5.0
+GRACE_S = 2.0
 
 
 def _child(conn: Connection, model: LinearModel, backend: str, deadline: Deadline, options: ExactOptions,
@@ -47,15 +49,12 @@ def _child(conn: Connection, model: LinearModel, backend: str, deadline: Deadlin
     try:
         run = run_milp(model, backend, deadline, options, hint=hint, hint_feasible=hint_feasible, rel_gap=rel_gap)
         run.solver = None
+    except DeadlineExceeded:
+        run = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="time limit reached while emitting the model")
     except Exception as exc:  # noqa: BLE001 (reported to the parent as an answer-less run)
         run = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status=f"failed: {type(exc).__name__}: {exc}")
     conn.send(run)
     conn.close()
-
-
-def _spawn_context() -> Any:  # a multiprocessing context (typeshed's BaseContext lacks Process)
-    """The process start method of the race: ``spawn`` (see the module docstring)."""
-    return mp.get_context("spawn")
 
 
 def _proof(run: BackendRun) -> bool:
@@ -69,24 +68,22 @@ def run_portfolio(model: LinearModel, deadline: Deadline, options: ExactOptions,
     process and one thread each (HiGHS gets the workers left over); the merged `BackendRun`."""
     if len(backends) < 2:
         return run_milp(model, backends[0], deadline, options, hint=hint, hint_feasible=hint_feasible, rel_gap=rel_gap)
-    spare = max(1, options.workers - (len(backends) - 1))
-    ctx = _spawn_context()
-    children: dict[Connection, tuple[str, mp.process.BaseProcess]] = {}
-    try:
-        for backend in backends:
-            threads = spare if backend == "highs" else 1
-            receive, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_child, daemon=True,
-                               args=(send, model, backend, deadline, replace(options, workers=threads), hint,
-                                     hint_feasible, rel_gap))
-            proc.start()
-            send.close()
-            children[receive] = (backend, proc)
-    except (AssertionError, OSError, ValueError) as exc:  # e.g. "daemonic processes are not allowed to have children"
-        _stop(children)
+    if not can_fork():
         run = run_milp(model, backends[0], deadline, options, hint=hint, hint_feasible=hint_feasible, rel_gap=rel_gap)
-        run.backend_status = f"{backends[0]} alone (no portfolio: {exc}): {run.backend_status}"
+        run.backend_status = f"{backends[0]} alone (no child process can be forked here): {run.backend_status}"
         return run
+    spare = max(1, options.workers - (len(backends) - 1))
+    ctx = mp.get_context("fork")
+    children: dict[Connection, tuple[str, mp.process.BaseProcess]] = {}
+    for backend in backends:
+        threads = spare if backend == "highs" else 1
+        receive, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_child, daemon=True,
+                           args=(send, model, backend, deadline, replace(options, workers=threads), hint,
+                                 hint_feasible, rel_gap))
+        proc.start()
+        send.close()
+        children[receive] = (backend, proc)
     try:
         runs = _collect(children, deadline)
     finally:  # a proof, the limit, or an interrupt (Ctrl-C in a notebook): no backend outlives the call
