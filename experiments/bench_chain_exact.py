@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     append = args.append and out.exists() and out.stat().st_size > 0
     with out.open("a" if append else "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=FIELDS)
+        writer = csv.DictWriter(fh, fieldnames=FIELDS, lineterminator="\n")
         if not append:
             writer.writeheader()
         for L in args.lengths:
