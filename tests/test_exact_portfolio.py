@@ -15,7 +15,6 @@ from memsched.solvers.chain import reference_peak
 from memsched.solvers.chain.dp import rotor_min_budget
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.exact import highs_runner, portfolio
-from memsched.solvers.exact.linear import LinearModel
 from memsched.solvers.exact.milp_runner import BackendRun
 from memsched.solvers.registry import solve
 from test_chain_exact import brute_force, check_replay
@@ -27,34 +26,32 @@ def _run(status: str, objective: float | None = None, bound: float | None = None
                       log=[(wall, objective, bound)])
 
 
-MODEL = LinearModel()
-
 
 def test_a_proof_split_between_two_backends_is_a_proof():
     """SCIP holds the best schedule (10) with bound 9, HiGHS a worse one (10.5) with bound 10:
     together they prove 10."""
-    merged = portfolio.merge_runs(MODEL, {"scip": _run("feasible", 10.0, 9.0), "highs": _run("feasible", 10.5, 10.0)},
+    merged = portfolio.merge_runs({"scip": _run("feasible", 10.0, 9.0), "highs": _run("feasible", 10.5, 10.0)},
                                   2.0)
     assert merged.status == "optimal" and merged.objective == 10.0 and merged.bound == 10.0
     assert merged.backend_status.startswith("best from scip")
 
 
 def test_the_merge_keeps_the_best_schedule_and_the_largest_bound():
-    merged = portfolio.merge_runs(MODEL, {"scip": _run("feasible", 12.0, 9.0), "highs": _run("feasible", 11.0, 9.5)},
+    merged = portfolio.merge_runs({"scip": _run("feasible", 12.0, 9.0), "highs": _run("feasible", 11.0, 9.5)},
                                   2.0)
     assert merged.status == "feasible" and merged.objective == 11.0 and merged.bound == 9.5
     assert merged.values == [11.0]
 
 
 def test_the_bound_never_exceeds_the_schedule():
-    merged = portfolio.merge_runs(MODEL, {"scip": _run("optimal", 10.0, 10.0), "highs": _run("timeout")}, 2.0)
+    merged = portfolio.merge_runs({"scip": _run("optimal", 10.0, 10.0), "highs": _run("timeout")}, 2.0)
     assert merged.status == "optimal" and merged.bound == 10.0
 
 
 def test_infeasible_only_as_a_backends_proof():
     proof = {"scip": _run("infeasible"), "highs": _run("timeout")}
-    assert portfolio.merge_runs(MODEL, proof, 1.0).status == "infeasible"
-    assert portfolio.merge_runs(MODEL, {"scip": _run("timeout"), "highs": _run("timeout")}, 1.0).status == "timeout"
+    assert portfolio.merge_runs(proof, 1.0).status == "infeasible"
+    assert portfolio.merge_runs({"scip": _run("timeout"), "highs": _run("timeout")}, 1.0).status == "timeout"
 
 
 @settings(max_examples=6, deadline=None)

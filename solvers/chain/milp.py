@@ -7,7 +7,8 @@ the default with ``workers >= 2``). The default was chosen with `experiments/ben
 (results/bench_chain_exact.csv; random_chain(L, 0), 100 slots, 60 s, 2 shared cores): SCIP
 reaches the smallest gaps at the tight budgets from L = 20 on (CP-SAT's bound is weaker), and
 L <= 15 is proven by every backend. At L = 50 only the loose budget is proven in 60 s by every
-MILP backend, the mid one by HiGHS alone (53-56 s) and the tight one by none (SCIP needs 439 s):
+MILP backend, the mid one by HiGHS with its default seed (53-56 s; also through the portfolio)
+and the tight one by none (SCIP needs 439 s):
 the root LP relaxation is 2.4% (tight) to 0.5% (mid) below the best schedule (docs/chain.md,
 "Scale"). CBC was left out of the timed grid: it counts CPU seconds, so under load it overran
 its limit (164 s wall for a 60 s limit at L = 20).

@@ -67,11 +67,10 @@ def run_portfolio(model: LinearModel, deadline: Deadline, options: ExactOptions,
                   hint_feasible: bool = False, rel_gap: float = REL_GAP) -> BackendRun:
     """Race `backends` (names of `milp_runner.MILP_BACKENDS`) on `model` within `deadline`, one
     process and one thread each (HiGHS gets the workers left over); the merged `BackendRun`."""
-    if len(backends) < 2:
-        return run_milp(model, backends[0], deadline, options, hint=hint, hint_feasible=hint_feasible, rel_gap=rel_gap)
-    if not can_fork():
+    if len(backends) < 2 or not can_fork():
         run = run_milp(model, backends[0], deadline, options, hint=hint, hint_feasible=hint_feasible, rel_gap=rel_gap)
-        run.backend_status = f"{backends[0]} alone (no child process can be forked here): {run.backend_status}"
+        if len(backends) >= 2:
+            run.backend_status = f"{backends[0]} alone (no child process can be forked here): {run.backend_status}"
         return run
     spare = max(1, options.workers - (len(backends) - 1))
     ctx = mp.get_context("fork")
@@ -89,7 +88,7 @@ def run_portfolio(model: LinearModel, deadline: Deadline, options: ExactOptions,
         runs = _collect(children, deadline)
     finally:  # a proof, the limit, or an interrupt (Ctrl-C in a notebook): no backend outlives the call
         _stop(children)
-    return merge_runs(model, runs, deadline.elapsed(), rel_gap)
+    return merge_runs(runs, deadline.elapsed(), rel_gap)
 
 
 def _collect(children: dict[Connection, tuple[str, mp.process.BaseProcess]], deadline: Deadline
@@ -129,9 +128,9 @@ def _stop(children: dict[Connection, tuple[str, mp.process.BaseProcess]]) -> Non
         conn.close()
 
 
-def merge_runs(model: LinearModel, runs: dict[str, BackendRun], wall: float, rel_gap: float = REL_GAP) -> BackendRun:
-    """One `BackendRun` from the backends' (see the module docstring); `backend_status` lists each
-    backend's, the one that decided first."""
+def merge_runs(runs: dict[str, BackendRun], wall: float, rel_gap: float = REL_GAP) -> BackendRun:
+    """One `BackendRun` from the backends' (see the module docstring), `wall` seconds into the
+    deadline; `backend_status` names the backend of the schedule kept, then lists each one's."""
     found = {b: r for b, r in runs.items() if r.found and r.objective is not None}
     bounds = [r.bound for r in runs.values() if r.bound is not None]
     status_text = "; ".join(f"{b}: {r.status} ({r.backend_status})" for b, r in runs.items())
