@@ -15,6 +15,7 @@ from memsched.solvers.units import format_bytes
 from ._checks import check_options, check_output_file, check_work
 from ._common import add_link_arguments, add_solver_arguments, budget_for, load_problem, parse_options, print_json
 from ._infeasible import find_min_budget
+from ._progress import progress_line, wanted
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("-o", "--output", metavar="SCHEDULE.json", help="also write the schedule to this file")
     p.add_argument("--plot", metavar="FIG", help="also draw the schedule (PNG, PDF or SVG by extension)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a live line on stderr (stage, best, bound, gap); default: for exact solvers on a terminal")
     p.set_defaults(func=main)
 
 
@@ -57,7 +60,14 @@ def main(args: argparse.Namespace) -> int:
     options = parse_options(args.option)
     check_options(problem, name, options)
     check_work(problem, name, instance, path=args.file)
-    result = registry.solve(problem, instance, name, budget, slots=args.slots, time_limit=args.time_limit, **options)
+    solver = registry.get_solver(problem, name)
+    limit = args.time_limit
+    if limit is None:  # the line's scale only: the solver validates its options itself
+        limit = options.get("time_limit", getattr(solver, "default_time_limit", None))
+        limit = float(limit) if isinstance(limit, (int, float)) else None
+    with progress_line(wanted(args.progress, solver), label=name, limit=limit):
+        result = registry.solve(problem, instance, name, budget, slots=args.slots, time_limit=args.time_limit,
+                                **options)
     find_min_budget(problem, instance, result, {"slots": args.slots, "time_limit": args.time_limit, **options})
     if result.schedule is not None:
         if args.output:

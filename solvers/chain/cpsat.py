@@ -108,7 +108,7 @@ def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: 
         extra["absolute_gap_limit"] = 0.0
     build_s = deadline.elapsed() - t_build
     run = run_cpsat(cp, deadline, options, variables=xs, offset=const, hint_feasible=hint_ok,
-                    parameters=parameters, extra=extra)
+                    parameters=parameters, extra=extra, watched=True)
     details = {**phase_details(model, build_s, source, hint_values, hint_ok), **report.as_details(),
                "cuts_in_model": cuts, "constraints": len(rows),
                "workers": options.workers, "integral_objective": integral, "backend_status": run.backend_status}

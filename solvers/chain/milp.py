@@ -101,11 +101,11 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
     if backend == "cp-sat":
         cp, xs, offset, scale = linear_to_cpsat(lm, hint=hint_values, deadline=deadline)
         run = run_cpsat(cp, deadline, options, variables=xs, offset=offset, scale=scale, hint_feasible=hint_ok,
-                        extra={"linearization_level": 2})
+                        extra={"linearization_level": 2}, watched=True)
     elif backend == PORTFOLIO:
-        run = run_portfolio(lm, deadline, options, hint=hint_values, hint_feasible=hint_ok)
+        run = run_portfolio(lm, deadline, options, hint=hint_values, hint_feasible=hint_ok, watched=True)
     else:
-        run = run_milp(lm, backend, deadline, options, hint=hint_values, hint_feasible=hint_ok)
+        run = run_milp(lm, backend, deadline, options, hint=hint_values, hint_feasible=hint_ok, watched=True)
     details = {**phase_details(model, build_s, source, hint_values, hint_ok), **report.as_details(),
                "backend_status": run.backend_status}
     values = run.values

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..exact.options import Deadline
+from ..progress import report as report_progress
 from .exact_model import Lin, PhaseModel
 
 #: a cut is added when its left side exceeds its right side by more than this (0-1 units)
@@ -147,6 +148,7 @@ def separate_tape_cuts(
     from ortools.linear_solver import pywraplp
 
     report = CutReport()
+    report_progress("root LP and tape cuts")
     t0 = deadline.elapsed()
     stop_at = None if deadline.limit is None else t0 + first_share * deadline.limit
     solver = pywraplp.Solver.CreateSolver("GLOP")
@@ -192,6 +194,7 @@ def separate_tape_cuts(
                 stop_at = t0 + share * deadline.limit
         report.lp_after = value
         report.history.append(value)
+        report_progress(bound=value)
         if first and incumbent is not None and incumbent - value <= min_gap * max(1.0, abs(incumbent)):
             break
         stalled = stalled + 1 if gain < min_gain * max(1.0, abs(value)) else 0

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..discretize import integer_costs
+from ..progress import current_reporter, report
 from .linear import LinearModel
 from .milp_runner import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, BackendRun, finite_bound
 from .options import Deadline, ExactOptions
@@ -27,13 +28,15 @@ def run_cpsat(model: Any, deadline: Deadline, options: ExactOptions | None = Non
               variables: Sequence[Any] | None = None, offset: float = 0.0, scale: float = 1.0,
               hint_feasible: bool = False, stop_at_first: bool = False, parameters: str = "",
               extra: dict[str, Any] | None = None, log_start: float | None = None,
-              progress: bool = True) -> BackendRun:
+              progress: bool = True, watched: bool = False) -> BackendRun:
     """Solve `model` (a `cp_model.CpModel`). Objective and bound are reported as
     ``(value + offset) / scale`` (the model minimises integer ticks; `scale` ticks per unit).
     `variables`: read their values into ``run.values``; ``run.solver`` keeps the solver for
     other reads. `extra` sets CP-SAT parameters by name; `parameters` is "name:value" text
     (spaces or commas between pairs) applied last. `progress`: log every improving solution
-    (a Python callback; off for many small solves)."""
+    (a Python callback; off for many small solves). `watched`: the model is the whole problem and
+    its objective the problem's, so improving solutions and bounds go to the progress watcher
+    (`solvers.progress`) as CP-SAT finds them; the stage is reported in any case."""
     from ortools.sat.python import cp_model
 
     options = options or ExactOptions()
@@ -51,6 +54,8 @@ def run_cpsat(model: Any, deadline: Deadline, options: ExactOptions | None = Non
         setattr(p, name, value)
     set_parameters(p, parameters)
     start = deadline.start if log_start is None else log_start
+    report("search (cp-sat)")
+    send = current_reporter() if watched else None  # CP-SAT calls back from its own threads
     log: list[tuple[float, float | None, float | None]] = []
 
     class _Progress(cp_model.CpSolverSolutionCallback):
@@ -60,8 +65,11 @@ def run_cpsat(model: Any, deadline: Deadline, options: ExactOptions | None = Non
 
         def on_solution_callback(self) -> None:
             with self.lock:
-                log.append((time.perf_counter() - start, (self.objective_value + offset) / scale,
-                            _bound(self.best_objective_bound, offset, scale)))
+                entry = (time.perf_counter() - start, (self.objective_value + offset) / scale,
+                         _bound(self.best_objective_bound, offset, scale))
+                log.append(entry)
+            if send is not None and not stop_at_first:
+                send(best=entry[1], bound=entry[2])
             if stop_at_first:
                 self.stop_search()
 
@@ -70,8 +78,10 @@ def run_cpsat(model: Any, deadline: Deadline, options: ExactOptions | None = Non
         timer = threading.Timer(max(0.0, left) + 0.2, solver.stop_search)
         timer.daemon = True
         timer.start()
+    if send is not None and model.has_objective():
+        solver.best_bound_callback = lambda value: send(bound=_bound(value, offset, scale))
     try:
-        code = solver.solve(model, _Progress() if progress or stop_at_first else None)
+        code = solver.solve(model, _Progress() if progress or stop_at_first or send is not None else None)
     finally:
         if timer is not None:
             timer.cancel()
@@ -89,6 +99,8 @@ def run_cpsat(model: Any, deadline: Deadline, options: ExactOptions | None = Non
         if status == OPTIMAL and bound is None:
             bound = objective
         run.status, run.objective, run.bound = status, objective, bound
+        if send is not None and not stop_at_first:
+            send(best=objective, bound=bound)
         if variables is not None:
             run.values = [float(solver.value(v)) for v in variables]
         else:

@@ -32,6 +32,7 @@ from typing import Any
 
 from ..discretize import effective_slots
 from ..errors import InputError
+from ..progress import report
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .options import DEFAULT_TIME_LIMIT, Deadline, DeadlineExceeded, ExactOptions
 
@@ -153,9 +154,12 @@ def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: fl
         def solver(instance: Any, budget: int, **kw: Any) -> SolveResult:
             options, rest = ExactOptions.from_kwargs(defaults, **kw)
             deadline = Deadline(options.time_limit)
+            if options.warm_start:
+                report(f"{name}: warm start ({', '.join(fast)})")
             seeds = run_fast(problem, instance, int(budget), fast, deadline, options, rest) \
                 if options.warm_start else []
             seed = min(seeds, key=lambda r: math.inf if r.objective is None else r.objective) if seeds else None
+            report(f"{name}: model", best=None if seed is None else seed.objective)
             try:
                 res = fn(instance, int(budget), options=options, deadline=deadline, seed=seed, **rest)
             except DeadlineExceeded:
@@ -166,6 +170,7 @@ def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: fl
 
         solver.exact_layer = True  # type: ignore[attr-defined]
         solver.fast_solvers = tuple(fast)  # type: ignore[attr-defined]
+        solver.default_time_limit = time_limit  # type: ignore[attr-defined]
         return solver
 
     return decorate

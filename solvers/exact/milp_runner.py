@@ -23,6 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..progress import report
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT
 from . import highs_runner
 from .cbc_cmd import cbc_program, export_mps, solve_mps
@@ -92,12 +93,27 @@ def infeasible(run: BackendRun, *, left: float | None, solve_s: float, hint_feas
 
 def run_milp(model: LinearModel, backend: str, deadline: Deadline, options: ExactOptions | None = None, *,
              hint: list[float] | None = None, hint_feasible: bool = False, relax: bool = False,
-             feasibility_only: bool = False, rel_gap: float = REL_GAP, lp_solver: str = "GLOP") -> BackendRun:
+             feasibility_only: bool = False, rel_gap: float = REL_GAP, lp_solver: str = "GLOP",
+             watched: bool = False) -> BackendRun:
     """Solve `model` with `backend` (one of MILP_BACKENDS; ``relax`` solves the LP relaxation
     with `lp_solver`: "GLOP", or "CLP", much faster on Checkmate's large relaxations, falling
     back to GLOP where this build has no CLP). `hint` is a complete assignment (SCIP uses it,
     the CBC program takes it as its MIP start; HiGHS crashes on hints in pywraplp, so it gets
-    none); `hint_feasible` says it satisfies the model."""
+    none); `hint_feasible` says it satisfies the model. `watched`: the model is the whole problem
+    and its objective the problem's, so its solution and bound go to the progress watcher
+    (`solvers.progress`; the stage is reported in any case)."""
+    report(f"LP relaxation ({lp_solver.lower()})" if relax else f"search ({backend})")
+    run = _run_milp(model, backend, deadline, options, hint=hint, hint_feasible=hint_feasible, relax=relax,
+                    feasibility_only=feasibility_only, rel_gap=rel_gap, lp_solver=lp_solver)
+    if watched and not relax and not feasibility_only and run.values is not None:
+        report(best=run.objective, bound=run.bound)
+    return run
+
+
+def _run_milp(model: LinearModel, backend: str, deadline: Deadline, options: ExactOptions | None, *,
+              hint: list[float] | None, hint_feasible: bool, relax: bool, feasibility_only: bool, rel_gap: float,
+              lp_solver: str) -> BackendRun:
+    """`run_milp` without the progress reports."""
     from ortools.linear_solver import pywraplp
 
     options = options or ExactOptions()

@@ -32,6 +32,7 @@ from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from typing import cast
 
+from ..progress import report
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT
 from .layer import can_fork
 from .linear import LinearModel
@@ -64,14 +65,17 @@ def _proof(run: BackendRun) -> bool:
 
 def run_portfolio(model: LinearModel, deadline: Deadline, options: ExactOptions, *,
                   backends: Sequence[str] = DEFAULT_BACKENDS, hint: list[float] | None = None,
-                  hint_feasible: bool = False, rel_gap: float = REL_GAP) -> BackendRun:
+                  hint_feasible: bool = False, rel_gap: float = REL_GAP, watched: bool = False) -> BackendRun:
     """Race `backends` (names of `milp_runner.MILP_BACKENDS`) on `model` within `deadline`, one
-    process and one thread each (HiGHS gets the workers left over); the merged `BackendRun`."""
+    process and one thread each (HiGHS gets the workers left over); the merged `BackendRun`.
+    `watched`: as `run_milp`'s (each backend's answer is reported as it arrives)."""
     if len(backends) < 2 or not can_fork():
-        run = run_milp(model, backends[0], deadline, options, hint=hint, hint_feasible=hint_feasible, rel_gap=rel_gap)
+        run = run_milp(model, backends[0], deadline, options, hint=hint, hint_feasible=hint_feasible, rel_gap=rel_gap,
+                       watched=watched)
         if len(backends) >= 2:
             run.backend_status = f"{backends[0]} alone (no child process can be forked here): {run.backend_status}"
         return run
+    report(f"search ({' + '.join(backends)}, {len(backends)} processes)")
     spare = max(1, options.workers - (len(backends) - 1))
     ctx = mp.get_context("fork")
     children: dict[Connection, tuple[str, mp.process.BaseProcess]] = {}
@@ -85,14 +89,14 @@ def run_portfolio(model: LinearModel, deadline: Deadline, options: ExactOptions,
         send.close()
         children[receive] = (backend, proc)
     try:
-        runs = _collect(children, deadline)
+        runs = _collect(children, deadline, watched)
     finally:  # a proof, the limit, or an interrupt (Ctrl-C in a notebook): no backend outlives the call
         _stop(children)
     return merge_runs(runs, deadline.elapsed(), rel_gap)
 
 
-def _collect(children: dict[Connection, tuple[str, mp.process.BaseProcess]], deadline: Deadline
-             ) -> dict[str, BackendRun]:
+def _collect(children: dict[Connection, tuple[str, mp.process.BaseProcess]], deadline: Deadline,
+             watched: bool = False) -> dict[str, BackendRun]:
     """The backends' answers, until one is a proof, all have answered, or the deadline (plus
     `GRACE_S`) has passed; a backend without an answer by then counts as stopped (``timeout``)."""
     runs: dict[str, BackendRun] = {}
@@ -108,9 +112,12 @@ def _collect(children: dict[Connection, tuple[str, mp.process.BaseProcess]], dea
             conn = cast(Connection, item)
             backend, _ = pending.pop(conn)
             try:
-                runs[backend] = cast(BackendRun, conn.recv())
+                runs[backend] = run = cast(BackendRun, conn.recv())
             except (EOFError, OSError):
                 runs[backend] = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="ended without an answer")
+                continue
+            if watched and run.values is not None:
+                report(f"search: {backend} answered ({run.status})", best=run.objective, bound=run.bound)
     for backend, _ in pending.values():
         runs[backend] = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="stopped")
     return runs

@@ -243,7 +243,7 @@ def solve_cpsat(
             hinted = mm.hint(mm.sequence(first.solver))
         mm.model.minimize(mm.objective)
     run = run_cpsat(mm.model, deadline, options, offset=base, scale=scale, hint_feasible=hinted,
-                    extra={"cp_model_presolve": presolve})
+                    extra={"cp_model_presolve": presolve}, watched=True)
     result.log = hint_log + [entry for entry in run.log if not hint_log or entry[1] is None or entry[1] < known]
     result.details["cpsat_status"] = run.backend_status
     if run.status == INFEASIBLE:

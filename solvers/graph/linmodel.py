@@ -25,20 +25,24 @@ def _deadline(deadline: Deadline | None, time_limit: float | None) -> Deadline:
 
 def solve_milp(model: LinearModel, backend: str, *, time_limit: float | None = None, hint: list[float] | None = None,
                relax: bool = False, threads: int = 1, feasibility_only: bool = False,
-               deadline: Deadline | None = None, hint_feasible: bool = False, lp_solver: str = "GLOP") -> BackendRun:
+               deadline: Deadline | None = None, hint_feasible: bool = False, lp_solver: str = "GLOP",
+               watched: bool = False) -> BackendRun:
     """Solve with a pywraplp backend ("scip", "cbc", "highs", or the LP relaxation with ``relax``:
-    `lp_solver` "GLOP" or "CLP") within `deadline` (or `time_limit` seconds from now)."""
+    `lp_solver` "GLOP" or "CLP") within `deadline` (or `time_limit` seconds from now); `watched` as
+    `run_milp`'s."""
     return run_milp(model, backend, _deadline(deadline, time_limit), ExactOptions(time_limit=None, workers=threads),
                     hint=hint, hint_feasible=hint_feasible, relax=relax, feasibility_only=feasibility_only,
-                    lp_solver=lp_solver)
+                    lp_solver=lp_solver, watched=watched)
 
 
 def solve_cpsat_linear(model: LinearModel, *, time_limit: float | None = None, hint: list[float] | None = None,
                        threads: int = 1, feasibility_only: bool = False, log_start: float | None = None,
-                       deadline: Deadline | None = None, hint_feasible: bool = False) -> BackendRun:
+                       deadline: Deadline | None = None, hint_feasible: bool = False, watched: bool = False
+                       ) -> BackendRun:
     """The same linear model on CP-SAT (integer variables and row coefficients; a float
-    objective is scaled to integers)."""
+    objective is scaled to integers); `watched` as `run_cpsat`'s."""
     dl = _deadline(deadline, time_limit)
     cp, xs, offset, scale = linear_to_cpsat(model, feasibility_only=feasibility_only, hint=hint, deadline=dl)
     return run_cpsat(cp, dl, ExactOptions(time_limit=None, workers=threads), variables=xs, offset=offset,
-                     scale=scale, hint_feasible=hint_feasible, stop_at_first=feasibility_only, log_start=log_start)
+                     scale=scale, hint_feasible=hint_feasible, stop_at_first=feasibility_only, log_start=log_start,
+                     watched=watched and not feasibility_only)

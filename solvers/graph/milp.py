@@ -238,9 +238,9 @@ def solve_checkmate(
     def run(dl: Deadline, feasibility: bool, h: list[float] | None):
         if backend == "cpsat":
             return solve_cpsat_linear(cm.model, hint=h, threads=options.workers, feasibility_only=feasibility,
-                                      deadline=dl, hint_feasible=h is not None)
+                                      deadline=dl, hint_feasible=h is not None, watched=True)
         return solve_milp(cm.model, backend, hint=h, threads=options.workers, feasibility_only=feasibility,
-                          deadline=dl, hint_feasible=h is not None)
+                          deadline=dl, hint_feasible=h is not None, watched=True)
 
     if hint is None and two_phase:
         try:

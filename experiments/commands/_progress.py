@@ -1,0 +1,77 @@
+"""A live progress line on stderr for a long solve (tqdm), fed by `solvers.progress`.
+
+Shows the seconds spent against the time limit, the solver's stage, and, where its backend tells,
+the best makespan found, the lower bound and their gap. The line is removed when the solve ends
+(stdout, e.g. ``--json``, is never touched); a ticker thread redraws it twice a second, since a
+MILP backend can run for minutes without calling back.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from memsched.solvers.progress import Progress, watching
+
+#: seconds between redraws
+TICK_S = 0.5
+
+
+def wanted(choice: bool | None, solver: object) -> bool:
+    """Whether to show progress: `choice` (from --progress / --no-progress) when given, else when
+    stderr is a terminal and `solver` is an exact one (fast solvers answer within a second)."""
+    if choice is not None:
+        return choice
+    return bool(getattr(solver, "exact_layer", False)) and sys.stderr.isatty()
+
+
+def describe(p: Progress) -> str:
+    """One line: stage, best, bound, gap (the known ones)."""
+    parts = [p.stage] if p.stage else []
+    if p.best is not None:
+        parts.append(f"best {p.best:.6g}")
+    if p.bound is not None:
+        parts.append(f"bound {p.bound:.6g}")
+    if p.gap is not None:
+        parts.append(f"gap {100 * p.gap:.2f}%")
+    return " | ".join(parts)
+
+
+@contextmanager
+def progress_line(enabled: bool, *, label: str, limit: float | None) -> Iterator[None]:
+    """Within the block, draw the progress of the solves it runs (when `enabled`); `limit` is the
+    time limit in seconds (None: unknown, the line then shows the elapsed time only)."""
+    if not enabled:
+        yield
+        return
+    from tqdm import tqdm
+
+    fmt = "{desc}: {n:.0f}/{total:.0f} s {bar:12} {postfix}" if limit else "{desc}: {n:.0f} s {postfix}"
+    bar = tqdm(total=limit, desc=label, file=sys.stderr, leave=False, bar_format=fmt, dynamic_ncols=True)
+    latest = [Progress()]
+    stop = threading.Event()
+    start = time.monotonic()
+
+    def redraw() -> None:
+        elapsed = time.monotonic() - start
+        bar.n = min(elapsed, limit) if limit else elapsed
+        bar.set_postfix_str(describe(latest[0]), refresh=False)
+        bar.refresh()
+
+    def tick() -> None:
+        while not stop.wait(TICK_S):
+            redraw()
+
+    ticker = threading.Thread(target=tick, name="memsched-progress", daemon=True)
+    with watching(lambda p: latest.__setitem__(0, p)):
+        ticker.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            ticker.join()
+            redraw()  # the last state, also when the solve took less than a tick
+            bar.close()
