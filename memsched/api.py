@@ -23,6 +23,7 @@ from typing import Any
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 
+from .live import line_limit, progress_line
 from .results import Comparison, Result, RunResult, SweepResult
 
 PathLike = str | Path
@@ -156,13 +157,14 @@ def default_solver(problem: str) -> str:
 def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] | None = None, *,
           problem: str | None = None, slots: int = 500, time_limit: float | None = None,
           bandwidth: str | float | None = None, latency: float | None = None, devices: int | None = None,
-          **options: Any) -> Result | Comparison:
+          progress: bool = False, **options: Any) -> Result | Comparison:
     """Solve `instance` under `budget` (memory per device for pipelines) with `solver`.
 
     One solver name gives a `Result`; a list of names gives a `Comparison` of all of them at
     the same budget. `devices` (P) is required for pipelines; `bandwidth` turns a chain into an
     offloading instance; `slots` discretises memory for the solvers that need it (0: exact);
-    `time_limit` (s) bounds exact solvers; other keyword options go to the solver."""
+    `time_limit` (s) bounds exact solvers; `progress` draws a live line on stderr while each
+    solver runs (stage, best, bound, gap: `memsched.live`); other keyword options go to the solver."""
     problem, instance = as_problem(instance, problem, bandwidth=bandwidth, latency=latency)
     if problem == "pipeline":
         if devices is None:
@@ -171,13 +173,15 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
     if slots < 0:
         raise InputError(f"must be >= 0, got {slots}", field="slots")
     bytes_ = _budget(instance, budget, problem)
-    if solver is None or isinstance(solver, str):
-        name = solver or default_solver(problem)
-        raw = registry.solve(problem, instance, name, bytes_, slots=slots, time_limit=time_limit, **options)
+    def one(name: str) -> Result:
+        limit = line_limit(registry.get_solver(problem, name), time_limit, options) if progress else None
+        with progress_line(progress, label=name, limit=limit):
+            raw = registry.solve(problem, instance, name, bytes_, slots=slots, time_limit=time_limit, **options)
         return Result(problem, instance, raw)
-    results = [Result(problem, instance, registry.solve(problem, instance, name, bytes_, slots=slots,
-                                                        time_limit=time_limit, **options))
-               for name in solver]
+
+    if solver is None or isinstance(solver, str):
+        return one(solver or default_solver(problem))
+    results = [one(name) for name in solver]
     if not results:
         raise InputError("no solver named", field="solver")
     return Comparison(results)

@@ -99,3 +99,22 @@ def test_cli_progress_line_on_stderr_only_when_asked(cli, examples):
     quiet = cli(*args)  # not a terminal: no line by default
     assert quiet.code == 0 and quiet.err == ""
     assert cli(*args, "--no-progress").err == ""
+
+
+def test_api_progress_line_and_its_time_limit(capsys, examples):
+    from memsched.solvers import registry
+
+    import memsched
+    from memsched.live import line_limit
+
+    milp = registry.get_solver("chain", "milp")
+    assert line_limit(milp, None, {}) == milp.default_time_limit
+    assert line_limit(milp, 7.0, {"time_limit": 3}) == 7.0 and line_limit(milp, None, {"time_limit": 3}) == 3.0
+    assert line_limit(registry.get_solver("chain", "rotor"), None, {}) is None
+    chain = memsched.load(examples / "random10.json")
+    res = memsched.solve(chain, "40%", ["rotor", "milp"], time_limit=20, progress=True)
+    err = capsys.readouterr().err
+    assert "rotor:" in err and "milp:" in err and "search (" in err
+    assert all(r.status in ("optimal", "feasible") for r in res)
+    memsched.solve(chain, "40%", "milp", time_limit=20)
+    assert capsys.readouterr().err == ""  # off by default

@@ -12,10 +12,11 @@ from memsched.solvers.errors import InputError
 from memsched.solvers.result import INFEASIBLE, TIMEOUT, SolveResult
 from memsched.solvers.units import format_bytes
 
+from memsched.live import line_limit, progress_line, wanted
+
 from ._checks import check_options, check_output_file, check_work
 from ._common import add_link_arguments, add_solver_arguments, budget_for, load_problem, parse_options, print_json
 from ._infeasible import find_min_budget
-from ._progress import progress_line, wanted
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,11 +62,7 @@ def main(args: argparse.Namespace) -> int:
     check_options(problem, name, options)
     check_work(problem, name, instance, path=args.file)
     solver = registry.get_solver(problem, name)
-    limit = args.time_limit
-    if limit is None:  # the line's scale only: the solver validates its options itself
-        limit = options.get("time_limit", getattr(solver, "default_time_limit", None))
-        limit = float(limit) if isinstance(limit, (int, float)) else None
-    with progress_line(wanted(args.progress, solver), label=name, limit=limit):
+    with progress_line(wanted(args.progress, solver), label=name, limit=line_limit(solver, args.time_limit, options)):
         result = registry.solve(problem, instance, name, budget, slots=args.slots, time_limit=args.time_limit,
                                 **options)
     find_min_budget(problem, instance, result, {"slots": args.slots, "time_limit": args.time_limit, **options})

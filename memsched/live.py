@@ -1,4 +1,5 @@
-"""A live progress line on stderr for a long solve (tqdm), fed by `solvers.progress`.
+"""A live progress line on stderr for a long solve (tqdm), fed by `solvers.progress`: the
+``--progress`` line of ``memsched solve`` and the ``progress=True`` of `memsched.solve`.
 
 Shows the seconds spent against the time limit, the solver's stage, and, where its backend tells,
 the best makespan found, the lower bound and their gap. The line is removed when the solve ends
@@ -13,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from memsched.solvers.progress import Progress, watching
 
@@ -26,6 +28,15 @@ def wanted(choice: bool | None, solver: object) -> bool:
     if choice is not None:
         return choice
     return bool(getattr(solver, "exact_layer", False)) and sys.stderr.isatty()
+
+
+def line_limit(solver: object, time_limit: float | None, options: dict[str, Any]) -> float | None:
+    """The time limit the line counts to (s): `time_limit` when given, else a ``time_limit``
+    option, else the solver's default (`default_time_limit` of an exact solver); None: unknown.
+    Only the line's scale: the solver validates its options itself."""
+    limit = time_limit if time_limit is not None else options.get("time_limit",
+                                                                  getattr(solver, "default_time_limit", None))
+    return float(limit) if isinstance(limit, (int, float)) else None
 
 
 def describe(p: Progress) -> str:
