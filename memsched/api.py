@@ -22,6 +22,7 @@ from typing import Any
 
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
+from memsched.solvers.exact.interrupt import answer_on_interrupt
 
 from .live import line_limit, progress_line
 from .results import Comparison, Result, RunResult, SweepResult
@@ -164,7 +165,9 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
     the same budget. `devices` (P) is required for pipelines; `bandwidth` turns a chain into an
     offloading instance; `slots` discretises memory for the solvers that need it (0: exact);
     `time_limit` (s) bounds exact solvers; `progress` draws a live line on stderr while each
-    solver runs (stage, best, bound, gap: `memsched.live`); other keyword options go to the solver."""
+    solver runs (stage, best, bound, gap: `memsched.live`); other keyword options go to the solver.
+    A Ctrl-C (a notebook's interrupt) during an exact solver's search returns what it had, marked
+    ``details["interrupted"]`` (with a list, the comparison ends there)."""
     problem, instance = as_problem(instance, problem, bandwidth=bandwidth, latency=latency)
     if problem == "pipeline":
         if devices is None:
@@ -175,13 +178,17 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
     bytes_ = _budget(instance, budget, problem)
     def one(name: str) -> Result:
         limit = line_limit(registry.get_solver(problem, name), time_limit, options) if progress else None
-        with progress_line(progress, label=name, limit=limit):
+        with answer_on_interrupt(), progress_line(progress, label=name, limit=limit):
             raw = registry.solve(problem, instance, name, bytes_, slots=slots, time_limit=time_limit, **options)
         return Result(problem, instance, raw)
 
     if solver is None or isinstance(solver, str):
         return one(solver or default_solver(problem))
-    results = [one(name) for name in solver]
+    results = []
+    for name in solver:
+        results.append(one(name))
+        if results[-1].raw.details.get("interrupted"):
+            break  # a Ctrl-C stops the comparison: the solvers that ran, the interrupted one last
     if not results:
         raise InputError("no solver named", field="solver")
     return Comparison(results)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
+from memsched.solvers.exact.interrupt import answer_on_interrupt
 from memsched.solvers.result import INFEASIBLE, TIMEOUT, SolveResult
 from memsched.solvers.units import format_bytes
 
@@ -62,10 +63,13 @@ def main(args: argparse.Namespace) -> int:
     check_options(problem, name, options)
     check_work(problem, name, instance, path=args.file)
     solver = registry.get_solver(problem, name)
-    with progress_line(wanted(args.progress, solver), label=name, limit=line_limit(solver, args.time_limit, options)):
+    with answer_on_interrupt(), progress_line(wanted(args.progress, solver), label=name,
+                                              limit=line_limit(solver, args.time_limit, options)):
         result = registry.solve(problem, instance, name, budget, slots=args.slots, time_limit=args.time_limit,
                                 **options)
-    find_min_budget(problem, instance, result, {"slots": args.slots, "time_limit": args.time_limit, **options})
+    stopped = bool(result.details.get("interrupted"))
+    if not stopped:
+        find_min_budget(problem, instance, result, {"slots": args.slots, "time_limit": args.time_limit, **options})
     if result.schedule is not None:
         if args.output:
             _write_atomic(args.output, json.dumps(result.schedule.to_json()) + "\n")
@@ -78,6 +82,10 @@ def main(args: argparse.Namespace) -> int:
         print_json(result.to_json(objective_key=registry.get_problem(problem).objective))
     else:
         _print_human(result, instance)
+    if stopped:  # Ctrl-C during an exact solve: what it had is printed, and the exit code says so
+        print(f"memsched solve: interrupted; the answer above is what {name} had "
+              f"({'no schedule' if result.schedule is None else result.status})", file=sys.stderr)
+        return 130
     if result.schedule is None:
         print(f"memsched solve: {_why_none(result)}", file=sys.stderr)
         return 1

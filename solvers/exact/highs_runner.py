@@ -25,6 +25,7 @@ import threading
 import numpy as np
 
 from ..result import TIMEOUT
+from .interrupt import stop_on_interrupt
 from .linear import LinearModel
 from .options import Deadline, ExactOptions
 
@@ -103,8 +104,11 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
         watchdog = threading.Timer(max(0.0, left) + 0.5, h.cancelSolve)
         watchdog.daemon = True
         watchdog.start()
+    if hasattr(h, "HandleUserInterrupt"):
+        h.HandleUserInterrupt = True  # else cancelSolve does nothing: HiGHS polls it through its interrupt callbacks
     try:
-        h.run()
+        with stop_on_interrupt(h.cancelSolve):
+            h.run()
     finally:
         if watchdog is not None:
             watchdog.cancel()

@@ -13,7 +13,10 @@
    (dtr-orders took 10 s quietly and 23-40 s under load on a 189-node graph).
 3. **Model.** ``fn(instance, budget, *, options, deadline, seed, **rest)`` builds and solves;
    building calls ``deadline.check()``, and a build that runs out of time ends with status
-   ``timeout`` (keeping the seed's schedule, if any).
+   ``timeout`` (keeping the seed's schedule, if any). A Ctrl-C inside `interrupt.answer_on_interrupt`
+   (the command line's and `memsched.solve`'s single solves) ends the solve with what it has: the
+   backend's incumbent and bound (`interrupt.stop_on_interrupt`), or the seed when the interrupt
+   came outside the backend; the result says ``details["interrupted"]``. Elsewhere it raises.
 4. **Referee (exact-size guard).** The model's schedule is replayed at the real budget with
    exact sizes. If a fast solver's schedule is better (or the model returned none), that
    schedule is returned as ``feasible`` and the message says so: an exact solver is never worse
@@ -34,6 +37,7 @@ from ..discretize import effective_slots
 from ..errors import InputError
 from ..progress import report
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from .interrupt import answering, interrupted, note_interrupt
 from .options import DEFAULT_TIME_LIMIT, Deadline, DeadlineExceeded, ExactOptions
 
 #: relative tolerance under which two makespans are the same
@@ -165,6 +169,15 @@ def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: fl
             except DeadlineExceeded:
                 res = SolveResult(problem=problem, solver=name, status=TIMEOUT,
                                   message="the time limit came while the model was being built")
+            except KeyboardInterrupt:  # outside a backend (building, root LP): answer with the seed if asked to
+                if not answering():
+                    raise
+                note_interrupt()
+                res = SolveResult(problem=problem, solver=name, status=TIMEOUT, message="")
+            if interrupted():
+                res.details["interrupted"] = True
+                note = f"interrupted after {deadline.elapsed():.1f} s"
+                res.message = f"{note}; {res.message}" if res.message else note
             floor = None if least is None else float(least(instance))
             return referee(problem, name, instance, int(budget), res, seeds, seed, deadline, options, floor)
 

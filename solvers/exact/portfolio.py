@@ -18,6 +18,10 @@ otherwise every backend runs to the limit. The merged answer (`merge_runs`):
   the relative gap (a proof split between two backends is still a proof); else ``feasible``
   with a solution, ``infeasible`` only as a backend's proof, ``timeout`` otherwise.
 
+On Ctrl-C (`solvers.exact.interrupt`) every child stops its backend and answers with what it
+has; the merged answer is returned inside `answer_on_interrupt`, else `KeyboardInterrupt` is
+raised once the children have answered.
+
 Where no child process can be forked (a daemonic worker such as a sweep's pool worker, a platform
 without ``fork``) the first backend runs alone in this process; `BackendRun.backend_status` says
 which happened.
@@ -26,6 +30,8 @@ which happened.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import signal
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -34,6 +40,7 @@ from typing import cast
 
 from ..progress import report
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT
+from .interrupt import stop_on_interrupt
 from .layer import can_fork
 from .linear import LinearModel
 from .milp_runner import REL_GAP, BackendRun, run_milp
@@ -53,6 +60,8 @@ def _child(conn: Connection, model: LinearModel, backend: str, deadline: Deadlin
         run.solver = None
     except DeadlineExceeded:
         run = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="time limit reached while emitting the model")
+    except KeyboardInterrupt:  # interrupted outside `answer_on_interrupt`: the parent raises it
+        run = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="interrupted")
     except Exception as exc:  # noqa: BLE001 (reported to the parent as an answer-less run)
         run = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status=f"failed: {type(exc).__name__}: {exc}")
     conn.send(run)
@@ -88,8 +97,14 @@ def run_portfolio(model: LinearModel, deadline: Deadline, options: ExactOptions,
         proc.start()
         send.close()
         children[receive] = (backend, proc)
+    def interrupt_children() -> None:  # a Ctrl-C at the terminal reaches them too; a SIGINT to this process only
+        for _, proc in children.values():
+            if proc.pid is not None and proc.is_alive():
+                os.kill(proc.pid, signal.SIGINT)
+
     try:
-        runs = _collect(children, deadline, watched)
+        with stop_on_interrupt(interrupt_children):  # each child stops its backend and answers
+            runs = _collect(children, deadline, watched)
     finally:  # a proof, the limit, or an interrupt (Ctrl-C in a notebook): no backend outlives the call
         _stop(children)
     return merge_runs(runs, deadline.elapsed(), rel_gap)

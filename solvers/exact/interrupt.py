@@ -1,0 +1,126 @@
+"""Ctrl-C during an exact solve: the backend stops at once, and the caller learns of it.
+
+Left to themselves the backends disagree. A backend solving in C++ holds the main thread, so
+Python's SIGINT handler only runs once it returns; SCIP and CP-SAT catch SIGINT themselves and
+return as if their time limit had come (SCIP also prints "pressed CTRL-C" on stdout, into a
+``--json`` answer), so the caller never learns of the interrupt and keeps a weak ``feasible``
+as if it were the limit's; HiGHS ignores SIGINT until its own time limit. Here they behave
+alike:
+
+- `stop_on_interrupt(stop)` wraps a backend's solve (the runners turn the backends' own SIGINT
+  catching off): a watcher thread reads the signal wakeup fd (`signal.set_wakeup_fd`, written by
+  the interpreter's C-level handler even while the main thread is inside the backend) and calls
+  `stop` (SCIP's ``InterruptSolve``, CP-SAT's ``stop_search``, HiGHS's ``cancelSolve``); the
+  backend returns its incumbent and bound as at a time limit.
+- Then, inside `answer_on_interrupt()` (the command line's and `memsched.solve`'s single solves)
+  the run is returned as the backend left it and `interrupted()` says so: the exact layer keeps
+  the best schedule, marks the result (``details["interrupted"]``) and the command exits 130
+  after printing it. Anywhere else (a script, a notebook loop) `KeyboardInterrupt` is raised
+  once the backend has stopped, as for any Ctrl-C.
+
+Signals reach the main thread only: called from another thread, `stop_on_interrupt` does
+nothing (the backend keeps its own behaviour).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+
+class _Answering:
+    """The state of one `answer_on_interrupt` block: whether a backend was interrupted in it."""
+
+    def __init__(self) -> None:
+        self.interrupted = False
+
+
+_ANSWERING: ContextVar[_Answering | None] = ContextVar("memsched_answer_on_interrupt", default=None)
+
+
+@contextmanager
+def answer_on_interrupt() -> Iterator[None]:
+    """Within the block, an interrupted backend returns what it has instead of raising
+    `KeyboardInterrupt` (the exact layer then answers with the best schedule known)."""
+    token = _ANSWERING.set(_Answering())
+    try:
+        yield
+    finally:
+        _ANSWERING.reset(token)
+
+
+def answering() -> bool:
+    """True inside `answer_on_interrupt`."""
+    return _ANSWERING.get() is not None
+
+
+def interrupted() -> bool:
+    """True when a backend was interrupted inside the current `answer_on_interrupt` block."""
+    state = _ANSWERING.get()
+    return state is not None and state.interrupted
+
+
+def note_interrupt() -> None:
+    """Record an interrupt in the current `answer_on_interrupt` block (no-op outside one)."""
+    state = _ANSWERING.get()
+    if state is not None:
+        state.interrupted = True
+
+
+@contextmanager
+def stop_on_interrupt(stop: Callable[[], Any]) -> Iterator[None]:
+    """Call `stop` (from a watcher thread) when SIGINT arrives during the block; after the block,
+    raise `KeyboardInterrupt`, or, inside `answer_on_interrupt`, record the interrupt and return
+    normally. A no-op outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    hit = threading.Event()
+    done = threading.Event()
+
+    def watch() -> None:
+        while True:
+            try:
+                data = os.read(read_fd, 64)
+            except OSError:
+                return
+            if done.is_set() or not data:
+                return
+            if signal.SIGINT in data:  # the wakeup fd carries one byte per signal: its number
+                hit.set()
+                try:
+                    stop()
+                except Exception:  # noqa: BLE001 - a backend that cannot be stopped runs to its limit
+                    pass
+
+    old_handler = signal.signal(signal.SIGINT, lambda signum, frame: hit.set())
+    old_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    watcher = threading.Thread(target=watch, name="memsched-interrupt", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        try:
+            os.write(write_fd, b"\0")  # wake the watcher so that it ends
+        except OSError:
+            pass
+        watcher.join(timeout=5.0)
+        signal.set_wakeup_fd(old_fd)
+        signal.signal(signal.SIGINT, old_handler)
+        os.close(read_fd)
+        os.close(write_fd)
+    if hit.is_set():
+        if not answering():
+            raise KeyboardInterrupt
+        note_interrupt()
+
+
+__all__ = ["answer_on_interrupt", "answering", "interrupted", "note_interrupt", "stop_on_interrupt"]

@@ -1,0 +1,158 @@
+"""Ctrl-C during an exact solve (`solvers.exact.interrupt`): every backend stops at once; inside
+`answer_on_interrupt` the run comes back with what it had, elsewhere `KeyboardInterrupt` is raised.
+
+The chain L = 30 at its tight budget is not proven within minutes by any backend, so a solve given
+120 s that returns within 60 s of a SIGINT sent after 1.5 s was stopped by the interrupt."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from memsched.solvers.chain.cpsat import phase_hint
+from memsched.solvers.chain.exact_model import PhaseModel
+from memsched.solvers.chain.generate import random_chain
+from memsched.solvers.exact import interrupt
+from memsched.solvers.exact.cpsat_runner import linear_to_cpsat, run_cpsat
+from memsched.solvers.exact.highs_runner import available as highs_available
+from memsched.solvers.exact.interrupt import answer_on_interrupt, interrupted, stop_on_interrupt
+from memsched.solvers.exact.milp_runner import run_milp
+from memsched.solvers.exact.options import Deadline, ExactOptions
+from memsched.solvers.exact.portfolio import run_portfolio
+from memsched.solvers.registry import solve
+
+LIMIT_S = 120.0
+SIGNAL_AFTER_S = 1.5
+STOPPED_WITHIN_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def hard_model():
+    model = PhaseModel.build(random_chain(30, 0), 97)
+    hint, ok, _ = phase_hint(model, None, Deadline(None))
+    assert ok
+    return model.to_linear(), hint
+
+
+def _sigint_later(seconds: float = SIGNAL_AFTER_S) -> threading.Timer:
+    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    return timer
+
+
+def _backend_run(name, lm, hint):
+    deadline = Deadline(LIMIT_S)
+    if name == "cp-sat":
+        cp, xs, offset, scale = linear_to_cpsat(lm, hint=hint)
+        return run_cpsat(cp, deadline, ExactOptions(), variables=xs, offset=offset, scale=scale, hint_feasible=True)
+    if name == "portfolio":
+        return run_portfolio(lm, deadline, ExactOptions(workers=2), hint=hint, hint_feasible=True)
+    return run_milp(lm, name, deadline, ExactOptions(), hint=hint, hint_feasible=True)
+
+
+BACKENDS = ["scip", "cp-sat", "portfolio"] + (["highs"] if highs_available() else [])
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_an_interrupted_backend_answers_inside_answer_on_interrupt(name, hard_model):
+    lm, hint = hard_model
+    start = time.monotonic()
+    timer = _sigint_later()
+    try:
+        with answer_on_interrupt():
+            run = _backend_run(name, lm, hint)
+            assert interrupted()
+    finally:
+        timer.cancel()
+    assert time.monotonic() - start < STOPPED_WITHIN_S
+    assert run.status in ("feasible", "timeout")  # stopped: no proof
+    if name in ("scip", "cp-sat", "portfolio"):  # given the start, they return a schedule
+        assert run.values is not None and run.objective is not None
+        assert run.bound is None or run.bound <= run.objective
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_an_interrupted_backend_raises_elsewhere(name, hard_model):
+    lm, hint = hard_model
+    before = signal.getsignal(signal.SIGINT)
+    start = time.monotonic()
+    timer = _sigint_later()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _backend_run(name, lm, hint)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - start < STOPPED_WITHIN_S
+    assert signal.getsignal(signal.SIGINT) is before  # the handler and the wakeup fd are restored
+    assert signal.set_wakeup_fd(-1) == -1
+
+
+def test_the_exact_layer_keeps_the_backends_schedule():
+    chain = random_chain(30, 0)
+    timer = _sigint_later()
+    try:
+        with answer_on_interrupt():
+            res = solve("chain", chain, "milp", 97, slots=0, time_limit=LIMIT_S, cuts=False)
+    finally:
+        timer.cancel()
+    assert res.details["interrupted"] and res.message.startswith("interrupted after")
+    assert res.status == "feasible" and res.schedule is not None
+    assert res.lower_bound is not None and res.lower_bound <= res.objective
+    assert res.solve_time_s < STOPPED_WITHIN_S
+
+
+def test_an_interrupt_outside_the_backend_answers_with_the_seed(monkeypatch):
+    from memsched.solvers.chain import milp
+
+    def interrupted_cuts(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(milp, "separate_tape_cuts", interrupted_cuts)
+    chain = random_chain(12, 1)
+    with answer_on_interrupt():
+        res = solve("chain", chain, "milp", 60, slots=0, time_limit=30)
+    assert res.details["interrupted"] and res.status == "feasible"
+    assert res.seeded_by and res.details["solution_from"] == res.seeded_by  # the warm start's schedule
+    with pytest.raises(KeyboardInterrupt):
+        solve("chain", chain, "milp", 60, slots=0, time_limit=30)
+
+
+def test_outside_the_main_thread_nothing_is_installed():
+    seen = []
+
+    def body():
+        with stop_on_interrupt(lambda: None):
+            seen.append(signal.getsignal(signal.SIGINT))
+
+    before = signal.getsignal(signal.SIGINT)
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    assert seen == [before]
+    assert not interrupt.answering()
+
+
+def test_cli_prints_what_it_had_and_exits_130(tmp_path):
+    path = tmp_path / "c30.json"
+    random_chain(30, 0).save(path)
+    cmd = [sys.executable, "-m", "memsched.experiments.cli", "solve", str(path), "--budget", "97", "--solver", "milp",
+           "--slots", "0", "--time-limit", str(LIMIT_S), "--json", "--progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    seen = b""
+    while b"search (" not in seen:  # the backend is running: interrupt it
+        chunk = proc.stderr.read1(4096)
+        assert chunk, seen.decode(errors="replace")
+        seen += chunk
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=STOPPED_WITHIN_S)
+    assert proc.returncode == 130
+    answer = json.loads(out)  # stdout is the one JSON object (SCIP prints nothing there)
+    assert answer["status"] == "feasible" and answer["schedule"] and answer["interrupted"] is True
+    assert "interrupted" in (seen + err).decode()
