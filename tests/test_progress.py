@@ -118,3 +118,21 @@ def test_api_progress_line_and_its_time_limit(capsys, examples):
     assert all(r.status in ("optimal", "feasible") for r in res)
     memsched.solve(chain, "40%", "milp", time_limit=20)
     assert capsys.readouterr().err == ""  # off by default
+
+
+def test_offload_exact_reports_its_search():
+    from memsched.solvers.chain import reference_peak
+    from memsched.solvers.chain.dp import rotor_min_budget
+    from memsched.solvers.offload import OffloadInstance
+
+    inst = OffloadInstance(random_chain(4, 1, integer_times=True, size_range=(1, 8)), 2000.0)
+    budget = (rotor_min_budget(inst.chain) + reference_peak(inst.chain)) // 2
+    seen: list[Progress] = []
+    with watching(seen.append):
+        res = solve("offload", inst, "offload-exact", budget, slots=0, time_limit=20)
+    assert res.schedule is not None
+    stages = [p.stage for p in seen]
+    assert stages[0].startswith("offload-exact: warm start")
+    assert all(p.bound is None or p.best is None or p.bound <= p.best * (1 + 1e-6) for p in seen)
+    if "search (cp-sat)" in stages and res.status == "optimal":  # the model's proof closes the line's gap
+        assert seen[-1].gap == pytest.approx(0.0, abs=1e-6)

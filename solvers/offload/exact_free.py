@@ -465,7 +465,8 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
         # the warm start runs every op once with no wait (the every-op-once bound): nothing is faster
         run = BackendRun(OPTIMAL, None, warm, warm, solver=stage1, backend_status="not run: warm start = the bound")
     else:
-        run = run_cpsat(model.cp, deadline, options, scale=scale, parameters=parameters, extra=CPSAT_EXTRA)
+        run = run_cpsat(model.cp, deadline, options, scale=scale, parameters=parameters, extra=CPSAT_EXTRA,
+                        watched=True)
     details["backend_status"] = run.backend_status
     if run.status == INFEASIBLE:
         return SolveResult(status=INFEASIBLE, details=details, log=run.log,
