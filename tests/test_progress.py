@@ -136,3 +136,12 @@ def test_offload_exact_reports_its_search():
     assert all(p.bound is None or p.best is None or p.bound <= p.best * (1 + 1e-6) for p in seen)
     if "search (cp-sat)" in stages and res.status == "optimal":  # the model's proof closes the line's gap
         assert seen[-1].gap == pytest.approx(0.0, abs=1e-6)
+
+
+def test_partition_has_the_same_line(cli, examples):
+    args = ("partition", examples / "cnn12.json", "--devices", "2", "--memory", "600MiB", "--solver", "cpsat",
+            "--time-limit", "20", "--json")
+    shown = cli(*args, "--progress")
+    assert shown.code == 0, shown.err
+    assert shown.json()["stages"] and "cpsat:" in shown.err and "search (cp-sat)" in shown.err
+    assert cli(*args).err == ""

@@ -9,9 +9,40 @@ from typing import Any
 
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
+from memsched.solvers.exact.interrupt import answer_on_interrupt
+from memsched.solvers.result import SolveResult
 from memsched.solvers.units import parse_budget
 
+from memsched.live import line_limit, progress_line, wanted
+
 from ._checks import count, latency, seconds
+
+
+def add_progress_argument(parser: argparse.ArgumentParser) -> None:
+    """``--progress`` / ``--no-progress`` (default: on for exact solvers when stderr is a terminal)."""
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="a live line on stderr (stage, best, bound, gap); default: exact solvers on a terminal")
+
+
+def run_solver(problem: str, instance: Any, name: str, budget: int, *, progress: bool | None,
+               time_limit: float | None, options: dict[str, Any], **kw: Any) -> SolveResult:
+    """`registry.solve` as a command runs it: a progress line for exact solvers (`progress`: the
+    ``--progress`` flag, None for the default), and a Ctrl-C during an exact solver's search
+    answered with what it had (``details["interrupted"]``; see `stopped_by_user`)."""
+    solver = registry.get_solver(problem, name)
+    with answer_on_interrupt(), progress_line(wanted(progress, solver), label=name,
+                                              limit=line_limit(solver, time_limit, options)):
+        return registry.solve(problem, instance, name, budget, time_limit=time_limit, **kw, **options)
+
+
+def stopped_by_user(command: str, result: SolveResult) -> bool:
+    """True when a Ctrl-C ended `result`'s solve (the command then exits 130 after printing it):
+    says so on stderr."""
+    if not result.details.get("interrupted"):
+        return False
+    had = "no schedule" if result.schedule is None else result.status
+    print(f"memsched {command}: interrupted; the answer above is what {result.solver} had ({had})", file=sys.stderr)
+    return True
 
 
 def parse_options(items: list[str] | None) -> dict[str, Any]:

@@ -14,14 +14,13 @@ import json
 import sys
 from typing import Any
 
-from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.pipeline import DEFAULT_SOLVER, SCHEDULES, load, reference_peak
 from memsched.solvers.result import INFEASIBLE, SolveResult
 from memsched.solvers.units import format_bytes, parse_bandwidth, parse_budget
 
 from ._checks import check_options, check_work, cost, count, latency, seconds
-from ._common import parse_options
+from ._common import add_progress_argument, parse_options, run_solver, stopped_by_user
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time-limit", type=seconds, default=None, metavar="S", help="seconds for exact solvers")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver-specific option")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_progress_argument(p)
     p.set_defaults(func=main)
 
 
@@ -71,8 +71,9 @@ def run_partition(args: argparse.Namespace) -> tuple[SolveResult, Any]:
     if args.replication:
         options["replication"] = True
     name = args.solver or DEFAULT_SOLVER
-    result = registry.solve("pipeline", inst, name, memory, devices=args.devices, schedule=args.schedule,
-                            micro_batches=args.micro_batches, time_limit=args.time_limit, **options)
+    result = run_solver("pipeline", inst, name, memory, progress=args.progress, time_limit=args.time_limit,
+                        options=options, devices=args.devices, schedule=args.schedule,
+                        micro_batches=args.micro_batches)
     return result, inst
 
 
@@ -110,6 +111,8 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         _print_human(result, inst)
+    if stopped_by_user("partition", result):
+        return 130
     if result.schedule is None:
         msg = f"{result.status}: {result.solver} finds no partition within {result.budget} bytes per device"
         if result.status == INFEASIBLE and result.min_budget is not None:

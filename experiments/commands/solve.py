@@ -9,14 +9,21 @@ from pathlib import Path
 
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
-from memsched.solvers.exact.interrupt import answer_on_interrupt
 from memsched.solvers.result import INFEASIBLE, TIMEOUT, SolveResult
 from memsched.solvers.units import format_bytes
 
-from memsched.live import line_limit, progress_line, wanted
-
 from ._checks import check_options, check_output_file, check_work
-from ._common import add_link_arguments, add_solver_arguments, budget_for, load_problem, parse_options, print_json
+from ._common import (
+    add_link_arguments,
+    add_progress_argument,
+    add_solver_arguments,
+    budget_for,
+    load_problem,
+    parse_options,
+    print_json,
+    run_solver,
+    stopped_by_user,
+)
 from ._infeasible import find_min_budget
 
 
@@ -30,8 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("-o", "--output", metavar="SCHEDULE.json", help="also write the schedule to this file")
     p.add_argument("--plot", metavar="FIG", help="also draw the schedule (PNG, PDF or SVG by extension)")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="a live line on stderr (stage, best, bound, gap); default: for exact solvers on a terminal")
+    add_progress_argument(p)
     p.set_defaults(func=main)
 
 
@@ -62,13 +68,9 @@ def main(args: argparse.Namespace) -> int:
     options = parse_options(args.option)
     check_options(problem, name, options)
     check_work(problem, name, instance, path=args.file)
-    solver = registry.get_solver(problem, name)
-    with answer_on_interrupt(), progress_line(wanted(args.progress, solver), label=name,
-                                              limit=line_limit(solver, args.time_limit, options)):
-        result = registry.solve(problem, instance, name, budget, slots=args.slots, time_limit=args.time_limit,
-                                **options)
-    stopped = bool(result.details.get("interrupted"))
-    if not stopped:
+    result = run_solver(problem, instance, name, budget, progress=args.progress, time_limit=args.time_limit,
+                        options=options, slots=args.slots)
+    if not result.details.get("interrupted"):
         find_min_budget(problem, instance, result, {"slots": args.slots, "time_limit": args.time_limit, **options})
     if result.schedule is not None:
         if args.output:
@@ -82,9 +84,7 @@ def main(args: argparse.Namespace) -> int:
         print_json(result.to_json(objective_key=registry.get_problem(problem).objective))
     else:
         _print_human(result, instance)
-    if stopped:  # Ctrl-C during an exact solve: what it had is printed, and the exit code says so
-        print(f"memsched solve: interrupted; the answer above is what {name} had "
-              f"({'no schedule' if result.schedule is None else result.status})", file=sys.stderr)
+    if stopped_by_user("solve", result):  # Ctrl-C during an exact solve: what it had is printed above
         return 130
     if result.schedule is None:
         print(f"memsched solve: {_why_none(result)}", file=sys.stderr)
