@@ -19,7 +19,7 @@ from typing import Any
 
 from ..discretize import integer_costs
 from ..progress import current_reporter, report
-from .interrupt import stop_on_interrupt
+from .interrupt import in_charge, stop_on_interrupt
 from .linear import LinearModel
 from .milp_runner import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, BackendRun, finite_bound
 from .options import Deadline, ExactOptions
@@ -81,7 +81,8 @@ def run_cpsat(model: Any, deadline: Deadline, options: ExactOptions | None = Non
         timer.start()
     if send is not None and model.has_objective():
         solver.best_bound_callback = lambda value: send(bound=_bound(value, offset, scale))
-    p.catch_sigint_signal = False  # Ctrl-C is ours (`interrupt`): CP-SAT would end as at its limit, unsaid
+    if in_charge():  # Ctrl-C is ours (`interrupt`): CP-SAT would end as at its limit, unsaid
+        p.catch_sigint_signal = False
     try:
         with stop_on_interrupt(solver.stop_search):
             code = solver.solve(model, _Progress() if progress or stop_at_first or send is not None else None)

@@ -72,12 +72,18 @@ def note_interrupt() -> None:
         state.interrupted = True
 
 
+def in_charge() -> bool:
+    """True where `stop_on_interrupt` acts (the main thread): there a runner turns its backend's
+    own SIGINT catching off; elsewhere the backend keeps it."""
+    return threading.current_thread() is threading.main_thread()
+
+
 @contextmanager
 def stop_on_interrupt(stop: Callable[[], Any]) -> Iterator[None]:
     """Call `stop` (from a watcher thread) when SIGINT arrives during the block; after the block,
     raise `KeyboardInterrupt`, or, inside `answer_on_interrupt`, record the interrupt and return
     normally. A no-op outside the main thread."""
-    if threading.current_thread() is not threading.main_thread():
+    if not in_charge():
         yield
         return
     read_fd, write_fd = os.pipe()
@@ -123,4 +129,4 @@ def stop_on_interrupt(stop: Callable[[], Any]) -> Iterator[None]:
         note_interrupt()
 
 
-__all__ = ["answer_on_interrupt", "answering", "interrupted", "note_interrupt", "stop_on_interrupt"]
+__all__ = ["answer_on_interrupt", "answering", "in_charge", "interrupted", "note_interrupt", "stop_on_interrupt"]

@@ -27,7 +27,7 @@ from ..progress import report
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT
 from . import highs_runner
 from .cbc_cmd import cbc_program, export_mps, solve_mps
-from .interrupt import stop_on_interrupt
+from .interrupt import in_charge, stop_on_interrupt
 from .linear import LinearModel
 from .options import Deadline, DeadlineExceeded, ExactOptions
 
@@ -169,7 +169,7 @@ def _run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exa
         # the backend copies the model before its clock starts (seconds for 10^5 rows): that copy
         # is charged as long as emitting it took
         solver.SetTimeLimit(max(1, int(1000 * (left - build_s))))
-    if backend == "scip" and not relax:  # Ctrl-C is ours (`interrupt`): SCIP would swallow it and print to stdout
+    if backend == "scip" and not relax and in_charge():  # Ctrl-C is ours (`interrupt`): SCIP would swallow it
         solver.SetSolverSpecificParametersAsString("misc/catchctrlc = FALSE\n")
     watchdog = _watchdog(left, solver.InterruptSolve)
     try:
