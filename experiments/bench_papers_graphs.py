@@ -33,6 +33,11 @@ note; an empty overhead means no number was published) prints those rows beside 
 the numbers to the figure as hollow markers; results/published_moccasin.csv holds what
 Moccasin's repository states (its settings; it has no result table). `--merge CSV [CSV ...]`
 rebuilds the CSV, figure and check from earlier runs' CSVs without solving.
+
+Hours of work: a progress bar (on a terminal's stderr) counts the runs; --out is rewritten
+atomically after each (instance, fraction) cell, so Ctrl-C (exit 130) or a crash keeps every
+finished cell, and ``--resume`` keeps the cells --out has for every asked solver and runs the
+others.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memsched.experiments.benchtable import write_csv
 from memsched.solvers import graph as graphs
 from memsched.solvers.registry import solve
 
@@ -155,70 +161,86 @@ def cell_feasibility(rows: list[dict[str, Any]], budget: int, lower: int) -> str
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Every (instance, fraction, solver) run, printed as it ends; the CSV gets each cell's rows
-    when the cell is done (with the cell's feasibility)."""
-    rows: list[dict[str, Any]] = []
+    """Every (instance, fraction, solver) run, printed as it ends. --out is rewritten (atomically)
+    after each cell with every finished cell's rows and the cell's feasibility, so an interrupted
+    run keeps its finished cells; with ``args.resume`` the cells --out already has for every asked
+    solver are kept and not run again (its other rows are kept too)."""
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    print(f"{'instance':<10} {'n':>5} {'M':>4} {'solver':<16} {'status':<10} {'overhead':>9} {'gap':>8} {'time':>7}")
-    with out.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=FIELDS)
-        writer.writeheader()
-        for name, path in find_instances(Path(args.graphs), args.instances):
-            g = graphs.load(str(path))
-            once = g.total_cpu()
-            ref, lower = graphs.reference_peak(g), g.necessary_budget()
-            limit = args.time_limit if g.n < LONG_FROM else args.long_time_limit
-            for frac in args.fractions:
-                budget = moccasin_budget(g, frac)
-                cell: list[dict[str, Any]] = []
-                for solver in args.solvers:
-                    load = os.getloadavg()[0]
-                    t0 = time.perf_counter()
-                    kw: dict[str, Any] = {"time_limit": limit}  # LP rounding: its LP gets the limit too
-                    if solver in EXACT:
-                        kw["workers"] = args.workers
-                    elif solver != "checkmate-approx":
-                        kw = {}
-                    res = solve("graph", g, solver, budget, slots=args.slots, **kw)
-                    elapsed = time.perf_counter() - t0
-                    over = None if res.objective is None else res.objective / once - 1
-                    cell.append(
-                        {
-                            "instance": name,
-                            "nodes": g.n,
-                            "fraction": frac,
-                            "budget": budget,
-                            "solver": solver,
-                            "label": LABELS.get(solver, solver),
-                            "status": res.status,
-                            "makespan": res.objective,
-                            "overhead": over,
-                            "bound": res.lower_bound,
-                            "gap": res.gap,
-                            "time_s": round(elapsed, 2),
-                            "first_schedule_s": _first(res, elapsed),
-                            "time_limit_s": limit if solver in EXACT else None,
-                            "seeded_by": res.seeded_by,
-                            "scope": res.scope,
-                            "load": round(load, 2),
-                            "peak": res.peak_memory if res.objective is not None else None,
-                            "ref_peak": ref,
-                            "min_peak_lb": lower,
-                        }
-                    )
-                    print(
-                        f"{name:<10} {g.n:>5} {frac:>4.0%} {solver:<16} {res.status:<10} {_p(over):>9} "
-                        f"{_p(res.gap):>8} {elapsed:>7.1f}",
-                        flush=True,
-                    )
-                feas = cell_feasibility(cell, budget, lower)
-                print(f"{name:<10} {frac:>4.0%} {feas}", flush=True)
-                for row in cell:
-                    row["cell"] = feas
-                    writer.writerow(row)
-                fh.flush()
-                rows.extend(cell)
+    kept = read_rows([out]) if args.resume and out.is_file() else []
+    done = {
+        key for key in {(r["instance"], r["fraction"]) for r in kept}
+        if set(args.solvers) <= {r["solver"] for r in kept if (r["instance"], r["fraction"]) == key}
+    }
+    instances = find_instances(Path(args.graphs), args.instances)
+    todo = [(name, path, frac) for name, path in instances for frac in args.fractions if (name, frac) not in done]
+    rows = [r for r in kept if (r["instance"], r["fraction"]) not in {(n, f) for n, _, f in todo}]
+    if kept:
+        print(f"resumed: {len(done)} cells of {out} kept, {len(todo)} to run", file=sys.stderr)
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(todo) * len(args.solvers), unit="run", file=sys.stderr, leave=False,
+               disable=not sys.stderr.isatty())
+    header = f"{'instance':<10} {'n':>5} {'M':>4} {'solver':<16} {'status':<10} {'overhead':>9} {'gap':>8} {'time':>7}"
+    tqdm.write(header, file=sys.stdout)
+    graph_of: dict[str, graphs.Graph] = {}
+    for name, path, frac in todo:
+        g = graph_of.setdefault(name, graphs.load(str(path)))
+        once = g.total_cpu()
+        ref, lower = graphs.reference_peak(g), g.necessary_budget()
+        limit = args.time_limit if g.n < LONG_FROM else args.long_time_limit
+        budget = moccasin_budget(g, frac)
+        cell: list[dict[str, Any]] = []
+        for solver in args.solvers:
+            bar.set_description(f"{name} {frac:.0%} {solver}")
+            load = os.getloadavg()[0]
+            t0 = time.perf_counter()
+            kw: dict[str, Any] = {"time_limit": limit}  # LP rounding: its LP gets the limit too
+            if solver in EXACT:
+                kw["workers"] = args.workers
+            elif solver != "checkmate-approx":
+                kw = {}
+            res = solve("graph", g, solver, budget, slots=args.slots, **kw)
+            elapsed = time.perf_counter() - t0
+            over = None if res.objective is None else res.objective / once - 1
+            cell.append(
+                {
+                    "instance": name,
+                    "nodes": g.n,
+                    "fraction": frac,
+                    "budget": budget,
+                    "solver": solver,
+                    "label": LABELS.get(solver, solver),
+                    "status": res.status,
+                    "makespan": res.objective,
+                    "overhead": over,
+                    "bound": res.lower_bound,
+                    "gap": res.gap,
+                    "time_s": round(elapsed, 2),
+                    "first_schedule_s": _first(res, elapsed),
+                    "time_limit_s": limit if solver in EXACT else None,
+                    "seeded_by": res.seeded_by,
+                    "scope": res.scope,
+                    "load": round(load, 2),
+                    "peak": res.peak_memory if res.objective is not None else None,
+                    "ref_peak": ref,
+                    "min_peak_lb": lower,
+                }
+            )
+            tqdm.write(
+                f"{name:<10} {g.n:>5} {frac:>4.0%} {solver:<16} {res.status:<10} {_p(over):>9} "
+                f"{_p(res.gap):>8} {elapsed:>7.1f}",
+                file=sys.stdout,
+            )
+            bar.update()
+        feas = cell_feasibility(cell, budget, lower)
+        tqdm.write(f"{name:<10} {frac:>4.0%} {feas}", file=sys.stdout)
+        for row in cell:
+            row["cell"] = feas
+        rows.extend(cell)
+        write_csv(rows, out, FIELDS)
+    bar.close()
+    if not todo:
+        write_csv(rows, out, FIELDS)
     return rows
 
 
@@ -346,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=1, help="threads of the exact solvers' backends")
     ap.add_argument("--published", type=Path, default=None, help="CSV: instance, fraction, source, overhead")
     ap.add_argument("--out", default="results/bench_papers_graphs.csv")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the cells --out already has for every asked solver; run the others")
     ap.add_argument(
         "--merge",
         type=Path,
@@ -360,16 +384,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench_papers_graphs: --merge: {missing[0]} is not a file", file=sys.stderr)
             return 2
         rows = read_rows(args.merge)
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        with Path(args.out).open("w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=FIELDS)
-            writer.writeheader()
-            writer.writerows(rows)
+        write_csv(rows, args.out, FIELDS)
     elif not Path(args.graphs or "").is_dir():
         print(f"bench_papers_graphs: --graphs: {args.graphs} is not a folder", file=sys.stderr)
         return 2
     else:
-        rows = run(args)
+        try:
+            rows = run(args)
+        except KeyboardInterrupt:
+            print(f"\ninterrupted: the finished cells are in {args.out}; --resume runs the rest", file=sys.stderr)
+            return 130
     good, total, bad = exact_vs_fast(rows)
     print(f"exact <= every fast solver in {good}/{total} cells" + (f" (not: {', '.join(bad)})" if bad else ""))
     published = read_published(args.published)

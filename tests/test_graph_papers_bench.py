@@ -88,3 +88,42 @@ def test_cell_feasibility_words():
     none = {"makespan": None, "peak": None, "solver": "dtr"}
     assert bench.cell_feasibility([none], 40, 50).startswith("infeasible: B 40 < lower bound 50")
     assert bench.cell_feasibility([none], 60, 50).startswith("open:")
+
+
+def test_resume_keeps_finished_cells_and_runs_the_rest(tmp_path, monkeypatch):
+    generate.random_layered(12, 2).save(tmp_path / "random_layered_n100_stand-in.json")
+    out = tmp_path / "out.csv"
+    args = ["--graphs", str(tmp_path), "--instances", "RL100", "--time-limit", "1", "--out", str(out),
+            "--solvers", "dtr", "checkpoint-all"]
+    assert bench.main([*args, "--fractions", "0.9"]) == 0
+    first = list(csv.DictReader(out.open()))
+    assert {(r["fraction"], r["solver"]) for r in first} == {("0.9", "dtr"), ("0.9", "checkpoint-all")}
+    calls = []
+    real = bench.solve
+    monkeypatch.setattr(bench, "solve", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    assert bench.main([*args, "--fractions", "0.9", "0.8", "--resume"]) == 0
+    assert calls == ["dtr", "checkpoint-all"]  # only the 80% cell ran
+    rows = list(csv.DictReader(out.open()))
+    assert [r for r in rows if r["fraction"] == "0.9"] == first  # kept as they were
+    assert {r["solver"] for r in rows if r["fraction"] == "0.8"} == {"dtr", "checkpoint-all"}
+    calls.clear()
+    assert bench.main([*args, "--fractions", "0.9", "0.8", "--resume"]) == 0
+    assert calls == [] and list(csv.DictReader(out.open())) == rows
+
+
+def test_interrupt_keeps_the_finished_cells_and_exits_130(tmp_path, monkeypatch, capsys):
+    generate.random_layered(12, 2).save(tmp_path / "random_layered_n100_stand-in.json")
+    out = tmp_path / "out.csv"
+    real = bench.solve
+
+    def stop_in_second_cell(problem, graph, solver, budget, **kw):
+        if budget != bench.moccasin_budget(graph, 0.9):
+            raise KeyboardInterrupt
+        return real(problem, graph, solver, budget, **kw)
+
+    monkeypatch.setattr(bench, "solve", stop_in_second_cell)
+    args = ["--graphs", str(tmp_path), "--instances", "RL100", "--fractions", "0.9", "0.8", "--time-limit", "1",
+            "--out", str(out), "--solvers", "dtr"]
+    assert bench.main(args) == 130
+    assert "--resume" in capsys.readouterr().err
+    assert [(r["fraction"], r["solver"]) for r in csv.DictReader(out.open())] == [("0.9", "dtr")]
