@@ -77,3 +77,32 @@ def test_lp_bound_below_checkmate_and_approx_above():
     if approx.status == FEASIBLE:
         assert approx.objective >= checkmate_opt - 1e-9
         assert approx.lower_bound <= checkmate_opt + 1e-6
+
+
+def test_lp_rounding_stops_at_its_time_limit_and_then_claims_no_infeasibility(monkeypatch):
+    """The roundings after the LP count against the limit; those not tried make "timeout", not "infeasible"."""
+    import time
+
+    from memsched.solvers.graph import lp_bounds
+
+    g = generate.random_layered(20, 1)
+    real_lp, real_r = lp_bounds.lp_relaxation, lp_bounds.r_given_s
+
+    def slow_lp(*a, deadline, **k):
+        out = real_lp(*a, deadline=deadline, **k)
+        time.sleep(max(0.0, deadline.left() - 0.3))  # the LP used all but 0.3 s
+        return out
+
+    def slow_rounding(graph, S):
+        time.sleep(0.2)
+        return real_r(graph, S)
+
+    monkeypatch.setattr(lp_bounds, "lp_relaxation", slow_lp)
+    monkeypatch.setattr(lp_bounds, "r_given_s", slow_rounding)
+    budget = int(reference_peak(g) * 0.5)  # below what any rounding reaches
+    res = lp_bounds.solve_checkmate_approx(g, budget, time_limit=3.0)
+    tried, of = (int(x) for x in res.details["roundings_tried"].split(" of "))
+    assert 1 <= tried < of
+    assert res.solve_time_s <= 3.0 + 0.5
+    assert res.status == "timeout"  # with every rounding tried it says infeasible (none fits at 50%)
+    assert res.schedule is None and "time limit" in res.message

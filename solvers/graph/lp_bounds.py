@@ -27,16 +27,17 @@ from .schedule import GraphSchedule
 from .simulator import simulate
 
 
-def lp_relaxation(graph: Graph, budget: int, *, slots: int = 0, time_limit: float | None = None
+def lp_relaxation(graph: Graph, budget: int, *, slots: int = 0, time_limit: float | None = None,
+                  deadline: Deadline | None = None
                   ) -> tuple[float | None, CheckmateModel | None, list[float] | None, str]:
     """(LP value, model, values, status) of Checkmate's relaxation at `budget`, with exact sizes
     (`slots` is accepted for a uniform signature and ignored: rounding sizes up would not give a
-    valid bound for the real sizes). `time_limit` covers building the model too: when it comes
-    first the answer is (None, None, None, "timeout")."""
+    valid bound for the real sizes). `time_limit` (or a running `deadline`, which replaces it)
+    covers building the model too: when it comes first the answer is (None, None, None, "timeout")."""
     # exact sizes, scaled so that the budget is 1000 (a rounded-up discretisation would not
     # give a valid bound for the real sizes)
     scale = 1000.0 / max(int(budget), 1)
-    deadline = Deadline(time_limit)
+    deadline = deadline or Deadline(time_limit)
     try:
         cm = CheckmateModel(graph, graph.cost_ram * scale, 1000.0, deadline=deadline, W=graph.workspace * scale)
         # CLP's dual simplex: 42 s on MobileNet's relaxation (94k columns) where GLOP did not
@@ -82,11 +83,14 @@ def _sequence(R: np.ndarray) -> list[int]:
 
 def solve_checkmate_approx(graph: Graph, budget: int, *, slots: int = 500, time_limit: float | None = None,
                            samples: int = 20, seed: int = 0, **_: Any) -> SolveResult:
-    """Checkmate's LP rounding (module docstring)."""
+    """Checkmate's LP rounding (module docstring). `time_limit` (s, wall clock) covers the LP and
+    the roundings: those not tried by then are skipped (``details["roundings_tried"]``), and when
+    none of the tried ones fits the status is ``timeout``, not ``infeasible``."""
     start = time.perf_counter()
+    deadline = Deadline(time_limit, start)
     res = SolveResult(problem="graph", solver="checkmate-approx", status=TIMEOUT,
                       scope="Checkmate LP rounding (lower bound: the LP relaxation of Checkmate's model)")
-    value, cm, values, status = lp_relaxation(graph, budget, slots=slots, time_limit=time_limit)
+    value, cm, values, status = lp_relaxation(graph, budget, slots=slots, deadline=deadline)
     if status == "infeasible":
         res.status = INFEASIBLE
         res.message = "the LP relaxation is infeasible: no Checkmate schedule fits"
@@ -103,8 +107,11 @@ def solve_checkmate_approx(graph: Graph, budget: int, *, slots: int = 500, time_
     rng = np.random.default_rng(seed)
     candidates = [Sstar > thr for thr in (0.01, 0.1, 0.25, 0.5, 0.75, 0.9)]
     candidates += [rng.random(Sstar.shape) < Sstar for _ in range(samples)]
-    best, smallest = None, None
+    best, smallest, tried = None, None, 0
     for S in candidates:
+        if deadline.expired():
+            break
+        tried += 1
         seq = _sequence(r_given_s(graph, S))
         sim = simulate(graph, seq)
         if sim.violation is not None:
@@ -115,7 +122,10 @@ def solve_checkmate_approx(graph: Graph, budget: int, *, slots: int = 500, time_
             smallest = sim.peak_memory
     res.lower_bound = max(float(value), graph.total_cpu())
     res.details["lp_value"] = float(value)
-    if best is None:
+    res.details["roundings_tried"] = f"{tried} of {len(candidates)}"
+    if best is None and tried < len(candidates):
+        res.message = f"time limit reached after {tried} of {len(candidates)} roundings, none fits the budget"
+    elif best is None:
         res.status = INFEASIBLE
         res.min_budget = smallest
         res.message = "no rounding fits the budget"
