@@ -106,3 +106,21 @@ def test_lp_rounding_stops_at_its_time_limit_and_then_claims_no_infeasibility(mo
     assert res.solve_time_s <= 3.0 + 0.5
     assert res.status == "timeout"  # with every rounding tried it says infeasible (none fits at 50%)
     assert res.schedule is None and "time limit" in res.message
+
+
+def test_lp_rounding_reports_the_lp_value_as_bound_only_when_the_lp_is_optimal(monkeypatch):
+    from memsched.solvers.graph import lp_bounds
+
+    g = generate.random_layered(20, 1)
+    budget = int(reference_peak(g) * 0.9)
+    solved = lp_bounds.solve_checkmate_approx(g, budget)
+    assert solved.details["lp_status"] == "optimal" and solved.lower_bound >= g.total_cpu()
+    real = lp_bounds.lp_relaxation
+
+    def stopped_early(*a, **k):
+        value, cm, values, _ = real(*a, **k)
+        return value + 1e6, cm, values, "feasible"  # a primal point's value, not a bound
+
+    monkeypatch.setattr(lp_bounds, "lp_relaxation", stopped_early)
+    res = lp_bounds.solve_checkmate_approx(g, budget)
+    assert res.details["lp_status"] == "feasible" and res.lower_bound == g.total_cpu()

@@ -8,7 +8,8 @@ checkpoint matrix S* (deterministically at several thresholds, and by randomized
 S ~ Bernoulli(S*)), then compute the cheapest R that makes each rounded S valid (stage t
 computes t, every checkpoint S[t+1,i] not already kept, and, backwards, every input of a
 computed node that is not kept) and keep the cheapest schedule that fits the budget in the
-simulator. No proof of optimality; the LP value is reported as the lower bound.
+simulator. No proof of optimality; the LP value is reported as the lower bound when the LP was
+solved to optimality (else sum_v C_v).
 """
 
 from __future__ import annotations
@@ -120,8 +121,10 @@ def solve_checkmate_approx(graph: Graph, budget: int, *, slots: int = 500, time_
             best = (sim.makespan, seq)
         if smallest is None or sim.peak_memory < smallest:
             smallest = sim.peak_memory
-    res.lower_bound = max(float(value), graph.total_cpu())
+    # an LP stopped at the time limit has a value that bounds nothing: then only sum_v C_v
+    res.lower_bound = max(float(value), graph.total_cpu()) if status == "optimal" else graph.total_cpu()
     res.details["lp_value"] = float(value)
+    res.details["lp_status"] = status
     res.details["roundings_tried"] = f"{tried} of {len(candidates)}"
     if best is None and tried < len(candidates):
         res.message = f"time limit reached after {tried} of {len(candidates)} roundings, none fits the budget"
