@@ -57,3 +57,26 @@ def test_without_highspy_the_pywraplp_highs_runs(monkeypatch):
     res = solve("chain", chain, "milp", budget, slots=0, backend="highs", time_limit=20)
     assert res.status == "optimal" and not res.details["backend_status"].startswith("highspy")
     assert res.objective == pytest.approx(solve("chain", chain, "milp", budget, slots=0, time_limit=20).objective)
+
+
+@pytest.mark.parametrize("fraction", [0.6, 0.75, 0.9])
+@pytest.mark.parametrize("graph", ["vgg16", "linear10", "rl20"])
+def test_highs_lp_relaxation_equals_glop_and_clp(graph, fraction):
+    """The LP relaxation through highspy (LP rounding's LP) has the value GLOP and CLP find."""
+    from memsched.solvers.graph import generate
+    from memsched.solvers.graph import reference_peak as graph_peak
+    from memsched.solvers.graph.linmodel import solve_milp
+    from memsched.solvers.graph.milp import CheckmateModel
+
+    g = {"vgg16": generate.vgg16, "linear10": lambda: generate.linear_graph(10),
+         "rl20": lambda: generate.random_layered(20, 3)}[graph]()  # rl20: infeasible LPs
+    budget = int(graph_peak(g) * fraction)
+    model = CheckmateModel(g, g.cost_ram * (1000 / budget), 1000.0).model
+    runs = {lp: solve_milp(model, "scip", relax=True, lp_solver=lp, time_limit=60) for lp in ("HIGHS", "GLOP", "CLP")}
+    assert runs["HIGHS"].backend_status.startswith("highspy")
+    statuses = {run.status for run in runs.values()}
+    assert len(statuses) == 1, runs
+    if statuses == {"optimal"}:
+        assert runs["HIGHS"].objective == pytest.approx(runs["GLOP"].objective, rel=1e-7)
+        assert runs["HIGHS"].objective == pytest.approx(runs["CLP"].objective, rel=1e-7)
+        assert runs["HIGHS"].bound == runs["HIGHS"].objective

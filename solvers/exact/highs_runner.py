@@ -55,9 +55,12 @@ def _quiet_highs(highspy):  # noqa: ANN001, ANN202 (the module, a highspy.Highs)
 
 
 def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *, rel_gap: float,
-                feasibility_only: bool = False, hint_feasible: bool = False):  # noqa: ANN201 (a BackendRun)
-    """Solve `model` (a MIP) with highspy within what is left of `deadline`; a `BackendRun`.
-    `hint_feasible`: a feasible schedule is known, so an "infeasible" answer is no proof (``timeout``)."""
+                feasibility_only: bool = False, hint_feasible: bool = False,
+                relax: bool = False):  # noqa: ANN201 (a BackendRun)
+    """Solve `model` (a MIP; with `relax` its LP relaxation) with highspy within what is left of
+    `deadline` (wall clock: HiGHS's own limit, and a cancel half a second after it); a `BackendRun`.
+    `hint_feasible`: a feasible schedule is known, so an "infeasible" answer is no proof (``timeout``).
+    An LP stopped by the limit keeps its values (status ``feasible``) with no bound."""
     import highspy
 
     from .milp_runner import BackendRun, finite_bound, infeasible, settle
@@ -76,9 +79,10 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
     empty_i, empty_f = np.zeros(0, dtype=np.int32), np.zeros(0)
     h.addCols(n, cost, np.asarray(model.lb, dtype=float), np.asarray(model.ub, dtype=float), 0,
               empty_i, empty_i, empty_f)
-    h.changeColsIntegrality(n, np.arange(n, dtype=np.int32),
-                            np.array([highspy.HighsVarType.kInteger if b else highspy.HighsVarType.kContinuous
-                                      for b in model.integer]))
+    if not relax:
+        h.changeColsIntegrality(n, np.arange(n, dtype=np.int32),
+                                np.array([highspy.HighsVarType.kInteger if b else highspy.HighsVarType.kContinuous
+                                          for b in model.integer]))
     if not feasibility_only:
         h.changeObjectiveOffset(float(model.offset))
     inf = highspy.kHighsInf
@@ -122,6 +126,10 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
     if info.primal_solution_status != 2:  # no feasible solution
         return run
     values = list(h.getSolution().col_value)
+    if relax:
+        proven = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+        objective = model.value([float(v) for v in values])
+        return settle(run, [float(v) for v in values], objective, objective if proven else None, proven)
     values = [float(round(v)) if model.integer[i] else float(v) for i, v in enumerate(values)]
     objective = model.value(values)
     bound = None

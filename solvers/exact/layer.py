@@ -6,7 +6,8 @@
 2. **Warm start.** The problem's fast solvers (`fast`, best first) run first, each replayed by
    the simulator at the real budget and exact sizes; the best schedule (smallest objective) is
    handed to the model as ``seed`` (CP-SAT hint, MIP start) and named in
-   ``SolveResult.seeded_by``. The first always runs, the others while time allows (`run_fast`):
+   ``SolveResult.seeded_by``; it is the first entry of ``SolveResult.log`` (a schedule in hand
+   from then on). The first always runs, the others while time allows (`run_fast`):
    the guarantee below is about the fast solvers that ran (``details["fast"]`` lists them).
    The first runs in this process; the others run in a forked child that is killed when its
    share of the time (up to half the limit) is spent, as a fast solver cannot be interrupted
@@ -163,6 +164,7 @@ def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: fl
             seeds = run_fast(problem, instance, int(budget), fast, deadline, options, rest) \
                 if options.warm_start else []
             seed = min(seeds, key=lambda r: math.inf if r.objective is None else r.objective) if seeds else None
+            seed_at = deadline.elapsed()
             report(f"{name}: model", best=None if seed is None else seed.objective)
             try:
                 res = fn(instance, int(budget), options=options, deadline=deadline, seed=seed, **rest)
@@ -178,6 +180,8 @@ def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: fl
                 res.details["interrupted"] = True
                 note = f"interrupted after {deadline.elapsed():.1f} s"
                 res.message = f"{note}; {res.message}" if res.message else note
+            if seed is not None and seed.objective is not None:
+                res.log = log_from_seed(res.log, seed_at, seed.objective)
             floor = None if least is None else float(least(instance))
             return referee(problem, name, instance, int(budget), res, seeds, seed, deadline, options, floor)
 
@@ -187,6 +191,15 @@ def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: fl
         return solver
 
     return decorate
+
+
+def log_from_seed(log: list[tuple[float, float | None, float | None]], at: float, objective: float
+                  ) -> list[tuple[float, float | None, float | None]]:
+    """`log` (seconds, objective, bound) from the seed on: the seed's `objective` is in hand `at` seconds,
+    so it is the first entry, and the model's later entries that do not beat it are dropped (their
+    bounds, on entries without an objective, are kept)."""
+    later = [(t, o, b) for t, o, b in log if t > at and (o is None or o < objective)]
+    return [(at, objective, None), *later]
 
 
 def referee(problem: str, name: str, instance: Any, budget: int, res: SolveResult, seeds: list[SolveResult],

@@ -28,7 +28,7 @@ def solve_milp(model: LinearModel, backend: str, *, time_limit: float | None = N
                deadline: Deadline | None = None, hint_feasible: bool = False, lp_solver: str = "GLOP",
                watched: bool = False) -> BackendRun:
     """Solve with a pywraplp backend ("scip", "cbc", "highs", or the LP relaxation with ``relax``:
-    `lp_solver` "GLOP" or "CLP") within `deadline` (or `time_limit` seconds from now); `watched` as
+    `lp_solver` "GLOP", "CLP" or "HIGHS") within `deadline` (or `time_limit` seconds from now); `watched` as
     `run_milp`'s."""
     return run_milp(model, backend, _deadline(deadline, time_limit), ExactOptions(time_limit=None, workers=threads),
                     hint=hint, hint_feasible=hint_feasible, relax=relax, feasibility_only=feasibility_only,

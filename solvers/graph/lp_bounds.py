@@ -41,9 +41,11 @@ def lp_relaxation(graph: Graph, budget: int, *, slots: int = 0, time_limit: floa
     deadline = deadline or Deadline(time_limit)
     try:
         cm = CheckmateModel(graph, graph.cost_ram * scale, 1000.0, deadline=deadline, W=graph.workspace * scale)
-        # CLP's dual simplex: 42 s on MobileNet's relaxation (94k columns) where GLOP did not
-        # finish in 200 s, and 0.5 s against 4.5 s on VGG-16's (benchmarked under load)
-        sol = solve_milp(cm.model, "scip", relax=True, deadline=deadline, lp_solver="CLP")
+        # HiGHS (highspy): 7.8 s on MobileNet's relaxation (94k columns; CLP about 10 s, GLOP did
+        # not finish in 200 s), 82 s on ResNet-50's (350k), and it stops at the wall-clock limit,
+        # where CLP ran 121 s past a 346 s limit on RL500's (1.06M columns) and returned a
+        # primal point that bounds nothing (quiet machine)
+        sol = solve_milp(cm.model, "scip", relax=True, deadline=deadline, lp_solver="HIGHS")
     except DeadlineExceeded:
         return None, None, None, "timeout"
     return sol.objective, cm, sol.values, sol.status
