@@ -76,6 +76,13 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
     if not feasibility_only:
         for i, c in model.objective.items():
             cost[i] += c
+    cost_scale = 1.0
+    if relax and n and np.abs(cost).max() > 1e4:
+        # HiGHS's dual simplex fails on costs of 1e12 (Checkmate's FCN-8 times: "excessive dual
+        # values", status "Not Set"); a power of two keeps the LP's vertices and is undone below
+        # (the objective is recomputed from the values in the model's units)
+        cost_scale = 2.0 ** -math.ceil(math.log2(np.abs(cost).max() / 1e3))
+        cost *= cost_scale
     empty_i, empty_f = np.zeros(0, dtype=np.int32), np.zeros(0)
     h.addCols(n, cost, np.asarray(model.lb, dtype=float), np.asarray(model.ub, dtype=float), 0,
               empty_i, empty_i, empty_f)
@@ -84,7 +91,7 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
                                 np.array([highspy.HighsVarType.kInteger if b else highspy.HighsVarType.kContinuous
                                           for b in model.integer]))
     if not feasibility_only:
-        h.changeObjectiveOffset(float(model.offset))
+        h.changeObjectiveOffset(float(model.offset) * cost_scale)
     inf = highspy.kHighsInf
     lower, upper, starts, index, value = [], [], [0], [], []
     for r, (idx, coef, lo, hi) in enumerate(model.rows):
