@@ -355,5 +355,6 @@ def test_the_log_starts_at_the_seed():
     from memsched.solvers.exact.layer import log_from_seed
 
     model_log = [(0.5, 12.0, None), (2.0, 11.0, 9.0), (3.0, 9.5, 9.0), (4.0, None, 9.2)]
-    assert log_from_seed(model_log, 1.0, 10.0) == [(1.0, 10.0, None), (3.0, 9.5, 9.0), (4.0, None, 9.2)]
+    assert log_from_seed(model_log, 1.0, 10.0) == [(1.0, 10.0, None), (2.0, 10.0, 9.0), (3.0, 9.5, 9.0),
+                                                   (4.0, None, 9.2)]
     assert log_from_seed([], 0.2, 7.0) == [(0.2, 7.0, None)]

@@ -196,9 +196,9 @@ def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: fl
 def log_from_seed(log: list[tuple[float, float | None, float | None]], at: float, objective: float
                   ) -> list[tuple[float, float | None, float | None]]:
     """`log` (seconds, objective, bound) from the seed on: the seed's `objective` is in hand `at` seconds,
-    so it is the first entry, and the model's later entries that do not beat it are dropped (their
-    bounds, on entries without an objective, are kept)."""
-    later = [(t, o, b) for t, o, b in log if t > at and (o is None or o < objective)]
+    so it is the first entry; the model's later entries keep their bounds, with their objective the
+    best in hand (the seed's, where the model's incumbent was not better)."""
+    later = [(t, o if o is None else min(o, objective), b) for t, o, b in log if t > at]
     return [(at, objective, None), *later]
 
 
