@@ -358,3 +358,12 @@ def test_the_log_starts_at_the_seed():
     assert log_from_seed(model_log, 1.0, 10.0) == [(1.0, 10.0, None), (2.0, 10.0, 9.0), (3.0, 9.5, 9.0),
                                                    (4.0, None, 9.2)]
     assert log_from_seed([], 0.2, 7.0) == [(0.2, 7.0, None)]
+
+
+def test_a_bound_at_the_incumbent_is_a_proof_whatever_the_backend_says() -> None:
+    from memsched.solvers.exact.milp_runner import BackendRun, settle
+
+    assert settle(BackendRun("timeout"), [1.0], 9.0, 9.0, proven=False).status == OPTIMAL  # stopped on time, gap 0
+    assert settle(BackendRun("timeout"), [1.0], 9.0, 8.0, proven=False).status == "feasible"
+    assert settle(BackendRun("timeout"), [1.0], 9.0, 8.0, proven=True).status == "feasible"  # its own gap
+    assert settle(BackendRun("timeout"), [1.0], 9.0, None, proven=True).status == OPTIMAL

@@ -68,13 +68,16 @@ def finite_bound(value: Any) -> float | None:
 
 
 def settle(run: BackendRun, values: list[float], objective: float, bound: float | None, proven: bool) -> BackendRun:
-    """Fill `run` with a solution: ``optimal`` when the backend says `proven` and its bound (the
-    objective when it gives none) is within 1e-6 relative of the objective (a backend stopped at
-    a gap of its own proves nothing), else ``feasible``; the bound is capped at the objective."""
+    """Fill `run` with a solution: ``optimal`` when its bound (with `proven`, the backend's claim,
+    the objective when it gives none) is within 1e-6 relative of the objective (a backend stopped
+    at a gap of its own proves nothing; one stopped by the clock with its bound at its incumbent,
+    as the CBC program once was on a two-variable model under load, has proven it), else
+    ``feasible``; the bound is capped at the objective."""
     status = FEASIBLE
-    if proven:
-        bound = objective if bound is None else bound
-        status = OPTIMAL if objective - bound <= 1e-6 * max(1.0, abs(objective)) else FEASIBLE
+    if proven and bound is None:
+        bound = objective
+    if bound is not None and objective - bound <= 1e-6 * max(1.0, abs(objective)):
+        status = OPTIMAL
     if bound is not None:
         bound = min(bound, objective)
     run.status, run.values, run.objective, run.bound = status, values, objective, bound
