@@ -45,6 +45,12 @@ def _graph() -> Any:
     return resnet((2, 2, 2, 2), name="resnet18-like")  # 189 nodes
 
 
+def _large_graph(n: int) -> Any:
+    from memsched.solvers.graph.generate import random_layered
+
+    return random_layered(n, 0)  # Checkmate's model: 1.5 (n = 300) and 2.6 (n = 400) million nonzeros
+
+
 def _join() -> Any:
     from memsched.solvers.join.generate import random_join
 
@@ -76,6 +82,9 @@ CASES: list[tuple[str, str, str, Callable[[], Any], float, dict[str, Any]]] = [
     ("chain", "cpsat", "random_chain(100)", lambda: _chain(100, 1), 0.3, {}),
     ("graph", "checkmate", "resnet18-like (189 nodes)", _graph, 0.6, {}),
     ("graph", "cpsat", "resnet18-like (189 nodes)", _graph, 0.6, {}),
+    # presolve / first root LP that ignore the clock (bench_model_memory: 30 s past a 30 s limit)
+    ("graph", "checkmate", "random_layered(400), scip", lambda: _large_graph(400), 0.7, {"backend": "scip"}),
+    ("graph", "checkmate", "random_layered(300), highs", lambda: _large_graph(300), 0.7, {"backend": "highs"}),
     ("join", "cpsat", "random_join([20, 20])", _join, 0.4, {}),
     ("join", "exact", "random_join([7, 7])", _join_tiny, 0.5, {}),
     ("offload", "cpsat", "random_offload(60)", lambda: _offload(60), 0.5, {}),

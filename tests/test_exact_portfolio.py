@@ -104,3 +104,38 @@ def test_a_script_piped_to_python_races_both_backends():
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("optimal") and "without an answer" not in out.stdout
     assert "scip: " in out.stdout and "highs: " in out.stdout
+
+
+def test_an_isolated_backend_is_killed_after_the_deadline(monkeypatch):
+    """SCIP's presolve and HiGHS's first root LP may not look at the clock (results/bench_model_memory.csv:
+    still running 30 s after a 30 s limit): `run_isolated` kills the child GRACE_S after the limit."""
+    import time
+
+    from memsched.solvers.exact.linear import LinearModel
+    from memsched.solvers.exact.options import Deadline, ExactOptions
+
+    def deaf_backend(*args, **kwargs):  # a backend that ignores its limit (inherited by the forked child)
+        time.sleep(60)
+
+    monkeypatch.setattr(portfolio, "run_milp", deaf_backend)
+    model = LinearModel()
+    model.var(0, 1, True)
+    t0 = time.perf_counter()
+    run = portfolio.run_isolated(model, "scip", Deadline(0.5), ExactOptions())
+    assert time.perf_counter() - t0 < 0.5 + portfolio.GRACE_S + 10  # not the backend's 60 s
+    assert run.status == "timeout" and run.values is None and run.backend_status.startswith("stopped")
+
+
+def test_an_isolated_backend_answers_as_in_this_process():
+    from memsched.solvers.exact.milp_runner import run_milp
+    from memsched.solvers.exact.options import Deadline, ExactOptions
+    from memsched.solvers.graph import generate
+    from memsched.solvers.graph import reference_peak as graph_peak
+    from memsched.solvers.graph.milp import CheckmateModel
+
+    g = generate.random_layered(12, 0)
+    cm = CheckmateModel(g, g.cost_ram, int(0.8 * graph_peak(g)))
+    here = run_milp(cm.model, "scip", Deadline(60), ExactOptions())
+    there = portfolio.run_isolated(cm.model, "scip", Deadline(60), ExactOptions())
+    assert here.status == there.status == "optimal"
+    assert there.objective == pytest.approx(here.objective) and cm.model.violated(there.values) == 0

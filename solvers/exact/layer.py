@@ -10,7 +10,8 @@
    from then on). The first always runs, the others while time allows (`run_fast`):
    the guarantee below is about the fast solvers that ran (``details["fast"]`` lists them).
    The first runs in this process; the others run in a forked child that is killed when its
-   share of the time (up to half the limit) is spent, as a fast solver cannot be interrupted
+   share of the time (up to half the limit; the limit while no schedule is known) is spent, as a
+   fast solver cannot be interrupted
    (dtr-orders took 10 s quietly and 23-40 s under load on a 189-node graph).
 3. **Model.** ``fn(instance, budget, *, options, deadline, seed, **rest)`` builds and solves;
    building calls ``deadline.check()``, and a build that runs out of time ends with status
@@ -59,7 +60,9 @@ def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], dea
     with a limit of at least `MIN_LIMIT_FOR_ALL_FAST` seconds, while
     less than half the limit is spent and more time is left than the slowest fast solver so far
     took. The first to run is not interruptible; each one after it runs in a forked child
-    (`_solve_in_child`, where the platform forks) that is killed at half the limit. Each is given
+    (`_solve_in_child`, where the platform forks) that is killed at half the limit, or at the
+    limit while no schedule is known (dtr-orders took 3 s on a 400-node graph where the two
+    before it found nothing, and held a 0.1 s solve for 2.8 s). Each is given
     the time left as ``time_limit`` (to the limit for the first, to half of it after): most fast
     solvers ignore it, `pofo` leaves out its optional stages past it."""
     from ..registry import solve as registry_solve
@@ -81,8 +84,10 @@ def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], dea
         if limit is not None:  # a fast solver with optional stages (pofo) leaves them out past this
             kwargs["time_limit"] = max(0.0, (0.5 * limit if out else limit) - start)
         try:
-            if out and limit is not None and can_fork():  # an optional seed: killed at half the limit
-                found = _solve_in_child(problem, instance, name, budget, kwargs, 0.5 * limit - start)
+            if n and limit is not None and can_fork():
+                # killed at half the limit when a seed is in hand (an optional one), else at the limit
+                until = 0.5 * limit if out else limit
+                found = _solve_in_child(problem, instance, name, budget, kwargs, until - start)
                 if found is None:
                     continue
                 res = found
@@ -230,11 +235,13 @@ def referee(problem: str, name: str, instance: Any, budget: int, res: SolveResul
         res.details["solution_from"] = seed.solver
         why = {OPTIMAL: "is optimal only for its scope", FEASIBLE: "is slower",
                INFEASIBLE: "found no schedule in its scope", TIMEOUT: "found no schedule in time"}.get(model_status, "")
+        if res.details.get("not_built"):  # e.g. too large for the machine's memory (`memory.too_big`)
+            why = "was not built"
         note = f"the model {why}; returned {seed.solver}'s schedule (replayed at exact sizes)"
         res.message = f"{res.message}; {note}" if res.message else note
         if model_status == OPTIMAL:
             res.scope += "; the model's optimum lost to a fast solver at exact sizes"
-        elif not res.scope:  # the model was not built in time: the schedule's own scope
+        elif not res.scope or res.details.get("not_built"):  # no model ran: the schedule's own scope
             res.scope = f"{seed.solver}'s schedule ({seed.scope})" if seed.scope else f"{seed.solver}'s schedule"
         res.status = FEASIBLE
         objective = seed.objective

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..progress import report
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT
-from . import highs_runner
+from . import highs_runner, memory
 from .cbc_cmd import cbc_program, export_mps, solve_mps
 from .interrupt import in_charge, stop_on_interrupt
 from .linear import LinearModel
@@ -177,8 +177,15 @@ def _run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exa
         # the backend copies the model before its clock starts (seconds for 10^5 rows): that copy
         # is charged as long as emitting it took
         solver.SetTimeLimit(max(1, int(1000 * (left - build_s))))
-    if backend == "scip" and not relax and in_charge():  # Ctrl-C is ours (`interrupt`): SCIP would swallow it
-        solver.SetSolverSpecificParametersAsString("misc/catchctrlc = FALSE\n")
+    if backend == "scip" and not relax:
+        scip_params = []
+        if in_charge():  # Ctrl-C is ours (`interrupt`): SCIP would swallow it
+            scip_params.append("misc/catchctrlc = FALSE")
+        mb = memory.limit_mb(options.memory_gb)
+        if mb is not None:  # a growing tree stops SCIP with its incumbent, not the out-of-memory killer
+            scip_params.append(f"limits/memory = {mb}")
+        if scip_params:
+            solver.SetSolverSpecificParametersAsString("\n".join(scip_params) + "\n")
     watchdog = _watchdog(left, solver.InterruptSolve)
     try:
         with stop_on_interrupt(solver.InterruptSolve):

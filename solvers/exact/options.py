@@ -4,12 +4,15 @@ deadline that every exact solve runs under.
 Names: ``time_limit`` (seconds of wall-clock time for the *whole* solve: warm start, model
 building, presolve and search), ``workers`` (backend threads), ``seed`` (the backend's random
 seed), ``verbose`` (backend log), ``warm_start`` (run the problem's fast solvers first and hand
-their best schedule to the model), ``slots`` (memory discretisation, 0 = exact sizes).
+their best schedule to the model), ``slots`` (memory discretisation, 0 = exact sizes),
+``memory_gb`` (memory a model may plan for, in GB; None: what the machine has available, 0: no
+check; `memory.too_big`).
 Older spellings (``num_workers``, ``threads``, ``random_seed``) are accepted and mapped.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -34,6 +37,7 @@ class ExactOptions:
     verbose: bool = False
     warm_start: bool = True
     slots: int = 500
+    memory_gb: float | None = None
 
     @classmethod
     def from_kwargs(cls, defaults: ExactOptions | None = None, **kw: Any) -> tuple[ExactOptions, dict[str, Any]]:
@@ -63,8 +67,15 @@ class ExactOptions:
             raise InputError(f"must be >= 1, got {self.workers!r}", field="workers")
         if int(self.slots) < 0:
             raise InputError(f"must be >= 0, got {self.slots!r}", field="--slots")
+        memory = self.memory_gb
+        if memory is not None:
+            memory = float(memory)
+            if not memory >= 0 or memory == math.inf:
+                raise InputError(f"must be a number of GB >= 0 (0: no check), got {self.memory_gb!r}",
+                                 field="memory_gb")
         return replace(self, time_limit=limit, workers=int(self.workers), seed=int(self.seed),
-                       slots=int(self.slots), verbose=bool(self.verbose), warm_start=bool(self.warm_start))
+                       slots=int(self.slots), verbose=bool(self.verbose), warm_start=bool(self.warm_start),
+                       memory_gb=memory)
 
 
 class Deadline:

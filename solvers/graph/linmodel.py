@@ -11,6 +11,7 @@ from ..exact.cpsat_runner import linear_to_cpsat, run_cpsat
 from ..exact.linear import LinearModel
 from ..exact.milp_runner import BackendRun, run_milp
 from ..exact.options import Deadline, ExactOptions
+from ..exact.portfolio import run_isolated
 
 MILP_BACKENDS = {"scip": "SCIP", "cbc": "CBC", "highs": "HIGHS"}
 BACKENDS = (*MILP_BACKENDS, "cpsat")
@@ -26,13 +27,18 @@ def _deadline(deadline: Deadline | None, time_limit: float | None) -> Deadline:
 def solve_milp(model: LinearModel, backend: str, *, time_limit: float | None = None, hint: list[float] | None = None,
                relax: bool = False, threads: int = 1, feasibility_only: bool = False,
                deadline: Deadline | None = None, hint_feasible: bool = False, lp_solver: str = "GLOP",
-               watched: bool = False) -> BackendRun:
+               watched: bool = False, isolate: bool = False, memory_gb: float | None = None) -> BackendRun:
     """Solve with a pywraplp backend ("scip", "cbc", "highs", or the LP relaxation with ``relax``:
     `lp_solver` "GLOP", "CLP" or "HIGHS") within `deadline` (or `time_limit` seconds from now); `watched` as
-    `run_milp`'s."""
-    return run_milp(model, backend, _deadline(deadline, time_limit), ExactOptions(time_limit=None, workers=threads),
-                    hint=hint, hint_feasible=hint_feasible, relax=relax, feasibility_only=feasibility_only,
-                    lp_solver=lp_solver, watched=watched)
+    `run_milp`'s. `isolate`: SCIP and HiGHS run in a child process killed just after the deadline
+    (`portfolio.run_isolated`; CBC always runs as a program held to it); `memory_gb` as `ExactOptions`'."""
+    dl = _deadline(deadline, time_limit)
+    options = ExactOptions(time_limit=None, workers=threads, memory_gb=memory_gb)
+    if isolate and not relax and backend in ("scip", "highs"):
+        return run_isolated(model, backend, dl, options, hint=hint, hint_feasible=hint_feasible,
+                            feasibility_only=feasibility_only, watched=watched)
+    return run_milp(model, backend, dl, options, hint=hint, hint_feasible=hint_feasible, relax=relax,
+                    feasibility_only=feasibility_only, lp_solver=lp_solver, watched=watched)
 
 
 def solve_cpsat_linear(model: LinearModel, *, time_limit: float | None = None, hint: list[float] | None = None,

@@ -19,22 +19,28 @@ from typing import Any
 
 import numpy as np
 
+from ..exact.memory import ModelTooLarge, too_big
 from ..exact.options import Deadline, DeadlineExceeded
 from ..result import FEASIBLE, INFEASIBLE, TIMEOUT, SolveResult
 from .instance import Graph
 from .linmodel import solve_milp
-from .milp import CheckmateModel
+from .milp import CheckmateModel, checkmate_size
 from .schedule import GraphSchedule
 from .simulator import simulate
 
 
 def lp_relaxation(graph: Graph, budget: int, *, slots: int = 0, time_limit: float | None = None,
-                  deadline: Deadline | None = None
+                  deadline: Deadline | None = None, memory_gb: float | None = None
                   ) -> tuple[float | None, CheckmateModel | None, list[float] | None, str]:
     """(LP value, model, values, status) of Checkmate's relaxation at `budget`, with exact sizes
     (`slots` is accepted for a uniform signature and ignored: rounding sizes up would not give a
     valid bound for the real sizes). `time_limit` (or a running `deadline`, which replaces it)
-    covers building the model too: when it comes first the answer is (None, None, None, "timeout")."""
+    covers building the model too: when it comes first the answer is (None, None, None, "timeout").
+    Raises `ModelTooLarge` instead of building a model that would not fit in memory
+    (`memory.too_big`; `memory_gb` as there)."""
+    why = too_big(checkmate_size(graph), "lp", memory_gb)
+    if why is not None:
+        raise ModelTooLarge(why)
     # exact sizes, scaled so that the budget is 1000 (a rounded-up discretisation would not
     # give a valid bound for the real sizes)
     scale = 1000.0 / max(int(budget), 1)
@@ -52,9 +58,12 @@ def lp_relaxation(graph: Graph, budget: int, *, slots: int = 0, time_limit: floa
 
 
 def lp_bound(graph: Graph, budget: int, *, slots: int = 500, time_limit: float | None = None) -> float | None:
-    """Lower bound on Checkmate's optimum at `budget` (None when the LP is infeasible or timed
-    out; infeasible LP means no Checkmate schedule fits)."""
-    value, _, _, status = lp_relaxation(graph, budget, slots=slots, time_limit=time_limit)
+    """Lower bound on Checkmate's optimum at `budget` (None when the LP is infeasible, timed
+    out or too large for the memory; infeasible LP means no Checkmate schedule fits)."""
+    try:
+        value, _, _, status = lp_relaxation(graph, budget, slots=slots, time_limit=time_limit)
+    except ModelTooLarge:
+        return None
     if value is None:
         return None
     return max(float(value), graph.total_cpu()) if status == "optimal" else None
@@ -85,15 +94,22 @@ def _sequence(R: np.ndarray) -> list[int]:
 
 
 def solve_checkmate_approx(graph: Graph, budget: int, *, slots: int = 500, time_limit: float | None = None,
-                           samples: int = 20, seed: int = 0, **_: Any) -> SolveResult:
+                           samples: int = 20, seed: int = 0, memory_gb: float | None = None, **_: Any) -> SolveResult:
     """Checkmate's LP rounding (module docstring). `time_limit` (s, wall clock) covers the LP and
     the roundings: those not tried by then are skipped (``details["roundings_tried"]``), and when
-    none of the tried ones fits the status is ``timeout``, not ``infeasible``."""
+    none of the tried ones fits the status is ``timeout``, not ``infeasible``. An LP that would not
+    fit in memory (`memory.too_big`, `memory_gb` as there) is not built: ``timeout``, saying why."""
     start = time.perf_counter()
     deadline = Deadline(time_limit, start)
     res = SolveResult(problem="graph", solver="checkmate-approx", status=TIMEOUT,
                       scope="Checkmate LP rounding (lower bound: the LP relaxation of Checkmate's model)")
-    value, cm, values, status = lp_relaxation(graph, budget, slots=slots, deadline=deadline)
+    try:
+        value, cm, values, status = lp_relaxation(graph, budget, slots=slots, deadline=deadline, memory_gb=memory_gb)
+    except ModelTooLarge as exc:
+        res.details["not_built"] = str(exc)
+        res.message = f"the LP was not built: {exc}"
+        res.solve_time_s = time.perf_counter() - start
+        return res
     if status == "infeasible":
         res.status = INFEASIBLE
         res.message = "the LP relaxation is infeasible: no Checkmate schedule fits"

@@ -41,6 +41,7 @@ import numpy as np
 
 from ..discretize import scope_text
 from ..exact.layer import exact_solver
+from ..exact.memory import ModelSize, too_big
 from ..exact.milp_runner import BackendRun
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
@@ -153,6 +154,36 @@ class CheckmateModel:
         return vals, peak
 
 
+def checkmate_size(graph: Graph, W: np.ndarray | None = None) -> ModelSize:
+    """Variables, rows and nonzeros of `CheckmateModel` on `graph` (workspaces `W`, default the
+    graph's), counted without building it: O(n + sum over nodes of in-degree x out-degree).
+    With P_k = |DEPS[k]| and T_k = n - k the stages in which node k may be computed:
+    R, U: n(n+1)/2 each, S: n(n-1)/2, FREE: sum_k (P_k + 1) T_k."""
+    n = graph.n
+    W = graph.workspace if W is None else W
+    P = np.array([len(p) for p in graph.preds], dtype=np.int64)
+    T = n - np.arange(n, dtype=np.int64)
+    tri = n * (n + 1) // 2
+    free = int(((P + 1) * T).sum())
+    variables = 2 * tri + n * (n - 1) // 2 + free
+    # inputs present: one row of 3 per edge (i, k) and stage t >= k
+    rows, nnz = int((P * T).sum()), 3 * int((P * T).sum())
+    # checkpoints: S[t+1,i] <= R[t,i] + S[t,i] for t < n-1, i <= t (no S[t,t])
+    rows += n * (n - 1) // 2
+    nnz += 2 * (n * (n - 1) // 2) + (n - 1) * (n - 2) // 2
+    # FREE[t,i,k] <= R[t,k]; <= 1 - S[t+1,i] (t < n-1); <= 1 - R[t,j] for users k < j <= t
+    users = sum(n - j for k in range(n) for i in (*graph.preds[k], k) for j in graph.succs[i] if j > k)
+    free_rows = free + int(((P + 1) * (T - 1)).sum()) + users
+    rows, nnz = rows + free_rows, nnz + 2 * free_rows
+    # memory: U[t,0] (t + 2 terms), U[t,k] for k >= 1 (P_{k-1} + 4 terms)
+    rows += tri
+    nnz += int((np.arange(n) + 2).sum()) + int(((P[:-1] + 4) * T[1:]).sum())
+    # workspace: U[t,k] + W_k R[t,k] <= B where W_k != 0
+    ws = int(T[np.asarray(W) != 0].sum())
+    rows, nnz = rows + ws, nnz + 2 * ws
+    return ModelSize(variables, rows, nnz)
+
+
 def stages_of(graph: Graph, sequence: list[int]) -> tuple[np.ndarray, np.ndarray] | None:
     """R and S matrices of a sequence whose first computations follow the index order (None
     otherwise). Stage t runs from after the first computation of t-1 to the first of t."""
@@ -220,13 +251,18 @@ def solve_checkmate(
         return result
     if seed_at_least(result, graph, seed, budget, "checkmate"):
         return result
+    size = checkmate_size(graph, graph.workspace_in(slot))
+    if backend == "auto":
+        backend = "cbc" if size.variables <= AUTO_CBC_MAX_VARIABLES else "scip"
+        result.details["backend"] = backend
+    result.details["variables"], result.details["constraints"] = size.variables, size.rows
+    why = too_big(size, backend, options.memory_gb)
+    if why is not None:  # building it would end in the out-of-memory killer, with no answer at all
+        result.details["not_built"] = why
+        result.message = f"Checkmate's model was not built: {why}"
+        return result
     cm = CheckmateModel(graph, M, B, integer_memory=(backend == "cpsat"), deadline=deadline,
                         W=graph.workspace_in(slot))
-    if backend == "auto":
-        backend = "cbc" if cm.model.num_vars <= AUTO_CBC_MAX_VARIABLES else "scip"
-        result.details["backend"] = backend
-    result.details["variables"] = cm.model.num_vars
-    result.details["constraints"] = len(cm.model.rows)
     hint = None
     if options.warm_start:
         hint = _seed_hint(graph, cm, seed) if seed is not None else None
@@ -240,7 +276,8 @@ def solve_checkmate(
             return solve_cpsat_linear(cm.model, hint=h, threads=options.workers, feasibility_only=feasibility,
                                       deadline=dl, hint_feasible=h is not None, watched=True)
         return solve_milp(cm.model, backend, hint=h, threads=options.workers, feasibility_only=feasibility,
-                          deadline=dl, hint_feasible=h is not None, watched=True)
+                          deadline=dl, hint_feasible=h is not None, watched=True, isolate=True,
+                          memory_gb=options.memory_gb)
 
     if hint is None and two_phase:
         try:
