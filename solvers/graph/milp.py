@@ -233,7 +233,11 @@ def solve_checkmate(
     sizes are discretised into ``options.slots`` slots (0: exact). The seed (the best fast
     schedule, when its first computations follow the file's order) or else a given-order
     heuristic is the MIP start; with `two_phase` and no start, a feasibility-only solve runs
-    first (a third of the time left) and its solution starts the optimisation."""
+    first (a third of the time left) and its solution starts the optimisation. Before building,
+    the model's size (`checkmate_size`) is checked against the memory available
+    (`memory.too_big`, option ``memory_gb``): a model that would not fit is not built and the
+    answer (the seed's schedule, through the exact layer) says why in ``details["not_built"]``.
+    SCIP and HiGHS run in a child process killed just after the limit (`portfolio.run_isolated`)."""
     from ..errors import InputError
 
     if backend not in (*BACKENDS, "auto"):
