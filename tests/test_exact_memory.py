@@ -74,7 +74,8 @@ def test_checkmate_not_built_answers_with_the_seed():
     assert res.status == FEASIBLE and res.schedule is not None
     assert res.details["not_built"].startswith("the model (")
     assert res.details["solution_from"] == res.seeded_by
-    assert "Checkmate's model was not built" in res.message and "the model was not built" in res.message
+    assert res.message.startswith("Checkmate's model was not built: the model (")
+    assert res.message.endswith(f"returned {res.seeded_by}'s schedule (replayed at exact sizes)")
     assert res.scope.startswith(f"{res.seeded_by}'s schedule")  # not the model's scope: no model ran
     assert res.objective == pytest.approx(res.details["fast"][res.seeded_by])
 
@@ -115,3 +116,16 @@ def test_the_memory_bench_measures_and_reestimates(tmp_path):
     assert bench_model_memory.main(["--sizes", "20", "--backends", "scip", "cbc", "--time-limit", "2", "--resume",
                                     "--out", str(out)]) == 0
     assert [r["backend"] for r in csv.DictReader(out.open())] == ["scip", "lp", "cbc"]
+
+
+def test_the_command_line_prints_why(tmp_path):
+    from conftest import run_cli
+
+    g, budget = _hard_cell()
+    path = tmp_path / "rl30.json"
+    g.save(path)
+    out = run_cli("solve", path, "--solver", "checkmate", "--budget", budget, "--time-limit", 20,
+                  "--option", "memory_gb=0.001")
+    assert out.code == 0
+    note = [line for line in out.out.splitlines() if line.startswith("note ")]
+    assert len(note) == 1 and "Checkmate's model was not built" in note[0]

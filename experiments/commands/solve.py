@@ -118,6 +118,8 @@ def _print_human(result: SolveResult, instance) -> None:
         print(f"lower bound  {result.lower_bound:.6g}" + (f"  (gap {100 * result.gap:.2f}%)" if result.gap is not None
                                                             else ""))
     print(f"solve time   {result.solve_time_s:.3f} s")
+    if result.schedule is not None and result.message:  # why the answer is what it is (without one: on stderr)
+        print(f"note         {result.message}")
     if result.schedule is not None:
         text = str(result.schedule)
         print(f"schedule     {text if len(text) <= 400 else text[:400] + ' ...'}")

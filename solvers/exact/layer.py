@@ -235,9 +235,9 @@ def referee(problem: str, name: str, instance: Any, budget: int, res: SolveResul
         res.details["solution_from"] = seed.solver
         why = {OPTIMAL: "is optimal only for its scope", FEASIBLE: "is slower",
                INFEASIBLE: "found no schedule in its scope", TIMEOUT: "found no schedule in time"}.get(model_status, "")
-        if res.details.get("not_built"):  # e.g. too large for the machine's memory (`memory.too_big`)
-            why = "was not built"
         note = f"the model {why}; returned {seed.solver}'s schedule (replayed at exact sizes)"
+        if res.details.get("not_built"):  # e.g. too large for the machine's memory: the message says so
+            note = f"returned {seed.solver}'s schedule (replayed at exact sizes)"
         res.message = f"{res.message}; {note}" if res.message else note
         if model_status == OPTIMAL:
             res.scope += "; the model's optimum lost to a fast solver at exact sizes"
