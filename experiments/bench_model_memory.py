@@ -46,6 +46,13 @@ def _status_kb(key: str) -> float:
     raise RuntimeError(f"no {key} in /proc/self/status")
 
 
+def guard_columns(size: Any, backend: str, measured_bytes: float) -> dict[str, Any]:
+    """The guard's columns of a row: what `memory.ModelSize.bytes_needed` plans for (GB), and whether
+    that covers the measured peak."""
+    need = size.bytes_needed(backend)
+    return {"estimated_gb": round(need / 1e9, 3), "estimate_covers": need >= measured_bytes}
+
+
 def _measure(conn: Any, graph: Any, backend: str, time_limit: float, grace: float) -> None:
     """Child body: build the model, solve it with `backend`, send the measured row. A backend still
     running `grace` seconds past its limit (SCIP's presolve and HiGHS's root LP on large models do
@@ -73,9 +80,7 @@ def _measure(conn: Any, graph: Any, backend: str, time_limit: float, grace: floa
                    "seconds": round(time.perf_counter() - t0, 1),
                    "model_bytes_per_nnz": round(1024 * (built - before) / nnz, 1),
                    "backend_bytes_per_nnz": round(1024 * (peak - built) / nnz, 1),
-                   "measured_gb": round(measured / 1e9, 3),
-                   "estimated_gb": round(size.bytes_needed(backend) / 1e9, 3),
-                   "estimate_covers": size.bytes_needed(backend) >= measured})
+                   "measured_gb": round(measured / 1e9, 3), **guard_columns(size, backend, measured)})
         conn.close()
 
     def overran() -> None:
@@ -130,9 +135,7 @@ def reestimate(path: Path) -> int:
         rows: list[dict[str, Any]] = list(csv.DictReader(fh))
     for row in rows:
         size = ModelSize(int(row["variables"]), int(row["rows"]), int(row["nonzeros"]))
-        need = size.bytes_needed(row["backend"])
-        row["estimated_gb"] = round(need / 1e9, 3)
-        row["estimate_covers"] = need >= float(row["measured_gb"]) * 1e9
+        row.update(guard_columns(size, row["backend"], float(row["measured_gb"]) * 1e9))
         if not row["estimate_covers"]:
             print(f"not covered: {row['graph']} {row['backend']}: measured {row['measured_gb']} GB, "
                   f"estimated {row['estimated_gb']} GB")

@@ -74,12 +74,17 @@ def available_bytes() -> float | None:
     return None
 
 
+def _memory_to_plan(memory_gb: float | None) -> float | None:
+    """Bytes to plan for: `memory_gb` (GB), else what is available; None when the check is off (0) or unknown."""
+    if memory_gb is not None and memory_gb <= 0:
+        return None
+    return memory_gb * GB if memory_gb is not None else available_bytes()
+
+
 def too_big(size: ModelSize, backend: str, memory_gb: float | None = None) -> str | None:
     """Why the model would not fit (one sentence), or None when it fits or nothing is known.
     `memory_gb` overrides the machine's available memory (GB = 10^9 bytes); 0 disables the guard."""
-    if memory_gb is not None and memory_gb <= 0:
-        return None
-    have = memory_gb * GB if memory_gb is not None else available_bytes()
+    have = _memory_to_plan(memory_gb)
     if have is None:
         return None
     need = size.bytes_needed(backend)
@@ -99,9 +104,7 @@ def limit_mb(memory_gb: float | None = None) -> int | None:
     """The memory a backend may use while it searches, in MB (SCIP's ``limits/memory``: it stops
     with its incumbent rather than grow past it): `USABLE_SHARE` of `memory_gb` or of what is
     available now; None when the check is off (0) or nothing is known."""
-    if memory_gb is not None and memory_gb <= 0:
-        return None
-    have = memory_gb * GB if memory_gb is not None else available_bytes()
+    have = _memory_to_plan(memory_gb)
     return None if have is None else max(64, int(USABLE_SHARE * have / 2**20))
 
 

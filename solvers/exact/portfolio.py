@@ -27,13 +27,12 @@ without ``fork``) the first backend runs alone in this process; `BackendRun.back
 which happened.
 
 `run_isolated` runs one backend the same way, for its hard deadline: a child still running
-`GRACE_S` after the limit is killed. SCIP's presolve and HiGHS's first root LP do not
-look at their clock or at an interrupt on large models (Checkmate's model of a 400-node random layered
-graph, 2.6 million nonzeros, with a 30 s limit: SCIP and HiGHS were still running 30 s after it,
-results/bench_model_memory.csv, and in an earlier run SCIP answered after 174 s; HiGHS on a
-300-node one, 1.5 million nonzeros, after 88 s), so in this process they would hold the caller
-past its limit. A killed backend's incumbent is lost (the caller keeps
-its warm start).
+`GRACE_S` after the limit is killed. SCIP's presolve and HiGHS's first root LP do not look at
+their clock or at an interrupt on large models (Checkmate's model of a 400-node random layered
+graph, 2.6 million nonzeros, 30 s limit: SCIP and HiGHS were still running 30 s after it,
+results/bench_model_memory.csv; in an earlier run SCIP answered after 174 s, and HiGHS after
+88 s on a 300-node graph, 1.5 million nonzeros), so in this process they would hold the caller
+past its limit. A killed backend's incumbent is lost (the caller keeps its warm start).
 """
 
 from __future__ import annotations
