@@ -1,7 +1,9 @@
 """The LP relaxation of Checkmate's MILP: a lower bound, and Checkmate's LP-rounding heuristic.
 
-`lp_bound` solves the relaxation (CLP) and returns its value: a lower bound on the optimum of
-Checkmate's model (frontier-advancing schedules in the given order), at least sum_v C_v.
+`lp_bound` solves the relaxation (HiGHS through highspy, held to the wall clock) and returns its
+value: a lower bound on the optimum of Checkmate's model (frontier-advancing schedules in the
+given order), at least sum_v C_v. A relaxation too large for the machine's memory
+(`solvers.exact.memory`) is not built.
 
 `solve_checkmate_approx` is Checkmate's two-step approximation: round the relaxed
 checkpoint matrix S* (deterministically at several thresholds, and by randomized rounding
