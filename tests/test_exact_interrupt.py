@@ -19,12 +19,13 @@ from memsched.solvers.chain.cpsat import phase_hint
 from memsched.solvers.chain.exact_model import PhaseModel
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.exact import interrupt
+from memsched.solvers.exact.cbc_cmd import cbc_program
 from memsched.solvers.exact.cpsat_runner import linear_to_cpsat, run_cpsat
 from memsched.solvers.exact.highs_runner import available as highs_available
 from memsched.solvers.exact.interrupt import answer_on_interrupt, interrupted, stop_on_interrupt
 from memsched.solvers.exact.milp_runner import run_milp
 from memsched.solvers.exact.options import Deadline, ExactOptions
-from memsched.solvers.exact.portfolio import run_portfolio
+from memsched.solvers.exact.portfolio import run_isolated, run_portfolio
 from memsched.solvers.registry import solve
 
 LIMIT_S = 120.0
@@ -46,8 +47,36 @@ def _sigint_later(seconds: float = SIGNAL_AFTER_S) -> threading.Timer:
     return timer
 
 
+def _cbc_programs() -> list[int]:
+    """Pids of running (not zombie) CBC programs started by `cbc_cmd.solve_mps` (its temporary directory)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+            with open(f"/proc/{entry}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"memsched-cbc-" in cmdline and state != "Z":
+            pids.append(int(entry))
+    return pids
+
+
+def _no_cbc_program_left() -> bool:
+    """True when no CBC program is left running within 3 s (none orphaned by an interrupt)."""
+    end = time.monotonic() + 3.0
+    while _cbc_programs() and time.monotonic() < end:
+        time.sleep(0.05)
+    return not _cbc_programs()
+
+
 def _backend_run(name, lm, hint):
     deadline = Deadline(LIMIT_S)
+    if name == "cbc-isolated":  # in a child process, as `checkmate` runs it: the interrupt is passed on twice
+        return run_isolated(lm, "cbc", deadline, ExactOptions(), hint=hint, hint_feasible=True)
     if name == "cp-sat":
         cp, xs, offset, scale = linear_to_cpsat(lm, hint=hint)
         return run_cpsat(cp, deadline, ExactOptions(), variables=xs, offset=offset, scale=scale, hint_feasible=True)
@@ -56,7 +85,10 @@ def _backend_run(name, lm, hint):
     return run_milp(lm, name, deadline, ExactOptions(), hint=hint, hint_feasible=True)
 
 
-BACKENDS = ["scip", "cp-sat", "portfolio"] + (["highs"] if highs_available() else [])
+BACKENDS = (["scip", "cp-sat", "portfolio"] + (["highs"] if highs_available() else [])
+            + (["cbc", "cbc-isolated"] if cbc_program() is not None and os.path.isdir("/proc") else []))
+#: the backends that return the start they were given when interrupted
+RETURN_THE_START = ("scip", "cp-sat", "portfolio", "cbc", "cbc-isolated")
 
 
 @pytest.mark.parametrize("name", BACKENDS)
@@ -72,9 +104,10 @@ def test_an_interrupted_backend_answers_inside_answer_on_interrupt(name, hard_mo
         timer.cancel()
     assert time.monotonic() - start < STOPPED_WITHIN_S
     assert run.status in ("feasible", "timeout")  # stopped: no proof
-    if name in ("scip", "cp-sat", "portfolio"):  # given the start, they return a schedule
+    if name in RETURN_THE_START:  # given the start, they return a schedule
         assert run.values is not None and run.objective is not None
         assert run.bound is None or run.bound <= run.objective
+    assert _no_cbc_program_left()
 
 
 @pytest.mark.parametrize("name", BACKENDS)
@@ -91,6 +124,7 @@ def test_an_interrupted_backend_raises_elsewhere(name, hard_model):
     assert time.monotonic() - start < STOPPED_WITHIN_S
     assert signal.getsignal(signal.SIGINT) is before  # the handler and the wakeup fd are restored
     assert signal.set_wakeup_fd(-1) == -1
+    assert _no_cbc_program_left()
 
 
 def test_the_exact_layer_keeps_the_backends_schedule():

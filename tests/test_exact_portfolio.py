@@ -126,6 +126,44 @@ def test_an_isolated_backend_is_killed_after_the_deadline(monkeypatch):
     assert run.status == "timeout" and run.values is None and run.backend_status.startswith("stopped")
 
 
+def test_what_an_isolated_backend_started_is_stopped_with_it(monkeypatch, tmp_path):
+    """The CBC program runs as the child's own child: killed alone, the child would leave it
+    running, orphaned, to its own limit. The child leads a process group, and the group is stopped."""
+    import os
+    import time
+
+    from memsched.solvers.exact.linear import LinearModel
+    from memsched.solvers.exact.options import Deadline, ExactOptions
+
+    if not os.path.isdir("/proc"):
+        pytest.skip("needs /proc")
+    pid_file = tmp_path / "program.pid"
+
+    def backend_with_a_program(*args, **kwargs):  # starts a program that outlives its limit, then hangs
+        program = subprocess.Popen(["sleep", "60"])
+        pid_file.write_text(str(program.pid))
+        time.sleep(60)
+
+    monkeypatch.setattr(portfolio, "run_milp", backend_with_a_program)
+    model = LinearModel()
+    model.var(0, 1, True)
+    run = portfolio.run_isolated(model, "cbc", Deadline(1.0), ExactOptions())
+    assert run.status == "timeout" and run.backend_status.startswith("stopped")
+    pid = int(pid_file.read_text())
+
+    def running() -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    end = time.monotonic() + 3.0
+    while running() and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not running()
+
+
 def test_an_isolated_backend_answers_as_in_this_process():
     from memsched.solvers.exact.milp_runner import run_milp
     from memsched.solvers.exact.options import Deadline, ExactOptions

@@ -8,6 +8,11 @@ counts wall-clock time; the kill is the backstop for phases that do not look at 
 
 The program is the CBC shipped with PuLP (or ``cbc`` on the PATH); `cbc_program` is None when
 neither exists, and `milp_runner` then falls back to the in-process CBC (CPU-time limit).
+
+Ctrl-C (SIGINT to this process, as a notebook's "interrupt kernel" sends it) is passed on to the
+program, which stops its search and writes its incumbent (`interrupt.stop_on_interrupt`): the
+answer is then the program's, as for SCIP or CP-SAT, and the program does not outlive the call.
+Before, the Python side raised at once and the program ran on, orphaned, to its own limit.
 """
 
 from __future__ import annotations
@@ -17,11 +22,14 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import warnings
 from dataclasses import dataclass
 from typing import Any
+
+from .interrupt import stop_on_interrupt
 
 #: seconds given to the CBC program past its own limit before it is killed
 KILL_GRACE_S = 1.0
@@ -87,11 +95,17 @@ def solve_mps(mps: str, num_vars: int, limit_s: float | None, *, rel_gap: float,
         args += ["-solve", "-solu", sol_path]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp)
         try:
-            out, _ = proc.communicate(timeout=None if limit_s is None else max(0.0, limit_s) + KILL_GRACE_S)
+            # CBC stops on SIGINT and still writes its solution file
+            with stop_on_interrupt(lambda: proc.send_signal(signal.SIGINT)):
+                out, _ = proc.communicate(timeout=None if limit_s is None else max(0.0, limit_s) + KILL_GRACE_S)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
             return CbcAnswer("timeout", ended="killed at the deadline")
+        finally:  # an exception on the way (a KeyboardInterrupt outside `answer_on_interrupt`): no orphan
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
         if verbose:
             print(out)
         if not os.path.exists(sol_path):

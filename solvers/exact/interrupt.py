@@ -10,8 +10,9 @@ alike:
 - `stop_on_interrupt(stop)` wraps a backend's solve (the runners turn the backends' own SIGINT
   catching off): a watcher thread reads the signal wakeup fd (`signal.set_wakeup_fd`, written by
   the interpreter's C-level handler even while the main thread is inside the backend) and calls
-  `stop` (SCIP's ``InterruptSolve``, CP-SAT's ``stop_search``, HiGHS's ``cancelSolve``); the
-  backend returns its incumbent and bound as at a time limit.
+  `stop` (SCIP's ``InterruptSolve``, CP-SAT's ``stop_search``, HiGHS's ``cancelSolve``, a
+  SIGINT passed on to the CBC program); the backend returns its incumbent and bound as at a
+  time limit.
 - Then, inside `answer_on_interrupt()` (the command line's and `memsched.solve`'s single solves)
   the run is returned as the backend left it and `interrupted()` says so: the exact layer keeps
   the best schedule, marks the result (``details["interrupted"]``) and the command exits 130

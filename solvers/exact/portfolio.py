@@ -32,7 +32,13 @@ their clock or at an interrupt on large models (Checkmate's model of a 400-node 
 graph, 2.6 million nonzeros, 30 s limit: SCIP and HiGHS were still running 30 s after it,
 results/bench_model_memory.csv; in an earlier run SCIP answered after 174 s, and HiGHS after
 88 s on a 300-node graph, 1.5 million nonzeros), so in this process they would hold the caller
-past its limit. A killed backend's incumbent is lost (the caller keeps its warm start).
+past its limit; nor does handing a model of that size to the CBC program (OR-Tools' MPS export and
+the file: a 25 s limit held for 30.75 s). A killed backend's incumbent is lost (the caller keeps
+its warm start).
+
+Each child leads a process group of its own, and stopping a child stops its group: the CBC
+program a child started would otherwise run on, orphaned, to its own limit. A Ctrl-C at the
+terminal therefore reaches the children only through this process, which passes it on.
 """
 
 from __future__ import annotations
@@ -64,7 +70,9 @@ GRACE_S = 1.0
 
 def _child(conn: Connection, model: LinearModel, backend: str, deadline: Deadline, options: ExactOptions,
            hint: list[float] | None, hint_feasible: bool, rel_gap: float, feasibility_only: bool = False) -> None:
-    """Process body: solve and send the `BackendRun` (without its backend object) to the parent."""
+    """Process body: solve and send the `BackendRun` (without its backend object) to the parent.
+    The child leads its own process group, so that stopping it stops what it started too."""
+    _own_group(0)
     try:
         run = run_milp(model, backend, deadline, options, hint=hint, hint_feasible=hint_feasible, rel_gap=rel_gap,
                        feasibility_only=feasibility_only)
@@ -118,9 +126,10 @@ def run_portfolio(model: LinearModel, deadline: Deadline, options: ExactOptions,
                            args=(send, model, backend, deadline, replace(options, workers=threads), hint,
                                  hint_feasible, rel_gap, feasibility_only))
         proc.start()
+        _own_group(cast(int, proc.pid))
         send.close()
         children[receive] = (backend, proc)
-    def interrupt_children() -> None:  # a Ctrl-C at the terminal reaches them too; a SIGINT to this process only
+    def interrupt_children() -> None:  # in their own process groups, the children hear Ctrl-C only from here
         for _, proc in children.values():
             if proc.pid is not None and proc.is_alive():
                 os.kill(proc.pid, signal.SIGINT)
@@ -164,14 +173,40 @@ def _collect(children: dict[Connection, tuple[str, mp.process.BaseProcess]], dea
     return runs
 
 
+def _own_group(pid: int) -> None:
+    """Make process `pid` (0: this one) the leader of a process group of its own. Called by the
+    child and, against the race, by the parent; the call that comes second fails harmlessly."""
+    try:
+        os.setpgid(pid, 0)
+    except OSError:
+        pass
+
+
+def _signal_group(proc: mp.process.BaseProcess, sig: int) -> None:
+    """Send `sig` to the child's process group (the child and any program it started, such as
+    the CBC program), or to the child alone when it leads no group."""
+    if proc.pid is None:
+        return
+    try:
+        os.killpg(proc.pid, sig)
+    except OSError:
+        try:
+            os.kill(proc.pid, sig)
+        except OSError:
+            pass
+
+
 def _stop(children: dict[Connection, tuple[str, mp.process.BaseProcess]]) -> None:
-    """Terminate and reap the children still running; close the pipes."""
+    """Stop the children and what they started (the CBC program: orphaned, it would run to its
+    own limit); reap them; close the pipes. A child that has answered is ending anyway. The
+    groups are signalled before any child is reaped, while its pid (the group's id) is still
+    the child's."""
+    for _, proc in children.values():
+        _signal_group(proc, signal.SIGTERM)
     for conn, (_, proc) in children.items():
-        if proc.is_alive():
-            proc.terminate()
         proc.join(timeout=2.0)
         if proc.is_alive():
-            proc.kill()
+            _signal_group(proc, signal.SIGKILL)
             proc.join()
         conn.close()
 

@@ -30,11 +30,11 @@ def solve_milp(model: LinearModel, backend: str, *, time_limit: float | None = N
                watched: bool = False, isolate: bool = False, memory_gb: float | None = None) -> BackendRun:
     """Solve with a pywraplp backend ("scip", "cbc", "highs", or the LP relaxation with ``relax``:
     `lp_solver` "GLOP", "CLP" or "HIGHS") within `deadline` (or `time_limit` seconds from now); `watched` as
-    `run_milp`'s. `isolate`: SCIP and HiGHS run in a child process killed just after the deadline
-    (`portfolio.run_isolated`; CBC always runs as a program held to it); `memory_gb` as `ExactOptions`'."""
+    `run_milp`'s. `isolate`: the backend runs in a child process killed (with the CBC program it
+    started) just after the deadline (`portfolio.run_isolated`); `memory_gb` as `ExactOptions`'."""
     dl = _deadline(deadline, time_limit)
     options = ExactOptions(time_limit=None, workers=threads, memory_gb=memory_gb)
-    if isolate and not relax and backend in ("scip", "highs"):
+    if isolate and not relax and backend in MILP_BACKENDS:
         return run_isolated(model, backend, dl, options, hint=hint, hint_feasible=hint_feasible,
                             feasibility_only=feasibility_only, watched=watched)
     return run_milp(model, backend, dl, options, hint=hint, hint_feasible=hint_feasible, relax=relax,

@@ -237,7 +237,8 @@ def solve_checkmate(
     the model's size (`checkmate_size`) is checked against the memory available
     (`memory.too_big`, option ``memory_gb``): a model that would not fit is not built and the
     answer (the seed's schedule, through the exact layer) says why in ``details["not_built"]``.
-    SCIP and HiGHS run in a child process killed just after the limit (`portfolio.run_isolated`)."""
+    The MILP backends run in a child process killed just after the limit (`portfolio.run_isolated`;
+    for CBC with the program it started)."""
     from ..errors import InputError
 
     if backend not in (*BACKENDS, "auto"):
