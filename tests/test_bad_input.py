@@ -94,6 +94,8 @@ case("chain-meta-list", SOLVE, {"c.json": mut(CHAIN, lambda d: d.update(meta=[1]
 case("chain-units-int", SOLVE, {"c.json": mut(CHAIN, lambda d: d["meta"].update(units=5))}, 2, "meta.units")
 case("chain-time-unit", SOLVE, {"c.json": mut(CHAIN, lambda d: d["meta"]["units"].update(time="fortnight"))}, 2,
      "meta.units.time")
+case("chain-time-unit-list", SOLVE, {"c.json": mut(CHAIN, lambda d: d["meta"]["units"].update(time=["ms"]))}, 2,
+     "meta.units.time")
 case("chain-name-object", SOLVE, {"c.json": mut(CHAIN, lambda d: d.update(name={"a": 1}))}, 2, "name")
 case("chain-not-utf8", SOLVE, {"c.json": b'{"format": "memsched.chain/1", "name": "\xff"}'}, 2, "c.json", "UTF-8")
 case("chain-binary", SOLVE, {"c.json": b"\xff\xfe\x00\x01"}, 2, "c.json")
@@ -126,6 +128,8 @@ case("graph-cycle", ["solve", "{d}/g.json", "--budget", "90%"],
      {"g.json": mut(GRAPH, lambda d: d["links"].append({"source": 20, "target": 0}))}, 2, "g.json", "links")
 case("graph-dangling", ["solve", "{d}/g.json", "--budget", "90%"],
      {"g.json": mut(GRAPH, lambda d: d["links"].append({"source": 0, "target": 99}))}, 2, "g.json", "links")
+case("graph-link-end-list", ["solve", "{d}/g.json", "--budget", "90%"],
+     {"g.json": mut(GRAPH, lambda d: d["links"][0].update(target=[1]))}, 2, "g.json", "links[0].target")
 case("graph-2001-nodes-dtr", ["solve", "{d}/g.json", "--budget", "50%", "--solver", "dtr"],
      {"g.json": mut(GRAPH, lambda d: _linear(d, 1000))}, 2, "g.json", "nodes")
 case("graph-1001-nodes-checkmate", ["solve", "{d}/g.json", "--budget", "50%", "--solver", "checkmate"],

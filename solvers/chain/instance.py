@@ -401,6 +401,6 @@ def check_header(data: Any, path: str, fmt: str) -> None:
     units = meta.get("units", {})
     if not isinstance(units, dict):
         raise InputError(f"must be an object, got {units!r}", path=path, field="meta.units")
-    if "time" in units and units["time"] not in TIME_UNITS:
+    if "time" in units and (not isinstance(units["time"], str) or units["time"] not in TIME_UNITS):
         raise InputError(f"unknown time unit {units['time']!r} (one of {', '.join(TIME_UNITS)})", path=path,
                          field="meta.units.time")

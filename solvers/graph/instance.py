@@ -178,7 +178,7 @@ class Graph:
             if not isinstance(node, dict) or "id" not in node:
                 raise InputError("each node needs an \"id\"", path=path, field=f"nodes[{j}]")
             nid = node["id"]
-            if not isinstance(nid, Hashable) or isinstance(nid, (dict, list)):
+            if not _is_node_id(nid):
                 raise InputError(f"node id must be a string or a number, got {nid!r}", path=path,
                                  field=f"nodes[{j}].id")
             if nid in seen:
@@ -195,7 +195,7 @@ class Graph:
             if not isinstance(link, dict) or "source" not in link or "target" not in link:
                 raise InputError("each link needs \"source\" and \"target\"", path=path, field=f"{key}[{j}]")
             for end in ("source", "target"):
-                if link[end] not in seen:
+                if not _is_node_id(link[end]) or link[end] not in seen:
                     raise InputError(f"dangling link: {end} {link[end]!r} is not a node", path=path,
                                      field=f"{key}[{j}].{end}")
         try:
@@ -310,6 +310,12 @@ def _from_moccasin_tags(data: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in data.items() if k != "edges"}
     out.update(nodes=new_nodes, links=links)
     return out
+
+
+def _is_node_id(value: Any) -> bool:
+    """True for what a file may use as a node id or a link's end: a string or a number, not a
+    list or an object (those cannot even be looked up among the ids)."""
+    return isinstance(value, Hashable) and not isinstance(value, (dict, list))
 
 
 def _cost(node: dict[str, Any], key: str, path: str, where: str) -> float:
