@@ -178,7 +178,8 @@ for solver, item in (("periodic", "foo=1"), ("periodic", "segments=-1"), ("perio
                      ("periodic", "segments=x"), ("periodic", "segments=1e400"), ("periodic", "segments=NaN"),
                      ("periodic", "segments=99"), ("periodic", "segments=true"), ("rotor", "foo=1"),
                      ("rotor", "slots=3"), ("rotor", "time_limit=3"), ("milp", "workers=-1"), ("milp", "backend=7"),
-                     ("cpsat", "verbose=maybe"), ("store-all", "x=1"), ("periodic", "=1"), ("periodic", "noeq")):
+                     ("cpsat", "verbose=maybe"), ("store-all", "x=1"), ("periodic", "=1"), ("periodic", "noeq"),
+                     ("cpsat", "memory_gb=abc"), ("milp", "memory_gb=-1"), ("milp", "memory_gb=[1]")):
     case(f"option-{solver}-{item}", ["solve", "{T}", "--budget", "90%", "--solver", solver, "--option", item], {}, 2,
          "--option")
 case("option-unknown-lists-valid", ["solve", "{T}", "--budget", "90%", "--solver", "periodic", "--option", "seg=2"],
@@ -187,6 +188,8 @@ case("option-offload", ["solve", "{T}", "--budget", "90%", "--bandwidth", "1GB/s
                         "lookahead=-2"], {}, 2, "--option lookahead")
 case("option-graph", ["solve", "{G}", "--budget", "90%", "--solver", "checkmate-approx", "--option", "samples=1e9"],
      {}, 2, "--option samples")
+case("option-graph-memory", ["solve", "{G}", "--budget", "90%", "--solver", "checkmate", "--option", "memory_gb=abc"],
+     {}, 2, "--option memory_gb")
 case("solver-unknown", ["solve", "{T}", "--budget", "90%", "--solver", "nope"], {}, 2, "--solver", "rotor")
 case("flag-unknown", ["solve", "{T}", "--budget", "90%", "--nope"], {}, 2, "--nope")
 case("bandwidth-on-graph", ["solve", "{G}", "--budget", "90%", "--bandwidth", "1GB/s"], {}, 2, "--bandwidth")

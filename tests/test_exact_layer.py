@@ -29,7 +29,9 @@ def test_options_one_naming_and_aliases() -> None:
     assert (opts.workers, opts.seed, opts.time_limit, opts.slots) == (3, 7, 2.0, 500)
     assert rest == {"backend": "scip"}
     assert ExactOptions.from_kwargs(threads=2)[0].workers == 2
-    for bad in ({"time_limit": 0}, {"time_limit": -1}, {"time_limit": float("nan")}, {"workers": 0}, {"slots": -1}):
+    for bad in ({"time_limit": 0}, {"time_limit": -1}, {"time_limit": float("nan")}, {"workers": 0}, {"slots": -1},
+                {"time_limit": "soon"}, {"workers": "abc"}, {"seed": [1]}, {"slots": True}, {"memory_gb": "abc"},
+                {"memory_gb": {}}):
         with pytest.raises(InputError):
             ExactOptions.from_kwargs(**bad)
 

@@ -133,8 +133,8 @@ def solver_parameters(problem: str, solver: str) -> dict[str, str]:
     if exact:
         from memsched.solvers.exact.options import ExactOptions
 
-        out.update({k: type(getattr(ExactOptions(), k)).__name__ for k in ExactOptions.__dataclass_fields__})
-        out["time_limit"] = "float"
+        # the declared type ("float | None" -> "float"), not the default's (None for memory_gb)
+        out.update({k: str(f.type).split("|")[0].strip() for k, f in ExactOptions.__dataclass_fields__.items()})
     for target in (fn, getattr(fn, "__wrapped__", None)):
         if target is None:
             continue

@@ -58,24 +58,30 @@ class ExactOptions:
 
     def validated(self) -> ExactOptions:
         """A copy with fields converted to their types; `InputError` naming the option when one is out of range."""
-        limit = self.time_limit
-        if limit is not None:
-            limit = float(limit)
-            if not limit > 0 or limit != limit:
-                raise InputError(f"must be a positive number of seconds, got {self.time_limit!r}", field="--time-limit")
-        if int(self.workers) < 1:
+        limit = None if self.time_limit is None else _number(self.time_limit, float, "--time-limit")
+        if limit is not None and (not limit > 0 or limit != limit):
+            raise InputError(f"must be a positive number of seconds, got {self.time_limit!r}", field="--time-limit")
+        workers = _number(self.workers, int, "workers")
+        if workers < 1:
             raise InputError(f"must be >= 1, got {self.workers!r}", field="workers")
-        if int(self.slots) < 0:
+        slots = _number(self.slots, int, "--slots")
+        if slots < 0:
             raise InputError(f"must be >= 0, got {self.slots!r}", field="--slots")
-        memory = self.memory_gb
-        if memory is not None:
-            memory = float(memory)
-            if not memory >= 0 or memory == math.inf:
-                raise InputError(f"must be a number of GB >= 0 (0: no check), got {self.memory_gb!r}",
-                                 field="memory_gb")
-        return replace(self, time_limit=limit, workers=int(self.workers), seed=int(self.seed),
-                       slots=int(self.slots), verbose=bool(self.verbose), warm_start=bool(self.warm_start),
-                       memory_gb=memory)
+        memory = None if self.memory_gb is None else _number(self.memory_gb, float, "memory_gb")
+        if memory is not None and (not memory >= 0 or memory == math.inf):
+            raise InputError(f"must be a number of GB >= 0 (0: no check), got {self.memory_gb!r}", field="memory_gb")
+        return replace(self, time_limit=limit, workers=workers, seed=_number(self.seed, int, "seed"),
+                       slots=slots, verbose=bool(self.verbose), warm_start=bool(self.warm_start), memory_gb=memory)
+
+
+def _number(value: Any, kind: type, field: str) -> Any:
+    """`kind(value)` (int or float), or `InputError` naming `field` when it is not a number."""
+    if isinstance(value, bool):
+        raise InputError(f"must be a number, got {value!r}", field=field)
+    try:
+        return kind(value)
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"must be a number, got {value!r}", field=field) from None
 
 
 class Deadline:
