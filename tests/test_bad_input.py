@@ -275,6 +275,8 @@ if importlib.util.find_spec("torch") is not None:  # the PyTorch commands fail b
             ("profile-model", ["profile", "resnet9000"], "MODEL"),
             ("run-time-repeats-0", ["run", "resnet18", "--budget", "90%", "--time-repeats", "0"], "--time-repeats"),
             ("run-time-limit-nan", ["run", "resnet18", "--budget", "90%", "--time-limit", "nan"], "--time-limit"),
+            ("run-solver-unknown", ["run", "resnet18", "--budget", "90%", "--problem", "graph", "--solver", "rotor",
+                                    *SIZES], "--solver"),
             ("run-profile-file", ["run", "resnet18", "--budget", "90%", "--profile-file", "{d}/no/p.json", *SIZES],
              "--profile-file"),
             ("export-out-missing", ["export-graph", "resnet18", "-o", "{d}/no/x.json", *SIZES], "--output"),
@@ -363,6 +365,20 @@ def test_reads_an_instance_and_a_schedule_from_standard_input(tmp_path):
     sim = subprocess.run([sys.executable, "-m", "memsched.experiments.cli", "simulate", str(FILES["T"]), "/dev/stdin"],
                          input=piped.stdout, capture_output=True, text=True, timeout=60)  # a real pipe
     assert sim.returncode == 0, sim.stderr
+
+
+def test_run_checks_the_solver_name_before_profiling(monkeypatch):
+    """An unknown --solver is refused before the network is profiled (seconds of work, and torch's
+    profiler writing to stderr)."""
+    pytest.importorskip("torch")
+    import memsched.models.run as model_run
+
+    def profiled(*args: Any, **kwargs: Any) -> None:
+        pytest.fail("the network was profiled before the solver name was checked")
+
+    monkeypatch.setattr(model_run, "run", profiled)
+    code, _, err = _run(["run", "resnet18", "--budget", "90%", "--problem", "graph", "--solver", "rotor"])
+    assert code == 2 and "--solver" in err and "rotor" in err
 
 
 def test_bad_input_from_a_pipe_is_one_line():

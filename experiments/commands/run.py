@@ -89,10 +89,12 @@ def main(args: argparse.Namespace) -> int:
     solver = args.solver
     if problem == "join" and solver == "rotor":
         solver = "dp"
+    from memsched.solvers import registry
+
+    if solver is not None:
+        registry.get_solver(problem, solver)  # an unknown name fails before the network is profiled (seconds)
     options = parse_options(args.option)
     if options:
-        from memsched.solvers import registry
-
         check_options(problem, solver or _DEFAULT_SOLVER.get(problem, registry.get_problem(problem).default_solver),
                       options)
     out = run(name, args.budget, problem=problem, solver=solver, instance=instance, sizes=model_sizes(args),
