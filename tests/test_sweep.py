@@ -167,9 +167,21 @@ solvers:
     assert outcome.total == 2 and {r["solver"] for r in outcome.rows} == {"rotor", "periodic"}
 
 
-def test_solver_errors_become_rows(tmp_path):
+def test_default_options_are_for_the_solvers_that_take_them(tmp_path):
+    """[defaults] options = {workers = 1} with an exact and a fast solver: the fast one does not take
+    it, and that is no error (the file's solvers together take it)."""
     cfg = write(tmp_path, sweep_toml(budgets=["60%"], instances=[{"file": EXAMPLES / "tiny.json"}],
-                                     solvers=[{"name": "periodic", "options": {"segments": -3}}]))
+                                     solvers=["milp", "rotor"], defaults={"options": {"workers": 1}}))
+    outcome = run_sweep(cfg, output=tmp_path, workers=1, progress=False)
+    assert outcome.total == 2
+    assert {r["status"] for r in outcome.rows} <= {"optimal", "feasible", "infeasible"}  # no cell failed
+
+
+def test_solver_errors_become_rows(tmp_path):
+    """An option of the right type that one instance cannot take (more segments than the tiny
+    chain's stages) is that cell's error, not the sweep file's."""
+    cfg = write(tmp_path, sweep_toml(budgets=["60%"], instances=[{"file": EXAMPLES / "tiny.json"}],
+                                     solvers=[{"name": "periodic", "options": {"segments": 99}}]))
     outcome = run_sweep(cfg, output=tmp_path, workers=1, progress=False)
     assert outcome.total == 1
     assert outcome.rows[0]["status"] in ("error", "unsupported", "infeasible", "feasible")
@@ -192,6 +204,15 @@ BAD = [
     ('budgets = ["60%"]\n[[instances]]\nexample = "tiny"\n[[solvers]]\nname = "rotor"\nslots = "many"\n',
      "solvers[0].slots"),
     ('budgets = ["60%"\n', "invalid TOML"),
+    # a misspelt option was ignored by every cell; one of the wrong type failed in every cell
+    ('budgets = ["60%"]\n[[instances]]\nexample = "tiny"\n[[solvers]]\nname = "periodic"\noptions = {segment = 2}\n',
+     "solvers[0].options.segment"),
+    ('budgets = ["60%"]\n[[instances]]\nexample = "tiny"\n[[solvers]]\nname = "periodic"\noptions = {segments = "x"}\n',
+     "solvers[0].options.segments"),
+    ('budgets = ["60%"]\n[defaults]\noptions = {workers = -1}\n[[instances]]\nexample = "tiny"\n'
+     '[[solvers]]\nname = "milp"\n', "defaults.options.workers"),
+    ('budgets = ["60%"]\n[defaults]\noptions = {worker = 2}\n[[instances]]\nexample = "tiny"\n'
+     '[[solvers]]\nname = "milp"\n[[solvers]]\nname = "rotor"\n', "defaults.options.worker"),
 ]
 
 

@@ -165,22 +165,28 @@ def check_options(problem: str, solver: str, options: dict[str, Any]) -> None:
         if key not in valid:
             names = ", ".join(sorted(valid)) or "none"
             raise InputError(f"unknown option {key!r} for {solver} (its options: {names})", field="--option")
-        kind = valid.get(key, "")
-        if kind == "bool":
-            ok, want = isinstance(value, bool), "true or false"
-        elif kind == "int":
-            low = -(2**31) if key == "seed" else 0
-            ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= MAX_COUNT
-            want = f"an integer in {low}..{MAX_COUNT}"
-        elif kind == "float":
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1e15
-            want = "a finite number >= 0"
-        elif kind == "str":
-            ok, want = isinstance(value, str), "a string"
-        else:
-            continue
-        if not ok:
+        want = option_type_error(valid[key], key, value)
+        if want is not None:
             raise InputError(f"must be {want}, got {value!r}", field=field)
+
+
+def option_type_error(kind: str, key: str, value: Any) -> str | None:
+    """None when `value` has the option's type `kind` (as `solver_parameters` gives it) and range;
+    else what it must be ("an integer in 0..1000000", ...). Other kinds are not checked."""
+    if kind == "bool":
+        ok, want = isinstance(value, bool), "true or false"
+    elif kind == "int":
+        low = -(2**31) if key == "seed" else 0
+        ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= MAX_COUNT
+        want = f"an integer in {low}..{MAX_COUNT}"
+    elif kind == "float":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1e15
+        want = "a finite number >= 0"
+    elif kind == "str":
+        ok, want = isinstance(value, str), "a string"
+    else:
+        return None
+    return None if ok else want
 
 
 # --------------------------------------------------------------------------- sizes

@@ -32,7 +32,8 @@ A sweep file (TOML, or YAML by extension) states the grid::
     name = "rotor"
     slots = 500
     time_limit = 10
-    options = { }                    # solver-specific keyword options
+    options = { }                    # solver-specific keyword options (as --option; checked
+                                     # when the file is read: names and types)
     max_length = 12                  # optional: skip instances with more stages / nodes
     label = "rotor-500"              # optional: distinguishes two entries of one solver
     shared_table = true              # rotor only: one DP table (that of the instance's largest

@@ -188,6 +188,7 @@ def load_config(path: str | Path) -> SweepConfig:
     if not isinstance(raw_solvers, list) or not raw_solvers:
         raise bad("solvers", "must be a non-empty list of tables ([[solvers]])")
     solvers = [_solver_spec(i, entry, defaults, bad) for i, entry in enumerate(raw_solvers)]
+    _check_default_options(defaults, solvers, bad)
     labels = [s.label for s in solvers]
     for s in solvers:
         if labels.count(s.label) > 1:
@@ -348,8 +349,55 @@ def _solver_spec(i: int, entry: Any, defaults: dict[str, Any], bad: Callable[[st
     shared = _bool(merged.get("shared_table", False), f"{src('shared_table')}.shared_table", bad)
     if "table_budget" in options:
         raise bad(f"{src('options')}.options.table_budget", "set by the sweep (see shared_table), not an option")
+    own = entry.get("options", {}) if isinstance(entry.get("options", {}), dict) else {}
+    _check_solver_options(name, options, problems, bad, strict=set(own), where=where)
     return SolverSpec(i, name, label, slots, None if time_limit is None else float(time_limit), dict(options),
                       max_length, problems, shared)
+
+
+def _solver_options(name: str, problems: tuple[str, ...] | None = None) -> list[dict[str, str]]:
+    """The options (name -> type) solver `name` takes in each problem it runs on (`problems`, else
+    every problem with a solver of that name)."""
+    from ..commands._checks import solver_parameters
+
+    return [solver_parameters(p, name) for p in registry.PROBLEMS
+            if _has_problem(p) and name in registry.get_problem(p).solvers and (problems is None or p in problems)]
+
+
+def _check_solver_options(name: str, options: dict[str, Any], problems: tuple[str, ...] | None,
+                          bad: Callable[[str, str], InputError], *, strict: set[str], where: str) -> None:
+    """The options of solver entry `where`: each one it sets itself (`strict`) is a parameter of the
+    solver in a problem it runs on, and every known one has that parameter's type. A misspelt option
+    would otherwise be ignored by every cell, and a value of the wrong type fail in every cell. An
+    option from ``[defaults]`` that this solver does not take is for other solvers (checked in
+    `_check_default_options`)."""
+    from ..commands._checks import option_type_error
+
+    params = _solver_options(name, problems)
+    for key, value in options.items():
+        field = f"{where if key in strict else 'defaults'}.options.{key}"
+        kinds = [ps[key] for ps in params if key in ps]
+        if not kinds:
+            if key in strict:
+                known = ", ".join(sorted({k for ps in params for k in ps})) or "none"
+                raise bad(field, f"unknown option for {name} (its options: {known})")
+            continue
+        want = option_type_error(kinds[0], key, value)
+        if want is not None:
+            raise bad(field, f"must be {want}, got {value!r}")
+
+
+def _check_default_options(defaults: dict[str, Any], solvers: list[SolverSpec],
+                           bad: Callable[[str, str], InputError]) -> None:
+    """Each option of ``[defaults]`` is taken by at least one solver of the file (else it is misspelt)."""
+    options = defaults.get("options", {})
+    if not isinstance(options, dict):
+        return
+    known = {k for s in solvers for ps in _solver_options(s.name, s.problems) for k in ps}
+    for key in options:
+        if key not in known:
+            raise bad(f"defaults.options.{key}", f"no solver of this file takes this option (theirs: "
+                                                 f"{', '.join(sorted(known)) or 'none'})")
 
 
 def _has_problem(problem: str) -> bool:
