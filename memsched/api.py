@@ -165,7 +165,8 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
     the same budget. `devices` (P) is required for pipelines; `bandwidth` turns a chain into an
     offloading instance; `slots` discretises memory for the solvers that need it (0: exact);
     `time_limit` (s) bounds exact solvers; `progress` draws a live line on stderr while each
-    solver runs (stage, best, bound, gap: `memsched.live`); other keyword options go to the solver.
+    solver runs (stage, best, bound, gap: `memsched.live`); other keyword options go to the solver
+    (one that none of the named solvers takes is an `InputError`: a misspelt option is not ignored).
     A Ctrl-C (a notebook's interrupt) during an exact solver's search returns what it had, marked
     ``details["interrupted"]`` (with a list, the comparison ends there)."""
     problem, instance = as_problem(instance, problem, bandwidth=bandwidth, latency=latency)
@@ -176,6 +177,9 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
     if slots < 0:
         raise InputError(f"must be >= 0, got {slots}", field="slots")
     bytes_ = _budget(instance, budget, problem)
+    _check_option_names(problem, [solver or default_solver(problem)] if solver is None or isinstance(solver, str)
+                        else list(solver), options)
+
     def one(name: str) -> Result:
         limit = line_limit(registry.get_solver(problem, name), time_limit, options) if progress else None
         with answer_on_interrupt(), progress_line(progress, label=name, limit=limit):
@@ -247,6 +251,7 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
         raise InputError("an instance sweep needs budgets (e.g. ['40%', '60%', '80%'])", field="budgets")
     problem, instance = as_problem(target, problem, bandwidth=bandwidth)
     names = list(solvers) if solvers else [default_solver(problem)]
+    _check_option_names(problem, names, options)
     reference = reference_peak(instance, problem=problem)
     baseline = baseline_objective(problem, instance)
     rows = []
@@ -268,6 +273,21 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
                        overhead=(result.objective / baseline - 1.0) if (baseline and result.found) else None)
             rows.append(row)
     return SweepResult(rows, source=getattr(instance, "name", "") or problem)
+
+
+def _check_option_names(problem: str, names: Sequence[str], options: dict[str, Any]) -> None:
+    """Each keyword option is taken by at least one of the solvers `names` (their keyword
+    parameters, as ``--option`` lists them): a misspelt one would be ignored without a word.
+    Values are checked by the solvers themselves."""
+    from memsched.experiments.commands._checks import solver_parameters
+
+    taken: set[str] = {"devices"}
+    for name in names:
+        taken |= set(solver_parameters(problem, name))
+    for key in options:
+        if key not in taken:
+            raise InputError(f"no option {key!r} for {', '.join(names)} (their options: "
+                             f"{', '.join(sorted(taken - {'devices'})) or 'none'})", field=key)
 
 
 def baseline_objective(problem: str, instance: Any) -> float | None:

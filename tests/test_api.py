@@ -69,6 +69,18 @@ def test_bad_input_names_the_file(tmp_path):
         memsched.solve(DATA / "pipeline" / "tiny-resnet.graph.txt", "100%", solver="madpipe")
 
 
+def test_a_misspelt_option_is_an_error_not_ignored():
+    """`segmnts=3` used to be ignored (the default segment count answered); an option is valid when
+    one of the named solvers takes it."""
+    chain = memsched.load(CNN12)
+    with pytest.raises(InputError, match="segmnts.*segments"):
+        memsched.solve(chain, "50%", solver="periodic", segmnts=3)
+    with pytest.raises(InputError, match="worker"):
+        memsched.sweep(chain, ["50%"], ["rotor", "milp"], worker=2)
+    assert memsched.solve(chain, "90%", solver="periodic", segments=3).raw.details.get("segments", 3) == 3
+    assert len(memsched.solve(chain, "90%", solver=["rotor", "milp"], time_limit=5, backend="scip").results) == 2
+
+
 def test_solve_matches_the_registry_and_the_simulator(chain):
     budget = memsched.budget(chain, "60%")
     assert budget == int(registry.problem_module("chain").reference_peak(chain) * 0.6)
