@@ -213,6 +213,11 @@ BAD = [
      '[[solvers]]\nname = "milp"\n', "defaults.options.workers"),
     ('budgets = ["60%"]\n[defaults]\noptions = {worker = 2}\n[[instances]]\nexample = "tiny"\n'
      '[[solvers]]\nname = "milp"\n[[solvers]]\nname = "rotor"\n', "defaults.options.worker"),
+    # a zoo network's sizes are checked before it is profiled (torch's error was many lines)
+    ('budgets = ["60%"]\n[[instances]]\nmodel = "resnet18"\nbatch = true\n[[solvers]]\nname = "rotor"\n',
+     "instances[0].batch"),
+    ('budgets = ["60%"]\n[[instances]]\nmodel = "resnet18"\nimage_size = -4\n[[solvers]]\nname = "rotor"\n',
+     "instances[0].image_size"),
 ]
 
 

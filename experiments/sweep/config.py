@@ -262,6 +262,8 @@ def _instance_spec(i: int, entry: Any, bad: Callable[[str, str], InputError]) ->
     params = {k: v for k, v in entry.items() if k not in _INSTANCE_COMMON - {"bandwidth"}}
     if not isinstance(entry[kind], str) or not entry[kind]:
         raise bad(f"{where}.{kind}", "must be a non-empty string")
+    if kind == "model":
+        _model_sizes(entry, where, bad)
     if kind == "generate":
         generator(entry["generate"], f"{where}.generate", bad)
         if entry["generate"] == "chain":
@@ -281,6 +283,33 @@ def _instance_spec(i: int, entry: Any, bad: Callable[[str, str], InputError]) ->
     if problem is not None and problem not in registry.PROBLEMS:
         raise bad(f"{where}.problem", f"unknown problem {problem!r} (one of {', '.join(registry.PROBLEMS)})")
     return InstanceSpec(i, kind, params, label, tuple(budgets) if budgets else None, execute, problem)
+
+
+#: a zoo network's integer sizes and their ranges (as `memsched profile`'s options)
+_MODEL_COUNTS = {"batch": (1, 10**6), "seq_len": (1, 10**6), "width": (1, 10**6), "depth": (1, 10**4),
+                 "classes": (1, 10**6), "vocab": (1, 10**7), "repeats": (1, 10**4), "warmup": (0, 10**4)}
+
+
+def _model_sizes(entry: dict[str, Any], where: str, bad: Callable[[str, str], InputError]) -> None:
+    """The sizes of a ``model`` instance have their types before anything is profiled (a batch of
+    ``true`` used to reach torch, whose error was many lines long)."""
+    for key, (least, most) in _MODEL_COUNTS.items():
+        if key in entry:
+            _int(entry[key], f"{where}.{key}", bad, minimum=least)
+            if entry[key] > most:
+                raise bad(f"{where}.{key}", f"must be at most {most}, got {entry[key]!r}")
+    if "seed" in entry:
+        _int(entry["seed"], f"{where}.seed", bad)
+    side = entry.get("image_size")
+    if side is not None and not (isinstance(side, str) and side) and \
+            (isinstance(side, bool) or not isinstance(side, int) or side < 1):
+        raise bad(f"{where}.image_size", f"must be a positive integer or \"HxW\", got {side!r}")
+    dropout = entry.get("dropout")
+    if dropout is not None and (isinstance(dropout, bool) or not isinstance(dropout, (int, float))
+                                or not 0 <= dropout < 1):
+        raise bad(f"{where}.dropout", f"must be a number in [0, 1), got {dropout!r}")
+    if "device" in entry and not isinstance(entry["device"], str):
+        raise bad(f"{where}.device", f"must be a string (cpu, cuda), got {entry['device']!r}")
 
 
 def generator(name: Any, key: str, bad: Callable[[str, str], InputError]) -> tuple[str, Callable[..., Any]]:

@@ -144,7 +144,8 @@ def profiling_errors(path: str | Path, where: str) -> Iterator[None]:
     except InputError as err:
         raise InputError(str(err), path=str(path), field=f"{where}.model") from None
     except (TypeError, ValueError, RuntimeError) as err:
-        raise InputError(f"cannot profile this network: {type(err).__name__}: {err}", path=str(path),
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""  # torch's messages run to many lines
+        raise InputError(f"cannot profile this network: {type(err).__name__}: {first}", path=str(path),
                          field=where) from None
 
 
