@@ -16,6 +16,7 @@ matplotlib are imported by the calls that need them.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -174,8 +175,8 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
         if devices is None:
             raise InputError("a pipeline needs devices=P", field="devices")
         options["devices"] = int(devices)
-    if slots < 0:
-        raise InputError(f"must be >= 0, got {slots}", field="slots")
+    if isinstance(slots, bool) or not isinstance(slots, numbers.Integral) or slots < 0:
+        raise InputError(f"must be an integer >= 0, got {slots!r}", field="slots")
     bytes_ = _budget(instance, budget, problem)
     _check_option_names(problem, [solver or default_solver(problem)] if solver is None or isinstance(solver, str)
                         else list(solver), options)
@@ -367,8 +368,15 @@ def _budget(instance: Any, spec: int | float | str, problem: str) -> int:
     if isinstance(spec, bool):
         raise InputError(f"not a budget: {spec!r}", field="budget")
     if isinstance(spec, (int, float)) and not isinstance(spec, str):
+        from memsched.solvers.units import MAX_BYTES
+
         if not math.isfinite(spec) or spec <= 0:
             raise InputError(f"budget must be positive, got {spec!r}", field="budget")
+        if spec < 1:  # 0.5 meant as a share would otherwise be 0 bytes, "infeasible"
+            raise InputError(f"{spec!r} is less than one byte (a number is bytes; write \"50%\" for a share of "
+                             f"the reference peak)", field="budget")
+        if spec > MAX_BYTES:
+            raise InputError(f"{spec!r} is too large (at most {MAX_BYTES} bytes, 1 PiB)", field="budget")
         return int(spec)
     return budget(instance, spec, problem=problem)
 

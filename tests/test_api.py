@@ -67,6 +67,14 @@ def test_bad_input_names_the_file(tmp_path):
         memsched.solve(memsched.load(CNN12), "-5%", solver="rotor")
     with pytest.raises(InputError, match="devices"):
         memsched.solve(DATA / "pipeline" / "tiny-resnet.graph.txt", "100%", solver="madpipe")
+    chain = memsched.load(CNN12)
+    with pytest.raises(InputError, match="50%"):  # 0.5 meant as a share was 0 bytes: "infeasible"
+        memsched.solve(chain, 0.5, solver="rotor")
+    with pytest.raises(InputError, match="PiB"):
+        memsched.solve(chain, 1e30, solver="rotor")
+    for slots in ("x", 1.5, True, -1):  # "x" was a TypeError from deep inside
+        with pytest.raises(InputError, match="slots"):
+            memsched.solve(chain, "50%", solver="rotor", slots=slots)
 
 
 def test_a_misspelt_option_is_an_error_not_ignored():
