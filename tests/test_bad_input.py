@@ -191,6 +191,9 @@ case("option-graph", ["solve", "{G}", "--budget", "90%", "--solver", "checkmate-
 case("option-graph-memory", ["solve", "{G}", "--budget", "90%", "--solver", "checkmate", "--option", "memory_gb=abc"],
      {}, 2, "--option memory_gb")
 case("solver-unknown", ["solve", "{T}", "--budget", "90%", "--solver", "nope"], {}, 2, "--solver", "rotor")
+# a latency nothing uses was ignored; a pipeline file failed with "devices ... got None", a flag solve does not have
+case("solve-latency-alone", ["solve", "{T}", "--budget", "90%", "--latency", "0.1"], {}, 2, "--latency", "--bandwidth")
+case("solve-pipeline", ["solve", "{P}", "--budget", "90%"], {}, 2, "tiny-resnet.graph.txt", "memsched partition")
 case("flag-unknown", ["solve", "{T}", "--budget", "90%", "--nope"], {}, 2, "--nope")
 case("bandwidth-on-graph", ["solve", "{G}", "--budget", "90%", "--bandwidth", "1GB/s"], {}, 2, "--bandwidth")
 for label, argv in (("devices-0", ["--devices", "0"]), ("devices-huge", ["--devices", "100000000"]),

@@ -102,6 +102,9 @@ def load_problem(path: str, bandwidth: str | None = None, latency: float | None 
             return "offload", OffloadInstance.load(path, bw, latency)
     elif bandwidth is not None:
         raise InputError(f"--bandwidth applies to chain files, not to a {problem} instance", field="--bandwidth")
+    if latency is not None:  # it would be ignored
+        raise InputError("applies to offloading instances: give --bandwidth, or a host_link in the file",
+                         field="--latency")
     return load_instance(path, problem)
 
 

@@ -61,6 +61,9 @@ def main(args: argparse.Namespace) -> int:
     check_output_file(args.output, "--output")
     check_output_file(args.plot, "--plot")
     problem, instance = load_problem(args.file, args.bandwidth, args.latency, args.solver)
+    if problem == "pipeline":  # its solvers need a device count, which `partition` takes
+        raise InputError("a pipeline is partitioned over devices: memsched partition FILE --devices P --memory M",
+                         path=args.file)
     budget = budget_for(problem, instance, args.budget)
     name = args.solver or default_solver(problem)
     if args.slots < 0:
