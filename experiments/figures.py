@@ -92,7 +92,7 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
             continue
         if {"sweep", "key", "solver", "status"} <= set(head.columns):
-            frames.append(pd.read_csv(csv))
+            frames.append(_checked_numbers(pd.read_csv(csv), csv))
             seen_csv.add(csv.with_suffix(""))
     for journal in sorted(root.rglob("*.jsonl")):
         if journal.with_suffix("") not in seen_csv:
@@ -104,6 +104,22 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
         return pd.DataFrame(columns=["sweep", "key", "solver", "status"])
     frame = pd.concat(frames, ignore_index=True)
     return frame.drop_duplicates(subset=["key"], keep="last").reset_index(drop=True)
+
+
+def _checked_numbers(frame: pd.DataFrame, csv: Path) -> pd.DataFrame:
+    """`frame` (a sweep table read from `csv`) when its number columns hold numbers or nothing;
+    else `InputError` naming the file, the column and the first bad row (a damaged or hand-edited
+    table failed deep inside a figure with a pandas TypeError)."""
+    from memsched.experiments.sweep.store import NUMERIC_COLUMNS
+    from memsched.solvers.errors import InputError
+
+    for col in NUMERIC_COLUMNS:
+        if col in frame:
+            bad = pd.to_numeric(frame[col], errors="coerce").isna() & frame[col].notna()
+            if bad.any():
+                row = int(bad.idxmax())
+                raise InputError(f"row {row + 2}: not a number: {frame[col][row]!r}", path=str(csv), field=col)
+    return frame
 
 
 def stamp(rows: pd.DataFrame) -> str:

@@ -76,3 +76,17 @@ def test_figures_command(results, tmp_path, cli):
 def test_empty_results_folder(tmp_path):
     written, notes = make_figures(tmp_path, tmp_path / "out")
     assert written == [] and len(notes) == len(FIGURES)
+
+
+def test_a_damaged_table_is_named_not_a_pandas_error(results, tmp_path, cli):
+    """A table with text in a number column (hand-edited, or damaged) failed inside a figure with
+    "TypeError: dtype 'str' does not support operation 'median'" (exit 3); now exit 2 naming the
+    file, the column and the row."""
+    table = pd.read_csv(results / "chain_solvers" / "chain_solvers.csv")
+    table["objective"] = table["objective"].astype(object)
+    table.loc[3, "objective"] = "abc"
+    (tmp_path / "chain_solvers").mkdir()
+    table.to_csv(tmp_path / "chain_solvers" / "chain_solvers.csv", index=False)
+    r = cli("figures", "--results", tmp_path, "--out", tmp_path / "figs", "--only", "main")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+    assert "chain_solvers.csv" in r.err and "objective" in r.err and "row 5" in r.err

@@ -19,6 +19,10 @@ ROW_COLUMNS = [
     "memsched_version", "numpy_version", "ortools_version", "torch_version", "python_version",
     "host", "pid", "timestamp",
 ]
+#: Columns that hold numbers (or nothing); a table read back with anything else there is damaged.
+NUMERIC_COLUMNS = ("size", "budget", "reference_peak", "budget_fraction", "slots", "time_limit", "repeat", "objective",
+                   "baseline_objective", "overhead", "lower_bound", "gap", "peak_memory", "min_budget", "solve_time_s",
+                   "measured_time_ms", "measured_peak", "memory_ratio", "time_ratio")
 #: Status of a row whose solver rejected the instance (besides the solvers' own statuses and "error").
 UNSUPPORTED = "unsupported"
 #: Columns that change from one run of the same cell to the next (ignored when comparing tables).
