@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -109,6 +110,25 @@ def test_torn_last_line_is_ignored_and_repaired(tmp_path, reference):
     run_sweep(cfg, output=out, workers=1, progress=False)
     lines = jpath.read_text().splitlines()
     assert len(lines) == len(reference)  # the torn tail was cut, not glued to the next row
+    assert_same_rows(table(out), reference)
+
+
+def test_a_damaged_row_is_run_again_not_an_internal_error(tmp_path, reference, cli):
+    """Text in a number column of a journal row (`--verify` failed with "could not convert string
+    to float", exit 3): the row is reported as unreadable and ignored; the resumed sweep runs it again."""
+    cfg = write(tmp_path, SMALL)
+    out = tmp_path / "out"
+    run_sweep(cfg, output=out, workers=1, progress=False)
+    jpath = journal_path(out, "small")
+    lines = jpath.read_text().splitlines()
+    row = json.loads(lines[0])
+    row["objective"] = "abc"
+    jpath.write_text("\n".join([json.dumps(row)] + lines[1:]) + "\n")
+    assert row["key"] not in read_journal(jpath)
+    r = cli("sweep", cfg, "--output", out, "--verify", "--no-progress")
+    assert r.code == 1 and "unreadable line 1" in r.err and "missing" in r.out
+    outcome = run_sweep(cfg, output=out, workers=1, progress=False)
+    assert outcome.ran == 1
     assert_same_rows(table(out), reference)
 
 

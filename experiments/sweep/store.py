@@ -46,7 +46,13 @@ def _row(line: bytes) -> dict[str, Any] | None:
         row = json.loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
-    return row if isinstance(row, dict) and "key" in row else None
+    if not isinstance(row, dict) or "key" not in row:
+        return None
+    for col in NUMERIC_COLUMNS:  # a damaged (or hand-edited) value: the row is not one the sweep wrote
+        value = row.get(col)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return None
+    return row
 
 
 def read_journal(path: Path) -> dict[str, dict[str, Any]]:
@@ -54,7 +60,8 @@ def read_journal(path: Path) -> dict[str, dict[str, Any]]:
 
     A last line that is a complete row counts even without its newline (the kill came between
     the row and its newline; `Journal` then adds the newline); a torn last line is ignored
-    (`Journal` cuts it); an unreadable line elsewhere is reported and ignored.
+    (`Journal` cuts it); an unreadable line elsewhere (not JSON, or text in a number column) is
+    reported and ignored, so that a resumed sweep runs that cell again.
     """
     rows: dict[str, dict[str, Any]] = {}
     if not path.exists():
