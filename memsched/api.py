@@ -250,6 +250,8 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
         return SweepResult(list(outcome.rows), source=str(target))
     if budgets is None:
         raise InputError("an instance sweep needs budgets (e.g. ['40%', '60%', '80%'])", field="budgets")
+    if isinstance(budgets, (str, int, float)):  # one budget ("50%" would otherwise be read as "5", "0", "%")
+        budgets = [budgets]
     problem, instance = as_problem(target, problem, bandwidth=bandwidth)
     names = list(solvers) if solvers else [default_solver(problem)]
     _check_option_names(problem, names, options)

@@ -89,6 +89,13 @@ def test_a_misspelt_option_is_an_error_not_ignored():
     assert len(memsched.solve(chain, "90%", solver=["rotor", "milp"], time_limit=5, backend="scip").results) == 2
 
 
+def test_a_sweep_over_one_budget_given_alone():
+    """`memsched.sweep(chain, "50%", ...)` read the string as the budgets "5", "0" and "%"."""
+    chain = memsched.load(CNN12)
+    one = memsched.sweep(chain, "50%", ["rotor"]).to_pandas()
+    assert len(one) == 1 and one["budget_spec"].tolist() == ["50%"]
+
+
 def test_solve_matches_the_registry_and_the_simulator(chain):
     budget = memsched.budget(chain, "60%")
     assert budget == int(registry.problem_module("chain").reference_peak(chain) * 0.6)
