@@ -282,11 +282,9 @@ def _check_option_names(problem: str, names: Sequence[str], options: dict[str, A
     """Each keyword option is taken by at least one of the solvers `names` (their keyword
     parameters, as ``--option`` lists them): a misspelt one would be ignored without a word.
     Values are checked by the solvers themselves."""
-    from memsched.experiments.commands._checks import solver_parameters
+    from memsched.experiments.commands._checks import options_taken
 
-    taken: set[str] = {"devices"}
-    for name in names:
-        taken |= set(solver_parameters(problem, name))
+    taken = options_taken((problem, name) for name in names) | {"devices"}
     for key in options:
         if key not in taken:
             raise InputError(f"no option {key!r} for {', '.join(names)} (their options: "

@@ -16,7 +16,7 @@ import argparse
 import inspect
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +147,12 @@ def solver_parameters(problem: str, solver: str) -> dict[str, str]:
     for key in ("slots", "time_limit"):
         out.pop(key, None)  # the command's own --slots and --time-limit
     return out
+
+
+def options_taken(solvers: Iterable[tuple[str, str]]) -> set[str]:
+    """The option names that at least one of the (problem, solver) pairs takes (`solver_parameters`):
+    an option outside it is misspelt, as every one of those solvers would ignore it."""
+    return {key for problem, name in solvers for key in solver_parameters(problem, name)}
 
 
 #: options that the commands set with their own flags

@@ -384,12 +384,9 @@ def _solver_spec(i: int, entry: Any, defaults: dict[str, Any], bad: Callable[[st
                       max_length, problems, shared)
 
 
-def _solver_options(name: str, problems: tuple[str, ...] | None = None) -> list[dict[str, str]]:
-    """The options (name -> type) solver `name` takes in each problem it runs on (`problems`, else
-    every problem with a solver of that name)."""
-    from ..commands._checks import solver_parameters
-
-    return [solver_parameters(p, name) for p in registry.PROBLEMS
+def _problems_of(name: str, problems: tuple[str, ...] | None = None) -> list[str]:
+    """The problems solver `name` runs on: `problems`, else every problem with a solver of that name."""
+    return [p for p in registry.PROBLEMS
             if _has_problem(p) and name in registry.get_problem(p).solvers and (problems is None or p in problems)]
 
 
@@ -400,9 +397,9 @@ def _check_solver_options(name: str, options: dict[str, Any], problems: tuple[st
     would otherwise be ignored by every cell, and a value of the wrong type fail in every cell. An
     option from ``[defaults]`` that this solver does not take is for other solvers (checked in
     `_check_default_options`)."""
-    from ..commands._checks import option_type_error
+    from ..commands._checks import option_type_error, solver_parameters
 
-    params = _solver_options(name, problems)
+    params = [solver_parameters(p, name) for p in _problems_of(name, problems)]
     for key, value in options.items():
         field = f"{where if key in strict else 'defaults'}.options.{key}"
         kinds = [ps[key] for ps in params if key in ps]
@@ -422,7 +419,9 @@ def _check_default_options(defaults: dict[str, Any], solvers: list[SolverSpec],
     options = defaults.get("options", {})
     if not isinstance(options, dict):
         return
-    known = {k for s in solvers for ps in _solver_options(s.name, s.problems) for k in ps}
+    from ..commands._checks import options_taken
+
+    known = options_taken((p, s.name) for s in solvers for p in _problems_of(s.name, s.problems))
     for key in options:
         if key not in known:
             raise bad(f"defaults.options.{key}", f"no solver of this file takes this option (theirs: "

@@ -13,7 +13,6 @@ Ctrl-C (SIGINT to this process, as a notebook's "interrupt kernel" sends it) is 
 program, which stops its search and writes its incumbent (`interrupt.stop_on_interrupt`,
 `_ask_to_stop`): the answer is then the program's, as for SCIP or CP-SAT, and the program does
 not outlive the call.
-Before, the Python side raised at once and the program ran on, orphaned, to its own limit.
 """
 
 from __future__ import annotations
