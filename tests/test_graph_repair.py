@@ -41,6 +41,17 @@ def test_repair_gives_up_below_the_lower_bound():
     assert repair_sequence(g, list(range(g.n)), 15, random.Random(0), moves=300) is None
 
 
+def test_copies_of_zero_bytes_are_not_candidates():
+    """a (0 bytes) -> b -> c -> d and a -> d: at c, over the budget, the only copy alive that c
+    does not read is a, whose recomputation frees nothing (the move's weights were all 0: a
+    ValueError from random.choices, exit 3 in `memsched solve --solver dtr-orders`)."""
+    edges = [(0, 1), (1, 2), (2, 3), (0, 3)]
+    g = Graph(["a", "b", "c", "d"], [1.0, 1.0, 1.0, 1.0], [0, 5, 5, 1], edges, name="zero-copy")
+    assert reference_peak(g) == 10
+    assert repair_sequence(g, list(range(g.n)), 9, random.Random(0), moves=50) is None
+    assert registry.solve("graph", g, "dtr-orders", 9).schedule is None
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("frac", [0.8, 0.65])
 def test_repaired_schedules_replay_within_the_budget(seed, frac):

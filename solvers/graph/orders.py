@@ -212,7 +212,8 @@ def repair_sequence(
         t = int(over[rng.randrange(len(over))]) if rng.random() < 0.5 else int(np.argmax(sim.memory))
         end = sim.retention_end
         read = set(graph.preds[seq[t]])
-        cands = [s for s in range(t) if end[s] > t and seq[s] not in read]
+        # a copy of zero bytes frees nothing (and would make every weight 0)
+        cands = [s for s in range(t) if end[s] > t and seq[s] not in read and graph.cost_ram[seq[s]] > 0]
         if not cands:
             continue
         s = rng.choices(cands, [graph.cost_ram[seq[c]] / (graph.cost_cpu[seq[c]] + 1.0) for c in cands])[0]
