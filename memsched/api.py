@@ -120,16 +120,13 @@ def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | fl
 def budget(instance: Any, spec: int | float | str, *, problem: str | None = None) -> int:
     """Bytes from a budget: an int (bytes), a size ("1.5GB", "800MiB") or "X%" of the
     problem's reference peak."""
-    from memsched.solvers.units import parse_budget
+    from memsched.solvers.units import parse_positive_budget
 
     problem = problem or problem_of(instance)
     reference = None
     if isinstance(spec, str) and spec.strip().endswith("%"):
         reference = registry.problem_module(problem).reference_peak(instance)
-    value = parse_budget(spec, reference, field="budget")
-    if value <= 0:
-        raise InputError(f"budget must be positive, got {spec!r}", field="budget")
-    return value
+    return parse_positive_budget(spec, reference, field="budget")
 
 
 def reference_peak(instance: Any, *, problem: str | None = None) -> int:

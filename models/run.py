@@ -33,7 +33,7 @@ import torch
 from memsched.models.measure import StepResult, measured_vs_predicted, tolerances
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
-from memsched.solvers.units import format_bytes, parse_budget
+from memsched.solvers.units import format_bytes, parse_positive_budget
 
 __all__ = ["PROBLEMS", "DEFAULT_SOLVERS", "Target", "prepare", "execute_schedule", "run", "describe"]
 
@@ -279,9 +279,9 @@ def run(model: Any, budget: int | str, *, problem: str = "chain", solver: str | 
                      early_release=early_release)
     solver = solver or DEFAULT_SOLVERS[problem]
     reference = int(registry.problem_module(problem).reference_peak(target.instance))
-    limit = int(parse_budget(budget, reference)) if isinstance(budget, str) else int(budget)
+    limit = int(parse_positive_budget(budget, reference)) if isinstance(budget, str) else int(budget)
     if limit <= 0:
-        raise InputError(f"budget must be positive, got {budget!r}", field="--budget")
+        raise InputError(f"must be positive, got {budget!r}", field="--budget")
     opts: dict[str, Any] = {**(options or {}), "slots": slots}
     if time_limit is not None:
         opts["time_limit"] = time_limit

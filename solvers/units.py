@@ -66,6 +66,18 @@ def parse_budget(text: str | int | float, reference: int | None, *, field: str =
     return parse_size(text, field=field)
 
 
+def parse_positive_budget(text: str | int | float, reference: int | None, *, field: str = "--budget") -> int:
+    """`parse_budget`, and at least one byte: a percentage of a reference too small to give a
+    whole byte says so (the reference in bytes), instead of a bare "must be positive"."""
+    value = parse_budget(text, reference, field=field)
+    if value > 0:
+        return value
+    if isinstance(text, str) and text.strip().endswith("%") and reference is not None:
+        raise InputError(f"{text.strip()} of the reference peak ({reference} bytes) is less than one byte; "
+                         "give the budget in bytes", field=field)
+    raise InputError(f"must be positive, got {text!r}", field=field)
+
+
 def parse_bandwidth(text: str | int | float, *, field: str = "--bandwidth") -> float:
     """Bytes per second in `text` ("12GB/s", "25e9", "800MiB/s")."""
     if isinstance(text, str) and text.strip().lower().endswith("/s"):

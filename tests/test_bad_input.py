@@ -165,6 +165,10 @@ case("pipe-param-sizes", ["partition", "{d}/c.json", "--devices", "2", "--memory
 for text in ("1e400", "nan", "inf", "-5", "0", "nan%", "inf%", "1e400%", "5XB", "", "1e30", "1e19", "0.5",
              "99999999999999999999999", "10 parsecs", "%"):
     case(f"budget-{text or 'empty'}", ["solve", "{T}", "--budget", text, "--solver", "rotor"], {}, 2, "--budget")
+case("budget-percent-below-a-byte", ["solve", "{T}", "--budget", "0.1%", "--solver", "rotor"], {}, 2, "--budget",
+     "reference peak", "less than one byte")
+case("memory-percent-below-a-byte", ["partition", "{T}", "--devices", "2", "--memory", "0.001%"], {}, 2, "--memory",
+     "less than one byte")
 for opt, value in (("--time-limit", "-1"), ("--time-limit", "0"), ("--time-limit", "nan"), ("--time-limit", "inf"),
                    ("--time-limit", "1e400"), ("--time-limit", "x"), ("--slots", "-1"), ("--slots", "x"),
                    ("--slots", "1e3"), ("--latency", "nan"), ("--latency", "-1"), ("--latency", "inf"),

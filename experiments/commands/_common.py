@@ -11,7 +11,7 @@ from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.exact.interrupt import answer_on_interrupt
 from memsched.solvers.result import SolveResult
-from memsched.solvers.units import parse_budget
+from memsched.solvers.units import parse_positive_budget
 
 from memsched.live import line_limit, progress_line, wanted
 
@@ -64,10 +64,7 @@ def budget_for(problem: str, instance: Any, text: str) -> int:
     reference = None
     if str(text).strip().endswith("%"):
         reference = registry.get_problem(problem).reference_peak(instance)
-    budget = parse_budget(text, reference)
-    if budget <= 0:
-        raise InputError(f"budget must be positive, got {text!r}", field="--budget")
-    return budget
+    return parse_positive_budget(text, reference)
 
 
 def add_link_arguments(parser: argparse.ArgumentParser) -> None:

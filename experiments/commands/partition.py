@@ -17,7 +17,7 @@ from typing import Any
 from memsched.solvers.errors import InputError
 from memsched.solvers.pipeline import DEFAULT_SOLVER, SCHEDULES, load, reference_peak
 from memsched.solvers.result import INFEASIBLE, SolveResult
-from memsched.solvers.units import format_bytes, parse_bandwidth, parse_budget
+from memsched.solvers.units import format_bytes, parse_bandwidth, parse_positive_budget
 
 from ._checks import check_options, check_work, cost, count, latency, seconds
 from ._common import add_progress_argument, parse_options, run_solver, stopped_by_user
@@ -62,9 +62,7 @@ def run_partition(args: argparse.Namespace) -> tuple[SolveResult, Any]:
         raise InputError("a latency needs a --bandwidth (communication is not charged without one)", field="--latency")
     inst = inst.with_machine(bandwidth=bandwidth, weight_factor=args.weight_factor, latency=args.latency)
     reference = reference_peak(inst) if str(args.memory).strip().endswith("%") else None
-    memory = parse_budget(args.memory, reference, field="--memory")
-    if memory <= 0:
-        raise InputError(f"must be positive, got {args.memory!r}", field="--memory")
+    memory = parse_positive_budget(args.memory, reference, field="--memory")
     options = parse_options(args.option)
     check_options("pipeline", args.solver or DEFAULT_SOLVER, options)
     check_work("pipeline", args.solver or DEFAULT_SOLVER, inst, devices=args.devices)
