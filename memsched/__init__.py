@@ -22,7 +22,9 @@ The facade, for notebooks and scripts (see `memsched.api`)::
     memsched.run("resnet18", "70%", solver="rotor", batch=2)  # executed for real (needs torch)
     memsched.plot(r)                                          # any result, or (instance, schedule)
 
-Importing memsched is light: the facade's functions are loaded on first use, and torch,
+Bad input (a malformed file, a budget below one byte, an option no named solver takes, an
+argument of the wrong type) raises `memsched.InputError` (a `ValueError`) naming the file and
+field. Importing memsched is light: the facade's functions are loaded on first use, and torch,
 pandas and matplotlib are imported only by the calls that need them.
 """
 
@@ -52,6 +54,7 @@ _LAZY = {
     "Comparison": "memsched.results",
     "SweepResult": "memsched.results",
     "RunResult": "memsched.results",
+    "InputError": "memsched.solvers.errors",
 }
 
 _SUBPACKAGES = ("solvers", "models", "experiments", "api", "results")

@@ -46,6 +46,8 @@ def load(path: PathLike, *, problem: str | None = None, bandwidth: str | float |
     a ``host_link`` in the file. Bad files raise `InputError` naming the file and the field."""
     from memsched.solvers.formats import detect_problem, load_instance
 
+    if not isinstance(path, (str, Path)):
+        raise InputError(f"must be the path of an instance file (str or Path), got {path!r}", field="path")
     path = Path(path)
     found = detect_problem(path)
     if problem is None and found == "chain":
@@ -175,8 +177,8 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
     if isinstance(slots, bool) or not isinstance(slots, numbers.Integral) or slots < 0:
         raise InputError(f"must be an integer >= 0, got {slots!r}", field="slots")
     bytes_ = _budget(instance, budget, problem)
-    _check_option_names(problem, [solver or default_solver(problem)] if solver is None or isinstance(solver, str)
-                        else list(solver), options)
+    names = _solver_names(problem, solver)
+    _check_option_names(problem, names, options)
 
     def one(name: str) -> Result:
         limit = line_limit(registry.get_solver(problem, name), time_limit, options) if progress else None
@@ -185,14 +187,12 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
         return Result(problem, instance, raw)
 
     if solver is None or isinstance(solver, str):
-        return one(solver or default_solver(problem))
+        return one(names[0])
     results = []
-    for name in solver:
+    for name in names:
         results.append(one(name))
         if results[-1].raw.details.get("interrupted"):
             break  # a Ctrl-C stops the comparison: the solvers that ran, the interrupted one last
-    if not results:
-        raise InputError("no solver named", field="solver")
     return Comparison(results)
 
 
@@ -219,7 +219,13 @@ def simulate(instance: Any, schedule: Any, budget: int | float | str | None = No
     if schedule is None:
         raise InputError("no schedule to replay", field="schedule")
     bytes_ = _budget(instance, budget, problem) if budget is not None else None
-    replay = module.replay(instance, schedule, bytes_)
+    try:
+        replay = module.replay(instance, schedule, bytes_)
+    except (TypeError, AttributeError):
+        if type(schedule).__module__.startswith("memsched."):
+            raise  # one of ours: a bug, not bad input
+        raise InputError(f"not a {problem} schedule: {type(schedule).__name__} (give a schedule, a Result, its JSON "
+                         "dict or the path of a schedule file)", field="schedule") from None
     valid = replay.violation is None
     raw = SolveResult(problem=problem, solver="replay", status="valid" if valid else "invalid",
                       objective=replay.objective, peak_memory=replay.peak_memory, budget=bytes_,
@@ -249,8 +255,10 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
         raise InputError("an instance sweep needs budgets (e.g. ['40%', '60%', '80%'])", field="budgets")
     if isinstance(budgets, (str, int, float)):  # one budget ("50%" would otherwise be read as "5", "0", "%")
         budgets = [budgets]
+    elif not isinstance(budgets, Iterable) or isinstance(budgets, (bytes, dict)):
+        raise InputError(f"must be a budget or a list of budgets, got {budgets!r}", field="budgets")
     problem, instance = as_problem(target, problem, bandwidth=bandwidth)
-    names = list(solvers) if solvers else [default_solver(problem)]
+    names = _solver_names(problem, solvers or None)
     _check_option_names(problem, names, options)
     reference = reference_peak(instance, problem=problem)
     baseline = baseline_objective(problem, instance)
@@ -273,6 +281,22 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
                        overhead=(result.objective / baseline - 1.0) if (baseline and result.found) else None)
             rows.append(row)
     return SweepResult(rows, source=getattr(instance, "name", "") or problem)
+
+
+def _solver_names(problem: str, solver: Any) -> list[str]:
+    """The solver names asked for: the problem's default for None, one name, or a sequence of
+    names (`InputError` for anything else, or an empty sequence)."""
+    if solver is None:
+        return [default_solver(problem)]
+    if isinstance(solver, str):
+        return [solver]
+    if isinstance(solver, Iterable) and not isinstance(solver, (bytes, dict)):
+        names = list(solver)
+        if names and all(isinstance(n, str) for n in names):
+            return names
+        if not names:
+            raise InputError("no solver named", field="solver")
+    raise InputError(f"must be a solver name or a list of names, got {solver!r}", field="solver")
 
 
 def _check_option_names(problem: str, names: Sequence[str], options: dict[str, Any]) -> None:

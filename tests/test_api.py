@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,29 @@ def test_bad_input_names_the_file(tmp_path):
     for slots in ("x", 1.5, True, -1):  # "x" was a TypeError from deep inside
         with pytest.raises(InputError, match="slots"):
             memsched.solve(chain, "50%", solver="rotor", slots=slots)
+
+
+def test_arguments_of_the_wrong_type_are_input_errors():
+    """Each was a TypeError or OverflowError from deep inside ("'int' object is not iterable",
+    "cannot convert float infinity to integer")."""
+    chain = memsched.load(CNN12)
+    cases = [
+        (lambda: memsched.solve(chain, "50%", solver=3), "solver"),
+        (lambda: memsched.solve(chain, "50%", solver=[]), "solver"),
+        (lambda: memsched.solve(chain, "50%", solver=["rotor", 1]), "solver"),
+        (lambda: memsched.solve(chain, "50%", solver="milp", time_limit=math.inf), "time-limit"),
+        (lambda: memsched.solve(chain, "50%", solver="milp", time_limit=1e30), "time-limit"),
+        (lambda: memsched.simulate(chain, 5), "schedule"),
+        (lambda: memsched.simulate(chain, [1]), "schedule"),
+        (lambda: memsched.sweep(chain, object(), ["rotor"]), "budgets"),
+        (lambda: memsched.sweep(chain, ["50%"], 7), "solver"),
+        (lambda: memsched.load(5), "path"),
+        (lambda: memsched.solve(DATA / "examples" / "tiny.json", "0.1%", solver="rotor"), "less than one byte"),
+    ]
+    for call, field in cases:
+        with pytest.raises(memsched.InputError, match=field):
+            call()
+    assert memsched.InputError is InputError and issubclass(InputError, ValueError)
 
 
 def test_a_misspelt_option_is_an_error_not_ignored():

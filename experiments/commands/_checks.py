@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from memsched.solvers.errors import InputError
+from memsched.solvers.exact.options import MAX_SECONDS
 
 #: the most stages (sum over branches for joins) the chain, join and offload solvers accept:
 #: the rotor DP's least-memory table costs O(L^3) (about 14 s at L = 2000 on one core; Revolve
@@ -39,8 +40,6 @@ MAX_DP_STEPS = 10**7
 MAX_HREVOLVE_LENGTH = 500
 #: the largest integer option or count accepted (sizes of tables and loops)
 MAX_COUNT = 10**6
-#: the longest time limit accepted (seconds): a week
-MAX_SECONDS = 7 * 86400.0
 #: keyword parameters that are not user options (the solver's plumbing)
 _PLUMBING = {"options", "deadline", "seed", "slots", "time_limit"}
 #: options of a solver that forwards ``**kw`` to an inner model function

@@ -27,6 +27,10 @@ class DeadlineExceeded(Exception):
     """Raised by `Deadline.check` when the wall-clock budget is spent (e.g. while building)."""
 
 
+#: the longest time limit accepted (seconds): a week (longer ones overflow the clocks of the backends)
+MAX_SECONDS = 7 * 86400.0
+
+
 @dataclass(frozen=True)
 class ExactOptions:
     """Options shared by the exact solvers. ``time_limit`` in seconds (None: no limit)."""
@@ -59,8 +63,9 @@ class ExactOptions:
     def validated(self) -> ExactOptions:
         """A copy with fields converted to their types; `InputError` naming the option when one is out of range."""
         limit = None if self.time_limit is None else _number(self.time_limit, float, "--time-limit")
-        if limit is not None and (not limit > 0 or limit != limit):
-            raise InputError(f"must be a positive number of seconds, got {self.time_limit!r}", field="--time-limit")
+        if limit is not None and not 0 < limit <= MAX_SECONDS:  # (NaN fails both)
+            raise InputError(f"must be a positive number of seconds, at most a week ({MAX_SECONDS:.0f}; None: no "
+                             f"limit), got {self.time_limit!r}", field="--time-limit")
         workers = _number(self.workers, int, "workers")
         if workers < 1:
             raise InputError(f"must be >= 1, got {self.workers!r}", field="workers")
