@@ -165,6 +165,11 @@ case("pipe-param-sizes", ["partition", "{d}/c.json", "--devices", "2", "--memory
 for text in ("1e400", "nan", "inf", "-5", "0", "nan%", "inf%", "1e400%", "5XB", "", "1e30", "1e19", "0.5",
              "99999999999999999999999", "10 parsecs", "%"):
     case(f"budget-{text or 'empty'}", ["solve", "{T}", "--budget", text, "--solver", "rotor"], {}, 2, "--budget")
+case("plot-dpi-below-a-pixel", ["plot", "{T}", "{d}/s.json", "-o", "{d}/x.png", "--dpi", "5"], {"s.json": SCHED}, 2,
+     "--dpi")
+case("max-batch-step-huge", ["max-batch", "resnet18", "--memory", "1GB", "--vary", "image-size", "--batch", "2",
+                             "--step", "99999999999999999999"], {}, 2, "--step")
+case("max-batch-limit-huge", ["max-batch", "resnet18", "--memory", "1GB", "--limit", str(2**24 + 1)], {}, 2, "--limit")
 case("budget-percent-below-a-byte", ["solve", "{T}", "--budget", "0.1%", "--solver", "rotor"], {}, 2, "--budget",
      "reference peak", "less than one byte")
 case("memory-percent-below-a-byte", ["partition", "{T}", "--devices", "2", "--memory", "0.001%"], {}, 2, "--memory",

@@ -35,8 +35,13 @@ from typing import Any
 
 from memsched.solvers.errors import InputError
 
+from ._checks import count
 from .profile import ZOO_NAMES, _import_models, add_cost_option, add_model_options, counted_sizes
 
+#: default largest batch and image side (px) searched
+DEFAULT_BATCH_LIMIT, DEFAULT_SIDE_LIMIT = 65536, 8192
+#: the largest --limit and --step accepted (beyond, the networks' sizes overflow torch's)
+MAX_BATCH, MAX_SIDE = 2**24, 2**16
 VARY = ("batch", "image-size")
 PROBLEMS = ("chain", "graph")
 #: default solver per problem
@@ -213,10 +218,11 @@ def register(subparsers: Any) -> None:
         "checkpoint-all for no recomputation)",
     )
     p.add_argument("--vary", choices=VARY, default="batch", help="what grows: the batch, or the image side")
-    p.add_argument("--step", type=int, default=32, metavar="PX", help="image sides searched: multiples of PX (32)")
+    p.add_argument("--step", type=count(1, MAX_SIDE), default=32, metavar="PX",
+                   help="image sides searched: multiples of PX (32)")
     p.add_argument(
         "--limit",
-        type=int,
+        type=count(1, MAX_BATCH),
         default=None,
         metavar="N",
         help="largest size tried (default: batch 65536, image side 8192 px)",
@@ -277,7 +283,7 @@ def main(args: argparse.Namespace) -> int:
         raise InputError("--batch is what max-batch searches; leave it out (or use --vary image-size)", field="--batch")
     if not vary_batch and args.image_size is not None:
         raise InputError("--image-size is what is searched with --vary image-size; leave it out", field="--image-size")
-    limit = args.limit or (65536 if vary_batch else 8192 // args.step)
+    limit = args.limit or (DEFAULT_BATCH_LIMIT if vary_batch else DEFAULT_SIDE_LIMIT // args.step)
     if not vary_batch and args.limit:
         limit = max(1, args.limit // args.step)
     probes: list[Probe] = []

@@ -22,6 +22,10 @@ from ._checks import check_output_file, count
 from ._common import add_link_arguments, budget_for, load_problem
 from .simulate import read_schedule_json
 
+#: the lowest resolution accepted: below, the smallest text of the figure is under one pixel and
+#: the font renderer fails (dpi 5 did, "invalid ppem value")
+MIN_DPI = 20
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``plot`` subcommand (memory over time and operations of schedules)."""
@@ -35,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--label", action="append", metavar="NAME",
                    help="label of each schedule in order (default: the solver named in the file, else its name)")
     p.add_argument("--title", help="figure title")
-    p.add_argument("--dpi", type=count(1, 1200), default=150, help="resolution of PNG output (default 150)")
+    p.add_argument("--dpi", type=count(MIN_DPI, 1200), default=150, help="resolution of PNG output (default 150)")
     add_link_arguments(p)
     p.set_defaults(func=main)
 
@@ -53,8 +57,6 @@ def main(args: argparse.Namespace) -> int:
 
     check_suffix(args.output)
     check_output_file(args.output, "--output")
-    if args.dpi <= 0:
-        raise InputError("must be positive", field="--dpi")
     if args.label and len(args.label) != len(args.schedules):
         raise InputError(f"{len(args.label)} labels for {len(args.schedules)} schedules", field="--label")
     raw = [(path, read_schedule_json(path)) for path in args.schedules]
