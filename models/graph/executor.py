@@ -317,6 +317,15 @@ class GraphExecutor:
             return
         values, leaves = self._leaves(run, producers)
         where = {storage_key(leaf): (u, pos) for u, ls in leaves.items() for pos, leaf in ls}
+        # A producer without a backward node (no leaves) is saved as itself: the tape would pin
+        # its copy after the schedule drops it. B_v depends on it, so it is resident again then.
+        for u in producers:
+            for pos, t in enumerate(_flat(values[u])):
+                if isinstance(t, torch.Tensor) and not t.requires_grad:
+                    try:
+                        where.setdefault(storage_key(t), (u, pos))
+                    except (RuntimeError, NotImplementedError):
+                        pass
 
         def pack(t: torch.Tensor) -> Any:
             try:
