@@ -113,5 +113,7 @@ def measured_ratios(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) ->
             f"each instance profiled once and stored; the tracker also measured the profiles (its panel checks the "
             f"simulator's accounting), the independent method shares no code with it; "
             f"predicted = the simulator's replay of the solver's schedule "
-            f"on that profile (graph: torch.fx graph with measured costs)")
+            f"on that profile (graph: torch.fx graph with measured costs); a chain's tracker ratio below 1 is the "
+            f"model's upper bound: it charges the network's output a_L inside the tape until B(L-1), where the "
+            f"executor frees it after the loss when block L-1 does not save it (docs/chain.md)")
     return _finish(fig, r.drop(columns=["_order"]), out_dir, stem, note)
