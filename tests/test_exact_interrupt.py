@@ -127,6 +127,49 @@ def test_an_interrupted_backend_raises_elsewhere(name, hard_model):
     assert _no_cbc_program_left()
 
 
+@pytest.mark.parametrize("name", ["scip", "cp-sat"] + (["highs"] if highs_available() else []))
+def test_an_interrupt_before_the_search_starts_is_not_forgotten(name, hard_model, monkeypatch):
+    """SIGINT inside `stop_on_interrupt` but before the backend's solve has begun: SCIP resets its
+    interrupt flag when `SCIPsolve` starts, so one stop asked then was lost and the solve ran to
+    its limit (the CLI test above, whose SIGINT follows the "search" line, met it once in CI).
+    The stop is asked again until the backend returns."""
+    from contextlib import contextmanager
+
+    from memsched.solvers.exact import cpsat_runner, highs_runner, milp_runner
+
+    real = interrupt.stop_on_interrupt
+
+    @contextmanager
+    def early(stop, **kw):
+        with real(stop, **kw):
+            os.kill(os.getpid(), signal.SIGINT)  # delivered before the backend is called
+            time.sleep(0.05)  # the watcher has asked once by now
+            yield
+
+    for module in (milp_runner, cpsat_runner, highs_runner):
+        monkeypatch.setattr(module, "stop_on_interrupt", early)
+    lm, hint = hard_model
+    start = time.monotonic()
+    with answer_on_interrupt():
+        run = _backend_run(name, lm, hint)
+        assert interrupted()
+    assert time.monotonic() - start < 20.0  # LIMIT_S when the stop is forgotten
+    assert run.status in ("feasible", "timeout")
+
+
+def test_a_stop_is_asked_again_until_the_block_ends():
+    calls: list[float] = []
+    with answer_on_interrupt():
+        with stop_on_interrupt(lambda: calls.append(time.monotonic()), repeat=True):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(3 * interrupt.STOP_REPEAT_S + 0.2)
+        assert interrupted()
+    assert len(calls) >= 3
+    n = len(calls)
+    time.sleep(2 * interrupt.STOP_REPEAT_S)
+    assert len(calls) == n  # none after the block
+
+
 def test_the_exact_layer_keeps_the_backends_schedule():
     chain = random_chain(30, 0)
     timer = _sigint_later()

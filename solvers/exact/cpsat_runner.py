@@ -84,7 +84,7 @@ def run_cpsat(model: Any, deadline: Deadline, options: ExactOptions | None = Non
     if in_charge():  # Ctrl-C is ours (`interrupt`): CP-SAT would end as at its limit, unsaid
         p.catch_sigint_signal = False
     try:
-        with stop_on_interrupt(solver.stop_search):
+        with stop_on_interrupt(solver.stop_search, repeat=True):
             code = solver.solve(model, _Progress() if progress or stop_at_first or send is not None else None)
     finally:
         if timer is not None:

@@ -118,7 +118,7 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
     if hasattr(h, "HandleUserInterrupt"):
         h.HandleUserInterrupt = True  # else cancelSolve does nothing: HiGHS polls it through its interrupt callbacks
     try:
-        with stop_on_interrupt(h.cancelSolve):
+        with stop_on_interrupt(h.cancelSolve, repeat=True):
             h.run()
     finally:
         if watchdog is not None:

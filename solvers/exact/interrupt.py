@@ -79,11 +79,18 @@ def in_charge() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+#: seconds between the calls of `stop` after an interrupt (``stop_on_interrupt(repeat=True)``)
+STOP_REPEAT_S = 0.5
+
+
 @contextmanager
-def stop_on_interrupt(stop: Callable[[], Any]) -> Iterator[None]:
+def stop_on_interrupt(stop: Callable[[], Any], *, repeat: bool = False) -> Iterator[None]:
     """Call `stop` (from a watcher thread) when SIGINT arrives during the block; after the block,
     raise `KeyboardInterrupt`, or, inside `answer_on_interrupt`, record the interrupt and return
-    normally. A no-op outside the main thread."""
+    normally. With `repeat`, `stop` is called again every `STOP_REPEAT_S` seconds until the block
+    ends: a backend forgets a stop asked before its search starts (SCIP resets its interrupt flag
+    when `SCIPsolve` begins, after pywraplp has copied the model: a Ctrl-C in that window was
+    lost and the solve ran to its limit). A no-op outside the main thread."""
     if not in_charge():
         yield
         return
@@ -102,10 +109,14 @@ def stop_on_interrupt(stop: Callable[[], Any]) -> Iterator[None]:
                 return
             if signal.SIGINT in data:  # the wakeup fd carries one byte per signal: its number
                 hit.set()
-                try:
-                    stop()
-                except Exception:  # noqa: BLE001 - a backend that cannot be stopped runs to its limit
-                    pass
+                while not done.is_set():
+                    try:
+                        stop()
+                    except Exception:  # noqa: BLE001 - a backend that cannot be stopped runs to its limit
+                        pass
+                    if not repeat:
+                        break
+                    done.wait(STOP_REPEAT_S)
 
     old_handler = signal.signal(signal.SIGINT, lambda signum, frame: hit.set())
     old_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)

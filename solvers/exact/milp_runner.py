@@ -188,7 +188,7 @@ def _run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exa
             solver.SetSolverSpecificParametersAsString("\n".join(scip_params) + "\n")
     watchdog = _watchdog(left, solver.InterruptSolve)
     try:
-        with stop_on_interrupt(solver.InterruptSolve):
+        with stop_on_interrupt(solver.InterruptSolve, repeat=True):
             code = solver.Solve(params)
     finally:
         if watchdog is not None:
