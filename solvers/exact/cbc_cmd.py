@@ -11,7 +11,7 @@ neither exists, and `milp_runner` then falls back to the in-process CBC (CPU-tim
 
 Ctrl-C (SIGINT to this process, as a notebook's "interrupt kernel" sends it) is passed on to the
 program, which stops its search and writes its incumbent (`interrupt.stop_on_interrupt`,
-`_ask_to_stop`): the answer is then the program's, as for SCIP or CP-SAT, and the program does
+`_stopper`): the answer is then the program's, as for SCIP or CP-SAT, and the program does
 not outlive the call.
 """
 
@@ -25,9 +25,9 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,8 +37,7 @@ from .interrupt import stop_on_interrupt
 KILL_GRACE_S = 1.0
 #: seconds set aside for starting the program and reading the model
 START_S = 0.2
-#: at an interrupt: seconds between two SIGINTs to the program, and until it is killed
-STOP_ASK_S = 0.5
+#: at an interrupt: seconds from the first SIGINT to the program until it is killed
 STOP_WAIT_S = 10.0
 
 
@@ -100,7 +99,7 @@ def solve_mps(mps: str, num_vars: int, limit_s: float | None, *, rel_gap: float,
         args += ["-solve", "-solu", sol_path]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp)
         try:
-            with stop_on_interrupt(lambda: _ask_to_stop(proc)):
+            with stop_on_interrupt(_stopper(proc), repeat=True):
                 out, _ = proc.communicate(timeout=None if limit_s is None else max(0.0, limit_s) + KILL_GRACE_S)
         except subprocess.TimeoutExpired:
             proc.kill()
@@ -119,25 +118,30 @@ def solve_mps(mps: str, num_vars: int, limit_s: float | None, *, rel_gap: float,
     return _parse(lines, out, num_vars, names)
 
 
-def _ask_to_stop(proc: subprocess.Popen) -> None:
-    """Stop the CBC program at an interrupt, keeping its incumbent where it can: CBC ends its
-    search on SIGINT and still writes its solution file, but forgets a SIGINT that comes before
+def _stopper(proc: subprocess.Popen) -> Callable[[], None]:
+    """The `stop` of the CBC program at an interrupt, keeping its incumbent where it can: CBC ends
+    its search on SIGINT and still writes its solution file, but forgets a SIGINT that comes before
     its branch and bound starts (presolve, root: measured, one sent 0.05-0.5 s after the start
-    was ignored to the limit). So SIGINT is sent every `STOP_ASK_S` seconds, from a thread, and
-    the program is killed if it still runs `STOP_WAIT_S` seconds later (then without an answer)."""
+    was ignored to the limit). Called again every `interrupt.STOP_REPEAT_S` seconds
+    (``stop_on_interrupt(repeat=True)``), it sends SIGINT each time, and kills the program once
+    `STOP_WAIT_S` seconds have passed since the first (then without an answer)."""
+    first: list[float] = []
 
-    def ask() -> None:
-        end = time.monotonic() + STOP_WAIT_S
-        while proc.poll() is None and time.monotonic() < end:
-            try:
-                proc.send_signal(signal.SIGINT)
-            except OSError:
-                return
-            time.sleep(STOP_ASK_S)
-        if proc.poll() is None:
+    def stop() -> None:
+        now = time.monotonic()
+        if not first:
+            first.append(now)
+        if proc.poll() is not None:
+            return
+        if now - first[0] >= STOP_WAIT_S:
             proc.kill()
+            return
+        try:
+            proc.send_signal(signal.SIGINT)
+        except OSError:
+            pass
 
-    threading.Thread(target=ask, name="memsched-cbc-stop", daemon=True).start()
+    return stop
 
 
 def _parse(lines: list[str], out: str, num_vars: int, names: list[str] | None) -> CbcAnswer:
