@@ -279,9 +279,7 @@ def run(model: Any, budget: int | str, *, problem: str = "chain", solver: str | 
                      early_release=early_release)
     solver = solver or DEFAULT_SOLVERS[problem]
     reference = int(registry.problem_module(problem).reference_peak(target.instance))
-    limit = int(parse_positive_budget(budget, reference)) if isinstance(budget, str) else int(budget)
-    if limit <= 0:
-        raise InputError(f"must be positive, got {budget!r}", field="--budget")
+    limit = parse_positive_budget(budget, reference)
     opts: dict[str, Any] = {**(options or {}), "slots": slots}
     if time_limit is not None:
         opts["time_limit"] = time_limit
