@@ -43,8 +43,13 @@ def wait_rows(jpath: Path, n: int, proc: subprocess.Popen, timeout: float = 90) 
 
 def workers_of(proc: subprocess.Popen) -> list[psutil.Process]:
     """The spawned worker processes of a sweep (not multiprocessing's resource tracker)."""
-    kids = psutil.Process(proc.pid).children(recursive=True)
-    return [k for k in kids if "spawn_main" in " ".join(k.cmdline())]
+    def is_worker(kid: psutil.Process) -> bool:
+        try:
+            return "spawn_main" in " ".join(kid.cmdline())
+        except (psutil.ZombieProcess, psutil.NoSuchProcess):  # a finished child not yet reaped
+            return False
+
+    return [k for k in psutil.Process(proc.pid).children(recursive=True) if is_worker(k)]
 
 
 def gone(procs: list[psutil.Process], timeout: float = 5) -> bool:
