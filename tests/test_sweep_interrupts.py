@@ -54,7 +54,14 @@ def workers_of(proc: subprocess.Popen) -> list[psutil.Process]:
 
 def gone(procs: list[psutil.Process], timeout: float = 5) -> bool:
     _, alive = psutil.wait_procs(procs, timeout=timeout)
-    return all(p.status() == psutil.STATUS_ZOMBIE for p in alive if p.is_running())
+
+    def is_zombie_or_gone(p: psutil.Process) -> bool:
+        try:
+            return p.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:  # it ended between wait_procs and this look
+            return True
+
+    return all(is_zombie_or_gone(p) for p in alive)
 
 
 def assert_journal_matches_table(out: Path, name: str) -> pd.DataFrame:
