@@ -101,12 +101,17 @@ class LiveTensorTracker(TorchDispatchMode):
         self.current = 0
         self.peak = 0
         self._live: dict[int, int] = {}
+        # key -> serial number of the storage's registration: a key (the StorageImpl's address) is
+        # reused by a later storage once the first is freed, the serial tells the two apart
+        self._born: dict[int, int] = {}
+        self._births = 0
         self._lock = threading.Lock()
 
     # ---------------------------------------------------------------- accounting
     def _free(self, key: int) -> None:
         with self._lock:
             size = self._live.pop(key, 0)
+            self._born.pop(key, None)
             self.current -= size
             if self.current > self.peak:  # only in a window opened `after_start`, before its first event
                 self.peak = self.current
@@ -117,6 +122,8 @@ class LiveTensorTracker(TorchDispatchMode):
             old = self._live.get(key)
             if old is None:
                 self._live[key] = size
+                self._births += 1
+                self._born[key] = self._births
                 self.current += size
                 weakref.finalize(st, self._free, key)
             elif old != size:  # resized in place
@@ -135,6 +142,17 @@ class LiveTensorTracker(TorchDispatchMode):
         """Reset the peak to the current live bytes (`reset_peak`) and return them."""
         self.reset_peak(after_start=after_start)
         return self.current
+
+    def live_storages(self) -> dict[int, int]:
+        """The storages alive now: key -> registration serial (compare with `same_storage` later)."""
+        with self._lock:
+            return dict(self._born)
+
+    def same_storage(self, key: int, snapshot: dict[int, int]) -> bool:
+        """True when the storage `key` names now is the one it named in `snapshot` (`live_storages`),
+        not a later storage that reuses a freed one's key."""
+        born = snapshot.get(key)
+        return born is not None and self._born.get(key) == born
 
     def tracked(self, t: torch.Tensor) -> bool:
         """True when the storage of `t` was allocated inside the context and is alive."""

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from memsched.models.chain.executor import reference_step  # noqa: E402
-from memsched.models.graph.executor import GraphExecutor  # noqa: E402
+from memsched.models.graph.executor import GraphExecutor, shared_storage_excess  # noqa: E402
 from memsched.models.graph.export import export_training_graph  # noqa: E402
 from memsched.models.measure import compare_gradients  # noqa: E402
 from memsched.models.zoo import build_model  # noqa: E402
@@ -94,3 +94,28 @@ def test_bench_graph_executor_rejects_bad_options(capsys):
     assert main(["--fractions", "1.5"]) == 2
     assert main(["--models", "vgg"]) == 2
     assert "bench_graph_executor:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", sorted(SIZES))
+def test_a_passed_through_gradient_is_charged_while_either_copy_lives(name):
+    """`add`'s backward hands its incoming gradient to its branches unchanged: the storage lives
+    while either copy does. The model charges the pass-through again (an upper bound), the
+    executor's prediction removes the double count: after every step of the graph's order (where
+    each add's gradient outlives its source copy) the bytes held are what the copies alive then
+    charge, less the shared storages, to the byte (temporaries, which vary, are not in it)."""
+    model, graph, executor, _ = _setup(name)
+    passes = graph.meta["passes"]
+    assert passes, "the small networks' residual adds pass gradients through"
+    for node, sources in passes.items():
+        v = graph.names.index(node)
+        assert graph.cost_ram[v] >= sum(sources.values()) > 0
+        assert all(graph.names.index(p) in graph.preds[v] for p in sources)
+    seq = list(range(graph.n))
+    step = executor.step(seq, model.example_input, model.target, seed=0, measure_time=False, trace=True)
+    end = simulate(graph, seq).retention_end
+    shared_after = shared_storage_excess(graph, seq, [e - 1 for e in end])  # copies alive after each step
+    assert len(step.trace) == len(seq)
+    for s, t in enumerate(step.trace):
+        charged = sum(graph.cost_ram[seq[c]] for c in range(s + 1) if end[c] > s)
+        assert t.measured_after == charged - shared_after[s], (s, graph.names[seq[s]])
+        assert t.measured_after <= charged

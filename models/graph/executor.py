@@ -61,6 +61,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+import numpy as np
 import torch
 from memsched.models.chain.executor import LossFn, as_blocks, parameters_of
 from memsched.models.graph.plan import Plan, build_plan
@@ -71,7 +72,43 @@ from torch import nn
 from torch.autograd.graph import get_gradient_edge, saved_tensors_hooks
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-__all__ = ["GraphExecutor", "execute_graph"]
+__all__ = ["GraphExecutor", "execute_graph", "shared_storage_excess"]
+
+
+def shared_storage_excess(graph: Graph, seq: Sequence[int], retention_end: Sequence[int]) -> list[int]:
+    """Per step of `seq`: the bytes the simulator charges twice or more because copies share one
+    storage (the graph's ``meta["passes"]``, `models.graph.profile`: a backward node whose copy
+    hands on a predecessor's gradient unchanged is charged that storage again).
+
+    A pass-through computed at step s takes the storage of the latest copy c of its predecessor
+    (the simulator's rule); a chain of pass-throughs leads to the copy that made the storage (its
+    root). The storage is real once while any copy of its group lives (copy s from s to
+    ``retention_end[s]``), so the excess at a step is its bytes times (live copies - 1). Graphs
+    without ``meta["passes"]`` have none."""
+    recorded = graph.meta.get("passes") or {}
+    if not recorded:
+        return [0] * len(seq)
+    names = {name: v for v, name in enumerate(graph.names)}
+    passes = {names[v]: [(names[p], int(b)) for p, b in src.items()] for v, src in recorded.items()}
+    excess = np.zeros(len(seq) + 1, dtype=np.int64)
+    latest: dict[int, int] = {}
+    root_of: dict[tuple[int, int], int] = {}  # (copy, bytes) -> the copy that made that storage
+    members: dict[tuple[int, int], list[int]] = {}  # (root copy, bytes) -> the pass-through copies sharing it
+    for s, v in enumerate(seq):
+        for p, b in passes.get(v, ()):
+            c = latest.get(p)
+            if c is not None:
+                root = root_of.get((c, b), c)
+                root_of[(s, b)] = root
+                members.setdefault((root, b), []).append(s)
+        latest[v] = s
+    for (root, b), copies in members.items():
+        live = np.zeros(len(seq) + 1, dtype=np.int64)
+        for c in (root, *copies):
+            live[c] += 1
+            live[retention_end[c] + 1] -= 1
+        excess += b * np.maximum(np.cumsum(live) - 1, 0)
+    return [int(e) for e in excess[:len(seq)]]
 
 
 def _flat(value: Any) -> list[Any]:
@@ -178,13 +215,16 @@ class GraphExecutor:
     def predicted_memory(self, seq: list[int], sim: Any, method: str = "tracker") -> list[int]:
         """Per step of `seq`: the simulator's memory (bytes) less the node's workspace plus its temporaries as
         profiled by `method` ("tracker" or "allocator", the graph's ``meta["temporaries"]``, see
-        `models.graph.profile`; none when the graph has no such record); for the allocator also
-        the CPU RNG states the run keeps for the random nodes it recomputes."""
+        `models.graph.profile`; none when the graph has no such record), less the storages it
+        charges twice (`shared_storage_excess`); for the allocator also the CPU RNG states the
+        run keeps for the random nodes it recomputes."""
         meta = self.graph.meta
         records = meta.get("temporaries", {})
         temps = records.get(method, records.get("tracker", {}))  # no allocator record: the tracker's
         work = self.graph.workspace  # the simulator charged W_v; the method's own temporaries replace it
-        out = [int(mem) - int(work[v]) + int(temps.get(self.graph.names[v], 0)) for v, mem in zip(seq, sim.memory)]
+        shared = shared_storage_excess(self.graph, seq, sim.retention_end)  # charged twice by the simulator
+        out = [int(mem) - int(work[v]) + int(temps.get(self.graph.names[v], 0)) - extra
+               for v, mem, extra in zip(seq, sim.memory, shared)]
         if method == "allocator":  # RNG states of recomputed random nodes, from their first computation on
             random = {self.graph.names.index(name) for name in meta.get("random_nodes", ())} & {
                 v for v, c in Counter(seq).items() if c > 1}

@@ -415,6 +415,7 @@ def _in_step_costs(graph: Graph, blocks: Any, loss_fn: LossFn, example_input: to
         "ram"), "spread_median": float(statistics.median(prof.spread)) if prof.spread else 0.0}
     if sizes:
         meta["temporaries"] = prof.temporaries(graph.names)
+        meta["passes"] = prof.passes(graph.names)
         meta["random_nodes"] = [graph.names[v] for v in prof.random]
         meta["rng_state_bytes"] = int(torch.get_rng_state().numel())
     out = dataclasses.replace(graph, cost_cpu=list(prof.ms), cost_ram=prof.kept if sizes else graph.cost_ram,

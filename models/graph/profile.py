@@ -15,8 +15,14 @@ measured step takes, and reads per node:
   keeps for the node until its copy is dropped. F_v: the bytes the step holds more after F_v
   than before it (its output and its tape's internal saved tensors: masks, statistics, pooling
   indices; views of the producers' storages are not kept); the loss and B_v: the storages of
-  its copy (the gradients for its producers) that did not exist before it, each counted once
-  (a gradient passed through unchanged, as ``add`` does, is the incoming storage: not new);
+  its copy (the gradients for its producers), each counted once: those that did not exist before
+  it and those it *passes through*: a gradient handed on unchanged (``add``'s, ``cat``'s views,
+  a ``dropout``'s at p = 0) is the storage of the incoming gradient, which stays alive as long as
+  either copy does. The graph model frees a copy at its last use without knowing that another
+  copy shares its storage, so a pass-through is charged its storage again (an upper bound of the
+  real bytes: twice while both copies live); ``passed`` records, per such node, the predecessor
+  whose copy it shares and the bytes, from which the executor's prediction removes the double
+  count (`models.graph.executor.shared_storage_excess`);
 - ``rise`` (bytes): the peak of the step's live bytes during the node above the level before
   it, by the tracker; ``alloc_rise``: the same by the CPU allocator's own reports (one more step
   under ``torch.profiler`` with memory events, each node a ``record_function`` range; on CUDA
@@ -24,7 +30,7 @@ measured step takes, and reads per node:
   tracker's step). A rise exceeds the kept bytes by the node's *temporaries*: a parameter's
   gradient before it is added into ``.grad``, the intermediate gradients of a loss, and, seen
   by the allocator only, kernel scratch buffers (oneDNN convolutions: about their output's
-  size). `temporaries` gives them per node: rise - kept, at least 0;
+  size). `temporaries` gives them per node: rise - new bytes kept (kept less passed), at least 0;
 - ``random``: the forward nodes that draw random numbers (dropout): a schedule that computes one
   again keeps the CPU RNG state of its first computation until the step ends
   (`models.measure.RngStates`), bytes the allocator sees and the tracker does not.
@@ -66,15 +72,23 @@ class NodeProfile:
     alloc_rise: list[int] | None = None
     random: list[int] = field(default_factory=list)
     samples: list[list[float]] = field(default_factory=list, repr=False)
+    #: node -> {predecessor node: bytes of that predecessor's copy this node's copy shares} (pass-throughs)
+    passed: dict[int, dict[int, int]] = field(default_factory=dict)
 
     def temporaries(self, names: list[str]) -> dict[str, dict[str, int]]:
-        """method ("tracker", "allocator") -> node name -> bytes of its temporaries (rise - kept;
-        nodes without any left out)."""
+        """method ("tracker", "allocator") -> node name -> bytes of its temporaries (rise - the new
+        bytes kept: a passed-through storage existed before the node and is not in its rise; nodes
+        without any left out)."""
+        new = [k - sum(self.passed.get(v, {}).values()) for v, k in enumerate(self.kept)]
         out: dict[str, dict[str, int]] = {}
         for method, rise in (("tracker", self.rise), ("allocator", self.alloc_rise)):
             if rise is not None:
-                out[method] = {names[v]: int(r - k) for v, (r, k) in enumerate(zip(rise, self.kept)) if r > k}
+                out[method] = {names[v]: int(r - k) for v, (r, k) in enumerate(zip(rise, new)) if r > k}
         return out
+
+    def passes(self, names: list[str]) -> dict[str, dict[str, int]]:
+        """`passed` by node names (the graph's ``meta["passes"]``)."""
+        return {names[v]: {names[p]: int(b) for p, b in src.items()} for v, src in sorted(self.passed.items())}
 
 
 def with_workspace(graph: Any) -> Any:
@@ -111,9 +125,11 @@ class _Probe:
         self.t0 = 0.0
         self.times: list[list[float]] = [[] for _ in range(n)]
         self.kept = [0] * n
+        self.passed: dict[int, dict[int, int]] = {}
+        self.preds: list[list[int]] = [[] for _ in range(n)]  # the graph's, to name a passed storage's source
         self.rise = [0] * n
         self.level = 0
-        self.live: set[int] = set()
+        self.live: dict[int, int] = {}  # the storages alive when the step started (`LiveTensorTracker.live_storages`)
         self.forward: set[int] = set()
         self.random: set[int] = set()  # forward nodes that draw random numbers
         self.rng: torch.Tensor | None = None
@@ -125,7 +141,7 @@ class _Probe:
         """A step begins: note the clock (and the live storages and bytes when sizing)."""
         if self.tracker is not None:
             self.level = self.tracker.current
-            self.live = set(self.tracker._live)
+            self.live = self.tracker.live_storages()
             self.tracker.reset_peak()
             self.rng = torch.get_rng_state() if self.seq[s] in self.forward else None
             if self.cuda is not None:
@@ -145,9 +161,12 @@ class _Probe:
             seen: dict[int, int] = {}
             for t in tree_flatten(run.copies[v][1])[0]:
                 if isinstance(t, torch.Tensor) and t.numel():
-                    key = storage_key(t)
-                    if key not in self.live:
-                        seen[key] = int(t.untyped_storage().nbytes())
+                    key, nbytes = storage_key(t), int(t.untyped_storage().nbytes())
+                    if key in seen:
+                        continue
+                    existed = self.tracker.same_storage(key, self.live)
+                    if not existed or self._passed_from(v, key, nbytes, run):
+                        seen[key] = nbytes
             kept = sum(seen.values())
         if self.rng is not None and not torch.equal(self.rng, torch.get_rng_state()):
             self.random.add(v)
@@ -156,6 +175,18 @@ class _Probe:
         if self.cuda is not None:
             torch.cuda.synchronize(self.cuda)
             self.cuda_rise[v] = max(0, int(torch.cuda.max_memory_allocated(self.cuda) - self.cuda_level))
+
+    def _passed_from(self, v: int, key: int, nbytes: int, run: Any) -> bool:
+        """Record that node v's copy passes on the storage `key` (`nbytes`) of a predecessor's
+        copy; False when no predecessor's copy holds it (then it is not v's to charge)."""
+        for p in self.preds[v]:
+            copy = run.copies.get(p)
+            if copy is not None and any(isinstance(t, torch.Tensor) and t.numel() and storage_key(t) == key
+                                        for t in tree_flatten(copy[1])[0]):
+                src = self.passed.setdefault(v, {})
+                src[p] = src.get(p, 0) + nbytes
+                return True
+        return False
 
     def stop(self, s: int) -> None:
         """The step ends (its drops included): record its time."""
@@ -226,6 +257,7 @@ def profile_nodes(executor: Any, inputs: torch.Tensor, target: Any, *, repeats: 
         executor._run(seq, frees, tape_at, retain_at, inputs, target, seed, False, False, clock, probe=timer)
     sizer = _Probe(seq, graph.n, clock, LiveTensorTracker(), inputs.device)
     sizer.forward = set(executor.plan.ops)
+    sizer.preds = [list(ps) for ps in graph.preds]
     with sizer.tracker:  # type: ignore[union-attr]
         executor._run(seq, frees, tape_at, retain_at, inputs, target, seed, False, False, clock, probe=sizer)
     alloc_rise = sizer.cuda_rise if inputs.device.type == "cuda" else None
@@ -242,4 +274,4 @@ def profile_nodes(executor: Any, inputs: torch.Tensor, target: Any, *, repeats: 
     ms = [float(statistics.median(ts)) for ts in timer.times]
     spread = [(max(ts) - min(ts)) / m if m > 0 else 0.0 for ts, m in zip(timer.times, ms)]
     return NodeProfile(ms, spread, sizer.kept, sizer.rise, max(1, repeats), max(0, warmup), clock, alloc_rise,
-                       sorted(sizer.random), timer.times)
+                       sorted(sizer.random), timer.times, sizer.passed)
