@@ -101,6 +101,22 @@ def test_runner_status_mapping(backend: str) -> None:
     assert late.status == TIMEOUT and late.values is None
 
 
+def test_cpsat_stopped_before_checking_its_start_answers_with_the_start() -> None:
+    """CP-SAT stopped before it has looked at its hint (here right after presolve; in practice a
+    Ctrl-C or a limit during a long presolve) has no solution of its own: with a start known to be
+    feasible the runner answers with it, objective included, instead of nothing."""
+    lm = _knapsack(3)
+    start = [1.0, 0.0, 0.0]  # feasible, objective -3 (the optimum is -5)
+    cp, xs, offset, scale = linear_to_cpsat(lm, hint=start)
+    stop = "stop_after_presolve:true"
+    run = run_cpsat(cp, Deadline(60), variables=xs, offset=offset, scale=scale, hint_feasible=True, parameters=stop)
+    assert run.status == FEASIBLE and run.values == start
+    assert run.objective == pytest.approx(sum(lm.objective.get(i, 0.0) * v for i, v in enumerate(start)) + lm.offset)
+    assert run.bound is None or run.bound <= run.objective
+    cp, xs, offset, scale = linear_to_cpsat(lm, hint=start)  # not known to be feasible: no answer
+    assert run_cpsat(cp, Deadline(60), variables=xs, offset=offset, scale=scale, parameters=stop).values is None
+
+
 def test_bounds_are_finite_or_none() -> None:
     assert finite_bound(-1e20) is None and finite_bound(float("inf")) is None and finite_bound(None) is None
     assert finite_bound(3.5) == 3.5

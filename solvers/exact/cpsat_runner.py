@@ -115,7 +115,43 @@ def run_cpsat(model: Any, deadline: Deadline, options: ExactOptions | None = Non
         return run
     if code == cp_model.UNKNOWN and model.has_objective():
         run.bound = _bound(solver.best_objective_bound, offset, scale)
+    if code == cp_model.UNKNOWN and hint_feasible and variables is not None:
+        # stopped (limit, Ctrl-C) before CP-SAT had checked the start it was given: answer with the start
+        start_answer = _hint_answer(model, variables, offset, scale)
+        if start_answer is not None:
+            run.values, run.objective = start_answer
+            run.status = FEASIBLE
+            if run.bound is not None and run.objective is not None:
+                run.bound = min(run.bound, run.objective)
     return run
+
+
+def _hint_answer(model: Any, variables: Sequence[Any], offset: float, scale: float
+                 ) -> tuple[list[float], float | None] | None:
+    """(values of `variables`, objective) of the model's solution hint, or None when the hint does
+    not give every one of them a value. Only for a hint the caller knows to be feasible."""
+    proto = model.proto
+    hint = dict(zip(proto.solution_hint.vars, proto.solution_hint.values))
+
+    def value(ref: int) -> int | None:
+        v = hint.get(ref if ref >= 0 else -ref - 1)
+        return None if v is None else (v if ref >= 0 else -v)
+
+    values: list[float] = []
+    for var in variables:
+        v = value(var.index)
+        if v is None:
+            return None
+        values.append(float(v))
+    objective = None
+    if model.has_objective():
+        terms = [value(r) for r in proto.objective.vars]
+        if any(t is None for t in terms):
+            return None
+        ticks = sum(c * t for c, t in zip(proto.objective.coeffs, terms)) + proto.objective.offset
+        factor = proto.objective.scaling_factor or 1.0
+        objective = (ticks * factor + offset) / scale
+    return values, objective
 
 
 def _bound(value: float, offset: float, scale: float) -> float | None:
