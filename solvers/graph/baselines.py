@@ -220,7 +220,9 @@ def solve_dtr(graph: Graph, budget: int, **_: Any) -> SolveResult:
             if sim.valid and (best is None or sim.makespan < best[0]):
                 best = (sim.makespan, s)
     if best is None:
-        return _result(graph, "dtr", None, int(budget), start, message="the greedy found no schedule in this budget")
+        return _result(graph, "dtr", None, int(budget), start,
+                       message="DTR's greedy eviction found no schedule in this budget (a heuristic's failure, "
+                               "not a proof: an exact solver such as checkmate or cpsat may find one)")
     return _result(graph, "dtr", best[1], int(budget), start)
 
 
