@@ -124,6 +124,16 @@ case("graph-order-dicts", ["solve", "{d}/g.json", "--budget", "90%"],
      {"g.json": mut(GRAPH, lambda d: d["graph"].update(order=[{"a": 1}] * 21))}, 2, "graph.order")
 case("graph-name-list", ["solve", "{d}/g.json", "--budget", "90%"],
      {"g.json": mut(GRAPH, lambda d: d["graph"].update(name=[1]))}, 2, "graph.name")
+for label, meta, field in (("passes-unknown-node", {"passes": {"nope": {"f0": 8}}}, "graph.meta.passes.nope"),
+                           ("passes-bytes-text", {"passes": {"f1": {"f0": "8"}}}, "graph.meta.passes.f1.f0"),
+                           ("passes-list", {"passes": [1]}, "graph.meta.passes"),
+                           ("temporaries-negative", {"temporaries": {"tracker": {"f0": -1}}},
+                            "graph.meta.temporaries.tracker.f0"),
+                           ("random-nodes-unknown", {"random_nodes": ["nope"]}, "graph.meta.random_nodes[0]"),
+                           ("rng-bytes-inf", {"rng_state_bytes": float("inf")}, "graph.meta.rng_state_bytes")):
+    case(f"graph-meta-{label}", ["solve", "{d}/g.json", "--budget", "90%"],
+         {"g.json": mut(GRAPH, lambda d, m=meta: d["graph"].update(meta={**d["graph"].get("meta", {}), **m}))}, 2,
+         "g.json", field)
 case("graph-cycle", ["solve", "{d}/g.json", "--budget", "90%"],
      {"g.json": mut(GRAPH, lambda d: d["links"].append({"source": 20, "target": 0}))}, 2, "g.json", "links")
 case("graph-dangling", ["solve", "{d}/g.json", "--budget", "90%"],

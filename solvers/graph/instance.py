@@ -242,6 +242,7 @@ class Graph:
             raise InputError(f"must be a string, got {name!r}", path=path, field="graph.name")
         meta = attrs.get("meta")
         meta = meta if isinstance(meta, dict) else {}
+        _check_executor_meta(meta, set(names), path)
         return cls(order, np.asarray(cpu), np.asarray(ram, np.int64), edges, name=str(name), names=names,
                    backward=backward, meta=dict(meta), workspace=work)
 
@@ -336,3 +337,37 @@ def _match(v: Any, ids: set[Any]) -> Any:
 
 def _plain(values: list[Any]) -> list[Any]:
     return [int(v) if isinstance(v, (np.integer,)) else v for v in values]
+
+
+def _check_executor_meta(meta: dict[str, Any], names: set[str], path: str | None) -> None:
+    """The keys of ``graph.meta`` that the executor reads (docs/graph.md): `InputError` naming the
+    field when one is malformed (node names must be the file's; bytes finite numbers >= 0)."""
+
+    def size(value: Any, field: str) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise InputError(f"must be a number of bytes >= 0, got {value!r}", path=path, field=field)
+
+    def node(name: Any, field: str) -> None:
+        if name not in names:
+            raise InputError(f"{name!r} is not the name of a node", path=path, field=field)
+
+    for key in ("temporaries", "passes"):
+        table = meta.get(key)
+        if table is None:
+            continue
+        if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
+            raise InputError("must be an object of objects", path=path, field=f"graph.meta.{key}")
+        for outer, inner in table.items():
+            if key == "passes":
+                node(outer, f"graph.meta.passes.{outer}")
+            for name, value in inner.items():
+                node(name, f"graph.meta.{key}.{outer}.{name}")
+                size(value, f"graph.meta.{key}.{outer}.{name}")
+    random = meta.get("random_nodes")
+    if random is not None:
+        if not isinstance(random, list):
+            raise InputError("must be a list of node names", path=path, field="graph.meta.random_nodes")
+        for j, name in enumerate(random):
+            node(name, f"graph.meta.random_nodes[{j}]")
+    if meta.get("rng_state_bytes") is not None:
+        size(meta["rng_state_bytes"], "graph.meta.rng_state_bytes")
