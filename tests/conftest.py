@@ -23,6 +23,16 @@ class CliResult:
         return json.loads(self.out)
 
 
+def sigint_as_in_a_terminal() -> None:
+    """`preexec_fn` of a command a test interrupts: SIGINT at its default disposition, as for a
+    command in a terminal's foreground. A CI job started in the background inherits SIGINT
+    *ignored* (POSIX shells do that to background jobs) and Python keeps it so, which lost a
+    Ctrl-C that came between two backend calls and failed the interrupt tests now and then."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_cli(*argv: str) -> CliResult:
     """Run `memsched ARGV` in-process; returns exit code, stdout and stderr."""
     from memsched.experiments.cli import main

@@ -15,6 +15,7 @@ import threading
 import time
 
 import pytest
+from conftest import sigint_as_in_a_terminal
 from memsched.solvers.chain.cpsat import phase_hint
 from memsched.solvers.chain.exact_model import PhaseModel
 from memsched.solvers.chain.generate import random_chain
@@ -220,7 +221,7 @@ def test_cli_prints_what_it_had_and_exits_130(tmp_path):
     random_chain(30, 0).save(path)
     cmd = [sys.executable, "-m", "memsched.experiments.cli", "solve", str(path), "--budget", "97", "--solver", "milp",
            "--slots", "0", "--time-limit", str(LIMIT_S), "--json", "--progress"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=sigint_as_in_a_terminal)
     assert proc.stderr is not None
     seen = b""
     while b"search (" not in seen:  # the backend is running: interrupt it

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
-from conftest import EXAMPLES, ROOT, sweep_toml
+from conftest import EXAMPLES, ROOT, sigint_as_in_a_terminal, sweep_toml
 from memsched.experiments.sweep import Journal, journal_path, read_journal, run_sweep
 
 #: Two quick cells, then a CP-SAT cell that runs for many seconds (an exact model on 30 stages).
@@ -28,7 +28,7 @@ def start(cfg: Path, out: Path, *extra: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "memsched.experiments.cli", "sweep", str(cfg), "--output", str(out), "--no-progress",
            *extra]
     return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=sigint_as_in_a_terminal)
 
 
 def wait_rows(jpath: Path, n: int, proc: subprocess.Popen, timeout: float = 90) -> None:
