@@ -163,3 +163,21 @@ def test_run_graph_reports_predicted_and_measured(tmp_path):
     assert out["measured"]["independent_peak"] > 0 and out["recomputations"] > 0
     again = run("gpt2", 1, problem="graph", solver="dtr", instance=str(path), sizes={**SIZES["gpt2"], "device": "cpu"})
     assert again["status"] == "infeasible" and again["predicted"] is None
+
+
+def test_shared_storage_excess_follows_chains_of_pass_throughs():
+    """a's storage is handed on by b, then by c (b passes a's, c passes b's): while k of the three
+    copies live the simulator charges it k times and the excess is (k - 1) times its bytes."""
+    from memsched.models.graph.executor import shared_storage_excess
+    from memsched.solvers.graph import Graph
+
+    graph = Graph.from_lists([1.0] * 4, [8, 8, 8, 4], [(0, 1), (1, 2), (2, 3), (0, 3)], names=["a", "b", "c", "d"],
+                             meta={"passes": {"b": {"a": 8}, "c": {"b": 8}}})
+    seq = [0, 1, 2, 3]
+    end = simulate(graph, seq).retention_end  # a lives to d, b to c, c to d
+    assert list(end) == [3, 2, 3, 3]
+    assert shared_storage_excess(graph, seq, end) == [0, 8, 16, 8]
+    again = [0, 1, 2, 1, 3]  # b recomputed after c: a new copy of b shares a's storage too
+    assert shared_storage_excess(graph, again, simulate(graph, again).retention_end)[3] == 16
+    plain = Graph.from_lists([1.0] * 4, [8, 8, 8, 4], [(0, 1), (1, 2), (2, 3), (0, 3)], names=["a", "b", "c", "d"])
+    assert shared_storage_excess(plain, seq, end) == [0, 0, 0, 0]
