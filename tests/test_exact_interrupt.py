@@ -131,9 +131,9 @@ def test_an_interrupted_backend_raises_elsewhere(name, hard_model):
 @pytest.mark.parametrize("name", ["scip", "cp-sat"] + (["highs"] if highs_available() else []))
 def test_an_interrupt_before_the_search_starts_is_not_forgotten(name, hard_model, monkeypatch):
     """SIGINT inside `stop_on_interrupt` but before the backend's solve has begun: SCIP resets its
-    interrupt flag when `SCIPsolve` starts, so one stop asked then was lost and the solve ran to
-    its limit (the CLI test above, whose SIGINT follows the "search" line, met it once in CI).
-    The stop is asked again until the backend returns."""
+    interrupt flag when `SCIPsolve` starts (CP-SAT forgets an early `stop_search` too), so one stop
+    asked then was lost and the solve ran to its limit. The stop is asked again until the backend
+    returns."""
     from contextlib import contextmanager
 
     from memsched.solvers.exact import cpsat_runner, highs_runner, milp_runner

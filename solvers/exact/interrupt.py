@@ -89,8 +89,8 @@ def stop_on_interrupt(stop: Callable[[], Any], *, repeat: bool = False) -> Itera
     raise `KeyboardInterrupt`, or, inside `answer_on_interrupt`, record the interrupt and return
     normally. With `repeat`, `stop` is called again every `STOP_REPEAT_S` seconds until the block
     ends: a backend forgets a stop asked before its search starts (SCIP resets its interrupt flag
-    when `SCIPsolve` begins, after pywraplp has copied the model: a Ctrl-C in that window was
-    lost and the solve ran to its limit). A no-op outside the main thread."""
+    when `SCIPsolve` begins, after pywraplp has copied the model, and CP-SAT forgets an early
+    `stop_search`: one stop asked in that window was lost). A no-op outside the main thread."""
     if not in_charge():
         yield
         return
