@@ -120,6 +120,9 @@ for field in ("cost_cpu", "cost_ram"):
     for label, value in (("2**63", 2**63), ("1e300", 1e300), ("nan", float("nan")), ("neg", -3), ("str", "x")):
         case(f"graph-{field}-{label}", ["solve", "{d}/g.json", "--budget", "90%"],
              {"g.json": mut(GRAPH, node0(field, value))}, 2, "g.json", field)
+for label, value in (("str", "x"), ("number", 0), ("list", [True])):
+    case(f"graph-backward-{label}", ["solve", "{d}/g.json", "--budget", "90%"],
+         {"g.json": mut(GRAPH, node0("backward", value))}, 2, "g.json", "nodes[0].backward")
 case("graph-order-dicts", ["solve", "{d}/g.json", "--budget", "90%"],
      {"g.json": mut(GRAPH, lambda d: d["graph"].update(order=[{"a": 1}] * 21))}, 2, "graph.order")
 case("graph-name-list", ["solve", "{d}/g.json", "--budget", "90%"],

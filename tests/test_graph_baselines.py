@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from memsched.solvers import registry
-from memsched.solvers.graph import SOLVERS, generate, reference_peak, simulate
+from memsched.solvers.graph import SOLVERS, Graph, generate, reference_peak, simulate
 from memsched.solvers.graph.baselines import articulation_points, dtr_sequence, griewank_sequence, memory_order
 from memsched.solvers.graph.lp_bounds import lp_bound
 from memsched.solvers.graph.milp import solve_checkmate
@@ -60,6 +60,36 @@ def test_chen_and_griewank_structure():
         sim = simulate(lin, griewank_sequence(lin, s))
         assert sim.valid
     assert simulate(lin, griewank_sequence(lin, 1)).makespan > simulate(lin, griewank_sequence(lin, 4)).makespan
+
+
+def _edited(graph: Graph, add: tuple[tuple[str, str], ...] = (), flip: tuple[str, ...] = ()) -> Graph:
+    """`graph` with links added between the named nodes and the named nodes' backward flags flipped."""
+    data = graph.to_dict()
+    ids = {node["name"]: node["id"] for node in data["nodes"]}
+    data["links"] += [{"source": ids[u], "target": ids[v]} for u, v in add]
+    for node in data["nodes"]:
+        node["backward"] = node["backward"] != (node["name"] in flip)
+    return Graph.from_dict(data)
+
+
+def test_griewank_runs_a_backward_node_after_its_backward_inputs():
+    """grad_f1 reads f8 (its latest forward input) and grad_f2, which runs at f2's position: it
+    must run there too, after grad_f2 (a fuzzed file once gave griewank an invalid sequence)."""
+    g = _edited(generate.linear_graph(9), add=(("f8", "grad_f1"),))
+    for s in (1, 2, 4):
+        assert simulate(g, griewank_sequence(g, s)).valid
+    res = registry.solve("graph", g, "griewank", reference_peak(g))
+    assert res.status == FEASIBLE
+
+
+@pytest.mark.parametrize("name", ["sqrt", "greedy", "griewank"])
+def test_segment_baselines_refuse_a_forward_node_fed_by_a_backward_one(name):
+    """They run every forward node first: grad_f0 flagged forward reads the backward node grad_f1,
+    so there is no such schedule, and the answer says why (it once raised an internal error)."""
+    g = _edited(generate.linear_graph(6), flip=("grad_f0",))
+    res = registry.solve("graph", g, name, reference_peak(g))
+    assert res.schedule is None and res.status == INFEASIBLE
+    assert "'grad_f0'" in res.message and "'grad_f1'" in res.message
 
 
 def test_lp_bound_below_checkmate_and_approx_above():

@@ -278,8 +278,15 @@ def segment_sequence(graph: Graph, checkpoints: set[int]) -> list[int]:
 
 
 def _training_or_none(graph: Graph) -> str | None:
+    """Why the segment baselines cannot run on `graph` (None when they can): they run the forward
+    nodes first, so a training graph needs both kinds and no forward node fed by a backward one."""
     if not any(graph.backward) or all(graph.backward):
         return "needs a training graph (nodes flagged 'backward' and forward nodes)"
+    for v in forward_nodes(graph):
+        fed = [u for u in graph.preds[v] if graph.backward[u]]
+        if fed:
+            return (f"needs a training graph: forward node {graph.names[v]!r} has the backward node "
+                    f"{graph.names[fed[0]]!r} among its inputs")
     return None
 
 
@@ -355,19 +362,24 @@ def solve_greedy(graph: Graph, budget: int, **_: Any) -> SolveResult:
 
 # --------------------------------------------------------------------------- Griewank (chains)
 def _chain_structure(graph: Graph) -> tuple[list[int], list[list[int]]] | None:
-    """Forward path f_0..f_{L-1} and, per position a, the backward nodes whose latest forward
-    input is f_a (given order); None unless the forward nodes form a path."""
+    """Forward path f_0..f_{L-1} and, per position a, the backward nodes run after f_a's
+    recomputation (given order): those whose latest forward input is f_a, unless a backward input
+    runs at a lower position (then they run there, after it); None unless the forward nodes form a path."""
     fwd = forward_nodes(graph)
     pos = {v: p for p, v in enumerate(fwd)}
     for p, v in enumerate(fwd):
         fp = [u for u in graph.preds[v] if u in pos]
         if (p == 0 and fp) or (p > 0 and fp != [fwd[p - 1]]):
             return None
+    # The groups run from the last position down, so a backward node joins the group of its
+    # latest forward input unless one of its backward inputs runs in a lower one (then that one).
     groups: list[list[int]] = [[] for _ in fwd]
-    for b in range(graph.n):
+    group: dict[int, int] = {}
+    for b in range(graph.n):  # the given order is topological
         if graph.backward[b]:
             fp = [pos[u] for u in graph.preds[b] if u in pos]
-            groups[max(fp) if fp else 0].append(b)
+            group[b] = min([max(fp) if fp else 0] + [group[u] for u in graph.preds[b] if u in group])
+            groups[group[b]].append(b)
     return fwd, groups
 
 
@@ -415,9 +427,10 @@ def solve_griewank(graph: Graph, budget: int, **_: Any) -> SolveResult:
     """Revolve-like binomial checkpointing for graphs whose forward part is a chain: the
     fastest snapshot count that fits (the smallest peak otherwise)."""
     start = time.perf_counter()
-    if _training_or_none(graph) or _chain_structure(graph) is None:
+    why = _training_or_none(graph)
+    if why or _chain_structure(graph) is None:
         return _result(graph, "griewank", None, int(budget), start,
-                       message="needs a training graph whose forward nodes form a chain")
+                       message=why or "needs a training graph whose forward nodes form a chain")
     L = len(forward_nodes(graph))
     chosen = _fastest_fitting(graph, budget, (griewank_sequence(graph, s) for s in range(1, min(L, 64) + 1)))
     if chosen is None:

@@ -188,6 +188,9 @@ class Graph:
                 _cost(node, f, path, f"node {nid!r}: {f}")
             if node.get("workspace") is not None:
                 _cost(node, "workspace", path, f"node {nid!r}: workspace")
+            if node.get("backward") is not None and not isinstance(node["backward"], bool):
+                raise InputError(f"must be true or false, got {node['backward']!r}", path=path,
+                                 field=f"nodes[{j}].backward")
         total = sum(math.ceil(float(node["cost_ram"])) for node in nodes)
         if total > MAX_BYTES:
             raise InputError(f"the sizes add up to {total}, more than {MAX_BYTES} (1 PiB)", path=path, field="nodes")
