@@ -354,7 +354,42 @@ def solve_join_dp(join: Join, budget: int, *, slots: int = 500, time_limit: floa
     Status ``optimal`` for that class at the stated discretisation, ``infeasible`` when no
     schedule of the class fits the (discretised) budget. At most `MAX_CELLS` cells keep the
     O(L^2 M^2) spine tables small; pass ``slots`` for more precision (it is lowered to the
-    largest count whose tables have at most `MAX_CELLS` cells; the scope says which was used)."""
+    largest count whose tables have at most `MAX_CELLS` cells; the scope says which was used).
+    A one-branch join is the chain problem of its branch and gets rotor's guarantee
+    (`one_branch_never_worse`)."""
+    t0 = time.perf_counter()
+    result = _solve_join_dp_slots(join, budget, slots=slots)
+    if join.k == 1:
+        result = one_branch_never_worse(join, int(budget), result)
+    result.solve_time_s = time.perf_counter() - t0
+    return result
+
+
+def one_branch_never_worse(join: Join, budget: int, result: SolveResult) -> SolveResult:
+    """The answer for a one-branch join, never slower at exact sizes than the periodic and
+    sqrt(L) schedules of its branch (`branch_with_loss`: the same problem), as rotor on that
+    chain (`rotor_guard.never_worse`): when the slot rounding made the DP's schedule slower, the
+    DP at finer slots or exact sizes, else the baseline's schedule (status ``feasible``)."""
+    from ..chain.rotor_guard import never_worse
+    from .instance import branch_with_loss
+
+    chain = branch_with_loss(join, 0)
+    x0 = int(chain.x[0])
+    guarded = never_worse(chain, budget, result, int(result.details.get("slots", 0)),
+                          lambda s: _solve_join_dp_slots(join, budget, slots=s),
+                          lambda L, M: 2 * (L + 1) * (M + x0 + 1) ** 2, MAX_CELLS)
+    if guarded.problem == "join" or guarded.schedule is None:
+        return guarded
+    ops = [LOSS_OP if op.kind == LOSS_OP.kind else JOp(op.kind, 0, op.index) for op in guarded.schedule.ops]
+    return SolveResult(problem="join", solver="dp", status=FEASIBLE, objective=guarded.objective,
+                       schedule=JoinSchedule(ops, join.lengths), peak_memory=guarded.peak_memory, budget=budget,
+                       scope=guarded.scope.replace("rotor's", "the join DP's"), message=guarded.message,
+                       details=guarded.details)
+
+
+def _solve_join_dp_slots(join: Join, budget: int, *, slots: int = 500) -> SolveResult:
+    """The join DP at `slots` slots (lowered to `max_slots`; 0 or a budget of at most `slots`
+    units: exact sizes), without the one-branch guard."""
     t0 = time.perf_counter()
     budget = int(budget)
     slots = int(slots or 0)
