@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -80,3 +82,19 @@ def test_workers_killed_from_outside_while_running_or_waiting():
     rows = collect(WorkerPool(2, run_fake), tasks, kill_idle_after=0.2)
     assert sorted(r["position"] for r in rows) == [0, 1, 2, 3]
     assert {r["status"] for r in rows} <= {"ok", "error"}
+
+
+def test_a_script_without_a_main_guard_runs_a_sweep(tmp_path):
+    """Spawn runs the caller's main script again in every worker: a script that starts a sweep at
+    its top level (no ``if __name__ == "__main__":``) started one again in each worker, which
+    failed there, and every cell ended as an ``error`` row."""
+    config = tmp_path / "tiny.toml"
+    config.write_text('name = "tiny"\nbudgets = ["60%", "90%"]\n[[instances]]\nexample = "tiny"\n'
+                      '[[solvers]]\nname = "rotor"\n[[solvers]]\nname = "periodic"\n')
+    script = tmp_path / "run_it.py"
+    out = tmp_path / "out"
+    script.write_text(f"import memsched\nrows = memsched.sweep({str(config)!r}, output={str(out)!r}).rows\n"
+                      "print(sorted(row['status'] for row in rows))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['feasible', 'infeasible', 'infeasible', 'optimal']", done.stdout + done.stderr

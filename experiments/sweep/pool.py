@@ -18,7 +18,9 @@ Why not `concurrent.futures.ProcessPoolExecutor`: a stop must be immediate and c
   while its feeder thread held the queue's write lock).
 
 Workers are started with the ``spawn`` method (portable, and safe with threads of torch and
-OR-Tools); each imports memsched once and then runs cells until told to stop.
+OR-Tools), without the caller's main script (`callers_main_hidden`: a script that starts a
+sweep at its top level would otherwise start one again in each worker); each imports memsched
+once and then runs cells until told to stop.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
+
+from memsched.solvers.processes import callers_main_hidden
 
 from .grid import Task
 
@@ -104,7 +108,8 @@ class WorkerPool:
         row_recv, row_send = self._ctx.Pipe(duplex=False)
         p = self._ctx.Process(target=worker_main, args=(task_recv, row_send, os.getpid(), self._run),
                               daemon=True, name="memsched-sweep-worker")
-        p.start()
+        with callers_main_hidden():  # the caller's script is not run again in the worker
+            p.start()
         task_recv.close()  # the child holds its own ends now
         row_send.close()
         worker = _Worker(p, task_send, row_recv)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from memsched.solvers.processes import callers_main_hidden
 
 
 class SavedTensorMeter:
@@ -136,8 +137,9 @@ def run_ranks(worker: Callable[[int, dict[str, Any], Any], None], cfg: dict[str,
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     procs = [ctx.Process(target=worker, args=(r, cfg, queue), daemon=True) for r in range(cfg["world"])]
-    for p in procs:
-        p.start()
+    with callers_main_hidden():  # the caller's script is not run again in each rank
+        for p in procs:
+            p.start()
     results: dict[int, dict[str, Any]] = {}
     deadline = time.time() + timeout_s
     try:
