@@ -34,9 +34,15 @@ from torch.profiler import ProfilerActivity, profile
 # the variable when a profiler starts, so setting it here (before any probe) is enough.
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
-__all__ = ["AllocatorProbe", "METHOD"]
+__all__ = ["AllocatorProbe", "METHOD", "allocator_events"]
 
 METHOD = "torch.profiler CPU allocator events"
+
+
+def allocator_events() -> profile:
+    """A ``torch.profiler.profile`` that records the CPU allocator's events: memsched's one way
+    of starting one, so that Kineto's start/stop lines stay silenced (above)."""
+    return profile(activities=[ProfilerActivity.CPU], profile_memory=True)
 
 
 class AllocatorProbe:
@@ -58,7 +64,7 @@ class AllocatorProbe:
         self._prof: Any = None
 
     def __enter__(self) -> AllocatorProbe:
-        self._prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+        self._prof = allocator_events()
         self._prof.__enter__()
         return self
 

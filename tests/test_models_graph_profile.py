@@ -119,3 +119,20 @@ def test_a_passed_through_gradient_is_charged_while_either_copy_lives(name):
         charged = sum(graph.cost_ram[seq[c]] for c in range(s + 1) if end[c] > s)
         assert t.measured_after == charged - shared_after[s], (s, graph.names[seq[s]])
         assert t.measured_after <= charged
+
+
+def test_a_graph_run_prints_no_profiler_log_lines():
+    """Kineto logs two "USDT: ... profiler_start/stop" lines on stderr per torch.profiler region
+    unless its log level is raised; the graph profile started one without it, so every
+    `memsched run --problem graph` on CPU printed them (they must go through `allocator_events`)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    argv = ["run", "gpt2", "--problem", "graph", "--budget", "100%", "--batch", "1", "--seq-len", "8", "--width", "16",
+            "--depth", "1", "--vocab", "50", "--solver", "checkpoint-all", "--time-repeats", "1"]
+    done = subprocess.run([sys.executable, "-m", "memsched.experiments.cli", *argv], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "USDT" not in done.stderr and "profiler_start" not in done.stderr, done.stderr

@@ -262,10 +262,10 @@ def profile_nodes(executor: Any, inputs: torch.Tensor, target: Any, *, repeats: 
         executor._run(seq, frees, tape_at, retain_at, inputs, target, seed, False, False, clock, probe=sizer)
     alloc_rise = sizer.cuda_rise if inputs.device.type == "cuda" else None
     if inputs.device.type == "cpu":
-        from torch.profiler import ProfilerActivity, profile
+        from memsched.models.alloc_probe import allocator_events
 
         ranges = _RangeProbe(seq, graph.n, clock)
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with allocator_events() as prof:
             executor._run(seq, frees, tape_at, retain_at, inputs, target, seed, False, False, clock, probe=ranges)
         alloc_rise = _allocator_rises(prof, seq, graph.n)
     timer.times = [[] for _ in range(graph.n)]
