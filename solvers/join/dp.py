@@ -383,8 +383,8 @@ def one_branch_never_worse(join: Join, budget: int, result: SolveResult) -> Solv
     ops = [LOSS_OP if op.kind == LOSS_OP.kind else JOp(op.kind, 0, op.index) for op in guarded.schedule.ops]
     return SolveResult(problem="join", solver="dp", status=FEASIBLE, objective=guarded.objective,
                        schedule=JoinSchedule(ops, join.lengths), peak_memory=guarded.peak_memory, budget=budget,
-                       scope=guarded.scope.replace("rotor's", "the join DP's"), message=guarded.message,
-                       details=guarded.details)
+                       min_budget=guarded.min_budget, scope=guarded.scope.replace("rotor's", "the join DP's"),
+                       message=guarded.message, details=guarded.details)
 
 
 def _solve_join_dp_slots(join: Join, budget: int, *, slots: int = 500) -> SolveResult:
