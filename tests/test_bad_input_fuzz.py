@@ -34,6 +34,11 @@ def _paths(obj: Any, prefix: tuple = ()) -> list[tuple]:
     return out
 
 
+def _value() -> st.SearchStrategy[Any]:
+    """One of VALUES, a fresh copy (an edit inside a drawn list must not change VALUES)."""
+    return st.sampled_from(VALUES).map(copy.deepcopy)
+
+
 def _edit(data: Any, path: tuple, value: Any, delete: bool) -> None:
     parent = data
     for key in path[:-1]:
@@ -64,7 +69,7 @@ def test_an_edited_file_is_answered_or_refused(tmp_path, kind, data, budget):
         paths = _paths(edited)
         if not paths:
             break
-        _edit(edited, data.draw(st.sampled_from(paths)), data.draw(st.sampled_from(VALUES)), data.draw(st.booleans()))
+        _edit(edited, data.draw(st.sampled_from(paths)), data.draw(_value()), data.draw(st.booleans()))
     _answers_or_refuses(tmp_path, edited, "--budget", budget.replace("10**9", "1000000000"), "--solver", solver)
 
 
@@ -89,5 +94,5 @@ def test_an_edited_graph_is_answered_or_refused(tmp_path, data, solver, budget):
             links.pop(data.draw(st.integers(0, len(links) - 1)))
         else:
             field = data.draw(st.sampled_from(["backward", "cost_ram", "cost_cpu", "name"]))
-            data.draw(st.sampled_from(nodes))[field] = data.draw(st.sampled_from(VALUES))
+            data.draw(st.sampled_from(nodes))[field] = data.draw(_value())
     _answers_or_refuses(tmp_path, graph, "--budget", budget, "--solver", solver)
