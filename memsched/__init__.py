@@ -22,6 +22,14 @@ The facade, for notebooks and scripts (see `memsched.api`)::
     memsched.run("resnet18", "70%", solver="rotor", batch=2)  # executed for real (needs torch)
     memsched.plot(r)                                          # any result, or (instance, schedule)
 
+Your own network (an ``nn.Sequential`` or a list of blocks, an example batch, a loss)::
+
+    chain = memsched.profile(net, example_input=x, target=y, loss_fn=F.cross_entropy)
+    r = memsched.solve(chain, "50%", solver="rotor")
+    memsched.run(net, "50%", example_input=x, target=y, loss_fn=F.cross_entropy)  # measured vs predicted
+    trainer = memsched.ScheduledChain(net, r, F.cross_entropy)
+    loss = trainer.step(x, y)                                 # forward + backward under r's schedule
+
 Bad input (a malformed file, a budget below one byte, an option no named solver takes, an
 argument of the wrong type) raises `memsched.InputError` (a `ValueError`) naming the file and
 field. Importing memsched is light: the facade's functions are loaded on first use, and torch,
@@ -55,6 +63,8 @@ _LAZY = {
     "SweepResult": "memsched.results",
     "RunResult": "memsched.results",
     "InputError": "memsched.solvers.errors",
+    "Network": "memsched.models.network",
+    "ScheduledChain": "memsched.models.chain.training",
 }
 
 _SUBPACKAGES = ("solvers", "models", "experiments", "api", "results")

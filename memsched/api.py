@@ -328,37 +328,75 @@ def baseline_objective(problem: str, instance: Any) -> float | None:
 
 
 # ---------------------------------------------------------------------------- PyTorch side
-def profile(model: str, *, repeats: int = 3, out: PathLike | None = None, timing: str | None = None,
-            **sizes: Any) -> Any:
-    """Profile zoo network `model` ("resnet18", "densenet121", "gpt2", ...; sizes as
-    ``batch=``, ``image_size=``, ``seq_len=``, ``width=``, ``depth=``, ``device=``) into a
-    chain: u_f, u_b per stage (ms), x, xbar, o_f, o_b (bytes). Needs torch; `out` also saves
-    the chain file."""
-    _need_torch()
-    from memsched.models.chain.profiler import profile_model
+def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_fn: Any = None, repeats: int = 3,
+            out: PathLike | None = None, timing: str | None = None, **sizes: Any) -> Any:
+    """Profile a network into a chain: u_f, u_b per stage (ms), x, xbar, o_f, o_b (bytes).
 
-    _check_zoo(model)
-    chain, _ = profile_model(model, repeats=repeats, out=str(out) if out is not None else None, timing=timing,
-                             **sizes)
+    `model`: a zoo name ("resnet18", "densenet121", "gpt2", ...; sizes as ``batch=``,
+    ``image_size=``, ``seq_len=``, ``width=``, ``depth=``, ``device=``), a factory spec
+    ("mynet.py:build", sizes passed to it), or your own network: an ``nn.Sequential`` / list of
+    blocks with `example_input` (the tensor a_0, whose batch the sizes are measured at),
+    `target` and `loss_fn(output, target)` (default: the mean of the output), or a
+    `memsched.Network` holding them (`models.network`). Needs torch; `out` also saves the
+    chain file."""
+    _need_torch()
+    from memsched.models.chain.profiler import profile_chain, profile_model
+
+    if isinstance(model, str):
+        _check_zoo(model)
+        _no_network_args(example_input, target, loss_fn)
+        chain, _ = profile_model(model, repeats=repeats, out=str(out) if out is not None else None, timing=timing,
+                                 **sizes)
+        return chain
+    built = _own_network(model, example_input, target, loss_fn, sizes)
+    chain = profile_chain(built.blocks, built.loss_fn, built.example_input, built.target, repeats=repeats,
+                          name=built.label, meta={"model": built.name}, timing=timing)
+    if out is not None:
+        chain.save(str(out))
     return chain
 
 
-def run(model: str, budget: int | float | str, solver: str | None = None, *, problem: str | None = None,
+def run(model: Any, budget: int | float | str, solver: str | None = None, *, problem: str | None = None,
         chain: Any = None, instance: Any = None, bandwidth: str | float | None = None, slots: int = 500,
         time_limit: float | None = None, time_repeats: int = 3, repeats: int = 3, seed: int = 0,
-        **sizes: Any) -> RunResult:
-    """Solve, then execute the schedule for real as one training step of zoo network `model`
-    (siamese / triplet / clip run as join networks): the simulator's prediction (makespan in
-    ms, peak in bytes) beside the measured time and peak memory, and whether every gradient
-    matches plain autograd (``grad_check``). `chain` / `instance` give the costs (an instance
-    or a file) instead of profiling; `bandwidth` runs an offloading schedule; sizes as in
-    `profile`. Needs torch."""
+        example_input: Any = None, target: Any = None, loss_fn: Any = None, **sizes: Any) -> RunResult:
+    """Solve, then execute the schedule for real as one training step of `model`: a zoo network
+    (siamese / triplet / clip run as join networks), a factory spec, or your own network with
+    `example_input`, `target`, `loss_fn` (as in `profile`): the simulator's prediction
+    (makespan in ms, peak in bytes) beside the measured time and peak memory, and whether every
+    gradient matches plain autograd (``grad_check``). `chain` / `instance` give the costs (an
+    instance or a file) instead of profiling; `bandwidth` runs an offloading schedule; sizes as
+    in `profile`. Needs torch."""
     _need_torch()
     from .execute import run_model
 
+    if isinstance(model, str):
+        _no_network_args(example_input, target, loss_fn)
+    else:
+        if problem == "join":
+            raise InputError("your own network runs as a chain (problem chain, offload or graph); the join networks "
+                             "are the zoo's siamese, triplet and clip", field="problem")
+        model = _own_network(model, example_input, target, loss_fn, sizes)
     return RunResult(run_model(model, budget, solver, problem=problem, instance=instance if chain is None else chain,
                                bandwidth=bandwidth, slots=slots, time_limit=time_limit, time_repeats=time_repeats,
                                repeats=repeats, seed=seed, **sizes))
+
+
+def _own_network(model: Any, example_input: Any, target: Any, loss_fn: Any, sizes: dict[str, Any]) -> Any:
+    """`model` and its arguments as a checked `models.zoo.ZooModel` (`models.network.as_zoo_model`)."""
+    from memsched.models.network import as_zoo_model
+
+    if sizes:
+        raise InputError(f"sizes ({', '.join(sorted(sizes))}) apply to zoo names and factories; your own network's "
+                         "sizes are its example input's", field=sorted(sizes)[0])
+    return as_zoo_model(model, example_input=example_input, target=target, loss_fn=loss_fn)
+
+
+def _no_network_args(example_input: Any, target: Any, loss_fn: Any) -> None:
+    for name, value in (("example_input", example_input), ("target", target), ("loss_fn", loss_fn)):
+        if value is not None:
+            raise InputError("applies to your own network (an nn.Module), not to a zoo name or factory, which "
+                             "builds its own", field=name)
 
 
 # ---------------------------------------------------------------------------- figures
@@ -424,9 +462,11 @@ def _need_torch() -> None:
 
 def _check_zoo(model: str) -> None:
     from memsched.experiments.commands.profile import ZOO_NAMES
+    from memsched.models.network import is_factory_spec
 
-    if model not in ZOO_NAMES:
-        raise InputError(f"unknown model {model!r} (one of {', '.join(ZOO_NAMES)})", field="model")
+    if model not in ZOO_NAMES and not is_factory_spec(model):
+        raise InputError(f"unknown model {model!r} (one of {', '.join(ZOO_NAMES)}, or FILE.py:FUNCTION)",
+                         field="model")
 
 
 __all__ = ["load", "data_path", "problem_of", "as_problem", "budget", "reference_peak", "list_solvers",

@@ -6,6 +6,9 @@ Public API:
   -> `ZooModel` (unpacks as ``blocks, example_input, loss_fn, target``); names resnet18 ..
   resnet152, densenet121, inception_v3, vgg16, gpt2, unet. Any ``nn.Sequential`` or list of
   modules is a chain too.
+- `models.network`: your own network as a chain (``Network``, factories ``FILE.py:FUNCTION`` that
+  ``build_model`` and the commands accept); `models.chain.training`: ``ScheduledChain``, training
+  with a schedule (``step(x, target)`` fills ``.grad`` as ``loss.backward()`` does).
 - `models.chain.profiler`: ``profile_chain(blocks, loss_fn, x, target) -> solvers.chain.Chain``
   (times in ms, sizes in bytes; ``Chain.save`` writes memsched.chain/1) and
   ``profile_model(name, **sizes)``.
@@ -27,5 +30,5 @@ Public API:
 
 from __future__ import annotations
 
-__all__ = ["zoo", "chain", "join", "offload", "graph", "pipeline", "measure", "memory", "alloc_probe", "run",
+__all__ = ["zoo", "network", "chain", "join", "offload", "graph", "pipeline", "measure", "memory", "alloc_probe", "run",
            "gpu_check"]

@@ -399,6 +399,10 @@ class RunState:
         self.grads: dict[int, torch.Tensor | None] = {}
         self.rng = rng
         self.loss = float("nan")
+        #: the loss as a detached tensor, kept by the loss op when `keep_loss` (a training step;
+        #: a measured step keeps only the float, so that no extra bytes are live after it)
+        self.keep_loss = False
+        self.loss_tensor: torch.Tensor | None = None
 
     def available(self, j: int) -> torch.Tensor:
         """a_j: the standalone copy, else the output of the tape abar_j."""

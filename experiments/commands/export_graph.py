@@ -13,14 +13,22 @@ import argparse
 from typing import Any
 
 from ._checks import check_output_file
-from .profile import ZOO_NAMES, _import_models, add_cost_option, add_model_options, counted_sizes, fits_in_memory
+from .profile import (
+    MODEL_HELP,
+    _import_models,
+    add_cost_option,
+    add_model_options,
+    check_model,
+    counted_sizes,
+    fits_in_memory,
+)
 
 
 def register(subparsers: Any) -> None:
     """Add the ``export-graph`` subcommand (zoo network -> node-link training graph JSON)."""
     p = subparsers.add_parser("export-graph", help="trace a zoo network into a training graph (node-link JSON)",
                               description=__doc__)
-    p.add_argument("model", metavar="MODEL", help=f"zoo model ({', '.join(ZOO_NAMES)})")
+    p.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="graph file to write")
     p.add_argument("--granularity", choices=("op", "module"), default="op", help="one node per op, or per block")
     p.add_argument("--deps", choices=("checkmate", "saved"), default="checkmate",
@@ -34,7 +42,8 @@ def register(subparsers: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Trace the model and write its training graph to --output; exit 0, 2 on bad input."""
-    check_output_file(args.output, "--output")  # before importing torch (seconds)
+    check_model(args.model)  # before importing torch (seconds)
+    check_output_file(args.output, "--output")
     _import_models()
     from memsched.models.graph.export import export_training_graph
 

@@ -36,7 +36,7 @@ from typing import Any
 from memsched.solvers.errors import InputError
 
 from ._checks import count
-from .profile import ZOO_NAMES, _import_models, add_cost_option, add_model_options, counted_sizes
+from .profile import MODEL_HELP, _import_models, add_cost_option, add_model_options, check_model, counted_sizes
 
 #: default largest batch and image side (px) searched
 DEFAULT_BATCH_LIMIT, DEFAULT_SIDE_LIMIT = 65536, 8192
@@ -196,7 +196,7 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("model", metavar="MODEL", help=f"zoo model: {', '.join(ZOO_NAMES)}")
+    p.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     p.add_argument("--memory", required=True, metavar="M", help='device memory ("16GB", "32GiB", bytes)')
     p.add_argument(
         "--problem",
@@ -257,8 +257,7 @@ def main(args: argparse.Namespace) -> int:
     from memsched.solvers import registry
     from memsched.solvers.units import format_bytes, parse_size
 
-    if args.model not in ZOO_NAMES:
-        raise InputError(f"unknown model {args.model!r} (one of {', '.join(ZOO_NAMES)})", field="MODEL")
+    check_model(args.model)
     if parse_cost(args.cost).measured:
         raise InputError(
             "max-batch profiles shape-exactly: use a counted cost model (flops, roofline:<device>)", field="--cost"

@@ -1,4 +1,7 @@
-"""`memsched profile MODEL [options] -o FILE`: profile a zoo network into a chain file.
+"""`memsched profile MODEL [options] -o FILE`: profile a network into a chain file.
+
+MODEL is a zoo network or your own, named by a factory ``FILE.py:FUNCTION`` /
+``package.module:FUNCTION`` (`models.network`: the sizing options are its keyword arguments).
 
 The chain file (format memsched.chain/1) holds per-block forward/backward times (ms), sizes of
 activations and tapes, and transient overheads (bytes), measured by `models.chain.profiler`.
@@ -19,6 +22,19 @@ from ._checks import check_output_file, count
 
 ZOO_NAMES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "densenet121", "inception_v3", "vgg16",
              "vgg19", "mobilenet_v2", "vit_b16", "gpt2", "gpt2_medium", "unet", "fcn8", "lstm")
+
+
+#: how MODEL's help names what it takes
+MODEL_HELP = f"zoo model ({', '.join(ZOO_NAMES)}) or your own: FILE.py:FUNCTION, package.module:FUNCTION"
+
+
+def check_model(name: str) -> None:
+    """A zoo name or a factory spec (`models.network`), else bad input; imports no torch."""
+    from memsched.models.network import is_factory_spec
+
+    if name not in ZOO_NAMES and not is_factory_spec(name):
+        raise InputError(f"unknown model {name!r} (one of {', '.join(ZOO_NAMES)}, or FILE.py:FUNCTION)",
+                         field="MODEL")
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
@@ -117,7 +133,7 @@ def register(subparsers: Any) -> None:
     """Add the ``profile`` subcommand (zoo network -> chain file, memsched.chain/1)."""
     p = subparsers.add_parser("profile", help="profile a zoo network into a chain file (memsched.chain/1)",
                               description=__doc__)
-    p.add_argument("model", metavar="MODEL", help=f"zoo model: {', '.join(ZOO_NAMES)}")
+    p.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     add_model_options(p)
     add_granularity_option(p)
     add_cost_option(p, "measured")
@@ -130,8 +146,7 @@ def register(subparsers: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Profile the model (u_f, u_b, x, xbar per stage) and write the chain file; exit 0, 2 on bad input."""
-    if args.model not in ZOO_NAMES:  # checked before importing torch (seconds)
-        raise InputError(f"unknown model {args.model!r} (one of {', '.join(ZOO_NAMES)})", field="MODEL")
+    check_model(args.model)  # before importing torch (seconds)
     check_output_file(args.output, "--output")
     _import_models()
     from memsched.models.chain.profiler import profile_model

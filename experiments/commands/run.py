@@ -1,7 +1,8 @@
 """`memsched run MODEL --budget B --solver NAME [--problem P]`: solve, then execute the schedule for real.
 
-MODEL is a zoo network (profiled first, or costed by `--chain FILE`), or an instance file whose
-costs are used with the network named by `--model` (the work is `models.run.run`). The schedule
+MODEL is a zoo network or your own (a factory ``FILE.py:FUNCTION``, `models.network`), profiled
+first or costed by `--chain FILE`, or an instance file whose costs are used with the network
+named by `--model` (the work is `models.run.run`). The schedule
 chosen by the solver under the budget is executed as one training step; the command prints the simulator's prediction
 (makespan, peak memory) next to the measured step time and peak memory, their ratios to
 store-all, and whether every gradient matches plain autograd. Exit codes: 0 ok, 1 infeasible
@@ -20,7 +21,7 @@ from memsched.solvers.errors import InputError
 
 from ._checks import check_options, check_output_file, count, seconds
 from ._common import add_link_arguments, parse_options
-from .profile import ZOO_NAMES, _import_models, add_granularity_option, add_model_options, model_sizes
+from .profile import MODEL_HELP, ZOO_NAMES, _import_models, add_granularity_option, add_model_options, model_sizes
 
 
 def register(subparsers: Any) -> None:
@@ -28,7 +29,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="execute a schedule for real: measured vs predicted memory and time",
                               description=__doc__)
     p.add_argument("model", metavar="MODEL",
-                   help=f"zoo model ({', '.join(ZOO_NAMES)}; join networks: siamese, triplet, clip) or a chain file")
+                   help=f"{MODEL_HELP}; join networks: siamese, triplet, clip; or a chain file")
     p.add_argument("--budget", required=True, help='memory budget: bytes, "1.5GB", "800MiB" or "60%%" of store-all')
     p.add_argument("--solver", default=None,
                    help="solver (memsched solvers); default rotor, offload-prefix with --bandwidth, dp for joins, "
@@ -74,18 +75,20 @@ def main(args: argparse.Namespace) -> int:
     check_output_file(args.profile_file, "--profile-file")  # before importing torch (seconds)
     _import_models()
     from memsched.models.join.zoo import JOIN_MODELS
+    from memsched.models.network import is_factory_spec
     from memsched.models.run import describe, run
 
     problem = _problem(args, JOIN_MODELS)
     name, instance = args.model, args.chain
-    if problem != "join" and name not in ZOO_NAMES:
+    if problem != "join" and name not in ZOO_NAMES and not is_factory_spec(name):
         if not Path(name).exists() and not name.endswith(".json"):
-            raise InputError(f"unknown model {name!r} (one of {', '.join(ZOO_NAMES)}, or an instance file)",
-                             field="MODEL")
+            raise InputError(f"unknown model {name!r} (one of {', '.join(ZOO_NAMES)}, FILE.py:FUNCTION, or an "
+                             "instance file)", field="MODEL")
         instance = name
         name = args.model_name or _model_of(problem, name)
-        if name not in ZOO_NAMES:
-            raise InputError("an instance file needs --model NAME (the zoo network to execute)", field="--model")
+        if name not in ZOO_NAMES and not (isinstance(name, str) and is_factory_spec(name)):
+            raise InputError("an instance file needs --model NAME (the zoo network or FILE.py:FUNCTION to execute)",
+                             field="--model")
     solver = args.solver
     if problem == "join" and solver == "rotor":
         solver = "dp"

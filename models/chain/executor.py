@@ -277,10 +277,7 @@ class ChainExecutor:
                 p.grad = None
         if seed is not None:
             torch.manual_seed(seed)
-        counts = Counter(op[1] for op in ops if len(op) == 2 and op[0] in FORWARD_KINDS)
-        state = RunState(RngStates(device, [i for i, c in counts.items() if c > 1]))
-        for dtype in {p.dtype for p in self.params.values() if p.is_floating_point()} or {torch.float32}:
-            _one(device, dtype)  # the stand-ins of F_all(L-1)'s output, made before the step is measured
+        state = self._new_state(ops, device)
         meter = StepMeter(device, watch=watch, trace=trace, clock=clock)
         with meter:
             state.acts[0] = inputs.detach().clone()
@@ -292,6 +289,29 @@ class ChainExecutor:
             input_grad = state.grads.pop(0, None)
             state.clear()
         return loss, input_grad, meter.peak, meter.traces, meter.elapsed_ms
+
+    def _new_state(self, ops: list[Op], device: torch.device) -> RunState:
+        """A run state whose RNG keeps the states of the stages `ops` computes more than once."""
+        counts = Counter(op[1] for op in ops if len(op) == 2 and op[0] in FORWARD_KINDS)
+        for dtype in {p.dtype for p in self.params.values() if p.is_floating_point()} or {torch.float32}:
+            _one(device, dtype)  # the stand-ins of F_all(L-1)'s output, made before the step is measured
+        return RunState(RngStates(device, [i for i, c in counts.items() if c > 1]))
+
+    def train_step(self, schedule: Schedule | Sequence[Op], inputs: torch.Tensor, target: Any
+                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One training step under `schedule`, as ``loss_fn(blocks(inputs), target).backward()``
+        does it: parameter gradients accumulate into ``.grad`` (nothing is zeroed, nothing
+        measured). Returns (the loss, detached; delta_0 when `input_grad`, else None)."""
+        ops = list(schedule.ops if isinstance(schedule, Schedule) else schedule)
+        state = self._new_state(ops, inputs.device)
+        state.keep_loss = True
+        try:
+            state.acts[0] = inputs.detach().clone()
+            for op in ops:
+                self.apply(op, state, target)
+            return state.loss_tensor, state.grads.pop(0, None)
+        finally:
+            state.clear()
 
     # ----------------------------------------------------------------- operations
     def apply(self, op: Op, s: RunState, target: Any) -> None:
@@ -329,6 +349,8 @@ class ChainExecutor:
             box = [a]
             del held, a  # loss_backward holds the last reference
             loss, delta = loss_backward(self.loss_fn, box, target)
+            if s.keep_loss:  # a training step returns it; a measured one keeps no extra bytes
+                s.loss_tensor = loss.detach()
             s.loss = float(loss)
             s.grads[L] = delta
         elif kind == B:

@@ -36,6 +36,8 @@ class ZooModel:
     target: torch.Tensor
     name: str
     config: dict[str, Any] = field(default_factory=dict)
+    #: the label of a network that is not the zoo's (`models.network`); None: built from the sizes
+    title: str | None = None
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.blocks, self.example_input, self.loss_fn, self.target))
@@ -43,6 +45,8 @@ class ZooModel:
     @property
     def label(self) -> str:
         """A short name with the sizes, e.g. ``resnet18-b32-224`` or ``unet-b32-416x608`` (chain names)."""
+        if self.title is not None:
+            return self.title
         c = self.config
         size = c.get("seq_len") if c.get("seq_len") is not None else c.get("image_size")
         extra = "".join(f"-{k[0]}{c[k]}" for k in ("width", "depth") if c.get(k) is not None)
@@ -119,11 +123,19 @@ def build_model(
     `depth`: GPT-2 / ViT layers, U-Net levels, or a cap on blocks per stage for ResNet /
     DenseNet (small test models). Raises `InputError` for an unknown name or impossible sizes.
     Built inside ``FakeTensorMode`` (`models.costs.shape_exact_model`) it allocates nothing.
+    A factory spec (``FILE.py:FUNCTION``, ``package.module:FUNCTION``) builds your own network
+    (`models.network.build_network`: the sizes given are the function's keyword arguments).
     `granularity`: "block" (one stage a block) or "layer" (blocks split into their sequential
     parts, GPT-2's projection moved into the loss: `models.zoo.split.split_model`).
     """
+    from memsched.models.network import build_network, is_factory_spec
+
+    if name not in MODELS and is_factory_spec(name):  # FILE.py:FUNCTION, package.module:FUNCTION
+        return build_network(name, batch=batch, image_size=image_size, seq_len=seq_len, width=width, depth=depth,
+                             classes=classes, vocab=vocab, dropout=dropout, device=device,
+                             dtype=None if dtype == torch.float32 else dtype, seed=seed, granularity=granularity)
     if name not in MODELS:
-        raise InputError(f"unknown model {name!r} (one of {', '.join(MODELS)})", field="MODEL")
+        raise InputError(f"unknown model {name!r} (one of {', '.join(MODELS)}, or FILE.py:FUNCTION)", field="MODEL")
     d = MODELS[name]
     batch = d["batch"] if batch is None else batch
     width = d["width"] if width is None else width
@@ -174,7 +186,7 @@ def build_model(
         blocks, loss_fn = split_model(blocks, loss_fn, granularity)
         config["granularity"] = granularity
     device = torch.device(device)
-    blocks = [_to(b, device, dtype).train() for b in blocks]
+    blocks = [moved_to(b, device, dtype).train() for b in blocks]
     return ZooModel(blocks, x.to(device), loss_fn, target.to(device), name, config)
 
 
@@ -217,12 +229,13 @@ def _image_blocks(name: str, hw: tuple[int, int], width: int, depth: int | None,
     return unet_blocks(width=width, depth=depth, classes=classes), {"depth": depth}
 
 
-def _to(block: nn.Module, device: torch.device, dtype: torch.dtype) -> nn.Module:
-    """``block.to(device, dtype)``, skipped when nothing would change (fake tensors cannot be swapped)."""
+def moved_to(block: nn.Module, device: torch.device, dtype: torch.dtype | None = None) -> nn.Module:
+    """``block.to(device, dtype)`` (dtype None: kept), skipped when nothing would change (fake
+    tensors cannot be swapped)."""
     tensors = list(block.parameters()) + list(block.buffers())
-    if all(t.device == device and (t.dtype == dtype or not t.is_floating_point()) for t in tensors):
+    if all(t.device == device and (dtype is None or t.dtype == dtype or not t.is_floating_point()) for t in tensors):
         return block
-    return block.to(device=device, dtype=dtype)
+    return block.to(device=device, dtype=dtype) if dtype is not None else block.to(device=device)
 
 
 def count_parameters(blocks: list[nn.Module]) -> int:

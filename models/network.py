@@ -1,0 +1,259 @@
+"""Your own network as a chain: the objects themselves, or a factory named on the command line.
+
+A chain network is a sequence of blocks (block i maps the tensor a_i to a_{i+1}), an example
+input a_0 (its batch fixes every size the profile measures), and a loss ``loss_fn(output,
+target)`` returning a scalar tensor. Three ways to hand one to memsched:
+
+- a `Network` (``Network(model, example_input, target, loss_fn, name)``), where `model` is an
+  ``nn.Sequential`` (its children are the blocks), a list of modules, or one module (a chain of
+  one block);
+- a tuple ``(model, example_input)``, ``(model, example_input, target)`` or
+  ``(model, example_input, target, loss_fn)``;
+- a factory spec ``FILE.py:FUNCTION`` or ``package.module:FUNCTION`` (the command line's
+  MODEL): the function returns one of the two above. The sizing options given on the command
+  line (``--batch``, ``--image-size``, ``--seq-len``, ``--width``, ``--depth``, ...) are passed
+  to it as keyword arguments of those names, and so are ``device``, ``seed`` and ``dtype``
+  when it takes them; a network it builds elsewhere is moved to the device.
+
+Without a loss, the loss is the mean of the output (`mean_output_loss`, the target unused): a
+stand-in that back-propagates through every block, for networks whose real loss is elsewhere.
+Before anything is profiled the network runs once under ``torch.no_grad()``: a block that
+fails, or does not return a tensor, is bad input naming the block (`InputError`), as is a loss
+that does not return a scalar. Everything built here is a `models.zoo.ZooModel`, so every
+command and executor that takes a zoo network takes these.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memsched.solvers.errors import InputError
+
+__all__ = ["Network", "is_factory_spec", "mean_output_loss", "as_zoo_model", "build_network", "checked_blocks"]
+
+#: the keyword arguments `build_network` may pass to a factory (the zoo's sizes and placement)
+FACTORY_KEYS = ("batch", "image_size", "seq_len", "width", "depth", "vocab", "classes", "dropout", "device", "seed",
+                "dtype", "granularity")
+_OPTION_OF = {"image_size": "--image-size", "seq_len": "--seq-len"}
+
+
+@dataclass
+class Network:
+    """A network to profile, solve and run as a chain.
+
+    `model`: an ``nn.Sequential`` (its children are the blocks F^0..F^{L-1}), a list of modules,
+    or one module; `example_input`: the tensor a_0 (the batch every size is measured at);
+    `target`: what the loss compares the output with (any object; None by default); `loss_fn`:
+    ``loss_fn(output, target) -> scalar tensor`` (default `mean_output_loss`); `name`: the
+    chain's name (default "custom")."""
+
+    model: Any
+    example_input: Any
+    target: Any = None
+    loss_fn: Callable[[Any, Any], Any] | None = None
+    name: str | None = None
+
+
+def mean_output_loss(output: Any, target: Any = None) -> Any:
+    """The stand-in loss: the mean of the output (float), `target` unused."""
+    return output.float().mean()
+
+
+def is_factory_spec(name: str) -> bool:
+    """True when the MODEL text names a factory (``FILE.py:FUNCTION``, ``package.module:FUNCTION``)."""
+    head, sep, func = str(name).rpartition(":")
+    return bool(sep and head and func.isidentifier())
+
+
+def _load_factory(spec: str) -> tuple[Callable[..., Any], str]:
+    """The function a spec names and a short name for it (``file.function``)."""
+    if not is_factory_spec(spec):
+        raise InputError(f"{spec!r} is not FILE.py:FUNCTION or package.module:FUNCTION", field="MODEL")
+    where, _, func = spec.rpartition(":")
+    if where.endswith(".py"):
+        path = Path(where)
+        if not path.is_file():
+            raise InputError(f"no such file {where!r}", path=where, field="MODEL")
+        module_name = f"memsched_network_{path.stem}"
+        loader_spec = importlib.util.spec_from_file_location(module_name, path)
+        if loader_spec is None or loader_spec.loader is None:
+            raise InputError(f"cannot import {where!r}", path=where, field="MODEL")
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[module_name] = module  # dataclasses and pickling look the module up by name
+        try:
+            loader_spec.loader.exec_module(module)
+        except Exception as err:
+            sys.modules.pop(module_name, None)
+            raise InputError(f"importing it failed: {type(err).__name__}: {_first_line(err)}", path=where,
+                             field="MODEL") from None
+        short = path.stem
+    else:
+        try:
+            module = importlib.import_module(where)
+        except Exception as err:
+            raise InputError(f"cannot import module {where!r}: {type(err).__name__}: {_first_line(err)}",
+                             field="MODEL") from None
+        short = where.rpartition(".")[2]
+    fn = getattr(module, func, None)
+    if not callable(fn):
+        raise InputError(f"{where} has no function {func!r}", field="MODEL")
+    return fn, f"{short}.{func}"
+
+
+def _plain(value: Any) -> Any:
+    """A size as a chain file's meta keeps it: an (h, w) image size as "HxW"."""
+    return f"{value[0]}x{value[1]}" if isinstance(value, tuple) and len(value) == 2 else value
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0][:200] if text else ""
+
+
+def build_network(spec: str, *, device: Any = "cpu", seed: int = 0, dtype: Any = None, granularity: str = "block",
+                  **sizes: Any) -> Any:
+    """Call the factory `spec` names with the given `sizes` (those not None) and return its
+    network as a `models.zoo.ZooModel` on `device` (the spec is its ``name``, so a chain file
+    profiled from it names it in its meta). `seed` seeds torch before the call; `device`, `seed`
+    and `dtype` are passed when the function takes them. A size the function does not take, or
+    a function that raises, is bad input naming the option or the spec."""
+    import torch
+
+    fn, short = _load_factory(spec)
+    given = {k: v for k, v in sizes.items() if v is not None}
+    unknown = sorted(set(given) - set(FACTORY_KEYS))
+    if unknown:
+        raise InputError(f"unknown size {unknown[0]!r}", field=unknown[0])
+    if "image_size" in given:  # as the command line parses it: (height, width)
+        from memsched.models.zoo import parse_image_size
+
+        given["image_size"] = parse_image_size(given["image_size"])
+    params = inspect.signature(fn).parameters
+    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    for key in given:
+        if key not in params and not takes_all:
+            option = _OPTION_OF.get(key, f"--{key}")
+            raise InputError(f"{spec} takes no argument {key!r}", field=option)
+    device = torch.device(device)
+    placement = {"device": device, "seed": seed, **({} if dtype is None else {"dtype": dtype})}
+    kwargs = dict(given, **{k: v for k, v in placement.items() if k in params or takes_all})
+    torch.manual_seed(seed)
+    try:
+        made = fn(**kwargs)
+    except InputError:
+        raise
+    except Exception as err:
+        raise InputError(f"{short}(...) failed: {type(err).__name__}: {_first_line(err)}", field="MODEL") from None
+    built = as_zoo_model(made, name=short, what=spec, device=device, dtype=dtype)
+    built.name = spec
+    built.config.update({"factory": spec, **{k: _plain(v) for k, v in given.items() if k != "device"}})
+    if granularity != "block":
+        from memsched.models.zoo.split import split_model
+
+        built.blocks, built.loss_fn = split_model(built.blocks, built.loss_fn, granularity)
+        built.config["granularity"] = granularity
+    return built
+
+
+def as_zoo_model(obj: Any, *, example_input: Any = None, target: Any = None, loss_fn: Any = None,
+                 name: str | None = None, what: str = "", device: Any = None, dtype: Any = None) -> Any:
+    """`obj` (a `Network`, a tuple, a `ZooModel`, or a model with `example_input`) as a checked
+    `models.zoo.ZooModel`. `device` / `dtype`: move the blocks, the input and a tensor target
+    there. `what` names the source in messages (a factory spec)."""
+    import torch
+    from memsched.models.zoo import ZooModel
+
+    if isinstance(obj, ZooModel):
+        return obj
+    if isinstance(obj, Network):
+        net = obj
+    elif isinstance(obj, tuple):
+        if not 2 <= len(obj) <= 4:
+            raise InputError(f"{_of(what)}a tuple of {len(obj)} items; expected (model, example_input"
+                             "[, target[, loss_fn]])", field="model")
+        net = Network(*obj)
+    else:
+        net = Network(obj, example_input, target, loss_fn)
+    if example_input is not None and net.example_input is None:
+        net.example_input = example_input
+    blocks = checked_blocks(net.model, what)
+    x = net.example_input
+    if not isinstance(x, torch.Tensor):
+        raise InputError(f"the example input must be a torch.Tensor (a_0), got {type(x).__name__}",
+                         field="example_input")
+    loss = net.loss_fn if net.loss_fn is not None else mean_output_loss
+    if not callable(loss):
+        raise InputError(f"the loss must be callable as loss_fn(output, target), got {type(loss).__name__}",
+                         field="loss_fn")
+    tgt = net.target
+    if device is not None:
+        from memsched.models.zoo.registry import moved_to
+
+        device = torch.device(device)
+        blocks = [moved_to(b, device, dtype) for b in blocks]
+        x = x.to(device=device) if dtype is None or not x.is_floating_point() else x.to(device=device, dtype=dtype)
+        if isinstance(tgt, torch.Tensor):
+            tgt = tgt.to(device=device)
+    _dry_run(blocks, x, loss, tgt, what)
+    label = net.name or name or "custom"
+    return ZooModel(blocks, x, loss, tgt, label, {"batch": int(x.shape[0]) if x.dim() else None}, title=label)
+
+
+def checked_blocks(model: Any, what: str) -> list[Any]:
+    """The blocks of `model` (`models.chain.executor.as_blocks`), each checked to be a module."""
+    from torch import nn
+
+    if isinstance(model, nn.Module):
+        blocks = list(model) if isinstance(model, nn.Sequential) else [model]
+    elif isinstance(model, Sequence) and not isinstance(model, (str, bytes)):
+        blocks = list(model)
+    else:
+        raise InputError(f"{_of(what)}the model must be an nn.Sequential, a list of modules or a module, got "
+                         f"{type(model).__name__}", field="model")
+    if not blocks:
+        raise InputError(f"{_of(what)}the model has no blocks", field="model")
+    for i, b in enumerate(blocks):
+        if not isinstance(b, nn.Module):
+            raise InputError(f"{_of(what)}block {i} is a {type(b).__name__}, not an nn.Module", field="model")
+    return blocks
+
+
+def _dry_run(blocks: list[Any], x: Any, loss_fn: Any, target: Any, what: str) -> None:
+    """One forward under no_grad: every block returns a tensor and the loss a scalar, or bad input."""
+    import torch
+
+    a = x
+    with torch.no_grad():
+        for i, block in enumerate(blocks):
+            try:
+                a = block(a)
+            except Exception as err:
+                raise InputError(f"{_of(what)}block {i} ({type(block).__name__}) fails on its input "
+                                 f"{_shape(a)}: {type(err).__name__}: {_first_line(err)}", field="model") from None
+            if not isinstance(a, torch.Tensor):
+                raise InputError(f"{_of(what)}block {i} ({type(block).__name__}) returns a {type(a).__name__}; a chain "
+                                 "passes one tensor from block to block", field="model")
+        try:
+            value = loss_fn(a, target)
+        except Exception as err:
+            raise InputError(f"{_of(what)}the loss fails on the output {_shape(a)}: {type(err).__name__}: "
+                             f"{_first_line(err)}", field="loss_fn") from None
+    if not isinstance(value, torch.Tensor) or value.numel() != 1:
+        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+        raise InputError(f"{_of(what)}the loss must return a scalar tensor, got {shape}", field="loss_fn")
+
+
+def _of(what: str) -> str:
+    """The prefix naming a network's source in a message ("" for objects given directly)."""
+    return f"{what}: " if what else ""
+
+
+def _shape(t: Any) -> str:
+    return f"of shape {tuple(t.shape)}" if hasattr(t, "shape") else f"({type(t).__name__})"

@@ -1,0 +1,226 @@
+"""Your own network (`models.network`, `models.chain.training`): factories on the command line,
+objects in the facade, and training under a schedule, against plain autograd (CPU)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import textwrap
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+
+torch.set_num_threads(1)
+
+FACTORY = textwrap.dedent('''
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+
+    def build(batch=4, width=16, depth=5):
+        blocks = [nn.Sequential(nn.Linear(8 if i == 0 else width, width), nn.Tanh(), nn.Dropout(0.2))
+                  for i in range(depth)]
+        model = nn.Sequential(*blocks, nn.Linear(width, 3))
+        return model, torch.randn(batch, 8), torch.randint(0, 3, (batch,)), F.cross_entropy
+
+
+    def broken(batch=4):
+        return nn.Sequential(nn.Linear(8, 4), nn.Linear(5, 2)), torch.randn(batch, 8)
+
+
+    def no_tensor():
+        return nn.Sequential(nn.Linear(8, 4)), [1, 2, 3]
+
+
+    def raises():
+        raise RuntimeError("no weights here")
+
+
+    def vector_loss():
+        return nn.Sequential(nn.Linear(8, 4)), torch.randn(2, 8), None, lambda out, target: out.sum(dim=1)
+''')
+
+
+@pytest.fixture
+def factory(tmp_path):
+    path = tmp_path / "mynet.py"
+    path.write_text(FACTORY)
+    return path
+
+
+def mlp(depth: int = 5, width: int = 16, dropout: float = 0.2) -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(*[nn.Sequential(nn.Linear(8 if i == 0 else width, width), nn.Tanh(), nn.Dropout(dropout))
+                           for i in range(depth)], nn.Linear(width, 3))
+
+
+# ------------------------------------------------------------------------------ command line
+def test_a_factory_profiles_and_runs_from_the_command_line(cli, factory, tmp_path):
+    out = tmp_path / "c.json"
+    res = cli("profile", f"{factory}:build", "--batch", "6", "--depth", "4", "--repeats", "1", "-o", out)
+    assert res.code == 0, res.err
+    data = json.loads(out.read_text())
+    assert len(data["stages"]) == 5  # four blocks and the head
+    assert data["meta"]["model"] == f"{factory}:build"
+    res = cli("run", f"{factory}:build", "--batch", "6", "--budget", "60%", "--json", "--time-repeats", "1",
+              "--repeats", "1")
+    assert res.code == 0, res.err
+    run = res.json()
+    assert run["grad_check"] is True and run["recomputations"] > 0
+    assert run["measured"]["peak_memory"] <= 1.01 * run["predicted"]["peak_memory"] + 4096
+    # the chain file names the factory: `run FILE` executes it with those costs
+    res = cli("run", out, "--batch", "6", "--depth", "4", "--budget", "100%", "--solver", "recompute-all",
+              "--json", "--time-repeats", "1")
+    assert res.code == 0, res.err
+    assert res.json()["grad_check"] is True
+
+
+def test_the_example_network_by_its_module_name(cli, tmp_path):
+    spec = "memsched.models.examples.my_network:build"
+    sizes = ["--batch", "4", "--image-size", "32x24", "--depth", "6", "--width", "8"]
+    res = cli("run", spec, *sizes, "--budget", "70%", "--json", "--time-repeats", "1", "--repeats", "1")
+    assert res.code == 0, res.err
+    assert res.json()["instance"] == "my_network.build" and res.json()["grad_check"] is True
+    res = cli("max-batch", spec, "--image-size", "16", "--depth", "3", "--width", "4", "--memory", "2MB", "--json")
+    assert res.code == 0, res.err
+    assert res.json()["largest"] > 1
+
+
+def test_a_factory_exports_a_training_graph(cli, factory, tmp_path):
+    out = tmp_path / "g.json"
+    res = cli("export-graph", f"{factory}:build", "--batch", "2", "-o", out)
+    assert res.code == 0, res.err
+    assert json.loads(out.read_text())["nodes"]
+
+
+@pytest.mark.parametrize("spec, args, field, words", [
+    ("{f}:nope", [], "MODEL", "has no function 'nope'"),
+    ("{d}/missing.py:build", [], "MODEL", "no such file"),
+    ("{f}:build", ["--image-size", "32"], "--image-size", "takes no argument 'image_size'"),
+    ("{f}:raises", [], "MODEL", "RuntimeError: no weights here"),
+    ("{f}:broken", [], "model", "block 1 (Linear) fails on its input of shape (4, 4)"),
+    ("{f}:no_tensor", [], "example_input", "must be a torch.Tensor"),
+    ("{f}:vector_loss", [], "loss_fn", "must return a scalar tensor, got (2,)"),
+    ("alexnet", [], "MODEL", "unknown model 'alexnet'"),
+])
+def test_a_bad_factory_is_one_line_naming_the_field(cli, factory, tmp_path, spec, args, field, words):
+    spec = spec.format(f=factory, d=tmp_path)
+    res = cli("profile", spec, *args, "--repeats", "1", "-o", tmp_path / "out.json")
+    assert res.code == 2, res.err
+    line = res.err.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert f"{field}:" in line and words in line, line
+    assert not (tmp_path / "out.json").exists()
+
+
+# ------------------------------------------------------------------------------ facade
+def test_profile_and_run_take_a_network_object():
+    import memsched
+
+    net = mlp()
+    x, y = torch.randn(4, 8), torch.randint(0, 3, (4,))
+    chain = memsched.profile(net, example_input=x, target=y, loss_fn=F.cross_entropy, repeats=1)
+    assert chain.length == 6 and chain.meta["model"] == "custom"
+    assert chain.x[0] == x.numel() * x.element_size()
+    run = memsched.run(memsched.Network(net, x, y, F.cross_entropy, name="mlp"), "50%", time_repeats=1, repeats=1)
+    assert run.grad_check is True and run.status == "optimal"
+    with pytest.raises(memsched.InputError, match="example_input"):
+        memsched.profile(net)
+    with pytest.raises(memsched.InputError, match="batch"):
+        memsched.profile(net, example_input=x, batch=3)
+    with pytest.raises(memsched.InputError, match="loss_fn"):
+        memsched.profile("resnet18", loss_fn=F.cross_entropy)
+    with pytest.raises(memsched.InputError, match="problem"):
+        memsched.run(net, "50%", example_input=x, problem="join")
+
+
+# ------------------------------------------------------------------------------ training
+def _plain_step(model, x, y):
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    return loss.detach()
+
+
+def test_training_under_a_schedule_follows_plain_autograd():
+    import memsched
+
+    net, twin = mlp(), None
+    twin = copy.deepcopy(net)
+    x, y = torch.randn(4, 8), torch.randint(0, 3, (4,))
+    chain = memsched.profile(net, example_input=x, target=y, loss_fn=F.cross_entropy, repeats=1)
+    result = memsched.solve(chain, "60%", solver="rotor")
+    assert result.found and result.schedule.recomputations() > 0
+    trainer = memsched.ScheduledChain(net, result, F.cross_entropy)
+    opt, opt_twin = torch.optim.SGD(net.parameters(), lr=0.5), torch.optim.SGD(twin.parameters(), lr=0.5)
+    for step in range(3):  # dropout draws the same masks: recomputed stages replay their RNG state
+        torch.manual_seed(step)
+        opt.zero_grad()
+        loss = trainer.step(x, y)
+        opt.step()
+        torch.manual_seed(step)
+        opt_twin.zero_grad()
+        ref = _plain_step(twin, x, y)
+        opt_twin.step()
+        assert torch.allclose(loss, ref)
+    for p, q in zip(net.parameters(), twin.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+    # gradients accumulate, as loss.backward() does (the same dropout masks twice)
+    net.zero_grad()
+    torch.manual_seed(7)
+    trainer.step(x, y)
+    once = [p.grad.clone() for p in net.parameters()]
+    torch.manual_seed(7)
+    trainer.step(x, y)
+    assert all(torch.allclose(p.grad, 2 * g, atol=1e-6) for p, g in zip(net.parameters(), once) if g.abs().sum() > 0)
+
+
+def test_a_schedule_that_does_not_fit_the_network_is_refused():
+    from memsched.solvers.chain.baselines import store_all_schedule
+
+    import memsched
+
+    net = mlp(depth=3)
+    with pytest.raises(memsched.InputError, match="3 stages but the model 4 blocks"):
+        memsched.ScheduledChain(net, store_all_schedule(4), F.cross_entropy,
+                                chain=memsched.profile(mlp(depth=2, width=16), example_input=torch.randn(2, 8),
+                                                       repeats=1))
+    ops = list(store_all_schedule(4).ops)
+    with pytest.raises(memsched.InputError, match="not a valid schedule"):
+        memsched.ScheduledChain(net, ops[1:], F.cross_entropy)
+    with pytest.raises(memsched.InputError, match="no schedule"):
+        chain = memsched.profile(net, example_input=torch.randn(2, 8), repeats=1)
+        memsched.ScheduledChain(net, memsched.solve(chain, 10, solver="rotor"), F.cross_entropy)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(depth=st.integers(2, 7), frac=st.floats(0.2, 1.0), solver=st.sampled_from(["rotor", "periodic", "sqrt"]),
+       dropout=st.sampled_from([0.0, 0.5]), seed=st.integers(0, 100))
+def test_every_schedule_trains_like_plain_autograd(depth, frac, solver, dropout, seed):
+    """Any solver's schedule, at any budget it fits, gives plain autograd's loss and gradients."""
+    import memsched
+
+    torch.manual_seed(seed)
+    net = nn.Sequential(*[nn.Sequential(nn.Linear(6, 6), nn.ReLU(), nn.Dropout(dropout)) for _ in range(depth)])
+    twin = copy.deepcopy(net)
+    x = torch.randn(3, 6)
+    chain = memsched.profile(net, example_input=x, repeats=1)
+    result = memsched.solve(chain, max(1, int(frac * memsched.reference_peak(chain))), solver=solver)
+    if not result.found:
+        return
+    trainer = memsched.ScheduledChain(net, result, input_grad=True)
+    torch.manual_seed(seed)
+    loss, delta0 = trainer.step_with_input_grad(x)
+    torch.manual_seed(seed)
+    leaf = x.clone().requires_grad_(True)
+    ref = twin(leaf).float().mean()
+    ref.backward()
+    assert torch.allclose(loss, ref.detach())
+    assert delta0 is not None and torch.allclose(delta0, leaf.grad, atol=1e-7)
+    for p, q in zip(net.parameters(), twin.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-7)
