@@ -224,3 +224,12 @@ def test_every_schedule_trains_like_plain_autograd(depth, frac, solver, dropout,
     assert delta0 is not None and torch.allclose(delta0, leaf.grad, atol=1e-7)
     for p, q in zip(net.parameters(), twin.parameters()):
         assert torch.allclose(p.grad, q.grad, atol=1e-7)
+
+
+def test_your_own_network_runs_as_a_training_graph():
+    import memsched
+
+    net = mlp(depth=3, dropout=0.0)
+    run = memsched.run(net, "80%", problem="graph", example_input=torch.randn(4, 8), time_repeats=1, repeats=1,
+                       time_limit=10)
+    assert run.grad_check is True and run["problem"] == "graph"

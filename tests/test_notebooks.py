@@ -31,6 +31,7 @@ MIN_IMAGES = {
     "07_paper_checkmate": 3,
     "08_paper_pofo": 2,
     "09_paper_pipelines": 3,
+    "10_your_own_network": 2,
 }
 TIME_LIMIT_S = 120.0
 
