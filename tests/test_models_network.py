@@ -233,3 +233,27 @@ def test_your_own_network_runs_as_a_training_graph():
     run = memsched.run(net, "80%", problem="graph", example_input=torch.randn(4, 8), time_repeats=1, repeats=1,
                        time_limit=10)
     assert run.grad_check is True and run["problem"] == "graph"
+
+
+def test_a_sweep_profiles_and_executes_a_factory(cli, factory, tmp_path):
+    config = tmp_path / "own.toml"
+    config.write_text(textwrap.dedent(f'''
+        name = "own"
+        budgets = ["70%", "100%"]
+        solvers = ["rotor"]
+        execute = true
+        [measure]
+        time_repeats = 1
+        [[instances]]
+        model = "{factory}:build"
+        batch = 8
+        depth = 6
+        repeats = 1
+    '''))
+    res = cli("sweep", config, "--output", tmp_path / "out", "--no-progress")
+    assert res.code == 0, res.err
+    import pandas as pd
+
+    rows = pd.read_csv(tmp_path / "out" / "own.csv")
+    assert len(rows) == 2 and set(rows.status) == {"optimal"}
+    assert rows.grad_check.astype(bool).all() and (rows.instance == "mynet.build").all()

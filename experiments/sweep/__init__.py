@@ -23,7 +23,7 @@ A sweep file (TOML, or YAML by extension) states the grid::
     L = 20
     seed = 0
     [[instances]]
-    model = "resnet18"               # a zoo network, profiled by models.chain.profiler (needs torch)
+    model = "resnet18"               # a zoo network, or your own "mynet.py:build" (models.network); needs torch
     batch = 2
     image_size = 64
     budgets = ["50%"]                # any instance may override the sweep's budgets
