@@ -362,7 +362,9 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
         example_input: Any = None, target: Any = None, loss_fn: Any = None, **sizes: Any) -> RunResult:
     """Solve, then execute the schedule for real as one training step of `model`: a zoo network
     (siamese / triplet / clip run as join networks), a factory spec, or your own network with
-    `example_input`, `target`, `loss_fn` (as in `profile`): the simulator's prediction
+    `example_input`, `target`, `loss_fn` (as in `profile`; one module that is not an
+    ``nn.Sequential`` runs as the graph problem by default, its torch.fx training graph planned by
+    Checkmate's solvers): the simulator's prediction
     (makespan in ms, peak in bytes) beside the measured time and peak memory, and whether every
     gradient matches plain autograd (``grad_check``). `chain` / `instance` give the costs (an
     instance or a file) instead of profiling; `bandwidth` runs an offloading schedule; sizes as
@@ -377,6 +379,8 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
             raise InputError("your own network runs as a chain (problem chain, offload or graph); the join networks "
                              "are the zoo's siamese, triplet and clip", field="problem")
         model = _own_network(model, example_input, target, loss_fn, sizes)
+        if problem is None and len(model.blocks) == 1 and bandwidth is None:
+            problem = "graph"  # one module (not an nn.Sequential): its torch.fx graph, not a chain of one stage
     return RunResult(run_model(model, budget, solver, problem=problem, instance=instance if chain is None else chain,
                                bandwidth=bandwidth, slots=slots, time_limit=time_limit, time_repeats=time_repeats,
                                repeats=repeats, seed=seed, **sizes))

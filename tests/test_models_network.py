@@ -226,12 +226,30 @@ def test_every_schedule_trains_like_plain_autograd(depth, frac, solver, dropout,
         assert torch.allclose(p.grad, q.grad, atol=1e-7)
 
 
-def test_your_own_network_runs_as_a_training_graph():
+class Skip(nn.Module):
+    """Not a chain: the third layer's output is added to the first's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c, self.d = nn.Linear(8, 16), nn.Linear(16, 16), nn.Linear(16, 16), nn.Linear(16, 3)
+
+    def forward(self, x):
+        h = F.relu(self.a(x))
+        return self.d(F.relu(self.c(F.relu(self.b(h)))) + h)
+
+
+def test_one_module_runs_as_its_training_graph():
+    """A module that is not an nn.Sequential is planned on its torch.fx graph (the graph problem)."""
     import memsched
 
-    net = mlp(depth=3, dropout=0.0)
-    run = memsched.run(net, "80%", problem="graph", example_input=torch.randn(4, 8), time_repeats=1, repeats=1,
-                       time_limit=10)
+    torch.manual_seed(0)
+    x, y = torch.randn(32, 8), torch.randint(0, 3, (32,))
+    run = memsched.run(Skip(), "70%", example_input=x, target=y, loss_fn=F.cross_entropy, time_repeats=1,
+                       repeats=1, time_limit=20)
+    assert run["problem"] == "graph" and run.grad_check is True and run["recomputations"] > 0
+    assert run["measured"]["peak_memory"] == run["predicted"]["peak_memory"]
+    run = memsched.run(mlp(depth=3, dropout=0.0), "80%", problem="graph", example_input=x, time_repeats=1,
+                       repeats=1, time_limit=10)
     assert run.grad_check is True and run["problem"] == "graph"
 
 
