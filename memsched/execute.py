@@ -16,7 +16,8 @@ from typing import Any
 from memsched.solvers.errors import InputError
 
 #: Keyword sizes of the zoo networks (`models.zoo.build_model`).
-SIZE_KEYS = ("batch", "image_size", "seq_len", "width", "depth", "vocab", "classes", "dropout", "device", "seed")
+SIZE_KEYS = ("batch", "image_size", "seq_len", "width", "depth", "vocab", "classes", "dropout", "device", "seed",
+             "dtype")
 #: Join networks of the zoo (run as the join problem).
 JOIN_NAMES = ("siamese", "triplet", "clip")
 
@@ -36,6 +37,14 @@ def run_model(model: str, budget: int | float | str, solver: str | None = None, 
     unknown = sorted(set(sizes) - set(SIZE_KEYS))
     if unknown:
         raise InputError(f"unknown option {unknown[0]!r} (sizes: {', '.join(SIZE_KEYS)})", field=unknown[0])
+    if isinstance(sizes.get("dtype"), str):  # "bfloat16" -> torch.bfloat16
+        import torch
+
+        from memsched.experiments.commands.profile import DTYPES
+
+        if sizes["dtype"] not in DTYPES:
+            raise InputError(f"unknown dtype {sizes['dtype']!r} (one of {', '.join(DTYPES)})", field="dtype")
+        sizes["dtype"] = getattr(torch, sizes["dtype"])
     if isinstance(instance, Path):
         instance = str(instance)
     if problem is None:

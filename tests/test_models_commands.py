@@ -79,3 +79,20 @@ def test_run_dispatches_offload_and_join(cli):
               "--threads", "1", "--time-repeats", "1", "--json")
     assert res.code == 0, res.err
     assert res.json()["grad_check"] is True
+
+
+def test_dtype_halves_every_activation_and_trains_alike(cli, tmp_path):
+    files = {}
+    for dtype in ("float32", "bfloat16"):
+        files[dtype] = tmp_path / f"{dtype}.json"
+        res = cli("profile", "resnet18", *TINY_RESNET, "--dtype", dtype, "-o", files[dtype])
+        assert res.code == 0, res.err
+    full, half = (json.loads(files[d].read_text()) for d in ("float32", "bfloat16"))
+    assert half["meta"]["dtype"] == "bfloat16" and half["name"].endswith("-bf16")
+    assert [s["out_size"] for s in half["stages"]] == [s["out_size"] // 2 for s in full["stages"]]
+    res = cli("run", "resnet18", *TINY_RESNET, "--dtype", "bfloat16", "--budget", "90%", "--json",
+              "--time-repeats", "1")
+    assert res.code == 0, res.err
+    assert res.json()["grad_check"] is True and res.json()["instance"].endswith("-bf16")
+    res = cli("run", "siamese", "--dtype", "bfloat16", "--budget", "70%")
+    assert res.code == 2 and "--dtype" in res.err

@@ -24,6 +24,9 @@ ZOO_NAMES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "dens
              "vgg19", "mobilenet_v2", "vit_b16", "gpt2", "gpt2_medium", "unet", "fcn8", "lstm")
 
 
+#: the precisions `--dtype` offers (torch dtype names)
+DTYPES = ("float32", "bfloat16", "float16")
+
 #: how MODEL's help names what it takes
 MODEL_HELP = f"zoo model ({', '.join(ZOO_NAMES)}) or your own: FILE.py:FUNCTION, package.module:FUNCTION"
 
@@ -49,6 +52,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="gpt2 layers, unet levels, or a cap on blocks per stage (resnet, densenet)")
     p.add_argument("--vocab", type=count(1, 10**7), default=None, help="gpt2 vocabulary size (50257)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
+    p.add_argument("--dtype", choices=DTYPES, default=None,
+                   help="weights and activations in this precision (default float32; bfloat16 / float16 halve "
+                        "every activation, as pure half-precision training does)")
     p.add_argument("--repeats", type=count(1, 10**4), default=5, help="timed repetitions per block (median)")
     p.add_argument("--seed", type=int, default=0, help="seed for the weights, the batch and dropout")
     p.add_argument("--threads", type=count(1, 1024), default=None, help="torch CPU threads (default: torch's)")
@@ -102,9 +108,17 @@ def model_sizes(args: argparse.Namespace) -> dict[str, Any]:
     return {"batch": args.batch, "image_size": parse_image_size(args.image_size), "seq_len": args.seq_len,
             "width": args.width, "depth": args.depth, "vocab": args.vocab, "device": resolve_device(args.device),
             "seed": args.seed,
+            **({"dtype": getattr(torch_module(), args.dtype)} if getattr(args, "dtype", None) else {}),
             # the chain commands' --granularity (export-graph has its own, op|module, not a size)
             **({"granularity": args.granularity} if getattr(args, "granularity", None) in ("block", "layer")
                else {})}
+
+
+def torch_module() -> Any:
+    """torch, imported when a parsed option needs it."""
+    import torch
+
+    return torch
 
 
 @contextlib.contextmanager

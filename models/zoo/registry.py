@@ -50,6 +50,7 @@ class ZooModel:
         c = self.config
         size = c.get("seq_len") if c.get("seq_len") is not None else c.get("image_size")
         extra = "".join(f"-{k[0]}{c[k]}" for k in ("width", "depth") if c.get(k) is not None)
+        extra += {"bfloat16": "-bf16", "float16": "-fp16"}.get(str(c.get("dtype")), "")
         return f"{self.name}-b{c.get('batch')}-{size}{extra}"
 
 
@@ -187,7 +188,10 @@ def build_model(
         config["granularity"] = granularity
     device = torch.device(device)
     blocks = [moved_to(b, device, dtype).train() for b in blocks]
-    return ZooModel(blocks, x.to(device), loss_fn, target.to(device), name, config)
+    if dtype != torch.float32:
+        config["dtype"] = str(dtype).replace("torch.", "")
+    x = x.to(device=device, dtype=dtype) if x.is_floating_point() else x.to(device)
+    return ZooModel(blocks, x, loss_fn, target.to(device), name, config)
 
 
 def _image_blocks(name: str, hw: tuple[int, int], width: int, depth: int | None, classes: int,
