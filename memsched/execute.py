@@ -37,14 +37,6 @@ def run_model(model: str, budget: int | float | str, solver: str | None = None, 
     unknown = sorted(set(sizes) - set(SIZE_KEYS))
     if unknown:
         raise InputError(f"unknown option {unknown[0]!r} (sizes: {', '.join(SIZE_KEYS)})", field=unknown[0])
-    if isinstance(sizes.get("dtype"), str):  # "bfloat16" -> torch.bfloat16
-        import torch
-
-        from memsched.experiments.commands.profile import DTYPES
-
-        if sizes["dtype"] not in DTYPES:
-            raise InputError(f"unknown dtype {sizes['dtype']!r} (one of {', '.join(DTYPES)})", field="dtype")
-        sizes["dtype"] = getattr(torch, sizes["dtype"])
     if isinstance(instance, Path):
         instance = str(instance)
     if problem is None:

@@ -146,7 +146,12 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
     from memsched.models.join.zoo import build_join_model
     from memsched.solvers.join import store_all_schedule
 
-    built = model if not isinstance(model, str) else build_join_model(model, **{"seed": seed, **_sizes(sizes)})
+    join_sizes = _sizes(sizes)
+    if "dtype" in join_sizes:
+        from memsched.models.zoo.registry import parse_dtype
+
+        join_sizes["dtype"] = parse_dtype(join_sizes["dtype"])
+    built = model if not isinstance(model, str) else build_join_model(model, **{"seed": seed, **join_sizes})
     lengths = [len(b) for b in built.branches]
     if join is None:
         join = profile_join(built, repeats=profile_repeats, timing=timing, name=built.label, clock=clock)

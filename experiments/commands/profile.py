@@ -24,7 +24,7 @@ ZOO_NAMES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "dens
              "vgg19", "mobilenet_v2", "vit_b16", "gpt2", "gpt2_medium", "unet", "fcn8", "lstm")
 
 
-#: the precisions `--dtype` offers (torch dtype names)
+#: the precisions `--dtype` offers (`models.zoo.registry.DTYPES`, spelled here so that parsing needs no torch)
 DTYPES = ("float32", "bfloat16", "float16")
 
 #: how MODEL's help names what it takes
@@ -108,17 +108,10 @@ def model_sizes(args: argparse.Namespace) -> dict[str, Any]:
     return {"batch": args.batch, "image_size": parse_image_size(args.image_size), "seq_len": args.seq_len,
             "width": args.width, "depth": args.depth, "vocab": args.vocab, "device": resolve_device(args.device),
             "seed": args.seed,
-            **({"dtype": getattr(torch_module(), args.dtype)} if getattr(args, "dtype", None) else {}),
+            **({"dtype": args.dtype} if getattr(args, "dtype", None) else {}),
             # the chain commands' --granularity (export-graph has its own, op|module, not a size)
             **({"granularity": args.granularity} if getattr(args, "granularity", None) in ("block", "layer")
                else {})}
-
-
-def torch_module() -> Any:
-    """torch, imported when a parsed option needs it."""
-    import torch
-
-    return torch
 
 
 @contextlib.contextmanager

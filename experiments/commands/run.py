@@ -89,8 +89,6 @@ def main(args: argparse.Namespace) -> int:
         if name not in ZOO_NAMES and not (isinstance(name, str) and is_factory_spec(name)):
             raise InputError("an instance file needs --model NAME (the zoo network or FILE.py:FUNCTION to execute)",
                              field="--model")
-    if problem == "join" and args.dtype not in (None, "float32"):
-        raise InputError("the join networks are built in float32", field="--dtype")
     solver = args.solver
     if problem == "join" and solver == "rotor":
         solver = "dp"

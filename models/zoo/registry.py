@@ -112,7 +112,7 @@ def build_model(
     vocab: int | None = None,
     dropout: float | None = None,
     device: str | torch.device = "cpu",
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | str = torch.float32,
     seed: int = 0,
     granularity: str = "block",
 ) -> ZooModel:
@@ -130,6 +130,8 @@ def build_model(
     parts, GPT-2's projection moved into the loss: `models.zoo.split.split_model`).
     """
     from memsched.models.network import build_network, is_factory_spec
+
+    dtype = parse_dtype(dtype)
 
     if name not in MODELS and is_factory_spec(name):  # FILE.py:FUNCTION, package.module:FUNCTION
         return build_network(name, batch=batch, image_size=image_size, seq_len=seq_len, width=width, depth=depth,
@@ -231,6 +233,19 @@ def _image_blocks(name: str, hw: tuple[int, int], width: int, depth: int | None,
         raise InputError(f"unet with {depth} levels needs image sides multiple of {2 ** depth}",
                          field="--image-size")
     return unet_blocks(width=width, depth=depth, classes=classes), {"depth": depth}
+
+
+#: the precisions a network may be built in (`build_model`'s dtype, ``--dtype``)
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def parse_dtype(value: str | torch.dtype) -> torch.dtype:
+    """``"bfloat16"`` -> ``torch.bfloat16`` (a torch dtype as is); another name is `InputError`."""
+    if isinstance(value, torch.dtype):
+        return value
+    if value not in DTYPES:
+        raise InputError(f"unknown dtype {value!r} (one of {', '.join(DTYPES)})", field="--dtype")
+    return getattr(torch, value)
 
 
 def moved_to(block: nn.Module, device: torch.device, dtype: torch.dtype | None = None) -> nn.Module:
