@@ -30,6 +30,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from memsched.models.zoo import GPTBlock, GPTEmbedding, parse_image_size, resnet_blocks
+from memsched.models.zoo.registry import dtype_suffix
 from memsched.solvers.errors import InputError
 from torch import nn
 
@@ -121,6 +122,7 @@ class JoinModel:
         c = self.config
         extra = "".join(f"-{k[0]}{c[k]}" for k in ("width", "depth") if c.get(k) is not None)
         seq = f"-t{c['seq_len']}" if c.get("seq_len") is not None else ""
+        extra += dtype_suffix(c)
         return f"{self.name}-b{c.get('batch')}-{c.get('image_size')}{seq}{extra}"
 
 
@@ -192,7 +194,8 @@ def build_join_model(
     torch.manual_seed(seed)
     config: dict[str, Any] = {"batch": batch, "image_size": hw[0] if hw[0] == hw[1] else f"{hw[0]}x{hw[1]}",
                               "width": width, "depth": depth,
-                              "embed_dim": embed_dim, "encoder": encoder}
+                              "embed_dim": embed_dim, "encoder": encoder,
+                              **({} if dtype == torch.float32 else {"dtype": str(dtype).replace("torch.", "")})}
 
     def images() -> torch.Tensor:
         return torch.randn(batch, 3, *hw, generator=gen, dtype=torch.float32).to(dtype)

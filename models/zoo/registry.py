@@ -50,7 +50,7 @@ class ZooModel:
         c = self.config
         size = c.get("seq_len") if c.get("seq_len") is not None else c.get("image_size")
         extra = "".join(f"-{k[0]}{c[k]}" for k in ("width", "depth") if c.get(k) is not None)
-        extra += {"bfloat16": "-bf16", "float16": "-fp16"}.get(str(c.get("dtype")), "")
+        extra += dtype_suffix(c)
         return f"{self.name}-b{c.get('batch')}-{size}{extra}"
 
 
@@ -237,6 +237,11 @@ def _image_blocks(name: str, hw: tuple[int, int], width: int, depth: int | None,
 
 #: the precisions a network may be built in (`build_model`'s dtype, ``--dtype``)
 DTYPES = ("float32", "bfloat16", "float16")
+
+
+def dtype_suffix(config: dict[str, Any]) -> str:
+    """The label's mark of a half-precision network ("-bf16", "-fp16"; "" for float32)."""
+    return {"bfloat16": "-bf16", "float16": "-fp16"}.get(str(config.get("dtype")), "")
 
 
 def parse_dtype(value: str | torch.dtype) -> torch.dtype:
