@@ -8,7 +8,10 @@ under a chain schedule (rotor's, the MILP's, any valid one) instead of plain aut
         opt.step()
 
 The gradients are plain autograd's (the executor's rules, `models.chain.executor`: the RNG of
-a recomputed stage is replayed, so dropout masks repeat). The schedule keeps its memory
+a recomputed stage is replayed, so dropout masks repeat). As with ``torch.utils.checkpoint``, a
+BatchNorm in training mode updates its running statistics at every forward of its block,
+recomputations included (the gradients are unaffected; the statistics used in evaluation move
+faster). The schedule keeps its memory
 promise for the sizes it was solved at: the profile's batch. ``net(x)`` is the plain forward
 (evaluation, or plain autograd when wanted).
 """
