@@ -27,8 +27,8 @@ Your own network (an ``nn.Sequential`` or a list of blocks, an example batch, a 
     chain = memsched.profile(net, example_input=x, target=y, loss_fn=F.cross_entropy)
     r = memsched.solve(chain, "50%", solver="rotor")
     memsched.run(net, "50%", example_input=x, target=y, loss_fn=F.cross_entropy)  # measured vs predicted
-    trainer = memsched.ScheduledChain(net, r, F.cross_entropy)
-    loss = trainer.step(x, y)                                 # forward + backward under r's schedule
+    scheduled = memsched.ScheduledChain(net, r)               # a drop-in module
+    F.cross_entropy(scheduled(x), y).backward()               # forward + backward under r's schedule
 
 Bad input (a malformed file, a budget below one byte, an option no named solver takes, an
 argument of the wrong type) raises `memsched.InputError` (a `ValueError`) naming the file and

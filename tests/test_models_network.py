@@ -180,6 +180,70 @@ def test_training_under_a_schedule_follows_plain_autograd():
     assert all(torch.allclose(p.grad, 2 * g, atol=1e-6) for p, g in zip(net.parameters(), once) if g.abs().sum() > 0)
 
 
+def test_the_drop_in_module_follows_plain_autograd():
+    """``loss_fn(net(x), y).backward()``: the schedule's forward ops now, the rest in the backward."""
+    import memsched
+
+    net = mlp()
+    twin = copy.deepcopy(net)
+    x, y = torch.randn(4, 8), torch.randint(0, 3, (4,))
+    chain = memsched.profile(net, example_input=x, target=y, loss_fn=F.cross_entropy, repeats=1)
+    result = memsched.solve(chain, "60%", solver="rotor")
+    trainer = memsched.ScheduledChain(net, result)
+    opt, opt_twin = torch.optim.SGD(net.parameters(), lr=0.5), torch.optim.SGD(twin.parameters(), lr=0.5)
+    for step in range(3):
+        x_in, x_ref = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+        torch.manual_seed(step)
+        opt.zero_grad()
+        loss = F.cross_entropy(trainer(x_in), y)
+        loss.backward()
+        opt.step()
+        torch.manual_seed(step)
+        opt_twin.zero_grad()
+        ref = F.cross_entropy(twin(x_ref), y)
+        ref.backward()
+        opt_twin.step()
+        assert torch.allclose(loss, ref) and torch.allclose(x_in.grad, x_ref.grad, atol=1e-7)
+    for p, q in zip(net.parameters(), twin.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+    out = F.cross_entropy(trainer(x), y)
+    out.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="one backward"):
+        out.backward()
+    net.eval(), twin.eval()
+    with torch.no_grad():  # the plain forward
+        assert torch.equal(trainer(x), twin(x)) or torch.allclose(trainer(x), twin(x), atol=1e-6)
+
+
+def test_the_drop_in_module_keeps_the_memory_the_simulator_predicts():
+    """Live tensor bytes of ``loss_fn(net(x), y).backward()`` (the tracker) against the replay of the
+    schedule on the chain as the tracker charges it, and against plain autograd's."""
+    from memsched.models.chain.overheads import released_loss_chain, tracker_chain
+    from memsched.models.memory import LiveTensorTracker
+    from memsched.solvers.chain import simulate
+
+    import memsched
+
+    torch.manual_seed(0)
+    net = nn.Sequential(*[nn.Sequential(nn.Linear(8 if i == 0 else 128, 128), nn.ReLU()) for i in range(16)],
+                        nn.Linear(128, 3))
+    x, y = torch.randn(32, 8), torch.randint(0, 3, (32,))
+    chain = memsched.profile(net, example_input=x, target=y, loss_fn=F.cross_entropy, repeats=1)
+    for p in net.parameters():
+        p.grad = torch.zeros_like(p)  # allocated before: not counted, as the simulator counts none
+    with LiveTensorTracker() as plain:
+        F.cross_entropy(net(x), y).backward()
+    result = memsched.solve(chain, "50%", solver="rotor")
+    assert result.found and result.schedule.recomputations() > 0
+    trainer = memsched.ScheduledChain(net, result, chain=chain)
+    predicted = simulate(tracker_chain(released_loss_chain(chain)), result.schedule).peak_memory
+    with LiveTensorTracker() as scheduled:
+        F.cross_entropy(trainer(x), y).backward()
+    assert scheduled.peak <= predicted
+    assert scheduled.peak >= predicted - x.numel() * x.element_size() - 4096  # a_0 is the caller's, not copied
+    assert scheduled.peak < 0.6 * plain.peak
+
+
 def test_a_schedule_that_does_not_fit_the_network_is_refused():
     from memsched.solvers.chain.baselines import store_all_schedule
 
@@ -222,6 +286,16 @@ def test_every_schedule_trains_like_plain_autograd(depth, frac, solver, dropout,
     ref.backward()
     assert torch.allclose(loss, ref.detach())
     assert delta0 is not None and torch.allclose(delta0, leaf.grad, atol=1e-7)
+    for p, q in zip(net.parameters(), twin.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-7)
+    # the drop-in module, the same masks again
+    net.zero_grad(), twin.zero_grad()
+    leaf, ref_leaf = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    torch.manual_seed(seed + 1)
+    trainer(leaf).float().mean().backward()
+    torch.manual_seed(seed + 1)
+    twin(ref_leaf).float().mean().backward()
+    assert torch.allclose(leaf.grad, ref_leaf.grad, atol=1e-7)
     for p, q in zip(net.parameters(), twin.parameters()):
         assert torch.allclose(p.grad, q.grad, atol=1e-7)
 

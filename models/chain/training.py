@@ -1,19 +1,24 @@
-"""Train with a schedule: `ScheduledChain`, a module whose ``step`` runs one forward/backward
-under a chain schedule (rotor's, the MILP's, any valid one) instead of plain autograd.
+"""Train with a schedule: `ScheduledChain`, a module that runs the forward and backward passes
+of a chain under a schedule (rotor's, the MILP's, any valid one) instead of plain autograd.
 
-    net = ScheduledChain(model, result, loss_fn=F.cross_entropy)   # result = memsched.solve(...)
-    for x, y in loader:
-        opt.zero_grad()
-        loss = net.step(x, y)      # forward + backward under the schedule; .grad filled
-        opt.step()
+Two ways to use it, both with plain autograd's gradients:
 
-The gradients are plain autograd's (the executor's rules, `models.chain.executor`: the RNG of
-a recomputed stage is replayed, so dropout masks repeat). As with ``torch.utils.checkpoint``, a
+    net = ScheduledChain(model, result)          # result = memsched.solve(chain, "50%", ...)
+    loss = criterion(net(x), y)                  # a drop-in module: the forward ops of the schedule,
+    loss.backward()                              # then, in backward, its recomputations and B(i)
+
+    net = ScheduledChain(model, result, loss_fn=F.cross_entropy)
+    loss = net.step(x, y)                        # the whole step, the loss inside the schedule
+
+``net(x)`` runs the schedule's operations before its ``Loss`` and returns a_L; the backward of
+that output receives delta_L and runs the operations after the ``Loss`` (as the reentrant
+``torch.utils.checkpoint`` does, autograd inside a backward). Under ``torch.no_grad()`` it is
+the plain forward. The executor's rules apply (`models.chain.executor`): the RNG of a
+recomputed stage is replayed, so dropout masks repeat. As with ``torch.utils.checkpoint``, a
 BatchNorm in training mode updates its running statistics at every forward of its block,
 recomputations included (the gradients are unaffected; the statistics used in evaluation move
-faster). The schedule keeps its memory
-promise for the sizes it was solved at: the profile's batch. ``net(x)`` is the plain forward
-(evaluation, or plain autograd when wanted).
+faster). The schedule keeps its memory promise for the sizes it was solved at (the profile's
+batch).
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ from typing import Any
 
 import torch
 from memsched.models.chain.executor import ChainExecutor, LossFn
+from memsched.models.measure import RunState
 from memsched.solvers.chain import Chain, Schedule, simulate
-from memsched.solvers.chain.schedule import FORWARD_KINDS, Op
+from memsched.solvers.chain.schedule import FORWARD_KINDS, LOSS, Op
 from memsched.solvers.errors import InputError
 from torch import nn
 
@@ -40,8 +46,9 @@ class ScheduledChain(nn.Module):
     loss (default: the mean of the output, `models.network.mean_output_loss`). `chain`: the
     instance the schedule was solved for; its length must be the number of blocks, and the
     schedule must replay on it (checked by the simulator, without a budget); without one the
-    schedule is checked on a chain of unit sizes. `input_grad`: also compute the input's
-    gradient (returned by `step_with_input_grad`); off, as a training step needs none.
+    schedule is checked on a chain of unit sizes. `input_grad`: `step` also computes the
+    input's gradient (returned by `step_with_input_grad`); off, as a training step needs none
+    (``net(x)`` computes it when x requires grad).
     """
 
     def __init__(self, model: nn.Module | Sequence[nn.Module], schedule: Any, loss_fn: LossFn | None = None, *,
@@ -68,15 +75,22 @@ class ScheduledChain(nn.Module):
         if not replay.valid:
             raise InputError(f"not a valid schedule of this chain: {replay.violation}", field="schedule")
         self.ops: list[Op] = ops
+        self._loss_at = next(k for k, op in enumerate(ops) if op[0] == LOSS)  # a valid schedule has one
         self.loss_fn = loss_fn if loss_fn is not None else mean_output_loss
-        self._executor = ChainExecutor(blocks, self.loss_fn, input_grad=input_grad,
-                                       release=None if chain is None else chain.has_release())
+        self._release = None if chain is None else chain.has_release()
+        self._executor = ChainExecutor(blocks, self.loss_fn, input_grad=input_grad, release=self._release)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The plain forward through every block (no schedule: evaluation, or plain autograd)."""
-        for block in self.blocks:
-            x = block(x)
-        return x
+        """a_L under the schedule: its operations before the ``Loss`` now, the rest in the backward
+        of the output. Without gradients (``torch.no_grad()``), the plain forward."""
+        if not torch.is_grad_enabled():
+            for block in self.blocks:
+                x = block(x)
+            return x
+        if not isinstance(x, torch.Tensor):
+            raise InputError(f"the input must be a torch.Tensor, got {type(x).__name__}", field="inputs")
+        params = list(self._executor.params.values())
+        return _ScheduledPass.apply(self, x, *params)
 
     def step(self, inputs: torch.Tensor, target: Any = None) -> torch.Tensor:
         """One forward/backward under the schedule; gradients accumulate into ``.grad`` as
@@ -96,6 +110,52 @@ class ScheduledChain(nn.Module):
         """The schedule in one line, for ``print(module)``."""
         recomputed = sum(1 for op in self.ops if op[0] in FORWARD_KINDS) - len(self.blocks)
         return f"{len(self.ops)} ops, {recomputed} forward recomputations"
+
+
+class _ScheduledPass(torch.autograd.Function):
+    """(owner, a_0, *parameters) -> a_L by the schedule's operations before its ``Loss``; the
+    backward runs the operations after it from delta_L and returns delta_0. The parameters are
+    inputs only so that the output requires grad: their gradients accumulate inside the backward
+    (B(i) calls autograd on its tape), so this node returns None for them."""
+
+    @staticmethod
+    def forward(ctx: Any, owner: ScheduledChain, inputs: torch.Tensor, *params: torch.Tensor) -> torch.Tensor:
+        """Run ops[:Loss] from a_0 (shared with `inputs`, not copied); keep the state for the backward."""
+        executor = ChainExecutor(list(owner.blocks), owner.loss_fn, release=owner._release,
+                                 input_grad=inputs.requires_grad)
+        ops = owner.ops
+        state = executor._new_state(ops, inputs.device)
+        state.acts[0] = inputs.detach()
+        L = executor.length
+        with torch.enable_grad():  # as in a plain step: F_all's tape and its stand-in track gradients
+            for op in ops[:owner._loss_at]:
+                executor.apply(op, state, None)
+        # a_L leaves the state as the Loss op would give it up: the standalone copy, else the tape's output
+        out = state.acts.pop(L, None)
+        if out is None:
+            out = state.tape_outputs.pop(L, None)
+        if out is None:
+            out = state.available(L)
+        ctx.run = (executor, state, ops[owner._loss_at + 1:])
+        return out.detach()
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[Any, ...]:
+        """delta_L -> the operations after the Loss (recomputations, B(i)) -> delta_0."""
+        if ctx.run is None:
+            raise RuntimeError("a scheduled forward supports one backward (its tapes are consumed)")
+        executor, state, rest = ctx.run
+        ctx.run = None
+        state: RunState
+        try:
+            state.grads[executor.length] = grad_out
+            with torch.enable_grad():
+                for op in rest:
+                    executor.apply(op, state, None)
+            delta0 = state.grads.pop(0, None)
+        finally:
+            state.clear()
+        return (None, delta0, *([None] * (len(ctx.needs_input_grad) - 2)))
 
 
 def _unit_chain(length: int) -> Chain:
