@@ -329,8 +329,10 @@ def baseline_objective(problem: str, instance: Any) -> float | None:
 
 # ---------------------------------------------------------------------------- PyTorch side
 def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_fn: Any = None, repeats: int = 3,
-            out: PathLike | None = None, timing: str | None = None, **sizes: Any) -> Any:
-    """Profile a network into a chain: u_f, u_b per stage (ms), x, xbar, o_f, o_b (bytes).
+            out: PathLike | None = None, timing: str | None = None, problem: str = "chain", **sizes: Any) -> Any:
+    """Profile a network into a chain: u_f, u_b per stage (ms), x, xbar, o_f, o_b (bytes); with
+    ``problem="graph"``, into its torch.fx training graph (`models.graph.export`: measured times
+    in ms, node sizes with what autograd keeps), the instance of the graph solvers.
 
     `model`: a zoo name ("resnet18", "densenet121", "gpt2", ...; sizes as ``batch=``,
     ``image_size=``, ``seq_len=``, ``width=``, ``depth=``, ``device=``), a factory spec
@@ -342,6 +344,10 @@ def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_f
     _need_torch()
     from memsched.models.chain.profiler import profile_chain, profile_model
 
+    if problem not in ("chain", "graph"):
+        raise InputError(f"must be chain or graph, got {problem!r}", field="problem")
+    if problem == "graph":
+        return _profile_graph(model, example_input, target, loss_fn, repeats, out, sizes)
     if isinstance(model, str):
         _check_zoo(model)
         _no_network_args(example_input, target, loss_fn)
@@ -354,6 +360,23 @@ def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_f
     if out is not None:
         chain.save(str(out))
     return chain
+
+
+def _profile_graph(model: Any, example_input: Any, target: Any, loss_fn: Any, repeats: int, out: PathLike | None,
+                   sizes: dict[str, Any]) -> Any:
+    """`profile` with ``problem="graph"``: the training graph, as `memsched run --problem graph` profiles it."""
+    from memsched.models.graph.export import export_training_graph
+
+    if isinstance(model, str):
+        _check_zoo(model)
+        _no_network_args(example_input, target, loss_fn)
+        from memsched.models.zoo import build_model
+
+        model = build_model(model, **sizes)
+    else:
+        model = _own_network(model, example_input, target, loss_fn, sizes)
+    return export_training_graph(model, cost="measured", ram="tape", repeats=repeats,
+                                 out=str(out) if out is not None else None)
 
 
 def run(model: Any, budget: int | float | str, solver: str | None = None, *, problem: str | None = None,

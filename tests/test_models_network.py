@@ -325,6 +325,11 @@ def test_one_module_runs_as_its_training_graph():
     run = memsched.run(mlp(depth=3, dropout=0.0), "80%", problem="graph", example_input=x, time_repeats=1,
                        repeats=1, time_limit=10)
     assert run.grad_check is True and run["problem"] == "graph"
+    graph = memsched.profile(Skip(), example_input=x, target=y, loss_fn=F.cross_entropy, problem="graph", repeats=1)
+    assert memsched.problem_of(graph) == "graph" and graph.n > 8  # forward and backward ops
+    assert memsched.solve(graph, "70%", solver="checkmate", time_limit=10).found
+    with pytest.raises(memsched.InputError, match="problem"):
+        memsched.profile(Skip(), example_input=x, problem="join")
 
 
 def test_a_sweep_profiles_and_executes_a_factory(cli, factory, tmp_path):
