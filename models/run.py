@@ -298,6 +298,8 @@ def run(model: Any, budget: int | str, *, problem: str = "chain", solver: str | 
         msg = result.message or f"{solver} finds no schedule within budget {limit} bytes"
         if result.min_budget is not None and "smallest" not in msg:
             msg += f" (smallest feasible budget: {int(result.min_budget)} bytes)"
+        if problem in ("chain", "offload") and getattr(target.instance, "length", None) == 1:
+            msg += "; the network is one block (not an nn.Sequential): --problem graph plans inside it"
         out.update(message=msg, min_budget=None if result.min_budget is None else int(result.min_budget),
                    predicted=None, measured=None, grad_check=None)
         return out

@@ -44,6 +44,20 @@ FACTORY = textwrap.dedent('''
 
     def vector_loss():
         return nn.Sequential(nn.Linear(8, 4)), torch.randn(2, 8), None, lambda out, target: out.sum(dim=1)
+
+
+    class Skip(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c, self.d = nn.Linear(16, 32), nn.Linear(32, 32), nn.Linear(32, 32), nn.Linear(32, 4)
+
+        def forward(self, x):
+            h = torch.relu(self.a(x))
+            return self.d(torch.relu(self.c(torch.relu(self.b(h)))) + h)
+
+
+    def one_module(batch=64):
+        return Skip(), torch.randn(batch, 16), torch.randint(0, 4, (batch,)), F.cross_entropy
 ''')
 
 
@@ -90,6 +104,15 @@ def test_the_example_network_by_its_module_name(cli, tmp_path):
     res = cli("max-batch", spec, "--image-size", "16", "--depth", "3", "--width", "4", "--memory", "2MB", "--json")
     assert res.code == 0, res.err
     assert res.json()["largest"] > 1
+
+
+def test_one_module_is_planned_as_a_graph_and_the_chain_says_so(cli, factory):
+    res = cli("run", f"{factory}:one_module", "--budget", "70%", "--repeats", "1")
+    assert res.code == 1 and "one block (not an nn.Sequential): --problem graph" in res.err
+    res = cli("run", f"{factory}:one_module", "--budget", "70%", "--problem", "graph", "--json", "--repeats", "1",
+              "--time-repeats", "1", "--time-limit", "10")
+    assert res.code == 0, res.err
+    assert res.json()["grad_check"] is True and res.json()["recomputations"] > 0
 
 
 def test_a_factory_exports_a_training_graph(cli, factory, tmp_path):
