@@ -229,6 +229,8 @@ def test_the_drop_in_module_follows_plain_autograd():
         assert torch.allclose(loss, ref) and torch.allclose(x_in.grad, x_ref.grad, atol=1e-7)
     for p, q in zip(net.parameters(), twin.parameters()):
         assert torch.allclose(p, q, atol=1e-6)
+    with pytest.raises(memsched.InputError, match="loss_fn"):  # step's stand-in loss would ignore the target
+        trainer.step(x, y)
     out = F.cross_entropy(trainer(x), y)
     out.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="one backward"):

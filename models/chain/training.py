@@ -76,6 +76,7 @@ class ScheduledChain(nn.Module):
             raise InputError(f"not a valid schedule of this chain: {replay.violation}", field="schedule")
         self.ops: list[Op] = ops
         self._loss_at = next(k for k, op in enumerate(ops) if op[0] == LOSS)  # a valid schedule has one
+        self._own_loss = loss_fn is not None
         self.loss_fn = loss_fn if loss_fn is not None else mean_output_loss
         self._release = None if chain is None else chain.has_release()
         self._executor = ChainExecutor(blocks, self.loss_fn, input_grad=input_grad, release=self._release)
@@ -102,6 +103,8 @@ class ScheduledChain(nn.Module):
         """`step`, also returning the input's gradient delta_0 (None unless `input_grad`)."""
         if not isinstance(inputs, torch.Tensor):
             raise InputError(f"the input must be a torch.Tensor, got {type(inputs).__name__}", field="inputs")
+        if target is not None and not self._own_loss:  # the stand-in loss would ignore it
+            raise InputError("a target needs the loss: ScheduledChain(model, schedule, loss_fn=...)", field="loss_fn")
         loss, delta0 = self._executor.train_step(self.ops, inputs, target)
         assert loss is not None  # a valid schedule runs the loss
         return loss, delta0
