@@ -379,3 +379,25 @@ def test_a_sweep_profiles_and_executes_a_factory(cli, factory, tmp_path):
     rows = pd.read_csv(tmp_path / "out" / "own.csv")
     assert len(rows) == 2 and set(rows.status) == {"optimal"}
     assert rows.grad_check.astype(bool).all() and (rows.instance == "mynet.build").all()
+
+
+def test_a_chain_profiled_with_early_release_trains_alike():
+    """B(i) releasing delta_{i+1} early (the chain's bwd_overhead_released) inside the drop-in's backward."""
+    from memsched.models.chain.profiler import profile_chain
+
+    import memsched
+
+    net = mlp()
+    twin = copy.deepcopy(net)
+    x, y = torch.randn(4, 8), torch.randint(0, 3, (4,))
+    chain = profile_chain(net, F.cross_entropy, x, y, repeats=1, release=True)
+    assert chain.has_release()
+    trainer = memsched.ScheduledChain(net, memsched.solve(chain, "60%", solver="rotor"), F.cross_entropy)
+    for run in (lambda: F.cross_entropy(trainer(x), y).backward(), lambda: trainer.step(x, y)):
+        net.zero_grad(), twin.zero_grad()
+        torch.manual_seed(3)
+        run()
+        torch.manual_seed(3)
+        F.cross_entropy(twin(x), y).backward()
+        for p, q in zip(net.parameters(), twin.parameters()):
+            assert torch.allclose(p.grad, q.grad, atol=1e-7)
