@@ -151,6 +151,11 @@ def build_network(spec: str, *, device: Any = "cpu", seed: int = 0, dtype: Any =
         raise
     except Exception as err:
         raise InputError(f"{short}(...) failed: {type(err).__name__}: {_first_line(err)}", field="MODEL") from None
+    from memsched.models.zoo import ZooModel
+
+    if not isinstance(made, (Network, tuple, ZooModel)):
+        raise InputError(f"{short} returned a {type(made).__name__}; expected (model, example_input[, target"
+                         "[, loss_fn]]) or a memsched.Network", field="MODEL")
     built = as_zoo_model(made, name=short, what=spec, device=device, dtype=dtype)
     built.name = spec
     built.config.update({"factory": spec, **{k: _plain(v) for k, v in given.items() if k != "device"}})

@@ -56,6 +56,10 @@ FACTORY = textwrap.dedent('''
             return self.d(torch.relu(self.c(torch.relu(self.b(h)))) + h)
 
 
+    def returns_a_module():
+        return nn.Linear(8, 4)
+
+
     def one_module(batch=64):
         return Skip(), torch.randn(batch, 16), torch.randint(0, 4, (batch,)), F.cross_entropy
 ''')
@@ -131,6 +135,7 @@ def test_a_factory_exports_a_training_graph(cli, factory, tmp_path):
     ("{f}:no_tensor", [], "example_input", "must be a torch.Tensor"),
     ("{f}:vector_loss", [], "loss_fn", "must return a scalar tensor, got (2,)"),
     ("alexnet", [], "MODEL", "unknown model 'alexnet'"),
+    ("{f}:returns_a_module", [], "MODEL", "mynet.returns_a_module returned a Linear; expected (model, example_input"),
 ])
 def test_a_bad_factory_is_one_line_naming_the_field(cli, factory, tmp_path, spec, args, field, words):
     spec = spec.format(f=factory, d=tmp_path)
