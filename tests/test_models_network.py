@@ -287,6 +287,8 @@ def test_a_schedule_that_does_not_fit_the_network_is_refused():
     ops = list(store_all_schedule(4).ops)
     with pytest.raises(memsched.InputError, match="not a valid schedule"):
         memsched.ScheduledChain(net, ops[1:], F.cross_entropy)
+    with pytest.raises(memsched.InputError, match="expected a chain schedule"):
+        memsched.ScheduledChain(net, "F_all(0) ...", F.cross_entropy)
     with pytest.raises(memsched.InputError, match="no schedule"):
         chain = memsched.profile(net, example_input=torch.randn(2, 8), repeats=1)
         memsched.ScheduledChain(net, memsched.solve(chain, 10, solver="rotor"), F.cross_entropy)

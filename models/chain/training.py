@@ -39,7 +39,7 @@ __all__ = ["ScheduledChain"]
 
 class ScheduledChain(nn.Module):
     """The blocks of `model` (an ``nn.Sequential``'s children, or a list of modules), trained
-    by `step` under `schedule`.
+    under `schedule`: as a module (``loss_fn(net(x), y).backward()``) or by ``step(x, y)``.
 
     `schedule`: a chain `Schedule` (or its ops), or a `memsched.Result` / registry
     `SolveResult` whose schedule and chain are taken. `loss_fn(output, target)`: the scalar
@@ -64,7 +64,13 @@ class ScheduledChain(nn.Module):
             schedule = raw.schedule
             if schedule is None:
                 raise InputError("the result holds no schedule (infeasible budget?)", field="schedule")
-        ops = list(schedule.ops if isinstance(schedule, Schedule) else schedule)
+        if isinstance(schedule, Schedule):
+            ops = list(schedule.ops)
+        elif isinstance(schedule, (list, tuple)) and all(isinstance(op, tuple) and len(op) == 2 for op in schedule):
+            ops = [Op(*op) for op in schedule]
+        else:
+            raise InputError(f"expected a chain schedule (a Schedule, its ops, or a chain Result), got "
+                             f"{type(schedule).__name__}", field="schedule")
         if chain is not None and not isinstance(chain, Chain):
             raise InputError(f"the instance must be a chain, got {type(chain).__name__}", field="chain")
         self.chain = chain if chain is not None else _unit_chain(len(blocks))
