@@ -332,36 +332,26 @@ def test_every_schedule_trains_like_plain_autograd(depth, frac, solver, dropout,
         assert torch.allclose(p.grad, q.grad, atol=1e-7)
 
 
-class Skip(nn.Module):
-    """Not a chain: the third layer's output is added to the first's."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.a, self.b, self.c, self.d = nn.Linear(8, 16), nn.Linear(16, 16), nn.Linear(16, 16), nn.Linear(16, 3)
-
-    def forward(self, x):
-        h = F.relu(self.a(x))
-        return self.d(F.relu(self.c(F.relu(self.b(h)))) + h)
-
-
-def test_one_module_runs_as_its_training_graph():
+def test_one_module_runs_as_its_training_graph(factory):
     """A module that is not an nn.Sequential is planned on its torch.fx graph (the graph problem)."""
+    from memsched.models.network import build_network
+
     import memsched
 
-    torch.manual_seed(0)
-    x, y = torch.randn(32, 8), torch.randint(0, 3, (32,))
-    run = memsched.run(Skip(), "70%", example_input=x, target=y, loss_fn=F.cross_entropy, time_repeats=1,
-                       repeats=1, time_limit=20)
+    blocks, x, loss_fn, y = build_network(f"{factory}:one_module")  # the factory's Skip module and batch
+    skip = blocks[0]
+    run = memsched.run(skip, "70%", example_input=x, target=y, loss_fn=loss_fn, time_repeats=1, repeats=1,
+                       time_limit=20)
     assert run["problem"] == "graph" and run.grad_check is True and run["recomputations"] > 0
     assert run["measured"]["peak_memory"] == run["predicted"]["peak_memory"]
-    run = memsched.run(mlp(depth=3, dropout=0.0), "80%", problem="graph", example_input=x, time_repeats=1,
-                       repeats=1, time_limit=10)
+    run = memsched.run(mlp(depth=3, dropout=0.0), "80%", problem="graph", example_input=torch.randn(4, 8),
+                       time_repeats=1, repeats=1, time_limit=10)
     assert run.grad_check is True and run["problem"] == "graph"
-    graph = memsched.profile(Skip(), example_input=x, target=y, loss_fn=F.cross_entropy, problem="graph", repeats=1)
+    graph = memsched.profile(skip, example_input=x, target=y, loss_fn=loss_fn, problem="graph", repeats=1)
     assert memsched.problem_of(graph) == "graph" and graph.n > 8  # forward and backward ops
     assert memsched.solve(graph, "70%", solver="checkmate", time_limit=10).found
     with pytest.raises(memsched.InputError, match="problem"):
-        memsched.profile(Skip(), example_input=x, problem="join")
+        memsched.profile(skip, example_input=x, problem="join")
 
 
 def test_a_sweep_profiles_and_executes_a_factory(cli, factory, tmp_path):
