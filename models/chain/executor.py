@@ -277,7 +277,7 @@ class ChainExecutor:
                 p.grad = None
         if seed is not None:
             torch.manual_seed(seed)
-        state = self._new_state(ops, device)
+        state = self.new_run_state(ops, device)
         meter = StepMeter(device, watch=watch, trace=trace, clock=clock)
         with meter:
             state.acts[0] = inputs.detach().clone()
@@ -290,7 +290,7 @@ class ChainExecutor:
             state.clear()
         return loss, input_grad, meter.peak, meter.traces, meter.elapsed_ms
 
-    def _new_state(self, ops: list[Op], device: torch.device) -> RunState:
+    def new_run_state(self, ops: list[Op], device: torch.device) -> RunState:
         """A run state whose RNG keeps the states of the stages `ops` computes more than once."""
         counts = Counter(op[1] for op in ops if len(op) == 2 and op[0] in FORWARD_KINDS)
         for dtype in {p.dtype for p in self.params.values() if p.is_floating_point()} or {torch.float32}:
@@ -303,7 +303,7 @@ class ChainExecutor:
         does it: parameter gradients accumulate into ``.grad`` (nothing is zeroed, nothing
         measured). Returns (the loss, detached; delta_0 when `input_grad`, else None)."""
         ops = list(schedule.ops if isinstance(schedule, Schedule) else schedule)
-        state = self._new_state(ops, inputs.device)
+        state = self.new_run_state(ops, inputs.device)
         state.keep_loss = True
         try:
             state.acts[0] = inputs.detach().clone()

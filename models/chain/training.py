@@ -133,7 +133,7 @@ class _ScheduledPass(torch.autograd.Function):
         executor = ChainExecutor(list(owner.blocks), owner.loss_fn, release=owner._release,
                                  input_grad=inputs.requires_grad)
         ops = owner.ops
-        state = executor._new_state(ops, inputs.device)
+        state = executor.new_run_state(ops, inputs.device)
         state.acts[0] = inputs.detach()
         L = executor.length
         with torch.enable_grad():  # as in a plain step: F_all's tape and its stand-in track gradients
