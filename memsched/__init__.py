@@ -29,6 +29,9 @@ Your own network (an ``nn.Sequential`` or a list of blocks, an example batch, a 
     memsched.run(net, "50%", example_input=x, target=y, loss_fn=F.cross_entropy)  # measured vs predicted
     scheduled = memsched.ScheduledChain(net, r)               # a drop-in module
     F.cross_entropy(scheduled(x), y).backward()               # forward + backward under r's schedule
+    g = memsched.profile(module, example_input=x, target=y, loss_fn=F.cross_entropy, problem="graph")
+    plan = memsched.solve(g, "70%", solver="checkmate")       # any module: its torch.fx training graph
+    memsched.ScheduledGraph(module, plan, F.cross_entropy, example_input=x).step(x, y)
 
 Bad input (a malformed file, a budget below one byte, an option no named solver takes, an
 argument of the wrong type) raises `memsched.InputError` (a `ValueError`) naming the file and
@@ -65,6 +68,7 @@ _LAZY = {
     "InputError": "memsched.solvers.errors",
     "Network": "memsched.models.network",
     "ScheduledChain": "memsched.models.chain.training",
+    "ScheduledGraph": "memsched.models.graph.training",
 }
 
 _SUBPACKAGES = ("solvers", "models", "experiments", "api", "results")

@@ -8,7 +8,8 @@ Public API:
   modules is a chain too.
 - `models.network`: your own network as a chain (``Network``, factories ``FILE.py:FUNCTION`` that
   ``build_model`` and the commands accept); `models.chain.training`: ``ScheduledChain``, training
-  with a schedule (``step(x, target)`` fills ``.grad`` as ``loss.backward()`` does).
+  with a schedule (a drop-in module, or ``step(x, target)``; ``.grad`` filled as ``loss.backward()``
+  does); `models.graph.training`: ``ScheduledGraph``, any module under a graph schedule.
 - `models.chain.profiler`: ``profile_chain(blocks, loss_fn, x, target) -> solvers.chain.Chain``
   (times in ms, sizes in bytes; ``Chain.save`` writes memsched.chain/1) and
   ``profile_model(name, **sizes)``.

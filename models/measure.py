@@ -426,13 +426,14 @@ def tolerances(device: torch.device) -> tuple[float, float]:
     return (1e-4, 1e-6) if device.type == "cpu" else (2e-3, 1e-5)
 
 
-def zero_grads(params: Iterable[torch.Tensor]) -> None:
+def zero_grads(params: Iterable[torch.Tensor], *, keep: bool = False) -> None:
     """Allocate (zeros) or zero every parameter gradient, so that a step's memory does not
-    count them, as the simulators do not."""
+    count them, as the simulators do not. `keep`: leave the gradients already there (a
+    training step accumulates into them), allocating only the missing ones."""
     for p in params:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
-        else:
+        elif not keep:
             p.grad.zero_()
 
 

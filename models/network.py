@@ -36,7 +36,8 @@ from typing import Any
 
 from memsched.solvers.errors import InputError
 
-__all__ = ["Network", "is_factory_spec", "mean_output_loss", "as_zoo_model", "build_network", "checked_blocks"]
+__all__ = ["Network", "is_factory_spec", "mean_output_loss", "as_zoo_model", "build_network", "checked_blocks",
+           "schedule_and_instance"]
 
 #: the keyword arguments `build_network` may pass to a factory (the zoo's sizes and placement)
 FACTORY_KEYS = ("batch", "image_size", "seq_len", "width", "depth", "vocab", "classes", "dropout", "device", "seed",
@@ -228,6 +229,19 @@ def checked_blocks(model: Any, what: str) -> list[Any]:
         if not isinstance(b, nn.Module):
             raise InputError(f"{_of(what)}block {i} is a {type(b).__name__}, not an nn.Module", field="model")
     return blocks
+
+
+def schedule_and_instance(schedule: Any, instance: Any, schedule_class: type) -> tuple[Any, Any]:
+    """(schedule, instance) of what a trainer is given: a schedule as is, or a solver's result
+    (`memsched.Result`, or the registry's `SolveResult`, not a `schedule_class`) whose schedule
+    is taken, and its instance when `instance` is None. A result without a schedule is bad input."""
+    raw = getattr(schedule, "raw", schedule)  # a memsched.Result wraps the registry's SolveResult
+    if hasattr(raw, "schedule") and not isinstance(raw, schedule_class):
+        instance = instance if instance is not None else getattr(schedule, "instance", None)
+        schedule = raw.schedule
+        if schedule is None:
+            raise InputError("the result holds no schedule (infeasible budget?)", field="schedule")
+    return schedule, instance
 
 
 def _dry_run(blocks: list[Any], x: Any, loss_fn: Any, target: Any, what: str) -> None:

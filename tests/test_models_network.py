@@ -175,48 +175,57 @@ def _plain_step(model, x, y):
     return loss.detach()
 
 
-def test_training_under_a_schedule_follows_plain_autograd():
-    import memsched
-
-    net, twin = mlp(), None
-    twin = copy.deepcopy(net)
-    x, y = torch.randn(4, 8), torch.randint(0, 3, (4,))
-    chain = memsched.profile(net, example_input=x, target=y, loss_fn=F.cross_entropy, repeats=1)
-    result = memsched.solve(chain, "60%", solver="rotor")
-    assert result.found and result.schedule.recomputations() > 0
-    trainer = memsched.ScheduledChain(net, result, F.cross_entropy)
+def trains_like_plain_autograd(step, net, twin, x, y):
+    """Three SGD steps of ``step(x, y)`` (training `net`) and of plain autograd on `twin` (a copy)
+    draw the same dropout masks and end with the same parameters; a second step without
+    ``zero_grad`` doubles the gradients, as ``loss.backward()`` does."""
     opt, opt_twin = torch.optim.SGD(net.parameters(), lr=0.5), torch.optim.SGD(twin.parameters(), lr=0.5)
-    for step in range(3):  # dropout draws the same masks: recomputed stages replay their RNG state
-        torch.manual_seed(step)
+    for seed in range(3):  # recomputed stages replay their RNG state
+        torch.manual_seed(seed)
         opt.zero_grad()
-        loss = trainer.step(x, y)
+        loss = step(x, y)
         opt.step()
-        torch.manual_seed(step)
+        torch.manual_seed(seed)
         opt_twin.zero_grad()
         ref = _plain_step(twin, x, y)
         opt_twin.step()
         assert torch.allclose(loss, ref)
     for p, q in zip(net.parameters(), twin.parameters()):
         assert torch.allclose(p, q, atol=1e-6)
-    # gradients accumulate, as loss.backward() does (the same dropout masks twice)
     net.zero_grad()
     torch.manual_seed(7)
-    trainer.step(x, y)
+    step(x, y)
     once = [p.grad.clone() for p in net.parameters()]
     torch.manual_seed(7)
-    trainer.step(x, y)
+    step(x, y)
     assert all(torch.allclose(p.grad, 2 * g, atol=1e-6) for p, g in zip(net.parameters(), once) if g.abs().sum() > 0)
+
+
+def planned_mlp():
+    """(an MLP with dropout, its copy, a batch, labels, rotor's plan at 60% with recomputations)."""
+    import memsched
+
+    net = mlp()
+    x, y = torch.randn(4, 8), torch.randint(0, 3, (4,))
+    chain = memsched.profile(net, example_input=x, target=y, loss_fn=F.cross_entropy, repeats=1)
+    result = memsched.solve(chain, "60%", solver="rotor")
+    assert result.found and result.schedule.recomputations() > 0
+    return net, copy.deepcopy(net), x, y, result
+
+
+def test_training_under_a_schedule_follows_plain_autograd():
+    import memsched
+
+    net, twin, x, y, result = planned_mlp()
+    trainer = memsched.ScheduledChain(net, result, F.cross_entropy)
+    trains_like_plain_autograd(trainer.step, net, twin, x, y)
 
 
 def test_the_drop_in_module_follows_plain_autograd():
     """``loss_fn(net(x), y).backward()``: the schedule's forward ops now, the rest in the backward."""
     import memsched
 
-    net = mlp()
-    twin = copy.deepcopy(net)
-    x, y = torch.randn(4, 8), torch.randint(0, 3, (4,))
-    chain = memsched.profile(net, example_input=x, target=y, loss_fn=F.cross_entropy, repeats=1)
-    result = memsched.solve(chain, "60%", solver="rotor")
+    net, twin, x, y, result = planned_mlp()
     trainer = memsched.ScheduledChain(net, result)
     opt, opt_twin = torch.optim.SGD(net.parameters(), lr=0.5), torch.optim.SGD(twin.parameters(), lr=0.5)
     for step in range(3):
@@ -398,3 +407,27 @@ def test_a_chain_profiled_with_early_release_trains_alike():
         F.cross_entropy(twin(x), y).backward()
         for p, q in zip(net.parameters(), twin.parameters()):
             assert torch.allclose(p.grad, q.grad, atol=1e-7)
+
+
+def test_a_graph_schedule_trains_any_module_like_plain_autograd(factory):
+    """`ScheduledGraph`: a module with a skip across its layers, trained under Checkmate's schedule."""
+    from memsched.models.network import build_network
+
+    import memsched
+
+    blocks, x, loss_fn, y = build_network(f"{factory}:one_module")
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(16, 16), nn.Dropout(0.3), blocks[0])  # a recomputed dropout must replay its mask
+    twin = copy.deepcopy(net)
+    graph = memsched.profile(net, example_input=x, target=y, loss_fn=loss_fn, problem="graph", repeats=1)
+    plan = memsched.solve(graph, "70%", solver="checkmate", time_limit=20)
+    assert plan.found
+    trainer = memsched.ScheduledGraph(net, plan, loss_fn, example_input=x)
+    assert len(trainer.seq) > len(set(trainer.seq))  # some node is computed twice
+    trains_like_plain_autograd(trainer.step, net, twin, x, y)
+    with pytest.raises(memsched.InputError, match="does not fit this model"):
+        memsched.ScheduledGraph(mlp(), plan, loss_fn, example_input=x)
+    with pytest.raises(memsched.InputError, match="graph"):
+        memsched.ScheduledGraph(net, plan.schedule, loss_fn, example_input=x)
+    with pytest.raises(memsched.InputError, match="loss_fn"):
+        memsched.ScheduledGraph(net, plan, example_input=x).step(x, y)

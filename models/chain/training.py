@@ -54,16 +54,11 @@ class ScheduledChain(nn.Module):
     def __init__(self, model: nn.Module | Sequence[nn.Module], schedule: Any, loss_fn: LossFn | None = None, *,
                  chain: Chain | None = None, input_grad: bool = False) -> None:
         super().__init__()
-        from memsched.models.network import checked_blocks, mean_output_loss
+        from memsched.models.network import checked_blocks, mean_output_loss, schedule_and_instance
 
         blocks = checked_blocks(model, "ScheduledChain")
         self.blocks = nn.ModuleList(blocks)
-        raw = getattr(schedule, "raw", schedule)  # a memsched.Result wraps the registry's SolveResult
-        if hasattr(raw, "schedule") and not isinstance(raw, Schedule):
-            chain = chain if chain is not None else getattr(schedule, "instance", None)
-            schedule = raw.schedule
-            if schedule is None:
-                raise InputError("the result holds no schedule (infeasible budget?)", field="schedule")
+        schedule, chain = schedule_and_instance(schedule, chain, Schedule)
         if isinstance(schedule, Schedule):
             ops = list(schedule.ops)
         elif isinstance(schedule, (list, tuple)) and all(isinstance(op, tuple) and len(op) == 2 for op in schedule):

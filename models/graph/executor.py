@@ -269,13 +269,24 @@ class GraphExecutor:
                 last_bwd[v] = s
         return tape_at, retain_at
 
+    def train_step(self, schedule: GraphSchedule | Sequence[int], inputs: torch.Tensor, target: Any) -> float:
+        """One training step under `schedule`, nothing measured: parameter gradients accumulate
+        into ``.grad`` as ``loss.backward()`` leaves them (missing ones are allocated first).
+        Returns the loss. An invalid schedule raises ValueError before anything runs."""
+        seq = schedule.indices(self.graph) if isinstance(schedule, GraphSchedule) else [int(v) for v in schedule]
+        _, frees, tape_at, retain_at = self.prepare(seq)
+        loss, *_ = self._run(seq, frees, tape_at, retain_at, inputs, target, None, False, False, "wall",
+                             accumulate=True)
+        return loss
+
     def _run(self, seq: list[int], frees: dict[int, list[int]], tape_at: set[int], retain_at: set[int],
              x: torch.Tensor, target: Any, seed: int | None, watch: bool, trace: bool, clock: str,
-             probe: Any = None) -> tuple[float, None, int, list[OpTrace], float]:
+             probe: Any = None, accumulate: bool = False) -> tuple[float, None, int, list[OpTrace], float]:
         """One step of `seq`; `probe` (`models.graph.profile`), when given, is told when each
         step starts (``start(s)``), when its node is computed (``computed(s, node, run, meter)``,
-        before the copies it ends are dropped) and when it ends (``stop(s)``)."""
-        zero_grads(self.params.values())
+        before the copies it ends are dropped) and when it ends (``stop(s)``). `accumulate`:
+        add to the parameter gradients already there instead of zeroing them."""
+        zero_grads(self.params.values(), keep=accumulate)
         if seed is not None:
             torch.manual_seed(seed)
         counts = Counter(seq)

@@ -1,0 +1,96 @@
+"""Train any network under a general-graph schedule: `ScheduledGraph`, whose ``step`` runs one
+training step node by node on the network's torch.fx training graph (`models.graph.executor`),
+in the order a graph solver chose (Checkmate's MILP, the CP-SAT model, DTR, ...).
+
+    graph = memsched.profile(net, example_input=x, target=y, loss_fn=F.cross_entropy, problem="graph")
+    plan = memsched.solve(graph, "70%", solver="checkmate")
+    trainer = ScheduledGraph(net, plan, F.cross_entropy, example_input=x)
+    for x, y in loader:                   # batches of the example's shapes
+        opt.zero_grad()
+        loss = trainer.step(x, y)         # forward, loss and backward under the schedule
+        opt.step()
+
+For a network that is not a chain (skips across its layers) this is what `ScheduledChain` is for
+chains. The loss runs inside the schedule (it is a node of the graph), so there is no drop-in
+``forward``; ``net(x)`` is the plain forward. The gradients are plain autograd's when the
+schedule's first computations follow the graph's order (every graph solver's do): recomputed
+nodes replay their RNG state. The plan is built for the example's shapes: every batch must have
+them (a smaller last batch needs its own graph, or plain autograd).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from memsched.models.chain.executor import LossFn
+from memsched.solvers.errors import InputError
+from memsched.solvers.graph import Graph, GraphSchedule
+from torch import nn
+
+__all__ = ["ScheduledGraph"]
+
+
+class ScheduledGraph(nn.Module):
+    """The blocks of `model` (an ``nn.Sequential``'s children, a list of modules, or one module)
+    trained by `step` under a graph schedule.
+
+    `schedule`: a `GraphSchedule` (or its node indices) with `graph`, or a `memsched.Result` /
+    registry `SolveResult` of the graph problem, whose schedule and graph are taken. `graph`:
+    the training graph exported from this model (`memsched.profile(..., problem="graph")`,
+    `models.graph.export`); its node names must be the model's fx nodes. `loss_fn(output,
+    target)`: the scalar loss (default: the mean of the output). `example_input`: a batch of the
+    shapes the steps will run on.
+    """
+
+    def __init__(self, model: nn.Module | Sequence[nn.Module], schedule: Any, loss_fn: LossFn | None = None, *,
+                 example_input: torch.Tensor, graph: Graph | None = None) -> None:
+        super().__init__()
+        from memsched.models.graph.executor import GraphExecutor
+        from memsched.models.network import checked_blocks, mean_output_loss, schedule_and_instance
+
+        blocks = checked_blocks(model, "ScheduledGraph")
+        self.blocks = nn.ModuleList(blocks)
+        schedule, graph = schedule_and_instance(schedule, graph, GraphSchedule)
+        if not isinstance(graph, Graph):
+            raise InputError(f"needs the training graph the schedule was solved on, got {type(graph).__name__}",
+                             field="graph")
+        if not isinstance(example_input, torch.Tensor):
+            raise InputError(f"must be a torch.Tensor, got {type(example_input).__name__}", field="example_input")
+        if isinstance(schedule, GraphSchedule):
+            seq = schedule.indices(graph)
+        elif isinstance(schedule, (list, tuple)) and all(isinstance(v, int) for v in schedule):
+            seq = [int(v) for v in schedule]
+        else:
+            raise InputError(f"expected a graph schedule (a GraphSchedule, its node indices, or a graph Result), got "
+                             f"{type(schedule).__name__}", field="schedule")
+        self._own_loss = loss_fn is not None
+        self.loss_fn = loss_fn if loss_fn is not None else mean_output_loss
+        try:
+            self._executor = GraphExecutor(blocks, self.loss_fn, graph, example_input)
+            self._executor.prepare(seq)  # the simulator's check, before any step
+        except (ValueError, KeyError, IndexError, RuntimeError) as err:  # the plan maps the graph onto the model
+            first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+            raise InputError(f"the graph or schedule does not fit this model: {first}", field="schedule") from None
+        self.graph = graph
+        self.seq: list[int] = seq
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The plain forward through every block (the schedule runs in `step`)."""
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+    def step(self, inputs: torch.Tensor, target: Any = None) -> torch.Tensor:
+        """One forward, loss and backward under the schedule; gradients accumulate into ``.grad``
+        as ``loss.backward()`` would leave them. Returns the loss (a scalar tensor)."""
+        if not isinstance(inputs, torch.Tensor):
+            raise InputError(f"the input must be a torch.Tensor, got {type(inputs).__name__}", field="inputs")
+        if target is not None and not self._own_loss:  # the stand-in loss would ignore it
+            raise InputError("a target needs the loss: ScheduledGraph(model, schedule, loss_fn=...)", field="loss_fn")
+        return torch.tensor(self._executor.train_step(self.seq, inputs, target))
+
+    def extra_repr(self) -> str:
+        """The schedule in one line, for ``print(module)``."""
+        return f"{len(self.seq)} node computations, {len(self.seq) - len(set(self.seq))} recomputations"
