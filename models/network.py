@@ -37,7 +37,7 @@ from typing import Any
 from memsched.solvers.errors import InputError
 
 __all__ = ["Network", "is_factory_spec", "mean_output_loss", "as_zoo_model", "build_network", "checked_blocks",
-           "schedule_and_instance"]
+           "schedule_and_instance", "first_line"]
 
 #: the keyword arguments `build_network` may pass to a factory (the zoo's sizes and placement)
 FACTORY_KEYS = ("batch", "image_size", "seq_len", "width", "depth", "vocab", "classes", "dropout", "device", "seed",
@@ -92,14 +92,14 @@ def _load_factory(spec: str) -> tuple[Callable[..., Any], str]:
             loader_spec.loader.exec_module(module)
         except Exception as err:
             sys.modules.pop(module_name, None)
-            raise InputError(f"importing it failed: {type(err).__name__}: {_first_line(err)}", path=where,
+            raise InputError(f"importing it failed: {type(err).__name__}: {first_line(err)}", path=where,
                              field="MODEL") from None
         short = path.stem
     else:
         try:
             module = importlib.import_module(where)
         except Exception as err:
-            raise InputError(f"cannot import module {where!r}: {type(err).__name__}: {_first_line(err)}",
+            raise InputError(f"cannot import module {where!r}: {type(err).__name__}: {first_line(err)}",
                              field="MODEL") from None
         short = where.rpartition(".")[2]
     fn = getattr(module, func, None)
@@ -113,7 +113,8 @@ def _plain(value: Any) -> Any:
     return f"{value[0]}x{value[1]}" if isinstance(value, tuple) and len(value) == 2 else value
 
 
-def _first_line(err: BaseException) -> str:
+def first_line(err: BaseException) -> str:
+    """The first line of an error's message, at most 200 characters (torch's run to many lines)."""
     text = str(err).strip()
     return text.splitlines()[0][:200] if text else ""
 
@@ -151,7 +152,7 @@ def build_network(spec: str, *, device: Any = "cpu", seed: int = 0, dtype: Any =
     except InputError:
         raise
     except Exception as err:
-        raise InputError(f"{short}(...) failed: {type(err).__name__}: {_first_line(err)}", field="MODEL") from None
+        raise InputError(f"{short}(...) failed: {type(err).__name__}: {first_line(err)}", field="MODEL") from None
     from memsched.models.zoo import ZooModel
 
     if not isinstance(made, (Network, tuple, ZooModel)):
@@ -214,12 +215,11 @@ def as_zoo_model(obj: Any, *, example_input: Any = None, target: Any = None, los
 
 def checked_blocks(model: Any, what: str) -> list[Any]:
     """The blocks of `model` (`models.chain.executor.as_blocks`), each checked to be a module."""
+    from memsched.models.chain.executor import as_blocks
     from torch import nn
 
-    if isinstance(model, nn.Module):
-        blocks = list(model) if isinstance(model, nn.Sequential) else [model]
-    elif isinstance(model, Sequence) and not isinstance(model, (str, bytes)):
-        blocks = list(model)
+    if isinstance(model, nn.Module) or (isinstance(model, Sequence) and not isinstance(model, (str, bytes))):
+        blocks = as_blocks(model)
     else:
         raise InputError(f"{_of(what)}the model must be an nn.Sequential, a list of modules or a module, got "
                          f"{type(model).__name__}", field="model")
@@ -255,7 +255,7 @@ def _dry_run(blocks: list[Any], x: Any, loss_fn: Any, target: Any, what: str) ->
                 a = block(a)
             except Exception as err:
                 raise InputError(f"{_of(what)}block {i} ({type(block).__name__}) fails on its input "
-                                 f"{_shape(a)}: {type(err).__name__}: {_first_line(err)}", field="model") from None
+                                 f"{_shape(a)}: {type(err).__name__}: {first_line(err)}", field="model") from None
             if not isinstance(a, torch.Tensor):
                 raise InputError(f"{_of(what)}block {i} ({type(block).__name__}) returns a {type(a).__name__}; a chain "
                                  "passes one tensor from block to block", field="model")
@@ -263,7 +263,7 @@ def _dry_run(blocks: list[Any], x: Any, loss_fn: Any, target: Any, what: str) ->
             value = loss_fn(a, target)
         except Exception as err:
             raise InputError(f"{_of(what)}the loss fails on the output {_shape(a)}: {type(err).__name__}: "
-                             f"{_first_line(err)}", field="loss_fn") from None
+                             f"{first_line(err)}", field="loss_fn") from None
     if not isinstance(value, torch.Tensor) or value.numel() != 1:
         shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
         raise InputError(f"{_of(what)}the loss must return a scalar tensor, got {shape}", field="loss_fn")

@@ -48,7 +48,7 @@ class ScheduledGraph(nn.Module):
                  example_input: torch.Tensor, graph: Graph | None = None) -> None:
         super().__init__()
         from memsched.models.graph.executor import GraphExecutor
-        from memsched.models.network import checked_blocks, mean_output_loss, schedule_and_instance
+        from memsched.models.network import checked_blocks, first_line, mean_output_loss, schedule_and_instance
 
         blocks = checked_blocks(model, "ScheduledGraph")
         self.blocks = nn.ModuleList(blocks)
@@ -71,8 +71,8 @@ class ScheduledGraph(nn.Module):
             self._executor = GraphExecutor(blocks, self.loss_fn, graph, example_input)
             self._executor.prepare(seq)  # the simulator's check, before any step
         except (ValueError, KeyError, IndexError, RuntimeError) as err:  # the plan maps the graph onto the model
-            first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
-            raise InputError(f"the graph or schedule does not fit this model: {first}", field="schedule") from None
+            raise InputError(f"the graph or schedule does not fit this model: {first_line(err) or type(err).__name__}",
+                             field="schedule") from None
         self.graph = graph
         self.seq: list[int] = seq
 
