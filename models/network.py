@@ -231,9 +231,9 @@ def checked_blocks(model: Any, what: str) -> list[Any]:
     return blocks
 
 
-def schedule_and_instance(schedule: Any, instance: Any, schedule_class: type) -> tuple[Any, Any]:
+def schedule_and_instance(schedule: Any, instance: Any, schedule_class: type | tuple[type, ...]) -> tuple[Any, Any]:
     """(schedule, instance) of what a trainer is given: a schedule as is, or a solver's result
-    (`memsched.Result`, or the registry's `SolveResult`, not a `schedule_class`) whose schedule
+    (`memsched.Result`, or the registry's `SolveResult`, not a `schedule_class` or one of them) whose schedule
     is taken, and its instance when `instance` is None. A result without a schedule is bad input."""
     raw = getattr(schedule, "raw", schedule)  # a memsched.Result wraps the registry's SolveResult
     if hasattr(raw, "schedule") and not isinstance(raw, schedule_class):

@@ -1,5 +1,6 @@
 """Shared fixtures: paths of the example files, a command-line runner, and `sweep_toml`, the text
-of a sweep file built from Python values (test modules import it: ``from conftest import sweep_toml``)."""
+of a sweep file built from Python values (test modules import it: ``from conftest import sweep_toml``),
+and `trains_like_plain_autograd`, the check of the trainers (`memsched.ScheduledChain` / `ScheduledGraph`)."""
 
 from __future__ import annotations
 
@@ -89,3 +90,40 @@ def sweep_toml(name: str | None = None, *, budgets: list[str], instances: list[d
     for solver in solvers:
         text += "[[solvers]]\n" + _keys({"name": solver} if isinstance(solver, str) else solver)
     return text
+
+
+# ------------------------------------------------------------------------------ training
+def _plain_step(model, x, y):
+    from torch.nn import functional as F
+
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    return loss.detach()
+
+
+def trains_like_plain_autograd(step, net, twin, x, y):
+    """Three SGD steps of ``step(x, y)`` (training `net`) and of plain autograd on `twin` (a copy)
+    draw the same dropout masks and end with the same parameters; a second step without
+    ``zero_grad`` doubles the gradients, as ``loss.backward()`` does (the loss: cross-entropy)."""
+    import torch
+
+    opt, opt_twin = torch.optim.SGD(net.parameters(), lr=0.5), torch.optim.SGD(twin.parameters(), lr=0.5)
+    for seed in range(3):  # recomputed stages replay their RNG state
+        torch.manual_seed(seed)
+        opt.zero_grad()
+        loss = step(x, y)
+        opt.step()
+        torch.manual_seed(seed)
+        opt_twin.zero_grad()
+        ref = _plain_step(twin, x, y)
+        opt_twin.step()
+        assert torch.allclose(loss, ref)
+    for p, q in zip(net.parameters(), twin.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+    net.zero_grad()
+    torch.manual_seed(7)
+    step(x, y)
+    once = [p.grad.clone() for p in net.parameters()]
+    torch.manual_seed(7)
+    step(x, y)
+    assert all(torch.allclose(p.grad, 2 * g, atol=1e-6) for p, g in zip(net.parameters(), once) if g.abs().sum() > 0)

@@ -313,6 +313,16 @@ class ChainExecutor:
         finally:
             state.clear()
 
+    def take_output(self, s: RunState) -> torch.Tensor:
+        """a_L as the ``Loss`` op reads it, no longer referenced by the run state `s`: the
+        standalone a_L, else the data of the tape abar_L (which stays for B(L-1))."""
+        L = self.length
+        a = s.acts.pop(L, None)
+        held = s.tape_outputs.pop(L, None)
+        if a is None:
+            a = held if held is not None else s.available(L)
+        return a
+
     # ----------------------------------------------------------------- operations
     def apply(self, op: Op, s: RunState, target: Any) -> None:
         """Run one chain operation on the run state `s` (the rules table of the module docstring)."""
@@ -342,12 +352,7 @@ class ChainExecutor:
             if kind == F_N:
                 s.acts.pop(i, None)
         elif kind == LOSS:
-            a = s.acts.pop(L, None)  # the standalone a_L, else the data of the tape abar_L
-            held = s.tape_outputs.pop(L, None)
-            if a is None:
-                a = held if held is not None else s.available(L)
-            box = [a]
-            del held, a  # loss_backward holds the last reference
+            box = [self.take_output(s)]  # loss_backward holds the last reference
             loss, delta = loss_backward(self.loss_fn, box, target)
             if s.keep_loss:  # a training step returns it; a measured one keeps no extra bytes
                 s.loss_tensor = loss.detach()

@@ -19,6 +19,11 @@ BatchNorm in training mode updates its running statistics at every forward of it
 recomputations included (the gradients are unaffected; the statistics used in evaluation move
 faster). The schedule keeps its memory promise for the sizes it was solved at (the profile's
 batch).
+
+Offloading schedules (`solvers.offload`: pofo, rotor-offload, offload-exact, ...; a Result of
+an offloading instance, or an `OffloadSchedule`) train the same way: their ``Off`` / ``Pre``
+transfers move activations and tapes to host memory and back (`models.offload.executor`: a side
+CUDA stream on a GPU, synchronous copies on the CPU).
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from memsched.models.measure import RunState
 from memsched.solvers.chain import Chain, Schedule, simulate
 from memsched.solvers.chain.schedule import FORWARD_KINDS, LOSS, Op
 from memsched.solvers.errors import InputError
+from memsched.solvers.offload import OffloadInstance, OffloadSchedule, Transfer
+from memsched.solvers.offload import simulate as simulate_offload
 from torch import nn
 
 __all__ = ["ScheduledChain"]
@@ -41,13 +48,14 @@ class ScheduledChain(nn.Module):
     """The blocks of `model` (an ``nn.Sequential``'s children, or a list of modules), trained
     under `schedule`: as a module (``loss_fn(net(x), y).backward()``) or by ``step(x, y)``.
 
-    `schedule`: a chain `Schedule` (or its ops), or a `memsched.Result` / registry
-    `SolveResult` whose schedule and chain are taken. `loss_fn(output, target)`: the scalar
-    loss (default: the mean of the output, `models.network.mean_output_loss`). `chain`: the
-    instance the schedule was solved for; its length must be the number of blocks, and the
-    schedule must replay on it (checked by the simulator, without a budget); without one the
-    schedule is checked on a chain of unit sizes. `input_grad`: `step` also computes the
-    input's gradient (returned by `step_with_input_grad`); off, as a training step needs none
+    `schedule`: a chain `Schedule` or an offloading `OffloadSchedule` (or their ops), or a
+    `memsched.Result` / registry `SolveResult` whose schedule and instance are taken.
+    `loss_fn(output, target)`: the scalar loss (default: the mean of the output,
+    `models.network.mean_output_loss`). `chain`: the instance the schedule was solved for (a
+    `Chain`, or an `OffloadInstance`); its length must be the number of blocks, and the schedule
+    must replay on it (checked by the problem's simulator, without a budget); without one the
+    schedule is checked on a chain of unit sizes. `input_grad`: `step` also computes the input's
+    gradient (returned by `step_with_input_grad`); off, as a training step needs none
     (``net(x)`` computes it when x requires grad).
     """
 
@@ -58,29 +66,41 @@ class ScheduledChain(nn.Module):
 
         blocks = checked_blocks(model, "ScheduledChain")
         self.blocks = nn.ModuleList(blocks)
-        schedule, chain = schedule_and_instance(schedule, chain, Schedule)
-        if isinstance(schedule, Schedule):
-            ops = list(schedule.ops)
-        elif isinstance(schedule, (list, tuple)) and all(isinstance(op, tuple) and len(op) == 2 for op in schedule):
-            ops = [Op(*op) for op in schedule]
-        else:
-            raise InputError(f"expected a chain schedule (a Schedule, its ops, or a chain Result), got "
-                             f"{type(schedule).__name__}", field="schedule")
-        if chain is not None and not isinstance(chain, Chain):
-            raise InputError(f"the instance must be a chain, got {type(chain).__name__}", field="chain")
-        self.chain = chain if chain is not None else _unit_chain(len(blocks))
+        schedule, chain = schedule_and_instance(schedule, chain, (Schedule, OffloadSchedule))
+        ops = _as_ops(schedule)
+        if chain is not None and not isinstance(chain, (Chain, OffloadInstance)):
+            raise InputError(f"the instance must be a chain or an offloading instance, got {type(chain).__name__}",
+                             field="chain")
+        #: offloading: the schedule moves values to host memory (`models.offload.executor`)
+        self.offloads = (isinstance(schedule, OffloadSchedule) or isinstance(chain, OffloadInstance)
+                         or any(isinstance(op, Transfer) for op in ops))
+        given = chain.chain if isinstance(chain, OffloadInstance) else chain
+        self.chain = given if given is not None else _unit_chain(len(blocks))
         if self.chain.length != len(blocks):
             raise InputError(f"the schedule's chain has {self.chain.length} stages but the model {len(blocks)} blocks",
                              field="schedule")
-        replay = simulate(self.chain, ops)
+        if self.offloads:  # valid whatever the link's speed: any bandwidth checks the rules
+            inst = chain if isinstance(chain, OffloadInstance) else OffloadInstance(self.chain, 1.0)
+            replay: Any = simulate_offload(inst, OffloadSchedule(ops, len(blocks)))
+        else:
+            replay = simulate(self.chain, ops)  # type: ignore[arg-type]
         if not replay.valid:
             raise InputError(f"not a valid schedule of this chain: {replay.violation}", field="schedule")
-        self.ops: list[Op] = ops
+        self.ops: list[Op | Transfer] = ops
         self._loss_at = next(k for k, op in enumerate(ops) if op[0] == LOSS)  # a valid schedule has one
         self._own_loss = loss_fn is not None
         self.loss_fn = loss_fn if loss_fn is not None else mean_output_loss
-        self._release = None if chain is None else chain.has_release()
-        self._executor = ChainExecutor(blocks, self.loss_fn, input_grad=input_grad, release=self._release)
+        self._release = None if given is None or self.offloads else given.has_release()
+        self._executor = self.new_executor(input_grad)
+
+    def new_executor(self, input_grad: bool) -> ChainExecutor:
+        """The executor of this schedule's operations (the offloading one when it moves values)."""
+        blocks = list(self.blocks)
+        if self.offloads:
+            from memsched.models.offload.executor import OffloadExecutor
+
+            return OffloadExecutor(blocks, self.loss_fn, input_grad=input_grad)
+        return ChainExecutor(blocks, self.loss_fn, input_grad=input_grad, release=self._release)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """a_L under the schedule: its operations before the ``Loss`` now, the rest in the backward
@@ -113,7 +133,9 @@ class ScheduledChain(nn.Module):
     def extra_repr(self) -> str:
         """The schedule in one line, for ``print(module)``."""
         recomputed = sum(1 for op in self.ops if op[0] in FORWARD_KINDS) - len(self.blocks)
-        return f"{len(self.ops)} ops, {recomputed} forward recomputations"
+        transfers = sum(isinstance(op, Transfer) for op in self.ops)
+        return f"{len(self.ops)} ops, {recomputed} forward recomputations" + (
+            f", {transfers} transfers" if self.offloads else "")
 
 
 class _ScheduledPass(torch.autograd.Function):
@@ -125,21 +147,14 @@ class _ScheduledPass(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, owner: ScheduledChain, inputs: torch.Tensor, *params: torch.Tensor) -> torch.Tensor:
         """Run ops[:Loss] from a_0 (shared with `inputs`, not copied); keep the state for the backward."""
-        executor = ChainExecutor(list(owner.blocks), owner.loss_fn, release=owner._release,
-                                 input_grad=inputs.requires_grad)
+        executor = owner.new_executor(inputs.requires_grad)
         ops = owner.ops
-        state = executor.new_run_state(ops, inputs.device)
+        state = executor.new_run_state(ops, inputs.device)  # type: ignore[arg-type]
         state.acts[0] = inputs.detach()
-        L = executor.length
         with torch.enable_grad():  # as in a plain step: F_all's tape and its stand-in track gradients
             for op in ops[:owner._loss_at]:
-                executor.apply(op, state, None)
-        # a_L leaves the state as the Loss op would give it up: the standalone copy, else the tape's output
-        out = state.acts.pop(L, None)
-        if out is None:
-            out = state.tape_outputs.pop(L, None)
-        if out is None:
-            out = state.available(L)
+                executor.apply(op, state, None)  # type: ignore[arg-type]
+        out = executor.take_output(state)  # a_L leaves the state as the Loss op would give it up
         ctx.run = (executor, state, ops[owner._loss_at + 1:])
         return out.detach()
 
@@ -160,6 +175,17 @@ class _ScheduledPass(torch.autograd.Function):
         finally:
             state.clear()
         return (None, delta0, *([None] * (len(ctx.needs_input_grad) - 2)))
+
+
+def _as_ops(schedule: Any) -> list[Op | Transfer]:
+    """The operations of a chain or offloading schedule, or of a list of them (tuples allowed:
+    (kind, stage) for compute operations, (kind, value, index) for transfers)."""
+    if isinstance(schedule, (Schedule, OffloadSchedule)):
+        return list(schedule.ops)
+    if isinstance(schedule, (list, tuple)) and all(isinstance(op, tuple) and len(op) in (2, 3) for op in schedule):
+        return [Op(*op) if len(op) == 2 else Transfer(*op) for op in schedule]
+    raise InputError(f"expected a chain or offloading schedule (a Schedule, an OffloadSchedule, their ops, or a "
+                     f"solver's Result), got {type(schedule).__name__}", field="schedule")
 
 
 def _unit_chain(length: int) -> Chain:

@@ -170,9 +170,11 @@ class OffloadExecutor(ChainExecutor):
     CPU and on CUDA. Chain schedules without transfers run too.
     """
 
-    def __init__(self, blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn) -> None:
-        super().__init__(blocks, loss_fn, release=False)  # the offload problem charges B holding its inputs
-        self._side: Any = None
+    def __init__(self, blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, *, input_grad: bool = True) -> None:
+        """`input_grad`: compute delta_0 (as the chain model does); False skips it, as a plain
+        training step does."""
+        super().__init__(blocks, loss_fn, input_grad=input_grad, release=False)  # B holds its inputs (the model's rule)
+        self._side: Any = None  # the CUDA side stream of the transfers, made at the first run on CUDA
 
     def step(  # type: ignore[override]
         self,
@@ -202,8 +204,6 @@ class OffloadExecutor(ChainExecutor):
             sim = simulate_offload(inst, OffloadSchedule(ops, inst.length))
             if not sim.valid:
                 raise ValueError(f"invalid offloading schedule: {sim.violation}")
-        if inputs.device.type == "cuda" and self._side is None:
-            self._side = torch.cuda.Stream(inputs.device)
         base = super().step(ops, inputs, target, chain=None, **options)  # type: ignore[arg-type]
         result = OffloadStepResult(**{f.name: getattr(base, f.name) for f in fields(StepResult)},
                                    transfers=sum(isinstance(op, Transfer) for op in ops))
@@ -225,6 +225,8 @@ class OffloadExecutor(ChainExecutor):
         store = getattr(s, "offload_store", None)
         if store is None:
             device = s.acts[0].device
+            if device.type == "cuda" and self._side is None:
+                self._side = torch.cuda.Stream(device)
             static = {storage_key(t) for b in self.blocks for t in (*b.parameters(), *b.buffers())}
             static |= {storage_key(p.grad) for p in self.params.values() if p.grad is not None}
             store = Store(Link(device, self._side), static)
@@ -259,17 +261,26 @@ class OffloadExecutor(ChainExecutor):
             if kind == F_N:
                 store.free(("a", i))
         elif kind == LOSS:
-            y = store.read(store.activation(L)).detach().requires_grad_(True)
+            y = self.take_output(s).detach().requires_grad_(True)
             with torch.enable_grad():
                 loss = self.loss_fn(y, target)
                 loss.backward()
             s.loss = float(loss.detach())
+            if s.keep_loss:  # a training step returns it
+                s.loss_tensor = loss.detach()
             s.grads[L] = y.grad
-            store.free(("a", L))
         elif kind == B:
             self._backward(i, store, s)
         else:
             raise ValueError(f"unknown operation {op}")
+
+    def take_output(self, s: RunState) -> torch.Tensor:
+        """a_L as the ``Loss`` op reads it (the standalone a_L, else the tape abar_L's output),
+        with the standalone copy freed, as the ``Loss`` op frees it."""
+        store = self._store(s)
+        a = store.read(store.activation(self.length))
+        store.free(("a", self.length))
+        return a
 
     def _transfer(self, op: Transfer, store: Store) -> None:
         key: Key = (op.value, op.index)
@@ -293,7 +304,7 @@ class OffloadExecutor(ChainExecutor):
         src = store.activation(i)
         a = store.read(src)
         x = a.detach()
-        if x.is_floating_point() or x.is_complex():
+        if (x.is_floating_point() or x.is_complex()) and (i > 0 or self.input_grad):
             x.requires_grad_(True)
         holder, slot = Holder(), InputSlot()
         input_key = storage_key(x)
