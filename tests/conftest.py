@@ -127,3 +127,30 @@ def trains_like_plain_autograd(step, net, twin, x, y):
     torch.manual_seed(7)
     step(x, y)
     assert all(torch.allclose(p.grad, 2 * g, atol=1e-6) for p, g in zip(net.parameters(), once) if g.abs().sum() > 0)
+
+
+def both_modes_match_plain_autograd(trainer, net, twin, x, seed: int) -> None:
+    """`trainer` (a `ScheduledChain` of `net` with ``input_grad``, stand-in loss: the output's mean)
+    gives plain autograd's loss and gradients on `twin` (a copy of `net`), input included: by
+    ``step_with_input_grad(x)`` and as a drop-in module, each under the same seed as the reference."""
+    import torch
+
+    torch.manual_seed(seed)
+    loss, delta0 = trainer.step_with_input_grad(x)
+    torch.manual_seed(seed)
+    leaf = x.clone().requires_grad_(True)
+    ref = twin(leaf).float().mean()
+    ref.backward()
+    assert torch.allclose(loss, ref.detach())
+    assert delta0 is not None and torch.allclose(delta0, leaf.grad, atol=1e-7)
+    for p, q in zip(net.parameters(), twin.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-7)
+    net.zero_grad(), twin.zero_grad()  # the drop-in module, the same masks again
+    leaf, ref_leaf = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    torch.manual_seed(seed + 1)
+    trainer(leaf).float().mean().backward()
+    torch.manual_seed(seed + 1)
+    twin(ref_leaf).float().mean().backward()
+    assert torch.allclose(leaf.grad, ref_leaf.grad, atol=1e-7)
+    for p, q in zip(net.parameters(), twin.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-7)

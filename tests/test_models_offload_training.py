@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from conftest import trains_like_plain_autograd
+from conftest import both_modes_match_plain_autograd, trains_like_plain_autograd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -141,23 +141,4 @@ def test_every_offloading_schedule_trains_like_plain_autograd(depth, frac, solve
     result = memsched.solve(inst, max(1, int(frac * memsched.reference_peak(inst.chain))), solver=solver)
     if not result.found:
         return
-    trainer = memsched.ScheduledChain(net, result, input_grad=True)
-    torch.manual_seed(seed)
-    loss, delta0 = trainer.step_with_input_grad(x)
-    torch.manual_seed(seed)
-    leaf = x.clone().requires_grad_(True)
-    ref = twin(leaf).mean()
-    ref.backward()
-    assert torch.allclose(loss, ref.detach())
-    assert delta0 is not None and torch.allclose(delta0, leaf.grad, atol=1e-7)
-    for p, q in zip(net.parameters(), twin.parameters()):
-        assert torch.allclose(p.grad, q.grad, atol=1e-7)
-    net.zero_grad(), twin.zero_grad()
-    leaf, ref_leaf = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
-    torch.manual_seed(seed + 1)
-    trainer(leaf).mean().backward()
-    torch.manual_seed(seed + 1)
-    twin(ref_leaf).mean().backward()
-    assert torch.allclose(leaf.grad, ref_leaf.grad, atol=1e-7)
-    for p, q in zip(net.parameters(), twin.parameters()):
-        assert torch.allclose(p.grad, q.grad, atol=1e-7)
+    both_modes_match_plain_autograd(memsched.ScheduledChain(net, result, input_grad=True), net, twin, x, seed)
