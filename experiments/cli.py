@@ -35,8 +35,8 @@ COMMANDS: dict[str, str] = {
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        self.exit(2, f"memsched: {message}\n")
+    def error(self, message: str) -> None:  # one line, exit 2, as for bad input: "memsched CMD: error: ..."
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def build_parser(command: str | None = None, *, lazy: bool = False) -> argparse.ArgumentParser:
@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     from memsched.solvers.errors import InputError  # after parsing: --help and usage errors skip it
 
     if not getattr(args, "func", None):  # a usage error: one line on stderr
-        print(f"memsched: a command is required (one of {', '.join(COMMANDS)}; memsched --help)", file=sys.stderr)
+        print(f"memsched: error: a command is required (one of {', '.join(COMMANDS)}; memsched --help)",
+              file=sys.stderr)
         return 2
     try:
         return int(args.func(args) or 0)

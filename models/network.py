@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, first_line
 
 __all__ = ["Network", "is_factory_spec", "mean_output_loss", "as_zoo_model", "build_network", "checked_blocks",
            "schedule_and_instance", "first_line"]
@@ -111,12 +111,6 @@ def _load_factory(spec: str) -> tuple[Callable[..., Any], str]:
 def _plain(value: Any) -> Any:
     """A size as a chain file's meta keeps it: an (h, w) image size as "HxW"."""
     return f"{value[0]}x{value[1]}" if isinstance(value, tuple) and len(value) == 2 else value
-
-
-def first_line(err: BaseException) -> str:
-    """The first line of an error's message, at most 200 characters (torch's run to many lines)."""
-    text = str(err).strip()
-    return text.splitlines()[0][:200] if text else ""
 
 
 def build_network(spec: str, *, device: Any = "cpu", seed: int = 0, dtype: Any = None, granularity: str = "block",

@@ -21,6 +21,13 @@ class InputError(ValueError):
         super().__init__(f"{where}{message}")
 
 
+def first_line(err: BaseException, width: int = 200) -> str:
+    """The first line of an error's message, at most `width` characters (torch's messages run to
+    many lines; a message of bad input is one line)."""
+    text = str(err).strip()
+    return text.splitlines()[0][:width] if text else ""
+
+
 class InfeasibleError(RuntimeError):
     """No schedule fits the budget. `min_budget` is the smallest feasible budget when known."""
 

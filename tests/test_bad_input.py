@@ -183,6 +183,7 @@ case("plot-dpi-below-a-pixel", ["plot", "{T}", "{d}/s.json", "-o", "{d}/x.png", 
 case("max-batch-step-huge", ["max-batch", "resnet18", "--memory", "1GB", "--vary", "image-size", "--batch", "2",
                              "--step", "99999999999999999999"], {}, 2, "--step")
 case("max-batch-limit-huge", ["max-batch", "resnet18", "--memory", "1GB", "--limit", str(2**24 + 1)], {}, 2, "--limit")
+case("max-batch-time-limit", ["max-batch", "resnet18", "--memory", "1GB", "--time-limit", "-1"], {}, 2, "--time-limit")
 case("budget-percent-below-a-byte", ["solve", "{T}", "--budget", "0.1%", "--solver", "rotor"], {}, 2, "--budget",
      "reference peak", "less than one byte")
 case("memory-percent-below-a-byte", ["partition", "{T}", "--devices", "2", "--memory", "0.001%"], {}, 2, "--memory",

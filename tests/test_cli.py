@@ -88,6 +88,7 @@ def test_bad_input_one_line_exit_2(cli, tmp_path, make, words):
         (["--budget", "lots"], ["--budget", "lots"]),
         (["--slots", "-1"], ["--slots"]),
         (["--option", "novalue"], ["--option"]),
+        (["--time-limit", "0"], ["--time-limit"]),
     ],
 )
 def test_bad_usage_exit_2(cli, examples, args, words):
@@ -99,6 +100,7 @@ def test_bad_usage_exit_2(cli, examples, args, words):
             argv += args[k : k + 2]
     res = cli(*argv)
     assert res.code == 2 and "Traceback" not in res.err
+    assert res.err.startswith("memsched solve: error: ") and res.err.count("\n") == 1  # argparse's errors too
     for word in words:
         assert word in res.err
 

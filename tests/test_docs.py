@@ -5,7 +5,8 @@
     section of docs/cli.md (the failure names the command and the missing option);
 (c) each problem page has the template's headings, in order;
 (d) every relative Markdown link in docs/ and README.md resolves to an existing file (and heading);
-(e) every registered solver is named in the Solvers section of its problem's page.
+(e) every registered solver is named in the Solvers section of its problem's page;
+(f) every option of the solver options table of docs/cli.md is one its solver takes.
 """
 
 from __future__ import annotations
@@ -183,3 +184,23 @@ def test_every_registered_solver_is_documented():
         if f"`{name}`" not in solvers:
             missing.append(f"docs/{page}: solver `{name}` ({problem}) is not in the Solvers section")
     assert not missing, "\n".join(missing)
+
+
+def test_every_option_in_the_solver_options_table_is_taken():
+    """(f) each option the table of docs/cli.md ("Solver options") names for a solver is one that
+    solver takes: `--option` refuses any other (the table said `num_workers`, `cuts` and `root_lp`
+    where the check knew none of them)."""
+    from memsched.experiments.commands._checks import solver_parameters
+
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (chain|graph|join|offload|pipeline) \| ([^|]+) \| ([^|]+) \|$", text, re.M)
+    assert len(rows) >= 15
+    missing = []
+    for problem, solvers, options in rows:
+        names = re.findall(r"`([a-z][a-z0-9-]*)`", solvers)
+        keys = [k for k in re.findall(r"(?:^|\), |; |\) )`([a-z_]+)` \(", options)]
+        assert names and keys, (problem, solvers, options)
+        for name in names:
+            taken = solver_parameters(problem, name)
+            missing += [f"{problem} {name}: {key}" for key in keys if key not in taken]
+    assert not missing, missing

@@ -43,12 +43,6 @@ MAX_COUNT = 10**6
 #: keyword parameters that are not user options (the solver's plumbing)
 _PLUMBING = {"options", "deadline", "seed", "slots", "time_limit"}
 #: options of a solver that forwards ``**kw`` to an inner model function
-_FORWARDED: dict[tuple[str, str], dict[str, str]] = {
-    ("chain", "milp"): {"backend": "str", "dominance": "bool"},
-    ("chain", "cpsat"): {"dominance": "bool", "parameters": "str"},
-}
-
-
 # --------------------------------------------------------------------------- argparse types
 def seconds(text: str) -> float:
     """A time limit: a positive finite number of seconds (at most a week)."""
@@ -130,10 +124,11 @@ def solver_parameters(problem: str, solver: str) -> dict[str, str]:
     out: dict[str, str] = {}
     exact = getattr(fn, "exact_layer", False)
     if exact:
-        from memsched.solvers.exact.options import ExactOptions
+        from memsched.solvers.exact.options import ALIASES, ExactOptions
 
         # the declared type ("float | None" -> "float"), not the default's (None for memory_gb)
         out.update({k: str(f.type).split("|")[0].strip() for k, f in ExactOptions.__dataclass_fields__.items()})
+        out.update({alias: out[name] for alias, name in ALIASES.items()})
     for target in (fn, getattr(fn, "__wrapped__", None)):
         if target is None:
             continue
@@ -142,7 +137,6 @@ def solver_parameters(problem: str, solver: str) -> dict[str, str]:
             plumbing = p.name in _PLUMBING and not (p.name == "seed" and "SolveResult" not in text)
             if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and not plumbing:
                 out[p.name] = text.split("|")[0].strip()
-    out.update(_FORWARDED.get((problem, solver), {}))
     for key in ("slots", "time_limit"):
         out.pop(key, None)  # the command's own --slots and --time-limit
     return out
@@ -159,6 +153,13 @@ FLAGS = {"slots": "--slots", "time_limit": "--time-limit", "devices": "--devices
          "micro_batches": "--micro-batches"}
 
 
+def option_list(names: Iterable[str]) -> str:
+    """The option names for a message, sorted, without the older spellings (`ALIASES`)."""
+    from memsched.solvers.exact.options import ALIASES
+
+    return ", ".join(sorted(set(names) - set(ALIASES))) or "none"
+
+
 def check_options(problem: str, solver: str, options: dict[str, Any]) -> None:
     """Every ``--option`` key is a parameter of the solver (not one the command sets with its
     own flag, `FLAGS`) and its value has the parameter's type."""
@@ -168,8 +169,8 @@ def check_options(problem: str, solver: str, options: dict[str, Any]) -> None:
         if key in FLAGS:
             raise InputError(f"{key} is set with {FLAGS[key]}, not --option", field="--option")
         if key not in valid:
-            names = ", ".join(sorted(valid)) or "none"
-            raise InputError(f"unknown option {key!r} for {solver} (its options: {names})", field="--option")
+            raise InputError(f"unknown option {key!r} for {solver} (its options: {option_list(valid)})",
+                             field="--option")
         want = option_type_error(valid[key], key, value)
         if want is not None:
             raise InputError(f"must be {want}, got {value!r}", field=field)

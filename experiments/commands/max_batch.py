@@ -33,9 +33,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, first_line
 
-from ._checks import count
+from ._checks import count, seconds
 from .profile import MODEL_HELP, _import_models, add_cost_option, add_model_options, check_model, counted_sizes
 
 #: default largest batch and image side (px) searched
@@ -241,8 +241,9 @@ def register(subparsers: Any) -> None:
         metavar="K",
         help="resident bytes per parameter byte: weights and gradients 2 (default), 4 with Adam",
     )
-    p.add_argument("--slots", type=int, default=500, metavar="N", help="memory slots for the solver (0: exact)")
-    p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds per solve (exact solvers)")
+    p.add_argument("--slots", type=count(0, 10**9), default=500, metavar="N",
+                   help="memory slots for the solver (0: exact)")
+    p.add_argument("--time-limit", type=seconds, default=None, metavar="S", help="seconds per solve (exact solvers)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_model_options(p)
     add_cost_option(p, "flops")
@@ -270,7 +271,6 @@ def main(args: argparse.Namespace) -> int:
     for name, value, low in (
         ("--state-factor", args.state_factor, 0.0),
         ("--step", args.step, 1),
-        ("--slots", args.slots, 0),
         ("--tolerance", args.tolerance, 0),
     ):
         if not value >= low:
@@ -309,7 +309,7 @@ def main(args: argparse.Namespace) -> int:
                 raise
             if not probes:
                 raise InputError(
-                    f"{args.model} does not run at {args.vary} {size}: {err}",
+                    f"{args.model} does not run at {args.vary} {size}: {first_line(err)}",
                     field="--vary" if not vary_batch else "--image-size",
                 ) from None
             return False  # a size the network does not accept (too small for its pools)

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, first_line
 
 from ._checks import check_output_file, count
 
@@ -124,7 +124,7 @@ def fits_in_memory() -> Iterator[None]:
         text = str(err)
         if not isinstance(err, MemoryError) and "allocate" not in text and "out of memory" not in text:
             raise
-        first = text.strip().splitlines()[0][:160] if text.strip() else type(err).__name__
+        first = first_line(err, 160) or type(err).__name__
         raise InputError(f"the network at these sizes does not fit in memory ({first})",
                          field="--batch/--image-size") from None
 

@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", metavar="DIR", help="folder for the table and journal (default: the file's "
                                                    "'output', else results/<name>)")
     p.add_argument("--workers", type=int, metavar="N", help="local worker processes (default: the file's "
-                                                            "'workers', else the CPU count; 1 = in process)")
+                                                            "'workers', else the CPU count; cells always run in "
+                                                            "workers, so that Ctrl-C reaches them)")
     p.add_argument("--scheduler", metavar="ADDRESS", help="run on a Dask cluster (e.g. tcp://host:8786)")
     p.add_argument("--fresh", action="store_true", help="discard the journal of earlier runs and run every cell")
     p.add_argument("--reprofile", action="store_true",

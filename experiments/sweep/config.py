@@ -397,7 +397,7 @@ def _check_solver_options(name: str, options: dict[str, Any], problems: tuple[st
     would otherwise be ignored by every cell, and a value of the wrong type fail in every cell. An
     option from ``[defaults]`` that this solver does not take is for other solvers (checked in
     `_check_default_options`)."""
-    from ..commands._checks import option_type_error, solver_parameters
+    from ..commands._checks import option_list, option_type_error, solver_parameters
 
     params = [solver_parameters(p, name) for p in _problems_of(name, problems)]
     for key, value in options.items():
@@ -405,7 +405,7 @@ def _check_solver_options(name: str, options: dict[str, Any], problems: tuple[st
         kinds = [ps[key] for ps in params if key in ps]
         if not kinds:
             if key in strict:
-                known = ", ".join(sorted({k for ps in params for k in ps})) or "none"
+                known = option_list(k for ps in params for k in ps)
                 raise bad(field, f"unknown option for {name} (its options: {known})")
             continue
         want = option_type_error(kinds[0], key, value)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from memsched.solvers import registry
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, first_line
 
 from .config import EXAMPLES, ROOT, InstanceSpec, SweepConfig, generator
 from .instance_store import InstanceStore, Stored, digest, document
@@ -144,8 +144,7 @@ def profiling_errors(path: str | Path, where: str) -> Iterator[None]:
     except InputError as err:
         raise InputError(str(err), path=str(path), field=f"{where}.model") from None
     except (TypeError, ValueError, RuntimeError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""  # torch's messages run to many lines
-        raise InputError(f"cannot profile this network: {type(err).__name__}: {first}", path=str(path),
+        raise InputError(f"cannot profile this network: {type(err).__name__}: {first_line(err)}", path=str(path),
                          field=where) from None
 
 

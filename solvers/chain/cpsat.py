@@ -35,7 +35,8 @@ FAST = ("rotor", "periodic", "revolve", "sqrt", "store-all", "recompute-all")
 
 @exact_solver("chain", "cpsat", FAST, least=lambda chain: chain.total_time())
 def solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: Deadline,
-                seed: SolveResult | None = None, **kw: Any) -> SolveResult:
+                seed: SolveResult | None = None, dominance: bool = True, parameters: str = "",
+                root_lp: bool = True, cuts: bool = False) -> SolveResult:
     """Minimise the makespan (chain time unit) under `budget` (bytes) over the phase model.
     Options (`ExactOptions`): ``slots`` (N > 0: sizes in N slots, rounded up; 0: exact),
     ``time_limit`` (s, default 60, wall clock for everything), ``workers`` (default 1: on 2 shared
@@ -47,7 +48,8 @@ def solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
     same deterministic time, docs/chain.md) and ``parameters`` (CP-SAT parameters as
     "name:value" pairs, e.g. "linearization_level:1 symmetry_level:0"). When the rounded sizes make
     the budget infeasible the model is solved again with exact sizes (`retry_exact_sizes`)."""
-    return retry_exact_sizes(_solve_cpsat, chain, budget, options=options, deadline=deadline, seed=seed, **kw)
+    return retry_exact_sizes(_solve_cpsat, chain, budget, options=options, deadline=deadline, seed=seed,
+                             dominance=dominance, parameters=parameters, root_lp=root_lp, cuts=cuts)
 
 
 def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: Deadline,

@@ -62,14 +62,16 @@ def default_backend(workers: int) -> str:
 
 @exact_solver("chain", "milp", FAST, least=lambda chain: chain.total_time())
 def solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: Deadline,
-               seed: SolveResult | None = None, **kw: Any) -> SolveResult:
+               seed: SolveResult | None = None, backend: str | None = None, dominance: bool = True,
+               cuts: bool = True) -> SolveResult:
     """Minimise the makespan (chain time unit) under `budget` (bytes) over the phase model.
     Options (`ExactOptions`): ``slots`` (N > 0: sizes in N slots, rounded up; 0: exact),
     ``time_limit`` (s, default 60, wall clock for everything), ``workers``; model options
     ``backend`` (one of BACKENDS, default SCIP), ``dominance`` (default True) and ``cuts`` (default
     True: tape cuts at the root, `solvers.chain.phase_cuts`). When the rounded
     sizes make the budget infeasible the model is solved again with exact sizes."""
-    return retry_exact_sizes(_solve_milp, chain, budget, options=options, deadline=deadline, seed=seed, **kw)
+    return retry_exact_sizes(_solve_milp, chain, budget, options=options, deadline=deadline, seed=seed,
+                             backend=backend, dominance=dominance, cuts=cuts)
 
 
 def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: Deadline,

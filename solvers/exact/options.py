@@ -20,7 +20,8 @@ from typing import Any
 from ..errors import InputError
 
 DEFAULT_TIME_LIMIT = 60.0
-_ALIASES = {"num_workers": "workers", "threads": "workers", "random_seed": "seed"}
+#: older spellings of option names, accepted and mapped to the names of `ExactOptions`
+ALIASES = {"num_workers": "workers", "threads": "workers", "random_seed": "seed"}
 
 
 class DeadlineExceeded(Exception):
@@ -51,7 +52,7 @@ class ExactOptions:
         mine: dict[str, Any] = {}
         rest: dict[str, Any] = {}
         for key, value in kw.items():
-            name = _ALIASES.get(key, key)
+            name = ALIASES.get(key, key)
             if name in cls.__dataclass_fields__:
                 if value is not None:
                     mine[name] = value
