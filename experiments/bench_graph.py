@@ -27,6 +27,7 @@ import csv
 import time
 from pathlib import Path
 
+from memsched.experiments.benchtable import write_csv
 from memsched.solvers import registry
 from memsched.solvers.graph import generate, reference_peak
 from memsched.solvers.graph.lp_bounds import lp_bound
@@ -123,13 +124,7 @@ def backends(out: Path, threads: int) -> None:
 
 
 def _write(path: Path, rows: list[dict], fields: list[str] | None = None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields or FIELDS)
-        w.writeheader()
-        w.writerows(rows)
-    tmp.replace(path)
+    write_csv(rows, path, fields or FIELDS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,14 +13,18 @@ def write_csv(rows: Iterable[Mapping[str, Any]], path: str | Path, fields: Seque
               extrasaction: Literal["raise", "ignore"] = "raise") -> Path:
     """Write `rows` under the header `fields` to `path` (parents created) through a temporary
     file renamed into place; `extrasaction` as for ``csv.DictWriter``. Returns the path."""
+    from memsched.solvers.jsonio import write_atomic
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(fields), extrasaction=extrasaction)
-        writer.writeheader()
-        writer.writerows(rows)
-    tmp.replace(path)
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(fields), extrasaction=extrasaction)
+            writer.writeheader()
+            writer.writerows(rows)
+
+    write_atomic(path, write)
     return path
 
 

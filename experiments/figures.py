@@ -92,6 +92,7 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
             continue
         if {"sweep", "key", "solver", "status"} <= set(head.columns):
+            _checked_fields(csv)
             frames.append(_checked_numbers(pd.read_csv(csv), csv))
             seen_csv.add(csv.with_suffix(""))
     for journal in sorted(root.rglob("*.jsonl")):
@@ -104,6 +105,28 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
         return pd.DataFrame(columns=["sweep", "key", "solver", "status"])
     frame = pd.concat(frames, ignore_index=True)
     return frame.drop_duplicates(subset=["key"], keep="last").reset_index(drop=True)
+
+
+def _checked_fields(csv: Path) -> None:
+    """Every record of the sweep table `csv` has as many fields as its header; else `InputError`
+    naming the file and the line (pandas fills a truncated row with NaN, which failed deep inside a
+    figure with a TypeError, and refuses a row with too many fields with a ParserError)."""
+    import csv as csv_module
+
+    from memsched.solvers.errors import InputError
+
+    try:
+        with open(csv, newline="", encoding="utf-8") as f:
+            reader = csv_module.reader(f)
+            header = next(reader, None)
+            for record in reader:
+                if record and header is not None and len(record) != len(header):  # (pandas skips blank lines)
+                    raise InputError(f"{len(record)} fields, the header has {len(header)} (a truncated or damaged "
+                                     "row)", path=str(csv), field=f"line {reader.line_num}")
+    except UnicodeDecodeError:
+        raise InputError("not UTF-8 text (a damaged table)", path=str(csv)) from None
+    except csv_module.Error as err:
+        raise InputError(f"unreadable CSV ({err})", path=str(csv)) from None
 
 
 def _checked_numbers(frame: pd.DataFrame, csv: Path) -> pd.DataFrame:

@@ -90,7 +90,7 @@ def _load_factory(spec: str) -> tuple[Callable[..., Any], str]:
         sys.modules[module_name] = module  # dataclasses and pickling look the module up by name
         try:
             loader_spec.loader.exec_module(module)
-        except Exception as err:
+        except (Exception, SystemExit) as err:  # a script's sys.exit() is not memsched's exit
             sys.modules.pop(module_name, None)
             raise InputError(f"importing it failed: {type(err).__name__}: {first_line(err)}", path=where,
                              field="MODEL") from None
@@ -98,7 +98,7 @@ def _load_factory(spec: str) -> tuple[Callable[..., Any], str]:
     else:
         try:
             module = importlib.import_module(where)
-        except Exception as err:
+        except (Exception, SystemExit) as err:
             raise InputError(f"cannot import module {where!r}: {type(err).__name__}: {first_line(err)}",
                              field="MODEL") from None
         short = where.rpartition(".")[2]
@@ -145,7 +145,7 @@ def build_network(spec: str, *, device: Any = "cpu", seed: int = 0, dtype: Any =
         made = fn(**kwargs)
     except InputError:
         raise
-    except Exception as err:
+    except (Exception, SystemExit) as err:
         raise InputError(f"{short}(...) failed: {type(err).__name__}: {first_line(err)}", field="MODEL") from None
     from memsched.models.zoo import ZooModel
 

@@ -9,8 +9,11 @@ second read of the same path (format detection, then loading) sees the same cont
 from __future__ import annotations
 
 import json
+import os
 import stat
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,12 +74,49 @@ def read_json(path: str | Path) -> Any:
         raise InputError(f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}", path=path) from None
     except RecursionError:
         raise InputError("invalid JSON: nested too deeply", path=path) from None
+    except ValueError:  # json's only other failure: an integer of more than 4300 digits (Python's limit)
+        raise InputError("invalid JSON: a number of more than 4300 digits", path=path) from None
 
 
-def write_json_atomic(path: str | Path, data: Any, *, indent: int | None = 1) -> None:
-    """Write `data` to a temporary file beside `path`, then rename it into place: a reader
-    never sees half a file, and a crash leaves the old file intact."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=indent) + "\n")
-    tmp.replace(path)
+def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
+    """Write a file at `path` with ``write(tmp)`` into a fresh temporary file beside it, then
+    rename that into place: a reader never sees half a file, and a failure leaves the old file
+    intact. A link is followed (the file it names is replaced, the link stays); a target that is
+    not a regular file (``/dev/null``, a pipe) is written directly, never replaced. The new
+    file gets the old file's permissions, else the usual ones (0666 less the umask). Returns the
+    path written; a folder that refuses the file is an `InputError` naming `path`."""
+    given = Path(path)
+    target = Path(os.path.realpath(given)) if given.is_symlink() else given
+    try:
+        if target.exists() and not target.is_file():  # a device or a pipe: nothing to replace
+            write(target)
+            return target
+        fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        os.close(fd)
+        tmp = Path(name)
+        try:
+            write(tmp)
+            os.chmod(tmp, stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o666 & ~_umask())
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+    except OSError as err:
+        raise InputError(f"cannot write ({err.strerror or err})", path=str(given)) from None
+    return target
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """`write_atomic` of UTF-8 `text`."""
+    return write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def write_json_atomic(path: str | Path, data: Any, *, indent: int | None = 1) -> Path:
+    """`write_atomic` of `data` as JSON (one trailing newline)."""
+    return write_text_atomic(path, json.dumps(data, indent=indent) + "\n")
+
+
+def _umask() -> int:
+    """The process's file-creation mask (read by setting it, then set back)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

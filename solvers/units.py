@@ -103,17 +103,25 @@ def check_number(value: object, *, path: str | None, field: str, integer: bool =
     Returns an int for integers, else a float; an `InputError` names `path` and `field`."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"must be a number, got {value!r}", path=path, field=field)
-    if not math.isfinite(value) or value < 0:
-        raise InputError(f"must be a non-negative finite number, got {value!r}", path=path, field=field)
+    if value < 0 or (isinstance(value, float) and not math.isfinite(value)):  # (an int of any size is finite)
+        raise InputError(f"must be a non-negative finite number, got {short_number(value)}", path=path, field=field)
     limit = MAX_TIME if time else MAX_BYTES
     if value > limit:
         what = f"{MAX_TIME:g} (the file's time unit)" if time else f"{MAX_BYTES} bytes (1 PiB)"
-        raise InputError(f"{value!r} is too large (at most {what})", path=path, field=field)
+        raise InputError(f"{short_number(value)} is too large (at most {what})", path=path, field=field)
     if integer:
         if float(value) != math.floor(value):
             raise InputError(f"must be an integer number of bytes, got {value!r}", path=path, field=field)
         return int(value)
     return float(value)
+
+
+def short_number(value: float | int) -> str:
+    """`value` for a message: its repr, or the size of an integer too long to print (Python
+    refuses to print integers of more than 4300 digits)."""
+    if isinstance(value, int) and abs(value).bit_length() > 64:
+        return f"an integer of about {int(abs(value).bit_length() * math.log10(2)) + 1} digits"
+    return repr(value)
 
 
 def parse_seconds(text: str, *, allow_zero: bool = False) -> float:

@@ -111,6 +111,14 @@ for label, link in (("bw-nan", {"bandwidth": float("nan")}), ("bw-1e400", {"band
                     ("latency-neg", {"bandwidth": 1e9, "latency": -1}), ("not-object", [1e9])):
     case(f"host-link-{label}", ["solve", "{d}/c.json", "--budget", "90%", "--solver", "vdnn"],
          {"c.json": mut(CHAIN, lambda d, v=link: d.update(host_link=v))}, 2, "c.json", "host_link")
+# integers beyond a float (json reads them exactly; 400 digits overflowed float(), 5000 are beyond Python's limit)
+case("chain-int-400-digits", SOLVE, {"c.json": mut(CHAIN, stage0("fwd_time", 10**400))}, 2, "c.json",
+     "stages[0]", "401 digits")
+case("chain-input-int-400-digits", SOLVE, {"c.json": mut(CHAIN, lambda d: d.update(input_size=-10**400))}, 2,
+     "c.json", "input_size")
+LONG = json.dumps(CHAIN).replace('"fwd_time": 1.0', '"fwd_time": 1' + "0" * 5000, 1)
+case("chain-int-5000-digits", SOLVE, {"c.json": LONG}, 2, "c.json", "4300 digits")
+case("chain-stage-name-object", SOLVE, {"c.json": mut(CHAIN, stage0("name", {}))}, 2, "c.json", "stages[0]")
 case("file-missing", ["solve", "{d}/none.json", "--budget", "1"], {}, 2, "none.json")
 case("file-folder", ["solve", "{d}", "--budget", "1"], {}, 2, "directory")
 
@@ -137,6 +145,18 @@ for label, meta, field in (("passes-unknown-node", {"passes": {"nope": {"f0": 8}
     case(f"graph-meta-{label}", ["solve", "{d}/g.json", "--budget", "90%"],
          {"g.json": mut(GRAPH, lambda d, m=meta: d["graph"].update(meta={**d["graph"].get("meta", {}), **m}))}, 2,
          "g.json", field)
+case("graph-int-400-digits", ["solve", "{d}/g.json", "--budget", "90%"],
+     {"g.json": mut(GRAPH, node0("cost_cpu", 10**400))}, 2, "g.json", "cost_cpu")
+case("graph-undirected", ["solve", "{d}/g.json", "--budget", "90%"],
+     {"g.json": mut(GRAPH, lambda d: d.update(directed=False))}, 2, "g.json", "directed")
+case("graph-edges-and-links", ["solve", "{d}/g.json", "--budget", "90%"],
+     {"g.json": mut(GRAPH, lambda d: d.update(edges=[{"source": 1, "target": 0}]))}, 2, "g.json", "edges")
+case("graph-id-null", ["solve", "{d}/g.json", "--budget", "90%"],
+     {"g.json": mut(GRAPH, node0("id", None))}, 2, "g.json", "nodes[0].id")
+case("graph-node-name-object", ["solve", "{d}/g.json", "--budget", "90%"],
+     {"g.json": mut(GRAPH, node0("name", {}))}, 2, "g.json", "nodes[0].name")
+case("graph-meta-list", ["solve", "{d}/g.json", "--budget", "90%"],
+     {"g.json": mut(GRAPH, lambda d: d["graph"].update(meta=[1]))}, 2, "g.json", "graph.meta")
 case("graph-cycle", ["solve", "{d}/g.json", "--budget", "90%"],
      {"g.json": mut(GRAPH, lambda d: d["links"].append({"source": 20, "target": 0}))}, 2, "g.json", "links")
 case("graph-dangling", ["solve", "{d}/g.json", "--budget", "90%"],
@@ -184,6 +204,8 @@ case("max-batch-step-huge", ["max-batch", "resnet18", "--memory", "1GB", "--vary
                              "--step", "99999999999999999999"], {}, 2, "--step")
 case("max-batch-limit-huge", ["max-batch", "resnet18", "--memory", "1GB", "--limit", str(2**24 + 1)], {}, 2, "--limit")
 case("max-batch-time-limit", ["max-batch", "resnet18", "--memory", "1GB", "--time-limit", "-1"], {}, 2, "--time-limit")
+case("max-batch-overhead-inf", ["max-batch", "resnet18", "--memory", "1GB", "--max-overhead", "inf"], {}, 2,
+     "--max-overhead")
 case("budget-percent-below-a-byte", ["solve", "{T}", "--budget", "0.1%", "--solver", "rotor"], {}, 2, "--budget",
      "reference peak", "less than one byte")
 case("memory-percent-below-a-byte", ["partition", "{T}", "--devices", "2", "--memory", "0.001%"], {}, 2, "--memory",
@@ -249,6 +271,16 @@ case("figures-only", ["figures", "--results", "{d}", "--only", "zz"], {}, 2, "--
 
 # ---------------------------------------------------------------- schedules against instances
 SIM = ["simulate", "{T}", "{d}/s.json"]
+case("sim-length-text", SIM, {"s.json": {**SCHED, "length": "4"}}, 2, "s.json", "length", "a str")
+case("sim-op-extra-item", SIM, {"s.json": {**SCHED, "ops": [["F_ck", 0, 1]]}}, 2, "s.json", "ops[0]")
+for label, t in (("1e17", 1e17), ("nan", float("nan")), ("inf", float("inf")), ("neg", -1)):  # a time in range
+    case(f"sim-offload-not-before-{label}", ["simulate", "{d}/c.json", "{d}/s.json", "--budget", "13"],
+         {"c.json": mut(CHAIN, lambda d: d.update(host_link={"bandwidth": 2000})),
+          "s.json": {**SCHED, "problem": "offload", "ops": [{"op": "F_ck", "stage": 0},
+                                                             {"op": "Off", "value": "a", "index": 0,
+                                                              "not_before": t}]}}, 2, "s.json",
+         "ops[1].not_before")
+case("profile-unused-size", ["profile", "resnet18", "--seq-len", "5", "-o", "{d}/p.json"], {}, 2, "--seq-len")
 case("sim-length", SIM, {"s.json": {**SCHED, "length": 7}}, 2, "s.json", "length")
 for problem in ("graph", "join", "bogus", 5):
     case(f"sim-problem-{problem}", SIM, {"s.json": {**SCHED, "problem": problem}}, 2, "s.json", "problem")

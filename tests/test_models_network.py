@@ -43,6 +43,10 @@ FACTORY = textwrap.dedent('''
         raise RuntimeError("no weights here")
 
 
+    def exits():
+        raise SystemExit(0)  # a script's habit: not memsched's exit 0
+
+
     def vector_loss():
         return nn.Sequential(nn.Linear(8, 4)), torch.randn(2, 8), None, lambda out, target: out.sum(dim=1)
 
@@ -132,6 +136,7 @@ def test_a_factory_exports_a_training_graph(cli, factory, tmp_path):
     ("{d}/missing.py:build", [], "MODEL", "no such file"),
     ("{f}:build", ["--image-size", "32"], "--image-size", "takes no argument 'image_size'"),
     ("{f}:raises", [], "MODEL", "RuntimeError: no weights here"),
+    ("{f}:exits", [], "MODEL", "SystemExit: 0"),
     ("{f}:broken", [], "model", "block 1 (Linear) fails on its input of shape (4, 4)"),
     ("{f}:no_tensor", [], "example_input", "must be a torch.Tensor"),
     ("{f}:vector_loss", [], "loss_fn", "must return a scalar tensor, got (2,)"),

@@ -38,8 +38,11 @@ _MODEL_SOLVERS = ("checkmate", "cpsat", "checkmate-approx", "griewank")
 MAX_DP_STEPS = 10**7
 #: the largest H-Revolve chain (its table costs about O(L^3): 19 s at L = 1000 on one core)
 MAX_HREVOLVE_LENGTH = 500
-#: the largest integer option or count accepted (sizes of tables and loops)
+#: the largest integer option or count accepted (sizes of tables and loops) ...
 MAX_COUNT = 10**6
+#: ... but for these options: the join `exact` solver's A* keeps up to `max_states` states (about
+#: 0.5 KB and 20 us each: its default 2 * 10^6 is about 1 GB and 45 s; 10^7 about 5 GB and 4 min)
+MAX_INT_OPTION = {"max_states": 10**7}
 #: keyword parameters that are not user options (the solver's plumbing)
 _PLUMBING = {"options", "deadline", "seed", "slots", "time_limit"}
 #: options of a solver that forwards ``**kw`` to an inner model function
@@ -178,13 +181,15 @@ def check_options(problem: str, solver: str, options: dict[str, Any]) -> None:
 
 def option_type_error(kind: str, key: str, value: Any) -> str | None:
     """None when `value` has the option's type `kind` (as `solver_parameters` gives it) and range;
-    else what it must be ("an integer in 0..1000000", ...). Other kinds are not checked."""
+    else what it must be ("an integer in 0..1000000", ...; integers up to `MAX_COUNT`, or the
+    option's own `MAX_INT_OPTION`). Other kinds are not checked."""
     if kind == "bool":
         ok, want = isinstance(value, bool), "true or false"
     elif kind == "int":
         low = -(2**31) if key == "seed" else 0
-        ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= MAX_COUNT
-        want = f"an integer in {low}..{MAX_COUNT}"
+        high = MAX_INT_OPTION.get(key, MAX_COUNT)
+        ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+        want = f"an integer in {low}..{high}"
     elif kind == "float":
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1e15
         want = "a finite number >= 0"

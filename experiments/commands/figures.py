@@ -27,6 +27,8 @@ def main(args: argparse.Namespace) -> int:
     folder is missing."""
     from memsched.experiments.figures import FIGURES, make_figures
 
+    if Path(args.results).exists() and not Path(args.results).is_dir():
+        raise InputError("is a file, expected a folder", field="--results", path=args.results)
     if not Path(args.results).is_dir():
         raise InputError("no such folder", field="--results", path=args.results)
     check_output_dir(args.out, "--out")

@@ -78,15 +78,15 @@ class Probe:
 
 
 def parse_overhead(text: str | float) -> float | str:
-    """``--max-overhead``: a number >= 1, or ``forward`` (Checkmate's one extra forward pass)."""
+    """``--max-overhead``: a finite number >= 1, or ``forward`` (Checkmate's one extra forward pass)."""
     if isinstance(text, str) and text.strip().lower() == FORWARD:
         return FORWARD
     try:
         value = float(text)
     except (TypeError, ValueError):
         raise InputError(f"a number >= 1 or {FORWARD!r}, got {text!r}", field="--max-overhead") from None
-    if not value >= 1.0:
-        raise InputError(f"must be at least 1, got {text}", field="--max-overhead")
+    if not 1.0 <= value < float("inf"):  # (NaN fails too)
+        raise InputError(f"must be a finite number >= 1, got {text}", field="--max-overhead")
     return value
 
 

@@ -28,6 +28,13 @@ def read_schedule_json(path: str):
     return read_json(path)
 
 
+def _is_partition(data: object) -> bool:
+    """True when `data` (or the schedule it holds) is a ``memsched.partition/1`` object."""
+    if isinstance(data, dict) and isinstance(data.get("schedule"), dict):
+        data = data["schedule"]
+    return isinstance(data, dict) and str(data.get("format", "")).startswith("memsched.partition/")
+
+
 def main(args: argparse.Namespace) -> int:
     """Replay the schedule and print its objective and peak memory (bytes); exit 0 if valid, 2 on bad input or a
     broken rule or --budget."""
@@ -35,6 +42,8 @@ def main(args: argparse.Namespace) -> int:
     declared = data.get("problem") if isinstance(data, dict) else None
     if isinstance(data, dict) and isinstance(data.get("schedule"), dict):
         declared = data["schedule"].get("problem", declared)
+    if declared is None and _is_partition(data):
+        declared = "pipeline"  # a bare memsched.partition/1 object (`partition --json`'s "schedule", as plot reads)
     problem, instance = load_problem(args.file, args.bandwidth, args.latency, declared=declared)
     desc = registry.get_problem(problem)
     schedule = desc.schedule_from_json(data, instance, path=args.schedule)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
+from memsched.solvers.jsonio import write_text_atomic
 from memsched.solvers.result import INFEASIBLE, TIMEOUT, SolveResult
 from memsched.solvers.units import format_bytes
 
@@ -77,7 +77,7 @@ def main(args: argparse.Namespace) -> int:
         find_min_budget(problem, instance, result, {"slots": args.slots, "time_limit": args.time_limit, **options})
     if result.schedule is not None:
         if args.output:
-            _write_atomic(args.output, json.dumps(result.schedule.to_json()) + "\n")
+            write_text_atomic(args.output, json.dumps(result.schedule.to_json()) + "\n")
         if args.plot:
             from memsched.experiments.plotting import plot_to_file
 
@@ -128,8 +128,3 @@ def _print_human(result: SolveResult, instance) -> None:
         print(f"schedule     {text if len(text) <= 400 else text[:400] + ' ...'}")
 
 
-def _write_atomic(path: str, text: str) -> None:
-    target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(target)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from memsched.solvers.errors import InputError
 
@@ -48,6 +49,7 @@ def main(args: argparse.Namespace) -> int:
         read_journal,
         run_sweep,
     )
+    from memsched.experiments.sweep.run import check_scheduler
 
     if args.workers is not None and args.workers < 1:
         raise InputError("must be >= 1", field="--workers")
@@ -55,6 +57,10 @@ def main(args: argparse.Namespace) -> int:
     for flag in ("solvers", "update"):
         if getattr(args, flag) and not args.verify:
             raise InputError("only with --verify", field=f"--{flag}")
+    if not (args.verify or args.list):
+        check_scheduler(args.scheduler)
+    _check_output(config.output_dir(args.output), "--output" if args.output else "output",
+                  create=not (args.verify or args.list))
     if args.verify:
         return _verify(config, args)
     if args.list:
@@ -80,6 +86,20 @@ def main(args: argparse.Namespace) -> int:
     for path in outcome.paths:
         print(f"wrote {path}")
     return 0
+
+
+def _check_output(out: Path, field: str, *, create: bool) -> None:
+    """The output folder, before any work: not a file nor under one (`check_output_dir`), and for
+    a run made now (the sweep would make it at once), so that a folder that cannot be made
+    (``/proc/x``, a read-only disk) is bad input naming `field`, not a failure half-way."""
+    from ._checks import check_output_dir
+
+    check_output_dir(str(out), field)
+    if create:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise InputError(f"cannot make the folder: {err.strerror or err}", path=str(out), field=field) from None
 
 
 def _verify(config: object, args: argparse.Namespace) -> int:

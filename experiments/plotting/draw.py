@@ -22,6 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 from memsched.solvers.errors import InputError
+from memsched.solvers.jsonio import write_atomic
 
 from .timeline import Timeline, timeline_for
 
@@ -117,13 +118,7 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: int = 150) -> Path:
     """Write `fig` to `path` (format from the extension), atomically."""
     fmt = check_suffix(path)
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        fig.savefig(tmp, format=fmt, dpi=dpi)
-        tmp.replace(path)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write the figure ({err.strerror or err})", path=str(path)) from None
+    write_atomic(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=dpi))
     return path
 
 

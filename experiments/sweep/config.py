@@ -14,6 +14,7 @@ from typing import Any
 import memsched.solvers as _solvers_pkg
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
+from memsched.solvers.exact.options import MAX_SECONDS
 from memsched.solvers.units import parse_budget
 
 #: The repository root (in a source checkout); results/ is relative to the current folder.
@@ -37,6 +38,10 @@ _MODEL_SIZES = {"batch", "image_size", "seq_len", "width", "depth", "classes", "
                 "repeats", "warmup"}
 #: ``generate = "chain"`` means ``chain.random_chain``; other generators are "<problem>.<function>".
 _GENERATOR_ALIASES = {"chain": "chain.random_chain", "graph": "graph.random_layered", "join": "join.random_join"}
+#: the most runs of each cell (``repeats``): a grid is listed and run cell by cell
+MAX_REPEATS = 1000
+#: the most slots (``slots``), as the command line's --slots
+MAX_SLOTS = 10**9
 
 
 @dataclass(frozen=True)
@@ -150,7 +155,7 @@ def load_config(path: str | Path) -> SweepConfig:
     description = data.get("description", "")
     if not isinstance(description, str):
         raise bad("description", "must be a string")
-    repeats = _int(data.get("repeats", 1), "repeats", bad, minimum=1)
+    repeats = _int(data.get("repeats", 1), "repeats", bad, minimum=1, maximum=MAX_REPEATS)
     workers = data.get("workers")
     if workers is not None:
         workers = _int(workers, "workers", bad, minimum=1)
@@ -189,6 +194,7 @@ def load_config(path: str | Path) -> SweepConfig:
         raise bad("solvers", "must be a non-empty list of tables ([[solvers]])")
     solvers = [_solver_spec(i, entry, defaults, bad) for i, entry in enumerate(raw_solvers)]
     _check_default_options(defaults, solvers, bad)
+    _check_generated_sizes(instances, solvers, bad)
     labels = [s.label for s in solvers]
     for s in solvers:
         if labels.count(s.label) > 1:
@@ -212,9 +218,12 @@ def _measure(v: Any, bad: Callable[[str, str], InputError]) -> dict[str, int]:
     return out
 
 
-def _int(v: Any, key: str, bad: Callable[[str, str], InputError], *, minimum: int = 0) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise bad(key, f"must be an integer >= {minimum}, got {v!r}")
+def _int(v: Any, key: str, bad: Callable[[str, str], InputError], *, minimum: int = 0,
+         maximum: int | None = None) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum or (maximum is not None and v > maximum):
+        shown = repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..."
+        within = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
+        raise bad(key, f"must be an integer {within}, got {shown}")
     return v
 
 
@@ -349,11 +358,13 @@ def _solver_spec(i: int, entry: Any, defaults: dict[str, Any], bad: Callable[[st
     if name not in known:
         raise bad(f"{where}.name", f"unknown solver {name!r} (known: {', '.join(sorted(known))})")
     src = lambda k: where if k in entry else "defaults"  # noqa: E731  (which table set the key)
-    slots = _int(merged.get("slots", 500), f"{src('slots')}.slots", bad)
+    slots = _int(merged.get("slots", 500), f"{src('slots')}.slots", bad, maximum=MAX_SLOTS)
     time_limit = merged.get("time_limit")
+    # as --time-limit (`commands._checks.seconds`): finite, > 0, at most a week
     if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
-                                   or time_limit <= 0):
-        raise bad(f"{src('time_limit')}.time_limit", f"must be a positive number of seconds, got {time_limit!r}")
+                                   or not 0 < time_limit <= MAX_SECONDS):  # (NaN fails both)
+        raise bad(f"{src('time_limit')}.time_limit", f"must be a finite number of seconds > 0 and <= "
+                                                     f"{MAX_SECONDS:g} (a week), got {time_limit!r}")
     options = merged.get("options", {})
     if not isinstance(options, dict):
         raise bad(f"{src('options')}.options", "must be a table of solver options")
@@ -426,6 +437,59 @@ def _check_default_options(defaults: dict[str, Any], solvers: list[SolverSpec],
         if key not in known:
             raise bad(f"defaults.options.{key}", f"no solver of this file takes this option (theirs: "
                                                  f"{', '.join(sorted(known)) or 'none'})")
+
+
+def _generated_size(spec: InstanceSpec, bad: Callable[[str, str], InputError]) -> tuple[str, int] | None:
+    """(key, size) of a generated instance read from its parameters, before anything is built:
+    ``lengths`` (a join: the stages of all branches), ``L`` (stages; a graph's ``linear_graph``
+    has 2L + 1 nodes) or ``n`` (nodes); None when it has none of them."""
+    where, params = spec.where, spec.params
+    if "lengths" in params:
+        lengths = params["lengths"]
+        if not isinstance(lengths, list) or not lengths:
+            raise bad(f"{where}.lengths", f"must be a non-empty list of branch lengths, got {lengths!r}")
+        for j, v in enumerate(lengths):
+            _int(v, f"{where}.lengths[{j}]", bad, minimum=1)
+        return "lengths", int(sum(lengths))
+    for key in ("L", "n"):
+        if key in params:
+            size = _int(params[key], f"{where}.{key}", bad, minimum=1)
+            if key == "L" and str(params["generate"]).endswith("linear_graph"):
+                size = 2 * size + 1
+            return key, size
+    return None
+
+
+def _check_generated_sizes(instances: list[InstanceSpec], solvers: list[SolverSpec],
+                           bad: Callable[[str, str], InputError]) -> None:
+    """A generated instance is held to the limits of a file given to `memsched solve`
+    (`commands._checks.check_work`: 1000 chain, join or offload stages, 2000 graph nodes, 1000 for
+    the graph solvers that build a model) for every solver of the file that runs on it (not
+    skipped by its ``max_length``), so that no cell is left to run for hours or fill the memory."""
+    from ..commands._checks import _MODEL_SOLVERS, MAX_MODEL_NODES, MAX_NODES, MAX_STAGES
+
+    for spec in instances:
+        if spec.kind != "generate":
+            continue
+        found = _generated_size(spec, bad)
+        if found is None:
+            continue
+        key, size = found
+        problem = spec.problem or generator(spec.params["generate"], f"{spec.where}.generate", bad)[0]
+        for s in solvers:
+            if problem not in _problems_of(s.name, s.problems) or (s.max_length is not None and size > s.max_length):
+                continue
+            if problem in ("chain", "offload", "join") and s.name != "store-all" and size > MAX_STAGES:
+                what = "the branches have" if problem == "join" else "the chain has"
+                raise bad(f"{spec.where}.{key}", f"{what} {size} stages, more than the {MAX_STAGES} that {s.label} "
+                                                 f"handles in minutes (give it a max_length, or generate a shorter "
+                                                 f"instance)")
+            if problem == "graph" and s.name != "checkpoint-all":
+                limit = MAX_MODEL_NODES if s.name in _MODEL_SOLVERS else MAX_NODES
+                if size > limit:
+                    raise bad(f"{spec.where}.{key}", f"{size} graph nodes, more than the {limit} that {s.label} "
+                                                     f"handles in minutes (give it a max_length, or generate a "
+                                                     f"smaller graph)")
 
 
 def _has_problem(problem: str) -> bool:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memsched.solvers.jsonio import write_json_atomic
+from memsched.solvers.jsonio import write_atomic, write_json_atomic
 
 from .config import InstanceSpec
 
@@ -108,9 +108,7 @@ class InstanceStore:
         path = self.folder / name
         if not path.exists() or path.read_bytes() != data:
             self.folder.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{name}.tmp")
-            tmp.write_bytes(data)
-            tmp.replace(path)
+            write_atomic(path, lambda tmp: tmp.write_bytes(data))
         if built:
             self.index[spec_id(spec)] = {"file": name, "hash": h, "label": label, "problem": problem,
                                          "source": source,

@@ -88,6 +88,30 @@ class _Stop:
             signal.signal(sig, old)
 
 
+def check_scheduler(scheduler: Any) -> None:
+    """A scheduler address is one Dask can read (``tcp://host:8786``, ``host:8786``), checked
+    before any work (``--fresh`` would otherwise discard the journal, then fail); `InputError`
+    naming ``--scheduler``. A `dask.distributed.Client` is taken as it is."""
+    if not isinstance(scheduler, str):
+        return
+    try:
+        from distributed.comm.addressing import parse_address, parse_host_port
+        from distributed.comm.registry import get_backend
+    except ImportError:
+        raise InputError("a Dask scheduler needs dask.distributed (pip install 'dask[distributed]')",
+                         field="--scheduler") from None
+    try:
+        scheme, location = parse_address(scheduler)
+        get_backend(scheme)
+        if scheme != "inproc":
+            _, port = parse_host_port(location)
+            if not 0 < int(port) < 65536:
+                raise ValueError(f"port {port} out of range")
+    except (ValueError, TypeError) as err:
+        raise InputError(f"not a Dask scheduler address ({err}); expected e.g. tcp://host:8786",
+                         path=scheduler, field="--scheduler") from None
+
+
 def _dask_results(tasks: list[Task], scheduler: str) -> Iterator[dict[str, Any]]:
     try:
         from dask.distributed import Client, as_completed
@@ -129,6 +153,7 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
     """
     if not isinstance(config, SweepConfig):
         config = load_config(config)
+    check_scheduler(scheduler)
     notes: list[str] = []
     out_dir = config.output_dir(output)
     jpath = journal_path(out_dir, config.name)

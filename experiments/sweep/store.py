@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from memsched.solvers.jsonio import write_atomic
+
 #: Columns every row has, in table order (extra keys follow, sorted).
 ROW_COLUMNS = [
     "sweep", "key", "instance", "problem", "source", "instance_hash", "size", "budget_spec", "budget", "reference_peak",
@@ -159,15 +161,12 @@ def write_table(rows: list[dict[str, Any]], out_dir: Path, name: str) -> list[Pa
 
 
 def _atomic(path: Path, write: Callable[[Path], Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    def durable(tmp: Path) -> None:  # on disk before the rename: a crash leaves the old table or the new
         write(tmp)
         with tmp.open("rb") as f:
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+
+    write_atomic(path, durable)
 
 
 def compare_tables(a, b, ignore: Iterable[str] = VOLATILE_COLUMNS):

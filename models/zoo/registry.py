@@ -72,6 +72,10 @@ MODELS: dict[str, dict[str, Any]] = {
 }
 
 
+#: the sizing options a kind of zoo model has no use for (given, they would be ignored)
+_UNUSED = {"text": {"--image-size"}, "sequence": {"--image-size", "--vocab"}, "image": {"--seq-len", "--vocab"}}
+
+
 def model_names() -> list[str]:
     """Names of the zoo models, in registration order."""
     return list(MODELS)
@@ -140,6 +144,11 @@ def build_model(
     if name not in MODELS:
         raise InputError(f"unknown model {name!r} (one of {', '.join(MODELS)}, or FILE.py:FUNCTION)", field="MODEL")
     d = MODELS[name]
+    for option, value in (("--image-size", image_size), ("--seq-len", seq_len), ("--vocab", vocab)):
+        if value is not None and option in _UNUSED.get(d["kind"], _UNUSED["image"]):
+            kind = d["kind"]
+            raise InputError(f"{name} takes no {option} ({'an' if kind[0] in 'aeiou' else 'a'} {kind} model)",
+                             field=option)
     batch = d["batch"] if batch is None else batch
     width = d["width"] if width is None else width
     hw = parse_image_size(image_size)

@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..exact.cpsat_runner import run_cpsat
+from ..exact.cpsat_runner import check_first, check_parameters, run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
@@ -33,6 +33,13 @@ from .simulator import simulate
 FAST = ("rotor", "periodic", "revolve", "sqrt", "store-all", "recompute-all")
 
 
+def check_options(chain: Chain, *, parameters: Any = "", **_: Any) -> None:
+    """The option `parameters` (`exact.cpsat_runner.check_parameters`: names, types and CP-SAT's
+    own ranges), before the warm start: bad values are an `InputError` at once."""
+    check_parameters(parameters)
+
+
+@check_first(check_options)
 @exact_solver("chain", "cpsat", FAST, least=lambda chain: chain.total_time())
 def solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: Deadline,
                 seed: SolveResult | None = None, dominance: bool = True, parameters: str = "",
@@ -46,7 +53,8 @@ def solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
     as the bound when CP-SAT's is lower), ``cuts`` (default False: also state the tape cuts in the
     CP-SAT model; on `random_chain(20, 0)` at M = 74 they lowered CP-SAT's own bound after the
     same deterministic time, docs/chain.md) and ``parameters`` (CP-SAT parameters as
-    "name:value" pairs, e.g. "linearization_level:1 symmetry_level:0"). When the rounded sizes make
+    "name:value" pairs, e.g. "linearization_level:1 symmetry_level:0"; an unknown name or a value
+    CP-SAT does not take is an `InputError` on ``--option parameters``). When the rounded sizes make
     the budget infeasible the model is solved again with exact sizes (`retry_exact_sizes`)."""
     return retry_exact_sizes(_solve_cpsat, chain, budget, options=options, deadline=deadline, seed=seed,
                              dominance=dominance, parameters=parameters, root_lp=root_lp, cuts=cuts)

@@ -354,7 +354,10 @@ def parse_stages(stages: Any, path: str, where: str) -> list[dict[str, Any]]:
                 path=path, field=f"{at}.tape_size")
         if RELEASE_FIELD in stage:
             item[RELEASE_FIELD] = _released(stage[RELEASE_FIELD], item, path, f"{at}.{RELEASE_FIELD}")
-        item["name"] = str(stage.get("name", f"stage{i}"))
+        name = stage.get("name", f"stage{i}")
+        if not isinstance(name, (str, int)) or isinstance(name, bool):  # numbers are read as their text
+            raise InputError(f"must be a string, got {name!r}", path=path, field=f"{at}.name")
+        item["name"] = str(name)
         clean.append(item)
     return clean
 

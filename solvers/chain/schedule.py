@@ -171,8 +171,9 @@ def ops_json(data: Any, path: str, problem: str | tuple[str, ...] | None = None,
             raise InputError(f"the schedule is for {declared!r} but the instance is a {accepted[0]} instance",
                              path=path, field="problem")
         for key, expected in (shape or {}).items():
-            if key in data and data[key] != expected:
-                raise InputError(f"the schedule is for {key} {data[key]!r} but the instance has {expected!r}",
+            if key in data and (type(data[key]) is not type(expected) or data[key] != expected):
+                what = "" if type(data[key]) is type(expected) else f" (a {type(data[key]).__name__})"
+                raise InputError(f"the schedule is for {key} {data[key]!r}{what} but the instance has {expected!r}",
                                  path=path, field=key)
         data = data.get("ops")
     if not isinstance(data, list):
@@ -187,6 +188,9 @@ def read_op(item: Any, fields: tuple[str, ...], path: str, where: str) -> tuple[
     if isinstance(item, dict):
         name, values = item.get("op"), [item.get(f) for f in fields]
     elif isinstance(item, (list, tuple)) and item:
+        if len(item) > len(fields) + 1:
+            raise InputError(f"operation {item!r} has more than its name and {', '.join(fields) or 'nothing'}",
+                             path=path, field=where)
         name, values = item[0], [item[k] if len(item) > k else None for k in range(1, len(fields) + 1)]
     elif isinstance(item, str):
         name, values = item, [None] * len(fields)

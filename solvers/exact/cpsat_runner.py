@@ -11,10 +11,11 @@ CP-SAT; a non-integral objective is scaled with `solvers.discretize.integer_cost
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..discretize import integer_costs
@@ -92,7 +93,12 @@ def run_cpsat(model: Any, deadline: Deadline, options: ExactOptions | None = Non
     wall = deadline.elapsed()
     run = BackendRun(TIMEOUT, wall=wall, backend_status=solver.status_name(code), solver=solver, log=log)
     if code == cp_model.MODEL_INVALID:
-        raise RuntimeError(f"CP-SAT rejects the model: {model.validate()}")
+        why = model.validate()
+        if not why and parameters:  # the model is sound: the parameters given are not (`check_parameters`)
+            from ..errors import InputError
+
+            raise InputError(f"CP-SAT rejects them: {solver.solution_info()}", field=PARAMETERS_FIELD)
+        raise RuntimeError(f"CP-SAT rejects the model: {why or solver.solution_info()}")
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         has_objective = model.has_objective()
         objective = (solver.objective_value + offset) / scale if has_objective else None
@@ -159,24 +165,127 @@ def _bound(value: float, offset: float, scale: float) -> float | None:
     return None if b is None else (b + offset) / scale
 
 
-def set_parameters(params: Any, text: str) -> None:
-    """Apply "name:value" pairs (spaces or commas between them) to CP-SAT's parameters."""
+#: the field of the errors about the ``parameters`` option
+PARAMETERS_FIELD = "--option parameters"
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def parse_parameters(text: str) -> Any:
+    """CP-SAT parameters (a ``sat_parameters_pb2.SatParameters`` holding only those given) read
+    from "name:value" pairs (spaces or commas between them; booleans true/false, 1/0, yes/no;
+    enums by name or number; a repeated field is appended to once per pair). An unknown name, a
+    pair without a value, a value of the wrong type or out of the field's range is an `InputError`
+    on ``--option parameters``; the ranges CP-SAT itself sets are checked by `check_parameters`."""
+    from ortools.sat import sat_parameters_pb2
+
     from ..errors import InputError
 
-    for item in (text or "").replace(",", " ").split():
-        name, _, raw = item.partition(":")
-        if not hasattr(params, name):
-            raise InputError(f"unknown CP-SAT parameter {name!r}", field="parameters")
-        current = getattr(params, name)
-        if isinstance(current, bool):
-            value: Any = raw.lower() in ("1", "true", "yes")
-        elif isinstance(current, int):
-            value = int(raw)
-        elif isinstance(current, float):
-            value = float(raw)
-        else:
-            value = raw
-        setattr(params, name, value)
+    text = "" if text is None else text
+    if not isinstance(text, str):
+        raise InputError(f"must be a string of name:value pairs, got {text!r}", field=PARAMETERS_FIELD)
+    msg = sat_parameters_pb2.SatParameters()
+    fields = msg.DESCRIPTOR.fields_by_name
+    for item in text.replace(",", " ").split():
+        name, colon, raw = item.partition(":")
+        field = fields.get(name)
+        if field is None:
+            raise InputError(f"unknown CP-SAT parameter {name!r}", field=PARAMETERS_FIELD)
+        if not colon or not raw:
+            raise InputError(f"{item!r}: expected name:value", field=PARAMETERS_FIELD)
+        if field.type == field.TYPE_MESSAGE:
+            raise InputError(f"{name} is a message, not a name:value parameter", field=PARAMETERS_FIELD)
+        value: Any
+        try:
+            if field.type == field.TYPE_BOOL:
+                if raw.lower() not in (*_TRUE, *_FALSE):
+                    raise ValueError
+                value = raw.lower() in _TRUE
+            elif field.type == field.TYPE_ENUM:
+                known = field.enum_type.values_by_name
+                value = known[raw].number if raw in known else int(raw)
+                if value not in field.enum_type.values_by_number:
+                    raise ValueError
+            elif field.cpp_type in (field.CPPTYPE_FLOAT, field.CPPTYPE_DOUBLE):
+                value = float(raw)
+            elif field.cpp_type == field.CPPTYPE_STRING:
+                value = raw
+            else:
+                value = int(raw)
+            if _repeated(field):
+                getattr(msg, name).append(value)
+            else:
+                setattr(msg, name, value)
+        except (ValueError, TypeError):
+            raise InputError(f"{name}: expected {_kind(field)}, got {raw!r}", field=PARAMETERS_FIELD) from None
+    return msg
+
+
+def _repeated(field: Any) -> bool:
+    repeated = getattr(field, "is_repeated", None)  # protobuf >= 5.29; `label` is deprecated there
+    return bool(repeated) if repeated is not None else field.label == field.LABEL_REPEATED
+
+
+def _kind(field: Any) -> str:
+    """What a value of the SatParameters field must be, for a message."""
+    if field.type == field.TYPE_BOOL:
+        return "true or false"
+    if field.type == field.TYPE_ENUM:
+        return "one of " + ", ".join(field.enum_type.values_by_name)
+    if field.cpp_type in (field.CPPTYPE_FLOAT, field.CPPTYPE_DOUBLE):
+        return "a number"
+    bits = 32 if field.cpp_type in (field.CPPTYPE_INT32, field.CPPTYPE_UINT32) else 64
+    return f"an integer ({bits} bits)"
+
+
+def check_parameters(text: str) -> None:
+    """`parse_parameters`, then CP-SAT's own check of the parameters (their ranges: e.g.
+    num_workers in 0..10000, max_time_in_seconds >= 0), by solving an empty model with them (a
+    millisecond): what it rejects is an `InputError` on ``--option parameters`` with its reason."""
+    from ortools.sat.python import cp_model
+
+    from ..errors import InputError
+
+    msg = parse_parameters(text)
+    if not msg.ListFields():
+        return
+    solver = cp_model.CpSolver()
+    _merge(solver.parameters, msg)
+    solver.parameters.log_search_progress = False
+    solver.parameters.catch_sigint_signal = False
+    if solver.solve(cp_model.CpModel()) == cp_model.MODEL_INVALID:
+        raise InputError(f"CP-SAT rejects them: {solver.solution_info()}", field=PARAMETERS_FIELD)
+
+
+def _merge(params: Any, msg: Any) -> None:
+    """Set the fields of `msg` in a solver's `params` (a protobuf message in older OR-Tools)."""
+    if hasattr(params, "MergeFrom"):
+        params.MergeFrom(msg)
+    elif not params.merge_text_format(str(msg)):  # str(msg): its text format
+        raise RuntimeError(f"CP-SAT does not read its own parameters {str(msg)!r}")
+
+
+def set_parameters(params: Any, text: str) -> None:
+    """Apply "name:value" pairs (spaces or commas between them, `parse_parameters`) to CP-SAT's
+    parameters `params` (a solver's ``parameters``); bad ones are an `InputError`."""
+    msg = parse_parameters(text)
+    if msg.ListFields():
+        _merge(params, msg)
+
+
+def check_first(check: Callable[..., None]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator put over `exact_solver`'s: ``check(instance, **options)`` runs before anything
+    else (the warm start's fast solvers can take seconds), so that an option with a bad value is
+    an `InputError` at once. The solver keeps its signature and attributes (``exact_layer``...)."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def solver(instance: Any, budget: int, **kw: Any) -> Any:
+            check(instance, **kw)
+            return fn(instance, budget, **kw)
+
+        return solver
+
+    return decorate
 
 
 def linear_to_cpsat(model: LinearModel, *, feasibility_only: bool = False, hint: list[float] | None = None,
@@ -211,5 +320,5 @@ def linear_to_cpsat(model: LinearModel, *, feasibility_only: bool = False, hint:
     return m, xs, offset, scale
 
 
-__all__ = ["BackendRun", "FEASIBLE", "INFEASIBLE", "OPTIMAL", "TIMEOUT", "linear_to_cpsat", "run_cpsat",
-           "set_parameters"]
+__all__ = ["BackendRun", "FEASIBLE", "INFEASIBLE", "OPTIMAL", "TIMEOUT", "check_first", "check_parameters",
+           "linear_to_cpsat", "parse_parameters", "run_cpsat", "set_parameters"]

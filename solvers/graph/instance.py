@@ -26,7 +26,6 @@ field or node. A size that is not an integer is rounded up (sizes are integers e
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
@@ -151,10 +150,9 @@ class Graph:
 
     def save(self, path: str | Path) -> None:
         """Write the graph file atomically."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        tmp.replace(path)
+        from ..jsonio import write_json_atomic
+
+        write_json_atomic(path, self.to_dict())
 
     @classmethod
     def from_dict(cls, data: Any, *, path: str = "<graph>") -> Graph:
@@ -167,6 +165,11 @@ class Graph:
         nodes = data.get("nodes")
         if not isinstance(nodes, list) or not nodes:
             raise InputError("must be a non-empty list of nodes", path=path, field="nodes")
+        if data.get("directed", True) is not True:
+            raise InputError(f"must be true (edges run from producer to consumer), got {data['directed']!r}",
+                             path=path, field="directed")
+        if "links" in data and "edges" in data:
+            raise InputError("has both 'links' and 'edges': give the edges once", path=path, field="edges")
         key = "links" if "links" in data else "edges" if "edges" in data else None
         if key is None:
             raise InputError("missing (the list of edges)", path=path, field="links")
@@ -178,6 +181,9 @@ class Graph:
             if not isinstance(node, dict) or "id" not in node:
                 raise InputError("each node needs an \"id\"", path=path, field=f"nodes[{j}]")
             nid = node["id"]
+            if node.get("name") is not None and (not isinstance(node["name"], (str, int)) or
+                                                 isinstance(node["name"], bool)):
+                raise InputError(f"must be a string, got {node['name']!r}", path=path, field=f"nodes[{j}].name")
             if not _is_node_id(nid):
                 raise InputError(f"node id must be a string or a number, got {nid!r}", path=path,
                                  field=f"nodes[{j}].id")
@@ -244,6 +250,8 @@ class Graph:
         if not isinstance(name, (str, int, float)):
             raise InputError(f"must be a string, got {name!r}", path=path, field="graph.name")
         meta = attrs.get("meta")
+        if meta is not None and not isinstance(meta, dict):
+            raise InputError(f"must be an object, got {meta!r}", path=path, field="graph.meta")
         meta = meta if isinstance(meta, dict) else {}
         _check_executor_meta(meta, set(names), path)
         return cls(order, np.asarray(cpu), np.asarray(ram, np.int64), edges, name=str(name), names=names,
@@ -319,7 +327,7 @@ def _from_moccasin_tags(data: dict[str, Any]) -> dict[str, Any]:
 def _is_node_id(value: Any) -> bool:
     """True for what a file may use as a node id or a link's end: a string or a number, not a
     list or an object (those cannot even be looked up among the ids)."""
-    return isinstance(value, Hashable) and not isinstance(value, (dict, list))
+    return value is not None and isinstance(value, Hashable) and not isinstance(value, (dict, list))
 
 
 def _cost(node: dict[str, Any], key: str, path: str, where: str) -> float:

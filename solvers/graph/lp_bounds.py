@@ -16,11 +16,13 @@ solved to optimality (else sum_v C_v).
 
 from __future__ import annotations
 
+import numbers
 import time
 from typing import Any
 
 import numpy as np
 
+from ..errors import InputError
 from ..exact.memory import ModelTooLarge, too_big
 from ..exact.options import Deadline, DeadlineExceeded
 from ..result import FEASIBLE, INFEASIBLE, TIMEOUT, SolveResult
@@ -100,7 +102,11 @@ def solve_checkmate_approx(graph: Graph, budget: int, *, slots: int = 500, time_
     """Checkmate's LP rounding (module docstring). `time_limit` (s, wall clock) covers the LP and
     the roundings: those not tried by then are skipped (``details["roundings_tried"]``), and when
     none of the tried ones fits the status is ``timeout``, not ``infeasible``. An LP that would not
-    fit in memory (`memory.too_big`, `memory_gb` as there) is not built: ``timeout``, saying why."""
+    fit in memory (`memory.too_big`, `memory_gb` as there) is not built: ``timeout``, saying why.
+    `seed` (of the random roundings) is an integer >= 0 (else `InputError`)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise InputError(f"must be an integer >= 0 (the seed of the random roundings), got {seed!r}",
+                         field="--option seed")
     start = time.perf_counter()
     deadline = Deadline(time_limit, start)
     res = SolveResult(problem="graph", solver="checkmate-approx", status=TIMEOUT,

@@ -34,7 +34,8 @@ from itertools import permutations
 from typing import Any
 
 from ..discretize import effective_slots, scope_text
-from ..exact.cpsat_runner import run_cpsat
+from ..errors import InputError
+from ..exact.cpsat_runner import check_first, run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
@@ -234,19 +235,49 @@ class JoinPhaseModel:
         return JoinSchedule(ops, self.join.lengths)
 
 
+def backward_orders(join: Join, orders: Any = None) -> list[list[int]]:
+    """The backward orders the ``orders`` option names: None or "all" (the default) for all k! of
+    them, else a non-empty list of orders, each a permutation of the branches 0..k-1 (the first
+    back-propagated first), none twice; anything else is an `InputError` on ``--option orders``."""
+    k = join.k
+    if orders is None or orders == "all":
+        return [list(o) for o in permutations(range(k))]
+    want = (f'must be "all" or a list of backward orders, each a permutation of the branches 0..{k - 1} '
+            f"(e.g. [{list(reversed(range(k)))}])")
+    if not isinstance(orders, (list, tuple)) or not orders:
+        raise InputError(f"{want}, got {orders!r}", field="--option orders")
+    out: list[list[int]] = []
+    for order in orders:
+        if (not isinstance(order, (list, tuple)) or any(isinstance(b, bool) or not isinstance(b, int) for b in order)
+                or sorted(order) != list(range(k))):
+            raise InputError(f"{want}, got {order!r} in {orders!r}", field="--option orders")
+        if list(order) in out:
+            raise InputError(f"lists the order {list(order)} twice", field="--option orders")
+        out.append(list(order))
+    return out
+
+
+def check_options(join: Join, *, orders: Any = None, **_: Any) -> None:
+    """The option `orders` (`backward_orders`), before the warm start."""
+    backward_orders(join, orders)
+
+
+@check_first(check_options)
 @exact_solver("join", "cpsat", FAST, workers=2, least=lambda join: join.total_time())
 def solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: Deadline,
-                seed: SolveResult | None = None, orders: list[list[int]] | None = None, **_: Any) -> SolveResult:
+                seed: SolveResult | None = None, orders: list[list[int]] | str | None = None, **_: Any
+                ) -> SolveResult:
     """Best schedule of the join phase model (module docstring) over all backward orders, by
     CP-SAT. ``options.slots`` = N > 0 rounds sizes up to N slots (exact sizes when the budget is
     at most N units); the time limit (s, default 60, wall clock) is shared by the k! orders. The
     seed (the best fast schedule: the join DP's, usually) is the hint of the model of its
-    backward order, which is solved first."""
+    backward order, which is solved first. `orders`: the backward orders to solve (`backward_orders`;
+    default all k!)."""
     budget = int(budget)
     slots = effective_slots(budget, options.slots)
     work = join.discretised(budget / slots) if slots else join
     M = slots if slots else budget
-    all_orders = [list(o) for o in (orders or permutations(range(join.k)))]
+    all_orders = backward_orders(join, orders)
     scope = ("join phase model (forward phase, loss, branches back-propagated one after another; per phase at "
              f"most one forward per stage; best over {len(all_orders)} backward orders), {scope_text(slots)}; CP-SAT")
     hint: Any = seed.schedule if seed is not None else None

@@ -13,11 +13,13 @@
 
 from __future__ import annotations
 
+import numbers
 import time
 from typing import Any
 
 from ..chain.baselines import store_all_schedule
 from ..chain.schedule import Bwd, F_all, Loss, Op
+from ..errors import InputError
 from ..registry import solve as solve_chain_problem
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
 from .instance import OffloadInstance
@@ -89,25 +91,38 @@ def solve_none(inst: OffloadInstance, budget: int, **_: Any) -> SolveResult:
     return _answer("none", inst, schedule, budget, t0, "store-all, no transfer (reference)")
 
 
+def _at_least_one(value: Any, option: str) -> int:
+    """A lookahead option: an integer >= 1 (1: each prefetch is issued just before the backward step
+    that needs it; 0 would issue it after that step); else `InputError` on ``--option <option>``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise InputError(f"must be an integer >= 1 (backward steps ahead), got {value!r}", field=f"--option {option}")
+    return int(value)
+
+
 def solve_vdnn(inst: OffloadInstance, budget: int, *, lookahead: int = 1, **_: Any) -> SolveResult:
-    """vDNN: offload every tape but the last after its forward, prefetch it `lookahead` backwards ahead."""
+    """vDNN: offload every tape but the last after its forward, prefetch it `lookahead` backward
+    steps ahead (an integer >= 1; 1: issued just before the step that needs it; `InputError` else)."""
+    lookahead = _at_least_one(lookahead, "lookahead")
     t0 = time.perf_counter()
     L = inst.length
-    schedule = offload_schedule(L, set(range(L - 1)), int(lookahead))
+    schedule = offload_schedule(L, set(range(L - 1)), lookahead)
     return _answer("vdnn", inst, schedule, budget, t0, "vDNN: offload all tapes but the last (heuristic)",
-                   lookahead=int(lookahead))
+                   lookahead=lookahead)
 
 
 def solve_prefix(inst: OffloadInstance, budget: int, *, max_lookahead: int = 3, **_: Any) -> SolveResult:
     """Offload the first k tapes (best k in 0..L-1 and lookahead in 1..`max_lookahead`) that fits `budget` with the
-    smallest makespan."""
+    smallest makespan. `max_lookahead`: an integer >= 1 (else `InputError`); a value above L + 1 is
+    silently taken as L + 1, as every lookahead from L + 1 on gives the same schedule (all prefetches
+    before the loss) and each one tried costs 2L simulations."""
+    max_lookahead = _at_least_one(max_lookahead, "max_lookahead")
     t0 = time.perf_counter()
     L = inst.length
     best: tuple[float, int, int, OffloadSchedule, bool] | None = None
     smallest = None
     for first in (False, True):
         for k in range(0, L):
-            for d in range(1, int(max_lookahead) + 1):
+            for d in range(1, min(max_lookahead, L + 1) + 1):
                 schedule = offload_schedule(L, set(range(k)), d, input_too=first)
                 sim = simulate(inst, schedule)
                 smallest = sim.peak_memory if smallest is None else min(smallest, sim.peak_memory)

@@ -31,6 +31,7 @@ faster (pofo recomputes, outside this scope) its schedule is returned, ``feasibl
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ortools.sat.python import cp_model
@@ -38,7 +39,8 @@ from ortools.sat.python import cp_model
 from ..chain.schedule import Bwd, F_all, Loss, Op
 from ..discretize import capacity as discretize_capacity
 from ..discretize import effective_slots, scope_text, size_in_slots, tick_scale, to_ticks
-from ..exact.cpsat_runner import run_cpsat
+from ..errors import InputError
+from ..exact.cpsat_runner import check_first, run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
@@ -50,13 +52,35 @@ from .simulator import simulate
 #: remat-only and rotor-offload) recomputes, outside this model's scope, so a faster schedule of
 #: it is returned (`feasible`): the exact solver is never worse than a fast solver of its problem
 FAST = ("pofo", "offload-prefix", "vdnn", "none")
+#: the most ticks the durations of an instance (every operation once, every value sent once) may
+#: come to with a `scale` given as an option: CP-SAT's domains must add up within 64 bits, and
+#: 10^12 ticks is far finer than any timing needs
+MAX_TICKS = 10**12
 
 
+def check_scale(inst: OffloadInstance, *, scale: Any = None, **_: Any) -> None:
+    """The ``scale`` option of the offload CP-SAT solvers (cpsat, exact-combined, offload-exact):
+    None (the default: chosen from the durations) or a positive finite number of ticks per time
+    unit with which the instance's durations come to at most `MAX_TICKS` ticks; else `InputError`."""
+    if scale is None:
+        return
+    field = "--option scale"
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+        raise InputError(f"must be a positive finite number of ticks per time unit, got {scale!r}", field=field)
+    chain = inst.chain
+    total = chain.total_time() + sum(inst.transfer_time(int(b)) for b in (*chain.x, *chain.xbar[1:]))
+    if total * scale > MAX_TICKS:
+        raise InputError(f"{scale:g} ticks per time unit make the durations {total * scale:.3g} ticks, more than "
+                         f"{MAX_TICKS:.0e}: give a smaller scale", field=field)
+
+
+@check_first(check_scale)
 @exact_solver("offload", "cpsat", FAST, time_limit=30.0, workers=2, least=lambda inst: inst.chain.total_time())
 def solve_cpsat(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadline: Deadline,
                 seed: SolveResult | None = None, scale: float | None = None, **_: Any) -> SolveResult:
     """The model of the module docstring (time limit default 30 s, 2 workers). `scale`: ticks per
-    time unit (default `solvers.discretize.tick_scale`: exact when every duration allows it)."""
+    time unit (default `solvers.discretize.tick_scale`: exact when every duration allows it; given,
+    a positive number with which the durations come to at most `MAX_TICKS` ticks, `check_scale`)."""
     chain = inst.chain
     L = chain.length
     times = [float(t) for t in (*chain.u_fa, *chain.u_b)] + [inst.transfer_time(int(b)) for b in chain.xbar[1:L]]

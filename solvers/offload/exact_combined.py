@@ -50,10 +50,11 @@ from ..chain.simulator import op_cost
 from ..discretize import capacity as discretize_capacity
 from ..discretize import effective_slots, scope_text, size_in_slots, tick_scale, to_ticks
 from ..errors import InputError
-from ..exact.cpsat_runner import run_cpsat
+from ..exact.cpsat_runner import check_first, run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from .cpsat import check_scale
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
 from .simulator import simulate
@@ -276,12 +277,15 @@ class _Model:
 FAST = ("pofo", "rotor-offload", "remat-only", "offload-prefix", "vdnn", "none")
 
 
+@check_first(check_scale)
 @exact_solver("offload", "exact-combined", FAST, time_limit=60.0, workers=4, slots=0,
               least=lambda inst: inst.chain.total_time())
 def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadline: Deadline,
                          seed: SolveResult | None = None, scale: float | None = None, **_: Any) -> SolveResult:
     """Exact CP-SAT ground truth for rematerialization + offloading (see the module docstring);
-    sizes exact by default (``slots=0``), 4 workers, 60 s."""
+    sizes exact by default (``slots=0``), 4 workers, 60 s. `scale`: ticks per time unit (default:
+    exact when durations allow, about 1000 ticks for the longest otherwise; given, as
+    `offload.cpsat.check_scale` accepts)."""
     chain = inst.chain
     L = chain.length
     budget = int(budget)

@@ -55,11 +55,12 @@ from ortools.sat.python import cp_model
 from ..chain.exact_model import Lin, PhaseModel, discretise
 from ..chain.schedule import F_ALL, F_CK, F_N, Bwd, Loss, Op
 from ..discretize import effective_slots, scope_text, tick_scale, to_ticks
-from ..exact.cpsat_runner import run_cpsat
+from ..exact.cpsat_runner import check_first, check_parameters, run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.milp_runner import BackendRun
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from .cpsat import check_scale
 from .exact_free_cuts import add_link_bounds, run_edge
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
@@ -410,6 +411,14 @@ def scope_of(scale: float, slots: int) -> str:
             + scope_text(slots))
 
 
+def check_options(inst: OffloadInstance, *, scale: Any = None, parameters: Any = "", **_: Any) -> None:
+    """The options `scale` (`offload.cpsat.check_scale`) and `parameters` (`check_parameters`),
+    before the warm start: bad values are an `InputError` at once."""
+    check_scale(inst, scale=scale)
+    check_parameters(parameters)
+
+
+@check_first(check_options)
 @exact_solver("offload", "offload-exact", FAST, time_limit=60.0, workers=1, slots=DEFAULT_SLOTS,
               least=lambda inst: inst.chain.total_time())
 def solve_offload_exact(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadline: Deadline,
@@ -417,7 +426,9 @@ def solve_offload_exact(inst: OffloadInstance, budget: int, *, options: ExactOpt
                         **_: Any) -> SolveResult:
     """The model of the module docstring (default 60 s, 1 worker, sizes in 100 slots of the
     budget; ``slots=0``: exact sizes). Warm start: the best fast solver's schedule (pofo's
-    first) as CP-SAT hints. `scale`: ticks per time unit (default: exact when durations allow).
+    first) as CP-SAT hints. `scale`: ticks per time unit (default: exact when durations allow;
+    given, as `offload.cpsat.check_scale` accepts); `parameters`: CP-SAT parameters, "name:value"
+    pairs (`exact.cpsat_runner.parse_parameters`).
     When sizes rounded up to slots make the budget infeasible, or the model's optimum at its
     slots is slower than pofo at exact sizes, the model is solved again with exact sizes in the
     time left (`exact_free_retry`)."""

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from ..chain.schedule import LOSS, Op, ops_json
 from ..chain.schedule import Schedule as ChainSchedule
 from ..errors import InputError
+from ..units import check_number
 
 OFF, PRE = "Off", "Pre"
 VALUES = ("a", "abar")
@@ -107,8 +108,8 @@ class OffloadSchedule:
         not_before: list[float | None] = []
         for k, item in enumerate(raw):
             t = item.get("not_before") if isinstance(item, dict) else None
-            if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0):
-                raise InputError(f"not_before must be a time >= 0, got {t!r}", path=path, field=f"ops[{k}]")
+            if t is not None:  # a time in the chain's unit: finite, >= 0, at most MAX_TIME
+                t = check_number(t, path=path, field=f"ops[{k}].not_before", time=True)
             not_before.append(None if t is None else float(t))
             if isinstance(item, dict) and item.get("op") in (OFF, PRE):
                 value, index = item.get("value"), item.get("index")

@@ -10,6 +10,7 @@ The referee that charges period and memory is `solvers.pipeline.simulator`."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,26 @@ if TYPE_CHECKING:
 
 SCHEDULES = ("1f1b", "gpipe")
 FORMAT = "memsched.partition/1"
+#: the most devices (and replicas of a stage) and micro-batches a partition file may name (as the
+#: command line's --devices and --micro-batches), and the largest layer index it may name
+MAX_DEVICES = 10**6
+MAX_MICRO_BATCHES = 10**6
+MAX_LAYER = 10**6
+
+
+def _integer(value: Any, *, path: str, field: str, low: int, high: int) -> int:
+    """An integer of a partition file in low..high (a boolean, a float or a string is not one)."""
+    if value is None:
+        raise InputError("missing (an integer is needed)", path=path, field=field)
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            shown = json.dumps(value)[:60]  # as the file spells it (true, "2", 1.5)
+        except (TypeError, ValueError):
+            shown = repr(value)[:60]
+        raise InputError(f"must be an integer in {low}..{high}, got {shown}", path=path, field=field)
+    if not low <= value <= high:
+        raise InputError(f"must be an integer in {low}..{high}, got {value}", path=path, field=field)
+    return value
 
 
 @dataclass
@@ -110,26 +131,37 @@ class Partition:
         if not isinstance(data, dict) or not isinstance(data.get("stages"), list) or not data["stages"]:
             raise InputError("expected an object with a non-empty 'stages' list", path=path, field="stages")
         bounds = []
-        for k, s in enumerate(data["stages"]):
-            try:
-                bounds.append((int(s["first_layer"]), int(s["last_layer"]), int(s.get("replicas", 1))))
-            except (KeyError, TypeError, ValueError):
-                raise InputError("needs integer first_layer and last_layer", path=path,
-                                 field=f"stages[{k}]") from None
+        for k, st in enumerate(data["stages"]):
+            if not isinstance(st, dict):
+                raise InputError(f"expected an object with first_layer and last_layer, got {st!r}", path=path,
+                                 field=f"stages[{k}]")
+            first = _integer(st.get("first_layer"), path=path, field=f"stages[{k}].first_layer", low=0,
+                             high=MAX_LAYER)
+            last = _integer(st.get("last_layer"), path=path, field=f"stages[{k}].last_layer", low=0, high=MAX_LAYER)
+            replicas = _integer(st.get("replicas", 1), path=path, field=f"stages[{k}].replicas", low=1,
+                                high=MAX_DEVICES)
+            bounds.append((first, last, replicas))
         schedule = str(data.get("schedule", "1f1b"))
         if schedule not in SCHEDULES:
             raise InputError(f"unknown schedule {schedule!r}", path=path, field="schedule")
         order = data.get("order")
         if order is not None and (not isinstance(order, list)
-                                  or not all(isinstance(v, int) and not isinstance(v, bool) for v in order)):
+                                  or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_LAYER
+                                             for v in order)):
             raise InputError("must be a list of layer indices", path=path, field="order")
-        part = cls.from_bounds(bounds, schedule=schedule, micro_batches=data.get("micro_batches"),
-                               devices=data.get("devices"))
+        micro_batches = data.get("micro_batches")
+        if micro_batches is not None:
+            micro_batches = _integer(micro_batches, path=path, field="micro_batches", low=1, high=MAX_MICRO_BATCHES)
+        devices = data.get("devices")
+        if devices is not None:
+            devices = _integer(devices, path=path, field="devices", low=1, high=MAX_DEVICES)
+        part = cls.from_bounds(bounds, schedule=schedule, micro_batches=micro_batches, devices=devices)
         part.order = order
         device_of = data.get("device_of")
         if device_of is not None and (not isinstance(device_of, list) or len(device_of) != len(bounds) or not all(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in device_of)):
-            raise InputError("must list one device index >= 0 per stage", path=path, field="device_of")
+                isinstance(v, int) and not isinstance(v, bool) and 0 <= v < MAX_DEVICES for v in device_of)):
+            raise InputError(f"must list one device index in 0..{MAX_DEVICES - 1} per stage", path=path,
+                             field="device_of")
         part.device_of = device_of
         return part
 
