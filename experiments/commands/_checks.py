@@ -45,7 +45,8 @@ MAX_COUNT = 10**6
 MAX_INT_OPTION = {"max_states": 10**7}
 #: keyword parameters that are not user options (the solver's plumbing)
 _PLUMBING = {"options", "deadline", "seed", "slots", "time_limit"}
-#: options of a solver that forwards ``**kw`` to an inner model function
+
+
 # --------------------------------------------------------------------------- argparse types
 def seconds(text: str) -> float:
     """A time limit: a positive finite number of seconds (at most a week)."""
