@@ -15,9 +15,11 @@ matplotlib are imported by the calls that need them.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +28,22 @@ from memsched.solvers.errors import InputError
 from memsched.solvers.exact.interrupt import answer_on_interrupt
 
 from .live import line_limit, progress_line
-from .results import Comparison, Result, RunResult, SweepResult
+from .results import Comparison, Result, RunResult, SweepResult, check_figsize, check_title, no_options
 
 PathLike = str | Path
 #: (problem, class name) pairs, most specific first: how `problem_of` recognises an instance.
 _CLASSES = (("offload", "OffloadInstance"), ("join", "Join"), ("graph", "Graph"), ("pipeline", "Pipeline"),
             ("chain", "Chain"))
+#: (problem, class name) of each problem's schedule, most specific first: how `_schedule_problem` tells them apart.
+_SCHEDULE_CLASSES = (("offload", "OffloadSchedule"), ("join", "JoinSchedule"), ("graph", "GraphSchedule"),
+                     ("pipeline", "Partition"), ("chain", "Schedule"))
 _CONFIG_SUFFIXES = (".toml", ".yaml", ".yml")
+#: the most devices of a pipeline (the command line's ``--devices`` range, `_checks.MAX_COUNT`)
+MAX_DEVICES = 10**6
+#: the most memory slots (the command line's ``--slots`` range)
+MAX_SLOTS = 10**9
+#: `slots` when none is given
+DEFAULT_SLOTS = 500
 
 
 # ---------------------------------------------------------------------------- instances
@@ -43,11 +54,16 @@ def load(path: PathLike, *, problem: str | None = None, bandwidth: str | float |
 
     `problem` reads a chain file as another problem ("pipeline", "offload"); `bandwidth`
     (bytes/s or "12GB/s") and `latency` (s) make a chain file an offloading instance, as does
-    a ``host_link`` in the file. Bad files raise `InputError` naming the file and the field."""
+    a ``host_link`` in the file (whose latency `latency` replaces). A latency without a bandwidth
+    (nor a host link) is an `InputError`, as is a bandwidth with another `problem`. Bad files
+    raise `InputError` naming the file and the field."""
     from memsched.solvers.formats import detect_problem, load_instance
 
     if not isinstance(path, (str, Path)):
         raise InputError(f"must be the path of an instance file (str or Path), got {path!r}", field="path")
+    _check_problem(problem)
+    _check_latency(latency)
+    _bandwidth_problem(bandwidth, problem)
     path = Path(path)
     found = detect_problem(path)
     if problem is None and found == "chain":
@@ -64,13 +80,20 @@ def load(path: PathLike, *, problem: str | None = None, bandwidth: str | float |
 
         bw = parse_bandwidth(bandwidth, field="bandwidth") if bandwidth is not None else None
         return OffloadInstance.load(path, bw, latency)
+    if latency is not None:
+        raise InputError(_LATENCY_ALONE, path=str(path), field="latency")
     return load_instance(path, problem or found)[1]
 
 
 def data_path(*parts: str) -> Path:
     """A file among the instances shipped with memsched (``solvers/data``): e.g.
-    ``data_path("examples", "cnn12.json")``, ``data_path("pipeline", "vgg16-b32.graph.txt")``."""
+    ``data_path("examples", "cnn12.json")``, ``data_path("pipeline", "vgg16-b32.graph.txt")``.
+    Each part is a str or a path (`InputError` naming ``parts`` otherwise)."""
     from memsched import solvers
+
+    for part in parts:
+        if not isinstance(part, (str, os.PathLike)):
+            raise InputError(f"each part must be a str (a folder or file name), got {part!r}", field="parts")
 
     path = Path(solvers.__file__).resolve().parent / "data"
     return path.joinpath(*parts)
@@ -91,11 +114,20 @@ def problem_of(instance: Any) -> str:
 def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | float | None = None,
                latency: float | None = None) -> tuple[str, Any]:
     """(problem, instance) from an instance or a path; a chain becomes an offloading instance
-    when `bandwidth` is given or `problem` is "offload", a pipeline when `problem` is "pipeline"."""
+    when `bandwidth` is given or `problem` is "offload", a pipeline when `problem` is "pipeline".
+    `InputError` for an instance that cannot be read as `problem`, a bandwidth for anything but a
+    chain (or an offloading instance, whose link it replaces), or a latency without a bandwidth."""
+    _check_problem(problem)
+    _check_latency(latency)
+    _bandwidth_problem(bandwidth, problem)
     if isinstance(instance, (str, Path)):
         instance = load(instance, problem=problem, bandwidth=bandwidth, latency=latency)
-        bandwidth = None
+        bandwidth = latency = None  # applied by load
     found = problem_of(instance)
+    if bandwidth is not None and found not in ("chain", "offload"):
+        raise InputError(f"a bandwidth applies to chains, not to a {found} instance", field="bandwidth")
+    if latency is not None and found != "offload" and bandwidth is None:
+        raise InputError(_LATENCY_ALONE, field="latency")
     if found == "chain" and (bandwidth is not None or problem == "offload"):
         from memsched.solvers.offload import OffloadInstance
         from memsched.solvers.units import parse_bandwidth
@@ -110,6 +142,10 @@ def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | fl
 
         bw = parse_bandwidth(bandwidth, field="bandwidth")
         return "offload", OffloadInstance(instance.chain, bw, instance.latency if latency is None else latency)
+    if found == "offload" and latency is not None and problem in (None, "offload"):
+        from memsched.solvers.offload import OffloadInstance
+
+        return "offload", OffloadInstance(instance.chain, instance.bandwidth, latency)
     if found == "chain" and problem == "pipeline":
         from memsched.solvers.pipeline import from_chain
 
@@ -121,19 +157,15 @@ def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | fl
 
 def budget(instance: Any, spec: int | float | str, *, problem: str | None = None) -> int:
     """Bytes from a budget: an int (bytes), a size ("1.5GB", "800MiB") or "X%" of the
-    problem's reference peak."""
-    from memsched.solvers.units import parse_positive_budget
-
-    problem = problem or problem_of(instance)
-    reference = None
-    if isinstance(spec, str) and spec.strip().endswith("%"):
-        reference = registry.problem_module(problem).reference_peak(instance)
-    return parse_positive_budget(spec, reference, field="budget")
+    problem's reference peak. `instance` is an instance or a path, read as `problem` (as in
+    `as_problem`: "pipeline" makes a chain a pipeline; another problem is an `InputError`)."""
+    problem, instance = as_problem(instance, problem)
+    return _budget(instance, spec, problem)
 
 
 def reference_peak(instance: Any, *, problem: str | None = None) -> int:
-    """What "X%" budgets refer to (bytes)."""
-    problem = problem or problem_of(instance)
+    """What "X%" budgets refer to (bytes), for an instance or a path read as `problem` (`as_problem`)."""
+    problem, instance = as_problem(instance, problem)
     return int(registry.problem_module(problem).reference_peak(instance))
 
 
@@ -156,29 +188,32 @@ def default_solver(problem: str) -> str:
 
 # ---------------------------------------------------------------------------- solving
 def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] | None = None, *,
-          problem: str | None = None, slots: int = 500, time_limit: float | None = None,
+          problem: str | None = None, slots: int = DEFAULT_SLOTS, time_limit: float | None = None,
           bandwidth: str | float | None = None, latency: float | None = None, devices: int | None = None,
           progress: bool = False, **options: Any) -> Result | Comparison:
     """Solve `instance` under `budget` (memory per device for pipelines) with `solver`.
 
     One solver name gives a `Result`; a list of names gives a `Comparison` of all of them at
-    the same budget. `devices` (P) is required for pipelines; `bandwidth` turns a chain into an
-    offloading instance; `slots` discretises memory for the solvers that need it (0: exact);
-    `time_limit` (s) bounds exact solvers; `progress` draws a live line on stderr while each
-    solver runs (stage, best, bound, gap: `memsched.live`); other keyword options go to the solver
-    (one that none of the named solvers takes is an `InputError`: a misspelt option is not ignored).
+    the same budget. `devices` (P, an int in 1..10^6) is required for pipelines and refused for
+    the other problems; `bandwidth` turns a chain into an offloading instance (`latency`, s per
+    transfer, needs one); `slots` discretises memory for the solvers that need it (0: exact;
+    at most 10^9); `time_limit` (s: None or a positive number, at most a week) bounds exact
+    solvers and is checked whichever solver is named; `progress` (a bool) draws a live line on
+    stderr while each solver runs (stage, best, bound, gap: `memsched.live`); other keyword
+    options go to the solver (one that none of the named solvers takes, or a value not of the
+    option's type, is an `InputError`: a misspelt option is not ignored).
     A Ctrl-C (a notebook's interrupt) during an exact solver's search returns what it had, marked
     ``details["interrupted"]`` (with a list, the comparison ends there)."""
     problem, instance = as_problem(instance, problem, bandwidth=bandwidth, latency=latency)
-    if problem == "pipeline":
-        if devices is None:
-            raise InputError("a pipeline needs devices=P", field="devices")
-        options["devices"] = int(devices)
-    if isinstance(slots, bool) or not isinstance(slots, numbers.Integral) or slots < 0:
-        raise InputError(f"must be an integer >= 0, got {slots!r}", field="slots")
+    devices = _check_devices(problem, devices)
+    if devices is not None:
+        options["devices"] = devices
+    slots = _check_slots(slots)
+    time_limit = _check_time_limit(time_limit)
+    _check_bool(progress, "progress")
     bytes_ = _budget(instance, budget, problem)
     names = _solver_names(problem, solver)
-    _check_option_names(problem, names, options)
+    _check_options(problem, names, options)
 
     def one(name: str) -> Result:
         limit = line_limit(registry.get_solver(problem, name), time_limit, options) if progress else None
@@ -200,32 +235,27 @@ def simulate(instance: Any, schedule: Any, budget: int | float | str | None = No
              problem: str | None = None, bandwidth: str | float | None = None) -> Result:
     """Replay `schedule` (a schedule object, a `Result`, its JSON dict, or a path to a schedule
     JSON) on `instance` with the problem's simulator; the Result's status is "valid" or
-    "invalid" (``.violation`` says why), its makespan and peak are the replay's."""
+    "invalid" (``.violation`` says why), its makespan and peak are the replay's. A schedule of
+    another problem (a chain schedule on an offloading instance, say) is an `InputError`."""
     from memsched.solvers.result import SolveResult
 
+    adopted = None
     if isinstance(schedule, Result):
-        problem = problem or schedule.problem
+        if problem is None:
+            problem = adopted = schedule.problem  # a pipeline result replays on the chain it was solved from
         if instance is None:
             instance = schedule.instance
-        schedule = schedule.schedule
-    problem, instance = as_problem(instance, problem, bandwidth=bandwidth)
-    module = registry.problem_module(problem)
-    if isinstance(schedule, (str, Path)):
-        from memsched.solvers.jsonio import read_json
-
-        schedule = module.schedule_from_json(read_json(schedule), instance, path=str(schedule))
-    elif isinstance(schedule, dict):
-        schedule = module.schedule_from_json(schedule, instance)
-    if schedule is None:
-        raise InputError("no schedule to replay", field="schedule")
-    bytes_ = _budget(instance, budget, problem) if budget is not None else None
     try:
+        problem, instance = as_problem(instance, problem, bandwidth=bandwidth)
+    except InputError as err:
+        if adopted is None:
+            raise
+        raise InputError(f"a {adopted} result cannot be simulated on this instance ({err})", field="schedule") from None
+    module = registry.problem_module(problem)
+    schedule = _as_schedule(problem, instance, schedule, "simulated")
+    bytes_ = _budget(instance, budget, problem) if budget is not None else None
+    with _schedule_errors(problem, schedule):
         replay = module.replay(instance, schedule, bytes_)
-    except (TypeError, AttributeError):
-        if type(schedule).__module__.startswith("memsched."):
-            raise  # one of ours: a bug, not bad input
-        raise InputError(f"not a {problem} schedule: {type(schedule).__name__} (give a schedule, a Result, its JSON "
-                         "dict or the path of a schedule file)", field="schedule") from None
     valid = replay.violation is None
     raw = SolveResult(problem=problem, solver="replay", status="valid" if valid else "invalid",
                       objective=replay.objective, peak_memory=replay.peak_memory, budget=bytes_,
@@ -234,23 +264,32 @@ def simulate(instance: Any, schedule: Any, budget: int | float | str | None = No
 
 
 def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solvers: Sequence[str] | None = None,
-          *, problem: str | None = None, output: PathLike | None = None, workers: int = 1, fresh: bool = False,
-          slots: int = 500, time_limit: float | None = None, bandwidth: str | float | None = None,
-          devices: int | None = None, **options: Any) -> SweepResult:
+          *, problem: str | None = None, output: PathLike | None = None, workers: int | None = None,
+          fresh: bool = False, slots: int | None = None, time_limit: float | None = None,
+          bandwidth: str | float | None = None, devices: int | None = None, **options: Any) -> SweepResult:
     """A grid of budgets x solvers, one row each, as a `SweepResult` (``.to_pandas()``,
     ``.plot()``: overhead or period versus budget).
 
     `target` is either a sweep file (TOML / YAML, or the name of a committed config such as
     "fig_a_chains"), run by the sweep engine exactly as ``memsched sweep`` would (resumable,
-    into `output`, default the file's), or an instance (or instance file), solved here in
-    this process for every budget in `budgets` and solver in `solvers` (default: the
-    problem's default solver). A solver that rejects the instance gives rows of status
-    "unsupported" (as in the sweep engine)."""
+    into `output`, default the file's; `workers` local processes, default 1; `fresh` starts
+    again), or an instance (or instance file), solved here in this process for every budget in
+    `budgets` and solver in `solvers` (default: the problem's default solver), with `slots`
+    (default 500), `time_limit`, `bandwidth`, `devices` and solver options as in `solve`.
+    Arguments that do not apply to the kind of `target` (budgets for a sweep file, which sets
+    its own; output for an instance) are an `InputError`, as are shared arguments with bad
+    values (checked before anything runs, as `solve` does). A solver that rejects the instance
+    gives rows of status "unsupported" (as in the sweep engine)."""
     if _is_config(target):
-        from memsched.experiments.sweep import find_config, run_sweep
-
-        outcome = run_sweep(find_config(str(target)), output=output, workers=workers, progress=False, fresh=fresh)
-        return SweepResult(list(outcome.rows), source=str(target))
+        return _config_sweep(target, output=output, workers=workers, fresh=fresh, budgets=budgets,
+                             solvers=solvers, problem=problem, slots=slots, time_limit=time_limit,
+                             bandwidth=bandwidth, devices=devices, options=options)
+    for name, value in (("output", output), ("workers", workers)):
+        if value is not None:
+            raise InputError("applies to a sweep file (TOML / YAML); an instance sweep runs here, in this process",
+                             field=name)
+    if fresh is not False:
+        raise InputError("applies to a sweep file (TOML / YAML); an instance sweep keeps no journal", field="fresh")
     if budgets is None:
         raise InputError("an instance sweep needs budgets (e.g. ['40%', '60%', '80%'])", field="budgets")
     if isinstance(budgets, (str, int, float)):  # one budget ("50%" would otherwise be read as "5", "0", "%")
@@ -258,13 +297,16 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     elif not isinstance(budgets, Iterable) or isinstance(budgets, (bytes, dict)):
         raise InputError(f"must be a budget or a list of budgets, got {budgets!r}", field="budgets")
     problem, instance = as_problem(target, problem, bandwidth=bandwidth)
+    devices = _check_devices(problem, devices)
+    slots = _check_slots(DEFAULT_SLOTS if slots is None else slots)
+    time_limit = _check_time_limit(time_limit)
     names = _solver_names(problem, solvers or None)
-    _check_option_names(problem, names, options)
+    _check_options(problem, names, dict(options, devices=devices) if devices is not None else options)
+    grid = [(spec, _budget(instance, spec, problem)) for spec in budgets]  # every budget checked before any solve
     reference = reference_peak(instance, problem=problem)
     baseline = baseline_objective(problem, instance)
     rows = []
-    for spec in budgets:
-        bytes_ = _budget(instance, spec, problem)
+    for spec, bytes_ in grid:
         for name in names:
             try:
                 result = solve(instance, bytes_, name, problem=problem, slots=slots, time_limit=time_limit,
@@ -283,6 +325,24 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     return SweepResult(rows, source=getattr(instance, "name", "") or problem)
 
 
+def _config_sweep(target: PathLike, *, output: Any, workers: Any, fresh: Any, options: dict[str, Any],
+                  **instance_args: Any) -> SweepResult:
+    """`sweep` of a sweep file: the sweep engine's run, after checking `output`, `workers`, `fresh`
+    and that no argument of an instance sweep (`instance_args`, `options`) is given."""
+    from memsched.experiments.sweep import find_config, run_sweep
+
+    given = [name for name, value in instance_args.items() if value is not None] + list(options)
+    if given:
+        raise InputError("applies to an instance sweep; a sweep file sets its own budgets, solvers and options",
+                         field=given[0])
+    if output is not None and not isinstance(output, (str, os.PathLike)):
+        raise InputError(f"must be the path of a folder (str or Path), got {output!r}", field="output")
+    count = 1 if workers is None else _check_int(workers, "workers", 1, MAX_DEVICES)
+    _check_bool(fresh, "fresh")
+    outcome = run_sweep(find_config(str(target)), output=output, workers=count, progress=False, fresh=fresh)
+    return SweepResult(list(outcome.rows), source=str(target))
+
+
 def _solver_names(problem: str, solver: Any) -> list[str]:
     """The solver names asked for: the problem's default for None, one name, or a sequence of
     names (`InputError` for anything else, or an empty sequence)."""
@@ -299,17 +359,52 @@ def _solver_names(problem: str, solver: Any) -> list[str]:
     raise InputError(f"must be a solver name or a list of names, got {solver!r}", field="solver")
 
 
-def _check_option_names(problem: str, names: Sequence[str], options: dict[str, Any]) -> None:
+def _check_options(problem: str, names: Sequence[str], options: dict[str, Any]) -> None:
     """Each keyword option is taken by at least one of the solvers `names` (their keyword
-    parameters, as ``--option`` lists them): a misspelt one would be ignored without a word.
-    Values are checked by the solvers themselves."""
-    from memsched.experiments.commands._checks import options_taken
+    parameters, as ``--option`` lists them): a misspelt one would be ignored without a word;
+    and its value has the type (and range) that each of them declares (`_checks.option_type_error`,
+    as the command line checks ``--option``, and named as it names them: ``--option KEY``, the
+    field the solvers' own checks give too). None keeps the default where the solver's parameter
+    allows it. Values whose check needs the instance (``table_budget`` in bytes, say) are left to
+    the solvers."""
+    from memsched.experiments.commands._checks import option_type_error, options_taken, solver_parameters
 
     taken = options_taken((problem, name) for name in names) | {"devices"}
     for key in options:
         if key not in taken:
             raise InputError(f"no option {key!r} for {', '.join(names)} (their options: "
                              f"{', '.join(sorted(taken - {'devices'})) or 'none'})", field=key)
+    for name in names:
+        kinds = solver_parameters(problem, name)
+        for key, value in options.items():
+            if key not in kinds or key in _SOLVER_CHECKED or (value is None and _none_allowed(problem, name, key)):
+                continue
+            want = option_type_error(kinds[key], key, value)
+            if want is not None:
+                raise InputError(f"must be {want}, got {_show(value)}", field=f"--option {key}")
+
+
+#: options whose values the solvers check themselves (`option_type_error`'s range would be wrong):
+#: ``table_budget`` is bytes (up to 1 PiB), not a count
+_SOLVER_CHECKED = frozenset({"table_budget"})
+
+
+def _none_allowed(problem: str, name: str, key: str) -> bool:
+    """None is a value of option `key` of the solver: an exact-layer option (None keeps its
+    default, `ExactOptions.from_kwargs`), or a parameter whose default or annotation is None."""
+    import inspect
+
+    fn = registry.get_solver(problem, name)
+    if getattr(fn, "exact_layer", False):
+        from memsched.solvers.exact.options import ALIASES, ExactOptions
+
+        if ALIASES.get(key, key) in ExactOptions.__dataclass_fields__:
+            return True
+    for target in (fn, getattr(fn, "__wrapped__", None)):
+        param = inspect.signature(target).parameters.get(key) if target is not None else None
+        if param is not None and (param.default is None or "None" in str(param.annotation)):
+            return True
+    return False
 
 
 def baseline_objective(problem: str, instance: Any) -> float | None:
@@ -347,7 +442,7 @@ def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_f
     if problem not in ("chain", "graph"):
         raise InputError(f"must be chain or graph, got {problem!r}", field="problem")
     if problem == "graph":
-        return _profile_graph(model, example_input, target, loss_fn, repeats, out, sizes)
+        return _profile_graph(model, example_input, target, loss_fn, repeats, out, sizes, timing)
     if isinstance(model, str):
         _check_zoo(model)
         _no_network_args(example_input, target, loss_fn)
@@ -363,7 +458,7 @@ def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_f
 
 
 def _profile_graph(model: Any, example_input: Any, target: Any, loss_fn: Any, repeats: int, out: PathLike | None,
-                   sizes: dict[str, Any]) -> Any:
+                   sizes: dict[str, Any], timing: str | None = None) -> Any:
     """`profile` with ``problem="graph"``: the training graph, as `memsched run --problem graph` profiles it."""
     from memsched.models.graph.export import export_training_graph
 
@@ -375,12 +470,12 @@ def _profile_graph(model: Any, example_input: Any, target: Any, loss_fn: Any, re
         model = build_model(model, **sizes)
     else:
         model = _own_network(model, example_input, target, loss_fn, sizes)
-    return export_training_graph(model, cost="measured", ram="tape", repeats=repeats,
+    return export_training_graph(model, cost="measured", ram="tape", repeats=repeats, timing=timing or "in_step",
                                  out=str(out) if out is not None else None)
 
 
 def run(model: Any, budget: int | float | str, solver: str | None = None, *, problem: str | None = None,
-        chain: Any = None, instance: Any = None, bandwidth: str | float | None = None, slots: int = 500,
+        chain: Any = None, instance: Any = None, bandwidth: str | float | None = None, slots: int = DEFAULT_SLOTS,
         time_limit: float | None = None, time_repeats: int = 3, repeats: int = 3, seed: int = 0,
         example_input: Any = None, target: Any = None, loss_fn: Any = None, **sizes: Any) -> RunResult:
     """Solve, then execute the schedule for real as one training step of `model`: a zoo network
@@ -391,7 +486,19 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     (makespan in ms, peak in bytes) beside the measured time and peak memory, and whether every
     gradient matches plain autograd (``grad_check``). `chain` / `instance` give the costs (an
     instance or a file) instead of profiling; `bandwidth` runs an offloading schedule; sizes as
-    in `profile`. Needs torch."""
+    in `profile`. The arguments are checked before anything is built, as ``memsched run`` checks
+    its flags: `solver` one name, `problem` one of chain, offload, join, graph, `slots` an int in
+    0..10^9, `time_limit` as in `solve`, `time_repeats` and `repeats` ints in 1..10^4, `seed` an
+    int in 0..2^32-1 (`InputError` naming the argument). Needs torch."""
+    if solver is not None and not isinstance(solver, str):
+        raise InputError(f"must be one solver name (a str), got {solver!r}", field="solver")
+    if problem is not None and problem not in _RUN_PROBLEMS:
+        raise InputError(f"must be one of {', '.join(_RUN_PROBLEMS)} (or None), got {problem!r}", field="problem")
+    slots = _check_slots(slots)
+    time_limit = _check_time_limit(time_limit)
+    time_repeats = _check_int(time_repeats, "time_repeats", 1, MAX_REPEATS)
+    repeats = _check_int(repeats, "repeats", 1, MAX_REPEATS)
+    seed = _check_int(seed, "seed", 0, 2**32 - 1)
     _need_torch()
     from .execute import run_model
 
@@ -407,6 +514,12 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     return RunResult(run_model(model, budget, solver, problem=problem, instance=instance if chain is None else chain,
                                bandwidth=bandwidth, slots=slots, time_limit=time_limit, time_repeats=time_repeats,
                                repeats=repeats, seed=seed, **sizes))
+
+
+#: the problems `run` executes (``memsched run --problem``)
+_RUN_PROBLEMS = ("chain", "offload", "join", "graph")
+#: the most timed or profiling repetitions (``memsched run --time-repeats``, ``memsched profile --repeats``)
+MAX_REPEATS = 10**4
 
 
 def _own_network(model: Any, example_input: Any, target: Any, loss_fn: Any, sizes: dict[str, Any]) -> Any:
@@ -428,12 +541,23 @@ def _no_network_args(example_input: Any, target: Any, loss_fn: Any) -> None:
 
 # ---------------------------------------------------------------------------- figures
 def plot(obj: Any, schedule: Any = None, *, budget: int | float | str | None = None, problem: str | None = None,
-         title: str | None = None, **kwargs: Any) -> Any:
-    """A matplotlib figure: ``plot(result)`` (any `Result`, `Comparison` or `SweepResult`),
-    ``plot(instance, schedule)`` (memory timeline above the operations) or
-    ``plot(instance, {"rotor": s1, "periodic": s2})`` (stacked on shared scales)."""
+         title: str | None = None, figsize: tuple[float, float] | None = None, **kwargs: Any) -> Any:
+    """A matplotlib figure: ``plot(result)`` (any `Result`, `Comparison` or `SweepResult`; other
+    keyword arguments go to its ``.plot``, e.g. ``y=`` for a sweep), ``plot(instance, schedule)``
+    (memory timeline above the operations; the schedule in any form `simulate` takes: a schedule
+    object, a `Result`, its JSON dict or a schedule file) or ``plot(instance, {"rotor": s1,
+    "periodic": s2})`` (stacked on shared scales). `budget` (marked on the timeline) and `problem`
+    apply to an instance (a result is drawn at its own budget); an unknown keyword argument, or
+    one that does not apply, is an `InputError`."""
     if isinstance(obj, (Result, Comparison, SweepResult)):
-        return obj.plot(title=title, **kwargs) if title is not None else obj.plot(**kwargs)
+        for name, value in (("schedule", schedule), ("budget", budget), ("problem", problem)):
+            if value is not None:
+                raise InputError(f"applies to plot(instance, schedule); a {type(obj).__name__} is drawn with its own "
+                                 "schedules and budget", field=name)
+        return obj.plot(title=title, figsize=figsize, **kwargs)
+    no_options(kwargs, "plot(instance, schedule)", ("budget", "problem", "title", "figsize"))
+    check_title(title)
+    check_figsize(figsize)
     if schedule is None:
         raise InputError("plot(instance, schedule): no schedule given", field="schedule")
     from memsched.experiments.plotting import plot_comparison, plot_schedule
@@ -441,30 +565,180 @@ def plot(obj: Any, schedule: Any = None, *, budget: int | float | str | None = N
     problem, instance = as_problem(obj, problem)
     bytes_ = _budget(instance, budget, problem) if budget is not None else None
     if isinstance(schedule, dict) and schedule and all(isinstance(k, str) for k in schedule) \
-            and not ("ops" in schedule or "format" in schedule or "stages" in schedule):
-        schedules = {k: (v.schedule if isinstance(v, Result) else v) for k, v in schedule.items()}
-        return plot_comparison(problem, instance, schedules, budget=bytes_, title=title)
-    if isinstance(schedule, Result):
-        schedule = schedule.schedule
-    return plot_schedule(problem, instance, schedule, budget=bytes_, title=title)
+            and not _SCHEDULE_KEYS & set(schedule):  # {name: schedule}, not one schedule's JSON
+        schedules = {k: _as_schedule(problem, instance, v, "drawn", field=f"schedule[{k!r}]")
+                     for k, v in schedule.items()}
+        with _schedule_errors(problem, schedules):
+            return plot_comparison(problem, instance, schedules, budget=bytes_, title=title, figsize=figsize)
+    schedule = _as_schedule(problem, instance, schedule, "drawn")
+    with _schedule_errors(problem, schedule):
+        return plot_schedule(problem, instance, schedule, budget=bytes_, title=title, figsize=figsize)
+
+
+#: keys of one schedule's JSON (or of a ``solve --json`` object holding one), never solver names
+_SCHEDULE_KEYS = frozenset({"ops", "format", "stages", "schedule", "problem"})
 
 
 # ---------------------------------------------------------------------------- helpers
-def _budget(instance: Any, spec: int | float | str, problem: str) -> int:
+def _budget(instance: Any, spec: Any, problem: str) -> int:
+    """Bytes from the budget `spec` of `instance` (already read as `problem`): a number of bytes
+    (at least 1, at most 1 PiB), a size string or "X%" of the reference peak; `InputError` naming
+    ``budget`` for anything else."""
+    from memsched.solvers.units import MAX_BYTES, parse_positive_budget, short_number
+
     if isinstance(spec, bool):
         raise InputError(f"not a budget: {spec!r}", field="budget")
-    if isinstance(spec, (int, float)) and not isinstance(spec, str):
-        from memsched.solvers.units import MAX_BYTES
-
-        if not math.isfinite(spec) or spec <= 0:
-            raise InputError(f"budget must be positive, got {spec!r}", field="budget")
+    if isinstance(spec, numbers.Real):
+        if spec != spec or spec <= 0:  # NaN, zero, negative (compared exactly: math.isfinite overflows on 10**400)
+            raise InputError(f"budget must be positive, got {short_number(spec)}", field="budget")
         if spec < 1:  # 0.5 meant as a share would otherwise be 0 bytes, "infeasible"
             raise InputError(f"{spec!r} is less than one byte (a number is bytes; write \"50%\" for a share of "
                              f"the reference peak)", field="budget")
-        if spec > MAX_BYTES:
-            raise InputError(f"{spec!r} is too large (at most {MAX_BYTES} bytes, 1 PiB)", field="budget")
+        if spec > MAX_BYTES:  # infinity included
+            raise InputError(f"{short_number(spec)} is too large (at most {MAX_BYTES} bytes, 1 PiB)", field="budget")
         return int(spec)
-    return budget(instance, spec, problem=problem)
+    if not isinstance(spec, str):
+        raise InputError(f"must be bytes (a number), a size (\"1.5GB\") or a share (\"60%\"), got {_show(spec)}",
+                         field="budget")
+    reference = None
+    if spec.strip().endswith("%"):
+        reference = registry.problem_module(problem).reference_peak(instance)
+    return parse_positive_budget(spec, reference, field="budget")
+
+
+def _show(value: Any) -> str:
+    """`value` for a message: short (an integer too long to print by its size, a long repr cut)."""
+    from memsched.solvers.units import short_number
+
+    if isinstance(value, int) and not isinstance(value, bool):
+        return short_number(value)
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _check_int(value: Any, field: str, low: int, high: int) -> int:
+    """`value` as an int in low..high (not a bool, nor a float such as 2.7); `InputError` naming `field`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+        raise InputError(f"must be an integer in {low}..{high}, got {_show(value)}", field=field)
+    return int(value)
+
+
+def _check_bool(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(f"must be True or False, got {_show(value)}", field=field)
+    return value
+
+
+def _check_slots(slots: Any) -> int:
+    return _check_int(slots, "slots", 0, MAX_SLOTS)
+
+
+def _check_time_limit(time_limit: Any) -> float | None:
+    """None (no limit) or a positive number of seconds, at most a week (`exact.options.MAX_SECONDS`)."""
+    from memsched.solvers.exact.options import MAX_SECONDS
+
+    if time_limit is None:
+        return None
+    if isinstance(time_limit, bool) or not isinstance(time_limit, numbers.Real) \
+            or not 0 < time_limit <= MAX_SECONDS:  # (NaN fails both)
+        raise InputError(f"must be None (no limit) or a positive number of seconds, at most a week "
+                         f"({MAX_SECONDS:.0f}, as --time-limit), got {_show(time_limit)}", field="time_limit")
+    return float(time_limit)
+
+
+def _check_latency(latency: Any) -> None:
+    """None, or a number of seconds in 0..`MAX_LATENCY` (not a bool)."""
+    from memsched.solvers.offload.instance import MAX_LATENCY
+
+    if latency is None:
+        return
+    if isinstance(latency, bool) or not isinstance(latency, numbers.Real) or not 0 <= latency <= MAX_LATENCY:
+        raise InputError(f"must be a number of seconds in 0..{MAX_LATENCY:g} per transfer, got {_show(latency)}",
+                         field="latency")
+
+
+#: the message for a latency given without a bandwidth (nor a host link)
+_LATENCY_ALONE = "needs a bandwidth: it is the host link's (give bandwidth=..., or a chain file with a host_link)"
+
+
+def _check_problem(problem: Any) -> None:
+    if problem is not None and problem not in registry.PROBLEMS:
+        raise InputError(f"must be one of {', '.join(registry.PROBLEMS)} (or None), got {_show(problem)}",
+                         field="problem")
+
+
+def _bandwidth_problem(bandwidth: Any, problem: str | None) -> None:
+    """A bandwidth makes an offloading instance: with another `problem` it is an `InputError`."""
+    if bandwidth is not None and problem not in (None, "offload"):
+        raise InputError(f"a bandwidth makes a chain an offloading instance, not a {problem} one", field="bandwidth")
+
+
+def _check_devices(problem: str, devices: Any) -> int | None:
+    """`devices` for `problem`: required for a pipeline (an int in 1..`MAX_DEVICES`), refused otherwise."""
+    if problem != "pipeline":
+        if devices is not None:
+            raise InputError(f"devices applies to pipelines, not to a {problem} instance", field="devices")
+        return None
+    if devices is None:
+        raise InputError("a pipeline needs devices=P", field="devices")
+    return _check_int(devices, "devices", 1, MAX_DEVICES)
+
+
+def _schedule_problem(schedule: Any) -> str | None:
+    """The problem whose schedule class `schedule` is an instance of (None: not one of ours)."""
+    for problem, cls_name in _SCHEDULE_CLASSES:
+        try:
+            cls = getattr(registry.problem_module(problem), cls_name)
+        except (ImportError, AttributeError):
+            continue
+        if isinstance(schedule, cls):
+            return problem
+    return None
+
+
+def _as_schedule(problem: str, instance: Any, schedule: Any, verb: str, *, field: str = "schedule") -> Any:
+    """The schedule object of `problem` in `schedule`: a schedule object, a `Result`, a schedule's
+    JSON dict (or a ``solve --json`` object), or the path of a schedule file; the problem's plain
+    forms (a list of operations or node indices) pass as they are, for the simulator to read.
+    `InputError` for a schedule of another problem ("a chain schedule cannot be simulated as
+    pipeline") or anything else; `simulate` and `plot` share it."""
+    if isinstance(schedule, Result):
+        if schedule.problem != problem:
+            raise InputError(f"a {schedule.problem} result cannot be {verb} as {problem}", field=field)
+        if schedule.schedule is None:
+            raise InputError(f"{schedule.solver} found no schedule ({schedule.status})", field=field)
+        schedule = schedule.schedule
+    module = registry.problem_module(problem)
+    if isinstance(schedule, (str, Path)):
+        from memsched.solvers.jsonio import read_json
+
+        schedule = module.schedule_from_json(read_json(schedule), instance, path=str(schedule))
+    elif isinstance(schedule, dict):
+        schedule = module.schedule_from_json(schedule, instance)
+    if schedule is None:
+        raise InputError("no schedule given", field=field)
+    owner = _schedule_problem(schedule)
+    if owner is not None and owner != problem:
+        raise InputError(f"a {owner} schedule cannot be {verb} as {problem} (the instance is read as {problem})",
+                         field=field)
+    if owner is None and not isinstance(schedule, (list, tuple)):
+        raise InputError(f"not a {problem} schedule: {type(schedule).__name__} (give a schedule, a Result, its "
+                         "JSON dict or the path of a schedule file)", field=field)
+    return schedule
+
+
+@contextlib.contextmanager
+def _schedule_errors(problem: str, schedule: Any) -> Iterator[None]:
+    """A TypeError or AttributeError from a plain form of a schedule (a list of something else
+    than operations) as an `InputError`; from one of memsched's own classes it is a bug, re-raised."""
+    try:
+        yield
+    except (TypeError, AttributeError):
+        parts = list(schedule.values()) if isinstance(schedule, dict) else [schedule]
+        if all(type(part).__module__.startswith("memsched.") for part in parts):
+            raise  # ours: a bug, not bad input
+        raise InputError(f"not a {problem} schedule: {type(schedule).__name__} (give a schedule, a Result, its JSON "
+                         "dict or the path of a schedule file)", field="schedule") from None
 
 
 def _is_config(target: Any) -> bool:

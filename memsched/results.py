@@ -14,9 +14,12 @@ import base64
 import html
 import io
 import math
+import numbers
 from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import Any
+
+from memsched.solvers.errors import InputError
 
 #: Columns of `Result.row` (and of the facade's sweep rows), in table order.
 ROW_COLUMNS = ("instance", "problem", "solver", "status", "objective", "objective_name", "peak_memory", "budget",
@@ -51,6 +54,56 @@ def _table(pairs: Sequence[tuple[str, str]]) -> str:
     cells = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>"
                     f"{html.escape(v)}</td></tr>" for k, v in pairs)
     return f"<table>{cells}</table>"
+
+
+#: the largest figure side accepted (inches): 200 in at 100 dpi is 20000 pixels, within Agg's 2^16 limit
+MAX_FIGURE_INCHES = 200.0
+
+
+def check_figsize(figsize: Any) -> None:
+    """None, or (width, height) in inches: two numbers in (0, `MAX_FIGURE_INCHES`]; `InputError`
+    naming ``figsize`` otherwise (matplotlib's own errors would come from deep in the drawing)."""
+    if figsize is None:
+        return
+    ok = isinstance(figsize, (tuple, list)) and len(figsize) == 2 and all(
+        isinstance(v, numbers.Real) and not isinstance(v, bool) and 0 < v <= MAX_FIGURE_INCHES for v in figsize)
+    if not ok:
+        raise InputError(f"must be (width, height) in inches, two numbers in (0, {MAX_FIGURE_INCHES:g}], got "
+                         f"{figsize!r}"[:200], field="figsize")
+
+
+def check_title(title: Any) -> None:
+    """None or a str (`InputError` naming ``title``)."""
+    if title is not None and not isinstance(title, str):
+        raise InputError(f"must be a str (or None), got {title!r}"[:200], field="title")
+
+
+def no_options(unknown: dict[str, Any], what: str, accepted: Sequence[str]) -> None:
+    """`InputError` naming the first of `unknown` (keyword arguments that `what` does not take,
+    gathered by its ``**unknown``): a misspelt argument is not ignored, nor a bare TypeError."""
+    if unknown:
+        key = sorted(unknown)[0]
+        raise InputError(f"{what} takes no argument {key!r} (it takes {', '.join(accepted)})", field=key)
+
+
+def _check_plot(what: str, accepted: Sequence[str], unknown: dict[str, Any], title: Any, figsize: Any) -> None:
+    no_options(unknown, what, accepted)
+    check_title(title)
+    check_figsize(figsize)
+
+
+class _MissingKey(InputError, KeyError):
+    """A solver name that a `Comparison` does not hold: an `InputError` (bad input, as the
+    facade's contract says) that is also a `KeyError`, so that code written for the mapping
+    protocol (``except KeyError``) keeps working. Its message is the one-line `InputError`
+    text, not KeyError's quoted repr."""
+
+    __str__ = InputError.__str__
+
+
+class _MissingIndex(InputError, IndexError):
+    """A position out of a `Comparison`'s range: an `InputError` that is also an `IndexError`
+    (so that code catching IndexError, and the old sequence protocol, keep working)."""
 
 
 def _figure(figsize: tuple[float, float]) -> Any:
@@ -131,16 +184,16 @@ class Result:
 
         return timeline_for(self.problem, self.instance, self._need_schedule(), self.budget)
 
-    def plot(self, *, title: str | None = None, figsize: tuple[float, float] | None = None) -> Any:
-        """Memory over time (budget and peak marked) above the operation chart."""
+    def plot(self, *, title: str | None = None, figsize: tuple[float, float] | None = None, **unknown: Any) -> Any:
+        """Memory over time (budget and peak marked) above the operation chart. `title` a str,
+        `figsize` (width, height) in inches; another keyword argument is an `InputError`."""
         from memsched.experiments.plotting import plot_schedule
 
+        _check_plot("Result.plot", ("title", "figsize"), unknown, title, figsize)
         return plot_schedule(self.problem, self.instance, self._need_schedule(), budget=self.budget,
                              title=title if title is not None else f"{self.name} — {self.solver}", figsize=figsize)
 
     def _need_schedule(self) -> Any:
-        from memsched.solvers.errors import InputError
-
         if self.schedule is None:
             raise InputError(f"{self.solver}: no schedule ({self.status}) to draw")
         return self.schedule
@@ -196,12 +249,18 @@ class Comparison:
         return len(self.results)
 
     def __getitem__(self, key: int | str) -> Result:
-        if isinstance(key, int):
+        """The result at position `key` (an int) or of the solver named `key`. A missing one is an
+        `InputError` that is also an `IndexError` (a position) or a `KeyError` (a name)."""
+        if isinstance(key, int) and not isinstance(key, bool):
+            if not -len(self.results) <= key < len(self.results):
+                raise _MissingIndex(f"no result at position {key} (this comparison has {len(self.results)})",
+                                    field="key")
             return self.results[key]
         for r in self.results:
             if r.solver == key:
                 return r
-        raise KeyError(key)
+        raise _MissingKey(f"no result of solver {key!r} (solvers: {', '.join(r.solver for r in self.results)})"[:300],
+                          field="key")
 
     @property
     def best(self) -> Result | None:
@@ -218,11 +277,12 @@ class Comparison:
         frame["ratio_to_best"] = frame["objective"] / best.objective if best and best.objective else None
         return frame
 
-    def plot(self, *, title: str | None = None, figsize: tuple[float, float] | None = None) -> Any:
-        """The found schedules stacked on the same time and memory scales."""
+    def plot(self, *, title: str | None = None, figsize: tuple[float, float] | None = None, **unknown: Any) -> Any:
+        """The found schedules stacked on the same time and memory scales (`title`, `figsize` as
+        in `Result.plot`; another keyword argument is an `InputError`)."""
         from memsched.experiments.plotting import plot_comparison
-        from memsched.solvers.errors import InputError
 
+        _check_plot("Comparison.plot", ("title", "figsize"), unknown, title, figsize)
         found = [r for r in self.results if r.found]
         if not found:
             raise InputError("no solver found a schedule: nothing to draw")
@@ -263,22 +323,26 @@ class SweepResult:
         return pd.DataFrame(self.rows)
 
     def pivot(self, values: str = "objective") -> Any:
-        """`values` per (instance, budget) and solver, in grid order."""
+        """`values` (a column of the rows) per (instance, budget) and solver, in grid order; a
+        column the rows do not have is an `InputError` listing theirs."""
         frame = self.to_pandas()
+        self._need_column(frame, values, "values")
         column = "solver_label" if "solver_label" in frame else "solver"
         index = ["instance", "budget_spec"] if "budget_spec" in frame else ["instance", "budget"]
         return frame.pivot_table(index=index, columns=column, values=values, sort=False, dropna=False)
 
     def plot(self, *, y: str | None = None, title: str | None = None,
-             figsize: tuple[float, float] | None = None) -> Any:
+             figsize: tuple[float, float] | None = None, **unknown: Any) -> Any:
         """`y` (default: overhead in % when the rows have it, else the objective) versus the
         budget as a percentage of the reference peak, one line per solver, one panel per
-        instance; budgets where a solver finds no schedule are left out of its line."""
+        instance; budgets where a solver finds no schedule are left out of its line. A `y` the
+        rows do not have, a bad `title` or `figsize` or another keyword argument is an `InputError`."""
+        _check_plot("SweepResult.plot", ("y", "title", "figsize"), unknown, title, figsize)
         frame = self.to_pandas()
         if frame.empty:
-            from memsched.solvers.errors import InputError
-
             raise InputError("an empty sweep: nothing to draw")
+        if y is not None:
+            self._need_column(frame, y, "y")
         if y is None:
             y = "overhead" if "overhead" in frame and frame["overhead"].notna().any() else "objective"
         label = "solver_label" if "solver_label" in frame else "solver"
@@ -306,6 +370,12 @@ class SweepResult:
         if title or self.source:
             fig.suptitle(title or self.source, fontsize=11)
         return fig
+
+    @staticmethod
+    def _need_column(frame: Any, name: Any, field: str) -> None:
+        if not isinstance(name, str) or name not in frame.columns:
+            columns = ", ".join(str(c) for c in frame.columns) or "none: an empty sweep"
+            raise InputError(f"no column {name!r} in the rows (columns: {columns})"[:400], field=field)
 
     def _repr_html_(self) -> str:
         frame = self.to_pandas()
@@ -353,8 +423,10 @@ class RunResult:
 
         return pd.DataFrame([self.row()])
 
-    def plot(self, *, title: str | None = None, figsize: tuple[float, float] = (7.0, 3.0)) -> Any:
-        """Predicted (simulator) beside measured: step time and peak memory."""
+    def plot(self, *, title: str | None = None, figsize: tuple[float, float] = (7.0, 3.0), **unknown: Any) -> Any:
+        """Predicted (simulator) beside measured: step time and peak memory (`title`, `figsize` as
+        in `Result.plot`; another keyword argument is an `InputError`)."""
+        _check_plot("RunResult.plot", ("title", "figsize"), unknown, title, figsize)
         fig = _figure(figsize)
         axes = fig.subplots(1, 2)
         pred, meas = self.data.get("predicted") or {}, self.data.get("measured") or {}
@@ -378,4 +450,5 @@ class RunResult:
         return f"<RunResult {self.data.get('model')} {self.data.get('solver')}: {self.data.get('status')}>"
 
 
-__all__ = ["Result", "Comparison", "SweepResult", "RunResult", "ROW_COLUMNS"]
+__all__ = ["Result", "Comparison", "SweepResult", "RunResult", "ROW_COLUMNS", "check_figsize", "check_title",
+           "no_options"]

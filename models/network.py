@@ -15,11 +15,13 @@ target)`` returning a scalar tensor. Three ways to hand one to memsched:
   to it as keyword arguments of those names, and so are ``device``, ``seed`` and ``dtype``
   when it takes them; a network it builds elsewhere is moved to the device.
 
-Without a loss, the loss is the mean of the output (`mean_output_loss`, the target unused): a
-stand-in that back-propagates through every block, for networks whose real loss is elsewhere.
-Before anything is profiled the network runs once under ``torch.no_grad()``: a block that
-fails, or does not return a tensor, is bad input naming the block (`InputError`), as is a loss
-that does not return a scalar. Everything built here is a `models.zoo.ZooModel`, so every
+Without a loss, the loss is the mean of the output (`mean_output_loss`): a stand-in that
+back-propagates through every block, for networks whose real loss is elsewhere; a target given
+without a loss is bad input (the stand-in would ignore it). Before anything is profiled the
+network runs once, its blocks under ``torch.no_grad()``: a block that fails, or does not return a
+tensor, is bad input naming the block (`InputError`), as is a loss that fails, does not return a
+scalar, or does not depend on the output through autograd (a detached value, an argmax, a
+constant: nothing to back-propagate). Everything built here is a `models.zoo.ZooModel`, so every
 command and executor that takes a zoo network takes these.
 """
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import numbers
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,7 +40,8 @@ from typing import Any
 from memsched.solvers.errors import InputError, first_line
 
 __all__ = ["Network", "is_factory_spec", "mean_output_loss", "as_zoo_model", "build_network", "checked_blocks",
-           "schedule_and_instance", "first_line"]
+           "schedule_and_instance", "first_line", "checked_int", "checked_loss_fn", "step_input_error",
+           "check_input_like"]
 
 #: the keyword arguments `build_network` may pass to a factory (the zoo's sizes and placement)
 FACTORY_KEYS = ("batch", "image_size", "seq_len", "width", "depth", "vocab", "classes", "dropout", "device", "seed",
@@ -51,9 +55,10 @@ class Network:
 
     `model`: an ``nn.Sequential`` (its children are the blocks F^0..F^{L-1}), a list of modules,
     or one module; `example_input`: the tensor a_0 (the batch every size is measured at);
-    `target`: what the loss compares the output with (any object; None by default); `loss_fn`:
-    ``loss_fn(output, target) -> scalar tensor`` (default `mean_output_loss`); `name`: the
-    chain's name (default "custom")."""
+    `target`: what the loss compares the output with (any object; None by default; a target
+    needs a `loss_fn`); `loss_fn`: ``loss_fn(output, target) -> scalar tensor`` that depends on
+    the output through autograd (default `mean_output_loss`); `name`: the chain's name (default
+    "custom")."""
 
     model: Any
     example_input: Any
@@ -167,7 +172,9 @@ def as_zoo_model(obj: Any, *, example_input: Any = None, target: Any = None, los
                  name: str | None = None, what: str = "", device: Any = None, dtype: Any = None) -> Any:
     """`obj` (a `Network`, a tuple, a `ZooModel`, or a model with `example_input`) as a checked
     `models.zoo.ZooModel`. `device` / `dtype`: move the blocks, the input and a tensor target
-    there. `what` names the source in messages (a factory spec)."""
+    there. `what` names the source in messages (a factory spec). Bad input (a model that is not
+    blocks, an input that is not a tensor, a target without a loss, a loss that is not callable,
+    or that fails the dry run `_dry_run`) raises `InputError`."""
     import torch
     from memsched.models.zoo import ZooModel
 
@@ -189,10 +196,10 @@ def as_zoo_model(obj: Any, *, example_input: Any = None, target: Any = None, los
     if not isinstance(x, torch.Tensor):
         raise InputError(f"the example input must be a torch.Tensor (a_0), got {type(x).__name__}",
                          field="example_input")
-    loss = net.loss_fn if net.loss_fn is not None else mean_output_loss
-    if not callable(loss):
-        raise InputError(f"the loss must be callable as loss_fn(output, target), got {type(loss).__name__}",
-                         field="loss_fn")
+    if net.loss_fn is None and net.target is not None:  # the stand-in loss would ignore it
+        raise InputError(f"{_of(what)}a target needs the loss: give loss_fn(output, target) too (without one the "
+                         "loss is the mean of the output, which ignores the target)", field="loss_fn")
+    loss = checked_loss_fn(net.loss_fn)
     tgt = net.target
     if device is not None:
         from memsched.models.zoo.registry import moved_to
@@ -238,8 +245,34 @@ def schedule_and_instance(schedule: Any, instance: Any, schedule_class: type | t
     return schedule, instance
 
 
-def _dry_run(blocks: list[Any], x: Any, loss_fn: Any, target: Any, what: str) -> None:
-    """One forward under no_grad: every block returns a tensor and the loss a scalar, or bad input."""
+def checked_int(value: Any, field: str, low: int = 1, high: int | None = None) -> int:
+    """`value` as an int in low..high (`high` None: no upper bound); a bool, a float, a string or
+    None is bad input naming `field`, as is an integer out of range."""
+    span = f"{low}..{high}" if high is not None else f">= {low}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputError(f"must be an integer {span}, got {value!r}", field=field)
+    if value < low or (high is not None and value > high):
+        raise InputError(f"must be an integer {span}, got {value!r}", field=field)
+    return int(value)
+
+
+def checked_loss_fn(loss_fn: Any) -> Any:
+    """`loss_fn` when it is callable, the stand-in `mean_output_loss` when it is None; anything
+    else is bad input naming ``loss_fn``."""
+    if loss_fn is None:
+        return mean_output_loss
+    if not callable(loss_fn):
+        raise InputError(f"the loss must be callable as loss_fn(output, target), got {type(loss_fn).__name__}",
+                         field="loss_fn")
+    return loss_fn
+
+
+def _dry_run(blocks: list[Any], x: Any, loss_fn: Any, target: Any, what: str, *, block_field: str = "model",
+             target_field: str = "loss_fn") -> None:
+    """One forward under no_grad, then the loss with autograd on (a copy of) the output: every
+    block returns a tensor and the loss a scalar that depends on the output through autograd, or
+    bad input. A failing block is named under `block_field`, a loss that raises under
+    `target_field`, a loss of the wrong kind under ``loss_fn``."""
     import torch
 
     a = x
@@ -249,18 +282,55 @@ def _dry_run(blocks: list[Any], x: Any, loss_fn: Any, target: Any, what: str) ->
                 a = block(a)
             except Exception as err:
                 raise InputError(f"{_of(what)}block {i} ({type(block).__name__}) fails on its input "
-                                 f"{_shape(a)}: {type(err).__name__}: {first_line(err)}", field="model") from None
+                                 f"{_shape(a)}: {type(err).__name__}: {first_line(err)}", field=block_field) from None
             if not isinstance(a, torch.Tensor):
                 raise InputError(f"{_of(what)}block {i} ({type(block).__name__}) returns a {type(a).__name__}; a chain "
-                                 "passes one tensor from block to block", field="model")
+                                 "passes one tensor from block to block", field=block_field)
+    differentiable = a.is_floating_point() or a.is_complex()
+    out = a.detach().requires_grad_(True).clone() if differentiable else a  # not a leaf: in-place ops allowed
+    with torch.enable_grad():
         try:
-            value = loss_fn(a, target)
+            value = loss_fn(out, target)
         except Exception as err:
             raise InputError(f"{_of(what)}the loss fails on the output {_shape(a)}: {type(err).__name__}: "
-                             f"{first_line(err)}", field="loss_fn") from None
+                             f"{first_line(err)}", field=target_field) from None
     if not isinstance(value, torch.Tensor) or value.numel() != 1:
         shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
         raise InputError(f"{_of(what)}the loss must return a scalar tensor, got {shape}", field="loss_fn")
+    if differentiable and not value.requires_grad:
+        raise InputError(f"{_of(what)}the loss does not depend on the output through autograd (a detached value, an "
+                         "argmax, a constant?): there is nothing to back-propagate", field="loss_fn")
+
+
+def step_input_error(blocks: list[Any], loss_fn: Any, inputs: Any, target: Any, what: str) -> InputError | None:
+    """Why a training step of `blocks` and `loss_fn` on `inputs` and `target` failed, when the
+    user's input is the cause: the plain forward (no_grad) and the loss (`_dry_run`) run again on
+    them, with the RNG state restored afterwards, and their failure is returned as bad input
+    naming ``inputs`` (a block fails), ``target`` (the loss fails) or ``loss_fn`` (not a scalar,
+    or no gradient). None when they run: the failure was not the input's (a bug, re-raise it)."""
+    import torch
+
+    devices = [inputs.device] if inputs.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        try:
+            _dry_run(blocks, inputs, loss_fn, target, what, block_field="inputs", target_field="target")
+        except InputError as err:
+            return err
+    return None
+
+
+def check_input_like(blocks: list[Any], inputs: Any, what: str) -> None:
+    """Cheap checks of a step's input against the first block's parameters: a floating input of
+    another floating dtype, or on another device, is bad input naming ``inputs``."""
+    first = [p for p in blocks[0].parameters()] if blocks else []
+    devices = {p.device for p in first}
+    if len(devices) == 1 and inputs.device not in devices:
+        raise InputError(f"{_of(what)}the input is on {inputs.device}, the parameters of block 0 on "
+                         f"{next(iter(devices))}", field="inputs")
+    dtypes = {p.dtype for p in first if p.is_floating_point()}
+    if len(dtypes) == 1 and inputs.is_floating_point() and inputs.dtype not in dtypes:
+        raise InputError(f"{_of(what)}the input is {str(inputs.dtype).replace('torch.', '')}, the parameters of "
+                         f"block 0 {str(next(iter(dtypes))).replace('torch.', '')}", field="inputs")
 
 
 def _of(what: str) -> str:

@@ -31,9 +31,11 @@ _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$
 def parse_size(text: str | int | float, *, field: str = "size") -> int:
     """Bytes in `text` ("1500000000", "1.5GB", "800MiB"), rounded down to an integer."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        if text < 0 or not math.isfinite(text):
-            raise InputError(f"must be a non-negative number of bytes, got {text!r}", field=field)
-        return _at_most(int(text), text, field)
+        if text < 0 or (isinstance(text, float) and math.isnan(text)):  # (math.isfinite overflows on huge ints)
+            raise InputError(f"must be a non-negative number of bytes, got {short_number(text)}", field=field)
+        if text > MAX_BYTES:  # infinity and integers of any size included
+            raise InputError(f"{short_number(text)} is too large (at most {MAX_BYTES} bytes, 1 PiB)", field=field)
+        return int(text)
     match = _SIZE.match(str(text))
     if not match or match.group(2).lower() not in _UNITS:
         raise InputError(
@@ -58,8 +60,12 @@ def parse_budget(text: str | int | float, reference: int | None, *, field: str =
             percent = float(text.strip()[:-1])
         except ValueError:
             raise InputError(f"cannot read {text!r} as a percentage", field=field) from None
-        if percent < 0 or not math.isfinite(percent):
+        if math.isnan(percent):
+            raise InputError(f"cannot read {text!r} as a percentage", field=field)
+        if percent < 0:
             raise InputError(f"percentage must be non-negative, got {text!r}", field=field)
+        if math.isinf(percent):  # "1e400%": beyond any reference peak's share of MAX_BYTES
+            raise InputError(f"{text!r} is too large (at most {MAX_BYTES} bytes, 1 PiB)", field=field)
         if reference is None:
             raise InputError("a percentage budget needs a reference peak", field=field)
         return _at_most(int(math.floor(reference * min(percent, 1e18) / 100.0)), text, field)

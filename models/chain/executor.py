@@ -301,14 +301,17 @@ class ChainExecutor:
                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One training step under `schedule`, as ``loss_fn(blocks(inputs), target).backward()``
         does it: parameter gradients accumulate into ``.grad`` (nothing is zeroed, nothing
-        measured). Returns (the loss, detached; delta_0 when `input_grad`, else None)."""
+        measured). Returns (the loss, detached; delta_0 when `input_grad`, else None). Runs with
+        autograd on whatever the caller's grad mode (under ``torch.no_grad()`` too: a training step
+        computes gradients)."""
         ops = list(schedule.ops if isinstance(schedule, Schedule) else schedule)
         state = self.new_run_state(ops, inputs.device)
         state.keep_loss = True
         try:
             state.acts[0] = inputs.detach().clone()
-            for op in ops:
-                self.apply(op, state, target)
+            with torch.enable_grad():
+                for op in ops:
+                    self.apply(op, state, target)
             return state.loss_tensor, state.grads.pop(0, None)
         finally:
             state.clear()

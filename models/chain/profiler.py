@@ -286,6 +286,22 @@ def _time_in_step(blocks: list[nn.Module], loss_fn: Callable[[torch.Tensor, Any]
             [ng[f"F_ck({i})"] for i in range(L)], times["Loss"])
 
 
+#: the most timed repetitions a profile takes (the command line's --repeats range)
+MAX_REPEATS = 10**4
+TIMINGS = ("isolated", "in_step")
+
+
+def _checked_repeats(repeats: Any, warmup: Any, timing: Any) -> tuple[int, int]:
+    """(repeats, warmup) checked to be ints (1..`MAX_REPEATS`, 0..`MAX_REPEATS`), and `timing`
+    None or one of `TIMINGS`; bad input raises `InputError` naming the argument."""
+    from memsched.models.network import checked_int
+    from memsched.solvers.errors import InputError
+
+    if timing is not None and (not isinstance(timing, str) or timing not in TIMINGS):
+        raise InputError(f"unknown timing {timing!r} (one of {', '.join(TIMINGS)})", field="timing")
+    return checked_int(repeats, "repeats", 1, MAX_REPEATS), checked_int(warmup, "warmup", 0, MAX_REPEATS)
+
+
 def profile_meta(source: str, device: torch.device, dtype: torch.dtype, repeats: int, warmup: int) -> dict[str, Any]:
     """The provenance every profile file carries in its meta: units, source, device, dtype,
     torch and Python versions, date (UTC), repeats and warm-up runs."""
@@ -333,12 +349,12 @@ def profile_chain(
     only): "wall" or "thread" (`models.memory.cpu_clock`). `timing`: "isolated" (each block
     timed on its own, repeatedly; the memory of one block at a time) or "in_step" (each op
     timed inside whole store-all steps, see `_time_in_step`; needs store-all's memory); by
-    default "in_step" on CPU and "isolated" on CUDA.
+    default "in_step" on CPU and "isolated" on CUDA. `repeats` (an int in 1..10**4), `warmup`
+    (0..10**4) and `timing` are checked: bad input raises `InputError` naming them.
     """
+    repeats, warmup = _checked_repeats(repeats, warmup, timing)
     model = cost if isinstance(cost, CostModel) else parse_cost(cost)
     timing = timing or ("isolated" if example_input.device.type == "cuda" else "in_step")
-    if timing not in ("isolated", "in_step"):
-        raise ValueError(f"timing must be 'isolated' or 'in_step', got {timing!r}")
     isolated = timing == "isolated" or not model.measured
     timed = model.measured and isolated
     blocks = as_blocks(blocks)
@@ -451,6 +467,7 @@ def profile_model(name: str, *, repeats: int = 5, warmup: int = 2, out: str | No
     are fake); `device` must then be the CPU, whose sizes are reproduced."""
     from memsched.models.zoo import build_model
 
+    repeats, warmup = _checked_repeats(repeats, warmup, timing)  # before building (seconds for a large network)
     model_cost = parse_cost(cost)
     context = contextlib.nullcontext() if model_cost.measured else shape_exact_model()
     if not model_cost.measured and str(sizes.get("device", "cpu")) != "cpu":

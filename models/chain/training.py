@@ -12,9 +12,15 @@ Two ways to use it, both with plain autograd's gradients:
 
 ``net(x)`` runs the schedule's operations before its ``Loss`` and returns a_L; the backward of
 that output receives delta_L and runs the operations after the ``Loss`` (as the reentrant
-``torch.utils.checkpoint`` does, autograd inside a backward). Under ``torch.no_grad()`` it is
-the plain forward. The executor's rules apply (`models.chain.executor`): the RNG of a
-recomputed stage is replayed, so dropout masks repeat. As with ``torch.utils.checkpoint``, a
+``torch.utils.checkpoint`` does, autograd inside a backward). That backward runs once: the
+schedule frees its tapes as it goes, so a second backward through the same output
+(``backward(retain_graph=True)`` then another) is refused with a RuntimeError; run the forward
+again instead. Under ``torch.no_grad()`` ``net(x)`` is the plain forward, while ``step`` computes
+the gradients whatever the ambient grad mode (a training step). Bad input to a step or a forward
+(an input of the wrong shape, dtype or device, a target the loss cannot take, a loss that is not
+a differentiable scalar) raises `InputError` naming ``inputs``, ``target`` or ``loss_fn``. The
+executor's rules apply (`models.chain.executor`): the RNG of a recomputed stage is replayed, so
+dropout masks repeat. As with ``torch.utils.checkpoint``, a
 BatchNorm in training mode updates its running statistics at every forward of its block,
 recomputations included (the gradients are unaffected; the statistics used in evaluation move
 faster). The schedule keeps its memory promise for the sizes it was solved at (the profile's
@@ -28,17 +34,20 @@ CUDA stream on a GPU, synchronous copies on the CPU).
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 from memsched.models.chain.executor import ChainExecutor, LossFn
 from memsched.models.measure import RunState
+from memsched.models.network import check_input_like
 from memsched.solvers.chain import Chain, Schedule, simulate
-from memsched.solvers.chain.schedule import FORWARD_KINDS, LOSS, Op
-from memsched.solvers.errors import InputError
+from memsched.solvers.chain.schedule import FORWARD_KINDS, KINDS, LOSS, Op
+from memsched.solvers.errors import InputError, first_line
 from memsched.solvers.offload import OffloadInstance, OffloadSchedule, Transfer
 from memsched.solvers.offload import simulate as simulate_offload
+from memsched.solvers.offload.schedule import OFF, PRE, VALUES
 from torch import nn
 
 __all__ = ["ScheduledChain"]
@@ -50,21 +59,30 @@ class ScheduledChain(nn.Module):
 
     `schedule`: a chain `Schedule` or an offloading `OffloadSchedule` (or their ops), or a
     `memsched.Result` / registry `SolveResult` whose schedule and instance are taken.
-    `loss_fn(output, target)`: the scalar loss (default: the mean of the output,
-    `models.network.mean_output_loss`). `chain`: the instance the schedule was solved for (a
-    `Chain`, or an `OffloadInstance`); its length must be the number of blocks, and the schedule
-    must replay on it (checked by the problem's simulator, without a budget); without one the
-    schedule is checked on a chain of unit sizes. `input_grad`: `step` also computes the input's
-    gradient (returned by `step_with_input_grad`); off, as a training step needs none
-    (``net(x)`` computes it when x requires grad).
+    `loss_fn(output, target)`: a callable returning the scalar loss (default: the mean of the
+    output, `models.network.mean_output_loss`); anything else is bad input. `chain`: the
+    instance the schedule was solved for (a `Chain`, or an `OffloadInstance`); its length must be
+    the number of blocks, and the schedule must replay on it (checked by the problem's simulator,
+    without a budget); without one the schedule is checked on a chain of unit sizes.
+    `input_grad` (a bool): `step` also computes the input's gradient (returned by
+    `step_with_input_grad`); off, as a training step needs none (``net(x)`` computes it when x
+    requires grad). Operations given as tuples are checked: ``(kind, stage)`` with kind one of
+    F_all, F_ck, F_n, B, Loss and an int stage, ``(kind, value, index)`` with kind Off or Pre,
+    value a or abar and an int index.
+
+    The drop-in output supports one backward: ``retain_graph=True`` is not supported (the
+    schedule frees its tapes during the backward; a second backward raises RuntimeError).
     """
 
     def __init__(self, model: nn.Module | Sequence[nn.Module], schedule: Any, loss_fn: LossFn | None = None, *,
                  chain: Chain | None = None, input_grad: bool = False) -> None:
         super().__init__()
-        from memsched.models.network import checked_blocks, mean_output_loss, schedule_and_instance
+        from memsched.models.network import checked_blocks, checked_loss_fn, schedule_and_instance
 
         blocks = checked_blocks(model, "ScheduledChain")
+        loss = checked_loss_fn(loss_fn)
+        if not isinstance(input_grad, bool):
+            raise InputError(f"must be True or False, got {input_grad!r}", field="input_grad")
         self.blocks = nn.ModuleList(blocks)
         schedule, chain = schedule_and_instance(schedule, chain, (Schedule, OffloadSchedule))
         ops = _as_ops(schedule)
@@ -89,7 +107,7 @@ class ScheduledChain(nn.Module):
         self.ops: list[Op | Transfer] = ops
         self._loss_at = next(k for k, op in enumerate(ops) if op[0] == LOSS)  # a valid schedule has one
         self._own_loss = loss_fn is not None
-        self.loss_fn = loss_fn if loss_fn is not None else mean_output_loss
+        self.loss_fn = loss
         self._release = None if given is None or self.offloads else given.has_release()
         self._executor = self.new_executor(input_grad)
 
@@ -105,14 +123,24 @@ class ScheduledChain(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """a_L under the schedule: its operations before the ``Loss`` now, the rest in the backward
         of the output. Without gradients (``torch.no_grad()``), the plain forward."""
-        if not torch.is_grad_enabled():
-            for block in self.blocks:
-                x = block(x)
-            return x
         if not isinstance(x, torch.Tensor):
             raise InputError(f"the input must be a torch.Tensor, got {type(x).__name__}", field="inputs")
+        check_input_like(list(self.blocks), x, "")
+        if not torch.is_grad_enabled():
+            a = x
+            for i, block in enumerate(self.blocks):
+                try:
+                    a = block(a)
+                except Exception as err:  # the user's block on the user's input: bad input
+                    raise InputError(f"block {i} ({type(block).__name__}) fails on its input of shape "
+                                     f"{tuple(getattr(a, 'shape', ()))}: {type(err).__name__}: {first_line(err)}",
+                                     field="inputs") from None
+            return a
         params = list(self._executor.params.values())
-        return _ScheduledPass.apply(self, x, *params)
+        try:
+            return _ScheduledPass.apply(self, x, *params)
+        except Exception as err:
+            raise _input_error_or(err, self, x) from None
 
     def step(self, inputs: torch.Tensor, target: Any = None) -> torch.Tensor:
         """One forward/backward under the schedule; gradients accumulate into ``.grad`` as
@@ -126,7 +154,11 @@ class ScheduledChain(nn.Module):
             raise InputError(f"the input must be a torch.Tensor, got {type(inputs).__name__}", field="inputs")
         if target is not None and not self._own_loss:  # the stand-in loss would ignore it
             raise InputError("a target needs the loss: ScheduledChain(model, schedule, loss_fn=...)", field="loss_fn")
-        loss, delta0 = self._executor.train_step(self.ops, inputs, target)
+        check_input_like(list(self.blocks), inputs, "")
+        try:
+            loss, delta0 = self._executor.train_step(self.ops, inputs, target)  # grad enabled inside
+        except Exception as err:
+            raise _input_error_or(err, self, inputs, target, loss=True) from None
         assert loss is not None  # a valid schedule runs the loss
         return loss, delta0
 
@@ -162,7 +194,8 @@ class _ScheduledPass(torch.autograd.Function):
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[Any, ...]:
         """delta_L -> the operations after the Loss (recomputations, B(i)) -> delta_0."""
         if ctx.run is None:
-            raise RuntimeError("a scheduled forward supports one backward (its tapes are consumed)")
+            raise RuntimeError("a scheduled forward supports one backward (its tapes are consumed; "
+                               "retain_graph=True is not supported: run the forward again)")
         executor, state, rest = ctx.run
         ctx.run = None
         state: RunState
@@ -177,15 +210,54 @@ class _ScheduledPass(torch.autograd.Function):
         return (None, delta0, *([None] * (len(ctx.needs_input_grad) - 2)))
 
 
+def _input_error_or(err: Exception, owner: ScheduledChain, inputs: torch.Tensor, target: Any = None, *,
+                    loss: bool = False) -> Exception:
+    """What to raise for `err`, raised by a step (`loss`: the loss ran too) or a forward: an
+    `InputError` when the user's blocks (and loss) fail on these inputs (and target) on their own
+    (`models.network.step_input_error`: the plain forward and the loss, run again), else `err`
+    itself (not the input's fault: a bug, kept as it is)."""
+    from memsched.models.network import step_input_error
+
+    if isinstance(err, InputError):
+        return err
+    blocks = list(owner.blocks)
+    if loss:
+        found = step_input_error(blocks, owner.loss_fn, inputs, target, "")
+    else:  # the drop-in forward: the blocks only, the loss is the caller's
+        found = step_input_error(blocks, lambda out, _: out.float().sum(), inputs, None, "")
+    return found if found is not None else err
+
+
 def _as_ops(schedule: Any) -> list[Op | Transfer]:
     """The operations of a chain or offloading schedule, or of a list of them (tuples allowed:
-    (kind, stage) for compute operations, (kind, value, index) for transfers)."""
+    (kind, stage) for compute operations, (kind, value, index) for transfers), each checked
+    to be of a known kind, with an int stage or index (ranges: the simulator's check)."""
     if isinstance(schedule, (Schedule, OffloadSchedule)):
         return list(schedule.ops)
     if isinstance(schedule, (list, tuple)) and all(isinstance(op, tuple) and len(op) in (2, 3) for op in schedule):
-        return [Op(*op) if len(op) == 2 else Transfer(*op) for op in schedule]
+        return [_as_op(k, op) for k, op in enumerate(schedule)]
     raise InputError(f"expected a chain or offloading schedule (a Schedule, an OffloadSchedule, their ops, or a "
                      f"solver's Result), got {type(schedule).__name__}", field="schedule")
+
+
+def _as_op(k: int, op: tuple[Any, ...]) -> Op | Transfer:
+    """Operation `k` of a list given as tuples, checked: (kind, stage) or (Off|Pre, a|abar, index)."""
+    where = f"operation {k} {op!r}"
+    if len(op) == 2:
+        kind, stage = op
+        if not isinstance(kind, str) or kind not in KINDS:
+            raise InputError(f"{where}: unknown kind {kind!r} (one of {', '.join(KINDS)})", field="schedule")
+        if isinstance(stage, bool) or not isinstance(stage, numbers.Integral):
+            raise InputError(f"{where}: the stage must be an integer, got {stage!r}", field="schedule")
+        return Op(kind, int(stage))
+    kind, value, index = op
+    if not isinstance(kind, str) or kind not in (OFF, PRE):
+        raise InputError(f"{where}: unknown transfer {kind!r} (Off or Pre)", field="schedule")
+    if not isinstance(value, str) or value not in VALUES:
+        raise InputError(f"{where}: the value must be one of {', '.join(VALUES)}, got {value!r}", field="schedule")
+    if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+        raise InputError(f"{where}: the index must be an integer, got {index!r}", field="schedule")
+    return Transfer(kind, value, int(index))
 
 
 def _unit_chain(length: int) -> Chain:

@@ -306,11 +306,16 @@ def export_training_graph(
     `ram`: "output" (F_v's cost_ram is its output) or "tape" (plus autograd's internal saved
     tensors: pooling indices, dropout masks, norm statistics).
     cost_ram is in bytes. BatchNorm running statistics are updated by the runs. Raises
-    `InputError` for an unknown option or model.
+    `InputError` for an unknown option or model, `repeats` not an int in 1..10**4, `warmup` not
+    in 0..10**4.
     """
     from memsched.models.chain.executor import as_blocks, parameters_of
+    from memsched.models.chain.profiler import MAX_REPEATS
+    from memsched.models.network import checked_int
     from memsched.models.zoo import ZooModel, build_model
 
+    repeats = checked_int(repeats, "repeats", 1, MAX_REPEATS)
+    warmup = checked_int(warmup, "warmup", 0, MAX_REPEATS)
     for label, value, allowed in (("cost", cost, COSTS), ("granularity", granularity, GRANULARITIES),
                                   ("deps", deps, DEPS), ("ram", ram, RAMS), ("timing", timing, TIMINGS),
                                   ("clock", clock or "wall", CLOCKS)):
@@ -330,7 +335,7 @@ def export_training_graph(
     if isinstance(model, str):
         model = build_model(model, **sizes)
     elif sizes:
-        raise TypeError(f"sizes {sorted(sizes)} only apply to a zoo model name")
+        raise InputError(f"sizes ({', '.join(sorted(sizes))}) apply to a zoo model name", field=sorted(sizes)[0])
     if isinstance(model, ZooModel):
         blocks = model.blocks
         example_input = model.example_input if example_input is None else example_input

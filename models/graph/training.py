@@ -15,7 +15,10 @@ chains. The loss runs inside the schedule (it is a node of the graph), so there 
 ``forward``; ``net(x)`` is the plain forward. The gradients are plain autograd's when the
 schedule's first computations follow the graph's order (every graph solver's do): recomputed
 nodes replay their RNG state. The plan is built for the example's shapes: every batch must have
-them (a smaller last batch needs its own graph, or plain autograd).
+them (a smaller last batch needs its own graph, or plain autograd). A step computes gradients
+whatever the ambient grad mode. Bad input to a step (an input of the wrong shape, dtype or device,
+a target the loss cannot take, a loss that is not a differentiable scalar) raises `InputError`
+naming ``inputs``, ``target`` or ``loss_fn``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from typing import Any
 
 import torch
 from memsched.models.chain.executor import LossFn
-from memsched.solvers.errors import InputError
+from memsched.models.network import check_input_like, step_input_error
+from memsched.solvers.errors import InputError, first_line
 from memsched.solvers.graph import Graph, GraphSchedule
 from torch import nn
 
@@ -40,17 +44,18 @@ class ScheduledGraph(nn.Module):
     registry `SolveResult` of the graph problem, whose schedule and graph are taken. `graph`:
     the training graph exported from this model (`memsched.profile(..., problem="graph")`,
     `models.graph.export`); its node names must be the model's fx nodes. `loss_fn(output,
-    target)`: the scalar loss (default: the mean of the output). `example_input`: a batch of the
-    shapes the steps will run on.
+    target)`: a callable returning the scalar loss (default: the mean of the output; anything
+    else is bad input). `example_input`: a batch of the shapes the steps will run on.
     """
 
     def __init__(self, model: nn.Module | Sequence[nn.Module], schedule: Any, loss_fn: LossFn | None = None, *,
                  example_input: torch.Tensor, graph: Graph | None = None) -> None:
         super().__init__()
         from memsched.models.graph.executor import GraphExecutor
-        from memsched.models.network import checked_blocks, first_line, mean_output_loss, schedule_and_instance
+        from memsched.models.network import checked_blocks, checked_loss_fn, first_line, schedule_and_instance
 
         blocks = checked_blocks(model, "ScheduledGraph")
+        loss = checked_loss_fn(loss_fn)
         self.blocks = nn.ModuleList(blocks)
         schedule, graph = schedule_and_instance(schedule, graph, GraphSchedule)
         if not isinstance(graph, Graph):
@@ -66,7 +71,7 @@ class ScheduledGraph(nn.Module):
             raise InputError(f"expected a graph schedule (a GraphSchedule, its node indices, or a graph Result), got "
                              f"{type(schedule).__name__}", field="schedule")
         self._own_loss = loss_fn is not None
-        self.loss_fn = loss_fn if loss_fn is not None else mean_output_loss
+        self.loss_fn = loss
         try:
             self._executor = GraphExecutor(blocks, self.loss_fn, graph, example_input)
             self._executor.prepare(seq)  # the simulator's check, before any step
@@ -75,6 +80,7 @@ class ScheduledGraph(nn.Module):
                              field="schedule") from None
         self.graph = graph
         self.seq: list[int] = seq
+        self._example = (tuple(example_input.shape), example_input.dtype, example_input.device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The plain forward through every block (the schedule runs in `step`)."""
@@ -89,7 +95,23 @@ class ScheduledGraph(nn.Module):
             raise InputError(f"the input must be a torch.Tensor, got {type(inputs).__name__}", field="inputs")
         if target is not None and not self._own_loss:  # the stand-in loss would ignore it
             raise InputError("a target needs the loss: ScheduledGraph(model, schedule, loss_fn=...)", field="loss_fn")
-        return torch.tensor(self._executor.train_step(self.seq, inputs, target))
+        check_input_like(list(self.blocks), inputs, "")
+        try:
+            loss = self._executor.train_step(self.seq, inputs, target)
+        except InputError:
+            raise
+        except Exception as err:  # the user's input, or a bug (kept as it is)
+            found = step_input_error(list(self.blocks), self.loss_fn, inputs, target, "")
+            if found is None and (tuple(inputs.shape), inputs.dtype, inputs.device) != self._example:
+                shape, dtype, device = self._example
+                planned = f"{shape} ({str(dtype).replace('torch.', '')} on {device})"
+                given = f"{tuple(inputs.shape)} ({str(inputs.dtype).replace('torch.', '')} on {inputs.device})"
+                found = InputError(f"the plan is built for inputs of shape {planned}, got {given}: "
+                                   f"{type(err).__name__}: {first_line(err)}", field="inputs")
+            if found is None:
+                raise
+            raise found from None
+        return torch.tensor(loss)
 
     def extra_repr(self) -> str:
         """The schedule in one line, for ``print(module)``."""

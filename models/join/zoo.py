@@ -23,6 +23,7 @@ their parameter gradients accumulate into one ``.grad`` (as in a plain Siamese f
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +31,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from memsched.models.zoo import GPTBlock, GPTEmbedding, parse_image_size, resnet_blocks
-from memsched.models.zoo.registry import dtype_suffix
+from memsched.models.zoo.registry import check_sizes, checked_device, dtype_suffix
 from memsched.solvers.errors import InputError
 from torch import nn
 
@@ -172,8 +173,11 @@ def build_join_model(
     embedding size; for ``clip``, `text_width`, `text_depth`, `seq_len`, `vocab` size the text
     encoder (`dropout`, 0 by default, its dropout). Unset sizes take `JOIN_MODELS`' defaults;
     unknown keyword sizes are ignored (so the chain zoo's options can be passed through).
-    Raises `InputError` for an unknown name or impossible sizes.
+    Raises `InputError` for an unknown name or impossible sizes (a size that is not an int, a
+    bool is not, in the command line's range; a device torch does not know).
     """
+    from memsched.models.network import checked_int
+
     if name not in JOIN_MODELS:
         raise InputError(f"unknown join model {name!r} (one of {', '.join(JOIN_MODELS)})", field="MODEL")
     d = JOIN_MODELS[name]
@@ -183,11 +187,14 @@ def build_join_model(
     assert hw is not None
     embed_dim = d["embed_dim"] if embed_dim is None else embed_dim
     encoder = d["encoder"] if encoder is None else encoder
-    for label, v in (("--batch", batch), ("--width", width), ("--image-size", min(hw)), ("--seq-len", seq_len),
-                     ("--depth", depth), ("embed_dim", embed_dim), ("text_width", text_width),
-                     ("text_depth", text_depth), ("--vocab", vocab)):
-        if v is not None and v <= 0:
-            raise InputError(f"must be positive, got {v}", field=label)
+    check_sizes(batch=batch, width=width, seq_len=seq_len, depth=depth, vocab=vocab)
+    for label, v, high in (("embed_dim", embed_dim, 10**6), ("text_width", text_width, 10**6),
+                           ("text_depth", text_depth, 10**4), ("encoder", encoder, 10**3)):
+        if v is not None:
+            checked_int(v, label, 1, high)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise InputError(f"must be an integer, got {seed!r}", field="--seed")
+    device = checked_device(device)
     if name == "clip" and batch < 2:
         raise InputError("clip's contrastive loss needs a batch of at least 2", field="--batch")
     gen = torch.Generator().manual_seed(seed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,22 +82,37 @@ def model_names() -> list[str]:
     return list(MODELS)
 
 
+#: the largest image side in pixels (the command line's sizes: 1..10**6)
+MAX_SIDE = 10**6
+#: the integer sizes `build_model` takes: (option, low, high), the command line's ranges (the batch up
+#: to max-batch's largest --limit, 2**24)
+SIZE_RANGES = {"batch": ("--batch", 1, 2**24), "seq_len": ("--seq-len", 1, 10**6), "width": ("--width", 1, 10**6),
+               "depth": ("--depth", 1, 10**4), "vocab": ("--vocab", 1, 10**7), "classes": ("classes", 1, 10**7)}
+
+
 def parse_image_size(value: ImageSize | None) -> tuple[int, int] | None:
-    """``224`` -> (224, 224); ``"416x608"`` or ``(416, 608)`` -> (height, width); bad text: `InputError`."""
+    """``224`` -> (224, 224); ``"416x608"`` or ``(416, 608)`` -> (height, width); bad text, a side
+    that is not an integer in 1..`MAX_SIDE`, or another type: `InputError`."""
     if value is None:
         return None
+    given = value
     if isinstance(value, str):
         parts = value.lower().split("x")
         try:
             nums = [int(p) for p in parts]
         except ValueError:
             raise InputError(f"expected N or HxW pixels, got {value!r}", field="--image-size") from None
-        value = tuple(nums) if len(nums) == 2 else nums[0] if len(nums) == 1 else None  # type: ignore[assignment]
-        if value is None:
+        if len(nums) not in (1, 2):
             raise InputError(f"expected N or HxW pixels, got {value!r}", field="--image-size")
-    if isinstance(value, int):
-        return (value, value)
-    h, w = value  # type: ignore[misc]
+        value = tuple(nums) if len(nums) == 2 else nums[0]
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = (int(value), int(value))
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise InputError(f"expected N or HxW pixels (an int, \"HxW\" or (h, w)), got {value!r}", field="--image-size")
+    for side in value:
+        if isinstance(side, bool) or not isinstance(side, numbers.Integral) or not 1 <= side <= MAX_SIDE:
+            raise InputError(f"each side must be an integer in 1..{MAX_SIDE}, got {given!r}", field="--image-size")
+    h, w = value
     return (int(h), int(w))
 
 
@@ -119,6 +135,7 @@ def build_model(
     dtype: torch.dtype | str = torch.float32,
     seed: int = 0,
     granularity: str = "block",
+    **unknown: Any,
 ) -> ZooModel:
     """Build zoo model `name` on `device` in training mode, with a random example batch.
 
@@ -132,9 +149,27 @@ def build_model(
     (`models.network.build_network`: the sizes given are the function's keyword arguments).
     `granularity`: "block" (one stage a block) or "layer" (blocks split into their sequential
     parts, GPT-2's projection moved into the loss: `models.zoo.split.split_model`).
+
+    Every size is checked before anything is built (`InputError` naming it): an unknown keyword,
+    an integer size that is not an int (a bool is not) in the command line's range
+    (`SIZE_RANGES`), a `dropout` outside 0..1, a `seed` that is not an int, a `device` torch
+    does not know (or CUDA on a machine without it).
     """
     from memsched.models.network import build_network, is_factory_spec
 
+    if unknown:
+        key = sorted(unknown)[0]
+        raise InputError(f"unknown size {key!r} (sizes: batch, image_size, seq_len, width, depth, classes, vocab, "
+                         "dropout, device, dtype, seed, granularity)", field=key)
+    check_sizes(batch=batch, seq_len=seq_len, width=width, depth=depth, classes=classes, vocab=vocab)
+    if image_size is not None:
+        parse_image_size(image_size)
+    if dropout is not None and (isinstance(dropout, bool) or not isinstance(dropout, numbers.Real)
+                                or not 0 <= dropout <= 1):
+        raise InputError(f"must be a probability in 0..1, got {dropout!r}", field="--dropout")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not -2**63 <= seed < 2**64:
+        raise InputError(f"must be an integer, got {seed!r}", field="--seed")
+    device = checked_device(device)
     dtype = parse_dtype(dtype)
 
     if name not in MODELS and is_factory_spec(name):  # FILE.py:FUNCTION, package.module:FUNCTION
@@ -151,11 +186,7 @@ def build_model(
                              field=option)
     batch = d["batch"] if batch is None else batch
     width = d["width"] if width is None else width
-    hw = parse_image_size(image_size)
-    for label, v in (("--batch", batch), ("--width", width), ("--seq-len", seq_len), ("--depth", depth),
-                     ("--image-size", min(hw) if hw else None)):
-        if v is not None and v <= 0:
-            raise InputError(f"must be positive, got {v}", field=label)
+    hw = parse_image_size(image_size)  # sizes checked above: ints >= 1
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     config: dict[str, Any] = {"batch": batch, "width": width}
@@ -251,6 +282,34 @@ DTYPES = ("float32", "bfloat16", "float16")
 def dtype_suffix(config: dict[str, Any]) -> str:
     """The label's mark of a half-precision network ("-bf16", "-fp16"; "" for float32)."""
     return {"bfloat16": "-bf16", "float16": "-fp16"}.get(str(config.get("dtype")), "")
+
+
+def check_sizes(**sizes: Any) -> None:
+    """Each size given (not None) is an int (not a bool) in its `SIZE_RANGES` range, or `InputError`."""
+    from memsched.models.network import checked_int
+
+    for key, value in sizes.items():
+        if value is not None:
+            option, low, high = SIZE_RANGES[key]
+            checked_int(value, option, low, high)
+
+
+def checked_device(device: Any) -> torch.device:
+    """`device` (a ``torch.device`` or its text) as a ``torch.device``: text torch does not parse,
+    another type, or CUDA on a machine without it is `InputError` naming ``--device``."""
+    if isinstance(device, torch.device):
+        parsed = device
+    elif isinstance(device, str):
+        try:
+            parsed = torch.device(device)
+        except (RuntimeError, ValueError):
+            raise InputError(f"unknown device {device!r} (cpu or cuda)", field="--device") from None
+    else:
+        raise InputError(f"expected a device (\"cpu\", \"cuda\", a torch.device), got {device!r}",
+                         field="--device")
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise InputError("CUDA is not available on this machine", field="--device")
+    return parsed
 
 
 def parse_dtype(value: str | torch.dtype) -> torch.dtype:

@@ -69,6 +69,7 @@ import numpy as np
 from ..discretize import check_slots, effective_slots
 from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
+from ..units import MAX_BYTES
 from .baselines import store_all_schedule
 from .instance import Chain
 from .jit import HAVE_NUMBA, KERNELS, kernel_backend, njit  # noqa: F401 - HAVE_NUMBA re-exported
@@ -391,12 +392,25 @@ def solve_rotor(chain: Chain, budget: int, *, slots: int | None = 500, time_limi
     rounding made the DP's schedule slower, finer slots, exact sizes or the baseline's schedule
     (`rotor_guard.never_worse`; the scope and ``details`` say which)."""
     t0 = time.perf_counter()
+    check_table_budget(table_budget)
     result = _solve_rotor_slots(chain, budget, slots=slots, time_limit=time_limit, table_budget=table_budget)
     result = never_worse(chain, int(budget), result, effective_slots(budget, check_slots(slots)),
                          lambda s: _solve_rotor_slots(chain, budget, slots=s, time_limit=time_limit),
                          table_cells, EXACT_RETRY_CELLS)
     result.solve_time_s = time.perf_counter() - t0
     return result
+
+
+def check_table_budget(table_budget: Any) -> int:
+    """The ``table_budget`` option as bytes (an integer in 1..`MAX_BYTES`; None is no shared
+    table, -1 here); `InputError` naming ``table_budget`` for anything else (a string, NaN, a bool)."""
+    if table_budget is None:
+        return -1
+    if isinstance(table_budget, bool) or not isinstance(table_budget, (int, np.integer)) \
+            or not 1 <= table_budget <= MAX_BYTES:
+        raise InputError(f"must be a number of bytes, an integer in 1..{MAX_BYTES}, got {table_budget!r}",
+                         field="table_budget")
+    return int(table_budget)
 
 
 def _solve_rotor_slots(chain: Chain, budget: int, *, slots: int | None = 500, time_limit: float | None = None,
@@ -437,7 +451,7 @@ def _solve_rotor_slots(chain: Chain, budget: int, *, slots: int | None = 500, ti
     shared = None
     # the shared table answers when it covers this budget and, if it is discretised, the budget is
     # above the slot count too (a budget of at most `slots` units keeps exact sizes: the next branch)
-    top = -1 if table_budget is None else int(table_budget)
+    top = -1 if table_budget is None else check_table_budget(table_budget)
     exact_table = slots > 0 and top >= budget and not effective_slots(top, slots)
     if slots > 0 and top >= budget and (exact_table or effective_slots(budget, slots)):
         from .shared_table import cached_table, slots_within

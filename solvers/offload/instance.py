@@ -12,6 +12,7 @@ file without it is an offloading instance once a bandwidth is given on the comma
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,9 @@ class OffloadInstance:
     def __post_init__(self) -> None:
         # the offloading problem charges B(i) holding its inputs to its end (bwd_overhead, docs/offload.md)
         self.chain = self.chain.held()
+        for key, value in (("bandwidth", self.bandwidth), ("latency", self.latency)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):  # a comparison would be a TypeError
+                raise InputError(f"{key} must be a number, got {value!r}", field=f"host_link.{key}")
         if not (0 < self.bandwidth <= MAX_BYTES):
             raise InputError(f"bandwidth must be a positive number of bytes/s (at most {MAX_BYTES}), "
                              f"got {self.bandwidth!r}", field="host_link.bandwidth")
