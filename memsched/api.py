@@ -101,14 +101,23 @@ def data_path(*parts: str) -> Path:
 
 def problem_of(instance: Any) -> str:
     """The problem an instance object states ("chain", "join", "graph", "offload", "pipeline")."""
-    for problem, cls_name in _CLASSES:
+    problem = _problem_of_class(instance, _CLASSES)
+    if problem is None:
+        raise InputError(f"not a memsched instance: {type(instance).__name__} (use memsched.load(path))")
+    return problem
+
+
+def _problem_of_class(obj: Any, classes: Any) -> str | None:
+    """The first problem of `classes` ((problem, class name in its module) pairs) whose class
+    `obj` is an instance of; None when none is."""
+    for problem, cls_name in classes:
         try:
             cls = getattr(registry.problem_module(problem), cls_name)
         except (ImportError, AttributeError):
             continue
-        if isinstance(instance, cls):
+        if isinstance(obj, cls):
             return problem
-    raise InputError(f"not a memsched instance: {type(instance).__name__} (use memsched.load(path))")
+    return None
 
 
 def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | float | None = None,
@@ -686,14 +695,7 @@ def _check_devices(problem: str, devices: Any) -> int | None:
 
 def _schedule_problem(schedule: Any) -> str | None:
     """The problem whose schedule class `schedule` is an instance of (None: not one of ours)."""
-    for problem, cls_name in _SCHEDULE_CLASSES:
-        try:
-            cls = getattr(registry.problem_module(problem), cls_name)
-        except (ImportError, AttributeError):
-            continue
-        if isinstance(schedule, cls):
-            return problem
-    return None
+    return _problem_of_class(schedule, _SCHEDULE_CLASSES)
 
 
 def _as_schedule(problem: str, instance: Any, schedule: Any, verb: str, *, field: str = "schedule") -> Any:
