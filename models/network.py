@@ -41,7 +41,7 @@ from memsched.solvers.errors import InputError, first_line
 
 __all__ = ["Network", "is_factory_spec", "mean_output_loss", "as_zoo_model", "build_network", "checked_blocks",
            "schedule_and_instance", "first_line", "checked_int", "checked_loss_fn", "step_input_error",
-           "check_input_like"]
+           "check_input_like", "check_step_arguments"]
 
 #: the keyword arguments `build_network` may pass to a factory (the zoo's sizes and placement)
 FACTORY_KEYS = ("batch", "image_size", "seq_len", "width", "depth", "vocab", "classes", "dropout", "device", "seed",
@@ -317,6 +317,19 @@ def step_input_error(blocks: list[Any], loss_fn: Any, inputs: Any, target: Any, 
         except InputError as err:
             return err
     return None
+
+
+def check_step_arguments(trainer: str, blocks: list[Any], inputs: Any, target: Any, own_loss: bool) -> None:
+    """The arguments of a trainer's ``step``: a tensor input like the first block's parameters
+    (`check_input_like`), and a target only with the trainer's own loss (the stand-in loss, the
+    output's mean, would ignore it); else bad input naming ``inputs`` or ``loss_fn``."""
+    import torch
+
+    if not isinstance(inputs, torch.Tensor):
+        raise InputError(f"the input must be a torch.Tensor, got {type(inputs).__name__}", field="inputs")
+    if target is not None and not own_loss:
+        raise InputError(f"a target needs the loss: {trainer}(model, schedule, loss_fn=...)", field="loss_fn")
+    check_input_like(blocks, inputs, "")
 
 
 def check_input_like(blocks: list[Any], inputs: Any, what: str) -> None:

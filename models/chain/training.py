@@ -41,7 +41,7 @@ from typing import Any
 import torch
 from memsched.models.chain.executor import ChainExecutor, LossFn
 from memsched.models.measure import RunState
-from memsched.models.network import check_input_like
+from memsched.models.network import check_input_like, check_step_arguments
 from memsched.solvers.chain import Chain, Schedule, simulate
 from memsched.solvers.chain.schedule import FORWARD_KINDS, KINDS, LOSS, Op
 from memsched.solvers.errors import InputError, first_line
@@ -150,11 +150,7 @@ class ScheduledChain(nn.Module):
     def step_with_input_grad(self, inputs: torch.Tensor, target: Any = None
                              ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """`step`, also returning the input's gradient delta_0 (None unless `input_grad`)."""
-        if not isinstance(inputs, torch.Tensor):
-            raise InputError(f"the input must be a torch.Tensor, got {type(inputs).__name__}", field="inputs")
-        if target is not None and not self._own_loss:  # the stand-in loss would ignore it
-            raise InputError("a target needs the loss: ScheduledChain(model, schedule, loss_fn=...)", field="loss_fn")
-        check_input_like(list(self.blocks), inputs, "")
+        check_step_arguments("ScheduledChain", list(self.blocks), inputs, target, self._own_loss)
         try:
             loss, delta0 = self._executor.train_step(self.ops, inputs, target)  # grad enabled inside
         except Exception as err:

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 from memsched.models.chain.executor import LossFn
-from memsched.models.network import check_input_like, step_input_error
+from memsched.models.network import check_step_arguments, step_input_error
 from memsched.solvers.errors import InputError, first_line
 from memsched.solvers.graph import Graph, GraphSchedule
 from torch import nn
@@ -91,11 +91,7 @@ class ScheduledGraph(nn.Module):
     def step(self, inputs: torch.Tensor, target: Any = None) -> torch.Tensor:
         """One forward, loss and backward under the schedule; gradients accumulate into ``.grad``
         as ``loss.backward()`` would leave them. Returns the loss (a scalar tensor)."""
-        if not isinstance(inputs, torch.Tensor):
-            raise InputError(f"the input must be a torch.Tensor, got {type(inputs).__name__}", field="inputs")
-        if target is not None and not self._own_loss:  # the stand-in loss would ignore it
-            raise InputError("a target needs the loss: ScheduledGraph(model, schedule, loss_fn=...)", field="loss_fn")
-        check_input_like(list(self.blocks), inputs, "")
+        check_step_arguments("ScheduledGraph", list(self.blocks), inputs, target, self._own_loss)
         try:
             loss = self._executor.train_step(self.seq, inputs, target)
         except InputError:
