@@ -26,6 +26,7 @@ from typing import Any
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.exact.interrupt import answer_on_interrupt
+from memsched.solvers.units import check_int
 
 from .live import line_limit, progress_line
 from .results import Comparison, Result, RunResult, SweepResult, check_figsize, check_title, no_options
@@ -346,7 +347,7 @@ def _config_sweep(target: PathLike, *, output: Any, workers: Any, fresh: Any, op
                          field=given[0])
     if output is not None and not isinstance(output, (str, os.PathLike)):
         raise InputError(f"must be the path of a folder (str or Path), got {output!r}", field="output")
-    count = 1 if workers is None else _check_int(workers, "workers", 1, MAX_DEVICES)
+    count = 1 if workers is None else check_int(workers, "workers", 1, MAX_DEVICES)
     _check_bool(fresh, "fresh")
     outcome = run_sweep(find_config(str(target)), output=output, workers=count, progress=False, fresh=fresh)
     return SweepResult(list(outcome.rows), source=str(target))
@@ -505,9 +506,9 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
         raise InputError(f"must be one of {', '.join(_RUN_PROBLEMS)} (or None), got {problem!r}", field="problem")
     slots = _check_slots(slots)
     time_limit = _check_time_limit(time_limit)
-    time_repeats = _check_int(time_repeats, "time_repeats", 1, MAX_REPEATS)
-    repeats = _check_int(repeats, "repeats", 1, MAX_REPEATS)
-    seed = _check_int(seed, "seed", 0, 2**32 - 1)
+    time_repeats = check_int(time_repeats, "time_repeats", 1, MAX_REPEATS)
+    repeats = check_int(repeats, "repeats", 1, MAX_REPEATS)
+    seed = check_int(seed, "seed", 0, 2**32 - 1)
     _need_torch()
     from .execute import run_model
 
@@ -625,13 +626,6 @@ def _show(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _check_int(value: Any, field: str, low: int, high: int) -> int:
-    """`value` as an int in low..high (not a bool, nor a float such as 2.7); `InputError` naming `field`."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
-        raise InputError(f"must be an integer in {low}..{high}, got {_show(value)}", field=field)
-    return int(value)
-
-
 def _check_bool(value: Any, field: str) -> bool:
     if not isinstance(value, bool):
         raise InputError(f"must be True or False, got {_show(value)}", field=field)
@@ -639,7 +633,7 @@ def _check_bool(value: Any, field: str) -> bool:
 
 
 def _check_slots(slots: Any) -> int:
-    return _check_int(slots, "slots", 0, MAX_SLOTS)
+    return check_int(slots, "slots", 0, MAX_SLOTS)
 
 
 def _check_time_limit(time_limit: Any) -> float | None:
@@ -690,7 +684,7 @@ def _check_devices(problem: str, devices: Any) -> int | None:
         return None
     if devices is None:
         raise InputError("a pipeline needs devices=P", field="devices")
-    return _check_int(devices, "devices", 1, MAX_DEVICES)
+    return check_int(devices, "devices", 1, MAX_DEVICES)
 
 
 def _schedule_problem(schedule: Any) -> str | None:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import numbers
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from typing import Any
 from memsched.solvers.errors import InputError, first_line
 
 __all__ = ["Network", "is_factory_spec", "mean_output_loss", "as_zoo_model", "build_network", "checked_blocks",
-           "schedule_and_instance", "first_line", "checked_int", "checked_loss_fn", "step_input_error",
+           "schedule_and_instance", "first_line", "checked_loss_fn", "step_input_error",
            "check_input_like", "check_step_arguments"]
 
 #: the keyword arguments `build_network` may pass to a factory (the zoo's sizes and placement)
@@ -243,17 +242,6 @@ def schedule_and_instance(schedule: Any, instance: Any, schedule_class: type | t
         if schedule is None:
             raise InputError("the result holds no schedule (infeasible budget?)", field="schedule")
     return schedule, instance
-
-
-def checked_int(value: Any, field: str, low: int = 1, high: int | None = None) -> int:
-    """`value` as an int in low..high (`high` None: no upper bound); a bool, a float, a string or
-    None is bad input naming `field`, as is an integer out of range."""
-    span = f"{low}..{high}" if high is not None else f">= {low}"
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise InputError(f"must be an integer {span}, got {value!r}", field=field)
-    if value < low or (high is not None and value > high):
-        raise InputError(f"must be an integer {span}, got {value!r}", field=field)
-    return int(value)
 
 
 def checked_loss_fn(loss_fn: Any) -> Any:

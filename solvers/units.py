@@ -12,6 +12,7 @@ int64 and finite in float64; `check_number` applies them to the numbers read fro
 from __future__ import annotations
 
 import math
+import numbers
 import re
 
 from .errors import InputError
@@ -128,6 +129,18 @@ def short_number(value: float | int) -> str:
     if isinstance(value, int) and abs(value).bit_length() > 64:
         return f"an integer of about {int(abs(value).bit_length() * math.log10(2)) + 1} digits"
     return repr(value)
+
+
+def check_int(value: object, field: str, low: int = 1, high: int | None = None) -> int:
+    """`value` as an int in low..high (`high` None: no upper bound); a bool, a float (2.7, 2.0), a
+    string or None is an `InputError` naming `field`, as is an integer out of range."""
+    span = f"in {low}..{high}" if high is not None else f">= {low}"
+    if (isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < low
+            or (high is not None and int(value) > high)):
+        shown = short_number(value) if isinstance(value, int) else repr(value)
+        raise InputError(f"must be an integer {span}, got {shown if len(shown) <= 80 else shown[:77] + '...'}",
+                         field=field)
+    return int(value)
 
 
 def parse_seconds(text: str, *, allow_zero: bool = False) -> float:

@@ -294,12 +294,12 @@ TIMINGS = ("isolated", "in_step")
 def _checked_repeats(repeats: Any, warmup: Any, timing: Any) -> tuple[int, int]:
     """(repeats, warmup) checked to be ints (1..`MAX_REPEATS`, 0..`MAX_REPEATS`), and `timing`
     None or one of `TIMINGS`; bad input raises `InputError` naming the argument."""
-    from memsched.models.network import checked_int
     from memsched.solvers.errors import InputError
+    from memsched.solvers.units import check_int
 
     if timing is not None and (not isinstance(timing, str) or timing not in TIMINGS):
         raise InputError(f"unknown timing {timing!r} (one of {', '.join(TIMINGS)})", field="timing")
-    return checked_int(repeats, "repeats", 1, MAX_REPEATS), checked_int(warmup, "warmup", 0, MAX_REPEATS)
+    return check_int(repeats, "repeats", 1, MAX_REPEATS), check_int(warmup, "warmup", 0, MAX_REPEATS)
 
 
 def profile_meta(source: str, device: torch.device, dtype: torch.dtype, repeats: int, warmup: int) -> dict[str, Any]:

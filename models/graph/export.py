@@ -311,11 +311,11 @@ def export_training_graph(
     """
     from memsched.models.chain.executor import as_blocks, parameters_of
     from memsched.models.chain.profiler import MAX_REPEATS
-    from memsched.models.network import checked_int
     from memsched.models.zoo import ZooModel, build_model
+    from memsched.solvers.units import check_int
 
-    repeats = checked_int(repeats, "repeats", 1, MAX_REPEATS)
-    warmup = checked_int(warmup, "warmup", 0, MAX_REPEATS)
+    repeats = check_int(repeats, "repeats", 1, MAX_REPEATS)
+    warmup = check_int(warmup, "warmup", 0, MAX_REPEATS)
     for label, value, allowed in (("cost", cost, COSTS), ("granularity", granularity, GRANULARITIES),
                                   ("deps", deps, DEPS), ("ram", ram, RAMS), ("timing", timing, TIMINGS),
                                   ("clock", clock or "wall", CLOCKS)):

@@ -176,7 +176,7 @@ def build_join_model(
     Raises `InputError` for an unknown name or impossible sizes (a size that is not an int, a
     bool is not, in the command line's range; a device torch does not know).
     """
-    from memsched.models.network import checked_int
+    from memsched.solvers.units import check_int
 
     if name not in JOIN_MODELS:
         raise InputError(f"unknown join model {name!r} (one of {', '.join(JOIN_MODELS)})", field="MODEL")
@@ -191,7 +191,7 @@ def build_join_model(
     for label, v, high in (("embed_dim", embed_dim, 10**6), ("text_width", text_width, 10**6),
                            ("text_depth", text_depth, 10**4), ("encoder", encoder, 10**3)):
         if v is not None:
-            checked_int(v, label, 1, high)
+            check_int(v, label, 1, high)
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise InputError(f"must be an integer, got {seed!r}", field="--seed")
     device = checked_device(device)

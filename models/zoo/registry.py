@@ -286,12 +286,12 @@ def dtype_suffix(config: dict[str, Any]) -> str:
 
 def check_sizes(**sizes: Any) -> None:
     """Each size given (not None) is an int (not a bool) in its `SIZE_RANGES` range, or `InputError`."""
-    from memsched.models.network import checked_int
+    from memsched.solvers.units import check_int
 
     for key, value in sizes.items():
         if value is not None:
             option, low, high = SIZE_RANGES[key]
-            checked_int(value, option, low, high)
+            check_int(value, option, low, high)
 
 
 def checked_device(device: Any) -> torch.device:
