@@ -16,15 +16,16 @@ matplotlib are imported by the calls that need them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import numbers
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from memsched.solvers import registry
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, option_field, python_spelling
 from memsched.solvers.exact.interrupt import answer_on_interrupt
 from memsched.solvers.units import check_int
 
@@ -46,8 +47,25 @@ MAX_SLOTS = 10**9
 #: `slots` when none is given
 DEFAULT_SLOTS = 500
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _python_names(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """`fn`, whose errors name arguments as Python spells them (``time_limit``, the option ``scale``)
+    and not as the command line does (``--time-limit``, ``--option scale``): the checks shared with
+    the command line spell them with `errors.flag` / `errors.option_field` (`errors.python_spelling`)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with python_spelling():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
 
 # ---------------------------------------------------------------------------- instances
+@_python_names
 def load(path: PathLike, *, problem: str | None = None, bandwidth: str | float | None = None,
          latency: float | None = None) -> Any:
     """The instance in the file at `path`: a chain (``memsched.chain/1``), a join network, a
@@ -86,6 +104,7 @@ def load(path: PathLike, *, problem: str | None = None, bandwidth: str | float |
     return load_instance(path, problem or found)[1]
 
 
+@_python_names
 def data_path(*parts: str) -> Path:
     """A file among the instances shipped with memsched (``solvers/data``): e.g.
     ``data_path("examples", "cnn12.json")``, ``data_path("pipeline", "vgg16-b32.graph.txt")``.
@@ -100,6 +119,7 @@ def data_path(*parts: str) -> Path:
     return path.joinpath(*parts)
 
 
+@_python_names
 def problem_of(instance: Any) -> str:
     """The problem an instance object states ("chain", "join", "graph", "offload", "pipeline")."""
     problem = _problem_of_class(instance, _CLASSES)
@@ -121,6 +141,7 @@ def _problem_of_class(obj: Any, classes: Any) -> str | None:
     return None
 
 
+@_python_names
 def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | float | None = None,
                latency: float | None = None) -> tuple[str, Any]:
     """(problem, instance) from an instance or a path; a chain becomes an offloading instance
@@ -165,6 +186,7 @@ def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | fl
     return found, instance
 
 
+@_python_names
 def budget(instance: Any, spec: int | float | str, *, problem: str | None = None) -> int:
     """Bytes from a budget: an int (bytes), a size ("1.5GB", "800MiB") or "X%" of the
     problem's reference peak. `instance` is an instance or a path, read as `problem` (as in
@@ -173,17 +195,20 @@ def budget(instance: Any, spec: int | float | str, *, problem: str | None = None
     return _budget(instance, spec, problem)
 
 
+@_python_names
 def reference_peak(instance: Any, *, problem: str | None = None) -> int:
     """What "X%" budgets refer to (bytes), for an instance or a path read as `problem` (`as_problem`)."""
     problem, instance = as_problem(instance, problem)
     return int(registry.problem_module(problem).reference_peak(instance))
 
 
+@_python_names
 def list_solvers(problem: str | None = None) -> list[tuple[str, str, str]]:
     """(problem, solver, summary) for every solver importable here."""
     return registry.solver_table(problem)
 
 
+@_python_names
 def default_solver(problem: str) -> str:
     """The problem's preferred solver (rotor for chains, dp for joins, ...)."""
     module = registry.problem_module(problem)
@@ -197,6 +222,7 @@ def default_solver(problem: str) -> str:
 
 
 # ---------------------------------------------------------------------------- solving
+@_python_names
 def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] | None = None, *,
           problem: str | None = None, slots: int = DEFAULT_SLOTS, time_limit: float | None = None,
           bandwidth: str | float | None = None, latency: float | None = None, devices: int | None = None,
@@ -241,6 +267,7 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
     return Comparison(results)
 
 
+@_python_names
 def simulate(instance: Any, schedule: Any, budget: int | float | str | None = None, *,
              problem: str | None = None, bandwidth: str | float | None = None) -> Result:
     """Replay `schedule` (a schedule object, a `Result`, its JSON dict, or a path to a schedule
@@ -273,6 +300,7 @@ def simulate(instance: Any, schedule: Any, budget: int | float | str | None = No
     return Result(problem, instance, raw)
 
 
+@_python_names
 def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solvers: Sequence[str] | None = None,
           *, problem: str | None = None, output: PathLike | None = None, workers: int | None = None,
           fresh: bool = False, slots: int | None = None, time_limit: float | None = None,
@@ -282,7 +310,7 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
 
     `target` is either a sweep file (TOML / YAML, or the name of a committed config such as
     "fig_a_chains"), run by the sweep engine exactly as ``memsched sweep`` would (resumable,
-    into `output`, default the file's; `workers` local processes, default 1; `fresh` starts
+    into `output`, default the file's; `workers` local processes, 1..512, default 1; `fresh` starts
     again), or an instance (or instance file), solved here in this process for every budget in
     `budgets` and solver in `solvers` (default: the problem's default solver), with `slots`
     (default 500), `time_limit`, `bandwidth`, `devices` and solver options as in `solve`.
@@ -339,6 +367,7 @@ def _config_sweep(target: PathLike, *, output: Any, workers: Any, fresh: Any, op
                   **instance_args: Any) -> SweepResult:
     """`sweep` of a sweep file: the sweep engine's run, after checking `output`, `workers`, `fresh`
     and that no argument of an instance sweep (`instance_args`, `options`) is given."""
+    from memsched.experiments.commands._checks import MAX_WORKERS
     from memsched.experiments.sweep import find_config, run_sweep
 
     given = [name for name, value in instance_args.items() if value is not None] + list(options)
@@ -347,7 +376,7 @@ def _config_sweep(target: PathLike, *, output: Any, workers: Any, fresh: Any, op
                          field=given[0])
     if output is not None and not isinstance(output, (str, os.PathLike)):
         raise InputError(f"must be the path of a folder (str or Path), got {output!r}", field="output")
-    count = 1 if workers is None else check_int(workers, "workers", 1, MAX_DEVICES)
+    count = 1 if workers is None else check_int(workers, "workers", 1, MAX_WORKERS)
     _check_bool(fresh, "fresh")
     outcome = run_sweep(find_config(str(target)), output=output, workers=count, progress=False, fresh=fresh)
     return SweepResult(list(outcome.rows), source=str(target))
@@ -373,8 +402,8 @@ def _check_options(problem: str, names: Sequence[str], options: dict[str, Any]) 
     """Each keyword option is taken by at least one of the solvers `names` (their keyword
     parameters, as ``--option`` lists them): a misspelt one would be ignored without a word;
     and its value has the type (and range) that each of them declares (`_checks.option_type_error`,
-    as the command line checks ``--option``, and named as it names them: ``--option KEY``, the
-    field the solvers' own checks give too). None keeps the default where the solver's parameter
+    as the command line checks ``--option``), named by its keyword (``KEY``, as the solvers' own
+    checks name it in Python: `errors.option_field`). None keeps the default where the solver's parameter
     allows it. Values whose check needs the instance (``table_budget`` in bytes, say) are left to
     the solvers."""
     from memsched.experiments.commands._checks import option_type_error, options_taken, solver_parameters
@@ -391,7 +420,7 @@ def _check_options(problem: str, names: Sequence[str], options: dict[str, Any]) 
                 continue
             want = option_type_error(kinds[key], key, value)
             if want is not None:
-                raise InputError(f"must be {want}, got {_show(value)}", field=f"--option {key}")
+                raise InputError(f"must be {want}, got {_show(value)}", field=option_field(key))
 
 
 #: options whose values the solvers check themselves (`option_type_error`'s range would be wrong):
@@ -417,6 +446,7 @@ def _none_allowed(problem: str, name: str, key: str) -> bool:
     return False
 
 
+@_python_names
 def baseline_objective(problem: str, instance: Any) -> float | None:
     """The objective without memory savings, for overheads: the total forward and backward
     time of a chain, join or offloading chain, the sum of cost_cpu of a graph; None for a
@@ -433,6 +463,7 @@ def baseline_objective(problem: str, instance: Any) -> float | None:
 
 
 # ---------------------------------------------------------------------------- PyTorch side
+@_python_names
 def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_fn: Any = None, repeats: int = 3,
             out: PathLike | None = None, timing: str | None = None, problem: str = "chain", **sizes: Any) -> Any:
     """Profile a network into a chain: u_f, u_b per stage (ms), x, xbar, o_f, o_b (bytes); with
@@ -484,6 +515,7 @@ def _profile_graph(model: Any, example_input: Any, target: Any, loss_fn: Any, re
                                  out=str(out) if out is not None else None)
 
 
+@_python_names
 def run(model: Any, budget: int | float | str, solver: str | None = None, *, problem: str | None = None,
         chain: Any = None, instance: Any = None, bandwidth: str | float | None = None, slots: int = DEFAULT_SLOTS,
         time_limit: float | None = None, time_repeats: int = 3, repeats: int = 3, seed: int = 0,
@@ -550,6 +582,7 @@ def _no_network_args(example_input: Any, target: Any, loss_fn: Any) -> None:
 
 
 # ---------------------------------------------------------------------------- figures
+@_python_names
 def plot(obj: Any, schedule: Any = None, *, budget: int | float | str | None = None, problem: str | None = None,
          title: str | None = None, figsize: tuple[float, float] | None = None, **kwargs: Any) -> Any:
     """A matplotlib figure: ``plot(result)`` (any `Result`, `Comparison` or `SweepResult`; other
@@ -645,7 +678,7 @@ def _check_time_limit(time_limit: Any) -> float | None:
     if isinstance(time_limit, bool) or not isinstance(time_limit, numbers.Real) \
             or not 0 < time_limit <= MAX_SECONDS:  # (NaN fails both)
         raise InputError(f"must be None (no limit) or a positive number of seconds, at most a week "
-                         f"({MAX_SECONDS:.0f}, as --time-limit), got {_show(time_limit)}", field="time_limit")
+                         f"({MAX_SECONDS:.0f}), got {_show(time_limit)}", field="time_limit")
     return float(time_limit)
 
 

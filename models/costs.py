@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, flag
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
@@ -137,7 +137,7 @@ def parse_cost(text: str) -> CostModel:
         return CostModel(t)
     if t.startswith("roofline:") and t.split(":", 1)[1] in DEVICES:
         return CostModel("roofline", DEVICES[t.split(":", 1)[1]])
-    raise InputError(f"unknown cost model {text!r} (one of {', '.join(COST_CHOICES)})", field="--cost")
+    raise InputError(f"unknown cost model {text!r} (one of {', '.join(COST_CHOICES)})", field=flag("cost"))
 
 
 def _tensors(obj: Any) -> list[torch.Tensor]:

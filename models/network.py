@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memsched.solvers.errors import InputError, first_line
+from memsched.solvers.errors import InputError, first_line, flag
 
 __all__ = ["Network", "is_factory_spec", "mean_output_loss", "as_zoo_model", "build_network", "checked_blocks",
            "schedule_and_instance", "first_line", "checked_loss_fn", "step_input_error",
@@ -45,7 +45,6 @@ __all__ = ["Network", "is_factory_spec", "mean_output_loss", "as_zoo_model", "bu
 #: the keyword arguments `build_network` may pass to a factory (the zoo's sizes and placement)
 FACTORY_KEYS = ("batch", "image_size", "seq_len", "width", "depth", "vocab", "classes", "dropout", "device", "seed",
                 "dtype", "granularity")
-_OPTION_OF = {"image_size": "--image-size", "seq_len": "--seq-len"}
 
 
 @dataclass
@@ -139,8 +138,7 @@ def build_network(spec: str, *, device: Any = "cpu", seed: int = 0, dtype: Any =
     takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     for key in given:
         if key not in params and not takes_all:
-            option = _OPTION_OF.get(key, f"--{key}")
-            raise InputError(f"{spec} takes no argument {key!r}", field=option)
+            raise InputError(f"{spec} takes no argument {key!r}", field=flag(key))
     device = torch.device(device)
     placement = {"device": device, "seed": seed, **({} if dtype is None else {"dtype": dtype})}
     kwargs = dict(given, **{k: v for k, v in placement.items() if k in params or takes_all})

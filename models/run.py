@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from memsched.models.measure import StepResult, measured_vs_predicted, tolerances
 from memsched.solvers import registry
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, flag
 from memsched.solvers.units import format_bytes, parse_positive_budget
 
 __all__ = ["PROBLEMS", "DEFAULT_SOLVERS", "Target", "prepare", "execute_schedule", "run", "describe"]
@@ -107,7 +107,7 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
             chain.save(profile_file)
     elif chain.length != len(built.blocks):
         raise InputError(f"the chain has {chain.length} stages but {built.name} with these sizes has "
-                         f"{len(built.blocks)} blocks", field="--chain")
+                         f"{len(built.blocks)} blocks", field=flag("chain"))
     x, tgt = built.example_input, built.target
 
     def reference(seed: int) -> tuple[dict[str, torch.Tensor], Any]:
@@ -123,7 +123,7 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
     from memsched.solvers.offload import OffloadInstance
 
     if bandwidth is None:
-        raise InputError("the offload problem needs a bandwidth", field="--bandwidth")
+        raise InputError("the offload problem needs a bandwidth", field=flag("bandwidth"))
     inst = OffloadInstance(chain, float(bandwidth), float(latency))
     off = OffloadExecutor(built.blocks, built.loss_fn)
 
@@ -159,7 +159,7 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
             join.save(profile_file)
     elif join.lengths != lengths:
         raise InputError(f"the join has branches of {join.lengths} stages but {built.name} with these sizes has "
-                         f"{lengths} blocks", field="--chain")
+                         f"{lengths} blocks", field=flag("chain"))
     executor = JoinExecutor(built.branches, built.loss_fn)
     xs, tgt = built.inputs, built.target
 
@@ -213,7 +213,7 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
     from memsched.solvers.units import parse_bandwidth
 
     if problem not in PROBLEMS:
-        raise InputError(f"unknown problem {problem!r} (one of {', '.join(PROBLEMS)})", field="--problem")
+        raise InputError(f"unknown problem {problem!r} (one of {', '.join(PROBLEMS)})", field=flag("problem"))
     inst = _load(problem, instance)
     if problem == "join":
         return _prepare_join(model, inst, sizes, seed=seed, profile_repeats=profile_repeats, timing=timing,
@@ -278,7 +278,7 @@ def run(model: Any, budget: int | str, *, problem: str = "chain", solver: str | 
     when `store_all`) with `execute_schedule`; the ``memsched run --json`` object. `early_release`:
     a chain profiled here also measures B(i) with early release, and the executor runs it so."""
     if slots < 0:
-        raise InputError(f"must be >= 0, got {slots}", field="--slots")
+        raise InputError(f"must be >= 0, got {slots}", field=flag("slots"))
     target = prepare(problem, model, instance=instance, sizes=sizes, bandwidth=bandwidth, latency=latency, seed=seed,
                      profile_repeats=profile_repeats, timing=timing, profile_file=profile_file,
                      early_release=early_release)
@@ -299,7 +299,7 @@ def run(model: Any, budget: int | str, *, problem: str = "chain", solver: str | 
         if result.min_budget is not None and "smallest" not in msg:
             msg += f" (smallest feasible budget: {int(result.min_budget)} bytes)"
         if problem in ("chain", "offload") and getattr(target.instance, "length", None) == 1:
-            msg += "; the network is one block (not an nn.Sequential): --problem graph plans inside it"
+            msg += f"; the network is one block (not an nn.Sequential): {flag('problem', 'graph')} plans inside it"
         out.update(message=msg, min_budget=None if result.min_budget is None else int(result.min_budget),
                    predicted=None, measured=None, grad_check=None)
         return out

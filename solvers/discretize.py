@@ -23,15 +23,15 @@ from fractions import Fraction
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, flag
 
 
 def check_slots(slots: int | None, default: int = 500) -> int:
-    """The slot count a solver was asked for (`default` for None): InputError naming ``--slots``
-    when it is negative."""
+    """The slot count a solver was asked for (`default` for None): InputError naming the slots
+    (``--slots``, or ``slots`` in Python: `errors.flag`) when it is negative."""
     n = default if slots is None else int(slots)
     if n < 0:
-        raise InputError(f"slots must be >= 0, got {n}", field="--slots")
+        raise InputError(f"slots must be >= 0, got {n}", field=flag("slots"))
     return n
 
 

@@ -6,6 +6,11 @@ and exit with the codes of docs/cli.md: 2 for bad input, 1 for an infeasible bud
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from typing import Any
+
 
 class InputError(ValueError):
     """A bad instance, schedule or option; `str(err)` is a complete one-line message."""
@@ -26,6 +31,40 @@ def first_line(err: BaseException, width: int = 200) -> str:
     many lines; a message of bad input is one line)."""
     text = str(err).strip()
     return text.splitlines()[0][:width] if text else ""
+
+
+#: How messages spell the arguments of the call being checked: "cli" (``--time-limit``, ``--option
+#: scale``; the default, for the command line) or "python" (``time_limit``, ``scale``: the keyword
+#: arguments of memsched's facade, set by `python_spelling`).
+_SPELLING: contextvars.ContextVar[str] = contextvars.ContextVar("memsched_spelling", default="cli")
+
+
+@contextlib.contextmanager
+def python_spelling() -> Iterator[None]:
+    """Inside, `flag` and `option_field` spell arguments as Python does (the facade, `memsched.api`)."""
+    token = _SPELLING.set("python")
+    try:
+        yield
+    finally:
+        _SPELLING.reset(token)
+
+
+def flag(name: str, value: Any = None) -> str:
+    """Argument `name` (its Python spelling, ``time_limit``) as the caller wrote it, for a message's
+    field or hint: ``--time-limit`` on the command line, ``time_limit`` in Python
+    (`python_spelling`); with a `value`, ``--slots 500`` or ``slots=500``."""
+    if _SPELLING.get() == "python":
+        return name if value is None else f"{name}={value!r}"
+    dashed = "--" + name.replace("_", "-")
+    return dashed if value is None else f"{dashed} {value}"
+
+
+def option_field(key: str, value: Any = None) -> str:
+    """Solver option `key` as the caller wrote it: ``--option scale`` (``--option scale=2``) on the
+    command line, the keyword argument ``scale`` (``scale=2``) of `memsched.solve` in Python."""
+    if _SPELLING.get() == "python":
+        return key if value is None else f"{key}={value!r}"
+    return f"--option {key}" if value is None else f"--option {key}={value}"
 
 
 class InfeasibleError(RuntimeError):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from .errors import InputError, flag
 from .jsonio import read_json
 from .result import SolveResult
 
@@ -76,11 +76,11 @@ class Problem:
         (`InputError` on field ``--solver`` when unknown or not importable here)."""
         if name not in self.solvers:
             names = ", ".join(self.available_solvers())
-            raise InputError(f"unknown solver {name!r} for {self.name} (available: {names})", field="--solver")
+            raise InputError(f"unknown solver {name!r} for {self.name} (available: {names})", field=flag("solver"))
         try:
             return resolve(self.solvers[name][0])
         except ImportError as err:
-            raise InputError(f"solver {name!r} is not available here ({err})", field="--solver") from None
+            raise InputError(f"solver {name!r} is not available here ({err})", field=flag("solver")) from None
 
     def available_solvers(self) -> list[str]:
         """Names of the solvers whose module imports here (an optional dependency may be missing)."""

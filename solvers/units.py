@@ -15,7 +15,7 @@ import math
 import numbers
 import re
 
-from .errors import InputError
+from .errors import InputError, flag
 
 _UNITS = {
     "": 1, "b": 1,
@@ -54,8 +54,10 @@ def _at_most(value: int, text: object, field: str) -> int:
     return value
 
 
-def parse_budget(text: str | int | float, reference: int | None, *, field: str = "--budget") -> int:
-    """Budget in bytes. "X%" means X percent of `reference` (the store-all peak, say)."""
+def parse_budget(text: str | int | float, reference: int | None, *, field: str | None = None) -> int:
+    """Budget in bytes. "X%" means X percent of `reference` (the store-all peak, say). Errors name
+    `field` (default: the budget argument, ``--budget`` or ``budget``: `errors.flag`)."""
+    field = field or flag("budget")
     if isinstance(text, str) and text.strip().endswith("%"):
         try:
             percent = float(text.strip()[:-1])
@@ -73,9 +75,10 @@ def parse_budget(text: str | int | float, reference: int | None, *, field: str =
     return parse_size(text, field=field)
 
 
-def parse_positive_budget(text: str | int | float, reference: int | None, *, field: str = "--budget") -> int:
+def parse_positive_budget(text: str | int | float, reference: int | None, *, field: str | None = None) -> int:
     """`parse_budget`, and at least one byte: a percentage of a reference too small to give a
     whole byte says so (the reference in bytes), instead of a bare "must be positive"."""
+    field = field or flag("budget")
     value = parse_budget(text, reference, field=field)
     if value > 0:
         return value
@@ -85,8 +88,10 @@ def parse_positive_budget(text: str | int | float, reference: int | None, *, fie
     raise InputError(f"must be positive, got {text!r}", field=field)
 
 
-def parse_bandwidth(text: str | int | float, *, field: str = "--bandwidth") -> float:
-    """Bytes per second in `text` ("12GB/s", "25e9", "800MiB/s")."""
+def parse_bandwidth(text: str | int | float, *, field: str | None = None) -> float:
+    """Bytes per second in `text` ("12GB/s", "25e9", "800MiB/s"); errors name `field` (default:
+    ``--bandwidth`` or ``bandwidth``, `errors.flag`)."""
+    field = field or flag("bandwidth")
     if isinstance(text, str) and text.strip().lower().endswith("/s"):
         text = text.strip()[:-2]
     value = parse_size(text, field=field)

@@ -212,7 +212,7 @@ def test_exact_solvers_refuse_before_their_warm_start(monkeypatch, offload, path
 
     monkeypatch.setattr(layer, "run_fast", no_warm_start)
     name = next(iter(options))
-    with pytest.raises(InputError, match=f"^--option {name}: "):
+    with pytest.raises(InputError, match=f"^{name}: "):
         memsched.solve(str(offload if path == "offload" else path), budget="90%", solver=solver, time_limit=5,
                        **options)
 
@@ -222,5 +222,5 @@ def test_exact_solvers_refuse_before_their_warm_start(monkeypatch, offload, path
 def test_offload_heuristics_refuse_from_python(offload, solver, options):
     import memsched
 
-    with pytest.raises(InputError, match=f"^--option {next(iter(options))}: "):
+    with pytest.raises(InputError, match=f"^{next(iter(options))}: "):
         memsched.solve(str(offload), budget="90%", solver=solver, **options)

@@ -43,6 +43,17 @@ MAX_COUNT = 10**6
 #: ... but for these options: the join `exact` solver's A* keeps up to `max_states` states (about
 #: 0.5 KB and 20 us each: its default 2 * 10^6 is about 1 GB and 45 s; 10^7 about 5 GB and 4 min)
 MAX_INT_OPTION = {"max_states": 10**7}
+#: the most timed executions of a step (``run --time-repeats``, a sweep file's ``[measure]
+#: time_repeats``) and unwatched warm-up runs (``[measure] warmup``)
+MAX_TIME_REPEATS = 10**4
+#: the most torch CPU threads (``--threads``, a sweep file's ``[measure] threads``): above the
+#: hardware threads of the largest machines
+MAX_THREADS = 1024
+#: the most local worker processes of a sweep (``sweep --workers``, a sweep file's ``workers``,
+#: ``memsched.sweep(workers=)``): each is a process of its own (about 35 MB once memsched is
+#: imported, hundreds with the exact solvers' libraries), so a typo (10000) would start
+#: thousands; 512 is above the cores of the largest machines
+MAX_WORKERS = 512
 #: keyword parameters that are not user options (the solver's plumbing)
 _PLUMBING = {"options", "deadline", "seed", "slots", "time_limit"}
 
@@ -211,22 +222,40 @@ def stage_count(problem: str, instance: Any) -> int:
     return int(instance.length)
 
 
+def work_limit(problem: str, solver: str, devices: int | None = None) -> int | None:
+    """The most stages (chain, offload; join: of all branches), graph nodes or pipeline layers
+    (`stage_count`) that `solver` handles in minutes: `MAX_STAGES`, `MAX_NODES` (`MAX_MODEL_NODES`
+    for the solvers that build a model), and for a pipeline on `devices` devices the most layers
+    whose DPs take at most `MAX_DP_STEPS` steps (layers^2 x devices). None: no limit (store-all,
+    checkpoint-all, a pipeline without a device count)."""
+    if problem in ("chain", "offload", "join"):
+        return None if solver == "store-all" else MAX_STAGES
+    if problem == "graph":
+        if solver == "checkpoint-all":
+            return None
+        return MAX_MODEL_NODES if solver in _MODEL_SOLVERS else MAX_NODES
+    if problem == "pipeline" and devices is not None:
+        return math.isqrt(MAX_DP_STEPS // max(int(devices), 1))
+    return None
+
+
 def check_work(problem: str, solver: str, instance: Any, *, path: str | None = None, devices: int | None = None
                ) -> None:
-    """Refuse, with the limit and why, an instance the solvers would not finish in minutes."""
+    """Refuse, with the limit and why, an instance the solvers would not finish in minutes (`work_limit`)."""
     n = stage_count(problem, instance)
-    if problem in ("chain", "offload", "join") and n > MAX_STAGES and solver != "store-all":
-        what = "the branches have" if problem == "join" else "the chain has"
-        raise InputError(f"{what} {n} stages, more than the {MAX_STAGES} the solvers handle in minutes (the rotor "
-                         "DP's tables grow as L^3); merge stages into blocks (a coarser profile) or use store-all",
-                         path=path, field="stages")
-    if problem == "graph" and solver != "checkpoint-all":
-        limit = MAX_MODEL_NODES if solver in _MODEL_SOLVERS else MAX_NODES
-        if n > limit:
-            raise InputError(f"the graph has {n} nodes, more than the {limit} that {solver} handles in minutes; "
-                             "export it at module granularity (export-graph --granularity module) or use "
-                             "checkpoint-all", path=path, field="nodes")
-    if problem == "pipeline" and devices is not None and n * n * devices > MAX_DP_STEPS:
+    limit = work_limit(problem, solver, devices)
+    if limit is None or n <= limit:
+        return
+    if problem == "graph":
+        raise InputError(f"the graph has {n} nodes, more than the {limit} that {solver} handles in minutes; "
+                         "export it at module granularity (export-graph --granularity module) or use "
+                         "checkpoint-all", path=path, field="nodes")
+    if problem == "pipeline":
+        devices = devices or 1  # (a pipeline has a limit only with a device count)
         raise InputError(f"{n} layers on {devices} devices is {n * n * devices:.3g} DP steps, more than "
                          f"{MAX_DP_STEPS:.3g} (minutes); use fewer devices (at most {max(1, MAX_DP_STEPS // (n * n))})",
                          field="--devices")
+    what = "the branches have" if problem == "join" else "the chain has"
+    raise InputError(f"{what} {n} stages, more than the {MAX_STAGES} the solvers handle in minutes (the rotor "
+                     "DP's tables grow as L^3); merge stages into blocks (a coarser profile) or use store-all",
+                     path=path, field="stages")

@@ -18,7 +18,7 @@ from typing import Any
 
 from memsched.solvers.errors import InputError, first_line
 
-from ._checks import check_output_file, count
+from ._checks import MAX_THREADS, check_output_file, count
 
 ZOO_NAMES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "densenet121", "inception_v3", "vgg16",
              "vgg19", "mobilenet_v2", "vit_b16", "gpt2", "gpt2_medium", "unet", "fcn8", "lstm")
@@ -57,7 +57,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                         "every activation, as pure half-precision training does)")
     p.add_argument("--repeats", type=count(1, 10**4), default=5, help="timed repetitions per block (median)")
     p.add_argument("--seed", type=int, default=0, help="seed for the weights, the batch and dropout")
-    p.add_argument("--threads", type=count(1, 1024), default=None, help="torch CPU threads (default: torch's)")
+    p.add_argument("--threads", type=count(1, MAX_THREADS), default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--timing", choices=("isolated", "in_step"), default=None,
                    help="time each block alone, or each op inside store-all steps (default: in_step on cpu, "
                         "isolated on cuda; in_step needs store-all's memory)")

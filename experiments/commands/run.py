@@ -19,7 +19,7 @@ from typing import Any
 
 from memsched.solvers.errors import InputError
 
-from ._checks import check_options, check_output_file, count, seconds
+from ._checks import MAX_TIME_REPEATS, check_options, check_output_file, count, seconds
 from ._common import add_link_arguments, parse_options
 from .profile import MODEL_HELP, ZOO_NAMES, _import_models, add_granularity_option, add_model_options, model_sizes
 
@@ -44,7 +44,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--slots", type=count(0, 10**9), default=500,
                    help="memory slots for discretising solvers (0: exact)")
     p.add_argument("--time-limit", type=seconds, default=None, help="solver time limit (s)")
-    p.add_argument("--time-repeats", type=count(1, 10**4), default=3, help="timed executions of the step (median)")
+    p.add_argument("--time-repeats", type=count(1, MAX_TIME_REPEATS), default=3,
+                   help="timed executions of the step (median)")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver option (e.g. segments=4)")
     p.add_argument("--problem", choices=("chain", "offload", "join", "graph"), default=None,
                    help="chain (default), offload (default with --bandwidth), join (siamese, triplet, clip) or "

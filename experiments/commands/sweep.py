@@ -6,8 +6,11 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from memsched.solvers.errors import InputError
+
+from ._checks import MAX_WORKERS, count
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,10 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("config", help="sweep file, or the name of one in experiments/configs (e.g. default)")
     p.add_argument("--output", metavar="DIR", help="folder for the table and journal (default: the file's "
                                                    "'output', else results/<name>)")
-    p.add_argument("--workers", type=int, metavar="N", help="local worker processes (default: the file's "
-                                                            "'workers', else the CPU count; cells always run in "
-                                                            "workers, so that Ctrl-C reaches them)")
-    p.add_argument("--scheduler", metavar="ADDRESS", help="run on a Dask cluster (e.g. tcp://host:8786)")
+    p.add_argument("--workers", type=count(1, MAX_WORKERS), metavar="N",
+                   help="local worker processes (default: the file's 'workers', else the CPU count; cells always "
+                        f"run in workers, so that Ctrl-C reaches them; at most {MAX_WORKERS})")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="run on a Dask cluster (e.g. tcp://host:8786; reached "
+                                                          "before anything is done, so that --fresh discards "
+                                                          "nothing when it cannot be)")
     p.add_argument("--fresh", action="store_true", help="discard the journal of earlier runs and run every cell")
     p.add_argument("--reprofile", action="store_true",
                    help="build generated and profiled instances again instead of reading them from "
@@ -40,43 +45,46 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     """Run (or resume) the sweep grid, writing its journal and table; with --list print each task as done/todo; exit
     0, 2 on bad input."""
-    from memsched.experiments.sweep import (
-        InstanceStore,
-        build_tasks,
-        find_config,
-        journal_path,
-        load_config,
-        read_journal,
-        run_sweep,
-    )
-    from memsched.experiments.sweep.run import check_scheduler
+    from memsched.experiments.sweep import find_config, load_config
+    from memsched.experiments.sweep.run import scheduler_client
 
-    if args.workers is not None and args.workers < 1:
-        raise InputError("must be >= 1", field="--workers")
     config = load_config(find_config(args.config))
     for flag in ("solvers", "update"):
         if getattr(args, flag) and not args.verify:
             raise InputError("only with --verify", field=f"--{flag}")
-    if not (args.verify or args.list):
-        check_scheduler(args.scheduler)
-    _check_output(config.output_dir(args.output), "--output" if args.output else "output",
-                  create=not (args.verify or args.list))
-    if args.verify:
-        return _verify(config, args)
-    if args.list:
-        notes: list[str] = []
-        out = config.output_dir(args.output)
-        tasks = build_tasks(config, notes=notes,
-                            store=InstanceStore(out / "instances", readonly=True, rebuild=args.reprofile))
-        done = read_journal(journal_path(out, config.name))
-        for t in tasks:
-            mark = "done" if t.key in done else "todo"
-            print(f"{mark}  {t.loaded.label:<28} {t.budget_spec:>10} {t.solver.label:<16} repeat={t.repeat}")
-        for n in notes:
-            print(f"note: {n}")
-        return 0
+    out_field = "--output" if args.output else "output"
+    if args.verify or args.list:
+        _check_output(config.output_dir(args.output), out_field, create=False)
+        return _verify(config, args) if args.verify else _list(config, args)
+    with scheduler_client(args.scheduler) as client:  # reached (or refused) before anything is made or discarded
+        _check_output(config.output_dir(args.output), out_field, create=True)
+        return _run(config, args, client)
+
+
+def _list(config: Any, args: argparse.Namespace) -> int:
+    """``--list``: each cell of the grid as done or todo, then the notes; exit 0."""
+    from memsched.experiments.sweep import InstanceStore, build_tasks, journal_path, read_journal
+
+    notes: list[str] = []
+    out = config.output_dir(args.output)
+    tasks = build_tasks(config, notes=notes,
+                        store=InstanceStore(out / "instances", readonly=True, rebuild=args.reprofile))
+    done = read_journal(journal_path(out, config.name))
+    for t in tasks:
+        mark = "done" if t.key in done else "todo"
+        print(f"{mark}  {t.loaded.label:<28} {t.budget_spec:>10} {t.solver.label:<16} repeat={t.repeat}")
+    for n in notes:
+        print(f"note: {n}")
+    return 0
+
+
+def _run(config: Any, args: argparse.Namespace, client: Any) -> int:
+    """Run the grid's cells not yet journaled (on the Dask cluster of `client`, else in local
+    workers), then print the summary and the files written; exit 0."""
+    from memsched.experiments.sweep import run_sweep
+
     start = time.perf_counter()
-    outcome = run_sweep(config, output=args.output, workers=args.workers, scheduler=args.scheduler,
+    outcome = run_sweep(config, output=args.output, workers=args.workers, scheduler=client,
                         progress=not args.no_progress, fresh=args.fresh, reprofile=args.reprofile)
     for n in outcome.notes:
         print(f"note: {n}", file=sys.stderr)

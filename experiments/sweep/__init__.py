@@ -7,7 +7,7 @@ A sweep file (TOML, or YAML by extension) states the grid::
     output = "results/fig_a"         # default results/<name>; --output overrides
     budgets = ["40%", "60%", "1GiB"] # bytes, units, or a percentage of the reference peak
     repeats = 1                      # runs of each cell (repeat index is part of the row key)
-    workers = 2                      # default parallelism (--workers overrides)
+    workers = 2                      # default parallelism, 1..512 (--workers overrides)
     execute = false                  # run each schedule for real (model instances only)
 
     [defaults]                       # applied to every solver entry

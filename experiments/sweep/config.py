@@ -17,6 +17,8 @@ from memsched.solvers.errors import InputError
 from memsched.solvers.exact.options import MAX_SECONDS
 from memsched.solvers.units import parse_budget
 
+from ..commands._checks import MAX_THREADS, MAX_TIME_REPEATS, MAX_WORKERS
+
 #: The repository root (in a source checkout); results/ is relative to the current folder.
 ROOT = Path(__file__).resolve().parents[2]
 #: The built-in example instances (``example = "cnn12"``).
@@ -29,6 +31,9 @@ _TOP_KEYS = {"name", "description", "output", "budgets", "repeats", "workers", "
 #: How executed cells are measured (``[measure]``): timed repeats (median and spread recorded),
 #: unwatched warm-up runs before them, torch CPU threads pinned in the executing process.
 MEASURE_DEFAULTS = {"time_repeats": 5, "warmup": 1, "threads": 1}
+#: the range of each ``[measure]`` setting: the command line's (``run --time-repeats``, a model
+#: instance's ``warmup``, ``--threads``)
+MEASURE_RANGES = {"time_repeats": (1, MAX_TIME_REPEATS), "warmup": (0, MAX_TIME_REPEATS), "threads": (1, MAX_THREADS)}
 _SOLVER_KEYS = {"name", "label", "slots", "time_limit", "options", "max_length", "problems", "shared_table"}
 #: Solvers that can read many budgets of one instance from one table (``shared_table = true``).
 SHARED_TABLE_SOLVERS = {("chain", "rotor")}
@@ -158,7 +163,7 @@ def load_config(path: str | Path) -> SweepConfig:
     repeats = _int(data.get("repeats", 1), "repeats", bad, minimum=1, maximum=MAX_REPEATS)
     workers = data.get("workers")
     if workers is not None:
-        workers = _int(workers, "workers", bad, minimum=1)
+        workers = _int(workers, "workers", bad, minimum=1, maximum=MAX_WORKERS)
     execute = _bool(data.get("execute", False), "execute", bad)
     output = data.get("output")
     if output is not None and (not isinstance(output, str) or not output):
@@ -206,15 +211,16 @@ def load_config(path: str | Path) -> SweepConfig:
 
 
 def _measure(v: Any, bad: Callable[[str, str], InputError]) -> dict[str, int]:
-    """The ``[measure]`` table: `MEASURE_DEFAULTS` with the file's integers (time_repeats >= 1,
-    warmup >= 0, threads >= 1)."""
+    """The ``[measure]`` table: `MEASURE_DEFAULTS` with the file's integers, each in its
+    `MEASURE_RANGES` range (time_repeats 1..10^4, warmup 0..10^4, threads 1..1024)."""
     if not isinstance(v, dict):
         raise bad("measure", "must be a table (time_repeats, warmup, threads)")
     out = dict(MEASURE_DEFAULTS)
     for k, value in v.items():
         if k not in MEASURE_DEFAULTS:
             raise bad(f"measure.{k}", f"unknown key (expected one of {', '.join(MEASURE_DEFAULTS)})")
-        out[k] = _int(value, f"measure.{k}", bad, minimum=0 if k == "warmup" else 1)
+        least, most = MEASURE_RANGES[k]
+        out[k] = _int(value, f"measure.{k}", bad, minimum=least, maximum=most)
     return out
 
 
@@ -463,11 +469,10 @@ def _generated_size(spec: InstanceSpec, bad: Callable[[str, str], InputError]) -
 def _check_generated_sizes(instances: list[InstanceSpec], solvers: list[SolverSpec],
                            bad: Callable[[str, str], InputError]) -> None:
     """A generated instance is held to the limits of a file given to `memsched solve`
-    (`commands._checks.check_work`: 1000 chain, join or offload stages, 2000 graph nodes, 1000 for
-    the graph solvers that build a model) for every solver of the file that runs on it (not
-    skipped by its ``max_length``), so that no cell is left to run for hours or fill the memory."""
-    from ..commands._checks import _MODEL_SOLVERS, MAX_MODEL_NODES, MAX_NODES, MAX_STAGES
-
+    (`size_error`) for every solver of the file that runs on it (not skipped by its
+    ``max_length``), read from its parameters before anything is built, so that no cell is left
+    to run for hours or fill the memory. (Instances read from files are held to the same limits
+    once read: `grid.check_file_sizes`.)"""
     for spec in instances:
         if spec.kind != "generate":
             continue
@@ -479,17 +484,30 @@ def _check_generated_sizes(instances: list[InstanceSpec], solvers: list[SolverSp
         for s in solvers:
             if problem not in _problems_of(s.name, s.problems) or (s.max_length is not None and size > s.max_length):
                 continue
-            if problem in ("chain", "offload", "join") and s.name != "store-all" and size > MAX_STAGES:
-                what = "the branches have" if problem == "join" else "the chain has"
-                raise bad(f"{spec.where}.{key}", f"{what} {size} stages, more than the {MAX_STAGES} that {s.label} "
-                                                 f"handles in minutes (give it a max_length, or generate a shorter "
-                                                 f"instance)")
-            if problem == "graph" and s.name != "checkpoint-all":
-                limit = MAX_MODEL_NODES if s.name in _MODEL_SOLVERS else MAX_NODES
-                if size > limit:
-                    raise bad(f"{spec.where}.{key}", f"{size} graph nodes, more than the {limit} that {s.label} "
-                                                     f"handles in minutes (give it a max_length, or generate a "
-                                                     f"smaller graph)")
+            why = size_error(problem, size, s, "generate a smaller instance")
+            if why is not None:
+                raise bad(f"{spec.where}.{key}", why)
+
+
+def size_error(problem: str, size: int, solver: SolverSpec, hint: str) -> str | None:
+    """Why `solver` is not run on a `problem` instance of `size` stages, nodes or layers: more than
+    `memsched solve` (or `memsched partition`) allows (`commands._checks.work_limit`: 1000 chain,
+    join or offload stages, 2000 graph nodes, 1000 for the graph solvers that build a model, the
+    pipeline layers whose DPs take at most 10^7 steps on the entry's ``devices``); None when
+    within them. `hint`: what else to do than giving the solver a ``max_length``."""
+    from ..commands._checks import work_limit
+
+    devices = solver.options.get("devices") if problem == "pipeline" else None
+    limit = work_limit(problem, solver.name, devices)
+    if limit is None or size <= limit:
+        return None
+    if problem == "graph":
+        what = f"{size} graph nodes, more than the {limit}"
+    elif problem == "pipeline":
+        what = f"{size} pipeline layers, more than the {limit} (on {devices} devices: layers^2 x devices DP steps)"
+    else:
+        what = f"{'the branches have' if problem == 'join' else 'the chain has'} {size} stages, more than the {limit}"
+    return f"{what} that {solver.label} handles in minutes (give it a max_length, or {hint})"
 
 
 def _has_problem(problem: str) -> bool:

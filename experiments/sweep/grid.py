@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +12,7 @@ from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.units import parse_budget
 
-from .config import SHARED_TABLE_SOLVERS, SolverSpec, SweepConfig
+from .config import SHARED_TABLE_SOLVERS, SolverSpec, SweepConfig, size_error
 from .instance_store import InstanceStore
 from .instances import LoadedInstance, load_instance_spec
 
@@ -60,7 +61,8 @@ def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
     """The grid in its fixed order (instances x budgets x solvers x repeats), skipping solvers
     that do not apply (another problem, too long an instance) or are not importable here;
     each skip is described once in `notes`. `store`: where instances are kept as files
-    (`instance_store`)."""
+    (`instance_store`). An instance read from a file that is too large for a solver that runs on
+    it is an `InputError` (`check_file_sizes`), so before any cell runs."""
     notes = notes if notes is not None else []
     if loaded is None:
         loaded = [load_instance_spec(spec, config, store) for spec in config.instances]
@@ -107,19 +109,10 @@ def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
         # budgets below the reference peak, read from one table of the largest (shared_table)
         below = [v for _, v in budgets if li.reference_peak is None or v < li.reference_peak]
         table_budget = max(below) if len(below) >= 2 else None
+        solvers = [s for s in config.solvers if _runs_on(li, s, available, note)]
+        check_file_sizes(config, li, solvers)
         for spec_text, value in budgets:
-            for s in config.solvers:
-                if s.problems is not None and li.problem not in s.problems:
-                    continue
-                if s.name not in registry.get_problem(li.problem).solvers:
-                    note(f"solver {s.label}: not a {li.problem} solver, skipped for {li.problem} instances")
-                    continue
-                if not available(li.problem, s.name):
-                    note(f"solver {s.label}: not importable in this installation, skipped")
-                    continue
-                if s.max_length is not None and li.size is not None and li.size > s.max_length:
-                    note(f"solver {s.label}: skipped on {li.label} (size {li.size} > max_length {s.max_length})")
-                    continue
+            for s in solvers:
                 options = None
                 if (s.shared_table and table_budget is not None and value <= table_budget and s.slots > 0
                         and (li.problem, s.name) in SHARED_TABLE_SOLVERS):
@@ -130,3 +123,38 @@ def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
                     tasks.append(Task(len(tasks), key, config.name, li, spec_text, value, s, r, execute, options,
                                       measure))
     return tasks
+
+
+def _runs_on(li: LoadedInstance, s: SolverSpec, available: Callable[[str, str], bool],
+             note: Callable[[str], None]) -> bool:
+    """Whether solver entry `s` runs on instance `li`: not when it is limited to other problems,
+    is not a solver of its problem, is not importable here or is given a ``max_length`` below the
+    instance's size (each of the last three skips is described by `note`)."""
+    if s.problems is not None and li.problem not in s.problems:
+        return False
+    if s.name not in registry.get_problem(li.problem).solvers:
+        note(f"solver {s.label}: not a {li.problem} solver, skipped for {li.problem} instances")
+        return False
+    if not available(li.problem, s.name):
+        note(f"solver {s.label}: not importable in this installation, skipped")
+        return False
+    if s.max_length is not None and li.size is not None and li.size > s.max_length:
+        note(f"solver {s.label}: skipped on {li.label} (size {li.size} > max_length {s.max_length})")
+        return False
+    return True
+
+
+def check_file_sizes(config: SweepConfig, li: LoadedInstance, solvers: list[SolverSpec]) -> None:
+    """An instance read from a file (``file``, ``example``) is held to the limits a generated one is
+    held to (`config.size_error`, those of `memsched solve` on the same file) for each solver of
+    `solvers` (those that run on it), before any cell runs: `InputError` naming the sweep file and
+    the instance's key."""
+    if li.spec.kind not in ("file", "example"):
+        return
+    from ..commands._checks import stage_count
+
+    size = stage_count(li.problem, li.instance)
+    for s in solvers:
+        why = size_error(li.problem, size, s, "give a smaller instance")
+        if why is not None:
+            raise InputError(why, path=str(config.path), field=f"{li.spec.where}.{li.spec.kind}")

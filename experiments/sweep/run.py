@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, first_line, flag
 
 from .cell import failed_row, run_task
 from .config import SweepConfig, load_config
@@ -88,6 +89,10 @@ class _Stop:
             signal.signal(sig, old)
 
 
+#: seconds that a Dask scheduler given by its address has to answer (`scheduler_client`)
+CONNECT_TIMEOUT_S = 30
+
+
 def check_scheduler(scheduler: Any) -> None:
     """A scheduler address is one Dask can read (``tcp://host:8786``, ``host:8786``), checked
     before any work (``--fresh`` would otherwise discard the journal, then fail); `InputError`
@@ -99,7 +104,7 @@ def check_scheduler(scheduler: Any) -> None:
         from distributed.comm.registry import get_backend
     except ImportError:
         raise InputError("a Dask scheduler needs dask.distributed (pip install 'dask[distributed]')",
-                         field="--scheduler") from None
+                         field=flag("scheduler")) from None
     try:
         scheme, location = parse_address(scheduler)
         get_backend(scheme)
@@ -109,28 +114,44 @@ def check_scheduler(scheduler: Any) -> None:
                 raise ValueError(f"port {port} out of range")
     except (ValueError, TypeError) as err:
         raise InputError(f"not a Dask scheduler address ({err}); expected e.g. tcp://host:8786",
-                         path=scheduler, field="--scheduler") from None
+                         path=scheduler, field=flag("scheduler")) from None
 
 
-def _dask_results(tasks: list[Task], scheduler: str) -> Iterator[dict[str, Any]]:
+@contextlib.contextmanager
+def scheduler_client(scheduler: Any) -> Iterator[Any]:
+    """The `dask.distributed.Client` that runs the cells, connected before any work: None for no
+    scheduler, a Client as it is (the caller closes it), an address (`check_scheduler`) connected
+    within `CONNECT_TIMEOUT_S` seconds and closed on exit. An address that cannot be reached is an
+    `InputError` naming ``--scheduler``, raised before the sweep makes, writes or discards
+    anything (``--fresh`` used to discard the journal first, then fail to connect)."""
+    check_scheduler(scheduler)
+    if not isinstance(scheduler, str):
+        yield scheduler
+        return
+    from dask.distributed import Client
+
     try:
-        from dask.distributed import Client, as_completed
-    except ImportError:
-        raise InputError("a Dask scheduler needs dask.distributed (pip install 'dask[distributed]')",
-                         field="--scheduler") from None
+        client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+    except (OSError, asyncio.TimeoutError) as err:  # refused, unknown host, no answer in time
+        raise InputError(f"cannot reach the Dask scheduler: {first_line(err) or type(err).__name__}",
+                         path=scheduler, field=flag("scheduler")) from None
     try:
-        client = Client(scheduler, timeout=30) if isinstance(scheduler, str) else scheduler
-    except OSError as err:
-        raise InputError(f"cannot reach the Dask scheduler {scheduler!r}: {err}", field="--scheduler") from None
-    own = isinstance(scheduler, str)
+        yield client
+    finally:
+        client.close()
+
+
+def _dask_results(tasks: list[Task], client: Any) -> Iterator[dict[str, Any]]:
+    """Rows of `tasks` as they finish on the Dask cluster of `client` (`scheduler_client`); the
+    cells not finished are cancelled when the iteration ends."""
+    from dask.distributed import as_completed
+
     futures = [client.submit(run_task, t, pure=False, key=f"memsched-{t.key}-{t.position}") for t in tasks]
     try:
         for fut in as_completed(futures):
             yield fut.result()
     finally:
         client.cancel(futures)
-        if own:
-            client.close()
 
 
 def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = None, workers: int | None = None,
@@ -141,7 +162,8 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
     `workers`: local worker processes (default: the file's ``workers``, else the CPU count).
     Cells run in worker processes even for one worker, so that a stop reaches them (see
     `pool`); ``isolate=False`` with one worker runs them in this process instead.
-    `scheduler`: a Dask scheduler address ("tcp://host:8786") or a `dask.distributed.Client`.
+    `scheduler`: a Dask scheduler address ("tcp://host:8786", connected before anything else is
+    done: `scheduler_client`) or a `dask.distributed.Client`.
     `on_row(row)` is called after each row is journaled (tests use it to simulate a crash).
     `fresh` discards the journal first (everything is run again). Instances are stored under
     ``<output>/instances/`` and reused (`instance_store`); `reprofile` builds them again.
@@ -153,13 +175,12 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
     """
     if not isinstance(config, SweepConfig):
         config = load_config(config)
-    check_scheduler(scheduler)
     notes: list[str] = []
     out_dir = config.output_dir(output)
     jpath = journal_path(out_dir, config.name)
     if workers is None:
         workers = config.workers or os.cpu_count() or 1
-    with SweepLock(out_dir, config.name):
+    with scheduler_client(scheduler) as client, SweepLock(out_dir, config.name):
         tasks = build_tasks(config, notes=notes, store=InstanceStore(out_dir / "instances", rebuild=reprofile))
         if fresh and jpath.exists():
             jpath.unlink()
@@ -186,7 +207,7 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
         with _Stop() as stop:
             try:
                 if todo:
-                    results = (_dask_results(todo, scheduler) if scheduler is not None
+                    results = (_dask_results(todo, client) if client is not None
                                else _local_results(todo, workers, isolate))
                 for row in results:
                     with stop.journaling():

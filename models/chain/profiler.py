@@ -471,10 +471,10 @@ def profile_model(name: str, *, repeats: int = 5, warmup: int = 2, out: str | No
     model_cost = parse_cost(cost)
     context = contextlib.nullcontext() if model_cost.measured else shape_exact_model()
     if not model_cost.measured and str(sizes.get("device", "cpu")) != "cpu":
-        from memsched.solvers.errors import InputError
+        from memsched.solvers.errors import InputError, flag
 
-        raise InputError("a counted cost model profiles fake CPU tensors: leave --device out or use cpu",
-                         field="--device")
+        raise InputError(f"a counted cost model profiles fake CPU tensors: leave {flag('device')} out or use cpu",
+                         field=flag("device"))
     with context:
         model = build_model(name, **{**sizes, **({} if model_cost.measured else {"device": "cpu"})})
         meta = {"model": name, **{k: v for k, v in model.config.items()}}

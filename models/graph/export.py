@@ -75,7 +75,7 @@ from typing import Any
 import torch
 from memsched.models.costs import COST_CHOICES, CostModel, OpCounter, parse_cost, shape_exact_model
 from memsched.models.memory import CLOCKS, storage_key
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, flag
 from memsched.solvers.graph import Graph
 from torch import fx, nn
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
@@ -320,12 +320,12 @@ def export_training_graph(
                                   ("deps", deps, DEPS), ("ram", ram, RAMS), ("timing", timing, TIMINGS),
                                   ("clock", clock or "wall", CLOCKS)):
         if value not in allowed:
-            raise InputError(f"unknown {label} {value!r} (one of {', '.join(allowed)})", field=f"--{label}")
+            raise InputError(f"unknown {label} {value!r} (one of {', '.join(allowed)})", field=flag(label))
     info: dict[str, Any] = {}
     if isinstance(model, str) and not parse_cost(cost).measured:
         if str(sizes.get("device", "cpu")) != "cpu":
-            raise InputError("a counted cost model traces fake CPU tensors: leave --device out or use cpu",
-                             field="--device")
+            raise InputError(f"a counted cost model traces fake CPU tensors: leave {flag('device')} out or use cpu",
+                             field=flag("device"))
         with shape_exact_model():
             built = build_model(model, **{**sizes, "device": "cpu"})
             return export_training_graph(built, cost=cost, granularity=granularity, deps=deps, ram=ram,

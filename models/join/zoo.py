@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from memsched.models.zoo import GPTBlock, GPTEmbedding, parse_image_size, resnet_blocks
 from memsched.models.zoo.registry import check_sizes, checked_device, dtype_suffix
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, flag
 from torch import nn
 
 __all__ = ["JOIN_MODELS", "JoinModel", "JoinLossFn", "build_join_model", "join_model_names", "contrastive_loss",
@@ -88,7 +88,7 @@ def text_encoder_blocks(*, width: int = 512, depth: int = 12, heads: int | None 
     """CLIP-style text transformer as a chain: embedding, `depth` GPT blocks, pooling head."""
     heads = heads or max(1, width // 64)
     if width % heads:
-        raise InputError(f"text width {width} is not a multiple of the number of heads {heads}", field="--width")
+        raise InputError(f"text width {width} is not a multiple of the number of heads {heads}", field=flag("width"))
     return ([GPTEmbedding(vocab, max_len, width, dropout)] + [GPTBlock(width, heads, dropout) for _ in range(depth)]
             + [TextPoolHead(width, embed_dim)])
 
@@ -193,10 +193,10 @@ def build_join_model(
         if v is not None:
             check_int(v, label, 1, high)
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise InputError(f"must be an integer, got {seed!r}", field="--seed")
+        raise InputError(f"must be an integer, got {seed!r}", field=flag("seed"))
     device = checked_device(device)
     if name == "clip" and batch < 2:
-        raise InputError("clip's contrastive loss needs a batch of at least 2", field="--batch")
+        raise InputError("clip's contrastive loss needs a batch of at least 2", field=flag("batch"))
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     config: dict[str, Any] = {"batch": batch, "image_size": hw[0] if hw[0] == hw[1] else f"{hw[0]}x{hw[1]}",

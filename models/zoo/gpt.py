@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, flag
 from torch import nn
 
 
@@ -70,6 +70,6 @@ def gpt2_blocks(*, width: int = 768, depth: int = 12, heads: int | None = None, 
     """GPT-2 (Radford et al. 2019): embedding, `depth` transformer blocks, head. 124M at defaults."""
     heads = heads or max(1, width // 64)
     if width % heads:
-        raise InputError(f"width {width} is not a multiple of the number of heads {heads}", field="--width")
+        raise InputError(f"width {width} is not a multiple of the number of heads {heads}", field=flag("width"))
     emb = GPTEmbedding(vocab, max_len, width, dropout)
     return [emb] + [GPTBlock(width, heads, dropout) for _ in range(depth)] + [GPTHead(width, emb.wte)]

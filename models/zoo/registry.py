@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, flag
 from torch import nn
 
 from .common import classification_loss, lm_loss, segmentation_loss
@@ -73,8 +73,8 @@ MODELS: dict[str, dict[str, Any]] = {
 }
 
 
-#: the sizing options a kind of zoo model has no use for (given, they would be ignored)
-_UNUSED = {"text": {"--image-size"}, "sequence": {"--image-size", "--vocab"}, "image": {"--seq-len", "--vocab"}}
+#: the sizes a kind of zoo model has no use for (given, they would be ignored)
+_UNUSED = {"text": {"image_size"}, "sequence": {"image_size", "vocab"}, "image": {"seq_len", "vocab"}}
 
 
 def model_names() -> list[str]:
@@ -84,10 +84,18 @@ def model_names() -> list[str]:
 
 #: the largest image side in pixels (the command line's sizes: 1..10**6)
 MAX_SIDE = 10**6
-#: the integer sizes `build_model` takes: (option, low, high), the command line's ranges (the batch up
-#: to max-batch's largest --limit, 2**24)
-SIZE_RANGES = {"batch": ("--batch", 1, 2**24), "seq_len": ("--seq-len", 1, 10**6), "width": ("--width", 1, 10**6),
-               "depth": ("--depth", 1, 10**4), "vocab": ("--vocab", 1, 10**7), "classes": ("classes", 1, 10**7)}
+#: the integer sizes `build_model` takes: (low, high), the command line's ranges (the batch up to
+#: max-batch's largest --limit, 2**24)
+SIZE_RANGES = {"batch": (1, 2**24), "seq_len": (1, 10**6), "width": (1, 10**6), "depth": (1, 10**4),
+               "vocab": (1, 10**7), "classes": (1, 10**7)}
+#: the sizes without a command-line option (named as in Python and sweep files everywhere)
+_NO_FLAG = {"classes"}
+
+
+def size_field(key: str) -> str:
+    """The field naming size `key` in a message: its option as the caller spells it (``--seq-len``
+    on the command line, ``seq_len`` in Python: `errors.flag`), or `key` for a size without one."""
+    return key if key in _NO_FLAG else flag(key)
 
 
 def parse_image_size(value: ImageSize | None) -> tuple[int, int] | None:
@@ -101,17 +109,18 @@ def parse_image_size(value: ImageSize | None) -> tuple[int, int] | None:
         try:
             nums = [int(p) for p in parts]
         except ValueError:
-            raise InputError(f"expected N or HxW pixels, got {value!r}", field="--image-size") from None
+            raise InputError(f"expected N or HxW pixels, got {value!r}", field=flag("image_size")) from None
         if len(nums) not in (1, 2):
-            raise InputError(f"expected N or HxW pixels, got {value!r}", field="--image-size")
+            raise InputError(f"expected N or HxW pixels, got {value!r}", field=flag("image_size"))
         value = tuple(nums) if len(nums) == 2 else nums[0]
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = (int(value), int(value))
     if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise InputError(f"expected N or HxW pixels (an int, \"HxW\" or (h, w)), got {value!r}", field="--image-size")
+        raise InputError(f"expected N or HxW pixels (an int, \"HxW\" or (h, w)), got {value!r}",
+                         field=flag("image_size"))
     for side in value:
         if isinstance(side, bool) or not isinstance(side, numbers.Integral) or not 1 <= side <= MAX_SIDE:
-            raise InputError(f"each side must be an integer in 1..{MAX_SIDE}, got {given!r}", field="--image-size")
+            raise InputError(f"each side must be an integer in 1..{MAX_SIDE}, got {given!r}", field=flag("image_size"))
     h, w = value
     return (int(h), int(w))
 
@@ -166,9 +175,9 @@ def build_model(
         parse_image_size(image_size)
     if dropout is not None and (isinstance(dropout, bool) or not isinstance(dropout, numbers.Real)
                                 or not 0 <= dropout <= 1):
-        raise InputError(f"must be a probability in 0..1, got {dropout!r}", field="--dropout")
+        raise InputError(f"must be a probability in 0..1, got {dropout!r}", field=flag("dropout"))
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not -2**63 <= seed < 2**64:
-        raise InputError(f"must be an integer, got {seed!r}", field="--seed")
+        raise InputError(f"must be an integer, got {seed!r}", field=flag("seed"))
     device = checked_device(device)
     dtype = parse_dtype(dtype)
 
@@ -179,9 +188,9 @@ def build_model(
     if name not in MODELS:
         raise InputError(f"unknown model {name!r} (one of {', '.join(MODELS)}, or FILE.py:FUNCTION)", field="MODEL")
     d = MODELS[name]
-    for option, value in (("--image-size", image_size), ("--seq-len", seq_len), ("--vocab", vocab)):
-        if value is not None and option in _UNUSED.get(d["kind"], _UNUSED["image"]):
-            kind = d["kind"]
+    for key, value in (("image_size", image_size), ("seq_len", seq_len), ("vocab", vocab)):
+        if value is not None and key in _UNUSED.get(d["kind"], _UNUSED["image"]):
+            kind, option = d["kind"], size_field(key)
             raise InputError(f"{name} takes no {option} ({'an' if kind[0] in 'aeiou' else 'a'} {kind} model)",
                              field=option)
     batch = d["batch"] if batch is None else batch
@@ -247,13 +256,13 @@ def _image_blocks(name: str, hw: tuple[int, int], width: int, depth: int | None,
         return densenet121_blocks(width=width, classes=classes, depth=depth), {"depth": depth}
     if name in ("vgg16", "vgg19"):
         if side < 32:
-            raise InputError(f"{name} needs images of at least 32 pixels", field="--image-size")
+            raise InputError(f"{name} needs images of at least 32 pixels", field=flag("image_size"))
         p = 0.5 if dropout is None else dropout
         cfg = VGG16 if name == "vgg16" else VGG19
         return vgg_blocks(cfg, width=width, classes=classes, image_size=side, dropout=p), {"dropout": p}
     if name == "inception_v3":
         if side < 75:
-            raise InputError("inception_v3 needs images of at least 75 pixels", field="--image-size")
+            raise InputError("inception_v3 needs images of at least 75 pixels", field=flag("image_size"))
         p = 0.5 if dropout is None else dropout
         return inception_v3_blocks(width=width, classes=classes, dropout=p), {"dropout": p}
     if name == "mobilenet_v2":
@@ -265,13 +274,13 @@ def _image_blocks(name: str, hw: tuple[int, int], width: int, depth: int | None,
         return vit_blocks(width=width, depth=depth, image_size=hw, classes=classes, dropout=p), {"depth": depth}
     if name == "fcn8":
         if h % 32 or w % 32:
-            raise InputError("fcn8 needs image sides multiple of 32", field="--image-size")
+            raise InputError("fcn8 needs image sides multiple of 32", field=flag("image_size"))
         p = 0.5 if dropout is None else dropout
         return fcn8_blocks(width=width, classes=classes, dropout=p), {"dropout": p}
     depth = depth or MODELS[name]["depth"]  # unet
     if h % 2 ** depth or w % 2 ** depth:
         raise InputError(f"unet with {depth} levels needs image sides multiple of {2 ** depth}",
-                         field="--image-size")
+                         field=flag("image_size"))
     return unet_blocks(width=width, depth=depth, classes=classes), {"depth": depth}
 
 
@@ -290,8 +299,8 @@ def check_sizes(**sizes: Any) -> None:
 
     for key, value in sizes.items():
         if value is not None:
-            option, low, high = SIZE_RANGES[key]
-            check_int(value, option, low, high)
+            low, high = SIZE_RANGES[key]
+            check_int(value, size_field(key), low, high)
 
 
 def checked_device(device: Any) -> torch.device:
@@ -303,12 +312,12 @@ def checked_device(device: Any) -> torch.device:
         try:
             parsed = torch.device(device)
         except (RuntimeError, ValueError):
-            raise InputError(f"unknown device {device!r} (cpu or cuda)", field="--device") from None
+            raise InputError(f"unknown device {device!r} (cpu or cuda)", field=flag("device")) from None
     else:
         raise InputError(f"expected a device (\"cpu\", \"cuda\", a torch.device), got {device!r}",
-                         field="--device")
+                         field=flag("device"))
     if parsed.type == "cuda" and not torch.cuda.is_available():
-        raise InputError("CUDA is not available on this machine", field="--device")
+        raise InputError("CUDA is not available on this machine", field=flag("device"))
     return parsed
 
 
@@ -317,7 +326,7 @@ def parse_dtype(value: str | torch.dtype) -> torch.dtype:
     if isinstance(value, torch.dtype):
         return value
     if value not in DTYPES:
-        raise InputError(f"unknown dtype {value!r} (one of {', '.join(DTYPES)})", field="--dtype")
+        raise InputError(f"unknown dtype {value!r} (one of {', '.join(DTYPES)})", field=flag("dtype"))
     return getattr(torch, value)
 
 
@@ -346,9 +355,9 @@ def resolve_device(text: str | None) -> torch.device:
     try:
         device = torch.device(text)
     except (RuntimeError, ValueError):
-        raise InputError(f"unknown device {text!r} (cpu or cuda)", field="--device") from None
+        raise InputError(f"unknown device {text!r} (cpu or cuda)", field=flag("device")) from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise InputError("CUDA is not available on this machine", field="--device")
+        raise InputError("CUDA is not available on this machine", field=flag("device"))
     if device.type not in ("cpu", "cuda"):
-        raise InputError(f"unsupported device {text!r} (cpu or cuda)", field="--device")
+        raise InputError(f"unsupported device {text!r} (cpu or cuda)", field=flag("device"))
     return device

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, flag
 from torch import nn
 
 from .common import lm_loss
@@ -113,13 +113,13 @@ def split_model(blocks: list[nn.Module], loss_fn: Callable[[torch.Tensor, Any], 
     makes the loss `ProjectedLMLoss` (the head's projection, then the cross-entropy)."""
     if granularity not in GRANULARITIES:
         raise InputError(f"unknown granularity {granularity!r} (one of {', '.join(GRANULARITIES)})",
-                         field="--granularity")
+                         field=flag("granularity"))
     if granularity == "block":
         return list(blocks), loss_fn
     head = blocks[-1] if blocks else None
     if isinstance(head, GPTHead) and loss_fn is not lm_loss:
         raise InputError("the layer split of GPT-2's head moves its projection into the loss: the loss must be "
-                         "lm_loss", field="--granularity")
+                         "lm_loss", field=flag("granularity"))
     parts = [part for block in blocks for part in split_block(block)]
     if isinstance(head, GPTHead):
         return parts, ProjectedLMLoss(head.embedding)

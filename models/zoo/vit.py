@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, flag
 from torch import nn
 
 
@@ -71,9 +71,9 @@ def vit_blocks(*, width: int = 768, depth: int = 12, heads: int | None = None, p
     """ViT with model dimension `width`, `depth` blocks, `heads` heads (width / 64 by default)."""
     heads = heads or max(1, width // 64)
     if width % heads:
-        raise InputError(f"width {width} is not a multiple of the number of heads {heads}", field="--width")
+        raise InputError(f"width {width} is not a multiple of the number of heads {heads}", field=flag("width"))
     h, w = image_size
     if h % patch or w % patch:
-        raise InputError(f"vit needs image sides multiple of the patch size {patch}", field="--image-size")
+        raise InputError(f"vit needs image sides multiple of the patch size {patch}", field=flag("image_size"))
     emb = PatchEmbedding(in_channels, width, patch, (h // patch) * (w // patch), dropout)
     return [emb] + [EncoderBlock(width, heads, dropout) for _ in range(depth)] + [ViTHead(width, classes)]

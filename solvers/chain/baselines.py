@@ -12,7 +12,7 @@ import math
 import time
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, option_field
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
 from .instance import Chain
 from .schedule import Bwd, F_all, F_ck, F_n, Loss, Op, Schedule
@@ -120,7 +120,7 @@ def solve_periodic(chain: Chain, budget: int, *, segments: int | None = None, **
     if segments is not None:
         if isinstance(segments, bool) or not isinstance(segments, int) or not 1 <= segments <= L:
             raise InputError(f"must be an integer in 1..{L} (the chain's stages), got {segments!r}",
-                             field="--option segments")
+                             field=option_field("segments"))
         return _answer("periodic", chain, periodic_schedule(L, int(segments)), budget, t0, segments=int(segments))
     groups: dict[int, list[int]] = {}
     held: dict[int, int] = {}  # K -> bytes resident before the loss: segment inputs, last segment's tapes

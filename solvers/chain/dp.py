@@ -67,7 +67,7 @@ from typing import Any
 import numpy as np
 
 from ..discretize import check_slots, effective_slots
-from ..errors import InputError
+from ..errors import InputError, flag
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
 from ..units import MAX_BYTES
 from .baselines import store_all_schedule
@@ -334,8 +334,8 @@ def rotor_table(chain: Chain, M: int, *, use_numba: bool | None = None, kernel: 
     cells = table_cells(L, M)
     if cells > MAX_CELLS:
         raise InputError(f"the rotor table would have {cells:.3g} cells (L={L}, {M + 1} memory values), "
-                         f"more than {MAX_CELLS:.3g}; discretise memory into fewer slots (--slots N, e.g. --slots 500)",
-                         field="--slots")
+                         f"more than {MAX_CELLS:.3g}; discretise memory into fewer slots (e.g. "
+                         f"{flag('slots', 500)})", field=flag("slots"))
     kernel = kernel_backend(use_numba) if kernel is None else kernel
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r} (one of {', '.join(KERNELS)})")
@@ -493,7 +493,7 @@ def _solve_rotor_slots(chain: Chain, budget: int, *, slots: int | None = 500, ti
         return SolveResult(status=FEASIBLE, objective=sim.makespan, schedule=schedule, peak_memory=sim.peak_memory,
                            scope=scope, solve_time_s=time.perf_counter() - t0, details=details,
                            message=f"the {slots}-slot rounding leaves no schedule at this budget; returned the "
-                                   "least-memory persistent schedule (try more --slots)", **common)
+                                   f"least-memory persistent schedule (try more {flag('slots')})", **common)
     schedule = table.schedule(m_top)
     details["recomputations"] = schedule.recomputations()
     return SolveResult(status=OPTIMAL, objective=value, schedule=schedule, scope=scope,

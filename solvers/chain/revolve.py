@@ -46,7 +46,7 @@ import time
 from math import comb
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, flag
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
 from .instance import Chain
 from .schedule import Bwd, F_all, F_ck, F_n, Loss, Op, Schedule, unfold
@@ -138,7 +138,7 @@ def solve_revolve(chain: Chain, budget: int, **_: Any) -> SolveResult:
     t0 = time.perf_counter()
     if not chain.is_homogeneous():
         raise InputError("Revolve needs a homogeneous chain (identical stages and x[0] = x[i]); "
-                         "use --solver rotor for heterogeneous chains", field="--solver")
+                         f"use {flag('solver', 'rotor')} for heterogeneous chains", field=flag("solver"))
     L = chain.length
     budget = int(budget)
     c = revolve_checkpoints(chain, budget)

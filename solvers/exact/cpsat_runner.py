@@ -97,7 +97,7 @@ def run_cpsat(model: Any, deadline: Deadline, options: ExactOptions | None = Non
         if not why and parameters:  # the model is sound: the parameters given are not (`check_parameters`)
             from ..errors import InputError
 
-            raise InputError(f"CP-SAT rejects them: {solver.solution_info()}", field=PARAMETERS_FIELD)
+            raise InputError(f"CP-SAT rejects them: {solver.solution_info()}", field=parameters_field())
         raise RuntimeError(f"CP-SAT rejects the model: {why or solver.solution_info()}")
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         has_objective = model.has_objective()
@@ -165,8 +165,14 @@ def _bound(value: float, offset: float, scale: float) -> float | None:
     return None if b is None else (b + offset) / scale
 
 
-#: the field of the errors about the ``parameters`` option
-PARAMETERS_FIELD = "--option parameters"
+def parameters_field() -> str:
+    """The field of the errors about the ``parameters`` option (``--option parameters`` on the
+    command line, ``parameters`` in Python: `errors.option_field`)."""
+    from ..errors import option_field
+
+    return option_field("parameters")
+
+
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -182,18 +188,18 @@ def parse_parameters(text: str) -> Any:
 
     text = "" if text is None else text
     if not isinstance(text, str):
-        raise InputError(f"must be a string of name:value pairs, got {text!r}", field=PARAMETERS_FIELD)
+        raise InputError(f"must be a string of name:value pairs, got {text!r}", field=parameters_field())
     msg = sat_parameters_pb2.SatParameters()
     fields = msg.DESCRIPTOR.fields_by_name
     for item in text.replace(",", " ").split():
         name, colon, raw = item.partition(":")
         field = fields.get(name)
         if field is None:
-            raise InputError(f"unknown CP-SAT parameter {name!r}", field=PARAMETERS_FIELD)
+            raise InputError(f"unknown CP-SAT parameter {name!r}", field=parameters_field())
         if not colon or not raw:
-            raise InputError(f"{item!r}: expected name:value", field=PARAMETERS_FIELD)
+            raise InputError(f"{item!r}: expected name:value", field=parameters_field())
         if field.type == field.TYPE_MESSAGE:
-            raise InputError(f"{name} is a message, not a name:value parameter", field=PARAMETERS_FIELD)
+            raise InputError(f"{name} is a message, not a name:value parameter", field=parameters_field())
         value: Any
         try:
             if field.type == field.TYPE_BOOL:
@@ -216,7 +222,7 @@ def parse_parameters(text: str) -> Any:
             else:
                 setattr(msg, name, value)
         except (ValueError, TypeError):
-            raise InputError(f"{name}: expected {_kind(field)}, got {raw!r}", field=PARAMETERS_FIELD) from None
+            raise InputError(f"{name}: expected {_kind(field)}, got {raw!r}", field=parameters_field()) from None
     return msg
 
 
@@ -253,7 +259,7 @@ def check_parameters(text: str) -> None:
     solver.parameters.log_search_progress = False
     solver.parameters.catch_sigint_signal = False
     if solver.solve(cp_model.CpModel()) == cp_model.MODEL_INVALID:
-        raise InputError(f"CP-SAT rejects them: {solver.solution_info()}", field=PARAMETERS_FIELD)
+        raise InputError(f"CP-SAT rejects them: {solver.solution_info()}", field=parameters_field())
 
 
 def _merge(params: Any, msg: Any) -> None:

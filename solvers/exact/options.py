@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, flag
 
 DEFAULT_TIME_LIMIT = 60.0
 #: older spellings of option names, accepted and mapped to the names of `ExactOptions`
@@ -63,16 +63,16 @@ class ExactOptions:
 
     def validated(self) -> ExactOptions:
         """A copy with fields converted to their types; `InputError` naming the option when one is out of range."""
-        limit = None if self.time_limit is None else _number(self.time_limit, float, "--time-limit")
+        limit = None if self.time_limit is None else _number(self.time_limit, float, flag("time_limit"))
         if limit is not None and not 0 < limit <= MAX_SECONDS:  # (NaN fails both)
             raise InputError(f"must be a positive number of seconds, at most a week ({MAX_SECONDS:.0f}; None: no "
-                             f"limit), got {self.time_limit!r}", field="--time-limit")
+                             f"limit), got {self.time_limit!r}", field=flag("time_limit"))
         workers = _number(self.workers, int, "workers")
         if workers < 1:
             raise InputError(f"must be >= 1, got {self.workers!r}", field="workers")
-        slots = _number(self.slots, int, "--slots")
+        slots = _number(self.slots, int, flag("slots"))
         if slots < 0:
-            raise InputError(f"must be >= 0, got {self.slots!r}", field="--slots")
+            raise InputError(f"must be >= 0, got {self.slots!r}", field=flag("slots"))
         memory = None if self.memory_gb is None else _number(self.memory_gb, float, "memory_gb")
         if memory is not None and (not memory >= 0 or memory == math.inf):
             raise InputError(f"must be a number of GB >= 0 (0: no check), got {self.memory_gb!r}", field="memory_gb")

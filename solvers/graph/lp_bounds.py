@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import numbers
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, option_field
 from ..exact.memory import ModelTooLarge, too_big
 from ..exact.options import Deadline, DeadlineExceeded
 from ..result import FEASIBLE, INFEASIBLE, TIMEOUT, SolveResult
@@ -97,6 +98,24 @@ def _sequence(R: np.ndarray) -> list[int]:
     return [k for t in range(n) for k in range(t + 1) if R[t, k]]
 
 
+#: the thresholds of the deterministic roundings (S = S* > threshold), tried before the random ones
+THRESHOLDS = (0.01, 0.1, 0.25, 0.5, 0.75, 0.9)
+
+
+def roundings(Sstar: np.ndarray, samples: int, seed: int) -> Iterator[np.ndarray]:
+    """The rounded checkpoint matrices of S*, one at a time: S* > t for each of `THRESHOLDS`, then
+    `samples` random roundings S ~ Bernoulli(S*) (`seed`). Each is drawn when the caller asks for
+    it, so memory does not grow with `samples` (one n x n matrix at a time, where a list of all of
+    them took samples x n^2 bytes: 10^6 samples of a 1000-node graph, 1 TB) and a time limit stops
+    the drawing too; the k-th matrix is the same as when all were drawn up front (one stream of
+    the generator, in the same order)."""
+    for threshold in THRESHOLDS:
+        yield Sstar > threshold
+    rng = np.random.default_rng(seed)
+    for _ in range(samples):
+        yield rng.random(Sstar.shape) < Sstar
+
+
 def solve_checkmate_approx(graph: Graph, budget: int, *, slots: int = 500, time_limit: float | None = None,
                            samples: int = 20, seed: int = 0, memory_gb: float | None = None, **_: Any) -> SolveResult:
     """Checkmate's LP rounding (module docstring). `time_limit` (s, wall clock) covers the LP and
@@ -106,7 +125,7 @@ def solve_checkmate_approx(graph: Graph, budget: int, *, slots: int = 500, time_
     `seed` (of the random roundings) is an integer >= 0 (else `InputError`)."""
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise InputError(f"must be an integer >= 0 (the seed of the random roundings), got {seed!r}",
-                         field="--option seed")
+                         field=option_field("seed"))
     start = time.perf_counter()
     deadline = Deadline(time_limit, start)
     res = SolveResult(problem="graph", solver="checkmate-approx", status=TIMEOUT,
@@ -131,11 +150,9 @@ def solve_checkmate_approx(graph: Graph, budget: int, *, slots: int = 500, time_
     for t in range(n):
         for i in range(t):
             Sstar[t, i] = values[cm.S[t][i]]
-    rng = np.random.default_rng(seed)
-    candidates = [Sstar > thr for thr in (0.01, 0.1, 0.25, 0.5, 0.75, 0.9)]
-    candidates += [rng.random(Sstar.shape) < Sstar for _ in range(samples)]
+    total = len(THRESHOLDS) + samples
     best, smallest, tried = None, None, 0
-    for S in candidates:
+    for S in roundings(Sstar, samples, seed):
         if deadline.expired():
             break
         tried += 1
@@ -151,9 +168,9 @@ def solve_checkmate_approx(graph: Graph, budget: int, *, slots: int = 500, time_
     res.lower_bound = max(float(value), graph.total_cpu()) if status == "optimal" else graph.total_cpu()
     res.details["lp_value"] = float(value)
     res.details["lp_status"] = status
-    res.details["roundings_tried"] = f"{tried} of {len(candidates)}"
-    if best is None and tried < len(candidates):
-        res.message = f"time limit reached after {tried} of {len(candidates)} roundings, none fits the budget"
+    res.details["roundings_tried"] = f"{tried} of {total}"
+    if best is None and tried < total:
+        res.message = f"time limit reached after {tried} of {total} roundings, none fits the budget"
     elif best is None:
         res.status = INFEASIBLE
         res.min_budget = smallest

@@ -34,7 +34,7 @@ from itertools import permutations
 from typing import Any
 
 from ..discretize import effective_slots, scope_text
-from ..errors import InputError
+from ..errors import InputError, option_field
 from ..exact.cpsat_runner import check_first, run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
@@ -245,14 +245,14 @@ def backward_orders(join: Join, orders: Any = None) -> list[list[int]]:
     want = (f'must be "all" or a list of backward orders, each a permutation of the branches 0..{k - 1} '
             f"(e.g. [{list(reversed(range(k)))}])")
     if not isinstance(orders, (list, tuple)) or not orders:
-        raise InputError(f"{want}, got {orders!r}", field="--option orders")
+        raise InputError(f"{want}, got {orders!r}", field=option_field("orders"))
     out: list[list[int]] = []
     for order in orders:
         if (not isinstance(order, (list, tuple)) or any(isinstance(b, bool) or not isinstance(b, int) for b in order)
                 or sorted(order) != list(range(k))):
-            raise InputError(f"{want}, got {order!r} in {orders!r}", field="--option orders")
+            raise InputError(f"{want}, got {order!r} in {orders!r}", field=option_field("orders"))
         if list(order) in out:
-            raise InputError(f"lists the order {list(order)} twice", field="--option orders")
+            raise InputError(f"lists the order {list(order)} twice", field=option_field("orders"))
         out.append(list(order))
     return out
 

@@ -69,7 +69,7 @@ import numpy as np
 from ..chain.dp import rotor_table
 from ..chain.instance import Chain
 from ..discretize import check_slots, effective_slots  # the one discretisation rule of every problem
-from ..errors import InputError
+from ..errors import InputError, flag
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
 from .instance import Join
 from .schedule import LOSS_OP, JoinSchedule, JOp
@@ -343,7 +343,7 @@ def check_cells(work: Join, M: int) -> None:
     cells = 2 * sum(c.length + 1 for c in work.branches) * (M + 1) ** 2
     if cells > MAX_CELLS:
         raise InputError(f"the join DP tables would have {cells:.3g} cells ({M + 1} memory values), more than "
-                         f"{MAX_CELLS:.3g}; use fewer memory slots (--slots N, e.g. 100)", field="--slots")
+                         f"{MAX_CELLS:.3g}; use fewer memory slots (e.g. {flag('slots', 100)})", field=flag("slots"))
 
 
 # --------------------------------------------------------------------------- solver

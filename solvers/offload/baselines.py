@@ -19,7 +19,7 @@ from typing import Any
 
 from ..chain.baselines import store_all_schedule
 from ..chain.schedule import Bwd, F_all, Loss, Op
-from ..errors import InputError
+from ..errors import InputError, option_field
 from ..registry import solve as solve_chain_problem
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
 from .instance import OffloadInstance
@@ -95,7 +95,7 @@ def _at_least_one(value: Any, option: str) -> int:
     """A lookahead option: an integer >= 1 (1: each prefetch is issued just before the backward step
     that needs it; 0 would issue it after that step); else `InputError` on ``--option <option>``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise InputError(f"must be an integer >= 1 (backward steps ahead), got {value!r}", field=f"--option {option}")
+        raise InputError(f"must be an integer >= 1 (backward steps ahead), got {value!r}", field=option_field(option))
     return int(value)
 
 

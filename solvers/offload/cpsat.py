@@ -39,7 +39,7 @@ from ortools.sat.python import cp_model
 from ..chain.schedule import Bwd, F_all, Loss, Op
 from ..discretize import capacity as discretize_capacity
 from ..discretize import effective_slots, scope_text, size_in_slots, tick_scale, to_ticks
-from ..errors import InputError
+from ..errors import InputError, option_field
 from ..exact.cpsat_runner import check_first, run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, ExactOptions
@@ -64,7 +64,7 @@ def check_scale(inst: OffloadInstance, *, scale: Any = None, **_: Any) -> None:
     unit with which the instance's durations come to at most `MAX_TICKS` ticks; else `InputError`."""
     if scale is None:
         return
-    field = "--option scale"
+    field = option_field("scale")
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
         raise InputError(f"must be a positive finite number of ticks per time unit, got {scale!r}", field=field)
     chain = inst.chain

@@ -103,7 +103,7 @@ from ..chain.dp import EXACT_RETRY_CELLS, _offsets, solve_rotor, table_cells
 from ..chain.instance import Chain
 from ..chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Op
 from ..discretize import check_slots, effective_slots
-from ..errors import InputError
+from ..errors import InputError, flag
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
 from ..units import MAX_BYTES
 from .instance import OffloadInstance
@@ -357,7 +357,8 @@ def _run_dp(inst: OffloadInstance, work: Chain, M: int, budget: int,
     extra = _extra(work)  # lent bytes can lift a sub-chain above m_top
     cells = 2 * table_cells(work.length, m_top + extra)
     if cells > MAX_CELLS:
-        raise InputError(f"the pofo tables would have {cells:.3g} cells; use fewer --slots", field="--slots")
+        raise InputError(f"the pofo tables would have {cells:.3g} cells; use fewer {flag('slots')}",
+                         field=flag("slots"))
     table = PofoTable(work, plan or inst, m_top + extra)
     est = table.value(m_top)
     if not math.isfinite(est):
