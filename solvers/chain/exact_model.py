@@ -430,9 +430,10 @@ def retry_exact_sizes(solve_fn: Any, chain: Chain, budget: int, *, options: Exac
 
     - when store-all fits the budget, it is returned at once as optimal (nothing is faster);
     - if the sizes rounded up to `options.slots` make the model infeasible, it is solved again
-      with exact sizes (slots=0) in the time left, so that ``infeasible`` means the real budget is.
+      with exact sizes (slots=0) in the time left, so that ``infeasible`` means the real budget is
+      (`retry_rounded_infeasible`, shared with the join's CP-SAT model).
     """
-    from ..result import INFEASIBLE, OPTIMAL
+    from ..result import OPTIMAL
     from .baselines import store_all_schedule
 
     store_all = store_all_schedule(chain.length)
@@ -441,13 +442,27 @@ def retry_exact_sizes(solve_fn: Any, chain: Chain, budget: int, *, options: Exac
         return SolveResult(problem="chain", solver="", status=OPTIMAL, objective=sim.makespan,
                            peak_memory=sim.peak_memory, lower_bound=chain.total_time(), schedule=store_all,
                            budget=budget, scope="store-all fits the budget: optimal among all schedules")
-    res = solve_fn(chain, budget, options=options, deadline=deadline, **kw)
+    return retry_rounded_infeasible(solve_fn, chain, budget, options=options, deadline=deadline, **kw)
+
+
+def retry_rounded_infeasible(solve_fn: Any, instance: Any, budget: int, *, options: ExactOptions,
+                             deadline: Deadline, out_of_time: str = "infeasible", **kw: Any) -> SolveResult:
+    """``solve_fn(instance, budget, options=..., deadline=..., **kw)``; when the sizes rounded up to
+    `options.slots` (N effective slots) make the model infeasible, `solve_fn` again with exact
+    sizes (slots=0) in the time left, its ``details["retried_exact_sizes"]`` saying why, so that
+    ``infeasible`` is about the real budget. With no time left for that retry the first answer is
+    returned with status `out_of_time` (the chain keeps ``infeasible``, the join says ``timeout``)
+    and a message naming the N slots. Any problem whose model takes ``options.slots``."""
+    from ..result import INFEASIBLE
+
+    res = solve_fn(instance, budget, options=options, deadline=deadline, **kw)
     n = effective_slots(budget, options.slots)
     if res.status == INFEASIBLE and n:
         if deadline.expired():
+            res.status = out_of_time
             res.message += f" (with sizes in {n} slots; no time left to retry with exact sizes)"
             return res
-        exact = solve_fn(chain, budget, options=replace(options, slots=0), deadline=deadline, **kw)
+        exact = solve_fn(instance, budget, options=replace(options, slots=0), deadline=deadline, **kw)
         exact.details["retried_exact_sizes"] = f"infeasible with sizes in {n} slots"
         return exact
     return res

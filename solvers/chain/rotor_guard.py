@@ -51,7 +51,10 @@ def never_worse(chain: Chain, budget: int, result: SolveResult, slots: int,
                 exact_cells: int) -> SolveResult:
     """`result` (the DP at `slots` slots) when no baseline beats it at exact sizes; else the DP
     at finer slots or exact sizes (`solve_with(slots)`, 0 = exact), else the baseline's
-    schedule. `table_cells(L, M)` sizes a table; `exact_cells` bounds the exact-size retry."""
+    schedule. `table_cells(L, M)` sizes a table; `exact_cells` bounds the exact-size retry.
+    A `result` without a schedule is returned as it is: the callers handle a rounding that left
+    no schedule themselves (rotor's exact-size retry in `dp._solve_rotor_slots`, the join DP's
+    `rounding_retry`, which runs rotor on a one-branch join's branch)."""
     if slots == 0 or result.status not in (OPTIMAL, FEASIBLE) or result.objective is None:
         return result
     base = best_baseline(chain, budget)

@@ -33,6 +33,7 @@ import math
 from itertools import permutations
 from typing import Any
 
+from ..chain.exact_model import retry_rounded_infeasible
 from ..discretize import effective_slots, scope_text
 from ..errors import InputError, option_field
 from ..exact.cpsat_runner import check_first, run_cpsat
@@ -272,14 +273,36 @@ def solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: Dea
     at most N units); the time limit (s, default 60, wall clock) is shared by the k! orders. The
     seed (the best fast schedule: the join DP's, usually) is the hint of the model of its
     backward order, which is solved first. `orders`: the backward orders to solve (`backward_orders`;
-    default all k!)."""
+    default all k!). When the rounded sizes make every order infeasible the model is solved again
+    with exact sizes in the time left (`chain.exact_model.retry_rounded_infeasible`, as the chain's
+    exact models), so that ``infeasible`` is about the real budget; the scope then says so, and
+    with no time left for that retry the answer is ``timeout``, not ``infeasible``."""
+    n = effective_slots(int(budget), options.slots)
+    res = retry_rounded_infeasible(_solve_cpsat, join, int(budget), options=options, deadline=deadline,
+                                   out_of_time=TIMEOUT, seed=seed, orders=orders)
+    if "retried_exact_sizes" in res.details:
+        res.scope = phase_scope(len(res.details.get("orders", [])),
+                                f"exact sizes (sizes rounded up to {n} slots left no schedule)")
+    return res
+
+
+def phase_scope(n_orders: int, sizes: str) -> str:
+    """`SolveResult.scope` of the join phase model over `n_orders` backward orders; `sizes` says how
+    sizes were counted (`discretize.scope_text`)."""
+    return ("join phase model (forward phase, loss, branches back-propagated one after another; per phase at "
+            f"most one forward per stage; best over {n_orders} backward orders), {sizes}; CP-SAT")
+
+
+def _solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: Deadline,
+                 seed: SolveResult | None = None, orders: list[list[int]] | str | None = None, **_: Any
+                 ) -> SolveResult:
+    """`solve_cpsat` at ``options.slots`` (0: exact sizes), without the exact-size retry."""
     budget = int(budget)
     slots = effective_slots(budget, options.slots)
     work = join.discretised(budget / slots) if slots else join
     M = slots if slots else budget
     all_orders = backward_orders(join, orders)
-    scope = ("join phase model (forward phase, loss, branches back-propagated one after another; per phase at "
-             f"most one forward per stage; best over {len(all_orders)} backward orders), {scope_text(slots)}; CP-SAT")
+    scope = phase_scope(len(all_orders), scope_text(slots))
     hint: Any = seed.schedule if seed is not None else None
     first = list(seed.details.get("order", [])) if seed is not None else []
     if first in all_orders:  # the seed's order first, with its schedule as the hint

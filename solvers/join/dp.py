@@ -54,13 +54,22 @@ the answer is ``loss_time + min f(all, T, W)`` over ``X_0 + W + sum_{b in T} x^b
 loss_overhead <= M``. O(sum_b L_b^2 M^2) for the spines, O(3^k k M^2) for the join.
 The DP is exact for the class above at the discretisation (with ``slots = 0``: exact sizes);
 tests check it against an enumeration of the class replayed by the simulator.
+
+**Least memory and rounding.** `least_memory` gives the least budget of the class at exact sizes
+without a table (the frontiers of the spine tables, then a bisection over the join level): the
+``min_budget`` of an ``infeasible`` answer. When the sizes rounded up to slots leave no schedule,
+`rounding_retry` decides about the real budget (rotor on a single branch, exact sizes, finer
+slots, a rounded-down relaxation, the least-memory schedule): docs/join.md, "When the rounding
+leaves no schedule".
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from bisect import bisect_right
+from dataclasses import dataclass, replace
+from fractions import Fraction
 from itertools import combinations
 from typing import Any
 
@@ -89,6 +98,11 @@ def discretise(join: Join, budget: int, slots: int) -> tuple[Join, int]:
     slots = check_slots(slots, default=0)
     n = effective_slots(budget, slots)
     return (join.discretised(budget / n), n) if n else (join, budget)
+
+
+#: the DP's class of schedules, for `SolveResult.scope`
+CLASS = ("join-persistent schedules (forward sweeps, loss, branches back-propagated one after another, "
+         "persistent per branch)")
 
 
 def scope_text(slots: int) -> str:
@@ -346,30 +360,344 @@ def check_cells(work: Join, M: int) -> None:
                          f"{MAX_CELLS:.3g}; use fewer memory slots (e.g. {flag('slots', 100)})", field=flag("slots"))
 
 
+# --------------------------------------------------------------------------- least memory (exact sizes)
+#: a frontier point of a spine: (m, w, choice, k) = V^t(i, m, w) is finite through `choice` (j > 0: ck split
+#: j, 0: F_all(i)) and point k of the next frontier (-1: the end of the spine)
+Point = tuple[int, int, int, int]
+
+
+def spine_frontiers(chain: Chain) -> list[list[list[Point]]]:
+    """F[t][i]: the minimal pairs (m, w) with V^t(i, m, w) finite at exact sizes, sorted by m (w
+    decreasing): the feasibility frontier of the spine tables, in O(L^2 |F|) integer operations
+    without a memory dimension. The recursion is `branch_tables`' with "finite" for the values
+    and the sub-chains' least memory `Mmin(i, j-1)` (`chain.min_memory`) for C(m, i, j-1)."""
+    from ..chain.min_memory import _min_memory
+
+    L = chain.length
+    Mm, _ = _min_memory(chain)
+    x, xbar, o_fa, o_b = ([int(v) for v in a] for a in (chain.x, chain.xbar, chain.o_fa, chain.o_b))
+    F: list[list[list[Point]]] = [[[] for _ in range(L + 1)] for _ in TYPES]
+    for i in range(L - 1, -1, -1):
+        sweeps = spine_sweeps(chain, i)
+        xb = xbar[i + 1]
+        need = max(xb + o_fa[i], x[i] + x[i + 1] + xb + o_b[i])
+        for t in TYPES:
+            cands: list[Point] = []
+            for j in range(i + 1, L + 1):
+                gate = max(sweeps[j - i - 1], int(Mm[i, j - 1]))
+                if j < L:
+                    cands.extend((max(gate, a + x[j]), c + x[j], j, k) for k, (a, c, _, _) in enumerate(F[t][j]))
+                elif t == CK:
+                    cands.append((max(gate, x[L]), x[L], j, -1))
+            if i + 1 < L:
+                cands.extend((max(need, a + xb), c + xb, 0, k) for k, (a, c, _, _) in enumerate(F[t][i + 1]))
+            elif t == TAPE:
+                cands.append((max(need, xb), xb + x[L], 0, -1))
+            front: list[Point] = []
+            for point in sorted(cands):
+                if not front or point[1] < front[-1][1]:
+                    front.append(point)
+            F[t][i] = front
+    return F
+
+
+@dataclass
+class LeastMemory:
+    """The smallest budget of a join-persistent schedule at exact sizes and a schedule of that class
+    whose replay fits it (`least_memory`)."""
+
+    budget: int
+    schedule: JoinSchedule
+
+
+def least_memory(join: Join) -> LeastMemory | None:
+    """The smallest budget (bytes) at which the join DP at exact sizes has a schedule, and one such
+    schedule (not time-optimal), independent of the sizes' magnitude: the spines' frontiers
+    (`spine_frontiers`), then a bisection on the budget over the join level, where at a fixed
+    budget the least W of each (S, T) decides (a smaller W leaves more memory to every branch
+    processed before and to the loss). None when no schedule of the class exists at any budget."""
+    k = join.k
+    X0 = join.input_total()
+    fronts = [spine_frontiers(c) for c in join.branches]
+    xl = [int(c.x[c.length]) for c in join.branches]
+    roots = [[(f[t][0], [p[0] for p in f[t][0]]) for t in TYPES] for f in fronts]
+    if any(not f[CK][0] and not f[TAPE][0] for f in fronts):
+        return None
+
+    def plan(M: int) -> list[tuple[int, int, int]] | None:
+        """(branch, type, frontier point) in backward order when something fits M, else None."""
+        best: dict[tuple[frozenset, frozenset], tuple[int, Any]] = {(frozenset(), frozenset()): (0, None)}
+        for size in range(k):
+            for S in map(frozenset, combinations(range(k), size)):
+                for T in _subsets(S):
+                    if (S, T) not in best:
+                        continue
+                    W = best[(S, T)][0]
+                    avail = M - X0 - W
+                    for b in set(range(k)) - S:
+                        for t in TYPES:
+                            front, ms = roots[b][t]
+                            n = bisect_right(ms, avail)
+                            if n == 0:
+                                continue
+                            key = (S | {b}, T | {b} if t == CK else T)
+                            w = W + front[n - 1][1]
+                            if key not in best or w < best[key][0]:
+                                best[key] = (w, ((S, T), b, t, n - 1))
+        full = frozenset(range(k))
+        for T in _subsets(full):
+            got = best.get((full, T))
+            if got is not None and X0 + got[0] + sum(xl[b] for b in T) + join.loss_overhead <= M:
+                order, key = [], (full, T)
+                while best[key][1] is not None:
+                    prev, b, t, n = best[key][1]
+                    order.append((b, t, n))
+                    key = prev
+                return order  # processed first = added last
+        return None
+
+    lo = X0
+    hi = X0 + join.loss_overhead + sum(int(c.x.sum() + c.xbar.sum() + c.o_f.max(initial=0) + c.o_b.max(initial=0))
+                                       for c in join.branches)
+    found = plan(hi)
+    while found is None and hi < 2**62:
+        hi *= 2
+        found = plan(hi)
+    if found is None:
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if plan(mid) is None:
+            lo = mid + 1
+        else:
+            hi = mid
+    order = plan(hi)
+    assert order is not None
+    parts = {b: _frontier_spine_ops(join.branches[b], fronts[b], b, t, n) for b, t, n in order}
+    ops: list[JOp] = []
+    for b, _, _ in reversed(order):
+        ops.extend(parts[b][0])
+    ops.append(LOSS_OP)
+    for b, _, _ in order:
+        ops.extend(parts[b][1])
+    return LeastMemory(hi, JoinSchedule(ops, join.lengths))
+
+
+def _frontier_spine_ops(chain: Chain, F: list[list[list[Point]]], b: int, t: int, n: int
+                        ) -> tuple[list[JOp], list[JOp]]:
+    """(ops before the loss, ops after it) of branch `b` along frontier point n of F[t][0] (as
+    `spine_ops`), the sub-chains run by their least-memory persistent schedules."""
+    pre: list[JOp] = []
+    tails: list[list[JOp]] = []
+    i = 0
+    while n >= 0 and i < chain.length:
+        _, _, c, nxt = F[t][i][n]
+        if c > 0:
+            pre.append(JOp("F_ck", b, i))
+            pre.extend(JOp("F_n", b, k) for k in range(i + 1, c))
+            tails.append([JOp(kind, b, index) for kind, index in _least_memory_ops(chain, i, c - 1)])
+            i = c
+        else:
+            pre.append(JOp("F_all", b, i))
+            tails.append([JOp("B", b, i)])
+            i += 1
+        n = nxt
+    return pre, [op for tail in reversed(tails) for op in tail]
+
+
+def _least_memory_ops(chain: Chain, a: int, l: int) -> list[tuple[str, int]]:
+    """(kind, stage) of the least-memory persistent schedule of the sub-chain (a, l), l < L, with
+    a_a and delta_{l+1} resident (`chain.min_memory.min_memory_schedule` for a sub-chain)."""
+    from ..chain.min_memory import ALL, LEAF, _min_memory
+
+    _, ch = _min_memory(chain)
+    ops: list[tuple[str, int]] = []
+    stack: list[Any] = [(a, l)]
+    while stack:
+        item = stack.pop()
+        if isinstance(item[0], str):
+            ops.append(item)
+            continue
+        i, j = item
+        c = int(ch[i, j])
+        if c == LEAF:
+            ops.extend([("F_all", i), ("B", i)])
+        elif c == ALL:
+            ops.append(("F_all", i))
+            stack.append(("B", i))
+            stack.append((i + 1, j))
+        else:
+            ops.append(("F_ck", i))
+            ops.extend(("F_n", k) for k in range(i + 1, c))
+            stack.append((i, c - 1))
+            stack.append((c, j))
+    return ops
+
+
 # --------------------------------------------------------------------------- solver
 def solve_join_dp(join: Join, budget: int, *, slots: int = 500, time_limit: float | None = None,
                   **_: Any) -> SolveResult:
     """Optimal join-persistent schedule (see the module docstring) for `budget` bytes.
 
     Status ``optimal`` for that class at the stated discretisation, ``infeasible`` when no
-    schedule of the class fits the (discretised) budget. At most `MAX_CELLS` cells keep the
-    O(L^2 M^2) spine tables small; pass ``slots`` for more precision (it is lowered to the
-    largest count whose tables have at most `MAX_CELLS` cells; the scope says which was used).
-    A one-branch join is the chain problem of its branch and gets rotor's guarantee
-    (`one_branch_never_worse`)."""
+    schedule of the class fits the budget at exact sizes (``min_budget``: the least budget of the
+    class, `least_memory`). At most `MAX_CELLS` cells keep the O(L^2 M^2) spine tables small;
+    pass ``slots`` for more precision (it is lowered to the largest count whose tables have at
+    most `MAX_CELLS` cells; the scope says which was used). When the sizes rounded up to slots
+    leave no schedule, the answer is decided about the real budget (`rounding_retry`); the scope
+    says what ran. A one-branch join is the chain problem of its branch and gets rotor's
+    guarantee (`one_branch_never_worse`)."""
     t0 = time.perf_counter()
+    budget = int(budget)
     result = _solve_join_dp_slots(join, budget, slots=slots)
-    if join.k == 1:
-        result = one_branch_never_worse(join, int(budget), result)
+    if result.status == INFEASIBLE and int(result.details.get("slots", 0)):
+        result = rounding_retry(join, budget, result)
+    elif join.k == 1:
+        result = one_branch_never_worse(join, budget, result)
+    if result.status == INFEASIBLE and result.min_budget is None:
+        least = least_memory(join)
+        result.min_budget = None if least is None else least.budget
     result.solve_time_s = time.perf_counter() - t0
     return result
+
+
+def rounding_retry(join: Join, budget: int, first: SolveResult) -> SolveResult:
+    """The answer when the DP at ``first.details["slots"]`` = N slots found nothing: the sizes
+    rounded up to slots may have lost the only schedules that fit (a join-persistent schedule
+    that fits the budget at exact sizes can need more than N slots), so ``infeasible`` at N slots
+    says nothing about the real budget. In this order:
+
+    1. one branch: the rotor DP on the branch (`branch_with_loss`, the same problem; `solve_rotor`
+       with its own guards: exact sizes when its O(L^2 M) table is small, else its least-memory
+       schedule), ``infeasible`` below `rotor_min_budget` (exact bytes, in ``min_budget``);
+    2. the DP with exact sizes when its tables have at most `MAX_CELLS` cells;
+    3. ``infeasible`` (about the real budget, ``min_budget`` given) when the budget is below the
+       least budget of the class at exact sizes (`least_memory`, no table);
+    4. the DP at the finest slot count `max_slots` (when finer than N): its schedule is
+       ``optimal`` for that count;
+    5. the DP with every size rounded *down* to the finest slots tried (`rounded_down`, a
+       relaxation: every schedule of the class that fits the budget fits it): when its optimum
+       replays within the budget at exact sizes it is ``optimal`` for the class at exact sizes;
+    6. else the least-memory schedule of the class (`least_memory`), ``feasible``, with the
+       relaxation's optimum as ``lower_bound``.
+
+    ``details["slots_tried"]`` lists the slot counts (0: exact sizes)."""
+    n = int(first.details["slots"])
+    if join.k == 1:
+        return _one_branch_rotor(join, budget, n)
+    tried = [n]
+    cells = 2 * sum(c.length + 1 for c in join.branches) * (budget + 1) ** 2
+    if cells <= MAX_CELLS:
+        res = _solve_join_dp_slots(join, budget, slots=0)
+        res.scope = f"{CLASS}, exact sizes (the {n}-slot rounding left no schedule)"
+        res.details.update(slots_tried=[n, 0], retried_exact_sizes=f"infeasible with sizes in {n} slots")
+        return res
+    least = least_memory(join)
+    if least is None or budget < least.budget:
+        first.scope = (f"{CLASS}, exact sizes (the least budget of the class, `least_memory`; the {n}-slot rounding "
+                       "left no schedule)")
+        first.min_budget = None if least is None else least.budget
+        first.message = (f"no join-persistent schedule fits {budget}" if least is None else
+                         f"no join-persistent schedule fits {budget}; the smallest feasible budget is {least.budget}")
+        return first
+    finest = effective_slots(budget, max_slots(join))
+    if finest > n:
+        tried.append(finest)
+        res = _solve_join_dp_slots(join, budget, slots=finest)
+        if res.status != INFEASIBLE:
+            res.details["slots_tried"] = tried
+            res.scope += f" (the {n}-slot rounding left no schedule)"
+            return res
+        n = finest
+    details: dict[str, Any] = {"slots": n, "slots_tried": tried}
+    why = f"the {'/'.join(map(str, tried))}-slot rounding left no schedule"
+    down, cap = rounded_down(join, budget, n)
+    tables = [branch_tables(c, cap) for c in down.branches] if down.input_total() <= cap else []
+    relaxed = join_dp(down, cap, tables) if tables else None
+    bound = None
+    if relaxed is not None:
+        schedule = plan_schedule(down, tables, relaxed)
+        sim = simulate(join, schedule)
+        sim.raise_if_invalid()
+        bound = relaxed.value
+        details["relaxation_bound"] = bound
+        if sim.peak_memory <= budget and math.isclose(sim.makespan, bound, rel_tol=1e-9, abs_tol=1e-9):
+            # the relaxation's optimum fits at exact sizes: nothing in the class is faster
+            details.update(order=relaxed.order, recomputations=schedule.recomputations())
+            return SolveResult(problem="join", solver="dp", status=OPTIMAL, objective=sim.makespan,
+                               peak_memory=sim.peak_memory, schedule=schedule, budget=budget,
+                               scope=f"{CLASS}, exact sizes (the optimum with every size rounded down to {n} slots "
+                                     f"of the budget, a relaxation, fits the budget; {why})", details=details)
+    sim = simulate(join, least.schedule)
+    sim.raise_if_invalid()
+    if sim.peak_memory > budget:
+        raise RuntimeError(f"the least-memory join schedule peaks at {sim.peak_memory} > {least.budget}")
+    details.update(recomputations=least.schedule.recomputations(), least_budget=least.budget)
+    if bound is not None and sim.makespan <= bound * (1 + 1e-9) + 1e-9:  # it reaches the relaxation's bound
+        return SolveResult(problem="join", solver="dp", status=OPTIMAL, objective=sim.makespan,
+                           peak_memory=sim.peak_memory, schedule=least.schedule, budget=budget,
+                           scope=f"{CLASS}, exact sizes (the least-memory schedule of the class reaches the optimum "
+                                 f"with every size rounded down to {n} slots of the budget, a relaxation; {why})",
+                           details=details)
+    return SolveResult(problem="join", solver="dp", status=FEASIBLE, objective=sim.makespan,
+                       peak_memory=sim.peak_memory, schedule=least.schedule, budget=budget,
+                       lower_bound=None if bound is None else min(bound, sim.makespan),
+                       scope=f"{CLASS}, exact sizes: the least-memory schedule of the class, not time-optimal ({why}; "
+                             f"exact sizes need {cells:.3g} table cells, more than {MAX_CELLS:.3g})",
+                       message=f"{why} and exact sizes need too large tables; returned the least-memory "
+                               "join-persistent schedule, which fits", details=details)
+
+
+def rounded_down(join: Join, budget: int, slots: int) -> tuple[Join, int]:
+    """(`join` with every size in slots of budget/slots bytes rounded *down*, exactly; the
+    capacity in those slots). A relaxation of the DP at exact sizes: every check of the DP is
+    a sum of sizes at most the budget, and floor(a / s) + floor(b / s) <= floor((a + b) / s), so
+    every join-persistent schedule that fits the budget fits the capacity here."""
+    frac = Fraction(budget / slots)
+    num, den = frac.numerator, frac.denominator
+
+    def down(a: np.ndarray) -> np.ndarray:
+        arr = np.asarray(a)
+        return np.array([(int(v) * den) // num for v in arr.ravel()], dtype=np.int64).reshape(arr.shape)
+
+    branches = [replace(c, x=down(c.x), xbar=down(c.xbar), o_f=down(c.o_f), o_b=down(c.o_b), o_fa=down(c.o_fa),
+                        o_fn=down(c.o_fn), o_bh=down(c.o_bh)) for c in join.branches]
+    return (Join(branches, join.loss_time, (join.loss_overhead * den) // num, name=join.name, meta=dict(join.meta)),
+            (budget * den) // num)
+
+
+def _as_join(join: Join, budget: int, res: SolveResult, **changes: Any) -> SolveResult:
+    """A chain solver's answer on `branch_with_loss(join, 0)` as the one-branch join's (the same
+    problem): its schedule's ops on branch 0, the rest as given in `changes`."""
+    schedule = None
+    if res.schedule is not None:
+        schedule = JoinSchedule([LOSS_OP if op.kind == LOSS_OP.kind else JOp(op.kind, 0, op.index)
+                                 for op in res.schedule.ops], join.lengths)
+    fields: dict[str, Any] = {"status": res.status, "objective": res.objective, "peak_memory": res.peak_memory,
+                              "min_budget": res.min_budget, "scope": res.scope, "message": res.message,
+                              "details": dict(res.details), "solve_time_s": res.solve_time_s, **changes}
+    return SolveResult(problem="join", solver="dp", schedule=schedule, budget=budget, **fields)
+
+
+def _one_branch_rotor(join: Join, budget: int, n: int) -> SolveResult:
+    """Step 1 of `rounding_retry`: rotor (with its guards) on the one branch."""
+    from ..chain.dp import solve_rotor
+    from .instance import branch_with_loss
+
+    rotor = solve_rotor(branch_with_loss(join, 0), budget, slots=n)
+    scope = (f"join-persistent schedules of the one branch (the {n}-slot rounding left no schedule: the rotor DP "
+             f"on the branch with the loss, the same problem): {rotor.scope}")
+    res = _as_join(join, budget, rotor, scope=scope)
+    res.details.update(order=[0], rotor_fallback=f"infeasible with sizes in {n} slots")
+    return res
 
 
 def one_branch_never_worse(join: Join, budget: int, result: SolveResult) -> SolveResult:
     """The answer for a one-branch join, never slower at exact sizes than the periodic and
     sqrt(L) schedules of its branch (`branch_with_loss`: the same problem), as rotor on that
     chain (`rotor_guard.never_worse`): when the slot rounding made the DP's schedule slower, the
-    DP at finer slots or exact sizes, else the baseline's schedule (status ``feasible``)."""
+    DP at finer slots or exact sizes, else the baseline's schedule (status ``feasible``). (When
+    the rounding left no schedule at all, `rounding_retry` runs rotor on the branch instead.)"""
     from ..chain.rotor_guard import never_worse
     from .instance import branch_with_loss
 
@@ -380,11 +708,7 @@ def one_branch_never_worse(join: Join, budget: int, result: SolveResult) -> Solv
                           lambda L, M: 2 * (L + 1) * (M + x0 + 1) ** 2, MAX_CELLS)
     if guarded.problem == "join" or guarded.schedule is None:
         return guarded
-    ops = [LOSS_OP if op.kind == LOSS_OP.kind else JOp(op.kind, 0, op.index) for op in guarded.schedule.ops]
-    return SolveResult(problem="join", solver="dp", status=FEASIBLE, objective=guarded.objective,
-                       schedule=JoinSchedule(ops, join.lengths), peak_memory=guarded.peak_memory, budget=budget,
-                       min_budget=guarded.min_budget, scope=guarded.scope.replace("rotor's", "the join DP's"),
-                       message=guarded.message, details=guarded.details)
+    return _as_join(join, budget, guarded, status=FEASIBLE, scope=guarded.scope.replace("rotor's", "the join DP's"))
 
 
 def _solve_join_dp_slots(join: Join, budget: int, *, slots: int = 500) -> SolveResult:
@@ -396,8 +720,7 @@ def _solve_join_dp_slots(join: Join, budget: int, *, slots: int = 500) -> SolveR
     if slots > 0:
         slots = effective_slots(budget, min(slots, max_slots(join)))
     work, M = discretise(join, budget, slots)
-    scope = f"join-persistent schedules (forward sweeps, loss, branches back-propagated one after another, " \
-            f"persistent per branch), {scope_text(slots)}"
+    scope = f"{CLASS}, {scope_text(slots)}"
     common: dict[str, Any] = {"problem": "join", "solver": "dp", "budget": budget, "scope": scope,
                               "lower_bound": None}
     from .schedule import store_all_schedule

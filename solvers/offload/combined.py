@@ -106,7 +106,15 @@ def add_transfers(inst: OffloadInstance, schedule: ChainSchedule, *, min_ratio: 
 
 def solve_rotor_offload(inst: OffloadInstance, budget: int, *, slots: int = 500, grid: int = 12,
                         min_ratio: float = 2.0, **_: Any) -> SolveResult:
-    """Best (over a grid of relaxed budgets M') checkpoint schedule with transfers that fits."""
+    """Best (over a grid of relaxed budgets M') checkpoint schedule with transfers that fits.
+
+    When none fits, the answer is ``infeasible`` with ``min_budget`` None: the grid
+    ``linspace(budget, top, grid)`` moves with the budget, so the smallest peak among the schedules
+    tried (``details["smallest_peak"]``) is not the smallest budget this heuristic meets (a smaller
+    one can work, with other relaxed budgets), and success is not even monotone in the budget
+    (`random_offload(4, 22, transfer_ratio=0.3, integer_times=True)` at 20 slots meets 45 and 46
+    but not 47): no cheap search finds the smallest. `memsched solve` looks for it by running the
+    solver again (docs/cli.md, *Infeasible*)."""
     t0 = time.perf_counter()
     names = {n for _, n, _ in solver_table("chain")}
     base = "rotor" if "rotor" in names else "periodic"
@@ -127,9 +135,13 @@ def solve_rotor_offload(inst: OffloadInstance, budget: int, *, slots: int = 500,
                 best = (sim.makespan, candidate, int(relaxed))
     scope = f"{base} schedules at relaxed budgets + offloading of idle values (heuristic, no optimality claim)"
     if best is None:
+        seen = "" if smallest is None else (f"; the schedules tried peak at {smallest} bytes or more (not the "
+                                            "smallest budget this heuristic meets: its relaxed budgets move with "
+                                            "the budget)")
         return SolveResult(problem="offload", solver="rotor-offload", status=INFEASIBLE, budget=budget,
-                           min_budget=smallest, solve_time_s=time.perf_counter() - t0, scope=scope,
-                           message="no relaxed checkpoint schedule fits, even with transfers")
+                           min_budget=None, solve_time_s=time.perf_counter() - t0, scope=scope,
+                           message=f"no relaxed checkpoint schedule fits, even with transfers{seen}",
+                           details={"smallest_peak": smallest, "base_solver": base})
     sim = simulate(inst, best[1])
     return SolveResult(problem="offload", solver="rotor-offload", status=FEASIBLE, objective=sim.makespan,
                        peak_memory=sim.peak_memory, schedule=best[1], budget=budget,
