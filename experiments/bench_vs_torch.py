@@ -37,7 +37,8 @@ gradients not counted) is run by
 Memory: ``peak_bytes`` is the peak of `models.memory.LiveTensorTracker` over the step (the input
 is copied inside the tracked region by every tool); ``alloc_peak`` (unless ``--no-probe``) is
 the CPU allocator's peak of the same step (`models.alloc_probe.AllocatorProbe`: every c10
-allocation, kernel scratch and inductor's buffers included) after one warm-up step. Time: the
+allocation, kernel scratch and inductor's buffers included) after one warm-up step; ``predicted_peak``
+(memsched rows) is the simulator's prediction of ``peak_bytes`` (the tracker's, `tracker_predicted_peak`). Time: the
 timed steps of every point of a model and size run in `--rounds` rounds, one step of each point
 per round in a new random order, each right after a step of plain torch (a paired comparison),
 parameter gradients set to None before each, on the thread's CPU clock (``time.thread_time``;
@@ -283,7 +284,9 @@ def memsched_points(base: dict, name: str, sizes: dict, granularity: str, n_budg
         seen.add(ops)
         step = executor.step(res.schedule, model.example_input, model.target, chain=chain, seed=0,
                              measure_memory=True, measure_time=False, independent=probe)
-        row.update(peak_bytes=step.peak_memory, alloc_peak=step.independent_peak, predicted_peak=step.predicted_peak,
+        # the prediction of what peak_bytes measures (the tracker's: no CPU RNG states, which only the allocator sees)
+        row.update(peak_bytes=step.peak_memory, alloc_peak=step.independent_peak,
+                   predicted_peak=step.tracker_predicted_peak or step.predicted_peak,
                    grad_ok=_same(_grads(params), ref))
 
         def one(schedule=res.schedule) -> float:

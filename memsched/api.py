@@ -502,6 +502,7 @@ def _profile_graph(model: Any, example_input: Any, target: Any, loss_fn: Any, re
                    sizes: dict[str, Any], timing: str | None = None) -> Any:
     """`profile` with ``problem="graph"``: the training graph, as `memsched run --problem graph` profiles it."""
     from memsched.models.graph.export import export_training_graph
+    from memsched.models.network import diagnosed
 
     if isinstance(model, str):
         _check_zoo(model)
@@ -511,15 +512,17 @@ def _profile_graph(model: Any, example_input: Any, target: Any, loss_fn: Any, re
         model = build_model(model, **sizes)
     else:
         model = _own_network(model, example_input, target, loss_fn, sizes)
-    return export_training_graph(model, cost="measured", ram="tape", repeats=repeats, timing=timing or "in_step",
-                                 out=str(out) if out is not None else None)
+    with diagnosed(model):  # a zoo network that cannot run at these sizes is bad input, not a bug
+        return export_training_graph(model, cost="measured", ram="tape", repeats=repeats,
+                                     timing=timing or "in_step", out=str(out) if out is not None else None)
 
 
 @_python_names
 def run(model: Any, budget: int | float | str, solver: str | None = None, *, problem: str | None = None,
-        chain: Any = None, instance: Any = None, bandwidth: str | float | None = None, slots: int = DEFAULT_SLOTS,
-        time_limit: float | None = None, time_repeats: int = 3, repeats: int = 3, seed: int = 0,
-        example_input: Any = None, target: Any = None, loss_fn: Any = None, **sizes: Any) -> RunResult:
+        chain: Any = None, instance: Any = None, bandwidth: str | float | None = None, latency: float | None = None,
+        options: dict[str, Any] | None = None, slots: int = DEFAULT_SLOTS, time_limit: float | None = None,
+        time_repeats: int = 3, repeats: int = 3, seed: int = 0, timing: str | None = None, example_input: Any = None,
+        target: Any = None, loss_fn: Any = None, **sizes: Any) -> RunResult:
     """Solve, then execute the schedule for real as one training step of `model`: a zoo network
     (siamese / triplet / clip run as join networks), a factory spec, or your own network with
     `example_input`, `target`, `loss_fn` (as in `profile`; one module that is not an
@@ -527,15 +530,25 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     Checkmate's solvers): the simulator's prediction
     (makespan in ms, peak in bytes) beside the measured time and peak memory, and whether every
     gradient matches plain autograd (``grad_check``). `chain` / `instance` give the costs (an
-    instance or a file) instead of profiling; `bandwidth` runs an offloading schedule; sizes as
-    in `profile`. The arguments are checked before anything is built, as ``memsched run`` checks
-    its flags: `solver` one name, `problem` one of chain, offload, join, graph, `slots` an int in
-    0..10^9, `time_limit` as in `solve`, `time_repeats` and `repeats` ints in 1..10^4, `seed` an
-    int in 0..2^32-1 (`InputError` naming the argument). Needs torch."""
+    instance or a file) instead of profiling; `bandwidth` (bytes/s or "12GB/s") runs an offloading
+    schedule, over a link of `latency` seconds per transfer (default 0; an offloading instance's own
+    link otherwise); `options` is a dict of solver options (``memsched run --option KEY=VALUE``);
+    `timing` and sizes as in `profile` (sizes for zoo names and factories only). The arguments are
+    checked before anything is built, as ``memsched run`` checks its flags: `budget` as in `solve`
+    (the bytes of "X%" once the network is profiled), `solver` one name, `problem` one of chain,
+    offload, join, graph, a `bandwidth` only for offloading and a `latency` only with a bandwidth,
+    each `options` key one the solver takes (not `slots` nor `time_limit`, which are arguments
+    here) with a value of its type, `slots` an int in 0..10^9, `time_limit` as in `solve`,
+    `time_repeats` and `repeats` ints in 1..10^4, `seed` an int in 0..2^32-1 (`InputError` naming
+    the argument). Needs torch."""
     if solver is not None and not isinstance(solver, str):
         raise InputError(f"must be one solver name (a str), got {solver!r}", field="solver")
     if problem is not None and problem not in _RUN_PROBLEMS:
         raise InputError(f"must be one of {', '.join(_RUN_PROBLEMS)} (or None), got {problem!r}", field="problem")
+    bytes_ = _budget_bytes(budget)
+    _check_latency(latency)
+    _bandwidth_problem(bandwidth, problem)
+    options = _run_options(options)
     slots = _check_slots(slots)
     time_limit = _check_time_limit(time_limit)
     time_repeats = check_int(time_repeats, "time_repeats", 1, MAX_REPEATS)
@@ -553,9 +566,38 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
         model = _own_network(model, example_input, target, loss_fn, sizes)
         if problem is None and len(model.blocks) == 1 and bandwidth is None:
             problem = "graph"  # one module (not an nn.Sequential): its torch.fx graph, not a chain of one stage
-    return RunResult(run_model(model, budget, solver, problem=problem, instance=instance if chain is None else chain,
-                               bandwidth=bandwidth, slots=slots, time_limit=time_limit, time_repeats=time_repeats,
-                               repeats=repeats, seed=seed, **sizes))
+    return RunResult(run_model(model, budget if bytes_ is None else bytes_, solver, problem=problem,
+                               instance=instance if chain is None else chain, bandwidth=bandwidth, latency=latency,
+                               slots=slots, time_limit=time_limit, time_repeats=time_repeats, repeats=repeats,
+                               seed=seed, timing=timing, options=options, **sizes))
+
+
+def _run_options(options: Any) -> dict[str, Any]:
+    """`run`'s `options`: None (no options) or a dict of solver options keyed by name, none of them
+    an argument of `run` itself (the solver's own checks of each key come with the problem,
+    `check_run_solver_args`)."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict) or not all(isinstance(key, str) for key in options):
+        raise InputError(f"must be a dict of solver options (name: value), got {_show(options)}", field="options")
+    for key in ("slots", "time_limit"):
+        if key in options:
+            raise InputError(f"{key} is an argument of run ({key}=...), not a solver option", field="options")
+    return dict(options)
+
+
+def check_run_solver_args(problem: str, solver: str, bandwidth: Any, latency: Any, options: dict[str, Any]) -> None:
+    """`run`'s link and solver options once its `problem` is known (a join network's, the problem of
+    an instance) and `solver` named (the problem's default when none was): a bandwidth only for
+    offloading, a latency only with a bandwidth (given, or an offloading instance's), and each
+    option taken by `solver` with a value of its type (`_check_options`, as `solve` checks them).
+    `InputError` naming the argument."""
+    _bandwidth_problem(bandwidth, problem)
+    if latency is not None and bandwidth is None:
+        raise InputError("needs a bandwidth: it is the host link's (give bandwidth=..., or an offloading instance)",
+                         field="latency")
+    _check_devices(problem, options.get("devices"))  # run executes no pipeline
+    _check_options(problem, [solver], options)
 
 
 #: the problems `run` executes (``memsched run --problem``)
@@ -626,27 +668,30 @@ _SCHEDULE_KEYS = frozenset({"ops", "format", "stages", "schedule", "problem"})
 def _budget(instance: Any, spec: Any, problem: str) -> int:
     """Bytes from the budget `spec` of `instance` (already read as `problem`): a number of bytes
     (at least 1, at most 1 PiB), a size string or "X%" of the reference peak; `InputError` naming
-    ``budget`` for anything else."""
-    from memsched.solvers.units import MAX_BYTES, parse_positive_budget, short_number
+    ``budget`` for anything else (`_budget_bytes`)."""
+    from memsched.solvers.units import parse_positive_budget
 
-    if isinstance(spec, bool):
-        raise InputError(f"not a budget: {spec!r}", field="budget")
-    if isinstance(spec, numbers.Real):
-        if spec != spec or spec <= 0:  # NaN, zero, negative (compared exactly: math.isfinite overflows on 10**400)
-            raise InputError(f"budget must be positive, got {short_number(spec)}", field="budget")
-        if spec < 1:  # 0.5 meant as a share would otherwise be 0 bytes, "infeasible"
-            raise InputError(f"{spec!r} is less than one byte (a number is bytes; write \"50%\" for a share of "
-                             f"the reference peak)", field="budget")
-        if spec > MAX_BYTES:  # infinity included
-            raise InputError(f"{short_number(spec)} is too large (at most {MAX_BYTES} bytes, 1 PiB)", field="budget")
-        return int(spec)
-    if not isinstance(spec, str):
+    bytes_ = _budget_bytes(spec)
+    if bytes_ is not None:
+        return bytes_
+    reference = registry.problem_module(problem).reference_peak(instance)
+    return parse_positive_budget(spec, reference, field="budget")
+
+
+def _budget_bytes(spec: Any) -> int | None:
+    """Bytes from a budget that needs no reference peak: a number or a size string, checked by the
+    one rule of budgets (`units.parse_positive_budget`: at least one byte, at most 1 PiB); None for
+    a share ("60%"), whose form is checked here but whose bytes need the instance's reference peak.
+    `InputError` naming ``budget`` for anything else."""
+    from memsched.solvers.units import parse_budget, parse_positive_budget
+
+    if not isinstance(spec, (str, numbers.Real)):
         raise InputError(f"must be bytes (a number), a size (\"1.5GB\") or a share (\"60%\"), got {_show(spec)}",
                          field="budget")
-    reference = None
-    if spec.strip().endswith("%"):
-        reference = registry.problem_module(problem).reference_peak(instance)
-    return parse_positive_budget(spec, reference, field="budget")
+    if isinstance(spec, str) and spec.strip().endswith("%"):
+        parse_budget(spec, 0, field="budget")  # the percentage's form (any share of 0 bytes is 0)
+        return None
+    return parse_positive_budget(spec, None, field="budget")
 
 
 def _show(value: Any) -> str:

@@ -23,35 +23,35 @@ JOIN_NAMES = ("siamese", "triplet", "clip")
 
 
 def run_model(model: str, budget: int | float | str, solver: str | None = None, *, problem: str | None = None,
-              instance: Any = None, bandwidth: str | float | None = None, latency: float = 0.0, slots: int = 500,
-              time_limit: float | None = None, time_repeats: int = 3, repeats: int = 3, seed: int = 0,
+              instance: Any = None, bandwidth: str | float | None = None, latency: float | None = None,
+              slots: int = 500, time_limit: float | None = None, time_repeats: int = 3, repeats: int = 3, seed: int = 0,
               timing: str | None = None, options: dict[str, Any] | None = None, **sizes: Any) -> dict[str, Any]:
     """The ``memsched run MODEL --json`` object for these arguments (see `memsched.api.run`).
 
     `problem` defaults to "join" for siamese / triplet / clip, "offload" when a bandwidth is
-    given, the problem of `instance` when one is given, else "chain". An infeasible budget
+    given, the problem of `instance` when one is given, else "chain". An offloading instance gives
+    its link (`bandwidth`, `latency`, s) where none is given. `bandwidth`, `latency` and `options`
+    are checked against the problem and solver (`api.check_run_solver_args`). An infeasible budget
     gives status "infeasible" with ``message`` and ``min_budget``; bad input raises
     `InputError`."""
-    from memsched.models.run import run
+    from .api import check_run_solver_args
 
     unknown = sorted(set(sizes) - set(SIZE_KEYS))
     if unknown:
         raise InputError(f"unknown option {unknown[0]!r} (sizes: {', '.join(SIZE_KEYS)})", field=unknown[0])
     if isinstance(instance, Path):
         instance = str(instance)
-    if problem is None:
-        if str(model) in JOIN_NAMES:
-            problem = "join"
-        elif bandwidth is not None:
-            problem = "offload"
-        elif instance is not None and not isinstance(instance, str):
-            from .api import problem_of
+    problem = problem or _default_problem(model, instance, bandwidth)
+    if problem == "offload" and _is_offload_instance(instance):
+        bandwidth = instance.bandwidth if bandwidth is None else bandwidth
+        latency = instance.latency if latency is None else latency
+        instance = instance.chain
+    options = options or {}
+    from memsched.models.run import DEFAULT_SOLVERS, run
 
-            problem = problem_of(instance)
-            if problem == "offload":
-                bandwidth, latency, instance = instance.bandwidth, instance.latency, instance.chain
-        else:
-            problem = "chain"
+    if problem not in DEFAULT_SOLVERS:  # a pipeline instance
+        raise InputError(f"run executes {', '.join(DEFAULT_SOLVERS)} instances, not a {problem} one", field="instance")
+    check_run_solver_args(problem, solver or DEFAULT_SOLVERS[problem], bandwidth, latency, options)
     if bandwidth is not None:
         from memsched.solvers.units import parse_bandwidth
 
@@ -60,7 +60,28 @@ def run_model(model: str, budget: int | float | str, solver: str | None = None, 
         budget = int(budget)
     return run(model, budget, problem=problem, solver=solver, instance=instance, sizes=dict(sizes, seed=seed),
                slots=slots, time_limit=time_limit, options=options, seed=seed, time_repeats=time_repeats,
-               profile_repeats=repeats, timing=timing, bandwidth=bandwidth, latency=latency)
+               profile_repeats=repeats, timing=timing, bandwidth=bandwidth, latency=latency or 0.0)
+
+
+def _default_problem(model: Any, instance: Any, bandwidth: Any) -> str:
+    """The problem `run_model` solves when none is named (its docstring)."""
+    if str(model) in JOIN_NAMES:
+        return "join"
+    if bandwidth is not None:
+        return "offload"
+    if instance is not None and not isinstance(instance, str):
+        from .api import problem_of
+
+        return problem_of(instance)
+    return "chain"
+
+
+def _is_offload_instance(instance: Any) -> bool:
+    if instance is None or isinstance(instance, str):
+        return False
+    from .api import problem_of
+
+    return problem_of(instance) == "offload"
 
 
 __all__ = ["run_model", "SIZE_KEYS", "JOIN_NAMES"]

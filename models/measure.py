@@ -9,7 +9,9 @@
   the simulator's predicted peak and makespan).
 - `Timer`, `MemoryWatch`, `median`: timing regions and live/peak bytes for profilers.
 - `RunState`, `RngStates`: the resident activations a_j, tapes abar_j and gradients delta_j of
-  one chain run, and the RNG states restored for recomputations.
+  one chain run, and the RNG states restored for recomputations; `peak_with_rng_states`,
+  `chain_peak_with_rng_states`: a replay's peak plus the states a run keeps (an allocator sees
+  them on the CPU).
 - `compare_gradients`, `gradients_match`, `zero_grads`: the gradient check against plain autograd.
 - `measured_vs_predicted`: the comparison block of ``memsched run --json``.
 
@@ -18,7 +20,9 @@ Units everywhere: bytes for memory, milliseconds for time.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import itertools
 import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -27,10 +31,12 @@ from typing import Any
 
 import torch
 from memsched.models.memory import LiveTensorTracker, cpu_clock
+from memsched.solvers.chain.schedule import FORWARD_KINDS
 
 __all__ = ["OpTrace", "StepResult", "Measured", "measure_runs", "StepMeter", "Timer", "MemoryWatch", "median",
            "RunState", "RngStates", "compare_gradients", "gradients_match", "zero_grads", "measured_vs_predicted",
-           "ratio", "sync", "memory_method", "tolerances", "timing_ops"]
+           "ratio", "sync", "memory_method", "tolerances", "timing_ops", "peak_with_rng_states",
+           "chain_peak_with_rng_states"]
 
 
 def sync(device: torch.device) -> None:
@@ -385,6 +391,50 @@ class RngStates:
                 torch.cuda.set_rng_state(cuda, self.device)
             yield
 
+    @property
+    def kept(self) -> list[Any]:
+        """The stages whose state is kept now, in recording order (after a run: the stages it
+        computes more than once whose first forward drew random numbers)."""
+        return list(self.states)
+
+    def state_bytes(self, i: Any) -> int:
+        """Bytes of stage i's kept state in the memory a step on `device` is measured in: the CPU
+        generator's state (a uint8 tensor, 5,056 B) on the CPU, where an allocator (the probe,
+        `models.alloc_probe`) counts it; 0 on CUDA, whose device memory holds none of them (both
+        states are host tensors). The live-tensor tracker does not count them (``get_rng_state``
+        allocates outside the dispatcher)."""
+        return sum(t.numel() * t.element_size() for t in self.states[i]
+                   if t is not None and t.device.type == self.device.type)
+
+    def held(self, ops: Sequence[Any], starts: Sequence[float]) -> list[tuple[float, int]]:
+        """(time, bytes) of each kept state of a run of the chain or offloading `ops`: recorded
+        at the start (`starts[k]` for op k of a replay) of its stage's first forward, kept
+        to the end of the step."""
+        first: dict[Any, float] = {}
+        for op, t in zip(ops, starts):
+            if len(op) == 2 and op[0] in FORWARD_KINDS:
+                first.setdefault(op[1], t)
+        return [(first[i], self.state_bytes(i)) for i in self.kept if i in first]
+
+
+def peak_with_rng_states(points: Iterable[tuple[float, int]], held: Iterable[tuple[float, int]]) -> int:
+    """Peak bytes of a replay's memory `points` ((time, bytes from then on)) plus the RNG states
+    in `held` ((time, bytes): a state kept from that time to the end of the step, as
+    `RngStates.held` gives them): what an allocator sees of a run that keeps them."""
+    states = sorted(held)
+    times = [t for t, _ in states]
+    cumulative = [0, *itertools.accumulate(b for _, b in states)]
+    return max(int(mem) + cumulative[bisect.bisect_right(times, t)] for t, mem in points)
+
+
+def chain_peak_with_rng_states(sim: Any, ops: Sequence[Any], rng: RngStates) -> int:
+    """The peak (bytes) of a chain simulator's replay `sim` (`solvers.chain.Simulation`) of `ops`,
+    plus the RNG states `rng` (the run's `RngStates`) kept from the first forward of their
+    stage on: the prediction an allocator's measurement of a chain step is compared with
+    (op k counts for time k; the input a_0 before op 0)."""
+    points = [(-1.0, int(sim.initial_memory))] + [(float(k), int(st.mem_during)) for k, st in enumerate(sim.steps)]
+    return peak_with_rng_states(points, rng.held(ops, [float(k) for k in range(len(ops))]))
+
 
 class RunState:
     """Resident activations a_j, tapes abar_j = (input leaf, output) and gradients delta_j of
@@ -439,8 +489,11 @@ def zero_grads(params: Iterable[torch.Tensor], *, keep: bool = False) -> None:
 
 def compare_gradients(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], *, rtol: float = 1e-4,
                       atol: float = 1e-6) -> tuple[bool, str]:
-    """(all close, a message naming the worst parameter when not)."""
-    missing = set(expected) ^ set(got)
+    """(all close, a message naming the worst parameter when not). A parameter of `got` that
+    `expected` lacks passes when its gradient is all zeros: a measured step allocates every
+    gradient (zeros) before it runs, so a parameter no gradient reaches (a block before one that
+    stops the gradient) keeps zeros where plain autograd leaves None."""
+    missing = (set(expected) - set(got)) | {name for name in set(got) - set(expected) if bool(got[name].any())}
     if missing:
         return False, f"gradients differ in which parameters they cover: {sorted(missing)[:5]}"
     worst, worst_name = 0.0, ""

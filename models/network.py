@@ -21,17 +21,20 @@ without a loss is bad input (the stand-in would ignore it). Before anything is p
 network runs once, its blocks under ``torch.no_grad()``: a block that fails, or does not return a
 tensor, is bad input naming the block (`InputError`), as is a loss that fails, does not return a
 scalar, or does not depend on the output through autograd (a detached value, an argmax, a
-constant: nothing to back-propagate). Everything built here is a `models.zoo.ZooModel`, so every
-command and executor that takes a zoo network takes these.
+constant: nothing to back-propagate), and so is a block that modifies its input in place. A zoo
+network is not run beforehand; when profiling or running one fails, the same dry run tells bad
+sizes (a block that cannot run at them) from a bug (`diagnosed`). Everything built here is a
+`models.zoo.ZooModel`, so every command and executor that takes a zoo network takes these.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import inspect
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +43,7 @@ from memsched.solvers.errors import InputError, first_line, flag
 
 __all__ = ["Network", "is_factory_spec", "mean_output_loss", "as_zoo_model", "build_network", "checked_blocks",
            "schedule_and_instance", "first_line", "checked_loss_fn", "step_input_error",
-           "check_input_like", "check_step_arguments"]
+           "check_input_like", "check_step_arguments", "diagnosed"]
 
 #: the keyword arguments `build_network` may pass to a factory (the zoo's sizes and placement)
 FACTORY_KEYS = ("batch", "image_size", "seq_len", "width", "depth", "vocab", "classes", "dropout", "device", "seed",
@@ -256,16 +259,20 @@ def checked_loss_fn(loss_fn: Any) -> Any:
 def _dry_run(blocks: list[Any], x: Any, loss_fn: Any, target: Any, what: str, *, block_field: str = "model",
              target_field: str = "loss_fn") -> None:
     """One forward under no_grad, then the loss with autograd on (a copy of) the output: every
-    block returns a tensor and the loss a scalar that depends on the output through autograd, or
-    bad input. A failing block is named under `block_field`, a loss that raises under
-    `target_field`, a loss of the wrong kind under ``loss_fn``."""
+    block returns a tensor without modifying its input in place (the executors refuse that:
+    `models.chain.executor.forward_block`) and the loss a scalar that depends on the output
+    through autograd, or bad input. A failing block is named under `block_field`, a loss that
+    raises under `target_field`, a loss of the wrong kind under ``loss_fn``."""
     import torch
+    from memsched.models.chain.executor import InPlaceInputError, forward_block
 
     a = x
     with torch.no_grad():
         for i, block in enumerate(blocks):
             try:
-                a = block(a)
+                a = forward_block(block, i, a)
+            except InPlaceInputError:
+                raise InPlaceInputError(i, block, what=what, field=block_field) from None
             except Exception as err:
                 raise InputError(f"{_of(what)}block {i} ({type(block).__name__}) fails on its input "
                                  f"{_shape(a)}: {type(err).__name__}: {first_line(err)}", field=block_field) from None
@@ -288,7 +295,8 @@ def _dry_run(blocks: list[Any], x: Any, loss_fn: Any, target: Any, what: str, *,
                          "argmax, a constant?): there is nothing to back-propagate", field="loss_fn")
 
 
-def step_input_error(blocks: list[Any], loss_fn: Any, inputs: Any, target: Any, what: str) -> InputError | None:
+def step_input_error(blocks: list[Any], loss_fn: Any, inputs: Any, target: Any, what: str, *,
+                     block_field: str = "inputs", target_field: str = "target") -> InputError | None:
     """Why a training step of `blocks` and `loss_fn` on `inputs` and `target` failed, when the
     user's input is the cause: the plain forward (no_grad) and the loss (`_dry_run`) run again on
     them, with the RNG state restored afterwards, and their failure is returned as bad input
@@ -299,10 +307,31 @@ def step_input_error(blocks: list[Any], loss_fn: Any, inputs: Any, target: Any, 
     devices = [inputs.device] if inputs.device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
         try:
-            _dry_run(blocks, inputs, loss_fn, target, what, block_field="inputs", target_field="target")
+            _dry_run(blocks, inputs, loss_fn, target, what, block_field=block_field, target_field=target_field)
         except InputError as err:
             return err
     return None
+
+
+@contextlib.contextmanager
+def diagnosed(built: Any) -> Iterator[None]:
+    """Inside (profiling or running the network `built`, a `models.zoo.ZooModel`), a failure that
+    is not an `InputError` becomes one when the network fails its dry run on its own example input
+    and target (`step_input_error`): a block that cannot run at these sizes (BatchNorm at batch 1
+    on a 1x1 feature map) is bad input naming the network and its sizes, under ``MODEL``; any
+    other failure (a bug) is raised as it is. Costs nothing unless something fails."""
+    try:
+        yield
+    except InputError:
+        raise
+    except Exception as err:
+        sizes = ", ".join(f"{k} {_plain(v)}" for k, v in built.config.items() if v is not None and k != "factory")
+        what = f"{built.name} with {sizes}" if sizes else str(built.name)
+        found = step_input_error(list(built.blocks), built.loss_fn, built.example_input, built.target, what,
+                                 block_field="MODEL", target_field="MODEL")
+        if found is None:
+            raise
+        raise found from err
 
 
 def check_step_arguments(trainer: str, blocks: list[Any], inputs: Any, target: Any, own_loss: bool) -> None:

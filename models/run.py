@@ -135,7 +135,7 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
         return out
 
     return Target("offload", built.name, inst, chain.name, x.device,
-                  lambda schedule, **kw: off.step(list(schedule), x, tgt, inst=inst, **kw), reference,
+                  lambda schedule, **kw: off.step(schedule, x, tgt, inst=inst, **kw), reference,
                   store_all_schedule(chain.length).ops, extras, {"units": {"bandwidth": "bytes/s"}})
 
 
@@ -209,7 +209,8 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
     saved to `profile_file` when given; `clock` (CPU chains: "wall" or "thread") for profiling
     and the schedules' steps. `bandwidth` (bytes/s or "12GB/s") and `latency` (s)
     for offloading. `early_release` (chain problem): profile B(i) with early release too
-    (`models.chain.profiler.profile_chain`). Bad input raises `InputError`."""
+    (`models.chain.profiler.profile_chain`). Bad input raises `InputError`, a network that fails at
+    these sizes too (profiling or a step: `models.network.diagnosed`)."""
     from memsched.solvers.units import parse_bandwidth
 
     if problem not in PROBLEMS:
@@ -218,14 +219,25 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
     if problem == "join":
         return _prepare_join(model, inst, sizes, seed=seed, profile_repeats=profile_repeats, timing=timing,
                              profile_file=profile_file, clock=clock)
+    from memsched.models.network import diagnosed
+
     built = _zoo(model, {"seed": seed, **_sizes(sizes)} if isinstance(model, str) else None)
-    if problem == "graph":
-        return _prepare_graph(built, inst, profile_repeats=profile_repeats, profile_file=profile_file)
     bw = parse_bandwidth(bandwidth) if isinstance(bandwidth, str) else bandwidth
-    target = _prepare_chain(built, inst, problem, bandwidth=bw, latency=latency, profile_repeats=profile_repeats,
-                            timing=timing, profile_file=profile_file, clock=clock, early_release=early_release)
+    with diagnosed(built):  # a network that cannot run at these sizes is bad input, not an internal error
+        if problem == "graph":
+            target = _prepare_graph(built, inst, profile_repeats=profile_repeats, profile_file=profile_file)
+        else:
+            target = _prepare_chain(built, inst, problem, bandwidth=bw, latency=latency,
+                                    profile_repeats=profile_repeats, timing=timing, profile_file=profile_file,
+                                    clock=clock, early_release=early_release)
     step = target.step
-    target.step = lambda schedule, **kw: step(schedule, **{"clock": clock, **kw})
+    extra = {} if problem == "graph" else {"clock": clock}
+
+    def diagnosed_step(schedule: Any, **kw: Any) -> Any:
+        with diagnosed(built):
+            return step(schedule, **{**extra, **kw})
+
+    target.step = diagnosed_step
     return target
 
 

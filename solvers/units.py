@@ -76,9 +76,19 @@ def parse_budget(text: str | int | float, reference: int | None, *, field: str |
 
 
 def parse_positive_budget(text: str | int | float, reference: int | None, *, field: str | None = None) -> int:
-    """`parse_budget`, and at least one byte: a percentage of a reference too small to give a
-    whole byte says so (the reference in bytes), instead of a bare "must be positive"."""
+    """`parse_budget`, and at least one byte: the one rule of every budget (the facade's and the
+    commands'). A number is bytes: NaN, zero and negatives "must be positive", a fraction of a
+    byte (0.5, likely meant as a share) says so, as does a percentage of a reference too small to
+    give a whole byte (the reference in bytes); a bool is no budget."""
     field = field or flag("budget")
+    if isinstance(text, bool):
+        raise InputError(f"not a budget: {text!r}", field=field)
+    if isinstance(text, numbers.Real):
+        if not text > 0:  # NaN, zero, negative (compared exactly: math.isfinite overflows on 10**400)
+            raise InputError(f"must be positive, got {short_number(text)}", field=field)
+        if text < 1:
+            raise InputError(f"{text!r} is less than one byte (a number is bytes; write \"50%\" for a share of the "
+                             "reference peak)", field=field)
     value = parse_budget(text, reference, field=field)
     if value > 0:
         return value

@@ -68,6 +68,18 @@ def test_run_infeasible_and_bad_input(cli, tmp_path):
     assert "\n" not in res.err.strip()
 
 
+@pytest.mark.parametrize("args, field", [
+    (["--problem", "graph", "--bandwidth", "1GB/s"], "--bandwidth"),
+    (["siamese", "--bandwidth", "1GB/s"], "--bandwidth"),
+    (["--latency", "0.1"], "--latency"),
+])
+def test_run_refuses_a_host_link_it_would_ignore(cli, args, field):
+    """A bandwidth outside offloading, or a latency without a host link, is refused (it was ignored)."""
+    model = [] if args[0] == "siamese" else ["resnet18"]
+    res = cli("run", *model, *args, "--budget", "90%", *TINY_RESNET)
+    assert res.code == 2 and field in res.err and "\n" not in res.err.strip()
+
+
 def test_run_dispatches_offload_and_join(cli):
     """`memsched run` with --bandwidth executes an offloading schedule; a join model runs the join DP."""
     res = cli("run", "resnet18", "--budget", "95%", "--bandwidth", "1GB/s", "--batch", "2", "--image-size", "32",

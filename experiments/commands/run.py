@@ -67,6 +67,15 @@ def _problem(args: argparse.Namespace, join_models: Any) -> str:
     return "offload" if args.bandwidth is not None else "chain"
 
 
+def _check_link(args: argparse.Namespace, problem: str, instance: str | None) -> None:
+    """`--bandwidth` only for offloading; `--latency` only with a host link (`--bandwidth`, or an offloading
+    instance file's `host_link`), as `memsched.run` checks them."""
+    if args.bandwidth is not None and problem != "offload":
+        raise InputError(f"a bandwidth makes a chain an offloading instance, not a {problem} one", field="--bandwidth")
+    if args.latency is not None and args.bandwidth is None and not (problem == "offload" and instance is not None):
+        raise InputError("needs --bandwidth: it is the host link's (or an offloading instance file)", field="--latency")
+
+
 #: the solver `run` uses per problem when --solver is not given (as its help says)
 _DEFAULT_SOLVER = {"chain": "rotor", "offload": "offload-prefix", "join": "dp", "graph": "checkmate"}
 
@@ -90,6 +99,7 @@ def main(args: argparse.Namespace) -> int:
         if name not in ZOO_NAMES and not (isinstance(name, str) and is_factory_spec(name)):
             raise InputError("an instance file needs --model NAME (the zoo network or FILE.py:FUNCTION to execute)",
                              field="--model")
+    _check_link(args, problem, instance)
     solver = args.solver
     if problem == "join" and solver == "rotor":
         solver = "dp"

@@ -10,18 +10,25 @@ F_all(i)    ``x = a_i.detach().requires_grad_()`` (shares a_i's storage); ``y = 
             with autograd; keeps the tape abar_{i+1} = (x, y): y's graph holds what autograd
             saved; a_{i+1} is available as ``y.detach()``. With early release (see B(i)) the
             tape keeps a stand-in of y without storage (`_Handle`) and a_{i+1}'s data beside it.
-F_ck(i)     ``a_{i+1} = block_i(a_i)`` under ``torch.no_grad()``; keeps a_i.
+F_ck(i)     ``a_{i+1} = block_i(a_i)`` under ``torch.no_grad()``; keeps a_i. A block that modifies
+            its input in place is refused in every mode (`InPlaceInputError`, an `InputError`):
+            a_i is kept to recompute block i from it, and autograd refuses to modify the leaf.
 F_n(i)      as F_ck, then drops the standalone a_i.
 Loss        ``loss_fn(a_L, target).backward()`` by `loss_backward`: the executor gives up its
             references to a_L once the loss's forward has run, so a_L's bytes are freed
             before the backward unless the loss saved a_L (cross-entropy saves its
-            log-softmax, not its input); delta_L is the gradient reaching a_L. The standalone
+            log-softmax, not its input); delta_L is the gradient reaching a_L. The loss reads an
+            alias of a_L that is neither a leaf nor a view (`loss_input`), so it may modify it in
+            place, as it may a network's output in plain autograd. The standalone
             a_L is dropped; when a_L is the output of the tape abar_L, F_all(L-1) kept the
             tape's output as a stand-in without storage (`_Handle`) and a_L's data beside
             it, which the loss gives up the same way (freed unless block L-1 saved it).
 B(i)        ``torch.autograd.backward(y, delta_{i+1})`` on the tape abar_{i+1}; delta_i = x.grad
             (None for an integer input such as token ids); drops abar_{i+1}, delta_{i+1} and
-            the standalone a_i. Parameter gradients accumulate into ``.grad``. With early
+            the standalone a_i. Parameter gradients accumulate into ``.grad``. When no gradient
+            reaches a_{i+1} (delta_{i+1} None: a later block detaches its input, runs under
+            ``torch.no_grad()`` or takes an integer such as an argmax), nothing is back-propagated
+            and delta_i is None: blocks 0..i get no gradients, as in plain autograd. With early
             release (`release_backward`) the executor gives up its references to delta_{i+1}
             and a_{i+1}'s data *before* the backward, so autograd frees each as soon as its
             last node has run, as one ``loss.backward()`` does: B(i) then peaks below its
@@ -64,6 +71,7 @@ from memsched.models.measure import (
     RunState,
     StepMeter,
     StepResult,
+    chain_peak_with_rng_states,
     compare_gradients,
     gradients_match,
     measure_runs,
@@ -72,10 +80,12 @@ from memsched.models.measure import (
 )
 from memsched.solvers.chain import Chain, Schedule, simulate
 from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, FORWARD_KINDS, LOSS, B, Op
+from memsched.solvers.errors import InputError
 from torch import nn
 
 __all__ = ["ChainExecutor", "StepResult", "OpTrace", "reference_step", "compare_gradients", "check_gradients",
-           "execute", "as_blocks", "parameters_of", "LossFn", "loss_backward", "release_backward"]
+           "execute", "as_blocks", "parameters_of", "LossFn", "loss_backward", "release_backward", "forward_block",
+           "InPlaceInputError", "loss_input"]
 
 LossFn = Callable[[torch.Tensor, Any], torch.Tensor]
 
@@ -99,6 +109,38 @@ def parameters_of(blocks: Sequence[nn.Module]) -> dict[str, nn.Parameter]:
                 seen.add(id(p))
                 out[f"{i}.{name}"] = p
     return out
+
+
+class InPlaceInputError(InputError, RuntimeError):
+    """A block modifies its input in place (``nn.ReLU(inplace=True)`` as a block of its own, ``x += ...``
+    on the block's input): bad input (also a RuntimeError, as the executor raised before). A schedule
+    keeps a_i to recompute block i from it, and in a tape autograd would refuse to modify a leaf."""
+
+    def __init__(self, index: int, block: nn.Module, *, what: str = "", field: str | None = None) -> None:
+        """`what` (when not empty) names the network at the start of the message."""
+        super().__init__(f"{what + ': ' if what else ''}block {index} ({type(block).__name__}) modifies its input in "
+                         "place: in-place operations on a block's input are not supported (use the out-of-place "
+                         "operation, or move it into the previous block)", field=field)
+
+
+#: the start of autograd's message when an in-place operation meets a leaf that requires grad (or a view of one)
+_LEAF_IN_PLACE = "leaf Variable that requires grad is being used in an in-place operation"
+
+
+def forward_block(block: nn.Module, index: int, x: torch.Tensor) -> torch.Tensor:
+    """``block(x)`` in the caller's grad mode, refusing a block that modifies its input x in place
+    (`InPlaceInputError`): x's version counter moved (no grad, or an input without gradient), or
+    autograd refused the in-place operation on the leaf x (raised before x changed)."""
+    version = x._version
+    try:
+        y = block(x)
+    except RuntimeError as err:
+        if x.is_leaf and x.requires_grad and _LEAF_IN_PLACE in str(err):
+            raise InPlaceInputError(index, block) from None
+        raise
+    if x._version != version:
+        raise InPlaceInputError(index, block)
+    return y
 
 
 class _Handle(torch.autograd.Function):
@@ -136,12 +178,15 @@ def release_backward(box: list[torch.Tensor], delta: list[torch.Tensor | None], 
                      ) -> None:
     """``torch.autograd.backward(y, delta_{i+1})`` for the tape output y in `box` and the gradient
     in `delta` (one tensor each, both emptied first), holding neither: autograd frees delta_{i+1}
-    once y's node has consumed it and a_{i+1}'s data once no saved tensor needs it. y should be a
+    once y's node has consumed it and a_{i+1}'s data once no saved tensor needs it; a gradient of
+    None (none reaches a_{i+1}, as when a later block detaches) back-propagates nothing. y should be a
     `_Handle` stand-in whose data the caller no longer references. Allocates nothing itself when
     `one` (a 0-d tensor of y's dtype and device; by default the process's `_one`) exists already."""
     y, grad = box.pop(), delta.pop()
+    if grad is None:  # no gradient reaches a_{i+1} (a later block stops the flow): nothing to back-propagate
+        return
     one = _one(y.device, y.dtype) if one is None else one
-    if grad is None or grad.shape != y.shape:  # nothing to release early: the plain call
+    if grad.shape != y.shape:  # nothing to release early: the plain call
         torch.autograd.backward(y, grad)
         return
     inner = [grad]
@@ -160,19 +205,31 @@ def _one(device: torch.device, dtype: torch.dtype) -> torch.Tensor:
 
 
 class _Sink(torch.autograd.Function):
-    """a -> a (a view), recording the gradient reaching it in `grads`; its node saves nothing, so
-    a's storage is not kept alive by the graph (a leaf would be, by its AccumulateGrad node).
-    `anchor` is an empty leaf that makes the output require grad."""
+    """a -> an alias of a (its storage, neither a view nor a leaf: a loss may modify it in place,
+    as it may a network's output), recording the gradient reaching it in `grads`; its node saves
+    nothing, so a's storage is not kept alive by the graph (a leaf would be, by its AccumulateGrad
+    node). `anchor` is an empty leaf that makes the output require grad."""
 
     @staticmethod
     def forward(ctx: Any, a: torch.Tensor, anchor: torch.Tensor, grads: list) -> torch.Tensor:  # noqa: D102
         ctx.grads = grads
-        return a.view_as(a)
+        return a.detach()  # not `a` or a view of it: autograd would refuse in-place changes to those
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, None, None]:  # noqa: D102
         ctx.grads.append(grad)
         return None, None, None
+
+
+def loss_input(a: torch.Tensor, grads: list[torch.Tensor]) -> torch.Tensor:
+    """What a loss reads for the output `a`: a floating (or complex) `a` as an alias of its storage
+    (`_Sink`; call with grad mode on) that the loss may modify in place, the gradient reaching it
+    appended to `grads`; any other `a` (an integer output) detached, as is."""
+    a = a.detach()
+    if not (a.is_floating_point() or a.is_complex()):
+        return a
+    anchor = torch.empty(0, device=a.device, requires_grad=True)
+    return _Sink.apply(a, anchor, grads)
 
 
 def loss_backward(loss_fn: LossFn, box: list[torch.Tensor], target: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -185,8 +242,7 @@ def loss_backward(loss_fn: LossFn, box: list[torch.Tensor], target: Any) -> tupl
     a = box.pop()
     grads: list[torch.Tensor] = []
     with torch.enable_grad():
-        anchor = torch.empty(0, device=a.device, requires_grad=True)
-        y = _Sink.apply(a.detach(), anchor, grads)
+        y = loss_input(a, grads)
         del a
         loss = loss_fn(y, target)
         del y
@@ -211,6 +267,9 @@ class ChainExecutor:
         self.release = release
         self._releasing = bool(release)  # the mode of the step being run
         self.params = parameters_of(self.blocks)
+        self._runs: list[RngStates] | None = None  # the RNG states of the runs of the `step` in progress
+        #: the RNG states the last run of the last `step` kept (what its allocator saw of them), or None
+        self.last_rng: RngStates | None = None
 
     @property
     def length(self) -> int:
@@ -250,21 +309,41 @@ class ChainExecutor:
         self._releasing = self.release if self.release is not None else bool(chain is not None and chain.has_release())
         if chain is not None:
             if chain.length != self.length:
-                raise ValueError(f"chain has {chain.length} stages, the model {self.length} blocks")
+                raise InputError(f"chain has {chain.length} stages, the model {self.length} blocks", field="chain")
             # this executor frees a_L once the loss's forward has run: the loss's o_b[L] as it incurs it;
             # B(i) charges o_b when it releases early, o_bh when it holds its inputs
             charged = released_loss_chain(chain if self._releasing else chain.held())
             predicted_peak, predicted_makespan, tracker_peak, sim_steps = predict_both(
                 simulate, charged, ops, functools.partial(tracker_chain, release=self._releasing))
-        m = measure_runs(lambda watch, tr: self._run(ops, inputs, target, seed, watch, tr, clock),
-                         cuda=device.type == "cuda", measure_memory=measure_memory, measure_time=measure_time,
-                         trace=trace, time_repeats=time_repeats, sim_steps=sim_steps, independent=independent)
+        else:
+            self.check_schedule(ops)
+        self._runs = []  # every run's RNG states until the step ends: freeing one would blur the probe of the next
+        try:
+            m = measure_runs(lambda watch, tr: self._run(ops, inputs, target, seed, watch, tr, clock),
+                             cuda=device.type == "cuda", measure_memory=measure_memory, measure_time=measure_time,
+                             trace=trace, time_repeats=time_repeats, sim_steps=sim_steps, independent=independent)
+        finally:
+            runs, self._runs = self._runs, None
+        self.last_rng = runs[-1] if runs else None
+        if chain is not None and runs:  # the allocator also holds the RNG states kept for recomputations
+            with_states = chain_peak_with_rng_states(simulate(charged, ops), ops, runs[-1])
+            if with_states != predicted_peak:  # the tracker does not see them: its prediction stays without
+                tracker_peak, predicted_peak = tracker_peak or predicted_peak, with_states
         grads = {name: p.grad.detach().clone() for name, p in self.params.items() if p.grad is not None}
         return StepResult(loss=m.loss, grads=grads, input_grad=m.input_grad, peak_memory=int(m.peak),
                           time_ms=m.time_ms, device=str(device), memory_method=m.method,
                           predicted_peak=predicted_peak, predicted_makespan=predicted_makespan, trace=m.traces,
                           independent_peak=m.independent_peak, independent_method=m.independent_method,
                           tracker_predicted_peak=tracker_peak)
+
+    def check_schedule(self, ops: list[Op]) -> None:
+        """`ops` replay on a chain of this executor's length with unit sizes (the check
+        `models.chain.training.ScheduledChain` makes without a chain), else `InputError`."""
+        from memsched.models.chain.training import _unit_chain
+
+        replay = simulate(_unit_chain(self.length), ops)
+        if not replay.valid:
+            raise InputError(f"not a valid schedule of this chain: {replay.violation}", field="schedule")
 
     def _run(self, ops: list[Op], inputs: torch.Tensor, target: Any, seed: int | None, watch: bool,
              trace: bool, clock: str = "wall") -> tuple[float, torch.Tensor | None, int, list[OpTrace], float]:
@@ -295,7 +374,10 @@ class ChainExecutor:
         counts = Counter(op[1] for op in ops if len(op) == 2 and op[0] in FORWARD_KINDS)
         for dtype in {p.dtype for p in self.params.values() if p.is_floating_point()} or {torch.float32}:
             _one(device, dtype)  # the stand-ins of F_all(L-1)'s output, made before the step is measured
-        return RunState(RngStates(device, [i for i, c in counts.items() if c > 1]))
+        rng = RngStates(device, [i for i, c in counts.items() if c > 1])
+        if self._runs is not None:  # a measured step: its prediction adds the states this run keeps
+            self._runs.append(rng)
+        return RunState(rng)
 
     def train_step(self, schedule: Schedule | Sequence[Op], inputs: torch.Tensor, target: Any
                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -336,7 +418,7 @@ class ChainExecutor:
             if (x.is_floating_point() or x.is_complex()) and (i > 0 or self.input_grad):
                 x.requires_grad_(True)
             with s.rng.forward(i), torch.enable_grad():
-                y = self.blocks[i](x)
+                y = forward_block(self.blocks[i], i, x)
             one = _ONES.get((y.device, y.dtype))
             # a stand-in: the loss may free a_L (`loss_backward`), B(i) a_{i+1} (`release_backward`)
             if (i == L - 1 or self._releasing) and y.requires_grad and one is not None:
@@ -345,12 +427,8 @@ class ChainExecutor:
             s.tapes[i + 1] = (x, y)
         elif kind in (F_CK, F_N):
             x = s.available(i)
-            version = x._version
-            with s.rng.forward(i), torch.no_grad():
-                y = self.blocks[i](x)
-            if x._version != version:  # a_i may be needed again: an in-place change would corrupt it
-                raise RuntimeError(f"block {i} ({type(self.blocks[i]).__name__}) modifies its input in place; "
-                                   "the executor needs blocks that leave a_i unchanged")
+            with s.rng.forward(i), torch.no_grad():  # a_i may be needed again: refuse in-place changes to it
+                y = forward_block(self.blocks[i], i, x)
             s.acts[i + 1] = y.detach()
             if kind == F_N:
                 s.acts.pop(i, None)
@@ -370,7 +448,7 @@ class ChainExecutor:
                 if box[0].requires_grad:
                     release_backward(box, [s.grads.pop(i + 1)])
                 box.clear()
-            elif y.requires_grad:
+            elif y.requires_grad and s.grads.get(i + 1) is not None:  # else no gradient reaches a_{i+1}
                 torch.autograd.backward(y, s.grads[i + 1])
             s.grads[i] = x.grad if x.requires_grad else None
             s.grads.pop(i + 1, None)

@@ -150,8 +150,9 @@ def probe_overheads(block: nn.Module, a: torch.Tensor, tape: int, *, release: bo
 def probe_loss_overhead(loss_fn: Callable[[Any, Any], torch.Tensor], outputs: Any, target: Any, *,
                         release: bool = False) -> int:
     """o_b of a loss stage by the CPU allocator: peak bytes while computing ``loss_fn(y, target)``
-    and back-propagating to the leaves y (copies of `outputs`: a tensor, or a list for a join's
-    loss), beyond the gradients it produces. `release` (one tensor): the loss as the chain
+    and back-propagating to y (copies of `outputs`, made before: a tensor, or a list for a join's
+    loss; `models.chain.executor.loss_input`, so the loss may modify them in place), beyond the
+    gradients it produces. `release` (one tensor): the loss as the chain
     executor runs it (`models.chain.executor.loss_backward` on a copy of `outputs` it owns, whose
     bytes are freed after the loss's forward unless the loss saved them)."""
     from memsched.models.alloc_probe import AllocatorProbe
@@ -164,11 +165,15 @@ def probe_loss_overhead(loss_fn: Callable[[Any, Any], torch.Tensor], outputs: An
             size = unique_bytes(box[0])
             _, delta = loss_backward(loss_fn, box, target)
         return int(max(0, probe.peak - size - unique_bytes(delta)))
+    from memsched.models.chain.executor import loss_input
+
     many = isinstance(outputs, (list, tuple))
-    ys = [o.detach().requires_grad_(True) for o in (outputs if many else [outputs])]
-    with torch.enable_grad(), AllocatorProbe() as probe:
-        loss_fn(ys if many else ys[0], target).backward()
-    return int(max(0, probe.peak - unique_bytes([y.grad for y in ys if y.grad is not None])))
+    grads: list[torch.Tensor] = []
+    with torch.enable_grad():  # copies (made before the probe): the loss may modify its inputs in place
+        ys = [loss_input(o.detach().clone(), grads) for o in (outputs if many else [outputs])]
+        with AllocatorProbe() as probe:
+            loss_fn(ys if many else ys[0], target).backward()
+    return int(max(0, probe.peak - unique_bytes(grads)))
 
 
 def overheads_meta(method: str, tracker: dict[str, list[int]] | None = None, note: str | None = None

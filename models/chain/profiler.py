@@ -60,7 +60,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from memsched.models.chain.executor import as_blocks, loss_backward, parameters_of
+from memsched.models.chain.executor import as_blocks, forward_block, loss_backward, loss_input, parameters_of
 from memsched.models.chain.overheads import (
     RELEASED_FIELD,
     TRACKER_FIELDS,
@@ -130,7 +130,11 @@ def _counted(cost: CostModel | None, counts: list[float]) -> contextlib.Abstract
 
 def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: torch.device,
                    repeats: int, warmup: int, clock: str, timed: bool = True,
-                   cost: CostModel | None = None, probe: bool = False, release: bool = False) -> BlockProfile:
+                   cost: CostModel | None = None, probe: bool = False, release: bool = False,
+                   index: int = 0) -> BlockProfile:
+    """The profile of block `index` on its input `a` (the module docstring's fields). A block that
+    modifies its input in place is refused (`models.chain.executor.InPlaceInputError`), as the
+    executor refuses it."""
     timer = _Timer(device, clock)
     mem = _Memory(device)
     exclude = static | {storage_key(a)}
@@ -143,7 +147,7 @@ def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: 
             before = mem.mark()
             x = _leaf(a)
             with _counted(cost, fwd):
-                y, tape = _saved_bytes(functools.partial(block, x), exclude)
+                y, tape = _saved_bytes(functools.partial(forward_block, block, index, x), exclude)
             retained = mem.current() - before
             o_all = mem.peak() - before - max(retained, 0)
             out_size = unique_bytes(y)
@@ -158,7 +162,7 @@ def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: 
             del x, y, dx, delta
             before = mem.mark()
             with torch.no_grad(), _counted(cost, fwd_ng):
-                y = block(a)
+                y = forward_block(block, index, a)
             o_ng = mem.peak() - before - unique_bytes(y)
             nxt = None if timed else y.detach()  # the next block's input (a counted profile runs once)
             del y
@@ -222,12 +226,13 @@ def _profile_loss(loss_fn: Callable[[torch.Tensor, Any], torch.Tensor], a: torch
     times: list[float] = []
     with torch.enable_grad():
         with mem.watching():
-            y = a.detach().requires_grad_(True)
+            grads: list[torch.Tensor] = []
+            y = loss_input(a.clone(), grads)  # a copy: the loss may modify its input in place
             before = mem.mark()
             with _counted(cost, times):
                 loss_fn(y, target).backward()
-            o_b = mem.peak() - before - unique_bytes(y.grad)
-            del y
+            o_b = mem.peak() - before - unique_bytes(grads)
+            del y, grads
         tracker = int(max(0, o_b))
         with mem.watching():  # the executor's loss (`loss_backward`): a_L's bytes freed after the forward
             box = [a.detach().clone()]
@@ -240,7 +245,7 @@ def _profile_loss(loss_fn: Callable[[torch.Tensor, Any], torch.Tensor], a: torch
             o_b = probe_loss_overhead(loss_fn, a, target)
             released["bwd_overhead"] = probe_loss_overhead(loss_fn, a, target, release=True)
         for k in range(warmup + repeats if timed else 0):
-            y = a.detach().requires_grad_(True)
+            y = loss_input(a.clone(), [])
             with timer.region(times if k >= warmup else []):
                 loss_fn(y, target).backward()
     return {"bwd_time": _median(times), "bwd_overhead": int(max(0, o_b)), "_tracker": tracker,
@@ -375,7 +380,7 @@ def profile_chain(
     for i, block in enumerate(blocks):
         last_input = a
         prof = _profile_block(block, a, static, device, repeats, warmup, clock, timed=timed, cost=model, probe=probe,
-                              release=release)
+                              release=release, index=i)
         prof["name"] = names[i] if names else f"{i}:{type(block).__name__}"
         stages.append(prof)
         nxt = prof.pop("_next")
@@ -464,7 +469,10 @@ def profile_model(name: str, *, repeats: int = 5, warmup: int = 2, out: str | No
 
     With a counted `cost` ("flops", "roofline:<device>") the model is built and profiled on fake
     tensors (`shape_exact_model`): sizes exact, nothing allocated (the returned model's tensors
-    are fake); `device` must then be the CPU, whose sizes are reproduced."""
+    are fake); `device` must then be the CPU, whose sizes are reproduced. A network that fails at
+    these sizes (BatchNorm at batch 1 on a 1x1 feature map) raises `InputError` naming them
+    (`models.network.diagnosed`)."""
+    from memsched.models.network import diagnosed
     from memsched.models.zoo import build_model
 
     repeats, warmup = _checked_repeats(repeats, warmup, timing)  # before building (seconds for a large network)
@@ -478,9 +486,10 @@ def profile_model(name: str, *, repeats: int = 5, warmup: int = 2, out: str | No
     with context:
         model = build_model(name, **{**sizes, **({} if model_cost.measured else {"device": "cpu"})})
         meta = {"model": name, **{k: v for k, v in model.config.items()}}
-        chain = profile_chain(model.blocks, model.loss_fn, model.example_input, model.target, repeats=repeats,
-                              warmup=warmup, name=model.label, meta=meta, clock=clock,
-                              timing=timing, cost=model_cost, release=release)
+        with diagnosed(model):  # a network that cannot run at these sizes is bad input naming them
+            chain = profile_chain(model.blocks, model.loss_fn, model.example_input, model.target, repeats=repeats,
+                                  warmup=warmup, name=model.label, meta=meta, clock=clock,
+                                  timing=timing, cost=model_cost, release=release)
     if out is not None:
         chain.save(out)
     return chain, model

@@ -15,16 +15,17 @@ that output receives delta_L and runs the operations after the ``Loss`` (as the 
 ``torch.utils.checkpoint`` does, autograd inside a backward). That backward runs once: the
 schedule frees its tapes as it goes, so a second backward through the same output
 (``backward(retain_graph=True)`` then another) is refused with a RuntimeError; run the forward
-again instead. Under ``torch.no_grad()`` ``net(x)`` is the plain forward, while ``step`` computes
-the gradients whatever the ambient grad mode (a training step). Bad input to a step or a forward
-(an input of the wrong shape, dtype or device, a target the loss cannot take, a loss that is not
-a differentiable scalar) raises `InputError` naming ``inputs``, ``target`` or ``loss_fn``. The
+again instead. ``torch.autograd.grad`` and ``backward(inputs=...)`` through it are refused with
+a RuntimeError too, as the reentrant ``torch.utils.checkpoint`` refuses them. Under
+``torch.no_grad()`` ``net(x)`` is the plain forward, while ``step`` computes the gradients
+whatever the ambient grad mode (a training step). Bad input to a step or a forward (an input of
+the wrong shape, dtype or device, a target the loss cannot take, a loss that is not a
+differentiable scalar) raises `InputError` naming ``inputs``, ``target`` or ``loss_fn``. The
 executor's rules apply (`models.chain.executor`): the RNG of a recomputed stage is replayed, so
-dropout masks repeat. As with ``torch.utils.checkpoint``, a
-BatchNorm in training mode updates its running statistics at every forward of its block,
-recomputations included (the gradients are unaffected; the statistics used in evaluation move
-faster). The schedule keeps its memory promise for the sizes it was solved at (the profile's
-batch).
+dropout masks repeat. As with ``torch.utils.checkpoint``, a BatchNorm in training mode updates
+its running statistics at every forward of its block, recomputations included (the gradients are
+unaffected; the statistics used in evaluation move faster). The schedule keeps its memory
+promise for the sizes it was solved at (the profile's batch).
 
 Offloading schedules (`solvers.offload`: pofo, rotor-offload, offload-exact, ...; a Result of
 an offloading instance, or an `OffloadSchedule`) train the same way: their ``Off`` / ``Pre``
@@ -71,7 +72,11 @@ class ScheduledChain(nn.Module):
     value a or abar and an int index.
 
     The drop-in output supports one backward: ``retain_graph=True`` is not supported (the
-    schedule frees its tapes during the backward; a second backward raises RuntimeError).
+    schedule frees its tapes during the backward; a second backward raises RuntimeError), nor
+    are ``torch.autograd.grad`` and ``backward(inputs=...)`` (RuntimeError, as the reentrant
+    ``torch.utils.checkpoint`` refuses them: the schedule's backward accumulates every
+    parameter's ``.grad``). The trainable parameters are read at each forward, so parameters
+    unfrozen (or replaced) after wrapping are trained.
     """
 
     def __init__(self, model: nn.Module | Sequence[nn.Module], schedule: Any, loss_fn: LossFn | None = None, *,
@@ -136,7 +141,8 @@ class ScheduledChain(nn.Module):
                                      f"{tuple(getattr(a, 'shape', ()))}: {type(err).__name__}: {first_line(err)}",
                                      field="inputs") from None
             return a
-        params = list(self._executor.params.values())
+        # read now, not at construction: parameters may be unfrozen (or replaced) after wrapping
+        params = [p for p in self.parameters() if p.requires_grad]
         try:
             return _ScheduledPass.apply(self, x, *params)
         except Exception as err:
@@ -164,6 +170,11 @@ class ScheduledChain(nn.Module):
         transfers = sum(isinstance(op, Transfer) for op in self.ops)
         return f"{len(self.ops)} ops, {recomputed} forward recomputations" + (
             f", {transfers} transfers" if self.offloads else "")
+
+
+_GRAD_REFUSED = ("a scheduled forward supports loss.backward() only, not torch.autograd.grad() or backward(inputs=...) "
+                 "(its backward accumulates every parameter's .grad, as loss.backward() does); use loss.backward() "
+                 "or the plain model")
 
 
 class _ScheduledPass(torch.autograd.Function):
@@ -195,6 +206,9 @@ class _ScheduledPass(torch.autograd.Function):
         executor, state, rest = ctx.run
         ctx.run = None
         state: RunState
+        if not torch.autograd._is_checkpoint_valid():  # as torch.utils.checkpoint(use_reentrant=True)
+            state.clear()
+            raise RuntimeError(_GRAD_REFUSED)
         try:
             state.grads[executor.length] = grad_out
             with torch.enable_grad():

@@ -153,6 +153,7 @@ class _Run:
     copies: dict[int, tuple[int, Any]] = field(default_factory=dict)
     tapes: dict[int, Tape] = field(default_factory=dict)
     accumulated: set[int] = field(default_factory=set)
+    received: set[int] = field(default_factory=set)  # ids of the parameters a B_v gave a gradient
     loss: float = float("nan")
 
 
@@ -176,6 +177,8 @@ class GraphExecutor:
         self.fwd_of = {b: v for v, b in self.bwd_of.items()}
         self.producers = {v: self.plan.inputs_of(s) for v, s in self.plan.ops.items()}
         self.labels = [str(i) for i in graph.ids]
+        # ids of the parameters of the nodes that have a backward node: only they can get a gradient
+        self.trained_params = {id(p) for v in self.bwd_of for p in self.plan.ops[v].params}
 
     # ----------------------------------------------------------------- one step
     def step(self, schedule: GraphSchedule | Sequence[int], inputs: torch.Tensor, target: Any, *, seed: int | None = 0,
@@ -286,7 +289,7 @@ class GraphExecutor:
         step starts (``start(s)``), when its node is computed (``computed(s, node, run, meter)``,
         before the copies it ends are dropped) and when it ends (``stop(s)``). `accumulate`:
         add to the parameter gradients already there instead of zeroing them."""
-        zero_grads(self.params.values(), keep=accumulate)
+        fresh = self._prepare_grads(accumulate)
         if seed is not None:
             torch.manual_seed(seed)
         counts = Counter(seq)
@@ -317,7 +320,26 @@ class GraphExecutor:
             loss = run.loss
             run.copies.clear()
             run.tapes.clear()
+        for p in fresh:
+            if id(p) not in run.received:
+                p.grad = None
         return loss, None, meter.peak, meter.traces, meter.elapsed_ms
+
+    def _prepare_grads(self, accumulate: bool) -> list[nn.Parameter]:
+        """Allocate (zeros) before the step the gradients of the parameters a backward node may
+        give one, so that the step's memory does not count them (as the simulator does not).
+        Returns those that had none (all of them unless `accumulate`): a step leaves them None
+        again when no B_v gives them a gradient, as ``loss.backward()`` does. Without
+        `accumulate` (a measured step, compared with `reference_step`) the other parameters'
+        gradients are dropped."""
+        trained = self.trained_params
+        if not accumulate:
+            for p in self.params.values():
+                if id(p) not in trained:
+                    p.grad = None
+        fresh = [p for p in self.params.values() if id(p) in trained and (p.grad is None or not accumulate)]
+        zero_grads([p for p in self.params.values() if id(p) in trained], keep=accumulate)
+        return fresh
 
     # ----------------------------------------------------------------- nodes
     def _name(self, v: int) -> str:
@@ -432,7 +454,7 @@ class GraphExecutor:
             if copy is None:
                 raise RuntimeError(f"node {self._name(p)!r} is not resident")
             for pos, g in enumerate(copy[1].get(v, ())):
-                if g is not None:
+                if g is not None and pos < n_out:  # past n_out: an output without a gradient edge
                     total[pos] = g if total[pos] is None else total[pos] + g
         return total
 
@@ -459,7 +481,8 @@ class GraphExecutor:
                                         allow_unused=True, retain_graph=retain)
         for p, g in zip(params, grads[len(wrt):]):
             if g is not None:
-                p.grad.add_(g)  # allocated by zero_grads before the step
+                p.grad.add_(g)  # allocated by _prepare_grads before the step
+                run.received.add(id(p))
         run.accumulated.add(v)
         result = _by_producer({u: ls for u, ls in tape.leaves.items() if u in self.bwd_of}, grads[:len(wrt)])
         for ls in tape.leaves.values():

@@ -4,7 +4,8 @@
 input, a loss and a target) into a `solvers.graph.Graph`: forward nodes F_v, one loss node and
 backward nodes B_v, saved as networkx node-link JSON by ``Graph.save``.
 
-Forward nodes (``granularity="op"``): every block is traced with ``torch.fx.symbolic_trace``
+Forward nodes (``granularity="op"``): every block is traced by fx (`models.graph.plan.trace_block`:
+``symbolic_trace`` that keeps ``torch.no_grad()`` regions and makes in-place ops out-of-place)
 and run node by node on the example input (an ``fx.Interpreter``). Each fx node that computes
 something (call_module / call_function / call_method) becomes F_v, except
 
@@ -28,7 +29,9 @@ output; and what B_v reads from the forward: with ``deps="checkmate"`` (default)
 for every input u of v; with ``deps="saved"`` only what autograd really saves
 (``torch.autograd.graph.saved_tensors_hooks``): F_u when u's storage is saved, F_v when v's
 output or an internal tensor (mask, statistics: the "tape", represented by the output) is.
-B_v exists only when v's output requires a gradient that reaches the loss.
+B_v exists only when v's output requires a gradient that reaches the loss: a node behind a
+gradient stop (``.detach()``, ``torch.no_grad()``) has none. An in-place op whose mutated tensor
+another value read later aliases, or an item assignment, is bad input (`InputError`).
 
 - ``cost_ram`` (bytes): F_v, the distinct new storages of its output (with ``ram="tape"``
   plus the internal tensors autograd saves for B_v: pooling indices, dropout masks, norm
@@ -74,10 +77,11 @@ from typing import Any
 
 import torch
 from memsched.models.costs import COST_CHOICES, CostModel, OpCounter, parse_cost, shape_exact_model
+from memsched.models.graph.plan import FUNCTIONALIZED, node_callable, op_label, out_of_place_module, trace_block
 from memsched.models.memory import CLOCKS, storage_key
 from memsched.solvers.errors import InputError, flag
 from memsched.solvers.graph import Graph
-from torch import fx, nn
+from torch import fx
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["export_training_graph", "COSTS", "GRANULARITIES", "DEPS", "RAMS", "TIMINGS"]
@@ -120,6 +124,9 @@ class _Recorder:
         self.ops: list[_Op] = []
         self.producer: dict[int, int] = {}  # storage key -> op index
         self.keep: list[Any] = []  # keeps every storage alive so that keys stay unique
+        # ids of the (detached) results whose real value required grad; alive in `keep`. A result
+        # of a node that needs a gradient may not carry one (``detach``, ``torch.no_grad()``).
+        self.carries_grad: set[int] = set()
 
     def producer_of(self, t: torch.Tensor) -> int | None:
         return self.producer.get(storage_key(t)) if t.numel() else None
@@ -171,7 +178,7 @@ class _Recorder:
             if x.requires_grad:  # a parameter (recorded values are detached)
                 y = x.detach().requires_grad_()
                 grad_params.append(y)
-            elif p is not None and self.ops[p].needs_grad and x.is_floating_point():
+            elif p is not None and id(x) in self.carries_grad and x.is_floating_point():
                 y = x.detach().requires_grad_()
                 leaves.append((p, y))
             else:
@@ -190,6 +197,8 @@ class _Recorder:
         outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         result = tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, out)
         self.keep.append((a, k, result))
+        self.carries_grad.update(id(r) for t, r in zip(tree_flatten(out)[0], tree_flatten(result)[0])
+                                 if isinstance(t, torch.Tensor) and t.requires_grad)
         new = {storage_key(t): t for t in outs if t.numel() and storage_key(t) not in in_keys}
         if not new:  # static (no tensor) or a view of its inputs: no node
             return result
@@ -235,39 +244,69 @@ class _Recorder:
 
 
 class _OpInterpreter(fx.Interpreter):
-    """Runs a traced block, sending every call_* node through the recorder."""
+    """Runs a traced block (`models.graph.plan.trace_block`), sending every call_* node through
+    the recorder."""
 
     def __init__(self, gm: fx.GraphModule, recorder: _Recorder, prefix: str) -> None:
         super().__init__(gm, garbage_collect_values=False)
+        self.extra_traceback = False  # fx would append lines to our one-line InputErrors
+        self.gm = gm
         self.recorder = recorder
         self.prefix = prefix
+        order = {n: i for i, n in enumerate(gm.graph.nodes)}
+        self.order = order
+        self.last_use = {n: max((order[u] for u in n.users), default=-1) for n in gm.graph.nodes}
 
     def run_node(self, n: fx.Node) -> Any:
         if n.op not in ("call_module", "call_function", "call_method"):
             return super().run_node(n)
         args, kwargs = self.fetch_args_kwargs_from_env(n)
-        params: list[torch.Tensor] = []
-        if n.op == "call_module":
-            mod = self.fetch_attr(str(n.target))
-            fn: Callable[..., Any] = mod
-            params = list(mod.parameters())
-        elif n.op == "call_function":
-            fn = n.target  # type: ignore[assignment]
-        else:
-            method = str(n.target)
-
-            def fn(obj: Any, *a: Any, **k: Any) -> Any:
-                return getattr(obj, method)(*a, **k)
-        if fn is operator.getitem and not any(isinstance(x, torch.Tensor) for x in tree_flatten(args)[0]):
+        fn, params = node_callable(self.gm, n)
+        if n.target is operator.getitem and not any(isinstance(x, torch.Tensor) for x in tree_flatten(args)[0]):
             return fn(*args, **kwargs)
-        return self.recorder.record(f"{self.prefix}.{n.name}", fn, tuple(args), dict(kwargs), params)
+        if n.meta.get(FUNCTIONALIZED):
+            self._check_unaliased(n)
+        if n.target is operator.setitem and isinstance(args[0], torch.Tensor):  # returns None: the plan would drop it
+            raise self._inplace_error(n)
+        try:
+            return self.recorder.record(f"{self.prefix}.{n.name}", fn, tuple(args), dict(kwargs), params)
+        except RuntimeError as err:
+            if "in-place" not in str(err):
+                raise
+            raise self._inplace_error(n) from None
+
+    def _inplace_error(self, n: fx.Node) -> InputError:
+        return InputError(f"block {self.prefix}: fx node {n.name} ({_op_name(n)}) modifies a tensor in place in a way "
+                          "the graph export cannot make out-of-place: use an out-of-place op (e.g. torch.where)")
+
+    def _check_unaliased(self, n: fx.Node) -> None:
+        """The in-place op `n` (made out-of-place by `functionalize`) gives the original's values
+        only when no value read after it shares the mutated tensor's storage: else InputError."""
+        first = n.args[0]
+        assert isinstance(first, fx.Node)
+        mutated = {_key(t) for t in tree_flatten(self.env[first])[0] if isinstance(t, torch.Tensor)} - {None}
+        for other, value in self.env.items():
+            if other is first or self.last_use[other] <= self.order[n]:
+                continue
+            if any(_key(t) in mutated for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)):
+                raise InputError(f"block {self.prefix}: fx node {n.name} ({_op_name(n)}) modifies in place a tensor "
+                                 f"that {other.name}, read later, shares: the graph export cannot follow that; "
+                                 "use the out-of-place op")
 
 
-def _trace(block: nn.Module) -> fx.GraphModule | None:
-    try:
-        return fx.symbolic_trace(block)
-    except Exception:  # noqa: BLE001 (fx raises many kinds on untraceable code)
+def _key(t: torch.Tensor) -> int | None:
+    """`storage_key` of `t`, None for a tensor without storage (empty, or a tensor subclass without one)."""
+    if not t.numel():
         return None
+    try:
+        return storage_key(t)
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def _op_name(n: fx.Node) -> str:
+    """The op of fx node `n` as a user wrote it (before `functionalize`)."""
+    return str(n.meta[FUNCTIONALIZED]) if FUNCTIONALIZED in n.meta else op_label(n)
 
 
 def export_training_graph(
@@ -355,11 +394,12 @@ def export_training_graph(
     untraced: list[int] = []
     a: Any = example_input.detach()
     for i, block in enumerate(blocks):
-        gm = _trace(block) if granularity == "op" else None
+        gm = trace_block(block) if granularity == "op" else None
         if gm is None:
             if granularity == "op":
                 untraced.append(i)
-            a = rec.record(f"{i}:{type(block).__name__}", block, (a,), {}, list(block.parameters()))
+            a = rec.record(f"{i}:{type(block).__name__}", out_of_place_module(block), (a,), {},
+                           list(block.parameters()))
         else:
             a = _OpInterpreter(gm, rec, str(i)).run(a)
     out_tensors = [t for t in tree_flatten(a)[0] if isinstance(t, torch.Tensor)]

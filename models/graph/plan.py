@@ -3,7 +3,8 @@
 `models.graph.export` turns every block of a network into ``torch.fx`` nodes and keeps as graph
 node F_v each fx node that allocates a new storage, named ``"<block>.<fx node name>"`` (a
 block fx cannot trace, or every block with ``granularity="module"``, is one node
-``"<block>:<class name>"``). `build_plan` traces the same blocks the same way and classifies
+``"<block>:<class name>"``). Both trace with `trace_block` (the grad mode of each node kept,
+in-place ops made out-of-place: `functionalize`). `build_plan` traces the same blocks and classifies
 every fx node by the graph's names, so that a schedule's node can be run on its own:
 
 - ``op``: a graph forward node (its index in the graph);
@@ -22,6 +23,8 @@ resident copy, or a leaf of it).
 
 from __future__ import annotations
 
+import copy
+import inspect
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +35,8 @@ from memsched.solvers.graph import Graph
 from torch import fx, nn
 from torch.utils._pytree import tree_flatten
 
-__all__ = ["Plan", "Step", "BlockRef", "NetworkInput", "build_plan", "STATIC", "VIEW", "OP"]
+__all__ = ["Plan", "Step", "BlockRef", "NetworkInput", "build_plan", "trace_block", "node_callable", "functionalize",
+           "out_of_place_module", "op_label", "STATIC", "VIEW", "OP"]
 
 STATIC, VIEW, OP = "static", "view", "op"
 
@@ -66,11 +70,146 @@ class NetworkInput:
     """Stands for the network input in the arguments of a whole first block."""
 
 
-def _trace(block: nn.Module) -> fx.GraphModule | None:
+GRAD_ENABLED = "memsched_grad_enabled"  # node.meta key: the grad mode the node was traced under
+FUNCTIONALIZED = "memsched_functionalized"  # node.meta key: an in-place op made out-of-place
+_INPLACE_OPERATORS: dict[Any, Any] = {
+    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv, operator.imod: operator.mod,
+    operator.ipow: operator.pow, operator.imatmul: operator.matmul, operator.iand: operator.and_,
+    operator.ior: operator.or_, operator.ixor: operator.xor, operator.ilshift: operator.lshift,
+    operator.irshift: operator.rshift}
+_NOT_MUTATING = {"requires_grad_", "share_memory_"}  # trailing "_" but the values stay
+
+
+class _GradModeTracer(fx.Tracer):
+    """``symbolic_trace``'s tracer that records in each node's meta the grad mode it was created
+    under: fx drops ``torch.no_grad()`` blocks (and ``@torch.no_grad()`` forwards), which run
+    for real while tracing."""
+
+    def create_node(self, kind: str, target: Any, args: Any, kwargs: Any, name: str | None = None,
+                    type_expr: Any = None) -> fx.Node:
+        node = super().create_node(kind, target, args, kwargs, name, type_expr)
+        node.meta[GRAD_ENABLED] = torch.is_grad_enabled()
+        return node
+
+
+def trace_block(block: nn.Module) -> fx.GraphModule | None:
+    """`block` traced by fx (None when fx cannot trace it), its nodes marked with their grad
+    mode and its in-place ops replaced by their out-of-place versions (`functionalize`). The
+    export and the plan trace blocks with it, so that both see the same nodes."""
+    tracer = _GradModeTracer()
     try:
-        return fx.symbolic_trace(block)
+        with torch.enable_grad():
+            graph = tracer.trace(block)
     except Exception:  # noqa: BLE001 (fx raises many kinds on untraceable code)
         return None
+    gm = fx.GraphModule(tracer.root, graph, type(block).__name__)
+    functionalize(gm)
+    return gm
+
+
+def out_of_place_module(mod: nn.Module) -> nn.Module:
+    """`mod` itself, or for a parameter-free module with ``inplace=True`` (``nn.ReLU(inplace=True)``,
+    dropout, ...) a copy with ``inplace=False``: autograd refuses in-place ops on the leaves
+    the export and the executor give a node, and the values are the same."""
+    if getattr(mod, "inplace", False) is True and not any(True for _ in mod.parameters()) \
+            and not any(True for _ in mod.buffers()):
+        mod = copy.deepcopy(mod)
+        mod.inplace = False
+    return mod
+
+
+def _out_of_place_function(fn: Any) -> Any:
+    """The out-of-place version of the in-place function `fn` (``torch.relu_``, ``F.relu_``,
+    ``Tensor.add_``, ``operator.iadd``), or None when `fn` is not one with a known version."""
+    if fn in _INPLACE_OPERATORS:
+        return _INPLACE_OPERATORS[fn]
+    name = getattr(fn, "__name__", "")
+    if not name.endswith("_") or name.endswith("__") or name in _NOT_MUTATING:
+        return None
+    for space in (torch, torch.nn.functional, torch.Tensor):
+        if getattr(space, name, None) is fn:
+            return getattr(space, name[:-1], None)
+    return None
+
+
+def _without_inplace_flag(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+                          ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """(args, kwargs) of a call ``fn(..., inplace=True)`` with ``inplace=False``; None when the call
+    is not in place."""
+    if kwargs.get("inplace") is True:
+        return args, {**kwargs, "inplace": False}
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except (TypeError, ValueError):  # no Python signature (a builtin), or not bindable
+        return None
+    if bound.arguments.get("inplace") is not True:
+        return None
+    bound.arguments["inplace"] = False
+    return bound.args, bound.kwargs
+
+
+def _make_out_of_place(gm: fx.GraphModule, n: fx.Node) -> bool:
+    """Turn `n` into the out-of-place version of its op when it is a known in-place op on its
+    first argument; True when it was changed."""
+    if n.op == "call_method":
+        method = str(n.target)
+        if not method.endswith("_") or method.endswith("__") or method in _NOT_MUTATING \
+                or not hasattr(torch.Tensor, method[:-1]):
+            return False
+        n.target = method[:-1]
+        return True
+    if n.op == "call_function":
+        fn = _out_of_place_function(n.target)
+        if fn is not None:
+            n.target = fn
+            return True
+        call = _without_inplace_flag(n.target, tuple(n.args), dict(n.kwargs))
+        if call is None:
+            return False
+        n.args, n.kwargs = call
+        return True
+    if n.op == "call_module":
+        mod = gm.get_submodule(str(n.target))
+        copied = out_of_place_module(mod)
+        if copied is mod:
+            return False
+        target = "memsched_out_of_place_" + str(n.target).replace(".", "_")
+        gm.add_submodule(target, copied)
+        n.target = target
+        return True
+    return False
+
+
+def op_label(n: fx.Node) -> str:
+    """The op of the call_* node `n` as a user wrote it (method, function or module path)."""
+    if n.op == "call_function":
+        return getattr(n.target, "__name__", str(n.target))
+    return str(n.target)
+
+
+def functionalize(gm: fx.GraphModule) -> None:
+    """Replace, in place in `gm`, each in-place op on a computed tensor (``x.add_(y)``,
+    ``torch.relu_(x)``, ``F.relu(x, inplace=True)``, ``nn.ReLU(inplace=True)``, ``x += y``)
+    by its out-of-place version, and let the nodes after it that read the mutated tensor read
+    its result (``node.meta[FUNCTIONALIZED]``: the original op's name). The values are those of the original
+    unless another value aliases the mutated tensor (a view of it, or it a view of another
+    value, read after the op): the export checks that on its real run. In-place ops on
+    parameters and buffers (``get_attr``) are kept: they update the module's state."""
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    changed = False
+    for n in list(gm.graph.nodes):
+        first = n.args[0] if n.args else None
+        original = op_label(n)
+        if not isinstance(first, fx.Node) or first.op == "get_attr" or not _make_out_of_place(gm, n):
+            continue
+        n.meta[FUNCTIONALIZED] = original
+        changed = True
+        for user in list(first.users):
+            if user is not n and order[user] > order[n]:
+                user.replace_input_with(first, n)
+    if changed:
+        gm.recompile()
 
 
 class Plan:
@@ -146,18 +285,31 @@ class Plan:
         return found
 
 
-def _callable(gm: fx.GraphModule, n: fx.Node) -> tuple[Callable[..., Any], list[nn.Parameter]]:
+def node_callable(gm: fx.GraphModule, n: fx.Node) -> tuple[Callable[..., Any], list[nn.Parameter]]:
+    """(what computes the call_* node `n`, the parameters requiring grad of its module). A node
+    traced under ``torch.no_grad()`` (`trace_block`) is computed without grad: its output needs
+    no gradient, as in the module's own forward."""
+    params: list[nn.Parameter] = []
+    fn: Callable[..., Any]
     if n.op == "call_module":
         mod = gm.get_submodule(str(n.target))
-        return mod, [p for p in mod.parameters() if p.requires_grad]
-    if n.op == "call_function":
-        return n.target, []  # type: ignore[return-value]
-    method = str(n.target)
+        fn, params = mod, [p for p in mod.parameters() if p.requires_grad]
+    elif n.op == "call_function":
+        fn = n.target  # type: ignore[assignment]
+    else:
+        method = str(n.target)
 
-    def call(obj: Any, *a: Any, **k: Any) -> Any:
-        return getattr(obj, method)(*a, **k)
+        def fn(obj: Any, *a: Any, **k: Any) -> Any:
+            return getattr(obj, method)(*a, **k)
+    if n.meta.get(GRAD_ENABLED, True):
+        return fn, params
+    inner = fn
 
-    return call, []
+    def without_grad(*a: Any, **k: Any) -> Any:
+        with torch.no_grad():
+            return inner(*a, **k)
+
+    return without_grad, params
 
 
 def build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.Tensor) -> Plan:
@@ -171,19 +323,19 @@ def build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.T
     with torch.no_grad():
         for b, block in enumerate(blocks):
             whole = f"{b}:{type(block).__name__}"
-            gm = None if whole in names else _trace(block)
+            gm = None if whole in names else trace_block(block)
             if gm is None:
                 if whole not in names:
                     raise ValueError(f"block {b} ({type(block).__name__}) is not a node of graph {graph.name!r}")
                 key = BlockRef(b)
                 prev = plan.block_output[b - 1] if b else None
-                step = Step(b, OP, block, (prev,) if b else (), {}, names.pop(whole),
+                step = Step(b, OP, out_of_place_module(block), (prev,) if b else (), {}, names.pop(whole),
                             params=[p for p in block.parameters() if p.requires_grad], name=whole)
                 if not b:
                     step.args = (NetworkInput(),)
                 plan.steps[key] = step
                 plan.ops[int(step.index)] = step  # type: ignore[arg-type]
-                a = block(a)
+                a = step.fn(a)  # type: ignore[misc]
                 plan.block_output.append(key)
                 continue
             for n in gm.graph.nodes:
@@ -202,14 +354,14 @@ def build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.T
                     plan.steps[n] = Step(b, "get_attr", value=value)
                     env[n] = value
                     continue
-                fn, params = _callable(gm, n)
+                fn, params = node_callable(gm, n)
                 args = fx.node.map_arg(n.args, lambda m: env[m])
                 kwargs = fx.node.map_arg(n.kwargs, lambda m: env[m])
                 value = fn(*args, **kwargs)
                 env[n] = value
                 name = f"{b}.{n.name}"
                 has_tensor = any(isinstance(t, torch.Tensor) for t in tree_flatten(value)[0])
-                if fn is operator.getitem and not any(isinstance(t, torch.Tensor) for t in tree_flatten(args)[0]):
+                if n.target is operator.getitem and not any(isinstance(t, torch.Tensor) for t in tree_flatten(args)[0]):
                     has_tensor = False
                 if name in names:
                     step = Step(b, OP, fn, n.args, dict(n.kwargs), names.pop(name), params=params, name=name)

@@ -14,11 +14,13 @@ For a network that is not a chain (skips across its layers) this is what `Schedu
 chains. The loss runs inside the schedule (it is a node of the graph), so there is no drop-in
 ``forward``; ``net(x)`` is the plain forward. The gradients are plain autograd's when the
 schedule's first computations follow the graph's order (every graph solver's do): recomputed
-nodes replay their RNG state. The plan is built for the example's shapes: every batch must have
-them (a smaller last batch needs its own graph, or plain autograd). A step computes gradients
-whatever the ambient grad mode. Bad input to a step (an input of the wrong shape, dtype or device,
-a target the loss cannot take, a loss that is not a differentiable scalar) raises `InputError`
-naming ``inputs``, ``target`` or ``loss_fn``.
+nodes replay their RNG state. The plan is built for the example's shape, dtype and device, and
+every batch must have them (checked before anything runs: the plan holds the example's sizes as
+constants). A short last batch needs ``DataLoader(drop_last=True)``, a second `ScheduledGraph`
+built with an example of its shape (the same graph and schedule serve), or plain autograd. A step
+computes gradients whatever the ambient grad mode. Bad input to a step (an input of another shape,
+dtype or device than the example, a target the loss cannot take, a loss that is not a
+differentiable scalar) raises `InputError` naming ``inputs``, ``target`` or ``loss_fn``.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class ScheduledGraph(nn.Module):
                  example_input: torch.Tensor, graph: Graph | None = None) -> None:
         super().__init__()
         from memsched.models.graph.executor import GraphExecutor
-        from memsched.models.network import checked_blocks, checked_loss_fn, first_line, schedule_and_instance
+        from memsched.models.network import checked_blocks, checked_loss_fn, schedule_and_instance
 
         blocks = checked_blocks(model, "ScheduledGraph")
         loss = checked_loss_fn(loss_fn)
@@ -92,22 +94,36 @@ class ScheduledGraph(nn.Module):
         """One forward, loss and backward under the schedule; gradients accumulate into ``.grad``
         as ``loss.backward()`` would leave them. Returns the loss (a scalar tensor)."""
         check_step_arguments("ScheduledGraph", list(self.blocks), inputs, target, self._own_loss)
+        self._check_like_example(inputs, target)
         try:
             loss = self._executor.train_step(self.seq, inputs, target)
         except InputError:
             raise
-        except Exception as err:  # the user's input, or a bug (kept as it is)
+        except Exception:  # the user's input, or a bug (kept as it is)
             found = step_input_error(list(self.blocks), self.loss_fn, inputs, target, "")
-            if found is None and (tuple(inputs.shape), inputs.dtype, inputs.device) != self._example:
-                shape, dtype, device = self._example
-                planned = f"{shape} ({str(dtype).replace('torch.', '')} on {device})"
-                given = f"{tuple(inputs.shape)} ({str(inputs.dtype).replace('torch.', '')} on {inputs.device})"
-                found = InputError(f"the plan is built for inputs of shape {planned}, got {given}: "
-                                   f"{type(err).__name__}: {first_line(err)}", field="inputs")
             if found is None:
                 raise
             raise found from None
         return torch.tensor(loss)
+
+    def _check_like_example(self, inputs: torch.Tensor, target: Any) -> None:
+        """InputError naming ``inputs`` unless `inputs` has the example's shape, dtype and device:
+        the plan holds the example's sizes as constants (``h.size(0)``, reshapes), so another
+        batch size would run silently with wrong ones. When the plain forward or the loss fails on
+        the input too, their diagnosis (`step_input_error`) is the error."""
+        given = (tuple(inputs.shape), inputs.dtype, inputs.device)
+        if given == self._example:
+            return
+        found = step_input_error(list(self.blocks), self.loss_fn, inputs, target, "")
+        if found is not None:
+            raise found
+
+        def describe(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> str:
+            return f"{shape} ({str(dtype).replace('torch.', '')} on {device})"
+
+        raise InputError(f"the plan was made for inputs of shape {describe(*self._example)}, got {describe(*given)}; "
+                         "for a short last batch use DataLoader(drop_last=True) or a second ScheduledGraph with an "
+                         "example_input of that shape", field="inputs")
 
     def extra_repr(self) -> str:
         """The schedule in one line, for ``print(module)``."""

@@ -13,11 +13,13 @@ F_all(b,i)  as the chain executor's F_all(i) on branch b: a leaf copy of a_i^b, 
             autograd, keeps the tape abar_{i+1}^b = (leaf, output)
 F_ck(b,i)   block i of branch b under ``torch.no_grad()``; keeps a_i^b, stores a_{i+1}^b
 F_n(b,i)    as F_ck, then drops the standalone a_i^b
-Loss        ``y_b = a_{L_b}^b.detach().requires_grad_()`` for every b (each a leaf);
-            ``loss_fn([y_0, ..., y_{k-1}], target).backward()``; delta_{L_b}^b = y_b.grad;
-            drops every standalone a_{L_b}^b
+Loss        ``y_b`` an alias of a_{L_b}^b for every b (`models.chain.executor.loss_input`: no leaf
+            and no view, so the loss may modify it in place; an integer output as is);
+            ``loss_fn([y_0, ..., y_{k-1}], target).backward()``; delta_{L_b}^b = the gradient
+            reaching y_b (None when none does); drops every standalone a_{L_b}^b
 B(b,i)      ``torch.autograd.backward`` on the tape abar_{i+1}^b with delta_{i+1}^b; delta_i^b
-            = the leaf's grad (None for integer inputs such as token ids); drops abar_{i+1}^b,
+            = the leaf's grad (None for integer inputs such as token ids, and when delta_{i+1}^b
+            is None: no gradient reaches this branch, nothing is back-propagated); drops abar_{i+1}^b,
             delta_{i+1}^b and the standalone a_i^b. Parameter gradients accumulate into
             ``.grad``: the branches of a Siamese network share their modules, so their
             gradients add up in the same ``.grad``, as in a plain forward/backward.
@@ -47,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from memsched.models.chain.executor import ChainExecutor, as_blocks
+from memsched.models.chain.executor import ChainExecutor, as_blocks, loss_input
 from memsched.models.chain.overheads import predict_both, tracker_join
 from memsched.models.join.zoo import JoinLossFn
 from memsched.models.measure import (
@@ -220,16 +222,20 @@ class JoinExecutor:
         return loss, input_grads, meter.peak, meter.traces, meter.elapsed_ms
 
     def _loss(self, states: list[RunState], target: Any) -> None:
-        """The shared loss: a leaf per branch output, backward, delta_{L_b}^b = its grad."""
-        ys = [s.available(L).detach().requires_grad_(True) for s, L in zip(states, self.lengths)]
+        """The shared loss: an alias per branch output (`models.chain.executor.loss_input`: the
+        loss may modify it in place), backward, delta_{L_b}^b = the gradient reaching it (None
+        when none does, or for an integer output: B(b, L_b - 1) then back-propagates nothing)."""
+        grads: list[list[torch.Tensor]] = [[] for _ in states]
         with torch.enable_grad():
+            ys = [loss_input(s.available(L), g) for s, L, g in zip(states, self.lengths, grads)]
             loss = self.loss_fn(ys, target)
+            del ys
             loss.backward()
         value = float(loss.detach())
         del loss
-        for s, y, L in zip(states, ys, self.lengths):
+        for s, g, L in zip(states, grads, self.lengths):
             s.loss = value
-            s.grads[L] = y.grad
+            s.grads[L] = g[0] if g else None
             s.acts.pop(L, None)
 
 

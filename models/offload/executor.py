@@ -54,6 +54,25 @@ op starting after the previous one ended, which it matches (exactly on the tiny 
 tests; below by the profile's over-charge of ``fwd_overhead`` on GPT-2), both up to the
 allocation noise that `tests/test_models_executor.py` allows (1% + 4 KiB).
 
+RNG states: a run keeps the CPU RNG state of each random stage it recomputes (5,056 B, from its
+first forward to the end of the step; `models.measure.RngStates`). The allocator probe sees
+them, the tracker does not, so the allocator's predictions (``predicted_peak``,
+``sequential_peak``) add them, each from the start of its stage's first forward in the replay
+(`models.measure.peak_with_rng_states`), and the tracker's (``tracker_*``) do not; on CUDA they
+are host tensors and add nothing.
+
+Pins: the ``not_before`` times of a schedule (pofo, cpsat, offload-exact set them; times in the
+instance's unit) are kept in both predictions of the two-stream simulator (`with_pins`), which
+then replays what the solver reported. The executor itself does not wait for them: it issues
+each op as soon as the one before it was issued. On the CPU every op has ended before the next
+starts, so a pin could only add idle time, and the run is compared with `sequential_replay`,
+whose memory does not depend on pins. On CUDA a pinned ``Pre`` may start copying before its pin
+(as soon as the side stream reaches it), and an op pinned to the end of an ``Off`` may start
+before that copy has ended; the allocator's count follows the issue order (a prefetch counts
+from its issue, an offloaded buffer leaves it at its ``Off``), so ``max_memory_allocated`` is
+the same as with pins honoured, while the physical use of the caching allocator and the
+overlap (time) may differ from the pinned replay.
+
 Known limits: a block that returns a view of its input, or saves a view of its input under a
 different dtype, keeps that storage shared (correct gradients, but the bytes do not leave the
 device with the value); tensors a custom ``autograd.Function`` keeps as ``ctx`` attributes
@@ -70,25 +89,34 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
-from memsched.models.chain.executor import ChainExecutor, LossFn, checked_step
+from memsched.models.chain.executor import ChainExecutor, LossFn, checked_step, forward_block, loss_input
 from memsched.models.chain.overheads import tracker_chain
-from memsched.models.measure import RunState, StepResult, ratio
+from memsched.models.measure import RngStates, RunState, StepResult, peak_with_rng_states, ratio
 from memsched.models.memory import storage_key
 from memsched.models.offload.values import Holder, InputSlot, Key, Link, Saved, Store, Value, unpack_saved
 from memsched.solvers.chain import Chain
 from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
+from memsched.solvers.errors import InputError
 from memsched.solvers.offload import OffloadInstance, OffloadSchedule, OffloadSimulation, Transfer
 from memsched.solvers.offload import simulate as simulate_offload
 from memsched.solvers.offload.schedule import OFF, PRE
 from torch import nn
 
 __all__ = ["OffloadExecutor", "OffloadStepResult", "execute_offload", "sequential_replay", "CPU_MEASUREMENT",
-           "retime_offload"]
+           "retime_offload", "with_pins"]
 
 CPU_MEASUREMENT = ("cpu: transfers are synchronous memcpy to NumPy arrays outside the tracked pool; measured "
                    "memory is comparable with the simulator's, measured time is not (no link, no overlap)")
 
 # --------------------------------------------------------------------------- predictions
+def with_pins(schedule: OffloadSchedule | Sequence[Op | Transfer], length: int) -> OffloadSchedule:
+    """`schedule` as an `OffloadSchedule` of `length` stages that keeps its ``not_before`` pins
+    (times, the instance's unit; a plain list of ops has none): the two-stream replay of a
+    pinned schedule (pofo, cpsat, offload-exact) is the one its solver reported."""
+    pins = schedule.not_before if isinstance(schedule, OffloadSchedule) else None
+    return OffloadSchedule(list(schedule), length, None if pins is None else list(pins))
+
+
 def sequential_replay(inst: OffloadInstance, schedule: OffloadSchedule | Sequence[Op | Transfer]
                       ) -> OffloadSimulation:
     """The two-stream simulator's replay of `schedule` with every operation starting after the
@@ -97,7 +125,9 @@ def sequential_replay(inst: OffloadInstance, schedule: OffloadSchedule | Sequenc
     execution uses, which is what the CPU executor measures. Its peak (bytes) is at most the
     two-stream one in the cases we know (it removes overlap), and equals a CPU run's measured
     peak up to the profile's own error (e.g. ``fwd_overhead`` is the larger of the two forward
-    modes')."""
+    modes'). The schedule's own ``not_before`` pins play no part: with every op after the previous
+    one they could only insert idle time (the same memory, a longer makespan), and a synchronous
+    run does not wait for them (module docstring)."""
     chain = inst.chain
     L = chain.length
     ops = list(schedule)
@@ -123,7 +153,9 @@ class OffloadStepResult(StepResult):
     On the CPU (synchronous: one op at a time) the ratios compare with the sequential replay:
     ``memory_ratio`` = tracker peak / `tracker_sequential_peak`, ``independent_ratio`` = probe
     peak / `sequential_peak`, ``time_ratio`` = time / `sequential_makespan`; on CUDA with the
-    two-stream simulator's ``predicted_peak`` / ``predicted_makespan``."""
+    two-stream simulator's ``predicted_peak`` / ``predicted_makespan``. The allocator's peaks
+    (``predicted_peak``, `sequential_peak`) include the RNG states the run kept (module
+    docstring); the tracker's are set whenever they differ from them."""
 
     predicted_host_peak: int | None = None
     sequential_peak: int | None = None
@@ -190,34 +222,51 @@ class OffloadExecutor(ChainExecutor):
         """Execute `schedule` as one training step (options as `ChainExecutor.step`).
 
         `inst` (or `chain` with `bandwidth` in bytes/s) gives the simulator's prediction; an
-        invalid schedule raises `ValueError` before anything runs.
+        invalid schedule raises `InputError` (a ValueError) before anything runs.
         """
         ops = list(schedule)
         if inst is None and chain is not None:
             if bandwidth is None:
-                raise ValueError("a chain needs a bandwidth (bytes/s) to predict an offloading schedule")
+                raise InputError("a chain needs a bandwidth (bytes/s) to predict an offloading schedule",
+                                 field="bandwidth")
             inst = OffloadInstance(chain, float(bandwidth))
         sim = None
         if inst is not None:
             if inst.length != self.length:
-                raise ValueError(f"chain has {inst.length} stages, the model {self.length} blocks")
-            sim = simulate_offload(inst, OffloadSchedule(ops, inst.length))
+                raise InputError(f"chain has {inst.length} stages, the model {self.length} blocks", field="inst")
+            pinned = with_pins(schedule, inst.length)
+            sim = simulate_offload(inst, pinned)
             if not sim.valid:
-                raise ValueError(f"invalid offloading schedule: {sim.violation}")
+                raise InputError(f"invalid offloading schedule: {sim.violation}", field="schedule")
         base = super().step(ops, inputs, target, chain=None, **options)  # type: ignore[arg-type]
         result = OffloadStepResult(**{f.name: getattr(base, f.name) for f in fields(StepResult)},
                                    transfers=sum(isinstance(op, Transfer) for op in ops))
         if inst is not None and sim is not None:
-            result.predicted_peak, result.predicted_makespan = sim.peak_memory, sim.makespan
-            result.predicted_host_peak = sim.host_peak
             seq = sequential_replay(inst, ops)
-            result.sequential_peak, result.sequential_makespan = seq.peak_memory, seq.makespan
+            result.predicted_host_peak = sim.host_peak
+            result.predicted_makespan, result.sequential_makespan = sim.makespan, seq.makespan
+            # the tracker's predictions: its own overheads, and no RNG state (it does not see them)
             by_tracker = tracker_chain(inst.chain)
+            tracker = (sim.peak_memory, seq.peak_memory)
             if by_tracker is not inst.chain:
                 tracked = OffloadInstance(by_tracker, inst.bandwidth, inst.latency)
-                result.tracker_predicted_peak = simulate_offload(tracked, OffloadSchedule(ops, inst.length)).peak_memory
-                result.tracker_sequential_peak = sequential_replay(tracked, ops).peak_memory
+                tracker = (simulate_offload(tracked, pinned).peak_memory, sequential_replay(tracked, ops).peak_memory)
+            # the allocator's: plus the RNG states the runs kept (CPU; none on a CUDA device)
+            result.predicted_peak = _with_rng_states(sim, ops, self.last_rng)
+            result.sequential_peak = _with_rng_states(seq, ops, self.last_rng)
+            if by_tracker is not inst.chain or tracker != (result.predicted_peak, result.sequential_peak):
+                result.tracker_predicted_peak, result.tracker_sequential_peak = tracker
         return result
+
+    def check_schedule(self, ops: Sequence[Op | Transfer]) -> None:  # type: ignore[override]
+        """`ops` replay on the offloading simulator, on a chain of this executor's length with unit
+        sizes and any link (a schedule's validity does not depend on them), else `InputError`."""
+        from memsched.models.chain.training import _unit_chain
+
+        unit = OffloadInstance(_unit_chain(self.length), 1.0)
+        replay = simulate_offload(unit, OffloadSchedule(list(ops), self.length))
+        if not replay.valid:
+            raise InputError(f"invalid offloading schedule: {replay.violation}", field="schedule")
 
     # ----------------------------------------------------------------- state
     def _store(self, s: RunState) -> Store:
@@ -250,25 +299,22 @@ class OffloadExecutor(ChainExecutor):
         elif kind in (F_CK, F_N):
             src = store.activation(i)
             x = store.read(src)
-            version = x._version
-            with s.rng.forward(i), torch.no_grad():
-                y = self.blocks[i](x)
-            if x._version != version:
-                raise RuntimeError(f"block {i} ({type(self.blocks[i]).__name__}) modifies its input in place; "
-                                   "the executor needs blocks that leave a_i unchanged")
+            with s.rng.forward(i), torch.no_grad():  # a_i may be needed again: refuse in-place changes to it
+                y = forward_block(self.blocks[i], i, x)
             holder = Holder()
             store.device[("a", i + 1)] = Value(("a", i + 1), holder, holder.ref(y.detach()))
             if kind == F_N:
                 store.free(("a", i))
         elif kind == LOSS:
-            y = self.take_output(s).detach().requires_grad_(True)
+            grads: list[torch.Tensor] = []
             with torch.enable_grad():
+                y = loss_input(self.take_output(s), grads)
                 loss = self.loss_fn(y, target)
                 loss.backward()
             s.loss = float(loss.detach())
             if s.keep_loss:  # a training step returns it
                 s.loss_tensor = loss.detach()
-            s.grads[L] = y.grad
+            s.grads[L] = grads[0] if grads else None
         elif kind == B:
             self._backward(i, store, s)
         else:
@@ -326,7 +372,7 @@ class OffloadExecutor(ChainExecutor):
             return Saved(holder, holder.ref(t))
 
         with s.rng.forward(i), torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, unpack_saved):
-            y = self.blocks[i](x)
+            y = forward_block(self.blocks[i], i, x)
         edge = torch.autograd.graph.get_gradient_edge(y) if y.requires_grad else None
         value = Value(("abar", i + 1), holder, holder.ref(y.detach()), leaf=x, edge=edge, slot=slot)
         del y, a
@@ -334,7 +380,10 @@ class OffloadExecutor(ChainExecutor):
         store.device[("abar", i + 1)] = value
 
     def _backward(self, i: int, store: Store, s: RunState) -> None:
-        """B(i): back-propagate delta_{i+1} through the tape abar_{i+1}; yields delta_i."""
+        """B(i): back-propagate delta_{i+1} through the tape abar_{i+1}; yields delta_i. When
+        delta_{i+1} is None (no gradient reaches a_{i+1}: a later block ran under ``no_grad``,
+        detached, or made integers) nothing is back-propagated and delta_i is None, as in plain
+        autograd, where the earlier blocks get no gradient; the tape is freed all the same."""
         tape = store.device.get(("abar", i + 1))
         if tape is None:
             raise RuntimeError(f"B({i}): abar_{i + 1} is not on the device")
@@ -347,7 +396,7 @@ class OffloadExecutor(ChainExecutor):
         tape.slot.tensor = a.detach()
         tape.holder.hand_over(tape.out.index)
         try:
-            if tape.edge is not None:
+            if tape.edge is not None and delta is not None:  # no gradient reaches a_{i+1}: none flows further
                 torch.autograd.backward(tape.edge, delta)
         finally:
             tape.slot.tensor = None
@@ -360,6 +409,14 @@ class OffloadExecutor(ChainExecutor):
 
 
 # --------------------------------------------------------------------------- helpers
+def _with_rng_states(sim: OffloadSimulation, ops: Sequence[Op | Transfer], rng: RngStates | None) -> int:
+    """The peak (bytes) of the replay `sim` of `ops` plus the RNG states the run kept (`rng`),
+    each from the start of its stage's first forward in the replay on."""
+    if rng is None:
+        return sim.peak_memory
+    return peak_with_rng_states(sim.timeline, rng.held(ops, [t.start for t in sim.ops]))
+
+
 def execute_offload(blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, schedule: OffloadSchedule,
                     inputs: torch.Tensor, target: Any, *, inst: OffloadInstance | None = None, seed: int = 0,
                     check: bool = True, rtol: float = 1e-4, atol: float = 1e-6, **options: Any

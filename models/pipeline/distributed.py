@@ -8,9 +8,11 @@ Units: times in seconds, sizes in bytes.
 
 from __future__ import annotations
 
+import importlib
 import os
 import queue as queue_module
 import socket
+import sys
 import time
 import weakref
 from collections.abc import Callable
@@ -129,14 +131,29 @@ def timed_steps(sched: Any, submod: torch.nn.Module, rank: int, world: int, x: t
     return times[1:], meter
 
 
-def run_ranks(worker: Callable[[int, dict[str, Any], Any], None], cfg: dict[str, Any],
-              timeout_s: float) -> dict[int, dict[str, Any]]:
+Worker = Callable[[int, dict[str, Any], Any], None]
+
+
+def importable(worker: Worker) -> Worker:
+    """`worker` as the ranks can import it: unchanged, unless it was defined in a module run as
+    ``python -m pkg.mod`` (it then lives on ``__main__``, which the ranks do not see: see
+    `callers_main_hidden`), where it is the same function imported from ``pkg.mod``."""
+    if worker.__module__ != "__main__":
+        return worker
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is None:  # a script run by path: nothing to import it from
+        raise ValueError(f"the pipeline worker {worker.__qualname__} must be defined in an importable module")
+    return getattr(importlib.import_module(spec.name), worker.__qualname__)
+
+
+def run_ranks(worker: Worker, cfg: dict[str, Any], timeout_s: float) -> dict[int, dict[str, Any]]:
     """Spawn ``worker(rank, cfg, queue)`` for every rank of ``cfg["world"]`` and collect the
     ``(rank, payload)`` each puts on the queue; a payload with ``"error"`` raises RuntimeError,
     no answer within `timeout_s` seconds TimeoutError. The processes are joined (or terminated)."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(r, cfg, queue), daemon=True) for r in range(cfg["world"])]
+    target = importable(worker)
+    procs = [ctx.Process(target=target, args=(r, cfg, queue), daemon=True) for r in range(cfg["world"])]
     with callers_main_hidden():  # the caller's script is not run again in each rank
         for p in procs:
             p.start()
