@@ -17,46 +17,12 @@ from memsched.solvers.chain.baselines import periodic_schedule, recompute_all_sc
 from memsched.solvers.errors import InputError  # noqa: E402
 from memsched.solvers.join import JOp  # noqa: E402
 from memsched.solvers.join.schedule import LOSS_OP  # noqa: E402
+from stopping_nets import Argmax, stopped  # noqa: E402
 from torch import nn  # noqa: E402
 
 import memsched  # noqa: E402
 
 torch.set_num_threads(1)
-
-
-class Frozen(nn.Module):
-    """A feature extractor run under ``torch.no_grad()``: its output does not depend on its input
-    (nor on its weights) through autograd."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = nn.Linear(8, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            return torch.tanh(self.lin(x))
-
-
-class Detach(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.detach() * 2
-
-
-class Argmax(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.argmax(dim=1)
-
-
-def _frozen() -> nn.Sequential:
-    return nn.Sequential(nn.Linear(8, 8), nn.Tanh(), Frozen(), nn.Linear(8, 8), nn.Linear(8, 4))
-
-
-def _detach() -> nn.Sequential:
-    return nn.Sequential(nn.Linear(8, 8), nn.Tanh(), Detach(), nn.Linear(8, 8), nn.Linear(8, 4))
-
-
-def _argmax() -> nn.Sequential:
-    return nn.Sequential(nn.Linear(8, 5), nn.Tanh(), Argmax(), nn.Embedding(5, 8), nn.Linear(8, 4))
 
 
 def _square_mean(out: torch.Tensor, target: object = None) -> torch.Tensor:
@@ -77,12 +43,12 @@ def _matches_plain(result, net: nn.Module, x: torch.Tensor) -> None:
     assert result.input_grad is None and ref_input is None
 
 
-@pytest.mark.parametrize("build", [_frozen, _detach, _argmax])
+@pytest.mark.parametrize("kind", ["frozen", "detach", "argmax"])
 @pytest.mark.parametrize("name", sorted(SCHEDULES))
 @pytest.mark.parametrize("release", [False, True])
-def test_a_gradient_stopping_mid_chain_leaves_the_earlier_blocks_without_gradients(build, name, release):
+def test_a_gradient_stopping_mid_chain_leaves_the_earlier_blocks_without_gradients(kind, name, release):
     torch.manual_seed(0)
-    net, x = build(), torch.randn(3, 8)
+    net, x = stopped(kind), torch.randn(3, 8)
     executor = ChainExecutor(net, _square_mean, release=release)
     _matches_plain(executor.step(SCHEDULES[name], x, None, measure_time=False, measure_memory=False), net, x)
     state = executor.new_run_state(list(SCHEDULES[name].ops), x.device)  # op by op: every tape is freed
@@ -94,7 +60,7 @@ def test_a_gradient_stopping_mid_chain_leaves_the_earlier_blocks_without_gradien
 
 def test_a_gradient_stopping_mid_chain_is_measured_and_trained_like_plain_autograd():
     torch.manual_seed(0)
-    net, x = _frozen(), torch.randn(3, 8)
+    net, x = stopped("frozen"), torch.randn(3, 8)
     result = ChainExecutor(net, _square_mean).step(SCHEDULES["periodic"], x, None, measure_time=False)
     assert result.peak_memory > 0
     for p in net.parameters():
@@ -112,7 +78,7 @@ def test_a_gradient_stopping_mid_chain_is_measured_and_trained_like_plain_autogr
 
 def test_a_network_stopping_the_gradient_profiles_and_runs():
     torch.manual_seed(0)
-    net, x = _argmax(), torch.randn(3, 8)
+    net, x = stopped("argmax"), torch.randn(3, 8)
     chain = profile_chain(net, _square_mean, x, None, repeats=1, warmup=0, release=True)
     assert chain.length == 5
     out = memsched.run(net, "90%", example_input=x, loss_fn=_square_mean, repeats=1, time_repeats=1)

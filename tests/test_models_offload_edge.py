@@ -25,6 +25,7 @@ from memsched.solvers.chain.generate import random_chain  # noqa: E402
 from memsched.solvers.errors import InputError  # noqa: E402
 from memsched.solvers.offload import OffloadInstance, OffloadSchedule, Transfer  # noqa: E402
 from memsched.solvers.offload import simulate as simulate_offload  # noqa: E402
+from stopping_nets import stopped  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
@@ -33,44 +34,11 @@ import memsched  # noqa: E402
 torch.set_num_threads(1)
 
 
-class Frozen(nn.Module):
-    """A feature extractor run under ``torch.no_grad()``: no gradient flows through it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = nn.Linear(8, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            return torch.tanh(self.lin(x))
-
-
-class Argmax(nn.Module):
-    """Integer output: no gradient flows back through it."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.argmax(dim=1)
-
-
-class Detach(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.detach()
-
-
 class Noise(nn.Module):
     """Draws random numbers at every forward (its recomputation replays a kept RNG state)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + torch.randn_like(x)
-
-
-def stopped(kind: str) -> nn.Sequential:
-    """Five blocks whose third stops the gradient (`kind`: frozen, argmax or detach)."""
-    torch.manual_seed(0)
-    if kind == "argmax":
-        return nn.Sequential(nn.Linear(8, 5), nn.Tanh(), Argmax(), nn.Embedding(5, 8), nn.Linear(8, 4))
-    middle = Frozen() if kind == "frozen" else Detach()
-    return nn.Sequential(nn.Linear(8, 8), nn.Tanh(), middle, nn.Linear(8, 8), nn.Linear(8, 4))
 
 
 def squares(out: torch.Tensor, target: object = None) -> torch.Tensor:
