@@ -231,3 +231,33 @@ def test_in_place_op_on_an_aliased_tensor_is_bad_input():
     with pytest.raises(InputError) as err:
         export_training_graph(_Aliased(), example_input=x, loss_fn=_ce, target=y)
     assert "mul_" in str(err.value) and "\n" not in str(err.value)
+
+
+# ------------------------------------------------------------------ views of parameters
+class _ParameterViews(nn.Module):
+    """Reads its parameters through views (a transpose, a slice) in plain functions, not through
+    modules: the gradient reaches each parameter through its view."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8, 8) / 3)
+        self.v = nn.Parameter(torch.randn(8, 12) / 3)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = torch.tanh(x @ self.w.t())
+        h = torch.relu(h @ self.v[:, :8])
+        return self.head(h)
+
+
+@pytest.mark.parametrize("granularity", ["op", "module"])
+def test_parameters_read_through_views_are_trained(granularity):
+    """`x @ self.w.t()`: the graph has a backward node for the product and every schedule gives
+    `w` (and the sliced `v`) plain autograd's gradient. A view of a parameter was recorded
+    detached: the product got no backward and `w` no gradient under any schedule."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 8), _ParameterViews())
+    x, y = torch.randn(6, 8), torch.randint(0, 4, (6,))
+    graph = _matches_plain_autograd(net, x, y, granularity=granularity)
+    if granularity == "op":
+        assert any(name.startswith("grad_") and "matmul" in name for name in graph.names)

@@ -201,6 +201,8 @@ class _Recorder:
                                  if isinstance(t, torch.Tensor) and t.requires_grad)
         new = {storage_key(t): t for t in outs if t.numel() and storage_key(t) not in in_keys}
         if not new:  # static (no tensor) or a view of its inputs: no node
+            if grad_params and not leaves and any(t.requires_grad for t in outs):
+                return out  # a view of parameters (``self.weight.t()``): consumers train them as parameters
             return result
         index = len(self.ops)
         out_keys = set(new)

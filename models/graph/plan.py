@@ -312,6 +312,28 @@ def node_callable(gm: fx.GraphModule, n: fx.Node) -> tuple[Callable[..., Any], l
     return without_grad, params
 
 
+def _parameters_read(plan: Plan, refs: Any) -> list[nn.Parameter]:
+    """The parameters requiring grad that an op with the argument nodes `refs` reads: directly
+    (``get_attr``) or through view nodes (``self.weight.t()``: the gradient reaches the parameter
+    through the view), each once."""
+    found: list[nn.Parameter] = []
+    stack = [r for r in tree_flatten(refs)[0] if isinstance(r, fx.Node)]
+    seen: set[fx.Node] = set()
+    while stack:
+        node = stack.pop()
+        if node in seen or node not in plan.steps:
+            continue
+        seen.add(node)
+        step = plan.steps[node]
+        value = step.value
+        if step.kind == "get_attr" and isinstance(value, nn.Parameter) and value.requires_grad:
+            if all(value is not p for p in found):
+                found.append(value)
+        elif step.kind == VIEW:
+            stack += [r for r in tree_flatten((step.args, step.kwargs))[0] if isinstance(r, fx.Node)]
+    return found
+
+
 def build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.Tensor) -> Plan:
     """Trace `blocks` as `models.graph.export` does and map the graph's forward nodes onto them
     (a plain no-grad forward of `example_input` computes the static values). Raises
@@ -365,8 +387,8 @@ def build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.T
                     has_tensor = False
                 if name in names:
                     step = Step(b, OP, fn, n.args, dict(n.kwargs), names.pop(name), params=params, name=name)
-                    step.params += [v for v in tree_flatten((args, kwargs))[0]
-                                    if isinstance(v, nn.Parameter) and v.requires_grad and v not in step.params]
+                    known = {id(p) for p in step.params}
+                    step.params += [p for p in _parameters_read(plan, (n.args, n.kwargs)) if id(p) not in known]
                     plan.ops[int(step.index)] = step  # type: ignore[arg-type]
                 elif has_tensor:
                     step = Step(b, VIEW, fn, n.args, dict(n.kwargs), name=name)
