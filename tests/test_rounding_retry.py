@@ -225,7 +225,7 @@ def test_shared_retry_helper(expired):
     """`retry_rounded_infeasible` (the chain's exact models and the join's cpsat): ``infeasible`` with
     sizes in slots is solved again with exact sizes; with no time left the first answer comes back
     with the caller's status (the join's cpsat: ``timeout``, not a claim about the real budget)."""
-    from memsched.solvers.chain.exact_model import retry_rounded_infeasible
+    from memsched.solvers.exact.layer import retry_rounded_infeasible
     from memsched.solvers.exact.options import Deadline, ExactOptions
     from memsched.solvers.result import TIMEOUT, SolveResult
 

@@ -53,10 +53,11 @@ memory equals that after the previous op, already bounded.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..discretize import effective_slots
+from ..exact.layer import retry_rounded_infeasible
 from ..exact.linear import LinearModel
 from ..exact.options import Deadline, ExactOptions
 from ..result import SolveResult
@@ -431,7 +432,7 @@ def retry_exact_sizes(solve_fn: Any, chain: Chain, budget: int, *, options: Exac
     - when store-all fits the budget, it is returned at once as optimal (nothing is faster);
     - if the sizes rounded up to `options.slots` make the model infeasible, it is solved again
       with exact sizes (slots=0) in the time left, so that ``infeasible`` means the real budget is
-      (`retry_rounded_infeasible`, shared with the join's CP-SAT model).
+      (`exact.layer.retry_rounded_infeasible`, shared with the join's CP-SAT model).
     """
     from ..result import OPTIMAL
     from .baselines import store_all_schedule
@@ -443,26 +444,3 @@ def retry_exact_sizes(solve_fn: Any, chain: Chain, budget: int, *, options: Exac
                            peak_memory=sim.peak_memory, lower_bound=chain.total_time(), schedule=store_all,
                            budget=budget, scope="store-all fits the budget: optimal among all schedules")
     return retry_rounded_infeasible(solve_fn, chain, budget, options=options, deadline=deadline, **kw)
-
-
-def retry_rounded_infeasible(solve_fn: Any, instance: Any, budget: int, *, options: ExactOptions,
-                             deadline: Deadline, out_of_time: str = "infeasible", **kw: Any) -> SolveResult:
-    """``solve_fn(instance, budget, options=..., deadline=..., **kw)``; when the sizes rounded up to
-    `options.slots` (N effective slots) make the model infeasible, `solve_fn` again with exact
-    sizes (slots=0) in the time left, its ``details["retried_exact_sizes"]`` saying why, so that
-    ``infeasible`` is about the real budget. With no time left for that retry the first answer is
-    returned with status `out_of_time` (the chain keeps ``infeasible``, the join says ``timeout``)
-    and a message naming the N slots. Any problem whose model takes ``options.slots``."""
-    from ..result import INFEASIBLE
-
-    res = solve_fn(instance, budget, options=options, deadline=deadline, **kw)
-    n = effective_slots(budget, options.slots)
-    if res.status == INFEASIBLE and n:
-        if deadline.expired():
-            res.status = out_of_time
-            res.message += f" (with sizes in {n} slots; no time left to retry with exact sizes)"
-            return res
-        exact = solve_fn(instance, budget, options=replace(options, slots=0), deadline=deadline, **kw)
-        exact.details["retried_exact_sizes"] = f"infeasible with sizes in {n} slots"
-        return exact
-    return res

@@ -33,11 +33,10 @@ import math
 from itertools import permutations
 from typing import Any
 
-from ..chain.exact_model import retry_rounded_infeasible
 from ..discretize import effective_slots, scope_text
 from ..errors import InputError, option_field
 from ..exact.cpsat_runner import check_first, run_cpsat
-from ..exact.layer import exact_solver
+from ..exact.layer import exact_solver, retry_rounded_infeasible
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .instance import Join
@@ -274,7 +273,7 @@ def solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: Dea
     seed (the best fast schedule: the join DP's, usually) is the hint of the model of its
     backward order, which is solved first. `orders`: the backward orders to solve (`backward_orders`;
     default all k!). When the rounded sizes make every order infeasible the model is solved again
-    with exact sizes in the time left (`chain.exact_model.retry_rounded_infeasible`, as the chain's
+    with exact sizes in the time left (`exact.layer.retry_rounded_infeasible`, as the chain's
     exact models), so that ``infeasible`` is about the real budget; the scope then says so, and
     with no time left for that retry the answer is ``timeout``, not ``infeasible``."""
     n = effective_slots(int(budget), options.slots)
