@@ -35,7 +35,7 @@ from memsched.solvers.chain.schedule import FORWARD_KINDS
 
 __all__ = ["OpTrace", "StepResult", "Measured", "measure_runs", "StepMeter", "Timer", "MemoryWatch", "median",
            "RunState", "RngStates", "compare_gradients", "gradients_match", "zero_grads", "measured_vs_predicted",
-           "ratio", "sync", "memory_method", "tolerances", "timing_ops", "peak_with_rng_states",
+           "ratio", "sync", "memory_method", "tolerances", "timing_ops", "peak_with_rng_states", "with_rng_states",
            "chain_peak_with_rng_states"]
 
 
@@ -417,14 +417,19 @@ class RngStates:
         return [(first[i], self.state_bytes(i)) for i in self.kept if i in first]
 
 
-def peak_with_rng_states(points: Iterable[tuple[float, int]], held: Iterable[tuple[float, int]]) -> int:
-    """Peak bytes of a replay's memory `points` ((time, bytes from then on)) plus the RNG states
-    in `held` ((time, bytes): a state kept from that time to the end of the step, as
-    `RngStates.held` gives them): what an allocator sees of a run that keeps them."""
+def with_rng_states(points: Iterable[tuple[float, int]], held: Iterable[tuple[float, int]]) -> list[int]:
+    """The bytes of each of a replay's memory `points` ((time, bytes from then on)) plus the RNG
+    states in `held` ((time, bytes): a state kept from that time, inclusive, to the end of the
+    step, as `RngStates.held` gives them): what an allocator sees of a run that keeps them."""
     states = sorted(held)
     times = [t for t, _ in states]
     cumulative = [0, *itertools.accumulate(b for _, b in states)]
-    return max(int(mem) + cumulative[bisect.bisect_right(times, t)] for t, mem in points)
+    return [int(mem) + cumulative[bisect.bisect_right(times, t)] for t, mem in points]
+
+
+def peak_with_rng_states(points: Iterable[tuple[float, int]], held: Iterable[tuple[float, int]]) -> int:
+    """The peak of `with_rng_states` (bytes)."""
+    return max(with_rng_states(points, held))
 
 
 def chain_peak_with_rng_states(sim: Any, ops: Sequence[Any], rng: RngStates) -> int:

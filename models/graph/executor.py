@@ -65,7 +65,7 @@ import numpy as np
 import torch
 from memsched.models.chain.executor import LossFn, as_blocks, parameters_of
 from memsched.models.graph.plan import Plan, build_plan
-from memsched.models.measure import OpTrace, RngStates, StepMeter, StepResult, measure_runs, zero_grads
+from memsched.models.measure import OpTrace, RngStates, StepMeter, StepResult, measure_runs, with_rng_states, zero_grads
 from memsched.models.memory import CLOCKS, storage_key
 from memsched.solvers.graph import Graph, GraphSchedule, simulate
 from torch import nn
@@ -231,12 +231,9 @@ class GraphExecutor:
         if method == "allocator":  # RNG states of recomputed random nodes, from their first computation on
             random = {self.graph.names.index(name) for name in meta.get("random_nodes", ())} & {
                 v for v, c in Counter(seq).items() if c > 1}
-            held, seen = 0, set()
-            for s, v in enumerate(seq):
-                if v in random and v not in seen:
-                    seen.add(v)
-                    held += int(meta.get("rng_state_bytes", 0))
-                out[s] += held
+            first = {v: s for s, v in reversed(list(enumerate(seq))) if v in random}
+            out = with_rng_states(list(enumerate(out)),
+                                  [(s, int(meta.get("rng_state_bytes", 0))) for s in first.values()])
         return out
 
     def prepare(self, seq: list[int]) -> tuple[Any, dict[int, list[int]], set[int], set[int]]:
