@@ -15,19 +15,24 @@ after another; `solvers.join.dp`), so the DP is never worse at the same discreti
   and later recomputes from its input with all the memory left, C(m, 0, L_b - 1); the first
   one runs the rotor DP with what the others leave. Best over the backward orders (all of them
   for k <= 6).
+
+Each works in slots (every size rounded up, `dp.discretise`); when that rounding leaves it no
+schedule, it tries once more with exact sizes or finer slots (`with_finer_retry`), so
+``infeasible`` means its schedule does not fit at the finer rounding either.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from itertools import permutations
 from typing import Any
 
 import numpy as np
 
 from ..chain.baselines import store_all_schedule as chain_store_all
-from ..chain.dp import rotor_table
+from ..chain.dp import EXACT_RETRY_CELLS, rotor_table, table_cells
 from ..chain.instance import Chain
 from ..chain.schedule import LOSS
 from ..chain.simulator import simulate as simulate_chain
@@ -36,6 +41,9 @@ from .dp import discretise, effective_slots, scope_text, spine_mmin
 from .instance import Join
 from .schedule import LOSS_OP, JoinSchedule, JOp, store_all_schedule
 from .simulator import simulate
+
+#: largest total of the branches' rotor tables (entries) a heuristic's finer-slot retry may fill
+RETRY_CELLS = EXACT_RETRY_CELLS
 
 
 def _split_at_loss(chain_ops: list[Any], b: int) -> tuple[list[JOp], list[JOp]]:
@@ -95,8 +103,41 @@ def _answer(name: str, join: Join, budget: int, slots: int, schedule: JoinSchedu
                        solve_time_s=time.perf_counter() - t0, details={"slots": slots, **details})
 
 
+def retry_slots(join: Join, budget: int, slots: int) -> int | None:
+    """The slot count for a heuristic's second try after `slots` slots (effective, > 0) left it no
+    schedule: 0 (exact sizes) when the branches' rotor tables at exact sizes have at most
+    `RETRY_CELLS` entries, else the most slots within that; None when that is not finer."""
+    rows = sum(table_cells(c.length, 0) for c in join.branches)  # entries per memory value
+    if rows * (budget + 1) <= RETRY_CELLS:
+        return 0
+    finest = effective_slots(budget, RETRY_CELLS // rows - 1)
+    return finest if finest > slots else None
+
+
+def with_finer_retry(solve_at: Callable[[Join, int, int], SolveResult], join: Join, budget: int,
+                     slots: int) -> SolveResult:
+    """`solve_at(join, budget, slots)`, and when the rounding of every size up to whole slots
+    left the heuristic no schedule, once more with finer slots (`retry_slots`): a schedule of
+    the heuristic that fits the budget at exact sizes can need more than `slots` rounded slots.
+    ``details["slots_tried"]`` then lists both counts (0: exact sizes)."""
+    first = solve_at(join, budget, slots)
+    n = int(first.details["slots"])
+    finer = retry_slots(join, budget, n) if first.status == INFEASIBLE and n else None
+    if finer is None:
+        return first
+    again = solve_at(join, budget, finer)
+    again.details["slots_tried"] = [n, int(again.details["slots"])]
+    again.scope += f" (the {n}-slot rounding left no schedule)"
+    again.solve_time_s += first.solve_time_s
+    return again
+
+
 def solve_equal(join: Join, budget: int, *, slots: int = 500, **_: Any) -> SolveResult:
     """Equal shares of (M - loss_overhead), the rotor DP per branch."""
+    return with_finer_retry(_equal_at, join, int(budget), slots)
+
+
+def _equal_at(join: Join, budget: int, slots: int) -> SolveResult:
     t0 = time.perf_counter()
     work, M = discretise(join, budget, slots)
     shares = _shares_of(work, M, [1.0] * work.k)
@@ -106,6 +147,10 @@ def solve_equal(join: Join, budget: int, *, slots: int = 500, **_: Any) -> Solve
 
 def solve_proportional(join: Join, budget: int, *, slots: int = 500, **_: Any) -> SolveResult:
     """Shares of (M - loss_overhead) proportional to each branch's store-all peak."""
+    return with_finer_retry(_proportional_at, join, int(budget), slots)
+
+
+def _proportional_at(join: Join, budget: int, slots: int) -> SolveResult:
     t0 = time.perf_counter()
     work, M = discretise(join, budget, slots)
     weights = [float(simulate_chain(c, chain_store_all(c.length)).peak_memory - c.x[0]) for c in work.branches]
@@ -116,6 +161,10 @@ def solve_proportional(join: Join, budget: int, *, slots: int = 500, **_: Any) -
 
 def solve_sequential(join: Join, budget: int, *, slots: int = 500, **_: Any) -> SolveResult:
     """Branches one after the other; all but the first keep only their output a_L."""
+    return with_finer_retry(_sequential_at, join, int(budget), slots)
+
+
+def _sequential_at(join: Join, budget: int, slots: int) -> SolveResult:
     t0 = time.perf_counter()
     work, M = discretise(join, budget, slots)
     k = work.k
