@@ -224,7 +224,7 @@ def test_default_slots_never_infeasible_when_a_schedule_fits(join, frac):
 def test_shared_retry_helper(expired):
     """`retry_rounded_infeasible` (the chain's exact models and the join's cpsat): ``infeasible`` with
     sizes in slots is solved again with exact sizes; with no time left the first answer comes back
-    with the caller's status (the join's cpsat: ``timeout``, not a claim about the real budget)."""
+    with status ``timeout``, not a claim about the real budget."""
     from memsched.solvers.exact.layer import retry_rounded_infeasible
     from memsched.solvers.exact.options import Deadline, ExactOptions
     from memsched.solvers.result import TIMEOUT, SolveResult
@@ -238,8 +238,7 @@ def test_shared_retry_helper(expired):
         return SolveResult(problem="join", solver="cpsat", status=OPTIMAL, objective=1.0)
 
     deadline = Deadline(0.0 if expired else 10.0)
-    res = retry_rounded_infeasible(fake, None, 1000, options=ExactOptions(slots=50), deadline=deadline,
-                                   out_of_time=TIMEOUT)
+    res = retry_rounded_infeasible(fake, None, 1000, options=ExactOptions(slots=50), deadline=deadline)
     if expired:
         assert calls == [50] and res.status == TIMEOUT and "50 slots" in res.message
     else:

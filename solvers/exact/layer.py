@@ -293,18 +293,19 @@ def _honest_bound(bound: float | None, objective: float | None) -> float | None:
 
 
 def retry_rounded_infeasible(solve_fn: Any, instance: Any, budget: int, *, options: ExactOptions,
-                             deadline: Deadline, out_of_time: str = "infeasible", **kw: Any) -> SolveResult:
+                             deadline: Deadline, **kw: Any) -> SolveResult:
     """``solve_fn(instance, budget, options=..., deadline=..., **kw)``; when the sizes rounded up to
     `options.slots` (N effective slots) make the model infeasible, `solve_fn` again with exact
     sizes (slots=0) in the time left, its ``details["retried_exact_sizes"]`` saying why, so that
     ``infeasible`` is about the real budget. With no time left for that retry the first answer is
-    returned with status `out_of_time` (the chain keeps ``infeasible``, the join says ``timeout``)
-    and a message naming the N slots. Any problem whose model takes ``options.slots``."""
+    returned with status ``timeout`` (the limit came before a schedule: nothing was proven about
+    the real budget) and a message naming the N slots. Any problem whose model takes
+    ``options.slots``."""
     res = solve_fn(instance, budget, options=options, deadline=deadline, **kw)
     n = effective_slots(budget, options.slots)
     if res.status == INFEASIBLE and n:
         if deadline.expired():
-            res.status = out_of_time
+            res.status = TIMEOUT
             res.message += f" (with sizes in {n} slots; no time left to retry with exact sizes)"
             return res
         exact = solve_fn(instance, budget, options=replace(options, slots=0), deadline=deadline, **kw)

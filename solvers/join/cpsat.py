@@ -278,7 +278,7 @@ def solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: Dea
     with no time left for that retry the answer is ``timeout``, not ``infeasible``."""
     n = effective_slots(int(budget), options.slots)
     res = retry_rounded_infeasible(_solve_cpsat, join, int(budget), options=options, deadline=deadline,
-                                   out_of_time=TIMEOUT, seed=seed, orders=orders)
+                                   seed=seed, orders=orders)
     if "retried_exact_sizes" in res.details:
         res.scope = phase_scope(len(res.details.get("orders", [])),
                                 f"exact sizes (sizes rounded up to {n} slots left no schedule)")
