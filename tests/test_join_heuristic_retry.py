@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from memsched.solvers import registry
-from memsched.solvers.join.baselines import retry_slots
+from memsched.solvers.join.baselines import RETRY_CELLS, retry_slots
 from memsched.solvers.join.generate import random_join
 from memsched.solvers.join.simulator import simulate
 from memsched.solvers.result import FEASIBLE, INFEASIBLE
@@ -46,7 +46,7 @@ def test_large_budgets_retry_with_the_most_slots_the_tables_allow():
     rows = sum((c.length + 1) * (c.length + 2) // 2 for c in join.branches)
     budget = 10**9
     slots = retry_slots(join, budget, 500)
-    assert slots is not None and 500 < slots and rows * (slots + 1) <= 5_000_000
+    assert slots is not None and 500 < slots and rows * (slots + 1) <= RETRY_CELLS
     assert retry_slots(join, budget, slots) is None  # nothing finer within the cap
     assert retry_slots(join, 10_000, 500) == 0  # small tables: exact sizes
 
@@ -55,3 +55,11 @@ def test_a_found_schedule_is_not_retried():
     join = random_join([2, 3], 1, size_range=(100, 3000))
     res = registry.solve("join", join, "sequential", 10**6)
     assert res.status == FEASIBLE and "slots_tried" not in res.details
+
+
+def test_megabyte_sizes_retry_with_exact_sizes():
+    """Sizes of 3 KB to 300 KB, budget 1.57 MB: exact sizes need 9.4e6 table entries (the band
+    where a 833,332-slot retry still rounded the schedule out of the budget)."""
+    join = random_join([1, 1], 1, integer_times=True, overhead=0.5, loss_overhead=1, size_range=(3000, 300000))
+    res = registry.solve("join", join, "sequential", 1572782)
+    assert res.status == FEASIBLE and res.details["slots_tried"] == [500, 0] and res.peak_memory <= 1572782

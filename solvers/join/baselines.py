@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..chain.baselines import store_all_schedule as chain_store_all
-from ..chain.dp import EXACT_RETRY_CELLS, rotor_table, table_cells
+from ..chain.dp import rotor_table, table_cells
 from ..chain.instance import Chain
 from ..chain.schedule import LOSS
 from ..chain.simulator import simulate as simulate_chain
@@ -43,7 +43,9 @@ from .schedule import LOSS_OP, JoinSchedule, JOp, store_all_schedule
 from .simulator import simulate
 
 #: largest total of the branches' rotor tables (entries) a heuristic's finer-slot retry may fill
-RETRY_CELLS = EXACT_RETRY_CELLS
+#: (about 1 s and 240 MB per table set; exact sizes of a 1.6 MB budget over two short branches
+#: need 9.4e6)
+RETRY_CELLS = 30_000_000
 
 
 def _split_at_loss(chain_ops: list[Any], b: int) -> tuple[list[JOp], list[JOp]]:
@@ -128,6 +130,9 @@ def with_finer_retry(solve_at: Callable[[Join, int, int], SolveResult], join: Jo
     again = solve_at(join, budget, finer)
     again.details["slots_tried"] = [n, int(again.details["slots"])]
     again.scope += f" (the {n}-slot rounding left no schedule)"
+    if again.status == INFEASIBLE and finer:
+        again.message += (f" (sizes rounded up to {finer} slots of the budget: at exact sizes its schedule may fit "
+                          "a budget a few slots smaller)")
     again.solve_time_s += first.solve_time_s
     return again
 
