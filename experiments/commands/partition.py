@@ -19,7 +19,7 @@ from memsched.solvers.pipeline import DEFAULT_SOLVER, SCHEDULES, load, reference
 from memsched.solvers.result import INFEASIBLE, SolveResult
 from memsched.solvers.units import format_bytes, parse_bandwidth, parse_positive_budget
 
-from ._checks import check_options, check_work, cost, count, latency, seconds
+from ._checks import check_options, check_work, cost, count, latency, seconds, solver_parameters
 from ._common import add_progress_argument, parse_options, run_solver, stopped_by_user
 
 
@@ -64,15 +64,32 @@ def run_partition(args: argparse.Namespace) -> tuple[SolveResult, Any]:
     reference = reference_peak(inst) if str(args.memory).strip().endswith("%") else None
     memory = parse_positive_budget(args.memory, reference, field="--memory")
     options = parse_options(args.option)
-    check_options("pipeline", args.solver or DEFAULT_SOLVER, options)
-    check_work("pipeline", args.solver or DEFAULT_SOLVER, inst, devices=args.devices)
-    if args.replication:
-        options["replication"] = True
     name = args.solver or DEFAULT_SOLVER
+    check_options("pipeline", name, options)
+    for key in POSITIVE_OPTIONS:
+        if key in options and options[key] < 1:  # 0 would silently mean the default (check_options allows it)
+            raise InputError(f"must be an integer >= 1, got {options[key]!r}", field=f"--option {key}")
+    check_work("pipeline", name, inst, devices=args.devices)
+    if args.replication:
+        if "replication" not in solver_parameters("pipeline", name):
+            raise InputError(f"{name} does not replicate stages (its partitions are straight or interleaved); "
+                             f"the solvers that do: {', '.join(replicating_solvers())}", field="--replication")
+        options["replication"] = True
     result = run_solver("pipeline", inst, name, memory, progress=args.progress, time_limit=args.time_limit,
                         options=options, devices=args.devices, schedule=args.schedule,
                         micro_batches=args.micro_batches)
     return result, inst
+
+
+#: solver options that count something (ideals, states, stages) and must be >= 1
+POSITIVE_OPTIONS = ("max_states", "max_stages")
+
+
+def replicating_solvers() -> list[str]:
+    """The pipeline solvers that take ``replication`` (``--replication``)."""
+    from memsched.solvers.pipeline import SOLVERS
+
+    return [n for n in SOLVERS if "replication" in solver_parameters("pipeline", n)]
 
 
 def to_json(result: SolveResult, inst: Any) -> dict[str, Any]:
@@ -92,6 +109,8 @@ def to_json(result: SolveResult, inst: Any) -> dict[str, Any]:
     part = result.schedule
     if out.get("schedule") is not None:
         out["schedule"]["time_unit_s"] = unit  # the partition's own times are in the file's unit
+        # the machine it was solved with, so that `memsched simulate` replays it as reported
+        out["schedule"].update(weight_factor=inst.weight_factor, bandwidth=inst.bandwidth, latency=inst.latency)
     out["latency"] = inst.latency
     out["stages"] = [] if part is None else [
         {"first_layer": s.first, "last_layer": s.last, "time": s.time * unit, "memory": s.memory,
@@ -113,7 +132,14 @@ def main(args: argparse.Namespace) -> int:
         return 130
     if result.schedule is None:
         msg = f"{result.status}: {result.solver} finds no partition within {result.budget} bytes per device"
-        if result.status == INFEASIBLE and result.min_budget is not None:
+        needs = result.details.get("needs")
+        if result.status == INFEASIBLE and needs is not None:
+            # a period-only baseline: the smallest memory *it* meets is what its own partition needs, not the
+            # smallest memory of any partition (docs/CONVENTIONS.md, "Status words")
+            msg += (f"; {result.solver}'s smallest feasible memory: {needs} bytes ({format_bytes(needs)}), what its"
+                    " own partition needs (a period-only baseline: a memory-aware solver such as madpipe or dag may"
+                    " fit in less)")
+        elif result.status == INFEASIBLE and result.min_budget is not None:
             msg += f"; smallest feasible memory: {result.min_budget} bytes ({format_bytes(result.min_budget)})"
         elif result.status == INFEASIBLE:
             msg += ("; smallest feasible budget unknown: this solver does not compute it (madpipe gives the"

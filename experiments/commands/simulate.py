@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from memsched.solvers import registry
+from memsched.solvers.errors import InputError
+from memsched.solvers.formats import detect_problem
 from memsched.solvers.jsonio import read_json
-from memsched.solvers.units import format_bytes
+from memsched.solvers.pipeline.schedule import machine_from_json
+from memsched.solvers.units import format_bytes, parse_bandwidth
 
-from ._common import add_link_arguments, budget_for, load_problem, print_json
+from ._checks import cost, latency
+from ._common import budget_for, load_problem, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,7 +23,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", help="instance file")
     p.add_argument("schedule", help="schedule JSON (or the output of `memsched solve --json`)")
     p.add_argument("--budget", help="also check the schedule against this budget")
-    add_link_arguments(p)
+    p.add_argument("--bandwidth", metavar="BW",
+                   help='link bandwidth ("12GB/s"): a chain file becomes an offloading instance; for a pipeline '
+                        "partition, replaces the bandwidth it was solved with")
+    p.add_argument("--latency", type=latency, default=None, metavar="S",
+                   help="link latency in seconds (host link; for a pipeline partition, per tensor crossing a "
+                        "stage boundary, replacing the partition's)")
+    p.add_argument("--weight-factor", type=cost, default=None, metavar="K",
+                   help="pipeline partitions: bytes kept per weight byte, replacing the partition's")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=main)
 
@@ -26,6 +38,25 @@ def register(sub: argparse._SubParsersAction) -> None:
 def read_schedule_json(path: str):
     """Read a schedule JSON file (or ``memsched solve --json`` output); InputError naming the file."""
     return read_json(path)
+
+
+def with_partition_machine(instance: Any, data: Any, args: argparse.Namespace) -> Any:
+    """The pipeline `instance` on the machine the partition was solved with (`machine_from_json`:
+    weight factor, bandwidth, latency, as ``memsched partition --json`` records them; a file
+    without them keeps the defaults: weights x 4, communication not charged), each replaced by
+    --weight-factor, --bandwidth, --latency when given. A latency needs a bandwidth."""
+    machine = machine_from_json(data, path=args.schedule)
+    if args.weight_factor is not None:
+        machine["weight_factor"] = args.weight_factor
+    if args.bandwidth is not None:
+        machine["bandwidth"] = parse_bandwidth(args.bandwidth)
+    if args.latency is not None:
+        machine["latency"] = args.latency
+    if machine.get("latency") and machine.get("bandwidth", instance.bandwidth) is None:
+        raise InputError("a latency needs a bandwidth (communication is not charged without one)",
+                         field="--latency" if args.latency is not None else "latency")
+    return instance.with_machine(bandwidth=machine.get("bandwidth", instance.bandwidth),
+                                 weight_factor=machine.get("weight_factor"), latency=machine.get("latency"))
 
 
 def _is_partition(data: object) -> bool:
@@ -37,27 +68,43 @@ def _is_partition(data: object) -> bool:
 
 def main(args: argparse.Namespace) -> int:
     """Replay the schedule and print its objective and peak memory (bytes); exit 0 if valid, 2 on bad input or a
-    broken rule or --budget."""
+    broken rule or --budget. A pipeline partition is replayed on the machine it records (weight factor, bandwidth,
+    latency), each replaced by the command's option when given."""
     data = read_schedule_json(args.schedule)
     declared = data.get("problem") if isinstance(data, dict) else None
     if isinstance(data, dict) and isinstance(data.get("schedule"), dict):
         declared = data["schedule"].get("problem", declared)
     if declared is None and _is_partition(data):
         declared = "pipeline"  # a bare memsched.partition/1 object (`partition --json`'s "schedule", as plot reads)
-    problem, instance = load_problem(args.file, args.bandwidth, args.latency, declared=declared)
+    machine: dict[str, Any] | None = None
+    pipeline = declared == "pipeline" or (declared is None and detect_problem(args.file) == "pipeline")
+    if pipeline:
+        problem, instance = load_problem(args.file, declared=declared)
+    if not pipeline or problem != "pipeline":
+        if args.weight_factor is not None:
+            raise InputError("applies to pipeline partitions", field="--weight-factor")
+        problem, instance = load_problem(args.file, args.bandwidth, args.latency, declared=declared)
+    else:
+        instance = with_partition_machine(instance, data, args)
+        machine = {"weight_factor": instance.weight_factor, "bandwidth": instance.bandwidth,
+                   "latency": instance.latency}
     desc = registry.get_problem(problem)
     schedule = desc.schedule_from_json(data, instance, path=args.schedule)
     budget = budget_for(problem, instance, args.budget) if args.budget else None
     replay = desc.replay(instance, schedule, budget)
     out = {"problem": problem, "valid": replay.violation is None, "violation": replay.violation,
            desc.objective: replay.objective, "peak_memory": replay.peak_memory, "budget": budget,
-           "memory_profile": desc.memory_profile(instance, schedule)}
+           "memory_profile": desc.memory_profile(instance, schedule), **(machine or {})}
     if args.json:
         print_json(out)
     else:
         print(f"problem      {problem}  ({getattr(instance, 'name', '')})")
         print(f"{'stages' if desc.objective == 'period' else 'operations':<12} {len(schedule)}")
         print(f"{desc.objective:<12} {replay.objective:.6g}")
+        if machine is not None:
+            link = ("communication not charged" if machine["bandwidth"] is None
+                    else f"bandwidth {machine['bandwidth']:.4g} bytes/s, latency {machine['latency']:g} s per tensor")
+            print(f"machine      weights x {machine['weight_factor']:g}, {link}")
         print(f"peak memory  {replay.peak_memory} ({format_bytes(replay.peak_memory)})")
         if budget is not None:
             print(f"budget       {budget} ({format_bytes(budget)})")

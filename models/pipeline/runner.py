@@ -31,6 +31,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from memsched.solvers import registry
+from memsched.solvers.errors import InputError
 from memsched.solvers.pipeline import Partition, Pipeline, simulate_batch
 from torch import nn
 
@@ -129,14 +130,33 @@ def reference_grads(cfg: dict[str, Any]) -> dict[str, torch.Tensor]:
     return {n: p.grad.detach().clone() for n, p in model.named_parameters()}
 
 
+def check_runnable(part: Partition, micro_batches: int) -> None:
+    """`InputError` when this runner cannot execute `part` with `micro_batches` micro-batches:
+    it runs one process per stage of a straight pipeline, so no replicated stage and no
+    interleaved allocation that puts two stages on one device (``device_of``; it would run
+    them on devices of their own, and compare with a makespan their sharing does not allow);
+    torch's ``Schedule1F1B`` needs at least as many micro-batches as stages."""
+    if any(s.replicas != 1 for s in part.stages):
+        raise InputError("the runner executes straight pipelines (no replicated stages)", field="partition")
+    if part.device_of is not None and len(set(part.device_of)) < len(part.stages):
+        raise InputError(f"the runner executes straight pipelines (one device per stage); this interleaved "
+                         f"allocation puts {len(part.stages)} stages on {len(set(part.device_of))} devices",
+                         field="partition")
+    if part.schedule == "1f1b" and micro_batches < len(part.stages):
+        raise InputError(f"1F1B needs at least as many micro-batches as stages ({len(part.stages)}), "
+                         f"got {micro_batches}", field="micro_batches")
+
+
 def run_partition(part: Partition, *, layers: int = 8, width: int = 256, in_dim: int = 64, out_dim: int = 16,
                   batch: int = 64, micro_batches: int = 4, steps: int = 3, device: str | None = None,
                   threads: int = 1, seed: int = 0, timeout_s: float = 300.0) -> dict[str, Any]:
-    """Run `part` (straight pipeline, one process per stage) and return measurements and checks."""
-    if any(s.replicas != 1 for s in part.stages):
-        raise ValueError("the runner executes straight pipelines (no replicated stages)")
+    """Run `part` (straight pipeline, one process per stage) and return measurements and checks.
+    `InputError` (a ValueError) for what it cannot run: replicated stages, an interleaved
+    allocation (``device_of`` with two stages on one device), a batch that is not a multiple of
+    `micro_batches`, fewer 1F1B micro-batches than stages."""
+    check_runnable(part, micro_batches)
     if batch % micro_batches:
-        raise ValueError("batch must be a multiple of micro_batches")
+        raise InputError(f"batch {batch} must be a multiple of micro_batches {micro_batches}", field="batch")
     device = device or ("cuda" if torch.cuda.is_available() and torch.cuda.device_count() >= len(part.stages)
                         else "cpu")
     cfg = {"model": {"layers": layers, "width": width, "in_dim": in_dim, "out_dim": out_dim, "seed": seed},
@@ -172,10 +192,44 @@ def compare(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[str, A
     }
 
 
+#: the largest --devices, --layers, --width, --batch, --micro-batches and --steps the runner takes
+#: (it spawns one process per stage and builds the network in memory)
+MAX_ARGUMENT = 10**6
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """`InputError` naming the option for arguments the run cannot use (checked before profiling,
+    solving or spawning): every count in 1..`MAX_ARGUMENT`, --batch a multiple of
+    --micro-batches, --memory > 0 bytes, and under 1F1B at least as many micro-batches as
+    devices (torch's ``Schedule1F1B`` needs one per stage, and the partition may use every
+    device)."""
+    for name in ("devices", "layers", "width", "batch", "micro_batches", "steps"):
+        value = getattr(args, name)
+        if not 1 <= value <= MAX_ARGUMENT:
+            raise InputError(f"must be an integer in 1..{MAX_ARGUMENT}, got {value}",
+                             field="--" + name.replace("_", "-"))
+    if args.batch % args.micro_batches:
+        raise InputError(f"{args.batch} is not a multiple of --micro-batches {args.micro_batches}",
+                         field="--batch")
+    if args.memory is not None and not (math.isfinite(args.memory) and args.memory > 0):
+        raise InputError(f"must be a positive number of bytes, got {args.memory:g}", field="--memory")
+    if args.schedule == "1f1b" and args.micro_batches < args.devices:
+        raise InputError(f"1F1B needs at least as many micro-batches as stages, and the partition may use all "
+                         f"{args.devices} devices: give --micro-batches >= {args.devices} (or --schedule gpipe)",
+                         field="--micro-batches")
+
+
+def _bad_input(ap: argparse.ArgumentParser, err: InputError) -> int:
+    """One line on stderr, as argparse reports a usage error; the exit code of bad input (2)."""
+    print(f"{ap.prog}: error: {err}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     """Partition an MLP over --devices with --solver, run it and print predicted vs measured period and memory as JSON;
-    exit 0, 1 without a partition, 3 when the gradient check fails."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    exit 0, 1 without a partition, 2 on bad arguments (one line on stderr, before anything runs; also a partition
+    the runner cannot execute: replicated stages, an interleaved allocation), 3 when the gradient check fails."""
+    ap = argparse.ArgumentParser(prog="python -m memsched.models.pipeline.runner", description=__doc__.split("\n")[0])
     ap.add_argument("--devices", type=int, default=2)
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--width", type=int, default=256)
@@ -187,16 +241,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=("cpu", "cuda"), default=None)
     ap.add_argument("--steps", type=int, default=3)
     args = ap.parse_args(argv)
+    try:
+        check_arguments(args)
+    except InputError as err:
+        return _bad_input(ap, err)
     model = make_mlp(args.layers, args.width)
     mb = args.batch // args.micro_batches
     inst = profile_sequential(model, torch.randn(mb, 64))
     budget = int(args.memory) if args.memory else 10**15
-    res = registry.solve("pipeline", inst, args.solver, budget, devices=args.devices, schedule=args.schedule,
-                         micro_batches=args.micro_batches)
+    try:
+        res = registry.solve("pipeline", inst, args.solver, budget, devices=args.devices, schedule=args.schedule,
+                             micro_batches=args.micro_batches)
+    except InputError as err:
+        return _bad_input(ap, err)
     if res.schedule is None:
         print(f"{args.solver}: {res.status} ({res.message})", file=sys.stderr)
         return 1
     part = res.schedule
+    try:
+        check_runnable(part, args.micro_batches)  # before any worker is spawned
+    except InputError as err:
+        return _bad_input(ap, InputError(f"{args.solver}'s partition ({part}): {err}"))
     if len(part.stages) < 2:
         print(f"note: the solver uses {len(part.stages)} stage(s)", file=sys.stderr)
     run = run_partition(part, layers=args.layers, width=args.width, batch=args.batch,

@@ -7,7 +7,9 @@ largest block time by bisection over the candidate block sums with a greedy pack
 the min-max block problem), then the blocks are split until there are exactly min(P, L) of
 them (splitting never increases the largest block). The partition is then charged by the
 simulator; when it does not fit the budget the answer is ``infeasible`` for this baseline with
-the memory it needs in ``min_budget``.
+the memory its partition needs in ``min_budget`` (the smallest memory this baseline meets, as
+docs/CONVENTIONS.md states for baselines) and in ``details["needs"]``: not the smallest memory of
+any partition, which a memory-aware solver (`madpipe`) may find far below.
 """
 
 from __future__ import annotations
@@ -77,6 +79,6 @@ def solve_balance_time(inst: Pipeline, budget: int, *, devices: int | None = Non
         return SolveResult(problem="pipeline", solver="balance-time", status=INFEASIBLE, budget=budget,
                            min_budget=part.peak_memory, solve_time_s=elapsed, scope=scope,
                            message=f"balance-time partition ({part}) needs {part.peak_memory} bytes per device",
-                           details={"unconstrained_partition": part.to_json()})
+                           details={"unconstrained_partition": part.to_json(), "needs": part.peak_memory})
     return SolveResult(problem="pipeline", solver="balance-time", status=FEASIBLE, objective=part.period,
                        peak_memory=part.peak_memory, solve_time_s=elapsed, budget=budget, schedule=part, scope=scope)

@@ -26,8 +26,10 @@ strengthen the LP relaxation.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -41,6 +43,21 @@ from .instance import Pipeline
 from .schedule import Partition
 
 Candidate = tuple[int, int, int, float]  # (start node i, end node j, position t, value)
+
+
+def straight_only(solver: Callable[..., SolveResult]) -> Callable[..., SolveResult]:
+    """Wrap an exact solver of unreplicated partitions (`exact_solver` already applied) so that a
+    ``replication`` keyword never reaches its warm start: the exact layer hands the solver's
+    keywords to the fast solvers that seed it, and a replicated seed (madpipe's) would be returned
+    as the answer, outside the solver's scope. The seeds run straight, as the model does. The
+    command line refuses ``--replication`` for such solvers (docs/pipeline.md)."""
+
+    @functools.wraps(solver)  # keeps the exact layer's attributes and the model's signature
+    def run(instance: Any, budget: Any, **kw: Any) -> SolveResult:
+        kw.pop("replication", None)
+        return solver(instance, budget, **kw)
+
+    return run
 
 
 def stage_flow_model(cand: list[Candidate], T: int, source: int, sink: int, links: list[tuple[int, int]]
@@ -92,6 +109,7 @@ def bound_value(values: list[float], bound: float | None) -> float:
 FAST = ("madpipe", "pipedream", "balance-time")
 
 
+@straight_only
 @exact_solver("pipeline", "cpsat", FAST)
 def solve_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline: Deadline,
                 seed: SolveResult | None = None, devices: int | None = None, schedule: str = "1f1b",

@@ -29,7 +29,7 @@ from ..exact.cpsat_runner import run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
-from .cpsat import bound_value, stage_flow_model
+from .cpsat import bound_value, stage_flow_model, straight_only
 from .dag_dp import _scope, dag_partition_dp, lattice_for, stage_tables, to_partition
 from .dp import _defaults
 from .instance import Pipeline
@@ -38,6 +38,7 @@ from .instance import Pipeline
 FAST = ("dag", "dag-pipedream")
 
 
+@straight_only
 @exact_solver("pipeline", "dag-cpsat", FAST)
 def solve_dag_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline: Deadline,
                     seed: SolveResult | None = None, devices: int | None = None, schedule: str = "1f1b",

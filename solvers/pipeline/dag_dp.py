@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputError, option_field
 from ..result import INFEASIBLE, OPTIMAL, SolveResult
 from .dp import _defaults, partition_dp
 from .instance import Pipeline
@@ -307,7 +308,10 @@ def _scope(lat: Lattice, P: int, schedule: str, m: int | None, replication: bool
 
 
 def lattice_for(inst: Pipeline, max_states: int | None) -> Lattice:
-    """The ideal lattice used by the DAG solvers (coarsened past `max_states` ideals)."""
+    """The ideal lattice used by the DAG solvers (coarsened past `max_states` ideals; None: the
+    default `MAX_STATES`). `InputError` for a count below 1."""
+    if max_states is not None and (isinstance(max_states, bool) or int(max_states) < 1):
+        raise InputError(f"must be an integer >= 1, got {max_states!r}", field=option_field("max_states"))
     return coarsest_needed(inst, int(max_states or MAX_STATES))[0]
 
 
@@ -359,7 +363,8 @@ def solve_dag_pipedream(inst: Pipeline, budget: int, *, devices: int | None = No
                         max_states: int | None = None, **_: Any) -> SolveResult:
     """PipeDream's planner in our model: the smallest period over antichain splits with the
     memory ignored, then checked against `budget` (infeasible for this baseline when it does
-    not fit, with the memory it needs in `min_budget`)."""
+    not fit, with the memory its partition needs in `min_budget` and ``details["needs"]``: not
+    the smallest memory of any DAG partition, which `dag` gives)."""
     start = time.perf_counter()
     P, schedule, m = _defaults(devices, schedule, micro_batches)
     rep = bool(replication)
@@ -374,7 +379,8 @@ def solve_dag_pipedream(inst: Pipeline, budget: int, *, devices: int | None = No
         return SolveResult(problem="pipeline", solver="dag-pipedream", status=INFEASIBLE, budget=budget,
                            min_budget=part.peak_memory, solve_time_s=elapsed, scope=scope, lower_bound=value,
                            message=f"PipeDream's DAG partition needs {part.peak_memory} bytes per device",
-                           details={**details, "unconstrained_partition": part.to_json()})
+                           details={**details, "unconstrained_partition": part.to_json(),
+                                    "needs": part.peak_memory})
     return SolveResult(problem="pipeline", solver="dag-pipedream", status=OPTIMAL, objective=part.period,
                        peak_memory=part.peak_memory, lower_bound=min(value, part.period),
                        solve_time_s=elapsed, budget=budget, schedule=part, scope=scope, details=details)

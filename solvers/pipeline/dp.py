@@ -192,7 +192,9 @@ def solve_pipedream(inst: Pipeline, budget: int, *, devices: int | None = None, 
                     micro_batches: int | None = None, replication: bool = False, **_: Any) -> SolveResult:
     """PipeDream's DP: the smallest period ignoring memory; then checked against the budget.
     Optimal when its partition fits (the unconstrained optimum is a lower bound); otherwise
-    infeasible *for this baseline*, with the memory it needs in `min_budget`."""
+    infeasible *for this baseline*, with the memory its partition needs (bytes per device) in
+    `min_budget` and ``details["needs"]``: the smallest memory this baseline meets, not the
+    smallest of any partition (`min_budget` of `madpipe`, often far below)."""
     start = time.perf_counter()
     P, schedule, m = _defaults(devices, schedule, micro_batches)
     found = partition_dp(inst, P, None, schedule=schedule, micro_batches=m, replication=replication)
@@ -208,7 +210,7 @@ def solve_pipedream(inst: Pipeline, budget: int, *, devices: int | None = None, 
                            min_budget=part.peak_memory, solve_time_s=elapsed, scope=scope,
                            lower_bound=value,
                            message=f"PipeDream's partition ({part}) needs {part.peak_memory} bytes per device",
-                           details={"unconstrained_partition": part.to_json()})
+                           details={"unconstrained_partition": part.to_json(), "needs": part.peak_memory})
     return SolveResult(problem="pipeline", solver="pipedream", status=OPTIMAL, objective=part.period,
                        peak_memory=part.peak_memory, lower_bound=value, solve_time_s=elapsed, budget=budget,
                        schedule=part, scope=scope)

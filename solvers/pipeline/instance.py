@@ -380,6 +380,8 @@ def from_graph_txt(text: str, *, path: str = "<graph.txt>", name: str | None = N
                 raise InputError(f"expected key=value, got {item.strip()!r}", path=path, field=where)
             if key not in _FIELDS + _OPTIONAL:
                 raise InputError(f"unknown field {key!r}", path=path, field=f"{where}: {key}")
+            if key in values:  # PipeDream's own reader would keep the last one: ambiguous, so refused
+                raise InputError("field given twice", path=path, field=f"{where}: {key}")
             value = value.strip()
             if key == "saved_by":
                 if not (value.startswith("[") and value.endswith("]")):

@@ -39,6 +39,7 @@ from ..exact.cpsat_runner import run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from .cpsat import straight_only
 from .dp import _defaults, _prefix, partition_dp, stage_arrays
 from .instance import Pipeline
 from .schedule import Partition
@@ -118,6 +119,7 @@ def solve_interleave(inst: Pipeline, budget: int, *, devices: int | None = None,
 FAST = ("interleave", "interleave-v", "madpipe")
 
 
+@straight_only
 @exact_solver("pipeline", "interleave-cpsat", FAST)
 def solve_interleave_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline: Deadline,
                            seed: SolveResult | None = None, devices: int | None = None, schedule: str = "1f1b",

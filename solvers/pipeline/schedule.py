@@ -11,6 +11,7 @@ The referee that charges period and memory is `solvers.pipeline.simulator`."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,47 @@ def _integer(value: Any, *, path: str, field: str, low: int, high: int) -> int:
     if not low <= value <= high:
         raise InputError(f"must be an integer in {low}..{high}, got {value}", path=path, field=field)
     return value
+
+
+#: the machine parameters a partition was solved with (`memsched partition --json` records them in
+#: its partition object): bytes kept per weight byte, link bandwidth (bytes/s; null: communication
+#: not charged), seconds per tensor crossing a boundary
+MACHINE_KEYS = ("weight_factor", "bandwidth", "latency")
+
+
+def _machine_value(value: Any, *, path: str, field: str) -> float | None:
+    """One machine parameter of a partition file: a finite number >= 0 (bandwidth: > 0, or null)."""
+    if field.endswith("bandwidth") and value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0 \
+            or (field.endswith("bandwidth") and value == 0):
+        want = "a positive number of bytes/s or null" if field.endswith("bandwidth") else "a finite number >= 0"
+        try:
+            shown = json.dumps(value)[:60]
+        except (TypeError, ValueError):
+            shown = repr(value)[:60]
+        raise InputError(f"must be {want}, got {shown}", path=path, field=field)
+    return float(value)
+
+
+def machine_from_json(data: Any, *, path: str = "<partition>") -> dict[str, float | None]:
+    """The machine a partition was solved with, as far as its JSON records it: a dict with the
+    keys of `MACHINE_KEYS` that are present (``weight_factor``; ``bandwidth`` in bytes/s, None
+    when communication was not charged; ``latency`` in seconds). Read from the partition object
+    (``memsched partition --json`` writes them there) and, for the whole output of that command,
+    from its top level (older outputs recorded them only there). Empty for a file that records
+    none of them (an older bare partition): the caller keeps its defaults. `InputError` naming
+    the field for a value of the wrong kind."""
+    found: dict[str, float | None] = {}
+    if not isinstance(data, dict):
+        return found
+    inner = data.get("schedule")
+    sources = [(inner, "schedule."), (data, "")] if isinstance(inner, dict) else [(data, "")]
+    for src, prefix in sources:
+        for key in MACHINE_KEYS:
+            if key in src and key not in found:
+                found[key] = _machine_value(src[key], path=path, field=prefix + key)
+    return found
 
 
 @dataclass

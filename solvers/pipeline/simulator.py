@@ -38,7 +38,8 @@ memory of a device is the sum of M_s over its stages.
 
 Times are in the instance's time unit (ms for PipeDream profiles), sizes in bytes.
 
-`simulate_batch` also plays one batch of m micro-batches (straight pipelines) event by event,
+`simulate_batch` also plays one batch of m micro-batches (straight pipelines; not replicated
+stages nor interleaved allocations that share a device) event by event,
 for 1F1B (PipeDream-flush order: S - s - 1 warm-up forwards, then one forward one backward) and
 GPipe (all forwards, then all backwards): makespan with the bubbles, and the largest number of
 micro-batches each stage actually holds, which must equal n_s above.
@@ -50,6 +51,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import InputError
 from .instance import Pipeline
 from .schedule import SCHEDULES, Partition
 
@@ -201,7 +203,14 @@ def simulate_batch(inst: Pipeline, part: Partition, micro_batches: int | None = 
     """Makespan of one batch of m micro-batches on a straight pipeline: each stage runs its ops
     in `stage_order`, an op starts when its stage is free and its input has arrived (the
     forward of the previous stage, or the backward of the next, plus the link time
-    in_s / bandwidth each way)."""
+    in_s / bandwidth each way). One device per stage: a partition with replicated stages, or an
+    interleaved allocation (``device_of``) that puts two stages on one device, is refused
+    (`InputError`): this event simulation would play its stages on devices of their own and
+    report a makespan that device sharing does not allow."""
+    if part.device_of is not None and len(set(part.device_of)) < len(part.stages):
+        raise InputError("simulate_batch plays straight pipelines only (one device per stage); this interleaved "
+                         f"allocation puts {len(part.stages)} stages on {len(set(part.device_of))} devices",
+                         field="device_of")
     if part.order is not None:
         inst = inst.reordered(list(part.order))
     bad = check_partition(inst, part)
