@@ -225,3 +225,16 @@ def test_docs_chain_example_is_labelled_truthfully():
         assert named or layers, "the example's label names neither its file nor its size"
         if layers:
             assert int(layers.group(1)) == inst.length
+
+
+@pytest.mark.parametrize("solver, key, value", [
+    ("interleave", "max_stages", 0), ("interleave-dp", "max_states", 0), ("interleave-dp", "max_stages", -2),
+    ("interleave-cpsat", "max_stages", 0)])
+def test_interleave_counts_below_one_are_refused_in_python(solver, key, value):
+    """0 is not "the default" in Python either (it was read as one through ``value or default``)."""
+    import numpy as np
+    from memsched.solvers.pipeline.generate import random_pipeline
+
+    inst = random_pipeline(np.random.default_rng(0), 6)
+    with pytest.raises(InputError, match="must be an integer >= 1"):
+        registry.solve("pipeline", inst, solver, 10**12, devices=2, time_limit=3, **{key: value})

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..discretize import integer_costs
+from ..errors import InputError, option_field
 from ..exact.cpsat_runner import run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, ExactOptions
@@ -75,13 +76,30 @@ def place(taus: list[float], mems: list[int], P: int, budget: int | None) -> lis
     return dev
 
 
+def positive_count(value: Any, key: str) -> int | None:
+    """Solver option `key` (``max_stages``, ``max_states``) as an int >= 1, or None when not given
+    (the solver's default); `InputError` naming the option otherwise (0 is not "the default")."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < 1:
+        raise InputError(f"must be an integer >= 1, got {value!r}", field=option_field(key))
+    return int(value)
+
+
+def stage_cap(length: int, devices: int, max_stages: Any) -> int:
+    """The most stages an interleaved allocation of `length` layers may have: ``max_stages``
+    (default 2 x `devices`), at most `length`."""
+    given = positive_count(max_stages, "max_stages")
+    return min(length, given if given is not None else 2 * devices)
+
+
 def solve_interleave(inst: Pipeline, budget: int, *, devices: int | None = None, schedule: str = "1f1b",
                      micro_batches: int | None = None, max_stages: int | None = None, **_: Any) -> SolveResult:
     """The heuristic of the module docstring."""
     start = time.perf_counter()
     P, schedule, m = _defaults(devices, schedule, micro_batches)
     L = inst.length
-    smax = min(L, int(max_stages or 2 * P))
+    smax = stage_cap(L, P, max_stages)
     scope = f"interleaved allocations of <= {smax} contiguous stages on <= {P} devices (heuristic)"
     best: Partition | None = None
     straight = partition_dp(inst, P, budget, schedule=schedule, micro_batches=m)
@@ -131,7 +149,7 @@ def solve_interleave_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions
     start = time.perf_counter()
     P, schedule, m = _defaults(devices, schedule, micro_batches)
     L = inst.length
-    T = min(L, int(max_stages or 2 * P))
+    T = stage_cap(L, P, max_stages)
     pre = _prefix(inst)
     cand: list[tuple[int, int, int, float, float, int]] = []  # i, j, t, tau, link, memory
     for i in range(L):

@@ -222,11 +222,12 @@ def solve_interleave_dp(inst: Pipeline, budget: int, *, devices: int | None = No
                         max_states: int | None = None, **_: Any) -> SolveResult:
     """`interleave_dp` seeded with the best of `interleave` (straight DP and heuristic) and, at
     most `interleave.MAX_V_LAYERS` layers, `interleave-v`; every answer replayed by the simulator."""
-    from .interleave import MAX_V_LAYERS, solve_interleave, solve_interleave_v
+    from .interleave import MAX_V_LAYERS, positive_count, solve_interleave, solve_interleave_v, stage_cap
 
     start = time.perf_counter()
     P, schedule, m = _defaults(devices, schedule, micro_batches)
-    smax = min(inst.length, int(max_stages or 2 * P))
+    smax = stage_cap(inst.length, P, max_stages)
+    states = positive_count(max_states, "max_states")
     seeds = [solve_interleave(inst, budget, devices=P, schedule=schedule, micro_batches=m, max_stages=smax)]
     if inst.length <= MAX_V_LAYERS and 2 * P <= smax:
         seeds.append(solve_interleave_v(inst, budget, devices=P, schedule=schedule, micro_batches=m))
@@ -234,7 +235,7 @@ def solve_interleave_dp(inst: Pipeline, budget: int, *, devices: int | None = No
     incumbent = min(found, key=lambda s: float(s.objective or math.inf)) if found else None
     upper = float(incumbent.objective) if incumbent is not None and incumbent.objective is not None else math.inf
     got, exact = interleave_dp(inst, P, budget, schedule=schedule, micro_batches=m, max_stages=smax, upper=upper,
-                        max_states=int(max_states or DEFAULT_MAX_STATES))
+                        max_states=states if states is not None else DEFAULT_MAX_STATES)
     if exact and incumbent is not None and incumbent.schedule is not None:
         exact = len(incumbent.schedule.stages) <= smax  # the seed must lie in the DP's scope
     best: Partition | None = incumbent.schedule if incumbent is not None else None
