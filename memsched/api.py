@@ -310,10 +310,12 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
 
     `target` is either a sweep file (TOML / YAML, or the name of a committed config such as
     "fig_a_chains"), run by the sweep engine exactly as ``memsched sweep`` would (resumable,
-    into `output`, default the file's; `workers` local processes, 1..512, default 1; `fresh` starts
-    again), or an instance (or instance file), solved here in this process for every budget in
-    `budgets` and solver in `solvers` (default: the problem's default solver), with `slots`
-    (default 500), `time_limit`, `bandwidth`, `devices` and solver options as in `solve`.
+    into `output`, default the file's, a folder or one that can be made; `workers` local processes,
+    1..512, default 1; `fresh` starts again), or an instance (or instance file), solved here in
+    this process for every budget in `budgets` (a non-empty list, each budget once; a bad one is
+    named by its index, ``budgets[2]``) and solver in `solvers` (default: the problem's default
+    solver), with `slots` (default 500), `time_limit`, `bandwidth`, `devices` and solver options
+    as in `solve`.
     Arguments that do not apply to the kind of `target` (budgets for a sweep file, which sets
     its own; output for an instance) are an `InputError`, as are shared arguments with bad
     values (checked before anything runs, as `solve` does). A solver that rejects the instance
@@ -334,13 +336,16 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
         budgets = [budgets]
     elif not isinstance(budgets, Iterable) or isinstance(budgets, (bytes, dict)):
         raise InputError(f"must be a budget or a list of budgets, got {budgets!r}", field="budgets")
+    budgets = list(budgets)
+    if not budgets:  # as a sweep file's empty list: a grid of no cell is a mistake, not an empty table
+        raise InputError("must be a non-empty list of budgets (e.g. ['40%', '60%', '80%'])", field="budgets")
     problem, instance = as_problem(target, problem, bandwidth=bandwidth)
     devices = _check_devices(problem, devices)
     slots = _check_slots(DEFAULT_SLOTS if slots is None else slots)
     time_limit = _check_time_limit(time_limit)
     names = _solver_names(problem, solvers or None)
     _check_options(problem, names, dict(options, devices=devices) if devices is not None else options)
-    grid = [(spec, _budget(instance, spec, problem)) for spec in budgets]  # every budget checked before any solve
+    grid = _sweep_budgets(instance, budgets, problem)  # every budget checked before any solve
     reference = reference_peak(instance, problem=problem)
     baseline = baseline_objective(problem, instance)
     rows = []
@@ -361,6 +366,25 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
                        overhead=(result.objective / baseline - 1.0) if (baseline and result.found) else None)
             rows.append(row)
     return SweepResult(rows, source=getattr(instance, "name", "") or problem)
+
+
+def _sweep_budgets(instance: Any, budgets: list[Any], problem: str) -> list[tuple[Any, int]]:
+    """(spec, bytes) of each budget of an instance sweep, in order; `InputError` naming the entry
+    (``budgets[2]``) for a bad one, or for one given twice (the same text: a sweep file refuses it,
+    and the table would hold the same rows twice)."""
+    grid: list[tuple[Any, int]] = []
+    for i, spec in enumerate(budgets):
+        try:
+            bytes_ = _budget(instance, spec, problem)
+        except InputError as err:
+            if err.field != "budget" or err.path is not None:
+                raise
+            raise InputError(str(err).removeprefix("budget: "), field=f"budgets[{i}]") from None
+        if any(str(spec) == str(earlier) for earlier, _ in grid):
+            raise InputError(f"budget {str(spec)!r} is already in the list; give each budget once",
+                             field=f"budgets[{i}]")
+        grid.append((spec, bytes_))
+    return grid
 
 
 def _config_sweep(target: PathLike, *, output: Any, workers: Any, fresh: Any, options: dict[str, Any],

@@ -80,6 +80,8 @@ class Problem:
         try:
             return resolve(self.solvers[name][0])
         except ImportError as err:
+            if _by_interrupt(err):  # Ctrl-C during the import: an interrupt, not a missing solver
+                raise KeyboardInterrupt from err
             raise InputError(f"solver {name!r} is not available here ({err})", field=flag("solver")) from None
 
     def available_solvers(self) -> list[str]:
@@ -96,6 +98,20 @@ class Problem:
     def load_schedule(self, path: str | Path, instance: Any) -> Any:
         """The schedule in the JSON file at `path`, for `instance` (`InputError` when malformed)."""
         return self.schedule_from_json(read_json(path), instance, path=str(path))
+
+
+def _by_interrupt(err: BaseException) -> bool:
+    """Whether `err` comes of a KeyboardInterrupt (in its chain of causes and contexts): a Ctrl-C
+    while a native module initialises (OR-Tools, pybind11) surfaces as ``ImportError("initialization
+    failed")`` caused by the interrupt."""
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def resolve(target: str) -> Callable[..., Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from memsched.solvers.errors import InputError
@@ -44,9 +43,25 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run (or resume) the sweep grid, writing its journal and table; with --list print each task as done/todo; exit
-    0, 2 on bad input."""
+    0, 2 on bad input, 130 (`KeyboardInterrupt`) when interrupted, also while starting (`startup_interrupts`)."""
+    from memsched.experiments.sweep.run import startup_interrupts
+
+    with startup_interrupts() as interrupted:
+        try:
+            code = _main(args)
+        except Exception as err:
+            if interrupted():  # a Ctrl-C that an import wrapped (ImportError, RuntimeError): report it as one
+                raise KeyboardInterrupt from err
+            raise
+        if interrupted():  # a Ctrl-C that was swallowed on the way
+            raise KeyboardInterrupt
+        return code
+
+
+def _main(args: argparse.Namespace) -> int:
+    """`main` with Ctrl-C noted."""
     from memsched.experiments.sweep import find_config, load_config
-    from memsched.experiments.sweep.run import scheduler_client
+    from memsched.experiments.sweep.run import check_output, scheduler_client
 
     config = load_config(find_config(args.config))
     for flag in ("solvers", "update"):
@@ -54,16 +69,17 @@ def main(args: argparse.Namespace) -> int:
             raise InputError("only with --verify", field=f"--{flag}")
     out_field = "--output" if args.output else "output"
     if args.verify or args.list:
-        _check_output(config.output_dir(args.output), out_field, create=False)
+        check_output(config.output_dir(args.output), out_field, create=False)
         return _verify(config, args) if args.verify else _list(config, args)
     with scheduler_client(args.scheduler) as client:  # reached (or refused) before anything is made or discarded
-        _check_output(config.output_dir(args.output), out_field, create=True)
+        check_output(config.output_dir(args.output), out_field, create=True)
         return _run(config, args, client)
 
 
 def _list(config: Any, args: argparse.Namespace) -> int:
     """``--list``: each cell of the grid as done or todo, then the notes; exit 0."""
     from memsched.experiments.sweep import InstanceStore, build_tasks, journal_path, read_journal
+    from memsched.experiments.sweep.verify import table_stale
 
     notes: list[str] = []
     out = config.output_dir(args.output)
@@ -73,7 +89,8 @@ def _list(config: Any, args: argparse.Namespace) -> int:
     for t in tasks:
         mark = "done" if t.key in done else "todo"
         print(f"{mark}  {t.loaded.label:<28} {t.budget_spec:>10} {t.solver.label:<16} repeat={t.repeat}")
-    for n in notes:
+    stale = table_stale(out, config.name, tasks)  # "done" is the journal's word: say when the table lags it
+    for n in notes + ([stale] if stale else []):
         print(f"note: {n}")
     return 0
 
@@ -96,27 +113,17 @@ def _run(config: Any, args: argparse.Namespace, client: Any) -> int:
     return 0
 
 
-def _check_output(out: Path, field: str, *, create: bool) -> None:
-    """The output folder, before any work: not a file nor under one (`check_output_dir`), and for
-    a run made now (the sweep would make it at once), so that a folder that cannot be made
-    (``/proc/x``, a read-only disk) is bad input naming `field`, not a failure half-way."""
-    from ._checks import check_output_dir
+def _verify(config: Any, args: argparse.Namespace) -> int:
+    """``--verify``: one line per row that is not ``same``, then the counts, then whether the table
+    on disk holds the journal's rows (`table_stale`); exit 1 when a row differs, errs or is
+    missing, or the table is stale (``--update`` rewrites it)."""
+    from memsched.experiments.sweep import InstanceStore, build_tasks, table_path
+    from memsched.experiments.sweep.verify import summary, table_stale, update_stale, verify_sweep
 
-    check_output_dir(str(out), field)
-    if create:
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise InputError(f"cannot make the folder: {err.strerror or err}", path=str(out), field=field) from None
-
-
-def _verify(config: object, args: argparse.Namespace) -> int:
-    """``--verify``: one line per row that is not ``same``, then the counts; exit 1 when a row
-    differs, errs or is missing."""
-    from memsched.experiments.sweep.verify import summary, update_stale, verify_sweep
-
-    checks = verify_sweep(config, output=args.output, solvers=args.solvers,  # type: ignore[arg-type]
+    checks = verify_sweep(config, output=args.output, solvers=args.solvers,
                           progress=not args.no_progress)
+    out = config.output_dir(args.output)
+    stale = table_stale(out, config.name, build_tasks(config, store=InstanceStore(out / "instances", readonly=True)))
     for c in checks:
         if c.verdict != "same":
             print(f"{c.verdict:<12} {c.instance:<28} {c.budget_spec:>10} {c.solver_label:<24} "
@@ -124,7 +131,12 @@ def _verify(config: object, args: argparse.Namespace) -> int:
     counts = summary(checks)
     print(", ".join(f"{n} {v}" for v, n in counts.items()) + f" (of {len(checks)} rows)")
     if args.update:
-        replaced = update_stale(config, checks, output=args.output)  # type: ignore[arg-type]
+        replaced = update_stale(config, checks, output=args.output)
         print(f"replaced {replaced} rows by the recomputed ones; redraw the figure (memsched figures)")
         counts["differs"] = 0
-    return 1 if counts["differs"] or counts["error"] or counts["missing"] else 0
+        if stale:
+            print(f"rewrote the table {table_path(out, config.name)} from the journal (it was stale)")
+            stale = None
+    elif stale:
+        print(stale)
+    return 1 if counts["differs"] or counts["error"] or counts["missing"] or stale else 0

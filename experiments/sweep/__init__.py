@@ -55,15 +55,20 @@ Output folder (``results/<name>`` by default), one module each:
   flushed and fsync'ed); a rerun runs only the cells whose key is not there. A killed run's
   last line is kept when it is a complete row and cut when torn.
 - ``<name>.csv`` (and ``.parquet`` with pyarrow) (`store`): rewritten atomically from the
-  journal, in grid order, whenever the sweep ends, fails or is stopped.
+  journal, in grid order, whenever the sweep ends (also when no cell was left to run), fails or
+  is stopped. ``--list`` and ``--verify`` say when the table on disk is not the journal's rows
+  of the grid (`verify.table_stale`).
 - ``instances/`` (`instance_store`): every instance as a file named by its content hash;
   built instances (generated, profiled) are reused by later runs, ``--reprofile`` rebuilds.
 - ``.sweep.lock`` (`lock`): a second sweep on the same folder is refused while one runs.
 
 Cells run in worker processes (`pool`; ``workers`` of them) outside the terminal's process
 group, or on a Dask cluster given a scheduler address (`dask.distributed.Client`); the rows are
-the same either way. Ctrl-C (or SIGTERM) stops the sweep: running cells are killed and not
-journaled, finished rows are kept, the table is written, exit 130. Workers die with the sweep
+the same either way (a cell whose Dask task fails, `KilledWorker`, is an ``error`` row, as one
+whose local worker dies; a lost scheduler is `run.SchedulerLost` once the finished rows are
+kept). Ctrl-C (or SIGTERM) stops the sweep: running cells are killed and not journaled,
+finished rows are kept, the table is written, exit 130 (also while it starts:
+`run.startup_interrupts`). Workers die with the sweep
 (also on ``kill -9``). Modules: `config` (the file), `instances` and `instance_store`, `grid`
 (cells and keys), `cell` (one run), `pool`, `run` (`run_sweep`), `store`, `lock`.
 Bad sweep files raise `InputError` naming the file and the key.
@@ -84,7 +89,7 @@ from .config import (
 from .grid import Task, build_tasks, row_key
 from .instance_store import InstanceStore
 from .instances import LoadedInstance, load_instance_spec
-from .run import SweepOutcome, run_sweep
+from .run import SchedulerLost, SweepOutcome, run_sweep
 from .store import (
            ROW_COLUMNS,
            UNSUPPORTED,
@@ -98,7 +103,8 @@ from .store import (
            write_table,
 )
 
-__all__ = ["InstanceStore", "SweepConfig", "InstanceSpec", "SolverSpec", "Task", "SweepOutcome", "LoadedInstance",
+__all__ = ["InstanceStore", "SweepConfig", "InstanceSpec", "SolverSpec", "Task", "SweepOutcome", "SchedulerLost",
+           "LoadedInstance",
            "load_config",
            "read_sweep_file", "build_tasks", "row_key", "load_instance_spec", "run_task", "run_sweep", "read_journal",
            "journal_path", "table_path", "Journal", "write_table", "rows_frame", "compare_tables", "find_config",

@@ -37,6 +37,8 @@ MEASURE_RANGES = {"time_repeats": (1, MAX_TIME_REPEATS), "warmup": (0, MAX_TIME_
 _SOLVER_KEYS = {"name", "label", "slots", "time_limit", "options", "max_length", "problems", "shared_table"}
 #: Solvers that can read many budgets of one instance from one table (``shared_table = true``).
 SHARED_TABLE_SOLVERS = {("chain", "rotor")}
+#: Solver options that the sweep sets itself (``shared_table``): refused in a file, never listed as options.
+SWEEP_SET_OPTIONS = frozenset({"table_budget"})
 _INSTANCE_KINDS = ("file", "example", "generate", "model")
 _INSTANCE_COMMON = {"label", "budgets", "execute", "problem", "bandwidth"}
 _MODEL_SIZES = {"batch", "image_size", "seq_len", "width", "depth", "classes", "vocab", "dropout", "device", "seed",
@@ -255,6 +257,8 @@ def _budgets(v: Any, key: str, bad: Callable[[str, str], InputError], *, require
             raise bad(f"{key}[{j}]", str(err).split(": ", 1)[-1]) from None
         if isinstance(b, (int, float)) and b <= 0:
             raise bad(f"{key}[{j}]", f"must be positive, got {b!r}")
+        if str(b) in (str(a) for a in v[:j]):  # one key for both cells: the table would hold the row twice
+            raise bad(f"{key}[{j}]", f"budget {str(b)!r} is already in the list; give each budget once")
     return list(v)
 
 
@@ -422,7 +426,7 @@ def _check_solver_options(name: str, options: dict[str, Any], problems: tuple[st
         kinds = [ps[key] for ps in params if key in ps]
         if not kinds:
             if key in strict:
-                known = option_list(k for ps in params for k in ps)
+                known = option_list(k for ps in params for k in ps if k not in SWEEP_SET_OPTIONS)
                 raise bad(field, f"unknown option for {name} (its options: {known})")
             continue
         want = option_type_error(kinds[0], key, value)
@@ -438,7 +442,7 @@ def _check_default_options(defaults: dict[str, Any], solvers: list[SolverSpec],
         return
     from ..commands._checks import options_taken
 
-    known = options_taken((p, s.name) for s in solvers for p in _problems_of(s.name, s.problems))
+    known = options_taken((p, s.name) for s in solvers for p in _problems_of(s.name, s.problems)) - SWEEP_SET_OPTIONS
     for key in options:
         if key not in known:
             raise bad(f"defaults.options.{key}", f"no solver of this file takes this option (theirs: "
@@ -513,7 +517,9 @@ def size_error(problem: str, size: int, solver: SolverSpec, hint: str) -> str | 
 def _has_problem(problem: str) -> bool:
     try:
         registry.get_problem(problem)
-    except ImportError:
+    except ImportError as err:
+        if isinstance(err.__cause__ or err.__context__, KeyboardInterrupt):  # Ctrl-C in a native module's init
+            raise KeyboardInterrupt from err
         return False
     return True
 

@@ -4,8 +4,11 @@ Why not `concurrent.futures.ProcessPoolExecutor`: a stop must be immediate and c
 
 - Each worker leaves the terminal's process group (``os.setpgrp``), so a Ctrl-C reaches only
   the sweep process, never a solver: OR-Tools catches SIGINT inside CP-SAT and would return its
-  incumbent as a weak ``feasible`` row. The sweep process kills its workers (SIGKILL) when it
-  stops, so the running cells give no row at all and are run again on resume.
+  incumbent as a weak ``feasible`` row. A worker starts with SIGINT blocked (`_starting`)
+  until it has left the group and ignores SIGINT, so that a Ctrl-C while it imports memsched
+  (a second or more) is discarded, not a KeyboardInterrupt traceback. The sweep process kills
+  its workers (SIGKILL) when it stops, so the running cells give no row at all and are run
+  again on resume.
 - Each worker dies with its parent: ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` on Linux, and on every
   system a watchdog thread that exits when the parent process is gone (checked every 0.5 s).
 - A worker that dies on its own (a crash in native code, the OOM killer) gives an ``error`` row
@@ -64,12 +67,54 @@ def _die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="memsched-parent-watchdog", daemon=True).start()
 
 
+@contextlib.contextmanager
+def _starting() -> Iterator[None]:
+    """Inside, a worker can be started without a signal breaking the start:
+
+    - SIGINT is blocked in this thread, so that the process started inside starts with it
+      blocked (a signal mask survives fork and exec). A worker spends its first second or more
+      importing memsched in the terminal's process group, where a Ctrl-C would kill it with a
+      KeyboardInterrupt traceback; blocked, that Ctrl-C stays pending until `worker_main` has
+      left the group and ignores SIGINT, which discards it.
+    - In the main thread, SIGINT and SIGTERM are held: their handlers run on leaving (a signal
+      received by another thread runs its handler in the main thread even while the main thread
+      blocks it, and a KeyboardInterrupt between the worker's start and the parent's writing of
+      its start data would leave the worker reading an empty pipe: an EOFError traceback). By
+      then the worker is registered, and is killed with the others.
+    """
+    held: list[int] = []
+    handlers: dict[int, Any] = {}
+    old_mask = None
+    if hasattr(signal, "pthread_sigmask"):
+        from multiprocessing import resource_tracker
+
+        # multiprocessing's resource tracker, when the first `Process.start` starts it, unblocks
+        # SIGINT right after (ResourceTracker.ensure_running): start it before SIGINT is blocked
+        resource_tracker.ensure_running()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            handlers[sig] = signal.signal(sig, lambda signum, frame: held.append(signum))
+    if hasattr(signal, "pthread_sigmask"):
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        if old_mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        for sig, handler in handlers.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        for sig in dict.fromkeys(held):
+            signal.raise_signal(sig)  # now, to its own handler
+
+
 def worker_main(tasks: Connection, results: Connection, parent: int, run: Callable[[Task], dict[str, Any]]) -> None:
     """Body of one worker: receive a task on its pipe `tasks`, run it, send ``(position, row)``
     on its pipe `results`; stop at ``None`` or when the parent's end is closed."""
     with contextlib.suppress(OSError):
         os.setpgrp()  # out of the terminal's process group: Ctrl-C goes to the sweep process only
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # (also discards a Ctrl-C that came while SIGINT was blocked)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked since the start (`_starting`)
     _die_with_parent(parent)
     while True:
         try:
@@ -108,12 +153,13 @@ class WorkerPool:
         row_recv, row_send = self._ctx.Pipe(duplex=False)
         p = self._ctx.Process(target=worker_main, args=(task_recv, row_send, os.getpid(), self._run),
                               daemon=True, name="memsched-sweep-worker")
-        with callers_main_hidden():  # the caller's script is not run again in the worker
-            p.start()
-        task_recv.close()  # the child holds its own ends now
-        row_send.close()
-        worker = _Worker(p, task_send, row_recv)
-        self._workers.append(worker)
+        with _starting():  # a Ctrl-C meanwhile reaches this process once the worker is ours to kill
+            with callers_main_hidden():  # the caller's script is not run again in the worker
+                p.start()
+            task_recv.close()  # the child holds its own ends now
+            row_send.close()
+            worker = _Worker(p, task_send, row_recv)
+            self._workers.append(worker)
         return worker
 
     @property

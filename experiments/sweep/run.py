@@ -48,6 +48,51 @@ def _local_results(tasks: list[Task], workers: int, isolate: bool) -> Iterator[d
     yield from WorkerPool(min(workers, len(tasks)), run_task).results(tasks, crashed=failed_row)
 
 
+class _Noted:
+    """SIGINT raises `KeyboardInterrupt`, as Python's default handler does, and is remembered."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def handler(self, signum: int, frame: Any) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+
+_NOTED: _Noted | None = None  # the note of the outermost `startup_interrupts` now open
+
+
+@contextlib.contextmanager
+def startup_interrupts() -> Iterator[Callable[[], bool]]:
+    """Inside, a Ctrl-C (SIGINT) raises `KeyboardInterrupt` as usual and is also noted: the
+    callable given tells whether one came. Reading a sweep file imports OR-Tools and pandas, and
+    a `KeyboardInterrupt` raised inside a native module's initialisation or a class's
+    ``__set_name__`` surfaces as an `ImportError` or a `RuntimeError` (reported as bad input or an
+    internal error), or is swallowed where unimportable solvers are skipped; with the note, the
+    caller reports the interrupt it was (`run_sweep` and ``memsched sweep``: `KeyboardInterrupt`,
+    exit 130). Nested uses share the outermost note. No-op (never noted) outside the main thread
+    or where SIGINT is ignored."""
+    global _NOTED
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield lambda: False
+        return
+    outer = _NOTED
+    note = outer or _Noted()
+    old = signal.signal(signal.SIGINT, note.handler)
+    _NOTED = note
+    try:
+        yield lambda: note.seen
+    finally:
+        signal.signal(signal.SIGINT, old)
+        _NOTED = outer
+
+
+def _interrupt_noted() -> bool:
+    """Whether a Ctrl-C came since the outermost `startup_interrupts` opened."""
+    return _NOTED is not None and _NOTED.seen
+
+
 class _Stop:
     """SIGINT and SIGTERM stop the sweep with `KeyboardInterrupt`, but never while a row is
     being journaled (the signal is held until the row and its newline are on disk); once the
@@ -87,6 +132,20 @@ class _Stop:
     def __exit__(self, *exc: Any) -> None:
         for sig, old in self._old.items():
             signal.signal(sig, old)
+
+
+def check_output(out: Path, field: str, *, create: bool) -> None:
+    """The output folder, before any work: not a file nor under one (`check_output_dir`), and for
+    a run made now (the sweep would make it at once), so that a folder that cannot be made
+    (``/proc/x``, a read-only disk) is bad input naming `field`, not a failure half-way."""
+    from ..commands._checks import check_output_dir
+
+    check_output_dir(str(out), field)
+    if create:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise InputError(f"cannot make the folder: {err.strerror or err}", path=str(out), field=field) from None
 
 
 #: seconds that a Dask scheduler given by its address has to answer (`scheduler_client`)
@@ -138,20 +197,77 @@ def scheduler_client(scheduler: Any) -> Iterator[Any]:
     try:
         yield client
     finally:
-        client.close()
+        with _dask_quiet(), contextlib.suppress(Exception):  # closing after a lost scheduler fails, and says so
+            client.close()
+
+
+class SchedulerLost(InputError):
+    """The Dask scheduler went away (or cancelled the cells) during a sweep. `run_sweep` raises it
+    once the finished rows are journaled and the table is written: rerun to resume, as after a
+    scheduler that could not be reached at the start (both name ``--scheduler``: exit 2)."""
+
+
+class _Lost(Exception):
+    """Raised by `_dask_results` when the cluster can give no more rows; `why` says what happened."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+#: loggers silenced while cells run on Dask (`_dask_quiet`)
+_DASK_LOGGERS = ("distributed", "tornado")
+
+
+@contextlib.contextmanager
+def _dask_quiet() -> Iterator[None]:
+    """Inside, Dask's own log records (``distributed``, ``tornado``) are dropped: a lost scheduler
+    makes the client log dozens of lines of tracebacks on stderr, when the sweep says in one line
+    what happened (`SchedulerLost`), and a dead worker is its cell's ``error`` row."""
+    import logging
+
+    def drop(record: logging.LogRecord) -> bool:
+        return False
+
+    loggers = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
+               if name.split(".")[0] in _DASK_LOGGERS]
+    for logger in loggers:
+        logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(drop)
 
 
 def _dask_results(tasks: list[Task], client: Any) -> Iterator[dict[str, Any]]:
     """Rows of `tasks` as they finish on the Dask cluster of `client` (`scheduler_client`); the
-    cells not finished are cancelled when the iteration ends."""
+    cells not finished are cancelled when the iteration ends. A cell whose task failed (its
+    worker died again and again, `KilledWorker`, or the task raised) gives an ``error`` row, as
+    a dead local worker does; a cell cancelled (the scheduler lost) or whose row cannot be
+    fetched raises `_Lost`. Dask's logs are silenced meanwhile (`_dask_quiet`)."""
+    from concurrent.futures import CancelledError
+
     from dask.distributed import as_completed
 
-    futures = [client.submit(run_task, t, pure=False, key=f"memsched-{t.key}-{t.position}") for t in tasks]
-    try:
-        for fut in as_completed(futures):
-            yield fut.result()
-    finally:
-        client.cancel(futures)
+    with _dask_quiet():
+        futures = {client.submit(run_task, t, pure=False, key=f"memsched-{t.key}-{t.position}"): t for t in tasks}
+        try:
+            for fut in as_completed(list(futures)):
+                try:
+                    row = fut.result()
+                except CancelledError as err:
+                    reason = getattr(err, "reason", None) or "no reason given"
+                    raise _Lost(f"cells cancelled: {reason}") from None
+                except Exception as err:
+                    if fut.status != "error":  # the row was there, but could not be fetched
+                        raise _Lost(f"{type(err).__name__}: {first_line(err)}") from None
+                    row = failed_row(futures[fut], f"the Dask task failed: {type(err).__name__}: "
+                                                   f"{first_line(err, 400)}")
+                yield row
+        finally:
+            with contextlib.suppress(Exception):  # a lost scheduler cannot cancel anything
+                client.cancel(list(futures))
 
 
 def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = None, workers: int | None = None,
@@ -168,73 +284,100 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
     `fresh` discards the journal first (everything is run again). Instances are stored under
     ``<output>/instances/`` and reused (`instance_store`); `reprofile` builds them again.
 
-    Only one sweep at a time writes to an output folder (`lock.SweepLock`; a second one gets
-    `InputError`). A stop (Ctrl-C, SIGTERM, or an exception) kills the running cells, which are
-    not journaled, keeps every finished row, writes the table from the journal (so the two
-    agree) and re-raises (`KeyboardInterrupt` for a signal: exit 130 on the command line).
+    The output folder is checked first (`check_output`: `InputError` naming ``output`` for a
+    file, a path under a file, a folder that cannot be made). Only one sweep at a time writes to
+    an output folder (`lock.SweepLock`; a second one gets `InputError`). A Ctrl-C while starting
+    is a `KeyboardInterrupt` whatever an import made of it (`startup_interrupts`). A stop (Ctrl-C,
+    SIGTERM, or an exception) kills the running cells, which are not journaled, keeps every
+    finished row, writes the table from the journal (so the two agree) and re-raises
+    (`KeyboardInterrupt` for a signal: exit 130 on the command line).
     """
-    if not isinstance(config, SweepConfig):
-        config = load_config(config)
-    notes: list[str] = []
-    out_dir = config.output_dir(output)
-    jpath = journal_path(out_dir, config.name)
-    if workers is None:
-        workers = config.workers or os.cpu_count() or 1
-    with scheduler_client(scheduler) as client, SweepLock(out_dir, config.name):
-        tasks = build_tasks(config, notes=notes, store=InstanceStore(out_dir / "instances", rebuild=reprofile))
-        if fresh and jpath.exists():
-            jpath.unlink()
-        journal = Journal(jpath)  # repairs the end of a killed run's journal before it is read
-        done = read_journal(jpath)
-        grid_keys = {t.key for t in tasks}
-        stale = sum(1 for k in done if k not in grid_keys)
-        if stale:
-            notes.append(f"{stale} journal rows are not in this grid (parameters changed); kept in {jpath.name}, "
-                         f"left out of the table")
-        todo = [t for t in tasks if t.key not in done]
-        if workers > 1 and any(t.execute for t in todo):  # measured times: one executing run at a time
-            notes.append(f"cells execute schedules: one worker instead of {workers}, so that runs are timed alone")
-            workers = 1
-        resumed = len(tasks) - len(todo)
-        bar = None
-        if progress:
-            from tqdm import tqdm
+    with startup_interrupts() as interrupted:
+        try:
+            if not isinstance(config, SweepConfig):
+                config = load_config(config)
+            out_dir = config.output_dir(output)
+            if workers is None:
+                workers = config.workers or os.cpu_count() or 1
+            with scheduler_client(scheduler) as client:
+                check_output(out_dir, "output", create=True)  # (the command line checks it first, naming its flag)
+                with SweepLock(out_dir, config.name):
+                    return _run_locked(config, out_dir, client, workers=workers, progress=progress, fresh=fresh,
+                                       isolate=isolate, reprofile=reprofile, on_row=on_row)
+        except Exception as err:
+            if interrupted():  # a Ctrl-C while starting, wrapped by an import (`startup_interrupts`)
+                raise KeyboardInterrupt from err
+            raise
 
-            bar = tqdm(total=len(tasks), initial=resumed, desc=config.name, unit="run", file=sys.stderr)
-        ran = errors = 0
-        interrupted = False
-        results: Iterator[dict[str, Any]] = iter(())
-        with _Stop() as stop:
-            try:
-                if todo:
-                    results = (_dask_results(todo, client) if client is not None
-                               else _local_results(todo, workers, isolate))
-                for row in results:
-                    with stop.journaling():
-                        journal.append(row)
-                        ran += 1
-                        errors += row.get("status") == "error"
-                    if bar is not None:
-                        bar.update(1)
-                        bar.set_postfix_str(f"{row['instance']} {row['solver_label']} {row['status']}",
-                                            refresh=False)
-                    if on_row is not None:
-                        on_row(row)
-            except KeyboardInterrupt:
-                interrupted = True
-                raise
-            finally:
-                stop.quiet()
-                close = getattr(results, "close", None)
-                if close is not None:
-                    close()  # kills the workers: their running cells give no row
-                journal.close()
+
+def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int, progress: bool, fresh: bool,
+                isolate: bool, reprofile: bool, on_row: Callable[[dict[str, Any]], None] | None) -> SweepOutcome:
+    """`run_sweep` once the scheduler is reached, the output folder made and locked."""
+    notes: list[str] = []
+    jpath = journal_path(out_dir, config.name)
+    tasks = build_tasks(config, notes=notes, store=InstanceStore(out_dir / "instances", rebuild=reprofile))
+    if _interrupt_noted():  # a Ctrl-C that an import swallowed (a solver skipped as not importable): stop
+        raise KeyboardInterrupt  # before anything is discarded or run
+    if fresh and jpath.exists():
+        jpath.unlink()
+    journal = Journal(jpath)  # repairs the end of a killed run's journal before it is read
+    done = read_journal(jpath)
+    grid_keys = {t.key for t in tasks}
+    stale = sum(1 for k in done if k not in grid_keys)
+    if stale:
+        notes.append(f"{stale} journal rows are not in this grid (parameters changed); kept in {jpath.name}, "
+                     f"left out of the table")
+    todo = [t for t in tasks if t.key not in done]
+    if workers > 1 and any(t.execute for t in todo):  # measured times: one executing run at a time
+        notes.append(f"cells execute schedules: one worker instead of {workers}, so that runs are timed alone")
+        workers = 1
+    resumed = len(tasks) - len(todo)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(tasks), initial=resumed, desc=config.name, unit="run", file=sys.stderr)
+    ran = errors = 0
+    interrupted = False
+    lost: str | None = None
+    results: Iterator[dict[str, Any]] = iter(())
+    with _Stop() as stop:
+        try:
+            if todo:
+                results = (_dask_results(todo, client) if client is not None
+                           else _local_results(todo, workers, isolate))
+            for row in results:
+                with stop.journaling():
+                    journal.append(row)
+                    ran += 1
+                    errors += row.get("status") == "error"
                 if bar is not None:
-                    bar.close()
-                final = read_journal(jpath)
-                rows = [final[t.key] for t in tasks if t.key in final]
-                paths = write_table(rows, out_dir, config.name) if (rows or jpath.exists()) else []
-                if interrupted:
-                    print(f"interrupted: {len(rows)}/{len(tasks)} rows kept in {jpath}; rerun to resume",
-                          file=sys.stderr)
+                    bar.update(1)
+                    bar.set_postfix_str(f"{row['instance']} {row['solver_label']} {row['status']}",
+                                        refresh=False)
+                if on_row is not None:
+                    on_row(row)
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
+        except _Lost as err:
+            lost = err.why
+        finally:
+            stop.quiet()
+            close = getattr(results, "close", None)
+            if close is not None:
+                close()  # kills the workers: their running cells give no row
+            journal.close()
+            if bar is not None:
+                bar.close()
+            final = read_journal(jpath)
+            rows = [final[t.key] for t in tasks if t.key in final]
+            paths = write_table(rows, out_dir, config.name) if (rows or jpath.exists()) else []
+            if interrupted:
+                print(f"interrupted: {len(rows)}/{len(tasks)} rows kept in {jpath}; rerun to resume",
+                      file=sys.stderr)
+    if lost is not None:
+        address = getattr(getattr(client, "scheduler", None), "address", None)
+        raise SchedulerLost(f"lost the Dask scheduler during the sweep ({lost}): {len(rows)}/{len(tasks)} rows kept "
+                            f"in {jpath}; rerun to resume", path=address, field=flag("scheduler"))
     return SweepOutcome(rows, len(tasks), resumed, ran, errors, notes, paths)

@@ -243,8 +243,44 @@ def stored_rows(out_dir: Path, name: str) -> dict[str, dict[str, Any]]:
     csv = table_path(out_dir, name)
     if not csv.exists():
         return {}
+    return {str(r["key"]): r for r in _table_rows(csv)}
+
+
+def _table_rows(csv: Path) -> list[dict[str, Any]]:
+    """The rows of a sweep table, in its order (empty cells as None; keys as text, even all digits)."""
     import pandas as pd
 
-    frame = pd.read_csv(csv)
+    frame = pd.read_csv(csv, dtype={"key": str})
     frame = frame.astype(object).where(frame.notna(), None)
-    return {str(r["key"]): r for r in frame.to_dict("records")}
+    return list(frame.to_dict("records"))
+
+
+def table_stale(out_dir: Path, name: str, tasks: list[Task]) -> str | None:
+    """Why the table ``<name>.csv`` is not the journal's rows of the grid `tasks` in grid order
+    (the table a sweep writes when it ends), or None when it is. A table can fall behind its
+    journal: a sweep of an edited instance file writes that file's rows, and once the file is
+    reverted the journal holds the old rows again (the cells are done) while the table still holds
+    the edited file's. Rows are compared by key, status and objective (not by order). No journal (a fresh clone
+    of a committed table): None, the table is the record."""
+    jpath = journal_path(out_dir, name)
+    if not jpath.exists():
+        return None
+    journal = rekeyed(read_journal(jpath), tasks)
+    want = [t.key for t in tasks if t.key in journal]
+    csv = table_path(out_dir, name)
+    if not csv.exists():
+        return f"there is no table {csv} for the {len(want)} journaled rows" if want else None
+    found = _table_rows(csv)
+    table = rekeyed({str(r["key"]): r for r in found}, tasks)
+    have = {t.key for t in tasks if t.key in table}
+    missing = sum(k not in have for k in want)
+    other = len(found) - sum(k in have for k in want)  # rows of other cells (or a cell's row twice)
+    differ = sum(k in have and (journal[k].get("status") != table[k].get("status")
+                                or not _same_objective(journal[k].get("objective"), table[k].get("objective")))
+                 for k in want)
+    why = [f"{n} {what}" for n, what in ((missing, "journaled rows missing"), (differ, "rows not the journal's"),
+                                         (other, "rows of other cells")) if n > 0]
+    if not why:
+        return None
+    return (f"the table {csv} is stale ({', '.join(why)}): "
+            f"rerun the sweep to rewrite it from the journal")
