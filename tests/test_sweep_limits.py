@@ -173,6 +173,23 @@ def test_the_file_check_names_the_sweep_file_in_python(tmp_path):
     assert err.value.path == str(cfg) and err.value.field == "instances[0].file"
 
 
+def test_a_profiled_model_is_held_to_the_limits_too(tmp_path):
+    """A ``model`` instance is known in size only once profiled: it is checked then, before any
+    cell, as a file is (a graph of 1001 nodes for checkmate, here standing in for a profile)."""
+    from memsched.experiments.sweep.config import InstanceSpec
+    from memsched.experiments.sweep.grid import check_file_sizes
+    from memsched.experiments.sweep.instances import LoadedInstance
+    from memsched.solvers.graph.generate import linear_graph
+
+    cfg = load_config(write_sweep(tmp_path, instances=[{"file": big_graph(tmp_path)}], solvers=["checkmate", "dtr"]))
+    spec = InstanceSpec(index=0, kind="model", params={"model": "resnet18"}, problem="graph")
+    li = LoadedInstance(spec, "resnet18", "graph", linear_graph(500), "model resnet18", 1001, None, None)
+    with pytest.raises(InputError, match="1001 graph nodes.*coarser granularity") as err:
+        check_file_sizes(cfg, li, list(cfg.solvers))
+    assert err.value.field == "instances[0].model"
+    check_file_sizes(cfg, li, [s for s in cfg.solvers if s.name == "dtr"])  # 2000 for the heuristics
+
+
 # ------------------------------------------------------------------ 3. workers, [measure], samples
 @pytest.mark.parametrize("table, field, bound", [
     ({"time_repeats": 10**4 + 1}, "measure.time_repeats", "1..10000"), ({"warmup": 10**4 + 1}, "measure.warmup",

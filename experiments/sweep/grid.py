@@ -145,16 +145,19 @@ def _runs_on(li: LoadedInstance, s: SolverSpec, available: Callable[[str, str], 
 
 
 def check_file_sizes(config: SweepConfig, li: LoadedInstance, solvers: list[SolverSpec]) -> None:
-    """An instance read from a file (``file``, ``example``) is held to the limits a generated one is
-    held to (`config.size_error`, those of `memsched solve` on the same file) for each solver of
-    `solvers` (those that run on it), before any cell runs: `InputError` naming the sweep file and
-    the instance's key."""
-    if li.spec.kind not in ("file", "example"):
+    """An instance read from a file (``file``, ``example``) or profiled from a network (``model``)
+    is held to the limits a generated one is held to (`config.size_error`, those of `memsched
+    solve` on the same file) for each solver of `solvers` (those that run on it), before any cell
+    runs: `InputError` naming the sweep file and the instance's key. (A generated instance is
+    checked when the sweep file is read: its size is known without building it.)"""
+    if li.spec.kind not in ("file", "example", "model"):
         return
     from ..commands._checks import stage_count
 
     size = stage_count(li.problem, li.instance)
+    hint = ("profile it at a coarser granularity or a smaller depth" if li.spec.kind == "model"
+            else "give a smaller instance")
     for s in solvers:
-        why = size_error(li.problem, size, s, "give a smaller instance")
+        why = size_error(li.problem, size, s, hint)
         if why is not None:
             raise InputError(why, path=str(config.path), field=f"{li.spec.where}.{li.spec.kind}")
