@@ -289,6 +289,8 @@ def simulate(instance: Any, schedule: Any, budget: int | float | str | None = No
             raise
         raise InputError(f"a {adopted} result cannot be simulated on this instance ({err})", field="schedule") from None
     module = registry.problem_module(problem)
+    if problem == "pipeline" and isinstance(schedule, (str, Path, dict)):
+        instance = _on_recorded_machine(instance, schedule)
     schedule = _as_schedule(problem, instance, schedule, "simulated")
     bytes_ = _budget(instance, budget, problem) if budget is not None else None
     with _schedule_errors(problem, schedule):
@@ -823,6 +825,23 @@ def _as_schedule(problem: str, instance: Any, schedule: Any, verb: str, *, field
         raise InputError(f"not a {problem} schedule: {type(schedule).__name__} (give a schedule, a Result, its "
                          "JSON dict or the path of a schedule file)", field=field)
     return schedule
+
+
+def _on_recorded_machine(instance: Any, schedule: str | Path | dict[str, Any]) -> Any:
+    """The pipeline `instance` on the machine a partition's JSON (a dict, or the path of a file)
+    records: weight factor, bandwidth (bytes/s), latency (s), as ``memsched partition --json``
+    writes them (`solvers.pipeline.schedule.machine_from_json`); unchanged when it records none.
+    `memsched simulate` replays a partition file the same way."""
+    from memsched.solvers.jsonio import read_json
+    from memsched.solvers.pipeline.schedule import machine_from_json
+
+    path = str(schedule) if isinstance(schedule, (str, Path)) else "<schedule>"
+    data = read_json(schedule) if isinstance(schedule, (str, Path)) else schedule
+    machine = machine_from_json(data, path=path)
+    if not machine:
+        return instance
+    return instance.with_machine(bandwidth=machine.get("bandwidth", instance.bandwidth),
+                                 weight_factor=machine.get("weight_factor"), latency=machine.get("latency"))
 
 
 @contextlib.contextmanager

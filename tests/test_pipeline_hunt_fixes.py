@@ -48,6 +48,18 @@ def test_simulate_replays_the_weight_factor_of_the_partition(tmp_path):
         assert got["period"] == pytest.approx(out["period_file_units"], rel=1e-12)
 
 
+def test_python_simulate_replays_the_recorded_machine_too(tmp_path):
+    """`memsched.simulate` of a partition file or its JSON dict uses the machine it records, as the
+    command does (before: the default weights x 4, a peak above the budget it was solved for)."""
+    import memsched
+
+    path, out = _partition_json(tmp_path, "wf.json", TINY, "--devices", "2", "--memory", "33000000",
+                                "--weight-factor", "1")
+    for given in (path, out, out["schedule"]):
+        res = memsched.simulate(TINY, given, problem="pipeline")
+        assert res.status == "valid" and res.peak_memory == out["peak_memory"] <= 33000000
+
+
 def test_simulate_replays_bandwidth_and_latency_of_the_partition(tmp_path):
     path, out = _partition_json(tmp_path, "bw.json", TINY, "--devices", "2", "--memory", "200MB",
                                 "--bandwidth", "100GB/s", "--latency", "0.0025")
