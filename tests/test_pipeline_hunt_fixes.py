@@ -60,6 +60,16 @@ def test_python_simulate_replays_the_recorded_machine_too(tmp_path):
         assert res.status == "valid" and res.peak_memory == out["peak_memory"] <= 33000000
 
 
+def test_plot_draws_the_partition_on_its_recorded_machine(tmp_path):
+    """`memsched plot` charges the partition as it was solved (before: weights x 4, so a
+    partition solved with weights x 1 was drawn as invalid, "stage 0 needs ... > budget")."""
+    path, out = _partition_json(tmp_path, "wf.json", TINY, "--devices", "2", "--memory", "33000000",
+                                "--weight-factor", "1")
+    res = run_cli("plot", TINY, path, "-o", tmp_path / "p.png", "--budget", "33000000")
+    assert res.code == 0, res.err
+    assert "invalid schedule" not in res.err and (tmp_path / "p.png").exists()
+
+
 def test_simulate_replays_bandwidth_and_latency_of_the_partition(tmp_path):
     path, out = _partition_json(tmp_path, "bw.json", TINY, "--devices", "2", "--memory", "200MB",
                                 "--bandwidth", "100GB/s", "--latency", "0.0025")

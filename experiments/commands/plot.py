@@ -61,6 +61,11 @@ def main(args: argparse.Namespace) -> int:
         raise InputError(f"{len(args.label)} labels for {len(args.schedules)} schedules", field="--label")
     raw = [(path, read_schedule_json(path)) for path in args.schedules]
     problem, instance = _load(args.file, raw[0][1], args.bandwidth, args.latency)
+    if problem == "pipeline":  # on the machine the (first) partition records, as `memsched simulate` replays it
+        from .simulate import with_partition_machine
+
+        instance = with_partition_machine(instance, raw[0][1], argparse.Namespace(
+            schedule=raw[0][0], weight_factor=None, bandwidth=args.bandwidth, latency=args.latency))
     budget = budget_for(problem, instance, args.budget) if args.budget else None
     schedules: dict[str, Any] = {}
     for k, (path, data) in enumerate(raw):
