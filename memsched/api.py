@@ -272,8 +272,12 @@ def simulate(instance: Any, schedule: Any, budget: int | float | str | None = No
              problem: str | None = None, bandwidth: str | float | None = None) -> Result:
     """Replay `schedule` (a schedule object, a `Result`, its JSON dict, or a path to a schedule
     JSON) on `instance` with the problem's simulator; the Result's status is "valid" or
-    "invalid" (``.violation`` says why), its makespan and peak are the replay's. A schedule of
-    another problem (a chain schedule on an offloading instance, say) is an `InputError`."""
+    "invalid" (``.violation`` says why), its makespan and peak are the replay's. A schedule object
+    or `Result` of another problem (a chain ``Schedule`` on an offloading instance, say) is an
+    `InputError`; a chain schedule's JSON (a dict or a file) on an offloading instance (a
+    `bandwidth`, or a host link) is read, on purpose, as the offloading schedule of the same
+    operations that transfers nothing. A schedule for another chain length (join: branch lengths)
+    is an `InputError` naming ``length`` (``lengths``) in every form."""
     from memsched.solvers.result import SolveResult
 
     adopted = None
@@ -326,6 +330,7 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
         return _config_sweep(target, output=output, workers=workers, fresh=fresh, budgets=budgets,
                              solvers=solvers, problem=problem, slots=slots, time_limit=time_limit,
                              bandwidth=bandwidth, devices=devices, options=options)
+    _no_such_target(target)
     for name, value in (("output", output), ("workers", workers)):
         if value is not None:
             raise InputError("applies to a sweep file (TOML / YAML); an instance sweep runs here, in this process",
@@ -368,6 +373,21 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
                        overhead=(result.objective / baseline - 1.0) if (baseline and result.found) else None)
             rows.append(row)
     return SweepResult(rows, source=getattr(instance, "name", "") or problem)
+
+
+def _no_such_target(target: Any) -> None:
+    """`sweep`'s `target`, when it is a path (str or Path) that is neither a sweep file nor a
+    committed config: an existing file (an instance file, read later) or a file name with a suffix
+    (``chain.json``: `load` says it is missing), else an `InputError` naming ``target`` that lists
+    the committed configs (a misspelt config name is not an instance sweep without budgets)."""
+    if not isinstance(target, (str, Path)) or Path(target).exists() or Path(target).suffix:
+        return
+    from memsched.experiments.sweep.config import CONFIGS
+
+    names = sorted({p.stem for p in CONFIGS.iterdir() if p.suffix.lower() in _CONFIG_SUFFIXES}) \
+        if CONFIGS.is_dir() else []
+    raise InputError(f"no sweep config named {str(target)!r} and no such instance file (the committed configs: "
+                     f"{', '.join(names) or 'none'}; or a TOML / YAML sweep file, or an instance file)", field="target")
 
 
 def _sweep_budgets(instance: Any, budgets: list[Any], problem: str) -> list[tuple[Any, int]]:
@@ -502,7 +522,8 @@ def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_f
     blocks with `example_input` (the tensor a_0, whose batch the sizes are measured at),
     `target` and `loss_fn(output, target)` (default: the mean of the output), or a
     `memsched.Network` holding them (`models.network`). Needs torch; `out` also saves the
-    chain file."""
+    chain file (a str or path of a file in an existing folder, checked before anything is profiled)."""
+    out = _check_out(out)
     _need_torch()
     from memsched.models.chain.profiler import profile_chain, profile_model
 
@@ -513,15 +534,30 @@ def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_f
     if isinstance(model, str):
         _check_zoo(model)
         _no_network_args(example_input, target, loss_fn)
-        chain, _ = profile_model(model, repeats=repeats, out=str(out) if out is not None else None, timing=timing,
+        chain, _ = profile_model(model, repeats=repeats, out=out, timing=timing,
                                  **sizes)
         return chain
     built = _own_network(model, example_input, target, loss_fn, sizes)
     chain = profile_chain(built.blocks, built.loss_fn, built.example_input, built.target, repeats=repeats,
                           name=built.label, meta={"model": built.name}, timing=timing)
     if out is not None:
-        chain.save(str(out))
+        chain.save(out)
     return chain
+
+
+def _check_out(out: Any) -> str | None:
+    """`profile`'s `out` as a path str (None: not saved): a str or `os.PathLike` naming a file that
+    can be written (not a folder, in an existing writable folder: `_checks.check_output_file`, as
+    ``memsched profile -o`` checks it). `InputError` naming ``out`` otherwise, before any profiling."""
+    if out is None:
+        return None
+    if not isinstance(out, (str, os.PathLike)):
+        raise InputError(f"must be the path of a file (str or Path), got {_show(out)}", field="out")
+    from memsched.experiments.commands._checks import check_output_file
+
+    path = os.fsdecode(os.fspath(out))
+    check_output_file(path, "out")
+    return path
 
 
 def _profile_graph(model: Any, example_input: Any, target: Any, loss_fn: Any, repeats: int, out: PathLike | None,
@@ -540,7 +576,7 @@ def _profile_graph(model: Any, example_input: Any, target: Any, loss_fn: Any, re
         model = _own_network(model, example_input, target, loss_fn, sizes)
     with diagnosed(model):  # a zoo network that cannot run at these sizes is bad input, not a bug
         return export_training_graph(model, cost="measured", ram="tape", repeats=repeats,
-                                     timing=timing or "in_step", out=str(out) if out is not None else None)
+                                     timing=timing or "in_step", out=out)
 
 
 @_python_names
@@ -571,7 +607,7 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
         raise InputError(f"must be one solver name (a str), got {solver!r}", field="solver")
     if problem is not None and problem not in _RUN_PROBLEMS:
         raise InputError(f"must be one of {', '.join(_RUN_PROBLEMS)} (or None), got {problem!r}", field="problem")
-    bytes_ = _budget_bytes(budget)
+    bytes_ = budget_bytes(budget)
     _check_latency(latency)
     _bandwidth_problem(bandwidth, problem)
     options = _run_options(options)
@@ -694,30 +730,31 @@ _SCHEDULE_KEYS = frozenset({"ops", "format", "stages", "schedule", "problem"})
 def _budget(instance: Any, spec: Any, problem: str) -> int:
     """Bytes from the budget `spec` of `instance` (already read as `problem`): a number of bytes
     (at least 1, at most 1 PiB), a size string or "X%" of the reference peak; `InputError` naming
-    ``budget`` for anything else (`_budget_bytes`)."""
+    ``budget`` for anything else (`budget_bytes`)."""
     from memsched.solvers.units import parse_positive_budget
 
-    bytes_ = _budget_bytes(spec)
+    bytes_ = budget_bytes(spec)
     if bytes_ is not None:
         return bytes_
     reference = registry.problem_module(problem).reference_peak(instance)
     return parse_positive_budget(spec, reference, field="budget")
 
 
-def _budget_bytes(spec: Any) -> int | None:
+def budget_bytes(spec: Any, *, field: str = "budget") -> int | None:
     """Bytes from a budget that needs no reference peak: a number or a size string, checked by the
     one rule of budgets (`units.parse_positive_budget`: at least one byte, at most 1 PiB); None for
     a share ("60%"), whose form is checked here but whose bytes need the instance's reference peak.
-    `InputError` naming ``budget`` for anything else."""
+    `InputError` naming `field` (``budget``; ``memsched run`` checks ``--budget`` so before it
+    builds anything) for anything else."""
     from memsched.solvers.units import parse_budget, parse_positive_budget
 
     if not isinstance(spec, (str, numbers.Real)):
         raise InputError(f"must be bytes (a number), a size (\"1.5GB\") or a share (\"60%\"), got {_show(spec)}",
-                         field="budget")
+                         field=field)
     if isinstance(spec, str) and spec.strip().endswith("%"):
-        parse_budget(spec, 0, field="budget")  # the percentage's form (any share of 0 bytes is 0)
+        parse_budget(spec, 0, field=field)  # the percentage's form (any share of 0 bytes is 0)
         return None
-    return parse_positive_budget(spec, None, field="budget")
+    return parse_positive_budget(spec, None, field=field)
 
 
 def _show(value: Any) -> str:
@@ -824,7 +861,22 @@ def _as_schedule(problem: str, instance: Any, schedule: Any, verb: str, *, field
     if owner is None and not isinstance(schedule, (list, tuple)):
         raise InputError(f"not a {problem} schedule: {type(schedule).__name__} (give a schedule, a Result, its "
                          "JSON dict or the path of a schedule file)", field=field)
+    _check_shape(instance, schedule)
     return schedule
+
+
+def _check_shape(instance: Any, schedule: Any) -> None:
+    """A schedule object is for the instance's chain length (chain, offload: ``length``) or branch
+    lengths (join: ``lengths``), as its JSON is checked when read (`chain.schedule.ops_json`): the
+    same `InputError`, naming the field, whichever form the schedule came in."""
+    for key in ("length", "lengths"):
+        mine, theirs = getattr(schedule, key, None), getattr(instance, key, None)
+        if mine is None or theirs is None:
+            continue
+        mine = list(mine) if key == "lengths" else int(mine)
+        theirs = list(theirs) if key == "lengths" else int(theirs)
+        if mine != theirs:
+            raise InputError(f"the schedule is for {key} {mine!r} but the instance has {theirs!r}", field=key)
 
 
 def _on_recorded_machine(instance: Any, schedule: str | Path | dict[str, Any]) -> Any:

@@ -39,18 +39,23 @@ def run_model(model: str, budget: int | float | str, solver: str | None = None, 
     unknown = sorted(set(sizes) - set(SIZE_KEYS))
     if unknown:
         raise InputError(f"unknown option {unknown[0]!r} (sizes: {', '.join(SIZE_KEYS)})", field=unknown[0])
-    if isinstance(instance, Path):
-        instance = str(instance)
+    if isinstance(instance, (str, Path)):
+        from .api import load
+
+        instance = load(instance)  # the file's own problem: a graph, a join, an offloading chain (host_link), ...
     problem = problem or _default_problem(model, instance, bandwidth)
     if problem == "offload" and _is_offload_instance(instance):
         bandwidth = instance.bandwidth if bandwidth is None else bandwidth
         latency = instance.latency if latency is None else latency
         instance = instance.chain
+    elif problem == "chain" and _is_offload_instance(instance):
+        instance = instance.chain  # the chain problem named: the costs without the link
     options = options or {}
     from memsched.models.run import DEFAULT_SOLVERS, run
 
     if problem not in DEFAULT_SOLVERS:  # a pipeline instance
         raise InputError(f"run executes {', '.join(DEFAULT_SOLVERS)} instances, not a {problem} one", field="instance")
+    _check_instance_problem(instance, problem)
     check_run_solver_args(problem, solver or DEFAULT_SOLVERS[problem], bandwidth, latency, options)
     if bandwidth is not None:
         from memsched.solvers.units import parse_bandwidth
@@ -64,12 +69,13 @@ def run_model(model: str, budget: int | float | str, solver: str | None = None, 
 
 
 def _default_problem(model: Any, instance: Any, bandwidth: Any) -> str:
-    """The problem `run_model` solves when none is named (its docstring)."""
+    """The problem `run_model` solves when none is named (its docstring); `instance` is None or an
+    instance object (a file is loaded first)."""
     if str(model) in JOIN_NAMES:
         return "join"
     if bandwidth is not None:
         return "offload"
-    if instance is not None and not isinstance(instance, str):
+    if instance is not None:
         from .api import problem_of
 
         return problem_of(instance)
@@ -77,11 +83,24 @@ def _default_problem(model: Any, instance: Any, bandwidth: Any) -> str:
 
 
 def _is_offload_instance(instance: Any) -> bool:
-    if instance is None or isinstance(instance, str):
+    if instance is None:
         return False
     from .api import problem_of
 
     return problem_of(instance) == "offload"
+
+
+def _check_instance_problem(instance: Any, problem: str) -> None:
+    """`instance` (None, or the object left once an offloading instance gave its chain and link)
+    can be run as `problem`: its own problem, or a chain for offloading. `InputError` naming
+    ``instance`` otherwise (a graph file read as a chain would fail on its format, field by field)."""
+    if instance is None:
+        return
+    from .api import problem_of
+
+    found = problem_of(instance)
+    if found != problem and not (problem == "offload" and found == "chain"):
+        raise InputError(f"a {found} instance cannot be run as {problem}", field="instance")
 
 
 __all__ = ["run_model", "SIZE_KEYS", "JOIN_NAMES"]

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from memsched.models.measure import StepResult, measured_vs_predicted, tolerances
 from memsched.solvers import registry
-from memsched.solvers.errors import InputError, flag
+from memsched.solvers.errors import InputError, first_line, flag
 from memsched.solvers.units import format_bytes, parse_positive_budget
 
 __all__ = ["PROBLEMS", "DEFAULT_SOLVERS", "Target", "prepare", "execute_schedule", "run", "describe"]
@@ -86,6 +86,83 @@ def _load(problem: str, instance: Any) -> Any:
     return instance
 
 
+#: the sizes a profiled instance's meta records (the built network's config, `models.zoo.build_model`):
+#: with its "model" they fix the network the costs were measured on
+RECORDED_SIZES = ("batch", "image_size", "seq_len", "width", "depth", "vocab", "classes", "dropout", "dtype",
+                  "granularity")
+#: the join networks' own sizes (`models.join.zoo.build_join_model`), recorded in a join's meta too
+JOIN_RECORDED_SIZES = ("embed_dim", "encoder", "text_width", "text_depth")
+
+
+def instance_sizes(instance: Any, model: Any, sizes: dict[str, Any] | None, problem: str, *,
+                   path: str | None = None) -> dict[str, Any]:
+    """`sizes` (the caller's; None: not given) completed from the meta of `instance`, the costs
+    `model` (a zoo name or factory spec) is run with, when that meta says it was profiled from
+    `model`: each `RECORDED_SIZES` entry it records (a join's `JOIN_RECORDED_SIZES` too) and the
+    caller left out is taken from it (a chain profiled at batch 2, 32 px runs at batch 2, 32 px,
+    not at the zoo's defaults). A size the caller gives that contradicts the record is an
+    `InputError` naming the size (and `path`, the instance file). Unchanged for an instance
+    profiled from another network (its stage count and input bytes are checked later) or without a
+    record. A graph's "granularity" is the export's (op or module), not the chain's, and is not
+    compared; a chain without one was profiled by block."""
+    out = dict(sizes or {})
+    target = getattr(instance, "chain", instance) if problem == "offload" else instance
+    meta = getattr(target, "meta", None)
+    if not isinstance(model, str) or not isinstance(meta, dict) or meta.get("model") != model:
+        return out
+    keys = RECORDED_SIZES + (JOIN_RECORDED_SIZES if problem == "join" else ())
+    recorded = {key: meta.get(key) for key in keys if meta.get(key) is not None}
+    if problem == "graph":
+        recorded.pop("granularity", None)
+    elif problem in ("chain", "offload"):
+        recorded.setdefault("granularity", "block")
+    for key, value in recorded.items():
+        given = out.get(key)
+        if given is None:
+            out[key] = value
+        elif _size_value(key, given) != _size_value(key, value):
+            from memsched.models.zoo.registry import size_field
+
+            raise InputError(f"the instance was profiled at {key} {_size_text(key, value)}, not "
+                             f"{_size_text(key, given)} (leave it out to use the instance's, or profile again)",
+                             path=path, field=size_field(key))
+    return out
+
+
+def _size_value(key: str, value: Any) -> Any:
+    """`value` of size `key` in one comparable form: (height, width) pixels, a dtype's name."""
+    if key == "image_size":
+        from memsched.models.zoo import parse_image_size
+
+        return parse_image_size(tuple(value) if isinstance(value, list) else value)
+    if key == "dtype":
+        return str(value).replace("torch.", "")
+    if key == "dropout":
+        return float(value)
+    return value
+
+
+def _size_text(key: str, value: Any) -> str:
+    """`value` of size `key` as a message shows it (32, 416x608, bfloat16)."""
+    v = _size_value(key, value)
+    if key == "image_size":
+        return str(v[0]) if v[0] == v[1] else f"{v[0]}x{v[1]}"
+    return str(v)
+
+
+def _check_input_bytes(recorded: Any, built: int, name: str, what: str) -> None:
+    """The example input `name` was built with has the bytes (`built`) the instance recorded
+    (`recorded`, None: no record): an instance profiled at other sizes predicts another network's
+    memory, so it is an `InputError` naming the instance option, never a run that compares the
+    wrong numbers."""
+    if recorded is None:
+        return
+    if int(recorded) != built:
+        raise InputError(f"the {what} was profiled on an input of {int(recorded)} bytes but {name} with these sizes "
+                         f"takes {built} bytes: profile it again at these sizes, or leave the sizes to the {what}'s",
+                         field=flag("chain"))
+
+
 def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | None, latency: float,
                    profile_repeats: int, timing: str | None, profile_file: str | None, clock: str,
                    early_release: bool = False) -> Target:
@@ -105,9 +182,15 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
                                    repeats=profile_repeats, clock=clock)
         if profile_file:
             chain.save(profile_file)
-    elif chain.length != len(built.blocks):
-        raise InputError(f"the chain has {chain.length} stages but {built.name} with these sizes has "
-                         f"{len(built.blocks)} blocks", field=flag("chain"))
+    else:
+        if chain.length != len(built.blocks):
+            raise InputError(f"the chain has {chain.length} stages but {built.name} with these sizes has "
+                             f"{len(built.blocks)} blocks", field=flag("chain"))
+        # x[0] is the profiled input's bytes when the chain was profiled from a network (meta "model")
+        from memsched.models.memory import unique_bytes
+
+        _check_input_bytes(chain.x[0] if chain.meta.get("model") is not None else None,
+                           unique_bytes(built.example_input), built.name, "chain")
     x, tgt = built.example_input, built.target
 
     def reference(seed: int) -> tuple[dict[str, torch.Tensor], Any]:
@@ -184,18 +267,29 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, profile_file
         graph = export_training_graph(built, cost="measured", ram="tape", repeats=profile_repeats)
         if profile_file:
             graph.save(profile_file)
+    else:
+        x0 = built.example_input  # the export records numel x element size (`models.graph.export`)
+        _check_input_bytes(graph.meta.get("input_size") if graph.meta.get("model") is not None else None,
+                           x0.numel() * x0.element_size(), built.name, "graph")
     graph = with_workspace(graph)  # the profiled temporaries as workspaces: the solvers plan with them
-    executor = GraphExecutor(built.blocks, built.loss_fn, graph, built.example_input)
+    try:
+        executor = GraphExecutor(built.blocks, built.loss_fn, graph, built.example_input)
+    except ValueError as err:  # a graph of another network (its nodes are not this one's)
+        raise InputError(f"{first_line(err)} ({built.name} with these sizes)", field=flag("chain")) from None
+    info: dict[str, Any] = {"units": {"time": graph.meta.get("units", {}).get("time", "?")}}
+    if graph.meta.get("ram") == "output":
+        info["note"] = ("the graph's node sizes are outputs only (exported with ram 'output'): what autograd saves "
+                        "is not in them, so the budget and the predicted peak under-count the step's memory; "
+                        "export it with ram 'tape' to run it")
     x, tgt = built.example_input, built.target
 
     def reference(seed: int) -> tuple[dict[str, torch.Tensor], Any]:
         _, grads, input_grad = reference_step(built.blocks, built.loss_fn, x, tgt, seed=seed)
         return grads, input_grad
 
-    unit = graph.meta.get("units", {}).get("time", "?")
     return Target("graph", built.name, graph, graph.name, x.device,
                   lambda schedule, **kw: executor.step(schedule, x, tgt, **kw), reference,
-                  GraphSchedule.from_indices(graph, range(graph.n)), info={"units": {"time": unit}})
+                  GraphSchedule.from_indices(graph, range(graph.n)), info=info)
 
 
 def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, Any] | None = None,
@@ -216,6 +310,8 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
     if problem not in PROBLEMS:
         raise InputError(f"unknown problem {problem!r} (one of {', '.join(PROBLEMS)})", field=flag("problem"))
     inst = _load(problem, instance)
+    if inst is not None:
+        sizes = instance_sizes(inst, model, sizes, problem, path=instance if isinstance(instance, str) else None)
     if problem == "join":
         return _prepare_join(model, inst, sizes, seed=seed, profile_repeats=profile_repeats, timing=timing,
                              profile_file=profile_file, clock=clock)
@@ -306,6 +402,8 @@ def run(model: Any, budget: int | str, *, problem: str = "chain", solver: str | 
                            "solver": solver, "status": result.status, "device": str(target.device),
                            "units": {"time": "ms", "memory": "bytes", **target.info.get("units", {})},
                            "store_all_peak": reference, "solve_time_s": result.solve_time_s}
+    if target.info.get("note"):
+        out["note"] = target.info["note"]
     if not result.found:
         msg = result.message or f"{solver} finds no schedule within budget {limit} bytes"
         if result.min_budget is not None and "smallest" not in msg:
@@ -385,4 +483,6 @@ def describe(out: dict[str, Any]) -> str:
     lines.append(f"  grad check: {'ok' if out['grad_check'] else 'FAILED ' + out.get('grad_message', '')}")
     if "measurement" in out:
         lines.append(f"  note: {out['measurement']}")
+    if out.get("note"):
+        lines.append(f"  note: {out['note']}")
     return "\n".join(lines)

@@ -16,6 +16,7 @@ class InputError(ValueError):
     """A bad instance, schedule or option; `str(err)` is a complete one-line message."""
 
     def __init__(self, message: str, *, path: str | None = None, field: str | None = None):
+        self.message = message  # without the "path: field: " prefix
         self.path = path
         self.field = field
         where = ""

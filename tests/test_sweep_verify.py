@@ -95,6 +95,16 @@ def test_update_takes_a_time_limited_row_only_when_head_does_better():
     assert not _settled("timeout", "timeout") and not _settled("feasible", "infeasible")
 
 
+def test_update_drops_an_infeasible_that_head_no_longer_proves():
+    """A stored `infeasible` that HEAD answers `timeout` (e.g. the rounded model was infeasible and
+    HEAD retries at exact sizes) is replaced: the table keeps no claim the code does not back."""
+    from memsched.experiments.sweep.verify import _unbacked
+
+    assert _unbacked("infeasible", "timeout")
+    assert not _unbacked("infeasible", "infeasible") and not _unbacked("timeout", "infeasible")
+    assert not _unbacked("feasible", "timeout")
+
+
 def test_without_a_journal_the_committed_table_is_verified_and_updated(tmp_path, cli):
     import pandas as pd
 

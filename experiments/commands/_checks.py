@@ -22,6 +22,7 @@ from typing import Any
 
 from memsched.solvers.errors import InputError
 from memsched.solvers.exact.options import MAX_SECONDS
+from memsched.solvers.units import MAX_BYTES
 
 #: the most stages (sum over branches for joins) the chain, join and offload solvers accept:
 #: the rotor DP's least-memory table costs O(L^3) (about 14 s at L = 2000 on one core; Revolve
@@ -43,6 +44,12 @@ MAX_COUNT = 10**6
 #: ... but for these options: the join `exact` solver's A* keeps up to `max_states` states (about
 #: 0.5 KB and 20 us each: its default 2 * 10^6 is about 1 GB and 45 s; 10^7 about 5 GB and 4 min)
 MAX_INT_OPTION = {"max_states": 10**7}
+#: integer options whose least value is 1, not 0 (counts of things that must exist: the solvers
+#: refuse 0 too, and the message then gives the range they accept)
+MIN_INT_OPTION = {"max_computations": 1, "max_stages": 1, "max_states": 1, "workers": 1}
+#: integer options that are sizes in bytes, in 1..`units.MAX_BYTES` (1 PiB), as the solvers check them
+#: (rotor's ``table_budget``: `solvers.chain.dp.check_table_budget`), not counts
+BYTES_OPTIONS = frozenset({"table_budget"})
 #: the most timed executions of a step (``run --time-repeats``, a sweep file's ``[measure]
 #: time_repeats``) and unwatched warm-up runs (``[measure] warmup``)
 MAX_TIME_REPEATS = 10**4
@@ -194,11 +201,15 @@ def check_options(problem: str, solver: str, options: dict[str, Any]) -> None:
 def option_type_error(kind: str, key: str, value: Any) -> str | None:
     """None when `value` has the option's type `kind` (as `solver_parameters` gives it) and range;
     else what it must be ("an integer in 0..1000000", ...; integers up to `MAX_COUNT`, or the
-    option's own `MAX_INT_OPTION`). Other kinds are not checked."""
+    option's own `MAX_INT_OPTION`; sizes in bytes, `BYTES_OPTIONS`, in 1..`MAX_BYTES` with the
+    solvers' own wording). Other kinds are not checked."""
     if kind == "bool":
         ok, want = isinstance(value, bool), "true or false"
+    elif kind == "int" and key in BYTES_OPTIONS:
+        ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_BYTES
+        want = f"a number of bytes, an integer in 1..{MAX_BYTES}"
     elif kind == "int":
-        low = -(2**31) if key == "seed" else 0
+        low = -(2**31) if key == "seed" else MIN_INT_OPTION.get(key, 0)
         high = MAX_INT_OPTION.get(key, MAX_COUNT)
         ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
         want = f"an integer in {low}..{high}"

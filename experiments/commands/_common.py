@@ -90,7 +90,7 @@ def load_problem(path: str, bandwidth: str | None = None, latency: float | None 
     if problem == "chain":
         chain_names = set(registry.get_problem("chain").solvers)
         # a chain solver (or none) without a bandwidth never needs the offload package: not imported
-        wants_offload = bandwidth is not None or _has_host_link(path) or (
+        wants_offload = bandwidth is not None or has_host_link(path) or (
             solver is not None and solver not in chain_names and solver in registry.get_problem("offload").solvers)
         if wants_offload:
             from memsched.solvers.offload import OffloadInstance
@@ -105,7 +105,7 @@ def load_problem(path: str, bandwidth: str | None = None, latency: float | None 
     return load_instance(path, problem)
 
 
-def _has_host_link(path: str) -> bool:
+def has_host_link(path: str) -> bool:
     """True when the chain file at `path` has a ``host_link``: it is then an offloading
     instance whatever the solver name (``--solver cpsat`` is offloading's cpsat)."""
     from memsched.solvers.jsonio import read_json

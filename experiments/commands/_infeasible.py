@@ -7,7 +7,9 @@ then one byte below the first budget that works, then by bisection. ``min_budget
 when the solver finds a schedule at N bytes and proves N - 1 infeasible; exact solvers get
 `PROBE_SECONDS` per run (a schedule found in that time answers the question). When
 `SEARCH_SECONDS` run out first (or the solver fails even at `MAX_FACTOR` times the store-all
-peak), ``details["min_budget_note"]`` says so, with the bracket known.
+peak), ``details["min_budget_note"]`` says so, with the bracket known. A solver that refuses the
+instance's structure (``details["not_applicable"]``: sqrt on a graph that is not a training
+graph, say) is not searched: no budget would do, and its message says why.
 """
 
 from __future__ import annotations
@@ -29,11 +31,17 @@ _FLOOR_SOLVERS = {"chain": ("rotor",), "offload": ("remat-only",),
                   "pipeline": ("madpipe",)}
 #: the search goes up to this many times the store-all peak (heuristics may need more)
 MAX_FACTOR = 64
+#: ``SolveResult.details`` key a solver sets (True) when it refuses the instance's structure, whatever
+#: the budget (`solvers.graph.baselines.NOT_APPLICABLE`)
+NOT_APPLICABLE = "not_applicable"
 
 
 def find_min_budget(problem: str, instance: Any, result: SolveResult, options: dict[str, Any]) -> None:
-    """Fill ``result.min_budget`` (or ``result.details["min_budget_note"]``) in place."""
-    if result.status != INFEASIBLE or result.min_budget is not None or result.budget is None:
+    """Fill ``result.min_budget`` (or ``result.details["min_budget_note"]``) in place; nothing for a
+    result that is not ``infeasible``, has its smallest budget, or is a structural refusal
+    (`NOT_APPLICABLE`)."""
+    if result.status != INFEASIBLE or result.min_budget is not None or result.budget is None \
+            or result.details.get(NOT_APPLICABLE):
         return
     deadline = time.perf_counter() + SEARCH_SECONDS
     exact = getattr(registry.get_solver(problem, result.solver), "exact_layer", False)

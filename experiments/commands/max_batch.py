@@ -282,10 +282,13 @@ def main(args: argparse.Namespace) -> int:
         raise InputError("--batch is what max-batch searches; leave it out (or use --vary image-size)", field="--batch")
     if not vary_batch and args.image_size is not None:
         raise InputError("--image-size is what is searched with --vary image-size; leave it out", field="--image-size")
+    _check_vary(args.model, args.vary)
     limit = args.limit or (DEFAULT_BATCH_LIMIT if vary_batch else DEFAULT_SIDE_LIMIT // args.step)
     if not vary_batch and args.limit:
         limit = max(1, args.limit // args.step)
     probes: list[Probe] = []
+    header = (f"{args.model}: largest {args.vary} within {format_bytes(memory)}, overhead <= "
+              f"{_bound_text(args.max_overhead)}, {args.problem} solver {args.solver}, cost {args.cost}")
 
     def fits(k: int) -> bool:
         size = k if vary_batch else k * args.step
@@ -315,14 +318,11 @@ def main(args: argparse.Namespace) -> int:
             return False  # a size the network does not accept (too small for its pools)
         probes.append(probe)
         if not args.json:
+            if len(probes) == 1:  # the header once the first size ran: bad sizes fail before any output
+                print(header)
             print(_row(probe, format_bytes), flush=True)
         return probe.fits
 
-    if not args.json:
-        print(
-            f"{args.model}: largest {args.vary} within {format_bytes(memory)}, overhead <= "
-            f"{_bound_text(args.max_overhead)}, {args.problem} solver {args.solver}, cost {args.cost}"
-        )
     best = search_largest(fits, limit, args.tolerance)
     best_size = best if vary_batch else best * args.step
     chosen = next((p for p in probes if p.size == best_size), None)
@@ -359,6 +359,18 @@ def main(args: argparse.Namespace) -> int:
             f"{format_bytes(chosen.peak_memory or 0)} of activations + {state} of weights and gradients)"
         )
     return 0
+
+
+def _check_vary(model: str, vary: str) -> None:
+    """``--vary image-size`` needs a zoo network with images (`models.zoo.MODELS`: its defaults have
+    an image size; a factory's arguments are its own). `InputError` naming ``--vary`` otherwise, before
+    anything is printed or built."""
+    from memsched.models.zoo.registry import MODELS
+
+    if vary == "image-size" and model in MODELS and "image_size" not in MODELS[model]:
+        kind = MODELS[model]["kind"]
+        raise InputError(f"{model} takes no image size (a {kind} model): vary its batch (--vary batch)",
+                         field="--vary image-size")
 
 
 def _row(p: Probe, fmt: Callable[[float], str]) -> str:

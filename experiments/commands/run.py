@@ -20,7 +20,7 @@ from typing import Any
 from memsched.solvers.errors import InputError
 
 from ._checks import MAX_TIME_REPEATS, check_options, check_output_file, count, seconds
-from ._common import add_link_arguments, parse_options
+from ._common import add_link_arguments, has_host_link, parse_options
 from .profile import MODEL_HELP, ZOO_NAMES, _import_models, add_granularity_option, add_model_options, model_sizes
 
 
@@ -60,10 +60,25 @@ def register(subparsers: Any) -> None:
 
 
 def _problem(args: argparse.Namespace, join_models: Any) -> str:
+    """The problem run: ``--problem``; else a join network's "join"; else the problem of the
+    instance file (MODEL or ``--chain``: a graph file runs as "graph", a chain file with a
+    ``host_link`` as "offload"); else "offload" with ``--bandwidth``, "chain" without."""
     if args.problem is not None:
         return args.problem
     if args.model in join_models:
         return "join"
+    path = args.chain if args.chain is not None else (args.model if Path(args.model).is_file() else None)
+    if path is not None and args.model not in ZOO_NAMES:
+        from memsched.solvers.formats import detect_problem
+
+        problem = detect_problem(path)
+        if problem == "pipeline":
+            raise InputError("a pipeline file is run by the pipeline runner (docs/pipeline.md), not by memsched run",
+                             path=path)
+        if problem in ("graph", "join"):
+            return problem
+        if has_host_link(path):
+            return "offload"
     return "offload" if args.bandwidth is not None else "chain"
 
 
@@ -81,41 +96,39 @@ _DEFAULT_SOLVER = {"chain": "rotor", "offload": "offload-prefix", "join": "dp", 
 
 
 def main(args: argparse.Namespace) -> int:
-    """Solve, execute and measure the schedule; print measured vs predicted; exit 0, 1 infeasible, 2 bad input."""
-    check_output_file(args.profile_file, "--profile-file")  # before importing torch (seconds)
-    _import_models()
-    from memsched.models.join.zoo import JOIN_MODELS
-    from memsched.models.network import is_factory_spec
+    """Solve, execute and measure the schedule; print measured vs predicted; exit 0, 1 infeasible, 2 bad input.
+
+    Every argument that needs no network (the budget's form, the output file, MODEL or the instance
+    file, the link, the solver and its options) is checked before torch is imported and anything is
+    profiled or written; the sizes an instance file was profiled at are the run's unless given
+    (`models.run.instance_sizes`: a size that contradicts the file is bad input)."""
+    from memsched.api import budget_bytes
+    from memsched.execute import JOIN_NAMES
+
+    budget_bytes(args.budget, field="--budget")  # the form ("abc", "-5", "nan"): before building anything
+    check_output_file(args.profile_file, "--profile-file")
+    problem = _problem(args, JOIN_NAMES)
+    name, instance = _network(args, problem)
+    _check_link(args, problem, instance)
+    bandwidth = None
+    if args.bandwidth is not None:
+        from memsched.solvers.units import parse_bandwidth
+
+        bandwidth = parse_bandwidth(args.bandwidth, field="--bandwidth")
+    solver, options = _solver_and_options(args, problem)
+    _import_models()  # before importing torch: the checks above take no seconds
     from memsched.models.run import describe, run
 
-    problem = _problem(args, JOIN_MODELS)
-    name, instance = args.model, args.chain
-    if problem != "join" and name not in ZOO_NAMES and not is_factory_spec(name):
-        if not Path(name).exists() and not name.endswith(".json"):
-            raise InputError(f"unknown model {name!r} (one of {', '.join(ZOO_NAMES)}, FILE.py:FUNCTION, or an "
-                             "instance file)", field="MODEL")
-        instance = name
-        name = args.model_name or _model_of(problem, name)
-        if name not in ZOO_NAMES and not (isinstance(name, str) and is_factory_spec(name)):
-            raise InputError("an instance file needs --model NAME (the zoo network or FILE.py:FUNCTION to execute)",
-                             field="--model")
-    _check_link(args, problem, instance)
-    solver = args.solver
-    if problem == "join" and solver == "rotor":
-        solver = "dp"
-    from memsched.solvers import registry
-
-    if solver is not None:
-        registry.get_solver(problem, solver)  # an unknown name fails before the network is profiled (seconds)
-    options = parse_options(args.option)
-    if options:
-        check_options(problem, solver or _DEFAULT_SOLVER.get(problem, registry.get_problem(problem).default_solver),
-                      options)
-    out = run(name, args.budget, problem=problem, solver=solver, instance=instance, sizes=model_sizes(args),
-              slots=args.slots, time_limit=args.time_limit, options=options, seed=args.seed,
-              time_repeats=args.time_repeats, profile_repeats=args.repeats, timing=args.timing,
-              profile_file=args.profile_file, bandwidth=args.bandwidth, latency=args.latency or 0.0,
-              independent=not args.no_independent, early_release=args.early_release)
+    try:
+        out = run(name, args.budget, problem=problem, solver=solver, instance=instance, sizes=model_sizes(args),
+                  slots=args.slots, time_limit=args.time_limit, options=options, seed=args.seed,
+                  time_repeats=args.time_repeats, profile_repeats=args.repeats, timing=args.timing,
+                  profile_file=args.profile_file, bandwidth=bandwidth, latency=args.latency or 0.0,
+                  independent=not args.no_independent, early_release=args.early_release)
+    except InputError as err:
+        if instance is not None and args.chain is None and err.field == "--chain":
+            raise InputError(err.message, path=instance) from None  # the file came as MODEL, not --chain
+        raise
     if args.json:
         print(json.dumps(out))
     elif out.get("predicted") is not None:
@@ -124,6 +137,41 @@ def main(args: argparse.Namespace) -> int:
         print(f"memsched run: infeasible: {out.get('message', '')}", file=sys.stderr)
         return 1
     return 0
+
+
+def _network(args: argparse.Namespace, problem: str) -> tuple[str, str | None]:
+    """(the network to run, the instance file of its costs or None): MODEL and ``--chain``, or an
+    instance file given as MODEL with the network its meta names (or ``--model``). No torch."""
+    from memsched.models.network import is_factory_spec
+
+    name, instance = args.model, args.chain
+    if problem == "join" or name in ZOO_NAMES or is_factory_spec(name):
+        return name, instance
+    if not Path(name).exists() and not name.endswith(".json"):
+        raise InputError(f"unknown model {name!r} (one of {', '.join(ZOO_NAMES)}, FILE.py:FUNCTION, or an "
+                         "instance file)", field="MODEL")
+    network = args.model_name or _model_of(problem, name)
+    if network not in ZOO_NAMES and not (isinstance(network, str) and is_factory_spec(network)):
+        raise InputError("an instance file needs --model NAME (the zoo network or FILE.py:FUNCTION to execute)",
+                         field="--model")
+    return network, name
+
+
+def _solver_and_options(args: argparse.Namespace, problem: str) -> tuple[str | None, dict[str, Any]]:
+    """The solver asked for (None: the problem's default) and the ``--option`` values, both checked
+    against the solver registry (an unknown name fails before the network is profiled)."""
+    from memsched.solvers import registry
+
+    solver = args.solver
+    if problem == "join" and solver == "rotor":
+        solver = "dp"
+    if solver is not None:
+        registry.get_solver(problem, solver)
+    options = parse_options(args.option)
+    if options:
+        check_options(problem, solver or _DEFAULT_SOLVER.get(problem, registry.get_problem(problem).default_solver),
+                      options)
+    return solver, options
 
 
 def _model_of(problem: str, path: str) -> str | None:

@@ -24,7 +24,7 @@ from ._common import (
     run_solver,
     stopped_by_user,
 )
-from ._infeasible import find_min_budget
+from ._infeasible import NOT_APPLICABLE, find_min_budget
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -96,6 +96,11 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _why_none(result: SolveResult) -> str:
+    """The line `memsched solve` prints when there is no schedule: for ``infeasible``, the smallest
+    feasible budget (or why it is unknown); for a solver that refuses the instance's structure
+    (``details["not_applicable"]``), the solver's own message."""
+    if result.status == INFEASIBLE and result.details.get(NOT_APPLICABLE):
+        return f"infeasible: {result.solver} does not apply to this instance: {result.message}"
     if result.status == INFEASIBLE:
         msg = f"infeasible: {result.solver} finds no schedule within budget {result.budget}"
         if result.min_budget is not None:

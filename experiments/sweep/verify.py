@@ -20,7 +20,7 @@ The stored rows are the journal's (``<name>.jsonl``) when there is one, else the
 
 A figure drawn from a table with a ``differs`` row is stale. `update_stale` (``--verify
 --update``) journals the recomputed row of every ``differs`` row (and of a ``time-limited`` row
-that HEAD now beats) in place of the stored one and
+that HEAD now beats, or whose stored ``infeasible`` HEAD no longer proves) in place of the stored one and
 rewrites the table (rows judged ``same`` are what HEAD computes already), so only the stale
 cells are solved again; then redraw the figure (``memsched figures``). Sweeps that execute
 schedules are refused there: their rows hold measurements, rerun them with ``--fresh``.
@@ -167,10 +167,17 @@ def _settled(stored: str | None, new: str | None) -> bool:
     return stored == "timeout" and new not in (None, "timeout", "error")
 
 
+def _unbacked(stored: str | None, new: str | None) -> bool:
+    """Whether a stored proof of infeasibility is one HEAD does not make again within the limit
+    (a timeout now: e.g. a model whose rounded sizes were infeasible and that HEAD solves again at
+    exact sizes): the table must not keep a claim the code no longer backs."""
+    return stored == "infeasible" and new == "timeout"
+
+
 def update_stale(config: SweepConfig | str | Path, checks: list[Check], *, output: str | Path | None = None) -> int:
     """Journal the recomputed row of every ``differs`` check, and of every ``time-limited`` one
     whose recomputed objective is better or that settles a stored timeout (HEAD found more than
-    the stored run), in place of the
+    the stored run) or that no longer backs a stored ``infeasible`` (`_unbacked`), in place of the
     stored row (a later row of a key wins); rewrite the table in grid order; returns the number
     of rows replaced. Rows stored under an older key of the same cell (`rekeyed`) take the
     current key. Refused (`InputError`) for sweeps that execute schedules."""
@@ -178,7 +185,8 @@ def update_stale(config: SweepConfig | str | Path, checks: list[Check], *, outpu
         config = load_config(config)
     stale = [c for c in checks if c.new_row is not None and (c.verdict == "differs" or (
         c.verdict == "time-limited" and (_better(c.new_objective, c.stored_objective)
-                                         or _settled(c.stored_status, c.new_status))))]
+                                         or _settled(c.stored_status, c.new_status)
+                                         or _unbacked(c.stored_status, c.new_status))))]
     if stale and (config.execute or any(spec.execute for spec in config.instances)):
         raise InputError("rows of a sweep that executes schedules hold measurements: rerun it with --fresh",
                          path=str(config.path), field="--update")

@@ -348,10 +348,12 @@ def export_training_graph(
     tensors: pooling indices, dropout masks, norm statistics).
     cost_ram is in bytes. BatchNorm running statistics are updated by the runs. Raises
     `InputError` for an unknown option or model, `repeats` not an int in 1..10**4, `warmup` not
-    in 0..10**4.
+    in 0..10**4, and for a zoo name whose network cannot run at these sizes (BatchNorm at batch 1
+    on a 1x1 feature map: `models.network.diagnosed`, naming the model, its sizes and the block).
     """
     from memsched.models.chain.executor import as_blocks, parameters_of
     from memsched.models.chain.profiler import MAX_REPEATS
+    from memsched.models.network import diagnosed
     from memsched.models.zoo import ZooModel, build_model
     from memsched.solvers.units import check_int
 
@@ -369,13 +371,18 @@ def export_training_graph(
                              field=flag("device"))
         with shape_exact_model():
             built = build_model(model, **{**sizes, "device": "cpu"})
-            return export_training_graph(built, cost=cost, granularity=granularity, deps=deps, ram=ram,
-                                         repeats=repeats, warmup=warmup, name=name,
-                                         meta={"shapes": "fake tensors (torch FakeTensorMode): nothing allocated",
-                                               **(meta or {})}, out=out)
+            with diagnosed(built):  # a network that cannot run at these sizes is bad input naming them
+                return export_training_graph(built, cost=cost, granularity=granularity, deps=deps, ram=ram,
+                                             repeats=repeats, warmup=warmup, name=name,
+                                             meta={"shapes": "fake tensors (torch FakeTensorMode): nothing allocated",
+                                                   **(meta or {})}, out=out)
     if isinstance(model, str):
-        model = build_model(model, **sizes)
-    elif sizes:
+        built = build_model(model, **sizes)
+        with diagnosed(built):  # as above (BatchNorm at batch 1 on a 1x1 feature map)
+            return export_training_graph(built, example_input=example_input, loss_fn=loss_fn, target=target,
+                                         cost=cost, granularity=granularity, deps=deps, ram=ram, repeats=repeats,
+                                         warmup=warmup, timing=timing, clock=clock, name=name, meta=meta, out=out)
+    if sizes:
         raise InputError(f"sizes ({', '.join(sorted(sizes))}) apply to a zoo model name", field=sorted(sizes)[0])
     if isinstance(model, ZooModel):
         blocks = model.blocks

@@ -334,10 +334,48 @@ def _parameters_read(plan: Plan, refs: Any) -> list[nn.Parameter]:
     return found
 
 
+_BufferSnapshot = list[tuple[nn.Module, str, torch.Tensor, torch.Tensor]]
+
+
+def snapshot_buffers(modules: Sequence[nn.Module]) -> _BufferSnapshot:
+    """(module, buffer name, buffer tensor, copy of its values) for every buffer of `modules` and
+    their submodules (BatchNorm's ``running_mean``, ``num_batches_tracked``...), each tensor once."""
+    saved: _BufferSnapshot = []
+    seen: set[int] = set()
+    for root in modules:
+        for mod in root.modules():
+            for name, buf in mod._buffers.items():
+                if buf is not None and id(buf) not in seen:
+                    seen.add(id(buf))
+                    saved.append((mod, name, buf, buf.detach().clone()))
+    return saved
+
+
+def restore_buffers(saved: _BufferSnapshot) -> None:
+    """Put back the buffers `snapshot_buffers` saw: the same tensor objects (a forward that
+    rebound a buffer attribute is undone) holding the saved values, bit for bit (in place)."""
+    with torch.no_grad():
+        for mod, name, buf, values in saved:
+            mod._buffers[name] = buf
+            buf.copy_(values)
+
+
 def build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.Tensor) -> Plan:
     """Trace `blocks` as `models.graph.export` does and map the graph's forward nodes onto them
     (a plain no-grad forward of `example_input` computes the static values). Raises
-    ValueError when a forward node of the graph has no fx node of that name or the reverse."""
+    ValueError when a forward node of the graph has no fx node of that name or the reverse.
+    The blocks' buffers are left as they were (that forward runs in the blocks' own mode: in
+    training mode it would count an extra batch in BatchNorm's running statistics): they are
+    saved before it and restored after it, also when it raises."""
+    saved = snapshot_buffers(blocks)
+    try:
+        return _build_plan(blocks, graph, example_input)
+    finally:
+        restore_buffers(saved)
+
+
+def _build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.Tensor) -> Plan:
+    """`build_plan` without the buffer restore."""
     plan = Plan(blocks, graph)
     names = {name: i for i, name in enumerate(graph.names) if not graph.backward[i]}
     env: dict[Any, Any] = {}

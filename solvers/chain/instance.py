@@ -33,6 +33,7 @@ Notation (stages 0-based, as in the recurrence of docs/chain.md; the loss is sta
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..jsonio import read_json, write_json_atomic
-from ..units import MAX_BYTES, check_number
+from ..units import MAX_BYTES, check_number, short_number
 
 FORMAT = "memsched.chain/1"
 STAGE_FIELDS = ("fwd_time", "bwd_time", "out_size", "tape_size", "fwd_overhead", "bwd_overhead")
@@ -363,16 +364,22 @@ def parse_stages(stages: Any, path: str, where: str) -> list[dict[str, Any]]:
 
 
 def _released(value: Any, item: dict[str, Any], path: str, where: str) -> int:
-    """A stage's ``bwd_overhead_released``: an integer of bytes between ``-(out_size + tape_size)``
-    (B(i) frees at most delta_{i+1} and the tape) and ``bwd_overhead`` (releasing never costs more)."""
-    magnitude = check_number(abs(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value,
-                             path=path, field=where, integer=True)
-    released = int(magnitude if value >= 0 else -magnitude)
+    """A stage's ``bwd_overhead_released``: an integer of bytes (it may be negative) between
+    ``-(out_size + tape_size)`` (B(i) frees at most delta_{i+1} and the tape) and ``bwd_overhead``
+    (releasing never costs more); an `InputError` reports the value as the file wrote it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"must be a number, got {value!r}", path=path, field=where)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"must be a finite integer number of bytes, got {value!r}", path=path, field=where)
+    if isinstance(value, float) and not value.is_integer():
+        raise InputError(f"must be an integer number of bytes, got {value!r}", path=path, field=where)
     low, high = -(item["out_size"] + item["tape_size"]), item["bwd_overhead"]
-    if not low <= released <= high:
-        raise InputError(f"{released} must lie between -(out_size + tape_size) = {low} and bwd_overhead = {high}",
-                         path=path, field=where)
-    return released
+    if not low <= value <= high:  # (exact for ints of any size; both bounds are at most 1 PiB in magnitude)
+        shown = short_number(value)  # (too long to print: "an integer of about N digits", sign kept below)
+        shown = f"a negative {shown[3:]}" if value < 0 and shown.startswith("an ") else shown
+        raise InputError(f"{shown} must lie between -(out_size + tape_size) = {low} and "
+                         f"bwd_overhead = {high}", path=path, field=where)
+    return int(value)
 
 
 def _number(obj: dict[str, Any], key: str, path: str, where: str, *, integer: bool) -> Any:

@@ -77,11 +77,12 @@ def solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: De
 def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: Deadline,
                 seed: SolveResult | None = None, backend: str | None = None, dominance: bool = True,
                 cuts: bool = True, **_: Any) -> SolveResult:
-    from ..errors import InputError
+    from ..errors import InputError, option_field
 
     backend = (backend or default_backend(options.workers)).lower()
     if backend not in BACKENDS:
-        raise InputError(f"unknown MILP backend {backend!r} (one of {', '.join(BACKENDS)})", field="backend")
+        raise InputError(f"unknown MILP backend {backend!r} (one of {', '.join(BACKENDS)})",
+                         field=option_field("backend"))
     t_build = deadline.elapsed()
     dchain, M = discretise(chain, budget, options.slots)
     model = PhaseModel.build(dchain, M, dominance=dominance, deadline=deadline)

@@ -24,6 +24,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -110,7 +111,7 @@ def solve_mps(mps: str, num_vars: int, limit_s: float | None, *, rel_gap: float,
                 proc.kill()
                 proc.communicate()
         if verbose:
-            print(out)
+            print(out, file=sys.stderr)  # standard output holds `memsched solve --json`'s answer
         if not os.path.exists(sol_path):
             return CbcAnswer("timeout", ended=f"no solution file (exit {proc.returncode})")
         with open(sol_path) as f:

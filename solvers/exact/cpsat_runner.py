@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -55,6 +56,7 @@ def run_cpsat(model: Any, deadline: Deadline, options: ExactOptions | None = Non
     for name, value in (extra or {}).items():
         setattr(p, name, value)
     set_parameters(p, parameters)
+    log_to_stderr(solver)
     start = deadline.start if log_start is None else log_start
     report("search (cp-sat)")
     send = current_reporter() if watched else None  # CP-SAT calls back from its own threads
@@ -130,6 +132,26 @@ def run_cpsat(model: Any, deadline: Deadline, options: ExactOptions | None = Non
             if run.bound is not None and run.objective is not None:
                 run.bound = min(run.bound, run.objective)
     return run
+
+
+def log_to_stderr(solver: Any) -> None:
+    """Send `solver`'s log (``verbose``, or ``log_search_progress`` among the ``parameters``) to
+    standard error, never to standard output, which holds ``memsched solve --json``'s answer:
+    CP-SAT's own ``log_to_stdout`` is turned off (even when the parameters ask for it) and the
+    log lines are written to ``sys.stderr`` by a callback."""
+    p = solver.parameters
+    p.log_to_stdout = False
+    if p.log_search_progress:
+        solver.log_callback = _write_log
+
+
+def _write_log(line: str) -> None:
+    """One CP-SAT log line (called from CP-SAT's threads) to ``sys.stderr``."""
+    try:
+        sys.stderr.write(line if line.endswith("\n") else line + "\n")
+        sys.stderr.flush()
+    except (AttributeError, ValueError, OSError):  # no stderr, or a closed one: the log is lost
+        pass
 
 
 def _hint_answer(model: Any, variables: Sequence[Any], offset: float, scale: float

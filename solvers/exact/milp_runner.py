@@ -30,6 +30,7 @@ from .cbc_cmd import cbc_program, export_mps, solve_mps
 from .interrupt import in_charge, stop_on_interrupt
 from .linear import LinearModel
 from .options import Deadline, DeadlineExceeded, ExactOptions
+from .stdio import stdout_to_stderr
 
 MILP_BACKENDS = {"scip": "SCIP", "cbc": "CBC", "highs": "HIGHS", "glop": "GLOP"}
 REL_GAP = 1e-9
@@ -106,10 +107,12 @@ def run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exac
     the CBC program takes it as its MIP start; HiGHS crashes on hints in pywraplp, so it gets
     none); `hint_feasible` says it satisfies the model. `watched`: the model is the whole problem
     and its objective the problem's, so its solution and bound go to the progress watcher
-    (`solvers.progress`; the stage is reported in any case)."""
+    (`solvers.progress`; the stage is reported in any case). With ``options.verbose`` the
+    backend's log goes to standard error (`stdio.stdout_to_stderr`), never to standard output."""
     report(f"LP relaxation ({lp_solver.lower()})" if relax else f"search ({backend})")
-    run = _run_milp(model, backend, deadline, options, hint=hint, hint_feasible=hint_feasible, relax=relax,
-                    feasibility_only=feasibility_only, rel_gap=rel_gap, lp_solver=lp_solver)
+    with stdout_to_stderr(bool(options is not None and options.verbose)):  # the backends' C-level log (`stdio`)
+        run = _run_milp(model, backend, deadline, options, hint=hint, hint_feasible=hint_feasible, relax=relax,
+                        feasibility_only=feasibility_only, rel_gap=rel_gap, lp_solver=lp_solver)
     if watched and not relax and not feasibility_only and run.values is not None:
         report(best=run.objective, bound=run.bound)
     return run

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import InputError, flag
+from ..errors import InputError, flag, option_field
 
 DEFAULT_TIME_LIMIT = 60.0
 #: older spellings of option names, accepted and mapped to the names of `ExactOptions`
@@ -62,21 +62,23 @@ class ExactOptions:
         return opts.validated(), rest
 
     def validated(self) -> ExactOptions:
-        """A copy with fields converted to their types; `InputError` naming the option when one is out of range."""
+        """A copy with fields converted to their types; `InputError` naming the option when one is out of range
+        (``--time-limit`` / ``--option workers`` on the command line, ``time_limit`` / ``workers`` in Python)."""
         limit = None if self.time_limit is None else _number(self.time_limit, float, flag("time_limit"))
         if limit is not None and not 0 < limit <= MAX_SECONDS:  # (NaN fails both)
             raise InputError(f"must be a positive number of seconds, at most a week ({MAX_SECONDS:.0f}; None: no "
                              f"limit), got {self.time_limit!r}", field=flag("time_limit"))
-        workers = _number(self.workers, int, "workers")
+        workers = _number(self.workers, int, option_field("workers"))
         if workers < 1:
-            raise InputError(f"must be >= 1, got {self.workers!r}", field="workers")
+            raise InputError(f"must be >= 1, got {self.workers!r}", field=option_field("workers"))
         slots = _number(self.slots, int, flag("slots"))
         if slots < 0:
             raise InputError(f"must be >= 0, got {self.slots!r}", field=flag("slots"))
-        memory = None if self.memory_gb is None else _number(self.memory_gb, float, "memory_gb")
+        memory = None if self.memory_gb is None else _number(self.memory_gb, float, option_field("memory_gb"))
         if memory is not None and (not memory >= 0 or memory == math.inf):
-            raise InputError(f"must be a number of GB >= 0 (0: no check), got {self.memory_gb!r}", field="memory_gb")
-        return replace(self, time_limit=limit, workers=workers, seed=_number(self.seed, int, "seed"),
+            raise InputError(f"must be a number of GB >= 0 (0: no check), got {self.memory_gb!r}",
+                             field=option_field("memory_gb"))
+        return replace(self, time_limit=limit, workers=workers, seed=_number(self.seed, int, option_field("seed")),
                        slots=slots, verbose=bool(self.verbose), warm_start=bool(self.warm_start), memory_gb=memory)
 
 

@@ -277,6 +277,20 @@ def segment_sequence(graph: Graph, checkpoints: set[int]) -> list[int]:
     return seq
 
 
+#: ``SolveResult.details`` key set (True) when a baseline refuses the graph's structure (not a training
+#: graph, forward nodes not a chain): no budget would give a schedule, so nothing searches for one
+#: (`memsched solve`'s smallest-budget search), and the message says why
+NOT_APPLICABLE = "not_applicable"
+
+
+def _refused(graph: Graph, name: str, budget: int, start: float, why: str) -> SolveResult:
+    """The answer of baseline `name` that refuses `graph`'s structure: no schedule, `why` as the
+    message and ``details[NOT_APPLICABLE]`` set (whatever the budget, it would find none)."""
+    res = _result(graph, name, None, budget, start, message=why)
+    res.details[NOT_APPLICABLE] = True
+    return res
+
+
 def _training_or_none(graph: Graph) -> str | None:
     """Why the segment baselines cannot run on `graph` (None when they can): they run the forward
     nodes first, so a training graph needs both kinds and no forward node fed by a backward one."""
@@ -310,7 +324,7 @@ def solve_sqrt(graph: Graph, budget: int, **_: Any) -> SolveResult:
     start = time.perf_counter()
     why = _training_or_none(graph)
     if why:
-        return _result(graph, "sqrt", None, int(budget), start, message=why)
+        return _refused(graph, "sqrt", int(budget), start, why)
     return _result(graph, "sqrt", segment_sequence(graph, sqrt_checkpoints(graph)), int(budget), start)
 
 
@@ -352,7 +366,7 @@ def solve_greedy(graph: Graph, budget: int, **_: Any) -> SolveResult:
     start = time.perf_counter()
     why = _training_or_none(graph)
     if why:
-        return _result(graph, "greedy", None, int(budget), start, message=why)
+        return _refused(graph, "greedy", int(budget), start, why)
     total = float(sum(graph.cost_ram[v] for v in forward_nodes(graph)))
     chosen = _fastest_fitting(graph, budget, (segment_sequence(graph, greedy_checkpoints(graph, b))
                                               for b in np.geomspace(max(total / 200, 1e-9), total, 40)))
@@ -385,7 +399,12 @@ def _chain_structure(graph: Graph) -> tuple[list[int], list[list[int]]] | None:
 
 @cache
 def _binomial(length: int, s: int) -> tuple[float, int]:
-    """(forward recomputations, first split) to reverse `length` unit steps with `s` snapshots."""
+    """(forward advances, first split) to reverse `length` unit steps with `s` checkpoints, the
+    start state counted (Griewank & Walther's Revolve, Algorithm 799): t(l, s) = min over the
+    split 1 <= m < l of m + t(l - m, s - 1) + t(m, s), t(1, s) = 0, t(l > 1, 0) = infinite; in
+    closed form t(l, s) = r l - beta(s + 1, r - 1) with beta(s, r) = C(s + r, s) and r the least
+    integer with l <= beta(s, r) (`revolve_advances`). The first sweep's l - 1 advances are
+    counted: with s >= l - 1 checkpoints t = l - 1, each node computed once."""
     if length <= 1:
         return 0.0, 0
     if s <= 0:
@@ -398,41 +417,78 @@ def _binomial(length: int, s: int) -> tuple[float, int]:
     return best
 
 
-def griewank_sequence(graph: Graph, snapshots: int) -> list[int] | None:
+def revolve_advances(length: int, s: int) -> float:
+    """Revolve's least number of forward advances t(l, s) to reverse `length` >= 1 unit steps with
+    `s` checkpoints (the start state counted), in closed form (module `_binomial`); infinite
+    when ``s < 1`` and ``length > 1``."""
+    if length <= 1:
+        return 0.0
+    if s < 1:
+        return math.inf
+    r = 0
+    while math.comb(s + r, s) < length:
+        r += 1
+    return float(r * length - math.comb(s + 1 + r - 1, s + 1))
+
+
+def griewank_forward_count(length: int, snapshots: int, reuse: bool = True) -> float:
+    """How many forward nodes `griewank_sequence` computes on a forward path of `length` >= 1 nodes
+    with `snapshots` checkpoints: Revolve's advances t(l, s) plus one computation per backward
+    step, which with `reuse` only the last node needs (every other node's backward reuses the
+    output its advance left resident): ``length`` (no recomputation) when ``snapshots >= length - 1``.
+    Without `reuse`, t(l, s) + l (Revolve's own count: each step recomputed before its backward).
+    Infinite when no split applies."""
+    return _binomial(length, snapshots)[0] + (1 if reuse else length)
+
+
+def griewank_sequence(graph: Graph, snapshots: int, reuse: bool = True) -> list[int] | None:
     """Binomial checkpointing (Griewank & Walther's Revolve, homogeneous splits) on the forward
-    path of a chain-like training graph with `snapshots` checkpoints besides the input."""
+    path f_0..f_{L-1} of a chain-like training graph, with `snapshots` checkpoints counting the
+    network input (as Revolve counts the start state). Reversing f_a..f_b from the resident
+    input of f_a: advance f_a..f_{m-1} (m the split of `_binomial`), reverse f_m..f_b from
+    f_{m-1}'s output with one checkpoint less, then f_a..f_{m-1}. The last step of a range is
+    computed and its backward group run; with `reuse`, a step whose output is still resident
+    (the checkpoint f_{m-1} the right part just started from) is not computed again, so that
+    with ``snapshots >= L - 1`` each node is computed once; without it, each step is recomputed
+    before its backward, as in Revolve (that frees the checkpoint sooner: a smaller peak on some
+    graphs). The sequence computes `griewank_forward_count` forward nodes."""
     st = _chain_structure(graph)
     if st is None:
         return None
     fwd, groups = st
     seq: list[int] = []
 
-    def rev(a: int, b: int, s: int) -> None:
+    def rev(a: int, b: int, s: int, resident: bool) -> None:
+        """Reverse f_a..f_b (the input of f_a resident; f_b's output too when `resident`)."""
         if a == b:
-            seq.append(fwd[a])
+            if not resident:
+                seq.append(fwd[a])
             seq.extend(groups[a])
             return
         m = a + _binomial(b - a + 1, s)[1]
         seq.extend(fwd[a:m])
-        rev(m, b, s - 1)
-        rev(a, m - 1, s)
+        rev(m, b, s - 1, resident)
+        rev(a, m - 1, s, reuse)
 
     if _binomial(len(fwd), snapshots)[0] == math.inf:
         return None
-    rev(0, len(fwd) - 1, snapshots)
+    rev(0, len(fwd) - 1, snapshots, False)
     return seq
 
 
 def solve_griewank(graph: Graph, budget: int, **_: Any) -> SolveResult:
-    """Revolve-like binomial checkpointing for graphs whose forward part is a chain: the
-    fastest snapshot count that fits (the smallest peak otherwise)."""
+    """Revolve-like binomial checkpointing for graphs whose forward part is a chain: of every
+    snapshot count, with and without reusing resident outputs (`griewank_sequence`), the fastest
+    schedule that fits (the smallest peak otherwise; ties keep the reusing one)."""
     start = time.perf_counter()
     why = _training_or_none(graph)
     if why or _chain_structure(graph) is None:
-        return _result(graph, "griewank", None, int(budget), start,
-                       message=why or "needs a training graph whose forward nodes form a chain")
+        return _refused(graph, "griewank", int(budget), start,
+                        why or "needs a training graph whose forward nodes form a chain")
     L = len(forward_nodes(graph))
-    chosen = _fastest_fitting(graph, budget, (griewank_sequence(graph, s) for s in range(1, min(L, 64) + 1)))
+    counts = range(1, min(L, 64) + 1)
+    chosen = _fastest_fitting(graph, budget, (griewank_sequence(graph, s, reuse) for reuse in (True, False)
+                                              for s in counts))
     if chosen is None:
         return _result(graph, "griewank", None, int(budget), start, message="no binomial split applies")
     return _result(graph, "griewank", chosen, int(budget), start, scope="homogeneous binomial splits")

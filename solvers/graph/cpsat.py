@@ -32,12 +32,13 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from ..discretize import integer_costs, scope_text
-from ..exact.cpsat_runner import run_cpsat
+from ..errors import InputError, option_field
+from ..exact.cpsat_runner import check_first, run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .instance import Graph
-from .milp import FAST
+from .milp import FAST, exact_size_retry
 from .simulator import replay_into, seed_at_least, simulate
 
 __all__ = ["MoccasinModel", "PRESOLVE_MAX_NODES", "integer_costs", "solve_cpsat"]
@@ -162,6 +163,21 @@ class MoccasinModel:
         return [v for _, v in sorted(comps)]
 
 
+#: the range of the option ``max_computations`` (C, computations per node): 0 would leave no computation
+MAX_COMPUTATIONS_RANGE = (1, 10**6)
+
+
+def check_options(graph: Graph, *, max_computations: Any = 2, **_: Any) -> None:
+    """The option `max_computations` is an integer in `MAX_COMPUTATIONS_RANGE` (checked before the
+    warm start, `check_first`): every node is computed at least once, so C = 0 has no meaning."""
+    low, high = MAX_COMPUTATIONS_RANGE
+    ok = isinstance(max_computations, int) and not isinstance(max_computations, bool)
+    if not ok or not low <= max_computations <= high:
+        raise InputError(f"must be an integer in {low}..{high} (computations per node), got {max_computations!r}",
+                         field=option_field("max_computations"))
+
+
+@check_first(check_options)
 @exact_solver("graph", "cpsat", FAST, least=lambda graph: graph.total_cpu())
 def solve_cpsat(
     graph: Graph,
@@ -185,8 +201,30 @@ def solve_cpsat(
     recomputation, the order model (C = 1, feasibility only, a quarter of the time left) runs
     first: an order that fits is optimal among all schedules. CP-SAT's presolve runs only on
     graphs of at most `PRESOLVE_MAX_NODES` nodes (on larger ones it can take the whole limit
-    before the hint is even read)."""
-    C = max(1, int(max_computations))
+    before the hint is even read). `max_computations` is an integer in 1..10^6 (`check_options`).
+    `infeasible` is about the real budget (`exact_size_retry`):
+    the necessary memory is checked at exact sizes, and when the sizes rounded up to
+    ``options.slots`` slots leave no schedule the model is solved again with exact sizes."""
+    return exact_size_retry(_solve_cpsat, "cpsat", graph, budget, options=options, deadline=deadline, seed=seed,
+                            max_computations=max_computations, raise_caps=raise_caps, two_phase=two_phase,
+                            order_phase=order_phase)
+
+
+def _solve_cpsat(
+    graph: Graph,
+    budget: int,
+    *,
+    options: ExactOptions,
+    deadline: Deadline,
+    seed: SolveResult | None = None,
+    max_computations: int = 2,
+    raise_caps: bool = True,
+    two_phase: bool = True,
+    order_phase: bool = True,
+    **_: Any,
+) -> SolveResult:
+    """`solve_cpsat` at ``options.slots`` (0: exact sizes), without the exact-size retry."""
+    C = int(max_computations)
     M, B, slot = graph.discretised(int(budget), options.slots)
     ints, scale, exact = integer_costs(graph.cost_cpu)
     scope = f"at most {C} computations per node"

@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from ..discretize import scope_text
-from ..exact.layer import exact_solver
+from ..discretize import effective_slots, scope_text
+from ..exact.layer import exact_solver, retry_rounded_infeasible
 from ..exact.memory import ModelSize, too_big
 from ..exact.milp_runner import BackendRun
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
@@ -215,8 +215,44 @@ def _necessary_budget(graph: Graph, M: np.ndarray, W: np.ndarray | None = None) 
     return graph.necessary_budget(M, W)
 
 
+def exact_size_retry(solve_fn: Any, solver: str, graph: Graph, budget: int, *, options: ExactOptions,
+                     deadline: Deadline, **kw: Any) -> SolveResult:
+    """``solve_fn(graph, budget, options=..., deadline=..., **kw)`` (a graph model at ``options.slots``
+    slots, named `solver`) with ``infeasible`` about the real budget: ``infeasible`` at once when some
+    node, its workspace and its inputs exceed `budget` at exact sizes (`Graph.necessary_budget`);
+    when the sizes rounded up to the slots leave no schedule (their necessary memory, or the model)
+    `solve_fn` runs again with exact sizes in the time left and the scope says "exact sizes" and
+    why; with no time left for that the answer is ``timeout`` with a message naming the slots
+    (`exact.layer.retry_rounded_infeasible`, as the chain and join models)."""
+    need = graph.necessary_budget()
+    if need > int(budget):
+        return SolveResult(problem="graph", solver=solver, status=INFEASIBLE, scope=scope_text(0),
+                           message=f"some node and its inputs do not fit the budget together (they need {need} "
+                                   "at exact sizes)", details={"slots": options.slots, "necessary_budget": need})
+    n = effective_slots(int(budget), options.slots)
+    res = retry_rounded_infeasible(solve_fn, graph, int(budget), options=options, deadline=deadline, **kw)
+    if "retried_exact_sizes" in res.details:
+        res.scope += f", exact sizes (sizes rounded up to {n} slots left no schedule)"
+    return res
+
+
 @exact_solver("graph", "checkmate", FAST, least=lambda graph: graph.total_cpu())
-def solve_checkmate(
+def solve_checkmate(graph: Graph, budget: int, *, options: ExactOptions, deadline: Deadline,
+                    seed: SolveResult | None = None, backend: str = DEFAULT_BACKEND, two_phase: bool = True,
+                    **_: Any) -> SolveResult:
+    """Checkmate's MILP (module docstring; options: `_solve_checkmate`). ``infeasible`` is about
+    the real budget: the necessary memory is checked at exact sizes, and when the sizes rounded up
+    to ``options.slots`` slots leave no schedule the model is solved again with exact sizes in the
+    time left (`exact_size_retry`; ``timeout`` naming the slots when no time is left)."""
+    from ..errors import InputError, option_field
+
+    if backend not in (*BACKENDS, "auto"):
+        raise InputError(f"must be one of {BACKENDS} or 'auto', got {backend!r}", field=option_field("backend"))
+    return exact_size_retry(_solve_checkmate, "checkmate", graph, budget, options=options, deadline=deadline,
+                            seed=seed, backend=backend, two_phase=two_phase)
+
+
+def _solve_checkmate(
     graph: Graph,
     budget: int,
     *,
@@ -239,10 +275,6 @@ def solve_checkmate(
     answer (the seed's schedule, through the exact layer) says why in ``details["not_built"]``.
     The MILP backends run in a child process killed just after the limit (`portfolio.run_isolated`;
     for CBC with the program it started)."""
-    from ..errors import InputError
-
-    if backend not in (*BACKENDS, "auto"):
-        raise InputError(f"must be one of {BACKENDS} or 'auto', got {backend!r}", field="backend")
     M, B, slot = graph.discretised(int(budget), options.slots)
     scope = "frontier-advancing schedules in the file's order (Checkmate), each node at most once per stage"
     if slot != 1.0:
