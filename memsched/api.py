@@ -602,7 +602,8 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     each `options` key one the solver takes (not `slots` nor `time_limit`, which are arguments
     here) with a value of its type, `slots` an int in 0..10^9, `time_limit` as in `solve`,
     `time_repeats` and `repeats` ints in 1..10^4, `seed` an int in 0..2^32-1 (`InputError` naming
-    the argument). Needs torch."""
+    the argument). Your modules keep their parameters and buffers (BatchNorm's running statistics:
+    the input check, the profiling and the timed steps are put back afterwards). Needs torch."""
     if solver is not None and not isinstance(solver, str):
         raise InputError(f"must be one solver name (a str), got {solver!r}", field="solver")
     if problem is not None and problem not in _RUN_PROBLEMS:

@@ -33,7 +33,9 @@ def run_model(model: str, budget: int | float | str, solver: str | None = None, 
     its link (`bandwidth`, `latency`, s) where none is given. `bandwidth`, `latency` and `options`
     are checked against the problem and solver (`api.check_run_solver_args`). An infeasible budget
     gives status "infeasible" with ``message`` and ``min_budget``; bad input raises
-    `InputError`."""
+    `InputError`. A network given as modules (your own `nn.Module`, as a checked `ZooModel`)
+    keeps its parameters and buffers: `memsched.models.run.run` puts back the buffers its
+    profiling and steps updated (BatchNorm's running statistics), also when it raises."""
     from .api import check_run_solver_args
 
     unknown = sorted(set(sizes) - set(SIZE_KEYS))

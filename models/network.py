@@ -262,7 +262,21 @@ def _dry_run(blocks: list[Any], x: Any, loss_fn: Any, target: Any, what: str, *,
     block returns a tensor without modifying its input in place (the executors refuse that:
     `models.chain.executor.forward_block`) and the loss a scalar that depends on the output
     through autograd, or bad input. A failing block is named under `block_field`, a loss that
-    raises under `target_field`, a loss of the wrong kind under ``loss_fn``."""
+    raises under `target_field`, a loss of the wrong kind under ``loss_fn``. The modules'
+    buffers (BatchNorm's running statistics) are put back afterwards: a check is not a step."""
+    import torch
+    from memsched.models.buffers import restore_buffers, snapshot_buffers
+
+    saved = snapshot_buffers([m for m in (*blocks, loss_fn) if isinstance(m, torch.nn.Module)])
+    try:
+        _check_blocks_and_loss(blocks, x, loss_fn, target, what, block_field=block_field, target_field=target_field)
+    finally:
+        restore_buffers(saved)
+
+
+def _check_blocks_and_loss(blocks: list[Any], x: Any, loss_fn: Any, target: Any, what: str, *, block_field: str,
+                           target_field: str) -> None:
+    """`_dry_run`'s checks, which may update the modules' buffers."""
     import torch
     from memsched.models.chain.executor import InPlaceInputError, forward_block
 

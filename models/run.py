@@ -9,14 +9,15 @@ store-all schedule with the problem's executor (`models.<problem>.executor`), ch
 gradients against plain autograd, and return the ``memsched run --json`` object:
 
     model, problem, instance, budget (bytes), solver, status, device, units, store_all_peak,
-    predicted {makespan, peak_memory}, measured {time (ms), peak_memory (bytes, the tracker
-    on CPU / torch.cuda.max_memory_allocated on CUDA), independent_peak (bytes,
-    `models.alloc_probe` on CPU, else None)}, ratio, store_all, vs_store_all, grad_check,
-    grad_message, memory_method, recomputations, loss, solve_time_s
+    predicted {makespan, peak_memory (bytes: the executor's prediction, which every ratio uses),
+    tracker_peak_memory, model_peak_memory (the solver's)}, measured {time (ms), peak_memory
+    (bytes, the tracker on CPU / torch.cuda.max_memory_allocated on CUDA), independent_peak
+    (bytes, `models.alloc_probe` on CPU, else None)}, ratio, store_all, vs_store_all,
+    grad_check, grad_message, memory_method, recomputations, loss, solve_time_s
 
-plus the problem's extras (offload: bandwidth, latency, transfers, predicted host_peak and
-sequential_peak; graph: the graph's time unit). When no schedule fits: message, min_budget,
-and None for predicted / measured / grad_check.
+plus the problem's extras (offload: bandwidth, latency, transfers, predicted host_peak,
+sequential_peak and tracker_sequential_peak; graph: the graph's time unit). When no schedule
+fits: message, min_budget, and None for predicted / measured / grad_check.
 
 `prepare` (network + costs -> a `Target`) and `execute_schedule` (one schedule on a
 `Target` -> the measured fields) are the pieces the sweep and the benchmarks reuse.
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from memsched.models.buffers import restore_buffers, snapshot_buffers
 from memsched.models.measure import StepResult, measured_vs_predicted, tolerances
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError, first_line, flag
@@ -212,7 +214,8 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
 
     def extras(step: Any, schedule: Any) -> dict[str, Any]:
         out = {"bandwidth": inst.bandwidth, "latency": float(latency), "transfers": len(schedule.transfers()),
-               "predicted_extra": {"host_peak": step.predicted_host_peak, "sequential_peak": step.sequential_peak}}
+               "predicted_extra": {"host_peak": step.predicted_host_peak, "sequential_peak": step.sequential_peak,
+                                   "tracker_sequential_peak": step.tracker_sequential_peak}}
         if x.device.type == "cpu":
             out["measurement"] = CPU_MEASUREMENT
         return out
@@ -243,6 +246,8 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
     elif join.lengths != lengths:
         raise InputError(f"the join has branches of {join.lengths} stages but {built.name} with these sizes has "
                          f"{lengths} blocks", field=flag("chain"))
+    else:
+        _check_branch_inputs(join, built)
     executor = JoinExecutor(built.branches, built.loss_fn)
     xs, tgt = built.inputs, built.target
 
@@ -254,6 +259,19 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
                   lambda schedule, **kw: executor.step(schedule, xs, tgt, join=join, **{"clock": clock, **kw}),
                   reference,
                   store_all_schedule(join))
+
+
+def _check_branch_inputs(join: Any, built: Any) -> None:
+    """Each branch's recorded input bytes (its ``input_size``, the profiled input's unique bytes)
+    are those of the input `built` gives that branch, when `join` was profiled from a network
+    (meta ``model``): a join profiled at other sizes predicts another network's memory, so it is an
+    `InputError` naming the instance option, as for chains and graphs (`_check_input_bytes`)."""
+    if join.meta.get("model") is None:
+        return
+    from memsched.models.memory import unique_bytes
+
+    for b, (branch, x) in enumerate(zip(join.branches, built.inputs)):
+        _check_input_bytes(branch.x[0], unique_bytes(x), f"branch {b} ({branch.name}) of {built.name}", "join")
 
 
 def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, profile_file: str | None) -> Target:
@@ -384,9 +402,53 @@ def run(model: Any, budget: int | str, *, problem: str = "chain", solver: str | 
     "X%" of the store-all peak) with `solver` (default `DEFAULT_SOLVERS[problem]`; `slots`,
     `time_limit` in s and `options` go to the solver), execute the schedule (and store-all,
     when `store_all`) with `execute_schedule`; the ``memsched run --json`` object. `early_release`:
-    a chain profiled here also measures B(i) with early release, and the executor runs it so."""
+    a chain profiled here also measures B(i) with early release, and the executor runs it so.
+
+    A network passed as modules (a built `ZooModel`, a (blocks, input, loss_fn, target) tuple or a
+    built join model) keeps its parameters and buffers: profiling and the executed steps run it in
+    its own mode, so in training mode they would count their batches in BatchNorm's running
+    statistics; its buffers are saved first and put back when the run ends, also when it raises
+    (`models.buffers`). Parameters are never stepped; their ``.grad`` are left as the executors
+    leave them (None)."""
     if slots < 0:
         raise InputError(f"must be >= 0, got {slots}", field=flag("slots"))
+    saved = snapshot_buffers(_caller_modules(model))
+    try:
+        return _run(model, budget, problem=problem, solver=solver, instance=instance, sizes=sizes, slots=slots,
+                    time_limit=time_limit, options=options, seed=seed, time_repeats=time_repeats,
+                    profile_repeats=profile_repeats, timing=timing, profile_file=profile_file, bandwidth=bandwidth,
+                    latency=latency, independent=independent, store_all=store_all, early_release=early_release)
+    finally:
+        restore_buffers(saved)
+
+
+def _caller_modules(model: Any) -> list[torch.nn.Module]:
+    """The modules of `model` the caller built and keeps (none for a zoo name or factory spec, which
+    `run` builds itself): a module, a `ZooModel`'s blocks, a tuple's first item, a join model's branches."""
+    if isinstance(model, str):
+        return []
+    parts = getattr(model, "blocks", None)
+    if parts is None:
+        parts = getattr(model, "branches", None)
+    if parts is None and isinstance(model, (tuple, list)) and model:
+        parts = model[0]
+    found: list[torch.nn.Module] = []
+    stack = [model if parts is None else parts]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, torch.nn.Module):
+            found.append(item)
+        elif isinstance(item, (tuple, list)):
+            stack.extend(item)
+    return found
+
+
+def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, instance: Any,
+         sizes: dict[str, Any] | None, slots: int, time_limit: float | None, options: dict[str, Any] | None,
+         seed: int, time_repeats: int, profile_repeats: int, timing: str | None, profile_file: str | None,
+         bandwidth: float | str | None, latency: float, independent: bool, store_all: bool,
+         early_release: bool) -> dict[str, Any]:
+    """`run` without the buffer restore."""
     target = prepare(problem, model, instance=instance, sizes=sizes, bandwidth=bandwidth, latency=latency, seed=seed,
                      profile_repeats=profile_repeats, timing=timing, profile_file=profile_file,
                      early_release=early_release)
@@ -416,13 +478,8 @@ def run(model: Any, budget: int | str, *, problem: str = "chain", solver: str | 
     schedule = result.schedule
     base = target.step(target.store_all, seed=seed, time_repeats=time_repeats) if store_all else None
     step, row = execute_schedule(target, schedule, seed=seed, time_repeats=time_repeats, independent=independent)
-    # graphs: the solver plans with the sizes and workspaces (the largest profiled temporaries); the
-    # executor's prediction uses the measuring method's own temporaries (models.graph.profile)
-    graph_peak = problem == "graph" and step.predicted_peak is not None
-    out.update(measured_vs_predicted(result.objective, step.predicted_peak if graph_peak else result.peak_memory,
-                                     step, base))
-    if graph_peak:
-        out["predicted"]["model_peak_memory"] = result.peak_memory
+    out.update(measured_vs_predicted(result.objective, _predicted_peak(step, result), step, base))
+    out["predicted"]["model_peak_memory"] = int(result.peak_memory)
     extras = target.extras(step, schedule)
     out["predicted"].update(extras.pop("predicted_extra", {}))
     out.update(extras)
@@ -433,6 +490,15 @@ def run(model: Any, budget: int | str, *, problem: str = "chain", solver: str | 
     if row["grad_message"]:
         out["grad_message"] = row["grad_message"]
     return out
+
+
+def _predicted_peak(step: StepResult, result: Any) -> int:
+    """The predicted peak (bytes) reported as ``predicted.peak_memory`` and compared with the
+    measurements (every ratio): the executor's prediction for the run (`StepResult.predicted_peak`:
+    on the CPU it adds the RNG states kept for recomputed random stages, chain and offload; graphs:
+    each running node's temporaries as the measuring method sees them, `models.graph.profile`), the
+    solver's (``model_peak_memory``) when the executor made none."""
+    return int(step.predicted_peak if step.predicted_peak is not None else result.peak_memory)
 
 
 def default_clock() -> str:
@@ -451,6 +517,35 @@ def _fmt(v: float | None, spec: str = ".3f") -> str:
     return "n/a" if v is None else format(v, spec)
 
 
+def _differs(value: Any, reference: Any) -> bool:
+    return value is not None and value != reference
+
+
+def _predicted_peaks(out: dict[str, Any]) -> str:
+    """The predicted peaks of ``describe``'s line, the first the one ``predicted.peak_memory`` (the
+    executor's prediction, every ratio's): the allocator's and the tracker's when they differ (the
+    profile charges the allocator's transients and the RNG states the run keeps, the tracker sees
+    neither), offloading with two streams and one op at a time, and the solver's model peak
+    (``model_peak_memory``) when it differs from the executor's."""
+    p = out["predicted"]
+    peak, tracker = p["peak_memory"], p.get("tracker_peak_memory")
+    if out.get("problem") == "offload":
+        seq, tracker_seq = p["sequential_peak"], p.get("tracker_sequential_peak")
+        text = f"{format_bytes(peak)} (two streams), {format_bytes(seq)} (one op at a time)"
+        if _differs(tracker, peak) or _differs(tracker_seq, seq):
+            text += (f" by the allocator, {format_bytes(tracker if tracker is not None else peak)} (two streams), "
+                     f"{format_bytes(tracker_seq if tracker_seq is not None else seq)} (one op at a time) by the "
+                     "tracker")
+        text += f", host {format_bytes(p['host_peak'])}"
+    else:
+        text = format_bytes(peak)
+        if _differs(tracker, peak):
+            text += f" (allocator), {format_bytes(tracker)} (tracker)"
+    if _differs(p.get("model_peak_memory"), peak):
+        text += f"; the solver's model: {format_bytes(p['model_peak_memory'])}"
+    return text
+
+
 def describe(out: dict[str, Any]) -> str:
     """The human-readable lines of ``memsched run`` for a `run` result."""
     unit = out.get("units", {}).get("time", "ms")
@@ -461,13 +556,7 @@ def describe(out: dict[str, Any]) -> str:
     if out.get("predicted") is None:
         return f"{head}\n  infeasible: {out.get('message', '')}"
     p, m = out["predicted"], out["measured"]
-    pred = f"  predicted: makespan {p['makespan']:.2f} {unit}, peak {format_bytes(p['peak_memory'])}"
-    if p.get("tracker_peak_memory") is not None and p["tracker_peak_memory"] != p["peak_memory"]:
-        # the profile charges the allocator's transients; the tracker sees fewer (no kernel scratch)
-        pred += f" (allocator), {format_bytes(p['tracker_peak_memory'])} (tracker)"
-    if out.get("problem") == "offload":
-        pred += (f" (two streams), {format_bytes(p['sequential_peak'])} (one op at a time), "
-                 f"host {format_bytes(p['host_peak'])}")
+    pred = f"  predicted: makespan {p['makespan']:.2f} {unit}, peak {_predicted_peaks(out)}"
     meas = (f"  measured:  time     {_fmt(m['time'], '.2f')} ms, peak {format_bytes(m['peak_memory'])} "
             f"({out['memory_method']})")
     if m.get("independent_peak") is not None:

@@ -59,16 +59,24 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=main)
 
 
+def _instance_path(args: argparse.Namespace) -> str | None:
+    """The instance file of the run's costs: ``--chain``, else MODEL when it is a file (not a zoo name)."""
+    if args.chain is not None:
+        return str(args.chain)
+    return args.model if args.model not in ZOO_NAMES and Path(args.model).is_file() else None
+
+
 def _problem(args: argparse.Namespace, join_models: Any) -> str:
     """The problem run: ``--problem``; else a join network's "join"; else the problem of the
-    instance file (MODEL or ``--chain``: a graph file runs as "graph", a chain file with a
-    ``host_link`` as "offload"); else "offload" with ``--bandwidth``, "chain" without."""
+    instance file (MODEL or ``--chain``, whatever MODEL names: a graph file runs as "graph", a join
+    file as "join", a chain file with a ``host_link`` as "offload"); else "offload" with
+    ``--bandwidth``, "chain" without."""
     if args.problem is not None:
         return args.problem
     if args.model in join_models:
         return "join"
-    path = args.chain if args.chain is not None else (args.model if Path(args.model).is_file() else None)
-    if path is not None and args.model not in ZOO_NAMES:
+    path = _instance_path(args)
+    if path is not None:
         from memsched.solvers.formats import detect_problem
 
         problem = detect_problem(path)
@@ -87,8 +95,30 @@ def _check_link(args: argparse.Namespace, problem: str, instance: str | None) ->
     instance file's `host_link`), as `memsched.run` checks them."""
     if args.bandwidth is not None and problem != "offload":
         raise InputError(f"a bandwidth makes a chain an offloading instance, not a {problem} one", field="--bandwidth")
-    if args.latency is not None and args.bandwidth is None and not (problem == "offload" and instance is not None):
+    if args.latency is not None and args.bandwidth is None and not (
+            problem == "offload" and instance is not None and has_host_link(instance)):
         raise InputError("needs --bandwidth: it is the host link's (or an offloading instance file)", field="--latency")
+
+
+def _link(args: argparse.Namespace, problem: str, instance: str | None) -> tuple[float | None, float]:
+    """(bandwidth in bytes/s, latency in s) of the host link the run offloads over: ``--bandwidth`` and
+    ``--latency``, each where given, else the instance file's ``host_link`` (as `memsched solve` and
+    `memsched.run` take it: the command line wins); (None, 0.0) when the problem is not offloading.
+    An offloading run without a bandwidth from either is bad input naming ``--bandwidth``. No torch."""
+    from memsched.solvers.units import parse_bandwidth
+
+    bandwidth = None if args.bandwidth is None else parse_bandwidth(args.bandwidth, field="--bandwidth")
+    if problem != "offload":
+        return bandwidth, args.latency or 0.0
+    if instance is not None and has_host_link(instance):
+        from memsched.solvers.offload import OffloadInstance
+
+        inst = OffloadInstance.load(instance, bandwidth, args.latency)
+        return inst.bandwidth, inst.latency
+    if bandwidth is None:
+        raise InputError("the offload problem needs a bandwidth: give --bandwidth, or a host_link in the instance file",
+                         field="--bandwidth")
+    return bandwidth, args.latency or 0.0
 
 
 #: the solver `run` uses per problem when --solver is not given (as its help says)
@@ -110,11 +140,7 @@ def main(args: argparse.Namespace) -> int:
     problem = _problem(args, JOIN_NAMES)
     name, instance = _network(args, problem)
     _check_link(args, problem, instance)
-    bandwidth = None
-    if args.bandwidth is not None:
-        from memsched.solvers.units import parse_bandwidth
-
-        bandwidth = parse_bandwidth(args.bandwidth, field="--bandwidth")
+    bandwidth, latency = _link(args, problem, instance)
     solver, options = _solver_and_options(args, problem)
     _import_models()  # before importing torch: the checks above take no seconds
     from memsched.models.run import describe, run
@@ -123,7 +149,7 @@ def main(args: argparse.Namespace) -> int:
         out = run(name, args.budget, problem=problem, solver=solver, instance=instance, sizes=model_sizes(args),
                   slots=args.slots, time_limit=args.time_limit, options=options, seed=args.seed,
                   time_repeats=args.time_repeats, profile_repeats=args.repeats, timing=args.timing,
-                  profile_file=args.profile_file, bandwidth=bandwidth, latency=args.latency or 0.0,
+                  profile_file=args.profile_file, bandwidth=bandwidth, latency=latency,
                   independent=not args.no_independent, early_release=args.early_release)
     except InputError as err:
         if instance is not None and args.chain is None and err.field == "--chain":
@@ -141,17 +167,25 @@ def main(args: argparse.Namespace) -> int:
 
 def _network(args: argparse.Namespace, problem: str) -> tuple[str, str | None]:
     """(the network to run, the instance file of its costs or None): MODEL and ``--chain``, or an
-    instance file given as MODEL with the network its meta names (or ``--model``). No torch."""
+    instance file given as MODEL (a join file too) with the network its meta names (or ``--model``).
+    No torch."""
     from memsched.models.network import is_factory_spec
 
+    from memsched.execute import JOIN_NAMES
+
     name, instance = args.model, args.chain
-    if problem == "join" or name in ZOO_NAMES or is_factory_spec(name):
-        return name, instance
-    if not Path(name).exists() and not name.endswith(".json"):
+    is_file = Path(name).exists() or name.endswith(".json")
+    if name in ZOO_NAMES or is_factory_spec(name) or (problem == "join" and not is_file):
+        return name, instance  # a join network by name (an unknown one is refused by the join zoo)
+    if not is_file:
         raise InputError(f"unknown model {name!r} (one of {', '.join(ZOO_NAMES)}, FILE.py:FUNCTION, or an "
                          "instance file)", field="MODEL")
     network = args.model_name or _model_of(problem, name)
-    if network not in ZOO_NAMES and not (isinstance(network, str) and is_factory_spec(network)):
+    if problem == "join":
+        if network not in JOIN_NAMES:
+            raise InputError(f"a join file needs --model NAME (the join network to execute: {', '.join(JOIN_NAMES)})",
+                             field="--model")
+    elif network not in ZOO_NAMES and not (isinstance(network, str) and is_factory_spec(network)):
         raise InputError("an instance file needs --model NAME (the zoo network or FILE.py:FUNCTION to execute)",
                          field="--model")
     return network, name

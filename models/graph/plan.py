@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from memsched.models.buffers import restore_buffers, snapshot_buffers
 from memsched.solvers.graph import Graph
 from torch import fx, nn
 from torch.utils._pytree import tree_flatten
@@ -332,32 +333,6 @@ def _parameters_read(plan: Plan, refs: Any) -> list[nn.Parameter]:
         elif step.kind == VIEW:
             stack += [r for r in tree_flatten((step.args, step.kwargs))[0] if isinstance(r, fx.Node)]
     return found
-
-
-_BufferSnapshot = list[tuple[nn.Module, str, torch.Tensor, torch.Tensor]]
-
-
-def snapshot_buffers(modules: Sequence[nn.Module]) -> _BufferSnapshot:
-    """(module, buffer name, buffer tensor, copy of its values) for every buffer of `modules` and
-    their submodules (BatchNorm's ``running_mean``, ``num_batches_tracked``...), each tensor once."""
-    saved: _BufferSnapshot = []
-    seen: set[int] = set()
-    for root in modules:
-        for mod in root.modules():
-            for name, buf in mod._buffers.items():
-                if buf is not None and id(buf) not in seen:
-                    seen.add(id(buf))
-                    saved.append((mod, name, buf, buf.detach().clone()))
-    return saved
-
-
-def restore_buffers(saved: _BufferSnapshot) -> None:
-    """Put back the buffers `snapshot_buffers` saw: the same tensor objects (a forward that
-    rebound a buffer attribute is undone) holding the saved values, bit for bit (in place)."""
-    with torch.no_grad():
-        for mod, name, buf, values in saved:
-            mod._buffers[name] = buf
-            buf.copy_(values)
 
 
 def build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.Tensor) -> Plan:

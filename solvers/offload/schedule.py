@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..chain.schedule import LOSS, Op, ops_json
+from ..chain.schedule import FORWARD_KINDS, LOSS, Op, ops_json
 from ..chain.schedule import Schedule as ChainSchedule
 from ..errors import InputError
 from ..units import check_number
@@ -80,6 +80,12 @@ class OffloadSchedule:
     def transfers(self) -> list[Transfer]:
         """The Off and Pre operations, in issue order."""
         return [op for op in self.ops if isinstance(op, Transfer)]
+
+    def recomputations(self) -> int:
+        """Forward operations (F_all, F_ck, F_n) beyond the first forward of each stage, as
+        `solvers.chain.schedule.Schedule.recomputations` counts them (transfers are not computations)."""
+        forwards = sum(isinstance(op, Op) and op.kind in FORWARD_KINDS for op in self.ops)
+        return forwards - self.length
 
     def to_json(self) -> dict[str, Any]:
         """The ``memsched.schedule/1`` object (``problem: offload``; ``not_before`` per op when set)."""

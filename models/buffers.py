@@ -1,0 +1,43 @@
+"""Save and put back the buffers of modules (BatchNorm's running statistics and batch count).
+
+A forward in training mode updates a BatchNorm's ``running_mean``, ``running_var`` and
+``num_batches_tracked``. Code that runs a caller's modules only to measure or plan them (the
+graph plan's static forward, `models.run.run`'s profiling and timed steps) saves the buffers with
+`snapshot_buffers` first and puts them back with `restore_buffers` afterwards, also when it
+raises: the caller's modules come back bit for bit as they were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+__all__ = ["BufferSnapshot", "snapshot_buffers", "restore_buffers"]
+
+#: (module, buffer name, the buffer tensor, a copy of its values) per buffer
+BufferSnapshot = list[tuple[nn.Module, str, torch.Tensor, torch.Tensor]]
+
+
+def snapshot_buffers(modules: Sequence[nn.Module]) -> BufferSnapshot:
+    """(module, buffer name, buffer tensor, copy of its values) for every buffer of `modules` and
+    their submodules (BatchNorm's ``running_mean``, ``num_batches_tracked``...), each tensor once."""
+    saved: BufferSnapshot = []
+    seen: set[int] = set()
+    for root in modules:
+        for mod in root.modules():
+            for name, buf in mod._buffers.items():
+                if buf is not None and id(buf) not in seen:
+                    seen.add(id(buf))
+                    saved.append((mod, name, buf, buf.detach().clone()))
+    return saved
+
+
+def restore_buffers(saved: BufferSnapshot) -> None:
+    """Put back the buffers `snapshot_buffers` saw: the same tensor objects (a forward that
+    rebound a buffer attribute is undone) holding the saved values, bit for bit (in place)."""
+    with torch.no_grad():
+        for mod, name, buf, values in saved:
+            mod._buffers[name] = buf
+            buf.copy_(values)
