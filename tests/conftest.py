@@ -154,3 +154,23 @@ def both_modes_match_plain_autograd(trainer, net, twin, x, seed: int) -> None:
     assert torch.allclose(leaf.grad, ref_leaf.grad, atol=1e-7)
     for p, q in zip(net.parameters(), twin.parameters()):
         assert torch.allclose(p.grad, q.grad, atol=1e-7)
+
+
+class RunReached(Exception):
+    """Raised by `captured_run`'s stand-in: the facade's checks let `memsched.run`'s arguments through."""
+
+
+@pytest.fixture
+def captured_run(monkeypatch):
+    """The keyword arguments `memsched.run` hands to `models.run.run` (which is not run: it raises
+    `RunReached`), one dict per call with ``model`` and ``budget``. Imports torch when used."""
+    import memsched.models.run
+
+    calls: list[dict] = []
+
+    def fake_run(model, budget, **kwargs):
+        calls.append(dict(kwargs, model=model, budget=budget))
+        raise RunReached
+
+    monkeypatch.setattr(memsched.models.run, "run", fake_run)
+    return calls

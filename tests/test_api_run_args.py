@@ -8,31 +8,13 @@ import math
 from pathlib import Path
 
 import pytest
+from conftest import RunReached
 
 import memsched
 
 torch = pytest.importorskip("torch")
 
 TINY = Path(__file__).resolve().parent.parent / "solvers" / "data" / "examples" / "tiny.json"
-
-
-@pytest.fixture
-def captured(monkeypatch):
-    """The keyword arguments `memsched.run` hands to the end-to-end run (which is not run)."""
-    import memsched.models.run
-
-    calls: list[dict] = []
-
-    def fake_run(model, budget, **kwargs):
-        calls.append(dict(kwargs, model=model, budget=budget))
-        raise _Reached
-
-    monkeypatch.setattr(memsched.models.run, "run", fake_run)
-    return calls
-
-
-class _Reached(Exception):
-    """The checks let the arguments through to the run."""
 
 
 def _net() -> tuple[torch.nn.Module, torch.Tensor]:
@@ -55,47 +37,47 @@ ZOO = {"batch": 2, "image_size": 32, "width": 8}
     (-math.inf, "must be positive"), ("0", "must be positive"), (0.5, "less than one byte"), (True, "not a budget"),
     ([1], "must be bytes"), ("x%", "percentage"), ("-5%", "non-negative"),
 ])
-def test_a_budget_has_one_rule_in_run_and_solve(captured, spec, match):
+def test_a_budget_has_one_rule_in_run_and_solve(captured_run, spec, match):
     with pytest.raises(memsched.InputError, match=match) as solved:
         memsched.solve(memsched.load(TINY), spec, solver="rotor")
     assert _refused("budget", match, "resnet18", spec, **ZOO) == str(solved.value)
-    assert not captured  # refused before anything ran
+    assert not captured_run  # refused before anything ran
 
 
 @pytest.mark.torch
-def test_a_budget_in_bytes_reaches_the_run_as_bytes(captured):
-    with pytest.raises(_Reached):
+def test_a_budget_in_bytes_reaches_the_run_as_bytes(captured_run):
+    with pytest.raises(RunReached):
         memsched.run("resnet18", 2e6, **ZOO)
-    with pytest.raises(_Reached):
+    with pytest.raises(RunReached):
         memsched.run("resnet18", "2MB", **ZOO)
-    assert [c["budget"] for c in captured] == [2_000_000, 2_000_000]
+    assert [c["budget"] for c in captured_run] == [2_000_000, 2_000_000]
 
 
 @pytest.mark.torch
-def test_a_latency_needs_a_bandwidth(captured):
+def test_a_latency_needs_a_bandwidth(captured_run):
     _refused("latency", "needs a bandwidth", "resnet18", "90%", latency=0.1, **ZOO)
     net, x = _net()
     _refused("latency", "needs a bandwidth", net, "90%", latency=0.1, example_input=x)
     _refused("latency", "seconds", "resnet18", "90%", bandwidth="1GB/s", latency=-1, **ZOO)
-    assert not captured
+    assert not captured_run
 
 
 @pytest.mark.torch
 @pytest.mark.parametrize("model, problem", [("resnet18", "graph"), ("resnet18", "chain"), ("siamese", None),
                                             ("siamese", "join")])
-def test_a_bandwidth_is_only_for_offloading(captured, model, problem):
+def test_a_bandwidth_is_only_for_offloading(captured_run, model, problem):
     _refused("bandwidth", f"not a {problem or 'join'} one", model, "90%", problem=problem, bandwidth="1GB/s", **ZOO)
-    assert not captured
+    assert not captured_run
 
 
 @pytest.mark.torch
-def test_an_offloading_instance_gives_its_link_and_a_latency_replaces_its_own(captured):
+def test_an_offloading_instance_gives_its_link_and_a_latency_replaces_its_own(captured_run):
     inst = memsched.load(TINY, bandwidth="2GB/s", latency=0.25)
     for latency, want in ((None, 0.25), (0.5, 0.5)):
-        with pytest.raises(_Reached):
+        with pytest.raises(RunReached):
             memsched.run("resnet18", "90%", instance=inst, latency=latency, **ZOO)
-        assert captured[-1]["problem"] == "offload" and captured[-1]["bandwidth"] == 2e9
-        assert captured[-1]["latency"] == want and captured[-1]["instance"] is inst.chain
+        assert captured_run[-1]["problem"] == "offload" and captured_run[-1]["bandwidth"] == 2e9
+        assert captured_run[-1]["latency"] == want and captured_run[-1]["instance"] is inst.chain
 
 
 @pytest.mark.torch
@@ -104,26 +86,26 @@ def test_an_offloading_instance_gives_its_link_and_a_latency_replaces_its_own(ca
     ({"slots": 3}, "options", "argument of run"), ({"time_limit": 3}, "options", "argument of run"),
     ({"devices": 2}, "devices", "pipelines"), ([("segments", 2)], "options", "dict"), ({1: 2}, "options", "dict"),
 ])
-def test_solver_options_are_checked_for_zoo_names(captured, options, field, match):
+def test_solver_options_are_checked_for_zoo_names(captured_run, options, field, match):
     _refused(field, match, "resnet18", "90%", options=options, **ZOO)
-    assert not captured
+    assert not captured_run
 
 
 @pytest.mark.torch
-def test_solver_options_are_checked_against_the_solver_run(captured):
+def test_solver_options_are_checked_against_the_solver_run(captured_run):
     _refused("segments", "must be", "resnet18", "90%", solver="periodic", options={"segments": "two"}, **ZOO)
     _refused("segments", "no option 'segments' for dp", "siamese", "90%", options={"segments": 2}, **ZOO)
-    with pytest.raises(_Reached):
+    with pytest.raises(RunReached):
         memsched.run("resnet18", "90%", solver="periodic", options={"segments": 2}, **ZOO)
-    assert captured[-1]["options"] == {"segments": 2} and captured[-1]["slots"] == memsched.api.DEFAULT_SLOTS
+    assert captured_run[-1]["options"] == {"segments": 2} and captured_run[-1]["slots"] == memsched.api.DEFAULT_SLOTS
 
 
 @pytest.mark.torch
-def test_solver_options_for_your_own_network(captured):
+def test_solver_options_for_your_own_network(captured_run):
     net, x = _net()
     message = _refused("nosuch", "no option 'nosuch'", net, "90%", options={"nosuch": 1}, example_input=x)
     assert "sizes" not in message
-    with pytest.raises(_Reached):
+    with pytest.raises(RunReached):
         memsched.run(net, "90%", solver="periodic", options={"segments": 2}, timing="in_step", example_input=x)
-    assert captured[-1]["options"] == {"segments": 2} and captured[-1]["timing"] == "in_step"
+    assert captured_run[-1]["options"] == {"segments": 2} and captured_run[-1]["timing"] == "in_step"
     _refused("batch", "apply to zoo names", net, "90%", batch=2, example_input=x)  # sizes still are refused

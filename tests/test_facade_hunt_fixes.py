@@ -12,7 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import EXAMPLES, ROOT, run_cli
+from conftest import EXAMPLES, ROOT, RunReached, run_cli
 
 import memsched
 
@@ -158,38 +158,19 @@ def test_max_batch_names_vary_and_prints_nothing_before_its_sizes_are_checked():
 
 
 # ---------------------------------------------------------------------------- 5. run(instance=PATH)
-class _Reached(Exception):
-    """The facade's checks let the arguments through to the run."""
-
-
-@pytest.fixture
-def captured(monkeypatch):
-    """The keyword arguments `memsched.run` hands to `models.run.run` (which is not run)."""
-    import memsched.models.run
-
-    calls: list[dict] = []
-
-    def fake_run(model, budget, **kwargs):
-        calls.append(dict(kwargs, model=model, budget=budget))
-        raise _Reached
-
-    monkeypatch.setattr(memsched.models.run, "run", fake_run)
-    return calls
-
-
-def test_run_reads_an_instance_path_as_its_own_problem(captured, tmp_path):
+def test_run_reads_an_instance_path_as_its_own_problem(captured_run, tmp_path):
     graph = ROOT / "solvers" / "data" / "graphs" / "linear10.json"
     for given in (str(graph), graph):
-        with pytest.raises(_Reached):
+        with pytest.raises(RunReached):
             memsched.run("resnet18", "90%", instance=given, **TINY)
-        assert captured[-1]["problem"] == "graph" and memsched.problem_of(captured[-1]["instance"]) == "graph"
+        assert captured_run[-1]["problem"] == "graph" and memsched.problem_of(captured_run[-1]["instance"]) == "graph"
     data = json.loads((EXAMPLES / "tiny.json").read_text())
     data["host_link"] = {"bandwidth": 2e9, "latency": 0.25}
     linked = tmp_path / "linked.json"
     linked.write_text(json.dumps(data))
-    with pytest.raises(_Reached):
+    with pytest.raises(RunReached):
         memsched.run("resnet18", "90%", instance=str(linked), **TINY)
-    call = captured[-1]
+    call = captured_run[-1]
     assert call["problem"] == "offload" and call["bandwidth"] == 2e9 and call["latency"] == 0.25
     assert memsched.problem_of(call["instance"]) == "chain"
     with pytest.raises(memsched.InputError, match="a graph instance cannot be run as chain") as err:
