@@ -30,6 +30,7 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ import torch
 from memsched.models.measure import tolerances
 from memsched.models.zoo import resolve_device
 from memsched.solvers import registry
+from memsched.solvers.jsonio import write_json_atomic
 
 __all__ = ["MODEL_SIZES", "CHECKS", "evaluate_model", "main", "tolerances"]
 
@@ -85,7 +87,11 @@ def evaluate_model(label: str, model_name: str, sizes: dict[str, Any], device: t
     at 100%) with `models.run.execute_schedule`, after one warm-up run.
 
     Returns rows of plain values (bytes, ms; graph: the graph's time unit, ms when measured).
-    `bandwidth` (bytes/s): the host link of offloading. `clock` (CPU): "wall" or "thread".
+    ``memory_ratio`` is ``measured_peak / compared_peak``, the prediction in the measuring method's
+    terms (``tracker_predicted_peak`` of `models.run.execute_schedule`: on CPU it leaves out the
+    saved RNG states the tracker does not see); ``predicted_peak`` is the executor's prediction with
+    everything it keeps. `bandwidth` (bytes/s): the host link of offloading. `clock` (CPU): "wall"
+    or "thread".
     """
     from memsched.models.run import execute_schedule, prepare
 
@@ -112,7 +118,8 @@ def evaluate_model(label: str, model_name: str, sizes: dict[str, Any], device: t
         target.step(result.schedule, measure_memory=False, time_repeats=1, independent=False)  # warm-up
         step, measured = execute_schedule(target, result.schedule, time_repeats=time_repeats)
         ok, msg = measured["grad_check"], measured["grad_message"]
-        row.update(predicted_peak=step.predicted_peak, measured_peak=step.peak_memory,
+        row.update(predicted_peak=step.predicted_peak, compared_peak=measured["tracker_predicted_peak"],
+                   measured_peak=step.peak_memory,
                    independent_peak=step.independent_peak, memory_ratio=_round(step.memory_ratio),
                    independent_ratio=_round(measured["independent_ratio"]),
                    predicted_ms=_round(step.predicted_makespan),
@@ -138,25 +145,35 @@ def _line(row: dict[str, Any]) -> str:
     if "measured_peak" not in row:
         return f"{head}  {row['status']}"
     return (f"{head}  peak {row['measured_peak']:>12}"
-            f" / {row['predicted_peak']:>12} = {row['memory_ratio']:.3f}   time {row['measured_ms']:>9.2f}"
+            f" / {row['compared_peak']:>12} = {row['memory_ratio']:.3f}   time {row['measured_ms']:>9.2f}"
             f" / {row['predicted_ms']:>9.2f} ms = {row['time_ratio']:.3f}"
             f"   grads {'ok' if row['grad_check'] else 'BAD'}")
 
 
 def run_check(device: torch.device, size: str, *, repeats: int, time_repeats: int, bandwidth: float = 12e9,
               problems: tuple[str, ...] | None = None, models: tuple[str, ...] | None = None,
-              log: Any = sys.stdout) -> dict[str, Any]:
+              log: Any = sys.stdout, on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Every (model, problem) of `MODEL_SIZES[size]` and `CHECKS` (only `problems` and `models`
-    when given): the JSON document of the check."""
+    when given): the JSON document of the check.
+
+    `on_progress` is called with the document so far (``"complete": False``) after each
+    (model, problem), so that a run cut short keeps the rows it finished."""
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    for label, (name, sizes) in MODEL_SIZES[size].items():
-        if models is not None and label not in models:
-            continue
-        for problem in CHECKS[label]:
-            if problems is None or problem in problems:
-                rows += evaluate_model(label, name, sizes, device, problem=problem, repeats=repeats,
-                                       time_repeats=time_repeats, bandwidth=bandwidth, log=log)
+    pairs = [(label, name, sizes, problem) for label, (name, sizes) in MODEL_SIZES[size].items()
+             if models is None or label in models
+             for problem in CHECKS[label] if problems is None or problem in problems]
+    for label, name, sizes, problem in pairs:
+        rows += evaluate_model(label, name, sizes, device, problem=problem, repeats=repeats,
+                               time_repeats=time_repeats, bandwidth=bandwidth, log=log)
+        if on_progress is not None:
+            on_progress(_document(rows, device, size, bandwidth, time.perf_counter() - t0, complete=False))
+    return _document(rows, device, size, bandwidth, time.perf_counter() - t0, complete=True)
+
+
+def _document(rows: list[dict[str, Any]], device: torch.device, size: str, bandwidth: float, wall_s: float, *,
+              complete: bool) -> dict[str, Any]:
+    """The check's JSON document for `rows`; `complete` is False while (model, problem) pairs remain."""
     measured = [r for r in rows if "measured_peak" in r]
     indep = [r["independent_ratio"] for r in measured if r.get("independent_ratio") is not None]
     return {
@@ -165,8 +182,9 @@ def run_check(device: torch.device, size: str, *, repeats: int, time_repeats: in
         "torch": torch.__version__,
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "size": size,
+        "complete": complete,
         "threads": torch.get_num_threads(),
-        "wall_s": round(time.perf_counter() - t0, 1),
+        "wall_s": round(wall_s, 1),
         "units": {"time": "ms", "memory": "bytes", "bandwidth": "bytes/s"},
         "bandwidth": bandwidth,
         "summary": {
@@ -242,12 +260,13 @@ def main(argv: list[str] | None = None) -> int:
     if device.type == "cuda":  # full-precision matmuls, deterministic convolutions: comparable gradients
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.deterministic = True
-    doc = run_check(device, size, repeats=args.repeats, time_repeats=args.time_repeats,
-                    bandwidth=parse_bandwidth(args.bandwidth), problems=problems,
-                    models=tuple(args.models.split(",")) if args.models else None)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1) + "\n")
+    doc = run_check(device, size, repeats=args.repeats, time_repeats=args.time_repeats,
+                    bandwidth=parse_bandwidth(args.bandwidth), problems=problems,
+                    models=tuple(args.models.split(",")) if args.models else None,
+                    on_progress=lambda partial: write_json_atomic(out, partial))
+    write_json_atomic(out, doc)
     fig = plot(doc, out.with_suffix(".png"))
     print(f"summary: {json.dumps(doc['summary'])} -> {out}, {fig}")
     return 0 if doc["summary"]["grad_check"] else 1

@@ -58,3 +58,32 @@ def test_gpu_check_on_cuda_small(tmp_path):
     doc = json.loads(out.read_text())
     assert code == 0
     _check_doc(doc, {"chain", "offload", "graph", "join"})
+
+
+def test_a_check_cut_short_keeps_the_rows_it_finished(tmp_path, monkeypatch):
+    """`run_check` hands the document so far to `on_progress` after each (model, problem); the
+    command line writes it, so a run stopped by a time limit leaves a readable, incomplete JSON."""
+    seen: list[dict] = []
+    calls = {"n": 0}
+    real = gpu_check.evaluate_model
+
+    def second_pair_fails(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gpu_check, "evaluate_model", second_pair_fails)
+    out = tmp_path / "check.json"
+    with pytest.raises(KeyboardInterrupt):
+        gpu_check.main(["--device", "cpu", "--tiny", "--models", "gpt2", "--problems", "chain,graph", "--out", str(out),
+                        "--repeats", "1", "--time-repeats", "1"])
+    doc = json.loads(out.read_text())
+    assert doc["complete"] is False and {r["problem"] for r in doc["rows"]} == {"chain"}
+    assert doc["summary"]["runs"] == len(doc["rows"]) > 0
+    assert not list(tmp_path.glob("*.tmp")) and not (tmp_path / "check.png").exists()
+    doc = gpu_check.run_check(torch.device("cpu"), "tiny", repeats=1, time_repeats=1, models=("gpt2",),
+                              problems=("chain",), log=None, on_progress=seen.append)
+    assert doc["complete"] is True and [d["complete"] for d in seen] == [False]
+    assert all(r["memory_ratio"] == pytest.approx(r["measured_peak"] / r["compared_peak"], rel=1e-3)
+               for r in doc["rows"] if "measured_peak" in r)
