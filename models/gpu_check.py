@@ -88,10 +88,10 @@ def evaluate_model(label: str, model_name: str, sizes: dict[str, Any], device: t
 
     Returns rows of plain values (bytes, ms; graph: the graph's time unit, ms when measured).
     ``memory_ratio`` is ``measured_peak / compared_peak``, the prediction in the measuring method's
-    terms (``tracker_predicted_peak`` of `models.run.execute_schedule`: on CPU it leaves out the
-    saved RNG states the tracker does not see); ``predicted_peak`` is the executor's prediction with
-    everything it keeps. `bandwidth` (bytes/s): the host link of offloading. `clock` (CPU): "wall"
-    or "thread".
+    terms: ``tracker_predicted_peak`` of `models.run.execute_schedule` where the tracker measured
+    (on CPU it leaves out the saved RNG states the tracker does not see), else ``predicted_peak``,
+    the executor's prediction with everything it keeps. `bandwidth` (bytes/s): the host link of
+    offloading. `clock` (CPU): "wall" or "thread".
     """
     from memsched.models.run import execute_schedule, prepare
 
@@ -118,8 +118,8 @@ def evaluate_model(label: str, model_name: str, sizes: dict[str, Any], device: t
         target.step(result.schedule, measure_memory=False, time_repeats=1, independent=False)  # warm-up
         step, measured = execute_schedule(target, result.schedule, time_repeats=time_repeats)
         ok, msg = measured["grad_check"], measured["grad_message"]
-        row.update(predicted_peak=step.predicted_peak, compared_peak=measured["tracker_predicted_peak"],
-                   measured_peak=step.peak_memory,
+        compared = measured["tracker_predicted_peak"] or step.predicted_peak
+        row.update(predicted_peak=step.predicted_peak, compared_peak=compared, measured_peak=step.peak_memory,
                    independent_peak=step.independent_peak, memory_ratio=_round(step.memory_ratio),
                    independent_ratio=_round(measured["independent_ratio"]),
                    predicted_ms=_round(step.predicted_makespan),

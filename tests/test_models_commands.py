@@ -83,12 +83,12 @@ def test_run_refuses_a_host_link_it_would_ignore(cli, args, field):
 def test_run_dispatches_offload_and_join(cli):
     """`memsched run` with --bandwidth executes an offloading schedule; a join model runs the join DP."""
     res = cli("run", "resnet18", "--budget", "95%", "--bandwidth", "1GB/s", "--batch", "2", "--image-size", "32",
-              "--width", "8", "--threads", "1", "--time-repeats", "1", "--json")
+              "--width", "8", "--threads", "1", "--time-repeats", "1", "--device", "cpu", "--json")
     assert res.code == 0, res.err
     out = res.json()
     assert out["grad_check"] is True and out["measured"]["peak_memory"] <= out["budget"]
     res = cli("run", "siamese", "--budget", "90%", "--batch", "2", "--image-size", "32", "--width", "8",
-              "--threads", "1", "--time-repeats", "1", "--json")
+              "--threads", "1", "--time-repeats", "1", "--device", "cpu", "--json")
     assert res.code == 0, res.err
     assert res.json()["grad_check"] is True
 
@@ -107,7 +107,7 @@ def test_dtype_halves_every_activation_and_trains_alike(cli, tmp_path):
     assert res.code == 0, res.err
     assert res.json()["grad_check"] is True and res.json()["instance"].endswith("-bf16")
     res = cli("run", "siamese", "--batch", "2", "--image-size", "32", "--width", "8", "--repeats", "1",
-              "--dtype", "bfloat16", "--budget", "80%", "--json", "--time-repeats", "1")
+              "--dtype", "bfloat16", "--budget", "80%", "--device", "cpu", "--json", "--time-repeats", "1")
     assert res.code == 0 and res.json()["grad_check"] is True, res.err
     res = cli("profile", "resnet18", "--dtype", "float64")
     assert res.code == 2 and "--dtype" in res.err
