@@ -5,8 +5,9 @@
 # 2. the full accuracy check, python -m memsched.models.gpu_check (ResNet-50, GPT-2, Siamese, CLIP at
 #    paper sizes), written to OUTDIR/gpu_check.json after each (model, problem), so a run cut short
 #    keeps what it finished; copy it to results/gpu_check.json;
-# 3. the other executor tests (tests/test_models_*.py), spread over the cores (pytest-xdist).
-# Each step has its own time limit (seconds: GPU_SESSION_LIMITS="tests check models"). On a machine
+# 3. the other executor tests (tests/test_models_*.py), spread over the cores (pytest-xdist);
+# 4. every other test file that uses torch (they default to CUDA where a test names no device).
+# Each step has its own time limit (seconds: GPU_SESSION_LIMITS="tests check models others"). On a machine
 # without network, memsched's missing dependencies travel as wheels in .whl/ (installed to /tmp/site)
 # and memsched is installed editable without build isolation; Python runs with -P so that the
 # checkout's folders are imported through that install.
@@ -14,7 +15,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-/tmp/gpu_session}"
 mkdir -p "$OUT"
-read -r LIMIT_TESTS LIMIT_CHECK LIMIT_MODELS <<< "${GPU_SESSION_LIMITS:-120 240 90}"
+read -r LIMIT_TESTS LIMIT_CHECK LIMIT_MODELS LIMIT_OTHERS <<< "${GPU_SESSION_LIMITS:-120 240 90 150}"
 export PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
 if compgen -G ".whl/*.whl" > /dev/null; then
@@ -50,4 +51,6 @@ step check "$LIMIT_CHECK" "$PY" -P -m memsched.models.gpu_check --out "$OUT/gpu_
 deselect=()
 for t in "${CUDA_TESTS[@]}"; do deselect+=(--deselect "$t"); done
 step models "$LIMIT_MODELS" "$PY" -P -m pytest -q -p no:cacheprovider -n 12 "${deselect[@]}" tests/test_models_*.py
+mapfile -t others < <(grep -l torch tests/test_*.py | grep -v "tests/test_models_")
+step others "$LIMIT_OTHERS" "$PY" -P -m pytest -q -p no:cacheprovider -n 14 "${others[@]}"
 exit "$status"

@@ -102,7 +102,7 @@ def test_dtype_halves_every_activation_and_trains_alike(cli, tmp_path):
     full, half = (json.loads(files[d].read_text()) for d in ("float32", "bfloat16"))
     assert half["meta"]["dtype"] == "bfloat16" and half["name"].endswith("-bf16")
     assert [s["out_size"] for s in half["stages"]] == [s["out_size"] // 2 for s in full["stages"]]
-    res = cli("run", "resnet18", *TINY_RESNET, "--dtype", "bfloat16", "--budget", "90%", "--json",
+    res = cli("run", "resnet18", *TINY_RESNET, "--dtype", "bfloat16", "--budget", "100%", "--json",
               "--time-repeats", "1")
     assert res.code == 0, res.err
     assert res.json()["grad_check"] is True and res.json()["instance"].endswith("-bf16")
