@@ -107,7 +107,7 @@ def test_dtype_halves_every_activation_and_trains_alike(cli, tmp_path):
     assert res.code == 0, res.err
     assert res.json()["grad_check"] is True and res.json()["instance"].endswith("-bf16")
     res = cli("run", "siamese", "--batch", "2", "--image-size", "32", "--width", "8", "--repeats", "1",
-              "--dtype", "bfloat16", "--budget", "80%", "--device", "cpu", "--json", "--time-repeats", "1")
+              "--dtype", "bfloat16", "--budget", "100%", "--device", "cpu", "--json", "--time-repeats", "1")
     assert res.code == 0 and res.json()["grad_check"] is True, res.err
     res = cli("profile", "resnet18", "--dtype", "float64")
     assert res.code == 2 and "--dtype" in res.err
