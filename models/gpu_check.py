@@ -228,8 +228,9 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     axes[0].set_yticks(range(len(rows)))
     axes[0].set_yticklabels(labels, fontsize=6.5)
     axes[0].invert_yaxis()
-    fig.suptitle(f"gpu_check on {doc['device']} (torch {doc['torch']}, {doc['date'][:10]}); open circles: "
-                 f"independent memory method (CPU)", fontsize=9)
+    circles = "; open circles: independent memory method (CPU)" if any(
+        r.get("independent_ratio") is not None for r in rows) else ""
+    fig.suptitle(f"gpu_check on {doc['device']} (torch {doc['torch']}, {doc['date'][:10]}){circles}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
@@ -251,7 +252,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bandwidth", default="12GB/s", help="host link of the offload checks")
     parser.add_argument("--repeats", type=int, default=5, help="profiling repetitions per block")
     parser.add_argument("--time-repeats", type=int, default=5, help="timed executions per schedule (median)")
+    parser.add_argument("--replot", action="store_true", help="run nothing: redraw the figure of --out")
     args = parser.parse_args(argv)
+    if args.replot:
+        out = Path(args.out)
+        print(f"figure: {plot(json.loads(out.read_text()), out.with_suffix('.png'))}")
+        return 0
     from memsched.solvers.units import parse_bandwidth
 
     device = resolve_device(args.device)

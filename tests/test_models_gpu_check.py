@@ -82,6 +82,8 @@ def test_a_check_cut_short_keeps_the_rows_it_finished(tmp_path, monkeypatch):
     assert doc["complete"] is False and {r["problem"] for r in doc["rows"]} == {"chain"}
     assert doc["summary"]["runs"] == len(doc["rows"]) > 0
     assert not list(tmp_path.glob("*.tmp")) and not (tmp_path / "check.png").exists()
+    assert gpu_check.main(["--replot", "--out", str(out)]) == 0  # the figure of what finished
+    assert (tmp_path / "check.png").stat().st_size > 0
     doc = gpu_check.run_check(torch.device("cpu"), "tiny", repeats=1, time_repeats=1, models=("gpt2",),
                               problems=("chain",), log=None, on_progress=seen.append)
     assert doc["complete"] is True and [d["complete"] for d in seen] == [False]
