@@ -175,8 +175,16 @@ class Result:
         return pd.DataFrame([self.row()], columns=list(ROW_COLUMNS))
 
     def to_json(self) -> dict[str, Any]:
-        """The ``memsched solve --json`` object."""
-        return self.raw.to_json(objective_key=self.objective_name)
+        """The ``memsched solve --json`` object. For a pipeline, its ``schedule`` is the partition
+        object of ``memsched partition --json``: it records the machine the partition was solved
+        with (``weight_factor``, ``bandwidth``, ``latency``, ``time_unit_s``), so that
+        `memsched.simulate` of this JSON replays it on that machine."""
+        out = self.raw.to_json(objective_key=self.objective_name)
+        if self.problem == "pipeline" and out.get("schedule") is not None:
+            from memsched.experiments.commands.partition import to_json as partition_json
+
+            out["schedule"] = partition_json(self.raw, self.instance)["schedule"]
+        return out
 
     def timeline(self) -> Any:
         """The figure's data (`experiments.plotting.Timeline`), from the simulator."""
@@ -324,12 +332,18 @@ class SweepResult:
 
     def pivot(self, values: str = "objective") -> Any:
         """`values` (a column of the rows) per (instance, budget) and solver, in grid order; a
-        column the rows do not have is an `InputError` listing theirs."""
+        column the rows do not have is an `InputError` listing theirs. A numeric column (bool
+        included) gives the mean of a cell's rows; any other (status, scope, message: text) its
+        first non-missing value. A cell holds one row unless the grid repeats a run."""
+        from pandas.api.types import is_numeric_dtype
+
         frame = self.to_pandas()
         self._need_column(frame, values, "values")
         column = "solver_label" if "solver_label" in frame else "solver"
         index = ["instance", "budget_spec"] if "budget_spec" in frame else ["instance", "budget"]
-        return frame.pivot_table(index=index, columns=column, values=values, sort=False, dropna=False)
+        aggfunc = "mean" if is_numeric_dtype(frame[values]) else "first"
+        return frame.pivot_table(index=index, columns=column, values=values, aggfunc=aggfunc, sort=False,
+                                 dropna=False)
 
     def plot(self, *, y: str | None = None, title: str | None = None,
              figsize: tuple[float, float] | None = None, **unknown: Any) -> Any:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -42,6 +43,11 @@ from .profile import MODEL_HELP, _import_models, add_cost_option, add_model_opti
 DEFAULT_BATCH_LIMIT, DEFAULT_SIDE_LIMIT = 65536, 8192
 #: the largest --limit and --step accepted (beyond, the networks' sizes overflow torch's)
 MAX_BATCH, MAX_SIDE = 2**24, 2**16
+#: the largest --state-factor (resident bytes per parameter byte): far above any optimizer's state
+#: (mixed-precision Adam keeps about 8 per 2-byte weight); beyond, K x parameter bytes can overflow
+MAX_STATE_FACTOR = 100.0
+#: the largest --tolerance (a fraction of the size): at 1 the bisection stops as soon as doubling fails
+MAX_TOLERANCE = 1.0
 VARY = ("batch", "image-size")
 PROBLEMS = ("chain", "graph")
 #: default solver per problem
@@ -225,21 +231,21 @@ def register(subparsers: Any) -> None:
         type=count(1, MAX_BATCH),
         default=None,
         metavar="N",
-        help="largest size tried (default: batch 65536, image side 8192 px)",
+        help="largest size tried (default: batch 65536, image side 8192 px; with --vary image-size at least --step)",
     )
     p.add_argument(
         "--tolerance",
         type=float,
         default=0.01,
         metavar="R",
-        help="stop the bisection within R x the size (default 0.01; 0 for the exact largest)",
+        help="stop the bisection within R x the size, R in 0..1 (default 0.01; 0 for the exact largest)",
     )
     p.add_argument(
         "--state-factor",
         type=float,
         default=2.0,
         metavar="K",
-        help="resident bytes per parameter byte: weights and gradients 2 (default), 4 with Adam",
+        help="resident bytes per parameter byte, 0..100: weights and gradients 2 (default), 4 with Adam",
     )
     p.add_argument("--slots", type=count(0, 10**9), default=500, metavar="N",
                    help="memory slots for the solver (0: exact)")
@@ -268,13 +274,7 @@ def main(args: argparse.Namespace) -> int:
         raise InputError(f"must be positive, got {args.memory!r}", field="--memory")
     args.max_overhead = parse_overhead(args.max_overhead)
     args.solver = args.solver or DEFAULT_SOLVER[args.problem]
-    for name, value, low in (
-        ("--state-factor", args.state_factor, 0.0),
-        ("--step", args.step, 1),
-        ("--tolerance", args.tolerance, 0),
-    ):
-        if not value >= low:
-            raise InputError(f"must be at least {low:g}, got {value}", field=name)
+    _check_ranges(args)
     registry.get_solver(args.problem, args.solver)
     sizes = counted_sizes(args)
     vary_batch = args.vary == "batch"
@@ -283,9 +283,7 @@ def main(args: argparse.Namespace) -> int:
     if not vary_batch and args.image_size is not None:
         raise InputError("--image-size is what is searched with --vary image-size; leave it out", field="--image-size")
     _check_vary(args.model, args.vary)
-    limit = args.limit or (DEFAULT_BATCH_LIMIT if vary_batch else DEFAULT_SIDE_LIMIT // args.step)
-    if not vary_batch and args.limit:
-        limit = max(1, args.limit // args.step)
+    limit = _search_limit(args.limit, args.step, vary_batch)
     probes: list[Probe] = []
     header = (f"{args.model}: largest {args.vary} within {format_bytes(memory)}, overhead <= "
               f"{_bound_text(args.max_overhead)}, {args.problem} solver {args.solver}, cost {args.cost}")
@@ -359,6 +357,32 @@ def main(args: argparse.Namespace) -> int:
             f"{format_bytes(chosen.peak_memory or 0)} of activations + {state} of weights and gradients)"
         )
     return 0
+
+
+def _check_ranges(args: argparse.Namespace) -> None:
+    """The float options in range, finite (inf and NaN are bad input, never an overflow in a probe):
+    --state-factor in 0..`MAX_STATE_FACTOR`, --tolerance in 0..`MAX_TOLERANCE`. (--step and --limit
+    are checked by their argparse types, --max-overhead by `parse_overhead`, --time-limit by `seconds`.)"""
+    for name, value, low, high in (
+        ("--state-factor", args.state_factor, 0.0, MAX_STATE_FACTOR),
+        ("--tolerance", args.tolerance, 0.0, MAX_TOLERANCE),
+    ):
+        if not (math.isfinite(value) and low <= value <= high):  # (NaN fails too)
+            raise InputError(f"must be a finite number in {low:g}..{high:g}, got {value}", field=name)
+
+
+def _search_limit(limit: int | None, step: int, vary_batch: bool) -> int:
+    """The largest k searched (`search_largest`): the batch itself, or with ``--vary image-size`` the
+    number of --step multiples, floor(limit / step), so that every side tried (k x step px) is at most
+    --limit. A --limit below --step leaves no side to try: an `InputError` naming --limit."""
+    if vary_batch:
+        return limit or DEFAULT_BATCH_LIMIT
+    if limit is None:
+        return max(1, DEFAULT_SIDE_LIMIT // step)
+    if limit < step:
+        raise InputError(f"{limit} px is below --step {step}: image sides are multiples of the step, so no side "
+                         f"fits; use a --limit of at least {step} or a smaller --step", field="--limit")
+    return limit // step
 
 
 def _check_vary(model: str, vary: str) -> None:

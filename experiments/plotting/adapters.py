@@ -273,15 +273,20 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
     partition's, else 2 S): a row per stage with its forwards and backwards labelled by
     micro-batch; one memory line per device, weights + buffers + the stash of each
     micro-batch in flight (allocated when its forward starts, freed when its backward ends),
-    whose maximum is the simulator's per-stage memory once m >= S."""
+    whose maximum is the simulator's per-stage memory once m >= S.
+
+    Straight pipelines only (one device per stage): `simulate_batch` has no event model of
+    replicated stages (micro-batches dealt among replicas, the allreduce) nor of two stages
+    sharing a device (the order a device runs them in), so such a partition (``replicas`` > 1,
+    or ``device_of`` with two stages on one device: ``madpipe --replication``, the
+    ``interleave*`` solvers) is an `InputError`; `simulate` still charges its period and memory."""
     from memsched.solvers.pipeline.simulator import check_partition, simulate_batch
     from memsched.solvers.pipeline.simulator import simulate as evaluate
 
     bad = check_partition(inst, partition)
     if bad is not None:
         raise InputError(f"cannot draw this partition: {bad}")
-    if any(s.replicas != 1 for s in partition.stages):
-        raise InputError("drawing partitions with replicated stages is not supported yet")
+    _check_drawable(partition)
     ev = evaluate(inst, partition, budget)
     S = len(partition.stages)
     m = int(partition.micro_batches or 2 * S)
@@ -321,6 +326,21 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
     return Timeline("pipeline", series, bars, rows, float(ev.period), int(peak), peak_time, budget, failure,
                     unit, "bytes", objective_name="period", memory_title="memory per device",
                     extra={"micro_batches": m, "batch_makespan": run.makespan, "peak_stage": peak_stage})
+
+
+def _check_drawable(partition: Any) -> None:
+    """`InputError` for a partition the pipeline timeline cannot play (`pipeline_timeline`)."""
+    why = None
+    replicated = [(k, s.replicas) for k, s in enumerate(partition.stages) if s.replicas != 1]
+    if replicated:
+        k, r = replicated[0]
+        why = f"stage {k} is replicated on {r} devices"
+    elif partition.device_of is not None and len(set(partition.device_of)) < len(partition.stages):
+        why = (f"its interleaved allocation (device_of) puts {len(partition.stages)} stages on "
+               f"{len(set(partition.device_of))} devices")
+    if why is not None:
+        raise InputError(f"cannot draw this partition: {why}; the pipeline timeline draws straight pipelines only "
+                         "(one device per stage); `memsched simulate` gives its period and memory")
 
 
 def _time_units() -> dict[str, float]:

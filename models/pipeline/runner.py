@@ -200,9 +200,10 @@ MAX_ARGUMENT = 10**6
 def check_arguments(args: argparse.Namespace) -> None:
     """`InputError` naming the option for arguments the run cannot use (checked before profiling,
     solving or spawning): every count in 1..`MAX_ARGUMENT`, --batch a multiple of
-    --micro-batches, --memory > 0 bytes, and under 1F1B at least as many micro-batches as
-    devices (torch's ``Schedule1F1B`` needs one per stage, and the partition may use every
-    device)."""
+    --micro-batches, --memory > 0 bytes, a --solver of the pipeline registry, under 1F1B at
+    least as many micro-batches as devices (torch's ``Schedule1F1B`` needs one per stage, and
+    the partition may use every device), and --device cuda only with CUDA and at least
+    --devices GPUs (rank k runs on GPU k; the partition may use every device)."""
     for name in ("devices", "layers", "width", "batch", "micro_batches", "steps"):
         value = getattr(args, name)
         if not 1 <= value <= MAX_ARGUMENT:
@@ -217,6 +218,19 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise InputError(f"1F1B needs at least as many micro-batches as stages, and the partition may use all "
                          f"{args.devices} devices: give --micro-batches >= {args.devices} (or --schedule gpipe)",
                          field="--micro-batches")
+    registry.get_solver("pipeline", args.solver)  # InputError on --solver when unknown or not importable
+    if args.device == "cuda":
+        _check_cuda(args.devices)
+
+
+def _check_cuda(devices: int) -> None:
+    """`InputError` on --device when CUDA is unavailable or has fewer than `devices` GPUs."""
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if gpus == 0:
+        raise InputError("cuda is not available on this machine (use --device cpu)", field="--device")
+    if gpus < devices:
+        raise InputError(f"cuda has {gpus} GPU(s) here, fewer than --devices {devices} (one GPU per stage; "
+                         f"use --device cpu or fewer --devices)", field="--device")
 
 
 def _bad_input(ap: argparse.ArgumentParser, err: InputError) -> int:

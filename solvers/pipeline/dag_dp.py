@@ -47,7 +47,9 @@ MAX_STATES = 5000
 def stage_tables(inst: Pipeline, lat: Lattice, i: int, max_work: float = INF) -> dict[str, Any]:
     """For the stages J \\ I, J a strict superset of ideal I = `i` with F + B <= `max_work`:
     their ideals ``J`` and arrays fb (F + B), W, wmem, stash A, buffers Q, the link time c
-    (r = 1) and ``full`` (J is the whole network)."""
+    (r = 1) and ``full`` (J is the whole network). Bytes (wmem, stash, buffers) are float64, as
+    in `dp.stage_arrays`: ``wmem + n * stash + buffers`` never overflows, and is exact up to
+    2^53 bytes, above every budget."""
     J = lat.supersets(i)
     V = inst.length
     fb = lat.work[J] - lat.work[i]
@@ -55,7 +57,7 @@ def stage_tables(inst: Pipeline, lat: Lattice, i: int, max_work: float = INF) ->
         keep = fb <= max_work
         J, fb = J[keep], fb[keep]
     W = lat.params[J] - lat.params[i]
-    wmem = np.ceil(inst.weight_factor * W.astype(float) - 1e-9).astype(np.int64)
+    wmem = np.ceil(inst.weight_factor * W.astype(float) - 1e-9)
     empty = lat.size[i] == 0
     in_size = int(inst.input_size) if empty else int(lat.cut[i])
     dead_i = lat.dead[i]
@@ -72,9 +74,10 @@ def stage_tables(inst: Pipeline, lat: Lattice, i: int, max_work: float = INF) ->
             inst.saved_extra[lat.contains[:, i]].sum())
     full = lat.size[J] == V
     out = np.where(full, 0, lat.cut[J])
-    buffers = (0 if empty else in_size) + out
+    buffers = ((0 if empty else in_size) + out).astype(float)
     link = 0.0 if empty else inst.comm_time(2.0 * in_size, 2 * int(lat.messages[i]))
-    return {"J": J, "fb": fb, "W": W, "wmem": wmem, "stash": stash, "buffers": buffers, "link": link,
+    return {"J": J, "fb": fb, "W": W, "wmem": wmem, "stash": np.asarray(stash, dtype=float), "buffers": buffers,
+            "link": link,
             "full": full}
 
 
@@ -126,11 +129,12 @@ class _LatticeArrays:
 def pair_tables(inst: Pipeline, lat: Lattice, I: np.ndarray, J: np.ndarray,
                 arrays: _LatticeArrays | None = None) -> dict[str, np.ndarray]:
     """`stage_tables` for many stages at once: the stages J[k] \\ I[k] (J[k] a strict superset
-    of I[k]; pairs grouped by I), as arrays over the pairs: fb, W, wmem, stash, buffers, link."""
+    of I[k]; pairs grouped by I), as arrays over the pairs: fb, W, wmem, stash, buffers (bytes,
+    float64 as in `stage_tables`), link."""
     a = arrays if arrays is not None else _LatticeArrays(inst, lat)
     fb = lat.work[J] - lat.work[I]
     W = lat.params[J] - lat.params[I]
-    wmem = np.ceil(inst.weight_factor * W.astype(float) - 1e-9).astype(np.int64)
+    wmem = np.ceil(inst.weight_factor * W.astype(float) - 1e-9)
     if inst.saved_by is not None:
         stash = np.empty(len(J), dtype=np.int64)
         for lo, hi in _segments(I):
@@ -144,8 +148,8 @@ def pair_tables(inst: Pipeline, lat: Lattice, I: np.ndarray, J: np.ndarray,
         if a.extra is not None:
             stash = stash + a.extra[J] - a.extra[I]
     out = np.where(lat.size[J] == inst.length, 0, lat.cut[J])
-    buffers = np.where(a.empty[I], 0, a.in_size[I]) + out
-    return {"fb": fb, "W": W, "wmem": wmem, "stash": stash, "buffers": buffers, "link": a.link[I]}
+    buffers = (np.where(a.empty[I], 0, a.in_size[I]) + out).astype(float)
+    return {"fb": fb, "W": W, "wmem": wmem, "stash": stash.astype(float), "buffers": buffers, "link": a.link[I]}
 
 
 def _segments(keys: np.ndarray) -> list[tuple[int, int]]:
@@ -267,7 +271,7 @@ def _relax(G: np.ndarray, next_j: np.ndarray, reps_of: np.ndarray, inst: Pipelin
             n = -(-d // r) if schedule == "1f1b" else -(-m // r)
             rest = GJ[p, d - r]
             if memory:
-                val = np.maximum((fixed[p] + n * t["stash"][p]).astype(float), rest)
+                val = np.maximum(fixed[p] + n * t["stash"][p], rest)
             else:
                 val = np.maximum(base[p], rest)
                 if limit < INF:

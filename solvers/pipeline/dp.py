@@ -57,19 +57,32 @@ def _prefix(inst: Pipeline) -> _Prefix:
 
 
 def stage_arrays(inst: Pipeline, pre: _Prefix, i: int) -> dict[str, np.ndarray]:
-    """For stages [i, j], j = i..L-1: compute time F+B, weights W, weight memory, stash A and
-    buffers Q (see the simulator's docstring)."""
+    """For stages [i, j], j = i..L-1: compute time F+B, weights W (int64), and, in bytes as
+    float64, weight memory, stash A and buffers Q (see the simulator's docstring).
+
+    The byte arrays are floats so that ``wmem + n * stash + buffers`` (`stage_memory`) cannot
+    overflow: the weight factor (up to 1e15) and the in-flight count n (up to 10^6) can take it
+    past int64. Floats hold every integer up to 2^53 exactly, above any budget (at most
+    `units.MAX_BYTES` = 2^50), so comparisons with a budget stay exact; a larger memory is
+    rounded but still above every budget, i.e. infeasible."""
     L = inst.length
     j = np.arange(i, L)
     fb = pre.fb[j + 1] - pre.fb[i]
     W = pre.w[j + 1] - pre.w[i]
-    wmem = np.ceil(inst.weight_factor * W.astype(float) - 1e-9).astype(np.int64)
+    wmem = np.ceil(inst.weight_factor * W.astype(float) - 1e-9)
     in_size = inst.input_of(i)
-    stash = inst.stash(i)
-    out = np.zeros(len(j), dtype=np.int64)
+    stash = np.asarray(inst.stash(i), dtype=float)
+    out = np.zeros(len(j))
     out[:-1] = inst.cut_sizes[i : L - 1]
-    buffers = (in_size if i > 0 else 0) + out
+    buffers = float(in_size if i > 0 else 0) + out
     return {"fb": fb, "W": W, "wmem": wmem, "stash": stash, "buffers": buffers}
+
+
+def stage_memory(arr: dict[str, np.ndarray], n: int | np.ndarray) -> np.ndarray:
+    """Per-device memory M = wmem + n stash + buffers (bytes, float64, never overflowing) of the
+    stages of `stage_arrays` with n micro-batches in flight (an int, or an array broadcasting
+    against the stages)."""
+    return arr["wmem"] + n * arr["stash"] + arr["buffers"]
 
 
 def partition_dp(
@@ -111,11 +124,11 @@ def partition_dp(
                 rest[:-1] = G[i + 1 : L, d - 1] if d > 1 else INF
                 rest[-1] = 0.0 if d == 1 else INF
                 if objective == "memory":
-                    val = np.maximum((arr["wmem"] + n * arr["stash"] + arr["buffers"]).astype(float), rest)
+                    val = np.maximum(stage_memory(arr, n), rest)
                 else:
                     val = np.maximum(base, rest)
                     if limit < INF:
-                        val = np.where(arr["wmem"] + n * arr["stash"] + arr["buffers"] <= limit, val, INF)
+                        val = np.where(stage_memory(arr, n) <= limit, val, INF)
                 k = int(np.argmin(val))
                 G[i, d] = float(val[k])
                 if math.isfinite(G[i, d]):
@@ -124,7 +137,7 @@ def partition_dp(
         for d in range(1, P + 1):
             rs = np.arange(1, d + 1)
             ns = -(-d // rs) if schedule == "1f1b" else -(-m // rs)  # in flight per replica count
-            mem = arr["wmem"][None, :] + ns[:, None] * arr["stash"][None, :] + arr["buffers"][None, :]
+            mem = stage_memory({k: arr[k][None, :] for k in ("wmem", "stash", "buffers")}, ns[:, None])
             # the rest of the chain on d - r devices; the last layer ends the chain
             rest = np.full((len(rs), n_j), INF)
             ok = d - rs >= 1
@@ -132,7 +145,7 @@ def partition_dp(
                 rest[ok, :-1] = G[i + 1 : L, d - rs[ok]].T
             rest[:, -1] = np.where(rs == d, 0.0, INF)
             if objective == "memory":
-                val = np.maximum(mem.astype(float), rest)
+                val = np.maximum(mem, rest)
             else:
                 reps = rs[:, None].astype(float)
                 tau = (arr["fb"][None, :] + ar[None, :] * (reps - 1) / reps) / reps
@@ -188,6 +201,14 @@ def _partition(inst: Pipeline, bounds: list[tuple[int, int, int]], P: int, sched
     return Partition.from_bounds(bounds, schedule=schedule, micro_batches=m, devices=P).evaluated(inst)
 
 
+def _bound(value: float, part: Partition) -> float:
+    """The DP's optimum `value` as a lower bound on the period of `part` (its simulated period):
+    the two are the same number summed in different orders, so the DP's may be above by a
+    rounding; the bound is never above the objective."""
+    assert part.period is not None  # set by Partition.evaluated
+    return min(value, part.period)
+
+
 def solve_pipedream(inst: Pipeline, budget: int, *, devices: int | None = None, schedule: str = "1f1b",
                     micro_batches: int | None = None, replication: bool = False, **_: Any) -> SolveResult:
     """PipeDream's DP: the smallest period ignoring memory; then checked against the budget.
@@ -212,7 +233,8 @@ def solve_pipedream(inst: Pipeline, budget: int, *, devices: int | None = None, 
                            message=f"PipeDream's partition ({part}) needs {part.peak_memory} bytes per device",
                            details={"unconstrained_partition": part.to_json(), "needs": part.peak_memory})
     return SolveResult(problem="pipeline", solver="pipedream", status=OPTIMAL, objective=part.period,
-                       peak_memory=part.peak_memory, lower_bound=value, solve_time_s=elapsed, budget=budget,
+                       peak_memory=part.peak_memory, lower_bound=_bound(value, part), solve_time_s=elapsed,
+                       budget=budget,
                        schedule=part, scope=scope)
 
 
@@ -232,8 +254,8 @@ def solve_madpipe(inst: Pipeline, budget: int, *, devices: int | None = None, sc
     value, bounds = res
     part = _partition(inst, bounds, P, schedule, m)
     return SolveResult(problem="pipeline", solver="madpipe", status=OPTIMAL, objective=part.period,
-                       peak_memory=part.peak_memory, lower_bound=value, solve_time_s=time.perf_counter() - start,
-                       budget=budget, schedule=part, scope=scope)
+                       peak_memory=part.peak_memory, lower_bound=_bound(value, part),
+                       solve_time_s=time.perf_counter() - start, budget=budget, schedule=part, scope=scope)
 
 
-__all__ = ["partition_dp", "min_budget", "solve_pipedream", "solve_madpipe"]
+__all__ = ["partition_dp", "min_budget", "solve_pipedream", "solve_madpipe", "stage_arrays", "stage_memory"]
