@@ -318,14 +318,15 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     "fig_a_chains"), run by the sweep engine exactly as ``memsched sweep`` would (resumable,
     into `output`, default the file's, a folder or one that can be made; `workers` local processes,
     1..512, default 1; `fresh` starts again), or an instance (or instance file), solved here in
-    this process for every budget in `budgets` (a non-empty list, each budget once; a bad one is
-    named by its index, ``budgets[2]``) and solver in `solvers` (default: the problem's default
-    solver), with `slots` (default 500), `time_limit`, `bandwidth`, `devices` and solver options
-    as in `solve`.
+    this process for every budget in `budgets` (a non-empty list, each budget once, however
+    written: "50%" and "50.0%" are one; a bad one is named by its index, ``budgets[2]``) and
+    solver in `solvers` (default: the problem's default solver; each once), with `slots`
+    (default 500), `time_limit`, `bandwidth`, `devices` and solver options as in `solve`.
     Arguments that do not apply to the kind of `target` (budgets for a sweep file, which sets
     its own; output for an instance) are an `InputError`, as are shared arguments with bad
-    values (checked before anything runs, as `solve` does). A solver that rejects the instance
-    gives rows of status "unsupported" (as in the sweep engine)."""
+    values (checked before anything runs, as `solve` does) and option values that no instance
+    takes (``segments=0``). A solver that rejects the instance gives rows of status
+    "unsupported" (as in the sweep engine)."""
     if _is_config(target):
         return _config_sweep(target, output=output, workers=workers, fresh=fresh, budgets=budgets,
                              solvers=solvers, problem=problem, slots=slots, time_limit=time_limit,
@@ -350,8 +351,9 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     devices = _check_devices(problem, devices)
     slots = _check_slots(DEFAULT_SLOTS if slots is None else slots)
     time_limit = _check_time_limit(time_limit)
-    names = _solver_names(problem, solvers or None)
+    names = _sweep_solvers(_solver_names(problem, solvers or None))
     _check_options(problem, names, dict(options, devices=devices) if devices is not None else options)
+    _sweep_option_values(problem, names, options)
     grid = _sweep_budgets(instance, budgets, problem)  # every budget checked before any solve
     reference = reference_peak(instance, problem=problem)
     baseline = baseline_objective(problem, instance)
@@ -392,8 +394,9 @@ def _no_such_target(target: Any) -> None:
 
 def _sweep_budgets(instance: Any, budgets: list[Any], problem: str) -> list[tuple[Any, int]]:
     """(spec, bytes) of each budget of an instance sweep, in order; `InputError` naming the entry
-    (``budgets[2]``) for a bad one, or for one given twice (the same text: a sweep file refuses it,
-    and the table would hold the same rows twice)."""
+    (``budgets[2]``) for a bad one, or for one given twice: the same bytes for this instance, however
+    written ("50%" and "50.0%", "1KiB" and 1024: a sweep file refuses them too, and the table would
+    hold the same rows twice)."""
     grid: list[tuple[Any, int]] = []
     for i, spec in enumerate(budgets):
         try:
@@ -402,11 +405,36 @@ def _sweep_budgets(instance: Any, budgets: list[Any], problem: str) -> list[tupl
             if err.field != "budget" or err.path is not None:
                 raise
             raise InputError(str(err).removeprefix("budget: "), field=f"budgets[{i}]") from None
-        if any(str(spec) == str(earlier) for earlier, _ in grid):
-            raise InputError(f"budget {str(spec)!r} is already in the list; give each budget once",
+        same = [k for k, (_, earlier) in enumerate(grid) if earlier == bytes_]
+        if same:
+            raise InputError(f"budget {str(spec)!r} is already in the list (budgets[{same[0]}] "
+                             f"{str(grid[same[0]][0])!r} is the same {bytes_} bytes); give each budget once",
                              field=f"budgets[{i}]")
         grid.append((spec, bytes_))
     return grid
+
+
+def _sweep_option_values(problem: str, names: Sequence[str], options: dict[str, Any]) -> None:
+    """Option values of an instance sweep that no instance takes (a CP-SAT ``parameters`` name
+    CP-SAT does not know, ``segments=0``) are an `InputError` naming the option before anything
+    runs, by the solvers' own checks (`sweep.config.check_option_value`, as a sweep file is
+    checked), instead of a table of ``unsupported`` rows."""
+    from memsched.experiments.sweep.config import check_option_value
+
+    for name in names:
+        for key, value in options.items():
+            check_option_value(problem, name, key, value)
+
+
+def _sweep_solvers(names: list[str]) -> list[str]:
+    """The solver names of an instance sweep, each once: a name given twice is an `InputError`
+    naming its entry (``solvers[1]``), as a repeated budget is (the table would hold the same rows
+    twice)."""
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise InputError(f"solver {name!r} is already in the list (as solvers[{names.index(name)}]); "
+                             f"give each solver once", field=f"solvers[{i}]")
+    return names
 
 
 def _config_sweep(target: PathLike, *, output: Any, workers: Any, fresh: Any, options: dict[str, Any],

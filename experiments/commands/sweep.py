@@ -61,19 +61,44 @@ def main(args: argparse.Namespace) -> int:
 def _main(args: argparse.Namespace) -> int:
     """`main` with Ctrl-C noted."""
     from memsched.experiments.sweep import find_config, load_config
-    from memsched.experiments.sweep.run import check_output, scheduler_client
+    from memsched.experiments.sweep.run import check_output, scheduler_client, unmade_on_error
 
     config = load_config(find_config(args.config))
     for flag in ("solvers", "update"):
         if getattr(args, flag) and not args.verify:
             raise InputError("only with --verify", field=f"--{flag}")
+    _check_run_only(args)
     out_field = "--output" if args.output else "output"
     if args.verify or args.list:
         check_output(config.output_dir(args.output), out_field, create=False)
         return _verify(config, args) if args.verify else _list(config, args)
-    with scheduler_client(args.scheduler) as client:  # reached (or refused) before anything is made or discarded
-        check_output(config.output_dir(args.output), out_field, create=True)
+    out = config.output_dir(args.output)
+    # the scheduler is reached (or refused) before anything is made or discarded; a folder made here
+    # is removed again when the sweep stops on bad input (an instance that cannot be read) before writing in it
+    with scheduler_client(args.scheduler) as client, unmade_on_error(out):
+        check_output(out, out_field, create=True)
         return _run(config, args, client)
+
+
+#: options that only a run of the sweep uses, with the modes that run nothing (`_check_run_only`)
+_RUN_ONLY = {"fresh": ("list", "verify"), "scheduler": ("list", "verify"), "workers": ("verify",),
+             "reprofile": ("verify",)}
+
+
+def _check_run_only(args: argparse.Namespace) -> None:
+    """Options of a run (`_RUN_ONLY`) are refused with ``--list`` and ``--verify``, which run no
+    cell, rather than ignored (``--list --fresh`` listed the journal's cells as done, as if the
+    journal were not to be discarded): `InputError` naming the option, exit 2, as ``--update``
+    without ``--verify``. ``--list`` keeps ``--reprofile`` (it lists the cells of the instances
+    built again) and accepts ``--workers`` (checked, unused)."""
+    for option, modes in _RUN_ONLY.items():
+        value = getattr(args, option, None)
+        if value is None or value is False:
+            continue
+        for mode in modes:
+            if getattr(args, mode):
+                raise InputError(f"not with --{mode} (it runs no cell); only when the sweep runs",
+                                 field=f"--{option}")
 
 
 def _list(config: Any, args: argparse.Namespace) -> int:

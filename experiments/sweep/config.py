@@ -15,7 +15,7 @@ import memsched.solvers as _solvers_pkg
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.exact.options import MAX_SECONDS
-from memsched.solvers.units import parse_budget
+from memsched.solvers.units import parse_budget, parse_size
 
 from ..commands._checks import MAX_THREADS, MAX_TIME_REPEATS, MAX_WORKERS
 
@@ -257,9 +257,21 @@ def _budgets(v: Any, key: str, bad: Callable[[str, str], InputError], *, require
             raise bad(f"{key}[{j}]", str(err).split(": ", 1)[-1]) from None
         if isinstance(b, (int, float)) and b <= 0:
             raise bad(f"{key}[{j}]", f"must be positive, got {b!r}")
-        if str(b) in (str(a) for a in v[:j]):  # one key for both cells: the table would hold the row twice
-            raise bad(f"{key}[{j}]", f"budget {str(b)!r} is already in the list; give each budget once")
+        same = [k for k, a in enumerate(v[:j]) if budget_identity(a) == budget_identity(b)]
+        if same:  # one cell twice: the table would hold its row twice (under two keys)
+            raise bad(f"{key}[{j}]", f"budget {str(b)!r} is already in the list (as {key}[{same[0]}], "
+                                     f"{str(v[same[0]])!r}); give each budget once")
     return list(v)
+
+
+def budget_identity(budget: int | float | str) -> tuple[str, float]:
+    """What a budget of a sweep file (already checked by `_budgets`) means for every instance:
+    ``("%", percent)`` for a share of the reference peak, ``("B", bytes)`` for bytes or a size,
+    so that ``"50%"`` and ``"50.0%"``, or ``"1KiB"`` and ``1024``, are one budget. (A share and a
+    size can still be the same bytes for one instance: `grid.build_tasks` refuses that.)"""
+    if isinstance(budget, str) and budget.strip().endswith("%"):
+        return "%", float(budget.strip()[:-1])
+    return "B", float(parse_size(budget))
 
 
 def _instance_spec(i: int, entry: Any, bad: Callable[[str, str], InputError]) -> InstanceSpec:
@@ -420,7 +432,8 @@ def _check_solver_options(name: str, options: dict[str, Any], problems: tuple[st
     `_check_default_options`)."""
     from ..commands._checks import option_list, option_type_error, solver_parameters
 
-    params = [solver_parameters(p, name) for p in _problems_of(name, problems)]
+    runs_on = _problems_of(name, problems)
+    params = [solver_parameters(p, name) for p in runs_on]
     for key, value in options.items():
         field = f"{where if key in strict else 'defaults'}.options.{key}"
         kinds = [ps[key] for ps in params if key in ps]
@@ -432,6 +445,45 @@ def _check_solver_options(name: str, options: dict[str, Any], problems: tuple[st
         want = option_type_error(kinds[0], key, value)
         if want is not None:
             raise bad(field, f"must be {want}, got {value!r}")
+        for problem in runs_on:
+            try:
+                check_option_value(problem, name, key, value)
+            except InputError as err:
+                raise bad(field, err.message) from None
+
+
+#: (problem, solver, option) whose values the solver checks before it looks at the instance
+#: (`check_option_value`): a value refused there is refused for every instance
+_INSTANCE_FREE_CHECKS = frozenset({("chain", "cpsat", "parameters"), ("offload", "offload-exact", "parameters"),
+                                   ("chain", "periodic", "segments"), ("offload", "vdnn", "lookahead"),
+                                   ("offload", "offload-prefix", "max_lookahead")})
+
+
+def check_option_value(problem: str, solver: str, key: str, value: Any) -> None:
+    """The part of a solver's check of option `key` that needs no instance, by the solver's own
+    code (what ``memsched solve --option`` meets when it calls the solver): CP-SAT ``parameters``
+    (`exact.cpsat_runner.check_parameters`: names, types, CP-SAT's ranges), periodic's
+    ``segments`` (1..L for a chain of L stages: at least 1 for every chain,
+    `pipeline.interleave.positive_count`), vdnn's ``lookahead`` and offload-prefix's
+    ``max_lookahead`` (`offload.baselines._at_least_one`). A value wrong for every instance is
+    then refused when a sweep file is read (`InputError` of the solver, naming the option) instead
+    of making every cell ``unsupported``; one wrong for some instances only (more segments than a
+    chain's stages) is left to the cells. Values already of the option's type
+    (`option_type_error`); other options are not checked here."""
+    if (problem, solver, key) not in _INSTANCE_FREE_CHECKS:
+        return
+    if key == "parameters":
+        from memsched.solvers.exact.cpsat_runner import check_parameters
+
+        check_parameters(value)
+    elif key == "segments":
+        from memsched.solvers.pipeline.interleave import positive_count
+
+        positive_count(value, key)
+    else:
+        from memsched.solvers.offload.baselines import _at_least_one
+
+        _at_least_one(value, key)
 
 
 def _check_default_options(defaults: dict[str, Any], solvers: list[SolverSpec],

@@ -46,13 +46,20 @@ def canonical(obj: Any) -> str:
 def row_key(sweep: str, loaded: LoadedInstance, budget_spec: str, solver: SolverSpec, repeat: int,
             execute: bool, options: dict[str, Any] | None = None, measure: dict[str, int] | None = None) -> str:
     """A stable id of one cell: changes exactly when a parameter of the run changes, the content
-    hash of its instance file included (two profiles of one network never share a key)."""
+    hash of its instance file included (two profiles of one network never share a key), and what
+    the ``[[instances]]`` entry changes in that file (`instances.instance_overrides`: a `problem`
+    other than the file's own, an offloading host link from its ``bandwidth``), so that a resumed
+    sweep never takes the rows of another problem or link for this cell's. The overrides (like the
+    measurement settings of executed cells) enter the hashed identity only when there are any:
+    entries without them keep the keys that committed tables were written with."""
     ident = {"sweep": sweep, "instance": loaded.label, "source": loaded.source, "hash": loaded.digest,
              "budget": budget_spec,
              "solver": solver.name, "label": solver.label, "slots": solver.slots, "time_limit": solver.time_limit,
              "options": solver.options if options is None else options, "repeat": repeat, "execute": execute}
     if execute and measure:
         ident["measure"] = measure
+    if loaded.overrides:
+        ident["overrides"] = loaded.overrides
     return hashlib.sha1(canonical(ident).encode()).hexdigest()[:16]
 
 
@@ -104,6 +111,7 @@ def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
             if value <= 0:
                 raise InputError(f"budget {spec_text!r} is zero for instance {li.label}", path=str(config.path),
                                  field=f"{bkey}[{j}]")
+            _check_repeat(config, li, budgets, spec_text, value, f"{bkey}[{j}]")
             budgets.append((spec_text, value))
         execute = li.spec.execute if li.spec.execute is not None else config.execute
         # budgets below the reference peak, read from one table of the largest (shared_table)
@@ -123,6 +131,20 @@ def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
                     tasks.append(Task(len(tasks), key, config.name, li, spec_text, value, s, r, execute, options,
                                       measure))
     return tasks
+
+
+def _check_repeat(config: SweepConfig, li: LoadedInstance, budgets: list[tuple[str, int]], spec_text: str,
+                  value: int, field: str) -> None:
+    """Budget `spec_text` (`value` bytes for instance `li`) is none of the earlier `budgets` of
+    its list ((text, bytes) pairs, in order) for this instance: two texts of one budget ("50%" and
+    "1KiB" for a 2 KiB reference peak, or shares that round to the same byte) would run one cell
+    twice under two keys. `InputError` naming the sweep file and `field` (``budgets[j]``)."""
+    for k, (earlier, bytes_) in enumerate(budgets):
+        if bytes_ == value:
+            where = field.rsplit("[", 1)[0]
+            raise InputError(f"budget {spec_text!r} is already in the list for instance {li.label} ({where}[{k}] "
+                             f"{earlier!r} is the same {value} bytes); give each budget once",
+                             path=str(config.path), field=field)
 
 
 def _runs_on(li: LoadedInstance, s: SolverSpec, available: Callable[[str, str], bool],

@@ -31,6 +31,7 @@ class LoadedInstance:
     model: dict[str, Any] | None = None     # zoo name and sizes, for execution
     digest: str | None = None               # content hash of the instance file (`instance_store`)
     stored: str | None = None               # the stored instance file
+    overrides: dict[str, Any] | None = None  # what the entry changes in its file (`instance_overrides`)
 
 
 def resolve_path(text: str, config_path: Path) -> Path:
@@ -55,6 +56,8 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
     model = None
     stored: Stored | None = None
     data: bytes | None = None
+    own_problem: str | None = None  # the problem of the file or generator itself, before the entry's `problem`
+    own_link: tuple[float, float] | None = None  # the host link of an offloading file itself
     if spec.kind == "model":
         _pin_threads(config.measure["threads"])  # profile as the cells execute: same torch threads
         sizes = {k: v for k, v in spec.params.items() if k not in ("model", "repeats", "warmup", "bandwidth")}
@@ -63,6 +66,9 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
     if hit is not None:
         problem, instance = _load_stored(hit, where, p)
         source, label, stored = hit.source, spec.label or hit.label, hit
+        if spec.kind == "generate":
+            own_problem = generator(spec.params["generate"], f"{where}.generate",
+                                    lambda k, m: InputError(m, path=p, field=k))[0]
     elif spec.kind in ("file", "example"):
         if spec.kind == "file":
             path = resolve_path(spec.params["file"], config.path)
@@ -87,6 +93,7 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
             raise InputError(f"cannot load: {err}", path=p, field=key) from None
         source = file_source(path)
         label = spec.label or getattr(instance, "name", None) or path.stem
+        own_problem, own_link = _own_problem_and_link(path, spec)
         data = path.read_bytes()
         if store is not None:
             stored = store.put(spec, data, label=label, problem=problem, source=source,
@@ -99,7 +106,7 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
             instance = func(**kwargs)
         except (TypeError, ValueError, KeyError) as err:
             raise InputError(f"cannot generate: {err}", path=p, field=where) from None
-        problem = spec.problem or problem
+        own_problem, problem = problem, spec.problem or problem
         source = f"{func.__module__}.{func.__name__}({json.dumps(kwargs, sort_keys=True)})"
         label = spec.label or instance.name
     elif spec.problem in ("join", "graph", "offload"):
@@ -131,7 +138,51 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
     baseline = None if problem == "pipeline" else _baseline_objective(instance)
     h = stored.hash if stored is not None else (digest(data) if data is not None else None)
     return LoadedInstance(spec, label, problem, instance, source, _size_of(instance), reference, baseline, model,
-                          h, str(stored.path) if stored is not None else None)
+                          h, str(stored.path) if stored is not None else None,
+                          instance_overrides(spec, problem, instance, own_problem, own_link))
+
+
+def instance_overrides(spec: InstanceSpec, problem: str, instance: Any, own_problem: str | None,
+                       own_link: tuple[float, float] | None) -> dict[str, Any] | None:
+    """What an ``[[instances]]`` entry changes in the instance its file (or generator) gives, for
+    the row key (`grid.row_key`): the content hash covers the file's bytes, not how the entry
+    reads them. ``problem``: the entry's `problem` when it is not the file's own (`own_problem`,
+    detected from the file, or the generator's); ``link``: the host link ``[bandwidth (bytes/s),
+    latency (s)]`` of an offloading instance whose entry gives a ``bandwidth``, when it is not the
+    file's own (`own_link`: None for a chain file). None when the entry changes neither (no
+    ``problem`` or the file's own, no ``bandwidth``), so that such rows keep the keys they had
+    before these overrides counted. (A ``model`` entry's problem and bandwidth are in its
+    ``source``, and a generator's ``bandwidth`` in its arguments.)"""
+    out: dict[str, Any] = {}
+    if spec.kind in ("file", "example", "generate") and spec.problem is not None and spec.problem != own_problem:
+        out["problem"] = problem
+    if spec.kind in ("file", "example") and problem == "offload" and "bandwidth" in spec.params:
+        link = (float(instance.bandwidth), float(instance.latency))
+        if link != own_link:
+            out["link"] = list(link)
+    return out or None
+
+
+def _own_problem_and_link(path: Path, spec: InstanceSpec) -> tuple[str | None, tuple[float, float] | None]:
+    """(problem, host link) of the file at `path` read as it is, for `instance_overrides`; only
+    looked up when the entry overrides one of them (None when it cannot be told: the override then
+    counts). The link is (bandwidth in bytes/s, latency in s) of an offloading file, else None."""
+    if spec.problem is None:
+        return None, None
+    from memsched.solvers.formats import detect_problem
+
+    try:
+        own = detect_problem(path)
+    except InputError:
+        return None, None
+    link = None
+    if own == "offload" and "bandwidth" in spec.params:
+        try:
+            inst = registry.get_problem("offload").load(str(path))
+            link = (float(inst.bandwidth), float(inst.latency))
+        except (InputError, ImportError):
+            link = None
+    return own, link
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from .cell import failed_row, run_task
 from .config import SweepConfig, load_config
 from .grid import Task, build_tasks
 from .instance_store import InstanceStore
-from .lock import SweepLock
+from .lock import LOCK_NAME, SweepLock
 from .pool import WorkerPool
 from .store import Journal, journal_path, read_journal, write_table
 
@@ -146,6 +146,69 @@ def check_output(out: Path, field: str, *, create: bool) -> None:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise InputError(f"cannot make the folder: {err.strerror or err}", path=str(out), field=field) from None
+
+
+def _absent_folders(out: Path) -> list[Path]:
+    """The folders of path `out` (itself, then its parents) that do not exist yet, innermost first."""
+    absent = []
+    for p in (out, *out.parents):
+        if p.exists():
+            break
+        absent.append(p)
+    return absent
+
+
+@contextlib.contextmanager
+def unmade_on_error(out: Path) -> Iterator[None]:
+    """Inside, the output folder `out` (and its parents) may be made (`check_output`); when an
+    exception leaves (bad input found after the folder was made: an instance that cannot be read),
+    the folders that did not exist on entry are removed again if they are empty, innermost first,
+    so that bad input leaves no folder behind. A folder holding anything (a journal, rows, the
+    lock of another sweep) is kept, and one that existed on entry is never removed."""
+    absent = _absent_folders(Path(out))
+    try:
+        yield
+    except BaseException:
+        for p in absent:
+            try:
+                p.rmdir()
+            except OSError:
+                break  # not empty (or gone): keep it and its parents
+        raise
+
+
+@contextlib.contextmanager
+def stored_undone_on_bad_input(folder: Path, lock: Path | None = None) -> Iterator[None]:
+    """Inside, with the output folder locked, instances are read and stored under `folder`
+    (``<output>/instances``, `instance_store`); when an `InputError` leaves (a bad instance: no
+    cell has run, nothing is journaled), what was stored inside is undone: files that were not in
+    `folder` on entry are removed, its ``index.json`` is put back as it was (removed when new), and
+    `folder` itself is removed when it was made inside and is empty. `lock`: the lock file, when
+    this run made it, removed too (while still held, so that no other sweep can take it in
+    between). Files that were there on entry are never removed."""
+    from memsched.solvers.jsonio import write_atomic
+
+    from .instance_store import INDEX
+
+    existed = folder.is_dir()
+    before = {q.name for q in folder.iterdir()} if existed else set()
+    index = folder / INDEX
+    old_index = index.read_bytes() if index.is_file() else None
+    try:
+        yield
+    except InputError:
+        if folder.is_dir():
+            for q in folder.iterdir():
+                if q.name not in before and q.is_file():
+                    q.unlink(missing_ok=True)
+            if old_index is not None and (not index.is_file() or index.read_bytes() != old_index):
+                write_atomic(index, lambda tmp: tmp.write_bytes(old_index))
+            if not existed:
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+        if lock is not None:
+            lock.unlink(missing_ok=True)
+        raise
 
 
 #: seconds that a Dask scheduler given by its address has to answer (`scheduler_client`)
@@ -299,11 +362,13 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
             out_dir = config.output_dir(output)
             if workers is None:
                 workers = config.workers or os.cpu_count() or 1
-            with scheduler_client(scheduler) as client:
+            with scheduler_client(scheduler) as client, unmade_on_error(out_dir):
                 check_output(out_dir, "output", create=True)  # (the command line checks it first, naming its flag)
-                with SweepLock(out_dir, config.name):
+                lock_made = not (out_dir / LOCK_NAME).exists()
+                with SweepLock(out_dir, config.name) as lock:
                     return _run_locked(config, out_dir, client, workers=workers, progress=progress, fresh=fresh,
-                                       isolate=isolate, reprofile=reprofile, on_row=on_row)
+                                       isolate=isolate, reprofile=reprofile, on_row=on_row,
+                                       made=lock.path if lock_made else None)
         except Exception as err:
             if interrupted():  # a Ctrl-C while starting, wrapped by an import (`startup_interrupts`)
                 raise KeyboardInterrupt from err
@@ -311,11 +376,14 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
 
 
 def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int, progress: bool, fresh: bool,
-                isolate: bool, reprofile: bool, on_row: Callable[[dict[str, Any]], None] | None) -> SweepOutcome:
-    """`run_sweep` once the scheduler is reached, the output folder made and locked."""
+                isolate: bool, reprofile: bool, on_row: Callable[[dict[str, Any]], None] | None,
+                made: Path | None = None) -> SweepOutcome:
+    """`run_sweep` once the scheduler is reached, the output folder made and locked (`made`: the
+    lock file, when this run made it)."""
     notes: list[str] = []
     jpath = journal_path(out_dir, config.name)
-    tasks = build_tasks(config, notes=notes, store=InstanceStore(out_dir / "instances", rebuild=reprofile))
+    with stored_undone_on_bad_input(out_dir / "instances", made):
+        tasks = build_tasks(config, notes=notes, store=InstanceStore(out_dir / "instances", rebuild=reprofile))
     if _interrupt_noted():  # a Ctrl-C that an import swallowed (a solver skipped as not importable): stop
         raise KeyboardInterrupt  # before anything is discarded or run
     if fresh and jpath.exists():
