@@ -60,7 +60,20 @@ def straight_only(solver: Callable[..., SolveResult]) -> Callable[..., SolveResu
     return run
 
 
-def stage_flow_model(cand: list[Candidate], T: int, source: int, sink: int, links: list[tuple[int, int]]
+#: model-building loops check the deadline once every this many steps (`tick`)
+CHECK_EVERY = 1024
+
+
+def tick(deadline: Deadline | None, step: int) -> None:
+    """``deadline.check()`` at every `CHECK_EVERY`-th `step` (step 0 included), nothing without a
+    deadline: a model build stops at the time limit by raising `DeadlineExceeded`, which the exact
+    layer answers with status ``timeout`` and the seed's schedule (returned as ``feasible``)."""
+    if deadline is not None and step % CHECK_EVERY == 0:
+        deadline.check()
+
+
+def stage_flow_model(cand: list[Candidate], T: int, source: int, sink: int, links: list[tuple[int, int]],
+                     deadline: Deadline | None = None
                      ) -> tuple[Any, list[Any], Any, list[float], dict[float, int], dict[tuple[int, int], list[Any]]]:
     """The path model shared by the contiguous and the DAG CP-SAT models: one Boolean per candidate
     stage (i, j, t, value); exactly one chosen stage starts at `source`, exactly one ends at `sink`
@@ -68,30 +81,40 @@ def stage_flow_model(cand: list[Candidate], T: int, source: int, sink: int, link
     position t + 1 are as many as those starting at s at position t. The objective variable is the
     rank k of the period among the distinct values, k >= rank(value) * v, with the valid cut
     k >= sum over one position t of rank(value) * v. Returns (model, Booleans, k, the distinct
-    values in increasing order, value -> rank, (i, t) -> the Booleans starting there)."""
+    values in increasing order, value -> rank, (i, t) -> the Booleans starting there). The build
+    checks `deadline` as it goes (`DeadlineExceeded` when it is spent)."""
     from ortools.sat.python import cp_model
 
     values = sorted({c[3] for c in cand})
     rank = {val: k for k, val in enumerate(values)}
     model = cp_model.CpModel()
-    x = [model.new_bool_var(f"v_{i}_{j}_{t}") for i, j, t, _ in cand]
+    x = []
+    for n, (i, j, t, _) in enumerate(cand):
+        tick(deadline, n)
+        x.append(model.new_bool_var(f"v_{i}_{j}_{t}"))
     obj = model.new_int_var(0, len(values) - 1, "period_rank")
     starts: dict[tuple[int, int], list[Any]] = {}
     ends: dict[tuple[int, int], list[Any]] = {}
-    for var, (i, j, t, val) in zip(x, cand):
+    levels: dict[int, list[tuple[Any, int]]] = {}  # position t -> (Boolean, rank) of its candidates of rank > 0
+    for n, (var, (i, j, t, val)) in enumerate(zip(x, cand)):
+        tick(deadline, n)
         starts.setdefault((i, t), []).append(var)
         ends.setdefault((j, t), []).append(var)
         if rank[val] > 0:
             model.add(obj >= rank[val] * var)
+            levels.setdefault(t, []).append((var, rank[val]))
     # one stage at most per position t: the period is at least the value of the stage chosen there
     # (a valid cut that makes the LP relaxation much stronger than the per-stage constraints alone)
     for t in range(1, T + 1):
-        level = [(var, rank[c[3]]) for var, c in zip(x, cand) if c[2] == t and rank[c[3]] > 0]
+        if deadline is not None:
+            deadline.check()
+        level = levels.get(t, [])
         if level:
-            model.add(obj >= sum(r * var for var, r in level))
+            model.add(obj >= cp_model.LinearExpr.weighted_sum([var for var, _ in level], [r for _, r in level]))
     model.add_exactly_one([var for var, c in zip(x, cand) if c[0] == source])
     model.add_exactly_one(ends.get((sink, 1), []))
-    for e, st in links:
+    for n, (e, st) in enumerate(links):
+        tick(deadline, n)
         for t in range(1, T):
             into, out = ends.get((e, t + 1), []), starts.get((st, t), [])
             if into or out:
@@ -148,7 +171,8 @@ def solve_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline:
                 cand.append((i, j, t, float(value[k])))
     if not any(c[0] == 0 for c in cand) or not any(c[2] == 1 for c in cand):
         return _infeasible(inst, budget, P, schedule, m, start, scope)
-    model, v, obj, values, rank, _starts = stage_flow_model(cand, T, 0, L - 1, [(l - 1, l) for l in range(1, L)])
+    model, v, obj, values, rank, _starts = stage_flow_model(cand, T, 0, L - 1, [(l - 1, l) for l in range(1, L)],
+                                                            deadline)
     model.minimize(obj)
     if hint and options.warm_start and seed is not None:
         # the seed's stages (a partition without replicas), at positions counted from the end
@@ -156,7 +180,8 @@ def solve_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline:
         if len(bounds) == len(seed.schedule.stages):
             S = len(bounds)
             dp_chosen = {(a, b, S - k) for k, (a, b) in enumerate(bounds)}
-            for var, (i, j, t, _period) in zip(v, cand):
+            for n, (var, (i, j, t, _period)) in enumerate(zip(v, cand)):
+                tick(deadline, n)
                 model.add_hint(var, (i, j, t) in dp_chosen)
             worst = max((rank[c[3]] for c in cand if (c[0], c[1], c[2]) in dp_chosen), default=0)
             model.add_hint(obj, worst)

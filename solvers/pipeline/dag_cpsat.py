@@ -29,7 +29,7 @@ from ..exact.cpsat_runner import run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
-from .cpsat import bound_value, stage_flow_model, straight_only
+from .cpsat import bound_value, stage_flow_model, straight_only, tick
 from .dag_dp import _scope, dag_partition_dp, lattice_for, stage_tables, to_partition
 from .dp import _defaults
 from .instance import Pipeline
@@ -71,14 +71,15 @@ def solve_dag_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadl
     if not any(c[0] == empty for c in cand) or not any(c[2] == 1 for c in cand):
         return _infeasible(inst, lat, budget, P, schedule, m, start, scope)
     inner = [K for K in range(lat.n) if K not in (empty, full)]
-    model, x, obj, values, rank, starts = stage_flow_model(cand, T, empty, full, [(K, K) for K in inner])
-    for K in inner:
+    model, x, obj, values, rank, starts = stage_flow_model(cand, T, empty, full, [(K, K) for K in inner], deadline)
+    for n, K in enumerate(inner):
+        tick(deadline, n)
         if starts.get((K, T)):  # a stage at position T starting from K needs a predecessor at T + 1
             model.add(sum(starts[(K, T)]) == 0)
     model.minimize(obj)
     hinted = False
     if options.warm_start and seed is not None and seed.schedule is not None:
-        hinted = _hint(model, x, obj, cand, rank, lat, seed)
+        hinted = _hint(model, x, obj, cand, rank, lat, seed, deadline)
     run = run_cpsat(model, deadline, options, hint_feasible=hinted)
     elapsed = time.perf_counter() - start
     if run.status == INFEASIBLE:
@@ -97,8 +98,9 @@ def solve_dag_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadl
 
 
 def _hint(model: Any, x: list[Any], obj: Any, cand: list[tuple[int, int, int, float]], rank: dict[float, int],
-          lat: Any, seed: SolveResult) -> bool:
-    """Hint the seed's DAG partition when its stages are ideals of `lat`; True when hinted."""
+          lat: Any, seed: SolveResult, deadline: Deadline | None = None) -> bool:
+    """Hint the seed's DAG partition when its stages are ideals of `lat`; True when hinted (checks
+    `deadline` as it goes)."""
     index = {mask: k for k, mask in enumerate(lat.masks)}
     layers = seed.schedule.stage_layers()
     if any(s.replicas != 1 for s in seed.schedule.stages):
@@ -113,7 +115,8 @@ def _hint(model: Any, x: list[Any], obj: Any, cand: list[tuple[int, int, int, fl
     keys = {(c[0], c[1], c[2]) for c in cand}
     if not chosen <= keys:
         return False
-    for var, c in zip(x, cand):
+    for n, (var, c) in enumerate(zip(x, cand)):
+        tick(deadline, n)
         model.add_hint(var, (c[0], c[1], c[2]) in chosen)
     model.add_hint(obj, max(rank[c[3]] for c in cand if (c[0], c[1], c[2]) in chosen))
     return True

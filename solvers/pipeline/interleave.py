@@ -9,21 +9,24 @@ stages, its load the sum of the stage times tau_s; the period is the largest loa
 (no transfer between consecutive stages on the same device).
 
 - ``interleave`` (fast, `solve_interleave`): the memory-aware contiguous DP's straight
-  partition, and for S = P + 1 .. ``max_stages`` (default 2P) the time-balanced contiguous cut
-  into at most S stages whose stages are placed largest-time first on the least-loaded device
-  where they fit; the best replayed allocation. ``feasible`` (a heuristic: the problem is
-  NP-hard), never worse than ``madpipe``.
+  partition (at most min(P, ``max_stages``) stages), and for S = P + 1 .. ``max_stages``
+  (default 2P) the time-balanced contiguous cut into at most S stages whose stages are placed
+  largest-time first on the least-loaded device where they fit; the best replayed allocation.
+  ``feasible`` (a heuristic: the problem is NP-hard), never worse than ``madpipe`` (with
+  ``max_stages`` >= P).
 - ``interleave-v`` (DP, `solve_interleave_v`): optimal among straight pipelines and V-shaped
   allocations (2P stages, device k holding stages k and 2P-1-k: the first stage, with the most
   micro-batches in flight, shares its device with the last, which holds one), by the
-  outside-in recurrence of `v_shape_dp` (O(L^4 P); at most MAX_V_LAYERS layers).
+  outside-in recurrence of `v_shape_dp` (O(L^4 P); at most MAX_V_LAYERS layers); with
+  ``max_stages`` below 2P, straight pipelines of at most ``max_stages`` stages only.
 - ``interleave-cpsat`` (exact, `solve_interleave_cpsat`): one Boolean x[i, j, t] per candidate
   stage (layers i..j at position t, t <= max_stages) with the path constraints of
   `solvers.pipeline.cpsat`, one Boolean z[t, p] per position and device (exactly one device per
   used position); device loads and memories are sums of per-position integers enforced by z;
   the link time of position t counts unless positions t + 1 and t share a device. Times are
   integers after `solvers.discretize.integer_costs` (6 significant digits; the scope says when
-  that rounds). Optimal among interleaved allocations with at most ``max_stages`` stages.
+  that rounds). Optimal among interleaved allocations with at most ``max_stages`` stages; its seeds
+  (`FAST`) honour ``max_stages``, and the build checks the deadline (`cpsat.tick`).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from ..exact.cpsat_runner import run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
-from .cpsat import straight_only
+from .cpsat import straight_only, tick
 from .dp import _defaults, _prefix, partition_dp, stage_arrays
 from .instance import Pipeline
 from .schedule import Partition
@@ -102,7 +105,8 @@ def solve_interleave(inst: Pipeline, budget: int, *, devices: int | None = None,
     smax = stage_cap(L, P, max_stages)
     scope = f"interleaved allocations of <= {smax} contiguous stages on <= {P} devices (heuristic)"
     best: Partition | None = None
-    straight = partition_dp(inst, P, budget, schedule=schedule, micro_batches=m)
+    # the straight pipeline has at most min(P, smax) stages: never more than max_stages
+    straight = partition_dp(inst, min(P, smax), budget, schedule=schedule, micro_batches=m)
     if straight is not None:
         best = Partition.from_bounds([(a, b) for a, b, _ in straight[1]], schedule=schedule, micro_batches=m,
                                      devices=P)
@@ -134,7 +138,10 @@ def solve_interleave(inst: Pipeline, budget: int, *, devices: int | None = None,
                        budget=budget, schedule=best, scope=scope)
 
 
-FAST = ("interleave", "interleave-v", "madpipe")
+#: the seeds of `solve_interleave_cpsat`: both honour ``max_stages`` (the exact layer adopts a better
+#: seed, so a seed outside the model's scope would be returned as its answer); `madpipe` is not one:
+#: it ignores ``max_stages``, and `interleave` starts from the same straight DP
+FAST = ("interleave", "interleave-v")
 
 
 @straight_only
@@ -175,17 +182,24 @@ def solve_interleave_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions
     if not any(c[0] == 0 for c in cand) or not any(c[2] == 1 for c in cand):
         return _none(inst, budget, P, schedule, m, start, scope)
     model = cp_model.CpModel()
-    x = [model.new_bool_var("") for _ in cand]
+    x = []
+    for n in range(len(cand)):
+        tick(deadline, n)
+        x.append(model.new_bool_var(""))
     top = sum(tau_i) + max(link_i, default=0) + 1
     period = model.new_int_var(0, top, "period")
     starts: dict[tuple[int, int], list[Any]] = {}
     ends: dict[tuple[int, int], list[Any]] = {}
-    for var, c in zip(x, cand):
+    at_position: dict[int, list[tuple[Any, int]]] = {}  # t -> (Boolean, index in cand) of its candidates
+    for n, (var, c) in enumerate(zip(x, cand)):
+        tick(deadline, n)
         starts.setdefault((c[0], c[2]), []).append(var)
         ends.setdefault((c[1], c[2]), []).append(var)
+        at_position.setdefault(c[2], []).append((var, n))
     model.add_exactly_one([var for var, c in zip(x, cand) if c[0] == 0])
     model.add_exactly_one(ends.get((L - 1, 1), []))
     for l in range(1, L):
+        deadline.check()
         for t in range(1, T):
             into, out = ends.get((l - 1, t + 1), []), starts.get((l, t), [])
             if into or out:
@@ -195,7 +209,8 @@ def solve_interleave_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions
     load: list[list[Any]] = [[] for _ in range(P)]  # per device: its time in each round (CP-SAT vars)
     held: list[list[Any]] = [[] for _ in range(P)]  # per device: its memory in each round
     for t in range(1, T + 1):
-        at = [(var, k) for k, (var, c) in enumerate(zip(x, cand)) if c[2] == t]
+        deadline.check()
+        at = at_position.get(t, [])
         used = sum(var for var, _ in at)
         model.add(sum(z[t]) == used)
         tau_t = sum(tau_i[k] * var for var, k in at)
@@ -327,25 +342,31 @@ def v_shape_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1
 
 
 def solve_interleave_v(inst: Pipeline, budget: int, *, devices: int | None = None, schedule: str = "1f1b",
-                       micro_batches: int | None = None, **_: Any) -> SolveResult:
+                       micro_batches: int | None = None, max_stages: int | None = None, **_: Any) -> SolveResult:
     """The better of the straight memory-aware DP (`madpipe`) and `v_shape_dp`: optimal among
-    straight pipelines and V-shaped allocations on P devices."""
+    straight pipelines and V-shaped allocations on P devices. Never more than ``max_stages``
+    stages (default 2P): straight pipelines of at most that many, and no V shape below 2P."""
     from ..errors import InputError
 
     start = time.perf_counter()
     P, schedule, m = _defaults(devices, schedule, micro_batches)
+    given = positive_count(max_stages, "max_stages")
     if inst.length > MAX_V_LAYERS:
         raise InputError(f"the V-shaped DP handles at most {MAX_V_LAYERS} layers (its tables grow as L^4 P), "
                          f"the instance has {inst.length}", field="layers")
-    scope = f"straight pipelines and V-shaped allocations (device k: stages k and 2P-1-k) on <= {P} devices"
+    with_v = given is None or given >= 2 * P
+    smax = stage_cap(inst.length, P, given)
+    scope = (f"straight pipelines and V-shaped allocations (device k: stages k and 2P-1-k) on <= {P} devices"
+             if with_v else f"straight pipelines of <= {min(P, smax)} stages on <= {P} devices "
+             f"(max_stages {given} < 2P: no V shape)")
     cands: list[Partition] = []
-    straight = partition_dp(inst, P, budget, schedule=schedule, micro_batches=m)
+    straight = partition_dp(inst, min(P, smax), budget, schedule=schedule, micro_batches=m)
     if straight is not None:
         part = Partition.from_bounds([(a, b) for a, b, _ in straight[1]], schedule=schedule, micro_batches=m,
                                      devices=P)
         part.device_of = list(range(len(part.stages)))
         cands.append(part.evaluated(inst))
-    v = v_shape_dp(inst, P, budget, schedule=schedule, micro_batches=m)
+    v = v_shape_dp(inst, P, budget, schedule=schedule, micro_batches=m) if with_v else None
     if v is not None:
         part = Partition.from_bounds(v[1], schedule=schedule, micro_batches=m, devices=P)
         part.device_of = [min(s, 2 * P - 1 - s) for s in range(2 * P)]

@@ -35,19 +35,24 @@ device and the others, matched in sorted order, no more loaded nor fuller, link 
 stages) unless a level holds more than ``max_states`` states that still have two or more stages
 to place (states with Smax - 1 stages have a single completion and are never cut), in which
 case only the ``max_states`` with the smallest largest load are expanded (a beam; status
-``feasible``, the scope says so). Worst case exponential (the problem is
-NP-hard); the tests check it against `interleave-cpsat` and a brute force on small chains.
+``feasible``, the scope says so). A ``time_limit`` stops the DP (checked once per level and every
+`STATES_PER_CHECK` states) with the best of the seeds and of the DP so far (``feasible``).
+Worst case exponential (the problem is NP-hard); the tests check it against `interleave-cpsat`
+and a brute force on small chains.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..errors import InputError, flag
+from ..exact.options import Deadline
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .dp import _defaults, _prefix, stage_arrays
 from .instance import Pipeline
@@ -113,13 +118,36 @@ def _undominated(states: list[_State]) -> list[_State]:
     return out
 
 
+Found = tuple[float, list[tuple[int, int]], list[int]]  # (period, stage bounds, device of each stage)
+
+#: the DP checks its deadline once per level and once every this many states of a level
+STATES_PER_CHECK = 64
+
+
 def interleave_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1f1b",
                   micro_batches: int | None = None, max_stages: int | None = None,
-                  upper: float = math.inf, max_states: int = DEFAULT_MAX_STATES
-                  ) -> tuple[tuple[float, list[tuple[int, int]], list[int]] | None, bool]:
+                  upper: float = math.inf, max_states: int = DEFAULT_MAX_STATES,
+                  deadline: Deadline | None = None) -> tuple[Found | None, bool]:
     """The DP of the module docstring: ((period, stage bounds, device of each stage) of the
     best allocation strictly better than ``upper``, or None when there is none; exact), where
-    ``exact`` is False when a level was cut to ``max_states`` states (then None proves nothing)."""
+    ``exact`` is False when a level was cut to ``max_states`` states or `deadline` was spent
+    (then the best found so far, and None proves nothing)."""
+    found, exact, stopped = _interleave_dp(inst, P, budget, schedule=schedule, micro_batches=micro_batches,
+                                           max_stages=max_stages, upper=upper, max_states=max_states,
+                                           deadline=deadline)
+    return found, exact and not stopped
+
+
+def _spent(deadline: Deadline | None) -> bool:
+    """Whether `deadline` is given and spent."""
+    return deadline is not None and deadline.expired()
+
+
+def _interleave_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str, micro_batches: int | None,
+                   max_stages: int | None, upper: float, max_states: int, deadline: Deadline | None
+                   ) -> tuple[Found | None, bool, bool]:
+    """`interleave_dp`, saying apart why it is not exact: (found, exact: no level was cut to the
+    beam, stopped: `deadline` was spent before the last level, the answer is the best so far)."""
     L = inst.length
     smax = min(L, int(max_stages or 2 * P))
     m = int(micro_batches or 0)
@@ -137,7 +165,11 @@ def interleave_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str =
     exact = True
     best: _State | None = None
     best_val = math.inf
+    stopped = False
     for i in range(L, 0, -1):
+        if _spent(deadline):
+            stopped = True
+            break
         # states with smax - 1 stages have one completion each (the stage [0, i - 1]): cheap,
         # never compared nor cut; the others are cut to the beam past max_states
         closing = [st for st in levels[i].values() if len(st.path) == smax - 1]
@@ -148,7 +180,10 @@ def interleave_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str =
             states.sort(key=lambda s: (max((d[0] for d in s.devices), default=0.0), s.linkmax))
             states = states[:max_states]
         states += closing
-        for st in states:
+        for count, st in enumerate(states):
+            if count % STATES_PER_CHECK == STATES_PER_CHECK - 1 and _spent(deadline):
+                stopped = True
+                break
             t = len(st.path)
             if t >= smax:
                 continue
@@ -211,33 +246,41 @@ def interleave_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str =
                     old = levels[first].get(key)
                     if old is None or lk < old.linkmax:
                         levels[first][key] = new
+        if stopped:
+            break
     if best is None:
-        return None, exact
+        return None, exact, stopped
     stages = list(reversed(best.path))
-    return (best_val, [(a, b) for a, b, _ in stages], [lab for _, _, lab in stages]), exact
+    return (best_val, [(a, b) for a, b, _ in stages], [lab for _, _, lab in stages]), exact, stopped
 
 
 def solve_interleave_dp(inst: Pipeline, budget: int, *, devices: int | None = None, schedule: str = "1f1b",
                         micro_batches: int | None = None, max_stages: int | None = None,
-                        max_states: int | None = None, **_: Any) -> SolveResult:
+                        max_states: int | None = None, time_limit: float | None = None, **_: Any) -> SolveResult:
     """`interleave_dp` seeded with the best of `interleave` (straight DP and heuristic) and, at
-    most `interleave.MAX_V_LAYERS` layers, `interleave-v`; every answer replayed by the simulator."""
+    most `interleave.MAX_V_LAYERS` layers, `interleave-v`; every answer replayed by the simulator.
+    `time_limit` (s, wall clock, None: none) covers the seeds and the DP: `interleave` always runs,
+    `interleave-v` only while time is left, and the DP stops at the limit (checked once per level
+    and every `STATES_PER_CHECK` states), answering the best of the seeds and of the DP so far as
+    ``feasible`` (``timeout`` when there is none), the message saying so."""
     from .interleave import MAX_V_LAYERS, positive_count, solve_interleave, solve_interleave_v, stage_cap
 
     start = time.perf_counter()
+    deadline = Deadline(_seconds(time_limit), start)
     P, schedule, m = _defaults(devices, schedule, micro_batches)
     smax = stage_cap(inst.length, P, max_stages)
     states = positive_count(max_states, "max_states")
     seeds = [solve_interleave(inst, budget, devices=P, schedule=schedule, micro_batches=m, max_stages=smax)]
-    if inst.length <= MAX_V_LAYERS and 2 * P <= smax:
-        seeds.append(solve_interleave_v(inst, budget, devices=P, schedule=schedule, micro_batches=m))
-    found = [s for s in seeds if s.schedule is not None and s.objective is not None]
+    if inst.length <= MAX_V_LAYERS and 2 * P <= smax and not deadline.expired():
+        seeds.append(solve_interleave_v(inst, budget, devices=P, schedule=schedule, micro_batches=m,
+                                        max_stages=smax))
+    found = [s for s in seeds if s.schedule is not None and s.objective is not None
+             and len(s.schedule.stages) <= smax]  # only seeds in the DP's scope
     incumbent = min(found, key=lambda s: float(s.objective or math.inf)) if found else None
     upper = float(incumbent.objective) if incumbent is not None and incumbent.objective is not None else math.inf
-    got, exact = interleave_dp(inst, P, budget, schedule=schedule, micro_batches=m, max_stages=smax, upper=upper,
-                        max_states=states if states is not None else DEFAULT_MAX_STATES)
-    if exact and incumbent is not None and incumbent.schedule is not None:
-        exact = len(incumbent.schedule.stages) <= smax  # the seed must lie in the DP's scope
+    got, exact, stopped = _interleave_dp(inst, P, budget, schedule=schedule, micro_batches=m, max_stages=smax,
+                                         upper=upper, max_states=states if states is not None else DEFAULT_MAX_STATES,
+                                         deadline=deadline)
     best: Partition | None = incumbent.schedule if incumbent is not None else None
     if got is not None:
         part = Partition.from_bounds(got[1], schedule=schedule, micro_batches=m, devices=P)
@@ -247,17 +290,34 @@ def solve_interleave_dp(inst: Pipeline, budget: int, *, devices: int | None = No
             best = part
     scope = (f"interleaved allocations of <= {smax} contiguous stages on <= {P} devices"
              + ("" if exact else f" (beam: levels cut to {int(max_states or DEFAULT_MAX_STATES)} states)"))
+    stop = f"the time limit of {deadline.limit:g} s came before the DP ended" if stopped else ""
+    proven = exact and not stopped
     elapsed = time.perf_counter() - start
     if best is None:
-        return SolveResult(problem="pipeline", solver="interleave-dp", status=INFEASIBLE if exact else TIMEOUT,
-                           budget=budget, min_budget=None, solve_time_s=elapsed, scope=scope,
-                           message=f"no interleaved allocation fits {budget} bytes per device"
-                           + ("" if exact else " found by the beam (not proven)"))
+        why = f"{stop}; none found by then" if stopped else (
+            f"no interleaved allocation fits {budget} bytes per device"
+            + ("" if exact else " found by the beam (not proven)"))
+        return SolveResult(problem="pipeline", solver="interleave-dp", status=INFEASIBLE if proven else TIMEOUT,
+                           budget=budget, min_budget=None, solve_time_s=elapsed, scope=scope, message=why)
     assert best.period is not None
-    return SolveResult(problem="pipeline", solver="interleave-dp", status=OPTIMAL if exact else FEASIBLE,
+    note = f"{stop}: the best of the seeds and of the DP so far (not proven optimal)" if stopped else ""
+    return SolveResult(problem="pipeline", solver="interleave-dp", status=OPTIMAL if proven else FEASIBLE,
                        objective=best.period, peak_memory=best.peak_memory,
-                       lower_bound=best.period if exact else None, solve_time_s=elapsed, budget=budget,
-                       schedule=best, scope=scope)
+                       lower_bound=best.period if proven else None, solve_time_s=elapsed, budget=budget,
+                       schedule=best, scope=scope, message=note)
+
+
+def _seconds(time_limit: Any) -> float | None:
+    """`time_limit` as seconds >= 0 (None: no limit; 0: the DP does not run); `InputError` naming it
+    otherwise."""
+    if time_limit is None:
+        return None
+    seconds = float(time_limit) if isinstance(time_limit, numbers.Real) and not isinstance(time_limit, bool) \
+        else math.nan
+    if not seconds >= 0:  # NaN fails too
+        raise InputError(f"must be a number of seconds >= 0 (None: no limit), got {time_limit!r}",
+                         field=flag("time_limit"))
+    return seconds
 
 
 __all__ = ["DEFAULT_MAX_STATES", "interleave_dp", "solve_interleave_dp"]
