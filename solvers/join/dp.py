@@ -546,14 +546,17 @@ def solve_join_dp(join: Join, budget: int, *, slots: int = 500, time_limit: floa
     most `MAX_CELLS` cells; the scope says which was used). When the sizes rounded up to slots
     leave no schedule, the answer is decided about the real budget (`rounding_retry`); the scope
     says what ran. A one-branch join is the chain problem of its branch and gets rotor's
-    guarantee (`one_branch_never_worse`)."""
+    guarantee (`one_branch_never_worse`). The answer is never slower than the heuristics run
+    with the same `slots` (`heuristics_never_worse`), also when the DP lowered its count."""
     t0 = time.perf_counter()
     budget = int(budget)
     result = _solve_join_dp_slots(join, budget, slots=slots)
-    if result.status == INFEASIBLE and int(result.details.get("slots", 0)):
+    first_slots = int(result.details.get("slots", 0))  # `slots`, lowered to `max_slots`
+    if result.status == INFEASIBLE and first_slots:
         result = rounding_retry(join, budget, result)
     elif join.k == 1:
         result = one_branch_never_worse(join, budget, result)
+    result = heuristics_never_worse(join, budget, result, int(slots))
     if result.status == INFEASIBLE and result.min_budget is None:
         least = least_memory(join)
         result.min_budget = None if least is None else least.budget
@@ -574,12 +577,12 @@ def rounding_retry(join: Join, budget: int, first: SolveResult) -> SolveResult:
     3. ``infeasible`` (about the real budget, ``min_budget`` given) when the budget is below the
        least budget of the class at exact sizes (`least_memory`, no table);
     4. the DP at the finest slot count `max_slots` (when finer than N): its schedule is
-       ``optimal`` for that count;
+       ``optimal`` for that count (unless a heuristic's is faster: `heuristics_never_worse`);
     5. the DP with every size rounded *down* to the finest slots tried (`rounded_down`, a
        relaxation: every schedule of the class that fits the budget fits it): when its optimum
        replays within the budget at exact sizes it is ``optimal`` for the class at exact sizes;
     6. else the least-memory schedule of the class (`least_memory`), ``feasible``, with the
-       relaxation's optimum as ``lower_bound``.
+       relaxation's optimum as ``lower_bound`` (or a heuristic's faster schedule, the same bound).
 
     ``details["slots_tried"]`` lists the slot counts (0: exact sizes)."""
     n = int(first.details["slots"])
@@ -646,6 +649,64 @@ def rounding_retry(join: Join, budget: int, first: SolveResult) -> SolveResult:
                              f"exact sizes need {cells:.3g} table cells, more than {MAX_CELLS:.3g})",
                        message=f"{why} and exact sizes need too large tables; returned the least-memory "
                                "join-persistent schedule, which fits", details=details)
+
+
+#: relative tolerance of the makespan comparison with the heuristics (the same floats summed in another order)
+REL_TOL = 1e-9
+
+
+def proven_at_exact_sizes(result: SolveResult) -> bool:
+    """Whether `result` is ``optimal`` for the class at exact sizes (or among all schedules): the DP
+    at exact sizes (``details["slots"]`` 0), store-all (``lower_bound`` = objective) or the rounded-down
+    relaxation's bound reached (``details["relaxation_bound"]``, `rounding_retry` steps 5 and 6). No
+    heuristic (their schedules are in the class) can then be faster."""
+    if result.status != OPTIMAL or result.objective is None:
+        return False
+    if result.lower_bound is not None and result.lower_bound >= result.objective * (1 - REL_TOL):
+        return True
+    return not int(result.details.get("slots", 0) or 0) or "relaxation_bound" in result.details
+
+
+def fastest_heuristic(join: Join, budget: int, slots: int) -> SolveResult | None:
+    """The fastest schedule of the heuristics (equal, proportional, sequential) run as they run on
+    their own (`slots` slots, their retry with exact sizes or finer slots when the rounding leaves
+    them none: `baselines.with_finer_retry`), or None when none finds one. Makespans are the
+    simulator's at exact sizes."""
+    from .baselines import solve_equal, solve_proportional, solve_sequential
+
+    found = [r for fn in (solve_equal, solve_proportional, solve_sequential)
+             if (r := fn(join, budget, slots=slots)).schedule is not None and r.objective is not None]
+    return min(found, key=lambda r: float(r.objective or 0.0)) if found else None
+
+
+def heuristics_never_worse(join: Join, budget: int, result: SolveResult, slots: int) -> SolveResult:
+    """`result` unless a heuristic (`fastest_heuristic`), run with `slots` (the count asked for, which
+    the DP may have lowered to `max_slots`), has a faster schedule; then that schedule, ``feasible``, the
+    scope naming both. The heuristics' schedules are join-persistent, so the DP at N slots is never
+    slower than theirs at N slots; but a heuristic that the N-slot rounding leaves no schedule
+    retries with exact sizes (or finer slots) and can then be faster than the DP's N-slot optimum
+    or its `rounding_retry` answer (finer slots, least-memory schedule). ``optimal`` for N slots
+    stays only when the returned schedule is the DP's; `lower_bound` stays only when it bounds the
+    class at exact sizes (`rounding_retry`'s relaxation)."""
+    if result.schedule is None or result.objective is None or proven_at_exact_sizes(result):
+        return result
+    best = fastest_heuristic(join, budget, slots)
+    if best is None or best.objective is None or float(best.objective) >= float(result.objective) * (1 - REL_TOL):
+        return result
+    first, target = float(result.objective), float(best.objective)
+    assert best.schedule is not None
+    bound = result.lower_bound if "relaxation_bound" in result.details else None
+    details = {**{k: v for k, v in result.details.items() if k not in ("order", "ending")},
+               "dp_makespan": first, "heuristic": {"solver": best.solver, "makespan": target, **best.details},
+               "recomputations": best.schedule.recomputations()}
+    return SolveResult(problem="join", solver="dp", status=FEASIBLE, objective=target, peak_memory=best.peak_memory,
+                       schedule=best.schedule, budget=budget, min_budget=result.min_budget,
+                       lower_bound=None if bound is None else min(bound, target),
+                       scope=f"the {best.solver} heuristic's schedule ({best.scope}), faster at exact sizes than "
+                             f"the DP's answer ({result.scope}: makespan {first:.6g}); no optimality claim",
+                       message=f"the DP's schedule replays at {first:.6g}, slower than {best.solver}'s ({target:.6g}) "
+                               f"at exact sizes; returned {best.solver}'s schedule",
+                       solve_time_s=result.solve_time_s, details=details)
 
 
 def rounded_down(join: Join, budget: int, slots: int) -> tuple[Join, int]:
