@@ -98,16 +98,32 @@ def parse_positive_budget(text: str | int | float, reference: int | None, *, fie
     raise InputError(f"must be positive, got {text!r}", field=field)
 
 
+#: smallest bandwidth accepted (bytes/s; ``--bandwidth`` and ``host_link.bandwidth`` alike): a byte in about 32 years,
+#: far below any real link, and high enough that every transfer time stays finite
+MIN_BANDWIDTH = 1e-9
+
+
 def parse_bandwidth(text: str | int | float, *, field: str | None = None) -> float:
-    """Bytes per second in `text` ("12GB/s", "25e9", "800MiB/s"); errors name `field` (default:
-    ``--bandwidth`` or ``bandwidth``, `errors.flag`)."""
+    """Bytes per second in `text` ("12GB/s", "25e9", "800MiB/s", "2.7", "0.5"), a float: fractions of a byte per
+    second are kept, as ``host_link.bandwidth`` keeps them in a file, with the file's rule (in `MIN_BANDWIDTH`..
+    `MAX_BYTES`); errors name `field` (default: ``--bandwidth`` or ``bandwidth``, `errors.flag`)."""
     field = field or flag("bandwidth")
-    if isinstance(text, str) and text.strip().lower().endswith("/s"):
-        text = text.strip()[:-2]
-    value = parse_size(text, field=field)
-    if value <= 0:
-        raise InputError("bandwidth must be positive", field=field)
-    return float(value)
+    if isinstance(text, bool):
+        raise InputError(f"not a bandwidth: {text!r}", field=field)
+    if isinstance(text, numbers.Real):
+        value = float(text) if abs(text) <= MAX_BYTES else math.inf  # (float() overflows on huge ints)
+    else:
+        spec = str(text).strip()
+        spec = spec[:-2] if spec.lower().endswith("/s") else spec
+        match = _SIZE.match(spec)
+        if not match or match.group(2).lower() not in _UNITS:
+            raise InputError(f"cannot read {text!r} as a bandwidth (examples: 12GB/s, 25e9, 800MiB/s)", field=field)
+        value = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    if not MIN_BANDWIDTH <= value <= MAX_BYTES:  # NaN fails too
+        shown = short_number(text) if isinstance(text, int) else repr(text)
+        raise InputError(f"bandwidth must be a number of bytes/s in {MIN_BANDWIDTH:g}..{MAX_BYTES}, got {shown}",
+                         field=field)
+    return value
 
 
 def format_bytes(n: float) -> str:

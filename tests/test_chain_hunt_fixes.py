@@ -150,3 +150,11 @@ def test_unknown_milp_backend_names_the_option_as_the_caller():
     assert "error: --option backend: unknown MILP backend 'gurobi'" in res.stderr
     with pytest.raises(InputError, match=r"^backend: unknown MILP backend 'gurobi'"):
         memsched.solve(str(EXAMPLES / "tiny.json"), 22, "milp", backend="gurobi")
+
+
+def test_periodic_refuses_zero_segments_before_solving():
+    """``segments`` counts checkpointed segments: 0 is refused with its range (it solved and failed before)."""
+    res = _cli("solve", str(EXAMPLES / "tiny.json"), "--budget", "90%", "--solver", "periodic",
+               "--option", "segments=0")
+    assert res.returncode == 2
+    assert "error: --option segments: must be an integer in 1..1000000, got 0" in res.stderr

@@ -46,7 +46,9 @@ MAX_COUNT = 10**6
 MAX_INT_OPTION = {"max_states": 10**7}
 #: integer options whose least value is 1, not 0 (counts of things that must exist: the solvers
 #: refuse 0 too, and the message then gives the range they accept)
-MIN_INT_OPTION = {"max_computations": 1, "max_stages": 1, "max_states": 1, "workers": 1}
+MIN_INT_OPTION = {"max_computations": 1, "max_stages": 1, "max_states": 1, "workers": 1,
+                  "grid": 1,  # rotor-offload's relaxed budgets: 0 would try none
+                  "segments": 1}  # periodic checkpointing's segment count
 #: integer options that are sizes in bytes, in 1..`units.MAX_BYTES` (1 PiB), as the solvers check them
 #: (rotor's ``table_budget``: `solvers.chain.dp.check_table_budget`), not counts
 BYTES_OPTIONS = frozenset({"table_budget"})

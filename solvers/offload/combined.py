@@ -23,9 +23,11 @@ from ..chain import reference_peak as store_all_peak
 from ..chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
 from ..chain.schedule import Schedule as ChainSchedule
 from ..chain.simulator import op_cost
+from ..errors import option_field
 from ..registry import solve as registry_solve
 from ..registry import solver_table
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
+from ..units import check_int
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
 from .simulator import simulate
@@ -106,7 +108,8 @@ def add_transfers(inst: OffloadInstance, schedule: ChainSchedule, *, min_ratio: 
 
 def solve_rotor_offload(inst: OffloadInstance, budget: int, *, slots: int = 500, grid: int = 12,
                         min_ratio: float = 2.0, **_: Any) -> SolveResult:
-    """Best (over a grid of relaxed budgets M') checkpoint schedule with transfers that fits.
+    """Best (over a grid of `grid` >= 1 relaxed budgets M', else `InputError`) checkpoint schedule with transfers that
+    fits.
 
     When none fits, the answer is ``infeasible`` with ``min_budget`` None: the grid
     ``linspace(budget, top, grid)`` moves with the budget, so the smallest peak among the schedules
@@ -115,6 +118,7 @@ def solve_rotor_offload(inst: OffloadInstance, budget: int, *, slots: int = 500,
     (`random_offload(4, 22, transfer_ratio=0.3, integer_times=True)` at 20 slots meets 45 and 46
     but not 47): no cheap search finds the smallest. `memsched solve` looks for it by running the
     solver again (docs/cli.md, *Infeasible*)."""
+    grid = check_int(grid, option_field("grid"), low=1)  # 0 relaxed budgets would make a false "infeasible"
     t0 = time.perf_counter()
     names = {n for _, n, _ in solver_table("chain")}
     base = "rotor" if "rotor" in names else "periodic"

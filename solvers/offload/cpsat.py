@@ -3,7 +3,8 @@
 The compute operations run in the store-all order c_0..c_{2L} = F_all(0) .. F_all(L-1), Loss,
 B(L-1) .. B(0); for every tape abar_j (j = 1..L-1; the last one is used at once) the model
 decides whether it travels (o_j), and when the offload and the prefetch run. In ticks of
-1/`scale` time units, with durations rounded up (d_k for compute, T_j for transfers):
+1/`scale` time units, with durations rounded up (d_k for compute, T_j for transfers; a compute op
+lasts at least one tick, even one of no time, and so does a transfer, `duration_ticks`):
 
     e_k = s_k + d_k,                  s_k >= e_{k-1}                        (compute stream)
     so_j >= e(F_all(j-1)),  so_j >= s(F_all(j))                             (tape complete; issued after its reader)
@@ -56,6 +57,44 @@ FAST = ("pofo", "offload-prefix", "vdnn", "none")
 #: come to with a `scale` given as an option: CP-SAT's domains must add up within 64 bits, and
 #: 10^12 ticks is far finer than any timing needs
 MAX_TICKS = 10**12
+#: the most ticks the same durations may come to with the *default* scale: a finer default is made coarser (a power
+#: of ten, `fit_scale`), so that the horizons of the models (which add transfers per phase or per idle gap), times
+#: their variables, stay within CP-SAT's 64-bit domains on any accepted link (1e-20 bytes/s makes 1e23 ms transfers);
+#: far above the ticks of any ordinary instance (about 10^4 per operation), whose scale it leaves alone
+MAX_DEFAULT_TICKS = 10**9
+
+
+def durations_total(inst: OffloadInstance) -> float:
+    """Every operation once and every value sent once (time unit): the measure of `MAX_TICKS`; InputError naming
+    host_link.bandwidth when the link makes it overflow (not finite)."""
+    chain = inst.chain
+    total = chain.total_time() + sum(inst.transfer_time(int(b)) for b in (*chain.x, *chain.xbar[1:]))
+    if not math.isfinite(total * 4 * (chain.length + 1)):
+        raise InputError(f"bandwidth {inst.bandwidth!r} bytes/s makes the transfer times overflow: give a larger "
+                         "bandwidth", field="host_link.bandwidth")
+    return total
+
+
+def fit_scale(inst: OffloadInstance, scale: float) -> float:
+    """The default `scale` (ticks per time unit), or the largest power of ten with which `durations_total` comes to
+    at most `MAX_DEFAULT_TICKS` ticks when it would come to more (then durations are rounded up: not exact)."""
+    total = durations_total(inst)
+    if total * scale <= MAX_DEFAULT_TICKS:
+        return scale
+    return 10.0 ** math.floor(math.log10(MAX_DEFAULT_TICKS / total))
+
+
+def duration_ticks(value: float, scale: float, *, least: int = 0) -> int:
+    """Ticks of a duration of `value` time units: rounded up (`discretize.to_ticks`), at least one tick when it is
+    positive (however short: a zero-tick op or transfer would let the replay run later than the model's pinned
+    starts, or hide its memory from a Cumulative), and at least `least`."""
+    ticks = to_ticks(value, scale)
+    return max(ticks, least, 1 if value > 0 else 0)
+
+
+def ticks_exact(value: float, scale: float, ticks: int) -> bool:
+    """Whether `ticks` is `value` time units exactly (up to float noise), at `scale` ticks per time unit."""
+    return abs(value * scale - ticks) < 1e-9
 
 
 def check_scale(inst: OffloadInstance, *, scale: Any = None, **_: Any) -> None:
@@ -67,8 +106,7 @@ def check_scale(inst: OffloadInstance, *, scale: Any = None, **_: Any) -> None:
     field = option_field("scale")
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
         raise InputError(f"must be a positive finite number of ticks per time unit, got {scale!r}", field=field)
-    chain = inst.chain
-    total = chain.total_time() + sum(inst.transfer_time(int(b)) for b in (*chain.x, *chain.xbar[1:]))
+    total = durations_total(inst)
     if total * scale > MAX_TICKS:
         raise InputError(f"{scale:g} ticks per time unit make the durations {total * scale:.3g} ticks, more than "
                          f"{MAX_TICKS:.0e}: give a smaller scale", field=field)
@@ -85,7 +123,7 @@ def solve_cpsat(inst: OffloadInstance, budget: int, *, options: ExactOptions, de
     L = chain.length
     times = [float(t) for t in (*chain.u_fa, *chain.u_b)] + [inst.transfer_time(int(b)) for b in chain.xbar[1:L]]
     if scale is None:
-        scale, _exact = tick_scale(times)
+        scale = fit_scale(inst, tick_scale(times)[0])
     slots = effective_slots(budget, options.slots)
     size = size_in_slots(budget, slots)
     capacity = discretize_capacity(budget, slots) - size(int(chain.x[0]))
@@ -99,8 +137,10 @@ def solve_cpsat(inst: OffloadInstance, budget: int, *, options: ExactOptions, de
     Bk = {i: 2 * L - i for i in range(L)}
     durations = [float(chain.u_fa[i]) for i in range(L)] + [float(chain.u_b[L])] + \
                 [float(chain.u_b[i]) for i in reversed(range(L))]
-    d = [to_ticks(t, scale) for t in durations]
-    T = {j: to_ticks(inst.transfer_time(int(chain.xbar[j])), scale) for j in range(1, L)}
+    # every compute op lasts at least one tick, even one of no time: the Cumulative charges no zero-length interval
+    # (while the simulator charges an op of no time its output, overhead and inputs); paid transfers too
+    d = [duration_ticks(t, scale, least=1) for t in durations]
+    T = {j: duration_ticks(inst.transfer_time(int(chain.xbar[j])), scale) for j in range(1, L)}
     horizon = sum(d) + 2 * sum(T.values()) + 1
 
     m = cp_model.CpModel()
@@ -188,8 +228,8 @@ def solve_cpsat(inst: OffloadInstance, budget: int, *, options: ExactOptions, de
     timed.sort(key=lambda item: (item[0], item[1]))
     schedule = OffloadSchedule([op for _, _, op in timed], L, [t / scale for t, _, _ in timed])
     sim = simulate(inst, schedule)
-    whole_ticks = all(abs(t * scale - round(t * scale)) < 1e-9 for t in durations) and all(
-        abs(inst.transfer_time(int(chain.xbar[j])) * scale - T[j]) < 1e-9 for j in T)
+    whole_ticks = all(ticks_exact(t, scale, dk) for t, dk in zip(durations, d)) and all(
+        ticks_exact(inst.transfer_time(int(chain.xbar[j])), scale, T[j]) for j in T)
     # the model's bound holds for its scope only (store-all order, no recomputation): a schedule
     # that recomputes can be faster, so it is kept in details and never reported as lower_bound;
     # the exact layer reports the problem's own bound (every operation once, `least`)

@@ -54,13 +54,13 @@ from ortools.sat.python import cp_model
 
 from ..chain.exact_model import Lin, PhaseModel, discretise
 from ..chain.schedule import F_ALL, F_CK, F_N, Bwd, Loss, Op
-from ..discretize import effective_slots, scope_text, tick_scale, to_ticks
+from ..discretize import effective_slots, scope_text, tick_scale
 from ..exact.cpsat_runner import check_first, check_parameters, run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.milp_runner import BackendRun
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
-from .cpsat import check_scale
+from .cpsat import check_scale, duration_ticks, fit_scale, ticks_exact
 from .exact_free_cuts import add_link_bounds, run_edge
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
@@ -120,7 +120,9 @@ class FreeOrderModel:
             self.slots.append(Slot(k, None, len(self.slots)))
         P = len(self.slots)
         d = [self.duration(sl) for sl in self.slots]
-        T = {v: to_ticks(inst.transfer_time(self.real_size(v)), scale) for v in self.values()}
+        # a paid transfer lasts at least one tick (`duration_ticks`): a zero-tick Pre would tie with a later Off of
+        # its value in the schedule's order (a link of 2^50 bytes/s moves a value in far less than a tick)
+        T = {v: duration_ticks(inst.transfer_time(self.real_size(v)), scale) for v in self.values()}
         self.T = T
         horizon = sum(d) + 2 * (L + 1) * sum(T.values()) + 1
         self.horizon = horizon
@@ -128,7 +130,8 @@ class FreeOrderModel:
         self.R: list[Any] = []
         for sl in self.slots:
             self.R.append(1 if sl.j is None else self.lin(pm.run(sl.k, sl.j)))
-        tk = [(to_ticks(float(a), scale), to_ticks(float(n), scale)) for a, n in zip(chain.u_fa, chain.u_fn)]
+        tk = [(duration_ticks(float(a), scale), duration_ticks(float(n), scale))
+              for a, n in zip(chain.u_fa, chain.u_fn)]
         self.e = [self.s[p] + (d[p] if sl.j is None else self.lin(pm.forward_time(sl.k, sl.j, *tk[sl.j])))
                   for p, sl in enumerate(self.slots)]  # slot ends (= start when idle); forwards per mode
         for p in range(P - 1):
@@ -165,8 +168,8 @@ class FreeOrderModel:
         """Ticks of the op of slot `sl` when it runs (a forward: u_f, the larger of its modes)."""
         c = self.inst.chain
         if sl.j is None:
-            return to_ticks(float(c.u_b[sl.k]), self.scale)
-        return to_ticks(float(c.u_f[sl.j]), self.scale)
+            return duration_ticks(float(c.u_b[sl.k]), self.scale)
+        return duration_ticks(float(c.u_f[sl.j]), self.scale)
 
     def resident(self, sl: Slot) -> dict[Value, Lin | int]:
         """The phase model's state before slot `sl` (which values are resident, as 0/1 expressions)."""
@@ -445,8 +448,8 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
     times = [float(t) for t in (*chain.u_fa[:L], *chain.u_fn[:L], *chain.u_b[: L + 1])] + [
         inst.transfer_time(int(b)) for b in (*chain.x[: L + 1], *chain.xbar[1: L + 1])]
     if scale is None:
-        scale = tick_scale(times)[0]
-    whole = all(abs(t * scale - round(t * scale)) < 1e-9 for t in times)
+        scale = fit_scale(inst, tick_scale(times)[0])
+    whole = all(ticks_exact(t, scale, duration_ticks(t, scale)) for t in times)
     slots = effective_slots(budget, options.slots)
     dchain, M = discretise(chain, budget, options.slots)
     scope = scope_of(scale, slots)
@@ -465,7 +468,7 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
                                "workers": options.workers, "link_rows": len(model.link_rows)}
     stage1 = None
     # every schedule runs each F_all(i) and B(i) at least once: sum u_fa + sum u_b (ticks) bounds the makespan
-    floor_ticks = sum(to_ticks(float(t), scale) for t in (*chain.u_fa[:L], *chain.u_b[: L + 1]))
+    floor_ticks = sum(duration_ticks(float(t), scale) for t in (*chain.u_fa[:L], *chain.u_b[: L + 1]))
     if hinted:
         details["warm_start_makespan"], stage1 = complete_hint(model, deadline, options, scale, floor_ticks)
         details.update(model.warm_notes)
@@ -491,8 +494,8 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
         details["solution_stage"] = 1
     schedule = model.schedule(solver)
     sim = simulate(inst, schedule, budget)
-    if not sim.valid:  # pragma: no cover - would be a modelling bug
-        raise RuntimeError(f"offload-exact built an invalid schedule: {sim.violation}")
+    if not sim.valid:  # a modelling bug: the referee's verdict wins, the answer falls back on the seed
+        return _invalid_answer(sim.violation, seed, details, common, run)
     if seed is not None and seed.objective is not None and seed.objective < sim.makespan - 1e-9 * sim.makespan:
         details["model_makespan"] = model_makespan
         answer = seed_answer(seed, details, common, run)
@@ -508,3 +511,20 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
                        lower_bound=details["model_bound"],
                        schedule=schedule, details=details, log=run.log, **common)
 
+
+
+def _invalid_answer(violation: Any, seed: SolveResult | None, details: dict[str, Any], common: dict[str, Any],
+                    run: Any) -> SolveResult:
+    """The answer when the simulator rejects the model's schedule (a modelling bug, never expected): the seed's
+    schedule (``feasible``), else no schedule (``timeout``: nothing proven); never an exception. The message and
+    ``details.model_invalid`` name the violation."""
+    from .exact_free_hint import seed_answer
+
+    details["model_invalid"] = str(violation)
+    note = f"the model's schedule fails the simulator ({violation})"
+    answer = seed_answer(seed, details, common, run)
+    if answer is not None:
+        answer.message = f"{note}; returned {details['solution_from']}'s schedule"
+        return answer
+    return SolveResult(status=TIMEOUT, details=details, log=run.log,
+                       message=f"{note}; no fast solver's schedule to return", **common)

@@ -20,7 +20,7 @@ from typing import Any
 from ..chain.instance import Chain
 from ..errors import InputError
 from ..jsonio import read_json, write_json_atomic
-from ..units import MAX_BYTES
+from ..units import MAX_BYTES, MIN_BANDWIDTH
 
 #: largest latency per transfer accepted (seconds): a day
 MAX_LATENCY = 86400.0
@@ -40,8 +40,8 @@ class OffloadInstance:
         for key, value in (("bandwidth", self.bandwidth), ("latency", self.latency)):
             if isinstance(value, bool) or not isinstance(value, numbers.Real):  # a comparison would be a TypeError
                 raise InputError(f"{key} must be a number, got {value!r}", field=f"host_link.{key}")
-        if not (0 < self.bandwidth <= MAX_BYTES):
-            raise InputError(f"bandwidth must be a positive number of bytes/s (at most {MAX_BYTES}), "
+        if not (MIN_BANDWIDTH <= self.bandwidth <= MAX_BYTES):  # as `units.parse_bandwidth` (--bandwidth)
+            raise InputError(f"bandwidth must be a number of bytes/s in {MIN_BANDWIDTH:g}..{MAX_BYTES}, "
                              f"got {self.bandwidth!r}", field="host_link.bandwidth")
         if not 0 <= self.latency <= MAX_LATENCY:
             raise InputError(f"latency must be a number of seconds in 0..{MAX_LATENCY:g}, got {self.latency!r}",

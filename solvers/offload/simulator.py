@@ -19,8 +19,12 @@ Rules (documented here, next to the code, as the design notes ask):
    allocated when it starts, and v is usable when it ends.
    The host copy stays (host memory is not limited; its peak is reported).
 5. An operation with ``not_before`` t starts no earlier than t.
-6. Memory is swept over time; at equal times releases come before allocations, so a schedule
-   without transfers is charged exactly as by the chain simulator.
+6. Memory is swept over time; at equal times (up to a relative tolerance `TIME_RTOL`, float noise)
+   the releases of operations that started earlier come first, then the operations that start at
+   that time in issue order, each allocating before it releases (a zero-length operation is
+   charged while it "runs", and an Off releases after a zero-length reader of its value has
+   allocated), so a schedule without transfers is charged exactly as by the chain simulator,
+   zero-length operations included.
 
 A violation names the first operation (in issue order) that breaks a logical rule, or, for
 memory, the operation whose allocation first exceeds the budget.
@@ -29,7 +33,7 @@ memory, the operation whose allocation first exceeds the budget.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
 from ..chain.simulator import Violation, op_cost
@@ -74,6 +78,23 @@ class OffloadSimulation:
 
 Value = tuple[str, int]  # ("a", j) | ("abar", j) | ("d", j)
 
+#: times closer than TIME_RTOL * max(1, |t|) (time unit) count as equal in the memory sweep (float noise of sums
+#: of durations and of pinned starts); far below any real duration, so it merges no positive-length operation
+TIME_RTOL = 1e-12
+EARLIER = float("-inf")  # the `since` of a release that comes before every allocation at its time
+
+
+class MemEvent(NamedTuple):
+    """A change of device memory: `delta` bytes at time `t`, caused by op #`pos` (issue order); `since` is the start
+    of the operation that holds the memory up to `t` (t itself for an allocation); `sub` orders one op's events at
+    the same time (0 allocation, 1 release)."""
+
+    t: float
+    since: float
+    delta: int
+    pos: int
+    sub: int
+
 
 def simulate(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | None = None) -> OffloadSimulation:
     """Replay `schedule`; see the module docstring for the rules."""
@@ -86,10 +107,10 @@ def simulate(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | Non
 
     on_device: dict[Value, float] = {("a", 0): 0.0}  # value -> time it is complete on the device
     on_host: dict[Value, float] = {}
-    last_read: dict[Value, float] = {}
+    last_read: dict[Value, tuple[float, float, int]] = {}  # value -> (end, start, position) of its last reader
     freed_at: dict[Value, float] = {}  # when the last device copy of a value was released
     done_backward: set[int] = set()
-    events: list[tuple[float, int, int, int]] = []  # (time, 0 release / 1 allocate, bytes, op position)
+    events: list[MemEvent] = []
     host_events: list[tuple[float, int]] = []
     sim = OffloadSimulation()
     compute_free = transfer_free = issue_floor = 0.0
@@ -121,8 +142,8 @@ def simulate(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | Non
                     end = start + inst.transfer_time(size(v))
                     host_events.append((end, size(v)))
                     on_host[v] = end
-                release = max(end, last_read.get(v, 0.0))
-                events.append((release, 0, -size(v), pos))
+                events.append(_off_release(start, end, pos, -size(v), last_read.get(v)))
+                release = events[-1].t
                 freed_at[v] = release
                 del on_device[v]
             else:
@@ -132,7 +153,7 @@ def simulate(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | Non
                     return fail(pos, op, f"{op.value}_{op.index} is already on the device")
                 start = max(transfer_free, issue_floor, on_host[v], freed_at.get(v, 0.0), schedule.release_time(pos))
                 end = start + inst.transfer_time(size(v))
-                events.append((start, 1, size(v), pos))
+                events.append(MemEvent(start, start, size(v), pos, 0))
                 on_device[v] = end
             transfer_free = end
             issue_floor = start
@@ -167,10 +188,11 @@ def simulate(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | Non
             out_size, overhead, duration = op_cost(chain, kind, i)
         start = max([compute_free, issue_floor, schedule.release_time(pos)] + [on_device[v] for v in needs])
         end = start + duration
-        events.append((start, 1, out_size + overhead, pos))
+        events.append(MemEvent(start, start, out_size + overhead, pos, 0))
         released = overhead
         for v in needs:
-            last_read[v] = max(last_read.get(v, 0.0), end)
+            if v not in last_read or end >= last_read[v][0]:
+                last_read[v] = (end, start, pos)
         on_device[out] = end
         freed: list[Value] = []
         if kind == F_N or kind == LOSS:
@@ -184,7 +206,7 @@ def simulate(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | Non
             released += size(v)
             del on_device[v]
             freed_at[v] = end  # rule 4: a later Pre(v) waits for this release too
-        events.append((end, 0, -released, pos))
+        events.append(MemEvent(end, start, -released, pos, 1))
         compute_free = end
         issue_floor = start
         sim.ops.append(TimedOp(op, "compute", start, end))
@@ -197,18 +219,63 @@ def simulate(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | Non
     return sim
 
 
-def _sweep(sim, events, host_events, budget, schedule, initial, stop_at: int | None = None) -> None:
+def _off_release(start: float, end: float, pos: int, delta: int, reader: tuple[float, float, int] | None) -> MemEvent:
+    """The release (`delta` bytes) of a value's device copy by its Off at `pos` (rule 3): when the copy
+    [start, end) has ended and the last earlier-issued reader (end, start, position) has finished. Released at the
+    reader's end, it is tied to that reader (after its allocation when the reader has zero length); released by the
+    copy, it comes before every allocation at that time (the Off allocates nothing)."""
+    if reader is not None and reader[0] >= end:
+        return MemEvent(reader[0], reader[1], delta, reader[2], 1)
+    return MemEvent(end, EARLIER, delta, pos, 1)
+
+
+def _same_time(a: float, b: float) -> bool:
+    """True when times a <= b are equal up to float noise (`TIME_RTOL`, relative, at least absolute below 1)."""
+    return b - a <= TIME_RTOL * max(1.0, abs(a), abs(b))
+
+
+def _time_classes(events: list[MemEvent]) -> dict[float, int]:
+    """Map every event time and start to the index of its class of equal times (a class spans at most the
+    tolerance from its earliest time)."""
+    classes: dict[float, int] = {}
+    anchor, k = None, -1
+    for t in sorted({e.t for e in events} | {e.since for e in events if e.since != EARLIER}):
+        if anchor is None or not _same_time(anchor, t):
+            anchor, k = t, k + 1
+        classes[t] = k
+    return classes
+
+
+def _sweep_order(events: list[MemEvent]) -> list[MemEvent]:
+    """Events in sweep order (rule 6): by time class; in a class, first the releases of operations that started in an
+    earlier class (by time), then the rest in issue order, each op's allocation before its release."""
+    cls = _time_classes(events)
+
+    def key(e: MemEvent) -> tuple[int, int, float, int]:
+        if e.delta <= 0 and (e.since == EARLIER or cls[e.since] < cls[e.t]):
+            return (cls[e.t], 0, e.t, 0)
+        return (cls[e.t], 1, e.pos, e.sub)
+
+    return sorted(events, key=key)
+
+
+def _sweep(sim: OffloadSimulation, events: list[MemEvent], host_events: list[tuple[float, int]], budget: int | None,
+           schedule: OffloadSchedule, initial: int, stop_at: int | None = None) -> None:
+    """Sweep device memory over `events` (rule 6) into `sim`'s timeline and peak; flag the first allocation over
+    `budget` (one of an op before `stop_at`); host peak from `host_events` (time, bytes)."""
     mem = int(initial)
     peak = mem
     sim.timeline = [(0.0, mem)]
-    # times equal up to float noise count as equal, so that releases still come first
-    for t, _order, delta, pos in sorted(events, key=lambda e: (round(e[0], 9), e[1])):
-        mem += delta
-        sim.timeline.append((t, mem))
+    last_t = 0.0
+    for e in _sweep_order(events):
+        mem += e.delta
+        last_t = max(last_t, e.t)  # monotone despite the tolerance
+        sim.timeline.append((last_t, mem))
         if mem > peak:
             peak = mem
-            if budget is not None and mem > budget and sim.violation is None and (stop_at is None or pos < stop_at):
-                sim.violation = Violation(pos, schedule.ops[pos], f"memory over budget: {mem} > {budget} at t={t:.6g}")
+            if budget is not None and mem > budget and sim.violation is None and (stop_at is None or e.pos < stop_at):
+                sim.violation = Violation(e.pos, schedule.ops[e.pos],
+                                          f"memory over budget: {mem} > {budget} at t={e.t:.6g}")
     sim.peak_memory = peak
     host, host_peak = 0, 0
     for _, delta in sorted(host_events):
