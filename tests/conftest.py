@@ -174,3 +174,18 @@ def captured_run(monkeypatch):
 
     monkeypatch.setattr(memsched.models.run, "run", fake_run)
     return calls
+
+
+def join_replays(join, budget: int, res) -> None:
+    """A join solver's returned schedule (if any) replays in the join simulator within `budget`, with
+    the reported peak and makespan."""
+    import math
+
+    from memsched.solvers.join import simulate
+
+    if res.schedule is None:
+        return
+    sim = simulate(join, res.schedule, budget)
+    assert sim.valid, sim.violation
+    assert sim.peak_memory <= budget and res.peak_memory == sim.peak_memory
+    assert math.isclose(res.objective, sim.makespan, rel_tol=1e-9, abs_tol=1e-9)

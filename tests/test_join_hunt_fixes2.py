@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import math
 
+from conftest import join_replays
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from memsched.solvers import registry
 from memsched.solvers.join import dp as join_dp_module
-from memsched.solvers.join import reference_peak, simulate
+from memsched.solvers.join import reference_peak
 from memsched.solvers.join.astar import enumerate_class
 from memsched.solvers.join.dp import solve_join_dp
 from memsched.solvers.join.generate import random_join
@@ -24,16 +25,6 @@ def _join(lengths: list[int], seed: int, loss_overhead: int):
     """The hunt's instances: integer times, sizes of 300-3000 bytes (budgets of about 10^4 bytes, so
     the DP at exact sizes is too large and the rounding to 10-30 slots often leaves no schedule)."""
     return random_join(lengths, seed, integer_times=True, loss_overhead=loss_overhead, size_range=(300, 3000))
-
-
-def _replays(join, budget: int, res) -> None:
-    """A returned schedule replays in the simulator within the budget with the reported makespan."""
-    if res.schedule is None:
-        return
-    sim = simulate(join, res.schedule, budget)
-    assert sim.valid, sim.violation
-    assert sim.peak_memory <= budget and res.peak_memory == sim.peak_memory
-    assert math.isclose(res.objective, sim.makespan, rel_tol=1e-9, abs_tol=1e-9)
 
 
 def test_finest_slots_retry_is_not_slower_than_sequential():
@@ -49,7 +40,7 @@ def test_finest_slots_retry_is_not_slower_than_sequential():
     assert dp.details["dp_makespan"] == 26.0 and dp.details["heuristic"]["solver"] == "sequential"
     assert dp.details["slots_tried"] == [20, 999] and dp.lower_bound is None
     assert enumerate_class(join, budget)[0] == 23.0
-    _replays(join, budget, dp)
+    join_replays(join, budget, dp)
 
 
 def test_main_path_is_not_slower_than_a_retried_heuristic():
@@ -62,7 +53,7 @@ def test_main_path_is_not_slower_than_a_retried_heuristic():
     assert best == 34.0
     assert dp.status == FEASIBLE and dp.objective <= best, (dp.status, dp.objective)
     assert dp.details["dp_makespan"] == 35.0 and "15-slot discretisation" in dp.scope
-    _replays(join, budget, dp)
+    join_replays(join, budget, dp)
 
 
 def test_least_memory_fallback_is_not_slower_than_sequential(monkeypatch):
@@ -75,7 +66,7 @@ def test_least_memory_fallback_is_not_slower_than_sequential(monkeypatch):
     assert dp.status == FEASIBLE and dp.objective == 22.0, (dp.status, dp.objective, dp.scope)
     assert dp.lower_bound == 21.0 and dp.details["dp_makespan"] == 25.0
     assert "least-memory" in dp.scope and "sequential" in dp.scope
-    _replays(join, budget, dp)
+    join_replays(join, budget, dp)
 
 
 @settings(max_examples=60, deadline=None)
@@ -95,7 +86,7 @@ def test_dp_never_slower_than_heuristics_at_small_slots(lengths, seed, loss_over
     join = _join(lengths, seed, loss_overhead)
     budget = int(reference_peak(join) * frac)
     dp = registry.solve("join", join, "dp", budget, slots=slots)
-    _replays(join, budget, dp)
+    join_replays(join, budget, dp)
     for name in HEURISTICS:
         h = registry.solve("join", join, name, budget, slots=slots)
         if h.schedule is not None:

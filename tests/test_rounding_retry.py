@@ -9,6 +9,7 @@ import math
 import random
 
 import pytest
+from conftest import join_replays
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from memsched.solvers import registry
@@ -22,16 +23,6 @@ from memsched.solvers.offload.generate import random_offload
 from memsched.solvers.result import INFEASIBLE, OPTIMAL
 
 
-def _replays(join, budget: int, res) -> None:
-    """A returned schedule replays in the join simulator, fits, and has the reported makespan."""
-    if res.schedule is None:
-        return
-    sim = simulate(join, res.schedule, budget)
-    assert sim.valid, sim.violation
-    assert sim.peak_memory <= budget and res.peak_memory == sim.peak_memory
-    assert math.isclose(res.objective, sim.makespan, rel_tol=1e-9, abs_tol=1e-9)
-
-
 # ------------------------------------------------------------------ the confirmed cases, default 500 slots
 def test_one_branch_at_default_slots_is_rotor_at_exact_sizes():
     join = random_join([3], 1, size_range=(300, 3000), integer_times=True)
@@ -42,7 +33,7 @@ def test_one_branch_at_default_slots_is_rotor_at_exact_sizes():
         res = registry.solve("join", join, name, budget, **kw)
         assert res.status == OPTIMAL and res.objective == 27.0, (name, res.status, res.message)
         assert "exact sizes" in res.scope and "500" in res.scope, res.scope  # the scope says what ran
-        _replays(join, budget, res)
+        join_replays(join, budget, res)
 
 
 @pytest.mark.parametrize("lengths, seed, budget", [([2, 2], 2, 11476), ([3, 1], 5, 18267), ([3, 1], 5, 18327)])
@@ -55,7 +46,7 @@ def test_two_branches_at_default_slots(lengths, seed, budget):
         assert res.status != INFEASIBLE and res.schedule is not None, (name, res.message)
         assert res.objective >= exact.objective - 1e-9
         assert "slot" in res.scope
-        _replays(join, budget, res)
+        join_replays(join, budget, res)
 
 
 def test_two_branches_proven_infeasible_below_the_band():
@@ -78,7 +69,7 @@ def test_least_memory_schedule_when_the_tables_are_too_coarse():
     res = solve_join_dp(join, 3291)
     assert res.schedule is not None and res.details["slots_tried"] == [500, 924]
     assert "least-memory" in res.scope and "exact sizes" in res.scope
-    _replays(join, 3291, res)
+    join_replays(join, 3291, res)
     assert res.status == OPTIMAL and res.objective == res.details["relaxation_bound"]
 
 
@@ -103,7 +94,7 @@ def test_one_branch_at_coarse_slots_matches_rotor(seed, budget, slots):
     for name in ("dp", "cpsat"):
         res = registry.solve("join", join, name, budget, slots=slots, time_limit=10)
         assert res.status == OPTIMAL and res.objective == chain.objective, (name, res.status, res.message)
-        _replays(join, budget, res)
+        join_replays(join, budget, res)
 
 
 def test_one_branch_min_budget_is_rotors():
@@ -142,7 +133,7 @@ def test_k2_without_affordable_exact_sizes(monkeypatch):
         monkeypatch.setattr(join_dp_module, "MAX_CELLS", 2 * 5 * 12**2)
         for b in budgets:
             res = solve_join_dp(join, b, slots=5)
-            _replays(join, b, res)
+            join_replays(join, b, res)
             if res.status == INFEASIBLE:
                 seen.add("infeasible")
                 assert truth[b].status == INFEASIBLE and res.min_budget == need
@@ -195,11 +186,11 @@ def _never_infeasible_when_one_fits(join, frac: float, slots: int) -> None:
     exact = registry.solve("join", join, "exact", budget, time_limit=10)
     seq = registry.solve("join", join, "sequential", budget, slots=0)
     for ref in (exact, seq):
-        _replays(join, budget, ref)
+        join_replays(join, budget, ref)
     fits = exact.schedule is not None or seq.schedule is not None
     for name, kw in (("dp", {}), ("cpsat", {"time_limit": 10})):
         res = registry.solve("join", join, name, budget, slots=slots, **kw)
-        _replays(join, budget, res)
+        join_replays(join, budget, res)
         if fits:
             assert res.status != INFEASIBLE and res.schedule is not None, (name, budget, slots, res.message)
         if res.status == INFEASIBLE and exact.status == OPTIMAL:  # a completed search found nothing either
