@@ -183,5 +183,6 @@ def test_exact_models_never_above_pofo_on_mode_chains(L, seed, fa_larger, bandwi
         assert sim.valid, (name, sim.violation)
         assert res.objective == pytest.approx(sim.makespan, abs=1e-9)
         assert res.objective <= pofo.objective + 1e-9
-        if res.status == "optimal" and res.details.get("model_makespan") is not None:
+        if res.status == "optimal" and res.details.get("model_makespan") is not None \
+                and "solution_from" not in res.details:  # the model's own schedule (not a seed's) is the answer
             assert res.details["model_makespan"] == pytest.approx(res.objective, abs=1e-9)

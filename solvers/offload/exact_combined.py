@@ -26,7 +26,11 @@ The two-stream model of `solvers.offload.simulator` is solved exactly over the c
    windows [r, sp); gradients delta_i from the start of their producer to the end of
    B(i-1) (delta_0 to the end); overheads o_fa (F_all) / o_fn (F_ck, F_n) / o_b while their op runs.
 4. *Objective*: the end of B(0), in ticks (integer times: durations and transfer times
-   must be whole ticks for the model to be exact; `scale` ticks per time unit).
+   must be whole ticks for the model to be exact; `scale` ticks per time unit). Durations are
+   rounded up; every compute op lasts at least one tick, even one of no time (the Cumulative
+   charges no zero-length interval, the simulator charges such an op its memory), and so does
+   every paid transfer (`offload.cpsat.duration_ticks`). The default tick is the one of
+   `offload.cpsat` (`fit_scale`: coarser when the instance would exceed 10^9 ticks).
 
 The sequences are tried by increasing total compute time (a lower bound of their
 makespan); the search stops when that sum reaches the best makespan found, each CP-SAT call
@@ -34,9 +38,12 @@ asking for a strict improvement. The best solution becomes an `OffloadSchedule` 
 order with every op pinned (``not_before`` = its start), replayed by `simulate`.
 
 **Status**: "optimal" only for the class above, with exact sizes (``slots=0``) and whole-tick
-durations, when every CP-SAT call was proven (optimal or infeasible) and the replay equals the
-model's makespan; otherwise "feasible". Sizes are rounded up to slots when ``slots > 0``
-(the schedule still fits the real budget). Exponential in L: meant for L <= 4 or 5.
+durations (the ticks the model used, so an op of no time, given one tick, is not whole), when
+every CP-SAT call was proven (optimal or infeasible) and the replay equals the model's makespan;
+otherwise "feasible". A model schedule the simulator rejects (a modelling bug) is never raised:
+the answer is the seed's schedule (``feasible``), else ``timeout``, with ``details.model_invalid``.
+Sizes are rounded up to slots when ``slots > 0`` (the schedule still fits the real budget).
+Exponential in L: meant for L <= 4 or 5.
 """
 
 from __future__ import annotations
@@ -48,13 +55,13 @@ from ortools.sat.python import cp_model
 from ..chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Bwd, F_all, F_ck, F_n, Loss, Op
 from ..chain.simulator import op_cost
 from ..discretize import capacity as discretize_capacity
-from ..discretize import effective_slots, scope_text, size_in_slots, tick_scale, to_ticks
+from ..discretize import effective_slots, scope_text, size_in_slots, tick_scale
 from ..errors import InputError
 from ..exact.cpsat_runner import check_first, run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
-from .cpsat import check_scale
+from .cpsat import check_scale, duration_ticks, fit_scale, ticks_exact
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
 from .simulator import simulate
@@ -63,6 +70,27 @@ from .simulator import simulate
 MAX_LENGTH = 6
 
 Value = tuple[str, int]
+
+
+def op_ticks(chain: Any, kind: str, i: int, scale: float) -> int:
+    """Ticks of compute op `kind`(i) (per-mode time, as the simulator), rounded up and at least one."""
+    return duration_ticks(op_cost(chain, kind, i)[2], scale, least=1)
+
+
+def transfer_ticks(inst: OffloadInstance, size: int, scale: float) -> int:
+    """Ticks of a paid transfer of `size` bytes, rounded up; at least one when it takes any time."""
+    return duration_ticks(inst.transfer_time(size), scale)
+
+
+def whole_ticks(inst: OffloadInstance, scale: float) -> bool:
+    """Whether every duration the model uses (compute ops per mode, transfers of every a_j, abar_j) is its
+    tick count exactly (`op_ticks`, `transfer_ticks`): an op of no time, given one tick, is not."""
+    chain = inst.chain
+    L = chain.length
+    computes = [float(t) for t in (*chain.u_fa[:L], *chain.u_fn[:L], *chain.u_b[: L + 1])]
+    sizes = [int(b) for b in (*chain.x[: L + 1], *chain.xbar[1: L + 1])]
+    return all(ticks_exact(t, scale, duration_ticks(t, scale, least=1)) for t in computes) and all(
+        ticks_exact(inst.transfer_time(b), scale, transfer_ticks(inst, b, scale)) for b in sizes)
 
 
 def phase_sequences(L: int, deadline: Deadline | None = None) -> list[list[Op]]:
@@ -154,12 +182,11 @@ class _Model:
         chain = inst.chain
         L = chain.length
         self.ops = ops
+        self.L, self.scale = L, scale
         n = len(ops)
-        d = []
-        for kind, i in ops:
-            d.append(to_ticks(op_cost(chain, kind, i)[2], scale))  # per-mode forward times, as the simulator
-        T = {("a", j): to_ticks(inst.transfer_time(int(chain.x[j])), scale) for j in range(L + 1)}
-        T.update({("abar", j): to_ticks(inst.transfer_time(int(chain.xbar[j])), scale) for j in range(1, L + 1)})
+        d = [op_ticks(chain, kind, i, scale) for kind, i in ops]  # per-mode forward times, as the simulator
+        T = {("a", j): transfer_ticks(inst, int(chain.x[j]), scale) for j in range(L + 1)}
+        T.update({("abar", j): transfer_ticks(inst, int(chain.xbar[j]), scale) for j in range(1, L + 1)})
         real = {("a", j): int(chain.x[j]) for j in range(L + 1)}
         real.update({("abar", j): int(chain.xbar[j]) for j in range(1, L + 1)})
         lives, grads = lifetimes(L, ops)
@@ -272,6 +299,20 @@ class _Model:
             m.add(e[n - 1] <= cutoff)
         m.minimize(e[n - 1])
 
+    def schedule(self, solver: cp_model.CpSolver) -> OffloadSchedule:
+        """The solution as an `OffloadSchedule` in start-time order, every op pinned (``not_before`` = its start,
+        in time units); at equal ticks compute ops first, then Offs (free ones first), then Pres."""
+        timed: list[tuple[int, int, int, int, Op | Transfer]] = []
+        for k, op in enumerate(self.ops):
+            timed.append((solver.value(self.s[k]), 0, 0, k, op))
+        for n, (o, so, sp, v) in enumerate(self.transfers):
+            if solver.value(o):
+                t_off, t_pre = solver.value(so), solver.value(sp)
+                timed.append((t_off, 1, 0 if _is_free(self, solver, n) else 1, n, Off(*v)))
+                timed.append((t_pre, 2, 0, n, Pre(*v)))
+        timed.sort(key=lambda item: item[:4])
+        return OffloadSchedule([item[4] for item in timed], self.L, [item[0] / self.scale for item in timed])
+
 
 #: the offloading problem's fast solvers: they seed and referee the exact model
 FAST = ("pofo", "rotor-offload", "remat-only", "offload-prefix", "vdnn", "none")
@@ -295,8 +336,8 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOp
     times = [float(t) for t in (*chain.u_fa, *chain.u_fn, *chain.u_b)] + [
         inst.transfer_time(int(b)) for b in (*chain.x[: L + 1], *chain.xbar[1: L + 1])]
     if scale is None:
-        scale = tick_scale(times, max_ticks=1000)[0]
-    exact_ticks = slots == 0 and all(abs(t * scale - round(t * scale)) < 1e-9 for t in times)
+        scale = fit_scale(inst, tick_scale(times, max_ticks=1000)[0])
+    exact_ticks = slots == 0 and whole_ticks(inst, scale)
     size = size_in_slots(budget, slots)
     capacity = discretize_capacity(budget, slots)
     scope = ("phase-form compute sequences (each stage at most once per phase) with at most one Off/Pre pair "
@@ -306,7 +347,7 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOp
     seqs = phase_sequences(L, deadline)
 
     def compute_ticks(ops: list[Op]) -> int:
-        return sum(to_ticks(op_cost(chain, k, i)[2], scale) for k, i in ops)
+        return sum(op_ticks(chain, k, i, scale) for k, i in ops)
 
     def op_floor(ops: list[Op]) -> int:
         """The most any op needs on the device whatever travels: what it reads, what it
@@ -368,27 +409,34 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOp
         return SolveResult(status=TIMEOUT, details=details,
                            message="no schedule within the time limit", **common)
     obj, ops, solver, model = best
-    timed: list[tuple[int, int, int, int, Op | Transfer]] = []
-    for k, op in enumerate(ops):
-        timed.append((solver.value(model.s[k]), 0, 0, k, op))
-    for n, (o, so, sp, v) in enumerate(model.transfers):
-        if solver.value(o):
-            t_off, t_pre = solver.value(so), solver.value(sp)
-            timed.append((t_off, 1, 0 if _is_free(model, solver, n) else 1, n, Off(*v)))
-            timed.append((t_pre, 2, 0, n, Pre(*v)))
-    timed.sort(key=lambda item: item[:4])
-    schedule = OffloadSchedule([item[4] for item in timed], L, [item[0] / scale for item in timed])
+    schedule = model.schedule(solver)
     sim = simulate(inst, schedule, budget)
     model_makespan = obj / scale
     details.update({"model_makespan": model_makespan, "transfers": len(schedule.transfers()),
                     "host_peak": sim.host_peak})
-    if not sim.valid:  # pragma: no cover - would be a modelling bug
-        raise RuntimeError(f"exact-combined built an invalid schedule: {sim.violation}")
+    if not sim.valid:  # a modelling bug: the simulator's verdict wins, the answer falls back on the seed
+        return _invalid_answer(sim.violation, seed, details, common)
     agrees = abs(sim.makespan - model_makespan) <= 1e-9 * max(1.0, model_makespan)
     optimal = proven and exact_ticks and agrees
     return SolveResult(status=OPTIMAL if optimal else FEASIBLE, objective=sim.makespan,
                        peak_memory=sim.peak_memory, lower_bound=model_makespan if (proven and exact_ticks) else None,
                        schedule=schedule, details=details, **common)
+
+
+def _invalid_answer(violation: Any, seed: SolveResult | None, details: dict[str, Any], common: dict[str, Any]
+                    ) -> SolveResult:
+    """The answer when the simulator rejects the model's schedule (never expected): the seed's schedule
+    (``feasible``), else no schedule (``timeout``: nothing proven); never an exception. The message and
+    ``details.model_invalid`` name the violation (as offload-exact's)."""
+    details["model_invalid"] = str(violation)
+    note = f"the model's schedule fails the simulator ({violation})"
+    if seed is None or seed.schedule is None or seed.objective is None:
+        return SolveResult(status=TIMEOUT, details=details,
+                           message=f"{note}; no fast solver's schedule to return", **common)
+    details["solution_from"] = f"{seed.solver} (exact sizes)" if seed.details.get("slots") == 0 else seed.solver
+    return SolveResult(status=FEASIBLE, objective=seed.objective, peak_memory=seed.peak_memory, lower_bound=None,
+                       schedule=seed.schedule, details=details,
+                       message=f"{note}; returned {details['solution_from']}'s schedule", **common)
 
 
 def _is_free(model: _Model, solver: cp_model.CpSolver, n: int) -> bool:
