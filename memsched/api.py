@@ -248,7 +248,7 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
     time_limit = _check_time_limit(time_limit)
     _check_bool(progress, "progress")
     bytes_ = _budget(instance, budget, problem)
-    names = _solver_names(problem, solver)
+    names = _each_once(_solver_names(problem, solver), "solver")
     _check_options(problem, names, options)
 
     def one(name: str) -> Result:
@@ -351,7 +351,7 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     devices = _check_devices(problem, devices)
     slots = _check_slots(DEFAULT_SLOTS if slots is None else slots)
     time_limit = _check_time_limit(time_limit)
-    names = _sweep_solvers(_solver_names(problem, solvers or None))
+    names = _each_once(_solver_names(problem, solvers or None), "solvers")
     _check_options(problem, names, dict(options, devices=devices) if devices is not None else options)
     _sweep_option_values(problem, names, options)
     grid = _sweep_budgets(instance, budgets, problem)  # every budget checked before any solve
@@ -426,14 +426,14 @@ def _sweep_option_values(problem: str, names: Sequence[str], options: dict[str, 
             check_option_value(problem, name, key, value)
 
 
-def _sweep_solvers(names: list[str]) -> list[str]:
-    """The solver names of an instance sweep, each once: a name given twice is an `InputError`
-    naming its entry (``solvers[1]``), as a repeated budget is (the table would hold the same rows
-    twice)."""
+def _each_once(names: list[str], field: str) -> list[str]:
+    """Solver names, each once: a name given twice is an `InputError` naming its entry
+    (``solvers[1]``), as a repeated budget is (a sweep's table, or a comparison, would hold the
+    same rows twice)."""
     for i, name in enumerate(names):
         if name in names[:i]:
-            raise InputError(f"solver {name!r} is already in the list (as solvers[{names.index(name)}]); "
-                             f"give each solver once", field=f"solvers[{i}]")
+            raise InputError(f"solver {name!r} is already in the list (as {field}[{names.index(name)}]); "
+                             f"give each solver once", field=f"{field}[{i}]")
     return names
 
 

@@ -173,3 +173,12 @@ def test_run_only_options_are_refused_with_list_and_verify(cli, tmp_path, argv, 
 def test_list_keeps_reprofile_and_workers(cli, tmp_path):
     cfg = write(tmp_path, sweep_toml("s", budgets=["50%"], instances=[{"file": TINY}], solvers=["rotor"]))
     assert cli("sweep", cfg, "--output", tmp_path / "out", "--list", "--reprofile", "--workers", "2").code == 0
+
+
+def test_a_comparison_refuses_a_repeated_solver():
+    """`memsched.solve(..., solver=[...])` compares each solver once, as `memsched.sweep` does."""
+    import memsched
+
+    with pytest.raises(memsched.InputError) as err:
+        memsched.solve(str(TINY), "90%", solver=["rotor", "periodic", "rotor"])
+    assert err.value.field == "solver[2]" and "already in the list (as solver[0])" in str(err.value)
