@@ -3,8 +3,9 @@ at one budget), `SweepResult` (a grid of rows) and `RunResult` (a real execution
 
 Each has ``.to_pandas()`` (a DataFrame), ``.plot()`` (a matplotlib figure made without pyplot,
 shown inline by Jupyter) and ``_repr_html_`` (Jupyter's rich display: status, makespan,
-peak, bound, and the memory timeline inline as a PNG). Sizes are bytes, times the instance's
-unit (ms for profiled chains); the makespan of a pipeline is its period (time per
+peak, bound, and the memory timeline inline as a PNG). Sizes and times are in the instance's
+units: bytes (unless its ``meta["units"]["memory"]`` says e.g. KiB; the rich display converts) and
+ms for profiled chains; the makespan of a pipeline is its period (time per
 micro-batch in steady state). pandas and matplotlib are imported on use.
 """
 
@@ -15,11 +16,12 @@ import html
 import io
 import math
 import numbers
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
 from memsched.solvers.errors import InputError
+from memsched.solvers.units import MEMORY_UNIT_BYTES
 
 #: Columns of `Result.row` (and of the facade's sweep rows), in table order.
 ROW_COLUMNS = ("instance", "problem", "solver", "status", "objective", "objective_name", "peak_memory", "budget",
@@ -36,6 +38,31 @@ def _gb(n: float | None) -> str:
     return f"{int(n)} B"
 
 
+
+
+def _memory_unit(instance: Any) -> str | None:
+    """The instance's memory unit (``meta["units"]["memory"]``, e.g. "KiB" or "MB"), or None (bytes)."""
+    meta = getattr(instance, "meta", None)
+    units = meta.get("units") if isinstance(meta, dict) else None
+    unit = units.get("memory") if isinstance(units, dict) else None
+    return str(unit) if unit else None
+
+
+def _size(n: float | None, unit: str | None, *, raw: bool = True) -> str:
+    """A size `n` in the instance's memory `unit` (None: bytes) for tables: in binary units, as the
+    figure scales it, then (`raw`) the number as the instance states it ("40.5 KiB (41503 B)" for bytes;
+    "39.8 MiB (40768 KiB)" for a file in KiB). A unit that is not a byte unit is shown as is."""
+    if n is None:
+        return "–"
+    base = MEMORY_UNIT_BYTES.get(unit.strip().lower()) if unit else 1
+    if base is None:
+        return f"{_num(n)} {unit}"
+    text = _gb(n * base)
+    if not raw:
+        return text
+    return f"{text} ({n} {'B' if base == 1 else unit})"
+
+
 def _num(v: float | None, digits: int = 6) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "–"
@@ -48,6 +75,15 @@ def _png(fig: Any, dpi: int = 72) -> str:
     fig.savefig(buf, format="png", dpi=dpi)
     data = base64.b64encode(buf.getvalue()).decode("ascii")
     return f'<img src="data:image/png;base64,{data}" style="max-width:100%"/>'
+
+
+def _figure_or_note(draw: Callable[[], Any]) -> str:
+    """The <img> of the figure `draw()` makes, or, when it cannot be drawn (an `InputError`, e.g. a
+    replicated pipeline stage), a one-line note saying why: the rich display never raises."""
+    try:
+        return _png(draw())
+    except InputError as e:
+        return f"<p><i>no figure: {html.escape(str(e))}</i></p>"
 
 
 def _table(pairs: Sequence[tuple[str, str]]) -> str:
@@ -142,7 +178,9 @@ class Result:
 
     @property
     def period(self) -> float | None:
-        """The pipeline period (seconds per mini-batch) of the replayed schedule, or None."""
+        """The pipeline period of the replayed schedule (time per micro-batch in steady state, in the
+        instance's time unit, not seconds: ms for profiled chains; a pipeline's ``time_unit`` is that unit in
+        seconds), or None."""
         return self.raw.objective
 
     @property
@@ -207,20 +245,22 @@ class Result:
         return self.schedule
 
     def summary(self) -> list[tuple[str, str]]:
-        """(field, text) pairs for the rich display."""
+        """(field, text) pairs for the rich display; sizes in binary units converted from the
+        instance's memory unit (``meta["units"]["memory"]``: bytes unless it says e.g. KiB or MB),
+        then as the instance states them."""
         pairs = [("instance", f"{self.name} ({self.problem})"), ("solver", self.solver), ("status", self.status)]
         if self.scope:
             pairs.append(("scope", self.scope))
+        unit = _memory_unit(self.instance)
         if self.found:
-            pairs += [(self.objective_name, _num(self.objective)),
-                      ("peak memory", f"{_gb(self.peak_memory)} ({self.peak_memory} B)")]
+            pairs += [(self.objective_name, _num(self.objective)), ("peak memory", _size(self.peak_memory, unit))]
         if self.budget is not None:
-            pairs.append(("budget", f"{_gb(self.budget)} ({self.budget} B)"))
+            pairs.append(("budget", _size(self.budget, unit)))
         pairs.append(("lower bound", _num(self.lower_bound)))
         if self.gap is not None:
             pairs.append(("gap", f"{100 * self.gap:.2f} %"))
         if self.min_budget is not None and not self.found:
-            pairs.append(("smallest feasible budget", _gb(self.min_budget)))
+            pairs.append(("smallest feasible budget", _size(self.min_budget, unit, raw=False)))
         pairs.append(("solve time", f"{self.solve_time_s:.3f} s"))
         if self.message:
             pairs.append(("message", self.message))
@@ -229,7 +269,7 @@ class Result:
     def _repr_html_(self) -> str:
         out = _table(self.summary())
         if self.schedule is not None:
-            out += _png(self.plot(figsize=(8.0, 4.2)))
+            out += _figure_or_note(lambda: self.plot(figsize=(8.0, 4.2)))
         return f"<div>{out}</div>"
 
     def __repr__(self) -> str:
@@ -303,7 +343,7 @@ class Comparison:
                                   "ratio_to_best"]]
         out = frame.to_html(index=False, float_format=lambda v: f"{v:.6g}", na_rep="–")
         if any(r.found for r in self.results):
-            out += _png(self.plot())
+            out += _figure_or_note(self.plot)
         return f"<div>{out}</div>"
 
     def __repr__(self) -> str:
@@ -404,6 +444,28 @@ class SweepResult:
         return f"<SweepResult {self.source}: {len(self.rows)} rows>"
 
 
+_PREDICTED, _MEASURED = "#4f9bd9", "#2f9e44"
+
+
+def _bars(ax: Any, values: Sequence[float | None], label: str, scale: float = 1.0) -> None:
+    """Predicted beside measured on one axis (both in the unit `label` names, after dividing by `scale`)."""
+    ax.bar(["predicted", "measured"], [(v or 0) / scale for v in values], color=[_PREDICTED, _MEASURED])
+    ax.set_ylabel(label)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def _bars_two_units(ax: Any, predicted: float | None, unit: str, measured_ms: float | None) -> None:
+    """The predicted makespan (in `unit`, e.g. MFLOP) and the measured time (ms) are not one quantity:
+    each bar gets its own y axis, labelled with its unit (predicted left, measured right)."""
+    ax.bar([f"predicted ({unit})"], [predicted or 0], color=_PREDICTED)
+    ax.set_ylabel(f"predicted makespan ({unit})", color=_PREDICTED)
+    ax.tick_params(axis="y", labelcolor=_PREDICTED)
+    twin = ax.twinx()
+    twin.bar(["measured (ms)"], [measured_ms or 0], color=_MEASURED)
+    twin.set_ylabel("measured time (ms)", color=_MEASURED)
+    twin.tick_params(axis="y", labelcolor=_MEASURED)
+
+
 class RunResult:
     """A schedule executed for real (`memsched.run`): the dictionary ``memsched run --json``
     prints (model, budget, solver, status, predicted {makespan, peak_memory}, measured {time,
@@ -439,20 +501,30 @@ class RunResult:
 
     def plot(self, *, title: str | None = None, figsize: tuple[float, float] = (7.0, 3.0), **unknown: Any) -> Any:
         """Predicted (simulator) beside measured: step time and peak memory (`title`, `figsize` as
-        in `Result.plot`; another keyword argument is an `InputError`)."""
+        in `Result.plot`; another keyword argument is an `InputError`). A predicted makespan not in ms
+        (`predicted_time_unit`, e.g. MFLOP for a graph exported with ``--cost flops``) is not drawn on
+        the measured ms scale: each time bar gets its own y axis labelled with its unit."""
         _check_plot("RunResult.plot", ("title", "figsize"), unknown, title, figsize)
         fig = _figure(figsize)
         axes = fig.subplots(1, 2)
         pred, meas = self.data.get("predicted") or {}, self.data.get("measured") or {}
-        panels = (("makespan", "time", "time (ms)", 1.0), ("peak_memory", "peak_memory", "peak memory (MiB)", 2**20))
-        for ax, (p_key, m_key, label, scale) in zip(axes, panels):
-            values = [pred.get(p_key), meas.get(m_key)]
-            ax.bar(["predicted", "measured"], [(v or 0) / scale for v in values], color=["#4f9bd9", "#2f9e44"])
-            ax.set_ylabel(label)
-            ax.grid(axis="y", alpha=0.3)
+        unit = self.predicted_time_unit
+        if unit == "ms":
+            _bars(axes[0], [pred.get("makespan"), meas.get("time")], "time (ms)")
+        else:
+            _bars_two_units(axes[0], pred.get("makespan"), unit, meas.get("time"))
+        _bars(axes[1], [pred.get("peak_memory"), meas.get("peak_memory")], "peak memory (MiB)", 2**20)
         fig.suptitle(title or f"{self.data.get('model')} — {self.data.get('solver')} on {self.data.get('device')}",
                      fontsize=10)
         return fig
+
+    @property
+    def predicted_time_unit(self) -> str:
+        """The unit of the predicted makespan: the instance's time unit (``data["units"]["time"]``;
+        "ms" when the run does not record one, as for profiled chains). The measured time is in ms."""
+        units = self.data.get("units")
+        unit = units.get("time") if isinstance(units, dict) else None
+        return str(unit) if unit else "ms"
 
     def _repr_html_(self) -> str:
         out = _table([(k, _num(v) if isinstance(v, float) else str(v)) for k, v in self.row().items()])

@@ -24,6 +24,10 @@ _UNITS = {
 }
 #: largest size, budget or bandwidth accepted (bytes; bytes/s): 1 PiB, far above any device
 MAX_BYTES = 2**50
+#: bytes per memory unit an instance file may name (``meta.units.memory``, case-insensitive):
+#: the schedule figure and the facade's summaries scale sizes by it
+MEMORY_UNIT_BYTES = {"bytes": 1, "byte": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+                     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 #: largest time accepted in a file (its time unit): sums over 10^6 operations stay finite
 MAX_TIME = 1e15
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")

@@ -5,43 +5,19 @@ back on the seed when the simulator rejects its schedule instead of raising."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import numpy as np
 import pytest
 from memsched.solvers.chain import Chain
 from memsched.solvers.chain.generate import random_chain
-from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, Loss
-from memsched.solvers.offload import OffloadInstance, OffloadSchedule, reference_peak
+from memsched.solvers.offload import OffloadInstance, reference_peak
 from memsched.solvers.offload import simulate as simulate_offload
-from memsched.solvers.offload.schedule import Off
+from test_offload_hunt_fixes2 import FAST_LINK, tiny  # docs/offload.md's tiny example
 
 import memsched
 
-#: docs/offload.md's tiny example (the hunt's instance files), store-all makespan 9.5, peak 21 with tape0 = 4
-TINY: dict[str, Any] = {
-    "format": "memsched.chain/1", "name": "tiny", "input_size": 4,
-    "stages": [{"name": "conv1", "fwd_time": 1.0, "bwd_time": 2.0, "out_size": 4, "tape_size": 4,
-                "fwd_overhead": 0, "bwd_overhead": 0},
-               {"name": "conv2", "fwd_time": 2.0, "bwd_time": 4.0, "out_size": 2, "tape_size": 6,
-                "fwd_overhead": 1, "bwd_overhead": 1}],
-    "loss": {"bwd_time": 0.5, "bwd_overhead": 0},
-    "meta": {"units": {"time": "ms", "memory": "bytes"}},
-    "host_link": {"bandwidth": 2000, "latency": 0.0},
-}
-FAST_LINK = 2**50  # the largest bandwidth accepted: a value moves in ~1e-14 ms, far less than a tick
-SLOW_LINK = 1e-9  # the smallest: a value takes ~1e12 ms
-
-
-def tiny(stage1_time: float | None = None, bandwidth: float = 2000, tape0: int = 4) -> OffloadInstance:
-    """TINY with stage 1's forward and backward and the loss lasting `stage1_time` (when given)."""
-    data = copy.deepcopy(TINY)
-    data["stages"][0]["tape_size"] = tape0
-    if stage1_time is not None:
-        data["stages"][1]["fwd_time"] = data["stages"][1]["bwd_time"] = stage1_time
-        data["loss"]["bwd_time"] = stage1_time
-    return OffloadInstance(Chain.from_dict(data), bandwidth)
+SLOW_LINK = 1e-9  # the smallest bandwidth accepted: a value takes ~1e12 ms
 
 
 #: the hunt's instances: off_zero_time, off_tiny_time, off_fast, bw_1e-9
@@ -160,23 +136,3 @@ def test_random_chains_with_zero_and_tiny_times_replay_within_the_budget(seed):
         r = memsched.solve(inst, budget, "exact-combined", slots=0, time_limit=2, warm_start=warm_start)
         _check(inst, budget, r)
         assert "model_invalid" not in r.raw.details
-
-
-def _broken_schedule(self: Any, solver: Any) -> OffloadSchedule:
-    """A schedule the simulator rejects (Off(abar_1) before abar_1 exists)."""
-    return OffloadSchedule([Off("abar", 1), F_ck(0), F_all(1), Loss(2), Bwd(1), Bwd(0)], 2)
-
-
-def test_exact_combined_falls_back_on_the_seed_when_its_schedule_is_invalid(monkeypatch):
-    from memsched.solvers.offload import exact_combined
-
-    monkeypatch.setattr(exact_combined._Model, "schedule", _broken_schedule)
-    inst = tiny(tape0=8)
-    r = memsched.solve(inst, 20, "exact-combined", slots=0, time_limit=10)
-    assert r.status == "feasible"
-    assert "model_invalid" in r.raw.details and "fails the simulator" in r.raw.message
-    assert r.raw.lower_bound is None or r.raw.lower_bound <= r.objective
-    _check(inst, 20, r)
-    bare = memsched.solve(inst, 20, "exact-combined", slots=0, time_limit=10, warm_start=False)
-    assert bare.schedule is None and bare.status == "timeout"
-    assert "model_invalid" in bare.raw.details

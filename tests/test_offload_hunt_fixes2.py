@@ -155,16 +155,20 @@ def _broken_schedule(self: Any, solver: Any) -> OffloadSchedule:
     return OffloadSchedule([Off("abar", 1), F_ck(0), F_all(1), Loss(2), Bwd(1), Bwd(0)], 2)
 
 
-def test_offload_exact_falls_back_on_the_seed_when_its_schedule_is_invalid(monkeypatch):
-    from memsched.solvers.offload import exact_free
+@pytest.mark.parametrize("solver, module, model", [("offload-exact", "exact_free", "FreeOrderModel"),
+                                                   ("exact-combined", "exact_combined", "_Model")])
+def test_exact_models_fall_back_on_the_seed_when_their_schedule_is_invalid(monkeypatch, solver, module, model):
+    import importlib
 
-    monkeypatch.setattr(exact_free.FreeOrderModel, "schedule", _broken_schedule)
+    monkeypatch.setattr(getattr(importlib.import_module(f"memsched.solvers.offload.{module}"), model), "schedule",
+                        _broken_schedule)
     inst = tiny(tape0=8)
-    r = memsched.solve(inst, 20, "offload-exact", slots=0, time_limit=10)
+    r = memsched.solve(inst, 20, solver, slots=0, time_limit=10)
     assert r.status == "feasible"
     assert "model_invalid" in r.raw.details and "fails the simulator" in r.raw.message
+    assert r.raw.lower_bound is None or r.raw.lower_bound <= r.objective
     assert simulate_offload(inst, r.schedule, 20).valid
-    bare = memsched.solve(inst, 20, "offload-exact", slots=0, time_limit=10, warm_start=False)
+    bare = memsched.solve(inst, 20, solver, slots=0, time_limit=10, warm_start=False)
     assert bare.schedule is None and bare.status == "timeout"
     assert "model_invalid" in bare.raw.details
 

@@ -73,6 +73,8 @@ def main(args: argparse.Namespace) -> int:
         while label in schedules:
             label += "'"
         schedules[label] = schedule_from_json(problem, data, instance, path=path)
+        if problem == "pipeline":
+            _check_drawable_partition(instance, schedules[label], budget, path)
     if len(schedules) == 1 and not args.compare:
         fig = plot_schedule(problem, instance, next(iter(schedules.values())), budget=budget, title=args.title)
     else:
@@ -85,6 +87,19 @@ def main(args: argparse.Namespace) -> int:
                   file=sys.stderr)
     print(args.output)
     return 0
+
+
+def _check_drawable_partition(instance: Any, partition: Any, budget: int | None, path: str) -> None:
+    """The pipeline timeline of `partition` can be drawn; else its `InputError` (a partition of another
+    pipeline, a replicated stage) re-raised naming the schedule file `path`, as `memsched simulate` does."""
+    from memsched.experiments.plotting.timeline import timeline_for
+
+    try:
+        timeline_for("pipeline", instance, partition, budget)
+    except InputError as err:
+        if err.path is not None:
+            raise
+        raise InputError(err.message, path=path, field=err.field) from None
 
 
 def _load(path: str, first_schedule: Any, bandwidth: str | None, latency: float | None) -> tuple[str, Any]:

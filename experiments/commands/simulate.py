@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Any
 
@@ -66,6 +67,16 @@ def _is_partition(data: object) -> bool:
     return isinstance(data, dict) and str(data.get("format", "")).startswith("memsched.partition/")
 
 
+def _check_replayable(replay: Any, path: str) -> None:
+    """`InputError` naming the schedule file when the simulator could not replay the schedule at all
+    (a violation and no finite objective: e.g. a partition of another pipeline, whose "period" would be
+    inf and peak 0): raised before anything is printed, so that bad input leaves stdout empty. A
+    schedule that replays but breaks a rule or the budget is still reported (then exit 2)."""
+    objective = replay.objective
+    if replay.violation is not None and (objective is None or not math.isfinite(objective)):
+        raise InputError(f"invalid schedule: {replay.violation}", path=path)
+
+
 def main(args: argparse.Namespace) -> int:
     """Replay the schedule and print its objective and peak memory (bytes); exit 0 if valid, 2 on bad input or a
     broken rule or --budget. A pipeline partition is replayed on the machine it records (weight factor, bandwidth,
@@ -92,6 +103,7 @@ def main(args: argparse.Namespace) -> int:
     schedule = desc.schedule_from_json(data, instance, path=args.schedule)
     budget = budget_for(problem, instance, args.budget) if args.budget else None
     replay = desc.replay(instance, schedule, budget)
+    _check_replayable(replay, args.schedule)
     out = {"problem": problem, "valid": replay.violation is None, "violation": replay.violation,
            desc.objective: replay.objective, "peak_memory": replay.peak_memory, "budget": budget,
            "memory_profile": desc.memory_profile(instance, schedule), **(machine or {})}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
@@ -60,6 +61,7 @@ def main(args: argparse.Namespace) -> int:
         check_suffix(args.plot)  # before a long solve, not after
     check_output_file(args.output, "--output")
     check_output_file(args.plot, "--plot")
+    _check_distinct_outputs(args.output, args.plot)
     problem, instance = load_problem(args.file, args.bandwidth, args.latency, args.solver)
     if problem == "pipeline":  # its solvers need a device count, which `partition` takes
         raise InputError("a pipeline is partitioned over devices: memsched partition FILE --devices P --memory M",
@@ -93,6 +95,13 @@ def main(args: argparse.Namespace) -> int:
         print(f"memsched solve: {_why_none(result)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_distinct_outputs(output: str | None, plot: str | None) -> None:
+    """`InputError` (exit 2, before solving) when --plot names the file --output writes (compared as
+    resolved paths): the figure would silently replace the schedule JSON."""
+    if output and plot and output != "-" and Path(output).resolve() == Path(plot).resolve():
+        raise InputError("same file as --output", path=plot, field="--plot")
 
 
 def _why_none(result: SolveResult) -> str:

@@ -23,6 +23,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 from memsched.solvers.errors import InputError
 from memsched.solvers.jsonio import write_atomic
+from memsched.solvers.units import MEMORY_UNIT_BYTES
 
 from .timeline import Timeline, timeline_for
 
@@ -51,8 +52,6 @@ _EXTRA_COLOURS = ("#7f7f7f", "#bcbd22", "#17becf", "#9467bd", "#8c564b")
 MEMORY_COLOUR = "#343a40"
 BUDGET_COLOUR = "#e03131"
 _BINARY = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
-_BYTE_UNITS = {"bytes": 1, "byte": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-               "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 
 
 class ScheduleFigure(Figure):
@@ -140,10 +139,11 @@ def _figure(pairs: Sequence[tuple[str | None, Timeline]], *, title: str | None,
     units = pairs[0][1]
     scale, unit = _memory_scale(units.memory_unit, y_top)
     best = min((tl.objective for _, tl in pairs if tl.failure is None), default=None)
+    palette = _stage_colours(max(len(tl.memory) for _, tl in pairs))  # one palette: panels match the legend
     categories: list[str] = []
     for k, (label, tl) in enumerate(pairs):
         mem_ax, ops_ax = axes[2 * k], axes[2 * k + 1]
-        _draw_memory(mem_ax, tl, scale, unit, top, x_end)
+        _draw_memory(mem_ax, tl, scale, unit, top, x_end, palette)
         mem_ax.set_title(_summary(label, tl, scale, unit, best if len(pairs) > 1 else None), fontsize=9, loc="left")
         if k:
             mem_ax.sharey(axes[0])
@@ -153,7 +153,7 @@ def _figure(pairs: Sequence[tuple[str | None, Timeline]], *, title: str | None,
     axes[-1].set_xlabel(f"time ({units.time_unit})" if units.time_unit else "time")
     if title:
         fig.suptitle(title, fontsize=11)
-    _legend(fig, [tl for _, tl in pairs], categories)
+    _legend(fig, [tl for _, tl in pairs], categories, palette)
     return fig
 
 
@@ -177,7 +177,7 @@ def _memory_top(tl: Timeline) -> float:
 def _memory_scale(unit: str | None, top: float) -> tuple[float, str | None]:
     """(divisor, unit label) for the memory axis: sizes in bytes (or a byte unit such as
     "KiB" or "MB") are shown in the binary unit that suits the largest value."""
-    base = _BYTE_UNITS.get(unit.strip().lower()) if unit else None
+    base = MEMORY_UNIT_BYTES.get(unit.strip().lower()) if unit else None
     if base is None:
         return 1.0, unit
     for name, scale in _BINARY:
@@ -216,11 +216,13 @@ def _default_title(problem: str, instance: Any) -> str:
 
 
 # ---------------------------------------------------------------------------- panels
-def _draw_memory(ax: Axes, tl: Timeline, scale: float, unit: str | None, top: float, x_end: float) -> None:
+def _draw_memory(ax: Axes, tl: Timeline, scale: float, unit: str | None, top: float, x_end: float,
+                 palette: Sequence[Any]) -> None:
+    """The memory panel; series k (stage k) is drawn in palette[k], the colour the legend gives "stage k"
+    (palette has at least len(tl.memory) entries, shared by every panel of the figure)."""
     several = len(tl.memory) > 1
-    cmap = _stage_colours(len(tl.memory))
     for k, series in enumerate(tl.memory):
-        colour = cmap[k] if several else MEMORY_COLOUR
+        colour = palette[k] if several else MEMORY_COLOUR
         ax.plot(series.times, series.values, color=colour, lw=1.3, gid="memory",
                 label=series.label if several else "memory")
         if not several and len(series.times):
@@ -315,13 +317,14 @@ def _stage_colours(n: int) -> list[Any]:
     return [cmap(0.85 * k / max(n - 1, 1)) for k in range(n)]
 
 
-def _legend(fig: Figure, timelines: Sequence[Timeline], categories: list[str]) -> None:
+def _legend(fig: Figure, timelines: Sequence[Timeline], categories: list[str], palette: Sequence[Any]) -> None:
+    """The figure legend; "stage k" gets palette[k], the colour _draw_memory used for stage k."""
     handles: list[Any] = []
     if not any(len(tl.memory) > 1 for tl in timelines):
         handles.append(Line2D([], [], color=MEMORY_COLOUR, lw=1.3, label="memory"))
     else:
         n = max(len(tl.memory) for tl in timelines)
-        handles += [Line2D([], [], color=c, lw=1.3, label=f"stage {k}") for k, c in enumerate(_stage_colours(n))]
+        handles += [Line2D([], [], color=c, lw=1.3, label=f"stage {k}") for k, c in enumerate(palette[:n])]
     if any(tl.budget is not None for tl in timelines):
         handles.append(Line2D([], [], color=BUDGET_COLOUR, ls="--", lw=1.2, label="budget"))
     handles.append(Line2D([], [], color="black", marker="v", ls="none", label="peak"))
