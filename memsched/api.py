@@ -619,7 +619,8 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     ``nn.Sequential`` runs as the graph problem by default, its torch.fx training graph planned by
     Checkmate's solvers): the simulator's prediction
     (makespan in the instance's time unit: ms when profiled here, else the file's, e.g. MFLOP for a
-    graph exported with ``--cost flops``, as ``data["units"]["time"]`` says; peak in bytes) beside the
+    graph exported with ``--cost flops``, as ``data["units"]["time"]`` says; peak in the instance's
+    memory unit: bytes when profiled here, else the file's, as ``data["units"]["memory"]`` says) beside the
     measured time (ms) and peak memory, and whether every
     gradient matches plain autograd (``grad_check``). `chain` / `instance` give the costs (an
     instance or a file) instead of profiling; `bandwidth` (bytes/s or "12GB/s") runs an offloading

@@ -341,7 +341,13 @@ class Comparison:
     def _repr_html_(self) -> str:
         frame = self.to_pandas()[["solver", "status", "objective", "peak_memory", "lower_bound", "solve_time_s",
                                   "ratio_to_best"]]
-        out = frame.to_html(index=False, float_format=lambda v: f"{v:.6g}", na_rep="–")
+        # peaks in the instance's memory unit, scaled as the summaries of single results show them
+        unit = _memory_unit(self.results[0].instance) if self.results else None
+        frame["peak_memory"] = [_size(v, unit, raw=False) if v is not None and v == v else "–"
+                                for v in frame["peak_memory"]]
+        for column in ("objective", "lower_bound", "solve_time_s", "ratio_to_best"):
+            frame[column] = [_num(v) for v in frame[column]]  # None and NaN alike as "–"
+        out = frame.to_html(index=False)
         if any(r.found for r in self.results):
             out += _figure_or_note(self.plot)
         return f"<div>{out}</div>"

@@ -452,11 +452,28 @@ def _check_solver_options(name: str, options: dict[str, Any], problems: tuple[st
                 raise bad(field, err.message) from None
 
 
-#: (problem, solver, option) whose values the solver checks before it looks at the instance
-#: (`check_option_value`): a value refused there is refused for every instance
-_INSTANCE_FREE_CHECKS = frozenset({("chain", "cpsat", "parameters"), ("offload", "offload-exact", "parameters"),
-                                   ("chain", "periodic", "segments"), ("offload", "vdnn", "lookahead"),
-                                   ("offload", "offload-prefix", "max_lookahead")})
+def _instance_free_checks() -> dict[tuple[str, str, str], Callable[[Any, str], None]]:
+    """(problem, solver, option) -> the solver's own check of the option's value that needs no
+    instance (`check_option_value`), called as ``check(value, key)``; imported when first used."""
+    from memsched.solvers.chain.milp import check_backend as chain_backend
+    from memsched.solvers.exact.cpsat_runner import check_parameters
+    from memsched.solvers.graph.milp import check_backend as graph_backend
+    from memsched.solvers.offload.baselines import _at_least_one
+    from memsched.solvers.offload.cpsat import check_scale_value
+    from memsched.solvers.pipeline.interleave import positive_count
+
+    def parameters(value: Any, _key: str) -> None:
+        check_parameters(value)
+
+    def scale(value: Any, _key: str) -> None:
+        check_scale_value(value)
+
+    return {("chain", "cpsat", "parameters"): parameters, ("offload", "offload-exact", "parameters"): parameters,
+            ("chain", "periodic", "segments"): positive_count, ("offload", "vdnn", "lookahead"): _at_least_one,
+            ("offload", "offload-prefix", "max_lookahead"): _at_least_one,
+            **{("offload", name, "scale"): scale for name in ("cpsat", "exact-combined", "offload-exact")},
+            ("chain", "milp", "backend"): lambda value, _key: chain_backend(value),
+            ("graph", "checkmate", "backend"): lambda value, _key: graph_backend(value)}
 
 
 def check_option_value(problem: str, solver: str, key: str, value: Any) -> None:
@@ -465,25 +482,16 @@ def check_option_value(problem: str, solver: str, key: str, value: Any) -> None:
     (`exact.cpsat_runner.check_parameters`: names, types, CP-SAT's ranges), periodic's
     ``segments`` (1..L for a chain of L stages: at least 1 for every chain,
     `pipeline.interleave.positive_count`), vdnn's ``lookahead`` and offload-prefix's
-    ``max_lookahead`` (`offload.baselines._at_least_one`). A value wrong for every instance is
-    then refused when a sweep file is read (`InputError` of the solver, naming the option) instead
-    of making every cell ``unsupported``; one wrong for some instances only (more segments than a
-    chain's stages) is left to the cells. Values already of the option's type
-    (`option_type_error`); other options are not checked here."""
-    if (problem, solver, key) not in _INSTANCE_FREE_CHECKS:
-        return
-    if key == "parameters":
-        from memsched.solvers.exact.cpsat_runner import check_parameters
-
-        check_parameters(value)
-    elif key == "segments":
-        from memsched.solvers.pipeline.interleave import positive_count
-
-        positive_count(value, key)
-    else:
-        from memsched.solvers.offload.baselines import _at_least_one
-
-        _at_least_one(value, key)
+    ``max_lookahead`` (`offload.baselines._at_least_one`), the offload CP-SAT models' ``scale``
+    (positive and finite: `offload.cpsat.check_scale_value`; its upper limit depends on the
+    instance's durations), the MILP ``backend`` of chain milp and graph checkmate. A value wrong
+    for every instance is then refused when a sweep file is read (`InputError` of the solver,
+    naming the option) instead of making every cell ``unsupported``; one wrong for some instances
+    only (more segments than a chain's stages) is left to the cells. Values already of the
+    option's type (`option_type_error`); other options are not checked here."""
+    check = _instance_free_checks().get((problem, solver, key))
+    if check is not None:
+        check(value, key)
 
 
 def _check_default_options(defaults: dict[str, Any], solvers: list[SolverSpec],

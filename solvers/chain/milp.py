@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..exact import highs_runner
-from ..exact.cpsat_runner import linear_to_cpsat, run_cpsat
+from ..exact.cpsat_runner import check_first, linear_to_cpsat, run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.milp_runner import run_milp
 from ..exact.options import Deadline, ExactOptions
@@ -60,6 +60,17 @@ def default_backend(workers: int) -> str:
     return PORTFOLIO if workers >= 2 and highs_runner.available() else DEFAULT_BACKEND
 
 
+def check_backend(backend: str | None) -> None:
+    """The ``backend`` option of `solve_milp`: None (the default) or one of BACKENDS, in any case;
+    else `InputError` naming the option."""
+    from ..errors import InputError, option_field
+
+    if backend is not None and (not isinstance(backend, str) or backend.lower() not in BACKENDS):
+        raise InputError(f"unknown MILP backend {backend!r} (one of {', '.join(BACKENDS)})",
+                         field=option_field("backend"))
+
+
+@check_first(lambda _chain, *, backend=None, **_: check_backend(backend))
 @exact_solver("chain", "milp", FAST, least=lambda chain: chain.total_time())
 def solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: Deadline,
                seed: SolveResult | None = None, backend: str | None = None, dominance: bool = True,
@@ -77,12 +88,7 @@ def solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: De
 def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: Deadline,
                 seed: SolveResult | None = None, backend: str | None = None, dominance: bool = True,
                 cuts: bool = True, **_: Any) -> SolveResult:
-    from ..errors import InputError, option_field
-
     backend = (backend or default_backend(options.workers)).lower()
-    if backend not in BACKENDS:
-        raise InputError(f"unknown MILP backend {backend!r} (one of {', '.join(BACKENDS)})",
-                         field=option_field("backend"))
     t_build = deadline.elapsed()
     dchain, M = discretise(chain, budget, options.slots)
     model = PhaseModel.build(dchain, M, dominance=dominance, deadline=deadline)

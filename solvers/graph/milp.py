@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..discretize import effective_slots, scope_text
+from ..exact.cpsat_runner import check_first
 from ..exact.layer import exact_solver, retry_rounded_infeasible
 from ..exact.memory import ModelSize, too_big
 from ..exact.milp_runner import BackendRun
@@ -236,6 +237,16 @@ def exact_size_retry(solve_fn: Any, solver: str, graph: Graph, budget: int, *, o
     return res
 
 
+def check_backend(backend: str) -> None:
+    """The ``backend`` option of `solve_checkmate`: one of BACKENDS or 'auto'; else `InputError`
+    naming the option."""
+    from ..errors import InputError, option_field
+
+    if backend not in (*BACKENDS, "auto"):
+        raise InputError(f"must be one of {BACKENDS} or 'auto', got {backend!r}", field=option_field("backend"))
+
+
+@check_first(lambda _graph, *, backend=DEFAULT_BACKEND, **_: check_backend(backend))
 @exact_solver("graph", "checkmate", FAST, least=lambda graph: graph.total_cpu())
 def solve_checkmate(graph: Graph, budget: int, *, options: ExactOptions, deadline: Deadline,
                     seed: SolveResult | None = None, backend: str = DEFAULT_BACKEND, two_phase: bool = True,
@@ -244,10 +255,6 @@ def solve_checkmate(graph: Graph, budget: int, *, options: ExactOptions, deadlin
     the real budget: the necessary memory is checked at exact sizes, and when the sizes rounded up
     to ``options.slots`` slots leave no schedule the model is solved again with exact sizes in the
     time left (`exact_size_retry`; ``timeout`` naming the slots when no time is left)."""
-    from ..errors import InputError, option_field
-
-    if backend not in (*BACKENDS, "auto"):
-        raise InputError(f"must be one of {BACKENDS} or 'auto', got {backend!r}", field=option_field("backend"))
     return exact_size_retry(_solve_checkmate, "checkmate", graph, budget, options=options, deadline=deadline,
                             seed=seed, backend=backend, two_phase=two_phase)
 

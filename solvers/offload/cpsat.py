@@ -97,15 +97,24 @@ def ticks_exact(value: float, scale: float, ticks: int) -> bool:
     return abs(value * scale - ticks) < 1e-9
 
 
+def check_scale_value(scale: Any) -> None:
+    """The part of `check_scale` that needs no instance: None or a positive finite number (ticks
+    per time unit); else `InputError` naming the option."""
+    if scale is None:
+        return
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+        raise InputError(f"must be a positive finite number of ticks per time unit, got {scale!r}",
+                         field=option_field("scale"))
+
+
 def check_scale(inst: OffloadInstance, *, scale: Any = None, **_: Any) -> None:
     """The ``scale`` option of the offload CP-SAT solvers (cpsat, exact-combined, offload-exact):
     None (the default: chosen from the durations) or a positive finite number of ticks per time
     unit with which the instance's durations come to at most `MAX_TICKS` ticks; else `InputError`."""
     if scale is None:
         return
+    check_scale_value(scale)
     field = option_field("scale")
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
-        raise InputError(f"must be a positive finite number of ticks per time unit, got {scale!r}", field=field)
     total = durations_total(inst)
     if total * scale > MAX_TICKS:
         raise InputError(f"{scale:g} ticks per time unit make the durations {total * scale:.3g} ticks, more than "
