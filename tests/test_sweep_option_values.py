@@ -1,6 +1,7 @@
-"""Option values the solvers refuse for every instance are refused when a sweep file is read:
-the offload CP-SAT models' ``scale`` and the MILP ``backend`` of chain milp and graph checkmate
-(before, every cell of such a file ended ``unsupported``)."""
+"""Options in sweep files: values the solvers refuse for every instance are refused when the file
+is read (the offload CP-SAT models' ``scale``, the MILP ``backend`` of chain milp and graph
+checkmate; before, every cell of such a file ended ``unsupported``), and an option of
+``[defaults]`` is ignored by the solvers that do not take it."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -50,3 +51,27 @@ def test_the_solver_refuses_a_bad_backend_before_its_warm_start():
     _, chain = load_instance(TINY)
     with pytest.raises(InputError, match="unknown MILP backend"):
         get_solver("chain", "milp")(chain, 10**12, backend="gurobi")
+
+
+def test_every_solver_ignores_options_it_does_not_take():
+    """docs/CONVENTIONS.md: a solver accepts and ignores unknown keyword options (``**_``), so an
+    option of ``[defaults]`` meant for another solver of the file reaches it harmlessly."""
+    import inspect
+
+    from memsched.solvers.registry import available_problems, get_solver, solver_table
+
+    for problem in available_problems():
+        for _, name, _ in solver_table(problem):
+            params = inspect.signature(get_solver(problem, name)).parameters.values()
+            assert any(p.kind is p.VAR_KEYWORD for p in params), f"{problem} {name}"
+
+
+def test_a_default_option_of_milp_leaves_cpsat_alone(tmp_path):
+    from memsched.experiments.sweep import run_sweep
+
+    path = tmp_path / "sweep.toml"
+    path.write_text(sweep_toml("opt", budgets=["80%"], instances=[{"file": str(TINY)}],
+                               solvers=[{"name": "milp", "time_limit": 10}, {"name": "cpsat", "time_limit": 10}],
+                               defaults={"options": {"backend": "scip"}}))
+    out = run_sweep(path, output=tmp_path / "out", workers=1, progress=False, isolate=False)
+    assert sorted(r["status"] for r in out.rows) == ["optimal", "optimal"], [r.get("message") for r in out.rows]

@@ -43,7 +43,7 @@ def check_options(chain: Chain, *, parameters: Any = "", **_: Any) -> None:
 @exact_solver("chain", "cpsat", FAST, least=lambda chain: chain.total_time())
 def solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: Deadline,
                 seed: SolveResult | None = None, dominance: bool = True, parameters: str = "",
-                root_lp: bool = True, cuts: bool = False) -> SolveResult:
+                root_lp: bool = True, cuts: bool = False, **_: Any) -> SolveResult:
     """Minimise the makespan (chain time unit) under `budget` (bytes) over the phase model.
     Options (`ExactOptions`): ``slots`` (N > 0: sizes in N slots, rounded up; 0: exact),
     ``time_limit`` (s, default 60, wall clock for everything), ``workers`` (default 1: on 2 shared

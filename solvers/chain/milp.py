@@ -74,7 +74,7 @@ def check_backend(backend: str | None) -> None:
 @exact_solver("chain", "milp", FAST, least=lambda chain: chain.total_time())
 def solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: Deadline,
                seed: SolveResult | None = None, backend: str | None = None, dominance: bool = True,
-               cuts: bool = True) -> SolveResult:
+               cuts: bool = True, **_: Any) -> SolveResult:
     """Minimise the makespan (chain time unit) under `budget` (bytes) over the phase model.
     Options (`ExactOptions`): ``slots`` (N > 0: sizes in N slots, rounded up; 0: exact),
     ``time_limit`` (s, default 60, wall clock for everything), ``workers``; model options
