@@ -161,7 +161,7 @@ class Graph:
 
         if not isinstance(data, dict):
             raise InputError("expected a JSON object (networkx node-link data)", path=path)
-        data = _from_moccasin_tags(data)
+        data = _from_moccasin_tags(data, path)
         nodes = data.get("nodes")
         if not isinstance(nodes, list) or not nodes:
             raise InputError("must be a non-empty list of nodes", path=path, field="nodes")
@@ -226,7 +226,8 @@ class Graph:
         file_order = [node["id"] for node in nodes]
         if attrs.get("order") is not None:
             order = attrs["order"]
-            if not isinstance(order, list) or not all(isinstance(v, (str, int, float)) for v in order):
+            if not isinstance(order, list) or not all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
+                                                       for v in order):
                 raise InputError("must be a list of node ids", path=path, field="graph.order")
             order = [_match(v, seen) for v in order]
             if len(order) != len(file_order) or set(order) != seen:
@@ -290,7 +291,7 @@ class Graph:
         return int(max(int(M[v]) + int(W[v]) + sum(int(M[u]) for u in self.preds[v]) for v in range(self.n)))
 
 
-def _from_moccasin_tags(data: dict[str, Any]) -> dict[str, Any]:
+def _from_moccasin_tags(data: dict[str, Any], path: Any = None) -> dict[str, Any]:
     """Moccasin's random-layered ("RL") graphs, rewritten in the Checkmate keys; other data unchanged.
 
     Those files name their attribute keys in the graph attributes (``node_output_cost_tag``:
@@ -301,8 +302,13 @@ def _from_moccasin_tags(data: dict[str, Any]) -> dict[str, Any]:
     nodes = data.get("nodes")
     if not (isinstance(attrs, dict) and "node_output_cost_tag" in attrs and isinstance(nodes, list)):
         return data
-    ram_tag = attrs.get("node_output_cost_tag", "out_cost")
-    cpu_tag = attrs.get("node_duration_tag", "duration")
+    # null: the default key, as when the attribute is left out
+    ram_tag = "out_cost" if attrs.get("node_output_cost_tag") is None else attrs["node_output_cost_tag"]
+    cpu_tag = "duration" if attrs.get("node_duration_tag") is None else attrs["node_duration_tag"]
+    for key, tag in (("node_output_cost_tag", ram_tag), ("node_duration_tag", cpu_tag)):
+        if not isinstance(tag, str):
+            raise InputError(f"must be a string (the nodes' key of that attribute), got {tag!r}"[:200],
+                             path=path, field=f"graph.{key}")
     new_nodes = []
     for node in nodes:
         if not isinstance(node, dict):
