@@ -56,6 +56,9 @@ LOSS_FIELDS = ("bwd_time", "bwd_overhead")
 SIZE_FIELDS = ("out_size", "tape_size", "fwd_overhead", "bwd_overhead")
 #: time units a file may declare in meta.units.time, with their number per second
 TIME_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6, "µs": 1e6, "ns": 1e9}
+#: units of counted work a file may declare instead (``memsched profile --cost flops``): no number
+#: per second, so a chain in them cannot be combined with a link in bytes/s (offloading, pipelines)
+WORK_UNITS = ("MFLOP",)
 
 
 @dataclass(eq=False)
@@ -303,9 +306,13 @@ class Chain:
                      o_fa=up(self.o_fa), o_fn=up(self.o_fn), **optional)
 
     def time_units_per_second(self) -> float:
-        """How many of the file's time units make a second (meta.units.time: ms by default)."""
+        """How many of the file's time units make a second (meta.units.time: ms by default). A chain
+        timed in counted work (`WORK_UNITS`) has no such number: `InputError` naming the field."""
         unit = str(self.meta.get("units", {}).get("time", "ms"))
-        return {"s": 1.0, "ms": 1e3, "us": 1e6, "µs": 1e6, "ns": 1e9}.get(unit, 1e3)
+        if unit in WORK_UNITS:
+            raise InputError(f"{unit} counts work, not time: transfers over a link in bytes/s need times in "
+                             "seconds (profile with --cost measured or roofline:<device>)", field="meta.units.time")
+        return TIME_UNITS.get(unit, 1e3)
 
     def total_time(self) -> float:
         """sum u_fa + sum u_b: the makespan of a schedule without recomputation (store-all), and a
@@ -398,7 +405,7 @@ def check_total(total: int, path: str, field: str) -> None:
 
 def check_header(data: Any, path: str, fmt: str) -> None:
     """A JSON object of format `fmt` (its ``format`` field), with an optional ``name`` (a string)
-    and ``meta`` (an object; ``meta.units`` an object whose ``time`` is one of TIME_UNITS)."""
+    and ``meta`` (an object; ``meta.units`` an object whose ``time`` is one of TIME_UNITS or WORK_UNITS)."""
     if not isinstance(data, dict):
         raise InputError("expected a JSON object", path=path)
     if data.get("format") != fmt:
@@ -411,6 +418,7 @@ def check_header(data: Any, path: str, fmt: str) -> None:
     units = meta.get("units", {})
     if not isinstance(units, dict):
         raise InputError(f"must be an object, got {units!r}", path=path, field="meta.units")
-    if "time" in units and (not isinstance(units["time"], str) or units["time"] not in TIME_UNITS):
-        raise InputError(f"unknown time unit {units['time']!r} (one of {', '.join(TIME_UNITS)})", path=path,
+    if "time" in units and (not isinstance(units["time"], str) or units["time"] not in (*TIME_UNITS, *WORK_UNITS)):
+        raise InputError(f"unknown time unit {units['time']!r} (one of {', '.join((*TIME_UNITS, *WORK_UNITS))})",
+                         path=path,
                          field="meta.units.time")

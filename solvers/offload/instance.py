@@ -46,6 +46,7 @@ class OffloadInstance:
         if not 0 <= self.latency <= MAX_LATENCY:
             raise InputError(f"latency must be a number of seconds in 0..{MAX_LATENCY:g}, got {self.latency!r}",
                              field="host_link.latency")
+        self.chain.time_units_per_second()  # a chain timed in counted work (MFLOP) has no transfer times
 
     @property
     def name(self) -> str:

@@ -325,8 +325,12 @@ def from_chain(chain: Any, *, path: str = "<chain>") -> Pipeline:
     if isinstance(units, dict) and "time" in units:
         unit = str(units["time"])
     if unit not in TIME_UNITS:
-        raise InputError(f"unknown time unit {unit!r} (one of {', '.join(TIME_UNITS)})", path=path,
-                         field="meta.units.time")
+        from ..chain.instance import WORK_UNITS
+
+        why = ("counts work, not time: a pipeline's period adds transfers over links in bytes/s, which need times "
+               "in seconds (profile with --cost measured or roofline:<device>)") if unit in WORK_UNITS else (
+               f"is not a time unit (one of {', '.join(TIME_UNITS)})")
+        raise InputError(f"{unit!r} {why}", path=path, field="meta.units.time")
     bwd = chain.u_b[:L].astype(float).copy()
     bwd[-1] += float(chain.u_b[L])
     return Pipeline(fwd=chain.u_f[:L].copy(), bwd=bwd, act=chain.x[1 : L + 1].copy(),
