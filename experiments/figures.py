@@ -172,16 +172,52 @@ def _finish(fig: plt.Figure, rows: pd.DataFrame, out_dir: Path, stem: str, note:
     width = max(60, int(fig.get_figwidth() * 17))
     text = "\n".join(textwrap.fill(line, width) for line in text.splitlines())
     fig.text(0.01, -0.005, text, fontsize=6.5, color="#555555", ha="left", va="top")  # below; bbox "tight"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for ext in ("png", "pdf"):
-        path = out_dir / f"{stem}.{ext}"
-        # no creation date in the PDF, so that redrawing unchanged results gives the same file
-        meta = {"CreationDate": None} if ext == "pdf" else None
-        fig.savefig(path, dpi=150 if ext == "png" else None, bbox_inches="tight", metadata=meta)
-        paths.append(path)
-    plt.close(fig)
-    return paths
+    try:
+        make_folder(out_dir)
+        return [_save(fig, out_dir / f"{stem}.{ext}", ext) for ext in FIGURE_EXTS]
+    finally:
+        plt.close(fig)
+
+
+#: the files of each figure: ``<out>/<stem>.png`` and ``<out>/<stem>.pdf``
+FIGURE_EXTS = ("png", "pdf")
+
+
+def _save(fig: plt.Figure, path: Path, ext: str) -> Path:
+    """Save `fig` as `path` (format `ext`) atomically (`write_atomic`: a failed write leaves the old
+    file, never half a figure); a path that cannot be written is an `InputError` naming it."""
+    from memsched.solvers.jsonio import write_atomic
+
+    # no creation date in the PDF, so that redrawing unchanged results gives the same file
+    meta = {"CreationDate": None} if ext == "pdf" else None
+    write_atomic(path, lambda tmp: fig.savefig(tmp, format=ext, dpi=150 if ext == "png" else None,
+                                               bbox_inches="tight", metadata=meta))
+    return path
+
+
+def make_folder(out_dir: Path) -> None:
+    """Make the figures' folder `out_dir` (and its parents); one that cannot be made (under a file,
+    ``/proc/x``, a read-only disk) is an `InputError` naming it, not an internal error."""
+    from memsched.solvers.errors import InputError
+
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"cannot make the folder ({err.strerror or err})", path=str(out_dir)) from None
+
+
+def check_figure_paths(out_dir: Path, stems: Iterable[str]) -> None:
+    """Before any figure is drawn: the folder `out_dir` can be made (`make_folder`) and no file of
+    the figures `stems` (`FIGURE_EXTS`) is a folder, so that a path that cannot be written is an
+    `InputError` naming it before any figure is written (not after some of them)."""
+    from memsched.solvers.errors import InputError
+
+    make_folder(out_dir)
+    for stem in stems:
+        for ext in FIGURE_EXTS:
+            path = out_dir / f"{stem}.{ext}"
+            if path.is_dir():
+                raise InputError("is a folder, expected a file name (a figure)", path=str(path))
 
 
 def _grid(n: int, *, width: float = 4.2, height: float = 3.3) -> tuple[plt.Figure, list[Any]]:
@@ -441,16 +477,26 @@ def render(figure_id: str, rows: pd.DataFrame, out_dir: str | Path) -> tuple[lis
     """Draw one figure from `rows`: (paths written, None) or ([], a one-line note if skipped)."""
     spec = FIGURES[figure_id]
     r = figure_rows(rows, spec)
-    if r.empty:
-        return [], (f"figure {figure_id}: skipped, no rows of sweep {', '.join(spec.sweeps)} "
-                    f"(run: memsched sweep experiments/configs/{_config_of(spec)}.toml)")
-    if spec.needs is None and not r["status"].isin(FOUND).any():
-        return [], f"figure {figure_id}: skipped, no run of sweep {', '.join(spec.sweeps)} found a schedule"
+    note = skip_note(figure_id, r)
+    if note is not None:
+        return [], note
     for col in ("solver_label", "source", "message", "overhead", "budget_fraction", "reference_peak", "size",
                 "time_limit", "options", "measured_time_ms", "device", "grad_check"):
         if col not in r:
             r = r.assign(**{col: None})
     return spec.draw(r, Path(out_dir), spec.stem, spec.title, **dict(spec.options)), None
+
+
+def skip_note(figure_id: str, rows: pd.DataFrame) -> str | None:
+    """Why figure `figure_id` is not drawn from its rows `rows` (`figure_rows`): a one-line note,
+    or None when it is drawn."""
+    spec = FIGURES[figure_id]
+    if rows.empty:
+        return (f"figure {figure_id}: skipped, no rows of sweep {', '.join(spec.sweeps)} "
+                f"(run: memsched sweep experiments/configs/{_config_of(spec)}.toml)")
+    if spec.needs is None and not rows["status"].isin(FOUND).any():
+        return f"figure {figure_id}: skipped, no run of sweep {', '.join(spec.sweeps)} found a schedule"
+    return None
 
 
 def _config_of(spec: FigureSpec) -> str:
@@ -460,12 +506,20 @@ def _config_of(spec: FigureSpec) -> str:
 def make_figures(results_dir: str | Path = "results", out_dir: str | Path | None = None,
                  only: Iterable[str] | None = None) -> tuple[list[Path], list[str]]:
     """Render every figure (or those in `only`) from the tables under `results_dir` into
-    `out_dir` (default ``<results_dir>/figures``); returns (paths written, notes)."""
+    `out_dir` (default ``<results_dir>/figures``); returns (paths written, notes).
+
+    Before any figure is drawn, the folder is made when a figure will be drawn, and its paths
+    checked (`check_figure_paths`): a folder that cannot be made or a figure's file that is a
+    folder is an `InputError` naming the path (exit 2), with no figure written."""
     rows = load_results(results_dir)
     out = Path(out_dir) if out_dir is not None else Path(results_dir) / "figures"
+    ids = list(only or FIGURES)
+    drawn = [fid for fid in ids if skip_note(fid, figure_rows(rows, FIGURES[fid])) is None]
+    if drawn:
+        check_figure_paths(out, [FIGURES[fid].stem for fid in drawn])
     written: list[Path] = []
     notes: list[str] = []
-    for fid in only or FIGURES:
+    for fid in ids:
         paths, note = render(fid, rows, out)
         written += paths
         if note:

@@ -20,14 +20,17 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memsched.solvers.errors import InputError
 from memsched.solvers.jsonio import write_atomic, write_json_atomic
 
 from .config import InstanceSpec
+from .store import make_folder
 
 INDEX = "index.json"
 
@@ -107,7 +110,7 @@ class InstanceStore:
         name = f"{_safe(label)}-{h}{ext}"
         path = self.folder / name
         if not path.exists() or path.read_bytes() != data:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            make_folder(self.folder, "the stored instances")
             write_atomic(path, lambda tmp: tmp.write_bytes(data))
         if built:
             self.index[spec_id(spec)] = {"file": name, "hash": h, "label": label, "problem": problem,
@@ -115,6 +118,14 @@ class InstanceStore:
                                          "stored": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
             write_json_atomic(self.folder / INDEX, self.index)
         return Stored(path, h, label, problem, source)
+
+
+def check_folder(folder: Path) -> None:
+    """Before any work: the store's `folder` (``<output>/instances``) is a folder or absent; a file
+    (or a link to nothing) in its place is an `InputError` naming it (it failed as an internal
+    error once the first instance was stored)."""
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise InputError("is a file, expected a folder (the sweep's stored instances)", path=str(folder))
 
 
 def _safe(label: str) -> str:

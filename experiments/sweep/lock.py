@@ -19,8 +19,16 @@ from memsched.solvers.errors import InputError
 LOCK_NAME = ".sweep.lock"
 
 
+def check_lock_path(out_dir: Path) -> None:
+    """Before any work: the lock file of `out_dir` is not a folder; else `InputError` naming it."""
+    path = Path(out_dir) / LOCK_NAME
+    if path.is_dir():
+        raise InputError("is a folder, expected a file (the sweep's lock file)", path=str(path))
+
+
 class SweepLock:
-    """Hold the lock of `out_dir` while in the ``with`` block; `InputError` when another sweep holds it."""
+    """Hold the lock of `out_dir` while in the ``with`` block; `InputError` when another sweep holds
+    it, or when its file cannot be opened (naming it)."""
 
     def __init__(self, out_dir: Path, name: str) -> None:
         self.path = Path(out_dir) / LOCK_NAME
@@ -33,8 +41,12 @@ class SweepLock:
             import fcntl
         except ImportError:  # pragma: no cover - not POSIX
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:  # a folder in its place, no permission
+            raise InputError(f"cannot open the sweep's lock file ({err.strerror or err})",
+                             path=str(self.path)) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -18,10 +18,10 @@ from memsched.solvers.errors import InputError, first_line, flag
 from .cell import failed_row, run_task
 from .config import SweepConfig, load_config
 from .grid import Task, build_tasks
-from .instance_store import InstanceStore
-from .lock import LOCK_NAME, SweepLock
+from .instance_store import InstanceStore, check_folder
+from .lock import LOCK_NAME, SweepLock, check_lock_path
 from .pool import WorkerPool
-from .store import Journal, journal_path, read_journal, write_table
+from .store import Journal, check_written_paths, journal_path, read_journal, write_table
 
 
 @dataclass
@@ -146,6 +146,16 @@ def check_output(out: Path, field: str, *, create: bool) -> None:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise InputError(f"cannot make the folder: {err.strerror or err}", path=str(out), field=field) from None
+
+
+def check_sweep_paths(out: Path, name: str) -> None:
+    """Before any work (no instance stored, no cell run): the paths that sweep `name` writes in its
+    output folder `out` can be written: the journal, the table (`store.check_written_paths`), the
+    lock file (`lock.check_lock_path`) are not folders, ``instances`` is not a file
+    (`instance_store.check_folder`); else `InputError` naming the path (exit 2)."""
+    check_written_paths(out, name)
+    check_lock_path(out)
+    check_folder(out / "instances")
 
 
 def _absent_folders(out: Path) -> list[Path]:
@@ -348,8 +358,10 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
     ``<output>/instances/`` and reused (`instance_store`); `reprofile` builds them again.
 
     The output folder is checked first (`check_output`: `InputError` naming ``output`` for a
-    file, a path under a file, a folder that cannot be made). Only one sweep at a time writes to
-    an output folder (`lock.SweepLock`; a second one gets `InputError`). A Ctrl-C while starting
+    file, a path under a file, a folder that cannot be made), then the paths written in it
+    (`check_sweep_paths`: a folder in place of the journal, table or lock file, a file in place of
+    ``instances``, is an `InputError` naming it, before any instance is stored). Only one sweep at
+    a time writes to an output folder (`lock.SweepLock`; a second one gets `InputError`). A Ctrl-C while starting
     is a `KeyboardInterrupt` whatever an import made of it (`startup_interrupts`). A stop (Ctrl-C,
     SIGTERM, or an exception) kills the running cells, which are not journaled, keeps every
     finished row, writes the table from the journal (so the two agree) and re-raises
@@ -364,6 +376,7 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
                 workers = config.workers or os.cpu_count() or 1
             with scheduler_client(scheduler) as client, unmade_on_error(out_dir):
                 check_output(out_dir, "output", create=True)  # (the command line checks it first, naming its flag)
+                check_sweep_paths(out_dir, config.name)
                 lock_made = not (out_dir / LOCK_NAME).exists()
                 with SweepLock(out_dir, config.name) as lock:
                     return _run_locked(config, out_dir, client, workers=workers, progress=progress, fresh=fresh,

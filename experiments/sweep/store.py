@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from memsched.solvers.errors import InputError
 from memsched.solvers.jsonio import write_atomic
 
 #: Columns every row has, in table order (extra keys follow, sorted).
@@ -40,6 +41,34 @@ def journal_path(out_dir: Path, name: str) -> Path:
 def table_path(out_dir: Path, name: str, ext: str = "csv") -> Path:
     """Path of the sweep's table: ``<out_dir>/<name>.<ext>``."""
     return out_dir / f"{name}.{ext}"
+
+
+def written_paths(out_dir: Path, name: str) -> dict[Path, str]:
+    """The files that a run of sweep `name` writes in `out_dir`, with what each is: the journal,
+    the table (and its Parquet copy when pyarrow is there, as `write_table` writes it)."""
+    from importlib.util import find_spec
+
+    paths = {journal_path(out_dir, name): "the sweep's journal", table_path(out_dir, name): "the sweep's table"}
+    if find_spec("pyarrow") is not None:
+        paths[table_path(out_dir, name, "parquet")] = "the sweep's Parquet table"
+    return paths
+
+
+def check_written_paths(out_dir: Path, name: str) -> None:
+    """Before any work: no file that sweep `name` writes in `out_dir` (`written_paths`) is a
+    folder; else `InputError` naming it (it failed as an internal error, or once the cells had run)."""
+    for path, what in written_paths(out_dir, name).items():
+        if path.is_dir():
+            raise InputError(f"is a folder, expected a file ({what})", path=str(path))
+
+
+def make_folder(folder: Path, what: str) -> None:
+    """Make `folder` (and its parents); one that cannot be made (a file is in the way, a read-only
+    disk) is an `InputError` naming it and saying what it is for."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"cannot make the folder of {what} ({err.strerror or err})", path=str(folder)) from None
 
 
 def _row(line: bytes) -> dict[str, Any] | None:
@@ -86,14 +115,18 @@ class Journal:
 
     Opening it repairs the end of a journal left by a killed run, the same way `read_journal`
     reads it: a complete last row without its newline gets the newline (never dropped), a torn
-    last line is cut (so the next row starts on a line of its own).
+    last line is cut (so the next row starts on a line of its own). A journal that cannot be
+    opened (a folder in its place, no permission) is an `InputError` naming it.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._repair()
-        self._f = path.open("ab")
+        make_folder(path.parent, "the sweep's journal")
+        try:
+            self._repair()
+            self._f = path.open("ab")
+        except OSError as err:
+            raise InputError(f"cannot write the sweep's journal ({err.strerror or err})", path=str(path)) from None
 
     def _repair(self) -> None:
         if not self.path.exists():
@@ -140,7 +173,7 @@ def rows_frame(rows: Iterable[dict[str, Any]]):
 def write_table(rows: list[dict[str, Any]], out_dir: Path, name: str) -> list[Path]:
     """Write ``<name>.csv`` (and ``.parquet`` with pyarrow) atomically; returns the paths."""
     frame = rows_frame(rows)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(out_dir, "the sweep's table")
     written = []
     csv = table_path(out_dir, name)
     _atomic(csv, lambda tmp: frame.to_csv(tmp, index=False))
