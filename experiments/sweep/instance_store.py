@@ -40,9 +40,13 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def spec_id(spec: InstanceSpec) -> str:
-    """Identity of an `[[instances]]` entry for the store: kind, parameters and problem."""
-    ident = {"kind": spec.kind, "params": spec.params, "problem": spec.problem}
+def spec_id(spec: InstanceSpec, threads: int = 1) -> str:
+    """Identity of an `[[instances]]` entry for the store: kind, parameters and problem, and for a
+    profiled network the torch CPU `threads` it is profiled with (``[measure] threads``: its times
+    and clock depend on them) when not the default 1, so the ids of stores written before stay."""
+    ident: dict[str, Any] = {"kind": spec.kind, "params": spec.params, "problem": spec.problem}
+    if spec.kind == "model" and threads != 1:
+        ident["threads"] = threads
     return hashlib.sha1(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -89,11 +93,12 @@ class InstanceStore:
                 self._index = data if isinstance(data, dict) else {}
         return self._index
 
-    def built(self, spec: InstanceSpec) -> Stored | None:
-        """The stored file of a built entry, when there is one (and `rebuild` is off)."""
+    def built(self, spec: InstanceSpec, *, threads: int = 1) -> Stored | None:
+        """The stored file of a built entry (profiled with `threads`), when there is one (and
+        `rebuild` is off)."""
         if self.rebuild:
             return None
-        entry = self.index.get(spec_id(spec))
+        entry = self.index.get(spec_id(spec, threads))
         if not isinstance(entry, dict):
             return None
         path = self.folder / str(entry.get("file", ""))
@@ -102,8 +107,9 @@ class InstanceStore:
         return Stored(path, entry["hash"], entry["label"], entry["problem"], entry["source"])
 
     def put(self, spec: InstanceSpec, data: bytes, *, label: str, problem: str, source: str, ext: str = ".json",
-            built: bool = False) -> Stored | None:
-        """Store `data` (an instance file's bytes); None when read-only. Built entries are indexed."""
+            built: bool = False, threads: int = 1) -> Stored | None:
+        """Store `data` (an instance file's bytes); None when read-only. Built entries are indexed
+        (a profiled one with the `threads` it was profiled with, `spec_id`)."""
         h = digest(data)
         if self.readonly:
             return None
@@ -113,7 +119,7 @@ class InstanceStore:
             make_folder(self.folder, "the stored instances")
             write_atomic(path, lambda tmp: tmp.write_bytes(data))
         if built:
-            self.index[spec_id(spec)] = {"file": name, "hash": h, "label": label, "problem": problem,
+            self.index[spec_id(spec, threads)] = {"file": name, "hash": h, "label": label, "problem": problem,
                                          "source": source,
                                          "stored": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
             write_json_atomic(self.folder / INDEX, self.index)

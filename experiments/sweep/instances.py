@@ -62,7 +62,8 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
         _pin_threads(config.measure["threads"])  # profile as the cells execute: same torch threads
         sizes = {k: v for k, v in spec.params.items() if k not in ("model", "repeats", "warmup", "bandwidth")}
         model = {"name": spec.params["model"], "sizes": sizes}
-    hit = store.built(spec) if store is not None and spec.kind in ("generate", "model") else None
+    threads = config.measure["threads"]
+    hit = store.built(spec, threads=threads) if store is not None and spec.kind in ("generate", "model") else None
     if hit is not None:
         problem, instance = _load_stored(hit, where, p)
         source, label, stored = hit.source, spec.label or hit.label, hit
@@ -127,7 +128,7 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
     if hit is None and spec.kind in ("generate", "model"):
         data = document(instance)
         if store is not None and data is not None:
-            stored = store.put(spec, data, label=label, problem=problem, source=source, built=True)
+            stored = store.put(spec, data, label=label, problem=problem, source=source, built=True, threads=threads)
             if stored is not None:  # solve what was stored, bit for bit
                 problem, instance = _load_stored(stored, where, p)
     desc = registry.get_problem(problem)
