@@ -3,7 +3,8 @@
 - argparse types for numbers (`seconds`, `latency`, `count`, `cost`): finite, in range, so
   that NaN, infinities, negative or zero time limits are usage errors (exit 2);
 - `check_output_file` / `check_output_dir`: an output path is checked before a long solve
-  (not a folder, its folder exists and is writable), so nothing is half written;
+  (not empty, not a folder, its folder exists and is writable), so nothing is half written;
+  `check_outputs`: also none of the command's input files, nor the file of another output;
 - `check_options`: ``--option KEY=VALUE`` pairs against the keyword parameters of the solver
   (unknown keys list the valid ones; values must have the parameter's type);
 - `check_work`: instances too large for the solvers to finish in minutes are refused with the
@@ -16,7 +17,7 @@ import argparse
 import inspect
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,9 +113,13 @@ def _float(text: str, what: str, *, low: float, strict: bool, high: float) -> fl
 
 # --------------------------------------------------------------------------- outputs
 def check_output_file(path: str | None, field: str) -> None:
-    """`path` can be written: not a folder, in an existing writable folder."""
-    if path is None or path == "-":
+    """`path` can be written: not empty, not a folder, in an existing writable folder. ``-`` is an
+    ordinary file name here (no output option writes to standard output: `--json` and the commands
+    without ``-o`` print there)."""
+    if path is None:
         return
+    if path == "":
+        raise InputError("is empty, expected a file name", field=field)
     target = Path(path)
     if target.is_dir() or str(path).endswith(os.sep):
         raise InputError("is a folder, expected a file name", path=str(path), field=field)
@@ -126,9 +131,11 @@ def check_output_file(path: str | None, field: str) -> None:
 
 
 def check_output_dir(path: str | None, field: str) -> None:
-    """`path` is a folder or can be made one: not an existing file, nor under one."""
+    """`path` is a folder or can be made one: not empty, not an existing file, nor under one."""
     if path is None:
         return
+    if path == "":
+        raise InputError("is empty, expected a folder name", field=field)
     for p in [Path(path), *Path(path).parents]:
         if p.exists():
             if not p.is_dir():
@@ -136,6 +143,42 @@ def check_output_dir(path: str | None, field: str) -> None:
             if not os.access(p, os.W_OK):
                 raise InputError(f"folder {str(p)!r} is not writable", path=str(path), field=field)
             return
+
+
+def check_outputs(outputs: Sequence[tuple[str, str | None]], inputs: Sequence[tuple[str, str | None]] = ()) -> None:
+    """Each output ``(option, path)`` (path None: not given) can be written (`check_output_file`), is
+    none of the command's input files ``(role, path)`` (writing it would destroy the input; ``-``,
+    standard input, and a missing input are skipped) and not the file of an output before it (one
+    would replace the other), compared with `same_file`. `InputError` naming the option otherwise:
+    called before any work, so that nothing is read, solved or written first."""
+    given: list[tuple[str, str]] = []
+    for field, path in outputs:
+        if path is None:
+            continue
+        check_output_file(path, field)
+        for role, source in inputs:
+            if source is not None and source != "-" and os.path.exists(source) and same_file(path, source):
+                which = f"the input {role}" if source == path else f"the input {role} {source!r} under another name"
+                raise InputError(f"is {which}: writing it would destroy the input", path=path, field=field)
+        for other_field, other in given:
+            if same_file(path, other):
+                raise InputError(f"same file as {other_field}", path=path, field=field)
+        given.append((field, path))
+
+
+def same_file(path: str, other: str) -> bool:
+    """True when writing `path` replaces the file `other`: equal once resolved (links followed), or
+    one existing file under two names (`os.path.samefile`: hard links, case-insensitive systems). An
+    existing `path` that is no regular file (``/dev/null``, ``/dev/stdout``, a pipe) is written,
+    never replaced (`jsonio.write_atomic`), so it is never the same file."""
+    try:
+        if os.path.exists(path) and not os.path.isfile(path):
+            return False
+        if Path(path).resolve() == Path(other).resolve():
+            return True
+        return os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other)
+    except (OSError, RuntimeError, ValueError):  # a link loop, a NUL in the name: not comparable
+        return False
 
 
 # --------------------------------------------------------------------------- solver options

@@ -10,6 +10,7 @@ from typing import Any
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.exact.interrupt import answer_on_interrupt
+from memsched.solvers.exact.options import ALIASES
 from memsched.solvers.result import SolveResult
 from memsched.solvers.units import parse_positive_budget
 
@@ -46,17 +47,34 @@ def stopped_by_user(command: str, result: SolveResult) -> bool:
 
 
 def parse_options(items: list[str] | None) -> dict[str, Any]:
-    """`--option key=value` pairs; values read as JSON when they parse (numbers, booleans)."""
+    """`--option key=value` pairs; values read as JSON when they parse (numbers, booleans). Keys are
+    kept as given with '-' read as '_'; a key given twice, in any spelling ('-' or '_', or an older
+    name of an exact solver's option such as ``num_workers`` for ``workers``, `option_name`), is an
+    `InputError` naming ``--option KEY``: no value silently wins over another."""
     options: dict[str, Any] = {}
+    seen: dict[str, str] = {}  # option_name(key) -> the key as first given
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise InputError(f"expected key=value, got {item!r}", field="--option")
+        name = option_name(key.replace("-", "_"))
+        if name in seen:
+            first = seen[name]
+            spelled = "twice" if first == key else f"twice (as {first!r} and {key!r})"
+            raise InputError(f"given {spelled}: give each option once", field=f"--option {name}")
+        seen[name] = key
+        key = key.replace("-", "_")
         try:
-            options[key.replace("-", "_")] = json.loads(value)
+            options[key] = json.loads(value)
         except json.JSONDecodeError:
-            options[key.replace("-", "_")] = value
+            options[key] = value
     return options
+
+
+def option_name(key: str) -> str:
+    """The one name of solver option `key` ('_' spelling): an exact solver's older spelling mapped to
+    its `ExactOptions` name (``num_workers`` and ``threads`` -> ``workers``, ``random_seed`` -> ``seed``)."""
+    return ALIASES.get(key, key)
 
 
 def budget_for(problem: str, instance: Any, text: str) -> int:
@@ -120,6 +138,16 @@ def add_solver_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slots", type=count(0, 10**9), default=500, metavar="N",
                         help="discretise memory into N slots (sizes rounded up); 0 keeps sizes exact")
     parser.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver-specific option")
+
+
+def set_help(parser: argparse.ArgumentParser, option: str, text: str) -> None:
+    """Replace the help of `parser`'s `option` (e.g. ``--device``, added by a shared helper) with `text`,
+    for a command where the shared help would not say what the command does."""
+    for action in parser._actions:
+        if option in action.option_strings:
+            action.help = text
+            return
+    raise KeyError(option)
 
 
 def print_json(obj: Any) -> None:

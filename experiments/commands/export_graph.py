@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._checks import check_output_file
+from ._checks import check_outputs
+from ._common import set_help
 from .profile import (
     MODEL_HELP,
     _import_models,
@@ -21,6 +22,7 @@ from .profile import (
     check_model,
     counted_sizes,
     fits_in_memory,
+    model_inputs,
 )
 
 
@@ -37,13 +39,16 @@ def register(subparsers: Any) -> None:
                    help="cost_ram of a forward node: its output, or its output plus what autograd saves")
     add_model_options(p)
     add_cost_option(p, "flops")
+    # a counted cost model (the default) traces fake CPU tensors (`counted_sizes`); --cost measured runs on a device
+    set_help(p, "--device", "cpu or cuda with --cost measured (default: cuda when present); the counted cost models "
+             "(flops, the default, and roofline:*) trace fake CPU tensors: leave it out or give cpu")
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     """Trace the model and write its training graph to --output; exit 0, 2 on bad input."""
     check_model(args.model)  # before importing torch (seconds)
-    check_output_file(args.output, "--output")
+    check_outputs([("--output", args.output)], model_inputs(args.model))  # not the factory's source file
     _import_models()
     from memsched.models.graph.export import export_training_graph
 

@@ -37,6 +37,7 @@ from typing import Any
 from memsched.solvers.errors import InputError, first_line
 
 from ._checks import count, seconds
+from ._common import set_help
 from .profile import MODEL_HELP, _import_models, add_cost_option, add_model_options, check_model, counted_sizes
 
 #: default largest batch and image side (px) searched
@@ -253,7 +254,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_model_options(p)
     add_cost_option(p, "flops")
-    p.set_defaults(func=main)
+    # max-batch takes only the counted cost models, which trace fake CPU tensors (`counted_sizes`)
+    set_help(p, "--device", "cpu only (the counted cost models trace fake CPU tensors): leave it out or give cpu")
+    for flag in ("--repeats", "--timing"):  # nothing is timed: refused when given (`_refuse_timing`)
+        set_help(p, flag, "refused: the counted cost models time nothing")
+    p.set_defaults(func=main, repeats=None, timing=None)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -265,6 +270,10 @@ def main(args: argparse.Namespace) -> int:
     from memsched.solvers.units import format_bytes, parse_size
 
     check_model(args.model)
+    for flag in ("repeats", "timing"):
+        if getattr(args, flag) is not None:
+            raise InputError("max-batch times nothing (its cost models count), so this option would be ignored",
+                             field=f"--{flag}")
     if parse_cost(args.cost).measured:
         raise InputError(
             "max-batch profiles shape-exactly: use a counted cost model (flops, roofline:<device>)", field="--cost"
@@ -273,6 +282,8 @@ def main(args: argparse.Namespace) -> int:
     if memory <= 0:
         raise InputError(f"must be positive, got {args.memory!r}", field="--memory")
     args.max_overhead = parse_overhead(args.max_overhead)
+    if args.solver is not None and not args.solver.strip():  # not silently the default
+        raise InputError("is empty, expected a solver name (memsched solvers lists them)", field="--solver")
     args.solver = args.solver or DEFAULT_SOLVER[args.problem]
     _check_ranges(args)
     registry.get_solver(args.problem, args.solver)

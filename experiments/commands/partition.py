@@ -19,7 +19,7 @@ from memsched.solvers.pipeline import DEFAULT_SOLVER, SCHEDULES, load, reference
 from memsched.solvers.result import INFEASIBLE, SolveResult
 from memsched.solvers.units import format_bytes, parse_bandwidth, parse_positive_budget
 
-from ._checks import check_options, check_work, cost, count, latency, seconds, solver_parameters
+from ._checks import FLAGS, check_options, check_work, cost, count, latency, option_list, seconds, solver_parameters
 from ._common import add_progress_argument, parse_options, run_solver, stopped_by_user
 
 
@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="micro-batches per batch (GPipe memory; default 4 x devices)")
     p.add_argument("--weight-factor", type=cost, default=None, metavar="K",
                    help="bytes kept per weight byte: weights, gradients, optimizer state (default 4, Adam)")
-    p.add_argument("--replication", action="store_true", help="allow replicated stages (pipedream, madpipe)")
+    p.add_argument("--replication", action="store_true",
+                   help="allow replicated stages (madpipe, pipedream, dag, dag-pipedream; refused for the others)")
     p.add_argument("--time-limit", type=seconds, default=None, metavar="S", help="seconds for exact solvers")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver-specific option")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -64,8 +65,10 @@ def run_partition(args: argparse.Namespace) -> tuple[SolveResult, Any]:
     reference = reference_peak(inst) if str(args.memory).strip().endswith("%") else None
     memory = parse_positive_budget(args.memory, reference, field="--memory")
     options = parse_options(args.option)
+    if args.solver is not None and not args.solver.strip():  # not silently the default
+        raise InputError("is empty, expected a solver name (memsched solvers lists them)", field="--solver")
     name = args.solver or DEFAULT_SOLVER
-    check_options("pipeline", name, options)
+    check_partition_options(name, options, replication=args.replication)
     for key in POSITIVE_OPTIONS:
         if key in options and options[key] < 1:  # 0 would silently mean the default (check_options allows it)
             raise InputError(f"must be an integer >= 1, got {options[key]!r}", field=f"--option {key}")
@@ -79,6 +82,22 @@ def run_partition(args: argparse.Namespace) -> tuple[SolveResult, Any]:
                         options=options, devices=args.devices, schedule=args.schedule,
                         micro_batches=args.micro_batches)
     return result, inst
+
+
+def check_partition_options(name: str, options: dict[str, Any], *, replication: bool) -> None:
+    """`check_options` for pipeline solver `name`, whose unknown-option message lists only what
+    ``--option`` takes (not the options the command sets with its own flags: devices, schedule,
+    micro_batches); ``--option replication`` with the ``--replication`` flag is refused (one of the
+    two would silently win). An unknown `name` is an `InputError` naming ``--solver``."""
+    valid = solver_parameters("pipeline", name)
+    for key in options:
+        if key not in valid and key not in FLAGS:
+            raise InputError(f"unknown option {key!r} for {name} (its options: {option_list(set(valid) - set(FLAGS))})",
+                             field="--option")
+    if replication and "replication" in options:
+        raise InputError("replication is given twice, with --replication and --option replication: give one",
+                         field="--option replication")
+    check_options("pipeline", name, options)
 
 
 #: solver options that count something (ideals, states, stages) and must be >= 1

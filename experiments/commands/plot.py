@@ -18,7 +18,7 @@ from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.formats import detect_problem, load_instance
 
-from ._checks import check_output_file, count
+from ._checks import check_outputs, count
 from ._common import add_link_arguments, budget_for, load_problem
 from .simulate import read_schedule_json
 
@@ -55,8 +55,9 @@ def main(args: argparse.Namespace) -> int:
     )
     from memsched.experiments.plotting.timeline import timeline_for
 
+    # not empty, not an input (FILE, a SCHEDULE.json): writing the figure would destroy it
+    check_outputs([("--output", args.output)], [("FILE", args.file), *(("SCHEDULE", p) for p in args.schedules)])
     check_suffix(args.output)
-    check_output_file(args.output, "--output")
     if args.label and len(args.label) != len(args.schedules):
         raise InputError(f"{len(args.label)} labels for {len(args.schedules)} schedules", field="--label")
     raw = [(path, read_schedule_json(path)) for path in args.schedules]
@@ -66,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
 
         instance = with_partition_machine(instance, raw[0][1], argparse.Namespace(
             schedule=raw[0][0], weight_factor=None, bandwidth=args.bandwidth, latency=args.latency))
-    budget = budget_for(problem, instance, args.budget) if args.budget else None
+    budget = budget_for(problem, instance, args.budget) if args.budget is not None else None  # "": refused
     schedules: dict[str, Any] = {}
     for k, (path, data) in enumerate(raw):
         label = args.label[k] if args.label else _label(path, data)

@@ -14,11 +14,12 @@ import contextlib
 import json
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from memsched.solvers.errors import InputError, first_line
 
-from ._checks import MAX_THREADS, check_output_file, count
+from ._checks import MAX_THREADS, check_outputs, count
 
 ZOO_NAMES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "densenet121", "inception_v3", "vgg16",
              "vgg19", "mobilenet_v2", "vit_b16", "gpt2", "gpt2_medium", "unet", "fcn8", "lstm")
@@ -38,6 +39,30 @@ def check_model(name: str) -> None:
     if name not in ZOO_NAMES and not is_factory_spec(name):
         raise InputError(f"unknown model {name!r} (one of {', '.join(ZOO_NAMES)}, or FILE.py:FUNCTION)",
                          field="MODEL")
+
+
+def model_inputs(name: str) -> list[tuple[str, str]]:
+    """The source files a MODEL reads, as ``(role, path)`` for `check_outputs`: the FILE of a
+    ``FILE.py:FUNCTION`` factory, or for ``package.module:FUNCTION`` the ``.py`` files that the module
+    would be on the `sys.path` entries (looked up, not imported: a finder of an installed package
+    is not consulted); none for a zoo network."""
+    from memsched.models.network import is_factory_spec
+
+    if name in ZOO_NAMES or not is_factory_spec(name):
+        return []
+    where = name.rpartition(":")[0]
+    if where.endswith(".py"):
+        return [("MODEL", where)]
+    parts = where.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return []
+    found: list[tuple[str, str]] = []
+    for entry in sys.path:
+        base = Path(entry or ".").joinpath(*parts)
+        for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
+            if candidate.is_file():
+                found.append(("MODEL", str(candidate)))
+    return found
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
@@ -154,7 +179,7 @@ def register(subparsers: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     """Profile the model (u_f, u_b, x, xbar per stage) and write the chain file; exit 0, 2 on bad input."""
     check_model(args.model)  # before importing torch (seconds)
-    check_output_file(args.output, "--output")
+    check_outputs([("--output", args.output)], model_inputs(args.model))  # not the factory's source file
     _import_models()
     from memsched.models.chain.profiler import profile_model
     from memsched.solvers.chain import reference_peak

@@ -19,9 +19,17 @@ from typing import Any
 
 from memsched.solvers.errors import InputError
 
-from ._checks import MAX_TIME_REPEATS, check_options, check_output_file, count, seconds
+from ._checks import MAX_TIME_REPEATS, check_options, check_outputs, count, seconds
 from ._common import add_link_arguments, has_host_link, parse_options
-from .profile import MODEL_HELP, ZOO_NAMES, _import_models, add_granularity_option, add_model_options, model_sizes
+from .profile import (
+    MODEL_HELP,
+    ZOO_NAMES,
+    _import_models,
+    add_granularity_option,
+    add_model_options,
+    model_inputs,
+    model_sizes,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -34,13 +42,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--solver", default=None,
                    help="solver (memsched solvers); default rotor, offload-prefix with --bandwidth, dp for joins, "
                         "checkmate for graphs")
-    p.add_argument("--model", dest="model_name", default=None, help="zoo network to run when MODEL is a chain file")
+    p.add_argument("--model", dest="model_name", default=None,
+                   help="zoo network to run when MODEL is an instance file (default: its meta's model)")
     p.add_argument("--chain", default=None,
-                   help="costs from this instance file (chain, join or graph) instead of profiling")
-    p.add_argument("--profile-file", default=None, help="save the profiled instance file here")
+                   help="costs from this instance file (chain, join or graph) instead of profiling (MODEL a network)")
+    p.add_argument("--profile-file", default=None,
+                   help="save the profiled instance file here (refused when an instance file gives the costs)")
     p.add_argument("--early-release", action="store_true",
                    help="chain problem, profiled here: B(i) releases delta_{i+1} and its output early, as one "
-                        "loss.backward() does (as `memsched profile --early-release`)")
+                        "loss.backward() does (as `memsched profile --early-release`); refused with an instance "
+                        "file, which runs so when profiled so")
     p.add_argument("--slots", type=count(0, 10**9), default=500,
                    help="memory slots for discretising solvers (0: exact)")
     p.add_argument("--time-limit", type=seconds, default=None, help="solver time limit (s)")
@@ -136,8 +147,13 @@ def main(args: argparse.Namespace) -> int:
     from memsched.execute import JOIN_NAMES
 
     budget_bytes(args.budget, field="--budget")  # the form ("abc", "-5", "nan"): before building anything
-    check_output_file(args.profile_file, "--profile-file")
+    _check_costs_options(args)
+    # the profile must not replace the network's source or an instance file it reads
+    check_outputs([("--profile-file", args.profile_file)], [*model_inputs(args.model), ("--chain", args.chain)])
     problem = _problem(args, JOIN_NAMES)
+    if args.early_release and problem != "chain":
+        raise InputError(f"applies to the chain problem (B(i) of a profiled chain), not to {problem}",
+                         field="--early-release")
     name, instance = _network(args, problem)
     _check_link(args, problem, instance)
     bandwidth, latency = _link(args, problem, instance)
@@ -165,6 +181,51 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _model_is_file(args: argparse.Namespace) -> bool:
+    """True when MODEL is an instance file (the run's costs, `_network`), not a network: neither a zoo
+    name nor ``FILE.py:FUNCTION``, and an existing path or a ``.json`` name. No torch."""
+    from memsched.models.network import is_factory_spec
+
+    name = args.model
+    if name in ZOO_NAMES or is_factory_spec(name):
+        return False
+    return Path(name).exists() or name.endswith(".json")
+
+
+def _model_is_network(name: str) -> bool:
+    """True when MODEL names a network: a zoo or join network, or ``FILE.py:FUNCTION``. No torch."""
+    from memsched.models.network import is_factory_spec
+
+    from memsched.execute import JOIN_NAMES
+
+    return name in ZOO_NAMES or name in JOIN_NAMES or is_factory_spec(name)
+
+
+def _check_costs_options(args: argparse.Namespace) -> None:
+    """The options that where the costs come from would leave without effect are bad input, before
+    any work: ``--chain`` when MODEL is itself an instance file; ``--model`` (the network of an
+    instance file given as MODEL) when MODEL names the network; ``--profile-file`` and
+    ``--early-release`` when an instance file (MODEL or ``--chain``) gives the costs, as nothing is
+    profiled then (the executor releases early when the file was profiled so: its
+    ``bwd_overhead_released``). No torch."""
+    model_file = _model_is_file(args)
+    if model_file and args.chain is not None:
+        raise InputError(f"MODEL {args.model} is an instance file already (the run's costs); --chain gives the costs "
+                         "of a network named as MODEL: give one of the two", field="--chain")
+    if args.model_name is not None and _model_is_network(args.model):
+        raise InputError(f"names the network to run when MODEL is an instance file; MODEL {args.model} names the "
+                         "network here: leave --model out", field="--model")
+    path = args.chain if args.chain is not None else (args.model if model_file else None)
+    if path is None:
+        return
+    if args.profile_file is not None:
+        raise InputError(f"nothing is profiled: the costs come from the instance file {path}", field="--profile-file")
+    if args.early_release:
+        raise InputError(f"applies to a chain profiled by this run; the costs come from the instance file {path}, "
+                         "which is executed releasing early when it was profiled so (`memsched profile "
+                         "--early-release`)", field="--early-release")
+
+
 def _network(args: argparse.Namespace, problem: str) -> tuple[str, str | None]:
     """(the network to run, the instance file of its costs or None): MODEL and ``--chain``, or an
     instance file given as MODEL (a join file too) with the network its meta names (or ``--model``).
@@ -182,10 +243,15 @@ def _network(args: argparse.Namespace, problem: str) -> tuple[str, str | None]:
                          "instance file)", field="MODEL")
     network = args.model_name or _model_of(problem, name)
     if problem == "join":
+        if args.model_name is not None and network not in JOIN_NAMES:
+            raise InputError(f"unknown join network {network!r} (one of {', '.join(JOIN_NAMES)})", field="--model")
         if network not in JOIN_NAMES:
             raise InputError(f"a join file needs --model NAME (the join network to execute: {', '.join(JOIN_NAMES)})",
                              field="--model")
     elif network not in ZOO_NAMES and not (isinstance(network, str) and is_factory_spec(network)):
+        if args.model_name is not None:
+            raise InputError(f"unknown model {network!r} (one of {', '.join(ZOO_NAMES)}, or FILE.py:FUNCTION)",
+                             field="--model")
         raise InputError("an instance file needs --model NAME (the zoo network or FILE.py:FUNCTION to execute)",
                          field="--model")
     return network, name

@@ -101,7 +101,7 @@ def main(args: argparse.Namespace) -> int:
                    "latency": instance.latency}
     desc = registry.get_problem(problem)
     schedule = desc.schedule_from_json(data, instance, path=args.schedule)
-    budget = budget_for(problem, instance, args.budget) if args.budget else None
+    budget = budget_for(problem, instance, args.budget) if args.budget is not None else None  # "": refused
     replay = desc.replay(instance, schedule, budget)
     _check_replayable(replay, args.schedule)
     out = {"problem": problem, "valid": replay.violation is None, "violation": replay.violation,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
@@ -13,7 +12,7 @@ from memsched.solvers.jsonio import write_text_atomic
 from memsched.solvers.result import INFEASIBLE, TIMEOUT, SolveResult
 from memsched.solvers.units import format_bytes
 
-from ._checks import check_options, check_output_file, check_work
+from ._checks import check_options, check_outputs, check_work
 from ._common import (
     add_link_arguments,
     add_progress_argument,
@@ -55,13 +54,14 @@ def default_solver(problem: str) -> str:
 
 def main(args: argparse.Namespace) -> int:
     """Run the solver, replay its schedule and print the result; exit 0, 1 infeasible, 2 bad input."""
+    # before a long solve, not after: writable, not the instance, not one file for both
+    check_outputs([("--output", args.output), ("--plot", args.plot)], [("FILE", args.file)])
     if args.plot:
         from memsched.experiments.plotting import check_suffix
 
-        check_suffix(args.plot)  # before a long solve, not after
-    check_output_file(args.output, "--output")
-    check_output_file(args.plot, "--plot")
-    _check_distinct_outputs(args.output, args.plot)
+        check_suffix(args.plot)
+    if args.solver is not None and not args.solver.strip():
+        raise InputError("is empty, expected a solver name (memsched solvers lists them)", field="--solver")
     problem, instance = load_problem(args.file, args.bandwidth, args.latency, args.solver)
     if problem == "pipeline":  # its solvers need a device count, which `partition` takes
         raise InputError("a pipeline is partitioned over devices: memsched partition FILE --devices P --memory M",
@@ -89,19 +89,23 @@ def main(args: argparse.Namespace) -> int:
         print_json(result.to_json(objective_key=registry.get_problem(problem).objective))
     else:
         _print_human(result, instance)
-    if stopped_by_user("solve", result):  # Ctrl-C during an exact solve: what it had is printed above
-        return 130
+    interrupted = stopped_by_user("solve", result)  # Ctrl-C during an exact solve: what it had is printed above
     if result.schedule is None:
-        print(f"memsched solve: {_why_none(result)}", file=sys.stderr)
-        return 1
-    return 0
+        if not interrupted:
+            print(f"memsched solve: {_why_none(result)}", file=sys.stderr)
+        _note_unchanged(args)
+    if interrupted:
+        return 130
+    return 1 if result.schedule is None else 0
 
 
-def _check_distinct_outputs(output: str | None, plot: str | None) -> None:
-    """`InputError` (exit 2, before solving) when --plot names the file --output writes (compared as
-    resolved paths): the figure would silently replace the schedule JSON."""
-    if output and plot and output != "-" and Path(output).resolve() == Path(plot).resolve():
-        raise InputError("same file as --output", path=plot, field="--plot")
+def _note_unchanged(args: argparse.Namespace) -> None:
+    """Without a schedule nothing is written: one line on stderr per output file given (--output,
+    --plot) saying it was left unchanged, so that a file from an earlier run is not taken for this
+    run's answer (it is not deleted either: it is the user's)."""
+    for field, path in (("--output", args.output), ("--plot", args.plot)):
+        if path is not None:
+            print(f"memsched solve: note: {path} ({field}) left unchanged: no schedule was found", file=sys.stderr)
 
 
 def _why_none(result: SolveResult) -> str:
