@@ -201,9 +201,11 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
 
     if problem == "chain":
         executor = ChainExecutor(built.blocks, built.loss_fn)
+        # a chain file's own time unit (MFLOP for --cost flops), as the predicted makespan is in it
+        units = {"time": str(chain.meta.get("units", {}).get("time", "ms"))}
         return Target("chain", built.name, chain, chain.name, x.device,
                       lambda schedule, **kw: executor.step(schedule, x, tgt, chain=chain, **kw), reference,
-                      store_all_schedule(chain.length))
+                      store_all_schedule(chain.length), info={"units": units})
     from memsched.models.offload.executor import CPU_MEASUREMENT, OffloadExecutor
     from memsched.solvers.offload import OffloadInstance
 
@@ -479,6 +481,7 @@ def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, ins
     base = target.step(target.store_all, seed=seed, time_repeats=time_repeats) if store_all else None
     step, row = execute_schedule(target, schedule, seed=seed, time_repeats=time_repeats, independent=independent)
     out.update(measured_vs_predicted(result.objective, _predicted_peak(step, result), step, base))
+    out["ratio"]["time"] = _time_ratio(out["units"]["time"], out["measured"]["time"], out["predicted"]["makespan"])
     out["predicted"]["model_peak_memory"] = int(result.peak_memory)
     extras = target.extras(step, schedule)
     out["predicted"].update(extras.pop("predicted_extra", {}))
@@ -490,6 +493,17 @@ def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, ins
     if row["grad_message"]:
         out["grad_message"] = row["grad_message"]
     return out
+
+
+def _time_ratio(unit: str, measured_ms: float | None, predicted: float) -> float | None:
+    """Measured time (ms) / predicted makespan (in the instance's time `unit`, converted to ms);
+    None when `unit` is counted work (MFLOP), which no clock measures, or a value is missing."""
+    from memsched.solvers.chain.instance import TIME_UNITS
+
+    per_second = TIME_UNITS.get(unit)
+    if per_second is None or measured_ms is None or not predicted:
+        return None
+    return float(measured_ms) / (float(predicted) * 1e3 / per_second)
 
 
 def _predicted_peak(step: StepResult, result: Any) -> int:
