@@ -8,7 +8,8 @@ only load the built library: no numba import, no JIT start-up, which is most of 
 ``memsched solve``. It returns None when ``MEMSCHED_NO_CC`` is set, when no compiler is found
 or the build fails; the DPs then use their numba or numpy kernels, which give the same tables
 bit for bit (the C code adds the same IEEE doubles in the same order: no fast-math, no FMA
-contraction; tests/test_chain_kernels.py compares them).
+contraction; tests/test_chain_kernels.py compares them). The rotor table is filled in parts of
+milliseconds with Python between them (`fill_table`), so a Ctrl-C stops it within one part.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 import platform
 import sys
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,8 +94,8 @@ def _load() -> ctypes.CDLL | None:
         return None
     lib = ctypes.CDLL(str(path))
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    lib.rotor_fill.argtypes = [i64, i64] + [ptr] * 11
-    lib.rotor_fill.restype = ctypes.c_int
+    lib.rotor_fill_part.argtypes = [i64] * 5 + [ptr] * 14
+    lib.rotor_fill_part.restype = None
     lib.rotor_min_memory.argtypes = [i64] + [ptr] * 7
     lib.rotor_min_memory.restype = None
     return lib
@@ -128,7 +130,11 @@ def _ints(*arrays: Any) -> tuple[np.ndarray, ...]:
 
 def fill_table(x, xbar, o_fa, o_fn, o_b, u_fa, u_b, sf, off, C, first) -> None:
     """The rotor table into C (float64, one row per (i, l), M+1 columns) and first (int64), as
-    `dp._dp_numba` fills them (u_fa: F_all's times; sf: prefix sums of the no-grad times u_fn)."""
+    `dp._dp_numba` fills them (u_fa: F_all's times; sf: prefix sums of the no-grad times u_fn).
+
+    The C kernel runs in parts (`fill_parts`) of at most `PART_WORK` cell updates each, and
+    Python runs between them: a Ctrl-C raises `KeyboardInterrupt` within one part (milliseconds),
+    not after the whole table (tens of seconds for L = 1000). The table is the same bit for bit."""
     lib = library()
     if lib is None:
         raise RuntimeError("the C kernels are not available")
@@ -136,10 +142,34 @@ def fill_table(x, xbar, o_fa, o_fn, o_b, u_fa, u_b, sf, off, C, first) -> None:
     if C.dtype != np.float64 or first.dtype != np.int64 or C.ndim != 2 or C.shape[0] != (L + 1) * (L + 2) // 2 \
             or first.shape != (C.shape[0],) or len(off) != L + 1:
         raise ValueError("C must be float64 of (L+1)(L+2)/2 rows, first int64 of one entry a row")
+    M = C.shape[1] - 1
+    blk, tile = (ctypes.c_int64.in_dll(lib, name).value for name in ("rotor_blk", "rotor_tile"))
     inputs = (*_ints(x, xbar, o_fa, o_fn, o_b),
               *(np.ascontiguousarray(a, dtype=np.float64) for a in (u_fa, u_b, sf)), *_ints(off))
-    if lib.rotor_fill(L, C.shape[1] - 1, *_pointers(inputs, (C, first))) != 0:
-        raise MemoryError("the rotor C kernel could not allocate its buffers")
+    # kept from part to part: block-end summaries of the final rows, the rows of the current tile
+    buffers = (np.empty(C.shape[0] * ((M + blk) // blk)), np.empty(tile * (L + 1) * (M + 1)),
+               np.empty(tile * (L + 1), dtype=np.int64))
+    pointers = _pointers(inputs, (C, first, *buffers))
+    for l0, i_hi, i_lo in fill_parts(L, M, tile, PART_WORK):
+        lib.rotor_fill_part(L, M, l0, i_hi, i_lo, *pointers)
+
+
+#: Most cell updates (an upper bound: splits x values of l x memory values) of one call of the C
+#: kernel, unless one row i alone is more: tens of milliseconds, the longest a Ctrl-C waits (but
+#: seconds for a row of ~10^7 memory values: L < 4 at exact sizes); ~2,000 calls for L = 1000 at
+#: 100 slots (~5 ms of calls in a fill of ~15 s).
+PART_WORK = 1 << 24
+
+
+def fill_parts(L: int, M: int, tile: int, work: int = PART_WORK) -> Iterator[tuple[int, int, int]]:
+    """The parts ``(l0, i_hi, i_lo)`` of `rotor_fill_part`, in the kernel's order: the tiles of
+    `tile` values of l from l0 = 0, each one's i from l1 - 1 down to 0 split into runs of rows whose
+    work bound (at most l1 splits, l1 - l0 values of l and M + 1 values of m a row) is within `work`."""
+    for l0 in range(0, L + 1, tile):
+        l1 = min(l0 + tile, L + 1)
+        rows = max(1, work // (l1 * (l1 - l0) * (M + 1)))
+        for i_hi in range(l1 - 1, -1, -rows):
+            yield l0, i_hi, max(i_hi - rows + 1, 0)
 
 
 def min_memory(x, xbar, o_fa, o_fn, o_b, Mm, ch) -> None:
