@@ -22,7 +22,11 @@ Loss        ``loss_fn(a_L, target).backward()`` by `loss_backward`: the executor
             place, as it may a network's output in plain autograd. The standalone
             a_L is dropped; when a_L is the output of the tape abar_L, F_all(L-1) kept the
             tape's output as a stand-in without storage (`_Handle`) and a_L's data beside
-            it, which the loss gives up the same way (freed unless block L-1 saved it).
+            it, which the loss gives up the same way (freed unless block L-1 saved it). The
+            stand-in's 0-d scalar has a_L's dtype, whatever the weights' (float64 logits from
+            float32 weights): `make_standins` makes those of the usual floating and complex dtypes
+            before the step, so a step allocates none (`standin_for` makes a rarer one, float8,
+            at its first forward: a few bytes, once per process, no prediction counts them).
 B(i)        ``torch.autograd.backward(y, delta_{i+1})`` on the tape abar_{i+1}; delta_i = x.grad
             (None for an integer input such as token ids); drops abar_{i+1}, delta_{i+1} and
             the standalone a_i. Parameter gradients accumulate into ``.grad``. When no gradient
@@ -60,7 +64,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -202,6 +206,36 @@ def _one(device: torch.device, dtype: torch.dtype) -> torch.Tensor:
     if key not in _ONES:
         _ONES[key] = torch.zeros((), device=device, dtype=dtype)
     return _ONES[key]
+
+
+#: the dtypes whose stand-ins `make_standins` makes before each step: whatever a block may output besides
+#: the parameters' dtype (float64 logits from float32 weights, a float16 output under autocast...)
+STANDIN_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128)
+
+
+def make_standins(device: torch.device, dtypes: Iterable[torch.dtype] = ()) -> None:
+    """Make the stand-ins (`_one`) of `STANDIN_DTYPES` and `dtypes` on `device`, before a step is measured
+    (a 0-d tensor each, kept for the process: at most 16 bytes, one allocator block on CUDA, counted by no
+    step). A dtype the device does not support (float64 on MPS) is skipped: no block can output it."""
+    for dtype in dict.fromkeys((*dtypes, *STANDIN_DTYPES)):
+        if (device, dtype) not in _ONES:
+            try:
+                _one(device, dtype)
+            except (TypeError, RuntimeError):
+                continue
+
+
+def standin_for(y: torch.Tensor) -> torch.Tensor | None:
+    """The stand-in scalar (`_one`) of y's device and dtype for `_Handle`: made before the step by
+    `make_standins` for the usual dtypes; for another one (a float8 output) made here, inside the step, once
+    per process (a 0-d tensor: at most 16 bytes, one allocator block on CUDA, which no prediction counts).
+    None for a tensor that is neither floating nor complex (it never requires grad)."""
+    if not (y.is_floating_point() or y.is_complex()):
+        return None
+    one = _ONES.get((y.device, y.dtype))
+    if one is None and y.dtype not in STANDIN_DTYPES:
+        one = _one(y.device, y.dtype)
+    return one
 
 
 class _Sink(torch.autograd.Function):
@@ -372,8 +406,9 @@ class ChainExecutor:
     def new_run_state(self, ops: list[Op], device: torch.device) -> RunState:
         """A run state whose RNG keeps the states of the stages `ops` computes more than once."""
         counts = Counter(op[1] for op in ops if len(op) == 2 and op[0] in FORWARD_KINDS)
-        for dtype in {p.dtype for p in self.params.values() if p.is_floating_point()} or {torch.float32}:
-            _one(device, dtype)  # the stand-ins of F_all(L-1)'s output, made before the step is measured
+        # the stand-ins of F_all's outputs (whatever their dtype, not only the parameters'), made before the
+        # step is measured: without one, a_L would stay alive through the loss the prediction frees it in
+        make_standins(device, [p.dtype for p in self.params.values() if p.is_floating_point()])
         rng = RngStates(device, [i for i, c in counts.items() if c > 1])
         if self._runs is not None:  # a measured step: its prediction adds the states this run keeps
             self._runs.append(rng)
@@ -419,9 +454,10 @@ class ChainExecutor:
                 x.requires_grad_(True)
             with s.rng.forward(i), torch.enable_grad():
                 y = forward_block(self.blocks[i], i, x)
-            one = _ONES.get((y.device, y.dtype))
-            # a stand-in: the loss may free a_L (`loss_backward`), B(i) a_{i+1} (`release_backward`)
-            if (i == L - 1 or self._releasing) and y.requires_grad and one is not None:
+            # a stand-in (of y's dtype, whatever the weights'): the loss may free a_L (`loss_backward`), B(i)
+            # a_{i+1} (`release_backward`)
+            one = standin_for(y) if (i == L - 1 or self._releasing) and y.requires_grad else None
+            if one is not None:
                 s.tape_outputs[i + 1] = y.detach()
                 y = _Handle.apply(y, one)
             s.tapes[i + 1] = (x, y)
