@@ -31,11 +31,28 @@ B_v         ``torch.autograd.grad`` over F_v's tape with the incoming gradient o
             has a B_u. The tape is dropped after the last B_v that uses it.
 ==========  ================================================================================
 
-Randomness: the RNG state is recorded at the first computation of each forward node and
-restored for its recomputations (`models.measure.RngStates`): recomputed dropout masks are
-identical; when the schedule's first computations follow the file order (every solver of
-`solvers.graph` does), the masks are those of a plain forward and gradients equal plain
-autograd (`models.chain.executor.reference_step`).
+Randomness (`FileOrderRng`): every computation of a random forward node (one that draws
+random numbers: dropout), the first and each recomputation, runs under the RNG state (CPU, and
+CUDA for a CUDA input) it sees in a plain forward in the file's (torch.fx) order from the
+generator's state at the start of the step; the loss runs under the state after the last
+random node, and the step leaves the generator as a plain forward, loss and backward leave it.
+So dropout masks, and gradients, are those of plain autograd
+(`models.chain.executor.reference_step`) whatever order the schedule computes them in (DTR,
+``dtr-orders`` and CP-SAT often compute a later branch first). The states come from a pre-pass
+before the step (`GraphExecutor.rng_order`): the first time for a training mode and input
+shape, a plain forward without grad in file order on the step's input (each value dropped after
+its last consumer; buffers put back), which finds the random nodes and their input shapes; after
+that only the random nodes, run on zero inputs of those shapes (dropout's draws depend on the
+shape only). A random node whose draws on zero inputs differ from those on its real ones
+(data-dependent randomness) makes every pre-pass the plain forward (exact, a forward's cost).
+`step` runs the plain forward once before its measured runs: neither the pre-pass's time nor its
+memory is in the step's measurement (its transient memory is at most a forward without grad in
+file order; it holds nothing after it but the states, a CPU state 5,056 B per random node, kept
+from before the step like the parameters, and not counted); `train_step` pays it in every step
+(the random nodes' ops once more on zero inputs). Within the step, setting a state costs a copy
+of it per random computation; a schedule that computes a random node after the loss keeps one
+more CPU state, the generator's after the loss, from the loss to the end of the step (the
+allocator's prediction adds it).
 
 Memory (bytes): `models.measure.StepMeter` (``torch.cuda.max_memory_allocated`` above the
 pre-step level on CUDA, `models.memory.LiveTensorTracker` on CPU; `models.alloc_probe` as the
@@ -56,23 +73,24 @@ for ``cost="flops"``).
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 import torch
+from memsched.models.buffers import restore_buffers, snapshot_buffers
 from memsched.models.chain.executor import LossFn, as_blocks, parameters_of
-from memsched.models.graph.plan import Plan, build_plan
-from memsched.models.measure import OpTrace, RngStates, StepMeter, StepResult, measure_runs, with_rng_states, zero_grads
+from memsched.models.graph.plan import Plan, Step, build_plan
+from memsched.models.measure import OpTrace, StepMeter, StepResult, measure_runs, with_rng_states, zero_grads
 from memsched.models.memory import CLOCKS, storage_key
 from memsched.solvers.graph import Graph, GraphSchedule, simulate
 from torch import nn
 from torch.autograd.graph import get_gradient_edge, saved_tensors_hooks
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-__all__ = ["GraphExecutor", "execute_graph", "shared_storage_excess"]
+__all__ = ["GraphExecutor", "FileOrderRng", "execute_graph", "shared_storage_excess"]
 
 
 def shared_storage_excess(graph: Graph, seq: Sequence[int], retention_end: Sequence[int]) -> list[int]:
@@ -121,6 +139,115 @@ def _grad_capable(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
 
 
+RngState = tuple[torch.Tensor, torch.Tensor | None]  # (CPU generator state, CUDA generator state or None)
+
+
+def _rng_state(device: torch.device) -> RngState:
+    """The CPU generator's state and, for a CUDA `device`, that device's (both host tensors)."""
+    return torch.get_rng_state(), (torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
+
+
+def _set_rng_state(state: RngState, device: torch.device) -> None:
+    """Put the generators back to `state` (`_rng_state`'s); copies it, allocates nothing on the CPU."""
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state(state[1], device)
+
+
+def _same_state(a: RngState, b: RngState) -> bool:
+    return torch.equal(a[0], b[0]) and (a[1] is None or b[1] is None or torch.equal(a[1], b[1]))
+
+
+@dataclass(frozen=True)
+class _Meta:
+    """Shape, dtype and device of a tensor argument of a random node (its stand-in: zeros)."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+
+
+@dataclass
+class _RandomOp:
+    """A forward node that drew random numbers in the plain forward: its arguments with each
+    tensor replaced by its `_Meta` (flat leaves and pytree spec) and whether its op on zeros of
+    those shapes draws exactly as on its real arguments (then a pre-pass may replay it so)."""
+
+    v: int
+    leaves: list[Any]
+    spec: Any
+    replayable: bool = False
+
+    def replay(self, step: Step) -> None:
+        """Run the node's op on zeros of its arguments' shapes, without grad (the output is
+        dropped; buffers of its module are put back)."""
+        args, kwargs = tree_unflatten([torch.zeros(m.shape, dtype=m.dtype, device=m.device) if isinstance(m, _Meta)
+                                       else m for m in self.leaves], self.spec)
+        assert step.fn is not None
+        saved = snapshot_buffers(_modules_of(step.fn))
+        try:
+            with torch.no_grad():
+                step.fn(*args, **kwargs)
+        finally:
+            restore_buffers(saved)
+
+
+def _modules_of(fn: Any) -> list[nn.Module]:
+    """The modules whose buffers calling `fn` may update: `fn` itself, or those it closes over
+    (`models.graph.plan.node_callable`'s no-grad wrapper)."""
+    if isinstance(fn, nn.Module):
+        return [fn]
+    cells = getattr(fn, "__closure__", None) or ()
+    return [c.cell_contents for c in cells if isinstance(c.cell_contents, nn.Module)]
+
+
+@dataclass
+class FileOrderRng:
+    """The RNG state each random forward node sees in a plain forward in the file's (torch.fx)
+    order (`states`: node index -> (CPU state, CUDA state or None), from the generator's state
+    at the start of the step) and the state after the last of them (`final`, None when no node
+    draws). `method`: how they were found, "forward" (a plain forward without grad of the step's
+    input) or "replay" (the random nodes alone on zero inputs of their shapes)."""
+
+    states: dict[int, RngState]
+    final: RngState | None
+    method: str
+
+
+class _StepRng:
+    """One run's use of a `FileOrderRng`: each random node's computation under its state, the
+    loss under the final state, and at the end the generator as a plain step leaves it (the
+    state after the last loss, kept from then when a random node is computed after it)."""
+
+    def __init__(self, order: FileOrderRng, device: torch.device, seq: Sequence[int], loss: int) -> None:
+        self.order, self.device = order, device
+        last = max((s for s, v in enumerate(seq) if v == loss), default=len(seq))
+        self.keep_at = last if any(v in order.states for v in seq[last + 1:]) else None
+        self.after_loss: RngState | None = None
+
+    @contextlib.contextmanager
+    def forward(self, v: int) -> Iterator[None]:
+        """Forward node v: under its recorded state when it is random (the generator then moves on)."""
+        state = self.order.states.get(v)
+        if state is not None:
+            _set_rng_state(state, self.device)
+        yield
+
+    @contextlib.contextmanager
+    def loss(self, s: int) -> Iterator[None]:
+        """The loss at step s: under the state after the last random node of the plain forward."""
+        if self.order.final is not None:
+            _set_rng_state(self.order.final, self.device)
+        yield
+        if s == self.keep_at:
+            self.after_loss = _rng_state(self.device)
+
+    def finish(self) -> None:
+        """After the last step: the generator's state after the loss, when a random node ran since."""
+        if self.after_loss is not None:
+            _set_rng_state(self.after_loss, self.device)
+
+
 @dataclass
 class _SavedRef:
     """A saved tensor that is (a view of) output `pos` of producer `u`: rebuilt at backward."""
@@ -149,7 +276,7 @@ class _Run:
     """One run: the latest copy of each node (graph index -> (step made, value)), the tapes,
     which B_v have accumulated their parameter gradients, and the loss."""
 
-    rng: RngStates
+    rng: _StepRng
     copies: dict[int, tuple[int, Any]] = field(default_factory=dict)
     tapes: dict[int, Tape] = field(default_factory=dict)
     accumulated: set[int] = field(default_factory=set)
@@ -179,6 +306,8 @@ class GraphExecutor:
         self.labels = [str(i) for i in graph.ids]
         # ids of the parameters of the nodes that have a backward node: only they can get a gradient
         self.trained_params = {id(p) for v in self.bwd_of for p in self.plan.ops[v].params}
+        # (training modes, input shape, dtype, device) -> the random nodes a plain forward found
+        self._random_ops: dict[tuple[Any, ...], list[_RandomOp]] = {}
 
     # ----------------------------------------------------------------- one step
     def step(self, schedule: GraphSchedule | Sequence[int], inputs: torch.Tensor, target: Any, *, seed: int | None = 0,
@@ -190,19 +319,25 @@ class GraphExecutor:
         simulator's replay plus each step's profiled temporaries (`predicted_memory`) gives the
         predicted peaks (bytes: ``predicted_peak`` the allocator's on CPU when the graph records
         them, ``tracker_predicted_peak`` the tracker's) and its makespan the predicted time (graph
-        time unit); an invalid schedule raises ValueError before anything runs."""
+        time unit); an invalid schedule raises ValueError before anything runs. Random nodes run
+        under the RNG states of a plain forward in file order from `seed` (`FileOrderRng`; with
+        `seed` None from the generator's state now, the same in every measured run), found by a
+        plain forward without grad before the measured runs (`rng_order`)."""
         if clock is None:
             clock = str(self.graph.meta.get("clock", "wall")).split(" ")[0]
             clock = clock if clock in CLOCKS else "wall"
         seq = schedule.indices(self.graph) if isinstance(schedule, GraphSchedule) else [int(v) for v in schedule]
         sim, frees, tape_at, retain_at = self.prepare(seq)
+        if seed is not None:
+            torch.manual_seed(seed)
+        rng = self.rng_order(inputs, exact=True)  # before every measured run: in none of their windows
         m = measure_runs(lambda watch, tr: self._run(seq, frees, tape_at, retain_at, inputs, target, seed, watch, tr,
-                                                     clock),
+                                                     clock, rng=rng),
                          cuda=inputs.device.type == "cuda", measure_memory=measure_memory, measure_time=measure_time,
                          trace=trace, time_repeats=time_repeats, independent=independent)
         cuda = inputs.device.type == "cuda"  # the measured peak is then the allocator's
         tracker_memory = self.predicted_memory(seq, sim, "tracker")
-        alloc_memory = self.predicted_memory(seq, sim, "allocator")
+        alloc_memory = self.predicted_memory(seq, sim, "allocator", random=rng.states)
         if len(m.traces) == len(seq):
             for t, mem in zip(m.traces, alloc_memory if cuda else tracker_memory):
                 t.predicted_during = int(mem)
@@ -215,12 +350,16 @@ class GraphExecutor:
                           predicted_makespan=float(sim.makespan), trace=m.traces,
                           independent_peak=m.independent_peak, independent_method=m.independent_method, **extra)
 
-    def predicted_memory(self, seq: list[int], sim: Any, method: str = "tracker") -> list[int]:
+    def predicted_memory(self, seq: list[int], sim: Any, method: str = "tracker",
+                         random: Iterable[int] | None = None) -> list[int]:
         """Per step of `seq`: the simulator's memory (bytes) less the node's workspace plus its temporaries as
         profiled by `method` ("tracker" or "allocator", the graph's ``meta["temporaries"]``, see
         `models.graph.profile`; none when the graph has no such record), less the storages it
-        charges twice (`shared_storage_excess`); for the allocator also the CPU RNG states the
-        run keeps for the random nodes it recomputes."""
+        charges twice (`shared_storage_excess`); for the allocator also the CPU RNG state
+        (``meta["rng_state_bytes"]``) a run keeps from the last loss on when it computes a random
+        node after it (`_StepRng`). `random`: the random nodes (indices; default the graph's
+        ``meta["random_nodes"]``). The states of the random nodes are made before the step
+        (`rng_order`) and are not in it."""
         meta = self.graph.meta
         records = meta.get("temporaries", {})
         temps = records.get(method, records.get("tracker", {}))  # no allocator record: the tracker's
@@ -228,12 +367,12 @@ class GraphExecutor:
         shared = shared_storage_excess(self.graph, seq, sim.retention_end)  # charged twice by the simulator
         out = [int(mem) - int(work[v]) + int(temps.get(self.graph.names[v], 0)) - extra
                for v, mem, extra in zip(seq, sim.memory, shared)]
-        if method == "allocator":  # RNG states of recomputed random nodes, from their first computation on
-            random = {self.graph.names.index(name) for name in meta.get("random_nodes", ())} & {
-                v for v, c in Counter(seq).items() if c > 1}
-            first = {v: s for s, v in reversed(list(enumerate(seq))) if v in random}
-            out = with_rng_states(list(enumerate(out)),
-                                  [(s, int(meta.get("rng_state_bytes", 0))) for s in first.values()])
+        if method == "allocator":  # the state after the loss, kept when a random node is computed after it
+            found = {self.graph.names.index(name) for name in meta.get("random_nodes", ())} if random is None \
+                else set(random)
+            last = max((s for s, v in enumerate(seq) if v == self.loss), default=len(seq))
+            if any(v in found for v in seq[last + 1:]):
+                out = with_rng_states(list(enumerate(out)), [(last, int(meta.get("rng_state_bytes", 0)))])
         return out
 
     def prepare(self, seq: list[int]) -> tuple[Any, dict[int, list[int]], set[int], set[int]]:
@@ -271,8 +410,10 @@ class GraphExecutor:
 
     def train_step(self, schedule: GraphSchedule | Sequence[int], inputs: torch.Tensor, target: Any) -> float:
         """One training step under `schedule`, nothing measured: parameter gradients accumulate
-        into ``.grad`` as ``loss.backward()`` leaves them (missing ones are allocated first).
-        Returns the loss. An invalid schedule raises ValueError before anything runs."""
+        into ``.grad`` as ``loss.backward()`` leaves them (missing ones are allocated first), and
+        the RNG draws are those of a plain forward in file order from the generator's state
+        (`rng_order`, its pre-pass in the step). Returns the loss. An invalid schedule raises
+        ValueError before anything runs."""
         seq = schedule.indices(self.graph) if isinstance(schedule, GraphSchedule) else [int(v) for v in schedule]
         _, frees, tape_at, retain_at = self.prepare(seq)
         loss, *_ = self._run(seq, frees, tape_at, retain_at, inputs, target, None, False, False, "wall",
@@ -281,16 +422,20 @@ class GraphExecutor:
 
     def _run(self, seq: list[int], frees: dict[int, list[int]], tape_at: set[int], retain_at: set[int],
              x: torch.Tensor, target: Any, seed: int | None, watch: bool, trace: bool, clock: str,
-             probe: Any = None, accumulate: bool = False) -> tuple[float, None, int, list[OpTrace], float]:
+             probe: Any = None, accumulate: bool = False, rng: FileOrderRng | None = None
+             ) -> tuple[float, None, int, list[OpTrace], float]:
         """One step of `seq`; `probe` (`models.graph.profile`), when given, is told when each
         step starts (``start(s)``), when its node is computed (``computed(s, node, run, meter)``,
         before the copies it ends are dropped) and when it ends (``stop(s)``). `accumulate`:
-        add to the parameter gradients already there instead of zeroing them."""
+        add to the parameter gradients already there instead of zeroing them. `rng`: the random
+        nodes' states (`rng_order` from the generator's state after seeding); by default made
+        here, before the step's measurement window."""
         fresh = self._prepare_grads(accumulate)
         if seed is not None:
             torch.manual_seed(seed)
-        counts = Counter(seq)
-        run = _Run(RngStates(x.device, [v for v in self.plan.ops if counts[v] > 1]))
+        if rng is None:
+            rng = self.rng_order(x)
+        run = _Run(_StepRng(rng, x.device, seq, self.loss))
         meter = StepMeter(x.device, watch=watch, trace=trace, clock=clock)
         with meter:
             for s, node in enumerate(seq):
@@ -300,7 +445,8 @@ class GraphExecutor:
                     if node in self.plan.ops:
                         self._forward(run, s, node, x, s in tape_at)
                     elif node == self.loss:
-                        self._loss(run, s, x, target)
+                        with run.rng.loss(s):
+                            self._loss(run, s, x, target)
                     elif node in self.fwd_of:
                         self._backward(run, s, node, s in retain_at)
                     else:
@@ -317,10 +463,93 @@ class GraphExecutor:
             loss = run.loss
             run.copies.clear()
             run.tapes.clear()
+            run.rng.finish()
         for p in fresh:
             if id(p) not in run.received:
                 p.grad = None
         return loss, None, meter.peak, meter.traces, meter.elapsed_ms
+
+    # ----------------------------------------------------------------- randomness
+    def rng_order(self, x: torch.Tensor, *, exact: bool = False) -> FileOrderRng:
+        """The RNG state each random forward node sees in a plain forward of `x` in file order,
+        from the generator's state now, which it leaves as it is (`FileOrderRng`). The first call
+        for a training mode and input shape, every call with `exact`, and every call when a random
+        node's draws depend on its inputs' values: a plain forward without grad in file order (each
+        value dropped after its last consumer, the blocks' buffers put back), which finds the
+        random nodes; otherwise only those nodes, on zero inputs of their shapes. Its memory is
+        transient (nothing but the states stays)."""
+        devices = [x.device] if x.device.type == "cuda" else []
+        key = self._mode_key(x)
+        known = self._random_ops.get(key)
+        with torch.random.fork_rng(devices=devices):
+            if known is not None and not exact and all(r.replayable for r in known):
+                return self._replay(known, x.device)
+            order, self._random_ops[key] = self._plain_forward(x)
+            return order
+
+    def _mode_key(self, x: torch.Tensor) -> tuple[Any, ...]:
+        """What decides which nodes draw random numbers and how many: the modules' training modes
+        and the input's shape, dtype and device."""
+        modes = tuple(m.training for b in self.blocks for m in b.modules())
+        return modes, tuple(x.shape), x.dtype, x.device
+
+    def _replay(self, known: list[_RandomOp], device: torch.device) -> FileOrderRng:
+        """The states of the random nodes `known` (in file order) from the generator's state now:
+        each node's op is run on zero inputs of its arguments' shapes (it moves the generator on)."""
+        states: dict[int, RngState] = {}
+        for r in known:
+            states[r.v] = _rng_state(device)
+            r.replay(self.plan.ops[r.v])
+        return FileOrderRng(states, _rng_state(device) if states else None, "replay")
+
+    def _plain_forward(self, x: torch.Tensor) -> tuple[FileOrderRng, list[_RandomOp]]:
+        """A plain forward of `x` without grad, node by node in file order: the state before each
+        node that moves the generator, and those nodes with their arguments' shapes."""
+        device = x.device
+        last_use: dict[int, int] = {}
+        for v in self.plan.ops:
+            for u in self.producers[v]:
+                last_use[u] = v
+        values: dict[int, Any] = {}
+        states: dict[int, RngState] = {}
+        found: list[_RandomOp] = []
+        saved = snapshot_buffers(self.blocks)
+        try:
+            with torch.no_grad():
+                for v, step in self.plan.ops.items():
+                    assert step.fn is not None
+                    args = self.plan.resolve((step.args, step.kwargs), values.__getitem__, x)
+                    before = _rng_state(device)
+                    out = step.fn(*args[0], **args[1])
+                    after = _rng_state(device)
+                    if not _same_state(before, after):
+                        states[v] = before
+                        found.append(self._random_op(v, step, args, before, after, device))
+                    for u in self.producers[v]:
+                        if last_use[u] == v:
+                            del values[u]
+                    if v in last_use:
+                        values[v] = out
+                    del out, args
+        finally:
+            restore_buffers(saved)
+        return FileOrderRng(states, _rng_state(device) if states else None, "forward"), found
+
+    def _random_op(self, v: int, step: Step, args: Any, before: RngState, after: RngState,
+                   device: torch.device) -> _RandomOp:
+        """Random node v, its arguments `args` as shapes, replayable when its op on zeros of them
+        moves the generator from `before` to `after` as on `args`; leaves the generator at `after`."""
+        leaves, spec = tree_flatten(args)
+        op = _RandomOp(v, [_Meta(tuple(t.shape), t.dtype, t.device) if isinstance(t, torch.Tensor) else t
+                           for t in leaves], spec)
+        _set_rng_state(before, device)
+        try:
+            op.replay(step)
+            op.replayable = _same_state(_rng_state(device), after)
+        except Exception:  # noqa: BLE001 (an op that zeros do not suit: its draws may depend on values)
+            op.replayable = False
+        _set_rng_state(after, device)
+        return op
 
     def _prepare_grads(self, accumulate: bool) -> list[nn.Parameter]:
         """Allocate (zeros) before the step the gradients of the parameters a backward node may

@@ -12,9 +12,12 @@ in the order a graph solver chose (Checkmate's MILP, the CP-SAT model, DTR, ...)
 
 For a network that is not a chain (skips across its layers) this is what `ScheduledChain` is for
 chains. The loss runs inside the schedule (it is a node of the graph), so there is no drop-in
-``forward``; ``net(x)`` is the plain forward. The gradients are plain autograd's when the
-schedule's first computations follow the graph's order (every graph solver's do): recomputed
-nodes replay their RNG state. The plan is built for the example's shape, dtype and device, and
+``forward``; ``net(x)`` is the plain forward. The gradients are plain autograd's in any order of
+computation: every computation of a random node (dropout) runs under the RNG state it sees in a
+plain forward in the file's order, and the step leaves the generator as a plain step does
+(`models.graph.executor.FileOrderRng`; each step first replays the random nodes' ops on zero
+inputs of their shapes to find those states, and the first step after a change of training mode
+runs a plain forward without grad). The plan is built for the example's shape, dtype and device, and
 every batch must have them (checked before anything runs: the plan holds the example's sizes as
 constants). A short last batch needs ``DataLoader(drop_last=True)``, a second `ScheduledGraph`
 built with an example of its shape (the same graph and schedule serve), or plain autograd. A step
