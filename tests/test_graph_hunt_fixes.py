@@ -132,7 +132,9 @@ def test_no_time_for_the_exact_retry_is_a_timeout_naming_the_slots():
 def test_cli_names_the_true_smallest_budget(tmp_path, monkeypatch):
     from memsched.experiments.commands import _infeasible
 
-    monkeypatch.setattr(_infeasible, "SEARCH_SECONDS", 300.0)  # a loaded machine must not cut the search short
+    # a loaded machine must cut neither the search nor one probe (a 1 s proof of infeasibility) short
+    monkeypatch.setattr(_infeasible, "SEARCH_SECONDS", 300.0)
+    monkeypatch.setattr(_infeasible, "PROBE_SECONDS", 60.0)
     path = tmp_path / "seed7.json"
     _seed7().save(path)
     r = run_cli("solve", path, "--budget", "13272", "--solver", "checkmate", "--time-limit", "10")

@@ -83,9 +83,10 @@ def find_min_budget(problem: str, instance: Any, result: SolveResult, options: d
     while high - low > 1:
         verdict = finds(probe)
         if verdict is None:
+            why = (f"search stopped after {SEARCH_SECONDS:g} s" if time.perf_counter() >= deadline
+                   else f"no verdict at {probe} bytes within a probe's {PROBE_SECONDS:g} s")
             result.details["min_budget_note"] = (f"the smallest feasible budget of {result.solver} is between "
-                                                 f"{low + 1} and {high} bytes (search stopped after "
-                                                 f"{SEARCH_SECONDS:g} s)")
+                                                 f"{low + 1} and {high} bytes ({why})")
             return
         low, high = (low, probe) if verdict else (probe, high)
         probe = (low + high) // 2
