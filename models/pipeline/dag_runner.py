@@ -10,7 +10,12 @@
   per stage (gloo on CPU, nccl on GPU): stage s computes its layers from the tensors crossing the
   boundary before it and sends every tensor crossing the boundary after it (tensors passing
   through the stage included), in producer order, as a tuple; ``Schedule1F1B`` or
-  ``ScheduleGPipe`` steps it with an MSE loss.
+  ``ScheduleGPipe`` steps it with an MSE loss. What it cannot run is refused before any process
+  is spawned (`InputError`, the chain runner's `runner.check_runnable` and `check_spec`).
+- Only layer 0 may read the network's input (-1): the pipeline model has the input as layer 0's
+  input only (no cut carries it and the DAG solver's lattice does not see it), so a spec with a
+  later reader of -1 is refused (`check_spec`) by `profile_dag` and `run_dag_partition` rather
+  than profiled into a model that undercounts it; route the input through layer 0 instead.
 - `compare_dag`: gradients against one process, the measured step against the simulator's
   batch makespan, and the measured peak of activations saved for backward on each stage against
   the model's stash n_s A_s (the model counts every output consumed inside the stage, an
@@ -26,10 +31,12 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from memsched.solvers.errors import InputError
 from memsched.solvers.pipeline import Partition, Pipeline, simulate, simulate_batch
 from torch import nn
 
 from .distributed import check_grads, free_port, init_rank, run_ranks, timed_steps
+from .runner import check_batch, check_runnable
 
 #: a layer: ("block", [input]) or ("add", [inputs]); input -1 is the network's input
 Spec = list[tuple[str, list[int]]]
@@ -78,6 +85,43 @@ class DagNet(nn.Module):
         for k, (_, ins) in enumerate(self.spec):
             env[k] = self.node(k, [env[i] for i in ins])
         return env[len(self.spec) - 1]
+
+
+def check_spec(spec: Spec) -> None:
+    """`InputError` on ``spec[k]`` unless every layer k reads at least one tensor, each an earlier
+    layer 0..k-1 or, for layer 0 only, the network's input -1. A later layer reading -1 is refused:
+    the pipeline model (`solvers.pipeline.Pipeline`) has the input only as layer 0's input, so no
+    boundary would carry it, its bytes would be charged to no stage, and the runner would not send
+    it (route it through layer 0, which every reader of the input then reads)."""
+    if not spec:
+        raise InputError("the network has no layers", field="spec")
+    for k, (_, ins) in enumerate(spec):
+        if not ins:
+            raise InputError("a layer reads at least one tensor", field=f"spec[{k}]")
+        for i in ins:
+            if not isinstance(i, int) or isinstance(i, bool) or not -1 <= i < k:
+                raise InputError(f"input {i!r} is not -1 (the network's input) or an earlier layer 0..{k - 1}",
+                                 field=f"spec[{k}]")
+            if i == -1 and k > 0:
+                raise InputError(f"layer {k} reads the network's input (-1): only layer 0 may (the pipeline model "
+                                 f"carries the input into layer 0 only); route it through layer 0",
+                                 field=f"spec[{k}]")
+
+
+def check_order(part: Partition, spec: Spec) -> None:
+    """`InputError` on ``partition.order`` unless a DAG partition's order is a permutation of the
+    layers 0..L-1 in which every layer comes after the layers it reads (a topological order)."""
+    if part.order is None:
+        return
+    order = list(part.order)
+    if sorted(order) != list(range(len(spec))):
+        raise InputError(f"must be a permutation of the network's layers 0..{len(spec) - 1}", field="partition.order")
+    pos = {v: p for p, v in enumerate(order)}
+    for v in order:
+        late = [i for i in spec[v][1] if i >= 0 and pos[i] > pos[v]]
+        if late:
+            raise InputError(f"layer {v} comes before layer {late[0]}, which it reads (not a topological order)",
+                             field="partition.order")
 
 
 def successors(spec: Spec) -> list[list[int]]:
@@ -129,9 +173,11 @@ def profile_dag(net: DagNet, sample: torch.Tensor, *, reps: int = 5, threads: in
     weights x 2 (weights and gradients, SGD).
     What each layer's backward keeps is measured (`saved_by_op`): ``saved_by`` (which layers keep
     each output), ``saved_extra`` (other saved bytes) and ``input_saved``, so that the stash
-    follows the tensors autograd really saves (`Pipeline.stash`)."""
+    follows the tensors autograd really saves (`Pipeline.stash`). `InputError` for a spec the
+    model cannot represent (`check_spec`: a layer other than 0 reading the network's input)."""
     if clock not in ("wall", "cpu"):
         raise ValueError(f"clock must be 'wall' or 'cpu', got {clock!r}")
+    check_spec(net.spec)
     now = time.perf_counter if clock == "wall" else time.thread_time
     saved = torch.get_num_threads()
     if threads:
@@ -288,21 +334,27 @@ def run_dag_partition(part: Partition, spec: Spec | None = None, *, width: int =
     """Run `part` (straight pipeline, one process per stage) of `DagNet(spec)`, or of the network
     ``net`` = ``{"factory": "module:callable", "kwargs": {...}}`` (any module with ``spec``,
     ``layers`` and ``node``, e.g. `dag_zoo.resnet_dag`) on inputs of shape (batch, *in_shape);
-    measurements and checks."""
-    if any(s.replicas != 1 for s in part.stages):
-        raise ValueError("the runner executes straight pipelines (no replicated stages)")
-    if batch % micro_batches:
-        raise ValueError("batch must be a multiple of micro_batches")
+    measurements (step time in s: the median over the timed steps of the slowest rank; bytes) and
+    checks. `InputError` (a ValueError) naming the field before any process is spawned for what it
+    cannot run: a spec with a later reader of the input (`check_spec`), what the chain runner
+    refuses (`runner.check_runnable` with the network's layer count: fewer than one micro-batch, a
+    partition that does not cover exactly the network's layers, replicated stages, an interleaved
+    allocation, fewer 1F1B micro-batches than stages), an order that is not a topological
+    permutation (`check_order`), a batch that is not a positive multiple of `micro_batches`, steps < 1."""
     if net is None:
         if spec is None:
-            raise ValueError("give a spec or a net")
+            raise InputError("give a spec or a net", field="spec")
         net = {"factory": "memsched.models.pipeline.dag_runner:DagNet",
                "kwargs": {"spec": spec, "width": width, "in_dim": in_dim, "out_dim": out_dim, "seed": seed}}
         in_shape = (in_dim,)
     if in_shape is None:
-        raise ValueError("give the input shape of the net")
+        raise InputError("give the input shape of the net", field="in_shape")
     model = build_net(net)
     spec = list(model.spec)
+    check_spec(spec)
+    check_runnable(part, micro_batches, len(spec))
+    check_order(part, spec)
+    check_batch(batch, micro_batches, steps)
     stage_layers = part.stage_layers()
     cfg = {"spec": spec, "net": net, "stage_layers": stage_layers, "boundaries": boundaries(spec, stage_layers),
            "world": len(stage_layers), "micro_batches": micro_batches, "batch": batch, "steps": steps,
@@ -342,5 +394,5 @@ def compare_dag(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[st
             "grad_check": run["grad_check"], "grad_max_abs_err": run["grad_max_abs_err"], "partition": str(part)}
 
 
-__all__ = ["DagNet", "DagStage", "boundaries", "build_net", "compare_dag", "node_shapes", "profile_dag",
-           "residual_spec", "run_dag_partition", "successors"]
+__all__ = ["DagNet", "DagStage", "boundaries", "build_net", "check_order", "check_spec", "compare_dag", "node_shapes",
+           "profile_dag", "residual_spec", "run_dag_partition", "successors"]

@@ -9,8 +9,10 @@ the model of `solvers.pipeline` (docs/pipeline.md).
   gloo on CPU, nccl on GPU): each rank wraps its stage in a ``PipelineStage`` and steps a
   ``Schedule1F1B`` or ``ScheduleGPipe`` with an MSE loss.
 - Checks: the gradients of every rank against a single-process run of the whole batch
-  (``grad_check``), the measured step time against the simulator's batch makespan, and the
-  measured peak of activations saved for backward on each stage (counted with
+  (``grad_check``), the measured step time against the simulator's batch makespan, the measured
+  period (the slope (T(2m) - T(m)) / m of the median step times with m and 2m micro-batches of
+  the same size, `slope_period`: fill, drain and fixed per-step costs cancel) against the
+  simulator's slope, and the measured peak of activations saved for backward on each stage (counted with
   ``torch.autograd.graph.saved_tensors_hooks``, shared storages once) against the model's
   stash term ``n_s * A_s``. On CPU the total per-process memory is not measured (it is
   dominated by the interpreter); on CUDA ``torch.cuda.max_memory_allocated`` is reported too.
@@ -99,20 +101,26 @@ def _worker(rank: int, cfg: dict[str, Any], queue: Any) -> None:
         model = make_mlp(**cfg["model"])
         first, last = cfg["bounds"][rank]
         submod = nn.Sequential(*[model[k] for k in range(first, last + 1)]).to(device)
-        stage = PipelineStage(submod, rank, cfg["world"], device)
         m = cfg["micro_batches"]
-        loss_fn = nn.MSELoss()
-        sched = (Schedule1F1B if cfg["schedule"] == "1f1b" else ScheduleGPipe)(stage, n_microbatches=m,
-                                                                                   loss_fn=loss_fn)
+
+        def schedule(n: int) -> Any:  # a stage and schedule of n micro-batches over the same submodule
+            stage = PipelineStage(submod, rank, cfg["world"], device)
+            cls = Schedule1F1B if cfg["schedule"] == "1f1b" else ScheduleGPipe
+            return cls(stage, n_microbatches=n, loss_fn=nn.MSELoss())
+
         torch.manual_seed(cfg["data_seed"])
         x = torch.randn(cfg["batch"], cfg["model"]["in_dim"], device=device)
         y = torch.randn(cfg["batch"], cfg["model"]["out_dim"], device=device)
-        times, meter = timed_steps(sched, submod, rank, cfg["world"], x, y, cfg["steps"], device)
+        # 2m micro-batches of the same size first (for the period's slope), then the m run that is
+        # measured and gradient-checked (its last step keeps the gradients and counts saved tensors)
+        times_2m, _ = timed_steps(schedule(2 * m), submod, rank, cfg["world"], torch.cat([x, x]),
+                                  torch.cat([y, y]), cfg["steps"], device)
+        times, meter = timed_steps(schedule(m), submod, rank, cfg["world"], x, y, cfg["steps"], device)
         grads = {}  # global parameter name -> numpy array (pickled by value, unlike shared tensors)
         for n, p in submod.named_parameters():
             local, rest = n.split(".", 1)
             grads[f"{first + int(local)}.{rest}"] = p.grad.detach().cpu().numpy()
-        queue.put((rank, {"grads": grads, "step_times": times, "saved_peak": meter.peak,
+        queue.put((rank, {"grads": grads, "step_times": times, "step_times_2m": times_2m, "saved_peak": meter.peak,
                           "cuda_peak": torch.cuda.max_memory_allocated(device) if use_cuda else None}))
         dist.destroy_process_group()
     except Exception as err:  # report instead of hanging the parent
@@ -130,12 +138,41 @@ def reference_grads(cfg: dict[str, Any]) -> dict[str, torch.Tensor]:
     return {n: p.grad.detach().clone() for n, p in model.named_parameters()}
 
 
-def check_runnable(part: Partition, micro_batches: int) -> None:
-    """`InputError` when this runner cannot execute `part` with `micro_batches` micro-batches:
-    it runs one process per stage of a straight pipeline, so no replicated stage and no
-    interleaved allocation that puts two stages on one device (``device_of``; it would run
-    them on devices of their own, and compare with a makespan their sharing does not allow);
-    torch's ``Schedule1F1B`` needs at least as many micro-batches as stages."""
+def _count(value: Any) -> bool:
+    """True for an integer (not a bool) >= 1."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def check_covers(part: Partition, layers: int) -> None:
+    """`InputError` on ``partition`` unless its stages are contiguous, non-empty and cover exactly
+    the network's `layers` layers: the first starts at 0, each starts right after the previous one
+    ends, the last ends at ``layers - 1`` (positions in ``part.order`` for a DAG partition)."""
+    if not part.stages:
+        raise InputError("the partition has no stages", field="partition")
+    prev = -1
+    for k, s in enumerate(part.stages):
+        if s.first != prev + 1 or s.last < s.first:
+            what = "start at layer 0" if k == 0 else f"start right after stage {k - 1} (layer {prev + 1})"
+            raise InputError(f"stage {k} is layers {s.first}..{s.last}: stages must be non-empty and {what}",
+                             field="partition")
+        prev = s.last
+    if prev != layers - 1:
+        raise InputError(f"the partition covers layers 0..{prev}, but the network has {layers} layers "
+                         f"(0..{layers - 1}): a partition of another network?", field="partition")
+
+
+def check_runnable(part: Partition, micro_batches: int, layers: int | None = None) -> None:
+    """`InputError` when this runner cannot execute `part` with `micro_batches` micro-batches
+    (checked before any process is spawned): at least one micro-batch; with `layers`, stages that
+    cover exactly the network's layers (`check_covers`); it runs one process per stage of a
+    straight pipeline, so no replicated stage and no interleaved allocation that puts two stages
+    on one device (``device_of``; it would run them on devices of their own, and compare with a
+    makespan their sharing does not allow); torch's ``Schedule1F1B`` needs at least as many
+    micro-batches as stages."""
+    if not _count(micro_batches):
+        raise InputError(f"must be an integer >= 1, got {micro_batches!r}", field="micro_batches")
+    if layers is not None:
+        check_covers(part, layers)
     if any(s.replicas != 1 for s in part.stages):
         raise InputError("the runner executes straight pipelines (no replicated stages)", field="partition")
     if part.device_of is not None and len(set(part.device_of)) < len(part.stages):
@@ -147,16 +184,30 @@ def check_runnable(part: Partition, micro_batches: int) -> None:
                          f"got {micro_batches}", field="micro_batches")
 
 
+def check_batch(batch: int, micro_batches: int, steps: int) -> None:
+    """`InputError` naming the field unless `batch` is a positive multiple of `micro_batches`
+    (>= 1, checked first by `check_runnable`) and `steps` >= 1 (timed steps after the warm-up)."""
+    if not _count(batch) or batch % micro_batches:
+        raise InputError(f"must be a positive multiple of micro_batches {micro_batches}, got {batch!r}",
+                         field="batch")
+    if not _count(steps):
+        raise InputError(f"must be an integer >= 1 (timed steps after one warm-up), got {steps!r}", field="steps")
+
+
 def run_partition(part: Partition, *, layers: int = 8, width: int = 256, in_dim: int = 64, out_dim: int = 16,
                   batch: int = 64, micro_batches: int = 4, steps: int = 3, device: str | None = None,
                   threads: int = 1, seed: int = 0, timeout_s: float = 300.0) -> dict[str, Any]:
-    """Run `part` (straight pipeline, one process per stage) and return measurements and checks.
-    `InputError` (a ValueError) for what it cannot run: replicated stages, an interleaved
-    allocation (``device_of`` with two stages on one device), a batch that is not a multiple of
-    `micro_batches`, fewer 1F1B micro-batches than stages."""
-    check_runnable(part, micro_batches)
-    if batch % micro_batches:
-        raise InputError(f"batch {batch} must be a multiple of micro_batches {micro_batches}", field="batch")
+    """Run `part` (straight pipeline, one process per stage) and return measurements and checks:
+    ``step_time_s`` (s, the median over the timed steps of the slowest rank, m = `micro_batches`)
+    and ``step_time_2m_s`` (the same with 2m micro-batches of the same size, for the period's slope,
+    `slope_period`), the gradient check of the m run, saved-activation peaks (bytes).
+    `InputError` (a ValueError) before any process is spawned for what it cannot run
+    (`check_runnable` with the network's `layers`: fewer than one micro-batch, a partition that does
+    not cover exactly layers 0..layers-1, replicated stages, an interleaved allocation, fewer 1F1B
+    micro-batches than stages; `check_batch`: a batch that is not a positive multiple of
+    `micro_batches`, steps < 1)."""
+    check_runnable(part, micro_batches, layers)
+    check_batch(batch, micro_batches, steps)
     device = device or ("cuda" if torch.cuda.is_available() and torch.cuda.device_count() >= len(part.stages)
                         else "cpu")
     cfg = {"model": {"layers": layers, "width": width, "in_dim": in_dim, "out_dim": out_dim, "seed": seed},
@@ -167,25 +218,47 @@ def run_partition(part: Partition, *, layers: int = 8, width: int = 256, in_dim:
     ref = reference_grads(cfg)
     grad_check, max_err = check_grads(results, ref)
     step_time = max(statistics.median(r["step_times"]) for r in results.values())
+    step_time_2m = max(statistics.median(r["step_times_2m"]) for r in results.values())
     return {"device": device, "grad_check": grad_check, "grad_max_abs_err": max_err, "step_time_s": step_time,
+            "step_time_2m_s": step_time_2m,
             "saved_peak": [results[r]["saved_peak"] for r in range(cfg["world"])],
             "cuda_peak": [results[r]["cuda_peak"] for r in range(cfg["world"])], "config": cfg}
 
 
+def slope_period(step_m: float, step_2m: float, m: int) -> float:
+    """The steady-state period (s per micro-batch) from the step times `step_m` and `step_2m` (s) of
+    m and 2m micro-batches of the same size: (T(2m) - T(m)) / m. The fill and drain of the
+    pipeline and a step's fixed costs (barriers, the schedule's bookkeeping) are in both and
+    cancel; under 1F1B the simulator's slope equals its period."""
+    return (step_2m - step_m) / m
+
+
 def compare(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[str, Any]:
-    """Predicted (simulator) against measured: batch makespan and per-stage activation stash."""
+    """Predicted (simulator) against measured, times in seconds, sizes in bytes:
+
+    - ``predicted.period_s``: the model's period (largest stage time); ``predicted.slope_s``: the
+      simulator's (makespan(2m) - makespan(m)) / m, the quantity the measured period estimates
+      (equal to the period under 1F1B; GPipe's all-forward-then-all-backward order can add to it);
+      ``makespan_s``, ``makespan_2m_s``: the simulated batch of m and 2m micro-batches;
+    - ``measured.period_s``: `slope_period` of the run's ``step_time_s`` and ``step_time_2m_s``
+      (None for a run without ``step_time_2m_s``), not a step time divided by m;
+    - per-stage predicted stash against measured saved-activation peak."""
     part = part.evaluated(inst)
     m = run["config"]["micro_batches"]
-    batch = simulate_batch(inst, part, m)
+    u = inst.time_unit
+    makespan, makespan_2m = (simulate_batch(inst, part, n).makespan * u for n in (m, 2 * m))
     stash_pred = []
     for s in part.stages:
         A = inst.input_of(s.first) + sum(int(inst.act[l]) for l in range(s.first, s.last))
         stash_pred.append(s.in_flight * A if part.schedule == "1f1b" else m * A)
+    step_2m = run.get("step_time_2m_s")
     return {
-        "predicted": {"period_s": part.period * inst.time_unit, "makespan_s": batch.makespan * inst.time_unit,
+        "predicted": {"period_s": part.period * u, "slope_s": slope_period(makespan, makespan_2m, m),
+                      "makespan_s": makespan, "makespan_2m_s": makespan_2m,
                       "stage_memory": [s.memory for s in part.stages], "stash": stash_pred,
                       "in_flight": [s.in_flight for s in part.stages]},
-        "measured": {"step_time_s": run["step_time_s"], "period_s": run["step_time_s"] / m,
+        "measured": {"step_time_s": run["step_time_s"], "step_time_2m_s": step_2m,
+                     "period_s": None if step_2m is None else slope_period(run["step_time_s"], step_2m, m),
                      "saved_activations_peak": run["saved_peak"], "cuda_peak": run["cuda_peak"]},
         "grad_check": run["grad_check"], "grad_max_abs_err": run["grad_max_abs_err"], "device": run["device"],
         "partition": str(part),
@@ -273,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     part = res.schedule
     try:
-        check_runnable(part, args.micro_batches)  # before any worker is spawned
+        check_runnable(part, args.micro_batches, args.layers)  # before any worker is spawned
     except InputError as err:
         return _bad_input(ap, InputError(f"{args.solver}'s partition ({part}): {err}"))
     if len(part.stages) < 2:
