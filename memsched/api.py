@@ -550,27 +550,58 @@ def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_f
     blocks with `example_input` (the tensor a_0, whose batch the sizes are measured at),
     `target` and `loss_fn(output, target)` (default: the mean of the output), or a
     `memsched.Network` holding them (`models.network`). Needs torch; `out` also saves the
-    chain file (a str or path of a file in an existing folder, checked before anything is profiled)."""
+    chain file (a str or path of a file in an existing folder, checked before anything is profiled).
+    Your modules keep their parameters, buffers (BatchNorm's running statistics) and ``.grad``
+    (`_state_kept`), as with `run`."""
     out = _check_out(out)
     _need_torch()
     from memsched.models.chain.profiler import profile_chain, profile_model
 
     if problem not in ("chain", "graph"):
         raise InputError(f"must be chain or graph, got {problem!r}", field="problem")
-    if problem == "graph":
-        return _profile_graph(model, example_input, target, loss_fn, repeats, out, sizes, timing)
     if isinstance(model, str):
+        if problem == "graph":
+            return _profile_graph(model, example_input, target, loss_fn, repeats, out, sizes, timing)
         _check_zoo(model)
         _no_network_args(example_input, target, loss_fn)
         chain, _ = profile_model(model, repeats=repeats, out=out, timing=timing,
                                  **sizes)
         return chain
     built = _own_network(model, example_input, target, loss_fn, sizes)
-    chain = profile_chain(built.blocks, built.loss_fn, built.example_input, built.target, repeats=repeats,
-                          name=built.label, meta={"model": built.name}, timing=timing)
+    with _state_kept([*built.blocks, built.loss_fn]):
+        if problem == "graph":
+            return _profile_graph(built, None, None, None, repeats, out, {}, timing)
+        chain = profile_chain(built.blocks, built.loss_fn, built.example_input, built.target, repeats=repeats,
+                              name=built.label, meta={"model": built.name}, timing=timing)
     if out is not None:
         chain.save(out)
     return chain
+
+
+@contextlib.contextmanager
+def _state_kept(objects: Sequence[Any]) -> Iterator[None]:
+    """Put the caller's modules among `objects` back as they were when the block ends, also when it
+    raises: their buffers with `models.buffers` (as `models.run.run` keeps them), and each
+    parameter's ``.grad``, which the profilers reset or accumulate into: None stays None, a
+    gradient is the same tensor with its saved values (a copy held meanwhile: one more set of
+    gradients in memory while profiling)."""
+    import torch
+
+    from memsched.models.buffers import restore_buffers, snapshot_buffers
+
+    modules = [m for m in objects if isinstance(m, torch.nn.Module)]
+    saved = snapshot_buffers(modules)
+    grads = {id(p): (p, p.grad, None if p.grad is None else p.grad.detach().clone())
+             for m in modules for p in m.parameters()}
+    try:
+        yield
+    finally:
+        restore_buffers(saved)
+        with torch.no_grad():
+            for p, grad, values in grads.values():
+                p.grad = grad
+                if grad is not None and values is not None:
+                    grad.copy_(values)
 
 
 def _check_out(out: Any) -> str | None:

@@ -175,7 +175,7 @@ def test_cli_partition_and_max_batch_refuse_an_empty_solver(cli) -> None:
     res = cli("partition", PIPE, "--devices", "2", "--memory", "200%", "--solver", "", "--json")
     assert res.code == 2 and "--solver" in res.err and not res.out, res.err
     pytest.importorskip("torch")
-    res = cli("max-batch", "lstm", "--memory", "1MB", "--seq-len", "2", "--width", "4", "--depth", "1",
+    res = cli("max-batch", "lstm", "--memory", "1MB", "--seq-len", "2", "--width", "4",
               "--limit", "2", "--solver", "", "--json")
     assert res.code == 2 and "--solver" in res.err and not res.out, res.err
 

@@ -46,8 +46,8 @@ class ZooModel:
     @property
     def label(self) -> str:
         """A short name with the sizes, e.g. ``resnet18-b32-224`` or ``unet-b32-416x608`` (chain names)."""
-        if self.title is not None:
-            return self.title
+        if self.title is not None:  # a factory's or your own network: its name, the dtype marked as the zoo's
+            return self.title + dtype_suffix(self.config)
         c = self.config
         size = c.get("seq_len") if c.get("seq_len") is not None else c.get("image_size")
         extra = "".join(f"-{k[0]}{c[k]}" for k in ("width", "depth") if c.get(k) is not None)
@@ -75,6 +75,9 @@ MODELS: dict[str, dict[str, Any]] = {
 
 #: the sizes a kind of zoo model has no use for (given, they would be ignored)
 _UNUSED = {"text": {"image_size"}, "sequence": {"image_size", "vocab"}, "image": {"seq_len", "vocab"}}
+#: the zoo models whose builder takes ``depth`` (layers, levels, or a cap on blocks per stage); the
+#: others (vgg16/19, inception_v3, mobilenet_v2, fcn8, lstm) have fixed layers and refuse it
+_TAKES_DEPTH = {*(f"resnet{v}" for v in RESNET_LAYERS), "densenet121", "vit_b16", "gpt2", "gpt2_medium", "unet"}
 
 
 def model_names() -> list[str]:
@@ -152,7 +155,8 @@ def build_model(
     height x width ("416x608", (416, 608)). `seq_len`: tokens (GPT-2) or time steps (LSTM).
     `width`: base channels, or the model dimension (GPT-2, ViT), or the LSTM's hidden size.
     `depth`: GPT-2 / ViT layers, U-Net levels, or a cap on blocks per stage for ResNet /
-    DenseNet (small test models). Raises `InputError` for an unknown name or impossible sizes.
+    DenseNet (small test models); the models with fixed layers refuse it (`_TAKES_DEPTH`).
+    Raises `InputError` for an unknown name or impossible sizes.
     Built inside ``FakeTensorMode`` (`models.costs.shape_exact_model`) it allocates nothing.
     A factory spec (``FILE.py:FUNCTION``, ``package.module:FUNCTION``) builds your own network
     (`models.network.build_network`: the sizes given are the function's keyword arguments).
@@ -182,17 +186,16 @@ def build_model(
     dtype = parse_dtype(dtype)
 
     if name not in MODELS and is_factory_spec(name):  # FILE.py:FUNCTION, package.module:FUNCTION
-        return build_network(name, batch=batch, image_size=image_size, seq_len=seq_len, width=width, depth=depth,
-                             classes=classes, vocab=vocab, dropout=dropout, device=device,
-                             dtype=None if dtype == torch.float32 else dtype, seed=seed, granularity=granularity)
+        built = build_network(name, batch=batch, image_size=image_size, seq_len=seq_len, width=width, depth=depth,
+                              classes=classes, vocab=vocab, dropout=dropout, device=device,
+                              dtype=None if dtype == torch.float32 else dtype, seed=seed, granularity=granularity)
+        if dtype != torch.float32:  # its label ends in -bf16 / -fp16 as a zoo model's (`dtype_suffix`)
+            built.config["dtype"] = str(dtype).replace("torch.", "")
+        return built
     if name not in MODELS:
         raise InputError(f"unknown model {name!r} (one of {', '.join(MODELS)}, or FILE.py:FUNCTION)", field="MODEL")
     d = MODELS[name]
-    for key, value in (("image_size", image_size), ("seq_len", seq_len), ("vocab", vocab)):
-        if value is not None and key in _UNUSED.get(d["kind"], _UNUSED["image"]):
-            kind, option = d["kind"], size_field(key)
-            raise InputError(f"{name} takes no {option} ({'an' if kind[0] in 'aeiou' else 'a'} {kind} model)",
-                             field=option)
+    _refuse_unused(name, d["kind"], image_size=image_size, seq_len=seq_len, vocab=vocab, depth=depth)
     batch = d["batch"] if batch is None else batch
     width = d["width"] if width is None else width
     hw = parse_image_size(image_size)  # sizes checked above: ints >= 1
@@ -243,6 +246,20 @@ def build_model(
         config["dtype"] = str(dtype).replace("torch.", "")
     x = x.to(device=device, dtype=dtype) if x.is_floating_point() else x.to(device)
     return ZooModel(blocks, x, loss_fn, target.to(device), name, config)
+
+
+def _refuse_unused(name: str, kind: str, **sizes: Any) -> None:
+    """`InputError` naming the first size given (not None) that zoo model `name` of `kind` has no
+    use for (`_UNUSED`; ``depth`` for a model not in `_TAKES_DEPTH`): it would be ignored."""
+    for key, value in sizes.items():
+        if value is None:
+            continue
+        option = size_field(key)
+        if key == "depth" and name not in _TAKES_DEPTH:
+            raise InputError(f"{name} takes no {option} (its layers are fixed)", field=option)
+        if key in _UNUSED.get(kind, _UNUSED["image"]):
+            raise InputError(f"{name} takes no {option} ({'an' if kind[0] in 'aeiou' else 'a'} {kind} model)",
+                             field=option)
 
 
 def _image_blocks(name: str, hw: tuple[int, int], width: int, depth: int | None, classes: int,
@@ -331,12 +348,32 @@ def parse_dtype(value: str | torch.dtype) -> torch.dtype:
 
 
 def moved_to(block: nn.Module, device: torch.device, dtype: torch.dtype | None = None) -> nn.Module:
-    """``block.to(device, dtype)`` (dtype None: kept), skipped when nothing would change (fake
-    tensors cannot be swapped)."""
+    """``block.to(device, dtype)`` (dtype None: kept; only floating tensors change dtype), skipped
+    when nothing would change. A block holding fake tensors (built inside
+    `models.costs.shape_exact_model`) is converted by `_fake_moved_to`: ``Module.to`` would swap its
+    parameters, which torch refuses for fake tensors."""
+    from memsched.models.costs import is_fake
+
     tensors = list(block.parameters()) + list(block.buffers())
     if all(t.device == device and (dtype is None or t.dtype == dtype or not t.is_floating_point()) for t in tensors):
         return block
+    if any(is_fake(t) for t in tensors):
+        return _fake_moved_to(tensors, block, device, dtype)
     return block.to(device=device, dtype=dtype) if dtype is not None else block.to(device=device)
+
+
+def _fake_moved_to(tensors: list[torch.Tensor], block: nn.Module, device: torch.device,
+                   dtype: torch.dtype | None) -> nn.Module:
+    """`moved_to` for a block of fake tensors: each parameter and buffer (`tensors`) converted in
+    place (``t.data = ...``), so every tensor keeps its identity: weights tied across blocks stay
+    tied, and modules that hold their parameters elsewhere too (``nn.LSTM``'s flat weights) see the
+    converted ones. The result's dtypes and shapes are those ``block.to`` gives."""
+    with torch.no_grad():
+        for t in tensors:
+            want = dtype if dtype is not None and t.is_floating_point() else t.dtype
+            if t.device != device or t.dtype != want:
+                t.data = t.data.to(device=device, dtype=want)
+    return block
 
 
 def count_parameters(blocks: list[nn.Module]) -> int:
