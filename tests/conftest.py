@@ -189,3 +189,20 @@ def join_replays(join, budget: int, res) -> None:
     assert sim.valid, sim.violation
     assert sim.peak_memory <= budget and res.peak_memory == sim.peak_memory
     assert math.isclose(res.objective, sim.makespan, rel_tol=1e-9, abs_tol=1e-9)
+
+
+@pytest.fixture
+def run_stub(monkeypatch):
+    """The keyword arguments `memsched run` passes to `memsched.models.run.run`, whose stand-in
+    answers "infeasible: stub" (exit 1): what the command reaches, without running anything."""
+    pytest.importorskip("torch")
+    import memsched.models.run
+
+    calls: list[dict] = []
+
+    def fake_run(model, budget, **kwargs):
+        calls.append(dict(kwargs, model=model, budget=budget))
+        return {"predicted": None, "message": "stub"}
+
+    monkeypatch.setattr(memsched.models.run, "run", fake_run)
+    return calls

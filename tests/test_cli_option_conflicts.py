@@ -70,20 +70,6 @@ def test_cli_partition_refuses_replication_flag_and_option_together(cli) -> None
 
 
 # ---------------------------------------------------------------------------- 2. run: options without effect
-@pytest.fixture
-def captured(monkeypatch):
-    """The calls `memsched run` makes to `memsched.models.run.run` (a stand-in: "infeasible: stub", exit 1)."""
-    pytest.importorskip("torch")
-    import memsched.models.run
-
-    calls: list[dict] = []
-
-    def fake_run(model, budget, **kwargs):
-        calls.append(dict(kwargs, model=model, budget=budget))
-        return {"predicted": None, "message": "stub"}
-
-    monkeypatch.setattr(memsched.models.run, "run", fake_run)
-    return calls
 
 
 def _profiled(tmp_path: Path) -> Path:
@@ -95,46 +81,46 @@ def _profiled(tmp_path: Path) -> Path:
     return path
 
 
-def test_cli_run_refuses_chain_when_model_is_an_instance_file(cli, captured, tmp_path) -> None:
+def test_cli_run_refuses_chain_when_model_is_an_instance_file(cli, run_stub, tmp_path) -> None:
     res = cli("run", _profiled(tmp_path), "--chain", TINY, "--budget", "90%", *CPU)
-    assert res.code == 2 and "--chain" in res.err and not captured, res.err
+    assert res.code == 2 and "--chain" in res.err and not run_stub, res.err
 
 
 @pytest.mark.parametrize("how", ["model", "chain"])
-def test_cli_run_refuses_profile_file_with_an_instance_file(cli, captured, tmp_path, how: str) -> None:
+def test_cli_run_refuses_profile_file_with_an_instance_file(cli, run_stub, tmp_path, how: str) -> None:
     path = _profiled(tmp_path)
     out = tmp_path / "pf.json"
     argv = [path] if how == "model" else ["resnet18", "--chain", path]
     res = cli("run", *argv, "--budget", "90%", "--profile-file", out, *CPU)
-    assert res.code == 2 and "--profile-file" in res.err and not captured, res.err
+    assert res.code == 2 and "--profile-file" in res.err and not run_stub, res.err
     assert not out.exists()
 
 
 @pytest.mark.parametrize("how", ["model", "chain"])
-def test_cli_run_refuses_early_release_with_an_instance_file(cli, captured, tmp_path, how: str) -> None:
+def test_cli_run_refuses_early_release_with_an_instance_file(cli, run_stub, tmp_path, how: str) -> None:
     path = _profiled(tmp_path)
     argv = [path] if how == "model" else ["resnet18", "--chain", path]
     res = cli("run", *argv, "--budget", "90%", "--early-release", *CPU)
-    assert res.code == 2 and "--early-release" in res.err and not captured, res.err
+    assert res.code == 2 and "--early-release" in res.err and not run_stub, res.err
     # without the flag the run goes ahead (the executor follows the file's own profile)
     res = cli("run", *argv, "--budget", "90%", *CPU)
     assert res.code == 1 and "stub" in res.err, res.err
 
 
-def test_cli_run_refuses_early_release_for_other_problems(cli, captured) -> None:
+def test_cli_run_refuses_early_release_for_other_problems(cli, run_stub) -> None:
     res = cli("run", "resnet18", "--problem", "graph", "--budget", "90%", "--early-release", *CPU)
-    assert res.code == 2 and "--early-release" in res.err and not captured, res.err
+    assert res.code == 2 and "--early-release" in res.err and not run_stub, res.err
 
 
-def test_cli_run_refuses_model_when_model_names_the_network(cli, captured) -> None:
+def test_cli_run_refuses_model_when_model_names_the_network(cli, run_stub) -> None:
     res = cli("run", "resnet18", "--model", "lstm", "--budget", "90%", *CPU)
-    assert res.code == 2 and "--model" in res.err and not captured, res.err
+    assert res.code == 2 and "--model" in res.err and not run_stub, res.err
 
 
 # ---------------------------------------------------------------------------- 3. messages
-def test_cli_run_names_an_unknown_model(cli, captured, tmp_path) -> None:
+def test_cli_run_names_an_unknown_model(cli, run_stub, tmp_path) -> None:
     res = cli("run", _profiled(tmp_path), "--model", "nosuch", "--budget", "90%", *CPU)
-    assert res.code == 2 and not captured
+    assert res.code == 2 and not run_stub
     assert "--model" in res.err and "unknown model 'nosuch'" in res.err and "resnet18" in res.err, res.err
     assert "needs --model" not in res.err
     data = json.loads(SIAMESE.read_text())
@@ -142,7 +128,7 @@ def test_cli_run_names_an_unknown_model(cli, captured, tmp_path) -> None:
     join = tmp_path / "siam.json"
     join.write_text(json.dumps(data))
     res = cli("run", join, "--model", "nosuch", "--budget", "100%", *CPU)
-    assert res.code == 2 and not captured
+    assert res.code == 2 and not run_stub
     assert "unknown join network 'nosuch'" in res.err and "triplet" in res.err, res.err
 
 

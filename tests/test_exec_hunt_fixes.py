@@ -36,18 +36,6 @@ JOINS = ROOT / "solvers" / "data" / "join"
 CPU = ["--device", "cpu", "--repeats", "1", "--time-repeats", "1"]
 
 
-@pytest.fixture
-def captured(monkeypatch):
-    """The keyword arguments `memsched run` passes to `memsched.models.run.run` (whose stand-in
-    answers "infeasible: stub": exit 1)."""
-    calls: list[dict] = []
-
-    def fake_run(model, budget, **kwargs):
-        calls.append(dict(kwargs, model=model, budget=budget))
-        return {"predicted": None, "message": "stub"}
-
-    monkeypatch.setattr(memsched.models.run, "run", fake_run)
-    return calls
 
 
 def _reached(cli, *argv) -> None:
@@ -67,34 +55,34 @@ def _chain_file(tmp_path: Path, link: dict | None, name: str = "linked.json") ->
 
 
 # ---------------------------------------------------------------------------- 1. host_link on the command line
-def test_cli_run_takes_the_host_link_of_the_instance_file(cli, captured, tmp_path):
+def test_cli_run_takes_the_host_link_of_the_instance_file(cli, run_stub, tmp_path):
     linked = _chain_file(tmp_path, {"bandwidth": 2e9, "latency": 0.25})
     for argv in ((linked,), ("resnet18", "--chain", linked)):
         _reached(cli, *argv, "--budget", "90%", "--solver", "pofo", *CPU)
-        call = captured[-1]
+        call = run_stub[-1]
         assert (call["problem"], call["solver"]) == ("offload", "pofo")
         assert (call["bandwidth"], call["latency"]) == (2e9, 0.25)
         assert call["model"] == "resnet18" and call["instance"] == str(linked)
         _reached(cli, *argv, "--budget", "90%", *CPU)  # no --solver: offloading's default
-        assert captured[-1]["problem"] == "offload" and captured[-1]["bandwidth"] == 2e9
+        assert run_stub[-1]["problem"] == "offload" and run_stub[-1]["bandwidth"] == 2e9
     # the command line wins, each value on its own (as memsched solve and memsched.run)
     _reached(cli, "resnet18", "--chain", linked, "--budget", "90%", "--latency", "0.5", *CPU)
-    assert (captured[-1]["bandwidth"], captured[-1]["latency"]) == (2e9, 0.5)
+    assert (run_stub[-1]["bandwidth"], run_stub[-1]["latency"]) == (2e9, 0.5)
     _reached(cli, linked, "--budget", "90%", "--bandwidth", "1GB/s", *CPU)
-    assert (captured[-1]["bandwidth"], captured[-1]["latency"]) == (1e9, 0.25)
+    assert (run_stub[-1]["bandwidth"], run_stub[-1]["latency"]) == (1e9, 0.25)
     # --problem chain: the costs without the link
     _reached(cli, linked, "--budget", "90%", "--problem", "chain", *CPU)
-    assert captured[-1]["problem"] == "chain" and captured[-1]["bandwidth"] is None
+    assert run_stub[-1]["problem"] == "chain" and run_stub[-1]["bandwidth"] is None
 
 
-def test_cli_run_offloading_without_any_bandwidth_is_bad_input_before_running(cli, captured, tmp_path):
+def test_cli_run_offloading_without_any_bandwidth_is_bad_input_before_running(cli, run_stub, tmp_path):
     plain = _chain_file(tmp_path, None, "plain.json")
     res = cli("run", plain, "--budget", "90%", "--problem", "offload", *CPU)
-    assert res.code == 2 and not captured
+    assert res.code == 2 and not run_stub
     assert "--bandwidth" in res.err and "host_link" in res.err and len(res.err.strip().splitlines()) == 1
     no_bandwidth = _chain_file(tmp_path, {"latency": 0.1}, "nobw.json")
     res = cli("run", "resnet18", "--chain", no_bandwidth, "--budget", "90%", *CPU)
-    assert res.code == 2 and not captured and "host_link.bandwidth" in res.err
+    assert res.code == 2 and not run_stub and "host_link.bandwidth" in res.err
 
 
 def test_cli_run_executes_with_the_link_of_a_profiled_chain_file(cli, tmp_path):
@@ -123,20 +111,20 @@ def _join_file(tmp_path: Path, model: str | None = "siamese") -> Path:
     return path
 
 
-def test_cli_run_takes_a_join_file_as_model(cli, captured, tmp_path):
+def test_cli_run_takes_a_join_file_as_model(cli, run_stub, tmp_path):
     path = _join_file(tmp_path)
     _reached(cli, path, "--budget", "100%", *CPU)
-    call = captured[-1]
+    call = run_stub[-1]
     assert (call["model"], call["problem"], call["instance"]) == ("siamese", "join", str(path))
     _reached(cli, path, "--model", "triplet", "--budget", "100%", *CPU)
-    assert captured[-1]["model"] == "triplet" and captured[-1]["instance"] == str(path)
+    assert run_stub[-1]["model"] == "triplet" and run_stub[-1]["instance"] == str(path)
 
 
-def test_cli_run_join_file_without_a_join_network_is_bad_input(cli, captured, tmp_path):
+def test_cli_run_join_file_without_a_join_network_is_bad_input(cli, run_stub, tmp_path):
     res = cli("run", _join_file(tmp_path, None), "--budget", "100%", *CPU)
-    assert res.code == 2 and not captured and "--model" in res.err and "siamese" in res.err
+    assert res.code == 2 and not run_stub and "--model" in res.err and "siamese" in res.err
     res = cli("run", _join_file(tmp_path), "--model", "resnet18", "--budget", "100%", *CPU)
-    assert res.code == 2 and not captured and "--model" in res.err
+    assert res.code == 2 and not run_stub and "--model" in res.err
 
 
 # ---------------------------------------------------------------------------- 3. one predicted peak for every ratio

@@ -89,10 +89,9 @@ def test_figures_all_skipped_make_no_folder(tmp_path):
 
 
 # ------------------------------------------------------------------ sweep: checked before any work
-@pytest.mark.parametrize(("entry", "kind", "message"), [
-    ("s.jsonl", "dir", "journal"), ("s.csv", "dir", "table"), (LOCK_NAME, "dir", "lock file"),
-    ("instances", "file", "stored instances")])
-def test_sweep_output_path_in_the_way_is_input_error_before_any_work(tmp_path, entry, kind, message):
+def blocked_sweep(tmp_path: Path, entry: str, kind: str) -> tuple[Path, Path]:
+    """(sweep file, output folder) where the output folder holds `entry`, a folder (`kind` "dir")
+    or an empty file, in the way of what the sweep writes."""
     cfg = tmp_path / "s.toml"
     cfg.write_text(TINY)
     out = tmp_path / "out"
@@ -101,6 +100,14 @@ def test_sweep_output_path_in_the_way_is_input_error_before_any_work(tmp_path, e
         (out / entry).mkdir()
     else:
         (out / entry).write_text("")
+    return cfg, out
+
+
+@pytest.mark.parametrize(("entry", "kind", "message"), [
+    ("s.jsonl", "dir", "journal"), ("s.csv", "dir", "table"), (LOCK_NAME, "dir", "lock file"),
+    ("instances", "file", "stored instances")])
+def test_sweep_output_path_in_the_way_is_input_error_before_any_work(tmp_path, entry, kind, message):
+    cfg, out = blocked_sweep(tmp_path, entry, kind)
     with pytest.raises(InputError, match=message) as info:
         run_sweep(cfg, output=out, workers=1, progress=False, isolate=False)
     assert info.value.path == str(out / entry)
@@ -109,14 +116,7 @@ def test_sweep_output_path_in_the_way_is_input_error_before_any_work(tmp_path, e
 
 @pytest.mark.parametrize(("entry", "kind"), [("s.jsonl", "dir"), ("instances", "file"), (LOCK_NAME, "dir")])
 def test_sweep_command_output_path_in_the_way_is_exit_2(tmp_path, cli, entry, kind):
-    cfg = tmp_path / "s.toml"
-    cfg.write_text(TINY)
-    out = tmp_path / "out"
-    out.mkdir()
-    if kind == "dir":
-        (out / entry).mkdir()
-    else:
-        (out / entry).write_text("")
+    cfg, out = blocked_sweep(tmp_path, entry, kind)
     r = cli("sweep", cfg, "--output", out, "--workers", "1", "--no-progress")
     assert r.code == 2
     one_line_error(r.err, out / entry)
