@@ -10,8 +10,8 @@
 - `Timer`, `MemoryWatch`, `median`: timing regions and live/peak bytes for profilers.
 - `RunState`, `RngStates`: the resident activations a_j, tapes abar_j and gradients delta_j of
   one chain run, and the RNG states restored for recomputations; `peak_with_rng_states`,
-  `chain_peak_with_rng_states`: a replay's peak plus the states a run keeps (an allocator sees
-  them on the CPU).
+  `chain_peak_with_rng_states`: a replay's peak plus the states a run allocates (kept states and
+  the copy made during each recomputation; an allocator sees them on the CPU).
 - `compare_gradients`, `gradients_match`, `zero_grads`: the gradient check against plain autograd.
 - `measured_vs_predicted`: the comparison block of ``memsched run --json``.
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import itertools
+import math
 import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -36,7 +37,7 @@ from memsched.solvers.chain.schedule import FORWARD_KINDS
 __all__ = ["OpTrace", "StepResult", "Measured", "measure_runs", "StepMeter", "Timer", "MemoryWatch", "median",
            "RunState", "RngStates", "compare_gradients", "gradients_match", "zero_grads", "measured_vs_predicted",
            "ratio", "sync", "memory_method", "tolerances", "timing_ops", "peak_with_rng_states", "with_rng_states",
-           "chain_peak_with_rng_states"]
+           "chain_peak_with_rng_states", "generator_states", "set_generator_states", "same_generator_states"]
 
 
 def sync(device: torch.device) -> None:
@@ -345,51 +346,105 @@ class MemoryWatch:
         return self._read(torch.cuda.max_memory_allocated, lambda t: max(t.peak, t.current))
 
 
-class RngStates:
-    """RNG state recorded at the first forward of each stage (any hashable key), restored
-    inside ``torch.random.fork_rng`` for its recomputations, as ``torch.utils.checkpoint``
-    does: recomputed dropout masks are identical and the global RNG stream is unchanged.
-    With `keys`, only those stages are recorded (the ones a schedule computes more than once:
-    a CPU RNG state is a 5 KB tensor); a stage whose first forward draws no random number is
-    not kept either."""
+RngState = tuple[torch.Tensor, torch.Tensor | None]  # (CPU generator state, CUDA generator state or None)
 
-    def __init__(self, device: torch.device, keys: Iterable[Any] | None = None) -> None:
+
+def generator_states(device: torch.device) -> RngState:
+    """Copies of the CPU generator's state and, for a CUDA `device`, that device's (both host
+    tensors; on the CPU a 5,056 B uint8 tensor the allocator hands out)."""
+    return torch.get_rng_state(), (torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
+
+
+def set_generator_states(state: RngState, device: torch.device) -> None:
+    """Put the generators back to `state` (`generator_states`'s): copies it in, allocates nothing."""
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state(state[1], device)
+
+
+def same_generator_states(a: RngState, b: RngState) -> bool:
+    """True when the two `generator_states` are equal (no random number drawn between them)."""
+    return torch.equal(a[0], b[0]) and (a[1] is None or b[1] is None or torch.equal(a[1], b[1]))
+
+
+class RngStates:
+    """RNG states of one run, as ``torch.utils.checkpoint`` handles them: the state before the
+    first forward of each random stage that is computed more than once is recorded, and each later
+    forward of that stage runs under it, so recomputed dropout masks are identical; the generator
+    is put back after each recomputation, so its stream is that of a plain forward/backward.
+
+    `keys`: the stages (any hashable keys) a run computes more than once (None: every stage);
+    their states are kept to the end of the run, as ``torch.utils.checkpoint`` keeps them until
+    its backward has run. `random`: the stages known, before the
+    run, to draw random numbers (`models.chain.executor.ChainExecutor.random_stages`): only those
+    are recorded, and nothing is copied for the others. None (unknown, as in a training step): the
+    state is recorded at each first forward and compared with the generator's after it (two
+    copies during that forward), and dropped when the stage drew nothing.
+
+    What a run with `random` known allocates (CPU; a generator state is a 5,056 B tensor, the
+    CUDA one a host tensor too): the recorded state of each random stage in `keys`, from the start
+    of its first forward to the end of the run, and during each later forward of it one copy of
+    the generator's state (put back after it). `held` lists exactly these."""
+
+    def __init__(self, device: torch.device, keys: Iterable[Any] | None = None,
+                 random: Iterable[Any] | None = None) -> None:
         self.device = device
-        self.states: dict[Any, tuple[torch.Tensor, torch.Tensor | None]] = {}
+        self.states: dict[Any, RngState] = {}
         self.keys = None if keys is None else set(keys)
+        self.random = None if random is None else set(random)
         self.deterministic: set[Any] = set()
+        self.seen: dict[Any, int] = {}  # forwards of each stage so far
 
     def record(self, i: Any) -> None:
         """Save the CPU (and CUDA) RNG state before the first forward of stage i."""
-        cuda = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None
-        self.states[i] = (torch.get_rng_state(), cuda)
+        self.states[i] = generator_states(self.device)
 
     @contextlib.contextmanager
     def forward(self, i: Any) -> Iterator[None]:
-        """Context manager for stage i's forward: the first one records the RNG state (dropped if it draws none);
-        recomputations run under that state in ``fork_rng``, so dropout masks repeat."""
+        """Context manager for stage i's forward: the first one records the RNG state (of a random
+        stage; unknown randomness: recorded, and dropped when the forward draws none); the later
+        ones run under it, the generator put back afterwards, so dropout masks repeat."""
         if self.keys is not None and i not in self.keys:  # computed once: nothing to restore
             yield
             return
-        if i in self.deterministic:
+        n = self.seen.get(i, 0)
+        self.seen[i] = n + 1
+        if n == 0:
+            with self._first(i):
+                yield
+            return
+        if i not in self.states:  # draws no random numbers
             yield
             return
-        if i not in self.states:
-            self.record(i)
-            before = self.states[i]
+        with self._replayed(i):
             yield
-            after = (torch.get_rng_state(), torch.cuda.get_rng_state(self.device) if before[1] is not None else None)
-            if torch.equal(before[0], after[0]) and (before[1] is None or torch.equal(before[1], after[1])):
-                del self.states[i]  # drew no random numbers: nothing to restore, 5 KB less
-                self.deterministic.add(i)
+
+    @contextlib.contextmanager
+    def _first(self, i: Any) -> Iterator[None]:
+        """Stage i's first forward: record the state of a random stage (a known one without copying
+        anything else; an unknown one compared after the forward, dropped when it drew nothing)."""
+        if self.random is not None:
+            if i in self.random:
+                self.record(i)
+            yield
             return
-        cpu, cuda = self.states[i]
-        devices = [self.device] if self.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
-            torch.set_rng_state(cpu)
-            if cuda is not None:
-                torch.cuda.set_rng_state(cuda, self.device)
+        self.record(i)
+        yield
+        if same_generator_states(self.states[i], generator_states(self.device)):
+            del self.states[i]  # drew no random numbers: nothing to restore, 5 KB less
+            self.deterministic.add(i)
+
+    @contextlib.contextmanager
+    def _replayed(self, i: Any) -> Iterator[None]:
+        """A later forward of stage i under its recorded state; the generator's state is copied
+        before (the copy allocated for this forward only) and put back after it."""
+        stream = generator_states(self.device)
+        set_generator_states(self.states[i], self.device)
+        try:
             yield
+        finally:
+            set_generator_states(stream, self.device)
+            del stream
 
     @property
     def kept(self) -> list[Any]:
@@ -402,43 +457,68 @@ class RngStates:
         generator's state (a uint8 tensor, 5,056 B) on the CPU, where an allocator (the probe,
         `models.alloc_probe`) counts it; 0 on CUDA, whose device memory holds none of them (both
         states are host tensors). The live-tensor tracker does not count them (``get_rng_state``
-        allocates outside the dispatcher)."""
+        allocates outside the dispatcher). A copy made for a recomputation has the same size."""
         return sum(t.numel() * t.element_size() for t in self.states[i]
                    if t is not None and t.device.type == self.device.type)
 
-    def held(self, ops: Sequence[Any], starts: Sequence[float]) -> list[tuple[float, int]]:
-        """(time, bytes) of each kept state of a run of the chain or offloading `ops`: recorded
-        at the start (`starts[k]` for op k of a replay) of its stage's first forward, kept
-        to the end of the step."""
-        first: dict[Any, float] = {}
-        for op, t in zip(ops, starts):
+    def held(self, ops: Sequence[Any], starts: Sequence[float], ends: Sequence[float] | None = None
+             ) -> list[tuple[float, float, int]]:
+        """(from, until, bytes) of each state a run of the chain or offloading `ops` allocates
+        (`starts[k]`, `ends[k]`: the start and end of op k in a replay; without `ends`, op k ends
+        when op k+1 starts): each kept state from the start of its stage's first forward to the end
+        of the step (until infinity), and the copy made for each later forward of a kept stage,
+        during that forward. `with_rng_states` adds them to a replay's memory."""
+        if ends is None:
+            ends = [*starts[1:], math.inf]
+        forwards: dict[Any, list[int]] = {}
+        for k, op in enumerate(ops):
             if len(op) == 2 and op[0] in FORWARD_KINDS:
-                first.setdefault(op[1], t)
-        return [(first[i], self.state_bytes(i)) for i in self.kept if i in first]
+                forwards.setdefault(op[1], []).append(k)
+        out: list[tuple[float, float, int]] = []
+        for i in self.kept:
+            if i not in forwards:
+                continue
+            ks, size = forwards[i], self.state_bytes(i)
+            out.append((float(starts[ks[0]]), math.inf, size))
+            out.extend((float(starts[k]), float(ends[k]), size) for k in ks[1:])
+        return out
 
 
-def with_rng_states(points: Iterable[tuple[float, int]], held: Iterable[tuple[float, int]]) -> list[int]:
-    """The bytes of each of a replay's memory `points` ((time, bytes from then on)) plus the RNG
-    states in `held` ((time, bytes): a state kept from that time, inclusive, to the end of the
-    step, as `RngStates.held` gives them): what an allocator sees of a run that keeps them."""
-    states = sorted(held)
-    times = [t for t, _ in states]
-    cumulative = [0, *itertools.accumulate(b for _, b in states)]
-    return [int(mem) + cumulative[bisect.bisect_right(times, t)] for t, mem in points]
+def with_rng_states(points: Iterable[tuple[float, int]], held: Iterable[tuple[float, int] | tuple[float, float, int]]
+                    ) -> list[int]:
+    """The bytes of each of a replay's memory `points` ((time, bytes from then on), in time order)
+    plus the RNG states in `held`: (time, bytes), a state kept from that time, inclusive, to the
+    end of the step; or (from, until, bytes), a state live at the points from `from` inclusive to
+    `until` exclusive (at the points of time `from` when until <= from: an op of no duration), as
+    `RngStates.held` gives them. What an allocator sees of a run that keeps them."""
+    pts = list(points)
+    times = [t for t, _ in pts]
+    added = [0] * (len(pts) + 1)
+    for h in held:
+        start, until, size = (h[0], math.inf, h[1]) if len(h) == 2 else h
+        lo = bisect.bisect_left(times, start)
+        hi = bisect.bisect_left(times, until) if until > start else bisect.bisect_right(times, start)
+        if hi > lo:
+            added[lo] += int(size)
+            added[hi] -= int(size)
+    return [int(mem) + extra for (_, mem), extra in zip(pts, itertools.accumulate(added))]
 
 
-def peak_with_rng_states(points: Iterable[tuple[float, int]], held: Iterable[tuple[float, int]]) -> int:
+def peak_with_rng_states(points: Iterable[tuple[float, int]],
+                         held: Iterable[tuple[float, int] | tuple[float, float, int]]) -> int:
     """The peak of `with_rng_states` (bytes)."""
     return max(with_rng_states(points, held))
 
 
 def chain_peak_with_rng_states(sim: Any, ops: Sequence[Any], rng: RngStates) -> int:
     """The peak (bytes) of a chain simulator's replay `sim` (`solvers.chain.Simulation`) of `ops`,
-    plus the RNG states `rng` (the run's `RngStates`) kept from the first forward of their
-    stage on: the prediction an allocator's measurement of a chain step is compared with
-    (op k counts for time k; the input a_0 before op 0)."""
+    plus what the run's `RngStates` `rng` allocates (`RngStates.held`: each kept state from its
+    stage's first forward on, a copy during each recomputation): the prediction an
+    allocator's measurement of a chain step is compared with (op k counts for time k, with its
+    peak ``mem_during``; the input a_0 before op 0)."""
     points = [(-1.0, int(sim.initial_memory))] + [(float(k), int(st.mem_during)) for k, st in enumerate(sim.steps)]
-    return peak_with_rng_states(points, rng.held(ops, [float(k) for k in range(len(ops))]))
+    starts = [float(k) for k in range(len(ops))]
+    return peak_with_rng_states(points, rng.held(ops, starts, [k + 1.0 for k in starts]))
 
 
 class RunState:

@@ -39,10 +39,17 @@ B(i)        ``torch.autograd.backward(y, delta_{i+1})`` on the tape abar_{i+1}; 
             start (the chain's ``bwd_overhead_released``, measured by the profiler this way).
 ==========  ================================================================================
 
-Randomness: the CPU (and CUDA) RNG state is recorded before the first forward of each stage
-and restored, inside ``torch.random.fork_rng``, before each later forward of that stage, as
-``torch.utils.checkpoint`` does: dropout masks are recomputed identically and the global RNG
-stream is the same as in a plain forward/backward, so gradients match plain autograd.
+Randomness: the CPU (and CUDA) RNG state is recorded before the first forward of each random
+stage that the schedule computes more than once and set before each later forward of that stage,
+the generator's own state copied before and put back after it, as ``torch.utils.checkpoint``
+does: dropout masks are recomputed identically and the global RNG stream is the same as in a
+plain forward/backward, so gradients match plain autograd (`models.measure.RngStates`). Which
+stages draw random numbers `step` finds before its runs (`random_stages`: a plain forward
+without grad, outside every measured window), so a measured run copies nothing for the others.
+A training step (`train_step`) finds them
+during the run instead (a stage's state compared before and after its first forward). A block
+whose drawing depends on more than its input and the training mode (a call counter) is not
+supported by `step`.
 BatchNorm in training mode updates its running statistics at every forward, recomputations
 included (as with ``torch.utils.checkpoint``); gradients are unaffected.
 
@@ -68,6 +75,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
+from memsched.models.buffers import restore_buffers, snapshot_buffers
 from memsched.models.chain.overheads import predict_both, released_loss_chain, tracker_chain
 from memsched.models.measure import (
     OpTrace,
@@ -77,9 +85,11 @@ from memsched.models.measure import (
     StepResult,
     chain_peak_with_rng_states,
     compare_gradients,
+    generator_states,
     gradients_match,
     measure_runs,
     probed_run,
+    same_generator_states,
     zero_grads,
 )
 from memsched.solvers.chain import Chain, Schedule, simulate
@@ -302,6 +312,8 @@ class ChainExecutor:
         self._releasing = bool(release)  # the mode of the step being run
         self.params = parameters_of(self.blocks)
         self._runs: list[RngStates] | None = None  # the RNG states of the runs of the `step` in progress
+        #: the random stages of the `step` in progress (`random_stages`), None outside a step (found during a run)
+        self._random: set[int] | None = None
         #: the RNG states the last run of the last `step` kept (what its allocator saw of them), or None
         self.last_rng: RngStates | None = None
 
@@ -353,13 +365,14 @@ class ChainExecutor:
             self.check_schedule(ops)
         self._runs = []  # every run's RNG states until the step ends: freeing one would blur the probe of the next
         try:
+            self._random = self.random_stages(inputs, recomputed(ops))  # before the runs: in none of their windows
             m = measure_runs(lambda watch, tr: self._run(ops, inputs, target, seed, watch, tr, clock),
                              cuda=device.type == "cuda", measure_memory=measure_memory, measure_time=measure_time,
                              trace=trace, time_repeats=time_repeats, sim_steps=sim_steps, independent=independent)
         finally:
-            runs, self._runs = self._runs, None
+            runs, self._runs, self._random = self._runs, None, None
         self.last_rng = runs[-1] if runs else None
-        if chain is not None and runs:  # the allocator also holds the RNG states kept for recomputations
+        if chain is not None and runs:  # the allocator also holds the RNG states of random recomputed stages
             with_states = chain_peak_with_rng_states(simulate(charged, ops), ops, runs[-1])
             if with_states != predicted_peak:  # the tracker does not see them: its prediction stays without
                 tracker_peak, predicted_peak = tracker_peak or predicted_peak, with_states
@@ -403,13 +416,39 @@ class ChainExecutor:
             state.clear()
         return loss, input_grad, meter.peak, meter.traces, meter.elapsed_ms
 
+    def random_stages(self, inputs: torch.Tensor, stages: Iterable[int]) -> set[int]:
+        """The stages among `stages` whose block draws random numbers on `inputs`: a plain forward
+        without grad of blocks 0..max(stages) on a copy of `inputs`, each of `stages` between two
+        copies of the generators' state (`models.measure.generator_states`). The blocks' buffers
+        (BatchNorm's statistics) and the generators are put back afterwards; nothing it allocated
+        stays (transient: at most a forward without grad)."""
+        wanted = set(stages)
+        if not wanted:
+            return set()
+        device = inputs.device
+        found: set[int] = set()
+        saved = snapshot_buffers(self.blocks)
+        try:
+            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
+                x = inputs.detach().clone()
+                for i in range(max(wanted) + 1):
+                    before = generator_states(device) if i in wanted else None
+                    x = self.blocks[i](x)
+                    if before is not None and not same_generator_states(before, generator_states(device)):
+                        found.add(i)
+                del x
+        finally:
+            restore_buffers(saved)
+        return found
+
     def new_run_state(self, ops: list[Op], device: torch.device) -> RunState:
-        """A run state whose RNG keeps the states of the stages `ops` computes more than once."""
+        """A run state whose RNG keeps the states of the random stages `ops` computes more than once
+        (those `random_stages` found during a `step`; else found during the run)."""
         counts = Counter(op[1] for op in ops if len(op) == 2 and op[0] in FORWARD_KINDS)
         # the stand-ins of F_all's outputs (whatever their dtype, not only the parameters'), made before the
         # step is measured: without one, a_L would stay alive through the loss the prediction frees it in
         make_standins(device, [p.dtype for p in self.params.values() if p.is_floating_point()])
-        rng = RngStates(device, [i for i, c in counts.items() if c > 1])
+        rng = RngStates(device, [i for i, c in counts.items() if c > 1], self._random)
         if self._runs is not None:  # a measured step: its prediction adds the states this run keeps
             self._runs.append(rng)
         return RunState(rng)
@@ -492,6 +531,12 @@ class ChainExecutor:
             s.acts.pop(i, None)
         else:
             raise ValueError(f"unknown operation {op}")
+
+
+def recomputed(ops: Sequence[Any]) -> set[int]:
+    """The stages that `ops` (chain or offloading operations) compute more than once."""
+    counts = Counter(op[1] for op in ops if len(op) == 2 and op[0] in FORWARD_KINDS)
+    return {i for i, c in counts.items() if c > 1}
 
 
 # --------------------------------------------------------------------- reference and checks

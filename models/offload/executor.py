@@ -55,11 +55,12 @@ tests; below by the profile's over-charge of ``fwd_overhead`` on GPT-2), both up
 allocation noise that `tests/test_models_executor.py` allows (1% + 4 KiB).
 
 RNG states: a run keeps the CPU RNG state of each random stage it recomputes (5,056 B, from its
-first forward to the end of the step; `models.measure.RngStates`). The allocator probe sees
-them, the tracker does not, so the allocator's predictions (``predicted_peak``,
-``sequential_peak``) add them, each from the start of its stage's first forward in the replay
-(`models.measure.peak_with_rng_states`), and the tracker's (``tracker_*``) do not; on CUDA they
-are host tensors and add nothing.
+first forward to the end of the step) and copies the generator's state during
+each recomputation of it (5,056 B more, put back after it; `models.measure.RngStates`: stages that
+draw no random number copy nothing). The allocator probe sees them, the tracker does not, so the
+allocator's predictions (``predicted_peak``, ``sequential_peak``) add them over those ops of the
+replay (`models.measure.peak_with_rng_states`), and the tracker's (``tracker_*``) do not; on CUDA
+they are host tensors and add nothing.
 
 Pins: the ``not_before`` times of a schedule (pofo, cpsat, offload-exact set them; times in the
 instance's unit) are kept in both predictions of the two-stream simulator (`with_pins`), which
@@ -410,11 +411,12 @@ class OffloadExecutor(ChainExecutor):
 
 # --------------------------------------------------------------------------- helpers
 def _with_rng_states(sim: OffloadSimulation, ops: Sequence[Op | Transfer], rng: RngStates | None) -> int:
-    """The peak (bytes) of the replay `sim` of `ops` plus the RNG states the run kept (`rng`),
-    each from the start of its stage's first forward in the replay on."""
+    """The peak (bytes) of the replay `sim` of `ops` plus the RNG states the run allocated (`rng`,
+    `models.measure.RngStates.held`): each kept state from the start of its stage's first forward
+    in the replay on, and a copy during each recomputation of it."""
     if rng is None:
         return sim.peak_memory
-    return peak_with_rng_states(sim.timeline, rng.held(ops, [t.start for t in sim.ops]))
+    return peak_with_rng_states(sim.timeline, rng.held(ops, [t.start for t in sim.ops], [t.end for t in sim.ops]))
 
 
 def execute_offload(blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, schedule: OffloadSchedule,
