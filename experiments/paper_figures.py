@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -73,6 +74,16 @@ def save_figure(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
         fig.savefig(p, dpi=150)
     plt.close(fig)
     return paths
+
+
+def source_file(source: str) -> Path | None:
+    """The file a sweep row's ``source`` names (`sweep.instances.file_source`: relative to the
+    repository when inside it, whatever the working directory), or None when there is none."""
+    from memsched.experiments.sweep.config import ROOT
+
+    path = Path(source)
+    path = path if path.is_absolute() else ROOT / path
+    return path if path.is_file() else None
 
 
 def cost_model_of(instance_file: Path) -> str:
@@ -137,7 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = pd.read_csv(table)
     costs = {}
     for name, source in rows[["instance", "source"]].drop_duplicates().itertuples(index=False):
-        costs[name] = cost_model_of(Path(str(source))) if Path(str(source)).exists() else "unknown"
+        path = source_file(str(source))
+        if path is None:
+            print(f"note: {table}: instance {name}: source {source} not found, its cost model is drawn as unknown",
+                  file=sys.stderr)
+        costs[name] = cost_model_of(path) if path is not None else "unknown"
     pipeline = "problem" in rows and bool((rows["problem"] == "pipeline").all())
     for p in (draw_pipeline if pipeline else draw)(rows, costs, Path(args.out), stem=args.stem):
         print(f"wrote {p}")
