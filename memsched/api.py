@@ -654,7 +654,10 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     memory unit: bytes when profiled here, else the file's, as ``data["units"]["memory"]`` says) beside the
     measured time (ms) and peak memory, and whether every
     gradient matches plain autograd (``grad_check``). `chain` / `instance` give the costs (an
-    instance or a file) instead of profiling; `bandwidth` (bytes/s or "12GB/s") runs an offloading
+    instance or a file, read as ``memsched solve`` reads it: a chain file with a ``host_link``, or
+    with an offloading `solver` that is no chain solver such as "pofo", is offloading, and without a
+    bandwidth from either an `InputError` naming its ``host_link.bandwidth``) instead of
+    profiling; `bandwidth` (bytes/s or "12GB/s") runs an offloading
     schedule, over a link of `latency` seconds per transfer (default 0; an offloading instance's own
     link otherwise); `options` is a dict of solver options (``memsched run --option KEY=VALUE``);
     `timing` and sizes as in `profile` (sizes for zoo names and factories only). The arguments are
@@ -679,6 +682,8 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     time_repeats = check_int(time_repeats, "time_repeats", 1, MAX_REPEATS)
     repeats = check_int(repeats, "repeats", 1, MAX_REPEATS)
     seed = check_int(seed, "seed", 0, 2**32 - 1)
+    if problem is None and bandwidth is None:
+        problem = _solver_offloads(instance if chain is None else chain, solver)
     _need_torch()
     from .execute import run_model
 
@@ -695,6 +700,19 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
                                instance=instance if chain is None else chain, bandwidth=bandwidth, latency=latency,
                                slots=slots, time_limit=time_limit, time_repeats=time_repeats, repeats=repeats,
                                seed=seed, timing=timing, options=options, **sizes))
+
+
+def _solver_offloads(file: Any, solver: str | None) -> str | None:
+    """"offload" when `run`'s instance `file` (a path) is a chain file that `solver` makes an
+    offloading instance, as ``memsched solve`` and ``memsched run`` read it (`load_problem`: an
+    offloading solver that is no chain solver, pofo but not cpsat; a file without a
+    ``host_link.bandwidth`` is then an `InputError` naming it, before anything is built); None
+    otherwise (the problem stays `execute.run_model`'s default). No torch."""
+    if solver is None or not isinstance(file, (str, Path)):
+        return None
+    from memsched.experiments.commands._common import load_problem
+
+    return "offload" if load_problem(str(file), solver=solver)[0] == "offload" else None
 
 
 def _run_options(options: Any) -> dict[str, Any]:

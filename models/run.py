@@ -152,17 +152,20 @@ def _size_text(key: str, value: Any) -> str:
     return str(v)
 
 
-def _check_input_bytes(recorded: Any, built: int, name: str, what: str) -> None:
+def _check_input_bytes(recorded: Any, built: int, name: str, what: str, *, sized: bool = True) -> None:
     """The example input `name` was built with has the bytes (`built`) the instance recorded
-    (`recorded`, None: no record): an instance profiled at other sizes predicts another network's
-    memory, so it is an `InputError` naming the instance option, never a run that compares the
-    wrong numbers."""
+    (`recorded`, bytes; None: no record): an instance profiled at other sizes predicts another
+    network's memory, so it is an `InputError` naming the instance option, never a run that
+    compares the wrong numbers. `sized`: the instance records the network it was profiled from
+    (meta "model"), whose sizes the run takes unless given (`instance_sizes`); without one the
+    message asks for the sizes it was profiled at."""
     if recorded is None:
         return
     if int(recorded) != built:
+        hint = (f"or leave the sizes to the {what}'s" if sized else
+                f"or give the sizes it was profiled at (the {what} records no meta.model to take them from)")
         raise InputError(f"the {what} was profiled on an input of {int(recorded)} bytes but {name} with these sizes "
-                         f"takes {built} bytes: profile it again at these sizes, or leave the sizes to the {what}'s",
-                         field=flag("chain"))
+                         f"takes {built} bytes: profile it again at these sizes, {hint}", field=flag("chain"))
 
 
 def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | None, latency: float,
@@ -188,11 +191,12 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
         if chain.length != len(built.blocks):
             raise InputError(f"the chain has {chain.length} stages but {built.name} with these sizes has "
                              f"{len(built.blocks)} blocks", field=flag("chain"))
-        # x[0] is the profiled input's bytes when the chain was profiled from a network (meta "model")
+        # x[0] is the input's bytes in every chain file (sizes are bytes): a profiled chain's is the
+        # profiled input's unique bytes (`profile_chain`), with or without its meta "model"
         from memsched.models.memory import unique_bytes
 
-        _check_input_bytes(chain.x[0] if chain.meta.get("model") is not None else None,
-                           unique_bytes(built.example_input), built.name, "chain")
+        _check_input_bytes(chain.x[0], unique_bytes(built.example_input), built.name, "chain",
+                           sized=chain.meta.get("model") is not None)
     x, tgt = built.example_input, built.target
 
     def reference(seed: int) -> tuple[dict[str, torch.Tensor], Any]:
@@ -264,16 +268,27 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
 
 
 def _check_branch_inputs(join: Any, built: Any) -> None:
-    """Each branch's recorded input bytes (its ``input_size``, the profiled input's unique bytes)
-    are those of the input `built` gives that branch, when `join` was profiled from a network
-    (meta ``model``): a join profiled at other sizes predicts another network's memory, so it is an
-    `InputError` naming the instance option, as for chains and graphs (`_check_input_bytes`)."""
-    if join.meta.get("model") is None:
-        return
+    """Each branch's recorded input bytes (its ``input_size``: bytes, as every size of a join
+    file; a profiled join's is the profiled input's unique bytes) are those of the input `built`
+    gives that branch, with or without the join's meta ``model``: a join profiled at other sizes
+    predicts another network's memory, so it is an `InputError` naming the instance option, as for
+    chains and graphs (`_check_input_bytes`)."""
     from memsched.models.memory import unique_bytes
 
+    sized = join.meta.get("model") is not None
     for b, (branch, x) in enumerate(zip(join.branches, built.inputs)):
-        _check_input_bytes(branch.x[0], unique_bytes(x), f"branch {b} ({branch.name}) of {built.name}", "join")
+        _check_input_bytes(branch.x[0], unique_bytes(x), f"branch {b} ({branch.name}) of {built.name}", "join",
+                           sized=sized)
+
+
+def _graph_input_bytes(graph: Any) -> Any:
+    """The input bytes a graph file records (``meta.input_size``), or None when they are not bytes:
+    a graph exported from a network (`models.graph.export`: meta ``model``, memory in bytes) or
+    any graph whose ``meta.units.memory`` is "bytes". The generated graphs (`solvers.graph.generate`)
+    count memory in KiB and a foreign file may use any unit, so theirs is not compared."""
+    units = graph.meta.get("units")
+    in_bytes = isinstance(units, dict) and units.get("memory") == "bytes"
+    return graph.meta.get("input_size") if in_bytes or graph.meta.get("model") is not None else None
 
 
 def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, profile_file: str | None) -> Target:
@@ -289,8 +304,8 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, profile_file
             graph.save(profile_file)
     else:
         x0 = built.example_input  # the export records numel x element size (`models.graph.export`)
-        _check_input_bytes(graph.meta.get("input_size") if graph.meta.get("model") is not None else None,
-                           x0.numel() * x0.element_size(), built.name, "graph")
+        _check_input_bytes(_graph_input_bytes(graph), x0.numel() * x0.element_size(), built.name, "graph",
+                           sized=graph.meta.get("model") is not None)
     graph = with_workspace(graph)  # the profiled temporaries as workspaces: the solvers plan with them
     try:
         executor = GraphExecutor(built.blocks, built.loss_fn, graph, built.example_input)

@@ -20,7 +20,7 @@ from typing import Any
 from memsched.solvers.errors import InputError
 
 from ._checks import MAX_TIME_REPEATS, check_options, check_outputs, count, seconds
-from ._common import add_link_arguments, has_host_link, parse_options
+from ._common import add_link_arguments, has_host_link, load_problem, parse_options
 from .profile import (
     MODEL_HELP,
     ZOO_NAMES,
@@ -80,8 +80,10 @@ def _instance_path(args: argparse.Namespace) -> str | None:
 def _problem(args: argparse.Namespace, join_models: Any) -> str:
     """The problem run: ``--problem``; else a join network's "join"; else the problem of the
     instance file (MODEL or ``--chain``, whatever MODEL names: a graph file runs as "graph", a join
-    file as "join", a chain file with a ``host_link`` as "offload"); else "offload" with
-    ``--bandwidth``, "chain" without."""
+    file as "join", a chain file as "offload" when `memsched solve` reads it so, `load_problem`: it
+    has a ``host_link``, or ``--solver`` names an offloading solver that is no chain solver, pofo
+    but not cpsat; without a bandwidth from either that is solve's bad input naming
+    ``host_link.bandwidth``); else "offload" with ``--bandwidth``, "chain" without."""
     if args.problem is not None:
         return args.problem
     if args.model in join_models:
@@ -96,7 +98,7 @@ def _problem(args: argparse.Namespace, join_models: Any) -> str:
                              path=path)
         if problem in ("graph", "join"):
             return problem
-        if has_host_link(path):
+        if args.bandwidth is None and load_problem(path, solver=args.solver)[0] == "offload":
             return "offload"
     return "offload" if args.bandwidth is not None else "chain"
 
