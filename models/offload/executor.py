@@ -20,13 +20,15 @@ abar_j      the tape of stage j-1: every storage autograd saved during F_all(j-1
 
 ``Off(v)`` copies each storage of v to host memory (unless a host copy of this value exists
 already) and drops the device copy; ``Pre(v)`` allocates a device copy and copies the host
-bytes back. The host copy stays until the step ends (tapes: until their backward ran), as in
-the simulator. The backward of a tape is run on its ``GradientEdge``, so no Python reference
-to its output keeps the device memory alive; the input leaf of a tape holds no storage
-between its forward and its backward. When a backward starts, each saved tensor is handed to
-its handle and the holder lets go, so autograd frees it as soon as its node has run, as it does
-without hooks (measured after every op, the pool then holds exactly the values the simulator
-has on the device: tests/test_models_offload.py).
+bytes back. The host copy of a standalone a_j stays until the step ends (a compute op that
+frees a_j drops its device copy only); a tape's is dropped at the end of its backward, which
+uses the tape up: as in the simulator (its rule 4, where a later ``Pre`` of the tape is
+invalid and ``host_peak`` counts host copies this way). The backward of a tape is run on its
+``GradientEdge``, so no Python reference to its output keeps the device memory alive; the
+input leaf of a tape holds no storage between its forward and its backward. When a backward
+starts, each saved tensor is handed to its handle and the holder lets go, so autograd frees it
+as soon as its node has run, as it does without hooks (measured after every op, the pool then
+holds exactly the values the simulator has on the device: tests/test_models_offload.py).
 
 On CUDA: transfers run on a side ``torch.cuda.Stream``; host buffers are pinned
 (``torch.empty(..., pin_memory=True)``) and copies are ``non_blocking``. An offload first
@@ -78,9 +80,10 @@ Known limits: a block that returns a view of its input, or saves a view of its i
 different dtype, keeps that storage shared (correct gradients, but the bytes do not leave the
 device with the value); tensors a custom ``autograd.Function`` keeps as ``ctx`` attributes
 (not through ``save_for_backward``) and tensors a module caches across calls stay where they
-are; a value freed by a compute operation keeps its host copy (a later ``Pre`` of it, which
-the simulator allows, brings back the last offloaded content). The CUDA path follows the
-standard side-stream pattern but has not been run on a GPU yet (see the CUDA test).
+are; a standalone a_j freed by a compute operation keeps its host copy (a later ``Pre`` of
+it, which the simulator allows, brings back the last offloaded content). The CUDA path
+follows the standard side-stream pattern but has not been run on a GPU yet (see the CUDA
+test).
 """
 
 from __future__ import annotations

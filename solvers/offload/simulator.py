@@ -17,7 +17,11 @@ Rules (documented here, next to the code, as the design notes ask):
 4. ``Pre(v)`` needs v on the host; it starts once the previous device copy of v has been
    released (by an ``Off`` or by the compute operation that freed it); its device buffer is
    allocated when it starts, and v is usable when it ends.
-   The host copy stays (host memory is not limited; its peak is reported).
+   A host copy exists from the end of its ``Off`` (host memory is not limited; its peak is
+   reported): a tape abar_{i+1}'s until B(i) ends (the backward uses the tape up, so no later
+   ``Pre`` of it is valid), a standalone a_j's until the step ends (also after F_n, B or the
+   loss freed its device copy: a later ``Pre(a_j)`` brings it back), as the executor
+   (`models.offload.executor`) does. At equal times (as in rule 6) host releases come first.
 5. An operation with ``not_before`` t starts no earlier than t.
 6. Memory is swept over time; at equal times (up to a relative tolerance `TIME_RTOL`, float noise)
    the releases of operations that started earlier come first, then the operations that start at
@@ -148,7 +152,9 @@ def simulate(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | Non
                 del on_device[v]
             else:
                 if v not in on_host:
-                    return fail(pos, op, f"{op.value}_{op.index} is not on the host")
+                    used = op.value == "abar" and op.index - 1 in done_backward
+                    why = f" (B({op.index - 1}) used the tape up)" if used else ""
+                    return fail(pos, op, f"{op.value}_{op.index} is not on the host{why}")
                 if v in on_device:
                     return fail(pos, op, f"{op.value}_{op.index} is already on the device")
                 start = max(transfer_free, issue_floor, on_host[v], freed_at.get(v, 0.0), schedule.release_time(pos))
@@ -206,6 +212,9 @@ def simulate(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | Non
             released += size(v)
             del on_device[v]
             freed_at[v] = end  # rule 4: a later Pre(v) waits for this release too
+        if kind == B and ("abar", i + 1) in on_host:  # rule 4: the backward uses the tape's host copy up
+            del on_host[("abar", i + 1)]
+            host_events.append((end, -size(("abar", i + 1))))
         events.append(MemEvent(end, start, -released, pos, 1))
         compute_free = end
         issue_floor = start
@@ -262,7 +271,7 @@ def _sweep_order(events: list[MemEvent]) -> list[MemEvent]:
 def _sweep(sim: OffloadSimulation, events: list[MemEvent], host_events: list[tuple[float, int]], budget: int | None,
            schedule: OffloadSchedule, initial: int, stop_at: int | None = None) -> None:
     """Sweep device memory over `events` (rule 6) into `sim`'s timeline and peak; flag the first allocation over
-    `budget` (one of an op before `stop_at`); host peak from `host_events` (time, bytes)."""
+    `budget` (one of an op before `stop_at`); host peak from `host_events` (`_host_peak`)."""
     mem = int(initial)
     peak = mem
     sim.timeline = [(0.0, mem)]
@@ -277,11 +286,23 @@ def _sweep(sim: OffloadSimulation, events: list[MemEvent], host_events: list[tup
                 sim.violation = Violation(e.pos, schedule.ops[e.pos],
                                           f"memory over budget: {mem} > {budget} at t={e.t:.6g}")
     sim.peak_memory = peak
-    host, host_peak = 0, 0
-    for _, delta in sorted(host_events):
+    sim.host_peak = _host_peak(host_events)
+
+
+def _host_peak(host_events: list[tuple[float, int]]) -> int:
+    """The largest host memory (bytes) over `host_events` (time, signed bytes: a copy's arrival at its Off's end, a
+    tape's release at its backward's end): at equal times (up to `TIME_RTOL`, as in rule 6) the releases first."""
+    classes: dict[float, int] = {}
+    anchor, k = None, -1
+    for t in sorted({t for t, _ in host_events}):
+        if anchor is None or not _same_time(anchor, t):
+            anchor, k = t, k + 1
+        classes[t] = k
+    host = peak = 0
+    for _, delta in sorted(host_events, key=lambda e: (classes[e[0]], e[1] > 0, e[0])):
         host += delta
-        host_peak = max(host_peak, host)
-    sim.host_peak = host_peak
+        peak = max(peak, host)
+    return peak
 
 
 def memory_profile(inst: OffloadInstance, schedule: OffloadSchedule) -> list[dict[str, Any]]:
