@@ -26,13 +26,19 @@ stages, its load the sum of the stage times tau_s; the period is the largest loa
   the link time of position t counts unless positions t + 1 and t share a device. Times are
   integers after `solvers.discretize.integer_costs` (6 significant digits; the scope says when
   that rounds). Optimal among interleaved allocations with at most ``max_stages`` stages; its seeds
-  (`FAST`) honour ``max_stages``, and the build checks the deadline (`cpsat.tick`).
+  (`FAST`) honour ``max_stages``, and the build checks the deadline (`cpsat.tick`). No row of the
+  model has Boolean coefficients summing past `ROW_LIMIT` (a CP-SAT bug; `fit_times`, `fit_memory`):
+  memory is counted in units of the sizes' gcd (exact); where that is not enough, in a coarser
+  unit rounded down (a relaxation, whose plan is kept when it fits in bytes), else rounded up
+  (``feasible``); times are coarsened the same way; the scope says when either rounds.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Hashable, Sequence
+from functools import reduce
 from typing import Any
 
 import numpy as np
@@ -138,6 +144,56 @@ def solve_interleave(inst: Pipeline, budget: int, *, devices: int | None = None,
                        budget=budget, schedule=best, scope=scope)
 
 
+#: the largest sum of the Boolean coefficients of one row of `solve_interleave_cpsat`'s model.
+#: CP-SAT 9.15's presolve (``ActivityBoundHelper::RemoveEnforcementThatMakesConstraintTrivial``,
+#: reached through "linear + amo") adds them up in a 32-bit int: past 2^31 the sum wraps, the row's
+#: enforcement literal is dropped as if the row always held (or-tools issue #5293), and the memory
+#: row of a position then charges every device: the model proved 124.3 ms optimal on VGG-16, P = 4,
+#: where 88.8 ms fits (sizes in bytes, 3e9 each, ~200 per row). 2^30 keeps a factor 2 to spare.
+ROW_LIMIT = 2**30
+
+
+def row_sum(values: Sequence[int], rows: Sequence[Hashable]) -> int:
+    """The largest sum of |values| over one row (`rows`: the row of each value, e.g. its position)."""
+    sums: dict[Hashable, int] = {}
+    for v, r in zip(values, rows):
+        sums[r] = sums.get(r, 0) + abs(int(v))
+    return max(sums.values(), default=0)
+
+
+def fit_memory(mems: Sequence[int], positions: Sequence[int], cap: int, limit: int = ROW_LIMIT, *,
+               up: bool = True) -> tuple[list[int], int, int, bool]:
+    """Memories (bytes, >= 0) and capacity in units small enough for CP-SAT: ``(units, capacity,
+    unit, exact)``. The unit is the gcd of the memories (exact: a sum of multiples of g fits `cap`
+    iff it fits g * floor(cap / g)), a multiple of it when a position's sum would pass `limit`;
+    then, with `up`, memories rounded up and the capacity down (a plan that fits in units fits in
+    bytes), else memories down and the capacity up (a relaxation: every plan that fits in bytes
+    fits in units); ``exact`` when every memory is a multiple of the unit. The capacity is at most
+    the sum over positions of their largest memory (no device holds more): a huge budget stays small."""
+    g = reduce(math.gcd, (int(m) for m in mems), 0) or 1
+    need = row_sum(mems, positions)
+    unit = g if need <= g * limit else g * -(-need // (g * limit))
+    units = [-(-int(m) // unit) if up else int(m) // unit for m in mems]
+    exact = all(int(m) % unit == 0 for m in mems)
+    largest: dict[int, int] = {}
+    for u, t in zip(units, positions):
+        largest[t] = max(largest.get(t, 0), u)
+    room = int(cap) // unit if up or exact else -(-int(cap) // unit)
+    return units, min(room, sum(largest.values())), unit, exact
+
+
+def fit_times(ints: Sequence[int], rows: Sequence[Hashable], scale: float, limit: int = ROW_LIMIT
+              ) -> tuple[list[int], float, bool]:
+    """Integer times (`integer_costs`'s, ``scale`` ticks per unit) coarsened by the least integer
+    factor f that keeps every row's sum within `limit`: ``(ints / f rounded, scale / f, exact)``;
+    f = 1 (unchanged, exact) in the usual case. `rows`: the row of each value."""
+    need = row_sum(ints, rows)
+    if need <= limit:
+        return list(ints), scale, True
+    f = -(-need // limit)
+    return [int(round(v / f)) for v in ints], scale / f, all(int(v) % f == 0 for v in ints)
+
+
 #: the seeds of `solve_interleave_cpsat`: both honour ``max_stages`` (the exact layer adopts a better
 #: seed, so a seed outside the model's scope would be returned as its answer); `madpipe` is not one:
 #: it ignores ``max_stages``, and `interleave` starts from the same straight DP
@@ -151,8 +207,6 @@ def solve_interleave_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions
                            micro_batches: int | None = None, max_stages: int | None = None,
                            **_: Any) -> SolveResult:
     """The CP-SAT model of the module docstring."""
-    from ortools.sat.python import cp_model
-
     start = time.perf_counter()
     P, schedule, m = _defaults(devices, schedule, micro_batches)
     L = inst.length
@@ -175,12 +229,56 @@ def solve_interleave_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions
                 if budget is not None and mem > budget:
                     continue
                 cand.append((i, j, t, float(arr["fb"][k]), link, mem))
-    ints, scale, exact = integer_costs([c[3] for c in cand] + [c[4] for c in cand])
-    tau_i, link_i = ints[: len(cand)], ints[len(cand):]
+    ints, scale, times_exact = integer_costs([c[3] for c in cand] + [c[4] for c in cand])
+    # times and memories small enough that no row's Boolean coefficients pass ROW_LIMIT (CP-SAT bug)
+    rows = [("tau", c[2]) for c in cand] + [("link", c[2]) for c in cand]  # the rows w_t = tau_t, T >= c_t
+    ints, scale, coarse_exact = fit_times(ints, rows, scale)
+    times_exact = times_exact and coarse_exact
     scope = (f"interleaved allocations of <= {T} contiguous stages on <= {P} devices"
-             + ("" if exact else ", times rounded to 6 significant digits"))
+             + ("" if times_exact else ", times rounded to 6 significant digits" if coarse_exact
+                else ", times rounded (coarsened for CP-SAT)"))
     if not any(c[0] == 0 for c in cand) or not any(c[2] == 1 for c in cand):
         return _none(inst, budget, P, schedule, m, start, scope)
+    mems, positions = [c[5] for c in cand], [c[2] for c in cand]
+    cap0 = int(budget) if budget is not None else sum(mems)
+    # memory rounded down, capacity up (exact when every size is a multiple of the unit): a relaxation
+    mem_u, cap, unit, _whole = fit_memory(mems, positions, cap0, up=False)
+    run, part = _solve_model(inst, cand, ints, scale, mem_u, cap, P, T, schedule, m, deadline, options)
+    if run.status == INFEASIBLE:  # no plan fits the relaxation: none fits the budget
+        return _none(inst, budget, P, schedule, m, start, scope)
+    bound = run.bound if times_exact else None  # the relaxation's bound holds for the problem
+    status = run.status if times_exact else FEASIBLE
+    if part is not None and budget is not None and simulate(inst, part, budget, devices=P).violation is not None:
+        # the relaxed plan overflows by a few units: memory rounded up, capacity down (every plan fits)
+        mem_u, cap, unit, _whole = fit_memory(mems, positions, cap0, up=True)
+        scope += f", memory in units of {unit} bytes rounded up"
+        run, part = _solve_model(inst, cand, ints, scale, mem_u, cap, P, T, schedule, m, deadline, options)
+        status = FEASIBLE
+    elapsed = time.perf_counter() - start
+    if part is None:
+        why = (f"no allocation with memory rounded up to units of {unit} bytes (exact sizes may fit)"
+               if run.status == INFEASIBLE else f"CP-SAT: {run.backend_status}")
+        return SolveResult(problem="pipeline", solver="interleave-cpsat", status=TIMEOUT, budget=budget,
+                           solve_time_s=elapsed, scope=scope, message=why, lower_bound=bound)
+    part.evaluated(inst)
+    assert part.period is not None
+    return SolveResult(problem="pipeline", solver="interleave-cpsat", status=status, objective=part.period,
+                       peak_memory=part.peak_memory,
+                       lower_bound=None if bound is None else min(bound, part.period), solve_time_s=elapsed,
+                       budget=budget, schedule=part, scope=scope,
+                       details={"variables": len(cand) + 3 * P * T, "memory_unit": unit})
+
+
+def _solve_model(inst: Pipeline, cand: list[tuple[int, int, int, float, float, int]], ints: list[int],
+                 scale: float, mem_u: list[int], cap: int, P: int, T: int, schedule: str, m: int | None,
+                 deadline: Deadline, options: ExactOptions) -> tuple[Any, Partition | None]:
+    """Build and solve the model of the module docstring for candidates `cand` (i, j, t, tau, link,
+    bytes) with integer times `ints` (taus then links, `scale` ticks per unit) and memories `mem_u`
+    against `cap` (the same unit). Returns (the backend run, its plan or None)."""
+    from ortools.sat.python import cp_model
+
+    L = inst.length
+    tau_i, link_i = ints[: len(cand)], ints[len(cand):]
     model = cp_model.CpModel()
     x = []
     for n in range(len(cand)):
@@ -204,7 +302,6 @@ def solve_interleave_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions
             into, out = ends.get((l - 1, t + 1), []), starts.get((l, t), [])
             if into or out:
                 model.add(sum(into) == sum(out))
-    cap = int(budget) if budget is not None else sum(c[5] for c in cand)
     z = [[model.new_bool_var("") for _ in range(P)] for _ in range(T + 1)]
     load: list[list[Any]] = [[] for _ in range(P)]  # per device: its time in each round (CP-SAT vars)
     held: list[list[Any]] = [[] for _ in range(P)]  # per device: its memory in each round
@@ -214,7 +311,7 @@ def solve_interleave_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions
         used = sum(var for var, _ in at)
         model.add(sum(z[t]) == used)
         tau_t = sum(tau_i[k] * var for var, k in at)
-        mem_t = sum(cand[k][5] * var for var, k in at)
+        mem_t = sum(mem_u[k] * var for var, k in at)
         for p in range(P):
             w = model.new_int_var(0, top, "")
             model.add(w == tau_t).only_enforce_if(z[t][p])
@@ -237,25 +334,14 @@ def solve_interleave_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions
     model.add(z[1][0] == 1)  # the last stage on device 0 (devices are interchangeable)
     model.minimize(period)
     run = run_cpsat(model, deadline, options, scale=scale)
-    elapsed = time.perf_counter() - start
-    if run.status == INFEASIBLE:
-        return _none(inst, budget, P, schedule, m, start, scope)
     if run.status not in (OPTIMAL, FEASIBLE):
-        return SolveResult(problem="pipeline", solver="interleave-cpsat", status=TIMEOUT, budget=budget,
-                           solve_time_s=elapsed, scope=scope, message=f"CP-SAT: {run.backend_status}")
+        return run, None
     solver = run.solver
     chosen = sorted((c for var, c in zip(x, cand) if solver.value(var)), key=lambda c: c[0])
     dev = [next(p for p in range(P) if solver.value(z[c[2]][p])) for c in chosen]
     part = Partition.from_bounds([(c[0], c[1]) for c in chosen], schedule=schedule, micro_batches=m, devices=P)
     part.device_of = dev
-    part.evaluated(inst)
-    assert part.period is not None
-    status = run.status if exact else FEASIBLE
-    bound = run.bound if exact else None
-    return SolveResult(problem="pipeline", solver="interleave-cpsat", status=status, objective=part.period,
-                       peak_memory=part.peak_memory,
-                       lower_bound=None if bound is None else min(bound, part.period), solve_time_s=elapsed,
-                       budget=budget, schedule=part, scope=scope, details={"variables": len(cand) + 3 * P * T})
+    return run, part
 
 
 def _none(inst: Pipeline, budget: int | None, P: int, schedule: str, m: int | None, start: float,
@@ -382,5 +468,5 @@ def solve_interleave_v(inst: Pipeline, budget: int, *, devices: int | None = Non
                        schedule=best, scope=scope)
 
 
-__all__ = ["FAST", "MAX_V_LAYERS", "place", "solve_interleave", "solve_interleave_cpsat", "solve_interleave_v",
-           "v_shape_dp"]
+__all__ = ["FAST", "MAX_V_LAYERS", "ROW_LIMIT", "fit_memory", "fit_times", "place", "row_sum", "solve_interleave",
+           "solve_interleave_cpsat", "solve_interleave_v", "v_shape_dp"]
