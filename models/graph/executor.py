@@ -83,7 +83,18 @@ import torch
 from memsched.models.buffers import restore_buffers, snapshot_buffers
 from memsched.models.chain.executor import LossFn, as_blocks, parameters_of
 from memsched.models.graph.plan import Plan, Step, build_plan
-from memsched.models.measure import OpTrace, StepMeter, StepResult, measure_runs, with_rng_states, zero_grads
+from memsched.models.measure import (
+    OpTrace,
+    RngState,
+    StepMeter,
+    StepResult,
+    generator_states,
+    measure_runs,
+    same_generator_states,
+    set_generator_states,
+    with_rng_states,
+    zero_grads,
+)
 from memsched.models.memory import CLOCKS, storage_key
 from memsched.solvers.graph import Graph, GraphSchedule, simulate
 from torch import nn
@@ -137,25 +148,6 @@ def _flat(value: Any) -> list[Any]:
 
 def _grad_capable(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
-
-
-RngState = tuple[torch.Tensor, torch.Tensor | None]  # (CPU generator state, CUDA generator state or None)
-
-
-def _rng_state(device: torch.device) -> RngState:
-    """The CPU generator's state and, for a CUDA `device`, that device's (both host tensors)."""
-    return torch.get_rng_state(), (torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
-
-
-def _set_rng_state(state: RngState, device: torch.device) -> None:
-    """Put the generators back to `state` (`_rng_state`'s); copies it, allocates nothing on the CPU."""
-    torch.set_rng_state(state[0])
-    if state[1] is not None:
-        torch.cuda.set_rng_state(state[1], device)
-
-
-def _same_state(a: RngState, b: RngState) -> bool:
-    return torch.equal(a[0], b[0]) and (a[1] is None or b[1] is None or torch.equal(a[1], b[1]))
 
 
 @dataclass(frozen=True)
@@ -230,22 +222,22 @@ class _StepRng:
         """Forward node v: under its recorded state when it is random (the generator then moves on)."""
         state = self.order.states.get(v)
         if state is not None:
-            _set_rng_state(state, self.device)
+            set_generator_states(state, self.device)
         yield
 
     @contextlib.contextmanager
     def loss(self, s: int) -> Iterator[None]:
         """The loss at step s: under the state after the last random node of the plain forward."""
         if self.order.final is not None:
-            _set_rng_state(self.order.final, self.device)
+            set_generator_states(self.order.final, self.device)
         yield
         if s == self.keep_at:
-            self.after_loss = _rng_state(self.device)
+            self.after_loss = generator_states(self.device)
 
     def finish(self) -> None:
         """After the last step: the generator's state after the loss, when a random node ran since."""
         if self.after_loss is not None:
-            _set_rng_state(self.after_loss, self.device)
+            set_generator_states(self.after_loss, self.device)
 
 
 @dataclass
@@ -498,9 +490,9 @@ class GraphExecutor:
         each node's op is run on zero inputs of its arguments' shapes (it moves the generator on)."""
         states: dict[int, RngState] = {}
         for r in known:
-            states[r.v] = _rng_state(device)
+            states[r.v] = generator_states(device)
             r.replay(self.plan.ops[r.v])
-        return FileOrderRng(states, _rng_state(device) if states else None, "replay")
+        return FileOrderRng(states, generator_states(device) if states else None, "replay")
 
     def _plain_forward(self, x: torch.Tensor) -> tuple[FileOrderRng, list[_RandomOp]]:
         """A plain forward of `x` without grad, node by node in file order: the state before each
@@ -519,10 +511,10 @@ class GraphExecutor:
                 for v, step in self.plan.ops.items():
                     assert step.fn is not None
                     args = self.plan.resolve((step.args, step.kwargs), values.__getitem__, x)
-                    before = _rng_state(device)
+                    before = generator_states(device)
                     out = step.fn(*args[0], **args[1])
-                    after = _rng_state(device)
-                    if not _same_state(before, after):
+                    after = generator_states(device)
+                    if not same_generator_states(before, after):
                         states[v] = before
                         found.append(self._random_op(v, step, args, before, after, device))
                     for u in self.producers[v]:
@@ -533,7 +525,7 @@ class GraphExecutor:
                     del out, args
         finally:
             restore_buffers(saved)
-        return FileOrderRng(states, _rng_state(device) if states else None, "forward"), found
+        return FileOrderRng(states, generator_states(device) if states else None, "forward"), found
 
     def _random_op(self, v: int, step: Step, args: Any, before: RngState, after: RngState,
                    device: torch.device) -> _RandomOp:
@@ -542,13 +534,13 @@ class GraphExecutor:
         leaves, spec = tree_flatten(args)
         op = _RandomOp(v, [_Meta(tuple(t.shape), t.dtype, t.device) if isinstance(t, torch.Tensor) else t
                            for t in leaves], spec)
-        _set_rng_state(before, device)
+        set_generator_states(before, device)
         try:
             op.replay(step)
-            op.replayable = _same_state(_rng_state(device), after)
+            op.replayable = same_generator_states(generator_states(device), after)
         except Exception:  # noqa: BLE001 (an op that zeros do not suit: its draws may depend on values)
             op.replayable = False
-        _set_rng_state(after, device)
+        set_generator_states(after, device)
         return op
 
     def _prepare_grads(self, accumulate: bool) -> list[nn.Parameter]:
