@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from ..exact.cpsat_runner import check_first, check_parameters, run_cpsat
+from ..exact.cpsat_runner import check_first, check_parameters, fit_row, run_cpsat
 from ..exact.layer import exact_solver
+from ..exact.milp_runner import BackendRun
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .exact_model import PhaseModel, discretise, retry_exact_sizes
@@ -63,8 +65,6 @@ def solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
 def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: Deadline,
                  seed: SolveResult | None = None, dominance: bool = True, parameters: str = "",
                  root_lp: bool = True, cuts: bool = False, **_: Any) -> SolveResult:
-    from ortools.sat.python import cp_model
-
     t_build = deadline.elapsed()
     dchain, M = discretise(chain, budget, options.slots)
     model = PhaseModel.build(dchain, M, dominance=dominance, deadline=deadline)
@@ -82,48 +82,81 @@ def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: 
     report = separate_tape_cuts(model, deadline, incumbent=incumbent) if root_lp or cuts else CutReport()
     rows = model.rows if cuts else model.rows[:n_rows]
 
-    cp = cp_model.CpModel()
-    xs = [cp.new_bool_var(f"{k[0]}_{k[1]}_{k[2]}") for k in model.keys]
-    for n, row in enumerate(rows):
-        if n % 2048 == 0:
-            deadline.check()
-        terms = [(xs[v], int(round(c))) for v, c in row.expr.terms.items()]
-        expr = sum(c * x for x, c in terms)
-        lo = None if row.lo is None else int(round(row.lo))
-        hi = None if row.hi is None else int(round(row.hi))
-        if row.name.startswith("one kind") and all(c == 1 for _, c in terms) and lo is None and hi == 1:
-            cp.add_at_most_one(x for x, _ in terms)
-        elif lo is not None and hi is not None and lo == hi:
-            cp.add(expr == lo)
-        elif lo is not None and hi is not None:
-            cp.add_linear_constraint(expr, lo, hi)
-        elif lo is not None:
-            cp.add(expr >= lo)
-        elif hi is not None:
-            cp.add(expr <= hi)
-    for i, v in usable_fixings(report, hint_values, hint_ok).items():  # reduced-cost fixing at the root LP
-        cp.add(xs[i] == int(v))
-    coefs = {v: c for v, c in model.objective.terms.items() if c != 0}
-    integral = all(abs(c - round(c)) < 1e-9 for c in coefs.values())
-    if integral:
-        cp.minimize(sum(int(round(c)) * xs[v] for v, c in coefs.items()))
-    else:
-        cp.minimize(sum(c * xs[v] for v, c in coefs.items()))
-    const = model.objective.const
-    if hint_values is not None:
-        for x, v in zip(xs, hint_values):
-            cp.add_hint(x, bool(v > 0.5))
+    integral = all(abs(c - round(c)) < 1e-9 for c in model.objective.terms.values() if c != 0)
     extra: dict[str, Any] = {"linearization_level": 2}  # the LP relaxation is what raises the bound here
     if not integral:
         extra["absolute_gap_limit"] = 0.0
+    # rows within ROW_LIMIT (CP-SAT 9.15's presolve overflow, `cpsat_runner.fit_row`): exact sizes in
+    # bytes are first rounded into a relaxation, whose plan is kept (and its proof) when it fits the
+    # real rows; else into a restriction (every plan fits; `feasible` at best, `restricted_run`)
+    cp, xs, rows_exact = _cp_model(model, rows, report, hint_values, hint_ok, deadline, up=False)
     build_s = deadline.elapsed() - t_build
-    run = run_cpsat(cp, deadline, options, variables=xs, offset=const, hint_feasible=hint_ok,
+    run = run_cpsat(cp, deadline, options, variables=xs, offset=model.objective.const, hint_feasible=hint_ok,
                     parameters=parameters, extra=extra, watched=True)
+    if not rows_exact:
+        scope += ", memory rows rounded for CP-SAT (a plan is checked at exact sizes)"
+        if run.values is not None and model.violated(run.values, deadline=deadline):
+            cp, xs, _exact = _cp_model(model, rows, report, hint_values, hint_ok, deadline, up=True)
+            run = restricted_run(run, run_cpsat(cp, deadline, options, variables=xs, offset=model.objective.const,
+                                                parameters=parameters, extra=extra, watched=True))
     details = {**phase_details(model, build_s, source, hint_values, hint_ok), **report.as_details(),
                "cuts_in_model": cuts, "constraints": len(rows),
                "workers": options.workers, "integral_objective": integral, "backend_status": run.backend_status}
     return phase_answer(result, model, run, run.values, hint_values, hint_ok, dchain, M, deadline, details,
                         lp_bound=report.lp_after)
+
+
+def _cp_model(model: PhaseModel, rows: list[Any], report: CutReport, hint_values: list[float] | None,
+              hint_ok: bool, deadline: Deadline, *, up: bool) -> tuple[Any, list[Any], bool]:
+    """The phase model's `rows` in CP-SAT: ``(model, variables, exact)``; every row's coefficients
+    within `ROW_LIMIT` (`fit_row`: a relaxation, or with `up` a restriction, when a row must be
+    rounded; ``exact`` when none was)."""
+    from ortools.sat.python import cp_model
+
+    cp = cp_model.CpModel()
+    xs = [cp.new_bool_var(f"{k[0]}_{k[1]}_{k[2]}") for k in model.keys]
+    exact = True
+    for n, row in enumerate(rows):
+        if n % 2048 == 0:
+            deadline.check()
+        variables = [xs[v] for v in row.expr.terms]
+        coefs = [int(round(c)) for c in row.expr.terms.values()]
+        lo = None if row.lo is None else int(round(row.lo))
+        hi = None if row.hi is None else int(round(row.hi))
+        if row.name.startswith("one kind") and all(c == 1 for c in coefs) and lo is None and hi == 1:
+            cp.add_at_most_one(variables)
+            continue
+        fitted, row_exact = fit_row(coefs, lo, hi, up=up)
+        exact = exact and row_exact
+        for cs, a, b in fitted:
+            expr = sum(c * x for x, c in zip(variables, cs))
+            if a is not None and b is not None:
+                cp.add_linear_constraint(expr, a, b)
+            elif a is not None:
+                cp.add(expr >= a)
+            elif b is not None:
+                cp.add(expr <= b)
+    for i, v in usable_fixings(report, hint_values, hint_ok).items():  # reduced-cost fixing at the root LP
+        cp.add(xs[i] == int(v))
+    coefs_obj = {v: c for v, c in model.objective.terms.items() if c != 0}
+    if all(abs(c - round(c)) < 1e-9 for c in coefs_obj.values()):
+        cp.minimize(sum(int(round(c)) * xs[v] for v, c in coefs_obj.items()))
+    else:
+        cp.minimize(sum(c * xs[v] for v, c in coefs_obj.items()))
+    if hint_values is not None:
+        for x, v in zip(xs, hint_values):
+            cp.add_hint(x, bool(v > 0.5))
+    return cp, xs, exact
+
+
+def restricted_run(relaxed: BackendRun, restricted: BackendRun) -> BackendRun:
+    """The answer when the relaxed model's plan broke a real row and `restricted` (rows rounded the
+    safe way) ran: its plan (feasible at exact sizes) with the relaxation's bound, never a proof:
+    ``feasible`` with a plan, ``timeout`` without (an infeasible restriction proves nothing)."""
+    status = FEASIBLE if restricted.values is not None else TIMEOUT
+    bound = relaxed.bound if relaxed.status in (OPTIMAL, FEASIBLE) else None
+    return replace(restricted, status=status, bound=bound,
+                   backend_status=f"{restricted.backend_status} (memory rows rounded up)")
 
 
 def phase_hint(model: PhaseModel, seed: SolveResult | None, deadline: Deadline) -> tuple[list[float] | None, bool, str]:

@@ -7,6 +7,9 @@ the search if CP-SAT overruns it (0.2 s after the deadline).
 
 `linear_to_cpsat` states a `LinearModel` (integer variables, integer row coefficients) in
 CP-SAT; a non-integral objective is scaled with `solvers.discretize.integer_costs`.
+
+`fit_row` keeps a row's coefficients within `ROW_LIMIT` (CP-SAT 9.15's presolve overflows past
+2^31, or-tools issue #5293): exact by their gcd, else rounded into a relaxation or a restriction.
 """
 
 from __future__ import annotations
@@ -316,6 +319,83 @@ def check_first(check: Callable[..., None]) -> Callable[[Callable[..., Any]], Ca
     return decorate
 
 
+#: the largest sum of |coefficients| of one row handed to CP-SAT (`fit_row`). CP-SAT 9.15's presolve
+#: (``ActivityBoundHelper::RemoveEnforcementThatMakesConstraintTrivial``, "linear + amo") sums a
+#: row's Boolean coefficients in a 32-bit int: past 2^31 the sum wraps and an enforcement literal
+#: is dropped as if the row always held (or-tools issue #5293). Presolve also *extracts* such
+#: literals from unconditional rows (a Boolean whose 0 makes the row trivial), so a plain memory
+#: row in bytes is exposed too: the chain's phase model at exact sizes (slots=0, sizes ~1e9 bytes)
+#: proved 19 optimal where 16 fits. 2^30 keeps a factor 2 to spare (as `pipeline.interleave`).
+ROW_LIMIT = 2**30
+
+#: one row for CP-SAT: (integer coefficients, lower bound or None, upper bound or None)
+Row = tuple[list[int], int | None, int | None]
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def fit_row(coefs: Sequence[int], lo: int | None, hi: int | None, *, up: bool, limit: int = ROW_LIMIT
+            ) -> tuple[list[Row], bool]:
+    """``lo <= sum c_i x_i <= hi`` (x_i integer and >= 0, e.g. Booleans) as rows whose |coefficients|
+    add up to at most `limit`: ``(rows, exact)``. Unchanged when they already do; divided by the
+    coefficients' gcd g when that is enough (exact: an integer sum of multiples of g is <= hi iff
+    it is <= g floor(hi / g)); else in a unit u (a multiple of g) with each bound its own row:
+    with `up` a restriction (coefficients of the <= row rounded up, of the >= row down: every
+    solution satisfies the original row), else a relaxation (the other way: every solution of the
+    original row satisfies them). ``exact`` when the rows are equivalent to the original one."""
+    coefs = [int(c) for c in coefs]
+    need = sum(abs(c) for c in coefs)
+    if need <= limit:
+        return [(coefs, lo, hi)], True
+    g = functools.reduce(math.gcd, coefs, 0) or 1
+    room = max(1, limit - len(coefs))  # a coefficient rounded away from 0 grows by < 1 unit
+    unit = g if need <= g * limit else g * _ceil_div(need, g * room)
+    if all(c % unit == 0 for c in coefs):
+        return [([c // unit for c in coefs], None if lo is None else _ceil_div(lo, unit),
+                 None if hi is None else hi // unit)], True
+    rows: list[Row] = []
+    if hi is not None:  # sum floor(c/u) x <= sum c x / u <= hi / u; sum c x <= u sum ceil(c/u) x
+        rows.append(([_ceil_div(c, unit) if up else c // unit for c in coefs], None, hi // unit))
+    if lo is not None:
+        rows.append(([c // unit if up else _ceil_div(c, unit) for c in coefs], _ceil_div(lo, unit), None))
+    return rows, False
+
+
+def fit_linear(model: Any, constraint: Any, *, up: bool, limit: int = ROW_LIMIT) -> bool:
+    """`fit_row` on a one-sided linear `constraint` of the CP-SAT `model` (``expr <= hi`` or
+    ``expr >= lo``, any enforcement), rewritten in place; True when it is still exact. Its
+    variables must be >= 0 (`fit_row`): a `ValueError` otherwise, or for a two-sided row that must
+    be rounded (a programming error)."""
+    lin = constraint.proto.linear
+    coefs = [int(c) for c in lin.coeffs]
+    if sum(abs(c) for c in coefs) <= limit:
+        return True
+    low, high = (int(v) for v in lin.domain) if len(lin.domain) == 2 else (None, None)
+    if low is None or high is None or (low > _INT64_MIN and high < _INT64_MAX):
+        raise ValueError("fit_linear: a one-sided row (one interval, one infinite end) is needed")
+    if any(int(v) < 0 or int(model.proto.variables[int(v)].domain[0]) < 0 for v in lin.vars):
+        raise ValueError("fit_linear: every variable of the row must be >= 0")
+    rows, exact = fit_row(coefs, None if low <= _INT64_MIN else low, None if high >= _INT64_MAX else high,
+                          up=up, limit=limit)
+    (new, lo, hi), = rows
+    for i, c in enumerate(new):
+        lin.coeffs[i] = c
+    lin.domain[0] = _INT64_MIN if lo is None else lo
+    lin.domain[1] = _INT64_MAX if hi is None else hi
+    return exact
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def max_row_sum(model: Any) -> int:
+    """The largest sum of |coefficients| over the linear constraints of the CP-SAT `model`."""
+    return max((sum(abs(int(c)) for c in ct.linear.coeffs) for ct in model.proto.constraints
+                if ct.has_linear()), default=0)
+
+
 def linear_to_cpsat(model: LinearModel, *, feasibility_only: bool = False, hint: list[float] | None = None,
                     deadline: Deadline | None = None) -> tuple[Any, list[Any], float, float]:
     """(CpModel, variables, offset, scale) for `model`; every variable must be integer-valued
@@ -348,5 +428,6 @@ def linear_to_cpsat(model: LinearModel, *, feasibility_only: bool = False, hint:
     return m, xs, offset, scale
 
 
-__all__ = ["BackendRun", "FEASIBLE", "INFEASIBLE", "OPTIMAL", "TIMEOUT", "check_first", "check_parameters",
-           "linear_to_cpsat", "parse_parameters", "run_cpsat", "set_parameters"]
+__all__ = ["ROW_LIMIT", "BackendRun", "FEASIBLE", "INFEASIBLE", "OPTIMAL", "TIMEOUT", "check_first",
+           "check_parameters", "fit_linear", "fit_row", "linear_to_cpsat", "max_row_sum", "parse_parameters",
+           "run_cpsat", "set_parameters"]

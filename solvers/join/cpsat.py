@@ -35,7 +35,7 @@ from typing import Any
 
 from ..discretize import effective_slots, scope_text
 from ..errors import InputError, option_field
-from ..exact.cpsat_runner import check_first, run_cpsat
+from ..exact.cpsat_runner import check_first, fit_linear, run_cpsat
 from ..exact.layer import exact_solver, retry_rounded_infeasible
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
@@ -63,10 +63,15 @@ def _const(c: int) -> Lin:
 class JoinPhaseModel:
     """The model for one backward order; `slots` lists (branch, phase, stage, {kind: var})."""
 
-    def __init__(self, join: Join, M: int, order: list[int], deadline: Deadline | None = None):
+    def __init__(self, join: Join, M: int, order: list[int], deadline: Deadline | None = None, *,
+                 round_up: bool = False):
         from ortools.sat.python import cp_model
 
         self.join, self.M, self.order = join, int(M), list(order)
+        # rows within ROW_LIMIT (CP-SAT 9.15's presolve overflow, `cpsat_runner.fit_linear`): sizes in
+        # bytes rounded down (a relaxation, the default) or with `round_up` up (every plan fits the
+        # budget) when a row's gcd is not enough; `rows_exact` when no row was rounded
+        self.round_up, self.rows_exact = round_up, True
         self.deadline = deadline
         self.cp = cp_model.CpModel()
         self.vars: list[Any] = []
@@ -90,7 +95,11 @@ class JoinPhaseModel:
             if c > hi:
                 self.infeasible = self.infeasible or name
             return
-        self.cp.add(expr <= hi - c)
+        self._fit(self.cp.add(expr <= hi - c))
+
+    def _fit(self, constraint: Any) -> None:
+        if not fit_linear(self.cp, constraint, up=self.round_up):
+            self.rows_exact = False
 
     def _ge(self, lin: Lin, lo: int, name: str) -> None:
         expr, c = self._expr(lin)
@@ -98,7 +107,7 @@ class JoinPhaseModel:
             if c < lo:
                 self.infeasible = self.infeasible or name
             return
-        self.cp.add(expr >= lo - c)
+        self._fit(self.cp.add(expr >= lo - c))
 
     # -------------------------------------------------------------- building
     def _build(self) -> None:
@@ -257,6 +266,18 @@ def backward_orders(join: Join, orders: Any = None) -> list[list[int]]:
     return out
 
 
+def _run_order(model: JoinPhaseModel, hint: Any, deadline: Deadline, options: ExactOptions) -> Any:
+    """CP-SAT on one order's model, the seed's schedule hinted when the model can express it (the
+    seed fits the real budget, not necessarily the rounded sizes: its hint proves nothing)."""
+    if hint is not None:
+        values = model.encode(hint)
+        if values is not None:
+            for var, val in zip(model.vars, values):
+                model.cp.add_hint(var, bool(val))
+    return run_cpsat(model.cp, deadline, options, variables=model.vars, offset=model.const,
+                     extra={} if model.integral else {"absolute_gap_limit": 0.0})
+
+
 def check_options(join: Join, *, orders: Any = None, **_: Any) -> None:
     """The option `orders` (`backward_orders`), before the warm start."""
     backward_orders(join, orders)
@@ -328,15 +349,19 @@ def _solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: De
         if model.infeasible:
             per_order.append({"order": order, "status": "infeasible"})
             continue
-        if hint is not None:
-            values = model.encode(hint)
-            if values is not None:
-                for var, val in zip(model.vars, values):
-                    model.cp.add_hint(var, bool(val))
         share = Deadline(None if left is None else max(0.01, (deadline.left() or 0.0) / (len(all_orders) - n)))
-        # (the seed fits the real budget, not necessarily the rounded sizes: its hint proves nothing)
-        run = run_cpsat(model.cp, share, options, variables=model.vars, offset=model.const,
-                        extra={} if model.integral else {"absolute_gap_limit": 0.0})
+        run = _run_order(model, hint, share, options)
+        if not model.rows_exact and run.values is not None and run.status in (OPTIMAL, FEASIBLE):
+            plan = model.decode([int(round(v)) for v in run.values])
+            if simulate(join, plan, budget).violation is not None:
+                # the relaxed rows' plan overflows the budget: rows rounded up (every plan fits), no proof
+                relaxed_bound = run.bound
+                model = JoinPhaseModel(work, M, order, deadline, round_up=True)
+                run = _run_order(model, hint, share, options)
+                run.status = FEASIBLE if run.values is not None else TIMEOUT
+                run.bound = relaxed_bound
+        if not model.rows_exact and "rows rounded" not in scope:
+            scope += ", memory rows rounded for CP-SAT (a plan is checked at exact sizes)"
         if run.status == INFEASIBLE:
             per_order.append({"order": order, "status": "infeasible"})
             continue

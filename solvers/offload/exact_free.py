@@ -55,7 +55,7 @@ from ortools.sat.python import cp_model
 from ..chain.exact_model import Lin, PhaseModel, discretise
 from ..chain.schedule import F_ALL, F_CK, F_N, Bwd, Loss, Op
 from ..discretize import effective_slots, scope_text, tick_scale
-from ..exact.cpsat_runner import check_first, check_parameters, run_cpsat
+from ..exact.cpsat_runner import ROW_LIMIT, check_first, check_parameters, fit_linear, max_row_sum, run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.milp_runner import BackendRun
 from ..exact.options import Deadline, ExactOptions
@@ -89,7 +89,7 @@ class FreeOrderModel:
     units) and tick scale."""
 
     def __init__(self, inst: OffloadInstance, dchain: Any, M: int, scale: float, deadline: Deadline,
-                 link_rows: bool = False) -> None:
+                 link_rows: bool = False, round_up: bool = True) -> None:
         self.inst, self.dchain, self.M, self.scale = inst, dchain, M, scale
         self.seed_x: list[bool] = []  # the seed's compute sequence in the phase model's Booleans (warm start)
         self.warm_notes: dict[str, Any] = {}  # what the warm start's stages found (exact_free_hint.complete_hint)
@@ -138,7 +138,12 @@ class FreeOrderModel:
             cp.add(self.s[p + 1] >= self.e[p])
         self.end = self.e[P - 1]
         self.d = d
+        self.memory_rows: list[Any] = []  # the memory rows of `_away` (CP-SAT constraints)
         self._away(deadline)
+        # CP-SAT 9.15's presolve overflows past 2^31 (`cpsat_runner.ROW_LIMIT`): memory rows in bytes
+        # (slots=0) in a coarser unit, exact by their gcd, else rounded up (`round_up`: every plan fits
+        # the budget) or down (a relaxation: its infeasibility and bound hold for the exact rows)
+        self.rows_exact = all([fit_linear(cp, ct, up=round_up) for ct in self.memory_rows])
         self.link_rows = add_link_bounds(self) if link_rows else []  # optional redundant rows (exact_free_cuts)
         cp.minimize(self.end)
 
@@ -281,9 +286,9 @@ class FreeOrderModel:
                         mem = mem - sz * wv
                     else:
                         gap = gap - sz * wv
-            cp.add(mem <= self.M)
+            self.memory_rows.append(cp.add(mem <= self.M))
             if p:
-                cp.add(gap <= self.M)
+                self.memory_rows.append(cp.add(gap <= self.M))
             if j is not None and not isinstance(run, int) and p:
                 idle.append((p, run))
         # canonical idle slots: an idle slot starts when the slot before it ends, and its two
@@ -459,6 +464,13 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
     seed = pofo_at_exact_sizes(inst, budget, seed) if options.warm_start else seed
     t0 = deadline.elapsed()
     model = FreeOrderModel(inst, dchain, M, scale, deadline, link_rows=LINK_ROWS)  # rows: exact_free_cuts
+    while (need := max_row_sum(model.cp)) > ROW_LIMIT:
+        # a time row in ticks past ROW_LIMIT (a `scale` given as an option; CP-SAT 9.15's presolve overflows
+        # past 2^31): a coarser tick, durations rounded up (not whole: `feasible`), the scope names the tick
+        scale /= -(-need // ROW_LIMIT)
+        whole = all(ticks_exact(t, scale, duration_ticks(t, scale)) for t in times)
+        common["scope"] = scope = scope_of(scale, slots)
+        model = FreeOrderModel(inst, dchain, M, scale, deadline, link_rows=LINK_ROWS)
     if model.infeasible:
         return SolveResult(status=INFEASIBLE, message=f"no schedule fits: {model.infeasible}", **common)
     hinted = hint(model, seed) if options.warm_start else False
@@ -482,6 +494,16 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
         run = run_cpsat(model.cp, deadline, options, scale=scale, parameters=parameters, extra=CPSAT_EXTRA,
                         watched=True)
     details["backend_status"] = run.backend_status
+    if not model.rows_exact:
+        common["scope"] = scope = scope + ", memory rows rounded up for CP-SAT (sizes past 2^30 in a row)"
+    settled = model.rows_exact or run.status not in (OPTIMAL, INFEASIBLE) or run.solver is stage1
+    relaxed = None if settled else _relaxed_run(inst, dchain, M, scale, deadline, options, parameters)
+    if run.status == INFEASIBLE and relaxed is not None and relaxed.status == INFEASIBLE:
+        run = relaxed  # no plan fits even the memory rows rounded down: none fits the budget
+    elif run.status == INFEASIBLE and not model.rows_exact:  # the rows rounded up prove nothing
+        return seed_answer(seed, details, common, run) or SolveResult(
+            status=TIMEOUT, details=details, log=run.log, **common,
+            message="no schedule with the memory rows rounded up for CP-SAT (exact sizes may fit)")
     if run.status == INFEASIBLE:
         return SolveResult(status=INFEASIBLE, details=details, log=run.log,
                            message="no schedule of this class fits the budget", **common)
@@ -502,15 +524,31 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
         assert answer is not None
         return answer
     details.update({"model_makespan": model_makespan, "transfers": len(schedule.transfers()),
-                    "host_peak": sim.host_peak, "model_bound": run.bound if whole else None})
+                    "host_peak": sim.host_peak, "model_bound": run.bound if whole and model.rows_exact else None})
     agrees = model_makespan is not None and abs(sim.makespan - model_makespan) <= 1e-9 * max(1.0, model_makespan)
-    status = OPTIMAL if run.status == OPTIMAL and whole and agrees else FEASIBLE
+    # rounded memory rows: a proof of the restricted model is none (unless the warm start meets the bound)
+    proof = model.rows_exact or run.solver is stage1 or (
+        relaxed is not None and relaxed.bound is not None and model_makespan is not None
+        and relaxed.bound >= model_makespan - 1e-9 * max(1.0, model_makespan))
+    if not model.rows_exact and relaxed is not None and relaxed.status in (OPTIMAL, FEASIBLE) and whole:
+        details["model_bound"] = relaxed.bound  # the relaxation's bound holds for the exact rows
+    status = OPTIMAL if run.status == OPTIMAL and whole and agrees and proof else FEASIBLE
     # the bound is the model's: it bounds the schedules of its class (the scope), as the chain's
     # phase model does; the referee drops it when a fast solver's schedule beats it
     return SolveResult(status=status, objective=sim.makespan, peak_memory=sim.peak_memory,
                        lower_bound=details["model_bound"],
                        schedule=schedule, details=details, log=run.log, **common)
 
+
+
+def _relaxed_run(inst: OffloadInstance, dchain: Any, M: int, scale: float, deadline: Deadline,
+                 options: ExactOptions, parameters: str) -> BackendRun:
+    """The model with its memory rows rounded *down* (`FreeOrderModel`, ``round_up=False``), no hint:
+    its ``infeasible`` and its bound hold for the exact rows (the proof a rounded-up model lacks)."""
+    from .exact_free_hint import CPSAT_EXTRA
+
+    relaxed = FreeOrderModel(inst, dchain, M, scale, deadline, link_rows=LINK_ROWS, round_up=False)
+    return run_cpsat(relaxed.cp, deadline, options, scale=scale, parameters=parameters, extra=CPSAT_EXTRA)
 
 
 def _invalid_answer(violation: Any, seed: SolveResult | None, details: dict[str, Any], common: dict[str, Any],
