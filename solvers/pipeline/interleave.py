@@ -45,7 +45,7 @@ import numpy as np
 
 from ..discretize import integer_costs
 from ..errors import InputError, option_field
-from ..exact.cpsat_runner import run_cpsat
+from ..exact.cpsat_runner import ROW_LIMIT, run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
@@ -144,13 +144,9 @@ def solve_interleave(inst: Pipeline, budget: int, *, devices: int | None = None,
                        budget=budget, schedule=best, scope=scope)
 
 
-#: the largest sum of the Boolean coefficients of one row of `solve_interleave_cpsat`'s model.
-#: CP-SAT 9.15's presolve (``ActivityBoundHelper::RemoveEnforcementThatMakesConstraintTrivial``,
-#: reached through "linear + amo") adds them up in a 32-bit int: past 2^31 the sum wraps, the row's
-#: enforcement literal is dropped as if the row always held (or-tools issue #5293), and the memory
-#: row of a position then charges every device: the model proved 124.3 ms optimal on VGG-16, P = 4,
-#: where 88.8 ms fits (sizes in bytes, 3e9 each, ~200 per row). 2^30 keeps a factor 2 to spare.
-ROW_LIMIT = 2**30
+# ROW_LIMIT (`exact.cpsat_runner`): the largest sum of the Boolean coefficients of one row, below
+# CP-SAT 9.15's presolve overflow (or-tools #5293); here it made the memory row of a position charge
+# every device: the model proved 124.3 ms optimal on VGG-16, P = 4, where 88.8 ms fits.
 
 
 def row_sum(values: Sequence[int], rows: Sequence[Hashable]) -> int:
