@@ -9,6 +9,7 @@ import itertools
 import random
 
 from memsched.solvers.chain import cpsat as chain_cpsat
+from memsched.solvers.chain import milp as chain_milp
 from memsched.solvers.chain.exact_model import discretise
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.exact.options import Deadline
@@ -79,6 +80,46 @@ def test_chain_cpsat_exact_sizes_proves_the_optimum() -> None:
     assert res.peak_memory is not None and res.peak_memory <= budget
 
 
+def test_chain_milp_on_cpsat_exact_sizes_proves_the_optimum() -> None:
+    """The same chain through the linear phase model on CP-SAT (`milp --option backend=cp-sat`):
+    it proved a wrong optimum (its answer fell back to rotor's 36 with a bound of 30)."""
+    chain = random_chain(7, 1, size_range=(BIG, 10 * BIG), integer_times=True)
+    budget = 63569157373
+    res = chain_milp.solve_milp(chain, budget, time_limit=20, slots=0, backend="cp-sat")
+    scip = chain_milp.solve_milp(chain, budget, time_limit=20, slots=0, backend="scip")
+    assert scip.status == "optimal"
+    assert res.status == "optimal" and res.objective == scip.objective
+    assert res.lower_bound == res.objective
+    assert "rounded for CP-SAT" in res.scope
+
+
+def test_linear_to_cpsat_rounds_big_rows_into_a_relaxation_or_a_restriction() -> None:
+    """max 2a + 2b + c with 0.6e9 (a + b) + 0.55e9 c <= 1.2e9 (Booleans): the optimum a = b = 1
+    (sum 1.2e9). Past the limit the row is rounded: the relaxation keeps that optimum and may admit
+    more (its plan must be checked), the restriction admits only real plans; both stay within it."""
+    from memsched.solvers.exact.cpsat_runner import ROW_LIMIT, linear_to_cpsat, max_row_sum, rounded_rows, run_cpsat
+    from memsched.solvers.exact.linear import LinearModel
+
+    lm = LinearModel()
+    a, b, c = (lm.var(0, 1, True) for _ in range(3))
+    lm.add([a, b, c], [600_000_001, 600_000_001, 550_000_000], ub=1_200_000_002)
+    lm.objective = {a: -2.0, b: -2.0, c: -1.0}
+    assert rounded_rows(lm) == 1
+    for up in (False, True):
+        cp, xs, offset, scale = linear_to_cpsat(lm, up=up)
+        assert max_row_sum(cp) <= ROW_LIMIT
+        run = run_cpsat(cp, Deadline(20), variables=xs, offset=offset, scale=scale)
+        assert run.status == "optimal" and run.values is not None
+        if up:
+            assert lm.violated(run.values) == 0
+        else:
+            assert run.objective <= -4.0  # a relaxation: never above the real optimum
+    small = LinearModel()
+    x = small.var(0, 1, True)
+    small.add([x], [3], ub=2)
+    assert rounded_rows(small) == 0
+
+
 def _free_instance() -> tuple[OffloadInstance, int]:
     return random_offload(3, 4, size_range=(BIG, 10 * BIG), integer_times=True), 40952800155
 
@@ -131,3 +172,27 @@ def test_offload_exact_fine_scale_keeps_time_rows_within_the_limit() -> None:
     res = exact_free.solve_offload_exact(inst, budget, time_limit=20, slots=0, scale=1e9, warm_start=False)
     assert res.status in ("optimal", "feasible")
     assert res.objective is not None and res.objective <= 28.0 + 1e-6
+
+
+def test_checkmate_cpsat_at_exact_sizes_is_a_relaxation_in_units() -> None:
+    """Checkmate's model on CP-SAT with sizes ~1e9-1e10 (slots=0): sizes and budget are divided
+    into units that keep every row within the limit (a relaxation whose plan is replayed at exact
+    sizes); its answers agree with SCIP's on the same exact-size model."""
+    import numpy as np
+    from memsched.solvers.graph.generate import random_dag
+    from memsched.solvers.graph.milp import cpsat_unit, solve_checkmate
+    from memsched.solvers.graph.simulator import simulate
+
+    g = random_dag(8, seed=0)
+    g.cost_ram = np.random.default_rng(0).integers(BIG, 10 * BIG, g.n)
+    g.workspace = np.zeros(g.n, dtype=np.int64)
+    top = simulate(g, list(range(g.n)), 10**13).peak_memory
+    budget = int(top * 0.8)
+    unit = cpsat_unit(g.cost_ram, budget, g.workspace)
+    assert unit > 1 and cpsat_unit(g.cost_ram // unit, budget // unit, g.workspace) == 1
+    res = solve_checkmate(g, budget, backend="cpsat", slots=0, time_limit=20)
+    scip = solve_checkmate(g, budget, backend="scip", slots=0, time_limit=20)
+    assert res.details["cpsat_unit"] == unit and "units of" in res.scope
+    assert res.details["model_status"] == scip.details["model_status"] == "optimal"
+    assert (res.status, res.objective) == (scip.status, scip.objective)
+    assert res.peak_memory is not None and res.peak_memory <= budget

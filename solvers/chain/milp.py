@@ -36,13 +36,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..exact import highs_runner
-from ..exact.cpsat_runner import check_first, linear_to_cpsat, run_cpsat
+from ..exact.cpsat_runner import BackendRun, check_first, linear_to_cpsat, rounded_rows, run_cpsat
 from ..exact.layer import exact_solver
+from ..exact.linear import LinearModel
 from ..exact.milp_runner import run_milp
 from ..exact.options import Deadline, ExactOptions
 from ..exact.portfolio import run_portfolio
 from ..result import INFEASIBLE, SolveResult
-from .cpsat import FAST, phase_answer, phase_details, phase_hint, usable_fixings
+from .cpsat import FAST, phase_answer, phase_details, phase_hint, restricted_run, usable_fixings
 from .exact_model import PhaseModel, discretise, retry_exact_sizes
 from .instance import Chain
 from .phase_cuts import CutReport, separate_tape_cuts
@@ -108,9 +109,9 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
         lm.lb[i] = lm.ub[i] = v
     build_s = deadline.elapsed() - t_build
     if backend == "cp-sat":
-        cp, xs, offset, scale = linear_to_cpsat(lm, hint=hint_values, deadline=deadline)
-        run = run_cpsat(cp, deadline, options, variables=xs, offset=offset, scale=scale, hint_feasible=hint_ok,
-                        extra={"linearization_level": 2}, watched=True)
+        run = _run_on_cpsat(lm, model, hint_values, hint_ok, deadline, options)
+        if rounded_rows(lm):
+            scope += ", memory rows rounded for CP-SAT (a plan is checked at exact sizes)"
     elif backend == PORTFOLIO:
         run = run_portfolio(lm, deadline, options, hint=hint_values, hint_feasible=hint_ok, watched=True)
     else:
@@ -124,3 +125,19 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
             values = None
     return phase_answer(result, model, run, values, hint_values, hint_ok, dchain, M, deadline, details,
                         lp_bound=report.lp_after)
+
+
+def _run_on_cpsat(lm: LinearModel, model: PhaseModel, hint: list[float] | None, hint_ok: bool, deadline: Deadline,
+                  options: ExactOptions) -> BackendRun:
+    """The linear phase model on CP-SAT. Rows past CP-SAT's coefficient limit (`linear_to_cpsat`)
+    are first rounded into a relaxation, whose plan (and proof) is kept when it fits the real
+    rows; else into a restriction, whose plan fits (`feasible` at best, `restricted_run`)."""
+    extra = {"linearization_level": 2}
+    cp, xs, offset, scale = linear_to_cpsat(lm, hint=hint, deadline=deadline)
+    run = run_cpsat(cp, deadline, options, variables=xs, offset=offset, scale=scale, hint_feasible=hint_ok,
+                    extra=extra, watched=True)
+    if run.values is not None and model.violated(run.values, deadline=deadline):
+        cp, xs, offset, scale = linear_to_cpsat(lm, hint=hint, deadline=deadline, up=True)
+        run = restricted_run(run, run_cpsat(cp, deadline, options, variables=xs, offset=offset, scale=scale,
+                                            hint_feasible=hint_ok, extra=extra, watched=True))
+    return run

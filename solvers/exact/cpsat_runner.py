@@ -397,10 +397,17 @@ def max_row_sum(model: Any) -> int:
 
 
 def linear_to_cpsat(model: LinearModel, *, feasibility_only: bool = False, hint: list[float] | None = None,
-                    deadline: Deadline | None = None) -> tuple[Any, list[Any], float, float]:
+                    deadline: Deadline | None = None, up: bool = False) -> tuple[Any, list[Any], float, float]:
     """(CpModel, variables, offset, scale) for `model`; every variable must be integer-valued
     with integer bounds and row coefficients integers. The reported objective of a run is
-    ``(ticks + offset) / scale``, i.e. pass the returned offset and scale to `run_cpsat`."""
+    ``(ticks + offset) / scale``, i.e. pass the returned offset and scale to `run_cpsat`.
+
+    A row whose |coefficients| add up past `ROW_LIMIT` is stated by `fit_row` (CP-SAT 9.15's
+    presolve overflow): exactly when its gcd allows, else rounded into a relaxation (every
+    solution of `model` satisfies it; a proof of optimality or infeasibility carries over, a plan
+    must be checked with ``model.violated``) or, with `up`, a restriction (every plan satisfies
+    `model`; its optimum bounds nothing). `rounded_rows` counts the rows that are rounded. Such a
+    row must have variables >= 0 (`ValueError` otherwise)."""
     from ortools.sat.python import cp_model
 
     m = cp_model.CpModel()
@@ -408,14 +415,15 @@ def linear_to_cpsat(model: LinearModel, *, feasibility_only: bool = False, hint:
     for n, (idx, coef, lo, hi) in enumerate(model.rows):
         if deadline is not None and n % 4096 == 0:
             deadline.check()
-        expr = sum(int(c) * xs[i] for i, c in zip(idx, coef))
-        if lo == hi:
-            m.add(expr == int(lo))
-        else:
-            if lo != -math.inf:
-                m.add(expr >= int(math.ceil(lo - 1e-9)))
-            if hi != math.inf:
-                m.add(expr <= int(math.floor(hi + 1e-9)))
+        for cs, a, b in _fitted(model, idx, coef, lo, hi, up=up):
+            expr = sum(c * xs[i] for i, c in zip(idx, cs))
+            if a is not None and a == b:
+                m.add(expr == a)
+            else:
+                if a is not None:
+                    m.add(expr >= a)
+                if b is not None:
+                    m.add(expr <= b)
     offset, scale = 0.0, 1.0
     if not feasibility_only and model.objective:
         keys = list(model.objective)
@@ -428,6 +436,27 @@ def linear_to_cpsat(model: LinearModel, *, feasibility_only: bool = False, hint:
     return m, xs, offset, scale
 
 
+def rounded_rows(model: LinearModel) -> int:
+    """How many rows of `model` `linear_to_cpsat` must round (0: its CP-SAT model is exact)."""
+    return sum(1 for idx, coef, lo, hi in model.rows
+               if sum(abs(int(c)) for c in coef) > ROW_LIMIT and not _fit(idx, coef, lo, hi, up=False)[1])
+
+
+def _fit(idx: list[int], coef: list[float], lo: float, hi: float, *, up: bool) -> tuple[list[Row], bool]:
+    """`fit_row` of one `LinearModel` row (infinite bounds as None, finite ones made integer)."""
+    a = None if lo == -math.inf else int(math.ceil(lo - 1e-9))
+    b = None if hi == math.inf else int(math.floor(hi + 1e-9))
+    return fit_row([int(c) for c in coef], a, b, up=up)
+
+
+def _fitted(model: LinearModel, idx: list[int], coef: list[float], lo: float, hi: float, *, up: bool) -> list[Row]:
+    """The CP-SAT rows of one `LinearModel` row (`_fit`); a rounded row needs variables >= 0."""
+    rows, exact = _fit(idx, coef, lo, hi, up=up)
+    if not exact and any(model.lb[i] < 0 for i in idx):
+        raise ValueError("linear_to_cpsat: a row past ROW_LIMIT with a variable that may be negative")
+    return rows
+
+
 __all__ = ["ROW_LIMIT", "BackendRun", "FEASIBLE", "INFEASIBLE", "OPTIMAL", "TIMEOUT", "check_first",
            "check_parameters", "fit_linear", "fit_row", "linear_to_cpsat", "max_row_sum", "parse_parameters",
-           "run_cpsat", "set_parameters"]
+           "rounded_rows", "run_cpsat", "set_parameters"]

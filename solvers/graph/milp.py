@@ -31,6 +31,12 @@ copy), and exactly the MILP's objective.
 Optimality is for the model's scope: frontier-advancing schedules in the graph's given order,
 each node at most once per stage (a schedule outside it may be cheaper; `cpsat` is not
 restricted this way).
+
+On CP-SAT (backend "cpsat") at exact sizes in bytes the memory rows would pass CP-SAT's
+coefficient limit (`exact.cpsat_runner.ROW_LIMIT`, a presolve overflow): sizes, budget and
+workspaces are then divided by a unit u and rounded down (`cpsat_unit`), a relaxation whose
+infeasibility and bound carry over; its plan keeps its proof only when it replays within the
+exact budget, else the start's schedule is kept (``feasible``).
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from ..discretize import effective_slots, scope_text
-from ..exact.cpsat_runner import check_first
+from ..exact.cpsat_runner import ROW_LIMIT, check_first
 from ..exact.layer import exact_solver, retry_rounded_infeasible
 from ..exact.memory import ModelSize, too_big
 from ..exact.milp_runner import BackendRun
@@ -305,8 +311,13 @@ def _solve_checkmate(
         result.details["not_built"] = why
         result.message = f"Checkmate's model was not built: {why}"
         return result
-    cm = CheckmateModel(graph, M, B, integer_memory=(backend == "cpsat"), deadline=deadline,
-                        W=graph.workspace_in(slot))
+    W = graph.workspace_in(slot)
+    unit = cpsat_unit(M, B, W) if backend == "cpsat" else 1
+    if unit > 1:  # CP-SAT's coefficient limit: a relaxation, sizes rounded down to units of `unit`
+        M, B, W = M // unit, B // unit, W // unit
+        scope += f", sizes rounded down to units of {unit} for CP-SAT (a plan is checked at exact sizes)"
+        result.scope, result.details["cpsat_unit"] = scope, unit
+    cm = CheckmateModel(graph, M, B, integer_memory=(backend == "cpsat"), deadline=deadline, W=W)
     hint = None
     if options.warm_start:
         hint = _seed_hint(graph, cm, seed) if seed is not None else None
@@ -349,17 +360,37 @@ def _solve_checkmate(
         result.status = TIMEOUT
         return result
     seq = cm.sequence(values)
+    proven = sol.status == "optimal" and sol.values is not None
+    if unit > 1 and not simulate(graph, seq, int(budget)).valid:  # the relaxation's plan breaks exact sizes
+        proven, seq = False, cm.sequence(hint) if hint_ok and hint is not None and values is not hint else []
+        if not seq or not simulate(graph, seq, int(budget)).valid:
+            result.status, result.lower_bound = TIMEOUT, _relaxed_bound(graph, sol)
+            result.message = f"the plan of sizes rounded to units of {unit} breaks the exact sizes"
+            return result
     sim = replay_into(result, graph, seq, budget, "checkmate")
-    result.status = OPTIMAL if sol.status == "optimal" and sol.values is not None else FEASIBLE
+    result.status = OPTIMAL if proven else FEASIBLE
     # every node is computed at least once: sum_v C_v bounds every schedule
-    result.lower_bound = graph.total_cpu()
-    if sol.bound is not None:
-        result.lower_bound = min(max(float(sol.bound), graph.total_cpu()), sim.makespan)
+    result.lower_bound = min(_relaxed_bound(graph, sol), sim.makespan)
     if result.status == OPTIMAL:
         result.lower_bound = sim.makespan
     if not result.log or result.log[-1][1] != sim.makespan:
         result.log.append((deadline.elapsed(), sim.makespan, result.lower_bound))
     return result
+
+
+def cpsat_unit(M: np.ndarray, B: int, W: np.ndarray) -> int:
+    """1 when Checkmate's rows in sizes `M`, budget `B` and workspaces `W` stay within CP-SAT's
+    coefficient limit (`cpsat_runner.ROW_LIMIT`, CP-SAT 9.15's presolve overflow); else the smallest
+    unit u (size units) that brings them there once sizes, budget and workspaces are divided by u
+    and rounded down (a relaxation: every schedule within B fits). A memory row holds at most every
+    M_i once, a workspace and two U's of domain [0, B]."""
+    activity = int(np.sum(M)) + int(np.max(W, initial=0)) + 2 * int(B) + len(M)
+    return 1 if activity <= ROW_LIMIT else -(-activity // (ROW_LIMIT - len(M)))
+
+
+def _relaxed_bound(graph: Graph, sol: BackendRun) -> float:
+    """The backend's bound, never below sum_v C_v (every node is computed at least once)."""
+    return graph.total_cpu() if sol.bound is None else max(float(sol.bound), graph.total_cpu())
 
 
 def _seed_hint(graph: Graph, cm: CheckmateModel, seed: SolveResult) -> list[float] | None:
