@@ -66,8 +66,16 @@ def solver_table(problem: str | None = None) -> list[tuple[str, str, str]]:
 
 
 def get_solver(problem: str, name: str) -> Callable[..., SolveResult]:
-    """The solver function `name` of `problem` (`InputError` on ``--solver`` when unknown)."""
-    return get_problem(problem).solver(name)
+    """The solver function `name` of `problem` (`InputError` on ``--solver`` when unknown; for an
+    offloading solver named on a chain, one that says the chain needs a host link)."""
+    try:
+        return get_problem(problem).solver(name)
+    except InputError as err:
+        if problem == "chain" and name in get_problem("offload").solvers:
+            raise InputError(f"{name!r} is an offloading solver and this chain has no host link: give its bandwidth "
+                             "(--bandwidth, or bandwidth=... in Python) or a host_link in the chain file",
+                             field=err.field) from None
+        raise
 
 
 def solve(problem: str, instance: Any, solver: str, budget: int, **options: Any) -> SolveResult:
