@@ -72,7 +72,8 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq-len", type=count(1, 10**6), default=None,
                    help="sequence length in tokens (gpt2), time steps (lstm)")
     p.add_argument("--width", type=count(1, 10**6), default=None,
-                   help="base channels (64 by default) or gpt2's model dimension (768)")
+                   help="base channels (CNNs, unet: 64), model dimension (gpt2, vit_b16: 768; gpt2_medium: 1024) or "
+                        "lstm hidden size (512)")
     p.add_argument("--depth", type=count(1, 10**4), default=None,
                    help="gpt2 layers, unet levels, or a cap on blocks per stage (resnet, densenet)")
     p.add_argument("--vocab", type=count(1, 10**7), default=None, help="gpt2 vocabulary size (50257)")
