@@ -107,7 +107,7 @@ def test_chain_over_budget_is_drawn_up_to_the_failing_op(examples):
     chain = _chain(examples, "random10")
     schedule = store_all_schedule(chain.length)
     budget = int(0.6 * simulate(chain, schedule).peak_memory)
-    sim = simulate(chain, schedule, budget)
+    sim = simulate(chain, schedule, budget).before_violation()
     assert sim.violation is not None
     tl = timeline_for("chain", chain, schedule, budget)
     drawn = [b for b in tl.bars if not b.failed]

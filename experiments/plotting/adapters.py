@@ -42,7 +42,7 @@ def chain_timeline(chain: Any, schedule: Any, budget: int | None = None) -> Time
     from memsched.solvers.chain.simulator import simulate
 
     ops = schedule.ops if isinstance(schedule, Schedule) else list(schedule)
-    sim = simulate(chain, ops, budget)
+    sim = simulate(chain, ops, budget).before_violation()  # drawn up to the failing op
     steps = [(s.start, s.end, float(s.mem_during), float(s.mem_after)) for s in sim.steps]
     seen: set[int] = set()
     bars = []
@@ -96,7 +96,7 @@ def join_timeline(join: Any, schedule: Any, budget: int | None = None) -> Timeli
     from memsched.solvers.join.simulator import simulate
 
     ops = schedule.ops if isinstance(schedule, JoinSchedule) else list(schedule)
-    sim = simulate(join, ops, budget)
+    sim = simulate(join, ops, budget).before_violation()  # drawn up to the failing op
     names = [getattr(c, "name", "") or f"branch {b}" for b, c in enumerate(join.branches)]
 
     def row(op: Any) -> str:

@@ -24,6 +24,9 @@ B(i)         abar_{i+1}, delta_{i+1}, a_i         delta_i: x[i]       abar_{i+1}
 Time: u_fa[i] for F_all(i), u_fn[i] for F_ck(i) and F_n(i) (per-mode forward times; both u_f[i]
 unless the chain file gives them), u_b[i] for B(i), u_b[L] for the loss.
 The schedule is complete when delta_0 is produced; each B(i) and the loss run exactly once.
+Memory above the budget is a violation that does not stop the replay: the first one is reported
+and the replay goes on, so that makespan and peak memory are the whole schedule's; any other
+violation (an op that cannot run) ends the replay before that op.
 These are the charges of the persistent rotor recurrence (docs/chain.md): the memory while F_all
 runs is state + xbar[i+1] + o_fa[i], while B(i) runs state + x[i] + o_b[i].
 """
@@ -82,7 +85,10 @@ class ScheduleError(InputError):
 
 @dataclass
 class Simulation:
-    """What a replay found; `steps` stop before the first violation, if any."""
+    """What a replay found: `steps` in schedule order and the first `violation`, if any. Memory
+    over the budget does not stop the replay (every op is a step and `makespan`, `peak_memory` are
+    the whole schedule's); a violation of any other rule ends `steps` before the op breaking it.
+    `before_violation` gives the steps up to the first violation of either kind."""
 
     steps: list[Step] = field(default_factory=list)
     violation: Violation | None = None
@@ -108,10 +114,25 @@ class Simulation:
         """Memory held after the last operation (bytes)."""
         return self.steps[-1].mem_after if self.steps else self.initial_memory
 
+    def flag(self, position: int, op: Any, reason: str | None) -> None:
+        """Record the violation (at `position`, by `op`, why) unless `reason` is None or an earlier
+        violation is recorded: the first one is kept."""
+        if reason is not None and self.violation is None:
+            self.violation = Violation(position, op, reason)
+
     def stop(self, position: int, op: Any, reason: str) -> Simulation:
-        """Record the first violation (at `position`, by `op`, why) and return this simulation."""
-        self.violation = Violation(position, op, reason)
+        """Record the violation as `flag` does (the replay ends) and return this simulation."""
+        self.flag(position, op, reason)
         return self
+
+    def before_violation(self) -> Simulation:
+        """This replay cut before its first violation: the steps before the op that broke a rule
+        (all of them when the violation is the end of the schedule, none when it is the input), the
+        same violation and initial memory; this simulation itself when it is valid."""
+        if self.violation is None:
+            return self
+        cut = self.steps[: self.violation.position] if self.violation.op is not None else list(self.steps)
+        return Simulation(cut, self.violation, self.initial_memory)
 
     def raise_if_invalid(self) -> Simulation:
         """This simulation, or `ScheduleError` carrying its violation."""
@@ -121,7 +142,8 @@ class Simulation:
 
 
 def simulate(chain: Chain, schedule: Schedule | list[Op], budget: int | None = None) -> Simulation:
-    """Replay `schedule` on `chain`; memory above `budget` (when given) is a violation."""
+    """Replay `schedule` on `chain`; memory above `budget` (when given) is a violation that does
+    not stop the replay (`Simulation`)."""
     ops = schedule.ops if isinstance(schedule, Schedule) else list(schedule)
     L = chain.length
     x, xbar = chain.x, chain.xbar
@@ -133,7 +155,7 @@ def simulate(chain: Chain, schedule: Schedule | list[Op], budget: int | None = N
     now = 0.0
     sim = Simulation(initial_memory=mem)
     if budget is not None and mem > budget:
-        return sim.stop(0, ops[0] if ops else None, f"the input a_0 alone ({mem}) exceeds the budget {budget}")
+        sim.flag(0, ops[0] if ops else None, f"the input a_0 alone ({mem}) exceeds the budget {budget}")
 
     for pos, op in enumerate(ops):
         kind, i = op
@@ -147,9 +169,9 @@ def simulate(chain: Chain, schedule: Schedule | list[Op], budget: int | None = N
         if fail is None:
             out, overhead, duration = op_cost(chain, kind, i)
             during = mem + out + overhead
-            fail = over_budget(during, budget)
         if fail is not None:
             return sim.stop(pos, op, fail)
+        sim.flag(pos, op, over_budget(during, budget))
         mem += out
         if kind == F_ALL:
             tapes.add(i + 1)
@@ -174,8 +196,8 @@ def simulate(chain: Chain, schedule: Schedule | list[Op], budget: int | None = N
     if 0 not in grads:
         missing = sorted(set(range(L + 1)) - done_backward)
         names = ["Loss" if j == L else f"B({j})" for j in reversed(missing)]
-        sim.violation = Violation(len(ops), None, f"incomplete: missing backward {', '.join(names[:5])}"
-                                  + (" ..." if len(names) > 5 else ""))
+        sim.flag(len(ops), None, f"incomplete: missing backward {', '.join(names[:5])}"
+                 + (" ..." if len(names) > 5 else ""))
     return sim
 
 

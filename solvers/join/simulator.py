@@ -29,7 +29,9 @@ per-mode forward overheads of the chain; both are o_f^b[i] when the file gives n
 for B(b,i) and the join's loss_overhead for the loss. Time: u_fa^b[i] for F_all(b,i), u_fn^b[i] for
 F_ck(b,i) and F_n(b,i) (per-mode forward times; both u_f^b[i] when the file gives none), u_b^b[i]
 per backward, loss_time for the loss. The schedule is complete when every delta_0^b is produced;
-the loss and each B(b,i) run exactly once. The first violation is reported with its position, op and reason.
+the loss and each B(b,i) run exactly once. The first violation is reported with its position, op and reason;
+memory over the budget does not stop the replay (makespan and peak memory are the whole schedule's), any
+other violation ends it before the op breaking it (`solvers.chain.simulator.Simulation`).
 """
 
 from __future__ import annotations
@@ -37,14 +39,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..chain.schedule import F_ALL, F_CK, F_N, LOSS
-from ..chain.simulator import Simulation, Step, Violation, op_cost, over_budget, profile_rows, stage_precondition
+from ..chain.simulator import Simulation, Step, op_cost, over_budget, profile_rows, stage_precondition
 from .instance import Join
 from .schedule import JoinSchedule, JOp
 
 
 # --------------------------------------------------------------------------- simulator
 def simulate(join: Join, schedule: JoinSchedule | list[JOp], budget: int | None = None) -> Simulation:
-    """Replay `schedule` on `join`; memory above `budget` (when given) is a violation."""
+    """Replay `schedule` on `join`; memory above `budget` (when given) is a violation that does
+    not stop the replay (`solvers.chain.simulator.Simulation`)."""
     ops = schedule.ops if isinstance(schedule, JoinSchedule) else list(schedule)
     k = join.k
     acts: list[set[int]] = [{0} for _ in range(k)]
@@ -56,7 +59,7 @@ def simulate(join: Join, schedule: JoinSchedule | list[JOp], budget: int | None 
     now = 0.0
     sim = Simulation(initial_memory=mem)
     if budget is not None and mem > budget:
-        return sim.stop(0, ops[0] if ops else None, f"the inputs alone ({mem}) exceed the budget {budget}")
+        sim.flag(0, ops[0] if ops else None, f"the inputs alone ({mem}) exceed the budget {budget}")
 
     for pos, op in enumerate(ops):
         kind, b, i = op
@@ -84,9 +87,9 @@ def simulate(join: Join, schedule: JoinSchedule | list[JOp], budget: int | None 
                 c = join.branches[b]
                 out, overhead, duration = op_cost(c, kind, i)
             during = mem + out + overhead
-            fail = over_budget(during, budget)
         if fail is not None:
             return sim.stop(pos, op, fail)
+        sim.flag(pos, op, over_budget(during, budget))
         mem += out
         if kind == LOSS:
             loss_done = True
@@ -124,8 +127,7 @@ def simulate(join: Join, schedule: JoinSchedule | list[JOp], budget: int | None 
             todo = sorted(set(range(join.branches[bb].length)) - done[bb], reverse=True)
             missing.extend(f"B({bb},{j})" for j in todo)
     if missing:
-        sim.violation = Violation(len(ops), None, f"incomplete: missing {', '.join(missing[:5])}"
-                                  + (" ..." if len(missing) > 5 else ""))
+        sim.flag(len(ops), None, f"incomplete: missing {', '.join(missing[:5])}" + (" ..." if len(missing) > 5 else ""))
     return sim
 
 
