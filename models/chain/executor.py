@@ -591,6 +591,6 @@ def checked_step(executor: ChainExecutor, schedule: Any, inputs: torch.Tensor, t
 def check_gradients(result: StepResult, blocks: Sequence[nn.Module], loss_fn: LossFn, inputs: torch.Tensor,
                     target: Any, *, seed: int | None, rtol: float = 1e-4, atol: float = 1e-6) -> tuple[bool, str]:
     """(every parameter gradient and the input gradient of `result` match a plain
-    forward/backward of `blocks` with the same seed (torch.allclose with rtol, atol), message)."""
+    forward/backward of `blocks` with the same seed (`measure.gradient_close` with rtol, atol), message)."""
     _, ref, ref_input = reference_step(blocks, loss_fn, inputs, target, seed=seed)
     return gradients_match(result.grads, result.input_grad, ref, ref_input, rtol=rtol, atol=atol)

@@ -58,6 +58,7 @@ from memsched.models.measure import (
     StepMeter,
     StepResult,
     compare_gradients,
+    gradient_close,
     measure_runs,
     zero_grads,
 )
@@ -283,7 +284,7 @@ def compare_input_gradients(got: Sequence[torch.Tensor | None], expected: Sequen
     for b, (g, e) in enumerate(zip(got, expected)):
         if e is None:
             continue
-        if g is None or not torch.allclose(g, e, rtol=rtol, atol=atol):
+        if g is None or not gradient_close(g, e, rtol=rtol, atol=atol):
             err = "missing" if g is None else f"differs by {float((g - e).abs().max()):.3g}"
             return False, f"input gradient of branch {b} {err}"
     return True, ""

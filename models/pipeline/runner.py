@@ -316,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     """Partition an MLP over --devices with --solver, run it and print predicted vs measured period and memory as JSON;
     exit 0, 1 without a partition, 2 on bad arguments (one line on stderr, before anything runs; also a partition
     the runner cannot execute: replicated stages, an interleaved allocation), 3 when the gradient check fails."""
-    ap = argparse.ArgumentParser(prog="python -m memsched.models.pipeline.runner", description=" ".join(__doc__.split("\n\n")[0].split()))
+    about = " ".join(__doc__.split("\n\n")[0].split())  # the first paragraph, on one line
+    ap = argparse.ArgumentParser(prog="python -m memsched.models.pipeline.runner", description=about)
     ap.add_argument("--devices", type=int, default=2)
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--width", type=int, default=256)
