@@ -238,6 +238,12 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
     stderr while each solver runs (stage, best, bound, gap: `memsched.live`); other keyword
     options go to the solver (one that none of the named solvers takes, or a value not of the
     option's type, is an `InputError`: a misspelt option is not ignored).
+    With a list, the names, options and budget are checked before any solver runs, but whether a
+    solver accepts the instance (Revolve needs a homogeneous chain, say) is known only by running it
+    (the solvers have no separate applicability check): a solver that refuses it takes its place in
+    the `Comparison` as a `Result` of status "unsupported" whose ``message`` says why (as a sweep's
+    rows do), and the results of the others are kept; when every solver of the list refuses, that is
+    the first one's `InputError`. One name (a str) raises its solver's `InputError`.
     A Ctrl-C (a notebook's interrupt) during an exact solver's search returns what it had, marked
     ``details["interrupted"]`` (with a list, the comparison ends there)."""
     problem, instance = as_problem(instance, problem, bandwidth=bandwidth, latency=latency)
@@ -259,12 +265,33 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
 
     if solver is None or isinstance(solver, str):
         return one(names[0])
-    results = []
+    results: list[Result] = []
+    refusals: list[InputError] = []
     for name in names:
-        results.append(one(name))
+        try:
+            results.append(one(name))
+        except InputError as err:  # this solver refuses the instance: the others' results are kept
+            refusals.append(err)
+            results.append(_unsupported(problem, instance, name, bytes_, err))
+            continue
         if results[-1].raw.details.get("interrupted"):
             break  # a Ctrl-C stops the comparison: the solvers that ran, the interrupted one last
+    if len(refusals) == len(results):
+        raise refusals[0]  # no solver of the list accepts the instance: nothing to compare
     return Comparison(results)
+
+
+#: the status of a solver that refuses the instance (a `Comparison`'s entry, a sweep's row), as the sweep engine's
+UNSUPPORTED = "unsupported"
+
+
+def _unsupported(problem: str, instance: Any, name: str, bytes_: int, err: InputError) -> Result:
+    """The `Result` of solver `name` that refused `instance` with `err`: status `UNSUPPORTED`, no
+    schedule, the refusal as its message (a `Comparison` keeps the other solvers' results)."""
+    from memsched.solvers.result import SolveResult
+
+    raw = SolveResult(problem=problem, solver=name, status=UNSUPPORTED, budget=bytes_, message=str(err))
+    return Result(problem, instance, raw)
 
 
 @_python_names
@@ -280,18 +307,7 @@ def simulate(instance: Any, schedule: Any, budget: int | float | str | None = No
     is an `InputError` naming ``length`` (``lengths``) in every form."""
     from memsched.solvers.result import SolveResult
 
-    adopted = None
-    if isinstance(schedule, Result):
-        if problem is None:
-            problem = adopted = schedule.problem  # a pipeline result replays on the chain it was solved from
-        if instance is None:
-            instance = schedule.instance
-    try:
-        problem, instance = as_problem(instance, problem, bandwidth=bandwidth)
-    except InputError as err:
-        if adopted is None:
-            raise
-        raise InputError(f"a {adopted} result cannot be simulated on this instance ({err})", field="schedule") from None
+    problem, instance = _instance_for(instance, schedule, problem, bandwidth, "simulated")
     module = registry.problem_module(problem)
     if problem == "pipeline" and isinstance(schedule, (str, Path, dict)):
         instance = _on_recorded_machine(instance, schedule)
@@ -306,11 +322,31 @@ def simulate(instance: Any, schedule: Any, budget: int | float | str | None = No
     return Result(problem, instance, raw)
 
 
+def _instance_for(instance: Any, schedule: Any, problem: str | None, bandwidth: Any, verb: str) -> tuple[str, Any]:
+    """(problem, instance) that `simulate` and `plot` replay `schedule` on: as `as_problem` reads
+    `instance`, but a `Result` given as the schedule brings its problem when `problem` is None (a
+    pipeline result replays on the chain file it was solved from) and its instance when `instance` is
+    None. A Result whose problem does not fit the instance is an `InputError` naming ``schedule``."""
+    adopted = None
+    if isinstance(schedule, Result):
+        if problem is None:
+            problem = adopted = schedule.problem
+        if instance is None:
+            instance = schedule.instance
+    try:
+        return as_problem(instance, problem, bandwidth=bandwidth)
+    except InputError as err:
+        if adopted is None:
+            raise
+        raise InputError(f"a {adopted} result cannot be {verb} on this instance ({err})", field="schedule") from None
+
+
 @_python_names
 def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solvers: Sequence[str] | None = None,
           *, problem: str | None = None, output: PathLike | None = None, workers: int | None = None,
           fresh: bool = False, slots: int | None = None, time_limit: float | None = None,
-          bandwidth: str | float | None = None, devices: int | None = None, **options: Any) -> SweepResult:
+          bandwidth: str | float | None = None, latency: float | None = None, devices: int | None = None,
+          **options: Any) -> SweepResult:
     """A grid of budgets x solvers, one row each, as a `SweepResult` (``.to_pandas()``,
     ``.plot()``: overhead or period versus budget).
 
@@ -320,8 +356,10 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     1..512, default 1; `fresh` starts again), or an instance (or instance file), solved here in
     this process for every budget in `budgets` (a non-empty list, each budget once, however
     written: "50%" and "50.0%" are one; a bad one is named by its index, ``budgets[2]``) and
-    solver in `solvers` (default: the problem's default solver; each once), with `slots`
-    (default 500), `time_limit`, `bandwidth`, `devices` and solver options as in `solve`.
+    solver in `solvers` (default, None: the problem's default solver; each once; an empty list is an
+    `InputError`), with `slots` (default 500), `time_limit`, `bandwidth`, `latency`, `devices` and
+    solver options as in `solve` (each option taken by at least one of the solvers; each solver is
+    given the options it takes).
     Arguments that do not apply to the kind of `target` (budgets for a sweep file, which sets
     its own; output for an instance) are an `InputError`, as are shared arguments with bad
     values (checked before anything runs, as `solve` does) and option values that no instance
@@ -330,7 +368,7 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     if _is_config(target):
         return _config_sweep(target, output=output, workers=workers, fresh=fresh, budgets=budgets,
                              solvers=solvers, problem=problem, slots=slots, time_limit=time_limit,
-                             bandwidth=bandwidth, devices=devices, options=options)
+                             bandwidth=bandwidth, latency=latency, devices=devices, options=options)
     _no_such_target(target)
     for name, value in (("output", output), ("workers", workers)):
         if value is not None:
@@ -347,11 +385,11 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     budgets = list(budgets)
     if not budgets:  # as a sweep file's empty list: a grid of no cell is a mistake, not an empty table
         raise InputError("must be a non-empty list of budgets (e.g. ['40%', '60%', '80%'])", field="budgets")
-    problem, instance = as_problem(target, problem, bandwidth=bandwidth)
+    problem, instance = as_problem(target, problem, bandwidth=bandwidth, latency=latency)
     devices = _check_devices(problem, devices)
     slots = _check_slots(DEFAULT_SLOTS if slots is None else slots)
     time_limit = _check_time_limit(time_limit)
-    names = _each_once(_solver_names(problem, solvers or None), "solvers")
+    names = _each_once(_solver_names(problem, solvers, field="solvers"), "solvers")
     _check_options(problem, names, dict(options, devices=devices) if devices is not None else options)
     _sweep_option_values(problem, names, options)
     grid = _sweep_budgets(instance, budgets, problem)  # every budget checked before any solve
@@ -362,10 +400,10 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
         for name in names:
             try:
                 result = solve(instance, bytes_, name, problem=problem, slots=slots, time_limit=time_limit,
-                               devices=devices, **options)
+                               devices=devices, **_options_of(problem, name, options))
             except InputError as err:  # a solver that rejects this instance (e.g. revolve, heterogeneous)
                 rows.append({"instance": getattr(instance, "name", "") or problem, "problem": problem,
-                             "solver": name, "status": "unsupported", "objective": None, "budget": bytes_,
+                             "solver": name, "status": UNSUPPORTED, "objective": None, "budget": bytes_,
                              "budget_spec": str(spec), "reference_peak": reference,
                              "budget_fraction": bytes_ / reference, "overhead": None, "message": str(err)})
                 continue
@@ -375,6 +413,16 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
                        overhead=(result.objective / baseline - 1.0) if (baseline and result.found) else None)
             rows.append(row)
     return SweepResult(rows, source=getattr(instance, "name", "") or problem)
+
+
+def _options_of(problem: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The keyword options of a sweep that solver `name` takes (`_checks.solver_parameters`): each
+    option is taken by at least one solver of the sweep (`_check_options`), and each solver is given
+    its own, as `solve` with a list of solvers gives them (periodic's ``segments`` is no option of rotor)."""
+    from memsched.experiments.commands._checks import solver_parameters
+
+    taken = solver_parameters(problem, name)
+    return {key: value for key, value in options.items() if key in taken}
 
 
 def _no_such_target(target: Any) -> None:
@@ -456,9 +504,9 @@ def _config_sweep(target: PathLike, *, output: Any, workers: Any, fresh: Any, op
     return SweepResult(list(outcome.rows), source=str(target))
 
 
-def _solver_names(problem: str, solver: Any) -> list[str]:
+def _solver_names(problem: str, solver: Any, *, field: str = "solver") -> list[str]:
     """The solver names asked for: the problem's default for None, one name, or a sequence of
-    names (`InputError` for anything else, or an empty sequence)."""
+    names (`InputError` naming `field` for anything else, or an empty sequence)."""
     if solver is None:
         return [default_solver(problem)]
     if isinstance(solver, str):
@@ -468,8 +516,8 @@ def _solver_names(problem: str, solver: Any) -> list[str]:
         if names and all(isinstance(n, str) for n in names):
             return names
         if not names:
-            raise InputError("no solver named", field="solver")
-    raise InputError(f"must be a solver name or a list of names, got {solver!r}", field="solver")
+            raise InputError("no solver named", field=field)
+    raise InputError(f"must be a solver name or a list of names, got {solver!r}", field=field)
 
 
 def _check_options(problem: str, names: Sequence[str], options: dict[str, Any]) -> None:
@@ -775,8 +823,9 @@ def plot(obj: Any, schedule: Any = None, *, budget: int | float | str | None = N
     (memory timeline above the operations; the schedule in any form `simulate` takes: a schedule
     object, a `Result`, its JSON dict or a schedule file) or ``plot(instance, {"rotor": s1,
     "periodic": s2})`` (stacked on shared scales). `budget` (marked on the timeline) and `problem`
-    apply to an instance (a result is drawn at its own budget); an unknown keyword argument, or
-    one that does not apply, is an `InputError`."""
+    apply to an instance (a result is drawn at its own budget); a `Result` as the schedule brings its
+    problem when `problem` is None, as in `simulate` (a pipeline result is drawn on the chain file it was
+    solved from); an unknown keyword argument, or one that does not apply, is an `InputError`."""
     if isinstance(obj, (Result, Comparison, SweepResult)):
         for name, value in (("schedule", schedule), ("budget", budget), ("problem", problem)):
             if value is not None:
@@ -790,7 +839,7 @@ def plot(obj: Any, schedule: Any = None, *, budget: int | float | str | None = N
         raise InputError("plot(instance, schedule): no schedule given", field="schedule")
     from memsched.experiments.plotting import plot_comparison, plot_schedule
 
-    problem, instance = as_problem(obj, problem)
+    problem, instance = _instance_for(obj, schedule, problem, None, "drawn")
     bytes_ = _budget(instance, budget, problem) if budget is not None else None
     if isinstance(schedule, dict) and schedule and all(isinstance(k, str) for k in schedule) \
             and not _SCHEDULE_KEYS & set(schedule):  # {name: schedule}, not one schedule's JSON
@@ -942,8 +991,21 @@ def _as_schedule(problem: str, instance: Any, schedule: Any, verb: str, *, field
     if owner is None and not isinstance(schedule, (list, tuple)):
         raise InputError(f"not a {problem} schedule: {type(schedule).__name__} (give a schedule, a Result, its "
                          "JSON dict or the path of a schedule file)", field=field)
+    if owner is None and problem == "graph":
+        _check_node_indices(schedule, field)
     _check_shape(instance, schedule)
     return schedule
+
+
+def _check_node_indices(sequence: Sequence[Any], field: str) -> None:
+    """A graph's plain schedule (a list of node indices) holds integers only (a numpy integer is one;
+    a bool, a float such as 1.5 or a str such as "0" is not: the simulator would read "0" as 0 and
+    fail on "a" with a bare ValueError): `InputError` naming `field` (``schedule``) and the entry.
+    Indices out of range are the simulator's to judge (an "invalid" replay)."""
+    for i, value in enumerate(sequence):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise InputError(f"a graph schedule as a list holds node indices (ints); entry {i} is {_show(value)}",
+                             field=field)
 
 
 def _check_shape(instance: Any, schedule: Any) -> None:

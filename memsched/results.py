@@ -16,8 +16,8 @@ import html
 import io
 import math
 import numbers
+import operator
 from collections.abc import Callable, Iterator, Sequence
-from operator import attrgetter
 from typing import Any
 
 from memsched.solvers.errors import InputError
@@ -41,8 +41,11 @@ def _gb(n: float | None) -> str:
 
 
 def _memory_unit(instance: Any) -> str | None:
-    """The instance's memory unit (``meta["units"]["memory"]``, e.g. "KiB" or "MB"), or None (bytes)."""
+    """The instance's memory unit (``meta["units"]["memory"]``, e.g. "KiB" or "MB"), or None (bytes).
+    An offloading instance has no meta of its own: its chain's (``instance.chain.meta``) states the unit."""
     meta = getattr(instance, "meta", None)
+    if meta is None:
+        meta = getattr(getattr(instance, "chain", None), "meta", None)
     units = meta.get("units") if isinstance(meta, dict) else None
     unit = units.get("memory") if isinstance(units, dict) else None
     return str(unit) if unit else None
@@ -153,7 +156,8 @@ class Result:
     """One solver run (or replay) of `instance`, refereed by the simulator.
 
     ``status``: optimal (proven, for the model in ``scope``), feasible, infeasible, timeout;
-    "valid" / "invalid" for a replay (`memsched.simulate`). ``makespan`` (``period`` for
+    "valid" / "invalid" for a replay (`memsched.simulate`); "unsupported" in a `Comparison` for a
+    solver that refused the instance (``message`` says why). ``makespan`` (``period`` for
     pipelines) and ``peak_memory`` are the simulator's; ``lower_bound`` a proven bound when the
     solver has one; ``min_budget`` the smallest budget the solver needs when it finds none."""
 
@@ -180,8 +184,9 @@ class Result:
     def period(self) -> float | None:
         """The pipeline period of the replayed schedule (time per micro-batch in steady state, in the
         instance's time unit, not seconds: ms for profiled chains; a pipeline's ``time_unit`` is that unit in
-        seconds), or None."""
-        return self.raw.objective
+        seconds), or None: for a result of another problem than "pipeline" (whose objective is a makespan), or
+        when no schedule was found."""
+        return self.raw.objective if self.problem == "pipeline" else None
 
     @property
     def found(self) -> bool:
@@ -281,11 +286,24 @@ class Result:
 RAW_FIELDS = ("solver", "status", "objective", "peak_memory", "lower_bound", "gap", "budget", "solve_time_s",
               "schedule", "min_budget", "scope", "message")
 for _name in RAW_FIELDS:
-    setattr(Result, _name, property(attrgetter(f"raw.{_name}"), doc=f"The SolveResult's ``{_name}``."))
+    setattr(Result, _name, property(operator.attrgetter(f"raw.{_name}"), doc=f"The SolveResult's ``{_name}``."))
+
+
+def _position(key: Any) -> int | None:
+    """`key` as a position (`operator.index`: an int, a numpy integer), or None when it is no integer
+    (a solver name) or a bool (True is no position, nor a name; numpy's bool has no index)."""
+    if isinstance(key, (bool, str)):
+        return None
+    try:
+        return operator.index(key)
+    except TypeError:
+        return None
 
 
 class Comparison:
-    """Several solvers on one instance at one budget (`memsched.solve(..., solver=[...])`)."""
+    """Several solvers on one instance at one budget (`memsched.solve(..., solver=[...])`), in the order
+    named; a solver that refused the instance is there as a `Result` of status "unsupported" (its
+    ``message`` says why; no schedule)."""
 
     def __init__(self, results: Sequence[Result]) -> None:
         self.results = list(results)
@@ -297,9 +315,12 @@ class Comparison:
         return len(self.results)
 
     def __getitem__(self, key: int | str) -> Result:
-        """The result at position `key` (an int) or of the solver named `key`. A missing one is an
-        `InputError` that is also an `IndexError` (a position) or a `KeyError` (a name)."""
-        if isinstance(key, int) and not isinstance(key, bool):
+        """The result at position `key` (an integer: an int, a numpy integer, anything `operator.index`
+        takes, but not a bool) or of the solver named `key`. A missing one is an `InputError` that is also
+        an `IndexError` (a position) or a `KeyError` (a name)."""
+        position = _position(key)
+        if position is not None:
+            key = position
             if not -len(self.results) <= key < len(self.results):
                 raise _MissingIndex(f"no result at position {key} (this comparison has {len(self.results)})",
                                     field="key")
@@ -438,6 +459,8 @@ class SweepResult:
             raise InputError(f"no column {name!r} in the rows (columns: {columns})"[:400], field=field)
 
     def _repr_html_(self) -> str:
+        if not self.rows:  # a grid of no cell (every one filtered out): nothing to tabulate or draw
+            return "<div><p>0 runs</p></div>"
         frame = self.to_pandas()
         values = "overhead" if "overhead" in frame and frame["overhead"].notna().any() else "objective"
         out = f"<p>{len(self.rows)} runs; {values} per budget and solver</p>"
