@@ -21,7 +21,12 @@ A sweep file (TOML, or YAML by extension) states the grid::
     [[instances]]
     generate = "chain"               # solvers.chain.generate.random_chain(L, seed, ...)
     L = 20
-    seed = 0
+    seed = 0                         # (any failure of the generator is bad input naming the entry)
+    [[instances]]
+    generate = "chain"               # a generated chain as an offload instance: the entry's host
+    L = 20                           # link (latency 0), as for a chain file; or use
+    problem = "offload"              # generate = "offload.random_offload"
+    bandwidth = "12GB/s"
     [[instances]]
     model = "resnet18"               # a zoo network, or your own "mynet.py:build" (models.network); needs torch
     batch = 2
@@ -36,11 +41,16 @@ A sweep file (TOML, or YAML by extension) states the grid::
                                      # when the file is read: names and types)
     max_length = 12                  # optional: skip instances with more stages / nodes
     label = "rotor-500"              # optional: distinguishes two entries of one solver
-    shared_table = true              # rotor only: one DP table (that of the instance's largest
-                                     # budget below its store-all peak) answers all its budgets:
-                                     # one DP instead of one per budget, at that budget's slot
-                                     # size (coarser for the smaller budgets; scope and the
-                                     # options column say so). Default false.
+    problems = ["chain"]             # optional: only instances of these problems (default: every
+                                     # problem the solver exists in; at least one of those, or
+                                     # the entry would run no cell)
+    shared_table = true              # rotor only (refused in another solver's entry; from
+                                     # [defaults] the others ignore it): one DP table (that of
+                                     # the instance's largest budget below its store-all peak)
+                                     # answers all its budgets: one DP instead of one per
+                                     # budget, at that budget's slot size (coarser for the
+                                     # smaller budgets; scope and the options column say so).
+                                     # Default false.
 
 Relative file paths are read against the sweep file's folder, then the current folder.
 
@@ -63,15 +73,16 @@ Output folder (``results/<name>`` by default), one module each:
 - ``.sweep.lock`` (`lock`): a second sweep on the same folder is refused while one runs.
 
 Cells run in worker processes (`pool`; ``workers`` of them) outside the terminal's process
-group, or on a Dask cluster given a scheduler address (`dask.distributed.Client`); the rows are
-the same either way (a cell whose Dask task fails, `KilledWorker`, is an ``error`` row, as one
-whose local worker dies; a lost scheduler is `run.SchedulerLost` once the finished rows are
-kept). Ctrl-C (or SIGTERM) stops the sweep: running cells are killed and not journaled,
-finished rows are kept, the table is written, exit 130 (also while it starts:
-`run.startup_interrupts`). Workers die with the sweep
+group, or on a Dask cluster given a scheduler address (`dask.distributed.Client`; executing
+cells one at a time there too); the rows are the same either way (a cell whose Dask task
+fails, `KilledWorker`, is an ``error`` row, as one whose local worker dies; a lost scheduler
+is `run.SchedulerLost` once the finished rows are kept). Ctrl-C (or SIGTERM) stops the sweep:
+running cells are killed and not journaled, finished rows are kept, the table is written,
+exit 130 (also while it starts: `run.startup_interrupts`). Workers die with the sweep
 (also on ``kill -9``). Modules: `config` (the file), `instances` and `instance_store`, `grid`
 (cells and keys), `cell` (one run), `pool`, `run` (`run_sweep`), `store`, `lock`.
-Bad sweep files raise `InputError` naming the file and the key.
+Bad sweep files raise `InputError` naming the file and the key (YAML too: a key given twice in
+a table, or one that is not a string, is refused as TOML refuses it).
 """
 
 from .cell import run_task, versions

@@ -49,6 +49,9 @@ _GENERATOR_ALIASES = {"chain": "chain.random_chain", "graph": "graph.random_laye
 MAX_REPEATS = 1000
 #: the most slots (``slots``), as the command line's --slots
 MAX_SLOTS = 10**9
+#: the longest sweep ``name`` (UTF-8 bytes): it names the journal, the tables and their temporary
+#: files (``.<name>.parquet.XXXXXXXX.tmp``), which must stay within a file name's 255 bytes
+MAX_NAME_BYTES = 200
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,7 @@ def read_sweep_file(path: str | Path) -> dict[str, Any]:
         import yaml
 
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_unique_key_loader())  # noqa: S506  (a SafeLoader subclass)
         except yaml.YAMLError as err:
             mark = getattr(err, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -141,7 +144,50 @@ def read_sweep_file(path: str | Path) -> dict[str, Any]:
             raise InputError(f"invalid TOML: {err}", path=str(path)) from None
     if not isinstance(data, dict):
         raise InputError("expected a table of keys at the top level", path=str(path))
+    _check_string_keys(data, "", str(path))
     return data
+
+
+def _unique_key_loader() -> type:
+    """A `yaml.SafeLoader` that refuses a key given twice in one mapping (the last one silently
+    won; TOML refuses it too): a `yaml.constructor.ConstructorError` "duplicate key 'budgets'"
+    marked at the second one. Keys merged in by ``<<`` may still be overridden."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+            if isinstance(node, yaml.MappingNode):
+                seen: set[Any] = set()
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=deep)
+                    try:
+                        again = key in seen
+                    except TypeError:  # an unhashable key: SafeLoader's own error says so
+                        continue
+                    if again:
+                        raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}",
+                                                                key_node.start_mark)
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
+def _check_string_keys(value: Any, where: str, path: str) -> None:
+    """Every key of every table in `value` (a YAML file's mapping, read at `where`) is a string:
+    YAML allows ``1: 2``, which no key of a sweep file is (sorting the keys with strings failed
+    as an internal error); `InputError` naming the key's place, e.g. ``instances[0].1``."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            field = f"{where}.{k}" if where else str(k)
+            if not isinstance(k, str):
+                raise InputError(f"keys must be strings, got {k!r}", path=path, field=field)
+            _check_string_keys(v, field, path)
+    elif isinstance(value, list):
+        for j, v in enumerate(value):
+            _check_string_keys(v, f"{where}[{j}]", path)
 
 
 def load_config(path: str | Path) -> SweepConfig:
@@ -157,8 +203,11 @@ def load_config(path: str | Path) -> SweepConfig:
     if unknown:
         raise bad(unknown[0], f"unknown key (expected one of {', '.join(sorted(_TOP_KEYS))})")
     name = data.get("name", path.stem)
-    if not isinstance(name, str) or not name or any(c in name for c in "/\\") or name.startswith("."):
-        raise bad("name", f"must be a plain non-empty string usable as a file name, got {name!r}")
+    if not isinstance(name, str) or not name or any(c in name for c in "/\\\0") or name.startswith("."):
+        raise bad("name", f"must be a plain non-empty string usable as a file name, got {_shown(name)}")
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        raise bad("name", f"is {len(name.encode('utf-8', 'surrogatepass'))} bytes long: at most {MAX_NAME_BYTES} "
+                          f"(it names the sweep's files)")
     description = data.get("description", "")
     if not isinstance(description, str):
         raise bad("description", "must be a string")
@@ -170,6 +219,8 @@ def load_config(path: str | Path) -> SweepConfig:
     output = data.get("output")
     if output is not None and (not isinstance(output, str) or not output):
         raise bad("output", "must be a folder path (a string)")
+    if output is not None and "\0" in output:
+        raise bad("output", f"must be a folder path without a NUL character, got {_shown(output)}")
     figure = data.get("figure")
     if figure is not None and not isinstance(figure, str):
         raise bad("figure", "must be a string")
@@ -233,6 +284,11 @@ def _int(v: Any, key: str, bad: Callable[[str, str], InputError], *, minimum: in
         within = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
         raise bad(key, f"must be an integer {within}, got {shown}")
     return v
+
+
+def _shown(v: Any) -> str:
+    """`v` as repr, cut to 60 characters for a one-line message."""
+    return repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..."
 
 
 def _bool(v: Any, key: str, bad: Callable[[str, str], InputError]) -> bool:
@@ -301,6 +357,10 @@ def _instance_spec(i: int, entry: Any, bad: Callable[[str, str], InputError]) ->
             _int(entry.get("L"), f"{where}.L", bad, minimum=1)
         if "seed" in entry:
             _int(entry["seed"], f"{where}.seed", bad)
+        name = entry.get("name")
+        if "name" in entry and (not isinstance(name, str) or not name):
+            raise bad(f"{where}.name", f"must be a non-empty string (the instance's name), got {_shown(name)}")
+        _generated_offload(entry, where, bad)
     if "bandwidth" in entry and entry.get("problem") != "offload":
         raise bad(f"{where}.bandwidth", "a host bandwidth is only for offload instances (add problem = \"offload\")")
     label = entry.get("label")
@@ -314,6 +374,30 @@ def _instance_spec(i: int, entry: Any, bad: Callable[[str, str], InputError]) ->
     if problem is not None and problem not in registry.PROBLEMS:
         raise bad(f"{where}.problem", f"unknown problem {problem!r} (one of {', '.join(registry.PROBLEMS)})")
     return InstanceSpec(i, kind, params, label, tuple(budgets) if budgets else None, execute, problem)
+
+
+def _generated_offload(entry: dict[str, Any], where: str, bad: Callable[[str, str], InputError]) -> None:
+    """A ``generate`` entry with ``problem = "offload"``: an offload generator's instance as it is,
+    or a generated chain given the entry's host ``bandwidth`` (bytes/s or "12GB/s", latency 0, as
+    a chain file's entry is: `instances.load_instance_spec`); refused, naming the key, when a chain
+    has no ``bandwidth`` or the generator makes no chain."""
+    if entry.get("problem") != "offload":
+        return
+    own = generator(entry["generate"], f"{where}.generate", bad)[0]
+    if own == "offload":
+        return
+    hint = "or use generate = \"offload.random_offload\", whose link is derived from the chain"
+    if own != "chain":
+        raise bad(f"{where}.problem", f"a {own} generator makes no offload instance ({hint})")
+    if "bandwidth" not in entry:
+        raise bad(f"{where}.bandwidth", f"an offload instance of a generated chain needs a host bandwidth "
+                                        f"(e.g. bandwidth = \"12GB/s\"), {hint}")
+    from memsched.solvers.units import parse_bandwidth
+
+    try:
+        parse_bandwidth(entry["bandwidth"], field=f"{where}.bandwidth")
+    except InputError as err:
+        raise bad(f"{where}.bandwidth", err.message) from None
 
 
 #: a zoo network's integer sizes and their ranges (as `memsched profile`'s options)
@@ -402,13 +486,21 @@ def _solver_spec(i: int, entry: Any, defaults: dict[str, Any], bad: Callable[[st
     if problems is not None:
         if isinstance(problems, str):
             problems = [problems]
-        if not isinstance(problems, list) or any(p not in registry.PROBLEMS for p in problems):
+        if not isinstance(problems, list) or not problems or any(p not in registry.PROBLEMS for p in problems):
             raise bad(f"{src('problems')}.problems", f"must list problems among {', '.join(registry.PROBLEMS)}")
         problems = tuple(problems)
+        if not _problems_of(name, problems):  # no cell would ever run it
+            own = ", ".join(_problems_of(name)) or "none here"
+            raise bad(f"{src('problems')}.problems", f"{name} runs on none of {', '.join(problems)} (its problems: "
+                                                     f"{own}), so it would run no cell")
     label = entry.get("label", name)
     if not isinstance(label, str) or not label:
         raise bad(f"{where}.label", "must be a non-empty string")
     shared = _bool(merged.get("shared_table", False), f"{src('shared_table')}.shared_table", bad)
+    if shared and "shared_table" in entry and \
+            not any((p, name) in SHARED_TABLE_SOLVERS for p in _problems_of(name, problems)):
+        takers = ", ".join(f"{s} ({p})" for p, s in sorted(SHARED_TABLE_SOLVERS))
+        raise bad(f"{where}.shared_table", f"{name} reads no shared table (only {takers} does); remove it")
     if "table_budget" in options:
         raise bad(f"{src('options')}.options.table_budget", "set by the sweep (see shared_table), not an option")
     own = entry.get("options", {}) if isinstance(entry.get("options", {}), dict) else {}

@@ -102,14 +102,16 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
     elif spec.kind == "generate":
         problem, func = generator(spec.params["generate"], f"{where}.generate",
                                    lambda k, m: InputError(m, path=p, field=k))
-        kwargs = {k: v for k, v in spec.params.items() if k != "generate"}
-        try:
-            instance = func(**kwargs)
-        except (TypeError, ValueError, KeyError) as err:
-            raise InputError(f"cannot generate: {err}", path=p, field=where) from None
+        link = problem == "chain" and spec.problem == "offload"  # a chain given the entry's host link
+        kwargs = {k: v for k, v in spec.params.items() if k != "generate" and not (link and k == "bandwidth")}
+        instance = _generate(func, kwargs, where, p)
+        if link:
+            instance = _with_host_link(instance, spec.params.get("bandwidth"), where, p)
         own_problem, problem = problem, spec.problem or problem
         source = f"{func.__module__}.{func.__name__}({json.dumps(kwargs, sort_keys=True)})"
-        label = spec.label or instance.name
+        if link:
+            source += f" + host_link {json.dumps({'bandwidth': instance.bandwidth, 'latency': instance.latency})}"
+        label = spec.label or _generated_name(instance, spec, p)
     elif spec.problem in ("join", "graph", "offload"):
         problem, instance, source, label = _profile_problem(spec, sizes, p)
     else:
@@ -143,6 +145,44 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
                           instance_overrides(spec, problem, instance, own_problem, own_link))
 
 
+def _generate(func: Any, kwargs: dict[str, Any], where: str, config_path: str) -> Any:
+    """``func(**kwargs)``, a generator called with an ``[[instances]]`` entry's arguments: any
+    exception it raises (a TypeError of a misnamed argument, an IndexError of a string where a
+    number goes, ...) is bad input, an `InputError` naming the entry `where`."""
+    try:
+        return func(**kwargs)
+    except InputError as err:
+        raise InputError(f"cannot generate: {err.message}", path=config_path, field=where) from None
+    except Exception as err:  # noqa: BLE001  (any failure of the generator is about its arguments)
+        raise InputError(f"cannot generate: {type(err).__name__}: {first_line(err) or 'no message'}",
+                         path=config_path, field=where) from None
+
+
+def _with_host_link(chain: Any, bandwidth: Any, where: str, config_path: str) -> Any:
+    """The offload instance of a generated `chain` with the entry's host link: `bandwidth`
+    (bytes/s, or a string like "12GB/s"), latency 0 s, as a chain file read with a ``bandwidth``."""
+    from memsched.solvers.units import parse_bandwidth
+
+    try:
+        bw = parse_bandwidth(bandwidth, field=f"{where}.bandwidth")
+        from memsched.solvers.offload.instance import OffloadInstance
+
+        return OffloadInstance(chain, bw, 0.0)
+    except InputError as err:
+        raise InputError(err.message, path=config_path, field=f"{where}.bandwidth") from None
+
+
+def _generated_name(instance: Any, spec: InstanceSpec, config_path: str) -> str:
+    """The name of a generated instance (its label in rows and stored file names): a non-empty
+    string, else an `InputError` naming the entry's ``name`` (or the entry)."""
+    name = getattr(instance, "name", None)
+    if not isinstance(name, str) or not name:
+        field = f"{spec.where}.name" if "name" in spec.params else spec.where
+        raise InputError(f"the generated instance's name must be a non-empty string, got {name!r}",
+                         path=config_path, field=field)
+    return name
+
+
 def instance_overrides(spec: InstanceSpec, problem: str, instance: Any, own_problem: str | None,
                        own_link: tuple[float, float] | None) -> dict[str, Any] | None:
     """What an ``[[instances]]`` entry changes in the instance its file (or generator) gives, for
@@ -153,7 +193,8 @@ def instance_overrides(spec: InstanceSpec, problem: str, instance: Any, own_prob
     file's own (`own_link`: None for a chain file). None when the entry changes neither (no
     ``problem`` or the file's own, no ``bandwidth``), so that such rows keep the keys they had
     before these overrides counted. (A ``model`` entry's problem and bandwidth are in its
-    ``source``, and a generator's ``bandwidth`` in its arguments.)"""
+    ``source``, and a generator's ``bandwidth`` in its arguments, or in the ``host_link`` of a
+    generated chain's source.)"""
     out: dict[str, Any] = {}
     if spec.kind in ("file", "example", "generate") and spec.problem is not None and spec.problem != own_problem:
         out["problem"] = problem

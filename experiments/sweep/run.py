@@ -140,12 +140,21 @@ def check_output(out: Path, field: str, *, create: bool) -> None:
     (``/proc/x``, a read-only disk) is bad input naming `field`, not a failure half-way."""
     from ..commands._checks import check_output_dir
 
-    check_output_dir(str(out), field)
+    if "\0" in str(out):  # no path holds one (os functions raise ValueError)
+        raise InputError("a folder path cannot hold a NUL character", path=repr(str(out)), field=field)
+    try:
+        check_output_dir(str(out), field)
+    except InputError:
+        raise
+    except (ValueError, OSError) as err:  # a name too long to look up
+        raise InputError(f"not a usable folder: {getattr(err, 'strerror', None) or first_line(err)}",
+                         path=str(out), field=field) from None
     if create:
         try:
             out.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise InputError(f"cannot make the folder: {err.strerror or err}", path=str(out), field=field) from None
+        except (ValueError, OSError) as err:
+            raise InputError(f"cannot make the folder: {getattr(err, 'strerror', None) or first_line(err)}",
+                             path=str(out), field=field) from None
 
 
 def check_sweep_paths(out: Path, name: str) -> None:
@@ -162,8 +171,11 @@ def _absent_folders(out: Path) -> list[Path]:
     """The folders of path `out` (itself, then its parents) that do not exist yet, innermost first."""
     absent = []
     for p in (out, *out.parents):
-        if p.exists():
-            break
+        try:
+            if p.exists():
+                break
+        except (OSError, ValueError):  # a name too long, a NUL: no such folder (`check_output` refuses it)
+            pass
         absent.append(p)
     return absent
 
@@ -182,16 +194,17 @@ def unmade_on_error(out: Path) -> Iterator[None]:
         for p in absent:
             try:
                 p.rmdir()
-            except OSError:
-                break  # not empty (or gone): keep it and its parents
+            except (OSError, ValueError):
+                break  # not empty (or gone, or no usable path): keep it and its parents
         raise
 
 
 @contextlib.contextmanager
 def stored_undone_on_bad_input(folder: Path, lock: Path | None = None) -> Iterator[None]:
     """Inside, with the output folder locked, instances are read and stored under `folder`
-    (``<output>/instances``, `instance_store`); when an `InputError` leaves (a bad instance: no
-    cell has run, nothing is journaled), what was stored inside is undone: files that were not in
+    (``<output>/instances``, `instance_store`); when an exception leaves (an `InputError` of a bad
+    instance, or any other failure: no cell has run, nothing is journaled; not a
+    `KeyboardInterrupt`, which keeps what was built), what was stored inside is undone: files that were not in
     `folder` on entry are removed, its ``index.json`` is put back as it was (removed when new), and
     `folder` itself is removed when it was made inside and is empty. `lock`: the lock file, when
     this run made it, removed too (while still held, so that no other sweep can take it in
@@ -206,7 +219,7 @@ def stored_undone_on_bad_input(folder: Path, lock: Path | None = None) -> Iterat
     old_index = index.read_bytes() if index.is_file() else None
     try:
         yield
-    except InputError:
+    except Exception:
         if folder.is_dir():
             for q in folder.iterdir():
                 if q.name not in before and q.is_file():
@@ -267,6 +280,10 @@ def scheduler_client(scheduler: Any) -> Iterator[Any]:
     except (OSError, asyncio.TimeoutError) as err:  # refused, unknown host, no answer in time
         raise InputError(f"cannot reach the Dask scheduler: {first_line(err) or type(err).__name__}",
                          path=scheduler, field=flag("scheduler")) from None
+    except Exception as err:  # noqa: BLE001  (a scheme Dask lists but cannot use here: inproc, tls, ucx)
+        raise InputError(f"cannot connect to the Dask scheduler ({type(err).__name__}: "
+                         f"{first_line(err) or 'no message'}); give a tcp://host:port address",
+                         path=scheduler, field=flag("scheduler")) from None
     try:
         yield client
     finally:
@@ -313,34 +330,52 @@ def _dask_quiet() -> Iterator[None]:
             logger.removeFilter(drop)
 
 
-def _dask_results(tasks: list[Task], client: Any) -> Iterator[dict[str, Any]]:
+def _dask_results(tasks: list[Task], client: Any, *, serial: bool = False) -> Iterator[dict[str, Any]]:
     """Rows of `tasks` as they finish on the Dask cluster of `client` (`scheduler_client`); the
-    cells not finished are cancelled when the iteration ends. A cell whose task failed (its
-    worker died again and again, `KilledWorker`, or the task raised) gives an ``error`` row, as
-    a dead local worker does; a cell cancelled (the scheduler lost) or whose row cannot be
-    fetched raises `_Lost`. Dask's logs are silenced meanwhile (`_dask_quiet`)."""
-    from concurrent.futures import CancelledError
-
+    cells not finished are cancelled when the iteration ends. `serial`: one cell at a time (each
+    submitted once the one before has finished), as executing cells run locally (a Dask worker
+    runs its tasks in threads, where executions would be timed together, and torch's profilers
+    of two threads crash the worker). A cell whose task failed (its worker died again and again,
+    `KilledWorker`, or the task raised) gives an ``error`` row, as a dead local worker does; a
+    cell cancelled (the scheduler lost) or whose row cannot be fetched raises `_Lost`. Dask's
+    logs are silenced meanwhile (`_dask_quiet`)."""
     from dask.distributed import as_completed
 
+    def submit(t: Task) -> Any:
+        return client.submit(run_task, t, pure=False, key=f"memsched-{t.key}-{t.position}")
+
     with _dask_quiet():
-        futures = {client.submit(run_task, t, pure=False, key=f"memsched-{t.key}-{t.position}"): t for t in tasks}
+        submitted: list[Any] = []
         try:
-            for fut in as_completed(list(futures)):
-                try:
-                    row = fut.result()
-                except CancelledError as err:
-                    reason = getattr(err, "reason", None) or "no reason given"
-                    raise _Lost(f"cells cancelled: {reason}") from None
-                except Exception as err:
-                    if fut.status != "error":  # the row was there, but could not be fetched
-                        raise _Lost(f"{type(err).__name__}: {first_line(err)}") from None
-                    row = failed_row(futures[fut], f"the Dask task failed: {type(err).__name__}: "
-                                                   f"{first_line(err, 400)}")
-                yield row
+            if serial:
+                for t in tasks:
+                    fut = submit(t)
+                    submitted.append(fut)
+                    yield _dask_row(fut, t)
+            else:
+                futures = {submit(t): t for t in tasks}
+                submitted = list(futures)
+                for fut in as_completed(submitted):
+                    yield _dask_row(fut, futures[fut])
         finally:
             with contextlib.suppress(Exception):  # a lost scheduler cannot cancel anything
-                client.cancel(list(futures))
+                client.cancel(submitted)
+
+
+def _dask_row(fut: Any, task: Task) -> dict[str, Any]:
+    """The row of `task` from its Dask future `fut` (waiting for it): an ``error`` row when the
+    task failed; `_Lost` when it was cancelled or its row cannot be fetched."""
+    from concurrent.futures import CancelledError
+
+    try:
+        return dict(fut.result())
+    except CancelledError as err:
+        reason = getattr(err, "reason", None) or "no reason given"
+        raise _Lost(f"cells cancelled: {reason}") from None
+    except Exception as err:
+        if fut.status != "error":  # the row was there, but could not be fetched
+            raise _Lost(f"{type(err).__name__}: {first_line(err)}") from None
+        return failed_row(task, f"the Dask task failed: {type(err).__name__}: {first_line(err, 400)}")
 
 
 def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = None, workers: int | None = None,
@@ -409,7 +444,10 @@ def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int
         notes.append(f"{stale} journal rows are not in this grid (parameters changed); kept in {jpath.name}, "
                      f"left out of the table")
     todo = [t for t in tasks if t.key not in done]
-    if workers > 1 and any(t.execute for t in todo):  # measured times: one executing run at a time
+    serial = any(t.execute for t in todo)  # measured times: one executing run at a time
+    if serial and client is not None and len(todo) > 1:
+        notes.append("cells execute schedules: one cell at a time on the Dask cluster, so that runs are timed alone")
+    elif serial and workers > 1:
         notes.append(f"cells execute schedules: one worker instead of {workers}, so that runs are timed alone")
         workers = 1
     resumed = len(tasks) - len(todo)
@@ -425,7 +463,7 @@ def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int
     with _Stop() as stop:
         try:
             if todo:
-                results = (_dask_results(todo, client) if client is not None
+                results = (_dask_results(todo, client, serial=serial) if client is not None
                            else _local_results(todo, workers, isolate))
             for row in results:
                 with stop.journaling():
