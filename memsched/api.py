@@ -155,6 +155,8 @@ def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | fl
         instance = load(instance, problem=problem, bandwidth=bandwidth, latency=latency)
         bandwidth = latency = None  # applied by load
     found = problem_of(instance)
+    if found in ("chain", "offload"):  # a chain built or edited in Python meets the file's rules (`Chain.check`)
+        (instance if found == "chain" else instance.chain).check()
     if bandwidth is not None and found not in ("chain", "offload"):
         raise InputError(f"a bandwidth applies to chains, not to a {found} instance", field="bandwidth")
     if latency is not None and found != "offload" and bandwidth is None:
@@ -528,7 +530,12 @@ def _check_options(problem: str, names: Sequence[str], options: dict[str, Any]) 
     checks name it in Python: `errors.option_field`). None keeps the default where the solver's parameter
     allows it. Values whose check needs the instance (``table_budget`` in bytes, say) are left to
     the solvers."""
-    from memsched.experiments.commands._checks import option_type_error, options_taken, solver_parameters
+    from memsched.experiments.commands._checks import (
+        option_type_error,
+        options_taken,
+        plain_option,
+        solver_parameters,
+    )
 
     taken = options_taken((problem, name) for name in names) | {"devices"}
     for key in options:
@@ -543,6 +550,7 @@ def _check_options(problem: str, names: Sequence[str], options: dict[str, Any]) 
             want = option_type_error(kinds[key], key, value)
             if want is not None:
                 raise InputError(f"must be {want}, got {_show(value)}", field=option_field(key))
+            options[key] = plain_option(kinds[key], value)  # np.int64(3) reaches the solver as 3
 
 
 #: options whose values the solvers check themselves (`option_type_error`'s range would be wrong):

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from memsched.solvers.errors import InputError
-from memsched.solvers.units import MEMORY_UNIT_BYTES
+from memsched.solvers.units import MEMORY_UNIT_BYTES, memory_unit
 
 #: Columns of `Result.row` (and of the facade's sweep rows), in table order.
 ROW_COLUMNS = ("instance", "problem", "solver", "status", "objective", "objective_name", "peak_memory", "budget",
@@ -38,17 +38,6 @@ def _gb(n: float | None) -> str:
     return f"{int(n)} B"
 
 
-
-
-def _memory_unit(instance: Any) -> str | None:
-    """The instance's memory unit (``meta["units"]["memory"]``, e.g. "KiB" or "MB"), or None (bytes).
-    An offloading instance has no meta of its own: its chain's (``instance.chain.meta``) states the unit."""
-    meta = getattr(instance, "meta", None)
-    if meta is None:
-        meta = getattr(getattr(instance, "chain", None), "meta", None)
-    units = meta.get("units") if isinstance(meta, dict) else None
-    unit = units.get("memory") if isinstance(units, dict) else None
-    return str(unit) if unit else None
 
 
 def _size(n: float | None, unit: str | None, *, raw: bool = True) -> str:
@@ -256,7 +245,7 @@ class Result:
         pairs = [("instance", f"{self.name} ({self.problem})"), ("solver", self.solver), ("status", self.status)]
         if self.scope:
             pairs.append(("scope", self.scope))
-        unit = _memory_unit(self.instance)
+        unit = memory_unit(self.instance)
         if self.found:
             pairs += [(self.objective_name, _num(self.objective)), ("peak memory", _size(self.peak_memory, unit))]
         if self.budget is not None:
@@ -363,7 +352,7 @@ class Comparison:
         frame = self.to_pandas()[["solver", "status", "objective", "peak_memory", "lower_bound", "solve_time_s",
                                   "ratio_to_best"]]
         # peaks in the instance's memory unit, scaled as the summaries of single results show them
-        unit = _memory_unit(self.results[0].instance) if self.results else None
+        unit = memory_unit(self.results[0].instance) if self.results else None
         frame["peak_memory"] = [_size(v, unit, raw=False) if v is not None and v == v else "–"
                                 for v in frame["peak_memory"]]
         for column in ("objective", "lower_bound", "solve_time_s", "ratio_to_best"):

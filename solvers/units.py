@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from typing import Any
 
 from .errors import InputError, flag
 
@@ -58,10 +59,50 @@ def _at_most(value: int, text: object, field: str) -> int:
     return value
 
 
-def parse_budget(text: str | int | float, reference: int | None, *, field: str | None = None) -> int:
-    """Budget in bytes. "X%" means X percent of `reference` (the store-all peak, say). Errors name
-    `field` (default: the budget argument, ``--budget`` or ``budget``: `errors.flag`)."""
+def memory_unit(instance: Any) -> str | None:
+    """The unit of an instance's sizes, ``meta["units"]["memory"]`` ("KiB", "MB", ...), or None
+    (bytes). An offloading instance has no meta of its own: its chain's states the unit."""
+    meta = getattr(instance, "meta", None)
+    if meta is None:
+        meta = getattr(getattr(instance, "chain", None), "meta", None)
+    units = meta.get("units") if isinstance(meta, dict) else None
+    unit = units.get("memory") if isinstance(units, dict) else None
+    return str(unit) if unit else None
+
+
+def unit_bytes(instance: Any) -> int | None:
+    """Bytes per size unit of `instance` (`memory_unit`; 1 for bytes), None for a unit that is no
+    byte unit (sizes in "slots", say: a budget can then not be given as "1.5GB")."""
+    unit = memory_unit(instance)
+    return 1 if unit is None else MEMORY_UNIT_BYTES.get(unit.strip().lower())
+
+
+def format_size(n: float, instance: Any = None) -> str:
+    """Human form of `n` sizes in the unit of `instance` (`format_bytes` of n x bytes per unit; a
+    unit that is no byte unit is named as is: "17 slots")."""
+    per = unit_bytes(instance)
+    return format_bytes(n * per) if per is not None else f"{short_number(n)} {memory_unit(instance)}"
+
+
+def _has_suffix(text: object) -> bool:
+    """True for a size string with a unit ("1.5GB", "800 MiB"; not "1500" nor a number)."""
+    match = _SIZE.match(text) if isinstance(text, str) else None
+    return bool(match and match.group(2))
+
+
+def parse_budget(text: str | int | float, reference: int | None, *, field: str | None = None,
+                 per_unit: int | None = 1) -> int:
+    """Budget in the instance's size unit (bytes unless its file says otherwise, `unit_bytes`):
+    a number is in that unit, a size string ("1.5GB") is converted into it with `per_unit` bytes
+    per unit (rounded down; None: the instance's unit is no byte unit, an `InputError`), "X%"
+    means X percent of `reference` (the store-all peak, say). Errors name `field` (default: the
+    budget argument, ``--budget`` or ``budget``: `errors.flag`)."""
     field = field or flag("budget")
+    if per_unit != 1 and _has_suffix(text):
+        if per_unit is None:
+            raise InputError(f"{text!r}: this instance's sizes are in no byte unit: give the budget as a number "
+                             "in its unit or a share (\"60%\")", field=field)
+        return parse_size(text, field=field) // per_unit
     if isinstance(text, str) and text.strip().endswith("%"):
         try:
             percent = float(text.strip()[:-1])
@@ -79,7 +120,8 @@ def parse_budget(text: str | int | float, reference: int | None, *, field: str |
     return parse_size(text, field=field)
 
 
-def parse_positive_budget(text: str | int | float, reference: int | None, *, field: str | None = None) -> int:
+def parse_positive_budget(text: str | int | float, reference: int | None, *, field: str | None = None,
+                          per_unit: int | None = 1) -> int:
     """`parse_budget`, and at least one byte: the one rule of every budget (the facade's and the
     commands'). A number is bytes: NaN, zero and negatives "must be positive", a fraction of a
     byte (0.5, likely meant as a share) says so, as does a percentage of a reference too small to
@@ -93,7 +135,7 @@ def parse_positive_budget(text: str | int | float, reference: int | None, *, fie
         if text < 1:
             raise InputError(f"{text!r} is less than one byte (a number is bytes; write \"50%\" for a share of the "
                              "reference peak)", field=field)
-    value = parse_budget(text, reference, field=field)
+    value = parse_budget(text, reference, field=field, per_unit=per_unit)
     if value > 0:
         return value
     if isinstance(text, str) and text.strip().endswith("%") and reference is not None:

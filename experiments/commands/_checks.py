@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import math
+import numbers
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -241,31 +242,48 @@ def check_options(problem: str, solver: str, options: dict[str, Any]) -> None:
         want = option_type_error(valid[key], key, value)
         if want is not None:
             raise InputError(f"must be {want}, got {value!r}", field=field)
+        options[key] = plain_option(valid[key], value)
 
 
 def option_type_error(kind: str, key: str, value: Any) -> str | None:
     """None when `value` has the option's type `kind` (as `solver_parameters` gives it) and range;
     else what it must be ("an integer in 0..1000000", ...; integers up to `MAX_COUNT`, or the
     option's own `MAX_INT_OPTION`; sizes in bytes, `BYTES_OPTIONS`, in 1..`MAX_BYTES` with the
-    solvers' own wording). Other kinds are not checked."""
+    solvers' own wording). Other kinds are not checked. Numbers are any `numbers.Integral` ("int")
+    or `numbers.Real` ("float"), numpy's included, never a bool; `plain_option` turns an accepted
+    one into a Python int or float for the solver."""
+    integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)  # np.int64 too, never a bool
     if kind == "bool":
         ok, want = isinstance(value, bool), "true or false"
     elif kind == "int" and key in BYTES_OPTIONS:
-        ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_BYTES
+        ok = integral and 1 <= value <= MAX_BYTES
         want = f"a number of bytes, an integer in 1..{MAX_BYTES}"
     elif kind == "int":
         low = -(2**31) if key == "seed" else MIN_INT_OPTION.get(key, 0)
         high = MAX_INT_OPTION.get(key, MAX_COUNT)
-        ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+        ok = integral and low <= value <= high
         want = f"an integer in {low}..{high}"
-    elif kind == "float":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1e15
+    elif kind == "float":  # np.float32, np.int64 too; NaN fails the comparison
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 <= value <= 1e15
         want = "a finite number >= 0"
     elif kind == "str":
         ok, want = isinstance(value, str), "a string"
     else:
         return None
     return None if ok else want
+
+
+def plain_option(kind: str, value: Any) -> Any:
+    """`value` (accepted by `option_type_error` for the option's type `kind`) as the solver should get it:
+    a numpy integer or float (``np.int64(3)`` from ``np.arange``) as a Python int or float, so that
+    solvers, their details and JSON see plain numbers; anything else unchanged."""
+    if isinstance(value, bool):
+        return value
+    if kind == "int" and isinstance(value, numbers.Integral):
+        return int(value)
+    if kind == "float" and isinstance(value, numbers.Real):
+        return float(value)
+    return value
 
 
 # --------------------------------------------------------------------------- sizes

@@ -42,7 +42,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..jsonio import read_json, write_json_atomic
-from ..units import MAX_BYTES, check_number, short_number
+from ..units import MAX_BYTES, MAX_TIME, check_number, short_number
 
 FORMAT = "memsched.chain/1"
 STAGE_FIELDS = ("fwd_time", "bwd_time", "out_size", "tape_size", "fwd_overhead", "bwd_overhead")
@@ -84,48 +84,75 @@ class Chain:
     o_bh: np.ndarray = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
-        self.u_f = np.asarray(self.u_f, dtype=float)
-        self.u_b = np.asarray(self.u_b, dtype=float)
-        self.x = np.asarray(self.x, dtype=np.int64)
-        self.xbar = np.asarray(self.xbar, dtype=np.int64)
-        self.o_f = np.asarray(self.o_f, dtype=np.int64)
-        self.o_b = np.asarray(self.o_b, dtype=np.int64)
+        self.u_f = _time_array(self.u_f, "u_f")
+        self.u_b = _time_array(self.u_b, "u_b")
+        self.x = _size_array(self.x, "x")
+        self.xbar = _size_array(self.xbar, "xbar")
+        self.o_f = _size_array(self.o_f, "o_f")
+        self.o_b = _size_array(self.o_b, "o_b")
         # without per-mode values o_fa and o_fn *are* o_f (the same array: an in-place change of o_f
         # is seen by every charge)
-        self.o_fa = self.o_f if self.o_fa is None else np.asarray(self.o_fa, dtype=np.int64)
-        self.o_fn = self.o_f if self.o_fn is None else np.asarray(self.o_fn, dtype=np.int64)
-        self.u_fa = self.u_f if self.u_fa is None else np.asarray(self.u_fa, dtype=float)
-        self.u_fn = self.u_f if self.u_fn is None else np.asarray(self.u_fn, dtype=float)
-        self.o_bh = self.o_b if self.o_bh is None else np.asarray(self.o_bh, dtype=np.int64)
+        self.o_fa = self.o_f if self.o_fa is None else _size_array(self.o_fa, "o_fa")
+        self.o_fn = self.o_f if self.o_fn is None else _size_array(self.o_fn, "o_fn")
+        self.u_fa = self.u_f if self.u_fa is None else _time_array(self.u_fa, "u_fa")
+        self.u_fn = self.u_f if self.u_fn is None else _time_array(self.u_fn, "u_fn")
+        self.o_bh = self.o_b if self.o_bh is None else _size_array(self.o_bh, "o_bh")
+        self.check()
+        if not self.stage_names:
+            self.stage_names = [f"stage{i}" for i in range(self.length)]
+
+    def check(self) -> None:
+        """Every invariant of the module docstring, vectorised (cheap: every derived chain, discretised
+        or retimed, runs it too): the lengths (L+1 or L+2), times finite in 0..`MAX_TIME` (the file's
+        unit), sizes in 0..`MAX_BYTES` (bytes, or slots once discretised), ``xbar[i] >= x[i]`` for the
+        stages' outputs (the tape contains the output), ``u_f = max(u_fa, u_fn)``, ``o_f = max(o_fa, o_fn)``
+        and the early-release bounds. `InputError` naming the array and index (``u_b[2]``) otherwise:
+        the same rules as the chain file's (`parse_stages`), for chains built or edited in Python."""
+        self._check_lengths()
+        for name in ("u_f", "u_b", "u_fa", "u_fn"):
+            _check_range(getattr(self, name), name, MAX_TIME, _TIME_RULE)
+        for name in ("x", "xbar", "o_f", "o_fa", "o_fn"):
+            _check_size_range(getattr(self, name), name)
         L = self.length
-        shapes = {"u_f": (self.u_f, L + 1), "u_b": (self.u_b, L + 1), "x": (self.x, L + 2),
-                  "xbar": (self.xbar, L + 2), "o_f": (self.o_f, L + 1), "o_b": (self.o_b, L + 1),
-                  "o_fa": (self.o_fa, L + 1), "o_fn": (self.o_fn, L + 1),
+        low = np.flatnonzero(self.xbar[1 : L + 1] < self.x[1 : L + 1])
+        if low.size:
+            i = int(low[0]) + 1
+            raise InputError(f"{int(self.xbar[i])} < x[{i}] = {int(self.x[i])}: the tape of stage {i - 1} contains its "
+                             "output", field=f"xbar[{i}]")
+        if not np.array_equal(self.o_f, np.maximum(self.o_fa, self.o_fn)):
+            raise InputError("must equal max(o_fa, o_fn) (the larger of the per-mode forward overheads)", field="o_f")
+        if not np.array_equal(self.u_f, np.maximum(self.u_fa, self.u_fn)):
+            raise InputError("must equal max(u_fa, u_fn) (the larger of the per-mode forward times)", field="u_f")
+        self._check_release()
+        # o_b may be < 0 (early release) only under a held o_bh >= 0; without o_bh it *is* o_bh
+        _check_size_range(self.o_bh, "o_bh" if self.o_bh is not self.o_b else "o_b")
+
+    def _check_lengths(self) -> None:
+        """u_f is a 1-D array of L+1 >= 1 times; the other arrays have length L+1 or L+2."""
+        if self.u_f.ndim != 1 or self.u_f.size == 0:
+            raise InputError(f"must be a 1-D array of L+1 >= 1 times (the loss's last), got shape {self.u_f.shape}",
+                             field="u_f")
+        L = self.length
+        shapes = {"u_b": (self.u_b, L + 1), "x": (self.x, L + 2), "xbar": (self.xbar, L + 2), "o_f": (self.o_f, L + 1),
+                  "o_b": (self.o_b, L + 1), "o_fa": (self.o_fa, L + 1), "o_fn": (self.o_fn, L + 1),
                   "u_fa": (self.u_fa, L + 1), "u_fn": (self.u_fn, L + 1), "o_bh": (self.o_bh, L + 1)}
         for name, (arr, n) in shapes.items():
             if arr.shape != (n,):
-                raise ValueError(f"Chain.{name} must have length {n}, got {arr.shape}")
-        if not np.array_equal(self.o_f, np.maximum(self.o_fa, self.o_fn)):
-            raise ValueError("Chain.o_f must equal max(o_fa, o_fn) (the larger of the per-mode forward overheads)")
-        if not np.array_equal(self.u_f, np.maximum(self.u_fa, self.u_fn)):
-            raise ValueError("Chain.u_f must equal max(u_fa, u_fn) (the larger of the per-mode forward times)")
-        self._check_release()
-        if not self.stage_names:
-            self.stage_names = [f"stage{i}" for i in range(L)]
+                raise InputError(f"must have length {n} (L = {L}, len(u_f) = L+1), got shape {arr.shape}", field=name)
 
     def _check_release(self) -> None:
         """The invariants of early release (module docstring): ``o_bh >= o_b``, ``o_bh[L] = o_b[L]``
         and ``o_b[i] >= -(x[i+1] + xbar[i+1])``, so that B(i)'s charge is at least what it leaves."""
         L = self.length
         if self.o_bh is not self.o_b and (np.any(self.o_bh < self.o_b) or self.o_bh[L] != self.o_b[L]):
-            raise ValueError("Chain.o_bh (B holding its inputs) must be >= o_b (B releasing them), "
-                             "and equal to it for the loss")
+            raise InputError("(B holding its inputs) must be >= o_b (B releasing them), and equal to it for the loss",
+                             field="o_bh")
         floor = -(self.x[1 : L + 1] + self.xbar[1 : L + 1])
         low = np.flatnonzero(self.o_b[:L] < floor)
         if low.size:
             i = int(low[0])
-            raise ValueError(f"Chain.o_b[{i}] = {int(self.o_b[i])} is below -(x[{i + 1}] + xbar[{i + 1}]) = "
-                             f"{int(floor[i])}: B({i}) cannot free more than its inputs")
+            raise InputError(f"{int(self.o_b[i])} is below -(x[{i + 1}] + xbar[{i + 1}]) = {int(floor[i])}: "
+                             f"B({i}) cannot free more than its inputs", field=f"o_b[{i}]")
 
     def has_release(self) -> bool:
         """True when some B(i) releases its inputs early (o_b below o_bh somewhere)."""
@@ -318,6 +345,49 @@ class Chain:
         """sum u_fa + sum u_b: the makespan of a schedule without recomputation (store-all), and a
         lower bound on every schedule (each B(i) needs the tape of one F_all(i))."""
         return float(self.u_fa.sum() + self.u_b.sum())
+
+
+def _time_array(value: Any, name: str) -> np.ndarray:
+    """`value` as a float array (a chain's times); `InputError` naming `name` when it is not numbers."""
+    try:
+        return np.asarray(value, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"must be an array of numbers, got {value!r:.80}", field=name) from None
+
+
+def _size_array(value: Any, name: str) -> np.ndarray:
+    """`value` as an int64 array (a chain's sizes), the same array when it is one already. Floats must be
+    whole (2.0, not 2.5, NaN or inf): `InputError` naming the entry (``x[3]``) instead of a silent truncation."""
+    arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+    if arr.dtype.kind == "f":
+        bad = np.flatnonzero(~(np.abs(arr) <= MAX_BYTES) | (arr != np.floor(arr)))  # NaN fails the first test
+        if bad.size:
+            i = int(bad[0])
+            raise InputError(f"must be an integer number of bytes in 0..{MAX_BYTES}, got {arr.flat[i].item()!r}",
+                             field=f"{name}[{i}]" if arr.ndim == 1 else name)
+    try:
+        return np.asarray(arr, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"must be an array of integers, got {value!r:.80}", field=name) from None
+
+
+def _check_range(arr: np.ndarray, name: str, high: float, what: str) -> None:
+    """Every entry of `arr` in 0..`high` (NaN and infinities fail); `InputError` naming the first
+    entry out of range (``u_b[2]``) and saying it must be `what`."""
+    bad = np.flatnonzero(~((arr >= 0) & (arr <= high)))
+    if bad.size:
+        i = int(bad[0])
+        value = arr[i].item()
+        raise InputError(f"must be {what}, got {value!r}", field=f"{name}[{i}]")
+
+
+#: what a chain's time must be (`Chain.check`)
+_TIME_RULE = f"a non-negative finite time, at most {MAX_TIME:g} (the time unit)"
+
+
+def _check_size_range(arr: np.ndarray, name: str) -> None:
+    """Every entry of the size array `arr` in 0..`MAX_BYTES` (the limit of a chain file's sizes)."""
+    _check_range(arr, name, MAX_BYTES, f"a non-negative size, at most {MAX_BYTES} (1 PiB)")
 
 
 def named_object(obj: Any, path: str, where: str) -> str:

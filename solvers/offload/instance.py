@@ -7,7 +7,9 @@ The chain file format is extended compatibly by an optional top-level object
 with the bandwidth in bytes per second and the latency in seconds (per transfer). A chain
 file without it is an offloading instance once a bandwidth is given on the command line
 (``--bandwidth 12GB/s``). Transfer times are converted to the chain's time unit
-(``meta.units.time``: "ms" by default, or "s", "us").
+(``meta.units.time``: "ms" by default, or "s", "us"), and sizes from the chain's memory unit
+(``meta.units.memory``: bytes by default, or a byte unit of `units.MEMORY_UNIT_BYTES` such as
+"KiB" or "MB") to bytes; a chain in another memory unit cannot be offloaded (`InputError`).
 """
 
 from __future__ import annotations
@@ -20,10 +22,21 @@ from typing import Any
 from ..chain.instance import Chain
 from ..errors import InputError
 from ..jsonio import read_json, write_json_atomic
-from ..units import MAX_BYTES, MIN_BANDWIDTH
+from ..units import MAX_BYTES, MIN_BANDWIDTH, memory_unit, unit_bytes
 
 #: largest latency per transfer accepted (seconds): a day
 MAX_LATENCY = 86400.0
+
+
+def memory_unit_bytes(chain: Chain) -> int:
+    """Bytes per size unit of `chain` (`units.unit_bytes`: 1 for bytes, the default; 1024 for "KiB",
+    10^6 for "MB", ...); `InputError` naming the field for a unit that is no byte unit (the link's
+    bandwidth is in bytes/s)."""
+    factor = unit_bytes(chain)
+    if factor is None:
+        raise InputError(f"offloading needs sizes in a byte unit (bytes, KiB, MiB, MB, ...) to time transfers "
+                         f"over a link in bytes/s, got {memory_unit(chain)!r}", field="meta.units.memory")
+    return factor
 
 
 @dataclass(eq=False)
@@ -47,6 +60,8 @@ class OffloadInstance:
             raise InputError(f"latency must be a number of seconds in 0..{MAX_LATENCY:g}, got {self.latency!r}",
                              field="host_link.latency")
         self.chain.time_units_per_second()  # a chain timed in counted work (MFLOP) has no transfer times
+        memory_unit_bytes(self.chain)  # a chain whose sizes are in no byte unit has no transfer times either
+        self.chain.check()  # a chain edited in place since it was built (x[3] = -1) is refused here too
 
     @property
     def name(self) -> str:
@@ -63,9 +78,15 @@ class OffloadInstance:
         """Chain time units per second."""
         return self.chain.time_units_per_second()
 
+    @property
+    def bytes_per_unit(self) -> int:
+        """Bytes per size unit of the chain (`memory_unit_bytes`)."""
+        return memory_unit_bytes(self.chain)
+
     def transfer_time(self, size: int) -> float:
-        """Time (chain unit) to move `size` bytes across the link, latency included."""
-        return (size / self.bandwidth + self.latency) * self.time_scale
+        """Time (chain unit) to move `size` size units (the chain's ``meta.units.memory``, `bytes_per_unit`
+        bytes each) across the link, latency included."""
+        return (size * self.bytes_per_unit / self.bandwidth + self.latency) * self.time_scale
 
     def to_dict(self) -> dict[str, Any]:
         """The chain's JSON object with a ``host_link`` (bandwidth in bytes/s, latency in s)."""
