@@ -3,19 +3,24 @@
 An abstract model (Herrmann & Pallez): a homogeneous adjoint chain of L steps, forward cost
 u_f and backward cost u_b, and storage levels given fastest first, each with a number of
 slots ("inf" for unlimited), a write cost and a read cost; transfers are synchronous. Prints
-the optimal cost and the schedule of abstract operations (F, B, W, R, D).
+the optimal cost and the schedule of abstract operations (F, B, W, R, D). When the levels' costs
+are incomparable (no order makes write and read costs both non-decreasing), the DP runs on up to
+120 orders of the levels; --time-limit bounds that search (the first order always completes).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 from memsched.solvers.errors import InputError
 
-from ._checks import MAX_COUNT, MAX_HREVOLVE_LENGTH, cost, count
+from ._checks import MAX_COUNT, MAX_HREVOLVE_LENGTH, cost, count, seconds
 from ._common import print_json
+
+#: seconds for the search over level orders by default: the length cap keeps one order under about 20 s, the
+#: 120 orders of 5 incomparable levels take minutes at l = 500
+DEFAULT_TIME_LIMIT = 60.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,22 +33,30 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help='a storage level, fastest first, e.g. "4,0,0" (memory) then "inf,2,2" (disk)')
     p.add_argument("--uf", type=cost, default=1.0, help="forward step cost")
     p.add_argument("--ub", type=cost, default=1.0, help="backward step cost")
+    p.add_argument("--time-limit", type=seconds, default=DEFAULT_TIME_LIMIT, metavar="S",
+                   help="seconds for trying orders of levels with incomparable costs (up to 120 orders; the first "
+                   f"always completes; default {DEFAULT_TIME_LIMIT:g})")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=main)
 
 
 def _level(text: str) -> tuple[int | None, float, float]:
+    """One ``--level SLOTS,WRITE,READ``: slots in 0..`MAX_COUNT` or inf, costs as ``--uf`` (`cost`: finite, in
+    0..1e15, so that no sum of the DP overflows a float)."""
     parts = text.split(",")
     if len(parts) != 3:
         raise InputError(f"expected SLOTS,WRITE,READ (3 fields), got {text!r}", field="--level")
     try:
         slots = None if parts[0].strip().lower() in ("inf", "unlimited") else int(parts[0])
-        write, read = float(parts[1]), float(parts[2])
+        float(parts[1]), float(parts[2])
     except (ValueError, IndexError):
         raise InputError(f"expected SLOTS,WRITE,READ, got {text!r}", field="--level") from None
-    if (slots is not None and not 0 <= slots <= MAX_COUNT) or write < 0 or read < 0 or not math.isfinite(write + read):
-        raise InputError(f"slots must be in 0..{MAX_COUNT} (or inf) and costs finite and >= 0, got {text!r}",
-                         field="--level")
+    if slots is not None and not 0 <= slots <= MAX_COUNT:
+        raise InputError(f"slots must be in 0..{MAX_COUNT} (or inf), got {text!r}", field="--level")
+    try:
+        write, read = cost(parts[1]), cost(parts[2])
+    except argparse.ArgumentTypeError as err:
+        raise InputError(f"write and read costs {err} (in {text!r})", field="--level") from None
     return slots, write, read
 
 
@@ -58,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
         instance = HRevolveInstance(args.length, tuple(_level(t) for t in args.level), args.uf, args.ub)
     except ValueError as err:
         raise InputError(str(err)) from None
-    result = solve_hrevolve(instance)
+    result = solve_hrevolve(instance, time_limit=args.time_limit)
     if args.json:
         print_json(result.to_json(objective_key="cost"))
     else:

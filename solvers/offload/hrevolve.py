@@ -64,8 +64,12 @@ order given, the DP is *not* optimal when the costs are not monotone (e.g. l = 5
 [(1, 3, 4), (1, 2, 4)], u_f = 3, u_b = 2: DP 64, optimum 63, since level 1 is the cheaper
 one); `hrevolve` therefore sorts the levels by cost first, and when no order is monotone
 (a level cheaper to write but dearer to read than another) it takes the best DP over all
-orders, which is a schedule without an optimality proof (it matched the brute force on the
-tiny instances we tried).
+orders (up to 5 levels; beyond, the order by w_k + r_k only), which is a schedule without an
+optimality proof (it matched the brute force on the tiny instances we tried). Levels with 0 slots
+can hold nothing: they are left out of the ordering and of this monotonicity test (an unusable
+level never costs the proof), and the schedule's levels are numbered as given. Orders sharing a
+prefix share its tables; with a `time_limit` the search over orders stops early (the first
+order, by w_k + r_k, always completes).
 
 **Relation to the offload problem.** This is an abstract model: a homogeneous chain (every
 value has the same size, one slot), transfers that block computation (synchronous), no
@@ -78,6 +82,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -122,6 +127,21 @@ def as_levels(levels: Sequence[Any]) -> tuple[Level, ...]:
     return tuple(out)
 
 
+def check_step_costs(u_f: float, u_b: float) -> None:
+    """u_f and u_b are finite and >= 0 (ValueError otherwise)."""
+    if not (u_f >= 0 and u_b >= 0 and math.isfinite(u_f) and math.isfinite(u_b)):
+        raise ValueError(f"u_f and u_b must be finite and >= 0, got {u_f!r}, {u_b!r}")
+
+
+def has_slot(l: int, levels: Sequence[Any]) -> bool:
+    """Whether a schedule exists: l = 0 (the turn alone), or some level has a slot to hold x_0."""
+    return l == 0 or any(lev.slots != 0 for lev in as_levels(levels))
+
+
+#: why `hrevolve` finds no schedule
+NO_SLOT = "a chain of length >= 1 needs at least one storage slot"
+
+
 class HOp(NamedTuple):
     """An abstract operation. `kind`: F (forward F_index: x_{index-1} -> x_index), B (backward
     Fbar_index), W / R / D (write, read, discard x_index at storage level `level`)."""
@@ -154,8 +174,7 @@ class HRevolveInstance:
     def __post_init__(self) -> None:
         if int(self.length) != self.length or self.length < 0:
             raise ValueError(f"chain length must be a non-negative integer, got {self.length!r}")
-        if not (self.u_f >= 0 and self.u_b >= 0):
-            raise ValueError("u_f and u_b must be >= 0")
+        check_step_costs(self.u_f, self.u_b)
         object.__setattr__(self, "levels", as_levels(self.levels))
 
     def with_slots(self, level: int, slots: int | None) -> HRevolveInstance:
@@ -229,7 +248,8 @@ class HRevolveTables:
         lev = self.levels[k]
         E, P = self.E[k], self.P[k]
         j = np.arange(1, l + 1, dtype=float)
-        return j * self.u_f + E[:l, m - 1][::-1] + lev.read + P[:l, m]
+        with np.errstate(over="ignore"):  # a sum beyond 1.8e308 is inf: `hrevolve_schedule` says so
+            return j * self.u_f + E[:l, m - 1][::-1] + lev.read + P[:l, m]
 
     @property
     def optimum(self) -> float:
@@ -243,42 +263,67 @@ def _cap(c: int | None, l: int) -> int:
 
 
 def hrevolve_tables(l: int, levels: Sequence[Any], u_f: float = 1.0, u_b: float = 1.0) -> HRevolveTables:
-    """Fill the H-Revolve tables E_k(l', m), P_k(l', m) for all l' <= l."""
-    levs = as_levels(levels)
-    caps = [_cap(lev.slots, l) for lev in levs]
-    tabs = HRevolveTables(l, levs, float(u_f), float(u_b), caps, [], [])
-    for k, lev in enumerate(levs):
-        cap = caps[k]
-        lower = np.array([tabs.lower(k, q) for q in range(l + 1)])
-        E = np.full((l + 1, cap + 1), math.inf)
-        P = np.full((l + 1, cap + 1), math.inf)
-        E[:, 0] = lower
-        E[0, :] = u_b
-        P[0, 1:] = u_b
-        tabs.E.append(E)
-        tabs.P.append(P)
-        for m in range(1, cap + 1):
-            for q in range(1, l + 1):
-                best = min(lower[q], float(tabs.split_costs(k, q, m).min()))
-                P[q, m] = best
-                E[q, m] = min(lower[q], lev.write + best)
-            if np.array_equal(E[:, m], E[:, m - 1]):
-                # column m + 1 would repeat column m's recurrence: E and P saturate in m
-                E[:, m + 1:] = E[:, m:m + 1]
-                P[:, m + 1:] = P[:, m:m + 1]
-                break
+    """Fill the H-Revolve tables E_k(l', m), P_k(l', m) for all l' <= l. An entry whose cost
+    overflows a float is inf (as is one without a schedule)."""
+    check_step_costs(u_f, u_b)
+    tabs = _no_tables(l, u_f, u_b)
+    for lev in as_levels(levels):
+        tabs = _add_level(tabs, lev)
     return tabs
 
 
+def _no_tables(l: int, u_f: float, u_b: float) -> HRevolveTables:
+    """The tables of no level (the start of `_add_level`)."""
+    return HRevolveTables(l, (), float(u_f), float(u_b), [], [], [])
+
+
+def _add_level(tabs: HRevolveTables, lev: Level) -> HRevolveTables:
+    """New tables with `lev` on top of the levels of `tabs` (whose arrays it shares: filled
+    tables are never written again, so orders of levels with a common prefix share them)."""
+    l, k = tabs.length, len(tabs.levels)
+    cap = _cap(lev.slots, l)
+    E = np.full((l + 1, cap + 1), math.inf)
+    P = np.full((l + 1, cap + 1), math.inf)
+    out = HRevolveTables(l, (*tabs.levels, lev), tabs.u_f, tabs.u_b, [*tabs.caps, cap], [*tabs.E, E], [*tabs.P, P])
+    lower = np.array([out.lower(k, q) for q in range(l + 1)])
+    E[:, 0] = lower
+    E[0, :] = tabs.u_b
+    P[0, 1:] = tabs.u_b
+    steps = np.arange(1, l + 1, dtype=float) * tabs.u_f  # j u_f for j = 1..l, as in `split_costs`
+    for m in range(1, cap + 1):
+        # rows q < m repeat column m - 1 (a chain of length q uses at most q slots; by induction the
+        # recurrence of those entries reads only entries that repeat too): copy them, fill q >= m
+        E[1:m, m] = E[1:m, m - 1]
+        P[1:m, m] = P[1:m, m - 1]
+        with np.errstate(over="ignore"):  # inf beyond 1.8e308, told apart by `hrevolve_schedule`
+            for q in range(m, l + 1):
+                # = split_costs(k, q, m), inlined: the same sums in the same order
+                best = min(lower[q], float((steps[:q] + E[q - 1::-1, m - 1] + lev.read + P[:q, m]).min()))
+                P[q, m] = best
+                E[q, m] = min(lower[q], lev.write + best)
+        if np.array_equal(E[:, m], E[:, m - 1]):
+            # column m + 1 would repeat column m's recurrence: E and P saturate in m
+            E[:, m + 1:] = E[:, m:m + 1]
+            P[:, m + 1:] = P[:, m:m + 1]
+            break
+    return out
+
+
 def hrevolve_cost(l: int, levels: Sequence[Any], u_f: float = 1.0, u_b: float = 1.0) -> float:
-    """The H-Revolve optimum E_{K-1}(l, c_{K-1}) (math.inf when no schedule exists)."""
+    """The H-Revolve optimum E_{K-1}(l, c_{K-1}) (math.inf when no schedule exists, `has_slot`, or
+    when the cost overflows a float)."""
     return hrevolve_tables(l, levels, u_f, u_b).optimum
 
 
 def hrevolve_schedule(tabs: HRevolveTables) -> list[HOp]:
-    """Rebuild an optimal schedule from the tables (explicit stack, no recursion limit)."""
+    """Rebuild an optimal schedule from the tables (explicit stack, no recursion limit).
+    ValueError when no schedule exists (`NO_SLOT`) or when the optimum overflows a float (costs too
+    large; told apart, never the one for the other)."""
     if not math.isfinite(tabs.optimum):
-        raise ValueError("no schedule: a chain of length >= 1 needs at least one storage slot")
+        if not has_slot(tabs.length, tabs.levels):
+            raise ValueError(f"no schedule: {NO_SLOT}")
+        raise ValueError(f"the optimal cost overflows a float (above {sys.float_info.max:.3g}): the write/read "
+                         "costs, u_f and u_b are too large for this chain; scale them down")
     K = len(tabs.levels)
     ops: list[HOp] = []
     stack: list[Any] = [("E", K - 1, tabs.length, tabs.caps[K - 1], 0)]
@@ -322,42 +367,103 @@ def costs_monotone(levels: Sequence[Any]) -> bool:
     return all(a.write <= b.write and a.read <= b.read for a, b in zip(levs, levs[1:]))
 
 
+#: the most usable levels whose every order `level_orders` tries when their costs are incomparable (5! = 120)
+MAX_ALL_ORDERS = 5
+
+
+def usable_levels(levels: Sequence[Any]) -> list[int]:
+    """Indices of the levels with at least one slot (a 0-slot level can never hold a value)."""
+    return [k for k, lev in enumerate(as_levels(levels)) if lev.slots != 0]
+
+
 def level_orders(levels: Sequence[Any]) -> tuple[bool, list[tuple[int, ...]]]:
-    """The orders of the levels to try: (proven, orders). When some order makes the costs
-    monotone (each level dominates the next one), that order alone (proven = True); otherwise
-    every order for K <= 5 levels, or the order by (w_k + r_k) beyond (proven = False)."""
+    """The orders of the levels to try: (proven, orders), each order a tuple of level indices
+    (as given) of the usable levels only (`usable_levels`: 0-slot levels are left out, they
+    change no DP). When some order makes the usable levels' costs monotone (each level dominates
+    the next one), that order alone (proven = True); otherwise, with K usable levels, every order
+    for K <= `MAX_ALL_ORDERS` (the order by (w_k + r_k) first, then the others in lexicographic
+    order of that one, so that consecutive orders share prefixes), or the order by (w_k + r_k)
+    alone beyond (proven = False either way). Without a usable level: the given order, proven
+    (l = 0 costs u_b, l >= 1 has no schedule)."""
     levs = as_levels(levels)
-    K = len(levs)
-    by_cost = tuple(sorted(range(K), key=lambda k: (levs[k].write, levs[k].read)))
+    use = usable_levels(levs)
+    if not use:
+        return True, [tuple(range(len(levs)))]
+    by_cost = tuple(sorted(use, key=lambda k: (levs[k].write, levs[k].read)))
     if costs_monotone([levs[k] for k in by_cost]):
         return True, [by_cost]
-    if K <= 5:
-        return False, list(itertools.permutations(range(K)))
-    return False, [tuple(sorted(range(K), key=lambda k: levs[k].write + levs[k].read))]
+    by_sum = tuple(sorted(use, key=lambda k: (levs[k].write + levs[k].read, levs[k].write)))
+    if len(use) <= MAX_ALL_ORDERS:
+        return False, list(itertools.permutations(by_sum))
+    return False, [by_sum]
+
+
+@dataclass
+class OrderSearch:
+    """What `best_order` found: the best `tables` (levels in `order`, indices as given), and how
+    many of the `total` orders it `tried` (fewer when its time limit came)."""
+
+    tables: HRevolveTables
+    order: tuple[int, ...]
+    tried: int
+    total: int
+
+
+def best_order(l: int, levels: Sequence[Any], orders: Sequence[tuple[int, ...]], u_f: float = 1.0,
+               u_b: float = 1.0, time_limit: float | None = None) -> OrderSearch:
+    """The DP on each of `orders` in turn (the first, cheapest on ties, wins): a stack of the
+    tables of the current order's prefixes is shared with the next order. With `time_limit`
+    (seconds, wall clock) no order starts after it has passed; the first always runs."""
+    levs = as_levels(levels)
+    check_step_costs(u_f, u_b)
+    t0 = time.perf_counter()
+    stack: list[tuple[int, HRevolveTables]] = []  # (level index, tables up to it)
+    best: tuple[HRevolveTables, tuple[int, ...]] | None = None
+    tried = 0
+    for order in orders:
+        if best is not None and time_limit is not None and time.perf_counter() - t0 >= time_limit:
+            break
+        keep = 0
+        while keep < min(len(stack), len(order)) and stack[keep][0] == order[keep]:
+            keep += 1
+        del stack[keep:]
+        for k in order[keep:]:
+            stack.append((k, _add_level(stack[-1][1] if stack else _no_tables(l, u_f, u_b), levs[k])))
+        tabs = stack[-1][1]
+        tried += 1
+        if best is None or tabs.optimum < best[0].optimum:
+            best = (tabs, tuple(order))
+    if best is None:
+        raise ValueError("no order of the levels to try")
+    return OrderSearch(best[0], best[1], tried, len(orders))
 
 
 def hrevolve(l: int, levels: Sequence[Any], u_f: float = 1.0, u_b: float = 1.0, *,
-             reorder: bool = True) -> tuple[float, list[HOp]]:
+             reorder: bool = True, time_limit: float | None = None) -> tuple[float, list[HOp]]:
     """H-Revolve for an adjoint chain of length `l` on `levels` = [(c_k, w_k, r_k), ...]
     (c_k = None for unlimited): (cost, schedule as a list of `HOp`, levels numbered as given).
 
     The DP assumes the levels ordered by cost (w_k and r_k non-decreasing in k); it is then
-    optimal. With `reorder` (default) the levels are first sorted by cost; when no order makes
-    the costs monotone (a level cheaper to write but dearer to read than another), the best DP
-    over all orders of the levels is returned, with no optimality proof (`level_orders`).
-    With `reorder=False` the DP runs on the order given. Raises ValueError when no schedule
-    exists (l >= 1 and no storage slot at all)."""
+    optimal. With `reorder` (default) the levels with a slot are first sorted by cost (0-slot
+    levels, which can hold nothing, are left out: `level_orders`) and the DP is optimal when
+    that order is monotone. Otherwise (a level cheaper to write but dearer to read than
+    another) the answer is a feasible schedule with no optimality proof: the best DP over all
+    orders of the K usable levels when K <= 5 (120 orders), over the single order by
+    w_k + r_k when K > 5; with `time_limit` (seconds) the orders stop when it has passed (the
+    order by w_k + r_k is tried first and always completes). With `reorder=False` the DP runs
+    on the order given. Raises ValueError when no schedule exists (l >= 1 and no storage slot
+    at all) or when the optimal cost overflows a float (costs too large), with a message saying
+    which."""
     levs = as_levels(levels)
     orders = level_orders(levs)[1] if reorder else [tuple(range(len(levs)))]
-    best: tuple[float, HRevolveTables, tuple[int, ...]] | None = None
-    for order in orders:
-        tabs = hrevolve_tables(l, [levs[k] for k in order], u_f, u_b)
-        if best is None or tabs.optimum < best[0]:
-            best = (tabs.optimum, tabs, order)
-    assert best is not None
-    cost, tabs, order = best
-    ops = [op if op.level is None else op._replace(level=order[op.level]) for op in hrevolve_schedule(tabs)]
-    return cost, ops
+    found = best_order(l, levs, orders, u_f, u_b, time_limit)
+    return found.tables.optimum, _schedule_as_given(found)
+
+
+def _schedule_as_given(found: OrderSearch) -> list[HOp]:
+    """The schedule of `found`'s tables with its levels numbered as the caller gave them."""
+    order = found.order
+    return [op if op.level is None else op._replace(level=order[op.level]) for op in hrevolve_schedule(found.tables)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -456,31 +562,46 @@ def _held(buffer: int | None) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def solve_hrevolve(instance: HRevolveInstance, budget: int | None = None, **_: Any) -> SolveResult:
+def solve_hrevolve(instance: HRevolveInstance, budget: int | None = None, *, time_limit: float | None = None,
+                   **_: Any) -> SolveResult:
     """H-Revolve on `instance`; `budget`, when given, is the number of slots of level 0 (the
     device memory, in values of the homogeneous chain). Status `optimal` for the abstract
-    model (`SCOPE`) when the levels can be ordered by cost, `feasible` otherwise (see
-    `hrevolve`), `infeasible` without any slot. The schedule is an `HSchedule` of abstract
-    ops, replayed here by `simulate_hrevolve` (objective = its cost), not by the offload
-    simulator; ``details`` has the peak slots per level and the op counts."""
+    model (`SCOPE`) when the levels with a slot can be ordered by cost, `feasible` otherwise
+    (see `hrevolve`; `time_limit`, in seconds, bounds the search over orders then), and
+    `infeasible` only when no level has a slot (l >= 1). ValueError when the optimal cost
+    overflows a float (costs too large). The schedule is an `HSchedule` of abstract ops,
+    replayed here by `simulate_hrevolve` (objective = its cost), not by the offload simulator;
+    ``details`` has the peak slots per level, the op counts, and ``orders_tried`` /
+    ``orders`` (how many orders of the levels the DP ran, of how many)."""
     t0 = time.perf_counter()
     inst = instance if budget is None else instance.with_slots(0, int(budget))
     l, levels = inst.length, inst.levels
     common: dict[str, Any] = {"problem": "offload", "solver": "hrevolve", "budget": budget}
-    proven = level_orders(levels)[0]
-    try:
-        cost, ops = hrevolve(l, levels, inst.u_f, inst.u_b)
-    except ValueError:
+    if not has_slot(l, levels):
         return SolveResult(status=INFEASIBLE, scope=SCOPE, solve_time_s=time.perf_counter() - t0,
-                           message="a chain of length >= 1 needs at least one storage slot", **common)
-    sched = HSchedule(ops, l, levels)
+                           message=NO_SLOT, **common)
+    proven, orders = level_orders(levels)
+    found = best_order(l, levels, orders, inst.u_f, inst.u_b, time_limit)
+    cost = found.tables.optimum
+    sched = HSchedule(_schedule_as_given(found), l, levels)  # ValueError when the cost overflows
     sim = simulate_hrevolve(l, levels, sched.ops, inst.u_f, inst.u_b)
     if not math.isclose(sim.cost, cost, rel_tol=1e-9, abs_tol=1e-9):
         raise AssertionError(f"H-Revolve: DP cost {cost} but the schedule replays to {sim.cost}")
-    scope = SCOPE if proven else SCOPE + "; levels with incomparable costs: best DP over level orders, no proof"
     return SolveResult(status=OPTIMAL if proven else FEASIBLE, objective=sim.cost,
-                       lower_bound=cost if proven else None, schedule=sched, scope=scope,
+                       lower_bound=cost if proven else None, schedule=sched, scope=_scope(proven, found),
                        solve_time_s=time.perf_counter() - t0,
                        details={"length": l, "levels": [list(lev) for lev in levels], "u_f": inst.u_f,
-                                "u_b": inst.u_b, "peak_slots": sim.peak_slots, "counts": sim.counts},
+                                "u_b": inst.u_b, "peak_slots": sim.peak_slots, "counts": sim.counts,
+                                "orders_tried": found.tried, "orders": found.total},
                        **common)
+
+
+def _scope(proven: bool, found: OrderSearch) -> str:
+    """`SCOPE`, plus what was searched when the levels' costs are incomparable (no proof)."""
+    if proven:
+        return SCOPE
+    if found.total == 1:
+        return (SCOPE + f"; levels with incomparable costs: more than {MAX_ALL_ORDERS} usable levels, DP on the "
+                "order by write + read cost only, no proof")
+    searched = "all" if found.tried == found.total else f"{found.tried} (time limit) of the"
+    return SCOPE + f"; levels with incomparable costs: best DP over {searched} {found.total} level orders, no proof"
