@@ -56,7 +56,7 @@ class PortDP:
         self.x, self.xbar = [float(v) for v in c.x], [float(v) for v in c.xbar]
         self.o_f, self.o_b = [float(v) for v in c.o_f], [float(v) for v in c.o_b]
         self.u_f, self.u_b = [float(v) for v in c.u_f], [float(v) for v in c.u_b]
-        self.beta = inst.bandwidth / inst.time_scale  # bytes per time unit
+        self.beta = inst.bandwidth / (inst.time_scale * inst.bytes_per_unit)  # size units per time unit
         self.unit = self.M / S
         self.rotor = rotor_table(c.discretised(self.unit), S)
         shape = (2, self.L + 1, S + 1, S + 1, S + 1)

@@ -866,16 +866,18 @@ _SCHEDULE_KEYS = frozenset({"ops", "format", "stages", "schedule", "problem"})
 
 # ---------------------------------------------------------------------------- helpers
 def _budget(instance: Any, spec: Any, problem: str) -> int:
-    """Bytes from the budget `spec` of `instance` (already read as `problem`): a number of bytes
-    (at least 1, at most 1 PiB), a size string or "X%" of the reference peak; `InputError` naming
-    ``budget`` for anything else (`budget_bytes`)."""
-    from memsched.solvers.units import parse_positive_budget
+    """The budget `spec` of `instance` (already read as `problem`) in the instance's size unit
+    (bytes unless its ``meta.units.memory`` says otherwise): a number in that unit (at least 1, at
+    most 1 PiB), a size string converted into it ("1.5GB") or "X%" of the reference peak;
+    `InputError` naming ``budget`` for anything else (`budget_bytes`)."""
+    from memsched.solvers.units import parse_positive_budget, unit_bytes
 
-    bytes_ = budget_bytes(spec)
-    if bytes_ is not None:
+    bytes_ = budget_bytes(spec)  # the form is checked whatever the unit
+    per_unit = unit_bytes(instance)
+    if bytes_ is not None and per_unit == 1:
         return bytes_
-    reference = registry.problem_module(problem).reference_peak(instance)
-    return parse_positive_budget(spec, reference, field="budget")
+    reference = registry.problem_module(problem).reference_peak(instance) if bytes_ is None else None
+    return parse_positive_budget(spec, reference, field="budget", per_unit=per_unit)
 
 
 def budget_bytes(spec: Any, *, field: str = "budget") -> int | None:

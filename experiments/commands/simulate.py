@@ -12,7 +12,7 @@ from memsched.solvers.errors import InputError
 from memsched.solvers.formats import detect_problem
 from memsched.solvers.jsonio import read_json
 from memsched.solvers.pipeline.schedule import machine_from_json
-from memsched.solvers.units import format_bytes, parse_bandwidth
+from memsched.solvers.units import format_size, parse_bandwidth
 
 from ._checks import cost, latency
 from ._common import budget_for, load_problem, print_json
@@ -117,9 +117,9 @@ def main(args: argparse.Namespace) -> int:
             link = ("communication not charged" if machine["bandwidth"] is None
                     else f"bandwidth {machine['bandwidth']:.4g} bytes/s, latency {machine['latency']:g} s per tensor")
             print(f"machine      weights x {machine['weight_factor']:g}, {link}")
-        print(f"peak memory  {replay.peak_memory} ({format_bytes(replay.peak_memory)})")
+        print(f"peak memory  {replay.peak_memory} ({format_size(replay.peak_memory, instance)})")
         if budget is not None:
-            print(f"budget       {budget} ({format_bytes(budget)})")
+            print(f"budget       {budget} ({format_size(budget, instance)})")
     if replay.violation is not None:
         print(f"memsched simulate: error: {args.schedule}: invalid schedule: {replay.violation}", file=sys.stderr)
         return 2

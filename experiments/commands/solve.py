@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.jsonio import write_text_atomic
 from memsched.solvers.result import INFEASIBLE, TIMEOUT, SolveResult
-from memsched.solvers.units import format_bytes
+from memsched.solvers.units import format_size, memory_unit
 
 from ._checks import check_options, check_outputs, check_work
 from ._common import (
@@ -92,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
     interrupted = stopped_by_user("solve", result)  # Ctrl-C during an exact solve: what it had is printed above
     if result.schedule is None:
         if not interrupted:
-            print(f"memsched solve: {_why_none(result)}", file=sys.stderr)
+            print(f"memsched solve: {_why_none(result, instance)}", file=sys.stderr)
         _note_unchanged(args)
     if interrupted:
         return 130
@@ -108,7 +109,7 @@ def _note_unchanged(args: argparse.Namespace) -> None:
             print(f"memsched solve: note: {path} ({field}) left unchanged: no schedule was found", file=sys.stderr)
 
 
-def _why_none(result: SolveResult) -> str:
+def _why_none(result: SolveResult, instance: Any = None) -> str:
     """The line `memsched solve` prints when there is no schedule: for ``infeasible``, the smallest
     feasible budget (or why it is unknown); for a solver that refuses the instance's structure
     (``details["not_applicable"]``), the solver's own message."""
@@ -117,7 +118,8 @@ def _why_none(result: SolveResult) -> str:
     if result.status == INFEASIBLE:
         msg = f"infeasible: {result.solver} finds no schedule within budget {result.budget}"
         if result.min_budget is not None:
-            msg += f"; smallest feasible budget: {result.min_budget} bytes ({format_bytes(result.min_budget)})"
+            need, unit = result.min_budget, memory_unit(instance) or "bytes"
+            msg += f"; smallest feasible budget: {need} {unit} ({format_size(need, instance)})"
         else:
             msg += f"; smallest feasible budget unknown: {result.details.get('min_budget_note', result.message)}"
         return msg
@@ -131,10 +133,10 @@ def _print_human(result: SolveResult, instance) -> None:
     print(f"solver       {result.solver}  [{result.scope}]" if result.scope else f"solver       {result.solver}")
     print(f"status       {result.status}")
     if result.budget is not None:
-        print(f"budget       {result.budget} ({format_bytes(result.budget)})")
+        print(f"budget       {result.budget} ({format_size(result.budget, instance)})")
     if result.schedule is not None:
         print(f"{'period' if result.problem == 'pipeline' else 'makespan':<12} {result.objective:.6g}")
-        print(f"peak memory  {result.peak_memory} ({format_bytes(result.peak_memory)})")
+        print(f"peak memory  {result.peak_memory} ({format_size(result.peak_memory, instance)})")
     if result.lower_bound is not None:
         print(f"lower bound  {result.lower_bound:.6g}" + (f"  (gap {100 * result.gap:.2f}%)" if result.gap is not None
                                                             else ""))

@@ -10,7 +10,7 @@ from typing import Any
 
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
-from memsched.solvers.units import parse_budget
+from memsched.solvers.units import parse_budget, unit_bytes
 
 from .config import SHARED_TABLE_SOLVERS, SolverSpec, SweepConfig, size_error
 from .instance_store import InstanceStore
@@ -105,7 +105,7 @@ def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
         for j, b in enumerate(specs):
             spec_text = str(b)
             try:
-                value = parse_budget(b, li.reference_peak, field=f"{bkey}[{j}]")
+                value = parse_budget(b, li.reference_peak, field=f"{bkey}[{j}]", per_unit=unit_bytes(li.instance))
             except InputError as err:
                 raise InputError(str(err), path=str(config.path)) from None
             if value <= 0:
