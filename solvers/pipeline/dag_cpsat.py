@@ -16,6 +16,8 @@ the period among the distinct candidate values (``k >= rank * x``, plus the vali
 ``k >= sum rank * x`` per position), minimised; the bound reported is the value of CP-SAT's
 best bound rank. With ``warm_start`` the fast solvers' best DAG partition is the hint. Size:
 (pairs of nested ideals) x P Booleans: meant for small DAGs and as a referee of the DP.
+The time limit covers the lattice (checked while it is built, `lattice.tick`) and the candidate
+stages: past it the exact layer answers ``timeout``, or the seed's schedule as ``feasible``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 
 from ..exact.cpsat_runner import run_cpsat
 from ..exact.layer import exact_solver
-from ..exact.options import Deadline, ExactOptions
+from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import bound_value, stage_flow_model, straight_only, tick
 from .dag_dp import _scope, dag_partition_dp, lattice_for, stage_tables, to_partition
@@ -46,13 +48,14 @@ def solve_dag_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadl
     """Solve the model of the module docstring with CP-SAT (``options.workers`` threads)."""
     start = time.perf_counter()
     P, schedule, m = _defaults(devices, schedule, micro_batches)
-    lat = lattice_for(inst, max_states)
+    lat = lattice_for(inst, max_states, deadline)
     scope = _scope(lat, P, schedule, m, False)
     V = inst.length
     empty = int(np.flatnonzero(lat.size == 0)[0])
     full = int(np.flatnonzero(lat.size == V)[0])
     T = min(P, V)
     cand: list[tuple[int, int, int, float]] = []
+    steps = 0  # candidate stages looked at: the deadline is checked every `cpsat.CHECK_EVERY` of them
     for i in range(lat.n):
         if i == full:
             continue
@@ -63,13 +66,15 @@ def solve_dag_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadl
             n = t if schedule == "1f1b" else int(m or 0)
             mem = tab["wmem"] + n * tab["stash"] + tab["buffers"]
             for k, j in enumerate(tab["J"]):
+                steps += 1
+                tick(deadline, steps)
                 if bool(tab["full"][k]) != (t == 1):
                     continue
                 if budget is not None and mem[k] > budget:
                     continue
                 cand.append((i, int(j), t, float(value[k])))
     if not any(c[0] == empty for c in cand) or not any(c[2] == 1 for c in cand):
-        return _infeasible(inst, lat, budget, P, schedule, m, start, scope)
+        return _infeasible(inst, lat, budget, P, schedule, m, start, scope, deadline)
     inner = [K for K in range(lat.n) if K not in (empty, full)]
     model, x, obj, values, rank, starts = stage_flow_model(cand, T, empty, full, [(K, K) for K in inner], deadline)
     for n, K in enumerate(inner):
@@ -83,7 +88,7 @@ def solve_dag_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadl
     run = run_cpsat(model, deadline, options, hint_feasible=hinted)
     elapsed = time.perf_counter() - start
     if run.status == INFEASIBLE:
-        return _infeasible(inst, lat, budget, P, schedule, m, start, scope)
+        return _infeasible(inst, lat, budget, P, schedule, m, start, scope, deadline)
     if run.status not in (OPTIMAL, FEASIBLE):
         return SolveResult(problem="pipeline", solver="dag-cpsat", status=TIMEOUT, budget=budget,
                            solve_time_s=elapsed, scope=scope, message=f"CP-SAT: {run.backend_status}")
@@ -123,11 +128,18 @@ def _hint(model: Any, x: list[Any], obj: Any, cand: list[tuple[int, int, int, fl
 
 
 def _infeasible(inst: Pipeline, lat: Any, budget: int | None, P: int, schedule: str, m: int | None,
-                start: float, scope: str) -> SolveResult:
-    need = dag_partition_dp(inst, lat, P, None, schedule=schedule, micro_batches=m, objective="memory")
+                start: float, scope: str, deadline: Deadline | None = None) -> SolveResult:
+    """``infeasible`` (proven by the caller), with the least memory a DAG partition of `lat`
+    needs as ``min_budget`` when the memory DP ends before `deadline` (None otherwise)."""
+    note = ""
+    try:
+        need = dag_partition_dp(inst, lat, P, None, schedule=schedule, micro_batches=m, objective="memory",
+                                deadline=deadline)
+    except DeadlineExceeded:
+        need, note = None, " (the time limit came before the least memory needed was found)"
     return SolveResult(problem="pipeline", solver="dag-cpsat", status=INFEASIBLE, budget=budget,
                        min_budget=int(need[0]) if need else None, solve_time_s=time.perf_counter() - start,
-                       scope=scope, message=f"no DAG partition fits {budget} bytes per device")
+                       scope=scope, message=f"no DAG partition fits {budget} bytes per device{note}")
 
 
 __all__ = ["FAST", "solve_dag_cpsat"]

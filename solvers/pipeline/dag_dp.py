@@ -22,6 +22,11 @@ optimal among DAG partitions whose boundaries are ideals of the lattice used (al
 unless the lattice was coarsened, see `lattice.coarsest_needed`; the scope says which).
 Each (I, r) is one numpy step over all J > I and all d: O(N^2 P) for N ideals (straight),
 O(N^2 P^2) with replication. The contiguous DP of `dp.py` is the special case of a chain.
+
+A wall-clock `Deadline` (``time_limit`` of `solve_dag`, the exact layer's for `dag-cpsat`) is
+checked while the lattice is built and once per numpy step of the DP; past it `solve_dag`
+answers the contiguous DP's partition of the index order as ``feasible`` (a DAG partition, not
+proven optimal among them), ``timeout`` when that finds nothing.
 """
 
 from __future__ import annotations
@@ -33,10 +38,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, option_field
-from ..result import INFEASIBLE, OPTIMAL, SolveResult
+from ..exact.options import Deadline, DeadlineExceeded
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .dp import _defaults, partition_dp
 from .instance import Pipeline
-from .lattice import Lattice, coarsest_needed
+from .interleave_dp import _seconds
+from .lattice import Lattice, coarsest_needed, tick
 from .schedule import Partition
 
 INF = math.inf
@@ -165,7 +172,7 @@ _CHUNK_PAIRS = 250_000
 
 def dag_partition_dp(inst: Pipeline, lat: Lattice, devices: int, budget: int | None = None, *,
                      schedule: str = "1f1b", micro_batches: int | None = None, replication: bool = False,
-                     objective: str = "period", upper: float | None = None,
+                     objective: str = "period", upper: float | None = None, deadline: Deadline | None = None,
                      ) -> tuple[float, list[tuple[int, int, int]]] | None:
     """Solve the recurrence; returns (value, [(ideal I, ideal J, replicas)] per stage) or None
     when nothing fits `budget`. ``objective="memory"`` minimises the peak memory instead.
@@ -177,7 +184,8 @@ def dag_partition_dp(inst: Pipeline, lat: Lattice, devices: int, budget: int | N
     step over all their pairs (I, J) and all d per replication r (ties: the smallest r, then
     the smallest index of J, wins). With `upper`, only the live states are solved: (I, d) is on
     a partition of period <= upper only if work(I) <= (P - d) upper and work(V \\ I) <= d upper
-    (a stage on r devices holds at most r upper of work), usually one d per ideal."""
+    (a stage on r devices holds at most r upper of work), usually one d per ideal.
+    `deadline` is checked once per step (`DeadlineExceeded` when it is spent)."""
     P, N = int(devices), lat.n
     m = int(micro_batches or 0)
     G = np.full((N, P + 1), INF)
@@ -207,6 +215,7 @@ def dag_partition_dp(inst: Pipeline, lat: Lattice, devices: int, budget: int | N
         level = order[lo:hi]
         level = level[live_any[level]]
         for c in range(0, len(level), rows_per_chunk):
+            tick(deadline, 0)
             rows = level[c: c + rows_per_chunk]
             ok = lat.size[None, :] > lat.size[rows][:, None]
             if max_work < INF:
@@ -311,24 +320,27 @@ def _scope(lat: Lattice, P: int, schedule: str, m: int | None, replication: bool
     return f"DAG partitions ({lat.granularity}, {lat.n} ideals) on <= {P} devices, {rep}, {sched}"
 
 
-def lattice_for(inst: Pipeline, max_states: int | None) -> Lattice:
+def lattice_for(inst: Pipeline, max_states: int | None, deadline: Deadline | None = None) -> Lattice:
     """The ideal lattice used by the DAG solvers (coarsened past `max_states` ideals; None: the
-    default `MAX_STATES`). `InputError` for a count below 1."""
+    default `MAX_STATES`). `InputError` for a count below 1; `DeadlineExceeded` once `deadline`
+    is spent while it is built."""
     if max_states is not None and (isinstance(max_states, bool) or int(max_states) < 1):
         raise InputError(f"must be an integer >= 1, got {max_states!r}", field=option_field("max_states"))
-    return coarsest_needed(inst, int(max_states or MAX_STATES))[0]
+    return coarsest_needed(inst, int(max_states or MAX_STATES), deadline)[0]
 
 
 def plan(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1f1b", micro_batches: int | None = None,
-         replication: bool = False, max_states: int | None = None) -> tuple[float, Partition, Lattice] | None:
+         replication: bool = False, max_states: int | None = None, deadline: Deadline | None = None,
+         ) -> tuple[float, Partition, Lattice] | None:
     """The best DAG partition: the contiguous DP on the index order first (`dp.partition_dp`,
     a DAG partition too), whose period bounds the lattice DP (`upper`), then the lattice DP;
-    the better of the two, evaluated (None when neither fits `budget`)."""
-    lat = lattice_for(inst, max_states)
+    the better of the two, evaluated (None when neither fits `budget`). `DeadlineExceeded` once
+    `deadline` is spent while the lattice is built or the lattice DP runs."""
     chain = partition_dp(inst, P, budget, schedule=schedule, micro_batches=micro_batches, replication=replication)
+    lat = lattice_for(inst, max_states, deadline)
     upper = chain[0] if chain is not None else None
     res = dag_partition_dp(inst, lat, P, budget, schedule=schedule, micro_batches=micro_batches,
-                           replication=replication, upper=upper)
+                           replication=replication, upper=upper, deadline=deadline)
     if res is not None and (chain is None or res[0] <= chain[0]):
         return res[0], to_partition(inst, lat, res[1], P, schedule, micro_batches), lat
     if chain is None:
@@ -339,27 +351,65 @@ def plan(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1f1b", 
 
 def solve_dag(inst: Pipeline, budget: int, *, devices: int | None = None, schedule: str = "1f1b",
               micro_batches: int | None = None, replication: bool = False, max_states: int | None = None,
-              **_: Any) -> SolveResult:
+              time_limit: float | None = None, **_: Any) -> SolveResult:
     """Memory-aware DP over the antichain splits of the layer DAG (module docstring): the
-    smallest period among DAG partitions whose every device fits `budget`."""
+    smallest period among DAG partitions whose every device fits `budget`. `time_limit` (s, wall
+    clock, None: none) covers the lattice and the DP; past it the answer is the contiguous DP's
+    partition as ``feasible`` (``timeout`` when it has none), the message saying so."""
     start = time.perf_counter()
+    deadline = Deadline(_seconds(time_limit), start)
     P, schedule, m = _defaults(devices, schedule, micro_batches)
     rep = bool(replication)
-    found = plan(inst, P, budget, schedule=schedule, micro_batches=m, replication=rep, max_states=max_states)
+    try:
+        found = plan(inst, P, budget, schedule=schedule, micro_batches=m, replication=rep, max_states=max_states,
+                     deadline=deadline)
+    except DeadlineExceeded:
+        return _chain_answer(inst, budget, P, schedule, m, rep, deadline)
     if found is None:
-        lat = lattice_for(inst, max_states)
-        need = dag_partition_dp(inst, lat, P, None, schedule=schedule, micro_batches=m, replication=rep,
-                                objective="memory")
-        return SolveResult(problem="pipeline", solver="dag", status=INFEASIBLE, budget=budget,
-                           min_budget=int(need[0]) if need else None, solve_time_s=time.perf_counter() - start,
-                           scope=_scope(lat, P, schedule, m, rep), details={"ideals": lat.n},
-                           message=f"no DAG partition fits {budget} bytes per device")
+        return _infeasible_dag(inst, budget, P, schedule, m, rep, max_states, deadline)
     value, part, lat = found
     assert part.period is not None
     return SolveResult(problem="pipeline", solver="dag", status=OPTIMAL, objective=part.period,
                        peak_memory=part.peak_memory, lower_bound=min(value, part.period),
                        solve_time_s=time.perf_counter() - start, budget=budget, schedule=part,
                        scope=_scope(lat, P, schedule, m, rep), details={"ideals": lat.n})
+
+
+def _chain_answer(inst: Pipeline, budget: int | None, P: int, schedule: str, m: int | None, rep: bool,
+                  deadline: Deadline) -> SolveResult:
+    """`solve_dag`'s answer when `deadline` came before the lattice DP ended: the contiguous DP's
+    partition of the index order (a DAG partition) as ``feasible``, else ``timeout``."""
+    stop = f"the time limit of {deadline.limit:g} s came before the DAG DP ended"
+    chain = partition_dp(inst, P, budget, schedule=schedule, micro_batches=m, replication=rep)
+    scope = f"contiguous partitions of the index order on <= {P} devices (the DAG DP did not end)"
+    if chain is None:
+        return SolveResult(problem="pipeline", solver="dag", status=TIMEOUT, budget=budget,
+                           solve_time_s=deadline.elapsed(), scope=scope,
+                           message=f"{stop}; no contiguous partition of the index order fits {budget} bytes per device")
+    part = Partition.from_bounds(chain[1], schedule=schedule, micro_batches=m, devices=P).evaluated(inst)
+    assert part.period is not None
+    return SolveResult(problem="pipeline", solver="dag", status=FEASIBLE, objective=part.period,
+                       peak_memory=part.peak_memory, solve_time_s=deadline.elapsed(), budget=budget, schedule=part,
+                       scope=scope, message=f"{stop}: the contiguous DP's partition (not proven optimal)")
+
+
+def _infeasible_dag(inst: Pipeline, budget: int | None, P: int, schedule: str, m: int | None, rep: bool,
+                    max_states: int | None, deadline: Deadline) -> SolveResult:
+    """`solve_dag`'s ``infeasible`` (proven by `plan`), with the least memory any DAG partition
+    needs as ``min_budget`` when it is found before `deadline` (None otherwise)."""
+    try:
+        lat = lattice_for(inst, max_states, deadline)
+        need = dag_partition_dp(inst, lat, P, None, schedule=schedule, micro_batches=m, replication=rep,
+                                objective="memory", deadline=deadline)
+    except DeadlineExceeded:
+        return SolveResult(problem="pipeline", solver="dag", status=INFEASIBLE, budget=budget, min_budget=None,
+                           solve_time_s=deadline.elapsed(), scope=f"DAG partitions on <= {P} devices",
+                           message=f"no DAG partition fits {budget} bytes per device (the time limit came before "
+                                   "the least memory needed was found)")
+    return SolveResult(problem="pipeline", solver="dag", status=INFEASIBLE, budget=budget,
+                       min_budget=int(need[0]) if need else None, solve_time_s=deadline.elapsed(),
+                       scope=_scope(lat, P, schedule, m, rep), details={"ideals": lat.n},
+                       message=f"no DAG partition fits {budget} bytes per device")
 
 
 def solve_dag_pipedream(inst: Pipeline, budget: int, *, devices: int | None = None, schedule: str = "1f1b",

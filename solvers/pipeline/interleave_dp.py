@@ -35,8 +35,9 @@ device and the others, matched in sorted order, no more loaded nor fuller, link 
 stages) unless a level holds more than ``max_states`` states that still have two or more stages
 to place (states with Smax - 1 stages have a single completion and are never cut), in which
 case only the ``max_states`` with the smallest largest load are expanded (a beam; status
-``feasible``, the scope says so). A ``time_limit`` stops the DP (checked once per level and every
-`STATES_PER_CHECK` states) with the best of the seeds and of the DP so far (``feasible``).
+``feasible``, the scope says so). A ``time_limit`` stops the DP (checked once per level, every
+`STATES_PER_CHECK` states, every `CHECK_EVERY` transitions and inside the dominance filter) with
+the best of the seeds and of the DP so far (``feasible``).
 Worst case exponential (the problem is NP-hard); the tests check it against `interleave-cpsat`
 and a brute force on small chains.
 """
@@ -52,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, flag
-from ..exact.options import Deadline
+from ..exact.options import Deadline, DeadlineExceeded
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .dp import _defaults, _prefix, stage_arrays
 from .instance import Pipeline
@@ -82,16 +83,28 @@ class _State:
 
 #: largest group of states compared pairwise by `_undominated`
 DOMINANCE_GROUP = 3000
+#: the DP checks its deadline once every this many transitions, `_undominated` once every this many
+#: states it lists and every `CHECK_EVERY // 64` it compares (each comparison is one numpy step over its group)
+CHECK_EVERY = 4096
 
 
-def _undominated(states: list[_State]) -> list[_State]:
+def _tick(deadline: Deadline | None, step: int, every: int = CHECK_EVERY) -> None:
+    """``deadline.check()`` (`DeadlineExceeded` when spent) at every `every`-th `step`, step 0
+    included; nothing without a deadline."""
+    if deadline is not None and step % every == 0:
+        deadline.check()
+
+
+def _undominated(states: list[_State], deadline: Deadline | None = None) -> list[_State]:
     """The states not dominated by another of the same level: same number of stages placed and
     of devices used, the device of the last stage no more loaded nor fuller, the other devices
     (matched in sorted order) no more loaded nor fuller, and a link time no larger: every
     completion of the dominated state completes the other one with no larger period (groups
-    above `DOMINANCE_GROUP` states are kept whole)."""
+    above `DOMINANCE_GROUP` states are kept whole). Seconds on tens of thousands of states:
+    `DeadlineExceeded` once `deadline` is spent (checked as it goes, `_tick`)."""
     groups: dict[tuple[int, int], list[_State]] = {}
-    for st in states:
+    for count, st in enumerate(states):
+        _tick(deadline, count)
         groups.setdefault((len(st.path), len(st.devices)), []).append(st)
     out: list[_State] = []
     for group in groups.values():
@@ -100,7 +113,8 @@ def _undominated(states: list[_State]) -> list[_State]:
             out += group
             continue
         rows = []
-        for st in group:
+        for count, st in enumerate(group):
+            _tick(deadline, count)
             rest = sorted((ld, mem) for ld, mem, lab in st.devices if lab != st.last)
             last = next(((ld, mem) for ld, mem, lab in st.devices if lab == st.last), (0.0, 0))
             rows.append([st.linkmax, *last, *(x for pair in rest for x in pair)])
@@ -108,6 +122,7 @@ def _undominated(states: list[_State]) -> list[_State]:
         arr = np.array([r + [0.0] * (width - len(r)) for r in rows])  # the last's label is absent once
         keep = np.ones(n, dtype=bool)
         for k in range(n):
+            _tick(deadline, k, CHECK_EVERY // 64)
             le = (arr <= arr[k]).all(axis=1) & keep
             le[k] = False
             # dominated: another kept state no worse anywhere, better somewhere or earlier
@@ -166,88 +181,94 @@ def _interleave_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str,
     best: _State | None = None
     best_val = math.inf
     stopped = False
-    for i in range(L, 0, -1):
-        if _spent(deadline):
-            stopped = True
-            break
-        # states with smax - 1 stages have one completion each (the stage [0, i - 1]): cheap,
-        # never compared nor cut; the others are cut to the beam past max_states
-        closing = [st for st in levels[i].values() if len(st.path) == smax - 1]
-        states = _undominated([st for st in levels[i].values() if len(st.path) < smax - 1])
-        levels[i] = {}
-        if len(states) > max_states:
-            exact = False
-            states.sort(key=lambda s: (max((d[0] for d in s.devices), default=0.0), s.linkmax))
-            states = states[:max_states]
-        states += closing
-        for count, st in enumerate(states):
-            if count % STATES_PER_CHECK == STATES_PER_CHECK - 1 and _spent(deadline):
+    steps = 0  # transitions tried: the deadline is checked every CHECK_EVERY of them
+    try:
+        for i in range(L, 0, -1):
+            if _spent(deadline):
                 stopped = True
                 break
-            t = len(st.path)
-            if t >= smax:
-                continue
-            n = t + 1 if schedule == "1f1b" else m
-            used = len(st.devices)
-            # a stage that does not start at layer 0 needs another stage before it
-            for first in (range(i - 1, -1, -1) if t + 1 < smax else (0,)):
-                k = i - 1 - first
-                arr = arrs[first]
-                tau = float(arr["fb"][k])
-                if tau >= cap:
-                    break  # longer stages only take more time
-                mem = int(arr["wmem"][k]) + n * int(arr["stash"][k]) + int(arr["buffers"][k])
-                if mem > limit:
+            # states with smax - 1 stages have one completion each (the stage [0, i - 1]): cheap,
+            # never compared nor cut; the others are cut to the beam past max_states
+            closing = [st for st in levels[i].values() if len(st.path) == smax - 1]
+            states = _undominated([st for st in levels[i].values() if len(st.path) < smax - 1], deadline)
+            levels[i] = {}
+            if len(states) > max_states:
+                exact = False
+                states.sort(key=lambda s: (max((d[0] for d in s.devices), default=0.0), s.linkmax))
+                states = states[:max_states]
+            states += closing
+            for count, st in enumerate(states):
+                if count % STATES_PER_CHECK == STATES_PER_CHECK - 1 and _spent(deadline):
+                    stopped = True
+                    break
+                t = len(st.path)
+                if t >= smax:
                     continue
-                if not bounded:
-                    mem = 0  # without a limit memory does not matter: states differ by their loads only
-                rest_work = float(pre.fb[first])
-                rest_weights = inst.weight_factor * float(pre.w[first]) * (1.0 - 1e-9) - 1.0
-                if first > 0:  # the stages before hold >= n_min micro-batches of stash(0, first - 1)
-                    n_min = t + 2 if schedule == "1f1b" else m
-                    rest_weights += n_min * rest_stash[first]
-                seen: set[tuple[float, int, bool]] = set()
-                options = [(d, lab == st.last) for d, (_, _, lab) in enumerate(st.devices)]
-                if used < P:
-                    options.append((-1, False))
-                for d, same in options:
-                    load0, mem0, lab = st.devices[d] if d >= 0 else (0.0, 0, used)
-                    sig = (load0, mem0, same)
-                    if sig in seen:
-                        continue  # an equivalent device: the same state up to relabelling
-                    seen.add(sig)
-                    load, held = load0 + tau, mem0 + mem
-                    if load >= cap or held > limit:
+                n = t + 1 if schedule == "1f1b" else m
+                used = len(st.devices)
+                # a stage that does not start at layer 0 needs another stage before it
+                for first in (range(i - 1, -1, -1) if t + 1 < smax else (0,)):
+                    k = i - 1 - first
+                    arr = arrs[first]
+                    tau = float(arr["fb"][k])
+                    if tau >= cap:
+                        break  # longer stages only take more time
+                    mem = int(arr["wmem"][k]) + n * int(arr["stash"][k]) + int(arr["buffers"][k])
+                    if mem > limit:
                         continue
-                    lk = st.linkmax if (same or i == L) else max(st.linkmax, link[i])
-                    if lk >= cap:
-                        continue
-                    devs = list(st.devices)
-                    if d >= 0:
-                        devs[d] = (load, held, lab)
-                    else:
-                        devs.append((load, held, lab))
-                    if first > 0 and math.isfinite(cap):
-                        room = sum(cap - x[0] for x in devs) + (P - len(devs)) * cap
-                        if room <= rest_work:
-                            continue  # the remaining layers cannot fit below the incumbent
-                    if first > 0 and bounded:
-                        free = sum(limit - x[1] for x in devs) + (P - len(devs)) * limit
-                        if free < rest_weights:
-                            continue  # nor can the weights of the remaining layers fit in memory
-                    new = _State(tuple(devs), lab, lk, st.path + ((first, i - 1, lab),))
-                    if first == 0:
-                        val = max(max(x[0] for x in devs), lk)
-                        if val < best_val:
-                            best, best_val = new, val
-                            cap = min(cap, val * (1.0 - 1e-12))
-                        continue
-                    key = new.key()
-                    old = levels[first].get(key)
-                    if old is None or lk < old.linkmax:
-                        levels[first][key] = new
-        if stopped:
-            break
+                    if not bounded:
+                        mem = 0  # without a limit memory does not matter: states differ by their loads only
+                    rest_work = float(pre.fb[first])
+                    rest_weights = inst.weight_factor * float(pre.w[first]) * (1.0 - 1e-9) - 1.0
+                    if first > 0:  # the stages before hold >= n_min micro-batches of stash(0, first - 1)
+                        n_min = t + 2 if schedule == "1f1b" else m
+                        rest_weights += n_min * rest_stash[first]
+                    seen: set[tuple[float, int, bool]] = set()
+                    options = [(d, lab == st.last) for d, (_, _, lab) in enumerate(st.devices)]
+                    if used < P:
+                        options.append((-1, False))
+                    for d, same in options:
+                        steps += 1
+                        _tick(deadline, steps)
+                        load0, mem0, lab = st.devices[d] if d >= 0 else (0.0, 0, used)
+                        sig = (load0, mem0, same)
+                        if sig in seen:
+                            continue  # an equivalent device: the same state up to relabelling
+                        seen.add(sig)
+                        load, held = load0 + tau, mem0 + mem
+                        if load >= cap or held > limit:
+                            continue
+                        lk = st.linkmax if (same or i == L) else max(st.linkmax, link[i])
+                        if lk >= cap:
+                            continue
+                        devs = list(st.devices)
+                        if d >= 0:
+                            devs[d] = (load, held, lab)
+                        else:
+                            devs.append((load, held, lab))
+                        if first > 0 and math.isfinite(cap):
+                            room = sum(cap - x[0] for x in devs) + (P - len(devs)) * cap
+                            if room <= rest_work:
+                                continue  # the remaining layers cannot fit below the incumbent
+                        if first > 0 and bounded:
+                            free = sum(limit - x[1] for x in devs) + (P - len(devs)) * limit
+                            if free < rest_weights:
+                                continue  # nor can the weights of the remaining layers fit in memory
+                        new = _State(tuple(devs), lab, lk, st.path + ((first, i - 1, lab),))
+                        if first == 0:
+                            val = max(max(x[0] for x in devs), lk)
+                            if val < best_val:
+                                best, best_val = new, val
+                                cap = min(cap, val * (1.0 - 1e-12))
+                            continue
+                        key = new.key()
+                        old = levels[first].get(key)
+                        if old is None or lk < old.linkmax:
+                            levels[first][key] = new
+            if stopped:
+                break
+    except DeadlineExceeded:  # inside a level (the dominance filter, the transitions): the best so far stands
+        stopped = True
     if best is None:
         return None, exact, stopped
     stages = list(reversed(best.path))

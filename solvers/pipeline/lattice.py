@@ -18,16 +18,32 @@ Per ideal I (layer indices of the instance, whose index order is topological):
   the layers whose outputs are not consumed inside the stage are ``dead[J] \\ I``.
 
 The lattice is enumerated breadth-first (one layer added at a time) up to ``max_states``
-ideals; `LatticeTooLarge` is raised beyond (the caller then coarsens the DAG).
+ideals; `LatticeTooLarge` is raised beyond (the caller then coarsens the DAG). Building it
+takes seconds past ~10^5 ideals: given a wall-clock `Deadline`, the enumeration and the sums
+check it as they go (`tick`) and raise `DeadlineExceeded` once it is spent.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .instance import Pipeline
+
+if TYPE_CHECKING:
+    from ..exact.options import Deadline
+
+#: a long loop checks its deadline once every this many steps (step 0 included): one check costs ~0.2 us
+CHECK_EVERY = 4096
+
+
+def tick(deadline: Deadline | None, step: int, every: int = CHECK_EVERY) -> None:
+    """``deadline.check()`` (`DeadlineExceeded` when spent) at every `every`-th `step`, step 0
+    included; nothing without a deadline."""
+    if deadline is not None and step % every == 0:
+        deadline.check()
 
 
 class LatticeTooLarge(Exception):
@@ -88,9 +104,11 @@ class Lattice:
         return out
 
 
-def ideal_lattice(inst: Pipeline, max_states: int = 50_000, groups: list[list[int]] | None = None) -> Lattice:
+def ideal_lattice(inst: Pipeline, max_states: int = 50_000, groups: list[list[int]] | None = None,
+                  deadline: Deadline | None = None) -> Lattice:
     """All ideals of `inst`'s DAG that are unions of `groups` (default: single layers), module
-    docstring; `LatticeTooLarge` past `max_states`."""
+    docstring; `LatticeTooLarge` past `max_states`; `DeadlineExceeded` once `deadline` is spent
+    (checked once per breadth-first level and every `CHECK_EVERY` ideals)."""
     V = inst.length
     succ = successors(inst)
     groups = groups if groups is not None else [[v] for v in range(V)]
@@ -111,6 +129,7 @@ def ideal_lattice(inst: Pipeline, max_states: int = 50_000, groups: list[list[in
     order = [0]
     frontier: list[tuple[int, frozenset[int]]] = [(0, frozenset(k for k in range(len(groups)) if gpred[k] == 0))]
     while frontier:
+        tick(deadline, 0)
         nxt = []
         for m, avail in frontier:
             for gi in avail:  # a group whose predecessors are all in the ideal m
@@ -118,6 +137,7 @@ def ideal_lattice(inst: Pipeline, max_states: int = 50_000, groups: list[list[in
                 if m2 in seen:
                     continue
                 seen.add(m2)
+                tick(deadline, len(seen))
                 new = set(avail)
                 new.discard(gi)
                 new.update(h for h in gsucc[gi] if gpred[h] & m2 == gpred[h] and not m2 & gmask[h])
@@ -126,7 +146,7 @@ def ideal_lattice(inst: Pipeline, max_states: int = 50_000, groups: list[list[in
                 raise LatticeTooLarge(f"more than {max_states} ideals")
         order += [m for m, _ in nxt]
         frontier = nxt
-    return _sums(inst, order, succ)
+    return _sums(inst, order, succ, deadline)
 
 
 def series_groups(inst: Pipeline, piece: int | None = None) -> list[list[int]]:
@@ -164,36 +184,41 @@ def series_groups(inst: Pipeline, piece: int | None = None) -> list[list[int]]:
     return groups
 
 
-def coarsest_needed(inst: Pipeline, max_states: int) -> tuple[Lattice, str]:
+def coarsest_needed(inst: Pipeline, max_states: int, deadline: Deadline | None = None) -> tuple[Lattice, str]:
     """The finest lattice within `max_states` ideals: every ideal, else series runs cut into
     pieces of 3, then whole runs, then the prefixes of the index order (the linearised chain).
-    Returns the lattice and a phrase naming its granularity (for the solver's scope)."""
+    Returns the lattice and a phrase naming its granularity (for the solver's scope);
+    `DeadlineExceeded` once `deadline` is spent (`ideal_lattice`)."""
     try:
-        return ideal_lattice(inst, max_states), "all antichain splits"
+        return ideal_lattice(inst, max_states, deadline=deadline), "all antichain splits"
     except LatticeTooLarge:
         pass
     for piece, phrase in ((3, "antichain splits, series runs in pieces of 3 layers"),
                           (None, "antichain splits between series runs")):
         try:
-            lat = ideal_lattice(inst, max_states, series_groups(inst, piece))
+            lat = ideal_lattice(inst, max_states, series_groups(inst, piece), deadline)
             lat.granularity = phrase
             return lat, phrase
         except LatticeTooLarge:
             continue
     masks = [(1 << k) - 1 for k in range(inst.length + 1)]
-    lat = _sums(inst, masks, successors(inst))
+    lat = _sums(inst, masks, successors(inst), deadline)
     lat.granularity = "splits of the linearised chain only"
     return lat, lat.granularity
 
 
-def _sums(inst: Pipeline, masks: list[int], succ: list[list[int]]) -> Lattice:
+def _sums(inst: Pipeline, masks: list[int], succ: list[list[int]], deadline: Deadline | None = None) -> Lattice:
+    """The `Lattice` of the ideals `masks` (module docstring): numpy over (N, V) arrays, seconds
+    past ~10^5 ideals, so `deadline` is checked between the steps and once per layer."""
     V, N = inst.length, len(masks)
     words = (V + 63) // 64
     nbytes = (V + 7) // 8
+    tick(deadline, 0)
     raw = np.frombuffer(b"".join(m.to_bytes(nbytes, "little") for m in masks), dtype=np.uint8)
     member = np.unpackbits(raw.reshape(N, nbytes), axis=1, bitorder="little")[:, :V].astype(bool)
     packed = np.zeros((N, words), dtype=np.uint64)
     for w in range(words):
+        tick(deadline, 0)
         chunk = member[:, 64 * w: 64 * (w + 1)].astype(np.uint64)
         weights = np.left_shift(np.uint64(1), np.arange(chunk.shape[1], dtype=np.uint64))
         packed[:, w] = (chunk * weights).sum(axis=1, dtype=np.uint64)
@@ -203,6 +228,7 @@ def _sums(inst: Pipeline, masks: list[int], succ: list[list[int]]) -> Lattice:
     has_out = np.zeros((N, V), dtype=bool)
     consumed_in = np.zeros((N, V), dtype=bool)
     for v, vs in enumerate(succ):
+        tick(deadline, 0)
         if vs:
             inside = member[:, vs]
             has_out[:, v] = member[:, v] & ~inside.all(axis=1)
@@ -212,6 +238,7 @@ def _sums(inst: Pipeline, masks: list[int], succ: list[list[int]]) -> Lattice:
     flat = np.nonzero(dead_mask)[1].tolist()  # row-major: the dead layers of each ideal in turn
     ends = np.cumsum(dead_mask.sum(axis=1)).tolist()
     dead = [flat[a:b] for a, b in zip([0, *ends[:-1]], ends)]
+    tick(deadline, 0)
     return Lattice(masks=masks, bits=packed, size=member.sum(axis=1), work=member @ fb,
                    params=member.astype(np.int64) @ inst.params.astype(np.int64),
                    act=member.astype(np.int64) @ act, cut=cut.astype(np.int64),
@@ -219,4 +246,5 @@ def _sums(inst: Pipeline, masks: list[int], succ: list[list[int]]) -> Lattice:
                    dead_act=dead_mask.astype(np.int64) @ act, contains=np.ascontiguousarray(member.T), succ=succ)
 
 
-__all__ = ["Lattice", "LatticeTooLarge", "coarsest_needed", "ideal_lattice", "series_groups", "successors"]
+__all__ = ["CHECK_EVERY", "Lattice", "LatticeTooLarge", "coarsest_needed", "ideal_lattice", "series_groups",
+           "successors", "tick"]
