@@ -42,6 +42,8 @@ def register(subparsers: Any) -> None:
     # a counted cost model (the default) traces fake CPU tensors (`counted_sizes`); --cost measured runs on a device
     set_help(p, "--device", "cpu or cuda with --cost measured (default: cuda when present); the counted cost models "
              "(flops, the default, and roofline:*) trace fake CPU tensors: leave it out or give cpu")
+    set_help(p, "--timing", "with --cost measured: time each node inside the graph executor's store-all step "
+             "(in_step, the default on every device) or each op alone (isolated)")
     p.set_defaults(func=main)
 
 
