@@ -12,7 +12,10 @@ A sweep stores every instance it solves, and every row names the SHA-256 of its 
 - rows are reproducible from the stored files alone.
 
 ``index.json`` maps the identity of each built `[[instances]]` entry (its kind, parameters and
-problem; not its label) to its stored file, hash, label and source.
+problem; not its label; for your own network, ``model = "FILE.py:FUNCTION"`` or
+``"package.module:FUNCTION"``, also the contents of its source files, `model_sources`) to its
+stored file, hash, label and source. An entry whose file is missing or edited, or whose label,
+problem or source is not a non-empty string (an index edited by hand), is built again.
 """
 
 from __future__ import annotations
@@ -40,14 +43,38 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def spec_id(spec: InstanceSpec, threads: int = 1) -> str:
+def spec_id(spec: InstanceSpec, threads: int = 1, sources: str | None = None) -> str:
     """Identity of an `[[instances]]` entry for the store: kind, parameters and problem, and for a
     profiled network the torch CPU `threads` it is profiled with (``[measure] threads``: its times
-    and clock depend on them) when not the default 1, so the ids of stores written before stay."""
+    and clock depend on them) when not the default 1, and the hash of its factory's source files
+    (`sources`, `model_sources`) when it has one; neither when absent, so that the ids of stores
+    written before stay (a factory network's old entry is not found: it is profiled again)."""
     ident: dict[str, Any] = {"kind": spec.kind, "params": spec.params, "problem": spec.problem}
     if spec.kind == "model" and threads != 1:
         ident["threads"] = threads
+    if spec.kind == "model" and sources is not None:
+        ident["sources"] = sources
     return hashlib.sha1(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def model_sources(model: str) -> str | None:
+    """Content hash (SHA-256, first 16 hex digits) of the source files of a ``model`` that is your
+    own factory: the files `commands.profile.model_inputs` lists (the FILE of ``FILE.py:FUNCTION``,
+    relative to the current folder as the profiler imports it; the module's ``.py`` files on
+    `sys.path` for ``package.module:FUNCTION``), in their order, a missing one counted as absent.
+    None for a zoo network, or a module whose file is not found (nothing to hash)."""
+    from ..commands.profile import model_inputs
+
+    inputs = model_inputs(model)
+    if not inputs:
+        return None
+    h = hashlib.sha256()
+    for _, name in inputs:
+        try:
+            h.update(hashlib.sha256(Path(name).read_bytes()).digest())
+        except OSError:
+            h.update(b"missing")
+    return h.hexdigest()[:16]
 
 
 def document(instance: Any) -> bytes | None:
@@ -78,6 +105,19 @@ class InstanceStore:
         self.readonly = readonly
         self.rebuild = rebuild
         self._index: dict[str, dict[str, Any]] | None = None
+        self._sources: dict[str, str | None] = {}  # model -> `model_sources`, hashed once per store
+
+    def key(self, spec: InstanceSpec, threads: int = 1) -> str:
+        """The index key of `spec` profiled with `threads` (`spec_id`); a factory network's source
+        files are hashed at the first lookup, so that the `built` miss and the `put` after
+        profiling agree."""
+        sources = None
+        if spec.kind == "model":
+            model = str(spec.params.get("model", ""))
+            if model not in self._sources:
+                self._sources[model] = model_sources(model)
+            sources = self._sources[model]
+        return spec_id(spec, threads, sources)
 
     @property
     def index(self) -> dict[str, dict[str, Any]]:
@@ -95,11 +135,12 @@ class InstanceStore:
 
     def built(self, spec: InstanceSpec, *, threads: int = 1) -> Stored | None:
         """The stored file of a built entry (profiled with `threads`), when there is one (and
-        `rebuild` is off)."""
+        `rebuild` is off). An entry whose file is missing or edited, or whose label, problem or
+        source is not a non-empty string (an index edited by hand), is none: built again."""
         if self.rebuild:
             return None
-        entry = self.index.get(spec_id(spec, threads))
-        if not isinstance(entry, dict):
+        entry = self.index.get(self.key(spec, threads))
+        if not isinstance(entry, dict) or not _described(entry):
             return None
         path = self.folder / str(entry.get("file", ""))
         if not path.is_file() or digest(path.read_bytes()) != entry.get("hash"):
@@ -119,9 +160,9 @@ class InstanceStore:
             make_folder(self.folder, "the stored instances")
             write_atomic(path, lambda tmp: tmp.write_bytes(data))
         if built:
-            self.index[spec_id(spec, threads)] = {"file": name, "hash": h, "label": label, "problem": problem,
-                                         "source": source,
-                                         "stored": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+            self.index[self.key(spec, threads)] = {
+                "file": name, "hash": h, "label": label, "problem": problem, "source": source,
+                "stored": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
             write_json_atomic(self.folder / INDEX, self.index)
         return Stored(path, h, label, problem, source)
 
@@ -132,6 +173,11 @@ def check_folder(folder: Path) -> None:
     error once the first instance was stored)."""
     if os.path.lexists(folder) and not folder.is_dir():
         raise InputError("is a file, expected a folder (the sweep's stored instances)", path=str(folder))
+
+
+def _described(entry: dict[str, Any]) -> bool:
+    """Whether an index entry names its label, problem and source as non-empty strings."""
+    return all(isinstance(entry.get(k), str) and entry[k] for k in ("label", "problem", "source"))
 
 
 def _safe(label: str) -> str:

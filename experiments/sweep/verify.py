@@ -98,7 +98,7 @@ def judge(stored: dict[str, Any], new: dict[str, Any]) -> str:
 def _check_stored_models(config: SweepConfig, store: InstanceStore) -> None:
     """Verifying reads profiled instances, never builds them: each ``model`` entry must be stored."""
     for spec in config.instances:
-        if spec.kind == "model" and store.built(spec) is None:
+        if spec.kind == "model" and store.built(spec, threads=config.measure["threads"]) is None:
             raise InputError(f"instance {spec.where} ({spec.params.get('model')}) is not stored under "
                              f"{store.folder}; run the sweep first", path=str(config.path), field=spec.where)
 
