@@ -16,24 +16,14 @@ from memsched.solvers.pipeline import interleave_dp as idp
 from memsched.solvers.pipeline import lattice as lattice_mod
 from memsched.solvers.pipeline.dag_cpsat import _infeasible, solve_dag_cpsat
 from memsched.solvers.pipeline.dag_dp import _scope, dag_partition_dp, lattice_for, solve_dag
-from memsched.solvers.pipeline.generate import random_pipeline
+from memsched.solvers.pipeline.generate import parallel_branches, random_pipeline
 from memsched.solvers.pipeline.lattice import ideal_lattice
 from memsched.solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT
 
 
 def wide(k: int, b: int, seed: int = 0) -> Pipeline:
     """A source feeding `k` parallel branches of `b` layers joined by one sink: (b + 1)^k + 2 ideals."""
-    rng = np.random.default_rng(seed)
-    L = k * b + 2
-    succ: list[list[int]] = [[] for _ in range(L)]
-    for br in range(k):
-        first = 1 + br * b
-        succ[0].append(first)
-        for j in range(b - 1):
-            succ[first + j].append(first + j + 1)
-        succ[first + b - 1].append(L - 1)
-    return Pipeline(fwd=rng.uniform(1, 10, L), bwd=rng.uniform(1, 20, L), act=rng.integers(1, 100, L) * 1000,
-                    params=rng.integers(0, 50, L) * 1000, input_size=5000, succ=succ, name=f"wide{k}x{b}")
+    return parallel_branches(k, b, seed)
 
 
 class Expired(Deadline):

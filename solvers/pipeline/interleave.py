@@ -18,7 +18,8 @@ stages, its load the sum of the stage times tau_s; the period is the largest loa
   allocations (2P stages, device k holding stages k and 2P-1-k: the first stage, with the most
   micro-batches in flight, shares its device with the last, which holds one), by the
   outside-in recurrence of `v_shape_dp` (O(L^4 P); at most MAX_V_LAYERS layers); with
-  ``max_stages`` below 2P, straight pipelines of at most ``max_stages`` stages only.
+  ``max_stages`` below 2P, straight pipelines of at most ``max_stages`` stages only. A
+  ``time_limit`` stops the V-shaped DP (checked once per state): the straight pipeline, ``feasible``.
 - ``interleave-cpsat`` (exact, `solve_interleave_cpsat`): one Boolean x[i, j, t] per candidate
   stage (layers i..j at position t, t <= max_stages) with the path constraints of
   `solvers.pipeline.cpsat`, one Boolean z[t, p] per position and device (exactly one device per
@@ -47,11 +48,12 @@ from ..discretize import integer_costs
 from ..errors import InputError, option_field
 from ..exact.cpsat_runner import ROW_LIMIT, run_cpsat
 from ..exact.layer import exact_solver
-from ..exact.options import Deadline, ExactOptions
+from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import straight_only, tick
 from .dp import _defaults, _prefix, partition_dp, stage_arrays
 from .instance import Pipeline
+from .interleave_dp import _seconds
 from .schedule import Partition
 from .simulator import simulate
 
@@ -353,7 +355,8 @@ MAX_V_LAYERS = 80
 
 
 def v_shape_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1f1b",
-               micro_batches: int | None = None) -> tuple[float, list[tuple[int, int]]] | None:
+               micro_batches: int | None = None, deadline: Deadline | None = None
+               ) -> tuple[float, list[tuple[int, int]]] | None:
     """Best V-shaped allocation: 2P contiguous stages, device k holding stages k and 2P-1-k
     (the first stage, with 2P micro-batches in flight, shares a device with the last, which
     holds one). Outside-in over the middle part [i, j] left after k pairs:
@@ -362,7 +365,9 @@ def v_shape_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1
                                       V(k + 1, a + 1, b - 1) )   s.t.  M(i, a, 2P - k) + M(b, j, k + 1) <= budget
         V(P - 1, i, j) = min_a max( tau(i, a) + tau(a + 1, j), c(i) )   (the two stages meet on device P - 1)
 
-    with the simulator's tau, c and M (n = m for GPipe). Returns (period, stage bounds) or None."""
+    with the simulator's tau, c and M (n = m for GPipe). Returns (period, stage bounds) or None.
+    `deadline` (None: none) is checked once per state computed, before its O(L^2) pairs (a few ms
+    at 80 layers; ~L^2 P / 2 states, one check ~0.2 us each): `DeadlineExceeded` once it is spent."""
     L = inst.length
     if 2 * P > L:
         return None
@@ -385,6 +390,8 @@ def v_shape_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1
         key = (k, i, j)
         if key in memo:
             return memo[key][0]
+        if deadline is not None:
+            deadline.check()
         n_front, n_back = (2 * P - k, k + 1) if schedule == "1f1b" else (m, m)
         best, arg = math.inf, None
         if k == P - 1:
@@ -424,13 +431,16 @@ def v_shape_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1
 
 
 def solve_interleave_v(inst: Pipeline, budget: int, *, devices: int | None = None, schedule: str = "1f1b",
-                       micro_batches: int | None = None, max_stages: int | None = None, **_: Any) -> SolveResult:
+                       micro_batches: int | None = None, max_stages: int | None = None,
+                       time_limit: float | None = None, **_: Any) -> SolveResult:
     """The better of the straight memory-aware DP (`madpipe`) and `v_shape_dp`: optimal among
     straight pipelines and V-shaped allocations on P devices. Never more than ``max_stages``
-    stages (default 2P): straight pipelines of at most that many, and no V shape below 2P."""
-    from ..errors import InputError
-
+    stages (default 2P): straight pipelines of at most that many, and no V shape below 2P.
+    `time_limit` (s, wall clock, None: none; 0: the V-shaped DP stops at once) bounds the V-shaped
+    DP (the straight DP, ~10 ms, always runs); past it the answer is the straight pipeline as
+    ``feasible`` (``timeout`` when none fits), the message saying so."""
     start = time.perf_counter()
+    deadline = Deadline(_seconds(time_limit), start)
     P, schedule, m = _defaults(devices, schedule, micro_batches)
     given = positive_count(max_stages, "max_stages")
     if inst.length > MAX_V_LAYERS:
@@ -448,7 +458,10 @@ def solve_interleave_v(inst: Pipeline, budget: int, *, devices: int | None = Non
                                      devices=P)
         part.device_of = list(range(len(part.stages)))
         cands.append(part.evaluated(inst))
-    v = v_shape_dp(inst, P, budget, schedule=schedule, micro_batches=m) if with_v else None
+    try:
+        v = v_shape_dp(inst, P, budget, schedule=schedule, micro_batches=m, deadline=deadline) if with_v else None
+    except DeadlineExceeded:
+        return _v_stopped(cands, budget, P, deadline)
     if v is not None:
         part = Partition.from_bounds(v[1], schedule=schedule, micro_batches=m, devices=P)
         part.device_of = [min(s, 2 * P - 1 - s) for s in range(2 * P)]
@@ -462,6 +475,23 @@ def solve_interleave_v(inst: Pipeline, budget: int, *, devices: int | None = Non
     return SolveResult(problem="pipeline", solver="interleave-v", status=OPTIMAL, objective=best.period,
                        peak_memory=best.peak_memory, lower_bound=best.period, solve_time_s=elapsed, budget=budget,
                        schedule=best, scope=scope)
+
+
+def _v_stopped(straight: list[Partition], budget: int | None, P: int, deadline: Deadline) -> SolveResult:
+    """`solve_interleave_v`'s answer when `deadline` came before the V-shaped DP ended: the straight
+    pipeline (`straight`: the memory-aware DP's, evaluated, or empty) as ``feasible``, not proven
+    optimal among V shapes and no lower bound; ``timeout`` when no straight pipeline fits."""
+    stop = f"the time limit of {deadline.limit:g} s came before the V-shaped DP ended"
+    scope = f"straight pipelines on <= {P} devices (the V-shaped DP did not end)"
+    if not straight:
+        return SolveResult(problem="pipeline", solver="interleave-v", status=TIMEOUT, budget=budget,
+                           solve_time_s=deadline.elapsed(), scope=scope,
+                           message=f"{stop}; no straight pipeline fits {budget} bytes per device")
+    part = straight[0]
+    assert part.period is not None
+    return SolveResult(problem="pipeline", solver="interleave-v", status=FEASIBLE, objective=part.period,
+                       peak_memory=part.peak_memory, solve_time_s=deadline.elapsed(), budget=budget, schedule=part,
+                       scope=scope, message=f"{stop}: the straight pipeline (not proven optimal)")
 
 
 __all__ = ["FAST", "MAX_V_LAYERS", "ROW_LIMIT", "fit_memory", "fit_times", "place", "row_sum", "solve_interleave",

@@ -293,8 +293,11 @@ def solve_interleave_dp(inst: Pipeline, budget: int, *, devices: int | None = No
     states = positive_count(max_states, "max_states")
     seeds = [solve_interleave(inst, budget, devices=P, schedule=schedule, micro_batches=m, max_stages=smax)]
     if inst.length <= MAX_V_LAYERS and 2 * P <= smax and not deadline.expired():
-        seeds.append(solve_interleave_v(inst, budget, devices=P, schedule=schedule, micro_batches=m,
-                                        max_stages=smax))
+        left = deadline.left()
+        v = solve_interleave_v(inst, budget, devices=P, schedule=schedule, micro_batches=m, max_stages=smax,
+                               time_limit=None if left is None else max(0.0, left))
+        if v.status == OPTIMAL:  # a V-shaped DP cut by the limit gives no seed (its straight pipeline is interleave's)
+            seeds.append(v)
     found = [s for s in seeds if s.schedule is not None and s.objective is not None
              and len(s.schedule.stages) <= smax]  # only seeds in the DP's scope
     incumbent = min(found, key=lambda s: float(s.objective or math.inf)) if found else None
