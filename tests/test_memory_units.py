@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import memsched
 import pytest
 from memsched.experiments.cli import main
 from memsched.solvers.errors import InputError
 from memsched.solvers.units import format_size, parse_budget, unit_bytes
+
+import memsched
 
 ROOT = Path(__file__).resolve().parents[1]
 JOIN_MB = ROOT / "solvers" / "data" / "join" / "tiny.json"  # meta.units.memory = "MB"
