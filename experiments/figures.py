@@ -183,15 +183,16 @@ def _finish(fig: plt.Figure, rows: pd.DataFrame, out_dir: Path, stem: str, note:
 FIGURE_EXTS = ("png", "pdf")
 
 
-def _save(fig: plt.Figure, path: Path, ext: str) -> Path:
+def _save(fig: plt.Figure, path: Path, ext: str, *, tight: bool = True) -> Path:
     """Save `fig` as `path` (format `ext`) atomically (`write_atomic`: a failed write leaves the old
-    file, never half a figure); a path that cannot be written is an `InputError` naming it."""
+    file, never half a figure); a path that cannot be written is an `InputError` naming it. `tight`:
+    cropped to what is drawn (matplotlib's ``bbox_inches="tight"``), else the figure's own size."""
     from memsched.solvers.jsonio import write_atomic
 
     # no creation date in the PDF, so that redrawing unchanged results gives the same file
     meta = {"CreationDate": None} if ext == "pdf" else None
     write_atomic(path, lambda tmp: fig.savefig(tmp, format=ext, dpi=150 if ext == "png" else None,
-                                               bbox_inches="tight", metadata=meta))
+                                               bbox_inches="tight" if tight else None, metadata=meta))
     return path
 
 
@@ -272,6 +273,97 @@ def _mem_unit(values: Iterable[float]) -> tuple[float, str]:
     return 1, "bytes"
 
 
+def size_text(n: float, unit: str | None) -> str:
+    """A size `n` in the memory unit `unit` of its instance file (``meta.units.memory``; None:
+    bytes) for a title: bytes scaled to binary units ("35.03 KiB", "57 bytes"); in another byte
+    unit, the number in that unit and its size in binary units ("168 MB (160.2 MiB)"); in a unit
+    that is no byte unit, the number and the unit ("17 slots")."""
+    from memsched.solvers.units import MEMORY_UNIT_BYTES
+
+    per = MEMORY_UNIT_BYTES.get(unit.strip().lower()) if unit else 1
+    if per is None:
+        return f"{n:.6g} {unit}"
+    scale, binary = _mem_unit([n * per])
+    scaled = f"{n * per / scale:.4g} {binary}"
+    return scaled if per == 1 else f"{n:.6g} {unit} ({scaled})"
+
+
+#: in-memory column of the rows a figure draws (never written to a table): the memory unit of each
+#: row's instance file (`with_memory_units`; None: bytes)
+UNIT_COLUMN = "_memory_unit"
+
+
+def _unit_of(rows: pd.DataFrame) -> str | None:
+    """The memory unit of the instance of `rows` (one instance; `UNIT_COLUMN`), None for bytes."""
+    units = rows[UNIT_COLUMN].dropna() if UNIT_COLUMN in rows else ()
+    return str(units.iloc[0]) if len(units) else None
+
+
+def with_memory_units(rows: pd.DataFrame, results_dir: str | Path | None = None) -> pd.DataFrame:
+    """`rows` with `UNIT_COLUMN`: the memory unit (``meta.units.memory``, None: bytes) of each row's
+    instance, read from its stored file (``<sweep output>/instances/<label>-<instance_hash>.<ext>``
+    under `results_dir`), else from the file its ``source`` names (`source_file`). Sweep rows keep
+    sizes (``reference_peak``, ``budget``) in that unit and name no unit of their own; an instance
+    whose file is not found or not read counts as bytes (the rule of a file without a unit)."""
+    if rows.empty:
+        return rows.assign(**{UNIT_COLUMN: None})
+    stored = _stored_instances(Path(results_dir)) if results_dir is not None else {}
+    cols = [c for c in ("instance_hash", "source") if c in rows]
+    keys = rows[cols].astype(str).agg("\0".join, axis=1) if cols else pd.Series("", index=rows.index)
+    units: dict[str, str | None] = {}
+    for key, row in zip(keys, rows[cols].astype(str).itertuples(index=False)):
+        if key not in units:
+            found = dict(zip(cols, row))
+            path = stored.get(found.get("instance_hash", "")) or source_file(found.get("source", ""))
+            units[key] = file_memory_unit(path) if path is not None else None
+    return rows.assign(**{UNIT_COLUMN: keys.map(units)})
+
+
+def _stored_instances(root: Path) -> dict[str, Path]:
+    """instance hash -> stored instance file, over every sweep's ``instances/`` folder under `root`
+    (files named ``<label>-<hash>.<ext>``, `experiments.sweep.instance_store`)."""
+    import re
+
+    found: dict[str, Path] = {}
+    for path in sorted(root.rglob("instances/*")):
+        match = re.search(r"-([0-9a-f]{16})$", path.stem)
+        if match and path.is_file():
+            found.setdefault(match.group(1), path)
+    return found
+
+
+def file_memory_unit(path: Path) -> str | None:
+    """The memory unit an instance file states (`units.memory_unit` of the loaded instance; a join
+    network without one of its own: its first branch's), None when it states none or cannot be read."""
+    from memsched.solvers.errors import InputError
+    from memsched.solvers.formats import load_instance
+    from memsched.solvers.units import memory_unit
+
+    try:
+        _, instance = load_instance(path)
+    except (InputError, OSError, ValueError, ImportError):
+        return None
+    unit = memory_unit(instance)
+    branches = getattr(instance, "branches", None)
+    if unit is None and branches:
+        unit = memory_unit(branches[0])
+    return unit
+
+
+def source_file(source: str) -> Path | None:
+    """The file a sweep row's ``source`` names (`sweep.instances.file_source`: relative to the
+    repository when inside it, whatever the working directory), or None when there is none (a
+    generator's call, a profiled network)."""
+    from memsched.experiments.sweep.config import ROOT
+
+    try:
+        path = Path(source)
+        path = path if path.is_absolute() else ROOT / path
+        return path if path.is_file() else None
+    except (OSError, ValueError):  # a name too long, a NUL byte: no file
+        return None
+
+
 def _profile_text(source: str) -> str:
     """'resnet18 batch=2 image_size=64 width=16 on cpu' from a profile_model source string."""
     import json
@@ -309,7 +401,6 @@ def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str,
     for ax, inst in zip(axes, instances):
         r = rows[rows["instance"] == inst]
         ref = r["reference_peak"].dropna()
-        scale, unit = _mem_unit(ref)
         use_overhead = r["overhead"].notna().any()
         for label in _solvers_in(r):
             s = r[(r["solver_label"].fillna(r["solver"]) == label) & r["status"].isin(FOUND)]
@@ -322,7 +413,7 @@ def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str,
                               **style(label, label))
             handles.setdefault(label, line)
         size = r["size"].dropna()
-        ref_text = f", ref. peak {ref.iloc[0] / scale:.4g} {unit}" if len(ref) else ""
+        ref_text = f", ref. peak {size_text(float(ref.iloc[0]), _unit_of(r))}" if len(ref) else ""
         ax.set_title(f"{inst} (size {int(size.iloc[0]) if len(size) else '?'}{ref_text})", fontsize=8.5)
         ax.set_xlabel("memory budget (% of reference peak)", fontsize=8)
         ax.set_ylabel(objective_label if use_overhead else "objective (instance time unit)", fontsize=8)
@@ -484,6 +575,8 @@ def render(figure_id: str, rows: pd.DataFrame, out_dir: str | Path) -> tuple[lis
                 "time_limit", "options", "measured_time_ms", "device", "grad_check"):
         if col not in r:
             r = r.assign(**{col: None})
+    if UNIT_COLUMN not in r:  # rows not read by `make_figures`: units from the files the sources name
+        r = with_memory_units(r)
     return spec.draw(r, Path(out_dir), spec.stem, spec.title, **dict(spec.options)), None
 
 
@@ -506,7 +599,8 @@ def _config_of(spec: FigureSpec) -> str:
 def make_figures(results_dir: str | Path = "results", out_dir: str | Path | None = None,
                  only: Iterable[str] | None = None) -> tuple[list[Path], list[str]]:
     """Render every figure (or those in `only`) from the tables under `results_dir` into
-    `out_dir` (default ``<results_dir>/figures``); returns (paths written, notes).
+    `out_dir` (default ``<results_dir>/figures``); returns (paths written, notes). Sizes in titles
+    are in the unit of each instance's stored file (`with_memory_units`).
 
     Before any figure is drawn, the folder is made when a figure will be drawn, and its paths
     checked (`check_figure_paths`): a folder that cannot be made or a figure's file that is a
@@ -517,6 +611,7 @@ def make_figures(results_dir: str | Path = "results", out_dir: str | Path | None
     drawn = [fid for fid in ids if skip_note(fid, figure_rows(rows, FIGURES[fid])) is None]
     if drawn:
         check_figure_paths(out, [FIGURES[fid].stem for fid in drawn])
+        rows = with_memory_units(rows, results_dir)
     written: list[Path] = []
     notes: list[str] = []
     for fid in ids:
@@ -528,4 +623,5 @@ def make_figures(results_dir: str | Path = "results", out_dir: str | Path | None
 
 
 __all__ = ["FIGURES", "FigureSpec", "load_results", "render", "make_figures", "figure_rows", "stamp",
-           "overhead_vs_budget", "solve_time_vs_size", "period_vs_memory", "predicted_vs_measured", "style"]
+           "overhead_vs_budget", "solve_time_vs_size", "period_vs_memory", "predicted_vs_measured", "style",
+           "size_text", "with_memory_units", "source_file"]

@@ -14,6 +14,10 @@ instance's time unit, ms) versus the memory per device, one row of panels per in
 column per device count P (the solver labels' ``P=<n>``). Each panel's title names the
 instance and the cost model its times come from (the instance file's ``meta["cost"]``: a
 roofline of a named GPU, counted FLOP or measured). Writes ``<stem>.png`` and ``.pdf`` under `--out`.
+
+Exit 0; 2, with a one-line error naming the path and before anything is drawn, when the table is
+missing, damaged or lacks a column, or `--out` is no folder that can be made (a file, say) or a
+figure's file is a folder.
 """
 
 from __future__ import annotations
@@ -29,7 +33,17 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from memsched.experiments.figures import (  # noqa: E402
+    FIGURE_EXTS,
+    _checked_fields,
+    _checked_numbers,
+    _save,
+    check_figure_paths,
+    make_folder,
+    source_file,
+)
 from memsched.experiments.figures import style as solver_style  # noqa: E402
+from memsched.solvers.errors import InputError  # noqa: E402
 
 GB = 1e9
 #: pipeline panels: one colour and marker per solver (the label's name before " P=<n>")
@@ -67,23 +81,14 @@ def draw_pipeline(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem
 
 
 def save_figure(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
-    """Write `fig` as ``<stem>.png`` and ``.pdf`` under `out_dir`; close it; return the paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.pdf"]
-    for p in paths:
-        fig.savefig(p, dpi=150)
-    plt.close(fig)
-    return paths
-
-
-def source_file(source: str) -> Path | None:
-    """The file a sweep row's ``source`` names (`sweep.instances.file_source`: relative to the
-    repository when inside it, whatever the working directory), or None when there is none."""
-    from memsched.experiments.sweep.config import ROOT
-
-    path = Path(source)
-    path = path if path.is_absolute() else ROOT / path
-    return path if path.is_file() else None
+    """Write `fig` as ``<stem>.png`` and ``.pdf`` under `out_dir` (made when missing, `make_folder`),
+    each atomically (`figures._save`: a failed write leaves the old file); close it; return the paths.
+    A folder that cannot be made or a file that cannot be written is an `InputError` naming it."""
+    try:
+        make_folder(out_dir)
+        return [_save(fig, out_dir / f"{stem}.{ext}", ext, tight=False) for ext in FIGURE_EXTS]
+    finally:
+        plt.close(fig)
 
 
 def cost_model_of(instance_file: Path) -> str:
@@ -140,12 +145,47 @@ def figure_args(argv: list[str] | None, doc: str | None, results: str, results_h
     return parser.parse_args(argv)
 
 
+#: the columns of a sweep table every paper figure reads
+COLUMNS = ("instance", "source", "solver_label", "status", "budget")
+
+
+def read_table(table: Path) -> pd.DataFrame:
+    """The rows of the sweep table `table` (``<results>/<name>.csv``); a missing, unreadable or
+    damaged table, or one without the `COLUMNS` the figures read, is an `InputError` naming it."""
+    if not table.is_file():
+        what = "is a folder" if table.is_dir() else "not found"
+        raise InputError(f"{what}: expected the sweep's table (memsched sweep writes <output>/<output>.csv; "
+                         "--results names the sweep's output folder)", path=str(table))
+    _checked_fields(table)
+    try:
+        rows = pd.read_csv(table)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, OSError) as err:
+        raise InputError(f"cannot read the table ({str(err).splitlines()[0] if str(err) else 'empty'})",
+                         path=str(table)) from None
+    missing = [c for c in COLUMNS if c not in rows]
+    if missing:
+        raise InputError(f"no column {', '.join(missing)} (not a sweep table)", path=str(table))
+    return _checked_numbers(rows, table)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Draw the papers' chain figure from the sweep in --results into --out; exit 0."""
+    """Draw the papers' chain figure from the sweep in --results into --out; exit 0, 2 on bad input
+    (one line on stderr, `run`)."""
     args = figure_args(argv, __doc__, "results/fig_paper_chains", "the sweep's output folder", "paper_chains")
+    try:
+        return run(args)
+    except InputError as err:
+        print(f"paper_figures: error: {err}", file=sys.stderr)
+        return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the table of --results and the figure's paths under --out (`check_figure_paths`)
+    before any work, then draw; exit 0."""
     folder = Path(args.results)
     table = folder / f"{folder.name}.csv"
-    rows = pd.read_csv(table)
+    rows = read_table(table)
+    check_figure_paths(Path(args.out), [args.stem])
     costs = {}
     for name, source in rows[["instance", "source"]].drop_duplicates().itertuples(index=False):
         path = source_file(str(source))

@@ -273,7 +273,8 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
     partition's, else 2 S): a row per stage with its forwards and backwards labelled by
     micro-batch; one memory line per device, weights + buffers + the stash of each
     micro-batch in flight (allocated when its forward starts, freed when its backward ends),
-    whose maximum is the simulator's per-stage memory once m >= S.
+    whose maximum is the simulator's per-stage memory once m >= S. A partition over `budget` is
+    drawn up to the violation (`_up_to`): up to the forward that first takes a device over it.
 
     Straight pipelines only (one device per stage): `simulate_batch` has no event model of
     replicated stages (micro-batches dealt among replicas, the allreduce) nor of two stages
@@ -322,10 +323,30 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
         over = [(t, v) for t, v in zip(series[worst].times, series[worst].values) if v > budget]
         t, v = over[0] if over else (peak_time, peak)
         failure = Failure(float(t), float(v), ev.violation)
+        series, bars = _up_to(series, bars, failure.time, rows[worst])
+        peak, peak_stage = max((float(np.max(ser.values)), k) for k, ser in enumerate(series))
+        peak_time = plateau_middle(series[peak_stage].times, series[peak_stage].values, peak)
     unit = next((name for name, scale in _time_units().items() if abs(scale - inst.time_unit) < 1e-15), None)
     return Timeline("pipeline", series, bars, rows, float(ev.period), int(peak), peak_time, budget, failure,
-                    unit, "bytes", objective_name="period", memory_title="memory per device",
+                    unit, units_of(inst)[1] or "bytes", objective_name="period", memory_title="memory per device",
                     extra={"micro_batches": m, "batch_makespan": run.makespan, "peak_stage": peak_stage})
+
+
+def _up_to(series: list[MemorySeries], bars: list[Bar], t: float, row: str) -> tuple[list[MemorySeries], list[Bar]]:
+    """The batch drawn up to the violation at time `t` (the start of the forward that first takes the
+    stage on `row` over the budget): the operations started before `t`, that forward as the failing
+    operation (category ``failed``), and each device's memory up to `t` (the failing forward's
+    stash included, so that the line reaches the memory over the budget; every line runs on to `t`)."""
+    kept = [b for b in bars if b.start < t]
+    kept += [Bar(b.row, b.start, b.end, "failed", b.label) for b in bars
+             if b.row == row and b.start == t and b.category == "forward"][:1]
+    cut = []
+    for s in series:
+        times, values = s.times[s.times <= t], s.values[s.times <= t]
+        if len(times) and times[-1] < t:  # each device's line runs on to the violation
+            times, values = np.append(times, t), np.append(values, values[-1])
+        cut.append(MemorySeries(times, values, s.label))
+    return cut, kept
 
 
 def _check_drawable(partition: Any) -> None:

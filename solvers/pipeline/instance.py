@@ -27,8 +27,10 @@ for their gradients and optimizer state (default 4: weights + gradients + two Ad
 Loading:
 
 - ``memsched.chain/1`` files: layer l = stage l of the chain, ``act[l] = out_size``,
-  ``input_size`` = the chain's input_size, ``params[l]`` = ``meta.param_sizes[l]`` when the file
-  has such a list (bytes), else 0; the loss is folded into the last layer's backward time.
+  ``input_size`` = the chain's input_size, both converted into bytes from the file's
+  ``meta.units.memory`` (bytes when absent; a unit that is no byte unit is refused), and the
+  pipeline's ``meta.units.memory`` is then "bytes"; ``params[l]`` = ``meta.param_sizes[l]`` when
+  the file has such a list (bytes), else 0; the loss is folded into the last layer's backward time.
 - PipeDream ``graph.txt`` profiles: one node per line ``ID -- DESC -- forward_compute_time=F,
   backward_compute_time=B, activation_size=A, parameter_size=W[ -- stage_id=S]`` (times in ms,
   sizes in bytes; ``activation_size`` may be a list ``[a; b]``, summed as PipeDream does), then
@@ -50,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..units import MAX_BYTES
+from ..units import MAX_BYTES, memory_unit, unit_bytes
 
 DEFAULT_WEIGHT_FACTOR = 4.0
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
@@ -307,11 +309,16 @@ def from_chain_json(text: str, *, path: str = "<chain>") -> Pipeline:
 
 
 def from_chain(chain: Any, *, path: str = "<chain>") -> Pipeline:
-    """Layer l = stage l of a `solvers.chain.Chain`; activation = out_size; parameters from
+    """Layer l = stage l of a `solvers.chain.Chain`; activation = out_size and input = input_size,
+    converted into bytes from the chain's size unit (`chain_bytes`); parameters from
     ``meta["param_sizes"]`` (a list of L byte counts) when present, else 0; the loss's backward
-    time is added to the last layer."""
+    time is added to the last layer. The pipeline's sizes are bytes (its ``meta.units.memory``
+    says so): weights x factor and link bandwidths in bytes/s are added to them."""
     L = chain.length
     meta = dict(chain.meta)
+    acts, input_size = chain_bytes(chain, path)
+    if isinstance(meta.get("units"), dict):
+        meta["units"] = {**meta["units"], "memory": "bytes"}
     params = meta.get("param_sizes")
     if params is None:
         params = [0] * L
@@ -333,9 +340,26 @@ def from_chain(chain: Any, *, path: str = "<chain>") -> Pipeline:
         raise InputError(f"{unit!r} {why}", path=path, field="meta.units.time")
     bwd = chain.u_b[:L].astype(float).copy()
     bwd[-1] += float(chain.u_b[L])
-    return Pipeline(fwd=chain.u_f[:L].copy(), bwd=bwd, act=chain.x[1 : L + 1].copy(),
-                    params=np.asarray([int(p) for p in params], dtype=np.int64), input_size=int(chain.x[0]),
+    return Pipeline(fwd=chain.u_f[:L].copy(), bwd=bwd, act=acts,
+                    params=np.asarray([int(p) for p in params], dtype=np.int64), input_size=input_size,
                     name=chain.name, layer_names=list(chain.stage_names), time_unit=TIME_UNITS[unit], meta=meta)
+
+
+def chain_bytes(chain: Any, path: str = "<chain>") -> tuple[np.ndarray, int]:
+    """(out sizes a_0..a_{L-1} of the stages, input size) of `chain` in bytes: its sizes (in its
+    ``meta.units.memory``, `units.unit_bytes`) times the bytes per unit. A unit that is no byte
+    unit ("slots"), or a size above `MAX_BYTES` once in bytes, is an `InputError` naming the file
+    and ``meta.units.memory`` (a pipeline adds weights and times transfers in bytes/s)."""
+    per = unit_bytes(chain)
+    if per is None:
+        raise InputError(f"a pipeline needs sizes in a byte unit (bytes, KiB, MiB, MB, ...): its weights are bytes "
+                         f"and its links carry bytes/s; got {memory_unit(chain)!r}", path=path,
+                         field="meta.units.memory")
+    sizes = [int(v) for v in chain.x[: chain.length + 1]]
+    if max(sizes) * per > MAX_BYTES:
+        raise InputError(f"a size of {max(sizes)} {memory_unit(chain)} is {max(sizes) * per} bytes, too large (at most "
+                         f"{MAX_BYTES} bytes, 1 PiB)", path=path, field="meta.units.memory")
+    return np.asarray([v * per for v in sizes[1:]], dtype=np.int64), sizes[0] * per
 
 
 _FIELDS = ("forward_compute_time", "backward_compute_time", "activation_size", "parameter_size")
