@@ -134,9 +134,24 @@ def to_json(result: SolveResult, inst: Any) -> dict[str, Any]:
     out["stages"] = [] if part is None else [
         {"first_layer": s.first, "last_layer": s.last, "time": s.time * unit, "memory": s.memory,
          "devices": s.replicas, "replicas": s.replicas, "in_flight": s.in_flight,
-         "link_time": (s.link_time or 0.0) * unit, **({"layers": layers} if part.order is not None else {})}
-        for s, layers in zip(part.stages, part.stage_layers())]
+         "link_time": (s.link_time or 0.0) * unit, **({"layers": layers} if part.order is not None else {}),
+         **({"device": part.device_of[k]} if part.device_of is not None else {})}
+        for k, (s, layers) in enumerate(zip(part.stages, part.stage_layers()))]
+    if part is not None and part.device_of is not None:
+        out["device_totals"] = [{"device": d, "stages": stages, "load": load * unit, "memory": memory}
+                                for d, stages, load, memory in device_totals(part)]
     return out
+
+
+def device_totals(part: Any) -> list[tuple[int, list[int], float, int]]:
+    """Per device of an interleaved allocation (``part.device_of`` set, stages evaluated), in
+    device order: (device, its stages, load = the sum of their times in the file's time unit,
+    memory = the sum of their memories in bytes), as the simulator charges a device."""
+    held: dict[int, list[int]] = {}
+    for k, d in enumerate(part.device_of):
+        held.setdefault(d, []).append(k)
+    return [(d, ks, sum(part.stages[k].time or 0.0 for k in ks), sum(part.stages[k].memory or 0 for k in ks))
+            for d, ks in sorted(held.items())]
 
 
 def main(args: argparse.Namespace) -> int:
@@ -160,6 +175,9 @@ def main(args: argparse.Namespace) -> int:
                     " fit in less)")
         elif result.status == INFEASIBLE and result.min_budget is not None:
             msg += f"; smallest feasible memory: {result.min_budget} bytes ({format_bytes(result.min_budget)})"
+        elif result.status == INFEASIBLE and result.details.get("heuristic"):
+            # a heuristic's failure proves nothing about its scope (the solver's message says which solvers search it)
+            msg += f"; smallest feasible budget unknown: {result.message}"
         elif result.status == INFEASIBLE:
             msg += ("; smallest feasible budget unknown: this solver does not compute it (madpipe gives the"
                     " straight pipelines' one)")
@@ -181,11 +199,7 @@ def _print_human(result: SolveResult, inst: Any) -> None:
         print(f"bandwidth    {inst.bandwidth:.4g} bytes/s, latency {inst.latency:g} s per tensor")
     part = result.schedule
     if part is not None:
-        print(f"{'stage':>5} {'layers':>11} {'devices':>7} {'in flight':>9} {'time (s)':>12} {'link in (s)':>12} "
-              f"{'memory':>14}")
-        for k, s in enumerate(part.stages):
-            print(f"{k:>5} {f'{s.first}-{s.last}':>11} {s.replicas:>7} {s.in_flight:>9} {s.time * unit:>12.6g} "
-                  f"{(s.link_time or 0.0) * unit:>12.6g} {format_bytes(s.memory):>14}")
+        _print_stages(part, unit)
         if part.order is not None:
             print("             (a DAG partition: layer ranges are positions in its topological order, --json lists"
                   " each stage's layers)")
@@ -196,3 +210,21 @@ def _print_human(result: SolveResult, inst: Any) -> None:
     if result.message:
         print(f"note         {result.message}")
     print(f"solve time   {result.solve_time_s:.3f} s")
+
+
+def _print_stages(part: Any, unit: float) -> None:
+    """The stage table (times in seconds: `unit` seconds per file time unit); for an interleaved
+    allocation (``part.device_of``) with a device column and then one line per device: its stages,
+    load (the sum of their times) and memory (the sum of theirs), as the simulator charges it."""
+    interleaved = part.device_of is not None
+    dev = f" {'device':>6}" if interleaved else ""
+    print(f"{'stage':>5} {'layers':>11} {'devices':>7}{dev} {'in flight':>9} {'time (s)':>12} {'link in (s)':>12} "
+          f"{'memory':>14}")
+    for k, s in enumerate(part.stages):
+        dev = f" {part.device_of[k]:>6}" if interleaved else ""
+        print(f"{k:>5} {f'{s.first}-{s.last}':>11} {s.replicas:>7}{dev} {s.in_flight:>9} {s.time * unit:>12.6g} "
+              f"{(s.link_time or 0.0) * unit:>12.6g} {format_bytes(s.memory):>14}")
+    if interleaved:
+        for d, stages, load, memory in device_totals(part):
+            print(f"device {d:<5} stages {', '.join(map(str, stages))}: load {load * unit:.6g} s, memory {memory} "
+                  f"bytes ({format_bytes(memory)})")

@@ -37,7 +37,6 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, option_field
 from ..exact.options import Deadline, DeadlineExceeded
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .dp import _defaults, partition_dp
@@ -322,11 +321,13 @@ def _scope(lat: Lattice, P: int, schedule: str, m: int | None, replication: bool
 
 def lattice_for(inst: Pipeline, max_states: int | None, deadline: Deadline | None = None) -> Lattice:
     """The ideal lattice used by the DAG solvers (coarsened past `max_states` ideals; None: the
-    default `MAX_STATES`). `InputError` for a count below 1; `DeadlineExceeded` once `deadline`
-    is spent while it is built."""
-    if max_states is not None and (isinstance(max_states, bool) or int(max_states) < 1):
-        raise InputError(f"must be an integer >= 1, got {max_states!r}", field=option_field("max_states"))
-    return coarsest_needed(inst, int(max_states or MAX_STATES), deadline)[0]
+    default `MAX_STATES`). `InputError` naming the option for anything but an integer >= 1 (2.5,
+    "3", nan, 0: `interleave.positive_count`, as ``interleave-dp`` checks it); `DeadlineExceeded`
+    once `deadline` is spent while it is built."""
+    from .interleave import positive_count
+
+    given = positive_count(max_states, "max_states")
+    return coarsest_needed(inst, given if given is not None else MAX_STATES, deadline)[0]
 
 
 def plan(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1f1b", micro_batches: int | None = None,

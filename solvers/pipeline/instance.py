@@ -33,10 +33,11 @@ Loading:
   the file has such a list (bytes), else 0; the loss is folded into the last layer's backward time.
 - PipeDream ``graph.txt`` profiles: one node per line ``ID -- DESC -- forward_compute_time=F,
   backward_compute_time=B, activation_size=A, parameter_size=W[ -- stage_id=S]`` (times in ms,
-  sizes in bytes; ``activation_size`` may be a list ``[a; b]``, summed as PipeDream does), then
-  edge lines ``\\tID1 -- ID2``. Nodes are read in a topological order, ties broken by their order
-  in the file (Kahn's algorithm with a priority on the line number). Source nodes whose
-  description starts with "Input" become ``input_size`` (PipeDream also removes them).
+  sizes in bytes; ``activation_size`` may be a list ``[a; b]``, summed as PipeDream does; after
+  the fields only one ``stage_id=S``, S an integer >= 0, ignored), then edge lines
+  ``\\tID1 -- ID2``. Nodes are read in a topological order, ties broken by their order in the
+  file (Kahn's algorithm with a priority on the line number). Source nodes whose description
+  starts with "Input" become ``input_size`` (PipeDream also removes them).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..units import MAX_BYTES, memory_unit, unit_bytes
+from ..units import MAX_BYTES, check_number, memory_unit, unit_bytes
 
 DEFAULT_WEIGHT_FACTOR = 4.0
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
@@ -319,14 +320,7 @@ def from_chain(chain: Any, *, path: str = "<chain>") -> Pipeline:
     acts, input_size = chain_bytes(chain, path)
     if isinstance(meta.get("units"), dict):
         meta["units"] = {**meta["units"], "memory": "bytes"}
-    params = meta.get("param_sizes")
-    if params is None:
-        params = [0] * L
-    elif (not isinstance(params, list) or len(params) != L
-          or not all(isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p <= MAX_BYTES
-                     for p in params)):
-        raise InputError(f"must be a list of {L} non-negative byte counts (at most {MAX_BYTES} each)", path=path,
-                         field="meta.param_sizes")
+    params = _param_sizes(meta.get("param_sizes"), L, path)
     unit = "ms"
     units = meta.get("units")
     if isinstance(units, dict) and "time" in units:
@@ -341,8 +335,21 @@ def from_chain(chain: Any, *, path: str = "<chain>") -> Pipeline:
     bwd = chain.u_b[:L].astype(float).copy()
     bwd[-1] += float(chain.u_b[L])
     return Pipeline(fwd=chain.u_f[:L].copy(), bwd=bwd, act=acts,
-                    params=np.asarray([int(p) for p in params], dtype=np.int64), input_size=input_size,
+                    params=np.asarray(params, dtype=np.int64), input_size=input_size,
                     name=chain.name, layer_names=list(chain.stage_names), time_unit=TIME_UNITS[unit], meta=meta)
+
+
+def _param_sizes(params: Any, L: int, path: str) -> list[int]:
+    """``meta.param_sizes`` of a chain file: L integer byte counts in 0..`MAX_BYTES` (an integral
+    float such as 2.0 counts, as for the stages' sizes; 1000000.7 is refused, not truncated), or
+    [0] * L when absent. An `InputError` names the file and ``meta.param_sizes`` (or its entry)."""
+    if params is None:
+        return [0] * L
+    if not isinstance(params, list) or len(params) != L:
+        raise InputError(f"must be a list of {L} non-negative byte counts (at most {MAX_BYTES} each)", path=path,
+                         field="meta.param_sizes")
+    return [int(check_number(p, path=path, field=f"meta.param_sizes[{i}]", integer=True))
+            for i, p in enumerate(params)]
 
 
 def chain_bytes(chain: Any, path: str = "<chain>") -> tuple[np.ndarray, int]:
@@ -377,6 +384,27 @@ def _parse_number(text: str, path: str, where: str) -> float:
     return float(check_number(float(text), path=path, field=where, time=where.endswith("_time")))
 
 
+#: the one part a node line may have after its fields: PipeDream's stage assignment (ignored here)
+_STAGE_ID = re.compile(r"^stage_id\s*=\s*[0-9]+$")
+
+
+def _check_trailing(extra: list[str], path: str, where: str) -> None:
+    """The parts of a node line after its fields (split at `` -- ``): none, or one
+    ``stage_id=S`` with S an integer >= 0 (ignored); anything else, a second part included, is an
+    `InputError` naming the line (a field placed there, such as ``saved_extra=N``, would be lost)."""
+    if not extra:
+        return
+    if len(extra) > 1:
+        raise InputError(f"expected at most one part after the fields (' -- stage_id=S'), got "
+                         f"{' -- '.join(extra)!r:.80}", path=path, field=where)
+    part = extra[0].strip()
+    if not _STAGE_ID.match(part):
+        why = ("fields go in the comma-separated list before it" if not part.startswith("stage_id=")
+               else "S must be an integer >= 0")
+        raise InputError(f"expected ' -- stage_id=S' after the fields, got {part!r:.80} ({why})", path=path,
+                         field=where)
+
+
 def from_graph_txt(text: str, *, path: str = "<graph.txt>", name: str | None = None) -> Pipeline:
     """Parse a PipeDream profile (see the module docstring). Errors name the line and field."""
     nodes: dict[str, dict[str, Any]] = {}
@@ -396,6 +424,7 @@ def from_graph_txt(text: str, *, path: str = "<graph.txt>", name: str | None = N
         if len(parts) < 3:
             raise InputError("expected 'ID -- DESC -- forward_compute_time=..., backward_compute_time=..., "
                              "activation_size=..., parameter_size=...'", path=path, field=where)
+        _check_trailing(parts[3:], path, where)
         node_id, desc = parts[0].strip(), parts[1].strip()
         if node_id in nodes:
             raise InputError(f"node {node_id!r} defined twice (first at line {nodes[node_id]['line']})",

@@ -13,7 +13,9 @@ stages, its load the sum of the stage times tau_s; the period is the largest loa
   (default 2P) the time-balanced contiguous cut into at most S stages whose stages are placed
   largest-time first on the least-loaded device where they fit; the best replayed allocation.
   ``feasible`` (a heuristic: the problem is NP-hard), never worse than ``madpipe`` (with
-  ``max_stages`` >= P).
+  ``max_stages`` >= P). When none of its allocations fits: ``infeasible`` for this heuristic only
+  (no ``min_budget``; the message says it found nothing, which is no proof: ``interleave-dp`` may
+  find one).
 - ``interleave-v`` (DP, `solve_interleave_v`): optimal among straight pipelines and V-shaped
   allocations (2P stages, device k holding stages k and 2P-1-k: the first stage, with the most
   micro-batches in flight, shares its device with the last, which holds one), by the
@@ -111,7 +113,8 @@ def solve_interleave(inst: Pipeline, budget: int, *, devices: int | None = None,
     P, schedule, m = _defaults(devices, schedule, micro_batches)
     L = inst.length
     smax = stage_cap(L, P, max_stages)
-    scope = f"interleaved allocations of <= {smax} contiguous stages on <= {P} devices (heuristic)"
+    scope = (f"interleaved allocations of <= {smax} contiguous stages on <= {P} devices "
+             "(heuristic, no optimality claim)")
     best: Partition | None = None
     # the straight pipeline has at most min(P, smax) stages: never more than max_stages
     straight = partition_dp(inst, min(P, smax), budget, schedule=schedule, micro_batches=m)
@@ -136,14 +139,23 @@ def solve_interleave(inst: Pipeline, budget: int, *, devices: int | None = None,
             best = part.evaluated(inst)
     elapsed = time.perf_counter() - start
     if best is None:
-        return SolveResult(problem="pipeline", solver="interleave", status=INFEASIBLE, budget=budget,
-                           min_budget=None, solve_time_s=elapsed,
-                           scope=scope, message=f"no allocation found within {budget} bytes per device")
+        return _heuristic_found_nothing(budget, scope, elapsed)
     lower = max(inst.total_time() / P, float(np.max(inst.fwd + inst.bwd)))
     assert best.period is not None
     return SolveResult(problem="pipeline", solver="interleave", status=FEASIBLE, objective=best.period,
                        peak_memory=best.peak_memory, lower_bound=min(lower, best.period), solve_time_s=elapsed,
                        budget=budget, schedule=best, scope=scope)
+
+
+def _heuristic_found_nothing(budget: int, scope: str, elapsed: float) -> SolveResult:
+    """`solve_interleave`'s answer when none of its allocations fits `budget` (bytes per device):
+    ``infeasible`` for this heuristic only, as for the other heuristics (docs/CONVENTIONS.md,
+    *Status words*; exit 1): no ``min_budget``, ``details["heuristic"]``, and a message saying
+    that the heuristic found nothing, which proves nothing about the scope (`elapsed`: seconds)."""
+    return SolveResult(problem="pipeline", solver="interleave", status=INFEASIBLE, budget=budget,
+                       min_budget=None, solve_time_s=elapsed, scope=scope, details={"heuristic": True},
+                       message=("the interleave heuristic found nothing that fits, which is no proof that no "
+                                "allocation does (interleave-dp and interleave-cpsat search the whole scope)"))
 
 
 # ROW_LIMIT (`exact.cpsat_runner`): the largest sum of the Boolean coefficients of one row, below
