@@ -43,7 +43,7 @@ from memsched.solvers.errors import InputError, first_line, flag
 
 __all__ = ["Network", "is_factory_spec", "mean_output_loss", "as_zoo_model", "build_network", "checked_blocks",
            "schedule_and_instance", "first_line", "checked_loss_fn", "step_input_error",
-           "check_input_like", "check_step_arguments", "diagnosed"]
+           "check_input_like", "check_step_arguments", "diagnosed", "refused_sizes"]
 
 #: the keyword arguments `build_network` may pass to a factory (the zoo's sizes and placement)
 FACTORY_KEYS = ("batch", "image_size", "seq_len", "width", "depth", "vocab", "classes", "dropout", "device", "seed",
@@ -112,6 +112,22 @@ def _load_factory(spec: str) -> tuple[Callable[..., Any], str]:
     if not callable(fn):
         raise InputError(f"{where} has no function {func!r}", field="MODEL")
     return fn, f"{short}.{func}"
+
+
+#: the `FACTORY_KEYS` `build_network` itself takes (placement, and the split of the blocks): passed on only when
+#: the factory takes them, never refused
+PLACEMENT_KEYS = ("device", "seed", "dtype", "granularity")
+
+
+def refused_sizes(spec: str) -> frozenset[str]:
+    """The sizes (`FACTORY_KEYS` but `PLACEMENT_KEYS`) the factory `spec` names takes no argument
+    for, which `build_network` refuses when given: none for a function with ``**kwargs``. Imports
+    the factory's module (`InputError` as `build_network` for a bad spec)."""
+    fn, _ = _load_factory(spec)
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return frozenset()
+    return frozenset(k for k in FACTORY_KEYS if k not in PLACEMENT_KEYS and k not in params)
 
 
 def _plain(value: Any) -> Any:

@@ -118,10 +118,12 @@ def instance_sizes(instance: Any, model: Any, sizes: dict[str, Any] | None, prob
         recorded.pop("granularity", None)
     elif problem in ("chain", "offload"):
         recorded.setdefault("granularity", "block")
+    refused = _refused_sizes(model, recorded, out)
     for key, value in recorded.items():
         given = out.get(key)
         if given is None:
-            out[key] = value
+            if key not in refused:
+                out[key] = value
         elif _size_value(key, given) != _size_value(key, value):
             from memsched.models.zoo.registry import size_field
 
@@ -129,6 +131,21 @@ def instance_sizes(instance: Any, model: Any, sizes: dict[str, Any] | None, prob
                              f"{_size_text(key, given)} (leave it out to use the instance's, or profile again)",
                              path=path, field=size_field(key))
     return out
+
+
+def _refused_sizes(model: str, recorded: dict[str, Any], given: dict[str, Any]) -> frozenset[str]:
+    """The recorded sizes the caller left out that the factory `model` names takes no argument for
+    (`models.network.refused_sizes`; none for a zoo name, or when every recorded size is given):
+    not passed to it, as it cannot be built at them. A factory's file records the batch of its
+    example input whether or not the factory takes one; the instance's input bytes
+    (`_check_input_bytes`) still tell a network built at other sizes."""
+    from memsched.models.network import is_factory_spec, refused_sizes
+
+    if not is_factory_spec(model) or all(given.get(key) is not None for key in recorded):
+        return frozenset()
+    from memsched.models.zoo import MODELS
+
+    return frozenset() if model in MODELS else refused_sizes(model)
 
 
 def _size_value(key: str, value: Any) -> Any:
@@ -484,9 +501,7 @@ def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, ins
     if target.info.get("note"):
         out["note"] = target.info["note"]
     if not result.found:
-        msg = result.message or f"{solver} finds no schedule within budget {limit} bytes"
-        if result.min_budget is not None and "smallest" not in msg:
-            msg += f" (smallest feasible budget: {int(result.min_budget)} bytes)"
+        msg = no_schedule_message(result, limit, time_limit)
         if problem in ("chain", "offload") and getattr(target.instance, "length", None) == 1:
             msg += f"; the network is one block (not an nn.Sequential): {flag('problem', 'graph')} plans inside it"
         out.update(message=msg, min_budget=None if result.min_budget is None else int(result.min_budget),
@@ -508,6 +523,27 @@ def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, ins
     if row["grad_message"]:
         out["grad_message"] = row["grad_message"]
     return out
+
+
+def no_schedule_message(result: Any, budget: int, time_limit: float | None = None) -> str:
+    """Why the `SolveResult` `result` (solved at `budget` bytes, within `time_limit` s when given)
+    has no schedule, from its status as `memsched solve` words it (without the status, which
+    ``memsched run`` prints before it: "infeasible: ...", "timeout: ..."): for ``infeasible`` the
+    solver's message (else that it finds no schedule within the budget) and the smallest feasible
+    budget when the solver knows it; for ``timeout`` that the time limit passed before any schedule,
+    never that the budget is too small; another status with the solver's message."""
+    from memsched.solvers.result import INFEASIBLE, TIMEOUT
+
+    note = f": {result.message}" if result.message else ""
+    if result.status == TIMEOUT:
+        within = "the time limit" if time_limit is None else f"the time limit ({time_limit:g} s)"
+        return f"{result.solver} found no schedule within {within}{note}"
+    if result.status != INFEASIBLE:
+        return f"{result.solver} found no schedule ({result.status}{note})"
+    msg = result.message or f"{result.solver} finds no schedule within budget {budget} bytes"
+    if result.min_budget is not None and "smallest" not in msg:
+        msg += f" (smallest feasible budget: {int(result.min_budget)} bytes)"
+    return msg
 
 
 def _time_ratio(unit: str, measured_ms: float | None, predicted: float) -> float | None:
@@ -583,7 +619,7 @@ def describe(out: dict[str, Any]) -> str:
     if out.get("problem") == "offload":
         head += f", link {out['bandwidth'] / 1e9:g} GB/s"
     if out.get("predicted") is None:
-        return f"{head}\n  infeasible: {out.get('message', '')}"
+        return f"{head}\n  {out.get('status') or 'infeasible'}: {out.get('message', '')}"
     p, m = out["predicted"], out["measured"]
     pred = f"  predicted: makespan {p['makespan']:.2f} {unit}, peak {_predicted_peaks(out)}"
     meas = (f"  measured:  time     {_fmt(m['time'], '.2f')} ms, peak {format_bytes(m['peak_memory'])} "

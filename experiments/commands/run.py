@@ -5,8 +5,9 @@ first or costed by `--chain FILE`, or an instance file whose costs are used with
 named by `--model` (the work is `models.run.run`). The schedule
 chosen by the solver under the budget is executed as one training step; the command prints the simulator's prediction
 (makespan, peak memory) next to the measured step time and peak memory, their ratios to
-store-all, and whether every gradient matches plain autograd. Exit codes: 0 ok, 1 infeasible
-budget, 2 bad input.
+store-all, and whether every gradient matches plain autograd. Exit codes: 0 ok, 1 no schedule
+(infeasible budget, or a time limit passed before any: "memsched run: infeasible: ..." / "timeout: ..."
+on stderr), 2 bad input.
 """
 
 from __future__ import annotations
@@ -139,7 +140,8 @@ _DEFAULT_SOLVER = {"chain": "rotor", "offload": "offload-prefix", "join": "dp", 
 
 
 def main(args: argparse.Namespace) -> int:
-    """Solve, execute and measure the schedule; print measured vs predicted; exit 0, 1 infeasible, 2 bad input.
+    """Solve, execute and measure the schedule; print measured vs predicted; exit 0, 1 no schedule (infeasible or
+    timeout), 2 bad input.
 
     Every argument that needs no network (the budget's form, the output file, MODEL or the instance
     file, the link, the solver and its options) is checked before torch is imported and anything is
@@ -178,7 +180,7 @@ def main(args: argparse.Namespace) -> int:
     elif out.get("predicted") is not None:
         print(describe(out))
     if out.get("predicted") is None:
-        print(f"memsched run: infeasible: {out.get('message', '')}", file=sys.stderr)
+        print(f"memsched run: {out.get('status') or 'infeasible'}: {out.get('message', '')}", file=sys.stderr)
         return 1
     return 0
 

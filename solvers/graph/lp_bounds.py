@@ -173,8 +173,7 @@ def solve_checkmate_approx(graph: Graph, budget: int, *, slots: int = 500, time_
         res.message = f"time limit reached after {tried} of {total} roundings, none fits the budget"
     elif best is None:
         res.status = INFEASIBLE
-        res.min_budget = smallest
-        res.message = "no rounding fits the budget"
+        _note_least_peak(res, smallest)
     else:
         res.status = FEASIBLE
         res.schedule = GraphSchedule.from_indices(graph, best[1])
@@ -183,3 +182,14 @@ def solve_checkmate_approx(graph: Graph, budget: int, *, slots: int = 500, time_
         res.lower_bound = min(res.lower_bound, best[0])
     res.solve_time_s = time.perf_counter() - start
     return res
+
+
+def _note_least_peak(res: SolveResult, smallest: int | None) -> None:
+    """Record, for an infeasible answer, the least simulated peak (the graph's memory units) among
+    this budget's valid roundings as ``details["least_rounding_peak"]``; never as ``min_budget``:
+    the roundings depend on the budget's LP, so a budget of that size may round to other schedules
+    that do not fit (the smallest feasible budget is left to a search that runs the solver at it,
+    `memsched solve`'s), nor in the message."""
+    res.message = "no rounding fits the budget"
+    if smallest is not None:
+        res.details["least_rounding_peak"] = int(smallest)
