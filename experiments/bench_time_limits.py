@@ -75,6 +75,12 @@ def _pipeline() -> Any:
     return random_pipeline(np.random.default_rng(0), 120)
 
 
+def _dag_pipeline() -> Any:
+    from memsched.solvers.pipeline.generate import parallel_branches
+
+    return parallel_branches(4, 12)  # 28,563 ideals: the lattice alone takes seconds
+
+
 #: (problem, solver, instance name, instance factory, budget as a fraction of the reference peak, options)
 CASES: list[tuple[str, str, str, Callable[[], Any], float, dict[str, Any]]] = [
     ("chain", "milp", "random_chain(100)", lambda: _chain(100, 1), 0.3, {}),
@@ -91,7 +97,11 @@ CASES: list[tuple[str, str, str, Callable[[], Any], float, dict[str, Any]]] = [
     ("join", "exact", "random_join([7, 7])", _join_tiny, 0.5, {}),
     ("offload", "cpsat", "random_offload(60)", lambda: _offload(60), 0.5, {}),
     ("offload", "exact-combined", "random_offload(6)", lambda: _offload(6), 0.5, {}),
+    ("offload", "offload-exact", "random_offload(20)", lambda: _offload(20), 0.5, {}),
     ("pipeline", "cpsat", "random_pipeline(120), 8 devices", _pipeline, 0.5, {"devices": 8}),
+    ("pipeline", "interleave-cpsat", "random_pipeline(120), 8 devices", _pipeline, 0.5, {"devices": 8}),
+    ("pipeline", "dag-cpsat", "parallel_branches(4, 12), 4 devices", _dag_pipeline, 0.5,
+     {"devices": 4, "max_states": 100_000}),
 ]
 
 
