@@ -94,19 +94,22 @@ def test_graph_file_of_a_factory_without_batch_runs_again(cli, tmp_path):
     assert res.json()["grad_check"] is True
 
 
-def test_chain_file_of_a_factory_without_batch_runs_again(cli, tmp_path):
-    spec = _factory(tmp_path)
+def _profiled_chain(cli, tmp_path):
+    """The chain file `memsched profile` writes for the batch-less factory."""
     chain = tmp_path / "seq_chain.json"
-    assert cli("profile", spec, "--threads", "1", "--device", "cpu", "--repeats", "1", "-o", chain).code == 0
-    res = cli("run", chain, "--budget", "90%", "--json", *CPU)
+    assert cli("profile", _factory(tmp_path), "--threads", "1", "--device", "cpu", "--repeats", "1",
+               "-o", chain).code == 0
+    return chain
+
+
+def test_chain_file_of_a_factory_without_batch_runs_again(cli, tmp_path):
+    res = cli("run", _profiled_chain(cli, tmp_path), "--budget", "90%", "--json", *CPU)
     assert res.code == 0, res.err
     assert res.json()["grad_check"] is True
 
 
 def test_factory_without_batch_still_refuses_a_given_batch_and_other_inputs(cli, tmp_path):
-    spec = _factory(tmp_path)
-    chain = tmp_path / "seq_chain.json"
-    assert cli("profile", spec, "--threads", "1", "--device", "cpu", "--repeats", "1", "-o", chain).code == 0
+    chain = _profiled_chain(cli, tmp_path)
     res = cli("run", chain, "--budget", "90%", "--batch", "8", *CPU)
     assert res.code == 2 and "--batch" in res.err and "takes no argument 'batch'" in res.err, res.err
     _factory(tmp_path, batch=4)  # the factory changed since: its input has other bytes
