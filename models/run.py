@@ -16,7 +16,8 @@ gradients against plain autograd, and return the ``memsched run --json`` object:
     grad_check, grad_message, memory_method, recomputations, loss, solve_time_s
 
 plus the problem's extras (offload: bandwidth, latency, transfers, predicted host_peak,
-sequential_peak and tracker_sequential_peak; graph: the graph's time unit). When no schedule
+sequential_peak, tracker_sequential_peak and sequential_makespan, the one-op-at-a-time replay's
+makespan that ratio.time compares with on CPU; graph: the graph's time unit). When no schedule
 fits: message, min_budget, and None for predicted / measured / grad_check.
 
 `prepare` (network + costs -> a `Target`) and `execute_schedule` (one schedule on a
@@ -187,7 +188,10 @@ def _check_input_bytes(recorded: Any, built: int, name: str, what: str, *, sized
 
 def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | None, latency: float,
                    profile_repeats: int, timing: str | None, profile_file: str | None, clock: str,
-                   early_release: bool = False) -> Target:
+                   early_release: bool = False, path: str | None = None) -> Target:
+    """The chain or offload `Target` of the built network `built`: `chain` (None: profile it here)
+    gives the costs; `path`, the file `chain` was loaded from (None: not from a file), is named by
+    the errors about the chain's own fields."""
     from memsched.models.chain.executor import ChainExecutor, reference_step
     from memsched.models.chain.profiler import profile_chain
     from memsched.solvers.chain.baselines import store_all_schedule
@@ -228,17 +232,17 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
                       lambda schedule, **kw: executor.step(schedule, x, tgt, chain=chain, **kw), reference,
                       store_all_schedule(chain.length), info={"units": units})
     from memsched.models.offload.executor import CPU_MEASUREMENT, OffloadExecutor
-    from memsched.solvers.offload import OffloadInstance
 
     if bandwidth is None:
         raise InputError("the offload problem needs a bandwidth", field=flag("bandwidth"))
-    inst = OffloadInstance(chain, float(bandwidth), float(latency))
+    inst = _offload_instance(chain, float(bandwidth), float(latency), path)
     off = OffloadExecutor(built.blocks, built.loss_fn)
 
     def extras(step: Any, schedule: Any) -> dict[str, Any]:
         out = {"bandwidth": inst.bandwidth, "latency": float(latency), "transfers": len(schedule.transfers()),
                "predicted_extra": {"host_peak": step.predicted_host_peak, "sequential_peak": step.sequential_peak,
-                                   "tracker_sequential_peak": step.tracker_sequential_peak}}
+                                   "tracker_sequential_peak": step.tracker_sequential_peak,
+                                   "sequential_makespan": step.sequential_makespan}}
         if x.device.type == "cpu":
             out["measurement"] = CPU_MEASUREMENT
         return out
@@ -246,6 +250,21 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
     return Target("offload", built.name, inst, chain.name, x.device,
                   lambda schedule, **kw: off.step(schedule, x, tgt, inst=inst, **kw), reference,
                   store_all_schedule(chain.length).ops, extras, {"units": {"bandwidth": "bytes/s"}})
+
+
+def _offload_instance(chain: Any, bandwidth: float, latency: float, path: str | None) -> Any:
+    """`solvers.offload.OffloadInstance` of `chain` over a link of `bandwidth` bytes/s and `latency`
+    s. An `InputError` about the chain itself (its time unit, MFLOP, or its memory unit: no transfer
+    times) names `path`, the file the chain came from (as ``memsched solve`` does); one about the
+    link (``host_link.*``: the caller's bandwidth or latency) does not."""
+    from memsched.solvers.offload import OffloadInstance
+
+    try:
+        return OffloadInstance(chain, bandwidth, latency)
+    except InputError as err:
+        if path is None or err.path is not None or str(err.field or "").startswith("host_link."):
+            raise
+        raise InputError(err.message, path=path, field=err.field) from None
 
 
 def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: int, profile_repeats: int,
@@ -377,7 +396,8 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
         else:
             target = _prepare_chain(built, inst, problem, bandwidth=bw, latency=latency,
                                     profile_repeats=profile_repeats, timing=timing, profile_file=profile_file,
-                                    clock=clock, early_release=early_release)
+                                    clock=clock, early_release=early_release,
+                                    path=instance if isinstance(instance, str) else None)
     step = target.step
     extra = {} if problem == "graph" else {"clock": clock}
 
@@ -511,7 +531,7 @@ def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, ins
     base = target.step(target.store_all, seed=seed, time_repeats=time_repeats) if store_all else None
     step, row = execute_schedule(target, schedule, seed=seed, time_repeats=time_repeats, independent=independent)
     out.update(measured_vs_predicted(result.objective, _predicted_peak(step, result), step, base))
-    out["ratio"]["time"] = _time_ratio(out["units"]["time"], out["measured"]["time"], out["predicted"]["makespan"])
+    out["ratio"]["time"] = _time_ratio(out["units"]["time"], out["measured"]["time"], _compared_makespan(step, out))
     out["predicted"]["model_peak_memory"] = int(result.peak_memory)
     extras = target.extras(step, schedule)
     out["predicted"].update(extras.pop("predicted_extra", {}))
@@ -544,6 +564,17 @@ def no_schedule_message(result: Any, budget: int, time_limit: float | None = Non
     if result.min_budget is not None and "smallest" not in msg:
         msg += f" (smallest feasible budget: {int(result.min_budget)} bytes)"
     return msg
+
+
+def _compared_makespan(step: StepResult, out: dict[str, Any]) -> float:
+    """The predicted makespan (the instance's time unit) the measured time is compared with:
+    the sequential replay's (`OffloadStepResult.sequential_makespan`) for a synchronous offloading
+    step (CPU: one op at a time, as its ``time_ratio`` and the sweep's ``compared_makespan``), else
+    ``out["predicted"]["makespan"]``, the solver's replayed makespan."""
+    sequential = getattr(step, "sequential_makespan", None)
+    if getattr(step, "synchronous", False) and sequential is not None:
+        return float(sequential)
+    return float(out["predicted"]["makespan"])
 
 
 def _time_ratio(unit: str, measured_ms: float | None, predicted: float) -> float | None:

@@ -266,7 +266,6 @@ def main(args: argparse.Namespace) -> int:
     none fits, 2 bad input."""
     _import_models()
     from memsched.models.costs import parse_cost
-    from memsched.solvers import registry
     from memsched.solvers.units import format_bytes, parse_size
 
     check_model(args.model)
@@ -286,7 +285,7 @@ def main(args: argparse.Namespace) -> int:
         raise InputError("is empty, expected a solver name (memsched solvers lists them)", field="--solver")
     args.solver = args.solver or DEFAULT_SOLVER[args.problem]
     _check_ranges(args)
-    registry.get_solver(args.problem, args.solver)
+    _check_solver(args.problem, args.solver)
     sizes = counted_sizes(args)
     vary_batch = args.vary == "batch"
     if vary_batch and args.batch is not None:
@@ -368,6 +367,19 @@ def main(args: argparse.Namespace) -> int:
             f"{format_bytes(chosen.peak_memory or 0)} of activations + {state} of weights and gradients)"
         )
     return 0
+
+
+def _check_solver(problem: str, solver: str) -> None:
+    """`solver` is a solver of `problem` (`registry.get_solver`). An offloading solver that is no
+    solver of `problem` (pofo, vdnn, ...) is an `InputError` naming ``--solver`` that says max-batch
+    solves chains and graphs (it has no host link to offload over), not the registry's hint to give
+    a bandwidth, a flag max-batch does not take."""
+    from memsched.solvers import registry
+
+    if solver not in registry.get_problem(problem).solvers and solver in registry.get_problem("offload").solvers:
+        raise InputError(f"{solver!r} is an offloading solver: max-batch supports chain and graph solvers only "
+                         "(memsched solvers lists them)", field="--solver")
+    registry.get_solver(problem, solver)
 
 
 def _check_ranges(args: argparse.Namespace) -> None:

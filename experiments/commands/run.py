@@ -233,7 +233,8 @@ def _check_costs_options(args: argparse.Namespace) -> None:
 def _network(args: argparse.Namespace, problem: str) -> tuple[str, str | None]:
     """(the network to run, the instance file of its costs or None): MODEL and ``--chain``, or an
     instance file given as MODEL (a join file too) with the network its meta names (or ``--model``).
-    No torch."""
+    A join network (`JOIN_NAMES`) with another problem (``--problem chain``) is bad input naming
+    ``--problem``. No torch."""
     from memsched.models.network import is_factory_spec
 
     from memsched.execute import JOIN_NAMES
@@ -242,6 +243,9 @@ def _network(args: argparse.Namespace, problem: str) -> tuple[str, str | None]:
     is_file = Path(name).exists() or name.endswith(".json")
     if name in ZOO_NAMES or is_factory_spec(name) or (problem == "join" and not is_file):
         return name, instance  # a join network by name (an unknown one is refused by the join zoo)
+    if name in JOIN_NAMES and not is_file:
+        raise InputError(f"{name} is a join network, not run as {problem}: use --problem join or leave --problem out",
+                         field="--problem")
     if not is_file:
         raise InputError(f"unknown model {name!r} (one of {', '.join(ZOO_NAMES)}, FILE.py:FUNCTION, or an "
                          "instance file)", field="MODEL")

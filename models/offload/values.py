@@ -10,6 +10,7 @@ each value key ("a" | "abar", j) to its device or host `Value`. Sizes in bytes.
 
 from __future__ import annotations
 
+import numbers
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -239,11 +240,48 @@ def measure_link(device: torch.device, *, sizes: tuple[int, int] = (1 << 16, 1 <
                  clock: str = "wall") -> tuple[float, float]:
     """(bandwidth in bytes/s, latency in s per transfer) of this executor's `Link` on `device`:
     the median time of an ``offload`` then a ``prefetch`` of a fresh value of each of two `sizes`
-    (bytes), halved (two transfers), fitted with ``latency + size / bandwidth``. On CPU the link
+    (bytes, 0 < small < large), halved (two transfers), fitted with ``latency + size / bandwidth``
+    (`repeats` >= 1 timed runs per size). On CPU the link
     is the NumPy copy of the module docstring (memcpy and first-touch page faults), timed with
     `clock` ("wall" / "thread", `models.memory.cpu_clock`); on CUDA host <-> device copies on the
     side stream (wall time, synchronised). The offloading prediction a CPU run is compared with
-    uses this link, not a nominal PCIe bandwidth."""
+    uses this link, not a nominal PCIe bandwidth.
+
+    `sizes` that are not two increasing positive byte counts, or `repeats` < 1, are an `InputError`
+    naming the argument; a fit whose slope is not positive (the large size timed no slower than the
+    small one: sizes too close for the clock) is a `RuntimeError`, never a clamped bandwidth."""
+    n0, n1 = _link_sizes(sizes)
+    if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral) or repeats < 1:
+        from memsched.solvers.errors import InputError
+
+        raise InputError(f"must be an integer >= 1, got {repeats!r}", field="repeats")
+    t0_, t1_ = (_median_transfer(device, n, int(repeats), clock) for n in (n0, n1))
+    if not t1_ > t0_:
+        raise RuntimeError(f"the link fit has no positive slope: {n1} bytes took {t1_:.3g} s and {n0} bytes "
+                           f"{t0_:.3g} s per transfer, so no bandwidth is measured (give sizes further apart or "
+                           "more repeats)")
+    bandwidth = (n1 - n0) / (t1_ - t0_)
+    latency = max(0.0, t0_ - n0 / bandwidth)
+    return float(bandwidth), float(latency)
+
+
+def _link_sizes(sizes: Any) -> tuple[int, int]:
+    """`measure_link`'s `sizes` as (small, large) bytes, 0 < small < large; else an `InputError`
+    naming ``sizes`` (two equal sizes fit no slope, large-first ones a negative one)."""
+    from memsched.solvers.errors import InputError
+
+    pair = tuple(sizes) if isinstance(sizes, (tuple, list)) else ()
+    if len(pair) != 2 or any(isinstance(n, bool) or not isinstance(n, numbers.Integral) for n in pair):
+        raise InputError(f"must be two byte counts (small, large), got {sizes!r}", field="sizes")
+    n0, n1 = (int(n) for n in pair)
+    if not 0 < n0 < n1:
+        raise InputError(f"must be two byte counts with 0 < small < large, got {sizes!r}", field="sizes")
+    return n0, n1
+
+
+def _median_transfer(device: torch.device, nbytes: int, repeats: int, clock: str) -> float:
+    """The median time (s) of one transfer of a fresh `nbytes` value over the `Link` on `device`:
+    an offload then a prefetch, halved, over `repeats` timed runs after one warm-up (`measure_link`)."""
     import time
 
     from memsched.models.memory import cpu_clock
@@ -251,25 +289,19 @@ def measure_link(device: torch.device, *, sizes: tuple[int, int] = (1 << 16, 1 <
     cuda = device.type == "cuda"
     now = time.perf_counter if cuda else cpu_clock(clock)
     link = Link(device, torch.cuda.Stream(device) if cuda else None)
-    per: list[float] = []
-    for n in sizes:
-        times = []
-        for k in range(repeats + 1):
-            holder = Holder()
-            holder.ref(torch.ones(n, dtype=torch.uint8, device=device))
-            if cuda:
-                torch.cuda.synchronize(device)
-            t0 = now()
-            link.offload(holder)
-            link.prefetch(holder)
-            link.wait(holder)
-            if cuda:
-                torch.cuda.synchronize(device)
-            if k:  # the first is a warm-up
-                times.append((now() - t0) / 2)
-        times.sort()
-        per.append(times[len(times) // 2])
-    (n0, n1), (t0_, t1_) = sizes, per
-    bandwidth = (n1 - n0) / max(t1_ - t0_, 1e-12)
-    latency = max(0.0, t0_ - n0 / bandwidth)
-    return float(bandwidth), float(latency)
+    times = []
+    for k in range(repeats + 1):
+        holder = Holder()
+        holder.ref(torch.ones(nbytes, dtype=torch.uint8, device=device))
+        if cuda:
+            torch.cuda.synchronize(device)
+        t0 = now()
+        link.offload(holder)
+        link.prefetch(holder)
+        link.wait(holder)
+        if cuda:
+            torch.cuda.synchronize(device)
+        if k:  # the first is a warm-up
+            times.append((now() - t0) / 2)
+    times.sort()
+    return times[len(times) // 2]
