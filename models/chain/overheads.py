@@ -13,8 +13,10 @@ overhead is depends on who counts the bytes:
 On the CPU the profiler (`models.chain.profiler`, measured costs) charges the allocator's
 overheads in the chain's fields (``fwd_overhead_all`` o_fa, ``fwd_overhead_nograd`` o_fn,
 ``bwd_overhead`` o_b, ``fwd_overhead`` = max(o_fa, o_fn)), measured by `probe_overheads` on one
-run of each mode after the tracker's (so lazily built kernel caches are not charged), and keeps
-the tracker's in ``meta["overheads"]["tracker"]``. Each measurement of a step is then compared
+run of each mode after the tracker's (so lazily built kernel caches are not charged), never below
+the tracker's (a few bytes the tracker leaves out of a tape, such as a Python scalar wrapped into a
+tensor, freed early in B would lower the probe's peak above its start), and keeps the tracker's in
+``meta["overheads"]["tracker"]``. Each measurement of a step is then compared
 with the prediction under its own definition: the allocator probe's peak with the chain as it
 is, the tracker's peak with `tracker_chain` (the same chain with the tracker's overheads).
 Sizes (x, xbar) are the same for both: the probe sees no more retained bytes than the tracker

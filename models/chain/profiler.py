@@ -173,7 +173,13 @@ def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: 
         if release:
             tracker[RELEASED_FIELD] = _released(o_br, o_b, floor)
         if probe:  # the allocator's transients (kernel scratch buffers included) replace the tracker's
-            o_all, o_ng, o_b, o_br = probe_overheads(block, a, tape, release=release)
+            p_all, p_ng, p_b, p_br = probe_overheads(block, a, tape, release=release)
+            # never below the tracker's: a small allocation the tracker does not count in the tape (a
+            # scalar wrapped into a tensor by `y * 2`, 8 bytes) freed early in B lowers the probe's
+            # peak above its start, while the step's allocator still holds it from F on
+            o_all, o_ng, o_b = (max(p, tracker[k]) for p, k in ((p_all, "fwd_overhead_all"),
+                                                              (p_ng, "fwd_overhead_nograd"), (p_b, "bwd_overhead")))
+            o_br = max(p_br, tracker[RELEASED_FIELD]) if release else p_br
         # ---- times
         for k in range(warmup + repeats if timed else 0):
             with timer.region(fwd_ng if k >= warmup else []), torch.no_grad():
