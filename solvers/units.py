@@ -77,6 +77,16 @@ def unit_bytes(instance: Any) -> int | None:
     return 1 if unit is None else MEMORY_UNIT_BYTES.get(unit.strip().lower())
 
 
+def byte_unit(instance: Any, why: str, *, path: str | None = None) -> int:
+    """`unit_bytes` of an instance whose sizes must be bytes for `why` (offloading, pipelines):
+    `InputError` naming ``meta.units.memory`` (and `path`) for a unit that is no byte unit."""
+    per = unit_bytes(instance)
+    if per is None:
+        raise InputError(f"{why} needs sizes in a byte unit (bytes, KiB, MiB, MB, ...), got {memory_unit(instance)!r}",
+                         path=path, field="meta.units.memory")
+    return per
+
+
 def format_size(n: float, instance: Any = None) -> str:
     """Human form of `n` sizes in the unit of `instance` (`format_bytes` of n x bytes per unit; a
     unit that is no byte unit is named as is: "17 slots")."""

@@ -22,21 +22,17 @@ from typing import Any
 from ..chain.instance import Chain
 from ..errors import InputError
 from ..jsonio import read_json, write_json_atomic
-from ..units import MAX_BYTES, MIN_BANDWIDTH, memory_unit, unit_bytes
+from ..units import MAX_BYTES, MIN_BANDWIDTH, byte_unit
 
 #: largest latency per transfer accepted (seconds): a day
 MAX_LATENCY = 86400.0
 
 
 def memory_unit_bytes(chain: Chain) -> int:
-    """Bytes per size unit of `chain` (`units.unit_bytes`: 1 for bytes, the default; 1024 for "KiB",
+    """Bytes per size unit of `chain` (`units.byte_unit`: 1 for bytes, the default; 1024 for "KiB",
     10^6 for "MB", ...); `InputError` naming the field for a unit that is no byte unit (the link's
     bandwidth is in bytes/s)."""
-    factor = unit_bytes(chain)
-    if factor is None:
-        raise InputError(f"offloading needs sizes in a byte unit (bytes, KiB, MiB, MB, ...) to time transfers "
-                         f"over a link in bytes/s, got {memory_unit(chain)!r}", field="meta.units.memory")
-    return factor
+    return byte_unit(chain, "offloading (transfers over a link in bytes/s)")
 
 
 @dataclass(eq=False)

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..units import MAX_BYTES, check_number, memory_unit, unit_bytes
+from ..units import MAX_BYTES, byte_unit, check_number, memory_unit
 
 DEFAULT_WEIGHT_FACTOR = 4.0
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
@@ -357,11 +357,7 @@ def chain_bytes(chain: Any, path: str = "<chain>") -> tuple[np.ndarray, int]:
     ``meta.units.memory``, `units.unit_bytes`) times the bytes per unit. A unit that is no byte
     unit ("slots"), or a size above `MAX_BYTES` once in bytes, is an `InputError` naming the file
     and ``meta.units.memory`` (a pipeline adds weights and times transfers in bytes/s)."""
-    per = unit_bytes(chain)
-    if per is None:
-        raise InputError(f"a pipeline needs sizes in a byte unit (bytes, KiB, MiB, MB, ...): its weights are bytes "
-                         f"and its links carry bytes/s; got {memory_unit(chain)!r}", path=path,
-                         field="meta.units.memory")
+    per = byte_unit(chain, "a pipeline (weights in bytes, links in bytes/s)", path=path)
     sizes = [int(v) for v in chain.x[: chain.length + 1]]
     if max(sizes) * per > MAX_BYTES:
         raise InputError(f"a size of {max(sizes)} {memory_unit(chain)} is {max(sizes) * per} bytes, too large (at most "
