@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 
 from ..exact.options import Deadline, DeadlineExceeded
-from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
-from .dp import _defaults, partition_dp
+from ..result import INFEASIBLE, OPTIMAL, SolveResult
+from .dp import _defaults, partition_dp, stopped_answer
 from .instance import Pipeline
 from .interleave_dp import _seconds
 from .lattice import Lattice, coarsest_needed, tick
@@ -380,18 +380,14 @@ def _chain_answer(inst: Pipeline, budget: int | None, P: int, schedule: str, m: 
                   deadline: Deadline) -> SolveResult:
     """`solve_dag`'s answer when `deadline` came before the lattice DP ended: the contiguous DP's
     partition of the index order (a DAG partition) as ``feasible``, else ``timeout``."""
-    stop = f"the time limit of {deadline.limit:g} s came before the DAG DP ended"
     chain = partition_dp(inst, P, budget, schedule=schedule, micro_batches=m, replication=rep)
-    scope = f"contiguous partitions of the index order on <= {P} devices (the DAG DP did not end)"
-    if chain is None:
-        return SolveResult(problem="pipeline", solver="dag", status=TIMEOUT, budget=budget,
-                           solve_time_s=deadline.elapsed(), scope=scope,
-                           message=f"{stop}; no contiguous partition of the index order fits {budget} bytes per device")
-    part = Partition.from_bounds(chain[1], schedule=schedule, micro_batches=m, devices=P).evaluated(inst)
-    assert part.period is not None
-    return SolveResult(problem="pipeline", solver="dag", status=FEASIBLE, objective=part.period,
-                       peak_memory=part.peak_memory, solve_time_s=deadline.elapsed(), budget=budget, schedule=part,
-                       scope=scope, message=f"{stop}: the contiguous DP's partition (not proven optimal)")
+    part = None if chain is None else Partition.from_bounds(chain[1], schedule=schedule, micro_batches=m,
+                                                            devices=P).evaluated(inst)
+    return stopped_answer("dag", part, budget, deadline.elapsed(),
+                          stop=f"the time limit of {deadline.limit:g} s came before the DAG DP ended",
+                          scope=f"contiguous partitions of the index order on <= {P} devices (the DAG DP did not end)",
+                          fallback="the contiguous DP's partition",
+                          none_fits=f"no contiguous partition of the index order fits {budget} bytes per device")
 
 
 def _infeasible_dag(inst: Pipeline, budget: int | None, P: int, schedule: str, m: int | None, rep: bool,

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..result import INFEASIBLE, OPTIMAL, SolveResult
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .instance import Pipeline
 from .schedule import SCHEDULES, Partition
 
@@ -175,6 +175,20 @@ def min_budget(inst: Pipeline, devices: int, *, schedule: str = "1f1b", micro_ba
                        replication=replication, objective="memory")
     assert res is not None
     return int(res[0])
+
+
+def stopped_answer(solver: str, part: Partition | None, budget: int | None, elapsed: float, *, stop: str,
+                   scope: str, fallback: str, none_fits: str) -> SolveResult:
+    """The answer of a DP stopped by its time limit (`stop` says so): the fallback partition `part`
+    (evaluated; `fallback` names it) as ``feasible``, not proven optimal and without a lower bound,
+    or ``timeout`` when there is none (`none_fits` says what did not fit). `elapsed` in seconds."""
+    if part is None:
+        return SolveResult(problem="pipeline", solver=solver, status=TIMEOUT, budget=budget, solve_time_s=elapsed,
+                           scope=scope, message=f"{stop}; {none_fits}")
+    assert part.period is not None
+    return SolveResult(problem="pipeline", solver=solver, status=FEASIBLE, objective=part.period,
+                       peak_memory=part.peak_memory, solve_time_s=elapsed, budget=budget, schedule=part,
+                       scope=scope, message=f"{stop}: {fallback} (not proven optimal)")
 
 
 def _defaults(devices: int | None, schedule: str, micro_batches: int | None) -> tuple[int, str, int | None]:

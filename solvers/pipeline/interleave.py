@@ -53,7 +53,7 @@ from ..exact.layer import exact_solver
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import straight_only, tick
-from .dp import _defaults, _prefix, partition_dp, stage_arrays
+from .dp import _defaults, _prefix, partition_dp, stage_arrays, stopped_answer
 from .instance import Pipeline
 from .interleave_dp import _seconds
 from .schedule import Partition
@@ -493,17 +493,11 @@ def _v_stopped(straight: list[Partition], budget: int | None, P: int, deadline: 
     """`solve_interleave_v`'s answer when `deadline` came before the V-shaped DP ended: the straight
     pipeline (`straight`: the memory-aware DP's, evaluated, or empty) as ``feasible``, not proven
     optimal among V shapes and no lower bound; ``timeout`` when no straight pipeline fits."""
-    stop = f"the time limit of {deadline.limit:g} s came before the V-shaped DP ended"
-    scope = f"straight pipelines on <= {P} devices (the V-shaped DP did not end)"
-    if not straight:
-        return SolveResult(problem="pipeline", solver="interleave-v", status=TIMEOUT, budget=budget,
-                           solve_time_s=deadline.elapsed(), scope=scope,
-                           message=f"{stop}; no straight pipeline fits {budget} bytes per device")
-    part = straight[0]
-    assert part.period is not None
-    return SolveResult(problem="pipeline", solver="interleave-v", status=FEASIBLE, objective=part.period,
-                       peak_memory=part.peak_memory, solve_time_s=deadline.elapsed(), budget=budget, schedule=part,
-                       scope=scope, message=f"{stop}: the straight pipeline (not proven optimal)")
+    return stopped_answer("interleave-v", straight[0] if straight else None, budget, deadline.elapsed(),
+                          stop=f"the time limit of {deadline.limit:g} s came before the V-shaped DP ended",
+                          scope=f"straight pipelines on <= {P} devices (the V-shaped DP did not end)",
+                          fallback="the straight pipeline",
+                          none_fits=f"no straight pipeline fits {budget} bytes per device")
 
 
 __all__ = ["FAST", "MAX_V_LAYERS", "ROW_LIMIT", "fit_memory", "fit_times", "place", "row_sum", "solve_interleave",
