@@ -86,6 +86,25 @@ def settle(run: BackendRun, values: list[float], objective: float, bound: float 
     return run
 
 
+#: rows whose largest |coefficient| exceeds this are scaled down (`row_scale`)
+ROW_SCALE_ABOVE = 2.0 ** 20
+
+
+def row_scale(coef: list[float]) -> float:
+    """The power of two that brings a row's largest |coefficient| into [2^19, 2^20) when it is at or
+    above `ROW_SCALE_ABOVE` (else 1.0: rows of times and 0-1 logic stay as they are). Multiplying a
+    row (coefficients and bounds) by a power of two is exact in floating point (normal numbers), so
+    the model is unchanged; but SCIP given the chain phase model's memory rows in bytes (coefficients and budget
+    near 1e10) proved a wrong optimum (30.03 where 29.29 is feasible in the same model, and HiGHS,
+    CBC and CP-SAT find it): its tolerances are not scale-free at that magnitude. The largest
+    coefficient is kept near 1e6, not 1, so that a row's small coefficients stay well above SCIP's
+    zero tolerance (1e-9)."""
+    top = max((abs(c) for c in coef), default=0.0)
+    if not math.isfinite(top) or top < ROW_SCALE_ABOVE:
+        return 1.0
+    return math.ldexp(1.0, 20 - math.frexp(top)[1])
+
+
 def infeasible(run: BackendRun, *, left: float | None, solve_s: float, hint_feasible: bool) -> BackendRun:
     """`run` after a backend's "infeasible": ``infeasible`` only when that is a proof, i.e. no
     feasible start is known and the backend stopped before 90% of the time it was given."""
@@ -150,9 +169,10 @@ def _run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exa
     for n, (idx, coef, lo, hi) in enumerate(model.rows):
         if n % 4096 == 0:
             deadline.check()
-        ct = solver.Constraint(-inf if lo == -math.inf else lo, inf if hi == math.inf else hi)
+        scale = row_scale(coef)
+        ct = solver.Constraint(-inf if lo == -math.inf else lo * scale, inf if hi == math.inf else hi * scale)
         for i, c in zip(idx, coef):
-            ct.SetCoefficient(xs[i], c)
+            ct.SetCoefficient(xs[i], c * scale)
     obj = solver.Objective()
     if not feasibility_only:
         for i, c in model.objective.items():
