@@ -414,7 +414,30 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
                        baseline_objective=baseline, devices=devices,
                        overhead=(result.objective / baseline - 1.0) if (baseline and result.found) else None)
             rows.append(row)
-    return SweepResult(rows, source=getattr(instance, "name", "") or problem)
+    name = getattr(instance, "name", "") or problem
+    return SweepResult(rows, source=name, units={name: _instance_units(problem, instance)})
+
+
+def _instance_units(problem: str, instance: Any) -> tuple[str | None, str | None]:
+    """(time unit, memory unit) of `instance` read as `problem`, as its schedule figures name them
+    (``meta.units``; an offloading instance's chain's, a join's first branch's when it states none;
+    a pipeline's ``time_unit`` in seconds by its name, its sizes in bytes). None: not stated (for the
+    memory, bytes)."""
+    from memsched.experiments.plotting.timeline import units_of
+    from memsched.solvers.units import memory_unit
+
+    if problem == "pipeline":
+        from memsched.solvers.pipeline.instance import TIME_UNITS
+
+        seconds = getattr(instance, "time_unit", None)
+        time = next((k for k, v in TIME_UNITS.items() if seconds is not None and abs(v - seconds) < 1e-15), None)
+        return time, "bytes"
+    source = getattr(instance, "chain", None) if problem == "offload" else instance
+    time, memory = units_of(source)[0], memory_unit(instance)
+    branches = getattr(instance, "branches", None) if problem == "join" else None
+    if branches and time is None and memory is None:
+        time, memory = units_of(branches[0])[0], memory_unit(branches[0])
+    return time, memory
 
 
 def _options_of(problem: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -870,22 +893,24 @@ def _budget(instance: Any, spec: Any, problem: str) -> int:
     (bytes unless its ``meta.units.memory`` says otherwise): a number in that unit (at least 1, at
     most 1 PiB), a size string converted into it ("1.5GB") or "X%" of the reference peak;
     `InputError` naming ``budget`` for anything else (`budget_bytes`)."""
-    from memsched.solvers.units import parse_positive_budget, unit_bytes
+    from memsched.solvers.units import memory_unit, parse_positive_budget, unit_bytes
 
-    bytes_ = budget_bytes(spec)  # the form is checked whatever the unit
     per_unit = unit_bytes(instance)
-    if bytes_ is not None and per_unit == 1:
+    unit = memory_unit(instance) if per_unit != 1 else None  # bytes: the messages of `memsched.run` (no instance)
+    bytes_ = budget_bytes(spec, per_unit=per_unit, unit=unit)  # the form is checked whatever the unit
+    if bytes_ is not None:
         return bytes_
-    reference = registry.problem_module(problem).reference_peak(instance) if bytes_ is None else None
-    return parse_positive_budget(spec, reference, field="budget", per_unit=per_unit)
+    reference = registry.problem_module(problem).reference_peak(instance)
+    return parse_positive_budget(spec, reference, field="budget", per_unit=per_unit, unit=unit)
 
 
-def budget_bytes(spec: Any, *, field: str = "budget") -> int | None:
-    """Bytes from a budget that needs no reference peak: a number or a size string, checked by the
-    one rule of budgets (`units.parse_positive_budget`: at least one byte, at most 1 PiB); None for
-    a share ("60%"), whose form is checked here but whose bytes need the instance's reference peak.
-    `InputError` naming `field` (``budget``; ``memsched run`` checks ``--budget`` so before it
-    builds anything) for anything else."""
+def budget_bytes(spec: Any, *, field: str = "budget", per_unit: int | None = 1, unit: str | None = None) -> int | None:
+    """A budget that needs no reference peak, in the instance's size unit (`per_unit` bytes per unit,
+    named `unit`; bytes by default): a number or a size string, checked by the one rule of budgets
+    (`units.parse_positive_budget`: at least one unit, at most 1 PiB); None for a share ("60%"),
+    whose form is checked here but whose value needs the instance's reference peak. `InputError`
+    naming `field` (``budget``; ``memsched run`` checks ``--budget`` so before it builds anything)
+    for anything else."""
     from memsched.solvers.units import parse_budget, parse_positive_budget
 
     if not isinstance(spec, (str, numbers.Real)):
@@ -894,7 +919,7 @@ def budget_bytes(spec: Any, *, field: str = "budget") -> int | None:
     if isinstance(spec, str) and spec.strip().endswith("%"):
         parse_budget(spec, 0, field=field)  # the percentage's form (any share of 0 bytes is 0)
         return None
-    return parse_positive_budget(spec, None, field=field)
+    return parse_positive_budget(spec, None, field=field, per_unit=per_unit, unit=unit)
 
 
 def _show(value: Any) -> str:
@@ -976,7 +1001,8 @@ def _schedule_problem(schedule: Any) -> str | None:
 def _as_schedule(problem: str, instance: Any, schedule: Any, verb: str, *, field: str = "schedule") -> Any:
     """The schedule object of `problem` in `schedule`: a schedule object, a `Result`, a schedule's
     JSON dict (or a ``solve --json`` object), or the path of a schedule file; the problem's plain
-    forms (a list of operations or node indices) pass as they are, for the simulator to read.
+    forms (a list of node indices, a list of operations: read as the problem's `Op` / `JOp`, `_plain_ops`)
+    are checked for their shape and left to the simulator to judge.
     `InputError` for a schedule of another problem ("a chain schedule cannot be simulated as
     pipeline") or anything else; `simulate` and `plot` share it."""
     if isinstance(schedule, Result):
@@ -1003,8 +1029,38 @@ def _as_schedule(problem: str, instance: Any, schedule: Any, verb: str, *, field
                          "JSON dict or the path of a schedule file)", field=field)
     if owner is None and problem == "graph":
         _check_node_indices(schedule, field)
+    if owner is None and problem in _PLAIN_OPS:
+        schedule = _plain_ops(problem, schedule, field)
     _check_shape(instance, schedule)
     return schedule
+
+
+#: problem -> (the fields of one operation of its plain schedule, an example) for `_plain_ops`
+_PLAIN_OPS = {"chain": (("kind", "stage"), '("F_all", 0)'), "join": (("kind", "branch", "stage"), '("F_all", 0, 1)')}
+
+
+def _plain_ops(problem: str, sequence: Sequence[Any], field: str) -> list[Any]:
+    """A chain's or join's plain schedule (a list of operations) as a list of the problem's operations
+    (`solvers.chain.schedule.Op`: kind, stage; `solvers.join.schedule.JOp`: kind, branch, stage; the
+    join's loss is ``("Loss", -1, -1)``): each entry a tuple or list of that many items, its kind one of
+    `KINDS` and its indices integers (a numpy integer is one, a bool is not). Anything else (a string
+    such as "F_all(0)", a triple for a chain, a pair for a join) is an `InputError` naming `field` and
+    the entry (the simulator would fail with a bare ValueError, or the drawing on a plain tuple).
+    Indices out of range are the simulator's to judge (an "invalid" replay)."""
+    from memsched.solvers.chain.schedule import KINDS, Op
+    from memsched.solvers.join.schedule import JOp
+
+    fields, example = _PLAIN_OPS[problem]
+    make = Op if problem == "chain" else JOp
+    ops = []
+    for i, entry in enumerate(sequence):
+        ok = isinstance(entry, (tuple, list)) and len(entry) == len(fields) and entry[0] in KINDS and all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in entry[1:])
+        if not ok:
+            raise InputError(f"a {problem} schedule as a list holds operations ({', '.join(fields)}) such as "
+                             f"{example}, kind one of {', '.join(KINDS)}; entry {i} is {_show(entry)}", field=field)
+        ops.append(make(str(entry[0]), *(int(v) for v in entry[1:])))
+    return ops
 
 
 def _check_node_indices(sequence: Sequence[Any], field: str) -> None:

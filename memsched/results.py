@@ -17,7 +17,7 @@ import io
 import math
 import numbers
 import operator
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from memsched.solvers.errors import InputError
@@ -371,11 +371,18 @@ class SweepResult:
     file) or the facade's (an instance and lists of budgets and solvers). Key columns:
     instance, solver, budget (bytes), budget_fraction (of the reference peak), status,
     objective (makespan or period), overhead (objective / no-savings objective - 1),
-    peak_memory, lower_bound, solve_time_s."""
+    peak_memory, lower_bound, solve_time_s.
 
-    def __init__(self, rows: Sequence[dict[str, Any]], *, source: str = "") -> None:
+    `units` maps an instance's name to its (time unit, memory unit) (``meta.units``; a memory unit of
+    None is bytes, a time unit of None one the instance does not state): `plot` labels and scales its
+    axes with them. An instance it does not name (the rows of a sweep file) is drawn in its own units,
+    unscaled, and the labels say so."""
+
+    def __init__(self, rows: Sequence[dict[str, Any]], *, source: str = "",
+                 units: Mapping[str, tuple[str | None, str | None]] | None = None) -> None:
         self.rows = list(rows)
         self.source = source
+        self.units = dict(units or {})
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -389,7 +396,9 @@ class SweepResult:
     def pivot(self, values: str = "objective") -> Any:
         """`values` (a column of the rows) per (instance, budget) and solver, in grid order; a
         column the rows do not have is an `InputError` listing theirs. A numeric column (bool
-        included) gives the mean of a cell's rows; any other (status, scope, message: text) its
+        included; numbers and None, or None only, read as floats with NaN for the missing: a cell
+        without a schedule is NaN, never None) gives the mean of a cell's rows; any other (status,
+        scope, message: text) its
         first non-missing value. A cell holds one row unless the grid repeats a run."""
         from pandas.api.types import is_numeric_dtype
 
@@ -397,6 +406,7 @@ class SweepResult:
         self._need_column(frame, values, "values")
         column = "solver_label" if "solver_label" in frame else "solver"
         index = ["instance", "budget_spec"] if "budget_spec" in frame else ["instance", "budget"]
+        frame[values] = _numbers_as_float(frame[values])
         aggfunc = "mean" if is_numeric_dtype(frame[values]) else "first"
         return frame.pivot_table(index=index, columns=column, values=values, aggfunc=aggfunc, sort=False,
                                  dropna=False)
@@ -405,8 +415,11 @@ class SweepResult:
              figsize: tuple[float, float] | None = None, **unknown: Any) -> Any:
         """`y` (default: overhead in % when the rows have it, else the objective) versus the
         budget as a percentage of the reference peak, one line per solver, one panel per
-        instance; budgets where a solver finds no schedule are left out of its line. A `y` the
-        rows do not have, a bad `title` or `figsize` or another keyword argument is an `InputError`."""
+        instance; budgets where a solver finds no schedule are left out of its line. Each axis names its
+        unit (`_axis`): the objective in the instance's time unit ("period (ms)"), sizes in the binary unit
+        that suits them ("peak memory (MiB)", converted from the instance's memory unit), solve times in
+        s, fractions in %. A `y` the rows do not have, a bad `title` or `figsize` or another keyword
+        argument is an `InputError`."""
         _check_plot("SweepResult.plot", ("y", "title", "figsize"), unknown, title, figsize)
         frame = self.to_pandas()
         if frame.empty:
@@ -422,17 +435,16 @@ class SweepResult:
         axes = fig.subplots(math.ceil(len(instances) / 3), min(len(instances), 3), squeeze=False).ravel()
         for ax, name in zip(axes, instances):
             part = frame[frame["instance"] == name]
+            units = self.units.get(str(name))
+            x_scale, x_label = _axis(part, x, units)
+            y_scale, y_label = _axis(part, y, units)
             for solver, group in part.groupby(label, sort=False):
                 group = group[group[y].notna()].sort_values(x)
-                xs = group[x] * (100 if x == "budget_fraction" else 1)
-                ys = group[y] * (100 if y == "overhead" else 1)
-                ax.plot(xs, ys, marker="o", ms=4, label=str(solver))
+                ax.plot(_scaled(group[x], x_scale), _scaled(group[y], y_scale), marker="o", ms=4, label=str(solver))
             if len(instances) > 1:
                 ax.set_title(str(name), fontsize=10)
-            ax.set_xlabel("budget (% of the reference peak)" if x == "budget_fraction" else "budget (bytes)")
-            names = part["objective_name"].dropna().unique() if "objective_name" in part else []
-            ylabel = str(names[0]) if y == "objective" and len(names) == 1 else y
-            ax.set_ylabel("overhead (%)" if y == "overhead" else ylabel)
+            ax.set_xlabel(x_label)
+            ax.set_ylabel(y_label)
             ax.grid(alpha=0.3)
         for ax in axes[len(instances):]:
             ax.set_visible(False)
@@ -462,24 +474,95 @@ class SweepResult:
         return f"<SweepResult {self.source}: {len(self.rows)} rows>"
 
 
+def _numbers_as_float(column: Any) -> Any:
+    """`column` (a pandas Series) as floats when every value it holds is a number or missing (all missing
+    included: a sweep that found nothing has an object column of None, which a table would show as
+    "None" and not as missing); unchanged otherwise (text, or already a numeric dtype)."""
+    from pandas.api.types import is_numeric_dtype
+
+    if is_numeric_dtype(column):
+        return column
+    present = column.dropna()
+    if all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in present):
+        return column.astype(float)
+    return column
+
+
+def _scaled(column: Any, scale: float) -> Any:
+    """`column` divided by `scale`; unchanged when `scale` is 1 (a column of text is drawn as it is)."""
+    return column if scale == 1.0 else column.astype(float) / scale
+
+
+#: sweep columns in the instance's time unit (the objective: makespan or period), in its memory unit, in a
+#: fixed time unit; and the labels of the other columns `plot` scales
+_TIME_COLUMNS = ("objective", "lower_bound", "baseline_objective")
+_MEMORY_COLUMNS = ("peak_memory", "budget", "min_budget", "reference_peak", "measured_peak")
+_FIXED_UNITS = {"solve_time_s": "solve time (s)", "measured_time_ms": "measured time (ms)"}
+_PERCENT = {"overhead": "overhead (%)", "budget_fraction": "budget (% of the reference peak)"}
+
+
+def _axis(part: Any, column: str, units: tuple[str | None, str | None] | None) -> tuple[float, str]:
+    """(divisor, axis label with its unit) of `column` of the rows `part` of one instance, whose (time
+    unit, memory unit) are `units` (None: not known). Sizes are scaled to the binary unit that suits
+    their largest value, as the timeline figures scale them (`plotting.draw._memory_scale`); an
+    instance's unit that is no byte unit ("slots") is kept; fractions are drawn in %."""
+    if column in _PERCENT:
+        return 0.01, _PERCENT[column]
+    if column in _FIXED_UNITS:
+        return 1.0, _FIXED_UNITS[column]
+    if column in _TIME_COLUMNS:
+        names = part["objective_name"].dropna().unique() if "objective_name" in part else []
+        name = str(names[0]) if len(names) == 1 else "objective"
+        text = name if column == "objective" else column.replace("_", " ")
+        unit = units[0] if units is not None else None
+        return 1.0, f"{text} ({unit or 'time unit of the instance'})"
+    if column in _MEMORY_COLUMNS:
+        text = column.replace("_", " ")
+        if units is None:
+            return 1.0, f"{text} (size unit of the instance)"
+        from memsched.experiments.plotting.draw import _memory_scale
+
+        values = part[column].astype(float)
+        top = float(values.max()) if values.notna().any() else 1.0
+        scale, unit = _memory_scale(units[1] or "bytes", top)
+        return scale, f"{text} ({unit})"
+    return 1.0, column
+
+
 _PREDICTED, _MEASURED = "#4f9bd9", "#2f9e44"
 
 
+def _bar(ax: Any, x: float, value: float | None, colour: str, scale: float = 1.0) -> None:
+    """One bar of height `value` / `scale` at `x`; a missing `value` (None, NaN) is no bar but the word
+    "missing" (never a bar of height 0, which would read as a measured 0)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        ax.text(x, 0, "missing", ha="center", va="bottom", fontsize=8, color="#868e96")
+    else:
+        ax.bar([x], [value / scale], color=colour)
+
+
 def _bars(ax: Any, values: Sequence[float | None], label: str, scale: float = 1.0) -> None:
-    """Predicted beside measured on one axis (both in the unit `label` names, after dividing by `scale`)."""
-    ax.bar(["predicted", "measured"], [(v or 0) / scale for v in values], color=[_PREDICTED, _MEASURED])
+    """Predicted beside measured on one axis (both in the unit `label` names, after dividing by `scale`;
+    a missing value is no bar, `_bar`)."""
+    for x, (value, colour) in enumerate(zip(values, (_PREDICTED, _MEASURED))):
+        _bar(ax, x, value, colour, scale)
+    ax.set_xticks([0, 1], ["predicted", "measured"])
+    ax.set_xlim(-0.6, 1.6)
     ax.set_ylabel(label)
     ax.grid(axis="y", alpha=0.3)
 
 
 def _bars_two_units(ax: Any, predicted: float | None, unit: str, measured_ms: float | None) -> None:
     """The predicted makespan (in `unit`, e.g. MFLOP) and the measured time (ms) are not one quantity:
-    each bar gets its own y axis, labelled with its unit (predicted left, measured right)."""
-    ax.bar([f"predicted ({unit})"], [predicted or 0], color=_PREDICTED)
+    each bar gets its own y axis, labelled with its unit (predicted left, measured right; a missing
+    value is no bar, `_bar`)."""
+    _bar(ax, 0, predicted, _PREDICTED)
     ax.set_ylabel(f"predicted makespan ({unit})", color=_PREDICTED)
     ax.tick_params(axis="y", labelcolor=_PREDICTED)
     twin = ax.twinx()
-    twin.bar(["measured (ms)"], [measured_ms or 0], color=_MEASURED)
+    _bar(twin, 1, measured_ms, _MEASURED)
+    ax.set_xticks([0, 1], [f"predicted ({unit})", "measured (ms)"])
+    ax.set_xlim(-0.6, 1.6)
     twin.set_ylabel("measured time (ms)", color=_MEASURED)
     twin.tick_params(axis="y", labelcolor=_MEASURED)
 
@@ -521,8 +604,12 @@ class RunResult:
         """Predicted (simulator) beside measured: step time and peak memory (`title`, `figsize` as
         in `Result.plot`; another keyword argument is an `InputError`). A predicted makespan not in ms
         (`predicted_time_unit`, e.g. MFLOP for a graph exported with ``--cost flops``) is not drawn on
-        the measured ms scale: each time bar gets its own y axis labelled with its unit."""
+        the measured ms scale: each time bar gets its own y axis labelled with its unit. A run that found no
+        schedule (no prediction: infeasible, timeout) is an `InputError`, as `Result.plot` of one; a value
+        missing from a run that has one is drawn as no bar, never as 0."""
         _check_plot("RunResult.plot", ("title", "figsize"), unknown, title, figsize)
+        if not isinstance(self.data.get("predicted"), dict):
+            raise InputError(f"{self.data.get('solver')}: no schedule ({self.data.get('status')}) to draw")
         fig = _figure(figsize)
         axes = fig.subplots(1, 2)
         pred, meas = self.data.get("predicted") or {}, self.data.get("measured") or {}
@@ -547,7 +634,7 @@ class RunResult:
     def _repr_html_(self) -> str:
         out = _table([(k, _num(v) if isinstance(v, float) else str(v)) for k, v in self.row().items()])
         if self.data.get("predicted") and self.data.get("measured"):
-            out += _png(self.plot())
+            out += _figure_or_note(self.plot)
         return f"<div>{out}</div>"
 
     def __repr__(self) -> str:

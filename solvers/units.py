@@ -131,27 +131,76 @@ def parse_budget(text: str | int | float, reference: int | None, *, field: str |
 
 
 def parse_positive_budget(text: str | int | float, reference: int | None, *, field: str | None = None,
-                          per_unit: int | None = 1) -> int:
-    """`parse_budget`, and at least one byte: the one rule of every budget (the facade's and the
-    commands'). A number is bytes: NaN, zero and negatives "must be positive", a fraction of a
-    byte (0.5, likely meant as a share) says so, as does a percentage of a reference too small to
-    give a whole byte (the reference in bytes); a bool is no budget."""
+                          per_unit: int | None = 1, unit: str | None = None) -> int:
+    """`parse_budget`, and at least one unit of the instance's sizes: the one rule of every budget
+    (the facade's and the commands'). NaN, zero and negatives "must be positive"; a positive budget
+    that rounds down to 0 units says it is less than one unit, naming the unit: `unit` (the
+    instance's ``meta.units.memory``, `memory_unit`), else the byte unit of `per_unit` (1: bytes;
+    None: "this instance's sizes"). A number is in that unit (0.5, likely meant as a share, says
+    so); a size string ("0.5MB") is converted into it; a percentage names the reference peak in it.
+    A bool is no budget."""
     field = field or flag("budget")
     if isinstance(text, bool):
         raise InputError(f"not a budget: {text!r}", field=field)
-    if isinstance(text, numbers.Real):
-        if not text > 0:  # NaN, zero, negative (compared exactly: math.isfinite overflows on 10**400)
-            raise InputError(f"must be positive, got {short_number(text)}", field=field)
-        if text < 1:
-            raise InputError(f"{text!r} is less than one byte (a number is bytes; write \"50%\" for a share of the "
-                             "reference peak)", field=field)
+    if isinstance(text, numbers.Real) and not text > 0:  # NaN, zero, negative (compared exactly: 10**400 is fine)
+        raise InputError(f"must be positive, got {short_number(text)}", field=field)
     value = parse_budget(text, reference, field=field, per_unit=per_unit)
     if value > 0:
         return value
+    raise InputError(_below_one_unit(text, reference, per_unit, unit), field=field)
+
+
+#: the name of each byte unit in messages, by bytes per unit (`MEMORY_UNIT_BYTES`' values)
+_BYTE_UNIT_NAMES = {1: "byte", 2**10: "KiB", 2**20: "MiB", 2**30: "GiB", 2**40: "TiB",
+                    10**3: "kB", 10**6: "MB", 10**9: "GB", 10**12: "TB"}
+
+
+def _unit_label(per_unit: int | None, unit: str | None) -> str | None:
+    """The name of an instance's size unit in messages: `unit` ("kib" -> "KiB", "bytes" -> "byte",
+    "slots" as is), else the byte unit of `per_unit` bytes per unit; None when neither names one."""
+    if unit is not None and unit.strip():
+        per = MEMORY_UNIT_BYTES.get(unit.strip().lower())
+        return _BYTE_UNIT_NAMES[per] if per is not None else unit.strip()
+    return _BYTE_UNIT_NAMES.get(per_unit) if per_unit is not None else None
+
+
+def _one_unit(per_unit: int | None, unit: str | None) -> str:
+    """ "one KiB, the memory unit of this instance" (or "one byte" when the caller stated no unit:
+    `per_unit` 1 and no `unit`), the smallest budget, for a message."""
+    label = _unit_label(per_unit, unit)
+    if label is None:
+        return "one unit of this instance's sizes"
+    if unit is None and per_unit == 1:
+        return "one byte"
+    if label in _BYTE_UNIT_NAMES.values():
+        return f"one {label}, the memory unit of this instance"
+    return f"one unit of this instance's sizes ({label})"
+
+
+def _in_unit(n: int, per_unit: int | None, unit: str | None) -> str:
+    """`n` sizes with their unit, for a message: "59290 KiB", "59290 bytes", "17 slots"."""
+    label = _unit_label(per_unit, unit)
+    if label is None:
+        return f"{n} in this instance's size unit"
+    return f"{n} bytes" if label == "byte" else f"{n} {label}"
+
+
+def _below_one_unit(text: str | int | float, reference: int | None, per_unit: int | None, unit: str | None) -> str:
+    """The message for a budget `text` that `parse_budget` rounded down to 0 units: "must be
+    positive" when it is 0, else that it is less than one unit (`_one_unit`)."""
+    one = _one_unit(per_unit, unit)
     if isinstance(text, str) and text.strip().endswith("%") and reference is not None:
-        raise InputError(f"{text.strip()} of the reference peak ({reference} bytes) is less than one byte; "
-                         "give the budget in bytes", field=field)
-    raise InputError(f"must be positive, got {text!r}", field=field)
+        return f"{text.strip()} of the reference peak ({_in_unit(reference, per_unit, unit)}) is less than {one}; " \
+               "give a larger share"
+    match = _SIZE.match(text) if isinstance(text, str) else None
+    amount = float(text) if isinstance(text, numbers.Real) else float(match.group(1)) if match else 0.0
+    if not amount > 0:
+        return f"must be positive, got {text!r}"
+    shown = short_number(text) if isinstance(text, numbers.Real) else repr(text)
+    if _has_suffix(text):
+        return f"{shown} is less than {one}"
+    where = "bytes" if unit is None and per_unit == 1 else "in that unit"
+    return f"{shown} is less than {one} (a number is {where}; write \"50%\" for a share of the reference peak)"
 
 
 #: smallest bandwidth accepted (bytes/s; ``--bandwidth`` and ``host_link.bandwidth`` alike): a byte in about 32 years,

@@ -9,6 +9,7 @@ registered (the generic ``memory_profile`` path of `timeline` may still apply).
 from __future__ import annotations
 
 import importlib
+import numbers
 from typing import Any
 
 import numpy as np
@@ -95,7 +96,7 @@ def join_timeline(join: Any, schedule: Any, budget: int | None = None) -> Timeli
     from memsched.solvers.join.schedule import JoinSchedule
     from memsched.solvers.join.simulator import simulate
 
-    ops = schedule.ops if isinstance(schedule, JoinSchedule) else list(schedule)
+    ops = schedule.ops if isinstance(schedule, JoinSchedule) else _join_ops(schedule)
     sim = simulate(join, ops, budget).before_violation()  # drawn up to the failing op
     names = [getattr(c, "name", "") or f"branch {b}" for b, c in enumerate(join.branches)]
 
@@ -143,6 +144,23 @@ def join_timeline(join: Any, schedule: Any, budget: int | None = None) -> Timeli
     peak = sim.peak_memory
     return Timeline("join", [MemorySeries(times, values)], bars, rows, sim.makespan, int(peak),
                     peak_time_of(steps, peak), budget, failure, time_unit, memory_unit)
+
+
+def _join_ops(schedule: Any) -> list[Any]:
+    """A join's plain schedule as `JOp` operations (a plain (kind, branch, stage) triple becomes one, so
+    that the rows and labels can name its fields); any other entry is an `InputError` naming ``schedule``."""
+    from memsched.solvers.chain.schedule import KINDS
+    from memsched.solvers.join.schedule import JOp
+
+    ops = []
+    for i, op in enumerate(schedule):
+        if not isinstance(op, JOp):
+            if not (isinstance(op, (tuple, list)) and len(op) == 3 and op[0] in KINDS):
+                raise InputError(f"a join schedule holds operations (kind, branch, stage); entry {i} is {op!r}"[:300],
+                                 field="schedule")
+            op = JOp(*op)
+        ops.append(op)
+    return ops
 
 
 # ---------------------------------------------------------------------------- offloading
@@ -211,14 +229,16 @@ def graph_timeline(graph: Any, schedule: Any, budget: int | None = None) -> Time
     """Replay with `solvers.graph.simulate`; step s runs for ``cost_cpu`` of its node, its
     memory is the simulator's ``memory[s]`` and drops after it by the copies whose last
     consumer is s. Rows: forward and backward nodes (graph attribute ``backward``); a node
-    computed again is a recomputation."""
+    computed again is a recomputation. An invalid sequence is drawn up to its failing step (a node index
+    out of range: no bar of its own, the failure marked where it would start)."""
     from memsched.solvers.graph.simulator import GraphSchedule, simulate
 
-    seq = schedule.indices(graph) if isinstance(schedule, GraphSchedule) else [int(v) for v in schedule]
+    seq = schedule.indices(graph) if isinstance(schedule, GraphSchedule) else _node_indices(schedule)
     sim = simulate(graph, seq, budget)
     N = len(seq)
-    cpu = np.asarray([float(graph.cost_cpu[v]) for v in seq])
-    ram = np.asarray([int(graph.cost_ram[v]) for v in seq], dtype=np.int64)
+    known = [0 <= v < graph.n for v in seq]  # a node out of range is a violation: drawn up to it, never indexed
+    cpu = np.asarray([float(graph.cost_cpu[v]) if ok else 0.0 for v, ok in zip(seq, known)])
+    ram = np.asarray([int(graph.cost_ram[v]) if ok else 0 for v, ok in zip(seq, known)], dtype=np.int64)
     ends = np.cumsum(cpu)
     starts = ends - cpu
     freed = np.zeros(N, dtype=np.int64)
@@ -255,8 +275,9 @@ def graph_timeline(graph: Any, schedule: Any, budget: int | None = None) -> Time
     failure = None
     if sim.violation is not None:
         if stop < N:
-            bars.append(Bar(row(seq[stop]), float(starts[stop]), float(ends[stop]), "failed", label(seq[stop]),
-                            failed=True))
+            if known[stop]:
+                bars.append(Bar(row(seq[stop]), float(starts[stop]), float(ends[stop]), "failed", label(seq[stop]),
+                                failed=True))
             failure = Failure(float(starts[stop]), float(memory[stop]), str(sim.violation))
         else:
             failure = Failure(float(ends[-1]) if N else 0.0, float(values[-1]), str(sim.violation))
@@ -265,6 +286,17 @@ def graph_timeline(graph: Any, schedule: Any, budget: int | None = None) -> Time
     rows = ["forward", "backward"] if has_rows else ["forward"]
     return Timeline("graph", [MemorySeries(times, values)], bars, rows, float(ends[stop - 1]) if stop else 0.0,
                     peak, peak_time_of(steps, peak), budget, failure, time_unit, memory_unit)
+
+
+def _node_indices(schedule: Any) -> list[int]:
+    """A graph's plain schedule as node indices: integers only (a bool, a float, a str is an `InputError`
+    naming ``schedule``, as `memsched.simulate` says); indices out of range are the simulator's violation."""
+    seq = list(schedule)
+    for i, v in enumerate(seq):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise InputError(f"a graph schedule as a list holds node indices (ints); entry {i} is {v!r}"[:300],
+                             field="schedule")
+    return [int(v) for v in seq]
 
 
 # ---------------------------------------------------------------------------- pipelines
