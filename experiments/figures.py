@@ -93,7 +93,9 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
             continue
         if {"sweep", "key", "solver", "status"} <= set(head.columns):
             _checked_fields(csv)
-            frames.append(_checked_numbers(pd.read_csv(csv), csv))
+            table = pd.read_csv(csv)
+            _checked_columns(csv, table)
+            frames.append(_checked_numbers(table, csv))
             seen_csv.add(csv.with_suffix(""))
     for journal in sorted(root.rglob("*.jsonl")):
         if journal.with_suffix("") not in seen_csv:
@@ -127,6 +129,26 @@ def _checked_fields(csv: Path) -> None:
         raise InputError("not UTF-8 text (a damaged table)", path=str(csv)) from None
     except csv_module.Error as err:
         raise InputError(f"unreadable CSV ({err})", path=str(csv)) from None
+
+
+def _checked_columns(csv: Path, table: pd.DataFrame) -> None:
+    """The sweep table `table` (read from `csv`) has every column that the figures drawing its sweeps
+    (its ``sweep`` column) read (`FigureSpec.columns`); else `InputError` naming the file and the first
+    missing column (a table without ``instance`` failed inside the figure with a KeyError)."""
+    from memsched.solvers.errors import InputError
+
+    sweeps = set(table["sweep"].dropna().astype(str))
+    for fid, spec in FIGURES.items():
+        missing = missing_columns(spec, table.columns) if sweeps & set(spec.sweeps) else []
+        if missing:
+            raise InputError(f"no such column (figure {fid} reads it; a damaged table, or not one memsched sweep "
+                             "wrote)", path=str(csv), field=missing[0])
+
+
+def missing_columns(spec: FigureSpec, columns: Iterable[str]) -> list[str]:
+    """The columns figure `spec` reads (`FigureSpec.columns`) that are not among `columns`, in order."""
+    present = set(columns)
+    return [c for c in spec.columns if c not in present]
 
 
 def _checked_numbers(frame: pd.DataFrame, csv: Path) -> pd.DataFrame:
@@ -170,7 +192,7 @@ def _finish(fig: plt.Figure, rows: pd.DataFrame, out_dir: Path, stem: str, note:
     if note:
         text = f"{note}\n{text}"
     width = max(60, int(fig.get_figwidth() * 17))
-    text = "\n".join(textwrap.fill(line, width) for line in text.splitlines())
+    text = literal_text("\n".join(textwrap.fill(line, width) for line in text.splitlines()))
     fig.text(0.01, -0.005, text, fontsize=6.5, color="#555555", ha="left", va="top")  # below; bbox "tight"
     try:
         make_folder(out_dir)
@@ -235,9 +257,9 @@ def _legend(fig: plt.Figure, axes: list[Any], handles: dict[str, Any]) -> tuple[
     """One legend: inside a single panel, else to the right of the panels; returns the
     tight_layout rectangle that leaves room for it."""
     if len(axes) == 1:
-        axes[0].legend(handles.values(), handles.keys(), fontsize=7.5, frameon=False)
+        axes[0].legend(handles.values(), [literal_text(k) for k in handles], fontsize=7.5, frameon=False)
         return (0, 0, 1, 0.95)
-    fig.legend(handles.values(), handles.keys(), loc="upper right", fontsize=7.5, frameon=False,
+    fig.legend(handles.values(), [literal_text(k) for k in handles], loc="upper right", fontsize=7.5, frameon=False,
                bbox_to_anchor=(1.0, 0.93))
     # room for the longest label: a 7.5 pt character is about 0.06 in wide, the marker 0.6 in
     width_in = 0.6 + 0.06 * max((len(str(k)) for k in handles), default=0)
@@ -271,6 +293,13 @@ def _mem_unit(values: Iterable[float]) -> tuple[float, str]:
         if m >= 2 * scale:
             return scale, unit
     return 1, "bytes"
+
+
+def literal_text(text: Any) -> str:
+    """`text` as matplotlib draws it literally: every ``$`` escaped (``\\$``), so that a ``$...$`` pair in an
+    instance name, a solver label or a note is neither typeset as math nor, when no valid math, an error
+    (the rule of `experiments.plotting.draw.literal_text`, not imported here to keep this module light)."""
+    return str(text).replace("$", r"\$")
 
 
 def size_text(n: float, unit: str | None) -> str:
@@ -414,7 +443,7 @@ def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str,
             handles.setdefault(label, line)
         size = r["size"].dropna()
         ref_text = f", ref. peak {size_text(float(ref.iloc[0]), _unit_of(r))}" if len(ref) else ""
-        ax.set_title(f"{inst} (size {int(size.iloc[0]) if len(size) else '?'}{ref_text})", fontsize=8.5)
+        ax.set_title(literal_text(f"{inst} (size {int(size.iloc[0]) if len(size) else '?'}{ref_text})"), fontsize=8.5)
         ax.set_xlabel("memory budget (% of reference peak)", fontsize=8)
         ax.set_ylabel(objective_label if use_overhead else "objective (instance time unit)", fontsize=8)
         ax.grid(alpha=0.3)
@@ -463,7 +492,7 @@ def solve_time_vs_size(rows: pd.DataFrame, out_dir: Path, stem: str, title: str)
         for lim in limits:
             ax.axhline(lim, color="#999999", ls=":", lw=0.8)
         ax.set_yscale("log")
-        ax.set_title(f"budget {b} of the store-all peak", fontsize=8.5)
+        ax.set_title(literal_text(f"budget {b} of the store-all peak"), fontsize=8.5)
         ax.set_xlabel("chain length L (stages)", fontsize=8)
         ax.set_ylabel("solve time (s, median over repeats)", fontsize=8)
         ax.grid(alpha=0.3, which="both")
@@ -492,7 +521,7 @@ def period_vs_memory(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) -
             (line,) = ax.plot(s["budget"] / scale, s["y"], label=label, lw=1.3, ms=4.5, drawstyle="steps-post",
                               **style(label, label))
             handles.setdefault(label, line)
-        ax.set_title(inst, fontsize=8.5)
+        ax.set_title(literal_text(inst), fontsize=8.5)
         ax.set_xlabel(f"memory per device ({unit})", fontsize=8)
         ax.set_ylabel("period (time per micro-batch, instance unit)", fontsize=8)
         ax.grid(alpha=0.3)
@@ -508,6 +537,8 @@ def predicted_vs_measured(rows: pd.DataFrame, out_dir: Path, stem: str, title: s
     spread bars, every executed problem (`experiments.figure_g.measured_ratios`)."""
     from .figure_g import measured_ratios
 
+    # instance names are drawn as tick labels there: literally (`literal_text`), as in the other figures
+    rows = rows.assign(instance=rows["instance"].map(literal_text, na_action="ignore"))
     return measured_ratios(rows, out_dir, stem, title)
 
 
@@ -523,6 +554,22 @@ class FigureSpec:
     problem: str | None = None
     needs: str | None = None      # a column that must have values (e.g. measured_peak)
     options: tuple[tuple[str, Any], ...] = ()   # keyword arguments of `draw`
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns of a sweep table this figure's drawing reads and `render` does not fill in when
+        absent (`DRAW_COLUMNS`; none for another drawing function)."""
+        return DRAW_COLUMNS.get(self.draw, ())
+
+
+#: drawing function -> the table columns it reads (`render` fills in the others, e.g. ``overhead``, whose
+#: absence draws the objective instead, and ``reference_peak``)
+DRAW_COLUMNS: dict[Callable[..., list[Path]], tuple[str, ...]] = {
+    overhead_vs_budget: ("instance", "solver", "status", "budget_spec", "objective"),
+    solve_time_vs_size: ("instance", "solver", "status", "budget_spec", "size", "solve_time_s"),
+    period_vs_memory: ("instance", "solver", "status", "budget", "objective"),
+    predicted_vs_measured: ("instance", "problem", "budget_spec", "peak_memory", "measured_peak"),
+}
 
 
 FIGURES: dict[str, FigureSpec] = {
@@ -571,6 +618,11 @@ def render(figure_id: str, rows: pd.DataFrame, out_dir: str | Path) -> tuple[lis
     note = skip_note(figure_id, r)
     if note is not None:
         return [], note
+    missing = missing_columns(spec, r.columns)
+    if missing:  # rows not read by `load_results` (which names the table)
+        from memsched.solvers.errors import InputError
+
+        raise InputError(f"the rows of figure {figure_id} have no column {missing[0]!r}", field=missing[0])
     for col in ("solver_label", "source", "message", "overhead", "budget_fraction", "reference_peak", "size",
                 "time_limit", "options", "measured_time_ms", "device", "grad_check"):
         if col not in r:

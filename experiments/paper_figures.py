@@ -39,6 +39,7 @@ from memsched.experiments.figures import (  # noqa: E402
     _checked_numbers,
     _save,
     check_figure_paths,
+    literal_text,
     make_folder,
     source_file,
 )
@@ -68,8 +69,8 @@ def draw_pipeline(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem
                 colour, marker = PIPELINE_STYLE.get(str(solver), ("0.5", "."))
                 group = group.sort_values("budget")
                 ax.plot(group["budget"] / GB, group["objective"], color=colour, marker=marker, ms=3, lw=1,
-                        ls="--" if solver == "cpsat" else "-", label=str(solver))
-            ax.set_title(f"{name}, P = {p}\ntimes: {costs.get(name, 'unknown')}", fontsize=7)
+                        ls="--" if solver == "cpsat" else "-", label=literal_text(solver))
+            ax.set_title(literal_text(f"{name}, P = {p}\ntimes: {costs.get(name, 'unknown')}"), fontsize=7)
             ax.set_xlabel("memory per device (GB)", fontsize=7)
             ax.set_ylabel("period (ms per micro-batch)", fontsize=7)
             ax.tick_params(labelsize=7)
@@ -115,13 +116,13 @@ def draw(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem: str = "
     fig, axes = plt.subplots(nrows, cols, figsize=(4.3 * cols, 3.3 * nrows), squeeze=False)
     for ax, name in zip(axes.flat, instances):
         part = rows[(rows["instance"] == name) & rows["status"].isin(["optimal", "feasible"])]
-        ax.set_title(f"{name}\ntimes: {costs.get(name, 'unknown')}", fontsize=7)
+        ax.set_title(literal_text(f"{name}\ntimes: {costs.get(name, 'unknown')}"), fontsize=7)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
         names = part["solver"] if "solver" in part else part["solver_label"]  # the registry's name, for its style
         for (label, solver), group in part.groupby([part["solver_label"], names], sort=False):
             group = group.sort_values("budget")  # one colour and marker per solver in every figure
-            ax.plot(group["budget"] / GB, 1.0 + group["overhead"], ms=3, lw=1, label=str(label),
+            ax.plot(group["budget"] / GB, 1.0 + group["overhead"], ms=3, lw=1, label=literal_text(label),
                     **solver_style(str(label), str(solver)))
         ref = rows.loc[rows["instance"] == name, "reference_peak"].max()
         ax.axvline(ref / GB, color="0.6", lw=0.8, ls=":")
@@ -147,11 +148,26 @@ def figure_args(argv: list[str] | None, doc: str | None, results: str, results_h
 
 #: the columns of a sweep table every paper figure reads
 COLUMNS = ("instance", "source", "solver_label", "status", "budget")
+#: the columns the chain-style figure (`draw`: chains, graphs, offloading) reads besides `COLUMNS`
+CHAIN_COLUMNS = ("overhead", "reference_peak")
+#: the columns the pipeline figure (`draw_pipeline`) reads besides `COLUMNS`
+PIPELINE_COLUMNS = ("objective",)
+
+
+def is_pipeline(rows: pd.DataFrame) -> bool:
+    """True for the rows of a pipeline sweep (every row's ``problem`` is ``pipeline``): drawn by
+    `draw_pipeline`, others by `draw`."""
+    return "problem" in rows and bool((rows["problem"] == "pipeline").all())
+
+
+def required_columns(rows: pd.DataFrame) -> tuple[str, ...]:
+    """The columns the figure of `rows` reads: `COLUMNS` and those of its kind (`is_pipeline`)."""
+    return COLUMNS + (PIPELINE_COLUMNS if is_pipeline(rows) else CHAIN_COLUMNS)
 
 
 def read_table(table: Path) -> pd.DataFrame:
     """The rows of the sweep table `table` (``<results>/<name>.csv``); a missing, unreadable or
-    damaged table, or one without the `COLUMNS` the figures read, is an `InputError` naming it."""
+    damaged table, or one without a column its figure reads (`required_columns`), is an `InputError` naming it."""
     if not table.is_file():
         what = "is a folder" if table.is_dir() else "not found"
         raise InputError(f"{what}: expected the sweep's table (memsched sweep writes <output>/<output>.csv; "
@@ -162,7 +178,7 @@ def read_table(table: Path) -> pd.DataFrame:
     except (pd.errors.ParserError, pd.errors.EmptyDataError, OSError) as err:
         raise InputError(f"cannot read the table ({str(err).splitlines()[0] if str(err) else 'empty'})",
                          path=str(table)) from None
-    missing = [c for c in COLUMNS if c not in rows]
+    missing = [c for c in required_columns(rows) if c not in rows]
     if missing:
         raise InputError(f"no column {', '.join(missing)} (not a sweep table)", path=str(table))
     return _checked_numbers(rows, table)
@@ -193,8 +209,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {table}: instance {name}: source {source} not found, its cost model is drawn as unknown",
                   file=sys.stderr)
         costs[name] = cost_model_of(path) if path is not None else "unknown"
-    pipeline = "problem" in rows and bool((rows["problem"] == "pipeline").all())
-    for p in (draw_pipeline if pipeline else draw)(rows, costs, Path(args.out), stem=args.stem):
+    for p in (draw_pipeline if is_pipeline(rows) else draw)(rows, costs, Path(args.out), stem=args.stem):
         print(f"wrote {p}")
     return 0
 

@@ -144,15 +144,16 @@ def _figure(pairs: Sequence[tuple[str | None, Timeline]], *, title: str | None,
     for k, (label, tl) in enumerate(pairs):
         mem_ax, ops_ax = axes[2 * k], axes[2 * k + 1]
         _draw_memory(mem_ax, tl, scale, unit, top, x_end, palette)
-        mem_ax.set_title(_summary(label, tl, scale, unit, best if len(pairs) > 1 else None), fontsize=9, loc="left")
+        mem_ax.set_title(literal_text(_summary(label, tl, scale, unit, best if len(pairs) > 1 else None)), fontsize=9,
+                         loc="left")
         if k:
             mem_ax.sharey(axes[0])
         _draw_ops(ops_ax, tl, rows, x_end, figsize[0])
         categories += [b.category for b in tl.bars if b.category not in categories]
     axes[-1].set_xlim(0, x_end * 1.01)
-    axes[-1].set_xlabel(f"time ({units.time_unit})" if units.time_unit else "time")
+    axes[-1].set_xlabel(literal_text(f"time ({units.time_unit})" if units.time_unit else "time"))
     if title:
-        fig.suptitle(title, fontsize=11)
+        fig.suptitle(literal_text(title), fontsize=11)
     _legend(fig, [tl for _, tl in pairs], categories, palette)
     return fig
 
@@ -210,6 +211,12 @@ def _summary(label: str | None, tl: Timeline, scale: float, unit: str | None, be
     return f"{label}: {text}" if label else text
 
 
+def literal_text(text: str) -> str:
+    """`text` as matplotlib draws it literally: every ``$`` escaped (``\\$``), so that a ``$...$`` pair in a
+    user's name, title or label is neither typeset as math nor, when it is no valid math, an error."""
+    return str(text).replace("$", r"\$")
+
+
 def _default_title(problem: str, instance: Any) -> str:
     name = getattr(instance, "name", "") or ""
     return f"{name} ({problem})" if name else problem
@@ -230,14 +237,14 @@ def _draw_memory(ax: Axes, tl: Timeline, scale: float, unit: str | None, top: fl
     if tl.budget is not None:
         ax.axhline(tl.budget, color=BUDGET_COLOUR, ls="--", lw=1.2, gid="budget", label="budget")
         left = x_end > 0 and tl.peak_time / x_end > 0.4  # the label goes on the side away from the peak
-        ax.annotate(f"budget {_fmt(tl.budget, scale, unit)}", xy=(0.0 if left else 1.0, tl.budget),
+        ax.annotate(literal_text(f"budget {_fmt(tl.budget, scale, unit)}"), xy=(0.0 if left else 1.0, tl.budget),
                     xycoords=("axes fraction", "data"), xytext=(4 if left else -4, 3), textcoords="offset points",
                     ha="left" if left else "right", va="bottom", fontsize=8, color=BUDGET_COLOUR)
     if tl.memory and any(len(s.values) for s in tl.memory):
         ax.plot([tl.peak_time], [tl.peak_memory], marker="v", color="black", ms=7, ls="none", gid="peak",
                 label="peak")
         near = tl.failure is not None and abs(tl.failure.time - tl.peak_time) < 0.1 * max(x_end, 1e-12)
-        ax.annotate(f"peak {_fmt(tl.peak_memory, scale, unit)}", xy=(tl.peak_time, tl.peak_memory),
+        ax.annotate(literal_text(f"peak {_fmt(tl.peak_memory, scale, unit)}"), xy=(tl.peak_time, tl.peak_memory),
                     xytext=(-8 if near else 0, 7), textcoords="offset points", ha="right" if near else "center",
                     va="bottom", fontsize=8, fontweight="bold")
     if tl.failure is not None:
@@ -245,7 +252,7 @@ def _draw_memory(ax: Axes, tl: Timeline, scale: float, unit: str | None, top: fl
     ax.set_yticks(MaxNLocator(6).tick_values(0, top / scale) * scale)
     ax.set_ylim(0, top)
     title = tl.memory_title
-    ax.set_ylabel(f"{title}\n({unit})" if unit else title, fontsize=9)
+    ax.set_ylabel(literal_text(f"{title}\n({unit})" if unit else title), fontsize=9)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / scale:g}"))
     ax.grid(axis="y", alpha=0.3)
     ax.tick_params(labelsize=8)
@@ -263,7 +270,7 @@ def _draw_failure(ax: Axes, tl: Timeline, x_end: float) -> None:
     ax.plot([f.time], [y], marker="X", color=BUDGET_COLOUR, ms=11, mec="white", ls="none", gid="failure",
             label="violation")
     ax.axvline(f.time, color=BUDGET_COLOUR, lw=1, ls=":")
-    text = "\n".join(textwrap.wrap(f"✗ {f.message}", 90)[:2])
+    text = literal_text("\n".join(textwrap.wrap(f"✗ {f.message}", 90)[:2]))
     right = x_end > 0 and f.time / x_end > 0.5
     ax.annotate(text, xy=(f.time, 0.97), xycoords=("data", "axes fraction"), xytext=(-6 if right else 6, 0),
                 textcoords="offset points", ha="right" if right else "left", va="top", fontsize=8,
@@ -292,10 +299,10 @@ def _draw_ops(ax: Axes, tl: Timeline, rows: list[str], x_end: float, fig_width: 
         if width_pt < 4.3 * len(b.label) + 3:
             continue
         dark = b.category in ("F_all", "forward", "B", "backward", "Loss", "recompute F_all", "failed")
-        ax.text(0.5 * (b.start + b.end), ypos[b.row], b.label, ha="center", va="center", fontsize=6.5,
+        ax.text(0.5 * (b.start + b.end), ypos[b.row], literal_text(b.label), ha="center", va="center", fontsize=6.5,
                 color="white" if dark else "black", clip_on=True)
         labelled += 1
-    ax.set_yticks(range(len(rows)), list(reversed(rows)), fontsize=8)
+    ax.set_yticks(range(len(rows)), [literal_text(r) for r in reversed(rows)], fontsize=8)
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.grid(axis="x", alpha=0.3)
     ax.tick_params(axis="x", labelsize=8)
@@ -333,7 +340,7 @@ def _legend(fig: Figure, timelines: Sequence[Timeline], categories: list[str], p
     order = list(STYLE) + sorted(c for c in categories if c not in STYLE)
     for cat in order:
         if cat in categories:
-            label = STYLE[cat][1] if cat in STYLE else cat
+            label = literal_text(STYLE[cat][1] if cat in STYLE else cat)
             handles.append(Patch(facecolor=colour_of(cat), edgecolor="#a51111" if cat == "failed" else "none",
                                  hatch="xx" if cat == "failed" else None, label=label))
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), max(1, math.ceil(len(handles) / 2))),

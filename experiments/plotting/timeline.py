@@ -132,14 +132,43 @@ _OP_NAME = re.compile(r"^\s*([A-Za-z_]+)\s*(?:\(\s*([^)]*)\))?")
 _POSITION = re.compile(r"(?:op #|step )(\d+)")
 
 
-def units_of(instance: Any) -> tuple[str | None, str | None]:
-    """(time unit, memory unit) from ``instance.meta["units"]`` when present."""
+#: the memory unit of a file that names none (docs/cli.md, "Memory units": bytes when absent)
+DEFAULT_MEMORY_UNIT = "bytes"
+#: the time unit of a chain or join file that names none (docs/chain.md, join.md: ms); a graph's costs
+#: (``cost_cpu``, ms or MFLOP, ...) have no default unit and stay unnamed
+DEFAULT_TIME_UNIT = "ms"
+
+
+def units_of(instance: Any) -> tuple[str | None, str]:
+    """(time unit, memory unit) of `instance`: those its ``meta["units"]`` states (a join without its
+    own: its first branch's), else the documented defaults: memory in `DEFAULT_MEMORY_UNIT` (bytes),
+    the time of a chain or join in `DEFAULT_TIME_UNIT` (ms), of anything else None (no unit named)."""
+    time_unit, memory_unit = _stated_units(instance)
+    branches = getattr(instance, "branches", None)
+    if branches:
+        branch_time, branch_memory = _stated_units(branches[0])
+        time_unit, memory_unit = time_unit or branch_time, memory_unit or branch_memory
+    if time_unit is None and _timed_in_ms_by_default(instance):
+        time_unit = DEFAULT_TIME_UNIT
+    return time_unit, memory_unit or DEFAULT_MEMORY_UNIT
+
+
+def _stated_units(instance: Any) -> tuple[str | None, str | None]:
+    """(time unit, memory unit) as ``instance.meta["units"]`` states them, None where it states none."""
     meta = getattr(instance, "meta", None)
     units = meta.get("units") if isinstance(meta, dict) else None
     if not isinstance(units, dict):
         return None, None
     t, m = units.get("time"), units.get("memory")
     return (str(t) if t else None), (str(m) if m else None)
+
+
+def _timed_in_ms_by_default(instance: Any) -> bool:
+    """True for a chain or a join (their files' times are in ms unless ``meta.units.time`` says otherwise)."""
+    from memsched.solvers.chain.instance import Chain
+    from memsched.solvers.join.instance import Join
+
+    return isinstance(instance, (Chain, Join))
 
 
 def step_vertices(initial: float, steps: Sequence[tuple[float, float, float, float]]) -> tuple[np.ndarray, np.ndarray]:
