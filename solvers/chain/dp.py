@@ -388,8 +388,9 @@ def rotor_curve(chain: Chain, max_budget: int, slots: int | None = 500) -> tuple
 def solve_rotor(chain: Chain, budget: int, *, slots: int | None = 500, time_limit: float | None = None,
                 table_budget: int | None = None, **_: Any) -> SolveResult:
     """Optimal persistent schedule (rotor DP) for `budget` bytes (`_solve_rotor_slots`), never
-    slower at exact sizes than the periodic and sqrt(L) baselines that fit: when the slot
-    rounding made the DP's schedule slower, finer slots, exact sizes or the baseline's schedule
+    slower at exact sizes than the periodic, sqrt(L) and (homogeneous chains) Revolve baselines
+    that fit: when the slot rounding made the DP's schedule slower, finer slots, exact sizes or
+    the baseline's schedule
     (`rotor_guard.never_worse`; the scope and ``details`` say which)."""
     t0 = time.perf_counter()
     check_table_budget(table_budget)

@@ -2,10 +2,12 @@
 
 The rotor DP (`dp.solve_rotor`) rounds every size up to whole slots of budget/S bytes. Its
 answer is optimal among the persistent schedules *of the rounded chain*; a baseline schedule
-(periodic = checkpoint_sequential with the best segment count, Chen's sqrt(L)) is persistent
-too, but after rounding its peak can exceed the S slots although it fits the budget at exact
-sizes (each of the k objects it holds gains up to one slot). Then rotor at S slots replays
-slower than that baseline (about 1% on GPT-2 medium at 45% with S = 500).
+(periodic = checkpoint_sequential with the best segment count, Chen's sqrt(L), and on a
+homogeneous chain Revolve with the most checkpoints that fit) is persistent too, but after
+rounding its peak can exceed the S slots although it fits the budget at exact sizes (each of
+the k objects it holds gains up to one slot). Then rotor at S slots replays slower than that
+baseline (about 1% on GPT-2 medium at 45% with S = 500 against periodic; 2x on
+examples/homogeneous20.json at 7e6 bytes against Revolve, where no periodic count fits).
 
 `never_worse` compares the DP's replayed makespan with the best baseline that fits the budget
 at exact sizes, and when the baseline is faster:
@@ -29,6 +31,8 @@ from typing import Any
 from ..result import FEASIBLE, OPTIMAL, SolveResult
 from .baselines import solve_chen, solve_periodic
 from .instance import Chain
+from .revolve import revolve_schedule, solve_revolve
+from .simulator import simulate
 
 #: factor between the slot counts of successive retries
 REFINE_FACTOR = 4
@@ -38,11 +42,29 @@ REFINE_CELLS = 8_000_000
 REL_TOL = 1e-9
 
 
-def best_baseline(chain: Chain, budget: int) -> SolveResult | None:
-    """The fastest of periodic (best segment count) and sqrt(L) that fits `budget` bytes at exact
-    sizes (store-all is handled by the DP itself), or None."""
-    fits = [r for r in (solve_periodic(chain, budget), solve_chen(chain, budget))
-            if r.status == FEASIBLE and r.objective is not None]
+def revolve_baseline(chain: Chain, budget: int, beat: float | None = None) -> SolveResult | None:
+    """Revolve's answer (`solve_revolve`) when `chain` is homogeneous (Revolve's precondition)
+    and it fits `budget` bytes at exact sizes, else None. With `beat` (a makespan), also None when
+    Revolve cannot be faster: its makespan L u_fa + p(L, c) u_fn + L u_b + u_b[L] does not grow
+    with the checkpoint count c (p(L, c) does not), so its schedule with c = L, replayed once
+    (O(L) ops), bounds it from below and spares the binary search over c."""
+    if not chain.is_homogeneous():
+        return None
+    if beat is not None:
+        fastest = simulate(chain, revolve_schedule(chain.length, chain.length)).makespan
+        if beat <= fastest * (1 + REL_TOL):  # never_worse keeps `beat` then
+            return None
+    result = solve_revolve(chain, budget)
+    return result if result.status == FEASIBLE and result.objective is not None else None
+
+
+def best_baseline(chain: Chain, budget: int, beat: float | None = None) -> SolveResult | None:
+    """The fastest of periodic (best segment count), sqrt(L) and, on a homogeneous chain,
+    Revolve (`revolve_baseline`) that fits `budget` bytes at exact sizes (store-all is handled
+    by the DP itself), or None. With `beat` (a makespan), Revolve is skipped when it cannot be
+    faster than `beat`."""
+    tried = (solve_periodic(chain, budget), solve_chen(chain, budget), revolve_baseline(chain, budget, beat))
+    fits = [r for r in tried if r is not None and r.status == FEASIBLE and r.objective is not None]
     return min(fits, key=lambda r: float(r.objective or 0.0)) if fits else None
 
 
@@ -57,13 +79,13 @@ def never_worse(chain: Chain, budget: int, result: SolveResult, slots: int,
     `rounding_retry`, which runs rotor on a one-branch join's branch)."""
     if slots == 0 or result.status not in (OPTIMAL, FEASIBLE) or result.objective is None:
         return result
-    base = best_baseline(chain, budget)
+    first = float(result.objective)
+    base = best_baseline(chain, budget, beat=first)
     if base is None or base.objective is None:
         return result
     target = float(base.objective)
     seen: dict[str, Any] = {"solver": base.solver, "makespan": target, **(base.details or {})}
     result.details["baseline"] = seen
-    first = float(result.objective)
     if first <= target * (1 + REL_TOL):
         return result
     L, tried = chain.length, [slots]

@@ -754,8 +754,8 @@ def _one_branch_rotor(join: Join, budget: int, n: int) -> SolveResult:
 
 
 def one_branch_never_worse(join: Join, budget: int, result: SolveResult) -> SolveResult:
-    """The answer for a one-branch join, never slower at exact sizes than the periodic and
-    sqrt(L) schedules of its branch (`branch_with_loss`: the same problem), as rotor on that
+    """The answer for a one-branch join, never slower at exact sizes than the periodic, sqrt(L)
+    and (homogeneous branch) Revolve schedules of its branch (`branch_with_loss`: the same problem), as rotor on that
     chain (`rotor_guard.never_worse`): when the slot rounding made the DP's schedule slower, the
     DP at finer slots or exact sizes, else the baseline's schedule (status ``feasible``). (When
     the rounding left no schedule at all, `rounding_retry` runs rotor on the branch instead.)"""
