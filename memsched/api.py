@@ -1032,6 +1032,28 @@ def _as_schedule(problem: str, instance: Any, schedule: Any, verb: str, *, field
     if owner is None and problem in _PLAIN_OPS:
         schedule = _plain_ops(problem, schedule, field)
     _check_shape(instance, schedule)
+    return _as_schedule_object(problem, instance, schedule)
+
+
+def _as_schedule_object(problem: str, instance: Any, schedule: Any) -> Any:
+    """A plain list (already checked) as the problem's schedule object, so that a replay's `Result`
+    writes its JSON (``to_json``) like a solver's: chain `Schedule`, join `JoinSchedule`, graph
+    `GraphSchedule` of the nodes' ids, when every index names a node (else the list is left to the
+    simulator, whose replay is ``invalid``); any other schedule unchanged."""
+    if not isinstance(schedule, (list, tuple)):
+        return schedule
+    if problem == "chain":
+        from memsched.solvers.chain.schedule import Schedule
+
+        return Schedule(list(schedule), int(instance.length))
+    if problem == "join":
+        from memsched.solvers.join.schedule import JoinSchedule
+
+        return JoinSchedule(list(schedule), list(instance.lengths))
+    if problem == "graph" and all(0 <= int(v) < len(instance.ids) for v in schedule):
+        from memsched.solvers.graph.schedule import GraphSchedule
+
+        return GraphSchedule.from_indices(instance, schedule)
     return schedule
 
 

@@ -162,3 +162,19 @@ def test_the_adapters_read_plain_entries_or_refuse_them_as_input_errors():
             join_timeline(join, bad)
     with pytest.raises(memsched.InputError, match="node indices"):
         graph_timeline(memsched.load(GRAPH), ["a"])
+
+
+@pytest.mark.parametrize("name", ["chain", "join", "graph"])
+def test_a_replay_of_a_plain_list_writes_its_json(name):
+    """`simulate(instance, plain list).to_json()` raised AttributeError ('list' has no to_json): the
+    plain list is now the problem's schedule object, written as a solver's schedule is."""
+    instance = memsched.load({"chain": TINY, "join": JOIN, "graph": GRAPH}[name])
+    solved = memsched.solve(instance, "100%")
+    ops = solved.raw.schedule.sequence if name == "graph" else solved.raw.schedule.ops
+    plain = [int(v) for v in ops] if name == "graph" else [tuple(op) for op in ops]
+    replay = memsched.simulate(instance, plain)
+    assert replay.status == "valid" and replay.makespan == solved.makespan
+    assert replay.to_json()["schedule"] == solved.raw.schedule.to_json()
+    if name == "graph":  # a plain list names nodes by index; the JSON by id
+        bad = memsched.simulate(instance, [*plain, len(instance.ids)])
+        assert bad.status == "invalid" and bad._repr_html_()
