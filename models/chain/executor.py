@@ -358,7 +358,7 @@ class ChainExecutor:
                 raise InputError(f"chain has {chain.length} stages, the model {self.length} blocks", field="chain")
             # this executor frees a_L once the loss's forward has run: the loss's o_b[L] as it incurs it;
             # B(i) charges o_b when it releases early, o_bh when it holds its inputs
-            charged = released_loss_chain(chain if self._releasing else chain.held())
+            charged = released_loss_chain(chain if self._releasing else chain.held(), ops)
             predicted_peak, predicted_makespan, tracker_peak, sim_steps = predict_both(
                 simulate, charged, ops, functools.partial(tracker_chain, release=self._releasing))
         else:

@@ -34,18 +34,19 @@ profile allocates nothing: neither uses the probe (the meta says so).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from memsched.models.memory import unique_bytes
 from memsched.solvers.chain import Chain
+from memsched.solvers.chain.schedule import F_ALL, LOSS, B
 from memsched.solvers.join import Join
 from torch import nn
 
 __all__ = ["probe_overheads", "probe_loss_overhead", "tracker_chain", "overheads_meta", "TRACKER_FIELDS",
-           "tracker_join", "predict_both", "released_loss_chain"]
+           "tracker_join", "predict_both", "released_loss_chain", "loss_frees_tape"]
 
 #: the per-stage fields a profile's meta["overheads"]["tracker"] holds (lists, the loss last in bwd)
 TRACKER_FIELDS = ("fwd_overhead_all", "fwd_overhead_nograd", "bwd_overhead")
@@ -213,7 +214,26 @@ def tracker_chain(chain: Chain, tracker: dict[str, list[int]] | None = None, *, 
                                      o_bh=None if early is None else o_bh)
 
 
-def released_loss_chain(chain: Chain) -> Chain:
+def loss_frees_tape(ops: Sequence[Any], L: int) -> bool:
+    """Whether the chain schedule `ops` (of L stages) runs B(L-1) on a tape abar_L that existed at
+    `Loss`: an F_all(L-1) before the loss and none between it and B(L-1). `ChainExecutor`'s loss
+    then freed a_L's data before B(L-1) (when block L-1 does not save it); after a loss on a
+    standalone a_L (F_n(L-1), Loss, ..., F_all(L-1), B(L-1)) B(L-1) holds it."""
+    tape = loss = False
+    for op in ops:
+        kind, i = op[0], op[1]
+        if kind == F_ALL and i == L - 1:
+            if loss:
+                return False
+            tape = True
+        elif kind == LOSS:
+            loss = True
+        elif kind == B and i == L - 1:
+            return tape and loss
+    return False
+
+
+def released_loss_chain(chain: Chain, ops: Sequence[Any] | None = None) -> Chain:
     """`chain` with the loss's overhead o_b[L] as `models.chain.executor.ChainExecutor` incurs it:
     the executor frees a_L once the loss's forward has run (`loss_backward`), so the loss charges
     ``state + x[L] + o_b[L]`` with o_b[L] measured that way (``meta["overheads"]["loss_released"]``:
@@ -221,22 +241,35 @@ def released_loss_chain(chain: Chain) -> Chain:
     last entry of ``meta["overheads"]["tracker"]["bwd_overhead"]``). The profiler records them only
     when they hold whether a_L is standalone or the output of the tape abar_L (block L-1 does not
     save its output); `chain` itself when the meta has none. The file's own o_b[L] holds a_L
-    through the loss: an upper bound for any executor."""
+    through the loss: an upper bound for any executor.
+
+    When the schedule `ops` is given and its loss frees the tape's a_L (`loss_frees_tape`), B(L-1)
+    then runs with a_L's data freed, while the chain goes on charging xbar[L] (a_L included) until it
+    ends: ``loss_released["last_block"]`` (``bwd_overhead`` and ``tracker``, the profiler's
+    `_last_backward`) is B(L-1)'s overhead measured that way, from the level with a_L's data, which
+    replaces o_b[L-1] (and o_bh[L-1], each tracker list's entry L-1) when lower. Without `ops` (or
+    for another schedule) B(L-1) keeps the overhead holding a_L."""
     overheads = (chain.meta.get("overheads") or {}) if isinstance(chain.meta, dict) else {}
     released = overheads.get("loss_released")
     if not isinstance(released, dict) or "bwd_overhead" not in released:
         return chain
     L = chain.length
+    last = released.get("last_block") if L > 0 and ops is not None and loss_frees_tape(ops, L) else None
+    last = last if isinstance(last, dict) else {}
     o_b = chain.o_b.copy()
     o_b[L] = min(int(o_b[L]), int(released["bwd_overhead"]))
     o_bh = chain.o_bh.copy()
     o_bh[L] = o_b[L]
+    if "bwd_overhead" in last:
+        o_b[L - 1], o_bh[L - 1] = (min(int(v[L - 1]), int(last["bwd_overhead"])) for v in (o_b, o_bh))
     meta = dict(chain.meta)
     tracker = overheads.get("tracker")
     if tracker and "tracker" in released:
         lists = {f: list(tracker[f]) for f in ("bwd_overhead", RELEASED_FIELD) if f in tracker}
         for bwd in lists.values():
             bwd[L] = min(int(bwd[L]), int(released["tracker"]))
+            if "tracker" in last:
+                bwd[L - 1] = min(int(bwd[L - 1]), int(last["tracker"]))
         meta["overheads"] = {**overheads, "tracker": {**tracker, **lists}}
     return Chain.with_mode_overheads(chain.u_f.copy(), chain.u_b.copy(), chain.x.copy(), chain.xbar.copy(),
                                      chain.o_fa.copy(), chain.o_fn.copy(), o_b, name=chain.name,

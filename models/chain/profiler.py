@@ -29,7 +29,12 @@ For each block i (input a_i, output a_{i+1}), in the chain's units (ms, bytes):
   It may be negative (B(i) frees delta_{i+1} and what only its first nodes saved before its peak),
   never below -(out_size + tape_size) and never above ``bwd_overhead`` (clamped);
 - the loss: ``bwd_time`` is the time of computing the loss and back-propagating to a_L,
-  ``bwd_overhead`` the peak beyond delta_L.
+  ``bwd_overhead`` the peak beyond delta_L. When block L-1 does not save its output,
+  ``meta["overheads"]["loss_released"]`` holds the loss as `ChainExecutor` runs it (a_L freed once
+  its forward has run) and, under ``last_block``, B(L-1) after such a loss (a_L's data freed,
+  delta_L held; `_last_backward`): its peak beyond the level *with* a_L's data and delta_{L-1},
+  what `models.chain.overheads.released_loss_chain` charges a schedule whose loss frees the tape's
+  a_L (F_all(L-1), Loss, B(L-1)); the file's own o_b[L-1] holds a_L (the offloading executor's).
 
 Times use CUDA events on GPU and ``time.perf_counter`` (or the thread's CPU time) on CPU; by
 default each block is timed on its own on GPU, and each op inside whole store-all steps on CPU
@@ -60,7 +65,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from memsched.models.chain.executor import as_blocks, forward_block, loss_backward, loss_input, parameters_of
+from memsched.models.chain.executor import (
+    _Handle,
+    _one,
+    as_blocks,
+    forward_block,
+    loss_backward,
+    loss_input,
+    parameters_of,
+)
 from memsched.models.chain.overheads import (
     RELEASED_FIELD,
     TRACKER_FIELDS,
@@ -206,6 +219,62 @@ def _released(o_br: int | None, o_b: int, floor: int) -> int:
     """``bwd_overhead_released`` from a measured release overhead `o_br` (None: nothing to release,
     the held `o_b`): clamped to [floor, max(0, o_b)], the chain format's bounds."""
     return int(min(max(0, o_b), max(floor, o_b if o_br is None else o_br)))
+
+
+class _FreedOutputTape:
+    """A fresh F_all of the last block `block` on `a` as `ChainExecutor` keeps it for the loss: the
+    output's stand-in (`_Handle`) in ``handle``, a_L's data in ``data`` (a list, emptied by `run`)
+    and a random delta_L in ``delta``. ``ok`` is False when the output needs no gradient."""
+
+    def __init__(self, block: nn.Module, a: torch.Tensor) -> None:
+        self.x = _leaf(a)
+        y = block(self.x)
+        self.ok = bool(y.requires_grad and y.is_floating_point())
+        one = y.new_zeros(()) if is_fake(y) else _one(y.device, y.dtype)
+        self.data = [y.detach()]
+        self.delta = torch.randn_like(self.data[0]) if self.ok else None
+        self.handle = _Handle.apply(y, one) if self.ok else None
+        del y
+
+    def run(self, before: Callable[[], Any], after: Callable[[], Any]) -> int:
+        """Call `before`, drop a_L's data (the loss frees it), call `after`, then B(L-1) holding delta_L
+        to its end (the executor's ``torch.autograd.backward(stand-in, delta_L)``); returns
+        delta_{L-1}'s bytes."""
+        before()
+        self.data.clear()
+        after()
+        torch.autograd.backward(self.handle, self.delta)
+        dx = self.x.grad if self.x.requires_grad else None
+        return unique_bytes(dx) if dx is not None else 0
+
+
+def _last_backward(block: nn.Module, a: torch.Tensor, device: torch.device, probe: bool) -> dict[str, int] | None:
+    """B(L-1)'s held overhead (bytes, >= 0) once the loss has freed a_L, as `ChainExecutor` runs it
+    when block L-1 does not save its output: F_all(L-1) keeps a stand-in and a_L's data, `Loss`
+    frees the data, B(L-1) back-propagates delta_L (held to its end) through the stand-in. The peak
+    after the data's free, minus the level *with* it (the chain charges xbar[L], a_L included, until
+    B(L-1) ends) and delta_{L-1}: x[L] below ``bwd_overhead`` for a head that frees x[L] bytes.
+    ``{"tracker": the tracker's, "bwd_overhead": the allocator probe's (with `probe`, never below
+    the tracker's), else the tracker's}``; None when a_L needs no gradient."""
+    mem = _Memory(device)
+    with torch.enable_grad(), mem.watching():
+        tape = _FreedOutputTape(block, a)
+        if not tape.ok:
+            return None
+        levels: list[int] = []
+        dx = tape.run(lambda: levels.append(mem.current()), mem.mark)  # the window from the level without a_L
+        tracker = int(max(0, mem.peak() - levels[0] - dx))
+        del tape
+    if not probe:
+        return {"tracker": tracker, "bwd_overhead": tracker}
+    from memsched.models.alloc_probe import AllocatorProbe
+
+    with torch.enable_grad(), AllocatorProbe() as p:  # started before the tape: the probe sees the data's free
+        tape = _FreedOutputTape(block, a)
+        dx = tape.run(p.mark, lambda: None)  # `after_mark`: the most after the data's free, the level with it
+        del tape
+    level, most = p.after_mark()
+    return {"tracker": tracker, "bwd_overhead": int(max(0, tracker, most - level - dx))}
 
 
 def _saves_output(block: nn.Module, a: torch.Tensor, static: set[int]) -> bool:
@@ -398,6 +467,10 @@ def profile_chain(
     released = loss.pop("_released")
     if blocks and _saves_output(blocks[-1], last_input, static):
         released = None  # the tape abar_L keeps a_L's bytes: the loss cannot free them
+    elif blocks:  # B(L-1) runs after the loss freed a_L (`released_loss_chain` charges this)
+        last = _last_backward(blocks[-1], last_input, device, probe)
+        if last is not None:
+            released["last_block"] = last
     fields = (*TRACKER_FIELDS, RELEASED_FIELD) if release else TRACKER_FIELDS
     tracker = {f: [st["_tracker"][f] for st in stages] for f in fields}
     tracker["bwd_overhead"].append(loss.pop("_tracker"))
