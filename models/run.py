@@ -327,6 +327,28 @@ def _graph_input_bytes(graph: Any) -> Any:
     return graph.meta.get("input_size") if in_bytes or graph.meta.get("model") is not None else None
 
 
+def graph_note(graph: Any) -> str | None:
+    """Why a run of `graph` (a `solvers.graph.Graph` as loaded, before `with_workspace`) measures more
+    than the budget and the predicted peak count, or None: node sizes that are outputs only (meta
+    ``ram`` "output": what autograd saves is missing), and costs without the nodes' temporaries (no
+    ``meta["temporaries"]`` and no workspace: only ``cost="measured"`` with ``ram="tape"``, timed in
+    the executor's step, records them; counted costs such as the default ``flops`` never do). Both
+    are fixed by exporting with measured costs and tapes, as `prepare` profiles a network itself."""
+    missing = []
+    if graph.meta.get("ram") == "output":
+        missing.append("the graph's node sizes are outputs only (exported with ram 'output'): what autograd saves "
+                       "is not in them")
+    if not graph.meta.get("temporaries") and not graph.has_workspace:
+        how = f"exported with cost {graph.meta['cost']!r}: " if graph.meta.get("cost") else ""
+        missing.append(f"the graph records no temporaries ({how}no meta.temporaries or workspaces): parameter "
+                       "gradients before they are accumulated and kernel scratch buffers are not in its costs")
+    if not missing:
+        return None
+    return (f"the budget and the predicted peak under-count the step's memory (the measured peak may exceed them): "
+            f"{'; '.join(missing)}; export it with cost 'measured' and ram 'tape' (memsched export-graph --cost "
+            "measured --ram tape) to run it")
+
+
 def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, profile_file: str | None) -> Target:
     from memsched.models.chain.executor import reference_step
     from memsched.models.graph.executor import GraphExecutor
@@ -342,16 +364,15 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, profile_file
         x0 = built.example_input  # the export records numel x element size (`models.graph.export`)
         _check_input_bytes(_graph_input_bytes(graph), x0.numel() * x0.element_size(), built.name, "graph",
                            sized=graph.meta.get("model") is not None)
+    note = graph_note(graph)
     graph = with_workspace(graph)  # the profiled temporaries as workspaces: the solvers plan with them
     try:
         executor = GraphExecutor(built.blocks, built.loss_fn, graph, built.example_input)
     except ValueError as err:  # a graph of another network (its nodes are not this one's)
         raise InputError(f"{first_line(err)} ({built.name} with these sizes)", field=flag("chain")) from None
     info: dict[str, Any] = {"units": {"time": graph.meta.get("units", {}).get("time", "?")}}
-    if graph.meta.get("ram") == "output":
-        info["note"] = ("the graph's node sizes are outputs only (exported with ram 'output'): what autograd saves "
-                        "is not in them, so the budget and the predicted peak under-count the step's memory; "
-                        "export it with ram 'tape' to run it")
+    if note:
+        info["note"] = note
     x, tgt = built.example_input, built.target
 
     def reference(seed: int) -> tuple[dict[str, torch.Tensor], Any]:

@@ -12,7 +12,9 @@ shape-exactly (times from ``--cost``: counted FLOP or a roofline):
 - ``--problem graph``: the op-level training graph (`models.graph.export`, Checkmate's
   dependencies, cost_ram = outputs), solved by a graph solver (checkmate, cpsat, dtr, greedy,
   checkpoint-all, ...) at ``B = memory - state_factor x parameter bytes - input bytes`` (the
-  graph does not count the input batch, which stays resident).
+  graph does not count the input batch, which stays resident). Its sizes are Checkmate's model:
+  neither what autograd saves beyond the outputs nor a node's temporaries are in them, so the answer
+  ends with a note (JSON ``note``) that executing its graph (``memsched run``) may need more than B.
 
 A size fits when the solver's status is optimal or feasible (its schedule, replayed by the
 simulator, is within B) and its makespan is at most the bound: ``max_overhead`` x the store-all
@@ -21,7 +23,9 @@ makespan (chain: sum of u_f, u_b and the loss; graph: each node once), or with
 (sum of the forward costs). Sizes are searched by doubling from 1 until one does not fit, then
 by bisection: this assumes that a size that fits implies that every smaller one fits
 (activations grow with the batch; an exact solver stopped by its time limit can break this).
-Exit 0 with the largest size, 1 when even the smallest does not fit, 2 on bad input.
+Exit 0 with the largest size, 1 when even the smallest does not fit, 2 on bad input (a solver that
+refuses the instance's structure, ``details["not_applicable"]``, too: no size would fit, and its
+message says why).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from memsched.solvers.errors import InputError, first_line
 
 from ._checks import count, seconds
 from ._common import set_help
+from ._infeasible import NOT_APPLICABLE
 from .profile import MODEL_HELP, _import_models, add_cost_option, add_model_options, check_model, counted_sizes
 
 #: default largest batch and image side (px) searched
@@ -55,11 +60,23 @@ PROBLEMS = ("chain", "graph")
 DEFAULT_SOLVER = {"chain": "rotor", "graph": "checkmate"}
 #: --max-overhead word for Checkmate's bound (store-all plus one forward pass)
 FORWARD = "forward"
+#: what a --problem graph answer leaves out (the output's last line and the JSON's "note")
+GRAPH_NOTE = ("the graph's sizes are Checkmate's model (cost_ram = node outputs, no temporaries: what autograd "
+              "saves, parameter gradients before they are accumulated, kernel buffers are not in them), so "
+              "executing that {vary}'s graph may need more than the activation budget ({budget} bytes); "
+              "`memsched run {model} --problem graph --{vary} {size} --budget {budget}` (and the same sizing "
+              "options) executes it with measured sizes and temporaries")
 
 
 class SolverBugError(Exception):
     """A solver's schedule was rejected by the simulator (or it claimed another objective): a bug,
     reported as such (exit 3) rather than counted as a size that does not fit."""
+
+
+class NotApplicableError(InputError):
+    """The solver refuses the structure of the network's instance (``details["not_applicable"]``:
+    griewank on a graph whose forward nodes are no chain, say): no size and no budget would give a
+    schedule, so it is bad input naming ``--solver`` (exit 2), never a size that does not fit."""
 
 
 @dataclass
@@ -178,6 +195,9 @@ def probe_size(
         result = registry.solve(problem, instance, solver, budget, slots=slots, time_limit=time_limit)
     except RuntimeError as err:  # the referee rejected a schedule: a solver bug, never "does not fit"
         raise SolverBugError(f"{solver} at {problem} size {size}: {err}") from err
+    if result.details.get(NOT_APPLICABLE):
+        raise NotApplicableError(f"{solver} does not apply to the {problem} of {model}: {result.message} (memsched "
+                                 "solvers lists the others)", field="--solver")
     spent = float(result.solve_time_s) if result.solve_time_s else None
     if result.objective is None or result.status not in ("optimal", "feasible"):
         return Probe(
@@ -316,7 +336,7 @@ def main(args: argparse.Namespace) -> int:
                 problem=args.problem,
             )
         except (InputError, ValueError, RuntimeError) as err:
-            if isinstance(err, InputError) and (vary_batch or not probes):
+            if isinstance(err, NotApplicableError) or isinstance(err, InputError) and (vary_batch or not probes):
                 raise
             if not probes:
                 raise InputError(
@@ -334,6 +354,7 @@ def main(args: argparse.Namespace) -> int:
     best = search_largest(fits, limit, args.tolerance)
     best_size = best if vary_batch else best * args.step
     chosen = next((p for p in probes if p.size == best_size), None)
+    note = _note(args.model, args.problem, args.vary, chosen)
     if args.json:
         json.dump(
             {
@@ -349,6 +370,7 @@ def main(args: argparse.Namespace) -> int:
                 "largest": best_size or None,
                 "result": asdict(chosen) if chosen else None,
                 "probes": [asdict(p) for p in probes],
+                "note": note,
             },
             sys.stdout,
         )
@@ -366,7 +388,18 @@ def main(args: argparse.Namespace) -> int:
             f"largest {args.vary}: {best_size} (overhead x{chosen.overhead:.3f}, peak "
             f"{format_bytes(chosen.peak_memory or 0)} of activations + {state} of weights and gradients)"
         )
+        if note:
+            print(f"note: {note}")
     return 0
+
+
+def _note(model: str, problem: str, vary: str, chosen: Probe | None) -> str | None:
+    """What the answer `chosen` (None: no size fits) leaves out: for ``--problem graph``, that its
+    graph counts node outputs only (Checkmate's model, `GRAPH_NOTE`: tapes and temporaries are not in
+    it), so the schedule executed may need more than the probe's budget (bytes); None for chains."""
+    if problem != "graph" or chosen is None:
+        return None
+    return GRAPH_NOTE.format(model=model, vary=vary, size=chosen.size, budget=chosen.budget)
 
 
 def _check_solver(problem: str, solver: str) -> None:

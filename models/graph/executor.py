@@ -276,10 +276,26 @@ class _Run:
     loss: float = float("nan")
 
 
+def _check_links(graph: Graph, reads: dict[int, list[int]]) -> None:
+    """Every graph node v in `reads` (the forward nodes and the loss) has a link u -> v from each
+    node u whose value its op reads (`Plan.inputs_of`: the network's own dependencies). A graph
+    whose links miss one would let a schedule drop u before v runs: ValueError naming the first
+    missing link (and how many), before anything runs."""
+    missing = [(u, v) for v, producers in reads.items() for u in producers if u not in graph.preds[v]]
+    if not missing:
+        return
+    u, v = missing[0]
+    more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+    raise ValueError(f"graph {graph.name!r} has no link {graph.names[u]} -> {graph.names[v]}{more}, though "
+                     f"{graph.names[v]} reads {graph.names[u]}: its edges are not the network's")
+
+
 class GraphExecutor:
     """Runs schedules of `graph` (exported from `blocks` by `models.graph.export`) on `blocks`
     followed by ``loss_fn(output, target)``; `example_input` has the shapes of the inputs
-    the schedules will run on (it computes the plan's static values)."""
+    the schedules will run on (it computes the plan's static values). A graph whose nodes are not
+    the network's, or whose links miss a value a forward node or the loss reads (`_check_links`),
+    raises ValueError here."""
 
     def __init__(self, blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, graph: Graph,
                  example_input: torch.Tensor) -> None:
@@ -295,6 +311,8 @@ class GraphExecutor:
         self.bwd_of = {v: names[f"grad_{s.name}"] for v, s in self.plan.ops.items() if f"grad_{s.name}" in names}
         self.fwd_of = {b: v for v, b in self.bwd_of.items()}
         self.producers = {v: self.plan.inputs_of(s) for v, s in self.plan.ops.items()}
+        output_producers = self.plan.inputs_of(Step(-1, "output", args=(self.plan.output,)))
+        _check_links(graph, {**self.producers, self.loss: output_producers})
         self.labels = [str(i) for i in graph.ids]
         # ids of the parameters of the nodes that have a backward node: only they can get a gradient
         self.trained_params = {id(p) for v in self.bwd_of for p in self.plan.ops[v].params}
