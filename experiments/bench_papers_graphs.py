@@ -378,22 +378,43 @@ def main(argv: list[str] | None = None) -> int:
         help="rebuild --out, its figure and the check from these CSVs (no solving)",
     )
     args = ap.parse_args(argv)
+    step = ["cells"]
+    try:
+        return _main(args, step)
+    except KeyboardInterrupt:
+        print(f"\n{_interrupted(args, step[0])}", file=sys.stderr)
+        return 130
+
+
+def _interrupted(args: argparse.Namespace, step: str) -> str:
+    """The line printed when a Ctrl-C stops `step` (``cells``: solving; ``merge``: reading the
+    --merge CSVs; ``report``: the check, the table beside the published numbers and the figure, once
+    --out holds every cell): what is kept and how to go on."""
+    if step == "cells":
+        return f"interrupted: the finished cells are in {args.out}; --resume runs the rest"
+    if step == "merge":
+        return f"interrupted: {args.out} is as it was or fully merged (it is written at once); run the --merge again"
+    png = Path(args.out).with_suffix(".png")
+    return (f"interrupted: every cell is in {args.out}; the figure {png} may be missing, old or incomplete: "
+            f"--merge {args.out} --out {args.out} draws it without solving")
+
+
+def _main(args: argparse.Namespace, step: list[str]) -> int:
+    """`main` once the arguments are read; `step[0]` names what is being done (`_interrupted`)."""
     if args.merge is not None:
         missing = [p for p in args.merge if not p.is_file()]
         if missing:
             print(f"bench_papers_graphs: --merge: {missing[0]} is not a file", file=sys.stderr)
             return 2
+        step[0] = "merge"
         rows = read_rows(args.merge)
         write_csv(rows, args.out, FIELDS)
     elif not Path(args.graphs or "").is_dir():
         print(f"bench_papers_graphs: --graphs: {args.graphs} is not a folder", file=sys.stderr)
         return 2
     else:
-        try:
-            rows = run(args)
-        except KeyboardInterrupt:
-            print(f"\ninterrupted: the finished cells are in {args.out}; --resume runs the rest", file=sys.stderr)
-            return 130
+        rows = run(args)
+    step[0] = "report"
     good, total, bad = exact_vs_fast(rows)
     print(f"exact <= every fast solver in {good}/{total} cells" + (f" (not: {', '.join(bad)})" if bad else ""))
     published = read_published(args.published)

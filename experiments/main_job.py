@@ -10,15 +10,23 @@ simulator through `solvers.registry.solve`), then writes under results/main/:
   also printed;
 - ``main_overhead.png`` / ``.pdf`` — overhead versus budget, one panel per example.
 
-A few minutes at most on 2 cores. ``--resume`` keeps the rows of an earlier (interrupted) run.
+A few minutes at most on 2 cores. Every run solves every cell again (results/main is regenerated,
+also on a fresh clone, whose committed table ``memsched sweep default`` would take as done);
+``--resume`` keeps the rows of an earlier (interrupted) run instead. Ctrl-C or SIGTERM stops the
+job with exit 130: the finished rows are kept, and a line says to rerun with ``--resume``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from memsched.experiments.figures import budget_percent, render
@@ -40,19 +48,58 @@ def summary_table(rows: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+#: what to run to resume the job after a stop: a plain rerun runs every cell again (results/main is regenerated)
+RESUME_HINT = "rerun with --resume to keep them"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the default sweep, print the overhead table, write the CSVs and figure under --output; exit 0, 1 if a run
-    errored."""
+    errored, 130 when stopped by Ctrl-C or SIGTERM (one line on stderr says how to resume, no traceback)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=str(CONFIGS / "default.toml"), help="sweep file (default: %(default)s)")
     parser.add_argument("--output", default=str(RESULTS), help="folder for table and figure (default: %(default)s)")
     parser.add_argument("--workers", type=int, default=None, help="local worker processes (default: CPU count)")
     parser.add_argument("--resume", action="store_true", help="keep the rows of an earlier run (default: rerun all)")
     args = parser.parse_args(argv)
+    step = ["the sweep"]
+    try:
+        with terminate_as_interrupt():
+            return _job(args, step)
+    except KeyboardInterrupt:
+        if step[0] == "the sweep":  # run_sweep said how many rows it kept, and RESUME_HINT
+            print("main_job: interrupted", file=sys.stderr)
+        else:
+            print(f"main_job: interrupted while writing {step[0]}: every row is in {args.output}; "
+                  f"rerun with --resume to write the rest without solving again", file=sys.stderr)
+        return 130
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Inside, SIGTERM raises `KeyboardInterrupt` as a Ctrl-C does (the sweep stops alike on both
+    while its cells run; before and after, SIGTERM would kill the job with no word). No-op outside
+    the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _job(args: argparse.Namespace, step: list[str]) -> int:
+    """`main` once the arguments are read; `step[0]` names what is being done (for the message of a stop)."""
     start = time.perf_counter()
     config = load_config(args.config)
     out = Path(args.output)
-    outcome = run_sweep(config, output=out, workers=args.workers, fresh=not args.resume)
+    outcome = run_sweep(config, output=out, workers=args.workers, fresh=not args.resume, resume_hint=RESUME_HINT)
+    step[0] = "the summary and figure"
     for note in outcome.notes:
         print(f"note: {note}", file=sys.stderr)
     rows = pd.DataFrame(outcome.rows)

@@ -6,6 +6,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from memsched.solvers import registry
@@ -43,24 +44,47 @@ def canonical(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
+def key_source(source: str) -> str | None:
+    """The part of an instance's ``source`` that enters its row key: a path relative to the
+    repository, a generator's or profiler's call as it is; None (left out of the key) for the
+    absolute path of a file outside the repository (`instances.file_source`), so that moving a
+    folder holding sweep file, instance file and output keeps the keys (the content hash in the
+    key names the file's bytes)."""
+    return None if Path(source).is_absolute() else source
+
+
 def row_key(sweep: str, loaded: LoadedInstance, budget_spec: str, solver: SolverSpec, repeat: int,
-            execute: bool, options: dict[str, Any] | None = None, measure: dict[str, int] | None = None) -> str:
+            execute: bool, options: dict[str, Any] | None = None, measure: dict[str, int] | None = None, *,
+            source: str | None = None) -> str:
     """A stable id of one cell: changes exactly when a parameter of the run changes, the content
     hash of its instance file included (two profiles of one network never share a key), and what
     the ``[[instances]]`` entry changes in that file (`instances.instance_overrides`: a `problem`
     other than the file's own, an offloading host link from its ``bandwidth``), so that a resumed
     sweep never takes the rows of another problem or link for this cell's. The overrides (like the
     measurement settings of executed cells) enter the hashed identity only when there are any:
-    entries without them keep the keys that committed tables were written with."""
-    ident = {"sweep": sweep, "instance": loaded.label, "source": loaded.source, "hash": loaded.digest,
-             "budget": budget_spec,
-             "solver": solver.name, "label": solver.label, "slots": solver.slots, "time_limit": solver.time_limit,
-             "options": solver.options if options is None else options, "repeat": repeat, "execute": execute}
+    entries without them keep the keys that committed tables were written with. The instance's
+    source enters as `key_source` says (not where a file outside the repository lies); `source`:
+    hash this source as it is instead (the key a row stored under that source was given before,
+    for `verify.rekeyed`)."""
+    ident: dict[str, Any] = {"sweep": sweep, "instance": loaded.label,
+                             "source": key_source(loaded.source) if source is None else source,
+                             "hash": loaded.digest, "budget": budget_spec,
+                             "solver": solver.name, "label": solver.label, "slots": solver.slots,
+                             "time_limit": solver.time_limit, "options": solver.options if options is None else options,
+                             "repeat": repeat, "execute": execute}
+    if ident["source"] is None:
+        del ident["source"]
     if execute and measure:
         ident["measure"] = measure
     if loaded.overrides:
         ident["overrides"] = loaded.overrides
     return hashlib.sha1(canonical(ident).encode()).hexdigest()[:16]
+
+
+def task_key(task: Task, source: str | None = None) -> str:
+    """`row_key` of `task`'s cell (`source`: as for `row_key`)."""
+    return row_key(task.sweep, task.loaded, task.budget_spec, task.solver, task.repeat, task.execute, task.options,
+                   task.measure, source=source)
 
 
 def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,

@@ -324,7 +324,9 @@ def _baseline_objective(instance: Any) -> float | None:
 
 def file_source(path: Path) -> str:
     """The ``source`` of a file instance: its path relative to the repository when it lies inside
-    it (so that row keys do not depend on where the repository is checked out), else absolute."""
+    it (so that row keys do not depend on where the repository is checked out), else absolute
+    (the row says where the file was read; `grid.key_source` leaves such a path out of the row
+    key, so that a moved experiment folder keeps its keys)."""
     resolved = Path(path).resolve()
     try:
         return resolved.relative_to(ROOT).as_posix()

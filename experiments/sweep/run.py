@@ -21,7 +21,18 @@ from .grid import Task, build_tasks
 from .instance_store import InstanceStore, check_folder
 from .lock import LOCK_NAME, SweepLock, check_lock_path
 from .pool import WorkerPool
-from .store import Journal, check_written_paths, journal_path, read_journal, write_table
+from .store import (
+    Journal,
+    check_written_paths,
+    journal_path,
+    plain_row,
+    read_journal,
+    seed_journal,
+    table_path,
+    valid_row,
+    write_table,
+)
+from .verify import rekeyed, table_rows
 
 
 @dataclass
@@ -380,7 +391,8 @@ def _dask_row(fut: Any, task: Task) -> dict[str, Any]:
 
 def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = None, workers: int | None = None,
               scheduler: Any = None, progress: bool = True, fresh: bool = False, isolate: bool = True,
-              reprofile: bool = False, on_row: Callable[[dict[str, Any]], None] | None = None) -> SweepOutcome:
+              reprofile: bool = False, on_row: Callable[[dict[str, Any]], None] | None = None,
+              resume_hint: str = "rerun to resume") -> SweepOutcome:
     """Run (or resume) a sweep: the rows of every cell not yet in the journal, then the table.
 
     `workers`: local worker processes (default: the file's ``workers``, else the CPU count).
@@ -389,7 +401,9 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
     `scheduler`: a Dask scheduler address ("tcp://host:8786", connected before anything else is
     done: `scheduler_client`) or a `dask.distributed.Client`.
     `on_row(row)` is called after each row is journaled (tests use it to simulate a crash).
-    `fresh` discards the journal first (everything is run again). Instances are stored under
+    `fresh` discards the journal first (everything is run again); without it, a table with no
+    journal beside it (a fresh clone of a committed table) gives its rows to a new journal first
+    (`_seed_from_table`), so they are resumed, not lost. Instances are stored under
     ``<output>/instances/`` and reused (`instance_store`); `reprofile` builds them again.
 
     The output folder is checked first (`check_output`: `InputError` naming ``output`` for a
@@ -400,7 +414,10 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
     is a `KeyboardInterrupt` whatever an import made of it (`startup_interrupts`). A stop (Ctrl-C,
     SIGTERM, or an exception) kills the running cells, which are not journaled, keeps every
     finished row, writes the table from the journal (so the two agree) and re-raises
-    (`KeyboardInterrupt` for a signal: exit 130 on the command line).
+    (`KeyboardInterrupt` for a signal: exit 130 on the command line); its message ends with
+    `resume_hint`, what to run to resume (a job that reruns everything by default says its flag).
+    A journal that cannot be written (a full disk) is an `InputError` naming it, once the table is
+    written from the rows journaled before.
     """
     with startup_interrupts() as interrupted:
         try:
@@ -416,7 +433,7 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
                 with SweepLock(out_dir, config.name) as lock:
                     return _run_locked(config, out_dir, client, workers=workers, progress=progress, fresh=fresh,
                                        isolate=isolate, reprofile=reprofile, on_row=on_row,
-                                       made=lock.path if lock_made else None)
+                                       made=lock.path if lock_made else None, resume_hint=resume_hint)
         except Exception as err:
             if interrupted():  # a Ctrl-C while starting, wrapped by an import (`startup_interrupts`)
                 raise KeyboardInterrupt from err
@@ -425,7 +442,7 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
 
 def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int, progress: bool, fresh: bool,
                 isolate: bool, reprofile: bool, on_row: Callable[[dict[str, Any]], None] | None,
-                made: Path | None = None) -> SweepOutcome:
+                made: Path | None = None, resume_hint: str = "rerun to resume") -> SweepOutcome:
     """`run_sweep` once the scheduler is reached, the output folder made and locked (`made`: the
     lock file, when this run made it)."""
     notes: list[str] = []
@@ -434,15 +451,17 @@ def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int
         tasks = build_tasks(config, notes=notes, store=InstanceStore(out_dir / "instances", rebuild=reprofile))
     if _interrupt_noted():  # a Ctrl-C that an import swallowed (a solver skipped as not importable): stop
         raise KeyboardInterrupt  # before anything is discarded or run
-    if fresh and jpath.exists():
-        jpath.unlink()
+    if fresh:
+        jpath.unlink(missing_ok=True)
+    elif not jpath.exists():
+        _seed_from_table(out_dir, config.name, notes)
     journal = Journal(jpath)  # repairs the end of a killed run's journal before it is read
-    done = read_journal(jpath)
-    grid_keys = {t.key for t in tasks}
-    stale = sum(1 for k in done if k not in grid_keys)
-    if stale:
-        notes.append(f"{stale} journal rows are not in this grid (parameters changed); kept in {jpath.name}, "
-                     f"left out of the table")
+    try:
+        done = _resumed(journal, tasks, notes)
+    except BaseException:
+        with contextlib.suppress(InputError):
+            journal.close()
+        raise
     todo = [t for t in tasks if t.key not in done]
     serial = any(t.execute for t in todo)  # measured times: one executing run at a time
     if serial and client is not None and len(todo) > 1:
@@ -458,6 +477,7 @@ def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int
         bar = tqdm(total=len(tasks), initial=resumed, desc=config.name, unit="run", file=sys.stderr)
     ran = errors = 0
     interrupted = False
+    journal_error: InputError | None = None
     lost: str | None = None
     results: Iterator[dict[str, Any]] = iter(())
     with _Stop() as stop:
@@ -481,22 +501,85 @@ def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int
             raise
         except _Lost as err:
             lost = err.why
+        except InputError as err:  # the journal cannot be written (a full disk)
+            journal_error = err
+            raise
         finally:
             stop.quiet()
             close = getattr(results, "close", None)
             if close is not None:
                 close()  # kills the workers: their running cells give no row
-            journal.close()
+            try:  # a journal that cannot be closed (a full disk) still leaves the table written
+                journal.close()
+            except InputError as err:
+                journal_error = journal_error or err
             if bar is not None:
                 bar.close()
             final = read_journal(jpath)
             rows = [final[t.key] for t in tasks if t.key in final]
-            paths = write_table(rows, out_dir, config.name) if (rows or jpath.exists()) else []
+            paths = _write_table(rows, out_dir, config.name, journal_error) if (rows or jpath.exists()) else []
             if interrupted:
-                print(f"interrupted: {len(rows)}/{len(tasks)} rows kept in {jpath}; rerun to resume",
-                      file=sys.stderr)
+                print(f"interrupted: {len(rows)}/{len(tasks)} rows kept in {jpath}; {resume_hint}", file=sys.stderr)
+    if journal_error is not None:
+        raise journal_error
     if lost is not None:
         address = getattr(getattr(client, "scheduler", None), "address", None)
         raise SchedulerLost(f"lost the Dask scheduler during the sweep ({lost}): {len(rows)}/{len(tasks)} rows kept "
-                            f"in {jpath}; rerun to resume", path=address, field=flag("scheduler"))
+                            f"in {jpath}; {resume_hint}", path=address, field=flag("scheduler"))
     return SweepOutcome(rows, len(tasks), resumed, ran, errors, notes, paths)
+
+
+def _write_table(rows: list[dict[str, Any]], out_dir: Path, name: str, journal_error: InputError | None) -> list[Path]:
+    """`store.write_table`; when the journal could not be written either (`journal_error`: a full
+    disk), a failure is that error, saying that the table is not written either (the old one is
+    left as it was), rather than the table's alone."""
+    try:
+        return write_table(rows, out_dir, name)
+    except InputError as err:
+        if journal_error is None:
+            raise
+        raise InputError(f"{journal_error.message}; the table is not written either ({err})",
+                         path=journal_error.path, field=journal_error.field) from None
+
+
+def _seed_from_table(out_dir: Path, name: str, notes: list[str]) -> None:
+    """With no journal (journals are not committed: a fresh clone) but a table ``<name>.csv``, a new
+    journal holding the table's rows (`store.seed_journal`), so that a run resumes the rows that
+    ``--verify`` reads (`verify.stored_rows`) and a stop, which writes the table from the journal,
+    keeps them. Rows that are not the sweep's (a number column holding text) are left out: their
+    cells run again. Says what it did in `notes`."""
+    csv = table_path(out_dir, name)
+    if not csv.is_file():
+        return
+    try:
+        found = table_rows(csv)
+    except (OSError, ValueError) as err:
+        raise InputError(f"cannot read the sweep's table to resume its rows ({first_line(err)}); "
+                         f"rerun with --fresh to run every cell", path=str(csv)) from None
+    rows = [plain_row(r) for r in found]
+    good = [r for r in rows if valid_row(r)]
+    if not rows:
+        return
+    seed_journal(journal_path(out_dir, name), good)
+    notes.append(f"no journal: the {len(good)} rows of {csv.name} are taken as done (--fresh runs every cell)"
+                 + (f"; {len(rows) - len(good)} unreadable rows run again" if len(good) < len(rows) else ""))
+
+
+def _resumed(journal: Journal, tasks: list[Task], notes: list[str]) -> dict[str, dict[str, Any]]:
+    """The journal's finished rows by key, as ``--verify`` reads them (`verify.rekeyed`, strict: a
+    row is never taken for a cell it may not be): a row stored under an older key of a cell of
+    `tasks` (another ``source``) is journaled again under the cell's key, so that the table
+    written from the journal has it. Rows of no cell of the grid
+    are kept in the journal and left out of the table; `notes` says how many."""
+    stored = read_journal(journal.path)
+    taken: dict[str, str] = {}
+    done = rekeyed(stored, tasks, taken, strict=True)
+    if taken:
+        journal.extend(done[k] for k in taken)
+    grid_keys = {t.key for t in tasks}
+    old_keys = set(taken.values())
+    stale = sum(1 for k in stored if k not in grid_keys and k not in old_keys)
+    if stale:
+        notes.append(f"{stale} journal rows are not in this grid (parameters changed); kept in {journal.path.name}, "
+                     f"left out of the table")
+    return done

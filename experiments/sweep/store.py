@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -26,6 +27,11 @@ ROW_COLUMNS = [
 NUMERIC_COLUMNS = ("size", "budget", "reference_peak", "budget_fraction", "slots", "time_limit", "repeat", "objective",
                    "baseline_objective", "overhead", "lower_bound", "gap", "peak_memory", "min_budget", "solve_time_s",
                    "measured_time_ms", "measured_peak", "memory_ratio", "time_ratio")
+#: Columns that hold text (or nothing): a table is read back with them as text, as the journal had them
+#: (a version "1.10" or a hash "0123" stays as written).
+TEXT_COLUMNS = ("sweep", "key", "instance", "problem", "source", "instance_hash", "budget_spec", "solver",
+                "solver_label", "options", "status", "objective_name", "scope", "message", "device", "memsched_version",
+                "numpy_version", "ortools_version", "torch_version", "python_version", "host", "timestamp")
 #: Status of a row whose solver rejected the instance (besides the solvers' own statuses and "error").
 UNSUPPORTED = "unsupported"
 #: Columns that change from one run of the same cell to the next (ignored when comparing tables).
@@ -77,13 +83,25 @@ def _row(line: bytes) -> dict[str, Any] | None:
         row = json.loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
-    if not isinstance(row, dict) or "key" not in row:
-        return None
-    for col in NUMERIC_COLUMNS:  # a damaged (or hand-edited) value: the row is not one the sweep wrote
+    return row if valid_row(row) else None
+
+
+def valid_row(row: Any) -> bool:
+    """Whether `row` is one the sweep writes: a dict with a text ``key`` and numbers (or nothing) in
+    every `NUMERIC_COLUMNS` column (else a damaged or hand-edited row, whose cell runs again)."""
+    if not isinstance(row, dict) or not isinstance(row.get("key"), str) or not row["key"]:
+        return False
+    for col in NUMERIC_COLUMNS:
         value = row.get(col)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            return None
-    return row
+            return False
+    return True
+
+
+def plain_row(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` with numpy scalars (as a table read by pandas may hold) as Python numbers, so that it
+    is journaled as the sweep wrote it (not as text, which `valid_row` refuses in a number column)."""
+    return {k: v.item() if hasattr(v, "item") and hasattr(v, "dtype") else v for k, v in row.items()}
 
 
 def read_journal(path: Path) -> dict[str, dict[str, Any]]:
@@ -110,13 +128,33 @@ def read_journal(path: Path) -> dict[str, dict[str, Any]]:
     return rows
 
 
+def _line(row: dict[str, Any]) -> bytes:
+    """One journal line: `row` as JSON (sorted keys) and its newline."""
+    return (json.dumps(row, sort_keys=True, default=str) + "\n").encode()
+
+
+def _journal_error(path: Path, err: OSError) -> InputError:
+    """The one-line error of a journal that cannot be written (a full disk, no permission): names it."""
+    return InputError(f"cannot write the sweep's journal ({err.strerror or err})", path=str(path))
+
+
+def seed_journal(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    """Write a new journal at `path` holding `rows` (the rows of a committed table, when there is no
+    journal), atomically: a stop meanwhile leaves no journal, never part of one. `InputError`
+    naming it when it cannot be written."""
+    data = b"".join(_line(r) for r in rows)
+    _atomic(path, lambda tmp: tmp.write_bytes(data))
+
+
 class Journal:
-    """Append-only JSON-lines file of finished rows; each append is one write, flushed and fsync'ed.
+    """Append-only JSON-lines file of finished rows; each append is one write, fsync'ed (the file
+    is unbuffered: nothing is left to write when it is closed).
 
     Opening it repairs the end of a journal left by a killed run, the same way `read_journal`
     reads it: a complete last row without its newline gets the newline (never dropped), a torn
     last line is cut (so the next row starts on a line of its own). A journal that cannot be
-    opened (a folder in its place, no permission) is an `InputError` naming it.
+    opened (a folder in its place, no permission) or written (a full disk) is an `InputError`
+    naming it (exit 2 on the command line).
     """
 
     def __init__(self, path: Path) -> None:
@@ -124,9 +162,9 @@ class Journal:
         make_folder(path.parent, "the sweep's journal")
         try:
             self._repair()
-            self._f = path.open("ab")
+            self._f = path.open("ab", buffering=0)
         except OSError as err:
-            raise InputError(f"cannot write the sweep's journal ({err.strerror or err})", path=str(path)) from None
+            raise _journal_error(path, err) from None
 
     def _repair(self) -> None:
         if not self.path.exists():
@@ -146,13 +184,29 @@ class Journal:
 
     def append(self, row: dict[str, Any]) -> None:
         """Append `row` as one JSON line and fsync it, so a finished run survives an interruption."""
-        self._f.write((json.dumps(row, sort_keys=True, default=str) + "\n").encode())
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        self.extend([row])
+
+    def extend(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Append `rows`, one JSON line each, in one write, and fsync them. A write that fails part
+        way (a full disk) leaves a torn last line, which `read_journal` ignores and the next
+        `Journal` cuts."""
+        data = memoryview(b"".join(_line(r) for r in rows))
+        try:
+            while data:
+                written = self._f.write(data)
+                if not written:
+                    raise OSError(errno.EIO, "the journal took no bytes")
+                data = data[written:]
+            os.fsync(self._f.fileno())
+        except OSError as err:
+            raise _journal_error(self.path, err) from None
 
     def close(self) -> None:
-        """Close the journal file."""
-        self._f.close()
+        """Close the journal file (`InputError` naming it when that fails)."""
+        try:
+            self._f.close()
+        except OSError as err:
+            raise _journal_error(self.path, err) from None
 
     def __enter__(self) -> Journal:
         return self

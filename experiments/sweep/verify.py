@@ -42,7 +42,7 @@ from .config import SweepConfig, load_config
 from .grid import Task, build_tasks
 from .instance_store import InstanceStore
 from .lock import SweepLock
-from .store import UNSUPPORTED, Journal, journal_path, read_journal, table_path, write_table
+from .store import TEXT_COLUMNS, UNSUPPORTED, Journal, journal_path, read_journal, table_path, write_table
 
 #: Relative tolerance on objectives (time units): replays of one schedule agree to float noise.
 REL_TOL = 1e-9
@@ -218,12 +218,21 @@ def _identity(instance: Any, digest: Any, budget_spec: Any, label: Any, slots: A
             int(repeat or 0), bool(execute))
 
 
-def rekeyed(rows: dict[str, dict[str, Any]], tasks: list[Task]) -> dict[str, dict[str, Any]]:
+def rekeyed(rows: dict[str, dict[str, Any]], tasks: list[Task], taken: dict[str, str] | None = None, *,
+            strict: bool = False) -> dict[str, dict[str, Any]]:
     """`rows` by the keys of `tasks`: a stored row whose key is not the task's but whose parameters
     are (same instance file, budget, solver entry, options, repeat: only the ``source`` differs, as
-    in tables written before sources were relative to the repository) takes the task's key and
-    source. Rows of no task keep their key."""
-    from .grid import canonical
+    in tables written before sources were relative to the repository, or keyed with the absolute
+    path of a file outside it, `grid.key_source`) takes the task's key and source. Rows of no task
+    keep their key. `taken`, when given, receives each task key given to a stored row, mapped to
+    that row's stored key.
+
+    `strict` (a run resuming, which then solves nothing for the cell): a row is taken only when its
+    key is the task's key under the row's own source (`grid.task_key`: nothing else differs), or
+    when its source is not the task's and the task's key holds no entry overrides nor measurement
+    settings (an older form of key); a row of the task's own source under another key differs in
+    something the parameters compared here do not show (a host link, measurement settings)."""
+    from .grid import canonical, task_key
 
     by_identity = {}
     for row in rows.values():
@@ -238,9 +247,20 @@ def rekeyed(rows: dict[str, dict[str, Any]], tasks: list[Task]) -> dict[str, dic
         ident = _identity(t.loaded.label, t.loaded.digest, t.budget_spec, t.solver.label, t.solver.slots,
                           t.solver.time_limit, canonical(t.solver_options), t.repeat, t.execute)
         row = by_identity.get(ident)
-        if row is not None:
-            out[t.key] = {**row, "key": t.key, "source": t.loaded.source}
+        if row is None or (strict and not _same_cell(row, t, task_key)):
+            continue
+        out[t.key] = {**row, "key": t.key, "source": t.loaded.source}
+        if taken is not None:
+            taken[t.key] = str(row.get("key"))
     return out
+
+
+def _same_cell(row: dict[str, Any], task: Task, task_key: Any) -> bool:
+    """`rekeyed`'s strict test of a stored `row` whose parameters are `task`'s (see there)."""
+    source = row.get("source")
+    if source is not None and task_key(task, str(source)) == row.get("key"):
+        return True
+    return source != task.loaded.source and not task.loaded.overrides and not (task.execute and task.measure)
 
 
 def stored_rows(out_dir: Path, name: str) -> dict[str, dict[str, Any]]:
@@ -251,14 +271,15 @@ def stored_rows(out_dir: Path, name: str) -> dict[str, dict[str, Any]]:
     csv = table_path(out_dir, name)
     if not csv.exists():
         return {}
-    return {str(r["key"]): r for r in _table_rows(csv)}
+    return {str(r["key"]): r for r in table_rows(csv)}
 
 
-def _table_rows(csv: Path) -> list[dict[str, Any]]:
+def table_rows(csv: Path) -> list[dict[str, Any]]:
     """The rows of a sweep table, in its order (empty cells as None; keys as text, even all digits)."""
     import pandas as pd
 
-    frame = pd.read_csv(csv, dtype={"key": str})
+    text = {c: str for c in TEXT_COLUMNS}  # "1.10" or "0123" in a text column is read as written
+    frame = pd.read_csv(csv, dtype=text)
     frame = frame.astype(object).where(frame.notna(), None)
     return list(frame.to_dict("records"))
 
@@ -278,7 +299,7 @@ def table_stale(out_dir: Path, name: str, tasks: list[Task]) -> str | None:
     csv = table_path(out_dir, name)
     if not csv.exists():
         return f"there is no table {csv} for the {len(want)} journaled rows" if want else None
-    found = _table_rows(csv)
+    found = table_rows(csv)
     table = rekeyed({str(r["key"]): r for r in found}, tasks)
     have = {t.key for t in tasks if t.key in table}
     missing = sum(k not in have for k in want)
