@@ -50,7 +50,12 @@ MAX_INT_OPTION = {"max_states": 10**7}
 #: refuse 0 too, and the message then gives the range they accept)
 MIN_INT_OPTION = {"max_computations": 1, "max_stages": 1, "max_states": 1, "workers": 1,
                   "grid": 1,  # rotor-offload's relaxed budgets: 0 would try none
-                  "segments": 1}  # periodic checkpointing's segment count
+                  "segments": 1,  # periodic checkpointing's segment count
+                  "lookahead": 1, "max_lookahead": 1}  # vdnn's, offload-prefix's backward steps ahead
+#: the largest float option accepted (a cost, factor or ratio: `cost` has the same range) ...
+MAX_FLOAT_OPTION = 1e15
+#: ... and the float options that must be > 0, not >= 0 (the exact offloading models' ticks per time unit)
+POSITIVE_FLOAT_OPTIONS = frozenset({"scale"})
 #: integer options that are sizes in bytes, in 1..`units.MAX_BYTES` (1 PiB), as the solvers check them
 #: (rotor's ``table_budget``: `solvers.chain.dp.check_table_budget`), not counts
 BYTES_OPTIONS = frozenset({"table_budget"})
@@ -82,7 +87,7 @@ def latency(text: str) -> float:
 
 def cost(text: str) -> float:
     """A cost or factor: a finite number >= 0."""
-    return _float(text, "number", low=0.0, strict=False, high=1e15)
+    return _float(text, "number", low=0.0, strict=False, high=MAX_FLOAT_OPTION)
 
 
 def count(low: int = 1, high: int = MAX_COUNT) -> Callable[[str], int]:
@@ -247,25 +252,32 @@ def check_options(problem: str, solver: str, options: dict[str, Any]) -> None:
 
 def option_type_error(kind: str, key: str, value: Any) -> str | None:
     """None when `value` has the option's type `kind` (as `solver_parameters` gives it) and range;
-    else what it must be ("an integer in 0..1000000", ...; integers up to `MAX_COUNT`, or the
-    option's own `MAX_INT_OPTION`; sizes in bytes, `BYTES_OPTIONS`, in 1..`MAX_BYTES` with the
-    solvers' own wording). Other kinds are not checked. Numbers are any `numbers.Integral` ("int")
-    or `numbers.Real` ("float"), numpy's included, never a bool; `plain_option` turns an accepted
-    one into a Python int or float for the solver."""
+    else what it must be, stating the range checked: "an integer in 0..1000000" (integers from 0,
+    or the option's `MIN_INT_OPTION`, up to `MAX_COUNT`, or its `MAX_INT_OPTION`; an older spelling,
+    `ALIASES`, has the range of its option), "a finite number >= 0 and <= 1e+15" (floats up to
+    `MAX_FLOAT_OPTION`, > 0 for `POSITIVE_FLOAT_OPTIONS`), sizes in bytes (`BYTES_OPTIONS`) in
+    1..`MAX_BYTES` with the solvers' own wording. Other kinds are not checked. Numbers are any
+    `numbers.Integral` ("int") or `numbers.Real` ("float"), numpy's included, never a bool;
+    `plain_option` turns an accepted one into a Python int or float for the solver."""
+    from memsched.solvers.exact.options import ALIASES
+
+    name = ALIASES.get(key, key)  # num_workers, threads: workers; random_seed: seed
     integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)  # np.int64 too, never a bool
     if kind == "bool":
         ok, want = isinstance(value, bool), "true or false"
-    elif kind == "int" and key in BYTES_OPTIONS:
+    elif kind == "int" and name in BYTES_OPTIONS:
         ok = integral and 1 <= value <= MAX_BYTES
         want = f"a number of bytes, an integer in 1..{MAX_BYTES}"
     elif kind == "int":
-        low = -(2**31) if key == "seed" else MIN_INT_OPTION.get(key, 0)
-        high = MAX_INT_OPTION.get(key, MAX_COUNT)
+        low = -(2**31) if name == "seed" else MIN_INT_OPTION.get(name, 0)
+        high = MAX_INT_OPTION.get(name, MAX_COUNT)
         ok = integral and low <= value <= high
         want = f"an integer in {low}..{high}"
-    elif kind == "float":  # np.float32, np.int64 too; NaN fails the comparison
-        ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 <= value <= 1e15
-        want = "a finite number >= 0"
+    elif kind == "float":  # np.float32, np.int64 too; NaN fails the comparisons
+        positive = name in POSITIVE_FLOAT_OPTIONS
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 <= value <= MAX_FLOAT_OPTION \
+            and not (positive and value == 0)
+        want = f"a finite number {'>' if positive else '>='} 0 and <= {MAX_FLOAT_OPTION:g}"
     elif kind == "str":
         ok, want = isinstance(value, str), "a string"
     else:

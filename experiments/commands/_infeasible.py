@@ -3,18 +3,27 @@
 `find_min_budget` completes a `SolveResult` whose ``min_budget`` is None by running the
 solver itself at other budgets: first at the smallest budget a fast solver of the problem
 reports (`_FLOOR_SOLVERS`), else at the store-all peak (doubled up to `MAX_FACTOR` times),
-then one byte below the first budget that works, then by bisection. ``min_budget`` = N only
-when the solver finds a schedule at N bytes and proves N - 1 infeasible; exact solvers get
-`PROBE_SECONDS` per run (a schedule found in that time answers the question). When
-`SEARCH_SECONDS` run out first (or the solver fails even at `MAX_FACTOR` times the store-all
-peak), ``details["min_budget_note"]`` says so, with the bracket known. A solver that refuses the
-instance's structure (``details["not_applicable"]``: sqrt on a graph that is not a training
+then one byte below the first budget that works, then by bisection. Exact solvers get
+`PROBE_SECONDS` per run (a schedule found in that time answers the question).
+
+Bisection assumes that a solver which fails at B fails at every budget below B: true for the
+exact solvers (a schedule of their model at B fits any larger budget; ``exact_layer``) and the
+heuristics listed in `_MONOTONE_HEURISTICS`, whose ``min_budget`` = N means a schedule at N
+bytes and N - 1 proven infeasible. The other heuristics (`monotone` is False) can fail at B and
+succeed below it (rotor-offload at 20 slots on ``random_offload(4, 20, transfer_ratio=0.3,
+integer_times=True)``: a schedule at 33 bytes, none at 34): for them the budget bisection finds
+is only an upper bound, and ``min_budget`` = N is set only when every budget from 0 to N - 1 was
+tried (at most `MAX_SCAN` runs, within the time), else the note gives N as an upper bound.
+When `SEARCH_SECONDS` run out first (or the solver fails even at `MAX_FACTOR` times the
+store-all peak), ``details["min_budget_note"]`` says so, with what is known. A solver that refuses
+the instance's structure (``details["not_applicable"]``: sqrt on a graph that is not a training
 graph, say) is not searched: no budget would do, and its message says why.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from memsched.solvers import registry
@@ -29,11 +38,65 @@ PROBE_SECONDS = 1.0
 _FLOOR_SOLVERS = {"chain": ("rotor",), "offload": ("remat-only",),
                   "graph": ("checkpoint-all", "sqrt", "greedy", "griewank"), "join": ("store-all",),
                   "pipeline": ("madpipe",)}
+#: per problem, the heuristics (not exact solvers) whose success is monotone in the budget, so that
+#: bisection proves their smallest budget: the join baselines run the rotor DP in shares that grow
+#: with the budget (sizes rounded up to slots of budget / slots only shrink). Not listed: those seen
+#: to fail at some budget and succeed one byte below (rotor-offload; the graph's dtr, dtr-orders and
+#: checkmate-approx), pofo (its answers include rotor-offload's), and any heuristic added later
+_MONOTONE_HEURISTICS = {"join": ("equal", "proportional", "sequential")}
 #: the search goes up to this many times the store-all peak (heuristics may need more)
 MAX_FACTOR = 64
+#: the most budgets tried one by one below the one found, for a solver that is not `monotone`
+MAX_SCAN = 200
 #: ``SolveResult.details`` key a solver sets (True) when it refuses the instance's structure, whatever
 #: the budget (`solvers.graph.baselines.NOT_APPLICABLE`)
 NOT_APPLICABLE = "not_applicable"
+
+
+def monotone(problem: str, solver: str) -> bool:
+    """Whether `solver`'s success is monotone in the budget (a schedule at B implies one at every
+    budget above B): the exact solvers (``exact_layer``) and `_MONOTONE_HEURISTICS`."""
+    if getattr(registry.get_solver(problem, solver), "exact_layer", False):
+        return True
+    return solver in _MONOTONE_HEURISTICS.get(problem, ())
+
+
+@dataclass
+class _Probe:
+    """Runs the solver at other budgets (bytes) until `deadline` (``time.perf_counter()``)."""
+
+    problem: str
+    instance: Any
+    solver: str
+    options: dict[str, Any]
+    deadline: float
+    exact: bool
+    failed: set[int] = field(default_factory=set)  # budgets where the solver proved it has no schedule
+
+    def finds(self, budget: int) -> bool | None:
+        """True: a schedule at `budget`; False: proven infeasible; None: no verdict in time."""
+        if budget in self.failed:
+            return False
+        left = self.deadline - time.perf_counter()
+        if left <= 0:
+            return None
+        opts = {**self.options, "time_limit": max(0.5, min(left, PROBE_SECONDS))} if self.exact else self.options
+        try:
+            res = registry.solve(self.problem, self.instance, self.solver, budget, **opts)
+        except InputError:
+            return None
+        if res.found:
+            return True
+        if res.status == INFEASIBLE:
+            self.failed.add(budget)
+            return False
+        return None
+
+    def why_stopped(self, budget: int) -> str:
+        """Why the verdict at `budget` is missing: the search's time, or one probe's."""
+        if time.perf_counter() >= self.deadline:
+            return f"search stopped after {SEARCH_SECONDS:g} s"
+        return f"no verdict at {budget} bytes within a probe's {PROBE_SECONDS:g} s"
 
 
 def find_min_budget(problem: str, instance: Any, result: SolveResult, options: dict[str, Any]) -> None:
@@ -43,55 +106,87 @@ def find_min_budget(problem: str, instance: Any, result: SolveResult, options: d
     if result.status != INFEASIBLE or result.min_budget is not None or result.budget is None \
             or result.details.get(NOT_APPLICABLE):
         return
-    deadline = time.perf_counter() + SEARCH_SECONDS
-    exact = getattr(registry.get_solver(problem, result.solver), "exact_layer", False)
-
-    def finds(budget: int) -> bool | None:
-        """True: a schedule at `budget`; False: proven infeasible; None: no verdict in time."""
-        left = deadline - time.perf_counter()
-        if left <= 0:
-            return None
-        opts = {**options, "time_limit": max(0.5, min(left, PROBE_SECONDS))} if exact else options
-        try:
-            res = registry.solve(problem, instance, result.solver, budget, **opts)
-        except InputError:
-            return None
-        if res.found:
-            return True
-        return False if res.status == INFEASIBLE else None
-
-    low = int(result.budget)  # proven infeasible
+    solver, budget = result.solver, int(result.budget)
+    exact = bool(getattr(registry.get_solver(problem, solver), "exact_layer", False))
+    probe = _Probe(problem, instance, solver, options, time.perf_counter() + SEARCH_SECONDS, exact, {budget})
+    sure = monotone(problem, solver)
     reference = int(registry.get_problem(problem).reference_peak(instance))
-    guess = _floor(problem, instance, low, options)
-    high = None
+    low, high = _bracket(probe, budget, reference, _floor(problem, instance, budget, options))
+    if high is None:
+        result.details["min_budget_note"] = (
+            f"{solver} finds no schedule up to {low} bytes" if sure
+            else f"{solver} finds no schedule at the budgets tried up to {low} bytes")
+        result.details["min_budget_note"] += (f" ({MAX_FACTOR} x the store-all peak)"
+                                              if low == reference * MAX_FACTOR else "; the search ran out of time")
+        return
+    low, high, stopped = _bisect(probe, low, high)
+    if sure:
+        if stopped is not None:
+            result.details["min_budget_note"] = (f"the smallest feasible budget of {solver} is between "
+                                                 f"{low + 1} and {high} bytes ({stopped})")
+            return
+        result.min_budget = high
+        result.details["min_budget_method"] = f"checked: a schedule at {high} bytes, none at {high - 1}"
+        return
+    _settle(probe, result, budget, high, stopped)
+
+
+def _bracket(probe: _Probe, low: int, reference: int, guess: int | None) -> tuple[int, int | None]:
+    """(last budget without a schedule, first budget with one or None) among the first guess and
+    `reference` * 1, 2, 4 ... `MAX_FACTOR` above `low` (stopping at the first missing verdict)."""
     for candidate in (guess, *(reference * 2**k for k in range(MAX_FACTOR.bit_length()))):
         if candidate is not None and candidate > low:
-            verdict = finds(candidate)
+            verdict = probe.finds(candidate)
             if verdict is True:
-                high = candidate
-                break
+                return low, candidate
             if verdict is None:
                 break
             low = candidate
-    if high is None:
-        result.details["min_budget_note"] = (
-            f"{result.solver} finds no schedule up to {low} bytes"
-            + (f" ({MAX_FACTOR} x the store-all peak)" if low == reference * MAX_FACTOR
-               else "; the search ran out of time"))
-        return
-    probe = high - 1  # the fast solver's need is usually the answer: check it first
+    return low, None
+
+
+def _bisect(probe: _Probe, low: int, high: int) -> tuple[int, int, str | None]:
+    """Narrow a schedule at `high`, none at `low` (< `high`) down to adjacent budgets, trying
+    `high` - 1 first (the fast solver's need is usually the answer); (low, high, None), or with
+    why the search stopped before."""
+    budget = high - 1
     while high - low > 1:
-        verdict = finds(probe)
+        verdict = probe.finds(budget)
         if verdict is None:
-            why = (f"search stopped after {SEARCH_SECONDS:g} s" if time.perf_counter() >= deadline
-                   else f"no verdict at {probe} bytes within a probe's {PROBE_SECONDS:g} s")
-            result.details["min_budget_note"] = (f"the smallest feasible budget of {result.solver} is between "
-                                                 f"{low + 1} and {high} bytes ({why})")
-            return
-        low, high = (low, probe) if verdict else (probe, high)
-        probe = (low + high) // 2
+            return low, high, probe.why_stopped(budget)
+        low, high = (low, budget) if verdict else (budget, high)
+        budget = (low + high) // 2
+    return low, high, None
+
+
+def _settle(probe: _Probe, result: SolveResult, budget: int, high: int, stopped: str | None) -> None:
+    """For a solver that is not `monotone`, with a schedule at `high`: try every budget below it,
+    `budget` + 1 up first, then 0 up to `budget` (at most `MAX_SCAN` runs). ``min_budget`` is the
+    first with a schedule when all below it were tried, else the note gives the least budget found
+    as an upper bound only (never as the smallest)."""
+    solver = result.solver
+    why = f"{solver}'s success is not monotone in the budget"
+    untried = high - sum(b < high for b in probe.failed)
+    if stopped is None and untried > MAX_SCAN:
+        stopped = f"{untried} budgets below it untried, more than the {MAX_SCAN} the search tries one by one"
+    for part in (range(budget + 1, high), range(budget)) if stopped is None else ():
+        for b in part:
+            verdict = probe.finds(b)
+            if verdict is None:
+                stopped = probe.why_stopped(b)
+                break
+            if verdict:
+                high = b
+                break
+        if stopped is not None:
+            break
+    if stopped is not None:
+        result.details["min_budget_note"] = (f"{solver} finds a schedule at {high} bytes, an upper bound only ({why}, "
+                                             f"so a smaller budget may work; {stopped})")
+        return
     result.min_budget = high
-    result.details["min_budget_method"] = f"checked: a schedule at {high} bytes, none at {high - 1}"
+    result.details["min_budget_method"] = (f"checked: a schedule at {high} bytes, none at 0..{high - 1} "
+                                           f"(each tried: {why})")
 
 
 def _floor(problem: str, instance: Any, budget: int, options: dict[str, Any]) -> int | None:
