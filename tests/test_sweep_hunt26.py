@@ -127,6 +127,17 @@ def test_a_table_without_journal_is_resumed_not_recomputed(tmp_path):
     assert len(read_journal(journal_path(out, "q"))) == 8  # the journal now holds the table's rows
 
 
+def test_list_counts_the_rows_of_a_table_without_journal_as_done(tmp_path, cli):
+    """`--list` says what a run would resume: with the table only (a fresh clone) every cell was
+    listed `todo` while `--verify` read the rows and a run resumed them."""
+    cfg, out = _quick(tmp_path)
+    _run(cfg, out)
+    journal_path(out, "q").unlink()
+    res = cli("sweep", str(cfg), "--output", str(out), "--list")
+    marks = [line.split()[0] for line in res.out.splitlines() if line.startswith(("done", "todo"))]
+    assert res.code == 0 and marks == ["done"] * 8
+
+
 def test_a_stop_keeps_the_rows_of_a_table_without_journal(tmp_path):
     cfg, out = _quick(tmp_path)
     with pytest.raises(KeyboardInterrupt):  # four finished rows

@@ -103,14 +103,15 @@ def _check_run_only(args: argparse.Namespace) -> None:
 
 def _list(config: Any, args: argparse.Namespace) -> int:
     """``--list``: each cell of the grid as done or todo, then the notes; exit 0."""
-    from memsched.experiments.sweep import InstanceStore, build_tasks, journal_path, read_journal
-    from memsched.experiments.sweep.verify import table_stale
+    from memsched.experiments.sweep import InstanceStore, build_tasks
+    from memsched.experiments.sweep.verify import rekeyed, stored_rows, table_stale
 
     notes: list[str] = []
     out = config.output_dir(args.output)
     tasks = build_tasks(config, notes=notes,
                         store=InstanceStore(out / "instances", readonly=True, rebuild=args.reprofile))
-    done = read_journal(journal_path(out, config.name))
+    # what a run resumes: the journal's rows, else the table's (a fresh clone), older keys included
+    done = rekeyed(stored_rows(out, config.name), tasks, strict=True)
     for t in tasks:
         mark = "done" if t.key in done else "todo"
         print(f"{mark}  {t.loaded.label:<28} {t.budget_spec:>10} {t.solver.label:<16} repeat={t.repeat}")
