@@ -311,8 +311,7 @@ def simulate(instance: Any, schedule: Any, budget: int | float | str | None = No
 
     problem, instance = _instance_for(instance, schedule, problem, bandwidth, "simulated")
     module = registry.problem_module(problem)
-    if problem == "pipeline" and isinstance(schedule, (str, Path, dict)):
-        instance = _on_recorded_machine(instance, schedule)
+    instance = _solved_machine(problem, instance, schedule)
     schedule = _as_schedule(problem, instance, schedule, "simulated")
     bytes_ = _budget(instance, budget, problem) if budget is not None else None
     with _schedule_errors(problem, schedule):
@@ -878,6 +877,7 @@ def plot(obj: Any, schedule: Any = None, *, budget: int | float | str | None = N
                      for k, v in schedule.items()}
         with _schedule_errors(problem, schedules):
             return plot_comparison(problem, instance, schedules, budget=bytes_, title=title, figsize=figsize)
+    instance = _solved_machine(problem, instance, schedule)
     schedule = _as_schedule(problem, instance, schedule, "drawn")
     with _schedule_errors(problem, schedule):
         return plot_schedule(problem, instance, schedule, budget=bytes_, title=title, figsize=figsize)
@@ -1108,6 +1108,15 @@ def _check_shape(instance: Any, schedule: Any) -> None:
         theirs = list(theirs) if key == "lengths" else int(theirs)
         if mine != theirs:
             raise InputError(f"the schedule is for {key} {mine!r} but the instance has {theirs!r}", field=key)
+
+
+def _solved_machine(problem: str, instance: Any, schedule: Any) -> Any:
+    """A pipeline `instance` on the machine `schedule` was solved on (weight factor, link), as a
+    partition's JSON records it (a file, a dict, or a `Result`'s ``to_json``), so that `simulate`
+    and `plot` replay every form of one result alike; any other problem or schedule: unchanged."""
+    if problem != "pipeline" or not isinstance(schedule, (str, Path, dict, Result)):
+        return instance
+    return _on_recorded_machine(instance, schedule.to_json() if isinstance(schedule, Result) else schedule)
 
 
 def _on_recorded_machine(instance: Any, schedule: str | Path | dict[str, Any]) -> Any:

@@ -178,3 +178,19 @@ def test_a_replay_of_a_plain_list_writes_its_json(name):
     if name == "graph":  # a plain list names nodes by index; the JSON by id
         bad = memsched.simulate(instance, [*plain, len(instance.ids)])
         assert bad.status == "invalid" and bad._repr_html_()
+
+
+def test_a_pipeline_result_replays_and_draws_on_the_machine_it_was_solved_on():
+    """`simulate(path, result)` replayed on the default machine (weights x4 instead of x2: 'invalid' at the
+    budget it was solved for) while `simulate(path, result.to_json())` used the recorded one."""
+    inst = memsched.load(PIPELINE).with_machine(weight_factor=2.0, bandwidth=1e8, latency=0.001)
+    solved = memsched.solve(inst, "30MB", "dag", devices=3)
+    assert solved.status == "optimal"
+    for form in (solved, solved.to_json()):
+        replay = memsched.simulate(PIPELINE, form, "30MB")
+        assert replay.status == "valid" and replay.peak_memory == solved.peak_memory
+        assert replay.makespan == pytest.approx(solved.makespan)
+    for form in (solved, solved.to_json()):
+        drawn = memsched.plot(PIPELINE, form, budget="30MB")
+        notes = [t.get_text() for ax in drawn.axes for t in ax.texts]
+        assert "peak 28.4 MiB" in notes and not any("needs" in n for n in notes)  # not 29.1 MiB, over budget
