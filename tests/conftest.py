@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,10 @@ EXAMPLES = ROOT / "solvers" / "data" / "examples"
 class CliResult:
     def __init__(self, code: int, out: str, err: str):
         self.code, self.out, self.err = code, out, err
+
+    def __iter__(self):
+        """(code, out, err), so that ``code, out, err = run_cli(...)`` reads it."""
+        return iter((self.code, self.out, self.err))
 
     def json(self):
         return json.loads(self.out)
@@ -206,3 +212,15 @@ def run_stub(monkeypatch):
 
     monkeypatch.setattr(memsched.models.run, "run", fake_run)
     return calls
+
+
+def wait_rows(jpath: Path, n: int, proc: subprocess.Popen, timeout: float = 90) -> None:
+    """Wait until the journal `jpath` holds `n` rows while the sweep `proc` runs (fails the test after
+    `timeout` s, or when `proc` ended first)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if jpath.exists() and jpath.read_bytes().count(b"\n") >= n:
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    pytest.fail(f"{jpath} did not reach {n} rows in {timeout} s")

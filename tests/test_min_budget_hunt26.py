@@ -11,13 +11,12 @@ success is not monotone in the budget, and the ranges ``--option`` messages stat
 
 from __future__ import annotations
 
-import io
 import json
 import re
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
+from conftest import run_cli as _cli
 from memsched.experiments.commands import _checks, _infeasible
 from memsched.solvers import registry
 from memsched.solvers.chain.generate import random_chain
@@ -25,19 +24,6 @@ from memsched.solvers.graph.generate import from_chain
 from memsched.solvers.join.generate import random_join
 from memsched.solvers.offload.generate import random_offload
 from memsched.solvers.result import INFEASIBLE, SolveResult
-
-
-def _cli(*argv: object) -> tuple[int, str, str]:
-    """`memsched ARGV` in-process: (exit code, stdout, stderr)."""
-    from memsched.experiments.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = main([str(a) for a in argv])
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
 
 
 def _searched(problem: str, instance: object, solver: str, budget: int, **options: object) -> SolveResult:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_cli as _cli
 from memsched.solvers.errors import InputError
 from memsched.solvers.pipeline import from_graph_txt, load
 from memsched.solvers.pipeline.generate import random_pipeline
@@ -99,19 +100,6 @@ def test_graph_txt_round_trip():
 
 
 # ---------------------------------------------------------------------------- command line
-def _cli(*argv):
-    import io
-    from contextlib import redirect_stderr, redirect_stdout
-
-    from memsched.experiments.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = main([str(a) for a in argv])
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
 
 
 def test_cli_partition_json():

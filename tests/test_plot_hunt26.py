@@ -7,11 +7,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import matplotlib
 import pytest
+from conftest import run_cli
 
 matplotlib.use("Agg")
 
@@ -30,15 +30,8 @@ RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 def _cli(*argv: object) -> tuple[int, str]:
     """`memsched ARGV` in-process: (exit code, stderr)."""
-    from memsched.experiments.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = main([str(a) for a in argv])
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 2
-    return code, err.getvalue()
+    res = run_cli(*argv)
+    return res.code, res.err
 
 
 def _drawn(text_artist) -> tuple[str, bool]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import EXAMPLES, ROOT, sigint_as_in_a_terminal, sweep_toml
+from conftest import EXAMPLES, ROOT, sigint_as_in_a_terminal, sweep_toml, wait_rows
 from memsched.experiments.sweep import build_tasks, journal_path, load_config, read_journal, run_sweep
 from memsched.experiments.sweep import store as sweep_store
 from memsched.solvers.errors import InputError
@@ -56,23 +56,13 @@ def _main_job(cfg: Path, out: Path) -> subprocess.Popen:
                             start_new_session=True, preexec_fn=sigint_as_in_a_terminal)
 
 
-def _wait_rows(jpath: Path, n: int, proc: subprocess.Popen, timeout: float = 90) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if jpath.exists() and jpath.read_bytes().count(b"\n") >= n:
-            return
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.02)
-    pytest.fail(f"{jpath} did not reach {n} rows in {timeout} s")
-
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_main_job_stopped_exits_130_without_traceback_and_says_resume(tmp_path, sig):
     cfg = tmp_path / "slow.toml"
     cfg.write_text(SLOW)
     out = tmp_path / "out"
     proc = _main_job(cfg, out)
-    _wait_rows(journal_path(out, "slow"), 2, proc)
+    wait_rows(journal_path(out, "slow"), 2, proc)
     time.sleep(0.5)
     if sig == signal.SIGINT:
         os.killpg(proc.pid, sig)  # a terminal's Ctrl-C

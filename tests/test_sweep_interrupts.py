@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
-from conftest import EXAMPLES, ROOT, sigint_as_in_a_terminal, sweep_toml
+from conftest import EXAMPLES, ROOT, sigint_as_in_a_terminal, sweep_toml, wait_rows
 from memsched.experiments.sweep import Journal, journal_path, read_journal, run_sweep
 
 #: Two quick cells, then a CP-SAT cell that runs for many seconds (an exact model on 30 stages).
@@ -29,16 +29,6 @@ def start(cfg: Path, out: Path, *extra: str) -> subprocess.Popen:
            *extra]
     return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=sigint_as_in_a_terminal)
-
-
-def wait_rows(jpath: Path, n: int, proc: subprocess.Popen, timeout: float = 90) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if jpath.exists() and jpath.read_bytes().count(b"\n") >= n:
-            return
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.02)
-    pytest.fail(f"{jpath} did not reach {n} rows in {timeout} s")
 
 
 def workers_of(proc: subprocess.Popen) -> list[psutil.Process]:
