@@ -32,7 +32,7 @@ from ..exact.layer import exact_solver
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import bound_value, stage_flow_model, straight_only, tick
-from .dag_dp import _scope, dag_partition_dp, lattice_for, stage_tables, to_partition
+from .dag_dp import _scope, lattice_for, least_memory, stage_tables, to_partition
 from .dp import _defaults
 from .instance import Pipeline
 
@@ -133,12 +133,11 @@ def _infeasible(inst: Pipeline, lat: Any, budget: int | None, P: int, schedule: 
     needs as ``min_budget`` when the memory DP ends before `deadline` (None otherwise)."""
     note = ""
     try:
-        need = dag_partition_dp(inst, lat, P, None, schedule=schedule, micro_batches=m, objective="memory",
-                                deadline=deadline)
+        need = least_memory(inst, lat, P, schedule, m, deadline=deadline)
     except DeadlineExceeded:
         need, note = None, " (the time limit came before the least memory needed was found)"
     return SolveResult(problem="pipeline", solver="dag-cpsat", status=INFEASIBLE, budget=budget,
-                       min_budget=int(need[0]) if need else None, solve_time_s=time.perf_counter() - start,
+                       min_budget=need, solve_time_s=time.perf_counter() - start,
                        scope=scope, message=f"no DAG partition fits {budget} bytes per device{note}")
 
 

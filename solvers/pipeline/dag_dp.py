@@ -19,7 +19,10 @@ where, with the stage's sums F + B (time unit), W (params, bytes):
 These are exactly the simulator's charges of the partition returned (a contiguous partition
 of the topological order "stage by stage, layers by index inside a stage"), so the DP is
 optimal among DAG partitions whose boundaries are ideals of the lattice used (all of them
-unless the lattice was coarsened, see `lattice.coarsest_needed`; the scope says which).
+unless the lattice was coarsened, see `lattice.coarsest_needed`; the scope says which). A
+coarsened lattice keeps every prefix of the index order, so the contiguous partitions of that
+order (`dp.partition_dp`'s) are in every scope: `dag` is never worse than `madpipe`, and
+its ``min_budget`` never above `madpipe`'s, on any lattice.
 Each (I, r) is one numpy step over all J > I and all d: O(N^2 P) for N ideals (straight),
 O(N^2 P^2) with replication. The contiguous DP of `dp.py` is the special case of a chain.
 
@@ -321,9 +324,10 @@ def _scope(lat: Lattice, P: int, schedule: str, m: int | None, replication: bool
 
 def lattice_for(inst: Pipeline, max_states: int | None, deadline: Deadline | None = None) -> Lattice:
     """The ideal lattice used by the DAG solvers (coarsened past `max_states` ideals; None: the
-    default `MAX_STATES`). `InputError` naming the option for anything but an integer >= 1 (2.5,
-    "3", nan, 0: `interleave.positive_count`, as ``interleave-dp`` checks it); `DeadlineExceeded`
-    once `deadline` is spent while it is built."""
+    default `MAX_STATES`; a coarsened one also holds the V + 1 prefixes of the index order).
+    `InputError` naming the option for anything but an integer >= 1 (2.5, "3", nan, 0:
+    `interleave.positive_count`, as ``interleave-dp`` checks it); `DeadlineExceeded` once
+    `deadline` is spent while it is built."""
     from .interleave import positive_count
 
     given = positive_count(max_states, "max_states")
@@ -335,8 +339,10 @@ def plan(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1f1b", 
          ) -> tuple[float, Partition, Lattice] | None:
     """The best DAG partition: the contiguous DP on the index order first (`dp.partition_dp`,
     a DAG partition too), whose period bounds the lattice DP (`upper`), then the lattice DP;
-    the better of the two, evaluated (None when neither fits `budget`). `DeadlineExceeded` once
-    `deadline` is spent while the lattice is built or the lattice DP runs."""
+    the better of the two, evaluated (None when neither fits `budget`). Every lattice of
+    `lattice_for` holds the prefixes of the index order, so the contiguous partition lies in the
+    scope named by the lattice (the lattice DP finds it too, up to float rounding of the sums).
+    `DeadlineExceeded` once `deadline` is spent while the lattice is built or the lattice DP runs."""
     chain = partition_dp(inst, P, budget, schedule=schedule, micro_batches=micro_batches, replication=replication)
     lat = lattice_for(inst, max_states, deadline)
     upper = chain[0] if chain is not None else None
@@ -390,21 +396,34 @@ def _chain_answer(inst: Pipeline, budget: int | None, P: int, schedule: str, m: 
                           none_fits=f"no contiguous partition of the index order fits {budget} bytes per device")
 
 
+def least_memory(inst: Pipeline, lat: Lattice, P: int, schedule: str, m: int | None, replication: bool = False,
+                 deadline: Deadline | None = None) -> int | None:
+    """The least per-device memory (bytes) of a DAG partition of `lat` on <= P devices: the peak
+    of the memory DP's partition recomputed in integers by the simulator (the DP's float64 sums
+    round past 2^53 bytes). None when there is none; `DeadlineExceeded` once `deadline` is spent."""
+    need = dag_partition_dp(inst, lat, P, None, schedule=schedule, micro_batches=m, replication=replication,
+                            objective="memory", deadline=deadline)
+    if need is None:
+        return None
+    peak = to_partition(inst, lat, need[1], P, schedule, m).peak_memory
+    assert peak is not None  # set by Partition.evaluated
+    return int(peak)
+
+
 def _infeasible_dag(inst: Pipeline, budget: int | None, P: int, schedule: str, m: int | None, rep: bool,
                     max_states: int | None, deadline: Deadline) -> SolveResult:
     """`solve_dag`'s ``infeasible`` (proven by `plan`), with the least memory any DAG partition
     needs as ``min_budget`` when it is found before `deadline` (None otherwise)."""
     try:
         lat = lattice_for(inst, max_states, deadline)
-        need = dag_partition_dp(inst, lat, P, None, schedule=schedule, micro_batches=m, replication=rep,
-                                objective="memory", deadline=deadline)
+        need = least_memory(inst, lat, P, schedule, m, rep, deadline)
     except DeadlineExceeded:
         return SolveResult(problem="pipeline", solver="dag", status=INFEASIBLE, budget=budget, min_budget=None,
                            solve_time_s=deadline.elapsed(), scope=f"DAG partitions on <= {P} devices",
                            message=f"no DAG partition fits {budget} bytes per device (the time limit came before "
                                    "the least memory needed was found)")
     return SolveResult(problem="pipeline", solver="dag", status=INFEASIBLE, budget=budget,
-                       min_budget=int(need[0]) if need else None, solve_time_s=deadline.elapsed(),
+                       min_budget=need, solve_time_s=deadline.elapsed(),
                        scope=_scope(lat, P, schedule, m, rep), details={"ideals": lat.n},
                        message=f"no DAG partition fits {budget} bytes per device")
 
@@ -437,6 +456,5 @@ def solve_dag_pipedream(inst: Pipeline, budget: int, *, devices: int | None = No
                        solve_time_s=elapsed, budget=budget, schedule=part, scope=scope, details=details)
 
 
-__all__ = ["MAX_STATES", "dag_partition_dp", "lattice_for", "pair_tables", "plan", "solve_dag", "solve_dag_pipedream",
-           "stage_tables",
-           "to_partition"]
+__all__ = ["MAX_STATES", "dag_partition_dp", "lattice_for", "least_memory", "pair_tables", "plan", "solve_dag",
+           "solve_dag_pipedream", "stage_tables", "to_partition"]

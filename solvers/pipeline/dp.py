@@ -170,11 +170,15 @@ def partition_dp(
 
 def min_budget(inst: Pipeline, devices: int, *, schedule: str = "1f1b", micro_batches: int | None = None,
                replication: bool = False) -> int:
-    """The smallest per-device memory for which some contiguous partition exists."""
+    """The smallest per-device memory (bytes) for which some contiguous partition exists: the
+    peak of the memory DP's partition, recomputed in integers by the simulator (the DP's float64
+    sums round past 2^53 bytes; the answer is then a budget that partition truly fits)."""
     res = partition_dp(inst, devices, None, schedule=schedule, micro_batches=micro_batches,
                        replication=replication, objective="memory")
     assert res is not None
-    return int(res[0])
+    peak = _partition(inst, res[1], int(devices), schedule, micro_batches).peak_memory
+    assert peak is not None  # set by Partition.evaluated
+    return int(peak)
 
 
 def stopped_answer(solver: str, part: Partition | None, budget: int | None, elapsed: float, *, stop: str,

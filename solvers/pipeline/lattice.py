@@ -109,8 +109,15 @@ def ideal_lattice(inst: Pipeline, max_states: int = 50_000, groups: list[list[in
     """All ideals of `inst`'s DAG that are unions of `groups` (default: single layers), module
     docstring; `LatticeTooLarge` past `max_states`; `DeadlineExceeded` once `deadline` is spent
     (checked once per breadth-first level and every `CHECK_EVERY` ideals)."""
-    V = inst.length
     succ = successors(inst)
+    return _sums(inst, _ideal_masks(inst, succ, max_states, groups, deadline), succ, deadline)
+
+
+def _ideal_masks(inst: Pipeline, succ: list[list[int]], max_states: int, groups: list[list[int]] | None,
+                 deadline: Deadline | None) -> list[int]:
+    """The ideals of `ideal_lattice` as bit sets, breadth-first (the empty ideal first, V last);
+    `LatticeTooLarge` past `max_states`, `DeadlineExceeded` once `deadline` is spent."""
+    V = inst.length
     groups = groups if groups is not None else [[v] for v in range(V)]
     gmask = [sum(1 << v for v in g) for g in groups]
     preds = [0] * V
@@ -146,7 +153,7 @@ def ideal_lattice(inst: Pipeline, max_states: int = 50_000, groups: list[list[in
                 raise LatticeTooLarge(f"more than {max_states} ideals")
         order += [m for m, _ in nxt]
         frontier = nxt
-    return _sums(inst, order, succ, deadline)
+    return order
 
 
 def series_groups(inst: Pipeline, piece: int | None = None) -> list[list[int]]:
@@ -187,24 +194,36 @@ def series_groups(inst: Pipeline, piece: int | None = None) -> list[list[int]]:
 def coarsest_needed(inst: Pipeline, max_states: int, deadline: Deadline | None = None) -> tuple[Lattice, str]:
     """The finest lattice within `max_states` ideals: every ideal, else series runs cut into
     pieces of 3, then whole runs, then the prefixes of the index order (the linearised chain).
+    A coarsened lattice also holds every prefix of the index order (`with_prefixes`), so its
+    chains include the contiguous partitions of that order: at most `max_states` + V - 1 ideals.
     Returns the lattice and a phrase naming its granularity (for the solver's scope);
     `DeadlineExceeded` once `deadline` is spent (`ideal_lattice`)."""
     try:
         return ideal_lattice(inst, max_states, deadline=deadline), "all antichain splits"
     except LatticeTooLarge:
         pass
+    succ = successors(inst)
     for piece, phrase in ((3, "antichain splits, series runs in pieces of 3 layers"),
                           (None, "antichain splits between series runs")):
         try:
-            lat = ideal_lattice(inst, max_states, series_groups(inst, piece), deadline)
-            lat.granularity = phrase
-            return lat, phrase
+            masks = _ideal_masks(inst, succ, max_states, series_groups(inst, piece), deadline)
         except LatticeTooLarge:
             continue
-    masks = [(1 << k) - 1 for k in range(inst.length + 1)]
-    lat = _sums(inst, masks, successors(inst), deadline)
+        lat = _sums(inst, with_prefixes(masks, inst.length), succ, deadline)
+        lat.granularity = f"{phrase}, plus the contiguous splits of the index order"
+        return lat, lat.granularity
+    lat = _sums(inst, with_prefixes([], inst.length), succ, deadline)
     lat.granularity = "splits of the linearised chain only"
     return lat, lat.granularity
+
+
+def with_prefixes(masks: list[int], V: int) -> list[int]:
+    """`masks` (ideals as bit sets) plus the V + 1 prefixes of the index order ({0..k-1}, ideals
+    since that order is topological) not among them, sorted by size (stable: the empty ideal
+    first, the whole network last)."""
+    seen = set(masks)
+    merged = masks + [p for p in ((1 << k) - 1 for k in range(V + 1)) if p not in seen]
+    return sorted(merged, key=int.bit_count)
 
 
 def _sums(inst: Pipeline, masks: list[int], succ: list[list[int]], deadline: Deadline | None = None) -> Lattice:
@@ -247,4 +266,4 @@ def _sums(inst: Pipeline, masks: list[int], succ: list[list[int]], deadline: Dea
 
 
 __all__ = ["CHECK_EVERY", "Lattice", "LatticeTooLarge", "coarsest_needed", "ideal_lattice", "series_groups",
-           "successors", "tick"]
+           "successors", "tick", "with_prefixes"]
