@@ -12,7 +12,8 @@ fast solvers replayed at exact sizes, and a model's "optimal" is then "optimal f
 per time unit) in which every duration is whole (then the model is exact), else about
 `max_ticks` ticks for the longest duration (durations are rounded up: a model's schedule
 is never faster in the simulator than in the model). `integer_costs` does the same for
-objective coefficients (rounded to nearest, ``exact`` says whether any rounding happened).
+objective coefficients: exactly by 10^k when costs have few decimals, else rounded to nearest
+(``exact`` says whether any rounding happened; `rounding_error` gives each cost's error).
 """
 
 from __future__ import annotations
@@ -104,14 +105,35 @@ def to_ticks(value: float, scale: float) -> int:
     return int(math.ceil(value * scale - 1e-9))
 
 
+#: `integer_costs` scales exactly by 10^k only while the largest cost stays at most this many ticks
+EXACT_COST_TICKS = 10**9
+
+
 def integer_costs(costs: Sequence[float] | np.ndarray, digits: int = 6) -> tuple[list[int], float, bool]:
-    """Costs as integers: unchanged when they already are, else scaled so that the largest has
-    about `digits` significant digits and rounded. Returns (ints, scale, exact)."""
+    """Costs as integers ``round(c * scale)``: unchanged (scale 1) when they already are; else scaled by
+    the coarsest 10^k that makes every cost whole (float noise of 1e-9 relative forgiven) while the
+    largest stays within `EXACT_COST_TICKS` (e.g. costs with three decimals: 10^3); else by about
+    `digits` significant digits of the largest cost, rounded (small costs may round to 0). Returns
+    (ints, scale, exact); with exact False the error of each cost is at most 0.5 / scale
+    (`rounding_error` totals it)."""
     arr = np.asarray(costs, dtype=float)
     if arr.size == 0 or np.all(np.abs(arr - np.round(arr)) < 1e-9):
         return [int(round(c)) for c in arr], 1.0, True
     top = float(np.max(np.abs(arr))) or 1.0
+    for k in range(1, 13):
+        scale = 10.0 ** k
+        if top * scale > EXACT_COST_TICKS:
+            break
+        scaled = arr * scale
+        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-9 * np.maximum(1.0, np.abs(scaled))):
+            return [int(round(c)) for c in scaled], scale, True
     scale = 10.0 ** (digits - math.ceil(math.log10(top)))
     ints = [int(round(c * scale)) for c in arr]
     exact = bool(np.all(np.abs(arr * scale - np.round(arr * scale)) < 1e-6))
     return ints, scale, exact
+
+
+def rounding_error(costs: Sequence[float] | np.ndarray, ints: Sequence[int], scale: float) -> list[float]:
+    """|c - int / scale| per cost (time units): what `integer_costs` changed; a model that counts
+    cost c_i x_i times is off by at most sum_i x_i |error_i| in the real units."""
+    return [abs(float(c) - int(i) / scale) for c, i in zip(costs, ints)]

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from ortools.sat.python import cp_model
 
-from ..discretize import integer_costs, scope_text
+from ..discretize import integer_costs, rounding_error, scope_text
 from ..errors import InputError, option_field
 from ..exact.cpsat_runner import check_first, run_cpsat
 from ..exact.layer import exact_solver
@@ -231,7 +231,7 @@ def _solve_cpsat(
     if slot != 1.0:
         scope += f", {scope_text(options.slots)}"
     if not exact:
-        scope += ", costs rounded to 6 significant digits"
+        scope += ", costs rounded to 6 significant digits (the bound allows for it)"
     result = SolveResult(problem="graph", solver="cpsat", status=TIMEOUT, scope=scope,
                          details={"max_computations": C, "slots": options.slots, "cost_scale": scale})
     if graph.necessary_budget(M, graph.workspace_in(slot)) > B:
@@ -287,20 +287,26 @@ def _solve_cpsat(
     if run.status == INFEASIBLE:
         result.status = INFEASIBLE
         return result
+    # rounded costs: a schedule's model cost is off by at most the error of each computation it may hold
+    slack = 0.0 if exact else sum(c * e for c, e in zip(caps, rounding_error(graph.cost_cpu, ints, scale)))
+    if slack:
+        result.details["cost_rounding_slack"] = slack
     if run.status not in (OPTIMAL, FEASIBLE):
         result.status = TIMEOUT
-        result.lower_bound = None if run.bound is None else max(run.bound * (1 - 1e-6), graph.total_cpu())
+        result.lower_bound = None if run.bound is None else max(run.bound - slack, graph.total_cpu())
         return result
     seq = mm.sequence(run.solver)
     sim = replay_into(result, graph, seq, budget, "cpsat")
-    if run.status == OPTIMAL:  # for the scope, which names any rounding of costs or sizes
+    if run.status == OPTIMAL and exact:
         result.status = OPTIMAL
         result.lower_bound = sim.makespan
-    else:
+    else:  # optimal for the rounded costs at best: the real optimum is within `slack` of its value
         result.status = FEASIBLE
-        bound = run.bound if run.bound is not None else graph.total_cpu()
-        bound = bound if exact else bound * (1 - 1e-6)
+        bound = run.objective if run.status == OPTIMAL else run.bound
+        bound = graph.total_cpu() if bound is None else bound - slack
         result.lower_bound = min(max(bound, graph.total_cpu()), sim.makespan)
+        if run.status == OPTIMAL:
+            result.message = f"optimal for the rounded costs; the bound allows {slack:.6g} for their rounding"
     return result
 
 

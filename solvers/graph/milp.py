@@ -32,6 +32,23 @@ Optimality is for the model's scope: frontier-advancing schedules in the graph's
 each node at most once per stage (a schedule outside it may be cheaper; `cpsat` is not
 restricted this way).
 
+Memory unit. Sizes, workspaces and the budget are first divided by their gcd (exact), and for
+the MILP backends, whose U are continuous, by a power of two 2^k as well when the budget is
+still above `MAX_BUDGET_UNITS` units (exact in floating point: no rounding), so that B is at most
+2^14 units (`memory_unit`; ``details["memory_unit"]``). In bytes (B ~ 1e9..1e11) the backends
+proved wrong optima and wrong infeasibility (SCIP and CBC: 33 and "infeasible" where 30 fits);
+row scaling alone (`exact.milp_runner.row_scale`) leaves U's range as it is, and with B near 2^20
+units HiGHS still proved 27 where 22 fits (2^17 and below: right). CBC reads the model through
+an MPS export of 6 significant digits (`linmodel.mps_exact`): where that rounds a number, "auto"
+takes SCIP, and an explicit "cbc" proves nothing. Every plan is
+replayed at exact sizes before it is kept: one over the budget (within the backend's tolerance)
+keeps no proof; the model is solved again with the budget `RESTRICT` lower (a restriction) and the
+better of its plan and the start's schedule is returned (``feasible``; ``optimal`` only when it
+meets the first run's bound, which holds for the exact budget). A MILP
+backend's "infeasible" is a proof only when the memory data are small integers (no 2^k was
+needed: slots, or a gcd leaving at most `MAX_BUDGET_UNITS` units); otherwise the answer is
+``timeout`` with the reason (CP-SAT's is exact arithmetic).
+
 On CP-SAT (backend "cpsat") at exact sizes in bytes the memory rows would pass CP-SAT's
 coefficient limit (`exact.cpsat_runner.ROW_LIMIT`, a presolve overflow): sizes, budget and
 workspaces are then divided by a unit u and rounded down (`cpsat_unit`), a relaxation whose
@@ -41,11 +58,13 @@ exact budget, else the start's schedule is kept (``feasible``).
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..discretize import effective_slots, scope_text
+from ..discretize import effective_slots, integer_costs, rounding_error, scope_text
 from ..exact.cpsat_runner import ROW_LIMIT, check_first
 from ..exact.layer import exact_solver, retry_rounded_infeasible
 from ..exact.memory import ModelSize, too_big
@@ -53,7 +72,7 @@ from ..exact.milp_runner import BackendRun
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .instance import Graph
-from .linmodel import BACKENDS, LinearModel, solve_cpsat_linear, solve_milp
+from .linmodel import BACKENDS, LinearModel, mps_exact, solve_cpsat_linear, solve_milp
 from .simulator import replay_into, seed_at_least, simulate
 
 #: the graph's fast solvers: they seed and referee the exact graph models
@@ -302,6 +321,7 @@ def _solve_checkmate(
     if seed_at_least(result, graph, seed, budget, "checkmate"):
         return result
     size = checkmate_size(graph, graph.workspace_in(slot))
+    auto = backend == "auto"
     if backend == "auto":
         backend = "cbc" if size.variables <= AUTO_CBC_MAX_VARIABLES else "scip"
         result.details["backend"] = backend
@@ -312,19 +332,27 @@ def _solve_checkmate(
         result.message = f"Checkmate's model was not built: {why}"
         return result
     W = graph.workspace_in(slot)
-    unit = cpsat_unit(M, B, W) if backend == "cpsat" else 1
+    M_slots, B_slots = M, B
+    mu = memory_unit(M, B, W, shift=backend != "cpsat")
+    M, W, B_model = mu.scaled(M), mu.scaled(W), mu.scaled_budget(B)
+    if mu.gcd > 1 or mu.shift:
+        result.details["memory_unit"] = mu.describe()
+    unit = cpsat_unit(M, int(B_model), W) if backend == "cpsat" else 1
     if unit > 1:  # CP-SAT's coefficient limit: a relaxation, sizes rounded down to units of `unit`
-        M, B, W = M // unit, B // unit, W // unit
-        scope += f", sizes rounded down to units of {unit} for CP-SAT (a plan is checked at exact sizes)"
-        result.scope, result.details["cpsat_unit"] = scope, unit
-    cm = CheckmateModel(graph, M, B, integer_memory=(backend == "cpsat"), deadline=deadline, W=W)
+        M, B_model, W = M // unit, int(B_model) // unit, W // unit
+        scope += f", sizes rounded down to units of {unit * mu.gcd} for CP-SAT (a plan is checked at exact sizes)"
+        result.scope, result.details["cpsat_unit"] = scope, unit * mu.gcd
+    cm = CheckmateModel(graph, M, B_model, integer_memory=(backend == "cpsat"), deadline=deadline, W=W)
+    backend, mps_rounded = _cbc_reads_exactly(cm, backend, auto, size, options, result)
     hint = None
     if options.warm_start:
         hint = _seed_hint(graph, cm, seed) if seed is not None else None
         if hint is None:
-            hint = _heuristic_hint(graph, cm, budget)
+            hint = _heuristic_hint(graph, cm, budget, M_slots, B_slots)
         result.details["warm_start"] = hint is not None
     hint_ok = hint is not None
+    # a MILP backend's "infeasible" is a proof only on small integer memory data (`memory_unit`)
+    safe_infeasible = backend == "cpsat" or (mu.shift == 0 and not mps_rounded)
 
     def run(dl: Deadline, feasibility: bool, h: list[float] | None):
         if backend == "cpsat":
@@ -341,32 +369,57 @@ def _solve_checkmate(
             phase1 = BackendRun("timeout")
         result.details["phase1"] = phase1.status
         if phase1.status == "infeasible":
-            result.status = INFEASIBLE
             result.log = [(deadline.elapsed(), None, None)]
-            return result
+            return _no_schedule(result, safe_infeasible, mu)
         if phase1.values is not None:
             hint = phase1.values
             hint_ok = not cm.model.violated(hint)
     sol = run(deadline, False, hint if hint_ok else None)
+    slack = _cost_slack(cm, backend, result)
+    if slack and sol.bound is not None:  # CP-SAT minimised rounded costs (`linear_to_cpsat`)
+        sol.bound -= slack
     result.log = [(t, o, b) for t, o, b in sol.log]
     result.details["backend_status"] = sol.backend_status
     values = sol.values
     if values is None and hint_ok:  # the limit came first: keep the start's schedule
         values = hint
     if sol.status == "infeasible" and values is None:
-        result.status = INFEASIBLE
-        return result
+        return _no_schedule(result, safe_infeasible, mu)
     if values is None:
         result.status = TIMEOUT
         return result
     seq = cm.sequence(values)
-    proven = sol.status == "optimal" and sol.values is not None
-    if unit > 1 and not simulate(graph, seq, int(budget)).valid:  # the relaxation's plan breaks exact sizes
-        proven, seq = False, cm.sequence(hint) if hint_ok and hint is not None and values is not hint else []
-        if not seq or not simulate(graph, seq, int(budget)).valid:
+    proven = sol.status == "optimal" and sol.values is not None and not mps_rounded and not slack
+    if mps_rounded:  # CBC solved a rounded model: its bound bounds nothing
+        sol.bound = None
+    if not simulate(graph, seq, int(budget)).valid:
+        # CP-SAT's rounded sizes (a relaxation), or a backend's feasibility tolerance, let the plan
+        # pass the exact budget: no proof; the plan of a restricted budget, or the start's schedule
+        why = (f"sizes rounded to units of {unit * mu.gcd}" if unit > 1
+               else f"the {backend} backend (within its tolerance)")
+        result.details["plan_over_budget"] = True
+        start = cm.sequence(hint) if hint_ok and hint is not None and values is not hint else []
+        start = start if start and simulate(graph, start, int(budget)).valid else []
+        restricted = None
+        if unit == 1 and backend != "cpsat" and not deadline.expired():
+            restricted = _restricted_sequence(graph, int(budget), M, B_model, W, hint if hint_ok else None,
+                                              lambda model, dl, h: solve_milp(
+                                                  model, backend, hint=h, threads=options.workers, deadline=dl,
+                                                  hint_feasible=h is not None, isolate=True,
+                                                  memory_gb=options.memory_gb), deadline)
+        proven, seq = False, start
+        if restricted is not None and (not start or _makespan(graph, restricted) < _makespan(graph, start)):
+            seq = restricted
+            result.details["restricted_budget"] = True
+            # the first run's bound holds for the exact budget (its model, within tolerance, is a relaxation)
+            proven = sol.bound is not None and _makespan(graph, seq) <= sol.bound + 1e-9 * max(1.0, abs(sol.bound))
+        if not seq:
             result.status, result.lower_bound = TIMEOUT, _relaxed_bound(graph, sol)
-            result.message = f"the plan of sizes rounded to units of {unit} breaks the exact sizes"
+            result.message = f"the plan of {why} breaks the exact budget"
             return result
+        result.message = f"the plan of {why} breaks the exact budget; " + (
+            f"returned the plan of a budget {RESTRICT:g} lower" if seq is restricted
+            else "returned the warm start's schedule")
     sim = replay_into(result, graph, seq, budget, "checkmate")
     result.status = OPTIMAL if proven else FEASIBLE
     # every node is computed at least once: sum_v C_v bounds every schedule
@@ -378,6 +431,101 @@ def _solve_checkmate(
     return result
 
 
+#: a plan over the exact budget (the backend's tolerance) is solved again with the budget lowered by
+#: this fraction: above the backends' feasibility tolerances (1e-6) and the 6-digit MPS rounding of CBC
+RESTRICT = 1e-5
+
+
+def _makespan(graph: Graph, seq: list[int]) -> float:
+    return float(simulate(graph, seq).makespan)
+
+
+def _restricted_sequence(graph: Graph, budget: int, M: np.ndarray, B: float, W: np.ndarray,
+                         hint: list[float] | None, solve: Any, deadline: Deadline) -> list[int] | None:
+    """The plan of Checkmate's model with the budget `B` (model units) lowered by `RESTRICT` (a
+    restriction: its plan fits the exact `budget` despite the backend's tolerance) solved by
+    ``solve(model, deadline, hint)`` in the time left, when it replays within `budget`; else None."""
+    cm = CheckmateModel(graph, M, B - RESTRICT * max(1.0, float(B)), deadline=deadline, W=W)
+    start = hint if hint is not None and not cm.model.violated(hint) else None
+    try:
+        run = solve(cm.model, deadline, start)
+    except DeadlineExceeded:
+        return None
+    if run.values is None:
+        return None
+    seq = cm.sequence(run.values)
+    return seq if simulate(graph, seq, budget).valid else None
+
+
+#: the MILP backends (continuous U) get the budget in at most this many memory units (`memory_unit`)
+MAX_BUDGET_UNITS = 2**14
+
+
+@dataclass(frozen=True)
+class MemoryUnit:
+    """The unit of Checkmate's memory data: sizes, workspaces and budget are divided by `gcd` (an
+    integer dividing all of them: exact) and then by 2^`shift` (exact in floating point for values
+    below 2^53 units of `gcd`). One unit is ``gcd * 2**shift`` size units (bytes)."""
+
+    gcd: int = 1
+    shift: int = 0
+
+    def scaled(self, values: np.ndarray) -> np.ndarray:
+        """`values` (integers, multiples of `gcd`) in this unit: int64 without shift, else float64."""
+        ints = np.asarray(values, dtype=np.int64) // self.gcd
+        return ints if not self.shift else np.ldexp(ints.astype(np.float64), -self.shift)
+
+    def scaled_budget(self, budget: int) -> int | float:
+        """The budget in this unit: an int without shift, else a float."""
+        b = int(budget) // self.gcd
+        return b if not self.shift else math.ldexp(float(b), -self.shift)
+
+    def describe(self) -> str:
+        """The unit in words, for ``details["memory_unit"]``."""
+        return f"{self.gcd} x 2^{self.shift}" if self.shift else str(self.gcd)
+
+
+def memory_unit(M: np.ndarray, B: int, W: np.ndarray, *, shift: bool = True) -> MemoryUnit:
+    """The unit for Checkmate's memory rows in sizes `M`, budget `B` and workspaces `W` (integers):
+    their gcd, and with `shift` (MILP backends: U continuous) the power of two that then brings the
+    budget into (2^13, 2^14] units when it is above `MAX_BUDGET_UNITS` (the same model, well scaled;
+    at ~1e10 bytes SCIP and CBC returned wrong optima and "infeasible", HiGHS at 2^20 units too)."""
+    g = math.gcd(int(B), *(int(v) for v in np.asarray(M).ravel()), *(int(v) for v in np.asarray(W).ravel()))
+    g = max(g, 1)
+    units = int(B) // g
+    k = units.bit_length() - MAX_BUDGET_UNITS.bit_length() + 1 if shift and units > MAX_BUDGET_UNITS else 0
+    return MemoryUnit(g, max(k, 0))
+
+
+def _cbc_reads_exactly(cm: CheckmateModel, backend: str, auto: bool, size: ModelSize, options: ExactOptions,
+                       result: SolveResult) -> tuple[str, bool]:
+    """(backend, rounded): CBC reads the model through an MPS export of 6 significant digits
+    (`linmodel.mps_exact`); when that rounds a number of the model, "auto" takes SCIP instead (if its
+    memory allows), and an explicit "cbc" runs with ``rounded`` True (no proof, no bound; the scope
+    says so)."""
+    if backend != "cbc" or mps_exact(cm.model):
+        return backend, False
+    if auto and too_big(size, "scip", options.memory_gb) is None:
+        result.details["backend"] = "scip"
+        result.details["backend_why"] = "CBC would read the model rounded to 6 significant digits (MPS)"
+        return "scip", False
+    result.scope += ", CBC reads the model rounded to 6 significant digits (no proof)"
+    return backend, True
+
+
+def _no_schedule(result: SolveResult, safe: bool, mu: MemoryUnit) -> SolveResult:
+    """`result` after the backend's "infeasible": ``infeasible`` when that is a proof (`safe`),
+    else ``timeout`` saying why (a MILP backend's verdict on fractional memory data, `memory_unit`)."""
+    if safe:
+        result.status = INFEASIBLE
+        return result
+    result.status = TIMEOUT
+    why = ("CBC read the model rounded to 6 significant digits" if mu.shift == 0
+           else f"memory in fractions of units of {mu.describe()} bytes, floating-point tolerances")
+    result.message = f"the backend found no schedule; not a proof ({why})"
+    return result
+
+
 def cpsat_unit(M: np.ndarray, B: int, W: np.ndarray) -> int:
     """1 when Checkmate's rows in sizes `M`, budget `B` and workspaces `W` stay within CP-SAT's
     coefficient limit (`cpsat_runner.ROW_LIMIT`, CP-SAT 9.15's presolve overflow); else the smallest
@@ -386,6 +534,22 @@ def cpsat_unit(M: np.ndarray, B: int, W: np.ndarray) -> int:
     M_i once, a workspace and two U's of domain [0, B]."""
     activity = int(np.sum(M)) + int(np.max(W, initial=0)) + 2 * int(B) + len(M)
     return 1 if activity <= ROW_LIMIT else -(-activity // (ROW_LIMIT - len(M)))
+
+
+def _cost_slack(cm: CheckmateModel, backend: str, result: SolveResult) -> float:
+    """On CP-SAT, costs that `integer_costs` must round (as `exact.cpsat_runner.linear_to_cpsat` does):
+    the most a schedule's model cost can differ from its real cost (each R[t,k] counted once, time
+    units), named in the scope; else 0."""
+    if backend != "cpsat":
+        return 0.0
+    costs = list(cm.model.objective.values())
+    ints, scale, exact = integer_costs(costs)
+    if exact:
+        return 0.0
+    slack = float(sum(rounding_error(costs, ints, scale)))
+    result.scope += ", costs rounded to 6 significant digits for CP-SAT (the bound allows for it)"
+    result.details["cost_rounding_slack"] = slack
+    return slack
 
 
 def _relaxed_bound(graph: Graph, sol: BackendRun) -> float:
@@ -406,11 +570,12 @@ def _seed_hint(graph: Graph, cm: CheckmateModel, seed: SolveResult) -> list[floa
     return vals if peak <= cm.B else None
 
 
-def _heuristic_hint(graph: Graph, cm: CheckmateModel, budget: int) -> list[float] | None:
-    """A complete, feasible assignment from the best heuristic schedule that fits, or None."""
+def _heuristic_hint(graph: Graph, cm: CheckmateModel, budget: int, M: np.ndarray, B: int) -> list[float] | None:
+    """A complete, feasible assignment from the best heuristic schedule that fits, or None; the
+    greedy runs in sizes `M`, budget `B` (slots, or bytes), the assignment is checked in the model's."""
     from .baselines import heuristic_sequences
 
-    for seq in heuristic_sequences(graph, budget, cm.M, cm.B, given_order_only=True):
+    for seq in heuristic_sequences(graph, budget, M, B, given_order_only=True):
         mats = stages_of(graph, seq)
         if mats is None:
             continue
