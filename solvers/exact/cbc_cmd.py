@@ -30,9 +30,9 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from .interrupt import stop_on_interrupt
+from .linear import LinearModel
 
 #: seconds given to the CBC program past its own limit before it is killed
 KILL_GRACE_S = 1.0
@@ -74,8 +74,8 @@ class CbcAnswer:
 def solve_mps(mps: str, num_vars: int, limit_s: float | None, *, rel_gap: float, threads: int = 1,
               hint: list[float] | None = None, names: list[str] | None = None, verbose: bool = False,
               program: str | None = None) -> CbcAnswer:
-    """Solve the minimisation in `mps` (free MPS as OR-Tools writes it, columns named
-    ``names`` in index order) with at most `limit_s` seconds of wall-clock time (None: no
+    """Solve the minimisation in `mps` (free MPS, `model_to_mps`, columns named ``names`` in
+    index order) with at most `limit_s` seconds of wall-clock time (None: no
     limit). `hint` is a complete assignment given as CBC's MIP start."""
     program = program or cbc_program()
     if program is None:
@@ -184,9 +184,73 @@ def _number(text: str, label: str) -> float | None:
     return v if math.isfinite(v) and abs(v) < 1e19 else None
 
 
-def export_mps(solver: Any) -> str:
-    """The pywraplp model in free MPS format with OR-Tools' names (``auto_v_%09d`` columns)."""
-    return str(solver.ExportModelAsMpsFormat(False, False))
+def column_name(i: int) -> str:
+    """The MPS name of variable `i` (OR-Tools' form, which `solve_mps` reads the solution by)."""
+    return f"auto_v_{i:09d}"
 
 
-__all__ = ["CbcAnswer", "KILL_GRACE_S", "cbc_program", "export_mps", "solve_mps"]
+def _num(value: float) -> str:
+    """`value` in full: the shortest text that reads back as the same double (OR-Tools 9.15's MPS
+    export writes 6 significant digits: 6000.204 became 6000.2, a row scaled by 2^-9 lost its
+    coefficients, and CBC then "proved" optima of another model)."""
+    return repr(float(value))
+
+
+def model_to_mps(model: LinearModel, *, feasibility_only: bool = False) -> str:
+    """`model` in free MPS format, every number written in full (`_num`): columns `column_name`,
+    rows ``r<k>`` scaled as `milp_runner.row_scale` scales them for the other backends (by a power
+    of two: exact), integer columns between INTORG/INTEND markers, explicit bounds on every column.
+    The objective offset is left out (the caller evaluates the objective on the model); a row with
+    no finite side is left out; with `feasibility_only` the objective is empty."""
+    from .milp_runner import row_scale
+
+    rows: list[tuple[str, str, float, float | None, list[int], list[float]]] = []
+    for k, (idx, coef, lo, hi) in enumerate(model.rows):
+        scale = row_scale(coef)
+        lo_s, hi_s = lo * scale, hi * scale
+        if math.isinf(lo) and math.isinf(hi):
+            continue
+        if lo == hi:
+            kind, rhs, rng = "E", hi_s, None
+        elif math.isinf(lo):
+            kind, rhs, rng = "L", hi_s, None
+        elif math.isinf(hi):
+            kind, rhs, rng = "G", lo_s, None
+        else:
+            kind, rhs, rng = "L", hi_s, hi_s - lo_s
+        rows.append((f"r{k}", kind, rhs, rng, idx, [c * scale for c in coef]))
+    entries: list[list[tuple[str, float]]] = [[] for _ in range(model.num_vars)]
+    if not feasibility_only:
+        for i, c in model.objective.items():
+            entries[i].append(("obj", c))
+    for name, _, _, _, idx, coef in rows:
+        for i, c in zip(idx, coef):
+            if c != 0.0:
+                entries[i].append((name, c))
+    out = ["NAME model", "ROWS", " N  obj", *(f" {kind}  {name}" for name, kind, *_ in rows), "COLUMNS"]
+    integer = False
+    for i, col in enumerate(entries):
+        if model.integer[i] != integer:
+            integer = model.integer[i]
+            out.append(f"    MARKER  'MARKER'  '{'INTORG' if integer else 'INTEND'}'")
+        out += [f"    {column_name(i)}  {row}  {_num(c)}" for row, c in col] or [f"    {column_name(i)}  obj  0.0"]
+    if integer:
+        out.append("    MARKER  'MARKER'  'INTEND'")
+    out.append("RHS")
+    out += [f"    RHS  {name}  {_num(rhs)}" for name, _, rhs, _, _, _ in rows if rhs != 0.0]
+    if any(rng is not None for *_, rng, _, _ in rows):
+        out.append("RANGES")
+        out += [f"    RNG  {name}  {_num(rng)}" for name, _, _, rng, _, _ in rows if rng is not None]
+    out.append("BOUNDS")
+    for i, (lo, hi) in enumerate(zip(model.lb, model.ub)):
+        name = column_name(i)
+        if lo == hi:
+            out.append(f" FX BND  {name}  {_num(lo)}")
+            continue
+        out.append(f" MI BND  {name}" if math.isinf(lo) else f" LO BND  {name}  {_num(lo)}")
+        out.append(f" PL BND  {name}" if math.isinf(hi) else f" UP BND  {name}  {_num(hi)}")
+    out.append("ENDATA")
+    return "\n".join(out) + "\n"
+
+
+__all__ = ["CbcAnswer", "KILL_GRACE_S", "cbc_program", "column_name", "model_to_mps", "solve_mps"]

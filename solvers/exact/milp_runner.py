@@ -26,7 +26,7 @@ from typing import Any
 from ..progress import report
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT
 from . import highs_runner, memory
-from .cbc_cmd import cbc_program, export_mps, solve_mps
+from .cbc_cmd import cbc_program, column_name, model_to_mps, solve_mps
 from .interrupt import in_charge, stop_on_interrupt
 from .linear import LinearModel
 from .options import Deadline, DeadlineExceeded, ExactOptions
@@ -240,11 +240,11 @@ def _run_cbc_program(model: LinearModel, solver: Any, xs: list[Any], deadline: D
                      t_build: float, *, hint: list[float] | None, hint_feasible: bool, feasibility_only: bool,
                      rel_gap: float) -> BackendRun:
     """`run_milp` for CBC through `cbc_cmd.solve_mps` (wall-clock limit, killed at the deadline)."""
-    mps = export_mps(solver)
+    mps = model_to_mps(model, feasibility_only=feasibility_only)
     build_s = deadline.elapsed() - t_build
     deadline.check()
     left = deadline.left()
-    names = [f"auto_v_{i:09d}" for i in range(len(xs))]
+    names = [column_name(i) for i in range(len(xs))]
     ans = solve_mps(mps, len(xs), left, rel_gap=rel_gap, threads=options.workers, hint=hint, names=names,
                     verbose=options.verbose)
     wall = deadline.elapsed()

@@ -39,8 +39,8 @@ still above `MAX_BUDGET_UNITS` units (exact in floating point: no rounding), so 
 proved wrong optima and wrong infeasibility (SCIP and CBC: 33 and "infeasible" where 30 fits);
 row scaling alone (`exact.milp_runner.row_scale`) leaves U's range as it is, and with B near 2^20
 units HiGHS still proved 27 where 22 fits (2^17 and below: right). CBC reads the model through
-an MPS export of 6 significant digits (`linmodel.mps_exact`): where that rounds a number, "auto"
-takes SCIP, and an explicit "cbc" proves nothing. Every plan is
+an MPS file written in full precision (`exact.cbc_cmd.model_to_mps`; OR-Tools' export wrote 6
+significant digits, and CBC "proved" optima of the rounded model). Every plan is
 replayed at exact sizes before it is kept: one over the budget (within the backend's tolerance)
 keeps no proof; the model is solved again with the budget `RESTRICT` lower (a restriction) and the
 better of its plan and the start's schedule is returned (``feasible``; ``optimal`` only when it
@@ -72,7 +72,7 @@ from ..exact.milp_runner import BackendRun
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .instance import Graph
-from .linmodel import BACKENDS, LinearModel, mps_exact, solve_cpsat_linear, solve_milp
+from .linmodel import BACKENDS, LinearModel, solve_cpsat_linear, solve_milp
 from .simulator import replay_into, seed_at_least, simulate
 
 #: the graph's fast solvers: they seed and referee the exact graph models
@@ -321,7 +321,6 @@ def _solve_checkmate(
     if seed_at_least(result, graph, seed, budget, "checkmate"):
         return result
     size = checkmate_size(graph, graph.workspace_in(slot))
-    auto = backend == "auto"
     if backend == "auto":
         backend = "cbc" if size.variables <= AUTO_CBC_MAX_VARIABLES else "scip"
         result.details["backend"] = backend
@@ -343,7 +342,6 @@ def _solve_checkmate(
         scope += f", sizes rounded down to units of {unit * mu.gcd} for CP-SAT (a plan is checked at exact sizes)"
         result.scope, result.details["cpsat_unit"] = scope, unit * mu.gcd
     cm = CheckmateModel(graph, M, B_model, integer_memory=(backend == "cpsat"), deadline=deadline, W=W)
-    backend, mps_rounded = _cbc_reads_exactly(cm, backend, auto, size, options, result)
     hint = None
     if options.warm_start:
         hint = _seed_hint(graph, cm, seed) if seed is not None else None
@@ -352,7 +350,7 @@ def _solve_checkmate(
         result.details["warm_start"] = hint is not None
     hint_ok = hint is not None
     # a MILP backend's "infeasible" is a proof only on small integer memory data (`memory_unit`)
-    safe_infeasible = backend == "cpsat" or (mu.shift == 0 and not mps_rounded)
+    safe_infeasible = backend == "cpsat" or mu.shift == 0
 
     def run(dl: Deadline, feasibility: bool, h: list[float] | None):
         if backend == "cpsat":
@@ -389,9 +387,7 @@ def _solve_checkmate(
         result.status = TIMEOUT
         return result
     seq = cm.sequence(values)
-    proven = sol.status == "optimal" and sol.values is not None and not mps_rounded and not slack
-    if mps_rounded:  # CBC solved a rounded model: its bound bounds nothing
-        sol.bound = None
+    proven = sol.status == "optimal" and sol.values is not None and not slack
     if not simulate(graph, seq, int(budget)).valid:
         # CP-SAT's rounded sizes (a relaxation), or a backend's feasibility tolerance, let the plan
         # pass the exact budget: no proof; the plan of a restricted budget, or the start's schedule
@@ -497,22 +493,6 @@ def memory_unit(M: np.ndarray, B: int, W: np.ndarray, *, shift: bool = True) -> 
     return MemoryUnit(g, max(k, 0))
 
 
-def _cbc_reads_exactly(cm: CheckmateModel, backend: str, auto: bool, size: ModelSize, options: ExactOptions,
-                       result: SolveResult) -> tuple[str, bool]:
-    """(backend, rounded): CBC reads the model through an MPS export of 6 significant digits
-    (`linmodel.mps_exact`); when that rounds a number of the model, "auto" takes SCIP instead (if its
-    memory allows), and an explicit "cbc" runs with ``rounded`` True (no proof, no bound; the scope
-    says so)."""
-    if backend != "cbc" or mps_exact(cm.model):
-        return backend, False
-    if auto and too_big(size, "scip", options.memory_gb) is None:
-        result.details["backend"] = "scip"
-        result.details["backend_why"] = "CBC would read the model rounded to 6 significant digits (MPS)"
-        return "scip", False
-    result.scope += ", CBC reads the model rounded to 6 significant digits (no proof)"
-    return backend, True
-
-
 def _no_schedule(result: SolveResult, safe: bool, mu: MemoryUnit) -> SolveResult:
     """`result` after the backend's "infeasible": ``infeasible`` when that is a proof (`safe`),
     else ``timeout`` saying why (a MILP backend's verdict on fractional memory data, `memory_unit`)."""
@@ -520,8 +500,7 @@ def _no_schedule(result: SolveResult, safe: bool, mu: MemoryUnit) -> SolveResult
         result.status = INFEASIBLE
         return result
     result.status = TIMEOUT
-    why = ("CBC read the model rounded to 6 significant digits" if mu.shift == 0
-           else f"memory in fractions of units of {mu.describe()} bytes, floating-point tolerances")
+    why = f"memory in fractions of units of {mu.describe()} bytes, floating-point tolerances"
     result.message = f"the backend found no schedule; not a proof ({why})"
     return result
 
