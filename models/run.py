@@ -271,7 +271,7 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
                   timing: str | None, profile_file: str | None, clock: str = "wall") -> Target:
     from memsched.models.join.executor import JoinExecutor, reference_join_step
     from memsched.models.join.profiler import profile_join
-    from memsched.models.join.zoo import build_join_model
+    from memsched.models.join.zoo import build_join_model, diagnosed_join
     from memsched.solvers.join import store_all_schedule
 
     join_sizes = _sizes(sizes)
@@ -294,13 +294,15 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
     xs, tgt = built.inputs, built.target
 
     def reference(seed: int) -> tuple[dict[str, torch.Tensor], Any]:
-        _, grads, input_grads = reference_join_step(built.branches, built.loss_fn, xs, tgt, seed=seed)
+        with diagnosed_join(built):
+            _, grads, input_grads = reference_join_step(built.branches, built.loss_fn, xs, tgt, seed=seed)
         return grads, input_grads
 
-    return Target("join", built.name, join, join.name, xs[0].device,
-                  lambda schedule, **kw: executor.step(schedule, xs, tgt, join=join, **{"clock": clock, **kw}),
-                  reference,
-                  store_all_schedule(join))
+    def step(schedule: Any, **kw: Any) -> Any:
+        with diagnosed_join(built):  # a branch that cannot run at these sizes is bad input, not an internal error
+            return executor.step(schedule, xs, tgt, join=join, **{"clock": clock, **kw})
+
+    return Target("join", built.name, join, join.name, xs[0].device, step, reference, store_all_schedule(join))
 
 
 def _check_branch_inputs(join: Any, built: Any) -> None:

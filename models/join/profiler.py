@@ -32,7 +32,7 @@ from memsched.models.chain.executor import as_blocks
 from memsched.models.chain.overheads import probe_loss_overhead
 from memsched.models.chain.profiler import profile_chain, profile_meta
 from memsched.models.join.executor import join_parameters
-from memsched.models.join.zoo import JoinLossFn, JoinModel
+from memsched.models.join.zoo import JoinLossFn, JoinModel, diagnosed_join
 from memsched.models.measure import MemoryWatch, Timer, median
 from memsched.models.memory import storage_key, unique_bytes
 from memsched.solvers.join import Join
@@ -179,11 +179,14 @@ def _shares_parameters(branches: list[list[nn.Module]]) -> bool:
 
 def profile_join(model: JoinModel, *, repeats: int = 5, warmup: int = 2, name: str | None = None,
                  clock: str = "wall", timing: str | None = None, meta: dict[str, Any] | None = None) -> Join:
-    """Profile a built `models.join.zoo.JoinModel` into a `Join` (memsched.join/1 via ``save``)."""
+    """Profile a built `models.join.zoo.JoinModel` into a `Join` (memsched.join/1 via ``save``). A
+    branch that cannot run at these sizes (a block failing on its input) is an `InputError` naming
+    the model, the branch and the block (`models.join.zoo.diagnosed_join`)."""
     info = {"model": model.name, **model.config, **(meta or {})}
-    return profile_join_branches(model.branches, model.loss_fn, model.inputs, model.target, repeats=repeats,
-                                 warmup=warmup, name=name or model.label, branch_names=model.branch_names,
-                                 meta=info, clock=clock, timing=timing)
+    with diagnosed_join(model):
+        return profile_join_branches(model.branches, model.loss_fn, model.inputs, model.target, repeats=repeats,
+                                     warmup=warmup, name=name or model.label, branch_names=model.branch_names,
+                                     meta=info, clock=clock, timing=timing)
 
 
 def profile_join_model(name: str, *, repeats: int = 5, warmup: int = 2, out: str | None = None, clock: str = "wall",

@@ -23,8 +23,9 @@ their parameter gradients accumulate into one ``.grad`` (as in a plain Siamese f
 
 from __future__ import annotations
 
+import contextlib
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +37,7 @@ from memsched.solvers.errors import InputError, flag
 from torch import nn
 
 __all__ = ["JOIN_MODELS", "JoinModel", "JoinLossFn", "build_join_model", "join_model_names", "contrastive_loss",
-           "triplet_loss", "clip_loss", "TextPoolHead", "text_encoder_blocks"]
+           "triplet_loss", "clip_loss", "TextPoolHead", "text_encoder_blocks", "diagnosed_join"]
 
 JoinLossFn = Callable[[Sequence[torch.Tensor], Any], torch.Tensor]
 
@@ -125,6 +126,26 @@ class JoinModel:
         seq = f"-t{c['seq_len']}" if c.get("seq_len") is not None else ""
         extra += dtype_suffix(c)
         return f"{self.name}-b{c.get('batch')}-{c.get('image_size')}{seq}{extra}"
+
+
+@contextlib.contextmanager
+def diagnosed_join(model: JoinModel) -> Iterator[None]:
+    """Inside (profiling or running the join network `model`), a failure that is not an
+    `InputError` becomes one when a branch fails the chain path's dry run on its own example input
+    (`models.network.diagnosed` on each branch, with the stand-in loss `mean_output_loss`, branch 0
+    first): a block that cannot run at these sizes (BatchNorm at batch 1 on a 1x1 feature map) is
+    bad input under ``MODEL`` naming the network with its sizes, the branch and the block. Any other
+    failure (the joint loss, a bug) is raised as it is. Costs nothing unless something fails."""
+    from memsched.models.network import diagnosed, mean_output_loss
+    from memsched.models.zoo.registry import ZooModel
+
+    names = list(model.branch_names) if len(model.branch_names) == model.k else [f"branch{b}" for b in range(model.k)]
+    with contextlib.ExitStack() as stack:
+        for b in reversed(range(model.k)):  # the last entered sees the failure first: branch 0
+            branch = ZooModel(list(model.branches[b]), model.inputs[b], mean_output_loss, None,
+                              f"{model.name} branch {b} ({names[b]})", dict(model.config))
+            stack.enter_context(diagnosed(branch))
+        yield
 
 
 #: name -> defaults (the papers' sizes; tests pass tiny ones)

@@ -51,7 +51,14 @@ a spine of F_all steps never runs F_n and must not be charged its overhead.
 **Join level**: a DP over (set S of branches processed last, set T subset of S of ck-ending
 ones, W = sum_{b in S} w_b): ``f(S+{b}, T', W+w) = min f(S, T, W) + V_b^t(0, M-X_0-W, w)``;
 the answer is ``loss_time + min f(all, T, W)`` over ``X_0 + W + sum_{b in T} x^b[L_b] +
-loss_overhead <= M``. O(sum_b L_b^2 M^2) for the spines, O(3^k k M^2) for the join.
+loss_overhead <= M``. O(sum_b L_b^2 M^2) for the spines, O(3^k k M^2) for the join: about
+``join_steps(k, M) = 2 k 3^(k-1) (M+1)`` steps (S, T, branch, ending, W), each a vector operation
+over the M+1 memory values. The slot count is lowered so that the spine tables have at most
+`MAX_CELLS` cells and the join level at most `MAX_JOIN_STEPS` steps, the latter not below
+`MIN_JOIN_SLOTS` slots: a join beyond that (11 branches or more) is refused up front
+(`check_join_level`, `InputError`), and ``time_limit`` is checked inside the tables, the join
+level and `least_memory` (at the limit: the fastest heuristic's schedule, ``feasible``, else
+``timeout``).
 The DP is exact for the class above at the discretisation (with ``slots = 0``: exact sizes);
 tests check it against an enumeration of the class replayed by the simulator.
 
@@ -79,7 +86,8 @@ from ..chain.dp import rotor_table
 from ..chain.instance import Chain
 from ..discretize import check_slots, effective_slots  # the one discretisation rule of every problem
 from ..errors import InputError, flag
-from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
+from ..exact.options import Deadline, DeadlineExceeded
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .instance import Join
 from .schedule import LOSS_OP, JoinSchedule, JOp
 from .simulator import simulate
@@ -88,6 +96,14 @@ CK, TAPE = 0, 1
 TYPES = (CK, TAPE)
 #: Largest spine table (cells over all branches, both ending types) we build.
 MAX_CELLS = 12_000_000
+#: Most steps of the join level (`join_steps`: about a minute at 1-2 microseconds a step): beyond, the
+#: slot count is lowered, and a join that needs fewer than `MIN_JOIN_SLOTS` slots for it is refused.
+MAX_JOIN_STEPS = 50_000_000
+#: The fewest slots the DP lowers its count to for the join level (`check_join_level`; fewer slots
+#: round too coarsely). 10 branches fit at 100 slots, 11 do not.
+MIN_JOIN_SLOTS = 100
+#: a no-op deadline (no time limit)
+_NO_LIMIT = Deadline(None)
 
 
 # --------------------------------------------------------------------------- discretisation
@@ -159,11 +175,12 @@ def spine_sweeps(chain: Chain, i: int) -> list[int]:
     return out
 
 
-def branch_tables(chain: Chain, M: int, *, restrict: str | None = None) -> BranchTables:
+def branch_tables(chain: Chain, M: int, *, restrict: str | None = None, deadline: Deadline = _NO_LIMIT
+                  ) -> BranchTables:
     """Fill V^t(i, m, w) for m, w = 0..M.
 
     `restrict` = "output-only" keeps only the spine F_ck(0) F_n(1..L-1) (store a_L alone), used
-    by the sequential heuristic."""
+    by the sequential heuristic. `deadline` is checked once per stage (`DeadlineExceeded`)."""
     L = chain.length
     M = int(M)
     table = rotor_table(chain, M)
@@ -175,6 +192,7 @@ def branch_tables(chain: Chain, M: int, *, restrict: str | None = None) -> Branc
     ms = np.arange(n)
     ws = np.arange(n)
     for i in range(L - 1, -1, -1):
+        deadline.check()
         for t in TYPES:
             best = np.full((n, n), np.inf)
             arg = np.full((n, n), -2, dtype=ch.dtype)
@@ -255,8 +273,9 @@ class JoinPlan:
     choices: dict[int, tuple[int, int, int]]  # b -> (t, m, w)
 
 
-def join_dp(work: Join, M: int, tables: list[BranchTables]) -> JoinPlan | None:
-    """The join-level DP over (S, T, W); None when no join-persistent schedule fits M."""
+def join_dp(work: Join, M: int, tables: list[BranchTables], deadline: Deadline = _NO_LIMIT) -> JoinPlan | None:
+    """The join-level DP over (S, T, W); None when no join-persistent schedule fits M. About
+    `join_steps` (k, M) vector steps; `deadline` is checked once per (S, T) (`DeadlineExceeded`)."""
     k = work.k
     X0 = work.input_total()
     n = M + 1
@@ -274,6 +293,7 @@ def join_dp(work: Join, M: int, tables: list[BranchTables]) -> JoinPlan | None:
                 F = f.get((S, T))
                 if F is None:
                     continue
+                deadline.check()
                 finite = np.flatnonzero(np.isfinite(F))
                 for b in range(k):
                     if b in S:
@@ -347,9 +367,66 @@ def plan_schedule(work: Join, tables: list[BranchTables], plan: JoinPlan) -> Joi
 
 
 def max_slots(join: Join) -> int:
-    """The most memory slots whose spine tables stay within `MAX_CELLS`."""
+    """The most memory slots whose spine tables stay within `MAX_CELLS` and whose join level takes
+    at most `MAX_JOIN_STEPS` steps (`join_level_slots`), at least 1."""
+    return max(1, min(cell_slots(join), join_level_slots(join.k)))
+
+
+def cell_slots(join: Join) -> int:
+    """The most memory slots whose spine tables stay within `MAX_CELLS` (at least 1)."""
     rows = 2 * sum(c.length + 1 for c in join.branches)
     return max(1, int(math.isqrt(MAX_CELLS // rows)) - 1)
+
+
+def join_steps(k: int, M: int) -> int:
+    """Steps of the join level of `join_dp` for k branches and M+1 memory values (slots): one per
+    (S, T, branch b not in S, ending type, W), ``2 k 3^(k-1) (M+1)`` at most, each a vector operation
+    over the M+1 memory values (O(3^k k M^2) in all)."""
+    return 2 * k * 3 ** (k - 1) * (int(M) + 1)
+
+
+def join_level_slots(k: int) -> int:
+    """The most memory slots M whose join level takes at most `MAX_JOIN_STEPS` steps (`join_steps`);
+    0 or less when even one slot is too many."""
+    return MAX_JOIN_STEPS // join_steps(k, 0) - 1
+
+
+def dp_slots(join: Join, budget: int, slots: int) -> int:
+    """The slot count the DP runs at when asked for `slots` (0, or a budget of at most that many
+    units: exact sizes): lowered to the most whose spine tables have at most `MAX_CELLS` cells
+    (`cell_slots`), then to the most whose join level takes at most `MAX_JOIN_STEPS` steps
+    (`join_level_slots`), not below `MIN_JOIN_SLOTS` for the latter (nor below the count itself when
+    it is fewer): `check_join_level` refuses the join then. Exact sizes are kept as asked (their
+    tables are checked by `check_cells` and `check_join_level`)."""
+    slots = int(slots or 0)
+    if slots <= 0:
+        return 0
+    wanted = effective_slots(budget, min(slots, cell_slots(join)))
+    M = wanted or int(budget)
+    allowed = join_level_slots(join.k)
+    if join_steps(join.k, M) <= MAX_JOIN_STEPS or allowed < min(M, MIN_JOIN_SLOTS):
+        return wanted  # within the limit, or refused by `check_join_level` (after the store-all check)
+    return effective_slots(budget, allowed)
+
+
+def check_join_level(join: Join, M: int, slots: int) -> None:
+    """`InputError` naming the join and its branches when its join level at M+1 memory values (`slots`
+    slots, 0: exact sizes) would take more than `MAX_JOIN_STEPS` steps (`join_steps`): beyond what
+    finishes in minutes, and `dp_slots` did not lower the count (below `MIN_JOIN_SLOTS`, or exact sizes)."""
+    k, steps = join.k, join_steps(join.k, M)
+    if steps <= MAX_JOIN_STEPS:
+        return
+    at = f"{slots} slots" if slots else f"exact sizes ({M + 1} memory values)"
+    allowed = join_level_slots(k)
+    most = max(b for b in range(1, k + 1) if join_steps(b, MIN_JOIN_SLOTS) <= MAX_JOIN_STEPS)
+    if not slots and allowed >= MIN_JOIN_SLOTS:
+        fix, field = f"use at most {allowed} memory slots ({flag('slots', allowed)})", flag("slots")
+    else:
+        fix, field = (f"the DP handles at most {most} branches (at {MIN_JOIN_SLOTS} slots); use a heuristic "
+                      f"({flag('solver', 'equal')} or proportional) or join fewer branches"), "branches"
+    raise InputError(f"join {join.name!r} has {k} branches: the join DP's level over the sets of branches would take "
+                     f"{steps:.3g} steps (2 k 3^(k-1) (M+1)) at {at}, more than {MAX_JOIN_STEPS:.3g} (minutes); {fix}",
+                     field=field)
 
 
 def check_cells(work: Join, M: int) -> None:
@@ -410,12 +487,13 @@ class LeastMemory:
     schedule: JoinSchedule
 
 
-def least_memory(join: Join) -> LeastMemory | None:
+def least_memory(join: Join, deadline: Deadline = _NO_LIMIT) -> LeastMemory | None:
     """The smallest budget (bytes) at which the join DP at exact sizes has a schedule, and one such
     schedule (not time-optimal), independent of the sizes' magnitude: the spines' frontiers
     (`spine_frontiers`), then a bisection on the budget over the join level, where at a fixed
     budget the least W of each (S, T) decides (a smaller W leaves more memory to every branch
-    processed before and to the loss). None when no schedule of the class exists at any budget."""
+    processed before and to the loss). None when no schedule of the class exists at any budget.
+    O(3^k k) steps per budget tried; `deadline` is checked once per set S (`DeadlineExceeded`)."""
     k = join.k
     X0 = join.input_total()
     fronts = [spine_frontiers(c) for c in join.branches]
@@ -429,6 +507,7 @@ def least_memory(join: Join) -> LeastMemory | None:
         best: dict[tuple[frozenset, frozenset], tuple[int, Any]] = {(frozenset(), frozenset()): (0, None)}
         for size in range(k):
             for S in map(frozenset, combinations(range(k), size)):
+                deadline.check()
                 for T in _subsets(S):
                     if (S, T) not in best:
                         continue
@@ -547,24 +626,63 @@ def solve_join_dp(join: Join, budget: int, *, slots: int = 500, time_limit: floa
     leave no schedule, the answer is decided about the real budget (`rounding_retry`); the scope
     says what ran. A one-branch join is the chain problem of its branch and gets rotor's
     guarantee (`one_branch_never_worse`). The answer is never slower than the heuristics run
-    with the same `slots` (`heuristics_never_worse`), also when the DP lowered its count."""
+    with the same `slots` (`heuristics_never_worse`), also when the DP lowered its count.
+
+    A join whose join level would take more than `MAX_JOIN_STEPS` steps even at `MIN_JOIN_SLOTS`
+    slots (11 branches or more) is refused (`check_join_level`, `InputError`) when store-all does
+    not fit. `time_limit` (seconds, None: none) is checked inside the spine tables, the join level
+    and `least_memory`: at the limit the answer is the fastest heuristic's schedule, ``feasible``
+    (`timed_out`), or ``timeout`` when none has one."""
     t0 = time.perf_counter()
     budget = int(budget)
-    result = _solve_join_dp_slots(join, budget, slots=slots)
-    first_slots = int(result.details.get("slots", 0))  # `slots`, lowered to `max_slots`
-    if result.status == INFEASIBLE and first_slots:
-        result = rounding_retry(join, budget, result)
-    elif join.k == 1:
-        result = one_branch_never_worse(join, budget, result)
-    result = heuristics_never_worse(join, budget, result, int(slots))
-    if result.status == INFEASIBLE and result.min_budget is None:
-        least = least_memory(join)
-        result.min_budget = None if least is None else least.budget
+    deadline = Deadline(time_limit, start=t0)
+    try:
+        result = _solve_join_dp(join, budget, int(slots), deadline)
+    except DeadlineExceeded:
+        result = timed_out(join, budget, int(slots), deadline)
     result.solve_time_s = time.perf_counter() - t0
     return result
 
 
-def rounding_retry(join: Join, budget: int, first: SolveResult) -> SolveResult:
+def _solve_join_dp(join: Join, budget: int, slots: int, deadline: Deadline) -> SolveResult:
+    """`solve_join_dp` within `deadline` (`DeadlineExceeded` at it, but for the least budget of an
+    ``infeasible`` answer, left unknown then)."""
+    result = _solve_join_dp_slots(join, budget, slots=slots, deadline=deadline)
+    first_slots = int(result.details.get("slots", 0))  # `slots`, lowered by `dp_slots`
+    if result.status == INFEASIBLE and first_slots:
+        result = rounding_retry(join, budget, result, deadline)
+    elif join.k == 1:
+        result = one_branch_never_worse(join, budget, result)
+    result = heuristics_never_worse(join, budget, result, slots)
+    if result.status == INFEASIBLE and result.min_budget is None:
+        try:
+            least = least_memory(join, deadline)
+        except DeadlineExceeded:
+            return result
+        result.min_budget = None if least is None else least.budget
+    return result
+
+
+def timed_out(join: Join, budget: int, slots: int, deadline: Deadline) -> SolveResult:
+    """The answer when `deadline` came before the DP's: the fastest heuristic's schedule
+    (`fastest_heuristic` with `slots`, a join-persistent schedule found in well under a second),
+    ``feasible`` without a bound, or ``timeout`` when no heuristic has one (the DP's search was not
+    finished, so nothing is proven)."""
+    limit = f"the join DP did not finish within the time limit of {deadline.limit:g} s"
+    best = fastest_heuristic(join, budget, slots)
+    common: dict[str, Any] = {"problem": "join", "solver": "dp", "budget": budget}
+    if best is None or best.schedule is None or best.objective is None:
+        return SolveResult(status=TIMEOUT, scope=f"{CLASS}, {scope_text(slots)}", message=f"{limit}; no heuristic "
+                           "(equal, proportional, sequential) has a schedule that fits", details={"timed_out": True},
+                           **common)
+    details = {"timed_out": True, "heuristic": {"solver": best.solver, "makespan": best.objective, **best.details},
+               "recomputations": best.schedule.recomputations()}
+    return SolveResult(status=FEASIBLE, objective=best.objective, peak_memory=best.peak_memory, schedule=best.schedule,
+                       scope=f"the {best.solver} heuristic's schedule ({best.scope}); {limit}: no optimality claim",
+                       message=f"{limit}; returned the {best.solver} heuristic's schedule", details=details, **common)
+
+
+def rounding_retry(join: Join, budget: int, first: SolveResult, deadline: Deadline = _NO_LIMIT) -> SolveResult:
     """The answer when the DP at ``first.details["slots"]`` = N slots found nothing: the sizes
     rounded up to slots may have lost the only schedules that fit (a join-persistent schedule
     that fits the budget at exact sizes can need more than N slots), so ``infeasible`` at N slots
@@ -584,18 +702,20 @@ def rounding_retry(join: Join, budget: int, first: SolveResult) -> SolveResult:
     6. else the least-memory schedule of the class (`least_memory`), ``feasible``, with the
        relaxation's optimum as ``lower_bound`` (or a heuristic's faster schedule, the same bound).
 
-    ``details["slots_tried"]`` lists the slot counts (0: exact sizes)."""
+    ``details["slots_tried"]`` lists the slot counts (0: exact sizes). Step 2 needs the join level at
+    exact sizes within `MAX_JOIN_STEPS` too, and `max_slots` keeps it there in step 4; `deadline` is
+    checked by the DPs and `least_memory` (`DeadlineExceeded`)."""
     n = int(first.details["slots"])
     if join.k == 1:
         return _one_branch_rotor(join, budget, n)
     tried = [n]
     cells = 2 * sum(c.length + 1 for c in join.branches) * (budget + 1) ** 2
-    if cells <= MAX_CELLS:
-        res = _solve_join_dp_slots(join, budget, slots=0)
+    if cells <= MAX_CELLS and join_steps(join.k, budget) <= MAX_JOIN_STEPS:
+        res = _solve_join_dp_slots(join, budget, slots=0, deadline=deadline)
         res.scope = f"{CLASS}, exact sizes (the {n}-slot rounding left no schedule)"
         res.details.update(slots_tried=[n, 0], retried_exact_sizes=f"infeasible with sizes in {n} slots")
         return res
-    least = least_memory(join)
+    least = least_memory(join, deadline)
     if least is None or budget < least.budget:
         first.scope = (f"{CLASS}, exact sizes (the least budget of the class, `least_memory`; the {n}-slot rounding "
                        "left no schedule)")
@@ -606,7 +726,7 @@ def rounding_retry(join: Join, budget: int, first: SolveResult) -> SolveResult:
     finest = effective_slots(budget, max_slots(join))
     if finest > n:
         tried.append(finest)
-        res = _solve_join_dp_slots(join, budget, slots=finest)
+        res = _solve_join_dp_slots(join, budget, slots=finest, deadline=deadline)
         if res.status != INFEASIBLE:
             res.details["slots_tried"] = tried
             res.scope += f" (the {n}-slot rounding left no schedule)"
@@ -615,8 +735,8 @@ def rounding_retry(join: Join, budget: int, first: SolveResult) -> SolveResult:
     details: dict[str, Any] = {"slots": n, "slots_tried": tried}
     why = f"the {'/'.join(map(str, tried))}-slot rounding left no schedule"
     down, cap = rounded_down(join, budget, n)
-    tables = [branch_tables(c, cap) for c in down.branches] if down.input_total() <= cap else []
-    relaxed = join_dp(down, cap, tables) if tables else None
+    tables = [branch_tables(c, cap, deadline=deadline) for c in down.branches] if down.input_total() <= cap else []
+    relaxed = join_dp(down, cap, tables, deadline) if tables else None
     bound = None
     if relaxed is not None:
         schedule = plan_schedule(down, tables, relaxed)
@@ -772,14 +892,14 @@ def one_branch_never_worse(join: Join, budget: int, result: SolveResult) -> Solv
     return _as_join(join, budget, guarded, status=FEASIBLE, scope=guarded.scope.replace("rotor's", "the join DP's"))
 
 
-def _solve_join_dp_slots(join: Join, budget: int, *, slots: int = 500) -> SolveResult:
-    """The join DP at `slots` slots (lowered to `max_slots`; 0 or a budget of at most `slots`
-    units: exact sizes), without the one-branch guard."""
+def _solve_join_dp_slots(join: Join, budget: int, *, slots: int = 500, deadline: Deadline = _NO_LIMIT
+                         ) -> SolveResult:
+    """The join DP at `slots` slots (lowered by `dp_slots`; 0 or a budget of at most `slots`
+    units: exact sizes), without the one-branch guard. `InputError` when store-all does not fit and
+    the tables or the join level are too large (`check_cells`, `check_join_level`)."""
     t0 = time.perf_counter()
     budget = int(budget)
-    slots = int(slots or 0)
-    if slots > 0:
-        slots = effective_slots(budget, min(slots, max_slots(join)))
+    slots = dp_slots(join, budget, int(slots or 0))
     work, M = discretise(join, budget, slots)
     scope = f"{CLASS}, {scope_text(slots)}"
     common: dict[str, Any] = {"problem": "join", "solver": "dp", "budget": budget, "scope": scope,
@@ -795,8 +915,9 @@ def _solve_join_dp_slots(join: Join, budget: int, *, slots: int = 500) -> SolveR
                            **{**common, "scope": scope + "; store-all fits, optimal among all schedules",
                               "lower_bound": join.total_time()})
     check_cells(work, M)
-    tables = [branch_tables(c, M) for c in work.branches]
-    plan = join_dp(work, M, tables)
+    check_join_level(join, M, slots)
+    tables = [branch_tables(c, M, deadline=deadline) for c in work.branches]
+    plan = join_dp(work, M, tables, deadline)
     if plan is None:
         return SolveResult(status=INFEASIBLE, solve_time_s=time.perf_counter() - t0,
                            message=f"no join-persistent schedule fits {budget} at {scope_text(slots)}",
