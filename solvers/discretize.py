@@ -105,6 +105,13 @@ def to_ticks(value: float, scale: float) -> int:
     return int(math.ceil(value * scale - 1e-9))
 
 
+#: significant digits CP-SAT's objective keeps when costs cannot be scaled exactly (`integer_costs`): a
+#: rounded cost is off by at most 5e-10 of the largest, so a model optimal for the rounded costs is
+#: within the 1e-6 relative gap of an optimum (`GAP_TOLERANCE`) unless recomputations multiply it
+CPSAT_COST_DIGITS = 9
+#: relative gap within which a model solved on rounded costs still counts as proven optimal (the
+#: backends' own tolerance, `exact.milp_runner.settle`)
+GAP_TOLERANCE = 1e-6
 #: `integer_costs` scales exactly by 10^k only while the largest cost stays at most this many ticks
 EXACT_COST_TICKS = 10**9
 

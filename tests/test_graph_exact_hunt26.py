@@ -205,3 +205,18 @@ def test_checkmate_exact_bytes_matches_brute_force(seed, exp, where):
             assert "every operation once" in res.scope or res.objective == pytest.approx(bfc), backend
         if res.lower_bound is not None and math.isfinite(bfc):
             assert res.lower_bound <= bfc * (1 + 1e-9), backend
+
+
+def test_rounded_costs_keep_the_proof_within_the_gap_tolerance():
+    """Costs that cannot be scaled exactly (vgg16_like's measured costs) are rounded to nine digits for
+    CP-SAT: the bound allows for the rounding and, within the backends' relative gap of 1e-6, the
+    answer is still `optimal` (with six digits and no tolerance notebook 07 lost every proof)."""
+    import memsched
+
+    g = memsched.load(memsched.data_path("graphs", "vgg16_like.json"))
+    res = memsched.solve(g, "90%", solver="cpsat", time_limit=20)
+    assert res.status == "optimal", res.raw.message
+    assert "rounded to 9 significant digits" in res.raw.scope
+    assert res.lower_bound <= res.makespan <= res.lower_bound * (1 + 1e-6)
+    other = memsched.solve(g, "90%", solver="checkmate", time_limit=20)
+    assert other.status == "optimal" and res.makespan <= other.makespan * (1 + 1e-6)

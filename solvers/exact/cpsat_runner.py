@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..discretize import integer_costs
+from ..discretize import CPSAT_COST_DIGITS, integer_costs
 from ..progress import current_reporter, report
 from .interrupt import in_charge, stop_on_interrupt
 from .linear import LinearModel
@@ -427,7 +427,7 @@ def linear_to_cpsat(model: LinearModel, *, feasibility_only: bool = False, hint:
     offset, scale = 0.0, 1.0
     if not feasibility_only and model.objective:
         keys = list(model.objective)
-        ints, scale, _ = integer_costs([model.objective[i] for i in keys])
+        ints, scale, _ = integer_costs([model.objective[i] for i in keys], digits=CPSAT_COST_DIGITS)
         m.minimize(sum(c * xs[i] for i, c in zip(keys, ints)))
         offset = model.offset * scale
     if hint is not None:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from ortools.sat.python import cp_model
 
-from ..discretize import integer_costs, rounding_error, scope_text
+from ..discretize import CPSAT_COST_DIGITS, GAP_TOLERANCE, integer_costs, rounding_error, scope_text
 from ..errors import InputError, option_field
 from ..exact.cpsat_runner import check_first, run_cpsat
 from ..exact.layer import exact_solver
@@ -226,12 +226,12 @@ def _solve_cpsat(
     """`solve_cpsat` at ``options.slots`` (0: exact sizes), without the exact-size retry."""
     C = int(max_computations)
     M, B, slot = graph.discretised(int(budget), options.slots)
-    ints, scale, exact = integer_costs(graph.cost_cpu)
+    ints, scale, exact = integer_costs(graph.cost_cpu, digits=CPSAT_COST_DIGITS)
     scope = f"at most {C} computations per node"
     if slot != 1.0:
         scope += f", {scope_text(options.slots)}"
     if not exact:
-        scope += ", costs rounded to 6 significant digits (the bound allows for it)"
+        scope += f", costs rounded to {CPSAT_COST_DIGITS} significant digits (the bound allows for it)"
     result = SolveResult(problem="graph", solver="cpsat", status=TIMEOUT, scope=scope,
                          details={"max_computations": C, "slots": options.slots, "cost_scale": scale})
     if graph.necessary_budget(M, graph.workspace_in(slot)) > B:
@@ -300,13 +300,15 @@ def _solve_cpsat(
     if run.status == OPTIMAL and exact:
         result.status = OPTIMAL
         result.lower_bound = sim.makespan
-    else:  # optimal for the rounded costs at best: the real optimum is within `slack` of its value
-        result.status = FEASIBLE
-        bound = run.objective if run.status == OPTIMAL else run.bound
-        bound = graph.total_cpu() if bound is None else bound - slack
-        result.lower_bound = min(max(bound, graph.total_cpu()), sim.makespan)
-        if run.status == OPTIMAL:
-            result.message = f"optimal for the rounded costs; the bound allows {slack:.6g} for their rounding"
+        return result
+    # optimal for the rounded costs at best: the real optimum is within `slack` of its value
+    bound = run.objective if run.status == OPTIMAL else run.bound
+    bound = graph.total_cpu() if bound is None else bound - slack
+    result.lower_bound = min(max(bound, graph.total_cpu()), sim.makespan)
+    close = sim.makespan - result.lower_bound <= GAP_TOLERANCE * max(1.0, sim.makespan)
+    result.status = OPTIMAL if run.status == OPTIMAL and close else FEASIBLE
+    if run.status == OPTIMAL and not close:
+        result.message = f"optimal for the rounded costs; the bound allows {slack:.6g} for their rounding"
     return result
 
 

@@ -64,7 +64,7 @@ from typing import Any
 
 import numpy as np
 
-from ..discretize import effective_slots, integer_costs, rounding_error, scope_text
+from ..discretize import CPSAT_COST_DIGITS, GAP_TOLERANCE, effective_slots, integer_costs, rounding_error, scope_text
 from ..exact.cpsat_runner import ROW_LIMIT, check_first
 from ..exact.layer import exact_solver, retry_rounded_infeasible
 from ..exact.memory import ModelSize, too_big
@@ -387,7 +387,10 @@ def _solve_checkmate(
         result.status = TIMEOUT
         return result
     seq = cm.sequence(values)
-    proven = sol.status == "optimal" and sol.values is not None and not slack
+    # on rounded costs (CP-SAT) the proof holds within the backends' relative gap, `GAP_TOLERANCE`
+    proven = sol.status == "optimal" and sol.values is not None and (
+        not slack or (sol.objective is not None and sol.bound is not None
+                      and sol.objective - sol.bound <= GAP_TOLERANCE * max(1.0, abs(sol.objective))))
     if not simulate(graph, seq, int(budget)).valid:
         # CP-SAT's rounded sizes (a relaxation), or a backend's feasibility tolerance, let the plan
         # pass the exact budget: no proof; the plan of a restricted budget, or the start's schedule
@@ -522,11 +525,11 @@ def _cost_slack(cm: CheckmateModel, backend: str, result: SolveResult) -> float:
     if backend != "cpsat":
         return 0.0
     costs = list(cm.model.objective.values())
-    ints, scale, exact = integer_costs(costs)
+    ints, scale, exact = integer_costs(costs, digits=CPSAT_COST_DIGITS)
     if exact:
         return 0.0
     slack = float(sum(rounding_error(costs, ints, scale)))
-    result.scope += ", costs rounded to 6 significant digits for CP-SAT (the bound allows for it)"
+    result.scope += f", costs rounded to {CPSAT_COST_DIGITS} significant digits for CP-SAT (the bound allows for it)"
     result.details["cost_rounding_slack"] = slack
     return slack
 
