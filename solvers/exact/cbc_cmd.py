@@ -196,16 +196,20 @@ def _num(value: float) -> str:
     return repr(float(value))
 
 
-def model_to_mps(model: LinearModel, *, feasibility_only: bool = False) -> str:
+def model_to_mps(model: LinearModel, *, feasibility_only: bool = False,
+                 check: Callable[[], None] | None = None) -> str:
     """`model` in free MPS format, every number written in full (`_num`): columns `column_name`,
     rows ``r<k>`` scaled as `milp_runner.row_scale` scales them for the other backends (by a power
     of two: exact), integer columns between INTORG/INTEND markers, explicit bounds on every column.
     The objective offset is left out (the caller evaluates the objective on the model); a row with
-    no finite side is left out; with `feasibility_only` the objective is empty."""
+    no finite side is left out; with `feasibility_only` the objective is empty. `check` is called
+    every 4096 rows (a deadline's ``check``, which raises when the time is spent)."""
     from .milp_runner import row_scale
 
     rows: list[tuple[str, str, float, float | None, list[int], list[float]]] = []
     for k, (idx, coef, lo, hi) in enumerate(model.rows):
+        if check is not None and k % 4096 == 0:
+            check()
         scale = row_scale(coef)
         lo_s, hi_s = lo * scale, hi * scale
         if math.isinf(lo) and math.isinf(hi):

@@ -155,6 +155,9 @@ def _run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exa
         return highs_runner.run_highspy(model, deadline, options, rel_gap=rel_gap, feasibility_only=feasibility_only,
                                         hint_feasible=hint_feasible)
     t_build = deadline.elapsed()
+    if backend == "cbc" and not relax and cbc_program() is not None:  # the model goes to the program as MPS text
+        return _run_cbc_program(model, deadline, options, t_build, hint=hint, hint_feasible=hint_feasible,
+                                feasibility_only=feasibility_only, rel_gap=rel_gap)
     name = ("CLP" if lp_solver == "HIGHS" else lp_solver) if relax else MILP_BACKENDS[backend]
     solver = pywraplp.Solver.CreateSolver(name)
     if solver is None and relax and name != "GLOP":
@@ -179,9 +182,6 @@ def _run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exa
             obj.SetCoefficient(xs[i], c)
         obj.SetOffset(model.offset)
     obj.SetMinimization()
-    if backend == "cbc" and not relax and cbc_program() is not None:
-        return _run_cbc_program(model, solver, xs, deadline, options, t_build, hint=hint, hint_feasible=hint_feasible,
-                                feasibility_only=feasibility_only, rel_gap=rel_gap)
     use_hint = hint is not None and not relax and backend == "scip"
     if use_hint and hint is not None:
         solver.SetHint(xs, [float(v) for v in hint])
@@ -236,16 +236,16 @@ def _run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exa
     return run
 
 
-def _run_cbc_program(model: LinearModel, solver: Any, xs: list[Any], deadline: Deadline, options: ExactOptions,
-                     t_build: float, *, hint: list[float] | None, hint_feasible: bool, feasibility_only: bool,
+def _run_cbc_program(model: LinearModel, deadline: Deadline, options: ExactOptions, t_build: float, *,
+                     hint: list[float] | None, hint_feasible: bool, feasibility_only: bool,
                      rel_gap: float) -> BackendRun:
     """`run_milp` for CBC through `cbc_cmd.solve_mps` (wall-clock limit, killed at the deadline)."""
-    mps = model_to_mps(model, feasibility_only=feasibility_only)
+    mps = model_to_mps(model, feasibility_only=feasibility_only, check=deadline.check)
     build_s = deadline.elapsed() - t_build
     deadline.check()
     left = deadline.left()
-    names = [column_name(i) for i in range(len(xs))]
-    ans = solve_mps(mps, len(xs), left, rel_gap=rel_gap, threads=options.workers, hint=hint, names=names,
+    names = [column_name(i) for i in range(model.num_vars)]
+    ans = solve_mps(mps, model.num_vars, left, rel_gap=rel_gap, threads=options.workers, hint=hint, names=names,
                     verbose=options.verbose)
     wall = deadline.elapsed()
     run = BackendRun(TIMEOUT, wall=wall, backend_status=f"CBC program: {ans.ended}", build_s=build_s)

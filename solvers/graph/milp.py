@@ -431,7 +431,7 @@ def _solve_checkmate(
 
 
 #: a plan over the exact budget (the backend's tolerance) is solved again with the budget lowered by
-#: this fraction: above the backends' feasibility tolerances (1e-6) and the 6-digit MPS rounding of CBC
+#: this fraction: above the backends' feasibility tolerances (1e-6)
 RESTRICT = 1e-5
 
 
