@@ -3,17 +3,19 @@
 `find_min_budget` completes a `SolveResult` whose ``min_budget`` is None by running the
 solver itself at other budgets: first at the smallest budget a fast solver of the problem
 reports (`_FLOOR_SOLVERS`), else at the store-all peak (doubled up to `MAX_FACTOR` times),
-then one byte below the first budget that works, then by bisection. Exact solvers get
+then one unit below the first budget that works, then by bisection. Exact solvers get
 `PROBE_SECONDS` per run (a schedule found in that time answers the question).
 
 Bisection assumes that a solver which fails at B fails at every budget below B: true for the
 exact solvers (a schedule of their model at B fits any larger budget; ``exact_layer``) and the
 heuristics listed in `_MONOTONE_HEURISTICS`, whose ``min_budget`` = N means a schedule at N
-bytes and N - 1 proven infeasible. The other heuristics (`monotone` is False) can fail at B and
-succeed below it (rotor-offload at 20 slots on ``random_offload(4, 20, transfer_ratio=0.3,
-integer_times=True)``: a schedule at 33 bytes, none at 34): for them the budget bisection finds
-is only an upper bound, and ``min_budget`` = N is set only when every budget from 0 to N - 1 was
-tried (at most `MAX_SCAN` runs, within the time), else the note gives N as an upper bound.
+and N - 1 proven infeasible (budgets are in the instance's memory unit, `memory_unit`: bytes
+unless its file says otherwise; the notes name that unit). The other heuristics (`monotone` is
+False) can fail at B and succeed below it (rotor-offload at 20 slots on ``random_offload(4, 20,
+transfer_ratio=0.3, integer_times=True)``: a schedule at 33 bytes, none at 34): for them the
+budget bisection finds is only an upper bound, and ``min_budget`` = N is set only when every
+budget from 0 to N - 1 was tried (at most `MAX_SCAN` runs, within the time), else the note gives
+N as an upper bound.
 When `SEARCH_SECONDS` run out first (or the solver fails even at `MAX_FACTOR` times the
 store-all peak), ``details["min_budget_note"]`` says so, with what is known. A solver that refuses
 the instance's structure (``details["not_applicable"]``: sqrt on a graph that is not a training
@@ -29,6 +31,7 @@ from typing import Any
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.result import INFEASIBLE, SolveResult
+from memsched.solvers.units import memory_unit
 
 #: wall-clock seconds spent searching for the smallest budget
 SEARCH_SECONDS = 10.0
@@ -63,7 +66,8 @@ def monotone(problem: str, solver: str) -> bool:
 
 @dataclass
 class _Probe:
-    """Runs the solver at other budgets (bytes) until `deadline` (``time.perf_counter()``)."""
+    """Runs the solver at other budgets (in the instance's memory unit) until `deadline`
+    (``time.perf_counter()``)."""
 
     problem: str
     instance: Any
@@ -96,7 +100,7 @@ class _Probe:
         """Why the verdict at `budget` is missing: the search's time, or one probe's."""
         if time.perf_counter() >= self.deadline:
             return f"search stopped after {SEARCH_SECONDS:g} s"
-        return f"no verdict at {budget} bytes within a probe's {PROBE_SECONDS:g} s"
+        return f"no verdict at {_size(budget, self.instance)} within a probe's {PROBE_SECONDS:g} s"
 
 
 def find_min_budget(problem: str, instance: Any, result: SolveResult, options: dict[str, Any]) -> None:
@@ -114,8 +118,8 @@ def find_min_budget(problem: str, instance: Any, result: SolveResult, options: d
     low, high = _bracket(probe, budget, reference, _floor(problem, instance, budget, options))
     if high is None:
         result.details["min_budget_note"] = (
-            f"{solver} finds no schedule up to {low} bytes" if sure
-            else f"{solver} finds no schedule at the budgets tried up to {low} bytes")
+            f"{solver} finds no schedule up to {_size(low, instance)}" if sure
+            else f"{solver} finds no schedule at the budgets tried up to {_size(low, instance)}")
         result.details["min_budget_note"] += (f" ({MAX_FACTOR} x the store-all peak)"
                                               if low == reference * MAX_FACTOR else "; the search ran out of time")
         return
@@ -123,10 +127,11 @@ def find_min_budget(problem: str, instance: Any, result: SolveResult, options: d
     if sure:
         if stopped is not None:
             result.details["min_budget_note"] = (f"the smallest feasible budget of {solver} is between "
-                                                 f"{low + 1} and {high} bytes ({stopped})")
+                                                 f"{low + 1} and {_size(high, instance)} ({stopped})")
             return
         result.min_budget = high
-        result.details["min_budget_method"] = f"checked: a schedule at {high} bytes, none at {high - 1}"
+        result.details["min_budget_method"] = (f"checked: a schedule at {_size(high, instance)}, "
+                                               f"none at {high - 1}")
         return
     _settle(probe, result, budget, high, stopped)
 
@@ -181,12 +186,18 @@ def _settle(probe: _Probe, result: SolveResult, budget: int, high: int, stopped:
         if stopped is not None:
             break
     if stopped is not None:
-        result.details["min_budget_note"] = (f"{solver} finds a schedule at {high} bytes, an upper bound only ({why}, "
-                                             f"so a smaller budget may work; {stopped})")
+        result.details["min_budget_note"] = (f"{solver} finds a schedule at {_size(high, probe.instance)}, an upper "
+                                             f"bound only ({why}, so a smaller budget may work; {stopped})")
         return
     result.min_budget = high
-    result.details["min_budget_method"] = (f"checked: a schedule at {high} bytes, none at 0..{high - 1} "
-                                           f"(each tried: {why})")
+    result.details["min_budget_method"] = (f"checked: a schedule at {_size(high, probe.instance)}, "
+                                           f"none at 0..{high - 1} (each tried: {why})")
+
+
+def _size(n: int, instance: Any) -> str:
+    """`n` with the instance's memory unit, as `memsched solve` names it on stderr ("16 MB",
+    "2000 KiB"; "16 bytes" for a file without ``meta.units.memory``)."""
+    return f"{n} {memory_unit(instance) or 'bytes'}"
 
 
 def _floor(problem: str, instance: Any, budget: int, options: dict[str, Any]) -> int | None:
