@@ -4,6 +4,8 @@
 a folder, unreadable, not UTF-8) into an `InputError` naming the file, and it reads a pipe
 (``<(cmd)``, ``/dev/stdin``, or ``-`` for standard input) once, keeping its text so that a
 second read of the same path (format detection, then loading) sees the same content.
+`parse_json` is the one JSON parse of the loaders (`read_json`, and the loaders that read the
+text first): every failure is an `InputError` naming the file.
 """
 
 from __future__ import annotations
@@ -65,9 +67,16 @@ def read_text(path: str | Path) -> str:
 def read_json(path: str | Path) -> Any:
     """The parsed content of `path` (see `read_text`); a missing or unreadable file, bytes that
     are not UTF-8 or invalid JSON are an `InputError` naming the file (and the line and column
-    for JSON errors)."""
+    for JSON errors, `parse_json`)."""
     path = str(path)
-    text = read_text(path)
+    return parse_json(read_text(path), path)
+
+
+def parse_json(text: str, path: str | Path) -> Any:
+    """The parsed JSON `text` of the file `path`, the one JSON parser of every loader: invalid JSON
+    (with its line and column), nesting too deep for Python's parser and an integer of more than
+    4300 digits (Python's limit) are each a one-line `InputError` naming `path`, never another error."""
+    path = str(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:

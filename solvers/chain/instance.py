@@ -42,7 +42,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..jsonio import read_json, write_json_atomic
-from ..units import MAX_BYTES, MAX_TIME, check_number, short_number
+from ..units import MAX_BYTES, MAX_TIME, MEMORY_UNIT_BYTES, check_number, short_number
 
 FORMAT = "memsched.chain/1"
 STAGE_FIELDS = ("fwd_time", "bwd_time", "out_size", "tape_size", "fwd_overhead", "bwd_overhead")
@@ -281,15 +281,16 @@ class Chain:
     @classmethod
     def from_dict(cls, data: Any, *, path: str = "<chain>") -> Chain:
         """Validate and build; every error names `path`, the stage and the field."""
-        check_header(data, path, FORMAT)
-        input_size = _number(data, "input_size", path, "input_size", integer=True)
-        clean = parse_stages(data.get("stages"), path, "stages")
+        per = check_header(data, path, FORMAT)
+        input_size = _number(data, "input_size", path, "input_size", integer=True, per=per)
+        clean = parse_stages(data.get("stages"), path, "stages", per=per)
         loss = data.get("loss")
         if not isinstance(loss, dict):
             raise InputError("missing or not an object", path=path, field="loss")
-        loss_clean = {f: _number(loss, f, path, f"loss.{f}", integer=f == "bwd_overhead") for f in LOSS_FIELDS}
+        loss_clean = {f: _number(loss, f, path, f"loss.{f}", integer=f == "bwd_overhead", per=per)
+                      for f in LOSS_FIELDS}
         check_total(input_size + sum(item[f] for item in clean for f in SIZE_FIELDS) + loss_clean["bwd_overhead"],
-                    path, "stages")
+                    path, "stages", per=per)
         meta = data.get("meta", {})
         if not isinstance(meta, dict):
             raise InputError("must be an object", path=path, field="meta")
@@ -398,9 +399,10 @@ def named_object(obj: Any, path: str, where: str) -> str:
     return f"{where} ({obj['name']})" if "name" in obj else where
 
 
-def parse_stages(stages: Any, path: str, where: str) -> list[dict[str, Any]]:
+def parse_stages(stages: Any, path: str, where: str, *, per: int = 1) -> list[dict[str, Any]]:
     """The validated stage objects of a chain (or of a join branch) at `where` of the file `path`:
-    the `STAGE_FIELDS` (sizes integral bytes, times in the file's unit), the per-mode forward
+    the `STAGE_FIELDS` (sizes integers in the file's memory unit of `per` bytes, at most `MAX_BYTES`
+    once in bytes: `check_header`; times in the file's unit), the per-mode forward
     overheads `MODE_FIELDS` when a stage gives one (``fwd_overhead`` must be their max), the per-mode
     forward times `TIME_MODE_FIELDS` likewise (``fwd_time`` must be their max), the tape
     holding the output (xbar >= x) and a name; `InputError` naming the stage and field otherwise."""
@@ -409,10 +411,10 @@ def parse_stages(stages: Any, path: str, where: str) -> list[dict[str, Any]]:
     clean: list[dict[str, Any]] = []
     for i, stage in enumerate(stages):
         at = named_object(stage, path, f"{where}[{i}]")
-        item = {f: _number(stage, f, path, f"{at}.{f}", integer=f in SIZE_FIELDS) for f in STAGE_FIELDS}
+        item = {f: _number(stage, f, path, f"{at}.{f}", integer=f in SIZE_FIELDS, per=per) for f in STAGE_FIELDS}
         if any(f in stage for f in MODE_FIELDS):  # per-mode overheads: fwd_overhead is their max
             for f in MODE_FIELDS:
-                item[f] = (_number(stage, f, path, f"{at}.{f}", integer=True) if f in stage
+                item[f] = (_number(stage, f, path, f"{at}.{f}", integer=True, per=per) if f in stage
                            else item["fwd_overhead"])
             if max(item[f] for f in MODE_FIELDS) != item["fwd_overhead"]:
                 raise InputError(f"fwd_overhead {item['fwd_overhead']} must be the larger of {MODE_FIELDS[0]} "
@@ -432,10 +434,7 @@ def parse_stages(stages: Any, path: str, where: str) -> list[dict[str, Any]]:
                 path=path, field=f"{at}.tape_size")
         if RELEASE_FIELD in stage:
             item[RELEASE_FIELD] = _released(stage[RELEASE_FIELD], item, path, f"{at}.{RELEASE_FIELD}")
-        name = stage.get("name", f"stage{i}")
-        if not isinstance(name, (str, int)) or isinstance(name, bool):  # numbers are read as their text
-            raise InputError(f"must be a string, got {name!r}", path=path, field=f"{at}.name")
-        item["name"] = str(name)
+        item["name"] = check_name(stage.get("name", f"stage{i}"), path, f"{at}.name")
         clean.append(item)
     return clean
 
@@ -459,23 +458,46 @@ def _released(value: Any, item: dict[str, Any], path: str, where: str) -> int:
     return int(value)
 
 
-def _number(obj: dict[str, Any], key: str, path: str, where: str, *, integer: bool) -> Any:
-    """obj[key] validated by `units.check_number`: sizes (integers) at most 1 PiB, times at most
-    `units.MAX_TIME`."""
+def check_name(value: Any, path: str, where: str) -> str:
+    """A name read from a file (a stage's, a join branch's): a string, or an integer read as its text;
+    anything else (a list, an object, a bool, a float) is an `InputError` naming `where`."""
+    if not isinstance(value, (str, int)) or isinstance(value, bool):  # numbers are read as their text
+        raise InputError(f"must be a string, got {value!r:.80}", path=path, field=where)
+    return str(value)
+
+
+def _number(obj: dict[str, Any], key: str, path: str, where: str, *, integer: bool, per: int = 1) -> Any:
+    """obj[key] validated by `units.check_number`: sizes (integers, in a memory unit of `per` bytes)
+    at most 1 PiB once in bytes (`check_bytes`), times at most `units.MAX_TIME`."""
     if key not in obj:
         raise InputError("missing required field", path=path, field=where)
-    return check_number(obj[key], path=path, field=where, integer=integer, time=not integer)
+    value = check_number(obj[key], path=path, field=where, integer=integer, time=not integer)
+    if integer:
+        check_bytes(int(value), per, path, where)
+    return value
 
 
-def check_total(total: int, path: str, field: str) -> None:
-    """The sizes of one instance add up to at most `MAX_BYTES` (so sums stay exact in int64)."""
-    if total > MAX_BYTES:
-        raise InputError(f"the sizes add up to {total} bytes, more than {MAX_BYTES} (1 PiB)", path=path, field=field)
+def check_bytes(size: int, per: int, path: str | None, field: str) -> None:
+    """One size of a file, `size` units of `per` bytes (`check_header`), is at most `MAX_BYTES`
+    (1 PiB) in bytes; `InputError` naming `path` and `field` otherwise. (A unit that is no byte
+    unit, "slots", has `per` = 1: its numbers themselves are capped.)"""
+    if size * per > MAX_BYTES:
+        raise InputError(f"{size} units of the file's memory unit ({per} bytes each) is {size * per} bytes, too "
+                         f"large (at most {MAX_BYTES} bytes, 1 PiB)", path=path, field=field)
 
 
-def check_header(data: Any, path: str, fmt: str) -> None:
+def check_total(total: int, path: str, field: str, *, per: int = 1) -> None:
+    """The sizes of one instance, `total` units of `per` bytes (`check_header`), add up to at most
+    `MAX_BYTES` bytes (1 PiB; so sums stay exact in int64, in bytes as in the file's unit)."""
+    if total * per > MAX_BYTES:
+        what = f"{total} bytes" if per == 1 else f"{total} units of {per} bytes each, {total * per} bytes"
+        raise InputError(f"the sizes add up to {what}, more than {MAX_BYTES} (1 PiB)", path=path, field=field)
+
+
+def check_header(data: Any, path: str, fmt: str) -> int:
     """A JSON object of format `fmt` (its ``format`` field), with an optional ``name`` (a string)
-    and ``meta`` (an object; ``meta.units`` an object whose ``time`` is one of TIME_UNITS or WORK_UNITS)."""
+    and ``meta`` (an object whose ``units`` follow `check_units`). Returns the bytes per size unit
+    (`check_units`)."""
     if not isinstance(data, dict):
         raise InputError("expected a JSON object", path=path)
     if data.get("format") != fmt:
@@ -485,10 +507,35 @@ def check_header(data: Any, path: str, fmt: str) -> None:
     meta = data.get("meta", {})
     if not isinstance(meta, dict):
         raise InputError("must be an object", path=path, field="meta")
+    return check_units(meta, path, "meta")
+
+
+def check_units(meta: dict[str, Any], path: str, where: str) -> int:
+    """``units`` of an instance file's `meta` object (at `where`: "meta", or "graph.meta" for a
+    graph), optional: an object whose ``time`` is one of `TIME_UNITS` or `WORK_UNITS` and whose
+    ``memory`` names a unit (`check_memory_unit`). Returns the bytes per size unit: that of a byte
+    unit (`units.MEMORY_UNIT_BYTES`: 1024 for "KiB"), 1 when no unit is given (bytes) and for a unit
+    that is no byte unit ("slots"), whose numbers the 1 PiB limit then caps as they are written.
+    `InputError` naming `path` and the field otherwise."""
     units = meta.get("units", {})
     if not isinstance(units, dict):
-        raise InputError(f"must be an object, got {units!r}", path=path, field="meta.units")
+        raise InputError(f"must be an object, got {units!r:.80}", path=path, field=f"{where}.units")
     if "time" in units and (not isinstance(units["time"], str) or units["time"] not in (*TIME_UNITS, *WORK_UNITS)):
-        raise InputError(f"unknown time unit {units['time']!r} (one of {', '.join((*TIME_UNITS, *WORK_UNITS))})",
-                         path=path,
-                         field="meta.units.time")
+        raise InputError(f"unknown time unit {units['time']!r:.80} (one of {', '.join((*TIME_UNITS, *WORK_UNITS))})",
+                         path=path, field=f"{where}.units.time")
+    if "memory" not in units:
+        return 1
+    return check_memory_unit(units["memory"], path, f"{where}.units.memory")
+
+
+def check_memory_unit(unit: Any, path: str, field: str) -> int:
+    """A file's memory unit (``meta.units.memory``): a string naming a unit, a byte unit of
+    `units.MEMORY_UNIT_BYTES` (case-insensitive, "bytes", "KiB", "MB", ...) or a unit that is no
+    byte unit, a word starting with a letter ("slots"); a number, a list, an empty string or one
+    that starts with no letter ("5") is an `InputError` naming `field`. Returns the bytes per unit
+    (1 for a unit that is no byte unit)."""
+    name = unit.strip() if isinstance(unit, str) else ""
+    if not name or not name[0].isalpha() or len(name) > 40:
+        raise InputError(f"must be the name of a memory unit (bytes, KiB, MiB, kB, MB, ..., or a unit that is no "
+                         f"byte unit, such as \"slots\"), got {unit!r:.80}", path=path, field=field)
+    return MEMORY_UNIT_BYTES.get(name.lower(), 1)

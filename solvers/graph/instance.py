@@ -21,7 +21,12 @@ The loader accepts such files unchanged (``networkx.node_link_graph(..., edges="
 file that uses the newer key ``"edges"`` is accepted too; so are Moccasin's random-layered files,
 whose keys are named by graph tags, see `_from_moccasin_tags`) and rejects cycles, missing or
 negative costs, dangling links and a bad ``order`` with an `InputError` naming the file and the
-field or node. A size that is not an integer is rounded up (sizes are integers everywhere).
+field or node. A size that is not an integer is rounded up, with a tolerance of 1e-9 for float
+noise: M_v = ceil(x - 1e-9), so 4.5 -> 5 but 4.0000000001 -> 4 and 1e-10 -> 0 (`_size`; sizes are
+integers everywhere). ``graph.meta.units`` follows the chain file's rules (`chain.instance.check_units`:
+``time`` one of its time or work units, ``memory`` the name of a unit); every size (rounded), and
+their sum over the file (cost_ram and workspace), is at most 1 PiB once in bytes (a unit that is no
+byte unit, "slots": as written).
 """
 
 from __future__ import annotations
@@ -34,9 +39,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..chain.instance import check_bytes, check_total, check_units
 from ..errors import InputError
 from ..jsonio import read_json
-from ..units import MAX_BYTES, check_number
+from ..units import check_number
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -162,6 +168,7 @@ class Graph:
         if not isinstance(data, dict):
             raise InputError("expected a JSON object (networkx node-link data)", path=path)
         data = _from_moccasin_tags(data, path)
+        per = _units(data, path)
         nodes = data.get("nodes")
         if not isinstance(nodes, list) or not nodes:
             raise InputError("must be a non-empty list of nodes", path=path, field="nodes")
@@ -190,16 +197,15 @@ class Graph:
             if nid in seen:
                 raise InputError(f"duplicate node id {nid!r}", path=path, field=f"nodes[{j}].id")
             seen.add(nid)
-            for f in ("cost_cpu", "cost_ram"):
-                _cost(node, f, path, f"node {nid!r}: {f}")
-            if node.get("workspace") is not None:
-                _cost(node, "workspace", path, f"node {nid!r}: workspace")
+            _cost(node, "cost_cpu", path, f"node {nid!r}: cost_cpu")
+            sizes = ("cost_ram", "workspace") if node.get("workspace") is not None else ("cost_ram",)
+            for f in sizes:
+                check_bytes(_size(_cost(node, f, path, f"node {nid!r}: {f}")), per, path, f"node {nid!r}: {f}")
             if node.get("backward") is not None and not isinstance(node["backward"], bool):
                 raise InputError(f"must be true or false, got {node['backward']!r}", path=path,
                                  field=f"nodes[{j}].backward")
-        total = sum(math.ceil(float(node["cost_ram"])) for node in nodes)
-        if total > MAX_BYTES:
-            raise InputError(f"the sizes add up to {total}, more than {MAX_BYTES} (1 PiB)", path=path, field="nodes")
+        check_total(sum(_size(node["cost_ram"]) + _size(node.get("workspace") or 0) for node in nodes), path, "nodes",
+                    per=per)
         for j, link in enumerate(links):
             if not isinstance(link, dict) or "source" not in link or "target" not in link:
                 raise InputError("each link needs \"source\" and \"target\"", path=path, field=f"{key}[{j}]")
@@ -242,8 +248,8 @@ class Graph:
             order = list(nx.lexicographical_topological_sort(g, key=lambda v: rank[v]))
         index = {v: i for i, v in enumerate(order)}
         cpu = [float(g.nodes[v]["cost_cpu"]) for v in order]
-        ram = [int(math.ceil(float(g.nodes[v]["cost_ram"]) - 1e-9)) for v in order]
-        work = [int(math.ceil(float(g.nodes[v].get("workspace") or 0) - 1e-9)) for v in order]
+        ram = [_size(g.nodes[v]["cost_ram"]) for v in order]
+        work = [_size(g.nodes[v].get("workspace") or 0) for v in order]
         names = [str(g.nodes[v].get("name", v)) for v in order]
         backward = [bool(g.nodes[v].get("backward", False)) for v in order]
         edges = [(index[u], index[v]) for u, v in g.edges]
@@ -336,7 +342,29 @@ def _is_node_id(value: Any) -> bool:
     return value is not None and isinstance(value, Hashable) and not isinstance(value, (dict, list))
 
 
+def _units(data: dict[str, Any], path: str) -> int:
+    """``graph.meta.units`` checked as a chain file's ``meta.units`` (`chain.instance.check_units`);
+    the bytes per size unit (1 for bytes, the default, and for a unit that is no byte unit).
+    ``graph`` and ``graph.meta`` must be objects when present."""
+    attrs = data.get("graph") or {}
+    if not isinstance(attrs, dict):
+        raise InputError("must be an object", path=path, field="graph")
+    meta = attrs.get("meta")
+    if meta is None:
+        return 1
+    if not isinstance(meta, dict):
+        raise InputError(f"must be an object, got {meta!r:.80}", path=path, field="graph.meta")
+    return check_units(meta, path, "graph.meta")
+
+
+def _size(value: float) -> int:
+    """A size of the file (cost_ram, workspace; a finite number >= 0) as an integer: rounded up, with
+    a tolerance of 1e-9 for float noise (ceil(x - 1e-9): 4.5 -> 5, 4.0000000001 -> 4, 1e-10 -> 0)."""
+    return int(math.ceil(float(value) - 1e-9))
+
+
 def _cost(node: dict[str, Any], key: str, path: str, where: str) -> float:
+    """node[key] validated by `units.check_number` (times at most `units.MAX_TIME`, sizes `units.MAX_BYTES`)."""
     if key not in node:
         raise InputError("missing required field", path=path, field=where)
     return float(check_number(node[key], path=path, field=where, time=key == "cost_cpu"))

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..chain.instance import Chain, _number, check_header, check_total, named_object, parse_stages
+from ..chain.instance import Chain, _number, check_header, check_name, check_total, named_object, parse_stages
 from ..errors import InputError
 from ..jsonio import read_json, write_json_atomic
 
@@ -103,25 +103,30 @@ class Join:
 
     @classmethod
     def from_dict(cls, data: Any, *, path: str = "<join>") -> Join:
-        """Validate and build; every error names `path`, the branch, the stage and the field."""
-        check_header(data, path, FORMAT)
+        """Validate and build; every error names `path`, the branch, the stage and the field. Sizes are
+        in the file's ``meta.units.memory`` and at most 1 PiB once in bytes, each and summed
+        (`chain.instance.check_header`); a branch's ``name`` is a string (an integer is read as its text)."""
+        per = check_header(data, path, FORMAT)
         raw = data.get("branches")
         if not isinstance(raw, list) or not raw:
             raise InputError("must be a non-empty list of branches", path=path, field="branches")
         chains = []
         for b, br in enumerate(raw):
+            if isinstance(br, dict) and "name" in br:  # checked before `named_object` puts it in every field
+                check_name(br["name"], path, f"branches[{b}].name")
             where_b = named_object(br, path, f"branches[{b}]")
-            input_size = _number(br, "input_size", path, f"{where_b}.input_size", integer=True)
-            clean = parse_stages(br.get("stages"), path, f"{where_b}.stages")
+            input_size = _number(br, "input_size", path, f"{where_b}.input_size", integer=True, per=per)
+            clean = parse_stages(br.get("stages"), path, f"{where_b}.stages", per=per)
             chains.append(Chain.from_stages(input_size, clean, {"bwd_time": 0.0, "bwd_overhead": 0},
-                                            name=str(br.get("name", f"branch{b}"))))
+                                            name=check_name(br.get("name", f"branch{b}"), path,
+                                                            f"branches[{b}].name")))
         loss = data.get("loss")
         if not isinstance(loss, dict):
             raise InputError("missing or not an object", path=path, field="loss")
         loss_time = _number(loss, "bwd_time", path, "loss.bwd_time", integer=False)
-        loss_overhead = _number(loss, "bwd_overhead", path, "loss.bwd_overhead", integer=True)
-        check_total(loss_overhead + sum(int(v) for c in chains for a in (c.x, c.xbar, c.o_f, c.o_b) for v in a),
-                    path, "branches")
+        loss_overhead = _number(loss, "bwd_overhead", path, "loss.bwd_overhead", integer=True, per=per)
+        check_total(loss_overhead + sum(int(v) for c in chains for a in (c.x, c.xbar, c.o_f, c.o_bh) for v in a),
+                    path, "branches", per=per)
         meta = data.get("meta", {})
         if not isinstance(meta, dict):
             raise InputError("must be an object", path=path, field="meta")

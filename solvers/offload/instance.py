@@ -22,7 +22,7 @@ from typing import Any
 from ..chain.instance import Chain
 from ..errors import InputError
 from ..jsonio import read_json, write_json_atomic
-from ..units import MAX_BYTES, MIN_BANDWIDTH, byte_unit
+from ..units import MAX_BYTES, MIN_BANDWIDTH, byte_unit, short_number
 
 #: largest latency per transfer accepted (seconds): a day
 MAX_LATENCY = 86400.0
@@ -49,12 +49,12 @@ class OffloadInstance:
         for key, value in (("bandwidth", self.bandwidth), ("latency", self.latency)):
             if isinstance(value, bool) or not isinstance(value, numbers.Real):  # a comparison would be a TypeError
                 raise InputError(f"{key} must be a number, got {value!r}", field=f"host_link.{key}")
+        # (compared exactly: an integer beyond float range, 10**400, is out of range, not an OverflowError)
         if not (MIN_BANDWIDTH <= self.bandwidth <= MAX_BYTES):  # as `units.parse_bandwidth` (--bandwidth)
-            raise InputError(f"bandwidth must be a number of bytes/s in {MIN_BANDWIDTH:g}..{MAX_BYTES}, "
-                             f"got {self.bandwidth!r}", field="host_link.bandwidth")
+            raise InputError(_out_of_range("bandwidth", self.bandwidth), field="host_link.bandwidth")
         if not 0 <= self.latency <= MAX_LATENCY:
-            raise InputError(f"latency must be a number of seconds in 0..{MAX_LATENCY:g}, got {self.latency!r}",
-                             field="host_link.latency")
+            raise InputError(_out_of_range("latency", self.latency), field="host_link.latency")
+        self.bandwidth, self.latency = float(self.bandwidth), float(self.latency)  # in range: finite floats
         self.chain.time_units_per_second()  # a chain timed in counted work (MFLOP) has no transfer times
         memory_unit_bytes(self.chain)  # a chain whose sizes are in no byte unit has no transfer times either
         self.chain.check()  # a chain edited in place since it was built (x[3] = -1) is refused here too
@@ -114,7 +114,16 @@ class OffloadInstance:
         for key, value in (("bandwidth", bandwidth), ("latency", latency)):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise InputError(f"must be a number, got {value!r}", path=path, field=f"host_link.{key}")
-        try:
-            return cls(chain, float(bandwidth), float(latency))
-        except InputError as err:
-            raise InputError(str(err), path=path) from None
+        try:  # the range checks come first (`__post_init__`): float(10**400) would overflow
+            return cls(chain, bandwidth, latency)
+        except InputError as err:  # the same message, with the file (and the field kept apart, as raised)
+            raise InputError(err.message, path=path, field=err.field) from None
+
+
+def _out_of_range(key: str, value: float) -> str:
+    """The message for a host link's `key` ("bandwidth" in bytes/s or "latency" in seconds) out of
+    its range; `value` as the file wrote it, an integer too long to print by its number of digits."""
+    shown = short_number(value) if isinstance(value, int) else repr(value)
+    if key == "bandwidth":
+        return f"bandwidth must be a number of bytes/s in {MIN_BANDWIDTH:g}..{MAX_BYTES}, got {shown}"
+    return f"latency must be a number of seconds in 0..{MAX_LATENCY:g}, got {shown}"

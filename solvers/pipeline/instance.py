@@ -43,7 +43,6 @@ Loading:
 from __future__ import annotations
 
 import heapq
-import json
 import math
 import re
 from dataclasses import dataclass, field, replace
@@ -300,12 +299,9 @@ def load(path: str | Path) -> Pipeline:
 def from_chain_json(text: str, *, path: str = "<chain>") -> Pipeline:
     """A pipeline from the text of a ``memsched.chain/1`` file (validated by the chain loader)."""
     from ..chain.instance import Chain
+    from ..jsonio import parse_json
 
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}", path=path) from None
-    chain = Chain.from_dict(data, path=path)
+    chain = Chain.from_dict(parse_json(text, path), path=path)
     return from_chain(chain, path=path)
 
 
@@ -320,7 +316,7 @@ def from_chain(chain: Any, *, path: str = "<chain>") -> Pipeline:
     acts, input_size = chain_bytes(chain, path)
     if isinstance(meta.get("units"), dict):
         meta["units"] = {**meta["units"], "memory": "bytes"}
-    params = _param_sizes(meta.get("param_sizes"), L, path)
+    params = _param_sizes(meta.get("param_sizes"), L, path, others=_chain_total_bytes(chain))
     unit = "ms"
     units = meta.get("units")
     if isinstance(units, dict) and "time" in units:
@@ -339,17 +335,20 @@ def from_chain(chain: Any, *, path: str = "<chain>") -> Pipeline:
                     name=chain.name, layer_names=list(chain.stage_names), time_unit=TIME_UNITS[unit], meta=meta)
 
 
-def _param_sizes(params: Any, L: int, path: str) -> list[int]:
+def _param_sizes(params: Any, L: int, path: str, *, others: int = 0) -> list[int]:
     """``meta.param_sizes`` of a chain file: L integer byte counts in 0..`MAX_BYTES` (an integral
     float such as 2.0 counts, as for the stages' sizes; 1000000.7 is refused, not truncated), or
-    [0] * L when absent. An `InputError` names the file and ``meta.param_sizes`` (or its entry)."""
+    [0] * L when absent; with the file's `others` sizes (bytes, the stages' summed) they add up to at
+    most `MAX_BYTES`. An `InputError` names the file and ``meta.param_sizes`` (or its entry)."""
     if params is None:
         return [0] * L
     if not isinstance(params, list) or len(params) != L:
         raise InputError(f"must be a list of {L} non-negative byte counts (at most {MAX_BYTES} each)", path=path,
                          field="meta.param_sizes")
-    return [int(check_number(p, path=path, field=f"meta.param_sizes[{i}]", integer=True))
-            for i, p in enumerate(params)]
+    sizes = [int(check_number(p, path=path, field=f"meta.param_sizes[{i}]", integer=True))
+             for i, p in enumerate(params)]
+    _capped_sum([others, *sizes], path, "meta.param_sizes")
+    return sizes
 
 
 def chain_bytes(chain: Any, path: str = "<chain>") -> tuple[np.ndarray, int]:
@@ -369,6 +368,36 @@ _FIELDS = ("forward_compute_time", "backward_compute_time", "activation_size", "
 #: optional node fields of a measured profile: who keeps the node's output, bytes saved besides
 _OPTIONAL = ("saved_by", "saved_extra")
 _NUMBER = re.compile(r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$")
+
+
+def _chain_total_bytes(chain: Any) -> int:
+    """The sizes of a chain file summed, in bytes (as its loader's 1 PiB check adds them: the input,
+    every stage's out_size, tape_size, fwd_overhead and bwd_overhead, the loss's bwd_overhead)."""
+    arrays = (chain.x, chain.xbar, chain.o_f, chain.o_bh)
+    return sum(int(v) for a in arrays for v in a) * byte_unit(chain, "a pipeline (weights in bytes, links in bytes/s)")
+
+
+def _capped_sum(values: list[float] | list[int], path: str, where: str) -> float:
+    """sum(values), sizes in bytes each at most `MAX_BYTES` already: at most `MAX_BYTES` (1 PiB) too, the
+    rule for a file's sizes summed (an ``activation_size`` list, ``meta.param_sizes``); an `InputError`
+    naming `path` and `where` otherwise."""
+    total = sum(values)
+    if total > MAX_BYTES:
+        raise InputError(f"the sizes add up to {total:.0f} bytes, more than {MAX_BYTES} (1 PiB)", path=path,
+                         field=where)
+    return total
+
+
+def _check_file_total(nodes: dict[str, dict[str, Any]], path: str) -> None:
+    """The sizes of a PipeDream profile (every node's ``activation_size``, ``parameter_size`` and
+    ``saved_extra``, bytes) add up to at most `MAX_BYTES` (1 PiB); an `InputError` naming the line
+    where the running sum passes it otherwise."""
+    total = 0.0
+    for node in nodes.values():
+        total += sum(node.get(key, 0.0) for key in ("activation_size", "parameter_size", "saved_extra"))
+        if total > MAX_BYTES:
+            raise InputError(f"the sizes of the profile add up to more than {MAX_BYTES} bytes (1 PiB) by this line",
+                             path=path, field=f"line {node['line']}")
 
 
 def _parse_number(text: str, path: str, where: str) -> float:
@@ -444,7 +473,8 @@ def from_graph_txt(text: str, *, path: str = "<graph.txt>", name: str | None = N
                 if not value.endswith("]"):
                     raise InputError(f"unterminated list {value!r}", path=path, field=f"{where}: {key}")
                 inner = [v for v in value[1:-1].split(";") if v.strip()]
-                values[key] = sum(_parse_number(v, path, f"{where}: {key}") for v in inner)
+                values[key] = _capped_sum([_parse_number(v, path, f"{where}: {key}") for v in inner], path,
+                                          f"{where}: {key}")
             else:
                 values[key] = _parse_number(value, path, f"{where}: {key}")
         for key in _FIELDS:
@@ -454,6 +484,7 @@ def from_graph_txt(text: str, *, path: str = "<graph.txt>", name: str | None = N
         order.append(node_id)
     if not nodes:
         raise InputError("no nodes in the profile", path=path)
+    _check_file_total(nodes, path)
     succ: dict[str, list[str]] = {n: [] for n in nodes}
     indeg = {n: 0 for n in nodes}
     seen: set[tuple[str, str]] = set()
