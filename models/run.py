@@ -93,6 +93,9 @@ def _load(problem: str, instance: Any) -> Any:
 #: with its "model" they fix the network the costs were measured on
 RECORDED_SIZES = ("batch", "image_size", "seq_len", "width", "depth", "vocab", "classes", "dropout", "dtype",
                   "granularity")
+#: the dtype of a graph file whose meta names its model but no dtype: older exports recorded a dtype
+#: only away from the export's default, float32 (`models.graph.export` now always records it)
+GRAPH_DEFAULT_DTYPE = "float32"
 #: the join networks' own sizes (`models.join.zoo.build_join_model`), recorded in a join's meta too
 JOIN_RECORDED_SIZES = ("embed_dim", "encoder", "text_width", "text_depth")
 
@@ -107,7 +110,9 @@ def instance_sizes(instance: Any, model: Any, sizes: dict[str, Any] | None, prob
     `InputError` naming the size (and `path`, the instance file). Unchanged for an instance
     profiled from another network (its stage count and input bytes are checked later) or without a
     record. A graph's "granularity" is the export's (op or module), not the chain's, and is not
-    compared; a chain without one was profiled by block."""
+    compared; a chain without one was profiled by block. A graph naming its model but no dtype
+    (exported before the export always recorded it) was exported at `GRAPH_DEFAULT_DTYPE`: a
+    given dtype is compared with that (none is filled in)."""
     out = dict(sizes or {})
     target = getattr(instance, "chain", instance) if problem == "offload" else instance
     meta = getattr(target, "meta", None)
@@ -119,11 +124,13 @@ def instance_sizes(instance: Any, model: Any, sizes: dict[str, Any] | None, prob
         recorded.pop("granularity", None)
     elif problem in ("chain", "offload"):
         recorded.setdefault("granularity", "block")
+    # an older graph export names no dtype: a given one is compared with the default, none filled in
+    compared = {**recorded, "dtype": recorded.get("dtype", GRAPH_DEFAULT_DTYPE)} if problem == "graph" else recorded
     refused = _refused_sizes(model, recorded, out)
-    for key, value in recorded.items():
+    for key, value in compared.items():
         given = out.get(key)
         if given is None:
-            if key not in refused:
+            if key in recorded and key not in refused:
                 out[key] = value
         elif _size_value(key, given) != _size_value(key, value):
             from memsched.models.zoo.registry import size_field
@@ -372,7 +379,8 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, profile_file
         executor = GraphExecutor(built.blocks, built.loss_fn, graph, built.example_input)
     except ValueError as err:  # a graph of another network (its nodes are not this one's)
         raise InputError(f"{first_line(err)} ({built.name} with these sizes)", field=flag("chain")) from None
-    info: dict[str, Any] = {"units": {"time": graph.meta.get("units", {}).get("time", "?")}}
+    units = graph.meta.get("units")
+    info: dict[str, Any] = {"units": {"time": units.get("time", "?") if isinstance(units, dict) else "?"}}
     if note:
         info["note"] = note
     x, tgt = built.example_input, built.target

@@ -19,7 +19,9 @@ A block that fx cannot trace becomes one node (listed in ``meta["untraced_blocks
 ``granularity="module"`` every block is one node (a chain-like graph, as in the rotor model).
 Parameters, buffers and the example input are not nodes: they are resident throughout and not
 counted (the input's bytes are in ``meta["input_size"]``, parameters in
-``meta["parameter_bytes"]``), as in the chain profiler.
+``meta["parameter_bytes"]``), as in the chain profiler. ``meta["dtype"]`` is always the dtype the
+network ran at (its parameters', else the example input's: "float32" by default), as in a chain
+profile's meta, so that running the graph at another dtype is refused.
 
 Edges and sizes (Checkmate's training graph, Jain et al. MLSys 2020, cf.
 `solvers.graph.generate.training_graph`): F_u -> F_v when v reads a tensor whose storage u
@@ -70,7 +72,7 @@ import operator
 import platform
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -420,6 +422,7 @@ def export_training_graph(
     if not sources:
         raise ValueError("the network output is not computed by any node")
     loss_cost, loss_bytes = _loss_costs(rec, loss_fn, a, target)
+    params = parameters_of(blocks)
     graph_meta = {
         "source": "memsched.models.graph.export.export_training_graph",
         "units": {"time": rec.model.unit, "memory": "bytes"},
@@ -427,8 +430,9 @@ def export_training_graph(
         "granularity": granularity,
         "deps": deps,
         "ram": ram,
+        "dtype": _network_dtype(params, example_input),
         "input_size": int(example_input.numel() * example_input.element_size()),
-        "parameter_bytes": sum(p.numel() * p.element_size() for p in parameters_of(blocks).values()),
+        "parameter_bytes": sum(p.numel() * p.element_size() for p in params.values()),
         "torch": torch.__version__,
         "device": str(example_input.device) if example_input.device.type == "cuda"
         else f"cpu:{platform.machine()}",
@@ -475,6 +479,13 @@ def _in_step_costs(graph: Graph, blocks: Any, loss_fn: LossFn, example_input: to
     out = dataclasses.replace(graph, cost_cpu=list(prof.ms), cost_ram=prof.kept if sizes else graph.cost_ram,
                               meta=meta)
     return with_workspace(out) if sizes else out
+
+
+def _network_dtype(params: Mapping[str, torch.Tensor], example_input: torch.Tensor) -> str:
+    """The dtype name ("float32", "bfloat16", ...) the network runs at: its parameters' (the first
+    one's), else the example input's, as the chain profiler records it (`profile_meta`)."""
+    dtype = next((p.dtype for p in params.values()), example_input.dtype)
+    return str(dtype).replace("torch.", "")
 
 
 def _loss_costs(rec: _Recorder, loss_fn: LossFn, output: Any, target: Any) -> tuple[float, int]:

@@ -16,14 +16,13 @@ each op ``{"op": "F_ck", "stage": 0}`` (``{"op": "Loss"}`` for the loss). Readin
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from ..errors import InputError
-from ..jsonio import read_json
+from ..jsonio import read_json, write_json_atomic
 
 SCHEDULE_FORMAT = "memsched.schedule/1"
 F_ALL, F_CK, F_N, B, LOSS = "F_all", "F_ck", "F_n", "B", "Loss"
@@ -95,8 +94,9 @@ class OpSequence(Generic[OpT]):
         raise NotImplementedError
 
     def save(self, path: str | Path) -> None:
-        """Write the schedule's JSON to `path`."""
-        Path(path).write_text(json.dumps(self.to_json()) + "\n")
+        """Write the schedule's JSON to `path` atomically (a temporary file renamed into place, as
+        `Chain.save`); a folder that refuses it is an `InputError` ("cannot write (...)") naming `path`."""
+        write_json_atomic(path, self.to_json(), indent=None)
 
 
 @dataclass

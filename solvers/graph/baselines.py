@@ -341,6 +341,16 @@ def greedy_checkpoints(graph: Graph, b: float) -> set[int]:
     return chosen
 
 
+def greedy_thresholds(total: float, count: int = 40) -> list[float]:
+    """The thresholds b (bytes) `solve_greedy` tries: `count` geometrically spaced values from
+    ``total / 200`` to `total`, the summed size of the forward nodes (bytes, >= 0). When `total` is 0
+    (every forward output is empty) every threshold gives the same checkpoints (none), so the
+    single threshold 0 is tried."""
+    if total <= 0:
+        return [0.0]
+    return [float(b) for b in np.geomspace(max(total / 200, 1e-9), total, count)]
+
+
 def _fastest_fitting(graph: Graph, budget: int, sequences: Iterable[list[int] | None]) -> list[int] | None:
     """Of the candidate evaluation sequences (None: the candidate does not apply), the one with the
     smallest simulated makespan whose peak memory fits `budget` (bytes); when none fits, the one of
@@ -369,7 +379,7 @@ def solve_greedy(graph: Graph, budget: int, **_: Any) -> SolveResult:
         return _refused(graph, "greedy", int(budget), start, why)
     total = float(sum(graph.cost_ram[v] for v in forward_nodes(graph)))
     chosen = _fastest_fitting(graph, budget, (segment_sequence(graph, greedy_checkpoints(graph, b))
-                                              for b in np.geomspace(max(total / 200, 1e-9), total, 40)))
+                                              for b in greedy_thresholds(total)))
     return _result(graph, "greedy", chosen, int(budget), start,
                    message="" if chosen else "no threshold gave a schedule")
 

@@ -16,7 +16,6 @@ timing they optimised; without it every operation starts as soon as the rules al
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -24,6 +23,7 @@ from typing import Any, NamedTuple
 from ..chain.schedule import FORWARD_KINDS, LOSS, Op, ops_json
 from ..chain.schedule import Schedule as ChainSchedule
 from ..errors import InputError
+from ..jsonio import write_json_atomic
 from ..units import check_number
 
 OFF, PRE = "Off", "Pre"
@@ -97,8 +97,9 @@ class OffloadSchedule:
         return {"format": "memsched.schedule/1", "problem": "offload", "length": self.length, "ops": ops}
 
     def save(self, path: str | Path) -> None:
-        """Write the schedule's JSON to `path`."""
-        Path(path).write_text(json.dumps(self.to_json()) + "\n")
+        """Write the schedule's JSON to `path` atomically (a temporary file renamed into place, as
+        `Chain.save`); a folder that refuses it is an `InputError` ("cannot write (...)") naming `path`."""
+        write_json_atomic(path, self.to_json(), indent=None)
 
     @classmethod
     def from_chain(cls, schedule: ChainSchedule) -> OffloadSchedule:
