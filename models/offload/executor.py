@@ -100,6 +100,7 @@ from memsched.models.memory import storage_key
 from memsched.models.offload.values import Holder, InputSlot, Key, Link, Saved, Store, Value, unpack_saved
 from memsched.solvers.chain import Chain
 from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
+from memsched.solvers.chain.simulator import op_cost
 from memsched.solvers.errors import InputError
 from memsched.solvers.offload import OffloadInstance, OffloadSchedule, OffloadSimulation, Transfer
 from memsched.solvers.offload import simulate as simulate_offload
@@ -125,7 +126,10 @@ def sequential_replay(inst: OffloadInstance, schedule: OffloadSchedule | Sequenc
                       ) -> OffloadSimulation:
     """The two-stream simulator's replay of `schedule` with every operation starting after the
     one issued before it has ended (``not_before`` = the sum of the earlier operations'
-    durations, transfers at full size/bandwidth + latency): the memory a synchronous, one-stream
+    durations: each compute op's own per-mode duration, `solvers.chain.simulator.op_cost`, as
+    the simulator times it -- u_fa for F_all, u_fn for F_ck/F_n, u_b for B and the loss --, so
+    a schedule without transfers has the simulator's makespan; transfers at full size/bandwidth
+    + latency): the memory a synchronous, one-stream
     execution uses, which is what the CPU executor measures. Its peak (bytes) is at most the
     two-stream one in the cases we know (it removes overlap), and equals a CPU run's measured
     peak up to the profile's own error (e.g. ``fwd_overhead`` is the larger of the two forward
@@ -142,7 +146,7 @@ def sequential_replay(inst: OffloadInstance, schedule: OffloadSchedule | Sequenc
             t += inst.transfer_time(int(chain.xbar[op.index] if op.value == "abar" else chain.x[op.index]))
         else:
             kind, i = op
-            t += float(chain.u_b[L] if kind == LOSS else (chain.u_b[i] if kind == B else chain.u_f[i]))
+            t += op_cost(chain, kind, L if kind == LOSS else i)[2]  # per mode: u_fa, u_fn or u_b, as simulate
     return simulate_offload(inst, OffloadSchedule(ops, L, not_before))
 
 

@@ -16,6 +16,10 @@ lasts at least one tick, even one of no time, and so does a transfer, `duration_
         gradient delta_j on [s(producer), e(B(j-1)))
     minimise e(B(0)).
 
+Before CP-SAT runs, `forced_memory` (the memory every solution holds during some op, whatever is offloaded)
+answers ``infeasible`` at once when it exceeds the capacity: exact for the model, and instant where CP-SAT can
+take minutes to prove it at a fine tick.
+
 Intervals are half-open, as the simulator releases before it allocates at equal times. The
 solution is turned into an offloading schedule whose ops carry ``not_before`` = their start,
 so the simulator replays exactly this timing (with true durations, never later). Memory is in
@@ -33,10 +37,12 @@ faster (pofo recomputes, outside this scope) its schedule is returned, ``feasibl
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from ortools.sat.python import cp_model
 
+from ..chain import Chain
 from ..chain.schedule import Bwd, F_all, Loss, Op
 from ..discretize import capacity as discretize_capacity
 from ..discretize import effective_slots, scope_text, size_in_slots, tick_scale, to_ticks
@@ -62,6 +68,47 @@ MAX_TICKS = 10**12
 #: their variables, stay within CP-SAT's 64-bit domains on any accepted link (1e-20 bytes/s makes 1e23 ms transfers);
 #: far above the ticks of any ordinary instance (about 10^4 per operation), whose scale it leaves alone
 MAX_DEFAULT_TICKS = 10**9
+
+
+def forced_memory(chain: Chain, size: Callable[[int], int], fixed: set[int]) -> tuple[int, str]:
+    """The most memory (in `size` units: slots, or the chain's memory unit with ``slots=0``; the input x[0] not
+    counted, as the Cumulative's capacity is the budget less it) that *every* solution of the model of the module
+    docstring holds during one compute op, and that op's name: a necessary condition, cheap to check before CP-SAT.
+
+    During an op (at least one tick long, every op is) the Cumulative holds each interval that contains it in all
+    solutions, whatever is offloaded and whenever transfers run:
+
+    * F_all(i): its overhead o_fa[i]; the tape abar_{i+1} it makes (born at its start); abar_i (i >= 1), held at
+      least until e(F_all(i)), as an offloaded tape's device copy is released no earlier (r_i >= e(F_all(i)));
+    * Loss: o_b[L], delta_L, abar_L (never offloaded);
+    * B(k): o_b[k]; abar_{k+1} (its tape: prefetched before B(k+1) when offloaded, so resident through B(k));
+      abar_k (k >= 1: a_k, read by B(k), prefetched before it); delta_{k+1} (read) and delta_k (made);
+    * and the other tapes in `fixed` (that cannot travel: zero transfer ticks) alive then: abar_j for j < i at
+      F_all(i), j < k at B(k), j < L at the loss (born before, used up by a later backward).
+
+    So when the largest of these exceeds the capacity, the model has no solution: ``infeasible`` for this model is
+    exact, as CP-SAT would answer with time enough (it can take minutes to prove it at a fine tick: the
+    offload-only instance random_offload(2, 0, transfer_ratio=3.0, integer_times=True) at budget 28 holds x0 +
+    abar1 + abar2 + delta2 + delta1 = 36 during B(1)). A coarser tick is no shortcut: durations are rounded up, so
+    a coarser model restricts the timing (not a relaxation), and its infeasibility would prove nothing."""
+    L = chain.length
+    x, xbar = chain.x, chain.xbar
+
+    def tapes(alive: range) -> int:
+        return sum(size(int(xbar[j])) for j in alive if j in fixed)
+
+    best = (-1, "")
+    for i in range(L):
+        held = size(int(chain.o_fa[i])) + size(int(xbar[i + 1])) + (size(int(xbar[i])) if i else 0) \
+            + tapes(range(1, i))
+        best = max(best, (held, f"F_all({i})"))
+    held = size(int(chain.o_b[L])) + size(int(x[L])) + size(int(xbar[L])) + tapes(range(1, L))
+    best = max(best, (held, "Loss"))
+    for k in range(L):
+        held = size(int(chain.o_b[k])) + size(int(xbar[k + 1])) + size(int(x[k + 1])) + size(int(x[k])) \
+            + ((size(int(xbar[k])) + tapes(range(1, k))) if k else 0)
+        best = max(best, (held, f"B({k})"))
+    return best
 
 
 def durations_total(inst: OffloadInstance) -> float:
@@ -139,6 +186,13 @@ def solve_cpsat(inst: OffloadInstance, budget: int, *, options: ExactOptions, de
     scope = (f"offload-only (store-all order): no recomputation, each tape offloaded at most once, "
              f"times in ticks of 1/{scale:g}, "
              + scope_text(slots))
+    T = {j: duration_ticks(inst.transfer_time(int(chain.xbar[j])), scale) for j in range(1, L)}
+    forced, at = forced_memory(chain, size, {j for j, t in T.items() if t == 0})
+    if 0 <= capacity < forced:  # a necessary condition of the model (`forced_memory`): exact, and instant
+        unit = " slots" if slots else ""  # else the chain's memory unit
+        return SolveResult(problem="offload", solver="cpsat", status=INFEASIBLE, budget=budget, scope=scope,
+                           message=f"proven infeasible for this model: {at} must hold {forced}{unit} "
+                                   f"besides the input, more than the {capacity}{unit} left")
 
     ops: list[Op] = [F_all(i) for i in range(L)] + [Loss(L)] + [Bwd(i) for i in reversed(range(L))]
     F = {i: i for i in range(L)}
@@ -149,7 +203,6 @@ def solve_cpsat(inst: OffloadInstance, budget: int, *, options: ExactOptions, de
     # every compute op lasts at least one tick, even one of no time: the Cumulative charges no zero-length interval
     # (while the simulator charges an op of no time its output, overhead and inputs); paid transfers too
     d = [duration_ticks(t, scale, least=1) for t in durations]
-    T = {j: duration_ticks(inst.transfer_time(int(chain.xbar[j])), scale) for j in range(1, L)}
     horizon = sum(d) + 2 * sum(T.values()) + 1
 
     m = cp_model.CpModel()
