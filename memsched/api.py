@@ -2,10 +2,12 @@
 
 Every function takes instances as the problem packages define them (`solvers.chain.Chain`,
 `solvers.join.Join`, `solvers.graph.Graph`, `solvers.offload.OffloadInstance`,
-`solvers.pipeline.Pipeline`) or a path to an instance file, and budgets as bytes (an int),
-a size string ("1.5GB", "800MiB") or a percentage of the problem's reference peak ("60%":
+`solvers.pipeline.Pipeline`) or a path to an instance file, and budgets as a number in the
+instance's memory unit (bytes unless the file states meta.units.memory), a size string ("1.5GB",
+"800MiB", converted into that unit) or a percentage of the problem's reference peak ("60%":
 the store-all peak for chains, joins and offloading, the one-pass peak for graphs, the
-one-device memory for pipelines). Times are in the instance's unit (ms for profiled chains).
+one-device memory for pipelines). Sizes returned (budgets, peaks) are in the instance's memory
+unit too; times in its time unit (ms for profiled chains).
 
 Solving always goes through `solvers.registry.solve`: each schedule is replayed by the
 problem's simulator, and the makespan (period for pipelines) and peak memory reported are
@@ -190,16 +192,18 @@ def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | fl
 
 @_python_names
 def budget(instance: Any, spec: int | float | str, *, problem: str | None = None) -> int:
-    """Bytes from a budget: an int (bytes), a size ("1.5GB", "800MiB") or "X%" of the
-    problem's reference peak. `instance` is an instance or a path, read as `problem` (as in
-    `as_problem`: "pipeline" makes a chain a pipeline; another problem is an `InputError`)."""
+    """A budget in the instance's memory unit (bytes unless the file states meta.units.memory): a
+    number in that unit, a size ("1.5GB", "800MiB", converted into it) or "X%" of the problem's
+    reference peak. `instance` is an instance or a path, read as `problem` (as in `as_problem`:
+    "pipeline" makes a chain a pipeline; another problem is an `InputError`)."""
     problem, instance = as_problem(instance, problem)
     return _budget(instance, spec, problem)
 
 
 @_python_names
 def reference_peak(instance: Any, *, problem: str | None = None) -> int:
-    """What "X%" budgets refer to (bytes), for an instance or a path read as `problem` (`as_problem`)."""
+    """What "X%" budgets refer to, in the instance's memory unit (bytes unless the file states
+    meta.units.memory), for an instance or a path read as `problem` (`as_problem`)."""
     problem, instance = as_problem(instance, problem)
     return int(registry.problem_module(problem).reference_peak(instance))
 
@@ -379,7 +383,7 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
         raise InputError("applies to a sweep file (TOML / YAML); an instance sweep keeps no journal", field="fresh")
     if budgets is None:
         raise InputError("an instance sweep needs budgets (e.g. ['40%', '60%', '80%'])", field="budgets")
-    if isinstance(budgets, (str, int, float)):  # one budget ("50%" would otherwise be read as "5", "0", "%")
+    if isinstance(budgets, (str, numbers.Real)):  # one budget (a numpy scalar too; "50%" would be "5", "0", "%")
         budgets = [budgets]
     elif not isinstance(budgets, Iterable) or isinstance(budgets, (bytes, dict)):
         raise InputError(f"must be a budget or a list of budgets, got {budgets!r}", field="budgets")
@@ -465,8 +469,9 @@ def _no_such_target(target: Any) -> None:
 
 
 def _sweep_budgets(instance: Any, budgets: list[Any], problem: str) -> list[tuple[Any, int]]:
-    """(spec, bytes) of each budget of an instance sweep, in order; `InputError` naming the entry
-    (``budgets[2]``) for a bad one, or for one given twice: the same bytes for this instance, however
+    """(spec, size) of each budget of an instance sweep, in order, the size in the instance's memory unit
+    (bytes unless the file states meta.units.memory); `InputError` naming the entry (``budgets[2]``)
+    for a bad one, or for one given twice: the same size for this instance, however
     written ("50%" and "50.0%", "1KiB" and 1024: a sweep file refuses them too, and the table would
     hold the same rows twice)."""
     grid: list[tuple[Any, int]] = []
@@ -480,10 +485,17 @@ def _sweep_budgets(instance: Any, budgets: list[Any], problem: str) -> list[tupl
         same = [k for k, (_, earlier) in enumerate(grid) if earlier == bytes_]
         if same:
             raise InputError(f"budget {str(spec)!r} is already in the list (budgets[{same[0]}] "
-                             f"{str(grid[same[0]][0])!r} is the same {bytes_} bytes); give each budget once",
-                             field=f"budgets[{i}]")
+                             f"{str(grid[same[0]][0])!r} is the same {bytes_} {_memory_unit_name(instance)}); "
+                             "give each budget once", field=f"budgets[{i}]")
         grid.append((spec, bytes_))
     return grid
+
+
+def _memory_unit_name(instance: Any) -> str:
+    """The unit of the instance's sizes for a message: its ``meta.units.memory`` ("KiB"), else "bytes"."""
+    from memsched.solvers.units import memory_unit
+
+    return memory_unit(instance) or "bytes"
 
 
 def _sweep_option_values(problem: str, names: Sequence[str], options: dict[str, Any]) -> None:

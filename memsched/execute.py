@@ -15,9 +15,10 @@ from typing import Any
 
 from memsched.solvers.errors import InputError
 
-#: Keyword sizes of the zoo networks (`models.zoo.build_model`).
+#: Keyword sizes of the zoo networks (`models.zoo.build_model`), ``granularity`` ("block" or "layer", the
+#: stages of the chain: ``memsched run --granularity``) among them, as `memsched.profile` takes it.
 SIZE_KEYS = ("batch", "image_size", "seq_len", "width", "depth", "vocab", "classes", "dropout", "device", "seed",
-             "dtype")
+             "dtype", "granularity")
 #: Join networks of the zoo (run as the join problem).
 JOIN_NAMES = ("siamese", "triplet", "clip")
 

@@ -29,15 +29,25 @@ ROW_COLUMNS = ("instance", "problem", "solver", "status", "objective", "objectiv
 
 
 def _gb(n: float | None) -> str:
-    """A byte count in binary units (for tables)."""
+    """A byte count in binary units (for tables): three significant digits ("40.5 KiB", "949 MiB"), in
+    fixed point where that would need an exponent ("1000 MiB", "1021.6 MiB", never "1.02e+03 MiB")."""
     if n is None:
         return "–"
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(n) >= scale:
-            return f"{n / scale:.3g} {unit}"
+            return f"{fixed_point(n / scale)} {unit}"
     return f"{int(n)} B"
 
 
+def fixed_point(value: float) -> str:
+    """`value` with three significant digits (``:.3g``), but never in scientific notation: a value that
+    would need an exponent (999.5 and above, or below 1e-4) is written in fixed point instead, with at
+    most one decimal from 1 up ("1000", "1021.6", "1048576") and six below ("0.000032")."""
+    text = f"{value:.3g}"
+    if "e" not in text:
+        return text
+    text = f"{value:.1f}" if abs(value) >= 1 else f"{value:.6f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _size(n: float | None, unit: str | None, *, raw: bool = True) -> str:
@@ -211,11 +221,23 @@ class Result:
         object of ``memsched partition --json``: it records the machine the partition was solved
         with (``weight_factor``, ``bandwidth``, ``latency``, ``time_unit_s``), so that
         `memsched.simulate` of this JSON replays it on that machine."""
+        if isinstance(self.schedule, (list, tuple)):  # a replay's plain list that names no schedule object
+            return self._plain_schedule_json()
         out = self.raw.to_json(objective_key=self.objective_name)
         if self.problem == "pipeline" and out.get("schedule") is not None:
             from memsched.experiments.commands.partition import to_json as partition_json
 
             out["schedule"] = partition_json(self.raw, self.instance)["schedule"]
+        return out
+
+    def _plain_schedule_json(self) -> dict[str, Any]:
+        """`to_json` of a replay whose schedule stayed the plain list it was given (a graph's node indices
+        of which one names no node: `memsched.simulate` keeps it, and the replay is "invalid"): the same
+        object, its ``schedule`` the list as given (``{"problem", "order"}``; indices as ints)."""
+        import dataclasses
+
+        out = dataclasses.replace(self.raw, schedule=None).to_json(objective_key=self.objective_name)
+        out["schedule"] = {"problem": self.problem, "order": [_plain_entry(v) for v in self.schedule]}
         return out
 
     def timeline(self) -> Any:
@@ -269,6 +291,16 @@ class Result:
     def __repr__(self) -> str:
         obj = f"{self.objective_name}={_num(self.objective)}, peak={self.peak_memory}" if self.found else ""
         return f"<Result {self.problem} {self.name} {self.solver}: {self.status}{', ' + obj if obj else ''}>"
+
+
+def _plain_entry(value: Any) -> Any:
+    """One entry of a plain-list schedule as JSON: an integer (a numpy one too) as an int, an operation
+    (a tuple or list) as a list of its entries, anything else as its text."""
+    if isinstance(value, (tuple, list)):
+        return [_plain_entry(v) for v in value]
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    return value if isinstance(value, (str, bool, float)) or value is None else str(value)
 
 
 #: The fields of the registry's SolveResult that a `Result` shows as its own (read-only).
@@ -369,7 +401,8 @@ class Comparison:
 class SweepResult:
     """Rows of a grid of (instance, budget, solver) runs: the sweep engine's rows (a sweep
     file) or the facade's (an instance and lists of budgets and solvers). Key columns:
-    instance, solver, budget (bytes), budget_fraction (of the reference peak), status,
+    instance, solver, budget (in the instance's memory unit: bytes unless the file states meta.units.memory),
+    budget_fraction (of the reference peak), status,
     objective (makespan or period), overhead (objective / no-savings objective - 1),
     peak_memory, lower_bound, solve_time_s.
 
@@ -419,11 +452,14 @@ class SweepResult:
         unit (`_axis`): the objective in the instance's time unit ("period (ms)"), sizes in the binary unit
         that suits them ("peak memory (MiB)", converted from the instance's memory unit), solve times in
         s, fractions in %. A `y` the rows do not have, a bad `title` or `figsize` or another keyword
-        argument is an `InputError`."""
+        argument is an `InputError`, as is a sweep in which no run found a schedule (every line would be
+        empty: "nothing to draw", as `Comparison.plot` says)."""
         _check_plot("SweepResult.plot", ("y", "title", "figsize"), unknown, title, figsize)
         frame = self.to_pandas()
         if frame.empty:
             raise InputError("an empty sweep: nothing to draw")
+        if "objective" in frame and not frame["objective"].notna().any():
+            raise InputError("no solver found a schedule: nothing to draw")
         if y is not None:
             self._need_column(frame, y, "y")
         if y is None:
@@ -541,13 +577,15 @@ def _bar(ax: Any, x: float, value: float | None, colour: str, scale: float = 1.0
         ax.bar([x], [value / scale], color=colour)
 
 
-def _bars(ax: Any, values: Sequence[float | None], label: str, scale: float = 1.0) -> None:
-    """Predicted beside measured on one axis (both in the unit `label` names, after dividing by `scale`;
-    a missing value is no bar, `_bar`)."""
-    for x, (value, colour) in enumerate(zip(values, (_PREDICTED, _MEASURED))):
-        _bar(ax, x, value, colour, scale)
-    ax.set_xticks([0, 1], ["predicted", "measured"])
-    ax.set_xlim(-0.6, 1.6)
+def _bars(ax: Any, values: Sequence[float | None], label: str, scale: float = 1.0,
+          ticks: Sequence[str] = ("predicted", "measured")) -> None:
+    """Pairs of predicted beside measured on one axis (`values`: predicted, measured, predicted, ...; all
+    in the unit `label` names, after dividing by `scale`; a missing value is no bar, `_bar`), each bar
+    named by its entry of `ticks`."""
+    for x, value in enumerate(values):
+        _bar(ax, x, value, (_PREDICTED, _MEASURED)[x % 2], scale)
+    ax.set_xticks(list(range(len(values))), list(ticks), **({"fontsize": 7} if len(values) > 2 else {}))
+    ax.set_xlim(-0.6, len(values) - 0.4)
     ax.set_ylabel(label)
     ax.grid(axis="y", alpha=0.3)
 
@@ -602,7 +640,13 @@ class RunResult:
 
     def plot(self, *, title: str | None = None, figsize: tuple[float, float] = (7.0, 3.0), **unknown: Any) -> Any:
         """Predicted (simulator) beside measured: step time and peak memory (`title`, `figsize` as
-        in `Result.plot`; another keyword argument is an `InputError`). A predicted makespan not in ms
+        in `Result.plot`; another keyword argument is an `InputError`). Each pair is the one the run's
+        ``ratio`` compares (`compared`): the measured peak (the tracker on CPU) beside the prediction by the
+        same definition (``tracker_peak_memory`` when the run has one, else ``peak_memory``), and, when the
+        run has an independent measurement (``independent_peak``, the allocator probe on CPU), that beside
+        ``peak_memory`` (the allocator's definition), each bar labelled with its definition; a synchronous
+        offloading run (CPU) is compared with its one-op-at-a-time replay (``sequential_makespan``,
+        ``sequential_peak``). A predicted makespan not in ms
         (`predicted_time_unit`, e.g. MFLOP for a graph exported with ``--cost flops``) is not drawn on
         the measured ms scale: each time bar gets its own y axis labelled with its unit. A run that found no
         schedule (no prediction: infeasible, timeout) is an `InputError`, as `Result.plot` of one; a value
@@ -612,16 +656,63 @@ class RunResult:
             raise InputError(f"{self.data.get('solver')}: no schedule ({self.data.get('status')}) to draw")
         fig = _figure(figsize)
         axes = fig.subplots(1, 2)
-        pred, meas = self.data.get("predicted") or {}, self.data.get("measured") or {}
+        pairs = self.compared()
         unit = self.predicted_time_unit
         if unit == "ms":
-            _bars(axes[0], [pred.get("makespan"), meas.get("time")], "time (ms)")
+            what = pairs["time"][0]
+            _bars(axes[0], list(pairs["time"][1:]), "time (ms)",
+                  ticks=[f"predicted\n({what})" if what else "predicted", "measured"])
         else:
-            _bars_two_units(axes[0], pred.get("makespan"), unit, meas.get("time"))
-        _bars(axes[1], [pred.get("peak_memory"), meas.get("peak_memory")], "peak memory (MiB)", 2**20)
+            _bars_two_units(axes[0], pairs["time"][1], unit, pairs["time"][2])
+        memory = [pairs["memory"]] + ([pairs["independent"]] if pairs["independent"][2] is not None else [])
+        ticks = [f"{side}\n({name})" for name, _, _ in memory for side in ("predicted", "measured")] \
+            if len(memory) > 1 or memory[0][0] else ["predicted", "measured"]
+        _bars(axes[1], [v for _, predicted, measured in memory for v in (predicted, measured)], "peak memory (MiB)",
+              2**20, ticks)
         fig.suptitle(title or f"{self.data.get('model')} — {self.data.get('solver')} on {self.data.get('device')}",
                      fontsize=10)
         return fig
+
+    def compared(self) -> dict[str, tuple[str, Any, Any]]:
+        """The (what, predicted, measured) pairs the run's ``ratio`` compares, as `models.run` and the
+        executors form them: ``time`` (measured ms against ``makespan``, or against ``sequential_makespan``
+        for a synchronous offloading run, one op at a time on CPU: `synchronous`), ``memory`` (the
+        measured ``peak_memory`` against the prediction by the measuring method's definition:
+        ``tracker_peak_memory`` (``tracker_sequential_peak``) when the run has one, else ``peak_memory``
+        (``sequential_peak``)) and ``independent`` (``independent_peak`` against ``peak_memory``
+        (``sequential_peak``), the allocator's definition; its measurement None when the run made none).
+        `what` names the definition for a figure ("" when the run does not say: a plain pair)."""
+        pred, meas = self.data.get("predicted") or {}, self.data.get("measured") or {}
+        sync = self.synchronous
+        sequential = pred.get("sequential_makespan") if sync else None
+        allocator = pred.get("sequential_peak") if sync else pred.get("peak_memory")
+        tracker = pred.get("tracker_sequential_peak") if sync else pred.get("tracker_peak_memory")
+        return {"time": ("one op at a time" if sequential is not None else "",
+                         pred.get("makespan") if sequential is None else sequential, meas.get("time")),
+                "memory": (self._method_name(meas), tracker or allocator, meas.get("peak_memory")),
+                "independent": ("allocator", allocator, meas.get("independent_peak"))}
+
+    def _method_name(self, measured: dict[str, Any]) -> str:
+        """A short name of the run's measuring method (``memory_method``): "tracker" (the LiveTensorTracker,
+        CPU), "CUDA allocator" (torch.cuda.max_memory_allocated); "" when the run does not say and made no
+        independent measurement (a plain predicted / measured pair)."""
+        method = str(self.data.get("memory_method") or "")
+        method = "" if method == "none" else method
+        if "Tracker" in method:
+            return "tracker"
+        if "cuda" in method:
+            return "CUDA allocator"
+        if method or measured.get("independent_peak") is None:
+            return method
+        return "tracker" if str(self.data.get("device", "")).startswith("cpu") else "measured"
+
+    @property
+    def synchronous(self) -> bool:
+        """A CPU offloading run (``predicted.sequential_peak`` recorded): its transfers are synchronous,
+        one op at a time, and its ratios compare with the sequential replay (``predicted.sequential_*``),
+        as `models.offload.executor.OffloadStepResult.synchronous`."""
+        pred = self.data.get("predicted") or {}
+        return str(self.data.get("device", "")).startswith("cpu") and pred.get("sequential_peak") is not None
 
     @property
     def predicted_time_unit(self) -> str:

@@ -73,6 +73,12 @@ def mean_output_loss(output: Any, target: Any = None) -> Any:
     return output.float().mean()
 
 
+def model_field() -> str:
+    """The field naming the network argument in a message: ``MODEL`` (the positional argument) on the
+    command line, ``model`` in Python (inside `errors.python_spelling`: `memsched.run`, `memsched.profile`)."""
+    return "model" if flag("model") == "model" else "MODEL"
+
+
 def is_factory_spec(name: str) -> bool:
     """True when the MODEL text names a factory (``FILE.py:FUNCTION``, ``package.module:FUNCTION``)."""
     head, sep, func = str(name).rpartition(":")
@@ -82,16 +88,16 @@ def is_factory_spec(name: str) -> bool:
 def _load_factory(spec: str) -> tuple[Callable[..., Any], str]:
     """The function a spec names and a short name for it (``file.function``)."""
     if not is_factory_spec(spec):
-        raise InputError(f"{spec!r} is not FILE.py:FUNCTION or package.module:FUNCTION", field="MODEL")
+        raise InputError(f"{spec!r} is not FILE.py:FUNCTION or package.module:FUNCTION", field=model_field())
     where, _, func = spec.rpartition(":")
     if where.endswith(".py"):
         path = Path(where)
         if not path.is_file():
-            raise InputError(f"no such file {where!r}", path=where, field="MODEL")
+            raise InputError(f"no such file {where!r}", path=where, field=model_field())
         module_name = f"memsched_network_{path.stem}"
         loader_spec = importlib.util.spec_from_file_location(module_name, path)
         if loader_spec is None or loader_spec.loader is None:
-            raise InputError(f"cannot import {where!r}", path=where, field="MODEL")
+            raise InputError(f"cannot import {where!r}", path=where, field=model_field())
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[module_name] = module  # dataclasses and pickling look the module up by name
         try:
@@ -99,18 +105,18 @@ def _load_factory(spec: str) -> tuple[Callable[..., Any], str]:
         except (Exception, SystemExit) as err:  # a script's sys.exit() is not memsched's exit
             sys.modules.pop(module_name, None)
             raise InputError(f"importing it failed: {type(err).__name__}: {first_line(err)}", path=where,
-                             field="MODEL") from None
+                             field=model_field()) from None
         short = path.stem
     else:
         try:
             module = importlib.import_module(where)
         except (Exception, SystemExit) as err:
             raise InputError(f"cannot import module {where!r}: {type(err).__name__}: {first_line(err)}",
-                             field="MODEL") from None
+                             field=model_field()) from None
         short = where.rpartition(".")[2]
     fn = getattr(module, func, None)
     if not callable(fn):
-        raise InputError(f"{where} has no function {func!r}", field="MODEL")
+        raise InputError(f"{where} has no function {func!r}", field=model_field())
     return fn, f"{short}.{func}"
 
 
@@ -167,12 +173,12 @@ def build_network(spec: str, *, device: Any = "cpu", seed: int = 0, dtype: Any =
     except InputError:
         raise
     except (Exception, SystemExit) as err:
-        raise InputError(f"{short}(...) failed: {type(err).__name__}: {first_line(err)}", field="MODEL") from None
+        raise InputError(f"{short}(...) failed: {type(err).__name__}: {first_line(err)}", field=model_field()) from None
     from memsched.models.zoo import ZooModel
 
     if not isinstance(made, (Network, tuple, ZooModel)):
         raise InputError(f"{short} returned a {type(made).__name__}; expected (model, example_input[, target"
-                         "[, loss_fn]]) or a memsched.Network", field="MODEL")
+                         "[, loss_fn]]) or a memsched.Network", field=model_field())
     built = as_zoo_model(made, name=short, what=spec, device=device, dtype=dtype)
     built.name = spec
     built.config.update({"factory": spec, **{k: _plain(v) for k, v in given.items() if k != "device"}})

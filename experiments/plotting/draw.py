@@ -188,8 +188,16 @@ def _memory_scale(unit: str | None, top: float) -> tuple[float, str | None]:
 
 
 def _fmt(value: float, scale: float, unit: str | None) -> str:
+    """`value` / `scale` with its `unit`: an integer as it is, else three significant digits, in fixed point
+    where that would need an exponent ("1021.6 MiB", never "1.02e+03 MiB")."""
     number = value / scale
-    text = f"{int(number)}" if float(number).is_integer() else f"{number:.3g}"
+    if float(number).is_integer():
+        text = f"{int(number)}"
+    else:
+        text = f"{number:.3g}"
+        if "e" in text:  # 999.5 and above (or below 1e-4): fixed point, at most one decimal from 1 up
+            text = f"{number:.1f}" if abs(number) >= 1 else f"{number:.6f}"
+            text = text.rstrip("0").rstrip(".")
     return f"{text} {unit}" if unit else text
 
 

@@ -168,7 +168,7 @@ def build_model(
     (`SIZE_RANGES`), a `dropout` outside 0..1, a `seed` that is not an int, a `device` torch
     does not know (or CUDA on a machine without it).
     """
-    from memsched.models.network import build_network, is_factory_spec
+    from memsched.models.network import build_network, is_factory_spec, model_field
 
     if unknown:
         key = sorted(unknown)[0]
@@ -193,7 +193,8 @@ def build_model(
             built.config["dtype"] = str(dtype).replace("torch.", "")
         return built
     if name not in MODELS:
-        raise InputError(f"unknown model {name!r} (one of {', '.join(MODELS)}, or FILE.py:FUNCTION)", field="MODEL")
+        raise InputError(f"unknown model {name!r} (one of {', '.join(MODELS)}, or FILE.py:FUNCTION)",
+                         field=model_field())
     d = MODELS[name]
     _refuse_unused(name, d["kind"], image_size=image_size, seq_len=seq_len, vocab=vocab, depth=depth)
     batch = d["batch"] if batch is None else batch
