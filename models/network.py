@@ -354,8 +354,8 @@ def diagnosed(built: Any) -> Iterator[None]:
     """Inside (profiling or running the network `built`, a `models.zoo.ZooModel`), a failure that
     is not an `InputError` becomes one when the network fails its dry run on its own example input
     and target (`step_input_error`): a block that cannot run at these sizes (BatchNorm at batch 1
-    on a 1x1 feature map) is bad input naming the network and its sizes, under ``MODEL``; any
-    other failure (a bug) is raised as it is. Costs nothing unless something fails."""
+    on a 1x1 feature map) is bad input naming the network and its sizes, under ``MODEL`` (``model``
+    in Python, `model_field`); any other failure (a bug) is raised as it is. Costs nothing unless something fails."""
     try:
         yield
     except InputError:
@@ -364,7 +364,7 @@ def diagnosed(built: Any) -> Iterator[None]:
         sizes = ", ".join(f"{k} {_plain(v)}" for k, v in built.config.items() if v is not None and k != "factory")
         what = f"{built.name} with {sizes}" if sizes else str(built.name)
         found = step_input_error(list(built.blocks), built.loss_fn, built.example_input, built.target, what,
-                                 block_field="MODEL", target_field="MODEL")
+                                 block_field=model_field(), target_field=model_field())
         if found is None:
             raise
         raise found from err

@@ -196,3 +196,21 @@ def test_sweep_duplicate_budget_names_the_instance_unit():
 def test_sweep_takes_a_numpy_scalar_budget():
     sweep = memsched.sweep(memsched.load(TINY), budgets=np.int64(25), solvers=["rotor"])
     assert len(sweep) == 1 and sweep.rows[0]["budget"] == 25
+
+
+def test_python_spellings_of_join_model_and_bandwidth(tmp_path):
+    """An unknown join network names ``model`` in Python, and a chain without a host link solved as an
+    offloading instance asks for ``bandwidth=`` (not the command line's MODEL / --bandwidth)."""
+    pytest.importorskip("torch")
+    from memsched.models.join.zoo import build_join_model
+    from memsched.solvers.errors import python_spelling
+
+    import memsched
+
+    with python_spelling(), pytest.raises(memsched.InputError) as info:
+        build_join_model("siamesee")
+    assert info.value.field == "model"
+    chain = memsched.data_path("examples", "tiny.json")
+    with pytest.raises(memsched.InputError) as info:
+        memsched.solve(chain, "90%", problem="offload")
+    assert "--bandwidth" not in str(info.value) and "bandwidth" in str(info.value)

@@ -67,7 +67,7 @@ def test_facade_run_of_a_join_network_at_batch_1():
 
     with pytest.raises(InputError) as info:
         memsched.run("triplet", "50%", batch=1, image_size=32, width=8, depth=18, repeats=1, time_repeats=1)
-    assert info.value.field == "MODEL"
+    assert info.value.field == "model"  # Python's spelling of the argument (MODEL on the command line)
     assert "triplet branch 0 (anchor) with batch 1" in str(info.value) and "block 7 (BasicBlock)" in str(info.value)
 
 

@@ -134,8 +134,8 @@ def diagnosed_join(model: JoinModel) -> Iterator[None]:
     `InputError` becomes one when a branch fails the chain path's dry run on its own example input
     (`models.network.diagnosed` on each branch, with the stand-in loss `mean_output_loss`, branch 0
     first): a block that cannot run at these sizes (BatchNorm at batch 1 on a 1x1 feature map) is
-    bad input under ``MODEL`` naming the network with its sizes, the branch and the block. Any other
-    failure (the joint loss, a bug) is raised as it is. Costs nothing unless something fails."""
+    bad input under ``MODEL`` (``model`` in Python) naming the network with its sizes, the branch and
+    the block. Any other failure (the joint loss, a bug) is raised as it is. Costs nothing unless something fails."""
     from memsched.models.network import diagnosed, mean_output_loss
     from memsched.models.zoo.registry import ZooModel
 
@@ -197,10 +197,11 @@ def build_join_model(
     Raises `InputError` for an unknown name or impossible sizes (a size that is not an int, a
     bool is not, in the command line's range; a device torch does not know).
     """
+    from memsched.models.network import model_field
     from memsched.solvers.units import check_int
 
     if name not in JOIN_MODELS:
-        raise InputError(f"unknown join model {name!r} (one of {', '.join(JOIN_MODELS)})", field="MODEL")
+        raise InputError(f"unknown join model {name!r} (one of {', '.join(JOIN_MODELS)})", field=model_field())
     d = JOIN_MODELS[name]
     batch = d["batch"] if batch is None else batch
     width = d["width"] if width is None else width

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..chain.instance import Chain
-from ..errors import InputError
+from ..errors import InputError, flag
 from ..jsonio import read_json, write_json_atomic
 from ..units import MAX_BYTES, MIN_BANDWIDTH, byte_unit, short_number
 
@@ -106,7 +106,7 @@ class OffloadInstance:
         link = link or {}
         if bandwidth is None:
             if "bandwidth" not in link:
-                raise InputError("no host bandwidth: add host_link.bandwidth to the file or pass --bandwidth",
+                raise InputError(f"no host bandwidth: add host_link.bandwidth to the file or pass {flag('bandwidth')}",
                                  path=path, field="host_link.bandwidth")
             bandwidth = link["bandwidth"]
         if latency is None:
