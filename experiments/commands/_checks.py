@@ -37,7 +37,8 @@ MAX_NODES = 2000
 #: checkmate-approx: 67 s at 1000 nodes) or recurse along the forward spine (griewank)
 MAX_MODEL_NODES = 1000
 _MODEL_SOLVERS = ("checkmate", "cpsat", "checkmate-approx", "griewank")
-#: the most steps (L^2 x devices) of the pipeline DPs (about 1e-5 s each: 100 s)
+#: the most steps (L^2 x devices; L^2 x devices^2 with replication, where a stage may take any
+#: number of replicas) of the pipeline DPs (about 1e-5 s each: 100 s)
 MAX_DP_STEPS = 10**7
 #: the largest H-Revolve chain (its table costs about O(L^3): 19 s at L = 1000 on one core)
 MAX_HREVOLVE_LENGTH = 500
@@ -308,12 +309,13 @@ def stage_count(problem: str, instance: Any) -> int:
     return int(instance.length)
 
 
-def work_limit(problem: str, solver: str, devices: int | None = None) -> int | None:
+def work_limit(problem: str, solver: str, devices: int | None = None, *, replication: bool = False) -> int | None:
     """The most stages (chain, offload; join: of all branches), graph nodes or pipeline layers
     (`stage_count`) that `solver` handles in minutes: `MAX_STAGES`, `MAX_NODES` (`MAX_MODEL_NODES`
     for the solvers that build a model), and for a pipeline on `devices` devices the most layers
-    whose DPs take at most `MAX_DP_STEPS` steps (layers^2 x devices). None: no limit (store-all,
-    checkpoint-all, a pipeline without a device count)."""
+    whose DPs take at most `MAX_DP_STEPS` steps: layers^2 x devices, or layers^2 x devices^2 with
+    `replication` (the DPs try every replica count r <= d for every d <= devices: O(L^2 P^2)).
+    None: no limit (store-all, checkpoint-all, a pipeline without a device count)."""
     if problem in ("chain", "offload", "join"):
         return None if solver == "store-all" else MAX_STAGES
     if problem == "graph":
@@ -321,15 +323,17 @@ def work_limit(problem: str, solver: str, devices: int | None = None) -> int | N
             return None
         return MAX_MODEL_NODES if solver in _MODEL_SOLVERS else MAX_NODES
     if problem == "pipeline" and devices is not None:
-        return math.isqrt(MAX_DP_STEPS // max(int(devices), 1))
+        P = max(int(devices), 1)
+        return math.isqrt(MAX_DP_STEPS // (P * P if replication else P))
     return None
 
 
-def check_work(problem: str, solver: str, instance: Any, *, path: str | None = None, devices: int | None = None
-               ) -> None:
-    """Refuse, with the limit and why, an instance the solvers would not finish in minutes (`work_limit`)."""
+def check_work(problem: str, solver: str, instance: Any, *, path: str | None = None, devices: int | None = None,
+               replication: bool = False) -> None:
+    """Refuse, with the limit and why, an instance the solvers would not finish in minutes (`work_limit`;
+    `replication`: a pipeline solver allowed to replicate stages, ``--replication``)."""
     n = stage_count(problem, instance)
-    limit = work_limit(problem, solver, devices)
+    limit = work_limit(problem, solver, devices, replication=replication)
     if limit is None or n <= limit:
         return
     if problem == "graph":
@@ -338,6 +342,11 @@ def check_work(problem: str, solver: str, instance: Any, *, path: str | None = N
                          "checkpoint-all", path=path, field="nodes")
     if problem == "pipeline":
         devices = devices or 1  # (a pipeline has a limit only with a device count)
+        if replication:
+            most = max(1, math.isqrt(MAX_DP_STEPS // (n * n)))
+            raise InputError(f"{n} layers on {devices} devices with --replication is {n * n * devices * devices:.3g} "
+                             f"DP steps (layers^2 x devices^2), more than {MAX_DP_STEPS:.3g} (minutes); use fewer "
+                             f"devices (at most {most}) or no --replication", field="--devices")
         raise InputError(f"{n} layers on {devices} devices is {n * n * devices:.3g} DP steps, more than "
                          f"{MAX_DP_STEPS:.3g} (minutes); use fewer devices (at most {max(1, MAX_DP_STEPS // (n * n))})",
                          field="--devices")

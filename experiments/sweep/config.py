@@ -649,18 +649,21 @@ def size_error(problem: str, size: int, solver: SolverSpec, hint: str) -> str | 
     """Why `solver` is not run on a `problem` instance of `size` stages, nodes or layers: more than
     `memsched solve` (or `memsched partition`) allows (`commands._checks.work_limit`: 1000 chain,
     join or offload stages, 2000 graph nodes, 1000 for the graph solvers that build a model, the
-    pipeline layers whose DPs take at most 10^7 steps on the entry's ``devices``); None when
+    pipeline layers whose DPs take at most 10^7 steps on the entry's ``devices``, its ``replication``
+    counted); None when
     within them. `hint`: what else to do than giving the solver a ``max_length``."""
     from ..commands._checks import work_limit
 
     devices = solver.options.get("devices") if problem == "pipeline" else None
-    limit = work_limit(problem, solver.name, devices)
+    replication = problem == "pipeline" and bool(solver.options.get("replication"))
+    limit = work_limit(problem, solver.name, devices, replication=replication)
     if limit is None or size <= limit:
         return None
     if problem == "graph":
         what = f"{size} graph nodes, more than the {limit}"
     elif problem == "pipeline":
-        what = f"{size} pipeline layers, more than the {limit} (on {devices} devices: layers^2 x devices DP steps)"
+        steps = "layers^2 x devices^2 DP steps, with replication" if replication else "layers^2 x devices DP steps"
+        what = f"{size} pipeline layers, more than the {limit} (on {devices} devices: {steps})"
     else:
         what = f"{'the branches have' if problem == 'join' else 'the chain has'} {size} stages, more than the {limit}"
     return f"{what} that {solver.label} handles in minutes (give it a max_length, or {hint})"

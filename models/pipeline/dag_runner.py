@@ -87,15 +87,31 @@ class DagNet(nn.Module):
         return env[len(self.spec) - 1]
 
 
-def check_spec(spec: Spec) -> None:
+#: the layer kinds `DagNet` builds modules for
+DAGNET_KINDS = ("block", "add")
+
+
+def check_spec(spec: Spec, kinds: tuple[str, ...] | None = None) -> None:
     """`InputError` on ``spec[k]`` unless every layer k reads at least one tensor, each an earlier
     layer 0..k-1 or, for layer 0 only, the network's input -1. A later layer reading -1 is refused:
     the pipeline model (`solvers.pipeline.Pipeline`) has the input only as layer 0's input, so no
     boundary would carry it, its bytes would be charged to no stage, and the runner would not send
-    it (route it through layer 0, which every reader of the input then reads)."""
+    it (route it through layer 0, which every reader of the input then reads).
+
+    Layer kinds: with `kinds` given (`DAGNET_KINDS` for a `DagNet`: `profile_dag`,
+    `run_dag_partition`), every layer's kind must be one of them. Without (None), a
+    spec in `DagNet`'s vocabulary (some layer is a "block" or an "add") must use only "block" and
+    "add": `DagNet` builds no module for any other kind, so profiling or running it failed later
+    with a bare KeyError. Other specs (`dag_zoo.ModuleDag`'s, whose entries are node names such as
+    "stem.conv" or "add_relu") name their nodes freely."""
     if not spec:
         raise InputError("the network has no layers", field="spec")
-    for k, (_, ins) in enumerate(spec):
+    allowed = kinds if kinds is not None else (
+        DAGNET_KINDS if any(isinstance(kind, str) and kind in DAGNET_KINDS for kind, _ in spec) else None)
+    for k, (kind, ins) in enumerate(spec):
+        if allowed is not None and not (isinstance(kind, str) and kind in allowed):
+            raise InputError(f"layer kind {kind!r} is not one of {', '.join(map(repr, allowed))}",
+                             field=f"spec[{k}]")
         if not ins:
             raise InputError("a layer reads at least one tensor", field=f"spec[{k}]")
         for i in ins:
@@ -177,7 +193,7 @@ def profile_dag(net: DagNet, sample: torch.Tensor, *, reps: int = 5, threads: in
     model cannot represent (`check_spec`: a layer other than 0 reading the network's input)."""
     if clock not in ("wall", "cpu"):
         raise ValueError(f"clock must be 'wall' or 'cpu', got {clock!r}")
-    check_spec(net.spec)
+    check_spec(net.spec, DAGNET_KINDS if isinstance(net, DagNet) else None)
     now = time.perf_counter if clock == "wall" else time.thread_time
     saved = torch.get_num_threads()
     if threads:
@@ -351,7 +367,7 @@ def run_dag_partition(part: Partition, spec: Spec | None = None, *, width: int =
         raise InputError("give the input shape of the net", field="in_shape")
     model = build_net(net)
     spec = list(model.spec)
-    check_spec(spec)
+    check_spec(spec, DAGNET_KINDS if isinstance(model, DagNet) else None)
     check_runnable(part, micro_batches, len(spec))
     check_order(part, spec)
     check_batch(batch, micro_batches, steps)

@@ -23,13 +23,17 @@ unless the lattice was coarsened, see `lattice.coarsest_needed`; the scope says 
 coarsened lattice keeps every prefix of the index order, so the contiguous partitions of that
 order (`dp.partition_dp`'s) are in every scope: `dag` is never worse than `madpipe`, and
 its ``min_budget`` never above `madpipe`'s, on any lattice.
-Each (I, r) is one numpy step over all J > I and all d: O(N^2 P) for N ideals (straight),
-O(N^2 P^2) with replication. The contiguous DP of `dp.py` is the special case of a chain.
+Each (I, r) is one numpy step over all J > I and all d: O(N^2 min(P, V)) for N ideals (straight:
+a stage takes one device and at least one of the V layers, so the device dimension stops at
+`dp.useful_devices`, as in the contiguous DP), O(N^2 P^2) with replication. The contiguous DP of
+`dp.py` is the special case of a chain.
 
 A wall-clock `Deadline` (``time_limit`` of `solve_dag`, the exact layer's for `dag-cpsat`) is
-checked while the lattice is built and once per numpy step of the DP; past it `solve_dag`
-answers the contiguous DP's partition of the index order as ``feasible`` (a DAG partition, not
-proven optimal among them), ``timeout`` when that finds nothing.
+checked while the contiguous DP that seeds it runs, while the lattice is built and once per
+numpy step of the DP; past it `solve_dag` answers the contiguous DP's partition of the index
+order as ``feasible`` (a DAG partition, not proven optimal among them; the straight DP's, which
+always ends (O(L^2 min(P, L))), when the replicated one did not), ``timeout`` when that finds
+nothing.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ import numpy as np
 
 from ..exact.options import Deadline, DeadlineExceeded
 from ..result import INFEASIBLE, OPTIMAL, SolveResult
-from .dp import _defaults, partition_dp, stopped_answer
+from .dp import _defaults, partition_dp, stopped_answer, useful_devices
 from .instance import Pipeline
 from .interleave_dp import _seconds
 from .lattice import Lattice, coarsest_needed, tick
@@ -187,15 +191,18 @@ def dag_partition_dp(inst: Pipeline, lat: Lattice, devices: int, budget: int | N
     the smallest index of J, wins). With `upper`, only the live states are solved: (I, d) is on
     a partition of period <= upper only if work(I) <= (P - d) upper and work(V \\ I) <= d upper
     (a stage on r devices holds at most r upper of work), usually one d per ideal.
-    `deadline` is checked once per step (`DeadlineExceeded` when it is spent)."""
-    P, N = int(devices), lat.n
+    `deadline` is checked once per step (`DeadlineExceeded` when it is spent). The device
+    dimension stops at `dp.useful_devices` (min(P, V) for straight pipelines: the same answer)."""
     m = int(micro_batches or 0)
+    memory = objective == "memory"
+    N = lat.n
+    P = useful_devices(inst.length, int(devices), replication=replication, objective=objective, schedule=schedule,
+                       micro_batches=m)  # no partition needs more devices (live: work(I) <= (P - d) upper still holds)
     G = np.full((N, P + 1), INF)
     full_idx = int(np.flatnonzero(lat.size == inst.length)[0])
     G[full_idx, 0] = 0.0
     next_j = np.full((N, P + 1), -1, dtype=np.int64)
     reps_of = np.zeros((N, P + 1), dtype=np.int64)
-    memory = objective == "memory"
     limit = INF if budget is None or memory else float(budget)
     cap = INF if upper is None or memory else upper * (1 + 1e-9)
     max_work = INF if upper is None or memory else upper * (1 + 1e-9) * (P if replication else 1)
@@ -239,7 +246,7 @@ def dag_partition_dp(inst: Pipeline, lat: Lattice, devices: int, budget: int | N
             a, J = np.nonzero(ok)
             if len(J):
                 _relax(G, next_j, reps_of, inst, lat, rows[a], J, arrays, P, ds, schedule, m, replication,
-                       memory, limit, cap, unit_ar, live)
+                       memory, limit, cap, unit_ar, live, deadline)
                 G[rows] = np.where(live[rows], G[rows], INF)
     empty_idx = int(np.flatnonzero(lat.size == 0)[0])
     d_best = int(np.argmin(G[empty_idx, 1:])) + 1
@@ -257,10 +264,12 @@ def dag_partition_dp(inst: Pipeline, lat: Lattice, devices: int, budget: int | N
 def _relax(G: np.ndarray, next_j: np.ndarray, reps_of: np.ndarray, inst: Pipeline, lat: Lattice,
            I: np.ndarray, J: np.ndarray, arrays: _LatticeArrays, P: int, ds: np.ndarray, schedule: str,
            m: int, replication: bool, memory: bool, limit: float, cap: float, unit_ar: float,
-           live: np.ndarray) -> None:
+           live: np.ndarray, deadline: Deadline | None = None) -> None:
     """G(I, d) for the ideals I of the pairs (I, J) (grouped by I, J ascending; every J already
     solved), `live` (N, P + 1): the states that can be on a partition of period <= `cap`.
-    Per r and d, only the pairs whose states (I, d) and (J, d - r) are both live are evaluated."""
+    Per r and d, only the pairs whose states (I, d) and (J, d - r) are both live are evaluated.
+    `deadline` is checked once per r and every `lattice.CHECK_EVERY` d (with replication, P^2 / 2
+    (r, d) steps per call)."""
     GJ = G[J]
     t = pair_tables(inst, lat, I, J, arrays)
     ar = unit_ar * t["W"]
@@ -275,7 +284,9 @@ def _relax(G: np.ndarray, next_j: np.ndarray, reps_of: np.ndarray, inst: Pipelin
         tau = (t["fb"] + ar * (r - 1) / r) / r
         base = np.maximum(tau, t["link"] / r)
         fixed = t["wmem"] + t["buffers"]
+        tick(deadline, 0)
         for c, d in enumerate(dd.tolist()):
+            tick(deadline, c + 1)
             p = np.flatnonzero(useful[:, c])  # grouped by I, J ascending inside
             if len(p) == 0:
                 continue
@@ -338,12 +349,25 @@ def plan(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1f1b", 
          replication: bool = False, max_states: int | None = None, deadline: Deadline | None = None,
          ) -> tuple[float, Partition, Lattice] | None:
     """The best DAG partition: the contiguous DP on the index order first (`dp.partition_dp`,
-    a DAG partition too), whose period bounds the lattice DP (`upper`), then the lattice DP;
-    the better of the two, evaluated (None when neither fits `budget`). Every lattice of
-    `lattice_for` holds the prefixes of the index order, so the contiguous partition lies in the
-    scope named by the lattice (the lattice DP finds it too, up to float rounding of the sums).
-    `DeadlineExceeded` once `deadline` is spent while the lattice is built or the lattice DP runs."""
-    chain = partition_dp(inst, P, budget, schedule=schedule, micro_batches=micro_batches, replication=replication)
+    a DAG partition too), whose period bounds the lattice DP (`upper`), then the lattice DP
+    (`plan_after_chain`). `DeadlineExceeded` once `deadline` is spent while the contiguous DP
+    runs, the lattice is built or the lattice DP runs."""
+    chain = partition_dp(inst, P, budget, schedule=schedule, micro_batches=micro_batches, replication=replication,
+                         deadline=deadline)
+    return plan_after_chain(inst, chain, P, budget, schedule=schedule, micro_batches=micro_batches,
+                            replication=replication, max_states=max_states, deadline=deadline)
+
+
+def plan_after_chain(inst: Pipeline, chain: tuple[float, list[tuple[int, int, int]]] | None, P: int,
+                     budget: int | None, *, schedule: str = "1f1b", micro_batches: int | None = None,
+                     replication: bool = False, max_states: int | None = None, deadline: Deadline | None = None,
+                     ) -> tuple[float, Partition, Lattice] | None:
+    """`plan` given the contiguous DP's answer `chain` ((period, bounds) or None): the lattice DP
+    bounded by its period, and the better of the two, evaluated (None when neither fits `budget`).
+    Every lattice of `lattice_for` holds the prefixes of the index order, so the contiguous
+    partition lies in the scope named by the lattice (the lattice DP finds it too, up to float
+    rounding of the sums). `DeadlineExceeded` once `deadline` is spent while the lattice is built
+    or the lattice DP runs."""
     lat = lattice_for(inst, max_states, deadline)
     upper = chain[0] if chain is not None else None
     res = dag_partition_dp(inst, lat, P, budget, schedule=schedule, micro_batches=micro_batches,
@@ -367,11 +391,16 @@ def solve_dag(inst: Pipeline, budget: int, *, devices: int | None = None, schedu
     deadline = Deadline(_seconds(time_limit), start)
     P, schedule, m = _defaults(devices, schedule, micro_batches)
     rep = bool(replication)
+    try:  # the contiguous DP: the fallback past the time limit, and the lattice DP's bound
+        chain = partition_dp(inst, P, budget, schedule=schedule, micro_batches=m, replication=rep, deadline=deadline)
+    except DeadlineExceeded:  # the replicated DP (O(L^2 P^2)) is the long one: fall back on the straight one
+        straight = partition_dp(inst, P, budget, schedule=schedule, micro_batches=m)  # O(L^2 min(P, L))
+        return _chain_answer(inst, budget, P, schedule, m, deadline, straight)
     try:
-        found = plan(inst, P, budget, schedule=schedule, micro_batches=m, replication=rep, max_states=max_states,
-                     deadline=deadline)
+        found = plan_after_chain(inst, chain, P, budget, schedule=schedule, micro_batches=m, replication=rep,
+                                 max_states=max_states, deadline=deadline)
     except DeadlineExceeded:
-        return _chain_answer(inst, budget, P, schedule, m, rep, deadline)
+        return _chain_answer(inst, budget, P, schedule, m, deadline, chain)
     if found is None:
         return _infeasible_dag(inst, budget, P, schedule, m, rep, max_states, deadline)
     value, part, lat = found
@@ -382,11 +411,11 @@ def solve_dag(inst: Pipeline, budget: int, *, devices: int | None = None, schedu
                        scope=_scope(lat, P, schedule, m, rep), details={"ideals": lat.n})
 
 
-def _chain_answer(inst: Pipeline, budget: int | None, P: int, schedule: str, m: int | None, rep: bool,
-                  deadline: Deadline) -> SolveResult:
+def _chain_answer(inst: Pipeline, budget: int | None, P: int, schedule: str, m: int | None, deadline: Deadline,
+                  chain: tuple[float, list[tuple[int, int, int]]] | None) -> SolveResult:
     """`solve_dag`'s answer when `deadline` came before the lattice DP ended: the contiguous DP's
-    partition of the index order (a DAG partition) as ``feasible``, else ``timeout``."""
-    chain = partition_dp(inst, P, budget, schedule=schedule, micro_batches=m, replication=rep)
+    partition `chain` of the index order (a DAG partition; the straight DP's when the replicated
+    one did not end either) as ``feasible``, else ``timeout``."""
     part = None if chain is None else Partition.from_bounds(chain[1], schedule=schedule, micro_batches=m,
                                                             devices=P).evaluated(inst)
     return stopped_answer("dag", part, budget, deadline.elapsed(),
@@ -456,5 +485,5 @@ def solve_dag_pipedream(inst: Pipeline, budget: int, *, devices: int | None = No
                        solve_time_s=elapsed, budget=budget, schedule=part, scope=scope, details=details)
 
 
-__all__ = ["MAX_STATES", "dag_partition_dp", "lattice_for", "least_memory", "pair_tables", "plan", "solve_dag",
-           "solve_dag_pipedream", "stage_tables", "to_partition"]
+__all__ = ["MAX_STATES", "dag_partition_dp", "lattice_for", "least_memory", "pair_tables", "plan", "plan_after_chain",
+           "solve_dag", "solve_dag_pipedream", "stage_tables", "to_partition"]

@@ -11,8 +11,13 @@ with tau, c and M the stage time, link time and per-device memory of
 `solvers.pipeline.simulator` (a 1F1B stage knows its in-flight count from the number of devices
 used by itself and the stages after it, which is why the DP runs from the end of the chain).
 The DP is exact for its model: contiguous stages, at most P devices, the simulator's period
-and memory. Straight pipelines use r = 1 only (O(L^2 P)); with replication r ranges over
-1..d (O(L^2 P^2)). Each (i, d, r) is one vectorised numpy step over all j.
+and memory. Its device dimension stops at `useful_devices` (D <= P), which leaves every
+answer unchanged (proofs there): D = min(P, L) for straight pipelines (one device per stage, at
+most L stages). Straight pipelines use r = 1 only (O(L^2 min(P, L)) numpy work, at most
+L min(P, L) steps); with replication r ranges over 1..d (O(L^2 P^2): more replicas keep lowering
+the period, so no cap below P holds for the period; the memory objective stops at 2^(L-1)
+devices under 1F1B, L m under GPipe). Each (i, d) is one vectorised numpy step over all j (and
+all r); `deadline`, when given, is checked once per step.
 
 - ``pipedream`` (Narayanan et al., SOSP 2019): the recurrence without the memory constraint
   (PipeDream's optimizer minimises the period only). Its partition is then checked against the
@@ -33,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..exact.options import Deadline
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .instance import Pipeline
 from .schedule import SCHEDULES, Partition
@@ -85,6 +91,35 @@ def stage_memory(arr: dict[str, np.ndarray], n: int | np.ndarray) -> np.ndarray:
     return arr["wmem"] + n * arr["stash"] + arr["buffers"]
 
 
+def useful_devices(length: int, devices: int, *, replication: bool = False, objective: str = "period",
+                   schedule: str = "1f1b", micro_batches: int | None = None) -> int:
+    """The most devices D <= `devices` (P) that `partition_dp` needs to look at: some optimal
+    partition uses at most D devices, and G(i, d) for d <= D does not depend on any d > D (the
+    recurrence only looks at d - r < d), so the table's first D columns, the optimum and the
+    partition returned (the first d reaching the least G(0, d)) are those of the full table.
+
+    - Straight pipelines: each stage takes one device and at least one of the L = `length`
+      layers, so a partition uses at most L devices: G(0, d) is infinite for d > L; D = min(P, L).
+    - Replication, ``objective="memory"``: a stage's memory depends only on its layers and its
+      in-flight count n (weights are not split among replicas). Rebuild the replica counts from
+      the last stage: r'_{S-1} = 1 (n = 1 whatever r is), then r'_s = min(r_s, D'_{s+1}) for 1F1B,
+      where D'_{s+1} <= D_{s+1} are the devices of the stages after s. Then
+      n'_s = 1 + ceil(D'_{s+1} / r'_s) <= 1 + ceil(D_{s+1} / r_s) = n_s (it is 2 when r'_s =
+      D'_{s+1}, and n_s >= 2 once a stage follows), so no stage needs more memory, and
+      D'_s <= 2 D'_{s+1}: at most 2^(S-1) <= 2^(L-1) devices. Under GPipe n = ceil(m / r) is 1
+      for every r >= m, so r'_s = min(r_s, m) keeps every n: at most L m devices.
+    - Replication, period: no cap (a stage on r replicas runs (F + B + AR) / r, lower for every
+      r >= 2 added; the period keeps falling with P), D = P: O(L^2 P^2)."""
+    P, L = int(devices), int(length)
+    if not replication:
+        return min(P, L)
+    if objective != "memory":
+        return P
+    if schedule == "gpipe":
+        return min(P, L * max(int(micro_batches or 0), 1))
+    return P if L - 1 >= P.bit_length() else min(P, 2 ** (L - 1))
+
+
 def partition_dp(
     inst: Pipeline,
     devices: int,
@@ -94,18 +129,23 @@ def partition_dp(
     micro_batches: int | None = None,
     replication: bool = False,
     objective: str = "period",
+    deadline: Deadline | None = None,
 ) -> tuple[float, list[tuple[int, int, int]]] | None:
     """Solve the recurrence; returns (value, [(first, last, replicas)]) or None when no
     partition fits `budget`. ``objective="memory"`` minimises the peak memory instead (the
-    budget is then ignored): it gives the smallest budget for which a partition exists."""
+    budget is then ignored): it gives the smallest budget for which a partition exists. The
+    table has `useful_devices` columns (the same answer as all P); `deadline` (None: none) is
+    checked once per numpy step: `DeadlineExceeded` once it is spent."""
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}")
     if schedule == "gpipe" and not micro_batches:
         raise ValueError("gpipe needs micro_batches")
     m = int(micro_batches or 0)  # micro-batches per batch (GPipe's in-flight count)
-    L, P = inst.length, int(devices)
-    if P < 1:
+    L = inst.length
+    if int(devices) < 1:
         raise ValueError("need at least one device")
+    P = useful_devices(L, int(devices), replication=replication, objective=objective, schedule=schedule,
+                       micro_batches=m)
     pre = _prefix(inst)
     G = np.full((L + 1, P + 1), INF)
     G[L, 0] = 0.0
@@ -116,9 +156,11 @@ def partition_dp(
         n_j = L - i
         ar = inst.comm_time(1.0) * 4.0 * arr["W"]  # allreduce time of the stage's weights, times r / (r - 1)
         link1 = inst.comm_time(2.0 * inst.input_of(i), 2 * inst.messages_into(i)) if i > 0 else 0.0
-        if not replication:  # straight pipeline: one vectorised step per (i, d)
+        if not replication:  # straight pipeline: one vectorised step per (i, d); d > L - i stages cannot fit
             base = np.maximum(arr["fb"], link1)
-            for d in range(1, P + 1):
+            for d in range(1, min(P, n_j) + 1):
+                if deadline is not None:
+                    deadline.check()
                 n = d if schedule == "1f1b" else m
                 rest = np.empty(n_j)
                 rest[:-1] = G[i + 1 : L, d - 1] if d > 1 else INF
@@ -135,6 +177,8 @@ def partition_dp(
                     choice[(i, d)] = (i + k, 1)
             continue
         for d in range(1, P + 1):
+            if deadline is not None:
+                deadline.check()
             rs = np.arange(1, d + 1)
             ns = -(-d // rs) if schedule == "1f1b" else -(-m // rs)  # in flight per replica count
             mem = stage_memory({k: arr[k][None, :] for k in ("wmem", "stash", "buffers")}, ns[:, None])
@@ -276,4 +320,5 @@ def solve_madpipe(inst: Pipeline, budget: int, *, devices: int | None = None, sc
                        solve_time_s=time.perf_counter() - start, budget=budget, schedule=part, scope=scope)
 
 
-__all__ = ["partition_dp", "min_budget", "solve_pipedream", "solve_madpipe", "stage_arrays", "stage_memory"]
+__all__ = ["partition_dp", "useful_devices", "min_budget", "solve_pipedream", "solve_madpipe", "stage_arrays",
+           "stage_memory"]

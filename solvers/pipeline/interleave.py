@@ -25,7 +25,9 @@ stages, its load the sum of the stage times tau_s; the period is the largest loa
 - ``interleave-cpsat`` (exact, `solve_interleave_cpsat`): one Boolean x[i, j, t] per candidate
   stage (layers i..j at position t, t <= max_stages) with the path constraints of
   `solvers.pipeline.cpsat`, one Boolean z[t, p] per position and device (exactly one device per
-  used position); device loads and memories are sums of per-position integers enforced by z;
+  used position; devices p < min(P, T) only: an allocation of at most T stages uses at most T
+  devices, and the devices are interchangeable, so relabelling them 0.. loses nothing); device
+  loads and memories are sums of per-position integers enforced by z;
   the link time of position t counts unless positions t + 1 and t share a device. Times are
   integers after `solvers.discretize.integer_costs` (6 significant digits; the scope says when
   that rounds). Optimal among interleaved allocations with at most ``max_stages`` stages; its seeds
@@ -253,7 +255,8 @@ def solve_interleave_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions
     cap0 = int(budget) if budget is not None else sum(mems)
     # memory rounded down, capacity up (exact when every size is a multiple of the unit): a relaxation
     mem_u, cap, unit, _whole = fit_memory(mems, positions, cap0, up=False)
-    run, part = _solve_model(inst, cand, ints, scale, mem_u, cap, P, T, schedule, m, deadline, options)
+    Pm = model_devices(P, T)
+    run, part = _solve_model(inst, cand, ints, scale, mem_u, cap, Pm, T, schedule, m, deadline, options, P)
     if run.status == INFEASIBLE:  # no plan fits the relaxation: none fits the budget
         return _none(inst, budget, P, schedule, m, start, scope)
     bound = run.bound if times_exact else None  # the relaxation's bound holds for the problem
@@ -262,7 +265,7 @@ def solve_interleave_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions
         # the relaxed plan overflows by a few units: memory rounded up, capacity down (every plan fits)
         mem_u, cap, unit, _whole = fit_memory(mems, positions, cap0, up=True)
         scope += f", memory in units of {unit} bytes rounded up"
-        run, part = _solve_model(inst, cand, ints, scale, mem_u, cap, P, T, schedule, m, deadline, options)
+        run, part = _solve_model(inst, cand, ints, scale, mem_u, cap, Pm, T, schedule, m, deadline, options, P)
         status = FEASIBLE
     elapsed = time.perf_counter() - start
     if part is None:
@@ -276,15 +279,24 @@ def solve_interleave_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions
                        peak_memory=part.peak_memory,
                        lower_bound=None if bound is None else min(bound, part.period), solve_time_s=elapsed,
                        budget=budget, schedule=part, scope=scope,
-                       details={"variables": len(cand) + 3 * P * T, "memory_unit": unit})
+                       details={"variables": len(cand) + 3 * Pm * T, "memory_unit": unit})
+
+
+def model_devices(devices: int, positions: int) -> int:
+    """The devices `interleave-cpsat` models for `devices` (P) and at most `positions` (T) stages:
+    min(P, T). Each stage sits on one device, so an allocation uses at most T of them, and the
+    devices are interchangeable (same memory, no topology): relabelling the used ones 0, 1, ..
+    keeps every load, memory and link, so the optimum over min(P, T) devices is the optimum over P."""
+    return max(1, min(int(devices), int(positions)))
 
 
 def _solve_model(inst: Pipeline, cand: list[tuple[int, int, int, float, float, int]], ints: list[int],
                  scale: float, mem_u: list[int], cap: int, P: int, T: int, schedule: str, m: int | None,
-                 deadline: Deadline, options: ExactOptions) -> tuple[Any, Partition | None]:
+                 deadline: Deadline, options: ExactOptions, devices: int | None = None) -> tuple[Any, Partition | None]:
     """Build and solve the model of the module docstring for candidates `cand` (i, j, t, tau, link,
     bytes) with integer times `ints` (taus then links, `scale` ticks per unit) and memories `mem_u`
-    against `cap` (the same unit). Returns (the backend run, its plan or None)."""
+    against `cap` (the same unit), on `P` modelled devices (`model_devices`) of the `devices` given
+    (None: P), which the plan's partition names. Returns (the backend run, its plan or None)."""
     from ortools.sat.python import cp_model
 
     L = inst.length
@@ -349,7 +361,8 @@ def _solve_model(inst: Pipeline, cand: list[tuple[int, int, int, float, float, i
     solver = run.solver
     chosen = sorted((c for var, c in zip(x, cand) if solver.value(var)), key=lambda c: c[0])
     dev = [next(p for p in range(P) if solver.value(z[c[2]][p])) for c in chosen]
-    part = Partition.from_bounds([(c[0], c[1]) for c in chosen], schedule=schedule, micro_batches=m, devices=P)
+    part = Partition.from_bounds([(c[0], c[1]) for c in chosen], schedule=schedule, micro_batches=m,
+                                 devices=P if devices is None else int(devices))
     part.device_of = dev
     return run, part
 
@@ -500,5 +513,6 @@ def _v_stopped(straight: list[Partition], budget: int | None, P: int, deadline: 
                           none_fits=f"no straight pipeline fits {budget} bytes per device")
 
 
-__all__ = ["FAST", "MAX_V_LAYERS", "ROW_LIMIT", "fit_memory", "fit_times", "place", "row_sum", "solve_interleave",
+__all__ = ["FAST", "MAX_V_LAYERS", "ROW_LIMIT", "fit_memory", "fit_times", "model_devices", "place", "row_sum",
+           "solve_interleave",
            "solve_interleave_cpsat", "solve_interleave_v", "v_shape_dp"]
