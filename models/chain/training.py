@@ -16,7 +16,14 @@ that output receives delta_L and runs the operations after the ``Loss`` (as the 
 schedule frees its tapes as it goes, so a second backward through the same output
 (``backward(retain_graph=True)`` then another) is refused with a RuntimeError; run the forward
 again instead. ``torch.autograd.grad`` and ``backward(inputs=...)`` through it are refused with
-a RuntimeError too, as the reentrant ``torch.utils.checkpoint`` refuses them. Under
+a RuntimeError too, as the reentrant ``torch.utils.checkpoint`` refuses them, and so is
+``backward(create_graph=True)`` (no double backward: the parameters' ``.grad`` would carry no
+graph, so a gradient penalty cannot be built on them). An input modified in place between the
+forward and the backward (``out = net(x); x.mul_(2); out.backward()``) makes the backward raise
+a RuntimeError, as autograd does: the schedule recomputes from it. Under ``torch.autocast`` the
+recomputations in the backward run under the autocast state of the forward (device types,
+dtypes, cache), as ``torch.utils.checkpoint`` runs them, so the gradients are plain autocast
+training's; the backward operations B(i) run in the backward's own state, as autograd's do. Under
 ``torch.no_grad()`` ``net(x)`` is the plain forward, while ``step`` computes the gradients
 whatever the ambient grad mode (a training step). Bad input to a step or a forward (an input of
 the wrong shape, dtype or device, a target the loss cannot take, a loss that is not a
@@ -36,7 +43,9 @@ CUDA stream on a GPU, synchronous copies on the CPU).
 from __future__ import annotations
 
 import numbers
+import weakref
 from collections.abc import Sequence
+from contextlib import ExitStack
 from typing import Any
 
 import torch
@@ -75,7 +84,11 @@ class ScheduledChain(nn.Module):
     schedule frees its tapes during the backward; a second backward raises RuntimeError), nor
     are ``torch.autograd.grad`` and ``backward(inputs=...)`` (RuntimeError, as the reentrant
     ``torch.utils.checkpoint`` refuses them: the schedule's backward accumulates every
-    parameter's ``.grad``). The trainable parameters are read at each forward, so parameters
+    parameter's ``.grad``), nor is ``backward(create_graph=True)`` (RuntimeError: no double
+    backward, the gradients it accumulates carry no graph). An input modified in place between
+    the forward and the backward is refused there (RuntimeError, as autograd's "modified by an
+    inplace operation"). Under ``torch.autocast`` the backward's recomputations run under the
+    forward's autocast state. The trainable parameters are read at each forward, so parameters
     unfrozen (or replaced) after wrapping are trained.
     """
 
@@ -175,6 +188,57 @@ class ScheduledChain(nn.Module):
 _GRAD_REFUSED = ("a scheduled forward supports loss.backward() only, not torch.autograd.grad() or backward(inputs=...) "
                  "(its backward accumulates every parameter's .grad, as loss.backward() does); use loss.backward() "
                  "or the plain model")
+_CREATE_GRAPH_REFUSED = ("a scheduled forward does not support backward(create_graph=True) (double backward, as a "
+                         "gradient penalty needs): its backward accumulates the parameters' .grad without a graph; "
+                         "use the plain model or torch.utils.checkpoint(use_reentrant=False)")
+
+#: one autocast state, as ``torch.utils.checkpoint`` records it: (device type, enabled, dtype, cache enabled)
+AutocastState = tuple[str, bool, torch.dtype, bool]
+
+
+def autocast_states(device: torch.device) -> list[AutocastState]:
+    """The autocast states in force now for the CPU and for `device`'s type (once when it is the CPU),
+    those of the device types autocast supports: what `autocast_as` re-enters."""
+    found = (_autocast_state(kind) for kind in dict.fromkeys(("cpu", device.type)))
+    return [state for state in found if state is not None]
+
+
+def _autocast_state(device_type: str) -> AutocastState | None:
+    """The autocast state of `device_type` now, None where autocast does not support that type."""
+    try:
+        if not torch.amp.is_autocast_available(device_type):
+            return None
+        enabled, dtype = torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type)
+    except (AttributeError, TypeError):  # torch < 2.4: the per-device functions
+        if device_type == "cpu":
+            enabled, dtype = torch.is_autocast_cpu_enabled(), torch.get_autocast_cpu_dtype()
+        elif device_type == "cuda":
+            enabled, dtype = torch.is_autocast_enabled(), torch.get_autocast_gpu_dtype()
+        else:
+            return None
+    return device_type, bool(enabled), dtype, torch.is_autocast_cache_enabled()
+
+
+def autocast_as(states: Sequence[AutocastState]) -> ExitStack:
+    """A context that runs its body under the autocast `states` (`autocast_states`; autocast off for a
+    device type recorded with it off), as ``torch.utils.checkpoint`` runs its recomputation."""
+    stack = ExitStack()
+    for device_type, enabled, dtype, cache in states:
+        stack.enter_context(torch.autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache))
+    return stack
+
+
+def _check_input_unchanged(ctx: Any) -> None:
+    """Refuse a backward whose forward's input was modified in place since the forward (its
+    version counter moved), as autograd refuses a saved tensor modified in place: the schedule's
+    recomputations read it. An input nobody references any more cannot have changed."""
+    x = ctx.input_ref()
+    if x is not None and x._version != ctx.input_version:
+        raise RuntimeError(
+            f"one of the variables needed for gradient computation has been modified by an inplace operation: "
+            f"the input of a scheduled forward ({x.dtype}, shape {tuple(x.shape)}) is at version {x._version}; "
+            f"expected version {ctx.input_version} instead (the schedule recomputes from it in the backward: "
+            f"modify a clone of it, or modify it after the backward)")
 
 
 class _ScheduledPass(torch.autograd.Function):
@@ -195,6 +259,10 @@ class _ScheduledPass(torch.autograd.Function):
                 executor.apply(op, state, None)  # type: ignore[arg-type]
         out = executor.take_output(state)  # a_L leaves the state as the Loss op would give it up
         ctx.run = (executor, state, ops[owner._loss_at + 1:])
+        # the recomputations in the backward run as these forwards did (torch.utils.checkpoint's rule)
+        ctx.autocast = autocast_states(inputs.device)
+        # no reference to the input's storage kept for this check: a weak one to the caller's tensor
+        ctx.input_ref, ctx.input_version = weakref.ref(inputs), inputs._version
         return out.detach()
 
     @staticmethod
@@ -209,15 +277,31 @@ class _ScheduledPass(torch.autograd.Function):
         if not torch.autograd._is_checkpoint_valid():  # as torch.utils.checkpoint(use_reentrant=True)
             state.clear()
             raise RuntimeError(_GRAD_REFUSED)
+        if torch.is_grad_enabled():  # autograd runs a backward with grad mode on for create_graph=True only
+            state.clear()
+            raise RuntimeError(_CREATE_GRAPH_REFUSED)
         try:
+            _check_input_unchanged(ctx)
             state.grads[executor.length] = grad_out
             with torch.enable_grad():
                 for op in rest:
-                    executor.apply(op, state, None)
+                    _run_backward_op(executor, op, state, ctx.autocast)
             delta0 = state.grads.pop(0, None)
         finally:
             state.clear()
         return (None, delta0, *([None] * (len(ctx.needs_input_grad) - 2)))
+
+
+def _run_backward_op(executor: ChainExecutor, op: Op | Transfer, state: RunState,
+                     autocast: Sequence[AutocastState]) -> None:
+    """One operation of the schedule after its ``Loss``: a forward (a recomputation) under the
+    forward's `autocast` states, as plain autocast training ran it; anything else (B(i), whose tape
+    follows the dtypes of its forward, and transfers) in the backward's own state, as autograd runs it."""
+    if len(op) == 2 and op[0] in FORWARD_KINDS:
+        with autocast_as(autocast):
+            executor.apply(op, state, None)
+    else:
+        executor.apply(op, state, None)
 
 
 def _input_error_or(err: Exception, owner: ScheduledChain, inputs: torch.Tensor, target: Any = None, *,
