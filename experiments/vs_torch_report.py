@@ -13,8 +13,10 @@ memsched point at no more memory beyond both intervals (None for rows without in
 A fourth, ``curve_on_or_below_duel``, takes the head-to-head duels of `experiments.vs_torch_duel`
 (``<csv stem>_duels.csv``) where a point has them: a dueled point is matched when memsched's plan
 at its peak (block or layer chain, measured peak at most the point's) took at most 2% more time
-in the median over the duel's rounds; a point not dueled keeps its paired verdict (None when
-no point of the model and size was dueled).
+in the median over the duel's rounds (a point whose duels all measured memsched above its peak,
+``peak_ok`` False, is unmatched); a point not dueled keeps its paired verdict (None when no point
+of the model and size was dueled). Memsched rows whose gradient check did not pass (``grad_ok``
+False or empty) are no memsched points in any verdict.
 """
 
 from __future__ import annotations
@@ -125,9 +127,18 @@ def _beyond_noise(r: dict, ours: list[dict]) -> bool:
     )
 
 
+def _grads_failed(r: dict) -> bool:
+    """A memsched row whose gradient check did not pass (``grad_ok`` not "True": False or empty):
+    its plan trains something else, so it is no point of memsched's curve. A row of an older CSV
+    without the column (absent from the row, `read_rows`) is kept, as the other columns it lacks."""
+    return r["tool"].startswith("memsched") and "grad_ok" in r and str(r["grad_ok"]) != "True"
+
+
 def _split(rows: list[dict], key: tuple[str, str]) -> tuple[list[dict], list[dict], list[dict]]:
-    """(measured rows, memsched's, the other tools' except plain torch) of one model and size."""
-    rs = [r for r in rows if (r["model"], r["size"]) == key and _peak(r) is not None and _has(r, "time_ms")]
+    """(measured rows, memsched's, the other tools' except plain torch) of one model and size;
+    memsched rows whose gradients differ from plain autograd (`_grads_failed`) are left out."""
+    rs = [r for r in rows if (r["model"], r["size"]) == key and _peak(r) is not None and _has(r, "time_ms")
+          and not _grads_failed(r)]
     ours = [r for r in rs if r["tool"].startswith("memsched")]
     theirs = [r for r in rs if not r["tool"].startswith("memsched") and r["tool"] != "torch"]
     return rs, ours, theirs
@@ -152,17 +163,21 @@ def contested(rows: list[dict], key: tuple[str, str], every: bool = False) -> li
     return [r for r in theirs if r in lost]
 
 
+def _its_duels(r: dict, duels: list[dict]) -> list[dict]:
+    """The duels of `r`'s point (same model, size, tool and setting)."""
+    return [d for d in duels
+            if (d["model"], d["size"], d["tool"], d["setting"]) == (r["model"], r["size"], r["tool"], r["setting"])]
+
+
 def _duel_ratio(r: dict, duels: list[dict]) -> float | None:
     """The least median time ratio (memsched / `r`'s tool) of `r`'s duels whose memsched peak was
-    at most `r`'s; None when `r` has no such duel."""
-    ratios = [
-        float(d["ratio"])
-        for d in duels
-        if (d["model"], d["size"], d["tool"], d["setting"]) == (r["model"], r["size"], r["tool"], r["setting"])
-        and d.get("peak_ok") == "True"
-        and _has(d, "ratio")
-    ]
-    return min(ratios, default=None)
+    at most `r`'s (``peak_ok``); ``inf`` when `r` was duelled but by no such duel (memsched's plan
+    never fitted under its peak: the point is lost, docs/chain.md); None when `r` has no duel."""
+    mine = _its_duels(r, duels)
+    ratios = [float(d["ratio"]) for d in mine if d.get("peak_ok") == "True" and _has(d, "ratio")]
+    if not ratios:
+        return float("inf") if mine else None
+    return min(ratios)
 
 
 def verdicts(rows: list[dict], duels: list[dict] | None = None) -> list[dict]:

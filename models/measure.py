@@ -624,7 +624,11 @@ def measured_vs_predicted(predicted_makespan: float, predicted_peak: int, step: 
     """The `memsched run --json` comparison block: predicted {makespan, peak_memory} of the
     solver's schedule, measured {time, peak_memory, tracker_peak, independent_peak} of its
     execution, their ratios, and (when a store-all step is given) the same for store-all and
-    the schedule's ratios to it (predicted and measured)."""
+    the schedule's ratios to it (predicted and measured). The memory ratios to store-all compare
+    like with like: ``measured.memory`` is the tracker's (``measured.peak_memory`` of both steps), so
+    ``predicted.memory`` uses the tracker's predictions (``tracker_predicted_peak``, falling back to
+    the predicted peak when the step has none, as ``ratio.memory`` does): neither counts the RNG
+    states or the allocator's kernel scratch a CPU prediction may add."""
     out: dict[str, Any] = {
         "predicted": {"makespan": float(predicted_makespan), "peak_memory": int(predicted_peak),
                       "tracker_peak_memory": step.tracker_predicted_peak},
@@ -635,11 +639,13 @@ def measured_vs_predicted(predicted_makespan: float, predicted_peak: int, step: 
     }
     if store_all is not None:
         out["store_all"] = {
-            "predicted": {"makespan": store_all.predicted_makespan, "peak_memory": store_all.predicted_peak},
+            "predicted": {"makespan": store_all.predicted_makespan, "peak_memory": store_all.predicted_peak,
+                          "tracker_peak_memory": store_all.tracker_predicted_peak},
             "measured": {"time": store_all.time_ms, "peak_memory": store_all.peak_memory}}
         out["vs_store_all"] = {
             "predicted": {"time": ratio(predicted_makespan, store_all.predicted_makespan),
-                          "memory": ratio(predicted_peak, store_all.predicted_peak)},
+                          "memory": ratio(step.tracker_predicted_peak or predicted_peak,
+                                          store_all.tracker_predicted_peak or store_all.predicted_peak)},
             "measured": {"time": ratio(step.time_ms, store_all.time_ms),
                          "memory": ratio(step.peak_memory, store_all.peak_memory)}}
     return out

@@ -363,11 +363,78 @@ def diagnosed(built: Any) -> Iterator[None]:
     except Exception as err:
         sizes = ", ".join(f"{k} {_plain(v)}" for k, v in built.config.items() if v is not None and k != "factory")
         what = f"{built.name} with {sizes}" if sizes else str(built.name)
-        found = step_input_error(list(built.blocks), built.loss_fn, built.example_input, built.target, what,
+        blocks = list(built.blocks)
+        found = step_input_error(blocks, built.loss_fn, built.example_input, built.target, what,
                                  block_field=model_field(), target_field=model_field())
+        if found is None:  # the forward runs: does plain autograd fail too (a saved tensor modified in place)?
+            found = backward_error(blocks, built.loss_fn, built.example_input, built.target, what, field=model_field())
         if found is None:
             raise
         raise found from err
+
+
+def backward_error(blocks: list[Any], loss_fn: Any, inputs: Any, target: Any, what: str, *,
+                   field: str = "model") -> InputError | None:
+    """Why plain autograd cannot train `blocks`: one forward with autograd, the loss and its
+    ``backward()``, as a user would run them without memsched; when that fails, bad input under
+    `field` naming the first block whose own forward and backward fail (`_failing_block`), or the
+    network when none does alone, and the error's first line. None when it runs (the failure
+    was not the network's). A check is not a step: the RNG state, the modules' buffers and the
+    parameters' gradients (the same tensor objects) are put back."""
+    import torch
+    from memsched.models.buffers import restore_buffers, snapshot_buffers
+
+    modules = [m for m in (*blocks, loss_fn) if isinstance(m, torch.nn.Module)]
+    grads = {p: p.grad for m in modules for p in m.parameters()}
+    buffers = snapshot_buffers(modules)
+    devices = [inputs.device] if isinstance(inputs, torch.Tensor) and inputs.device.type == "cuda" else []
+    try:
+        for p in grads:
+            p.grad = None
+        with torch.random.fork_rng(devices=devices), torch.enable_grad():
+            try:
+                _forward_backward(blocks, inputs, loss_fn, target)
+            except Exception as err:
+                where = _failing_block(blocks, inputs)
+                return InputError(f"{_of(what)}{where or 'the network'} fails in plain autograd (forward and "
+                                  f"loss.backward()): {type(err).__name__}: {first_line(err)}", field=field)
+    finally:
+        for p, g in grads.items():
+            p.grad = g
+        restore_buffers(buffers)
+    return None
+
+
+def _forward_backward(blocks: list[Any], x: Any, loss_fn: Any, target: Any) -> None:
+    """One plain training step without an optimizer: the blocks in turn, the loss, its backward
+    (skipped when nothing in it requires a gradient)."""
+    a = x
+    for block in blocks:
+        a = block(a)
+    value = loss_fn(a, target)
+    if value.requires_grad:
+        value.backward()
+
+
+def _failing_block(blocks: list[Any], x: Any) -> str | None:
+    """"block i (Class)" for the first block whose forward and backward fail on their own (its input
+    a detached copy of the previous output, gradient of ones on its output), None when none does."""
+    import torch
+
+    a = x
+    for i, block in enumerate(blocks):
+        differentiable = isinstance(a, torch.Tensor) and (a.is_floating_point() or a.is_complex())
+        inp = a.detach().clone().requires_grad_(True) if differentiable else a
+        try:
+            out = block(inp)
+            if isinstance(out, torch.Tensor) and out.requires_grad:
+                torch.autograd.backward(out, torch.ones_like(out))
+        except Exception:
+            return f"block {i} ({type(block).__name__})"
+        if not isinstance(out, torch.Tensor):
+            return None
+        a = out.detach()
+    return None
 
 
 def check_step_arguments(trainer: str, blocks: list[Any], inputs: Any, target: Any, own_loss: bool) -> None:

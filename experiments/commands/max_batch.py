@@ -8,7 +8,10 @@ shape-exactly (times from ``--cost``: counted FLOP or a roofline):
 
 - ``--problem chain`` (default): the chain of blocks (`models.chain.profiler`), solved by a chain
   solver (rotor, store-all, ...) at the activation budget
-  ``B = memory - state_factor x parameter bytes`` (weights and gradients: state_factor 2);
+  ``B = memory - state_factor x parameter bytes`` (weights and gradients: state_factor 2). Its sizes
+  are the fake-tensor profile's (tensor outputs only: kernel scratch buffers, CPU convolution
+  workspaces, are not in them), so the answer ends with a note (JSON ``note``, `chain_note`) that
+  executing it may need more than B, and the ``memsched run`` command that checks it;
 - ``--problem graph``: the op-level training graph (`models.graph.export`, Checkmate's
   dependencies, cost_ram = outputs), solved by a graph solver (checkmate, cpsat, dtr, greedy,
   checkpoint-all, ...) at ``B = memory - state_factor x parameter bytes - input bytes`` (the
@@ -66,6 +69,16 @@ GRAPH_NOTE = ("the graph's sizes are Checkmate's model (cost_ram = node outputs,
               "executing that {vary}'s graph may need more than the activation budget ({budget} bytes); "
               "`memsched run {model} --problem graph --{vary} {size} --budget {budget}` (and the same sizing "
               "options) executes it with measured sizes and temporaries")
+
+
+#: what a --problem chain answer on a fake-tensor profile leaves out (the note's first part)
+CHAIN_SCRATCH_NOTE = ("the chain's sizes are a fake-tensor profile's ({method}: tensor outputs only), so the kernel "
+                      "scratch buffers a real run allocates (CPU convolution workspaces, a reduction's temporaries) "
+                      "are not in them, and executing that {vary}'s schedule may need more than the activation "
+                      "budget ({budget} bytes); ")
+#: the note's last part: the command that checks a chain answer (profiled with measured sizes, executed)
+CHAIN_RUN = ("`memsched run {model} --{vary} {size} --budget {budget}` (and the same sizing options) profiles it with "
+             "measured sizes, kernel scratch buffers included on the CPU, and executes it")
 
 
 class SolverBugError(Exception):
@@ -152,9 +165,11 @@ def probe_size(
     time_limit: float | None,
     size: int,
     problem: str = "chain",
+    overheads: dict[str, Any] | None = None,
 ) -> Probe:
     """Build `model` at `sizes` shape-exactly as a chain or a training graph (`problem`) and solve it
-    at the activation budget (see the module docstring)."""
+    at the activation budget (see the module docstring). `overheads`, when given, receives the
+    chain profile's ``meta["overheads"]`` (who measured its sizes: `chain_note` reads it)."""
     from memsched.solvers import registry
 
     if problem == "graph":
@@ -175,6 +190,8 @@ def probe_size(
         chain, _ = profile_model(model, cost=cost, **sizes)
         params = int(chain.meta.get("parameter_bytes", 0))
         resident = state_factor * params
+        if overheads is not None:
+            overheads.update(chain.meta.get("overheads") or {})
         instance = chain
         peak, total, nodes = int(reference_peak(chain)), float(chain.total_time()), len(chain.u_f)
         forward = float(sum(chain.u_f))
@@ -315,6 +332,7 @@ def main(args: argparse.Namespace) -> int:
     _check_vary(args.model, args.vary)
     limit = _search_limit(args.limit, args.step, vary_batch)
     probes: list[Probe] = []
+    methods: dict[int, dict[str, Any]] = {}  # size -> the chain profile's meta["overheads"]
     header = (f"{args.model}: largest {args.vary} within {format_bytes(memory)}, overhead <= "
               f"{_bound_text(args.max_overhead)}, {args.problem} solver {args.solver}, cost {args.cost}")
 
@@ -334,6 +352,7 @@ def main(args: argparse.Namespace) -> int:
                 time_limit=args.time_limit,
                 size=size,
                 problem=args.problem,
+                overheads=methods.setdefault(size, {}),
             )
         except (InputError, ValueError, RuntimeError) as err:
             if isinstance(err, NotApplicableError) or isinstance(err, InputError) and (vary_batch or not probes):
@@ -354,7 +373,7 @@ def main(args: argparse.Namespace) -> int:
     best = search_largest(fits, limit, args.tolerance)
     best_size = best if vary_batch else best * args.step
     chosen = next((p for p in probes if p.size == best_size), None)
-    note = _note(args.model, args.problem, args.vary, chosen)
+    note = _note(args.model, args.problem, args.vary, chosen, methods.get(best_size))
     if args.json:
         json.dump(
             {
@@ -393,13 +412,33 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _note(model: str, problem: str, vary: str, chosen: Probe | None) -> str | None:
-    """What the answer `chosen` (None: no size fits) leaves out: for ``--problem graph``, that its
-    graph counts node outputs only (Checkmate's model, `GRAPH_NOTE`: tapes and temporaries are not in
-    it), so the schedule executed may need more than the probe's budget (bytes); None for chains."""
-    if problem != "graph" or chosen is None:
+def _note(model: str, problem: str, vary: str, chosen: Probe | None,
+          overheads: dict[str, Any] | None = None) -> str | None:
+    """What the answer `chosen` (None: no size fits, and no note) leaves out, and the `memsched run`
+    command that checks it: for ``--problem graph``, that its graph counts node outputs only
+    (Checkmate's model, `GRAPH_NOTE`: tapes and temporaries are not in it); for a chain, what its
+    profile's sizes miss (`chain_note`, from the profile's ``meta["overheads"]``). Either way the
+    schedule executed may need more than the probe's budget (bytes)."""
+    if chosen is None:
         return None
+    if problem != "graph":
+        return chain_note(model, vary, chosen.size, chosen.budget, overheads or {})
     return GRAPH_NOTE.format(model=model, vary=vary, size=chosen.size, budget=chosen.budget)
+
+
+def chain_note(model: str, vary: str, size: int, budget: int, overheads: dict[str, Any]) -> str:
+    """The note of a chain answer at `size` and activation `budget` (bytes): when the profile's
+    ``meta["overheads"]`` says its sizes are a fake-tensor profile's (the method names fake tensors,
+    `models.chain.profiler`: tensor outputs only), that kernel scratch buffers are not in them
+    (`CHAIN_SCRATCH_NOTE`); else what its method is. Both end with the `memsched run` command that
+    profiles the network with measured sizes and executes that size's schedule at the budget."""
+    method = str(overheads.get("method") or "")
+    check = CHAIN_RUN.format(model=model, vary=vary, size=size, budget=budget)
+    if "fake tensors" in method:
+        return CHAIN_SCRATCH_NOTE.format(vary=vary, budget=budget, method=method) + check
+    what = f" (overheads: {method})" if method else ""
+    return (f"the chain's sizes are its counted profile's{what}, so executing that {vary}'s schedule may need more "
+            f"than the activation budget ({budget} bytes); " + check)
 
 
 def _check_solver(problem: str, solver: str) -> None:
