@@ -12,8 +12,9 @@ Every join-persistent schedule (the DP's model, `solvers.join.dp`) has this form
 optimum of this model is <= the DP's; unlike the DP it also contains non-persistent schedules
 (a stage recomputed in several phases in any pattern). Schedules outside it interleave the
 backward phases of branches, or run a stage twice inside one phase; `solvers.join.astar`
-covers those (tiny instances). The model is solved for every order sigma (k! models) and the
-best is kept; ``optimal`` means every order was solved to optimality.
+covers those (tiny instances). The model is solved for every order sigma (k! models, generated
+one at a time, until the time limit) and the best is kept; ``optimal`` means every order was solved
+to optimality, or the bound (``Join.total_time`` for an order not run) reaches the makespan.
 
 **Variables and constraints.** One Boolean per (slot, kind): FA, FC, FN. The state (standalone
 a_j^b, tape abar_j^b) is a linear expression of the Booleans of the slots before (F_ck / F_n
@@ -30,13 +31,14 @@ times; u_f (FA + FC + FN) with one forward time).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 from itertools import permutations
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..discretize import effective_slots, scope_text
 from ..errors import InputError, option_field
 from ..exact.cpsat_runner import check_first, fit_linear, run_cpsat
-from ..exact.layer import exact_solver, retry_rounded_infeasible
+from ..exact.layer import REL_TOL, exact_solver, retry_rounded_infeasible
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .instance import Join
@@ -244,26 +246,56 @@ class JoinPhaseModel:
         return JoinSchedule(ops, self.join.lengths)
 
 
-def backward_orders(join: Join, orders: Any = None) -> list[list[int]]:
-    """The backward orders the ``orders`` option names: None or "all" (the default) for all k! of
-    them, else a non-empty list of orders, each a permutation of the branches 0..k-1 (the first
-    back-propagated first), none twice; anything else is an `InputError` on ``--option orders``."""
+def checked_orders(join: Join, orders: Any = None) -> list[list[int]] | None:
+    """The ``orders`` option checked, without building the k! orders: None for None or "all" (every
+    order), else the non-empty list of orders it names, each a permutation of the branches 0..k-1
+    (the first back-propagated first), none twice; anything else is an `InputError` on
+    ``--option orders``. Linear in the length of the list."""
     k = join.k
     if orders is None or orders == "all":
-        return [list(o) for o in permutations(range(k))]
+        return None
     want = (f'must be "all" or a list of backward orders, each a permutation of the branches 0..{k - 1} '
             f"(e.g. [{list(reversed(range(k)))}])")
     if not isinstance(orders, (list, tuple)) or not orders:
         raise InputError(f"{want}, got {orders!r}", field=option_field("orders"))
     out: list[list[int]] = []
+    seen: set[tuple[int, ...]] = set()
     for order in orders:
         if (not isinstance(order, (list, tuple)) or any(isinstance(b, bool) or not isinstance(b, int) for b in order)
                 or sorted(order) != list(range(k))):
             raise InputError(f"{want}, got {order!r} in {orders!r}", field=option_field("orders"))
-        if list(order) in out:
+        if tuple(order) in seen:
             raise InputError(f"lists the order {list(order)} twice", field=option_field("orders"))
+        seen.add(tuple(order))
         out.append(list(order))
     return out
+
+
+def order_count(join: Join, orders: Any = None) -> int:
+    """How many backward orders the (checked) ``orders`` option names: k! for every order."""
+    listed = checked_orders(join, orders)
+    return math.factorial(join.k) if listed is None else len(listed)
+
+
+def iter_orders(join: Join, orders: Any = None, first: list[int] | None = None) -> Iterator[list[int]]:
+    """The backward orders the ``orders`` option names (`checked_orders`), generated one at a time
+    (k! of them by default: never held in memory), `first` first when it is one of them."""
+    listed = checked_orders(join, orders)
+    source: Iterable[Any] = permutations(range(join.k)) if listed is None else listed
+    head = tuple(first) if first else None
+    if head is not None and (sorted(head) == list(range(join.k)) if listed is None
+                             else list(head) in listed):
+        yield list(head)
+    for order in source:
+        if tuple(order) != head:
+            yield list(order)
+
+
+def backward_orders(join: Join, orders: Any = None) -> list[list[int]]:
+    """The backward orders the ``orders`` option names, as a list (`iter_orders`; all k! for None or
+    "all": for small joins only, the solver iterates them lazily); an `InputError` on
+    ``--option orders`` when the option is malformed (`checked_orders`)."""
+    return list(iter_orders(join, orders))
 
 
 def _run_order(model: JoinPhaseModel, hint: Any, deadline: Deadline, options: ExactOptions) -> Any:
@@ -279,8 +311,8 @@ def _run_order(model: JoinPhaseModel, hint: Any, deadline: Deadline, options: Ex
 
 
 def check_options(join: Join, *, orders: Any = None, **_: Any) -> None:
-    """The option `orders` (`backward_orders`), before the warm start."""
-    backward_orders(join, orders)
+    """The option `orders` (`checked_orders`: the k! orders are not built), before the warm start."""
+    checked_orders(join, orders)
 
 
 @check_first(check_options)
@@ -290,7 +322,8 @@ def solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: Dea
                 ) -> SolveResult:
     """Best schedule of the join phase model (module docstring) over all backward orders, by
     CP-SAT. ``options.slots`` = N > 0 rounds sizes up to N slots (exact sizes when the budget is
-    at most N units); the time limit (s, default 60, wall clock) is shared by the k! orders. The
+    at most N units); the time limit (s, default 60, wall clock) is shared by the k! orders, the
+    loop stopping at it (`_solve_cpsat`: the orders not run are counted, not listed). The
     seed (the best fast schedule: the join DP's, usually) is the hint of the model of its
     backward order, which is solved first. `orders`: the backward orders to solve (`backward_orders`;
     default all k!). When the rounded sizes make every order infeasible the model is solved again
@@ -301,7 +334,7 @@ def solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: Dea
     res = retry_rounded_infeasible(_solve_cpsat, join, int(budget), options=options, deadline=deadline,
                                    seed=seed, orders=orders)
     if "retried_exact_sizes" in res.details:
-        res.scope = phase_scope(len(res.details.get("orders", [])),
+        res.scope = phase_scope(order_count(join, orders),
                                 f"exact sizes (sizes rounded up to {n} slots left no schedule)")
     return res
 
@@ -313,86 +346,142 @@ def phase_scope(n_orders: int, sizes: str) -> str:
             f"most one forward per stage; best over {n_orders} backward orders), {sizes}; CP-SAT")
 
 
+class _OrderRun(NamedTuple):
+    """One backward order solved: its `details.orders` entry, its best schedule (None when none was
+    found), a lower bound on its schedules (inf when infeasible) and whether CP-SAT proved it."""
+
+    entry: dict[str, Any]
+    schedule: JoinSchedule | None
+    bound: float
+    proven: bool
+    rows_exact: bool
+
+
+def _solve_order(join: Join, work: Join, M: int, budget: int, order: list[int], deadline: Deadline,
+                 remaining: int, hint: Any, options: ExactOptions) -> _OrderRun:
+    """The model of `order` (sizes of `work`, budget `M` in its units) by CP-SAT, given the time left
+    over the `remaining` orders (this one included; at least 0.01 s); its plan replayed on `join`
+    at `budget` bytes. Raises `DeadlineExceeded` when the limit comes while a model is built."""
+    floor = work.total_time()
+    model = JoinPhaseModel(work, M, order, deadline)
+    if model.infeasible:
+        return _OrderRun({"order": order, "status": "infeasible"}, None, math.inf, True, True)
+    left = deadline.left()
+    share = Deadline(None if left is None else max(0.01, left / remaining))
+    run = _run_order(model, hint, share, options)
+    if not model.rows_exact and run.values is not None and run.status in (OPTIMAL, FEASIBLE):
+        plan = model.decode([int(round(v)) for v in run.values])
+        if simulate(join, plan, budget).violation is not None:
+            # the relaxed rows' plan overflows the budget: rows rounded up (every plan fits), no proof
+            relaxed_bound = run.bound
+            model = JoinPhaseModel(work, M, order, deadline, round_up=True)
+            run = _run_order(model, hint, share, options)
+            run.status = FEASIBLE if run.values is not None else TIMEOUT
+            run.bound = relaxed_bound
+    if run.status == INFEASIBLE:
+        return _OrderRun({"order": order, "status": "infeasible"}, None, math.inf, True, model.rows_exact)
+    bound = run.bound if run.bound is not None else floor
+    proven = run.status == OPTIMAL
+    if run.values is None or run.objective is None or run.status not in (OPTIMAL, FEASIBLE):
+        return _OrderRun({"order": order, "status": "timeout"}, None, bound, False, model.rows_exact)
+    schedule = model.decode([int(round(v)) for v in run.values])
+    sim = simulate(join, schedule, budget).raise_if_invalid()
+    claimed = float(run.objective)
+    if abs(sim.makespan - claimed) > 1e-6 * max(1.0, abs(claimed)):
+        raise RuntimeError(f"join phase model claims {claimed} but the simulator charges {sim.makespan}")
+    entry = {"order": order, "status": run.status, "makespan": sim.makespan}
+    return _OrderRun(entry, schedule, bound, proven, model.rows_exact)
+
+
+def _reaches(value: float, bound: float) -> bool:
+    """Whether makespan `value` is at most the lower bound `bound` (relative tolerance `REL_TOL`)."""
+    return value <= bound + REL_TOL * max(1.0, abs(bound))
+
+
+def _least_seed(join: Join, budget: int, seed: SolveResult | None, total: int, slots: int) -> SolveResult | None:
+    """The seed's schedule as the ``optimal`` answer when it runs every operation once (makespan
+    `Join.total_time`, the least of any schedule: no order can improve it; e.g. store-all fits),
+    with none of the `total` orders solved; None otherwise."""
+    if seed is None or seed.schedule is None or seed.objective is None:
+        return None
+    floor = join.total_time()
+    if not _reaches(float(seed.objective), floor):
+        return None
+    sim = simulate(join, seed.schedule, budget).raise_if_invalid()
+    if not _reaches(sim.makespan, floor):
+        return None
+    details = {"slots": slots, "orders": [], "orders_not_run": total}
+    return SolveResult(problem="join", solver="cpsat", budget=budget, status=OPTIMAL, objective=sim.makespan,
+                       peak_memory=sim.peak_memory, schedule=seed.schedule, lower_bound=floor, details=details,
+                       scope=f"{seed.solver}'s schedule; optimal among all schedules: the makespan is the least "
+                             "possible (every operation once)",
+                       message=f"{seed.solver}'s schedule runs every operation once: none of the {total} backward "
+                               "orders solved")
+
+
 def _solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: Deadline,
                  seed: SolveResult | None = None, orders: list[list[int]] | str | None = None, **_: Any
                  ) -> SolveResult:
-    """`solve_cpsat` at ``options.slots`` (0: exact sizes), without the exact-size retry."""
+    """`solve_cpsat` at ``options.slots`` (0: exact sizes), without the exact-size retry. The orders
+    are generated one at a time (`iter_orders`), the seed's first; the loop stops at the deadline,
+    or when a schedule reaches `Join.total_time` (nothing is faster); ``details.orders`` lists the
+    orders that ran, ``details.orders_not_run`` counts the others. The answer is ``optimal`` only
+    when every order was proven, or when the bound (the orders' bounds, `Join.total_time` for
+    the orders not proven or not run) reaches the makespan."""
     budget = int(budget)
     slots = effective_slots(budget, options.slots)
+    total = order_count(join, orders)
+    least = _least_seed(join, budget, seed, total, slots)
+    if least is not None:
+        return least
     work = join.discretised(budget / slots) if slots else join
     M = slots if slots else budget
-    all_orders = backward_orders(join, orders)
-    scope = phase_scope(len(all_orders), scope_text(slots))
+    scope = phase_scope(total, scope_text(slots))
     hint: Any = seed.schedule if seed is not None else None
     first = list(seed.details.get("order", [])) if seed is not None else []
-    if first in all_orders:  # the seed's order first, with its schedule as the hint
-        all_orders.remove(first)
-        all_orders.insert(0, first)
+    floor = work.total_time()
     best: tuple[float, Any] | None = None
     bound = math.inf
     proven = True
     per_order: list[dict[str, Any]] = []
-    for n, order in enumerate(all_orders):
+    for n, order in enumerate(iter_orders(join, orders, first)):
         left = deadline.left()
         if left is not None and left <= 0:
-            proven = False
-            bound = min(bound, work.total_time())
-            per_order.append({"order": order, "status": "not run"})
-            continue
+            break
         try:
-            model = JoinPhaseModel(work, M, order, deadline)
+            run = _solve_order(join, work, M, budget, order, deadline, total - n, hint, options)
         except DeadlineExceeded:
-            proven = False
-            bound = min(bound, work.total_time())
             per_order.append({"order": order, "status": "not built"})
-            continue
-        if model.infeasible:
-            per_order.append({"order": order, "status": "infeasible"})
-            continue
-        share = Deadline(None if left is None else max(0.01, (deadline.left() or 0.0) / (len(all_orders) - n)))
-        run = _run_order(model, hint, share, options)
-        if not model.rows_exact and run.values is not None and run.status in (OPTIMAL, FEASIBLE):
-            plan = model.decode([int(round(v)) for v in run.values])
-            if simulate(join, plan, budget).violation is not None:
-                # the relaxed rows' plan overflows the budget: rows rounded up (every plan fits), no proof
-                relaxed_bound = run.bound
-                model = JoinPhaseModel(work, M, order, deadline, round_up=True)
-                run = _run_order(model, hint, share, options)
-                run.status = FEASIBLE if run.values is not None else TIMEOUT
-                run.bound = relaxed_bound
-        if not model.rows_exact and "rows rounded" not in scope:
+            proven, bound = False, min(bound, floor)
+            break
+        per_order.append(run.entry)
+        proven, bound = proven and run.proven, min(bound, run.bound)
+        if not run.rows_exact and "rows rounded" not in scope:
             scope += ", memory rows rounded for CP-SAT (a plan is checked at exact sizes)"
-        if run.status == INFEASIBLE:
-            per_order.append({"order": order, "status": "infeasible"})
-            continue
-        if run.status != OPTIMAL:
-            proven = False
-        if run.status in (OPTIMAL, FEASIBLE):
-            bound = min(bound, run.bound if run.bound is not None else work.total_time())
-        elif run.status == TIMEOUT:
-            bound = min(bound, run.bound if run.bound is not None else work.total_time())
-        if run.values is not None and run.objective is not None and run.status in (OPTIMAL, FEASIBLE):
-            schedule = model.decode([int(round(v)) for v in run.values])
-            sim = simulate(join, schedule, budget).raise_if_invalid()
-            claimed = float(run.objective)
-            if abs(sim.makespan - claimed) > 1e-6 * max(1.0, abs(claimed)):
-                raise RuntimeError(f"join phase model claims {claimed} but the simulator charges {sim.makespan}")
-            per_order.append({"order": order, "status": run.status, "makespan": sim.makespan})
-            if best is None or sim.makespan < best[0]:
-                best = (sim.makespan, schedule)
-        else:
-            per_order.append({"order": order, "status": "timeout"})
-    details = {"slots": slots, "orders": per_order}
+        if run.schedule is not None and (best is None or run.entry["makespan"] < best[0]):
+            best = (run.entry["makespan"], run.schedule)
+        if best is not None and _reaches(best[0], floor):
+            break  # every operation once: no order can do better
+    not_run = total - len(per_order)
+    message = ""
+    if not_run:
+        proven, bound = False, min(bound, floor)
+        why = ("a schedule runs every operation once" if best is not None and _reaches(best[0], floor)
+               else "the time limit came")
+        message = f"{len(per_order)} of {total} backward orders run ({why})"
+    details: dict[str, Any] = {"slots": slots, "orders": per_order, "orders_not_run": not_run}
     common: dict[str, Any] = {"problem": "join", "solver": "cpsat", "budget": budget, "scope": scope,
                               "details": details}
     if best is None:
         if proven:
             return SolveResult(status=INFEASIBLE, message="no schedule of the join phase model fits the budget",
                                **common)
+        why = "; ".join(m for m in ("no schedule before the time limit", message) if m)
         return SolveResult(status=TIMEOUT, lower_bound=bound if math.isfinite(bound) else None,
-                           message="no schedule before the time limit", **common)
+                           message=why, **common)
     value, schedule = best
     sim = simulate(join, schedule)
-    lower = value if proven else min(bound, value)
-    return SolveResult(status=OPTIMAL if proven else FEASIBLE, objective=value, peak_memory=sim.peak_memory,
-                       schedule=schedule, lower_bound=lower, **common)
+    optimal = proven or _reaches(value, bound)  # every order proven, or the bound proves the makespan
+    return SolveResult(status=OPTIMAL if optimal else FEASIBLE, objective=value, peak_memory=sim.peak_memory,
+                       schedule=schedule, lower_bound=value if optimal else min(bound, value), message=message,
+                       **common)
