@@ -23,7 +23,9 @@
    exact sizes. If a fast solver's schedule is better (or the model returned none), that
    schedule is returned as ``feasible`` and the message says so: an exact solver is never worse
    than a fast solver of its problem, and ``infeasible`` is never reported while a schedule is
-   known. ``optimal`` is kept only when no fast schedule beats it; with slots the scope says
+   known; ``optimal`` instead when the model ran at exact sizes and its bound reaches that
+   schedule's makespan (within `REL_TOL`): no schedule of the scope is faster, and the scope says
+   so. ``optimal`` is kept only when no fast schedule beats it; with slots the scope says
    "optimal for N slots". The bound is a finite number no larger than the objective, or None.
 """
 
@@ -254,6 +256,12 @@ def referee(problem: str, name: str, instance: Any, budget: int, res: SolveResul
         if n and "slot" in res.scope and "exact sizes" not in res.scope and f"optimal for {n} slots" not in res.scope:
             res.scope += f"; optimal for {n} slots"
     res.lower_bound = _honest_bound(res.lower_bound, objective)
+    if (seed is not None and res.details.get("solution_from") == seed.solver and res.status == FEASIBLE
+            and _bound_reaches(res.lower_bound, objective) and not effective_slots(budget, options.slots)):
+        # the model's bound (exact sizes) proves that no schedule of its scope beats the seed's
+        res.status = OPTIMAL
+        res.scope += (f"; the model's bound reaches {seed.solver}'s makespan: no schedule of the scope is faster "
+                      "(the schedule itself may lie outside it)")
     if least is not None and objective is not None:
         floor = _honest_bound(least, objective)
         if floor is not None and (res.lower_bound is None or floor > res.lower_bound):
@@ -278,6 +286,11 @@ def _replay(problem: str) -> Callable[..., Any]:
         except (AttributeError, ImportError):
             pass
     return registry.problem_module(problem).replay
+
+
+def _bound_reaches(bound: float | None, objective: float | None) -> bool:
+    """True when `bound` proves `objective` optimal: at most `REL_TOL` (relative) below it."""
+    return bound is not None and objective is not None and objective <= bound + REL_TOL * max(1.0, abs(objective))
 
 
 def _honest_bound(bound: float | None, objective: float | None) -> float | None:
