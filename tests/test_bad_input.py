@@ -242,7 +242,7 @@ case("solve-pipeline", ["solve", "{P}", "--budget", "90%"], {}, 2, "tiny-resnet.
 case("flag-unknown", ["solve", "{T}", "--budget", "90%", "--nope"], {}, 2, "--nope")
 case("bandwidth-on-graph", ["solve", "{G}", "--budget", "90%", "--bandwidth", "1GB/s"], {}, 2, "--bandwidth")
 for label, argv in (("devices-0", ["--devices", "0"]), ("devices-huge", ["--devices", "100000000"]),
-                    ("devices-slow", ["--devices", "900000"]), ("mb-0", ["--micro-batches", "0"]),
+                    ("devices-slow", ["--devices", "900000", "--replication"]), ("mb-0", ["--micro-batches", "0"]),
                     ("mb-huge", ["--micro-batches", "1000000000000"]), ("wf-nan", ["--weight-factor", "nan"]),
                     ("wf-inf", ["--weight-factor", "inf"]), ("wf-neg", ["--weight-factor", "-1"]),
                     ("tl-neg", ["--time-limit", "-1"]), ("schedule", ["--schedule", "zz"]),
@@ -448,7 +448,7 @@ def test_bad_input_from_a_pipe_is_one_line():
 
 @pytest.mark.parametrize("argv", [
     ["hrevolve", "100000", "--level", "1000,0,0", "--level", "inf,1,1"],
-    ["partition", str(FILES["P"]), "--devices", "900000", "--memory", "200%"],
+    ["partition", str(FILES["P"]), "--devices", "900000", "--memory", "200%", "--replication"],  # L^2 P^2 steps
 ])
 def test_would_be_hangs_stop_at_once(argv):
     res = _memsched(*argv, timeout=30)

@@ -174,7 +174,7 @@ def test_interleave_cpsat_models_at_most_one_device_per_stage():
 def test_work_guard_counts_devices_squared_with_replication():
     from memsched.experiments.commands._checks import MAX_DP_STEPS, check_work, work_limit
 
-    assert work_limit("pipeline", "madpipe", 10**4) == math.isqrt(MAX_DP_STEPS // 10**4)  # unchanged
+    assert work_limit("pipeline", "madpipe", 10**4) == 215  # straight: layers^3 <= 1e7 once devices >= layers
     assert work_limit("pipeline", "madpipe", 10**4, replication=True) == 0
     assert work_limit("pipeline", "dag", 31, replication=True) == math.isqrt(MAX_DP_STEPS // 31**2)
     inst = three_layers()
@@ -254,3 +254,18 @@ def test_partition_command_and_sweeps_count_replication_in_the_guard(cli):
 
     assert "replication" in (size_error("pipeline", 3, spec(devices=10**4, replication=True), "x") or "")
     assert size_error("pipeline", 3, spec(devices=10**4), "x") is None
+
+
+def test_the_work_guard_counts_the_devices_a_straight_pipeline_can_use(cli):
+    """A straight pipeline of L layers uses at most L devices and the DPs stop there, so a million
+    devices on mlp7 (7 layers) is 7^3 DP steps, not 7^2 x 10^6: answered, not refused."""
+    from memsched.experiments.commands._checks import MAX_DP_STEPS, dp_steps, work_limit
+
+    import memsched
+
+    assert dp_steps(7, 10**6) == 7**3 and dp_steps(7, 3) == 7 * 7 * 3
+    most = work_limit("pipeline", "madpipe", 10**6)
+    assert dp_steps(most, 10**6) <= MAX_DP_STEPS < dp_steps(most + 1, 10**6)
+    path = memsched.data_path("pipeline", "mlp7.chain.json")
+    code, _, err = cli("partition", str(path), "--devices", "1000000", "--memory", "50%", "--solver", "madpipe")
+    assert code in (0, 1) and "DP steps" not in err, err

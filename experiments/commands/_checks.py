@@ -313,9 +313,11 @@ def work_limit(problem: str, solver: str, devices: int | None = None, *, replica
     """The most stages (chain, offload; join: of all branches), graph nodes or pipeline layers
     (`stage_count`) that `solver` handles in minutes: `MAX_STAGES`, `MAX_NODES` (`MAX_MODEL_NODES`
     for the solvers that build a model), and for a pipeline on `devices` devices the most layers
-    whose DPs take at most `MAX_DP_STEPS` steps: layers^2 x devices, or layers^2 x devices^2 with
-    `replication` (the DPs try every replica count r <= d for every d <= devices: O(L^2 P^2)).
-    None: no limit (store-all, checkpoint-all, a pipeline without a device count)."""
+    whose DPs take at most `MAX_DP_STEPS` steps: layers^2 x min(devices, layers) (a straight
+    pipeline uses at most one device per layer, and the DPs stop there: `pipeline.dp.useful_devices`),
+    or layers^2 x devices^2 with `replication` (the DPs try every replica count r <= d for every
+    d <= devices: O(L^2 P^2)). None: no limit (store-all, checkpoint-all, a pipeline without a
+    device count)."""
     if problem in ("chain", "offload", "join"):
         return None if solver == "store-all" else MAX_STAGES
     if problem == "graph":
@@ -324,8 +326,26 @@ def work_limit(problem: str, solver: str, devices: int | None = None, *, replica
         return MAX_MODEL_NODES if solver in _MODEL_SOLVERS else MAX_NODES
     if problem == "pipeline" and devices is not None:
         P = max(int(devices), 1)
-        return math.isqrt(MAX_DP_STEPS // (P * P if replication else P))
+        if replication:
+            return math.isqrt(MAX_DP_STEPS // (P * P))
+        return _most_layers(P)
     return None
+
+
+def dp_steps(layers: int, devices: int, *, replication: bool = False) -> int:
+    """The pipeline DPs' steps on `layers` layers and `devices` devices (`work_limit`)."""
+    L, P = int(layers), max(int(devices), 1)
+    return L * L * P * P if replication else L * L * min(P, L)
+
+
+def _most_layers(devices: int) -> int:
+    """The most layers L with `dp_steps`(L, devices) <= `MAX_DP_STEPS` (straight pipelines; the
+    steps grow with L, so a bisection finds it)."""
+    low, high = 0, math.isqrt(MAX_DP_STEPS) + 1  # dp_steps(high) >= high^2 > MAX_DP_STEPS
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if dp_steps(mid, devices) <= MAX_DP_STEPS else (low, mid - 1)
+    return low
 
 
 def check_work(problem: str, solver: str, instance: Any, *, path: str | None = None, devices: int | None = None,
@@ -344,12 +364,13 @@ def check_work(problem: str, solver: str, instance: Any, *, path: str | None = N
         devices = devices or 1  # (a pipeline has a limit only with a device count)
         if replication:
             most = max(1, math.isqrt(MAX_DP_STEPS // (n * n)))
-            raise InputError(f"{n} layers on {devices} devices with --replication is {n * n * devices * devices:.3g} "
+            raise InputError(f"{n} layers on {devices} devices with --replication is "
+                             f"{dp_steps(n, devices, replication=True):.3g} "
                              f"DP steps (layers^2 x devices^2), more than {MAX_DP_STEPS:.3g} (minutes); use fewer "
                              f"devices (at most {most}) or no --replication", field="--devices")
-        raise InputError(f"{n} layers on {devices} devices is {n * n * devices:.3g} DP steps, more than "
-                         f"{MAX_DP_STEPS:.3g} (minutes); use fewer devices (at most {max(1, MAX_DP_STEPS // (n * n))})",
-                         field="--devices")
+        raise InputError(f"{n} layers on {devices} devices is {dp_steps(n, devices):.3g} DP steps (layers^2 x "
+                         f"min(devices, layers)), more than {MAX_DP_STEPS:.3g} (minutes); use fewer devices (at most "
+                         f"{max(1, MAX_DP_STEPS // (n * n))})", field="--devices")
     what = "the branches have" if problem == "join" else "the chain has"
     raise InputError(f"{what} {n} stages, more than the {MAX_STAGES} the solvers handle in minutes (the rotor "
                      "DP's tables grow as L^3); merge stages into blocks (a coarser profile) or use store-all",

@@ -662,7 +662,8 @@ def size_error(problem: str, size: int, solver: SolverSpec, hint: str) -> str | 
     if problem == "graph":
         what = f"{size} graph nodes, more than the {limit}"
     elif problem == "pipeline":
-        steps = "layers^2 x devices^2 DP steps, with replication" if replication else "layers^2 x devices DP steps"
+        steps = ("layers^2 x devices^2 DP steps, with replication" if replication
+                 else "layers^2 x min(devices, layers) DP steps")
         what = f"{size} pipeline layers, more than the {limit} (on {devices} devices: {steps})"
     else:
         what = f"{'the branches have' if problem == 'join' else 'the chain has'} {size} stages, more than the {limit}"
