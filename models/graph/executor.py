@@ -22,10 +22,13 @@ F_v         the fx node's op on the latest copies of its producers (view and sta
             leaves hold no storage between F_v and B_v. The output and internal saved tensors
             (masks, statistics, pooling indices) stay with the tape.
 loss        ``loss_fn`` on leaves of the network output's producers; its copy is the gradient
-            of the loss with respect to each of them.
+            of the loss with respect to each of them (a ``loss_fn`` module's own parameters
+            requiring grad get theirs accumulated into ``.grad``).
 B_v         ``torch.autograd.grad`` over F_v's tape with the incoming gradient of v's outputs
             (the sum of what the latest copies of B_w, for the consumers w of v, and of the
-            loss yield for v), with respect to the leaves of v's producers and v's parameters;
+            loss yield for v), with respect to the leaves of v's producers and v's parameters
+            that require grad when it runs (`check_trainable` rejects one unfrozen since the plan
+            whose node has no B_v);
             parameter gradients are accumulated into ``.grad`` (once per node, even when a
             schedule computes B_v again); its copy is the gradient for each producer u that
             has a B_u. The tape is dropped after the last B_v that uses it.
@@ -81,7 +84,7 @@ from typing import Any
 import numpy as np
 import torch
 from memsched.models.buffers import restore_buffers, snapshot_buffers
-from memsched.models.chain.executor import LossFn, as_blocks, parameters_of
+from memsched.models.chain.executor import LossFn, as_blocks
 from memsched.models.graph.plan import Plan, Step, build_plan
 from memsched.models.measure import (
     OpTrace,
@@ -96,6 +99,7 @@ from memsched.models.measure import (
     zero_grads,
 )
 from memsched.models.memory import CLOCKS, storage_key
+from memsched.solvers.errors import InputError
 from memsched.solvers.graph import Graph, GraphSchedule, simulate
 from torch import nn
 from torch.autograd.graph import get_gradient_edge, saved_tensors_hooks
@@ -272,8 +276,21 @@ class _Run:
     copies: dict[int, tuple[int, Any]] = field(default_factory=dict)
     tapes: dict[int, Tape] = field(default_factory=dict)
     accumulated: set[int] = field(default_factory=set)
-    received: set[int] = field(default_factory=set)  # ids of the parameters a B_v gave a gradient
+    received: set[int] = field(default_factory=set)  # ids of the parameters a B_v (or the loss) gave a gradient
+    computed: set[int] = field(default_factory=set)  # the forward nodes computed once already
     loss: float = float("nan")
+
+
+def _every_parameter(blocks: Sequence[nn.Module]) -> dict[str, nn.Parameter]:
+    """Distinct parameters of the blocks, frozen or not, named ``"<block>.<name>"`` (shared ones once)."""
+    out: dict[str, nn.Parameter] = {}
+    seen: set[int] = set()
+    for i, block in enumerate(blocks):
+        for name, p in block.named_parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                out[f"{i}.{name}"] = p
+    return out
 
 
 def _check_links(graph: Graph, reads: dict[int, list[int]]) -> None:
@@ -302,7 +319,7 @@ class GraphExecutor:
         self.blocks = as_blocks(blocks)
         self.loss_fn = loss_fn
         self.graph = graph
-        self.params = parameters_of(self.blocks)
+        self._every_param = _every_parameter(self.blocks)
         self.plan: Plan = build_plan(self.blocks, graph, example_input)
         names = {name: i for i, name in enumerate(graph.names)}
         if "loss" not in names:
@@ -314,10 +331,47 @@ class GraphExecutor:
         output_producers = self.plan.inputs_of(Step(-1, "output", args=(self.plan.output,)))
         _check_links(graph, {**self.producers, self.loss: output_producers})
         self.labels = [str(i) for i in graph.ids]
-        # ids of the parameters of the nodes that have a backward node: only they can get a gradient
-        self.trained_params = {id(p) for v in self.bwd_of for p in self.plan.ops[v].params}
+        # ids of the parameters that required grad when the plan was made (the graph's backward nodes follow them)
+        self._planned_grad = {id(p) for p in self.params.values()}
         # (training modes, input shape, dtype, device) -> the random nodes a plain forward found
         self._random_ops: dict[tuple[Any, ...], list[_RandomOp]] = {}
+
+    # ----------------------------------------------------------------- parameters
+    @property
+    def params(self) -> dict[str, nn.Parameter]:
+        """The blocks' distinct parameters that require grad now, named ``"<block>.<name>"``
+        (`models.chain.executor.parameters_of`, read at every call: frozen ones are left out)."""
+        return {name: p for name, p in self._every_param.items() if p.requires_grad}
+
+    @property
+    def trained_params(self) -> set[int]:
+        """ids of the parameters a step gives a gradient: those requiring grad now of the nodes
+        that have a backward node, and of `loss_fn` (read at every step: freezing one after the
+        plan is made is honoured)."""
+        found = {id(p) for v in self.bwd_of for p in self.plan.ops[v].params if p.requires_grad}
+        return found | {id(p) for p in self.loss_params()}
+
+    def loss_params(self) -> list[nn.Parameter]:
+        """The parameters requiring grad of `loss_fn` when it is a module (a learnable head, a
+        temperature): the loss gives them their gradients, as ``loss.backward()`` does."""
+        if not isinstance(self.loss_fn, nn.Module):
+            return []
+        return [p for p in self.loss_fn.parameters() if p.requires_grad]
+
+    def check_trainable(self) -> None:
+        """InputError naming ``model`` when a parameter requires grad now that did not when the
+        plan was made and a forward node without a backward node uses it: the graph has no node
+        that computes its gradient (plain autograd would give one), so the graph must be
+        profiled and solved again."""
+        for v, step in self.plan.ops.items():
+            if v in self.bwd_of:
+                continue
+            for p in step.params:
+                if p.requires_grad and id(p) not in self._planned_grad:
+                    name = next(n for n, q in self._every_param.items() if q is p)
+                    raise InputError(f"parameter {name} requires grad but was frozen when the graph was profiled, and "
+                                     f"node {self._name(v)!r} has no backward node to compute its gradient: profile "
+                                     "and solve the graph again after unfreezing it", field="model")
 
     # ----------------------------------------------------------------- one step
     def step(self, schedule: GraphSchedule | Sequence[int], inputs: torch.Tensor, target: Any, *, seed: int | None = 0,
@@ -439,8 +493,23 @@ class GraphExecutor:
         before the copies it ends are dropped) and when it ends (``stop(s)``). `accumulate`:
         add to the parameter gradients already there instead of zeroing them. `rng`: the random
         nodes' states (`rng_order` from the generator's state after seeding); by default made
-        here, before the step's measurement window."""
+        here, before the step's measurement window. A step that raises leaves the gradients it
+        allocated None again."""
+        self.check_trainable()
         fresh = self._prepare_grads(accumulate)
+        try:
+            return self._run_steps(seq, frees, tape_at, retain_at, x, target, seed, watch, trace, clock, probe, rng,
+                                   fresh)
+        except BaseException:
+            for p in fresh:
+                p.grad = None
+            raise
+
+    def _run_steps(self, seq: list[int], frees: dict[int, list[int]], tape_at: set[int], retain_at: set[int],
+                   x: torch.Tensor, target: Any, seed: int | None, watch: bool, trace: bool, clock: str,
+                   probe: Any, rng: FileOrderRng | None, fresh: list[nn.Parameter]
+                   ) -> tuple[float, None, int, list[OpTrace], float]:
+        """`_run` after the gradients are allocated (`fresh`: those it allocated)."""
         if seed is not None:
             torch.manual_seed(seed)
         if rng is None:
@@ -573,8 +642,10 @@ class GraphExecutor:
             for p in self.params.values():
                 if id(p) not in trained:
                     p.grad = None
-        fresh = [p for p in self.params.values() if id(p) in trained and (p.grad is None or not accumulate)]
-        zero_grads([p for p in self.params.values() if id(p) in trained], keep=accumulate)
+        own = {id(p) for p in self.params.values()}
+        params = [*self.params.values(), *(p for p in self.loss_params() if id(p) not in own)]
+        fresh = [p for p in params if id(p) in trained and (p.grad is None or not accumulate)]
+        zero_grads([p for p in params if id(p) in trained], keep=accumulate)
         return fresh
 
     # ----------------------------------------------------------------- nodes
@@ -615,6 +686,25 @@ class GraphExecutor:
         return values, leaves
 
     def _forward(self, run: _Run, s: int, v: int, x: torch.Tensor, keep_tape: bool) -> None:
+        """F_v at step s. Its first computation updates its modules' buffers (BatchNorm's running
+        statistics) as the plain forward does; every later one (a recomputation) puts its modules'
+        buffers back after it (a copy of them while it runs: for BatchNorm a few bytes per channel;
+        an op that is no module's call has none), so a step leaves them as plain training does.
+        (The kernels update BatchNorm's statistics without moving their version counters, so which
+        buffers a computation changes cannot be told without copying them.)"""
+        if v not in run.computed:
+            run.computed.add(v)
+            self._compute(run, s, v, x, keep_tape)
+            return
+        step = self.plan.ops[v]
+        assert step.fn is not None
+        saved = snapshot_buffers(_modules_of(step.fn))
+        try:
+            self._compute(run, s, v, x, keep_tape)
+        finally:
+            restore_buffers(saved)
+
+    def _compute(self, run: _Run, s: int, v: int, x: torch.Tensor, keep_tape: bool) -> None:
         step = self.plan.ops[v]
         assert step.fn is not None
         producers = self.producers[v]
@@ -671,13 +761,19 @@ class GraphExecutor:
     def _loss(self, run: _Run, s: int, x: torch.Tensor, target: Any) -> None:
         sources = [u for u in self.graph.preds[self.loss] if u in self.plan.ops]
         values, leaves = self._leaves(run, sources)
+        own = self.loss_params() if self.loss not in run.accumulated else []  # once, from the loss alone
+        run.accumulated.add(self.loss)
         with torch.enable_grad():
             out = self.plan.resolve(self.plan.output, lambda u: values[u], x)
             loss = self.loss_fn(out, target)
             wrt = [leaf for ls in leaves.values() for _, leaf in ls]
-            grads = torch.autograd.grad(loss, wrt, allow_unused=True) if wrt else ()
+            grads = torch.autograd.grad(loss, wrt + own, allow_unused=True) if wrt or own else ()
         run.loss = float(loss.detach())
-        run.copies[self.loss] = (s, _by_producer(leaves, grads))
+        for p, g in zip(own, grads[len(wrt):]):
+            if g is not None:
+                p.grad.add_(g)  # allocated by _prepare_grads before the step
+                run.received.add(id(p))
+        run.copies[self.loss] = (s, _by_producer(leaves, grads[:len(wrt)]))
 
     def _incoming(self, run: _Run, b: int, v: int, n_out: int) -> list[torch.Tensor | None]:
         """The gradient of each flat output of v: the sum over the latest copies of the
@@ -710,7 +806,7 @@ class GraphExecutor:
                 leaf.data = flat[pos].detach()
         wrt = [leaf for ls in tape.leaves.values() for _, leaf in ls]
         accumulate = v not in run.accumulated
-        params = tape.params if accumulate else []
+        params = [p for p in tape.params if p.requires_grad] if accumulate else []  # frozen now: no gradient
         grads: Sequence[torch.Tensor | None] = ()
         if outs and (wrt or params):
             grads = torch.autograd.grad([e for e, _ in outs], wrt + params, [g for _, g in outs],

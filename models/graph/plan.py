@@ -46,7 +46,9 @@ STATIC, VIEW, OP = "static", "view", "op"
 class Step:
     """One fx node of block `block` (or the whole block when `node` is None): its kind, callable,
     argument template (fx nodes inside, resolved at run time), graph index (ops) or constant
-    value (static nodes), and the parameters its backward yields gradients for."""
+    value (static nodes), and the parameters its op uses (all of them, frozen or not: the
+    executor gives a gradient to those requiring grad when B_v runs, so freezing or unfreezing
+    one after the plan is made is honoured; none for a node computed without grad)."""
 
     block: int
     kind: str
@@ -287,14 +289,15 @@ class Plan:
 
 
 def node_callable(gm: fx.GraphModule, n: fx.Node) -> tuple[Callable[..., Any], list[nn.Parameter]]:
-    """(what computes the call_* node `n`, the parameters requiring grad of its module). A node
-    traced under ``torch.no_grad()`` (`trace_block`) is computed without grad: its output needs
-    no gradient, as in the module's own forward."""
+    """(what computes the call_* node `n`, the parameters of its module, frozen or not: which
+    train is read when the step runs). A node traced under ``torch.no_grad()`` (`trace_block`)
+    is computed without grad: its output needs no gradient, as in the module's own forward, and
+    it has no parameters to train."""
     params: list[nn.Parameter] = []
     fn: Callable[..., Any]
     if n.op == "call_module":
         mod = gm.get_submodule(str(n.target))
-        fn, params = mod, [p for p in mod.parameters() if p.requires_grad]
+        fn, params = mod, list(mod.parameters())
     elif n.op == "call_function":
         fn = n.target  # type: ignore[assignment]
     else:
@@ -310,11 +313,11 @@ def node_callable(gm: fx.GraphModule, n: fx.Node) -> tuple[Callable[..., Any], l
         with torch.no_grad():
             return inner(*a, **k)
 
-    return without_grad, params
+    return without_grad, []
 
 
 def _parameters_read(plan: Plan, refs: Any) -> list[nn.Parameter]:
-    """The parameters requiring grad that an op with the argument nodes `refs` reads: directly
+    """The parameters (frozen or not) that an op with the argument nodes `refs` reads: directly
     (``get_attr``) or through view nodes (``self.weight.t()``: the gradient reaches the parameter
     through the view), each once."""
     found: list[nn.Parameter] = []
@@ -327,7 +330,7 @@ def _parameters_read(plan: Plan, refs: Any) -> list[nn.Parameter]:
         seen.add(node)
         step = plan.steps[node]
         value = step.value
-        if step.kind == "get_attr" and isinstance(value, nn.Parameter) and value.requires_grad:
+        if step.kind == "get_attr" and isinstance(value, nn.Parameter):
             if all(value is not p for p in found):
                 found.append(value)
         elif step.kind == VIEW:
@@ -365,7 +368,7 @@ def _build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.
                 key = BlockRef(b)
                 prev = plan.block_output[b - 1] if b else None
                 step = Step(b, OP, out_of_place_module(block), (prev,) if b else (), {}, names.pop(whole),
-                            params=[p for p in block.parameters() if p.requires_grad], name=whole)
+                            params=list(block.parameters()), name=whole)
                 if not b:
                     step.args = (NetworkInput(),)
                 plan.steps[key] = step
@@ -401,7 +404,8 @@ def _build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.
                 if name in names:
                     step = Step(b, OP, fn, n.args, dict(n.kwargs), names.pop(name), params=params, name=name)
                     known = {id(p) for p in step.params}
-                    step.params += [p for p in _parameters_read(plan, (n.args, n.kwargs)) if id(p) not in known]
+                    if n.meta.get(GRAD_ENABLED, True):  # a node computed without grad trains nothing
+                        step.params += [p for p in _parameters_read(plan, (n.args, n.kwargs)) if id(p) not in known]
                     plan.ops[int(step.index)] = step  # type: ignore[arg-type]
                 elif has_tensor:
                     step = Step(b, VIEW, fn, n.args, dict(n.kwargs), name=name)

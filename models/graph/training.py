@@ -21,9 +21,16 @@ runs a plain forward without grad). The plan is built for the example's shape, d
 every batch must have them (checked before anything runs: the plan holds the example's sizes as
 constants). A short last batch needs ``DataLoader(drop_last=True)``, a second `ScheduledGraph`
 built with an example of its shape (the same graph and schedule serve), or plain autograd. A step
-computes gradients whatever the ambient grad mode. Bad input to a step (an input of another shape,
+computes gradients whatever the ambient grad mode (``torch.no_grad()`` included; under
+``torch.inference_mode()`` it raises `InputError`). Bad input to a step (an input of another shape,
 dtype or device than the example, a target the loss cannot take, a loss that is not a
 differentiable scalar) raises `InputError` naming ``inputs``, ``target`` or ``loss_fn``.
+Which parameters train is read at every step: freezing one after the plan is made leaves its
+``.grad`` as plain autograd does; unfreezing one that was frozen when the graph was profiled
+works where its node has a backward node, else `InputError` naming ``model`` asks for a new
+profile and plan. A ``loss_fn`` that is an ``nn.Module`` with parameters (a learnable head)
+gets their gradients too, and a forward node computed again (recomputation) leaves its modules'
+buffers (BatchNorm's running statistics) as its first computation set them, as plain training does.
 """
 
 from __future__ import annotations
@@ -95,7 +102,11 @@ class ScheduledGraph(nn.Module):
 
     def step(self, inputs: torch.Tensor, target: Any = None) -> torch.Tensor:
         """One forward, loss and backward under the schedule; gradients accumulate into ``.grad``
-        as ``loss.backward()`` would leave them. Returns the loss (a scalar tensor)."""
+        as ``loss.backward()`` would leave them. Returns the loss (a scalar tensor). InputError
+        under ``torch.inference_mode()``, where no gradient can be computed."""
+        if torch.is_inference_mode_enabled():
+            raise InputError("ScheduledGraph.step is a training step (it computes gradients) and cannot run under "
+                             "torch.inference_mode(): call it outside that context")
         check_step_arguments("ScheduledGraph", list(self.blocks), inputs, target, self._own_loss)
         self._check_like_example(inputs, target)
         try:
