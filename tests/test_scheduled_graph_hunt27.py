@@ -82,19 +82,25 @@ def _same_buffers(a: nn.Module, b: nn.Module) -> None:
         assert torch.equal(p, q), name
 
 
+def _step_both_with_l1_weight(trainer, net: nn.Module, twin: nn.Module, x, y, *, requires_grad: bool) -> None:
+    """Set ``l1.weight.requires_grad`` on both copies after wrapping, then one scheduled step on `net`
+    and one plain autograd step on `twin` (same seed): their gradients must be equal."""
+    for m in (net, twin):
+        m.l1.weight.requires_grad_(requires_grad)
+    torch.manual_seed(1)
+    trainer.step(x, y)
+    torch.manual_seed(1)
+    F.cross_entropy(twin(x), y).backward()
+    _same_grads(net, twin)
+
+
 def test_freezing_after_wrapping_leaves_its_grad_none_as_autograd():
     x, y = _data()
     net = Skip(bn=False)
     twin = copy.deepcopy(net)
     trainer = _trainer(net, x, y)
-    for m in (net, twin):
-        m.l1.weight.requires_grad_(False)
-    torch.manual_seed(1)
-    trainer.step(x, y)
-    torch.manual_seed(1)
-    F.cross_entropy(twin(x), y).backward()
+    _step_both_with_l1_weight(trainer, net, twin, x, y, requires_grad=False)
     assert net.l1.weight.grad is None
-    _same_grads(net, twin)
 
 
 def test_unfreezing_after_wrapping_gives_the_gradient():
@@ -103,14 +109,8 @@ def test_unfreezing_after_wrapping_gives_the_gradient():
     net.l1.weight.requires_grad_(False)  # its bias trains: the node has a backward node
     twin = copy.deepcopy(net)
     trainer = _trainer(net, x, y)
-    for m in (net, twin):
-        m.l1.weight.requires_grad_(True)
-    torch.manual_seed(1)
-    trainer.step(x, y)
-    torch.manual_seed(1)
-    F.cross_entropy(twin(x), y).backward()
+    _step_both_with_l1_weight(trainer, net, twin, x, y, requires_grad=True)
     assert net.l1.weight.grad is not None
-    _same_grads(net, twin)
 
 
 def test_unfreezing_a_node_without_backward_asks_for_a_new_plan():
