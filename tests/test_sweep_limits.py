@@ -161,9 +161,15 @@ def test_a_file_graph_is_held_to_the_model_solvers_node_limit(cli, tmp_path):
 
 def test_a_file_pipeline_is_held_to_the_dp_steps_on_its_devices(cli, tmp_path):
     cfg = write_sweep(tmp_path, instances=[{"file": MLP7, "problem": "pipeline"}],
-                      solvers=[{"name": "madpipe", "options": {"devices": 10**6}}])
+                      solvers=[{"name": "madpipe", "options": {"devices": 10**6, "replication": True}}])
     one_line_error(cli("sweep", cfg, "--output", tmp_path / "out", "--list"), "instances[0].file",
-                   "pipeline layers", "devices")
+                   "pipeline layers", "devices", "replication")  # straight: 7 layers use at most 7 devices
+
+
+def test_a_file_pipeline_on_many_devices_uses_at_most_one_per_layer(cli, tmp_path):
+    cfg = write_sweep(tmp_path, instances=[{"file": MLP7, "problem": "pipeline"}],
+                      solvers=[{"name": "madpipe", "options": {"devices": 10**6}}])
+    assert cli("sweep", cfg, "--output", tmp_path / "out", "--list").code == 0
 
 
 def test_the_file_check_names_the_sweep_file_in_python(tmp_path):
