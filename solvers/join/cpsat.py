@@ -291,13 +291,6 @@ def iter_orders(join: Join, orders: Any = None, first: list[int] | None = None) 
             yield list(order)
 
 
-def backward_orders(join: Join, orders: Any = None) -> list[list[int]]:
-    """The backward orders the ``orders`` option names, as a list (`iter_orders`; all k! for None or
-    "all": for small joins only, the solver iterates them lazily); an `InputError` on
-    ``--option orders`` when the option is malformed (`checked_orders`)."""
-    return list(iter_orders(join, orders))
-
-
 def _run_order(model: JoinPhaseModel, hint: Any, deadline: Deadline, options: ExactOptions) -> Any:
     """CP-SAT on one order's model, the seed's schedule hinted when the model can express it (the
     seed fits the real budget, not necessarily the rounded sizes: its hint proves nothing)."""
@@ -325,7 +318,7 @@ def solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: Dea
     at most N units); the time limit (s, default 60, wall clock) is shared by the k! orders, the
     loop stopping at it (`_solve_cpsat`: the orders not run are counted, not listed). The
     seed (the best fast schedule: the join DP's, usually) is the hint of the model of its
-    backward order, which is solved first. `orders`: the backward orders to solve (`backward_orders`;
+    backward order, which is solved first. `orders`: the backward orders to solve (`iter_orders`;
     default all k!). When the rounded sizes make every order infeasible the model is solved again
     with exact sizes in the time left (`exact.layer.retry_rounded_infeasible`, as the chain's
     exact models), so that ``infeasible`` is about the real budget; the scope then says so, and
