@@ -113,13 +113,14 @@ def as_blocks(model: nn.Module | Sequence[nn.Module]) -> list[nn.Module]:
     return list(model)
 
 
-def parameters_of(blocks: Sequence[nn.Module]) -> dict[str, nn.Parameter]:
-    """Distinct parameters of the blocks, named ``"<block>.<name>"`` (shared ones once)."""
+def parameters_of(blocks: Sequence[nn.Module], *, frozen: bool = False) -> dict[str, nn.Parameter]:
+    """Distinct parameters of the blocks that require grad (`frozen`: every one), named
+    ``"<block>.<name>"`` (shared ones once)."""
     out: dict[str, nn.Parameter] = {}
     seen: set[int] = set()
     for i, block in enumerate(blocks):
         for name, p in block.named_parameters():
-            if id(p) not in seen and p.requires_grad:
+            if id(p) not in seen and (frozen or p.requires_grad):
                 seen.add(id(p))
                 out[f"{i}.{name}"] = p
     return out

@@ -84,7 +84,7 @@ from typing import Any
 import numpy as np
 import torch
 from memsched.models.buffers import restore_buffers, snapshot_buffers
-from memsched.models.chain.executor import LossFn, as_blocks
+from memsched.models.chain.executor import LossFn, as_blocks, parameters_of
 from memsched.models.graph.plan import Plan, Step, build_plan
 from memsched.models.measure import (
     OpTrace,
@@ -281,18 +281,6 @@ class _Run:
     loss: float = float("nan")
 
 
-def _every_parameter(blocks: Sequence[nn.Module]) -> dict[str, nn.Parameter]:
-    """Distinct parameters of the blocks, frozen or not, named ``"<block>.<name>"`` (shared ones once)."""
-    out: dict[str, nn.Parameter] = {}
-    seen: set[int] = set()
-    for i, block in enumerate(blocks):
-        for name, p in block.named_parameters():
-            if id(p) not in seen:
-                seen.add(id(p))
-                out[f"{i}.{name}"] = p
-    return out
-
-
 def _check_links(graph: Graph, reads: dict[int, list[int]]) -> None:
     """Every graph node v in `reads` (the forward nodes and the loss) has a link u -> v from each
     node u whose value its op reads (`Plan.inputs_of`: the network's own dependencies). A graph
@@ -319,7 +307,7 @@ class GraphExecutor:
         self.blocks = as_blocks(blocks)
         self.loss_fn = loss_fn
         self.graph = graph
-        self._every_param = _every_parameter(self.blocks)
+        self._every_param = parameters_of(self.blocks, frozen=True)
         self.plan: Plan = build_plan(self.blocks, graph, example_input)
         names = {name: i for i, name in enumerate(graph.names)}
         if "loss" not in names:
