@@ -381,10 +381,10 @@ def _capped_sum(values: list[float] | list[int], path: str, where: str) -> float
     """sum(values), sizes in bytes each at most `MAX_BYTES` already: at most `MAX_BYTES` (1 PiB) too, the
     rule for a file's sizes summed (an ``activation_size`` list, ``meta.param_sizes``); an `InputError`
     naming `path` and `where` otherwise."""
+    from ..chain.instance import check_total
+
     total = sum(values)
-    if total > MAX_BYTES:
-        raise InputError(f"the sizes add up to {total:.0f} bytes, more than {MAX_BYTES} (1 PiB)", path=path,
-                         field=where)
+    check_total(math.ceil(total), path, where)
     return total
 
 
