@@ -531,6 +531,7 @@ def _scaled(column: Any, scale: float) -> Any:
 
 #: sweep columns in the instance's time unit (the objective: makespan or period), in its memory unit, in a
 #: fixed time unit; and the labels of the other columns `plot` scales
+_PAIRS = ("time", "memory", "independent")  # the comparisons of a run (`RunResult.compared`)
 _TIME_COLUMNS = ("objective", "lower_bound", "baseline_objective")
 _MEMORY_COLUMNS = ("peak_memory", "budget", "min_budget", "reference_peak", "measured_peak")
 _FIXED_UNITS = {"solve_time_s": "solve time (s)", "measured_time_ms": "measured time (ms)"}
@@ -674,45 +675,22 @@ class RunResult:
         return fig
 
     def compared(self) -> dict[str, tuple[str, Any, Any]]:
-        """The (what, predicted, measured) pairs the run's ``ratio`` compares, as `models.run` and the
-        executors form them: ``time`` (measured ms against ``makespan``, or against ``sequential_makespan``
-        for a synchronous offloading run, one op at a time on CPU: `synchronous`), ``memory`` (the
-        measured ``peak_memory`` against the prediction by the measuring method's definition:
-        ``tracker_peak_memory`` (``tracker_sequential_peak``) when the run has one, else ``peak_memory``
-        (``sequential_peak``)) and ``independent`` (``independent_peak`` against ``peak_memory``
-        (``sequential_peak``), the allocator's definition; its measurement None when the run made none).
-        `what` names the definition for a figure ("" when the run does not say: a plain pair)."""
+        """The (what, predicted, measured) pairs the run's ``ratio`` divides: ``time`` (measured ms
+        against the predicted makespan, in `predicted_time_unit`), ``memory`` (the measuring method's
+        peak against the prediction by its definition) and ``independent`` (the allocator probe's peak
+        against the allocator's prediction; measured None when the run made none), as the run wrote them
+        (``compared``, `models.measure.StepResult.comparisons`, the one rule of which prediction each
+        measurement meets). `what` names the definition ("" for a plain pair). A run without that block
+        (a hand-made or older dict) gives the plain pairs: ``predicted.makespan`` / ``peak_memory``
+        beside ``measured.time`` / ``peak_memory`` / ``independent_peak``."""
+        written = self.data.get("compared")
+        if isinstance(written, dict) and all(isinstance(written.get(k), dict) for k in _PAIRS):
+            return {k: (str(written[k].get("what") or ""), written[k].get("predicted"), written[k].get("measured"))
+                    for k in _PAIRS}
         pred, meas = self.data.get("predicted") or {}, self.data.get("measured") or {}
-        sync = self.synchronous
-        sequential = pred.get("sequential_makespan") if sync else None
-        allocator = pred.get("sequential_peak") if sync else pred.get("peak_memory")
-        tracker = pred.get("tracker_sequential_peak") if sync else pred.get("tracker_peak_memory")
-        return {"time": ("one op at a time" if sequential is not None else "",
-                         pred.get("makespan") if sequential is None else sequential, meas.get("time")),
-                "memory": (self._method_name(meas), tracker or allocator, meas.get("peak_memory")),
-                "independent": ("allocator", allocator, meas.get("independent_peak"))}
-
-    def _method_name(self, measured: dict[str, Any]) -> str:
-        """A short name of the run's measuring method (``memory_method``): "tracker" (the LiveTensorTracker,
-        CPU), "CUDA allocator" (torch.cuda.max_memory_allocated); "" when the run does not say and made no
-        independent measurement (a plain predicted / measured pair)."""
-        method = str(self.data.get("memory_method") or "")
-        method = "" if method == "none" else method
-        if "Tracker" in method:
-            return "tracker"
-        if "cuda" in method:
-            return "CUDA allocator"
-        if method or measured.get("independent_peak") is None:
-            return method
-        return "tracker" if str(self.data.get("device", "")).startswith("cpu") else "measured"
-
-    @property
-    def synchronous(self) -> bool:
-        """A CPU offloading run (``predicted.sequential_peak`` recorded): its transfers are synchronous,
-        one op at a time, and its ratios compare with the sequential replay (``predicted.sequential_*``),
-        as `models.offload.executor.OffloadStepResult.synchronous`."""
-        pred = self.data.get("predicted") or {}
-        return str(self.data.get("device", "")).startswith("cpu") and pred.get("sequential_peak") is not None
+        return {"time": ("", pred.get("makespan"), meas.get("time")),
+                "memory": ("", pred.get("peak_memory"), meas.get("peak_memory")),
+                "independent": ("", pred.get("peak_memory"), meas.get("independent_peak"))}
 
     @property
     def predicted_time_unit(self) -> str:

@@ -28,7 +28,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from memsched.models.memory import LiveTensorTracker, cpu_clock
@@ -61,6 +61,22 @@ def ratio(a: float | None, b: float | None) -> float | None:
 def memory_method(device: torch.device) -> str:
     """The name of the primary peak-memory measurement on `device`."""
     return "torch.cuda.max_memory_allocated" if device.type == "cuda" else "LiveTensorTracker"
+
+
+class Comparison(NamedTuple):
+    """One prediction and the measurement compared with it: `what` names the definition both follow
+    ("tracker", "allocator", "one op at a time"; "" for the plain pair), `predicted` in the
+    instance's unit (bytes; the time unit for a makespan), `measured` in bytes or ms (None when not
+    measured)."""
+
+    what: str
+    predicted: float | None
+    measured: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        """measured / predicted; None when either is missing or the prediction is 0."""
+        return ratio(self.measured, self.predicted)
 
 
 @dataclass
@@ -105,21 +121,35 @@ class StepResult:
     independent_method: str | None = None
     tracker_predicted_peak: int | None = None
 
+    def comparisons(self) -> dict[str, Comparison]:
+        """The pairs every ratio of the step divides, the one rule of which prediction each
+        measurement is compared with (`models.run` writes them as ``compared``):
+
+        - ``time``: ``time_ms`` against ``predicted_makespan`` (the instance's time unit);
+        - ``memory``: the primary method's peak (``peak_memory``: the tracker on CPU, the CUDA allocator
+          on CUDA) against the prediction by its definition, ``tracker_predicted_peak`` when set
+          (the tracker's overheads where a CPU profile charges the allocator's), else ``predicted_peak``;
+        - ``independent``: the allocator probe's peak against ``predicted_peak``."""
+        primary = "tracker" if "Tracker" in self.memory_method else "CUDA allocator"
+        return {"time": Comparison("", self.predicted_makespan, self.time_ms),
+                "memory": Comparison(primary, self.tracker_predicted_peak or self.predicted_peak, self.peak_memory),
+                "independent": Comparison("allocator", self.predicted_peak, self.independent_peak)}
+
     @property
     def memory_ratio(self) -> float | None:
-        """measured / predicted peak memory, each by the primary method's definition (the tracker's
-        overheads on a CPU profile that charges the allocator's, see ``tracker_predicted_peak``)."""
-        return ratio(self.peak_memory, self.tracker_predicted_peak or self.predicted_peak)
+        """measured / predicted peak memory, each by the primary method's definition (`comparisons`)."""
+        return self.comparisons()["memory"].ratio
 
     @property
     def independent_ratio(self) -> float | None:
-        """independent (allocator probe) / predicted peak memory."""
-        return ratio(self.independent_peak, self.predicted_peak)
+        """independent (allocator probe) / predicted peak memory (`comparisons`)."""
+        return self.comparisons()["independent"].ratio
 
     @property
     def time_ratio(self) -> float | None:
-        """measured / predicted time."""
-        return ratio(self.time_ms, self.predicted_makespan)
+        """measured time (ms) / predicted makespan (`comparisons`), meaningful when the prediction is in
+        ms (profiled chains); `models.run` converts other time units."""
+        return self.comparisons()["time"].ratio
 
 
 @dataclass
@@ -624,7 +654,9 @@ def measured_vs_predicted(predicted_makespan: float, predicted_peak: int, step: 
     """The `memsched run --json` comparison block: predicted {makespan, peak_memory} of the
     solver's schedule, measured {time, peak_memory, tracker_peak, independent_peak} of its
     execution, their ratios, and (when a store-all step is given) the same for store-all and
-    the schedule's ratios to it (predicted and measured). The memory ratios to store-all compare
+    the schedule's ratios to it (predicted and measured). ``compared`` holds the pairs each ratio
+    divides (`StepResult.comparisons`: {what, predicted, measured} per ``time``, ``memory``,
+    ``independent``). The memory ratios to store-all compare
     like with like: ``measured.memory`` is the tracker's (``measured.peak_memory`` of both steps), so
     ``predicted.memory`` uses the tracker's predictions (``tracker_predicted_peak``, falling back to
     the predicted peak when the step has none, as ``ratio.memory`` does): neither counts the RNG
@@ -636,6 +668,7 @@ def measured_vs_predicted(predicted_makespan: float, predicted_peak: int, step: 
                      "independent_peak": step.independent_peak, "independent_method": step.independent_method},
         "ratio": {"memory": step.memory_ratio, "time": step.time_ratio,
                   "independent_memory": step.independent_ratio},
+        "compared": {name: pair._asdict() for name, pair in step.comparisons().items()},
     }
     if store_all is not None:
         out["store_all"] = {

@@ -470,8 +470,7 @@ def execute_schedule(target: Target, schedule: Any, *, seed: int = 0, time_repea
            "independent_peak": step.independent_peak, "predicted_peak": step.predicted_peak,
            "predicted_makespan": step.predicted_makespan, "memory_ratio": step.memory_ratio,
            "tracker_predicted_peak": step.tracker_predicted_peak, "independent_ratio": step.independent_ratio,
-           "compared_makespan": (getattr(step, "sequential_makespan", None) if getattr(step, "synchronous", False)
-                                 else step.predicted_makespan),
+           "compared_makespan": step.comparisons()["time"].predicted,
            "time_ratio": step.time_ratio, "grad_check": ok, "grad_message": msg or None,
            "memory_method": step.memory_method, "device": step.device}
     return step, row
@@ -562,7 +561,8 @@ def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, ins
     base = target.step(target.store_all, seed=seed, time_repeats=time_repeats) if store_all else None
     step, row = execute_schedule(target, schedule, seed=seed, time_repeats=time_repeats, independent=independent)
     out.update(measured_vs_predicted(result.objective, _predicted_peak(step, result), step, base))
-    out["ratio"]["time"] = _time_ratio(out["units"]["time"], out["measured"]["time"], _compared_makespan(step, out))
+    out["ratio"]["time"] = _time_ratio(out["units"]["time"], out["measured"]["time"],
+                                       out["compared"]["time"]["predicted"])
     out["predicted"]["model_peak_memory"] = int(result.peak_memory)
     extras = target.extras(step, schedule)
     out["predicted"].update(extras.pop("predicted_extra", {}))
@@ -597,18 +597,7 @@ def no_schedule_message(result: Any, budget: int, time_limit: float | None = Non
     return msg
 
 
-def _compared_makespan(step: StepResult, out: dict[str, Any]) -> float:
-    """The predicted makespan (the instance's time unit) the measured time is compared with:
-    the sequential replay's (`OffloadStepResult.sequential_makespan`) for a synchronous offloading
-    step (CPU: one op at a time, as its ``time_ratio`` and the sweep's ``compared_makespan``), else
-    ``out["predicted"]["makespan"]``, the solver's replayed makespan."""
-    sequential = getattr(step, "sequential_makespan", None)
-    if getattr(step, "synchronous", False) and sequential is not None:
-        return float(sequential)
-    return float(out["predicted"]["makespan"])
-
-
-def _time_ratio(unit: str, measured_ms: float | None, predicted: float) -> float | None:
+def _time_ratio(unit: str, measured_ms: float | None, predicted: float | None) -> float | None:
     """Measured time (ms) / predicted makespan (in the instance's time `unit`, converted to ms);
     None when `unit` is counted work (MFLOP), which no clock measures, or a value is missing."""
     from memsched.solvers.chain.instance import TIME_UNITS

@@ -41,7 +41,10 @@ def test_runresult_plot_draws_tracker_beside_tracker_and_allocator_beside_probe(
             "memory_method": "LiveTensorTracker", "predicted": {"makespan": 10.0, "peak_memory": 190960,
                                                                 "tracker_peak_memory": 146176},
             "measured": {"time": 12.0, "peak_memory": 146176, "independent_peak": 190960},
-            "ratio": {"memory": 1.0, "independent_memory": 1.0, "time": 1.2}}
+            "ratio": {"memory": 1.0, "independent_memory": 1.0, "time": 1.2},
+            "compared": {"time": {"what": "", "predicted": 10.0, "measured": 12.0},
+                         "memory": {"what": "tracker", "predicted": 146176, "measured": 146176},
+                         "independent": {"what": "allocator", "predicted": 190960, "measured": 190960}}}
     fig = RunResult(data).plot()
     memory = fig.axes[1]
     assert [round(h * 2**20) for h in _heights(memory)] == [146176, 146176, 190960, 190960]
@@ -57,13 +60,16 @@ def test_runresult_plot_of_cpu_offload_uses_the_sequential_replay():
             "predicted": {"makespan": 10.0, "peak_memory": 2**21, "tracker_peak_memory": 2**21 - 64,
                           "sequential_peak": 2**21 + 2**20, "tracker_sequential_peak": 2**21 + 2**19,
                           "sequential_makespan": 14.0, "host_peak": 4096},
-            "measured": {"time": 15.0, "peak_memory": 2**21 + 2**19, "independent_peak": 2**21 + 2**20}}
+            "measured": {"time": 15.0, "peak_memory": 2**21 + 2**19, "independent_peak": 2**21 + 2**20},
+            "compared": {"time": {"what": "one op at a time", "predicted": 14.0, "measured": 15.0},
+                         "memory": {"what": "tracker", "predicted": 2**21 + 2**19, "measured": 2**21 + 2**19},
+                         "independent": {"what": "allocator", "predicted": 2**21 + 2**20,
+                                         "measured": 2**21 + 2**20}}}
     run = RunResult(data)
     time_ax, memory = run.plot().axes[:2]
     assert _heights(time_ax) == [14.0, 15.0]
     assert "one op at a time" in time_ax.get_xticklabels()[0].get_text()
     assert _heights(memory) == [2.5, 2.5, 3.0, 3.0]
-    assert run.synchronous
 
 
 def test_runresult_plot_of_a_real_run_draws_the_ratio_it_reports():

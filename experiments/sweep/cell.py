@@ -155,7 +155,7 @@ def _execute(li: LoadedInstance, schedule: Any, measure: dict[str, int] | None) 
     times = [target.step(schedule, measure_memory=False, time_repeats=1, independent=False).time_ms
              for _ in range(m["time_repeats"])]
     q = np.percentile(np.asarray(times, dtype=float), [0, 25, 50, 75, 100])
-    pred = row.get("compared_makespan") or step.predicted_makespan  # offload on CPU: the sequential replay's
+    pred = step.comparisons()["time"].predicted  # offload on CPU: the sequential replay's
     row.update(measured_time_ms=float(q[2]), time_ms_min=float(q[0]), time_ms_q1=float(q[1]),
                time_ms_q3=float(q[3]), time_ms_max=float(q[4]),
                time_ratio=float(q[2]) / pred if pred else None,

@@ -95,7 +95,7 @@ from typing import Any
 import torch
 from memsched.models.chain.executor import ChainExecutor, LossFn, checked_step, forward_block, loss_input
 from memsched.models.chain.overheads import tracker_chain
-from memsched.models.measure import RngStates, RunState, StepResult, peak_with_rng_states, ratio
+from memsched.models.measure import Comparison, RngStates, RunState, StepResult, peak_with_rng_states
 from memsched.models.memory import storage_key
 from memsched.models.offload.values import Holder, InputSlot, Key, Link, Saved, Store, Value, unpack_saved
 from memsched.solvers.chain import Chain
@@ -176,26 +176,14 @@ class OffloadStepResult(StepResult):
         """True for a CPU run with a sequential prediction (its ratios use `sequential_replay`)."""
         return self.device.startswith("cpu") and self.sequential_peak is not None
 
-    @property
-    def memory_ratio(self) -> float | None:
-        """measured (tracker / CUDA allocator) / predicted peak; see the class docstring."""
-        if self.synchronous:
-            return ratio(self.peak_memory, self.tracker_sequential_peak or self.sequential_peak)
-        return super().memory_ratio
-
-    @property
-    def independent_ratio(self) -> float | None:
-        """allocator probe / predicted peak; see the class docstring."""
-        if self.synchronous:
-            return ratio(self.independent_peak, self.sequential_peak)
-        return super().independent_ratio
-
-    @property
-    def time_ratio(self) -> float | None:
-        """measured / predicted time; see the class docstring."""
-        if self.synchronous:
-            return ratio(self.time_ms, self.sequential_makespan)
-        return super().time_ratio
+    def comparisons(self) -> dict[str, Comparison]:
+        """`StepResult.comparisons`; a synchronous (CPU) step compares with the sequential replay."""
+        if not self.synchronous:
+            return super().comparisons()
+        return {"time": Comparison("one op at a time", self.sequential_makespan, self.time_ms),
+                "memory": Comparison("tracker", self.tracker_sequential_peak or self.sequential_peak,
+                                     self.peak_memory),
+                "independent": Comparison("allocator", self.sequential_peak, self.independent_peak)}
 
 
 # --------------------------------------------------------------------------- executor
