@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 from memsched.models.buffers import restore_buffers, snapshot_buffers
-from memsched.models.measure import StepResult, measured_vs_predicted, tolerances
+from memsched.models.measure import StepResult, measured_vs_predicted, ratio, tolerances
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError, first_line, flag
 from memsched.solvers.units import format_bytes, parse_positive_budget
@@ -64,6 +64,13 @@ class Target:
     store_all: Any
     extras: Callable[[StepResult, Any], dict[str, Any]] = field(default=lambda step, schedule: {})
     info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def time_unit(self) -> str:
+        """The unit of the instance's times and of every predicted makespan (``info["units"]["time"]``;
+        ms when the instance does not say, as for profiled chains)."""
+        units = self.info.get("units")
+        return str(units.get("time") or "ms") if isinstance(units, dict) else "ms"
 
 
 def _sizes(sizes: dict[str, Any] | None) -> dict[str, Any]:
@@ -231,10 +238,10 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
         _, grads, input_grad = reference_step(built.blocks, built.loss_fn, x, tgt, seed=seed)
         return grads, input_grad
 
+    # a chain file's own time unit (MFLOP for --cost flops), as the predicted makespan is in it
+    units = {"time": str(chain.meta.get("units", {}).get("time", "ms"))}
     if problem == "chain":
         executor = ChainExecutor(built.blocks, built.loss_fn)
-        # a chain file's own time unit (MFLOP for --cost flops), as the predicted makespan is in it
-        units = {"time": str(chain.meta.get("units", {}).get("time", "ms"))}
         return Target("chain", built.name, chain, chain.name, x.device,
                       lambda schedule, **kw: executor.step(schedule, x, tgt, chain=chain, **kw), reference,
                       store_all_schedule(chain.length), info={"units": units})
@@ -256,7 +263,7 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
 
     return Target("offload", built.name, inst, chain.name, x.device,
                   lambda schedule, **kw: off.step(schedule, x, tgt, inst=inst, **kw), reference,
-                  store_all_schedule(chain.length).ops, extras, {"units": {"bandwidth": "bytes/s"}})
+                  store_all_schedule(chain.length).ops, extras, {"units": {**units, "bandwidth": "bytes/s"}})
 
 
 def _offload_instance(chain: Any, bandwidth: float, latency: float, path: str | None) -> Any:
@@ -466,12 +473,14 @@ def execute_schedule(target: Target, schedule: Any, *, seed: int = 0, time_repea
     makespan the time is compared with: the sequential replay's for offloading on CPU)."""
     step = target.step(schedule, seed=seed, time_repeats=time_repeats, independent=independent)
     ok, msg = _gradients_ok(step, target.reference(seed), target.device) if check else (None, "")
+    compared_makespan = step.comparisons()["time"].predicted  # the instance's time unit
     row = {"measured_time_ms": step.time_ms, "measured_peak": step.peak_memory,
            "independent_peak": step.independent_peak, "predicted_peak": step.predicted_peak,
            "predicted_makespan": step.predicted_makespan, "memory_ratio": step.memory_ratio,
            "tracker_predicted_peak": step.tracker_predicted_peak, "independent_ratio": step.independent_ratio,
-           "compared_makespan": step.comparisons()["time"].predicted,
-           "time_ratio": step.time_ratio, "grad_check": ok, "grad_message": msg or None,
+           "compared_makespan": compared_makespan,
+           "time_ratio": time_ratio(target.time_unit, step.time_ms, compared_makespan), "grad_check": ok,
+           "grad_message": msg or None,
            "memory_method": step.memory_method, "device": step.device}
     return step, row
 
@@ -561,8 +570,7 @@ def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, ins
     base = target.step(target.store_all, seed=seed, time_repeats=time_repeats) if store_all else None
     step, row = execute_schedule(target, schedule, seed=seed, time_repeats=time_repeats, independent=independent)
     out.update(measured_vs_predicted(result.objective, _predicted_peak(step, result), step, base))
-    out["ratio"]["time"] = _time_ratio(out["units"]["time"], out["measured"]["time"],
-                                       out["compared"]["time"]["predicted"])
+    out["ratio"]["time"] = time_ratio(target.time_unit, out["measured"]["time"], out["compared"]["time"]["predicted"])
     out["predicted"]["model_peak_memory"] = int(result.peak_memory)
     extras = target.extras(step, schedule)
     out["predicted"].update(extras.pop("predicted_extra", {}))
@@ -597,15 +605,22 @@ def no_schedule_message(result: Any, budget: int, time_limit: float | None = Non
     return msg
 
 
-def _time_ratio(unit: str, measured_ms: float | None, predicted: float | None) -> float | None:
-    """Measured time (ms) / predicted makespan (in the instance's time `unit`, converted to ms);
-    None when `unit` is counted work (MFLOP), which no clock measures, or a value is missing."""
+def predicted_ms(unit: str, predicted: float | None) -> float | None:
+    """A predicted makespan in the instance's time `unit` ("s", "ms", "us", ...) converted to ms, the
+    unit of every measured time; None when `unit` counts work (MFLOP), which no clock measures, or
+    when there is no prediction."""
     from memsched.solvers.chain.instance import TIME_UNITS
 
     per_second = TIME_UNITS.get(unit)
-    if per_second is None or measured_ms is None or not predicted:
+    if per_second is None or predicted is None:
         return None
-    return float(measured_ms) / (float(predicted) * 1e3 / per_second)
+    return float(predicted) * 1e3 / per_second
+
+
+def time_ratio(unit: str, measured_ms: float | None, predicted: float | None) -> float | None:
+    """Measured time (ms) / predicted makespan (in the instance's time `unit`, `predicted_ms`); None
+    when either is missing, the prediction is 0 or counted work."""
+    return ratio(measured_ms, predicted_ms(unit, predicted))
 
 
 def _predicted_peak(step: StepResult, result: Any) -> int:

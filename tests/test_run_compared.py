@@ -88,3 +88,51 @@ def test_a_run_without_the_block_gives_the_plain_pairs():
                      "predicted": {"makespan": 5.0, "peak_memory": 100, "tracker_peak_memory": 90},
                      "measured": {"time": 6.0, "peak_memory": 95, "independent_peak": None}})
     assert run.compared() == {"time": ("", 5.0, 6.0), "memory": ("", 100, 95), "independent": ("", 100, None)}
+
+
+# ---------------------------------------------------------------------------- time units other than ms
+def _profile_in_seconds(tmp_path) -> str:
+    """A profiled lstm chain rewritten with its times in seconds (the same chain, meta.units.time "s")."""
+    import json
+
+    import memsched.models.run as models_run
+
+    ms = tmp_path / "lstm_ms.json"
+    models_run.prepare("chain", "lstm", sizes={"batch": 2, "seq_len": 4, "width": 16, "device": "cpu"},
+                       profile_repeats=1, profile_file=str(ms))
+    data = json.loads(ms.read_text())
+    for item in [*data["stages"], data["loss"]]:
+        for key in [k for k in item if k.endswith("_time") or "_time_" in k]:
+            item[key] /= 1e3
+    data.setdefault("meta", {}).setdefault("units", {})["time"] = "s"
+    seconds = tmp_path / "lstm_s.json"
+    seconds.write_text(json.dumps(data))
+    return str(seconds)
+
+
+@pytest.mark.parametrize("problem", ["chain", "offload"])
+def test_a_run_in_seconds_converts_its_time_ratio_to_ms(tmp_path, problem):
+    """An offloading run said its times were in ms whatever the chain's unit, and divided ms by seconds."""
+    import memsched.models.run as models_run
+
+    path = _profile_in_seconds(tmp_path)
+    extra = {"bandwidth": 1e6, "solver": "vdnn"} if problem == "offload" else {}
+    out = models_run.run("lstm", "95%", problem=problem, instance=path, time_repeats=1,
+                         sizes={"batch": 2, "seq_len": 4, "width": 16, "device": "cpu"}, independent=False,
+                         store_all=False, **extra)
+    assert out["predicted"] is not None, out.get("message")
+    assert out["units"]["time"] == "s"
+    predicted_s = out["compared"]["time"]["predicted"]
+    assert predicted_s < 1.0  # seconds: the profile's ms divided by 1000
+    assert out["ratio"]["time"] == pytest.approx(out["measured"]["time"] / (predicted_s * 1e3))
+
+
+def test_the_sweep_row_of_a_run_in_seconds_converts_to_ms(tmp_path):
+    import memsched.models.run as models_run
+
+    path = _profile_in_seconds(tmp_path)
+    target = models_run.prepare("chain", "lstm", instance=path,
+                                sizes={"batch": 2, "seq_len": 4, "width": 16, "device": "cpu"})
+    assert target.time_unit == "s"
+    step, row = models_run.execute_schedule(target, target.store_all, time_repeats=1, independent=False)
+    assert row["time_ratio"] == pytest.approx(step.time_ms / (row["compared_makespan"] * 1e3))

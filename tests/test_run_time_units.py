@@ -7,15 +7,15 @@ import pytest
 
 pytest.importorskip("torch")
 
-from memsched.models.run import _time_ratio  # noqa: E402
+from memsched.models.run import time_ratio  # noqa: E402
 
 
 def test_time_ratio_converts_the_instance_unit_to_ms():
-    assert _time_ratio("ms", 10.0, 5.0) == pytest.approx(2.0)
-    assert _time_ratio("s", 10.0, 0.005) == pytest.approx(2.0)
-    assert _time_ratio("us", 10.0, 5000.0) == pytest.approx(2.0)
-    assert _time_ratio("MFLOP", 10.0, 5.0) is None
-    assert _time_ratio("ms", None, 5.0) is None
+    assert time_ratio("ms", 10.0, 5.0) == pytest.approx(2.0)
+    assert time_ratio("s", 10.0, 0.005) == pytest.approx(2.0)
+    assert time_ratio("us", 10.0, 5000.0) == pytest.approx(2.0)
+    assert time_ratio("MFLOP", 10.0, 5.0) is None
+    assert time_ratio("ms", None, 5.0) is None
 
 
 def test_run_of_a_flops_chain_reports_mflop(cli, tmp_path):

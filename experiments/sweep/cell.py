@@ -142,7 +142,7 @@ def _execute(li: LoadedInstance, schedule: Any, measure: dict[str, int] | None) 
     """
     import numpy as np
     import torch
-    from memsched.models.run import default_clock
+    from memsched.models.run import default_clock, predicted_ms
 
     from .config import MEASURE_DEFAULTS
 
@@ -155,7 +155,8 @@ def _execute(li: LoadedInstance, schedule: Any, measure: dict[str, int] | None) 
     times = [target.step(schedule, measure_memory=False, time_repeats=1, independent=False).time_ms
              for _ in range(m["time_repeats"])]
     q = np.percentile(np.asarray(times, dtype=float), [0, 25, 50, 75, 100])
-    pred = step.comparisons()["time"].predicted  # offload on CPU: the sequential replay's
+    # in ms (None for counted work); offload on CPU: the sequential replay's
+    pred = predicted_ms(target.time_unit, step.comparisons()["time"].predicted)
     row.update(measured_time_ms=float(q[2]), time_ms_min=float(q[0]), time_ms_q1=float(q[1]),
                time_ms_q3=float(q[3]), time_ms_max=float(q[4]),
                time_ratio=float(q[2]) / pred if pred else None,
