@@ -537,7 +537,8 @@ def _config_sweep(target: PathLike, *, output: Any, workers: Any, fresh: Any, op
     count = 1 if workers is None else check_int(workers, "workers", 1, MAX_WORKERS)
     _check_bool(fresh, "fresh")
     outcome = run_sweep(find_config(str(target)), output=output, workers=count, progress=False, fresh=fresh)
-    return SweepResult(list(outcome.rows), source=str(target))
+    units = {name: _instance_units(problem, instance) for name, (problem, instance) in outcome.instances.items()}
+    return SweepResult(list(outcome.rows), source=str(target), units=units)
 
 
 def _solver_names(problem: str, solver: Any, *, field: str = "solver") -> list[str]:

@@ -408,7 +408,8 @@ class SweepResult:
 
     `units` maps an instance's name to its (time unit, memory unit) (``meta.units``; a memory unit of
     None is bytes, a time unit of None one the instance does not state): `plot` labels and scales its
-    axes with them. An instance it does not name (the rows of a sweep file) is drawn in its own units,
+    axes with them (a sweep file's run names each of its instances). An instance it does not name (rows
+    read back from a table) is drawn in its own units,
     unscaled, and the labels say so."""
 
     def __init__(self, rows: Sequence[dict[str, Any]], *, source: str = "",

@@ -198,6 +198,10 @@ def test_sweep_file_runs_through_the_engine(tmp_path):
     sw = memsched.sweep(config, output=tmp_path / "out")
     assert len(sw) == 4 and (tmp_path / "out" / "tiny.csv").exists()
     assert set(sw.to_pandas()["solver"]) == {"rotor", "store-all"}
+    # the rows' units are the instances' (they were unknown: "objective (time unit of the instance)")
+    assert sw.units == {"tiny": ("ms", "bytes")}
+    assert sw.plot(y="objective").axes[0].get_ylabel().endswith("(ms)")
+    assert sw.plot(y="peak_memory").axes[0].get_ylabel() == "peak memory (bytes)"  # tiny: a few hundred bytes
 
 
 def test_pipeline_and_offload_through_the_facade():

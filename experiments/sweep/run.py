@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,9 @@ class SweepOutcome:
     notes: list[str]
     paths: list[Path]
     interrupted: bool = False
+    #: (problem, instance) of each instance of the grid by its row name (``instance``): what a
+    #: caller needs to state the rows' units (`memsched.sweep` of a sweep file)
+    instances: dict[str, tuple[str, Any]] = field(default_factory=dict)
 
 
 def _local_results(tasks: list[Task], workers: int, isolate: bool) -> Iterator[dict[str, Any]]:
@@ -526,7 +529,8 @@ def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int
         address = getattr(getattr(client, "scheduler", None), "address", None)
         raise SchedulerLost(f"lost the Dask scheduler during the sweep ({lost}): {len(rows)}/{len(tasks)} rows kept "
                             f"in {jpath}; {resume_hint}", path=address, field=flag("scheduler"))
-    return SweepOutcome(rows, len(tasks), resumed, ran, errors, notes, paths)
+    instances = {t.loaded.label: (t.loaded.problem, t.loaded.instance) for t in tasks}
+    return SweepOutcome(rows, len(tasks), resumed, ran, errors, notes, paths, instances=instances)
 
 
 def _write_table(rows: list[dict[str, Any]], out_dir: Path, name: str, journal_error: InputError | None) -> list[Path]:
