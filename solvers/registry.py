@@ -24,7 +24,7 @@ from .problem import Problem, Replay
 from .result import FEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 
 __all__ = ["PROBLEMS", "Problem", "Replay", "get_problem", "problem_module", "available_problems", "solver_table",
-           "get_solver", "solve"]
+           "get_solver", "monotone_in_budget", "solve"]
 
 PROBLEMS = ("chain", "graph", "join", "offload", "pipeline")
 
@@ -63,6 +63,17 @@ def solver_table(problem: str | None = None) -> list[tuple[str, str, str]]:
         available = set(desc.available_solvers())
         rows += [(p, name, summary) for name, (_, summary) in desc.solvers.items() if name in available]
     return rows
+
+
+def monotone_in_budget(solver: Callable[..., SolveResult]) -> bool:
+    """Whether `solver` finding a schedule at budget B implies one at every budget above B, so that
+    bisection proves its smallest budget: the exact solvers (``exact_layer``: a schedule of their
+    model at B fits any larger budget) and the heuristics that declare it (``monotone_in_budget =
+    True``, with the reason beside the declaration: the join share baselines). Not declared: those
+    seen to fail at some budget and succeed one byte below (rotor-offload; the graph's dtr,
+    dtr-orders and checkmate-approx), pofo (its answers include rotor-offload's), and any heuristic
+    that does not say."""
+    return bool(getattr(solver, "exact_layer", False) or getattr(solver, "monotone_in_budget", False))
 
 
 def get_solver(problem: str, name: str) -> Callable[..., SolveResult]:

@@ -6,16 +6,16 @@ reports (`_FLOOR_SOLVERS`), else at the store-all peak (doubled up to `MAX_FACTO
 then one unit below the first budget that works, then by bisection. Exact solvers get
 `PROBE_SECONDS` per run (a schedule found in that time answers the question).
 
-Bisection assumes that a solver which fails at B fails at every budget below B: true for the
-exact solvers (a schedule of their model at B fits any larger budget; ``exact_layer``) and the
-heuristics listed in `_MONOTONE_HEURISTICS`, whose ``min_budget`` = N means a schedule at N
-and N - 1 proven infeasible (budgets are in the instance's memory unit, `memory_unit`: bytes
-unless its file says otherwise; the notes name that unit). The other heuristics (`monotone` is
-False) can fail at B and succeed below it (rotor-offload at 20 slots on ``random_offload(4, 20,
-transfer_ratio=0.3, integer_times=True)``: a schedule at 33 bytes, none at 34): for them the
-budget bisection finds is only an upper bound, and ``min_budget`` = N is set only when every
-budget from 0 to N - 1 was tried (at most `MAX_SCAN` runs, within the time), else the note gives
-N as an upper bound.
+Bisection assumes that a solver which fails at B fails at every budget below B: true for the exact
+solvers (a schedule of their model at B fits any larger budget; ``exact_layer``) and the heuristics
+that declare it (`registry.monotone_in_budget`: the join share baselines), whose ``min_budget`` = N
+means a schedule at N and N - 1 proven infeasible (budgets are in the instance's memory unit,
+`memory_unit`: bytes unless its file says otherwise; the notes name that unit). The other
+heuristics (`monotone` is False) can fail at B and succeed below it (rotor-offload at 20 slots on
+``random_offload(4, 20, transfer_ratio=0.3, integer_times=True)``: a schedule at 33 bytes, none at
+34): for them the budget bisection finds is only an upper bound, and ``min_budget`` = N is set only
+when every budget from 0 to N - 1 was tried (at most `MAX_SCAN` runs, within the time), else the
+note gives N as an upper bound.
 When `SEARCH_SECONDS` run out first (or the solver fails even at `MAX_FACTOR` times the
 store-all peak), ``details["min_budget_note"]`` says so, with what is known. A solver that refuses
 the instance's structure (``details["not_applicable"]``: sqrt on a graph that is not a training
@@ -41,12 +41,6 @@ PROBE_SECONDS = 1.0
 _FLOOR_SOLVERS = {"chain": ("rotor",), "offload": ("remat-only",),
                   "graph": ("checkpoint-all", "sqrt", "greedy", "griewank"), "join": ("store-all",),
                   "pipeline": ("madpipe",)}
-#: per problem, the heuristics (not exact solvers) whose success is monotone in the budget, so that
-#: bisection proves their smallest budget: the join baselines run the rotor DP in shares that grow
-#: with the budget (sizes rounded up to slots of budget / slots only shrink). Not listed: those seen
-#: to fail at some budget and succeed one byte below (rotor-offload; the graph's dtr, dtr-orders and
-#: checkmate-approx), pofo (its answers include rotor-offload's), and any heuristic added later
-_MONOTONE_HEURISTICS = {"join": ("equal", "proportional", "sequential")}
 #: the search goes up to this many times the store-all peak (heuristics may need more)
 MAX_FACTOR = 64
 #: the most budgets tried one by one below the one found, for a solver that is not `monotone`
@@ -58,10 +52,8 @@ NOT_APPLICABLE = "not_applicable"
 
 def monotone(problem: str, solver: str) -> bool:
     """Whether `solver`'s success is monotone in the budget (a schedule at B implies one at every
-    budget above B): the exact solvers (``exact_layer``) and `_MONOTONE_HEURISTICS`."""
-    if getattr(registry.get_solver(problem, solver), "exact_layer", False):
-        return True
-    return solver in _MONOTONE_HEURISTICS.get(problem, ())
+    budget above B): `registry.monotone_in_budget` (the exact solvers and the heuristics that declare it)."""
+    return registry.monotone_in_budget(registry.get_solver(problem, solver))
 
 
 @dataclass

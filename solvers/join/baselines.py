@@ -232,6 +232,12 @@ def _sequential_at(join: Join, budget: int, slots: int) -> SolveResult:
     return _answer("sequential", join, int(budget), slots, schedule, value, "", t0, order=order)
 
 
+# The share baselines run the rotor DP in shares that grow with the budget (sizes rounded up to slots of
+# budget / slots only shrink): a schedule at B implies one at every larger budget (`registry.monotone_in_budget`).
+for _share_baseline in (solve_equal, solve_proportional, solve_sequential):
+    _share_baseline.monotone_in_budget = True  # type: ignore[attr-defined]
+
+
 def solve_store_all(join: Join, budget: int, **_: Any) -> SolveResult:
     """The store-all schedule when it fits (optimal then: no recomputation), else infeasible."""
     t0 = time.perf_counter()
