@@ -14,10 +14,11 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-__all__ = ["BufferSnapshot", "snapshot_buffers", "restore_buffers"]
+__all__ = ["BufferSnapshot", "snapshot_buffers", "restore_buffers", "snapshot_tensors"]
 
-#: (module, buffer name, the buffer tensor, a copy of its values) per buffer
-BufferSnapshot = list[tuple[nn.Module, str, torch.Tensor, torch.Tensor]]
+#: (module, buffer name, the buffer tensor, a copy of its values) per buffer; (None, "", ...) for a
+#: loose tensor (`snapshot_tensors`)
+BufferSnapshot = list[tuple[nn.Module | None, str, torch.Tensor, torch.Tensor]]
 
 
 def snapshot_buffers(modules: Sequence[nn.Module]) -> BufferSnapshot:
@@ -34,10 +35,18 @@ def snapshot_buffers(modules: Sequence[nn.Module]) -> BufferSnapshot:
     return saved
 
 
+def snapshot_tensors(tensors: Sequence[torch.Tensor]) -> BufferSnapshot:
+    """The same as `snapshot_buffers` for loose buffer tensors (those an op is handed as arguments,
+    `models.graph.plan.Step.buffers`): no module is named, so `restore_buffers` only copies their
+    values back."""
+    return [(None, "", t, t.detach().clone()) for t in tensors]
+
+
 def restore_buffers(saved: BufferSnapshot) -> None:
     """Put back the buffers `snapshot_buffers` saw: the same tensor objects (a forward that
     rebound a buffer attribute is undone) holding the saved values, bit for bit (in place)."""
     with torch.no_grad():
         for mod, name, buf, values in saved:
-            mod._buffers[name] = buf
+            if mod is not None:
+                mod._buffers[name] = buf
             buf.copy_(values)

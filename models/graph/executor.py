@@ -83,7 +83,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from memsched.models.buffers import restore_buffers, snapshot_buffers
+from memsched.models.buffers import restore_buffers, snapshot_buffers, snapshot_tensors
 from memsched.models.chain.executor import LossFn, as_blocks, parameters_of
 from memsched.models.graph.plan import Plan, Step, build_plan
 from memsched.models.measure import (
@@ -676,8 +676,9 @@ class GraphExecutor:
     def _forward(self, run: _Run, s: int, v: int, x: torch.Tensor, keep_tape: bool) -> None:
         """F_v at step s. Its first computation updates its modules' buffers (BatchNorm's running
         statistics) as the plain forward does; every later one (a recomputation) puts its modules'
-        buffers back after it (a copy of them while it runs: for BatchNorm a few bytes per channel;
-        an op that is no module's call has none), so a step leaves them as plain training does.
+        buffers back after it, and the buffers it is handed as arguments (`Step.buffers`:
+        ``F.batch_norm(x, self.running_mean, ...)``) (a copy of them while it runs: for BatchNorm a few
+        bytes per channel), so a step leaves them as plain training does.
         (The kernels update BatchNorm's statistics without moving their version counters, so which
         buffers a computation changes cannot be told without copying them.)"""
         if v not in run.computed:
@@ -686,7 +687,7 @@ class GraphExecutor:
             return
         step = self.plan.ops[v]
         assert step.fn is not None
-        saved = snapshot_buffers(_modules_of(step.fn))
+        saved = snapshot_buffers(_modules_of(step.fn)) + snapshot_tensors(step.buffers)
         try:
             self._compute(run, s, v, x, keep_tape)
         finally:

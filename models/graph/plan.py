@@ -59,6 +59,9 @@ class Step:
     value: Any = None
     params: list[nn.Parameter] = field(default_factory=list)
     name: str = ""
+    #: the buffers (non-parameter ``get_attr`` tensors) the op is handed as arguments, which it may
+    #: update in place (``F.batch_norm(x, self.running_mean, ...)``): a recomputation puts them back
+    buffers: list[torch.Tensor] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -316,6 +319,19 @@ def node_callable(gm: fx.GraphModule, n: fx.Node) -> tuple[Callable[..., Any], l
     return without_grad, []
 
 
+def _buffers_read(plan: Plan, refs: Any) -> list[torch.Tensor]:
+    """The non-parameter tensors an op with the argument nodes `refs` is handed directly as
+    ``get_attr`` values (registered buffers, BatchNorm's running statistics), each once."""
+    found: list[torch.Tensor] = []
+    for ref in tree_flatten(refs)[0]:
+        step = plan.steps.get(ref) if isinstance(ref, fx.Node) else None
+        value = None if step is None or step.kind != "get_attr" else step.value
+        if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) \
+                and all(value is not t for t in found):
+            found.append(value)
+    return found
+
+
 def _parameters_read(plan: Plan, refs: Any) -> list[nn.Parameter]:
     """The parameters (frozen or not) that an op with the argument nodes `refs` reads: directly
     (``get_attr``) or through view nodes (``self.weight.t()``: the gradient reaches the parameter
@@ -406,6 +422,7 @@ def _build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.
                     known = {id(p) for p in step.params}
                     if n.meta.get(GRAD_ENABLED, True):  # a node computed without grad trains nothing
                         step.params += [p for p in _parameters_read(plan, (n.args, n.kwargs)) if id(p) not in known]
+                    step.buffers = _buffers_read(plan, (n.args, n.kwargs))
                     plan.ops[int(step.index)] = step  # type: ignore[arg-type]
                 elif has_tensor:
                     step = Step(b, VIEW, fn, n.args, dict(n.kwargs), name=name)
