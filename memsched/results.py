@@ -449,12 +449,19 @@ class SweepResult:
              figsize: tuple[float, float] | None = None, **unknown: Any) -> Any:
         """`y` (default: overhead in % when the rows have it, else the objective) versus the
         budget as a percentage of the reference peak, one line per solver, one panel per
-        instance; budgets where a solver finds no schedule are left out of its line. Each axis names its
+        instance. A line holds only the budgets where its solver found a schedule (the row has an objective)
+        and the row has a value of `y`, whatever `y` is: a solve time or a lower bound of a run that found no
+        schedule (infeasible, a time limit without a schedule, unsupported) is not drawn (it is in `to_pandas`).
+        Each series (`_series_labels`: a sweep file's ``solver_label``, else the solver's name, followed by
+        the model an exact solver is optimal in when its rows' ``scope`` names one: "cpsat (phase model)")
+        keeps one colour and marker in every panel (`_series_styles`, distinct for the first 90 series), and
+        one legend beside the panels names every series drawn. Each axis names its
         unit (`_axis`): the objective in the instance's time unit ("period (ms)"), sizes in the binary unit
         that suits them ("peak memory (MiB)", converted from the instance's memory unit), solve times in
         s, fractions in %. A `y` the rows do not have, a bad `title` or `figsize` or another keyword
-        argument is an `InputError`, as is a sweep in which no run found a schedule (every line would be
-        empty: "nothing to draw", as `Comparison.plot` says)."""
+        argument is an `InputError`, as is a sweep in which no run found a schedule ("no solver found a
+        schedule: nothing to draw", as `Comparison.plot` says) and a `y` with no number to draw (text, or
+        no value at a budget with a schedule: "nothing to draw")."""
         _check_plot("SweepResult.plot", ("y", "title", "figsize"), unknown, title, figsize)
         frame = self.to_pandas()
         if frame.empty:
@@ -465,19 +472,28 @@ class SweepResult:
             self._need_column(frame, y, "y")
         if y is None:
             y = "overhead" if "overhead" in frame and frame["overhead"].notna().any() else "objective"
-        label = "solver_label" if "solver_label" in frame else "solver"
         x = "budget_fraction" if "budget_fraction" in frame and frame["budget_fraction"].notna().any() else "budget"
+        frame[_SERIES] = _series_labels(frame)
+        styles = _series_styles(frame[_SERIES])
+        drawn = _drawn_rows(frame, x, y)
         instances = list(dict.fromkeys(frame["instance"]))
-        fig = _figure(figsize or (4.2 * min(len(instances), 3) + 1.0, 3.4 * math.ceil(len(instances) / 3)))
+        fig = _figure(figsize or (4.2 * min(len(instances), 3) + 1.0 + _legend_width(drawn[_SERIES]),
+                                  3.4 * math.ceil(len(instances) / 3)))
         axes = fig.subplots(math.ceil(len(instances) / 3), min(len(instances), 3), squeeze=False).ravel()
+        handles: dict[str, Any] = {}
         for ax, name in zip(axes, instances):
-            part = frame[frame["instance"] == name]
             units = self.units.get(str(name))
-            x_scale, x_label = _axis(part, x, units)
+            x_scale, x_label = _axis(frame[frame["instance"] == name], x, units)
+            part = drawn[drawn["instance"] == name]
             y_scale, y_label = _axis(part, y, units)
-            for solver, group in part.groupby(label, sort=False):
-                group = group[group[y].notna()].sort_values(x)
-                ax.plot(_scaled(group[x], x_scale), _scaled(group[y], y_scale), marker="o", ms=4, label=str(solver))
+            for series, group in part.groupby(_SERIES, sort=False):
+                group = group.sort_values(x)
+                (line,) = ax.plot(_scaled(group[x], x_scale), _scaled(group[y], y_scale), ms=4, label=str(series),
+                                  **styles[str(series)])
+                handles.setdefault(str(series), line)
+            if part.empty:
+                ax.text(0.5, 0.5, f"no {y} to draw", transform=ax.transAxes, ha="center", va="center",
+                        fontsize=8, color="#868e96")
             if len(instances) > 1:
                 ax.set_title(str(name), fontsize=10)
             ax.set_xlabel(x_label)
@@ -485,7 +501,9 @@ class SweepResult:
             ax.grid(alpha=0.3)
         for ax in axes[len(instances):]:
             ax.set_visible(False)
-        axes[0].legend(fontsize=8)
+        ordered = [label for label in styles if label in handles]  # the frame's order, as the styles
+        fig.legend([handles[label] for label in ordered], [label.replace("$", r"\$") for label in ordered],
+                   loc="outside right upper", fontsize=8, frameon=False)
         if title or self.source:
             fig.suptitle(title or self.source, fontsize=11)
         return fig
@@ -509,6 +527,88 @@ class SweepResult:
 
     def __repr__(self) -> str:
         return f"<SweepResult {self.source}: {len(self.rows)} rows>"
+
+
+#: the column `SweepResult.plot` adds to its frame for the series label of each row
+_SERIES = "__series__"
+#: colours (matplotlib's tab10) and filled markers of `SweepResult.plot`'s series: series i gets colour i mod 10
+#: and marker i mod 9 (10 and 9 are coprime: the first 90 series differ in their pair), a dash per further 90
+_SERIES_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                   "#bcbd22", "#17becf")
+_SERIES_MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*", "h")
+_SERIES_DASHES = ("-", "--", "-.", ":")
+
+
+def _series_styles(labels: Any) -> dict[str, dict[str, Any]]:
+    """matplotlib line keywords (color, marker, linestyle) of each distinct label of `labels` (the series
+    column of a whole sweep frame), given in order of first appearance: one style per label in every panel,
+    whichever labels a panel lacks; distinct (colour, marker) pairs for the first 90 labels."""
+    out: dict[str, dict[str, Any]] = {}
+    for i, label in enumerate(dict.fromkeys(str(v) for v in labels)):
+        out[label] = {"color": _SERIES_COLOURS[i % len(_SERIES_COLOURS)],
+                      "marker": _SERIES_MARKERS[i % len(_SERIES_MARKERS)],
+                      "linestyle": _SERIES_DASHES[i // 90 % len(_SERIES_DASHES)]}
+    return out
+
+
+def _model_of(scope: Any) -> str | None:
+    """The model a run's ``scope`` says the solver is exact for: its leading phrase (up to the first ":",
+    "(", "," or ";") when that names a model ("phase model: between consecutive ..." -> "phase model",
+    "join phase model (forward phase, ...)" -> "join phase model"); None for any other scope (a heuristic's
+    "no optimality claim", "store-all fits the budget: ...", a missing one)."""
+    if not isinstance(scope, str):
+        return None
+    head = scope
+    for stop in ":(,;":
+        head = head.split(stop, 1)[0]
+    words = head.split()
+    if len(words) < 2 or words[-1] != "model" or words[0].lower() in ("the", "a", "an", "this", "its"):
+        return None
+    return " ".join(words)
+
+
+def _series_labels(frame: Any) -> Any:
+    """The series label of each row of `frame` (a pandas Series): its ``solver_label`` (a sweep file's label),
+    else its ``solver``. A plain label (the solver's own name: the facade's rows, a sweep file's solver without
+    a label) of a solver whose rows' scopes name one model (`_model_of`) is followed by it, as the sweep
+    configs label exact solvers: "cpsat (phase model)". A solver whose scopes name no model, or several, keeps
+    its name."""
+    solver = frame["solver"].astype(str)
+    labels = frame["solver_label"].fillna(frame["solver"]).astype(str) if "solver_label" in frame else solver
+    if "scope" not in frame:
+        return labels
+    models = frame["scope"].map(_model_of)
+    plain = labels == solver
+    for name in dict.fromkeys(solver[plain]):
+        rows = plain & (solver == name)
+        named = set(models[rows].dropna())
+        if len(named) == 1:
+            labels = labels.where(~rows, f"{name} ({named.pop()})")
+    return labels
+
+
+def _drawn_rows(frame: Any, x: str, y: str) -> Any:
+    """The rows of `frame` that `SweepResult.plot` draws: a schedule found (an objective, when the rows have
+    that column) and a number in `y` and in `x`; `y` read as floats (`_numbers_as_float`). A `y` that is
+    no number column, or has no value in those rows, is an `InputError` ("nothing to draw")."""
+    from pandas.api.types import is_numeric_dtype
+
+    rows = frame[frame["objective"].notna()] if "objective" in frame else frame
+    values = _numbers_as_float(rows[y])
+    if not is_numeric_dtype(values):
+        raise InputError(f"column {y!r} holds no numbers (e.g. {values.dropna().iloc[0]!r}): nothing to draw",
+                         field="y")
+    rows = rows.assign(**{y: values})
+    rows = rows[rows[y].notna() & rows[x].notna()]
+    if rows.empty:
+        raise InputError(f"no run that found a schedule has a value of {y!r}: nothing to draw", field="y")
+    return rows
+
+
+def _legend_width(labels: Any) -> float:
+    """Inches the legend beside the panels needs for `labels` (8 pt text: about 0.065 in a character, the
+    line and marker 0.6 in); 0 when there is none."""
+    return 0.6 + 0.065 * max((len(str(v)) for v in labels), default=0) if len(labels) else 0.0
 
 
 def _numbers_as_float(column: Any) -> Any:
