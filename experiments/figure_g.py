@@ -51,10 +51,12 @@ def measured_ratios(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) ->
     r = rows[_num(rows, "measured_peak").notna() & _num(rows, "peak_memory").notna()].copy()
     r["_order"] = r["problem"].map({p: i for i, p in enumerate(PROBLEM_ORDER)}).fillna(len(PROBLEM_ORDER))
     r = r.sort_values(["_order"], kind="stable")
+    # the budget as text ("" when empty: NaN, which astype(str) keeps under pandas 3, has no text methods)
+    r["_budget"] = r["budget_spec"].astype(object).where(r["budget_spec"].notna(), "").astype(str)
     instances = list(dict.fromkeys(r["instance"]))
     ypos = {inst: i for i, inst in enumerate(instances)}
     problems = {inst: str(p) for inst, p in zip(r["instance"], r["problem"])}
-    budgets = sorted(set(r["budget_spec"].astype(str)), key=_budget_sort)
+    budgets = sorted(set(r["_budget"]), key=_budget_sort)
     markers = {b: BUDGET_MARKERS[i % len(BUDGET_MARKERS)] for i, b in enumerate(budgets)}
     colours = {p: _FALLBACK[i % len(_FALLBACK)] for i, p in enumerate(PROBLEM_ORDER)}
     offsets = {b: (i - (len(budgets) - 1) / 2) * 0.18 for i, b in enumerate(budgets)}
@@ -78,11 +80,11 @@ def measured_ratios(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) ->
             v = val.get(idx)
             if v is None or pd.isna(v):
                 continue
-            y = ypos[row["instance"]] + offsets[str(row["budget_spec"])]
+            y = ypos[row["instance"]] + offsets[row["_budget"]]
             colour = colours.get(str(row["problem"]), "#333333")
             if lo is not None and hi is not None and pd.notna(lo.get(idx)) and pd.notna(hi.get(idx)):
                 ax.plot([lo[idx], hi[idx]], [y, y], color=colour, lw=1.2, alpha=0.7)
-            ax.scatter([v], [y], color=colour, marker=markers[str(row["budget_spec"])], s=24, zorder=3)
+            ax.scatter([v], [y], color=colour, marker=markers[row["_budget"]], s=24, zorder=3)
         ax.set_title(f"{name}\nband: +-{band:.0%}", fontsize=8.5)
         ax.set_xlabel("measured / predicted (simulator)", fontsize=8)
         ax.grid(alpha=0.3, axis="x")
@@ -116,4 +118,4 @@ def measured_ratios(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) ->
             f"on that profile (graph: torch.fx graph with measured costs); a chain's tracker ratio below 1 is the "
             f"model's upper bound: it charges the network's output a_L inside the tape until B(L-1), where the "
             f"executor frees it after the loss when block L-1 does not save it (docs/chain.md)")
-    return _finish(fig, r.drop(columns=["_order"]), out_dir, stem, note)
+    return _finish(fig, r.drop(columns=["_order", "_budget"]), out_dir, stem, note)

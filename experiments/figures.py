@@ -80,33 +80,102 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
     """Every sweep row in the CSV tables under `results_dir` (recursively); empty if none.
 
     A sweep whose table is missing but whose journal exists (an interrupted sweep) is read
-    from its journal."""
+    from its journal. A CSV without the sweep columns (`SWEEP_COLUMNS`) is another tool's table and
+    skipped, unless it is a sweep's table (`is_sweep_table`): then a table that cannot be parsed (empty,
+    not UTF-8), lacks a sweep column (a header cut or missing a name) or has a row of another field count
+    is an `InputError` naming the file, as is an empty text cell that a figure reads (`empty_text_cell`:
+    file, column and row) -- all before any figure is drawn."""
     from memsched.experiments.sweep import read_journal, rows_frame
+    from memsched.solvers.errors import InputError
 
     root = Path(results_dir)
     frames = []
     seen_csv = set()
     for csv in sorted(root.rglob("*.csv")):
+        if not csv.is_file():
+            continue
+        expected = is_sweep_table(csv)
         try:
             head = pd.read_csv(csv, nrows=0)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+            if expected:
+                reason = "an empty file" if isinstance(err, pd.errors.EmptyDataError) else "not a readable CSV"
+                raise InputError(f"a damaged sweep table ({reason})", path=str(csv)) from None
             continue
-        if {"sweep", "key", "solver", "status"} <= set(head.columns):
-            _checked_fields(csv)
-            table = pd.read_csv(csv)
-            _checked_columns(csv, table)
-            frames.append(_checked_numbers(table, csv))
-            seen_csv.add(csv.with_suffix(""))
+        missing = [c for c in SWEEP_COLUMNS if c not in head.columns]
+        if missing:
+            if expected:
+                raise InputError("no such column in the header (a damaged sweep table: a header cut short or "
+                                 "missing a name)", path=str(csv), field=missing[0])
+            continue
+        _checked_fields(csv)
+        table = pd.read_csv(csv)
+        _checked_columns(csv, table)
+        frames.append(_checked_text(_checked_numbers(table, csv), csv))
+        seen_csv.add(csv.with_suffix(""))
     for journal in sorted(root.rglob("*.jsonl")):
         if journal.with_suffix("") not in seen_csv:
             rows = list(read_journal(journal).values())
             if rows:
-                frames.append(rows_frame(rows))
+                frames.append(_checked_text(rows_frame(rows), journal, by_key=True))
     frames = [f for f in frames if len(f)]
     if not frames:
-        return pd.DataFrame(columns=["sweep", "key", "solver", "status"])
+        return pd.DataFrame(columns=list(SWEEP_COLUMNS))
     frame = pd.concat(frames, ignore_index=True)
     return frame.drop_duplicates(subset=["key"], keep="last").reset_index(drop=True)
+
+
+#: the columns of every sweep table (`experiments.sweep` writes them): a CSV with them is read as one
+SWEEP_COLUMNS = ("sweep", "key", "solver", "status")
+
+
+def is_sweep_table(csv: Path) -> bool:
+    """True when the CSV `csv` must be a sweep's table: named after a sweep a figure draws (`FIGURES`,
+    ``<sweep>.csv``) or beside its sweep's journal (``<name>.jsonl``); such a file that is not a readable
+    sweep table is damaged, not another tool's table to skip."""
+    sweeps = {name for spec in FIGURES.values() for name in spec.sweeps}
+    return csv.stem in sweeps or csv.with_suffix(".jsonl").is_file()
+
+
+def empty_text_cell(rows: pd.DataFrame) -> tuple[str, Any] | None:
+    """The first (column, row index) of `rows` (sweep rows) where a text column is empty that every row
+    needs (``sweep``, ``key``) or that a figure drawing the row's sweep reads (`FigureSpec.columns` that are
+    no number column); None when there is none. (An empty cell read as NaN failed inside a figure with an
+    AttributeError or a TypeError.)"""
+    from memsched.experiments.sweep.store import NUMERIC_COLUMNS
+
+    checks: list[tuple[str, pd.Series]] = [(c, pd.Series(True, index=rows.index)) for c in ("sweep", "key")]
+    sweeps = rows["sweep"] if "sweep" in rows else pd.Series(None, index=rows.index, dtype=object)
+    for spec in FIGURES.values():
+        mine = sweeps.isin(spec.sweeps)
+        checks += [(c, mine) for c in spec.columns if c not in NUMERIC_COLUMNS]
+    first: tuple[int, str] | None = None  # (position of the row, column)
+    for col, mine in checks:
+        if col in rows:
+            empty = mine & (rows[col].isna() | (rows[col].astype(object).map(str).str.strip() == ""))
+            if empty.any():
+                found = (int(empty.to_numpy().argmax()), col)
+                first = found if first is None or found[0] < first[0] else first
+    return None if first is None else (first[1], rows.index[first[0]])
+
+
+def _checked_text(frame: pd.DataFrame, path: Path, *, by_key: bool = False) -> pd.DataFrame:
+    """`frame` (sweep rows read from the table or journal `path`) when no text cell a figure reads is empty
+    (`empty_text_cell`); else `InputError` naming the file, the column and the row (its line in a table;
+    its key, when `by_key`, in a journal)."""
+    from memsched.solvers.errors import InputError
+
+    found = empty_text_cell(frame)
+    if found is None:
+        return frame
+    col, idx = found
+    if by_key:
+        where = f"the row of key {frame.at[idx, 'key']!r}" if "key" in frame and pd.notna(frame.at[idx, "key"]) \
+            else "a row without a key"
+    else:
+        where = f"row {int(idx) + 2}"
+    raise InputError(f"{where}: empty (a figure reads it; a damaged or hand-edited sweep table)", path=str(path),
+                     field=col)
 
 
 def _checked_fields(csv: Path) -> None:
@@ -253,10 +322,11 @@ def _grid(n: int, *, width: float = 4.2, height: float = 3.3) -> tuple[plt.Figur
     return fig, flat[:n]
 
 
-def _legend(fig: plt.Figure, axes: list[Any], handles: dict[str, Any]) -> tuple[float, float, float, float]:
-    """One legend: inside a single panel, else to the right of the panels; returns the
-    tight_layout rectangle that leaves room for it."""
-    if len(axes) == 1:
+def _legend(fig: plt.Figure, axes: list[Any], handles: dict[str, Any], *,
+            outside: bool = False) -> tuple[float, float, float, float]:
+    """One legend: inside a single panel (unless `outside`), else to the right of the panels, over
+    no data; returns the tight_layout rectangle that leaves room for it."""
+    if len(axes) == 1 and not outside:
         axes[0].legend(handles.values(), [literal_text(k) for k in handles], fontsize=7.5, frameon=False)
         return (0, 0, 1, 0.95)
     fig.legend(handles.values(), [literal_text(k) for k in handles], loc="upper right", fontsize=7.5, frameon=False,
@@ -270,6 +340,105 @@ def _solvers_in(rows: pd.DataFrame) -> list[str]:
     order = list(STYLE)
     labels = list(dict.fromkeys(rows["solver_label"].fillna(rows["solver"])))
     return sorted(labels, key=lambda s: (order.index(s) if s in order else len(order), s))
+
+
+def clip_text(text: Any, limit: int) -> str:
+    """`text` in at most `limit` characters: whole when it fits, else cut at a word boundary (a word longer
+    than the cut is cut) with "..." (a note's message, not cut mid-word)."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    cut = text[:max(limit - 3, 1)]
+    if not text[len(cut)].isspace() and " " in cut:
+        cut = cut[:cut.rindex(" ")]
+    return cut.rstrip(" ,;:-(") + "..."
+
+
+#: (start of a row's ``scope``, the model): the restricted model a solver's ``optimal`` rows are optimal in,
+#: as the solver's scope string names it (`model_labels`)
+SCOPE_MODELS: tuple[tuple[str, str], ...] = (
+    ("persistent schedules", "persistent"),                                  # rotor
+    ("join-persistent schedules", "persistent per branch"),                  # dp (join networks)
+    ("contiguous stages on <=", "contiguous stages, 1F1B"),                  # madpipe, pipedream, cpsat (pipeline)
+    ("straight pipelines and V-shaped allocations", "straight or V-shaped stages"),  # interleave-v
+    ("all schedules of the join simulator", "all schedules"),                # exact (join networks)
+    ("frontier-advancing schedules in the file's order", "file's order"),   # checkmate
+    ("phase model", "phase model"),                                          # milp, cpsat (chains)
+    ("at most 2 computations per node", "<= 2 computations per node"),      # cpsat (graphs)
+)
+
+
+def model_labels(rows: pd.DataFrame) -> dict[str, str]:
+    """Solver label (``solver_label``, else ``solver``) -> its legend text: the label with the model its
+    ``optimal`` rows are optimal in appended ("rotor (persistent)", "madpipe P=4 (contiguous stages, 1F1B)"),
+    when the label names none (no parenthesis) and those rows' ``scope`` names one model of `SCOPE_MODELS`;
+    else the label itself. The sweep configs' labels (the tables' keys) are unchanged."""
+    if "solver_label" in rows:
+        labels = rows["solver_label"].fillna(rows["solver"]) if "solver" in rows else rows["solver_label"]
+    else:
+        labels = rows["solver"] if "solver" in rows else pd.Series(dtype=object)
+    shown = {str(lab): str(lab) for lab in labels.dropna()}
+    if "scope" not in rows or "status" not in rows:
+        return shown
+    optimal = rows[rows["status"] == "optimal"]
+    for label, scopes in optimal["scope"].groupby(labels[optimal.index]):
+        if "(" in str(label):
+            continue
+        models = {model for scope in scopes.dropna().astype(str) for start, model in SCOPE_MODELS
+                  if scope.startswith(start)}
+        if len(models) == 1:
+            shown[str(label)] = f"{label} ({models.pop()})"
+    return shown
+
+
+def mark_coinciding(lines: list[tuple[str, Any]]) -> list[tuple[str, list[str]]]:
+    """Make visible a series drawn exactly under another: of `lines` ((legend text, matplotlib line) in
+    drawing order, one panel), each line every point of which is also a point of one later-drawn line
+    (the same x and y, to a relative 1e-9) gets larger hollow markers and a wider, paler line, so that it
+    shows around the line over it -- the larger, the more such lines lie over it (rotor under cpsat under
+    milp: rotor outermost); the data are not changed. Returns (legend text, [text of the line over it])
+    for each line so marked. Call after the legend is made, which keeps the lines' own style."""
+    import numpy as np
+
+    points = [np.column_stack([np.asarray(line.get_xdata(), dtype=float), np.asarray(line.get_ydata(), dtype=float)])
+              for _, line in lines]
+    points = [p[np.isfinite(p).all(axis=1)] for p in points]
+    depth = [0] * len(lines)  # how many lines lie over each line, one on another
+    over: dict[int, int] = {}
+    for i in range(len(lines) - 2, -1, -1):  # from the top: a line's depth needs those of the lines over it
+        if not len(points[i]):
+            continue
+        for j in range(i + 1, len(lines)):
+            same = np.isclose(points[i][:, None, :], points[j][None, :, :], rtol=1e-9, atol=0).all(axis=2)
+            if same.any(axis=1).all() and (i not in over or depth[j] + 1 > depth[i]):
+                over[i], depth[i] = j, depth[j] + 1
+    from matplotlib.colors import to_rgb
+
+    marked = []
+    for i, j in sorted(over.items()):
+        line = lines[i][1]
+        colour = to_rgb(line.get_color())
+        line.set_markeredgecolor(colour)  # the markers in the solver's colour, the line paler (half white)
+        line.set_color(tuple(0.5 + 0.5 * c for c in colour))
+        line.set_markersize((1 + 0.8 * depth[i]) * line.get_markersize())
+        line.set_markerfacecolor("none")
+        line.set_markeredgewidth(1.4)
+        line.set_linewidth((1 + 2.4 * depth[i]) * line.get_linewidth())
+        marked.append((lines[i][0], [lines[j][0]]))
+    return marked
+
+
+def coinciding_note(marked: list[tuple[str, list[str]]], panels: int) -> str:
+    """The note line for the series `mark_coinciding` marked over `panels` panels ("" when none): each
+    hidden series, the ones over it and in how many panels."""
+    count: dict[tuple[str, str], int] = {}
+    for text, over in marked:
+        key = (text, " / ".join(over))
+        count[key] = count.get(key, 0) + 1
+    parts = [f"{text} coincides with {over} at every point" + (f" ({n} of {panels} panels)" if panels > 1 else "")
+             for (text, over), n in count.items()]
+    return ("\nlarger hollow markers on a wide pale line: a series under another with the same values: "
+            + "; ".join(parts)) if parts else ""
 
 
 def budget_percent(rows: pd.DataFrame) -> pd.Series:
@@ -338,9 +507,11 @@ def with_memory_units(rows: pd.DataFrame, results_dir: str | Path | None = None)
         return rows.assign(**{UNIT_COLUMN: None})
     stored = _stored_instances(Path(results_dir)) if results_dir is not None else {}
     cols = [c for c in ("instance_hash", "source") if c in rows]
-    keys = rows[cols].astype(str).agg("\0".join, axis=1) if cols else pd.Series("", index=rows.index)
+    # an empty hash or source (NaN, which astype(str) keeps under pandas 3) names no file: ""
+    text = rows[cols].astype(object).where(rows[cols].notna(), "").astype(str)
+    keys = text.agg("\0".join, axis=1) if cols else pd.Series("", index=rows.index)
     units: dict[str, str | None] = {}
-    for key, row in zip(keys, rows[cols].astype(str).itertuples(index=False)):
+    for key, row in zip(keys, text.itertuples(index=False)):
         if key not in units:
             found = dict(zip(cols, row))
             path = stored.get(found.get("instance_hash", "")) or source_file(found.get("source", ""))
@@ -425,12 +596,15 @@ def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str,
     rows_all = rows
     rows = rows[~rows.index.isin(hidden.index)]
     instances = list(dict.fromkeys(rows["instance"]))
+    shown = model_labels(rows_all)
     fig, axes = _grid(len(instances))
     handles: dict[str, Any] = {}
+    drawn: list[list[tuple[str, Any]]] = []
     for ax, inst in zip(axes, instances):
         r = rows[rows["instance"] == inst]
         ref = r["reference_peak"].dropna()
         use_overhead = r["overhead"].notna().any()
+        drawn.append([])
         for label in _solvers_in(r):
             s = r[(r["solver_label"].fillna(r["solver"]) == label) & r["status"].isin(FOUND)]
             if s.empty:
@@ -438,9 +612,11 @@ def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str,
             s = s.groupby("budget_percent", as_index=False).agg(y=("overhead" if use_overhead else "objective",
                                                                    "median"))
             y = s["y"] * (100 if use_overhead else 1)
-            (line,) = ax.plot(s["budget_percent"], y, label=label, lw=1.3, ms=4.5,
+            text = shown.get(label, label)
+            (line,) = ax.plot(s["budget_percent"], y, label=text, lw=1.3, ms=4.5,
                               **style(label, label))
-            handles.setdefault(label, line)
+            handles.setdefault(text, line)
+            drawn[-1].append((text, line))
         size = r["size"].dropna()
         ref_text = f", ref. peak {size_text(float(ref.iloc[0]), _unit_of(r))}" if len(ref) else ""
         ax.set_title(literal_text(f"{inst} (size {int(size.iloc[0]) if len(size) else '?'}{ref_text})"), fontsize=8.5)
@@ -450,16 +626,18 @@ def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str,
         ax.tick_params(labelsize=7.5)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=_legend(fig, axes, handles))
+    note += coinciding_note([m for lines in drawn for m in mark_coinciding(lines)], len(axes))
     profiled = [_profile_text(str(v)) for v in dict.fromkeys(rows_all["source"].dropna())
                 if str(v).startswith(("memsched.models.chain.profiler", "models.chain.profiler"))]
     if profiled:
-        note += "\nchains profiled by models.chain.profiler (times in ms, sizes in bytes): " + "; ".join(profiled)[:300]
+        note += ("\nchains profiled by models.chain.profiler (times in ms, sizes in bytes): "
+                 + clip_text("; ".join(profiled), 300))
     labels = rows_all["solver_label"].fillna(rows_all["solver"])
     unsupported = sorted({lab for lab in labels
                           if rows_all.loc[labels == lab, "status"].isin(["unsupported", "error"]).all()})
     if unsupported:
         msgs = rows_all.loc[labels.isin(unsupported), "message"].dropna().astype(str)
-        why = f" ({msgs.iloc[0][:90]})" if len(msgs) else ""
+        why = f" ({clip_text(msgs.iloc[0], 90)})" if len(msgs) else ""
         note += f"\nnot applicable here: {', '.join(unsupported)}{why}"
     if len(hidden) and hidden["overhead"].notna().any():
         parts = [f"{inst} {100 * v:.0f}%" for inst, v in hidden.groupby("instance", sort=False)["overhead"].median()
@@ -468,27 +646,44 @@ def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str,
     return _finish(fig, rows_all, out_dir, stem, note)
 
 
+#: the statuses whose solve time figure (b) draws: the solver ran to an answer or to its time limit
+TIMED = ("optimal", "feasible", "infeasible", "timeout")
+#: figure (b): a solve time of 0 s or less (below the clock's resolution) is drawn at this floor (s)
+TIME_FLOOR_S = 1e-6
+
+
 def solve_time_vs_size(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) -> list[Path]:
     """Solve time (s, log scale) versus instance size, one line per solver and budget; hollow
-    markers where the solver did not prove optimality (time limit)."""
+    markers where the solver did not prove optimality (time limit). Only rows that ran to an answer
+    or to the time limit (`TIMED`) are drawn; the others (``error``, ``unsupported``) are listed in the
+    note, and a time of 0 s or less is drawn at `TIME_FLOOR_S` (stated in the note), not lost off the
+    log axis."""
+    labels_all = rows["solver_label"].fillna(rows["solver"])
+    shown = model_labels(rows)
+    timed = rows[rows["status"].isin(TIMED)]
     budgets = list(dict.fromkeys(rows["budget_spec"]))
     fig, axes = _grid(len(budgets), width=6.0 if len(budgets) == 1 else 4.6, height=3.8)
     handles: dict[str, Any] = {}
+    floored = 0
     for ax, b in zip(axes, budgets):
-        r = rows[rows["budget_spec"] == b]
+        r = timed[timed["budget_spec"] == b]
         for label in _solvers_in(r):
             s = r[r["solver_label"].fillna(r["solver"]) == label]
             g = s.groupby("size").agg(t=("solve_time_s", "median"),
                                       proven=("status", lambda v: bool((v.isin(["optimal", "infeasible"])).all())))
             g = g.reset_index()
+            low = g["t"] <= 0
+            floored += int(low.sum())
+            g["t"] = g["t"].where(~low, TIME_FLOOR_S)
             kw = style(label, label)
-            (line,) = ax.plot(g["size"], g["t"], label=label, lw=1.3, ms=5, **kw)
+            text = shown.get(label, label)
+            (line,) = ax.plot(g["size"], g["t"], label=text, lw=1.3, ms=5, **kw)
             open_ = g[~g["proven"]]
             if len(open_):
                 ax.plot(open_["size"], open_["t"], ls="none", marker=kw["marker"], ms=8, mfc="white",
                         mec=kw["color"])
-            handles.setdefault(label, line)
-        limits = sorted({float(v) for v in r["time_limit"].dropna()})
+            handles.setdefault(text, line)
+        limits = sorted({float(v) for v in rows.loc[rows["budget_spec"] == b, "time_limit"].dropna()})
         for lim in limits:
             ax.axhline(lim, color="#999999", ls=":", lw=0.8)
         ax.set_yscale("log")
@@ -500,27 +695,51 @@ def solve_time_vs_size(rows: pd.DataFrame, out_dir: Path, stem: str, title: str)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=_legend(fig, axes, handles))
     inst = ", ".join(dict.fromkeys(rows["instance"]))
-    note = (f"instances: {inst if len(inst) < 150 else inst[:150] + '...'}; hollow markers: not proven optimal "
+    note = (f"instances: {clip_text(inst, 150)}; hollow markers: not proven optimal "
             f"within the time limit (dotted)")
+    if floored:
+        note += f"; {floored} median solve time(s) of 0 s drawn at {TIME_FLOOR_S:g} s (log axis)"
+    note += _untimed_note(rows[~rows["status"].isin(TIMED)], labels_all, shown)
     return _finish(fig, rows, out_dir, stem, note)
+
+
+def _untimed_note(untimed: pd.DataFrame, labels: pd.Series, shown: dict[str, str]) -> str:
+    """The note line of figure (b) for the rows `untimed` whose solve time is not drawn (their status is
+    not in `TIMED`: ``error``, ``unsupported``): per solver, its statuses with their counts and sizes, and
+    a first message; "" when there are none. `labels`: each row's solver label; `shown`: `model_labels`."""
+    if untimed.empty:
+        return ""
+    parts = []
+    for label, group in untimed.groupby(labels[untimed.index], sort=False):
+        counts = ", ".join(f"{status} x{n}" for status, n in group["status"].astype(str).value_counts().items())
+        sizes = ", ".join(f"{v:g}" for v in sorted(pd.to_numeric(group["size"], errors="coerce").dropna().unique()))
+        msgs = group["message"].dropna().astype(str)
+        why = f": {clip_text(msgs.iloc[0], 90)}" if len(msgs) else ""
+        parts.append(f"{shown.get(str(label), label)} ({counts}{f' at L = {sizes}' if sizes else ''}{why})")
+    return "\nno solve time to draw, not drawn: " + "; ".join(parts)
 
 
 def period_vs_memory(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) -> list[Path]:
     """Pipeline period (objective) versus memory per device, one panel per instance."""
     instances = list(dict.fromkeys(rows["instance"]))
+    shown = model_labels(rows)
     fig, axes = _grid(len(instances))
     handles: dict[str, Any] = {}
+    drawn: list[list[tuple[str, Any]]] = []
     for ax, inst in zip(axes, instances):
         r = rows[rows["instance"] == inst]
         scale, unit = _mem_unit(r["budget"])
+        drawn.append([])
         for label in _solvers_in(r):
             s = r[(r["solver_label"].fillna(r["solver"]) == label) & r["status"].isin(FOUND)]
             if s.empty:
                 continue
             s = s.groupby("budget", as_index=False).agg(y=("objective", "median"))
-            (line,) = ax.plot(s["budget"] / scale, s["y"], label=label, lw=1.3, ms=4.5, drawstyle="steps-post",
+            text = shown.get(label, label)
+            (line,) = ax.plot(s["budget"] / scale, s["y"], label=text, lw=1.3, ms=4.5, drawstyle="steps-post",
                               **style(label, label))
-            handles.setdefault(label, line)
+            handles.setdefault(text, line)
+            drawn[-1].append((text, line))
         ax.set_title(literal_text(inst), fontsize=8.5)
         ax.set_xlabel(f"memory per device ({unit})", fontsize=8)
         ax.set_ylabel("period (time per micro-batch, instance unit)", fontsize=8)
@@ -528,8 +747,9 @@ def period_vs_memory(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) -
         ax.tick_params(labelsize=7.5)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=_legend(fig, axes, handles))
+    marked = coinciding_note([m for lines in drawn for m in mark_coinciding(lines)], len(axes))
     opts = ", ".join(sorted({str(v) for v in rows["options"].dropna()}))
-    return _finish(fig, rows, out_dir, stem, f"solver options: {opts}")
+    return _finish(fig, rows, out_dir, stem, f"solver options: {opts}{marked}")
 
 
 def predicted_vs_measured(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) -> list[Path]:
@@ -623,6 +843,12 @@ def render(figure_id: str, rows: pd.DataFrame, out_dir: str | Path) -> tuple[lis
         from memsched.solvers.errors import InputError
 
         raise InputError(f"the rows of figure {figure_id} have no column {missing[0]!r}", field=missing[0])
+    empty = empty_text_cell(r)
+    if empty is not None:  # rows not read by `load_results` (which names the table and the line)
+        from memsched.solvers.errors import InputError
+
+        raise InputError(f"the rows of figure {figure_id}: row {empty[1]!r} has an empty {empty[0]!r}",
+                         field=empty[0])
     for col in ("solver_label", "source", "message", "overhead", "budget_fraction", "reference_peak", "size",
                 "time_limit", "options", "measured_time_ms", "device", "grad_check"):
         if col not in r:
@@ -659,7 +885,7 @@ def make_figures(results_dir: str | Path = "results", out_dir: str | Path | None
     folder is an `InputError` naming the path (exit 2), with no figure written."""
     rows = load_results(results_dir)
     out = Path(out_dir) if out_dir is not None else Path(results_dir) / "figures"
-    ids = list(only or FIGURES)
+    ids = list(dict.fromkeys(only or FIGURES))  # each figure once, in the order first asked
     drawn = [fid for fid in ids if skip_note(fid, figure_rows(rows, FIGURES[fid])) is None]
     if drawn:
         check_figure_paths(out, [FIGURES[fid].stem for fid in drawn])
@@ -676,4 +902,5 @@ def make_figures(results_dir: str | Path = "results", out_dir: str | Path | None
 
 __all__ = ["FIGURES", "FigureSpec", "load_results", "render", "make_figures", "figure_rows", "stamp",
            "overhead_vs_budget", "solve_time_vs_size", "period_vs_memory", "predicted_vs_measured", "style",
-           "size_text", "with_memory_units", "source_file"]
+           "size_text", "with_memory_units", "source_file", "model_labels", "mark_coinciding", "clip_text",
+           "is_sweep_table", "empty_text_cell"]

@@ -37,10 +37,13 @@ from memsched.experiments.figures import (  # noqa: E402
     FIGURE_EXTS,
     _checked_fields,
     _checked_numbers,
+    _legend,
     _save,
     check_figure_paths,
     literal_text,
     make_folder,
+    mark_coinciding,
+    model_labels,
     source_file,
 )
 from memsched.experiments.figures import style as solver_style  # noqa: E402
@@ -55,30 +58,50 @@ PIPELINE_STYLE = {"madpipe": ("C0", "o"), "pipedream": ("C1", "s"), "balance-tim
 def draw_pipeline(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem: str = "paper_pipeline") -> list[Path]:
     """One row of panels per instance, one column per device count P (the solver labels' "P=<n>"):
     the period (objective, ms per micro-batch) versus the memory per device (GB), one line per
-    solver (feasible rows only)."""
+    solver (feasible rows only), named with the model its optimal rows are optimal in
+    (`figures.model_labels`); one legend for the figure, right of the panels (none over the data), and
+    a line drawn exactly under another shown around it (`figures.mark_coinciding`)."""
     rows = rows.assign(_solver=rows["solver_label"].str.split(" P=").str[0],
                        _p=pd.to_numeric(rows["solver_label"].str.split(" P=").str[1], errors="coerce"))
     instances = list(dict.fromkeys(rows["instance"]))
     ps = sorted(int(p) for p in rows["_p"].dropna().unique())
+    models = _solver_models(rows)
     fig, axes = plt.subplots(len(instances), len(ps), figsize=(3.6 * len(ps), 2.8 * len(instances)), squeeze=False)
+    handles: dict[str, object] = {}
+    drawn: list[list[tuple[str, object]]] = []
     for i, name in enumerate(instances):
         for j, p in enumerate(ps):
             ax = axes[i][j]
             part = rows[(rows["instance"] == name) & (rows["_p"] == p) & rows["status"].isin(["optimal", "feasible"])]
+            drawn.append([])
             for solver, group in part.groupby("_solver", sort=False):
                 colour, marker = PIPELINE_STYLE.get(str(solver), ("0.5", "."))
                 group = group.sort_values("budget")
-                ax.plot(group["budget"] / GB, group["objective"], color=colour, marker=marker, ms=3, lw=1,
-                        ls="--" if solver == "cpsat" else "-", label=literal_text(solver))
+                text = models.get(str(solver), str(solver))
+                (line,) = ax.plot(group["budget"] / GB, group["objective"], color=colour, marker=marker, ms=3, lw=1,
+                                  ls="--" if solver == "cpsat" else "-", label=literal_text(text))
+                handles.setdefault(text, line)
+                drawn[-1].append((text, line))
             ax.set_title(literal_text(f"{name}, P = {p}\ntimes: {costs.get(name, 'unknown')}"), fontsize=7)
             ax.set_xlabel("memory per device (GB)", fontsize=7)
             ax.set_ylabel("period (ms per micro-batch)", fontsize=7)
             ax.tick_params(labelsize=7)
             ax.grid(alpha=0.3)
-            if len(part):
-                ax.legend(fontsize=6)
-    fig.tight_layout()
+    fig.tight_layout(rect=_legend(fig, list(axes.flat), handles, outside=True))
+    for lines in drawn:
+        mark_coinciding(lines)
     return save_figure(fig, out_dir, stem)
+
+
+def _solver_models(rows: pd.DataFrame) -> dict[str, str]:
+    """Pipeline solver name (``_solver``: the label before " P=<n>") -> its legend text with the model its
+    optimal rows are optimal in ("madpipe (contiguous stages, 1F1B)", `figures.model_labels`), when every
+    device count names the same model; else the name."""
+    named: dict[str, set[str]] = {}
+    for label, text in model_labels(rows).items():
+        solver = label.split(" P=")[0]
+        named.setdefault(solver, set()).add(text[len(label):])  # the appended " (<model>)", or ""
+    return {solver: solver + tails.pop() for solver, tails in named.items() if len(tails) == 1}
 
 
 def save_figure(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
@@ -109,29 +132,40 @@ def cost_model_of(instance_file: Path) -> str:
 
 
 def draw(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem: str = "paper_chains") -> list[Path]:
-    """One panel per instance: overhead versus budget (GB), one line per solver (feasible rows only)."""
+    """One panel per instance: overhead versus budget (GB), one line per solver (feasible rows only),
+    named with the model its optimal rows are optimal in (`figures.model_labels`); one legend for the
+    figure, right of the panels (none over the data, `figures._legend`), and a line drawn exactly under
+    another shown around it (`figures.mark_coinciding`)."""
     instances = list(dict.fromkeys(rows["instance"]))
     cols = min(3, len(instances))
     nrows = math.ceil(len(instances) / cols)
+    shown = model_labels(rows)
     fig, axes = plt.subplots(nrows, cols, figsize=(4.3 * cols, 3.3 * nrows), squeeze=False)
+    handles: dict[str, object] = {}
+    drawn: list[list[tuple[str, object]]] = []
     for ax, name in zip(axes.flat, instances):
         part = rows[(rows["instance"] == name) & rows["status"].isin(["optimal", "feasible"])]
         ax.set_title(literal_text(f"{name}\ntimes: {costs.get(name, 'unknown')}"), fontsize=7)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
         names = part["solver"] if "solver" in part else part["solver_label"]  # the registry's name, for its style
+        drawn.append([])
         for (label, solver), group in part.groupby([part["solver_label"], names], sort=False):
             group = group.sort_values("budget")  # one colour and marker per solver in every figure
-            ax.plot(group["budget"] / GB, 1.0 + group["overhead"], ms=3, lw=1, label=literal_text(label),
-                    **solver_style(str(label), str(solver)))
+            text = shown.get(str(label), str(label))
+            (line,) = ax.plot(group["budget"] / GB, 1.0 + group["overhead"], ms=3, lw=1, label=literal_text(text),
+                              **solver_style(str(label), str(solver)))
+            handles.setdefault(text, line)
+            drawn[-1].append((text, line))
         ref = rows.loc[rows["instance"] == name, "reference_peak"].max()
         ax.axvline(ref / GB, color="0.6", lw=0.8, ls=":")
         ax.set_xlabel("memory budget (GB; dotted: store-all peak)", fontsize=7)
         ax.set_ylabel("makespan / store-all", fontsize=7)
-        ax.legend(fontsize=6)
     for ax in list(axes.flat)[len(instances):]:
         ax.axis("off")
-    fig.tight_layout()
+    fig.tight_layout(rect=_legend(fig, list(axes.flat)[:len(instances)], handles, outside=True))
+    for lines in drawn:
+        mark_coinciding(lines)
     return save_figure(fig, out_dir, stem)
 
 
