@@ -93,7 +93,7 @@ def test_executing_cells_run_one_at_a_time_on_dask(tmp_path, monkeypatch):
 def test_any_generator_failure_is_bad_input_and_the_store_is_restored(tmp_path):
     out = tmp_path / "out"
     good = write(tmp_path, sweep_toml("g", budgets=["50%"], instances=[{"generate": "chain", "L": 5, "seed": 1}],
-                                      solvers=["checkpoint-all"]), "g.toml")
+                                      solvers=["store-all"]), "g.toml")
     run_sweep(good, output=out, progress=False)
     before = tree(out / "instances")
     assert "index.json" in before

@@ -93,7 +93,8 @@ def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
     that do not apply (another problem, too long an instance) or are not importable here;
     each skip is described once in `notes`. `store`: where instances are kept as files
     (`instance_store`). An instance read from a file that is too large for a solver that runs on
-    it is an `InputError` (`check_file_sizes`), so before any cell runs."""
+    it is an `InputError` (`check_file_sizes`), so before any cell runs, and so is a grid with no
+    cell (every solver skipped on every instance: `check_not_empty`)."""
     notes = notes if notes is not None else []
     if loaded is None:
         loaded = [load_instance_spec(spec, config, store) for spec in config.instances]
@@ -115,11 +116,11 @@ def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
             raise InputError(f"two instances are labelled {li.label!r}; give them distinct labels",
                              path=str(config.path), field=f"{li.spec.where}.label")
     tasks: list[Task] = []
-    seen_notes: set[str] = set()
+    skips: list[str] = []  # the skip notes of this grid, in order
 
     def note(text: str) -> None:
-        if text not in seen_notes:
-            seen_notes.add(text)
+        if text not in skips:
+            skips.append(text)
             notes.append(text)
 
     for li in loaded:
@@ -154,7 +155,20 @@ def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
                     key = row_key(config.name, li, spec_text, s, r, execute, options, measure)
                     tasks.append(Task(len(tasks), key, config.name, li, spec_text, value, s, r, execute, options,
                                       measure))
+    check_not_empty(config, tasks, skips)
     return tasks
+
+
+def check_not_empty(config: SweepConfig, tasks: list[Task], skips: list[str]) -> None:
+    """A grid holds at least one cell: when every ``[[solvers]]`` entry is skipped on every instance
+    (another problem, a ``max_length`` below each instance's size, not importable here) the sweep
+    would write an empty table and report success. `InputError` naming the sweep file and
+    ``solvers``, saying why each entry was skipped (`skips`, the notes of `_runs_on`)."""
+    if tasks:
+        return
+    why = "; ".join(skips) if skips else "each entry's `problems` leaves out the problems of the instances"
+    raise InputError(f"no solver runs on any instance, so the grid has no cell ({why})", path=str(config.path),
+                     field="solvers")
 
 
 def _check_repeat(config: SweepConfig, li: LoadedInstance, budgets: list[tuple[str, int]], spec_text: str,

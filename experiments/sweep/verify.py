@@ -16,6 +16,8 @@ Verdicts (`Check.verdict`):
 
 The stored rows are the journal's (``<name>.jsonl``) when there is one, else the table's
 (``<name>.csv``): journals are not committed, so a fresh clone verifies the committed table.
+They are the rows a run resumes (`rekeyed`, strict; a damaged table row left out, `stored_rows`):
+``--list``, ``--verify``, ``--update`` and the run agree on which cells are done.
 - ``error``: the solver raised now.
 
 A figure drawn from a table with a ``differs`` row is stale. `update_stale` (``--verify
@@ -35,14 +37,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, first_line
 
 from .cell import run_task
 from .config import SweepConfig, load_config
 from .grid import Task, build_tasks
 from .instance_store import InstanceStore
 from .lock import SweepLock
-from .store import TEXT_COLUMNS, UNSUPPORTED, Journal, journal_path, read_journal, table_path, write_table
+from .store import (
+    NUMERIC_COLUMNS,
+    TEXT_COLUMNS,
+    UNSUPPORTED,
+    Journal,
+    journal_path,
+    plain_row,
+    read_journal,
+    table_path,
+    valid_row,
+    write_table,
+)
 
 #: Relative tolerance on objectives (time units): replays of one schedule agree to float noise.
 REL_TOL = 1e-9
@@ -121,7 +134,7 @@ def verify_sweep(config: SweepConfig | str | Path, *, output: str | Path | None 
             raise InputError(f"no solver labelled {sorted(unknown)[0]!r} in the grid", path=str(config.path),
                              field="--solvers")
         tasks = [t for t in tasks if t.solver.label in wanted]
-    done = rekeyed(stored_rows(out_dir, config.name), tasks)
+    done = rekeyed(stored_rows(out_dir, config.name), tasks, strict=True)  # the rows a run resumes
     bar = None
     if progress:
         from tqdm import tqdm
@@ -179,8 +192,8 @@ def update_stale(config: SweepConfig | str | Path, checks: list[Check], *, outpu
     whose recomputed objective is better or that settles a stored timeout (HEAD found more than
     the stored run) or that no longer backs a stored ``infeasible`` (`_unbacked`), in place of the
     stored row (a later row of a key wins); rewrite the table in grid order; returns the number
-    of rows replaced. Rows stored under an older key of the same cell (`rekeyed`) take the
-    current key. Refused (`InputError`) for sweeps that execute schedules."""
+    of rows replaced. Rows stored under an older key of the same cell (`rekeyed`, strict: those a
+    run resumes) take the current key. Refused (`InputError`) for sweeps that execute schedules."""
     if not isinstance(config, SweepConfig):
         config = load_config(config)
     stale = [c for c in checks if c.new_row is not None and (c.verdict == "differs" or (
@@ -195,7 +208,7 @@ def update_stale(config: SweepConfig | str | Path, checks: list[Check], *, outpu
     with SweepLock(out_dir, config.name):
         tasks = build_tasks(config, store=InstanceStore(out_dir / "instances", readonly=True))
         stored = stored_rows(out_dir, config.name)
-        rows = rekeyed(stored, tasks)
+        rows = rekeyed(stored, tasks, strict=True)
         if jpath.exists():
             with Journal(jpath) as journal:
                 for key in rows.keys() - stored.keys():  # re-keyed rows, so that a resumed sweep finds them
@@ -208,14 +221,16 @@ def update_stale(config: SweepConfig | str | Path, checks: list[Check], *, outpu
     return len(stale)
 
 
-def _identity(instance: Any, digest: Any, budget_spec: Any, label: Any, slots: Any, time_limit: Any, options: Any,
-              repeat: Any, execute: Any) -> tuple[Any, ...]:
-    """A cell's parameters without its instance's ``source`` (numbers as floats: a CSV reads them back so)."""
+def _identity(instance: Any, digest: Any, problem: Any, budget_spec: Any, label: Any, slots: Any, time_limit: Any,
+              options: Any, repeat: Any, execute: Any) -> tuple[Any, ...]:
+    """A cell's parameters without its instance's ``source`` (numbers as floats: a CSV reads them back so).
+    `problem`: the problem its instance is read as (an entry's ``problem`` override); None for a
+    row that does not say (it then matches a task of any problem, `rekeyed`)."""
     def num(v: Any) -> Any:
         return None if v is None else float(v)
 
-    return (str(instance), str(digest), str(budget_spec), str(label), num(slots), num(time_limit), str(options),
-            int(repeat or 0), bool(execute))
+    return (str(instance), str(digest), None if problem is None else str(problem), str(budget_spec), str(label),
+            num(slots), num(time_limit), str(options), int(repeat or 0), bool(execute))
 
 
 def rekeyed(rows: dict[str, dict[str, Any]], tasks: list[Task], taken: dict[str, str] | None = None, *,
@@ -227,7 +242,11 @@ def rekeyed(rows: dict[str, dict[str, Any]], tasks: list[Task], taken: dict[str,
     keep their key. `taken`, when given, receives each task key given to a stored row, mapped to
     that row's stored key.
 
-    `strict` (a run resuming, which then solves nothing for the cell): a row is taken only when its
+    A row that names its ``problem`` is only taken for a task of that problem (a chain file's rows
+    never stand for the same file read as an offload instance).
+
+    `strict` (a run resuming, which then solves nothing for the cell, and so ``--list``,
+    ``--verify`` and ``--update``, which judge the rows a run resumes): a row is taken only when its
     key is the task's key under the row's own source (`grid.task_key`: nothing else differs), or
     when its source is not the task's and the task's key holds no entry overrides nor measurement
     settings (an older form of key); a row of the task's own source under another key differs in
@@ -236,7 +255,7 @@ def rekeyed(rows: dict[str, dict[str, Any]], tasks: list[Task], taken: dict[str,
 
     by_identity = {}
     for row in rows.values():
-        ident = _identity(row.get("instance"), row.get("instance_hash"), row.get("budget_spec"),
+        ident = _identity(row.get("instance"), row.get("instance_hash"), row.get("problem"), row.get("budget_spec"),
                           row.get("solver_label"), row.get("slots"), row.get("time_limit"), row.get("options"),
                           row.get("repeat"), row.get("execute"))
         by_identity[ident] = row
@@ -244,9 +263,9 @@ def rekeyed(rows: dict[str, dict[str, Any]], tasks: list[Task], taken: dict[str,
     for t in tasks:
         if t.key in out:
             continue
-        ident = _identity(t.loaded.label, t.loaded.digest, t.budget_spec, t.solver.label, t.solver.slots,
-                          t.solver.time_limit, canonical(t.solver_options), t.repeat, t.execute)
-        row = by_identity.get(ident)
+        ident = _identity(t.loaded.label, t.loaded.digest, t.loaded.problem, t.budget_spec, t.solver.label,
+                          t.solver.slots, t.solver.time_limit, canonical(t.solver_options), t.repeat, t.execute)
+        row = by_identity.get(ident) or by_identity.get(ident[:2] + (None,) + ident[3:])
         if row is None or (strict and not _same_cell(row, t, task_key)):
             continue
         out[t.key] = {**row, "key": t.key, "source": t.loaded.source}
@@ -264,24 +283,62 @@ def _same_cell(row: dict[str, Any], task: Task, task_key: Any) -> bool:
 
 
 def stored_rows(out_dir: Path, name: str) -> dict[str, dict[str, Any]]:
-    """The sweep's rows by key: the journal's when it exists, else the table's (empty cells as None)."""
+    """The sweep's rows by key: the journal's when it exists, else the table's (empty cells as None),
+    as a run resumes them: a damaged row of the table (text in a number column, no key: not
+    `store.valid_row`) is left out, with a warning on stderr, so that its cell counts as not done
+    (the run solves it again, as ``--list`` and ``--verify`` say). A table that cannot be read as
+    a sweep table (empty, no ``key`` column, torn) is an `InputError` naming it (exit 2), as for a
+    run resuming it."""
     jpath = journal_path(out_dir, name)
     if jpath.exists():
         return read_journal(jpath)
     csv = table_path(out_dir, name)
     if not csv.exists():
         return {}
-    return {str(r["key"]): r for r in table_rows(csv)}
+    try:
+        found = [plain_row(r) for r in table_rows(csv)]
+    except (OSError, ValueError) as err:
+        raise InputError(f"cannot read the sweep's table ({first_line(err)}); rerun the sweep with --fresh to run "
+                         f"every cell", path=str(csv)) from None
+    good = [r for r in found if valid_row(r)]
+    if len(good) < len(found):
+        print(f"warning: {csv}: {len(found) - len(good)} damaged rows ignored (text in a number column, or no key): "
+              f"their cells are not done", file=sys.stderr)
+    return {r["key"]: r for r in good}
+
+
+def _number(value: Any) -> Any:
+    """One cell of a number column that pandas read as text (another cell of the column holds
+    text): the number it spells (an int when it is an integer literal, as pandas reads a clean
+    column), else the text as it is, so that `store.valid_row` refuses that row alone."""
+    if not isinstance(value, str) or "_" in value:
+        return value
+    for parse in (int, float):
+        try:
+            return parse(value.strip())
+        except ValueError:
+            pass
+    return value
 
 
 def table_rows(csv: Path) -> list[dict[str, Any]]:
-    """The rows of a sweep table, in its order (empty cells as None; keys as text, even all digits)."""
+    """The rows of a sweep table, in its order (empty cells as None; keys as text, even all digits).
+    Number columns are read cell by cell (`_number`): one damaged cell (``abc`` as an objective)
+    leaves the other rows' numbers numbers. `ValueError` for a file that is no sweep table (empty,
+    no ``key`` column, a row with more fields than the header; pandas' errors are ValueErrors)."""
     import pandas as pd
 
     text = {c: str for c in TEXT_COLUMNS}  # "1.10" or "0123" in a text column is read as written
     frame = pd.read_csv(csv, dtype=text)
+    if "key" not in frame.columns:
+        raise ValueError("it has no 'key' column")
     frame = frame.astype(object).where(frame.notna(), None)
-    return list(frame.to_dict("records"))
+    rows = list(frame.to_dict("records"))
+    numbers = [c for c in NUMERIC_COLUMNS if c in frame.columns]
+    for row in rows:
+        for col in numbers:
+            row[col] = _number(row[col])
+    return rows
 
 
 def table_stale(out_dir: Path, name: str, tasks: list[Task]) -> str | None:
@@ -294,21 +351,26 @@ def table_stale(out_dir: Path, name: str, tasks: list[Task]) -> str | None:
     jpath = journal_path(out_dir, name)
     if not jpath.exists():
         return None
-    journal = rekeyed(read_journal(jpath), tasks)
+    journal = rekeyed(read_journal(jpath), tasks, strict=True)
     want = [t.key for t in tasks if t.key in journal]
     csv = table_path(out_dir, name)
     if not csv.exists():
         return f"there is no table {csv} for the {len(want)} journaled rows" if want else None
-    found = table_rows(csv)
-    table = rekeyed({str(r["key"]): r for r in found}, tasks)
+    try:
+        found = [plain_row(r) for r in table_rows(csv)]
+    except (OSError, ValueError) as err:  # an empty or torn file, no key column: the run rewrites it
+        return f"the table {csv} cannot be read ({first_line(err)}): rerun the sweep to rewrite it from the journal"
+    good = [r for r in found if valid_row(r)]
+    table = rekeyed({r["key"]: r for r in good}, tasks, strict=True)
     have = {t.key for t in tasks if t.key in table}
     missing = sum(k not in have for k in want)
-    other = len(found) - sum(k in have for k in want)  # rows of other cells (or a cell's row twice)
+    other = len(good) - sum(k in have for k in want)  # rows of other cells (or a cell's row twice)
     differ = sum(k in have and (journal[k].get("status") != table[k].get("status")
                                 or not _same_objective(journal[k].get("objective"), table[k].get("objective")))
                  for k in want)
     why = [f"{n} {what}" for n, what in ((missing, "journaled rows missing"), (differ, "rows not the journal's"),
-                                         (other, "rows of other cells")) if n > 0]
+                                         (other, "rows of other cells"), (len(found) - len(good), "damaged rows"))
+           if n > 0]
     if not why:
         return None
     return (f"the table {csv} is stale ({', '.join(why)}): "
