@@ -741,8 +741,8 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     ``nn.Sequential`` runs as the graph problem by default, its torch.fx training graph planned by
     Checkmate's solvers): the simulator's prediction
     (makespan in the instance's time unit: ms when profiled here, else the file's, e.g. MFLOP for a
-    graph exported with ``--cost flops``, as ``data["units"]["time"]`` says; peak in the instance's
-    memory unit: bytes when profiled here, else the file's, as ``data["units"]["memory"]`` says) beside the
+    graph exported with ``--cost flops``, as ``data["units"]["time"]`` says; peak in bytes: an instance
+    file in another memory unit is an `InputError` naming its ``meta.units.memory``) beside the
     measured time (ms) and peak memory, and whether every
     gradient matches plain autograd (``grad_check``). `chain` / `instance` give the costs (an
     instance or a file, read as ``memsched solve`` reads it: a chain file with a ``host_link``, or

@@ -36,7 +36,7 @@ from memsched.models.buffers import restore_buffers, snapshot_buffers
 from memsched.models.measure import StepResult, measured_vs_predicted, ratio, tolerances
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError, first_line, flag
-from memsched.solvers.units import format_bytes, parse_positive_budget
+from memsched.solvers.units import format_bytes, memory_unit, parse_positive_budget, unit_bytes
 
 __all__ = ["PROBLEMS", "DEFAULT_SOLVERS", "Target", "prepare", "execute_schedule", "run", "describe"]
 
@@ -96,6 +96,18 @@ def _load(problem: str, instance: Any) -> Any:
     return instance
 
 
+def _check_in_bytes(instance: Any, problem: str, path: str | None) -> None:
+    """The network runs in bytes, so must the instance's sizes be: an instance whose
+    ``meta.units.memory`` is another unit (KiB, slots) is an `InputError` naming `path` (the instance
+    file) and the field (``graph.meta.units.memory`` in a graph file), before anything is built (its
+    budget, predictions and input check would otherwise read its numbers as bytes)."""
+    if unit_bytes(instance) != 1:
+        where = "graph.meta" if problem == "graph" else "meta"
+        raise InputError(f"a run executes the network in bytes and compares its sizes with the network's: the "
+                         f"instance's sizes must be in bytes, got {memory_unit(instance)!r:.80} (profile the "
+                         "network again, or convert the file's sizes)", path=path, field=f"{where}.units.memory")
+
+
 #: the sizes a profiled instance's meta records (the built network's config, `models.zoo.build_model`):
 #: with its "model" they fix the network the costs were measured on
 RECORDED_SIZES = ("batch", "image_size", "seq_len", "width", "depth", "vocab", "classes", "dropout", "dtype",
@@ -113,8 +125,10 @@ def instance_sizes(instance: Any, model: Any, sizes: dict[str, Any] | None, prob
     `model` (a zoo name or factory spec) is run with, when that meta says it was profiled from
     `model`: each `RECORDED_SIZES` entry it records (a join's `JOIN_RECORDED_SIZES` too) and the
     caller left out is taken from it (a chain profiled at batch 2, 32 px runs at batch 2, 32 px,
-    not at the zoo's defaults). A size the caller gives that contradicts the record is an
-    `InputError` naming the size (and `path`, the instance file). Unchanged for an instance
+    not at the zoo's defaults). A recorded value the network cannot be built at ("two" for the
+    batch, an unknown dtype) is an `InputError` naming `path` and the field (``meta.batch``,
+    `_check_recorded`); a size the caller gives that contradicts the record is one naming the size
+    (and `path`, the instance file). Unchanged for an instance
     profiled from another network (its stage count and input bytes are checked later) or without a
     record. A graph's "granularity" is the export's (op or module), not the chain's, and is not
     compared; a chain without one was profiled by block. A graph naming its model but no dtype
@@ -131,6 +145,8 @@ def instance_sizes(instance: Any, model: Any, sizes: dict[str, Any] | None, prob
         recorded.pop("granularity", None)
     elif problem in ("chain", "offload"):
         recorded.setdefault("granularity", "block")
+    for key, value in recorded.items():
+        _check_recorded(key, value, path)
     # an older graph export names no dtype: a given one is compared with the default, none filled in
     compared = {**recorded, "dtype": recorded.get("dtype", GRAPH_DEFAULT_DTYPE)} if problem == "graph" else recorded
     refused = _refused_sizes(model, recorded, out)
@@ -146,6 +162,35 @@ def instance_sizes(instance: Any, model: Any, sizes: dict[str, Any] | None, prob
                              f"{_size_text(key, given)} (leave it out to use the instance's, or profile again)",
                              path=path, field=size_field(key))
     return out
+
+
+def _check_recorded(key: str, value: Any, path: str | None) -> None:
+    """The size `key` an instance's meta records (`value`, as read) is one the network can be built
+    at, by the zoo's own rules (`models.zoo.registry`: `SIZE_RANGES`, `parse_image_size`,
+    `parse_dtype`, a dropout in 0..1, a granularity of `models.zoo.split.GRANULARITIES`; a join
+    size in `models.join.zoo.JOIN_SIZE_RANGES`): else an `InputError` naming `path` (the instance file) and the
+    field ``meta.<key>``, never the command-line option the caller did not give."""
+    from memsched.models.join.zoo import JOIN_SIZE_RANGES
+    from memsched.models.zoo.registry import SIZE_RANGES, check_sizes, parse_dtype, parse_image_size
+    from memsched.models.zoo.split import GRANULARITIES
+    from memsched.solvers.units import check_int
+
+    try:
+        if key in SIZE_RANGES:
+            check_sizes(**{key: value})
+        elif key in JOIN_SIZE_RANGES:
+            check_int(value, key, *JOIN_SIZE_RANGES[key])
+        elif key == "image_size":
+            parse_image_size(tuple(value) if isinstance(value, list) else value)
+        elif key == "dtype":
+            parse_dtype(value)
+        elif key == "dropout" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                   or not 0 <= value <= 1):
+            raise InputError(f"must be a probability in 0..1, got {value!r:.80}")
+        elif key == "granularity" and value not in GRANULARITIES:
+            raise InputError(f"unknown granularity {value!r:.80} (one of {', '.join(GRANULARITIES)})")
+    except InputError as err:
+        raise InputError(err.message, path=path, field=f"meta.{key}") from None
 
 
 def _refused_sizes(model: str, recorded: dict[str, Any], given: dict[str, Any]) -> frozenset[str]:
@@ -226,8 +271,8 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
         if chain.length != len(built.blocks):
             raise InputError(f"the chain has {chain.length} stages but {built.name} with these sizes has "
                              f"{len(built.blocks)} blocks", field=flag("chain"))
-        # x[0] is the input's bytes in every chain file (sizes are bytes): a profiled chain's is the
-        # profiled input's unique bytes (`profile_chain`), with or without its meta "model"
+        # x[0] is the input's bytes in every chain file run (sizes are bytes, `_check_in_bytes`): a profiled
+        # chain's is the profiled input's unique bytes (`profile_chain`), with or without its meta "model"
         from memsched.models.memory import unique_bytes
 
         _check_input_bytes(chain.x[0], unique_bytes(built.example_input), built.name, "chain",
@@ -412,15 +457,19 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
     saved to `profile_file` when given; `clock` (CPU chains: "wall" or "thread") for profiling
     and the schedules' steps. `bandwidth` (bytes/s or "12GB/s") and `latency` (s)
     for offloading. `early_release` (chain problem): profile B(i) with early release too
-    (`models.chain.profiler.profile_chain`). Bad input raises `InputError`, a network that fails at
+    (`models.chain.profiler.profile_chain`). The network runs in bytes: an instance in another memory
+    unit is bad input naming its ``meta.units.memory`` (`_check_in_bytes`). Bad input raises `InputError`, a
+    network that fails at
     these sizes too (profiling or a step: `models.network.diagnosed`)."""
     from memsched.solvers.units import parse_bandwidth
 
     if problem not in PROBLEMS:
         raise InputError(f"unknown problem {problem!r} (one of {', '.join(PROBLEMS)})", field=flag("problem"))
     inst = _load(problem, instance)
+    path = instance if isinstance(instance, str) else None
     if inst is not None:
-        sizes = instance_sizes(inst, model, sizes, problem, path=instance if isinstance(instance, str) else None)
+        sizes = instance_sizes(inst, model, sizes, problem, path=path)
+        _check_in_bytes(inst, problem, path)  # before anything is built
     if problem == "join":
         return _prepare_join(model, inst, sizes, seed=seed, profile_repeats=profile_repeats, timing=timing,
                              profile_file=profile_file, clock=clock)
@@ -434,8 +483,7 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
         else:
             target = _prepare_chain(built, inst, problem, bandwidth=bw, latency=latency,
                                     profile_repeats=profile_repeats, timing=timing, profile_file=profile_file,
-                                    clock=clock, early_release=early_release,
-                                    path=instance if isinstance(instance, str) else None)
+                                    clock=clock, early_release=early_release, path=path)
     step = target.step
     extra = {} if problem == "graph" else {"clock": clock}
 

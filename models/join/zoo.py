@@ -149,6 +149,9 @@ def diagnosed_join(model: JoinModel) -> Iterator[None]:
 
 
 #: name -> defaults (the papers' sizes; tests pass tiny ones)
+#: the join networks' own sizes (beside the chain zoo's `SIZE_RANGES`): their (smallest, largest) values
+JOIN_SIZE_RANGES = {"embed_dim": (1, 10**6), "text_width": (1, 10**6), "text_depth": (1, 10**4), "encoder": (1, 10**3)}
+
 JOIN_MODELS: dict[str, dict[str, Any]] = {
     "siamese": {"k": 2, "image_size": 224, "width": 64, "batch": 32, "embed_dim": 128, "encoder": 18},
     "triplet": {"k": 3, "image_size": 224, "width": 64, "batch": 32, "embed_dim": 128, "encoder": 18},
@@ -210,10 +213,10 @@ def build_join_model(
     embed_dim = d["embed_dim"] if embed_dim is None else embed_dim
     encoder = d["encoder"] if encoder is None else encoder
     check_sizes(batch=batch, width=width, seq_len=seq_len, depth=depth, vocab=vocab)
-    for label, v, high in (("embed_dim", embed_dim, 10**6), ("text_width", text_width, 10**6),
-                           ("text_depth", text_depth, 10**4), ("encoder", encoder, 10**3)):
+    for label, v in (("embed_dim", embed_dim), ("text_width", text_width), ("text_depth", text_depth),
+                     ("encoder", encoder)):
         if v is not None:
-            check_int(v, label, 1, high)
+            check_int(v, label, *JOIN_SIZE_RANGES[label])
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise InputError(f"must be an integer, got {seed!r}", field=flag("seed"))
     device = checked_device(device)
