@@ -84,3 +84,10 @@ def _finite(v: float | None) -> float | None:
         return None
     v = float(v)
     return v if math.isfinite(v) else None
+
+
+def gap_closed(objective: float, bound: float | None, rel: float = 1e-6) -> bool:
+    """Whether the lower `bound` proves `objective` optimal within `rel` *relative* to it. No
+    absolute floor: an instance timed in seconds has makespans near 1e-6, where a floor of 1e-6
+    (``rel * max(1, |objective|)``) would call a bound 100% below the objective a proof."""
+    return bound is not None and objective - bound <= rel * abs(objective)

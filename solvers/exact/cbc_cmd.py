@@ -76,7 +76,8 @@ def solve_mps(mps: str, num_vars: int, limit_s: float | None, *, rel_gap: float,
               program: str | None = None) -> CbcAnswer:
     """Solve the minimisation in `mps` (free MPS, `model_to_mps`, columns named ``names`` in
     index order) with at most `limit_s` seconds of wall-clock time (None: no
-    limit). `hint` is a complete assignment given as CBC's MIP start."""
+    limit). `hint` is a complete assignment given as CBC's MIP start. The gap is relative only
+    (``-allowableGap 0``); the objective is expected in a normal range (`milp_runner.objective_scale`)."""
     program = program or cbc_program()
     if program is None:
         raise RuntimeError("no CBC program (PuLP's bundled cbc or cbc on the PATH)")
@@ -87,7 +88,8 @@ def solve_mps(mps: str, num_vars: int, limit_s: float | None, *, rel_gap: float,
         sol_path = os.path.join(tmp, "model.sol")
         with open(model_path, "w") as f:
             f.write(mps)
-        args = [program, model_path, "-ratioGap", repr(float(rel_gap)), "-threads", str(max(1, threads))]
+        args = [program, model_path, "-ratioGap", repr(float(rel_gap)), "-allowableGap", "0",
+                "-threads", str(max(1, threads))]
         if limit_s is not None:
             args += ["-timeMode", "elapsed", "-sec", repr(max(0.01, float(limit_s) - START_S))]
         if hint is not None and names is not None:

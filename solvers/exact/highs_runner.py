@@ -60,7 +60,12 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
     """Solve `model` (a MIP; with `relax` its LP relaxation) with highspy within what is left of
     `deadline` (wall clock: HiGHS's own limit, and a cancel half a second after it); a `BackendRun`.
     `hint_feasible`: a feasible schedule is known, so an "infeasible" answer is no proof (``timeout``).
-    An LP stopped by the limit keeps its values (status ``feasible``) with no bound."""
+    An LP stopped by the limit keeps its values (status ``feasible``) with no bound.
+
+    The objective is taken as it is: `milp_runner.run_milp` has scaled it by a power of two into a
+    normal range (`milp_runner.objective_scale`; HiGHS's dual simplex failed on Checkmate's FCN-8
+    times near 1e12, "excessive dual values", and its absolute tolerances swallowed costs near 1e-6).
+    No absolute MIP gap (``mip_abs_gap`` 0)."""
     import highspy
 
     from .milp_runner import BackendRun, finite_bound, infeasible, settle
@@ -69,6 +74,7 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
     h = _quiet_highs(highspy) if not options.verbose else highspy.Highs()
     h.setOptionValue("output_flag", bool(options.verbose))
     h.setOptionValue("mip_rel_gap", float(rel_gap))
+    h.setOptionValue("mip_abs_gap", 0.0)  # the proof is relative; HiGHS's default 1e-6 is absolute
     h.setOptionValue("random_seed", int(options.seed))
     h.setOptionValue("threads", max(1, int(options.workers)))  # as the other backends: `num_workers`
     n = len(model.lb)
@@ -76,13 +82,6 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
     if not feasibility_only:
         for i, c in model.objective.items():
             cost[i] += c
-    cost_scale = 1.0
-    if relax and n and np.abs(cost).max() > 1e4:
-        # HiGHS's dual simplex fails on costs of 1e12 (Checkmate's FCN-8 times: "excessive dual
-        # values", status "Not Set"); a power of two keeps the LP's vertices and is undone below
-        # (the objective is recomputed from the values in the model's units)
-        cost_scale = 2.0 ** -math.ceil(math.log2(np.abs(cost).max() / 1e3))
-        cost *= cost_scale
     empty_i, empty_f = np.zeros(0, dtype=np.int32), np.zeros(0)
     h.addCols(n, cost, np.asarray(model.lb, dtype=float), np.asarray(model.ub, dtype=float), 0,
               empty_i, empty_i, empty_f)
@@ -91,7 +90,7 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
                                 np.array([highspy.HighsVarType.kInteger if b else highspy.HighsVarType.kContinuous
                                           for b in model.integer]))
     if not feasibility_only:
-        h.changeObjectiveOffset(float(model.offset) * cost_scale)
+        h.changeObjectiveOffset(float(model.offset))
     inf = highspy.kHighsInf
     lower, upper, starts, index, value = [], [], [0], [], []
     for r, (idx, coef, lo, hi) in enumerate(model.rows):

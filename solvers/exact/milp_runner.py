@@ -7,6 +7,12 @@ relaxation; HiGHS through highspy when it is installed, `highs_runner`) under a 
   ``timeout`` (no solution: the limit came first). A backend ``INFEASIBLE`` is *not* a proof
   when a feasible hint was given or the time limit was reached: it is reported ``timeout``;
 - the bound is a finite real number or None (backends report +-1e20 or inf for "none");
+- the objective reaches every backend scaled by a power of two (`objective_scale`) so that its
+  largest |coefficient| is in a normal range, and the absolute gaps are 0 where a backend takes
+  one: the backends' absolute tolerances (HiGHS's ``mip_abs_gap`` of 1e-6 and its dual
+  feasibility tolerance, SCIP's epsilons) are not scale-free, and Checkmate's model of a graph
+  timed in seconds (costs near 1e-6) was "proved" optimal 3% above its optimum. Objective,
+  bound and log come back in the model's units (the scale is undone exactly);
 - the backend gets what is left of the deadline after the model is emitted; emission checks
   the deadline every few thousand rows and raises `DeadlineExceeded` when it is spent, and a
   watchdog interrupts backends that support it if they overrun;
@@ -20,11 +26,11 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..progress import report
-from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, gap_closed
 from . import highs_runner, memory
 from .cbc_cmd import cbc_program, column_name, model_to_mps, solve_mps
 from .interrupt import in_charge, stop_on_interrupt
@@ -77,7 +83,7 @@ def settle(run: BackendRun, values: list[float], objective: float, bound: float 
     status = FEASIBLE
     if proven and bound is None:
         bound = objective
-    if bound is not None and objective - bound <= 1e-6 * max(1.0, abs(objective)):
+    if gap_closed(objective, bound):
         status = OPTIMAL
     if bound is not None:
         bound = min(bound, objective)
@@ -105,6 +111,45 @@ def row_scale(coef: list[float]) -> float:
     return math.ldexp(1.0, 20 - math.frexp(top)[1])
 
 
+#: an objective whose largest |coefficient| lies in [1, OBJ_SCALE_ABOVE] goes to the backends as it is
+OBJ_SCALE_ABOVE = 1e4
+
+
+def objective_scale(model: LinearModel) -> float:
+    """The power of two by which `model`'s objective (coefficients and offset) is multiplied before
+    it reaches a backend: 1.0 when its largest |coefficient| lies in [1, `OBJ_SCALE_ABOVE`] (or the
+    objective is empty), else the one that brings it into [2^9, 2^10). A power of two is exact in
+    floating point (normal numbers): the scaled model has the same solutions, and the objective
+    value and bound are undone exactly (`run_milp`)."""
+    top = max((abs(c) for c in model.objective.values()), default=0.0)
+    if top == 0.0 or not math.isfinite(top) or 1.0 <= top <= OBJ_SCALE_ABOVE:
+        return 1.0
+    return math.ldexp(1.0, min(1000, max(-1000, 10 - math.frexp(top)[1])))  # no overflow on subnormal costs
+
+
+def scaled_objective(model: LinearModel, scale: float) -> LinearModel:
+    """`model` with its objective and offset multiplied by `scale` (variables and rows shared)."""
+    if scale == 1.0:
+        return model
+    return replace(model, objective={i: c * scale for i, c in model.objective.items()}, offset=model.offset * scale)
+
+
+def unscaled(run: BackendRun, model: LinearModel, scale: float) -> BackendRun:
+    """`run` of the model scaled by `scale` (`scaled_objective`) in `model`'s units: its objective
+    is `model`'s value of its solution, its bound and log are divided by `scale` (exact)."""
+    if scale == 1.0:
+        return run
+    inv = 1.0 / scale
+    if run.objective is not None:
+        run.objective = model.value(run.values) if run.values is not None else run.objective * inv
+    if run.bound is not None:
+        run.bound = run.bound * inv
+        if run.objective is not None:
+            run.bound = min(run.bound, run.objective)
+    run.log = [(t, None if o is None else o * inv, None if b is None else b * inv) for t, o, b in run.log]
+    return run
+
+
 def infeasible(run: BackendRun, *, left: float | None, solve_s: float, hint_feasible: bool) -> BackendRun:
     """`run` after a backend's "infeasible": ``infeasible`` only when that is a proof, i.e. no
     feasible start is known and the backend stopped before 90% of the time it was given."""
@@ -127,11 +172,16 @@ def run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exac
     none); `hint_feasible` says it satisfies the model. `watched`: the model is the whole problem
     and its objective the problem's, so its solution and bound go to the progress watcher
     (`solvers.progress`; the stage is reported in any case). With ``options.verbose`` the
-    backend's log goes to standard error (`stdio.stdout_to_stderr`), never to standard output."""
+    backend's log goes to standard error (`stdio.stdout_to_stderr`), never to standard output.
+    The backend gets the objective scaled by `objective_scale` and no absolute gap; the answer is in
+    `model`'s units."""
     report(f"LP relaxation ({lp_solver.lower()})" if relax else f"search ({backend})")
+    scale = 1.0 if feasibility_only else objective_scale(model)
     with stdout_to_stderr(bool(options is not None and options.verbose)):  # the backends' C-level log (`stdio`)
-        run = _run_milp(model, backend, deadline, options, hint=hint, hint_feasible=hint_feasible, relax=relax,
-                        feasibility_only=feasibility_only, rel_gap=rel_gap, lp_solver=lp_solver)
+        run = _run_milp(scaled_objective(model, scale), backend, deadline, options, hint=hint,
+                        hint_feasible=hint_feasible, relax=relax, feasibility_only=feasibility_only, rel_gap=rel_gap,
+                        lp_solver=lp_solver)
+    run = unscaled(run, model, scale)
     if watched and not relax and not feasibility_only and run.values is not None:
         report(best=run.objective, bound=run.bound)
     return run
@@ -189,7 +239,7 @@ def _run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exa
         solver.SetNumThreads(options.workers)
     if backend == "highs" and not relax:
         # pywraplp's HiGHS ignores RELATIVE_MIP_GAP; the option string works (the call returns False)
-        solver.SetSolverSpecificParametersAsString(f"mip_rel_gap={rel_gap}")
+        solver.SetSolverSpecificParametersAsString(f"mip_rel_gap={rel_gap}\nmip_abs_gap=0\n")
     params = pywraplp.MPSolverParameters()
     if not relax:
         params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, rel_gap)
@@ -201,14 +251,13 @@ def _run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exa
         # is charged as long as emitting it took
         solver.SetTimeLimit(max(1, int(1000 * (left - build_s))))
     if backend == "scip" and not relax:
-        scip_params = []
+        scip_params = ["limits/absgap = 0"]  # the proof is relative (`rel_gap`): no absolute gap
         if in_charge():  # Ctrl-C is ours (`interrupt`): SCIP would swallow it
             scip_params.append("misc/catchctrlc = FALSE")
         mb = memory.limit_mb(options.memory_gb)
         if mb is not None:  # a growing tree stops SCIP with its incumbent, not the out-of-memory killer
             scip_params.append(f"limits/memory = {mb}")
-        if scip_params:
-            solver.SetSolverSpecificParametersAsString("\n".join(scip_params) + "\n")
+        solver.SetSolverSpecificParametersAsString("\n".join(scip_params) + "\n")
     watchdog = _watchdog(left, solver.InterruptSolve)
     try:
         with stop_on_interrupt(solver.InterruptSolve, repeat=True):
@@ -271,4 +320,4 @@ def _watchdog(left: float | None, interrupt: Any) -> threading.Timer | None:
     return timer
 
 
-__all__ = ["BackendRun", "DeadlineExceeded", "MILP_BACKENDS", "finite_bound", "run_milp"]
+__all__ = ["BackendRun", "DeadlineExceeded", "MILP_BACKENDS", "finite_bound", "objective_scale", "run_milp"]

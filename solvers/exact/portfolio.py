@@ -53,7 +53,7 @@ from multiprocessing.connection import Connection, wait
 from typing import cast
 
 from ..progress import report
-from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, gap_closed
 from .interrupt import stop_on_interrupt
 from .layer import can_fork
 from .linear import LinearModel
@@ -227,7 +227,7 @@ def merge_runs(runs: dict[str, BackendRun], wall: float, rel_gap: float = REL_GA
         if bound is not None:
             bound = min(bound, objective)
         proven = best.status == OPTIMAL or (
-            bound is not None and objective - bound <= max(1e-6, rel_gap) * max(1.0, abs(objective)))
+            gap_closed(objective, bound, max(1e-6, rel_gap)))
         merged.status = OPTIMAL if proven else FEASIBLE
         merged.values, merged.objective, merged.bound = best.values, objective, bound
         merged.backend_status = f"best from {best_backend}; {status_text}"

@@ -36,7 +36,7 @@ from ..errors import InputError, option_field
 from ..exact.cpsat_runner import check_first, run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, ExactOptions
-from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult, gap_closed
 from .instance import Graph
 from .milp import FAST, exact_size_retry
 from .simulator import replay_into, seed_at_least, simulate
@@ -305,7 +305,7 @@ def _solve_cpsat(
     bound = run.objective if run.status == OPTIMAL else run.bound
     bound = graph.total_cpu() if bound is None else bound - slack
     result.lower_bound = min(max(bound, graph.total_cpu()), sim.makespan)
-    close = sim.makespan - result.lower_bound <= GAP_TOLERANCE * max(1.0, sim.makespan)
+    close = gap_closed(sim.makespan, result.lower_bound, GAP_TOLERANCE)
     result.status = OPTIMAL if run.status == OPTIMAL and close else FEASIBLE
     if run.status == OPTIMAL and not close:
         result.message = f"optimal for the rounded costs; the bound allows {slack:.6g} for their rounding"

@@ -192,7 +192,7 @@ class Graph:
                                                  isinstance(node["name"], bool)):
                 raise InputError(f"must be a string, got {node['name']!r}", path=path, field=f"nodes[{j}].name")
             if not _is_node_id(nid):
-                raise InputError(f"node id must be a string or a number, got {nid!r}", path=path,
+                raise InputError(f"node id must be a string or a finite number, got {nid!r}", path=path,
                                  field=f"nodes[{j}].id")
             if nid in seen:
                 raise InputError(f"duplicate node id {nid!r}", path=path, field=f"nodes[{j}].id")
@@ -226,9 +226,7 @@ class Graph:
             cycle = nx.find_cycle(g)
             text = " -> ".join(repr(u) for u, _ in cycle) + f" -> {cycle[0][0]!r}"
             raise InputError(f"the graph has a cycle: {text}", path=path, field=key)
-        attrs = data.get("graph") or {}
-        if not isinstance(attrs, dict):
-            raise InputError("must be an object", path=path, field="graph")
+        attrs = _graph_attrs(data, path)
         file_order = [node["id"] for node in nodes]
         if attrs.get("order") is not None:
             order = attrs["order"]
@@ -337,18 +335,31 @@ def _from_moccasin_tags(data: dict[str, Any], path: Any = None) -> dict[str, Any
 
 
 def _is_node_id(value: Any) -> bool:
-    """True for what a file may use as a node id or a link's end: a string or a number, not a
-    list or an object (those cannot even be looked up among the ids)."""
-    return value is not None and isinstance(value, Hashable) and not isinstance(value, (dict, list))
+    """True for what a file may use as a node id or a link's end: a string or a finite number, not a
+    list or an object (those cannot even be looked up among the ids), not true/false (equal to 1 and
+    0 in Python) and not NaN or an infinity (NaN is not even equal to itself, and either one would be
+    written back as ``NaN`` / ``Infinity``, which is not JSON)."""
+    if value is None or isinstance(value, (bool, dict, list)) or not isinstance(value, Hashable):
+        return False
+    return not (isinstance(value, float) and not math.isfinite(value))
+
+
+def _graph_attrs(data: dict[str, Any], path: str) -> dict[str, Any]:
+    """The file's graph attributes (``"graph"``): {} when missing or null, else it must be an object
+    (``[]``, ``0``, ``false`` or ``""`` are refused as ``[1]`` is); `InputError` naming `path`."""
+    attrs = data.get("graph")
+    if attrs is None:
+        return {}
+    if not isinstance(attrs, dict):
+        raise InputError(f"must be an object, got {attrs!r:.80}", path=path, field="graph")
+    return attrs
 
 
 def _units(data: dict[str, Any], path: str) -> int:
     """``graph.meta.units`` checked as a chain file's ``meta.units`` (`chain.instance.check_units`);
     the bytes per size unit (1 for bytes, the default, and for a unit that is no byte unit).
     ``graph`` and ``graph.meta`` must be objects when present."""
-    attrs = data.get("graph") or {}
-    if not isinstance(attrs, dict):
-        raise InputError("must be an object", path=path, field="graph")
+    attrs = _graph_attrs(data, path)
     meta = attrs.get("meta")
     if meta is None:
         return 1

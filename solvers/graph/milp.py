@@ -70,7 +70,7 @@ from ..exact.layer import exact_solver, retry_rounded_infeasible
 from ..exact.memory import ModelSize, too_big
 from ..exact.milp_runner import BackendRun
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
-from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult, gap_closed
 from .instance import Graph
 from .linmodel import BACKENDS, LinearModel, solve_cpsat_linear, solve_milp
 from .simulator import replay_into, seed_at_least, simulate
@@ -390,7 +390,7 @@ def _solve_checkmate(
     # on rounded costs (CP-SAT) the proof holds within the backends' relative gap, `GAP_TOLERANCE`
     proven = sol.status == "optimal" and sol.values is not None and (
         not slack or (sol.objective is not None and sol.bound is not None
-                      and sol.objective - sol.bound <= GAP_TOLERANCE * max(1.0, abs(sol.objective))))
+                      and gap_closed(sol.objective, sol.bound, GAP_TOLERANCE)))
     if not simulate(graph, seq, int(budget)).valid:
         # CP-SAT's rounded sizes (a relaxation), or a backend's feasibility tolerance, let the plan
         # pass the exact budget: no proof; the plan of a restricted budget, or the start's schedule
@@ -411,7 +411,7 @@ def _solve_checkmate(
             seq = restricted
             result.details["restricted_budget"] = True
             # the first run's bound holds for the exact budget (its model, within tolerance, is a relaxation)
-            proven = sol.bound is not None and _makespan(graph, seq) <= sol.bound + 1e-9 * max(1.0, abs(sol.bound))
+            proven = gap_closed(_makespan(graph, seq), sol.bound, 1e-9)
         if not seq:
             result.status, result.lower_bound = TIMEOUT, _relaxed_bound(graph, sol)
             result.message = f"the plan of {why} breaks the exact budget"
