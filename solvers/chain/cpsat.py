@@ -12,20 +12,26 @@ bound is more than 1e-6 (relative) below its makespan is reported ``feasible``).
 Statuses (`solvers.exact.cpsat_runner`): ``optimal`` only when CP-SAT proves it for the phase
 model; ``feasible`` at the time limit with a schedule; ``timeout`` without one; ``infeasible``
 when proven and no fast solver has a schedule.
+
+Memory rows rounded for CP-SAT (exact sizes in bytes, `cpsat_runner.fit_row`) are solved by
+`exact_rows_cpsat`: the relaxation (rows rounded down) with each of its plans that breaks an exact
+row excluded in turn (`exclude_broken`: a no-good row, so the model stays a relaxation and its
+``infeasible`` and bound hold), the restriction (rows rounded up) for a plan that fits when that
+takes many rounds, and the exclusions again until the deadline when the restriction has none.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ..exact.cpsat_runner import check_first, check_parameters, fit_row, run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.milp_runner import BackendRun
-from ..exact.options import Deadline, ExactOptions
-from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult, gap_closed
 from .exact_model import PhaseModel, discretise, retry_exact_sizes
 from .instance import Chain
 from .phase_cuts import CutReport, separate_tape_cuts
@@ -95,10 +101,17 @@ def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: 
                     parameters=parameters, extra=extra, watched=True)
     if not rows_exact:
         scope += ", memory rows rounded for CP-SAT (a plan is checked at exact sizes)"
-        if run.values is not None and model.violated(run.values, deadline=deadline):
-            cp, xs, _exact = _cp_model(model, rows, report, hint_values, hint_ok, deadline, up=True)
-            run = restricted_run(run, run_cpsat(cp, deadline, options, variables=xs, offset=model.objective.const,
-                                                parameters=parameters, extra=extra, watched=True))
+
+        def solve(cp_: Any, xs_: list[Any], *, relaxed: bool) -> BackendRun:
+            # the start fits the exact rows, hence the relaxation and every exclusion, not the restriction
+            return run_cpsat(cp_, deadline, options, variables=xs_, offset=model.objective.const,
+                             hint_feasible=hint_ok and relaxed, parameters=parameters, extra=extra, watched=True)
+
+        def restriction() -> tuple[Any, list[Any]]:
+            cp_up, xs_up, _exact = _cp_model(model, rows, report, hint_values, hint_ok, deadline, up=True)
+            return cp_up, xs_up
+
+        run = exact_rows_cpsat(run, model, cp, xs, solve, restriction, deadline)
     details = {**phase_details(model, build_s, source, hint_values, hint_ok), **report.as_details(),
                "cuts_in_model": cuts, "constraints": len(rows),
                "workers": options.workers, "integral_objective": integral, "backend_status": run.backend_status}
@@ -149,14 +162,112 @@ def _cp_model(model: PhaseModel, rows: list[Any], report: CutReport, hint_values
     return cp, xs, exact
 
 
+#: rounds of `exclude_broken` before the restriction (rows rounded up) is tried (`exact_rows_cpsat`)
+EXCLUDE_ROUNDS = 32
+
+
+def nogood_row(values: Sequence[float]) -> tuple[list[int], list[float], float]:
+    """The row ``sum_{v_i = 0} x_i - sum_{v_i = 1} x_i >= 1 - #{v_i = 1}`` as (indices, coefficients, lower
+    bound): it excludes the 0-1 point `values` (rounded at 0.5) and no other 0-1 point."""
+    ones = [i for i, v in enumerate(values) if v > 0.5]
+    zeros = [i for i, v in enumerate(values) if v <= 0.5]
+    return ones + zeros, [-1.0] * len(ones) + [1.0] * len(zeros), float(1 - len(ones))
+
+
+def broken(run: BackendRun, model: PhaseModel, deadline: Deadline | None = None) -> bool:
+    """True when `run` has a plan and it breaks a row of `model` (exact sizes): a backend's tolerance
+    (SCIP's is relative: a memory row in bytes 1 byte over passes), or rows rounded for CP-SAT."""
+    return run.values is not None and bool(model.violated(run.values, deadline=deadline))
+
+
+def exclude_broken(run: BackendRun, model: PhaseModel, resolve: Callable[[list[float]], BackendRun],
+                   deadline: Deadline, rounds: int | None = None, bound: float | None = None) -> BackendRun:
+    """While `run`'s plan breaks a row of `model` (`broken`) and time is left: ``resolve(plan)`` adds
+    `nogood_row(plan)` to the model the plan came from (a relaxation of `model`: the model itself within a
+    backend's tolerance, or rows rounded down) and solves it again, at most `rounds` times (None: until
+    the deadline). Only 0-1 points that break `model` are excluded, so the model stays a relaxation:
+    its ``infeasible`` is a proof, and each run's bound (and `bound`) a lower bound of `model`'s
+    optimum; the answer carries the largest, and is ``optimal`` when its plan fits and that bound
+    reaches the plan's objective (within 1e-6 relative). Its ``backend_status`` counts the rounds.
+    A plan that still breaks a row is returned as it is (the caller drops it, `drop_broken`)."""
+    best = _max_bound(bound, run.bound)
+    n = 0
+    try:
+        while broken(run, model, deadline) and not deadline.expired() and (rounds is None or n < rounds):
+            assert run.values is not None
+            run = resolve(run.values)
+            n += 1
+            best = _max_bound(best, run.bound)
+    except DeadlineExceeded:  # while checking a plan or building the next model
+        pass
+    if n:
+        run = replace(run, backend_status=f"{run.backend_status} ({n} broken plans excluded)")
+    if run.values is not None and run.objective is not None and best is not None:
+        best = min(best, run.objective)
+        if run.status == FEASIBLE and gap_closed(run.objective, best) \
+                and not broken(run, model):
+            run = replace(run, status=OPTIMAL)  # a relaxation's bound reached by a plan that fits
+    return replace(run, bound=best) if best is not None and run.status != INFEASIBLE else run
+
+
+def _max_bound(a: float | None, b: float | None) -> float | None:
+    """The larger of two lower bounds (None: none)."""
+    return b if a is None else a if b is None else max(a, b)
+
+
 def restricted_run(relaxed: BackendRun, restricted: BackendRun) -> BackendRun:
     """The answer when the relaxed model's plan broke a real row and `restricted` (rows rounded the
-    safe way) ran: its plan (feasible at exact sizes) with the relaxation's bound, never a proof:
-    ``feasible`` with a plan, ``timeout`` without (an infeasible restriction proves nothing)."""
-    status = FEASIBLE if restricted.values is not None else TIMEOUT
-    bound = relaxed.bound if relaxed.status in (OPTIMAL, FEASIBLE) else None
+    safe way) ran: its plan (it fits at exact sizes) with the relaxation's bound (a bound of the exact
+    model), ``optimal`` when that bound reaches the plan's objective (within 1e-6 relative), else
+    ``feasible``. Without a plan: no values, the relaxation's bound and status ``timeout`` (no plan,
+    no proof: an infeasible restriction proves nothing about the exact rows; `exact_rows_cpsat` goes
+    on with the relaxation), the backend status saying what the restriction answered."""
+    bound = relaxed.bound
+    if restricted.values is None:
+        return replace(restricted, status=TIMEOUT, bound=bound,
+                       backend_status=f"{restricted.backend_status} with memory rows rounded up (no proof)")
+    status = FEASIBLE
+    if bound is not None and restricted.objective is not None:
+        bound = min(bound, restricted.objective)
+        if gap_closed(restricted.objective, bound):
+            status = OPTIMAL  # the relaxation's bound is reached by a plan of the restriction
     return replace(restricted, status=status, bound=bound,
                    backend_status=f"{restricted.backend_status} (memory rows rounded up)")
+
+
+def drop_broken(run: BackendRun, model: PhaseModel) -> BackendRun:
+    """`run` without its plan when the plan breaks a row of `model` (kept: its bound, which is a
+    relaxation's); status ``timeout`` then (no plan, no proof)."""
+    if not broken(run, model):
+        return run
+    return replace(run, status=TIMEOUT, values=None, objective=None,
+                   backend_status=f"{run.backend_status}; its plan breaks an exact row")
+
+
+def exact_rows_cpsat(run: BackendRun, model: PhaseModel, cp: Any, xs: list[Any],
+                     solve: Callable[..., BackendRun], restriction: Callable[[], tuple[Any, list[Any]]],
+                     deadline: Deadline) -> BackendRun:
+    """The answer of CP-SAT on the phase model with memory rows rounded (`cpsat_runner.fit_row`):
+    `run` solved the relaxation `cp` (rows rounded down; variables `xs`, in `model`'s order) with
+    ``solve(cp, xs, relaxed=True)``. While its plan breaks an exact row, that plan is excluded from
+    `cp` and it is solved again (`exclude_broken`, `EXCLUDE_ROUNDS` rounds); then the restriction
+    (``restriction()``: rows rounded up, every plan fits; `restricted_run`); if that has
+    no plan (an infeasible restriction proves nothing), the exclusions go on until a plan fits, the
+    relaxation is proven infeasible, or the deadline. The answer's plan fits `model` (or is None)."""
+
+    def resolve(plan: list[float]) -> BackendRun:
+        idx, coefs, lo = nogood_row(plan)
+        cp.add(sum(int(c) * xs[i] for i, c in zip(idx, coefs)) >= int(lo))
+        return solve(cp, xs, relaxed=True)
+
+    run = exclude_broken(run, model, resolve, deadline, EXCLUDE_ROUNDS)
+    if not broken(run, model) or deadline.expired():
+        return drop_broken(run, model)
+    cp_up, xs_up = restriction()
+    restricted = restricted_run(run, solve(cp_up, xs_up, relaxed=False))
+    if restricted.values is not None or deadline.expired():
+        return restricted
+    return drop_broken(exclude_broken(run, model, resolve, deadline, bound=restricted.bound), model)
 
 
 def phase_hint(model: PhaseModel, seed: SolveResult | None, deadline: Deadline) -> tuple[list[float] | None, bool, str]:
@@ -247,8 +358,9 @@ def phase_answer(result: Callable[..., SolveResult], model: PhaseModel, run: Any
     if values is None and hint_ok:
         values, source = hint_values, "warm start"
     if values is None:
-        return result(TIMEOUT, lower_bound=run.bound, message="no schedule before the time limit", log=run.log,
-                      details=details)
+        why = "no schedule before the time limit" if deadline.expired() else \
+            f"no schedule and no proof of infeasibility (backend: {run.backend_status})"
+        return result(TIMEOUT, lower_bound=run.bound, message=why, log=run.log, details=details)
     schedule = model.decode(values)
     claimed = model.objective.value(values)
     sim = simulate(dchain, schedule, M).raise_if_invalid()
@@ -261,7 +373,7 @@ def phase_answer(result: Callable[..., SolveResult], model: PhaseModel, run: Any
         lp_bound -= LP_BOUND_TOLERANCE * max(1.0, abs(lp_bound))
         if bound is None or lp_bound > bound:
             bound, details["bound_from"] = lp_bound, "root LP with tape cuts"
-    if proven and bound is not None and claimed - bound > 1e-6 * max(1.0, abs(claimed)):
+    if proven and bound is not None and not gap_closed(claimed, bound):
         proven = False  # a backend that stopped at its gap or scaled the objective: not a proof
     if bound is not None:
         bound = min(max(bound, 0.0), claimed)

@@ -29,10 +29,20 @@ Statuses: ``optimal`` when the backend proves it (relative gap 1e-9) for the pha
 the seed's), ``lower_bound`` being the backend's best bound (a finite number or None);
 ``timeout`` without any schedule; ``infeasible`` when the backend proves that no phase-model
 schedule fits (a backend INFEASIBLE at the time limit, or with a feasible start, is no proof).
+
+A backend plan that breaks an exact row is not used (`_exact_plan`): SCIP's feasibility tolerance
+is relative, so at exact sizes in bytes it returned as "optimal" a plan 1 byte over a memory row of
+~2e9 (a 2-stage chain one byte below its smallest feasible budget; 16 where 19 is optimal on 4
+stages of 1e9 bytes). Another backend (HiGHS; SCIP after HiGHS) then gets half the time left; its
+proof of infeasibility or a plan that fits is the answer; else the first backend (SCIP for HiGHS and
+the portfolio) runs again with each broken plan excluded (a no-good row: the model stays a
+relaxation, so its proofs and bounds hold) until a plan fits, infeasibility is proven, or the deadline.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ..exact import highs_runner
@@ -40,10 +50,21 @@ from ..exact.cpsat_runner import BackendRun, check_first, linear_to_cpsat, round
 from ..exact.layer import exact_solver
 from ..exact.linear import LinearModel
 from ..exact.milp_runner import run_milp
-from ..exact.options import Deadline, ExactOptions
-from ..exact.portfolio import run_portfolio
-from ..result import INFEASIBLE, SolveResult
-from .cpsat import FAST, phase_answer, phase_details, phase_hint, restricted_run, usable_fixings
+from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
+from ..exact.portfolio import run_isolated, run_portfolio
+from ..result import INFEASIBLE, TIMEOUT, SolveResult
+from .cpsat import (
+    FAST,
+    broken,
+    drop_broken,
+    exact_rows_cpsat,
+    exclude_broken,
+    nogood_row,
+    phase_answer,
+    phase_details,
+    phase_hint,
+    usable_fixings,
+)
 from .exact_model import PhaseModel, discretise, retry_exact_sizes
 from .instance import Chain
 from .phase_cuts import CutReport, separate_tape_cuts
@@ -112,32 +133,104 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
         run = _run_on_cpsat(lm, model, hint_values, hint_ok, deadline, options)
         if rounded_rows(lm):
             scope += ", memory rows rounded for CP-SAT (a plan is checked at exact sizes)"
-    elif backend == PORTFOLIO:
-        run = run_portfolio(lm, deadline, options, hint=hint_values, hint_feasible=hint_ok, watched=True)
     else:
-        run = run_milp(lm, backend, deadline, options, hint=hint_values, hint_feasible=hint_ok, watched=True)
+        def solve(linear: LinearModel, name: str = backend, within: Deadline = deadline,
+                  watched: bool = True, isolated: bool = False) -> BackendRun:
+            if name == PORTFOLIO:
+                return _binary(run_portfolio(linear, within, options, hint=hint_values, hint_feasible=hint_ok,
+                                             watched=watched))
+            if isolated:  # one thread, as the portfolio's HiGHS on two workers
+                return _binary(run_isolated(linear, name, within, replace(options, workers=1), hint=hint_values,
+                                            hint_feasible=hint_ok))
+            return _binary(run_milp(linear, name, within, options, hint=hint_values, hint_feasible=hint_ok,
+                                    watched=watched))
+
+        run = solve(lm)
+        if broken(run, model):
+            run = _exact_plan(run, lm, model, backend, solve, deadline)
     details = {**phase_details(model, build_s, source, hint_values, hint_ok), **report.as_details(),
                "backend_status": run.backend_status}
-    values = run.values
-    if values is not None:
-        values = [1.0 if v > 0.5 else 0.0 for v in values]
-        if model.violated(values):  # a rounded backend answer that breaks the model: do not trust it
-            values = None
-    return phase_answer(result, model, run, values, hint_values, hint_ok, dchain, M, deadline, details,
+    run = drop_broken(run, model)  # a backend answer that breaks the model: do not trust it
+    return phase_answer(result, model, run, run.values, hint_values, hint_ok, dchain, M, deadline, details,
                         lp_bound=report.lp_after)
+
+
+def _binary(run: BackendRun) -> BackendRun:
+    """`run` with its values rounded to 0 or 1 (every phase-model variable is binary)."""
+    if run.values is not None:
+        run.values = [1.0 if v > 0.5 else 0.0 for v in run.values]
+    return run
+
+
+#: the backend asked when `backend`'s plan breaks an exact row (`_exact_plan`); HiGHS's tolerances are absolute
+OTHER_BACKEND = {"highs": "scip"}
+#: the backends that solve the model with broken plans excluded (`_exact_plan`); SCIP for the others: HiGHS
+#: 1.x answered wrongly there (4 stages of 1e9 bytes at 7e9 - 1 with 2 to 18 no-good rows: "infeasible",
+#: "optimal" 20 and 22, where SCIP and the warm start have 19 satisfying every row)
+EXCLUDING_BACKENDS = ("scip", "cbc")
+
+
+def _other_backend(backend: str) -> str | None:
+    """The backend that checks `backend`'s broken plan: HiGHS (when highspy is installed), SCIP for HiGHS."""
+    other = OTHER_BACKEND.get(backend, "highs")
+    return None if other == "highs" and not highs_runner.available() else other
+
+
+def _exact_plan(run: BackendRun, lm: LinearModel, model: PhaseModel, backend: str,
+                solve: Callable[..., BackendRun], deadline: Deadline) -> BackendRun:
+    """The answer when `run`'s plan (of `backend` on `lm`, values 0-1) breaks a row of `model` at exact
+    sizes, within the backend's feasibility tolerance: another backend (`_other_backend`) on `lm` with
+    half the time left, kept when it proves infeasibility or its plan fits; else `backend` again (SCIP for
+    HiGHS and the portfolio, `EXCLUDING_BACKENDS`) with each broken plan excluded
+    (`cpsat.exclude_broken`: `lm` gets a no-good row) until a plan fits,
+    infeasibility is proven, or the deadline. The bound is the largest of the runs' (each is a
+    bound of `model`'s optimum: a backend solves a relaxation within its tolerance). ``solve(linear,
+    name, within, watched, isolated)`` runs a backend (`isolated`: in a forked child,
+    `portfolio.run_isolated`; the other backend runs so, as HiGHS fixes its thread count once per
+    process and the portfolio keeps it out of this one). The plan of the answer may still break a row at the
+    deadline (`drop_broken`)."""
+    def resolve(plan: list[float]) -> BackendRun:
+        lm.add(*nogood_row(plan))
+        return solve(lm, backend if backend in EXCLUDING_BACKENDS else "scip", deadline, False)
+
+    bound = run.bound
+    other = _other_backend(backend)
+    if other is not None and not deadline.expired():
+        share = deadline.share(0.5)
+        try:
+            alt = solve(lm, other, share, False, True)  # in a child: HiGHS's threads are set once per process
+        except DeadlineExceeded:  # its share ran out while the model was emitted
+            alt = BackendRun(TIMEOUT)
+        alt.log = [(t + share.start - deadline.start, o, b) for t, o, b in alt.log]
+        if alt.status == INFEASIBLE or (alt.values is not None and not broken(alt, model)):
+            return exclude_broken(alt, model, resolve, deadline, rounds=0, bound=bound)  # the bounds merged
+        if alt.bound is not None:
+            bound = alt.bound if bound is None else max(bound, alt.bound)
+    return exclude_broken(run, model, resolve, deadline, bound=bound)
 
 
 def _run_on_cpsat(lm: LinearModel, model: PhaseModel, hint: list[float] | None, hint_ok: bool, deadline: Deadline,
                   options: ExactOptions) -> BackendRun:
     """The linear phase model on CP-SAT. Rows past CP-SAT's coefficient limit (`linear_to_cpsat`)
     are first rounded into a relaxation, whose plan (and proof) is kept when it fits the real
-    rows; else into a restriction, whose plan fits (`feasible` at best, `restricted_run`)."""
+    rows; else its broken plans are excluded, and a restriction (rows rounded up) tried, until a plan
+    fits, infeasibility is proven, or the deadline (`cpsat.exact_rows_cpsat`)."""
     extra = {"linearization_level": 2}
     cp, xs, offset, scale = linear_to_cpsat(lm, hint=hint, deadline=deadline)
     run = run_cpsat(cp, deadline, options, variables=xs, offset=offset, scale=scale, hint_feasible=hint_ok,
                     extra=extra, watched=True)
-    if run.values is not None and model.violated(run.values, deadline=deadline):
-        cp, xs, offset, scale = linear_to_cpsat(lm, hint=hint, deadline=deadline, up=True)
-        run = restricted_run(run, run_cpsat(cp, deadline, options, variables=xs, offset=offset, scale=scale,
-                                            hint_feasible=hint_ok, extra=extra, watched=True))
-    return run
+    if not rounded_rows(lm):
+        return run
+    scales = {id(cp): (offset, scale)}
+
+    def solve(cp_: Any, xs_: list[Any], *, relaxed: bool) -> BackendRun:
+        off, sc = scales[id(cp_)]
+        return run_cpsat(cp_, deadline, options, variables=xs_, offset=off, scale=sc,
+                         hint_feasible=hint_ok and relaxed, extra=extra, watched=True)
+
+    def restriction() -> tuple[Any, list[Any]]:
+        cp_up, xs_up, off, sc = linear_to_cpsat(lm, hint=hint, deadline=deadline, up=True)
+        scales[id(cp_up)] = (off, sc)
+        return cp_up, xs_up
+
+    return exact_rows_cpsat(run, model, cp, xs, solve, restriction, deadline)
