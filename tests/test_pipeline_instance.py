@@ -37,16 +37,20 @@ def test_examples_load():
 
 
 def test_topological_order_ties_by_file_order_and_cuts():
-    text = "\n".join([node(3, "c", a=30), node(1, "Input", a=7), node(2, "b", a=20), node(4, "d", a=40),
-                      node(5, "e", a=50, w=8),
-                      "\tnode1 -- node2", "\tnode1 -- node3", "\tnode2 -- node4", "\tnode3 -- node4",
-                      "\tnode4 -- node5"]) + "\n"
-    inst = from_graph_txt(text, path="g.txt")
+    def text(input_bytes: int) -> str:
+        return "\n".join([node(3, "c", a=30), node(1, "Input", a=input_bytes), node(2, "b", a=20),
+                          node(4, "d", a=40), node(5, "e", a=50, w=8),
+                          "\tnode1 -- node2", "\tnode1 -- node3", "\tnode2 -- node4", "\tnode3 -- node4",
+                          "\tnode4 -- node5"]) + "\n"
+
+    inst = from_graph_txt(text(0), path="g.txt")
     # node1 is the Input (dropped, its output is the input); node3 and node2 are both ready: file order
     assert inst.meta["node_ids"] == ["node3", "node2", "node4", "node5"]
-    assert inst.input_size == 7
+    assert inst.input_size == 0
     # cut after node3: node3's output (30) and the input still needed by node2 is not a layer output
     assert list(inst.cut) == [30, 50, 40]
+    with pytest.raises(InputError, match="also feeds"):  # an input of 7 bytes read after the first layer
+        from_graph_txt(text(7), path="g.txt")
     assert inst.params[-1] == 8
 
 

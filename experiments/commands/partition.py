@@ -56,6 +56,7 @@ def run_partition(args: argparse.Namespace) -> tuple[SolveResult, Any]:
         raise InputError(f"must be >= 1, got {args.devices}", field="--devices")
     if args.micro_batches is not None and args.micro_batches < 1:
         raise InputError(f"must be >= 1, got {args.micro_batches}", field="--micro-batches")
+    check_micro_batches(args.schedule, args.micro_batches, args.devices)
     if args.weight_factor is not None and not args.weight_factor >= 0:
         raise InputError(f"must be >= 0, got {args.weight_factor}", field="--weight-factor")
     bandwidth = parse_bandwidth(args.bandwidth) if args.bandwidth is not None else None
@@ -82,6 +83,18 @@ def run_partition(args: argparse.Namespace) -> tuple[SolveResult, Any]:
                         options=options, devices=args.devices, schedule=args.schedule,
                         micro_batches=args.micro_batches)
     return result, inst
+
+
+def check_micro_batches(schedule: str, micro_batches: int | None, devices: int) -> None:
+    """`solvers.pipeline.dp.check_micro_batches` (1F1B needs at least `devices` micro-batches), its
+    error naming ``--micro-batches``."""
+    from memsched.solvers.pipeline.dp import check_micro_batches as check
+
+    try:
+        check(schedule, micro_batches, devices)
+    except InputError as err:
+        raise InputError(err.message.replace("give at least", "give --micro-batches >="),
+                         field="--micro-batches") from None
 
 
 def check_partition_options(name: str, options: dict[str, Any], *, replication: bool) -> None:
@@ -117,6 +130,8 @@ def to_json(result: SolveResult, inst: Any) -> dict[str, Any]:
     out = result.to_json(objective_key="period")
     out["period"] = result.objective * unit if result.objective is not None else None
     out["lower_bound"] = result.lower_bound * unit if result.lower_bound is not None else None
+    if "log" in out:  # (seconds of search, period, bound): the period and bound in seconds too
+        out["log"] = [[t, _scaled(o, unit), _scaled(b, unit)] for t, o, b in out["log"]]
     out["period_file_units"] = result.objective
     out["time_unit_s"] = unit
     out["memory_per_device"] = result.budget
@@ -141,6 +156,11 @@ def to_json(result: SolveResult, inst: Any) -> dict[str, Any]:
         out["device_totals"] = [{"device": d, "stages": stages, "load": load * unit, "memory": memory}
                                 for d, stages, load, memory in device_totals(part)]
     return out
+
+
+def _scaled(value: float | None, unit: float) -> float | None:
+    """`value` in the file's time unit as seconds (`unit` seconds each); None stays None."""
+    return None if value is None else value * unit
 
 
 def device_totals(part: Any) -> list[tuple[int, list[int], float, int]]:

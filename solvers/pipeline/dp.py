@@ -239,6 +239,17 @@ def stopped_answer(solver: str, part: Partition | None, budget: int | None, elap
                        scope=scope, message=f"{stop}: {fallback} (not proven optimal)")
 
 
+def check_micro_batches(schedule: str, micro_batches: int | None, devices: int) -> None:
+    """Under 1F1B, `micro_batches` (when given) is at least `devices`: the model charges stage s of S
+    S - s micro-batches in flight, which a batch of m < S micro-batches never holds (it holds
+    min(S - s, m)); the runner refuses such a batch too. An `InputError` naming ``micro_batches``
+    otherwise (GPipe charges m itself, any m >= 1)."""
+    if schedule == "1f1b" and micro_batches is not None and int(micro_batches) < int(devices):
+        raise InputError(f"under 1F1B at least as many micro-batches as devices are needed, got {micro_batches} "
+                         f"for {devices} devices (stage s of S holds S - s in flight; the runner refuses fewer); "
+                         f"give at least {devices} or leave it out", field="micro_batches")
+
+
 def _defaults(devices: int | None, schedule: str, micro_batches: int | None) -> tuple[int, str, int | None]:
     if devices is None or int(devices) < 1:
         raise InputError(f"pipeline solvers need a number of devices >= 1, got {devices!r}", field="devices")
@@ -247,6 +258,7 @@ def _defaults(devices: int | None, schedule: str, micro_batches: int | None) -> 
         raise InputError(f"unknown schedule {schedule!r} (one of {', '.join(SCHEDULES)})", field="schedule")
     if micro_batches is not None and int(micro_batches) < 1:
         raise InputError(f"must be >= 1, got {micro_batches!r}", field="micro_batches")
+    check_micro_batches(schedule, micro_batches, int(devices))
     if schedule == "gpipe" and not micro_batches:
         micro_batches = 4 * int(devices)
     return int(devices), schedule, micro_batches

@@ -37,7 +37,9 @@ Loading:
   the fields only one ``stage_id=S``, S an integer >= 0, ignored), then edge lines
   ``\\tID1 -- ID2``. Nodes are read in a topological order, ties broken by their order in the
   file (Kahn's algorithm with a priority on the line number). Source nodes whose description
-  starts with "Input" become ``input_size`` (PipeDream also removes them).
+  starts with "Input" become ``input_size`` (PipeDream also removes them); one of non-zero size
+  feeding a node other than the first layer of that order is refused (no stage would be charged
+  its transfer, stash and buffers).
 """
 
 from __future__ import annotations
@@ -260,7 +262,7 @@ class Pipeline:
             lines.append(f"node0 -- Input -- forward_compute_time=0.000, backward_compute_time=0.000, "
                          f"activation_size={float(self.input_size):.1f}, parameter_size=0.000{keep}")
         for i in range(self.length):
-            desc = self.layer_names[i].replace(" -- ", " - ")
+            desc = _graph_desc(self.layer_names[i])
             extra = "" if self.saved_extra is None else f", saved_extra={int(self.saved_extra[i])}"
             if self.saved_by is not None:
                 extra += ", saved_by=[" + "; ".join(ids[w] for w in self.saved_by[i]) + "]"
@@ -271,6 +273,18 @@ class Pipeline:
             lines.append(f"\tnode0 -- {ids[0]}")
         lines += [f"\t{ids[u]} -- {ids[v]}" for u, vs in enumerate(succ) for v in vs]
         return "\n".join(lines) + "\n"
+
+
+def _graph_desc(name: str) -> str:
+    """A layer name as the DESC of a graph.txt node line that `from_graph_txt` reads back as the same
+    layer: whitespace runs (newlines included) become one space, no " -- " (the line's separator) is
+    left inside or at its ends, and a description starting with "Input" (which the loader takes for the
+    pipeline's input) is prefixed with "layer "."""
+    padded = " " + " ".join(name.split()) + " "
+    while " -- " in padded:
+        padded = padded.replace(" -- ", " - ")
+    desc = padded.strip()
+    return f"layer {desc}" if desc.startswith("Input") else desc
 
 
 def _cuts(act: np.ndarray, succ: list[list[int]]) -> np.ndarray:
@@ -523,6 +537,7 @@ def from_graph_txt(text: str, *, path: str = "<graph.txt>", name: str | None = N
         stuck = [n for n in order if n not in set(topo) and n not in inputs]
         raise InputError(f"the edges form a cycle (through {stuck[0]!r}, line {nodes[stuck[0]]['line']})",
                          path=path)
+    _check_inputs_feed_first(nodes, succ, inputs, topo, path)
     pos = {n: i for i, n in enumerate(topo)}
     L = len(topo)
     # cut[l]: outputs of layers <= l consumed by some layer > l.
@@ -552,6 +567,22 @@ def from_graph_txt(text: str, *, path: str = "<graph.txt>", name: str | None = N
         succ=[[pos[m] for m in succ[n]] for n in topo],
         **saves,
     )
+
+
+def _check_inputs_feed_first(nodes: dict[str, dict[str, Any]], succ: dict[str, list[str]], inputs: list[str],
+                             topo: list[str], path: str) -> None:
+    """Every ``Input`` source of non-zero ``activation_size`` (bytes) is read by the first layer of the
+    order only: the pipeline model has the input as layer 0's input (no cut carries it), so one read
+    by a later layer would have its transfer, stash and buffers charged to no stage. An `InputError`
+    naming the Input's line and a later consumer otherwise. Inputs of size 0 (gnmt's) may feed any layer."""
+    for n in inputs:
+        later = [m for m in succ[n] if m != topo[0]]
+        if later and nodes[n]["activation_size"] > 0:
+            m = later[0]
+            raise InputError(f"Input node {n!r} ({nodes[n]['activation_size']:.0f} bytes) also feeds {m!r} (line "
+                             f"{nodes[m]['line']}), not the first layer {topo[0]!r}: the pipeline charges the input "
+                             f"to the first layer only; route it through one node that every reader reads",
+                             path=path, field=f"line {nodes[n]['line']}")
 
 
 def _graph_saves(nodes: dict[str, dict[str, Any]], succ: dict[str, list[str]], topo: list[str],
