@@ -14,25 +14,31 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-__all__ = ["BufferSnapshot", "snapshot_buffers", "restore_buffers", "snapshot_tensors"]
+__all__ = ["BufferSnapshot", "buffer_entries", "snapshot_buffers", "restore_buffers", "snapshot_tensors"]
 
 #: (module, buffer name, the buffer tensor, a copy of its values) per buffer; (None, "", ...) for a
 #: loose tensor (`snapshot_tensors`)
 BufferSnapshot = list[tuple[nn.Module | None, str, torch.Tensor, torch.Tensor]]
 
 
-def snapshot_buffers(modules: Sequence[nn.Module]) -> BufferSnapshot:
-    """(module, buffer name, buffer tensor, copy of its values) for every buffer of `modules` and
-    their submodules (BatchNorm's ``running_mean``, ``num_batches_tracked``...), each tensor once."""
-    saved: BufferSnapshot = []
+def buffer_entries(modules: Sequence[nn.Module]) -> list[tuple[nn.Module, str, torch.Tensor]]:
+    """(module, buffer name, buffer tensor) for every buffer of `modules` and their submodules
+    (BatchNorm's ``running_mean``, ``num_batches_tracked``...), each tensor once, in module order."""
+    out: list[tuple[nn.Module, str, torch.Tensor]] = []
     seen: set[int] = set()
     for root in modules:
         for mod in root.modules():
             for name, buf in mod._buffers.items():
                 if buf is not None and id(buf) not in seen:
                     seen.add(id(buf))
-                    saved.append((mod, name, buf, buf.detach().clone()))
-    return saved
+                    out.append((mod, name, buf))
+    return out
+
+
+def snapshot_buffers(modules: Sequence[nn.Module]) -> BufferSnapshot:
+    """(module, buffer name, buffer tensor, copy of its values) for every buffer of `modules` and
+    their submodules (`buffer_entries`)."""
+    return [(mod, name, buf, buf.detach().clone()) for mod, name, buf in buffer_entries(modules)]
 
 
 def snapshot_tensors(tensors: Sequence[torch.Tensor]) -> BufferSnapshot:
@@ -44,9 +50,13 @@ def snapshot_tensors(tensors: Sequence[torch.Tensor]) -> BufferSnapshot:
 
 def restore_buffers(saved: BufferSnapshot) -> None:
     """Put back the buffers `snapshot_buffers` saw: the same tensor objects (a forward that
-    rebound a buffer attribute is undone) holding the saved values, bit for bit (in place)."""
+    rebound a buffer attribute is undone) holding the saved values, bit for bit (in place, through
+    ``.data``: the buffers' version counters do not move. A forward with autograd saves BatchNorm's
+    running statistics for its backward (unused in training mode, but version-checked) and its kernel
+    updates them without moving the counter: a plain ``copy_`` after a recomputation that keeps its
+    tape would make that backward raise)."""
     with torch.no_grad():
         for mod, name, buf, values in saved:
             if mod is not None:
                 mod._buffers[name] = buf
-            buf.copy_(values)
+            buf.data.copy_(values)

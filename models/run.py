@@ -629,7 +629,32 @@ def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, ins
                loss=step.loss if math.isfinite(step.loss) else None, schedule=schedule.to_json())
     if row["grad_message"]:
         out["grad_message"] = row["grad_message"]
+    warning = over_budget_warning(out["predicted"], limit, getattr(step, "rng_states", None))
+    if warning:
+        out["warning"] = warning
     return out
+
+
+def over_budget_warning(predicted: dict[str, Any], budget: int, rng_states: int | None) -> str | None:
+    """The ``warning`` of a run whose executed step is predicted above the `budget` (bytes):
+    ``predicted["peak_memory"]`` (the executor's prediction) > budget while the solver's model fits
+    it: the run holds what the model does not charge, on the CPU the RNG state (5,056 B) of each
+    recomputed random stage (`rng_states` of them, a chain step's count; None: not known, an
+    offloading step). None when the prediction fits the budget; when the model's peak does not fit
+    it either, says so instead."""
+    peak, model = int(predicted["peak_memory"]), int(predicted.get("model_peak_memory") or 0)
+    if peak <= budget:
+        return None
+    head = (f"the executed step is predicted above the budget: {peak} B > {budget} B (the solver's model: {model} "
+            "B)")
+    if model > budget:
+        return f"{head}: the solver's own model of the schedule is above the budget"
+    if rng_states:
+        return (f"{head}, as the executor keeps the CPU RNG states of {rng_states} recomputed random stage"
+                f"{'s' if rng_states > 1 else ''} (5,056 B each, plus a copy during each recomputation), which the "
+                "solver's model does not charge")
+    return (f"{head}: the run holds {peak - model} B the model does not charge (on the CPU, the RNG states of "
+            "recomputed random stages, 5,056 B each)")
 
 
 def no_schedule_message(result: Any, budget: int, time_limit: float | None = None) -> str:
@@ -753,4 +778,6 @@ def describe(out: dict[str, Any]) -> str:
         lines.append(f"  note: {out['measurement']}")
     if out.get("note"):
         lines.append(f"  note: {out['note']}")
+    if out.get("warning"):
+        lines.append(f"  warning: {out['warning']}")
     return "\n".join(lines)

@@ -50,8 +50,17 @@ A training step (`train_step`) finds them
 during the run instead (a stage's state compared before and after its first forward). A block
 whose drawing depends on more than its input and the training mode (a call counter) is not
 supported by `step`.
-BatchNorm in training mode updates its running statistics at every forward, recomputations
-included (as with ``torch.utils.checkpoint``); gradients are unaffected.
+Buffers: the first forward of a stage in a step updates its block's buffers (BatchNorm's running
+statistics, ``num_batches_tracked``) as the plain forward does; every later one (a recomputation:
+F_ck, F_n or F_all of a stage computed before in the step) puts them back after it, so a step
+leaves them as plain training does (``torch.utils.checkpoint`` instead updates them at every
+recomputation). The copy this takes (`ChainExecutor.buffer_copies_for`: a few bytes per
+BatchNorm channel) is made before the first run that recomputes the stage and kept by the
+executor for its later runs, like the stand-ins, outside every measured window (the tracker's,
+CUDA's, and the allocator probe's, which opens after a warm-up run): no measurement or
+prediction counts it, and a recomputation only copies the values into it and back, in place,
+allocating nothing. A block whose buffers changed identity or shape since (a forward that
+rebinds a buffer) is copied anew at its recomputation. Gradients are unaffected.
 
 Memory (bytes): on CUDA, ``torch.cuda.max_memory_allocated`` during the step minus the memory
 allocated before it; on CPU, the peak of live tensor bytes allocated during the step
@@ -69,13 +78,15 @@ cost of about 0.1 ms per stage (Python per operation, autograd's engine entered 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
-from memsched.models.buffers import restore_buffers, snapshot_buffers
+from memsched.models.buffers import BufferSnapshot, buffer_entries, restore_buffers, snapshot_buffers
 from memsched.models.chain.overheads import predict_both, released_loss_chain, tracker_chain
 from memsched.models.measure import (
     OpTrace,
@@ -99,7 +110,8 @@ from torch import nn
 
 __all__ = ["ChainExecutor", "StepResult", "OpTrace", "reference_step", "compare_gradients", "check_gradients",
            "execute", "as_blocks", "parameters_of", "LossFn", "loss_backward", "release_backward", "forward_block",
-           "InPlaceInputError", "loss_input"]
+           "InPlaceInputError", "loss_input", "ChainRunState", "buffer_copies", "kept_buffers",
+           "recomputed", "ChainStepResult", "counted_rng_states"]
 
 LossFn = Callable[[torch.Tensor, Any], torch.Tensor]
 
@@ -295,6 +307,95 @@ def loss_backward(loss_fn: LossFn, box: list[torch.Tensor], target: Any) -> tupl
     return loss.detach(), (grads[0] if grads else None)
 
 
+def buffer_copies(blocks: Sequence[nn.Module], stages: Iterable[int]) -> dict[int, BufferSnapshot]:
+    """A copy of the buffers of block i (`snapshot_buffers`) for each stage i of `stages` whose block
+    has buffers (BatchNorm's ``running_mean``, ``running_var``, ``num_batches_tracked``: a few bytes
+    per channel): made before a run, so that recomputing stage i can put its buffers back without
+    allocating anything inside the step."""
+    out: dict[int, BufferSnapshot] = {}
+    for i in sorted(set(stages)):
+        saved = snapshot_buffers([blocks[i]])
+        if saved:
+            out[i] = saved
+    return out
+
+
+class ChainRunState(RunState):
+    """The state of one chain run (`RunState`) plus what puts the blocks' buffers back after a
+    recomputation: the stages computed so far in the run, and `buffer_copies` of the stages the run
+    recomputes (made before it)."""
+
+    def __init__(self, rng: Any, copies: dict[int, BufferSnapshot] | None = None) -> None:
+        """`copies`: stage -> the copy of its block's buffers (`buffer_copies`,
+        `ChainExecutor.buffer_copies_for`); a stage without one is copied when it is recomputed."""
+        super().__init__(rng)
+        #: the stages whose block ran at least once in this run (its first forward updated the buffers)
+        self.computed: set[int] = set()
+        #: stage -> copy of its block's buffers; the dict given (an executor's, kept across its runs)
+        #: itself, so a copy made during a run serves the next runs too
+        self.buffer_copies: dict[int, BufferSnapshot] = {} if copies is None else copies
+
+
+def _refill(block: nn.Module, saved: BufferSnapshot) -> bool:
+    """Copy the current values of `block`'s buffers into the copies in `saved` (in place: nothing
+    allocated). False, nothing copied, when the buffers are no longer those `saved` was made of
+    (rebound, added, removed, or of another shape or dtype)."""
+    now = buffer_entries([block])
+    if len(now) != len(saved) or any(m is not sm or n != sn or b is not sb or b.shape != v.shape
+                                     or b.dtype != v.dtype for (m, n, b), (sm, sn, sb, v) in zip(now, saved)):
+        return False
+    with torch.no_grad():
+        for _, _, buf, values in saved:
+            values.copy_(buf)
+    return True
+
+
+@contextlib.contextmanager
+def kept_buffers(block: nn.Module, i: int, s: RunState) -> Iterator[None]:
+    """Around a forward of stage i (block `block`) in the run `s`: the first one in a
+    `ChainRunState` updates the buffers as a plain forward does; a later one (a recomputation)
+    puts them back after it, also when it raises, from the copy made before the run (refilled in
+    place) or, without a usable one, a copy made now. A plain `RunState` (no record of what ran)
+    leaves the buffers to every forward."""
+    if not isinstance(s, ChainRunState):
+        yield
+        return
+    if i not in s.computed:
+        s.computed.add(i)
+        yield
+        return
+    saved = s.buffer_copies.get(i)
+    if saved is None or not _refill(block, saved):
+        saved = snapshot_buffers([block])
+        if saved:
+            s.buffer_copies[i] = saved
+    if not saved:
+        yield
+        return
+    try:
+        yield
+    finally:
+        restore_buffers(saved)
+
+
+@dataclass
+class ChainStepResult(StepResult):
+    """A chain step's `StepResult` plus `rng_states`: the RNG states its last run kept in the memory
+    it is measured in (the CPU generator's, 5,056 B each, one per recomputed stage that draws random
+    numbers; none on CUDA, whose states are host tensors). ``predicted_peak`` (with a chain) adds
+    them, and a copy during each recomputation of such a stage; the chain model charges none
+    (`models.measure.chain_peak_with_rng_states`), so they may take an executed step above the
+    budget the schedule was solved for."""
+
+    rng_states: int = 0
+
+
+def counted_rng_states(rng: RngStates | None) -> int:
+    """How many of the states `rng` kept (`RngStates.kept`) hold bytes in the memory the step is
+    measured in (`RngStates.state_bytes` > 0: the CPU's); 0 for None."""
+    return 0 if rng is None else sum(1 for i in rng.kept if rng.state_bytes(i) > 0)
+
+
 class ChainExecutor:
     """Runs schedules on `blocks` (block i: a_i -> a_{i+1}) followed by `loss_fn(a_L, target)`."""
 
@@ -317,6 +418,8 @@ class ChainExecutor:
         self._random: set[int] | None = None
         #: the RNG states the last run of the last `step` kept (what its allocator saw of them), or None
         self.last_rng: RngStates | None = None
+        #: stage -> a copy of its block's buffers, made for the first run recomputing it (`buffer_copies_for`)
+        self._buffer_copies: dict[int, BufferSnapshot] = {}
 
     @property
     def length(self) -> int:
@@ -338,8 +441,8 @@ class ChainExecutor:
         time_repeats: int = 1,
         clock: str = "wall",
         independent: bool = False,
-    ) -> StepResult:
-        """Execute `schedule` as one training step and measure it.
+    ) -> ChainStepResult:
+        """Execute `schedule` as one training step and measure it (a `ChainStepResult`).
 
         `seed` (when not None) seeds the RNGs before each run so that runs and the plain
         reference (`reference_step` with the same seed) draw the same dropout masks. On CPU,
@@ -378,11 +481,11 @@ class ChainExecutor:
             if with_states != predicted_peak:  # the tracker does not see them: its prediction stays without
                 tracker_peak, predicted_peak = tracker_peak or predicted_peak, with_states
         grads = {name: p.grad.detach().clone() for name, p in self.params.items() if p.grad is not None}
-        return StepResult(loss=m.loss, grads=grads, input_grad=m.input_grad, peak_memory=int(m.peak),
-                          time_ms=m.time_ms, device=str(device), memory_method=m.method,
-                          predicted_peak=predicted_peak, predicted_makespan=predicted_makespan, trace=m.traces,
-                          independent_peak=m.independent_peak, independent_method=m.independent_method,
-                          tracker_predicted_peak=tracker_peak)
+        return ChainStepResult(loss=m.loss, grads=grads, input_grad=m.input_grad, peak_memory=int(m.peak),
+                               time_ms=m.time_ms, device=str(device), memory_method=m.method,
+                               predicted_peak=predicted_peak, predicted_makespan=predicted_makespan, trace=m.traces,
+                               independent_peak=m.independent_peak, independent_method=m.independent_method,
+                               tracker_predicted_peak=tracker_peak, rng_states=counted_rng_states(self.last_rng))
 
     def check_schedule(self, ops: list[Op]) -> None:
         """`ops` replay on a chain of this executor's length with unit sizes (the check
@@ -442,17 +545,29 @@ class ChainExecutor:
             restore_buffers(saved)
         return found
 
-    def new_run_state(self, ops: list[Op], device: torch.device) -> RunState:
+    def new_run_state(self, ops: list[Op], device: torch.device) -> ChainRunState:
         """A run state whose RNG keeps the states of the random stages `ops` computes more than once
-        (those `random_stages` found during a `step`; else found during the run)."""
-        counts = Counter(op[1] for op in ops if len(op) == 2 and op[0] in FORWARD_KINDS)
+        (those `random_stages` found during a `step`; else found during the run), with a copy of the
+        buffers of those stages' blocks (`buffer_copies_for`: made now for a stage without one, before
+        the step is measured, and kept by the executor)."""
+        again = recomputed(ops)
         # the stand-ins of F_all's outputs (whatever their dtype, not only the parameters'), made before the
         # step is measured: without one, a_L would stay alive through the loss the prediction frees it in
         make_standins(device, [p.dtype for p in self.params.values() if p.is_floating_point()])
-        rng = RngStates(device, [i for i, c in counts.items() if c > 1], self._random)
+        rng = RngStates(device, sorted(again), self._random)
         if self._runs is not None:  # a measured step: its prediction adds the states this run keeps
             self._runs.append(rng)
-        return RunState(rng)
+        return ChainRunState(rng, self.buffer_copies_for(again))
+
+    def buffer_copies_for(self, stages: Iterable[int]) -> dict[int, BufferSnapshot]:
+        """This executor's copies of the buffers of its blocks (`buffer_copies`), made now for those
+        of `stages` that have none yet and kept for later runs: a run state takes them before the step,
+        so that a step's recomputations, which refill them in place, allocate nothing (the allocator
+        probe's window of a `step` opens before the run state is made, after a warm-up run). At most
+        a copy of the buffers of every block (a few bytes per BatchNorm channel), like the stand-ins."""
+        missing = set(stages) - set(self._buffer_copies)
+        self._buffer_copies.update(buffer_copies(self.blocks, missing))
+        return self._buffer_copies
 
     def train_step(self, schedule: Schedule | Sequence[Op], inputs: torch.Tensor, target: Any
                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -492,7 +607,7 @@ class ChainExecutor:
             x = s.available(i).detach()
             if (x.is_floating_point() or x.is_complex()) and (i > 0 or self.input_grad):
                 x.requires_grad_(True)
-            with s.rng.forward(i), torch.enable_grad():
+            with kept_buffers(self.blocks[i], i, s), s.rng.forward(i), torch.enable_grad():
                 y = forward_block(self.blocks[i], i, x)
             # a stand-in (of y's dtype, whatever the weights'): the loss may free a_L (`loss_backward`), B(i)
             # a_{i+1} (`release_backward`)
@@ -503,7 +618,8 @@ class ChainExecutor:
             s.tapes[i + 1] = (x, y)
         elif kind in (F_CK, F_N):
             x = s.available(i)
-            with s.rng.forward(i), torch.no_grad():  # a_i may be needed again: refuse in-place changes to it
+            # a_i may be needed again: refuse in-place changes to it
+            with kept_buffers(self.blocks[i], i, s), s.rng.forward(i), torch.no_grad():
                 y = forward_block(self.blocks[i], i, x)
             s.acts[i + 1] = y.detach()
             if kind == F_N:

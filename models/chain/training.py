@@ -29,9 +29,10 @@ whatever the ambient grad mode (a training step). Bad input to a step or a forwa
 the wrong shape, dtype or device, a target the loss cannot take, a loss that is not a
 differentiable scalar) raises `InputError` naming ``inputs``, ``target`` or ``loss_fn``. The
 executor's rules apply (`models.chain.executor`): the RNG of a recomputed stage is replayed, so
-dropout masks repeat. As with ``torch.utils.checkpoint``, a BatchNorm in training mode updates
-its running statistics at every forward of its block, recomputations included (the gradients are
-unaffected; the statistics used in evaluation move faster). The schedule keeps its memory
+dropout masks repeat. A BatchNorm in training mode updates its running statistics at the first
+forward of its block in a step only (every recomputation puts them back, `kept_buffers`), so a step
+leaves them as plain training does, unlike ``torch.utils.checkpoint``, which updates them at each
+recomputation; offloading schedules too. The schedule keeps its memory
 promise for the sizes it was solved at (the profile's batch).
 
 Offloading schedules (`solvers.offload`: pofo, rotor-offload, offload-exact, ...; a Result of

@@ -25,6 +25,14 @@ B(b,i)      ``torch.autograd.backward`` on the tape abar_{i+1}^b with delta_{i+1
             gradients add up in the same ``.grad``, as in a plain forward/backward.
 ==========  ================================================================================
 
+Buffers: as in the chain executor, the first forward of stage i of branch b in a step updates its
+block's buffers (BatchNorm's running statistics) and every later one puts them back (a copy made
+before the step), so each branch counts one batch per step, as a plain forward of every branch
+does. Branches that share a BatchNorm (a Siamese network) update it once per branch, in the
+order the schedule runs their first forwards, which may differ from the branch order of
+`reference_join_step` (the running statistics then differ by momentum squared times the
+difference of the two branches' batch statistics; the gradients do not differ).
+
 Randomness: a join schedule may run the first forwards of the branches in any order (the DP
 runs the forward sweeps in the order sigma(k), ..., sigma(1)), so recording the RNG state at
 each stage's first forward, as the chain executor does, would draw different dropout masks
@@ -49,7 +57,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from memsched.models.chain.executor import ChainExecutor, as_blocks, loss_input
+from memsched.models.chain.executor import (
+    ChainExecutor,
+    ChainRunState,
+    as_blocks,
+    loss_input,
+    recomputed,
+)
 from memsched.models.chain.overheads import predict_both, tracker_join
 from memsched.models.join.zoo import JoinLossFn
 from memsched.models.measure import (
@@ -204,7 +218,7 @@ class JoinExecutor:
         device = inputs[0].device
         zero_grads(self.params.values())
         torch.manual_seed(seed)
-        states = [RunState(StageRng(device, seed, b)) for b in range(len(inputs))]
+        states = [self._run_state(ops, device, seed, b) for b in range(len(inputs))]
         meter = StepMeter(device, watch=watch, trace=trace, clock=clock)
         with meter:
             for s, x in zip(states, inputs):
@@ -221,6 +235,14 @@ class JoinExecutor:
             for s in states:
                 s.clear()
         return loss, input_grads, meter.peak, meter.traces, meter.elapsed_ms
+
+    def _run_state(self, ops: list[JOp], device: torch.device, seed: int, b: int) -> ChainRunState:
+        """Branch b's run state: its per-stage RNG and, for each stage of it that `ops` computes more
+        than once, a copy of its block's buffers (made at the first run that needs it, before the step is
+        measured, and kept by the branch's executor; its recomputations put the buffers back from it:
+        `models.chain.executor.kept_buffers`)."""
+        again = recomputed([(op.kind, op.stage) for op in ops if op.kind != LOSS and op.branch == b])
+        return ChainRunState(StageRng(device, seed, b), self.executors[b].buffer_copies_for(again))
 
     def _loss(self, states: list[RunState], target: Any) -> None:
         """The shared loss: an alias per branch output (`models.chain.executor.loss_input`: the

@@ -93,9 +93,17 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
-from memsched.models.chain.executor import ChainExecutor, LossFn, checked_step, forward_block, loss_input
+from memsched.models.chain.executor import (
+    ChainExecutor,
+    ChainStepResult,
+    LossFn,
+    checked_step,
+    forward_block,
+    kept_buffers,
+    loss_input,
+)
 from memsched.models.chain.overheads import tracker_chain
-from memsched.models.measure import Comparison, RngStates, RunState, StepResult, peak_with_rng_states
+from memsched.models.measure import Comparison, RngStates, RunState, peak_with_rng_states
 from memsched.models.memory import storage_key
 from memsched.models.offload.values import Holder, InputSlot, Key, Link, Saved, Store, Value, unpack_saved
 from memsched.solvers.chain import Chain
@@ -151,8 +159,8 @@ def sequential_replay(inst: OffloadInstance, schedule: OffloadSchedule | Sequenc
 
 
 @dataclass
-class OffloadStepResult(StepResult):
-    """`models.chain.executor.StepResult` plus the offloading prediction's extras: `predicted_host_peak`
+class OffloadStepResult(ChainStepResult):
+    """`models.chain.executor.ChainStepResult` plus the offloading prediction's extras: `predicted_host_peak`
     (bytes on the host at most, two-stream replay), `sequential_peak` (bytes) and
     `sequential_makespan` (the instance's time unit) of `sequential_replay`, the prediction a
     synchronous CPU run is compared with (`tracker_sequential_peak`: the same under the tracker's
@@ -235,7 +243,7 @@ class OffloadExecutor(ChainExecutor):
             if not sim.valid:
                 raise InputError(f"invalid offloading schedule: {sim.violation}", field="schedule")
         base = super().step(ops, inputs, target, chain=None, **options)  # type: ignore[arg-type]
-        result = OffloadStepResult(**{f.name: getattr(base, f.name) for f in fields(StepResult)},
+        result = OffloadStepResult(**{f.name: getattr(base, f.name) for f in fields(ChainStepResult)},
                                    transfers=sum(isinstance(op, Transfer) for op in ops))
         if inst is not None and sim is not None:
             seq = sequential_replay(inst, ops)
@@ -295,7 +303,8 @@ class OffloadExecutor(ChainExecutor):
         elif kind in (F_CK, F_N):
             src = store.activation(i)
             x = store.read(src)
-            with s.rng.forward(i), torch.no_grad():  # a_i may be needed again: refuse in-place changes to it
+            # a_i may be needed again: refuse in-place changes to it; a recomputation puts the buffers back
+            with kept_buffers(self.blocks[i], i, s), s.rng.forward(i), torch.no_grad():
                 y = forward_block(self.blocks[i], i, x)
             holder = Holder()
             store.device[("a", i + 1)] = Value(("a", i + 1), holder, holder.ref(y.detach()))
@@ -367,7 +376,8 @@ class OffloadExecutor(ChainExecutor):
                               rel_offset=int(t.storage_offset()) - int(x.storage_offset()))
             return Saved(holder, holder.ref(t))
 
-        with s.rng.forward(i), torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, unpack_saved):
+        with kept_buffers(self.blocks[i], i, s), s.rng.forward(i), torch.enable_grad(), \
+                torch.autograd.graph.saved_tensors_hooks(pack, unpack_saved):
             y = forward_block(self.blocks[i], i, x)
         edge = torch.autograd.graph.get_gradient_edge(y) if y.requires_grad else None
         value = Value(("abar", i + 1), holder, holder.ref(y.detach()), leaf=x, edge=edge, slot=slot)
