@@ -5,15 +5,23 @@ needs: a chain solve never loads pandas, networkx or the exact models); the othe
 are listed from `COMMANDS` alone, so ``memsched --help`` imports no command at all.
 
 Exit codes: 0 success (a schedule was found), 1 infeasible, 2 bad input or usage (one line on
-stderr, never a traceback), 3 an internal error (a bug; MEMSCHED_DEBUG=1 shows the traceback).
+stderr, never a traceback), 3 an internal error (a bug; MEMSCHED_DEBUG=1 shows the traceback),
+130 interrupted: by Ctrl-C, and by SIGTERM or SIGHUP, which act as a Ctrl-C while a command runs
+(`terminate_as_interrupt`), so that every command stops its solver processes and keeps what it
+can print whichever way it is stopped.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from memsched import __version__
 
@@ -77,11 +85,106 @@ def _command(argv: list[str]) -> str | None:
     return None
 
 
+#: the signals that act as a Ctrl-C while a command runs (`terminate_as_interrupt`)
+TERMINATE_SIGNALS: tuple[str, ...] = ("SIGTERM", "SIGHUP")
+#: attribute (True) of a handler that raises `KeyboardInterrupt` for SIGTERM/SIGHUP: the exact
+#: backends stop on those signals as on SIGINT (the same name as `memsched.solvers.exact.interrupt.AS_INTERRUPT`,
+#: spelled out here so that ``memsched --help`` imports no solver module)
+AS_INTERRUPT = "memsched_as_interrupt"
+
+
+class _Interrupts:
+    """The handlers `terminate_as_interrupt` installs: each raises `KeyboardInterrupt`, as SIGINT's
+    default handler does, and notes that an interrupt came (`seen`)."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self.owner = os.getpid()  # the process the handlers are for (not a child forked inside)
+        self.replaced: dict[int, Any] = {}  # the handlers they replaced, by signal
+
+    def on_signal(self, signum: int, frame: Any) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+
+#: the `_Interrupts` of the `terminate_as_interrupt` block now open (None: none)
+_OPEN: list[_Interrupts | None] = [None]
+
+
+def _handler(interrupts: _Interrupts, *, terminate: bool) -> Any:
+    """`interrupts.on_signal` as a function; for `TERMINATE_SIGNALS` marked `AS_INTERRUPT`."""
+    def handler(signum: int, frame: Any) -> None:
+        interrupts.on_signal(signum, frame)
+
+    if terminate:
+        setattr(handler, AS_INTERRUPT, True)
+    return handler
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[Callable[[], bool]]:
+    """Inside, SIGTERM and SIGHUP raise `KeyboardInterrupt` as Ctrl-C does (as `experiments/main_job.py`
+    and the sweep treat SIGTERM), so that ``kill`` or ``timeout`` stops a command through its Ctrl-C
+    path: the solver processes it started are stopped (none is orphaned to run to its time limit),
+    and the answer it had is printed (exit 130). Every interrupt (SIGINT too, unless it is ignored,
+    as in a background job) is also noted: the callable given tells whether one came, so that a
+    `KeyboardInterrupt` that an import wrapped (numpy raises `ImportError` when its C extension's
+    import is interrupted) is still reported as the interrupt it was. A process forked inside gets
+    the previous handlers back (`_reset_in_child`: a solver child is stopped by SIGTERM, not by a
+    Python exception). No-op outside the main thread; the previous handlers are restored on leaving."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    interrupts = _Interrupts()
+    old = interrupts.replaced
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        old[signal.SIGINT] = signal.signal(signal.SIGINT, _handler(interrupts, terminate=False))
+    for name in TERMINATE_SIGNALS:
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            old[sig] = signal.signal(sig, _handler(interrupts, terminate=True))
+    outer, _OPEN[0] = _OPEN[0], interrupts
+    try:
+        yield lambda: interrupts.seen
+    finally:
+        _OPEN[0] = outer
+        for sig, handler in old.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+
+def _reset_in_child() -> None:
+    """After a fork inside `terminate_as_interrupt`: the handlers it replaced are back in the child
+    (its parent stops it with SIGTERM; a `KeyboardInterrupt` there would be a traceback)."""
+    interrupts = _OPEN[0]
+    if interrupts is None or interrupts.owner == os.getpid():
+        return
+    _OPEN[0] = None
+    for sig, handler in interrupts.replaced.items():
+        with contextlib.suppress(ValueError, OSError, TypeError):
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_in_child)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The ``memsched`` command: parse `argv`, run the subcommand; exit 0 ok, 1 infeasible, 2 bad input,
-    3 bug, 130 interrupted."""
+    3 bug, 130 interrupted (Ctrl-C, SIGTERM or SIGHUP, at any moment: one line, never a traceback)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(_command(argv), lazy=True)
+    command = _command(argv)
+    try:
+        with terminate_as_interrupt() as interrupted:
+            return _run(argv, command, interrupted)
+    except KeyboardInterrupt:
+        print(f"memsched {command}: interrupted" if command else "memsched: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(argv: list[str], command: str | None, interrupted: Callable[[], bool]) -> int:
+    """`main` inside `terminate_as_interrupt`; a `KeyboardInterrupt` goes up to `main`, as does an
+    error that came with an interrupt (`interrupted`: an import it broke)."""
+    parser = build_parser(command, lazy=True)
     args = parser.parse_args(argv)
     from memsched.solvers.errors import InputError  # after parsing: --help and usage errors skip it
 
@@ -91,16 +194,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except InputError as err:
-        print(f"memsched {args.command}: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"memsched {args.command}: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         return 0
-    except Exception as err:  # a bug, not bad input: one line unless asked for the traceback
-        if os.environ.get("MEMSCHED_DEBUG"):
+    except Exception as err:
+        if interrupted():  # a Ctrl-C that an import wrapped (ImportError, RuntimeError): report it as one
+            raise KeyboardInterrupt from err
+        if isinstance(err, InputError):
+            print(f"memsched {args.command}: error: {err}", file=sys.stderr)
+            return 2
+        if os.environ.get("MEMSCHED_DEBUG"):  # a bug, not bad input: one line unless asked for the traceback
             raise
         print(f"memsched {args.command}: internal error: {type(err).__name__}: {err} "
               "(set MEMSCHED_DEBUG=1 for the traceback)", file=sys.stderr)

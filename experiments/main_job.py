@@ -19,16 +19,12 @@ job with exit 130: the finished rows are kept, and a line says to rerun with ``-
 from __future__ import annotations
 
 import argparse
-import contextlib
-import signal
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
+from memsched.experiments.cli import terminate_as_interrupt
 from memsched.experiments.figures import budget_percent, render
 from memsched.experiments.sweep import CONFIGS, load_config, run_sweep
 
@@ -72,25 +68,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"main_job: interrupted while writing {step[0]}: every row is in {args.output}; "
                   f"rerun with --resume to write the rest without solving again", file=sys.stderr)
         return 130
-
-
-@contextlib.contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    """Inside, SIGTERM raises `KeyboardInterrupt` as a Ctrl-C does (the sweep stops alike on both
-    while its cells run; before and after, SIGTERM would kill the job with no word). No-op outside
-    the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 def _job(args: argparse.Namespace, step: list[str]) -> int:

@@ -9,6 +9,7 @@ MILP backend can run for minutes without calling back.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -20,6 +21,21 @@ from memsched.solvers.progress import Progress, watching
 
 #: seconds between redraws
 TICK_S = 0.5
+#: the terminal's size (columns, rows) assumed where it reports none (0 x 0: a serial console, a pty
+#: never sized, some CI terminals), on which tqdm's own sizing draws nothing at all (it reads 0 rows
+#: as no room for the line)
+FALLBACK_SIZE = (80, 24)
+
+
+def line_size(stream: Any) -> tuple[int | None, int | None]:
+    """tqdm's ``(ncols, nrows)`` for the terminal `stream` writes to, as its ``dynamic_ncols`` reads
+    them (one less than the terminal's columns and rows), with `FALLBACK_SIZE` for a size the
+    terminal reports as 0 (or 1); (None, None), no limit, when `stream` is no terminal."""
+    try:
+        cols, rows = os.get_terminal_size(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None, None
+    return (cols if cols > 1 else FALLBACK_SIZE[0]) - 1, (rows if rows > 1 else FALLBACK_SIZE[1]) - 1
 
 
 def wanted(choice: bool | None, solver: object) -> bool:
@@ -61,7 +77,9 @@ def progress_line(enabled: bool, *, label: str, limit: float | None) -> Iterator
     from tqdm import tqdm
 
     fmt = "{desc}: {n:.0f}/{total:.0f} s {bar:12} {postfix}" if limit else "{desc}: {n:.0f} s {postfix}"
-    bar = tqdm(total=limit, desc=label, file=sys.stderr, leave=False, bar_format=fmt, dynamic_ncols=True)
+    # the size is read at each redraw (a resized terminal), as tqdm's dynamic_ncols does, but never 0
+    cols, rows = line_size(sys.stderr)
+    bar = tqdm(total=limit, desc=label, file=sys.stderr, leave=False, bar_format=fmt, ncols=cols, nrows=rows)
     latest = [Progress()]
     stop = threading.Event()
     start = time.monotonic()
@@ -69,6 +87,7 @@ def progress_line(enabled: bool, *, label: str, limit: float | None) -> Iterator
     def redraw() -> None:
         elapsed = time.monotonic() - start
         bar.n = min(elapsed, limit) if limit else elapsed
+        bar.ncols, bar.nrows = line_size(sys.stderr)
         bar.set_postfix_str(describe(latest[0]), refresh=False)
         bar.refresh()
 

@@ -19,7 +19,9 @@ note gives N as an upper bound.
 When `SEARCH_SECONDS` run out first (or the solver fails even at `MAX_FACTOR` times the
 store-all peak), ``details["min_budget_note"]`` says so, with what is known. A solver that refuses
 the instance's structure (``details["not_applicable"]``: sqrt on a graph that is not a training
-graph, say) is not searched: no budget would do, and its message says why.
+graph, say) is not searched: no budget would do, and its message says why. A Ctrl-C during the
+search ends it as its time running out would, with what is known (the note says it was
+interrupted), and `find_min_budget` returns True: the command prints its answer, then exits 130.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ MAX_SCAN = 200
 #: ``SolveResult.details`` key a solver sets (True) when it refuses the instance's structure, whatever
 #: the budget (`solvers.graph.baselines.NOT_APPLICABLE`)
 NOT_APPLICABLE = "not_applicable"
+#: how a note ends when a Ctrl-C stopped the search
+INTERRUPTED = "the search was interrupted"
 
 
 def monotone(problem: str, solver: str) -> bool:
@@ -68,18 +72,22 @@ class _Probe:
     deadline: float
     exact: bool
     failed: set[int] = field(default_factory=set)  # budgets where the solver proved it has no schedule
+    interrupted: bool = False  # a Ctrl-C stopped the search: no verdict after it
 
     def finds(self, budget: int) -> bool | None:
-        """True: a schedule at `budget`; False: proven infeasible; None: no verdict in time."""
+        """True: a schedule at `budget`; False: proven infeasible; None: no verdict in time (or interrupted)."""
         if budget in self.failed:
             return False
         left = self.deadline - time.perf_counter()
-        if left <= 0:
+        if left <= 0 or self.interrupted:
             return None
         opts = {**self.options, "time_limit": max(0.5, min(left, PROBE_SECONDS))} if self.exact else self.options
         try:
             res = registry.solve(self.problem, self.instance, self.solver, budget, **opts)
         except InputError:
+            return None
+        except KeyboardInterrupt:  # the solve is stopped (an exact backend first stops its search)
+            self.interrupted = True
             return None
         if res.found:
             return True
@@ -89,31 +97,47 @@ class _Probe:
         return None
 
     def why_stopped(self, budget: int) -> str:
-        """Why the verdict at `budget` is missing: the search's time, or one probe's."""
+        """Why the verdict at `budget` is missing: a Ctrl-C, the search's time, or one probe's."""
+        if self.interrupted:
+            return INTERRUPTED
         if time.perf_counter() >= self.deadline:
             return f"search stopped after {SEARCH_SECONDS:g} s"
         return f"no verdict at {_size(budget, self.instance)} within a probe's {PROBE_SECONDS:g} s"
 
 
-def find_min_budget(problem: str, instance: Any, result: SolveResult, options: dict[str, Any]) -> None:
+def find_min_budget(problem: str, instance: Any, result: SolveResult, options: dict[str, Any]) -> bool:
     """Fill ``result.min_budget`` (or ``result.details["min_budget_note"]``) in place; nothing for a
     result that is not ``infeasible``, has its smallest budget, or is a structural refusal
-    (`NOT_APPLICABLE`)."""
+    (`NOT_APPLICABLE`). True when a Ctrl-C (`KeyboardInterrupt`) stopped the search: the note then
+    says so, with what was known by then."""
     if result.status != INFEASIBLE or result.min_budget is not None or result.budget is None \
             or result.details.get(NOT_APPLICABLE):
-        return
+        return False
     solver, budget = result.solver, int(result.budget)
     exact = bool(getattr(registry.get_solver(problem, solver), "exact_layer", False))
     probe = _Probe(problem, instance, solver, options, time.perf_counter() + SEARCH_SECONDS, exact, {budget})
+    try:
+        _search(probe, result, budget)
+    except KeyboardInterrupt:  # outside a probe (the fast solvers' first guess, the reference peak)
+        probe.interrupted = True
+    if probe.interrupted and result.min_budget is None and "min_budget_note" not in result.details:
+        result.details["min_budget_note"] = f"{solver} finds no schedule at {_size(budget, instance)}; {INTERRUPTED}"
+    return probe.interrupted
+
+
+def _search(probe: _Probe, result: SolveResult, budget: int) -> None:
+    """`find_min_budget`'s search, from `budget` (no schedule there) up."""
+    problem, instance, solver = probe.problem, probe.instance, probe.solver
     sure = monotone(problem, solver)
     reference = int(registry.get_problem(problem).reference_peak(instance))
-    low, high = _bracket(probe, budget, reference, _floor(problem, instance, budget, options))
+    low, high = _bracket(probe, budget, reference, _floor(problem, instance, budget, probe.options))
     if high is None:
         result.details["min_budget_note"] = (
             f"{solver} finds no schedule up to {_size(low, instance)}" if sure
             else f"{solver} finds no schedule at the budgets tried up to {_size(low, instance)}")
-        result.details["min_budget_note"] += (f" ({MAX_FACTOR} x the store-all peak)"
-                                              if low == reference * MAX_FACTOR else "; the search ran out of time")
+        result.details["min_budget_note"] += (f" ({MAX_FACTOR} x the store-all peak)" if low == reference * MAX_FACTOR
+                                              else f"; {INTERRUPTED}" if probe.interrupted
+                                              else "; the search ran out of time")
         return
     low, high, stopped = _bisect(probe, low, high)
     if sure:

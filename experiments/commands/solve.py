@@ -74,39 +74,62 @@ def main(args: argparse.Namespace) -> int:
     options = parse_options(args.option)
     check_options(problem, name, options)
     check_work(problem, name, instance, path=args.file)
-    result = run_solver(problem, instance, name, budget, progress=args.progress, time_limit=args.time_limit,
-                        options=options, slots=args.slots)
-    if not result.details.get("interrupted"):
-        find_min_budget(problem, instance, result, {"slots": args.slots, "time_limit": args.time_limit, **options})
+    try:
+        result = run_solver(problem, instance, name, budget, progress=args.progress, time_limit=args.time_limit,
+                            options=options, slots=args.slots)
+    except KeyboardInterrupt:  # before any answer (a fast solver, a warm start): nothing is written
+        _note_unchanged(args, "interrupted before a schedule was found")
+        raise
+    # a Ctrl-C after the solve (the smallest-budget search, the figure) keeps the answer: printed, then exit 130
+    cut_short: list[str] = []
+    if not result.details.get("interrupted") and find_min_budget(
+            problem, instance, result, {"slots": args.slots, "time_limit": args.time_limit, **options}):
+        cut_short.append("the search for the smallest feasible budget")
     if result.schedule is not None:
         if args.output:
             write_text_atomic(args.output, json.dumps(result.schedule.to_json()) + "\n")
-        if args.plot:
-            from memsched.experiments.plotting import plot_to_file
-
-            plot_to_file(problem, instance, result.schedule, args.plot, budget=budget,
-                         title=f"{getattr(instance, 'name', '')} — {name}")
+        if args.plot and not _draw(args, problem, instance, result, budget, name):
+            cut_short.append(f"drawing {args.plot}")
     if args.json:
         print_json(result.to_json(objective_key=registry.get_problem(problem).objective))
     else:
         _print_human(result, instance)
     interrupted = stopped_by_user("solve", result)  # Ctrl-C during an exact solve: what it had is printed above
+    if cut_short and not interrupted:
+        print(f"memsched solve: interrupted during {' and '.join(cut_short)}; the answer above is "
+              f"{result.solver}'s ({result.status})", file=sys.stderr)
     if result.schedule is None:
         if not interrupted:
             print(f"memsched solve: {_why_none(result, instance)}", file=sys.stderr)
         _note_unchanged(args)
-    if interrupted:
+    if interrupted or cut_short:
         return 130
     return 1 if result.schedule is None else 0
 
 
-def _note_unchanged(args: argparse.Namespace) -> None:
+def _draw(args: argparse.Namespace, problem: str, instance: Any, result: SolveResult, budget: int, name: str) -> bool:
+    """Draw `result`'s schedule into ``--plot`` (written atomically: the file is the old one or the new
+    one, never half of one); False when a Ctrl-C stopped the drawing: the file is left as it was, and a
+    note says so (the schedule, in ``--output`` too, is still the answer)."""
+    try:
+        from memsched.experiments.plotting import plot_to_file
+
+        plot_to_file(problem, instance, result.schedule, args.plot, budget=budget,
+                     title=f"{getattr(instance, 'name', '')} — {name}")
+    except KeyboardInterrupt:
+        print(f"memsched solve: note: {args.plot} (--plot) left unchanged: interrupted while drawing",
+              file=sys.stderr)
+        return False
+    return True
+
+
+def _note_unchanged(args: argparse.Namespace, why: str = "no schedule was found") -> None:
     """Without a schedule nothing is written: one line on stderr per output file given (--output,
-    --plot) saying it was left unchanged, so that a file from an earlier run is not taken for this
-    run's answer (it is not deleted either: it is the user's)."""
+    --plot) saying it was left unchanged (`why`), so that a file from an earlier run is not taken for
+    this run's answer (it is not deleted either: it is the user's)."""
     for field, path in (("--output", args.output), ("--plot", args.plot)):
         if path is not None:
-            print(f"memsched solve: note: {path} ({field}) left unchanged: no schedule was found", file=sys.stderr)
+            print(f"memsched solve: note: {path} ({field}) left unchanged: {why}", file=sys.stderr)
 
 
 def _why_none(result: SolveResult, instance: Any = None) -> str:

@@ -12,7 +12,7 @@ neither exists, and `milp_runner` then falls back to the in-process CBC (CPU-tim
 Ctrl-C (SIGINT to this process, as a notebook's "interrupt kernel" sends it) is passed on to the
 program, which stops its search and writes its incumbent (`interrupt.stop_on_interrupt`,
 `_stopper`): the answer is then the program's, as for SCIP or CP-SAT, and the program does
-not outlive the call.
+not outlive the call, nor this process (``PR_SET_PDEATHSIG`` on Linux, `interrupt.parent_death_hook`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .interrupt import stop_on_interrupt
+from .interrupt import parent_death_hook, stop_on_interrupt
 from .linear import LinearModel
 
 #: seconds given to the CBC program past its own limit before it is killed
@@ -100,7 +100,9 @@ def solve_mps(mps: str, num_vars: int, limit_s: float | None, *, rel_gap: float,
                     f.write(f"{i} {name} {float(v)!r} 0\n")
             args += ["-mips", start_path]
         args += ["-solve", "-solu", sol_path]
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp)
+        # killed with this process (`parent_death_hook`), even by SIGKILL: never orphaned to run to its limit
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp,
+                                preexec_fn=parent_death_hook())
         try:
             with stop_on_interrupt(_stopper(proc), repeat=True):
                 out, _ = proc.communicate(timeout=None if limit_s is None else max(0.0, limit_s) + KILL_GRACE_S)

@@ -38,23 +38,28 @@ its warm start).
 
 Each child leads a process group of its own, and stopping a child stops its group: the CBC
 program a child started would otherwise run on, orphaned, to its own limit. A Ctrl-C at the
-terminal therefore reaches the children only through this process, which passes it on.
+terminal therefore reaches the children only through this process, which passes it on, once per
+child (a second Ctrl-C could otherwise hit a child while it sends its answer: a traceback, and the
+answer lost); a child ignores SIGINT once its backend has returned. A child dies with this process
+(`interrupt.die_with_parent`: ``PR_SET_PDEATHSIG`` on Linux), so that even a ``kill -9`` of the
+caller leaves no backend running to its limit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from typing import cast
 
 from ..progress import report
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, gap_closed
-from .interrupt import stop_on_interrupt
+from .interrupt import die_with_parent, stop_on_interrupt
 from .layer import can_fork
 from .linear import LinearModel
 from .milp_runner import REL_GAP, BackendRun, run_milp
@@ -71,20 +76,35 @@ GRACE_S = 1.0
 def _child(conn: Connection, model: LinearModel, backend: str, deadline: Deadline, options: ExactOptions,
            hint: list[float] | None, hint_feasible: bool, rel_gap: float, feasibility_only: bool = False) -> None:
     """Process body: solve and send the `BackendRun` (without its backend object) to the parent.
-    The child leads its own process group, so that stopping it stops what it started too."""
+    The child leads its own process group, so that stopping it stops what it started too, and dies
+    with its parent. Once the backend has returned, SIGINT is ignored: the answer is sent whatever
+    comes (a KeyboardInterrupt in ``conn.send`` was a traceback and a lost answer)."""
     _own_group(0)
+    parent = mp.parent_process()
+    die_with_parent(None if parent is None else parent.pid)
+    run: BackendRun | None = None
     try:
         run = run_milp(model, backend, deadline, options, hint=hint, hint_feasible=hint_feasible, rel_gap=rel_gap,
                        feasibility_only=feasibility_only)
+        _ignore_sigint()
         run.solver = None
     except DeadlineExceeded:
         run = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="time limit reached while emitting the model")
-    except KeyboardInterrupt:  # interrupted outside `answer_on_interrupt`: the parent raises it
-        run = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="interrupted")
+    except KeyboardInterrupt:  # interrupted outside the backend's search: the parent raises it or answers
+        _ignore_sigint()
+        if run is None:  # (an answer already returned is kept)
+            run = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="interrupted")
+        run.solver = None
     except Exception as exc:  # noqa: BLE001 (reported to the parent as an answer-less run)
         run = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status=f"failed: {type(exc).__name__}: {exc}")
+    _ignore_sigint()
     conn.send(run)
     conn.close()
+
+
+def _ignore_sigint() -> None:
+    """SIGINT ignored from now on in this (child) process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _proof(run: BackendRun) -> bool:
@@ -129,10 +149,7 @@ def run_portfolio(model: LinearModel, deadline: Deadline, options: ExactOptions,
         _own_group(cast(int, proc.pid))
         send.close()
         children[receive] = (backend, proc)
-    def interrupt_children() -> None:  # in their own process groups, the children hear Ctrl-C only from here
-        for _, proc in children.values():
-            if proc.pid is not None and proc.is_alive():
-                os.kill(proc.pid, signal.SIGINT)
+    interrupt_children = _interrupter(children)
 
     try:
         with stop_on_interrupt(interrupt_children):  # each child stops its backend and answers
@@ -142,6 +159,22 @@ def run_portfolio(model: LinearModel, deadline: Deadline, options: ExactOptions,
     if len(runs) == 1:  # `run_isolated`: the backend's own answer
         return next(iter(runs.values()))
     return merge_runs(runs, deadline.elapsed(), rel_gap)
+
+
+def _interrupter(children: dict[Connection, tuple[str, mp.process.BaseProcess]]) -> Callable[[], None]:
+    """The `stop` of the race: SIGINT to each child still running, once (in their own process groups,
+    the children hear Ctrl-C only from here; each stops its backend and answers; a second SIGINT
+    could only break a child that is sending its answer)."""
+    told: set[int] = set()
+
+    def interrupt_children() -> None:
+        for _, proc in children.values():
+            if proc.pid is not None and proc.pid not in told and proc.is_alive():
+                told.add(proc.pid)
+                with contextlib.suppress(OSError):
+                    os.kill(proc.pid, signal.SIGINT)
+
+    return interrupt_children
 
 
 def _collect(children: dict[Connection, tuple[str, mp.process.BaseProcess]], deadline: Deadline,

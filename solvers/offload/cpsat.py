@@ -48,6 +48,7 @@ from ..discretize import capacity as discretize_capacity
 from ..discretize import effective_slots, scope_text, size_in_slots, tick_scale, to_ticks
 from ..errors import InputError, option_field
 from ..exact.cpsat_runner import check_first, run_cpsat
+from ..exact.interrupt import interrupted
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
@@ -280,7 +281,8 @@ def solve_cpsat(inst: OffloadInstance, budget: int, *, options: ExactOptions, de
                            log=run.log, message="proven infeasible for this model")
     if run.status not in (OPTIMAL, FEASIBLE):
         return SolveResult(problem="offload", solver="cpsat", status=TIMEOUT, budget=budget, scope=scope,
-                           log=run.log, message="no solution within the time limit")
+                           log=run.log, message="no solution before the interrupt" if interrupted()
+                           else "no solution within the time limit")
     solver = run.solver
     timed: list[tuple[int, int, Op | Transfer]] = [(solver.value(s[k]), 0, op) for k, op in enumerate(ops)]
     for j, o in offload.items():
