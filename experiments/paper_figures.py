@@ -59,7 +59,7 @@ def draw_pipeline(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem
     """One row of panels per instance, one column per device count P (the solver labels' "P=<n>"):
     the period (objective, ms per micro-batch) versus the memory per device (GB), one line per
     solver (feasible rows only), named with the model its optimal rows are optimal in
-    (`figures.model_labels`); one legend for the figure, right of the panels (none over the data), and
+    (`plotting.labels.model_labels`); one legend for the figure, right of the panels (none over the data), and
     a line drawn exactly under another shown around it (`figures.mark_coinciding`)."""
     rows = rows.assign(_solver=rows["solver_label"].str.split(" P=").str[0],
                        _p=pd.to_numeric(rows["solver_label"].str.split(" P=").str[1], errors="coerce"))
@@ -95,7 +95,7 @@ def draw_pipeline(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem
 
 def _solver_models(rows: pd.DataFrame) -> dict[str, str]:
     """Pipeline solver name (``_solver``: the label before " P=<n>") -> its legend text with the model its
-    optimal rows are optimal in ("madpipe (contiguous stages, 1F1B)", `figures.model_labels`), when every
+    optimal rows are optimal in ("madpipe (contiguous stages, 1F1B)", `plotting.labels.model_labels`), when every
     device count names the same model; else the name."""
     named: dict[str, set[str]] = {}
     for label, text in model_labels(rows).items():
@@ -133,7 +133,7 @@ def cost_model_of(instance_file: Path) -> str:
 
 def draw(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem: str = "paper_chains") -> list[Path]:
     """One panel per instance: overhead versus budget (GB), one line per solver (feasible rows only),
-    named with the model its optimal rows are optimal in (`figures.model_labels`); one legend for the
+    named with the model its optimal rows are optimal in (`plotting.labels.model_labels`); one legend for the
     figure, right of the panels (none over the data, `figures._legend`), and a line drawn exactly under
     another shown around it (`figures.mark_coinciding`)."""
     instances = list(dict.fromkeys(rows["instance"]))

@@ -453,7 +453,8 @@ class SweepResult:
         and the row has a value of `y`, whatever `y` is: a solve time or a lower bound of a run that found no
         schedule (infeasible, a time limit without a schedule, unsupported) is not drawn (it is in `to_pandas`).
         Each series (`_series_labels`: a sweep file's ``solver_label``, else the solver's name, followed by
-        the model an exact solver is optimal in when its rows' ``scope`` names one: "cpsat (phase model)")
+        the model its ``optimal`` rows are optimal in when their ``scope`` names one, as in the command-line
+        figures: "cpsat (phase model)", "rotor (persistent)")
         keeps one colour and marker in every panel (`_series_styles`, distinct for the first 90 series), and
         one legend beside the panels names every series drawn. Each axis names its
         unit (`_axis`): the objective in the instance's time unit ("period (ms)"), sizes in the binary unit
@@ -551,40 +552,17 @@ def _series_styles(labels: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _model_of(scope: Any) -> str | None:
-    """The model a run's ``scope`` says the solver is exact for: its leading phrase (up to the first ":",
-    "(", "," or ";") when that names a model ("phase model: between consecutive ..." -> "phase model",
-    "join phase model (forward phase, ...)" -> "join phase model"); None for any other scope (a heuristic's
-    "no optimality claim", "store-all fits the budget: ...", a missing one)."""
-    if not isinstance(scope, str):
-        return None
-    head = scope
-    for stop in ":(,;":
-        head = head.split(stop, 1)[0]
-    words = head.split()
-    if len(words) < 2 or words[-1] != "model" or words[0].lower() in ("the", "a", "an", "this", "its"):
-        return None
-    return " ".join(words)
-
-
 def _series_labels(frame: Any) -> Any:
     """The series label of each row of `frame` (a pandas Series): its ``solver_label`` (a sweep file's label),
-    else its ``solver``. A plain label (the solver's own name: the facade's rows, a sweep file's solver without
-    a label) of a solver whose rows' scopes name one model (`_model_of`) is followed by it, as the sweep
-    configs label exact solvers: "cpsat (phase model)". A solver whose scopes name no model, or several, keeps
-    its name."""
-    solver = frame["solver"].astype(str)
-    labels = frame["solver_label"].fillna(frame["solver"]).astype(str) if "solver_label" in frame else solver
-    if "scope" not in frame:
-        return labels
-    models = frame["scope"].map(_model_of)
-    plain = labels == solver
-    for name in dict.fromkeys(solver[plain]):
-        rows = plain & (solver == name)
-        named = set(models[rows].dropna())
-        if len(named) == 1:
-            labels = labels.where(~rows, f"{name} ({named.pop()})")
-    return labels
+    else its ``solver``, with the model the solver's ``optimal`` rows are optimal in when their scopes name
+    one (`experiments.plotting.labels.model_labels`, as the command-line figures: "cpsat (phase model)",
+    "rotor (persistent)")."""
+    from memsched.experiments.plotting.labels import model_labels
+
+    labels = frame["solver_label"].fillna(frame["solver"]).astype(str) if "solver_label" in frame \
+        else frame["solver"].astype(str)
+    shown = model_labels(frame)
+    return labels.map(lambda label: shown.get(label, label))
 
 
 def _drawn_rows(frame: Any, x: str, y: str) -> Any:

@@ -63,42 +63,45 @@ def test_many_series_get_distinct_colour_and_marker_pairs(count: int):
 
 
 # ---------------------------------------------------------------------------- 2. exact solvers name their model
-def test_model_of_a_scope_is_its_leading_model_phrase_only():
-    from memsched.results import _model_of
+def test_model_labels_name_the_model_of_the_optimal_rows_scope():
+    import pandas as pd
+    from memsched.experiments.plotting.labels import model_labels
 
-    assert _model_of(PHASE) == "phase model"
-    assert _model_of("join phase model (forward phase, loss, ...), exact sizes; CP-SAT") == "join phase model"
-    assert _model_of("store-all fits the budget: optimal among all schedules") is None
-    assert _model_of("persistent schedules, 500-slot discretisation") is None
-    assert _model_of("the model (12 variables) would need more memory") is None
-    assert _model_of(None) is None and _model_of(float("nan")) is None
+    rows = pd.DataFrame([{"solver": "cpsat", "status": "optimal", "scope": PHASE},
+                         {"solver": "cpsat", "status": "optimal",
+                          "scope": "join phase model (forward phase, loss, ...), exact sizes; CP-SAT"},
+                         {"solver": "store-all", "status": "optimal",
+                          "scope": "store-all fits the budget: optimal among all schedules"},
+                         {"solver": "rotor", "status": "feasible", "scope": "persistent schedules, exact sizes"}])
+    assert model_labels(rows) == {"cpsat": "cpsat", "store-all": "store-all", "rotor": "rotor"}  # two models
+    assert model_labels(rows.iloc[[0]]) == {"cpsat": "cpsat (phase model)"}
+    assert model_labels(rows.iloc[[1]]) == {"cpsat": "cpsat (join phase model)"}
+    assert model_labels(rows.iloc[[3]].assign(status="optimal")) == {"rotor": "rotor (persistent)"}
 
 
 def test_a_facade_sweep_names_an_exact_solver_with_its_model():
     sweep = memsched.sweep(memsched.load(TINY), budgets=["80%", "100%"], solvers=["rotor", "cpsat"], time_limit=20)
     assert {row["solver"] for row in sweep.rows} == {"rotor", "cpsat"}
     fig = sweep.plot()
-    assert set(_styles(fig.axes[0])) == {"rotor", "cpsat (phase model)"}
-    assert {t.get_text() for t in fig.legends[0].get_texts()} == {"rotor", "cpsat (phase model)"}
+    assert set(_styles(fig.axes[0])) == {"rotor (persistent)", "cpsat (phase model)"}
+    assert {t.get_text() for t in fig.legends[0].get_texts()} == {"rotor (persistent)", "cpsat (phase model)"}
 
 
-def test_a_sweep_files_own_label_is_kept_and_a_scope_without_model_changes_nothing():
-    rows = [_row("x", "cpsat", f, 11.0 + f, solver_label="CP-SAT, 12 stages", scope=PHASE) for f in (0.6, 1.0)]
+def test_a_label_naming_its_model_is_kept_and_a_scope_without_model_changes_nothing():
+    rows = [_row("x", "cpsat", f, 11.0 + f, solver_label="CP-SAT (12 stages)", scope=PHASE) for f in (0.6, 1.0)]
     rows += [_row("x", "milp", f, 12.0 + f, solver_label="milp", scope=PHASE) for f in (0.6, 1.0)]
-    rows += [_row("x", "rotor", f, 13.0 + f, solver_label="rotor", scope="persistent schedules, exact sizes")
-             for f in (0.6, 1.0)]
+    rows += [_row("x", "sqrt", f, 13.0 + f, solver_label="sqrt", scope="no optimality claim") for f in (0.6, 1.0)]
     labels = set(_styles(SweepResult(rows).plot().axes[0]))
-    assert labels == {"CP-SAT, 12 stages", "milp (phase model)", "rotor"}
+    assert labels == {"CP-SAT (12 stages)", "milp (phase model)", "sqrt"}
 
 
-# ---------------------------------------------------------------------------- 3. what is drawn
 def test_budgets_without_a_schedule_are_left_out_whatever_y_is():
     sweep = memsched.sweep(memsched.load(TINY), budgets=["60%", "80%", "100%"], solvers=["store-all", "rotor"])
     found = {(r["solver"], r["budget"]) for r in sweep.rows if r["objective"] is not None}
     store_all = [r for r in sweep.rows if r["solver"] == "store-all"]
     assert any(r["objective"] is None and r["solve_time_s"] is not None for r in store_all)  # a timed infeasible run
     for y in ("solve_time_s", "objective", "peak_memory"):
-        lines = {line.get_label(): line for line in sweep.plot(y=y).axes[0].get_lines()}
+        lines = {line.get_label().split(" (")[0]: line for line in sweep.plot(y=y).axes[0].get_lines()}
         for solver, line in lines.items():
             expected = sorted(100 * b / store_all[0]["reference_peak"] for s, b in found if s == solver)
             assert sorted(line.get_xdata()) == pytest.approx(expected), (y, solver)
