@@ -170,3 +170,15 @@ def test_portfolio_excludes_broken_plans_with_scip(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(chain_milp, "_other_backend", lambda _backend: None, raising=False)
     _check(_homogeneous(10**9), 7 * 10**9 - 1, "milp", slots=0, backend="portfolio", workers=2)
     _check(_min_chain(), MIN_1E9 - 1, "milp", slots=0, backend="portfolio", workers=2)
+
+
+def test_rotors_answers_before_the_dp_name_exact_sizes():
+    """Below `rotor_min_budget` (exact bytes) and where store-all fits, rotor answers without its slot
+    DP: the scope said "500-slot discretisation" (docs: the scope names the discretisation used)."""
+    import memsched
+
+    tiny = memsched.load(memsched.data_path("examples", "tiny.json"))
+    low = memsched.solve(tiny, 20, solver="rotor")
+    high = memsched.solve(tiny, 30, solver="rotor")
+    assert low.status == "infeasible" and low.scope == "persistent schedules, exact sizes"
+    assert high.status == "optimal" and high.scope.startswith("persistent schedules, exact sizes; store-all fits")

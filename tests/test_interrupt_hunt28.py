@@ -224,6 +224,24 @@ def test_ctrl_c_before_a_schedule_notes_the_output_left_unchanged(tmp_path):
     assert (tmp_path / "s.json").read_text() == '{"old": 1}\n'
 
 
+def test_ctrl_c_while_the_instance_loads_notes_the_output_left_unchanged(tmp_path):
+    """A Ctrl-C before the solve began (here while the instance is read) printed no note on -o."""
+    (tmp_path / "s.json").write_text('{"old": 1}\n')
+    patch = """
+        import memsched.experiments.commands.solve as solve_command
+        real = solve_command.load_problem
+        def load_problem(*args, **kwargs):
+            sigint_here()
+            return real(*args, **kwargs)
+        solve_command.load_problem = load_problem
+        """
+    res = _run(patch, "solve", EXAMPLES / "tiny.json", "--solver", "store-all", "--budget", "5", "-o", "s.json",
+               cwd=tmp_path)
+    assert res.returncode == 130 and res.stdout == ""
+    assert "memsched solve: note: s.json (--output) left unchanged: interrupted before a schedule" in res.stderr
+    assert (tmp_path / "s.json").read_text() == '{"old": 1}\n'
+
+
 # ------------------------------------------------------------------------------ at the start
 def test_ctrl_c_while_the_parser_is_built_is_one_line():
     patch = """

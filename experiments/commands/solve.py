@@ -63,21 +63,9 @@ def main(args: argparse.Namespace) -> int:
         check_suffix(args.plot)
     if args.solver is not None and not args.solver.strip():
         raise InputError("is empty, expected a solver name (memsched solvers lists them)", field="--solver")
-    problem, instance = load_problem(args.file, args.bandwidth, args.latency, args.solver)
-    if problem == "pipeline":  # its solvers need a device count, which `partition` takes
-        raise InputError("a pipeline is partitioned over devices: memsched partition FILE --devices P --memory M",
-                         path=args.file)
-    budget = budget_for(problem, instance, args.budget)
-    name = args.solver or default_solver(problem)
-    if args.slots < 0:
-        raise InputError("must be >= 0", field="--slots")
-    options = parse_options(args.option)
-    check_options(problem, name, options)
-    check_work(problem, name, instance, path=args.file)
     try:
-        result = run_solver(problem, instance, name, budget, progress=args.progress, time_limit=args.time_limit,
-                            options=options, slots=args.slots)
-    except KeyboardInterrupt:  # before any answer (a fast solver, a warm start): nothing is written
+        problem, instance, budget, name, options, result = _solve(args)
+    except KeyboardInterrupt:  # before any answer (loading, a fast solver, a warm start): nothing is written
         _note_unchanged(args, "interrupted before a schedule was found")
         raise
     # a Ctrl-C after the solve (the smallest-budget search, the figure) keeps the answer: printed, then exit 130
@@ -105,6 +93,25 @@ def main(args: argparse.Namespace) -> int:
     if interrupted or cut_short:
         return 130
     return 1 if result.schedule is None else 0
+
+
+def _solve(args: argparse.Namespace) -> tuple[str, Any, int, str, dict[str, Any], SolveResult]:
+    """Load the instance, check the budget, solver and options, and run the solver: (problem, instance,
+    budget, solver name, its options, result)."""
+    problem, instance = load_problem(args.file, args.bandwidth, args.latency, args.solver)
+    if problem == "pipeline":  # its solvers need a device count, which `partition` takes
+        raise InputError("a pipeline is partitioned over devices: memsched partition FILE --devices P --memory M",
+                         path=args.file)
+    budget = budget_for(problem, instance, args.budget)
+    name = args.solver or default_solver(problem)
+    if args.slots < 0:
+        raise InputError("must be >= 0", field="--slots")
+    options = parse_options(args.option)
+    check_options(problem, name, options)
+    check_work(problem, name, instance, path=args.file)
+    result = run_solver(problem, instance, name, budget, progress=args.progress, time_limit=args.time_limit,
+                        options=options, slots=args.slots)
+    return problem, instance, budget, name, options, result
 
 
 def _draw(args: argparse.Namespace, problem: str, instance: Any, result: SolveResult, budget: int, name: str) -> bool:

@@ -438,15 +438,17 @@ def _solve_rotor_slots(chain: Chain, budget: int, *, slots: int | None = 500, ti
     # sum u_fa + sum u_b bounds every schedule; kept apart from lower_bound, which would read as
     # a gap of this (optimal for its scope) answer
     details: dict[str, Any] = {"slots": slots, "no_recompute_time": lower}
+    # the two answers before the DP are at exact sizes (`rotor_min_budget`, the store-all replay): no slots
+    exact = "persistent schedules, exact sizes"
     if budget < min_budget:
-        return SolveResult(status=INFEASIBLE, scope=scope, solve_time_s=time.perf_counter() - t0,
+        return SolveResult(status=INFEASIBLE, scope=exact, solve_time_s=time.perf_counter() - t0,
                            message=f"no persistent schedule fits {budget}; the smallest feasible budget is "
                                    f"{min_budget}", details=details, **common)
     store_all = store_all_schedule(L)
     sim = simulate(chain, store_all)
     if sim.peak_memory <= budget:
         return SolveResult(status=OPTIMAL, objective=sim.makespan, schedule=store_all, peak_memory=sim.peak_memory,
-                           scope=scope + "; store-all fits, optimal among all schedules",
+                           scope=exact + "; store-all fits, optimal among all schedules",
                            solve_time_s=time.perf_counter() - t0, details={**details, "recomputations": 0},
                            **common)
     shared = None
