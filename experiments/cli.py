@@ -129,7 +129,8 @@ def terminate_as_interrupt() -> Iterator[Callable[[], bool]]:
     and the answer it had is printed (exit 130). Every interrupt (SIGINT too, unless it is ignored,
     as in a background job) is also noted: the callable given tells whether one came, so that a
     `KeyboardInterrupt` that an import wrapped (numpy raises `ImportError` when its C extension's
-    import is interrupted) is still reported as the interrupt it was. A process forked inside gets
+    import is interrupted) is still reported as the interrupt it was. A signal the caller set to be
+    ignored stays ignored (``nohup``: SIGHUP; a background job: SIGINT). A process forked inside gets
     the previous handlers back (`_reset_in_child`: a solver child is stopped by SIGTERM, not by a
     Python exception). No-op outside the main thread; the previous handlers are restored on leaving."""
     if threading.current_thread() is not threading.main_thread():
@@ -141,7 +142,7 @@ def terminate_as_interrupt() -> Iterator[Callable[[], bool]]:
         old[signal.SIGINT] = signal.signal(signal.SIGINT, _handler(interrupts, terminate=False))
     for name in TERMINATE_SIGNALS:
         sig = getattr(signal, name, None)
-        if sig is not None:
+        if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:  # `nohup`: SIGHUP stays ignored
             old[sig] = signal.signal(sig, _handler(interrupts, terminate=True))
     outer, _OPEN[0] = _OPEN[0], interrupts
     try:

@@ -389,3 +389,18 @@ def test_the_progress_line_is_drawn_on_a_terminal_of_zero_columns():
         proc.wait(30)
         os.close(main)
     assert b"solving: " in drawn
+
+
+def test_a_signal_the_caller_ignores_stays_ignored():
+    """Under ``nohup`` (SIGHUP ignored) a command is not stopped by SIGHUP (it was: exit 130)."""
+    from memsched.experiments.cli import terminate_as_interrupt
+
+    old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with terminate_as_interrupt():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGHUP)  # ignored: no KeyboardInterrupt
+            time.sleep(0.05)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, old)

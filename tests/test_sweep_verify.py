@@ -138,3 +138,19 @@ def test_rows_keyed_with_an_absolute_source_are_found_and_rekeyed(tmp_path, cli)
     assert cli("sweep", cfg, "--output", out, "--verify", "--update", "--no-progress").code == 0
     again = pd.read_csv(out / "v.csv")
     assert list(again["key"]) == current and not again["source"].str.startswith("/elsewhere").any()
+
+
+def test_update_refreshes_the_scope_of_a_same_row(tmp_path, cli):
+    """A row with the answer HEAD computes but a scope HEAD words otherwise (rotor's answers before its
+    DP named a slot discretisation they do not use) is `same`, and --update refreshes its text."""
+    cfg, out = _sweep(tmp_path)
+    path = journal_path(out, "v")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    first = next(r for r in rows if r["solver"] == "rotor")
+    first["scope"] = "persistent schedules, an older wording"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    checks = verify_sweep(cfg, output=out, progress=False)
+    assert summary(checks)["same"] == 12 and sum(c.scope_changed for c in checks) == 1
+    res = cli("sweep", cfg, "--output", out, "--verify", "--update", "--no-progress")
+    assert res.code == 0 and "replaced 1 rows" in res.out
+    assert not any(c.scope_changed for c in verify_sweep(cfg, output=out, progress=False))

@@ -79,6 +79,9 @@ class Check:
     message: str = ""
     key: str = ""
     new_row: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    #: whether the stored and recomputed rows word their ``scope`` differently (a ``same`` row whose
+    #: solver now names its model or discretisation otherwise: `update_stale` refreshes it)
+    scope_changed: bool = False
 
 
 def _same_objective(a: Any, b: Any) -> bool:
@@ -160,7 +163,13 @@ def _check(task: Task, stored: dict[str, Any] | None) -> Check:
                         task.solver, task.repeat, False, task.options, None))
     return Check(**where, verdict=judge(stored, new), stored_status=stored.get("status"),
                  new_status=new.get("status"), stored_objective=stored.get("objective"),
-                 new_objective=new.get("objective"), message=str(new.get("message") or "")[:200], new_row=new)
+                 new_objective=new.get("objective"), message=str(new.get("message") or "")[:200], new_row=new,
+                 scope_changed=_text(stored.get("scope")) != _text(new.get("scope")))
+
+
+def _text(value: Any) -> str:
+    """A text cell as written: "" for a missing one (None, or NaN as pandas reads an empty cell)."""
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
 
 
 def summary(checks: list[Check]) -> dict[str, int]:
@@ -190,7 +199,8 @@ def _unbacked(stored: str | None, new: str | None) -> bool:
 def update_stale(config: SweepConfig | str | Path, checks: list[Check], *, output: str | Path | None = None) -> int:
     """Journal the recomputed row of every ``differs`` check, and of every ``time-limited`` one
     whose recomputed objective is better or that settles a stored timeout (HEAD found more than
-    the stored run) or that no longer backs a stored ``infeasible`` (`_unbacked`), in place of the
+    the stored run) or that no longer backs a stored ``infeasible`` (`_unbacked`), and (a sweep that
+    executes nothing) of every ``same`` one whose ``scope`` HEAD words otherwise, in place of the
     stored row (a later row of a key wins); rewrite the table in grid order; returns the number
     of rows replaced. Rows stored under an older key of the same cell (`rekeyed`, strict: those a
     run resumes) take the current key. Refused (`InputError`) for sweeps that execute schedules."""
@@ -200,9 +210,12 @@ def update_stale(config: SweepConfig | str | Path, checks: list[Check], *, outpu
         c.verdict == "time-limited" and (_better(c.new_objective, c.stored_objective)
                                          or _settled(c.stored_status, c.new_status)
                                          or _unbacked(c.stored_status, c.new_status))))]
-    if stale and (config.execute or any(spec.execute for spec in config.instances)):
+    executes = config.execute or any(spec.execute for spec in config.instances)
+    if stale and executes:
         raise InputError("rows of a sweep that executes schedules hold measurements: rerun it with --fresh",
                          path=str(config.path), field="--update")
+    if not executes:  # a `same` row whose scope HEAD words otherwise: its text refreshed (same answer)
+        stale += [c for c in checks if c.new_row is not None and c.verdict == "same" and c.scope_changed]
     out_dir = config.output_dir(output)
     jpath = journal_path(out_dir, config.name)
     with SweepLock(out_dir, config.name):
