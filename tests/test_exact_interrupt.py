@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -48,8 +49,18 @@ def _sigint_later(seconds: float = SIGNAL_AFTER_S) -> threading.Timer:
     return timer
 
 
+@pytest.fixture(autouse=True)
+def own_temporary_folder(tmp_path, monkeypatch):
+    """This test's CBC programs get their model files (`cbc_cmd.solve_mps`'s temporary directory) under
+    `tmp_path`, so `_cbc_programs` counts theirs, not those another process on the machine runs."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
 def _cbc_programs() -> list[int]:
-    """Pids of running (not zombie) CBC programs started by `cbc_cmd.solve_mps` (its temporary directory)."""
+    """Pids of running (not zombie) CBC programs started by `cbc_cmd.solve_mps` in this test (its
+    temporary directory, under the test's own folder: `own_temporary_folder`)."""
+    mine = os.path.join(tempfile.gettempdir(), "memsched-cbc-").encode()
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -61,7 +72,7 @@ def _cbc_programs() -> list[int]:
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if b"memsched-cbc-" in cmdline and state != "Z":
+        if mine in cmdline and state != "Z":
             pids.append(int(entry))
     return pids
 
