@@ -207,36 +207,23 @@ def test_ctrl_c_while_drawing_prints_the_answer_and_leaves_the_figure(tmp_path):
     assert "f.svg (--plot) left unchanged" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_ctrl_c_before_a_schedule_notes_the_output_left_unchanged(tmp_path):
+@pytest.mark.parametrize(("module", "name", "argv"), [
+    ("memsched.solvers.registry", "solve", ("cnn12.json", "--solver", "rotor", "--budget", "60%", "--json")),
+    ("memsched.experiments.commands.solve", "load_problem", ("tiny.json", "--solver", "store-all", "--budget", "5")),
+], ids=["during-the-solve", "while-the-instance-loads"])
+def test_ctrl_c_before_a_schedule_notes_the_output_left_unchanged(tmp_path, module, name, argv):
+    """A Ctrl-C before any answer leaves -o as it was and says so (also before the solve began, while
+    the instance is read: no note was printed then)."""
     (tmp_path / "s.json").write_text('{"old": 1}\n')
-    patch = """
-        import memsched.solvers.registry as registry
-        real = registry.solve
-        def solve(*args, **kwargs):
+    patch = f"""
+        import {module} as target
+        real = target.{name}
+        def stand_in(*args, **kwargs):
             sigint_here()
             return real(*args, **kwargs)
-        registry.solve = solve
+        target.{name} = stand_in
         """
-    res = _run(patch, "solve", EXAMPLES / "cnn12.json", "--solver", "rotor", "--budget", "60%", "--json",
-               "-o", "s.json", cwd=tmp_path)
-    assert res.returncode == 130 and res.stdout == ""
-    assert "memsched solve: note: s.json (--output) left unchanged" in res.stderr
-    assert (tmp_path / "s.json").read_text() == '{"old": 1}\n'
-
-
-def test_ctrl_c_while_the_instance_loads_notes_the_output_left_unchanged(tmp_path):
-    """A Ctrl-C before the solve began (here while the instance is read) printed no note on -o."""
-    (tmp_path / "s.json").write_text('{"old": 1}\n')
-    patch = """
-        import memsched.experiments.commands.solve as solve_command
-        real = solve_command.load_problem
-        def load_problem(*args, **kwargs):
-            sigint_here()
-            return real(*args, **kwargs)
-        solve_command.load_problem = load_problem
-        """
-    res = _run(patch, "solve", EXAMPLES / "tiny.json", "--solver", "store-all", "--budget", "5", "-o", "s.json",
-               cwd=tmp_path)
+    res = _run(patch, "solve", EXAMPLES / argv[0], *argv[1:], "-o", "s.json", cwd=tmp_path)
     assert res.returncode == 130 and res.stdout == ""
     assert "memsched solve: note: s.json (--output) left unchanged: interrupted before a schedule" in res.stderr
     assert (tmp_path / "s.json").read_text() == '{"old": 1}\n'
