@@ -25,14 +25,12 @@ from .store import (
     Journal,
     check_written_paths,
     journal_path,
-    plain_row,
     read_journal,
     seed_journal,
     table_path,
-    valid_row,
     write_table,
 )
-from .verify import rekeyed, table_rows
+from .verify import rekeyed, resumable_rows
 
 
 @dataclass
@@ -555,18 +553,12 @@ def _seed_from_table(out_dir: Path, name: str, notes: list[str]) -> None:
     csv = table_path(out_dir, name)
     if not csv.is_file():
         return
-    try:
-        found = table_rows(csv)
-    except (OSError, ValueError) as err:
-        raise InputError(f"cannot read the sweep's table to resume its rows ({first_line(err)}); "
-                         f"rerun with --fresh to run every cell", path=str(csv)) from None
-    rows = [plain_row(r) for r in found]
-    good = [r for r in rows if valid_row(r)]
-    if not rows:
+    good, damaged = resumable_rows(csv, "cannot read the sweep's table to resume its rows")
+    if not good and not damaged:
         return
     seed_journal(journal_path(out_dir, name), good)
     notes.append(f"no journal: the {len(good)} rows of {csv.name} are taken as done (--fresh runs every cell)"
-                 + (f"; {len(rows) - len(good)} unreadable rows run again" if len(good) < len(rows) else ""))
+                 + (f"; {damaged} unreadable rows run again" if damaged else ""))
 
 
 def _resumed(journal: Journal, tasks: list[Task], notes: list[str]) -> dict[str, dict[str, Any]]:

@@ -308,16 +308,24 @@ def stored_rows(out_dir: Path, name: str) -> dict[str, dict[str, Any]]:
     csv = table_path(out_dir, name)
     if not csv.exists():
         return {}
+    good, damaged = resumable_rows(csv, "cannot read the sweep's table")
+    if damaged:
+        print(f"warning: {csv}: {damaged} damaged rows ignored (text in a number column, or no key): "
+              f"their cells are not done", file=sys.stderr)
+    return {r["key"]: r for r in good}
+
+
+def resumable_rows(csv: Path, what: str) -> tuple[list[dict[str, Any]], int]:
+    """The rows of the sweep table `csv` a run resumes (`table_rows`, numbers as Python numbers, only
+    `store.valid_row` ones) and how many damaged rows were left out; a file that cannot be read as a
+    sweep table is an `InputError` naming it, `what` its message's start."""
     try:
         found = [plain_row(r) for r in table_rows(csv)]
     except (OSError, ValueError) as err:
-        raise InputError(f"cannot read the sweep's table ({first_line(err)}); rerun the sweep with --fresh to run "
-                         f"every cell", path=str(csv)) from None
+        raise InputError(f"{what} ({first_line(err)}); rerun the sweep with --fresh to run every cell",
+                         path=str(csv)) from None
     good = [r for r in found if valid_row(r)]
-    if len(good) < len(found):
-        print(f"warning: {csv}: {len(found) - len(good)} damaged rows ignored (text in a number column, or no key): "
-              f"their cells are not done", file=sys.stderr)
-    return {r["key"]: r for r in good}
+    return good, len(found) - len(good)
 
 
 def _number(value: Any) -> Any:
