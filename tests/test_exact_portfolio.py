@@ -16,6 +16,7 @@ from memsched.solvers.chain.dp import rotor_min_budget
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.exact import highs_runner, portfolio
 from memsched.solvers.exact.milp_runner import BackendRun
+from memsched.solvers.exact.options import Deadline
 from memsched.solvers.registry import solve
 from test_chain_exact import brute_force, check_replay
 
@@ -52,6 +53,20 @@ def test_infeasible_only_as_a_backends_proof():
     proof = {"scip": _run("infeasible"), "highs": _run("timeout")}
     assert portfolio.merge_runs(proof, 1.0).status == "infeasible"
     assert portfolio.merge_runs({"scip": _run("timeout"), "highs": _run("timeout")}, 1.0).status == "timeout"
+
+
+def test_a_backend_stopped_by_the_others_proof_says_so():
+    """HiGHS proves; SCIP, still searching, is stopped because of that proof, not for a limit."""
+    ctx = multiprocessing.get_context("fork")
+    proving, proved = ctx.Pipe(duplex=False)
+    silent, _keep_open = ctx.Pipe(duplex=False)
+    proved.send(_run("optimal", 10.0, 10.0))
+    children = {proving: ("highs", None), silent: ("scip", None)}
+    runs = portfolio._collect(children, Deadline(60.0), grace=0.1)  # type: ignore[arg-type]
+    assert runs["highs"].status == "optimal"
+    assert runs["scip"].backend_status == "stopped: highs proved first"
+    merged = portfolio.merge_runs(runs, 1.0)
+    assert "scip: timeout (stopped: highs proved first)" in merged.backend_status
 
 
 @settings(max_examples=6, deadline=None)

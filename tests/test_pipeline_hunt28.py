@@ -141,6 +141,17 @@ def test_partition_json_log_in_seconds() -> None:
     assert out["log"][1] == [1.25, pytest.approx(0.088), None]
 
 
+def test_partition_json_fast_periods_in_seconds() -> None:
+    """An exact solver's `fast` (the seeding solvers' periods) is in seconds like `period`."""
+    from memsched.experiments.commands.partition import to_json
+
+    inst = Pipeline(fwd=[1.0], bwd=[2.0], act=[1], params=[0], time_unit=1e-3)
+    res = SolveResult(problem="pipeline", solver="cpsat", status="optimal", objective=88.0, lower_bound=88.0,
+                      budget=10, details={"fast": {"madpipe": 90.0, "pipedream": None}})
+    out = to_json(res, inst)
+    assert out["fast"] == {"madpipe": pytest.approx(0.09), "pipedream": None}
+
+
 def test_partition_cli_log_matches_period_unit(cli) -> None:
     r = cli("partition", VGG, "--devices", "4", "--memory", "8GB", "--solver", "cpsat", "--json")
     assert r.code == 0, r.err

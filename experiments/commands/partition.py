@@ -132,6 +132,8 @@ def to_json(result: SolveResult, inst: Any) -> dict[str, Any]:
     out["lower_bound"] = result.lower_bound * unit if result.lower_bound is not None else None
     if "log" in out:  # (seconds of search, period, bound): the period and bound in seconds too
         out["log"] = [[t, _scaled(o, unit), _scaled(b, unit)] for t, o, b in out["log"]]
+    if isinstance(out.get("fast"), dict):  # the seeding fast solvers' periods (an exact solver's details)
+        out["fast"] = {name: _scaled(period, unit) for name, period in out["fast"].items()}
     out["period_file_units"] = result.objective
     out["time_unit_s"] = unit
     out["memory_per_device"] = result.budget

@@ -200,9 +200,10 @@ def _collect(children: dict[Connection, tuple[str, mp.process.BaseProcess]], dea
                 continue
             if watched and run.values is not None:
                 report(f"search: {backend} answered ({run.status})", best=run.objective, bound=run.bound)
+    provers = [backend for backend, run in runs.items() if _proof(run)]
+    why = f"stopped: {provers[0]} proved first" if provers else f"stopped: no answer {grace:g} s after the time limit"
     for backend, _ in pending.values():
-        runs[backend] = BackendRun(TIMEOUT, wall=deadline.elapsed(),
-                                   backend_status=f"stopped: no answer {grace:g} s after the time limit")
+        runs[backend] = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status=why)
     return runs
 
 
