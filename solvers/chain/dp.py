@@ -397,7 +397,8 @@ def solve_rotor(chain: Chain, budget: int, *, slots: int | None = 500, time_limi
     result = _solve_rotor_slots(chain, budget, slots=slots, time_limit=time_limit, table_budget=table_budget)
     result = never_worse(chain, int(budget), result, effective_slots(budget, check_slots(slots)),
                          lambda s: _solve_rotor_slots(chain, budget, slots=s, time_limit=time_limit),
-                         table_cells, EXACT_RETRY_CELLS)
+                         lambda s: table_cells(chain.length, s),
+                         table_cells(chain.length, int(budget) - int(chain.x[0])), EXACT_RETRY_CELLS)
     result.solve_time_s = time.perf_counter() - t0
     return result
 

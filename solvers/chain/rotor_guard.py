@@ -69,11 +69,12 @@ def best_baseline(chain: Chain, budget: int, beat: float | None = None) -> Solve
 
 
 def never_worse(chain: Chain, budget: int, result: SolveResult, slots: int,
-                solve_with: Callable[[int], SolveResult], table_cells: Callable[[int, int], int],
-                exact_cells: int) -> SolveResult:
+                solve_with: Callable[[int], SolveResult], slot_cells: Callable[[int], int],
+                exact_size_cells: int, exact_cells: int) -> SolveResult:
     """`result` (the DP at `slots` slots) when no baseline beats it at exact sizes; else the DP
     at finer slots or exact sizes (`solve_with(slots)`, 0 = exact), else the baseline's
-    schedule. `table_cells(L, M)` sizes a table; `exact_cells` bounds the exact-size retry.
+    schedule. `slot_cells(s)`: the cells of the DP's tables at s slots (tried while at most
+    `REFINE_CELLS`); `exact_size_cells`: those at exact sizes, tried when at most `exact_cells`.
     A `result` without a schedule is returned as it is: the callers handle a rounding that left
     no schedule themselves (rotor's exact-size retry in `dp._solve_rotor_slots`, the join DP's
     `rounding_retry`, which runs rotor on a one-branch join's branch)."""
@@ -88,7 +89,7 @@ def never_worse(chain: Chain, budget: int, result: SolveResult, slots: int,
     result.details["baseline"] = seen
     if first <= target * (1 + REL_TOL):
         return result
-    L, tried = chain.length, [slots]
+    tried = [slots]
 
     def done(answer: SolveResult, how: str) -> SolveResult:
         answer.details.update(baseline=seen, slots_tried=tried, first_makespan=first)
@@ -97,14 +98,14 @@ def never_worse(chain: Chain, budget: int, result: SolveResult, slots: int,
         return answer
 
     s = slots * REFINE_FACTOR
-    while table_cells(L, s) <= REFINE_CELLS:
+    while slot_cells(s) <= REFINE_CELLS:
         again = solve_with(s)
         tried.append(s)
         if again.status in (OPTIMAL, FEASIBLE) and again.objective is not None \
                 and float(again.objective) <= target * (1 + REL_TOL):
             return done(again, f"solved again with {s} slots")
         s *= REFINE_FACTOR
-    if table_cells(L, budget - int(chain.x[0])) <= exact_cells:
+    if exact_size_cells <= exact_cells:
         tried.append(0)
         return done(solve_with(0), "solved again with exact sizes")
     fallback = SolveResult(problem="chain", solver="rotor", status=FEASIBLE, objective=base.objective,

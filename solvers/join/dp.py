@@ -883,10 +883,11 @@ def one_branch_never_worse(join: Join, budget: int, result: SolveResult) -> Solv
     from .instance import branch_with_loss
 
     chain = branch_with_loss(join, 0)
-    x0 = int(chain.x[0])
+    L = join.branches[0].length
+    # the spine tables span memory values 0..M: M = s at s slots, the budget itself at exact sizes (`check_cells`)
     guarded = never_worse(chain, budget, result, int(result.details.get("slots", 0)),
                           lambda s: _solve_join_dp_slots(join, budget, slots=s),
-                          lambda L, M: 2 * (L + 1) * (M + x0 + 1) ** 2, MAX_CELLS)
+                          lambda s: 2 * (L + 1) * (s + 1) ** 2, 2 * (L + 1) * (budget + 1) ** 2, MAX_CELLS)
     if guarded.problem == "join" or guarded.schedule is None:
         return guarded
     return _as_join(join, budget, guarded, status=FEASIBLE, scope=guarded.scope.replace("rotor's", "the join DP's"))

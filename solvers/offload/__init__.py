@@ -42,8 +42,8 @@ SOLVERS: dict[str, tuple[str, str]] = {
 
 
 def load(path: str, bandwidth: float | None = None, latency: float | None = None) -> OffloadInstance:
-    """A chain file with a ``host_link`` (or with `bandwidth` in bytes/s and `latency` in the
-    chain's time unit given here)."""
+    """A chain file with a ``host_link`` (or with `bandwidth` in bytes/s and `latency` in
+    seconds per transfer given here)."""
     return OffloadInstance.load(path, bandwidth, latency)
 
 
