@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -74,17 +75,63 @@ def read_json(path: str | Path) -> Any:
 
 def parse_json(text: str, path: str | Path) -> Any:
     """The parsed JSON `text` of the file `path`, the one JSON parser of every loader: invalid JSON
-    (with its line and column), nesting too deep for Python's parser and an integer of more than
-    4300 digits (Python's limit) are each a one-line `InputError` naming `path`, never another error."""
+    (with its line and column), nesting too deep for Python's parser, an integer of more than
+    4300 digits (Python's limit) and a string (key or value) that is not valid Unicode (a lone
+    surrogate escape such as ``"\\ud800"``: valid JSON that no UTF-8 output can hold; `check_unicode`)
+    are each a one-line `InputError` naming `path`, never another error."""
     path = str(path)
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as err:
         raise InputError(f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}", path=path) from None
     except RecursionError:
         raise InputError("invalid JSON: nested too deeply", path=path) from None
     except ValueError:  # json's only other failure: an integer of more than 4300 digits (Python's limit)
         raise InputError("invalid JSON: a number of more than 4300 digits", path=path) from None
+    if _may_hold_surrogates(text):
+        check_unicode(data, path)
+    return data
+
+
+#: a JSON escape of a UTF-16 surrogate (\ud800 to \udfff), the only way a lone one gets into parsed text
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
+def _may_hold_surrogates(text: str) -> bool:
+    """False when the parsed `text` surely holds no surrogate: it encodes as UTF-8 and has no
+    surrogate escape (a cheap test that spares large files the walk of `check_unicode`)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return _SURROGATE_ESCAPE.search(text) is not None
+
+
+def check_unicode(data: Any, path: str) -> None:
+    """`InputError` naming `path` and the JSON path (``nodes[3].id``) of the first string, key or
+    value, of the parsed `data` that cannot be encoded as UTF-8 (a lone surrogate: it would crash
+    every output later). Walks on an explicit stack (no recursion limit)."""
+    stack: list[tuple[Any, str, bool]] = [(data, "", False)]  # (item, its JSON path, whether it is a key)
+    while stack:
+        item, where, is_key = stack.pop()
+        if isinstance(item, str):
+            _check_string(item, path, where or None, f"the key {item!r}" if is_key else "the string")
+        elif isinstance(item, dict):
+            for key, value in reversed(list(item.items())):  # pushed backwards: popped in the file's order
+                stack.append((value, f"{where}.{key}" if where else str(key), False))
+                stack.append((key, where, True))
+        elif isinstance(item, list):
+            stack.extend((value, f"{where}[{k}]", False) for k, value in reversed(list(enumerate(item))))
+
+
+def _check_string(text: str, path: str, where: str | None, what: str) -> None:
+    """`InputError` at `where` when `text` (described as `what`) cannot be encoded as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        bad = ord(text[err.start])
+        raise InputError(f"{what} holds a lone surrogate \\u{bad:04x}, which is not valid Unicode",
+                         path=path, field=where) from None
 
 
 def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:

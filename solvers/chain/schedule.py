@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from numbers import Integral
 from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -128,7 +129,7 @@ class Schedule(OpSequence[Op]):
     def from_json(cls, data: Any, length: int, *, path: str = "<schedule>") -> Schedule:
         """Parse a schedule object (or a `memsched solve --json` output holding one)."""
         raw = ops_json(data, path, "chain", {"length": length})
-        return cls([_parse_op(item, length, path, k) for k, item in enumerate(raw)], length)
+        return cls([parse_op(item, length, path, k) for k, item in enumerate(raw)], length)
 
     @classmethod
     def load(cls, path: str | Path, length: int) -> Schedule:
@@ -171,14 +172,38 @@ def ops_json(data: Any, path: str, problem: str | tuple[str, ...] | None = None,
             raise InputError(f"the schedule is for {declared!r} but the instance is a {accepted[0]} instance",
                              path=path, field="problem")
         for key, expected in (shape or {}).items():
-            if key in data and (type(data[key]) is not type(expected) or data[key] != expected):
-                what = "" if type(data[key]) is type(expected) else f" (a {type(data[key]).__name__})"
+            if key in data and not _same_json(data[key], expected):
+                what = _type_mismatch(data[key], expected)
                 raise InputError(f"the schedule is for {key} {data[key]!r}{what} but the instance has {expected!r}",
                                  path=path, field=key)
         data = data.get("ops")
     if not isinstance(data, list):
         raise InputError("expected a list of operations", path=path, field="ops")
     return data
+
+
+def _same_json(value: Any, expected: Any) -> bool:
+    """True when the JSON `value` equals `expected` (an integer or a list of them) with the types of
+    JSON integers throughout: an int, not a bool and not a float such as 2.0, in a list too."""
+    if isinstance(expected, (list, tuple)):
+        return (isinstance(value, list) and len(value) == len(expected)
+                and all(_same_json(v, e) for v, e in zip(value, expected)))
+    if isinstance(expected, Integral) and not isinstance(expected, bool):
+        return type(value) is int and value == expected
+    return type(value) is type(expected) and bool(value == expected)
+
+
+def _type_mismatch(value: Any, expected: Any) -> str:
+    """`` (a float)`` (`` (item 0 a float)`` in a list) where `value` is not of `expected`'s JSON
+    type (as `_same_json` compares them); "" where only the values differ."""
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(value, list):
+            return f" (a {type(value).__name__})"
+        return next((f" (item {k} a {type(v).__name__})" for k, v in enumerate(value)
+                     if _type_mismatch(v, expected[0] if expected else 0)), "")
+    if isinstance(expected, Integral) and not isinstance(expected, bool):
+        return "" if type(value) is int else f" (a {type(value).__name__})"
+    return "" if type(value) is type(expected) else f" (a {type(value).__name__})"
 
 
 def read_op(item: Any, fields: tuple[str, ...], path: str, where: str) -> tuple[str, list[Any]]:
@@ -210,7 +235,9 @@ def check_index(value: Any, n: int, what: str, path: str, where: str, context: s
     return value
 
 
-def _parse_op(item: Any, length: int, path: str, k: int) -> Op:
+def parse_op(item: Any, length: int, path: str, k: int) -> Op:
+    """The chain operation of the JSON `item` at ``ops[k]`` of the file `path` (`read_op`; the stage
+    an integer in 0..length-1, the loss is stage `length`); `InputError` naming ``ops[k]``."""
     where = f"ops[{k}]"
     kind, (index,) = read_op(item, ("stage",), path, where)
     if kind == LOSS:

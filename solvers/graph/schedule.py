@@ -53,15 +53,22 @@ class GraphSchedule:
 
     @classmethod
     def from_json(cls, data: Any, *, path: str = "<schedule>") -> GraphSchedule:
-        """Parse a schedule object, a bare list of node ids, or a `memsched solve --json` output."""
+        """Parse a schedule object, a bare list of node ids, or a `memsched solve --json` output
+        (its ``schedule`` holds either of the first two, as the top level may)."""
         if isinstance(data, list):
             return cls(list(data))
         if not isinstance(data, dict):
             raise InputError("expected a JSON object", path=path)
         if "schedule" in data and "sequence" not in data:  # the output of `memsched solve --json`
-            if data["schedule"] is None:
+            inner = data["schedule"]
+            if inner is None:
                 raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
-            data = data["schedule"]
+            if isinstance(inner, list):
+                return cls(list(inner))
+            if not isinstance(inner, dict):
+                raise InputError(f"expected a schedule object or a list of node ids, got {repr(inner)[:60]}",
+                                 path=path, field="schedule")
+            data = inner
         if data.get("format", SCHEDULE_FORMAT) != SCHEDULE_FORMAT:
             raise InputError(f"expected {SCHEDULE_FORMAT!r}", path=path, field="format")
         if data.get("problem", "graph") != "graph":

@@ -13,8 +13,10 @@ repetitions allowed. Each computation creates a *copy* of the node's output (siz
   are consumed at s or later. Peak memory = max over steps.
 - Makespan = sum of ``cost_cpu`` over the sequence. Every node must appear at least once.
 
-The first violation (a predecessor never computed, a node never computed, memory over the
-budget) is reported with its step and node.
+The first violation (a predecessor never computed, memory over the budget) is reported with its
+step and node: the one at the earliest step, a missing predecessor before memory over the budget at
+the same step (as the chain's referee checks an op's inputs before its memory); a node never
+computed is found at the end of the sequence, so it comes last.
 """
 
 from __future__ import annotations
@@ -56,16 +58,18 @@ def simulate(graph: Graph, sequence: Sequence[int] | GraphSchedule, budget: int 
     latest = [-1] * graph.n  # step of the latest copy of each node
     end = list(range(N))  # last consumer of the copy made at each step (itself if none)
     violation: str | None = None
+    at = N  # the step of `violation` (N: the end of the sequence)
     for s, v in enumerate(seq):
         if not 0 <= v < graph.n:
-            violation = violation or f"step {s}: node index {v} out of range"
+            if violation is None:
+                violation, at = f"step {s}: node index {v} out of range", s
             continue
         for u in graph.preds[v]:
             c = latest[u]
             if c < 0:
                 if violation is None:
-                    violation = (f"step {s}: node {graph.ids[v]!r} needs predecessor {graph.ids[u]!r}, "
-                                 "which has not been computed")
+                    violation, at = (f"step {s}: node {graph.ids[v]!r} needs predecessor {graph.ids[u]!r}, "
+                                     "which has not been computed"), s
                 continue
             end[c] = s
         latest[v] = s
@@ -83,13 +87,22 @@ def simulate(graph: Graph, sequence: Sequence[int] | GraphSchedule, budget: int 
             delta[end[s] + 1] -= graph.cost_ram[v]
             cpu += float(graph.cost_cpu[v])
     memory = np.cumsum(delta[:N])
-    if violation is None and budget is not None and N:
-        over = np.nonzero(memory > budget)[0]
-        if len(over):
-            s = int(over[0])
-            violation = (f"step {s} (node {graph.ids[seq[s]]!r}): memory {int(memory[s])} exceeds the "
-                         f"budget {int(budget)}")
+    over = _over_budget(graph, seq, memory, budget)
+    if over is not None and over[0] < at:  # earlier than the rule broken (or the end): it comes first
+        violation = over[1]
     return GraphSimulation(memory, cpu, violation, end)
+
+
+def _over_budget(graph: Graph, seq: list[int], memory: np.ndarray, budget: int | None) -> tuple[int, str] | None:
+    """The first step whose `memory` (``cost_ram`` units) exceeds `budget`, with its violation; None
+    without a budget or when every step fits."""
+    if budget is None or not len(memory):
+        return None
+    over = np.nonzero(memory > budget)[0]
+    if not len(over):
+        return None
+    s = int(over[0])
+    return s, f"step {s} (node {graph.ids[seq[s]]!r}): memory {int(memory[s])} exceeds the budget {int(budget)}"
 
 
 def replay_into(result: Any, graph: Graph, sequence: list[int], budget: int, solver: str) -> GraphSimulation:

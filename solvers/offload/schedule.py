@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..chain.schedule import FORWARD_KINDS, LOSS, Op, ops_json
+from ..chain.schedule import FORWARD_KINDS, LOSS, Op, ops_json, parse_op
 from ..chain.schedule import Schedule as ChainSchedule
 from ..errors import InputError
 from ..jsonio import write_json_atomic
@@ -111,7 +111,6 @@ class OffloadSchedule:
         """Parse a schedule object (compute ops as in chain schedules, plus Off / Pre transfers)."""
         raw = ops_json(data, path, ("offload", "chain"), {"length": length})
         ops: list[Op | Transfer] = []
-        compute: list[tuple[int, Any]] = []
         not_before: list[float | None] = []
         for k, item in enumerate(raw):
             t = item.get("not_before") if isinstance(item, dict) else None
@@ -125,12 +124,8 @@ class OffloadSchedule:
                 if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= length:
                     raise InputError(f"index must be in 0..{length}, got {index!r}", path=path, field=f"ops[{k}]")
                 ops.append(Transfer(item["op"], value, index))
-            else:
-                compute.append((k, item))
-                ops.append(None)  # type: ignore[arg-type]
-        parsed = ChainSchedule.from_json([item for _, item in compute], length, path=path)
-        for (k, _), op in zip(compute, parsed.ops):
-            ops[k] = op
+            else:  # a compute operation, as in chain schedules; errors name its index in the file
+                ops.append(parse_op(item, length, path, k))
         return cls(ops, length, not_before if any(t is not None for t in not_before) else None)
 
 
