@@ -157,8 +157,7 @@ def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | fl
         instance = load(instance, problem=problem, bandwidth=bandwidth, latency=latency)
         bandwidth = latency = None  # applied by load
     found = problem_of(instance)
-    if found in ("chain", "offload"):  # a chain built or edited in Python meets the file's rules (`Chain.check`)
-        (instance if found == "chain" else instance.chain).check()
+    _check_instance(found, instance)  # built or edited in Python: the file's rules still hold
     if bandwidth is not None and found not in ("chain", "offload"):
         raise InputError(f"a bandwidth applies to chains, not to a {found} instance", field="bandwidth")
     if latency is not None and found != "offload" and bandwidth is None:
@@ -190,6 +189,72 @@ def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | fl
     return found, instance
 
 
+def _check_instance(problem: str, instance: Any) -> None:
+    """`instance` (of `problem`), perhaps built or edited in Python, meets the rules its file's loader
+    applies, so that a NaN time or a negative size is an `InputError` naming the array and index instead
+    of a false "infeasible" or a bare IndexError from a solver: a chain (an offloading instance's too)
+    and each branch of a join by `Chain.check` (``branches[1].x[0]``) with the join's loss time and
+    overhead; a graph by its loader (`Graph.from_dict` of its `to_dict`: every cost, the DAG, the meta
+    the executor reads); a pipeline's times and sizes by the number rule of its loaders (`_check_pipeline`)."""
+    if problem in ("chain", "offload"):
+        (instance if problem == "chain" else instance.chain).check()
+    elif problem == "join":
+        _check_join(instance)
+    elif problem == "graph":
+        from memsched.solvers.graph.instance import Graph
+
+        try:
+            Graph.from_dict(instance.to_dict(), path="<graph>")
+        except InputError as err:  # the graph object is no file: the error names the node and field only
+            raise InputError(err.message, field=err.field) from None
+    elif problem == "pipeline":
+        _check_pipeline(instance)
+
+
+def _check_join(join: Any) -> None:
+    """Each branch of `join` by `Chain.check` (the error's field prefixed ``branches[b].``), and its loss
+    (``loss_time``: a time; ``loss_overhead``: a size) by the join file's rule (`units.check_number`)."""
+    from memsched.solvers.units import check_number
+
+    for b, branch in enumerate(join.branches):
+        try:
+            branch.check()
+        except InputError as err:
+            raise InputError(err.message, field=f"branches[{b}].{err.field}" if err.field else f"branches[{b}]") \
+                from None
+    check_number(_plain_number(join.loss_time), path=None, field="loss_time", time=True)
+    check_number(_plain_number(join.loss_overhead), path=None, field="loss_overhead", integer=True)
+
+
+def _check_pipeline(pipeline: Any) -> None:
+    """A pipeline's times (``fwd``, ``bwd``: finite, in 0..`units.MAX_TIME`) and sizes (``act``, ``params``,
+    ``cut``, ``saved_extra``, ``input_size``: integers in 0..`units.MAX_BYTES`), each by the rule its
+    loaders apply to the numbers of a file (`units.check_number`); the first bad entry is an `InputError`
+    naming the array and index (``fwd[3]``). The totals its loaders also cap are not re-added here."""
+    import numpy as np
+
+    from memsched.solvers.units import MAX_BYTES, MAX_TIME, check_number
+
+    arrays = [(name, getattr(pipeline, name), True) for name in ("fwd", "bwd")]
+    arrays += [(name, getattr(pipeline, name), False) for name in ("act", "params", "cut", "saved_extra")]
+    arrays.append(("input_size", np.asarray([pipeline.input_size]), False))
+    for name, values, time in arrays:
+        if values is None:
+            continue
+        values = np.asarray(values, dtype=float)
+        bad = np.flatnonzero(~np.isfinite(values) | (values < 0) | (values > (MAX_TIME if time else MAX_BYTES)))
+        if bad.size:
+            i = int(bad[0])
+            where = name if name == "input_size" else f"{name}[{i}]"
+            check_number(_plain_number(np.ravel(getattr(pipeline, name))[i]), path=None, field=where, time=time,
+                         integer=not time)
+
+
+def _plain_number(value: Any) -> Any:
+    """A numpy scalar as the Python int or float `units.check_number` reads (any other value unchanged)."""
+    return value.item() if hasattr(value, "item") and callable(value.item) else value
+
+
 @_python_names
 def budget(instance: Any, spec: int | float | str, *, problem: str | None = None) -> int:
     """A budget in the instance's memory unit (bytes unless the file states meta.units.memory): a
@@ -210,13 +275,19 @@ def reference_peak(instance: Any, *, problem: str | None = None) -> int:
 
 @_python_names
 def list_solvers(problem: str | None = None) -> list[tuple[str, str, str]]:
-    """(problem, solver, summary) for every solver importable here."""
+    """(problem, solver, summary) for every solver importable here, or for `problem`'s only (one of
+    chain, graph, join, offload, pipeline; another name is an `InputError` naming ``problem``)."""
+    _check_problem(problem)
     return registry.solver_table(problem)
 
 
 @_python_names
 def default_solver(problem: str) -> str:
-    """The problem's preferred solver (rotor for chains, dp for joins, ...)."""
+    """The problem's preferred solver (rotor for chains, dp for joins, ...); an unknown `problem`
+    is an `InputError` naming ``problem``."""
+    if problem is None:
+        raise InputError(f"must be one of {', '.join(registry.PROBLEMS)}, got None", field="problem")
+    _check_problem(problem)
     module = registry.problem_module(problem)
     names = [n for _, n, _ in registry.solver_table(problem)]
     preferred = getattr(module, "DEFAULT_SOLVER", None)
@@ -244,7 +315,10 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
     stderr while each solver runs (stage, best, bound, gap: `memsched.live`); other keyword
     options go to the solver (one that none of the named solvers takes, or a value not of the
     option's type, is an `InputError`: a misspelt option is not ignored).
-    With a list, the names, options and budget are checked before any solver runs, but whether a
+    With a list, the names, options and budget are checked before any solver runs (option values that
+    no instance takes too, as `sweep` checks them: a CP-SAT ``parameters`` name CP-SAT does not know),
+    and an option value that does not fit this instance (``segments`` above the chain's stages) is the
+    `InputError` naming the option that one name gives, not an "unsupported" entry; but whether a
     solver accepts the instance (Revolve needs a homogeneous chain, say) is known only by running it
     (the solvers have no separate applicability check): a solver that refuses it takes its place in
     the `Comparison` as a `Result` of status "unsupported" whose ``message`` says why (as a sweep's
@@ -262,6 +336,7 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
     bytes_ = _budget(instance, budget, problem)
     names = _each_once(_solver_names(problem, solver), "solver")
     _check_options(problem, names, options)
+    _sweep_option_values(problem, names, options)  # a value no instance takes: an InputError, as with one name
 
     def one(name: str) -> Result:
         limit = line_limit(registry.get_solver(problem, name), time_limit, options) if progress else None
@@ -277,6 +352,8 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
         try:
             results.append(one(name))
         except InputError as err:  # this solver refuses the instance: the others' results are kept
+            if _names_option(err, options):
+                raise  # a bad value of an option given (more segments than stages), as with one solver name
             refusals.append(err)
             results.append(_unsupported(problem, instance, name, bytes_, err))
             continue
@@ -285,6 +362,16 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
     if len(refusals) == len(results):
         raise refusals[0]  # no solver of the list accepts the instance: nothing to compare
     return Comparison(results)
+
+
+def _names_option(err: InputError, options: dict[str, Any]) -> bool:
+    """`err` names one of the solver `options` given (``segments``, ``segments=1000``, ``orders``: the
+    solvers' `errors.option_field`), not ``devices``: a value of the caller's that does not fit this
+    instance, which a `Comparison` reports as `solve` with one name does (an `InputError`), not as
+    the solver refusing the instance."""
+    field = err.field or ""
+    return any(field == option_field(key) or field.startswith(option_field(key) + "=") or
+               field.startswith(option_field(key) + "[") for key in options if key != "devices")
 
 
 #: the status of a solver that refuses the instance (a `Comparison`'s entry, a sweep's row), as the sweep engine's
@@ -320,11 +407,28 @@ def simulate(instance: Any, schedule: Any, budget: int | float | str | None = No
     bytes_ = _budget(instance, budget, problem) if budget is not None else None
     with _schedule_errors(problem, schedule):
         replay = module.replay(instance, schedule, bytes_)
+        schedule = _evaluated(problem, instance, schedule)
     valid = replay.violation is None
     raw = SolveResult(problem=problem, solver="replay", status="valid" if valid else "invalid",
                       objective=replay.objective, peak_memory=replay.peak_memory, budget=bytes_,
                       schedule=schedule, message=replay.violation or "", scope="the simulator's replay")
     return Result(problem, instance, raw)
+
+
+def _evaluated(problem: str, instance: Any, schedule: Any) -> Any:
+    """A pipeline partition as `simulate`'s `Result` keeps it: a copy with each stage's time, memory,
+    in-flight count and link time (and the period) filled in by the simulator on `instance`
+    (`Partition.evaluated`), as a solver's are, so that ``to_json``, the table and the figure have them
+    whichever form the partition came in (a JSON dict or file leaves them None; a partition object
+    evaluated on another machine holds that machine's); the caller's object is left as it was. A
+    malformed partition (an "invalid" replay: a gap between stages, say), which the simulator gives no
+    stage times, and any other schedule: unchanged."""
+    if problem != "pipeline" or not hasattr(schedule, "evaluated"):
+        return schedule
+    import copy
+
+    filled = copy.deepcopy(schedule).evaluated(instance)
+    return filled if all(stage.time is not None for stage in filled.stages) else schedule
 
 
 def _instance_for(instance: Any, schedule: Any, problem: str | None, bandwidth: Any, verb: str) -> tuple[str, Any]:
@@ -640,7 +744,8 @@ def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_f
     ("mynet.py:build", sizes passed to it), or your own network: an ``nn.Sequential`` / list of
     blocks with `example_input` (the tensor a_0, whose batch the sizes are measured at),
     `target` and `loss_fn(output, target)` (default: the mean of the output), or a
-    `memsched.Network` holding them (`models.network`). Needs torch; `out` also saves the
+    `memsched.Network` holding them (`models.network`; one it holds given again as an argument is an
+    `InputError` naming the argument, not ignored). Needs torch; `out` also saves the
     chain file (a str or path of a file in an existing folder, checked before anything is profiled).
     Your modules keep their parameters, buffers (BatchNorm's running statistics) and ``.grad``
     (`_state_kept`), as with `run`."""
@@ -883,14 +988,16 @@ def plot(obj: Any, schedule: Any = None, *, budget: int | float | str | None = N
     from memsched.experiments.plotting import plot_comparison, plot_schedule
 
     problem, instance = _instance_for(obj, schedule, problem, None, "drawn")
-    bytes_ = _budget(instance, budget, problem) if budget is not None else None
     if isinstance(schedule, dict) and schedule and all(isinstance(k, str) for k in schedule) \
             and not _SCHEDULE_KEYS & set(schedule):  # {name: schedule}, not one schedule's JSON
+        instance = _one_solved_machine(problem, instance, schedule)
+        bytes_ = _budget(instance, budget, problem) if budget is not None else None
         schedules = {k: _as_schedule(problem, instance, v, "drawn", field=f"schedule[{k!r}]")
                      for k, v in schedule.items()}
         with _schedule_errors(problem, schedules):
             return plot_comparison(problem, instance, schedules, budget=bytes_, title=title, figsize=figsize)
-    instance = _solved_machine(problem, instance, schedule)
+    instance = _solved_machine(problem, instance, schedule)  # before the budget: "X%" of that machine's peak
+    bytes_ = _budget(instance, budget, problem) if budget is not None else None
     schedule = _as_schedule(problem, instance, schedule, "drawn")
     with _schedule_errors(problem, schedule):
         return plot_schedule(problem, instance, schedule, budget=bytes_, title=title, figsize=figsize)
@@ -1130,6 +1237,35 @@ def _solved_machine(problem: str, instance: Any, schedule: Any) -> Any:
     if problem != "pipeline" or not isinstance(schedule, (str, Path, dict, Result)):
         return instance
     return _on_recorded_machine(instance, schedule.to_json() if isinstance(schedule, Result) else schedule)
+
+
+def _one_solved_machine(problem: str, instance: Any, schedules: dict[str, Any]) -> Any:
+    """The pipeline `instance` on the machine every entry of `plot`'s ``{name: schedule}`` is drawn on
+    (`_solved_machine` of each entry, as ``plot(instance, entry)`` draws it alone): panels on shared
+    scales need one machine, so entries recorded on different machines (weight factor, bandwidth,
+    latency) are an `InputError` naming the second one's key; any other problem: `instance`."""
+    if problem != "pipeline":
+        return instance
+    chosen, first = instance, None
+    for key, entry in schedules.items():
+        mine = _solved_machine(problem, instance, entry)
+        if first is None:
+            chosen, first = mine, key
+        elif _machine(mine) != _machine(chosen):
+            raise InputError(f"was solved on another machine ({_machine_text(mine)}) than {first!r} "
+                             f"({_machine_text(chosen)}); draw them apart", field=f"schedule[{key!r}]")
+    return chosen
+
+
+def _machine(instance: Any) -> tuple[float, float | None, float]:
+    """A pipeline's machine: (weight factor, bandwidth in bytes/s or None, latency in s)."""
+    return float(instance.weight_factor), instance.bandwidth, float(instance.latency)
+
+
+def _machine_text(instance: Any) -> str:
+    weight_factor, bandwidth, latency = _machine(instance)
+    return f"weight_factor {weight_factor:g}, bandwidth {bandwidth if bandwidth is None else f'{bandwidth:g}'}, " \
+           f"latency {latency:g}"
 
 
 def _on_recorded_machine(instance: Any, schedule: str | Path | dict[str, Any]) -> Any:

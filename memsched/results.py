@@ -225,10 +225,20 @@ class Result:
             return self._plain_schedule_json()
         out = self.raw.to_json(objective_key=self.objective_name)
         if self.problem == "pipeline" and out.get("schedule") is not None:
-            from memsched.experiments.commands.partition import to_json as partition_json
-
-            out["schedule"] = partition_json(self.raw, self.instance)["schedule"]
+            out["schedule"] = self._partition_json(out["schedule"])
         return out
+
+    def _partition_json(self, plain: dict[str, Any]) -> dict[str, Any]:
+        """The partition object of a pipeline result (`to_json`): ``memsched partition --json``'s, with the
+        machine it was solved on. A partition the simulator gives no stage times (a malformed one, replayed
+        "invalid": a gap between stages) keeps its `plain` JSON (times null) with that machine added."""
+        if any(getattr(stage, "time", None) is None for stage in self.schedule.stages):
+            inst = self.instance
+            return {**plain, "time_unit_s": inst.time_unit, "weight_factor": inst.weight_factor,
+                    "bandwidth": inst.bandwidth, "latency": inst.latency}
+        from memsched.experiments.commands.partition import to_json as partition_json
+
+        return dict(partition_json(self.raw, self.instance)["schedule"])
 
     def _plain_schedule_json(self) -> dict[str, Any]:
         """`to_json` of a replay whose schedule stayed the plain list it was given (a graph's node indices
@@ -463,6 +473,8 @@ class SweepResult:
         argument is an `InputError`, as is a sweep in which no run found a schedule ("no solver found a
         schedule: nothing to draw", as `Comparison.plot` says) and a `y` with no number to draw (text, or
         no value at a budget with a schedule: "nothing to draw")."""
+        from memsched.experiments.plotting.draw import literal_text  # names and titles drawn as written ("$")
+
         _check_plot("SweepResult.plot", ("y", "title", "figsize"), unknown, title, figsize)
         frame = self.to_pandas()
         if frame.empty:
@@ -493,20 +505,20 @@ class SweepResult:
                                   **styles[str(series)])
                 handles.setdefault(str(series), line)
             if part.empty:
-                ax.text(0.5, 0.5, f"no {y} to draw", transform=ax.transAxes, ha="center", va="center",
+                ax.text(0.5, 0.5, literal_text(f"no {y} to draw"), transform=ax.transAxes, ha="center", va="center",
                         fontsize=8, color="#868e96")
             if len(instances) > 1:
-                ax.set_title(str(name), fontsize=10)
-            ax.set_xlabel(x_label)
-            ax.set_ylabel(y_label)
+                ax.set_title(literal_text(str(name)), fontsize=10)
+            ax.set_xlabel(literal_text(x_label))
+            ax.set_ylabel(literal_text(y_label))
             ax.grid(alpha=0.3)
         for ax in axes[len(instances):]:
             ax.set_visible(False)
         ordered = [label for label in styles if label in handles]  # the frame's order, as the styles
-        fig.legend([handles[label] for label in ordered], [label.replace("$", r"\$") for label in ordered],
+        fig.legend([handles[label] for label in ordered], [literal_text(label) for label in ordered],
                    loc="outside right upper", fontsize=8, frameon=False)
         if title or self.source:
-            fig.suptitle(title or self.source, fontsize=11)
+            fig.suptitle(literal_text(title or self.source), fontsize=11)
         return fig
 
     @staticmethod
@@ -523,7 +535,7 @@ class SweepResult:
         out = f"<p>{len(self.rows)} runs; {values} per budget and solver</p>"
         out += self.pivot(values).to_html(float_format=lambda v: f"{v:.4g}", na_rep="–")
         if frame["objective"].notna().any():
-            out += _png(self.plot())
+            out += _figure_or_note(self.plot)
         return f"<div>{out}</div>"
 
     def __repr__(self) -> str:
@@ -731,6 +743,8 @@ class RunResult:
         the measured ms scale: each time bar gets its own y axis labelled with its unit. A run that found no
         schedule (no prediction: infeasible, timeout) is an `InputError`, as `Result.plot` of one; a value
         missing from a run that has one is drawn as no bar, never as 0."""
+        from memsched.experiments.plotting.draw import literal_text  # the model's name drawn as written ("$")
+
         _check_plot("RunResult.plot", ("title", "figsize"), unknown, title, figsize)
         if not isinstance(self.data.get("predicted"), dict):
             raise InputError(f"{self.data.get('solver')}: no schedule ({self.data.get('status')}) to draw")
@@ -749,8 +763,8 @@ class RunResult:
             if len(memory) > 1 or memory[0][0] else ["predicted", "measured"]
         _bars(axes[1], [v for _, predicted, measured in memory for v in (predicted, measured)], "peak memory (MiB)",
               2**20, ticks)
-        fig.suptitle(title or f"{self.data.get('model')} — {self.data.get('solver')} on {self.data.get('device')}",
-                     fontsize=10)
+        fig.suptitle(literal_text(title or f"{self.data.get('model')} — {self.data.get('solver')} on "
+                                           f"{self.data.get('device')}"), fontsize=10)
         return fig
 
     def compared(self) -> dict[str, tuple[str, Any, Any]]:

@@ -196,11 +196,15 @@ def as_zoo_model(obj: Any, *, example_input: Any = None, target: Any = None, los
     `models.zoo.ZooModel`. `device` / `dtype`: move the blocks, the input and a tensor target
     there. `what` names the source in messages (a factory spec). Bad input (a model that is not
     blocks, an input that is not a tensor, a target without a loss, a loss that is not callable,
-    or that fails the dry run `_dry_run`) raises `InputError`."""
+    or that fails the dry run `_dry_run`) raises `InputError`, as does `example_input`, `target` or
+    `loss_fn` given for a `Network` or tuple that already holds it (or for a `ZooModel`, which holds all
+    three): one of the two would be ignored; what a `Network` or tuple leaves None, they give."""
     import torch
     from memsched.models.zoo import ZooModel
 
+    given = {"example_input": example_input, "target": target, "loss_fn": loss_fn}
     if isinstance(obj, ZooModel):
+        _not_twice(given, {key: True for key in given}, "built model")
         return obj
     if isinstance(obj, Network):
         net = obj
@@ -211,8 +215,11 @@ def as_zoo_model(obj: Any, *, example_input: Any = None, target: Any = None, los
         net = Network(*obj)
     else:
         net = Network(obj, example_input, target, loss_fn)
-    if example_input is not None and net.example_input is None:
-        net.example_input = example_input
+    if isinstance(obj, (Network, tuple)):
+        kind = "Network" if isinstance(obj, Network) else "tuple"
+        _not_twice(given, {key: getattr(net, key) is not None for key in given}, kind)
+        net = Network(net.model, *(getattr(net, key) if given[key] is None else given[key] for key in given),
+                      name=net.name)  # what the Network leaves None, the keyword arguments give
     blocks = checked_blocks(net.model, what)
     x = net.example_input
     if not isinstance(x, torch.Tensor):
@@ -234,6 +241,16 @@ def as_zoo_model(obj: Any, *, example_input: Any = None, target: Any = None, los
     _dry_run(blocks, x, loss, tgt, what)
     label = net.name or name or "custom"
     return ZooModel(blocks, x, loss, tgt, label, {"batch": int(x.shape[0]) if x.dim() else None}, title=label)
+
+
+def _not_twice(given: dict[str, Any], held: dict[str, bool], kind: str) -> None:
+    """A keyword argument of `as_zoo_model` (``example_input``, ``target``, ``loss_fn``: `given`, None when
+    not given) that the `kind` of network object passed (a `Network`, a tuple, a built model) already
+    holds (`held`) is an `InputError` naming the argument: one of the two would be ignored without a word."""
+    for key, value in given.items():
+        if value is not None and held[key]:
+            raise InputError(f"the {kind} given as the model already holds its {key}; give it once (in the "
+                             f"{kind} or as {key}=)", field=key)
 
 
 def checked_blocks(model: Any, what: str) -> list[Any]:
