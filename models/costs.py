@@ -33,15 +33,60 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
 __all__ = ["DeviceSpec", "DEVICES", "CostModel", "OpCounter", "parse_cost", "COST_CHOICES", "shape_exact_model",
-           "is_fake"]
+           "fake_module_conversions", "is_fake"]
 
 
 @contextlib.contextmanager
 def shape_exact_model() -> Iterator[None]:
     """A context in which tensors are fake (``torch._subclasses.fake_tensor.FakeTensorMode``): zoo
-    models built and profiled inside it allocate nothing, and their sizes are those of a CPU run."""
-    with FakeTensorMode(allow_non_fake_inputs=False):
+    models built and profiled inside it allocate nothing, and their sizes are those of a CPU run.
+
+    Inside it a module of fake tensors converts as a real one does (`fake_module_conversions`):
+    a factory may call ``model.to(device)``, ``.float()``, ``.cpu()``."""
+    with FakeTensorMode(allow_non_fake_inputs=False), fake_module_conversions():
         yield
+
+
+@contextlib.contextmanager
+def fake_module_conversions() -> Iterator[None]:
+    """A context in which ``nn.Module._apply`` (behind ``Module.to``, ``.cpu``, ``.float``, ``.half``
+    ...) converts a module holding fake parameters in place (``param.data = ...``), as torch does
+    for real tensors, instead of swapping them, which torch refuses for fake tensors (they are
+    weakly referenced by their mode). Modules of real tensors convert as before. Global state:
+    ``nn.Module._apply`` is restored on exit, also on error."""
+    module_class = torch.nn.Module
+    original = module_class.__dict__["_apply"]
+
+    def _apply(self: torch.nn.Module, fn: Any, recurse: bool = True) -> torch.nn.Module:
+        if not any(isinstance(p, FakeTensor) for p in self._parameters.values()):
+            return original(self, fn, recurse)
+        return _fake_apply(self, fn, recurse)
+
+    module_class._apply = _apply  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        module_class._apply = original  # type: ignore[method-assign]
+
+
+def _fake_apply(module: torch.nn.Module, fn: Any, recurse: bool) -> torch.nn.Module:
+    """``nn.Module._apply`` on the set-data path (`fake_module_conversions`): children first, then
+    each parameter (and its gradient) converted in place, so it keeps its identity (weights tied
+    across modules stay tied), and each buffer replaced by its conversion (as torch does)."""
+    if recurse:
+        for child in module.children():
+            child._apply(fn)
+    with torch.no_grad():
+        for param in module._parameters.values():
+            if param is None:
+                continue
+            param.data = fn(param)
+            if param.grad is not None:
+                param.grad.data = fn(param.grad)
+    for key, buf in module._buffers.items():
+        if buf is not None:
+            module._buffers[key] = fn(buf)
+    return module
 
 
 def is_fake(t: torch.Tensor) -> bool:

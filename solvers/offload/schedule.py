@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..chain.schedule import FORWARD_KINDS, LOSS, Op, ops_json, parse_op
+from ..chain.schedule import FORWARD_KINDS, KINDS, LOSS, OP_ALIASES, Op, ops_json, parse_op
 from ..chain.schedule import Schedule as ChainSchedule
 from ..errors import InputError
 from ..jsonio import write_json_atomic
@@ -125,8 +125,35 @@ class OffloadSchedule:
                     raise InputError(f"index must be in 0..{length}, got {index!r}", path=path, field=f"ops[{k}]")
                 ops.append(Transfer(item["op"], value, index))
             else:  # a compute operation, as in chain schedules; errors name its index in the file
-                ops.append(parse_op(item, length, path, k))
+                ops.append(_compute_op(item, length, path, k))
         return cls(ops, length, not_before if any(t is not None for t in not_before) else None)
+
+
+def _compute_op(item: Any, length: int, path: str, k: int) -> Op:
+    """`parse_op` for ``ops[k]`` of an offloading schedule file `path`: an unknown operation's
+    error lists the transfers (Off, Pre) with the compute operations, and a transfer not written
+    as an object says how to write it."""
+    try:
+        return parse_op(item, length, path, k)
+    except InputError:
+        name = _op_name(item)
+        if name in (OFF, PRE):
+            raise InputError(f"a transfer is an object {{\"op\": \"{name}\", \"value\": \"a\" or \"abar\", "
+                             f"\"index\": 0..{length}}}, got {item!r}", path=path, field=f"ops[{k}]") from None
+        if name is not None and str(name).lower() not in OP_ALIASES:
+            raise InputError(f"unknown operation {name!r} (one of {', '.join((*KINDS, OFF, PRE))})", path=path,
+                             field=f"ops[{k}]") from None
+        raise
+
+
+def _op_name(item: Any) -> Any:
+    """The operation name of a JSON op (``{"op": name, ...}``, ``[name, ...]``, a bare name); None
+    when there is none."""
+    if isinstance(item, dict):
+        return item.get("op")
+    if isinstance(item, (list, tuple)) and item:
+        return item[0]
+    return item if isinstance(item, str) else None
 
 
 def is_loss(op: Op | Transfer) -> bool:
