@@ -752,6 +752,7 @@ def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_f
     out = _check_out(out)
     _need_torch()
     from memsched.models.chain.profiler import profile_chain, profile_model
+    from memsched.models.run import default_clock
 
     if problem not in ("chain", "graph"):
         raise InputError(f"must be chain or graph, got {problem!r}", field="problem")
@@ -760,15 +761,14 @@ def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_f
             return _profile_graph(model, example_input, target, loss_fn, repeats, out, sizes, timing)
         _check_zoo(model)
         _no_network_args(example_input, target, loss_fn)
-        chain, _ = profile_model(model, repeats=repeats, out=out, timing=timing,
-                                 **sizes)
+        chain, _ = profile_model(model, repeats=repeats, out=out, timing=timing, clock=default_clock(), **sizes)
         return chain
     built = _own_network(model, example_input, target, loss_fn, sizes)
     with _state_kept([*built.blocks, built.loss_fn]):
         if problem == "graph":
             return _profile_graph(built, None, None, None, repeats, out, {}, timing)
         chain = profile_chain(built.blocks, built.loss_fn, built.example_input, built.target, repeats=repeats,
-                              name=built.label, meta={"model": built.name}, timing=timing)
+                              name=built.label, meta={"model": built.name}, timing=timing, clock=default_clock())
     if out is not None:
         chain.save(out)
     return chain

@@ -8,7 +8,8 @@ simulator's replay gives the predicted makespan and peak), execute the schedule 
 store-all schedule with the problem's executor (`models.<problem>.executor`), check the
 gradients against plain autograd, and return the ``memsched run --json`` object:
 
-    model, problem, instance, budget (bytes), solver, status, device, units, store_all_peak,
+    model, problem, instance, budget (bytes), solver, status, device, clock (what timed the steps:
+    "thread" or "wall" on CPU, `default_clock` unless given, "cuda events"), units, store_all_peak,
     predicted {makespan, peak_memory (bytes: the executor's prediction, which every ratio uses),
     tracker_peak_memory, model_peak_memory (the solver's)}, measured {time (ms), peak_memory
     (bytes, the tracker on CPU / torch.cuda.max_memory_allocated on CUDA), independent_peak
@@ -327,7 +328,7 @@ def _offload_instance(chain: Any, bandwidth: float, latency: float, path: str | 
 
 
 def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: int, profile_repeats: int,
-                  timing: str | None, profile_file: str | None, clock: str = "wall") -> Target:
+                  timing: str | None, profile_file: str | None, clock: str) -> Target:
     from memsched.models.join.executor import JoinExecutor, reference_join_step
     from memsched.models.join.profiler import profile_join
     from memsched.models.join.zoo import build_join_model, diagnosed_join
@@ -448,14 +449,16 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, profile_file
 
 def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, Any] | None = None,
             bandwidth: float | str | None = None, latency: float = 0.0, seed: int = 0, profile_repeats: int = 5,
-            timing: str | None = None, profile_file: str | None = None, clock: str = "wall",
+            timing: str | None = None, profile_file: str | None = None, clock: str | None = None,
             early_release: bool = False) -> Target:
     """Build `model` (a zoo name with `sizes`, a built model, or a (blocks, input, loss_fn, target)
     tuple) and get its costs: `instance` (an instance or its file) or profiling (chain, offload,
     join: `models.chain.profiler` / `models.join.profiler`, `profile_repeats` runs per op;
     graph: `models.graph.export` with measured costs in ms and tapes in the node sizes),
-    saved to `profile_file` when given; `clock` (CPU chains: "wall" or "thread") for profiling
-    and the schedules' steps. `bandwidth` (bytes/s or "12GB/s") and `latency` (s)
+    saved to `profile_file` when given; `clock` (CPU: "wall" or "thread"; None: `default_clock`, thread
+    CPU time when torch runs one thread, as sweeps time) for profiling and the schedules' steps (a graph's
+    steps run on the clock its file records, `models.graph.executor`), recorded in ``info["clock"]``
+    (`step_clock`: "cuda events" on CUDA). `bandwidth` (bytes/s or "12GB/s") and `latency` (s)
     for offloading. `early_release` (chain problem): profile B(i) with early release too
     (`models.chain.profiler.profile_chain`). The network runs in bytes: an instance in another memory
     unit is bad input naming its ``meta.units.memory`` (`_check_in_bytes`). Bad input raises `InputError`, a
@@ -465,14 +468,17 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
 
     if problem not in PROBLEMS:
         raise InputError(f"unknown problem {problem!r} (one of {', '.join(PROBLEMS)})", field=flag("problem"))
+    clock = clock or default_clock()  # after the caller set torch's threads (`memsched run --threads`)
     inst = _load(problem, instance)
     path = instance if isinstance(instance, str) else None
     if inst is not None:
         sizes = instance_sizes(inst, model, sizes, problem, path=path)
         _check_in_bytes(inst, problem, path)  # before anything is built
     if problem == "join":
-        return _prepare_join(model, inst, sizes, seed=seed, profile_repeats=profile_repeats, timing=timing,
-                             profile_file=profile_file, clock=clock)
+        target = _prepare_join(model, inst, sizes, seed=seed, profile_repeats=profile_repeats, timing=timing,
+                               profile_file=profile_file, clock=clock)
+        target.info["clock"] = step_clock(target, clock)
+        return target
     from memsched.models.network import diagnosed
 
     built = _zoo(model, {"seed": seed, **_sizes(sizes)} if isinstance(model, str) else None)
@@ -492,7 +498,23 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
             return step(schedule, **{**extra, **kw})
 
     target.step = diagnosed_step
+    target.info["clock"] = step_clock(target, clock)
     return target
+
+
+def step_clock(target: Target, clock: str) -> str:
+    """The clock that times `target`'s executed steps, as a run reports it (``clock``): "cuda events"
+    on CUDA (as a CUDA profile's ``meta.clock``); a graph's, the clock its file records
+    (`models.graph.executor.GraphExecutor.step`'s default, "wall" when none); else `clock`, the run's
+    ("wall" or "thread")."""
+    from memsched.models.memory import CLOCKS
+
+    if target.device.type == "cuda":
+        return "cuda events"
+    if target.problem == "graph":
+        recorded = str(target.instance.meta.get("clock", "wall")).split(" ")[0]
+        return recorded if recorded in CLOCKS else "wall"
+    return clock
 
 
 def _gradients_ok(step: StepResult, reference: tuple[dict[str, torch.Tensor], Any], device: torch.device
@@ -603,6 +625,7 @@ def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, ins
     out: dict[str, Any] = {"model": target.model, "problem": problem, "instance": target.name,
                            problem if problem != "offload" else "chain": target.name, "budget": limit,
                            "solver": solver, "status": result.status, "device": str(target.device),
+                           "clock": target.info.get("clock"),
                            "units": {"time": "ms", "memory": "bytes", **target.info.get("units", {})},
                            "store_all_peak": reference, "solve_time_s": result.solve_time_s}
     if target.info.get("note"):

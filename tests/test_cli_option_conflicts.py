@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "solvers" / "data" / "examples" / "tiny.json"
 PIPE = ROOT / "solvers" / "data" / "pipeline" / "mlp7.chain.json"
 SIAMESE = ROOT / "solvers" / "data" / "join" / "siamese8.json"
-CPU = ["--device", "cpu", "--repeats", "1", "--time-repeats", "1"]
+CPU = ["--device", "cpu", "--time-repeats", "1"]
 
 
 # ---------------------------------------------------------------------------- 1. an option given twice

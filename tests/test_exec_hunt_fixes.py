@@ -33,7 +33,7 @@ torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "solvers" / "data" / "examples"
 JOINS = ROOT / "solvers" / "data" / "join"
-CPU = ["--device", "cpu", "--repeats", "1", "--time-repeats", "1"]
+CPU = ["--device", "cpu", "--time-repeats", "1"]
 
 
 

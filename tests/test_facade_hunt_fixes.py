@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 #: a tiny ResNet-18: 6 stages with depth 1, profiled in about a second
 TINY = {"batch": 2, "image_size": 32, "width": 4, "depth": 1}
 TINY_ARGS = ["--batch", "2", "--image-size", "32", "--width", "4", "--depth", "1"]
-FAST = ["--device", "cpu", "--repeats", "1", "--time-repeats", "1", "--no-independent"]
+FAST = ["--device", "cpu", "--time-repeats", "1", "--no-independent"]
 
 
 @pytest.fixture(scope="module")

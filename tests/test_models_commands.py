@@ -14,6 +14,8 @@ TINY_GPT = ["--batch", "2", "--seq-len", "8", "--width", "16", "--depth", "3", "
             "--repeats", "1"]
 TINY_RESNET = ["--batch", "2", "--image-size", "32", "--width", "4", "--depth", "1", "--device", "cpu",
                "--repeats", "1"]
+#: the sizes alone: `run` refuses the profiling option --repeats when an instance file gives the costs
+RESNET_SIZES = TINY_RESNET[:-2]
 
 
 def test_profile_writes_a_chain_file(cli, tmp_path):
@@ -43,11 +45,11 @@ def test_run_text_output_and_chain_file(cli, tmp_path):
     path = tmp_path / "r.json"
     res = cli("profile", "resnet18", *TINY_RESNET, "-o", path)
     assert res.code == 0, res.err
-    res = cli("run", path, "--model", "resnet18", *TINY_RESNET, "--budget", "100%", "--solver", "store-all",
+    res = cli("run", path, "--model", "resnet18", *RESNET_SIZES, "--budget", "100%", "--solver", "store-all",
               "--time-repeats", "1")
     assert res.code == 0, res.err
     assert "grad check: ok" in res.out
-    res = cli("run", "resnet18", "--chain", path, *TINY_RESNET, "--budget", "100%", "--solver", "recompute-all",
+    res = cli("run", "resnet18", "--chain", path, *RESNET_SIZES, "--budget", "100%", "--solver", "recompute-all",
               "--json", "--time-repeats", "1")
     assert res.code == 0, res.err
     assert res.json()["recomputations"] > 0
@@ -63,7 +65,7 @@ def test_run_infeasible_and_bad_input(cli, tmp_path):
     assert cli("run", "gpt2", *TINY_GPT, "--budget", "1GB", "--solver", "nope").code == 2
     path = tmp_path / "g.json"
     assert cli("profile", "gpt2", *TINY_GPT, "-o", path).code == 0
-    res = cli("run", "resnet18", "--chain", path, *TINY_RESNET, "--budget", "1GB", "--solver", "store-all")
+    res = cli("run", "resnet18", "--chain", path, *RESNET_SIZES, "--budget", "1GB", "--solver", "store-all")
     assert res.code == 2 and "stages" in res.err
     assert "\n" not in res.err.strip()
 

@@ -80,7 +80,7 @@ def test_cli_profile_and_run_with_early_release(cli, tmp_path) -> None:
     stages = json.loads(path.read_text())["stages"]
     assert all("bwd_overhead_released" in st for st in stages)
     assert any(st["bwd_overhead_released"] < st["bwd_overhead"] for st in stages)
-    res = cli("run", "resnet18", "--chain", path, *tiny, "--budget", "100%", "--solver", "periodic",
+    res = cli("run", "resnet18", "--chain", path, *tiny[:-2], "--budget", "100%", "--solver", "periodic",
               "--option", "segments=2", "--json", "--time-repeats", "1")
     assert res.code == 0, res.err
     out = res.json()

@@ -29,7 +29,7 @@ from memsched.solvers.errors import InputError  # noqa: E402
 torch.set_num_threads(1)
 
 LSTM = ["--batch", "2", "--seq-len", "4", "--width", "16"]
-CPU = ["--device", "cpu", "--threads", "1", "--repeats", "1", "--time-repeats", "1", "--no-independent"]
+CPU = ["--device", "cpu", "--threads", "1", "--time-repeats", "1", "--no-independent"]
 
 
 # ---------------------------------------------------------------------------- 1. ratio.time on CPU offloading

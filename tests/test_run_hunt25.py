@@ -29,7 +29,7 @@ from memsched.solvers.result import INFEASIBLE, TIMEOUT, SolveResult  # noqa: E4
 
 torch.set_num_threads(1)
 
-CPU = ["--device", "cpu", "--threads", "1", "--repeats", "1", "--time-repeats", "1", "--no-independent"]
+CPU = ["--device", "cpu", "--threads", "1", "--time-repeats", "1", "--no-independent"]
 SEQNET = """import torch, torch.nn as nn
 def make():
     torch.manual_seed(0)

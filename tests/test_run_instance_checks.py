@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "solvers" / "data" / "examples"
 LSTM = {"seq_len": 4, "width": 8}
 LSTM_ARGS = ["--model", "lstm", "--seq-len", "4", "--width", "8"]
-CPU = ["--device", "cpu", "--repeats", "1", "--time-repeats", "1", "--no-independent"]
+CPU = ["--device", "cpu", "--time-repeats", "1", "--no-independent"]
 STAGE = {"fwd_time": 1.0, "bwd_time": 1.0, "out_size": 64, "tape_size": 64, "fwd_overhead": 0, "bwd_overhead": 0}
 
 

@@ -24,10 +24,10 @@ def test_run_of_a_flops_chain_reports_mflop(cli, tmp_path):
     chain = tmp_path / "lstm_flops.json"
     sizes = ["--batch", "2", "--seq-len", "4", "--width", "8"]
     assert cli("profile", "lstm", *sizes, "--cost", "flops", "-o", chain).code == 0
-    res = cli("run", "lstm", "--chain", chain, *sizes, "--budget", "80%", "--repeats", "1", "--time-repeats", "1",
+    res = cli("run", "lstm", "--chain", chain, *sizes, "--budget", "80%", "--time-repeats", "1",
               "--json")
     assert res.code == 0, res.err
     out = json.loads(res.out)
     assert out["units"]["time"] == "MFLOP" and out["ratio"]["time"] is None
-    text = cli("run", "lstm", "--chain", chain, *sizes, "--budget", "80%", "--repeats", "1", "--time-repeats", "1")
+    text = cli("run", "lstm", "--chain", chain, *sizes, "--budget", "80%", "--time-repeats", "1")
     assert "MFLOP" in text.out.splitlines()[1]  # "predicted: makespan ... MFLOP, peak ..."

@@ -65,6 +65,16 @@ def model_inputs(name: str) -> list[tuple[str, str]]:
     return found
 
 
+#: the largest ``--seed`` (2^32 - 1), as ``memsched.run(seed=)`` takes it
+MAX_SEED = 2**32 - 1
+
+
+def parse_seed(text: str) -> int:
+    """An argparse type for ``--seed``: an integer in 0..`MAX_SEED` (a usage error, exit 2, naming
+    ``--seed`` otherwise), the range the facade's ``seed=`` accepts."""
+    return count(0, MAX_SEED)(text)
+
+
 def add_model_options(p: argparse.ArgumentParser) -> None:
     """The sizing options shared by `profile` and `run`."""
     p.add_argument("--batch", type=count(1, 10**6), default=None, help="batch size (default: the model's)")
@@ -82,7 +92,8 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="weights and activations in this precision (default float32; bfloat16 / float16 halve "
                         "every activation, as pure half-precision training does)")
     p.add_argument("--repeats", type=count(1, 10**4), default=5, help="timed repetitions per block (median)")
-    p.add_argument("--seed", type=int, default=0, help="seed for the weights, the batch and dropout")
+    p.add_argument("--seed", type=parse_seed, default=0,
+                   help=f"seed for the weights, the batch and dropout (an integer in 0..{MAX_SEED})")
     p.add_argument("--threads", type=count(1, MAX_THREADS), default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--timing", choices=("isolated", "in_step"), default=None,
                    help="time each block alone, or each op inside store-all steps (default: in_step on cpu, "
@@ -183,12 +194,14 @@ def main(args: argparse.Namespace) -> int:
     check_outputs([("--output", args.output)], model_inputs(args.model))  # not the factory's source file
     _import_models()
     from memsched.models.chain.profiler import profile_model
+    from memsched.models.run import default_clock
     from memsched.solvers.chain import reference_peak
     from memsched.solvers.units import format_bytes
 
     with fits_in_memory():
+        sizes = counted_sizes(args)  # sets --threads, which the clock depends on
         chain, _ = profile_model(args.model, repeats=args.repeats, out=args.output, timing=args.timing,
-                                 cost=args.cost, release=args.early_release, **counted_sizes(args))
+                                 cost=args.cost, release=args.early_release, clock=default_clock(), **sizes)
     if args.output is None:
         json.dump(chain.to_dict(), sys.stdout, indent=1)
         print()

@@ -68,7 +68,8 @@ def register(subparsers: Any) -> None:
     add_link_arguments(p)
     add_model_options(p)
     add_granularity_option(p)
-    p.set_defaults(func=main)
+    # --repeats given or not: refused with an instance file (`_check_costs_options`), else PROFILE_REPEATS
+    p.set_defaults(func=main, repeats=None)
 
 
 def _instance_path(args: argparse.Namespace) -> str | None:
@@ -135,6 +136,9 @@ def _link(args: argparse.Namespace, problem: str, instance: str | None) -> tuple
     return bandwidth, args.latency or 0.0
 
 
+#: the profiling repetitions per op when ``--repeats`` is not given (`add_model_options`'s help)
+PROFILE_REPEATS = 5
+
 #: the solver `run` uses per problem when --solver is not given (as its help says)
 _DEFAULT_SOLVER = {"chain": "rotor", "offload": "offload-prefix", "join": "dp", "graph": "checkmate"}
 
@@ -168,7 +172,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         out = run(name, args.budget, problem=problem, solver=solver, instance=instance, sizes=model_sizes(args),
                   slots=args.slots, time_limit=args.time_limit, options=options, seed=args.seed,
-                  time_repeats=args.time_repeats, profile_repeats=args.repeats, timing=args.timing,
+                  time_repeats=args.time_repeats,
+                  profile_repeats=PROFILE_REPEATS if args.repeats is None else args.repeats, timing=args.timing,
                   profile_file=args.profile_file, bandwidth=bandwidth, latency=latency,
                   independent=not args.no_independent, early_release=args.early_release)
     except InputError as err:
@@ -208,10 +213,11 @@ def _model_is_network(name: str) -> bool:
 def _check_costs_options(args: argparse.Namespace) -> None:
     """The options that where the costs come from would leave without effect are bad input, before
     any work: ``--chain`` when MODEL is itself an instance file; ``--model`` (the network of an
-    instance file given as MODEL) when MODEL names the network; ``--profile-file`` and
-    ``--early-release`` when an instance file (MODEL or ``--chain``) gives the costs, as nothing is
-    profiled then (the executor releases early when the file was profiled so: its
-    ``bwd_overhead_released``). No torch."""
+    instance file given as MODEL) when MODEL names the network; ``--profile-file``,
+    ``--early-release`` and the profiling options ``--repeats`` and ``--timing`` when an instance
+    file (MODEL or ``--chain``) gives the costs, as nothing is profiled then (the executor releases
+    early when the file was profiled so: its ``bwd_overhead_released``; ``--time-repeats`` times
+    the executed steps). No torch."""
     model_file = _model_is_file(args)
     if model_file and args.chain is not None:
         raise InputError(f"MODEL {args.model} is an instance file already (the run's costs); --chain gives the costs "
@@ -228,6 +234,10 @@ def _check_costs_options(args: argparse.Namespace) -> None:
         raise InputError(f"applies to a chain profiled by this run; the costs come from the instance file {path}, "
                          "which is executed releasing early when it was profiled so (`memsched profile "
                          "--early-release`)", field="--early-release")
+    for option in ("repeats", "timing"):
+        if getattr(args, option) is not None:
+            raise InputError(f"is a profiling option and this run profiles nothing: the costs come from the instance "
+                             f"file {path} (--time-repeats times the executed steps)", field=f"--{option}")
 
 
 def _network(args: argparse.Namespace, problem: str) -> tuple[str, str | None]:

@@ -36,9 +36,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
-def read_schedule_json(path: str):
-    """Read a schedule JSON file (or ``memsched solve --json`` output); InputError naming the file."""
-    return read_json(path)
+def read_schedule_json(path: str) -> Any:
+    """Read a schedule JSON file (or ``memsched solve --json`` output); InputError naming the file. An abstract
+    H-Revolve schedule (``memsched.hrevolve/1``, as ``memsched hrevolve --json`` writes) is refused here, before
+    the instance is read: no simulator replays it (`_check_not_abstract`)."""
+    data = read_json(path)
+    _check_not_abstract(data, path)
+    return data
+
+
+def _check_not_abstract(data: Any, path: str) -> None:
+    """`InputError` naming `path` and its ``format`` field (``schedule.format`` in a result object) when `data`
+    is an abstract H-Revolve schedule: its ops F/B/W/R/D on storage levels of a homogeneous chain are no
+    operations of any instance, so it can be neither replayed nor drawn."""
+    field, fmt = "format", data.get("format") if isinstance(data, dict) else None
+    if isinstance(data, dict) and isinstance(data.get("schedule"), dict) and "format" in data["schedule"]:
+        field, fmt = "schedule.format", data["schedule"]["format"]
+    if isinstance(fmt, str) and fmt.startswith("memsched.hrevolve/"):
+        raise InputError(f"{fmt!r} is an abstract H-Revolve schedule (memsched hrevolve): it cannot be replayed "
+                         "or drawn on an instance", path=path, field=field)
 
 
 def with_partition_machine(instance: Any, data: Any, args: argparse.Namespace) -> Any:

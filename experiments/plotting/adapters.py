@@ -312,11 +312,13 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
     replicated stages (micro-batches dealt among replicas, the allreduce) nor of two stages
     sharing a device (the order a device runs them in), so such a partition (``replicas`` > 1,
     or ``device_of`` with two stages on one device: ``madpipe --replication``, the
-    ``interleave*`` solvers) is an `InputError`; `simulate` still charges its period and memory."""
+    ``interleave*`` solvers) is an `InputError`; `simulate` still charges its period and memory. So is a
+    partition `simulate` calls invalid (`check_partition`, an ``order`` that is not a topological
+    permutation of the layers: `_order_problem`), as ``cannot draw this partition: <why>``."""
     from memsched.solvers.pipeline.simulator import check_partition, simulate_batch
     from memsched.solvers.pipeline.simulator import simulate as evaluate
 
-    bad = check_partition(inst, partition)
+    bad = _order_problem(inst, partition) or check_partition(inst, partition)
     if bad is not None:
         raise InputError(f"cannot draw this partition: {bad}")
     _check_drawable(partition)
@@ -351,10 +353,16 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
     peak_time = plateau_middle(series[peak_stage].times, series[peak_stage].values, peak)
     failure = None
     if ev.violation is not None and budget is not None:
-        worst = int(np.argmax(ev.stage_memory))
-        over = [(t, v) for t, v in zip(series[worst].times, series[worst].values) if v > budget]
-        t, v = over[0] if over else (peak_time, peak)
-        failure = Failure(float(t), float(v), ev.violation)
+        largest = int(np.argmax(ev.stage_memory))
+        crossing = _first_crossing(series, budget)
+        if crossing is not None:
+            t, v, worst = crossing
+        else:  # the batch never holds the steady state's stash: marked at the peak of the largest stage
+            t, v, worst = peak_time, peak, largest
+        message = ev.violation
+        if worst != largest:  # the simulator names the largest stage; the batch stops where a device first goes over
+            message += f"; stage {worst} goes over it first ({int(v)} bytes)"
+        failure = Failure(float(t), float(v), message)
         series, bars = _up_to(series, bars, failure.time, rows[worst])
         peak, peak_stage = max((float(np.max(ser.values)), k) for k, ser in enumerate(series))
         peak_time = plateau_middle(series[peak_stage].times, series[peak_stage].values, peak)
@@ -362,6 +370,22 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
     return Timeline("pipeline", series, bars, rows, float(ev.period), int(peak), peak_time, budget, failure,
                     unit, units_of(inst)[1] or "bytes", objective_name="period", memory_title="memory per device",
                     extra={"micro_batches": m, "batch_makespan": run.makespan, "peak_stage": peak_stage})
+
+
+def _first_crossing(series: list[MemorySeries], budget: int) -> tuple[float, float, int] | None:
+    """(time, memory, device) of the earliest point over `budget` among all devices' memory lines (the
+    forward that first takes a device over it; a tie at one time goes to the lowest device), or None
+    when no line goes over it. Times in the pipeline's time unit, memory in bytes."""
+    firsts = []
+    for k, s in enumerate(series):
+        over = np.flatnonzero(s.values > budget)
+        if len(over):
+            i = int(over[0])
+            firsts.append((float(s.times[i]), k, float(s.values[i])))
+    if not firsts:
+        return None
+    t, k, v = min(firsts)
+    return t, v, k
 
 
 def _up_to(series: list[MemorySeries], bars: list[Bar], t: float, row: str) -> tuple[list[MemorySeries], list[Bar]]:
@@ -379,6 +403,19 @@ def _up_to(series: list[MemorySeries], bars: list[Bar], t: float, row: str) -> t
             times, values = np.append(times, t), np.append(values, values[-1])
         cut.append(MemorySeries(times, values, s.label))
     return cut, kept
+
+
+def _order_problem(inst: Any, partition: Any) -> str | None:
+    """Why the partition's layer ``order`` (a DAG partition's topological order) is not one of `inst`'s
+    layers, as `solvers.pipeline.simulate` says it (`Pipeline.reordered`: not a permutation of the layers,
+    not topological); None when it has none or it is one."""
+    if partition.order is None:
+        return None
+    try:
+        inst.reordered(list(partition.order))
+    except (ValueError, TypeError) as err:  # TypeError: entries that do not compare (not layer indices)
+        return str(err) if isinstance(err, ValueError) else "the order must be a permutation of the layers"
+    return None
 
 
 def _check_drawable(partition: Any) -> None:

@@ -189,16 +189,33 @@ def _memory_scale(unit: str | None, top: float) -> tuple[float, str | None]:
 
 def _fmt(value: float, scale: float, unit: str | None) -> str:
     """`value` / `scale` with its `unit`: an integer as it is, else three significant digits, in fixed point
-    where that would need an exponent ("1021.6 MiB", never "1.02e+03 MiB")."""
+    where that would need an exponent ("1021.6 MiB", never "1.02e+03 MiB"). A non-zero value is never
+    written 0: one too small for `unit` (below 1e-4 of it) is written in its own byte unit ("21 bytes" on a
+    GiB axis) when `unit` is a byte unit, else with three significant digits ("0.0000000196")."""
     number = value / scale
     if float(number).is_integer():
         text = f"{int(number)}"
     else:
         text = f"{number:.3g}"
-        if "e" in text:  # 999.5 and above (or below 1e-4): fixed point, at most one decimal from 1 up
-            text = f"{number:.1f}" if abs(number) >= 1 else f"{number:.6f}"
-            text = text.rstrip("0").rstrip(".")
+        if "e" in text and abs(number) >= 1:  # 999.5 and above: fixed point, at most one decimal
+            text = f"{number:.1f}".rstrip("0").rstrip(".")
+        elif "e" in text:  # below 1e-4
+            own = _own_byte_unit(number, unit)
+            if own is not None:
+                return _fmt(*own)
+            text = f"{number:.{2 - math.floor(math.log10(abs(number)))}f}".rstrip("0")
     return f"{text} {unit}" if unit else text
+
+
+def _own_byte_unit(number: float, unit: str | None) -> tuple[float, float, str] | None:
+    """(bytes, divisor, unit label) that write `number` `unit`s in the binary unit suiting it (`_memory_scale`),
+    or None when `unit` is no byte unit or already that unit (no smaller one to fall back to)."""
+    per = MEMORY_UNIT_BYTES.get(unit.strip().lower()) if unit else None
+    if per is None:
+        return None
+    nbytes = number * per
+    scale, name = _memory_scale("bytes", abs(nbytes))
+    return None if name == unit else (nbytes, scale, name or "bytes")
 
 
 def _fmt_time(value: float, unit: str | None) -> str:
@@ -252,8 +269,9 @@ def _draw_memory(ax: Axes, tl: Timeline, scale: float, unit: str | None, top: fl
         ax.plot([tl.peak_time], [tl.peak_memory], marker="v", color="black", ms=7, ls="none", gid="peak",
                 label="peak")
         near = tl.failure is not None and abs(tl.failure.time - tl.peak_time) < 0.1 * max(x_end, 1e-12)
-        ax.annotate(literal_text(f"peak {_fmt(tl.peak_memory, scale, unit)}"), xy=(tl.peak_time, tl.peak_memory),
-                    xytext=(-8 if near else 0, 7), textcoords="offset points", ha="right" if near else "center",
+        label = literal_text(f"peak {_fmt(tl.peak_memory, scale, unit)}")
+        ha, dx = _peak_label_anchor(ax, label, tl.peak_time, x_end, near)
+        ax.annotate(label, xy=(tl.peak_time, tl.peak_memory), xytext=(dx, 7), textcoords="offset points", ha=ha,
                     va="bottom", fontsize=8, fontweight="bold")
     if tl.failure is not None:
         _draw_failure(ax, tl, x_end)
@@ -264,6 +282,26 @@ def _draw_memory(ax: Axes, tl: Timeline, scale: float, unit: str | None, top: fl
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / scale:g}"))
     ax.grid(axis="y", alpha=0.3)
     ax.tick_params(labelsize=8)
+
+
+def _peak_label_anchor(ax: Axes, label: str, peak_time: float, x_end: float, near: bool) -> tuple[str, float]:
+    """(horizontal alignment, x offset in points) of the peak's label: centred over the peak, or left of it
+    when a failure is near (its marker and message lie right of it); anchored right of the peak instead
+    when that would put the label past the axes' left edge (a peak near t = 0), left of it when a centred
+    label would run past the right edge. The axes' width is estimated before the layout, on the low side."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextPath
+
+    width = TextPath((0, 0), label, size=8, prop=FontProperties(weight="bold")).get_extents().width  # points
+    fig = ax.figure  # (Axes.get_figure(root=True) needs matplotlib 3.10)
+    axes_pt = 0.9 * ax.get_position().width * (fig.get_figwidth() if isinstance(fig, Figure) else 11.0) * 72
+    left_pt = axes_pt * min(max(peak_time / max(1.01 * x_end, 1e-12), 0.0), 1.0)  # room left of the peak
+    ha, dx = ("right", -8.0) if near else ("center", 0.0)
+    if (width + 8 if near else width / 2) > left_pt - 2:
+        return "left", 4.0
+    if not near and width / 2 > axes_pt - left_pt - 2:
+        return "right", 0.0
+    return ha, dx
 
 
 def _draw_failure(ax: Axes, tl: Timeline, x_end: float) -> None:

@@ -68,7 +68,13 @@ measured costs (`models.graph.profile`) records them per node and method in
 ``meta["temporaries"]`` (their maximum over methods is the node's ``workspace`` W_v, which the
 simulator and the solvers charge); the predicted peak is the maximum over steps of the
 simulator's memory less W_v plus the method's temporaries of the step's node
-(`GraphExecutor.predicted_memory`). Time: ms, measured
+(`GraphExecutor.predicted_memory`). The temporaries are profiled on a node's first computation; a
+later computation of B_v (or of the loss) makes no parameter gradient, so its prediction leaves the
+bytes of the gradients of v's parameters (the loss: ``loss_fn``'s) out of them
+(`GraphExecutor.rerun_gradient_bytes`): exact when the first computation's temporaries peak with
+those gradients alive (autograd returns them together with the producers' gradients: one op per
+node), otherwise the measurement may exceed it by up to those bytes. The solvers still charge W_v
+on every computation (an upper bound). Time: ms, measured
 in separate runs on the clock the graph was profiled with; the prediction is the simulator's
 makespan in the graph's time unit (``meta["units"]["time"]``: ms for ``cost="measured"``, MFLOP
 for ``cost="flops"``).
@@ -406,7 +412,8 @@ class GraphExecutor:
                          random: Iterable[int] | None = None) -> list[int]:
         """Per step of `seq`: the simulator's memory (bytes) less the node's workspace plus its temporaries as
         profiled by `method` ("tracker" or "allocator", the graph's ``meta["temporaries"]``, see
-        `models.graph.profile`; none when the graph has no such record), less the storages it
+        `models.graph.profile`; none when the graph has no such record; on a node's later computation less
+        the parameter gradients only its first one makes, `rerun_gradient_bytes`), less the storages it
         charges twice (`shared_storage_excess`); for the allocator also the CPU RNG state
         (``meta["rng_state_bytes"]``) a run keeps from the last loss on when it computes a random
         node after it (`_StepRng`). `random`: the random nodes (indices; default the graph's
@@ -417,14 +424,36 @@ class GraphExecutor:
         temps = records.get(method, records.get("tracker", {}))  # no allocator record: the tracker's
         work = self.graph.workspace  # the simulator charged W_v; the method's own temporaries replace it
         shared = shared_storage_excess(self.graph, seq, sim.retention_end)  # charged twice by the simulator
-        out = [int(mem) - int(work[v]) + int(temps.get(self.graph.names[v], 0)) - extra
-               for v, mem, extra in zip(seq, sim.memory, shared)]
+        skipped = self.rerun_gradient_bytes(seq)  # a re-run makes no parameter gradient (`_backward`, `_loss`)
+        out = [int(mem) - int(work[v]) + max(0, int(temps.get(self.graph.names[v], 0)) - skip) - extra
+               for v, mem, extra, skip in zip(seq, sim.memory, shared, skipped)]
         if method == "allocator":  # the state after the loss, kept when a random node is computed after it
             found = {self.graph.names.index(name) for name in meta.get("random_nodes", ())} if random is None \
                 else set(random)
             last = max((s for s, v in enumerate(seq) if v == self.loss), default=len(seq))
             if any(v in found for v in seq[last + 1:]):
                 out = with_rng_states(list(enumerate(out)), [(last, int(meta.get("rng_state_bytes", 0)))])
+        return out
+
+    def rerun_gradient_bytes(self, seq: Sequence[int]) -> list[int]:
+        """Per step of `seq`: the bytes of parameter gradients that the step's node's profiled temporaries
+        hold and this computation does not make (0 on a node's first computation). A backward node B_v
+        (or the loss) gives its parameters their gradients on its first computation only (`_backward`,
+        `_loss`): a later one computes the gradients for its producers alone, so the gradients of v's
+        parameters that require grad now (the loss: `loss_fn`'s), each a fresh tensor of its parameter's
+        size in the first computation's temporaries, are not among its temporaries."""
+        done: set[int] = set()
+        out = []
+        for node in seq:
+            params: list[nn.Parameter] = []
+            if node in done:
+                if node in self.fwd_of:
+                    params = [p for p in self.plan.ops[self.fwd_of[node]].params if p.requires_grad]
+                elif node == self.loss:
+                    params = self.loss_params()
+            done.add(node)
+            distinct = {id(p): p for p in params}.values()
+            out.append(sum(p.numel() * p.element_size() for p in distinct))
         return out
 
     def prepare(self, seq: list[int]) -> tuple[Any, dict[int, list[int]], set[int], set[int]]:
