@@ -394,24 +394,34 @@ def graph_note(graph: Any) -> str | None:
     than the budget and the predicted peak count, or None: node sizes that are outputs only (meta
     ``ram`` "output": what autograd saves is missing), and costs without the nodes' temporaries (no
     ``meta["temporaries"]`` and no workspace: only ``cost="measured"`` with ``ram="tape"``, timed in
-    the executor's step, records them; counted costs such as the default ``flops`` never do). Both
-    are fixed by exporting with measured costs and tapes, as `prepare` profiles a network itself."""
+    the executor's step, ``timing="in_step"``, records them; counted costs such as the default ``flops``
+    never do, nor ``timing="isolated"``). Both are fixed by exporting with measured costs and tapes,
+    timed in the step, as `prepare` profiles a network itself unless asked for isolated timing."""
     missing = []
     if graph.meta.get("ram") == "output":
         missing.append("the graph's node sizes are outputs only (exported with ram 'output'): what autograd saves "
                        "is not in them")
+    isolated = graph.meta.get("cost") == "measured" and graph.meta.get("timing") == "isolated"
     if not graph.meta.get("temporaries") and not graph.has_workspace:
         how = f"exported with cost {graph.meta['cost']!r}: " if graph.meta.get("cost") else ""
+        if isolated:  # each op timed alone: only the executor's step (timing "in_step") records temporaries
+            how = "exported with cost 'measured' and timing 'isolated': "
         missing.append(f"the graph records no temporaries ({how}no meta.temporaries or workspaces): parameter "
                        "gradients before they are accumulated and kernel scratch buffers are not in its costs")
     if not missing:
         return None
+    timing = (" and timing 'in_step'", " --timing in_step") if isolated else ("", "")
     return (f"the budget and the predicted peak under-count the step's memory (the measured peak may exceed them): "
-            f"{'; '.join(missing)}; export it with cost 'measured' and ram 'tape' (memsched export-graph --cost "
-            "measured --ram tape) to run it")
+            f"{'; '.join(missing)}; export it with cost 'measured' and ram 'tape'{timing[0]} (memsched export-graph "
+            f"--cost measured --ram tape{timing[1]}) to run it")
 
 
-def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, profile_file: str | None) -> Target:
+def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, timing: str | None,
+                   profile_file: str | None) -> Target:
+    """The graph problem's target: `graph` (an instance) or, when None, the network's training graph
+    exported with measured costs (ms, the median of `profile_repeats`, each node timed as `timing`
+    says: "in_step", the default on every device, inside the graph executor's store-all step, or
+    "isolated", each op alone; `models.graph.export`) and tapes in its node sizes."""
     from memsched.models.chain.executor import reference_step
     from memsched.models.graph.executor import GraphExecutor
     from memsched.models.graph.export import export_training_graph
@@ -419,7 +429,8 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, profile_file
     from memsched.solvers.graph import GraphSchedule
 
     if graph is None:
-        graph = export_training_graph(built, cost="measured", ram="tape", repeats=profile_repeats)
+        graph = export_training_graph(built, cost="measured", ram="tape", repeats=profile_repeats,
+                                      timing=timing or "in_step")
         if profile_file:
             graph.save(profile_file)
     else:
@@ -485,7 +496,8 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
     bw = parse_bandwidth(bandwidth) if isinstance(bandwidth, str) else bandwidth
     with diagnosed(built):  # a network that cannot run at these sizes is bad input, not an internal error
         if problem == "graph":
-            target = _prepare_graph(built, inst, profile_repeats=profile_repeats, profile_file=profile_file)
+            target = _prepare_graph(built, inst, profile_repeats=profile_repeats, timing=timing,
+                                    profile_file=profile_file)
         else:
             target = _prepare_chain(built, inst, problem, bandwidth=bw, latency=latency,
                                     profile_repeats=profile_repeats, timing=timing, profile_file=profile_file,

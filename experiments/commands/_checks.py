@@ -63,6 +63,13 @@ BYTES_OPTIONS = frozenset({"table_budget"})
 #: the most timed executions of a step (``run --time-repeats``, a sweep file's ``[measure]
 #: time_repeats``) and unwatched warm-up runs (``[measure] warmup``)
 MAX_TIME_REPEATS = 10**4
+#: the largest batch of every command (profile, run, export-graph ``--batch``, a sweep's ``batch``) and
+#: max-batch's largest ``--limit``, so that a batch max-batch answers is one `run --batch` takes (2^24:
+#: beyond, the networks' sizes overflow torch's); `models.zoo.registry.SIZE_RANGES` gives a recorded
+#: ``meta.batch`` the same range
+MAX_BATCH = 2**24
+#: the largest seed (``--seed``, a sweep's ``seed``), as ``memsched.run(seed=)`` takes it
+MAX_SEED = 2**32 - 1
 #: the most torch CPU threads (``--threads``, a sweep file's ``[measure] threads``): above the
 #: hardware threads of the largest machines
 MAX_THREADS = 1024

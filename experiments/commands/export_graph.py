@@ -16,6 +16,7 @@ from ._checks import check_outputs
 from ._common import set_help
 from .profile import (
     MODEL_HELP,
+    PROFILE_REPEATS,
     _import_models,
     add_cost_option,
     add_model_options,
@@ -43,7 +44,9 @@ def register(subparsers: Any) -> None:
     set_help(p, "--device", "cpu or cuda with --cost measured (default: cuda when present); the counted cost models "
              "(flops, the default, and roofline:*) trace fake CPU tensors: leave it out or give cpu")
     set_help(p, "--timing", "with --cost measured: time each node inside the graph executor's store-all step "
-             "(in_step, the default on every device) or each op alone (isolated)")
+             "(in_step, the default on every device) or each op alone (isolated); refused with a counted --cost")
+    set_help(p, "--repeats", f"with --cost measured: timed repetitions per node (median; {PROFILE_REPEATS} when left "
+             "out); refused with a counted --cost")
     p.set_defaults(func=main)
 
 
@@ -54,11 +57,12 @@ def main(args: argparse.Namespace) -> int:
     _import_models()
     from memsched.models.graph.export import export_training_graph
 
-    sizes = counted_sizes(args)
+    sizes = counted_sizes(args, "export-graph")  # --repeats and --timing given with a counted --cost: refused
     sizes.pop("granularity", None)  # the chain commands' --granularity (block|layer); this one is op|module
     with fits_in_memory():
         graph = export_training_graph(args.model, cost=args.cost, granularity=args.granularity, deps=args.deps,
-                                      ram=args.ram, repeats=args.repeats, out=args.output,
+                                      ram=args.ram, out=args.output,
+                                      repeats=PROFILE_REPEATS if args.repeats is None else args.repeats,
                                       timing=getattr(args, "timing", None) or "in_step", **sizes)
     print(f"wrote {args.output}: {graph.n} nodes")
     return 0

@@ -26,6 +26,9 @@ makespan (chain: sum of u_f, u_b and the loss; graph: each node once), or with
 (sum of the forward costs). Sizes are searched by doubling from 1 until one does not fit, then
 by bisection: this assumes that a size that fits implies that every smaller one fits
 (activations grow with the batch; an exact solver stopped by its time limit can break this).
+With ``--vary image-size`` the sides the network refuses (too small for it) are skipped
+(`search_accepted`): the search goes on from the next side tried; none accepted up to --limit is
+bad input naming ``--vary image-size``, the sides tried and --step.
 Exit 0 with the largest size, 1 when even the smallest does not fit, 2 on bad input (a solver that
 refuses the instance's structure, ``details["not_applicable"]``, too: no size would fit, and its
 message says why).
@@ -43,15 +46,24 @@ from typing import Any
 
 from memsched.solvers.errors import InputError, first_line
 
-from ._checks import count, seconds
+from ._checks import MAX_BATCH, count, seconds
 from ._common import set_help
 from ._infeasible import NOT_APPLICABLE
-from .profile import MODEL_HELP, _import_models, add_cost_option, add_model_options, check_model, counted_sizes
+from .profile import (
+    MODEL_HELP,
+    _import_models,
+    add_cost_option,
+    add_model_options,
+    check_model,
+    counted_sizes,
+    refuse_timing,
+)
 
 #: default largest batch and image side (px) searched
 DEFAULT_BATCH_LIMIT, DEFAULT_SIDE_LIMIT = 65536, 8192
-#: the largest --limit and --step accepted (beyond, the networks' sizes overflow torch's)
-MAX_BATCH, MAX_SIDE = 2**24, 2**16
+#: the largest --step accepted (beyond, the networks' sizes overflow torch's); the largest --limit is
+#: `_checks.MAX_BATCH`, the largest --batch of profile, run and export-graph: an answer is a batch they take
+MAX_SIDE = 2**16
 #: the largest --state-factor (resident bytes per parameter byte): far above any optimizer's state
 #: (mixed-precision Adam keeps about 8 per 2-byte weight); beyond, K x parameter bytes can overflow
 MAX_STATE_FACTOR = 100.0
@@ -127,14 +139,14 @@ def parse_overhead(text: str | float) -> float | str:
     return value
 
 
-def search_largest(fits: Callable[[int], bool], limit: int, tolerance: float = 0.0) -> int:
-    """The largest k in 1..limit with fits(k), assuming fits is monotone (true up to some k, then
-    false); 0 when fits(1) is false. Doubling, then bisection: about 2 log2(k) calls. With a
+def search_largest(fits: Callable[[int], bool], limit: int, tolerance: float = 0.0, start: int = 1) -> int:
+    """The largest k in start..limit with fits(k), assuming fits is monotone (true up to some k, then
+    false); 0 when fits(start) is false. Doubling, then bisection: about 2 log2(k) calls. With a
     relative `tolerance`, bisection stops once the bracket is within tolerance x k (the answer
     then fits and is at most that far below the largest)."""
-    if not fits(1):
+    if not fits(start):
         return 0
-    lo, hi = 1, None  # fits(lo) is true, fits(hi) false
+    lo, hi = start, None  # fits(lo) is true, fits(hi) false
     while hi is None:
         nxt = min(2 * lo, limit)
         if nxt == lo:
@@ -150,6 +162,34 @@ def search_largest(fits: Callable[[int], bool], limit: int, tolerance: float = 0
         else:
             hi = mid
     return lo
+
+
+def search_accepted(verdict: Callable[[int], bool | None], limit: int, tolerance: float = 0.0) -> tuple[int, int]:
+    """`search_largest` over the sizes the network accepts: `verdict(k)` is True (fits), False (does
+    not fit) or None (the network refuses size k: an image side too small for it), assuming the
+    refused sizes are the smallest ones (below some k0) and fits is monotone above them. Doubling
+    from 1 over refused sizes finds an accepted one; when it does not fit, bisection finds the
+    smallest accepted k0 (a smaller accepted size may fit). Returns (the largest k that fits or 0,
+    k0 or 0 when no size up to `limit` is accepted); each k is asked once."""
+    seen: dict[int, bool | None] = {}
+
+    def ask(k: int) -> bool | None:
+        if k not in seen:
+            seen[k] = verdict(k)
+        return seen[k]
+
+    refused, k = 0, 1  # ask(refused) is None (or refused is 0); k is the next size tried
+    while ask(k) is None:
+        if k >= limit:
+            return 0, 0
+        refused, k = k, min(2 * k, limit)
+    if not ask(k):
+        lo, hi = refused, k  # refused below lo (or lo 0), accepted at hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if ask(mid) is None else (lo, mid)
+        k = hi
+    return search_largest(lambda j: bool(ask(j)), limit, tolerance, start=k), k
 
 
 def probe_size(
@@ -306,10 +346,7 @@ def main(args: argparse.Namespace) -> int:
     from memsched.solvers.units import format_bytes, parse_size
 
     check_model(args.model)
-    for flag in ("repeats", "timing"):
-        if getattr(args, flag) is not None:
-            raise InputError("max-batch times nothing (its cost models count), so this option would be ignored",
-                             field=f"--{flag}")
+    refuse_timing(args, "max-batch")  # its cost models all count (--cost measured is refused below)
     if parse_cost(args.cost).measured:
         raise InputError(
             "max-batch profiles shape-exactly: use a counted cost model (flops, roofline:<device>)", field="--cost"
@@ -323,7 +360,7 @@ def main(args: argparse.Namespace) -> int:
     args.solver = args.solver or DEFAULT_SOLVER[args.problem]
     _check_ranges(args)
     _check_solver(args.problem, args.solver)
-    sizes = counted_sizes(args)
+    sizes = counted_sizes(args, "max-batch")
     vary_batch = args.vary == "batch"
     if vary_batch and args.batch is not None:
         raise InputError("--batch is what max-batch searches; leave it out (or use --vary image-size)", field="--batch")
@@ -336,7 +373,9 @@ def main(args: argparse.Namespace) -> int:
     header = (f"{args.model}: largest {args.vary} within {format_bytes(memory)}, overhead <= "
               f"{_bound_text(args.max_overhead)}, {args.problem} solver {args.solver}, cost {args.cost}")
 
-    def fits(k: int) -> bool:
+    refusals: list[tuple[int, str]] = []  # (image side in px, why) of the sides the network refuses
+
+    def fits(k: int) -> bool | None:
         size = k if vary_batch else k * args.step
         trial = {**sizes, ("batch" if vary_batch else "image_size"): size}
         try:
@@ -355,14 +394,17 @@ def main(args: argparse.Namespace) -> int:
                 overheads=methods.setdefault(size, {}),
             )
         except (InputError, ValueError, RuntimeError) as err:
-            if isinstance(err, NotApplicableError) or isinstance(err, InputError) and (vary_batch or not probes):
+            if isinstance(err, NotApplicableError) or not (vary_batch or _refuses_side(err)):
+                raise
+            if not vary_batch:
+                refusals.append((size, _reason(err)))
+                return None  # a side the network refuses (too small for it): `search_accepted` skips it
+            if isinstance(err, InputError):
                 raise
             if not probes:
-                raise InputError(
-                    f"{args.model} does not run at {args.vary} {size}: {first_line(err)}",
-                    field="--vary" if not vary_batch else "--image-size",
-                ) from None
-            return False  # a size the network does not accept (too small for its pools)
+                raise InputError(f"{args.model} does not run at batch {size}: {first_line(err)}",
+                                 field="--image-size") from None
+            return False  # a batch the network does not accept
         probes.append(probe)
         if not args.json:
             if len(probes) == 1:  # the header once the first size ran: bad sizes fail before any output
@@ -370,7 +412,12 @@ def main(args: argparse.Namespace) -> int:
             print(_row(probe, format_bytes), flush=True)
         return probe.fits
 
-    best = search_largest(fits, limit, args.tolerance)
+    if vary_batch:
+        best, smallest = search_largest(fits, limit, args.tolerance), 1
+    else:
+        best, smallest = search_accepted(fits, limit, args.tolerance)
+        if not smallest:
+            raise _no_side_error(args.model, args.step, limit * args.step, refusals)
     best_size = best if vary_batch else best * args.step
     chosen = next((p for p in probes if p.size == best_size), None)
     note = _note(args.model, args.problem, args.vary, chosen, methods.get(best_size))
@@ -397,7 +444,8 @@ def main(args: argparse.Namespace) -> int:
     if not best:
         print(
             f"memsched max-batch: infeasible: {args.model} does not train within {format_bytes(memory)} even at "
-            f"{args.vary} {1 if vary_batch else args.step}",
+            f"{args.vary} {smallest if vary_batch else smallest * args.step}"
+            f"{'' if smallest == 1 else ' (the smallest side it runs at)'}",
             file=sys.stderr,
         )
         return 1
@@ -439,6 +487,31 @@ def chain_note(model: str, vary: str, size: int, budget: int, overheads: dict[st
     what = f" (overheads: {method})" if method else ""
     return (f"the chain's sizes are its counted profile's{what}, so executing that {vary}'s schedule may need more "
             f"than the activation budget ({budget} bytes); " + check)
+
+
+def _refuses_side(err: Exception) -> bool:
+    """With ``--vary image-size``, whether `err` (raised by a probe) is the network refusing the image
+    side: the zoo's check of its smallest side (bad input naming the image size), the network failing
+    at that side (``MODEL``, `models.network.diagnosed`) or any failure that is not bad input. Bad
+    input naming another option (``--depth`` for a network with fixed layers) is no side's fault."""
+    from memsched.models.network import model_field
+
+    return not isinstance(err, InputError) or err.field in ("--image-size", "image_size", model_field())
+
+
+def _reason(err: Exception) -> str:
+    """Why a side is refused, in one line: a bad input's message without its field (``--image-size``,
+    which max-batch never took with --vary image-size), else the error's first line."""
+    return err.message if isinstance(err, InputError) else first_line(err)
+
+
+def _no_side_error(model: str, step: int, limit_px: int, refusals: list[tuple[int, str]]) -> InputError:
+    """The bad input (naming ``--vary image-size``) when `model` refuses every image side tried:
+    `refusals` are (side in px, why), the sides being multiples of --step up to `limit_px`."""
+    sides = ", ".join(str(side) for side, _ in refusals)
+    why = f": {refusals[-1][1]}" if refusals else ""
+    return InputError(f"{model} runs at none of the image sides tried ({sides} px: multiples of --step {step} up to "
+                      f"{limit_px} px){why}; raise --limit or change --step", field="--vary image-size")
 
 
 def _check_solver(problem: str, solver: str) -> None:

@@ -19,7 +19,8 @@ from typing import Any
 
 from memsched.solvers.errors import InputError, first_line
 
-from ._checks import MAX_THREADS, check_outputs, count
+from ._checks import MAX_BATCH, MAX_SEED, MAX_THREADS, check_outputs, count
+from ._common import set_help
 
 ZOO_NAMES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "densenet121", "inception_v3", "vgg16",
              "vgg19", "mobilenet_v2", "vit_b16", "gpt2", "gpt2_medium", "unet", "fcn8", "lstm")
@@ -27,6 +28,14 @@ ZOO_NAMES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "dens
 
 #: the precisions `--dtype` offers (`models.zoo.registry.DTYPES`, spelled here so that parsing needs no torch)
 DTYPES = ("float32", "bfloat16", "float16")
+
+
+#: the timed repetitions per block (or node) when ``--repeats`` is left out (its parser default is None,
+#: so that a command can tell it was given: `refuse_timing`)
+PROFILE_REPEATS = 5
+
+#: the options that time the network, without effect under a counted cost model (`refuse_timing`)
+TIMING_OPTIONS = ("repeats", "timing")
 
 #: how MODEL's help names what it takes
 MODEL_HELP = f"zoo model ({', '.join(ZOO_NAMES)}) or your own: FILE.py:FUNCTION, package.module:FUNCTION"
@@ -65,8 +74,6 @@ def model_inputs(name: str) -> list[tuple[str, str]]:
     return found
 
 
-#: the largest ``--seed`` (2^32 - 1), as ``memsched.run(seed=)`` takes it
-MAX_SEED = 2**32 - 1
 
 
 def parse_seed(text: str) -> int:
@@ -77,7 +84,8 @@ def parse_seed(text: str) -> int:
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
     """The sizing options shared by `profile` and `run`."""
-    p.add_argument("--batch", type=count(1, 10**6), default=None, help="batch size (default: the model's)")
+    p.add_argument("--batch", type=count(1, MAX_BATCH), default=None,
+                   help=f"batch size, 1..{MAX_BATCH} (default: the model's)")
     p.add_argument("--image-size", default=None, help="image side in pixels, or HxW (416x608) (image models)")
     p.add_argument("--seq-len", type=count(1, 10**6), default=None,
                    help="sequence length in tokens (gpt2), time steps (lstm)")
@@ -91,7 +99,8 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", choices=DTYPES, default=None,
                    help="weights and activations in this precision (default float32; bfloat16 / float16 halve "
                         "every activation, as pure half-precision training does)")
-    p.add_argument("--repeats", type=count(1, 10**4), default=5, help="timed repetitions per block (median)")
+    p.add_argument("--repeats", type=count(1, 10**4), default=None,
+                   help=f"timed repetitions per block (median; {PROFILE_REPEATS} when left out)")
     p.add_argument("--seed", type=parse_seed, default=0,
                    help=f"seed for the weights, the batch and dropout (an integer in 0..{MAX_SEED})")
     p.add_argument("--threads", type=count(1, MAX_THREADS), default=None, help="torch CPU threads (default: torch's)")
@@ -115,12 +124,24 @@ def add_cost_option(p: argparse.ArgumentParser, default: str) -> None:
                         f"fake tensors (exact sizes, nothing allocated). Default: {default}")
 
 
-def counted_sizes(args: argparse.Namespace) -> dict[str, Any]:
-    """`model_sizes`, with the CPU as device when the cost model is counted (fake CPU tensors)."""
+def refuse_timing(args: argparse.Namespace, command: str) -> None:
+    """Under a counted cost model (``--cost flops``, ``roofline:*``) nothing is timed, so ``--repeats``
+    or ``--timing`` given to `command` would be ignored: an `InputError` naming the option. An option
+    left out is None (its parser default), never refused."""
+    for option in TIMING_OPTIONS:
+        if getattr(args, option, None) is not None:
+            raise InputError(f"{command} times nothing with a counted cost model (--cost {args.cost}), so this "
+                             "option would be ignored", field=f"--{option}")
+
+
+def counted_sizes(args: argparse.Namespace, command: str) -> dict[str, Any]:
+    """`model_sizes`, with the CPU as device when the cost model is counted (fake CPU tensors); then
+    ``--repeats`` and ``--timing`` given to `command` are refused (`refuse_timing`)."""
     from memsched.models.costs import parse_cost
 
     if parse_cost(args.cost).measured:
         return model_sizes(args)
+    refuse_timing(args, command)
     if args.device not in (None, "cpu"):
         raise InputError("a counted cost model profiles fake CPU tensors: leave --device out or use cpu",
                          field="--device")
@@ -181,6 +202,11 @@ def register(subparsers: Any) -> None:
     add_model_options(p)
     add_granularity_option(p)
     add_cost_option(p, "measured")
+    set_help(p, "--repeats", f"with --cost measured: timed repetitions per block (median; {PROFILE_REPEATS} when left "
+             "out); refused with a counted --cost (flops, roofline:*), which times nothing")
+    set_help(p, "--timing", "with --cost measured: time each block alone (isolated), or each op inside store-all "
+             "steps (in_step; default: in_step on cpu, isolated on cuda; in_step needs store-all's memory); refused "
+             "with a counted --cost")
     p.add_argument("--early-release", action="store_true",
                    help="also measure each backward B(i) releasing delta_{i+1} and its output early, as one "
                         "loss.backward() does (bwd_overhead_released: solvers charge it, `memsched run` executes so)")
@@ -199,8 +225,9 @@ def main(args: argparse.Namespace) -> int:
     from memsched.solvers.units import format_bytes
 
     with fits_in_memory():
-        sizes = counted_sizes(args)  # sets --threads, which the clock depends on
-        chain, _ = profile_model(args.model, repeats=args.repeats, out=args.output, timing=args.timing,
+        sizes = counted_sizes(args, "profile")  # sets --threads, which the clock depends on
+        repeats = PROFILE_REPEATS if args.repeats is None else args.repeats
+        chain, _ = profile_model(args.model, repeats=repeats, out=args.output, timing=args.timing,
                                  cost=args.cost, release=args.early_release, clock=default_clock(), **sizes)
     if args.output is None:
         json.dump(chain.to_dict(), sys.stdout, indent=1)

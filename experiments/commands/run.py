@@ -21,9 +21,10 @@ from typing import Any
 from memsched.solvers.errors import InputError
 
 from ._checks import MAX_TIME_REPEATS, check_options, check_outputs, count, seconds
-from ._common import add_link_arguments, has_host_link, load_problem, parse_options
+from ._common import add_link_arguments, has_host_link, load_problem, parse_options, set_help
 from .profile import (
     MODEL_HELP,
+    PROFILE_REPEATS,
     ZOO_NAMES,
     _import_models,
     add_granularity_option,
@@ -68,6 +69,9 @@ def register(subparsers: Any) -> None:
     add_link_arguments(p)
     add_model_options(p)
     add_granularity_option(p)
+    set_help(p, "--timing", "profiling: time each block (graph: each op) alone (isolated), or inside store-all steps "
+             "(in_step; default: in_step on cpu, isolated on cuda; with --problem graph in_step on every device); "
+             "refused when an instance file gives the costs")
     # --repeats given or not: refused with an instance file (`_check_costs_options`), else PROFILE_REPEATS
     p.set_defaults(func=main, repeats=None)
 
@@ -135,9 +139,6 @@ def _link(args: argparse.Namespace, problem: str, instance: str | None) -> tuple
                          field="--bandwidth")
     return bandwidth, args.latency or 0.0
 
-
-#: the profiling repetitions per op when ``--repeats`` is not given (`add_model_options`'s help)
-PROFILE_REPEATS = 5
 
 #: the solver `run` uses per problem when --solver is not given (as its help says)
 _DEFAULT_SOLVER = {"chain": "rotor", "offload": "offload-prefix", "join": "dp", "graph": "checkmate"}

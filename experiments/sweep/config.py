@@ -17,7 +17,7 @@ from memsched.solvers.errors import InputError
 from memsched.solvers.exact.options import MAX_SECONDS
 from memsched.solvers.units import parse_budget, parse_size
 
-from ..commands._checks import MAX_THREADS, MAX_TIME_REPEATS, MAX_WORKERS
+from ..commands._checks import MAX_BATCH, MAX_SEED, MAX_THREADS, MAX_TIME_REPEATS, MAX_WORKERS
 
 #: The repository root (in a source checkout); results/ is relative to the current folder.
 ROOT = Path(__file__).resolve().parents[2]
@@ -401,7 +401,7 @@ def _generated_offload(entry: dict[str, Any], where: str, bad: Callable[[str, st
 
 
 #: a zoo network's integer sizes and their ranges (as `memsched profile`'s options)
-_MODEL_COUNTS = {"batch": (1, 10**6), "seq_len": (1, 10**6), "width": (1, 10**6), "depth": (1, 10**4),
+_MODEL_COUNTS = {"batch": (1, MAX_BATCH), "seq_len": (1, 10**6), "width": (1, 10**6), "depth": (1, 10**4),
                  "classes": (1, 10**6), "vocab": (1, 10**7), "repeats": (1, 10**4), "warmup": (0, 10**4)}
 
 
@@ -414,7 +414,7 @@ def _model_sizes(entry: dict[str, Any], where: str, bad: Callable[[str, str], In
             if entry[key] > most:
                 raise bad(f"{where}.{key}", f"must be at most {most}, got {entry[key]!r}")
     if "seed" in entry:
-        _int(entry["seed"], f"{where}.seed", bad)
+        _int(entry["seed"], f"{where}.seed", bad, maximum=MAX_SEED)
     side = entry.get("image_size")
     if side is not None and not (isinstance(side, str) and side) and \
             (isinstance(side, bool) or not isinstance(side, int) or side < 1):
