@@ -4,8 +4,9 @@ Every row of the fast, deterministic solvers of each committed figure sweep is s
 the instances stored beside it (`memsched sweep NAME --verify`, `experiments/sweep/verify.py`)
 and must give the same status and objective. A solver change that moves a committed figure fails
 here until the sweep is brought up to date (``memsched sweep NAME --verify --update`` and
-``memsched figures``). Exact solvers are left out: their time-limited answers depend on the
-machine's speed, and they take minutes.
+``memsched figures``, or ``python -m memsched.experiments.paper_figures`` for ``fig_paper_*``).
+Exact solvers are left out: their time-limited answers depend on the machine's speed, and they
+take minutes.
 """
 
 from __future__ import annotations
