@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from memsched.solvers import registry
-from memsched.solvers.errors import InputError, option_field, python_spelling
+from memsched.solvers.errors import InputError, flag, option_field, python_spelling
 from memsched.solvers.exact.interrupt import answer_on_interrupt
 from memsched.solvers.units import check_int
 
@@ -48,6 +48,15 @@ MAX_DEVICES = 10**6
 MAX_SLOTS = 10**9
 #: `slots` when none is given
 DEFAULT_SLOTS = 500
+
+
+class _DefaultSlots(int):
+    """`DEFAULT_SLOTS` as `solve`'s default: equal to it (and shown as it), but told apart by identity from
+    the same number given by the caller (`_SLOTS_NOT_GIVEN`), whose slots error a `Comparison` raises."""
+
+
+#: `solve`'s default `slots`: ``slots is _SLOTS_NOT_GIVEN`` when the caller gave none
+_SLOTS_NOT_GIVEN = _DefaultSlots(DEFAULT_SLOTS)
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -194,17 +203,15 @@ def _check_instance(problem: str, instance: Any) -> None:
     applies, so that a NaN time or a negative size is an `InputError` naming the array and index instead
     of a false "infeasible" or a bare IndexError from a solver: a chain (an offloading instance's too)
     and each branch of a join by `Chain.check` (``branches[1].x[0]``) with the join's loss time and
-    overhead; a graph by its loader (`Graph.from_dict` of its `to_dict`: every cost, the DAG, the meta
-    the executor reads); a pipeline's times and sizes by the number rule of its loaders (`_check_pipeline`)."""
+    overhead; a graph's costs, edges and meta by its loader's rules (`_check_graph`: read from its arrays, not
+    rebuilt); a pipeline's times and sizes by the number rule of its loaders (`_check_pipeline`)."""
     if problem in ("chain", "offload"):
         (instance if problem == "chain" else instance.chain).check()
     elif problem == "join":
         _check_join(instance)
     elif problem == "graph":
-        from memsched.solvers.graph.instance import Graph
-
         try:
-            Graph.from_dict(instance.to_dict(), path="<graph>")
+            _check_graph(instance)
         except InputError as err:  # the graph object is no file: the error names the node and field only
             raise InputError(err.message, field=err.field) from None
     elif problem == "pipeline":
@@ -250,6 +257,64 @@ def _check_pipeline(pipeline: Any) -> None:
                          integer=not time)
 
 
+def _check_graph(graph: Any) -> None:
+    """A graph's numbers by the rules of its loader (`Graph.from_dict`), read from its arrays without
+    rebuilding it (a 20,000-node graph takes milliseconds): ``graph.meta.units`` (`check_units`); each
+    ``cost_cpu`` a time (finite, in 0..`units.MAX_TIME`), each ``cost_ram`` and ``workspace`` an integer
+    size >= 0 of at most 1 PiB once in bytes, and so their sum (`check_total`); every edge forward in
+    the node order (so the graph is a DAG); the meta keys the executor reads. The first bad entry is an
+    `InputError` naming the node and field as the loader does (``node 3: cost_cpu``; its path ``<graph>``,
+    which `_check_instance` drops)."""
+    from memsched.solvers.chain.instance import check_total, check_units
+    from memsched.solvers.graph.instance import _check_executor_meta
+
+    meta = graph.meta if graph.meta is not None else {}
+    if not isinstance(meta, dict):
+        raise InputError(f"must be an object, got {meta!r:.80}", path="<graph>", field="graph.meta")
+    per = check_units(meta, "<graph>", "graph.meta")
+    total = 0
+    for name in ("cost_cpu", "cost_ram", "workspace"):
+        total += _check_graph_costs(graph, name, per)
+    check_total(total, "<graph>", "nodes", per=per)
+    n = len(graph.ids)
+    for i, k in graph.edges:
+        if not 0 <= i < k < n:
+            raise InputError(f"edge ({i}, {k}) does not go forward in the node order 0..{n - 1} (the graph must be "
+                             "a DAG)", path="<graph>", field="links")
+    _check_executor_meta(meta, set(graph.names), "<graph>")
+
+
+def _check_graph_costs(graph: Any, name: str, per: int) -> int:
+    """The graph's array `name` (``cost_cpu``: times; ``cost_ram``, ``workspace``: sizes, in units of `per`
+    bytes; a workspace of None or [] is all 0), one entry per node, by the loader's rules (`_check_graph`);
+    the first bad entry an `InputError` naming ``node <id>: <name>``. Returns the sum of a size array (in
+    its units, an exact int), 0 for the times."""
+    import numpy as np
+
+    from memsched.solvers.chain.instance import check_bytes
+    from memsched.solvers.units import MAX_BYTES, MAX_TIME, check_number
+
+    raw = getattr(graph, name)
+    if name == "workspace" and (raw is None or len(raw) == 0):
+        return 0
+    time = name == "cost_cpu"
+    values = np.asarray(raw, dtype=float)
+    if values.shape != (len(graph.ids),):
+        raise InputError(f"must have one entry per node ({len(graph.ids)}), got shape {values.shape}",
+                         path="<graph>", field=name)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(values) | (values < 0) | (values > (MAX_TIME if time else MAX_BYTES // per))
+        if not time:
+            bad |= values != np.floor(values)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        where = f"node {graph.ids[i]!r}: {name}"
+        value = check_number(_plain_number(np.ravel(raw)[i]), path="<graph>", field=where, time=time,
+                             integer=not time)
+        check_bytes(int(value), per, "<graph>", where)
+    return 0 if time else int(sum(np.asarray(raw, dtype=np.int64).tolist()))
+
+
 def _plain_number(value: Any) -> Any:
     """A numpy scalar as the Python int or float `units.check_number` reads (any other value unchanged)."""
     return value.item() if hasattr(value, "item") and callable(value.item) else value
@@ -285,9 +350,8 @@ def list_solvers(problem: str | None = None) -> list[tuple[str, str, str]]:
 def default_solver(problem: str) -> str:
     """The problem's preferred solver (rotor for chains, dp for joins, ...); an unknown `problem`
     is an `InputError` naming ``problem``."""
-    if problem is None:
-        raise InputError(f"must be one of {', '.join(registry.PROBLEMS)}, got None", field="problem")
-    _check_problem(problem)
+    if problem not in registry.PROBLEMS:  # None too: there is no default problem here (no "(or None)")
+        raise InputError(f"must be one of {', '.join(registry.PROBLEMS)}, got {_show(problem)}", field="problem")
     module = registry.problem_module(problem)
     names = [n for _, n, _ in registry.solver_table(problem)]
     preferred = getattr(module, "DEFAULT_SOLVER", None)
@@ -301,7 +365,7 @@ def default_solver(problem: str) -> str:
 # ---------------------------------------------------------------------------- solving
 @_python_names
 def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] | None = None, *,
-          problem: str | None = None, slots: int = DEFAULT_SLOTS, time_limit: float | None = None,
+          problem: str | None = None, slots: int = _SLOTS_NOT_GIVEN, time_limit: float | None = None,
           bandwidth: str | float | None = None, latency: float | None = None, devices: int | None = None,
           progress: bool = False, **options: Any) -> Result | Comparison:
     """Solve `instance` under `budget` (memory per device for pipelines) with `solver`.
@@ -318,9 +382,11 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
     With a list, the names, options and budget are checked before any solver runs (option values that
     no instance takes too, as `sweep` checks them: a CP-SAT ``parameters`` name CP-SAT does not know),
     and an option value that does not fit this instance (``segments`` above the chain's stages) is the
-    `InputError` naming the option that one name gives, not an "unsupported" entry; but whether a
-    solver accepts the instance (Revolve needs a homogeneous chain, say) is known only by running it
-    (the solvers have no separate applicability check): a solver that refuses it takes its place in
+    `InputError` naming the option that one name gives, not an "unsupported" entry (so is a `slots` given
+    that a solver cannot use, ``slots=0`` making its table too large; with the default `slots`, that is
+    the solver refusing the instance); but whether a solver accepts the instance (Revolve needs a
+    homogeneous chain, say) is known only by running it (the solvers have no separate applicability
+    check): a solver that refuses it takes its place in
     the `Comparison` as a `Result` of status "unsupported" whose ``message`` says why (as a sweep's
     rows do), and the results of the others are kept; when every solver of the list refuses, that is
     the first one's `InputError`. One name (a str) raises its solver's `InputError`.
@@ -330,6 +396,7 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
     devices = _check_devices(problem, devices)
     if devices is not None:
         options["devices"] = devices
+    slots_given = slots is not _SLOTS_NOT_GIVEN
     slots = _check_slots(slots)
     time_limit = _check_time_limit(time_limit)
     _check_bool(progress, "progress")
@@ -352,8 +419,8 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
         try:
             results.append(one(name))
         except InputError as err:  # this solver refuses the instance: the others' results are kept
-            if _names_option(err, options):
-                raise  # a bad value of an option given (more segments than stages), as with one solver name
+            if _names_option(err, options) or (slots_given and err.field == flag("slots")):
+                raise  # a bad value of an option given (more segments than stages, too many slots), as with one name
             refusals.append(err)
             results.append(_unsupported(problem, instance, name, bytes_, err))
             continue

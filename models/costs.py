@@ -21,6 +21,7 @@ and the efficiency of real kernels: they are models, not measurements.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -47,26 +48,59 @@ def shape_exact_model() -> Iterator[None]:
         yield
 
 
+@dataclass
+class _ApplyPatch:
+    """The process-wide patch of ``nn.Module._apply`` (`fake_module_conversions`): installed by the
+    first context to enter, removed by the last to leave. Invariant: ``depth`` is the number of
+    contexts open in any thread, and ``original`` is set (to what was there at install) iff depth > 0."""
+
+    depth: int = 0
+    original: Any = None
+
+
+_APPLY_LOCK = threading.Lock()
+_APPLY_PATCH = _ApplyPatch()
+
+
+def _patched_apply(self: torch.nn.Module, fn: Any, recurse: bool = True) -> torch.nn.Module:
+    """``nn.Module._apply`` while `fake_module_conversions` is open: the set-data path for a module
+    holding fake parameters, the saved original otherwise."""
+    if not any(isinstance(p, FakeTensor) for p in self._parameters.values()):
+        return _APPLY_PATCH.original(self, fn, recurse)  # type: ignore[no-any-return]
+    return _fake_apply(self, fn, recurse)
+
+
+def _enter_apply_patch() -> None:
+    """Counts one more open context; the first one saves ``nn.Module._apply`` and installs the patch."""
+    with _APPLY_LOCK:
+        if _APPLY_PATCH.depth == 0:
+            _APPLY_PATCH.original = torch.nn.Module.__dict__["_apply"]
+            torch.nn.Module._apply = _patched_apply  # type: ignore[method-assign]
+        _APPLY_PATCH.depth += 1
+
+
+def _exit_apply_patch() -> None:
+    """Counts one context less; the last one restores the saved ``nn.Module._apply``."""
+    with _APPLY_LOCK:
+        _APPLY_PATCH.depth -= 1
+        if _APPLY_PATCH.depth == 0:
+            torch.nn.Module._apply = _APPLY_PATCH.original  # type: ignore[method-assign]
+            _APPLY_PATCH.original = None
+
+
 @contextlib.contextmanager
 def fake_module_conversions() -> Iterator[None]:
     """A context in which ``nn.Module._apply`` (behind ``Module.to``, ``.cpu``, ``.float``, ``.half``
     ...) converts a module holding fake parameters in place (``param.data = ...``), as torch does
     for real tensors, instead of swapping them, which torch refuses for fake tensors (they are
-    weakly referenced by their mode). Modules of real tensors convert as before. Global state:
-    ``nn.Module._apply`` is restored on exit, also on error."""
-    module_class = torch.nn.Module
-    original = module_class.__dict__["_apply"]
-
-    def _apply(self: torch.nn.Module, fn: Any, recurse: bool = True) -> torch.nn.Module:
-        if not any(isinstance(p, FakeTensor) for p in self._parameters.values()):
-            return original(self, fn, recurse)
-        return _fake_apply(self, fn, recurse)
-
-    module_class._apply = _apply  # type: ignore[method-assign]
+    weakly referenced by their mode). Modules of real tensors convert as before. Global state,
+    thread-safe: the patch is installed by the first context to enter (in any thread, nested or
+    not) and ``nn.Module._apply`` restored when the last one leaves, also on error."""
+    _enter_apply_patch()
     try:
         yield
     finally:
-        module_class._apply = original  # type: ignore[method-assign]
+        _exit_apply_patch()
 
 
 def _fake_apply(module: torch.nn.Module, fn: Any, recurse: bool) -> torch.nn.Module:

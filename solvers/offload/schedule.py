@@ -140,10 +140,16 @@ def _compute_op(item: Any, length: int, path: str, k: int) -> Op:
         if name in (OFF, PRE):
             raise InputError(f"a transfer is an object {{\"op\": \"{name}\", \"value\": \"a\" or \"abar\", "
                              f"\"index\": 0..{length}}}, got {item!r}", path=path, field=f"ops[{k}]") from None
-        if name is not None and str(name).lower() not in OP_ALIASES:
+        if _has_name_slot(item) and str(name).lower() not in OP_ALIASES:  # a missing name (None) too
             raise InputError(f"unknown operation {name!r} (one of {', '.join((*KINDS, OFF, PRE))})", path=path,
                              field=f"ops[{k}]") from None
         raise
+
+
+def _has_name_slot(item: Any) -> bool:
+    """True when the JSON op `item` has a place for its name (an object, a non-empty list, a bare string):
+    there, a missing or null name is an unknown operation (`_compute_op`); not for 5 or null."""
+    return isinstance(item, (dict, str)) or (isinstance(item, (list, tuple)) and bool(item))
 
 
 def _op_name(item: Any) -> Any:
