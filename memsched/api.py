@@ -201,123 +201,16 @@ def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | fl
 def _check_instance(problem: str, instance: Any) -> None:
     """`instance` (of `problem`), perhaps built or edited in Python, meets the rules its file's loader
     applies, so that a NaN time or a negative size is an `InputError` naming the array and index instead
-    of a false "infeasible" or a bare IndexError from a solver: a chain (an offloading instance's too)
-    and each branch of a join by `Chain.check` (``branches[1].x[0]``) with the join's loss time and
-    overhead; a graph's costs, edges and meta by its loader's rules (`_check_graph`: read from its arrays, not
-    rebuilt); a pipeline's times and sizes by the number rule of its loaders (`_check_pipeline`)."""
-    if problem in ("chain", "offload"):
-        (instance if problem == "chain" else instance.chain).check()
-    elif problem == "join":
-        _check_join(instance)
-    elif problem == "graph":
+    of a false "infeasible" or a bare IndexError from a solver: the instance's own ``check`` (`Chain.check`,
+    `OffloadInstance.check`, `Join.check`, `Graph.check`, `Pipeline.check`). A graph's error
+    drops the path ``<graph>`` that `Graph.check` names as its loader does (the object is no file)."""
+    if problem == "graph":
         try:
-            _check_graph(instance)
+            instance.check()
         except InputError as err:  # the graph object is no file: the error names the node and field only
             raise InputError(err.message, field=err.field) from None
-    elif problem == "pipeline":
-        _check_pipeline(instance)
-
-
-def _check_join(join: Any) -> None:
-    """Each branch of `join` by `Chain.check` (the error's field prefixed ``branches[b].``), and its loss
-    (``loss_time``: a time; ``loss_overhead``: a size) by the join file's rule (`units.check_number`)."""
-    from memsched.solvers.units import check_number
-
-    for b, branch in enumerate(join.branches):
-        try:
-            branch.check()
-        except InputError as err:
-            raise InputError(err.message, field=f"branches[{b}].{err.field}" if err.field else f"branches[{b}]") \
-                from None
-    check_number(_plain_number(join.loss_time), path=None, field="loss_time", time=True)
-    check_number(_plain_number(join.loss_overhead), path=None, field="loss_overhead", integer=True)
-
-
-def _check_pipeline(pipeline: Any) -> None:
-    """A pipeline's times (``fwd``, ``bwd``: finite, in 0..`units.MAX_TIME`) and sizes (``act``, ``params``,
-    ``cut``, ``saved_extra``, ``input_size``: integers in 0..`units.MAX_BYTES`), each by the rule its
-    loaders apply to the numbers of a file (`units.check_number`); the first bad entry is an `InputError`
-    naming the array and index (``fwd[3]``). The totals its loaders also cap are not re-added here."""
-    import numpy as np
-
-    from memsched.solvers.units import MAX_BYTES, MAX_TIME, check_number
-
-    arrays = [(name, getattr(pipeline, name), True) for name in ("fwd", "bwd")]
-    arrays += [(name, getattr(pipeline, name), False) for name in ("act", "params", "cut", "saved_extra")]
-    arrays.append(("input_size", np.asarray([pipeline.input_size]), False))
-    for name, values, time in arrays:
-        if values is None:
-            continue
-        values = np.asarray(values, dtype=float)
-        bad = np.flatnonzero(~np.isfinite(values) | (values < 0) | (values > (MAX_TIME if time else MAX_BYTES)))
-        if bad.size:
-            i = int(bad[0])
-            where = name if name == "input_size" else f"{name}[{i}]"
-            check_number(_plain_number(np.ravel(getattr(pipeline, name))[i]), path=None, field=where, time=time,
-                         integer=not time)
-
-
-def _check_graph(graph: Any) -> None:
-    """A graph's numbers by the rules of its loader (`Graph.from_dict`), read from its arrays without
-    rebuilding it (a 20,000-node graph takes milliseconds): ``graph.meta.units`` (`check_units`); each
-    ``cost_cpu`` a time (finite, in 0..`units.MAX_TIME`), each ``cost_ram`` and ``workspace`` an integer
-    size >= 0 of at most 1 PiB once in bytes, and so their sum (`check_total`); every edge forward in
-    the node order (so the graph is a DAG); the meta keys the executor reads. The first bad entry is an
-    `InputError` naming the node and field as the loader does (``node 3: cost_cpu``; its path ``<graph>``,
-    which `_check_instance` drops)."""
-    from memsched.solvers.chain.instance import check_total, check_units
-    from memsched.solvers.graph.instance import _check_executor_meta
-
-    meta = graph.meta if graph.meta is not None else {}
-    if not isinstance(meta, dict):
-        raise InputError(f"must be an object, got {meta!r:.80}", path="<graph>", field="graph.meta")
-    per = check_units(meta, "<graph>", "graph.meta")
-    total = 0
-    for name in ("cost_cpu", "cost_ram", "workspace"):
-        total += _check_graph_costs(graph, name, per)
-    check_total(total, "<graph>", "nodes", per=per)
-    n = len(graph.ids)
-    for i, k in graph.edges:
-        if not 0 <= i < k < n:
-            raise InputError(f"edge ({i}, {k}) does not go forward in the node order 0..{n - 1} (the graph must be "
-                             "a DAG)", path="<graph>", field="links")
-    _check_executor_meta(meta, set(graph.names), "<graph>")
-
-
-def _check_graph_costs(graph: Any, name: str, per: int) -> int:
-    """The graph's array `name` (``cost_cpu``: times; ``cost_ram``, ``workspace``: sizes, in units of `per`
-    bytes; a workspace of None or [] is all 0), one entry per node, by the loader's rules (`_check_graph`);
-    the first bad entry an `InputError` naming ``node <id>: <name>``. Returns the sum of a size array (in
-    its units, an exact int), 0 for the times."""
-    import numpy as np
-
-    from memsched.solvers.chain.instance import check_bytes
-    from memsched.solvers.units import MAX_BYTES, MAX_TIME, check_number
-
-    raw = getattr(graph, name)
-    if name == "workspace" and (raw is None or len(raw) == 0):
-        return 0
-    time = name == "cost_cpu"
-    values = np.asarray(raw, dtype=float)
-    if values.shape != (len(graph.ids),):
-        raise InputError(f"must have one entry per node ({len(graph.ids)}), got shape {values.shape}",
-                         path="<graph>", field=name)
-    with np.errstate(invalid="ignore"):
-        bad = ~np.isfinite(values) | (values < 0) | (values > (MAX_TIME if time else MAX_BYTES // per))
-        if not time:
-            bad |= values != np.floor(values)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        where = f"node {graph.ids[i]!r}: {name}"
-        value = check_number(_plain_number(np.ravel(raw)[i]), path="<graph>", field=where, time=time,
-                             integer=not time)
-        check_bytes(int(value), per, "<graph>", where)
-    return 0 if time else int(sum(np.asarray(raw, dtype=np.int64).tolist()))
-
-
-def _plain_number(value: Any) -> Any:
-    """A numpy scalar as the Python int or float `units.check_number` reads (any other value unchanged)."""
-    return value.item() if hasattr(value, "item") and callable(value.item) else value
+    elif problem in ("chain", "offload", "join", "pipeline"):
+        instance.check()
 
 
 @_python_names

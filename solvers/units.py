@@ -259,6 +259,12 @@ def check_number(value: object, *, path: str | None, field: str, integer: bool =
     return float(value)
 
 
+def plain_number(value: Any) -> Any:
+    """A numpy scalar (an entry of an instance's array) as the Python int or float `check_number` reads,
+    so that the `check` of an instance built in Python applies its file's rule; any other value unchanged."""
+    return value.item() if hasattr(value, "item") and callable(value.item) else value
+
+
 def short_number(value: float | int) -> str:
     """`value` for a message: its repr, or the size of an integer too long to print (Python
     refuses to print integers of more than 4300 digits)."""

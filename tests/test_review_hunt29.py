@@ -220,3 +220,25 @@ def test_offload_op_that_is_no_op_still_cannot_be_read():
     for item in (5, None, []):
         with pytest.raises(InputError, match="cannot read operation"):
             OffloadSchedule.from_json({"ops": [item]}, 3, path="s.json")
+
+
+def test_edited_pipeline_fractional_size_is_an_input_error():
+    """`Pipeline.check` applies the loaders' integer rule to sizes (`act`, `cut`, ...), as `Graph.check` does."""
+    p = memsched.load(memsched.data_path("pipeline", "mlp7.chain.json"), problem="pipeline")
+    p.act = p.act.astype(float)
+    p.act[1] = 1.5
+    with pytest.raises(memsched.InputError) as err:
+        memsched.solve(p, "200%", devices=2)
+    assert err.value.field == "act[1]"
+
+
+@pytest.mark.parametrize(("key", "value"), [("bandwidth", float("nan")), ("latency", -1.0)])
+def test_edited_offload_link_is_an_input_error(key, value):
+    """An offloading instance's link edited after it was built is refused as its loader refuses it."""
+    from memsched.solvers.offload import OffloadInstance
+
+    inst = OffloadInstance(memsched.load(memsched.data_path("examples", "tiny.json")), bandwidth=1e9)
+    setattr(inst, key, value)
+    with pytest.raises(memsched.InputError) as err:
+        memsched.solve(inst, "90%")
+    assert err.value.field == f"host_link.{key}"

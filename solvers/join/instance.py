@@ -31,6 +31,7 @@ import numpy as np
 from ..chain.instance import Chain, _number, check_header, check_name, check_total, named_object, parse_stages
 from ..errors import InputError
 from ..jsonio import read_json, write_json_atomic
+from ..units import check_number, plain_number
 
 FORMAT = "memsched.join/1"
 
@@ -56,6 +57,21 @@ class Join:
                 self.branches[b] = _without_loss(chain)
         self.loss_time = float(self.loss_time)
         self.loss_overhead = int(self.loss_overhead)
+
+    def check(self) -> None:
+        """The rules of the join file's loader (`from_dict`), for a join built or edited in Python: each
+        branch by `Chain.check` (its times finite in 0..`MAX_TIME` of the file's unit, sizes integers in
+        0..`MAX_BYTES`, ...; the error's field prefixed ``branches[b].``, as ``branches[1].x[0]``), the loss
+        time ``loss_time`` a time and ``loss_overhead`` an integer size (bytes, or the file's memory unit)
+        by `units.check_number`. The first bad entry is an `InputError` naming the field (no path)."""
+        for b, branch in enumerate(self.branches):
+            try:
+                branch.check()
+            except InputError as err:
+                raise InputError(err.message, field=f"branches[{b}].{err.field}" if err.field else f"branches[{b}]") \
+                    from None
+        check_number(plain_number(self.loss_time), path=None, field="loss_time", time=True)
+        check_number(plain_number(self.loss_overhead), path=None, field="loss_overhead", integer=True)
 
     # ----------------------------------------------------------------- views
     @property

@@ -46,6 +46,13 @@ class OffloadInstance:
     def __post_init__(self) -> None:
         # the offloading problem charges B(i) holding its inputs to its end (bwd_overhead, docs/offload.md)
         self.chain = self.chain.held()
+        self.check()
+
+    def check(self) -> None:
+        """The rules of the loader, also for an instance edited in Python since it was built: the link
+        (``bandwidth`` bytes/s in `MIN_BANDWIDTH`..`MAX_BYTES`, ``latency`` seconds in 0..`MAX_LATENCY`,
+        stored as floats), a chain timed in seconds and sized in bytes (transfer times exist), and
+        `Chain.check`. The first bad value is an `InputError` naming ``host_link.<key>`` or the chain's field."""
         for key, value in (("bandwidth", self.bandwidth), ("latency", self.latency)):
             if isinstance(value, bool) or not isinstance(value, numbers.Real):  # a comparison would be a TypeError
                 raise InputError(f"{key} must be a number, got {value!r}", field=f"host_link.{key}")

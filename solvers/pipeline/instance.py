@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..units import MAX_BYTES, byte_unit, check_number, memory_unit
+from ..units import MAX_BYTES, MAX_TIME, byte_unit, check_number, memory_unit, plain_number
 
 DEFAULT_WEIGHT_FACTOR = 4.0
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
@@ -121,6 +121,30 @@ class Pipeline:
             raise ValueError("bandwidth must be positive (or None)")
         if self.latency < 0 or not math.isfinite(self.latency):
             raise ValueError("latency must be a non-negative number of seconds")
+
+    def check(self) -> None:
+        """The number rule of the loaders (`units.check_number`), for a pipeline built or edited in Python:
+        its times (``fwd``, ``bwd``: finite, in 0..`MAX_TIME`, the time unit of ``time_unit`` seconds) and
+        sizes (``act``, ``params``, ``cut``, ``saved_extra``, ``input_size``: integers in 0..`MAX_BYTES`
+        bytes; ``cut`` and ``saved_extra`` when present). The first bad entry is an `InputError` naming
+        the array and index (``fwd[3]``; no path). The totals its loaders also cap are not re-added here."""
+        arrays: list[tuple[str, Any, bool]] = [(name, getattr(self, name), True) for name in ("fwd", "bwd")]
+        arrays += [(name, getattr(self, name), False) for name in ("act", "params", "cut", "saved_extra")]
+        arrays.append(("input_size", np.asarray([self.input_size]), False))
+        for name, values, time in arrays:
+            if values is None:
+                continue
+            values = np.asarray(values, dtype=float)
+            with np.errstate(invalid="ignore"):
+                wrong = ~np.isfinite(values) | (values < 0) | (values > (MAX_TIME if time else MAX_BYTES))
+                if not time:
+                    wrong |= values != np.floor(values)
+            bad = np.flatnonzero(wrong)
+            if bad.size:
+                i = int(bad[0])
+                where = name if name == "input_size" else f"{name}[{i}]"
+                check_number(plain_number(np.ravel(getattr(self, name))[i]), path=None, field=where, time=time,
+                             integer=not time)
 
     @property
     def length(self) -> int:
