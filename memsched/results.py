@@ -566,15 +566,12 @@ def _series_styles(labels: Any) -> dict[str, dict[str, Any]]:
 
 def _series_labels(frame: Any) -> Any:
     """The series label of each row of `frame` (a pandas Series): its ``solver_label`` (a sweep file's label),
-    else its ``solver``, with the model the solver's ``optimal`` rows are optimal in when their scopes name
-    one (`experiments.plotting.labels.model_labels`, as the command-line figures: "cpsat (phase model)",
-    "rotor (persistent)")."""
-    from memsched.experiments.plotting.labels import model_labels
+    else its ``solver``, with the model the solver's ``optimal`` rows of its problem are optimal in when their
+    scopes name one (`experiments.plotting.labels.row_labels`, as the command-line figures: "cpsat (phase
+    model)", "rotor (persistent)"; in a grid of several problems each problem's series names its own)."""
+    from memsched.experiments.plotting.labels import row_labels
 
-    labels = frame["solver_label"].fillna(frame["solver"]).astype(str) if "solver_label" in frame \
-        else frame["solver"].astype(str)
-    shown = model_labels(frame)
-    return labels.map(lambda label: shown.get(label, label))
+    return row_labels(frame)
 
 
 def _drawn_rows(frame: Any, x: str, y: str) -> Any:

@@ -24,9 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Redraw the figures whose sweep tables are under --results (absent ones skipped with a note); exit 0, 2 if the
-    folder is missing."""
+    folder is missing or empty ("")."""
     from memsched.experiments.figures import FIGURES, make_figures
 
+    if args.results == "":  # not the current folder: an empty path is bad input
+        raise InputError("is empty, expected a folder name", field="--results")
     if Path(args.results).exists() and not Path(args.results).is_dir():
         raise InputError("is a file, expected a folder", field="--results", path=args.results)
     if not Path(args.results).is_dir():

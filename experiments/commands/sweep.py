@@ -63,10 +63,15 @@ def _main(args: argparse.Namespace) -> int:
     from memsched.experiments.sweep import find_config, load_config
     from memsched.experiments.sweep.run import check_output, scheduler_client, unmade_on_error
 
+    if args.output == "":  # not the default folder: an empty path is bad input, before any work
+        raise InputError("is empty, expected a folder name", field="--output")
     config = load_config(find_config(args.config))
     for flag in ("solvers", "update"):
         if getattr(args, flag) and not args.verify:
             raise InputError("only with --verify", field=f"--{flag}")
+    if args.list and args.verify:  # two modes: --list would be silently dropped
+        raise InputError("not with --verify (one mode at a time: --list prints the cells, --verify re-solves "
+                         "the rows)", field="--list")
     _check_run_only(args)
     out_field = "--output" if args.output else "output"
     if args.verify or args.list:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["SCOPE_MODELS", "model_labels"]
+__all__ = ["SCOPE_MODELS", "model_labels", "row_labels"]
 
 
 #: (start of a row's ``scope``, the model): the restricted model a solver's ``optimal`` rows are optimal in,
@@ -29,20 +29,66 @@ def model_labels(rows: pd.DataFrame) -> dict[str, str]:
     """Solver label (``solver_label``, else ``solver``) -> its legend text: the label with the model its
     ``optimal`` rows are optimal in appended ("rotor (persistent)", "madpipe P=4 (contiguous stages, 1F1B)"),
     when the label names none (no parenthesis) and those rows' ``scope`` names one model of `SCOPE_MODELS`;
-    else the label itself. The sweep configs' labels (the tables' keys) are unchanged."""
-    if "solver_label" in rows:
-        labels = rows["solver_label"].fillna(rows["solver"]) if "solver" in rows else rows["solver_label"]
-    else:
-        labels = rows["solver"] if "solver" in rows else pd.Series(dtype=object)
+    else the label itself. The sweep configs' labels (the tables' keys) are unchanged.
+
+    Rows of several problems (a ``problem`` column holding more than one: a mixed grid) are grouped by
+    (problem, label): a label that runs on several problems gets a model only when its rows of every one of
+    them name that same model, so that the one text is true of each of its series (cpsat's chain rows are
+    not "<= 2 computations per node" because its graph rows are); `row_labels` gives each problem's series
+    its own model instead."""
+    labels = _solver_labels(rows)
     shown = {str(lab): str(lab) for lab in labels.dropna()}
+    texts: dict[str, set[str]] = {}
+    for (_, label), text in _group_texts(rows, labels).items():
+        texts.setdefault(label, set()).add(text)
+    for label, found in texts.items():
+        if len(found) == 1:
+            shown[label] = found.pop()
+    return shown
+
+
+def row_labels(rows: pd.DataFrame) -> pd.Series:
+    """The legend text of each row of `rows` (a Series on its index): its solver label with the model that
+    the ``optimal`` rows of that label *and problem* are optimal in (as `model_labels` words it), so that in
+    a mixed grid each problem's series of one solver names its own model ("cpsat (<= 2 computations per
+    node)" on graphs, "cpsat (phase model)" on chains); for rows of one problem, ``model_labels`` mapped
+    over the labels."""
+    labels = _solver_labels(rows)
+    texts = _group_texts(rows, labels)
+    problems = _problems(rows)
+    return pd.Series([texts.get((problem, str(label)), str(label)) for problem, label in zip(problems, labels)],
+                     index=rows.index, dtype=object)
+
+
+def _solver_labels(rows: pd.DataFrame) -> pd.Series:
+    """Each row's solver label: ``solver_label``, else ``solver`` (an empty Series without either)."""
+    if "solver_label" in rows:
+        return rows["solver_label"].fillna(rows["solver"]) if "solver" in rows else rows["solver_label"]
+    return rows["solver"] if "solver" in rows else pd.Series(dtype=object)
+
+
+def _problems(rows: pd.DataFrame) -> pd.Series:
+    """Each row's problem ("" without a ``problem`` column, or where it is missing): the grouping key
+    of `_group_texts` beside the label."""
+    if "problem" not in rows:
+        return pd.Series("", index=rows.index, dtype=object)
+    return rows["problem"].fillna("").astype(str)
+
+
+def _group_texts(rows: pd.DataFrame, labels: pd.Series) -> dict[tuple[str, str], str]:
+    """(problem, label) -> legend text for each label present, with the problem of `_problems`: the label
+    with " (<model>)" when the group's ``optimal`` rows' scopes name exactly one model of `SCOPE_MODELS`
+    and the label names none (no parenthesis), else the label itself."""
+    out = {(problem, str(label)): str(label) for problem, label in zip(_problems(rows), labels) if pd.notna(label)}
     if "scope" not in rows or "status" not in rows:
-        return shown
+        return out
     optimal = rows[rows["status"] == "optimal"]
-    for label, scopes in optimal["scope"].groupby(labels[optimal.index]):
+    keys = [_problems(rows)[optimal.index], labels[optimal.index]]
+    for (problem, label), scopes in optimal["scope"].groupby(keys):
         if "(" in str(label):
             continue
         models = {model for scope in scopes.dropna().astype(str) for start, model in SCOPE_MODELS
                   if scope.startswith(start)}
         if len(models) == 1:
-            shown[str(label)] = f"{label} ({models.pop()})"
-    return shown
+            out[(str(problem), str(label))] = f"{label} ({models.pop()})"
+    return out

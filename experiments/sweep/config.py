@@ -105,8 +105,12 @@ class SweepConfig:
     raw: dict[str, Any] = field(default_factory=dict)
     measure: dict[str, int] = field(default_factory=lambda: dict(MEASURE_DEFAULTS))
 
-    def output_dir(self, override: str | Path | None = None) -> Path:
-        """Where rows go: `override`, else the file's ``output``, else ``results/<name>``."""
+    def output_dir(self, override: str | Path | None = None, *, option: str = "output") -> Path:
+        """Where rows go: `override`, else the file's ``output``, else ``results/<name>``. An empty
+        `override` ("") is bad input naming `option` (``--output`` on the command line), as the
+        file's ``output = ""`` is, not a request for the default folder."""
+        if isinstance(override, str) and not override:
+            raise InputError("is empty, expected a folder name", field=option)
         return Path(override or self.output or Path("results") / self.name)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
-from memsched.solvers.units import parse_budget, unit_bytes
+from memsched.solvers.units import format_size, memory_unit, parse_budget, unit_bytes
 
 from .config import SHARED_TABLE_SOLVERS, SolverSpec, SweepConfig, size_error
 from .instance_store import InstanceStore
@@ -173,16 +173,26 @@ def check_not_empty(config: SweepConfig, tasks: list[Task], skips: list[str]) ->
 
 def _check_repeat(config: SweepConfig, li: LoadedInstance, budgets: list[tuple[str, int]], spec_text: str,
                   value: int, field: str) -> None:
-    """Budget `spec_text` (`value` bytes for instance `li`) is none of the earlier `budgets` of
-    its list ((text, bytes) pairs, in order) for this instance: two texts of one budget ("50%" and
-    "1KiB" for a 2 KiB reference peak, or shares that round to the same byte) would run one cell
-    twice under two keys. `InputError` naming the sweep file and `field` (``budgets[j]``)."""
-    for k, (earlier, bytes_) in enumerate(budgets):
-        if bytes_ == value:
+    """Budget `spec_text` (`value` in the memory unit of instance `li`, bytes unless its file states
+    ``meta.units.memory``) is none of the earlier `budgets` of its list ((text, size) pairs, in
+    order) for this instance: two texts of one budget ("50%" and "1KiB" for a 2 KiB reference
+    peak, or shares that round to the same unit) would run one cell twice under two keys.
+    `InputError` naming the sweep file and `field` (``budgets[j]``), the size in the instance's
+    unit (`budget_text`)."""
+    for k, (earlier, size) in enumerate(budgets):
+        if size == value:
             where = field.rsplit("[", 1)[0]
             raise InputError(f"budget {spec_text!r} is already in the list for instance {li.label} ({where}[{k}] "
-                             f"{earlier!r} is the same {value} bytes); give each budget once",
+                             f"{earlier!r} is the same {budget_text(value, li.instance)}); give each budget once",
                              path=str(config.path), field=field)
+
+
+def budget_text(value: int, instance: Any) -> str:
+    """A budget of `value` in the memory unit of `instance` for a message: "2048 bytes" (sizes in
+    bytes: no unit stated, or "bytes"), "17 MB (16.21 MiB)" (another byte unit: the number in it and
+    its size, as ``memsched solve`` and the figures give it), "17 slots" (a unit that is no byte unit)."""
+    unit, per = memory_unit(instance) or "bytes", unit_bytes(instance)
+    return f"{value} {unit}" if per in (None, 1) else f"{value} {unit} ({format_size(value, instance)})"
 
 
 def _runs_on(li: LoadedInstance, s: SolverSpec, available: Callable[[str, str], bool],

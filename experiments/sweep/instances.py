@@ -59,7 +59,6 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
     own_problem: str | None = None  # the problem of the file or generator itself, before the entry's `problem`
     own_link: tuple[float, float] | None = None  # the host link of an offloading file itself
     if spec.kind == "model":
-        _pin_threads(config.measure["threads"])  # profile as the cells execute: same torch threads
         sizes = {k: v for k, v in spec.params.items() if k not in ("model", "repeats", "warmup", "bandwidth")}
         model = {"name": spec.params["model"], "sizes": sizes}
     threads = config.measure["threads"]
@@ -113,7 +112,8 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
             source += f" + host_link {json.dumps({'bandwidth': instance.bandwidth, 'latency': instance.latency})}"
         label = spec.label or _generated_name(instance, spec, p)
     elif spec.problem in ("join", "graph", "offload"):
-        problem, instance, source, label = _profile_problem(spec, sizes, p)
+        with pinned_threads(threads):  # profile as the cells execute: same torch threads
+            problem, instance, source, label = _profile_problem(spec, sizes, p)
     else:
         try:
             from memsched.models.chain.profiler import profile_model
@@ -121,7 +121,7 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
         except ImportError as err:
             raise InputError(f"profiling zoo networks needs PyTorch and models.chain.profiler ({err})", path=p,
                              field=f"{where}.model") from None
-        with profiling_errors(p, where):
+        with pinned_threads(threads), profiling_errors(p, where):  # as the cells execute: same torch threads
             instance, built = profile_model(spec.params["model"], repeats=spec.params.get("repeats", 3),
                                             warmup=spec.params.get("warmup", 1), clock=default_clock(), **sizes)
         problem = "chain"
@@ -241,13 +241,25 @@ def profiling_errors(path: str | Path, where: str) -> Iterator[None]:
                          field=where) from None
 
 
-def _pin_threads(threads: int) -> None:
-    """torch's CPU threads (when torch is installed), as the executing cells set them."""
+@contextmanager
+def pinned_threads(threads: int) -> Iterator[None]:
+    """Inside, torch's CPU threads are `threads` (as the executing cells set them in their worker
+    processes, `cell._execute`), so that a network is profiled as its cells run; on exit the
+    caller's count is put back (``memsched.sweep`` in a notebook keeps its own threads). No-op
+    without PyTorch."""
     try:
         import torch
     except ImportError:
+        torch = None
+    if torch is None:
+        yield
         return
+    before = torch.get_num_threads()
     torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _profile_problem(spec: InstanceSpec, sizes: dict[str, Any], config_path: str) -> tuple[str, Any, str, str]:
