@@ -5,14 +5,13 @@ notes are cut at a word; `--only b b` draws b once."""
 
 from __future__ import annotations
 
-import io
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
 import matplotlib
 import pandas as pd
 import pytest
+from conftest import run_cli
 
 matplotlib.use("Agg")
 
@@ -23,17 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 
 
-def _cli(*argv: Any) -> tuple[int, str, str]:
-    """`memsched ARGV` in-process: (exit code, stdout, stderr)."""
-    from memsched.experiments.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = main([str(a) for a in argv])
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
+def _cli(*argv: object) -> tuple[int, str, str]:
+    """`memsched ARGV` in-process: (exit code, stdout, stderr) (`conftest.run_cli`)."""
+    res = run_cli(*(str(a) for a in argv))
+    return res.code, res.out, res.err
 
 
 def _copy(results: Path, sweep: str, edit: Any = None) -> Path:

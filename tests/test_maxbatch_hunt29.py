@@ -4,12 +4,11 @@ a counted cost model, and ``run --problem graph --timing`` passed to the graph's
 
 from __future__ import annotations
 
-import io
 import json
 import math
-from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
+from conftest import run_cli
 
 torch = pytest.importorskip("torch")
 
@@ -22,16 +21,9 @@ INCEPTION = ("max-batch", "inception_v3", "--vary", "image-size", "--batch", "2"
 
 
 def cli(*argv: object) -> tuple[int, str, str]:
-    """`memsched ARGV` in-process: (exit code, stdout, stderr); argparse's usage errors exit 2."""
-    from memsched.experiments.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = main([str(a) for a in argv])
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
+    """`memsched ARGV` in-process: (exit code, stdout, stderr) (`conftest.run_cli`)."""
+    res = run_cli(*(str(a) for a in argv))
+    return res.code, res.out, res.err
 
 
 # --- bug 1: one batch cap (2^24) for profile, run, export-graph and max-batch's --limit -------------------------
