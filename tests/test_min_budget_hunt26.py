@@ -121,15 +121,16 @@ def test_float_option_messages_state_the_range_checked():
     assert _checks.option_type_error("float", "min_ratio", 1e15) is None
 
 
-@pytest.mark.parametrize("key", ["lookahead", "max_lookahead", "num_workers", "threads"])
-def test_int_options_that_must_be_positive_say_so(key):
-    assert _checks.option_type_error("int", key, 0) == "an integer in 1..1000000"
-    assert _checks.option_type_error("int", key, 1.5) == "an integer in 1..1000000"
+@pytest.mark.parametrize("key, most", [("lookahead", 1000000), ("max_lookahead", 1000000), ("num_workers", 10000),
+                                       ("threads", 10000)])
+def test_int_options_that_must_be_positive_say_so(key, most):
+    assert _checks.option_type_error("int", key, 0) == f"an integer in 1..{most}"
+    assert _checks.option_type_error("int", key, 1.5) == f"an integer in 1..{most}"
     assert _checks.option_type_error("int", key, 1) is None
 
 
 def test_random_seed_has_the_range_of_seed():
-    assert _checks.option_type_error("int", "random_seed", -1) is None
+    assert _checks.option_type_error("int", "random_seed", -1) == _checks.option_type_error("int", "seed", -1)
     assert _checks.option_type_error("int", "random_seed", 1.5) == _checks.option_type_error("int", "seed", 1.5)
 
 

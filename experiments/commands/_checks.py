@@ -24,6 +24,8 @@ from typing import Any
 
 from memsched.solvers.errors import InputError
 from memsched.solvers.exact.options import MAX_SECONDS
+from memsched.solvers.exact.options import MAX_SEED as MAX_SOLVER_SEED
+from memsched.solvers.exact.options import MAX_WORKERS as MAX_SOLVER_WORKERS
 from memsched.solvers.units import MAX_BYTES
 
 #: the most stages (sum over branches for joins) the chain, join and offload solvers accept:
@@ -44,9 +46,15 @@ MAX_DP_STEPS = 10**7
 MAX_HREVOLVE_LENGTH = 500
 #: the largest integer option or count accepted (sizes of tables and loops) ...
 MAX_COUNT = 10**6
+#: the most relaxed budgets of rotor-offload's ``grid`` (`offload.combined.MAX_GRID`: one rotor DP
+#: each, about 0.05 s on the 101-stage LSTM bench chain: 500 take about 30 s without ``--time-limit``)
+MAX_GRID = 500
 #: ... but for these options: the join `exact` solver's A* keeps up to `max_states` states (about
-#: 0.5 KB and 20 us each: its default 2 * 10^6 is about 1 GB and 45 s; 10^7 about 5 GB and 4 min)
-MAX_INT_OPTION = {"max_states": 10**7}
+#: 0.5 KB and 20 us each: its default 2 * 10^6 is about 1 GB and 45 s; 10^7 about 5 GB and 4 min);
+#: the exact solvers' backend threads (``workers``: CP-SAT's ``num_workers`` range, `MAX_SOLVER_WORKERS`)
+#: and their ``seed`` (CP-SAT's ``random_seed``, a 32-bit signed integer; 0..`MAX_SOLVER_SEED` for
+#: every solver that takes one), rotor-offload's ``grid``
+MAX_INT_OPTION = {"max_states": 10**7, "workers": MAX_SOLVER_WORKERS, "seed": MAX_SOLVER_SEED, "grid": MAX_GRID}
 #: integer options whose least value is 1, not 0 (counts of things that must exist: the solvers
 #: refuse 0 too, and the message then gives the range they accept)
 MIN_INT_OPTION = {"max_computations": 1, "max_stages": 1, "max_states": 1, "workers": 1,
@@ -261,7 +269,8 @@ def check_options(problem: str, solver: str, options: dict[str, Any]) -> None:
 def option_type_error(kind: str, key: str, value: Any) -> str | None:
     """None when `value` has the option's type `kind` (as `solver_parameters` gives it) and range;
     else what it must be, stating the range checked: "an integer in 0..1000000" (integers from 0,
-    or the option's `MIN_INT_OPTION`, up to `MAX_COUNT`, or its `MAX_INT_OPTION`; an older spelling,
+    or the option's `MIN_INT_OPTION`, up to `MAX_COUNT`, or its `MAX_INT_OPTION`: ``workers`` 1..10000,
+    ``seed`` 0..2^31-1, ``grid`` 1..`MAX_GRID`; an older spelling,
     `ALIASES`, has the range of its option), "a finite number >= 0 and <= 1e+15" (floats up to
     `MAX_FLOAT_OPTION`, > 0 for `POSITIVE_FLOAT_OPTIONS`), sizes in bytes (`BYTES_OPTIONS`) in
     1..`MAX_BYTES` with the solvers' own wording. Other kinds are not checked. Numbers are any
@@ -277,7 +286,7 @@ def option_type_error(kind: str, key: str, value: Any) -> str | None:
         ok = integral and 1 <= value <= MAX_BYTES
         want = f"a number of bytes, an integer in 1..{MAX_BYTES}"
     elif kind == "int":
-        low = -(2**31) if name == "seed" else MIN_INT_OPTION.get(name, 0)
+        low = MIN_INT_OPTION.get(name, 0)
         high = MAX_INT_OPTION.get(name, MAX_COUNT)
         ok = integral and low <= value <= high
         want = f"an integer in {low}..{high}"

@@ -142,7 +142,9 @@ def _note_unchanged(args: argparse.Namespace, why: str = "no schedule was found"
 def _why_none(result: SolveResult, instance: Any = None) -> str:
     """The line `memsched solve` prints when there is no schedule: for ``infeasible``, the smallest
     feasible budget (or why it is unknown); for a solver that refuses the instance's structure
-    (``details["not_applicable"]``), the solver's own message."""
+    (``details["not_applicable"]``), the solver's own message; for ``timeout``, the solver's message
+    when it gives one (a ``timeout`` is not always the clock's: a search limit such as the join
+    `exact` solver's ``max_states``, a model too large to build), else "within the time limit"."""
     if result.status == INFEASIBLE and result.details.get(NOT_APPLICABLE):
         return f"infeasible: {result.solver} does not apply to this instance: {result.message}"
     if result.status == INFEASIBLE:
@@ -153,6 +155,8 @@ def _why_none(result: SolveResult, instance: Any = None) -> str:
         else:
             msg += f"; smallest feasible budget unknown: {result.details.get('min_budget_note', result.message)}"
         return msg
+    if result.status == TIMEOUT and result.message:  # why it stopped: a search limit, a model not built, the clock
+        return f"timeout: {result.solver} found no schedule: {result.message}"
     if result.status == TIMEOUT:
         return f"timeout: {result.solver} found no schedule within the time limit"
     return f"{result.status}: no schedule ({result.message})"

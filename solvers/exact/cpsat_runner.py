@@ -99,11 +99,9 @@ def run_cpsat(model: Any, deadline: Deadline, options: ExactOptions | None = Non
     run = BackendRun(TIMEOUT, wall=wall, backend_status=solver.status_name(code), solver=solver, log=log)
     if code == cp_model.MODEL_INVALID:
         why = model.validate()
-        if not why and parameters:  # the model is sound: the parameters given are not (`check_parameters`)
-            from ..errors import InputError
-
-            raise InputError(f"CP-SAT rejects them: {solver.solution_info()}", field=parameters_field())
-        raise RuntimeError(f"CP-SAT rejects the model: {why or solver.solution_info()}")
+        if not why:  # the model is sound: the parameters set are not
+            raise rejected_parameters(solver.solution_info(), parameters)
+        raise RuntimeError(f"CP-SAT rejects the model: {why}")
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         has_objective = model.has_objective()
         objective = (solver.objective_value + offset) / scale if has_objective else None
@@ -190,6 +188,27 @@ def _bound(value: float, offset: float, scale: float) -> float | None:
     return None if b is None else (b + offset) / scale
 
 
+#: CP-SAT parameters set from an exact-layer option (`ExactOptions`) or the time limit, by the option
+#: that sets them: refused in ``parameters`` (`parse_parameters`), where they would silently win
+OWN_PARAMETERS = {"num_workers": "workers", "random_seed": "seed", "max_time_in_seconds": "time_limit"}
+
+
+def rejected_parameters(info: str, parameters: str = "") -> Exception:
+    """The error for CP-SAT's ``MODEL_INVALID`` on a sound model (its parameters are at fault;
+    `info`: CP-SAT's ``solution_info``, "parameter 'num_workers' should be in [0,10000]..."): an
+    `InputError` naming the option that set the parameter (``--option workers`` for
+    ``num_workers``, ``--option seed`` for ``random_seed``, ``--option parameters`` for the others
+    when `parameters` were given), else a `RuntimeError` (parameters set by the solver itself)."""
+    from ..errors import InputError
+
+    for name in OWN_PARAMETERS:
+        if f"'{name}'" in info:
+            return InputError(f"CP-SAT rejects it: {info}", field=own_option(name))
+    if parameters:
+        return InputError(f"CP-SAT rejects them: {info}", field=parameters_field())
+    return RuntimeError(f"CP-SAT rejects its parameters: {info}")
+
+
 def parameters_field() -> str:
     """The field of the errors about the ``parameters`` option (``--option parameters`` on the
     command line, ``parameters`` in Python: `errors.option_field`)."""
@@ -206,7 +225,9 @@ def parse_parameters(text: str) -> Any:
     from "name:value" pairs (spaces or commas between them; booleans true/false, 1/0, yes/no;
     enums by name or number; a repeated field is appended to once per pair). An unknown name, a
     pair without a value, a value of the wrong type or out of the field's range is an `InputError`
-    on ``--option parameters``; the ranges CP-SAT itself sets are checked by `check_parameters`."""
+    on ``--option parameters``, as is a parameter that an option sets (`OWN_PARAMETERS`: num_workers,
+    random_seed, max_time_in_seconds: ``workers``, ``seed``, the time limit), which would silently win
+    over it; the ranges CP-SAT itself sets are checked by `check_parameters`."""
     from ortools.sat import sat_parameters_pb2
 
     from ..errors import InputError
@@ -221,6 +242,8 @@ def parse_parameters(text: str) -> Any:
         field = fields.get(name)
         if field is None:
             raise InputError(f"unknown CP-SAT parameter {name!r}", field=parameters_field())
+        if name in OWN_PARAMETERS:
+            raise InputError(f"{name} is set with {own_option(name)}, not in parameters", field=parameters_field())
         if not colon or not raw:
             raise InputError(f"{item!r}: expected name:value", field=parameters_field())
         if field.type == field.TYPE_MESSAGE:
@@ -249,6 +272,15 @@ def parse_parameters(text: str) -> Any:
         except (ValueError, TypeError):
             raise InputError(f"{name}: expected {_kind(field)}, got {raw!r}", field=parameters_field()) from None
     return msg
+
+
+def own_option(name: str) -> str:
+    """The option that sets CP-SAT parameter `name` of `OWN_PARAMETERS`, as the caller writes it
+    (``--option workers`` / ``--time-limit`` on the command line, ``workers`` / ``time_limit`` in Python)."""
+    from ..errors import flag, option_field
+
+    option = OWN_PARAMETERS[name]
+    return flag(option) if option == "time_limit" else option_field(option)
 
 
 def _repeated(field: Any) -> bool:

@@ -235,8 +235,9 @@ def _run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exa
     use_hint = hint is not None and not relax and backend == "scip"
     if use_hint and hint is not None:
         solver.SetHint(xs, [float(v) for v in hint])
-    if options.workers > 1 and not relax and backend != "cbc":  # this CBC build has no threads
-        solver.SetNumThreads(options.workers)
+    threads, note = backend_threads(backend, options.workers)
+    if threads > 1 and not relax and backend != "cbc":  # this CBC build has no threads
+        solver.SetNumThreads(threads)
     if backend == "highs" and not relax:
         # pywraplp's HiGHS ignores RELATIVE_MIP_GAP; the option string works (the call returns False)
         solver.SetSolverSpecificParametersAsString(f"mip_rel_gap={rel_gap}\nmip_abs_gap=0\n")
@@ -269,7 +270,8 @@ def _run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exa
     names = {pywraplp.Solver.OPTIMAL: "OPTIMAL", pywraplp.Solver.FEASIBLE: "FEASIBLE",
              pywraplp.Solver.INFEASIBLE: "INFEASIBLE", pywraplp.Solver.UNBOUNDED: "UNBOUNDED",
              pywraplp.Solver.ABNORMAL: "ABNORMAL", pywraplp.Solver.NOT_SOLVED: "NOT_SOLVED"}
-    run = BackendRun(TIMEOUT, wall=wall, backend_status=names.get(code, str(code)), build_s=build_s)
+    status_name = names.get(code, str(code)) + ("" if relax else note)
+    run = BackendRun(TIMEOUT, wall=wall, backend_status=status_name, build_s=build_s)
     if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
         values = [x.solution_value() for x in xs]
         objective = model.value(values)
@@ -283,6 +285,21 @@ def _run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exa
         return infeasible(run, left=left, solve_s=wall - t_build - build_s, hint_feasible=hint_feasible)
     run.log = [(wall, None, None)]
     return run
+
+
+#: the most threads SCIP takes (its ``parallel/maxnthreads``: a larger count is refused with
+#: C-level errors on stderr and the setting silently dropped)
+SCIP_MAX_THREADS = 64
+
+
+def backend_threads(backend: str, workers: int) -> tuple[int, str]:
+    """(threads given to the pywraplp `backend`, a note for ``backend_status``): `workers` (the
+    option, at most `options.MAX_WORKERS`), but at most `SCIP_MAX_THREADS` for SCIP, which then
+    says so in the note ("" when nothing was lowered)."""
+    if backend == "scip" and workers > SCIP_MAX_THREADS:
+        return SCIP_MAX_THREADS, f" (SCIP takes at most {SCIP_MAX_THREADS} threads: {SCIP_MAX_THREADS} used, " \
+                                 f"not workers={workers})"
+    return workers, ""
 
 
 def _run_cbc_program(model: LinearModel, deadline: Deadline, options: ExactOptions, t_build: float, *,

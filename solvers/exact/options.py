@@ -30,6 +30,11 @@ class DeadlineExceeded(Exception):
 
 #: the longest time limit accepted (seconds): a week (longer ones overflow the clocks of the backends)
 MAX_SECONDS = 7 * 86400.0
+#: the most backend threads (``workers``): CP-SAT's ``num_workers`` takes 0..10000 and rejects the model
+#: beyond (SCIP takes at most 64: `milp_runner` gives it 64 and says so in ``backend_status``)
+MAX_WORKERS = 10000
+#: the largest ``seed``: CP-SAT's ``random_seed`` is a 32-bit signed integer (seeds are 0..MAX_SEED)
+MAX_SEED = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -63,14 +68,19 @@ class ExactOptions:
 
     def validated(self) -> ExactOptions:
         """A copy with fields converted to their types; `InputError` naming the option when one is out of range
-        (``--time-limit`` / ``--option workers`` on the command line, ``time_limit`` / ``workers`` in Python)."""
+        (``--time-limit`` / ``--option workers`` on the command line, ``time_limit`` / ``workers`` in Python):
+        ``workers`` in 1..`MAX_WORKERS`, ``seed`` in 0..`MAX_SEED`."""
         limit = None if self.time_limit is None else _number(self.time_limit, float, flag("time_limit"))
         if limit is not None and not 0 < limit <= MAX_SECONDS:  # (NaN fails both)
             raise InputError(f"must be a positive number of seconds, at most a week ({MAX_SECONDS:.0f}; None: no "
                              f"limit), got {self.time_limit!r}", field=flag("time_limit"))
         workers = _number(self.workers, int, option_field("workers"))
-        if workers < 1:
-            raise InputError(f"must be >= 1, got {self.workers!r}", field=option_field("workers"))
+        if not 1 <= workers <= MAX_WORKERS:
+            raise InputError(f"must be an integer in 1..{MAX_WORKERS}, got {self.workers!r}",
+                             field=option_field("workers"))
+        seed = _number(self.seed, int, option_field("seed"))
+        if not 0 <= seed <= MAX_SEED:
+            raise InputError(f"must be an integer in 0..{MAX_SEED}, got {self.seed!r}", field=option_field("seed"))
         slots = _number(self.slots, int, flag("slots"))
         if slots < 0:
             raise InputError(f"must be >= 0, got {self.slots!r}", field=flag("slots"))
@@ -78,8 +88,8 @@ class ExactOptions:
         if memory is not None and (not memory >= 0 or memory == math.inf):
             raise InputError(f"must be a number of GB >= 0 (0: no check), got {self.memory_gb!r}",
                              field=option_field("memory_gb"))
-        return replace(self, time_limit=limit, workers=workers, seed=_number(self.seed, int, option_field("seed")),
-                       slots=slots, verbose=bool(self.verbose), warm_start=bool(self.warm_start), memory_gb=memory)
+        return replace(self, time_limit=limit, workers=workers, seed=seed, slots=slots, verbose=bool(self.verbose),
+                       warm_start=bool(self.warm_start), memory_gb=memory)
 
 
 def _number(value: Any, kind: type, field: str) -> Any:

@@ -26,7 +26,7 @@ from ..chain.simulator import op_cost
 from ..errors import option_field
 from ..registry import solve as registry_solve
 from ..registry import solver_table
-from ..result import FEASIBLE, INFEASIBLE, SolveResult
+from ..result import FEASIBLE, INFEASIBLE, TIMEOUT, SolveResult
 from ..units import check_int
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
@@ -106,10 +106,20 @@ def add_transfers(inst: OffloadInstance, schedule: ChainSchedule, *, min_ratio: 
     return OffloadSchedule(out, L)
 
 
+#: the most relaxed budgets (``grid``): one rotor DP and two simulations each, about 0.05 s on the
+#: 101-stage LSTM bench chain, so that 500 take about 30 s (`--time-limit` cuts the grid short)
+MAX_GRID = 500
+
+
 def solve_rotor_offload(inst: OffloadInstance, budget: int, *, slots: int = 500, grid: int = 12,
-                        min_ratio: float = 2.0, **_: Any) -> SolveResult:
-    """Best (over a grid of `grid` >= 1 relaxed budgets M', else `InputError`) checkpoint schedule with transfers that
-    fits.
+                        min_ratio: float = 2.0, time_limit: float | None = None, **_: Any) -> SolveResult:
+    """Best (over a grid of `grid` relaxed budgets M', an integer in 1..`MAX_GRID`, else `InputError`) checkpoint
+    schedule with transfers that fits.
+
+    With `time_limit` (seconds, wall clock) the first relaxed budget is always tried, each later one
+    only while the time spent plus the longest one so far fits the limit (as `pofo`'s optional
+    stages); ``details["grid_tried"]`` then counts those tried, and when none of them fits the status
+    is ``timeout`` (saying so), not ``infeasible``.
 
     When none fits, the answer is ``infeasible`` with ``min_budget`` None: the grid
     ``linspace(budget, top, grid)`` moves with the budget, so the smallest peak among the schedules
@@ -118,37 +128,48 @@ def solve_rotor_offload(inst: OffloadInstance, budget: int, *, slots: int = 500,
     (`random_offload(4, 22, transfer_ratio=0.3, integer_times=True)` at 20 slots meets 45 and 46
     but not 47): no cheap search finds the smallest. `memsched solve` looks for it by running the
     solver again (docs/cli.md, *Infeasible*)."""
-    grid = check_int(grid, option_field("grid"), low=1)  # 0 relaxed budgets would make a false "infeasible"
+    # 0 relaxed budgets would make a false "infeasible"; each costs a rotor DP (`MAX_GRID`)
+    grid = check_int(grid, option_field("grid"), low=1, high=MAX_GRID)
     t0 = time.perf_counter()
     names = {n for _, n, _ in solver_table("chain")}
     base = "rotor" if "rotor" in names else "periodic"
     top = max(store_all_peak(inst.chain), budget)
     best: tuple[float, OffloadSchedule, int] | None = None
     smallest = None
-    for relaxed in np.unique(np.linspace(budget, top, grid).astype(np.int64)):
+    relaxed_budgets = np.unique(np.linspace(budget, top, grid).astype(np.int64))
+    tried, longest = 0, 0.0
+    for relaxed in relaxed_budgets:
+        if tried and time_limit is not None and time.perf_counter() - t0 + longest > time_limit:
+            break
+        t_point = time.perf_counter()
         inner = registry_solve("chain", inst.chain, base, int(relaxed), slots=slots)
-        if inner.schedule is None:
-            continue
-        for candidate in (OffloadSchedule.from_chain(inner.schedule),
-                          add_transfers(inst, inner.schedule, min_ratio=min_ratio)):
-            sim = simulate(inst, candidate)
-            if not sim.valid:
-                raise RuntimeError(f"rotor-offload built an invalid schedule: {sim.violation}")
-            smallest = sim.peak_memory if smallest is None else min(smallest, sim.peak_memory)
-            if sim.peak_memory <= budget and (best is None or sim.makespan < best[0] - 1e-12):
-                best = (sim.makespan, candidate, int(relaxed))
+        tried += 1
+        if inner.schedule is not None:
+            for candidate in (OffloadSchedule.from_chain(inner.schedule),
+                              add_transfers(inst, inner.schedule, min_ratio=min_ratio)):
+                sim = simulate(inst, candidate)
+                if not sim.valid:
+                    raise RuntimeError(f"rotor-offload built an invalid schedule: {sim.violation}")
+                smallest = sim.peak_memory if smallest is None else min(smallest, sim.peak_memory)
+                if sim.peak_memory <= budget and (best is None or sim.makespan < best[0] - 1e-12):
+                    best = (sim.makespan, candidate, int(relaxed))
+        longest = max(longest, time.perf_counter() - t_point)
+    cut = "" if tried == len(relaxed_budgets) else (f"time limit of {time_limit:g} s reached after {tried} of "
+                                                     f"{len(relaxed_budgets)} relaxed budgets")
+    limited = {"grid_tried": tried} if cut else {}
     scope = f"{base} schedules at relaxed budgets + offloading of idle values (heuristic, no optimality claim)"
     if best is None:
         seen = "" if smallest is None else (f"; the schedules tried peak at {smallest} bytes or more (not the "
                                             "smallest budget this heuristic meets: its relaxed budgets move with "
                                             "the budget)")
-        return SolveResult(problem="offload", solver="rotor-offload", status=INFEASIBLE, budget=budget,
-                           min_budget=None, solve_time_s=time.perf_counter() - t0, scope=scope,
-                           message=f"no relaxed checkpoint schedule fits, even with transfers{seen}",
-                           details={"smallest_peak": smallest, "base_solver": base})
+        message = (f"{cut}; none of the relaxed checkpoint schedules tried fits, even with transfers" if cut
+                   else f"no relaxed checkpoint schedule fits, even with transfers{seen}")
+        return SolveResult(problem="offload", solver="rotor-offload", status=TIMEOUT if cut else INFEASIBLE,
+                           budget=budget, min_budget=None, solve_time_s=time.perf_counter() - t0, scope=scope,
+                           message=message, details={"smallest_peak": smallest, "base_solver": base, **limited})
     sim = simulate(inst, best[1])
     return SolveResult(problem="offload", solver="rotor-offload", status=FEASIBLE, objective=sim.makespan,
                        peak_memory=sim.peak_memory, schedule=best[1], budget=budget,
-                       solve_time_s=time.perf_counter() - t0, scope=scope,
+                       solve_time_s=time.perf_counter() - t0, scope=scope, message=cut,
                        details={"relaxed_budget": best[2], "transfers": len(best[1].transfers()),
-                                "host_peak": sim.host_peak, "base_solver": base})
+                                "host_peak": sim.host_peak, "base_solver": base, **limited})
