@@ -301,7 +301,8 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
     def one(name: str) -> Result:
         limit = line_limit(registry.get_solver(problem, name), time_limit, options) if progress else None
         with answer_on_interrupt(), progress_line(progress, label=name, limit=limit):
-            raw = registry.solve(problem, instance, name, bytes_, slots=slots, time_limit=time_limit, **options)
+            raw = registry.solve(problem, instance, name, bytes_, slots=slots, time_limit=time_limit,
+                                 **_options_of(problem, name, options))  # each solver its own options
         return Result(problem, instance, raw)
 
     if solver is None or isinstance(solver, str):

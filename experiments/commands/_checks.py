@@ -226,6 +226,10 @@ def solver_parameters(problem: str, solver: str) -> dict[str, str]:
             plumbing = p.name in _PLUMBING and not (p.name == "seed" and "SolveResult" not in text)
             if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and not plumbing:
                 out[p.name] = text.split("|")[0].strip()
+    if exact:  # shared exact options a solver declares it does not use (join `exact`: no backend, one thread)
+        for key in getattr(fn, "options_not_taken", ()):
+            for name in [key, *(alias for alias, target in ALIASES.items() if target == key)]:
+                out.pop(name, None)
     for key in ("slots", "time_limit"):
         out.pop(key, None)  # the command's own --slots and --time-limit
     return out

@@ -88,7 +88,7 @@ def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: 
 
     if model.trivially_infeasible:
         return result(INFEASIBLE, message=f"no schedule fits: {model.trivially_infeasible}")
-    hint_values, hint_ok, source = phase_hint(model, seed, deadline)
+    hint_values, hint_ok, source = phase_hint(model, seed, deadline, warm_start=options.warm_start)
     n_rows = len(model.rows)  # the rows CP-SAT gets unless `cuts`
     incumbent = model.objective.value(hint_values) if hint_ok and hint_values is not None else None
     report = separate_tape_cuts(model, deadline, incumbent=incumbent) if root_lp or cuts else CutReport()
@@ -142,6 +142,8 @@ class ObjectiveTicks:
 
     @classmethod
     def of(cls, model: PhaseModel) -> ObjectiveTicks:
+        """The ticks of `model`'s objective (`discretize.integer_costs`, `CPSAT_COST_DIGITS` significant
+        digits when no 10^k makes the costs whole) and the slack of that rounding."""
         costs = {v: c for v, c in model.objective.terms.items() if c != 0}
         ints, scale, exact = integer_costs(list(costs.values()), digits=CPSAT_COST_DIGITS)
         slack = 0.0 if exact else math.fsum(rounding_error(list(costs.values()), ints, scale))
@@ -307,8 +309,11 @@ def exact_rows_cpsat(run: BackendRun, model: PhaseModel, cp: Any, xs: list[Any],
     return drop_broken(exclude_broken(run, model, resolve, deadline, bound=restricted.bound), model)
 
 
-def phase_hint(model: PhaseModel, seed: SolveResult | None, deadline: Deadline) -> tuple[list[float] | None, bool, str]:
-    """The warm start of a phase model: (values, fits, source). Two candidates, the faster one that
+def phase_hint(model: PhaseModel, seed: SolveResult | None, deadline: Deadline, *, warm_start: bool = True
+               ) -> tuple[list[float] | None, bool, str]:
+    """The warm start of a phase model: (values, fits, source); ``(None, False, "")`` without
+    `warm_start` (``ExactOptions.warm_start`` false: no hint, hence no reduced-cost fixing against one,
+    `usable_fixings`). Two candidates, the faster one that
     satisfies every row wins (the seed on ties): the seed's schedule (the exact layer's best fast
     solver, replayed at exact sizes) and the rotor DP's schedule computed on the model's own chain
     and budget (`model.chain`, `model.budget`: the same rounding as the model's rows, so whenever the
@@ -318,6 +323,8 @@ def phase_hint(model: PhaseModel, seed: SolveResult | None, deadline: Deadline) 
     every row (then they are a feasible start); `source` names the candidate ("" for none)."""
     best: tuple[float, list[float], str] | None = None
     fallback: tuple[list[float] | None, bool, str] = (None, False, "")
+    if not warm_start:
+        return fallback
     if seed is not None:
         values = model.encode(seed.schedule)
         if values is not None:

@@ -122,7 +122,7 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
 
     if model.trivially_infeasible:
         return result(INFEASIBLE, message=f"no schedule fits: {model.trivially_infeasible}")
-    hint_values, hint_ok, source = phase_hint(model, seed, deadline)
+    hint_values, hint_ok, source = phase_hint(model, seed, deadline, warm_start=options.warm_start)
     incumbent = model.objective.value(hint_values) if hint_ok and hint_values is not None else None
     report = separate_tape_cuts(model, deadline, incumbent=incumbent) if cuts else CutReport()
     lm = model.to_linear(deadline)

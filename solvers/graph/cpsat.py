@@ -19,8 +19,11 @@ s[v,c] (a unit interval; computations do not overlap) and its copy is retained o
 - objective: min sum_{v,c} C_v p[v,c].
 
 Unlike Checkmate's MILP the order of first computations is free. Optimality is claimed only
-for the capped model ("at most C computations per node"); sizes are discretised into slots as
-in `Graph.discretised`, and non-integer costs are scaled to integers (``details["cost_scale"]``).
+for the capped model ("at most C computations per node"). A node's cap is lowered to its number of
+paths to a sink (`useful_caps`), which no schedule needs to exceed, so the optimum is the same and
+the model stays within what any schedule can use for a large C (``details["caps_lowered"]``); the
+deadline is checked while it is built. Sizes are discretised into slots as in `Graph.discretised`,
+and non-integer costs are scaled to integers (``details["cost_scale"]``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ from .milp import FAST, exact_size_retry
 from .simulator import replay_into, seed_at_least, simulate
 
 __all__ = ["MoccasinModel", "PRESOLVE_MAX_NODES", "integer_costs", "solve_cpsat"]
+
+#: the deadline is checked once per this many copies (or precedence Booleans) while the model is built
+CHECK_EVERY = 256
 
 #: CP-SAT's presolve runs on graphs up to this many nodes: on Checkmate's ResNet-50 graph (353
 #: nodes) it took the whole 10-20 s before the (complete, feasible) hint was read
@@ -66,13 +72,13 @@ class MoccasinModel:
         keep_intervals, demands, compute_intervals = [], [], []
         count = self.count = m.new_int_var(n, H, "N")
         for v in range(n):
-            if deadline is not None:
-                deadline.check()
             ps: list[Any] = []  # presence literals p_{v,c} (CP-SAT objects)
             ss: list[Any] = []
             es: list[Any] = []
             aux: list[tuple[Any, Any]] = []
             for c in range(caps[v]):
+                if deadline is not None and c % CHECK_EVERY == 0:
+                    deadline.check()
                 p = m.new_constant(1) if c == 0 else m.new_bool_var(f"p{v}_{c}")
                 s = m.new_int_var(0, H - 1, f"s{v}_{c}")
                 e = m.new_int_var(0, H - 1, f"e{v}_{c}")
@@ -105,9 +111,13 @@ class MoccasinModel:
         m.add(count == sum(p for ps in self.p for p in ps))
         m.add_no_overlap(compute_intervals)
         m.add_cumulative(keep_intervals, demands, int(B))
+        built = 0  # precedence Booleans z so far
         for u, v in graph.edges:
             m.add(self.s[u][0] < self.s[v][0])  # redundant: the first copy of u precedes any use
             for c2 in range(caps[v]):
+                if deadline is not None and built // CHECK_EVERY != (built + caps[u]) // CHECK_EVERY:
+                    deadline.check()
+                built += caps[u]
                 zs = []
                 for c in range(caps[u]):
                     z = m.new_bool_var("")
@@ -167,6 +177,21 @@ class MoccasinModel:
 MAX_COMPUTATIONS_RANGE = (1, 10**6)
 
 
+def useful_caps(graph: Graph, C: int) -> list[int]:
+    """Per node, C capped at its number of paths to a sink (a sink: 1), computed in reverse index
+    order (edges go forward). No schedule needs more computations of v: a copy that feeds no
+    computation can be dropped (memory only falls, the cost does not rise), after which each copy
+    of u feeds a distinct computation of a successor (one copy of u is resident at a time) and a
+    sink is computed once, so copies(u) <= sum over successors w of copies(w) <= paths(u). The
+    capped model therefore has the same optimum as with C everywhere, and at most
+    ``sum(useful_caps)`` computations."""
+    caps = [1] * graph.n
+    for v in range(graph.n - 1, -1, -1):
+        if graph.succs[v]:
+            caps[v] = min(C, sum(caps[w] for w in graph.succs[v]))
+    return [min(C, c) for c in caps]
+
+
 def check_options(graph: Graph, *, max_computations: Any = 2, **_: Any) -> None:
     """The option `max_computations` is an integer in `MAX_COMPUTATIONS_RANGE` (checked before the
     warm start, `check_first`): every node is computed at least once, so C = 0 has no meaning."""
@@ -201,7 +226,9 @@ def solve_cpsat(
     recomputation, the order model (C = 1, feasibility only, a quarter of the time left) runs
     first: an order that fits is optimal among all schedules. CP-SAT's presolve runs only on
     graphs of at most `PRESOLVE_MAX_NODES` nodes (on larger ones it can take the whole limit
-    before the hint is even read). `max_computations` is an integer in 1..10^6 (`check_options`).
+    before the hint is even read). `max_computations` is an integer in 1..10^6 (`check_options`); a
+    node's cap is lowered to its number of paths to a sink (`useful_caps`: same optimum), and the
+    deadline is checked while the model is built.
     `infeasible` is about the real budget (`exact_size_retry`):
     the necessary memory is checked at exact sizes, and when the sizes rounded up to
     ``options.slots`` slots leave no schedule the model is solved again with exact sizes."""
@@ -240,18 +267,19 @@ def _solve_cpsat(
         return result
     if seed_at_least(result, graph, seed, budget, "cpsat"):
         return result
-    caps = [C] * graph.n
+    caps = useful_caps(graph, C)
     W = graph.workspace_in(slot)
     hint_seq = _hint_sequence(graph, int(budget), M, B, seed, deadline, W) if options.warm_start else None
     if hint_seq is not None and raise_caps:
         counts = np.bincount(hint_seq, minlength=graph.n)
         raised = int(np.sum(counts > C))
-        caps = [max(C, int(c)) for c in counts]
+        caps = [max(cap, int(c)) for cap, c in zip(caps, counts)]
         if raised:
             result.scope = result.scope.replace(
                 f"at most {C} computations per node",
                 f"at most {C} computations per node ({raised} nodes: as many as the warm start, up to {max(caps)})")
             result.details["raised_caps"] = raised
+    result.details["caps_lowered"] = sum(cap < C for cap in caps)  # to the node's paths to a sink: same optimum
     known = simulate(graph, hint_seq).makespan if hint_seq is not None else math.inf
     # the warm start is a schedule in hand from now on (the log's first entry)
     hint_log = [(deadline.elapsed(), known, None)] if hint_seq is not None else []

@@ -354,9 +354,11 @@ def _solve_checkmate(
 
     def run(dl: Deadline, feasibility: bool, h: list[float] | None):
         if backend == "cpsat":
-            return solve_cpsat_linear(cm.model, hint=h, threads=options.workers, feasibility_only=feasibility,
+            return solve_cpsat_linear(cm.model, hint=h, threads=options.workers, seed=options.seed,
+                                      verbose=options.verbose, feasibility_only=feasibility,
                                       deadline=dl, hint_feasible=h is not None, watched=True)
-        return solve_milp(cm.model, backend, hint=h, threads=options.workers, feasibility_only=feasibility,
+        return solve_milp(cm.model, backend, hint=h, threads=options.workers, seed=options.seed,
+                          verbose=options.verbose, feasibility_only=feasibility,
                           deadline=dl, hint_feasible=h is not None, watched=True, isolate=True,
                           memory_gb=options.memory_gb)
 
@@ -404,6 +406,7 @@ def _solve_checkmate(
             restricted = _restricted_sequence(graph, int(budget), M, B_model, W, hint if hint_ok else None,
                                               lambda model, dl, h: solve_milp(
                                                   model, backend, hint=h, threads=options.workers, deadline=dl,
+                                                  seed=options.seed, verbose=options.verbose,
                                                   hint_feasible=h is not None, isolate=True,
                                                   memory_gb=options.memory_gb), deadline)
         proven, seq = False, start

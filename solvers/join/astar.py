@@ -12,7 +12,9 @@ of an activation whose tape is resident, F_n(0)), which no optimal schedule need
 Status ``optimal`` when the search completes (scope: all schedules of the join simulator),
 ``infeasible`` when it proves none fits, ``feasible`` (the DP's schedule, with the search's
 best bound) or ``timeout`` when it hits `time_limit` or `max_states`. Tiny instances only
-(the state space grows like 4^(sum L_b)).
+(the state space grows like 4^(sum L_b)). The search is one deterministic thread without a
+backend: the exact layer's ``workers``, ``seed``, ``verbose`` and ``memory_gb`` mean nothing to
+it and are refused (`OPTIONS_NOT_TAKEN`, `check_options`).
 
 ``enumerate_class`` -- exhaustive enumeration of the DP's model (join-persistent schedules,
 `solvers.join.dp`): every backward order and every persistent rotor tree of every branch,
@@ -28,8 +30,10 @@ from itertools import permutations, product
 from typing import Any
 
 from ..discretize import scope_text
+from ..errors import InputError, flag, option_field
+from ..exact.cpsat_runner import check_first
 from ..exact.layer import exact_solver
-from ..exact.options import Deadline, ExactOptions
+from ..exact.options import ALIASES, Deadline, ExactOptions
 from ..result import INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import FAST
 from .instance import Join
@@ -142,11 +146,28 @@ def _set(s: tuple, b: int, v: tuple) -> tuple:
     return s[:b] + (v,) + s[b + 1 :]
 
 
+#: the exact layer's options the A* search has no use for (one deterministic thread, no backend, no
+#: model to size): given a value, each is an `InputError` (`check_options`) rather than ignored
+OPTIONS_NOT_TAKEN = ("workers", "seed", "verbose", "memory_gb")
+
+
+def check_options(_join: Join, **kw: Any) -> None:
+    """`InputError` naming the first option of `OPTIONS_NOT_TAKEN` (or an older spelling, `ALIASES`)
+    given a value other than None; before the warm start (`check_first`)."""
+    for key, value in kw.items():
+        if ALIASES.get(key, key) in OPTIONS_NOT_TAKEN and value is not None:
+            raise InputError("not taken by the join's exact A* search (one deterministic thread, no backend log, "
+                             f"no model to size); {flag('solver', 'cpsat')} runs a CP-SAT model",
+                             field=option_field(key))
+
+
+@check_first(check_options)
 @exact_solver("join", "exact", FAST, least=lambda join: join.total_time())
 def solve_exact(join: Join, budget: int, *, options: ExactOptions, deadline: Deadline,
                 seed: SolveResult | None = None, max_states: int = MAX_STATES, **_: Any) -> SolveResult:
     """Proven optimum over all schedules of the join simulator (A*, tiny instances), with the
-    exact sizes: the search never needs a discretisation, so ``options.slots`` only matters to
+    exact sizes (options ``workers``, ``seed``, ``verbose`` and ``memory_gb`` are refused,
+    `check_options`): the search never needs a discretisation, so ``options.slots`` only matters to
     the fast solvers that seed it. The seed's makespan caps the search (states whose bound
     exceeds it are never expanded: the seed is returned if nothing beats it); at the time limit
     or `max_states` the referee of the exact layer returns the seed's schedule as ``feasible``."""
@@ -171,6 +192,10 @@ def solve_exact(join: Join, budget: int, *, options: ExactOptions, deadline: Dea
         return SolveResult(status=INFEASIBLE, message=f"no schedule fits {budget} ({scope_text(0)})", **common)
     lb = min(bound, cap) if math.isfinite(bound) else None
     return SolveResult(status=TIMEOUT, lower_bound=lb, message="search limit reached before a proof", **common)
+
+
+#: read by the option lists (`solver_parameters`): the exact layer's options this solver refuses
+solve_exact.options_not_taken = OPTIONS_NOT_TAKEN  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------- the DP's class
