@@ -260,3 +260,20 @@ def test_rotor_offload_without_a_limit_tries_the_whole_grid(monkeypatch):
     assert res.status == "infeasible" and "grid_tried" not in res.details
     top = max(reference_peak(inst.chain), budget)
     assert sorted(calls) == sorted({int(b) for b in np.linspace(budget, top, 5).astype(np.int64)})
+
+
+def test_the_seed_reaches_scip_and_cbc(capfd):
+    """`seed` was set for CP-SAT and HiGHS only: SCIP gets ``randomization/randomseedshift`` (a setting it
+    accepts) and the CBC program ``-randomSeed``/``-randomCbcSeed``."""
+    from memsched.solvers.exact.milp_runner import scip_settings
+    from memsched.solvers.exact.options import ExactOptions
+    from ortools.linear_solver import pywraplp
+
+    text = scip_settings(ExactOptions(seed=7))
+    assert "randomization/randomseedshift = 7" in text
+    assert "randomseedshift" not in scip_settings(ExactOptions(seed=0))
+    assert pywraplp.Solver.CreateSolver("SCIP").SetSolverSpecificParametersAsString(text)
+    res = memsched.solve(memsched.data_path("examples", "tiny.json"), 22, "milp", backend="cbc", seed=7,
+                         verbose=True)
+    assert res.status == "optimal"
+    assert "-randomSeed 7" in capfd.readouterr().err

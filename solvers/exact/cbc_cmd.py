@@ -73,11 +73,12 @@ class CbcAnswer:
 
 def solve_mps(mps: str, num_vars: int, limit_s: float | None, *, rel_gap: float, threads: int = 1,
               hint: list[float] | None = None, names: list[str] | None = None, verbose: bool = False,
-              program: str | None = None) -> CbcAnswer:
+              program: str | None = None, seed: int = 0) -> CbcAnswer:
     """Solve the minimisation in `mps` (free MPS, `model_to_mps`, columns named ``names`` in
     index order) with at most `limit_s` seconds of wall-clock time (None: no
     limit). `hint` is a complete assignment given as CBC's MIP start. The gap is relative only
-    (``-allowableGap 0``); the objective is expected in a normal range (`milp_runner.objective_scale`)."""
+    (``-allowableGap 0``); the objective is expected in a normal range (`milp_runner.objective_scale`).
+    `seed` > 0 is CBC's ``-randomSeed`` and ``-randomCbcSeed`` (0: CBC's default search)."""
     program = program or cbc_program()
     if program is None:
         raise RuntimeError("no CBC program (PuLP's bundled cbc or cbc on the PATH)")
@@ -90,6 +91,8 @@ def solve_mps(mps: str, num_vars: int, limit_s: float | None, *, rel_gap: float,
             f.write(mps)
         args = [program, model_path, "-ratioGap", repr(float(rel_gap)), "-allowableGap", "0",
                 "-threads", str(max(1, threads))]
+        if seed:
+            args += ["-randomSeed", str(int(seed)), "-randomCbcSeed", str(int(seed))]
         if limit_s is not None:
             args += ["-timeMode", "elapsed", "-sec", repr(max(0.01, float(limit_s) - START_S))]
         if hint is not None and names is not None:

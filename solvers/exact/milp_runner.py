@@ -252,13 +252,7 @@ def _run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exa
         # is charged as long as emitting it took
         solver.SetTimeLimit(max(1, int(1000 * (left - build_s))))
     if backend == "scip" and not relax:
-        scip_params = ["limits/absgap = 0"]  # the proof is relative (`rel_gap`): no absolute gap
-        if in_charge():  # Ctrl-C is ours (`interrupt`): SCIP would swallow it
-            scip_params.append("misc/catchctrlc = FALSE")
-        mb = memory.limit_mb(options.memory_gb)
-        if mb is not None:  # a growing tree stops SCIP with its incumbent, not the out-of-memory killer
-            scip_params.append(f"limits/memory = {mb}")
-        solver.SetSolverSpecificParametersAsString("\n".join(scip_params) + "\n")
+        solver.SetSolverSpecificParametersAsString(scip_settings(options))
     watchdog = _watchdog(left, solver.InterruptSolve)
     try:
         with stop_on_interrupt(solver.InterruptSolve, repeat=True):
@@ -302,6 +296,22 @@ def backend_threads(backend: str, workers: int) -> tuple[int, str]:
     return workers, ""
 
 
+def scip_settings(options: ExactOptions) -> str:
+    """SCIP's parameter file text for `options`: no absolute gap (the proof is relative), the seed
+    (``randomization/randomseedshift``; 0 keeps SCIP's default search), Ctrl-C left to us when we
+    handle it (`interrupt`: SCIP would swallow it), and the memory limit (a growing tree stops SCIP
+    with its incumbent, not the out-of-memory killer)."""
+    lines = ["limits/absgap = 0"]
+    if options.seed:
+        lines.append(f"randomization/randomseedshift = {int(options.seed)}")
+    if in_charge():
+        lines.append("misc/catchctrlc = FALSE")
+    mb = memory.limit_mb(options.memory_gb)
+    if mb is not None:
+        lines.append(f"limits/memory = {mb}")
+    return "\n".join(lines) + "\n"
+
+
 def _run_cbc_program(model: LinearModel, deadline: Deadline, options: ExactOptions, t_build: float, *,
                      hint: list[float] | None, hint_feasible: bool, feasibility_only: bool,
                      rel_gap: float) -> BackendRun:
@@ -312,7 +322,7 @@ def _run_cbc_program(model: LinearModel, deadline: Deadline, options: ExactOptio
     left = deadline.left()
     names = [column_name(i) for i in range(model.num_vars)]
     ans = solve_mps(mps, model.num_vars, left, rel_gap=rel_gap, threads=options.workers, hint=hint, names=names,
-                    verbose=options.verbose)
+                    verbose=options.verbose, seed=options.seed)
     wall = deadline.elapsed()
     run = BackendRun(TIMEOUT, wall=wall, backend_status=f"CBC program: {ans.ended}", build_s=build_s)
     run.log = [(wall, None, None)]
