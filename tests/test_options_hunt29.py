@@ -277,3 +277,14 @@ def test_the_seed_reaches_scip_and_cbc(capfd):
                          verbose=True)
     assert res.status == "optimal"
     assert "-randomSeed 7" in capfd.readouterr().err
+
+
+def test_checkmate_approx_takes_the_seed_range_in_python_too():
+    graph = memsched.data_path("graphs", "linear10.json")
+    from memsched.solvers.registry import get_problem, solve
+
+    inst = get_problem("graph").load(graph)
+    with pytest.raises(memsched.InputError, match=r"0\.\.2147483647") as err:
+        solve("graph", inst, "checkmate-approx", int(0.8 * get_problem("graph").reference_peak(inst)), seed=2**31)
+    assert err.value.field == "--option seed"
+    assert memsched.solve(graph, "80%", "checkmate-approx", seed=2**31 - 1).found

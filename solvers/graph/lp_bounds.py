@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import InputError, option_field
 from ..exact.memory import ModelTooLarge, too_big
-from ..exact.options import Deadline, DeadlineExceeded
+from ..exact.options import MAX_SEED, Deadline, DeadlineExceeded
 from ..result import FEASIBLE, INFEASIBLE, TIMEOUT, SolveResult
 from .instance import Graph
 from .linmodel import solve_milp
@@ -122,9 +122,9 @@ def solve_checkmate_approx(graph: Graph, budget: int, *, slots: int = 500, time_
     the roundings: those not tried by then are skipped (``details["roundings_tried"]``), and when
     none of the tried ones fits the status is ``timeout``, not ``infeasible``. An LP that would not
     fit in memory (`memory.too_big`, `memory_gb` as there) is not built: ``timeout``, saying why.
-    `seed` (of the random roundings) is an integer >= 0 (else `InputError`)."""
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise InputError(f"must be an integer >= 0 (the seed of the random roundings), got {seed!r}",
+    `seed` (of the random roundings) is an integer in 0..`MAX_SEED` (else `InputError`)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= MAX_SEED:
+        raise InputError(f"must be an integer in 0..{MAX_SEED} (the seed of the random roundings), got {seed!r}",
                          field=option_field("seed"))
     start = time.perf_counter()
     deadline = Deadline(time_limit, start)
