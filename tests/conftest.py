@@ -53,6 +53,17 @@ def run_cli(*argv: str) -> CliResult:
     return CliResult(code, out.getvalue(), err.getvalue())
 
 
+def one_line_refusal(res: CliResult, text: str) -> str:
+    """Bad input as the commands answer it: exit 2, one line on stderr containing `text`, no traceback
+    and no internal error. Returns that line."""
+    assert res.code == 2, (res.code, res.err)
+    lines = res.err.strip().splitlines()
+    assert len(lines) == 1, res.err
+    assert text in lines[0], lines[0]
+    assert "Traceback" not in res.err and "internal error" not in res.err
+    return lines[0]
+
+
 @pytest.fixture
 def cli():
     return run_cli
@@ -61,6 +72,16 @@ def cli():
 @pytest.fixture
 def examples() -> Path:
     return EXAMPLES
+
+
+@pytest.fixture
+def offload(tmp_path: Path) -> Path:
+    """examples/tiny.json (4 stages) with a host link of 2000 bytes/s: an offloading instance file."""
+    data = json.loads((EXAMPLES / "tiny.json").read_text())
+    data["host_link"] = {"bandwidth": 2000, "latency": 0.0}
+    path = tmp_path / "off.json"
+    path.write_text(json.dumps(data))
+    return path
 
 
 def _toml(value: Any) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import one_line_refusal
 from memsched.solvers.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,16 +32,6 @@ GRAPH = {"directed": True, "multigraph": False, "graph": {"name": "linear3", "or
 
 
 @pytest.fixture
-def offload(tmp_path: Path) -> Path:
-    """The 4-stage chain with a host link: an offloading instance."""
-    data = json.loads(CHAIN.read_text())
-    data["host_link"] = {"bandwidth": 2000, "latency": 0.0}
-    path = tmp_path / "off.json"
-    path.write_text(json.dumps(data))
-    return path
-
-
-@pytest.fixture
 def graph(tmp_path: Path) -> Path:
     path = tmp_path / "g.json"
     path.write_text(json.dumps(GRAPH))
@@ -49,11 +40,7 @@ def graph(tmp_path: Path) -> Path:
 
 def refused(res: Any, option: str) -> None:
     """Exit 2, one line on stderr naming ``--option <option>``, no traceback."""
-    assert res.code == 2, (res.code, res.err)
-    lines = res.err.strip().splitlines()
-    assert len(lines) == 1, res.err
-    assert f"--option {option}:" in lines[0], lines[0]
-    assert "Traceback" not in res.err and "internal error" not in res.err
+    one_line_refusal(res, f"--option {option}:")
 
 
 def solved(res: Any) -> None:

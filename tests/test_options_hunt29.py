@@ -16,13 +16,13 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from conftest import one_line_refusal
 from memsched.experiments.commands import _checks
 from memsched.solvers.errors import InputError
 from memsched.solvers.exact.options import ExactOptions
@@ -34,24 +34,9 @@ CHAIN = DATA / "examples" / "tiny.json"  # 4 stages
 JOIN = DATA / "join" / "tiny.json"
 
 
-@pytest.fixture
-def offload(tmp_path: Path) -> Path:
-    """The 4-stage chain with a host link: an offloading instance."""
-    data = json.loads(CHAIN.read_text())
-    data["host_link"] = {"bandwidth": 2000, "latency": 0.0}
-    path = tmp_path / "off.json"
-    path.write_text(json.dumps(data))
-    return path
-
-
 def refused(res: Any, field: str) -> str:
     """Exit 2, one line on stderr naming `field`, no traceback: that line."""
-    assert res.code == 2, (res.code, res.err)
-    lines = res.err.strip().splitlines()
-    assert len(lines) == 1, res.err
-    assert f"error: {field}:" in lines[0], lines[0]
-    assert "Traceback" not in res.err and "internal error" not in res.err
-    return lines[0]
+    return one_line_refusal(res, f"error: {field}:")
 
 
 # ---------------------------------------------------------------- 1. workers
