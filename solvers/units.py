@@ -16,6 +16,8 @@ import numbers
 import re
 from typing import Any
 
+import numpy as np
+
 from .errors import InputError, flag
 
 _UNITS = {
@@ -296,3 +298,21 @@ def parse_seconds(text: str, *, allow_zero: bool = False) -> float:
         raise ValueError(f"must be a {'non-negative' if allow_zero else 'positive'} finite number of seconds, "
                          f"got {text!r}")
     return value
+
+
+def size_array(value: Any, name: str) -> np.ndarray:
+    """`value` as an int64 array of sizes (bytes, or the instance's memory unit), the same array when it is
+    one already. Floats must be whole and at most `MAX_BYTES` in magnitude (2.0, not 2.5, NaN, inf or
+    1e20): an `InputError` naming the entry (``x[3]``) and quoting the value given, instead of a silent
+    truncation or a wrapped-around int64."""
+    arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+    if arr.dtype.kind == "f":
+        bad = np.flatnonzero(~(np.abs(arr) <= MAX_BYTES) | (arr != np.floor(arr)))  # NaN fails the first test
+        if bad.size:
+            i = int(bad[0])
+            raise InputError(f"must be an integer number of bytes in 0..{MAX_BYTES}, got {arr.flat[i].item()!r}",
+                             field=f"{name}[{i}]" if arr.ndim == 1 else name)
+    try:
+        return np.asarray(arr, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"must be an array of integers, got {value!r:.80}", field=name) from None

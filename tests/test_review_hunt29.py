@@ -242,3 +242,21 @@ def test_edited_offload_link_is_an_input_error(key, value):
     with pytest.raises(memsched.InputError) as err:
         memsched.solve(inst, "90%")
     assert err.value.field == f"host_link.{key}"
+
+
+@pytest.mark.parametrize("sizes", [[1.5, 2.0, 1.0], [float("nan"), 1.0, 1.0], [1e20, 1.0, 1.0]])
+def test_a_graph_built_with_bad_sizes_is_refused_not_truncated(sizes):
+    """`Graph(...)` cast sizes to int64 before any check: 1.5 bytes became 1, NaN a huge negative number."""
+    with pytest.raises(InputError) as err:
+        Graph(ids=[0, 1, 2], cost_cpu=[1.0, 1.0, 1.0], cost_ram=sizes, edges=[(0, 1), (1, 2)])
+    assert err.value.field == "cost_ram[0]" and repr(sizes[0]) in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["act", "params"])
+def test_a_pipeline_built_with_fractional_sizes_is_refused_not_truncated(name):
+    from memsched.solvers.pipeline.instance import Pipeline
+
+    arrays = {"act": [4, 4], "params": [2, 2], name: [1.5, 2.0]}
+    with pytest.raises(InputError) as err:
+        Pipeline(fwd=[1.0, 2.0], bwd=[1.0, 2.0], **arrays)
+    assert err.value.field == f"{name}[0]"

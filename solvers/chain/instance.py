@@ -42,7 +42,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..jsonio import read_json, write_json_atomic
-from ..units import MAX_BYTES, MAX_TIME, MEMORY_UNIT_BYTES, check_number, short_number
+from ..units import MAX_BYTES, MAX_TIME, MEMORY_UNIT_BYTES, check_number, short_number, size_array
 
 FORMAT = "memsched.chain/1"
 STAGE_FIELDS = ("fwd_time", "bwd_time", "out_size", "tape_size", "fwd_overhead", "bwd_overhead")
@@ -86,17 +86,17 @@ class Chain:
     def __post_init__(self) -> None:
         self.u_f = _time_array(self.u_f, "u_f")
         self.u_b = _time_array(self.u_b, "u_b")
-        self.x = _size_array(self.x, "x")
-        self.xbar = _size_array(self.xbar, "xbar")
-        self.o_f = _size_array(self.o_f, "o_f")
-        self.o_b = _size_array(self.o_b, "o_b")
+        self.x = size_array(self.x, "x")
+        self.xbar = size_array(self.xbar, "xbar")
+        self.o_f = size_array(self.o_f, "o_f")
+        self.o_b = size_array(self.o_b, "o_b")
         # without per-mode values o_fa and o_fn *are* o_f (the same array: an in-place change of o_f
         # is seen by every charge)
-        self.o_fa = self.o_f if self.o_fa is None else _size_array(self.o_fa, "o_fa")
-        self.o_fn = self.o_f if self.o_fn is None else _size_array(self.o_fn, "o_fn")
+        self.o_fa = self.o_f if self.o_fa is None else size_array(self.o_fa, "o_fa")
+        self.o_fn = self.o_f if self.o_fn is None else size_array(self.o_fn, "o_fn")
         self.u_fa = self.u_f if self.u_fa is None else _time_array(self.u_fa, "u_fa")
         self.u_fn = self.u_f if self.u_fn is None else _time_array(self.u_fn, "u_fn")
-        self.o_bh = self.o_b if self.o_bh is None else _size_array(self.o_bh, "o_bh")
+        self.o_bh = self.o_b if self.o_bh is None else size_array(self.o_bh, "o_bh")
         self.check()
         if not self.stage_names:
             self.stage_names = [f"stage{i}" for i in range(self.length)]
@@ -354,22 +354,6 @@ def _time_array(value: Any, name: str) -> np.ndarray:
         return np.asarray(value, dtype=float)
     except (TypeError, ValueError, OverflowError):
         raise InputError(f"must be an array of numbers, got {value!r:.80}", field=name) from None
-
-
-def _size_array(value: Any, name: str) -> np.ndarray:
-    """`value` as an int64 array (a chain's sizes), the same array when it is one already. Floats must be
-    whole (2.0, not 2.5, NaN or inf): `InputError` naming the entry (``x[3]``) instead of a silent truncation."""
-    arr = value if isinstance(value, np.ndarray) else np.asarray(value)
-    if arr.dtype.kind == "f":
-        bad = np.flatnonzero(~(np.abs(arr) <= MAX_BYTES) | (arr != np.floor(arr)))  # NaN fails the first test
-        if bad.size:
-            i = int(bad[0])
-            raise InputError(f"must be an integer number of bytes in 0..{MAX_BYTES}, got {arr.flat[i].item()!r}",
-                             field=f"{name}[{i}]" if arr.ndim == 1 else name)
-    try:
-        return np.asarray(arr, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        raise InputError(f"must be an array of integers, got {value!r:.80}", field=name) from None
 
 
 def _check_range(arr: np.ndarray, name: str, high: float, what: str) -> None:

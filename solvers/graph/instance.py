@@ -42,7 +42,7 @@ import numpy as np
 from ..chain.instance import check_bytes, check_total, check_units
 from ..errors import InputError
 from ..jsonio import read_json
-from ..units import MAX_BYTES, MAX_TIME, check_number, plain_number
+from ..units import MAX_BYTES, MAX_TIME, check_number, plain_number, size_array
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -65,11 +65,11 @@ class Graph:
 
     def __post_init__(self) -> None:
         self.cost_cpu = np.asarray(self.cost_cpu, dtype=float)
-        self.cost_ram = np.asarray(self.cost_ram, dtype=np.int64)
+        self.cost_ram = size_array(self.cost_ram, "cost_ram")  # 2.5 bytes is refused, not truncated
         n = len(self.ids)
         ws = self.workspace
         self.workspace = (np.zeros(n, dtype=np.int64) if ws is None or len(ws) == 0
-                          else np.asarray(ws, dtype=np.int64))
+                          else size_array(ws, "workspace"))
         if self.cost_cpu.shape != (n,) or self.cost_ram.shape != (n,) or self.workspace.shape != (n,):
             raise ValueError("cost_cpu, cost_ram and workspace must have one entry per node")
         if (self.workspace < 0).any():

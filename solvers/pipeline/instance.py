@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..units import MAX_BYTES, MAX_TIME, byte_unit, check_number, memory_unit, plain_number
+from ..units import MAX_BYTES, MAX_TIME, byte_unit, check_number, memory_unit, plain_number, size_array
 
 DEFAULT_WEIGHT_FACTOR = 4.0
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
@@ -86,8 +86,8 @@ class Pipeline:
     def __post_init__(self) -> None:
         self.fwd = np.asarray(self.fwd, dtype=float)
         self.bwd = np.asarray(self.bwd, dtype=float)
-        self.act = np.asarray(self.act, dtype=np.int64)
-        self.params = np.asarray(self.params, dtype=np.int64)
+        self.act = size_array(self.act, "act")  # 2.5 bytes is refused, not truncated
+        self.params = size_array(self.params, "params")
         L = len(self.fwd)
         if L == 0:
             raise ValueError("a pipeline needs at least one layer")
@@ -105,12 +105,12 @@ class Pipeline:
                                               for w in ws):
                 raise ValueError("Pipeline.saved_by must list, per layer, itself and/or some of its consumers")
         if self.saved_extra is not None:
-            self.saved_extra = np.asarray(self.saved_extra, dtype=np.int64)
+            self.saved_extra = size_array(self.saved_extra, "saved_extra")
             if self.saved_extra.shape != (L,) or (self.saved_extra < 0).any():
                 raise ValueError(f"Pipeline.saved_extra must be {L} non-negative byte counts")
         if self.cut is None:
             self.cut = self.act[:-1].copy() if self.succ is None else _cuts(self.act, self.succ)
-        self.cut = np.asarray(self.cut, dtype=np.int64)
+        self.cut = size_array(self.cut, "cut")
         if self.cut.shape != (L - 1,):
             raise ValueError(f"Pipeline.cut must have length {L - 1}")
         if not self.layer_names:
