@@ -17,6 +17,7 @@ not outlive the call, nor this process (``PR_SET_PDEATHSIG`` on Linux, `interrup
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -44,7 +45,11 @@ STOP_WAIT_S = 10.0
 
 @functools.lru_cache(maxsize=1)
 def cbc_program() -> str | None:
-    """Path of a CBC executable (PuLP's bundled one first, then ``cbc`` on the PATH), or None."""
+    """Path of a CBC executable (PuLP's bundled one first, then ``cbc`` on the PATH), or None. OR-Tools'
+    linear solver is loaded before PuLP, whose import brings highspy's HiGHS into the global symbol scope
+    (`milp_runner`'s docstring: an OR-Tools loaded after it crashed in pywraplp's HiGHS)."""
+    with contextlib.suppress(ImportError):
+        from ortools.linear_solver import pywraplp  # noqa: F401
     try:
         with warnings.catch_warnings():  # PuLP 3 deprecates the class, not the bundled program
             warnings.simplefilter("ignore", DeprecationWarning)

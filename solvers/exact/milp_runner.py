@@ -20,6 +20,12 @@ relaxation; HiGHS through highspy when it is installed, `highs_runner`) under a 
   deadline, the hint as its MIP start): OR-Tools' in-process CBC counts CPU seconds and cannot
   be interrupted, so under load it overran a 30 s limit by minutes. Without a CBC program the
   in-process CBC is used (CPU-time limit).
+
+OR-Tools' native library is loaded when this module is imported, before anything here can import
+PuLP (`cbc_cmd.cbc_program` also loads it first): PuLP's ``__init__`` loads highspy's extension, a
+second HiGHS (1.16; OR-Tools bundles 1.12), with ``RTLD_GLOBAL``, and an OR-Tools loaded after it
+binds its HiGHS symbols to highspy's: pywraplp's HiGHS (used when highspy cannot be imported) then
+crashed the process (segmentation fault in ``HighsSolveProto``) in its first solve.
 """
 
 from __future__ import annotations
@@ -42,6 +48,10 @@ MILP_BACKENDS = {"scip": "SCIP", "cbc": "CBC", "highs": "HIGHS", "glop": "GLOP"}
 REL_GAP = 1e-9
 #: |bound| at or above this is a backend's way of saying "no bound"
 NO_BOUND = 1e19
+try:  # OR-Tools' HiGHS bound to its own symbols before PuLP can bring highspy's (module docstring)
+    from ortools.linear_solver import pywraplp as _pywraplp  # noqa: F401
+except ImportError:  # checked where a backend is asked for
+    pass
 
 
 @dataclass
