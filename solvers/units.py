@@ -16,8 +16,6 @@ import numbers
 import re
 from typing import Any
 
-import numpy as np
-
 from .errors import InputError, flag
 
 _UNITS = {
@@ -300,11 +298,14 @@ def parse_seconds(text: str, *, allow_zero: bool = False) -> float:
     return value
 
 
-def size_array(value: Any, name: str) -> np.ndarray:
+def size_array(value: Any, name: str) -> Any:
     """`value` as an int64 array of sizes (bytes, or the instance's memory unit), the same array when it is
     one already. Floats must be whole and at most `MAX_BYTES` in magnitude (2.0, not 2.5, NaN, inf or
     1e20): an `InputError` naming the entry (``x[3]``) and quoting the value given, instead of a silent
-    truncation or a wrapped-around int64."""
+    truncation or a wrapped-around int64. (numpy is imported here: `memsched solvers` reads this module
+    without it.)"""
+    import numpy as np
+
     arr = value if isinstance(value, np.ndarray) else np.asarray(value)
     if arr.dtype.kind == "f":
         bad = np.flatnonzero(~(np.abs(arr) <= MAX_BYTES) | (arr != np.floor(arr)))  # NaN fails the first test
