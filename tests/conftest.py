@@ -53,6 +53,25 @@ def run_cli(*argv: str) -> CliResult:
     return CliResult(code, out.getvalue(), err.getvalue())
 
 
+def live_pids(proc_file: str, needle: bytes) -> list[int]:
+    """Pids of the running (not zombie) processes whose ``/proc/PID/<proc_file>`` (``cmdline``, ``environ``)
+    contains `needle`; processes that end while they are read are skipped. Linux only."""
+    import os
+
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/{proc_file}", "rb") as f:
+                text = f.read()
+            with open(f"/proc/{entry}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in text and state != "Z":
+            found.append(int(entry))
+    return found
+
+
 def one_line_refusal(res: CliResult, text: str) -> str:
     """Bad input as the commands answer it: exit 2, one line on stderr containing `text`, no traceback
     and no internal error. Returns that line."""

@@ -16,7 +16,7 @@ import threading
 import time
 
 import pytest
-from conftest import sigint_as_in_a_terminal
+from conftest import live_pids, sigint_as_in_a_terminal
 from memsched.solvers.chain.cpsat import phase_hint
 from memsched.solvers.chain.exact_model import PhaseModel
 from memsched.solvers.chain.generate import random_chain
@@ -60,21 +60,7 @@ def own_temporary_folder(tmp_path, monkeypatch):
 def _cbc_programs() -> list[int]:
     """Pids of running (not zombie) CBC programs started by `cbc_cmd.solve_mps` in this test (its
     temporary directory, under the test's own folder: `own_temporary_folder`)."""
-    mine = os.path.join(tempfile.gettempdir(), "memsched-cbc-").encode()
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read()
-            with open(f"/proc/{entry}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if mine in cmdline and state != "Z":
-            pids.append(int(entry))
-    return pids
+    return live_pids("cmdline", os.path.join(tempfile.gettempdir(), "memsched-cbc-").encode())
 
 
 def _no_cbc_program_left() -> bool:

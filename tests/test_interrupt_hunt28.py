@@ -28,7 +28,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import sigint_as_in_a_terminal
+from conftest import live_pids, sigint_as_in_a_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAINS = ROOT / "solvers" / "data" / "chains"
@@ -59,18 +59,7 @@ def _run(patch: str, *argv: object, cwd: Path | None = None) -> subprocess.Compl
 # ------------------------------------------------------------------------------ processes left
 def _tagged(tag: str) -> list[int]:
     """Pids of the live processes whose environment holds ``TAG=tag`` (a run and its children)."""
-    found = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read()
-            with open(f"/proc/{entry}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if f"MEMSCHED_TEST_TAG={tag}".encode() in env and state != "Z":
-            found.append(int(entry))
-    return found
+    return live_pids("environ", f"MEMSCHED_TEST_TAG={tag}".encode())
 
 
 def _left_after(tag: str, seconds: float = 4.0) -> list[int]:
