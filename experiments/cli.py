@@ -13,17 +13,23 @@ can print whichever way it is stopped.
 
 from __future__ import annotations
 
-import argparse
+# Light on purpose: the console script imports this module before `main` sets up its Ctrl-C handling, so a
+# Ctrl-C during these imports would be a traceback. Only modules that ``import memsched`` has loaded already
+# (contextlib, importlib, typing) or that cost nothing (os, signal, sys) are imported here; argparse and
+# threading are imported by `main`, inside its handling of interrupts.
 import contextlib
+import functools
 import importlib
 import os
 import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memsched import __version__
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Iterator
 
 #: Every subcommand with its one-line help (the help its module registers; tests check they agree).
 COMMANDS: dict[str, str] = {
@@ -42,17 +48,25 @@ COMMANDS: dict[str, str] = {
 }
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, as for bad input: "memsched CMD: error: ..."
-        self.exit(2, f"{self.prog}: error: {message}\n")
+@functools.lru_cache(maxsize=1)
+def _parser_class() -> type[argparse.ArgumentParser]:
+    """The parser class of `build_parser` (argparse imported on first use: see the imports above)."""
+    import argparse
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> None:  # one line, exit 2, as for bad input: "memsched CMD: error: ..."
+            self.exit(2, f"{self.prog}: error: {message}\n")
+
+    return _Parser
 
 
 def build_parser(command: str | None = None, *, lazy: bool = False) -> argparse.ArgumentParser:
     """The parser. Every command module is imported and registered, except with `lazy`: then
     only `command`'s (None: none) and the others are one-line entries of `COMMANDS`."""
-    parser = _Parser(prog="memsched", description="Memory-aware schedules for training deep networks.")
+    parser_class = _parser_class()
+    parser = parser_class(prog="memsched", description="Memory-aware schedules for training deep networks.")
     parser.add_argument("--version", action="version", version=f"memsched {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=parser_class)
     for name, summary in COMMANDS.items():
         if lazy and name != command:
             sub.add_parser(name, help=summary)
@@ -133,6 +147,8 @@ def terminate_as_interrupt() -> Iterator[Callable[[], bool]]:
     ignored stays ignored (``nohup``: SIGHUP; a background job: SIGINT). A process forked inside gets
     the previous handlers back (`_reset_in_child`: a solver child is stopped by SIGTERM, not by a
     Python exception). No-op outside the main thread; the previous handlers are restored on leaving."""
+    import threading
+
     if threading.current_thread() is not threading.main_thread():
         yield lambda: False
         return
@@ -172,22 +188,36 @@ if hasattr(os, "register_at_fork"):
 def main(argv: list[str] | None = None) -> int:
     """The ``memsched`` command: parse `argv`, run the subcommand; exit 0 ok, 1 infeasible, 2 bad input,
     3 bug, 130 interrupted (Ctrl-C, SIGTERM or SIGHUP, at any moment: one line, never a traceback)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    command = _command(argv)
+    command = None
     try:
+        argv = sys.argv[1:] if argv is None else list(argv)
+        command = _command(argv)
         with terminate_as_interrupt() as interrupted:
             return _run(argv, command, interrupted)
     except KeyboardInterrupt:
+        return _interrupted(command)
+
+
+def _interrupted(command: str | None) -> int:
+    """Exit status 130 and the one line saying that `command` was interrupted (a second Ctrl-C while it is
+    written does not turn into a traceback)."""
+    with contextlib.suppress(KeyboardInterrupt):
         print(f"memsched {command}: interrupted" if command else "memsched: interrupted", file=sys.stderr)
-        return 130
+    return 130
 
 
 def _run(argv: list[str], command: str | None, interrupted: Callable[[], bool]) -> int:
     """`main` inside `terminate_as_interrupt`; a `KeyboardInterrupt` goes up to `main`, as does an
-    error that came with an interrupt (`interrupted`: an import it broke)."""
-    parser = build_parser(command, lazy=True)
-    args = parser.parse_args(argv)
-    from memsched.solvers.errors import InputError  # after parsing: --help and usage errors skip it
+    error that came with an interrupt (`interrupted`: an import it broke, that of the command's
+    module included, numpy's C extension raising `ImportError` when a Ctrl-C stops it)."""
+    try:
+        parser = build_parser(command, lazy=True)  # imports the command's module (numpy, ortools, ...)
+        args = parser.parse_args(argv)
+        from memsched.solvers.errors import InputError  # after parsing: --help and usage errors skip it
+    except Exception as err:
+        if interrupted():
+            raise KeyboardInterrupt from err
+        raise
 
     if not getattr(args, "func", None):  # a usage error: one line on stderr
         print(f"memsched: error: a command is required (one of {', '.join(COMMANDS)}; memsched --help)",

@@ -29,6 +29,11 @@ MAX_BYTES = 2**50
 #: the schedule figure and the facade's summaries scale sizes by it
 MEMORY_UNIT_BYTES = {"bytes": 1, "byte": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
                      "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+#: the byte units of `MEMORY_UNIT_BYTES` as messages name them (case-insensitive in a file)
+ACCEPTED_MEMORY_UNITS = "bytes, kB, MB, GB, TB, KiB, MiB, GiB, TiB"
+#: byte units too large for an instance file's sizes (lower case): one of them is 10^15 bytes or more, about the
+#: 1 PiB that bounds every size (`MAX_BYTES`), so `MEMORY_UNIT_BYTES` stops at TB / TiB
+TOO_LARGE_MEMORY_UNITS = frozenset(f"{p}{i}b" for p in "pezyrq" for i in ("", "i"))
 #: largest time accepted in a file (its time unit): sums over 10^6 operations stay finite
 MAX_TIME = 1e15
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
@@ -79,12 +84,23 @@ def unit_bytes(instance: Any) -> int | None:
 
 def byte_unit(instance: Any, why: str, *, path: str | None = None) -> int:
     """`unit_bytes` of an instance whose sizes must be bytes for `why` (offloading, pipelines):
-    `InputError` naming ``meta.units.memory`` (and `path`) for a unit that is no byte unit."""
+    `InputError` naming ``meta.units.memory`` (and `path`) for a unit that is no byte unit
+    (`unsupported_memory_unit`: the message names the accepted units)."""
     per = unit_bytes(instance)
     if per is None:
-        raise InputError(f"{why} needs sizes in a byte unit (bytes, KiB, MiB, MB, ...), got {memory_unit(instance)!r}",
-                         path=path, field="meta.units.memory")
+        raise InputError(f"{why} {unsupported_memory_unit(memory_unit(instance))}", path=path,
+                         field="meta.units.memory")
     return per
+
+
+def unsupported_memory_unit(unit: str | None) -> str:
+    """The end of a one-line message for a memory unit outside `MEMORY_UNIT_BYTES` ("slots", "PiB"): it
+    names the accepted byte units (`ACCEPTED_MEMORY_UNITS`) and, for a byte unit too large to count
+    sizes in (`TOO_LARGE_MEMORY_UNITS`: PB, PiB, EiB, ...), says so, as every size is at most 1 PiB."""
+    text = f"needs sizes in a byte unit, one of {ACCEPTED_MEMORY_UNITS} (case-insensitive), got {unit!r}"
+    if unit is not None and unit.strip().lower() in TOO_LARGE_MEMORY_UNITS:
+        text += ", a byte unit too large to be supported (every size is at most 1 PiB)"
+    return text
 
 
 def format_size(n: float, instance: Any = None) -> str:

@@ -138,16 +138,23 @@ def _execute(li: LoadedInstance, schedule: Any, measure: dict[str, int] | None) 
     _max (measured / predicted time of the fastest and slowest run), the tracker and independent
     peaks (bytes) with their ratios to the simulator's, the settings (threads, the clock:
     `models.run.default_clock`, thread CPU time with one thread, as the profile's) and the
-    1-minute load average.
+    1-minute load average. The caller's torch thread count is put back on return, error or not
+    (`instances.pinned_threads`: ``memsched.sweep`` in a notebook, isolate=False, keeps its threads).
     """
+    from .config import MEASURE_DEFAULTS
+    from .instances import pinned_threads
+
+    m = {**MEASURE_DEFAULTS, **(measure or {})}
+    with pinned_threads(m["threads"]):
+        return _measure(li, schedule, m)
+
+
+def _measure(li: LoadedInstance, schedule: Any, m: dict[str, int]) -> dict[str, Any]:
+    """`_execute` with torch's threads already pinned to ``m["threads"]``; `m`: the full measure settings."""
     import numpy as np
     import torch
     from memsched.models.run import default_clock, predicted_ms
 
-    from .config import MEASURE_DEFAULTS
-
-    m = {**MEASURE_DEFAULTS, **(measure or {})}
-    torch.set_num_threads(m["threads"])
     target = _target(li)
     for _ in range(m["warmup"]):
         target.step(schedule, measure_memory=False, time_repeats=1, independent=False)
