@@ -14,6 +14,8 @@ per time unit) in which every duration is whole (then the model is exact), else 
 is never faster in the simulator than in the model). `integer_costs` does the same for
 objective coefficients: exactly by 10^k when costs have few decimals, else rounded to nearest
 (``exact`` says whether any rounding happened; `rounding_error` gives each cost's error).
+"Whole" is relative (`is_whole`: float noise of 1e-9 of the value forgiven, no absolute floor), so
+durations of 1e-12 units are scaled like durations of seconds, never rounded to 0 as "whole".
 """
 
 from __future__ import annotations
@@ -87,16 +89,29 @@ def scope_text(slots: int) -> str:
     return "exact sizes" if not slots else f"sizes rounded up to {slots} slots of the budget"
 
 
+#: relative float noise `is_whole` forgives: x is whole when within WHOLE_RTOL * |x| of an integer
+WHOLE_RTOL = 1e-9
+
+
+def is_whole(values: Sequence[float] | np.ndarray) -> bool:
+    """Whether every value is an integer up to float noise of `WHOLE_RTOL` *relative* to itself (no
+    absolute floor: 3e-12 is not the whole number 0, while 0.0 and 3.0000000000000004 are whole)."""
+    arr = np.asarray(values, dtype=float)
+    return bool(np.all(np.abs(arr - np.round(arr)) <= WHOLE_RTOL * np.abs(arr)))
+
+
 def tick_scale(durations: Iterable[float], *, max_ticks: float = 10_000, powers: int = 5) -> tuple[float, bool]:
     """(ticks per time unit, exact): the coarsest 10^k (k < `powers`) making every duration
-    whole, else about `max_ticks` ticks for the longest one (then exact is False)."""
-    times = [float(t) for t in durations]
+    whole (`is_whole`: relative, so durations of 1e-12 units are never taken as 0 ticks), else about
+    `max_ticks` ticks for the longest one (then exact only when every duration is whole there)."""
+    times = np.array([float(t) for t in durations], dtype=float)
     for k in range(powers):
         s = 10.0 ** k
-        if all(abs(t * s - round(t * s)) < 1e-9 for t in times):
+        if is_whole(times * s):
             return s, True
-    longest = max(max(times, default=0.0), 1e-12)
-    return float(10 ** math.ceil(math.log10(max_ticks / longest))), False
+    longest = max(float(np.max(np.abs(times), initial=0.0)), 1e-300)
+    s = float(10 ** math.ceil(math.log10(max_ticks / longest)))
+    return s, is_whole(times * s)
 
 
 def to_ticks(value: float, scale: float) -> int:
@@ -118,13 +133,14 @@ EXACT_COST_TICKS = 10**9
 
 def integer_costs(costs: Sequence[float] | np.ndarray, digits: int = 6) -> tuple[list[int], float, bool]:
     """Costs as integers ``round(c * scale)``: unchanged (scale 1) when they already are; else scaled by
-    the coarsest 10^k that makes every cost whole (float noise of 1e-9 relative forgiven) while the
-    largest stays within `EXACT_COST_TICKS` (e.g. costs with three decimals: 10^3); else by about
-    `digits` significant digits of the largest cost, rounded (small costs may round to 0). Returns
-    (ints, scale, exact); with exact False the error of each cost is at most 0.5 / scale
-    (`rounding_error` totals it)."""
+    the coarsest 10^k that makes every cost whole (`is_whole`: float noise of 1e-9 relative forgiven,
+    no absolute floor, so costs of 1e-12 units get 10^12, not 0) while the largest stays within
+    `EXACT_COST_TICKS` (e.g. costs with three decimals: 10^3); else by about `digits` significant
+    digits of the largest cost, rounded (costs far below the largest may round to 0). Returns
+    (ints, scale, exact); exact is never True when a nonzero cost became 0; with exact False the
+    error of each cost is at most 0.5 / scale (`rounding_error` totals it)."""
     arr = np.asarray(costs, dtype=float)
-    if arr.size == 0 or np.all(np.abs(arr - np.round(arr)) < 1e-9):
+    if arr.size == 0 or is_whole(arr):
         return [int(round(c)) for c in arr], 1.0, True
     top = float(np.max(np.abs(arr))) or 1.0
     for k in range(1, 13):
@@ -132,11 +148,12 @@ def integer_costs(costs: Sequence[float] | np.ndarray, digits: int = 6) -> tuple
         if top * scale > EXACT_COST_TICKS:
             break
         scaled = arr * scale
-        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-9 * np.maximum(1.0, np.abs(scaled))):
+        if is_whole(scaled):
             return [int(round(c)) for c in scaled], scale, True
     scale = 10.0 ** (digits - math.ceil(math.log10(top)))
     ints = [int(round(c * scale)) for c in arr]
-    exact = bool(np.all(np.abs(arr * scale - np.round(arr * scale)) < 1e-6))
+    lost = any(c != 0 and i == 0 for c, i in zip(arr, ints))  # a nonzero cost rounded to 0
+    exact = bool(np.all(np.abs(arr * scale - np.round(arr * scale)) < 1e-6)) and not lost
     return ints, scale, exact
 
 

@@ -45,7 +45,9 @@ from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .interrupt import answering, interrupted, note_interrupt
 from .options import DEFAULT_TIME_LIMIT, Deadline, DeadlineExceeded, ExactOptions
 
-#: relative tolerance under which two makespans are the same
+#: relative tolerance under which two makespans are the same: `same_or_less` allows REL_TOL of the
+#: larger of the two, with no absolute floor (times of 1e-12 units compare as finely as times of
+#: seconds; two zero makespans are equal, 0 and 1e-12 are not)
 REL_TOL = 1e-9
 #: slots given to the fast solvers when the exact model runs with exact sizes (their tables
 #: grow with the budget; a schedule that fits N slots fits the real budget)
@@ -229,7 +231,7 @@ def referee(problem: str, name: str, instance: Any, budget: int, res: SolveResul
                              "instance's times (latency, bandwidth, durations)", field="objective")
         res.objective, res.peak_memory = objective, int(replay.peak_memory)
     if seed is not None and seed.objective is not None and (
-            objective is None or seed.objective < objective - REL_TOL * max(1.0, abs(objective))):
+            objective is None or not same_or_less(objective, seed.objective)):
         model_status, model_objective = res.status, objective
         res.details["model_status"] = model_status
         if model_objective is not None:
@@ -266,7 +268,7 @@ def referee(problem: str, name: str, instance: Any, budget: int, res: SolveResul
         floor = _honest_bound(least, objective)
         if floor is not None and (res.lower_bound is None or floor > res.lower_bound):
             res.lower_bound = floor
-        if res.status == FEASIBLE and objective <= least + REL_TOL * max(1.0, abs(least)):
+        if res.status == FEASIBLE and same_or_less(objective, least):
             res.status = OPTIMAL  # nothing is faster than every op once
             res.scope += "; optimal among all schedules: the makespan is the least possible (every operation once)"
     if res.status == OPTIMAL and res.lower_bound is None:
@@ -288,20 +290,28 @@ def _replay(problem: str) -> Callable[..., Any]:
     return registry.problem_module(problem).replay
 
 
+def same_or_less(value: float, other: float) -> bool:
+    """Whether makespan `value` is at most `other` (same time units) up to `REL_TOL` of the larger
+    magnitude: purely relative, so exact when both are 0 and as fine for makespans of 1e-12
+    units as for makespans of seconds."""
+    return value <= other + REL_TOL * max(abs(value), abs(other))
+
+
 def _bound_reaches(bound: float | None, objective: float | None) -> bool:
-    """True when `bound` proves `objective` optimal: at most `REL_TOL` (relative) below it."""
-    return bound is not None and objective is not None and objective <= bound + REL_TOL * max(1.0, abs(objective))
+    """True when `bound` proves `objective` optimal: at most `REL_TOL` (relative, `same_or_less`) below it."""
+    return bound is not None and objective is not None and same_or_less(objective, bound)
 
 
 def _honest_bound(bound: float | None, objective: float | None) -> float | None:
-    """A finite bound no larger than the objective, else None."""
+    """A finite bound no larger than the objective, else None (a bound above the objective by at most
+    1e-6 of the larger, relative with no absolute floor, is taken as the objective: float noise)."""
     if bound is None:
         return None
     b = float(bound)
     if not math.isfinite(b) or abs(b) >= 1e19:
         return None
     if objective is not None and b > objective:
-        return objective if b - objective <= 1e-6 * max(1.0, abs(objective)) else None
+        return objective if b - objective <= 1e-6 * max(abs(b), abs(objective)) else None
     return b
 
 

@@ -25,7 +25,10 @@ standalone a_{j+1}, F_all a resident tape; F_n only when it frees a standalone a
 frees nothing is an F_ck); the loss needs every a_{L_b}; B(b, kk) needs abar_{kk+1} and a_kk;
 memory of every slot, loss and B: the state of all branches (delta's included) + output +
 overhead <= M. Objective: sum (u_fa FA + u_fn (FC + FN)) + sum u_b + loss time (per-mode forward
-times; u_f (FA + FC + FN) with one forward time).
+times; u_f (FA + FC + FN) with one forward time), in integer ticks (`discretize.integer_costs`: exactly
+by 10^k when that makes the times whole, times of 1e-12 units included; else to `CPSAT_COST_DIGITS`
+significant digits, CP-SAT's bound then lowered by the total rounding error and an order ``optimal``
+only within `GAP_TOLERANCE`).
 """
 
 from __future__ import annotations
@@ -35,12 +38,12 @@ from collections.abc import Iterable, Iterator
 from itertools import permutations
 from typing import Any, NamedTuple
 
-from ..discretize import effective_slots, scope_text
+from ..discretize import CPSAT_COST_DIGITS, GAP_TOLERANCE, effective_slots, integer_costs, rounding_error, scope_text
 from ..errors import InputError, option_field
 from ..exact.cpsat_runner import check_first, fit_linear, run_cpsat
-from ..exact.layer import REL_TOL, exact_solver, retry_rounded_infeasible
+from ..exact.layer import exact_solver, retry_rounded_infeasible, same_or_less
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
-from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult, gap_closed
 from .instance import Join
 from .schedule import LOSS_OP, JoinSchedule, JOp
 from .simulator import simulate
@@ -196,12 +199,15 @@ class JoinPhaseModel:
                 self.events.append(("B", b, kk))
         terms = {v: c for v, c in self.objective.items() if v >= 0}
         self.const = float(self.objective.get(-1, 0.0))
-        integral = all(abs(c - round(c)) < 1e-9 for c in terms.values())
-        self.integral = integral
-        if integral:
-            self.cp.minimize(sum(int(round(c)) * self.vars[v] for v, c in terms.items()))
-        else:
-            self.cp.minimize(sum(c * self.vars[v] for v, c in terms.items()))
+        # integer ticks, `scale` per time unit (CP-SAT's own float objective has an absolute precision:
+        # it took times of 1e-12 units as 0); `slack` bounds the rounding error of any plan's cost
+        ints, self.scale, exact = integer_costs(list(terms.values()), digits=CPSAT_COST_DIGITS)
+        self.slack = 0.0 if exact else math.fsum(rounding_error(list(terms.values()), ints, self.scale))
+        self.cp.minimize(sum(t * self.vars[v] for v, t in zip(terms, ints)))
+
+    def value(self, values: list[float]) -> float:
+        """The real objective (time units) of a solution `values` (0/1 per variable)."""
+        return self.const + math.fsum(c * values[v] for v, c in self.objective.items() if v >= 0)
 
     def encode(self, schedule: JoinSchedule) -> list[int] | None:
         """0-1 values of a schedule of this model's form (None when it is not of that form)."""
@@ -293,14 +299,24 @@ def iter_orders(join: Join, orders: Any = None, first: list[int] | None = None) 
 
 def _run_order(model: JoinPhaseModel, hint: Any, deadline: Deadline, options: ExactOptions) -> Any:
     """CP-SAT on one order's model, the seed's schedule hinted when the model can express it (the
-    seed fits the real budget, not necessarily the rounded sizes: its hint proves nothing)."""
+    seed fits the real budget, not necessarily the rounded sizes: its hint proves nothing). Objective
+    and bound in time units; with rounded ticks (``model.slack`` > 0) the bound holds for the real times
+    and ``optimal`` needs the bound within `GAP_TOLERANCE` of the plan's real objective."""
     if hint is not None:
         values = model.encode(hint)
         if values is not None:
             for var, val in zip(model.vars, values):
                 model.cp.add_hint(var, bool(val))
-    return run_cpsat(model.cp, deadline, options, variables=model.vars, offset=model.const,
-                     extra={} if model.integral else {"absolute_gap_limit": 0.0})
+    run = run_cpsat(model.cp, deadline, options, variables=model.vars, offset=model.const * model.scale,
+                    scale=model.scale)
+    if model.slack > 0:  # rounded ticks: the bound lowered by the rounding error, the plan's real objective
+        if run.bound is not None:
+            run.bound -= model.slack
+        if run.values is not None and run.objective is not None:
+            run.objective = model.value(run.values)
+            if run.status == OPTIMAL and not gap_closed(run.objective, run.bound, GAP_TOLERANCE):
+                run.status = FEASIBLE
+    return run
 
 
 def check_options(join: Join, *, orders: Any = None, **_: Any) -> None:
@@ -387,8 +403,10 @@ def _solve_order(join: Join, work: Join, M: int, budget: int, order: list[int], 
 
 
 def _reaches(value: float, bound: float) -> bool:
-    """Whether makespan `value` is at most the lower bound `bound` (relative tolerance `REL_TOL`)."""
-    return value <= bound + REL_TOL * max(1.0, abs(bound))
+    """Whether makespan `value` is at most the lower bound `bound`: `exact.layer.same_or_less`
+    (relative tolerance `REL_TOL` of the larger, no absolute floor: makespans of 1e-12 units
+    are compared as finely as makespans of seconds, and 0 reaches only 0)."""
+    return same_or_less(value, bound)
 
 
 def _least_seed(join: Join, budget: int, seed: SolveResult | None, total: int, slots: int) -> SolveResult | None:
