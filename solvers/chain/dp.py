@@ -54,6 +54,14 @@ read while in cache: L = 200 at 500 slots is a few tenths of a second
 JIT start-up cost more than the table). Choices are not stored: the schedule is rebuilt by
 re-evaluating the options of the O(L) entries it visits, with the kernels' own floating-point
 operations.
+
+**Precision.** The kernels charge a sweep F_ck(i) F_n(i+1..j-1) as ``sf[j] - sf[i]``, a
+difference of prefix sums of u_fn: it is within about L eps sum(u_fn) of the range's sum, so a
+table value can be off by far more than the rounding of its own terms when the times span many
+orders of magnitude (a no-grad time of 1e9 upstream of times of 1e-3: the small ones are lost).
+The choices are optimal up to that drift (`value_tolerance`); the makespan reported is the
+simulator's replay of the chosen schedule, checked against the table's value within that bound
+(`replayed_makespan`).
 """
 
 from __future__ import annotations
@@ -94,6 +102,8 @@ MAX_CELLS = 100_000_000
 #: When a slot discretisation leaves no schedule, solve with exact sizes if the table is this small.
 EXACT_RETRY_CELLS = 5_000_000
 
+#: Machine epsilon of float64 (twice the unit roundoff u).
+EPS = float(np.finfo(np.float64).eps)
 
 
 def _offsets(L: int) -> np.ndarray:
@@ -500,5 +510,30 @@ def _solve_rotor_slots(chain: Chain, budget: int, *, slots: int | None = 500, ti
                                    f"least-memory persistent schedule (try more {flag('slots')})", **common)
     schedule = table.schedule(m_top)
     details["recomputations"] = schedule.recomputations()
-    return SolveResult(status=OPTIMAL, objective=value, schedule=schedule, scope=scope,
-                       solve_time_s=time.perf_counter() - t0, details=details, **common)
+    return SolveResult(status=OPTIMAL, objective=replayed_makespan(chain, schedule, value), schedule=schedule,
+                       scope=scope, solve_time_s=time.perf_counter() - t0, details=details, **common)
+
+
+def value_tolerance(chain: Chain, makespan: float, ops: int) -> float:
+    """Bound (the chain's time unit) on |a table value - the makespan of its schedule| for a schedule of
+    `ops` operations whose makespan is `makespan` (>= 0).
+
+    With S = sum u_fn, u = eps/2 the unit roundoff and every time >= 0: each prefix sum sf[k] is
+    within L u S of its exact value, so a sweep's charge sf[j] - sf[i] is within (2L + 1) u S of
+    its range sum, and a schedule has at most L sweeps: L (2L + 1) u S; the value's other roundings
+    (at most 6 (L + 1) additions of non-negative terms, each at most the value) and the simulator's
+    (one addition an op) are within (3 (L + 1) + ops) eps makespan. Both are below
+    ((L + 2)^2 + ops) eps (S + makespan). Tiny for times of one magnitude (1e-12 relative at L = 200), it
+    grows with S: a time of 1e9 beside 1e-3 ones makes it about 1e-7 absolute."""
+    L = chain.length
+    return ((L + 2) ** 2 + ops) * EPS * (math.fsum(chain.u_fn) + abs(makespan))
+
+
+def replayed_makespan(chain: Chain, schedule: Schedule, value: float) -> float:
+    """The simulator's makespan of the DP's `schedule` (the chain's time unit), which the table
+    valued at `value`; `RuntimeError` (a bug of the DP) when they differ by more than the drift of
+    the table's prefix sums (`value_tolerance`) and 1e-9 relative, which alone can separate them."""
+    makespan = simulate(chain, schedule).makespan
+    if not math.isclose(makespan, value, rel_tol=1e-9, abs_tol=value_tolerance(chain, makespan, len(schedule.ops))):
+        raise RuntimeError(f"rotor table value {value} differs from its schedule's replay {makespan}")
+    return makespan

@@ -83,6 +83,7 @@ from typing import Any
 import numpy as np
 
 from ..chain.dp import rotor_table
+from ..chain.dp import value_tolerance as chain_value_tolerance
 from ..chain.instance import Chain
 from ..discretize import check_slots, effective_slots  # the one discretisation rule of every problem
 from ..errors import InputError, flag
@@ -893,6 +894,14 @@ def one_branch_never_worse(join: Join, budget: int, result: SolveResult) -> Solv
     return _as_join(join, budget, guarded, status=FEASIBLE, scope=guarded.scope.replace("rotor's", "the join DP's"))
 
 
+def value_tolerance(work: Join, makespan: float, schedule: JoinSchedule) -> float:
+    """Bound (time unit) on |the DP's value - the replay's makespan| of `schedule`: the branches'
+    drifts (`chain.dp.value_tolerance`: their rotor tables and their spines' sweeps are charged as
+    differences of prefix sums of u_fn, which lose small times beside a large one), each over
+    all of the schedule's ops and the whole makespan (its join-level sums included)."""
+    return math.fsum(chain_value_tolerance(c, makespan, len(schedule.ops)) for c in work.branches)
+
+
 def _solve_join_dp_slots(join: Join, budget: int, *, slots: int = 500, deadline: Deadline = _NO_LIMIT
                          ) -> SolveResult:
     """The join DP at `slots` slots (lowered by `dp_slots`; 0 or a budget of at most `slots`
@@ -926,7 +935,8 @@ def _solve_join_dp_slots(join: Join, budget: int, *, slots: int = 500, deadline:
     schedule = plan_schedule(work, tables, plan)
     sim = simulate(join, schedule)
     sim.raise_if_invalid()
-    if not math.isclose(sim.makespan, plan.value, rel_tol=1e-9, abs_tol=1e-9):
+    drift = max(1e-9, value_tolerance(work, sim.makespan, schedule))
+    if not math.isclose(sim.makespan, plan.value, rel_tol=1e-9, abs_tol=drift):
         raise RuntimeError(f"join DP value {plan.value} differs from its schedule's replay {sim.makespan}")
     if sim.peak_memory > budget:
         raise RuntimeError(f"join DP schedule peaks at {sim.peak_memory} > budget {budget}")
