@@ -134,20 +134,28 @@ def _check_string(text: str, path: str, where: str | None, what: str) -> None:
                          path=path, field=where) from None
 
 
+#: the most bytes of the target's name kept in its temporary file's name (``.<name>.XXXXXXXX.tmp``): with
+#: the dots, mkstemp's 8 random characters and ``.tmp`` (14 bytes) it stays within a file name's 255 bytes
+#: (NAME_MAX), so that a legal name of 242 to 255 bytes is written too (its temporary name is truncated)
+TMP_NAME_BYTES = 230
+
+
 def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Write a file at `path` with ``write(tmp)`` into a fresh temporary file beside it, then
     rename that into place: a reader never sees half a file, and a failure leaves the old file
     intact. A link is followed (the file it names is replaced, the link stays); a target that is
-    not a regular file (``/dev/null``, a pipe) is written directly, never replaced. The new
-    file gets the old file's permissions, else the usual ones (0666 less the umask). Returns the
-    path written; a folder that refuses the file is an `InputError` naming `path`."""
+    not a regular file (``/dev/null``, a pipe, also behind a link: ``/dev/stdout``, ``/dev/fd/63``
+    of ``-o >(cmd)``) is written directly at `path`, never replaced. The temporary file's name
+    (`tmp_prefix`) stays within 255 bytes whatever the target's. The new file gets the old file's
+    permissions, else the usual ones (0666 less the umask). Returns the path written; a folder that
+    refuses the file is an `InputError` naming `path`."""
     given = Path(path)
-    target = Path(os.path.realpath(given)) if given.is_symlink() else given
     try:
-        if target.exists() and not target.is_file():  # a device or a pipe: nothing to replace
-            write(target)
-            return target
-        fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        if _is_special(given):  # a device or a pipe: nothing to replace (os.stat follows /dev/fd links)
+            write(given)
+            return given
+        target = Path(os.path.realpath(given)) if given.is_symlink() else given
+        fd, name = tempfile.mkstemp(dir=target.parent, prefix=tmp_prefix(target.name), suffix=".tmp")
         os.close(fd)
         tmp = Path(name)
         try:
@@ -159,6 +167,26 @@ def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
     except OSError as err:
         raise InputError(f"cannot write ({err.strerror or err})", path=str(given)) from None
     return target
+
+
+def _is_special(path: Path) -> bool:
+    """True when `path`, links followed, exists and is no regular file: a device or a pipe, written
+    directly (a folder too: writing it fails, naming it). ``os.stat``, not `os.path.realpath`: a
+    ``/dev/fd`` link to a pipe resolves to ``/proc/PID/fd/pipe:[N]``, which names no file."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # missing (a new file), a link loop, a NUL in the name
+        return False
+    return not stat.S_ISREG(mode)
+
+
+def tmp_prefix(name: str) -> str:
+    """The prefix ``.<name>.`` of the temporary file written beside the file `name`, its name cut to
+    `TMP_NAME_BYTES` bytes (as the file system counts them, `os.fsencode`) when longer."""
+    raw = os.fsencode(name)
+    if len(raw) > TMP_NAME_BYTES:
+        name = os.fsdecode(raw[:TMP_NAME_BYTES])  # a character cut in two: its bytes stay bytes (surrogateescape)
+    return f".{name}."
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:

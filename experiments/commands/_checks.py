@@ -18,6 +18,7 @@ import inspect
 import math
 import numbers
 import os
+import stat
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -137,19 +138,40 @@ def _float(text: str, what: str, *, low: float, strict: bool, high: float) -> fl
 def check_output_file(path: str | None, field: str) -> None:
     """`path` can be written: not empty, not a folder, in an existing writable folder. ``-`` is an
     ordinary file name here (no output option writes to standard output: `--json` and the commands
-    without ``-o`` print there)."""
+    without ``-o`` print there). A link is followed as `jsonio.write_atomic` follows it: the file it
+    names (dangling or not) must lie in an existing writable folder, so that a link into a missing
+    or read-only folder is refused here, naming `field`, not after the work. An existing target that
+    is no regular file (``/dev/null``, ``/dev/stdout``, a pipe: ``-o >(cmd)``) is written directly
+    and accepted as it is."""
     if path is None:
         return
     if path == "":
         raise InputError("is empty, expected a file name", field=field)
+    if _is_special_file(path):
+        return
     target = Path(path)
     if target.is_dir() or str(path).endswith(os.sep):
         raise InputError("is a folder, expected a file name", path=str(path), field=field)
+    link = target.is_symlink()
+    if link:  # the file replaced is the link's target (write_atomic), in the target's folder
+        target = Path(os.path.realpath(path))
     folder = target.parent if str(target.parent) else Path(".")
+    where = f"links to {str(target)!r}, whose folder" if link else "folder"
     if not folder.is_dir():
-        raise InputError(f"folder {str(folder)!r} does not exist", path=str(path), field=field)
+        raise InputError(f"{where} {str(folder)!r} does not exist", path=str(path), field=field)
     if not os.access(folder, os.W_OK):
-        raise InputError(f"folder {str(folder)!r} is not writable", path=str(path), field=field)
+        raise InputError(f"{where} {str(folder)!r} is not writable", path=str(path), field=field)
+
+
+def _is_special_file(path: str) -> bool:
+    """True when `path` (links followed) exists and is neither a regular file nor a folder: a device
+    or a pipe (``/dev/null``, ``/dev/stdout``, ``/dev/fd/63``), which `jsonio.write_atomic` writes
+    directly. ``os.stat``, not `os.path.realpath`: a ``/dev/fd`` link to a pipe resolves to no path."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # missing, a link loop, a NUL in the name: checked as a file name
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
 def check_output_dir(path: str | None, field: str) -> None:

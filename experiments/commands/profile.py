@@ -50,11 +50,13 @@ def check_model(name: str) -> None:
                          field="MODEL")
 
 
-def model_inputs(name: str) -> list[tuple[str, str]]:
+def model_inputs(name: str, *, packages: bool = True) -> list[tuple[str, str]]:
     """The source files a MODEL reads, as ``(role, path)`` for `check_outputs`: the FILE of a
     ``FILE.py:FUNCTION`` factory, or for ``package.module:FUNCTION`` the ``.py`` files that the module
     would be on the `sys.path` entries (looked up, not imported: a finder of an installed package
-    is not consulted); none for a zoo network."""
+    is not consulted) and, with `packages`, the ``__init__.py`` of each of its parent packages there
+    (``a/__init__.py`` and ``a/b/__init__.py`` for ``a.b.c``), which importing the module runs, so that
+    no output replaces them; none for a zoo network."""
     from memsched.models.network import is_factory_spec
 
     if name in ZOO_NAMES or not is_factory_spec(name):
@@ -67,13 +69,13 @@ def model_inputs(name: str) -> list[tuple[str, str]]:
         return []
     found: list[tuple[str, str]] = []
     for entry in sys.path:
-        base = Path(entry or ".").joinpath(*parts)
-        for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
-            if candidate.is_file():
-                found.append(("MODEL", str(candidate)))
+        root = Path(entry or ".")
+        base = root.joinpath(*parts)
+        candidates = [base.with_name(base.name + ".py"), base / "__init__.py"]
+        if packages:
+            candidates += [root.joinpath(*parts[:k], "__init__.py") for k in range(1, len(parts))]
+        found.extend(("MODEL", str(candidate)) for candidate in candidates if candidate.is_file())
     return found
-
-
 
 
 def parse_seed(text: str) -> int:

@@ -60,12 +60,13 @@ def spec_id(spec: InstanceSpec, threads: int = 1, sources: str | None = None) ->
 def model_sources(model: str) -> str | None:
     """Content hash (SHA-256, first 16 hex digits) of the source files of a ``model`` that is your
     own factory: the files `commands.profile.model_inputs` lists (the FILE of ``FILE.py:FUNCTION``,
-    relative to the current folder as the profiler imports it; the module's ``.py`` files on
-    `sys.path` for ``package.module:FUNCTION``), in their order, a missing one counted as absent.
+    relative to the current folder as the profiler imports it; the module's own ``.py`` files on
+    `sys.path` for ``package.module:FUNCTION``, not its parent packages' ``__init__.py``, so that the
+    keys of stores written before stay), in their order, a missing one counted as absent.
     None for a zoo network, or a module whose file is not found (nothing to hash)."""
     from ..commands.profile import model_inputs
 
-    inputs = model_inputs(model)
+    inputs = model_inputs(model, packages=False)
     if not inputs:
         return None
     h = hashlib.sha256()
@@ -150,12 +151,15 @@ class InstanceStore:
     def put(self, spec: InstanceSpec, data: bytes, *, label: str, problem: str, source: str, ext: str = ".json",
             built: bool = False, threads: int = 1) -> Stored | None:
         """Store `data` (an instance file's bytes); None when read-only. Built entries are indexed
-        (a profiled one with the `threads` it was profiled with, `spec_id`)."""
+        (a profiled one with the `threads` it was profiled with, `spec_id`). A folder where the file
+        goes is an `InputError` naming it."""
         h = digest(data)
         if self.readonly:
             return None
         name = f"{_safe(label)}-{h}{ext}"
         path = self.folder / name
+        if path.is_dir():  # (read_bytes: IsADirectoryError, an internal error)
+            raise InputError("is a folder, expected a file (a stored instance)", path=str(path))
         if not path.exists() or path.read_bytes() != data:
             make_folder(self.folder, "the stored instances")
             write_atomic(path, lambda tmp: tmp.write_bytes(data))
