@@ -34,7 +34,7 @@ from typing import Any
 
 from ..discretize import CPSAT_COST_DIGITS, integer_costs, rounding_error
 from ..exact.cpsat_runner import check_first, check_parameters, fit_row, run_cpsat
-from ..exact.layer import exact_solver
+from ..exact.layer import exact_solver, same_or_less
 from ..exact.milp_runner import BackendRun
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult, gap_closed
@@ -334,7 +334,7 @@ def phase_hint(model: PhaseModel, seed: SolveResult | None, deadline: Deadline, 
     dp_values = _dp_hint(model)
     if dp_values is not None and not model.violated(dp_values, deadline=deadline):
         value = model.objective.value(dp_values)
-        if best is None or value < best[0] - 1e-9 * max(1.0, abs(value)):
+        if best is None or not same_or_less(best[0], value):  # relative: times of 1e-12 units too
             best = (value, dp_values, DP_HINT)
     if best is None:
         return fallback
@@ -353,7 +353,12 @@ def usable_fixings(report: CutReport, hint_values: list[float] | None, hint_ok: 
 
 
 #: relative margin taken off the root LP's value (GLOP's tolerances) before it is reported as a bound
+#: (of its magnitude, no absolute floor: GLOP scales the costs, so times of 1e-12 units keep their bound)
 LP_BOUND_TOLERANCE = 1e-7
+#: relative disagreement between the model's objective and the simulator's makespan that `phase_answer`
+#: reports as a modelling bug (of the larger magnitude, no absolute floor: both are sums of the same
+#: non-negative times, so float noise is relative to them at any scale of the time unit)
+CLAIM_RTOL = 1e-6
 #: `phase_hint`'s name for the rotor DP run on the model's own (discretised) chain and budget
 DP_HINT = "rotor (model's sizes)"
 #: the model-sized DP is skipped above this many table cells (exact sizes of a large budget)
@@ -408,13 +413,13 @@ def phase_answer(result: Callable[..., SolveResult], model: PhaseModel, run: Any
     schedule = model.decode(values)
     claimed = model.objective.value(values)
     sim = simulate(dchain, schedule, M).raise_if_invalid()
-    if abs(sim.makespan - claimed) > 1e-6 * max(1.0, abs(claimed)):
+    if abs(sim.makespan - claimed) > CLAIM_RTOL * max(abs(claimed), abs(sim.makespan)):
         raise RuntimeError(f"phase model claims {claimed} but the simulator charges {sim.makespan}")
     bound = run.bound
     proven = run.status == OPTIMAL and source == "backend"
     details["bound_from"] = "backend" if bound is not None else ""
     if lp_bound is not None and math.isfinite(lp_bound):
-        lp_bound -= LP_BOUND_TOLERANCE * max(1.0, abs(lp_bound))
+        lp_bound -= LP_BOUND_TOLERANCE * abs(lp_bound)  # relative (GLOP solves a rescaled objective)
         if bound is None or lp_bound > bound:
             bound, details["bound_from"] = lp_bound, "root LP with tape cuts"
     if proven and bound is not None and not gap_closed(claimed, bound):

@@ -32,7 +32,7 @@ from typing import Any
 from ..discretize import scope_text
 from ..errors import InputError, flag, option_field
 from ..exact.cpsat_runner import check_first
-from ..exact.layer import exact_solver
+from ..exact.layer import exact_solver, same_or_less
 from ..exact.options import ALIASES, Deadline, ExactOptions
 from ..result import INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import FAST
@@ -85,8 +85,8 @@ def search(join: Join, M: int, *, time_limit: float = DEFAULT_TIME_LIMIT, max_st
         fval, g, _, s, mem = heapq.heappop(heap)
         if g > dist.get(s, math.inf):
             continue
-        if fval >= cap - 1e-9 * max(1.0, abs(cap)):
-            break  # nothing left beats the cap
+        if same_or_less(cap, fval):
+            break  # nothing left beats the cap (relative, no absolute floor: times of 1e-12 units too)
         if all(p == 0 for (_, _, p) in s):
             ops: list[JOp] = []
             cur: tuple | None = s

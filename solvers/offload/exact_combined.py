@@ -58,7 +58,7 @@ from ..discretize import capacity as discretize_capacity
 from ..discretize import effective_slots, scope_text, size_in_slots, tick_scale
 from ..errors import InputError
 from ..exact.cpsat_runner import check_first, run_cpsat
-from ..exact.layer import exact_solver
+from ..exact.layer import exact_solver, same_or_less
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import check_scale, duration_ticks, fit_scale, ticks_exact
@@ -416,7 +416,8 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOp
                     "host_peak": sim.host_peak})
     if not sim.valid:  # a modelling bug: the simulator's verdict wins, the answer falls back on the seed
         return _invalid_answer(sim.violation, seed, details, common)
-    agrees = abs(sim.makespan - model_makespan) <= 1e-9 * max(1.0, model_makespan)
+    # relative (`same_or_less`, no absolute floor): with times of 1e-12 units a floor of 1e-9 passes any disagreement
+    agrees = same_or_less(sim.makespan, model_makespan) and same_or_less(model_makespan, sim.makespan)
     optimal = proven and exact_ticks and agrees
     return SolveResult(status=OPTIMAL if optimal else FEASIBLE, objective=sim.makespan,
                        peak_memory=sim.peak_memory, lower_bound=model_makespan if (proven and exact_ticks) else None,

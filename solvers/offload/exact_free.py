@@ -56,7 +56,7 @@ from ..chain.exact_model import Lin, PhaseModel, discretise
 from ..chain.schedule import F_ALL, F_CK, F_N, Bwd, Loss, Op
 from ..discretize import effective_slots, scope_text, tick_scale
 from ..exact.cpsat_runner import ROW_LIMIT, check_first, check_parameters, fit_linear, max_row_sum, run_cpsat
-from ..exact.layer import exact_solver
+from ..exact.layer import exact_solver, same_or_less
 from ..exact.milp_runner import BackendRun
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
@@ -525,11 +525,14 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
         return answer
     details.update({"model_makespan": model_makespan, "transfers": len(schedule.transfers()),
                     "host_peak": sim.host_peak, "model_bound": run.bound if whole and model.rows_exact else None})
-    agrees = model_makespan is not None and abs(sim.makespan - model_makespan) <= 1e-9 * max(1.0, model_makespan)
+    # relative comparisons (`same_or_less`, no absolute floor): with times of 1e-12 units a floor of 1e-9 would
+    # pass any disagreement and any relaxed bound as a proof
+    agrees = model_makespan is not None and same_or_less(sim.makespan, model_makespan) \
+        and same_or_less(model_makespan, sim.makespan)
     # rounded memory rows: a proof of the restricted model is none (unless the warm start meets the bound)
     proof = model.rows_exact or run.solver is stage1 or (
         relaxed is not None and relaxed.bound is not None and model_makespan is not None
-        and relaxed.bound >= model_makespan - 1e-9 * max(1.0, model_makespan))
+        and same_or_less(model_makespan, relaxed.bound))
     if not model.rows_exact and relaxed is not None and relaxed.status in (OPTIMAL, FEASIBLE) and whole:
         details["model_bound"] = relaxed.bound  # the relaxation's bound holds for the exact rows
     status = OPTIMAL if run.status == OPTIMAL and whole and agrees and proof else FEASIBLE

@@ -82,8 +82,9 @@ class OffloadSimulation:
 
 Value = tuple[str, int]  # ("a", j) | ("abar", j) | ("d", j)
 
-#: times closer than TIME_RTOL * max(1, |t|) (time unit) count as equal in the memory sweep (float noise of sums
-#: of durations and of pinned starts); far below any real duration, so it merges no positive-length operation
+#: times closer than TIME_RTOL * |t| (time unit; purely relative, no absolute floor: an instance whose times are
+#: 1e-12 units is swept as finely as one of seconds) count as equal in the memory sweep (float noise of sums of
+#: durations and of pinned starts); far below any real duration, so it merges no positive-length operation
 TIME_RTOL = 1e-12
 EARLIER = float("-inf")  # the `since` of a release that comes before every allocation at its time
 
@@ -239,8 +240,9 @@ def _off_release(start: float, end: float, pos: int, delta: int, reader: tuple[f
 
 
 def _same_time(a: float, b: float) -> bool:
-    """True when times a <= b are equal up to float noise (`TIME_RTOL`, relative, at least absolute below 1)."""
-    return b - a <= TIME_RTOL * max(1.0, abs(a), abs(b))
+    """True when times a <= b are equal up to float noise: `TIME_RTOL` of the larger magnitude, with no absolute
+    floor (two zeros are equal; 1e-12 and 2e-12 are not)."""
+    return b - a <= TIME_RTOL * max(abs(a), abs(b))
 
 
 def _time_classes(events: list[MemEvent]) -> dict[float, int]:
