@@ -1,6 +1,7 @@
 """Offloading trade-offs: overhead versus device memory, remat only / offload only / both.
 
-    python -m memsched.experiments.bench_offload [--quick] [--time-scale 0.033]
+    python -m memsched.experiments.bench_offload [--quick] [--chains FILE ...] [--activation-rate BYTES_PER_S]
+        [--bandwidths BYTES_PER_S ...] [--slots N]
 
 For ResNet-50, DenseNet-121 and a GPT-2-style transformer from the zoo (small sizes, profiled
 here on the CPU, or chain files given with --chains), at host-link bandwidths of 12, 25 and

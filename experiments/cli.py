@@ -206,13 +206,32 @@ def _interrupted(command: str | None) -> int:
     return 130
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """`argv` parsed by `build_parser`'s `parser`; arguments no parser knows are a usage error of the command
+    that got them, one line and exit 2 (``memsched solve: error: unrecognized arguments: --bogus``;
+    ``memsched: error: ...`` without a command), as a missing or malformed option is."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        owner = _command_parsers(parser).get(getattr(args, "command", None) or "", parser)
+        owner.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
+def _command_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands' parsers of `build_parser`'s `parser`, by name (the choices of its subparsers action)."""
+    import argparse
+
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    return {} if sub is None else dict(sub.choices)
+
+
 def _run(argv: list[str], command: str | None, interrupted: Callable[[], bool]) -> int:
     """`main` inside `terminate_as_interrupt`; a `KeyboardInterrupt` goes up to `main`, as does an
     error that came with an interrupt (`interrupted`: an import it broke, that of the command's
     module included, numpy's C extension raising `ImportError` when a Ctrl-C stops it)."""
     try:
         parser = build_parser(command, lazy=True)  # imports the command's module (numpy, ortools, ...)
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
         from memsched.solvers.errors import InputError  # after parsing: --help and usage errors skip it
     except Exception as err:
         if interrupted():

@@ -53,8 +53,16 @@ class SolveResult:
             return None
         return max(0.0, (self.objective - self.lower_bound) / abs(self.objective))
 
+    @property
+    def from_exact_layer(self) -> bool:
+        """True for the answer of an exact solver: the exact layer (`solvers.exact.layer.referee`) writes
+        ``details["fast"]``, the fast solvers that seeded it ({} when none ran), in every answer it gives."""
+        return isinstance(self.details.get("fast"), dict)
+
     def to_json(self, objective_key: str = "makespan") -> dict[str, Any]:
-        """The `--json` object of docs/cli.md (NaN and infinities become null)."""
+        """The `--json` object of docs/cli.md (NaN and infinities become null); ``log`` is there for every
+        answer of an exact solver (`from_exact_layer`; ``[]`` when the search logged nothing) and for any
+        other result that has one."""
         out: dict[str, Any] = {
             "problem": self.problem,
             "solver": self.solver,
@@ -72,7 +80,7 @@ class SolveResult:
             out["min_budget"] = self.min_budget
         if self.message:
             out["message"] = self.message
-        if self.log:
+        if self.log or self.from_exact_layer:  # an exact solver's log is always written, [] when empty
             out["log"] = [[round(t, 4), _finite(o), _finite(b)] for t, o, b in self.log]
         out.update(self.details)
         out["schedule"] = self.schedule.to_json() if self.schedule is not None else None

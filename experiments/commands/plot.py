@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("schedules", nargs="+", metavar="SCHEDULE.json",
                    help="schedule JSON (or `memsched solve --json` output); several are stacked for comparison")
     p.add_argument("-o", "--output", required=True, metavar="FIG", help="figure file: .png, .pdf or .svg")
-    p.add_argument("--budget", help='draw this budget and check against it (bytes, "1.5GB" or "60%%")')
+    p.add_argument("--budget", help="draw this budget and check against it: a number in the file's memory unit "
+                                    '(bytes by default: "1500000000"), a size ("1.5GB", "800MiB") or "60%%"')
     p.add_argument("--compare", action="store_true", help="comparison layout even for one schedule")
     p.add_argument("--label", action="append", metavar="NAME",
                    help="label of each schedule in order (default: the solver named in the file, else its name)")

@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="replay a schedule and report its makespan and memory")
     p.add_argument("file", help="instance file")
     p.add_argument("schedule", help="schedule JSON (or the output of `memsched solve --json`)")
-    p.add_argument("--budget", help="also check the schedule against this budget")
+    p.add_argument("--budget", help="also check the schedule against this budget: a number in the file's memory "
+                                    'unit (bytes by default: "1500000000"), a size ("1.5GB", "800MiB") or "60%%"')
     p.add_argument("--bandwidth", metavar="BW",
                    help='link bandwidth ("12GB/s"): a chain file becomes an offloading instance; for a pipeline '
                         "partition, replaces the bandwidth it was solved with")
@@ -106,9 +107,9 @@ def _check_replayable(replay: Any, path: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Replay the schedule and print its objective and peak memory (bytes); exit 0 if valid, 2 on bad input or a
-    broken rule or --budget. A pipeline partition is replayed on the machine it records (weight factor, bandwidth,
-    latency), each replaced by the command's option when given."""
+    """Replay the schedule and print its objective and peak memory (the instance's memory unit); exit 0 if valid,
+    2 on bad input or a broken rule or --budget. A pipeline partition is replayed on the machine it records (weight
+    factor, bandwidth, latency), each replaced by the command's option when given."""
     data = read_schedule_json(args.schedule)
     declared = data.get("problem") if isinstance(data, dict) else None
     if isinstance(data, dict) and isinstance(data.get("schedule"), dict):

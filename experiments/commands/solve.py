@@ -32,7 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``solve`` subcommand (schedule an instance under a memory budget)."""
     p = sub.add_parser("solve", help="find a schedule for an instance under a memory budget")
     p.add_argument("file", help="instance file (chain JSON, node-link graph JSON, join JSON)")
-    p.add_argument("--budget", required=True, help='bytes ("1500000000"), units ("1.5GB", "800MiB") or "60%%"')
+    p.add_argument("--budget", required=True,
+                   help="a number in the file's memory unit (bytes by default: \"1500000000\"), a size "
+                        '("1.5GB", "800MiB") or "60%%"')
     add_solver_arguments(p)
     add_link_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -32,9 +32,23 @@ Sizes: TypeAlias = Sequence[float] | np.ndarray
 
 
 # --------------------------------------------------------------------------- helpers
-def _result(graph: Graph, name: str, seq: list[int] | None, budget: int, start: float, scope: str = "",
+#: the ``scope`` of each baseline's answer, in the words of the other problems' baselines: what it is,
+#: that it claims no optimum, and its sizes (the graph's own: the baselines ignore slots)
+SCOPES: dict[str, str] = {
+    "checkpoint-all": "checkpoint-all baseline: each node once, in the file's order (no optimality claim), exact sizes",
+    "dtr": "dtr heuristic: greedy evict-and-recompute (no optimality claim), exact sizes",
+    "sqrt": "sqrt baseline: ~sqrt(n) segments at forward articulation points (no optimality claim), exact sizes",
+    "greedy": "greedy baseline: segments grown to a threshold (no optimality claim), exact sizes",
+    "griewank": "griewank baseline: homogeneous binomial splits (no optimality claim), exact sizes",
+}
+
+
+def _result(graph: Graph, name: str, seq: list[int] | None, budget: int, start: float,
             message: str = "", **details: Any) -> SolveResult:
-    res = SolveResult(problem="graph", solver=name, status=INFEASIBLE, scope=scope, message=message,
+    """Baseline `name`'s answer for the evaluation sequence `seq` (None: none found), replayed by the
+    simulator: ``feasible`` when its peak fits `budget` (the graph's memory unit), else ``infeasible``
+    with that peak as ``min_budget``; the scope is ``SCOPES[name]``."""
+    res = SolveResult(problem="graph", solver=name, status=INFEASIBLE, scope=SCOPES[name], message=message,
                       details=dict(details))
     if seq is not None:
         sim = simulate(graph, seq)
@@ -501,4 +515,4 @@ def solve_griewank(graph: Graph, budget: int, **_: Any) -> SolveResult:
                                               for s in counts))
     if chosen is None:
         return _result(graph, "griewank", None, int(budget), start, message="no binomial split applies")
-    return _result(graph, "griewank", chosen, int(budget), start, scope="homogeneous binomial splits")
+    return _result(graph, "griewank", chosen, int(budget), start)
