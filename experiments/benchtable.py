@@ -1,12 +1,65 @@
-"""The output end of every benchmark script (`experiments/bench_*.py`): the CSV under results/
-(written atomically, so an interrupted run never leaves half a file) and the table printed beside it."""
+"""The ends of every benchmark script (`experiments/bench_*.py`): its arguments checked before any
+work (`check_out`, `positive`, `guarded`: one line and exit 2 for bad input, one line and exit 130
+for Ctrl-C), the CSV under results/ (written atomically, so an interrupted run never leaves half a
+file) and the table printed beside it."""
 
 from __future__ import annotations
 
+import argparse
 import csv
+import os
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
+
+
+def guarded(name: str, body: Callable[[], int], *, interrupted: str = "interrupted") -> int:
+    """Run a benchmark's `body` (its exit status) as a command: a Ctrl-C prints ``NAME: <interrupted>``
+    (say there what was kept, e.g. "interrupted: the rows finished so far are in results/x.csv") and
+    returns 130; bad input (`InputError`, raised by the checks below or by the solvers) prints
+    ``NAME: error: <message>`` and returns 2. Neither prints a traceback."""
+    from memsched.solvers.errors import InputError
+
+    try:
+        return body()
+    except KeyboardInterrupt:
+        print(f"\n{name}: {interrupted}", file=sys.stderr)
+        return 130
+    except InputError as err:
+        print(f"{name}: error: {err}", file=sys.stderr)
+        return 2
+
+
+def check_out(path: str | Path, field: str = "--out") -> None:
+    """`InputError` (naming `field`) unless `write_csv` can write `path` after the work: not a folder,
+    and its nearest existing parent folder is writable (missing folders are created then)."""
+    from memsched.solvers.errors import InputError
+
+    target = Path(path)
+    if str(path) == "" or target.is_dir():
+        raise InputError("is a folder, expected a file name" if str(path) else "is empty", path=str(path), field=field)
+    folder = target.absolute().parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise InputError(f"folder {str(folder)!r} is not writable", path=str(path), field=field)
+
+
+def positive(kind: Callable[[str], Any] = float, *, zero: bool = False) -> Callable[[str], Any]:
+    """An argparse ``type``: `kind` of the text, refused (one usage line, exit 2) unless > 0 (>= 0
+    with `zero`)."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not (value >= 0 if zero else value > 0):  # NaN fails too
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a number {'>= 0' if zero else '> 0'}")
+        return value
+
+    parse.__name__ = kind.__name__ if hasattr(kind, "__name__") else "number"
+    return parse
 
 
 def write_csv(rows: Iterable[Mapping[str, Any]], path: str | Path, fields: Sequence[str], *,
