@@ -12,6 +12,11 @@ importable) the rotor DP's makespan and its gap to the exact answer. Rows go to
 results/bench_chain_exact.csv (one per run, with parameters, versions, the slots really used
 (`effective_slots`: 0 = exact sizes, the case of a budget of at most `--slots` units) and the
 1-minute load average when the run started: timings on shared cores depend on it).
+
+The arguments (solver names, fractions in [0, 1], positive lengths and time limit, a writable
+--out) are checked before anything is written (one line, exit 2). The CSV is rewritten atomically
+after each run with every row so far (with ``--append``, after the rows it had): it is replaced
+only once the first run finishes, and Ctrl-C (exit 130) keeps the finished rows.
 """
 
 from __future__ import annotations
@@ -25,10 +30,14 @@ import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
+from memsched.experiments.benchtable import check_out, guarded, positive
 from memsched.solvers.chain import reference_peak
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.discretize import effective_slots
+from memsched.solvers.errors import InputError
+from memsched.solvers.jsonio import write_atomic
 from memsched.solvers.registry import solve
 
 SOLVERS = ("milp:scip", "milp:highs", "milp:portfolio", "milp:cbc", "milp:cp-sat", "cpsat")
@@ -42,6 +51,8 @@ LAGRANGE = "lagrange"
 FIELDS = ("L", "seed", "slots", "budget", "fraction", "solver", "backend", "status", "makespan", "bound", "gap",
           "time_s", "cpu_s", "time_limit_s", "variables", "constraints", "warm_start", "rotor_makespan", "rotor_gap",
           "num_workers", "ortools", "python", "effective_slots", "load_avg_1min")
+#: what --solvers accepts: the solvers (``milp`` alone: its default backend) and the bounds
+NAMES = (*SOLVERS, "milp", LP, LP_CUTS, LAGRANGE)
 
 
 def rotor_makespan(chain, budget: int, slots: int) -> float | None:
@@ -107,76 +118,120 @@ def min_budget(chain, store_all_peak: int) -> int:
     return int(rotor_min_budget(chain))
 
 
+def fraction(text: str) -> float:
+    """An argparse ``type``: a budget fraction in [0, 1] (0: the smallest budget, 1: the store-all peak)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value <= 1:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number in [0, 1]")
+    return value
+
+
+def read_kept(out: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """(rows, header) of an earlier CSV that ``--append`` adds to: its rows as read, and its columns
+    followed by those of `FIELDS` it lacks (none of an empty or missing file: `FIELDS`)."""
+    if not out.is_file() or out.stat().st_size == 0:
+        return [], list(FIELDS)
+    with out.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        rows = list(reader)
+        header = list(reader.fieldnames or ())
+    return rows, header + [f for f in FIELDS if f not in header]
+
+
+def write_rows(out: Path, rows: list[dict[str, Any]], header: list[str]) -> None:
+    """Replace `out` by `rows` under `header` (lines ending in ``\\n``, as the committed CSV), through a
+    temporary file renamed into place: an interrupted write leaves the old file."""
+    def write(tmp: Path) -> None:
+        with tmp.open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=header, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(out, write)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Compare the exact chain solvers with the rotor DP; print a table, write results/bench_chain_exact.csv; exit 0."""
+    """Compare the exact chain solvers with the rotor DP; print a table, write results/bench_chain_exact.csv; exit 0,
+    2 on bad arguments (before anything is written), 130 on Ctrl-C (the finished rows are in the CSV)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lengths", type=int, nargs="+", default=[5, 10, 15, 20, 30, 40, 50])
-    ap.add_argument("--fractions", type=float, nargs="+", default=[0.1, 0.3, 0.6])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
-    ap.add_argument("--solvers", nargs="+", default=list(SOLVERS),
-                    help=f"from {', '.join(SOLVERS)}, or {LP} (the LP relaxation's bound), {LP_CUTS} (the same "
-                         f"after the tape cuts), {LAGRANGE} (the Lagrangian bound by column generation)")
-    ap.add_argument("--slots", type=int, default=100)
-    ap.add_argument("--time-limit", type=float, default=60.0)
-    ap.add_argument("--num-workers", type=int, default=1, help="CP-SAT workers (MILP backends use 1 thread)")
+    ap.add_argument("--lengths", type=positive(int), nargs="+", default=[5, 10, 15, 20, 30, 40, 50])
+    ap.add_argument("--fractions", type=fraction, nargs="+", default=[0.1, 0.3, 0.6],
+                    help="budgets, from the smallest (0) to the store-all peak (1)")
+    ap.add_argument("--seeds", type=positive(int, zero=True), nargs="+", default=[0])
+    ap.add_argument("--solvers", nargs="+", default=list(SOLVERS), choices=NAMES, metavar="SOLVER",
+                    help=f"from {', '.join(SOLVERS)}, milp (its default backend), or {LP} (the LP relaxation's "
+                         f"bound), {LP_CUTS} (the same after the tape cuts), {LAGRANGE} (the Lagrangian bound by "
+                         "column generation)")
+    ap.add_argument("--slots", type=positive(int, zero=True), default=100, help="memory slots (0: exact sizes)")
+    ap.add_argument("--time-limit", type=positive(float), default=60.0, help="per run (s)")
+    ap.add_argument("--num-workers", type=positive(int), default=1,
+                    help="CP-SAT workers (MILP backends use 1 thread)")
     ap.add_argument("--no-warm-start", action="store_true")
     ap.add_argument("--out", default="results/bench_chain_exact.csv")
-    ap.add_argument("--append", action="store_true", help="add rows to an existing CSV instead of replacing it")
+    ap.add_argument("--append", action="store_true",
+                    help="keep the rows of an existing CSV and add the new ones (else it is replaced once the "
+                         "first run finishes)")
     args = ap.parse_args(argv)
+    return guarded("bench_chain_exact", lambda: _main(args),
+                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
 
+
+def _main(args: argparse.Namespace) -> int:
+    """`main` once the arguments are read: --out checked, then every run, the CSV rewritten after each."""
     import ortools
 
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    check_out(out)
+    try:
+        kept, fields = read_kept(out) if args.append else ([], list(FIELDS))
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise InputError(f"cannot read the CSV to append to: {err}", path=str(out), field="--out") from None
     header = f"{'L':>3} {'budget':>7} {'solver':<12} {'status':<10} {'makespan':>9} {'bound':>9} {'gap':>7} " \
              f"{'time':>6} {'cpu':>6} {'rotor':>9} {'rotor-gap':>9}"
     print(header)
     print("-" * len(header))
-    rows = []
-    append = args.append and out.exists() and out.stat().st_size > 0
-    with out.open("a" if append else "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=FIELDS, lineterminator="\n")
-        if not append:
-            writer.writeheader()
-        for L in args.lengths:
-            for seed in args.seeds:
-                chain = random_chain(L, seed)
-                hi = reference_peak(chain)
-                lo = min_budget(chain, hi)
-                for frac in args.fractions:
-                    budget = int(lo + frac * (hi - lo))
-                    rotor = rotor_makespan(chain, budget, args.slots)
-                    for name in args.solvers:
-                        solver, _, backend = name.partition(":")
-                        load = os.getloadavg()[0]  # the machine's load when the run starts (shared cores)
-                        workers = args.num_workers if solver == "cpsat" else 2 if backend == "portfolio" else 1
-                        t0, c0 = time.perf_counter(), _cpu_s()
-                        res = lagrange_bound(chain, budget, args.slots, args.time_limit) if name == LAGRANGE \
-                            else lp_relaxation(chain, budget, args.slots, name == LP_CUTS, args.time_limit) \
-                            if name in (LP, LP_CUTS) else solve(
-                            "chain", chain, solver, budget, slots=args.slots, time_limit=args.time_limit,
-                                    backend=backend or None, num_workers=workers,
-                                    warm_start=not args.no_warm_start)
-                        elapsed, cpu = time.perf_counter() - t0, _cpu_s() - c0
-                        rgap = None
-                        if rotor is not None and res.objective:
-                            rgap = (rotor - res.objective) / res.objective
-                            rgap = 0.0 if abs(rgap) < 1e-9 else rgap  # same value, summed in another order
-                        row = {"L": L, "seed": seed, "slots": args.slots, "budget": budget, "fraction": frac,
-                               "solver": name, "backend": backend, "status": res.status,
-                               "makespan": res.objective, "bound": res.lower_bound, "gap": res.gap,
-                               "time_s": round(elapsed, 3), "cpu_s": round(cpu, 3), "time_limit_s": args.time_limit,
-                               "variables": res.details.get("variables"), "constraints": res.details.get("constraints"),
-                               "warm_start": res.details.get("warm_start"), "rotor_makespan": rotor, "rotor_gap": rgap,
-                               "num_workers": workers,
-                               "ortools": ortools.__version__, "python": platform.python_version(),
-                               "effective_slots": effective_slots(budget, args.slots), "load_avg_1min": round(load, 2)}
-                        writer.writerow(row)
-                        fh.flush()
-                        rows.append(row)
-                        print(f"{L:>3} {budget:>7} {name:<12} {res.status:<10} {_f(res.objective):>9} "
-                              f"{_f(res.lower_bound):>9} {_p(res.gap):>7} {elapsed:>6.1f} {cpu:>6.1f} {_f(rotor):>9} "
-                              f"{_p(rgap):>9}", flush=True)
+    rows: list[dict[str, Any]] = []
+    for L in args.lengths:
+        for seed in args.seeds:
+            chain = random_chain(L, seed)
+            hi = reference_peak(chain)
+            lo = min_budget(chain, hi)
+            for frac in args.fractions:
+                budget = int(lo + frac * (hi - lo))
+                rotor = rotor_makespan(chain, budget, args.slots)
+                for name in args.solvers:
+                    solver, _, backend = name.partition(":")
+                    load = os.getloadavg()[0]  # the machine's load when the run starts (shared cores)
+                    workers = args.num_workers if solver == "cpsat" else 2 if backend == "portfolio" else 1
+                    t0, c0 = time.perf_counter(), _cpu_s()
+                    res = lagrange_bound(chain, budget, args.slots, args.time_limit) if name == LAGRANGE \
+                        else lp_relaxation(chain, budget, args.slots, name == LP_CUTS, args.time_limit) \
+                        if name in (LP, LP_CUTS) else solve(
+                        "chain", chain, solver, budget, slots=args.slots, time_limit=args.time_limit,
+                        backend=backend or None, num_workers=workers, warm_start=not args.no_warm_start)
+                    elapsed, cpu = time.perf_counter() - t0, _cpu_s() - c0
+                    rgap = None
+                    if rotor is not None and res.objective:
+                        rgap = (rotor - res.objective) / res.objective
+                        rgap = 0.0 if abs(rgap) < 1e-9 else rgap  # same value, summed in another order
+                    row = {"L": L, "seed": seed, "slots": args.slots, "budget": budget, "fraction": frac,
+                           "solver": name, "backend": backend, "status": res.status,
+                           "makespan": res.objective, "bound": res.lower_bound, "gap": res.gap,
+                           "time_s": round(elapsed, 3), "cpu_s": round(cpu, 3), "time_limit_s": args.time_limit,
+                           "variables": res.details.get("variables"), "constraints": res.details.get("constraints"),
+                           "warm_start": res.details.get("warm_start"), "rotor_makespan": rotor, "rotor_gap": rgap,
+                           "num_workers": workers,
+                           "ortools": ortools.__version__, "python": platform.python_version(),
+                           "effective_slots": effective_slots(budget, args.slots), "load_avg_1min": round(load, 2)}
+                    rows.append(row)
+                    write_rows(out, kept + rows, fields)
+                    print(f"{L:>3} {budget:>7} {name:<12} {res.status:<10} {_f(res.objective):>9} "
+                          f"{_f(res.lower_bound):>9} {_p(res.gap):>7} {elapsed:>6.1f} {cpu:>6.1f} {_f(rotor):>9} "
+                          f"{_p(rgap):>9}", flush=True)
     print(f"wrote {out} ({len(rows)} rows)", file=sys.stderr)
     return 0
 

@@ -10,6 +10,11 @@ and writes ``results/bench_graph.csv`` (``results/bench_graph_quick.csv`` with -
 ``--backends`` instead times Checkmate's MILP on each OR-Tools backend (how the default was
 chosen) and writes ``results/bench_graph_backends.csv``.
 
+``--graphs`` and ``--solvers`` rerun a part: the CSV's rows of the other (graph, solver) pairs are
+kept, and it is rewritten (atomically) after each run, so Ctrl-C (exit 130) keeps the finished
+rows. Unknown names, a --threads below 1 and an unwritable --out are refused before any solving
+(one line, exit 2).
+
 ``--quick`` uses a 30-stage linear graph with a 10 s limit and only the 90% and 80% budgets on
 the ResNet-50-like graph. Checkmate's LP (the ``lp_bound`` column and ``checkmate-approx``) is
 skipped on graphs above ``LP_MAX_NODES`` nodes: its O(n^2) variables make it slower than the
@@ -27,8 +32,9 @@ import csv
 import time
 from pathlib import Path
 
-from memsched.experiments.benchtable import write_csv
+from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
 from memsched.solvers import registry
+from memsched.solvers.errors import InputError
 from memsched.solvers.graph import generate, reference_peak
 from memsched.solvers.graph.lp_bounds import lp_bound
 
@@ -52,16 +58,27 @@ def graphs(quick: bool, only: tuple[str, ...] = GRAPHS) -> list[tuple[object, fl
     ]) if key in only]
 
 
+def kept_rows(out: Path, rerun: set[tuple[str, str]]) -> list[dict]:
+    """The rows of the CSV `out` (none when it does not exist) but those of the (graph, solver) pairs
+    in `rerun`; a CSV without graph and solver columns is an `InputError` on --out."""
+    if not out.exists():
+        return []
+    with out.open() as fh:
+        reader = csv.DictReader(fh)
+        if not {"graph", "solver"} <= set(reader.fieldnames or ()):
+            raise InputError("has no graph and solver columns: not a bench_graph CSV", path=str(out), field="--out")
+        return [r for r in reader if (r["graph"], r["solver"]) not in rerun]
+
+
 def run(quick: bool, solvers: tuple[str, ...], threads: int, out: Path, only: tuple[str, ...] = GRAPHS
         ) -> list[dict]:
-    """Solve each selected graph with each solver; the rows (objective, bound, status, seconds), also written to
-    `out`."""
+    """Solve each selected graph with each solver; the new rows (objective, bound, status, seconds).
+    `out` is rewritten after each run with them and its rows of every other (graph, solver) pair
+    (those of a pair being rerun are dropped), and only once a run has finished."""
     selected = graphs(quick, only)
-    names = {g.name for g, _, _ in selected}
-    rows = []
-    if out.exists():  # keep the rows of the graphs not rerun now
-        with out.open() as fh:
-            rows = [r for r in csv.DictReader(fh) if r["graph"] not in names]
+    rerun = {(g.name, name) for g, _, _ in selected for name in solvers}
+    rows = kept_rows(out, rerun)
+    new: list[dict] = []
     print(f"{'graph':24s} {'B%':>3s} {'solver':17s} {'status':10s} {'overhead%':>9s} {'gap%':>7s} "
           f"{'time s':>7s}  scope")
     for g, limit, budgets in selected:
@@ -94,15 +111,17 @@ def run(quick: bool, solvers: tuple[str, ...], threads: int, out: Path, only: tu
                        "time_limit_s": limit if name in EXACT else None, "peak_memory": res.peak_memory,
                        "scope": res.scope}
                 rows.append(row)
+                new.append(row)
                 print(f"{g.name:24s} {pct:3d} {name:17s} {res.status:10s} "
                       f"{'-' if over is None else f'{over:9.3f}':>9s} {'-' if gap is None else f'{gap:7.3f}':>7s} "
                       f"{wall:7.1f}  {res.scope}", flush=True)
                 _write(out, rows)
-    return rows
+    return new
 
 
 def backends(out: Path, threads: int) -> None:
-    """Checkmate's MILP on each backend, on instances all of them can finish."""
+    """Checkmate's MILP on each backend, on instances all of them can finish; `out` is rewritten
+    after each run (so an interrupted run keeps the finished rows)."""
     from memsched.solvers.graph.linmodel import BACKENDS
     from memsched.solvers.graph.milp import solve_checkmate
 
@@ -120,31 +139,56 @@ def backends(out: Path, threads: int) -> None:
             print(f"{g.name:24s} {int(frac * 100):4d} {be:8s} {res.status:10s} "
                   f"{'-' if res.objective is None else f'{res.objective:12.3f}':>12s} {res.solve_time_s:7.1f}",
                   flush=True)
-    _write(out, rows, list(rows[0]))
+            _write(out, rows, list(rows[0]))
 
 
 def _write(path: Path, rows: list[dict], fields: list[str] | None = None) -> None:
     write_csv(rows, path, fields or FIELDS)
 
 
+def names(text: str, known: tuple[str, ...], field: str) -> tuple[str, ...]:
+    """The comma-separated names of `text` (at least one), each one of `known` (else an `InputError`
+    on `field`)."""
+    picked = tuple(s.strip() for s in text.split(",") if s.strip())
+    unknown = [s for s in picked if s not in known]
+    if unknown or not picked:
+        raise InputError(f"unknown {', '.join(map(repr, unknown))}; expected some of {','.join(known)}" if unknown
+                         else f"no name; expected some of {','.join(known)}", field=field)
+    return picked
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Benchmark the graph solvers; print a table, write results/bench_graph.csv (or the backends CSV); exit 0."""
+    """Benchmark the graph solvers; print a table, write results/bench_graph.csv (or the backends CSV); exit 0,
+    2 on bad arguments (before any solving), 130 on Ctrl-C (the finished rows are in the CSV)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller linear graph, shorter limits")
-    ap.add_argument("--solvers", default=",".join(ALL), help="comma-separated solver names")
-    ap.add_argument("--threads", type=int, default=2, help="CP-SAT / MILP threads (default 2)")
+    ap.add_argument("--solvers", default=",".join(ALL),
+                    help="comma-separated graph solver names (rows of the other solvers are kept)")
+    ap.add_argument("--threads", type=positive(int), default=2, help="CP-SAT / MILP threads (default 2)")
     ap.add_argument("--backends", action="store_true", help="time Checkmate's MILP on each backend")
     ap.add_argument("--out", default=None, help="CSV path")
     ap.add_argument("--graphs", default=",".join(GRAPHS),
                     help="comma-separated subset of linear,random,vgg,resnet (other rows of the CSV are kept)")
     args = ap.parse_args(argv)
     if args.backends:
-        backends(Path(args.out or "results/bench_graph_backends.csv"), args.threads)
+        out = Path(args.out or "results/bench_graph_backends.csv")
+    else:
+        out = Path(args.out or ("results/bench_graph_quick.csv" if args.quick else "results/bench_graph.csv"))
+    return guarded("bench_graph", lambda: _main(args, out),
+                   interrupted=f"interrupted: the finished rows are in {out} (rewritten after each run)")
+
+
+def _main(args: argparse.Namespace, out: Path) -> int:
+    """`main` once the arguments are read: check them (`InputError`), then run and say what was written."""
+    check_out(out)
+    if args.backends:
+        backends(out, args.threads)
+        print(f"wrote {out}")
         return 0
-    out = Path(args.out or ("results/bench_graph_quick.csv" if args.quick else "results/bench_graph.csv"))
-    run(args.quick, tuple(s for s in args.solvers.split(",") if s), args.threads, out,
-        tuple(s for s in args.graphs.split(",") if s))
-    print(f"wrote {out}")
+    solvers = names(args.solvers, tuple(registry.get_problem("graph").solvers), "--solvers")
+    only = names(args.graphs, GRAPHS, "--graphs")
+    new = run(args.quick, solvers, args.threads, out, only)
+    print(f"wrote {out} ({len(new)} new rows)" if new else f"no run finished: {out} left as it was")
     return 0
 
 

@@ -13,8 +13,12 @@ links of 500, 2000 and 8000 bytes/s (a byte moves in 2, 0.5, 0.125 ms) and budge
 - ``rotor-offload`` and, for the lengths in `--exact-lengths`, ``exact-combined`` (CP-SAT over
   every phase-form compute sequence, the ground truth of docs/offload.md).
 
-Prints how often each loses to another and writes every row to
-results/offload/pofo_versus.csv (makespans in the chain's time unit, solve times in s).
+Prints how often each loses to another and writes every row to --out (default
+results/offload/pofo_versus.csv; makespans in the chain's time unit, solve times in s), rewritten
+atomically after each chain, so Ctrl-C (exit 130) keeps the finished chains' rows. ``--port N``
+writes its rows to --out too (default results/bench_offload_pofo.csv). Bad arguments (a seed count,
+length or slot count below 1, a time limit <= 0, an unwritable --out) are refused before any
+solving (one line, exit 2).
 """
 
 from __future__ import annotations
@@ -26,9 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from memsched.experiments.benchtable import check_out, guarded, positive
 from memsched.solvers.chain import reference_peak
 from memsched.solvers.chain.dp import rotor_min_budget
 from memsched.solvers.chain.generate import random_chain
+from memsched.solvers.jsonio import write_atomic
 from memsched.solvers.offload import OffloadInstance
 from memsched.solvers.offload.combined import solve_rotor_offload
 from memsched.solvers.offload.dp import solve_pofo
@@ -70,28 +76,38 @@ def port_rows(chains: int, port_slots: int) -> list[dict[str, Any]]:
     recurrence, replayed by our simulator) on `chains` random chains: L = 4..8, sizes 100..1000
     bytes, a link moving the mean tape in 0.5, 1 or 2 mean forward times, budgets at rotor's
     least and midway to the store-all peak."""
+    return [row for n in range(chains) for row in port_chain_rows(n, port_slots)]
+
+
+def port_chain_rows(n: int, port_slots: int) -> list[dict[str, Any]]:
+    """The rows of `port_rows`' chain number `n` (L = 4 + n mod 5, seed n, transfer ratio 0.5, 1 or 2)."""
     from memsched.experiments.pofo_port import port_makespan
     from memsched.solvers.offload.generate import random_offload
 
     out = []
-    for n in range(chains):
-        L, seed, ratio = 4 + n % 5, n, (0.5, 1.0, 2.0)[n % 3]
-        inst = random_offload(L, seed, transfer_ratio=ratio, size_range=(100, 1000))
-        lo, hi = rotor_min_budget(inst.chain), reference_peak(inst.chain)
-        for budget in (lo, (lo + hi) // 2):
-            row: dict[str, Any] = {"L": L, "seed": seed, "transfer_ratio": ratio, "budget": budget}
-            t0 = time.perf_counter()
-            p = solve_pofo(inst, budget)
-            row["pofo_s"] = time.perf_counter() - t0
-            row["pofo"] = p.objective
-            row["pofo_from"] = p.details.get("solution_from", "dp")
-            row["pofo_unpinned"] = "dp_unpinned" in p.details
-            t0 = time.perf_counter()
-            row["port"], row["port_note"] = port_makespan(inst, budget, port_slots)
-            row["port_s"] = time.perf_counter() - t0
-            row["port_slots"] = port_slots
-            out.append(row)
+    L, seed, ratio = 4 + n % 5, n, (0.5, 1.0, 2.0)[n % 3]
+    inst = random_offload(L, seed, transfer_ratio=ratio, size_range=(100, 1000))
+    lo, hi = rotor_min_budget(inst.chain), reference_peak(inst.chain)
+    for budget in (lo, (lo + hi) // 2):
+        row: dict[str, Any] = {"L": L, "seed": seed, "transfer_ratio": ratio, "budget": budget}
+        t0 = time.perf_counter()
+        p = solve_pofo(inst, budget)
+        row["pofo_s"] = time.perf_counter() - t0
+        row["pofo"] = p.objective
+        row["pofo_from"] = p.details.get("solution_from", "dp")
+        row["pofo_unpinned"] = "dp_unpinned" in p.details
+        t0 = time.perf_counter()
+        row["port"], row["port_note"] = port_makespan(inst, budget, port_slots)
+        row["port_s"] = time.perf_counter() - t0
+        row["port_slots"] = port_slots
+        out.append(row)
     return out
+
+
+def write_table(table: pd.DataFrame, out: Path) -> None:
+    """Replace the CSV `out` by `table` (parents created) through a temporary file renamed into place."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(out, lambda tmp: table.to_csv(tmp, index=False))
 
 
 def loses(a: float | None, b: float | None) -> bool:
@@ -100,27 +116,38 @@ def loses(a: float | None, b: float | None) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Compare pofo with the other offload solvers; print a table, write results/offload/pofo_versus.csv; exit 0."""
+    """Compare pofo with the other offload solvers; print a table, write --out (results/offload/pofo_versus.csv;
+    with --port, results/bench_offload_pofo.csv); exit 0, 2 on bad arguments (before any solving), 130 on Ctrl-C
+    (the finished chains' rows are in --out)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=6)
-    ap.add_argument("--lengths", type=int, nargs="+", default=[3, 5, 8])
-    ap.add_argument("--exact-lengths", type=int, nargs="*", default=[2, 3])
-    ap.add_argument("--time-limit", type=float, default=20.0, help="exact-combined, per run (s)")
-    ap.add_argument("--out", type=Path, default=RESULTS / "pofo_versus.csv")
-    ap.add_argument("--port", type=int, default=0, metavar="N",
+    ap.add_argument("--seeds", type=positive(int), default=6, help="seeds 0..N-1 per length")
+    ap.add_argument("--lengths", type=positive(int), nargs="+", default=[3, 5, 8])
+    ap.add_argument("--exact-lengths", type=positive(int), nargs="*", default=[2, 3])
+    ap.add_argument("--time-limit", type=positive(float), default=20.0, help="exact-combined, per run (s)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="CSV (default results/offload/pofo_versus.csv; with --port, results/bench_offload_pofo.csv)")
+    ap.add_argument("--port", type=positive(int, zero=True), default=0, metavar="N",
                     help="instead: pofo against ColossalAI's POFO port on N random chains "
-                         "(results/bench_offload_pofo.csv)")
-    ap.add_argument("--port-slots", type=int, default=20, help="memory slots of the port's table")
+                         "(written to --out, default results/bench_offload_pofo.csv)")
+    ap.add_argument("--port-slots", type=positive(int), default=20, help="memory slots of the port's table")
     args = ap.parse_args(argv)
+    if args.out is None:  # RESULTS read now (tests point it elsewhere)
+        args.out = RESULTS.parent / "bench_offload_pofo.csv" if args.port else RESULTS / "pofo_versus.csv"
+    return guarded("bench_offload_pofo", lambda: _main(args),
+                   interrupted=f"interrupted: the finished chains' rows are in {args.out} (as it was if none finished)")
+
+
+def _main(args: argparse.Namespace) -> int:
+    """`main` once the arguments are read: --out checked, then the runs, --out rewritten after each chain."""
+    check_out(args.out)
     if args.port:
-        return port_main(args.port, args.port_slots)
-    rows = []
+        return port_main(args.port, args.port_slots, args.out)
+    rows: list[dict[str, Any]] = []
     for L in sorted(set(args.lengths) | set(args.exact_lengths)):
         for seed in range(args.seeds):
             rows += rows_for(L, seed, L in args.exact_lengths, args.time_limit)
+            write_table(pd.DataFrame(rows), args.out)
     table = pd.DataFrame(rows)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out, index=False)
     pairs = [("pofo-dp", "rotor-offload"), ("pofo", "rotor-offload")]
     if "exact-combined" in table:
         pairs += [("exact-combined", "pofo"), ("pofo", "exact-combined"), ("exact-combined", "rotor-offload")]
@@ -136,12 +163,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def port_main(chains: int, port_slots: int) -> int:
-    """Write results/bench_offload_pofo.csv and print pofo's wins, ties and losses against the port."""
-    table = pd.DataFrame(port_rows(chains, port_slots))
-    table["load_1min"] = round(os.getloadavg()[0], 2)
-    out = RESULTS.parent / "bench_offload_pofo.csv"
-    table.to_csv(out, index=False)
+def port_main(chains: int, port_slots: int, out: Path | None = None) -> int:
+    """Write `out` (default results/bench_offload_pofo.csv; rewritten after each chain, ``load_1min`` the
+    load average when its chain started) and print pofo's wins, ties and losses against the port."""
+    out = RESULTS.parent / "bench_offload_pofo.csv" if out is None else Path(out)
+    rows: list[dict[str, Any]] = []
+    for n in range(chains):
+        load = round(os.getloadavg()[0], 2)
+        rows += [{**row, "load_1min": load} for row in port_chain_rows(n, port_slots)]
+        write_table(pd.DataFrame(rows), out)
+    table = pd.DataFrame(rows)
     def val(v: Any) -> float | None:
         return None if v is None or v != v else float(v)
 

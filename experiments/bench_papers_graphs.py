@@ -32,12 +32,18 @@ many cells every exact solver is at most every fast solver.
 note; an empty overhead means no number was published) prints those rows beside ours and adds
 the numbers to the figure as hollow markers; results/published_moccasin.csv holds what
 Moccasin's repository states (its settings; it has no result table). `--merge CSV [CSV ...]`
-rebuilds the CSV, figure and check from earlier runs' CSVs without solving.
+rebuilds the CSV, figure and check from earlier runs' CSVs without solving: one row per
+(instance, fraction, solver), a later file's row replacing an earlier one's (so ``--merge
+all.csv rerun.csv`` replaces rows by a rerun's), each cell's feasibility restated from its rows.
 
 Hours of work: a progress bar (on a terminal's stderr) counts the runs; --out is rewritten
 atomically after each (instance, fraction) cell, so Ctrl-C (exit 130) or a crash keeps every
-finished cell, and ``--resume`` keeps the cells --out has for every asked solver and runs the
-others.
+finished cell, and ``--resume`` keeps every row --out has (other solvers' too) and runs only the
+asked solvers a cell lacks.
+
+Arguments are checked before any solving (one line, exit 2): solver names, positive fractions and
+time limits, a writable --out, a readable --published CSV, and at least one asked instance in
+--graphs (a missing one is named; none found leaves --out as it was).
 """
 
 from __future__ import annotations
@@ -52,9 +58,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memsched.experiments.benchtable import write_csv
+from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
 from memsched.solvers import graph as graphs
-from memsched.solvers.registry import solve
+from memsched.solvers.errors import InputError
+from memsched.solvers.registry import get_problem, solve
 
 #: Short names of the papers' instances -> a pattern of Moccasin's file names.
 INSTANCES: dict[str, str] = {
@@ -110,7 +117,8 @@ LONG_FROM = 500
 
 
 def find_instances(folder: Path, names: list[str]) -> list[tuple[str, Path]]:
-    """(name, path) of the asked instances present in `folder` (a missing one is reported)."""
+    """(name, path) of the asked instances present in `folder` (a missing one is reported; none
+    found is an `InputError` on --graphs)."""
     files = sorted(p.name for p in folder.glob("*.json"))
     found = []
     for name in names:
@@ -119,26 +127,38 @@ def find_instances(folder: Path, names: list[str]) -> list[tuple[str, Path]]:
             found.append((name, folder / hits[0]))
         else:
             print(f"{name}: no file in {folder}", file=sys.stderr)
+    if not found:
+        raise InputError(f"no graph file of {', '.join(names)} in this folder (Moccasin's data/ folder?)",
+                         path=str(folder), field="--graphs")
     return found
 
 
 def read_published(path: Path | None) -> list[dict[str, Any]]:
     """Rows (instance, fraction, source, overhead or None, time_limit_s or None, note) of a
-    published-numbers CSV, or none."""
+    published-numbers CSV, or none; a missing file or a bad row is an `InputError` on --published."""
     if path is None:
         return []
+    if not path.is_file():
+        raise InputError("not a file", path=str(path), field="--published")
     with path.open() as fh:
-        return [
-            {
-                "instance": r["instance"],
-                "fraction": float(r["fraction"]),
-                "source": r["source"],
-                "overhead": float(r["overhead"]) if r.get("overhead") else None,
-                "time_limit_s": float(r["time_limit_s"]) if r.get("time_limit_s") else None,
-                "note": r.get("note", ""),
-            }
-            for r in csv.DictReader(fh)
-        ]
+        try:
+            return [
+                {
+                    "instance": r["instance"],
+                    "fraction": float(r["fraction"]),
+                    "source": r["source"],
+                    "overhead": float(r["overhead"]) if r.get("overhead") else None,
+                    "time_limit_s": float(r["time_limit_s"]) if r.get("time_limit_s") else None,
+                    "note": r.get("note") or "",
+                }
+                for r in csv.DictReader(fh)
+            ]
+        except KeyError as err:
+            raise InputError(f"no column {err} (needs instance, fraction, source, overhead)", path=str(path),
+                             field="--published") from None
+        except (TypeError, ValueError) as err:
+            raise InputError(f"a row is not a number where one is needed: {err}", path=str(path),
+                             field="--published") from None
 
 
 def moccasin_budget(graph: graphs.Graph, fraction: float) -> int:
@@ -160,37 +180,57 @@ def cell_feasibility(rows: list[dict[str, Any]], budget: int, lower: int) -> str
     return f"open: no schedule, B {budget} >= lower bound {lower}"
 
 
-def run(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Every (instance, fraction, solver) run, printed as it ends. --out is rewritten (atomically)
-    after each cell with every finished cell's rows and the cell's feasibility, so an interrupted
-    run keeps its finished cells; with ``args.resume`` the cells --out already has for every asked
-    solver are kept and not run again (its other rows are kept too)."""
+def plan(instances: list[tuple[str, Path]], fractions: list[float], solvers: list[str],
+         kept: list[dict[str, Any]]) -> list[tuple[str, Path, float, list[str]]]:
+    """(instance, path, fraction, the asked solvers that cell still lacks) per cell with any to run:
+    a solver counts as done in a cell when `kept` has its row there."""
+    have = {(r["instance"], r["fraction"], r["solver"]) for r in kept}
+    todo = []
+    for name, path in instances:
+        for frac in fractions:
+            lacking = [s for s in solvers if (name, frac, s) not in have]
+            if lacking:
+                todo.append((name, path, frac, lacking))
+    return todo
+
+
+def place(rows: list[dict[str, Any]], cell: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`rows` with the new rows `cell` (one instance and fraction) after that cell's last row, or at
+    the end when it has none."""
+    key = (cell[0]["instance"], cell[0]["fraction"])
+    last = max((i for i, r in enumerate(rows) if (r["instance"], r["fraction"]) == key), default=len(rows) - 1)
+    return rows[: last + 1] + cell + rows[last + 1:]
+
+
+def run(args: argparse.Namespace, instances: list[tuple[str, Path]], kept: list[dict[str, Any]]
+        ) -> list[dict[str, Any]]:
+    """Every (instance, fraction, solver) run, printed as it ends, after the rows `kept` (``--resume``:
+    those --out has). --out is rewritten (atomically) after each cell with the kept rows, every
+    finished cell's rows and the cells' feasibility (restated from all a cell's rows), so an
+    interrupted run keeps its finished cells; an asked solver whose row a kept cell has is not run
+    again, and the kept rows of solvers not asked stay."""
     out = Path(args.out)
-    kept = read_rows([out]) if args.resume and out.is_file() else []
-    done = {
-        key for key in {(r["instance"], r["fraction"]) for r in kept}
-        if set(args.solvers) <= {r["solver"] for r in kept if (r["instance"], r["fraction"]) == key}
-    }
-    instances = find_instances(Path(args.graphs), args.instances)
-    todo = [(name, path, frac) for name, path in instances for frac in args.fractions if (name, frac) not in done]
-    rows = [r for r in kept if (r["instance"], r["fraction"]) not in {(n, f) for n, _, f in todo}]
+    todo = plan(instances, args.fractions, args.solvers, kept)
+    rows = list(kept)
     if kept:
-        print(f"resumed: {len(done)} cells of {out} kept, {len(todo)} to run", file=sys.stderr)
+        cells = len(instances) * len(args.fractions)
+        print(f"resumed: {cells - len(todo)} of {cells} cells complete in {out}, "
+              f"{sum(len(s) for *_, s in todo)} runs to do", file=sys.stderr)
     from tqdm import tqdm
 
-    bar = tqdm(total=len(todo) * len(args.solvers), unit="run", file=sys.stderr, leave=False,
+    bar = tqdm(total=sum(len(s) for *_, s in todo), unit="run", file=sys.stderr, leave=False,
                disable=not sys.stderr.isatty())
     header = f"{'instance':<10} {'n':>5} {'M':>4} {'solver':<16} {'status':<10} {'overhead':>9} {'gap':>8} {'time':>7}"
     tqdm.write(header, file=sys.stdout)
     graph_of: dict[str, graphs.Graph] = {}
-    for name, path, frac in todo:
+    for name, path, frac, solvers in todo:
         g = graph_of.setdefault(name, graphs.load(str(path)))
         once = g.total_cpu()
         ref, lower = graphs.reference_peak(g), g.necessary_budget()
         limit = args.time_limit if g.n < LONG_FROM else args.long_time_limit
         budget = moccasin_budget(g, frac)
         cell: list[dict[str, Any]] = []
-        for solver in args.solvers:
+        for solver in solvers:
             bar.set_description(f"{name} {frac:.0%} {solver}")
             load = os.getloadavg()[0]
             t0 = time.perf_counter()
@@ -232,30 +272,61 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 file=sys.stdout,
             )
             bar.update()
-        feas = cell_feasibility(cell, budget, lower)
+        before = [r for r in rows if (r["instance"], r["fraction"]) == (name, frac)]
+        feas = cell_feasibility(before + cell, budget, lower)
         tqdm.write(f"{name:<10} {frac:>4.0%} {feas}", file=sys.stdout)
-        for row in cell:
+        for row in before + cell:
             row["cell"] = feas
-        rows.extend(cell)
+        rows = place(rows, cell)
         write_csv(rows, out, FIELDS)
     bar.close()
-    if not todo:
-        write_csv(rows, out, FIELDS)
     return rows
 
 
-def read_rows(paths: list[Path]) -> list[dict[str, Any]]:
-    """The rows of earlier runs' CSVs (numbers parsed back; a missing column is left empty)."""
+def read_rows(paths: list[Path], field: str = "--merge") -> list[dict[str, Any]]:
+    """The rows of earlier runs' CSVs (numbers parsed back; a missing column is left empty); a
+    missing file or a row that is not a number where one is needed is an `InputError` on `field`."""
     rows = []
     for path in paths:
+        if not path.is_file():
+            raise InputError("not a file", path=str(path), field=field)
         with path.open() as fh:
             for r in csv.DictReader(fh):
-                row: dict[str, Any] = {k: r.get(k, "") for k in FIELDS}
-                for k in ("fraction", "makespan", "overhead", "bound", "gap", "time_s"):
-                    row[k] = float(row[k]) if row[k] not in ("", None) else None
-                row["peak"] = int(float(row["peak"])) if row["peak"] not in ("", None) else None
+                row: dict[str, Any] = {k: r.get(k) or "" for k in FIELDS}
+                try:
+                    for k in ("fraction", "makespan", "overhead", "bound", "gap", "time_s"):
+                        row[k] = float(row[k]) if row[k] != "" else None
+                    row["peak"] = int(float(row["peak"])) if row["peak"] != "" else None
+                except ValueError as err:
+                    raise InputError(f"a row is not a number where one is needed: {err}", path=str(path),
+                                     field=field) from None
                 rows.append(row)
     return rows
+
+
+def merged(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`rows` (the --merge CSVs' rows, in file order) with one row per (instance, fraction, solver): a
+    later row replaces an earlier one in its place (a rerun's row replaces the old run's). A cell's
+    feasibility is restated from its rows (`cell_feasibility`) when they all have its budget and
+    lower bound."""
+    by_key: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
+    for r in rows:
+        by_key[(r["instance"], r["fraction"], r["solver"])] = r
+    out = list(by_key.values())
+    cells: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for r in out:
+        cells.setdefault((r["instance"], r["fraction"]), []).append(r)
+    for cell in cells.values():
+        try:
+            budgets = {int(float(r["budget"])) for r in cell}
+            lower = {int(float(r["min_peak_lb"])) for r in cell}
+        except ValueError:  # an older CSV without these columns: its cells stay as written
+            continue
+        if len(budgets) == 1 and len(lower) == 1:
+            feas = cell_feasibility(cell, budgets.pop(), lower.pop())
+            for r in cell:
+                r["cell"] = feas
+    return out
 
 
 def published_beside(rows: list[dict[str, Any]], published: list[dict[str, Any]]) -> list[str]:
@@ -356,34 +427,43 @@ def figure(rows: list[dict[str, Any]], published: list[dict[str, Any]], path: Pa
 
 def main(argv: list[str] | None = None) -> int:
     """Solve the papers' graphs (Moccasin's files in --graphs) at each budget fraction; print a table, write the CSV
-    and PNG; exit 0, 2 if --graphs is not a folder."""
+    and PNG; exit 0, 2 on bad arguments (checked before any solving), 130 on Ctrl-C (finished cells kept)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graphs", help="folder with Moccasin's data/ graph files (required unless --merge)")
     ap.add_argument("--instances", nargs="+", default=list(INSTANCES), choices=list(INSTANCES))
-    ap.add_argument("--fractions", type=float, nargs="+", default=[0.9, 0.8])
-    ap.add_argument("--solvers", nargs="+", default=list(EXACT + FAST))
-    ap.add_argument("--time-limit", type=float, default=180.0, help="exact solvers, graphs up to 500 nodes (s)")
-    ap.add_argument("--long-time-limit", type=float, default=360.0, help="exact solvers, larger graphs (s)")
-    ap.add_argument("--slots", type=int, default=0, help="memory slots (0: exact sizes)")
-    ap.add_argument("--workers", type=int, default=1, help="threads of the exact solvers' backends")
+    ap.add_argument("--fractions", type=positive(float), nargs="+", default=[0.9, 0.8],
+                    help="budgets as fractions (> 0) of the file order's peak (default 0.9 0.8)")
+    ap.add_argument("--solvers", nargs="+", default=list(EXACT + FAST), choices=list(get_problem("graph").solvers),
+                    metavar="SOLVER", help=f"graph solvers (default {' '.join(EXACT + FAST)})")
+    ap.add_argument("--time-limit", type=positive(float), default=180.0,
+                    help="exact solvers, graphs up to 500 nodes (s)")
+    ap.add_argument("--long-time-limit", type=positive(float), default=360.0, help="exact solvers, larger graphs (s)")
+    ap.add_argument("--slots", type=positive(int, zero=True), default=0, help="memory slots (0: exact sizes)")
+    ap.add_argument("--workers", type=positive(int), default=1, help="threads of the exact solvers' backends")
     ap.add_argument("--published", type=Path, default=None, help="CSV: instance, fraction, source, overhead")
     ap.add_argument("--out", default="results/bench_papers_graphs.csv")
     ap.add_argument("--resume", action="store_true",
-                    help="keep the cells --out already has for every asked solver; run the others")
+                    help="keep every row --out already has (other solvers' too); run only the asked solvers a "
+                         "cell lacks")
     ap.add_argument(
         "--merge",
         type=Path,
         nargs="+",
         default=None,
-        help="rebuild --out, its figure and the check from these CSVs (no solving)",
+        help="rebuild --out, its figure and the check from these CSVs (no solving); one row per (instance, "
+             "fraction, solver), a later file's row replacing an earlier one's (to replace rows by a rerun's)",
     )
     args = ap.parse_args(argv)
     step = ["cells"]
-    try:
-        return _main(args, step)
-    except KeyboardInterrupt:
-        print(f"\n{_interrupted(args, step[0])}", file=sys.stderr)
-        return 130
+
+    def body() -> int:
+        try:
+            return _main(args, step)
+        except KeyboardInterrupt:
+            print(f"\nbench_papers_graphs: {_interrupted(args, step[0])}", file=sys.stderr)
+            return 130
+
+    return guarded("bench_papers_graphs", body)
 
 
 def _interrupted(args: argparse.Namespace, step: str) -> str:
@@ -400,30 +480,42 @@ def _interrupted(args: argparse.Namespace, step: str) -> str:
 
 
 def _main(args: argparse.Namespace, step: list[str]) -> int:
-    """`main` once the arguments are read; `step[0]` names what is being done (`_interrupted`)."""
+    """`main` once the arguments are read; `step[0]` names what is being done (`_interrupted`).
+    Every input is checked (`InputError`) before --out is touched."""
+    check_out(args.out)
+    published = read_published(args.published)
     if args.merge is not None:
         missing = [p for p in args.merge if not p.is_file()]
         if missing:
-            print(f"bench_papers_graphs: --merge: {missing[0]} is not a file", file=sys.stderr)
-            return 2
+            raise InputError("not a file", path=str(missing[0]), field="--merge")
         step[0] = "merge"
-        rows = read_rows(args.merge)
+        rows = merged(read_rows(args.merge))
+        if not rows:
+            raise InputError("no rows in these CSVs (--out left as it was)", path=" ".join(map(str, args.merge)),
+                             field="--merge")
         write_csv(rows, args.out, FIELDS)
+        wrote_out = True
     elif not Path(args.graphs or "").is_dir():
-        print(f"bench_papers_graphs: --graphs: {args.graphs} is not a folder", file=sys.stderr)
-        return 2
+        raise InputError("not a folder", path=str(args.graphs), field="--graphs")
     else:
-        rows = run(args)
+        instances = find_instances(Path(args.graphs), args.instances)
+        out = Path(args.out)
+        kept = read_rows([out], field="--out") if args.resume and out.is_file() else []
+        rows = run(args, instances, kept)
+        wrote_out = len(rows) > len(kept)  # a run adds its rows; none ran: --out is as it was
+        if not wrote_out:
+            print(f"nothing to run: {out} has every asked solver's row in every asked cell (left as it was)",
+                  file=sys.stderr)
     step[0] = "report"
     good, total, bad = exact_vs_fast(rows)
     print(f"exact <= every fast solver in {good}/{total} cells" + (f" (not: {', '.join(bad)})" if bad else ""))
-    published = read_published(args.published)
     for line in published_beside(rows, published):
         print(line)
     if rows:
         png = Path(args.out).with_suffix(".png")
         figure(rows, published, png)
-        print(f"wrote {args.out} ({len(rows)} rows) and {png}", file=sys.stderr)
+        print(f"wrote {args.out} ({len(rows)} rows) and {png}" if wrote_out else f"wrote {png}",
+              file=sys.stderr)
     return 0
 
 
