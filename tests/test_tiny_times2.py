@@ -204,3 +204,21 @@ def test_chain_phase_answer_claim_check_is_relative(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(cpsat, "simulate", slow)
     with pytest.raises(RuntimeError, match="phase model claims"):
         _answer(_load(tmp_path, CHAIN, TINY), 26, lp_bound=None)
+
+
+def test_same_or_less_with_an_open_cap() -> None:
+    """An infinite cap is no makespan within a tolerance of every finite one (A* stopped at once and
+    said infeasible when no fast solver seeded it)."""
+    from memsched.solvers.exact.layer import same_or_less
+
+    inf = float("inf")
+    assert not same_or_less(inf, 18.0) and same_or_less(18.0, inf) and same_or_less(inf, inf)
+
+
+def test_join_exact_without_a_seed_searches(tmp_path: Path) -> None:
+    """Join `exact` with warm_start=False (no seed, an open cap) proves the optimum instead of 'infeasible'."""
+    tiny = str(Path(__file__).resolve().parents[1] / "solvers" / "data" / "join" / "tiny.json")
+    res = api.solve(tiny, 20, "exact", warm_start=False, time_limit=20)
+    assert res.status == "optimal" and res.makespan is not None
+    dp = api.solve(tiny, 20, "dp")
+    assert dp.makespan is not None and res.makespan <= dp.makespan * (1 + 1e-9)

@@ -293,7 +293,10 @@ def _replay(problem: str) -> Callable[..., Any]:
 def same_or_less(value: float, other: float) -> bool:
     """Whether makespan `value` is at most `other` (same time units) up to `REL_TOL` of the larger
     magnitude: purely relative, so exact when both are 0 and as fine for makespans of 1e-12
-    units as for makespans of seconds."""
+    units as for makespans of seconds. An infinite one (no schedule, an open cap) compares plainly:
+    inf is at most inf only, and no finite value is within a tolerance of it."""
+    if math.isinf(value) or math.isinf(other):
+        return value <= other
     return value <= other + REL_TOL * max(abs(value), abs(other))
 
 
