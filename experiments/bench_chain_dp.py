@@ -23,10 +23,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-from memsched.experiments.benchtable import write_csv
+from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
 from memsched.solvers.chain import dp as rotor_mod
 from memsched.solvers.chain import reference_peak, simulate
 from memsched.solvers.chain.generate import random_chain
+from memsched.solvers.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = ["L", "slots", "seed", "budget_fraction", "budget", "cells", "table_s", "schedule_s", "total_s",
@@ -37,7 +38,7 @@ FIELDS = ["L", "slots", "seed", "budget_fraction", "budget", "cells", "table_s",
 def run_one(L: int, slots: int, seed: int, fraction: float, repeat: int, kernel: str) -> dict:
     """Best of `repeat` timings (s) of the rotor DP table (with `kernel`) and schedule on a random chain
     of L stages at `fraction` of its store-all peak, `slots` slots; the makespan is checked by the
-    simulator. One CSV row."""
+    simulator. One CSV row. `InputError` (naming --fraction) when that budget has no schedule."""
     chain = random_chain(L, seed)
     budget = int(fraction * reference_peak(chain))
     work = chain.discretised(budget / slots)
@@ -48,7 +49,12 @@ def run_one(L: int, slots: int, seed: int, fraction: float, repeat: int, kernel:
         w0, c0 = time.perf_counter(), time.process_time()
         table = rotor_mod.rotor_table(work, m_top, kernel=kernel)
         w1 = time.perf_counter()
-        schedule = table.schedule(m_top)
+        try:
+            schedule = table.schedule(m_top)
+        except ValueError:  # no schedule within the budget (a short chain at a small fraction, or few slots)
+            raise InputError(f"no schedule of the random chain L={L} (seed {seed}) within {fraction} of its "
+                             f"store-all peak at {slots} slots: raise --fraction or --slots", field="--fraction") \
+                from None
         w2, c2 = time.perf_counter(), time.process_time()
         row = {"table_s": w1 - w0, "schedule_s": w2 - w1, "total_s": w2 - w0, "cpu_s": c2 - c0, "load_avg_1min": load}
         if best is None or row["total_s"] < best["total_s"]:
@@ -68,36 +74,49 @@ def run_one(L: int, slots: int, seed: int, fraction: float, repeat: int, kernel:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Time the chain DP over lengths and slots; print a table, write the CSV (``--out``); exit 0."""
+    """Time the chain DP over lengths and slots; print a table, write the CSV (``--out``); exit 0 (2 on a
+    bad argument, 130 on Ctrl-C, the rows finished before it written)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lengths", type=int, nargs="+", default=[50, 100, 200, 400])
-    ap.add_argument("--slots", type=int, nargs="+", default=[100, 500])
-    ap.add_argument("--fraction", type=float, default=0.5, help="budget as a fraction of the store-all peak")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--repeat", type=int, default=3, help="best of N runs (1 for L > 200)")
+    ap.add_argument("--lengths", type=positive(int), nargs="+", default=[50, 100, 200, 400])
+    ap.add_argument("--slots", type=positive(int), nargs="+", default=[100, 500])
+    ap.add_argument("--fraction", type=positive(float), default=0.5, help="budget as a fraction of the store-all peak")
+    ap.add_argument("--seed", type=positive(int, zero=True), default=0)
+    ap.add_argument("--repeat", type=positive(int), default=3, help="best of N runs (1 for L > 200)")
     ap.add_argument("--kernel", choices=rotor_mod.KERNELS, default=None,
                     help="the DP kernel (default: the fastest available)")
     ap.add_argument("--out", default=str(ROOT / "results" / "bench_chain_dp.csv"))
     args = ap.parse_args(argv)
+    return guarded("bench_chain_dp", lambda: _run(args),
+                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
 
+
+def _run(args: argparse.Namespace) -> int:
+    """The body of `main`: --out checked, the kernel warmed up, one row per (L, slots); on Ctrl-C the
+    rows finished so far are written to --out before the interrupt goes on."""
+    check_out(args.out)
     t0 = time.perf_counter()
     kernel = args.kernel or rotor_mod.kernel_backend()
     rotor_mod.rotor_table(random_chain(3, 0), 10, kernel=kernel)
     warm = time.perf_counter() - t0
     print(f"kernel: {kernel}; warm-up (build, compile or cache load) "
           f"{warm:.2f} s; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", file=sys.stderr)
-    rows = []
+    rows: list[dict] = []
     header = f"{'L':>5} {'slots':>6} {'cells':>11} {'table s':>9} {'sched s':>9} {'total s':>9} {'cpu s':>8} " \
              f"{'load':>5} {'recomp':>7}"
     print(header)
-    for L in args.lengths:
-        for slots in args.slots:
-            row = run_one(L, slots, args.seed, args.fraction, args.repeat if L <= 200 else 1,
-                          kernel)
-            rows.append(row)
-            print(f"{L:>5} {slots:>6} {row['cells']:>11,} {row['table_s']:>9.3f} {row['schedule_s']:>9.3f} "
-                  f"{row['total_s']:>9.3f} {row['cpu_s']:>8.3f} {row['load_avg_1min']:>5.1f} "
-                  f"{row['recomputations']:>7}", flush=True)
+    try:
+        for L in args.lengths:
+            for slots in args.slots:
+                row = run_one(L, slots, args.seed, args.fraction, args.repeat if L <= 200 else 1,
+                              kernel)
+                rows.append(row)
+                print(f"{L:>5} {slots:>6} {row['cells']:>11,} {row['table_s']:>9.3f} {row['schedule_s']:>9.3f} "
+                      f"{row['total_s']:>9.3f} {row['cpu_s']:>8.3f} {row['load_avg_1min']:>5.1f} "
+                      f"{row['recomputations']:>7}", flush=True)
+    except KeyboardInterrupt:
+        if rows:
+            write_csv(rows, args.out, FIELDS)
+        raise
     out = write_csv(rows, args.out, FIELDS)
     print(f"wrote {out}", file=sys.stderr)
     return 0

@@ -46,11 +46,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from memsched.experiments.benchtable import print_and_write_frame
+from memsched.experiments.benchtable import check_out, guarded, positive, print_and_write_frame, write_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
 L, SLOTS, BUDGET = 200, 500, "50%"
+FIELDS = ["measure", "what", "runs", "median_s", "min_s", "median_cpu_s", "load_avg_1min", "detail"]
 
 
 def memsched_cmd() -> list[str]:
@@ -142,28 +143,58 @@ def import_offenders(cmd: list[str], top: int) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Time fresh ``memsched`` processes; print a table, write results/bench_cli_startup.csv; exit 0."""
+    """Time fresh ``memsched`` processes; print a table, write results/bench_cli_startup.csv; exit 0 (2 on a bad
+    argument, 130 on Ctrl-C, the rows finished before it written)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=5, help="fresh processes per command (default %(default)s)")
+    parser.add_argument("--runs", type=positive(int), default=5,
+                        help="fresh processes per command (default %(default)s)")
     parser.add_argument("--rotor-c", metavar="PATH", default=os.environ.get("MEMSCHED_ROTOR_C"),
                         help="rotor's dynamic_programs.c (compiled here) or a folder with the built module")
     parser.add_argument("--output", default=str(RESULTS / "bench_cli_startup.csv"))
     args = parser.parse_args(argv)
+    if args.rotor_c and not Path(args.rotor_c).exists():
+        parser.error(f"--rotor-c: {args.rotor_c!r} does not exist")
+    return guarded("bench_cli_startup", lambda: _main(args),
+                   interrupted=f"interrupted: the finished rows are in {args.output} (as it was if none finished)")
 
+
+def _main(args: argparse.Namespace) -> int:
+    """The body of `main`: --output checked, the processes timed in a scratch folder (removed after), the
+    table printed and written; on Ctrl-C the rows finished so far are written to --output before the
+    interrupt goes on."""
+    check_out(args.output, "--output")
+    work = Path(tempfile.mkdtemp(prefix="bench-cli-"))
+    rows: list[dict[str, Any]] = []
+    try:
+        _measure(args, work, rows)
+    except KeyboardInterrupt:
+        if rows:
+            write_csv(rows, args.output, FIELDS)
+        raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    print_and_write_frame(frame, args.output, lambda v: f"{v:.3f}", width=200, max_colwidth=90)
+    return 0
+
+
+def _measure(args: argparse.Namespace, work: Path, rows: list[dict[str, Any]]) -> None:
+    """Append to `rows` each measure of the module docstring (the chain file under `work`)."""
     from memsched.solvers.chain.dp import solve_rotor
     from memsched.solvers.chain.generate import random_chain
     from memsched.solvers.chain.jit import kernel_backend
     from memsched.solvers.registry import get_problem
     from memsched.solvers.units import parse_budget
 
-    work = Path(tempfile.mkdtemp(prefix="bench-cli-"))
     chain = random_chain(L, seed=0)
     path = work / f"chain{L}.json"
     chain.save(path)
     budget = parse_budget(BUDGET, get_problem("chain").reference_peak(chain))
     ms = memsched_cmd()
     solve = [*ms, "solve", str(path), "--budget", BUDGET, "--solver", "rotor", "--slots", str(SLOTS), "--json"]
-    rows = []
     for what, cmd in (("python -c pass", [sys.executable, "-c", "pass"]), ("memsched --help", [*ms, "--help"]),
                       ("memsched solvers", [*ms, "solvers"])):
         times, _, cpus = timed(cmd, args.runs)
@@ -204,13 +235,6 @@ def main(argv: list[str] | None = None) -> int:
                         f"whole-process memsched solve / C DP = {whole / c_med:.3f} (target <= 0.2); "
                         f"in CPU seconds {whole_cpu / c_cpu:.3f}", ccpus))
     rows.extend(import_offenders(solve, 12))
-    shutil.rmtree(work, ignore_errors=True)
-
-    import pandas as pd
-
-    frame = pd.DataFrame(rows)
-    print_and_write_frame(frame, args.output, lambda v: f"{v:.3f}", width=200, max_colwidth=90)
-    return 0
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import sys
 import time
 
 import torch
-from memsched.experiments.benchtable import write_csv
+from memsched.experiments.benchtable import check_out, guarded, write_csv
 from torch import nn
 
 COLUMNS = ("stages", "plain_us", "executor_us", "overhead_us", "per_stage_us", "repeats", "load")
@@ -75,7 +75,8 @@ def measure(L: int, repeats: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Measure each chain length, print the table, write the CSV; exit 0 (2 on a bad argument)."""
+    """Measure each chain length, print the table, write the CSV; exit 0 (2 on a bad argument, 130 on Ctrl-C,
+    the rows finished before it written)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stages", default="4,8,16,32", help="comma-separated chain lengths L >= 1")
     parser.add_argument("--repeats", type=int, default=400, help="timed steps of each kind per length")
@@ -89,12 +90,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_executor_overhead: --stages {args.stages!r} / --repeats {args.repeats}: "
               "lengths must be integers >= 1 and repeats >= 1", file=sys.stderr)
         return 2
+    return guarded("bench_executor_overhead", lambda: _main(lengths, args.repeats, args.out),
+                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+
+
+def _main(lengths: list[int], repeats: int, out: str) -> int:
+    """The body of `main`: `out` checked, one row per length measured and written; on Ctrl-C the rows
+    finished so far are written to `out` before the interrupt goes on."""
+    check_out(out)
     torch.set_num_threads(1)
-    rows = []
-    for L in lengths:
-        rows.append(measure(L, args.repeats))
-        print("  ".join(f"{k} {v}" for k, v in rows[-1].items()), flush=True)
-    print(f"wrote {write_csv(rows, args.out, COLUMNS)}")
+    rows: list[dict] = []
+    try:
+        for L in lengths:
+            rows.append(measure(L, repeats))
+            print("  ".join(f"{k} {v}" for k, v in rows[-1].items()), flush=True)
+    except KeyboardInterrupt:
+        if rows:
+            write_csv(rows, out, COLUMNS)
+        raise
+    print(f"wrote {write_csv(rows, out, COLUMNS)}")
     return 0
 
 

@@ -9,9 +9,11 @@ Two groups of instances (seeded, `solvers.join.generate.random_join`):
   each method's gap to the true optimum;
 - ``medium``: 6-24 stages per branch, every method at ``--slots`` (default 100) memory slots.
 
-Budgets are fractions of the store-all peak. Prints a table, writes ``results/bench_join.csv``
-(one row per instance, budget and solver) and, with ``--figure``, ``results/bench_join.png``.
-Usage: ``python -m memsched.experiments.bench_join [--quick] [--slots N] [--figure] [--cpsat-medium S]``.
+Budgets are fractions of the store-all peak. Prints a table, writes ``--out`` (default
+``results/bench_join.csv``; one row per instance, budget and solver) and, with ``--figure``, the
+figure beside it (``--out`` with ``.png``: ``results/bench_join.png`` by default).
+Usage: ``python -m memsched.experiments.bench_join [--quick] [--slots N] [--figure] [--cpsat-medium S]
+[--out CSV]``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import platform
 import time
 from pathlib import Path
 
-from memsched.experiments.benchtable import write_csv
+from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
 from memsched.solvers import __version__, registry
 from memsched.solvers.join import reference_peak
 from memsched.solvers.join.generate import random_join
@@ -47,11 +49,14 @@ def _value(res) -> float:
     return res.objective if res.objective is not None else math.inf
 
 
-def run(quick: bool = False, slots: int = 100, seed: int = 0, cpsat_medium: float = 0.0) -> list[dict]:
-    """Solve the small and medium join instances at each budget fraction with each solver; one row per run."""
+def run(quick: bool = False, slots: int = 100, seed: int = 0, cpsat_medium: float = 0.0,
+        rows: list[dict] | None = None) -> list[dict]:
+    """Solve the small and medium join instances at each budget fraction with each solver; one row per run,
+    appended to `rows` (when given) as soon as its instance and budget are done, so a caller interrupted
+    keeps the finished ones."""
     medium_fracs = [0.4, 0.55, 0.7, 0.85, 1.0] if quick else [0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 1.0]
     small_fracs = [0.65, 0.75, 0.85, 1.0] if quick else [0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 1.0]
-    rows: list[dict] = []
+    rows = [] if rows is None else rows
     groups = [("small", SMALL, 0, small_fracs), ("medium", MEDIUM, slots, medium_fracs)]
     for group, family, group_slots, fracs in groups:
         for name, lengths in family.items():
@@ -151,20 +156,40 @@ def figure(rows: list[dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Benchmark the join solvers; print a table, write results/bench_join.csv (and the PNG with --figure); exit 0."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Benchmark the join solvers; print a table, write --out (and the PNG beside it with --figure); exit 0 (2 on
+    a bad argument, 130 on Ctrl-C, the rows finished before it written)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer budgets, skip the largest instance")
-    parser.add_argument("--slots", type=int, default=100, help="memory slots for the medium instances")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--slots", type=positive(int, zero=True), default=100,
+                        help="memory slots for the medium instances (0: exact sizes)")
+    parser.add_argument("--seed", type=positive(int, zero=True), default=0)
     parser.add_argument("--out", default=str(ROOT / "results" / "bench_join.csv"))
-    parser.add_argument("--figure", action="store_true", help="also write results/bench_join.png")
-    parser.add_argument("--cpsat-medium", type=float, default=0.0, metavar="S",
+    parser.add_argument("--figure", action="store_true",
+                        help="also write the figure beside --out: its name with .png (default "
+                             "results/bench_join.png)")
+    parser.add_argument("--cpsat-medium", type=positive(float, zero=True), default=0.0, metavar="S",
                         help="also run the CP-SAT model on the medium instances, S seconds each (0: no)")
     args = parser.parse_args(argv)
-    t0 = time.perf_counter()
-    rows = run(args.quick, args.slots, args.seed, args.cpsat_medium)
-    print_table(rows)
+    return guarded("bench_join", lambda: _main(args),
+                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+
+
+def _main(args: argparse.Namespace) -> int:
+    """The body of `main`: --out checked, the instances solved, the table printed and written; on Ctrl-C
+    the rows finished so far are written to --out before the interrupt goes on."""
     out = Path(args.out)
+    check_out(out)
+    if args.figure:
+        check_out(out.with_suffix(".png"), "--figure")
+    t0 = time.perf_counter()
+    rows: list[dict] = []
+    try:
+        run(args.quick, args.slots, args.seed, args.cpsat_medium, rows)
+    except KeyboardInterrupt:
+        if rows:
+            write_csv(rows, out, FIELDS)
+        raise
+    print_table(rows)
     write_csv(rows, out, FIELDS)
     print(f"wrote {out} ({len(rows)} rows) in {time.perf_counter() - t0:.1f} s")
     if args.figure:

@@ -24,13 +24,14 @@ import argparse
 import math
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from memsched.experiments.benchtable import write_csv
+from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
 
 FIELDS = ("graph", "n", "variables", "rows", "nonzeros", "backend", "status", "seconds",
           "model_bytes_per_nnz", "backend_bytes_per_nnz", "measured_gb", "estimated_gb", "estimate_covers", "load")
@@ -56,7 +57,9 @@ def guard_columns(size: Any, backend: str, measured_bytes: float) -> dict[str, A
 def _measure(conn: Any, graph: Any, backend: str, time_limit: float, grace: float) -> None:
     """Child body: build the model, solve it with `backend`, send the measured row. A backend still
     running `grace` seconds past its limit (SCIP's presolve and HiGHS's root LP on large models do
-    not look at the clock) is measured then, reported with status ``overran``, and the child exits."""
+    not look at the clock) is measured then, reported with status ``overran``, and the child exits. Ctrl-C is
+    ignored here: the parent, interrupted, kills the child (`measure`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from memsched.solvers.exact.memory import ModelSize
     from memsched.solvers.exact.options import Deadline, DeadlineExceeded
     from memsched.solvers.graph import reference_peak
@@ -107,7 +110,8 @@ def _measure(conn: Any, graph: Any, backend: str, time_limit: float, grace: floa
 
 
 def measure(graph: Any, backend: str, time_limit: float, grace: float = 30.0) -> dict[str, Any] | None:
-    """One run in a forked child (its own peak); None when the child ended without an answer."""
+    """One run in a forked child (its own peak); None when the child ended without an answer. On Ctrl-C
+    the child is killed before the interrupt goes on."""
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_measure, args=(send, graph, backend, time_limit, grace))
@@ -117,6 +121,10 @@ def measure(graph: Any, backend: str, time_limit: float, grace: float = 30.0) ->
         row = recv.recv()
     except EOFError:  # the child failed (its traceback is on stderr) or was killed
         row = None
+    except KeyboardInterrupt:
+        proc.kill()
+        proc.join()
+        raise
     proc.join()
     return row
 
@@ -146,23 +154,37 @@ def reestimate(path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Measure every (graph, backend) pair, print the table, write --out after each run; 0 on success."""
-    from memsched.solvers import graph as graphs
-    from memsched.solvers.graph.generate import random_layered
-    from memsched.solvers.graph.milp import checkmate_size
-
+    """Measure every (graph, backend) pair, print the table, write --out after each run; 0 on success (2 on a
+    bad argument, 130 on Ctrl-C: --out holds the runs measured before it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[100, 200, 300], help="nodes of the generated graphs")
+    ap.add_argument("--sizes", type=positive(int), nargs="+", default=[100, 200, 300],
+                    help="nodes of the generated graphs")
     ap.add_argument("--graphs", nargs="*", default=[], help="graph files to measure as well")
     ap.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
-    ap.add_argument("--time-limit", type=float, default=20.0, help="seconds per backend run")
-    ap.add_argument("--grace", type=float, default=30.0, help="seconds past the limit before a run counts as overran")
+    ap.add_argument("--time-limit", type=positive(float), default=20.0, help="seconds per backend run (> 0)")
+    ap.add_argument("--grace", type=positive(float, zero=True), default=30.0,
+                    help="seconds past the limit before a run counts as overran (>= 0)")
     ap.add_argument("--out", default="results/bench_model_memory.csv")
     ap.add_argument("--resume", action="store_true", help="keep --out's rows; measure only the pairs it lacks")
     ap.add_argument("--reestimate", action="store_true",
                     help="measure nothing: recompute --out's estimated_gb and estimate_covers with the guard's "
                          "current constants")
     args = ap.parse_args(argv)
+    missing = [p for p in args.graphs if not Path(p).is_file()]
+    if missing:
+        ap.error(f"--graphs: {missing[0]!r} is not a file")
+    return guarded("bench_model_memory", lambda: _main(args),
+                   interrupted=f"interrupted: the finished runs are in {args.out} (written after each run)")
+
+
+def _main(args: argparse.Namespace) -> int:
+    """The body of `main`: --out checked, then re-estimated, or each pair measured and --out rewritten
+    after each run."""
+    from memsched.solvers import graph as graphs
+    from memsched.solvers.graph.generate import random_layered
+    from memsched.solvers.graph.milp import checkmate_size
+
+    check_out(args.out)
     if args.reestimate:
         return reestimate(Path(args.out))
     todo = [(f"random_layered({n}, 0)", lambda n=n: random_layered(n, 0)) for n in args.sizes]

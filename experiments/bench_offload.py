@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import argparse
 import platform
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
 from memsched.solvers import __version__, registry
 from memsched.solvers.chain import Chain, reference_peak
 from memsched.solvers.offload import OffloadInstance
@@ -64,10 +67,12 @@ def scaled(chain: Chain, factor: float) -> Chain:
                  u_fa=chain.u_fa * factor, u_fn=chain.u_fn * factor)
 
 
-def run(chains: list[Chain], bandwidths: list[float], fractions: list[float], slots: int) -> pd.DataFrame:
+def run(chains: list[Chain], bandwidths: list[float], fractions: list[float], slots: int,
+        rows: list[dict[str, Any]] | None = None) -> pd.DataFrame:
     """Solve each chain x bandwidth (bytes/s) x budget fraction; one row per point and strategy (remat only, offload
-    only, both) with its best makespan."""
-    rows = []
+    only, both) with its best makespan, appended to `rows` (when given) as soon as it is solved, so a caller
+    interrupted keeps the finished ones."""
+    rows = [] if rows is None else rows
     grid = [(c, bw, f) for c in chains for bw in bandwidths for f in fractions]
     for chain, bw, fraction in tqdm(grid, desc="offload", unit="point"):
         inst = OffloadInstance(chain, bw)
@@ -118,19 +123,34 @@ def figure(table: pd.DataFrame, note: str, out: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     """Run the offload trade-off benchmark; print a table, write results/offload/offload_tradeoff.csv and the figure
-    (PNG, PDF)."""
+    (PNG, PDF); exit 0 (2 on a bad argument, 130 on Ctrl-C, the rows finished before it written)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chains", nargs="*", help="chain files to use instead of profiling the zoo")
-    parser.add_argument("--activation-rate", type=float, default=30e9,
+    parser.add_argument("--activation-rate", type=positive(float, zero=True), default=30e9,
                         help="bytes/s of tapes produced per second of compute after rescaling (0: keep times)")
-    parser.add_argument("--bandwidths", nargs="+", type=float, default=[12e9, 25e9, 50e9])
-    parser.add_argument("--slots", type=int, default=200)
+    parser.add_argument("--bandwidths", nargs="+", type=positive(float), default=[12e9, 25e9, 50e9])
+    parser.add_argument("--slots", type=positive(int, zero=True), default=200)
     parser.add_argument("--quick", action="store_true", help="fewer budgets")
     args = parser.parse_args(argv)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    chains = [Chain.load(p) for p in args.chains] if args.chains else profiled_chains(args.quick)
+    missing = [p for p in args.chains or [] if not Path(p).is_file()]
+    if missing:
+        parser.error(f"--chains: {missing[0]!r} is not a file")
+    out = RESULTS / "offload_tradeoff.csv"
+    return guarded("bench_offload", lambda: _main(args, out),
+                   interrupted=f"interrupted: the finished rows are in {out} (as it was if none finished)"
+                               "; the figure was not drawn")
+
+
+def _main(args: argparse.Namespace, out: Path) -> int:
+    """The body of `main`: `out` checked, the chains loaded (or profiled) and rescaled, the grid solved, the
+    CSV, figure and table written; on Ctrl-C the rows finished so far are written to `out` before the
+    interrupt goes on."""
+    check_out(out, "output")
+    loaded = [Chain.load(p) for p in args.chains] if args.chains else None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    chains = loaded if loaded is not None else profiled_chains(args.quick)
     scales = {}
     for k, c in enumerate(chains):
         factor = 1.0
@@ -139,17 +159,24 @@ def main(argv: list[str] | None = None) -> None:
         scales[c.name] = factor
         chains[k] = scaled(c, factor)
     fractions = [0.3, 0.6, 1.0] if args.quick else list(np.round(np.arange(0.2, 1.01, 0.1), 2))
-    table = run(chains, args.bandwidths, fractions, args.slots)
+    rows: list[dict[str, Any]] = []
+    try:
+        table = run(chains, args.bandwidths, fractions, args.slots, rows)
+    except KeyboardInterrupt:
+        if rows:
+            write_csv([{**r, "time_scale": scales[r["model"]]} for r in rows], out, [*rows[0], "time_scale"])
+        raise
     rate = (f"times rescaled to {args.activation_rate / 1e9:g} GB/s of tapes" if args.activation_rate
             else "profiled times")
     note = f"{rate}; memsched {__version__}, {platform.python_implementation()} {platform.python_version()}"
     table["time_scale"] = table["model"].map(scales)
-    table.to_csv(RESULTS / "offload_tradeoff.csv", index=False)
-    figure(table, note, RESULTS / "offload_tradeoff")
+    table.to_csv(out, index=False)
+    figure(table, note, out.with_suffix(""))
     with pd.option_context("display.width", 160, "display.max_rows", 400):
         print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    print(f"wrote {RESULTS / 'offload_tradeoff.csv'} and .png/.pdf")
+    print(f"wrote {out} and .png/.pdf")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
 from memsched.solvers.chain.dp import rotor_min_budget
 from memsched.solvers.offload.dp import solve_pofo
 from memsched.solvers.offload.exact_free import solve_offload_exact
@@ -74,23 +75,37 @@ def sizes_used(res: Any) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the grid, print it, write results/bench_offload_exact.csv; exit 0."""
+    """Run the grid, print it, write results/bench_offload_exact.csv; exit 0 (2 on a bad argument, 130 on
+    Ctrl-C, the rows finished before it written)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lengths", type=int, nargs="+", default=[10])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--time-limit", type=float, default=60.0)
-    ap.add_argument("--slots", type=int, default=100)
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--lengths", type=positive(int), nargs="+", default=[10])
+    ap.add_argument("--seeds", type=positive(int), default=3, help="seeds 0..N-1 (default %(default)s)")
+    ap.add_argument("--time-limit", type=positive(float), default=60.0, help="seconds per solve (default %(default)s)")
+    ap.add_argument("--slots", type=positive(int, zero=True), default=100, help="memory slots (0: exact sizes)")
+    ap.add_argument("--workers", type=positive(int), default=1)
     ap.add_argument("--out", type=Path, default=RESULTS / "bench_offload_exact.csv")
     args = ap.parse_args(argv)
-    rows = []
-    for L in args.lengths:
-        for seed in range(args.seeds):
-            for per_byte in PER_BYTE_MS:
-                for fraction in FRACTIONS:
-                    row = run_one(L, seed, per_byte, fraction, args.time_limit, args.slots, args.workers)
-                    rows.append(row)
-                    print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+    return guarded("bench_offload_exact", lambda: _main(args),
+                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+
+
+def _main(args: argparse.Namespace) -> int:
+    """The body of `main`: --out checked, the grid run, the table written; on Ctrl-C the rows finished
+    so far are written to --out before the interrupt goes on."""
+    check_out(args.out)
+    rows: list[dict[str, Any]] = []
+    try:
+        for L in args.lengths:
+            for seed in range(args.seeds):
+                for per_byte in PER_BYTE_MS:
+                    for fraction in FRACTIONS:
+                        row = run_one(L, seed, per_byte, fraction, args.time_limit, args.slots, args.workers)
+                        rows.append(row)
+                        print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+    except KeyboardInterrupt:
+        if rows:
+            write_csv(rows, args.out, list(rows[0]))
+        raise
     table = pd.DataFrame(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out, index=False)

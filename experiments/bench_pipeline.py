@@ -16,7 +16,7 @@ import argparse
 import time
 from typing import Any
 
-from memsched.experiments.benchtable import write_csv
+from memsched.experiments.benchtable import check_out, guarded, write_csv
 from memsched.solvers import __version__, registry
 from memsched.solvers.pipeline import generate, profiles
 from memsched.solvers.pipeline.dp import min_budget
@@ -48,10 +48,11 @@ def _row(kind: str, inst: Any, P: int, memory: int, factor: float, solver: str, 
     }
 
 
-def sweep(quick: bool) -> list[dict[str, Any]]:
+def sweep(quick: bool, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Period of each pipeline solver on VGG-16, ResNet-50 and a 24-layer transformer, P = 2, 4, 8 devices,
-    memory at factors of the smallest feasible one; one row per point."""
-    rows = []
+    memory at factors of the smallest feasible one; one row per point, appended to `rows` (when given: a
+    caller interrupted keeps the finished ones)."""
+    rows = [] if rows is None else rows
     insts = [profiles.vgg16(), profiles.resnet50(), profiles.transformer(layers=24)]
     factors = [1.0, 1.25, 2.0] if quick else [1.0, 1.1, 1.25, 1.5, 2.0, 3.0]
     for base in insts:
@@ -64,10 +65,11 @@ def sweep(quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
-def timing(quick: bool) -> list[dict[str, Any]]:
+def timing(quick: bool, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Solve time (seconds) of the pipeline solvers on large instances (CP-SAT capped at 60 s); one row per
-    instance, memory factor and solver."""
-    rows = []
+    instance, memory factor and solver, appended to `rows` (when given: a caller interrupted keeps the
+    finished ones)."""
+    rows = [] if rows is None else rows
     exact = [profiles.transformer(layers=98)] if quick else [profiles.transformer(layers=98),
                                                             generate.scaled(profiles.resnet50(), 100),
                                                             generate.scaled(profiles.vgg16(), 100)]
@@ -86,17 +88,31 @@ def timing(quick: bool) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the pipeline benchmark (sweep and/or timing); print a table, write the CSV (``--out``); exit 0."""
+    """Run the pipeline benchmark (sweep and/or timing); print a table, write the CSV (``--out``); exit 0 (2 on a
+    bad argument, 130 on Ctrl-C, the rows finished before it written)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer memory points and timing cases")
     ap.add_argument("--out", default="results/bench_pipeline.csv")
     ap.add_argument("--part", choices=("all", "sweep", "timing"), default="all")
     args = ap.parse_args(argv)
-    rows = []
-    if args.part in ("all", "sweep"):
-        rows += sweep(args.quick)
-    if args.part in ("all", "timing"):
-        rows += timing(args.quick)
+    return guarded("bench_pipeline", lambda: _main(args),
+                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+
+
+def _main(args: argparse.Namespace) -> int:
+    """The body of `main`: --out checked, the parts run, the table printed and written; on Ctrl-C the
+    rows finished so far are written to --out before the interrupt goes on."""
+    check_out(args.out)
+    rows: list[dict[str, Any]] = []
+    try:
+        if args.part in ("all", "sweep"):
+            sweep(args.quick, rows)
+        if args.part in ("all", "timing"):
+            timing(args.quick, rows)
+    except KeyboardInterrupt:
+        if rows:
+            write_csv(rows, args.out, FIELDS)
+        raise
     print(f"{'kind':<7} {'profile':<22} {'L':>4} {'P':>3} {'mem x':>6} {'solver':<13} {'opt':<16} {'status':<10} "
           f"{'period (s)':>11} {'peak GiB':>9} {'time (s)':>9}")
     for r in rows:

@@ -19,7 +19,7 @@ import os
 import time
 from typing import Any
 
-from memsched.experiments.benchtable import write_csv
+from memsched.experiments.benchtable import check_out, guarded, write_csv
 from memsched.solvers import __version__, registry
 from memsched.solvers.pipeline import profiles
 from memsched.solvers.pipeline.dp import min_budget
@@ -30,9 +30,10 @@ SOLVERS: list[tuple[str, dict[str, Any]]] = [("madpipe", {}), ("interleave-v", {
                                              ("interleave-cpsat", {"time_limit": 30})]
 
 
-def run() -> list[dict[str, Any]]:
-    """Every profile, P, memory factor and solver of the module docstring; prints one line per run."""
-    rows = []
+def run(rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Every profile, P, memory factor and solver of the module docstring; prints one line per run. Each row
+    is appended to `rows` (when given) as soon as it is measured: a caller interrupted keeps the finished ones."""
+    rows = [] if rows is None else rows
     for inst in (profiles.vgg16(), profiles.transformer(layers=24)):
         inst = inst.with_machine(bandwidth=12e9)
         for P in (2, 4):
@@ -62,11 +63,27 @@ def run() -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the comparison, print it and write the CSV (``--out``); exit 0."""
+    """Run the comparison, print it and write the CSV (``--out``); exit 0 (2 on a bad argument, 130 on Ctrl-C,
+    the rows finished before it written)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="results/bench_pipeline_interleave.csv")
     args = ap.parse_args(argv)
-    print(f"wrote {write_csv(run(), args.out, FIELDS)}")
+    return guarded("bench_pipeline_interleave", lambda: _main(args),
+                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+
+
+def _main(args: argparse.Namespace) -> int:
+    """The body of `main`: --out checked, the runs made and written; on Ctrl-C the rows finished so far
+    are written to --out before the interrupt goes on."""
+    check_out(args.out)
+    rows: list[dict[str, Any]] = []
+    try:
+        run(rows)
+    except KeyboardInterrupt:
+        if rows:
+            write_csv(rows, args.out, FIELDS)
+        raise
+    print(f"wrote {write_csv(rows, args.out, FIELDS)}")
     return 0
 
 

@@ -41,7 +41,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memsched.experiments.benchtable import check_out, guarded, write_csv
 from memsched.solvers import __version__, registry
+from memsched.solvers.errors import InputError
 from memsched.solvers.pipeline import load
 from memsched.solvers.units import parse_budget
 
@@ -75,11 +77,12 @@ def _solve(inst: Any, solver: str, memory: int | None, P: int, replication: bool
     return res, time.perf_counter() - start, time.process_time() - cpu
 
 
-def run(quick: bool, memory: int) -> list[dict[str, Any]]:
+def run(quick: bool, memory: int, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Compare our partitions with PipeDream's planner on its profiles (`memory` bytes per device for the
-    memory-aware one); one row per network, mode and device count."""
+    memory-aware one); one row per network, mode and device count, appended to `rows` (when given) as soon
+    as it is measured, so a caller interrupted keeps the finished ones."""
     ref = planner_outputs()
-    rows = []
+    rows = [] if rows is None else rows
     names = sorted(p.name.removesuffix(".graph.txt") for p in DATA.glob("*.graph.txt"))
     if quick:
         names = [n for n in names if n in ("alexnet", "vgg16", "resnet50")]
@@ -171,20 +174,45 @@ def figure(rows: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def memory_bytes(text: str) -> int:
+    """``--memory`` (an argparse ``type``): bytes per device, a number or a size ("16GB"), > 0."""
+    try:
+        memory = parse_budget(text, None, field="--memory")
+    except InputError as err:
+        raise argparse.ArgumentTypeError(err.message) from None
+    if memory <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a memory > 0")
+    return memory
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the PipeDream comparison; print a table, write the CSV (``--out``); exit 0."""
+    """Run the PipeDream comparison; print a table, write the CSV (``--out``) and the figure; exit 0 (2 on a bad
+    argument, 130 on Ctrl-C, the rows finished before it written)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="alexnet, vgg16 and resnet50 only")
-    ap.add_argument("--memory", default="16GB", help="memory per device for the memory-aware planner")
+    ap.add_argument("--memory", type=memory_bytes, default="16GB",
+                    help="memory per device for the memory-aware planner (bytes, or a size such as 16GB)")
     ap.add_argument("--out", default="results/bench_pipeline_pipedream.csv")
     args = ap.parse_args(argv)
-    rows = run(args.quick, parse_budget(args.memory, None))
+    return guarded("bench_pipeline_pipedream", lambda: _main(args),
+                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)"
+                               "; the figure was not drawn")
+
+
+def _main(args: argparse.Namespace) -> int:
+    """The body of `main`: --out checked, the comparison run, the CSV and figure written; on Ctrl-C the
+    rows finished so far are written to --out before the interrupt goes on."""
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
-        w.writeheader()
-        w.writerows(rows)
+    check_out(out)
+    check_out(out.with_suffix(".png"), "--out (its .png)")
+    rows: list[dict[str, Any]] = []
+    try:
+        run(args.quick, args.memory, rows)
+    except KeyboardInterrupt:
+        if rows:
+            write_csv(rows, out, FIELDS)
+        raise
+    write_csv(rows, out, FIELDS)
     figure(rows, out.with_suffix(".png"))
     print(f"wrote {out} and {out.with_suffix('.png')}")
     return 0

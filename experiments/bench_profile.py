@@ -19,13 +19,13 @@ Targets (issue 15): ResNet-152 at batch 32 / 224 px as a chain in < 30 s, VGG-16
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
+
+from memsched.experiments.benchtable import check_out, guarded, write_csv
 
 RSS_TARGET_MIB = 2048
 # (kind, model, sizes, cost, target seconds or None)
@@ -74,34 +74,47 @@ def run_case(kind: str, model: str, sizes: dict[str, Any], cost: str) -> dict[st
 
 def main(argv: list[str] | None = None) -> int:
     """Profile each case in a fresh process; print a table, write the CSV (``--out``: seconds, peak RSS,
-    target met); exit 0."""
+    target met); exit 0 (2 on a bad argument, 130 on Ctrl-C, the rows finished before it written)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="only the two targets")
     parser.add_argument("--out", default="results/bench_profile.csv", help="CSV to write")
     args = parser.parse_args(argv)
+    return guarded("bench_profile", lambda: _main(args),
+                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+
+
+def _main(args: argparse.Namespace) -> int:
+    """The body of `main`: --out checked, each case profiled, the table printed and written; on Ctrl-C the
+    rows finished so far are written to --out before the interrupt goes on."""
+    check_out(args.out)
     cases = [c for c in CASES if c[4] is not None] if args.quick else CASES
-    rows = []
+    rows: list[dict[str, Any]] = []
     print(f"{'kind':<6} {'model':<12} {'sizes':<34} {'cost':<14} {'seconds':>8} {'CPU s':>7} {'RSS MiB':>8} "
           f"{'target':>7} {'met':>4} {'n':>5} {'store-all peak':>15}")
-    for kind, model, sizes, cost, target in cases:
-        r = run_case(kind, model, sizes, cost)
-        met = "" if target is None else str(r["seconds"] < target and r["rss"] < RSS_TARGET_MIB).lower()
-        row = {"kind": kind, "model": model, "sizes": json.dumps(sizes), "cost": cost,
-               "seconds": round(r["seconds"], 2), "cpu_seconds": round(r["cpu"], 2),
-               "load_avg": round(os.getloadavg()[0], 1), "peak_rss_mib": round(r["rss"], 1), "target_s": target or "",
-               "met": met, "n": r["n"], "store_all_peak": r["peak"]}
-        rows.append(row)
-        print(f"{kind:<6} {model:<12} {row['sizes']:<34} {cost:<14} {row['seconds']:>8.2f} {row['cpu_seconds']:>7.2f} "
-              f"{row['peak_rss_mib']:>8.1f} {target or '':>7} {met:>4} {r['n']:>5} {r['peak'] / 2**30:>11.2f} GiB",
-              flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
+    try:
+        for kind, model, sizes, cost, target in cases:
+            rows.append(_case_row(kind, model, sizes, cost, target))
+    except KeyboardInterrupt:
+        if rows:
+            write_csv(rows, args.out, FIELDS)
+        raise
+    out = write_csv(rows, args.out, FIELDS)
     print(f"wrote {out}")
     return 0
+
+
+def _case_row(kind: str, model: str, sizes: dict[str, Any], cost: str, target: float | None) -> dict[str, Any]:
+    """Run one case (`run_case`), print its line and return its CSV row (seconds, MiB, bytes)."""
+    r = run_case(kind, model, sizes, cost)
+    met = "" if target is None else str(r["seconds"] < target and r["rss"] < RSS_TARGET_MIB).lower()
+    row = {"kind": kind, "model": model, "sizes": json.dumps(sizes), "cost": cost,
+           "seconds": round(r["seconds"], 2), "cpu_seconds": round(r["cpu"], 2),
+           "load_avg": round(os.getloadavg()[0], 1), "peak_rss_mib": round(r["rss"], 1), "target_s": target or "",
+           "met": met, "n": r["n"], "store_all_peak": r["peak"]}
+    print(f"{kind:<6} {model:<12} {row['sizes']:<34} {cost:<14} {row['seconds']:>8.2f} {row['cpu_seconds']:>7.2f} "
+          f"{row['peak_rss_mib']:>8.1f} {target or '':>7} {met:>4} {r['n']:>5} {r['peak'] / 2**30:>11.2f} GiB",
+          flush=True)
+    return row
 
 
 if __name__ == "__main__":

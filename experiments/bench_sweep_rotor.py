@@ -16,14 +16,19 @@ of the smaller budgets).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from memsched.experiments.benchtable import print_and_write_frame
+from memsched.experiments.benchtable import check_out, guarded, positive, print_and_write_frame, write_csv
 
 ROOT = Path(__file__).resolve().parent.parent
+FIELDS = ["case", "L", "budgets", "slots", "seconds", "x_one_dp", "max_rel_makespan_diff"]
 
 
 def sweep_file(folder: Path, chain_file: Path, fractions: list[float], slots: int, shared: bool) -> Path:
@@ -43,17 +48,60 @@ shared_table = {str(shared).lower()}
     return path
 
 
+def _sweep(cfg: Path, output: Path) -> Any:
+    """`run_sweep` of `cfg` into `output`, in this process, its stderr held back and passed on after it, less
+    its line on Ctrl-C (which names its journal, in the scratch folder removed after: `main` says what was
+    kept). Returns the sweep's outcome."""
+    from memsched.experiments.sweep import run_sweep
+
+    held = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(held):
+            return run_sweep(cfg, output=output, workers=1, progress=False, isolate=False)
+    finally:
+        sys.stderr.write("".join(line for line in held.getvalue().splitlines(keepends=True)
+                                 if not line.startswith("interrupted:")))
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Time a rotor sweep (shared vs per-budget DP); print a table, write results/bench_sweep_rotor.csv; exit 0."""
+    """Time a rotor sweep (shared vs per-budget DP); print a table, write results/bench_sweep_rotor.csv; exit 0
+    (2 on a bad argument, 130 on Ctrl-C, the rows finished before it written)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--length", type=int, default=200, help="stages L (default %(default)s)")
-    parser.add_argument("--budgets", type=int, default=20, help="budgets k (default %(default)s)")
-    parser.add_argument("--slots", type=int, default=500, help="memory slots (default %(default)s)")
+    parser.add_argument("--length", type=positive(int), default=200, help="stages L (default %(default)s)")
+    parser.add_argument("--budgets", type=positive(int), default=20, help="budgets k (default %(default)s)")
+    parser.add_argument("--slots", type=positive(int), default=500, help="memory slots (default %(default)s)")
     parser.add_argument("--output", default=str(ROOT / "results" / "bench_sweep_rotor.csv"))
     args = parser.parse_args(argv)
+    return guarded("bench_sweep_rotor", lambda: _main(args),
+                   interrupted=f"interrupted: the finished rows are in {args.output} (as it was if none finished)")
+
+
+def _main(args: argparse.Namespace) -> int:
+    """The body of `main`: --output checked, the sweeps timed in a scratch folder (removed after), the
+    table printed and written; on Ctrl-C the rows finished so far are written to --output before the
+    interrupt goes on."""
+    check_out(args.output, "--output")
+    work = Path(tempfile.mkdtemp(prefix="bench-sweep-rotor-"))
+    rows: list[dict[str, Any]] = []
+    try:
+        _measure(args, work, rows)
+    except KeyboardInterrupt:
+        if rows:
+            write_csv(rows, args.output, FIELDS)
+        raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
     import pandas as pd
-    from memsched.experiments.sweep import run_sweep
+
+    frame = pd.DataFrame(rows)
+    print_and_write_frame(frame, args.output, lambda v: f"{v:.4g}")
+    return 0
+
+
+def _measure(args: argparse.Namespace, work: Path, rows: list[dict[str, Any]]) -> None:
+    """Append to `rows` the reference solve's row and each sweep's (shared table, one DP per budget; wall
+    seconds), with the sweeps' files under `work`."""
     from memsched.solvers.chain.dp import solve_rotor
     from memsched.solvers.chain.generate import random_chain
     from memsched.solvers.registry import get_problem
@@ -62,20 +110,19 @@ def main(argv: list[str] | None = None) -> int:
     peak = get_problem("chain").reference_peak(chain)
     k = args.budgets
     fractions = [0.30 + (0.97 - 0.30) * i / (k - 1) for i in range(k)] if k > 1 else [0.97]
-    work = Path(tempfile.mkdtemp(prefix="bench-sweep-rotor-"))
     chain_file = work / "chain.json"
     chain.save(chain_file)
     solve_rotor(chain, int(peak * fractions[-1]), slots=args.slots)  # warm-up: numba's compiled kernel loaded
     t0 = time.perf_counter()
     solve_rotor(chain, int(peak * fractions[-1]), slots=args.slots)
     one = time.perf_counter() - t0
-    rows = [{"case": "one solve_rotor (largest budget)", "L": args.length, "budgets": 1, "slots": args.slots,
-             "seconds": one, "x_one_dp": 1.0, "max_rel_makespan_diff": None}]
+    rows.append({"case": "one solve_rotor (largest budget)", "L": args.length, "budgets": 1, "slots": args.slots,
+                 "seconds": one, "x_one_dp": 1.0, "max_rel_makespan_diff": None})
     objectives = {}
     for shared in (True, False):
         cfg = sweep_file(work, chain_file, fractions, args.slots, shared)
         t0 = time.perf_counter()
-        outcome = run_sweep(cfg, output=work / cfg.stem, workers=1, progress=False, isolate=False)
+        outcome = _sweep(cfg, work / cfg.stem)
         took = time.perf_counter() - t0
         objectives[shared] = [r["objective"] for r in outcome.rows]
         rows.append({"case": f"sweep, {'one shared table' if shared else 'one DP per budget'}", "L": args.length,
@@ -83,9 +130,6 @@ def main(argv: list[str] | None = None) -> int:
                      "max_rel_makespan_diff": None})
     diffs = [abs(a - b) / b for a, b in zip(objectives[True], objectives[False]) if a is not None and b]
     rows[1]["max_rel_makespan_diff"] = max(diffs) if diffs else None
-    frame = pd.DataFrame(rows)
-    print_and_write_frame(frame, args.output, lambda v: f"{v:.4g}")
-    return 0
 
 
 if __name__ == "__main__":

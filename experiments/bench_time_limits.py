@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
 from memsched.solvers import registry
 
 OUT = Path("results/bench_time_limits.csv")
@@ -110,10 +111,12 @@ def allowed(limit: float) -> float:
     return max(1.1 * limit, limit + 2.0)
 
 
-def run(limits: list[float], only: str | None = None, hogs: int = 0) -> pd.DataFrame:
+def run(limits: list[float], only: str | None = None, hogs: int = 0,
+        rows: list[dict[str, Any]] | None = None) -> pd.DataFrame:
     """Run each case at each time limit (seconds); one row per solver and limit (status, objective, bound, wall s).
-    `hogs` busy processes run during the timed solves (not during the warm-up)."""
-    rows = []
+    `hogs` busy processes run during the timed solves (not during the warm-up). Each row is appended to
+    `rows` (when given) as soon as it is measured, so a caller interrupted keeps the finished ones."""
+    rows = [] if rows is None else rows
     for problem, solver, label, make, frac, opts in CASES:
         if only and only not in (problem, f"{problem}/{solver}"):
             continue
@@ -142,6 +145,11 @@ def run(limits: list[float], only: str | None = None, hogs: int = 0) -> pd.DataF
     return pd.DataFrame(rows)
 
 
+def only_choices() -> list[str]:
+    """The values ``--only`` accepts: every problem of `CASES`, and every problem/solver."""
+    return sorted({p for p, *_ in CASES} | {f"{p}/{s}" for p, s, *_ in CASES})
+
+
 def _row(problem: str, solver: str, label: str, budget: int, limit: float, wall: float, res: Any,
          hogs: int) -> dict[str, Any]:
     """One CSV row (and its printed line) for a timed solve."""
@@ -157,19 +165,35 @@ def _row(problem: str, solver: str, label: str, budget: int, limit: float, wall:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Check that solvers keep their time limits; print a table, write results/bench_time_limits.csv; exit 0."""
+    """Check that solvers keep their time limits; print a table, write results/bench_time_limits.csv; exit 0 (2 on
+    a bad argument, 130 on Ctrl-C, the rows finished before it written)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="limits 0.1 and 1 s only")
-    parser.add_argument("--limits", type=float, nargs="+", help="time limits in seconds (default 0.1 1 10)")
+    parser.add_argument("--limits", type=positive(float), nargs="+",
+                        help="time limits in seconds, > 0 (default 0.1 1 10)")
     parser.add_argument("--only", help="one problem, or problem/solver")
-    parser.add_argument("--hog", type=int, default=0, metavar="N",
+    parser.add_argument("--hog", type=positive(int, zero=True), default=0, metavar="N",
                         help="N busy processes run during the timed solves (default 0)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    if args.hog < 0:
-        parser.error("--hog must be >= 0")
+    if args.only is not None and args.only not in only_choices():
+        parser.error(f"--only: {args.only!r} is none of {', '.join(only_choices())}")
+    return guarded("bench_time_limits", lambda: _main(args),
+                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+
+
+def _main(args: argparse.Namespace) -> int:
+    """The body of `main`: --out checked, the cases run, the table printed and written; on Ctrl-C the
+    rows finished so far are written to --out before the interrupt goes on."""
+    check_out(args.out)
     limits = args.limits or ([0.1, 1.0] if args.quick else [0.1, 1.0, 10.0])
-    df = run(limits, args.only, args.hog)
+    rows: list[dict[str, Any]] = []
+    try:
+        df = run(limits, args.only, args.hog, rows)
+    except KeyboardInterrupt:
+        if rows:
+            write_csv(rows, args.out, list(rows[0]))
+        raise
     print()
     print(df.drop(columns=["budget"]).to_string(index=False))
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -82,7 +82,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from memsched.experiments.benchtable import write_csv
+from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
 from memsched.experiments.steady_malloc import run_with_pinned_malloc
 from memsched.experiments.vs_torch_report import (
     DUEL_COLUMNS,
@@ -375,14 +375,16 @@ def _budgets(text: str) -> tuple[float, ...]:
 
 def main(argv: list[str] | None = None) -> int:
     """Compare rotor schedules run by ChainExecutor with torch checkpointing (memory and step time); print a table,
-    write the CSV (``--out``) and the figure; exit 0, 2 on an unknown model/size."""
+    write the CSV (``--out``) and the figure; exit 0, 2 on an unknown model/size or a bad argument, 130 on Ctrl-C
+    (the models and sizes finished before it written)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="gpt2,resnet50")
     parser.add_argument("--sizes", default="small", help="comma-separated: tiny (tests), small, medium, large")
-    parser.add_argument("--budgets", type=int, default=6, help="evenly spaced rotor budgets per granularity")
-    parser.add_argument("--repeats", type=int, default=5, help="profiling repetitions (memsched's chain)")
-    parser.add_argument("--rounds", type=int, default=11, help="timing rounds (each point's step after a plain one)")
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--budgets", type=positive(int), default=6, help="evenly spaced rotor budgets per granularity")
+    parser.add_argument("--repeats", type=positive(int), default=5, help="profiling repetitions (memsched's chain)")
+    parser.add_argument("--rounds", type=positive(int), default=11,
+                        help="timing rounds (each point's step after a plain one)")
+    parser.add_argument("--threads", type=positive(int), default=1)
     parser.add_argument("--segments", default="all", help="checkpoint_sequential's segment counts: all (2..L) or "
                         "a comma-separated list")
     parser.add_argument("--compile", nargs="?", const="inductor", default="aot",
@@ -403,7 +405,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench_vs_torch: {out} does not exist", file=sys.stderr)
             return 2
         args.models = args.sizes = ""
-    torch.set_num_threads(args.threads)
     pairs = [(n, s) for n in args.models.split(",") for s in args.sizes.split(",") if n and s]
     for name, size in pairs:
         if name not in SIZES or size not in SIZES[name]:
@@ -414,24 +415,49 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"bench_vs_torch: {err}", file=sys.stderr)
         return 2
+    return guarded("bench_vs_torch", lambda: _main(args, out, pairs),
+                   interrupted=f"interrupted: the finished models and sizes are in {out} (as it was if none finished); "
+                               "the figure and summaries were not redrawn")
+
+
+def _main(args: argparse.Namespace, out: Path, pairs: list[tuple[str, str]]) -> int:
+    """The body of `main`: --out checked, each model and size run, the CSV, figure and summaries written;
+    on Ctrl-C the models and sizes finished so far are written to --out before the interrupt goes on."""
+    check_out(out)
+    torch.set_num_threads(args.threads)
     rows: list[dict] = []
-    for name, size in pairs:
-        rows += run_one(name, size, args)
-    if (args.update or args.replot) and out.exists():
-        rows = [r for r in read_rows(out) if (r["model"], r["size"]) not in set(pairs)
-                or (args.only_compile and not r["tool"].startswith("torch.compile"))] + rows
-    write_csv(rows, out, COLUMNS, extrasaction="ignore")
+    done: list[tuple[str, str]] = []
+    try:
+        for name, size in pairs:
+            rows += run_one(name, size, args)
+            done.append((name, size))
+    except KeyboardInterrupt:
+        if done:
+            _write_rows(rows, out, done, args)
+        raise
+    duels = _write_rows(rows, out, pairs, args)
     rows = read_rows(out)
-    duels = read_rows(duels_path(out)) if duels_path(out).exists() else []
-    if any((d["model"], d["size"]) in set(pairs) for d in duels):  # duels of the points just replaced: stale
-        duels = [d for d in duels if (d["model"], d["size"]) not in set(pairs)]
-        write_csv(duels, duels_path(out), DUEL_COLUMNS)
     figure(rows, out.with_suffix(".png"))
     for line in summary(rows, duels):
         print(line)
     verdict_path = write_csv(verdicts(rows, duels), out.with_name(f"{out.stem}_summary.csv"), SUMMARY_COLUMNS)
     print(f"wrote {out}, {out.with_suffix('.png')} and {verdict_path}")
     return 0
+
+
+def _write_rows(rows: list[dict], out: Path, pairs: list[tuple[str, str]], args: argparse.Namespace) -> list[dict]:
+    """Write `rows` (those of the models and sizes `pairs`) to `out`: with ``--update`` or ``--replot`` after the
+    rows of `out` they do not replace; drop the duels of `pairs` (stale now) from the duels CSV beside it.
+    Returns the duels kept."""
+    if (args.update or args.replot) and out.exists():
+        rows = [r for r in read_rows(out) if (r["model"], r["size"]) not in set(pairs)
+                or (args.only_compile and not r["tool"].startswith("torch.compile"))] + rows
+    write_csv(rows, out, COLUMNS, extrasaction="ignore")
+    duels = read_rows(duels_path(out)) if duels_path(out).exists() else []
+    if any((d["model"], d["size"]) in set(pairs) for d in duels):  # duels of the points just replaced: stale
+        duels = [d for d in duels if (d["model"], d["size"]) not in set(pairs)]
+        write_csv(duels, duels_path(out), DUEL_COLUMNS)
+    return duels
 
 
 if __name__ == "__main__":
