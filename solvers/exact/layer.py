@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import math
 import multiprocessing
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -117,7 +118,10 @@ def can_fork() -> bool:
 
 
 def _child(conn: Any, problem: str, instance: Any, name: str, budget: int, kwargs: dict[str, Any]) -> None:
-    """Body of the forked child of `_solve_in_child`: send the referee'd result, or None."""
+    """Body of the forked child of `_solve_in_child`: send the referee'd result, or None. SIGINT is
+    ignored: a terminal's Ctrl-C reaches the whole process group, and the parent answers it (this
+    daemon child is stopped with it); here it was a KeyboardInterrupt traceback from multiprocessing."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from ..registry import solve as registry_solve
 
     try:
