@@ -12,7 +12,8 @@
   one chain run, and the RNG states restored for recomputations; `peak_with_rng_states`,
   `chain_peak_with_rng_states`: a replay's peak plus the states a run allocates (kept states and
   the copy made during each recomputation; an allocator sees them on the CPU).
-- `compare_gradients`, `gradients_match`, `zero_grads`: the gradient check against plain autograd.
+- `compare_gradients`, `gradients_match`, `zero_grads`: the gradient check against plain autograd
+  (ok None, `VACUOUS_CHECK`, when every reference gradient is zero: nothing was tested).
 - `measured_vs_predicted`: the comparison block of ``memsched run --json``.
 
 Units everywhere: bytes for memory, milliseconds for time.
@@ -35,7 +36,8 @@ from memsched.models.memory import LiveTensorTracker, cpu_clock
 from memsched.solvers.chain.schedule import FORWARD_KINDS
 
 __all__ = ["OpTrace", "StepResult", "Measured", "measure_runs", "StepMeter", "Timer", "MemoryWatch", "median",
-           "RunState", "RngStates", "compare_gradients", "gradients_match", "zero_grads", "measured_vs_predicted",
+           "RunState", "RngStates", "compare_gradients", "gradients_match", "VACUOUS_CHECK", "all_zero",
+           "zero_grads", "measured_vs_predicted",
            "ratio", "sync", "memory_method", "tolerances", "timing_ops", "peak_with_rng_states", "with_rng_states",
            "chain_peak_with_rng_states", "generator_states", "set_generator_states", "same_generator_states"]
 
@@ -616,12 +618,25 @@ def gradient_close(got: torch.Tensor, ref: torch.Tensor, *, rtol: float, atol: f
     return bool(((got - ref).abs() <= atol + rtol * scale).all())
 
 
+#: the message of a gradient check that tested nothing (`compare_gradients`, `gradients_match`: ok None)
+VACUOUS_CHECK = ("not checked: every gradient of plain autograd is zero (a loss with no gradient), so any "
+                 "schedule's zero gradients would match")
+
+
+def all_zero(tensors: Iterable[torch.Tensor | None]) -> bool:
+    """True when no tensor of `tensors` (None skipped) has a nonzero element (also when there is none)."""
+    return not any(t is not None and bool(t.any()) for t in tensors)
+
+
 def compare_gradients(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], *, rtol: float = 1e-4,
-                      atol: float = 1e-6) -> tuple[bool, str]:
+                      atol: float = 1e-6) -> tuple[bool | None, str]:
     """(all close, a message naming the worst parameter when not). A parameter of `got` that
     `expected` lacks passes when its gradient is all zeros: a measured step allocates every
     gradient (zeros) before it runs, so a parameter no gradient reaches (a block before one that
-    stops the gradient) keeps zeros where plain autograd leaves None."""
+    stops the gradient) keeps zeros where plain autograd leaves None. When everything matches but
+    every expected gradient is zero (`gradient_close`'s tolerance is then `atol` alone, and a wrong
+    executor's doubled or negated zeros match too), the comparison tested nothing: (None,
+    `VACUOUS_CHECK`), never a claimed match."""
     missing = (set(expected) - set(got)) | {name for name in set(got) - set(expected) if bool(got[name].any())}
     if missing:
         return False, f"gradients differ in which parameters they cover: {sorted(missing)[:5]}"
@@ -634,19 +649,27 @@ def compare_gradients(got: dict[str, torch.Tensor], expected: dict[str, torch.Te
             err = float((g - ref).abs().max())
             if err >= worst:
                 worst, worst_name = err, name
-    return ok, ("" if ok else f"largest gradient difference {worst:.3g} in {worst_name}")
+    if not ok:
+        return False, f"largest gradient difference {worst:.3g} in {worst_name}"
+    return (None, VACUOUS_CHECK) if all_zero(expected.values()) else (True, "")
 
 
 def gradients_match(grads: dict[str, torch.Tensor], input_grad: torch.Tensor | None,
                     ref_grads: dict[str, torch.Tensor], ref_input: torch.Tensor | None, *, rtol: float = 1e-4,
-                    atol: float = 1e-6) -> tuple[bool, str]:
-    """Every parameter gradient and the input gradient (when both exist) close to the
-    reference's: (ok, message when not)."""
+                    atol: float = 1e-6) -> tuple[bool | None, str]:
+    """Every parameter gradient and, when plain autograd has one (`ref_input`: a floating input),
+    the input gradient close to the reference's: (ok, message when not). A step that returns no
+    input gradient where the reference has one fails (the check would cover the parameters only).
+    ok is None (with `VACUOUS_CHECK`) when every gradient matched and all of the reference's,
+    the input's included, are zero: nothing was tested."""
     ok, msg = compare_gradients(grads, ref_grads, rtol=rtol, atol=atol)
-    if ok and ref_input is not None and input_grad is not None:
-        if not gradient_close(input_grad, ref_input, rtol=rtol, atol=atol):
-            return False, f"input gradient differs by {float((input_grad - ref_input).abs().max()):.3g}"
-    return ok, msg
+    if ok is False or ref_input is None:
+        return ok, msg
+    if input_grad is None:
+        return False, "the step returned no input gradient, plain autograd has one"
+    if not gradient_close(input_grad, ref_input, rtol=rtol, atol=atol):
+        return False, f"input gradient differs by {float((input_grad - ref_input).abs().max()):.3g}"
+    return (ok, msg) if all_zero([ref_input]) else (True, "")
 
 
 def measured_vs_predicted(predicted_makespan: float, predicted_peak: int, step: StepResult,

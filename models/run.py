@@ -529,9 +529,19 @@ def step_clock(target: Target, clock: str) -> str:
     return clock
 
 
+def _grad_line(check: bool | None, message: str) -> str:
+    """The text of a run's gradient check: ok, FAILED with why, or the message of a check that compared
+    nothing (None)."""
+    if check is None:
+        return message or "not checked"
+    return "ok" if check else f"FAILED {message}"
+
+
 def _gradients_ok(step: StepResult, reference: tuple[dict[str, torch.Tensor], Any], device: torch.device
-                  ) -> tuple[bool, str]:
-    from memsched.models.measure import compare_gradients, gradients_match
+                  ) -> tuple[bool | None, str]:
+    """(gradients match plain autograd's, message): None when nothing was compared (every reference
+    gradient zero, `measure.VACUOUS_CHECK`)."""
+    from memsched.models.measure import all_zero, compare_gradients, gradients_match
 
     ref_grads, ref_input = reference
     rtol, atol = tolerances(device)
@@ -540,7 +550,12 @@ def _gradients_ok(step: StepResult, reference: tuple[dict[str, torch.Tensor], An
 
         ok, msg = compare_gradients(step.grads, ref_grads, rtol=rtol, atol=atol)
         ok_in, msg_in = compare_input_gradients(getattr(step, "input_grads", []), ref_input, rtol=rtol, atol=atol)
-        return ok and ok_in, "; ".join(m for m in (msg, msg_in) if m)
+        message = "; ".join(m for m in (msg, msg_in) if m)
+        if ok is False or not ok_in:
+            return False, message
+        if ok is None and not all_zero(ref_input):  # the branches' input gradients were compared
+            return True, msg_in
+        return ok, message
     return gradients_match(step.grads, step.input_grad, ref_grads, ref_input, rtol=rtol, atol=atol)
 
 
@@ -808,7 +823,7 @@ def describe(out: dict[str, Any]) -> str:
         lines.append(f"  vs store-all: predicted time x{_fmt(vs['predicted']['time'])}, memory "
                      f"x{_fmt(vs['predicted']['memory'])}; measured time x{_fmt(vs['measured']['time'])}, memory "
                      f"x{_fmt(vs['measured']['memory'])}")
-    lines.append(f"  grad check: {'ok' if out['grad_check'] else 'FAILED ' + out.get('grad_message', '')}")
+    lines.append(f"  grad check: {_grad_line(out['grad_check'], out.get('grad_message', ''))}")
     if "measurement" in out:
         lines.append(f"  note: {out['measurement']}")
     if out.get("note"):

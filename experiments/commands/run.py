@@ -278,12 +278,12 @@ def _network(args: argparse.Namespace, problem: str) -> tuple[str, str | None]:
 
 def _solver_and_options(args: argparse.Namespace, problem: str) -> tuple[str | None, dict[str, Any]]:
     """The solver asked for (None: the problem's default) and the ``--option`` values, both checked
-    against the solver registry (an unknown name fails before the network is profiled)."""
+    against the solver registry (an unknown name fails before the network is profiled). An explicit
+    name is the problem's or bad input, as in `memsched solve`: ``--solver rotor`` on a join is
+    refused, never renamed (the default, ``_DEFAULT_SOLVER``, applies only when none is given)."""
     from memsched.solvers import registry
 
     solver = args.solver
-    if problem == "join" and solver == "rotor":
-        solver = "dp"
     if solver is not None:
         registry.get_solver(problem, solver)
     options = parse_options(args.option)

@@ -37,7 +37,7 @@ from memsched.solvers.errors import InputError, flag
 from torch import nn
 
 __all__ = ["JOIN_MODELS", "JoinModel", "JoinLossFn", "build_join_model", "join_model_names", "contrastive_loss",
-           "triplet_loss", "clip_loss", "TextPoolHead", "text_encoder_blocks", "diagnosed_join"]
+           "pair_labels", "triplet_loss", "clip_loss", "TextPoolHead", "text_encoder_blocks", "diagnosed_join"]
 
 JoinLossFn = Callable[[Sequence[torch.Tensor], Any], torch.Tensor]
 
@@ -50,6 +50,19 @@ def contrastive_loss(outputs: Sequence[torch.Tensor], target: torch.Tensor, marg
     d = F.pairwise_distance(e1, e2)
     y = target.to(d.dtype)
     return (y * d.pow(2) + (1 - y) * F.relu(margin - d).pow(2)).mean()
+
+
+def pair_labels(batch: int, gen: torch.Generator) -> torch.Tensor:
+    """Same (1) / different (0) labels of `batch` >= 1 image pairs for `contrastive_loss`, drawn
+    from `gen` (deterministic per seed), with at least one "same" pair: when every draw is 0 one
+    drawn index is set to 1. Invariant: the loss then has a term ``d^2 / batch`` with d > 0 (two
+    different random images), so the loss and its gradients are nonzero for any seed and batch;
+    all "different" pairs farther apart than the margin would make the loss exactly 0 and the
+    gradient check vacuous. A draw that already has a "same" pair is kept as it was."""
+    target = torch.randint(0, 2, (batch,), generator=gen)
+    if not bool(target.any()):
+        target[int(torch.randint(0, batch, (1,), generator=gen))] = 1
+    return target
 
 
 def triplet_loss(outputs: Sequence[torch.Tensor], target: Any = None, margin: float = 1.0) -> torch.Tensor:
@@ -239,7 +252,7 @@ def build_join_model(
         branches = [blocks for _ in range(k)]  # the same modules: shared weights
         inputs = [images().to(device) for _ in range(k)]
         if name == "siamese":
-            target = torch.randint(0, 2, (batch,), generator=gen).to(device)
+            target = pair_labels(batch, gen).to(device)
             loss_fn: JoinLossFn = contrastive_loss
             names = ["left", "right"]
         else:
