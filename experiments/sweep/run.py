@@ -285,11 +285,12 @@ def scheduler_client(scheduler: Any) -> Iterator[Any]:
     if not isinstance(scheduler, str):
         yield scheduler
         return
-    from dask.distributed import Client
-
     try:
-        client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
-    except (OSError, asyncio.TimeoutError) as err:  # refused, unknown host, no answer in time
+        client = _connected_client(scheduler)
+    except (asyncio.TimeoutError, TimeoutError):  # connected, no handshake in time (a stopped scheduler)
+        raise InputError(f"cannot reach the Dask scheduler: no answer after {CONNECT_TIMEOUT_S} s",
+                         path=scheduler, field=flag("scheduler")) from None
+    except OSError as err:  # refused, unknown host, no connection in time
         raise InputError(f"cannot reach the Dask scheduler: {first_line(err) or type(err).__name__}",
                          path=scheduler, field=flag("scheduler")) from None
     except Exception as err:  # noqa: BLE001  (a scheme Dask lists but cannot use here: inproc, tls, ucx)
@@ -301,6 +302,28 @@ def scheduler_client(scheduler: Any) -> Iterator[Any]:
     finally:
         with _dask_quiet(), contextlib.suppress(Exception):  # closing after a lost scheduler fails, and says so
             client.close()
+
+
+def _connected_client(address: str) -> Any:
+    """A `dask.distributed.Client` of `address`, connected and registered within
+    `CONNECT_TIMEOUT_S` seconds in all, else `asyncio.TimeoutError` (`OSError` when the TCP
+    connection itself fails). Dask's own ``timeout`` bounds only the TCP connect: a peer that
+    accepts the connection and never answers (a stopped scheduler, any silent listener) would
+    leave its handshake waiting forever. The whole start runs under Dask's ``sync`` deadline,
+    which cancels it on the client's event loop; the half-made client is then closed (its loop
+    thread stopped), so nothing of it is left running."""
+    from dask.distributed import Client
+
+    class _DeadlineClient(Client):  # type: ignore[misc]
+        def start(self, **kwargs: Any) -> None:
+            try:  # (`sync` takes `callback_timeout` for itself: an overall deadline on `_start`)
+                super().start(callback_timeout=CONNECT_TIMEOUT_S, **kwargs)
+            except BaseException:
+                with _dask_quiet(), contextlib.suppress(Exception):
+                    self.close(timeout=CONNECT_TIMEOUT_S)
+                raise
+
+    return _DeadlineClient(address, timeout=CONNECT_TIMEOUT_S)
 
 
 class SchedulerLost(InputError):
@@ -344,8 +367,10 @@ def _dask_quiet() -> Iterator[None]:
 
 def _dask_results(tasks: list[Task], client: Any, *, serial: bool = False) -> Iterator[dict[str, Any]]:
     """Rows of `tasks` as they finish on the Dask cluster of `client` (`scheduler_client`); the
-    cells not finished are cancelled when the iteration ends. `serial`: one cell at a time (each
-    submitted once the one before has finished), as executing cells run locally (a Dask worker
+    cells not finished are cancelled when the iteration ends: those not started never run, but a
+    cell already running is not stopped (Dask cannot interrupt a task's thread): it finishes in
+    the background on its worker, up to its time limit, and its row is dropped. `serial`: one
+    cell at a time (each submitted once the one before has finished), as executing cells run locally (a Dask worker
     runs its tasks in threads, where executions would be timed together, and torch's profilers
     of two threads crash the worker). A cell whose task failed (its worker died again and again,
     `KilledWorker`, or the task raised) gives an ``error`` row, as a dead local worker does; a
@@ -413,8 +438,10 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
     ``instances``, is an `InputError` naming it, before any instance is stored). Only one sweep at
     a time writes to an output folder (`lock.SweepLock`; a second one gets `InputError`). A Ctrl-C while starting
     is a `KeyboardInterrupt` whatever an import made of it (`startup_interrupts`). A stop (Ctrl-C,
-    SIGTERM, or an exception) kills the running cells, which are not journaled, keeps every
-    finished row, writes the table from the journal (so the two agree) and re-raises
+    SIGTERM, or an exception) kills the running cells (on a Dask cluster it cancels them: a cell
+    already running finishes in the background on its worker, up to its time limit, see
+    `_dask_results`), which are not journaled, keeps every finished row, writes the table from
+    the journal (so the two agree) and re-raises
     (`KeyboardInterrupt` for a signal: exit 130 on the command line); its message ends with
     `resume_hint`, what to run to resume (a job that reruns everything by default says its flag).
     A journal that cannot be written (a full disk) is an `InputError` naming it, once the table is
