@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
+from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive, write_csv
 from memsched.solvers.chain import dp as rotor_mod
 from memsched.solvers.chain import reference_peak, simulate
 from memsched.solvers.chain.generate import random_chain
@@ -104,7 +104,7 @@ def _run(args: argparse.Namespace) -> int:
     header = f"{'L':>5} {'slots':>6} {'cells':>11} {'table s':>9} {'sched s':>9} {'total s':>9} {'cpu s':>8} " \
              f"{'load':>5} {'recomp':>7}"
     print(header)
-    try:
+    with kept_on_interrupt(rows, args.out, FIELDS):
         for L in args.lengths:
             for slots in args.slots:
                 row = run_one(L, slots, args.seed, args.fraction, args.repeat if L <= 200 else 1,
@@ -113,10 +113,6 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"{L:>5} {slots:>6} {row['cells']:>11,} {row['table_s']:>9.3f} {row['schedule_s']:>9.3f} "
                       f"{row['total_s']:>9.3f} {row['cpu_s']:>8.3f} {row['load_avg_1min']:>5.1f} "
                       f"{row['recomputations']:>7}", flush=True)
-    except KeyboardInterrupt:
-        if rows:
-            write_csv(rows, args.out, FIELDS)
-        raise
     out = write_csv(rows, args.out, FIELDS)
     print(f"wrote {out}", file=sys.stderr)
     return 0

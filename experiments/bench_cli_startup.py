@@ -46,7 +46,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, positive, print_and_write_frame, write_csv
+from memsched.experiments.benchtable import (
+    check_out,
+    guarded,
+    kept_on_interrupt,
+    positive,
+    print_and_write_frame,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
@@ -166,11 +172,8 @@ def _main(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-cli-"))
     rows: list[dict[str, Any]] = []
     try:
-        _measure(args, work, rows)
-    except KeyboardInterrupt:
-        if rows:
-            write_csv(rows, args.output, FIELDS)
-        raise
+        with kept_on_interrupt(rows, args.output, FIELDS):
+            _measure(args, work, rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -27,7 +27,7 @@ import sys
 import time
 
 import torch
-from memsched.experiments.benchtable import check_out, guarded, write_csv
+from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, write_csv
 from torch import nn
 
 COLUMNS = ("stages", "plain_us", "executor_us", "overhead_us", "per_stage_us", "repeats", "load")
@@ -100,14 +100,10 @@ def _main(lengths: list[int], repeats: int, out: str) -> int:
     check_out(out)
     torch.set_num_threads(1)
     rows: list[dict] = []
-    try:
+    with kept_on_interrupt(rows, out, COLUMNS):
         for L in lengths:
             rows.append(measure(L, repeats))
             print("  ".join(f"{k} {v}" for k, v in rows[-1].items()), flush=True)
-    except KeyboardInterrupt:
-        if rows:
-            write_csv(rows, out, COLUMNS)
-        raise
     print(f"wrote {write_csv(rows, out, COLUMNS)}")
     return 0
 

@@ -24,7 +24,7 @@ import platform
 import time
 from pathlib import Path
 
-from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
+from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive, write_csv
 from memsched.solvers import __version__, registry
 from memsched.solvers.join import reference_peak
 from memsched.solvers.join.generate import random_join
@@ -183,12 +183,8 @@ def _main(args: argparse.Namespace) -> int:
         check_out(out.with_suffix(".png"), "--figure")
     t0 = time.perf_counter()
     rows: list[dict] = []
-    try:
+    with kept_on_interrupt(rows, out, FIELDS):
         run(args.quick, args.slots, args.seed, args.cpsat_medium, rows)
-    except KeyboardInterrupt:
-        if rows:
-            write_csv(rows, out, FIELDS)
-        raise
     print_table(rows)
     write_csv(rows, out, FIELDS)
     print(f"wrote {out} ({len(rows)} rows) in {time.perf_counter() - t0:.1f} s")

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
+from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive
 from memsched.solvers.chain.dp import rotor_min_budget
 from memsched.solvers.offload.dp import solve_pofo
 from memsched.solvers.offload.exact_free import solve_offload_exact
@@ -94,7 +94,7 @@ def _main(args: argparse.Namespace) -> int:
     so far are written to --out before the interrupt goes on."""
     check_out(args.out)
     rows: list[dict[str, Any]] = []
-    try:
+    with kept_on_interrupt(rows, args.out):
         for L in args.lengths:
             for seed in range(args.seeds):
                 for per_byte in PER_BYTE_MS:
@@ -102,10 +102,6 @@ def _main(args: argparse.Namespace) -> int:
                         row = run_one(L, seed, per_byte, fraction, args.time_limit, args.slots, args.workers)
                         rows.append(row)
                         print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
-    except KeyboardInterrupt:
-        if rows:
-            write_csv(rows, args.out, list(rows[0]))
-        raise
     table = pd.DataFrame(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out, index=False)

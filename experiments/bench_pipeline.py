@@ -16,7 +16,7 @@ import argparse
 import time
 from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, write_csv
+from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, write_csv
 from memsched.solvers import __version__, registry
 from memsched.solvers.pipeline import generate, profiles
 from memsched.solvers.pipeline.dp import min_budget
@@ -104,15 +104,11 @@ def _main(args: argparse.Namespace) -> int:
     rows finished so far are written to --out before the interrupt goes on."""
     check_out(args.out)
     rows: list[dict[str, Any]] = []
-    try:
+    with kept_on_interrupt(rows, args.out, FIELDS):
         if args.part in ("all", "sweep"):
             sweep(args.quick, rows)
         if args.part in ("all", "timing"):
             timing(args.quick, rows)
-    except KeyboardInterrupt:
-        if rows:
-            write_csv(rows, args.out, FIELDS)
-        raise
     print(f"{'kind':<7} {'profile':<22} {'L':>4} {'P':>3} {'mem x':>6} {'solver':<13} {'opt':<16} {'status':<10} "
           f"{'period (s)':>11} {'peak GiB':>9} {'time (s)':>9}")
     for r in rows:

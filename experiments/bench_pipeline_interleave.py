@@ -19,7 +19,7 @@ import os
 import time
 from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, write_csv
+from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, write_csv
 from memsched.solvers import __version__, registry
 from memsched.solvers.pipeline import profiles
 from memsched.solvers.pipeline.dp import min_budget
@@ -77,12 +77,8 @@ def _main(args: argparse.Namespace) -> int:
     are written to --out before the interrupt goes on."""
     check_out(args.out)
     rows: list[dict[str, Any]] = []
-    try:
+    with kept_on_interrupt(rows, args.out, FIELDS):
         run(rows)
-    except KeyboardInterrupt:
-        if rows:
-            write_csv(rows, args.out, FIELDS)
-        raise
     print(f"wrote {write_csv(rows, args.out, FIELDS)}")
     return 0
 

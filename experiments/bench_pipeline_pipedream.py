@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, write_csv
+from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, write_csv
 from memsched.solvers import __version__, registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.pipeline import load
@@ -206,12 +206,8 @@ def _main(args: argparse.Namespace) -> int:
     check_out(out)
     check_out(out.with_suffix(".png"), "--out (its .png)")
     rows: list[dict[str, Any]] = []
-    try:
+    with kept_on_interrupt(rows, out, FIELDS):
         run(args.quick, args.memory, rows)
-    except KeyboardInterrupt:
-        if rows:
-            write_csv(rows, out, FIELDS)
-        raise
     write_csv(rows, out, FIELDS)
     figure(rows, out.with_suffix(".png"))
     print(f"wrote {out} and {out.with_suffix('.png')}")

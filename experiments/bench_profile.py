@@ -25,7 +25,7 @@ import subprocess
 import sys
 from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, write_csv
+from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, write_csv
 
 RSS_TARGET_MIB = 2048
 # (kind, model, sizes, cost, target seconds or None)
@@ -91,13 +91,9 @@ def _main(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     print(f"{'kind':<6} {'model':<12} {'sizes':<34} {'cost':<14} {'seconds':>8} {'CPU s':>7} {'RSS MiB':>8} "
           f"{'target':>7} {'met':>4} {'n':>5} {'store-all peak':>15}")
-    try:
+    with kept_on_interrupt(rows, args.out, FIELDS):
         for kind, model, sizes, cost, target in cases:
             rows.append(_case_row(kind, model, sizes, cost, target))
-    except KeyboardInterrupt:
-        if rows:
-            write_csv(rows, args.out, FIELDS)
-        raise
     out = write_csv(rows, args.out, FIELDS)
     print(f"wrote {out}")
     return 0

@@ -25,7 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, positive, print_and_write_frame, write_csv
+from memsched.experiments.benchtable import (
+    check_out,
+    guarded,
+    kept_on_interrupt,
+    positive,
+    print_and_write_frame,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIELDS = ["case", "L", "budgets", "slots", "seconds", "x_one_dp", "max_rel_makespan_diff"]
@@ -84,11 +90,8 @@ def _main(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-sweep-rotor-"))
     rows: list[dict[str, Any]] = []
     try:
-        _measure(args, work, rows)
-    except KeyboardInterrupt:
-        if rows:
-            write_csv(rows, args.output, FIELDS)
-        raise
+        with kept_on_interrupt(rows, args.output, FIELDS):
+            _measure(args, work, rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

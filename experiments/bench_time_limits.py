@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
+from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive
 from memsched.solvers import registry
 
 OUT = Path("results/bench_time_limits.csv")
@@ -188,12 +188,8 @@ def _main(args: argparse.Namespace) -> int:
     check_out(args.out)
     limits = args.limits or ([0.1, 1.0] if args.quick else [0.1, 1.0, 10.0])
     rows: list[dict[str, Any]] = []
-    try:
+    with kept_on_interrupt(rows, args.out):
         df = run(limits, args.only, args.hog, rows)
-    except KeyboardInterrupt:
-        if rows:
-            write_csv(rows, args.out, list(rows[0]))
-        raise
     print()
     print(df.drop(columns=["budget"]).to_string(index=False))
     args.out.parent.mkdir(parents=True, exist_ok=True)

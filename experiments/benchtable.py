@@ -6,10 +6,11 @@ file) and the table printed beside it."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,6 +45,20 @@ def check_out(path: str | Path, field: str = "--out") -> None:
         folder = folder.parent
     if not folder.is_dir() or not os.access(folder, os.W_OK):
         raise InputError(f"folder {str(folder)!r} is not writable", path=str(path), field=field)
+
+
+@contextlib.contextmanager
+def kept_on_interrupt(rows: list[dict[str, Any]], path: str | Path, fields: Sequence[str] | None = None
+                      ) -> Iterator[list[dict[str, Any]]]:
+    """Inside, a Ctrl-C writes the rows finished so far (`rows`, filled by the body) to `path` under
+    `fields` (default: the first row's keys) before the interrupt goes on; with none finished the file
+    stays as it was (`guarded` then prints the one line and returns 130)."""
+    try:
+        yield rows
+    except KeyboardInterrupt:
+        if rows:
+            write_csv(rows, path, list(fields) if fields is not None else list(rows[0]))
+        raise
 
 
 def positive(kind: Callable[[str], Any] = float, *, zero: bool = False) -> Callable[[str], Any]:
