@@ -4,6 +4,7 @@ and `trains_like_plain_autograd`, the check of the trainers (`memsched.Scheduled
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import subprocess
@@ -264,3 +265,23 @@ def wait_rows(jpath: Path, n: int, proc: subprocess.Popen, timeout: float = 90) 
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.02)
     pytest.fail(f"{jpath} did not reach {n} rows in {timeout} s")
+
+
+def persistent_schedules(L: int, i: int = 0, l: int | None = None) -> tuple[tuple[Any, ...], ...]:
+    """Every persistent schedule (op tuples) of the sub-chain (i, l) of a chain of `L` stages (default
+    the whole chain): the leaf, C_all (F_all(i), the rest, B(i)), or C_ck with each split j (F_ck(i),
+    F_n(i+1..j-1), then (j, l), then (i, j-1)): the rotor recurrence's decompositions, for brute forces."""
+    return _persistent(L, i, L if l is None else l)
+
+
+@functools.cache
+def _persistent(L: int, i: int, l: int) -> tuple[tuple[Any, ...], ...]:
+    from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, F_n, Loss
+
+    if i == l:
+        return ((Loss(L),) if i == L else (F_all(i), Bwd(i)),)
+    out = [(F_all(i), *sub, Bwd(i)) for sub in _persistent(L, i + 1, l)]
+    for j in range(i + 1, l + 1):
+        advance = (F_ck(i), *(F_n(k) for k in range(i + 1, j)))
+        out += [advance + right + left for right in _persistent(L, j, l) for left in _persistent(L, i, j - 1)]
+    return tuple(out)

@@ -5,19 +5,18 @@ models <= DP."""
 from __future__ import annotations
 
 import io
-import itertools
 import json
 import math
 from contextlib import redirect_stderr, redirect_stdout
-from functools import cache
 
 import numpy as np
 import pytest
+from conftest import persistent_schedules
 from memsched.solvers.chain import Chain, reference_peak, simulate
 from memsched.solvers.chain import dp as rotor_mod
 from memsched.solvers.chain.dp import min_memory_schedule, rotor_min_budget, rotor_table, solve_rotor
 from memsched.solvers.chain.generate import random_chain
-from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Op, Schedule
+from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Schedule
 from memsched.solvers.errors import InputError
 from memsched.solvers.registry import solve
 
@@ -31,21 +30,10 @@ def mode_chain(L: int, seed: int, **kw) -> Chain:
     return Chain.with_mode_overheads(base.u_f, base.u_b, base.x, base.xbar, o_fa, o_fn, base.o_b, name=base.name)
 
 
-@cache
-def _persistent(L: int, i: int, l: int) -> tuple[tuple[Op, ...], ...]:
-    if i == l:
-        return ((Loss(L),) if i == L else (F_all(i), Bwd(i)),)
-    out = [(F_all(i), *sub, Bwd(i)) for sub in _persistent(L, i + 1, l)]
-    for j in range(i + 1, l + 1):
-        advance = (F_ck(i), *(F_n(k) for k in range(i + 1, j)))
-        out += [advance + r + left for r, left in itertools.product(_persistent(L, j, l), _persistent(L, i, j - 1))]
-    return tuple(out)
-
-
 def brute_force(chain: Chain) -> list[tuple[int, float]]:
     """(peak, makespan) of every persistent schedule, replayed by the simulator."""
     out = []
-    for ops in _persistent(chain.length, 0, chain.length):
+    for ops in persistent_schedules(chain.length):
         sim = simulate(chain, Schedule(list(ops), chain.length))
         assert sim.valid, sim.violation
         out.append((sim.peak_memory, sim.makespan))

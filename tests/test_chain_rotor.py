@@ -3,12 +3,12 @@ recurrence, the simulator, the baselines; budgets, slots, curve."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from functools import cache
 
 import numpy as np
 import pytest
+from conftest import persistent_schedules
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memsched.solvers.chain import Chain, reference_peak, simulate
@@ -29,22 +29,6 @@ BASELINES = ("store-all", "periodic", "sqrt", "recompute-all")
 
 
 # --------------------------------------------------------------------------- references
-def persistent_schedules(L: int, i: int = 0, l: int | None = None) -> list[list[Op]]:
-    """Every persistent schedule of (i, l): the leaf, C_all, or C_ck with each split j."""
-    l = L if l is None else l
-    return _persistent(L, i, l)
-
-
-@cache
-def _persistent(L: int, i: int, l: int) -> list[list[Op]]:
-    if i == l:
-        return [[Loss(L)] if i == L else [F_all(i), Bwd(i)]]
-    out = [[F_all(i), *sub, Bwd(i)] for sub in _persistent(L, i + 1, l)]
-    for j in range(i + 1, l + 1):
-        advance = [F_ck(i)] + [F_n(k) for k in range(i + 1, j)]
-        for right, left in itertools.product(_persistent(L, j, l), _persistent(L, i, j - 1)):
-            out.append(advance + right + left)
-    return out
 
 
 def brute_force(chain: Chain) -> list[tuple[int, float]]:

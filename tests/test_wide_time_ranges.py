@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import math
-from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import persistent_schedules, run_cli
 from memsched.solvers.chain import Chain, dp, simulate
 from memsched.solvers.chain.dp import rotor_table
-from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Op, Schedule
+from memsched.solvers.chain.schedule import Schedule
 from memsched.solvers.join.instance import Join
 from memsched.solvers.join.simulator import simulate as join_simulate
 from memsched.solvers.registry import get_problem, solve, solver_table
@@ -43,23 +42,11 @@ def wide_chain(L: int = 3, big: float = 1e9) -> Chain:
     return Chain.from_stages(1, stages, {"bwd_time": 0.000417, "bwd_overhead": 0}, name="wide")
 
 
-@cache
-def _persistent(L: int, i: int, l: int) -> tuple[tuple[Op, ...], ...]:
-    """Every persistent schedule of the sub-chain (i, l) (the rotor recurrence's two decompositions)."""
-    if i == l:
-        return ((Loss(L),) if i == L else (F_all(i), Bwd(i)),)
-    out = [(F_all(i), *sub, Bwd(i)) for sub in _persistent(L, i + 1, l)]
-    for j in range(i + 1, l + 1):
-        advance = (F_ck(i), *(F_n(k) for k in range(i + 1, j)))
-        out += [advance + right + left for right in _persistent(L, j, l) for left in _persistent(L, i, j - 1)]
-    return tuple(out)
-
-
 def best_persistent(chain: Chain, budget: int) -> float:
     """The least makespan of a persistent schedule within `budget` bytes (brute force, small L)."""
     L = chain.length
     best = math.inf
-    for ops in _persistent(L, 0, L):
+    for ops in persistent_schedules(L):
         sim = simulate(chain, Schedule(list(ops), L))
         if sim.violation is None and sim.peak_memory <= budget:
             best = min(best, sim.makespan)
