@@ -265,15 +265,12 @@ class _SavedRef:
 @dataclass
 class Tape:
     """What F_v keeps for B_v: the gradient edges of its outputs (by flat position), the leaves
-    of its producers (u -> [(position, leaf)]), the parameters its op uses, and the leaf that
-    stood for the network input (`GraphExecutor.input_grad`; it shares the input's storage, so it
-    keeps its data: None when the executor computes no input gradient)."""
+    of its producers (u -> [(position, leaf)]) and the parameters its op uses."""
 
     edges: dict[int, Any]
     leaves: dict[int, list[tuple[int, torch.Tensor]]]
     params: list[nn.Parameter]
     uses: int = 0
-    input_leaf: torch.Tensor | None = None
 
 
 @dataclass
@@ -288,8 +285,6 @@ class _Run:
     received: set[int] = field(default_factory=set)  # ids of the parameters a B_v (or the loss) gave a gradient
     computed: set[int] = field(default_factory=set)  # the forward nodes computed once already
     loss: float = float("nan")
-    input_grad: torch.Tensor | None = None  # the network input's gradient summed so far (delta_0; zeros first)
-    input_received: bool = False  # a computation gave the input a gradient
 
 
 def _check_links(graph: Graph, reads: dict[int, list[int]]) -> None:
@@ -311,20 +306,11 @@ class GraphExecutor:
     followed by ``loss_fn(output, target)``; `example_input` has the shapes of the inputs
     the schedules will run on (it computes the plan's static values). A graph whose nodes are not
     the network's, or whose links miss a value a forward node or the loss reads (`_check_links`),
-    raises ValueError here. `input_grad`: compute the gradient of a floating network input
-    (delta_0, as plain autograd does for an input requiring grad, `reference_step`): every
-    computation with a tape (and the loss) reads the input through a leaf requiring grad, and the
-    first computation of each B_v (the loss) adds its gradient for that leaf into the step's
-    ``input_grad``. Like the parameters' gradients it is allocated (zeros) before the step, kept
-    between steps, and not counted; what a node yields for it before it is added is one of the
-    node's temporaries (a graph profiled by this executor has it in them). False: no input gradient
-    (``input_grad`` None), as a plain training step."""
+    raises ValueError here."""
 
     def __init__(self, blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, graph: Graph,
-                 example_input: torch.Tensor, *, input_grad: bool = True) -> None:
+                 example_input: torch.Tensor) -> None:
         self.blocks = as_blocks(blocks)
-        self.input_grad = input_grad
-        self._delta0: torch.Tensor | None = None  # the input gradient's buffer, kept between steps (`_run`)
         self.loss_fn = loss_fn
         self.graph = graph
         self._every_param = parameters_of(self.blocks, frozen=True)
@@ -416,9 +402,7 @@ class GraphExecutor:
         grads = {name: p.grad.detach().clone() for name, p in self.params.items() if p.grad is not None}
         extra = ({"tracker_predicted_peak": None if cuda else int(max(tracker_memory, default=0))}
                  if "tracker_predicted_peak" in {f.name for f in fields(StepResult)} else {})
-        input_grad = None if m.input_grad is None else m.input_grad.clone()  # the buffer is the next step's
-        return StepResult(loss=m.loss, grads=grads, input_grad=input_grad, peak_memory=int(m.peak),
-                          time_ms=m.time_ms,
+        return StepResult(loss=m.loss, grads=grads, input_grad=None, peak_memory=int(m.peak), time_ms=m.time_ms,
                           device=str(inputs.device), memory_method=m.method,
                           predicted_peak=int(max(alloc_memory if extra or cuda else tracker_memory, default=0)),
                           predicted_makespan=float(sim.makespan), trace=m.traces,
@@ -520,9 +504,8 @@ class GraphExecutor:
     def _run(self, seq: list[int], frees: dict[int, list[int]], tape_at: set[int], retain_at: set[int],
              x: torch.Tensor, target: Any, seed: int | None, watch: bool, trace: bool, clock: str,
              probe: Any = None, accumulate: bool = False, rng: FileOrderRng | None = None
-             ) -> tuple[float, torch.Tensor | None, int, list[OpTrace], float]:
-        """One step of `seq` (the loss, the input's gradient when `input_grad`, the peak bytes, the
-        traces, the elapsed ms); `probe` (`models.graph.profile`), when given, is told when each
+             ) -> tuple[float, None, int, list[OpTrace], float]:
+        """One step of `seq`; `probe` (`models.graph.profile`), when given, is told when each
         step starts (``start(s)``), when its node is computed (``computed(s, node, run, meter)``,
         before the copies it ends are dropped) and when it ends (``stop(s)``). `accumulate`:
         add to the parameter gradients already there instead of zeroing them. `rng`: the random
@@ -531,10 +514,9 @@ class GraphExecutor:
         allocated None again."""
         self.check_trainable()
         fresh = self._prepare_grads(accumulate)
-        input_grad = self._input_grad_buffer(x)
         try:
             return self._run_steps(seq, frees, tape_at, retain_at, x, target, seed, watch, trace, clock, probe, rng,
-                                   fresh, input_grad)
+                                   fresh)
         except BaseException:
             for p in fresh:
                 p.grad = None
@@ -542,17 +524,14 @@ class GraphExecutor:
 
     def _run_steps(self, seq: list[int], frees: dict[int, list[int]], tape_at: set[int], retain_at: set[int],
                    x: torch.Tensor, target: Any, seed: int | None, watch: bool, trace: bool, clock: str,
-                   probe: Any, rng: FileOrderRng | None, fresh: list[nn.Parameter],
-                   input_grad: torch.Tensor | None = None
-                   ) -> tuple[float, torch.Tensor | None, int, list[OpTrace], float]:
-        """`_run` after the gradients are allocated (`fresh`: those it allocated; `input_grad`: zeros
-        that the input's gradient is added into, None: none computed). The input's gradient it returns
-        is None when no computation read the input (as ``x.grad`` after ``loss.backward()``)."""
+                   probe: Any, rng: FileOrderRng | None, fresh: list[nn.Parameter]
+                   ) -> tuple[float, None, int, list[OpTrace], float]:
+        """`_run` after the gradients are allocated (`fresh`: those it allocated)."""
         if seed is not None:
             torch.manual_seed(seed)
         if rng is None:
             rng = self.rng_order(x)
-        run = _Run(_StepRng(rng, x.device, seq, self.loss), input_grad=input_grad)
+        run = _Run(_StepRng(rng, x.device, seq, self.loss))
         meter = StepMeter(x.device, watch=watch, trace=trace, clock=clock)
         with meter:
             for s, node in enumerate(seq):
@@ -584,7 +563,7 @@ class GraphExecutor:
         for p in fresh:
             if id(p) not in run.received:
                 p.grad = None
-        return loss, run.input_grad if run.input_received else None, meter.peak, meter.traces, meter.elapsed_ms
+        return loss, None, meter.peak, meter.traces, meter.elapsed_ms
 
     # ----------------------------------------------------------------- randomness
     def rng_order(self, x: torch.Tensor, *, exact: bool = False) -> FileOrderRng:
@@ -754,7 +733,6 @@ class GraphExecutor:
             run.copies[v] = (s, _detached(out))
             return
         values, leaves = self._leaves(run, producers)
-        x_in = self._input_leaf(x)
         where = {storage_key(leaf): (u, pos) for u, ls in leaves.items() for pos, leaf in ls}
         # A producer without a backward node (no leaves) is saved as itself: the tape would pin
         # its copy after the schedule drops it. B_v depends on it, so it is resident again then.
@@ -785,7 +763,7 @@ class GraphExecutor:
             return base.as_strided(h.size, h.stride, h.offset)
 
         with run.rng.forward(v), torch.enable_grad(), saved_tensors_hooks(pack, unpack):
-            args = self.plan.resolve((step.args, step.kwargs), lambda u: values[u], x if x_in is None else x_in)
+            args = self.plan.resolve((step.args, step.kwargs), lambda u: values[u], x)
             out = step.fn(*args[0], **args[1])
         flat = _flat(out)
         edges = {pos: get_gradient_edge(t) for pos, t in enumerate(flat)
@@ -796,53 +774,20 @@ class GraphExecutor:
         for ls in leaves.values():
             for _, leaf in ls:
                 leaf.data = _empty(leaf)  # no storage until B_v
-        run.tapes[v] = Tape(edges, leaves, params, input_leaf=x_in)
-
-    def _input_leaf(self, x: torch.Tensor) -> torch.Tensor | None:
-        """A leaf requiring grad that shares `x`'s storage (no new bytes), for a computation with
-        autograd to read the network input through (`input_grad`); None when there is no input
-        gradient to compute (`input_grad` False, or an integer input such as token ids)."""
-        return x.detach().requires_grad_(True) if self.input_grad and _grad_capable(x) else None
-
-    def _input_grad_buffer(self, x: torch.Tensor) -> torch.Tensor | None:
-        """Zeros of `x`'s shape that a step adds the input's gradient into (None: `_input_leaf` makes
-        no leaf). Allocated before a step and kept between steps, as the parameters' gradients are
-        (`_prepare_grads`): neither the step's tracker nor the allocator probe counts it."""
-        if self._input_leaf(x) is None:
-            return None
-        buf = self._delta0
-        if buf is None or buf.shape != x.shape or buf.dtype != x.dtype or buf.device != x.device:
-            buf = self._delta0 = torch.zeros_like(x, memory_format=torch.contiguous_format)
-        else:
-            buf.zero_()
-        return buf
-
-    def _add_input_grad(self, run: _Run, g: torch.Tensor | None) -> None:
-        """Add `g` (a gradient for the input leaf, None: the computation did not read the input) into
-        the step's input gradient (allocated before the step, `_run`): like a parameter gradient, `g`
-        is a temporary of the node that makes it."""
-        if g is not None and run.input_grad is not None:
-            run.input_grad.add_(g.detach())
-            run.input_received = True
+        run.tapes[v] = Tape(edges, leaves, params)
 
     def _loss(self, run: _Run, s: int, x: torch.Tensor, target: Any) -> None:
         sources = [u for u in self.graph.preds[self.loss] if u in self.plan.ops]
         values, leaves = self._leaves(run, sources)
-        first = self.loss not in run.accumulated
-        own = self.loss_params() if first else []  # once, from the loss alone
+        own = self.loss_params() if self.loss not in run.accumulated else []  # once, from the loss alone
         run.accumulated.add(self.loss)
-        x_in = self._input_leaf(x) if first else None
-        inp = [] if x_in is None else [x_in]
         with torch.enable_grad():
-            out = self.plan.resolve(self.plan.output, lambda u: values[u], x if x_in is None else x_in)
+            out = self.plan.resolve(self.plan.output, lambda u: values[u], x)
             loss = self.loss_fn(out, target)
             wrt = [leaf for ls in leaves.values() for _, leaf in ls]
-            needed = wrt or own or (inp and loss.requires_grad)  # the input alone: only when the loss reads it
-            grads = torch.autograd.grad(loss, wrt + inp + own, allow_unused=True) if needed else ()
+            grads = torch.autograd.grad(loss, wrt + own, allow_unused=True) if wrt or own else ()
         run.loss = float(loss.detach())
-        if inp and grads:
-            self._add_input_grad(run, grads[len(wrt)])
-        for p, g in zip(own, grads[len(wrt) + len(inp):]):
+        for p, g in zip(own, grads[len(wrt):]):
             if g is not None:
                 p.grad.add_(g)  # allocated by _prepare_grads before the step
                 run.received.add(id(p))
@@ -880,15 +825,11 @@ class GraphExecutor:
         wrt = [leaf for ls in tape.leaves.values() for _, leaf in ls]
         accumulate = v not in run.accumulated
         params = [p for p in tape.params if p.requires_grad] if accumulate else []  # frozen now: no gradient
-        # the input's gradient, as the parameters', once per node (a B_v computed again adds nothing)
-        inp = [tape.input_leaf] if accumulate and tape.input_leaf is not None else []
         grads: Sequence[torch.Tensor | None] = ()
-        if outs and (wrt or inp or params):
-            grads = torch.autograd.grad([e for e, _ in outs], wrt + inp + params, [g for _, g in outs],
+        if outs and (wrt or params):
+            grads = torch.autograd.grad([e for e, _ in outs], wrt + params, [g for _, g in outs],
                                         allow_unused=True, retain_graph=retain)
-        if inp and grads:
-            self._add_input_grad(run, grads[len(wrt)])
-        for p, g in zip(params, grads[len(wrt) + len(inp):]):
+        for p, g in zip(params, grads[len(wrt):]):
             if g is not None:
                 p.grad.add_(g)  # allocated by _prepare_grads before the step
                 run.received.add(id(p))
@@ -942,17 +883,15 @@ def execute_graph(blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, grap
                   schedule: GraphSchedule | Sequence[int], inputs: torch.Tensor, target: Any, *, seed: int = 0,
                   check: bool = True, rtol: float = 1e-4, atol: float = 1e-6, **options: Any
                   ) -> tuple[StepResult, bool | None]:
-    """Run one step under `schedule`; when `check`, compare every parameter gradient and the
-    input's (a floating input) with a plain forward/backward at the same seed
-    (`models.measure.gradients_match`). Returns (result, grad_check: None when unchecked or when
-    every reference gradient is zero)."""
+    """Run one step under `schedule`; when `check`, compare every parameter gradient with a
+    plain forward/backward at the same seed. Returns (result, grad_check or None)."""
     from memsched.models.chain.executor import reference_step
-    from memsched.models.measure import gradients_match
+    from memsched.models.measure import compare_gradients
 
     executor = GraphExecutor(blocks, loss_fn, graph, inputs)
     result = executor.step(schedule, inputs, target, seed=seed, **options)
     if not check:
         return result, None
-    _, ref, ref_input = reference_step(executor.blocks, loss_fn, inputs, target, seed=seed)
-    return result, gradients_match(result.grads, result.input_grad, ref, ref_input, rtol=rtol, atol=atol)[0]
+    _, ref, _ = reference_step(executor.blocks, loss_fn, inputs, target, seed=seed)
+    return result, compare_gradients(result.grads, ref, rtol=rtol, atol=atol)[0]
 
