@@ -18,9 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,9 +26,9 @@ from typing import Any
 from memsched.experiments.benchtable import (
     check_out,
     guarded,
-    kept_on_interrupt,
     positive,
     print_and_write_frame,
+    rows_in_scratch,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,13 +85,7 @@ def _main(args: argparse.Namespace) -> int:
     table printed and written; on Ctrl-C the rows finished so far are written to --output before the
     interrupt goes on."""
     check_out(args.output, "--output")
-    work = Path(tempfile.mkdtemp(prefix="bench-sweep-rotor-"))
-    rows: list[dict[str, Any]] = []
-    try:
-        with kept_on_interrupt(rows, args.output, FIELDS):
-            _measure(args, work, rows)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    rows = rows_in_scratch("bench-sweep-rotor-", lambda work, rows: _measure(args, work, rows), args.output, FIELDS)
 
     import pandas as pd
 

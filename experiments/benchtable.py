@@ -9,7 +9,9 @@ import argparse
 import contextlib
 import csv
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -59,6 +61,21 @@ def kept_on_interrupt(rows: list[dict[str, Any]], path: str | Path, fields: Sequ
         if rows:
             write_csv(rows, path, list(fields) if fields is not None else list(rows[0]))
         raise
+
+
+def rows_in_scratch(prefix: str, measure: Callable[[Path, list[dict[str, Any]]], None], path: str | Path,
+                    fields: Sequence[str]) -> list[dict[str, Any]]:
+    """The rows `measure(work, rows)` appends, run in a fresh scratch folder `work` (name starting with
+    `prefix`, removed after, whatever happens); a Ctrl-C writes the rows finished so far to `path`
+    under `fields` first (`kept_on_interrupt`)."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    rows: list[dict[str, Any]] = []
+    try:
+        with kept_on_interrupt(rows, path, fields):
+            measure(work, rows)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return rows
 
 
 def positive(kind: Callable[[str], Any] = float, *, zero: bool = False) -> Callable[[str], Any]:
