@@ -101,16 +101,29 @@ def is_whole(values: Sequence[float] | np.ndarray) -> bool:
 
 
 def tick_scale(durations: Iterable[float], *, max_ticks: float = 10_000, powers: int = 5) -> tuple[float, bool]:
-    """(ticks per time unit, exact): the coarsest 10^k (k < `powers`) making every duration
-    whole (`is_whole`: relative, so durations of 1e-12 units are never taken as 0 ticks), else about
-    `max_ticks` ticks for the longest one (then exact only when every duration is whole there)."""
+    """(ticks per time unit, exact): the coarsest 10^k making every duration whole (`is_whole`: relative,
+    so durations of 1e-12 units are never taken as 0 ticks), k from k0 to k0 + `powers` - 1, where k0 =
+    max(0, -floor(log10(longest))) starts the candidates at the magnitude of the longest duration; else
+    about `max_ticks` ticks for the longest one (then exact only when every duration is whole there).
+
+    So the grid does not depend on the time unit: durations whose longest is in [1, 10) time units and
+    the same durations x 10^-m (m >= 0) get scales exactly 10^m apart and the same ticks, as do any that fall
+    back to about `max_ticks` ticks. A longest of at least one time unit keeps k0 = 0 (ordinary durations
+    see the candidates 10^0 .. 10^(powers-1), as before), so for a longest of 10^j .. 10^(j+1) units
+    the x 10^-m copy's candidates sit j powers lower: it gets the same ticks unless every duration is a
+    multiple of 10 (then coarser ticks, still exact) or whole only at some 10^k with k > powers - 1 - j
+    (then it falls back). Zero durations count for nothing; with none positive the scale is 1 (exact)."""
     times = np.array([float(t) for t in durations], dtype=float)
-    for k in range(powers):
+    longest = float(np.max(np.abs(times), initial=0.0))
+    # 1e-9 of a decade forgiven: a longest of 1 - 1e-15 (float noise) is the power of ten it stands for,
+    # and no skipped k (< k0) could have made the durations whole
+    k0 = max(0, -math.floor(math.log10(longest) + 1e-9)) if longest > 0 else 0
+    for k in range(k0, min(k0 + powers, 309)):  # (10.0 ** 309 overflows)
         s = 10.0 ** k
         if is_whole(times * s):
             return s, True
-    longest = max(float(np.max(np.abs(times), initial=0.0)), 1e-300)
-    s = float(10 ** math.ceil(math.log10(max_ticks / longest)))
+    longest = max(longest, 1e-300)
+    s = float(10 ** math.ceil(math.log10(max_ticks / longest) - 1e-9))  # noise forgiven, as for k0
     return s, is_whole(times * s)
 
 
