@@ -29,7 +29,7 @@ OTHERS = {"pofo": solve_pofo, "rotor-offload": solve_rotor_offload, "remat-only"
 def _instance(L: int, x, extra, u_f, u_b, o_f, o_b, per_byte: float) -> OffloadInstance:
     """Integer sizes and times; moving one byte takes `per_byte` time units (whole ticks)."""
     chain = Chain(u_f=np.array(list(u_f[:L]) + [0], dtype=float), u_b=np.array(u_b[: L + 1], dtype=float),
-                  x=np.array(list(x[: L + 1]) + [0]), xbar=np.array([x[0]] + [x[j] + extra[j] for j in range(1, L + 1)]
+                  x=np.array(list(x[: L + 1]) + [0]), xbar=np.array([0] + [x[j] + extra[j] for j in range(1, L + 1)]
                                                                    + [0]),
                   o_f=np.array(list(o_f[:L]) + [0]), o_b=np.array(o_b[: L + 1]))
     return OffloadInstance(chain, bandwidth=chain.time_units_per_second() / per_byte)

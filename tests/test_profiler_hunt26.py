@@ -110,13 +110,13 @@ def test_loss_frees_tape() -> None:
 
 def test_released_loss_chain_keeps_the_release_invariants() -> None:
     # a released chain (o_b < o_bh): B(L-1)'s value lowers both where lower, o_bh >= o_b stays
-    chain = Chain.with_mode_overheads([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [8, 8, 8, 0], [0, 16, 16, 0],
+    chain = Chain.with_mode_overheads([1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [8, 8, 8, 0], [0, 16, 16, 0],
                                       [0, 0, 0], [0, 0, 0], [4, 2, 6], o_bh=[5, 9, 6],
                                       meta={"overheads": {"loss_released": {
                                           "bwd_overhead": 3, "last_block": {"bwd_overhead": 4}}}})
     charged = released_loss_chain(chain, store_all_schedule(2).ops)
     assert list(charged.o_b) == [4, 2, 3] and list(charged.o_bh) == [5, 4, 3]
     assert list(released_loss_chain(chain).o_b) == [4, 2, 3] and list(released_loss_chain(chain).o_bh) == [5, 9, 3]
-    old = Chain.with_mode_overheads([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [8, 8, 8, 0], [0, 16, 16, 0], [0, 0, 0],
+    old = Chain.with_mode_overheads([1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [8, 8, 8, 0], [0, 16, 16, 0], [0, 0, 0],
                                     [0, 0, 0], [4, 9, 6], meta={"overheads": {"loss_released": {"bwd_overhead": 3}}})
     assert list(released_loss_chain(old, store_all_schedule(2).ops).o_b) == [4, 9, 3]  # a file without it

@@ -104,15 +104,20 @@ class Chain:
     def check(self) -> None:
         """Every invariant of the module docstring, vectorised (cheap: every derived chain, discretised
         or retimed, runs it too): the lengths (L+1 or L+2), times finite in 0..`MAX_TIME` (the file's
-        unit), sizes in 0..`MAX_BYTES` (bytes, or slots once discretised), ``xbar[i] >= x[i]`` for the
+        unit), sizes integers in 0..`MAX_BYTES` (bytes, or slots once discretised; an array assigned in
+        Python is converted as the constructor converts it, `_as_arrays`: 5.2 bytes is refused, not
+        truncated), the entries past the stages zero (`_check_ends`: ``x[L+1]``, ``xbar[0]``,
+        ``xbar[L+1]``, the forward times and overheads of the loss), ``xbar[i] >= x[i]`` for the
         stages' outputs (the tape contains the output), ``u_f = max(u_fa, u_fn)``, ``o_f = max(o_fa, o_fn)``
         and the early-release bounds. `InputError` naming the array and index (``u_b[2]``) otherwise:
         the same rules as the chain file's (`parse_stages`), for chains built or edited in Python."""
+        self._as_arrays()
         self._check_lengths()
-        for name in ("u_f", "u_b", "u_fa", "u_fn"):
+        for name in _TIME_ARRAYS:
             _check_range(getattr(self, name), name, MAX_TIME, _TIME_RULE)
         for name in ("x", "xbar", "o_f", "o_fa", "o_fn"):
             _check_size_range(getattr(self, name), name)
+        self._check_ends()
         L = self.length
         low = np.flatnonzero(self.xbar[1 : L + 1] < self.x[1 : L + 1])
         if low.size:
@@ -126,6 +131,37 @@ class Chain:
         self._check_release()
         # o_b may be < 0 (early release) only under a held o_bh >= 0; without o_bh it *is* o_bh
         _check_size_range(self.o_bh, "o_bh" if self.o_bh is not self.o_b else "o_b")
+
+    def _as_arrays(self) -> None:
+        """Each size array an int64 array (`units.size_array`: whole numbers only, an `InputError` in the
+        constructor's words naming the entry, ``x[0]``, for 5.2) and each time array a float array
+        (`_time_array`), as the constructor makes them: an array assigned in Python (``chain.x = chain.x
+        * 1.3``) is then neither truncated nor a float index in a solver. Arrays already of that dtype
+        are kept as they are, and two attributes that are one array (``o_fa`` *is* ``o_f`` without
+        per-mode overheads, ``o_bh`` *is* ``o_b`` without early release) stay one array."""
+        for names, convert in ((_SIZE_ARRAYS, size_array), (_TIME_ARRAYS, _time_array)):
+            done: dict[int, np.ndarray] = {}  # id of an attribute's value -> its converted array
+            for name in names:
+                value = getattr(self, name)
+                if id(value) not in done:
+                    done[id(value)] = convert(value, name)
+                setattr(self, name, done[id(value)])
+
+    def _check_ends(self) -> None:
+        """The entries past the stages are 0 (module docstring; the chain file cannot state them, so a
+        chain that breaks one would not survive `save`): ``x[L+1]``, ``xbar[0]``, ``xbar[L+1]``, and the
+        loss's forward time and overhead ``u_f[L]``, ``u_fa[L]``, ``u_fn[L]``, ``o_f[L]``, ``o_fa[L]``,
+        ``o_fn[L]``. `InputError` naming the entry (``x[2]``) otherwise. (Called after the range checks:
+        every entry is then a number.)"""
+        L = self.length
+        ends = [("x", L + 1, "x[L+1], no activation after the loss"), ("xbar", 0, "xbar[0], the input has no tape"),
+                ("xbar", L + 1, "xbar[L+1], the loss keeps no tape")]
+        ends += [(name, L, f"{name}[L], the loss has no forward") for name in ("u_f", "u_fa", "u_fn")]
+        ends += [(name, L, f"{name}[L], the loss has no forward") for name in ("o_f", "o_fa", "o_fn")]
+        for name, i, why in ends:
+            value = getattr(self, name)[i]
+            if value != 0:
+                raise InputError(f"must be 0 ({why}), got {value.item()!r}", field=f"{name}[{i}]")
 
     def _check_lengths(self) -> None:
         """u_f is a 1-D array of L+1 >= 1 times; the other arrays have length L+1 or L+2."""
@@ -365,6 +401,10 @@ def _check_range(arr: np.ndarray, name: str, high: float, what: str) -> None:
         value = arr[i].item()
         raise InputError(f"must be {what}, got {value!r}", field=f"{name}[{i}]")
 
+
+#: a chain's arrays of sizes (bytes, or slots once discretised) and of times (the file's unit)
+_SIZE_ARRAYS = ("x", "xbar", "o_f", "o_b", "o_fa", "o_fn", "o_bh")
+_TIME_ARRAYS = ("u_f", "u_b", "u_fa", "u_fn")
 
 #: what a chain's time must be (`Chain.check`)
 _TIME_RULE = f"a non-negative finite time, at most {MAX_TIME:g} (the time unit)"

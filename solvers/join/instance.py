@@ -61,7 +61,8 @@ class Join:
     def check(self) -> None:
         """The rules of the join file's loader (`from_dict`), for a join built or edited in Python: each
         branch by `Chain.check` (its times finite in 0..`MAX_TIME` of the file's unit, sizes integers in
-        0..`MAX_BYTES`, ...; the error's field prefixed ``branches[b].``, as ``branches[1].x[0]``), the loss
+        0..`MAX_BYTES` (5.2 bytes refused, whole floats converted), the entries past its stages 0 (``x[L_b+1]``,
+        ...); the error's field prefixed ``branches[b].``, as ``branches[1].x[0]``), the loss
         time ``loss_time`` a time and ``loss_overhead`` an integer size (bytes, or the file's memory unit)
         by `units.check_number`. The first bad entry is an `InputError` naming the field (no path)."""
         for b, branch in enumerate(self.branches):
