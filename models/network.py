@@ -43,7 +43,8 @@ from memsched.solvers.errors import InputError, first_line, flag
 
 __all__ = ["Network", "is_factory_spec", "mean_output_loss", "as_zoo_model", "build_network", "checked_blocks",
            "schedule_and_instance", "first_line", "checked_loss_fn", "step_input_error",
-           "check_input_like", "check_step_arguments", "diagnosed", "refused_sizes"]
+           "check_input_like", "check_step_arguments", "diagnosed", "refused_sizes", "factory_defaults",
+           "stage_output_bytes"]
 
 #: the keyword arguments `build_network` may pass to a factory (the zoo's sizes and placement)
 FACTORY_KEYS = ("batch", "image_size", "seq_len", "width", "depth", "vocab", "classes", "dropout", "device", "seed",
@@ -123,6 +124,9 @@ def _load_factory(spec: str) -> tuple[Callable[..., Any], str]:
 #: the `FACTORY_KEYS` `build_network` itself takes (placement, and the split of the blocks): passed on only when
 #: the factory takes them, never refused
 PLACEMENT_KEYS = ("device", "seed", "dtype", "granularity")
+#: the `FACTORY_KEYS` the command line's sizing options set (``--batch``, ``--width``, ...): the sizes a factory's
+#: network is built at, which a profile's meta records (`factory_defaults` for those left to the factory)
+SIZE_KEYS = tuple(k for k in FACTORY_KEYS if k not in PLACEMENT_KEYS)
 
 
 def refused_sizes(spec: str) -> frozenset[str]:
@@ -134,6 +138,52 @@ def refused_sizes(spec: str) -> frozenset[str]:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return frozenset()
     return frozenset(k for k in FACTORY_KEYS if k not in PLACEMENT_KEYS and k not in params)
+
+
+def factory_defaults(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The defaults of the parameters of the factory `fn` named as a size (`SIZE_KEYS`), as a chain
+    file's meta keeps them (`_plain`): the sizes its network is built at when the command line leaves
+    them out, which a profile must record as it records the given ones (else a run at other sizes
+    would be planned with these costs). Only plain values the network can be built at again by the
+    zoo's rules (`_buildable_size`) and that reach the factory unchanged when a run passes them back are
+    kept: a default of None, a tensor or a width of 0.5 is not one the run could pass back, nor an image
+    size that is not an (h, w) tuple (a given size reaches a factory as one), so it is left out (a run
+    still refuses a chain whose stage sizes are another network's: `models.run`)."""
+    params = inspect.signature(fn).parameters  # `build_network` has read it already
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    found: dict[str, Any] = {}
+    for key in SIZE_KEYS:
+        p = params.get(key)
+        if p is None or p.kind not in kinds or p.default is inspect.Parameter.empty:
+            continue
+        if key == "image_size" and not isinstance(p.default, tuple):
+            continue
+        value = _plain(p.default)
+        if _buildable_size(key, value):
+            found[key] = value
+    return found
+
+
+def _buildable_size(key: str, value: Any) -> bool:
+    """True when `value` (plain: an int, a float, a string) is a size `key` the network can be built at
+    by the zoo's rules (`models.zoo.registry`: `SIZE_RANGES`, `parse_image_size`, a dropout in 0..1),
+    as a run checks a recorded size (`models.run._check_recorded`) before passing it back."""
+    from memsched.models.zoo.registry import SIZE_RANGES, check_sizes, parse_image_size
+
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return False
+    try:
+        if key in SIZE_RANGES:
+            check_sizes(**{key: value})
+        elif key == "image_size":
+            parse_image_size(value)
+        elif key == "dropout":
+            return not isinstance(value, str) and 0 <= value <= 1
+        else:
+            return False
+    except InputError:
+        return False
+    return True
 
 
 def _plain(value: Any) -> Any:
@@ -181,7 +231,9 @@ def build_network(spec: str, *, device: Any = "cpu", seed: int = 0, dtype: Any =
                          "[, loss_fn]]) or a memsched.Network", field=model_field())
     built = as_zoo_model(made, name=short, what=spec, device=device, dtype=dtype)
     built.name = spec
-    built.config.update({"factory": spec, **{k: _plain(v) for k, v in given.items() if k != "device"}})
+    # the sizes left to the factory are recorded too, at its defaults: a profile fixes every size it was built at
+    built.config.update({"factory": spec, **factory_defaults(fn),
+                         **{k: _plain(v) for k, v in given.items() if k != "device"}})
     if granularity != "block":
         from memsched.models.zoo.split import split_model
 
@@ -346,6 +398,29 @@ def _check_blocks_and_loss(blocks: list[Any], x: Any, loss_fn: Any, target: Any,
     if differentiable and not value.requires_grad:
         raise InputError(f"{_of(what)}the loss does not depend on the output through autograd (a detached value, an "
                          "argmax, a constant?): there is nothing to back-propagate", field="loss_fn")
+
+
+def stage_output_bytes(blocks: list[Any], x: Any) -> list[int]:
+    """The bytes of each block's output a_{i+1} (its distinct storages, `models.memory.unique_bytes`, as
+    a profile's ``out_size``) in one forward of `blocks` on `x` under no_grad. A check is not a step:
+    the RNG state and the modules' buffers are put back. A block that fails raises as it does."""
+    import torch
+    from memsched.models.buffers import restore_buffers, snapshot_buffers
+    from memsched.models.chain.executor import forward_block
+    from memsched.models.memory import unique_bytes
+
+    devices = [x.device] if isinstance(x, torch.Tensor) and x.device.type == "cuda" else []
+    saved = snapshot_buffers([b for b in blocks if isinstance(b, torch.nn.Module)])
+    found: list[int] = []
+    try:
+        with torch.random.fork_rng(devices=devices), torch.no_grad():
+            a = x
+            for i, block in enumerate(blocks):
+                a = forward_block(block, i, a)
+                found.append(unique_bytes(a))
+    finally:
+        restore_buffers(saved)
+    return found
 
 
 def step_input_error(blocks: list[Any], loss_fn: Any, inputs: Any, target: Any, what: str, *,

@@ -246,6 +246,25 @@ def _check_input_bytes(recorded: Any, built: int, name: str, what: str, *, sized
                          f"takes {built} bytes: profile it again at these sizes, {hint}", field=flag("chain"))
 
 
+def _check_output_bytes(chain: Any, built: Any, path: str | None) -> None:
+    """Each stage's recorded output bytes (``stages[i].out_size``, x[i+1]: bytes, `_check_in_bytes`) of a
+    chain profiled from a network (its meta "model") are those of block i's output in the network `built`
+    (`models.network.stage_output_bytes`, one forward under no_grad): a chain profiled at other sizes with
+    the same input and stage count (a factory's default width, which no file profiled before
+    `models.network.factory_defaults` records) predicts another network's memory, so it is an
+    `InputError` naming `path` (the chain's file; None: not from one) and the stage's ``out_size``, as
+    `_check_input_bytes` refuses another input. A chain without a meta "model" (hand-made costs) is not
+    checked by its caller: its sizes need not be a profile's."""
+    from memsched.models.network import stage_output_bytes
+
+    for i, made in enumerate(stage_output_bytes(list(built.blocks), built.example_input)):
+        recorded = int(chain.x[i + 1])
+        if recorded != made:
+            raise InputError(f"stage {i} was profiled with an output of {recorded} bytes but block {i} of "
+                             f"{built.name} with these sizes outputs {made} bytes: profile it again at these sizes, "
+                             "or leave the sizes to the chain's", path=path, field=f"stages[{i}].out_size")
+
+
 def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | None, latency: float,
                    profile_repeats: int, timing: str | None, profile_file: str | None, clock: str,
                    early_release: bool = False, path: str | None = None) -> Target:
@@ -278,6 +297,8 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
 
         _check_input_bytes(chain.x[0], unique_bytes(built.example_input), built.name, "chain",
                            sized=chain.meta.get("model") is not None)
+        if chain.meta.get("model") is not None:  # profiled from a network: its stage sizes are that network's
+            _check_output_bytes(chain, built, path)
     x, tgt = built.example_input, built.target
 
     def reference(seed: int) -> tuple[dict[str, torch.Tensor], Any]:
