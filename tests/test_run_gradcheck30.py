@@ -85,8 +85,11 @@ def test_run_zero_loss_join_grad_check_null() -> None:
     torch.set_num_threads(1)  # (two threads on two cores: several times slower)
     model = build_join_model("siamese", seed=0, **TINY_SIAMESE)
     model.target = torch.zeros_like(model.target)
-    out = run(model, "70%", problem="join", seed=0, time_repeats=1, profile_repeats=1, independent=False,
+    # (100%: the store-all schedule always fits; the smallest feasible share depends on the CPU's
+    # convolution scratch, 78% of the store-all peak on an AVX2-only CPU where 70% fitted elsewhere)
+    out = run(model, "100%", problem="join", seed=0, time_repeats=1, profile_repeats=1, independent=False,
               store_all=False)
+    assert out["status"] in ("optimal", "feasible"), out.get("message")
     assert out["loss"] == 0.0
     assert out["grad_check"] is None and "not checked" in out["grad_message"]
 
@@ -104,7 +107,7 @@ def test_run_zero_loss_chain_grad_check_null() -> None:
 
 def test_cli_siamese_seed0_checks_real_gradients() -> None:
     """The hunter's command: loss nonzero now, and the check is a real (passing) one."""
-    res = run_cli("run", "siamese", "--budget", "70%", "--batch", "2", "--image-size", "32", "--width", "8",
+    res = run_cli("run", "siamese", "--budget", "100%", "--batch", "2", "--image-size", "32", "--width", "8",
                   "--threads", "1", "--repeats", "1", "--time-repeats", "1", "--no-independent", "--json")
     assert res.code == 0, res.err
     out = json.loads(res.out)
