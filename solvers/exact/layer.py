@@ -7,11 +7,13 @@
    the simulator at the real budget and exact sizes; the best schedule (smallest objective) is
    handed to the model as ``seed`` (CP-SAT hint, MIP start) and named in
    ``SolveResult.seeded_by``; it is the first entry of ``SolveResult.log`` (a schedule in hand
-   from then on). The first always runs, the others while time allows (`run_fast`):
-   the guarantee below is about the fast solvers that ran (``details["fast"]`` lists them).
-   The first runs in this process; the others run in a forked child that is killed when its
-   share of the time (up to half the limit; the limit while no schedule is known) is spent, as a
-   fast solver cannot be interrupted
+   from then on). The warm start gets `WARM_START_SHARE` (half) of the limit, whether or not a
+   schedule is known, so that the model always has the rest (a warm start killed only at the
+   limit while nothing fitted left a 1-stage join's A* search, which proves infeasibility in
+   1 ms, no time: `timeout` at 5 s). The first always runs, the others while time allows
+   (`run_fast`): the guarantee below is about the fast solvers that ran (``details["fast"]``
+   lists those with a schedule). The first runs in this process; the others run in a forked
+   child that is killed at the end of the share, as a fast solver cannot be interrupted
    (dtr-orders took 10 s quietly and 23-40 s under load on a 189-node graph).
 3. **Model.** ``fn(instance, budget, *, options, deadline, seed, **rest)`` builds and solves;
    building calls ``deadline.check()``, and a build that runs out of time ends with status
@@ -56,43 +58,44 @@ FAST_SLOTS_WITH_EXACT_SIZES = 500
 #: below this time limit (s) only the first fast solver (the problem's best) seeds the model:
 #: a fast solver cannot be interrupted, and some take a second or two on large instances
 MIN_LIMIT_FOR_ALL_FAST = 1.0
+#: share of the time limit the warm start may use (`run_fast`): no fast solver starts past it and each
+#: one after the first is killed at it; the model has the rest (the first, not interruptible, may overrun)
+WARM_START_SHARE = 0.5
 
 
 def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], deadline: Deadline,
              options: ExactOptions, rest: dict[str, Any]) -> list[SolveResult]:
     """Run the fast solvers `names` (best first) through the referee (`solvers.registry.solve`);
-    those that fail, find nothing or have an undefined objective are left out. They run in turn
-    until one finds a schedule (while at most 1 s past the limit); after that, each other one only
-    with a limit of at least `MIN_LIMIT_FOR_ALL_FAST` seconds, while
-    less than half the limit is spent and more time is left than the slowest fast solver so far
-    took. The first to run is not interruptible; each one after it runs in a forked child
-    (`_solve_in_child`, where the platform forks) that is killed at half the limit, or at the
-    limit while no schedule is known (dtr-orders took 3 s on a 400-node graph where the two
-    before it found nothing, and held a 0.1 s solve for 2.8 s). Each is given
-    the time left as ``time_limit`` (to the limit for the first, to half of it after): most fast
-    solvers ignore it, `pofo` leaves out its optional stages past it."""
+    those that fail, find nothing or have an undefined objective are left out. All of it within
+    `WARM_START_SHARE` of the limit (`warm_start_until`), whether or not a schedule is known: the
+    first always runs, in this process (not interruptible: it may overrun the share); each one
+    after it starts only before the share is spent and runs in a forked child (`_solve_in_child`,
+    where the platform forks) killed at its end (dtr-orders took 3 s on a 400-node graph where the
+    two before it found nothing, and held a 0.1 s solve for 2.8 s; on byte-sized joins where
+    nothing fits, the join heuristics' exact-size retries took 1-9 s each and left the A* search,
+    which proves infeasibility in 1 ms, no time). Once one has a schedule, the others run only
+    with a limit of at least `MIN_LIMIT_FOR_ALL_FAST` seconds and while more time is left than the
+    slowest fast solver so far took. Each is given the time to the end of the share as
+    ``time_limit``: most fast solvers ignore it, `pofo` leaves out its optional stages past it."""
     from ..registry import solve as registry_solve
 
     slots = options.slots if options.slots > 0 else FAST_SLOTS_WITH_EXACT_SIZES
+    until = warm_start_until(deadline)
     out: list[SolveResult] = []
     longest = 0.0
     for n, name in enumerate(names):
         left = deadline.left()
         limit = deadline.limit
-        if not out:  # until one finds a schedule, the next runs while the overrun stays within 1 s
-            if n and limit is not None and deadline.elapsed() > limit + 1.0:
-                break
-        elif limit is not None and (limit < MIN_LIMIT_FOR_ALL_FAST or left is None or left <= longest
-                                    or deadline.elapsed() > 0.5 * limit):
-            break  # the others only while they fit in half the limit
+        if n and until is not None and deadline.elapsed() >= until:
+            break  # the share is spent: the model has the rest
+        if out and limit is not None and (limit < MIN_LIMIT_FOR_ALL_FAST or left is None or left <= longest):
+            break  # an optional seed only when it is likely to finish
         start = deadline.elapsed()
         kwargs = {**rest, "slots": slots}
-        if limit is not None:  # a fast solver with optional stages (pofo) leaves them out past this
-            kwargs["time_limit"] = max(0.0, (0.5 * limit if out else limit) - start)
+        if until is not None:  # a fast solver with optional stages (pofo) leaves them out past this
+            kwargs["time_limit"] = max(0.0, until - start)
         try:
-            if n and limit is not None and can_fork():
-                # killed at half the limit when a seed is in hand (an optional one), else at the limit
-                until = 0.5 * limit if out else limit
+            if n and until is not None and can_fork():
                 found = _solve_in_child(problem, instance, name, budget, kwargs, until - start)
                 if found is None:
                     continue
@@ -106,6 +109,12 @@ def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], dea
         if res.schedule is not None and res.objective is not None and math.isfinite(res.objective):
             out.append(res)
     return out
+
+
+def warm_start_until(deadline: Deadline) -> float | None:
+    """Seconds from the deadline's start at which the warm start ends (`WARM_START_SHARE` of the
+    limit), None without a limit."""
+    return None if deadline.limit is None else WARM_START_SHARE * deadline.limit
 
 
 _CAN_FORK = "fork" in multiprocessing.get_all_start_methods()
