@@ -18,7 +18,11 @@ after another; `solvers.join.dp`), so the DP is never worse at the same discreti
 
 Each works in slots (every size rounded up, `dp.discretise`); when that rounding leaves it no
 schedule, it tries once more with exact sizes or finer slots (`with_finer_retry`), so
-``infeasible`` means its schedule does not fit at the finer rounding either.
+``infeasible`` means its schedule does not fit at the finer rounding either. The branches' rotor
+tables are read at a few memory values only: beyond `lazy_table.DENSE_CELLS` entries they are
+evaluated where read (`lazy_table.heuristic_table`, the dense table's values and choices bit for
+bit), so a retry at exact byte sizes costs what the recursion reaches, not 10^7 memory values a
+row; ``details["table_cells"]`` gives the most entries one table evaluated.
 """
 
 from __future__ import annotations
@@ -32,19 +36,21 @@ from typing import Any
 import numpy as np
 
 from ..chain.baselines import store_all_schedule as chain_store_all
-from ..chain.dp import rotor_table, table_cells
+from ..chain.dp import RotorTable, table_cells
 from ..chain.instance import Chain
 from ..chain.schedule import LOSS
 from ..chain.simulator import simulate as simulate_chain
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
 from .dp import discretise, effective_slots, scope_text, spine_mmin, value_tolerance
 from .instance import Join
+from .lazy_table import cells_of, heuristic_table
 from .schedule import LOSS_OP, JoinSchedule, JOp, store_all_schedule
 from .simulator import simulate
 
-#: largest total of the branches' rotor tables (entries) a heuristic's finer-slot retry may fill
-#: (about 1 s and 240 MB per table set; exact sizes of a 1.6 MB budget over two short branches
-#: need 9.4e6)
+#: largest total of the branches' rotor tables (entries) a heuristic's finer-slot retry may span: it
+#: picks the retry's slot count (exact sizes of a 1.6 MB budget over two short branches need 9.4e6);
+#: the tables are evaluated where read (`lazy_table`), densely (about 1 s and 240 MB per set) only
+#: when the recursion reaches too many entries (`lazy_table.heuristic_table`)
 RETRY_CELLS = 30_000_000
 
 
@@ -63,8 +69,10 @@ def _with_loss_overhead(chain: Chain, overhead: int) -> Chain:
                  u_fn=chain.u_fn)
 
 
-def share_schedule(work: Join, shares: list[int]) -> tuple[JoinSchedule | None, float, str]:
-    """Each branch in its share (slots, a_0^b included): (schedule, value, message)."""
+def share_schedule(work: Join, shares: list[int], built: list[RotorTable] | None = None
+                   ) -> tuple[JoinSchedule | None, float, str]:
+    """Each branch in its share (slots, a_0^b included): (schedule, value, message). The branches'
+    rotor tables (`lazy_table.heuristic_table`) are appended to `built` when given."""
     pre: list[JOp] = []
     post: list[JOp] = []
     value = work.loss_time
@@ -72,7 +80,9 @@ def share_schedule(work: Join, shares: list[int]) -> tuple[JoinSchedule | None, 
         m = int(share) - int(chain.x[0])
         if m < 0:
             return None, math.inf, f"branch {b}'s share {share} is below its input size {int(chain.x[0])}"
-        table = rotor_table(chain, m)
+        table = heuristic_table(chain, m)
+        if built is not None:
+            built.append(table)
         v = table.value(m)
         if not math.isfinite(v):
             return None, math.inf, f"no persistent schedule of branch {b} fits its share {share}"
@@ -88,6 +98,11 @@ def _shares_of(work: Join, M: int, weights: list[float]) -> list[int]:
     free = max(0, M - work.input_total() - work.loss_overhead)
     s = float(sum(weights)) or 1.0
     return [int(c.x[0]) + int(math.floor(free * w / s)) for c, w in zip(work.branches, weights)]
+
+
+def largest_table(tables: list[RotorTable]) -> int:
+    """The most entries one of `tables` evaluated (`lazy_table.cells_of`; 0 for none): ``details["table_cells"]``."""
+    return max((cells_of(t) for t in tables), default=0)
 
 
 def _answer(name: str, join: Join, budget: int, slots: int, schedule: JoinSchedule | None, value: float,
@@ -123,7 +138,8 @@ def with_finer_retry(solve_at: Callable[[Join, int, int], SolveResult], join: Jo
     """`solve_at(join, budget, slots)`, and when the rounding of every size up to whole slots
     left the heuristic no schedule, once more with finer slots (`retry_slots`): a schedule of
     the heuristic that fits the budget at exact sizes can need more than `slots` rounded slots.
-    ``details["slots_tried"]`` then lists both counts (0: exact sizes)."""
+    ``details["slots_tried"]`` then lists both counts (0: exact sizes) and ``details["table_cells"]``
+    the most entries one rotor table of either try evaluated."""
     first = solve_at(join, budget, slots)
     n = int(first.details["slots"])
     finer = retry_slots(join, budget, n) if first.status == INFEASIBLE and n else None
@@ -131,6 +147,7 @@ def with_finer_retry(solve_at: Callable[[Join, int, int], SolveResult], join: Jo
         return first
     again = solve_at(join, budget, finer)
     again.details["slots_tried"] = [n, int(again.details["slots"])]
+    again.details["table_cells"] = max(int(d.get("table_cells", 0)) for d in (first.details, again.details))
     again.scope += f" (the {n}-slot rounding left no schedule)"
     if again.status == INFEASIBLE and finer:
         again.message += (f" (sizes rounded up to {finer} slots of the budget: at exact sizes its schedule may fit "
@@ -148,8 +165,10 @@ def _equal_at(join: Join, budget: int, slots: int) -> SolveResult:
     t0 = time.perf_counter()
     work, M = discretise(join, budget, slots)
     shares = _shares_of(work, M, [1.0] * work.k)
-    schedule, value, msg = share_schedule(work, shares)
-    return _answer("equal", join, int(budget), slots, schedule, value, msg, t0, shares=shares)
+    built: list[RotorTable] = []
+    schedule, value, msg = share_schedule(work, shares, built)
+    return _answer("equal", join, int(budget), slots, schedule, value, msg, t0, shares=shares,
+                   table_cells=largest_table(built))
 
 
 def solve_proportional(join: Join, budget: int, *, slots: int = 500, **_: Any) -> SolveResult:
@@ -162,8 +181,10 @@ def _proportional_at(join: Join, budget: int, slots: int) -> SolveResult:
     work, M = discretise(join, budget, slots)
     weights = [float(simulate_chain(c, chain_store_all(c.length)).peak_memory - c.x[0]) for c in work.branches]
     shares = _shares_of(work, M, weights)
-    schedule, value, msg = share_schedule(work, shares)
-    return _answer("proportional", join, int(budget), slots, schedule, value, msg, t0, shares=shares)
+    built: list[RotorTable] = []
+    schedule, value, msg = share_schedule(work, shares, built)
+    return _answer("proportional", join, int(budget), slots, schedule, value, msg, t0, shares=shares,
+                   table_cells=largest_table(built))
 
 
 def solve_sequential(join: Join, budget: int, *, slots: int = 500, **_: Any) -> SolveResult:
@@ -181,7 +202,7 @@ def _sequential_at(join: Join, budget: int, slots: int) -> SolveResult:
     if X0 > M:
         return _answer("sequential", join, int(budget), slots, None, math.inf, "the inputs alone exceed the budget",
                        t0)
-    tables = [rotor_table(c, M) for c in work.branches]
+    tables = [heuristic_table(c, M) for c in work.branches]
     mmin = [int(spine_mmin(c)[0]) for c in work.branches]
     best: tuple[float, list[int]] | None = None
     firsts: dict[int, tuple[float, Any]] = {}
@@ -191,7 +212,7 @@ def _sequential_at(join: Join, budget: int, slots: int) -> SolveResult:
         if m1 < 0:
             continue
         chain = _with_loss_overhead(work.branches[f], work.loss_overhead + others)
-        table = rotor_table(chain, m1)
+        table = heuristic_table(chain, m1)
         firsts[f] = (table.value(m1), table)
     for f, (v1, _) in firsts.items():
         if not math.isfinite(v1):
@@ -213,7 +234,8 @@ def _sequential_at(join: Join, budget: int, slots: int) -> SolveResult:
                 best = (total, order)
     if best is None:
         return _answer("sequential", join, int(budget), slots, None, math.inf,
-                       "no order fits: the budget is too small for this heuristic", t0)
+                       "no order fits: the budget is too small for this heuristic", t0,
+                       table_cells=largest_table(tables + [t for _, t in firsts.values()]))
     value, order = best
     f = order[0]
     first_pre, first_post = _split_at_loss(firsts[f][1].schedule(int(firsts[f][1].M)).ops, f)
@@ -231,7 +253,8 @@ def _sequential_at(join: Join, budget: int, slots: int) -> SolveResult:
         sub = tables[b].schedule(m, 0, work.branches[b].length - 1)
         post += [JOp(op.kind, b, op.index) for op in sub.ops]
     schedule = JoinSchedule(pre + [LOSS_OP] + post, work.lengths)
-    return _answer("sequential", join, int(budget), slots, schedule, value, "", t0, order=order)
+    return _answer("sequential", join, int(budget), slots, schedule, value, "", t0, order=order,
+                   table_cells=largest_table(tables + [t for _, t in firsts.values()]))
 
 
 # The share baselines run the rotor DP in shares that grow with the budget (sizes rounded up to slots of
