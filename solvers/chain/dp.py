@@ -278,6 +278,10 @@ class RotorTable:
             return math.inf
         if m > self.M:
             raise ValueError(f"m = {m} is beyond the table (M = {self.M})")
+        return self._entry(int(m), i, l)
+
+    def _entry(self, m: int, i: int, l: int) -> float:
+        """C(m, i, l) for 0 <= m <= M (`value` checks m): the table's entry."""
         return float(self.C[self.off[i] + l - i, m])
 
     def optimum(self, budget: int) -> float:

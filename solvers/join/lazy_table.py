@@ -136,15 +136,10 @@ class LazyRotorTable(RotorTable):
         return self.dense
 
     # ------------------------------------------------------------------ RotorTable's interface
-    def value(self, m: int, i: int = 0, l: int | None = None) -> float:
-        """C(m, i, l); C(m, 0, L) by default. +inf when infeasible (or m < 0)."""
-        l = self.chain.length if l is None else l
-        if m < 0:
-            return math.inf
-        if m > self.M:
-            raise ValueError(f"m = {m} is beyond the table (M = {self.M})")
-        if self.dense is None and self._ensure((i, l, int(m))):
-            return self.memo[(i, l, int(m))]
+    def _entry(self, m: int, i: int, l: int) -> float:
+        """C(m, i, l) for 0 <= m <= M (`RotorTable.value` checks m): memoised, or the dense table's."""
+        if self.dense is None and self._ensure((i, l, m)):
+            return self.memo[(i, l, m)]
         return self._fallback().value(m, i, l)
 
     def choice(self, m: int, i: int, l: int) -> int:
