@@ -75,16 +75,21 @@ def test_profile_records_the_factorys_default_width_and_run_refuses_another(cli,
     assert res.json()["grad_check"] is True
 
 
+def _profiled_before_the_fix(cli, spec: str, path):
+    """`spec` profiled to `path` as before the fix: its meta without the factory's default width."""
+    _profile(cli, spec, path)
+    data = json.loads(path.read_text())
+    data["meta"].pop("width", None)
+    path.write_text(json.dumps(data))
+    return path
+
+
 def test_chain_profiled_before_the_fix_is_refused_by_its_output_bytes(cli, factory, tmp_path):
     """A chain whose meta records no width (as every profile before the fix): --width 512 builds a
     network of the same input and stage count; its stages' out_size tell it, naming the file and field.
     At the profiled width (given or left to the factory) it still runs."""
     spec = f"{factory}:build"
-    path = tmp_path / "old.json"
-    _profile(cli, spec, path)
-    data = json.loads(path.read_text())
-    data["meta"].pop("width", None)
-    path.write_text(json.dumps(data))
+    path = _profiled_before_the_fix(cli, spec, tmp_path / "old.json")
     res = cli("run", path, "--width", "512", "--budget", "100%", *CPU)
     _one_line_error(res, str(path), "stages[0].out_size", "512 bytes", "8192 bytes")
     for extra in ([], ["--width", "32"]):
@@ -97,11 +102,7 @@ def test_chain_given_with_chain_to_its_factory_is_refused_by_its_output_bytes(cl
     """The same pre-fix file given with --chain to the factory named as MODEL at another width: refused
     by the first stage whose out_size differs, naming the file (before: run, planned with width-32 sizes)."""
     spec = f"{factory}:build"
-    path = tmp_path / "old.json"
-    _profile(cli, spec, path)
-    data = json.loads(path.read_text())
-    data["meta"].pop("width", None)
-    path.write_text(json.dumps(data))
+    path = _profiled_before_the_fix(cli, spec, tmp_path / "old.json")
     res = cli("run", spec, "--chain", path, "--width", "64", "--budget", "100%", *CPU)
     _one_line_error(res, str(path), "stages[0].out_size", "512 bytes", "1024 bytes")
 
