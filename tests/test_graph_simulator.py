@@ -90,3 +90,8 @@ def test_brute_force_optimum_replays(seed, n):
     value, seq = brute_force(g, budget)
     sim = simulate(g, seq, budget)
     assert sim.valid and sim.makespan == value == g.total_cpu()
+
+
+def test_a_graph_schedule_prints_its_node_ids():
+    """`memsched solve` prints ``str(schedule)``: the node ids separated by spaces, as chain schedules print."""
+    assert str(GraphSchedule(["conv1", 2, "relu"])) == "conv1 2 relu"

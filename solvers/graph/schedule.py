@@ -31,6 +31,10 @@ class GraphSchedule:
     def __len__(self) -> int:
         return len(self.sequence)
 
+    def __str__(self) -> str:
+        """The node ids in order, separated by spaces (as the chain and join schedules print)."""
+        return " ".join(str(v) for v in self.sequence)
+
     @classmethod
     def from_indices(cls, graph: Graph, indices: Iterable[int]) -> GraphSchedule:
         """The schedule computing the nodes of `graph` with these 0-based indices, in order."""
