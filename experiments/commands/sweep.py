@@ -73,6 +73,7 @@ def _main(args: argparse.Namespace) -> int:
         raise InputError("not with --verify (one mode at a time: --list prints the cells, --verify re-solves "
                          "the rows)", field="--list")
     _check_run_only(args)
+    _check_workers(args)
     out_field = "--output" if args.output else "output"
     if args.verify or args.list:
         check_output(config.output_dir(args.output), out_field, create=False)
@@ -104,6 +105,15 @@ def _check_run_only(args: argparse.Namespace) -> None:
             if getattr(args, mode):
                 raise InputError(f"not with --{mode} (it runs no cell); only when the sweep runs",
                                  field=f"--{option}")
+
+
+def _check_workers(args: argparse.Namespace) -> None:
+    """``--workers`` (local worker processes) is refused with ``--scheduler``, whose cells run on the
+    Dask cluster's workers, rather than ignored: `InputError` naming it, exit 2, before the
+    scheduler is reached."""
+    if args.workers is not None and args.scheduler is not None:
+        raise InputError("not with --scheduler (cells run on the Dask cluster's workers; --workers sets local "
+                         "worker processes)", field="--workers")
 
 
 def _list(config: Any, args: argparse.Namespace) -> int:

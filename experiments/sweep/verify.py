@@ -297,11 +297,11 @@ def _same_cell(row: dict[str, Any], task: Task, task_key: Any) -> bool:
 
 def stored_rows(out_dir: Path, name: str) -> dict[str, dict[str, Any]]:
     """The sweep's rows by key: the journal's when it exists, else the table's (empty cells as None),
-    as a run resumes them: a damaged row of the table (text in a number column, no key: not
-    `store.valid_row`) is left out, with a warning on stderr, so that its cell counts as not done
-    (the run solves it again, as ``--list`` and ``--verify`` say). A table that cannot be read as
-    a sweep table (empty, no ``key`` column, torn) is an `InputError` naming it (exit 2), as for a
-    run resuming it."""
+    as a run resumes them: a damaged row of the table (fewer or more fields than the header,
+    `table_rows`; text in a number column, no key: not `store.valid_row`) is left out, with a
+    warning on stderr, so that its cell counts as not done (the run solves it again, as ``--list``
+    and ``--verify`` say). A table that cannot be read as a sweep table (empty, no ``key`` column,
+    not CSV) is an `InputError` naming it (exit 2), as for a run resuming it."""
     jpath = journal_path(out_dir, name)
     if jpath.exists():
         return read_journal(jpath)
@@ -310,22 +310,24 @@ def stored_rows(out_dir: Path, name: str) -> dict[str, dict[str, Any]]:
         return {}
     good, damaged = resumable_rows(csv, "cannot read the sweep's table")
     if damaged:
-        print(f"warning: {csv}: {damaged} damaged rows ignored (text in a number column, or no key): "
-              f"their cells are not done", file=sys.stderr)
+        print(f"warning: {csv}: {damaged} damaged rows ignored (fewer or more fields than the header, text in a "
+              f"number column, or no key): their cells are not done", file=sys.stderr)
     return {r["key"]: r for r in good}
 
 
 def resumable_rows(csv: Path, what: str) -> tuple[list[dict[str, Any]], int]:
     """The rows of the sweep table `csv` a run resumes (`table_rows`, numbers as Python numbers, only
-    `store.valid_row` ones) and how many damaged rows were left out; a file that cannot be read as a
-    sweep table is an `InputError` naming it, `what` its message's start."""
+    `store.valid_row` ones) and how many damaged rows were left out (those too, of `table_rows`, with
+    fewer or more fields than the header); a file that cannot be read as a sweep table is an
+    `InputError` naming it, `what` its message's start."""
     try:
-        found = [plain_row(r) for r in table_rows(csv)]
+        rows, torn = table_rows(csv)
     except (OSError, ValueError) as err:
         raise InputError(f"{what} ({first_line(err)}); rerun the sweep with --fresh to run every cell",
                          path=str(csv)) from None
+    found = [plain_row(r) for r in rows]
     good = [r for r in found if valid_row(r)]
-    return good, len(found) - len(good)
+    return good, len(found) - len(good) + torn
 
 
 def _number(value: Any) -> Any:
@@ -342,15 +344,53 @@ def _number(value: Any) -> Any:
     return value
 
 
-def table_rows(csv: Path) -> list[dict[str, Any]]:
-    """The rows of a sweep table, in its order (empty cells as None; keys as text, even all digits).
+def well_formed_records(csv: Path) -> tuple[str, int]:
+    """The text of the sweep table `csv` without its records whose number of fields is not the
+    header's, and how many such records were left out. A record is counted by the `csv` module (a
+    quoted field may span lines); blank lines are dropped (pandas skips them). Pandas would fill a
+    short record with NaN (an ``objective`` cut from ``55.84`` to ``55`` read as a finished row)
+    and stop at a long one; each is a damaged row of its own. `ValueError` for a file that is not
+    UTF-8 text or not CSV."""
+    import csv as csv_module
+
+    with open(csv, newline="", encoding="utf-8-sig") as f:  # (pandas drops a BOM too)
+        lines = f.readlines()
+    reader = csv_module.reader(lines)
+    kept: list[str] = []
+    torn = 0
+    width: int | None = None  # the header's number of fields
+    start = 0  # the first line of the next record
+    try:
+        for record in reader:
+            text = "".join(lines[start:reader.line_num])
+            start = reader.line_num
+            if not record or (len(record) == 1 and not record[0].strip()):
+                continue
+            if width is None:
+                width = len(record)
+            elif len(record) != width:
+                torn += 1
+                continue
+            kept.append(text if text.endswith(("\n", "\r")) else text + "\n")
+    except csv_module.Error as err:
+        raise ValueError(f"not a readable CSV ({err})") from None
+    return "".join(kept), torn
+
+
+def table_rows(csv: Path) -> tuple[list[dict[str, Any]], int]:
+    """The rows of a sweep table, in its order (empty cells as None; keys as text, even all digits),
+    and how many records were left out for having fewer or more fields than the header
+    (`well_formed_records`: damaged rows, whose cells are not done).
     Number columns are read cell by cell (`_number`): one damaged cell (``abc`` as an objective)
     leaves the other rows' numbers numbers. `ValueError` for a file that is no sweep table (empty,
-    no ``key`` column, a row with more fields than the header; pandas' errors are ValueErrors)."""
+    no ``key`` column, not CSV; pandas' errors are ValueErrors)."""
+    import io
+
     import pandas as pd
 
+    kept, torn = well_formed_records(csv)
     text = {c: str for c in TEXT_COLUMNS}  # "1.10" or "0123" in a text column is read as written
-    frame = pd.read_csv(csv, dtype=text)
+    frame = pd.read_csv(io.StringIO(kept), dtype=text)
     if "key" not in frame.columns:
         raise ValueError("it has no 'key' column")
     frame = frame.astype(object).where(frame.notna(), None)
@@ -359,7 +399,7 @@ def table_rows(csv: Path) -> list[dict[str, Any]]:
     for row in rows:
         for col in numbers:
             row[col] = _number(row[col])
-    return rows
+    return rows, torn
 
 
 def table_stale(out_dir: Path, name: str, tasks: list[Task]) -> str | None:
@@ -378,9 +418,10 @@ def table_stale(out_dir: Path, name: str, tasks: list[Task]) -> str | None:
     if not csv.exists():
         return f"there is no table {csv} for the {len(want)} journaled rows" if want else None
     try:
-        found = [plain_row(r) for r in table_rows(csv)]
+        rows, torn = table_rows(csv)
     except (OSError, ValueError) as err:  # an empty or torn file, no key column: the run rewrites it
         return f"the table {csv} cannot be read ({first_line(err)}): rerun the sweep to rewrite it from the journal"
+    found = [plain_row(r) for r in rows]
     good = [r for r in found if valid_row(r)]
     table = rekeyed({r["key"]: r for r in good}, tasks, strict=True)
     have = {t.key for t in tasks if t.key in table}
@@ -390,7 +431,8 @@ def table_stale(out_dir: Path, name: str, tasks: list[Task]) -> str | None:
                                 or not _same_objective(journal[k].get("objective"), table[k].get("objective")))
                  for k in want)
     why = [f"{n} {what}" for n, what in ((missing, "journaled rows missing"), (differ, "rows not the journal's"),
-                                         (other, "rows of other cells"), (len(found) - len(good), "damaged rows"))
+                                         (other, "rows of other cells"),
+                                         (len(found) - len(good) + torn, "damaged rows"))
            if n > 0]
     if not why:
         return None
