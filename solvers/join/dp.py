@@ -130,11 +130,13 @@ def scope_text(slots: int) -> str:
 # --------------------------------------------------------------------------- per branch
 @dataclass
 class BranchTables:
-    """Rotor table and spine tables of one branch, for memory values 0..M (slots)."""
+    """Rotor table and spine tables of one branch, for memory values 0..M (slots). V holds V^t(i, m, w)
+    for w <= m only (+inf above the diagonal, choice -2): a branch's waiting spine is held within its
+    memory, and `join_dp` and `spine_ops` read no other entry."""
 
     chain: Chain
     table: Any  # RotorTable
-    V: np.ndarray  # (2, L+1, M+1, M+1): V^t(i, m, w)
+    V: np.ndarray  # (2, L, M+1, M+1): V^t(i, m, w) for i < L, w <= m
     choice: np.ndarray  # same shape: j > 0 ck split, 0 F_all, -2 none
 
     @property
@@ -145,17 +147,6 @@ class BranchTables:
     def root(self, t: int) -> np.ndarray:
         """V^t(0, m, w) as an (M+1, M+1) array."""
         return self.V[t, 0]
-
-
-def _shift2(a: np.ndarray, s: int) -> np.ndarray:
-    """out[m, w] = a[m - s, w - s] (inf where out of range)."""
-    out = np.full_like(a, np.inf)
-    n = a.shape[0]
-    if s <= 0:
-        return a.copy()
-    if s < n:
-        out[s:, s:] = a[: n - s, : n - s]
-    return out
 
 
 def spine_mmin(chain: Chain) -> np.ndarray:
@@ -178,63 +169,103 @@ def spine_sweeps(chain: Chain, i: int) -> list[int]:
 
 def branch_tables(chain: Chain, M: int, *, restrict: str | None = None, deadline: Deadline = _NO_LIMIT
                   ) -> BranchTables:
-    """Fill V^t(i, m, w) for m, w = 0..M.
+    """Fill V^t(i, m, w) for 0 <= w <= m <= M (+inf for w > m, see `BranchTables`).
 
     `restrict` = "output-only" keeps only the spine F_ck(0) F_n(1..L-1) (store a_L alone), used
-    by the sequential heuristic. `deadline` is checked once per stage (`DeadlineExceeded`)."""
+    by the sequential heuristic. `deadline` is checked once per stage (`DeadlineExceeded`).
+
+    V(i, m, w) reads only V(j, m - s, w - s), s >= 0: entries at smaller (m, w) in the same triangle,
+    so a table filled up to M is the top-left block of any larger one, value for value. Each option is
+    evaluated only where it can be finite (m >= its gate and its shift, w >= its shift: `_improve`) and
+    written in place where strictly better, in the order j = i+1..L then F_all: the floating-point sums,
+    comparisons and ties of an evaluation over the whole (M+1, M+1) square."""
     L = chain.length
     M = int(M)
     table = rotor_table(chain, M)
     x, xbar, o_fa, o_b = (np.asarray(a, dtype=np.int64) for a in (chain.x, chain.xbar, chain.o_fa, chain.o_b))
     sf = np.concatenate([[0.0], np.cumsum(chain.u_fn)])  # the no-grad spine sweeps, as rotor's C_ck
     n = M + 1
-    V = np.full((2, L + 1, n, n), np.inf)
-    ch = np.full((2, L + 1, n, n), -2, dtype=np.int16 if L < 32000 else np.int32)
-    ms = np.arange(n)
-    ws = np.arange(n)
+    V = np.full((2, L, n, n), np.inf)  # V^t(L, ., .) is the end of the spine, never stored
+    ch = np.full((2, L, n, n), -2, dtype=np.int16 if L < 32000 else np.int32)
+    above = np.triu(np.ones((n, n), dtype=bool), 1)  # w > m
     for i in range(L - 1, -1, -1):
         deadline.check()
         for t in TYPES:
-            best = np.full((n, n), np.inf)
-            arg = np.full((n, n), -2, dtype=ch.dtype)
+            best, arg = V[t, i], ch[t, i]  # written in place
             js = [L] if restrict == "output-only" else range(i + 1, L + 1)
             sweeps = spine_sweeps(chain, i)  # sweep(i, j) = sweeps[j - i - 1]
             for j in js:
                 if restrict == "output-only" and i != 0:
                     break
                 tail = sf[j] - sf[i] + table.C[table.off[i] + (j - 1 - i), :]  # C(m, i, j-1) over m
-                nxt: np.ndarray | None
-                if j < L:
-                    nxt = _shift2(V[t, j], int(x[j]))
-                else:
-                    if t != CK:
-                        continue
+                if j < L:  # V^t(j, m - x[j], w - x[j])
+                    _improve(best, arg, j, tail, V[t, j], int(x[j]), int(x[j]), sweeps[j - i - 1])
+                elif t == CK:  # 0 where m, w >= x[L]
                     xl = int(x[L])
-                    nxt = np.where((ms[:, None] >= xl) & (ws[None, :] >= xl), 0.0, np.inf)
-                cand = tail[:, None] + nxt
-                cand[: min(sweeps[j - i - 1], n), :] = np.inf  # the forward sweep F_ck(i) F_n(i+1..j-1)
-                better = cand < best
-                best = np.where(better, cand, best)
-                arg[better] = j
+                    _improve(best, arg, j, tail, None, xl, xl, sweeps[j - i - 1])
             if restrict != "output-only":
                 xb = int(xbar[i + 1])
                 need = max(xb + int(o_fa[i]), int(x[i] + x[i + 1]) + xb + int(o_b[i]))
+                step = np.full(n, float(chain.u_fa[i] + chain.u_b[i]))
                 if i + 1 < L:
-                    nxt = _shift2(V[t, i + 1], xb)
-                elif t == TAPE:
-                    nxt = np.where((ms[:, None] >= xb) & (ws[None, :] >= xb + int(x[L])), 0.0, np.inf)
-                else:
-                    nxt = None
-                if nxt is not None:
-                    cand = float(chain.u_fa[i] + chain.u_b[i]) + nxt
-                    cand[: min(need, n), :] = np.inf
-                    better = cand < best
-                    best = np.where(better, cand, best)
-                    arg[better] = 0
+                    _improve(best, arg, 0, step, V[t, i + 1], xb, xb, need)
+                elif t == TAPE:  # 0 where m >= xbar[L] and w >= xbar[L] + x[L]
+                    _improve(best, arg, 0, step, None, xb, xb + int(x[L]), need)
+            best[above] = np.inf  # `_improve`'s diagonal blocks evaluate a few w > m
             arg[~np.isfinite(best)] = -2
-            V[t, i] = best
-            ch[t, i] = arg
     return BranchTables(chain, table, V, ch)
+
+
+def spine_tables(work: Join, M: int, deadline: Deadline = _NO_LIMIT) -> list[BranchTables]:
+    """`branch_tables` of every branch of `work` as `join_dp` reads them at budget M (slots): for
+    m, w = 0..M - X0 (a branch never has more, `join_dp`); identical branches (a Siamese join's) share
+    one table. Empty when X0 > M (nothing fits)."""
+    top = M - work.input_total()
+    if top < 0:
+        return []
+    built: dict[bytes, BranchTables] = {}
+    out = []
+    for chain in work.branches:
+        key = _chain_key(chain)
+        if key not in built:
+            built[key] = branch_tables(chain, top, deadline=deadline)
+        out.append(built[key])
+    return out
+
+
+def _chain_key(chain: Chain) -> bytes:
+    """The arrays `branch_tables` and `rotor_table` read from `chain` (times, sizes, overheads), as bytes:
+    equal keys give equal tables."""
+    parts = []
+    for a in (chain.u_fa, chain.u_fn, chain.u_b, chain.x, chain.xbar, chain.o_fa, chain.o_fn, chain.o_b):
+        arr = np.ascontiguousarray(a)
+        parts += [arr.dtype.str.encode(), str(arr.shape).encode(), arr.tobytes()]
+    return b"|".join(parts)
+
+
+#: rows of the lower triangle w <= m that `_improve` handles per array operation
+_ROW_BLOCK = 64
+
+
+def _improve(best: np.ndarray, arg: np.ndarray, label: int, tail: np.ndarray, nxt: np.ndarray | None,
+             ds: int, dw: int, gate: int) -> None:
+    """One option of `branch_tables`, in place on the triangle w <= m: where ``cand[m, w] = tail[m] +
+    nxt[m - ds, w - ds]`` (``tail[m] + 0.0`` where `nxt` is None: the end of the spine) is strictly
+    below `best[m, w]`, write it and `label` into `arg`. The candidate is +inf for m < max(gate, ds)
+    or w < dw (a shifted table is +inf outside its range), so only m >= max(gate, ds), dw <= w <= m
+    is evaluated, in blocks of `_ROW_BLOCK` rows."""
+    n = best.shape[0]
+    r0 = max(int(gate), ds, dw, 0)
+    for ra in range(r0, n, _ROW_BLOCK):
+        rb = min(ra + _ROW_BLOCK, n)  # rows ra..rb-1, columns dw..rb-1 (w <= m)
+        if nxt is None:
+            cand = tail[ra:rb, None] + np.zeros((1, rb - dw))
+        else:
+            cand = tail[ra:rb, None] + nxt[ra - ds: rb - ds, dw - ds: rb - ds]
+        sub = best[ra:rb, dw:rb]
+        better = cand < sub
+        np.copyto(sub, cand, where=better)
+        np.copyto(arg[ra:rb, dw:rb], label, where=better)
 
 
 def spine_ops(bt: BranchTables, b: int, t: int, m: int, w: int) -> tuple[list[JOp], list[JOp]]:
@@ -276,18 +307,24 @@ class JoinPlan:
 
 def join_dp(work: Join, M: int, tables: list[BranchTables], deadline: Deadline = _NO_LIMIT) -> JoinPlan | None:
     """The join-level DP over (S, T, W); None when no join-persistent schedule fits M. About
-    `join_steps` (k, M) vector steps; `deadline` is checked once per (S, T) (`DeadlineExceeded`)."""
+    `join_steps` (k, M) vector steps; `deadline` is checked once per (S, T) (`DeadlineExceeded`).
+
+    Only W <= M - X0 matters (the loss needs X0 + W <= M, and W only grows), so a branch's root table
+    is read at m, w <= M - X0 (`spine_tables` fills no more). Each (S, T, b, t) is one array
+    operation over every W at once (`_join_step`), with the tie-breaking of a loop over W ascending."""
     k = work.k
     X0 = work.input_total()
-    n = M + 1
     if X0 > M:
         return None
+    top = M - X0  # the most a branch's memory m and the waiting sets' W can be
+    n = top + 1
     xl = [int(c.x[c.length]) for c in work.branches]
-    roots = [[tb.root(t) for t in TYPES] for tb in tables]
+    roots = [[tb.root(t)[:n, :n] for t in TYPES] for tb in tables]
     # f[(S, T)] = least cost over W; back[(S, T)] = (source id, W before) per W
     f: dict[tuple[frozenset, frozenset], np.ndarray] = {(frozenset(), frozenset()): _first_row(n)}
     back: dict[tuple[frozenset, frozenset], tuple[np.ndarray, np.ndarray]] = {}
     sources: list[tuple[frozenset, frozenset, int, int]] = []
+    buf = np.full((n, 2 * n), np.inf)  # `_join_step`'s scratch
     for size in range(k):
         for S in map(frozenset, combinations(range(k), size)):
             for T in _subsets(S):
@@ -295,7 +332,6 @@ def join_dp(work: Join, M: int, tables: list[BranchTables], deadline: Deadline =
                 if F is None:
                     continue
                 deadline.check()
-                finite = np.flatnonzero(np.isfinite(F))
                 for b in range(k):
                     if b in S:
                         continue
@@ -305,20 +341,9 @@ def join_dp(work: Join, M: int, tables: list[BranchTables], deadline: Deadline =
                         if key not in f:
                             f[key] = np.full(n, np.inf)
                             back[key] = (np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64))
-                        G, (src, srcW) = f[key], back[key]
                         sid = len(sources)
                         sources.append((S, T, b, t))
-                        R = roots[b][t]
-                        for W in finite:
-                            m = M - X0 - int(W)
-                            if m < 0:
-                                continue
-                            seg = F[W] + R[m, : n - W]
-                            better = np.flatnonzero(seg < G[W:])
-                            if better.size:
-                                G[W + better] = seg[better]
-                                src[W + better] = sid
-                                srcW[W + better] = W
+                        _join_step(F, roots[b][t], buf, f[key], *back[key], sid)
     full = frozenset(range(k))
     best, arg = math.inf, None
     for T in _subsets(full):
@@ -342,6 +367,31 @@ def join_dp(work: Join, M: int, tables: list[BranchTables], deadline: Deadline =
         choices[b] = (t, M - X0 - Wp, w_at - Wp)
         S, T, w_at = prevS, prevT, Wp
     return JoinPlan(best + work.loss_time, order, choices)
+
+
+def _join_step(F: np.ndarray, R: np.ndarray, buf: np.ndarray, G: np.ndarray, src: np.ndarray, srcW: np.ndarray,
+               sid: int) -> None:
+    """``G[W + w] = min(G[W + w], F[W] + R[top - W, w])`` over W, w >= 0 with W + w <= top = len(F) - 1,
+    in place, recording (`sid`, W) where G drops: as a loop over W ascending with strict improvements
+    would (the same sums, the smallest W reaching a minimum; a W where F is +inf never improves).
+    `buf`: (top + 1, 2 (top + 1)) scratch whose right half is +inf."""
+    finite = np.flatnonzero(np.isfinite(F))
+    if not finite.size:
+        return
+    n = len(F)
+    lo, hi = int(finite[0]), int(finite[-1]) + 1  # the rows W that can improve G
+    np.add(F[lo:hi, None], R[n - 1 - lo: n - 1 - hi: -1] if hi < n else R[n - 1 - lo:: -1], out=buf[lo:hi, :n])
+    # shear[W, k] = buf[W, k - W] = F[W] + R[top - W, k - W]; for k < W it reads the +inf right half of row W - 1
+    flat = buf.reshape(-1)  # C-contiguous: buf[W, c] = flat[2 n W + c]
+    step = flat.strides[0]
+    shear = np.lib.stride_tricks.as_strided(flat[(2 * n - 1) * lo:], shape=(hi - lo, n),
+                                            strides=((2 * n - 1) * step, step), writeable=False)
+    first = shear.argmin(axis=0)  # the first (smallest) W of each least sum
+    best = shear[first, np.arange(n)]
+    better = np.flatnonzero(best < G)
+    G[better] = best[better]
+    src[better] = sid
+    srcW[better] = lo + first[better]
 
 
 def _first_row(n: int) -> np.ndarray:
@@ -736,7 +786,7 @@ def rounding_retry(join: Join, budget: int, first: SolveResult, deadline: Deadli
     details: dict[str, Any] = {"slots": n, "slots_tried": tried}
     why = f"the {'/'.join(map(str, tried))}-slot rounding left no schedule"
     down, cap = rounded_down(join, budget, n)
-    tables = [branch_tables(c, cap, deadline=deadline) for c in down.branches] if down.input_total() <= cap else []
+    tables = spine_tables(down, cap, deadline)
     relaxed = join_dp(down, cap, tables, deadline) if tables else None
     bound = None
     if relaxed is not None:
@@ -926,8 +976,8 @@ def _solve_join_dp_slots(join: Join, budget: int, *, slots: int = 500, deadline:
                               "lower_bound": join.total_time()})
     check_cells(work, M)
     check_join_level(join, M, slots)
-    tables = [branch_tables(c, M, deadline=deadline) for c in work.branches]
-    plan = join_dp(work, M, tables, deadline)
+    tables = spine_tables(work, M, deadline)
+    plan = join_dp(work, M, tables, deadline) if tables else None
     if plan is None:
         return SolveResult(status=INFEASIBLE, solve_time_s=time.perf_counter() - t0,
                            message=f"no join-persistent schedule fits {budget} at {scope_text(slots)}",
