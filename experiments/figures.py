@@ -3,7 +3,9 @@
 Each figure reads the rows of the sweeps named in `FIGURES` (the ``sweep`` column of the
 tables that `experiments.sweep` writes; the sweep files are in experiments/configs) and
 states its instances, units and the versions that produced the rows. A figure whose rows are
-absent is skipped with a one-line note.
+absent is skipped with a one-line note; one whose rows do not cover its sweep's grid (a stopped
+sweep) is drawn with a one-line note of its done/total cells (`grid_note`), and rows of one sweep from
+two tables run with other settings are refused (`check_same_settings`).
 
 ==== ========================== ====================================================================
 id   sweep (config)             figure
@@ -21,6 +23,7 @@ g    fig_g_measured             predicted vs measured peak memory and time (exec
 
 from __future__ import annotations
 
+import contextvars
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -85,12 +88,14 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
     skipped, unless it is a sweep's table (`is_sweep_table`): then a table that cannot be parsed (empty,
     not UTF-8), lacks a sweep column (a header cut or missing a name) or has a row of another field count
     is an `InputError` naming the file, as is an empty text cell that a figure reads (`empty_text_cell`:
-    file, column and row) -- all before any figure is drawn."""
+    file, column and row) -- all before any figure is drawn. Rows of one sweep from two tables run with
+    other settings are an `InputError` naming both (`check_same_settings`): a figure's median would blend
+    them. Each row keeps the path of its table or journal in `TABLE_COLUMN` (in memory only)."""
     from memsched.experiments.sweep import read_journal, rows_frame
     from memsched.solvers.errors import InputError
 
     root = Path(results_dir)
-    frames = []
+    frames: list[pd.DataFrame] = []
     seen_csv = set()
     for csv in sorted(root.rglob("*.csv")):
         if not csv.is_file():
@@ -112,22 +117,96 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
         _checked_fields(csv)
         table = pd.read_csv(csv)
         _checked_columns(csv, table)
-        frames.append(_checked_text(_checked_numbers(table, csv), csv))
+        frames.append(_checked_text(_checked_numbers(table, csv), csv).assign(**{TABLE_COLUMN: str(csv)}))
         seen_csv.add(csv.with_suffix(""))
     for journal in sorted(root.rglob("*.jsonl")):
         if journal.with_suffix("") not in seen_csv:
             rows = list(read_journal(journal).values())
             if rows:
-                frames.append(_checked_text(rows_frame(rows), journal, by_key=True))
+                frames.append(_checked_text(rows_frame(rows), journal, by_key=True)
+                              .assign(**{TABLE_COLUMN: str(journal)}))
     frames = [f for f in frames if len(f)]
     if not frames:
         return pd.DataFrame(columns=list(SWEEP_COLUMNS))
+    check_same_settings(frames)
     frame = pd.concat(frames, ignore_index=True)
     return frame.drop_duplicates(subset=["key"], keep="last").reset_index(drop=True)
 
 
 #: the columns of every sweep table (`experiments.sweep` writes them): a CSV with them is read as one
 SWEEP_COLUMNS = ("sweep", "key", "solver", "status")
+#: in-memory column of the rows `load_results` reads (never written to a table): the path of each row's
+#: table (or journal), so that a figure can rebuild its sweep's grid next to it (`grid_note`)
+TABLE_COLUMN = "_table"
+
+
+def check_same_settings(frames: list[pd.DataFrame]) -> None:
+    """Rows of one sweep in two of `frames` (tables read by `load_results`, each with its path in
+    `TABLE_COLUMN`) were run with the same settings (`settings_conflict`); else an `InputError` naming
+    the sweep, what differs and both files. (``--results`` is read recursively: two runs of one sweep with
+    other slots were merged, and a figure drew the median of both, a value neither run produced.) Tables
+    of one sweep that agree (a grid split over folders, a copy) are read together."""
+    from memsched.solvers.errors import InputError
+
+    by_sweep: dict[str, list[pd.DataFrame]] = {}
+    for frame in frames:
+        for sweep, part in frame.groupby(frame["sweep"].astype(str), sort=False):
+            by_sweep.setdefault(str(sweep), []).append(part)
+    for sweep, parts in by_sweep.items():
+        for i, a in enumerate(parts):
+            for b in parts[i + 1:]:
+                what = settings_conflict(a, b)
+                if what is not None:
+                    raise InputError(f"rows of sweep {sweep} from two tables run with other settings ({what}): "
+                                     f"{a[TABLE_COLUMN].iloc[0]} and {b[TABLE_COLUMN].iloc[0]}; a figure would "
+                                     "blend them: give --results a folder with one of them")
+
+
+def settings_conflict(a: pd.DataFrame, b: pd.DataFrame) -> str | None:
+    """What differs between the rows `a` and `b` (one sweep, two tables) where both have the same thing:
+    an instance label with another ``instance_hash`` (another instance under that name), a solver label
+    with other ``slots`` or ``time_limit``, or a cell (instance, budget, solver label, repeat) with other
+    ``options``; None when nothing does. Columns a table lacks are not compared."""
+    checks = (("instance", ("instance",), ("instance_hash",)),
+              ("solver", ("solver_label",), ("slots", "time_limit")),
+              ("cell", ("instance", "budget_spec", "solver_label", "repeat"), ("options",)))
+    for what, by, cols in checks:
+        if not all(c in a and c in b for c in (*by, *cols)):
+            continue
+        seen_a, seen_b = _settings(a, by, cols), _settings(b, by, cols)
+        for ident in seen_a.keys() & seen_b.keys():
+            if seen_a[ident] != seen_b[ident]:
+                name = " ".join(ident)
+                diff = "; ".join(f"{c} {_values(seen_a[ident], k)} vs {_values(seen_b[ident], k)}"
+                                 for k, c in enumerate(cols) if _values(seen_a[ident], k) != _values(seen_b[ident], k))
+                return f"{what} {name}: {diff}"
+    return None
+
+
+def _settings(rows: pd.DataFrame, by: tuple[str, ...], cols: tuple[str, ...]) -> dict[tuple[str, ...],
+                                                                                         set[tuple[str, ...]]]:
+    """(values of `by`) -> the set of (values of `cols`) among `rows`, every value as text (`_setting_text`:
+    a number read from a CSV and from a journal compare equal)."""
+    found: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
+    for rec in rows[list(dict.fromkeys((*by, *cols)))].itertuples(index=False):
+        values = dict(zip(dict.fromkeys((*by, *cols)), rec))
+        ident = tuple(_setting_text(values[c]) for c in by)
+        found.setdefault(ident, set()).add(tuple(_setting_text(values[c]) for c in cols))
+    return found
+
+
+def _setting_text(value: Any) -> str:
+    """`value` (a table cell) as text for comparison: empty for none, a number in ``%g`` form."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{float(value):g}"
+    return str(value)
+
+
+def _values(settings: set[tuple[str, ...]], k: int) -> str:
+    """The `k`-th values among `settings` (`_settings`), for a message: "10", or "10/500"."""
+    return "/".join(sorted({s[k] or "none" for s in settings}))
 
 
 def is_sweep_table(csv: Path) -> bool:
@@ -261,6 +340,8 @@ def _finish(fig: plt.Figure, rows: pd.DataFrame, out_dir: Path, stem: str, note:
     text = stamp(rows)
     if note:
         text = f"{note}\n{text}"
+    if _CAPTION_EXTRA.get():  # the sweep does not cover its grid (`grid_note`): first, before the details
+        text = f"{_CAPTION_EXTRA.get()}\n{text}"
     width = max(60, int(fig.get_figwidth() * 17))
     text = literal_text("\n".join(textwrap.fill(line, width) for line in text.splitlines()))
     fig.text(0.01, -0.005, text, fontsize=6.5, color="#555555", ha="left", va="top")  # below; bbox "tight"
@@ -795,13 +876,20 @@ def figure_rows(rows: pd.DataFrame, spec: FigureSpec) -> pd.DataFrame:
     return r
 
 
-def render(figure_id: str, rows: pd.DataFrame, out_dir: str | Path) -> tuple[list[Path], str | None]:
-    """Draw one figure from `rows`: (paths written, None) or ([], a one-line note if skipped)."""
+def render(figure_id: str, rows: pd.DataFrame, out_dir: str | Path, *,
+           grid: str | None = None) -> tuple[list[Path], str | None]:
+    """Draw one figure from `rows`: (paths written, None) or ([], a one-line note if skipped).
+
+    `grid`: the note of `grid_note` (the figure's sweep does not cover its grid), drawn in the caption,
+    whose "missing points: no schedule" then also names cells not run; None: `grid_note` of `rows`
+    (nothing for rows not read by `load_results`)."""
     spec = FIGURES[figure_id]
     r = figure_rows(rows, spec)
     note = skip_note(figure_id, r)
     if note is not None:
         return [], note
+    if grid is None:
+        grid = grid_note(figure_id, rows)
     missing = missing_columns(spec, r.columns)
     if missing:  # rows not read by `load_results` (which names the table)
         from memsched.solvers.errors import InputError
@@ -819,7 +907,122 @@ def render(figure_id: str, rows: pd.DataFrame, out_dir: str | Path) -> tuple[lis
             r = r.assign(**{col: None})
     if UNIT_COLUMN not in r:  # rows not read by `make_figures`: units from the files the sources name
         r = with_memory_units(r)
-    return spec.draw(r, Path(out_dir), spec.stem, spec.title, **dict(spec.options)), None
+    options = dict(spec.options)
+    if grid and spec.draw is overhead_vs_budget:
+        options["note"] = not_run_caveat(str(options.get("note", CHAIN_NOTE)))
+    token = _CAPTION_EXTRA.set(grid or "")
+    try:
+        return spec.draw(r, Path(out_dir), spec.stem, spec.title, **options), None
+    finally:
+        _CAPTION_EXTRA.reset(token)
+
+
+#: a line `_finish` adds to the caption of the figure being drawn (`render`: the `grid_note`)
+_CAPTION_EXTRA: contextvars.ContextVar[str] = contextvars.ContextVar("memsched_caption_extra", default="")
+
+
+def not_run_caveat(note: str) -> str:
+    """`note` (a caption) whose claim that a missing point is a cell without a schedule also names cells
+    that never ran (a sweep that does not cover its grid, `grid_note`)."""
+    return note.replace("missing points: no schedule within the budget",
+                        "missing points: no schedule within the budget, or a cell that never ran (first line)")
+
+
+def grid_note(figure_id: str, rows: pd.DataFrame) -> str | None:
+    """A one-line note when the rows of figure `figure_id`'s sweep (of `rows`, read by `load_results`)
+    are not every cell of its grid; None when they are, or when `rows` name no table (`TABLE_COLUMN`).
+
+    The grid is rebuilt as ``memsched sweep --list`` does it: from the committed sweep file of the
+    sweep (experiments/configs, `_config_of`), its stored instances read from the ``instances/`` folder
+    beside the first table (nothing is built or stored: a model instance not stored there leaves the
+    grid unchecked rather than profiling it). A row whose status means no schedule is a cell that ran; a
+    cell without a row never ran. Rows of no cell of that file (another sweep file, other settings) leave
+    the grid unknown, and the note says so."""
+    spec = FIGURES[figure_id]
+    if rows.empty or TABLE_COLUMN not in rows or "sweep" not in rows:
+        return None
+    mine = rows[rows["sweep"].isin(spec.sweeps) & rows[TABLE_COLUMN].notna()]
+    if mine.empty:
+        return None
+    sweep = ", ".join(spec.sweeps)
+    config_path = _committed_config(spec)
+    folder = Path(str(mine[TABLE_COLUMN].iloc[0])).parent
+    tasks = _grid_tasks(config_path, folder) if config_path is not None else None
+    shown = _shown_path(config_path) if config_path is not None else f"experiments/configs/{_config_of(spec)}.toml"
+    if isinstance(tasks, str) or tasks is None:
+        why = tasks or f"no sweep file {shown}"
+        return f"sweep {sweep}: not checked whether every cell of its grid ran ({why})"
+    done, extra = grid_cells_done(mine, tasks)
+    total = len({t.key for t in tasks})
+    if done == total and extra == 0:
+        return None
+    if done == 0:
+        return (f"sweep {sweep}: its {len(mine)} rows are no cells of {shown} (another sweep file or other "
+                "settings): not known whether every cell of its grid ran")
+    others = f"; {extra} rows of no cell of it" if extra else ""
+    return (f"sweep {sweep}: {done} of {total} cells of {shown} have a row, {total - done} never ran (the sweep "
+            f"was stopped or not resumed: memsched sweep {shown} --output {folder} runs them){others}")
+
+
+def grid_cells_done(rows: pd.DataFrame, tasks: list[Any]) -> tuple[int, int]:
+    """(cells of `tasks`, the grid, that have a row among `rows`; rows of no cell) as ``--list`` counts
+    them (`verify.rekeyed`, strict: a row under an older key of the same cell counts)."""
+    from memsched.experiments.sweep.verify import rekeyed
+
+    records = {}
+    for rec in rows.drop(columns=[c for c in rows if str(c).startswith("_")]).to_dict("records"):
+        plain = {k: (None if _is_missing(v) else v) for k, v in rec.items()}
+        records[str(plain.get("key"))] = plain
+    taken: dict[str, str] = {}
+    found = rekeyed(records, tasks, taken, strict=True)
+    keys = {t.key for t in tasks}
+    done = {k for k in keys if k in found}
+    used = {taken.get(k, k) for k in done}  # the stored keys of the rows that stand for a cell
+    return len(done), len([k for k in records if k not in used])
+
+
+def _is_missing(value: Any) -> bool:
+    """Whether a table cell is empty (NaN or None; a CSV reads an empty cell as NaN, a journal as None)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _committed_config(spec: FigureSpec) -> Path | None:
+    """The committed sweep file of figure `spec`'s sweep (experiments/configs/<`_config_of`>.toml), or None."""
+    from memsched.experiments.sweep.config import CONFIGS
+
+    for ext in (".toml", ".yaml", ".yml"):
+        path = CONFIGS / f"{_config_of(spec)}{ext}"
+        if path.is_file():
+            return path
+    return None
+
+
+def _shown_path(path: Path) -> str:
+    """`path` relative to the repository when inside it (as the notes name sweep files), else as is."""
+    from memsched.experiments.sweep.config import ROOT
+
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _grid_tasks(config_path: Path, folder: Path) -> list[Any] | str:
+    """The cells of the sweep file `config_path` (`build_tasks`) with the instances stored in
+    ``<folder>/instances`` (read only); or why they cannot be listed here (a short phrase): the file or
+    an instance does not load, or a model instance is not stored there (it would be profiled)."""
+    from memsched.experiments.sweep import InstanceStore, build_tasks, load_config
+    from memsched.solvers.errors import InputError, first_line
+
+    try:
+        config = load_config(config_path)
+        store = InstanceStore(folder / "instances", readonly=True)
+        threads = config.measure["threads"]
+        if any(spec.kind == "model" and store.built(spec, threads=threads) is None for spec in config.instances):
+            return f"a model instance of {_shown_path(config_path)} is not stored in {folder / 'instances'}"
+        return build_tasks(config, notes=[], store=store)
+    except (InputError, ImportError, OSError, ValueError) as err:
+        return f"{_shown_path(config_path)}: {first_line(err, 120)}"
 
 
 def skip_note(figure_id: str, rows: pd.DataFrame) -> str | None:
@@ -857,14 +1060,18 @@ def make_figures(results_dir: str | Path = "results", out_dir: str | Path | None
     written: list[Path] = []
     notes: list[str] = []
     for fid in ids:
-        paths, note = render(fid, rows, out)
+        grid = grid_note(fid, rows) if fid in drawn else None
+        paths, note = render(fid, rows, out, grid=grid or "")
         written += paths
         if note:
             notes.append(note)
+        elif grid:
+            notes.append(f"figure {fid}: {grid}")
     return written, notes
 
 
 __all__ = ["FIGURES", "FigureSpec", "load_results", "render", "make_figures", "figure_rows", "stamp",
            "overhead_vs_budget", "solve_time_vs_size", "period_vs_memory", "predicted_vs_measured", "style",
            "size_text", "with_memory_units", "source_file", "model_labels", "mark_coinciding", "clip_text",
-           "is_sweep_table", "empty_text_cell"]
+           "is_sweep_table", "empty_text_cell", "grid_note", "check_same_settings", "settings_conflict",
+           "TABLE_COLUMN"]
