@@ -23,8 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Redraw the figures whose sweep tables are under --results (absent ones skipped with a note); exit 0, 2 if the
-    folder is missing or empty ("")."""
+    """Redraw the figures whose sweep tables are under --results (absent ones skipped with a note, partial ones
+    drawn with their done/total cells); exit 0, 2 if the folder is missing or empty (""), a table is damaged, or
+    rows of one sweep come from two tables run with other settings."""
     from memsched.experiments.figures import FIGURES, make_figures
 
     if args.results == "":  # not the current folder: an empty path is bad input
