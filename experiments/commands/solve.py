@@ -150,9 +150,12 @@ def _why_none(result: SolveResult, instance: Any = None) -> str:
     if result.status == INFEASIBLE and result.details.get(NOT_APPLICABLE):
         return f"infeasible: {result.solver} does not apply to this instance: {result.message}"
     if result.status == INFEASIBLE:
+        unit = memory_unit(instance) or "bytes"
         msg = f"infeasible: {result.solver} finds no schedule within budget {result.budget}"
+        if result.budget is not None:  # in the file's unit and in binary units, as the smallest budget
+            msg += f" {unit} ({format_size(result.budget, instance)})"
         if result.min_budget is not None:
-            need, unit = result.min_budget, memory_unit(instance) or "bytes"
+            need = result.min_budget
             msg += f"; smallest feasible budget: {need} {unit} ({format_size(need, instance)})"
         else:
             msg += f"; smallest feasible budget unknown: {result.details.get('min_budget_note', result.message)}"
