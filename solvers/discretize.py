@@ -142,6 +142,8 @@ CPSAT_COST_DIGITS = 9
 GAP_TOLERANCE = 1e-6
 #: `integer_costs` scales exactly by 10^k only while the largest cost stays at most this many ticks
 EXACT_COST_TICKS = 10**9
+#: the largest power of ten `integer_costs` scales by (its scale is a float: 10.0 ** 309 overflows)
+MAX_COST_POWER = 308
 
 
 def integer_costs(costs: Sequence[float] | np.ndarray, digits: int = 6) -> tuple[list[int], float, bool]:
@@ -151,19 +153,28 @@ def integer_costs(costs: Sequence[float] | np.ndarray, digits: int = 6) -> tuple
     `EXACT_COST_TICKS` (e.g. costs with three decimals: 10^3); else by about `digits` significant
     digits of the largest cost, rounded (costs far below the largest may round to 0). Returns
     (ints, scale, exact); exact is never True when a nonzero cost became 0; with exact False the
-    error of each cost is at most 0.5 / scale (`rounding_error` totals it)."""
+    error of each cost is at most 0.5 / scale (`rounding_error` totals it).
+
+    As in `tick_scale`, the candidate powers start at the largest cost's magnitude (k0 = max(1,
+    -floor(log10(largest))): no smaller 10^k could make a cost below 10^-k whole), so costs x 10^-m
+    get a scale exactly 10^m finer and the same integers (the model, and the schedule it picks, does
+    not depend on the time unit) while that scale stays a float. It stops at 10^`MAX_COST_POWER`
+    (callers divide by it): costs that need more (a largest below about 1e-299 units with nine
+    digits, 1e-308 with whole multiples of it) keep fewer digits, and subnormal ones may round to 0
+    (``exact`` False then; the callers' bounds allow for the rounding)."""
     arr = np.asarray(costs, dtype=float)
     if arr.size == 0 or is_whole(arr):
         return [int(round(c)) for c in arr], 1.0, True
     top = float(np.max(np.abs(arr))) or 1.0
-    for k in range(1, 13):
+    k0 = max(1, -math.floor(math.log10(top) + 1e-9))  # noise forgiven as in `tick_scale`; k = 0 is done
+    for k in range(k0, MAX_COST_POWER + 1):  # ends at the break: top * 10^k0 is below 10
         scale = 10.0 ** k
         if top * scale > EXACT_COST_TICKS:
             break
         scaled = arr * scale
         if is_whole(scaled):
             return [int(round(c)) for c in scaled], scale, True
-    scale = 10.0 ** (digits - math.ceil(math.log10(top)))
+    scale = 10.0 ** min(digits - math.ceil(math.log10(top)), MAX_COST_POWER)
     ints = [int(round(c * scale)) for c in arr]
     lost = any(c != 0 and i == 0 for c, i in zip(arr, ints))  # a nonzero cost rounded to 0
     exact = bool(np.all(np.abs(arr * scale - np.round(arr * scale)) < 1e-6)) and not lost

@@ -104,7 +104,7 @@ def latency(text: str) -> float:
 
 def cost(text: str) -> float:
     """A cost or factor: a finite number >= 0."""
-    return _float(text, "number", low=0.0, strict=False, high=MAX_FLOAT_OPTION)
+    return _float(text, None, low=0.0, strict=False, high=MAX_FLOAT_OPTION)
 
 
 def count(low: int = 1, high: int = MAX_COUNT) -> Callable[[str], int]:
@@ -123,11 +123,14 @@ def count(low: int = 1, high: int = MAX_COUNT) -> Callable[[str], int]:
     return parse
 
 
-def _float(text: str, what: str, *, low: float, strict: bool, high: float) -> float:
+def _float(text: str, unit: str | None, *, low: float, strict: bool, high: float) -> float:
+    """`text` as a float in [low, high] (above `low` when `strict`); else an `argparse.ArgumentTypeError`
+    saying "expected a number of `unit`" ("expected a number" when `unit` is None: a plain number)."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of {what}, got {text!r}") from None
+        what = "a number" if unit is None else f"a number of {unit}"
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
     if not math.isfinite(value) or value < low or (strict and value == low) or value > high:
         side = f"> {low:g}" if strict else f">= {low:g}"
         raise argparse.ArgumentTypeError(f"must be a finite number {side} and <= {high:g}, got {text!r}")

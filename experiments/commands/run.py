@@ -264,6 +264,8 @@ def _network(args: argparse.Namespace, problem: str) -> tuple[str, str | None]:
     if problem == "join":
         if args.model_name is not None and network not in JOIN_NAMES:
             raise InputError(f"unknown join network {network!r} (one of {', '.join(JOIN_NAMES)})", field="--model")
+        if network is not None and network not in JOIN_NAMES:
+            raise _unknown_meta_model(name, network, f"one of {', '.join(JOIN_NAMES)}", kind="join network")
         if network not in JOIN_NAMES:
             raise InputError(f"a join file needs --model NAME (the join network to execute: {', '.join(JOIN_NAMES)})",
                              field="--model")
@@ -271,9 +273,19 @@ def _network(args: argparse.Namespace, problem: str) -> tuple[str, str | None]:
         if args.model_name is not None:
             raise InputError(f"unknown model {network!r} (one of {', '.join(ZOO_NAMES)}, or FILE.py:FUNCTION)",
                              field="--model")
+        if network is not None:
+            raise _unknown_meta_model(name, network, f"one of {', '.join(ZOO_NAMES)}, or FILE.py:FUNCTION")
         raise InputError("an instance file needs --model NAME (the zoo network or FILE.py:FUNCTION to execute)",
                          field="--model")
     return network, name
+
+
+def _unknown_meta_model(path: str, value: Any, known: str, *, kind: str = "network") -> InputError:
+    """The error for an instance file whose ``meta.model`` (the network `memsched run` executes when
+    --model is left out) is no `kind` of network it knows: `value` is the field's JSON value, `known`
+    lists the names it could be. Names the file and the field, not --model, which was not given."""
+    what = f"{value!r} is not a {kind} name" if not isinstance(value, str) else f"unknown {kind} {value!r}"
+    return InputError(f"{what} ({known}); give --model NAME to execute another", path=path, field="meta.model")
 
 
 def _solver_and_options(args: argparse.Namespace, problem: str) -> tuple[str | None, dict[str, Any]]:

@@ -256,7 +256,8 @@ def objective_unit(model: PhaseModel) -> float:
     largest = max((abs(c) for c in model.objective.terms.values()), default=0.0)
     if largest >= 1.0 or largest <= 0.0 or not math.isfinite(largest):
         return 1.0
-    return 10.0 ** math.floor(math.log10(largest))
+    # at most 10^-307, a normal float: 10.0 ** -324 (a largest cost of 5e-324) underflows to 0, a division by zero
+    return 10.0 ** max(math.floor(math.log10(largest)), -307)
 
 
 def all_tape_cuts(model: PhaseModel) -> int:
