@@ -36,7 +36,7 @@ from memsched.solvers.pipeline import Partition, Pipeline, simulate, simulate_ba
 from torch import nn
 
 from .distributed import check_grads, free_port, init_rank, run_ranks, timed_steps
-from .runner import check_batch, check_runnable
+from .runner import check_batch, check_runnable, for_run
 
 #: a layer: ("block", [input]) or ("add", [inputs]); input -1 is the network's input
 Spec = list[tuple[str, list[int]]]
@@ -390,9 +390,12 @@ def run_dag_partition(part: Partition, spec: Spec | None = None, *, width: int =
 
 
 def compare_dag(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[str, Any]:
-    """Predicted (simulator) against measured: batch makespan and per-stage stash n_s A_s."""
-    part = part.evaluated(inst)
+    """Predicted (simulator) against measured: batch makespan and per-stage stash n_s A_s. Every
+    predicted figure is for the run's m (``run["config"]["micro_batches"]``), whatever
+    ``part.micro_batches`` was solved for (`runner.for_run`: GPipe's in-flight counts and stage
+    memory depend on it); `part` itself is not modified."""
     m = run["config"]["micro_batches"]
+    part = for_run(part, m).evaluated(inst)
     ordered = inst.reordered(part.order) if part.order is not None else inst
     stash = []
     for s in part.stages:

@@ -23,6 +23,7 @@ Command line: ``python -m memsched.models.pipeline.runner --devices 2 --layers 8
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import statistics
@@ -184,6 +185,26 @@ def check_runnable(part: Partition, micro_batches: int, layers: int | None = Non
                          f"got {micro_batches}", field="micro_batches")
 
 
+def check_chain_order(part: Partition, layers: int) -> None:
+    """`InputError` on ``partition.order`` when `part` carries an order other than the identity
+    0..layers-1: this runner executes a chain (layer k reads layer k - 1), whose only topological
+    order is the identity, and it runs ``stages`` as index ranges, so any other order would be run
+    as if it were absent (checked before any process is spawned)."""
+    if part.order is not None and list(part.order) != list(range(layers)):
+        raise InputError(f"a chain of {layers} layers has one topological order, 0..{layers - 1}; got "
+                         f"{list(part.order)} (a DAG partition: run it with dag_runner.run_dag_partition)",
+                         field="partition.order")
+
+
+def for_run(part: Partition, micro_batches: int) -> Partition:
+    """A copy of `part` with ``micro_batches`` set to the run's count (`part` is left unchanged):
+    under GPipe the in-flight counts n_s, and so the stage memory, depend on it, so the prediction
+    compared with a run must be made for the micro-batches the run used, not those it was solved for."""
+    out = copy.deepcopy(part)
+    out.micro_batches = micro_batches
+    return out
+
+
 def check_batch(batch: int, micro_batches: int, steps: int) -> None:
     """`InputError` naming the field unless `batch` is a positive multiple of `micro_batches`
     (>= 1, checked first by `check_runnable`) and `steps` >= 1 (timed steps after the warm-up)."""
@@ -204,9 +225,10 @@ def run_partition(part: Partition, *, layers: int = 8, width: int = 256, in_dim:
     `InputError` (a ValueError) before any process is spawned for what it cannot run
     (`check_runnable` with the network's `layers`: fewer than one micro-batch, a partition that does
     not cover exactly layers 0..layers-1, replicated stages, an interleaved allocation, fewer 1F1B
-    micro-batches than stages; `check_batch`: a batch that is not a positive multiple of
-    `micro_batches`, steps < 1)."""
+    micro-batches than stages; `check_chain_order`: an ``order`` other than the chain's identity;
+    `check_batch`: a batch that is not a positive multiple of `micro_batches`, steps < 1)."""
     check_runnable(part, micro_batches, layers)
+    check_chain_order(part, layers)
     check_batch(batch, micro_batches, steps)
     device = device or ("cuda" if torch.cuda.is_available() and torch.cuda.device_count() >= len(part.stages)
                         else "cpu")
@@ -242,9 +264,13 @@ def compare(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[str, A
       ``makespan_s``, ``makespan_2m_s``: the simulated batch of m and 2m micro-batches;
     - ``measured.period_s``: `slope_period` of the run's ``step_time_s`` and ``step_time_2m_s``
       (None for a run without ``step_time_2m_s``), not a step time divided by m;
-    - per-stage predicted stash against measured saved-activation peak."""
-    part = part.evaluated(inst)
+    - per-stage predicted stash against measured saved-activation peak.
+
+    Every predicted figure is for the run's m (``run["config"]["micro_batches"]``), whatever
+    ``part.micro_batches`` was solved for (`for_run`: GPipe's in-flight counts and stage memory
+    depend on it); `part` itself is not modified."""
     m = run["config"]["micro_batches"]
+    part = for_run(part, m).evaluated(inst)
     u = inst.time_unit
     makespan, makespan_2m = (simulate_batch(inst, part, n).makespan * u for n in (m, 2 * m))
     stash_pred = []
@@ -315,7 +341,8 @@ def _bad_input(ap: argparse.ArgumentParser, err: InputError) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Partition an MLP over --devices with --solver, run it and print predicted vs measured period and memory as JSON;
     exit 0, 1 without a partition, 2 on bad arguments (one line on stderr, before anything runs; also a partition
-    the runner cannot execute: replicated stages, an interleaved allocation), 3 when the gradient check fails."""
+    the runner cannot execute: replicated stages, an interleaved allocation, a DAG order), 3 when the gradient check
+    fails."""
     about = " ".join(__doc__.split("\n\n")[0].split())  # the first paragraph, on one line
     ap = argparse.ArgumentParser(prog="python -m memsched.models.pipeline.runner", description=about)
     ap.add_argument("--devices", type=int, default=2)
@@ -348,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     part = res.schedule
     try:
         check_runnable(part, args.micro_batches, args.layers)  # before any worker is spawned
+        check_chain_order(part, args.layers)
     except InputError as err:
         return _bad_input(ap, InputError(f"{args.solver}'s partition ({part}): {err}"))
     if len(part.stages) < 2:
