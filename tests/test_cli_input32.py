@@ -11,15 +11,14 @@
 
 from __future__ import annotations
 
-import io
 import json
 import math
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
 import memsched.solvers
 import pytest
+from conftest import run_cli
 from memsched.solvers.discretize import integer_costs, rounding_error
 
 import memsched.api as api
@@ -28,16 +27,9 @@ TINY = Path(memsched.solvers.__file__).resolve().parent / "data" / "examples" / 
 
 
 def _cli(*argv: object) -> tuple[int, str, str]:
-    """`memsched ARGV` in-process: (exit code, stdout, stderr)."""
-    from memsched.experiments.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = main([str(a) for a in argv])
-        except SystemExit as exc:  # argparse usage errors
-            code = exc.code if isinstance(exc.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
+    """`memsched ARGV` in-process (conftest's `run_cli`): (exit code, stdout, stderr)."""
+    res = run_cli(*(str(a) for a in argv))
+    return res.code, res.out, res.err
 
 
 def _tiny_chain(tmp_path: Path, factor: float, **meta: Any) -> Path:
@@ -49,6 +41,16 @@ def _tiny_chain(tmp_path: Path, factor: float, **meta: Any) -> Path:
     data["loss"]["bwd_time"] *= factor
     data["meta"].update(meta)
     path = tmp_path / f"tiny_{factor:g}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _tiny_stage_times(tmp_path: Path, time: float) -> Path:
+    """tiny.json with every stage's forward and backward time `time` (the loss's unchanged)."""
+    data = json.loads(TINY.read_text())
+    for stage in data["stages"]:
+        stage["fwd_time"] = stage["bwd_time"] = time
+    path = tmp_path / f"tiny_stage_times_{time:g}.json"
     path.write_text(json.dumps(data))
     return path
 
@@ -112,11 +114,7 @@ def test_chain_cpsat_cli_solves_the_hunters_instance(tmp_path: Path) -> None:
     """Every stage time 1e-300, the loss 0.5 (a constant of the objective): exit 0, optimal. (Every plan
     takes 0.5 + 9e-300 = 0.5 in floats, so the plan is not compared: the tests above and below do that.)"""
     pytest.importorskip("ortools")
-    data = json.loads(TINY.read_text())
-    for stage in data["stages"]:
-        stage["fwd_time"] = stage["bwd_time"] = 1e-300
-    path = tmp_path / "tiny_times.json"
-    path.write_text(json.dumps(data))
+    path = _tiny_stage_times(tmp_path, 1e-300)
     code, out, err = _cli("solve", path, "--budget", 25, "--solver", "cpsat", "--time-limit", 20, "--json")
     assert code == 0, err
     answer = json.loads(out)
@@ -239,11 +237,7 @@ def test_chain_exact_solvers_take_times_of_the_least_float(tmp_path: Path, solve
     """Every time 5e-324 (the least subnormal): the tape cuts' objective unit was 10.0 ** -324 = 0, a
     division by zero (exit 3, `solvers.chain.phase_cuts.objective_unit`); now a schedule, exit 0."""
     pytest.importorskip("ortools")
-    data = json.loads(TINY.read_text())
-    for stage in data["stages"]:
-        stage["fwd_time"] = stage["bwd_time"] = 5e-324
-    path = tmp_path / "least_times.json"
-    path.write_text(json.dumps(data))
+    path = _tiny_stage_times(tmp_path, 5e-324)
     code, out, err = _cli("solve", path, "--budget", "25", "--solver", solver, "--time-limit", "20")
     assert code == 0 and "internal error" not in err, err
     assert "status       optimal" in out or "status       feasible" in out, out
