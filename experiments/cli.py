@@ -13,8 +13,9 @@ can print whichever way it is stopped.
 
 from __future__ import annotations
 
-# Light on purpose: the console script imports this module before `main` sets up its Ctrl-C handling, so a
-# Ctrl-C during these imports would be a traceback. Only modules that ``import memsched`` has loaded already
+# Light on purpose: the console script's entry point (`memsched.__main__`) turns a Ctrl-C during this import
+# into the one-line interrupt, but `python -m memsched.experiments.cli` imports it with no such handling, and
+# start-up time counts for every command. Only modules that ``import memsched`` has loaded already
 # (contextlib, importlib, typing) or that cost nothing (os, signal, sys) are imported here; argparse and
 # threading are imported by `main`, inside its handling of interrupts.
 import contextlib
