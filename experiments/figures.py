@@ -197,7 +197,7 @@ def _settings(rows: pd.DataFrame, by: tuple[str, ...], cols: tuple[str, ...]) ->
 
 def _setting_text(value: Any) -> str:
     """`value` (a table cell) as text for comparison: empty for none, a number in ``%g`` form."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if _is_missing(value):
         return ""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return f"{float(value):g}"
