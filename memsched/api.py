@@ -434,7 +434,12 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     its own; output for an instance) are an `InputError`, as are shared arguments with bad
     values (checked before anything runs, as `solve` does) and option values that no instance
     takes (``segments=0``). A solver that rejects the instance gives rows of status
-    "unsupported" (as in the sweep engine)."""
+    "unsupported" (as in the sweep engine); an instance whose reference peak is 0 has no
+    ``budget_fraction`` (None). A Ctrl-C (a notebook's interrupt) during an exact solver's search
+    ends an instance sweep there, as it ends `solve`'s comparison: the rows of the cells that ran
+    are returned, the interrupted cell last with what its solver had (its ``message`` says
+    "interrupted after ... s"); a Ctrl-C anywhere else raises `KeyboardInterrupt`, as a sweep
+    file's does (whose journal keeps the cells done)."""
     if _is_config(target):
         return _config_sweep(target, output=output, workers=workers, fresh=fresh, budgets=budgets,
                              solvers=solvers, problem=problem, slots=slots, time_limit=time_limit,
@@ -465,9 +470,10 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     grid = _sweep_budgets(instance, budgets, problem)  # every budget checked before any solve
     reference = reference_peak(instance, problem=problem)
     baseline = baseline_objective(problem, instance)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for spec, bytes_ in grid:
         for name in names:
+            fraction = _budget_fraction(bytes_, reference)
             try:
                 result = solve(instance, bytes_, name, problem=problem, slots=slots, time_limit=time_limit,
                                devices=devices, **_options_of(problem, name, options))
@@ -475,13 +481,26 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
                 rows.append({"instance": getattr(instance, "name", "") or problem, "problem": problem,
                              "solver": name, "status": UNSUPPORTED, "objective": None, "budget": bytes_,
                              "budget_spec": str(spec), "reference_peak": reference,
-                             "budget_fraction": bytes_ / reference, "overhead": None, "message": str(err)})
+                             "budget_fraction": fraction, "overhead": None, "message": str(err)})
                 continue
             row = result.row()
-            row.update(budget_spec=str(spec), reference_peak=reference, budget_fraction=bytes_ / reference,
+            row.update(budget_spec=str(spec), reference_peak=reference, budget_fraction=fraction,
                        baseline_objective=baseline, devices=devices,
                        overhead=(result.objective / baseline - 1.0) if (baseline and result.found) else None)
             rows.append(row)
+            if result.raw.details.get("interrupted"):
+                return _sweep_result(problem, instance, rows)  # a Ctrl-C ends the sweep, as a solve's comparison
+    return _sweep_result(problem, instance, rows)
+
+
+def _budget_fraction(bytes_: int, reference: int) -> float | None:
+    """`bytes_` as a fraction of the instance's `reference` peak (both in its memory unit); None when that
+    peak is 0 (nothing to be a fraction of), as the sweep engine's rows say (`experiments.sweep.cell`)."""
+    return bytes_ / reference if reference else None
+
+
+def _sweep_result(problem: str, instance: Any, rows: list[dict[str, Any]]) -> SweepResult:
+    """The `SweepResult` of an instance sweep's `rows` (one per cell run, in order)."""
     name = getattr(instance, "name", "") or problem
     return SweepResult(rows, source=name, units={name: _instance_units(problem, instance)})
 
@@ -709,23 +728,25 @@ def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_f
     `InputError` naming the argument, not ignored). Needs torch; `out` also saves the
     chain file (a str or path of a file in an existing folder, checked before anything is profiled).
     Your modules keep their parameters, buffers (BatchNorm's running statistics) and ``.grad``
-    (`_state_kept`), as with `run`."""
+    (`_state_kept`), and torch's global RNG is put back as it was (building a zoo network and
+    profiling seed it), as with `run`."""
     out = _check_out(out)
     _need_torch()
     from memsched.models.chain.profiler import profile_chain, profile_model
-    from memsched.models.run import default_clock
+    from memsched.models.run import caller_rng_kept, default_clock
 
     if problem not in ("chain", "graph"):
         raise InputError(f"must be chain or graph, got {problem!r}", field="problem")
     if isinstance(model, str):
-        if problem == "graph":
-            return _profile_graph(model, example_input, target, loss_fn, repeats, out, sizes, timing)
-        _check_zoo(model)
-        _no_network_args(example_input, target, loss_fn)
-        chain, _ = profile_model(model, repeats=repeats, out=out, timing=timing, clock=default_clock(), **sizes)
+        with caller_rng_kept(model, sizes):  # building the zoo network seeds torch (`models.zoo.build_model`)
+            if problem == "graph":
+                return _profile_graph(model, example_input, target, loss_fn, repeats, out, sizes, timing)
+            _check_zoo(model)
+            _no_network_args(example_input, target, loss_fn)
+            chain, _ = profile_model(model, repeats=repeats, out=out, timing=timing, clock=default_clock(), **sizes)
         return chain
     built = _own_network(model, example_input, target, loss_fn, sizes)
-    with _state_kept([*built.blocks, built.loss_fn]):
+    with _state_kept([*built.blocks, built.loss_fn]), caller_rng_kept(built):
         if problem == "graph":
             return _profile_graph(built, None, None, None, repeats, out, {}, timing)
         chain = profile_chain(built.blocks, built.loss_fn, built.example_input, built.target, repeats=repeats,
@@ -824,8 +845,11 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     each `options` key one the solver takes (not `slots` nor `time_limit`, which are arguments
     here) with a value of its type, `slots` an int in 0..10^9, `time_limit` as in `solve`,
     `time_repeats` and `repeats` ints in 1..10^4, `seed` an int in 0..2^32-1 (`InputError` naming
-    the argument). Your modules keep their parameters and buffers (BatchNorm's running statistics:
-    the input check, the profiling and the timed steps are put back afterwards). Needs torch."""
+    the argument). Your modules keep their parameters, buffers (BatchNorm's running statistics:
+    the input check, the profiling and the timed steps are put back afterwards) and ``.grad`` (the
+    gradients you had, None or accumulated, not the run's: `_state_kept`, as with `profile`), also
+    when the run raises or is interrupted (Ctrl-C); torch's global RNG (CPU, and the CUDA device
+    used) is put back as it was, though the run seeds it with `seed`. Needs torch."""
     if solver is not None and not isinstance(solver, str):
         raise InputError(f"must be one solver name (a str), got {solver!r}", field="solver")
     if problem is not None and problem not in _RUN_PROBLEMS:
@@ -853,10 +877,12 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
         model = _own_network(model, example_input, target, loss_fn, sizes)
         if problem is None and len(model.blocks) == 1 and bandwidth is None:
             problem = "graph"  # one module (not an nn.Sequential): its torch.fx graph, not a chain of one stage
-    return RunResult(run_model(model, budget if bytes_ is None else bytes_, solver, problem=problem,
-                               instance=instance if chain is None else chain, bandwidth=bandwidth, latency=latency,
-                               slots=slots, time_limit=time_limit, time_repeats=time_repeats, repeats=repeats,
-                               seed=seed, timing=timing, options=options, **sizes))
+    kept = [] if isinstance(model, str) else [*model.blocks, model.loss_fn]
+    with _state_kept(kept):  # the caller's .grad and buffers, also after a Ctrl-C (torch's RNG: `models.run.run`)
+        return RunResult(run_model(model, budget if bytes_ is None else bytes_, solver, problem=problem,
+                                   instance=instance if chain is None else chain, bandwidth=bandwidth,
+                                   latency=latency, slots=slots, time_limit=time_limit, time_repeats=time_repeats,
+                                   repeats=repeats, seed=seed, timing=timing, options=options, **sizes))
 
 
 def _solver_offloads(file: Any, solver: str | None) -> str | None:
@@ -927,20 +953,21 @@ def _no_network_args(example_input: Any, target: Any, loss_fn: Any) -> None:
 @_python_names
 def plot(obj: Any, schedule: Any = None, *, budget: int | float | str | None = None, problem: str | None = None,
          title: str | None = None, figsize: tuple[float, float] | None = None, **kwargs: Any) -> Any:
-    """A matplotlib figure: ``plot(result)`` (any `Result`, `Comparison` or `SweepResult`; other
-    keyword arguments go to its ``.plot``, e.g. ``y=`` for a sweep), ``plot(instance, schedule)``
+    """A matplotlib figure: ``plot(result)`` (any `Result`, `Comparison`, `SweepResult` or `RunResult`;
+    other keyword arguments go to its ``.plot``, e.g. ``y=`` for a sweep), ``plot(instance, schedule)``
     (memory timeline above the operations; the schedule in any form `simulate` takes: a schedule
     object, a `Result`, its JSON dict or a schedule file) or ``plot(instance, {"rotor": s1,
     "periodic": s2})`` (stacked on shared scales). `budget` (marked on the timeline) and `problem`
     apply to an instance (a result is drawn at its own budget); a `Result` as the schedule brings its
     problem when `problem` is None, as in `simulate` (a pipeline result is drawn on the chain file it was
     solved from); an unknown keyword argument, or one that does not apply, is an `InputError`."""
-    if isinstance(obj, (Result, Comparison, SweepResult)):
+    if isinstance(obj, (Result, Comparison, SweepResult, RunResult)):
         for name, value in (("schedule", schedule), ("budget", budget), ("problem", problem)):
             if value is not None:
                 raise InputError(f"applies to plot(instance, schedule); a {type(obj).__name__} is drawn with its own "
                                  "schedules and budget", field=name)
-        return obj.plot(title=title, figsize=figsize, **kwargs)
+        sized = {} if figsize is None else {"figsize": figsize}  # None: the result's own default size
+        return obj.plot(title=title, **sized, **kwargs)
     no_options(kwargs, "plot(instance, schedule)", ("budget", "problem", "title", "figsize"))
     check_title(title)
     check_figsize(figsize)

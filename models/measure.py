@@ -98,7 +98,8 @@ class StepResult:
     """One executed training step.
 
     ``peak_memory``: measured bytes (`StepMeter`); ``time_ms``: time of the step in
-    milliseconds (median of the timed runs); ``predicted_peak`` / ``predicted_makespan``: the
+    milliseconds (median of the timed runs, each of which ``time_runs_ms`` holds, in the order
+    run; empty when none was recorded); ``predicted_peak`` / ``predicted_makespan``: the
     simulator's values (bytes, and the instance's time unit, ms for profiled chains).
     ``grads``: parameter name -> gradient (a copy); ``input_grad``: delta_0 (None for integer
     inputs). ``independent_peak``: bytes by a second method sharing no code with the tracker
@@ -122,6 +123,7 @@ class StepResult:
     independent_peak: int | None = None
     independent_method: str | None = None
     tracker_predicted_peak: int | None = None
+    time_runs_ms: tuple[float, ...] = ()
 
     def comparisons(self) -> dict[str, Comparison]:
         """The pairs every ratio of the step divides, the one rule of which prediction each
@@ -157,7 +159,8 @@ class StepResult:
 @dataclass
 class Measured:
     """What `measure_runs` gathered: the last run's loss and input gradient(s), peak bytes, the
-    memory method, per-op traces, and the median time (ms) when timed."""
+    memory method, per-op traces, and the median time (ms) when timed, of the timed runs
+    ``times_ms`` (ms each, in the order run)."""
 
     loss: float
     input_grad: Any
@@ -167,6 +170,7 @@ class Measured:
     time_ms: float | None
     independent_peak: int | None = None
     independent_method: str | None = None
+    times_ms: tuple[float, ...] = ()
 
 
 RunFn = Callable[[bool, bool], tuple[float, Any, int, list[OpTrace], float]]
@@ -200,7 +204,8 @@ def measure_runs(run: RunFn, *, cuda: bool, measure_memory: bool, measure_time: 
     """Run one step as often as measuring needs: once with the memory watch (or trace), once
     under `models.alloc_probe.AllocatorProbe` when `independent` (CPU only: the second memory
     measurement, sharing no code with the tracker; after one unwatched warm-up run), then
-    unwatched runs until `time_repeats` times are taken. `run(watch, trace)` returns (loss,
+    unwatched runs until `time_repeats` times are taken (all kept in ``times_ms``, for the step's
+    ``StepResult.time_runs_ms``). `run(watch, trace)` returns (loss,
     input gradient(s), peak bytes, traces, elapsed ms). The simulator's per-op charges
     (`sim_steps`, objects with ``mem_during`` / ``mem_after``) are attached to the traces."""
     out = Measured(float("nan"), None, 0, "none", [], None)
@@ -228,6 +233,7 @@ def measure_runs(run: RunFn, *, cuda: bool, measure_memory: bool, measure_time: 
             out.loss, out.input_grad, _, _, elapsed = run(False, False)
             times.append(elapsed)
         out.time_ms = median(times)
+        out.times_ms = tuple(times)
     if sim_steps is not None and len(sim_steps) == len(out.traces):
         for t, s in zip(out.traces, sim_steps):
             t.predicted_during, t.predicted_after = s.mem_during, s.mem_after
@@ -669,22 +675,28 @@ def gradients_match(grads: dict[str, torch.Tensor], input_grad: torch.Tensor | N
     return (ok, msg) if all_zero([ref_input]) else (True, "")
 
 
+def time_spread(runs: Sequence[float]) -> dict[str, Any]:
+    """{time_min, time_max (ms; None without runs), time_runs (how many)} of the timed runs `runs` (ms)."""
+    return {"time_min": min(runs, default=None), "time_max": max(runs, default=None), "time_runs": len(runs)}
+
+
 def measured_vs_predicted(predicted_makespan: float, predicted_peak: int, step: StepResult,
                           store_all: StepResult | None) -> dict[str, Any]:
     """The `memsched run --json` comparison block: predicted {makespan, peak_memory} of the
-    solver's schedule, measured {time, peak_memory, tracker_peak, independent_peak} of its
-    execution, their ratios, and (when a store-all step is given) the same for store-all and
-    the schedule's ratios to it (predicted and measured). ``compared`` holds the pairs each ratio
-    divides (`StepResult.comparisons`: {what, predicted, measured} per ``time``, ``memory``,
-    ``independent``). The memory ratios to store-all compare
-    like with like: ``measured.memory`` is the tracker's (``measured.peak_memory`` of both steps), so
-    ``predicted.memory`` uses the tracker's predictions (``tracker_predicted_peak``, falling back to
-    the predicted peak when the step has none, as ``ratio.memory`` does): neither counts the RNG
-    states or the allocator's kernel scratch a CPU prediction may add."""
+    solver's schedule, measured {time (the median), time_min, time_max, time_runs (`time_spread`),
+    peak_memory, independent_peak, independent_method} of its execution, their ratios, and (when a
+    store-all step is given) the same for store-all and the schedule's ratios to it (predicted and
+    measured). ``compared`` holds the pairs each ratio divides (`StepResult.comparisons`: {what,
+    predicted, measured} per ``time``, ``memory``, ``independent``). The ratios to store-all compare
+    like with like: each side's predicted time and memory are the ones its own ``ratio.time`` and
+    ``ratio.memory`` divide (``comparisons()``: the tracker's prediction, ``tracker_predicted_peak``,
+    falling back to the predicted peak, and on CPU an offloading step's one-op-at-a-time replay, as
+    it runs synchronously), so ``predicted.memory`` counts neither the RNG states nor the allocator's
+    kernel scratch a CPU prediction may add, as ``measured.memory`` (``peak_memory``) does not."""
     out: dict[str, Any] = {
         "predicted": {"makespan": float(predicted_makespan), "peak_memory": int(predicted_peak),
                       "tracker_peak_memory": step.tracker_predicted_peak},
-        "measured": {"time": step.time_ms, "peak_memory": step.peak_memory,
+        "measured": {"time": step.time_ms, **time_spread(step.time_runs_ms), "peak_memory": step.peak_memory,
                      "independent_peak": step.independent_peak, "independent_method": step.independent_method},
         "ratio": {"memory": step.memory_ratio, "time": step.time_ratio,
                   "independent_memory": step.independent_ratio},
@@ -695,10 +707,10 @@ def measured_vs_predicted(predicted_makespan: float, predicted_peak: int, step: 
             "predicted": {"makespan": store_all.predicted_makespan, "peak_memory": store_all.predicted_peak,
                           "tracker_peak_memory": store_all.tracker_predicted_peak},
             "measured": {"time": store_all.time_ms, "peak_memory": store_all.peak_memory}}
+        mine, base = step.comparisons(), store_all.comparisons()
         out["vs_store_all"] = {
-            "predicted": {"time": ratio(predicted_makespan, store_all.predicted_makespan),
-                          "memory": ratio(step.tracker_predicted_peak or predicted_peak,
-                                          store_all.tracker_predicted_peak or store_all.predicted_peak)},
+            "predicted": {"time": ratio(mine["time"].predicted, base["time"].predicted),
+                          "memory": ratio(mine["memory"].predicted, base["memory"].predicted)},
             "measured": {"time": ratio(step.time_ms, store_all.time_ms),
                          "memory": ratio(step.peak_memory, store_all.peak_memory)}}
     return out

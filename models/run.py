@@ -11,7 +11,8 @@ gradients against plain autograd, and return the ``memsched run --json`` object:
     model, problem, instance, budget (bytes), solver, status, device, clock (what timed the steps:
     "thread" or "wall" on CPU, `default_clock` unless given, "cuda events"), units, store_all_peak,
     predicted {makespan, peak_memory (bytes: the executor's prediction, which every ratio uses),
-    tracker_peak_memory, model_peak_memory (the solver's)}, measured {time (ms), peak_memory
+    tracker_peak_memory, model_peak_memory (the solver's)}, measured {time (ms, the median of the
+    time_runs timed runs; time_min, time_max: their range), peak_memory
     (bytes, the tracker on CPU / torch.cuda.max_memory_allocated on CUDA), independent_peak
     (bytes, `models.alloc_probe` on CPU, else None)}, ratio, store_all, vs_store_all,
     grad_check, grad_message, memory_method, recomputations, loss, solve_time_s
@@ -27,8 +28,9 @@ fits: message, min_budget, and None for predicted / measured / grad_check.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -562,21 +564,19 @@ def _gradients_ok(step: StepResult, reference: tuple[dict[str, torch.Tensor], An
                   ) -> tuple[bool | None, str]:
     """(gradients match plain autograd's, message): None when nothing was compared (every reference
     gradient zero, `measure.VACUOUS_CHECK`)."""
-    from memsched.models.measure import all_zero, compare_gradients, gradients_match
+    from memsched.models.measure import compare_gradients, gradients_match
 
     ref_grads, ref_input = reference
     rtol, atol = tolerances(device)
     if isinstance(ref_input, list):  # join: one input gradient per branch
-        from memsched.models.join.executor import compare_input_gradients
+        from memsched.models.join.executor import compare_input_gradients, join_gradient_check
 
         ok, msg = compare_gradients(step.grads, ref_grads, rtol=rtol, atol=atol)
         ok_in, msg_in = compare_input_gradients(getattr(step, "input_grads", []), ref_input, rtol=rtol, atol=atol)
-        message = "; ".join(m for m in (msg, msg_in) if m)
-        if ok is False or not ok_in:
-            return False, message
-        if ok is None and not all_zero(ref_input):  # the branches' input gradients were compared
-            return True, msg_in
-        return ok, message
+        verdict = join_gradient_check(ok, ok_in, ref_input)
+        # a passing input check makes the parameters' vacuous-check message moot
+        message = msg_in if verdict is True and ok is None else "; ".join(m for m in (msg, msg_in) if m)
+        return verdict, message
     return gradients_match(step.grads, step.input_grad, ref_grads, ref_input, rtol=rtol, atol=atol)
 
 
@@ -620,17 +620,53 @@ def run(model: Any, budget: int | str, *, problem: str = "chain", solver: str | 
     its own mode, so in training mode they would count their batches in BatchNorm's running
     statistics; its buffers are saved first and put back when the run ends, also when it raises
     (`models.buffers`). Parameters are never stepped; their ``.grad`` are left as the executors
-    leave them (None)."""
+    leave them (None here; `memsched.run` puts the caller's back, `memsched.api._state_kept`).
+    The caller's torch RNG is kept too (`caller_rng_kept`): the run seeds torch's generators with
+    `seed` for reproducible steps, and the state they had is put back when it ends, also when it raises."""
     if slots < 0:
         raise InputError(f"must be >= 0, got {slots}", field=flag("slots"))
     saved = snapshot_buffers(_caller_modules(model))
     try:
-        return _run(model, budget, problem=problem, solver=solver, instance=instance, sizes=sizes, slots=slots,
-                    time_limit=time_limit, options=options, seed=seed, time_repeats=time_repeats,
-                    profile_repeats=profile_repeats, timing=timing, profile_file=profile_file, bandwidth=bandwidth,
-                    latency=latency, independent=independent, store_all=store_all, early_release=early_release)
+        with caller_rng_kept(model, sizes):
+            return _run(model, budget, problem=problem, solver=solver, instance=instance, sizes=sizes, slots=slots,
+                        time_limit=time_limit, options=options, seed=seed, time_repeats=time_repeats,
+                        profile_repeats=profile_repeats, timing=timing, profile_file=profile_file,
+                        bandwidth=bandwidth, latency=latency, independent=independent, store_all=store_all,
+                        early_release=early_release)
     finally:
         restore_buffers(saved)
+
+
+@contextlib.contextmanager
+def caller_rng_kept(model: Any, sizes: dict[str, Any] | None = None) -> Iterator[None]:
+    """Put torch's global RNG back as it was when the block ends, also when it raises: the CPU
+    generator and the CUDA generators of `_rng_devices` (`torch.random.fork_rng`). Building a zoo
+    network, profiling and the executed steps call ``torch.manual_seed`` (reproducible weights and
+    dropout masks), which would otherwise leave the caller's script reseeded."""
+    with torch.random.fork_rng(devices=_rng_devices(model, sizes)):
+        yield
+
+
+def _rng_devices(model: Any, sizes: dict[str, Any] | None) -> list[int]:
+    """The CUDA device indices whose generator a run or profile of `model` may reseed: the device
+    it runs on (a zoo name's ``sizes["device"]``, default CPU; the caller's modules' parameters and
+    buffers) when that is CUDA, and the current device when the caller already uses CUDA
+    (``torch.manual_seed`` reseeds every initialised CUDA generator). [] on a machine without CUDA;
+    CUDA is not initialised for a run that does not use it."""
+    if not torch.cuda.is_available():
+        return []
+    if isinstance(model, str):
+        try:
+            used = [torch.device((sizes or {}).get("device") or "cpu")]
+        except (RuntimeError, TypeError, ValueError):  # a bad device: the zoo refuses it later (`InputError`)
+            used = []
+    else:
+        modules = _caller_modules(model)
+        used = [t.device for m in modules for t in (*m.parameters(), *m.buffers())]
+    found = {d.index if d.index is not None else torch.cuda.current_device() for d in used if d.type == "cuda"}
+    if torch.cuda.is_initialized():
+        found.add(torch.cuda.current_device())
+    return sorted(found)
 
 
 def _caller_modules(model: Any) -> list[torch.nn.Module]:
@@ -700,24 +736,38 @@ def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, ins
                loss=step.loss if math.isfinite(step.loss) else None, schedule=schedule.to_json())
     if row["grad_message"]:
         out["grad_message"] = row["grad_message"]
-    warning = over_budget_warning(out["predicted"], limit, getattr(step, "rng_states", None))
+    warning = over_budget_warning(out["predicted"], limit, getattr(step, "rng_states", None),
+                                  **_executed_prediction(step))
     if warning:
         out["warning"] = warning
     return out
 
 
-def over_budget_warning(predicted: dict[str, Any], budget: int, rng_states: int | None) -> str | None:
-    """The ``warning`` of a run whose executed step is predicted above the `budget` (bytes):
-    ``predicted["peak_memory"]`` (the executor's prediction) > budget while the solver's model fits
-    it: the run holds what the model does not charge, on the CPU the RNG state (5,056 B) of each
-    recomputed random stage (`rng_states` of them, a chain step's count; None: not known, an
-    offloading step). None when the prediction fits the budget; when the model's peak does not fit
-    it either, says so instead."""
-    peak, model = int(predicted["peak_memory"]), int(predicted.get("model_peak_memory") or 0)
+def _executed_prediction(step: StepResult) -> dict[str, Any]:
+    """`over_budget_warning`'s `peak` and `run_as` for `step`: the allocator's prediction (bytes) of
+    the step as it ran (`StepResult.comparisons`' ``independent``; an offloading step on the CPU runs
+    one op at a time, so its sequential replay's) and, for that case, "one op at a time"."""
+    synchronous = bool(getattr(step, "synchronous", False))
+    return {"peak": step.comparisons()["independent"].predicted, "run_as": "one op at a time" if synchronous else ""}
+
+
+def over_budget_warning(predicted: dict[str, Any], budget: int, rng_states: int | None, *,
+                        peak: float | None = None, run_as: str = "") -> str | None:
+    """The ``warning`` of a run whose executed step is predicted above the `budget` (bytes): the
+    allocator's prediction of the step as it ran, `peak` (bytes; default and fallback
+    ``predicted["peak_memory"]``, the executor's prediction; an offloading step on the CPU runs one
+    op at a time, `run_as`, and passes its ``sequential_peak``) > budget while the solver's model
+    fits it: the run holds what the model does not charge, on the CPU the RNG state (5,056 B) of
+    each recomputed random stage (`rng_states` of them, a chain or offloading step's count; None:
+    not known, a join or graph step, whose warning gives the bytes beyond the model instead). None
+    when the prediction fits the budget; when the model's peak does not fit it either, says so
+    instead."""
+    peak = int(predicted["peak_memory"] if peak is None else peak)
+    model = int(predicted.get("model_peak_memory") or 0)
     if peak <= budget:
         return None
-    head = (f"the executed step is predicted above the budget: {peak} B > {budget} B (the solver's model: {model} "
-            "B)")
+    what = f"the executed step ({run_as})" if run_as else "the executed step"
+    head = f"{what} is predicted above the budget: {peak} B > {budget} B (the solver's model: {model} B)"
     if model > budget:
         return f"{head}: the solver's own model of the schedule is above the budget"
     if rng_states:
@@ -792,6 +842,14 @@ def _fmt(v: float | None, spec: str = ".3f") -> str:
     return "n/a" if v is None else format(v, spec)
 
 
+def _time_range(measured: dict[str, Any]) -> str:
+    """" (min A, max B over N)" (ms) after the median step time when more than one run was timed, else ""."""
+    runs = measured.get("time_runs") or 0
+    if runs < 2:
+        return ""
+    return f" (min {measured['time_min']:.2f}, max {measured['time_max']:.2f} over {runs})"
+
+
 def _differs(value: Any, reference: Any) -> bool:
     return value is not None and value != reference
 
@@ -832,7 +890,7 @@ def describe(out: dict[str, Any]) -> str:
         return f"{head}\n  {out.get('status') or 'infeasible'}: {out.get('message', '')}"
     p, m = out["predicted"], out["measured"]
     pred = f"  predicted: makespan {p['makespan']:.2f} {unit}, peak {_predicted_peaks(out)}"
-    meas = (f"  measured:  time     {_fmt(m['time'], '.2f')} ms, peak {format_bytes(m['peak_memory'])} "
+    meas = (f"  measured:  time     {_fmt(m['time'], '.2f')} ms{_time_range(m)}, peak {format_bytes(m['peak_memory'])} "
             f"({out['memory_method']})")
     if m.get("independent_peak") is not None:
         meas += f", {format_bytes(m['independent_peak'])} ({m['independent_method']})"

@@ -482,7 +482,7 @@ class ChainExecutor:
                 tracker_peak, predicted_peak = tracker_peak or predicted_peak, with_states
         grads = {name: p.grad.detach().clone() for name, p in self.params.items() if p.grad is not None}
         return ChainStepResult(loss=m.loss, grads=grads, input_grad=m.input_grad, peak_memory=int(m.peak),
-                               time_ms=m.time_ms, device=str(device), memory_method=m.method,
+                               time_ms=m.time_ms, time_runs_ms=m.times_ms, device=str(device), memory_method=m.method,
                                predicted_peak=predicted_peak, predicted_makespan=predicted_makespan, trace=m.traces,
                                independent_peak=m.independent_peak, independent_method=m.independent_method,
                                tracker_predicted_peak=tracker_peak, rng_states=counted_rng_states(self.last_rng))

@@ -403,7 +403,7 @@ class GraphExecutor:
         extra = ({"tracker_predicted_peak": None if cuda else int(max(tracker_memory, default=0))}
                  if "tracker_predicted_peak" in {f.name for f in fields(StepResult)} else {})
         return StepResult(loss=m.loss, grads=grads, input_grad=None, peak_memory=int(m.peak), time_ms=m.time_ms,
-                          device=str(inputs.device), memory_method=m.method,
+                          time_runs_ms=m.times_ms, device=str(inputs.device), memory_method=m.method,
                           predicted_peak=int(max(alloc_memory if extra or cuda else tracker_memory, default=0)),
                           predicted_makespan=float(sim.makespan), trace=m.traces,
                           independent_peak=m.independent_peak, independent_method=m.independent_method, **extra)

@@ -71,6 +71,7 @@ from memsched.models.measure import (
     RunState,
     StepMeter,
     StepResult,
+    all_zero,
     compare_gradients,
     gradient_close,
     measure_runs,
@@ -204,7 +205,7 @@ class JoinExecutor:
                               device=str(device), memory_method=m.method, predicted_peak=predicted_peak,
                               predicted_makespan=predicted_makespan, trace=m.traces, input_grads=input_grads,
                               independent_peak=m.independent_peak, independent_method=m.independent_method,
-                              tracker_predicted_peak=tracker_peak)
+                              tracker_predicted_peak=tracker_peak, time_runs_ms=m.times_ms)
 
     def _check_ops(self, ops: list[JOp]) -> None:
         for op in ops:
@@ -312,6 +313,18 @@ def compare_input_gradients(got: Sequence[torch.Tensor | None], expected: Sequen
     return True, ""
 
 
+def join_gradient_check(ok: bool | None, ok_in: bool, ref_inputs: Sequence[torch.Tensor | None]) -> bool | None:
+    """One verdict from the parameter check `ok` (`compare_gradients`: None when every reference
+    gradient is zero) and the input check `ok_in` (`compare_input_gradients`): False when either
+    failed, True when one compared something and passed, None only when nothing was compared
+    (vacuous parameter gradients and every reference input gradient zero or absent)."""
+    if ok is False or not ok_in:
+        return False
+    if ok is None and not all_zero(ref_inputs):  # the branches' input gradients were compared
+        return True
+    return ok
+
+
 def execute_join(branches: Sequence[nn.Module | Sequence[nn.Module]], loss_fn: JoinLossFn,
                  schedule: JoinSchedule | Sequence[JOp], inputs: Sequence[torch.Tensor], target: Any, *,
                  join: Join | None = None, seed: int = 0, check: bool = True, rtol: float = 1e-4, atol: float = 1e-6,
@@ -325,4 +338,4 @@ def execute_join(branches: Sequence[nn.Module | Sequence[nn.Module]], loss_fn: J
     _, ref, ref_inputs = reference_join_step(executor.branches, loss_fn, inputs, target, seed=seed)
     ok, _ = compare_gradients(result.grads, ref, rtol=rtol, atol=atol)
     ok_in, _ = compare_input_gradients(result.input_grads, ref_inputs, rtol=rtol, atol=atol)
-    return result, ok and ok_in
+    return result, join_gradient_check(ok, ok_in, ref_inputs)
