@@ -32,7 +32,8 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .interrupt import parent_death_hook, stop_on_interrupt
+from ..processes import release_held_signals, signals_held_during_fork
+from .interrupt import interrupt_signals, parent_death_hook, stop_on_interrupt
 from .linear import LinearModel
 
 #: seconds given to the CBC program past its own limit before it is killed
@@ -108,18 +109,21 @@ def solve_mps(mps: str, num_vars: int, limit_s: float | None, *, rel_gap: float,
                     f.write(f"{i} {name} {float(v)!r} 0\n")
             args += ["-mips", start_path]
         args += ["-solve", "-solu", sol_path]
-        # killed with this process (`parent_death_hook`), even by SIGKILL: never orphaned to run to its limit
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp,
-                                preexec_fn=parent_death_hook())
+        signals = interrupt_signals()
+        proc: subprocess.Popen[str] | None = None
         try:
-            with stop_on_interrupt(_stopper(proc), repeat=True):
-                out, _ = proc.communicate(timeout=None if limit_s is None else max(0.0, limit_s) + KILL_GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            return CbcAnswer("timeout", ended="killed at the deadline")
+            with signals_held_during_fork(signals):  # a Ctrl-C during the fork is raised after it
+                proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp,
+                                        preexec_fn=_child_setup(signals))
+            try:
+                with stop_on_interrupt(_stopper(proc), repeat=True):
+                    out, _ = proc.communicate(timeout=None if limit_s is None else max(0.0, limit_s) + KILL_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                return CbcAnswer("timeout", ended="killed at the deadline")
         finally:  # an exception on the way (a KeyboardInterrupt outside `answer_on_interrupt`): no orphan
-            if proc.poll() is None:
+            if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.communicate()
         if verbose:
@@ -129,6 +133,24 @@ def solve_mps(mps: str, num_vars: int, limit_s: float | None, *, rel_gap: float,
         with open(sol_path) as f:
             lines = f.read().splitlines()
     return _parse(lines, out, num_vars, names)
+
+
+def _child_setup(signals: list[int]) -> Callable[[], None]:
+    """The program's ``preexec_fn`` (run in the child between fork and exec): the interrupt `signals`,
+    held over the fork (`signals_held_during_fork`), get the handling exec would give them (ignored
+    where this process ignores them, else the default; an interrupt held since the fork ends the
+    child here: this process heard it too), then the program is made to die with this process
+    (`parent_death_hook`, even on SIGKILL: never orphaned to run to its limit)."""
+    handling = {sig: signal.SIG_IGN if signal.getsignal(sig) == signal.SIG_IGN else signal.SIG_DFL
+                for sig in signals}
+    die = parent_death_hook()
+
+    def setup() -> None:
+        release_held_signals(handling)
+        if die is not None:
+            die()
+
+    return setup
 
 
 def _stopper(proc: subprocess.Popen) -> Callable[[], None]:

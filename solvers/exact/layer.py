@@ -12,9 +12,11 @@
    limit while nothing fitted left a 1-stage join's A* search, which proves infeasibility in
    1 ms, no time: `timeout` at 5 s). The first always runs, the others while time allows
    (`run_fast`): the guarantee below is about the fast solvers that ran (``details["fast"]``
-   lists those with a schedule). The first runs in this process; the others run in a forked
-   child that is killed at the end of the share, as a fast solver cannot be interrupted
-   (dtr-orders took 10 s quietly and 23-40 s under load on a 189-node graph).
+   lists those with a schedule, ``details["fast_not_run"]`` those not started or killed unfinished
+   at the end of the share: a short limit on a loaded machine may leave a slow one out). The first
+   runs in this process; the others run in a forked child that is killed at the end of the share,
+   as a fast solver cannot be interrupted (dtr-orders took 10 s quietly and 23-40 s under load on
+   a 189-node graph).
 3. **Model.** ``fn(instance, budget, *, options, deadline, seed, **rest)`` builds and solves;
    building calls ``deadline.check()``, and a build that runs out of time ends with status
    ``timeout`` (keeping the seed's schedule, if any). A Ctrl-C inside `interrupt.answer_on_interrupt`
@@ -43,9 +45,10 @@ from typing import Any
 
 from ..discretize import effective_slots
 from ..errors import InputError
+from ..processes import release_held_signals, signals_held_during_fork
 from ..progress import report
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
-from .interrupt import answering, interrupted, note_interrupt
+from .interrupt import answering, interrupt_signals, interrupted, note_interrupt
 from .options import DEFAULT_TIME_LIMIT, Deadline, DeadlineExceeded, ExactOptions
 
 #: relative tolerance under which two makespans are the same: `same_or_less` allows REL_TOL of the
@@ -64,7 +67,7 @@ WARM_START_SHARE = 0.5
 
 
 def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], deadline: Deadline,
-             options: ExactOptions, rest: dict[str, Any]) -> list[SolveResult]:
+             options: ExactOptions, rest: dict[str, Any], not_run: list[str] | None = None) -> list[SolveResult]:
     """Run the fast solvers `names` (best first) through the referee (`solvers.registry.solve`);
     those that fail, find nothing or have an undefined objective are left out. All of it within
     `WARM_START_SHARE` of the limit (`warm_start_until`), whether or not a schedule is known: the
@@ -76,7 +79,9 @@ def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], dea
     which proves infeasibility in 1 ms, no time). Once one has a schedule, the others run only
     with a limit of at least `MIN_LIMIT_FOR_ALL_FAST` seconds and while more time is left than the
     slowest fast solver so far took. Each is given the time to the end of the share as
-    ``time_limit``: most fast solvers ignore it, `pofo` leaves out its optional stages past it."""
+    ``time_limit``: most fast solvers ignore it, `pofo` leaves out its optional stages past it.
+    The names of those not started, or killed unfinished at the end of the share, are appended to
+    `not_run` (``details["fast_not_run"]``: the solvers the exact answer was not compared with)."""
     from ..registry import solve as registry_solve
 
     slots = options.slots if options.slots > 0 else FAST_SLOTS_WITH_EXACT_SIZES
@@ -86,10 +91,11 @@ def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], dea
     for n, name in enumerate(names):
         left = deadline.left()
         limit = deadline.limit
-        if n and until is not None and deadline.elapsed() >= until:
-            break  # the share is spent: the model has the rest
-        if out and limit is not None and (limit < MIN_LIMIT_FOR_ALL_FAST or left is None or left <= longest):
-            break  # an optional seed only when it is likely to finish
+        if (n and until is not None and deadline.elapsed() >= until) or (  # the share is spent: the model has the rest
+                out and limit is not None and (limit < MIN_LIMIT_FOR_ALL_FAST or left is None or left <= longest)):
+            if not_run is not None:  # (or an optional seed unlikely to finish)
+                not_run.extend(names[n:])
+            break
         start = deadline.elapsed()
         kwargs = {**rest, "slots": slots}
         if until is not None:  # a fast solver with optional stages (pofo) leaves them out past this
@@ -98,6 +104,8 @@ def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], dea
             if n and until is not None and can_fork():
                 found = _solve_in_child(problem, instance, name, budget, kwargs, until - start)
                 if found is None:
+                    if not_run is not None and deadline.elapsed() >= until:  # killed at the share's end
+                        not_run.append(name)
                     continue
                 res = found
             else:
@@ -128,9 +136,10 @@ def can_fork() -> bool:
 
 def _child(conn: Any, problem: str, instance: Any, name: str, budget: int, kwargs: dict[str, Any]) -> None:
     """Body of the forked child of `_solve_in_child`: send the referee'd result, or None. SIGINT is
-    ignored: a terminal's Ctrl-C reaches the whole process group, and the parent answers it (this
-    daemon child is stopped with it); here it was a KeyboardInterrupt traceback from multiprocessing."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ignored, from the fork on (`release_held_signals`): a terminal's Ctrl-C reaches the whole
+    process group, and the parent answers it (this daemon child is stopped with it); here it was a
+    KeyboardInterrupt traceback from multiprocessing or from an at-fork hook."""
+    release_held_signals({signal.SIGINT: signal.SIG_IGN})
     from ..registry import solve as registry_solve
 
     try:
@@ -150,21 +159,24 @@ def _solve_in_child(problem: str, instance: Any, name: str, budget: int, kwargs:
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(send, problem, instance, name, budget, kwargs), daemon=True)
-    proc.start()
-    send.close()
     res = None
     try:
+        with signals_held_during_fork(interrupt_signals()):  # a Ctrl-C during the fork is raised after it
+            proc.start()
+        send.close()
         if recv.poll(seconds):
             res = recv.recv()
     except (EOFError, OSError):
         res = None
     finally:
+        send.close()
         recv.close()
-        if proc.is_alive():
-            proc.join(0.05)
-        if proc.is_alive():
-            proc.kill()
-        proc.join()
+        if proc.pid is not None:  # started: killed if still running (also on a KeyboardInterrupt)
+            if proc.is_alive():
+                proc.join(0.05)
+            if proc.is_alive():
+                proc.kill()
+            proc.join()
     return res if isinstance(res, SolveResult) else None
 
 
@@ -184,7 +196,8 @@ def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: fl
             deadline = Deadline(options.time_limit)
             if options.warm_start:
                 report(f"{name}: warm start ({', '.join(fast)})")
-            seeds = run_fast(problem, instance, int(budget), fast, deadline, options, rest) \
+            not_run: list[str] = []
+            seeds = run_fast(problem, instance, int(budget), fast, deadline, options, rest, not_run) \
                 if options.warm_start else []
             seed = min(seeds, key=lambda r: math.inf if r.objective is None else r.objective) if seeds else None
             seed_at = deadline.elapsed()
@@ -205,6 +218,8 @@ def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: fl
                 res.message = f"{note}; {res.message}" if res.message else note
             if seed is not None and seed.objective is not None:
                 res.log = log_from_seed(res.log, seed_at, seed.objective)
+            if not_run:
+                res.details["fast_not_run"] = not_run
             floor = None if least is None else float(least(instance))
             return referee(problem, name, instance, int(budget), res, seeds, seed, deadline, options, floor)
 

@@ -42,7 +42,10 @@ terminal therefore reaches the children only through this process, which passes 
 child (a second Ctrl-C could otherwise hit a child while it sends its answer: a traceback, and the
 answer lost); a child ignores SIGINT once its backend has returned. A child dies with this process
 (`interrupt.die_with_parent`: ``PR_SET_PDEATHSIG`` on Linux), so that even a ``kill -9`` of the
-caller leaves no backend running to its limit.
+caller leaves no backend running to its limit. A Ctrl-C that comes while a child is forked is raised
+here once the fork is over and the child is in the race, stopped with the others
+(`solvers.processes.signals_held_during_fork`; in an at-fork hook it was printed and lost, and the
+race went on).
 """
 
 from __future__ import annotations
@@ -57,9 +60,10 @@ from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from typing import cast
 
+from ..processes import release_held_signals, signals_held_during_fork
 from ..progress import report
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, gap_closed
-from .interrupt import die_with_parent, stop_on_interrupt
+from .interrupt import die_with_parent, interrupt_signals, stop_on_interrupt
 from .layer import can_fork
 from .linear import LinearModel
 from .milp_runner import REL_GAP, BackendRun, run_milp
@@ -77,13 +81,16 @@ def _child(conn: Connection, model: LinearModel, backend: str, deadline: Deadlin
            hint: list[float] | None, hint_feasible: bool, rel_gap: float, feasibility_only: bool = False) -> None:
     """Process body: solve and send the `BackendRun` (without its backend object) to the parent.
     The child leads its own process group, so that stopping it stops what it started too, and dies
-    with its parent. Once the backend has returned, SIGINT is ignored: the answer is sent whatever
+    with its parent. It starts with the interrupt signals held (`run_portfolio`): an interrupt
+    that came since the fork is raised once the child leads its group, as one in the backend
+    would be. Once the backend has returned, SIGINT is ignored: the answer is sent whatever
     comes (a KeyboardInterrupt in ``conn.send`` was a traceback and a lost answer)."""
     _own_group(0)
     parent = mp.parent_process()
     die_with_parent(None if parent is None else parent.pid)
     run: BackendRun | None = None
     try:
+        release_held_signals()
         run = run_milp(model, backend, deadline, options, hint=hint, hint_feasible=hint_feasible, rel_gap=rel_gap,
                        feasibility_only=feasibility_only)
         _ignore_sigint()
@@ -139,20 +146,22 @@ def run_portfolio(model: LinearModel, deadline: Deadline, options: ExactOptions,
     spare = max(1, options.workers - (len(backends) - 1))
     ctx = mp.get_context("fork")
     children: dict[Connection, tuple[str, mp.process.BaseProcess]] = {}
-    for backend in backends:
-        threads = spare if backend == "highs" else 1
-        receive, send = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_child, daemon=True,
-                           args=(send, model, backend, deadline, replace(options, workers=threads), hint,
-                                 hint_feasible, rel_gap, feasibility_only))
-        proc.start()
-        _own_group(cast(int, proc.pid))
-        send.close()
-        children[receive] = (backend, proc)
-    interrupt_children = _interrupter(children)
-
     try:
-        with stop_on_interrupt(interrupt_children):  # each child stops its backend and answers
+        for backend in backends:
+            threads = spare if backend == "highs" else 1
+            receive, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_child, daemon=True,
+                               args=(send, model, backend, deadline, replace(options, workers=threads), hint,
+                                     hint_feasible, rel_gap, feasibility_only))
+            # a Ctrl-C during the fork is raised after it, once the child is known to `_stop`
+            with signals_held_during_fork(interrupt_signals()):
+                try:
+                    proc.start()
+                finally:
+                    send.close()
+                _own_group(cast(int, proc.pid))
+                children[receive] = (backend, proc)
+        with stop_on_interrupt(_interrupter(children)):  # each child stops its backend and answers
             runs = _collect(children, deadline, watched, grace)
     finally:  # a proof, the limit, or an interrupt (Ctrl-C in a notebook): no backend outlives the call
         _stop(children)
