@@ -301,19 +301,58 @@ def missing_columns(spec: FigureSpec, columns: Iterable[str]) -> list[str]:
 
 
 def _checked_numbers(frame: pd.DataFrame, csv: Path) -> pd.DataFrame:
-    """`frame` (a sweep table read from `csv`) when its number columns hold numbers or nothing;
+    """`frame` (a sweep table read from `csv`) when its number columns hold finite numbers or nothing;
     else `InputError` naming the file, the column and the first bad row (a damaged or hand-edited
-    table failed deep inside a figure with a pandas TypeError)."""
+    table failed deep inside a figure with a pandas TypeError, or an OverflowError on ``inf`` or a
+    400-digit integer: the sweep writes no non-finite number, `store.valid_row`)."""
     from memsched.experiments.sweep.store import NUMERIC_COLUMNS
     from memsched.solvers.errors import InputError
 
     for col in NUMERIC_COLUMNS:
         if col in frame:
-            bad = pd.to_numeric(frame[col], errors="coerce").isna() & frame[col].notna()
-            if bad.any():
-                row = int(bad.idxmax())
-                raise InputError(f"row {row + 2}: not a number: {frame[col][row]!r}", path=str(csv), field=col)
+            # a column of numbers at once; one pandas kept as text (a damaged cell), cell by cell: a 400-digit
+            # integer there is too large (inf), not "not a number", and pd.to_numeric raises OverflowError on it
+            numbers = pd.to_numeric(frame[col], errors="coerce") if pd.api.types.is_numeric_dtype(frame[col]) \
+                else frame[col].map(_as_number)
+            # (pandas reads the empty cells of a column it keeps as text, for a 400-digit integer, as "")
+            present = frame[col].notna() & (frame[col].astype(str).str.strip() != "")
+            for what, bad in (("not a number", numbers.isna() & present),
+                              ("not a finite number", numbers.map(_not_finite))):  # an empty cell is NaN, fine
+                if bad.any():
+                    row = int(bad.idxmax())
+                    raise InputError(f"row {row + 2}: {what}: {_shown_cell(frame[col][row])}", path=str(csv),
+                                     field=col)
     return frame
+
+
+def _as_number(value: Any) -> float:
+    """One cell of a number column as a float: NaN for text (or nothing), inf for a number too large."""
+    try:
+        return float(pd.to_numeric(value))
+    except OverflowError:
+        return math.inf
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _not_finite(value: Any) -> bool:
+    """True for an infinite number or one too large for a float; False for NaN (an empty cell) and text."""
+    try:
+        return math.isinf(float(value))
+    except OverflowError:
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _shown_cell(value: Any) -> str:
+    """A cell of a table for a message: as Python writes it ('abc', inf; not np.float64(inf)), an
+    integer too long to print by its number of digits."""
+    from memsched.solvers.units import short_number
+
+    plain = value.item() if hasattr(value, "item") and hasattr(value, "dtype") else value
+    shown = short_number(plain) if isinstance(plain, int) else repr(plain)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 def stamp(rows: pd.DataFrame) -> str:

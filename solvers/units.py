@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from fractions import Fraction
 from typing import Any
 
 from .errors import InputError, flag
@@ -40,7 +41,8 @@ _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$
 
 
 def parse_size(text: str | int | float, *, field: str = "size") -> int:
-    """Bytes in `text` ("1500000000", "1.5GB", "800MiB"), rounded down to an integer."""
+    """Bytes in `text` ("1500000000", "1.5GB", "800MiB"), rounded down to an integer; a string is converted
+    exactly ("33.3MB" is 33300000 bytes, not the float product's 33299999)."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         if text < 0 or (isinstance(text, float) and math.isnan(text)):  # (math.isfinite overflows on huge ints)
             raise InputError(f"must be a non-negative number of bytes, got {short_number(text)}", field=field)
@@ -52,10 +54,20 @@ def parse_size(text: str | int | float, *, field: str = "size") -> int:
         raise InputError(
             f"cannot read {text!r} as a size (examples: 1500000000, 1.5GB, 800MiB)", field=field
         )
-    value = float(match.group(1)) * _UNITS[match.group(2).lower()]
-    if not math.isfinite(value):
-        raise InputError(f"{text!r} is too large (at most {MAX_BYTES} bytes, 1 PiB)", field=field)
-    return _at_most(int(value), text, field)
+    return _at_most(_exact_floor(match.group(1), _UNITS[match.group(2).lower()]), text, field)
+
+
+def _exact_floor(number: str, unit: int) -> int:
+    """floor(`number` x `unit`) computed exactly (`number` a decimal string of `_SIZE`, `unit` bytes per unit):
+    "33.3" x 10^6 is 33300000, where the float product is 33299999.999... Values beyond `MAX_BYTES` come back
+    as something above it (the caller refuses them) without building the integer of a huge exponent ("1e400")."""
+    approx = float(number) * unit
+    if not approx <= 2 * MAX_BYTES:  # inf included: too large, whatever the exact value
+        return 2 * MAX_BYTES + 1
+    if approx == 0.0:  # zero, or below the smallest float ("1e-400"): less than a byte either way
+        return 0
+    # here |exponent| is bounded by the digits written (the value is within float range), so Fraction is cheap
+    return math.floor(Fraction(number) * unit)
 
 
 def _at_most(value: int, text: object, field: str) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -81,19 +82,25 @@ def _row(line: bytes) -> dict[str, Any] | None:
     """The row of one journal line, or None when it is not a complete row (torn or unreadable)."""
     try:
         row = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, an integer of over 4300 digits, nesting too deep
         return None
     return row if valid_row(row) else None
 
 
 def valid_row(row: Any) -> bool:
-    """Whether `row` is one the sweep writes: a dict with a text ``key`` and numbers (or nothing) in
-    every `NUMERIC_COLUMNS` column (else a damaged or hand-edited row, whose cell runs again)."""
+    """Whether `row` is one the sweep writes: a dict with a text ``key`` and finite numbers (or nothing)
+    in every `NUMERIC_COLUMNS` column, a whole one in ``repeat`` (else a damaged or hand-edited row,
+    whose cell runs again). The sweep writes non-finite floats as nothing (`cell._stamp`), so NaN,
+    Infinity or 1e400 (read back as inf) in a journal or table is damage."""
     if not isinstance(row, dict) or not isinstance(row.get("key"), str) or not row["key"]:
         return False
     for col in NUMERIC_COLUMNS:
         value = row.get(col)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if isinstance(value, float) and not (math.isfinite(value) and (col != "repeat" or value.is_integer())):
             return False
     return True
 

@@ -301,9 +301,11 @@ class Graph:
         names = [str(g.nodes[v].get("name", v)) for v in order]
         backward = [bool(g.nodes[v].get("backward", False)) for v in order]
         edges = [(index[u], index[v]) for u, v in g.edges]
+        # present, a string (as a chain file's name, `check_header`): true was printed as "(True)" and null,
+        # false, [] or {} became the stem without a word
+        if "name" in attrs and not isinstance(attrs["name"], str):
+            raise InputError(f"must be a string, got {attrs['name']!r:.80}", path=path, field="graph.name")
         name = attrs.get("name") or Path(path).stem
-        if not isinstance(name, (str, int, float)):
-            raise InputError(f"must be a string, got {name!r}", path=path, field="graph.name")
         meta = attrs.get("meta")
         if meta is not None and not isinstance(meta, dict):
             raise InputError(f"must be an object, got {meta!r}", path=path, field="graph.meta")

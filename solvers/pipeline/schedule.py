@@ -11,11 +11,12 @@ The referee that charges period and memory is `solvers.pipeline.simulator`."""
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
+from ..offload.instance import MAX_LATENCY
+from ..units import MAX_BYTES, MIN_BANDWIDTH
 
 if TYPE_CHECKING:
     from .instance import Pipeline
@@ -48,15 +49,25 @@ def _integer(value: Any, *, path: str, field: str, low: int, high: int) -> int:
 #: its partition object): bytes kept per weight byte, link bandwidth (bytes/s; null: communication
 #: not charged), seconds per tensor crossing a boundary
 MACHINE_KEYS = ("weight_factor", "bandwidth", "latency")
+#: the largest weight factor a partition file may record: the range of ``--weight-factor`` (the
+#: commands' `cost`, at most 1e15), beyond which weight bytes overflow the simulator's sums
+MAX_WEIGHT_FACTOR = 1e15
 
 
 def _machine_value(value: Any, *, path: str, field: str) -> float | None:
-    """One machine parameter of a partition file: a finite number >= 0 (bandwidth: > 0, or null)."""
-    if field.endswith("bandwidth") and value is None:
+    """One machine parameter of a partition file, in the range of its command-line flag: weight_factor
+    in 0..`MAX_WEIGHT_FACTOR`, bandwidth in `units.MIN_BANDWIDTH`..`units.MAX_BYTES` bytes/s (or null:
+    not charged), latency in 0..`offload.instance.MAX_LATENCY` seconds; so that the replayed period
+    stays finite. `InputError` naming `path` and `field` otherwise."""
+    bandwidth = field.endswith("bandwidth")
+    if bandwidth and value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0 \
-            or (field.endswith("bandwidth") and value == 0):
-        want = "a positive number of bytes/s or null" if field.endswith("bandwidth") else "a finite number >= 0"
+    low, high = (MIN_BANDWIDTH, float(MAX_BYTES)) if bandwidth else \
+        (0.0, MAX_LATENCY if field.endswith("latency") else MAX_WEIGHT_FACTOR)
+    # (compared as is, not as a float: float() overflows on a huge int)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:  # NaN fails
+        want = f"a number of bytes/s in {low:g}..{MAX_BYTES} or null" if bandwidth \
+            else f"a finite number in 0..{high:g}"
         try:
             shown = json.dumps(value)[:60]
         except (TypeError, ValueError):
