@@ -16,6 +16,9 @@ the last line counts the rows the estimate covers.
 
     python -m memsched.experiments.bench_model_memory [--sizes 100 200 300] [--time-limit 20]
     python -m memsched.experiments.bench_model_memory --reestimate   # the guard's columns, constants changed
+
+--resume and --reestimate read --out: a header other than the columns above (not this script's CSV)
+is one line naming the file and exit 2, the file left as it was.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
+from memsched.solvers.errors import InputError
 
 FIELDS = ("graph", "n", "variables", "rows", "nonzeros", "backend", "status", "seconds",
           "model_bytes_per_nnz", "backend_bytes_per_nnz", "measured_gb", "estimated_gb", "estimate_covers", "load")
@@ -129,21 +133,45 @@ def measure(graph: Any, backend: str, time_limit: float, grace: float = 30.0) ->
     return row
 
 
-def reestimate(path: Path) -> int:
-    """Rewrite the guard's columns of the CSV at `path` with `memory.ModelSize.bytes_needed` as it is now
-    (the measured columns are kept); print the rows it does not cover. 2 when `path` is missing."""
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows (text) of an earlier run's CSV at `path` (--out, for --resume and --reestimate); a
+    header other than `FIELDS` (in any order: a column missing, or one this script would drop when it
+    rewrites the file) is an `InputError` naming the file and the column, so --out is left as it was."""
     import csv
 
+    with path.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        header = list(reader.fieldnames or ())
+        missing = [c for c in FIELDS if c not in header]
+        if missing:
+            raise InputError(f"no column {', '.join(missing)} (not a CSV of bench_model_memory)", path=str(path),
+                             field="--out")
+        extra = [c for c in header if c not in FIELDS]
+        if extra:
+            raise InputError(f"column {', '.join(map(repr, extra))} is not one of bench_model_memory's",
+                             path=str(path), field="--out")
+        return list(reader)
+
+
+def reestimate(path: Path) -> int:
+    """Rewrite the guard's columns of the CSV at `path` with `memory.ModelSize.bytes_needed` as it is now
+    (the measured columns are kept); print the rows it does not cover. 2 when `path` is missing; a CSV
+    that is not this script's (`read_rows`) or a row that is not a number where one is needed is an
+    `InputError` (the file left as it was)."""
     from memsched.solvers.exact.memory import ModelSize
 
     if not path.is_file():
         print(f"bench_model_memory: --out: {path} is not a file", file=sys.stderr)
         return 2
-    with path.open() as fh:
-        rows: list[dict[str, Any]] = list(csv.DictReader(fh))
-    for row in rows:
-        size = ModelSize(int(row["variables"]), int(row["rows"]), int(row["nonzeros"]))
-        row.update(guard_columns(size, row["backend"], float(row["measured_gb"]) * 1e9))
+    rows = read_rows(path)
+    for k, row in enumerate(rows, start=1):
+        try:
+            size = ModelSize(int(row["variables"]), int(row["rows"]), int(row["nonzeros"]))
+            measured = float(row["measured_gb"]) * 1e9
+        except (TypeError, ValueError) as err:
+            raise InputError(f"row {k}: not a number where one is needed ({err})", path=str(path),
+                             field="--out") from None
+        row.update(guard_columns(size, row["backend"], measured))
         if not row["estimate_covers"]:
             print(f"not covered: {row['graph']} {row['backend']}: measured {row['measured_gb']} GB, "
                   f"estimated {row['estimated_gb']} GB")
@@ -191,10 +219,7 @@ def _main(args: argparse.Namespace) -> int:
     todo += [(Path(p).name[:40], lambda p=p: graphs.load(p)) for p in args.graphs]
     rows: list[dict[str, Any]] = []
     if args.resume and Path(args.out).is_file():
-        import csv
-
-        with open(args.out) as fh:
-            rows = list(csv.DictReader(fh))
+        rows = read_rows(Path(args.out))
     done = {(r["graph"], r["backend"]) for r in rows}
     print(f"{'graph':<28} {'nonzeros':>10} {'backend':<6} {'status':<9} {'s':>6} {'model B/nnz':>11} "
           f"{'backend B/nnz':>13} {'peak GB':>8} {'guard GB':>9}")

@@ -42,8 +42,11 @@ finished cell, and ``--resume`` keeps every row --out has (other solvers' too) a
 asked solvers a cell lacks.
 
 Arguments are checked before any solving (one line, exit 2): solver names, positive fractions and
-time limits, a writable --out, a readable --published CSV, and at least one asked instance in
---graphs (a missing one is named; none found leaves --out as it was).
+time limits, a writable --out, a readable --published CSV, --graphs given unless --merge, and at
+least one asked instance in --graphs (a missing one is named; none found leaves --out as it was).
+Every --merge CSV (and --out with --resume) must have this script's key and result columns
+(`READ_COLUMNS`) and each row its instance, fraction and solver: else one line naming the file, and
+--out is left as it was.
 """
 
 from __future__ import annotations
@@ -112,6 +115,9 @@ FIELDS = (
     "min_peak_lb",
     "cell",
 )
+#: the columns an earlier run's CSV (--merge, --resume's --out) must have: a row's key (instance,
+#: fraction, solver) and what the check and the figure read; every CSV this script wrote has them
+READ_COLUMNS = ("instance", "fraction", "solver", "makespan", "overhead")
 #: graphs of at least this many nodes get the long time limit (Moccasin's main.py: ``n >= 500``)
 LONG_FROM = 500
 
@@ -284,14 +290,25 @@ def run(args: argparse.Namespace, instances: list[tuple[str, Path]], kept: list[
 
 
 def read_rows(paths: list[Path], field: str = "--merge") -> list[dict[str, Any]]:
-    """The rows of earlier runs' CSVs (numbers parsed back; a missing column is left empty); a
-    missing file or a row that is not a number where one is needed is an `InputError` on `field`."""
+    """The rows of earlier runs' CSVs (numbers parsed back; a missing column other than
+    `READ_COLUMNS` is left empty: an older run's CSV); a missing file, one without a column of
+    `READ_COLUMNS` (not this script's CSV), a row without its instance, fraction or solver, or a row
+    that is not a number where one is needed is an `InputError` on `field`, raised before any row is
+    returned (so before --out is written)."""
     rows = []
     for path in paths:
         if not path.is_file():
             raise InputError("not a file", path=str(path), field=field)
-        with path.open() as fh:
-            for r in csv.DictReader(fh):
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in READ_COLUMNS if c not in (reader.fieldnames or ())]
+            if missing:
+                raise InputError(f"no column {', '.join(missing)} (not a CSV of bench_papers_graphs)",
+                                 path=str(path), field=field)
+            for r in reader:
+                empty = [k for k in ("instance", "fraction", "solver") if not r.get(k)]
+                if empty:
+                    raise InputError(f"line {reader.line_num}: no {', '.join(empty)}", path=str(path), field=field)
                 row: dict[str, Any] = {k: r.get(k) or "" for k in FIELDS}
                 try:
                     for k in ("fraction", "makespan", "overhead", "bound", "gap", "time_s"):
@@ -495,7 +512,9 @@ def _main(args: argparse.Namespace, step: list[str]) -> int:
                              field="--merge")
         write_csv(rows, args.out, FIELDS)
         wrote_out = True
-    elif not Path(args.graphs or "").is_dir():
+    elif args.graphs is None:
+        raise InputError("required unless --merge", field="--graphs")
+    elif not Path(args.graphs).is_dir():
         raise InputError("not a folder", path=str(args.graphs), field="--graphs")
     else:
         instances = find_instances(Path(args.graphs), args.instances)

@@ -17,6 +17,10 @@ drawn the same way, one bar per solver present. With ``--published CSV`` (the tr
 numbers, ``results/published_checkmate.csv``), each published maximum batch of a network and
 solver drawn here is marked over its bar (a black tick; an open triangle for a lower bound,
 relation ``>=``) and given in the table: the paper's numbers beside ours.
+
+Exit 0; 2, one line on stderr before the table is printed, when --results holds no answer,
+--published cannot be read or --out is no folder that can be made (a file, say); 130, one line,
+on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -199,30 +202,56 @@ def draw(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Draw the figure and print the table; exit 0, or 2 when --results holds no answer or --published
-    cannot be read."""
+    """Draw the figure and print the table; exit 0, 2 (one line on stderr, before the table) when --results
+    holds no answer, --published cannot be read or a figure's path under --out cannot be written, 130 on
+    Ctrl-C (one line)."""
+    from memsched.experiments.benchtable import guarded
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", default="results/max_batch", help="folder of `memsched max-batch --json` answers")
     parser.add_argument("--out", default="results/figures", help="folder for the figure files")
     parser.add_argument("--stem", default="paper_max_batch", help="figure file name (without extension)")
     parser.add_argument("--published", default=None, help="CSV of published numbers to mark (published_checkmate.csv)")
     args = parser.parse_args(argv)
+    return guarded("max_batch_figure", lambda: run(args),
+                   interrupted=f"interrupted: each figure file under {args.out} is as it was or complete "
+                               "(written atomically)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """The body of `main`: the answers, --published and the figure's paths (`check_figure_paths`) checked
+    (`InputError`) before the table is printed and the figure drawn; exit 0."""
+    from memsched.experiments.figures import check_figure_paths
+    from memsched.solvers.errors import InputError
+
     answers = load_answers(Path(args.results))
     if not answers:
-        print(f"max_batch_figure: error: no max-batch answer (*.json) in {args.results}", file=sys.stderr)
-        return 2
+        raise InputError(f"no max-batch answer (*.json) in {args.results}", field="--results")
     published: Published = {}
     if args.published:
         try:
             published = load_published(Path(args.published))
         except (OSError, KeyError, ValueError) as err:
-            print(f"max_batch_figure: error: {args.published}: {err}", file=sys.stderr)
-            return 2
+            raise InputError(f"cannot read the published numbers ({_reason(err)})", path=args.published,
+                             field="--published") from None
         published = {key: v for key, v in published.items() if key[0] in answers}
+    check_figure_paths(Path(args.out), [args.stem])
     print(table(answers, published))
     for p in draw(answers, Path(args.out), stem=args.stem, published=published):
         print(f"wrote {p}")
     return 0
+
+
+def _reason(err: Exception) -> str:
+    """One line saying why --published could not be read: a missing column (`KeyError`) named as such,
+    else the error's first line."""
+    from memsched.solvers.errors import first_line
+
+    if isinstance(err, KeyError):
+        return f"no column {err}"
+    if isinstance(err, OSError):
+        return err.strerror or first_line(err)
+    return first_line(err)
 
 
 if __name__ == "__main__":

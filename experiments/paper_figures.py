@@ -16,8 +16,8 @@ instance and the cost model its times come from (the instance file's ``meta["cos
 roofline of a named GPU, counted FLOP or measured). Writes ``<stem>.png`` and ``.pdf`` under `--out`.
 
 Exit 0; 2, with a one-line error naming the path and before anything is drawn, when the table is
-missing, damaged or lacks a column, or `--out` is no folder that can be made (a file, say) or a
-figure's file is a folder.
+missing, damaged, empty (a header alone) or lacks a column, or `--out` is no folder that can be made
+(a file, say) or a figure's file is a folder; 130, one line, on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -189,9 +189,9 @@ PIPELINE_COLUMNS = ("objective",)
 
 
 def is_pipeline(rows: pd.DataFrame) -> bool:
-    """True for the rows of a pipeline sweep (every row's ``problem`` is ``pipeline``): drawn by
-    `draw_pipeline`, others by `draw`."""
-    return "problem" in rows and bool((rows["problem"] == "pipeline").all())
+    """True for the rows of a pipeline sweep (at least one row, and every row's ``problem`` is
+    ``pipeline``): drawn by `draw_pipeline`, others by `draw`."""
+    return "problem" in rows and not rows.empty and bool((rows["problem"] == "pipeline").all())
 
 
 def required_columns(rows: pd.DataFrame) -> tuple[str, ...]:
@@ -200,8 +200,9 @@ def required_columns(rows: pd.DataFrame) -> tuple[str, ...]:
 
 
 def read_table(table: Path) -> pd.DataFrame:
-    """The rows of the sweep table `table` (``<results>/<name>.csv``); a missing, unreadable or
-    damaged table, or one without a column its figure reads (`required_columns`), is an `InputError` naming it."""
+    """The rows of the sweep table `table` (``<results>/<name>.csv``), at least one; a missing, unreadable,
+    damaged or empty table (a header alone), or one without a column its figure reads (`required_columns`), is an
+    `InputError` naming it."""
     if not table.is_file():
         what = "is a folder" if table.is_dir() else "not found"
         raise InputError(f"{what}: expected the sweep's table (memsched sweep writes <output>/<output>.csv; "
@@ -215,18 +216,20 @@ def read_table(table: Path) -> pd.DataFrame:
     missing = [c for c in required_columns(rows) if c not in rows]
     if missing:
         raise InputError(f"no column {', '.join(missing)} (not a sweep table)", path=str(table))
+    if rows.empty:  # a header alone: nothing to draw
+        raise InputError("no rows (the sweep has not written any yet?)", path=str(table))
     return _checked_numbers(rows, table)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Draw the papers' chain figure from the sweep in --results into --out; exit 0, 2 on bad input
-    (one line on stderr, `run`)."""
+    (one line on stderr, `run`), 130 on Ctrl-C (one line; `benchtable.guarded`)."""
+    from memsched.experiments.benchtable import guarded
+
     args = figure_args(argv, __doc__, "results/fig_paper_chains", "the sweep's output folder", "paper_chains")
-    try:
-        return run(args)
-    except InputError as err:
-        print(f"paper_figures: error: {err}", file=sys.stderr)
-        return 2
+    return guarded("paper_figures", lambda: run(args),
+                   interrupted=f"interrupted: each figure file under {args.out} is as it was or complete "
+                               "(written atomically)")
 
 
 def run(args: argparse.Namespace) -> int:
