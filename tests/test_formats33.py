@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import json
@@ -28,6 +29,7 @@ from hypothesis import strategies as st
 from memsched.experiments.sweep import journal_path, read_journal, run_sweep
 from memsched.solvers.errors import InputError
 from memsched.solvers.units import MAX_BYTES, parse_budget, parse_size
+from test_bad_input_options import GRAPH
 
 ROOT = Path(__file__).resolve().parents[1]
 MLP7 = ROOT / "solvers" / "data" / "pipeline" / "mlp7.chain.json"
@@ -214,7 +216,7 @@ def test_figures_refuse_a_non_finite_number(tmp_path, column, value, shown):
 
 # --------------------------------------------------------------------------- 5. graph.name
 def _graph(tmp_path: Path, name: object, *, drop: bool = False) -> Path:
-    data = _linear3()
+    data = copy.deepcopy(GRAPH)  # docs/graph.md's example graph
     if drop:
         data["graph"].pop("name", None)
     else:
@@ -222,17 +224,6 @@ def _graph(tmp_path: Path, name: object, *, drop: bool = False) -> Path:
     path = tmp_path / "g.json"
     path.write_text(json.dumps(data))
     return path
-
-
-def _linear3() -> dict:
-    """docs/graph.md's example graph."""
-    return {"directed": True, "multigraph": False, "graph": {"name": "linear3", "order": [0, 1, 2, 3]},
-            "nodes": [{"id": 0, "cost_cpu": 1.0, "cost_ram": 4, "name": "f0", "backward": False},
-                      {"id": 1, "cost_cpu": 1.0, "cost_ram": 4, "name": "loss", "backward": True},
-                      {"id": 2, "cost_cpu": 2.0, "cost_ram": 4, "name": "b0", "backward": True},
-                      {"id": 3, "cost_cpu": 0.5, "cost_ram": 2, "name": "b_in", "backward": True}],
-            "links": [{"source": 0, "target": 1}, {"source": 1, "target": 2}, {"source": 0, "target": 2},
-                      {"source": 2, "target": 3}]}
 
 
 @pytest.mark.parametrize("name", [True, False, [], {}, None, 5, 1.5])
