@@ -57,6 +57,7 @@ class _Held:
     previous: dict[int, Handler]
     mask: set[int | signal.Signals] | None = None
     arrived: list[tuple[int, int]] = field(default_factory=list)
+    record: Handler = None  # the recording handler set for the block
 
     def arrived_here(self) -> list[int]:
         """The signals that arrived in this process, each once, in order."""
@@ -84,6 +85,8 @@ def signals_held_during_fork(signals: Iterable[int] = (signal.SIGINT,)) -> Itera
     def record(signum: int, frame: types.FrameType | None) -> None:
         held.arrived.append((os.getpid(), signum))
 
+    held.record = record
+
     try:
         for sig in dict.fromkeys(signals):
             held.previous[sig] = signal.signal(sig, record)
@@ -100,12 +103,16 @@ def signals_held_during_fork(signals: Iterable[int] = (signal.SIGINT,)) -> Itera
 
 def release_held_signals(overrides: Mapping[int, Handler] | None = None) -> None:
     """In a child forked inside `signals_held_during_fork`: set each held signal's handler (the one
-    in `overrides`, else the parent's from before the block), unblock them, and raise again those
-    that arrived in this child and have no override (an override such as ``SIG_IGN`` drops them).
-    In any other process only `overrides` are set."""
+    in `overrides`, else the parent's from before the block, unless an at-fork hook of this child
+    already set another: the command line's puts the default SIGTERM back in a solver child, which
+    its parent stops with SIGTERM), unblock them, and raise again those that arrived in this child
+    and have no override (an override such as ``SIG_IGN`` drops them). In any other process only
+    `overrides` are set."""
     global _HELD
     held, _HELD = _HELD, None
-    handlers = {} if held is None else dict(held.previous)
+    handlers = {} if held is None else {
+        sig: handler if signal.getsignal(sig) is held.record else signal.getsignal(sig)
+        for sig, handler in held.previous.items()}
     handlers.update(overrides or {})
     _restore(handlers, None if held is None else held.mask)
     if held is not None:
