@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 from ..discretize import CPSAT_COST_DIGITS, GAP_TOLERANCE, effective_slots, integer_costs, rounding_error, scope_text
 from ..errors import InputError, option_field
 from ..exact.cpsat_runner import check_first, fit_linear, run_cpsat
+from ..exact.interrupt import interrupted
 from ..exact.layer import exact_solver, retry_rounded_infeasible, same_or_less
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult, gap_closed
@@ -383,6 +384,9 @@ def _solve_order(join: Join, work: Join, M: int, budget: int, order: list[int], 
         if simulate(join, plan, budget).violation is not None:
             # the relaxed rows' plan overflows the budget: rows rounded up (every plan fits), no proof
             relaxed_bound = run.bound
+            if interrupted():  # a Ctrl-C ended the first run: no second one
+                return _OrderRun({"order": order, "status": "timeout"}, None,
+                                 floor if relaxed_bound is None else relaxed_bound, False, False)
             model = JoinPhaseModel(work, M, order, deadline, round_up=True)
             run = _run_order(model, hint, share, options)
             run.status = FEASIBLE if run.values is not None else TIMEOUT
@@ -473,12 +477,14 @@ def _solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: De
             best = (run.entry["makespan"], run.schedule)
         if best is not None and _reaches(best[0], floor):
             break  # every operation once: no order can do better
+        if interrupted():  # a Ctrl-C (answered by the exact layer): the orders left are not run
+            break
     not_run = total - len(per_order)
     message = ""
     if not_run:
         proven, bound = False, min(bound, floor)
         why = ("a schedule runs every operation once" if best is not None and _reaches(best[0], floor)
-               else "the time limit came")
+               else "interrupted" if interrupted() else "the time limit came")
         message = f"{len(per_order)} of {total} backward orders run ({why})"
     details: dict[str, Any] = {"slots": slots, "orders": per_order, "orders_not_run": not_run}
     common: dict[str, Any] = {"problem": "join", "solver": "cpsat", "budget": budget, "scope": scope,
