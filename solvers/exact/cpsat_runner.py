@@ -26,7 +26,7 @@ from ..discretize import CPSAT_COST_DIGITS, integer_costs
 from ..progress import current_reporter, report
 from .interrupt import in_charge, stop_on_interrupt
 from .linear import LinearModel
-from .milp_runner import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, BackendRun, finite_bound
+from .milp_runner import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, BackendRun, finite_bound, not_started
 from .options import Deadline, ExactOptions
 
 
@@ -46,8 +46,8 @@ def run_cpsat(model: Any, deadline: Deadline, options: ExactOptions | None = Non
     from ortools.sat.python import cp_model
 
     options = options or ExactOptions()
-    if deadline.expired():
-        return BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="not started")
+    if (skipped := not_started(deadline)) is not None:
+        return skipped
     solver = cp_model.CpSolver()
     p = solver.parameters
     left = deadline.left()

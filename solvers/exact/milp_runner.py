@@ -39,7 +39,7 @@ from ..progress import report
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, gap_closed
 from . import highs_runner, memory
 from .cbc_cmd import cbc_program, column_name, model_to_mps, solve_mps
-from .interrupt import in_charge, stop_on_interrupt
+from .interrupt import in_charge, interrupted, stop_on_interrupt
 from .linear import LinearModel
 from .options import Deadline, DeadlineExceeded, ExactOptions
 from .stdio import stdout_to_stderr
@@ -197,6 +197,18 @@ def run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exac
     return run
 
 
+def not_started(deadline: Deadline) -> BackendRun | None:
+    """The answer of a backend run that must not start: the deadline has passed, or a Ctrl-C already
+    stopped a backend of this solve (inside `interrupt.answer_on_interrupt`: the solve answers with
+    what it has, so a later phase, retry, or step of a loop of runs starts no new search). None
+    when the run may start."""
+    if deadline.expired():
+        return BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="not started")
+    if interrupted():
+        return BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="not started: interrupted")
+    return None
+
+
 def _run_milp(model: LinearModel, backend: str, deadline: Deadline, options: ExactOptions | None, *,
               hint: list[float] | None, hint_feasible: bool, relax: bool, feasibility_only: bool, rel_gap: float,
               lp_solver: str) -> BackendRun:
@@ -204,8 +216,8 @@ def _run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exa
     from ortools.linear_solver import pywraplp
 
     options = options or ExactOptions()
-    if deadline.expired():
-        return BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="not started")
+    if (skipped := not_started(deadline)) is not None:
+        return skipped
     if relax and lp_solver == "HIGHS" and highs_runner.available():
         # highspy's LP keeps a wall-clock limit and can be cancelled (CLP in pywraplp ran 121 s
         # past a 346 s limit on an RL500 relaxation, and InterruptSolve does not stop it)

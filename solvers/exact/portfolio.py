@@ -66,7 +66,7 @@ from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, gap_closed
 from .interrupt import die_with_parent, interrupt_signals, stop_on_interrupt
 from .layer import can_fork
 from .linear import LinearModel
-from .milp_runner import REL_GAP, BackendRun, run_milp
+from .milp_runner import REL_GAP, BackendRun, not_started, run_milp
 from .options import Deadline, DeadlineExceeded, ExactOptions
 
 #: the backends raced by default: one SCIP and one HiGHS process
@@ -142,6 +142,8 @@ def run_portfolio(model: LinearModel, deadline: Deadline, options: ExactOptions,
         if len(backends) >= 2 or isolate:
             run.backend_status = f"{backends[0]} alone (no child process can be forked here): {run.backend_status}"
         return run
+    if (skipped := not_started(deadline)) is not None:  # no child forked for nothing
+        return skipped
     report(f"search ({' + '.join(backends)}, {len(backends)} process{'es' if len(backends) > 1 else ''})")
     spare = max(1, options.workers - (len(backends) - 1))
     ctx = mp.get_context("fork")
