@@ -15,6 +15,7 @@ import sys
 import textwrap
 
 import pytest
+from conftest import sigint_as_in_a_terminal
 
 PRELUDE = textwrap.dedent("""
     import multiprocessing, os, signal, sys, threading, time
@@ -72,7 +73,7 @@ def _run(site: str, where: str, threaded: bool = False) -> subprocess.CompletedP
     """The script for `site` with the SIGINT sent at the fork `where` (parent / child)."""
     script = PRELUDE + "        " + CALLS[site] + "\n" + EPILOGUE
     return subprocess.run([sys.executable, "-c", script, where, "threaded" if threaded else "single"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, preexec_fn=sigint_as_in_a_terminal)
 
 
 def _no_cbc() -> bool:
@@ -121,12 +122,17 @@ def test_the_hold_raises_what_came_at_its_end() -> None:
 
     from memsched.solvers.processes import signals_held_during_fork
 
-    handler, mask = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, [])
-    reached_end = False
-    with pytest.raises(KeyboardInterrupt):
-        with signals_held_during_fork([signal.SIGINT]):
-            signal.raise_signal(signal.SIGINT)
-            reached_end = True
-    assert reached_end
-    assert signal.getsignal(signal.SIGINT) is handler
-    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == mask
+    # Python's own handler, as in a terminal (a CI job started in the background has SIGINT ignored)
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        handler, mask = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        reached_end = False
+        with pytest.raises(KeyboardInterrupt):
+            with signals_held_during_fork([signal.SIGINT]):
+                signal.raise_signal(signal.SIGINT)
+                reached_end = True
+        assert reached_end
+        assert signal.getsignal(signal.SIGINT) is handler
+        assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == mask
+    finally:
+        signal.signal(signal.SIGINT, outer)

@@ -36,8 +36,18 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+def _as_in_a_terminal() -> None:
+    """SIGINT and SIGHUP at their defaults, as for a command in a terminal (a CI job started in the
+    background, or under nohup, inherits them ignored, and the command line leaves an ignored one so)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def test_a_child_forked_under_the_command_line_keeps_the_default_sigterm() -> None:
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60,
+                         preexec_fn=_as_in_a_terminal)
     assert out.returncode == 0, out.stderr
     assert "defaults in the child: [True, True]" in out.stdout, out.stdout + out.stderr
     assert "parent SIGTERM raises: True" in out.stdout, out.stdout  # the parent's own handler is back
