@@ -10,7 +10,8 @@ gradients against plain autograd, and return the ``memsched run --json`` object:
 
     model, problem, instance, budget (bytes), solver, status, device, clock (what timed the steps:
     "thread" or "wall" on CPU, `default_clock` unless given, "cuda events"), units, store_all_peak,
-    predicted {makespan, peak_memory (bytes: the executor's prediction, which every ratio uses),
+    predicted {makespan, peak_memory (bytes: the executor's prediction, the allocator's definition;
+    each ratio's pair is in ``compared``),
     tracker_peak_memory, model_peak_memory (the solver's)}, measured {time (ms, the median of the
     time_runs timed runs; time_min, time_max: their range), peak_memory
     (bytes, the tracker on CPU / torch.cuda.max_memory_allocated on CUDA), independent_peak
@@ -819,7 +820,8 @@ def time_ratio(unit: str, measured_ms: float | None, predicted: float | None) ->
 
 def _predicted_peak(step: StepResult, result: Any) -> int:
     """The predicted peak (bytes) reported as ``predicted.peak_memory`` and compared with the
-    measurements (every ratio): the executor's prediction for the run (`StepResult.predicted_peak`:
+    second, independent measurement (``ratio.independent_memory``; the other ratios' pairs:
+    `StepResult.comparisons`): the executor's prediction for the run (`StepResult.predicted_peak`:
     on the CPU it adds the RNG states kept for recomputed random stages, chain and offload; graphs:
     each running node's temporaries as the measuring method sees them, `models.graph.profile`), the
     solver's (``model_peak_memory``) when the executor made none."""

@@ -298,7 +298,8 @@ def _same_cell(row: dict[str, Any], task: Task, task_key: Any) -> bool:
 def stored_rows(out_dir: Path, name: str) -> dict[str, dict[str, Any]]:
     """The sweep's rows by key: the journal's when it exists, else the table's (empty cells as None),
     as a run resumes them: a damaged row of the table (fewer or more fields than the header,
-    `table_rows`; text in a number column, no key: not `store.valid_row`) is left out, with a
+    `table_rows`; text or a non-finite number in a number column, a fractional repeat, no key: not
+    `store.valid_row`) is left out, with a
     warning on stderr, so that its cell counts as not done (the run solves it again, as ``--list``
     and ``--verify`` say). A table that cannot be read as a sweep table (empty, no ``key`` column,
     not CSV) is an `InputError` naming it (exit 2), as for a run resuming it."""
@@ -310,8 +311,9 @@ def stored_rows(out_dir: Path, name: str) -> dict[str, dict[str, Any]]:
         return {}
     good, damaged = resumable_rows(csv, "cannot read the sweep's table")
     if damaged:
-        print(f"warning: {csv}: {damaged} damaged rows ignored (fewer or more fields than the header, text in a "
-              f"number column, or no key): their cells are not done", file=sys.stderr)
+        print(f"warning: {csv}: {damaged} damaged rows ignored (fewer or more fields than the header, text or a "
+              f"non-finite number in a number column, a fractional repeat, or no key): their cells are not done",
+              file=sys.stderr)
     return {r["key"]: r for r in good}
 
 
