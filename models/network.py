@@ -354,13 +354,17 @@ def _dry_run(blocks: list[Any], x: Any, loss_fn: Any, target: Any, what: str, *,
     `models.chain.executor.forward_block`) and the loss a scalar that depends on the output
     through autograd, or bad input. A failing block is named under `block_field`, a loss that
     raises under `target_field`, a loss of the wrong kind under ``loss_fn``. The modules'
-    buffers (BatchNorm's running statistics) are put back afterwards: a check is not a step."""
+    buffers (BatchNorm's running statistics) and torch's random generators (dropout draws from
+    them) are put back afterwards: a check is not a step."""
     import torch
     from memsched.models.buffers import restore_buffers, snapshot_buffers
 
+    devices = [x.device] if isinstance(x, torch.Tensor) and x.device.type == "cuda" else []
     saved = snapshot_buffers([m for m in (*blocks, loss_fn) if isinstance(m, torch.nn.Module)])
     try:
-        _check_blocks_and_loss(blocks, x, loss_fn, target, what, block_field=block_field, target_field=target_field)
+        with torch.random.fork_rng(devices=devices):
+            _check_blocks_and_loss(blocks, x, loss_fn, target, what, block_field=block_field,
+                                   target_field=target_field)
     finally:
         restore_buffers(saved)
 
@@ -430,14 +434,10 @@ def step_input_error(blocks: list[Any], loss_fn: Any, inputs: Any, target: Any, 
     them, with the RNG state restored afterwards, and their failure is returned as bad input
     naming ``inputs`` (a block fails), ``target`` (the loss fails) or ``loss_fn`` (not a scalar,
     or no gradient). None when they run: the failure was not the input's (a bug, re-raise it)."""
-    import torch
-
-    devices = [inputs.device] if inputs.device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        try:
-            _dry_run(blocks, inputs, loss_fn, target, what, block_field=block_field, target_field=target_field)
-        except InputError as err:
-            return err
+    try:
+        _dry_run(blocks, inputs, loss_fn, target, what, block_field=block_field, target_field=target_field)
+    except InputError as err:
+        return err
     return None
 
 

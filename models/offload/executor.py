@@ -82,8 +82,8 @@ device with the value); tensors a custom ``autograd.Function`` keeps as ``ctx`` 
 (not through ``save_for_backward``) and tensors a module caches across calls stay where they
 are; a standalone a_j freed by a compute operation keeps its host copy (a later ``Pre`` of
 it, which the simulator allows, brings back the last offloaded content). The CUDA path
-follows the standard side-stream pattern but has not been run on a GPU yet (see the CUDA
-test).
+follows the standard side-stream pattern; its runs on a GPU (timings and gradients) are in
+``results/gpu_check.json`` (`models/gpu_check.py`), and the CUDA tests run where CUDA is.
 """
 
 from __future__ import annotations

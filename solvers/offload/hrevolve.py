@@ -571,15 +571,18 @@ def solve_hrevolve(instance: HRevolveInstance, budget: int | None = None, *, tim
     `infeasible` only when no level has a slot (l >= 1). ValueError when the optimal cost
     overflows a float (costs too large). The schedule is an `HSchedule` of abstract ops,
     replayed here by `simulate_hrevolve` (objective = its cost), not by the offload simulator;
-    ``details`` has the peak slots per level, the op counts, and ``orders_tried`` /
-    ``orders`` (how many orders of the levels the DP ran, of how many)."""
+    ``details`` has the instance (``length``, ``levels``, ``u_f``, ``u_b``), the peak slots per
+    level, the op counts, and ``orders_tried`` / ``orders`` (how many orders of the levels the DP
+    ran, of how many); the last four are None when there is no schedule."""
     t0 = time.perf_counter()
     inst = instance if budget is None else instance.with_slots(0, int(budget))
     l, levels = inst.length, inst.levels
     common: dict[str, Any] = {"problem": "offload", "solver": "hrevolve", "budget": budget}
+    given = {"length": l, "levels": [list(lev) for lev in levels], "u_f": inst.u_f, "u_b": inst.u_b}
     if not has_slot(l, levels):
+        no_schedule = {"peak_slots": None, "counts": None, "orders_tried": None, "orders": None}
         return SolveResult(status=INFEASIBLE, scope=SCOPE, solve_time_s=time.perf_counter() - t0,
-                           message=NO_SLOT, **common)
+                           message=NO_SLOT, details={**given, **no_schedule}, **common)
     proven, orders = level_orders(levels)
     found = best_order(l, levels, orders, inst.u_f, inst.u_b, time_limit)
     cost = found.tables.optimum
@@ -590,8 +593,7 @@ def solve_hrevolve(instance: HRevolveInstance, budget: int | None = None, *, tim
     return SolveResult(status=OPTIMAL if proven else FEASIBLE, objective=sim.cost,
                        lower_bound=cost if proven else None, schedule=sched, scope=_scope(proven, found),
                        solve_time_s=time.perf_counter() - t0,
-                       details={"length": l, "levels": [list(lev) for lev in levels], "u_f": inst.u_f,
-                                "u_b": inst.u_b, "peak_slots": sim.peak_slots, "counts": sim.counts,
+                       details={**given, "peak_slots": sim.peak_slots, "counts": sim.counts,
                                 "orders_tried": found.tried, "orders": found.total},
                        **common)
 
