@@ -467,6 +467,8 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     names = _each_once(_solver_names(problem, solvers, field="solvers"), "solvers")
     _check_options(problem, names, dict(options, devices=devices) if devices is not None else options)
     _sweep_option_values(problem, names, options)
+    from memsched.experiments.sweep.cell import overhead_of
+
     grid = _sweep_budgets(instance, budgets, problem)  # every budget checked before any solve
     reference = reference_peak(instance, problem=problem)
     baseline = baseline_objective(problem, instance)
@@ -486,7 +488,7 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
             row = result.row()
             row.update(budget_spec=str(spec), reference_peak=reference, budget_fraction=fraction,
                        baseline_objective=baseline, devices=devices,
-                       overhead=(result.objective / baseline - 1.0) if (baseline and result.found) else None)
+                       overhead=overhead_of(result.objective, baseline) if (baseline and result.found) else None)
             rows.append(row)
             if result.raw.details.get("interrupted"):
                 return _sweep_result(problem, instance, rows)  # a Ctrl-C ends the sweep, as a solve's comparison

@@ -19,6 +19,16 @@ from .instances import LoadedInstance
 from .store import UNSUPPORTED
 
 
+def overhead_of(objective: float, baseline: float) -> float:
+    """`objective` over `baseline` (both in the instance's objective unit; `baseline` nonzero), minus 1:
+    0.25 is 25% above the no-savings objective. A value within 1e-12 of 0 is exactly 0.0: a solver that
+    matches the baseline up to the float rounding of its sums (66.6 against 66.60000000000001) has no
+    overhead, not -2e-16 (shown as "-0.000"). The one rule of a sweep file's rows and of
+    ``memsched.sweep`` on an instance."""
+    overhead = objective / baseline - 1.0
+    return 0.0 if abs(overhead) < 1e-12 else overhead
+
+
 @functools.lru_cache(maxsize=1)
 def versions() -> dict[str, str | None]:
     """Versions of memsched, numpy, ortools, torch (None when absent) and Python, and the host.
@@ -98,8 +108,7 @@ def run_task(task: Task) -> dict[str, Any]:
                    gap=result.gap, peak_memory=result.peak_memory, min_budget=result.min_budget,
                    solve_time_s=result.solve_time_s, scope=result.scope, message=result.message[:500])
         if result.objective is not None and li.baseline_objective:
-            overhead = result.objective / li.baseline_objective - 1.0
-            row["overhead"] = 0.0 if abs(overhead) < 1e-12 else overhead
+            row["overhead"] = overhead_of(result.objective, li.baseline_objective)
         if task.execute and result.schedule is not None:
             try:
                 row.update(_execute(li, result.schedule, task.measure))
