@@ -177,8 +177,10 @@ def _is_special_file(path: str) -> bool:
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
-def check_output_dir(path: str | None, field: str) -> None:
-    """`path` is a folder or can be made one: not empty, not an existing file, nor under one."""
+def check_output_dir(path: str | None, field: str, *, writable: bool = True) -> None:
+    """`path` is a folder or can be made one: not empty, not an existing file, nor under one, and
+    (`writable`) its innermost existing folder can be written. ``writable=False`` for a command
+    that only reads the folder (``memsched sweep --list``, ``--verify``): a read-only one is fine."""
     if path is None:
         return
     if path == "":
@@ -187,7 +189,7 @@ def check_output_dir(path: str | None, field: str) -> None:
         if p.exists():
             if not p.is_dir():
                 raise InputError(f"{str(p)!r} is a file, expected a folder", path=str(path), field=field)
-            if not os.access(p, os.W_OK):
+            if writable and not os.access(p, os.W_OK):
                 raise InputError(f"folder {str(p)!r} is not writable", path=str(path), field=field)
             return
 

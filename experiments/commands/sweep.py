@@ -75,8 +75,8 @@ def _main(args: argparse.Namespace) -> int:
     _check_run_only(args)
     _check_workers(args)
     out_field = "--output" if args.output else "output"
-    if args.verify or args.list:
-        check_output(config.output_dir(args.output), out_field, create=False)
+    if args.verify or args.list:  # they only read the folder, unless --update rewrites its table
+        check_output(config.output_dir(args.output), out_field, create=False, writable=args.update)
         return _verify(config, args) if args.verify else _list(config, args)
     out = config.output_dir(args.output)
     # the scheduler is reached (or refused) before anything is made or discarded; a folder made here

@@ -76,7 +76,8 @@ Cells run in worker processes (`pool`; ``workers`` of them) outside the terminal
 group, or on a Dask cluster given a scheduler address (`dask.distributed.Client`; executing
 cells one at a time there too); the rows are the same either way (a cell whose Dask task
 fails, `KilledWorker`, is an ``error`` row, as one whose local worker dies; a lost scheduler
-is `run.SchedulerLost` once the finished rows are kept). Ctrl-C (or SIGTERM) stops the sweep:
+is `run.SchedulerLost` once the finished rows are kept). Ctrl-C (or SIGTERM, SIGHUP; one the caller
+ignores stays ignored) stops the sweep:
 running cells are killed and not journaled, finished rows are kept, the table is written,
 exit 130 (also while it starts: `run.startup_interrupts`). Workers die with the sweep
 (also on ``kill -9``). Modules: `config` (the file), `instances` and `instance_store`, `grid`

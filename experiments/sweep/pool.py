@@ -67,6 +67,14 @@ def _die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="memsched-parent-watchdog", daemon=True).start()
 
 
+def stop_signals() -> list[int]:
+    """The signals that stop a sweep as a Ctrl-C does: SIGINT, SIGTERM and SIGHUP (where the system
+    has it), less those whose handler is now ``SIG_IGN``: a signal the caller set to be ignored (a
+    background job's SIGINT, ``nohup``'s SIGHUP) stays ignored, as `cli.terminate_as_interrupt` keeps it."""
+    wanted = [getattr(signal, name, None) for name in ("SIGINT", "SIGTERM", "SIGHUP")]
+    return [sig for sig in wanted if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN]
+
+
 @contextlib.contextmanager
 def _starting() -> Iterator[None]:
     """Inside, a worker can be started without a signal breaking the start:
@@ -76,11 +84,12 @@ def _starting() -> Iterator[None]:
       importing memsched in the terminal's process group, where a Ctrl-C would kill it with a
       KeyboardInterrupt traceback; blocked, that Ctrl-C stays pending until `worker_main` has
       left the group and ignores SIGINT, which discards it.
-    - In the main thread, SIGINT and SIGTERM are held: their handlers run on leaving (a signal
-      received by another thread runs its handler in the main thread even while the main thread
-      blocks it, and a KeyboardInterrupt between the worker's start and the parent's writing of
-      its start data would leave the worker reading an empty pipe: an EOFError traceback). By
-      then the worker is registered, and is killed with the others.
+    - In the main thread, SIGINT, SIGTERM and SIGHUP are held, unless ignored (`stop_signals`):
+      their handlers run on leaving (a signal received by another thread runs its handler in the
+      main thread even while the main thread blocks it, and a KeyboardInterrupt between the
+      worker's start and the parent's writing of its start data would leave the worker reading an
+      empty pipe: an EOFError traceback). By then the worker is registered, and is killed with
+      the others. An ignored one is left ignored (not held and raised again on leaving).
     """
     held: list[int] = []
     handlers: dict[int, Any] = {}
@@ -92,7 +101,7 @@ def _starting() -> Iterator[None]:
         # SIGINT right after (ResourceTracker.ensure_running): start it before SIGINT is blocked
         resource_tracker.ensure_running()
     if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in stop_signals():
             handlers[sig] = signal.signal(sig, lambda signum, frame: held.append(signum))
     if hasattr(signal, "pthread_sigmask"):
         old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})

@@ -20,7 +20,7 @@ from .config import SweepConfig, load_config
 from .grid import Task, build_tasks
 from .instance_store import InstanceStore, check_folder
 from .lock import LOCK_NAME, SweepLock, check_lock_path
-from .pool import WorkerPool
+from .pool import WorkerPool, stop_signals
 from .store import (
     Journal,
     check_written_paths,
@@ -106,9 +106,11 @@ def _interrupt_noted() -> bool:
 
 
 class _Stop:
-    """SIGINT and SIGTERM stop the sweep with `KeyboardInterrupt`, but never while a row is
-    being journaled (the signal is held until the row and its newline are on disk); once the
-    sweep is stopping, further signals are ignored until the table is written."""
+    """SIGINT, SIGTERM and SIGHUP (`pool.stop_signals`) stop the sweep with `KeyboardInterrupt`,
+    but never while a row is being journaled (the signal is held until the row and its newline
+    are on disk); once the sweep is stopping (`quiet`), further ones are ignored until the table
+    is written. A signal the caller set to be ignored (``SIG_IGN``: a background job's SIGINT,
+    ``nohup``'s SIGHUP) is left ignored: it neither stops the sweep nor is held."""
 
     def __init__(self) -> None:
         self._old: dict[int, Any] = {}
@@ -123,7 +125,7 @@ class _Stop:
 
     def __enter__(self) -> _Stop:
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in stop_signals():
                 self._old[sig] = signal.signal(sig, self._handler)
         return self
 
@@ -143,19 +145,21 @@ class _Stop:
 
     def __exit__(self, *exc: Any) -> None:
         for sig, old in self._old.items():
-            signal.signal(sig, old)
+            signal.signal(sig, signal.SIG_DFL if old is None else old)
 
 
-def check_output(out: Path, field: str, *, create: bool) -> None:
-    """The output folder, before any work: not a file nor under one (`check_output_dir`), and for
-    a run made now (the sweep would make it at once), so that a folder that cannot be made
-    (``/proc/x``, a read-only disk) is bad input naming `field`, not a failure half-way."""
+def check_output(out: Path, field: str, *, create: bool, writable: bool = True) -> None:
+    """The output folder, before any work: not a file nor under one, and writable unless
+    `writable` is false (`check_output_dir`; false for ``--list`` and ``--verify``, which only
+    read it), and for a run made now (the sweep would make it at once), so that a folder that
+    cannot be made (``/proc/x``, a read-only disk) is bad input naming `field`, not a failure
+    half-way."""
     from ..commands._checks import check_output_dir
 
     if "\0" in str(out):  # no path holds one (os functions raise ValueError)
         raise InputError("a folder path cannot hold a NUL character", path=repr(str(out)), field=field)
     try:
-        check_output_dir(str(out), field)
+        check_output_dir(str(out), field, writable=writable)
     except InputError:
         raise
     except (ValueError, OSError) as err:  # a name too long to look up
@@ -438,10 +442,10 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
     ``instances``, is an `InputError` naming it, before any instance is stored). Only one sweep at
     a time writes to an output folder (`lock.SweepLock`; a second one gets `InputError`). A Ctrl-C while starting
     is a `KeyboardInterrupt` whatever an import made of it (`startup_interrupts`). A stop (Ctrl-C,
-    SIGTERM, or an exception) kills the running cells (on a Dask cluster it cancels them: a cell
-    already running finishes in the background on its worker, up to its time limit, see
-    `_dask_results`), which are not journaled, keeps every finished row, writes the table from
-    the journal (so the two agree) and re-raises
+    SIGTERM or SIGHUP unless the caller ignores them, or an exception) kills the running cells
+    (on a Dask cluster it cancels them: a cell already running finishes in the background on its
+    worker, up to its time limit, see `_dask_results`), which are not journaled, keeps every
+    finished row, writes the table from the journal (so the two agree) and re-raises
     (`KeyboardInterrupt` for a signal: exit 130 on the command line); its message ends with
     `resume_hint`, what to run to resume (a job that reruns everything by default says its flag).
     A journal that cannot be written (a full disk) is an `InputError` naming it, once the table is
