@@ -19,9 +19,23 @@ from memsched.live import line_limit, progress_line, wanted
 from ._checks import count, latency, seconds
 
 
+class _OneOfBooleanAction(argparse.BooleanOptionalAction):
+    """``--X`` / ``--no-X`` where giving both is refused (a usage error, exit 2) rather than the last
+    one silently winning, as the usage ``[--X | --no-X]`` says; the same flag twice is harmless."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        before = getattr(namespace, self.dest)  # None (the default) until one of the flags was given
+        if option_string is not None and before is not None and before != (not option_string.startswith("--no-")):
+            given = self.option_strings[0 if before else 1]
+            raise argparse.ArgumentError(None, f"argument {option_string}: not allowed with argument {given}")
+        super().__call__(parser, namespace, values, option_string)
+
+
 def add_progress_argument(parser: argparse.ArgumentParser) -> None:
-    """``--progress`` / ``--no-progress`` (default: on for exact solvers when stderr is a terminal)."""
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+    """``--progress`` / ``--no-progress`` (default: on for exact solvers when stderr is a terminal); both
+    together are refused (exit 2)."""
+    parser.add_argument("--progress", action=_OneOfBooleanAction, default=None,
                         help="a live line on stderr (stage, best, bound, gap); default: exact solvers on a terminal")
 
 

@@ -333,6 +333,8 @@ def register(subparsers: Any) -> None:
     add_cost_option(p, "flops")
     # max-batch takes only the counted cost models, which trace fake CPU tensors (`counted_sizes`)
     set_help(p, "--device", "cpu only (the counted cost models trace fake CPU tensors): leave it out or give cpu")
+    set_help(p, "--cost", "counted cost model: flops (counted MFLOP, the default) or roofline:v100|a100|h100 (ms of "
+                          "a roofline model), on fake tensors (exact sizes, nothing allocated); measured is refused")
     for flag in ("--repeats", "--timing"):  # nothing is timed: refused when given (`_refuse_timing`)
         set_help(p, flag, "refused: the counted cost models time nothing")
     p.set_defaults(func=main, repeats=None, timing=None)

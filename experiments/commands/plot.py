@@ -14,13 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memsched.solvers import registry
 from memsched.solvers.errors import InputError
-from memsched.solvers.formats import detect_problem, load_instance
 
 from ._checks import check_outputs, count
-from ._common import add_link_arguments, budget_for, load_problem
-from .simulate import read_schedule_json
+from ._common import add_link_arguments, budget_for
+from .simulate import load_for_schedule, read_schedule_json
 
 #: the lowest resolution accepted: below, the smallest text of the figure is under one pixel and
 #: the font renderer fails (dpi 5 did, "invalid ppem value")
@@ -62,7 +60,7 @@ def main(args: argparse.Namespace) -> int:
     if args.label and len(args.label) != len(args.schedules):
         raise InputError(f"{len(args.label)} labels for {len(args.schedules)} schedules", field="--label")
     raw = [(path, read_schedule_json(path)) for path in args.schedules]
-    problem, instance = _load(args.file, raw[0][1], args.bandwidth, args.latency)
+    problem, instance = load_for_schedule(args.file, raw[0][1], args.bandwidth, args.latency)
     if problem == "pipeline":  # on the machine the (first) partition records, as `memsched simulate` replays it
         from .simulate import with_partition_machine
 
@@ -102,36 +100,6 @@ def _check_drawable_partition(instance: Any, partition: Any, budget: int | None,
         if err.path is not None:
             raise
         raise InputError(err.message, path=path, field=err.field) from None
-
-
-def _load(path: str, first_schedule: Any, bandwidth: str | None, latency: float | None) -> tuple[str, Any]:
-    """(problem, instance) as `memsched simulate` reads them: an offloading schedule (or
-    ``--bandwidth``) makes a chain file an offloading instance, and a partition
-    (``memsched.partition/1``) makes it a pipeline."""
-    problem = detect_problem(path)
-    if problem == "chain" and bandwidth is None and _is_partition(first_schedule):
-        problem = "pipeline"
-        try:
-            registry.get_problem(problem)
-        except ImportError:
-            raise InputError(f"problem {problem!r} is not available in this installation", path=path) from None
-        return load_instance(path, problem)
-    solver = "vdnn" if _declared_problem(first_schedule) == "offload" else None
-    return load_problem(path, bandwidth, latency, solver)
-
-
-def _declared_problem(data: Any) -> str | None:
-    declared = data.get("problem") if isinstance(data, dict) else None
-    if isinstance(data, dict) and isinstance(data.get("schedule"), dict):
-        declared = data["schedule"].get("problem", declared)
-    return declared
-
-
-def _is_partition(data: Any) -> bool:
-    if isinstance(data, dict) and isinstance(data.get("partition"), dict):
-        data = data["partition"]
-    return isinstance(data, dict) and (str(data.get("format", "")).startswith("memsched.partition/")
-                                       or ("stages" in data and "ops" not in data and "sequence" not in data))
 
 
 def _label(path: str, data: Any) -> str:

@@ -89,11 +89,44 @@ def _machine_field(data: Any, key: str) -> str:
     return f"schedule.{key}" if isinstance(inner, dict) and key in inner else key
 
 
-def _is_partition(data: object) -> bool:
-    """True when `data` (or the schedule it holds) is a ``memsched.partition/1`` object."""
+def declared_problem(data: Any) -> str | None:
+    """The problem schedule `data` names: ``schedule.problem``, else its ``problem`` (a result object, as
+    ``memsched solve --json`` writes), else "pipeline" for a partition object (`_is_partition`: a bare
+    ``memsched.partition/1``, such as ``memsched partition --json``'s "schedule"); None when it names none."""
+    declared = data.get("problem") if isinstance(data, dict) else None
     if isinstance(data, dict) and isinstance(data.get("schedule"), dict):
-        data = data["schedule"]
-    return isinstance(data, dict) and str(data.get("format", "")).startswith("memsched.partition/")
+        declared = data["schedule"].get("problem", declared)
+    if declared is None and _is_partition(data):
+        declared = "pipeline"
+    return declared
+
+
+def load_for_schedule(path: str, data: Any, bandwidth: str | None, latency: float | None) -> tuple[str, Any]:
+    """(problem, instance) of instance file `path` as schedule `data` is replayed on it (`memsched simulate`
+    and `memsched plot`). The schedule decides first: a partition (or a pipeline file with a schedule naming
+    no problem) makes a pipeline, whatever `bandwidth` and `latency`, which then replace the values of the
+    partition's machine (`with_partition_machine`, the caller's step); otherwise `load_problem`, where a
+    bandwidth (or an offloading schedule) makes a chain file an offloading instance."""
+    declared = declared_problem(data)
+    if declared == "pipeline" or (declared is None and detect_problem(path) == "pipeline"):
+        try:
+            registry.get_problem("pipeline")
+        except ImportError:
+            raise InputError("problem 'pipeline' is not available in this installation", path=path) from None
+        problem, instance = load_problem(path, declared=declared)
+        if problem == "pipeline":
+            return problem, instance
+    return load_problem(path, bandwidth, latency, declared=declared)
+
+
+def _is_partition(data: object) -> bool:
+    """True when `data` (or the schedule it holds under ``schedule`` or ``partition``) is a partition: a
+    ``memsched.partition/1`` object, or one without a format that has ``stages`` and no operations."""
+    if isinstance(data, dict):
+        inner = data.get("schedule", data.get("partition"))
+        data = inner if isinstance(inner, dict) else data
+    return isinstance(data, dict) and (str(data.get("format", "")).startswith("memsched.partition/")
+                                       or ("stages" in data and "ops" not in data and "sequence" not in data))
 
 
 def _check_replayable(replay: Any, path: str) -> None:
@@ -111,19 +144,11 @@ def main(args: argparse.Namespace) -> int:
     2 on bad input or a broken rule or --budget. A pipeline partition is replayed on the machine it records (weight
     factor, bandwidth, latency), each replaced by the command's option when given."""
     data = read_schedule_json(args.schedule)
-    declared = data.get("problem") if isinstance(data, dict) else None
-    if isinstance(data, dict) and isinstance(data.get("schedule"), dict):
-        declared = data["schedule"].get("problem", declared)
-    if declared is None and _is_partition(data):
-        declared = "pipeline"  # a bare memsched.partition/1 object (`partition --json`'s "schedule", as plot reads)
     machine: dict[str, Any] | None = None
-    pipeline = declared == "pipeline" or (declared is None and detect_problem(args.file) == "pipeline")
-    if pipeline:
-        problem, instance = load_problem(args.file, declared=declared)
-    if not pipeline or problem != "pipeline":
+    problem, instance = load_for_schedule(args.file, data, args.bandwidth, args.latency)
+    if problem != "pipeline":
         if args.weight_factor is not None:
             raise InputError("applies to pipeline partitions", field="--weight-factor")
-        problem, instance = load_problem(args.file, args.bandwidth, args.latency, declared=declared)
     else:
         instance = with_partition_machine(instance, data, args)
         machine = {"weight_factor": instance.weight_factor, "bandwidth": instance.bandwidth,
