@@ -28,13 +28,14 @@ takes many rounds, and the exclusions again until the deadline when the restrict
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..discretize import CPSAT_COST_DIGITS, integer_costs, rounding_error
 from ..exact.cpsat_runner import check_first, check_parameters, fit_row, run_cpsat
-from ..exact.layer import exact_solver, same_or_less
+from ..exact.layer import BuildTimeout, exact_solver, same_or_less
 from ..exact.milp_runner import BackendRun
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult, gap_closed
@@ -92,37 +93,38 @@ def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: 
     n_rows = len(model.rows)  # the rows CP-SAT gets unless `cuts`
     incumbent = model.objective.value(hint_values) if hint_ok and hint_values is not None else None
     report = separate_tape_cuts(model, deadline, incumbent=incumbent) if root_lp or cuts else CutReport()
-    rows = model.rows if cuts else model.rows[:n_rows]
+    with root_bound_on_timeout(report, scope):  # a build cut short keeps the root LP's bound
+        rows = model.rows if cuts else model.rows[:n_rows]
 
-    ticks = ObjectiveTicks.of(model)
-    extra: dict[str, Any] = {"linearization_level": 2}  # the LP relaxation is what raises the bound here
-    # rows within ROW_LIMIT (CP-SAT 9.15's presolve overflow, `cpsat_runner.fit_row`): exact sizes in
-    # bytes are first rounded into a relaxation, whose plan is kept (and its proof) when it fits the
-    # real rows; else into a restriction (every plan fits; `feasible` at best, `restricted_run`)
-    cp, xs, rows_exact = _cp_model(model, rows, report, hint_values, hint_ok, deadline, ticks, up=False)
-    build_s = deadline.elapsed() - t_build
-    run = ticks.lowered(run_cpsat(cp, deadline, options, variables=xs, offset=ticks.offset, scale=ticks.scale,
-                                  hint_feasible=hint_ok, parameters=parameters, extra=extra, watched=True))
-    if not rows_exact:
-        scope += ", memory rows rounded for CP-SAT (a plan is checked at exact sizes)"
+        ticks = ObjectiveTicks.of(model)
+        extra: dict[str, Any] = {"linearization_level": 2}  # the LP relaxation is what raises the bound here
+        # rows within ROW_LIMIT (CP-SAT 9.15's presolve overflow, `cpsat_runner.fit_row`): exact sizes in
+        # bytes are first rounded into a relaxation, whose plan is kept (and its proof) when it fits the
+        # real rows; else into a restriction (every plan fits; `feasible` at best, `restricted_run`)
+        cp, xs, rows_exact = _cp_model(model, rows, report, hint_values, hint_ok, deadline, ticks, up=False)
+        build_s = deadline.elapsed() - t_build
+        run = ticks.lowered(run_cpsat(cp, deadline, options, variables=xs, offset=ticks.offset, scale=ticks.scale,
+                                      hint_feasible=hint_ok, parameters=parameters, extra=extra, watched=True))
+        if not rows_exact:
+            scope += ", memory rows rounded for CP-SAT (a plan is checked at exact sizes)"
 
-        def solve(cp_: Any, xs_: list[Any], *, relaxed: bool) -> BackendRun:
-            # the start fits the exact rows, hence the relaxation and every exclusion, not the restriction
-            return ticks.lowered(run_cpsat(cp_, deadline, options, variables=xs_, offset=ticks.offset,
-                                           scale=ticks.scale, hint_feasible=hint_ok and relaxed,
-                                           parameters=parameters, extra=extra, watched=True))
+            def solve(cp_: Any, xs_: list[Any], *, relaxed: bool) -> BackendRun:
+                # the start fits the exact rows, hence the relaxation and every exclusion, not the restriction
+                return ticks.lowered(run_cpsat(cp_, deadline, options, variables=xs_, offset=ticks.offset,
+                                               scale=ticks.scale, hint_feasible=hint_ok and relaxed,
+                                               parameters=parameters, extra=extra, watched=True))
 
-        def restriction() -> tuple[Any, list[Any]]:
-            cp_up, xs_up, _exact = _cp_model(model, rows, report, hint_values, hint_ok, deadline, ticks, up=True)
-            return cp_up, xs_up
+            def restriction() -> tuple[Any, list[Any]]:
+                cp_up, xs_up, _exact = _cp_model(model, rows, report, hint_values, hint_ok, deadline, ticks, up=True)
+                return cp_up, xs_up
 
-        run = exact_rows_cpsat(run, model, cp, xs, solve, restriction, deadline)
-    details = {**phase_details(model, build_s, source, hint_values, hint_ok), **report.as_details(),
-               "cuts_in_model": cuts, "constraints": len(rows),
-               "workers": options.workers, "integral_objective": ticks.integral, "cost_scale": ticks.scale,
-               "cost_rounding_slack": ticks.slack, "backend_status": run.backend_status}
-    return phase_answer(result, model, run, run.values, hint_values, hint_ok, dchain, M, deadline, details,
-                        lp_bound=report.lp_after)
+            run = exact_rows_cpsat(run, model, cp, xs, solve, restriction, deadline)
+        details = {**phase_details(model, build_s, source, hint_values, hint_ok), **report.as_details(),
+                   "cuts_in_model": cuts, "constraints": len(rows),
+                   "workers": options.workers, "integral_objective": ticks.integral, "cost_scale": ticks.scale,
+                   "cost_rounding_slack": ticks.slack, "backend_status": run.backend_status}
+        return phase_answer(result, model, run, run.values, hint_values, hint_ok, dchain, M, deadline, details,
+                            lp_bound=report.lp_after)
 
 
 @dataclass(frozen=True)
@@ -390,6 +392,36 @@ def phase_details(model: PhaseModel, build_s: float, source: str, hint_values: l
             "warm_start": source if hint_values is not None else "", "warm_start_fits": hint_ok}
 
 
+#: `details["bound_from"]` of an answer whose lower bound is the root LP's (`separate_tape_cuts`)
+ROOT_LP_BOUND = "root LP with tape cuts"
+
+
+def root_lp_bound(lp_value: float | None) -> float | None:
+    """The root LP's value (`CutReport.lp_after`, chain time unit) as a lower bound of the phase model's
+    optimum: less `LP_BOUND_TOLERANCE` (relative: GLOP solves a rescaled objective); None without a
+    finite LP value."""
+    if lp_value is None or not math.isfinite(lp_value):
+        return None
+    return lp_value - LP_BOUND_TOLERANCE * abs(lp_value)
+
+
+@contextmanager
+def root_bound_on_timeout(report: CutReport, scope: str) -> Iterator[None]:
+    """Around the build and run of a phase model after its root LP (`report`): a `DeadlineExceeded`
+    from the block (the model still being stated for the backend at the limit) is raised again as
+    `exact.layer.BuildTimeout` with the root LP's bound (`root_lp_bound`, as `phase_answer` reports it)
+    and `scope`, the model's scope (its sizes: exact or in N slots). Without a solved LP it passes as it is."""
+    try:
+        yield
+    except BuildTimeout:
+        raise
+    except DeadlineExceeded as exc:
+        bound = root_lp_bound(report.lp_after)
+        if bound is None:
+            raise
+        raise BuildTimeout(max(bound, 0.0), scope, ROOT_LP_BOUND, report.as_details()) from exc
+
+
 def phase_answer(result: Callable[..., SolveResult], model: PhaseModel, run: Any, values: list[float] | None,
                  hint_values: list[float] | None, hint_ok: bool, dchain: Chain, M: int, deadline: Deadline,
                  details: dict[str, Any], lp_bound: float | None = None) -> SolveResult:
@@ -418,10 +450,9 @@ def phase_answer(result: Callable[..., SolveResult], model: PhaseModel, run: Any
     bound = run.bound
     proven = run.status == OPTIMAL and source == "backend"
     details["bound_from"] = "backend" if bound is not None else ""
-    if lp_bound is not None and math.isfinite(lp_bound):
-        lp_bound -= LP_BOUND_TOLERANCE * abs(lp_bound)  # relative (GLOP solves a rescaled objective)
-        if bound is None or lp_bound > bound:
-            bound, details["bound_from"] = lp_bound, "root LP with tape cuts"
+    lp_bound = root_lp_bound(lp_bound)
+    if lp_bound is not None and (bound is None or lp_bound > bound):
+        bound, details["bound_from"] = lp_bound, ROOT_LP_BOUND
     if proven and bound is not None and not gap_closed(claimed, bound):
         proven = False  # a backend that stopped at its gap or scaled the objective: not a proof
     if bound is not None:

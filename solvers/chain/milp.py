@@ -63,6 +63,7 @@ from .cpsat import (
     phase_answer,
     phase_details,
     phase_hint,
+    root_bound_on_timeout,
     usable_fixings,
 )
 from .exact_model import PhaseModel, discretise, retry_exact_sizes
@@ -125,34 +126,35 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
     hint_values, hint_ok, source = phase_hint(model, seed, deadline, warm_start=options.warm_start)
     incumbent = model.objective.value(hint_values) if hint_ok and hint_values is not None else None
     report = separate_tape_cuts(model, deadline, incumbent=incumbent) if cuts else CutReport()
-    lm = model.to_linear(deadline)
-    for i, v in usable_fixings(report, hint_values, hint_ok).items():  # reduced-cost fixing at the root LP
-        lm.lb[i] = lm.ub[i] = v
-    build_s = deadline.elapsed() - t_build
-    if backend == "cp-sat":
-        run = _run_on_cpsat(lm, model, hint_values, hint_ok, deadline, options)
-        if rounded_rows(lm):
-            scope += ", memory rows rounded for CP-SAT (a plan is checked at exact sizes)"
-    else:
-        def solve(linear: LinearModel, name: str = backend, within: Deadline = deadline,
-                  watched: bool = True, isolated: bool = False) -> BackendRun:
-            if name == PORTFOLIO:
-                return _binary(run_portfolio(linear, within, options, hint=hint_values, hint_feasible=hint_ok,
-                                             watched=watched))
-            if isolated:  # one thread, as the portfolio's HiGHS on two workers
-                return _binary(run_isolated(linear, name, within, replace(options, workers=1), hint=hint_values,
-                                            hint_feasible=hint_ok))
-            return _binary(run_milp(linear, name, within, options, hint=hint_values, hint_feasible=hint_ok,
-                                    watched=watched))
+    with root_bound_on_timeout(report, scope):  # a build cut short keeps the root LP's bound
+        lm = model.to_linear(deadline)
+        for i, v in usable_fixings(report, hint_values, hint_ok).items():  # reduced-cost fixing at the root LP
+            lm.lb[i] = lm.ub[i] = v
+        build_s = deadline.elapsed() - t_build
+        if backend == "cp-sat":
+            run = _run_on_cpsat(lm, model, hint_values, hint_ok, deadline, options)
+            if rounded_rows(lm):
+                scope += ", memory rows rounded for CP-SAT (a plan is checked at exact sizes)"
+        else:
+            def solve(linear: LinearModel, name: str = backend, within: Deadline = deadline,
+                      watched: bool = True, isolated: bool = False) -> BackendRun:
+                if name == PORTFOLIO:
+                    return _binary(run_portfolio(linear, within, options, hint=hint_values, hint_feasible=hint_ok,
+                                                 watched=watched))
+                if isolated:  # one thread, as the portfolio's HiGHS on two workers
+                    return _binary(run_isolated(linear, name, within, replace(options, workers=1), hint=hint_values,
+                                                hint_feasible=hint_ok))
+                return _binary(run_milp(linear, name, within, options, hint=hint_values, hint_feasible=hint_ok,
+                                        watched=watched))
 
-        run = solve(lm)
-        if broken(run, model):
-            run = _exact_plan(run, lm, model, backend, solve, deadline)
-    details = {**phase_details(model, build_s, source, hint_values, hint_ok), **report.as_details(),
-               "backend_status": run.backend_status}
-    run = drop_broken(run, model)  # a backend answer that breaks the model: do not trust it
-    return phase_answer(result, model, run, run.values, hint_values, hint_ok, dchain, M, deadline, details,
-                        lp_bound=report.lp_after)
+            run = solve(lm)
+            if broken(run, model):
+                run = _exact_plan(run, lm, model, backend, solve, deadline)
+        details = {**phase_details(model, build_s, source, hint_values, hint_ok), **report.as_details(),
+                   "backend_status": run.backend_status}
+        run = drop_broken(run, model)  # a backend answer that breaks the model: do not trust it
+        return phase_answer(result, model, run, run.values, hint_values, hint_ok, dchain, M, deadline, details,
+                            lp_bound=report.lp_after)
 
 
 def _binary(run: BackendRun) -> BackendRun:

@@ -19,10 +19,13 @@
    a 189-node graph).
 3. **Model.** ``fn(instance, budget, *, options, deadline, seed, **rest)`` builds and solves;
    building calls ``deadline.check()``, and a build that runs out of time ends with status
-   ``timeout`` (keeping the seed's schedule, if any). A Ctrl-C inside `interrupt.answer_on_interrupt`
-   (the command line's and `memsched.solve`'s single solves) ends the solve with what it has: the
-   backend's incumbent and bound (`interrupt.stop_on_interrupt`), or the seed when the interrupt
-   came outside the backend; the result says ``details["interrupted"]``. Elsewhere it raises.
+   ``timeout`` (keeping the seed's schedule, if any; `build_timeout_result`). A model that had
+   already proven a lower bound (the chain's root LP with tape cuts) raises `BuildTimeout`: the
+   answer keeps that bound with the model's scope, as the finished model would report it.
+   A Ctrl-C inside `interrupt.answer_on_interrupt` (the command line's and `memsched.solve`'s
+   single solves) ends the solve with what it has: the backend's incumbent and bound
+   (`interrupt.stop_on_interrupt`), or the seed when the interrupt came outside the backend; the
+   result says ``details["interrupted"]``. Elsewhere it raises.
 4. **Referee (exact-size guard).** The model's schedule is replayed at the real budget with
    exact sizes. If a fast solver's schedule is better (or the model returned none), that
    schedule is returned as ``feasible`` and the message says so: an exact solver is never worse
@@ -180,6 +183,38 @@ def _solve_in_child(problem: str, instance: Any, name: str, budget: int, kwargs:
     return res if isinstance(res, SolveResult) else None
 
 
+#: the message of an answer whose model was still being built at the time limit
+BUILD_TIMEOUT_MESSAGE = "the time limit came while the model was being built"
+
+
+class BuildTimeout(DeadlineExceeded):
+    """`DeadlineExceeded` from a model that had proven `lower_bound` (objective unit) before its
+    build ran out of time: a bound of the optimum of `scope` (the model's own scope, as its
+    finished answer would state it: exact sizes or N slots), from `source` (e.g. "root LP with
+    tape cuts"); `details` are the model's details so far (its `SolveResult.details` entries)."""
+
+    def __init__(self, lower_bound: float, scope: str, source: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(f"time limit reached while the model was being built (bound {lower_bound:g} from {source})")
+        self.lower_bound = float(lower_bound)
+        self.scope = scope
+        self.source = source
+        self.details = dict(details or {})
+
+
+def build_timeout_result(problem: str, name: str, exc: DeadlineExceeded) -> SolveResult:
+    """The model's answer when its build ran out of time (`exc`): status ``timeout`` and no schedule
+    (the referee adds the seed's); with a `BuildTimeout`, its bound as ``lower_bound`` and its scope,
+    ``details["bound_from"]`` naming the bound's source. A plain `DeadlineExceeded` proved nothing:
+    no bound, no scope (the referee then states the seed's schedule's scope)."""
+    res = SolveResult(problem=problem, solver=name, status=TIMEOUT, message=BUILD_TIMEOUT_MESSAGE)
+    if isinstance(exc, BuildTimeout) and math.isfinite(exc.lower_bound):
+        res.lower_bound, res.scope = exc.lower_bound, exc.scope
+        res.details.update(exc.details)
+        res.details["bound_from"] = exc.source
+        res.message += f" (the lower bound is the {exc.source})"
+    return res
+
+
 def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: float = DEFAULT_TIME_LIMIT,
                  workers: int = 1, slots: int = 500, least: Callable[[Any], float] | None = None
                  ) -> Callable[[Callable[..., SolveResult]], Callable[..., SolveResult]]:
@@ -204,9 +239,8 @@ def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: fl
             report(f"{name}: model", best=None if seed is None else seed.objective)
             try:
                 res = fn(instance, int(budget), options=options, deadline=deadline, seed=seed, **rest)
-            except DeadlineExceeded:
-                res = SolveResult(problem=problem, solver=name, status=TIMEOUT,
-                                  message="the time limit came while the model was being built")
+            except DeadlineExceeded as exc:
+                res = build_timeout_result(problem, name, exc)
             except KeyboardInterrupt:  # outside a backend (building, root LP): answer with the seed if asked to
                 if not answering():
                     raise
