@@ -29,9 +29,14 @@ by bisection: this assumes that a size that fits implies that every smaller one 
 With ``--vary image-size`` the sides the network refuses (too small for it) are skipped
 (`search_accepted`): the search goes on from the next side tried; none accepted up to --limit is
 bad input naming ``--vary image-size``, the sides tried and --step.
-Exit 0 with the largest size, 1 when even the smallest does not fit, 2 on bad input (a solver that
-refuses the instance's structure, ``details["not_applicable"]``, too: no size would fit, and its
-message says why).
+A probe whose solve ended in ``timeout`` (no schedule before --time-limit: not proven
+infeasible) does not fit either: when a size above the answer timed out, the answer is only a lower
+bound, and its line says so (``largest batch: 6 (at least; batch 7 timed out; ...)``, JSON
+``timed_out``: the sizes above the answer that timed out).
+Exit 0 with the largest size, 1 when even the smallest does not fit (``infeasible: ...``) or its
+solve timed out without a schedule (``timeout: ...``: not proven infeasible, a larger --time-limit
+may find one), 2 on bad input (a solver that refuses the instance's structure,
+``details["not_applicable"]``, too: no size would fit, and its message says why).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from memsched.solvers.errors import InputError, first_line
+from memsched.solvers.result import TIMEOUT
 
 from ._checks import MAX_BATCH, count, seconds
 from ._common import set_help
@@ -341,8 +347,9 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Search the largest batch (or image side) whose schedule fits in --memory bytes with the weights; exit 0, 1 if
-    none fits, 2 bad input."""
+    """Search the largest batch (or image side) whose schedule fits in --memory bytes with the weights; exit 0
+    (a lower bound when a larger size timed out), 1 if none fits (infeasible, or the smallest size's solve timed out
+    without a schedule), 2 bad input."""
     _import_models()
     from memsched.models.costs import parse_cost
     from memsched.solvers.units import format_bytes, parse_size
@@ -423,6 +430,7 @@ def main(args: argparse.Namespace) -> int:
     best_size = best if vary_batch else best * args.step
     chosen = next((p for p in probes if p.size == best_size), None)
     note = _note(args.model, args.problem, args.vary, chosen, methods.get(best_size))
+    timed_out = _timed_out(probes, best_size)
     if args.json:
         json.dump(
             {
@@ -438,28 +446,48 @@ def main(args: argparse.Namespace) -> int:
                 "largest": best_size or None,
                 "result": asdict(chosen) if chosen else None,
                 "probes": [asdict(p) for p in probes],
+                "timed_out": timed_out,
                 "note": note,
             },
             sys.stdout,
         )
         print()
     if not best:
-        print(
-            f"memsched max-batch: infeasible: {args.model} does not train within {format_bytes(memory)} even at "
-            f"{args.vary} {smallest if vary_batch else smallest * args.step}"
-            f"{'' if smallest == 1 else ' (the smallest side it runs at)'}",
-            file=sys.stderr,
-        )
+        first = smallest if vary_batch else smallest * args.step
+        where = f"{args.vary} {first}{'' if smallest == 1 else ' (the smallest side it runs at)'}"
+        if first in timed_out:  # no schedule before the limit: not proven infeasible
+            limit_text = f"--time-limit {args.time_limit:g} s" if args.time_limit is not None else "its search stopped"
+            print(f"memsched max-batch: timeout: {args.solver} found no schedule for {args.model} within "
+                  f"{format_bytes(memory)} at {where} before {limit_text} (not proven infeasible: a larger "
+                  "--time-limit may find one)", file=sys.stderr)
+        else:
+            print(f"memsched max-batch: infeasible: {args.model} does not train within {format_bytes(memory)} even "
+                  f"at {where}", file=sys.stderr)
         return 1
     if not args.json and chosen is not None:
         state = format_bytes(args.state_factor * chosen.parameter_bytes)
+        bound = f"at least; {_sizes_text(args.vary, timed_out)} timed out; " if timed_out else ""
         print(
-            f"largest {args.vary}: {best_size} (overhead x{chosen.overhead:.3f}, peak "
+            f"largest {args.vary}: {best_size} ({bound}overhead x{chosen.overhead:.3f}, peak "
             f"{format_bytes(chosen.peak_memory or 0)} of activations + {state} of weights and gradients)"
         )
         if note:
             print(f"note: {note}")
     return 0
+
+
+def _timed_out(probes: list[Probe], best_size: int) -> list[int]:
+    """The sizes above the answer `best_size` (0: none fits) whose solve ended in ``timeout`` (no
+    schedule before the time limit, not proven infeasible), ascending: when there are any, the
+    answer is only a lower bound (a larger --time-limit may fit a larger size)."""
+    return sorted({p.size for p in probes if p.status == TIMEOUT and p.size > best_size})
+
+
+def _sizes_text(vary: str, sizes: list[int]) -> str:
+    """``batch 7`` or ``batches 7, 8`` (``image size 256`` or ``image sizes 256, 288``): `sizes`, non-empty."""
+    noun = "batch" if vary == "batch" else "image size"
+    plural = ("batches" if vary == "batch" else "image sizes") if len(sizes) > 1 else noun
+    return f"{plural} {', '.join(str(k) for k in sizes)}"
 
 
 def _note(model: str, problem: str, vary: str, chosen: Probe | None,
