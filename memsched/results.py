@@ -26,6 +26,12 @@ from memsched.solvers.units import MEMORY_UNIT_BYTES, memory_unit
 #: Columns of `Result.row` (and of the facade's sweep rows), in table order.
 ROW_COLUMNS = ("instance", "problem", "solver", "status", "objective", "objective_name", "peak_memory", "budget",
                "lower_bound", "gap", "min_budget", "solve_time_s", "scope", "message")
+#: Columns that hold numbers (or nothing) by definition: those of `ROW_COLUMNS`, `Comparison`'s ratio and the sweeps'
+#: (the facade's and the sweep engine's). `to_pandas` reads them as floats when a value is missing (NaN, never an
+#: object column of None); a column of text in them (rows read back from a table) is left as it is.
+_NUMBER_COLUMNS = ("objective", "peak_memory", "budget", "lower_bound", "gap", "min_budget", "solve_time_s",
+                  "ratio_to_best", "reference_peak", "budget_fraction", "baseline_objective", "overhead", "devices",
+                  "measured_peak", "measured_time_ms")
 
 
 def _gb(n: float | None) -> str:
@@ -214,7 +220,7 @@ class Result:
         """A one-row DataFrame of `row`."""
         import pandas as pd
 
-        return pd.DataFrame([self.row()], columns=list(ROW_COLUMNS))
+        return _numbers_read_as_float(pd.DataFrame([self.row()], columns=list(ROW_COLUMNS)))
 
     def to_json(self) -> dict[str, Any]:
         """The ``memsched solve --json`` object. For a pipeline, its ``schedule`` is the partition
@@ -375,7 +381,7 @@ class Comparison:
         frame = pd.DataFrame([r.row() for r in self.results], columns=list(ROW_COLUMNS))
         best = self.best
         frame["ratio_to_best"] = frame["objective"] / best.objective if best and best.objective else None
-        return frame
+        return _numbers_read_as_float(frame)
 
     def plot(self, *, title: str | None = None, figsize: tuple[float, float] | None = None, **unknown: Any) -> Any:
         """The found schedules stacked on the same time and memory scales (`title`, `figsize` as
@@ -432,10 +438,11 @@ class SweepResult:
         return len(self.rows)
 
     def to_pandas(self) -> Any:
-        """The sweep's rows as a pandas DataFrame."""
+        """The sweep's rows as a pandas DataFrame; its `_NUMBER_COLUMNS` as floats where a value is missing (NaN:
+        a run that found no schedule, a solver with no lower bound)."""
         import pandas as pd
 
-        return pd.DataFrame(self.rows)
+        return _numbers_read_as_float(pd.DataFrame(self.rows))
 
     def pivot(self, values: str = "objective") -> Any:
         """`values` (a column of the rows) per (instance, budget) and solver, in grid order; a
@@ -457,11 +464,12 @@ class SweepResult:
 
     def plot(self, *, y: str | None = None, title: str | None = None,
              figsize: tuple[float, float] | None = None, **unknown: Any) -> Any:
-        """`y` (default: overhead in % when the rows have it, else the objective) versus the
-        budget as a percentage of the reference peak, one line per solver, one panel per
-        instance. A line holds only the budgets where its solver found a schedule (the row has an objective)
-        and the row has a value of `y`, whatever `y` is: a solve time or a lower bound of a run that found no
-        schedule (infeasible, a time limit without a schedule, unsupported) is not drawn (it is in `to_pandas`).
+        """`y` (default: overhead in % when the rows have it, else the objective; rows made by hand with neither
+        column need a `y`, an `InputError` otherwise) versus the budget as a percentage of the reference peak,
+        one line per solver, one panel per instance. A line holds only the budgets where its solver found a
+        schedule (the row has an objective) and the row has a value of `y`, whatever `y` is: a solve time or a
+        lower bound of a run that found no schedule (infeasible, a time limit without a schedule, unsupported)
+        is not drawn (it is in `to_pandas`).
         Each series (`_series_labels`: a sweep file's ``solver_label``, else the solver's name, followed by
         the model its ``optimal`` rows are optimal in when their ``scope`` names one, as in the command-line
         figures: "cpsat (phase model)", "rotor (persistent)")
@@ -483,8 +491,12 @@ class SweepResult:
             raise InputError("no solver found a schedule: nothing to draw")
         if y is not None:
             self._need_column(frame, y, "y")
-        if y is None:
-            y = "overhead" if "overhead" in frame and frame["overhead"].notna().any() else "objective"
+        else:
+            y = _default_y(frame)
+        if y is None:  # rows made by hand, without either column: no default to draw
+            columns = ", ".join(str(c) for c in frame.columns)
+            raise InputError(f"the rows have no overhead or objective column: name the column to draw (columns: "
+                             f"{columns})"[:400], field="y")
         x = "budget_fraction" if "budget_fraction" in frame and frame["budget_fraction"].notna().any() else "budget"
         frame[_SERIES] = _series_labels(frame)
         styles = _series_styles(frame[_SERIES])
@@ -528,18 +540,38 @@ class SweepResult:
             raise InputError(f"no column {name!r} in the rows (columns: {columns})"[:400], field=field)
 
     def _repr_html_(self) -> str:
+        """The overhead (else the objective) per budget and solver, and `plot`'s figure when a schedule was
+        found; rows that have neither column, or not the grid's (instance, budget, solver), are shown as the
+        plain table of their columns, without a figure (`plot` then needs a `y`): this never raises."""
         if not self.rows:  # a grid of no cell (every one filtered out): nothing to tabulate or draw
             return "<div><p>0 runs</p></div>"
         frame = self.to_pandas()
-        values = "overhead" if "overhead" in frame and frame["overhead"].notna().any() else "objective"
+        values = _default_y(frame)
+        if values is None or not _is_grid(frame):
+            out = f"<p>{len(self.rows)} runs</p>"
+            return f"<div>{out}{frame.to_html(index=False, float_format=lambda v: f'{v:.4g}', na_rep='–')}</div>"
         out = f"<p>{len(self.rows)} runs; {values} per budget and solver</p>"
         out += self.pivot(values).to_html(float_format=lambda v: f"{v:.4g}", na_rep="–")
-        if frame["objective"].notna().any():
+        if "objective" not in frame or frame["objective"].notna().any():
             out += _figure_or_note(self.plot)
         return f"<div>{out}</div>"
 
     def __repr__(self) -> str:
         return f"<SweepResult {self.source}: {len(self.rows)} rows>"
+
+
+def _default_y(frame: Any) -> str | None:
+    """The column a sweep's figure and rich display show by default: ``overhead`` when some row has one,
+    else ``objective`` when the rows have that column, else None (rows made by hand: nothing to choose)."""
+    if "overhead" in frame and frame["overhead"].notna().any():
+        return "overhead"
+    return "objective" if "objective" in frame else None
+
+
+def _is_grid(frame: Any) -> bool:
+    """The rows of `frame` name the cells of a grid (an instance, a budget, a solver), as `SweepResult.pivot`
+    and `plot` index them."""
+    return "instance" in frame and "budget" in frame and ("solver_label" in frame or "solver" in frame)
 
 
 #: the column `SweepResult.plot` adds to its frame for the series label of each row
@@ -610,6 +642,15 @@ def _numbers_as_float(column: Any) -> Any:
     if all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in present):
         return column.astype(float)
     return column
+
+
+def _numbers_read_as_float(frame: Any) -> Any:
+    """`frame` with each of its `_NUMBER_COLUMNS` as `_numbers_as_float` reads it (a missing value NaN, never None);
+    other columns (text: status, scope, message) as they are."""
+    for column in _NUMBER_COLUMNS:
+        if column in frame:
+            frame[column] = _numbers_as_float(frame[column])
+    return frame
 
 
 def _scaled(column: Any, scale: float) -> Any:
@@ -694,6 +735,16 @@ def _bars_two_units(ax: Any, predicted: float | None, unit: str, measured_ms: fl
     twin.tick_params(axis="y", labelcolor=_MEASURED)
 
 
+#: the keys of a run's ``predicted`` and ``measured`` blocks (`models.measure.measured_vs_predicted`, with
+#: the solver's ``model_peak_memory``): the flat columns of `RunResult.row`, None in a run that found no schedule;
+#: an offloading run also predicts the replay's `_OFFLOAD_PREDICTED` (`models.run`); `_RUN_TEXT_COLUMNS` hold text
+_RUN_BLOCKS = {"predicted": ("makespan", "peak_memory", "tracker_peak_memory", "model_peak_memory"),
+               "measured": ("time", "time_min", "time_max", "time_runs", "peak_memory", "independent_peak",
+                            "independent_method")}
+_OFFLOAD_PREDICTED = ("host_peak", "sequential_peak", "tracker_sequential_peak", "sequential_makespan")
+_RUN_TEXT_COLUMNS = ("measured_independent_method",)
+
+
 class RunResult:
     """A schedule executed for real (`memsched.run`): the dictionary ``memsched run --json``
     prints (model, budget, solver, status, predicted {makespan, peak_memory}, measured {time,
@@ -712,20 +763,34 @@ class RunResult:
             raise AttributeError(key) from None
 
     def row(self) -> dict[str, Any]:
-        """Flat: predicted_* and measured_* columns beside the scalars."""
+        """Flat: predicted_* and measured_* columns beside the scalars (other nested fields left out). A run
+        that found no schedule (``predicted`` / ``measured`` None: infeasible, timeout) has the same
+        predicted_* and measured_* columns as one that did (`_RUN_BLOCKS`), each None, so that the rows of
+        both make one table."""
         out: dict[str, Any] = {}
         for k, v in self.data.items():
-            if isinstance(v, dict) and k in ("predicted", "measured"):
-                out.update({f"{k}_{kk}": vv for kk, vv in v.items()})
+            if k in _RUN_BLOCKS and (isinstance(v, dict) or v is None):
+                block = v if isinstance(v, dict) else dict.fromkeys(self._block_keys(k))
+                out.update({f"{k}_{kk}": vv for kk, vv in block.items()})
             elif not isinstance(v, (dict, list)):
                 out[k] = v
         return out
 
+    def _block_keys(self, block: str) -> tuple[str, ...]:
+        """The keys a found run of this problem has in its `block` ("predicted" or "measured")."""
+        extra = _OFFLOAD_PREDICTED if block == "predicted" and self.data.get("problem") == "offload" else ()
+        return _RUN_BLOCKS[block] + extra
+
     def to_pandas(self) -> Any:
-        """This run as a one-row pandas DataFrame (measured and predicted memory and time)."""
+        """This run as a one-row pandas DataFrame of `row` (measured and predicted memory and time); a
+        predicted_* or measured_* number that the run lacks is NaN (never an object column of None)."""
         import pandas as pd
 
-        return pd.DataFrame([self.row()])
+        frame = pd.DataFrame([self.row()])
+        for column in frame.columns:
+            if column.startswith(("predicted_", "measured_")) and column not in _RUN_TEXT_COLUMNS:
+                frame[column] = _numbers_as_float(frame[column])
+        return frame
 
     def plot(self, *, title: str | None = None, figsize: tuple[float, float] = (7.0, 3.0), **unknown: Any) -> Any:
         """Predicted (simulator) beside measured: step time and peak memory (`title`, `figsize` as
@@ -791,7 +856,15 @@ class RunResult:
         return str(unit) if unit else "ms"
 
     def _repr_html_(self) -> str:
-        out = _table([(k, _num(v) if isinstance(v, float) else str(v)) for k, v in self.row().items()])
+        missing = [k for k in _RUN_BLOCKS if k in self.data and self.data[k] is None]
+        pairs: dict[str, str] = {}
+        for k, v in self.row().items():
+            block = next((b for b in missing if k.startswith(f"{b}_")), None)
+            if block is not None:  # a block the run lacks is one line "–", not one line of None per key
+                pairs.setdefault(block, "–")
+            else:
+                pairs[k] = _num(v) if isinstance(v, float) else str(v)
+        out = _table(list(pairs.items()))
         if self.data.get("predicted") and self.data.get("measured"):
             out += _figure_or_note(self.plot)
         return f"<div>{out}</div>"
