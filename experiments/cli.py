@@ -110,20 +110,43 @@ AS_INTERRUPT = "memsched_as_interrupt"
 
 class _Interrupts:
     """The handlers `terminate_as_interrupt` installs: each raises `KeyboardInterrupt`, as SIGINT's
-    default handler does, and notes that an interrupt came (`seen`)."""
+    default handler does, and notes that an interrupt came (`seen`); inside `interrupts_deferred`
+    (`deferred` > 0) it only notes it (`pending`), and the block raises it when it ends."""
 
     def __init__(self) -> None:
         self.seen = False
+        self.deferred = 0  # `interrupts_deferred` blocks open on these handlers
+        self.pending = False  # an interrupt came while `deferred`: not raised yet
         self.owner = os.getpid()  # the process the handlers are for (not a child forked inside)
         self.replaced: dict[int, Any] = {}  # the handlers they replaced, by signal
 
     def on_signal(self, signum: int, frame: Any) -> None:
         self.seen = True
+        if self.deferred:
+            self.pending = True
+            return
+        self.pending = False  # raised now: a deferred block ending after this one raises nothing more
         raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def deferring(self) -> Iterator[None]:
+        """`on_signal` only notes the interrupts that come inside; the outermost block raises
+        `KeyboardInterrupt` on leaving if one came (chained to the exception leaving it, if any)."""
+        self.deferred += 1
+        try:
+            yield
+        finally:
+            self.deferred -= 1
+            if not self.deferred and self.pending:
+                self.pending = False
+                raise KeyboardInterrupt
 
 
 #: the `_Interrupts` of the `terminate_as_interrupt` block now open (None: none)
 _OPEN: list[_Interrupts | None] = [None]
+
+#: attribute of a `_handler`: the `_Interrupts` it calls
+_NOTES = "memsched_interrupts"
 
 
 def _handler(interrupts: _Interrupts, *, terminate: bool) -> Any:
@@ -131,6 +154,7 @@ def _handler(interrupts: _Interrupts, *, terminate: bool) -> Any:
     def handler(signum: int, frame: Any) -> None:
         interrupts.on_signal(signum, frame)
 
+    setattr(handler, _NOTES, interrupts)
     if terminate:
         setattr(handler, AS_INTERRUPT, True)
     return handler
@@ -168,6 +192,50 @@ def terminate_as_interrupt() -> Iterator[Callable[[], bool]]:
         _OPEN[0] = outer
         for sig, handler in old.items():
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Inside, an interrupt (Ctrl-C; SIGTERM and SIGHUP inside `terminate_as_interrupt`) is noted, not
+    raised; leaving the block raises the `KeyboardInterrupt` it would have been, in Python code, also when
+    an exception leaves it (chained to it). For imports of native code (``import torch``): a
+    `KeyboardInterrupt` raised in the Python code that a C++ extension's initialisation runs became an
+    `ImportError`, was swallowed (the command ran on to exit 0), or went through C++ that cannot pass it
+    on, which aborted the process (pybind11's ``error_already_set``, exit 134). Outside
+    `terminate_as_interrupt`, SIGINT's Python handler (``signal.default_int_handler`` or another) is held
+    back and called on leaving if SIGINT came; an ignored or default (``SIG_DFL``) SIGINT stays as it is.
+    Blocks nest; no-op outside the main thread."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    interrupts = _OPEN[0] if _OPEN[0] is not None and _OPEN[0].owner == os.getpid() else None
+    with contextlib.ExitStack() as stack:
+        if interrupts is not None:
+            stack.enter_context(interrupts.deferring())
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler) and (interrupts is None or getattr(handler, _NOTES, None) is not interrupts):
+            stack.enter_context(_held(signal.SIGINT))  # SIGINT is not `interrupts`'s: hold its own handler
+        yield
+
+
+@contextlib.contextmanager
+def _held(sig: int) -> Iterator[None]:
+    """Inside, `sig` is only noted; on leaving, its previous handler is back and is called if it came.
+    One handler swapped each way, so that no signal finds a half-restored state."""
+    came: list[int] = []
+
+    def note(signum: int, frame: Any) -> None:
+        came.append(signum)
+
+    old = signal.signal(sig, note)
+    try:
+        yield
+    finally:
+        signal.signal(sig, old)
+        if came and callable(old):
+            old(sig, None)
 
 
 def _reset_in_child() -> None:
@@ -229,7 +297,8 @@ def _command_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.Argu
 def _run(argv: list[str], command: str | None, interrupted: Callable[[], bool]) -> int:
     """`main` inside `terminate_as_interrupt`; a `KeyboardInterrupt` goes up to `main`, as does an
     error that came with an interrupt (`interrupted`: an import it broke, that of the command's
-    module included, numpy's C extension raising `ImportError` when a Ctrl-C stops it)."""
+    module included, numpy's C extension raising `ImportError` when a Ctrl-C stops it), and an interrupt
+    that the command returned from without answering it (swallowed on the way: not exit 130)."""
     try:
         parser = build_parser(command, lazy=True)  # imports the command's module (numpy, ortools, ...)
         args = _parse(parser, argv)
@@ -244,7 +313,7 @@ def _run(argv: list[str], command: str | None, interrupted: Callable[[], bool]) 
               file=sys.stderr)
         return 2
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
     except BrokenPipeError:
         return 0
     except Exception as err:
@@ -258,6 +327,9 @@ def _run(argv: list[str], command: str | None, interrupted: Callable[[], bool]) 
         print(f"memsched {args.command}: internal error: {type(err).__name__}: {err} "
               "(set MEMSCHED_DEBUG=1 for the traceback)", file=sys.stderr)
         return 3
+    if interrupted() and code != 130:  # swallowed on the way (an import's C++ code): it still stops the command
+        raise KeyboardInterrupt
+    return code  # 130: the command answered the interrupt itself (its answer and its line are printed)
 
 
 if __name__ == "__main__":

@@ -190,8 +190,14 @@ def fits_in_memory() -> Iterator[None]:
 
 
 def _import_models() -> None:
+    """Import torch (seconds), or bad input where it is not installed. A Ctrl-C (SIGTERM, SIGHUP) meanwhile
+    is raised once the import is done (`cli.interrupts_deferred`): raised inside torch's C++ initialisation,
+    it was swallowed (the command ran on) or aborted the process (exit 134) instead of exit 130."""
+    from memsched.experiments.cli import interrupts_deferred
+
     try:
-        import torch  # noqa: F401
+        with interrupts_deferred():
+            import torch  # noqa: F401
     except ImportError:
         raise InputError("this command needs PyTorch (pip install torch)") from None
 
