@@ -247,8 +247,11 @@ def pinned_threads(threads: int) -> Iterator[None]:
     processes, `cell._execute`), so that a network is profiled as its cells run; on exit the
     caller's count is put back (``memsched.sweep`` in a notebook keeps its own threads). No-op
     without PyTorch."""
+    from memsched.experiments.cli import interrupts_deferred
+
     try:
-        import torch
+        with interrupts_deferred():  # a Ctrl-C inside torch's native import is raised after it
+            import torch
     except ImportError:
         torch = None
     if torch is None:
