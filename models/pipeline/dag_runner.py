@@ -11,7 +11,10 @@
   boundary before it and sends every tensor crossing the boundary after it (tensors passing
   through the stage included), in producer order, as a tuple; ``Schedule1F1B`` or
   ``ScheduleGPipe`` steps it with an MSE loss. What it cannot run is refused before any process
-  is spawned (`InputError`, the chain runner's `runner.check_runnable` and `check_spec`).
+  is spawned (`InputError`, the chain runner's `runner.check_runnable` and `check_spec`). The
+  ranks are started and stopped by `distributed.run_ranks`: they ignore SIGINT and SIGHUP and die
+  with the caller; while they run, SIGTERM and SIGHUP raise `KeyboardInterrupt` in the caller as
+  Ctrl-C does (unless ignored), after the ranks are killed.
 - Only layer 0 may read the network's input (-1): the pipeline model has the input as layer 0's
   input only (no cut carries it and the DAG solver's lattice does not see it), so a spec with a
   later reader of -1 is refused (`check_spec`) by `profile_dag` and `run_dag_partition` rather

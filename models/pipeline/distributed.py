@@ -3,6 +3,16 @@
 group and timed ``torch.distributed.pipelining`` steps, the saved-activation meter, and the gradient
 check against a one-process reference.
 
+Stopping a run (`run_ranks`): the parent alone handles a stop. While the ranks run, SIGTERM and
+SIGHUP act as Ctrl-C in it (`experiments.cli.terminate_as_interrupt`; a signal the caller ignores,
+``nohup``'s SIGHUP, stays ignored), so that ``kill`` or ``timeout`` stops a run as Ctrl-C does:
+the ranks are killed and `KeyboardInterrupt` is raised to the caller (the command line prints one
+line and exits 130). A rank ignores SIGINT and SIGHUP (a Ctrl-C in a terminal reaches the whole
+process group; the parent stops the ranks) and dies with its parent (`die_with_parent`), so that
+even a ``kill -9`` of the parent leaves no rank running, orphaned. A rank starts with those
+signals blocked (`signals_held_during_fork` around the start) until `_rank_main` has set them, so
+that one arriving while it imports torch is not a traceback.
+
 Units: times in seconds, sizes in bytes.
 """
 
@@ -11,6 +21,7 @@ from __future__ import annotations
 import importlib
 import os
 import queue as queue_module
+import signal
 import socket
 import sys
 import time
@@ -21,7 +32,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from memsched.solvers.processes import callers_main_hidden
+from memsched.experiments.cli import terminate_as_interrupt
+from memsched.solvers.exact.interrupt import die_with_parent
+from memsched.solvers.processes import callers_main_hidden, signals_held_during_fork
 
 
 class SavedTensorMeter:
@@ -146,36 +159,109 @@ def importable(worker: Worker) -> Worker:
     return getattr(importlib.import_module(spec.name), worker.__qualname__)
 
 
+#: seconds between the parent's checks, while it waits for the ranks' answers, that every rank still runs
+POLL_S = 0.5
+#: seconds a finished run waits for a rank to exit before killing it
+JOIN_S = 10.0
+
+
+def _stop_signals() -> list[int]:
+    """SIGINT, SIGTERM and SIGHUP (where the system has them), less those the caller ignores
+    (``SIG_IGN`` stays: `terminate_as_interrupt` keeps them ignored, and a rank inherits that)."""
+    wanted = [getattr(signal, name, None) for name in ("SIGINT", "SIGTERM", "SIGHUP")]
+    return [sig for sig in wanted if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN]
+
+
+def _rank_main(worker: Worker, rank: int, cfg: dict[str, Any], queue: Any) -> None:
+    """A rank's process body: die with the parent, ignore SIGINT and SIGHUP (the parent handles
+    a stop and kills the ranks), take SIGTERM at its default, unblock the signals held since the
+    start (a Ctrl-C that came meanwhile is dropped), then run ``worker(rank, cfg, queue)``."""
+    parent = mp.parent_process()
+    die_with_parent(None if parent is None else parent.pid)
+    for name, handler in (("SIGINT", signal.SIG_IGN), ("SIGHUP", signal.SIG_IGN), ("SIGTERM", signal.SIG_DFL)):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            signal.signal(sig, handler)
+    if hasattr(signal, "pthread_sigmask"):
+        held = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)]
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+    worker(rank, cfg, queue)
+
+
+def _start(procs: list[Any]) -> None:
+    """Start `procs` with the stop signals held (`signals_held_during_fork`): each starts with them
+    blocked (a mask survives fork and exec) until `_rank_main` sets them; one that arrives here is
+    raised once every process is started (and so known to `_stop`)."""
+    if hasattr(signal, "pthread_sigmask"):
+        from multiprocessing import resource_tracker
+
+        # the tracker unblocks SIGINT and SIGTERM after it starts (ResourceTracker.ensure_running):
+        # start it before they are held
+        resource_tracker.ensure_running()
+    with callers_main_hidden(), signals_held_during_fork(_stop_signals()):  # the caller's script is not run again
+        for p in procs:
+            p.start()
+
+
+def _collect(procs: list[Any], queue: Any, world: int, timeout_s: float) -> dict[int, dict[str, Any]]:
+    """The ``(rank, payload)`` answers of the `world` ranks; RuntimeError for a payload with
+    ``"error"`` or a rank that exited without answering (killed, a crash in native code),
+    TimeoutError when `timeout_s` seconds pass first."""
+    results: dict[int, dict[str, Any]] = {}
+    deadline = time.time() + timeout_s
+    while len(results) < world:
+        left = deadline - time.time()
+        if left <= 0:
+            raise TimeoutError(f"pipeline run did not finish within {timeout_s} s")
+        try:
+            rank, payload = queue.get(timeout=min(left, POLL_S))
+        except queue_module.Empty:
+            gone = [r for r, p in enumerate(procs) if r not in results and p.exitcode is not None]
+            if not gone:
+                continue
+            try:  # an answer sent just before its rank exited is in the pipe by now
+                rank, payload = queue.get(timeout=POLL_S)
+            except queue_module.Empty:
+                raise RuntimeError(f"rank {gone[0]} exited with code {procs[gone[0]].exitcode} without "
+                                   f"answering") from None
+        if "error" in payload:
+            raise RuntimeError(f"rank {rank}: {payload['error']}")
+        results[rank] = payload
+    return results
+
+
+def _stop(procs: list[Any], finished: bool) -> None:
+    """Join `procs` (those started): after a `finished` run each gets `JOIN_S` seconds to exit
+    before it is killed; otherwise (an error, a timeout, an interrupt) all are killed at once."""
+    for p in procs:
+        if p.pid is None:  # never started
+            continue
+        if finished:
+            p.join(timeout=JOIN_S)
+        if p.is_alive():
+            p.kill()
+        p.join()
+
+
 def run_ranks(worker: Worker, cfg: dict[str, Any], timeout_s: float) -> dict[int, dict[str, Any]]:
     """Spawn ``worker(rank, cfg, queue)`` for every rank of ``cfg["world"]`` and collect the
-    ``(rank, payload)`` each puts on the queue; a payload with ``"error"`` raises RuntimeError,
-    no answer within `timeout_s` seconds TimeoutError. The processes are joined (or terminated)."""
+    ``(rank, payload)`` each puts on the queue; a payload with ``"error"`` or a rank that exits
+    without one raises RuntimeError, no answer within `timeout_s` seconds TimeoutError. While the
+    ranks run, SIGTERM and SIGHUP raise `KeyboardInterrupt` as Ctrl-C does (module docstring).
+    Every process is joined before this returns or raises: after an error, a timeout or an
+    interrupt the ranks are killed at once."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     target = importable(worker)
-    procs = [ctx.Process(target=target, args=(r, cfg, queue), daemon=True) for r in range(cfg["world"])]
-    with callers_main_hidden():  # the caller's script is not run again in each rank
-        for p in procs:
-            p.start()
-    results: dict[int, dict[str, Any]] = {}
-    deadline = time.time() + timeout_s
-    try:
-        while len(results) < cfg["world"]:
-            left = deadline - time.time()
-            if left <= 0:
-                raise TimeoutError(f"pipeline run did not finish within {timeout_s} s")
-            try:
-                rank, payload = queue.get(timeout=left)
-            except queue_module.Empty:
-                raise TimeoutError(f"pipeline run did not finish within {timeout_s} s") from None
-            if "error" in payload:
-                raise RuntimeError(f"rank {rank}: {payload['error']}")
-            results[rank] = payload
-    finally:
-        for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.terminate()
+    procs = [ctx.Process(target=_rank_main, args=(target, r, cfg, queue), daemon=True) for r in range(cfg["world"])]
+    finished = False
+    with terminate_as_interrupt():
+        try:
+            _start(procs)
+            results = _collect(procs, queue, cfg["world"], timeout_s)
+            finished = True
+        finally:
+            _stop(procs, finished)
     return results
 
 

@@ -18,11 +18,14 @@ the model of `solvers.pipeline` (docs/pipeline.md).
   dominated by the interpreter); on CUDA ``torch.cuda.max_memory_allocated`` is reported too.
 
 Command line: ``python -m memsched.models.pipeline.runner --devices 2 --layers 8 --width 256``.
+Ctrl-C, SIGTERM and SIGHUP (unless ignored) stop it at any moment after it starts: the ranks are
+killed (`distributed.run_ranks`), one line is printed and it exits 130.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import math
@@ -33,8 +36,11 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from memsched.experiments.cli import terminate_as_interrupt
+from memsched.experiments.commands._checks import MAX_DP_STEPS, dp_steps, work_limit
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
+from memsched.solvers.exact.memory import USABLE_SHARE, available_bytes
 from memsched.solvers.pipeline import Partition, Pipeline, simulate_batch
 from torch import nn
 
@@ -48,6 +54,17 @@ def make_mlp(layers: int = 8, width: int = 256, in_dim: int = 64, out_dim: int =
     torch.manual_seed(seed)
     dims = [in_dim] + [width] * (layers - 1) + [out_dim]
     return nn.Sequential(*[nn.Sequential(nn.ReLU(), nn.Linear(dims[k], dims[k + 1])) for k in range(layers)])
+
+
+def mlp_dims(layers: int, width: int, in_dim: int = 64, out_dim: int = 16) -> list[int]:
+    """The feature sizes of `make_mlp`'s network: its input, then each block's output."""
+    return [in_dim] + [width] * (layers - 1) + [out_dim]
+
+
+def mlp_parameters(layers: int, width: int, in_dim: int = 64, out_dim: int = 16) -> int:
+    """The parameters (weights and biases) of `make_mlp`'s network: sum over blocks of d_k d_(k+1) + d_(k+1)."""
+    dims = mlp_dims(layers, width, in_dim, out_dim)
+    return sum(dims[k] * dims[k + 1] + dims[k + 1] for k in range(layers))
 
 
 def _bytes(t: torch.Tensor) -> int:
@@ -299,7 +316,9 @@ MAX_ARGUMENT = 10**6
 def check_arguments(args: argparse.Namespace) -> None:
     """`InputError` naming the option for arguments the run cannot use (checked before profiling,
     solving or spawning): every count in 1..`MAX_ARGUMENT`, --batch a multiple of
-    --micro-batches, --memory > 0 bytes, a --solver of the pipeline registry, under 1F1B at
+    --micro-batches, --memory > 0 bytes, a --solver of the pipeline registry, --layers within the
+    pipeline DPs' work limit on --devices (`_check_work`), a run whose network and activations fit in the
+    memory available (`_check_memory`), under 1F1B at
     least as many micro-batches as devices (torch's ``Schedule1F1B`` needs one per stage, and
     the partition may use every device), and --device cuda only with CUDA and at least
     --devices GPUs (rank k runs on GPU k; the partition may use every device)."""
@@ -318,8 +337,47 @@ def check_arguments(args: argparse.Namespace) -> None:
                          f"{args.devices} devices: give --micro-batches >= {args.devices} (or --schedule gpipe)",
                          field="--micro-batches")
     registry.get_solver("pipeline", args.solver)  # InputError on --solver when unknown or not importable
+    _check_work(args.layers, args.devices, args.solver)
+    _check_memory(args.layers, args.width, args.batch, args.devices)
     if args.device == "cuda":
         _check_cuda(args.devices)
+
+
+def _check_work(layers: int, devices: int, solver: str) -> None:
+    """`InputError` on --layers when the pipeline DPs would take more than ``MAX_DP_STEPS`` steps
+    (layers^2 x min(devices, layers)): the limit `memsched partition` applies (`_checks.work_limit`)."""
+    most = work_limit("pipeline", solver, devices)
+    if most is not None and layers > most:
+        raise InputError(f"{layers} layers on {devices} devices is {dp_steps(layers, devices):.3g} DP steps "
+                         f"(layers^2 x min(devices, layers)), more than {MAX_DP_STEPS:.3g}, the limit of memsched "
+                         f"partition (minutes of solving); use at most {most} layers on {devices} devices",
+                         field="--layers")
+
+
+def run_memory_bytes(layers: int, width: int, batch: int, devices: int) -> int:
+    """An estimate of the memory a run takes on this machine, bytes (float32, 4 bytes a number): the
+    network's parameters (`mlp_parameters`) once in this process (profiling) and once in each rank
+    (every rank builds the whole network before keeping its stage; min(devices, layers) ranks at
+    most), or three times here for the reference gradients (network, gradients and a copy); plus
+    the activations of twice the batch (the ranks' run of 2m micro-batches) at every layer."""
+    params = mlp_parameters(layers, width)
+    ranks = min(devices, layers)
+    return 4 * (params * (1 + max(ranks, 2)) + 2 * batch * sum(mlp_dims(layers, width)))
+
+
+def _check_memory(layers: int, width: int, batch: int, devices: int) -> None:
+    """`InputError` naming --width (--batch when the activations weigh more than the weights) when
+    `run_memory_bytes` exceeds `USABLE_SHARE` of the memory available now (``MemAvailable``; no
+    check where it is unknown): such a network fails in the allocator or is killed for memory."""
+    have = available_bytes()
+    need = run_memory_bytes(layers, width, batch, devices)
+    if have is None or need <= USABLE_SHARE * have:
+        return
+    weights = 4 * mlp_parameters(layers, width) * (1 + max(min(devices, layers), 2))
+    field = "--width" if weights >= need - weights else "--batch"
+    raise InputError(f"--layers {layers} x --width {width} with --batch {batch} on {devices} devices needs about "
+                     f"{need / 1e9:.3g} GB (weights about {weights / 1e9:.3g} GB), more than the "
+                     f"{have / 1e9:.3g} GB of memory available here; use a smaller {field}", field=field)
 
 
 def _check_cuda(devices: int) -> None:
@@ -342,9 +400,20 @@ def main(argv: list[str] | None = None) -> int:
     """Partition an MLP over --devices with --solver, run it and print predicted vs measured period and memory as JSON;
     exit 0, 1 without a partition, 2 on bad arguments (one line on stderr, before anything runs; also a partition
     the runner cannot execute: replicated stages, an interleaved allocation, a DAG order), 3 when the gradient check
-    fails."""
+    fails, 130 interrupted (Ctrl-C, SIGTERM or SIGHUP unless ignored: one line, the ranks killed, no traceback)."""
     about = " ".join(__doc__.split("\n\n")[0].split())  # the first paragraph, on one line
     ap = argparse.ArgumentParser(prog="python -m memsched.models.pipeline.runner", description=about)
+    try:
+        with terminate_as_interrupt():
+            return _main(ap, argv)
+    except KeyboardInterrupt:
+        with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C while the line is written
+            print(f"{ap.prog}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(ap: argparse.ArgumentParser, argv: list[str] | None) -> int:
+    """`main` inside `terminate_as_interrupt`: parse, check, profile, solve, run, print."""
     ap.add_argument("--devices", type=int, default=2)
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--width", type=int, default=256)
@@ -360,9 +429,16 @@ def main(argv: list[str] | None = None) -> int:
         check_arguments(args)
     except InputError as err:
         return _bad_input(ap, err)
-    model = make_mlp(args.layers, args.width)
     mb = args.batch // args.micro_batches
-    inst = profile_sequential(model, torch.randn(mb, 64))
+    try:
+        model = make_mlp(args.layers, args.width)
+        inst = profile_sequential(model, torch.randn(mb, 64))
+    except (MemoryError, RuntimeError) as err:  # torch's allocator: a network larger than the memory
+        if not isinstance(err, MemoryError) and "alloc" not in str(err):
+            raise
+        return _bad_input(ap, InputError(f"the network of --layers {args.layers} x --width {args.width} does not "
+                                         f"fit in memory ({type(err).__name__}); use a smaller --width or --layers",
+                                         field="--width"))
     budget = int(args.memory) if args.memory else 10**15
     try:
         res = registry.solve("pipeline", inst, args.solver, budget, devices=args.devices, schedule=args.schedule,
