@@ -240,7 +240,8 @@ class Graph:
             nid = node["id"]
             if node.get("name") is not None and (not isinstance(node["name"], (str, int)) or
                                                  isinstance(node["name"], bool)):
-                raise InputError(f"must be a string, got {node['name']!r}", path=path, field=f"nodes[{j}].name")
+                raise InputError(f"must be a string or an integer, got {node['name']!r}", path=path,
+                                 field=f"nodes[{j}].name")
             if not _is_node_id(nid):
                 raise InputError(f"node id must be a string or a finite number, got {nid!r}", path=path,
                                  field=f"nodes[{j}].id")
