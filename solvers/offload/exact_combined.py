@@ -318,7 +318,18 @@ class _Model:
 FAST = ("pofo", "rotor-offload", "remat-only", "offload-prefix", "vdnn", "none")
 
 
-@check_first(check_scale)
+def check_instance(inst: OffloadInstance, **options: Any) -> None:
+    """Before any work (the warm start's fast solvers included): a chain of at most `MAX_LENGTH`
+    stages (the compute sequences are enumerated), and the ``scale`` option (`check_scale`); else
+    `InputError` naming the chain's ``stages`` or the option."""
+    L = inst.chain.length
+    if L > MAX_LENGTH:
+        raise InputError(f"chain {inst.chain.name!r} has L = {L} stages; exact-combined enumerates compute "
+                         f"sequences, L <= {MAX_LENGTH} (offload-exact or pofo take longer chains)", field="stages")
+    check_scale(inst, **options)
+
+
+@check_first(check_instance)
 @exact_solver("offload", "exact-combined", FAST, time_limit=60.0, workers=4, slots=0,
               least=lambda inst: inst.chain.total_time())
 def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadline: Deadline,
@@ -331,8 +342,6 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOp
     L = chain.length
     budget = int(budget)
     slots = effective_slots(budget, options.slots)
-    if L > MAX_LENGTH:
-        raise InputError(f"exact-combined enumerates compute sequences: L <= {MAX_LENGTH}, got {L}")
     times = [float(t) for t in (*chain.u_fa, *chain.u_fn, *chain.u_b)] + [
         inst.transfer_time(int(b)) for b in (*chain.x[: L + 1], *chain.xbar[1: L + 1])]
     if scale is None:
