@@ -35,7 +35,7 @@ from typing import Any
 
 from ..discretize import CPSAT_COST_DIGITS, integer_costs, rounding_error
 from ..exact.cpsat_runner import check_first, check_parameters, fit_row, run_cpsat
-from ..exact.layer import BuildTimeout, exact_solver, same_or_less
+from ..exact.layer import BOUND_SO_FAR, BuildTimeout, exact_solver, same_or_less
 from ..exact.milp_runner import BackendRun
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult, gap_closed
@@ -410,16 +410,28 @@ def root_bound_on_timeout(report: CutReport, scope: str) -> Iterator[None]:
     """Around the build and run of a phase model after its root LP (`report`): a `DeadlineExceeded`
     from the block (the model still being stated for the backend at the limit) is raised again as
     `exact.layer.BuildTimeout` with the root LP's bound (`root_lp_bound`, as `phase_answer` reports it)
-    and `scope`, the model's scope (its sizes: exact or in N slots). Without a solved LP it passes as it is."""
+    and `scope`, the model's scope (its sizes: exact or in N slots). A `KeyboardInterrupt` from the block
+    carries that `BuildTimeout` as its ``exact.layer.BOUND_SO_FAR`` attribute (an answered Ctrl-C keeps the
+    bound too). Without a solved LP either passes as it is."""
     try:
         yield
     except BuildTimeout:
         raise
     except DeadlineExceeded as exc:
-        bound = root_lp_bound(report.lp_after)
-        if bound is None:
+        known = _bound_so_far(report, scope)
+        if known is None:
             raise
-        raise BuildTimeout(max(bound, 0.0), scope, ROOT_LP_BOUND, report.as_details()) from exc
+        raise known from exc
+    except KeyboardInterrupt as exc:
+        if getattr(exc, BOUND_SO_FAR, None) is None:
+            setattr(exc, BOUND_SO_FAR, _bound_so_far(report, scope))
+        raise
+
+
+def _bound_so_far(report: CutReport, scope: str) -> BuildTimeout | None:
+    """The root LP's bound (`root_lp_bound`, at least 0) with `scope`, as a `BuildTimeout`; None without an LP."""
+    bound = root_lp_bound(report.lp_after)
+    return None if bound is None else BuildTimeout(max(bound, 0.0), scope, ROOT_LP_BOUND, report.as_details())
 
 
 def phase_answer(result: Callable[..., SolveResult], model: PhaseModel, run: Any, values: list[float] | None,

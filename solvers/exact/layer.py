@@ -201,18 +201,30 @@ class BuildTimeout(DeadlineExceeded):
         self.details = dict(details or {})
 
 
+#: attribute of a `KeyboardInterrupt` raised during a build after a bound was proven: its `BuildTimeout`
+BOUND_SO_FAR = "memsched_bound_so_far"
+
+
 def build_timeout_result(problem: str, name: str, exc: DeadlineExceeded) -> SolveResult:
     """The model's answer when its build ran out of time (`exc`): status ``timeout`` and no schedule
     (the referee adds the seed's); with a `BuildTimeout`, its bound as ``lower_bound`` and its scope,
     ``details["bound_from"]`` naming the bound's source. A plain `DeadlineExceeded` proved nothing:
     no bound, no scope (the referee then states the seed's schedule's scope)."""
     res = SolveResult(problem=problem, solver=name, status=TIMEOUT, message=BUILD_TIMEOUT_MESSAGE)
-    if isinstance(exc, BuildTimeout) and math.isfinite(exc.lower_bound):
-        res.lower_bound, res.scope = exc.lower_bound, exc.scope
-        res.details.update(exc.details)
-        res.details["bound_from"] = exc.source
+    if isinstance(exc, BuildTimeout) and with_bound_so_far(res, exc):
         res.message += f" (the lower bound is the {exc.source})"
     return res
+
+
+def with_bound_so_far(res: SolveResult, known: Any) -> bool:
+    """Put `known`'s proven bound (a `BuildTimeout`: bound, scope, source, details) into `res`; False
+    (nothing changed) when `known` is not one or its bound is not finite."""
+    if not isinstance(known, BuildTimeout) or not math.isfinite(known.lower_bound):
+        return False
+    res.lower_bound, res.scope = known.lower_bound, known.scope
+    res.details.update(known.details)
+    res.details["bound_from"] = known.source
+    return True
 
 
 def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: float = DEFAULT_TIME_LIMIT,
@@ -241,11 +253,13 @@ def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: fl
                 res = fn(instance, int(budget), options=options, deadline=deadline, seed=seed, **rest)
             except DeadlineExceeded as exc:
                 res = build_timeout_result(problem, name, exc)
-            except KeyboardInterrupt:  # outside a backend (building, root LP): answer with the seed if asked to
+            except KeyboardInterrupt as exc:  # outside a backend (building, root LP): answer with the seed if asked to
                 if not answering():
                     raise
                 note_interrupt()
                 res = SolveResult(problem=problem, solver=name, status=TIMEOUT, message="")
+                if with_bound_so_far(res, getattr(exc, BOUND_SO_FAR, None)):  # e.g. the root LP's, proven before
+                    res.message = f"the lower bound is the {res.details['bound_from']}"
             if interrupted():
                 res.details["interrupted"] = True
                 note = f"interrupted after {deadline.elapsed():.1f} s"
