@@ -69,6 +69,15 @@ class _Held:
 _HELD: _Held | None = None
 
 
+def stop_signals() -> list[int]:
+    """The signals that stop a run as Ctrl-C does: SIGINT, SIGTERM and SIGHUP (where the system has
+    it), less those whose handler is now ``SIG_IGN``: a signal the caller set to be ignored (a
+    background job's SIGINT, ``nohup``'s SIGHUP) stays ignored, as `experiments.cli.terminate_as_interrupt`
+    keeps it (and a child process inherits that)."""
+    wanted = [getattr(signal, name, None) for name in ("SIGINT", "SIGTERM", "SIGHUP")]
+    return [sig for sig in wanted if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN]
+
+
 @contextlib.contextmanager
 def signals_held_during_fork(signals: Iterable[int] = (signal.SIGINT,)) -> Iterator[None]:
     """Hold `signals` while the block forks (module docstring); a child forked here must call

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from memsched.solvers.processes import callers_main_hidden
+from memsched.solvers.processes import callers_main_hidden, stop_signals
 
 from .grid import Task
 
@@ -65,14 +65,6 @@ def _die_with_parent(parent: int) -> None:
     if os.getppid() != parent:  # the parent died before the prctl took effect
         os._exit(1)
     threading.Thread(target=watch, name="memsched-parent-watchdog", daemon=True).start()
-
-
-def stop_signals() -> list[int]:
-    """The signals that stop a sweep as a Ctrl-C does: SIGINT, SIGTERM and SIGHUP (where the system
-    has it), less those whose handler is now ``SIG_IGN``: a signal the caller set to be ignored (a
-    background job's SIGINT, ``nohup``'s SIGHUP) stays ignored, as `cli.terminate_as_interrupt` keeps it."""
-    wanted = [getattr(signal, name, None) for name in ("SIGINT", "SIGTERM", "SIGHUP")]
-    return [sig for sig in wanted if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN]
 
 
 @contextlib.contextmanager

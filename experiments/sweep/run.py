@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from memsched.solvers.errors import InputError, first_line, flag
+from memsched.solvers.processes import stop_signals
 
 from .cell import failed_row, run_task
 from .config import SweepConfig, load_config
 from .grid import Task, build_tasks
 from .instance_store import InstanceStore, check_folder
 from .lock import LOCK_NAME, SweepLock, check_lock_path
-from .pool import WorkerPool, stop_signals
+from .pool import WorkerPool
 from .store import (
     Journal,
     check_written_paths,
@@ -106,7 +107,7 @@ def _interrupt_noted() -> bool:
 
 
 class _Stop:
-    """SIGINT, SIGTERM and SIGHUP (`pool.stop_signals`) stop the sweep with `KeyboardInterrupt`,
+    """SIGINT, SIGTERM and SIGHUP (`solvers.processes.stop_signals`) stop the sweep with `KeyboardInterrupt`,
     but never while a row is being journaled (the signal is held until the row and its newline
     are on disk); once the sweep is stopping (`quiet`), further ones are ignored until the table
     is written. A signal the caller set to be ignored (``SIG_IGN``: a background job's SIGINT,

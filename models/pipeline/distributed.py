@@ -34,7 +34,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from memsched.experiments.cli import terminate_as_interrupt
 from memsched.solvers.exact.interrupt import die_with_parent
-from memsched.solvers.processes import callers_main_hidden, signals_held_during_fork
+from memsched.solvers.processes import callers_main_hidden, signals_held_during_fork, stop_signals
 
 
 class SavedTensorMeter:
@@ -165,13 +165,6 @@ POLL_S = 0.5
 JOIN_S = 10.0
 
 
-def _stop_signals() -> list[int]:
-    """SIGINT, SIGTERM and SIGHUP (where the system has them), less those the caller ignores
-    (``SIG_IGN`` stays: `terminate_as_interrupt` keeps them ignored, and a rank inherits that)."""
-    wanted = [getattr(signal, name, None) for name in ("SIGINT", "SIGTERM", "SIGHUP")]
-    return [sig for sig in wanted if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN]
-
-
 def _rank_main(worker: Worker, rank: int, cfg: dict[str, Any], queue: Any) -> None:
     """A rank's process body: die with the parent, ignore SIGINT and SIGHUP (the parent handles
     a stop and kills the ranks), take SIGTERM at its default, unblock the signals held since the
@@ -198,7 +191,7 @@ def _start(procs: list[Any]) -> None:
         # the tracker unblocks SIGINT and SIGTERM after it starts (ResourceTracker.ensure_running):
         # start it before they are held
         resource_tracker.ensure_running()
-    with callers_main_hidden(), signals_held_during_fork(_stop_signals()):  # the caller's script is not run again
+    with callers_main_hidden(), signals_held_during_fork(stop_signals()):  # the caller's script is not run again
         for p in procs:
             p.start()
 
