@@ -392,8 +392,10 @@ def _param_sizes(params: Any, L: int, path: str, *, others: int = 0) -> list[int
 def chain_bytes(chain: Any, path: str = "<chain>") -> tuple[np.ndarray, int]:
     """(out sizes a_0..a_{L-1} of the stages, input size) of `chain` in bytes: its sizes (in its
     ``meta.units.memory``, `units.unit_bytes`) times the bytes per unit. A unit that is no byte
-    unit ("slots"), or a size above `MAX_BYTES` once in bytes, is an `InputError` naming the file
-    and ``meta.units.memory`` (a pipeline adds weights and times transfers in bytes/s)."""
+    unit ("slots") is an `InputError` naming the file and ``meta.units.memory`` (a pipeline adds
+    weights and times transfers in bytes/s). A size above `MAX_BYTES` once in bytes is refused
+    earlier, by the chain's loader naming the size's field; the check here guards chains built
+    in other ways."""
     per = byte_unit(chain, "a pipeline (weights in bytes, links in bytes/s)", path=path)
     sizes = [int(v) for v in chain.x[: chain.length + 1]]
     if max(sizes) * per > MAX_BYTES:
