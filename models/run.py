@@ -100,13 +100,19 @@ def _load(problem: str, instance: Any) -> Any:
     return instance
 
 
+def meta_field(problem: str) -> str:
+    """Where an instance file of `problem` keeps its meta, as error messages name its fields: a
+    graph file's is ``graph.meta``, every other file's the top-level ``meta``."""
+    return "graph.meta" if problem == "graph" else "meta"
+
+
 def _check_in_bytes(instance: Any, problem: str, path: str | None) -> None:
     """The network runs in bytes, so must the instance's sizes be: an instance whose
     ``meta.units.memory`` is another unit (KiB, slots) is an `InputError` naming `path` (the instance
     file) and the field (``graph.meta.units.memory`` in a graph file), before anything is built (its
     budget, predictions and input check would otherwise read its numbers as bytes)."""
     if unit_bytes(instance) != 1:
-        where = "graph.meta" if problem == "graph" else "meta"
+        where = meta_field(problem)
         raise InputError(f"a run executes the network in bytes and compares its sizes with the network's: the "
                          f"instance's sizes must be in bytes, got {memory_unit(instance)!r:.80} (profile the "
                          "network again, or convert the file's sizes)", path=path, field=f"{where}.units.memory")
@@ -150,7 +156,7 @@ def instance_sizes(instance: Any, model: Any, sizes: dict[str, Any] | None, prob
     elif problem in ("chain", "offload"):
         recorded.setdefault("granularity", "block")
     for key, value in recorded.items():
-        _check_recorded(key, value, path)
+        _check_recorded(key, value, path, where=meta_field(problem))
     # an older graph export names no dtype: a given one is compared with the default, none filled in
     compared = {**recorded, "dtype": recorded.get("dtype", GRAPH_DEFAULT_DTYPE)} if problem == "graph" else recorded
     refused = _refused_sizes(model, recorded, out)
@@ -168,12 +174,13 @@ def instance_sizes(instance: Any, model: Any, sizes: dict[str, Any] | None, prob
     return out
 
 
-def _check_recorded(key: str, value: Any, path: str | None) -> None:
+def _check_recorded(key: str, value: Any, path: str | None, *, where: str = "meta") -> None:
     """The size `key` an instance's meta records (`value`, as read) is one the network can be built
     at, by the zoo's own rules (`models.zoo.registry`: `SIZE_RANGES`, `parse_image_size`,
     `parse_dtype`, a dropout in 0..1, a granularity of `models.zoo.split.GRANULARITIES`; a join
     size in `models.join.zoo.JOIN_SIZE_RANGES`): else an `InputError` naming `path` (the instance file) and the
-    field ``meta.<key>``, never the command-line option the caller did not give."""
+    field ``<where>.<key>`` (``graph.meta.<key>`` in a graph file, `meta_field`), never the
+    command-line option the caller did not give."""
     from memsched.models.join.zoo import JOIN_SIZE_RANGES
     from memsched.models.zoo.registry import SIZE_RANGES, check_sizes, parse_dtype, parse_image_size
     from memsched.models.zoo.split import GRANULARITIES
@@ -194,7 +201,7 @@ def _check_recorded(key: str, value: Any, path: str | None) -> None:
         elif key == "granularity" and value not in GRANULARITIES:
             raise InputError(f"unknown granularity {value!r:.80} (one of {', '.join(GRANULARITIES)})")
     except InputError as err:
-        raise InputError(err.message, path=path, field=f"meta.{key}") from None
+        raise InputError(err.message, path=path, field=f"{where}.{key}") from None
 
 
 def _refused_sizes(model: str, recorded: dict[str, Any], given: dict[str, Any]) -> frozenset[str]:
@@ -308,8 +315,7 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
         _, grads, input_grad = reference_step(built.blocks, built.loss_fn, x, tgt, seed=seed)
         return grads, input_grad
 
-    # a chain file's own time unit (MFLOP for --cost flops), as the predicted makespan is in it
-    units = {"time": str(chain.meta.get("units", {}).get("time", "ms"))}
+    units = _time_units(chain.meta)
     if problem == "chain":
         executor = ChainExecutor(built.blocks, built.loss_fn)
         return Target("chain", built.name, chain, chain.name, x.device,
@@ -386,7 +392,16 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
         with diagnosed_join(built):  # a branch that cannot run at these sizes is bad input, not an internal error
             return executor.step(schedule, xs, tgt, join=join, **{"clock": clock, **kw})
 
-    return Target("join", built.name, join, join.name, xs[0].device, step, reference, store_all_schedule(join))
+    return Target("join", built.name, join, join.name, xs[0].device, step, reference, store_all_schedule(join),
+                  info={"units": _time_units(join.meta)})
+
+
+def _time_units(meta: dict[str, Any]) -> dict[str, str]:
+    """``{"time": unit}``: a chain or join file's own time unit (``meta.units.time``: "s", MFLOP for
+    ``--cost flops``, ms when the file does not say, as for profiled instances), as the predicted
+    makespan is in it and `time_ratio` converts or drops it."""
+    units = meta.get("units")
+    return {"time": str(units.get("time") or "ms") if isinstance(units, dict) else "ms"}
 
 
 def _check_branch_inputs(join: Any, built: Any) -> None:

@@ -8,10 +8,12 @@ that module). The per-mode values are kept in the join file and charged by the j
 and solvers (F_all o_fa and u_fa, F_ck / F_n o_fn and u_fn). It needs a loss to back-propagate
 from; a branch has none of its own, so a *surrogate* ``(a_L * r).sum()`` with a fixed random r of
 a_L's shape is used (it yields a dense delta_L like a real loss); its costs are dropped, the
-join file's loss being the real one.
+join file's loss being the real one. A branch whose output is not floating (argmax labels) gets
+no gradient in the executor; its surrogate is a zero needing a gradient that reaches no block.
 
 The joint loss is measured on the branches' outputs: ``bwd_time`` = the median time of
-computing ``loss_fn(outputs, target)`` and back-propagating to every output (each a leaf),
+computing ``loss_fn(outputs, target)`` and back-propagating to every output (copies the loss may
+modify in place, an integer output as is: `models.chain.executor.loss_input`, as the executor),
 ``bwd_overhead`` = the peak bytes during it beyond the produced gradients delta_{L_b}^b
 (the join simulator charges ``sum_b x^b[L_b] + loss_overhead`` on top of the state).
 Memory uses ``torch.cuda.max_memory_allocated`` on CUDA and `models.memory.LiveTensorTracker`
@@ -28,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from memsched.models.chain.executor import as_blocks
+from memsched.models.chain.executor import as_blocks, loss_input
 from memsched.models.chain.overheads import probe_loss_overhead
 from memsched.models.chain.profiler import profile_chain, profile_meta
 from memsched.models.join.executor import join_parameters
@@ -38,12 +40,27 @@ from memsched.models.memory import storage_key, unique_bytes
 from memsched.solvers.join import Join
 from torch import nn
 
-__all__ = ["profile_join", "profile_join_branches", "profile_join_loss", "profile_join_model", "surrogate_loss"]
+__all__ = ["profile_join", "profile_join_branches", "profile_join_loss", "profile_join_model", "surrogate_loss",
+           "surrogate_weights"]
 
 
-def surrogate_loss(output: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """``(output * weights).sum()``: a branch's stand-in loss for profiling its chain (delta_L = weights)."""
+def surrogate_loss(output: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """``(output * weights).sum()``: a branch's stand-in loss for profiling its chain (delta_L = weights).
+    `weights` None (a branch whose output is not floating, such as argmax labels): a zero that needs
+    a gradient but depends on nothing, so that no gradient reaches the branch, as when the join
+    executor runs it (its integer output goes to the loss as is)."""
+    if weights is None:
+        return torch.zeros((), device=output.device, requires_grad=True)
     return (output * weights).sum()
+
+
+def surrogate_weights(output: torch.Tensor, gen: torch.Generator) -> torch.Tensor | None:
+    """The fixed random r of `surrogate_loss` for a branch's output `output` (its shape, dtype and
+    device, drawn from `gen` in float32), or None when `output` is neither floating nor complex:
+    no gradient can reach it."""
+    if not (output.is_floating_point() or output.is_complex()):
+        return None
+    return torch.randn(output.shape, generator=gen, dtype=torch.float32).to(device=output.device, dtype=output.dtype)
 
 
 def profile_join_loss(loss_fn: JoinLossFn, outputs: Sequence[torch.Tensor], target: Any, *, repeats: int = 5,
@@ -56,22 +73,29 @@ def profile_join_loss(loss_fn: JoinLossFn, outputs: Sequence[torch.Tensor], targ
     mem = MemoryWatch(device)
     with torch.enable_grad():
         with mem.watching():
-            ys = [a.detach().requires_grad_(True) for a in outputs]
+            grads: list[torch.Tensor] = []
+            ys = _loss_inputs(outputs, grads)
             before = mem.mark()
             loss_fn(ys, target).backward()
-            deltas = unique_bytes([y.grad for y in ys if y.grad is not None])
-            overhead = mem.peak() - before - deltas
-            del ys
+            overhead = mem.peak() - before - unique_bytes(grads)
+            del ys, grads
         tracker = int(max(0, overhead))
         if probe and device.type == "cpu":  # the allocator's transients, kernel scratch included
             overhead = probe_loss_overhead(loss_fn, list(outputs), target)
         times: list[float] = []
         for k in range(warmup + repeats):
-            ys = [a.detach().requires_grad_(True) for a in outputs]
+            ys = _loss_inputs(outputs, [])
             with timer.region(times if k >= warmup else []):
                 loss_fn(ys, target).backward()
             del ys
     return {"bwd_time": median(times), "bwd_overhead": int(max(0, overhead)), "tracker_overhead": tracker}
+
+
+def _loss_inputs(outputs: Sequence[torch.Tensor], grads: list[torch.Tensor]) -> list[torch.Tensor]:
+    """What the joint loss reads, as the join executor gives it (`models.chain.executor.loss_input`,
+    call with grad mode on): a copy of each floating output that the loss may modify in place, the
+    gradients reaching them appended to `grads`; an integer output as is."""
+    return [loss_input(a.clone(), grads) for a in outputs]
 
 
 def profile_join_branches(
@@ -107,7 +131,7 @@ def profile_join_branches(
             for block in blocks:
                 a = block(a)
         outputs.append(a.detach())
-        weights = torch.randn(a.shape, generator=gen, dtype=torch.float32).to(device=a.device, dtype=a.dtype)
+        weights = surrogate_weights(a, gen)
         chain = profile_chain(blocks, surrogate_loss, x, weights, repeats=repeats, warmup=warmup, name=names[b],
                               clock=clock, timing=timing)
         chains.append(chain)

@@ -41,6 +41,7 @@ from ..chain.instance import Chain
 from ..chain.schedule import LOSS
 from ..chain.simulator import simulate as simulate_chain
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
+from ..units import memory_unit
 from .dp import discretise, effective_slots, scope_text, spine_mmin, value_tolerance
 from .instance import Join
 from .lazy_table import cells_of, heuristic_table
@@ -69,23 +70,31 @@ def _with_loss_overhead(chain: Chain, overhead: int) -> Chain:
                  u_fn=chain.u_fn)
 
 
-def share_schedule(work: Join, shares: list[int], built: list[RotorTable] | None = None
+def share_unit(join: Join, budget: int, slots: int) -> str:
+    """The unit of the sizes `discretise(join, budget, slots)` works in, as messages name it:
+    "slots" when the sizes are rounded up to slots, else the file's memory unit (bytes by default)."""
+    return "slots" if effective_slots(budget, slots) else (memory_unit(join) or "bytes")
+
+
+def share_schedule(work: Join, shares: list[int], built: list[RotorTable] | None = None, *, unit: str = "slots"
                    ) -> tuple[JoinSchedule | None, float, str]:
-    """Each branch in its share (slots, a_0^b included): (schedule, value, message). The branches'
-    rotor tables (`lazy_table.heuristic_table`) are appended to `built` when given."""
+    """Each branch in its share (in `work`'s sizes, a_0^b included; `unit` names them in the
+    message, `share_unit`): (schedule, value, message). The branches' rotor tables
+    (`lazy_table.heuristic_table`) are appended to `built` when given."""
     pre: list[JOp] = []
     post: list[JOp] = []
     value = work.loss_time
     for b, (chain, share) in enumerate(zip(work.branches, shares)):
         m = int(share) - int(chain.x[0])
         if m < 0:
-            return None, math.inf, f"branch {b}'s share {share} is below its input size {int(chain.x[0])}"
+            return None, math.inf, (f"branch {b}'s share of {share} {unit} is below its input size "
+                                    f"{int(chain.x[0])} {unit}")
         table = heuristic_table(chain, m)
         if built is not None:
             built.append(table)
         v = table.value(m)
         if not math.isfinite(v):
-            return None, math.inf, f"no persistent schedule of branch {b} fits its share {share}"
+            return None, math.inf, f"no persistent schedule of branch {b} fits its share of {share} {unit}"
         before, after = _split_at_loss(table.schedule(m).ops, b)
         pre += before
         post += after
@@ -166,7 +175,7 @@ def _equal_at(join: Join, budget: int, slots: int) -> SolveResult:
     work, M = discretise(join, budget, slots)
     shares = _shares_of(work, M, [1.0] * work.k)
     built: list[RotorTable] = []
-    schedule, value, msg = share_schedule(work, shares, built)
+    schedule, value, msg = share_schedule(work, shares, built, unit=share_unit(join, budget, slots))
     return _answer("equal", join, int(budget), slots, schedule, value, msg, t0, shares=shares,
                    table_cells=largest_table(built))
 
@@ -182,7 +191,7 @@ def _proportional_at(join: Join, budget: int, slots: int) -> SolveResult:
     weights = [float(simulate_chain(c, chain_store_all(c.length)).peak_memory - c.x[0]) for c in work.branches]
     shares = _shares_of(work, M, weights)
     built: list[RotorTable] = []
-    schedule, value, msg = share_schedule(work, shares, built)
+    schedule, value, msg = share_schedule(work, shares, built, unit=share_unit(join, budget, slots))
     return _answer("proportional", join, int(budget), slots, schedule, value, msg, t0, shares=shares,
                    table_cells=largest_table(built))
 
