@@ -283,8 +283,24 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
     the `Comparison` as a `Result` of status "unsupported" whose ``message`` says why (as a sweep's
     rows do), and the results of the others are kept; when every solver of the list refuses, that is
     the first one's `InputError`. One name (a str) raises its solver's `InputError`.
+    An ``infeasible`` answer without its smallest feasible budget is completed as ``memsched solve``
+    completes it (not for a pipeline, as ``memsched partition`` does not): the solver is run again at
+    other budgets (`experiments.commands._infeasible.find_min_budget`: at most 10 s, 1 s per exact
+    solve), and ``min_budget`` with ``details["min_budget_method"]``, or ``details["min_budget_note"]``
+    saying why it is unknown, are what ``memsched solve --json`` writes (`Result.to_json`).
     A Ctrl-C (a notebook's interrupt) during an exact solver's search returns what it had, marked
-    ``details["interrupted"]`` (with a list, the comparison ends there)."""
+    ``details["interrupted"]`` (with a list, the comparison ends there); during the search for the smallest
+    budget, the answer with what that search knew (its note says it was interrupted; a list ends there too)."""
+    return _solve(instance, budget, solver, problem=problem, slots=slots, time_limit=time_limit, bandwidth=bandwidth,
+                  latency=latency, devices=devices, progress=progress, options=options, search=True)
+
+
+def _solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] | None, *, problem: str | None,
+           slots: int, time_limit: float | None, bandwidth: str | float | None, latency: float | None,
+           devices: int | None, progress: bool, options: dict[str, Any], search: bool) -> Result | Comparison:
+    """`solve`, whose keyword `options` are the dict `options`; `search`: complete an ``infeasible`` answer
+    with its smallest feasible budget (`_search_min_budget`; `sweep` passes False, as the sweep engine's
+    cells search none)."""
     problem, instance = as_problem(instance, problem, bandwidth=bandwidth, latency=latency)
     devices = _check_devices(problem, devices)
     if devices is not None:
@@ -292,37 +308,54 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
     slots_given = slots is not _SLOTS_NOT_GIVEN
     slots = _check_slots(slots)
     time_limit = _check_time_limit(time_limit)
-    _check_bool(progress, "progress")
+    progress = _check_bool(progress, "progress")
     bytes_ = _budget(instance, budget, problem)
     names = _each_once(_solver_names(problem, solver), "solver")
     _check_options(problem, names, options)
     _sweep_option_values(problem, names, options)  # a value no instance takes: an InputError, as with one name
 
-    def one(name: str) -> Result:
+    def one(name: str) -> tuple[Result, bool]:
+        """(the result of solver `name`, whether a Ctrl-C stopped the search for its smallest budget)."""
+        mine = _options_of(problem, name, options)  # each solver its own options
         limit = line_limit(registry.get_solver(problem, name), time_limit, options) if progress else None
         with answer_on_interrupt(), progress_line(progress, label=name, limit=limit):
-            raw = registry.solve(problem, instance, name, bytes_, slots=slots, time_limit=time_limit,
-                                 **_options_of(problem, name, options))  # each solver its own options
-        return Result(problem, instance, raw)
+            raw = registry.solve(problem, instance, name, bytes_, slots=slots, time_limit=time_limit, **mine)
+        stopped = search and _search_min_budget(problem, instance, raw, slots, time_limit, mine)
+        return Result(problem, instance, raw), stopped
 
     if solver is None or isinstance(solver, str):
-        return one(names[0])
+        return one(names[0])[0]
     results: list[Result] = []
     refusals: list[InputError] = []
     for name in names:
         try:
-            results.append(one(name))
+            result, stopped = one(name)
+            results.append(result)
         except InputError as err:  # this solver refuses the instance: the others' results are kept
             if _names_option(err, options) or (slots_given and err.field == flag("slots")):
                 raise  # a bad value of an option given (more segments than stages, too many slots), as with one name
             refusals.append(err)
             results.append(_unsupported(problem, instance, name, bytes_, err))
             continue
-        if results[-1].raw.details.get("interrupted"):
+        if stopped or results[-1].raw.details.get("interrupted"):
             break  # a Ctrl-C stops the comparison: the solvers that ran, the interrupted one last
     if len(refusals) == len(results):
         raise refusals[0]  # no solver of the list accepts the instance: nothing to compare
     return Comparison(results)
+
+
+def _search_min_budget(problem: str, instance: Any, raw: Any, slots: int, time_limit: float | None,
+                       options: dict[str, Any]) -> bool:
+    """Complete `raw` (the registry's `SolveResult` of `instance` read as `problem`) in place as ``memsched
+    solve`` does after its solve, with the same search (`find_min_budget`, given the solve's `slots`,
+    `time_limit` and solver `options`): an ``infeasible`` answer without ``min_budget`` gets it (or
+    ``details["min_budget_note"]``); nothing after a Ctrl-C stopped the solve (``details["interrupted"]``),
+    nor for a pipeline (``memsched partition`` searches none). True when a Ctrl-C stopped the search."""
+    if problem == "pipeline" or raw.details.get("interrupted"):
+        return False
+    from memsched.experiments.commands._infeasible import find_min_budget
+
+    return find_min_budget(problem, instance, raw, {"slots": slots, "time_limit": time_limit, **options})
 
 
 def _names_option(err: InputError, options: dict[str, Any]) -> bool:
@@ -445,10 +478,13 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
                              solvers=solvers, problem=problem, slots=slots, time_limit=time_limit,
                              bandwidth=bandwidth, latency=latency, devices=devices, options=options)
     _no_such_target(target)
-    for name, value in (("output", output), ("workers", workers)):
-        if value is not None:
-            raise InputError("applies to a sweep file (TOML / YAML); an instance sweep runs here, in this process",
-                             field=name)
+    if output is not None:
+        raise InputError("applies to a sweep file (TOML / YAML); an instance sweep runs here, in this process",
+                         field="output")
+    if workers is not None:  # the sweep's processes; the exact solvers' backend threads are their option num_workers
+        raise InputError("applies to a sweep file (TOML / YAML): its worker processes; an instance sweep runs here, "
+                         "in this process (the exact solvers' workers option, their backend threads, is given as "
+                         "num_workers= here)", field="workers")
     if fresh is not False:
         raise InputError("applies to a sweep file (TOML / YAML); an instance sweep keeps no journal", field="fresh")
     if budgets is None:
@@ -477,8 +513,9 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
         for name in names:
             fraction = _budget_fraction(bytes_, reference)
             try:
-                result = solve(instance, bytes_, name, problem=problem, slots=slots, time_limit=time_limit,
-                               devices=devices, **_options_of(problem, name, options))
+                result = _solve(instance, bytes_, name, problem=problem, slots=slots, time_limit=time_limit,
+                                bandwidth=None, latency=None, devices=devices, progress=False,
+                                options=_options_of(problem, name, options), search=False)
             except InputError as err:  # a solver that rejects this instance (e.g. revolve, heterogeneous)
                 rows.append({"instance": getattr(instance, "name", "") or problem, "problem": problem,
                              "solver": name, "status": UNSUPPORTED, "objective": None, "budget": bytes_,
@@ -621,7 +658,7 @@ def _config_sweep(target: PathLike, *, output: Any, workers: Any, fresh: Any, op
     if output is not None and not isinstance(output, (str, os.PathLike)):
         raise InputError(f"must be the path of a folder (str or Path), got {output!r}", field="output")
     count = 1 if workers is None else check_int(workers, "workers", 1, MAX_WORKERS)
-    _check_bool(fresh, "fresh")
+    fresh = _check_bool(fresh, "fresh")
     outcome = run_sweep(find_config(str(target)), output=output, workers=count, progress=False, fresh=fresh)
     units = {name: _instance_units(problem, instance) for name, (problem, instance) in outcome.instances.items()}
     return SweepResult(list(outcome.rows), source=str(target), units=units)
@@ -657,7 +694,9 @@ def _check_options(problem: str, names: Sequence[str], options: dict[str, Any]) 
         plain_option,
         solver_parameters,
     )
+    from memsched.solvers.exact.options import check_spelled_once
 
+    check_spelled_once(options)  # seed and random_seed: one option twice, as --option refuses it
     taken = options_taken((problem, name) for name in names) | {"devices"}
     for key in options:
         if key not in taken:
@@ -911,6 +950,9 @@ def _run_options(options: Any) -> dict[str, Any]:
     for key in ("slots", "time_limit"):
         if key in options:
             raise InputError(f"{key} is an argument of run ({key}=...), not a solver option", field="options")
+    from memsched.solvers.exact.options import check_spelled_once
+
+    check_spelled_once(options)  # workers and num_workers: one option twice, as --option refuses it
     return dict(options)
 
 
@@ -1043,9 +1085,13 @@ def _show(value: Any) -> str:
 
 
 def _check_bool(value: Any, field: str) -> bool:
-    if not isinstance(value, bool):
+    """`value` as a bool: True or False, or a numpy bool (``np.True_``, `_checks.is_bool`); `InputError`
+    naming `field` for anything else (1, "yes", None)."""
+    from memsched.experiments.commands._checks import is_bool
+
+    if not is_bool(value):
         raise InputError(f"must be True or False, got {_show(value)}", field=field)
-    return value
+    return bool(value)
 
 
 def _check_slots(slots: Any) -> int:

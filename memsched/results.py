@@ -164,7 +164,9 @@ class Result:
     "valid" / "invalid" for a replay (`memsched.simulate`); "unsupported" in a `Comparison` for a
     solver that refused the instance (``message`` says why). ``makespan`` (``period`` for
     pipelines) and ``peak_memory`` are the simulator's; ``lower_bound`` a proven bound when the
-    solver has one; ``min_budget`` the smallest budget the solver needs when it finds none."""
+    solver has one; ``min_budget`` the smallest budget the solver needs when it finds none (from the
+    solver, else from the search `memsched.solve` runs as ``memsched solve`` does; ``details`` then say
+    how it was found, ``min_budget_method``, or why it is unknown, ``min_budget_note``)."""
 
     def __init__(self, problem: str, instance: Any, raw: Any) -> None:
         self.problem = problem

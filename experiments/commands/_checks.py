@@ -19,6 +19,7 @@ import math
 import numbers
 import os
 import stat
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -305,14 +306,15 @@ def option_type_error(kind: str, key: str, value: Any) -> str | None:
     `ALIASES`, has the range of its option), "a finite number >= 0 and <= 1e+15" (floats up to
     `MAX_FLOAT_OPTION`, > 0 for `POSITIVE_FLOAT_OPTIONS`), sizes in bytes (`BYTES_OPTIONS`) in
     1..`MAX_BYTES` with the solvers' own wording. Other kinds are not checked. Numbers are any
-    `numbers.Integral` ("int") or `numbers.Real` ("float"), numpy's included, never a bool;
-    `plain_option` turns an accepted one into a Python int or float for the solver."""
+    `numbers.Integral` ("int") or `numbers.Real` ("float"), numpy's included, never a bool; a "bool" is
+    a bool or a numpy bool (`is_bool`); `plain_option` turns an accepted one into a Python int, float
+    or bool for the solver."""
     from memsched.solvers.exact.options import ALIASES
 
     name = ALIASES.get(key, key)  # num_workers, threads: workers; random_seed: seed
     integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)  # np.int64 too, never a bool
     if kind == "bool":
-        ok, want = isinstance(value, bool), "true or false"
+        ok, want = is_bool(value), "true or false"
     elif kind == "int" and name in BYTES_OPTIONS:
         ok = integral and 1 <= value <= MAX_BYTES
         want = f"a number of bytes, an integer in 1..{MAX_BYTES}"
@@ -335,15 +337,26 @@ def option_type_error(kind: str, key: str, value: Any) -> str | None:
 
 def plain_option(kind: str, value: Any) -> Any:
     """`value` (accepted by `option_type_error` for the option's type `kind`) as the solver should get it:
-    a numpy integer or float (``np.int64(3)`` from ``np.arange``) as a Python int or float, so that
-    solvers, their details and JSON see plain numbers; anything else unchanged."""
-    if isinstance(value, bool):
-        return value
+    a numpy integer, float or bool (``np.int64(3)`` from ``np.arange``, ``np.True_`` from a comparison)
+    as a Python int, float or bool, so that solvers, their details and JSON see plain values; anything
+    else unchanged."""
+    if is_bool(value):
+        return bool(value)
     if kind == "int" and isinstance(value, numbers.Integral):
         return int(value)
     if kind == "float" and isinstance(value, numbers.Real):
         return float(value)
     return value
+
+
+def is_bool(value: Any) -> bool:
+    """True for a bool or a numpy bool (``np.True_``: an element of a boolean array, a comparison of numpy
+    numbers), which is no `numbers.Integral` and no subclass of bool. numpy is not imported for it: a value
+    can be a numpy bool only once numpy is (the command line's start stays free of it)."""
+    if isinstance(value, bool):
+        return True
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.bool_)
 
 
 # --------------------------------------------------------------------------- sizes

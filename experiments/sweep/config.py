@@ -478,8 +478,11 @@ def _solver_spec(i: int, entry: Any, defaults: dict[str, Any], bad: Callable[[st
     options = merged.get("options", {})
     if not isinstance(options, dict):
         raise bad(f"{src('options')}.options", "must be a table of solver options")
+    for table, given in (("defaults", defaults.get("options")), (where, entry.get("options"))):
+        if isinstance(given, dict):
+            _spelled_once(given, f"{table}.options", bad)
     if defaults.get("options") and "options" in entry:
-        options = {**defaults["options"], **entry["options"]}
+        options = {**_not_set_by(defaults["options"], entry["options"]), **entry["options"]}
     reserved = {"slots", "time_limit"} & set(options)
     if reserved:
         raise bad(f"{src('options')}.options.{sorted(reserved)[0]}", "set it as a solver key, not an option")
@@ -511,6 +514,27 @@ def _solver_spec(i: int, entry: Any, defaults: dict[str, Any], bad: Callable[[st
     _check_solver_options(name, options, problems, bad, strict=set(own), where=where)
     return SolverSpec(i, name, label, slots, None if time_limit is None else float(time_limit), dict(options),
                       max_length, problems, shared)
+
+
+def _spelled_once(options: dict[str, Any], table: str, bad: Callable[[str, str], InputError]) -> None:
+    """Each option of the table `table` (``solvers[0].options``) is spelt once: ``workers`` and ``num_workers``
+    (or ``seed`` and ``random_seed``) are one option of the exact solvers, refused as ``--option`` refuses
+    them (`exact.options.check_spelled_once`), naming the option's name (``solvers[0].options.workers``)."""
+    from memsched.solvers.exact.options import check_spelled_once
+
+    try:
+        check_spelled_once(options, field=lambda name: f"{table}.{name}")
+    except InputError as err:
+        raise bad(err.field or table, err.message) from None
+
+
+def _not_set_by(defaults: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
+    """The options of ``[defaults]`` that a solver entry's `own` options leave as they are: one the entry
+    sets, in any spelling (``num_workers`` for ``workers``: `exact.options.ALIASES`), is the entry's."""
+    from memsched.solvers.exact.options import ALIASES
+
+    mine = {ALIASES.get(key, key) for key in own}
+    return {key: value for key, value in defaults.items() if ALIASES.get(key, key) not in mine}
 
 
 def _problems_of(name: str, problems: tuple[str, ...] | None = None) -> list[str]:

@@ -33,6 +33,7 @@ Notation (stages 0-based, as in the recurrence of docs/chain.md; the loss is sta
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -307,7 +308,7 @@ class Chain:
             "input_size": int(self.x[0]),
             "stages": stages,
             "loss": {"bwd_time": float(self.u_b[L]), "bwd_overhead": int(self.o_b[L])},
-            "meta": self.meta,
+            "meta": copy.deepcopy(self.meta),  # the caller may edit the object without changing the chain
         }
 
     def save(self, path: str | Path) -> None:

@@ -7,13 +7,15 @@ seed), ``verbose`` (backend log), ``warm_start`` (run the problem's fast solvers
 their best schedule to the model), ``slots`` (memory discretisation, 0 = exact sizes),
 ``memory_gb`` (memory a model may plan for, in GB; None: what the machine has available, 0: no
 check; `memory.too_big`).
-Older spellings (``num_workers``, ``threads``, ``random_seed``) are accepted and mapped.
+Older spellings (``num_workers``, ``threads``, ``random_seed``) are accepted and mapped; one option
+given in two spellings (``workers`` and ``num_workers``) is an `InputError` (`check_spelled_once`).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -22,6 +24,19 @@ from ..errors import InputError, flag, option_field
 DEFAULT_TIME_LIMIT = 60.0
 #: older spellings of option names, accepted and mapped to the names of `ExactOptions`
 ALIASES = {"num_workers": "workers", "threads": "workers", "random_seed": "seed"}
+
+
+def check_spelled_once(keys: Iterable[str], field: Callable[[str], str] = option_field) -> None:
+    """Each option among `keys` is spelt once: two keys that are one option (`ALIASES`: ``workers`` and
+    ``num_workers`` or ``threads``, ``seed`` and ``random_seed``) are an `InputError` whose field is
+    `field` of the option's name (``--option seed`` on the command line, ``seed`` in Python), worded as
+    ``memsched solve --option`` words it, so that no value silently wins over the other."""
+    seen: dict[str, str] = {}  # the option's name -> its key as first given
+    for key in keys:
+        name = ALIASES.get(key, key)
+        if name in seen and seen[name] != key:
+            raise InputError(f"given twice (as {seen[name]!r} and {key!r}): give each option once", field=field(name))
+        seen.setdefault(name, key)
 
 
 class DeadlineExceeded(Exception):
@@ -51,8 +66,11 @@ class ExactOptions:
 
     @classmethod
     def from_kwargs(cls, defaults: ExactOptions | None = None, **kw: Any) -> tuple[ExactOptions, dict[str, Any]]:
-        """(options, the keyword arguments that are not exact-layer options). Aliases are mapped;
-        a value of None keeps the default; bad values raise `InputError` naming the option."""
+        """(options, the keyword arguments that are not exact-layer options). Aliases are mapped (one
+        option given in two spellings, ``workers`` and ``num_workers``, is an `InputError`,
+        `check_spelled_once`, whatever the values); a value of None keeps the default; bad values raise
+        `InputError` naming the option."""
+        check_spelled_once(kw)
         base = defaults or cls()
         mine: dict[str, Any] = {}
         rest: dict[str, Any] = {}

@@ -31,6 +31,7 @@ byte unit, "slots": as written).
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
@@ -201,7 +202,7 @@ class Graph:
         data = nx.node_link_data(self.to_networkx(), edges="links")
         data["graph"] = {"name": self.name, "order": _plain(list(self.ids))}
         if self.meta:
-            data["graph"]["meta"] = self.meta
+            data["graph"]["meta"] = copy.deepcopy(self.meta)  # editable without changing the graph
         return data
 
     def save(self, path: str | Path) -> None:

@@ -21,6 +21,7 @@ Sizes are integers (bytes, or slots once discretised), times floats (the file's 
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,7 +113,8 @@ class Join:
             d = c.to_dict()
             branches.append({"name": c.name, "input_size": d["input_size"], "stages": d["stages"]})
         return {"format": FORMAT, "name": self.name, "branches": branches,
-                "loss": {"bwd_time": self.loss_time, "bwd_overhead": self.loss_overhead}, "meta": self.meta}
+                "loss": {"bwd_time": self.loss_time, "bwd_overhead": self.loss_overhead},
+                "meta": copy.deepcopy(self.meta)}  # the caller may edit the object without changing the join
 
     def save(self, path: str | Path) -> None:
         """Write the join file atomically."""
