@@ -12,8 +12,9 @@
   one chain run, and the RNG states restored for recomputations; `peak_with_rng_states`,
   `chain_peak_with_rng_states`: a replay's peak plus the states a run allocates (kept states and
   the copy made during each recomputation; an allocator sees them on the CPU).
-- `compare_gradients`, `gradients_match`, `zero_grads`: the gradient check against plain autograd
-  (ok None, `VACUOUS_CHECK`, when every reference gradient is zero: nothing was tested).
+- `compare_gradients`, `gradients_match`, `zero_grads`: the gradient check against plain autograd,
+  each parameter's error measured against its module's largest gradient (`module_scales`) (ok
+  None, `VACUOUS_CHECK`, when every reference gradient is zero: nothing was tested).
 - `measured_vs_predicted`: the comparison block of ``memsched run --json``.
 
 Units everywhere: bytes for memory, milliseconds for time.
@@ -610,18 +611,52 @@ def zero_grads(params: Iterable[torch.Tensor], *, keep: bool = False) -> None:
             p.grad.zero_()
 
 
-def gradient_close(got: torch.Tensor, ref: torch.Tensor, *, rtol: float, atol: float) -> bool:
-    """|got - ref| <= atol + rtol * max|ref| element by element: the error relative to the tensor's
-    scale, not to each element's. A gradient summed in another order (a weight shared by the branches
-    of a join, whose backward passes add into it in the schedule's order) differs by a few ulps of its
-    largest terms, which an element-wise relative test fails wherever the sum nearly cancels; a wrong
-    gradient (a missing or doubled contribution) differs on the scale of the tensor. NaN never passes."""
+def magnitude(t: torch.Tensor) -> float:
+    """max|t| over the finite elements of `t` (0.0 when it has none): the scale a gradient check
+    measures errors against, in the gradient's own units. A non-finite reference element never
+    widens a tolerance (an infinite scale would pass anything); it fails the check by itself."""
+    if t.numel() == 0:
+        return 0.0
+    return float(torch.nan_to_num(t.detach(), nan=0.0, posinf=0.0, neginf=0.0).abs().max())
+
+
+def gradient_close(got: torch.Tensor, ref: torch.Tensor, *, rtol: float, atol: float,
+                   scale: float | None = None) -> bool:
+    """|got - ref| <= atol + rtol * scale element by element, `scale` defaulting to max|ref|
+    (`magnitude`): the error relative to a real magnitude, not to each element's. A gradient summed
+    in another order (a weight shared by the branches of a join, whose backward passes add into it
+    in the schedule's order) differs by a few ulps of its largest terms, which an element-wise
+    relative test fails wherever the sum nearly cancels; a wrong gradient (a missing or doubled
+    contribution) differs on the scale of the tensor. `compare_gradients` passes its module's scale
+    (`module_scales`). NaN (and an infinite reference) never passes."""
     if got.shape != ref.shape:
         return False
     if ref.numel() == 0:
         return True
-    scale = float(ref.abs().max())
-    return bool(((got - ref).abs() <= atol + rtol * scale).all())
+    tol = atol + rtol * (magnitude(ref) if scale is None else scale)
+    return bool(((got - ref).abs() <= tol).all())
+
+
+def owning_module(name: str) -> str:
+    """The owning module of the parameter named `name` (``"0.conv.bias"`` -> ``"0.conv"``; ``""`` for
+    the root module's own parameters)."""
+    return name.rpartition(".")[0]
+
+
+def module_scales(expected: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Owning module (`owning_module`) -> the largest |gradient| among its parameters' reference gradients
+    (`magnitude`, in gradient units): the scale `compare_gradients` measures each of them against.
+    Why per module: a tensor's own maximum is no magnitude when its true gradient is zero by
+    cancellation (a conv's bias followed by BatchNorm gets exactly 0; float32 autograd and an
+    executor summing the consumers in another order leave ~1e-6 of noise each, from terms the size of
+    those that make the conv's weight gradient), yet the whole model's would let a small layer's error
+    hide behind a large layer's gradients. Invariant: a module's scale is at least every one of its
+    tensors' own maximum, so the check is never looser than the per-tensor one where a tensor is
+    the largest of its module, and a tensor's wrong value of its module's size always fails."""
+    scales: dict[str, float] = {}
+    for name, ref in expected.items():
+        scales[owning_module(name)] = max(scales.get(owning_module(name), 0.0), magnitude(ref))
+    return scales
 
 
 #: the message of a gradient check that tested nothing (`compare_gradients`, `gradients_match`: ok None)
@@ -636,7 +671,9 @@ def all_zero(tensors: Iterable[torch.Tensor | None]) -> bool:
 
 def compare_gradients(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], *, rtol: float = 1e-4,
                       atol: float = 1e-6) -> tuple[bool | None, str]:
-    """(all close, a message naming the worst parameter when not). A parameter of `got` that
+    """(all close, a message naming the worst parameter when not). Each gradient is compared at
+    ``atol + rtol * scale``, the scale being its owning module's largest reference gradient
+    (`module_scales`: a conv's zero bias gradient is measured against its weight's). A parameter of `got` that
     `expected` lacks passes when its gradient is all zeros: a measured step allocates every
     gradient (zeros) before it runs, so a parameter no gradient reaches (a block before one that
     stops the gradient) keeps zeros where plain autograd leaves None. When everything matches but
@@ -648,9 +685,10 @@ def compare_gradients(got: dict[str, torch.Tensor], expected: dict[str, torch.Te
         return False, f"gradients differ in which parameters they cover: {sorted(missing)[:5]}"
     worst, worst_name = 0.0, ""
     ok = True
+    scales = module_scales(expected)
     for name, ref in expected.items():
         g = got[name]
-        if not gradient_close(g, ref, rtol=rtol, atol=atol):
+        if not gradient_close(g, ref, rtol=rtol, atol=atol, scale=scales[owning_module(name)]):
             ok = False
             err = float((g - ref).abs().max())
             if err >= worst:

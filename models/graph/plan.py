@@ -358,14 +358,27 @@ def build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.T
     """Trace `blocks` as `models.graph.export` does and map the graph's forward nodes onto them
     (a plain no-grad forward of `example_input` computes the static values). Raises
     ValueError when a forward node of the graph has no fx node of that name or the reverse.
-    The blocks' buffers are left as they were (that forward runs in the blocks' own mode: in
-    training mode it would count an extra batch in BatchNorm's running statistics): they are
-    saved before it and restored after it, also when it raises."""
+    The blocks' buffers and torch's random generators are left as they were (that forward runs
+    in the blocks' own mode: in training mode it would count an extra batch in BatchNorm's
+    running statistics, and its dropouts would draw from the CPU and CUDA generators, so a step
+    seeded before the plan is built would not get plain autograd's masks): the buffers are saved
+    before it and restored after it, the generators forked (`torch.random.fork_rng`), also when
+    it raises."""
     saved = snapshot_buffers(blocks)
     try:
-        return _build_plan(blocks, graph, example_input)
+        with torch.random.fork_rng(devices=_cuda_devices(blocks, example_input)):
+            return _build_plan(blocks, graph, example_input)
     finally:
         restore_buffers(saved)
+
+
+def _cuda_devices(blocks: Sequence[nn.Module], example_input: Any) -> list[torch.device]:
+    """The CUDA devices whose generators a forward of `blocks` on `example_input` may draw from:
+    those of the input and of every parameter and buffer (empty on a CPU-only network)."""
+    tensors = [example_input] if isinstance(example_input, torch.Tensor) else []
+    for block in blocks:
+        tensors += [*block.parameters(), *block.buffers()]
+    return sorted({t.device for t in tensors if t.device.type == "cuda"}, key=str)
 
 
 def _build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.Tensor) -> Plan:
