@@ -41,7 +41,7 @@ SHARED_TABLE_SOLVERS = {("chain", "rotor")}
 SWEEP_SET_OPTIONS = frozenset({"table_budget"})
 _INSTANCE_KINDS = ("file", "example", "generate", "model")
 _INSTANCE_COMMON = {"label", "budgets", "execute", "problem", "bandwidth"}
-_MODEL_SIZES = {"batch", "image_size", "seq_len", "width", "depth", "classes", "vocab", "dropout", "device", "seed",
+MODEL_SIZES = {"batch", "image_size", "seq_len", "width", "depth", "classes", "vocab", "dropout", "device", "seed",
                 "repeats", "warmup"}
 #: ``generate = "chain"`` means ``chain.random_chain``; other generators are "<problem>.<function>".
 _GENERATOR_ALIASES = {"chain": "chain.random_chain", "graph": "graph.random_layered", "join": "join.random_join"}
@@ -344,7 +344,7 @@ def _instance_spec(i: int, entry: Any, bad: Callable[[str, str], InputError]) ->
     kind = kinds[0]
     allowed = _INSTANCE_COMMON | {kind}
     if kind == "model":
-        allowed |= _MODEL_SIZES
+        allowed |= MODEL_SIZES
     elif kind == "generate":
         allowed = set(entry)  # the generator's own keyword arguments (checked when it is called)
     for k in entry:

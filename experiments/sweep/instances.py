@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from memsched.solvers import registry
-from memsched.solvers.errors import InputError, first_line
+from memsched.solvers.errors import InputError, first_line, python_spelling
 
-from .config import EXAMPLES, ROOT, InstanceSpec, SweepConfig, generator
+from .config import EXAMPLES, MODEL_SIZES, ROOT, InstanceSpec, SweepConfig, generator
 from .instance_store import InstanceStore, Stored, digest, document
 
 
@@ -229,16 +229,37 @@ def _own_problem_and_link(path: Path, spec: InstanceSpec) -> tuple[str | None, t
 
 @contextmanager
 def profiling_errors(path: str | Path, where: str) -> Iterator[None]:
-    """Profiling a zoo network inside: its `InputError` names the sweep file `path` and the
-    instance's ``model`` field; a TypeError, ValueError or RuntimeError becomes an `InputError`
+    """Profiling a zoo network inside: its `InputError` names the sweep file `path` and the key
+    of the instance `where` it is about, spelt as sweep files spell it (``instances[0].depth: lstm
+    takes no depth``, not the command line's ``--depth``: `entry_key`); an error naming no key of
+    the entry names its ``model``. A TypeError, ValueError or RuntimeError becomes an `InputError`
     "cannot profile this network" naming the instance `where`."""
     try:
-        yield
+        with python_spelling():  # a sweep file's keys are the Python names (seq_len, image_size)
+            yield
     except InputError as err:
-        raise InputError(str(err), path=str(path), field=f"{where}.model") from None
+        key = entry_key(err.field)
+        if key is None:
+            raise InputError(str(err), path=str(path), field=f"{where}.model") from None
+        flag = str(err.field)  # the command line's words: "takes no --depth" -> "takes no depth"
+        message = err.message.replace(flag, key) if flag.startswith("--") else err.message
+        if err.path is not None:  # another file at fault (a factory's): it stays named
+            message = f"{err.path}: {message}"
+        raise InputError(message, path=str(path), field=f"{where}.{key}") from None
     except (TypeError, ValueError, RuntimeError) as err:
         raise InputError(f"cannot profile this network: {type(err).__name__}: {first_line(err)}", path=str(path),
                          field=where) from None
+
+
+def entry_key(field: str | None) -> str | None:
+    """The key of a ``model`` entry that an error's `field` names, in either spelling (``--seq-len``
+    or ``seq_len``, ``MODEL`` or ``model``), e.g. ``seq_len``; None for no field or one that is no
+    key of such an entry (the error is then about the network as a whole)."""
+    if field is None:
+        return None
+    key = field[2:].replace("-", "_") if field.startswith("--") else field
+    key = "model" if key == "MODEL" else key
+    return key if key in MODEL_SIZES | {"model"} else None
 
 
 @contextmanager
