@@ -41,8 +41,9 @@ SHARED_TABLE_SOLVERS = {("chain", "rotor")}
 SWEEP_SET_OPTIONS = frozenset({"table_budget"})
 _INSTANCE_KINDS = ("file", "example", "generate", "model")
 _INSTANCE_COMMON = {"label", "budgets", "execute", "problem", "bandwidth"}
+#: the keys a ``model`` instance entry takes besides ``model`` (the profile's sizes and settings)
 MODEL_SIZES = {"batch", "image_size", "seq_len", "width", "depth", "classes", "vocab", "dropout", "device", "seed",
-                "repeats", "warmup"}
+               "repeats", "warmup"}
 #: ``generate = "chain"`` means ``chain.random_chain``; other generators are "<problem>.<function>".
 _GENERATOR_ALIASES = {"chain": "chain.random_chain", "graph": "graph.random_layered", "join": "join.random_join"}
 #: the most runs of each cell (``repeats``): a grid is listed and run cell by cell
