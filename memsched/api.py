@@ -761,23 +761,31 @@ def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_f
     in ms, node sizes with what autograd keeps), the instance of the graph solvers.
 
     `model`: a zoo name ("resnet18", "densenet121", "gpt2", ...; sizes as ``batch=``,
-    ``image_size=``, ``seq_len=``, ``width=``, ``depth=``, ``device=``), a factory spec
-    ("mynet.py:build", sizes passed to it), or your own network: an ``nn.Sequential`` / list of
+    ``image_size=``, ``seq_len=``, ``width=``, ``depth=``, ``device=``, ``seed=``, an int in
+    0..2^32-1 as ``memsched profile --seed``), a factory spec ("mynet.py:build", sizes passed
+    to it), or your own network: an ``nn.Sequential`` / list of
     blocks with `example_input` (the tensor a_0, whose batch the sizes are measured at),
     `target` and `loss_fn(output, target)` (default: the mean of the output), or a
     `memsched.Network` holding them (`models.network`; one it holds given again as an argument is an
-    `InputError` naming the argument, not ignored). Needs torch; `out` also saves the
-    chain file (a str or path of a file in an existing folder, checked before anything is profiled).
+    `InputError` naming the argument, not ignored). A zoo name or factory profiled as a chain
+    also takes ``cost=`` (``memsched profile --cost``): "measured" (default), "flops" (counted
+    MFLOP) or "roofline:v100|a100|h100", the counted ones on fake CPU tensors, timing nothing, so
+    that a `timing` with them is an `InputError` naming ``timing``. Needs torch; `out` also saves the
+    chain file (a str or path of a file in an existing folder, not a source file that a factory
+    `model` reads, checked before anything is profiled).
     Your modules keep their parameters, buffers (BatchNorm's running statistics) and ``.grad``
     (`_state_kept`), and torch's global RNG is put back as it was (building a zoo network and
     profiling seed it), as with `run`."""
-    out = _check_out(out)
+    out = _check_out(out, model)
+    _check_size_seed(sizes)
     _need_torch()
     from memsched.models.chain.profiler import profile_chain, profile_model
     from memsched.models.run import caller_rng_kept, default_clock
 
     if problem not in ("chain", "graph"):
         raise InputError(f"must be chain or graph, got {problem!r}", field="problem")
+    if isinstance(model, str) and problem == "chain":
+        _refuse_timing(sizes.get("cost"), timing)
     if isinstance(model, str):
         with caller_rng_kept(model, sizes):  # building the zoo network seeds torch (`models.zoo.build_model`)
             if problem == "graph":
@@ -823,19 +831,46 @@ def _state_kept(objects: Sequence[Any]) -> Iterator[None]:
                     grad.copy_(values)
 
 
-def _check_out(out: Any) -> str | None:
+def _check_out(out: Any, model: Any) -> str | None:
     """`profile`'s `out` as a path str (None: not saved): a str or `os.PathLike` naming a file that
-    can be written (not a folder, in an existing writable folder: `_checks.check_output_file`, as
-    ``memsched profile -o`` checks it). `InputError` naming ``out`` otherwise, before any profiling."""
+    can be written (not a folder, in an existing writable folder) and, for a factory spec `model`,
+    none of the source files it reads (``FILE.py``, or the module and its packages' ``__init__.py``:
+    `commands.profile.model_inputs`), as ``memsched profile -o`` checks it (`_checks.check_outputs`).
+    `InputError` naming ``out`` otherwise, before any profiling, so that nothing is written."""
     if out is None:
         return None
     if not isinstance(out, (str, os.PathLike)):
         raise InputError(f"must be the path of a file (str or Path), got {_show(out)}", field="out")
-    from memsched.experiments.commands._checks import check_output_file
+    from memsched.experiments.commands._checks import check_outputs
+    from memsched.experiments.commands.profile import model_inputs
 
     path = os.fsdecode(os.fspath(out))
-    check_output_file(path, "out")
+    sources = model_inputs(model) if isinstance(model, str) else []
+    check_outputs([("out", path)], [("model", source) for _, source in sources])
     return path
+
+
+def _check_size_seed(sizes: dict[str, Any]) -> None:
+    """A ``seed=`` among `profile`'s sizes is an int in 0..`MAX_SEED` (as `run`'s `seed` and
+    ``memsched profile --seed``), else `InputError` naming ``seed``; stored back as a plain int."""
+    if "seed" in sizes:
+        from memsched.experiments.commands._checks import MAX_SEED
+
+        sizes["seed"] = check_int(sizes["seed"], "seed", 0, MAX_SEED)
+
+
+def _refuse_timing(cost: Any, timing: Any) -> None:
+    """A `timing` with a counted `cost` ("flops", "roofline:*": nothing is timed) would be ignored:
+    `InputError` naming ``timing``, as ``memsched profile --cost flops --timing ...`` refuses it
+    (`commands.profile.refuse_timing`, which reads parsed flags). A bad `cost` is `models.costs.parse_cost`'s
+    `InputError` naming ``cost``. Needs torch (`parse_cost`)."""
+    if cost is None or timing is None:
+        return
+    from memsched.models.costs import parse_cost
+
+    if not parse_cost(cost).measured:
+        raise InputError(f"profile times nothing with a counted cost model (cost={cost!r}), so this argument "
+                         "would be ignored", field="timing")
 
 
 def _profile_graph(model: Any, example_input: Any, target: Any, loss_fn: Any, repeats: int, out: PathLike | None,
