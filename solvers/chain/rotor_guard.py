@@ -47,7 +47,7 @@ def revolve_baseline(chain: Chain, budget: int, beat: float | None = None) -> So
     and it fits `budget` bytes at exact sizes, else None. With `beat` (a makespan), also None when
     Revolve cannot be faster: its makespan L u_fa + p(L, c) u_fn + L u_b + u_b[L] does not grow
     with the checkpoint count c (p(L, c) does not), so its schedule with c = L, replayed once
-    (O(L) ops), bounds it from below and spares the binary search over c."""
+    (O(L) ops), bounds it from below and spares the check of every c."""
     if not chain.is_homogeneous():
         return None
     if beat is not None:
