@@ -482,7 +482,12 @@ class SweepResult:
         s, fractions in %. A `y` the rows do not have, a bad `title` or `figsize` or another keyword
         argument is an `InputError`, as is a sweep in which no run found a schedule ("no solver found a
         schedule: nothing to draw", as `Comparison.plot` says) and a `y` with no number to draw (text, or
-        no value at a budget with a schedule: "nothing to draw")."""
+        no value at a budget with a schedule: "nothing to draw").
+        A series every point of which is also a point of a series drawn after it in its panel (madpipe and
+        cpsat at the same periods) gets larger hollow markers on a wider, paler line, and a note under the
+        panels names it and the series over it, by the rule of the command-line figures
+        (`experiments.plotting.coincide.mark_coinciding`); the legend keeps each series' own style."""
+        from memsched.experiments.plotting.coincide import coinciding_note, mark_coinciding
         from memsched.experiments.plotting.draw import literal_text  # names and titles drawn as written ("$")
 
         _check_plot("SweepResult.plot", ("y", "title", "figsize"), unknown, title, figsize)
@@ -508,7 +513,9 @@ class SweepResult:
                                   3.4 * math.ceil(len(instances) / 3)))
         axes = fig.subplots(math.ceil(len(instances) / 3), min(len(instances), 3), squeeze=False).ravel()
         handles: dict[str, Any] = {}
+        drawn_lines: list[list[tuple[str, Any]]] = []  # each panel's (series, line), in drawing order
         for ax, name in zip(axes, instances):
+            drawn_lines.append([])
             units = self.units.get(str(name))
             x_scale, x_label = _axis(frame[frame["instance"] == name], x, units)
             part = drawn[drawn["instance"] == name]
@@ -518,6 +525,7 @@ class SweepResult:
                 (line,) = ax.plot(_scaled(group[x], x_scale), _scaled(group[y], y_scale), ms=4, label=str(series),
                                   **styles[str(series)])
                 handles.setdefault(str(series), line)
+                drawn_lines[-1].append((str(series), line))
             if part.empty:
                 ax.text(0.5, 0.5, literal_text(f"no {y} to draw"), transform=ax.transAxes, ha="center", va="center",
                         fontsize=8, color="#868e96")
@@ -531,6 +539,10 @@ class SweepResult:
         ordered = [label for label in styles if label in handles]  # the frame's order, as the styles
         fig.legend([handles[label] for label in ordered], [literal_text(label) for label in ordered],
                    loc="outside right upper", fontsize=8, frameon=False)
+        # after the legend, which keeps the series' own style
+        note = coinciding_note([m for lines in drawn_lines for m in mark_coinciding(lines)], len(instances))
+        if note:
+            _note_below(fig, literal_text(note.strip()))
         if title or self.source:
             fig.suptitle(literal_text(title or self.source), fontsize=11)
         return fig
@@ -560,6 +572,17 @@ class SweepResult:
 
     def __repr__(self) -> str:
         return f"<SweepResult {self.source}: {len(self.rows)} rows>"
+
+
+def _note_below(fig: Any, text: str) -> None:
+    """`text` in small grey type under the panels of `fig` (a constrained-layout figure, which makes room for it:
+    drawn as the figure's ``supxlabel``), wrapped to the figure's width (about 7 pt characters per line)."""
+    import textwrap
+
+    fontsize = 7.5
+    width = max(int(fig.get_figwidth() * 72 / (0.55 * fontsize)), 40)  # characters per line at `fontsize`
+    fig.supxlabel("\n".join(textwrap.fill(part, width) for part in text.split("\n")), fontsize=fontsize,
+                  color="#555555")
 
 
 def _default_y(frame: Any) -> str | None:
