@@ -32,7 +32,7 @@ SOLVERS: dict[str, tuple[str, str]] = {
     "pofo": (".offload.dp:solve_pofo",
              "rotor DP + offloading of checkpoints a_i during the right sub-chain (after POFO)"),
     "exact-combined": (".offload.exact_combined:solve_exact_combined",
-                       "exact CP-SAT ground truth: rematerialization + offloading (small chains, L <= 6)"),
+                       "exact CP-SAT over phase-form sequences: rematerialization + offloading (small chains, L <= 6)"),
     "offload-exact": (".offload.exact_free:solve_offload_exact",
                       "exact CP-SAT, rematerialization + offloading with a free compute order (phase model, "
                       "values travel for whole compute slots)"),

@@ -1,4 +1,4 @@
-"""Exact model of rematerialization combined with offloading, for small chains (ground truth).
+"""Exact model of rematerialization combined with offloading, for small chains (exact for the class below).
 
 The two-stream model of `solvers.offload.simulator` is solved exactly over the class
 
@@ -7,17 +7,21 @@ The two-stream model of `solvers.offload.simulator` is solved exactly over the c
 1. *Compute sequences* (enumerated). Phases k = L, L-1, .., 0 end with the Loss (k = L) or
    B(k); inside phase k forward ops run in increasing stage order, each stage at most once,
    stages 0..min(k, L-1), and stage k of phase k < L only runs F_all (the phase model of
-   `solvers.chain.exact_model`, with its dominance rules: F_n(j) only when it frees a
-   standalone a_j, never F_n(0), no F_ck(j) while the tape abar_{j+1} lives, and no second
-   copy of a resident value). Every persistent (rotor) schedule, hence every schedule of
-   rotor, pofo, rotor-offload and the store-all order, has this form.
+   `solvers.chain.exact_model`, with those of its dominance rules that hold with a host link:
+   F_n(j) only when it frees a standalone a_j, never F_n(0), and no second copy of a live
+   value). The chain's "no F_ck(j) while the tape abar_{j+1} lives" does not hold: with the
+   tape on the host, recomputing a_{j+1} can beat fetching it back, so such sequences are
+   enumerated, and their model asks the tape to travel (`tapes_to_move`). Every persistent
+   (rotor) schedule, hence every schedule of rotor, pofo, rotor-offload and the store-all
+   order, has this form.
 2. *Transfers* (CP-SAT, for one fixed sequence). A lifetime of a value v (a_j standalone or
    the tape abar_j: from the op that creates it, or time 0 for a_0, to the op that frees it)
    is used by its creator and its readers u_0, u_1, ..; in every gap (u_a, u_b) between
-   consecutive uses the model may offload v: ``Off(v)`` starts at so >= s(u_a) (and >= the
-   end of the creator), lasts T(v) (0 when an earlier Off of the same value already left a
-   host copy: the simulator's free Off), the device copy is released at
-   r = max(so + T, e(u_a)), and ``Pre(v)`` runs in [sp, sp + T(v)) with r <= sp and
+   consecutive uses the model may offload v (and must fetch it back: an Off with no later Pre
+   acts as a delete, which the chain model has no op for, so such schedules are outside):
+   ``Off(v)`` starts at so >= s(u_a) (and >= the end of the creator), lasts T(v) (0 when an
+   earlier Off of the same value already left a host copy: the simulator's free Off), the
+   device copy is released at r = max(so + T, e(u_a)), and ``Pre(v)`` runs in [sp, sp + T(v)) with r <= sp and
    sp + T(v) <= s(u_b). Transfers share one stream (NoOverlap; a free Off may not fall
    strictly inside another transfer, where the simulator would delay it).
 3. *Memory* (Cumulative, capacity M): every value is charged exactly as the simulator does,
@@ -94,9 +98,10 @@ def whole_ticks(inst: OffloadInstance, scale: float) -> bool:
 
 
 def phase_sequences(L: int, deadline: Deadline | None = None) -> list[list[Op]]:
-    """Every compute sequence of the phase form (see the module docstring): 992 for L = 4,
-    26 678 for L = 5, 1.2 million for L = 6 (minutes). `deadline` is checked as they are
-    enumerated (`DeadlineExceeded`)."""
+    """Every compute sequence of the phase form (see the module docstring): 2 248 for L = 4,
+    84 152 for L = 5, 5.4 million for L = 6 (minutes and gigabytes; 992, 26 678 and 1.2 million
+    with the chain's rule against F_ck(j) while abar_{j+1} lives). `deadline` is checked as they
+    are enumerated (`DeadlineExceeded`)."""
     out: list[list[Op]] = []
     calls = [0]
 
@@ -122,12 +127,29 @@ def phase_sequences(L: int, deadline: Deadline | None = None) -> list[list[Op]]:
                 phase(k, acts, tapes | {j + 1}, j + 1, ops + [F_all(j)])
             if j == k or j + 1 in acts:
                 continue
-            if j + 1 not in tapes:
-                phase(k, acts | {j + 1}, tapes, j + 1, ops + [F_ck(j)])
+            # F_ck(j) even while the tape abar_{j+1} lives: with a host link the tape may be away (the
+            # chain model's rule against it does not hold; `_Model` asks such a tape to travel)
+            phase(k, acts | {j + 1}, tapes, j + 1, ops + [F_ck(j)])
             if j in acts and j > 0:
                 phase(k, (acts - {j}) | {j + 1}, tapes, j + 1, ops + [F_n(j)])
 
     phase(L, frozenset({0}), frozenset(), 0, [])
+    return out
+
+
+def tapes_to_move(ops: list[Op]) -> set[int]:
+    """Indices i of the tapes abar_i alive while F_ck(i-1) runs: such a sequence is kept only when
+    abar_i travels (`_Model`), for with abar_i on the device all the time the sequence without that
+    F_ck (a_i read from the tape) is at most as slow and as high, and is enumerated too."""
+    tapes: set[int] = set()
+    out: set[int] = set()
+    for kind, i in ops:
+        if kind == F_ALL:
+            tapes.add(i + 1)
+        elif kind == F_CK and i + 1 in tapes:
+            out.add(i + 1)
+        elif kind == B:
+            tapes.discard(i + 1)
     return out
 
 
@@ -190,6 +212,9 @@ class _Model:
         real = {("a", j): int(chain.x[j]) for j in range(L + 1)}
         real.update({("abar", j): int(chain.xbar[j]) for j in range(1, L + 1)})
         lives, grads = lifetimes(L, ops)
+        must_move = tapes_to_move(ops)
+        #: False when a tape of `tapes_to_move` cannot travel (no bytes or no transfer time): a dominated sequence
+        self.useful = True
         gaps = sum(len(r) for _, _, r, _ in lives)
         horizon = sum(d) + 2 * gaps * max(T.values(), default=0) + 1
         m = cp_model.CpModel()
@@ -237,6 +262,7 @@ class _Model:
                 hold(s[k], e[k], sz, f"r{g}_{k}")
             prev_end = e[creator] if creator >= 0 else zero
             prev_start = s[creator] if creator >= 0 else zero
+            moves: list[Any] = []  # the Off/Pre indicators of this lifetime
             for q, u in enumerate(readers):
                 name = f"g{g}_{q}"
                 can = sz > 0 and T[v] > 0
@@ -282,9 +308,15 @@ class _Model:
                     hold(prev_end, r, sz, f"{name}A", o)
                     hold(sp, s[u], sz, f"{name}B", o)
                     self.transfers.append((o, so, sp, v))
+                    moves.append(o)
                 prev_end, prev_start = e[u], s[u]
             if freer is None:
                 hold(prev_end, dies, sz, f"tail{g}")
+            if v[0] == "abar" and v[1] in must_move:
+                if moves:
+                    m.add_bool_or(moves)
+                else:
+                    self.useful = False
         m.add_no_overlap(stream)
         # a free Off is never strictly inside another transfer (the simulator would delay it)
         for f, t in frees:
@@ -334,7 +366,7 @@ def check_instance(inst: OffloadInstance, **options: Any) -> None:
               least=lambda inst: inst.chain.total_time())
 def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadline: Deadline,
                          seed: SolveResult | None = None, scale: float | None = None, **_: Any) -> SolveResult:
-    """Exact CP-SAT ground truth for rematerialization + offloading (see the module docstring);
+    """Exact CP-SAT model of rematerialization + offloading, optimal for its class (see the module docstring);
     sizes exact by default (``slots=0``), 4 workers, 60 s. `scale`: ticks per time unit (default:
     exact when durations allow, about 1000 ticks for the longest otherwise; given, as
     `offload.cpsat.check_scale` accepts)."""
@@ -350,7 +382,9 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOp
     size = size_in_slots(budget, slots)
     capacity = discretize_capacity(budget, slots)
     scope = ("phase-form compute sequences (each stage at most once per phase) with at most one Off/Pre pair "
-             f"per idle gap of each value, times in ticks of 1/{scale:g}, {scope_text(slots)}")
+             "per idle gap of each value (every offloaded value fetched back: an Off never followed by a Pre acts "
+             "as a delete, which the model has no op for), "
+             f"times in ticks of 1/{scale:g}, {scope_text(slots)}")
     common: dict[str, Any] = {"problem": "offload", "solver": "exact-combined", "budget": budget, "scope": scope}
 
     seqs = phase_sequences(L, deadline)
@@ -401,6 +435,8 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOp
             proven = False
             break
         model = _Model(inst, seqs[k], size, capacity, scale, None if best is None else best[0] - 1)
+        if not model.useful:
+            continue
         run = run_cpsat(model.m, deadline, options, progress=False)
         solved += 1
         if run.status in (OPTIMAL, FEASIBLE) and run.objective is not None:

@@ -1,6 +1,7 @@
 """Exact CP-SAT model of rematerialization + offloading with a free compute order (`offload-exact`).
 
-The compute order is the chain's **phase model** (`solvers.chain.exact_model`, docs/chain.md):
+The compute order is the chain's **phase model** (`solvers.chain.exact_model`, docs/chain.md; without
+its row "no F_ck(j) while abar_{j+1} lives", `chain_only`, which fails once tapes can travel):
 the schedule is cut at its backward ops into phases k = L, L-1, .., 0 (phase L ends with the
 Loss, phase k < L with B(k)); inside a phase each stage j runs at most one forward (F_all,
 F_ck or F_n), in increasing stage order. So stage j may be computed up to L - j + 1 times
@@ -37,7 +38,8 @@ rows: every schedule of the model replays within the budget.
 
 **Class (scope)**: phase-form compute sequences; values on the host for whole pieces (released
 before the piece starts, prefetched after it ends); at most one Off and one Pre of each value
-per phase; whole-tick durations. `exact-combined` (small L) also lets a release or a prefetch
+per phase; every offloaded value fetched back (an Off with no later Pre acts as a delete, which
+the phase model has no op for); whole-tick durations. `exact-combined` (small L) also lets a release or a prefetch
 fall inside a compute op, so its class is wider. The reported ``lower_bound`` is the model's
 (``details.model_bound``): a bound for this class, as the chain's phase model reports its own;
 the exact layer drops it when a fast solver's schedule beats it.
@@ -75,6 +77,14 @@ DEFAULT_SLOTS = 100
 LINK_ROWS = True
 
 
+def chain_only(row_name: str) -> bool:
+    """Whether a row of the chain's phase model holds only without a host link: "no F_ck(j) while the
+    tape abar_{j+1} lives" (``FC[k,j] redundant``). With the tape on the host, recomputing a_{j+1} can
+    beat fetching the tape back (docs/offload.md), and removing the F_ck leaves an idle slot whose
+    pieces the class ties to the next one, so even "unless the tape travels" is not a safe form."""
+    return row_name.startswith("FC[") and row_name.endswith("] redundant")
+
+
 class Slot:
     """One position of the compute stream: phase k, stage j (None: the phase's backward op)."""
 
@@ -106,6 +116,8 @@ class FreeOrderModel:
                 deadline.check()
             if row.name.startswith("memory"):
                 continue  # rebuilt below with the away terms
+            if chain_only(row.name):
+                continue
             expr = self.lin(row.expr)
             if row.lo is not None:
                 cp.add(expr >= int(round(row.lo)))
@@ -415,7 +427,8 @@ def scope_of(scale: float, slots: int) -> str:
     return ("offload-exact: phase-form compute sequences (at most one forward per stage between consecutive "
             "backward ops: stage j computed at most L-j+1 times), values travel for whole compute slots (released "
             "before the first slot they are away in, prefetched after the last), at most one Off and one Pre of a "
-            f"value per phase, every Off charged its transfer time, times in ticks of 1/{scale:g}, "
+            "value per phase, every offloaded value fetched back (an Off never followed by a Pre acts as a delete, "
+            f"which the model has no op for), every Off charged its transfer time, times in ticks of 1/{scale:g}, "
             + scope_text(slots))
 
 
