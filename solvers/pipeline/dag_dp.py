@@ -14,7 +14,9 @@ where, with the stage's sums F + B (time unit), W (params, bytes):
 - c(I, r) = (2 cut(I) / bandwidth + 2 k(I) latency) / r: the boundary before the stage carries
   cut(I) bytes in k(I) tensors (several when it lies inside a block), both ways;
 - M = ceil(weight_factor W) + n A + Q with A = cut(I) + (act of the stage's layers consumed
-  inside the stage) and Q = cut(I) (if I is not empty) + cut(J) (if J is not V).
+  inside the stage) + (input_size if the stage holds the layer that reads the input, layer 0:
+  the input of the network crosses no boundary, whatever stage comes first) and
+  Q = cut(I) + cut(J) (if J is not V); cut({}) = 0.
 
 These are exactly the simulator's charges of the partition returned (a contiguous partition
 of the topological order "stage by stage, layers by index inside a stage"), so the DP is
@@ -72,14 +74,14 @@ def stage_tables(inst: Pipeline, lat: Lattice, i: int, max_work: float = INF) ->
     W = lat.params[J] - lat.params[i]
     wmem = np.ceil(inst.weight_factor * W.astype(float) - 1e-9)
     empty = lat.size[i] == 0
-    in_size = int(inst.input_size) if empty else int(lat.cut[i])
+    in_size = int(lat.cut[i])  # 0 for the empty ideal: the network's input is charged in `_input_kept`
     dead_i = lat.dead[i]
     act = inst.act.astype(np.int64)
     dead_act_J = lat.dead_act[J]
     rows = np.ix_(J, np.asarray(dead_i, dtype=np.int64))
     dead_in_i = (lat.dead_member[rows].astype(np.int64) @ act[dead_i]) if dead_i else 0
     internal = (lat.act[J] - lat.act[i]) - (dead_act_J - dead_in_i)
-    stash = in_size + internal
+    stash = in_size + internal + _input_kept(inst, lat, np.asarray([i]), J)
     if inst.saved_by is not None:
         stash = _measured_stash(inst, lat, i, J)
     elif inst.saved_extra is not None:
@@ -87,7 +89,7 @@ def stage_tables(inst: Pipeline, lat: Lattice, i: int, max_work: float = INF) ->
             inst.saved_extra[lat.contains[:, i]].sum())
     full = lat.size[J] == V
     out = np.where(full, 0, lat.cut[J])
-    buffers = ((0 if empty else in_size) + out).astype(float)
+    buffers = (in_size + out).astype(float)
     link = 0.0 if empty else inst.comm_time(2.0 * in_size, 2 * int(lat.messages[i]))
     return {"J": J, "fb": fb, "W": W, "wmem": wmem, "stash": np.asarray(stash, dtype=float), "buffers": buffers,
             "link": link,
@@ -97,7 +99,7 @@ def stage_tables(inst: Pipeline, lat: Lattice, i: int, max_work: float = INF) ->
 def _measured_stash(inst: Pipeline, lat: Lattice, i: int, J: np.ndarray) -> np.ndarray:
     """`Pipeline.stash` for the stages J \\ I (I = ideal `i`) of a measured profile: the output of
     each layer v counted once when a layer of ``saved_by[v]`` is in the stage (the pipeline's
-    input when I is empty and ``input_saved``), plus ``saved_extra`` of the stage's layers."""
+    input when the stage holds ``input_layer``, `_input_kept`), plus ``saved_extra`` of the stage's layers."""
     V = inst.length
     member_i = lat.contains[:, i]
     stage = lat.contains[:, J].T & ~member_i[None, :]  # (|J|, V): the stage's layers
@@ -109,17 +111,27 @@ def _measured_stash(inst: Pipeline, lat: Lattice, i: int, J: np.ndarray) -> np.n
     stash = kept.astype(np.int64) @ inst.act.astype(np.int64)
     if inst.saved_extra is not None:
         stash = stash + stage.astype(np.int64) @ inst.saved_extra
-    if not member_i.any() and inst.input_saved:
-        stash = stash + int(inst.input_size)
-    return stash
+    return stash + _input_kept(inst, lat, np.asarray([i]), J)
+
+
+def _input_kept(inst: Pipeline, lat: Lattice, I: np.ndarray, J: np.ndarray) -> np.ndarray:
+    """Bytes of the network's input kept by the stages J \\ I (I, J: arrays of ideal indices,
+    broadcast): ``input_size`` where the stage holds ``inst.input_layer`` (the one layer reading the
+    input; kept unless a measured profile says it is not, ``input_saved``), else 0. The input
+    crosses no boundary: it is stashed by that stage wherever the stage comes in the order."""
+    if inst.saved_by is not None and not inst.input_saved:
+        return np.zeros(np.broadcast(I, J).shape, dtype=np.int64)
+    row = lat.contains[inst.input_layer]
+    return np.where(row[J] & ~row[I], int(inst.input_size), 0).astype(np.int64)
 
 
 class _LatticeArrays:
     """Per-ideal arrays shared by every stage J \\ I of `pair_tables` (N ideals, V layers):
     the maximal layers of each ideal padded with V (``deadpad``, (N, w)), ``contains`` with a
     padding row, ``dead_act[J, v]`` = act[v] when v is maximal in J (0 in the padding column),
-    the stage input size in(I) (bytes), the link time c(I) for r = 1 (time unit) and the
-    per-ideal sums of ``saved_extra`` (bytes)."""
+    the stage input size in(I) = cut(I) (bytes; 0 for the empty ideal, the network's input
+    being `_input_kept`), the link time c(I) for r = 1 (time unit) and the per-ideal sums of
+    ``saved_extra`` (bytes)."""
 
     def __init__(self, inst: Pipeline, lat: Lattice) -> None:
         V, N = inst.length, lat.n
@@ -131,7 +143,7 @@ class _LatticeArrays:
         act = np.append(inst.act.astype(np.int64), 0)
         self.dead_act = np.hstack([lat.dead_member, np.zeros((N, 1), dtype=bool)]) * act[None, :]
         self.empty = lat.size == 0
-        self.in_size = np.where(self.empty, int(inst.input_size), lat.cut).astype(np.int64)
+        self.in_size = np.where(self.empty, 0, lat.cut).astype(np.int64)
         self.link = np.array([0.0 if self.empty[k] else inst.comm_time(2.0 * int(self.in_size[k]),
                                                                         2 * int(lat.messages[k]))
                               for k in range(N)])
@@ -158,10 +170,11 @@ def pair_tables(inst: Pipeline, lat: Lattice, I: np.ndarray, J: np.ndarray,
         for t in range(a.deadpad.shape[1]):
             dead_in_i += np.take(a.dead_act, base + a.deadpad[I, t])
         stash = a.in_size[I] + ((lat.act[J] - lat.act[I]) - (lat.dead_act[J] - dead_in_i))
+        stash = stash + _input_kept(inst, lat, I, J)
         if a.extra is not None:
             stash = stash + a.extra[J] - a.extra[I]
     out = np.where(lat.size[J] == inst.length, 0, lat.cut[J])
-    buffers = (np.where(a.empty[I], 0, a.in_size[I]) + out).astype(float)
+    buffers = (a.in_size[I] + out).astype(float)
     return {"fb": fb, "W": W, "wmem": wmem, "stash": stash.astype(float), "buffers": buffers, "link": a.link[I]}
 
 

@@ -15,7 +15,10 @@ A chain of L layers (0-based, in the instance's layer order). Layer ``l`` has
   layer 0 keeps the pipeline's input. Without ``saved_by`` the stash is the classic one (every
   input of every layer kept; `stash`).
 
-``input_size`` is the size of a_{-1}, the input of layer 0. ``cut[l]`` (for l < L-1) is the size
+``input_size`` is the size of a_{-1}, the network's input, read by layer ``input_layer`` only (0, the
+first layer of the instance's order; another index after `Pipeline.reordered` puts other layers, such
+as a second source, before it). No cut carries the input: the stage holding ``input_layer`` keeps it
+(its stash), as the first stage of a chain does. ``cut[l]`` (for l < L-1) is the size
 of what crosses a cut between layers l and l+1: ``act[l]`` for a chain; for a PipeDream graph
 read in topological order it is the sum of the outputs of layers <= l consumed by a layer > l
 (what PipeDream sends between stages).
@@ -81,6 +84,7 @@ class Pipeline:
     saved_by: list[list[int]] | None = None
     saved_extra: np.ndarray | None = None
     input_saved: bool = True
+    input_layer: int = 0
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -98,6 +102,8 @@ class Pipeline:
             self.succ = [sorted({int(v) for v in vs}) for vs in self.succ]
             if len(self.succ) != L or any(not u < v < L for u, vs in enumerate(self.succ) for v in vs):
                 raise ValueError("Pipeline.succ must list, per layer, later layers (index order is topological)")
+        if not 0 <= self.input_layer < L or (self.input_layer > 0 and self.succ is None):
+            raise ValueError(f"Pipeline.input_layer must be a layer 0..{L - 1} (0 for a chain)")
         if self.saved_by is not None:
             self.saved_by = [sorted({int(w) for w in ws}) for ws in self.saved_by]
             succ = self.succ if self.succ is not None else [[l + 1] if l + 1 < L else [] for l in range(L)]
@@ -177,7 +183,8 @@ class Pipeline:
 
     def reordered(self, order: list[int]) -> Pipeline:
         """The same network with its layers in another topological `order` (a permutation of
-        0..L-1): cuts are recomputed from the DAG edges (`ValueError` if `order` is not topological)."""
+        0..L-1): cuts are recomputed from the DAG edges, ``input_layer`` follows the layer that reads
+        the input (`ValueError` if `order` is not topological)."""
         L = self.length
         if sorted(order) != list(range(L)):
             raise ValueError("the order must be a permutation of the layers")
@@ -194,7 +201,7 @@ class Pipeline:
         return replace(self, fwd=self.fwd[idx], bwd=self.bwd[idx], act=act, params=self.params[idx],
                        cut=_cuts(act, new_succ), layer_names=[self.layer_names[i] for i in order],
                        succ=new_succ, meta={**self.meta, "order": list(map(int, order))}, saved_by=saved_by,
-                       saved_extra=extra)
+                       saved_extra=extra, input_layer=int(pos[self.input_layer]))
 
     @property
     def cut_sizes(self) -> np.ndarray:
@@ -214,7 +221,8 @@ class Pipeline:
         return np.cumsum(delta)[: L - 1]
 
     def messages_into(self, l: int) -> int:
-        """Tensors received by a stage starting at layer l (1 for the input of layer 0)."""
+        """Tensors received by a stage starting at layer l > 0 (1 for l = 0: the input, when layer 0
+        reads it)."""
         if l == 0:
             return 1
         cached = self._cache.get("cut_messages")
@@ -240,19 +248,21 @@ class Pipeline:
     def stash(self, i: int) -> np.ndarray:
         """A_s for the stages [i, j], j = i..L-1: bytes one micro-batch keeps for its backward.
 
-        Classic (no ``saved_by``): ``input_of(i) + internal_stash(i)``, every input of every layer
-        of the stage. Measured: the output of each layer v (or the pipeline's input, i = 0) counted
-        once when a layer of the stage keeps it (v itself or a consumer in ``saved_by[v]``; a tensor
-        crossing the boundary before i counts only when a layer of the stage keeps it). Both plus
-        ``saved_extra`` of the stage's layers (0 when absent)."""
+        Classic (no ``saved_by``): ``cut[i - 1]`` (i > 0) ``+ internal_stash(i)``, plus ``input_size``
+        for the stages holding ``input_layer``: every input of every layer of the stage. Measured: the
+        output of each layer v counted once when a layer of the stage keeps it (v itself or a consumer
+        in ``saved_by[v]``; a tensor crossing the boundary before i counts only when a layer of the
+        stage keeps it), and the pipeline's input when the stage holds ``input_layer`` and
+        ``input_saved``. Both plus ``saved_extra`` of the stage's layers (0 when absent)."""
         L = self.length
         extra = np.cumsum(self.saved_extra[i:]) if self.saved_extra is not None else 0
-        if self.saved_by is None:
-            return self.input_of(i) + self.internal_stash(i) + extra
         acts = self.act.astype(np.int64)
         contrib = np.zeros(L - i + 1, dtype=np.int64)
-        if i == 0 and self.input_saved:
-            contrib[0] += int(self.input_size)
+        if i <= self.input_layer and (self.saved_by is None or self.input_saved):
+            contrib[self.input_layer - i] += int(self.input_size)
+        if self.saved_by is None:
+            received = int(self.cut_sizes[i - 1]) if i > 0 else 0
+            return received + np.cumsum(contrib)[: L - i] + self.internal_stash(i) + extra
         for v in range(L):
             later = [w for w in self.saved_by[v] if w >= i]
             if later:
@@ -260,8 +270,11 @@ class Pipeline:
         return np.cumsum(contrib)[: L - i] + extra
 
     def input_of(self, l: int) -> int:
-        """Size of the input of layer l (a_{l-1}, or what crosses the cut before l)."""
-        return int(self.input_size) if l == 0 else int(self.cut_sizes[l - 1])
+        """Bytes a stage starting at layer l receives: what crosses the cut before l (a_{l-1} on a
+        chain); for l = 0 the network's input when layer 0 reads it (``input_layer`` = 0), else 0."""
+        if l == 0:
+            return int(self.input_size) if self.input_layer == 0 else 0
+        return int(self.cut_sizes[l - 1])
 
     def comm_time(self, nbytes: float, messages: int = 0) -> float:
         """Time (instance unit) to move `nbytes` over a link in `messages` transfers, each
@@ -282,7 +295,7 @@ class Pipeline:
         ids = [f"node{i + 1}" for i in range(self.length)]
         succ = self.succ if self.succ is not None else [[l + 1] for l in range(self.length - 1)] + [[]]
         if self.input_size:
-            keep = "" if self.saved_by is None else f", saved_by=[{ids[0] if self.input_saved else ''}]"
+            keep = "" if self.saved_by is None else f", saved_by=[{ids[self.input_layer] if self.input_saved else ''}]"
             lines.append(f"node0 -- Input -- forward_compute_time=0.000, backward_compute_time=0.000, "
                          f"activation_size={float(self.input_size):.1f}, parameter_size=0.000{keep}")
         for i in range(self.length):
@@ -294,7 +307,7 @@ class Pipeline:
                          f"backward_compute_time={self.bwd[i] * scale:.9f}, activation_size={float(self.act[i]):.1f}, "
                          f"parameter_size={float(self.params[i]):.1f}{extra}")
         if self.input_size:
-            lines.append(f"\tnode0 -- {ids[0]}")
+            lines.append(f"\tnode0 -- {ids[self.input_layer]}")
         lines += [f"\t{ids[u]} -- {ids[v]}" for u, vs in enumerate(succ) for v in vs]
         return "\n".join(lines) + "\n"
 

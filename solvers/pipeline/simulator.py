@@ -17,18 +17,23 @@ The model (docs/pipeline.md). A partition cuts the L layers into S contiguous st
                     pipeline: stage s of S keeps S - s micro-batches, "P - s + 1" 1-based);
                     n_s = ceil(m / r_s) for GPipe with m micro-batches per batch;
 - stash             A_s = in_s + sum of act[l] over the layers l of the stage whose output is
-                    consumed by a layer of the stage (a chain: l = first_s..last_s - 1): a
-                    micro-batch leaves the inputs of all the stage's layers until its backward;
-                    with a measured profile (``Pipeline.saved_by``, ``saved_extra``) the tensors
-                    the stage's layers really save for backward instead (`Pipeline.stash`);
+                    consumed by a layer of the stage (a chain: l = first_s..last_s - 1), plus
+                    ``input_size`` on the stage holding the layer that reads the network's input
+                    (layer 0; stage 0 of a contiguous partition): a micro-batch leaves the inputs
+                    of all the stage's layers until its backward; with a measured profile
+                    (``Pipeline.saved_by``, ``saved_extra``) the tensors the stage's layers really
+                    save for backward instead (`Pipeline.stash`);
 - buffers           Q_s = in_s (if s > 0) + out_s (if s < S - 1): the gradient received for the
-                    stage's output and the one sent for its input;
+                    stage's output and the one sent for its input; in_s = cut before the stage
+                    (0 for s = 0), which never holds the network's input: no stage sends it;
 - memory            M_s = ceil(weight_factor * W) + n_s * A_s + Q_s  per device of stage s;
                     the peak is max_s M_s.
 
 A DAG partition (``Partition.order`` set) is a contiguous partition of the layers taken in that
 topological order: it is charged on `Pipeline.reordered(order)`, whose cuts and stashes follow
-the DAG's edges.
+the DAG's edges. The order may start with a layer other than 0 (a second source of the DAG, such
+as a constant): the network's input is still charged to the stage that holds layer 0
+(``Pipeline.input_layer``), as a stash only, whatever stage comes first.
 
 An interleaved allocation (``Partition.device_of``: several stages on one device, MadPipe's
 non-contiguous allocation) keeps n_s, A_s, Q_s per stage (n_s = S - s under 1F1B: the
