@@ -75,8 +75,13 @@ from .instance import Graph
 from .linmodel import BACKENDS, LinearModel, solve_cpsat_linear, solve_milp
 from .simulator import replay_into, seed_at_least, simulate
 
-#: the graph's fast solvers: they seed and referee the exact graph models
-FAST = ("checkpoint-all", "dtr", "dtr-orders", "greedy", "sqrt", "griewank")
+#: the graph's fast solvers: they seed and referee the exact graph models (`checkmate`, `cpsat`), in the
+#: order the warm start runs them (`exact.layer.run_fast`): by expected cost, so that a short share is
+#: not spent before the cheap ones ran. On ResNet-50 at batch 448 (349 nodes, one thread): checkpoint-all,
+#: sqrt and griewank a few ms, greedy 0.2 s, dtr 0.3 s, dtr-orders 16 s (10-40 s on 189-400 nodes).
+#: dtr-orders goes last and gets what is left of the share (run third, it used all of it there: greedy,
+#: 14.39e6, never ran and `checkmate` returned dtr's 15.52e6 at a 30 s limit).
+FAST = ("checkpoint-all", "greedy", "sqrt", "griewank", "dtr", "dtr-orders")
 #: default backend, chosen by measurement (``python -m memsched.experiments.bench_graph --backends``, one
 #: thread, gap 0): CBC was fastest or tied on linear-20 at 70%, VGG-16-like at 80%/70% and
 #: random layered 30-node graphs at 95%/90% (0.2-5.9 s); HiGHS was close but 10x slower on the
