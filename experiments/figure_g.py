@@ -4,12 +4,22 @@ Three panels, one row of points per instance (grouped by problem: chain, join, o
 graph), one marker per budget:
 
 - memory by the tensor tracker (`models.memory.LiveTensorTracker` on CPU,
-  ``torch.cuda.max_memory_allocated`` on CUDA): ``measured_peak / peak_memory``;
+  ``torch.cuda.max_memory_allocated`` on CUDA): the row's ``memory_ratio``, ``measured_peak`` over
+  ``tracker_predicted_peak``, the peak of the simulator's replay of the schedule under the tracker's own
+  overheads (`models.chain.overheads.tracker_chain`), or over ``predicted_peak`` where the instance has no
+  separate tracker overheads (and on CUDA); offloading on CPU: over the sequential replay's peak under the
+  tracker's overheads (`models.offload.executor.OffloadStepResult`). Each panel divides the pair of
+  `models.measure.StepResult.comparisons`;
 - memory by the independent method (`models.alloc_probe`: torch.profiler allocator events,
-  sharing no code with the tracker that also profiled the instance): ``independent_peak /
-  peak_memory``;
-- step time: ``measured_time_ms / objective`` (median of the timed repeats), with a bar from
-  the fastest to the slowest run (``time_ratio_min`` .. ``time_ratio_max``).
+  sharing no code with the tracker that also profiled the instance): ``independent_ratio``,
+  ``independent_peak`` over the allocator's ``predicted_peak`` (offloading on CPU: the sequential
+  replay's);
+- step time: ``time_ratio``, ``measured_time_ms`` (median of the timed repeats) over the replay's
+  makespan in ms (offloading on CPU: the sequential replay's), with a bar from the fastest to the
+  slowest run (``time_ratio_min`` .. ``time_ratio_max``).
+
+Rows without ``memory_ratio`` / ``independent_ratio`` (older tables): ``measured_peak /
+peak_memory`` and ``independent_peak / peak_memory`` (the solver's peak) instead.
 
 The shaded bands are the targets (memory +-5%, time +-15%); the note under the figure states
 the measuring settings (threads, warm-up, repeats) and the machine's load average during the
@@ -114,8 +124,11 @@ def measured_ratios(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) ->
             f"times vary with its load); gradients equal to plain autograd (allclose) in {ok}/{len(checks)} runs; "
             f"each instance profiled once and stored; the tracker also measured the profiles (its panel checks the "
             f"simulator's accounting), the independent method shares no code with it; "
-            f"predicted = the simulator's replay of the solver's schedule "
-            f"on that profile (graph: torch.fx graph with measured costs); a chain's tracker ratio below 1 is the "
+            f"predicted = the simulator's replay of the solver's schedule on that profile (graph: torch.fx graph "
+            f"with measured costs; offload on CPU: the sequential replay, one op at a time), under each method's "
+            f"own overheads: tracker panel memory_ratio = measured_peak / the replay's peak under the tracker's "
+            f"overheads (tracker_predicted_peak; offload on CPU: the sequential replay's), independent panel "
+            f"independent_peak / the allocator's predicted_peak; a chain's tracker ratio below 1 is the "
             f"model's upper bound: it charges the network's output a_L inside the tape until B(L-1), where the "
             f"executor frees it after the loss when block L-1 does not save it (docs/chain.md)")
     return _finish(fig, r.drop(columns=["_order", "_budget"]), out_dir, stem, note)

@@ -35,6 +35,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from memsched.experiments.plotting.coincide import coinciding_note, mark_coinciding  # noqa: E402
 from memsched.experiments.plotting.labels import model_labels  # noqa: E402
 
 MIB = 2**20
@@ -386,13 +387,69 @@ def _finish(fig: plt.Figure, rows: pd.DataFrame, out_dir: Path, stem: str, note:
     fig.text(0.01, -0.005, text, fontsize=6.5, color="#555555", ha="left", va="top")  # below; bbox "tight"
     try:
         make_folder(out_dir)
-        return [_save(fig, out_dir / f"{stem}.{ext}", ext) for ext in FIGURE_EXTS]
+        return _save_figure(fig, out_dir, stem)
     finally:
         plt.close(fig)
 
 
 #: the files of each figure: ``<out>/<stem>.png`` and ``<out>/<stem>.pdf``
 FIGURE_EXTS = ("png", "pdf")
+
+
+#: called with each figure's files (`FIGURE_EXTS` order) as soon as all of them are in place
+#: (`make_figures`'s `on_saved`; None: nobody is told)
+_ON_SAVED: contextvars.ContextVar[Callable[[list[Path]], None] | None] = contextvars.ContextVar(
+    "memsched_figure_saved", default=None)
+
+
+def _save_figure(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
+    """Save `fig` as ``<out_dir>/<stem>.<ext>`` for every `FIGURE_EXTS` so that the figure's files are all
+    new or all old: each is drawn in memory first (a Ctrl-C while drawing writes nothing), then every
+    file is written to a temporary file beside its target and only then are they all renamed into
+    place (`_write_together`), with interrupts held back (`interrupts_deferred`) from the first write
+    until `_ON_SAVED` has been told, so that a Ctrl-C never leaves a PNG of one run beside a PDF of
+    another, nor a figure replaced without its "wrote" lines. Returns the paths, in `FIGURE_EXTS` order."""
+    from memsched.experiments.cli import interrupts_deferred
+
+    files = [(out_dir / f"{stem}.{ext}", _drawn(fig, ext)) for ext in FIGURE_EXTS]
+    paths = [path for path, _ in files]
+    with interrupts_deferred():
+        _write_together(files)
+        saved = _ON_SAVED.get()
+        if saved is not None:
+            saved(paths)
+    return paths
+
+
+def _drawn(fig: plt.Figure, ext: str, *, tight: bool = True) -> bytes:
+    """The bytes of `fig` saved in format `ext` (the same bytes as a file saved by matplotlib). `tight`:
+    cropped to what is drawn (matplotlib's ``bbox_inches="tight"``), else the figure's own size."""
+    import io
+
+    buf = io.BytesIO()
+    # no creation date in the PDF, so that redrawing unchanged results gives the same file
+    meta = {"CreationDate": None} if ext == "pdf" else None
+    fig.savefig(buf, format=ext, dpi=150 if ext == "png" else None, bbox_inches="tight" if tight else None,
+                metadata=meta)
+    return buf.getvalue()
+
+
+def _write_together(files: list[tuple[Path, bytes]]) -> None:
+    """Write each (path, bytes) of `files` atomically (`write_atomic`), nested so that every temporary
+    file is written before any is renamed into place: a failed write (a full disk) leaves every old
+    file; the renames then follow one another, last file first. A path that cannot be written is an
+    `InputError` naming it."""
+    from memsched.solvers.jsonio import write_atomic
+
+    if not files:
+        return
+    (path, data), rest = files[0], files[1:]
+
+    def write(tmp: Path) -> None:
+        tmp.write_bytes(data)
+        _write_together(rest)  # the others written (and renamed) before this file's rename
+
+    write_atomic(path, write)
 
 
 def _save(fig: plt.Figure, path: Path, ext: str, *, tight: bool = True) -> Path:
@@ -473,56 +530,6 @@ def clip_text(text: Any, limit: int) -> str:
     if not text[len(cut)].isspace() and " " in cut:
         cut = cut[:cut.rindex(" ")]
     return cut.rstrip(" ,;:-(") + "..."
-
-
-def mark_coinciding(lines: list[tuple[str, Any]]) -> list[tuple[str, list[str]]]:
-    """Make visible a series drawn exactly under another: of `lines` ((legend text, matplotlib line) in
-    drawing order, one panel), each line every point of which is also a point of one later-drawn line
-    (the same x and y, to a relative 1e-9) gets larger hollow markers and a wider, paler line, so that it
-    shows around the line over it -- the larger, the more such lines lie over it (rotor under cpsat under
-    milp: rotor outermost); the data are not changed. Returns (legend text, [text of the line over it])
-    for each line so marked. Call after the legend is made, which keeps the lines' own style."""
-    import numpy as np
-
-    points = [np.column_stack([np.asarray(line.get_xdata(), dtype=float), np.asarray(line.get_ydata(), dtype=float)])
-              for _, line in lines]
-    points = [p[np.isfinite(p).all(axis=1)] for p in points]
-    depth = [0] * len(lines)  # how many lines lie over each line, one on another
-    over: dict[int, int] = {}
-    for i in range(len(lines) - 2, -1, -1):  # from the top: a line's depth needs those of the lines over it
-        if not len(points[i]):
-            continue
-        for j in range(i + 1, len(lines)):
-            same = np.isclose(points[i][:, None, :], points[j][None, :, :], rtol=1e-9, atol=0).all(axis=2)
-            if same.any(axis=1).all() and (i not in over or depth[j] + 1 > depth[i]):
-                over[i], depth[i] = j, depth[j] + 1
-    from matplotlib.colors import to_rgb
-
-    marked = []
-    for i, j in sorted(over.items()):
-        line = lines[i][1]
-        colour = to_rgb(line.get_color())
-        line.set_markeredgecolor(colour)  # the markers in the solver's colour, the line paler (half white)
-        line.set_color(tuple(0.5 + 0.5 * c for c in colour))
-        line.set_markersize((1 + 0.8 * depth[i]) * line.get_markersize())
-        line.set_markerfacecolor("none")
-        line.set_markeredgewidth(1.4)
-        line.set_linewidth((1 + 2.4 * depth[i]) * line.get_linewidth())
-        marked.append((lines[i][0], [lines[j][0]]))
-    return marked
-
-
-def coinciding_note(marked: list[tuple[str, list[str]]], panels: int) -> str:
-    """The note line for the series `mark_coinciding` marked over `panels` panels ("" when none): each
-    hidden series, the ones over it and in how many panels."""
-    count: dict[tuple[str, str], int] = {}
-    for text, over in marked:
-        key = (text, " / ".join(over))
-        count[key] = count.get(key, 0) + 1
-    parts = [f"{text} coincides with {over} at every point" + (f" ({n} of {panels} panels)" if panels > 1 else "")
-             for (text, over), n in count.items()]
-    return ("\nlarger hollow markers on a wide pale line: a series under another with the same values: "
-            + "; ".join(parts)) if parts else ""
 
 
 def budget_percent(rows: pd.DataFrame) -> pd.Series:
@@ -1081,31 +1088,38 @@ def _config_of(spec: FigureSpec) -> str:
 
 
 def make_figures(results_dir: str | Path = "results", out_dir: str | Path | None = None,
-                 only: Iterable[str] | None = None) -> tuple[list[Path], list[str]]:
+                 only: Iterable[str] | None = None, *, on_notes: Callable[[list[str]], None] | None = None,
+                 on_saved: Callable[[list[Path]], None] | None = None) -> tuple[list[Path], list[str]]:
     """Render every figure (or those in `only`) from the tables under `results_dir` into
     `out_dir` (default ``<results_dir>/figures``); returns (paths written, notes). Sizes in titles
     are in the unit of each instance's stored file (`with_memory_units`).
 
     Before any figure is drawn, the folder is made when a figure will be drawn, and its paths
     checked (`check_figure_paths`): a folder that cannot be made or a figure's file that is a
-    folder is an `InputError` naming the path (exit 2), with no figure written."""
+    folder is an `InputError` naming the path (exit 2), with no figure written. The notes (skipped
+    figures, grids not covered) are known then too and given to `on_notes`; `on_saved` gets each
+    figure's files as soon as they are in place (`_save_figure`: a figure's files are all new or all
+    old), so that a run stopped by a Ctrl-C can still say which files it replaced."""
     rows = load_results(results_dir)
     out = Path(out_dir) if out_dir is not None else Path(results_dir) / "figures"
     ids = list(dict.fromkeys(only or FIGURES))  # each figure once, in the order first asked
-    drawn = [fid for fid in ids if skip_note(fid, figure_rows(rows, FIGURES[fid])) is None]
+    skipped = {fid: skip_note(fid, figure_rows(rows, FIGURES[fid])) for fid in ids}
+    drawn = [fid for fid in ids if skipped[fid] is None]
     if drawn:
         check_figure_paths(out, [FIGURES[fid].stem for fid in drawn])
         rows = with_memory_units(rows, results_dir)
+    grids = {fid: grid_note(fid, rows) for fid in drawn}
+    notes = [skipped[fid] or f"figure {fid}: {grids[fid]}" for fid in ids if skipped[fid] or grids.get(fid)]
+    if on_notes is not None:
+        on_notes(list(notes))
     written: list[Path] = []
-    notes: list[str] = []
-    for fid in ids:
-        grid = grid_note(fid, rows) if fid in drawn else None
-        paths, note = render(fid, rows, out, grid=grid or "")
-        written += paths
-        if note:
-            notes.append(note)
-        elif grid:
-            notes.append(f"figure {fid}: {grid}")
+    token = _ON_SAVED.set(on_saved)
+    try:
+        for fid in drawn:
+            paths, _ = render(fid, rows, out, grid=grids[fid] or "")  # no note: the same `skip_note` as above
+            written += paths
+    finally:
+        _ON_SAVED.reset(token)
     return written, notes
 
 

@@ -25,7 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     """Redraw the figures whose sweep tables are under --results (absent ones skipped with a note, partial ones
     drawn with their done/total cells); exit 0, 2 if the folder is missing or empty (""), a table is damaged, or
-    rows of one sweep come from two tables run with other settings."""
+    rows of one sweep come from two tables run with other settings. The notes come first, then the
+    ``wrote`` lines, each figure's as its files land (a figure's PNG and PDF are replaced together), so
+    that a Ctrl-C (exit 130) leaves every figure all-new or all-old and its lines name the files replaced."""
     from memsched.experiments.figures import FIGURES, make_figures
 
     if args.results == "":  # not the current folder: an empty path is bad input
@@ -38,9 +40,18 @@ def main(args: argparse.Namespace) -> int:
     for fid in args.only or []:
         if fid not in FIGURES:
             raise InputError(f"unknown figure {fid!r} (one of {', '.join(FIGURES)})", field="--only")
-    written, notes = make_figures(args.results, args.out, args.only)
-    for note in notes:
-        print(f"note: {note}")
-    for path in written:
-        print(f"wrote {path}")
+    make_figures(args.results, args.out, args.only, on_notes=_print_notes, on_saved=_print_written)
     return 0
+
+
+def _print_notes(notes: list[str]) -> None:
+    """One ``note:`` line per note, printed before any figure is drawn."""
+    for note in notes:
+        print(f"note: {note}", flush=True)
+
+
+def _print_written(paths: list[Path]) -> None:
+    """One ``wrote`` line per file of a figure, printed as soon as its files are in place (`make_figures`'s
+    `on_saved`): a run stopped by Ctrl-C (exit 130) has named every file it replaced, and no other."""
+    for path in paths:
+        print(f"wrote {path}", flush=True)
