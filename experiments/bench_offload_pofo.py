@@ -11,7 +11,7 @@ links of 500, 2000 and 8000 bytes/s (a byte moves in 2, 0.5, 0.125 ms) and budge
   with offloaded checkpoints and offloaded inputs of F_all, or rotor's schedule),
 - ``pofo``: what the solver returns (the DP, or rotor-offload's schedule when it is faster),
 - ``rotor-offload`` and, for the lengths in `--exact-lengths`, ``exact-combined`` (CP-SAT over
-  every phase-form compute sequence, the ground truth of docs/offload.md).
+  every phase-form compute sequence with offloaded values fetched back, docs/offload.md).
 
 Prints how often each loses to another and writes every row to --out (default
 results/offload/pofo_versus.csv; makespans in the chain's time unit, solve times in s), rewritten

@@ -1,7 +1,7 @@
 """offload-exact: the free-order CP-SAT model of rematerialization + offloading.
 
 Its schedules replay within the budget with the model's own makespan; on small chains it agrees
-with the enumeration ground truth (`exact-combined`: every phase-form compute sequence, each
+with the enumeration (`exact-combined`: every phase-form compute sequence, each
 solved by CP-SAT over its transfers) wherever both prove optimality; it is never worse than pofo
 (its warm start), and it reports the problem's bound, its own in ``details.model_bound``."""
 
