@@ -402,16 +402,17 @@ _ON_SAVED: contextvars.ContextVar[Callable[[list[Path]], None] | None] = context
     "memsched_figure_saved", default=None)
 
 
-def _save_figure(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
+def _save_figure(fig: plt.Figure, out_dir: Path, stem: str, *, tight: bool = True) -> list[Path]:
     """Save `fig` as ``<out_dir>/<stem>.<ext>`` for every `FIGURE_EXTS` so that the figure's files are all
     new or all old: each is drawn in memory first (a Ctrl-C while drawing writes nothing), then every
     file is written to a temporary file beside its target and only then are they all renamed into
     place (`_write_together`), with interrupts held back (`interrupts_deferred`) from the first write
     until `_ON_SAVED` has been told, so that a Ctrl-C never leaves a PNG of one run beside a PDF of
-    another, nor a figure replaced without its "wrote" lines. Returns the paths, in `FIGURE_EXTS` order."""
+    another, nor a figure replaced without its "wrote" lines. `tight`: as `_drawn`. Returns the paths,
+    in `FIGURE_EXTS` order."""
     from memsched.experiments.cli import interrupts_deferred
 
-    files = [(out_dir / f"{stem}.{ext}", _drawn(fig, ext)) for ext in FIGURE_EXTS]
+    files = [(out_dir / f"{stem}.{ext}", _drawn(fig, ext, tight=tight)) for ext in FIGURE_EXTS]
     paths = [path for path, _ in files]
     with interrupts_deferred():
         _write_together(files)
@@ -450,19 +451,6 @@ def _write_together(files: list[tuple[Path, bytes]]) -> None:
         _write_together(rest)  # the others written (and renamed) before this file's rename
 
     write_atomic(path, write)
-
-
-def _save(fig: plt.Figure, path: Path, ext: str, *, tight: bool = True) -> Path:
-    """Save `fig` as `path` (format `ext`) atomically (`write_atomic`: a failed write leaves the old
-    file, never half a figure); a path that cannot be written is an `InputError` naming it. `tight`:
-    cropped to what is drawn (matplotlib's ``bbox_inches="tight"``), else the figure's own size."""
-    from memsched.solvers.jsonio import write_atomic
-
-    # no creation date in the PDF, so that redrawing unchanged results gives the same file
-    meta = {"CreationDate": None} if ext == "pdf" else None
-    write_atomic(path, lambda tmp: fig.savefig(tmp, format=ext, dpi=150 if ext == "png" else None,
-                                               bbox_inches="tight" if tight else None, metadata=meta))
-    return path
 
 
 def make_folder(out_dir: Path) -> None:

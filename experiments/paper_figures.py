@@ -34,11 +34,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from memsched.experiments.figures import (  # noqa: E402
-    FIGURE_EXTS,
     _checked_fields,
     _checked_numbers,
     _legend,
-    _save,
+    _save_figure,
     check_figure_paths,
     literal_text,
     make_folder,
@@ -106,11 +105,12 @@ def _solver_models(rows: pd.DataFrame) -> dict[str, str]:
 
 def save_figure(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
     """Write `fig` as ``<stem>.png`` and ``.pdf`` under `out_dir` (made when missing, `make_folder`),
-    each atomically (`figures._save`: a failed write leaves the old file); close it; return the paths.
+    together (`figures._save_figure`: both new or both old, after a failed write or a Ctrl-C too);
+    close it; return the paths.
     A folder that cannot be made or a file that cannot be written is an `InputError` naming it."""
     try:
         make_folder(out_dir)
-        return [_save(fig, out_dir / f"{stem}.{ext}", ext, tight=False) for ext in FIGURE_EXTS]
+        return _save_figure(fig, out_dir, stem, tight=False)
     finally:
         plt.close(fig)
 

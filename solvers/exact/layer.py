@@ -3,8 +3,9 @@
 1. **Options and deadline.** Keyword options are read into `ExactOptions` (``time_limit``,
    ``workers``, ``seed``, ``verbose``, ``warm_start``, ``slots``; old spellings mapped) and a
    wall-clock `Deadline` starts: the time limit covers everything below.
-2. **Warm start.** The problem's fast solvers (`fast`, best first) run first, each replayed by
-   the simulator at the real budget and exact sizes; the best schedule (smallest objective) is
+2. **Warm start.** The problem's fast solvers (`fast`, in the problem's order: the graph
+   solvers' cheapest first, so a slow one cannot starve them) run first, each replayed by the
+   simulator at the real budget and exact sizes; the best schedule (smallest objective) is
    handed to the model as ``seed`` (CP-SAT hint, MIP start) and named in
    ``SolveResult.seeded_by``; it is the first entry of ``SolveResult.log`` (a schedule in hand
    from then on). The warm start gets `WARM_START_SHARE` (half) of the limit, whether or not a
@@ -71,7 +72,7 @@ WARM_START_SHARE = 0.5
 
 def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], deadline: Deadline,
              options: ExactOptions, rest: dict[str, Any], not_run: list[str] | None = None) -> list[SolveResult]:
-    """Run the fast solvers `names` (best first) through the referee (`solvers.registry.solve`);
+    """Run the fast solvers `names` (in order) through the referee (`solvers.registry.solve`);
     those that fail, find nothing or have an undefined objective are left out. All of it within
     `WARM_START_SHARE` of the limit (`warm_start_until`), whether or not a schedule is known: the
     first always runs, in this process (not interruptible: it may overrun the share); each one
