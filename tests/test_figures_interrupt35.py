@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import sweep_toml
 from memsched.experiments.figures import FIGURES, make_figures
-from memsched.experiments.sweep import run_sweep, write_table
+from memsched.experiments.sweep import write_table
+from test_write_errors import main_figure_results
 
 OLD = {"png": b"old png of an earlier run", "pdf": b"old pdf of an earlier run"}
 DRAWN = ("main", "b")  # the figures the results below draw, in the order they are drawn
@@ -23,10 +23,7 @@ DRAWN = ("main", "b")  # the figures the results below draw, in the order they a
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> Path:
     """A results folder with a one-cell sweep of the main figure and the same rows as sweep (b)."""
-    root = tmp_path_factory.mktemp("results")
-    cfg = root / "chain_solvers.toml"
-    cfg.write_text(sweep_toml("chain_solvers", budgets=["100%"], instances=[{"example": "tiny"}], solvers=["rotor"]))
-    run_sweep(cfg, output=root / "chain_solvers", workers=1, progress=False, isolate=False)
+    root = main_figure_results(tmp_path_factory.mktemp("results"))
     rows = pd.read_csv(root / "chain_solvers" / "chain_solvers.csv")
     b = rows.assign(sweep="fig_b_solve_time", key=rows["key"] + "b")
     write_table(b.to_dict("records"), root / "fig_b_solve_time", "fig_b_solve_time")

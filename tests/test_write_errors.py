@@ -21,14 +21,19 @@ TINY = sweep_toml("s", budgets=["60%"], instances=[{"example": "tiny"}], solvers
 MAIN = FIGURES["main"].stem
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory) -> Path:
-    """A results folder with a one-cell sweep of the main figure (rotor on the tiny example)."""
-    root = tmp_path_factory.mktemp("results")
+def main_figure_results(root: Path) -> Path:
+    """`root` made a results folder with a one-cell sweep of the main figure (rotor on the tiny
+    example, at 100%), in ``<root>/chain_solvers/``; returns `root`."""
     cfg = root / "chain_solvers.toml"
     cfg.write_text(sweep_toml("chain_solvers", budgets=["100%"], instances=[{"example": "tiny"}], solvers=["rotor"]))
     run_sweep(cfg, output=root / "chain_solvers", workers=1, progress=False, isolate=False)
     return root
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    """A results folder with a one-cell sweep of the main figure (rotor on the tiny example)."""
+    return main_figure_results(tmp_path_factory.mktemp("results"))
 
 
 def one_line_error(err: str, path: Path | str) -> None:
