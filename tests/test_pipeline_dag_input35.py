@@ -183,3 +183,34 @@ def test_measured_saves_charge_the_kept_input_to_the_stage_holding_layer_0() -> 
         assert ev.stage_memory == [10, (1000 if kept else 0) + 5000 + 10 + 10 + 10]
         res = solve_dag(inst, ev.peak_memory, devices=2)
         assert res.status == "optimal" and res.peak_memory <= ev.peak_memory
+
+
+def test_a_reordered_pipeline_written_as_graph_txt_loads_back() -> None:
+    """`Pipeline.to_graph_txt` of a pipeline whose input reader is not first in its order (a DAG
+    reordered with another source first) loads back with the same layers and the same input
+    layer (the loader refused it: "charges the input to the first layer only")."""
+    import numpy as np
+
+    p = Pipeline(fwd=np.array([1.0, 1.0, 1.0]), bwd=np.array([2.0, 2.0, 2.0]), act=np.array([10, 20, 30]),
+                 params=np.array([1, 1, 1]), input_size=100, succ=[[2], [2], []], name="two-src")
+    q = p.reordered([1, 0, 2])
+    assert q.input_layer == 1
+    back = from_graph_txt(q.to_graph_txt(), path="q.graph.txt")
+    assert back.input_layer == 1 and back.input_size == 100
+    assert list(back.act) == list(q.act) and back.succ == q.succ
+    assert all(np.array_equal(back.stash(i), q.stash(i)) for i in range(3))
+
+
+def test_an_input_read_by_two_layers_is_refused_naming_both() -> None:
+    from memsched.solvers.errors import InputError
+
+    text = ("node0 -- Input -- forward_compute_time=0.0, backward_compute_time=0.0, activation_size=100.0, "
+            "parameter_size=0.0\n"
+            "node1 -- a -- forward_compute_time=1.0, backward_compute_time=1.0, activation_size=10.0, "
+            "parameter_size=0.0\n"
+            "node2 -- b -- forward_compute_time=1.0, backward_compute_time=1.0, activation_size=10.0, "
+            "parameter_size=0.0\n"
+            "\tnode0 -- node1\n\tnode0 -- node2\n\tnode1 -- node2\n")
+    with pytest.raises(InputError) as err:
+        from_graph_txt(text, path="g.txt")
+    assert err.value.field == "line 1" and "'node2'" in err.value.message and "'node1'" in err.value.message

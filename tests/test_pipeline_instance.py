@@ -49,7 +49,7 @@ def test_topological_order_ties_by_file_order_and_cuts():
     assert inst.input_size == 0
     # cut after node3: node3's output (30) and the input still needed by node2 is not a layer output
     assert list(inst.cut) == [30, 50, 40]
-    with pytest.raises(InputError, match="also feeds"):  # an input of 7 bytes read after the first layer
+    with pytest.raises(InputError, match="besides"):  # an input of 7 bytes read by two layers
         from_graph_txt(text(7), path="g.txt")
     assert inst.params[-1] == 8
 

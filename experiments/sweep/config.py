@@ -476,11 +476,12 @@ def _solver_spec(i: int, entry: Any, defaults: dict[str, Any], bad: Callable[[st
                                    or not 0 < time_limit <= MAX_SECONDS):  # (NaN fails both)
         raise bad(f"{src('time_limit')}.time_limit", f"must be a finite number of seconds > 0 and <= "
                                                      f"{MAX_SECONDS:g} (a week), got {time_limit!r}")
+    for table, given in (("defaults", defaults), (where, entry)):  # each table's own, merged or not
+        if "options" in given and not isinstance(given["options"], dict):
+            raise bad(f"{table}.options", "must be a table of solver options")
     options = merged.get("options", {})
-    if not isinstance(options, dict):
-        raise bad(f"{src('options')}.options", "must be a table of solver options")
     for table, given in (("defaults", defaults.get("options")), (where, entry.get("options"))):
-        if isinstance(given, dict):
+        if given is not None:
             _spelled_once(given, f"{table}.options", bad)
     if defaults.get("options") and "options" in entry:
         options = {**_not_set_by(defaults["options"], entry["options"]), **entry["options"]}

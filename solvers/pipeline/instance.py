@@ -576,7 +576,7 @@ def from_graph_txt(text: str, *, path: str = "<graph.txt>", name: str | None = N
         stuck = [n for n in order if n not in set(topo) and n not in inputs]
         raise InputError(f"the edges form a cycle (through {stuck[0]!r}, line {nodes[stuck[0]]['line']})",
                          path=path)
-    _check_inputs_feed_first(nodes, succ, inputs, topo, path)
+    reader = _input_reader(nodes, succ, inputs, path)
     pos = {n: i for i, n in enumerate(topo)}
     L = len(topo)
     # cut[l]: outputs of layers <= l consumed by some layer > l.
@@ -604,24 +604,30 @@ def from_graph_txt(text: str, *, path: str = "<graph.txt>", name: str | None = N
         time_unit=1e-3,
         meta={"source": "pipedream graph.txt", "node_ids": topo},
         succ=[[pos[m] for m in succ[n]] for n in topo],
+        input_layer=0 if reader is None else pos[reader],
         **saves,
     )
 
 
-def _check_inputs_feed_first(nodes: dict[str, dict[str, Any]], succ: dict[str, list[str]], inputs: list[str],
-                             topo: list[str], path: str) -> None:
-    """Every ``Input`` source of non-zero ``activation_size`` (bytes) is read by the first layer of the
-    order only: the pipeline model has the input as layer 0's input (no cut carries it), so one read
-    by a later layer would have its transfer, stash and buffers charged to no stage. An `InputError`
-    naming the Input's line and a later consumer otherwise. Inputs of size 0 (gnmt's) may feed any layer."""
+def _input_reader(nodes: dict[str, dict[str, Any]], succ: dict[str, list[str]], inputs: list[str],
+                  path: str) -> str | None:
+    """The one layer that reads the ``Input`` sources of non-zero ``activation_size`` (bytes), None
+    when there are none: the pipeline model has the input read by one layer (``input_layer``; no
+    cut carries it), so an input read by two layers would have the second read's transfer, stash
+    and buffers charged to no stage. An `InputError` naming the Input's line and the two readers
+    otherwise. Inputs of size 0 (gnmt's) may feed any layers. The reader need not come first in
+    the order (a DAG may have other sources, and `Pipeline.to_graph_txt` writes a reordered one)."""
+    readers: list[tuple[str, str]] = []  # (reader, the Input it reads)
     for n in inputs:
-        later = [m for m in succ[n] if m != topo[0]]
-        if later and nodes[n]["activation_size"] > 0:
-            m = later[0]
-            raise InputError(f"Input node {n!r} ({nodes[n]['activation_size']:.0f} bytes) also feeds {m!r} (line "
-                             f"{nodes[m]['line']}), not the first layer {topo[0]!r}: the pipeline charges the input "
-                             f"to the first layer only; route it through one node that every reader reads",
-                             path=path, field=f"line {nodes[n]['line']}")
+        if nodes[n]["activation_size"] > 0:
+            readers += [(m, n) for m in succ[n] if all(m != r for r, _ in readers)]
+    if len(readers) > 1:
+        (first, _), (other, n) = readers[0], readers[1]
+        raise InputError(f"Input node {n!r} ({nodes[n]['activation_size']:.0f} bytes) feeds {other!r} (line "
+                         f"{nodes[other]['line']}) besides {first!r} (line {nodes[first]['line']}): the pipeline "
+                         f"charges the input to the one layer that reads it; route it through one node that every "
+                         f"reader reads", path=path, field=f"line {nodes[n]['line']}")
+    return readers[0][0] if readers else None
 
 
 def _graph_saves(nodes: dict[str, dict[str, Any]], succ: dict[str, list[str]], topo: list[str],
