@@ -754,8 +754,9 @@ def baseline_objective(problem: str, instance: Any) -> float | None:
 
 # ---------------------------------------------------------------------------- PyTorch side
 @_python_names
-def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_fn: Any = None, repeats: int = 3,
-            out: PathLike | None = None, timing: str | None = None, problem: str = "chain", **sizes: Any) -> Any:
+def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_fn: Any = None,
+            repeats: int | None = None, out: PathLike | None = None, timing: str | None = None,
+            problem: str = "chain", **sizes: Any) -> Any:
     """Profile a network into a chain: u_f, u_b per stage (ms), x, xbar, o_f, o_b (bytes); with
     ``problem="graph"``, into its torch.fx training graph (`models.graph.export`: measured times
     in ms, node sizes with what autograd keeps), the instance of the graph solvers.
@@ -770,7 +771,8 @@ def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_f
     `InputError` naming the argument, not ignored). A zoo name or factory profiled as a chain
     also takes ``cost=`` (``memsched profile --cost``): "measured" (default), "flops" (counted
     MFLOP) or "roofline:v100|a100|h100", the counted ones on fake CPU tensors, timing nothing, so
-    that a `timing` with them is an `InputError` naming ``timing``. Needs torch; `out` also saves the
+    that a `timing` or `repeats` with them is an `InputError` naming it. `repeats` (the timed
+    repetitions per operation, an int in 1..10^4) is 3 when left out. Needs torch; `out` also saves the
     chain file (a str or path of a file in an existing folder, not a source file that a factory
     `model` reads, checked before anything is profiled).
     Your modules keep their parameters, buffers (BatchNorm's running statistics) and ``.grad``
@@ -785,7 +787,9 @@ def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_f
     if problem not in ("chain", "graph"):
         raise InputError(f"must be chain or graph, got {problem!r}", field="problem")
     if isinstance(model, str) and problem == "chain":
-        _refuse_timing(sizes.get("cost"), timing)
+        _refuse_timing(sizes.get("cost"), timing, "timing")
+        _refuse_timing(sizes.get("cost"), repeats, "repeats")
+    repeats = 3 if repeats is None else check_int(repeats, "repeats", 1, MAX_REPEATS)
     if isinstance(model, str):
         with caller_rng_kept(model, sizes):  # building the zoo network seeds torch (`models.zoo.build_model`)
             if problem == "graph":
@@ -859,18 +863,19 @@ def _check_size_seed(sizes: dict[str, Any]) -> None:
         sizes["seed"] = check_int(sizes["seed"], "seed", 0, MAX_SEED)
 
 
-def _refuse_timing(cost: Any, timing: Any) -> None:
-    """A `timing` with a counted `cost` ("flops", "roofline:*": nothing is timed) would be ignored:
-    `InputError` naming ``timing``, as ``memsched profile --cost flops --timing ...`` refuses it
-    (`commands.profile.refuse_timing`, which reads parsed flags). A bad `cost` is `models.costs.parse_cost`'s
-    `InputError` naming ``cost``. Needs torch (`parse_cost`)."""
-    if cost is None or timing is None:
+def _refuse_timing(cost: Any, value: Any, field: str) -> None:
+    """A timing argument (`timing`, `repeats`: its `field`) given, `value` not None, with a counted
+    `cost` ("flops", "roofline:*": nothing is timed) would be ignored: `InputError` naming `field`, as
+    ``memsched profile --cost flops --timing ...`` refuses it (`commands.profile.refuse_timing`,
+    which reads parsed flags). A bad `cost` is `models.costs.parse_cost`'s `InputError` naming
+    ``cost``. Needs torch (`parse_cost`)."""
+    if cost is None or value is None:
         return
     from memsched.models.costs import parse_cost
 
     if not parse_cost(cost).measured:
         raise InputError(f"profile times nothing with a counted cost model (cost={cost!r}), so this argument "
-                         "would be ignored", field="timing")
+                         "would be ignored", field=field)
 
 
 def _profile_graph(model: Any, example_input: Any, target: Any, loss_fn: Any, repeats: int, out: PathLike | None,
