@@ -46,6 +46,9 @@ _MODEL_SOLVERS = ("checkmate", "cpsat", "checkmate-approx", "griewank")
 MAX_DP_STEPS = 10**7
 #: the largest H-Revolve chain (its table costs about O(L^3): 19 s at L = 1000 on one core)
 MAX_HREVOLVE_LENGTH = 500
+#: the most H-Revolve storage levels: each keeps its own tables of about (L + 1) x (L + 1) floats
+#: (4 MB at L = 500), so the level count, not only L, bounds the memory (real hierarchies have 2-4)
+MAX_HREVOLVE_LEVELS = 16
 #: the largest integer option or count accepted (sizes of tables and loops) ...
 MAX_COUNT = 10**6
 #: the most relaxed budgets of rotor-offload's ``grid`` (`offload.combined.MAX_GRID`: one rotor DP

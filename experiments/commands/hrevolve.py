@@ -3,7 +3,8 @@
 An abstract model (Herrmann & Pallez): a homogeneous adjoint chain of L steps, forward cost
 u_f and backward cost u_b, and storage levels given fastest first, each with a number of
 slots ("inf" for unlimited), a write cost and a read cost; transfers are synchronous. Prints
-the optimal cost and the schedule of abstract operations (F, B, W, R, D). When the levels' costs
+the cost (optimal unless the status says otherwise) and the schedule of abstract operations
+(F, B, W, R, D; the first 400 characters, --json gives all). When the levels' costs
 are incomparable (no order makes write and read costs both non-decreasing), the DP runs on up to
 120 orders of the levels; --time-limit bounds that search (the first order always completes).
 """
@@ -15,7 +16,7 @@ import sys
 
 from memsched.solvers.errors import InputError
 
-from ._checks import MAX_COUNT, MAX_HREVOLVE_LENGTH, cost, count, seconds
+from ._checks import MAX_COUNT, MAX_HREVOLVE_LENGTH, MAX_HREVOLVE_LEVELS, cost, count, seconds
 from ._common import print_json
 
 #: seconds for the search over level orders by default: the length cap keeps one order under about 20 s, the
@@ -30,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("length", type=count(0, MAX_HREVOLVE_LENGTH),
                    help=f"number of forward steps l (at most {MAX_HREVOLVE_LENGTH}: the DP grows as l^3)")
     p.add_argument("--level", action="append", required=True, metavar="SLOTS,WRITE,READ",
-                   help='a storage level, fastest first, e.g. "4,0,0" (memory) then "inf,2,2" (disk)')
+                   help='a storage level, fastest first, e.g. "4,0,0" (memory) then "inf,2,2" (disk); at most '
+                   f'{MAX_HREVOLVE_LEVELS}')
     p.add_argument("--uf", type=cost, default=1.0, help="forward step cost")
     p.add_argument("--ub", type=cost, default=1.0, help="backward step cost")
     p.add_argument("--time-limit", type=seconds, default=DEFAULT_TIME_LIMIT, metavar="S",
@@ -60,6 +62,13 @@ def _level(text: str) -> tuple[int | None, float, float]:
     return slots, write, read
 
 
+def _shortened(text: str, limit: int = 400) -> str:
+    """`text` (ops separated by spaces) cut to at most `limit` characters at an op boundary, then `` ...``."""
+    if len(text) <= limit:
+        return text
+    return text[:limit + 1].rsplit(" ", 1)[0] + " ..."
+
+
 def main(args: argparse.Namespace) -> int:
     """Solve the H-Revolve instance (l steps, storage levels, u_f, u_b) and print its cost and schedule; exit 0, 1
     infeasible, 2 bad input."""
@@ -67,6 +76,9 @@ def main(args: argparse.Namespace) -> int:
 
     if args.length < 0:
         raise InputError("must be >= 0", field="L")
+    if len(args.level) > MAX_HREVOLVE_LEVELS:
+        raise InputError(f"at most {MAX_HREVOLVE_LEVELS} storage levels (each keeps its own tables of about "
+                         f"(L + 1)^2 values), got {len(args.level)}", field="--level")
     try:
         instance = HRevolveInstance(args.length, tuple(_level(t) for t in args.level), args.uf, args.ub)
     except ValueError as err:
@@ -79,7 +91,7 @@ def main(args: argparse.Namespace) -> int:
         if result.schedule is not None:
             print(f"cost      {result.objective:.6g}")
             text = " ".join(map(str, result.schedule.ops)) if hasattr(result.schedule, "ops") else ""
-            print(f"schedule  {text if len(text) <= 400 else text[:400] + ' ...'}")
+            print(f"schedule  {_shortened(text)}")
     if result.schedule is None:
         print(f"memsched hrevolve: infeasible: {result.message}; the smallest feasible hierarchy has 1 slot "
               "(in any level)", file=sys.stderr)
