@@ -21,6 +21,7 @@ and the efficiency of real kernels: they are models, not measurements.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,9 +44,25 @@ def shape_exact_model() -> Iterator[None]:
     models built and profiled inside it allocate nothing, and their sizes are those of a CPU run.
 
     Inside it a module of fake tensors converts as a real one does (`fake_module_conversions`):
-    a factory may call ``model.to(device)``, ``.float()``, ``.cpu()``."""
-    with FakeTensorMode(allow_non_fake_inputs=False), fake_module_conversions():
+    a factory may call ``model.to(device)``, ``.float()``, ``.cpu()``. Torch's own log of an op
+    that fails on fake tensors is silenced (`_fake_failures_unlogged`): the error is still raised,
+    and a block or loss that fails is bad input with one line (`models.network`), not a traceback."""
+    with FakeTensorMode(allow_non_fake_inputs=False), fake_module_conversions(), _fake_failures_unlogged():
         yield
+
+
+@contextlib.contextmanager
+def _fake_failures_unlogged() -> Iterator[None]:
+    """``torch._subclasses.fake_tensor``'s logger above CRITICAL while open (put back as it was on
+    exit): it logs the traceback of an op that fails on fake tensors before raising it, which
+    would print 19 lines of torch internals before memsched's one-line error."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 @dataclass
