@@ -64,7 +64,7 @@ def test_a_changed_problem_gives_new_keys(tmp_path):
 
 
 # ------------------------------------------------------------------ 2. repeated budgets and solvers
-@pytest.mark.parametrize("budgets", [["50%", "50.0%"], ["1KiB", 1024], [2048, 2048.5]])
+@pytest.mark.parametrize("budgets", [["50%", "50.0%"], ["1KiB", "1024B"], [2048, 2048.5]])
 def test_a_budget_repeated_in_another_spelling_is_refused(tmp_path, budgets):
     cfg = write(tmp_path, sweep_toml("dup", budgets=budgets, instances=[{"file": TINY}], solvers=["rotor"]))
     with pytest.raises(InputError) as err:

@@ -326,13 +326,19 @@ def _budgets(v: Any, key: str, bad: Callable[[str, str], InputError], *, require
 
 
 def budget_identity(budget: int | float | str) -> tuple[str, float]:
-    """What a budget of a sweep file (already checked by `_budgets`) means for every instance:
-    ``("%", percent)`` for a share of the reference peak, ``("B", bytes)`` for bytes or a size,
-    so that ``"50%"`` and ``"50.0%"``, or ``"1KiB"`` and ``1024``, are one budget. (A share and a
-    size can still be the same bytes for one instance: `grid.build_tasks` refuses that.)"""
+    """What a budget of a sweep file (already checked by `_budgets`) means for every instance, so
+    that two budgets with one identity are one budget whatever the instance: ``("%", percent)`` for
+    a share of the reference peak (``"50%"`` and ``"50.0%"``), ``("size", bytes)`` for a size with
+    a unit (``"1KiB"`` and ``"1024B"``), ``("number", n)`` for a plain number, in the instance's
+    memory unit (``meta.units.memory``) and rounded down as `parse_budget` rounds it (``20`` and
+    ``"20.5"``). Budgets of two kinds are never one here: ``20`` is ``"20MB"`` for a file in MB but
+    not for one in bytes, and a share is a size for one instance only (`grid.build_tasks` refuses
+    those, in the instance's unit)."""
     if isinstance(budget, str) and budget.strip().endswith("%"):
         return "%", float(budget.strip()[:-1])
-    return "B", float(parse_size(budget))
+    if isinstance(budget, str) and budget.strip()[-1:].isalpha():  # checked: "1.5GB", "800 MiB", "20B"
+        return "size", float(parse_size(budget))
+    return "number", float(parse_size(budget))
 
 
 def _instance_spec(i: int, entry: Any, bad: Callable[[str, str], InputError]) -> InstanceSpec:

@@ -14,6 +14,7 @@ from memsched.solvers.errors import InputError, first_line, python_spelling
 
 from .config import EXAMPLES, MODEL_SIZES, ROOT, InstanceSpec, SweepConfig, generator
 from .instance_store import InstanceStore, Stored, digest, document
+from .instance_store import _safe as safe_name
 
 
 @dataclass
@@ -129,6 +130,8 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
         label = spec.label or built.label
     if hit is None and spec.kind in ("generate", "model"):
         data = document(instance)
+        if data is not None:  # the format's loader checks it as it will check the stored file (also read-only)
+            problem, instance = _validated(data, problem, label, spec, p)
         if store is not None and data is not None:
             stored = store.put(spec, data, label=label, problem=problem, source=source, built=True, threads=threads)
             if stored is not None:  # solve what was stored, bit for bit
@@ -310,6 +313,32 @@ def _profile_problem(spec: InstanceSpec, sizes: dict[str, Any], config_path: str
                          profile_repeats=spec.params.get("repeats", 3), clock=default_clock(), **link)
     source = f"memsched.models.run.prepare({json.dumps({'problem': spec.problem, **spec.params}, sort_keys=True)})"
     return str(spec.problem), target.instance, source, spec.label or target.name
+
+
+def _validated(data: bytes, problem: str, label: str, spec: InstanceSpec, config_path: str) -> tuple[str, Any]:
+    """(problem, instance) of `data`, the file of an instance a ``generate`` or ``model`` entry
+    built (`document`), read back by the format's loader as its stored file is read
+    (`_load_stored`), so that ``--list`` and ``--verify``, which store nothing, refuse what a run
+    refuses (a generator given ``cpu_range = [-5, -1]`` writes negative costs). The loader's
+    refusal is an `InputError` naming the sweep file and the entry (``instances[i]``), not a
+    temporary or stored file, which no longer exists once the error is printed. The file is named
+    as the store names it (`label` and content hash), as a loader names an instance whose file
+    gives no name after the file."""
+    import tempfile
+
+    from memsched.solvers.formats import load_instance
+
+    what = "generated" if spec.kind == "generate" else "profiled"
+    with tempfile.TemporaryDirectory(prefix="memsched-instance-") as folder:
+        path = Path(folder) / f"{safe_name(label)}-{digest(data)}.json"
+        path.write_bytes(data)
+        try:
+            return load_instance(path, problem)
+        except InputError as err:
+            reason = f"{err.field}: {err.message}" if err.field else err.message
+            reason = reason.replace(f"{path}: ", "").replace(str(path), "the instance file")
+            raise InputError(f"the {what} instance is not a valid {problem} instance: {reason}",
+                             path=config_path, field=spec.where) from None
 
 
 def _load_stored(stored: Stored, where: str, config_path: str) -> tuple[str, Any]:
