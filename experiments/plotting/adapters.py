@@ -37,13 +37,16 @@ from .timeline import (
 def chain_timeline(chain: Any, schedule: Any, budget: int | None = None) -> Timeline:
     """Replay with `solvers.chain.simulate`; forwards of a stage already computed once are
     recomputations (category ``recompute F_all`` / ``recompute F_ck`` / ``recompute F_n``).
-    A failing op is drawn (category ``failed``) with the memory it would reach when only the
-    budget stops it (replayed without the budget up to it)."""
+    A schedule that breaks a rule is drawn up to its failing op (category ``failed``); one over the
+    budget has that op's memory while it runs as ``failure.memory`` (`_over_budget_step`), which the
+    figure draws over the op. The makespan and peak are the simulator's for the whole schedule
+    (`_whole_numbers`)."""
     from memsched.solvers.chain.schedule import FORWARD_KINDS, LOSS, Schedule
     from memsched.solvers.chain.simulator import simulate
 
     ops = schedule.ops if isinstance(schedule, Schedule) else list(schedule)
-    sim = simulate(chain, ops, budget).before_violation()  # drawn up to the failing op
+    whole = simulate(chain, ops, budget)
+    sim = whole.before_violation()  # drawn up to the failing op
     steps = [(s.start, s.end, float(s.mem_during), float(s.mem_after)) for s in sim.steps]
     seen: set[int] = set()
     bars = []
@@ -51,25 +54,41 @@ def chain_timeline(chain: Any, schedule: Any, budget: int | None = None) -> Time
         kind, i = s.op
         bars.append(Bar(_DEFAULT_ROWS[kind], s.start, s.end, _chain_category(kind, i, seen, FORWARD_KINDS),
                         "L" if kind == LOSS else str(i)))
+    over = _over_budget_step(whole, budget)
     times, values = step_vertices(sim.initial_memory, steps)
     failure = None
     if sim.violation is not None:
         v = sim.violation
-        t, mem = sim.makespan, float(sim.final_memory)
+        t, mem = sim.makespan, float(over.mem_during if over else sim.final_memory)
         if v.op is not None and v.position < len(ops):
             kind, i = v.op
-            free = simulate(chain, ops[: v.position + 1])  # the same replay without the budget
-            if len(free.steps) == v.position + 1:
-                mem = float(free.steps[-1].mem_during)
-            duration = _chain_duration(chain, kind, i)
+            duration = over.end - over.start if over else _chain_duration(chain, kind, i)
             if kind in _DEFAULT_ROWS:
                 bars.append(Bar(_DEFAULT_ROWS[kind], t, t + duration, "failed",
                                 "L" if kind == LOSS else str(i), failed=True))
         failure = Failure(t, mem, str(v))
-    peak = sim.peak_memory
+    makespan, peak, partial = _whole_numbers(whole, len(ops))
     time_unit, memory_unit = units_of(chain)
-    return Timeline("chain", [MemorySeries(times, values)], bars, list(CHAIN_ROWS), sim.makespan, int(peak),
-                    peak_time_of(steps, peak), budget, failure, time_unit, memory_unit)
+    return Timeline("chain", [MemorySeries(times, values)], bars, list(CHAIN_ROWS), makespan, peak,
+                    peak_time_of(steps, peak), budget, failure, time_unit, memory_unit, partial=partial)
+
+
+def _over_budget_step(sim: Any, budget: int | None) -> Any | None:
+    """The `Step` of the failing op of a chain or join replay `sim` (uncut) when it fails by going over
+    `budget` (the simulator replays it, so its times and memory while it runs are known); None for a
+    valid replay, a broken rule (the op never ran) or a violation of no op (an incomplete schedule)."""
+    v = sim.violation
+    if v is None or v.op is None or budget is None or v.position >= len(sim.steps):
+        return None
+    step = sim.steps[v.position]
+    return step if step.mem_during > budget else None
+
+
+def _whole_numbers(sim: Any, n_ops: int) -> tuple[float, int, bool]:
+    """(makespan, peak memory, partial) of a chain or join replay `sim` (uncut, as `replay` and
+    ``memsched simulate`` give them): the whole schedule's, since memory over the budget does not stop
+    the simulator; partial (True) when a broken rule ended the replay before its last op."""
+    return float(sim.makespan), int(sim.peak_memory), len(sim.steps) < n_ops
 
 
 def _chain_category(kind: str, i: int, seen: set[int], forward_kinds: tuple[str, ...]) -> str:
@@ -91,13 +110,15 @@ def _chain_duration(chain: Any, kind: str, i: int) -> float:
 # ---------------------------------------------------------------------------- joins
 def join_timeline(join: Any, schedule: Any, budget: int | None = None) -> Timeline:
     """Replay with `solvers.join.simulate`: rows "branch b fwd" / "branch b bwd" per branch
-    and the shared loss; recomputations and a failing op as for chains."""
+    and the shared loss; recomputations, a failing op and the whole schedule's makespan and peak as
+    for chains (`chain_timeline`)."""
     from memsched.solvers.chain.schedule import FORWARD_KINDS, LOSS
     from memsched.solvers.join.schedule import JoinSchedule
     from memsched.solvers.join.simulator import simulate
 
     ops = schedule.ops if isinstance(schedule, JoinSchedule) else _join_ops(schedule)
-    sim = simulate(join, ops, budget).before_violation()  # drawn up to the failing op
+    whole = simulate(join, ops, budget)
+    sim = whole.before_violation()  # drawn up to the failing op
     names = [getattr(c, "name", "") or f"branch {b}" for b, c in enumerate(join.branches)]
 
     def row(op: Any) -> str:
@@ -116,17 +137,17 @@ def join_timeline(join: Any, schedule: Any, budget: int | None = None) -> Timeli
             seen.add((op.branch, op.stage))
         bars.append(Bar(row(op), s.start, s.end, category, "" if op.kind == LOSS else str(op.stage)))
     steps = [(s.start, s.end, float(s.mem_during), float(s.mem_after)) for s in sim.steps]
+    over = _over_budget_step(whole, budget)
     times, values = step_vertices(sim.initial_memory, steps)
     failure = None
     if sim.violation is not None:
         v = sim.violation
-        t, mem = sim.makespan, float(steps[-1][3] if steps else sim.initial_memory)
+        t, mem = sim.makespan, float(over.mem_during if over else steps[-1][3] if steps else sim.initial_memory)
         if v.op is not None and v.position < len(ops):
-            free = simulate(join, ops[: v.position + 1])
-            if len(free.steps) == v.position + 1:
-                mem = float(free.steps[-1].mem_during)
             op = v.op
-            if op.kind == LOSS:
+            if over:
+                duration = over.end - over.start
+            elif op.kind == LOSS:
                 duration = float(join.loss_time)
             elif 0 <= op.branch < len(join.branches) and 0 <= op.stage < join.branches[op.branch].length:
                 c = join.branches[op.branch]
@@ -141,9 +162,9 @@ def join_timeline(join: Any, schedule: Any, budget: int | None = None) -> Timeli
     time_unit, memory_unit = units_of(join)
     if time_unit is None and memory_unit is None and join.branches:
         time_unit, memory_unit = units_of(join.branches[0])
-    peak = sim.peak_memory
-    return Timeline("join", [MemorySeries(times, values)], bars, rows, sim.makespan, int(peak),
-                    peak_time_of(steps, peak), budget, failure, time_unit, memory_unit)
+    makespan, peak, partial = _whole_numbers(whole, len(ops))
+    return Timeline("join", [MemorySeries(times, values)], bars, rows, makespan, peak,
+                    peak_time_of(steps, peak), budget, failure, time_unit, memory_unit, partial=partial)
 
 
 def _join_ops(schedule: Any) -> list[Any]:
@@ -167,7 +188,10 @@ def _join_ops(schedule: Any) -> list[Any]:
 def offload_timeline(inst: Any, schedule: Any, budget: int | None = None) -> Timeline:
     """Replay with `solvers.offload.simulate_offload` (two streams): compute ops on the chain
     rows, offloads and prefetches on a "transfers" row; the memory line is the simulator's
-    sweep of allocations and releases over time (``timeline``)."""
+    sweep of allocations and releases over time (``timeline``). A schedule that breaks a rule is drawn
+    up to its failing op (one over the budget: with the memory that op's allocation takes it to as
+    ``failure.memory``). The makespan and peak are the simulator's for the whole schedule (memory over
+    the budget does not stop it; a broken rule does: ``partial``)."""
     from memsched.solvers.offload.schedule import OFF, Transfer
     from memsched.solvers.offload.simulator import simulate as simulate_offload
 
@@ -214,14 +238,14 @@ def offload_timeline(inst: Any, schedule: Any, budget: int | None = None) -> Tim
             bars.append(bar(timed[pos], failed=True))
         failure = Failure(float(t_fail or 0.0), mem, str(sim.violation))
     values_arr = np.asarray(values)
-    peak = int(sim.peak_memory) if failure is None else int(values_arr.max())
+    peak = int(sim.peak_memory)  # the whole schedule's, unless a broken rule ended the replay (partial)
     peak_time = plateau_middle(times, values, peak)
     has_transfers = any(b.row == TRANSFER_ROW for b in bars) or any(isinstance(op, Transfer) for op in schedule.ops)
     rows = list(CHAIN_ROWS) + ([TRANSFER_ROW] if has_transfers else [])
     time_unit, memory_unit = units_of(inst.chain)
-    return Timeline("offload", [MemorySeries(np.asarray(times), values_arr)], bars, rows, float(end),
+    return Timeline("offload", [MemorySeries(np.asarray(times), values_arr)], bars, rows, float(sim.makespan),
                     peak, peak_time, budget, failure, time_unit, memory_unit,
-                    extra={"host_peak": int(sim.host_peak)})
+                    extra={"host_peak": int(sim.host_peak)}, partial=len(timed) < len(schedule.ops))
 
 
 # ---------------------------------------------------------------------------- graphs
@@ -230,7 +254,9 @@ def graph_timeline(graph: Any, schedule: Any, budget: int | None = None) -> Time
     memory is the simulator's ``memory[s]`` and drops after it by the copies whose last
     consumer is s. Rows: forward and backward nodes (graph attribute ``backward``); a node
     computed again is a recomputation. An invalid sequence is drawn up to its failing step (a node index
-    out of range: no bar of its own, the failure marked where it would start)."""
+    out of range: no bar of its own, the failure marked where it would start; its memory, the simulator's,
+    as ``failure.memory``). The makespan and peak are the simulator's, which replays every step of the
+    sequence whatever its violation."""
     from memsched.solvers.graph.simulator import GraphSchedule, simulate
 
     seq = schedule.indices(graph) if isinstance(schedule, GraphSchedule) else _node_indices(schedule)
@@ -281,10 +307,10 @@ def graph_timeline(graph: Any, schedule: Any, budget: int | None = None) -> Time
             failure = Failure(float(starts[stop]), float(memory[stop]), str(sim.violation))
         else:
             failure = Failure(float(ends[-1]) if N else 0.0, float(values[-1]), str(sim.violation))
-    peak = int(values.max()) if len(values) else 0
+    peak = sim.peak_memory  # the simulator's for the whole sequence (it replays every step, as `simulate` says)
     time_unit, memory_unit = units_of(graph)
     rows = ["forward", "backward"] if has_rows else ["forward"]
-    return Timeline("graph", [MemorySeries(times, values)], bars, rows, float(ends[stop - 1]) if stop else 0.0,
+    return Timeline("graph", [MemorySeries(times, values)], bars, rows, float(sim.makespan),
                     peak, peak_time_of(steps, peak), budget, failure, time_unit, memory_unit)
 
 
@@ -306,7 +332,8 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
     micro-batch; one memory line per device, weights + buffers + the stash of each
     micro-batch in flight (allocated when its forward starts, freed when its backward ends),
     whose maximum is the simulator's per-stage memory once m >= S. A partition over `budget` is
-    drawn up to the violation (`_up_to`): up to the forward that first takes a device over it.
+    drawn up to the violation (`_up_to`): up to the forward that first takes a device over it; its
+    period and peak stay the simulator's for the whole partition (``memsched simulate``'s).
 
     Straight pipelines only (one device per stage): `simulate_batch` has no event model of
     replicated stages (micro-batches dealt among replicas, the allreduce) nor of two stages
@@ -364,7 +391,8 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
             message += f"; stage {worst} goes over it first ({int(v)} bytes)"
         failure = Failure(float(t), float(v), message)
         series, bars = _up_to(series, bars, failure.time, rows[worst])
-        peak, peak_stage = max((float(np.max(ser.values)), k) for k, ser in enumerate(series))
+        # the title's peak is the simulator's for the whole partition, as its period; marked where drawn
+        peak, peak_stage = float(ev.peak_memory), largest
         peak_time = plateau_middle(series[peak_stage].times, series[peak_stage].values, peak)
     unit = next((name for name, scale in _time_units().items() if abs(scale - inst.time_unit) < 1e-15), None)
     return Timeline("pipeline", series, bars, rows, float(ev.period), int(peak), peak_time, budget, failure,

@@ -3,7 +3,10 @@
 Figures are `matplotlib.figure.Figure` objects made without pyplot (no global state, no
 ``plt.show``): a notebook shows a returned figure inline, a script saves it with
 `save_figure`. Every artist the tests read carries a gid: ``memory`` (the memory line, raw
-size units), ``budget``, ``peak``, ``failure`` (the marker where a replay stopped).
+size units), ``budget``, ``peak`` (the simulator's peak; for a schedule drawn up to a violation
+before its peak, the line's highest point, "peak so far"), ``failure`` (the marker where a replay
+stopped), ``failing memory`` (the memory line over the failing operation: what it holds while it
+runs, over the budget, or would need).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from memsched.solvers.errors import InputError
 from memsched.solvers.jsonio import write_atomic
 from memsched.solvers.units import MEMORY_UNIT_BYTES
 
-from .timeline import Timeline, timeline_for
+from .timeline import Bar, Timeline, plateau_middle, timeline_for
 
 SUFFIXES = (".png", ".pdf", ".svg")
 
@@ -224,6 +227,9 @@ def _fmt_time(value: float, unit: str | None) -> str:
 
 
 def _summary(label: str | None, tl: Timeline, scale: float, unit: str | None, best: float | None) -> str:
+    """The panel's title: the simulator's objective and peak (the whole schedule's, also for one drawn up
+    to its violation: "INVALID, drawn up to the violation"; headed "up to the violation:" when a broken
+    rule ended the replay and they are the replayed prefix's, `Timeline.partial`) and the budget."""
     parts = [f"{tl.objective_name} {_fmt_time(tl.objective, tl.time_unit)}"]
     if best is not None and best > 0 and tl.failure is None:
         parts[0] += f" (x{tl.objective / best:.3f})"
@@ -231,8 +237,10 @@ def _summary(label: str | None, tl: Timeline, scale: float, unit: str | None, be
     if tl.budget is not None:
         parts.append(f"budget {_fmt(tl.budget, scale, unit)}")
     if tl.failure is not None:
-        parts.append("INVALID")
+        parts.append("INVALID" if tl.partial else "INVALID, drawn up to the violation")
     text = " · ".join(parts)
+    if tl.failure is not None and tl.partial:
+        text = f"up to the violation: {text}"
     return f"{label}: {text}" if label else text
 
 
@@ -261,17 +269,18 @@ def _draw_memory(ax: Axes, tl: Timeline, scale: float, unit: str | None, top: fl
             ax.fill_between(series.times, series.values, color=colour, alpha=0.12, lw=0)
     if tl.budget is not None:
         ax.axhline(tl.budget, color=BUDGET_COLOUR, ls="--", lw=1.2, gid="budget", label="budget")
-        left = x_end > 0 and tl.peak_time / x_end > 0.4  # the label goes on the side away from the peak
+        hot = tl.failure.time if tl.failure is not None and not tl.peak_drawn else tl.peak_time
+        left = x_end > 0 and hot / x_end > 0.4  # the label goes on the side away from the peak (or the failure)
         ax.annotate(literal_text(f"budget {_fmt(tl.budget, scale, unit)}"), xy=(0.0 if left else 1.0, tl.budget),
                     xycoords=("axes fraction", "data"), xytext=(4 if left else -4, 3), textcoords="offset points",
                     ha="left" if left else "right", va="bottom", fontsize=8, color=BUDGET_COLOUR)
     if tl.memory and any(len(s.values) for s in tl.memory):
-        ax.plot([tl.peak_time], [tl.peak_memory], marker="v", color="black", ms=7, ls="none", gid="peak",
-                label="peak")
-        near = tl.failure is not None and abs(tl.failure.time - tl.peak_time) < 0.1 * max(x_end, 1e-12)
-        label = literal_text(f"peak {_fmt(tl.peak_memory, scale, unit)}")
-        ha, dx = _peak_label_anchor(ax, label, tl.peak_time, x_end, near)
-        ax.annotate(label, xy=(tl.peak_time, tl.peak_memory), xytext=(dx, 7), textcoords="offset points", ha=ha,
+        peak_time, peak, text = _marked_peak(tl, scale, unit)
+        ax.plot([peak_time], [peak], marker="v", color="black", ms=7, ls="none", gid="peak", label="peak")
+        near = tl.failure is not None and abs(tl.failure.time - peak_time) < 0.1 * max(x_end, 1e-12)
+        label = literal_text(text)
+        ha, dx = _peak_label_anchor(ax, label, peak_time, x_end, near)
+        ax.annotate(label, xy=(peak_time, peak), xytext=(dx, 7), textcoords="offset points", ha=ha,
                     va="bottom", fontsize=8, fontweight="bold")
     if tl.failure is not None:
         _draw_failure(ax, tl, x_end)
@@ -282,6 +291,34 @@ def _draw_memory(ax: Axes, tl: Timeline, scale: float, unit: str | None, top: fl
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / scale:g}"))
     ax.grid(axis="y", alpha=0.3)
     ax.tick_params(labelsize=8)
+
+
+def _marked_peak(tl: Timeline, scale: float, unit: str | None) -> tuple[float, float, str]:
+    """(time, memory, label) of the peak marker: the simulator's peak where the memory line reaches it,
+    else (a schedule drawn up to a violation before its peak) the line's highest point, labelled
+    "peak so far" (the title gives the whole schedule's peak)."""
+    if tl.peak_drawn:
+        return tl.peak_time, float(tl.peak_memory), f"peak {_fmt(tl.peak_memory, scale, unit)}"
+    top = tl.plotted_peak
+    series = next(s for s in tl.memory if len(s.values) and float(np.max(s.values)) >= top)
+    at = plateau_middle(series.times, series.values, top)
+    failing = _failing_memory(tl)
+    if failing is not None and failing[2] > top:  # the failing op's memory is the highest drawn
+        bar, _, top = failing
+        at = 0.5 * (bar.start + bar.end)
+    return at, top, f"peak so far {_fmt(top, scale, unit)}"
+
+
+def _failing_memory(tl: Timeline) -> tuple[Bar, float, float] | None:
+    """(failing bar, memory line's last level, memory over the failing op) where the figure draws the
+    memory line on over the failing operation (`_draw_failure`): a failure with a known memory other
+    than the line's last level and a bar marked failed; None otherwise. Memory in the size unit."""
+    f = tl.failure
+    failed = [b for b in tl.bars if b.failed]
+    if f is None or f.memory is None or not failed:
+        return None
+    level = float(tl.memory[0].values[-1]) if tl.memory and len(tl.memory[0].values) else 0.0
+    return (failed[0], level, float(f.memory)) if f.memory != level else None
 
 
 def _peak_label_anchor(ax: Axes, label: str, peak_time: float, x_end: float, near: bool) -> tuple[str, float]:
@@ -307,12 +344,14 @@ def _peak_label_anchor(ax: Axes, label: str, peak_time: float, x_end: float, nea
 def _draw_failure(ax: Axes, tl: Timeline, x_end: float) -> None:
     f = tl.failure
     assert f is not None
-    failed = [b for b in tl.bars if b.failed]
     level = float(tl.memory[0].values[-1]) if tl.memory and len(tl.memory[0].values) else 0.0
     y = f.memory if f.memory is not None else level
-    if failed and f.memory is not None and f.memory != level:
-        bar = failed[0]  # the memory the failing op would reach
-        ax.plot([bar.start, bar.start, bar.end], [level, f.memory, f.memory], color=BUDGET_COLOUR, ls=":", lw=1.5)
+    failing = _failing_memory(tl)
+    if failing is not None:  # the memory line goes on over the failing op, with the memory it holds (or would need)
+        bar, level, memory = failing
+        ax.plot([bar.start, bar.start, bar.end], [level, memory, memory], color=BUDGET_COLOUR, lw=1.6,
+                gid="failing memory")
+        ax.fill_between([bar.start, bar.end], [memory, memory], color=BUDGET_COLOUR, alpha=0.12, lw=0)
     ax.plot([f.time], [y], marker="X", color=BUDGET_COLOUR, ms=11, mec="white", ls="none", gid="failure",
             label="violation")
     ax.axvline(f.time, color=BUDGET_COLOUR, lw=1, ls=":")

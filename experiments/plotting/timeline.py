@@ -7,8 +7,15 @@ A timeline is the drawing's data, computed from the problem's simulator (the one
   (``mem_during``) and the dip after it (``mem_after``);
 - ``bars``: the operations as bars ``[start, end)`` on named rows, each with a colour
   category (``F_all``, ``recompute F_ck``, ``B``, ``forward``, ``offload`` ...);
-- ``peak_memory`` / ``peak_time``: the simulator's peak and where it is first reached;
+- ``objective`` / ``peak_memory`` / ``peak_time``: the simulator's makespan (or period) and peak, as
+  ``memsched simulate`` reports them, and where the peak is first reached in the drawing;
 - ``failure``: for a schedule that breaks a rule, where the replay stopped and why.
+
+A schedule over the budget is drawn up to its failing operation, whose memory while it runs is
+``failure.memory`` (over the budget; the figure draws it over that operation), but its ``objective``
+and ``peak_memory`` stay the whole schedule's: the simulators charge memory over the budget and go on.
+Only a broken rule that ends the replay (an op whose inputs are missing) leaves numbers of the replayed
+prefix alone; ``partial`` says so, and the figure's summary labels them "up to the violation".
 
 Extension point: a problem gets its figure from, in this order,
 
@@ -83,6 +90,9 @@ class Timeline:
     objective_name: str = "makespan"
     memory_title: str = "device memory"
     extra: dict[str, Any] = field(default_factory=dict)
+    #: True when `objective` and `peak_memory` cover only the operations replayed before a violation that
+    #: ended the replay (a broken rule), not the whole schedule
+    partial: bool = False
 
     @property
     def end_time(self) -> float:
@@ -96,6 +106,12 @@ class Timeline:
     def plotted_peak(self) -> float:
         """Highest memory vertex drawn (equals `peak_memory` for a valid schedule)."""
         return max((float(np.max(s.values)) for s in self.memory if len(s.values)), default=0.0)
+
+    @property
+    def peak_drawn(self) -> bool:
+        """True when the memory line reaches `peak_memory` (always for a valid schedule; for one drawn up to
+        its violation, False when the whole schedule's peak comes at or after it)."""
+        return any(len(s.values) for s in self.memory) and self.plotted_peak >= self.peak_memory
 
 
 TimelineFn = Callable[[Any, Any, "int | None"], Timeline]
@@ -233,12 +249,18 @@ def profile_timeline(problem: str, instance: Any, schedule: Any, budget: int | N
     failure = None
     if replay.violation is not None:
         pos = failure_position(replay.violation)
+        memory: float | None = None
         if pos is not None and pos < len(bars):
-            bars, steps = bars[:pos], steps[:pos]
+            failing: list[Bar] = []
+            if pos < len(steps) and budget is not None and steps[pos][2] > budget:
+                memory = steps[pos][2]  # the failing op's memory while it runs: over the budget
+                b = bars[pos]
+                failing = [Bar(b.row, b.start, b.end, "failed", b.label, failed=True)]
+            bars, steps = bars[:pos] + failing, steps[:pos]
             times, values = step_vertices(initial, steps)
         t = steps[-1][1] if steps else 0.0
-        failure = Failure(t, float(values[-1]), str(replay.violation))
-    peak = float(values.max()) if len(values) else 0.0
+        failure = Failure(t, float(values[-1]) if memory is None else memory, str(replay.violation))
+    peak = float(replay.peak_memory)  # the simulator's, the whole schedule's (as `memsched simulate` says)
     time_unit, memory_unit = units_of(instance)
     return Timeline(problem, [MemorySeries(times, values)], bars, rows, float(replay.objective), int(peak),
                     peak_time_of(steps, peak), budget, failure, time_unit, memory_unit)
