@@ -26,9 +26,16 @@ makespan (chain: sum of u_f, u_b and the loss; graph: each node once), or with
 (sum of the forward costs). Sizes are searched by doubling from 1 until one does not fit, then
 by bisection: this assumes that a size that fits implies that every smaller one fits
 (activations grow with the batch; an exact solver stopped by its time limit can break this).
-With ``--vary image-size`` the sides the network refuses (too small for it) are skipped
-(`search_accepted`): the search goes on from the next side tried; none accepted up to --limit is
-bad input naming ``--vary image-size``, the sides tried and --step.
+The sizes the network refuses are skipped (`search_accepted`), with a ``refused`` row (JSON
+``refused``): an image side too small for it, a batch it cannot train at (BatchNorm at batch 1 on
+a 1x1 feature map); the search goes on from the next size tried. No batch accepted among 1, 2 and 4
+(`MAX_REFUSED_BATCH`: a network failing at all three is broken) or no side up to --limit is bad
+input naming ``MODEL`` (batches) or ``--vary image-size`` (sides, with --step), the sizes tried and
+why. A --slots whose rotor table is too large (`check_rotor_table`) is refused at the first probe,
+before any row: the budget does not grow with the size, the stage count does not change and the
+input grows, so the first table is the largest. Bad input that only a larger size shows stops the
+search: the largest size that fit so far is printed as a lower bound (JSON ``stopped``), then the
+error (exit 2).
 A probe whose solve ended in ``timeout`` (no schedule before --time-limit: not proven
 infeasible) does not fit either: when a size above the answer timed out, the answer is only a lower
 bound, and its line says so (``largest batch: 6 (at least; batch 7 timed out; ...)``, JSON
@@ -36,7 +43,8 @@ bound, and its line says so (``largest batch: 6 (at least; batch 7 timed out; ..
 Exit 0 with the largest size, 1 when even the smallest does not fit (``infeasible: ...``) or its
 solve timed out without a schedule (``timeout: ...``: not proven infeasible, a larger --time-limit
 may find one), 2 on bad input (a solver that refuses the instance's structure,
-``details["not_applicable"]``, too: no size would fit, and its message says why).
+``details["not_applicable"]``, too: no size would fit, and its message says why; bad input found
+mid-search too, after the rows and the largest size so far).
 """
 
 from __future__ import annotations
@@ -108,6 +116,29 @@ class NotApplicableError(InputError):
     """The solver refuses the structure of the network's instance (``details["not_applicable"]``:
     griewank on a graph whose forward nodes are no chain, say): no size and no budget would give a
     schedule, so it is bad input naming ``--solver`` (exit 2), never a size that does not fit."""
+
+
+#: the largest batch a network may refuse before one is accepted (BatchNorm refuses batch 1 on a 1x1
+#: feature map; batch 2 then runs): a network failing at 1, 2 and 4 is broken, not too small, and is
+#: not built again at doubling batches up to --limit (real inputs of 65536 samples with --cost measured)
+MAX_REFUSED_BATCH = 2
+
+
+class SearchStopped(Exception):
+    """A probe above the first raised bad input that no smaller size showed (a solver option the
+    instance of that size cannot take, say): the search stops there, at `size` (a batch, or an image
+    side in px), keeping the largest size that fit so far (a lower bound)."""
+
+    def __init__(self, size: int, error: InputError):
+        super().__init__(str(error))
+        self.size, self.error = size, error
+
+    def reported(self, vary: str, best: int) -> InputError:
+        """The bad input for the error line (exit 2): its message, where the search stopped, and the
+        largest size that fit before it (0: none)."""
+        so_far = (f"{vary} {best} fits (a lower bound, above)" if best else f"no {vary} tried fits")
+        return InputError(f"{self.error.message} (at {vary} {self.size}, where the search stopped; {so_far})",
+                          path=self.error.path, field=self.error.field)
 
 
 @dataclass
@@ -242,6 +273,8 @@ def probe_size(
         peak, total, nodes = int(reference_peak(chain)), float(chain.total_time()), len(chain.u_f)
         forward = float(sum(chain.u_f))
     budget = int(memory - resident)
+    if problem != "graph" and solver == "rotor" and budget > 0:
+        check_rotor_table(instance, budget, slots)
     bound = (1.0 + forward / total if total > 0 else 1.0) if max_overhead == FORWARD else float(max_overhead)
     base = dict(
         size=size,
@@ -276,6 +309,27 @@ def probe_size(
         solve_time_s=spent,
         **base,
     )
+
+
+def check_rotor_table(chain: Any, budget: int, slots: int) -> None:
+    """Refuse, before the solve, the rotor table this probe's `chain` could need at `budget` bytes and
+    `slots` (0: exact sizes) when it exceeds `dp.MAX_CELLS`: the same `InputError` naming ``--slots``
+    that `dp.rotor_table` raises (it checks its size before allocating anything). The table has
+    memory values 0..M - x_0 (M: the slot count, or the budget in bytes at exact sizes; x_0: the
+    input's size in those units) and L stages; the solve needs it only when store-all does not fit,
+    but across a search the budget (memory less the weights: they do not grow with the batch) and L
+    do not change while x_0 grows with the size, so the first probe's table is the largest: checked
+    there, a hopeless --slots is refused before any row is printed, not half-way through the search."""
+    from memsched.solvers.chain.dp import MAX_CELLS, rotor_table, table_cells
+    from memsched.solvers.discretize import effective_slots
+
+    n = effective_slots(budget, slots)
+    if table_cells(chain.length, n or budget) <= MAX_CELLS:  # the bound without x_0: nothing to discretise
+        return
+    work = chain.discretised(budget / n) if n else chain
+    m_top = (n or budget) - int(work.x[0])
+    if m_top >= 0 and table_cells(work.length, m_top) > MAX_CELLS:
+        rotor_table(work, m_top)  # raises its InputError (--slots) before allocating the table
 
 
 def register(subparsers: Any) -> None:
@@ -382,7 +436,20 @@ def main(args: argparse.Namespace) -> int:
     header = (f"{args.model}: largest {args.vary} within {format_bytes(memory)}, overhead <= "
               f"{_bound_text(args.max_overhead)}, {args.problem} solver {args.solver}, cost {args.cost}")
 
-    refusals: list[tuple[int, str]] = []  # (image side in px, why) of the sides the network refuses
+    refusals: list[tuple[int, str]] = []  # (size: batch or side in px, why) of the sizes the network refuses
+    held: list[str] = []  # the rows of refused sizes before the header (printed with it, or never)
+
+    def show(row: str, probe: bool) -> None:
+        """Print a row; the header comes with the first probe's (bad sizes fail before any output)."""
+        if args.json:
+            return
+        if not probe and not probes:
+            held.append(row)
+            return
+        if len(probes) == 1 and probe:
+            for line in (header, *held):
+                print(line)
+        print(row, flush=True)
 
     def fits(k: int) -> bool | None:
         size = k if vary_batch else k * args.step
@@ -403,31 +470,30 @@ def main(args: argparse.Namespace) -> int:
                 overheads=methods.setdefault(size, {}),
             )
         except (InputError, ValueError, RuntimeError) as err:
-            if isinstance(err, NotApplicableError) or not (vary_batch or _refuses_side(err)):
+            if isinstance(err, NotApplicableError) or not _refuses_size(err, vary_batch):
+                if isinstance(err, InputError) and probes:  # bad input only this size shows: rows were printed
+                    raise SearchStopped(size, err) from err
                 raise
-            if not vary_batch:
-                refusals.append((size, _reason(err)))
-                return None  # a side the network refuses (too small for it): `search_accepted` skips it
-            if isinstance(err, InputError):
-                raise
-            if not probes:
-                raise InputError(f"{args.model} does not run at batch {size}: {first_line(err)}",
-                                 field="--image-size") from None
-            return False  # a batch the network does not accept
+            refusals.append((size, _reason(err)))
+            if vary_batch and not probes and size > MAX_REFUSED_BATCH:  # a network failing at every batch
+                raise _none_accepted_error(args.model, args.vary, args.step, size, refusals) from None
+            show(f"  {size:>6}  refused  {_reason(err)}", probe=False)
+            return None  # a size the network refuses (a side too small, BatchNorm at batch 1): skipped
         probes.append(probe)
-        if not args.json:
-            if len(probes) == 1:  # the header once the first size ran: bad sizes fail before any output
-                print(header)
-            print(_row(probe, format_bytes), flush=True)
+        show(_row(probe, format_bytes), probe=True)
         return probe.fits
 
-    if vary_batch:
-        best, smallest = search_largest(fits, limit, args.tolerance), 1
-    else:
+    unit = 1 if vary_batch else args.step  # size = k x unit
+    stopped: SearchStopped | None = None
+    try:
         best, smallest = search_accepted(fits, limit, args.tolerance)
-        if not smallest:
-            raise _no_side_error(args.model, args.step, limit * args.step, refusals)
-    best_size = best if vary_batch else best * args.step
+    except SearchStopped as stop:  # the largest size that fit so far (sizes that fit are assumed monotone)
+        stopped = stop
+        best = max((p.size for p in probes if p.fits), default=0) // unit
+        smallest = min(p.size for p in probes) // unit
+    if not smallest:
+        raise _none_accepted_error(args.model, args.vary, args.step, limit * unit, refusals)
+    best_size = best * unit
     chosen = next((p for p in probes if p.size == best_size), None)
     note = _note(args.model, args.problem, args.vary, chosen, methods.get(best_size))
     timed_out = _timed_out(probes, best_size)
@@ -447,14 +513,17 @@ def main(args: argparse.Namespace) -> int:
                 "result": asdict(chosen) if chosen else None,
                 "probes": [asdict(p) for p in probes],
                 "timed_out": timed_out,
+                "refused": [{"size": size, "reason": why} for size, why in refusals],
+                "stopped": {"size": stopped.size, "error": str(stopped.error)} if stopped else None,
                 "note": note,
             },
             sys.stdout,
         )
         print()
-    if not best:
-        first = smallest if vary_batch else smallest * args.step
-        where = f"{args.vary} {first}{'' if smallest == 1 else ' (the smallest side it runs at)'}"
+    if not best and stopped is None:
+        first = smallest * unit
+        noun = "batch" if vary_batch else "side"
+        where = f"{args.vary} {first}{'' if smallest == 1 else f' (the smallest {noun} it runs at)'}"
         if first in timed_out:  # no schedule before the limit: not proven infeasible
             limit_text = f"--time-limit {args.time_limit:g} s" if args.time_limit is not None else "its search stopped"
             print(f"memsched max-batch: timeout: {args.solver} found no schedule for {args.model} within "
@@ -464,15 +533,19 @@ def main(args: argparse.Namespace) -> int:
             print(f"memsched max-batch: infeasible: {args.model} does not train within {format_bytes(memory)} even "
                   f"at {where}", file=sys.stderr)
         return 1
-    if not args.json and chosen is not None:
+    if best and not args.json and chosen is not None:
         state = format_bytes(args.state_factor * chosen.parameter_bytes)
         bound = f"at least; {_sizes_text(args.vary, timed_out)} timed out; " if timed_out else ""
+        if stopped is not None:
+            bound = f"at least; the search stopped at {args.vary} {stopped.size}: bad input there; "
         print(
             f"largest {args.vary}: {best_size} ({bound}overhead x{chosen.overhead:.3f}, peak "
             f"{format_bytes(chosen.peak_memory or 0)} of activations + {state} of weights and gradients)"
         )
         if note:
             print(f"note: {note}")
+    if stopped is not None:  # after the answer so far: bad input, exit 2
+        raise stopped.reported(args.vary, best_size)
     return 0
 
 
@@ -519,14 +592,16 @@ def chain_note(model: str, vary: str, size: int, budget: int, overheads: dict[st
             f"than the activation budget ({budget} bytes); " + check)
 
 
-def _refuses_side(err: Exception) -> bool:
-    """With ``--vary image-size``, whether `err` (raised by a probe) is the network refusing the image
-    side: the zoo's check of its smallest side (bad input naming the image size), the network failing
-    at that side (``MODEL``, `models.network.diagnosed`) or any failure that is not bad input. Bad
-    input naming another option (``--depth`` for a network with fixed layers) is no side's fault."""
+def _refuses_size(err: Exception, vary_batch: bool) -> bool:
+    """Whether `err` (raised by a probe) is the network refusing the size tried: the zoo's check of
+    the size (bad input naming ``--batch`` or ``--image-size``), the network failing at that size
+    (``MODEL``, `models.network.diagnosed`; ``model``, a factory's network failing its dry run:
+    BatchNorm at batch 1) or any failure that is not bad input. Bad input naming another option
+    (``--depth`` for a network with fixed layers, ``--slots``) is no size's fault."""
     from memsched.models.network import model_field
 
-    return not isinstance(err, InputError) or err.field in ("--image-size", "image_size", model_field())
+    sized = ("--batch", "batch") if vary_batch else ("--image-size", "image_size")
+    return not isinstance(err, InputError) or err.field in (*sized, model_field(), "model")
 
 
 def _reason(err: Exception) -> str:
@@ -535,13 +610,18 @@ def _reason(err: Exception) -> str:
     return err.message if isinstance(err, InputError) else first_line(err)
 
 
-def _no_side_error(model: str, step: int, limit_px: int, refusals: list[tuple[int, str]]) -> InputError:
-    """The bad input (naming ``--vary image-size``) when `model` refuses every image side tried:
-    `refusals` are (side in px, why), the sides being multiples of --step up to `limit_px`."""
-    sides = ", ".join(str(side) for side, _ in refusals)
+def _none_accepted_error(model: str, vary: str, step: int, limit: int, refusals: list[tuple[int, str]]) -> InputError:
+    """The bad input when `model` refuses every size tried (`refusals`: (size, why), ascending):
+    batches 1, 2, 4 (above `MAX_REFUSED_BATCH`) or up to --limit (naming ``MODEL``), or image sides, multiples of
+    --step up to `limit` px (naming ``--vary image-size``). Its reason is the last refusal's."""
+    from memsched.models.network import model_field
+
+    tried = ", ".join(str(size) for size, _ in refusals)
     why = f": {refusals[-1][1]}" if refusals else ""
-    return InputError(f"{model} runs at none of the image sides tried ({sides} px: multiples of --step {step} up to "
-                      f"{limit_px} px){why}; raise --limit or change --step", field="--vary image-size")
+    if vary == "batch":
+        return InputError(f"{model} runs at none of the batches tried ({tried}){why}", field=model_field())
+    return InputError(f"{model} runs at none of the image sides tried ({tried} px: multiples of --step {step} up to "
+                      f"{limit} px){why}; raise --limit or change --step", field="--vary image-size")
 
 
 def _check_solver(problem: str, solver: str) -> None:
