@@ -959,11 +959,31 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
         if problem is None and len(model.blocks) == 1 and bandwidth is None:
             problem = "graph"  # one module (not an nn.Sequential): its torch.fx graph, not a chain of one stage
     kept = [] if isinstance(model, str) else [*model.blocks, model.loss_fn]
-    with _state_kept(kept):  # the caller's .grad and buffers, also after a Ctrl-C (torch's RNG: `models.run.run`)
+    file = instance if chain is None else chain
+    # the caller's .grad and buffers, also after a Ctrl-C (torch's RNG: `models.run.run`); errors name the file
+    with _state_kept(kept), _file_named(file):
         return RunResult(run_model(model, budget if bytes_ is None else bytes_, solver, problem=problem,
-                                   instance=instance if chain is None else chain, bandwidth=bandwidth,
+                                   instance=file, bandwidth=bandwidth,
                                    latency=latency, slots=slots, time_limit=time_limit, time_repeats=time_repeats,
                                    repeats=repeats, seed=seed, timing=timing, options=options, **sizes))
+
+
+#: how the fields of an instance file begin (a chain's or join's meta, a graph's, a chain's stages)
+_FILE_FIELDS = ("meta.", "graph.meta.", "stages[")
+
+
+@contextlib.contextmanager
+def _file_named(file: Any) -> Iterator[None]:
+    """`run`'s `InputError` about a field of its instance `file` (a path; anything else: unchanged) names
+    the file, as ``memsched run`` does (``f.json: meta.dtype: ...``): `execute.run_model` loads the file
+    first, so `models.run` sees the instance without its path."""
+    try:
+        yield
+    except InputError as err:
+        if err.path is not None or not isinstance(file, (str, Path)) or not str(err.field or "").startswith(
+                _FILE_FIELDS):
+            raise
+        raise InputError(err.message, path=str(file), field=err.field) from None
 
 
 def _solver_offloads(file: Any, solver: str | None) -> str | None:

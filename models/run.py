@@ -137,17 +137,18 @@ def instance_sizes(instance: Any, model: Any, sizes: dict[str, Any] | None, prob
     caller left out is taken from it (a chain profiled at batch 2, 32 px runs at batch 2, 32 px,
     not at the zoo's defaults). A recorded value the network cannot be built at ("two" for the
     batch, an unknown dtype) is an `InputError` naming `path` and the field (``meta.batch``,
-    `_check_recorded`); a size the caller gives that contradicts the record is one naming the size
-    (and `path`, the instance file). Unchanged for an instance
-    profiled from another network (its stage count and input bytes are checked later) or without a
-    record. A graph's "granularity" is the export's (op or module), not the chain's, and is not
-    compared; a chain without one was profiled by block. A graph naming its model but no dtype
-    (exported before the export always recorded it) was exported at `GRAPH_DEFAULT_DTYPE`: a
-    given dtype is compared with that (none is filled in)."""
+    `_check_recorded`); a factory's recorded dtype may be any dtype torch knows (float64 too, its own
+    choice), passed back as `factory_dtype` says and compared with the rebuilt network's
+    (`_check_built_dtype`), where a zoo network's must be one of the zoo's; a size the
+    caller gives that contradicts the record is one naming the size (and `path`, the instance file).
+    Unchanged for an instance profiled from another network (its stage count and input bytes are
+    checked later) or without a record. A graph's "granularity" is the export's (op or module), not
+    the chain's, and is not compared; a chain without one was profiled by block. A graph naming its
+    model but no dtype (exported before the export always recorded it) was exported at
+    `GRAPH_DEFAULT_DTYPE`: a given dtype is compared with that (none is filled in)."""
     out = dict(sizes or {})
-    target = getattr(instance, "chain", instance) if problem == "offload" else instance
-    meta = getattr(target, "meta", None)
-    if not isinstance(model, str) or not isinstance(meta, dict) or meta.get("model") != model:
+    meta = _profiled_meta(instance, model, problem)
+    if meta is None:
         return out
     keys = RECORDED_SIZES + (JOIN_RECORDED_SIZES if problem == "join" else ())
     recorded = {key: meta.get(key) for key in keys if meta.get(key) is not None}
@@ -155,11 +156,19 @@ def instance_sizes(instance: Any, model: Any, sizes: dict[str, Any] | None, prob
         recorded.pop("granularity", None)
     elif problem in ("chain", "offload"):
         recorded.setdefault("granularity", "block")
+    factory = _is_factory(model)
     for key, value in recorded.items():
-        _check_recorded(key, value, path, where=meta_field(problem))
+        _check_recorded(key, value, path, where=meta_field(problem), factory=factory)
+    unfilled: set[str] = set()
+    if factory and "dtype" in recorded:
+        dtype = factory_dtype(recorded["dtype"], model)
+        if dtype is None:  # the factory's own choice: compared with the rebuilt network's
+            unfilled.add("dtype")
+        else:  # passed back as --dtype reaches a factory (a torch dtype: float64 is none of the zoo's names)
+            recorded["dtype"] = dtype
     # an older graph export names no dtype: a given one is compared with the default, none filled in
     compared = {**recorded, "dtype": recorded.get("dtype", GRAPH_DEFAULT_DTYPE)} if problem == "graph" else recorded
-    refused = _refused_sizes(model, recorded, out)
+    refused = _refused_sizes(model, recorded, out) | unfilled
     for key, value in compared.items():
         given = out.get(key)
         if given is None:
@@ -174,13 +183,89 @@ def instance_sizes(instance: Any, model: Any, sizes: dict[str, Any] | None, prob
     return out
 
 
-def _check_recorded(key: str, value: Any, path: str | None, *, where: str = "meta") -> None:
+def _profiled_meta(instance: Any, model: Any, problem: str) -> dict[str, Any] | None:
+    """The meta of `instance` (an offloading instance's chain's) when it records that it was profiled
+    from `model` (a zoo name or factory spec: its ``model``), else None."""
+    target = getattr(instance, "chain", instance) if problem == "offload" else instance
+    meta = getattr(target, "meta", None)
+    if not isinstance(model, str) or not isinstance(meta, dict) or meta.get("model") != model:
+        return None
+    return meta
+
+
+def _is_factory(model: Any) -> bool:
+    """True when `model` is a factory spec (``FILE.py:FUNCTION``), not a zoo name."""
+    from memsched.models.network import is_factory_spec
+    from memsched.models.zoo import MODELS
+
+    return isinstance(model, str) and model not in MODELS and is_factory_spec(model)
+
+
+def _torch_dtype(value: Any) -> torch.dtype:
+    """The torch dtype a factory's file records by name (``"float64"``; ``"torch.float64"`` too): any
+    dtype torch knows, as the factory chose it; another value is an `InputError`."""
+    found = getattr(torch, str(value).replace("torch.", ""), None) if isinstance(value, str) else None
+    if not isinstance(found, torch.dtype):
+        raise InputError(f"unknown dtype {value!r:.80} (a torch dtype: float32, float64, bfloat16, ...)")
+    return found
+
+
+def factory_dtype(value: Any, spec: str) -> torch.dtype | None:
+    """The dtype a run passes back to the factory `spec` whose file records `value` (a name torch
+    knows) as its ``meta.dtype``, as ``--dtype`` reaches it (`models.network.build_network`: its
+    ``dtype`` argument when it takes one, else its network is cast to it), or None: left to the
+    factory. A dtype ``--dtype`` takes (`models.zoo.registry.DTYPES`) is passed back, as ``profile
+    --dtype`` may have cast the network to it (float32 is the factory's own choice again, as
+    ``--dtype float32``); another (float64) only the factory chose, so it goes back only to a factory
+    that takes ``dtype``, as a size to a factory that takes it (`_refused_sizes`). Either way the
+    rebuilt network's dtype is compared with the record (`_check_built_dtype`)."""
+    from memsched.models.zoo.registry import DTYPES
+
+    dtype = _torch_dtype(value)
+    if str(dtype).replace("torch.", "") in DTYPES:
+        return dtype
+    return dtype if dtype.is_floating_point and _takes_dtype(spec) else None
+
+
+def _takes_dtype(spec: str) -> bool:
+    """True when the factory `spec` names takes a ``dtype`` argument (or ``**kwargs``), as
+    `models.network.build_network` passes it one."""
+    import inspect
+
+    from memsched.models.network import _load_factory
+
+    params = inspect.signature(_load_factory(spec)[0]).parameters
+    return "dtype" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def _check_built_dtype(instance: Any, model: Any, built: Any, problem: str, path: str | None) -> None:
+    """A factory's network `built` again for `instance` (profiled from the factory spec `model`) has the
+    dtype its meta records (``meta.dtype``, by the profile's rule: its first parameter's, else its
+    input's, `models.chain.profiler.network_dtype`): a factory building float64 for a file recording
+    float32 would run another network than the one profiled, so it is an `InputError` naming `path`
+    (the instance file) and the field. A zoo network is built at its recorded dtype; none recorded:
+    nothing to compare."""
+    meta = _profiled_meta(instance, model, problem)
+    if meta is None or meta.get("dtype") is None or not _is_factory(model):
+        return
+    from memsched.models.chain.profiler import network_dtype
+
+    made = str(network_dtype(built.blocks, built.example_input)).replace("torch.", "")
+    recorded = _size_value("dtype", meta["dtype"])
+    if made != recorded:
+        raise InputError(f"the instance was profiled at dtype {recorded} but {model} builds a {made} network: "
+                         "profile it again, or make the factory build the recorded dtype", path=path,
+                         field=f"{meta_field(problem)}.dtype")
+
+
+def _check_recorded(key: str, value: Any, path: str | None, *, where: str = "meta", factory: bool = False) -> None:
     """The size `key` an instance's meta records (`value`, as read) is one the network can be built
     at, by the zoo's own rules (`models.zoo.registry`: `SIZE_RANGES`, `parse_image_size`,
     `parse_dtype`, a dropout in 0..1, a granularity of `models.zoo.split.GRANULARITIES`; a join
     size in `models.join.zoo.JOIN_SIZE_RANGES`): else an `InputError` naming `path` (the instance file) and the
     field ``<where>.<key>`` (``graph.meta.<key>`` in a graph file, `meta_field`), never the
-    command-line option the caller did not give."""
+    command-line option the caller did not give. A `factory`'s dtype is its own choice: any dtype
+    torch knows (`_torch_dtype`: float64 too), not only the zoo's."""
     from memsched.models.join.zoo import JOIN_SIZE_RANGES
     from memsched.models.zoo.registry import SIZE_RANGES, check_sizes, parse_dtype, parse_image_size
     from memsched.models.zoo.split import GRANULARITIES
@@ -194,7 +279,7 @@ def _check_recorded(key: str, value: Any, path: str | None, *, where: str = "met
         elif key == "image_size":
             parse_image_size(tuple(value) if isinstance(value, list) else value)
         elif key == "dtype":
-            parse_dtype(value)
+            (_torch_dtype if factory else parse_dtype)(value)
         elif key == "dropout" and (isinstance(value, bool) or not isinstance(value, (int, float))
                                    or not 0 <= value <= 1):
             raise InputError(f"must be a probability in 0..1, got {value!r:.80}")
@@ -532,6 +617,8 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
     from memsched.models.network import diagnosed
 
     built = _zoo(model, {"seed": seed, **_sizes(sizes)} if isinstance(model, str) else None)
+    if inst is not None:
+        _check_built_dtype(inst, model, built, problem, path)
     bw = parse_bandwidth(bandwidth) if isinstance(bandwidth, str) else bandwidth
     with diagnosed(built):  # a network that cannot run at these sizes is bad input, not an internal error
         if problem == "graph":

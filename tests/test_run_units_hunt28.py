@@ -127,7 +127,7 @@ def test_run_refuses_a_memory_unit_that_is_no_byte_unit(cli: Any, here: Path) ->
 # ---------------------------------------------------------------------------- 2. recorded sizes
 @pytest.mark.parametrize(("key", "value", "message"), [
     ("batch", "two", "must be an integer in 1..16777216, got 'two'"),
-    ("dtype", "float64", "unknown dtype 'float64'"),
+    ("dtype", "float99", "unknown dtype 'float99'"),
     ("dropout", 2, "must be a probability in 0..1, got 2"),
     ("image_size", "abc", "expected N or HxW pixels, got 'abc'"),
     ("granularity", "atoms", "unknown granularity 'atoms'"),

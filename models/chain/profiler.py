@@ -382,6 +382,13 @@ def _checked_repeats(repeats: Any, warmup: Any, timing: Any) -> tuple[int, int]:
     return check_int(repeats, "repeats", 1, MAX_REPEATS), check_int(warmup, "warmup", 0, MAX_REPEATS)
 
 
+def network_dtype(blocks: Sequence[nn.Module], example_input: torch.Tensor) -> torch.dtype:
+    """The dtype a profile records as ``meta.dtype`` for the network of `blocks` on `example_input`:
+    its first parameter's, else (no parameters) the input's. A factory's network is built at its own
+    dtype, so `models.run` compares a rebuilt network's with the recorded one by this same rule."""
+    return next((p.dtype for p in parameters_of(list(blocks)).values()), example_input.dtype)
+
+
 def profile_meta(source: str, device: torch.device, dtype: torch.dtype, repeats: int, warmup: int) -> dict[str, Any]:
     """The provenance every profile file carries in its meta: units, source, device, dtype,
     torch and Python versions, date (UTC), repeats and warm-up runs."""
@@ -487,7 +494,7 @@ def profile_chain(
         loss["bwd_time"] = loss_time
     for p in params.values():
         p.grad = None
-    dtype = next((p.dtype for p in params.values()), example_input.dtype)
+    dtype = network_dtype(blocks, example_input)
     info = {
         **profile_meta("memsched models.chain.profiler", device, dtype, repeats, warmup),
         "clock": "cuda events" if device.type == "cuda" else clock,
