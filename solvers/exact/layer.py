@@ -14,7 +14,8 @@
    1 ms, no time: `timeout` at 5 s). The first always runs, the others while time allows
    (`run_fast`): the guarantee below is about the fast solvers that ran (``details["fast"]``
    lists those with a schedule, ``details["fast_not_run"]`` those not started or killed unfinished
-   at the end of the share: a short limit on a loaded machine may leave a slow one out). The first
+   at the end of the share: a short limit on a loaded machine may leave a slow one out). A problem's
+   ``reseed`` (offload: pofo at exact sizes) may then hand a faster seed, the referee's too. The first
    runs in this process; the others run in a forked child that is killed at the end of the share,
    as a fast solver cannot be interrupted (dtr-orders took 10 s quietly and 23-40 s under load on
    a 189-node graph).
@@ -228,13 +229,20 @@ def with_bound_so_far(res: SolveResult, known: Any) -> bool:
     return True
 
 
+#: ``reseed(instance, budget, seed, deadline, options, not_run)``: a problem's own seed after its fast solvers
+Reseed = Callable[[Any, int, SolveResult | None, Deadline, ExactOptions, list[str]], SolveResult | None]
+
+
 def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: float = DEFAULT_TIME_LIMIT,
-                 workers: int = 1, slots: int = 500, least: Callable[[Any], float] | None = None
-                 ) -> Callable[[Callable[..., SolveResult]], Callable[..., SolveResult]]:
+                 workers: int = 1, slots: int = 500, least: Callable[[Any], float] | None = None,
+                 reseed: Reseed | None = None) -> Callable[[Callable[..., SolveResult]], Callable[..., SolveResult]]:
     """Decorator turning a model function into a solver of the registry (module docstring).
     `time_limit`, `workers` and `slots` are the solver's defaults; `least(instance)` is a lower bound on
     every schedule of the problem (e.g. every op once: sum of the times), used as the bound when
-    the model's own is not valid for the returned schedule, and a schedule reaching it is optimal."""
+    the model's own is not valid for the returned schedule, and a schedule reaching it is optimal.
+    `reseed` (the offloading models: pofo at exact sizes, whose table grows with the budget) runs after
+    the fast solvers, with the warm start, and returns the seed the model and the referee use (the
+    fast solvers' best, or a faster schedule); it appends what it left out for time to `not_run`."""
     defaults = ExactOptions(time_limit=time_limit, workers=workers, slots=slots)
 
     def decorate(fn: Callable[..., SolveResult]) -> Callable[..., SolveResult]:
@@ -248,6 +256,8 @@ def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: fl
             seeds = run_fast(problem, instance, int(budget), fast, deadline, options, rest, not_run) \
                 if options.warm_start else []
             seed = min(seeds, key=lambda r: math.inf if r.objective is None else r.objective) if seeds else None
+            if reseed is not None and options.warm_start:
+                seed = reseed(instance, int(budget), seed, deadline, options, not_run)
             seed_at = deadline.elapsed()
             report(f"{name}: model", best=None if seed is None else seed.objective)
             try:

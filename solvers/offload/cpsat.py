@@ -31,7 +31,9 @@ ticks (rounded durations make it "feasible"). The model's bound (``details["mode
 bounds this scope only: a schedule that recomputes can be faster, so the reported
 ``lower_bound`` is the problem's own (every operation once, from the exact layer). The exact
 layer referees the answer against pofo, offload-prefix, vdnn and none: when one of them is
-faster (pofo recomputes, outside this scope) its schedule is returned, ``feasible``.
+faster (pofo recomputes, outside this scope) its schedule is returned, ``feasible``. With exact sizes
+(``slots=0``) the fast solvers run at 500 slots, and pofo also at exact sizes, within the time limit
+(`exact_free_hint.exact_size_seed`): the answer is never slower than pofo at exact sizes when that ran.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from ..exact.interrupt import interrupted
 from ..exact.layer import exact_solver
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
+from .exact_free_hint import exact_size_seed
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
 from .simulator import simulate
@@ -170,7 +173,8 @@ def check_scale(inst: OffloadInstance, *, scale: Any = None, **_: Any) -> None:
 
 
 @check_first(check_scale)
-@exact_solver("offload", "cpsat", FAST, time_limit=30.0, workers=2, least=lambda inst: inst.chain.total_time())
+@exact_solver("offload", "cpsat", FAST, time_limit=30.0, workers=2, least=lambda inst: inst.chain.total_time(),
+              reseed=exact_size_seed)
 def solve_cpsat(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadline: Deadline,
                 seed: SolveResult | None = None, scale: float | None = None, **_: Any) -> SolveResult:
     """The model of the module docstring (time limit default 30 s, 2 workers). `scale`: ticks per

@@ -46,7 +46,9 @@ durations (the ticks the model used, so an op of no time, given one tick, is not
 every CP-SAT call was proven (optimal or infeasible) and the replay equals the model's makespan;
 otherwise "feasible". A model schedule the simulator rejects (a modelling bug) is never raised:
 the answer is the seed's schedule (``feasible``), else ``timeout``, with ``details.model_invalid``.
-Sizes are rounded up to slots when ``slots > 0`` (the schedule still fits the real budget).
+Sizes are rounded up to slots when ``slots > 0`` (the schedule still fits the real budget). With
+exact sizes the exact layer also seeds from pofo at exact sizes, within the time limit
+(`exact_free_hint.exact_size_seed`): the answer is never slower than pofo at exact sizes when that ran.
 Exponential in L: meant for L <= 4 or 5.
 """
 
@@ -66,6 +68,7 @@ from ..exact.layer import exact_solver, same_or_less
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import check_scale, duration_ticks, fit_scale, ticks_exact
+from .exact_free_hint import exact_size_seed
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
 from .simulator import simulate
@@ -363,7 +366,7 @@ def check_instance(inst: OffloadInstance, **options: Any) -> None:
 
 @check_first(check_instance)
 @exact_solver("offload", "exact-combined", FAST, time_limit=60.0, workers=4, slots=0,
-              least=lambda inst: inst.chain.total_time())
+              least=lambda inst: inst.chain.total_time(), reseed=exact_size_seed)
 def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadline: Deadline,
                          seed: SolveResult | None = None, scale: float | None = None, **_: Any) -> SolveResult:
     """Exact CP-SAT model of rematerialization + offloading, optimal for its class (see the module docstring);

@@ -64,6 +64,7 @@ from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import check_scale, duration_ticks, fit_scale, ticks_exact
 from .exact_free_cuts import add_link_bounds, run_edge
+from .exact_free_hint import any_size_seed
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
 from .simulator import simulate
@@ -441,7 +442,7 @@ def check_options(inst: OffloadInstance, *, scale: Any = None, parameters: Any =
 
 @check_first(check_options)
 @exact_solver("offload", "offload-exact", FAST, time_limit=60.0, workers=1, slots=DEFAULT_SLOTS,
-              least=lambda inst: inst.chain.total_time())
+              least=lambda inst: inst.chain.total_time(), reseed=any_size_seed)
 def solve_offload_exact(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadline: Deadline,
                         seed: SolveResult | None = None, scale: float | None = None, parameters: str = "",
                         **_: Any) -> SolveResult:
@@ -450,9 +451,10 @@ def solve_offload_exact(inst: OffloadInstance, budget: int, *, options: ExactOpt
     first) as CP-SAT hints. `scale`: ticks per time unit (default: exact when durations allow;
     given, as `offload.cpsat.check_scale` accepts); `parameters`: CP-SAT parameters, "name:value"
     pairs (`exact.cpsat_runner.parse_parameters`).
-    When sizes rounded up to slots make the budget infeasible, or the model's optimum at its
-    slots is slower than pofo at exact sizes, the model is solved again with exact sizes in the
-    time left (`exact_free_retry`)."""
+    The exact layer's ``reseed`` (`exact_free_hint.any_size_seed`) runs pofo at exact sizes once,
+    within the time limit: when it is faster than the fast solvers at the slots (or no fast solver has
+    a schedule), the model runs with exact sizes; when sizes rounded up to slots make the budget
+    infeasible, it is solved again with exact sizes in the time left (`exact_free_retry`)."""
     from .exact_free_retry import with_exact_sizes
 
     return with_exact_sizes(_solve, inst, budget, options, deadline, seed=seed, scale=scale, parameters=parameters)
@@ -472,9 +474,8 @@ def _solve(inst: OffloadInstance, budget: int, *, options: ExactOptions, deadlin
     dchain, M = discretise(chain, budget, options.slots)
     scope = scope_of(scale, slots)
     common: dict[str, Any] = {"problem": "offload", "solver": "offload-exact", "budget": budget, "scope": scope}
-    from .exact_free_hint import CPSAT_EXTRA, complete_hint, hint, pofo_at_exact_sizes, seed_answer
+    from .exact_free_hint import CPSAT_EXTRA, complete_hint, hint, seed_answer
 
-    seed = pofo_at_exact_sizes(inst, budget, seed) if options.warm_start else seed
     t0 = deadline.elapsed()
     model = FreeOrderModel(inst, dchain, M, scale, deadline, link_rows=LINK_ROWS)  # rows: exact_free_cuts
     while (need := max_row_sum(model.cp)) > ROW_LIMIT:

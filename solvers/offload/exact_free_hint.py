@@ -4,8 +4,10 @@
 the pieces its transfers keep a value on the host; `complete_hint` (stage 1) solves the model
 with that compute sequence fixed and hints every variable of the full model with the solution.
 `pofo_at_exact_sizes` makes pofo at exact sizes the seed when it is faster than the exact
-layer's (which ran at the model's slots), and `seed_answer` returns the seed's schedule when the
-model has nothing faster: the answer never loses to pofo at exact sizes.
+layer's (which ran at the model's slots; the layer's ``reseed`` of every offloading model asked for
+exact sizes, `exact_size_seed`, and of offload-exact at any slots, `any_size_seed`), and
+`seed_answer` returns the seed's schedule when the model has nothing faster: the answer never
+loses to pofo at exact sizes when that ran within the time limit.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..chain.schedule import Schedule as ChainSchedule
-from ..discretize import to_ticks
+from ..discretize import effective_slots, to_ticks
 from ..exact.cpsat_runner import run_cpsat
+from ..exact.layer import _solve_in_child, can_fork, warm_start_until
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, OPTIMAL, SolveResult
 from .schedule import Transfer
@@ -127,23 +130,79 @@ LNS = True
 
 #: pofo's table at exact sizes has (L+1)(L+2)/2 rows of budget+1 entries: run it below this many
 POFO_EXACT_CELLS = 5_000_000
+#: seconds per table cell and stage of pofo's DP at exact sizes, for the estimate that decides whether
+#: it fits the time allowed where it cannot run in a child killed at its end (measured 0.11-0.16 us
+#: at L = 6..30, load 3: 0.1 s at L = 6, 9.5 s at L = 30; with a margin)
+POFO_EXACT_S_PER_CELL_STAGE = 2e-7
+#: once the warm start's share of the limit is spent, pofo at exact sizes may still take this share
+#: of the time left (a small table takes milliseconds; a large one is killed or skipped)
+POFO_EXACT_LATE_SHARE = 0.1
+#: the name in ``details["fast_not_run"]`` when pofo at exact sizes did not fit the time allowed
+POFO_EXACT_NAME = "pofo (exact sizes)"
 
 
-def pofo_at_exact_sizes(inst: OffloadInstance, budget: int, seed: SolveResult | None) -> SolveResult | None:
-    """The seed, or pofo at exact sizes when its table is small and it is faster: the exact layer
-    runs the fast solvers at the model's slots, and the answer must not lose to pofo at exact sizes."""
-    from .dp import solve_pofo
-
+def pofo_at_exact_sizes(inst: OffloadInstance, budget: int, seed: SolveResult | None, deadline: Deadline,
+                        not_run: list[str] | None = None) -> SolveResult | None:
+    """The seed, or pofo at exact sizes when its table is small (`POFO_EXACT_CELLS`) and it is faster:
+    the exact layer runs the fast solvers at the model's slots (500 when the model has exact sizes),
+    and the answer must not lose to pofo at exact sizes. Within `deadline`: it gets the time to the
+    end of the warm start's share of the limit (at least `POFO_EXACT_LATE_SHARE` of the time left),
+    in a forked child killed then, or in this process when its estimated time fits; else it is left
+    out and named in `not_run`. A faster result has ``details["slots"] = 0`` and
+    ``details["fast_best_at_slots"]``: the seed's makespan (None without one)."""
     L = inst.length
-    if seed is not None and seed.details.get("slots") == 0 or (L + 1) * (L + 2) // 2 * (budget + 1) > POFO_EXACT_CELLS:
+    cells = (L + 1) * (L + 2) // 2 * (int(budget) + 1)
+    if seed is not None and seed.details.get("slots") == 0 or cells > POFO_EXACT_CELLS:
         return seed
-    exact = solve_pofo(inst, budget, slots=0)
+    exact = _pofo_exact_within(inst, int(budget), deadline, cells * L * POFO_EXACT_S_PER_CELL_STAGE)
+    if exact is None:
+        if not_run is not None:
+            not_run.append(POFO_EXACT_NAME)
+        return seed
     if exact.schedule is None or exact.objective is None:
         return seed
     if seed is None or seed.objective is None or exact.objective < seed.objective:
         exact.details["slots"] = 0
+        exact.details["fast_best_at_slots"] = None if seed is None else seed.objective
         return exact
     return seed
+
+
+def _pofo_exact_within(inst: OffloadInstance, budget: int, deadline: Deadline, estimate: float
+                       ) -> SolveResult | None:
+    """pofo at exact sizes (`registry.solve`, refereed) within the time `pofo_at_exact_sizes` allows,
+    given its `estimate` (s); None when it did not run or did not finish (no schedule: its result)."""
+    from .dp import solve_pofo
+
+    left = deadline.left()
+    if left is None:
+        return solve_pofo(inst, budget, slots=0)
+    until = warm_start_until(deadline)
+    seconds = min(left, max(0.0 if until is None else until - deadline.elapsed(), POFO_EXACT_LATE_SHARE * left))
+    if seconds <= 0:
+        return None
+    if can_fork():  # its first DP cannot be interrupted: a child is killed at the end of its time
+        return _solve_in_child("offload", inst, "pofo", budget, {"slots": 0, "time_limit": seconds}, seconds)
+    if estimate > seconds:
+        return None
+    return solve_pofo(inst, budget, slots=0, time_limit=seconds)
+
+
+def exact_size_seed(inst: OffloadInstance, budget: int, seed: SolveResult | None, deadline: Deadline,
+                    options: ExactOptions, not_run: list[str]) -> SolveResult | None:
+    """The exact layer's ``reseed`` for the offloading models asked for exact sizes (cpsat, exact-combined
+    with ``slots=0`` or a budget of at most `slots` units): `pofo_at_exact_sizes`, so that an exact
+    solver is never slower than pofo at the same budget and exact sizes. At N slots: the seed."""
+    if effective_slots(int(budget), options.slots):
+        return seed
+    return pofo_at_exact_sizes(inst, budget, seed, deadline, not_run)
+
+
+def any_size_seed(inst: OffloadInstance, budget: int, seed: SolveResult | None, deadline: Deadline,
+                  options: ExactOptions, not_run: list[str]) -> SolveResult | None:
+    """offload-exact's ``reseed``: `pofo_at_exact_sizes` at any slots (at N slots, a faster pofo at exact
+    sizes makes the model run with exact sizes, `exact_free_retry`)."""
+    return pofo_at_exact_sizes(inst, budget, seed, deadline, not_run)
 
 
 def seed_answer(seed: SolveResult | None, details: dict[str, Any], common: dict[str, Any], run: Any
