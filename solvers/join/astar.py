@@ -7,8 +7,12 @@ simulator's states (per branch: the standalone activations, the tapes and how fa
 has gone), arcs are operations whose memory while running fits the budget, arc lengths are
 their times. A* with an admissible, consistent bound (pending backward times, the loss, and one
 F_all(i) for each pending B(i) whose tape is missing) returns a proven optimum. Pruned arcs
-are only useless ones (a forward whose output no pending operation can use, a standalone copy
-of an activation whose tape is resident, F_n(0)), which no optimal schedule needs.
+are only dominated ones, which no optimal schedule needs: an F_all(i) or F_ck(i) whose output no
+pending operation uses, an F_ck(i) beside the tape abar_{i+1} (a standalone copy of an activation
+the tape holds until B(i+1) or the loss frees the copy), F_n(0) (it frees the input, which B(0)
+needs and nothing recomputes) and an F_n that frees no standalone a_i (it is F_ck). Every other
+F_n(i) is an arc, also beside the tape abar_{i+1}: it is the only operation that frees a
+standalone a_i before B(i) (F_all(i) then F_n(i) drops a_i before the loss).
 Status ``optimal`` when the search completes (scope: all schedules of the join simulator),
 ``infeasible`` when it proves none fits, ``feasible`` (the DP's schedule, with the search's
 best bound) or ``timeout`` when it hits `time_limit` or `max_states`. Tiny instances only
@@ -111,14 +115,18 @@ def search(join: Join, M: int, *, time_limit: float = DEFAULT_TIME_LIMIT, max_st
                     if during <= M:
                         succ.append((JOp("F_all", b, i), _set(s, b, (A, T | 1 << (i + 1), p)),
                                      mem + xb[b][i + 1], ufa[b][i]))
-                if i + 1 <= p - 1 and not (A >> (i + 1)) & 1 and not (T >> (i + 1)) & 1:
-                    during = mem + x[b][i + 1] + ofn[b][i]
-                    if during <= M:
-                        succ.append((JOp("F_ck", b, i), _set(s, b, (A | 1 << (i + 1), T, p)),
-                                     mem + x[b][i + 1], ufn[b][i]))
-                        if i >= 1 and (A >> i) & 1:
-                            succ.append((JOp("F_n", b, i), _set(s, b, ((A | 1 << (i + 1)) & ~(1 << i), T, p)),
-                                         mem + x[b][i + 1] - x[b][i], ufn[b][i]))
+                if (A >> (i + 1)) & 1:  # the simulator's rule: F_ck / F_n never re-create a standalone a_{i+1}
+                    continue
+                if mem + x[b][i + 1] + ofn[b][i] > M:
+                    continue
+                if i + 1 <= p - 1 and not (T >> (i + 1)) & 1:  # F_ck(i): a_{i+1} serves a pending op, no tape has it
+                    succ.append((JOp("F_ck", b, i), _set(s, b, (A | 1 << (i + 1), T, p)),
+                                 mem + x[b][i + 1], ufn[b][i]))
+                # F_n(i) whenever it frees a standalone a_i, also beside the tape abar_{i+1} (F_all(i) F_n(i) drops
+                # a_i before the loss) or past B(i+1); i = 0 would free the input, which nothing recomputes
+                if i >= 1 and (A >> i) & 1:
+                    succ.append((JOp("F_n", b, i), _set(s, b, ((A | 1 << (i + 1)) & ~(1 << i), T, p)),
+                                 mem + x[b][i + 1] - x[b][i], ufn[b][i]))
             if 1 <= p <= L and (T >> p) & 1 and ((A >> (p - 1)) & 1 or (T >> (p - 1)) & 1):
                 i = p - 1
                 during = mem + x[b][i] + ob[b][i]
