@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -82,9 +83,36 @@ def memory_unit(instance: Any) -> str | None:
     meta = getattr(instance, "meta", None)
     if meta is None:
         meta = getattr(getattr(instance, "chain", None), "meta", None)
+    return meta_memory_unit(meta)
+
+
+def meta_memory_unit(meta: Any) -> str | None:
+    """``units.memory`` of a file's or an instance's `meta` object ("KiB", "slots"), or None (bytes) when
+    it names none (no ``units``, no ``memory``, or `meta` no object)."""
     units = meta.get("units") if isinstance(meta, dict) else None
     unit = units.get("memory") if isinstance(units, dict) else None
     return str(unit) if unit else None
+
+
+def size_limit(unit: str | None = None) -> str:
+    """The limit of a file's sizes, in their memory unit `unit` (None: bytes), for the message of a size
+    (or a sum of sizes) above it: ``1125899906842624 bytes (1 PiB)``; in a byte unit 1 PiB converted, rounded
+    down as sizes are integers (``1099511627776 KiB (1 PiB)``, ``1125 TB (1 PiB is 1125.899906842624 TB)``:
+    a size of n units passes when n x bytes per unit <= `MAX_BYTES`, that is n <= `MAX_BYTES` // bytes per
+    unit); in a unit that is no byte unit the numbers as written (``1125899906842624 slots (2^50)``)."""
+    per = MEMORY_UNIT_BYTES.get(unit.strip().lower()) if unit is not None else 1
+    if per is None:  # no byte unit: `MAX_BYTES` caps the numbers themselves
+        return f"{_in_unit(MAX_BYTES, None, _printable(unit))} (2^50)"
+    shown = _in_unit(MAX_BYTES // per, per, None)
+    if MAX_BYTES % per == 0:
+        return f"{shown} (1 PiB)"
+    return f"{shown} (1 PiB is {Decimal(MAX_BYTES) / per} {_BYTE_UNIT_NAMES[per]})"
+
+
+def _printable(unit: str | None) -> str | None:
+    """`unit` as a message shows it: as written, or its repr when it holds a character that would break the
+    one-line message (a newline, a tab: a file may name any unit that starts with a letter)."""
+    return unit if unit is None or unit.strip().isprintable() else repr(unit.strip())
 
 
 def unit_bytes(instance: Any) -> int | None:
@@ -268,23 +296,34 @@ def format_bytes(n: float) -> str:
 
 
 def check_number(value: object, *, path: str | None, field: str, integer: bool = False,
-                 time: bool = False) -> float | int:
+                 time: bool = False, unit: str | None = None) -> float | int:
     """A number read from a file, validated: not a boolean, finite, non-negative, at most
-    `MAX_BYTES` (sizes) or `MAX_TIME` (times, ``time=True``), an integer when `integer`.
-    Returns an int for integers, else a float; an `InputError` names `path` and `field`."""
+    `MAX_BYTES` (sizes, as written) or `MAX_TIME` (times, ``time=True``), an integer when `integer`.
+    Returns an int for integers, else a float; an `InputError` names `path` and `field`, and words a
+    size's limit and integrality in the file's memory unit `unit` (``meta.units.memory``; None: bytes,
+    `size_limit`). A size in a byte unit larger than a byte passes here up to `MAX_BYTES` units, the
+    caller then checks it once in bytes (`chain.instance.check_bytes`)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"must be a number, got {value!r}", path=path, field=field)
     if value < 0 or (isinstance(value, float) and not math.isfinite(value)):  # (an int of any size is finite)
         raise InputError(f"must be a non-negative finite number, got {short_number(value)}", path=path, field=field)
     limit = MAX_TIME if time else MAX_BYTES
     if value > limit:
-        what = f"{MAX_TIME:g} (the file's time unit)" if time else f"{MAX_BYTES} bytes (1 PiB)"
+        what = f"{MAX_TIME:g} (the file's time unit)" if time else size_limit(unit)
         raise InputError(f"{short_number(value)} is too large (at most {what})", path=path, field=field)
     if integer:
         if float(value) != math.floor(value):
-            raise InputError(f"must be an integer number of bytes, got {value!r}", path=path, field=field)
+            raise InputError(f"must be an integer number of {size_unit_name(unit)}, got {value!r}", path=path,
+                             field=field)
         return int(value)
     return float(value)
+
+
+def size_unit_name(unit: str | None) -> str:
+    """A file's memory unit `unit` (None: bytes) as messages name it after a number of sizes: "bytes"
+    ("B", "byte" alike), "KiB" ("kib" alike), "slots" as written (its repr if it would break the line)."""
+    label = _unit_label(1, _printable(unit))
+    return "bytes" if label in (None, "byte") else label
 
 
 def plain_number(value: Any) -> Any:

@@ -43,7 +43,17 @@ import numpy as np
 
 from ..errors import InputError
 from ..jsonio import read_json, write_json_atomic
-from ..units import MAX_BYTES, MAX_TIME, MEMORY_UNIT_BYTES, check_number, short_number, size_array
+from ..units import (
+    MAX_BYTES,
+    MAX_TIME,
+    MEMORY_UNIT_BYTES,
+    check_number,
+    meta_memory_unit,
+    short_number,
+    size_array,
+    size_limit,
+    size_unit_name,
+)
 
 FORMAT = "memsched.chain/1"
 STAGE_FIELDS = ("fwd_time", "bwd_time", "out_size", "tape_size", "fwd_overhead", "bwd_overhead")
@@ -319,15 +329,16 @@ class Chain:
     def from_dict(cls, data: Any, *, path: str = "<chain>") -> Chain:
         """Validate and build; every error names `path`, the stage and the field."""
         per = check_header(data, path, FORMAT)
-        input_size = _number(data, "input_size", path, "input_size", integer=True, per=per)
-        clean = parse_stages(data.get("stages"), path, "stages", per=per)
+        unit = meta_memory_unit(data.get("meta"))
+        input_size = _number(data, "input_size", path, "input_size", integer=True, per=per, unit=unit)
+        clean = parse_stages(data.get("stages"), path, "stages", per=per, unit=unit)
         loss = data.get("loss")
         if not isinstance(loss, dict):
             raise InputError("missing or not an object", path=path, field="loss")
-        loss_clean = {f: _number(loss, f, path, f"loss.{f}", integer=f == "bwd_overhead", per=per)
+        loss_clean = {f: _number(loss, f, path, f"loss.{f}", integer=f == "bwd_overhead", per=per, unit=unit)
                       for f in LOSS_FIELDS}
         check_total(input_size + sum(item[f] for item in clean for f in SIZE_FIELDS) + loss_clean["bwd_overhead"],
-                    path, "stages", per=per)
+                    path, "stages", per=per, unit=unit)
         meta = data.get("meta", {})
         if not isinstance(meta, dict):
             raise InputError("must be an object", path=path, field="meta")
@@ -424,9 +435,9 @@ def named_object(obj: Any, path: str, where: str) -> str:
     return f"{where} ({obj['name']})" if "name" in obj else where
 
 
-def parse_stages(stages: Any, path: str, where: str, *, per: int = 1) -> list[dict[str, Any]]:
+def parse_stages(stages: Any, path: str, where: str, *, per: int = 1, unit: str | None = None) -> list[dict[str, Any]]:
     """The validated stage objects of a chain (or of a join branch) at `where` of the file `path`:
-    the `STAGE_FIELDS` (sizes integers in the file's memory unit of `per` bytes, at most `MAX_BYTES`
+    the `STAGE_FIELDS` (sizes integers in the file's memory unit `unit` of `per` bytes, at most `MAX_BYTES`
     once in bytes: `check_header`; times in the file's unit), the per-mode forward
     overheads `MODE_FIELDS` when a stage gives one (``fwd_overhead`` must be their max), the per-mode
     forward times `TIME_MODE_FIELDS` likewise (``fwd_time`` must be their max), the tape
@@ -436,10 +447,11 @@ def parse_stages(stages: Any, path: str, where: str, *, per: int = 1) -> list[di
     clean: list[dict[str, Any]] = []
     for i, stage in enumerate(stages):
         at = named_object(stage, path, f"{where}[{i}]")
-        item = {f: _number(stage, f, path, f"{at}.{f}", integer=f in SIZE_FIELDS, per=per) for f in STAGE_FIELDS}
+        item = {f: _number(stage, f, path, f"{at}.{f}", integer=f in SIZE_FIELDS, per=per, unit=unit)
+                for f in STAGE_FIELDS}
         if any(f in stage for f in MODE_FIELDS):  # per-mode overheads: fwd_overhead is their max
             for f in MODE_FIELDS:
-                item[f] = (_number(stage, f, path, f"{at}.{f}", integer=True, per=per) if f in stage
+                item[f] = (_number(stage, f, path, f"{at}.{f}", integer=True, per=per, unit=unit) if f in stage
                            else item["fwd_overhead"])
             if max(item[f] for f in MODE_FIELDS) != item["fwd_overhead"]:
                 raise InputError(f"fwd_overhead {item['fwd_overhead']} must be the larger of {MODE_FIELDS[0]} "
@@ -491,32 +503,46 @@ def check_name(value: Any, path: str, where: str) -> str:
     return str(value)
 
 
-def _number(obj: dict[str, Any], key: str, path: str, where: str, *, integer: bool, per: int = 1) -> Any:
-    """obj[key] validated by `units.check_number`: sizes (integers, in a memory unit of `per` bytes)
-    at most 1 PiB once in bytes (`check_bytes`), times at most `units.MAX_TIME`."""
+def _number(obj: dict[str, Any], key: str, path: str, where: str, *, integer: bool, per: int = 1,
+            unit: str | None = None) -> Any:
+    """obj[key] validated by `units.check_number`: sizes (integers, in the memory unit `unit` of `per`
+    bytes: `check_header`, `units.meta_memory_unit`) at most 1 PiB once in bytes (`check_bytes`), times at
+    most `units.MAX_TIME`; a size's error words the limit in `unit` (None: bytes)."""
     if key not in obj:
         raise InputError("missing required field", path=path, field=where)
-    value = check_number(obj[key], path=path, field=where, integer=integer, time=not integer)
+    value = check_number(obj[key], path=path, field=where, integer=integer, time=not integer,
+                         unit=unit if integer else None)
     if integer:
-        check_bytes(int(value), per, path, where)
+        check_bytes(int(value), per, path, where, unit=unit)
     return value
 
 
-def check_bytes(size: int, per: int, path: str | None, field: str) -> None:
+def check_bytes(size: int, per: int, path: str | None, field: str, *, unit: str | None = None) -> None:
     """One size of a file, `size` units of `per` bytes (`check_header`), is at most `MAX_BYTES`
-    (1 PiB) in bytes; `InputError` naming `path` and `field` otherwise. (A unit that is no byte
-    unit, "slots", has `per` = 1: its numbers themselves are capped.)"""
-    if size * per > MAX_BYTES:
+    (1 PiB) in bytes; `InputError` naming `path` and `field` otherwise, that words the limit in the
+    file's memory unit `unit` (`units.size_limit`; None: the unit's bytes only). (A unit that is no
+    byte unit, "slots", has `per` = 1: its numbers themselves are capped.)"""
+    if size * per <= MAX_BYTES:
+        return
+    if unit is None:
         raise InputError(f"{size} units of the file's memory unit ({per} bytes each) is {size * per} bytes, too "
                          f"large (at most {MAX_BYTES} bytes, 1 PiB)", path=path, field=field)
+    shown = f"{size} is" if per == 1 else f"{size} {size_unit_name(unit)} is {size * per} bytes,"
+    raise InputError(f"{shown} too large (at most {size_limit(unit)})", path=path, field=field)
 
 
-def check_total(total: int, path: str, field: str, *, per: int = 1) -> None:
+def check_total(total: int, path: str, field: str, *, per: int = 1, unit: str | None = None) -> None:
     """The sizes of one instance, `total` units of `per` bytes (`check_header`), add up to at most
-    `MAX_BYTES` bytes (1 PiB; so sums stay exact in int64, in bytes as in the file's unit)."""
-    if total * per > MAX_BYTES:
+    `MAX_BYTES` bytes (1 PiB; so sums stay exact in int64, in bytes as in the file's unit); the error
+    words the total and the limit in the file's memory unit `unit` (`units.size_limit`; None: bytes,
+    or units of `per` bytes)."""
+    if total * per <= MAX_BYTES:
+        return
+    if unit is None or MEMORY_UNIT_BYTES.get(unit.strip().lower()) == 1:
         what = f"{total} bytes" if per == 1 else f"{total} units of {per} bytes each, {total * per} bytes"
         raise InputError(f"the sizes add up to {what}, more than {MAX_BYTES} (1 PiB)", path=path, field=field)
+    what = f"{total} {size_unit_name(unit)}" + ("" if per == 1 else f" ({total * per} bytes)")
+    raise InputError(f"the sizes add up to {what}, more than {size_limit(unit)}", path=path, field=field)
 
 
 def check_header(data: Any, path: str, fmt: str) -> int:

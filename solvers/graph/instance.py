@@ -43,7 +43,7 @@ import numpy as np
 from ..chain.instance import check_bytes, check_total, check_units
 from ..errors import InputError
 from ..jsonio import read_json
-from ..units import MAX_BYTES, MAX_TIME, check_number, plain_number, size_array
+from ..units import MAX_BYTES, MAX_TIME, check_number, meta_memory_unit, plain_number, size_array
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -105,10 +105,11 @@ class Graph:
         if not isinstance(meta, dict):
             raise InputError(f"must be an object, got {meta!r:.80}", path=path, field="graph.meta")
         per = check_units(meta, path, "graph.meta")
+        unit = meta_memory_unit(meta)
         total = 0
         for name in ("cost_cpu", "cost_ram", "workspace"):
-            total += self._check_costs(name, per, path)
-        check_total(total, path, "nodes", per=per)
+            total += self._check_costs(name, per, path, unit=unit)
+        check_total(total, path, "nodes", per=per, unit=unit)
         n = len(self.ids)
         for i, k in self.edges:
             if not 0 <= i < k < n:
@@ -116,9 +117,10 @@ class Graph:
                                  "be a DAG)", path=path, field="links")
         _check_executor_meta(meta, set(self.names), path)
 
-    def _check_costs(self, name: str, per: int, path: str) -> int:
-        """The array `name` (``cost_cpu``: times; ``cost_ram``, ``workspace``: sizes, in units of `per`
-        bytes; a workspace of None or [] is all 0), one entry per node, by the loader's rules (`check`);
+    def _check_costs(self, name: str, per: int, path: str, *, unit: str | None = None) -> int:
+        """The array `name` (``cost_cpu``: times; ``cost_ram``, ``workspace``: sizes, in the memory unit
+        `unit` of `per` bytes; a workspace of None or [] is all 0), one entry per node, by the loader's rules
+        (`check`; a size's error words the limit in `unit`, None: bytes);
         the first bad entry an `InputError` naming `path` and ``node <id>: <name>``. Returns the sum of a
         size array (in its units, an exact int), 0 for the times."""
         raw = getattr(self, name)
@@ -137,8 +139,8 @@ class Graph:
             i = int(np.flatnonzero(bad)[0])
             where = f"node {self.ids[i]!r}: {name}"
             value = check_number(plain_number(np.ravel(raw)[i]), path=path, field=where, time=time,
-                                 integer=not time)
-            check_bytes(int(value), per, path, where)
+                                 integer=not time, unit=None if time else unit)
+            check_bytes(int(value), per, path, where, unit=unit)
         return 0 if time else int(sum(np.asarray(raw, dtype=np.int64).tolist()))
 
     @property
@@ -220,6 +222,7 @@ class Graph:
             raise InputError("expected a JSON object (networkx node-link data)", path=path)
         data = _from_moccasin_tags(data, path)
         per = _units(data, path)
+        unit = meta_memory_unit(_graph_attrs(data, path).get("meta"))
         nodes = data.get("nodes")
         if not isinstance(nodes, list) or not nodes:
             raise InputError("must be a non-empty list of nodes", path=path, field="nodes")
@@ -252,12 +255,13 @@ class Graph:
             _cost(node, "cost_cpu", path, f"node {nid!r}: cost_cpu")
             sizes = ("cost_ram", "workspace") if node.get("workspace") is not None else ("cost_ram",)
             for f in sizes:
-                check_bytes(_size(_cost(node, f, path, f"node {nid!r}: {f}")), per, path, f"node {nid!r}: {f}")
+                where = f"node {nid!r}: {f}"
+                check_bytes(_size(_cost(node, f, path, where, unit=unit)), per, path, where, unit=unit)
             if node.get("backward") is not None and not isinstance(node["backward"], bool):
                 raise InputError(f"must be true or false, got {node['backward']!r}", path=path,
                                  field=f"nodes[{j}].backward")
         check_total(sum(_size(node["cost_ram"]) + _size(node.get("workspace") or 0) for node in nodes), path, "nodes",
-                    per=per)
+                    per=per, unit=unit)
         for j, link in enumerate(links):
             if not isinstance(link, dict) or "source" not in link or "target" not in link:
                 raise InputError("each link needs \"source\" and \"target\"", path=path, field=f"{key}[{j}]")
@@ -428,11 +432,13 @@ def _size(value: float) -> int:
     return int(math.ceil(float(value) - 1e-9))
 
 
-def _cost(node: dict[str, Any], key: str, path: str, where: str) -> float:
-    """node[key] validated by `units.check_number` (times at most `units.MAX_TIME`, sizes `units.MAX_BYTES`)."""
+def _cost(node: dict[str, Any], key: str, path: str, where: str, *, unit: str | None = None) -> float:
+    """node[key] validated by `units.check_number` (times at most `units.MAX_TIME`, sizes `units.MAX_BYTES`
+    as written, their error worded in the memory unit `unit`, None: bytes)."""
     if key not in node:
         raise InputError("missing required field", path=path, field=where)
-    return float(check_number(node[key], path=path, field=where, time=key == "cost_cpu"))
+    time = key == "cost_cpu"
+    return float(check_number(node[key], path=path, field=where, time=time, unit=None if time else unit))
 
 
 def _match(v: Any, ids: set[Any]) -> Any:

@@ -32,7 +32,7 @@ import numpy as np
 from ..chain.instance import Chain, _number, check_header, check_name, check_total, named_object, parse_stages
 from ..errors import InputError
 from ..jsonio import read_json, write_json_atomic
-from ..units import check_number, plain_number
+from ..units import check_number, meta_memory_unit, plain_number
 
 FORMAT = "memsched.join/1"
 
@@ -126,6 +126,7 @@ class Join:
         in the file's ``meta.units.memory`` and at most 1 PiB once in bytes, each and summed
         (`chain.instance.check_header`); a branch's ``name`` is a string (an integer is read as its text)."""
         per = check_header(data, path, FORMAT)
+        unit = meta_memory_unit(data.get("meta"))
         raw = data.get("branches")
         if not isinstance(raw, list) or not raw:
             raise InputError("must be a non-empty list of branches", path=path, field="branches")
@@ -134,8 +135,8 @@ class Join:
             if isinstance(br, dict) and "name" in br:  # checked before `named_object` puts it in every field
                 check_name(br["name"], path, f"branches[{b}].name")
             where_b = named_object(br, path, f"branches[{b}]")
-            input_size = _number(br, "input_size", path, f"{where_b}.input_size", integer=True, per=per)
-            clean = parse_stages(br.get("stages"), path, f"{where_b}.stages", per=per)
+            input_size = _number(br, "input_size", path, f"{where_b}.input_size", integer=True, per=per, unit=unit)
+            clean = parse_stages(br.get("stages"), path, f"{where_b}.stages", per=per, unit=unit)
             chains.append(Chain.from_stages(input_size, clean, {"bwd_time": 0.0, "bwd_overhead": 0},
                                             name=check_name(br.get("name", f"branch{b}"), path,
                                                             f"branches[{b}].name")))
@@ -143,9 +144,9 @@ class Join:
         if not isinstance(loss, dict):
             raise InputError("missing or not an object", path=path, field="loss")
         loss_time = _number(loss, "bwd_time", path, "loss.bwd_time", integer=False)
-        loss_overhead = _number(loss, "bwd_overhead", path, "loss.bwd_overhead", integer=True, per=per)
+        loss_overhead = _number(loss, "bwd_overhead", path, "loss.bwd_overhead", integer=True, per=per, unit=unit)
         check_total(loss_overhead + sum(int(v) for c in chains for a in (c.x, c.xbar, c.o_f, c.o_bh) for v in a),
-                    path, "branches", per=per)
+                    path, "branches", per=per, unit=unit)
         meta = data.get("meta", {})
         if not isinstance(meta, dict):
             raise InputError("must be an object", path=path, field="meta")
