@@ -122,19 +122,41 @@ def test_smallest_accepted_batch_does_not_fit_names_it(bn):
 
 # --- bug 2: a --slots that cannot work is refused before any row ----------------------------------------------------
 
-@pytest.mark.parametrize("memory,slots", [("20MB", "0"), ("200MB", "50000000")])
+#: activations of 4 MB per block at batch 1 (4000 x 256 floats): store-all does not fit 15 MB
+WIDE_FACTORY = """
+import torch, torch.nn as nn
+def build(batch=1):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(256, 256), nn.Sequential(nn.ReLU(), nn.Linear(256, 256)),
+                      nn.Sequential(nn.ReLU(), nn.Linear(256, 256)))
+    return m, torch.randn(batch, 4000, 256)
+"""
+
+
+@pytest.mark.parametrize("memory,slots", [("15MB", "0"), ("15MB", "50000000")])
 @pytest.mark.parametrize("json_out", [False, True])
-def test_rotor_table_too_large_refused_before_any_row(mlp, memory, slots, json_out):
-    """Exact sizes at 20 MB, or 5e7 slots at 200 MB: the rotor table has over 1e8 cells (L = 3) at every
-    batch whose store-all does not fit (the old search failed there, half-way): refused with
-    dp.rotor_table's message before the header and the first row."""
-    r = run_cli("max-batch", mlp, "--memory", memory, "--slots", slots, *(["--json"] if json_out else []))
+def test_rotor_table_too_large_refused_before_any_row(tmp_path, memory, slots, json_out):
+    """Exact sizes, or 5e7 slots, at 15 MB where store-all does not fit even at batch 1: the rotor table
+    has over 1e8 cells (L = 3): refused with dp.rotor_table's message before the header and any row."""
+    wide = _factory(tmp_path, WIDE_FACTORY, "wide36")
+    r = run_cli("max-batch", wide, "--memory", memory, "--slots", slots, "--state-factor", "0",
+                *(["--json"] if json_out else []))
     assert r.code == 2
     assert r.out == ""
     lines = r.err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.err, r.err
     assert lines[0].startswith("memsched max-batch: error: --slots: the rotor table would have "), lines[0]
     assert "more than 1e+08" in lines[0]
+
+
+def test_rotor_table_too_large_later_stops_the_search(mlp):
+    """At 20 MB store-all fits the small batches (no table), then a batch needs one whose --slots 0 table is
+    too large: the rows so far, the largest size that fit as a lower bound, then the error (exit 2)."""
+    r = run_cli("max-batch", mlp, "--memory", "20MB", "--slots", "0")
+    assert r.code == 2
+    assert "largest batch: " in r.out and "(at least; the search stopped at batch " in r.out
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and "--slots: the rotor table would have " in lines[0], r.err
 
 
 def test_default_slots_still_search(mlp):
@@ -192,3 +214,11 @@ def test_bad_input_at_the_first_probe_prints_nothing(mlp, bad_input_from_batch):
     r = run_cli("max-batch", mlp, *COMMON)
     assert r.code == 2 and r.out == ""
     assert r.err.strip() == "memsched max-batch: error: --option x: too large for this solver at this size"
+
+
+def test_slots_0_runs_when_store_all_fits_every_size(mlp):
+    """rotor builds no table where store-all fits: --slots 0 with a large memory is no bad input then
+    (the review's case: 20MB, every batch up to 64 fits store-all)."""
+    r = run_cli("max-batch", mlp, "--memory", "20MB", "--slots", "0", "--limit", "64", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["largest"] == 64

@@ -31,11 +31,11 @@ The sizes the network refuses are skipped (`search_accepted`), with a ``refused`
 a 1x1 feature map); the search goes on from the next size tried. No batch accepted among 1, 2 and 4
 (`MAX_REFUSED_BATCH`: a network failing at all three is broken) or no side up to --limit is bad
 input naming ``MODEL`` (batches) or ``--vary image-size`` (sides, with --step), the sizes tried and
-why. A --slots whose rotor table is too large (`check_rotor_table`) is refused at the first probe,
-before any row: the budget does not grow with the size, the stage count does not change and the
-input grows, so the first table is the largest. Bad input that only a larger size shows stops the
-search: the largest size that fit so far is printed as a lower bound (JSON ``stopped``), then the
-error (exit 2).
+why. A --slots whose rotor table is too large (`check_rotor_table`) is refused at the first probe
+that needs a table (store-all does not fit), before any row when that is the first size: the budget
+does not grow with the size, the stage count does not change and the input grows. Bad input that
+only a larger size shows stops the search: the largest size that fit so far is printed as a lower
+bound (JSON ``stopped``), then the error (exit 2).
 A probe whose solve ended in ``timeout`` (no schedule before --time-limit: not proven
 infeasible) does not fit either: when a size above the answer timed out, the answer is only a lower
 bound, and its line says so (``largest batch: 6 (at least; batch 7 timed out; ...)``, JSON
@@ -273,8 +273,8 @@ def probe_size(
         peak, total, nodes = int(reference_peak(chain)), float(chain.total_time()), len(chain.u_f)
         forward = float(sum(chain.u_f))
     budget = int(memory - resident)
-    if problem != "graph" and solver == "rotor" and budget > 0:
-        check_rotor_table(instance, budget, slots)
+    if problem != "graph" and solver == "rotor" and 0 < budget < peak:  # rotor tabulates only when store-all
+        check_rotor_table(instance, budget, slots)                        # does not fit
     bound = (1.0 + forward / total if total > 0 else 1.0) if max_overhead == FORWARD else float(max_overhead)
     base = dict(
         size=size,
@@ -316,10 +316,11 @@ def check_rotor_table(chain: Any, budget: int, slots: int) -> None:
     `slots` (0: exact sizes) when it exceeds `dp.MAX_CELLS`: the same `InputError` naming ``--slots``
     that `dp.rotor_table` raises (it checks its size before allocating anything). The table has
     memory values 0..M - x_0 (M: the slot count, or the budget in bytes at exact sizes; x_0: the
-    input's size in those units) and L stages; the solve needs it only when store-all does not fit,
-    but across a search the budget (memory less the weights: they do not grow with the batch) and L
-    do not change while x_0 grows with the size, so the first probe's table is the largest: checked
-    there, a hopeless --slots is refused before any row is printed, not half-way through the search."""
+    input's size in those units) and L stages; the solve needs it only when store-all does not fit
+    (checked by the caller then). Across a search the budget (memory less the weights: they do not
+    grow with the batch) and L do not change while x_0 grows with the size, so the first probe that
+    needs a table has the largest: when that is the first probe, a hopeless --slots is refused before
+    any row is printed; later, the search stops there with the largest size so far (`SearchStopped`)."""
     from memsched.solvers.chain.dp import MAX_CELLS, rotor_table, table_cells
     from memsched.solvers.discretize import effective_slots
 
