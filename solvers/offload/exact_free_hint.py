@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..chain.dp import table_cells
 from ..chain.schedule import Schedule as ChainSchedule
 from ..discretize import effective_slots, to_ticks
 from ..exact.cpsat_runner import run_cpsat
@@ -151,7 +152,7 @@ def pofo_at_exact_sizes(inst: OffloadInstance, budget: int, seed: SolveResult | 
     out and named in `not_run`. A faster result has ``details["slots"] = 0`` and
     ``details["fast_best_at_slots"]``: the seed's makespan (None without one)."""
     L = inst.length
-    cells = (L + 1) * (L + 2) // 2 * (int(budget) + 1)
+    cells = table_cells(L, int(budget))
     if seed is not None and seed.details.get("slots") == 0 or cells > POFO_EXACT_CELLS:
         return seed
     exact = _pofo_exact_within(inst, int(budget), deadline, cells * L * POFO_EXACT_S_PER_CELL_STAGE)
