@@ -86,7 +86,7 @@ def is_factory_spec(name: str) -> bool:
     return bool(sep and head and func.isidentifier())
 
 
-def _load_factory(spec: str) -> tuple[Callable[..., Any], str]:
+def load_factory(spec: str) -> tuple[Callable[..., Any], str]:
     """The function a spec names and a short name for it (``file.function``)."""
     if not is_factory_spec(spec):
         raise InputError(f"{spec!r} is not FILE.py:FUNCTION or package.module:FUNCTION", field=model_field())
@@ -133,7 +133,7 @@ def refused_sizes(spec: str) -> frozenset[str]:
     """The sizes (`FACTORY_KEYS` but `PLACEMENT_KEYS`) the factory `spec` names takes no argument
     for, which `build_network` refuses when given: none for a function with ``**kwargs``. Imports
     the factory's module (`InputError` as `build_network` for a bad spec)."""
-    fn, _ = _load_factory(spec)
+    fn, _ = load_factory(spec)
     params = inspect.signature(fn).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return frozenset()
@@ -200,7 +200,7 @@ def build_network(spec: str, *, device: Any = "cpu", seed: int = 0, dtype: Any =
     a function that raises, is bad input naming the option or the spec."""
     import torch
 
-    fn, short = _load_factory(spec)
+    fn, short = load_factory(spec)
     given = {k: v for k, v in sizes.items() if v is not None}
     unknown = sorted(set(given) - set(FACTORY_KEYS))
     if unknown:

@@ -232,9 +232,9 @@ def _takes_dtype(spec: str) -> bool:
     `models.network.build_network` passes it one."""
     import inspect
 
-    from memsched.models.network import _load_factory
+    from memsched.models.network import load_factory
 
-    params = inspect.signature(_load_factory(spec)[0]).parameters
+    params = inspect.signature(load_factory(spec)[0]).parameters
     return "dtype" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 

@@ -329,7 +329,7 @@ def test_cbc_keeps_a_wall_clock_limit_under_a_cpu_hog() -> None:
 def test_an_optional_fast_solver_is_killed_at_its_share() -> None:
     import time
 
-    from memsched.solvers.exact.layer import _CAN_FORK, _solve_in_child
+    from memsched.solvers.exact.layer import _CAN_FORK, solve_in_child
     from memsched.solvers.graph.generate import resnet
 
     if not _CAN_FORK:
@@ -337,9 +337,9 @@ def test_an_optional_fast_solver_is_killed_at_its_share() -> None:
     g = resnet((2, 2, 2, 2), name="resnet18-like")
     budget = int(0.6 * registry.get_problem("graph").reference_peak(g))
     start = time.perf_counter()
-    assert _solve_in_child("graph", g, "dtr-orders", budget, {}, 0.3) is None  # takes ~10 s when let run
+    assert solve_in_child("graph", g, "dtr-orders", budget, {}, 0.3) is None  # takes ~10 s when let run
     assert time.perf_counter() - start < 3.0
-    res = _solve_in_child("graph", g, "dtr", budget, {}, 60.0)
+    res = solve_in_child("graph", g, "dtr", budget, {}, 60.0)
     assert res is not None and res.objective is not None and res.schedule is not None
 
 

@@ -50,7 +50,7 @@ PRELUDE = textwrap.dedent("""
 """)
 
 CALLS = {
-    "layer": 'return layer._solve_in_child("chain", None, "rotor", 1, {}, 10.0)',
+    "layer": 'return layer.solve_in_child("chain", None, "rotor", 1, {}, 10.0)',
     "portfolio": ('portfolio.run_milp = fake_backend\n'
                   '        return portfolio.run_isolated(model(), "scip", Deadline(20.0), ExactOptions())'),
     "race": ('portfolio.run_milp = fake_backend\n'

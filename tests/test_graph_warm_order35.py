@@ -85,7 +85,7 @@ def test_share_spent_by_dtr_orders_leaves_only_it_out(solver: str, clock: Clock,
         return registry.solve(problem, instance, name, budget, **kwargs)
 
     monkeypatch.setattr(layer, "can_fork", lambda: True)
-    monkeypatch.setattr(layer, "_solve_in_child", child)
+    monkeypatch.setattr(layer, "solve_in_child", child)
     res = registry.solve("graph", graph(), solver, BUDGET, time_limit=LIMIT)
     assert res.details.get("fast_not_run") == ["dtr-orders"]
     assert started[-1] == "dtr-orders"

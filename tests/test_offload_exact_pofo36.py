@@ -97,7 +97,7 @@ def test_pofo_at_exact_sizes_gets_the_time_limit_at_L20(monkeypatch, fork):
         children.append((kwargs, seconds))
         return None  # killed unfinished
 
-    monkeypatch.setattr(exact_free_hint, "_solve_in_child", child, raising=False)
+    monkeypatch.setattr(exact_free_hint, "solve_in_child", child, raising=False)
     monkeypatch.setattr(exact_free_hint, "can_fork", lambda: fork, raising=False)
     res = solve_offload_exact(inst, budget, time_limit=limit)
     assert all(tl is not None and tl <= limit for tl in calls), calls

@@ -1,4 +1,4 @@
-"""A forked seed solver (`exact.layer._solve_in_child`) ignores SIGINT: a terminal's Ctrl-C reaches the
+"""A forked seed solver (`exact.layer.solve_in_child`) ignores SIGINT: a terminal's Ctrl-C reaches the
 whole process group, and a KeyboardInterrupt in the child was a multiprocessing traceback on stderr."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ SCRIPT = textwrap.dedent("""
         return None
 
     registry.solve = interrupted_solve
-    print("answer", layer._solve_in_child("chain", None, "rotor", 1, {}, 10.0))
+    print("answer", layer.solve_in_child("chain", None, "rotor", 1, {}, 10.0))
 """)
 
 

@@ -77,7 +77,7 @@ def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], dea
     those that fail, find nothing or have an undefined objective are left out. All of it within
     `WARM_START_SHARE` of the limit (`warm_start_until`), whether or not a schedule is known: the
     first always runs, in this process (not interruptible: it may overrun the share); each one
-    after it starts only before the share is spent and runs in a forked child (`_solve_in_child`,
+    after it starts only before the share is spent and runs in a forked child (`solve_in_child`,
     where the platform forks) killed at its end (dtr-orders took 3 s on a 400-node graph where the
     two before it found nothing, and held a 0.1 s solve for 2.8 s; on byte-sized joins where
     nothing fits, the join heuristics' exact-size retries took 1-9 s each and left the A* search,
@@ -107,7 +107,7 @@ def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], dea
             kwargs["time_limit"] = max(0.0, until - start)
         try:
             if n and until is not None and can_fork():
-                found = _solve_in_child(problem, instance, name, budget, kwargs, until - start)
+                found = solve_in_child(problem, instance, name, budget, kwargs, until - start)
                 if found is None:
                     if not_run is not None and deadline.elapsed() >= until:  # killed at the share's end
                         not_run.append(name)
@@ -140,7 +140,7 @@ def can_fork() -> bool:
 
 
 def _child(conn: Any, problem: str, instance: Any, name: str, budget: int, kwargs: dict[str, Any]) -> None:
-    """Body of the forked child of `_solve_in_child`: send the referee'd result, or None. SIGINT is
+    """Body of the forked child of `solve_in_child`: send the referee'd result, or None. SIGINT is
     ignored, from the fork on (`release_held_signals`): a terminal's Ctrl-C reaches the whole
     process group, and the parent answers it (this daemon child is stopped with it); here it was a
     KeyboardInterrupt traceback from multiprocessing or from an at-fork hook."""
@@ -155,8 +155,8 @@ def _child(conn: Any, problem: str, instance: Any, name: str, budget: int, kwarg
         conn.close()
 
 
-def _solve_in_child(problem: str, instance: Any, name: str, budget: int, kwargs: dict[str, Any],
-                    seconds: float) -> SolveResult | None:
+def solve_in_child(problem: str, instance: Any, name: str, budget: int, kwargs: dict[str, Any],
+                   seconds: float) -> SolveResult | None:
     """`registry.solve` in a forked child given `seconds` of wall-clock time; None when it
     fails or is still running then (it is killed)."""
     if seconds <= 0:

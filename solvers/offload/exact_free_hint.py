@@ -18,7 +18,7 @@ from ..chain.dp import table_cells
 from ..chain.schedule import Schedule as ChainSchedule
 from ..discretize import effective_slots, to_ticks
 from ..exact.cpsat_runner import run_cpsat
-from ..exact.layer import _solve_in_child, can_fork, warm_start_until
+from ..exact.layer import can_fork, solve_in_child, warm_start_until
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, OPTIMAL, SolveResult
 from .schedule import Transfer
@@ -183,7 +183,7 @@ def _pofo_exact_within(inst: OffloadInstance, budget: int, deadline: Deadline, e
     if seconds <= 0:
         return None
     if can_fork():  # its first DP cannot be interrupted: a child is killed at the end of its time
-        return _solve_in_child("offload", inst, "pofo", budget, {"slots": 0, "time_limit": seconds}, seconds)
+        return solve_in_child("offload", inst, "pofo", budget, {"slots": 0, "time_limit": seconds}, seconds)
     if estimate > seconds:
         return None
     return solve_pofo(inst, budget, slots=0, time_limit=seconds)
