@@ -391,7 +391,10 @@ def simulate(instance: Any, schedule: Any, budget: int | float | str | None = No
     `InputError`; a chain schedule's JSON (a dict or a file) on an offloading instance (a
     `bandwidth`, or a host link) is read, on purpose, as the offloading schedule of the same
     operations that transfers nothing. A schedule for another chain length (join: branch lengths)
-    is an `InputError` naming ``length`` (``lengths``) in every form."""
+    is an `InputError` naming ``length`` (``lengths``) in every form. With `problem` None, the schedule
+    decides how a file is read as ``memsched simulate`` does (`_instance_for`): a pipeline partition
+    (a `Result`, its ``to_json()`` or ``schedule``, ``memsched partition --json``'s output; a dict or a
+    file) makes a chain file a pipeline, replayed on the machine the partition records."""
     from memsched.solvers.result import SolveResult
 
     problem, instance = _instance_for(instance, schedule, problem, bandwidth, "simulated")
@@ -427,21 +430,56 @@ def _evaluated(problem: str, instance: Any, schedule: Any) -> Any:
 
 def _instance_for(instance: Any, schedule: Any, problem: str | None, bandwidth: Any, verb: str) -> tuple[str, Any]:
     """(problem, instance) that `simulate` and `plot` replay `schedule` on: as `as_problem` reads
-    `instance`, but a `Result` given as the schedule brings its problem when `problem` is None (a
-    pipeline result replays on the chain file it was solved from) and its instance when `instance` is
-    None. A Result whose problem does not fit the instance is an `InputError` naming ``schedule``."""
+    `instance`, but when `problem` is None the schedule may bring one: a `Result` its problem (a
+    pipeline result replays on the chain file it was solved from), a schedule's JSON (a dict or the
+    path of a file) the problem it declares as `memsched simulate` reads it (`_declared_problem`: a
+    partition makes a chain file a pipeline); a Result also brings its instance when `instance` is
+    None. A problem so adopted that does not fit the instance is an `InputError` naming ``schedule``."""
     adopted = None
     if isinstance(schedule, Result):
         if problem is None:
             problem = adopted = schedule.problem
         if instance is None:
             instance = schedule.instance
+    elif problem is None:
+        problem = adopted = _declared_problem(schedule, bandwidth)
     try:
         return as_problem(instance, problem, bandwidth=bandwidth)
     except InputError as err:
         if adopted is None:
             raise
-        raise InputError(f"a {adopted} result cannot be {verb} on this instance ({err})", field="schedule") from None
+        article = "an" if adopted[0] in "aeiou" else "a"
+        what = "result" if isinstance(schedule, Result) else "schedule"
+        raise InputError(f"{article} {adopted} {what} cannot be {verb} on this instance ({err})",
+                         field="schedule") from None
+
+
+def _declared_problem(schedule: Any, bandwidth: Any) -> str | None:
+    """The problem that decides how the instance is read for `schedule` when the caller names none, as
+    `memsched simulate` and `memsched plot` decide it (`experiments.commands.simulate.load_for_schedule`):
+    the problem a schedule's JSON (a dict, or the path of a file, read here) declares (``schedule.problem``,
+    ``problem``, or "pipeline" for a partition: `declared_problem`), when that is "pipeline", or "offload"
+    without a `bandwidth` (which makes the offloading instance itself); for plot's ``{name: schedule}``, its
+    first entry's, as ``memsched plot`` reads its first file. None otherwise: the instance decides (a chain
+    schedule's JSON on a chain file with a host link, or with a `bandwidth`, is replayed as offloading)."""
+    from memsched.experiments.commands.simulate import declared_problem
+    from memsched.solvers.jsonio import read_json
+
+    if _is_named_schedules(schedule):
+        first = next(iter(schedule.values()))
+        return first.problem if isinstance(first, Result) else _declared_problem(first, bandwidth)
+    if isinstance(schedule, (str, Path)):
+        schedule = read_json(schedule)
+    if not isinstance(schedule, dict):
+        return None
+    declared = declared_problem(schedule)
+    return declared if declared == "pipeline" or (declared == "offload" and bandwidth is None) else None
+
+
+def _is_named_schedules(schedule: Any) -> bool:
+    """True for `plot`'s ``{name: schedule}`` (str keys, none of them a key of one schedule's JSON)."""
+    return isinstance(schedule, dict) and bool(schedule) and all(isinstance(k, str) for k in schedule) \
+        and not _SCHEDULE_KEYS & set(schedule)
 
 
 @_python_names
@@ -1063,8 +1101,8 @@ def plot(obj: Any, schedule: Any = None, *, budget: int | float | str | None = N
     object, a `Result`, its JSON dict or a schedule file) or ``plot(instance, {"rotor": s1,
     "periodic": s2})`` (stacked on shared scales). `budget` (marked on the timeline) and `problem`
     apply to an instance (a result is drawn at its own budget); a `Result` as the schedule brings its
-    problem when `problem` is None, as in `simulate` (a pipeline result is drawn on the chain file it was
-    solved from); an unknown keyword argument, or one that does not apply, is an `InputError`."""
+    problem when `problem` is None, as in `simulate` (a pipeline result, or a partition's JSON, is drawn on
+    the chain file it was solved from); an unknown keyword argument, or one that does not apply, is an `InputError`."""
     if isinstance(obj, (Result, Comparison, SweepResult, RunResult)):
         for name, value in (("schedule", schedule), ("budget", budget), ("problem", problem)):
             if value is not None:
@@ -1080,8 +1118,7 @@ def plot(obj: Any, schedule: Any = None, *, budget: int | float | str | None = N
     from memsched.experiments.plotting import plot_comparison, plot_schedule
 
     problem, instance = _instance_for(obj, schedule, problem, None, "drawn")
-    if isinstance(schedule, dict) and schedule and all(isinstance(k, str) for k in schedule) \
-            and not _SCHEDULE_KEYS & set(schedule):  # {name: schedule}, not one schedule's JSON
+    if _is_named_schedules(schedule):  # {name: schedule}, not one schedule's JSON
         instance = _one_solved_machine(problem, instance, schedule)
         bytes_ = _budget(instance, budget, problem) if budget is not None else None
         schedules = {k: _as_schedule(problem, instance, v, "drawn", field=f"schedule[{k!r}]")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,7 +63,8 @@ class SolveResult:
     def to_json(self, objective_key: str = "makespan") -> dict[str, Any]:
         """The `--json` object of docs/cli.md (NaN and infinities become null); ``log`` is there for every
         answer of an exact solver (`from_exact_layer`; ``[]`` when the search logged nothing) and for any
-        other result that has one."""
+        other result that has one. JSON-native (`_json_native`): what ``json.loads(json.dumps(...))`` of it
+        gives back (str keys, lists for tuples), so that it equals the object ``memsched solve --json`` prints."""
         out: dict[str, Any] = {
             "problem": self.problem,
             "solver": self.solver,
@@ -84,7 +86,22 @@ class SolveResult:
             out["log"] = [[round(t, 4), _finite(o), _finite(b)] for t, o, b in self.log]
         out.update(self.details)
         out["schedule"] = self.schedule.to_json() if self.schedule is not None else None
-        return out
+        return _json_native(out)
+
+
+def _json_native(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` as JSON reads it back: a solver's details may hold int keys (join ``dp``'s ``ending``
+    ``{branch: "ck"}``) or tuples, which JSON writes as "1" and lists. A numpy scalar or array
+    becomes its Python value (``.tolist()``); NaN and infinities are kept (JSON's NaN, Infinity)."""
+    native: dict[str, Any] = json.loads(json.dumps(obj, default=_plain))
+    return native
+
+
+def _plain(value: Any) -> Any:
+    """`json.dumps`'s fallback: a numpy value (anything with ``tolist``) as a Python one; else TypeError."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def _finite(v: float | None) -> float | None:
