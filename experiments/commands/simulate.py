@@ -43,7 +43,16 @@ def read_schedule_json(path: str) -> Any:
     the instance is read: no simulator replays it (`_check_not_abstract`)."""
     data = read_json(path)
     _check_not_abstract(data, path)
+    _check_holds_schedule(data, path)
     return data
+
+
+def _check_holds_schedule(data: Any, path: str) -> None:
+    """`InputError` naming `path` and its ``schedule`` field when `data` is a result object without a
+    schedule (``memsched solve --json`` of an infeasible or timed-out run), before the instance is read:
+    the schedule file is at fault, not the instance (an offloading one would ask for a bandwidth first)."""
+    if isinstance(data, dict) and "schedule" in data and "ops" not in data and data["schedule"] is None:
+        raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
 
 
 def _check_not_abstract(data: Any, path: str) -> None:
