@@ -229,10 +229,14 @@ def _fmt_time(value: float, unit: str | None) -> str:
 def _summary(label: str | None, tl: Timeline, scale: float, unit: str | None, best: float | None) -> str:
     """The panel's title: the simulator's objective and peak (the whole schedule's, also for one drawn up
     to its violation: "INVALID, drawn up to the violation"; headed "up to the violation:" when a broken
-    rule ended the replay and they are the replayed prefix's, `Timeline.partial`) and the budget."""
+    rule ended the replay and they are the replayed prefix's, `Timeline.partial`) and the budget; for a pipeline
+    whose event replay is slower than the model period (``extra["replay_period"]``), both."""
     parts = [f"{tl.objective_name} {_fmt_time(tl.objective, tl.time_unit)}"]
     if best is not None and best > 0 and tl.failure is None:
         parts[0] += f" (x{tl.objective / best:.3f})"
+    replay = tl.extra.get("replay_period")
+    if replay is not None:  # a pipeline whose replay is slower than its model period (`pipeline_timeline`)
+        parts[0] += f" (model); replay {_fmt_time(float(replay), tl.time_unit)} per micro-batch"
     parts.append(f"peak {_fmt(tl.peak_memory, scale, unit)}")
     if tl.budget is not None:
         parts.append(f"budget {_fmt(tl.budget, scale, unit)}")

@@ -19,6 +19,8 @@
   input only (no cut carries it and the DAG solver's lattice does not see it), so a spec with a
   later reader of -1 is refused (`check_spec`) by `profile_dag` and `run_dag_partition` rather
   than profiled into a model that undercounts it; route the input through layer 0 instead.
+  Likewise every layer but the last must be read by a later one (the last layer is the network's
+  output): a dead end is refused rather than run into a rank's failure in its backward.
 - `compare_dag`: gradients against one process, the measured step against the simulator's
   batch makespan, and the measured peak of activations saved for backward on each stage against
   the model's stash n_s A_s (the model counts every output consumed inside the stage, an
@@ -99,7 +101,10 @@ def check_spec(spec: Spec, kinds: tuple[str, ...] | None = None) -> None:
     layer 0..k-1 or, for layer 0 only, the network's input -1. A later layer reading -1 is refused:
     the pipeline model (`solvers.pipeline.Pipeline`) has the input only as layer 0's input, so no
     boundary would carry it, its bytes would be charged to no stage, and the runner would not send
-    it (route it through layer 0, which every reader of the input then reads).
+    it (route it through layer 0, which every reader of the input then reads). Every layer but the
+    last must be read by a later one: the network's output is its last layer alone (`DagNet.forward`,
+    the last stage), so a dead end's output would be computed and sent but reach no loss, and the
+    ranks would fail in its backward.
 
     Layer kinds: with `kinds` given (`DAGNET_KINDS` for a `DagNet`: `profile_dag`,
     `run_dag_partition`), every layer's kind must be one of them. Without (None), a
@@ -125,6 +130,12 @@ def check_spec(spec: Spec, kinds: tuple[str, ...] | None = None) -> None:
                 raise InputError(f"layer {k} reads the network's input (-1): only layer 0 may (the pipeline model "
                                  f"carries the input into layer 0 only); route it through layer 0",
                                  field=f"spec[{k}]")
+    last = len(spec) - 1
+    for k, readers in enumerate(successors(spec)[:last]):
+        if not readers:
+            raise InputError(f"layer {k}'s output is read by no later layer: the network's output is its last "
+                             f"layer {last} alone, so a dead end would get no gradient; read it or remove it",
+                             field=f"spec[{k}]")
 
 
 def check_order(part: Partition, spec: Spec) -> None:
@@ -193,7 +204,8 @@ def profile_dag(net: DagNet, sample: torch.Tensor, *, reps: int = 5, threads: in
     What each layer's backward keeps is measured (`saved_by_op`): ``saved_by`` (which layers keep
     each output), ``saved_extra`` (other saved bytes) and ``input_saved``, so that the stash
     follows the tensors autograd really saves (`Pipeline.stash`). `InputError` for a spec the
-    model cannot represent (`check_spec`: a layer other than 0 reading the network's input)."""
+    model cannot represent (`check_spec`: a layer other than 0 reading the network's input, a layer
+    other than the last read by none)."""
     if clock not in ("wall", "cpu"):
         raise ValueError(f"clock must be 'wall' or 'cpu', got {clock!r}")
     check_spec(net.spec, DAGNET_KINDS if isinstance(net, DagNet) else None)
@@ -268,8 +280,8 @@ class DagStage(nn.Module):
         env = dict(zip(self.ins, xs))
         for k in self.order:
             env[k] = self._net[0].node(k, [env[i] for i in self.spec[k][1]])
-        if self.outs is None:
-            out = env[self.order[-1]]
+        if self.outs is None:  # the network's output: the last node, whichever comes last in the order
+            out = env[len(self.spec) - 1]
         else:  # a tensor passing through is sent as a view, so that its gradient flows back through the stage
             out = tuple(env[v] if v in self.order else env[v].view_as(env[v]) for v in self.outs)
         self.cpu_forward.append(time.thread_time() - t0)
@@ -355,7 +367,7 @@ def run_dag_partition(part: Partition, spec: Spec | None = None, *, width: int =
     ``layers`` and ``node``, e.g. `dag_zoo.resnet_dag`) on inputs of shape (batch, *in_shape);
     measurements (step time in s: the median over the timed steps of the slowest rank; bytes) and
     checks. `InputError` (a ValueError) naming the field before any process is spawned for what it
-    cannot run: a spec with a later reader of the input (`check_spec`), what the chain runner
+    cannot run: a spec with a later reader of the input or a dead end (`check_spec`), what the chain runner
     refuses (`runner.check_runnable` with the network's layer count: fewer than one micro-batch, a
     partition that does not cover exactly the network's layers, replicated stages, an interleaved
     allocation, fewer 1F1B micro-batches than stages), an order that is not a topological

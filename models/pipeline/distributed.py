@@ -159,6 +159,10 @@ def importable(worker: Worker) -> Worker:
     return getattr(importlib.import_module(spec.name), worker.__qualname__)
 
 
+class RankError(RuntimeError):
+    """A rank reported an error or exited without answering (`run_ranks`)."""
+
+
 #: seconds between the parent's checks, while it waits for the ranks' answers, that every rank still runs
 POLL_S = 0.5
 #: seconds a finished run waits for a rank to exit before killing it
@@ -197,7 +201,7 @@ def _start(procs: list[Any]) -> None:
 
 
 def _collect(procs: list[Any], queue: Any, world: int, timeout_s: float) -> dict[int, dict[str, Any]]:
-    """The ``(rank, payload)`` answers of the `world` ranks; RuntimeError for a payload with
+    """The ``(rank, payload)`` answers of the `world` ranks; `RankError` for a payload with
     ``"error"`` or a rank that exited without answering (killed, a crash in native code),
     TimeoutError when `timeout_s` seconds pass first."""
     results: dict[int, dict[str, Any]] = {}
@@ -215,10 +219,10 @@ def _collect(procs: list[Any], queue: Any, world: int, timeout_s: float) -> dict
             try:  # an answer sent just before its rank exited is in the pipe by now
                 rank, payload = queue.get(timeout=POLL_S)
             except queue_module.Empty:
-                raise RuntimeError(f"rank {gone[0]} exited with code {procs[gone[0]].exitcode} without "
-                                   f"answering") from None
+                raise RankError(f"rank {gone[0]} exited with code {procs[gone[0]].exitcode} without "
+                                f"answering") from None
         if "error" in payload:
-            raise RuntimeError(f"rank {rank}: {payload['error']}")
+            raise RankError(f"rank {rank}: {payload['error']}")
         results[rank] = payload
     return results
 
@@ -239,8 +243,9 @@ def _stop(procs: list[Any], finished: bool) -> None:
 def run_ranks(worker: Worker, cfg: dict[str, Any], timeout_s: float) -> dict[int, dict[str, Any]]:
     """Spawn ``worker(rank, cfg, queue)`` for every rank of ``cfg["world"]`` and collect the
     ``(rank, payload)`` each puts on the queue; a payload with ``"error"`` or a rank that exits
-    without one raises RuntimeError, no answer within `timeout_s` seconds TimeoutError. While the
-    ranks run, SIGTERM and SIGHUP raise `KeyboardInterrupt` as Ctrl-C does (module docstring).
+    without one raises `RankError` (a RuntimeError), no answer within `timeout_s` seconds
+    TimeoutError. While the ranks run, SIGTERM and SIGHUP raise `KeyboardInterrupt` as Ctrl-C does
+    (module docstring).
     Every process is joined before this returns or raises: after an error, a timeout or an
     interrupt the ranks are killed at once."""
     ctx = mp.get_context("spawn")

@@ -44,7 +44,7 @@ from memsched.solvers.exact.memory import USABLE_SHARE, available_bytes
 from memsched.solvers.pipeline import Partition, Pipeline, simulate_batch
 from torch import nn
 
-from .distributed import check_grads, free_port, init_rank, run_ranks, timed_steps
+from .distributed import RankError, check_grads, free_port, init_rank, run_ranks, timed_steps
 
 
 # ---------------------------------------------------------------------------- model and profile
@@ -268,7 +268,8 @@ def slope_period(step_m: float, step_2m: float, m: int) -> float:
     """The steady-state period (s per micro-batch) from the step times `step_m` and `step_2m` (s) of
     m and 2m micro-batches of the same size: (T(2m) - T(m)) / m. The fill and drain of the
     pipeline and a step's fixed costs (barriers, the schedule's bookkeeping) are in both and
-    cancel; under 1F1B the simulator's slope equals its period."""
+    cancel; in steady state the simulator's slope is at least its period (equal under 1F1B without
+    communication charged; `simulator.replay_period`)."""
     return (step_2m - step_m) / m
 
 
@@ -277,7 +278,9 @@ def compare(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[str, A
 
     - ``predicted.period_s``: the model's period (largest stage time); ``predicted.slope_s``: the
       simulator's (makespan(2m) - makespan(m)) / m, the quantity the measured period estimates
-      (equal to the period under 1F1B; GPipe's all-forward-then-all-backward order can add to it);
+      (in steady state at least the period, equal to it under 1F1B without communication charged;
+      GPipe's all-forward-then-all-backward order and, with a bandwidth, link round trips that 1F1B
+      cannot hide can add to it: `simulator.simulate_batch`);
       ``makespan_s``, ``makespan_2m_s``: the simulated batch of m and 2m micro-batches;
     - ``measured.period_s``: `slope_period` of the run's ``step_time_s`` and ``step_time_2m_s``
       (None for a run without ``step_time_2m_s``), not a step time divided by m;
@@ -390,6 +393,30 @@ def _check_cuda(devices: int) -> None:
                          f"use --device cpu or fewer --devices)", field="--device")
 
 
+#: the default of --timeout: wall-clock seconds the ranks' run may take (`run_partition`'s ``timeout_s``)
+TIMEOUT_S = 300.0
+#: the exit code of a run that failed after its ranks started: --timeout passed, or a rank
+#: reported an error or exited without answering
+RUN_FAILED = 4
+
+
+def check_timeout(seconds: float) -> None:
+    """`InputError` on --timeout unless `seconds` is a finite number > 0."""
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise InputError(f"must be a positive number of seconds, got {seconds:g}", field="--timeout")
+
+
+def _run_failed(ap: argparse.ArgumentParser, err: Exception, timeout_s: float) -> int:
+    """One line on stderr for a run stopped by --timeout (`TimeoutError`) or a rank's failure
+    (`RankError`), its ranks already killed; the exit code `RUN_FAILED`."""
+    if isinstance(err, TimeoutError):
+        why = f"the run did not finish within --timeout {timeout_s:g} s; its ranks were stopped"
+    else:
+        why = f"the run failed: {err}"
+    print(f"{ap.prog}: error: {' '.join(why.split())}", file=sys.stderr)  # one line, whatever the rank wrote
+    return RUN_FAILED
+
+
 def _bad_input(ap: argparse.ArgumentParser, err: InputError) -> int:
     """One line on stderr, as argparse reports a usage error; the exit code of bad input (2)."""
     print(f"{ap.prog}: error: {err}", file=sys.stderr)
@@ -400,7 +427,8 @@ def main(argv: list[str] | None = None) -> int:
     """Partition an MLP over --devices with --solver, run it and print predicted vs measured period and memory as JSON;
     exit 0, 1 without a partition, 2 on bad arguments (one line on stderr, before anything runs; also a partition
     the runner cannot execute: replicated stages, an interleaved allocation, a DAG order), 3 when the gradient check
-    fails, 130 interrupted (Ctrl-C, SIGTERM or SIGHUP unless ignored: one line, the ranks killed, no traceback)."""
+    fails, 4 when the run fails after its ranks start (--timeout passed, or a rank's error: one line, the ranks killed),
+    130 interrupted (Ctrl-C, SIGTERM or SIGHUP unless ignored: one line, the ranks killed, no traceback)."""
     about = " ".join(__doc__.split("\n\n")[0].split())  # the first paragraph, on one line
     ap = argparse.ArgumentParser(prog="python -m memsched.models.pipeline.runner", description=about)
     try:
@@ -424,9 +452,13 @@ def _main(ap: argparse.ArgumentParser, argv: list[str] | None) -> int:
     ap.add_argument("--memory", type=float, default=None, help="bytes per device (default: no limit)")
     ap.add_argument("--device", choices=("cpu", "cuda"), default=None)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=TIMEOUT_S, metavar="SECONDS",
+                    help=f"wall-clock seconds the ranks' run may take (> 0; default {TIMEOUT_S:g}); past it the "
+                         f"ranks are killed and the runner exits {RUN_FAILED}")
     args = ap.parse_args(argv)
     try:
         check_arguments(args)
+        check_timeout(args.timeout)
     except InputError as err:
         return _bad_input(ap, err)
     mb = args.batch // args.micro_batches
@@ -456,8 +488,12 @@ def _main(ap: argparse.ArgumentParser, argv: list[str] | None) -> int:
         return _bad_input(ap, InputError(f"{args.solver}'s partition ({part}): {err}"))
     if len(part.stages) < 2:
         print(f"note: the solver uses {len(part.stages)} stage(s)", file=sys.stderr)
-    run = run_partition(part, layers=args.layers, width=args.width, batch=args.batch,
-                        micro_batches=args.micro_batches, steps=args.steps, device=args.device)
+    try:
+        run = run_partition(part, layers=args.layers, width=args.width, batch=args.batch,
+                            micro_batches=args.micro_batches, steps=args.steps, device=args.device,
+                            timeout_s=args.timeout)
+    except (TimeoutError, RankError) as err:  # the ranks are killed and joined by then (run_ranks)
+        return _run_failed(ap, err, args.timeout)
     out = compare(inst, part, run)
     print(json.dumps(out, indent=1, default=lambda o: None if isinstance(o, float) and math.isnan(o) else str(o)))
     return 0 if out["grad_check"] else 3

@@ -47,13 +47,17 @@ Times are in the instance's time unit (ms for PipeDream profiles), sizes in byte
 stages nor interleaved allocations that share a device) event by event,
 for 1F1B (PipeDream-flush order: S - s - 1 warm-up forwards, then one forward one backward) and
 GPipe (all forwards, then all backwards): makespan with the bubbles, and the largest number of
-micro-batches each stage actually holds, which must equal n_s above.
+micro-batches each stage actually holds, which must equal n_s above. Its links are resources (one
+transfer at a time, forward and backward on the same link, as c_s charges them), so its steady state
+(`replay_period`) is at least T; equal to T under 1F1B without communication, it can exceed T with
+communication charged (1F1B's in-flight limit exposes round trips: `replay_bound`).
 """
 
 from __future__ import annotations
 
+import heapq
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputError
@@ -172,12 +176,16 @@ def simulate(inst: Pipeline, part: Partition, budget: int | None = None, devices
 # ---------------------------------------------------------------------------- one batch
 @dataclass
 class BatchRun:
-    """One batch of m micro-batches played event by event."""
+    """One batch of m micro-batches played event by event (times in the instance's unit)."""
 
     makespan: float
     micro_batches: int
     max_in_flight: list[int]
     ops: list[list[tuple[str, int, float, float]]]  # per stage: (F|B, micro-batch, start, end)
+    #: per stage s, its incoming link (from stage s - 1; empty for s = 0): (F|B, micro-batch, start, end) in
+    #: the order the link carries them; F an activation to stage s, B its gradient back to stage s - 1.
+    #: Never two at once: the intervals of one link do not overlap
+    transfers: list[list[tuple[str, int, float, float]]] = field(default_factory=list)
 
     @property
     def bubble_fraction(self) -> float:
@@ -207,8 +215,23 @@ def stage_order(schedule: str, s: int, S: int, m: int) -> list[tuple[str, int]]:
 def simulate_batch(inst: Pipeline, part: Partition, micro_batches: int | None = None) -> BatchRun:
     """Makespan of one batch of m micro-batches on a straight pipeline: each stage runs its ops
     in `stage_order`, an op starts when its stage is free and its input has arrived (the
-    forward of the previous stage, or the backward of the next, plus the link time
-    in_s / bandwidth each way). One device per stage: a partition with replicated stages, or an
+    forward of the previous stage, or the backward of the next, carried over the link between them).
+
+    Links are resources, as the link time c_s of `simulate` charges them: the link into stage s > 0
+    carries each micro-batch's activations forward and their gradients backward, each transfer
+    occupying it for c_s / 2 = in_s / bandwidth + k_s * latency (both directions share it, so it is
+    busy c_s per micro-batch); a link carries one transfer at a time, in the order they become ready
+    (when the op producing them ends), so that a transfer may wait for the link (`BatchRun.transfers`).
+    Without bandwidth the transfers take no time.
+
+    Steady state: the replay takes at least the period T of `simulate` per micro-batch (no stage runs
+    faster than tau_s, no link than c_s), exactly T without communication under 1F1B. With communication
+    charged it can take more: under 1F1B stage s holds at most S - s micro-batches, and each must go to
+    the last stage and back (compute sum_{t >= s} tau_t, transfers sum_{t > s} c_t) before the stage
+    starts another, so the replay takes at least (sum_{t >= s} tau_t + sum_{t > s} c_t) / (S - s) per
+    micro-batch, which T leaves out (`replay_bound`).
+
+    One device per stage: a partition with replicated stages, or an
     interleaved allocation (``device_of``) that puts two stages on one device, is refused
     (`InputError`): this event simulation would play its stages on devices of their own and
     report a makespan that device sharing does not allow."""
@@ -226,55 +249,102 @@ def simulate_batch(inst: Pipeline, part: Partition, micro_batches: int | None = 
     m = int(micro_batches or part.micro_batches or 0)
     if m <= 0:
         raise ValueError("need a positive number of micro-batches")
-    S = len(part.stages)
     fw = [sum(float(inst.fwd[l]) for l in range(s.first, s.last + 1)) for s in part.stages]
     bw = [sum(float(inst.bwd[l]) for l in range(s.first, s.last + 1)) for s in part.stages]
-    link = [inst.comm_time(inst.input_of(s.first), inst.messages_into(s.first)) if k > 0 else 0.0
-            for k, s in enumerate(part.stages)]
-    orders = [stage_order(part.schedule, s, S, m) for s in range(S)]
+    hop = [inst.comm_time(inst.input_of(s.first), inst.messages_into(s.first)) if k > 0 else 0.0
+           for k, s in enumerate(part.stages)]
+    return _play(part.schedule, fw, bw, hop, m)
+
+
+def _play(schedule: str, fw: list[float], bw: list[float], hop: list[float], m: int) -> BatchRun:
+    """The event replay of `simulate_batch`: stage s runs forwards of fw[s] and backwards of bw[s]
+    (time unit) in `stage_order`; the link into stage s > 0 carries each transfer in hop[s], one at a
+    time, in the order they become ready. Events are handled in time order, so a link is handed its
+    transfers in the order of their ready times (ties in the order their ops were started)."""
+    S = len(fw)
+    orders = [stage_order(schedule, s, S, m) for s in range(S)]
     pos = [0] * S
+    busy = [False] * S
     free = [0.0] * S
-    done_f: dict[tuple[int, int], float] = {}
-    done_b: dict[tuple[int, int], float] = {}
+    link_free = [0.0] * S
+    arrived: set[tuple[str, int, int]] = set()  # (F|B, stage, micro-batch): the op's input is at the stage
     ops: list[list[tuple[str, int, float, float]]] = [[] for _ in range(S)]
+    transfers: list[list[tuple[str, int, float, float]]] = [[] for _ in range(S)]
     held = [0] * S
     max_held = [0] * S
-    remaining = S * 2 * m
-    while remaining:
-        progressed = False
+    events: list[tuple[float, int, int, str, int]] = []  # (time, seq, stage, "end" | "F" | "B", micro-batch)
+    seq = 0
+
+    def push(t: float, s: int, what: str, k: int) -> None:
+        nonlocal seq
+        heapq.heappush(events, (t, seq, s, what, k))
+        seq += 1
+
+    def try_start(s: int, now: float) -> None:
+        if busy[s] or pos[s] == len(orders[s]):
+            return
+        kind, k = orders[s][pos[s]]
+        if kind == "F" and s > 0 and ("F", s, k) not in arrived:
+            return
+        if kind == "B" and s < S - 1 and ("B", s, k) not in arrived:
+            return
+        end = now + (fw[s] if kind == "F" else bw[s])
+        ops[s].append((kind, k, now, end))
+        busy[s], free[s] = True, end
+        held[s] += 1 if kind == "F" else -1
+        max_held[s] = max(max_held[s], held[s])
+        pos[s] += 1
+        push(end, s, "end", k)
+
+    def send(kind: str, link: int, to: int, k: int, now: float) -> None:
+        start = max(now, link_free[link])
+        link_free[link] = start + hop[link]
+        transfers[link].append((kind, k, start, link_free[link]))
+        push(link_free[link], to, kind, k)
+
+    for s in range(S):
+        try_start(s, 0.0)
+    while events:
+        now, _, s, what, k = heapq.heappop(events)
+        if what == "end":
+            busy[s] = False
+            kind = ops[s][-1][0]
+            if kind == "F" and s < S - 1:
+                send("F", s + 1, s + 1, k, now)
+            elif kind == "B" and s > 0:
+                send("B", s, s - 1, k, now)
+        else:
+            arrived.add((what, s, k))
+        try_start(s, now)
+    if any(pos[s] < len(orders[s]) for s in range(S)):
+        raise RuntimeError("pipeline schedule deadlocked")  # cannot happen for these orders
+    return BatchRun(max(free), m, max_held, ops, transfers)
+
+
+def replay_period(inst: Pipeline, part: Partition, micro_batches: int | None = None) -> float:
+    """The steady state of `simulate_batch` (time unit per micro-batch): its slope
+    (makespan(2M) - makespan(M)) / M, in which fill and drain cancel, with M = max(m, 32 S) up to 22
+    stages (at least 4 S beyond, so that S M stays near 2^14: a 64-stage replay takes seconds); long
+    batches, as the slope at small M still carries the replay's transient (to 7% at M = 2 S on random
+    instances, 1.6% at 8 S, 0.4% at 32 S). At least the period T of `simulate` in the
+    limit, T without communication under 1F1B; can exceed it with communication charged (`simulate_batch`)."""
+    S = len(part.stages)
+    M = max(int(micro_batches or part.micro_batches or 0), min(32 * S, max(4 * S, 2**14 // S)))
+    return (simulate_batch(inst, part, 2 * M).makespan - simulate_batch(inst, part, M).makespan) / M
+
+
+def replay_bound(inst: Pipeline, part: Partition) -> float:
+    """A lower bound (time unit per micro-batch) on the steady state of `simulate_batch` for a straight
+    1F1B pipeline: max(T, max_s (sum_{t >= s} tau_t + sum_{t > s} c_t) / (S - s)) with T, tau, c of
+    `simulate` (see `simulate_batch`); T alone under GPipe."""
+    ev = simulate(inst, part)
+    bound = ev.period
+    if part.schedule == "1f1b":
+        S = len(ev.stage_times)
         for s in range(S):
-            while pos[s] < len(orders[s]):
-                kind, k = orders[s][pos[s]]
-                if kind == "F":
-                    if s > 0 and (s - 1, k) not in done_f:
-                        break
-                    ready = done_f[(s - 1, k)] + link[s] if s > 0 else 0.0
-                    dur = fw[s]
-                else:
-                    if s < S - 1 and (s + 1, k) not in done_b:
-                        break
-                    if s == S - 1 and (s, k) not in done_f:
-                        break
-                    ready = done_b[(s + 1, k)] + link[s + 1] if s < S - 1 else done_f[(s, k)]
-                    dur = bw[s]
-                start = max(free[s], ready)
-                end = start + dur
-                free[s] = end
-                ops[s].append((kind, k, start, end))
-                if kind == "F":
-                    done_f[(s, k)] = end
-                    held[s] += 1
-                    max_held[s] = max(max_held[s], held[s])
-                else:
-                    done_b[(s, k)] = end
-                    held[s] -= 1
-                pos[s] += 1
-                remaining -= 1
-                progressed = True
-        if not progressed:
-            raise RuntimeError("pipeline schedule deadlocked")  # cannot happen for these orders
-    makespan = max(free)
-    return BatchRun(makespan, m, max_held, ops)
+            trip = sum(ev.stage_times[s:]) + sum(ev.link_times[s + 1:])
+            bound = max(bound, trip / (S - s))
+    return bound
 
 
 def memory_profile(inst: Pipeline, partition: Partition) -> list[dict[str, Any]]:
