@@ -111,7 +111,7 @@ from torch import nn
 __all__ = ["ChainExecutor", "StepResult", "OpTrace", "reference_step", "compare_gradients", "check_gradients",
            "execute", "as_blocks", "parameters_of", "LossFn", "loss_backward", "release_backward", "forward_block",
            "InPlaceInputError", "loss_input", "ChainRunState", "buffer_copies", "kept_buffers",
-           "recomputed", "ChainStepResult", "counted_rng_states"]
+           "recomputed", "ChainStepResult", "counted_rng_states", "block_output"]
 
 LossFn = Callable[[torch.Tensor, Any], torch.Tensor]
 
@@ -167,6 +167,16 @@ def forward_block(block: nn.Module, index: int, x: torch.Tensor) -> torch.Tensor
         raise
     if x._version != version:
         raise InPlaceInputError(index, block)
+    return y
+
+
+def block_output(block: nn.Module, index: int, y: Any) -> torch.Tensor:
+    """`y`, the output of block `index`, when it is one tensor, else `InputError` naming ``blocks``
+    with the message of `models.network`'s dry run (``memsched run``, `ScheduledChain`): a block that
+    returns a tuple fails here, before the executor reads it as a tensor."""
+    if not isinstance(y, torch.Tensor):
+        raise InputError(f"block {index} ({type(block).__name__}) returns a {type(y).__name__}; a chain passes one "
+                         "tensor from block to block", field="blocks")
     return y
 
 
@@ -537,7 +547,7 @@ class ChainExecutor:
                 x = inputs.detach().clone()
                 for i in range(max(wanted) + 1):
                     before = generator_states(device) if i in wanted else None
-                    x = self.blocks[i](x)
+                    x = block_output(self.blocks[i], i, self.blocks[i](x))
                     if before is not None and not same_generator_states(before, generator_states(device)):
                         found.add(i)
                 del x
@@ -608,7 +618,7 @@ class ChainExecutor:
             if (x.is_floating_point() or x.is_complex()) and (i > 0 or self.input_grad):
                 x.requires_grad_(True)
             with kept_buffers(self.blocks[i], i, s), s.rng.forward(i), torch.enable_grad():
-                y = forward_block(self.blocks[i], i, x)
+                y = block_output(self.blocks[i], i, forward_block(self.blocks[i], i, x))
             # a stand-in (of y's dtype, whatever the weights'): the loss may free a_L (`loss_backward`), B(i)
             # a_{i+1} (`release_backward`)
             one = standin_for(y) if (i == L - 1 or self._releasing) and y.requires_grad else None
@@ -620,7 +630,7 @@ class ChainExecutor:
             x = s.available(i)
             # a_i may be needed again: refuse in-place changes to it
             with kept_buffers(self.blocks[i], i, s), s.rng.forward(i), torch.no_grad():
-                y = forward_block(self.blocks[i], i, x)
+                y = block_output(self.blocks[i], i, forward_block(self.blocks[i], i, x))
             s.acts[i + 1] = y.detach()
             if kind == F_N:
                 s.acts.pop(i, None)

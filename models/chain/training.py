@@ -104,6 +104,9 @@ class ScheduledChain(nn.Module):
             raise InputError(f"must be True or False, got {input_grad!r}", field="input_grad")
         self.blocks = nn.ModuleList(blocks)
         schedule, chain = schedule_and_instance(schedule, chain, (Schedule, OffloadSchedule))
+        if getattr(schedule, "length", None) not in (None, len(blocks)):
+            raise InputError(f"the schedule is for length {schedule.length} but the model has {len(blocks)} blocks",
+                             field="schedule")
         ops = _as_ops(schedule)
         if chain is not None and not isinstance(chain, (Chain, OffloadInstance)):
             raise InputError(f"the instance must be a chain or an offloading instance, got {type(chain).__name__}",

@@ -97,6 +97,7 @@ from memsched.models.chain.executor import (
     ChainExecutor,
     ChainStepResult,
     LossFn,
+    block_output,
     checked_step,
     forward_block,
     kept_buffers,
@@ -226,8 +227,10 @@ class OffloadExecutor(ChainExecutor):
         """Execute `schedule` as one training step (options as `ChainExecutor.step`).
 
         `inst` (or `chain` with `bandwidth` in bytes/s) gives the simulator's prediction; an
-        invalid schedule raises `InputError` (a ValueError) before anything runs.
+        invalid schedule (one for another chain length included) raises `InputError` (a ValueError)
+        before anything runs.
         """
+        _check_length(schedule, self.length)  # before `with_pins`, which would give it this length
         ops = list(schedule)
         if inst is None and chain is not None:
             if bandwidth is None:
@@ -305,7 +308,7 @@ class OffloadExecutor(ChainExecutor):
             x = store.read(src)
             # a_i may be needed again: refuse in-place changes to it; a recomputation puts the buffers back
             with kept_buffers(self.blocks[i], i, s), s.rng.forward(i), torch.no_grad():
-                y = forward_block(self.blocks[i], i, x)
+                y = block_output(self.blocks[i], i, forward_block(self.blocks[i], i, x))
             holder = Holder()
             store.device[("a", i + 1)] = Value(("a", i + 1), holder, holder.ref(y.detach()))
             if kind == F_N:
@@ -378,7 +381,7 @@ class OffloadExecutor(ChainExecutor):
 
         with kept_buffers(self.blocks[i], i, s), s.rng.forward(i), torch.enable_grad(), \
                 torch.autograd.graph.saved_tensors_hooks(pack, unpack_saved):
-            y = forward_block(self.blocks[i], i, x)
+            y = block_output(self.blocks[i], i, forward_block(self.blocks[i], i, x))
         edge = torch.autograd.graph.get_gradient_edge(y) if y.requires_grad else None
         value = Value(("abar", i + 1), holder, holder.ref(y.detach()), leaf=x, edge=edge, slot=slot)
         del y, a
@@ -415,6 +418,16 @@ class OffloadExecutor(ChainExecutor):
 
 
 # --------------------------------------------------------------------------- helpers
+def _check_length(schedule: OffloadSchedule | Sequence[Op | Transfer], blocks: int) -> None:
+    """A schedule object with a ``length`` (`OffloadSchedule`, a chain `Schedule`) is for a chain of
+    `blocks` stages, else `InputError` naming ``schedule`` (worded as `memsched.simulate`'s); a plain
+    list of ops has no length, and its stages are the simulator's to judge."""
+    length = getattr(schedule, "length", None)
+    if length is not None and int(length) != blocks:
+        raise InputError(f"the schedule is for length {int(length)} but the model has {blocks} blocks",
+                         field="schedule")
+
+
 def _with_rng_states(sim: OffloadSimulation, ops: Sequence[Op | Transfer], rng: RngStates | None) -> int:
     """The peak (bytes) of the replay `sim` of `ops` plus the RNG states the run allocated (`rng`,
     `models.measure.RngStates.held`): each kept state from the start of its stage's first forward

@@ -6,7 +6,8 @@ Rules (documented here, next to the code, as the design notes ask):
    operation issued just before it has started. Compute operations run one at a time on the
    compute stream, transfers one at a time on the transfer stream; the two overlap.
 2. Compute operations follow the chain rules (`solvers.chain.simulator`): what they need must
-   be on the device, what they produce is allocated when they start (output + overhead, the
+   be on the device (a forward or a backward names a stage 0..L-1; the loss is stage L whatever
+   its index), what they produce is allocated when they start (output + overhead, the
    overhead per mode as `chain.simulator.op_cost` charges it: o_fa[i] for F_all(i), o_fn[i] for
    F_ck(i) / F_n(i), o_b[i] for B(i) and the loss), and what they free is released when they
    end. A value being prefetched is waited for.
@@ -168,6 +169,8 @@ def simulate(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | Non
             continue
 
         kind, i = op
+        if kind != LOSS and not 0 <= i < L:  # as the chain simulator: F(L) or B(L) has no block to run
+            return fail(pos, op, f"stage {i} outside 0..{L - 1}")
         i = L if kind == LOSS else i
         needs: list[Value] = []
         if kind in (F_ALL, F_CK, F_N):
