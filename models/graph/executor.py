@@ -50,7 +50,8 @@ shape only). A random node whose draws on zero inputs differ from those on its r
 (data-dependent randomness) makes every pre-pass the plain forward (exact, a forward's cost).
 `step` runs the plain forward once before its measured runs: neither the pre-pass's time nor its
 memory is in the step's measurement (its transient memory is at most a forward without grad in
-file order; it holds nothing after it but the states, a CPU state 5,056 B per random node, kept
+file order and a copy of one node's buffers, `GraphExecutor.mutated_buffers`; it holds nothing
+after it but the states, a CPU state 5,056 B per random node, kept
 from before the step like the parameters, and not counted); `train_step` pays it in every step
 (the random nodes' ops once more on zero inputs). Within the step, setting a state costs a copy
 of it per random computation; a schedule that computes a random node after the loss keeps one
@@ -89,7 +90,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from memsched.models.buffers import restore_buffers, snapshot_buffers, snapshot_tensors
+from memsched.models.buffers import BufferSnapshot, buffer_entries, restore_buffers, snapshot_buffers
 from memsched.models.chain.executor import LossFn, as_blocks, parameters_of
 from memsched.models.graph.plan import Plan, Step, build_plan
 from memsched.models.measure import (
@@ -203,6 +204,68 @@ def _modules_of(fn: Any) -> list[nn.Module]:
     return [c.cell_contents for c in cells if isinstance(c.cell_contents, nn.Module)]
 
 
+#: A buffer a forward node may update: (module, buffer name, None) for a module's buffer (read from
+#: the module when used: a forward may rebind it), (None, "", tensor) for a loose one (`Step.buffers`)
+_BufferRef = tuple[nn.Module | None, str, torch.Tensor | None]
+
+
+def _candidate_buffers(step: Step) -> list[_BufferRef]:
+    """The buffers computing `step` may update: those of its modules (`_modules_of`) and those it
+    is handed as arguments (`Step.buffers`), each tensor once."""
+    assert step.fn is not None
+    refs: list[_BufferRef] = []
+    seen: set[int] = set()
+    for mod, name, buf in buffer_entries(_modules_of(step.fn)):
+        seen.add(id(buf))
+        refs.append((mod, name, None))
+    for t in step.buffers:
+        if id(t) not in seen:
+            seen.add(id(t))
+            refs.append((None, "", t))
+    return refs
+
+
+def _buffer(ref: _BufferRef) -> torch.Tensor:
+    """The tensor `ref` names now."""
+    mod, name, t = ref
+    if mod is not None:
+        buf = mod._buffers[name]
+        assert buf is not None
+        return buf
+    assert t is not None
+    return t
+
+
+def _snapshot(refs: Sequence[_BufferRef]) -> BufferSnapshot:
+    """A copy of each buffer of `refs` (`restore_buffers` puts them back: values, and bindings)."""
+    out: BufferSnapshot = []
+    for mod, name, t in refs:
+        buf = _buffer((mod, name, t))
+        out.append((mod, name, buf, buf.detach().clone()))
+    return out
+
+
+def _snapshot_bytes(refs: Sequence[_BufferRef]) -> int:
+    """Bytes a `_snapshot` of `refs` allocates (one contiguous copy per buffer)."""
+    total = 0
+    for ref in refs:
+        buf = _buffer(ref)
+        total += buf.numel() * buf.element_size()
+    return total
+
+
+def _changed(refs: Sequence[_BufferRef], before: BufferSnapshot, versions: Sequence[int]) -> list[_BufferRef]:
+    """Those of `refs` (snapshotted in `before` at the version counters `versions`, in order) that a
+    computation since changed: its module rebound it, its version counter moved, or its values
+    differ (BatchNorm's kernels update the running statistics without moving their counters, so
+    values are compared too; a NaN counts as a change, which only costs a copy)."""
+    out: list[_BufferRef] = []
+    for ref, (_, _, buf, values), version in zip(refs, before, versions):
+        if _buffer(ref) is not buf or buf._version != version or not torch.equal(buf, values):
+            out.append(ref)
+    return out
+
+
 @dataclass
 class FileOrderRng:
     """The RNG state each random forward node sees in a plain forward in the file's (torch.fx)
@@ -284,14 +347,39 @@ class _Run:
     accumulated: set[int] = field(default_factory=set)
     received: set[int] = field(default_factory=set)  # ids of the parameters a B_v (or the loss) gave a gradient
     computed: set[int] = field(default_factory=set)  # the forward nodes computed once already
+    #: forward node -> the buffers its computation changes (`GraphExecutor.mutated_buffers`; None:
+    #: not known for these training modes, so every buffer it may change)
+    mutated: dict[int, list[_BufferRef]] | None = None
     loss: float = float("nan")
 
 
+@dataclass
+class _DryNode:
+    """What forward node v's op does with autograd (`GraphExecutor._dry_forward`): the producers
+    whose storage it saves for its backward (B_v rebuilds them from their copies), the producers
+    its outputs give a gradient (B_v's copy holds one for each), and whether it saves its own
+    output or an internal tensor (kept by its tape until B_v)."""
+
+    saved: list[int] = field(default_factory=list)
+    grads: set[int] = field(default_factory=set)
+    tape: bool = False
+
+
+def _key(t: Any) -> int | None:
+    """`storage_key` of a tensor, None for anything else (or a tensor without a storage)."""
+    if not isinstance(t, torch.Tensor):
+        return None
+    try:
+        return storage_key(t)
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
 def _check_links(graph: Graph, reads: dict[int, list[int]]) -> None:
-    """Every graph node v in `reads` (the forward nodes and the loss) has a link u -> v from each
-    node u whose value its op reads (`Plan.inputs_of`: the network's own dependencies). A graph
-    whose links miss one would let a schedule drop u before v runs: ValueError naming the first
-    missing link (and how many), before anything runs."""
+    """Every graph node v in `reads` (the forward nodes, the loss, the backward nodes) has a link
+    u -> v from each node u whose copy it reads (`Plan.inputs_of`: the network's own dependencies;
+    `GraphExecutor._backward_reads`). A graph whose links miss one would let a schedule drop u
+    before v runs: ValueError naming the first missing link (and how many), before anything runs."""
     missing = [(u, v) for v, producers in reads.items() for u in producers if u not in graph.preds[v]]
     if not missing:
         return
@@ -305,8 +393,8 @@ class GraphExecutor:
     """Runs schedules of `graph` (exported from `blocks` by `models.graph.export`) on `blocks`
     followed by ``loss_fn(output, target)``; `example_input` has the shapes of the inputs
     the schedules will run on (it computes the plan's static values). A graph whose nodes are not
-    the network's, or whose links miss a value a forward node or the loss reads (`_check_links`),
-    raises ValueError here."""
+    the network's, or whose links miss a value a forward node, the loss or a backward node reads
+    (`_check_links`, `_backward_reads`), raises ValueError here."""
 
     def __init__(self, blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, graph: Graph,
                  example_input: torch.Tensor) -> None:
@@ -323,12 +411,103 @@ class GraphExecutor:
         self.fwd_of = {b: v for v, b in self.bwd_of.items()}
         self.producers = {v: self.plan.inputs_of(s) for v, s in self.plan.ops.items()}
         output_producers = self.plan.inputs_of(Step(-1, "output", args=(self.plan.output,)))
-        _check_links(graph, {**self.producers, self.loss: output_producers})
+        self._candidates = {v: _candidate_buffers(s) for v, s in self.plan.ops.items()}
+        _check_links(graph, {**self.producers, self.loss: output_producers,
+                             **self._backward_reads(example_input, output_producers)})
         self.labels = [str(i) for i in graph.ids]
         # ids of the parameters that required grad when the plan was made (the graph's backward nodes follow them)
         self._planned_grad = {id(p) for p in self.params.values()}
         # (training modes, input shape, dtype, device) -> the random nodes a plain forward found
         self._random_ops: dict[tuple[Any, ...], list[_RandomOp]] = {}
+        # training modes -> forward node -> the buffers a plain forward saw its computation change
+        self._mutated: dict[tuple[bool, ...], dict[int, list[_BufferRef]]] = {}
+
+    def _backward_reads(self, x: torch.Tensor, outputs: Sequence[int]) -> dict[int, list[int]]:
+        """B_v -> the nodes whose copies it reads (`_check_links`): the loss when v is an output's
+        producer (`outputs`; the export always links it), B_w of each consumer w whose outputs give
+        v a gradient (`_incoming`), F_u of each producer u whose storage v's op saves (rebuilt from
+        u's copy: `_compute`'s unpack) and F_v when the op saves its output or an internal tensor
+        (its tape keeps them). The last three come from one forward with autograd
+        (`_dry_forward`), run only when the graph lacks one of the links they could need (every
+        producer and consumer: never for an export's own ``deps="checkmate"`` graph)."""
+        consumers: dict[int, list[int]] = {}
+        for w, producers in self.producers.items():
+            for u in producers:
+                consumers.setdefault(u, []).append(w)
+        loss_of = {v: [self.loss] if v in outputs else [] for v in self.bwd_of}
+        could = {b: [*loss_of[v], *(self.bwd_of[w] for w in consumers.get(v, ()) if w in self.bwd_of),
+                     *self.producers[v], v] for v, b in self.bwd_of.items()}
+        if all(u in self.graph.preds[b] for b, needs in could.items() for u in needs):
+            return {}
+        dry = self._dry_forward(x)
+        reads: dict[int, list[int]] = {}
+        for v, b in sorted(self.bwd_of.items(), key=lambda vb: vb[1]):
+            needs = list(loss_of[v])
+            if dry is not None:
+                needs += [self.bwd_of[w] for w in consumers.get(v, ()) if w in self.bwd_of and v in dry[w].grads]
+                needs += dry[v].saved + ([v] if dry[v].tape else [])
+            reads[b] = needs
+        return reads
+
+    def _dry_forward(self, x: torch.Tensor) -> dict[int, _DryNode] | None:
+        """Per forward node, what its op does with autograd (`_DryNode`), from a forward of `x` in
+        file order, each op on leaves of its producers' values as `_compute` runs it (each value
+        dropped after its last consumer; the blocks' buffers and the generators put back). None
+        when that forward raises: the links it would check are then not checked (the step reports
+        such a failure itself)."""
+        last_use: dict[int, int] = {}
+        for v in self.plan.ops:
+            for u in self.producers[v]:
+                last_use[u] = v
+        run = _Run(_StepRng(FileOrderRng({}, None, "forward"), x.device, [], self.loss))
+        params = {_key(p) for p in self._every_param.values()}
+        found: dict[int, _DryNode] = {}
+        saved_buffers = snapshot_buffers(self.blocks)
+        try:
+            with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []):
+                for v in self.plan.ops:
+                    found[v] = self._dry_node(run, v, x, params)
+                    for u in self.producers[v]:
+                        if last_use[u] == v:
+                            del run.copies[u]
+                    if v not in last_use:
+                        run.copies.pop(v, None)
+        except Exception:  # noqa: BLE001 (any op may raise on a forward with autograd; the check is best effort)
+            return None
+        finally:
+            restore_buffers(saved_buffers)
+        return found
+
+    def _dry_node(self, run: _Run, v: int, x: torch.Tensor, params: set[int | None]) -> _DryNode:
+        """Forward node v's op with autograd on leaves of its producers' copies in `run` (`_dry_forward`;
+        `params`: the storage keys of the blocks' parameters); leaves its output's copy in `run`."""
+        step = self.plan.ops[v]
+        assert step.fn is not None
+        values, leaves = self._leaves(run, self.producers[v])
+        owner = {k: u for u in self.producers[v] for t in _flat(values[u]) if (k := _key(t)) is not None}
+        saved: set[int] = set()
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            k = _key(t)
+            if k is not None:
+                saved.add(k)
+            return t
+
+        with torch.enable_grad(), saved_tensors_hooks(pack, lambda t: t):
+            args = self.plan.resolve((step.args, step.kwargs), lambda u: values[u], x)
+            out = step.fn(*args[0], **args[1])
+        inputs = {_key(t) for t in tree_flatten(args)[0]} | params
+        inputs |= {_key(_buffer(ref)) for ref in self._candidates[v]}
+        node = _DryNode(saved=[u for u in self.producers[v] if any(owner.get(k) == u for k in saved)],
+                        tape=any(k not in inputs for k in saved))
+        req = [t for t in _flat(out) if isinstance(t, torch.Tensor) and t.requires_grad]
+        wrt = [(u, leaf) for u, ls in leaves.items() for _, leaf in ls]
+        if req and wrt:
+            grads = torch.autograd.grad(req, [leaf for _, leaf in wrt], [torch.ones_like(t) for t in req],
+                                        allow_unused=True)
+            node.grads = {u for (u, _), g in zip(wrt, grads) if g is not None}
+        run.copies[v] = (0, _detached(out))
+        return node
 
     # ----------------------------------------------------------------- parameters
     @property
@@ -413,7 +592,9 @@ class GraphExecutor:
         """Per step of `seq`: the simulator's memory (bytes) less the node's workspace plus its temporaries as
         profiled by `method` ("tracker" or "allocator", the graph's ``meta["temporaries"]``, see
         `models.graph.profile`; none when the graph has no such record; on a node's later computation less
-        the parameter gradients only its first one makes, `rerun_gradient_bytes`), less the storages it
+        the parameter gradients only its first one makes, `rerun_gradient_bytes`), plus on a forward
+        node's recomputation the copy of the buffers it changes (`recompute_snapshot_bytes`, as the
+        blocks' training modes are now), less the storages it
         charges twice (`shared_storage_excess`); for the allocator also the CPU RNG state
         (``meta["rng_state_bytes"]``) a run keeps from the last loss on when it computes a random
         node after it (`_StepRng`). `random`: the random nodes (indices; default the graph's
@@ -425,8 +606,9 @@ class GraphExecutor:
         work = self.graph.workspace  # the simulator charged W_v; the method's own temporaries replace it
         shared = shared_storage_excess(self.graph, seq, sim.retention_end)  # charged twice by the simulator
         skipped = self.rerun_gradient_bytes(seq)  # a re-run makes no parameter gradient (`_backward`, `_loss`)
-        out = [int(mem) - int(work[v]) + max(0, int(temps.get(self.graph.names[v], 0)) - skip) - extra
-               for v, mem, extra, skip in zip(seq, sim.memory, shared, skipped)]
+        copies = self.recompute_snapshot_bytes(seq)  # a forward re-run holds a copy of the buffers it changes
+        out = [int(mem) - int(work[v]) + max(0, int(temps.get(self.graph.names[v], 0)) - skip) - extra + copy
+               for v, mem, extra, skip, copy in zip(seq, sim.memory, shared, skipped, copies)]
         if method == "allocator":  # the state after the loss, kept when a random node is computed after it
             found = {self.graph.names.index(name) for name in meta.get("random_nodes", ())} if random is None \
                 else set(random)
@@ -531,7 +713,7 @@ class GraphExecutor:
             torch.manual_seed(seed)
         if rng is None:
             rng = self.rng_order(x)
-        run = _Run(_StepRng(rng, x.device, seq, self.loss))
+        run = _Run(_StepRng(rng, x.device, seq, self.loss), mutated=self._mutated.get(self._modes()))
         meter = StepMeter(x.device, watch=watch, trace=trace, clock=clock)
         with meter:
             for s, node in enumerate(seq):
@@ -583,11 +765,35 @@ class GraphExecutor:
             order, self._random_ops[key] = self._plain_forward(x)
             return order
 
+    def _modes(self) -> tuple[bool, ...]:
+        """The training mode of every module of the blocks, in module order."""
+        return tuple(m.training for b in self.blocks for m in b.modules())
+
     def _mode_key(self, x: torch.Tensor) -> tuple[Any, ...]:
         """What decides which nodes draw random numbers and how many: the modules' training modes
         and the input's shape, dtype and device."""
-        modes = tuple(m.training for b in self.blocks for m in b.modules())
-        return modes, tuple(x.shape), x.dtype, x.device
+        return self._modes(), tuple(x.shape), x.dtype, x.device
+
+    def mutated_buffers(self, v: int) -> list[_BufferRef]:
+        """The buffers that forward node v's computation changes in the blocks' training modes now,
+        as the last plain forward of the pre-pass (`rng_order`) saw them: those of its modules and
+        arguments (`_candidate_buffers`) whose values, version counters or bindings it changed
+        (BatchNorm's statistics in training mode; none for a fixed buffer such as a projection
+        matrix, or in eval mode). Before any pre-pass in these modes: every candidate."""
+        known = self._mutated.get(self._modes())
+        return self._candidates[v] if known is None else known.get(v, [])
+
+    def recompute_snapshot_bytes(self, seq: Sequence[int]) -> list[int]:
+        """Per step of `seq`: the bytes of the copy of the buffers a recomputation of a forward node
+        holds while it runs, to put them back after it (`_forward`, `mutated_buffers`); 0 on a
+        node's first computation and for the loss and backward nodes."""
+        done: set[int] = set()
+        out = []
+        for node in seq:
+            rerun = node in done and node in self.plan.ops
+            done.add(node)
+            out.append(_snapshot_bytes(self.mutated_buffers(node)) if rerun else 0)
+        return out
 
     def _replay(self, known: list[_RandomOp], device: torch.device) -> FileOrderRng:
         """The states of the random nodes `known` (in file order) from the generator's state now:
@@ -609,15 +815,23 @@ class GraphExecutor:
         values: dict[int, Any] = {}
         states: dict[int, RngState] = {}
         found: list[_RandomOp] = []
+        mutated: dict[int, list[_BufferRef]] = {}
         saved = snapshot_buffers(self.blocks)
         try:
             with torch.no_grad():
                 for v, step in self.plan.ops.items():
                     assert step.fn is not None
                     args = self.plan.resolve((step.args, step.kwargs), values.__getitem__, x)
+                    refs = self._candidates[v]
+                    kept = _snapshot(refs)  # which buffers the op changes: compared after it
+                    versions = [buf._version for _, _, buf, _ in kept]
                     before = generator_states(device)
                     out = step.fn(*args[0], **args[1])
                     after = generator_states(device)
+                    changed = _changed(refs, kept, versions)
+                    if changed:
+                        mutated[v] = changed
+                    del kept
                     if not same_generator_states(before, after):
                         states[v] = before
                         found.append(self._random_op(v, step, args, before, after, device))
@@ -629,6 +843,7 @@ class GraphExecutor:
                     del out, args
         finally:
             restore_buffers(saved)
+        self._mutated[self._modes()] = mutated
         return FileOrderRng(states, generator_states(device) if states else None, "forward"), found
 
     def _random_op(self, v: int, step: Step, args: Any, before: RngState, after: RngState,
@@ -704,19 +919,21 @@ class GraphExecutor:
 
     def _forward(self, run: _Run, s: int, v: int, x: torch.Tensor, keep_tape: bool) -> None:
         """F_v at step s. Its first computation updates its modules' buffers (BatchNorm's running
-        statistics) as the plain forward does; every later one (a recomputation) puts its modules'
-        buffers back after it, and the buffers it is handed as arguments (`Step.buffers`:
-        ``F.batch_norm(x, self.running_mean, ...)``) (a copy of them while it runs: for BatchNorm a few
-        bytes per channel), so a step leaves them as plain training does.
-        (The kernels update BatchNorm's statistics without moving their version counters, so which
-        buffers a computation changes cannot be told without copying them.)"""
+        statistics) as the plain forward does; every later one (a recomputation) puts back after it
+        the buffers that the node's computation changes (`mutated_buffers`: of its modules, or handed
+        to it as arguments, `Step.buffers`: ``F.batch_norm(x, self.running_mean, ...)``), from a copy
+        of them held while it runs (for BatchNorm a few bytes per channel; none for a buffer the op
+        only reads, such as a fixed projection matrix), so a step leaves them as plain training
+        does. The predicted memory charges the copy (`recompute_snapshot_bytes`)."""
         if v not in run.computed:
             run.computed.add(v)
             self._compute(run, s, v, x, keep_tape)
             return
-        step = self.plan.ops[v]
-        assert step.fn is not None
-        saved = snapshot_buffers(_modules_of(step.fn)) + snapshot_tensors(step.buffers)
+        refs = self._candidates[v] if run.mutated is None else run.mutated.get(v, [])
+        if not refs:
+            self._compute(run, s, v, x, keep_tape)
+            return
+        saved = _snapshot(refs)
         try:
             self._compute(run, s, v, x, keep_tape)
         finally:
