@@ -36,6 +36,11 @@
    schedule's makespan (within `REL_TOL`): no schedule of the scope is faster, and the scope says
    so. ``optimal`` is kept only when no fast schedule beats it; with slots the scope says
    "optimal for N slots". The bound is a finite number no larger than the objective, or None.
+   When the model's bound exceeds the returned (the seed's) makespan, it held for the model's scope
+   only (sizes in N slots, a restricted class): it is dropped, the scope is the seed's schedule's
+   (a model's optimum that lost keeps its scope, which says so), ``details["bound_from"]`` names
+   the bound that replaced it (`FLOOR_BOUND`, or "" for none) and the log's bounds are the
+   answer's (`honest_log`).
 """
 
 from __future__ import annotations
@@ -184,6 +189,9 @@ def solve_in_child(problem: str, instance: Any, name: str, budget: int, kwargs: 
             proc.join()
     return res if isinstance(res, SolveResult) else None
 
+
+#: `details["bound_from"]` of an answer whose lower bound is the problem's floor (`exact_solver`'s `least`)
+FLOOR_BOUND = "every operation once"
 
 #: the message of an answer whose model was still being built at the time limit
 BUILD_TIMEOUT_MESSAGE = "the time limit came while the model was being built"
@@ -344,7 +352,14 @@ def referee(problem: str, name: str, instance: Any, budget: int, res: SolveResul
         # a model that ran with exact sizes (retried, or chosen) proved more than "for N slots"
         if n and "slot" in res.scope and "exact sizes" not in res.scope and f"optimal for {n} slots" not in res.scope:
             res.scope += f"; optimal for {n} slots"
+    model_bound = _honest_bound(res.lower_bound, None)
     res.lower_bound = _honest_bound(res.lower_bound, objective)
+    # a bound above the returned makespan holds for the model's scope only (N slots, a restricted class), and
+    # the returned schedule (the seed's) lies outside it: the answer states the seed's scope instead
+    scope_lost = model_bound is not None and res.lower_bound is None
+    if (scope_lost and seed is not None and res.details.get("solution_from") == seed.solver
+            and res.details.get("model_status") != OPTIMAL):  # (an optimum that lost already says so)
+        res.scope = f"{seed.solver}'s schedule ({seed.scope})" if seed.scope else f"{seed.solver}'s schedule"
     if (seed is not None and res.details.get("solution_from") == seed.solver and res.status == FEASIBLE
             and _bound_reaches(res.lower_bound, objective) and not effective_slots(budget, options.slots)):
         # the model's bound (exact sizes) proves that no schedule of its scope beats the seed's
@@ -355,13 +370,38 @@ def referee(problem: str, name: str, instance: Any, budget: int, res: SolveResul
         floor = _honest_bound(least, objective)
         if floor is not None and (res.lower_bound is None or floor > res.lower_bound):
             res.lower_bound = floor
+            if "bound_from" in res.details:  # the model named its bound's source: it is this one now
+                res.details["bound_from"] = FLOOR_BOUND
         if res.status == FEASIBLE and same_or_less(objective, least):
             res.status = OPTIMAL  # nothing is faster than every op once
             res.scope += "; optimal among all schedules: the makespan is the least possible (every operation once)"
     if res.status == OPTIMAL and res.lower_bound is None:
         res.lower_bound = objective
+    if res.lower_bound is None and res.details.get("bound_from"):  # the model's was dropped, none replaced it
+        res.details["bound_from"] = ""
+    res.log = honest_log(res.log, objective, res.lower_bound, every=scope_lost)
     res.solve_time_s = deadline.elapsed()
     return res
+
+
+def honest_log(log: list[tuple[float, float | None, float | None]], objective: float | None,
+               bound: float | None, every: bool = False) -> list[tuple[float, float | None, float | None]]:
+    """`log` (seconds, objective, bound) with no bound above the returned `objective` (nor above its own
+    triple's objective): such a bound is the model's for its scope only (e.g. sizes in N slots, which a
+    schedule at exact sizes beat), not a bound of the problem. Each is replaced by `bound`, the answer's
+    final honest bound (the problem's floor, every operation once, valid from the start; or None), not
+    clamped to the objective, which would claim a proof at that time. With `every` (the model's final
+    bound was dropped: its bounds are of a scope the returned schedule lies outside of) every bound of
+    the log is replaced so."""
+    out = []
+    for t, o, b in log:
+        if b is not None:
+            cap = o if objective is None else objective if o is None else min(o, objective)
+            b = _honest_bound(b, cap)  # (float noise above `cap` is taken as `cap`)
+            if every or b is None:
+                b = None if bound is None or (cap is not None and bound > cap) else bound
+        out.append((t, o, b))
+    return out
 
 
 def _replay(problem: str) -> Callable[..., Any]:
