@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -350,14 +350,24 @@ def _check_output_bytes(chain: Any, built: Any, path: str | None) -> None:
     `InputError` naming `path` (the chain's file; None: not from one) and the stage's ``out_size``, as
     `_check_input_bytes` refuses another input. A chain without a meta "model" (hand-made costs) is not
     checked by its caller: its sizes need not be a profile's."""
+    _check_stage_outputs(chain.x, list(built.blocks), built.example_input, built.name, "chain", path, "")
+
+
+def _check_stage_outputs(x: Sequence[Any], blocks: list[Any], example: Any, name: str, what: str,
+                         path: str | None, where: str) -> None:
+    """The recorded output bytes ``x[i + 1]`` of each stage i of a chain (or a join branch) equal those of
+    block i of `blocks` run on `example` (`models.network.stage_output_bytes`); else an `InputError`
+    naming `path` and the field ``<where>stages[i].out_size`` (`where`: ``branches[b].`` in a join
+    file, empty in a chain file). `name` names the network (and branch) in the message, `what` the file
+    kind whose sizes the run may take instead ("chain", "join")."""
     from memsched.models.network import stage_output_bytes
 
-    for i, made in enumerate(stage_output_bytes(list(built.blocks), built.example_input)):
-        recorded = int(chain.x[i + 1])
+    for i, made in enumerate(stage_output_bytes(blocks, example)):
+        recorded = int(x[i + 1])
         if recorded != made:
             raise InputError(f"stage {i} was profiled with an output of {recorded} bytes but block {i} of "
-                             f"{built.name} with these sizes outputs {made} bytes: profile it again at these sizes, "
-                             "or leave the sizes to the chain's", path=path, field=f"stages[{i}].out_size")
+                             f"{name} with these sizes outputs {made} bytes: profile it again at these sizes, "
+                             f"or leave the sizes to the {what}'s", path=path, field=f"{where}stages[{i}].out_size")
 
 
 def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | None, latency: float,
@@ -443,18 +453,18 @@ def _offload_instance(chain: Any, bandwidth: float, latency: float, path: str | 
 
 
 def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: int, profile_repeats: int,
-                  timing: str | None, profile_file: str | None, clock: str) -> Target:
+                  timing: str | None, profile_file: str | None, clock: str, path: str | None = None,
+                  recorded: frozenset[str] = frozenset()) -> Target:
+    """The join `Target` of `model` (a join zoo name built at `sizes`, or a built `JoinModel`): `join`
+    (None: profile it here) gives the costs; `path`, the file `join` was loaded from (None: not from a
+    file), and `recorded`, the sizes taken from its meta (`instance_sizes`), name the file's fields in
+    the errors about them (`_build_join`, `_check_branch_outputs`)."""
     from memsched.models.join.executor import JoinExecutor, reference_join_step
     from memsched.models.join.profiler import profile_join
-    from memsched.models.join.zoo import build_join_model, diagnosed_join
+    from memsched.models.join.zoo import diagnosed_join
     from memsched.solvers.join import store_all_schedule
 
-    join_sizes = _sizes(sizes)
-    if "dtype" in join_sizes:
-        from memsched.models.zoo.registry import parse_dtype
-
-        join_sizes["dtype"] = parse_dtype(join_sizes["dtype"])
-    built = model if not isinstance(model, str) else build_join_model(model, **{"seed": seed, **join_sizes})
+    built = model if not isinstance(model, str) else _build_join(model, sizes, seed, path, recorded)
     lengths = [len(b) for b in built.branches]
     if join is None:
         join = profile_join(built, repeats=profile_repeats, timing=timing, name=built.label, clock=clock)
@@ -465,6 +475,8 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
                          f"{lengths} blocks", field=flag("chain"))
     else:
         _check_branch_inputs(join, built)
+        if join.meta.get("model") is not None:  # profiled from a network: its stage sizes are that network's
+            _check_branch_outputs(join, built, path)
     executor = JoinExecutor(built.branches, built.loss_fn)
     xs, tgt = built.inputs, built.target
 
@@ -479,6 +491,45 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
 
     return Target("join", built.name, join, join.name, xs[0].device, step, reference, store_all_schedule(join),
                   info={"units": _time_units(join.meta)})
+
+
+def _build_join(model: str, sizes: dict[str, Any] | None, seed: int, path: str | None,
+                recorded: frozenset[str]) -> Any:
+    """`models.join.zoo.build_join_model` of `model` at `sizes`. A size taken from the join file's meta
+    (`recorded`) that the network cannot be built at (a ResNet encoder 51, a text width no multiple of
+    its heads) is an `InputError` naming `path` and ``meta.<key>``, never an option the caller did not
+    give; one the caller gave keeps its own field."""
+    from memsched.models.join.zoo import build_join_model
+    from memsched.models.zoo.registry import size_field
+
+    join_sizes = _sizes(sizes)
+    if "dtype" in join_sizes:
+        from memsched.models.zoo.registry import parse_dtype
+
+        join_sizes["dtype"] = parse_dtype(join_sizes["dtype"])
+    try:
+        return build_join_model(model, **{"seed": seed, **join_sizes})
+    except InputError as err:
+        key = next((k for k in sorted(recorded) if err.field in (k, flag(k), size_field(k))), None)
+        if key is None or err.path is not None:
+            raise
+        raise InputError(err.message, path=path, field=f"meta.{key}") from None
+
+
+def _check_branch_outputs(join: Any, built: Any, path: str | None) -> None:
+    """Each branch's recorded stage outputs (``branches[b].stages[i].out_size``, bytes) of a join profiled
+    from a network (its meta "model") are those of the blocks of branch b of `built` on its input, as a
+    chain's (`_check_output_bytes`): a join profiled at other sizes with the same inputs and stage counts
+    (an embedding size its meta no longer records) predicts another network's memory, so it is an
+    `InputError` naming `path` and the field. A branch that cannot run at these sizes is bad input
+    (`models.join.zoo.diagnosed_join`)."""
+    from memsched.models.join.zoo import diagnosed_join
+
+    names = list(built.branch_names) if len(built.branch_names) == built.k else [f"branch{b}" for b in range(built.k)]
+    with diagnosed_join(built):
+        for b, (branch, blocks, x) in enumerate(zip(join.branches, built.branches, built.inputs)):
+            _check_stage_outputs(branch.x, list(blocks), x, f"branch {b} ({names[b]}) of {built.name}", "join",
+                                 path, f"branches[{b}].")
 
 
 def _time_units(meta: dict[str, Any]) -> dict[str, str]:
@@ -606,12 +657,15 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
     clock = clock or default_clock()  # after the caller set torch's threads (`memsched run --threads`)
     inst = _load(problem, instance)
     path = instance if isinstance(instance, str) else None
+    recorded: frozenset[str] = frozenset()
     if inst is not None:
+        given = _sizes(sizes)
         sizes = instance_sizes(inst, model, sizes, problem, path=path)
+        recorded = frozenset(k for k, v in sizes.items() if v is not None and k not in given)
         _check_in_bytes(inst, problem, path)  # before anything is built
     if problem == "join":
         target = _prepare_join(model, inst, sizes, seed=seed, profile_repeats=profile_repeats, timing=timing,
-                               profile_file=profile_file, clock=clock)
+                               profile_file=profile_file, clock=clock, path=path, recorded=recorded)
         target.info["clock"] = step_clock(target, clock)
         return target
     from memsched.models.network import diagnosed

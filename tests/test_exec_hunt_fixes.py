@@ -199,11 +199,16 @@ def _profile_free_join(tmp_path: Path, batch: int) -> Path:
     meta: only the model), without profiling."""
     from memsched.models.join.zoo import build_join_model
     from memsched.models.memory import unique_bytes
+    from memsched.models.network import stage_output_bytes
+
+    def stage(out: int) -> dict[str, float]:  # the real output sizes: `run` compares them with the network's
+        return {"fwd_time": 1.0, "bwd_time": 1.0, "out_size": out, "tape_size": out, "fwd_overhead": 0,
+                "bwd_overhead": 0}
 
     built = build_join_model("siamese", batch=batch, image_size=16, width=4)
-    stage = {"fwd_time": 1.0, "bwd_time": 1.0, "out_size": 8, "tape_size": 8, "fwd_overhead": 0, "bwd_overhead": 0}
     data = {"format": "memsched.join/1", "name": "siam",
-            "branches": [{"name": name, "input_size": unique_bytes(x), "stages": [dict(stage)] * len(blocks)}
+            "branches": [{"name": name, "input_size": unique_bytes(x),
+                          "stages": [stage(o) for o in stage_output_bytes(list(blocks), x)]}
                          for name, x, blocks in zip(built.branch_names, built.inputs, built.branches)],
             "loss": {"bwd_time": 0.0, "bwd_overhead": 0}, "meta": {"model": "siamese"}}
     path = tmp_path / "siam_b2.json"

@@ -16,7 +16,8 @@ F_n(b,i)    as F_ck, then drops the standalone a_i^b
 Loss        ``y_b`` an alias of a_{L_b}^b for every b (`models.chain.executor.loss_input`: no leaf
             and no view, so the loss may modify it in place; an integer output as is);
             ``loss_fn([y_0, ..., y_{k-1}], target).backward()``; delta_{L_b}^b = the gradient
-            reaching y_b (None when none does); drops every standalone a_{L_b}^b
+            reaching y_b (None when none does; a copy when it is a view of a buffer shared with
+            other branches, `own_deltas`); drops every standalone a_{L_b}^b
 B(b,i)      ``torch.autograd.backward`` on the tape abar_{i+1}^b with delta_{i+1}^b; delta_i^b
             = the leaf's grad (None for integer inputs such as token ids, and when delta_{i+1}^b
             is None: no gradient reaches this branch, nothing is back-propagated); drops abar_{i+1}^b,
@@ -77,13 +78,14 @@ from memsched.models.measure import (
     measure_runs,
     zero_grads,
 )
+from memsched.models.memory import storage_key
 from memsched.solvers.chain.schedule import Op
 from memsched.solvers.join import Join, JoinSchedule, JOp, simulate
 from memsched.solvers.join.simulator import LOSS
 from torch import nn
 
 __all__ = ["JoinExecutor", "JoinStepResult", "reference_join_step", "join_parameters", "execute_join",
-           "stage_seed", "StageRng", "compare_input_gradients"]
+           "stage_seed", "StageRng", "compare_input_gradients", "own_deltas"]
 
 
 def stage_seed(seed: int, branch: int, stage: int) -> int:
@@ -248,7 +250,8 @@ class JoinExecutor:
     def _loss(self, states: list[RunState], target: Any) -> None:
         """The shared loss: an alias per branch output (`models.chain.executor.loss_input`: the
         loss may modify it in place), backward, delta_{L_b}^b = the gradient reaching it (None
-        when none does, or for an integer output: B(b, L_b - 1) then back-propagates nothing)."""
+        when none does, or for an integer output: B(b, L_b - 1) then back-propagates nothing), owning
+        its storage (`own_deltas`)."""
         grads: list[list[torch.Tensor]] = [[] for _ in states]
         with torch.enable_grad():
             ys = [loss_input(s.available(L), g) for s, L, g in zip(states, self.lengths, grads)]
@@ -257,10 +260,36 @@ class JoinExecutor:
             loss.backward()
         value = float(loss.detach())
         del loss
-        for s, g, L in zip(states, grads, self.lengths):
+        deltas = own_deltas([g[0] if g else None for g in grads])
+        del grads  # the last references to a shared gradient buffer: freed here
+        for s, d, L in zip(states, deltas, self.lengths):
             s.loss = value
-            s.grads[L] = g[0] if g else None
+            s.grads[L] = d
             s.acts.pop(L, None)
+
+
+def own_deltas(deltas: Sequence[torch.Tensor | None]) -> list[torch.Tensor | None]:
+    """`deltas` (the gradients a joint loss sends to the branch outputs) with every one that does not own
+    its storage replaced by a copy that does: a delta sharing its storage with another delta, or whose
+    storage holds more bytes than the delta (a view of a larger buffer).
+
+    A loss that concatenates or stacks the outputs (``torch.cat``, NT-Xent) gets one gradient buffer
+    from autograd and every delta_{L_b}^b is a view of it; the buffer would then live until the last
+    branch drops its delta, while the join simulator frees x^b[L_b] when B(b, L_b - 1) drops branch
+    b's. The copies are made while the caller still holds the originals (the transient is the
+    loss's: `models.join.profiler.profile_join_loss` measures it too)."""
+    owners: dict[int, int] = {}
+    for d in deltas:
+        if d is not None:
+            key = storage_key(d)
+            owners[key] = owners.get(key, 0) + 1
+    out: list[torch.Tensor | None] = []
+    for d in deltas:
+        if d is not None and (owners[storage_key(d)] > 1
+                              or d.untyped_storage().nbytes() > d.numel() * d.element_size()):
+            d = d.clone()
+        out.append(d)
+    return out
 
 
 def _no_chain_loss(output: torch.Tensor, target: Any) -> torch.Tensor:  # pragma: no cover - never called

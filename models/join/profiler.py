@@ -13,7 +13,8 @@ no gradient in the executor; its surrogate is a zero needing a gradient that rea
 
 The joint loss is measured on the branches' outputs: ``bwd_time`` = the median time of
 computing ``loss_fn(outputs, target)`` and back-propagating to every output (copies the loss may
-modify in place, an integer output as is: `models.chain.executor.loss_input`, as the executor),
+modify in place, an integer output as is: `models.chain.executor.loss_input`, as the executor; the
+executor's copies of deltas that share one gradient buffer, `models.join.executor.own_deltas`, included),
 ``bwd_overhead`` = the peak bytes during it beyond the produced gradients delta_{L_b}^b
 (the join simulator charges ``sum_b x^b[L_b] + loss_overhead`` on top of the state).
 Memory uses ``torch.cuda.max_memory_allocated`` on CUDA and `models.memory.LiveTensorTracker`
@@ -30,10 +31,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from memsched.models.alloc_probe import AllocatorProbe
 from memsched.models.chain.executor import as_blocks, loss_input
-from memsched.models.chain.overheads import probe_loss_overhead
 from memsched.models.chain.profiler import profile_chain, profile_meta
-from memsched.models.join.executor import join_parameters
+from memsched.models.join.executor import join_parameters, own_deltas
 from memsched.models.join.zoo import JoinLossFn, JoinModel, diagnosed_join
 from memsched.models.measure import MemoryWatch, Timer, median
 from memsched.models.memory import storage_key, unique_bytes
@@ -67,7 +68,7 @@ def profile_join_loss(loss_fn: JoinLossFn, outputs: Sequence[torch.Tensor], targ
                       warmup: int = 2, clock: str = "wall", probe: bool = True) -> dict[str, Any]:
     """The joint loss's ``{"bwd_time": ms, "bwd_overhead": bytes, "tracker_overhead": bytes}`` on the
     branch outputs (see the module docstring); with `probe` on the CPU ``bwd_overhead`` is the
-    allocator's (`models.chain.overheads.probe_loss_overhead`), else the tracker's."""
+    allocator's (`_probe_loss_overhead`), else the tracker's."""
     device = outputs[0].device
     timer = Timer(device, clock)
     mem = MemoryWatch(device)
@@ -77,11 +78,12 @@ def profile_join_loss(loss_fn: JoinLossFn, outputs: Sequence[torch.Tensor], targ
             ys = _loss_inputs(outputs, grads)
             before = mem.mark()
             loss_fn(ys, target).backward()
+            grads = _owned(grads)  # as the executor: the copies' transient is the loss's
             overhead = mem.peak() - before - unique_bytes(grads)
             del ys, grads
         tracker = int(max(0, overhead))
         if probe and device.type == "cpu":  # the allocator's transients, kernel scratch included
-            overhead = probe_loss_overhead(loss_fn, list(outputs), target)
+            overhead = _probe_loss_overhead(loss_fn, outputs, target)
         times: list[float] = []
         for k in range(warmup + repeats):
             ys = _loss_inputs(outputs, [])
@@ -89,6 +91,24 @@ def profile_join_loss(loss_fn: JoinLossFn, outputs: Sequence[torch.Tensor], targ
                 loss_fn(ys, target).backward()
             del ys
     return {"bwd_time": median(times), "bwd_overhead": int(max(0, overhead)), "tracker_overhead": tracker}
+
+
+def _owned(grads: list[torch.Tensor]) -> list[torch.Tensor]:
+    """`grads` as the join executor keeps them (`models.join.executor.own_deltas`: a delta sharing a
+    buffer copied), the originals dropped."""
+    return [g for g in own_deltas(grads) if g is not None]
+
+
+def _probe_loss_overhead(loss_fn: JoinLossFn, outputs: Sequence[torch.Tensor], target: Any) -> int:
+    """The joint loss's overhead by the CPU allocator (`models.chain.overheads.probe_loss_overhead` for a
+    list of outputs), the executor's copies of shared deltas (`_owned`) inside the probed region."""
+    grads: list[torch.Tensor] = []
+    with torch.enable_grad():  # copies (made before the probe): the loss may modify its inputs in place
+        ys = _loss_inputs(outputs, grads)
+        with AllocatorProbe() as probe:
+            loss_fn(ys, target).backward()
+            grads = _owned(grads)
+    return int(max(0, probe.peak - unique_bytes(grads)))
 
 
 def _loss_inputs(outputs: Sequence[torch.Tensor], grads: list[torch.Tensor]) -> list[torch.Tensor]:

@@ -98,11 +98,15 @@ class TextPoolHead(nn.Module):
 
 
 def text_encoder_blocks(*, width: int = 512, depth: int = 12, heads: int | None = None, vocab: int = 49408,
-                        max_len: int = 77, embed_dim: int = 512, dropout: float = 0.0) -> list[nn.Module]:
-    """CLIP-style text transformer as a chain: embedding, `depth` GPT blocks, pooling head."""
+                        max_len: int = 77, embed_dim: int = 512, dropout: float = 0.0,
+                        width_field: str | None = None) -> list[nn.Module]:
+    """CLIP-style text transformer as a chain: embedding, `depth` GPT blocks, pooling head. A `width`
+    that is no multiple of `heads` is an `InputError` naming `width_field` (None: the caller's `width`,
+    ``--width`` on the command line; `build_join_model` names its ``text_width``)."""
     heads = heads or max(1, width // 64)
     if width % heads:
-        raise InputError(f"text width {width} is not a multiple of the number of heads {heads}", field=flag("width"))
+        raise InputError(f"text width {width} is not a multiple of the number of heads {heads}",
+                         field=flag("width") if width_field is None else width_field)
     return ([GPTEmbedding(vocab, max_len, width, dropout)] + [GPTBlock(width, heads, dropout) for _ in range(depth)]
             + [TextPoolHead(width, embed_dim)])
 
@@ -269,7 +273,7 @@ def build_join_model(
     config.update(seq_len=seq_len, text_width=text_width, text_depth=text_depth, vocab=vocab, dropout=p)
     image = _image_encoder(encoder, width, embed_dim, depth)
     text = text_encoder_blocks(width=text_width, depth=text_depth, vocab=vocab, max_len=seq_len,
-                               embed_dim=embed_dim, dropout=p)
+                               embed_dim=embed_dim, dropout=p, width_field="text_width")
     branches = [[b.to(device=device, dtype=dtype).train() for b in blocks] for blocks in (image, text)]
     ids = torch.randint(0, vocab, (batch, seq_len), generator=gen)
     inputs = [images().to(device), ids.to(device)]
