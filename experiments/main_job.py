@@ -27,6 +27,7 @@ import pandas as pd
 from memsched.experiments.cli import terminate_as_interrupt
 from memsched.experiments.figures import budget_percent, render
 from memsched.experiments.sweep import CONFIGS, load_config, run_sweep
+from memsched.experiments.sweep.run import SweepInterrupted
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results" / "main"
@@ -61,8 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with terminate_as_interrupt():
             return _job(args, step)
-    except KeyboardInterrupt:
-        if step[0] == "the sweep":  # run_sweep said how many rows it kept, and RESUME_HINT
+    except KeyboardInterrupt as stop:
+        if isinstance(stop, SweepInterrupted):  # its one line is said: how many rows it kept, and RESUME_HINT
+            pass
+        elif step[0] == "the sweep":  # stopped before any cell ran
             print("main_job: interrupted", file=sys.stderr)
         else:
             print(f"main_job: interrupted while writing {step[0]}: every row is in {args.output}; "
@@ -75,7 +78,8 @@ def _job(args: argparse.Namespace, step: list[str]) -> int:
     start = time.perf_counter()
     config = load_config(args.config)
     out = Path(args.output)
-    outcome = run_sweep(config, output=out, workers=args.workers, fresh=not args.resume, resume_hint=RESUME_HINT)
+    outcome = run_sweep(config, output=out, workers=args.workers, fresh=not args.resume, resume_hint=RESUME_HINT,
+                        say=lambda line: print(f"main_job: {line}", file=sys.stderr))
     step[0] = "the summary and figure"
     for note in outcome.notes:
         print(f"note: {note}", file=sys.stderr)

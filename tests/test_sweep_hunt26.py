@@ -72,6 +72,8 @@ def test_main_job_stopped_exits_130_without_traceback_and_says_resume(tmp_path, 
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert "2/3 rows kept" in err and "rerun with --resume" in err, err
+    assert [ln for ln in err.splitlines() if "interrupted" in ln] == [ln for ln in err.splitlines()
+                                                                      if ln.startswith("main_job: interrupted: ")], err
     assert len(read_journal(journal_path(out, "slow"))) == 2
 
 

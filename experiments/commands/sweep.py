@@ -53,7 +53,7 @@ def main(args: argparse.Namespace) -> int:
             if interrupted():  # a Ctrl-C that an import wrapped (ImportError, RuntimeError): report it as one
                 raise KeyboardInterrupt from err
             raise
-        if interrupted():  # a Ctrl-C that was swallowed on the way
+        if interrupted() and code != 130:  # a Ctrl-C that was swallowed on the way (130: answered, `_run`)
             raise KeyboardInterrupt
         return code
 
@@ -138,17 +138,33 @@ def _list(config: Any, args: argparse.Namespace) -> int:
 
 def _run(config: Any, args: argparse.Namespace, client: Any) -> int:
     """Run the grid's cells not yet journaled (on the Dask cluster of `client`, else in local
-    workers), then print the summary and the files written; exit 0."""
+    workers), then print the summary (its errors: the table's ``error`` rows, resumed ones
+    included) and the files written; exit 0. Stopped while it runs (Ctrl-C, SIGTERM, SIGHUP):
+    its one line, ``memsched sweep: interrupted: N/M rows kept in JOURNAL; rerun to resume``,
+    exit 130 (a stop before the cells run goes up as `KeyboardInterrupt`: ``memsched sweep:
+    interrupted``)."""
     from memsched.experiments.sweep import run_sweep
 
+    said: list[str] = []
+
+    def say(line: str) -> None:  # the sweep's line on a stop, as the command's own
+        said.append(line)
+        print(f"memsched sweep: {line}", file=sys.stderr)
+
     start = time.perf_counter()
-    outcome = run_sweep(config, output=args.output, workers=args.workers, scheduler=client,
-                        progress=not args.no_progress, fresh=args.fresh, reprofile=args.reprofile)
+    try:
+        outcome = run_sweep(config, output=args.output, workers=args.workers, scheduler=client,
+                            progress=not args.no_progress, fresh=args.fresh, reprofile=args.reprofile, say=say)
+    except KeyboardInterrupt:
+        if said:  # answered (also when a second signal came after the line): no second line
+            return 130
+        raise
     for n in outcome.notes:
         print(f"note: {n}", file=sys.stderr)
     took = time.perf_counter() - start
+    errors = outcome.error_rows
     print(f"{config.name}: {outcome.total} runs ({outcome.resumed} resumed from the journal, {outcome.ran} run now, "
-          f"{outcome.errors} errors) in {took:.1f} s")
+          f"{errors} error{'' if errors == 1 else 's'} in the table) in {took:.1f} s")
     for path in outcome.paths:
         print(f"wrote {path}")
     return 0

@@ -50,6 +50,18 @@ class SweepOutcome:
     #: caller needs to state the rows' units (`memsched.sweep` of a sweep file)
     instances: dict[str, tuple[str, Any]] = field(default_factory=dict)
 
+    @property
+    def error_rows(self) -> int:
+        """The ``error`` rows of the table written (`rows`): those run now (`errors`) and those
+        resumed from the journal (a resume keeps an error row, it does not run its cell again)."""
+        return sum(row.get("status") == "error" for row in self.rows)
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """A running sweep stopped by Ctrl-C, SIGTERM or SIGHUP (`run_sweep`), after its finished rows
+    were kept and its table written; its message is the line said on the stop, ``interrupted: N/M
+    rows kept in JOURNAL; HINT``. A `KeyboardInterrupt`, so that callers that catch that still do."""
+
 
 def _local_results(tasks: list[Task], workers: int, isolate: bool) -> Iterator[dict[str, Any]]:
     """Rows of `tasks` as they finish: in worker processes (`pool.WorkerPool`), or in this
@@ -423,7 +435,7 @@ def _dask_row(fut: Any, task: Task) -> dict[str, Any]:
 def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = None, workers: int | None = None,
               scheduler: Any = None, progress: bool = True, fresh: bool = False, isolate: bool = True,
               reprofile: bool = False, on_row: Callable[[dict[str, Any]], None] | None = None,
-              resume_hint: str = "rerun to resume") -> SweepOutcome:
+              resume_hint: str = "rerun to resume", say: Callable[[str], None] | None = None) -> SweepOutcome:
     """Run (or resume) a sweep: the rows of every cell not yet in the journal, then the table.
 
     `workers`: local worker processes (default: the file's ``workers``, else the CPU count).
@@ -447,8 +459,11 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
     (on a Dask cluster it cancels them: a cell already running finishes in the background on its
     worker, up to its time limit, see `_dask_results`), which are not journaled, keeps every
     finished row, writes the table from the journal (so the two agree) and re-raises
-    (`KeyboardInterrupt` for a signal: exit 130 on the command line); its message ends with
-    `resume_hint`, what to run to resume (a job that reruns everything by default says its flag).
+    (`SweepInterrupted`, a `KeyboardInterrupt`, for a signal: exit 130 on the command line); its
+    message, ``interrupted: N/M rows kept in JOURNAL; HINT``, ends with `resume_hint`, what to run
+    to resume (a job that reruns everything by default says its flag), and is said once the table
+    is written, while further signals are still ignored: `say(line)` (default: printed on stderr;
+    ``memsched sweep`` prints it as its one line, ``memsched sweep: interrupted: ...``).
     A journal that cannot be written (a full disk) is an `InputError` naming it, once the table is
     written from the rows journaled before.
     """
@@ -466,7 +481,7 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
                 with SweepLock(out_dir, config.name) as lock:
                     return _run_locked(config, out_dir, client, workers=workers, progress=progress, fresh=fresh,
                                        isolate=isolate, reprofile=reprofile, on_row=on_row,
-                                       made=lock.path if lock_made else None, resume_hint=resume_hint)
+                                       made=lock.path if lock_made else None, resume_hint=resume_hint, say=say)
         except Exception as err:
             if interrupted():  # a Ctrl-C while starting, wrapped by an import (`startup_interrupts`)
                 raise KeyboardInterrupt from err
@@ -475,7 +490,8 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
 
 def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int, progress: bool, fresh: bool,
                 isolate: bool, reprofile: bool, on_row: Callable[[dict[str, Any]], None] | None,
-                made: Path | None = None, resume_hint: str = "rerun to resume") -> SweepOutcome:
+                made: Path | None = None, resume_hint: str = "rerun to resume",
+                say: Callable[[str], None] | None = None) -> SweepOutcome:
     """`run_sweep` once the scheduler is reached, the output folder made and locked (`made`: the
     lock file, when this run made it)."""
     notes: list[str] = []
@@ -509,6 +525,7 @@ def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int
 
         bar = tqdm(total=len(tasks), initial=resumed, desc=config.name, unit="run", file=sys.stderr)
     ran = errors = 0
+    stopped: SweepInterrupted | None = None  # the stop's exception, once its line is said
     interrupted = False
     journal_error: InputError | None = None
     lost: str | None = None
@@ -530,8 +547,7 @@ def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int
                 if on_row is not None:
                     on_row(row)
         except KeyboardInterrupt:
-            interrupted = True
-            raise
+            interrupted = True  # raised again below as `SweepInterrupted`, once the table is written
         except _Lost as err:
             lost = err.why
         except InputError as err:  # the journal cannot be written (a full disk)
@@ -551,8 +567,12 @@ def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int
             final = read_journal(jpath)
             rows = [final[t.key] for t in tasks if t.key in final]
             paths = _write_table(rows, out_dir, config.name, journal_error) if (rows or jpath.exists()) else []
-            if interrupted:
-                print(f"interrupted: {len(rows)}/{len(tasks)} rows kept in {jpath}; {resume_hint}", file=sys.stderr)
+            if interrupted:  # said while further signals are ignored (`_Stop.quiet`): never lost to a second one
+                stopped = SweepInterrupted(f"interrupted: {len(rows)}/{len(tasks)} rows kept in {jpath}; "
+                                           f"{resume_hint}")
+                (say or _say)(str(stopped))
+    if stopped is not None:
+        raise stopped
     if journal_error is not None:
         raise journal_error
     if lost is not None:
@@ -561,6 +581,11 @@ def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int
                             f"in {jpath}; {resume_hint}", path=address, field=flag("scheduler"))
     instances = {t.loaded.label: (t.loaded.problem, t.loaded.instance) for t in tasks}
     return SweepOutcome(rows, len(tasks), resumed, ran, errors, notes, paths, instances=instances)
+
+
+def _say(line: str) -> None:
+    """`run_sweep`'s default `say`: `line` on stderr."""
+    print(line, file=sys.stderr)
 
 
 def _write_table(rows: list[dict[str, Any]], out_dir: Path, name: str, journal_error: InputError | None) -> list[Path]:

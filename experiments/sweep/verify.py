@@ -10,6 +10,8 @@ Verdicts (`Check.verdict`):
 - ``same``: equal status and objective (relative tolerance `REL_TOL`: replays are
   deterministic, so only float noise is allowed);
 - ``differs``: the table is stale or a solver changed: the row no longer is what HEAD computes;
+  so is a stored ``error`` row (a worker that died: no answer) that HEAD answers, whatever the
+  time limit (an error is no answer, never ``time-limited``);
 - ``time-limited``: the two runs differ, but one of them stopped at its time limit (an exact
   solver's "feasible" / "timeout" depends on the machine's speed), so they are not comparable;
 - ``missing``: a cell of the grid without a stored row (the sweep is unfinished).
@@ -22,7 +24,8 @@ They are the rows a run resumes (`rekeyed`, strict; a damaged table row left out
 
 A figure drawn from a table with a ``differs`` row is stale. `update_stale` (``--verify
 --update``) journals the recomputed row of every ``differs`` row (and of a ``time-limited`` row
-that HEAD now beats, or whose stored ``infeasible`` HEAD no longer proves) in place of the stored one and
+that HEAD now beats, or whose stored ``infeasible`` HEAD no longer proves, and of every stored
+``error`` row, whatever HEAD answers) in place of the stored one and
 rewrites the table (rows judged ``same`` are what HEAD computes already), so only the stale
 cells are solved again; then redraw the figure (``memsched figures``). Sweeps that execute
 schedules are refused there: their rows hold measurements, rerun them with ``--fresh``.
@@ -102,6 +105,8 @@ def judge(stored: dict[str, Any], new: dict[str, Any]) -> str:
     """The verdict on a cell from its stored row and its recomputed row (see the module docstring)."""
     if new.get("status") == "error" and stored.get("status") != "error":
         return "error"
+    if stored.get("status") == "error" and new.get("status") != "error":
+        return "differs"  # a stored error is no answer: nothing a time limit could explain
     same_status = stored.get("status") == new.get("status")
     if same_status and (stored.get("status") in (UNSUPPORTED, "infeasible", "error")
                         or _same_objective(stored.get("objective"), new.get("objective"))):
@@ -200,7 +205,8 @@ def update_stale(config: SweepConfig | str | Path, checks: list[Check], *, outpu
     """Journal the recomputed row of every ``differs`` check, and of every ``time-limited`` one
     whose recomputed objective is better or that settles a stored timeout (HEAD found more than
     the stored run) or that no longer backs a stored ``infeasible`` (`_unbacked`), and (a sweep that
-    executes nothing) of every ``same`` one whose ``scope`` HEAD words otherwise, in place of the
+    executes nothing) of every ``same`` one whose ``scope`` HEAD words otherwise or that is a stored
+    ``error`` (an error now too: its message is HEAD's; a stored error HEAD answers is ``differs``), in place of the
     stored row (a later row of a key wins); rewrite the table in grid order; returns the number
     of rows replaced. Rows stored under an older key of the same cell (`rekeyed`, strict: those a
     run resumes) take the current key. Refused (`InputError`) for sweeps that execute schedules."""
@@ -214,8 +220,9 @@ def update_stale(config: SweepConfig | str | Path, checks: list[Check], *, outpu
     if stale and executes:
         raise InputError("rows of a sweep that executes schedules hold measurements: rerun it with --fresh",
                          path=str(config.path), field="--update")
-    if not executes:  # a `same` row whose scope HEAD words otherwise: its text refreshed (same answer)
-        stale += [c for c in checks if c.new_row is not None and c.verdict == "same" and c.scope_changed]
+    if not executes:  # a `same` row whose scope HEAD words otherwise, or an error row: refreshed (same answer)
+        stale += [c for c in checks if c.new_row is not None and c.verdict == "same"
+                  and (c.scope_changed or c.stored_status == "error")]
     out_dir = config.output_dir(output)
     jpath = journal_path(out_dir, config.name)
     with SweepLock(out_dir, config.name):
