@@ -7,7 +7,6 @@ is built: bad input naming the file for `memsched run`, not an internal error mi
 from __future__ import annotations
 
 import copy
-import json
 import textwrap
 
 import pytest
@@ -19,6 +18,7 @@ from memsched.models.chain.executor import reference_step  # noqa: E402
 from memsched.models.graph.executor import GraphExecutor, execute_graph  # noqa: E402
 from memsched.models.graph.export import export_training_graph  # noqa: E402
 from memsched.solvers.graph import Graph  # noqa: E402
+from test_graph_run_hunt26 import _without  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
@@ -139,16 +139,6 @@ def test_batchnorm_recomputations_are_charged_and_their_statistics_advance_once(
         assert result.trace[s].measured_during == result.trace[s].predicted_during, name
     assert all(result.trace[s].measured_during == result.trace[s].predicted_during for s in steps)
     assert result.peak_memory == result.tracker_predicted_peak
-
-
-def _without(path, out, source: str, target: str) -> None:
-    """Copy the graph file `path` to `out` without the link `source` -> `target` (node names)."""
-    data = json.loads(path.read_text())
-    ids = {n["name"]: n["id"] for n in data["nodes"]}
-    kept = [e for e in data["links"] if (e["source"], e["target"]) != (ids[source], ids[target])]
-    assert len(kept) == len(data["links"]) - 1
-    data["links"] = kept
-    out.write_text(json.dumps(data))
 
 
 def test_run_on_a_graph_missing_a_saved_producer_link_is_bad_input_naming_the_file(tmp_path, monkeypatch):
