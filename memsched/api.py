@@ -394,7 +394,9 @@ def simulate(instance: Any, schedule: Any, budget: int | float | str | None = No
     is an `InputError` naming ``length`` (``lengths``) in every form. With `problem` None, the schedule
     decides how a file is read as ``memsched simulate`` does (`_instance_for`): a pipeline partition
     (a `Result`, its ``to_json()`` or ``schedule``, ``memsched partition --json``'s output; a dict or a
-    file) makes a chain file a pipeline, replayed on the machine the partition records."""
+    file) makes a chain file a pipeline, replayed on the machine the partition records. Unlike
+    ``memsched simulate --bandwidth``, which replaces a partition's link, `bandwidth` here is always a
+    host link: with a partition it is an `InputError` naming ``bandwidth``."""
     from memsched.solvers.result import SolveResult
 
     problem, instance = _instance_for(instance, schedule, problem, bandwidth, "simulated")
@@ -443,6 +445,9 @@ def _instance_for(instance: Any, schedule: Any, problem: str | None, bandwidth: 
             instance = schedule.instance
     elif problem is None:
         problem = adopted = _declared_problem(schedule, bandwidth)
+    if adopted == "pipeline" and bandwidth is not None:  # `bandwidth` is a host link (offloading) here
+        raise InputError("a pipeline partition replays on the machine it records; `bandwidth` is a host link "
+                         "(it makes an offloading instance) and does not apply", field="bandwidth")
     try:
         return as_problem(instance, problem, bandwidth=bandwidth)
     except InputError as err:

@@ -324,7 +324,8 @@ def _play(schedule: str, fw: list[float], bw: list[float], hop: list[float], m: 
 def replay_period(inst: Pipeline, part: Partition, micro_batches: int | None = None) -> float:
     """The steady state of `simulate_batch` (time unit per micro-batch): its slope
     (makespan(2M) - makespan(M)) / M, in which fill and drain cancel, with M = max(m, 32 S) up to 22
-    stages (at least 4 S beyond, so that S M stays near 2^14: a 64-stage replay takes seconds); long
+    stages, max(m, 2^14 / S) up to 64 and max(m, 4 S) beyond (S M near 2^14 to 64 stages, then 4 S^2:
+    about 1 s at 64 stages, 5 s at 128, measured); long
     batches, as the slope at small M still carries the replay's transient (to 7% at M = 2 S on random
     instances, 1.6% at 8 S, 0.4% at 32 S). At least the period T of `simulate` in the
     limit, T without communication under 1F1B; can exceed it with communication charged (`simulate_batch`)."""
