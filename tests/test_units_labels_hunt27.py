@@ -78,7 +78,10 @@ def test_json_values_are_in_the_file_unit():
 
 
 # --------------------------------------------------------------------------- 2. the search's notes
-def test_min_budget_method_names_the_file_unit():
+def test_min_budget_method_names_the_file_unit(monkeypatch):
+    from memsched.experiments.commands import _infeasible
+
+    monkeypatch.setattr(_infeasible, "PROBE_SECONDS", 10.0)  # a 1 s probe of cpsat can time out under CI load
     code, out, err = run_cli("solve", JOIN_MB, "--budget", "10", "--solver", "cpsat", "--json")
     assert code == 1
     res = json.loads(out)
