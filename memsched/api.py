@@ -515,7 +515,9 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     ends an instance sweep there, as it ends `solve`'s comparison: the rows of the cells that ran
     are returned, the interrupted cell last with what its solver had (its ``message`` says
     "interrupted after ... s"); a Ctrl-C anywhere else raises `KeyboardInterrupt`, as a sweep
-    file's does (whose journal keeps the cells done)."""
+    file's does (whose journal keeps the cells done: once its cells run, the `KeyboardInterrupt` is a
+    ``SweepInterrupted`` whose message, ``interrupted: N/M rows kept in JOURNAL; rerun to resume``,
+    is not printed as well)."""
     if _is_config(target):
         return _config_sweep(target, output=output, workers=workers, fresh=fresh, budgets=budgets,
                              solvers=solvers, problem=problem, slots=slots, time_limit=time_limit,
@@ -693,6 +695,7 @@ def _config_sweep(target: PathLike, *, output: Any, workers: Any, fresh: Any, op
     and that no argument of an instance sweep (`instance_args`, `options`) is given."""
     from memsched.experiments.commands._checks import MAX_WORKERS
     from memsched.experiments.sweep import find_config, run_sweep
+    from memsched.experiments.sweep.run import say_nothing
 
     given = [name for name, value in instance_args.items() if value is not None] + list(options)
     if given:
@@ -702,7 +705,9 @@ def _config_sweep(target: PathLike, *, output: Any, workers: Any, fresh: Any, op
         raise InputError(f"must be the path of a folder (str or Path), got {output!r}", field="output")
     count = 1 if workers is None else check_int(workers, "workers", 1, MAX_WORKERS)
     fresh = _check_bool(fresh, "fresh")
-    outcome = run_sweep(find_config(str(target)), output=output, workers=count, progress=False, fresh=fresh)
+    # a stop raises `SweepInterrupted`, whose message is the stop's line: said once, by the exception
+    outcome = run_sweep(find_config(str(target)), output=output, workers=count, progress=False, fresh=fresh,
+                        say=say_nothing)
     units = {name: _instance_units(problem, instance) for name, (problem, instance) in outcome.instances.items()}
     return SweepResult(list(outcome.rows), source=str(target), units=units)
 

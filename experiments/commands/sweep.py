@@ -183,8 +183,7 @@ def _verify(config: Any, args: argparse.Namespace) -> int:
     stale = table_stale(out, config.name, build_tasks(config, store=InstanceStore(out / "instances", readonly=True)))
     for c in checks:
         if c.verdict != "same":
-            print(f"{c.verdict:<12} {c.instance:<28} {c.budget_spec:>10} {c.solver_label:<24} "
-                  f"stored {c.stored_status} {c.stored_objective}  now {c.new_status} {c.new_objective}")
+            print(c.line())
     counts = summary(checks)
     print(", ".join(f"{n} {v}" for v, n in counts.items()) + f" (of {len(checks)} rows)")
     if args.update:

@@ -463,7 +463,8 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
     message, ``interrupted: N/M rows kept in JOURNAL; HINT``, ends with `resume_hint`, what to run
     to resume (a job that reruns everything by default says its flag), and is said once the table
     is written, while further signals are still ignored: `say(line)` (default: printed on stderr;
-    ``memsched sweep`` prints it as its one line, ``memsched sweep: interrupted: ...``).
+    ``memsched sweep`` prints it as its one line, ``memsched sweep: interrupted: ...``; the Python
+    API ``memsched.sweep`` passes `say_nothing`: the exception it raises carries the line).
     A journal that cannot be written (a full disk) is an `InputError` naming it, once the table is
     written from the rows journaled before.
     """
@@ -586,6 +587,11 @@ def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int
 def _say(line: str) -> None:
     """`run_sweep`'s default `say`: `line` on stderr."""
     print(line, file=sys.stderr)
+
+
+def say_nothing(line: str) -> None:
+    """A `say` for `run_sweep` that says nothing: for a caller that reports the stop from the
+    `SweepInterrupted` raised, whose message is `line` (``memsched.sweep``: a notebook shows it once)."""
 
 
 def _write_table(rows: list[dict[str, Any]], out_dir: Path, name: str, journal_error: InputError | None) -> list[Path]:

@@ -3,12 +3,14 @@
 `verify_sweep` rebuilds the grid of a sweep file from ``<output>/instances/`` (a profiled
 ``model`` instance must be stored there: verifying never profiles), re-runs the solver of every
 stored row in this process (never executing a schedule, never writing the journal or the
-table), and compares the status and the objective with the stored row.
+table), and compares the status, the objective and the ``min_budget`` with the stored row
+(`differing`).
 
 Verdicts (`Check.verdict`):
 
 - ``same``: equal status and objective (relative tolerance `REL_TOL`: replays are
-  deterministic, so only float noise is allowed);
+  deterministic, so only float noise is allowed), and equal ``min_budget`` where both rows have
+  one (exactly for integers: sizes are counted, never measured; `REL_TOL` otherwise);
 - ``differs``: the table is stale or a solver changed: the row no longer is what HEAD computes;
   so is a stored ``error`` row (a worker that died: no answer) that HEAD answers, whatever the
   time limit (an error is no answer, never ``time-limited``);
@@ -69,7 +71,9 @@ VERDICTS = ("same", "differs", "time-limited", "missing", "error")
 
 @dataclass(frozen=True)
 class Check:
-    """The verdict on one cell: the stored and the recomputed status and objective."""
+    """The verdict on one cell: the stored and the recomputed status, objective and ``min_budget``
+    (the smallest budget the solver needs, in the instance's memory unit), and the columns among
+    those that differ (`differing`)."""
 
     instance: str
     budget_spec: str
@@ -85,12 +89,70 @@ class Check:
     #: whether the stored and recomputed rows word their ``scope`` differently (a ``same`` row whose
     #: solver now names its model or discretisation otherwise: `update_stale` refreshes it)
     scope_changed: bool = False
+    stored_min_budget: float | None = None
+    new_min_budget: float | None = None
+    #: the compared columns whose stored and recomputed values differ (`differing`), in that order
+    columns: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        """The line ``--verify`` prints for a check that is not ``same``: verdict, cell, stored and
+        recomputed status and objective, then each other compared column that differs, by name
+        (``min_budget stored 21 now 22``: alone, the status and objective would read alike)."""
+        text = (f"{self.verdict:<12} {self.instance:<28} {self.budget_spec:>10} {self.solver_label:<24} "
+                f"stored {self.stored_status} {self.stored_objective}  now {self.new_status} {self.new_objective}")
+        if "min_budget" in self.columns:
+            text += f"  min_budget stored {self.stored_min_budget} now {self.new_min_budget}"
+        return text
 
 
 def _same_objective(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is None and b is None
     return math.isclose(float(a), float(b), rel_tol=REL_TOL, abs_tol=1e-12)
+
+
+def _absent(value: Any) -> bool:
+    """Whether a number cell holds nothing: None, or NaN (as pandas reads an empty cell)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _integral(value: Any) -> bool:
+    """Whether `value` is a whole number (an int, or a float such as 21.0 that a CSV column with
+    empty cells reads an integer as)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+
+
+def _same_min_budget(a: Any, b: Any) -> bool:
+    """Whether two ``min_budget`` cells (the instance's memory unit) agree: only compared where
+    both rows have one (a row written before its solver gave one, or a solver that gives none, is
+    not judged on it); exactly for whole numbers (sizes are counted, not measured), else within
+    `REL_TOL` as objectives are."""
+    if _absent(a) or _absent(b):
+        return True
+    if _integral(a) and _integral(b):
+        return int(a) == int(b)
+    return _same_objective(a, b)
+
+
+#: statuses whose rows hold no objective to compare
+_NO_OBJECTIVE = (UNSUPPORTED, "infeasible", "error")
+
+
+def differing(stored: dict[str, Any], new: dict[str, Any]) -> tuple[str, ...]:
+    """The compared columns whose values differ between the stored row and the recomputed one, in
+    the order ``status``, ``objective``, ``min_budget``: the objective where either status holds one
+    (`REL_TOL`), ``min_budget`` where both rows have one (`_same_min_budget`)."""
+    out = []
+    if stored.get("status") != new.get("status"):
+        out.append("status")
+    if not (stored.get("status") in _NO_OBJECTIVE and new.get("status") in _NO_OBJECTIVE) \
+            and not _same_objective(stored.get("objective"), new.get("objective")):
+        out.append("objective")
+    if not _same_min_budget(stored.get("min_budget"), new.get("min_budget")):
+        out.append("min_budget")
+    return tuple(out)
 
 
 def _limited(row: dict[str, Any]) -> bool:
@@ -107,9 +169,7 @@ def judge(stored: dict[str, Any], new: dict[str, Any]) -> str:
         return "error"
     if stored.get("status") == "error" and new.get("status") != "error":
         return "differs"  # a stored error is no answer: nothing a time limit could explain
-    same_status = stored.get("status") == new.get("status")
-    if same_status and (stored.get("status") in (UNSUPPORTED, "infeasible", "error")
-                        or _same_objective(stored.get("objective"), new.get("objective"))):
+    if stored.get("status") == "error" or not differing(stored, new):  # (two errors: no answer either way)
         return "same"
     if _limited(stored) or _limited(new):
         return "time-limited"
@@ -169,7 +229,9 @@ def _check(task: Task, stored: dict[str, Any] | None) -> Check:
     return Check(**where, verdict=judge(stored, new), stored_status=stored.get("status"),
                  new_status=new.get("status"), stored_objective=stored.get("objective"),
                  new_objective=new.get("objective"), message=str(new.get("message") or "")[:200], new_row=new,
-                 scope_changed=_text(stored.get("scope")) != _text(new.get("scope")))
+                 scope_changed=_text(stored.get("scope")) != _text(new.get("scope")),
+                 stored_min_budget=None if _absent(stored.get("min_budget")) else stored.get("min_budget"),
+                 new_min_budget=new.get("min_budget"), columns=differing(stored, new))
 
 
 def _text(value: Any) -> str:
