@@ -94,6 +94,50 @@ def meta_memory_unit(meta: Any) -> str | None:
     return str(unit) if unit else None
 
 
+#: the time unit of a chain, join or offloading file whose ``meta.units.time`` names none (docs/chain.md,
+#: join.md, offload.md: ms); a graph's costs (``cost_cpu``: "the file's unit (ms, MFLOP, ...)", docs/graph.md)
+#: have no default unit and stay unnamed, as in its schedule figures (`experiments.plotting.timeline.units_of`)
+DEFAULT_TIME_UNIT = "ms"
+
+
+def time_unit(problem: str, instance: Any) -> str | None:
+    """The unit of `instance`'s times, hence of its objective (a makespan, a pipeline's period), read as
+    `problem`, as its schedule figures name it: ``meta.units.time`` when the file states one (an offloading
+    instance's chain's; a join that states none: its first branch's), else `DEFAULT_TIME_UNIT` for a chain,
+    join or offloading instance; a pipeline's unit of ``time_unit`` seconds by its name ("ms" for 1e-3, the
+    name its file states when two names share the value: "us" or "µs"). None when no unit is known: a graph
+    that states none, a pipeline timed in a unit without a name (built in Python)."""
+    if problem == "offload":
+        instance = getattr(instance, "chain", instance)
+    stated = _stated_time_unit(getattr(instance, "meta", None))
+    if problem == "pipeline":
+        return _pipeline_time_unit(getattr(instance, "time_unit", None), stated)
+    branches = getattr(instance, "branches", None) if problem == "join" else None
+    if stated is None and branches:
+        stated = _stated_time_unit(getattr(branches[0], "meta", None))
+    if stated is None and problem in ("chain", "join", "offload"):
+        return DEFAULT_TIME_UNIT
+    return _printable(stated)
+
+
+def _stated_time_unit(meta: Any) -> str | None:
+    """``units.time`` of an instance's `meta` object as written ("ms", "MFLOP"), None when it names none."""
+    units = meta.get("units") if isinstance(meta, dict) else None
+    unit = units.get("time") if isinstance(units, dict) else None
+    return str(unit) if unit else None
+
+
+def _pipeline_time_unit(seconds: Any, stated: str | None) -> str | None:
+    """The name of a pipeline's time unit of `seconds` seconds: `stated` (its file's ``meta.units.time``)
+    when that unit is `seconds` long, else the first name of that length, None when none is."""
+    from .chain.instance import TIME_UNITS  # (lazily: chain.instance imports this module)
+
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds > 0:
+        return None
+    names = [name for name, per_second in TIME_UNITS.items() if math.isclose(seconds * per_second, 1.0, rel_tol=1e-12)]
+    return stated if stated in names else next(iter(names), None)
+
+
 def size_limit(unit: str | None = None) -> str:
     """The limit of a file's sizes, in their memory unit `unit` (None: bytes), for the message of a size
     (or a sum of sizes) above it: ``1125899906842624 bytes (1 PiB)``; in a byte unit 1 PiB converted, rounded

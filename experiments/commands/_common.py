@@ -166,6 +166,13 @@ def set_help(parser: argparse.ArgumentParser, option: str, text: str) -> None:
     raise KeyError(option)
 
 
+def time_text(value: float, unit: str | None) -> str:
+    """A time of an instance (a makespan, a period, a lower bound: `units.time_unit`'s unit) for the text
+    output: 6 significant digits, then the unit when one is known ("184.444 ms"), the bare number when none
+    is (a graph file that names no time unit: its costs are in the file's own unit)."""
+    return f"{value:.6g} {unit}" if unit else f"{value:.6g}"
+
+
 def print_json(obj: Any) -> None:
     json.dump(obj, sys.stdout, indent=None, separators=(",", ":"))
     sys.stdout.write("\n")

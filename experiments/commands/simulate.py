@@ -12,10 +12,10 @@ from memsched.solvers.errors import InputError
 from memsched.solvers.formats import detect_problem
 from memsched.solvers.jsonio import read_json
 from memsched.solvers.pipeline.schedule import machine_from_json
-from memsched.solvers.units import format_size, parse_bandwidth
+from memsched.solvers.units import format_size, parse_bandwidth, time_unit
 
 from ._checks import cost, latency
-from ._common import budget_for, load_problem, print_json
+from ._common import budget_for, load_problem, print_json, time_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -175,7 +175,7 @@ def main(args: argparse.Namespace) -> int:
     else:
         print(f"problem      {problem}  ({getattr(instance, 'name', '')})")
         print(f"{'stages' if desc.objective == 'period' else 'operations':<12} {len(schedule)}")
-        print(f"{desc.objective:<12} {replay.objective:.6g}")
+        print(f"{desc.objective:<12} {time_text(replay.objective, time_unit(problem, instance))}")
         if machine is not None:
             link = ("communication not charged" if machine["bandwidth"] is None
                     else f"bandwidth {machine['bandwidth']:.4g} bytes/s, latency {machine['latency']:g} s per tensor")

@@ -11,7 +11,7 @@ from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.jsonio import write_text_atomic
 from memsched.solvers.result import INFEASIBLE, TIMEOUT, SolveResult
-from memsched.solvers.units import format_size, memory_unit
+from memsched.solvers.units import format_size, memory_unit, time_unit
 
 from ._checks import check_options, check_outputs, check_work
 from ._common import (
@@ -24,6 +24,7 @@ from ._common import (
     print_json,
     run_solver,
     stopped_by_user,
+    time_text,
 )
 from ._infeasible import NOT_APPLICABLE, find_min_budget
 
@@ -167,18 +168,21 @@ def _why_none(result: SolveResult, instance: Any = None) -> str:
     return f"{result.status}: no schedule ({result.message})"
 
 
-def _print_human(result: SolveResult, instance) -> None:
+def _print_human(result: SolveResult, instance: Any) -> None:
+    """The text output: one "key  value" line each; the makespan (a pipeline's period) and its lower bound
+    in the instance's time unit (`units.time_unit`), sizes in its memory unit and in binary units."""
+    unit = time_unit(result.problem, instance)
     print(f"problem      {result.problem}  ({getattr(instance, 'name', '')})")
     print(f"solver       {result.solver}  [{result.scope}]" if result.scope else f"solver       {result.solver}")
     print(f"status       {result.status}")
     if result.budget is not None:
         print(f"budget       {result.budget} ({format_size(result.budget, instance)})")
     if result.schedule is not None:
-        print(f"{'period' if result.problem == 'pipeline' else 'makespan':<12} {result.objective:.6g}")
+        print(f"{'period' if result.problem == 'pipeline' else 'makespan':<12} {time_text(result.objective, unit)}")
         print(f"peak memory  {result.peak_memory} ({format_size(result.peak_memory, instance)})")
     if result.lower_bound is not None:
-        print(f"lower bound  {result.lower_bound:.6g}" + (f"  (gap {100 * result.gap:.2f}%)" if result.gap is not None
-                                                            else ""))
+        print(f"lower bound  {time_text(result.lower_bound, unit)}"
+              + (f"  (gap {100 * result.gap:.2f}%)" if result.gap is not None else ""))
     print(f"solve time   {result.solve_time_s:.3f} s")
     if result.schedule is not None and result.message:  # why the answer is what it is (without one: on stderr)
         print(f"note         {result.message}")
