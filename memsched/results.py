@@ -166,7 +166,12 @@ class Result:
     pipelines) and ``peak_memory`` are the simulator's; ``lower_bound`` a proven bound when the
     solver has one; ``min_budget`` the smallest budget the solver needs when it finds none (from the
     solver, else from the search `memsched.solve` runs as ``memsched solve`` does; ``details`` then say
-    how it was found, ``min_budget_method``, or why it is unknown, ``min_budget_note``)."""
+    how it was found, ``min_budget_method``, or why it is unknown, ``min_budget_note``).
+
+    ``details``: what the solver (and the facade) recorded about the run, a mapping from
+    names to JSON values (the solver's own dict, which `json.dumps` takes), e.g. rotor's ``slots_tried``
+    and ``first_makespan``, ``min_budget_method``, ``interrupted``; empty when there is nothing to say.
+    ``raw`` is the registry's ``SolveResult`` these attributes read."""
 
     def __init__(self, problem: str, instance: Any, raw: Any) -> None:
         self.problem = problem
@@ -174,6 +179,12 @@ class Result:
         self.raw = raw  # the registry's SolveResult
 
     # the SolveResult's fields (RAW_FIELDS) are read-only attributes, set below the class
+
+    @property
+    def details(self) -> dict[str, Any]:
+        """The solver's details of this run: the registry result's ``details`` dict itself (JSON values;
+        the attribute cannot be rebound)."""
+        return self.raw.details
 
     @property
     def objective_name(self) -> str:
