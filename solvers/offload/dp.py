@@ -77,7 +77,8 @@ memory).
    charges max(0, T - S) for it (the DP is then above the replay); the peak is within the
    budget (sizes rounded up to slots, as for rotor).
 
-The DP value is kept in ``details["dp_estimate"]``; the reported makespan and peak are the
+The DP value is kept in ``details["dp_estimate"]``, also when another solver's schedule is
+returned, and left out when no DP schedule fits; the reported makespan and peak are the
 simulator's. If the replay ever exceeded the budget (it should not), or if the rotor schedule
 is faster (it can be only through rotor's exact-size retry), the rotor (remat-only) schedule
 at the same budget and slots is returned instead; so is rotor-offload's schedule when it is
@@ -430,7 +431,7 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, time_lim
     rotor = solve_rotor(chain, budget, slots=slots)
     rotor_sched = OffloadSchedule.from_chain(rotor.schedule) if rotor.schedule is not None else None
     rotor_sim = simulate(inst, rotor_sched) if rotor_sched is not None else None
-    # the rotor (remat-only) candidate when its schedule fits: (replay, schedule, DP value)
+    # the rotor (remat-only) candidate when its schedule fits: (replay, schedule, rotor's DP value)
     rotor_fit: tuple[OffloadSimulation, OffloadSchedule, float] | None = None
     if rotor_sim is not None and rotor_sched is not None and rotor_sim.valid and rotor_sim.peak_memory <= budget:
         rotor_fit = (rotor_sim, rotor_sched, float(rotor.objective if rotor.objective is not None else math.inf))
@@ -469,6 +470,9 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, time_lim
         if exact is not None and (candidate is None or exact[0].makespan < candidate[0].makespan):
             candidate = exact
             scope = scope.replace(f"{slots}-slot discretisation", "exact sizes (the slot rounding lost schedules)")
+    if candidate is not None:
+        # the DP's own value, before rotor's or an outside schedule may replace its schedule
+        details["dp_estimate"] = candidate[2]
     if candidate is not None and rotor_fit is not None and rotor_fit[0].makespan < candidate[0].makespan:
         details["fallback"] = "rotor (remat-only) is faster"
         candidate = None
@@ -490,8 +494,7 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, time_lim
         return SolveResult(status=INFEASIBLE, scope=scope, solve_time_s=time.perf_counter() - t0,
                            message=f"no schedule of this model fits {budget}", min_budget=None,
                            details=details, **common)
-    sim, sched, est = candidate
-    details["dp_estimate"] = est
+    sim, sched = candidate[0], candidate[1]
     details["transfers"] = len(sched.transfers())
     details["host_peak"] = sim.host_peak
     details["rotor_makespan"] = rotor_fit[0].makespan if rotor_fit is not None else None
