@@ -319,7 +319,7 @@ MAX_ARGUMENT = 10**6
 def check_arguments(args: argparse.Namespace) -> None:
     """`InputError` naming the option for arguments the run cannot use (checked before profiling,
     solving or spawning): every count in 1..`MAX_ARGUMENT`, --batch a multiple of
-    --micro-batches, --memory > 0 bytes, a --solver of the pipeline registry, --layers within the
+    --micro-batches, --memory >= 1 byte, a --solver of the pipeline registry, --layers within the
     pipeline DPs' work limit on --devices (`_check_work`), a run whose network and activations fit in the
     memory available (`_check_memory`), under 1F1B at
     least as many micro-batches as devices (torch's ``Schedule1F1B`` needs one per stage, and
@@ -333,8 +333,9 @@ def check_arguments(args: argparse.Namespace) -> None:
     if args.batch % args.micro_batches:
         raise InputError(f"{args.batch} is not a multiple of --micro-batches {args.micro_batches}",
                          field="--batch")
-    if args.memory is not None and not (math.isfinite(args.memory) and args.memory > 0):
-        raise InputError(f"must be a positive number of bytes, got {args.memory:g}", field="--memory")
+    if args.memory is not None and not (math.isfinite(args.memory) and args.memory >= 1):
+        raise InputError(f"must be a number of bytes >= 1 (whole bytes: a fraction is floored), got {args.memory:g}",
+                         field="--memory")
     if args.schedule == "1f1b" and args.micro_batches < args.devices:
         raise InputError(f"1F1B needs at least as many micro-batches as stages, and the partition may use all "
                          f"{args.devices} devices: give --micro-batches >= {args.devices} (or --schedule gpipe)",
