@@ -213,6 +213,79 @@ def _check_instance(problem: str, instance: Any) -> None:
         instance.check()
 
 
+def _target_instance(target: Any, problem: str | None, *, bandwidth: str | float | None, latency: float | None,
+                     weight_factor: float | None) -> tuple[str, Any]:
+    """(problem, instance) of `solve`'s or `sweep`'s `target` (`as_problem`) on the machine its arguments
+    give: for a pipeline, `bandwidth`, `latency` and `weight_factor` are its links and weights, as
+    ``memsched partition`` reads them (`_pipeline_machine`); for the other problems `bandwidth` and `latency`
+    are the host link that makes a chain an offloading instance (`as_problem`, unchanged) and a
+    `weight_factor` is an `InputError`."""
+    if not _reads_as_pipeline(target, problem):
+        problem, instance = as_problem(target, problem, bandwidth=bandwidth, latency=latency)
+        if weight_factor is not None:
+            raise InputError(f"applies to pipelines, not to a {problem} instance", field="weight_factor")
+        return problem, instance
+    problem, instance = as_problem(target, problem)
+    return problem, _pipeline_machine(instance, bandwidth=bandwidth, latency=latency, weight_factor=weight_factor)
+
+
+def _reads_as_pipeline(target: Any, problem: str | None) -> bool:
+    """True when `as_problem` reads `target` as a pipeline: asked for (``problem="pipeline"``), a
+    `Pipeline`, or the path of a PipeDream ``graph.txt``. A path that cannot be read is False: `as_problem`
+    then raises its own error for it."""
+    if problem is not None:
+        return problem == "pipeline"
+    if isinstance(target, (str, Path)):
+        from memsched.solvers.formats import detect_problem
+
+        try:
+            return detect_problem(target) == "pipeline"
+        except (InputError, OSError):
+            return False
+    return _problem_of_class(target, _CLASSES) == "pipeline"
+
+
+def _pipeline_machine(instance: Any, *, bandwidth: str | float | None, latency: float | None,
+                      weight_factor: float | None) -> Any:
+    """Pipeline `instance` with the machine of ``memsched partition --bandwidth --latency --weight-factor``
+    (`Pipeline.with_machine`), each value read by that command's own parsers (`units.parse_bandwidth`: bytes/s
+    or "12GB/s"; `_checks.latency`: s in 0..86400; `_checks.cost`: >= 0), its errors naming the Python
+    argument. A value not given keeps the instance's (a file's: communication not charged, latency 0,
+    weight factor 4); a non-zero latency without a bandwidth is an `InputError`, as on the command line."""
+    from memsched.experiments.commands._checks import cost
+    from memsched.experiments.commands._checks import latency as seconds_of_latency
+    from memsched.solvers.units import parse_bandwidth
+
+    if bandwidth is None and latency is None and weight_factor is None:
+        return instance
+    link = instance.bandwidth if bandwidth is None else parse_bandwidth(bandwidth, field="bandwidth")
+    seconds = _cli_number(seconds_of_latency, latency, "latency")
+    factor = _cli_number(cost, weight_factor, "weight_factor")
+    if seconds and link is None:
+        raise InputError("a latency needs a bandwidth (communication is not charged without one): give "
+                         "bandwidth=...", field="latency")
+    return instance.with_machine(bandwidth=link, weight_factor=factor, latency=seconds)
+
+
+def _cli_number(parse: Callable[[str], float], value: Any, field: str) -> float | None:
+    """None, or `value` (a real number, not a bool) read by the command line's argparse type `parse`
+    (`_checks.cost`, `_checks.latency`: their ranges and messages); an `InputError` naming `field` otherwise."""
+    import argparse
+
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputError(f"must be a number, got {_show(value)}", field=field)
+    try:
+        text = repr(float(value))
+    except OverflowError:  # an int beyond floats: out of every range
+        text = "inf"
+    try:
+        return parse(text)
+    except argparse.ArgumentTypeError as err:
+        raise InputError(str(err).replace(repr(text), _show(value)), field=field) from None
+
+
 @_python_names
 def budget(instance: Any, spec: int | float | str, *, problem: str | None = None) -> int:
     """A budget in the instance's memory unit (bytes unless the file states meta.units.memory): a
@@ -260,16 +333,20 @@ def default_solver(problem: str) -> str:
 def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] | None = None, *,
           problem: str | None = None, slots: int = _SLOTS_NOT_GIVEN, time_limit: float | None = None,
           bandwidth: str | float | None = None, latency: float | None = None, devices: int | None = None,
-          progress: bool = False, **options: Any) -> Result | Comparison:
+          weight_factor: float | None = None, progress: bool = False, **options: Any) -> Result | Comparison:
     """Solve `instance` under `budget` (memory per device for pipelines) with `solver`.
 
     One solver name gives a `Result`; a list of names gives a `Comparison` of all of them at
     the same budget. `devices` (P, an int in 1..10^6) is required for pipelines and refused for
     the other problems; `bandwidth` turns a chain into an offloading instance (`latency`, s per
-    transfer, needs one); `slots` discretises memory for the solvers that need it (0: exact;
-    at most 10^9); `time_limit` (s: None or a positive number, at most a week) bounds exact
-    solvers and is checked whichever solver is named; `progress` (a bool) draws a live line on
-    stderr while each solver runs (stage, best, bound, gap: `memsched.live`); other keyword
+    transfer, needs one); for a pipeline, `bandwidth` (bytes/s or "12GB/s": its links; without one,
+    communication is not charged), `latency` (s per tensor crossing a stage boundary, each way; a
+    non-zero one needs a bandwidth) and `weight_factor` (bytes kept per weight byte, default 4) are
+    ``memsched partition``'s ``--bandwidth``, ``--latency`` and ``--weight-factor``, read as it reads them
+    (`weight_factor` for another problem is an `InputError`); `slots` discretises memory for the
+    solvers that need it (0: exact; at most 10^9); `time_limit` (s: None or a positive number, at
+    most a week) bounds exact solvers and is checked whichever solver is named; `progress` (a bool)
+    draws a live line on stderr while each solver runs (stage, best, bound, gap: `memsched.live`); other keyword
     options go to the solver (one that none of the named solvers takes, or a value not of the
     option's type, is an `InputError`: a misspelt option is not ignored).
     With a list, the names, options and budget are checked before any solver runs (option values that
@@ -292,16 +369,19 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
     ``details["interrupted"]`` (with a list, the comparison ends there); during the search for the smallest
     budget, the answer with what that search knew (its note says it was interrupted; a list ends there too)."""
     return _solve(instance, budget, solver, problem=problem, slots=slots, time_limit=time_limit, bandwidth=bandwidth,
-                  latency=latency, devices=devices, progress=progress, options=options, search=True)
+                  latency=latency, devices=devices, weight_factor=weight_factor, progress=progress, options=options,
+                  search=True)
 
 
 def _solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] | None, *, problem: str | None,
            slots: int, time_limit: float | None, bandwidth: str | float | None, latency: float | None,
-           devices: int | None, progress: bool, options: dict[str, Any], search: bool) -> Result | Comparison:
+           devices: int | None, weight_factor: float | None, progress: bool, options: dict[str, Any],
+           search: bool) -> Result | Comparison:
     """`solve`, whose keyword `options` are the dict `options`; `search`: complete an ``infeasible`` answer
     with its smallest feasible budget (`_search_min_budget`; `sweep` passes False, as the sweep engine's
     cells search none)."""
-    problem, instance = as_problem(instance, problem, bandwidth=bandwidth, latency=latency)
+    problem, instance = _target_instance(instance, problem, bandwidth=bandwidth, latency=latency,
+                                         weight_factor=weight_factor)
     devices = _check_devices(problem, devices)
     if devices is not None:
         options["devices"] = devices
@@ -492,7 +572,7 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
           *, problem: str | None = None, output: PathLike | None = None, workers: int | None = None,
           fresh: bool = False, slots: int | None = None, time_limit: float | None = None,
           bandwidth: str | float | None = None, latency: float | None = None, devices: int | None = None,
-          **options: Any) -> SweepResult:
+          weight_factor: float | None = None, **options: Any) -> SweepResult:
     """A grid of budgets x solvers, one row each, as a `SweepResult` (``.to_pandas()``,
     ``.plot()``: overhead or period versus budget).
 
@@ -503,8 +583,8 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     this process for every budget in `budgets` (a non-empty list, each budget once, however
     written: "50%" and "50.0%" are one; a bad one is named by its index, ``budgets[2]``) and
     solver in `solvers` (default, None: the problem's default solver; each once; an empty list is an
-    `InputError`), with `slots` (default 500), `time_limit`, `bandwidth`, `latency`, `devices` and
-    solver options as in `solve` (each option taken by at least one of the solvers; each solver is
+    `InputError`), with `slots` (default 500), `time_limit`, `bandwidth`, `latency`, `devices`,
+    `weight_factor` and solver options as in `solve` (each option taken by at least one of the solvers; each solver is
     given the options it takes).
     Arguments that do not apply to the kind of `target` (budgets for a sweep file, which sets
     its own; output for an instance) are an `InputError`, as are shared arguments with bad
@@ -521,7 +601,8 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     if _is_config(target):
         return _config_sweep(target, output=output, workers=workers, fresh=fresh, budgets=budgets,
                              solvers=solvers, problem=problem, slots=slots, time_limit=time_limit,
-                             bandwidth=bandwidth, latency=latency, devices=devices, options=options)
+                             bandwidth=bandwidth, latency=latency, devices=devices, weight_factor=weight_factor,
+                             options=options)
     _no_such_target(target)
     if output is not None:
         raise InputError("applies to a sweep file (TOML / YAML); an instance sweep runs here, in this process",
@@ -541,13 +622,14 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     budgets = list(budgets)
     if not budgets:  # as a sweep file's empty list: a grid of no cell is a mistake, not an empty table
         raise InputError("must be a non-empty list of budgets (e.g. ['40%', '60%', '80%'])", field="budgets")
-    problem, instance = as_problem(target, problem, bandwidth=bandwidth, latency=latency)
+    problem, instance = _target_instance(target, problem, bandwidth=bandwidth, latency=latency,
+                                         weight_factor=weight_factor)
     devices = _check_devices(problem, devices)
     slots = _check_slots(DEFAULT_SLOTS if slots is None else slots)
     time_limit = _check_time_limit(time_limit)
     names = _each_once(_solver_names(problem, solvers, field="solvers"), "solvers")
     _check_options(problem, names, dict(options, devices=devices) if devices is not None else options)
-    _sweep_option_values(problem, names, options)
+    _sweep_option_values(problem, names, options, devices)
     from memsched.experiments.sweep.cell import overhead_of
 
     grid = _sweep_budgets(instance, budgets, problem)  # every budget checked before any solve
@@ -559,7 +641,7 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
             fraction = _budget_fraction(bytes_, reference)
             try:
                 result = _solve(instance, bytes_, name, problem=problem, slots=slots, time_limit=time_limit,
-                                bandwidth=None, latency=None, devices=devices, progress=False,
+                                bandwidth=None, latency=None, devices=devices, weight_factor=None, progress=False,
                                 options=_options_of(problem, name, options), search=False)
             except InputError as err:  # a solver that rejects this instance (e.g. revolve, heterogeneous)
                 rows.append({"instance": getattr(instance, "name", "") or problem, "problem": problem,
@@ -666,16 +748,19 @@ def _memory_unit_name(instance: Any) -> str:
     return memory_unit(instance) or "bytes"
 
 
-def _sweep_option_values(problem: str, names: Sequence[str], options: dict[str, Any]) -> None:
+def _sweep_option_values(problem: str, names: Sequence[str], options: dict[str, Any],
+                         devices: int | None = None) -> None:
     """Option values of an instance sweep that no instance takes (a CP-SAT ``parameters`` name
-    CP-SAT does not know, ``segments=0``) are an `InputError` naming the option before anything
-    runs, by the solvers' own checks (`sweep.config.check_option_value`, as a sweep file is
-    checked), instead of a table of ``unsupported`` rows."""
+    CP-SAT does not know, ``segments=0``, a pipeline's ``micro_batches`` below `devices` under
+    1F1B) are an `InputError` naming the option before anything runs, by the solvers' own checks
+    (`sweep.config.check_option_value`, as a sweep file is checked), instead of a table of
+    ``unsupported`` rows."""
     from memsched.experiments.sweep.config import check_option_value
 
+    given = dict(options, devices=devices) if devices is not None else options
     for name in names:
         for key, value in options.items():
-            check_option_value(problem, name, key, value)
+            check_option_value(problem, name, key, value, options=given)
 
 
 def _each_once(names: list[str], field: str) -> list[str]:
@@ -714,18 +799,31 @@ def _config_sweep(target: PathLike, *, output: Any, workers: Any, fresh: Any, op
 
 def _solver_names(problem: str, solver: Any, *, field: str = "solver") -> list[str]:
     """The solver names asked for: the problem's default for None, one name, or a sequence of
-    names (`InputError` naming `field` for anything else, or an empty sequence)."""
+    names (`InputError` naming `field` for anything else, or an empty sequence; a list's name that is no
+    solver of `problem`, its entry: ``solvers[1]``)."""
     if solver is None:
         return [default_solver(problem)]
     if isinstance(solver, str):
+        _known_solver(problem, solver, field)
         return [solver]
     if isinstance(solver, Iterable) and not isinstance(solver, (bytes, dict)):
         names = list(solver)
         if names and all(isinstance(n, str) for n in names):
+            for i, name in enumerate(names):
+                _known_solver(problem, name, f"{field}[{i}]")
             return names
         if not names:
             raise InputError("no solver named", field=field)
     raise InputError(f"must be a solver name or a list of names, got {solver!r}", field=field)
+
+
+def _known_solver(problem: str, name: str, field: str) -> None:
+    """Solver `name` of `problem` exists and imports here; else the registry's `InputError` (unknown, not
+    available, an offloading solver on a chain) naming `field`, a list's entry (``solvers[1]``)."""
+    try:
+        registry.get_solver(problem, name)
+    except InputError as err:
+        raise InputError(err.message, path=err.path, field=field) from None
 
 
 def _check_options(problem: str, names: Sequence[str], options: dict[str, Any]) -> None:

@@ -374,17 +374,13 @@ def stage_count(problem: str, instance: Any) -> int:
 
 def work_limit(problem: str, solver: str, devices: int | None = None, *, replication: bool = False) -> int | None:
     """The most stages (chain, offload; join: of all branches), graph nodes or pipeline layers
-    (`stage_count`) that `solver` handles in minutes: `MAX_STAGES` (exact-combined: its `MAX_LENGTH`, as it
-    enumerates compute sequences), `MAX_NODES` (`MAX_MODEL_NODES`
+    (`stage_count`) that `solver` handles in minutes: `MAX_STAGES`, `MAX_NODES` (`MAX_MODEL_NODES`
     for the solvers that build a model), and for a pipeline on `devices` devices the most layers
     whose DPs take at most `MAX_DP_STEPS` steps: layers^2 x min(devices, layers) (a straight
     pipeline uses at most one device per layer, and the DPs stop there: `pipeline.dp.useful_devices`),
     or layers^2 x devices^2 with `replication` (the DPs try every replica count r <= d for every
     d <= devices: O(L^2 P^2)). None: no limit (store-all, checkpoint-all, a pipeline without a
     device count)."""
-    if problem == "offload" and solver == "exact-combined":
-        from memsched.solvers.offload.exact_combined import MAX_LENGTH  # (imports ortools: only when asked)
-        return MAX_LENGTH
     if problem in ("chain", "offload", "join"):
         return None if solver == "store-all" else MAX_STAGES
     if problem == "graph":
@@ -397,6 +393,17 @@ def work_limit(problem: str, solver: str, devices: int | None = None, *, replica
             return math.isqrt(MAX_DP_STEPS // (P * P))
         return _most_layers(P)
     return None
+
+
+def _check_exact_combined_length(stages: int, path: str | None) -> None:
+    """exact-combined's hard limit (it enumerates compute sequences: `exact_combined.MAX_LENGTH` stages),
+    checked before any work so that the error names the file (`memsched solve`; a sweep writes the
+    solver's own `unsupported` row for that cell instead)."""
+    from memsched.solvers.offload.exact_combined import MAX_LENGTH  # (imports ortools: only when asked)
+
+    if stages > MAX_LENGTH:
+        raise InputError(f"the chain has {stages} stages; exact-combined enumerates compute sequences, "
+                         f"L <= {MAX_LENGTH} (offload-exact or pofo take longer chains)", path=path, field="stages")
 
 
 def dp_steps(layers: int, devices: int, *, replication: bool = False) -> int:
@@ -420,6 +427,8 @@ def check_work(problem: str, solver: str, instance: Any, *, path: str | None = N
     """Refuse, with the limit and why, an instance the solvers would not finish in minutes (`work_limit`;
     `replication`: a pipeline solver allowed to replicate stages, ``--replication``)."""
     n = stage_count(problem, instance)
+    if problem == "offload" and solver == "exact-combined":
+        _check_exact_combined_length(n, path)
     limit = work_limit(problem, solver, devices, replication=replication)
     if limit is None or n <= limit:
         return
@@ -438,9 +447,6 @@ def check_work(problem: str, solver: str, instance: Any, *, path: str | None = N
         raise InputError(f"{n} layers on {devices} devices is {dp_steps(n, devices):.3g} DP steps (layers^2 x "
                          f"min(devices, layers)), more than {MAX_DP_STEPS:.3g} (minutes); use fewer devices (at most "
                          f"{max(1, MAX_DP_STEPS // (n * n))})", field="--devices")
-    if problem == "offload" and solver == "exact-combined":
-        raise InputError(f"the chain has {n} stages; exact-combined enumerates compute sequences, L <= {limit} "
-                         "(offload-exact or pofo take longer chains)", path=path, field="stages")
     what = "the branches have" if problem == "join" else "the chain has"
     raise InputError(f"{what} {n} stages, more than the {MAX_STAGES} the solvers handle in minutes (the rotor "
                      "DP's tables grow as L^3); merge stages into blocks (a coarser profile) or use store-all",

@@ -33,8 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--list", action="store_true", help="print the grid's cells and exit")
     p.add_argument("--verify", action="store_true",
-                   help="re-solve the table's rows from the stored instances and report every row whose status "
-                        "or objective is not what the code computes now (writes nothing; exit 1 if any)")
+                   help="re-solve the table's rows from the stored instances and report every row whose status, "
+                        "objective or min_budget is not what the code computes now (writes nothing; exit 1 if any)")
     p.add_argument("--solvers", nargs="+", metavar="LABEL", help="with --verify: only these solver labels")
     p.add_argument("--update", action="store_true",
                    help="with --verify: replace each row that differs by the recomputed one and rewrite the table")

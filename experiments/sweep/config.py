@@ -575,36 +575,57 @@ def _check_solver_options(name: str, options: dict[str, Any], problems: tuple[st
             raise bad(field, f"must be {want}, got {value!r}")
         for problem in runs_on:
             try:
-                check_option_value(problem, name, key, value)
+                check_option_value(problem, name, key, value, options=options)
             except InputError as err:
                 raise bad(field, err.message) from None
 
 
-def _instance_free_checks() -> dict[tuple[str, str, str], Callable[[Any, str], None]]:
+OptionCheck = Callable[[Any, str, dict[str, Any]], None]
+"""A solver's check of one option's value, called as ``check(value, key, options)``; `options`: the
+other options given to the same solver (``devices``, ``schedule``), for the checks that read them."""
+
+
+def _instance_free_checks() -> dict[tuple[str, str, str], OptionCheck]:
     """(problem, solver, option) -> the solver's own check of the option's value that needs no
-    instance (`check_option_value`), called as ``check(value, key)``; imported when first used."""
+    instance (`check_option_value`), called as ``check(value, key, options)``; imported when first used."""
     from memsched.solvers.chain.milp import check_backend as chain_backend
     from memsched.solvers.exact.cpsat_runner import check_parameters
     from memsched.solvers.graph.milp import check_backend as graph_backend
     from memsched.solvers.offload.baselines import _at_least_one
     from memsched.solvers.offload.cpsat import check_scale_value
+    from memsched.solvers.pipeline import SOLVERS as PIPELINE_SOLVERS
+    from memsched.solvers.pipeline.dp import check_micro_batches
     from memsched.solvers.pipeline.interleave import positive_count
 
-    def parameters(value: Any, _key: str) -> None:
+    def parameters(value: Any, _key: str, _options: dict[str, Any]) -> None:
         check_parameters(value)
 
-    def scale(value: Any, _key: str) -> None:
+    def scale(value: Any, _key: str, _options: dict[str, Any]) -> None:
         check_scale_value(value)
 
+    def micro_batches(value: Any, _key: str, options: dict[str, Any]) -> None:
+        # 1F1B needs m >= devices whatever the instance; without devices (given apart, or not at all)
+        # there is nothing to compare with, and a schedule of another type is the solver's to refuse
+        devices, schedule = options.get("devices"), options.get("schedule") or "1f1b"
+        if isinstance(devices, int) and not isinstance(devices, bool) and isinstance(schedule, str) \
+                and isinstance(value, int) and not isinstance(value, bool):
+            check_micro_batches(schedule.lower(), value, devices)
+
+    def one(check: Callable[[Any, str], None]) -> OptionCheck:
+        return lambda value, key, _options: check(value, key)
+
     return {("chain", "cpsat", "parameters"): parameters, ("offload", "offload-exact", "parameters"): parameters,
-            ("chain", "periodic", "segments"): positive_count, ("offload", "vdnn", "lookahead"): _at_least_one,
-            ("offload", "offload-prefix", "max_lookahead"): _at_least_one,
+            ("chain", "periodic", "segments"): one(positive_count),
+            ("offload", "vdnn", "lookahead"): one(_at_least_one),
+            ("offload", "offload-prefix", "max_lookahead"): one(_at_least_one),
             **{("offload", name, "scale"): scale for name in ("cpsat", "exact-combined", "offload-exact")},
-            ("chain", "milp", "backend"): lambda value, _key: chain_backend(value),
-            ("graph", "checkmate", "backend"): lambda value, _key: graph_backend(value)}
+            **{("pipeline", name, "micro_batches"): micro_batches for name in PIPELINE_SOLVERS},
+            ("chain", "milp", "backend"): lambda value, _key, _options: chain_backend(value),
+            ("graph", "checkmate", "backend"): lambda value, _key, _options: graph_backend(value)}
 
 
-def check_option_value(problem: str, solver: str, key: str, value: Any) -> None:
+def check_option_value(problem: str, solver: str, key: str, value: Any, *,
+                       options: dict[str, Any] | None = None) -> None:
     """The part of a solver's check of option `key` that needs no instance, by the solver's own
     code (what ``memsched solve --option`` meets when it calls the solver): CP-SAT ``parameters``
     (`exact.cpsat_runner.check_parameters`: names, types, CP-SAT's ranges), periodic's
@@ -612,14 +633,17 @@ def check_option_value(problem: str, solver: str, key: str, value: Any) -> None:
     `pipeline.interleave.positive_count`), vdnn's ``lookahead`` and offload-prefix's
     ``max_lookahead`` (`offload.baselines._at_least_one`), the offload CP-SAT models' ``scale``
     (positive and finite: `offload.cpsat.check_scale_value`; its upper limit depends on the
-    instance's durations), the MILP ``backend`` of chain milp and graph checkmate. A value wrong
+    instance's durations), the MILP ``backend`` of chain milp and graph checkmate, and a pipeline
+    solver's ``micro_batches`` under 1F1B (the default ``schedule``): at least its ``devices``
+    (`pipeline.dp.check_micro_batches`), read from `options`, the other options given to the same
+    solver (``devices`` included; not checked without it). A value wrong
     for every instance is then refused when a sweep file is read (`InputError` of the solver,
     naming the option) instead of making every cell ``unsupported``; one wrong for some instances
     only (more segments than a chain's stages) is left to the cells. Values already of the
     option's type (`option_type_error`); other options are not checked here."""
     check = _instance_free_checks().get((problem, solver, key))
     if check is not None:
-        check(value, key)
+        check(value, key, options or {})
 
 
 def _check_default_options(defaults: dict[str, Any], solvers: list[SolverSpec],

@@ -101,7 +101,7 @@ class Check:
         text = (f"{self.verdict:<12} {self.instance:<28} {self.budget_spec:>10} {self.solver_label:<24} "
                 f"stored {self.stored_status} {self.stored_objective}  now {self.new_status} {self.new_objective}")
         if "min_budget" in self.columns:
-            text += f"  min_budget stored {self.stored_min_budget} now {self.new_min_budget}"
+            text += f"  min_budget stored {_as_written(self.stored_min_budget)} now {_as_written(self.new_min_budget)}"
         return text
 
 
@@ -114,6 +114,11 @@ def _same_objective(a: Any, b: Any) -> bool:
 def _absent(value: Any) -> bool:
     """Whether a number cell holds nothing: None, or NaN (as pandas reads an empty cell)."""
     return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _as_written(value: Any) -> Any:
+    """A whole-number budget as an int (a CSV column with empty cells reads back as floats: 999.0)."""
+    return int(value) if _integral(value) else value
 
 
 def _integral(value: Any) -> bool:

@@ -62,7 +62,13 @@ def replay(inst: Pipeline, partition: Partition, budget: int | None = None) -> R
 
 
 def schedule_from_json(data: Any, inst: Pipeline, *, path: str = "<partition>") -> Partition:
-    """A partition from its JSON (`Partition.to_json`, or a `memsched partition --json` output)."""
+    """A partition from its JSON (`Partition.to_json`, or a `memsched partition --json` output).
+
+    A result object without a schedule (``schedule: null``: an infeasible or timed-out solve or
+    partition, whose ``stages`` list is empty or absent) is an `InputError` naming ``schedule`` that
+    says so, as the other problems' `schedule_from_json` and ``memsched simulate`` say it."""
+    if isinstance(data, dict) and "schedule" in data and data["schedule"] is None and not data.get("stages"):
+        raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
     if isinstance(data, dict) and isinstance(data.get("schedule"), dict):
         data = data["schedule"]
     part = Partition.from_json(data, path=path)
