@@ -22,7 +22,9 @@ Loss        ``loss_fn(a_L, target).backward()`` by `loss_backward`: the executor
             place, as it may a network's output in plain autograd. The standalone
             a_L is dropped; when a_L is the output of the tape abar_L, F_all(L-1) kept the
             tape's output as a stand-in without storage (`_Handle`) and a_L's data beside
-            it, which the loss gives up the same way (freed unless block L-1 saved it). The
+            it, which the loss gives up the same way (freed unless block L-1 saved it: a
+            held B(L-1), without early release, then keeps the data it could not free to its
+            end, as every held B(i) keeps a_{i+1} and the chain's o_b[L-1] charges). The
             stand-in's 0-d scalar has a_L's dtype, whatever the weights' (float64 logits from
             float32 weights): `make_standins` makes those of the usual floating and complex dtypes
             before the step, so a step allocates none (`standin_for` makes a rarer one, float8,
@@ -107,6 +109,7 @@ from memsched.solvers.chain import Chain, Schedule, simulate
 from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, FORWARD_KINDS, LOSS, B, Op
 from memsched.solvers.errors import InputError
 from torch import nn
+from torch.multiprocessing.reductions import StorageWeakRef
 
 __all__ = ["ChainExecutor", "StepResult", "OpTrace", "reference_step", "compare_gradients", "check_gradients",
            "execute", "as_blocks", "parameters_of", "LossFn", "loss_backward", "release_backward", "forward_block",
@@ -299,6 +302,14 @@ def loss_input(a: torch.Tensor, grads: list[torch.Tensor]) -> torch.Tensor:
     return _Sink.apply(a, anchor, grads)
 
 
+def surviving_storage(ref: StorageWeakRef) -> torch.UntypedStorage | None:
+    """The storage `ref` points to while something still holds its bytes (a tensor autograd saved),
+    as a new strong reference that keeps them; None once they were freed."""
+    if ref.expired():
+        return None
+    return torch.UntypedStorage._new_with_weak_ptr(ref.cdata)
+
+
 def loss_backward(loss_fn: LossFn, box: list[torch.Tensor], target: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Compute ``loss_fn(a_L, target)`` and back-propagate it to a_L: (the loss, delta_L).
 
@@ -344,6 +355,13 @@ class ChainRunState(RunState):
         #: stage -> copy of its block's buffers; the dict given (an executor's, kept across its runs)
         #: itself, so a copy made during a run serves the next runs too
         self.buffer_copies: dict[int, BufferSnapshot] = {} if copies is None else copies
+        #: stage L -> a_L's data that the loss could not free (saved by block L-1), held until B(L-1) ends
+        self.kept_outputs: dict[int, torch.UntypedStorage] = {}
+
+    def clear(self) -> None:
+        """`RunState.clear`, and the data of a_L held for B(L-1)."""
+        super().clear()
+        self.kept_outputs.clear()
 
 
 def _refill(block: nn.Module, saved: BufferSnapshot) -> bool:
@@ -635,8 +653,15 @@ class ChainExecutor:
             if kind == F_N:
                 s.acts.pop(i, None)
         elif kind == LOSS:
+            # held (no early release): a_L's data that the loss cannot free stays until B(L-1) ends
+            data = None if self._releasing or not isinstance(s, ChainRunState) else s.tape_outputs.get(L)
+            ref = None if data is None else StorageWeakRef(data.untyped_storage())
+            del data
             box = [self.take_output(s)]  # loss_backward holds the last reference
             loss, delta = loss_backward(self.loss_fn, box, target)
+            kept = None if ref is None else surviving_storage(ref)
+            if kept is not None and isinstance(s, ChainRunState):
+                s.kept_outputs[L] = kept
             if s.keep_loss:  # a training step returns it; a measured one keeps no extra bytes
                 s.loss_tensor = loss.detach()
             s.loss = float(loss)
@@ -655,6 +680,8 @@ class ChainExecutor:
             s.grads[i] = x.grad if x.requires_grad else None
             s.grads.pop(i + 1, None)
             s.tape_outputs.pop(i + 1, None)
+            if isinstance(s, ChainRunState):
+                s.kept_outputs.pop(i + 1, None)
             s.acts.pop(i, None)
         else:
             raise ValueError(f"unknown operation {op}")
