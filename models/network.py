@@ -30,6 +30,7 @@ sizes (a block that cannot run at them) from a bug (`diagnosed`). Everything bui
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import importlib
 import importlib.util
 import inspect
@@ -44,7 +45,7 @@ from memsched.solvers.errors import InputError, first_line, flag
 __all__ = ["Network", "is_factory_spec", "mean_output_loss", "as_zoo_model", "build_network", "checked_blocks",
            "schedule_and_instance", "first_line", "checked_loss_fn", "step_input_error",
            "check_input_like", "check_step_arguments", "diagnosed", "refused_sizes", "factory_defaults",
-           "stage_output_bytes"]
+           "stage_output_bytes", "network_source", "check_factory_file"]
 
 #: the keyword arguments `build_network` may pass to a factory (the zoo's sizes and placement)
 FACTORY_KEYS = ("batch", "image_size", "seq_len", "width", "depth", "vocab", "classes", "dropout", "device", "seed",
@@ -74,10 +75,80 @@ def mean_output_loss(output: Any, target: Any = None) -> Any:
     return output.float().mean()
 
 
+@dataclass(frozen=True)
+class _Source:
+    """Where the network spec being built was written: `field` (``--model``, ``meta.model``) of the
+    instance file `path` (None: the command line); a relative ``FILE.py`` not in the working folder
+    is looked up in `folder` (None: nowhere else)."""
+
+    field: str
+    path: str | None = None
+    folder: Path | None = None
+
+
+#: set by `network_source` (the command line's `memsched run` when MODEL is an instance file)
+_SOURCE: contextvars.ContextVar[_Source | None] = contextvars.ContextVar("memsched_network_source", default=None)
+
+
+@contextlib.contextmanager
+def network_source(field: str, *, path: str | None = None) -> Iterator[None]:
+    """Inside, the network spec comes from `field` of the instance file `path` (``meta.model``), or
+    from the option `field` when `path` is None (``--model``): `model_field` names it, and an error
+    about the spec names the file too; a relative ``FILE.py`` the working folder lacks is looked up
+    in the folder of `path` (a chain file records the factory as the profile was given it,
+    relative to the folder it was profiled in, usually the file's own)."""
+    folder = None if path is None else Path(path).parent
+    token = _SOURCE.set(_Source(field, path, folder))
+    try:
+        yield
+    finally:
+        _SOURCE.reset(token)
+
+
 def model_field() -> str:
     """The field naming the network argument in a message: ``MODEL`` (the positional argument) on the
-    command line, ``model`` in Python (inside `errors.python_spelling`: `memsched.run`, `memsched.profile`)."""
-    return "model" if flag("model") == "model" else "MODEL"
+    command line, or the field `network_source` names (``--model``, ``meta.model``); ``model`` in Python
+    (inside `errors.python_spelling`: `memsched.run`, `memsched.profile`)."""
+    if flag("model") == "model":
+        return "model"
+    source = _SOURCE.get()
+    return "MODEL" if source is None else source.field
+
+
+def _spec_error(message: str, path: str | None = None) -> InputError:
+    """Bad input about the network spec: names `model_field`, and the instance file of a `network_source`
+    (else `path`, the factory's file where there is one)."""
+    source = _SOURCE.get()
+    if source is not None and source.path is not None and flag("model") != "model":
+        if path is not None and path not in message:  # the factory's file is no longer the message's path
+            message = f"{path}: {message}"
+        path = source.path
+    return InputError(message, path=path, field=model_field())
+
+
+def factory_file(where: str) -> Path:
+    """The file ``FILE.py`` (`where`, a factory spec's head) names: relative to the working folder, else,
+    when relative, to the folder of a `network_source`'s instance file; bad input when neither holds it.
+    Imports nothing."""
+    path = Path(where)
+    if path.is_file():
+        return path
+    source = _SOURCE.get()
+    folder = None if source is None or path.is_absolute() else source.folder
+    if folder is not None and folder.resolve() == Path.cwd().resolve():
+        folder = None  # the working folder, already looked in
+    if folder is not None and (folder / path).is_file():
+        return folder / path
+    beside = "" if folder is None else f" (nor in {str(folder)!r}, the instance file's folder)"
+    raise _spec_error(f"no such file {where!r}{beside}", path=where)
+
+
+def check_factory_file(spec: str) -> None:
+    """Bad input (`factory_file`'s) when `spec` is ``FILE.py:FUNCTION`` and its file is not found; else
+    nothing, the file not imported (a zoo name or ``package.module:FUNCTION`` is left to building)."""
+    where = str(spec).rpartition(":")[0]
+    if is_factory_spec(spec) and where.endswith(".py"):
+        factory_file(where)
 
 
 def is_factory_spec(name: str) -> bool:
@@ -89,35 +160,31 @@ def is_factory_spec(name: str) -> bool:
 def load_factory(spec: str) -> tuple[Callable[..., Any], str]:
     """The function a spec names and a short name for it (``file.function``)."""
     if not is_factory_spec(spec):
-        raise InputError(f"{spec!r} is not FILE.py:FUNCTION or package.module:FUNCTION", field=model_field())
+        raise _spec_error(f"{spec!r} is not FILE.py:FUNCTION or package.module:FUNCTION")
     where, _, func = spec.rpartition(":")
     if where.endswith(".py"):
-        path = Path(where)
-        if not path.is_file():
-            raise InputError(f"no such file {where!r}", path=where, field=model_field())
+        path = factory_file(where)
         module_name = f"memsched_network_{path.stem}"
         loader_spec = importlib.util.spec_from_file_location(module_name, path)
         if loader_spec is None or loader_spec.loader is None:
-            raise InputError(f"cannot import {where!r}", path=where, field=model_field())
+            raise _spec_error(f"cannot import {where!r}", path=where)
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[module_name] = module  # dataclasses and pickling look the module up by name
         try:
             loader_spec.loader.exec_module(module)
         except (Exception, SystemExit) as err:  # a script's sys.exit() is not memsched's exit
             sys.modules.pop(module_name, None)
-            raise InputError(f"importing it failed: {type(err).__name__}: {first_line(err)}", path=where,
-                             field=model_field()) from None
+            raise _spec_error(f"importing it failed: {type(err).__name__}: {first_line(err)}", path=where) from None
         short = path.stem
     else:
         try:
             module = importlib.import_module(where)
         except (Exception, SystemExit) as err:
-            raise InputError(f"cannot import module {where!r}: {type(err).__name__}: {first_line(err)}",
-                             field=model_field()) from None
+            raise _spec_error(f"cannot import module {where!r}: {type(err).__name__}: {first_line(err)}") from None
         short = where.rpartition(".")[2]
     fn = getattr(module, func, None)
     if not callable(fn):
-        raise InputError(f"{where} has no function {func!r}", field=model_field())
+        raise _spec_error(f"{where} has no function {func!r}")
     return fn, f"{short}.{func}"
 
 
@@ -223,12 +290,12 @@ def build_network(spec: str, *, device: Any = "cpu", seed: int = 0, dtype: Any =
     except InputError:
         raise
     except (Exception, SystemExit) as err:
-        raise InputError(f"{short}(...) failed: {type(err).__name__}: {first_line(err)}", field=model_field()) from None
+        raise _spec_error(f"{short}(...) failed: {type(err).__name__}: {first_line(err)}") from None
     from memsched.models.zoo import ZooModel
 
     if not isinstance(made, (Network, tuple, ZooModel)):
-        raise InputError(f"{short} returned a {type(made).__name__}; expected (model, example_input[, target"
-                         "[, loss_fn]]) or a memsched.Network", field=model_field())
+        raise _spec_error(f"{short} returned a {type(made).__name__}; expected (model, example_input[, target"
+                          "[, loss_fn]]) or a memsched.Network")
     built = as_zoo_model(made, name=short, what=spec, device=device, dtype=dtype)
     built.name = spec
     # the sizes left to the factory are recorded too, at its defaults: a profile fixes every size it was built at

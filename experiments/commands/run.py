@@ -13,6 +13,7 @@ on stderr), 2 bad input.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -164,6 +165,10 @@ def main(args: argparse.Namespace) -> int:
         raise InputError(f"applies to the chain problem (B(i) of a profiled chain), not to {problem}",
                          field="--early-release")
     name, instance = _network(args, problem)
+    from memsched.models.network import check_factory_file
+
+    with _network_source(args, instance):  # a factory file not found: before torch, naming where it was written
+        check_factory_file(name)
     _check_link(args, problem, instance)
     bandwidth, latency = _link(args, problem, instance)
     solver, options = _solver_and_options(args, problem)
@@ -171,15 +176,18 @@ def main(args: argparse.Namespace) -> int:
     from memsched.models.run import describe, run
 
     try:
-        out = run(name, args.budget, problem=problem, solver=solver, instance=instance, sizes=model_sizes(args),
-                  slots=args.slots, time_limit=args.time_limit, options=options, seed=args.seed,
-                  time_repeats=args.time_repeats,
-                  profile_repeats=PROFILE_REPEATS if args.repeats is None else args.repeats, timing=args.timing,
-                  profile_file=args.profile_file, bandwidth=bandwidth, latency=latency,
-                  independent=not args.no_independent, early_release=args.early_release)
+        with _network_source(args, instance):  # a factory named by the file (or --model) is built inside
+            out = run(name, args.budget, problem=problem, solver=solver, instance=instance, sizes=model_sizes(args),
+                      slots=args.slots, time_limit=args.time_limit, options=options, seed=args.seed,
+                      time_repeats=args.time_repeats,
+                      profile_repeats=PROFILE_REPEATS if args.repeats is None else args.repeats, timing=args.timing,
+                      profile_file=args.profile_file, bandwidth=bandwidth, latency=latency,
+                      independent=not args.no_independent, early_release=args.early_release)
     except InputError as err:
         if instance is not None and args.chain is None and err.field == "--chain":
             raise InputError(err.message, path=instance) from None  # the file came as MODEL, not --chain
+        if instance is not None and err.field == "meta.model" and err.path is None:  # the network's, found running it
+            raise InputError(err.message, path=instance, field=err.field) from None
         raise
     if args.json:
         print(json.dumps(out))
@@ -189,6 +197,19 @@ def main(args: argparse.Namespace) -> int:
         print(f"memsched run: {out.get('status') or 'infeasible'}: {out.get('message', '')}", file=sys.stderr)
         return 1
     return 0
+
+
+def _network_source(args: argparse.Namespace, instance: str | None) -> contextlib.AbstractContextManager[None]:
+    """Where the network run was named, for its errors and its factory's file (`models.network.network_source`):
+    MODEL itself (no context) unless MODEL is an instance file; then ``--model``, or the file's
+    ``meta.model``, whose relative ``FILE.py`` is also looked up beside the file. No torch."""
+    from memsched.models.network import network_source
+
+    if instance is None or args.chain is not None:
+        return contextlib.nullcontext()
+    if args.model_name is not None:
+        return network_source("--model")
+    return network_source("meta.model", path=instance)
 
 
 def _model_is_file(args: argparse.Namespace) -> bool:
