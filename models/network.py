@@ -330,7 +330,7 @@ def as_zoo_model(obj: Any, *, example_input: Any = None, target: Any = None, los
     elif isinstance(obj, tuple):
         if not 2 <= len(obj) <= 4:
             raise InputError(f"{_of(what)}a tuple of {len(obj)} items; expected (model, example_input"
-                             "[, target[, loss_fn]])", field="model")
+                             "[, target[, loss_fn]])", field=model_field())
         net = Network(*obj)
     else:
         net = Network(obj, example_input, target, loss_fn)
@@ -357,7 +357,7 @@ def as_zoo_model(obj: Any, *, example_input: Any = None, target: Any = None, los
         x = x.to(device=device) if dtype is None or not x.is_floating_point() else x.to(device=device, dtype=dtype)
         if isinstance(tgt, torch.Tensor):
             tgt = tgt.to(device=device)
-    _dry_run(blocks, x, loss, tgt, what)
+    _dry_run(blocks, x, loss, tgt, what, block_field=model_field())
     label = net.name or name or "custom"
     return ZooModel(blocks, x, loss, tgt, label, {"batch": int(x.shape[0]) if x.dim() else None}, title=label)
 
@@ -381,12 +381,12 @@ def checked_blocks(model: Any, what: str) -> list[Any]:
         blocks = as_blocks(model)
     else:
         raise InputError(f"{_of(what)}the model must be an nn.Sequential, a list of modules or a module, got "
-                         f"{type(model).__name__}", field="model")
+                         f"{type(model).__name__}", field=model_field())
     if not blocks:
-        raise InputError(f"{_of(what)}the model has no blocks", field="model")
+        raise InputError(f"{_of(what)}the model has no blocks", field=model_field())
     for i, b in enumerate(blocks):
         if not isinstance(b, nn.Module):
-            raise InputError(f"{_of(what)}block {i} is a {type(b).__name__}, not an nn.Module", field="model")
+            raise InputError(f"{_of(what)}block {i} is a {type(b).__name__}, not an nn.Module", field=model_field())
     return blocks
 
 

@@ -140,7 +140,7 @@ def test_in_place_blocks_are_refused_by_the_profiler_the_dry_run_and_run():
     loss = nn.functional.cross_entropy
     with pytest.raises(InputError, match=r"block 1 \(ReLU\) modifies its input in place"):
         profile_chain(_in_place_first(), loss, x, y, repeats=1, warmup=0)
-    with pytest.raises(InputError, match=r"^model: block 1 \(ReLU\) modifies its input in place"):
+    with pytest.raises(InputError, match=r"^MODEL: block 1 \(ReLU\) modifies its input in place"):
         as_zoo_model(Network(_in_place_first(), x, y, loss))
     with pytest.raises(InputError, match="in place"):
         memsched.run(_in_place_first(), "80%", example_input=x, target=y, loss_fn=loss, repeats=1, time_repeats=1)
