@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextvars
 import math
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -462,6 +463,16 @@ def make_folder(out_dir: Path) -> None:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise InputError(f"cannot make the folder ({err.strerror or err})", path=str(out_dir)) from None
+
+
+def check_stem(stem: str) -> None:
+    """`InputError` naming ``--stem`` for a name that is no plain file name (empty, hidden, ``.``, ``..``,
+    or with a folder separator: it would write hidden files or fail after the figure is drawn)."""
+    from memsched.solvers.errors import InputError
+
+    if not stem or stem.startswith(".") or "/" in stem or os.sep in stem or "\0" in stem:
+        raise InputError(f"{stem!r} is no file name: give a name without a folder or a leading '.' "
+                         "(the folder is --out)", field="--stem")
 
 
 def check_figure_paths(out_dir: Path, stems: Iterable[str]) -> None:

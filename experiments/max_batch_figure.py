@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     """The body of `main`: the answers, --published and the figure's paths (`check_figure_paths`) checked
     (`InputError`) before the table is printed and the figure drawn; exit 0."""
-    from memsched.experiments.figures import check_figure_paths
+    from memsched.experiments.figures import check_figure_paths, check_stem
     from memsched.solvers.errors import InputError
 
     answers = load_answers(Path(args.results))
@@ -235,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"cannot read the published numbers ({_reason(err)})", path=args.published,
                              field="--published") from None
         published = {key: v for key, v in published.items() if key[0] in answers}
+    check_stem(args.stem)
     check_figure_paths(Path(args.out), [args.stem])
     print(table(answers, published))
     for p in draw(answers, Path(args.out), stem=args.stem, published=published):

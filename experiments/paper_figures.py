@@ -39,6 +39,7 @@ from memsched.experiments.figures import (  # noqa: E402
     _legend,
     _save_figure,
     check_figure_paths,
+    check_stem,
     literal_text,
     make_folder,
     mark_coinciding,
@@ -235,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     """Check the table of --results and the figure's paths under --out (`check_figure_paths`)
     before any work, then draw; exit 0."""
+    check_stem(args.stem)
     folder = Path(args.results)
     table = folder / f"{folder.name}.csv"
     rows = read_table(table)

@@ -434,14 +434,16 @@ def _first_crossing(series: list[MemorySeries], budget: int) -> tuple[float, flo
 def _up_to(series: list[MemorySeries], bars: list[Bar], t: float, row: str) -> tuple[list[MemorySeries], list[Bar]]:
     """The batch drawn up to the violation at time `t` (the start of the forward that first takes the
     stage on `row` over the budget): the operations started before `t`, that forward as the failing
-    operation (category ``failed``), and each device's memory up to `t` (the failing forward's
-    stash included, so that the line reaches the memory over the budget; every line runs on to `t`)."""
+    operation (category ``failed``, marked `Bar.failed`: the figure draws the memory line on over it,
+    from the stage's level before it to the memory it needs), and each device's memory up to `t` (the
+    failing stage's before the failing forward; every line runs on to `t`)."""
     kept = [b for b in bars if b.start < t]
-    kept += [Bar(b.row, b.start, b.end, "failed", b.label) for b in bars
+    kept += [Bar(b.row, b.start, b.end, "failed", b.label, failed=True) for b in bars
              if b.row == row and b.start == t and b.category == "forward"][:1]
     cut = []
     for s in series:
-        times, values = s.times[s.times <= t], s.values[s.times <= t]
+        shown = s.times < t if s.label == row else s.times <= t
+        times, values = s.times[shown], s.values[shown]
         if len(times) and times[-1] < t:  # each device's line runs on to the violation
             times, values = np.append(times, t), np.append(values, values[-1])
         cut.append(MemorySeries(times, values, s.label))

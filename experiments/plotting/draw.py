@@ -321,8 +321,15 @@ def _failing_memory(tl: Timeline) -> tuple[Bar, float, float] | None:
     failed = [b for b in tl.bars if b.failed]
     if f is None or f.memory is None or not failed:
         return None
-    level = float(tl.memory[0].values[-1]) if tl.memory and len(tl.memory[0].values) else 0.0
+    level = _last_level(tl, failed[0].row)
     return (failed[0], level, float(f.memory)) if f.memory != level else None
+
+
+def _last_level(tl: Timeline, row: str) -> float:
+    """The last level of the memory line of `row` (a pipeline's device; its series is labelled with the
+    row), else of the figure's one memory line; 0 without one. Memory in the size unit."""
+    series = next((s for s in tl.memory if s.label == row), tl.memory[0] if tl.memory else None)
+    return float(series.values[-1]) if series is not None and len(series.values) else 0.0
 
 
 def _peak_label_anchor(ax: Axes, label: str, peak_time: float, x_end: float, near: bool) -> tuple[str, float]:
@@ -348,7 +355,8 @@ def _peak_label_anchor(ax: Axes, label: str, peak_time: float, x_end: float, nea
 def _draw_failure(ax: Axes, tl: Timeline, x_end: float) -> None:
     f = tl.failure
     assert f is not None
-    level = float(tl.memory[0].values[-1]) if tl.memory and len(tl.memory[0].values) else 0.0
+    failed = [b for b in tl.bars if b.failed]
+    level = _last_level(tl, failed[0].row if failed else "")
     y = f.memory if f.memory is not None else level
     failing = _failing_memory(tl)
     if failing is not None:  # the memory line goes on over the failing op, with the memory it holds (or would need)
