@@ -137,7 +137,7 @@ def test_a_factory_exports_a_training_graph(cli, factory, tmp_path):
     ("{f}:build", ["--image-size", "32"], "--image-size", "takes no argument 'image_size'"),
     ("{f}:raises", [], "MODEL", "RuntimeError: no weights here"),
     ("{f}:exits", [], "MODEL", "SystemExit: 0"),
-    ("{f}:broken", [], "model", "block 1 (Linear) fails on its input of shape (4, 4)"),
+    ("{f}:broken", [], "MODEL", "block 1 (Linear) fails on its input of shape (4, 4)"),
     ("{f}:no_tensor", [], "example_input", "must be a torch.Tensor"),
     ("{f}:vector_loss", [], "loss_fn", "must return a scalar tensor, got (2,)"),
     ("alexnet", [], "MODEL", "unknown model 'alexnet'"),
