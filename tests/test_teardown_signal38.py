@@ -3,6 +3,7 @@ finalizers take about a second) ends the process with the command's own status: 
 kill after the result was printed (was a ``KeyboardInterrupt`` traceback in an atexit hook, or -2/-15)."""
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
@@ -22,10 +23,17 @@ DRIVER = """
     """
 
 
+def _as_in_a_terminal() -> None:
+    """SIGINT and SIGHUP at their default dispositions, as in a terminal (a CI job under ``nohup`` and in
+    the background inherits both ignored, and an ignored signal stays ignored by design)."""
+    sigint_as_in_a_terminal()
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def _run(name: str, *argv: str) -> subprocess.CompletedProcess[str]:
     code = textwrap.dedent(DRIVER.format(name=name))
     return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120,
-                          check=False, preexec_fn=sigint_as_in_a_terminal)
+                          check=False, preexec_fn=_as_in_a_terminal)
 
 
 @pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
