@@ -78,24 +78,32 @@ def _python_names(fn: Callable[_P, _R]) -> Callable[_P, _R]:
 # ---------------------------------------------------------------------------- instances
 @_python_names
 def load(path: PathLike, *, problem: str | None = None, bandwidth: str | float | None = None,
-         latency: float | None = None) -> Any:
+         latency: float | None = None, weight_factor: float | None = None) -> Any:
     """The instance in the file at `path`: a chain (``memsched.chain/1``), a join network, a
     node-link graph (Checkmate / Moccasin), or a PipeDream ``graph.txt`` (a pipeline).
 
     `problem` reads a chain file as another problem ("pipeline", "offload"); `bandwidth`
     (bytes/s or "12GB/s") and `latency` (s) make a chain file an offloading instance, as does
     a ``host_link`` in the file (whose latency `latency` replaces). A latency without a bandwidth
-    (nor a host link) is an `InputError`, as is a bandwidth with another `problem`. Bad files
-    raise `InputError` naming the file and the field."""
+    (nor a host link) is an `InputError`, as is a bandwidth with another `problem`. For a pipeline
+    (a ``graph.txt``, or ``problem="pipeline"``) `bandwidth`, `latency` and `weight_factor` are its
+    machine, as ``memsched partition`` and `solve` read them (`_pipeline_machine`); a `weight_factor`
+    for another problem is an `InputError`. Bad files raise `InputError` naming the file and the field."""
     from memsched.solvers.formats import detect_problem, load_instance
 
     if not isinstance(path, (str, Path)):
         raise InputError(f"must be the path of an instance file (str or Path), got {path!r}", field="path")
     _check_problem(problem)
     _check_latency(latency)
-    _bandwidth_problem(bandwidth, problem)
     path = Path(path)
+    if _reads_as_pipeline(path, problem):
+        pipeline = load_instance(path, "pipeline")[1]
+        return _pipeline_machine(pipeline, bandwidth=bandwidth, latency=latency, weight_factor=weight_factor)
+    _bandwidth_problem(bandwidth, problem)
     found = detect_problem(path)
+    if weight_factor is not None:
+        raise InputError(f"applies to pipelines, not to a {problem or found} instance", path=str(path),
+                         field="weight_factor")
     if problem is None and found == "chain":
         from memsched.solvers.jsonio import read_json
 
