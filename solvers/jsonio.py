@@ -140,6 +140,14 @@ def _check_string(text: str, path: str, where: str | None, what: str) -> None:
 TMP_NAME_BYTES = 230
 
 
+def check_holds_schedule(data: Any, path: str, body: str) -> None:
+    """`InputError` naming `path` and its ``schedule`` field when `data` is a result object (``memsched
+    solve --json`` or ``partition --json``) of an infeasible or timed-out run, whose ``schedule`` is null,
+    and holds no schedule body of its own (`body`: ``ops``, ``sequence`` or ``stages``, absent or empty)."""
+    if isinstance(data, dict) and "schedule" in data and data["schedule"] is None and not data.get(body):
+        raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
+
+
 def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Write a file at `path` with ``write(tmp)`` into a fresh temporary file beside it, then
     rename that into place: a reader never sees half a file, and a failure leaves the old file

@@ -10,7 +10,7 @@ from typing import Any
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.formats import detect_problem
-from memsched.solvers.jsonio import read_json
+from memsched.solvers.jsonio import check_holds_schedule, read_json
 from memsched.solvers.pipeline.schedule import machine_from_json
 from memsched.solvers.units import format_size, parse_bandwidth, time_unit
 
@@ -43,16 +43,8 @@ def read_schedule_json(path: str) -> Any:
     the instance is read: no simulator replays it (`_check_not_abstract`)."""
     data = read_json(path)
     _check_not_abstract(data, path)
-    _check_holds_schedule(data, path)
+    check_holds_schedule(data, path, "ops")  # before the instance is read: the schedule file is at fault
     return data
-
-
-def _check_holds_schedule(data: Any, path: str) -> None:
-    """`InputError` naming `path` and its ``schedule`` field when `data` is a result object without a
-    schedule (``memsched solve --json`` of an infeasible or timed-out run), before the instance is read:
-    the schedule file is at fault, not the instance (an offloading one would ask for a bandwidth first)."""
-    if isinstance(data, dict) and "schedule" in data and "ops" not in data and data["schedule"] is None:
-        raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
 
 
 def _check_not_abstract(data: Any, path: str) -> None:

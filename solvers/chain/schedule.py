@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from ..errors import InputError
-from ..jsonio import read_json, write_json_atomic
+from ..jsonio import check_holds_schedule, read_json, write_json_atomic
 
 SCHEDULE_FORMAT = "memsched.schedule/1"
 F_ALL, F_CK, F_N, B, LOSS = "F_all", "F_ck", "F_n", "B", "Loss"
@@ -160,8 +160,7 @@ def ops_json(data: Any, path: str, problem: str | tuple[str, ...] | None = None,
     When the object says which ``problem`` it is for, it must be (one of) `problem`; each key of `shape`
     it has (``length``: L, ``lengths``: [L_b]) must equal the instance's value."""
     if isinstance(data, dict) and "schedule" in data and "ops" not in data:
-        if data["schedule"] is None:
-            raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
+        check_holds_schedule(data, path, "ops")
         data = data["schedule"]
     if isinstance(data, dict):
         if data.get("format", SCHEDULE_FORMAT) != SCHEDULE_FORMAT:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..jsonio import read_json
+from ..jsonio import check_holds_schedule, read_json
 from .instance import Graph
 
 SCHEDULE_FORMAT = "memsched.schedule/1"
@@ -64,9 +64,8 @@ class GraphSchedule:
         if not isinstance(data, dict):
             raise InputError("expected a JSON object", path=path)
         if "schedule" in data and "sequence" not in data:  # the output of `memsched solve --json`
+            check_holds_schedule(data, path, "sequence")
             inner = data["schedule"]
-            if inner is None:
-                raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
             if isinstance(inner, list):
                 return cls(list(inner))
             if not isinstance(inner, dict):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InputError
+from ..jsonio import check_holds_schedule
 from ..problem import Problem, Replay
 from .instance import DEFAULT_WEIGHT_FACTOR, Pipeline, from_chain, from_graph_txt
 from .schedule import SCHEDULES, Partition, Stage
@@ -67,8 +68,7 @@ def schedule_from_json(data: Any, inst: Pipeline, *, path: str = "<partition>") 
     A result object without a schedule (``schedule: null``: an infeasible or timed-out solve or
     partition, whose ``stages`` list is empty or absent) is an `InputError` naming ``schedule`` that
     says so, as the other problems' `schedule_from_json` and ``memsched simulate`` say it."""
-    if isinstance(data, dict) and "schedule" in data and data["schedule"] is None and not data.get("stages"):
-        raise InputError(f"holds no schedule (status {data.get('status')!r})", path=path, field="schedule")
+    check_holds_schedule(data, path, "stages")
     if isinstance(data, dict) and isinstance(data.get("schedule"), dict):
         data = data["schedule"]
     part = Partition.from_json(data, path=path)
