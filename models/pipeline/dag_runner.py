@@ -20,7 +20,8 @@
   later reader of -1 is refused (`check_spec`) by `profile_dag` and `run_dag_partition` rather
   than profiled into a model that undercounts it; route the input through layer 0 instead.
   Likewise every layer but the last must be read by a later one (the last layer is the network's
-  output): a dead end is refused rather than run into a rank's failure in its backward.
+  output): a dead end is refused rather than run into a rank's failure in its backward. A block
+  with other than one input is refused too (`check_spec`): it would read only the first.
 - `compare_dag`: gradients against one process, the measured step against the simulator's
   batch makespan, and the measured peak of activations saved for backward on each stage against
   the model's stash n_s A_s (the model counts every output consumed inside the stage, an
@@ -94,6 +95,9 @@ class DagNet(nn.Module):
 
 #: the layer kinds `DagNet` builds modules for
 DAGNET_KINDS = ("block", "add")
+#: the kinds among `DAGNET_KINDS` that read exactly one tensor (`DagNet.node` applies a block to
+#: ``inputs[0]`` alone); an "add" sums one or more
+SINGLE_INPUT_KINDS = ("block",)
 
 
 def check_spec(spec: Spec, kinds: tuple[str, ...] | None = None) -> None:
@@ -104,7 +108,10 @@ def check_spec(spec: Spec, kinds: tuple[str, ...] | None = None) -> None:
     it (route it through layer 0, which every reader of the input then reads). Every layer but the
     last must be read by a later one: the network's output is its last layer alone (`DagNet.forward`,
     the last stage), so a dead end's output would be computed and sent but reach no loss, and the
-    ranks would fail in its backward.
+    ranks would fail in its backward. A "block" (``ReLU -> Linear``, `SINGLE_INPUT_KINDS`) reads
+    exactly one tensor: `DagNet.node` applies it to its first input alone, so the others would be
+    listed as read (hiding a dead end, or charging the profile a boundary tensor the block never
+    uses) but ignored; an "add" reads one or more.
 
     Layer kinds: with `kinds` given (`DAGNET_KINDS` for a `DagNet`: `profile_dag`,
     `run_dag_partition`), every layer's kind must be one of them. Without (None), a
@@ -130,6 +137,10 @@ def check_spec(spec: Spec, kinds: tuple[str, ...] | None = None) -> None:
                 raise InputError(f"layer {k} reads the network's input (-1): only layer 0 may (the pipeline model "
                                  f"carries the input into layer 0 only); route it through layer 0",
                                  field=f"spec[{k}]")
+        if allowed is not None and kind in SINGLE_INPUT_KINDS and len(ins) != 1:
+            raise InputError(f"a {kind!r} layer reads exactly one tensor (ReLU -> Linear of its one input), got "
+                             f"{len(ins)} inputs {list(ins)}; join them with an 'add' layer first",
+                             field=f"spec[{k}]")
     last = len(spec) - 1
     for k, readers in enumerate(successors(spec)[:last]):
         if not readers:
@@ -205,7 +216,7 @@ def profile_dag(net: DagNet, sample: torch.Tensor, *, reps: int = 5, threads: in
     each output), ``saved_extra`` (other saved bytes) and ``input_saved``, so that the stash
     follows the tensors autograd really saves (`Pipeline.stash`). `InputError` for a spec the
     model cannot represent (`check_spec`: a layer other than 0 reading the network's input, a layer
-    other than the last read by none)."""
+    other than the last read by none, a block without exactly one input)."""
     if clock not in ("wall", "cpu"):
         raise ValueError(f"clock must be 'wall' or 'cpu', got {clock!r}")
     check_spec(net.spec, DAGNET_KINDS if isinstance(net, DagNet) else None)
@@ -367,8 +378,9 @@ def run_dag_partition(part: Partition, spec: Spec | None = None, *, width: int =
     ``layers`` and ``node``, e.g. `dag_zoo.resnet_dag`) on inputs of shape (batch, *in_shape);
     measurements (step time in s: the median over the timed steps of the slowest rank; bytes) and
     checks. `InputError` (a ValueError) naming the field before any process is spawned for what it
-    cannot run: a spec with a later reader of the input or a dead end (`check_spec`), what the chain runner
-    refuses (`runner.check_runnable` with the network's layer count: fewer than one micro-batch, a
+    cannot run: a spec with a later reader of the input, a dead end or a block without exactly one input
+    (`check_spec`), what the chain runner refuses (`runner.check_runnable` with the network's layer
+    count: fewer than one micro-batch, a
     partition that does not cover exactly the network's layers, replicated stages, an interleaved
     allocation, fewer 1F1B micro-batches than stages), an order that is not a topological
     permutation (`check_order`), a batch that is not a positive multiple of `micro_batches`, steps < 1."""

@@ -379,6 +379,14 @@ def _none(inst: Pipeline, budget: int | None, P: int, schedule: str, m: int | No
 MAX_V_LAYERS = 80
 
 
+def check_v_length(layers: int, path: str | None = None) -> None:
+    """`InputError` on ``layers`` (with the instance's file `path` when known: the command line checks
+    it before solving, `_checks.check_work`) for more than `MAX_V_LAYERS` layers (`solve_interleave_v`)."""
+    if layers > MAX_V_LAYERS:
+        raise InputError(f"the V-shaped DP handles at most {MAX_V_LAYERS} layers (its tables grow as L^4 P), "
+                         f"the instance has {layers}", path=path, field="layers")
+
+
 def v_shape_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1f1b",
                micro_batches: int | None = None, deadline: Deadline | None = None
                ) -> tuple[float, list[tuple[int, int]]] | None:
@@ -468,9 +476,7 @@ def solve_interleave_v(inst: Pipeline, budget: int, *, devices: int | None = Non
     deadline = Deadline(_seconds(time_limit), start)
     P, schedule, m = _defaults(devices, schedule, micro_batches)
     given = positive_count(max_stages, "max_stages")
-    if inst.length > MAX_V_LAYERS:
-        raise InputError(f"the V-shaped DP handles at most {MAX_V_LAYERS} layers (its tables grow as L^4 P), "
-                         f"the instance has {inst.length}", field="layers")
+    check_v_length(inst.length)
     with_v = given is None or given >= 2 * P
     smax = stage_cap(inst.length, P, given)
     scope = (f"straight pipelines and V-shaped allocations (device k: stages k and 2P-1-k) on <= {P} devices"
@@ -513,6 +519,5 @@ def _v_stopped(straight: list[Partition], budget: int | None, P: int, deadline: 
                           none_fits=f"no straight pipeline fits {budget} bytes per device")
 
 
-__all__ = ["FAST", "MAX_V_LAYERS", "ROW_LIMIT", "fit_memory", "fit_times", "model_devices", "place", "row_sum",
-           "solve_interleave",
-           "solve_interleave_cpsat", "solve_interleave_v", "v_shape_dp"]
+__all__ = ["FAST", "MAX_V_LAYERS", "ROW_LIMIT", "check_v_length", "fit_memory", "fit_times", "model_devices", "place",
+           "row_sum", "solve_interleave", "solve_interleave_cpsat", "solve_interleave_v", "v_shape_dp"]
