@@ -258,14 +258,22 @@ def load_config(path: str | Path) -> SweepConfig:
     solvers = [_solver_spec(i, entry, defaults, bad) for i, entry in enumerate(raw_solvers)]
     _check_default_options(defaults, solvers, bad)
     _check_generated_sizes(instances, solvers, bad)
-    labels = [s.label for s in solvers]
-    for s in solvers:
-        if labels.count(s.label) > 1:
-            raise bad(f"solvers[{s.index}].label", f"two solver entries are both labelled {s.label!r}; "
-                                                   f"give each a distinct label")
+    _check_distinct_labels(solvers, bad)
     return SweepConfig(path=path, name=name, description=description, instances=instances, solvers=solvers,
                        budgets=budgets or [], repeats=repeats, workers=workers, execute=execute, output=output,
                        figure=figure, raw=data, measure=measure)
+
+
+def _check_distinct_labels(solvers: list[SolverSpec], bad: Callable[[str, str], InputError]) -> None:
+    """Each solver entry's label is its own: the first entry that repeats an earlier one's label is
+    bad input, named (``solvers[j].label``) with the earlier entry it repeats."""
+    first: dict[str, int] = {}
+    for s in solvers:
+        if s.label in first:
+            raise bad(f"solvers[{s.index}].label", f"two solver entries are both labelled {s.label!r} "
+                                                   f"(this one and solvers[{first[s.label]}]); "
+                                                   f"give each a distinct label")
+        first[s.label] = s.index
 
 
 def _measure(v: Any, bad: Callable[[str, str], InputError]) -> dict[str, int]:

@@ -110,11 +110,12 @@ def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
                 importable[problem, name] = False
         return importable[problem, name]
 
-    labels = [li.label for li in loaded]
+    first: dict[str, str] = {}  # each label's first instance entry (``instances[i]``)
     for li in loaded:
-        if labels.count(li.label) > 1:
-            raise InputError(f"two instances are labelled {li.label!r}; give them distinct labels",
-                             path=str(config.path), field=f"{li.spec.where}.label")
+        if li.label in first:
+            raise InputError(f"two instances are labelled {li.label!r} (this one and {first[li.label]}); "
+                             f"give them distinct labels", path=str(config.path), field=f"{li.spec.where}.label")
+        first[li.label] = li.spec.where
     tasks: list[Task] = []
     skips: list[str] = []  # the skip notes of this grid, in order
 

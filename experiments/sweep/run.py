@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -382,6 +383,15 @@ def _dask_quiet() -> Iterator[None]:
             logger.removeFilter(drop)
 
 
+def dask_key(token: str, task: Task) -> str:
+    """The Dask key of `task`'s cell in the sweep run `token` (a random hex string, one per run):
+    the row key `Task.key` alone is not unique on a shared cluster, since it leaves out where an
+    instance file outside the repository lies (so a moved folder resumes): two sweeps of copies of
+    one file would get the same key, and Dask would hand the second the first one's task (its row,
+    with the first sweep's ``source``). The resume key `Task.key` is unchanged."""
+    return f"memsched-{token}-{task.key}-{task.position}"
+
+
 def _dask_results(tasks: list[Task], client: Any, *, serial: bool = False) -> Iterator[dict[str, Any]]:
     """Rows of `tasks` as they finish on the Dask cluster of `client` (`scheduler_client`); the
     cells not finished are cancelled when the iteration ends: those not started never run, but a
@@ -392,11 +402,13 @@ def _dask_results(tasks: list[Task], client: Any, *, serial: bool = False) -> It
     of two threads crash the worker). A cell whose task failed (its worker died again and again,
     `KilledWorker`, or the task raised) gives an ``error`` row, as a dead local worker does; a
     cell cancelled (the scheduler lost) or whose row cannot be fetched raises `_Lost`. Dask's
-    logs are silenced meanwhile (`_dask_quiet`)."""
+    logs are silenced meanwhile (`_dask_quiet`). Each call's Dask keys are its own (`dask_key`)."""
     from dask.distributed import as_completed
 
+    token = uuid.uuid4().hex
+
     def submit(t: Task) -> Any:
-        return client.submit(run_task, t, pure=False, key=f"memsched-{t.key}-{t.position}")
+        return client.submit(run_task, t, pure=False, key=dask_key(token, t))
 
     with _dask_quiet():
         submitted: list[Any] = []
