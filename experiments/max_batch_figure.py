@@ -18,9 +18,21 @@ numbers, ``results/published_checkmate.csv``), each published maximum batch of a
 solver drawn here is marked over its bar (a black tick; an open triangle for a lower bound,
 relation ``>=``) and given in the table: the paper's numbers beside ours.
 
-Exit 0; 2, one line on stderr before the table is printed, when --results holds no answer,
---published cannot be read or --out is no folder that can be made (a file, say); 130, one line,
-on Ctrl-C.
+The answers drawn in one figure share one protocol (`PROTOCOL`: memory, cost, max_overhead,
+state_factor, problem, vary, tolerance; an answer without ``problem`` is a chain's, without ``vary``
+a batch's): a folder mixing protocols (a 16 GB and a 32 GB answer, say) is bad input naming the two
+files and the field they disagree on, and so are two answers of one network and solver: put the
+answers of each protocol in a folder of their own. Answers of ``--vary image-size`` are drawn as
+the largest image side (px); --published (batches) is refused with them.
+
+A JSON object with both ``largest`` and ``solver`` is an answer: one without ``model``, or whose
+``model``, ``solver``, ``largest`` (a batch or side >= 1, or null), ``result`` (an object or
+null) or ``memory`` (bytes) is of the wrong type, is bad input naming the file and the field. Other
+files (not JSON, not an object, without ``largest`` or ``solver``: notes, say) are skipped.
+
+Exit 0; 2, one line on stderr before the table is printed, when --results holds no answer or a
+bad one (above), --published cannot be read or --out is no folder that can be made (a file, say);
+130, one line, on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -28,6 +40,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +49,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from memsched.experiments.paper_figures import save_figure  # noqa: E402
+from memsched.solvers.errors import InputError  # noqa: E402
 
 #: solvers in the order of their bars (chain answers first, then graph answers); others follow, sorted
 SOLVERS = ("store-all", "rotor", "checkpoint-all", "sqrt", "greedy", "dtr", "checkmate", "cpsat")
@@ -51,15 +65,23 @@ PUBLISHED_STRATEGIES = {
 #: rows of the published table that are drawn (the superseded draft rows are not)
 PUBLISHED_FIGURE = "Fig. 6 (artifact)"
 
+#: the fields every answer drawn in one figure shares, with the value an answer without the field has
+PROTOCOL: dict[str, Any] = {"memory": None, "cost": None, "max_overhead": None, "state_factor": None,
+                            "problem": "chain", "vary": "batch", "tolerance": None}
+
 Answers = dict[str, dict[str, dict[str, Any]]]
 #: {(model, solver): (relation, value)} of the published maximum batches
 Published = dict[tuple[str, str], tuple[str, int]]
 
 
 def load_answers(folder: Path) -> Answers:
-    """{model: {solver: answer}} of every ``*.json`` answer in `folder` (sorted by file name);
-    files that are not max-batch answers (no ``largest`` or ``solver``) are skipped."""
+    """{model: {solver: answer}} of every ``*.json`` answer in `folder` (sorted by file name); files
+    that are not max-batch answers (not a JSON object, no ``largest`` or ``solver``) are skipped. An
+    answer with a bad field (`check_answer`), one of another protocol than the first answer's
+    (`PROTOCOL`) or a second answer of one network and solver is an `InputError` naming the file(s)."""
     out: Answers = {}
+    first: tuple[Path, dict[str, Any]] | None = None
+    where: dict[tuple[str, str], Path] = {}
     for path in sorted(folder.glob("*.json")):
         try:
             data = json.loads(path.read_text())
@@ -67,8 +89,58 @@ def load_answers(folder: Path) -> Answers:
             continue
         if not isinstance(data, dict) or "largest" not in data or "solver" not in data:
             continue
-        out.setdefault(str(data["model"]), {})[str(data["solver"])] = data
+        check_answer(path, data)
+        if first is None:
+            first = (path, data)
+        else:
+            check_same_protocol(first, (path, data))
+        key = (data["model"], data["solver"])
+        if key in where:
+            raise InputError(f"a second answer of {key[0]} with {key[1]} (the first is {str(where[key])!r}): one "
+                             "answer per network and solver in a figure", path=str(path))
+        where[key] = path
+        out.setdefault(key[0], {})[key[1]] = data
     return out
+
+
+def check_answer(path: Path, data: dict[str, Any]) -> None:
+    """`InputError` naming `path` and the field unless the answer `data` has a ``model`` and a ``solver``
+    (non-empty strings), a ``largest`` that is a size >= 1 (a batch, or an image side in px) or null, a
+    ``result`` that is an object or null (its ``overhead`` a number or null) and a ``memory`` (bytes) that
+    is a positive number when given."""
+    for field in ("model", "solver"):
+        if field not in data:
+            raise InputError("missing: a max-batch answer names its network and solver", path=str(path), field=field)
+        if not isinstance(data[field], str) or not data[field]:
+            raise InputError(f"expected a name, got {data[field]!r}", path=str(path), field=field)
+    big = data["largest"]
+    if big is not None and (not isinstance(big, int) or isinstance(big, bool) or big < 1):
+        raise InputError(f"expected a size >= 1 or null, got {big!r}", path=str(path), field="largest")
+    result = data.get("result")
+    if result is not None and not isinstance(result, dict):
+        raise InputError(f"expected an object or null, got {result!r}", path=str(path), field="result")
+    over = (result or {}).get("overhead")
+    if over is not None and not _number(over):
+        raise InputError(f"expected a number or null, got {over!r}", path=str(path), field="result.overhead")
+    memory = data.get("memory")
+    if memory is not None and not (_number(memory) and memory > 0):
+        raise InputError(f"expected a positive number of bytes, got {memory!r}", path=str(path), field="memory")
+
+
+def check_same_protocol(first: tuple[Path, dict[str, Any]], other: tuple[Path, dict[str, Any]]) -> None:
+    """`InputError` naming both files and the field when the answers `first` and `other` ((path, answer))
+    differ in a field of `PROTOCOL` (a missing field has its default there)."""
+    for field, default in PROTOCOL.items():
+        mine, theirs = first[1].get(field, default), other[1].get(field, default)
+        if mine != theirs:
+            raise InputError(f"{theirs!r} here but {mine!r} in {str(first[0])!r}: the answers drawn in one figure "
+                             f"share {', '.join(PROTOCOL)} (put each protocol's answers in a folder of their own)",
+                             path=str(other[0]), field=field)
+
+
+def _number(value: Any) -> bool:
+    """True for an int or float that is no bool and finite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def load_published(path: Path) -> Published:
@@ -137,8 +209,9 @@ def _chain_table(answers: Answers) -> str:
 def draw(
     answers: Answers, out_dir: Path, stem: str = "paper_max_batch", published: Published | None = None
 ) -> list[Path]:
-    """Grouped bars (one group per network, one bar per solver) of the largest batch, with the
-    published numbers marked over their bars; returns the files written."""
+    """Grouped bars (one group per network, one bar per solver) of the largest batch (or image side:
+    `quantity`), with the published numbers marked over their bars; returns the files written. The
+    title's protocol is the first answer's (`load_answers` checked that they share it)."""
     models = list(answers)
     solvers = solvers_of(answers)
     published = published or {}
@@ -178,12 +251,13 @@ def draw(
             ax.annotate(
                 note, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=5
             )
+    what = quantity(first)
     ax.set_xticks(range(len(models)), models, fontsize=7)
-    ax.set_ylabel("largest batch", fontsize=7)
+    ax.set_ylabel(what + (" (px)" if what.endswith("side") else ""), fontsize=7)
     ax.tick_params(labelsize=7)
     ax.set_yscale("log")
     memory = first.get("memory")
-    head = f"largest batch within {memory / 1e9:.0f} GB" if memory else "largest batch"
+    head = f"{what} within {memory / 1e9:.0f} GB" if memory else what
     bound = first.get("max_overhead", "?")
     bound_text = "store-all + one forward pass" if bound == "forward" else f"x{bound} store-all"
     problem = first.get("problem", "chain")
@@ -199,6 +273,11 @@ def draw(
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     return save_figure(fig, out_dir, stem)
+
+
+def quantity(answer: dict[str, Any]) -> str:
+    """What an answer maximises, in words: "largest image side" for ``vary`` image-size, else "largest batch"."""
+    return "largest image side" if answer.get("vary") == "image-size" else "largest batch"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,7 +301,6 @@ def run(args: argparse.Namespace) -> int:
     """The body of `main`: the answers, --published and the figure's paths (`check_figure_paths`) checked
     (`InputError`) before the table is printed and the figure drawn; exit 0."""
     from memsched.experiments.figures import check_figure_paths, check_stem
-    from memsched.solvers.errors import InputError
 
     answers = load_answers(Path(args.results))
     if not answers:
@@ -235,6 +313,9 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"cannot read the published numbers ({_reason(err)})", path=args.published,
                              field="--published") from None
         published = {key: v for key, v in published.items() if key[0] in answers}
+        if published and any(a.get("vary") == "image-size" for by in answers.values() for a in by.values()):
+            raise InputError("the published numbers are batches; these answers are image sides (--vary image-size)",
+                             path=args.published, field="--published")
     check_stem(args.stem)
     check_figure_paths(Path(args.out), [args.stem])
     print(table(answers, published))

@@ -31,7 +31,10 @@ The sizes the network refuses are skipped (`search_accepted`), with a ``refused`
 a 1x1 feature map); the search goes on from the next size tried. No batch accepted among 1, 2 and 4
 (`MAX_REFUSED_BATCH`: a network failing at all three is broken) or no side up to --limit is bad
 input naming ``MODEL`` (batches) or ``--vary image-size`` (sides, with --step), the sizes tried and
-why. A --slots whose rotor table is too large (`check_rotor_table`) is refused at the first probe
+why. Your own function (``FILE.py:FUNCTION``) that takes no argument for the size varied (``batch``,
+``image_size``; ``**kwargs`` takes both) is bad input naming the function and the argument before any
+size is built (`_check_vary`), as is ``--vary image-size`` on a zoo network without images.
+A --slots whose rotor table is too large (`check_rotor_table`) is refused at the first probe
 that needs a table (store-all does not fit), before any row when that is the first size: the budget
 does not grow with the size, the stage count does not change and the input grows. Bad input that
 only a larger size shows stops the search: the largest size that fit so far is printed as a lower
@@ -665,14 +668,27 @@ def _search_limit(limit: int | None, step: int, vary_batch: bool) -> int:
 
 
 def _check_vary(model: str, vary: str) -> None:
-    """``--vary image-size`` needs a zoo network with images (`models.zoo.MODELS`: its defaults have
-    an image size; a factory's arguments are its own). `InputError` naming ``--vary`` otherwise, before
-    anything is printed or built."""
+    """What ``--vary`` grows is an argument of the network: ``--vary image-size`` needs a zoo network with
+    images (`models.zoo.MODELS`: its defaults have an image size), and your own function
+    (``FILE.py:FUNCTION``) must take the argument varied, ``batch`` or ``image_size`` (or ``**kwargs``:
+    `models.network.refused_sizes` reads its signature, importing its file). `InputError` naming
+    ``--vary image-size`` (or MODEL, for the batch) otherwise, before anything is printed or built:
+    no size tried would run."""
+    from memsched.models.network import is_factory_spec, model_field, refused_sizes
     from memsched.models.zoo.registry import MODELS
 
     if vary == "image-size" and model in MODELS and "image_size" not in MODELS[model]:
         kind = MODELS[model]["kind"]
         raise InputError(f"{model} takes no image size (a {kind} model): vary its batch (--vary batch)",
+                         field="--vary image-size")
+    argument = "batch" if vary == "batch" else "image_size"
+    if model not in MODELS and is_factory_spec(model) and argument in refused_sizes(model):
+        if vary == "batch":
+            raise InputError(f"{model} takes no argument 'batch', the size max-batch varies: add a batch "
+                             "parameter to the function (or --vary image-size if it takes image_size)",
+                             field=model_field())
+        raise InputError(f"{model} takes no argument 'image_size', the size --vary image-size varies: add an "
+                         "image_size parameter to the function (or vary its batch: --vary batch)",
                          field="--vary image-size")
 
 
