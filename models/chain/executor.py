@@ -10,6 +10,11 @@ F_all(i)    ``x = a_i.detach().requires_grad_()`` (shares a_i's storage); ``y = 
             with autograd; keeps the tape abar_{i+1} = (x, y): y's graph holds what autograd
             saved; a_{i+1} is available as ``y.detach()``. With early release (see B(i)) the
             tape keeps a stand-in of y without storage (`_Handle`) and a_{i+1}'s data beside it.
+            The tape holds no byte of a_i, which the model counts apart (`input_hooks`: saved
+            tensors sharing a_i's storage are kept as `Saved` handles of an `InputSlot`, as the
+            offloading executor's, and the leaf x is emptied after the forward), so F_n(i) frees
+            a_i while abar_{i+1} lives. Known limits: a saved view of a_i in another dtype stays
+            shared, and a block returning its input itself keeps a_i as a_{i+1}.
 F_ck(i)     ``a_{i+1} = block_i(a_i)`` under ``torch.no_grad()``; keeps a_i. A block that modifies
             its input in place is refused in every mode (`InPlaceInputError`, an `InputError`):
             a_i is kept to recompute block i from it, and autograd refuses to modify the leaf.
@@ -29,7 +34,9 @@ Loss        ``loss_fn(a_L, target).backward()`` by `loss_backward`: the executor
             float32 weights): `make_standins` makes those of the usual floating and complex dtypes
             before the step, so a step allocates none (`standin_for` makes a rarer one, float8,
             at its first forward: a few bytes, once per process, no prediction counts them).
-B(i)        ``torch.autograd.backward(y, delta_{i+1})`` on the tape abar_{i+1}; delta_i = x.grad
+B(i)        ``torch.autograd.backward(y, delta_{i+1})`` on the tape abar_{i+1}, whose leaf x and
+            input slot read the a_i resident then (`tape_input`: standalone, or the output of
+            abar_i, recomputed or not); delta_i = x.grad
             (None for an integer input such as token ids); drops abar_{i+1}, delta_{i+1} and
             the standalone a_i. Parameter gradients accumulate into ``.grad``. When no gradient
             reaches a_{i+1} (delta_{i+1} None: a later block detaches its input, runs under
@@ -105,6 +112,8 @@ from memsched.models.measure import (
     same_generator_states,
     zero_grads,
 )
+from memsched.models.memory import storage_key
+from memsched.models.offload.values import InputSlot, saved_input, unpack_saved
 from memsched.solvers.chain import Chain, Schedule, simulate
 from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, FORWARD_KINDS, LOSS, B, Op
 from memsched.solvers.errors import InputError
@@ -114,7 +123,8 @@ from torch.multiprocessing.reductions import StorageWeakRef
 __all__ = ["ChainExecutor", "StepResult", "OpTrace", "reference_step", "compare_gradients", "check_gradients",
            "execute", "as_blocks", "parameters_of", "LossFn", "loss_backward", "release_backward", "forward_block",
            "InPlaceInputError", "loss_input", "ChainRunState", "buffer_copies", "kept_buffers",
-           "recomputed", "ChainStepResult", "counted_rng_states", "block_output"]
+           "recomputed", "ChainStepResult", "counted_rng_states", "block_output", "input_hooks", "release_input",
+           "tape_input", "input_slots"]
 
 LossFn = Callable[[torch.Tensor, Any], torch.Tensor]
 
@@ -274,6 +284,66 @@ def standin_for(y: torch.Tensor) -> torch.Tensor | None:
     return one
 
 
+def input_hooks(x: torch.Tensor, slot: InputSlot) -> contextlib.AbstractContextManager[Any]:
+    """Around F_all(i)'s forward of the leaf `x` (sharing a_i's storage): saved-tensor hooks that
+    keep every saved tensor sharing x's storage as a `Saved` read from `slot` at B(i)
+    (`models.offload.values.saved_input`; one of another dtype is kept as it is, a known limit),
+    anything else as it is; so the tape abar_{i+1} holds no byte of a_i, which the chain model
+    counts apart. A null context for an `x` without a storage (sparse, nested: nothing to release)."""
+    try:
+        key = storage_key(x)
+    except (RuntimeError, NotImplementedError):
+        return contextlib.nullcontext()
+    device = x.device
+
+    def pack(t: torch.Tensor) -> Any:
+        try:
+            if storage_key(t) != key or t.device != device:
+                return t
+        except (RuntimeError, NotImplementedError):  # no storage: not a_i's
+            return t
+        return saved_input(t, x, slot)
+
+    return torch.autograd.graph.saved_tensors_hooks(pack, unpack_saved)
+
+
+def release_input(x: torch.Tensor) -> None:
+    """After F_all(i)'s forward: the tape's leaf `x` lets go of a_i's storage (an empty tensor of
+    its dtype, no bytes), so a_i's bytes live only as long as the standalone a_i or the tape abar_i
+    holding it (`tape_input` gives it back at B(i)). An `x` without a storage is left as it is."""
+    with contextlib.suppress(RuntimeError, NotImplementedError):
+        storage_key(x)
+        x.data = torch.empty(0, dtype=x.dtype, device=x.device)
+
+
+@contextlib.contextmanager
+def tape_input(x: torch.Tensor, slot: InputSlot | None, a: torch.Tensor) -> Iterator[None]:
+    """Around B(i): the tape's leaf `x` and its `slot` (None: a tape without hooks) read `a`, the
+    a_i resident at B(i) (the standalone a_i, or the output of the tape abar_i, recomputed or not);
+    the slot lets go of it afterwards, also when the backward raises."""
+    if slot is None:
+        yield
+        return
+    a = a.detach()
+    x.data = a  # the leaf's gradient has a_i's shape (an x never released: the same storage again)
+    slot.tensor = a
+    del a
+    try:
+        yield
+    finally:
+        slot.tensor = None
+
+
+def input_slots(s: RunState) -> dict[int, InputSlot]:
+    """Stage j -> the `InputSlot` of the tape abar_j of the run state `s` (a `ChainRunState`'s
+    ``input_slots``; kept on any other run state the same way)."""
+    slots = getattr(s, "input_slots", None)
+    if slots is None:
+        slots = {}
+        s.input_slots = slots  # type: ignore[attr-defined]
+    return slots
+
+
 class _Sink(torch.autograd.Function):
     """a -> an alias of a (its storage, neither a view nor a leaf: a loss may modify it in place,
     as it may a network's output), recording the gradient reaching it in `grads`; its node saves
@@ -357,11 +427,14 @@ class ChainRunState(RunState):
         self.buffer_copies: dict[int, BufferSnapshot] = {} if copies is None else copies
         #: stage L -> a_L's data that the loss could not free (saved by block L-1), held until B(L-1) ends
         self.kept_outputs: dict[int, torch.UntypedStorage] = {}
+        #: stage j -> the slot where the tape abar_j finds its input a_{j-1} at B(j-1) (`input_hooks`)
+        self.input_slots: dict[int, InputSlot] = {}
 
     def clear(self) -> None:
-        """`RunState.clear`, and the data of a_L held for B(L-1)."""
+        """`RunState.clear`, the data of a_L held for B(L-1) and the tapes' input slots."""
         super().clear()
         self.kept_outputs.clear()
+        self.input_slots.clear()
 
 
 def _refill(block: nn.Module, saved: BufferSnapshot) -> bool:
@@ -635,8 +708,11 @@ class ChainExecutor:
             x = s.available(i).detach()
             if (x.is_floating_point() or x.is_complex()) and (i > 0 or self.input_grad):
                 x.requires_grad_(True)
-            with kept_buffers(self.blocks[i], i, s), s.rng.forward(i), torch.enable_grad():
+            slot = InputSlot()
+            with kept_buffers(self.blocks[i], i, s), s.rng.forward(i), torch.enable_grad(), input_hooks(x, slot):
                 y = block_output(self.blocks[i], i, forward_block(self.blocks[i], i, x))
+            if y is not x:  # the tape keeps no storage of a_i (a block returning its input keeps it as a_{i+1})
+                release_input(x)
             # a stand-in (of y's dtype, whatever the weights'): the loss may free a_L (`loss_backward`), B(i)
             # a_{i+1} (`release_backward`)
             one = standin_for(y) if (i == L - 1 or self._releasing) and y.requires_grad else None
@@ -644,6 +720,7 @@ class ChainExecutor:
                 s.tape_outputs[i + 1] = y.detach()
                 y = _Handle.apply(y, one)
             s.tapes[i + 1] = (x, y)
+            input_slots(s)[i + 1] = slot
         elif kind in (F_CK, F_N):
             x = s.available(i)
             # a_i may be needed again: refuse in-place changes to it
@@ -668,15 +745,16 @@ class ChainExecutor:
             s.grads[L] = delta
         elif kind == B:
             x, y = s.tapes.pop(i + 1)
-            if self._releasing:  # no reference to a_{i+1}'s data or delta_{i+1} left here
-                s.tape_outputs.pop(i + 1, None)
-                box = [y]
-                del y
-                if box[0].requires_grad:
-                    release_backward(box, [s.grads.pop(i + 1)])
-                box.clear()
-            elif y.requires_grad and s.grads.get(i + 1) is not None:  # else no gradient reaches a_{i+1}
-                torch.autograd.backward(y, s.grads[i + 1])
+            with tape_input(x, input_slots(s).pop(i + 1, None), s.available(i)):  # the a_i resident now
+                if self._releasing:  # no reference to a_{i+1}'s data or delta_{i+1} left here
+                    s.tape_outputs.pop(i + 1, None)
+                    box = [y]
+                    del y
+                    if box[0].requires_grad:
+                        release_backward(box, [s.grads.pop(i + 1)])
+                    box.clear()
+                elif y.requires_grad and s.grads.get(i + 1) is not None:  # else no gradient reaches a_{i+1}
+                    torch.autograd.backward(y, s.grads[i + 1])
             s.grads[i] = x.grad if x.requires_grad else None
             s.grads.pop(i + 1, None)
             s.tape_outputs.pop(i + 1, None)

@@ -106,7 +106,17 @@ from memsched.models.chain.executor import (
 from memsched.models.chain.overheads import tracker_chain
 from memsched.models.measure import Comparison, RngStates, RunState, peak_with_rng_states
 from memsched.models.memory import storage_key
-from memsched.models.offload.values import Holder, InputSlot, Key, Link, Saved, Store, Value, unpack_saved
+from memsched.models.offload.values import (
+    Holder,
+    InputSlot,
+    Key,
+    Link,
+    Saved,
+    Store,
+    Value,
+    saved_input,
+    unpack_saved,
+)
 from memsched.solvers.chain import Chain
 from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
 from memsched.solvers.chain.simulator import op_cost
@@ -373,10 +383,7 @@ class OffloadExecutor(ChainExecutor):
             if key in static or t.device != device:
                 return t
             if key == input_key:
-                if t.dtype != x.dtype:
-                    return t  # known limit: kept (shares a_i's storage)
-                return Saved(None, slot=slot, dtype=t.dtype, size=tuple(t.shape), stride=tuple(t.stride()),
-                              rel_offset=int(t.storage_offset()) - int(x.storage_offset()))
+                return saved_input(t, x, slot)  # another dtype: kept, a known limit (shares a_i's storage)
             return Saved(holder, holder.ref(t))
 
         with kept_buffers(self.blocks[i], i, s), s.rng.forward(i), torch.enable_grad(), \

@@ -3,9 +3,10 @@ the link that moves bytes between them (see `models.offload.executor` for the ru
 
 `Holder` owns the storages of one value (a_j or abar_j) as flat uint8 tensors (`Storage`),
 `Ref` addresses a tensor inside them, `Saved` is the pack-hook handle of a saved tensor,
-`InputSlot` is where a tape finds its input during its backward, `Value` is one value,
-`Link` copies bytes (NumPy on CPU, a side stream with pinned buffers on CUDA), `Store` maps
-each value key ("a" | "abar", j) to its device or host `Value`. Sizes in bytes.
+`InputSlot` is where a tape finds its input during its backward (`saved_input`; the chain
+executor's tapes use both too), `Value` is one value, `Link` copies bytes (NumPy on CPU, a side
+stream with pinned buffers on CUDA), `Store` maps each value key ("a" | "abar", j) to its
+device or host `Value`. Sizes in bytes.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import torch
 
 __all__ = ["measure_link", "Key", "Storage", "Ref", "Holder", "InputSlot", "Saved", "Value", "unpack_saved", "Link",
-           "Store"]
+           "Store", "saved_input"]
 
 Key = tuple[str, int]  # ("a", j) | ("abar", j)
 
@@ -143,6 +144,18 @@ class Value:
 def unpack_saved(h: Any) -> torch.Tensor:
     """autograd saved-tensor unpack hook: resolve a `Saved` to its tensor, pass anything else through."""
     return h.unpack() if isinstance(h, Saved) else h
+
+
+def saved_input(t: torch.Tensor, x: torch.Tensor, slot: InputSlot) -> Any:
+    """What a pack hook keeps of a saved tensor `t` that shares the storage of the tape's input leaf
+    `x`: a `Saved` read from `slot` at the backward (t's geometry relative to x's storage offset, in
+    elements), so the tape holds no byte of x's storage. A `t` of another dtype than x (a view
+    reinterpreting the input's bytes) is kept as it is: a known limit, it holds the input's storage
+    (used by `models.offload.executor` and `models.chain.executor`)."""
+    if t.dtype != x.dtype:
+        return t
+    return Saved(None, slot=slot, dtype=t.dtype, size=tuple(t.shape), stride=tuple(t.stride()),
+                 rel_offset=int(t.storage_offset()) - int(x.storage_offset()))
 
 
 # --------------------------------------------------------------------------- transfers
