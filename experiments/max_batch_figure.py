@@ -183,7 +183,7 @@ def table(answers: Answers, published: Published | None = None) -> str:
             ans = by.get(solver) or {}
             over = (ans.get("result") or {}).get("overhead")
             big = ans.get("largest")
-            cells.append("-" if big is None else f"{big}" + (f" (x{over:.3f})" if over is not None else ""))
+            cells.append("-" if big is None else size_text(ans) + (f" (x{over:.3f})" if over is not None else ""))
         lo, hi = (by.get(first) or {}).get("largest"), (by.get(last) or {}).get("largest")
         cells.append(f"{hi / lo:.2f}x" if lo and hi else "-")
         if published:
@@ -191,6 +191,12 @@ def table(answers: Answers, published: Published | None = None) -> str:
             cells.append(", ".join(f"{s} {'' if rel == '=' else rel}{v}" for s, rel, v in pub) or "-")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def size_text(answer: dict[str, Any]) -> str:
+    """An answer's largest size as text, ">= N" when it is a lower bound: a larger size timed out
+    (``timed_out``) or the search stopped early (``stopped``), as ``memsched max-batch`` says "at least"."""
+    return (">=" if answer.get("timed_out") or answer.get("stopped") else "") + str(answer["largest"])
 
 
 def _chain_table(answers: Answers) -> str:
@@ -201,7 +207,8 @@ def _chain_table(answers: Answers) -> str:
         res = (by.get("rotor") or {}).get("result") or {}
         gain = f"{ro / sa:.2f}x" if sa and ro else "-"
         over = f"x{res['overhead']:.3f}" if res.get("overhead") is not None else "-"
-        cells = [model, "-" if sa is None else str(sa), "-" if ro is None else str(ro), gain, over]
+        sizes = ["-" if big is None else size_text(by[solver]) for solver, big in (("store-all", sa), ("rotor", ro))]
+        cells = [model, *sizes, gain, over]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -245,7 +252,7 @@ def draw(
             ys.append(ans["largest"])
             over = (ans.get("result") or {}).get("overhead")
             show = over is not None and solver not in ("store-all", "checkpoint-all")
-            notes.append(f"{ans['largest']}" + (f"\nx{over:.2f}" if show else ""))
+            notes.append(size_text(ans) + (f"\nx{over:.2f}" if show else ""))
         bars = ax.bar(xs, ys, width=width, label=solver, color=f"C{k}")
         for bar, note in zip(bars, notes):
             ax.annotate(

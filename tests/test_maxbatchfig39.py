@@ -79,6 +79,16 @@ def test_an_answer_without_problem_or_vary_is_a_chain_batch_answer(tmp_path, cap
     assert "| vgg16 | 192 | 500 | 2.60x | x1.000 |" in out
 
 
+def test_a_largest_size_with_a_larger_one_timed_out_is_a_lower_bound(tmp_path, capsys):
+    """A larger batch that timed out (or a search that stopped) makes the answer "at least": the
+    table writes ">=", as `memsched max-batch` prints "at least"."""
+    folder = _folder(tmp_path, {"a.json": _answer("vgg16", "store-all", 192),
+                                "b.json": _answer("vgg16", "rotor", 500, timed_out=[520])})
+    code, out, err = _figure(capsys, folder, tmp_path / "fig")
+    assert code == 0, err
+    assert "| vgg16 | 192 | >=500 | 2.60x | x1.000 |" in out
+
+
 def test_two_answers_of_one_network_and_solver_are_refused(tmp_path, capsys):
     folder = _folder(tmp_path, {"a.json": _answer("vgg16", "store-all", 192),
                                 "b.json": _answer("vgg16", "store-all", 200)})
