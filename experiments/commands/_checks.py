@@ -157,17 +157,28 @@ def check_output_file(path: str | None, field: str) -> None:
     if _is_special_file(path):
         return
     target = Path(path)
-    if target.is_dir() or str(path).endswith(os.sep):
-        raise InputError("is a folder, expected a file name", path=str(path), field=field)
-    link = target.is_symlink()
-    if link:  # the file replaced is the link's target (write_atomic), in the target's folder
-        target = Path(os.path.realpath(path))
-    folder = target.parent if str(target.parent) else Path(".")
+    try:  # a name the system refuses (over 255 bytes: ENAMETOOLONG) is bad input, not an internal error
+        if target.is_dir() or str(path).endswith(os.sep):
+            raise InputError("is a folder, expected a file name", path=str(path), field=field)
+        link = target.is_symlink()
+        if link:  # the file replaced is the link's target (write_atomic), in the target's folder
+            target = Path(os.path.realpath(path))
+        folder = target.parent if str(target.parent) else Path(".")
+        missing = not folder.is_dir()
+    except OSError as err:
+        raise InputError(f"cannot be used as a file name ({err.strerror or err})", path=_shown(path),
+                         field=field) from None
     where = f"links to {str(target)!r}, whose folder" if link else "folder"
-    if not folder.is_dir():
+    if missing:
         raise InputError(f"{where} {str(folder)!r} does not exist", path=str(path), field=field)
     if not os.access(folder, os.W_OK):
         raise InputError(f"{where} {str(folder)!r} is not writable", path=str(path), field=field)
+
+
+def _shown(path: str, limit: int = 80) -> str:
+    """`path` as an error message names it: cut to `limit` characters with an ellipsis when longer (a name
+    the system refuses as too long would fill the line)."""
+    return path if len(path) <= limit else f"{path[:limit - 3]}..."
 
 
 def _is_special_file(path: str) -> bool:

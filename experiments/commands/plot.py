@@ -56,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
 
     # not empty, not an input (FILE, a SCHEDULE.json): writing the figure would destroy it
     check_outputs([("--output", args.output)], [("FILE", args.file), *(("SCHEDULE", p) for p in args.schedules)])
-    check_suffix(args.output)
+    check_suffix(args.output, field="--output")
     if args.label and len(args.label) != len(args.schedules):
         raise InputError(f"{len(args.label)} labels for {len(args.schedules)} schedules", field="--label")
     raw = [(path, read_schedule_json(path)) for path in args.schedules]

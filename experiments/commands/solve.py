@@ -63,7 +63,7 @@ def main(args: argparse.Namespace) -> int:
     if args.plot:
         from memsched.experiments.plotting import check_suffix
 
-        check_suffix(args.plot)
+        check_suffix(args.plot, field="--plot")
     if args.solver is not None and not args.solver.strip():
         raise InputError("is empty, expected a solver name (memsched solvers lists them)", field="--solver")
     try:

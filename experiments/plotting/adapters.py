@@ -357,13 +357,13 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
     S = len(partition.stages)
     m = int(partition.micro_batches or 2 * S)
     run = simulate_batch(inst, partition, m)
+    stashes = _stage_stashes(inst, partition)
     series, bars, rows = [], [], []
-    peak, peak_time, peak_stage = -1.0, 0.0, 0
     for s, stage in enumerate(partition.stages):
         row = f"stage {s} [{stage.first}-{stage.last}]"
         rows.append(row)
-        stash = int(inst.input_of(stage.first)) + sum(int(inst.act[l]) for l in range(stage.first, stage.last))
-        base = int(ev.stage_memory[s]) - int(ev.in_flight[s]) * stash
+        stash = stashes[s]
+        base = int(ev.stage_memory[s]) - int(ev.in_flight[s]) * stash  # weights + buffers (`simulate`)
         events = []
         for kind, k, start, end in run.ops[s]:
             bars.append(Bar(row, float(start), float(end), "forward" if kind == "F" else "backward", str(k)))
@@ -371,33 +371,20 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
         events.sort()
         times, values, level = [0.0], [float(base)], base
         for t, delta in events:
-            times.append(t)
-            values.append(float(level))
+            times += [t, t]
+            values += [float(level), float(level + delta)]
             level += delta
-            times.append(t)
-            values.append(float(level))
-            if level > peak:
-                peak, peak_time, peak_stage = float(level), t, s
         times.append(float(run.makespan))
         values.append(float(level))
         series.append(MemorySeries(np.asarray(times), np.asarray(values), row))
-    peak_time = plateau_middle(series[peak_stage].times, series[peak_stage].values, peak)
+    # the title's peak is the simulator's for the whole partition, as its period, in every case (a 1F1B batch of
+    # m < S micro-batches never holds the S - s the simulator charges): marked where the largest stage's line
+    # reaches it, else the figure marks the highest memory drawn (`draw._marked_peak`)
+    peak, peak_stage = float(ev.peak_memory), int(np.argmax(ev.stage_memory))
     failure = None
     if ev.violation is not None and budget is not None:
-        largest = int(np.argmax(ev.stage_memory))
-        crossing = _first_crossing(series, budget)
-        if crossing is not None:
-            t, v, worst = crossing
-        else:  # the batch never holds the steady state's stash: marked at the peak of the largest stage
-            t, v, worst = peak_time, peak, largest
-        message = ev.violation
-        if worst != largest:  # the simulator names the largest stage; the batch stops where a device first goes over
-            message += f"; stage {worst} goes over it first ({int(v)} bytes)"
-        failure = Failure(float(t), float(v), message)
-        series, bars = _up_to(series, bars, failure.time, rows[worst])
-        # the title's peak is the simulator's for the whole partition, as its period; marked where drawn
-        peak, peak_stage = float(ev.peak_memory), largest
-        peak_time = plateau_middle(series[peak_stage].times, series[peak_stage].values, peak)
+        failure, series, bars = _violation(ev.violation, series, bars, rows, budget, peak_stage)
+    peak_time = plateau_middle(series[peak_stage].times, series[peak_stage].values, peak)
     unit = next((name for name, scale in _time_units().items() if abs(scale - inst.time_unit) < 1e-15), None)
     extra: dict[str, Any] = {"micro_batches": m, "batch_makespan": run.makespan, "peak_stage": peak_stage}
     if inst.bandwidth is not None or partition.schedule != "1f1b":  # else the replay runs at T exactly
@@ -415,35 +402,76 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
 REPLAY_SHOWN = 0.005
 
 
-def _first_crossing(series: list[MemorySeries], budget: int) -> tuple[float, float, int] | None:
-    """(time, memory, device) of the earliest point over `budget` among all devices' memory lines (the
-    forward that first takes a device over it; a tie at one time goes to the lowest device), or None
-    when no line goes over it. Times in the pipeline's time unit, memory in bytes."""
+def _stage_stashes(inst: Any, partition: Any) -> list[int]:
+    """A_s of each stage in bytes: what one micro-batch keeps on it for its backward, the simulator's
+    (`solvers.pipeline.simulate`: ``Pipeline.stash`` of the instance reordered by the partition's ``order``,
+    with ``saved_by`` and ``saved_extra`` where the instance has them)."""
+    if partition.order is not None:
+        inst = inst.reordered(list(partition.order))
+    return [int(inst.stash(st.first)[st.last - st.first]) for st in partition.stages]
+
+
+def _violation(message: str, series: list[MemorySeries], bars: list[Bar], rows: list[str], budget: int,
+               largest: int) -> tuple[Failure, list[MemorySeries], list[Bar]]:
+    """The failure of a partition over `budget` (the simulator's `message`, naming its `largest` stage) and
+    the batch drawn up to it (`_up_to`): at the forward that first takes a device over the budget, or at
+    t = 0 where a device's weights and buffers alone exceed it (no forward has started: no failing
+    operation); where the batch never goes over it (m < S micro-batches under 1F1B hold fewer than the
+    simulator charges), at the forward that takes the `largest` stage to its highest. Memory in bytes."""
+    crossing = _first_crossing(series, budget)
+    if crossing is None:  # marked where the largest stage holds the most, the forward taking it there failing
+        line = series[largest]
+        index = int(np.argmax(line.values))
+        t, v, worst = float(line.times[index]), float(line.values[index]), largest
+        message += f"; the batch drawn holds at most {int(v)} bytes on stage {largest}"
+    else:
+        t, v, worst, index = crossing
+        if index == 0:  # the line's first vertex: weights + buffers, before any forward
+            message += f"; stage {worst}'s weights and buffers alone take {int(v)} bytes"
+        elif worst != largest:  # the simulator names the largest stage; the batch stops where one first goes over
+            message += f"; stage {worst} goes over it first ({int(v)} bytes)"
+    failure = Failure(t, v, message)
+    series, bars = _up_to(series, bars, t, rows[worst], index)
+    return failure, series, bars
+
+
+def _first_crossing(series: list[MemorySeries], budget: int) -> tuple[float, float, int, int] | None:
+    """(time, memory, device, vertex index) of the earliest point over `budget` among all devices' memory
+    lines (the forward that first takes a device over it, or the line's first vertex, index 0, where the
+    device's weights and buffers alone exceed it; a tie at one time goes to the lowest device), or None when
+    no line goes over it. Times in the pipeline's time unit, memory in bytes."""
     firsts = []
     for k, s in enumerate(series):
         over = np.flatnonzero(s.values > budget)
         if len(over):
             i = int(over[0])
-            firsts.append((float(s.times[i]), k, float(s.values[i])))
+            firsts.append((float(s.times[i]), k, float(s.values[i]), i))
     if not firsts:
         return None
-    t, k, v = min(firsts)
-    return t, v, k
+    t, k, v, i = min(firsts)
+    return t, v, k, i
 
 
-def _up_to(series: list[MemorySeries], bars: list[Bar], t: float, row: str) -> tuple[list[MemorySeries], list[Bar]]:
-    """The batch drawn up to the violation at time `t` (the start of the forward that first takes the
-    stage on `row` over the budget): the operations started before `t`, that forward as the failing
-    operation (category ``failed``, marked `Bar.failed`: the figure draws the memory line on over it,
-    from the stage's level before it to the memory it needs), and each device's memory up to `t` (the
-    failing stage's before the failing forward; every line runs on to `t`)."""
+def _up_to(series: list[MemorySeries], bars: list[Bar], t: float, row: str,
+           index: int) -> tuple[list[MemorySeries], list[Bar]]:
+    """The batch drawn up to the violation at time `t`, vertex `index` of the line of the stage on `row`
+    (`_first_crossing`). Where that vertex is the start of a forward (`index` > 0): the operations started
+    before `t`, that forward as the failing operation (category ``failed``, marked `Bar.failed`: the figure
+    draws the memory line on over it, from the stage's level before it to the memory it needs), the failing
+    stage's line up to its level before that forward. Where it is the line's first vertex (`index` 0, t = 0:
+    weights and buffers over the budget), no operation and no failing one, every line keeping its first
+    vertex (weights + buffers). Otherwise every other device's memory up to `t` included; every line runs
+    on to `t`."""
     kept = [b for b in bars if b.start < t]
-    kept += [Bar(b.row, b.start, b.end, "failed", b.label, failed=True) for b in bars
-             if b.row == row and b.start == t and b.category == "forward"][:1]
+    if index > 0:
+        kept += [Bar(b.row, b.start, b.end, "failed", b.label, failed=True) for b in bars
+                 if b.row == row and b.start == t and b.category == "forward"][:1]
     cut = []
     for s in series:
-        shown = s.times < t if s.label == row else s.times <= t
-        times, values = s.times[shown], s.values[shown]
+        if s.label == row or index == 0:  # index 0: every device at its weights + buffers, before any forward
+            times, values = s.times[:max(index, 1)], s.values[:max(index, 1)]
+        else:
+            times, values = s.times[s.times <= t], s.values[s.times <= t]
         if len(times) and times[-1] < t:  # each device's line runs on to the violation
             times, values = np.append(times, t), np.append(values, values[-1])
         cut.append(MemorySeries(times, values, s.label))

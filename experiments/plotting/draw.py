@@ -4,7 +4,8 @@ Figures are `matplotlib.figure.Figure` objects made without pyplot (no global st
 ``plt.show``): a notebook shows a returned figure inline, a script saves it with
 `save_figure`. Every artist the tests read carries a gid: ``memory`` (the memory line, raw
 size units), ``budget``, ``peak`` (the simulator's peak; for a schedule drawn up to a violation
-before its peak, the line's highest point, "peak so far"), ``failure`` (the marker where a replay
+before its peak, the highest memory drawn, "peak so far"; for a pipeline batch that never reaches it,
+"batch peak"), ``failure`` (the marker where a replay
 stopped), ``failing memory`` (the memory line over the failing operation: what it holds while it
 runs, over the budget, or would need).
 """
@@ -108,19 +109,27 @@ def plot_to_file(problem: str, instance: Any, schedule: Any, path: str | Path, *
     return save_figure(fig, path, dpi=dpi)
 
 
-def check_suffix(path: str | Path) -> str:
-    """The figure format named by `path`'s extension; `InputError` for any other."""
+def check_suffix(path: str | Path, field: str | None = None) -> str:
+    """The figure format named by `path`'s extension; `InputError` for any other, naming `field` (the
+    option that gave `path`, ``--output``) when given: ``FILE: FIELD: unknown figure format ...``."""
     suffix = Path(path).suffix.lower()
     if suffix not in SUFFIXES:
-        raise InputError(f"unknown figure format {suffix or '(none)'!r}: use .png, .pdf or .svg", path=str(path))
+        raise InputError(f"unknown figure format {suffix or '(none)'!r}: use .png, .pdf or .svg", path=str(path),
+                         field=field)
     return suffix[1:]
 
 
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = 150) -> Path:
-    """Write `fig` to `path` (format from the extension), atomically."""
+    """Write `fig` to `path` (format from the extension): rendered into memory first, then its bytes
+    written atomically (`jsonio.write_atomic`), so that a failure leaves no half-written figure and a
+    target that cannot seek (a named pipe, ``-o >(cmd)``, which matplotlib's PNG and PDF writers refuse or
+    leave a fragment in) gets the whole figure."""
     fmt = check_suffix(path)
     path = Path(path)
-    write_atomic(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=dpi))
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=dpi)
+    data = buf.getvalue()
+    write_atomic(path, lambda tmp: tmp.write_bytes(data))
     return path
 
 
@@ -268,7 +277,8 @@ def _draw_memory(ax: Axes, tl: Timeline, scale: float, unit: str | None, top: fl
     for k, series in enumerate(tl.memory):
         colour = palette[k] if several else MEMORY_COLOUR
         ax.plot(series.times, series.values, color=colour, lw=1.3, gid="memory",
-                label=series.label if several else "memory")
+                label=series.label if several else "memory",
+                marker="o" if len(series.times) == 1 else None, ms=4)  # one vertex (t = 0): a dot, not nothing
         if not several and len(series.times):
             ax.fill_between(series.times, series.values, color=colour, alpha=0.12, lw=0)
     if tl.budget is not None:
@@ -299,18 +309,23 @@ def _draw_memory(ax: Axes, tl: Timeline, scale: float, unit: str | None, top: fl
 
 def _marked_peak(tl: Timeline, scale: float, unit: str | None) -> tuple[float, float, str]:
     """(time, memory, label) of the peak marker: the simulator's peak where the memory line reaches it,
-    else (a schedule drawn up to a violation before its peak) the line's highest point, labelled
-    "peak so far" (the title gives the whole schedule's peak)."""
+    else the highest memory drawn (the line's, the failing operation's, or the violation's), labelled
+    "peak so far" for a schedule drawn up to a violation before its peak, "batch peak" for a pipeline batch
+    that never reaches the simulator's peak (a 1F1B batch of fewer micro-batches than stages; the title
+    gives the simulator's peak in both)."""
     if tl.peak_drawn:
         return tl.peak_time, float(tl.peak_memory), f"peak {_fmt(tl.peak_memory, scale, unit)}"
     top = tl.plotted_peak
     series = next(s for s in tl.memory if len(s.values) and float(np.max(s.values)) >= top)
     at = plateau_middle(series.times, series.values, top)
     failing = _failing_memory(tl)
+    f = tl.failure
     if failing is not None and failing[2] > top:  # the failing op's memory is the highest drawn
         bar, _, top = failing
         at = 0.5 * (bar.start + bar.end)
-    return at, top, f"peak so far {_fmt(top, scale, unit)}"
+    elif failing is None and f is not None and f.memory is not None and f.memory > top:  # the violation's marker
+        at, top = f.time, float(f.memory)
+    return at, top, f"{'batch peak' if f is None else 'peak so far'} {_fmt(top, scale, unit)}"
 
 
 def _failing_memory(tl: Timeline) -> tuple[Bar, float, float] | None:
