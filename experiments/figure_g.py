@@ -102,6 +102,8 @@ def measured_ratios(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) ->
         finite = val.dropna()
         if hi is not None:
             finite = pd.concat([finite, lo.dropna(), hi.dropna()])
+        # (`load_results` refuses a non-finite ratio; rows given to `render` directly may hold one)
+        finite = finite[finite.abs() != float("inf")]
         if len(finite):
             lo_x, hi_x = min(float(finite.min()), 1 - band), max(float(finite.max()), 1 + band)
             pad = 0.08 * (hi_x - lo_x)

@@ -40,7 +40,8 @@ from memsched.experiments.plotting.coincide import coinciding_note, mark_coincid
 from memsched.experiments.plotting.labels import model_labels  # noqa: E402
 
 MIB = 2**20
-#: Solver colours and markers, stable across figures.
+#: Solver colours and markers, stable across figures (`figure_styles` gives a label whose pair another label of
+#: the same figure has a free one).
 STYLE: dict[str, tuple[str, str]] = {
     "rotor": ("#1f77b4", "o"), "milp": ("#d62728", "s"), "cpsat": ("#9467bd", "D"), "revolve": ("#2ca02c", "^"),
     "periodic": ("#ff7f0e", "v"), "sqrt": ("#8c564b", "P"), "store-all": ("#7f7f7f", "x"),
@@ -79,6 +80,49 @@ def style(label: str, name: str | None = None) -> dict[str, Any]:
         return {"color": STYLE[base][0], "marker": "os^Dv<>"[h % 7], "linestyle": ("-", "--", ":", "-.")[h % 4]}
     h = sum(map(ord, label))
     return {"color": _FALLBACK[h % len(_FALLBACK)], "marker": "o"}
+
+
+#: the markers a figure's solvers may take (`figure_styles`), after the ones `STYLE` and `style` give
+_MARKERS = "os^Dv<>PXph*dH8"
+
+
+def figure_styles(labels: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """The line keywords of each solver label of one figure (`style`), every label with its own
+    (colour, marker) pair: labels named in `STYLE` first (in its order: they keep their pair), then the
+    others in sorted order, each keeping `style`'s pair when no label before it has it, else taking the
+    first free pair (a variant such as "madpipe P=4" keeps its solver's colour if it can; another label
+    prefers a colour, then a marker, that no label before it has). Deterministic: the same labels give
+    the same styles, whatever their order."""
+    order = list(STYLE)
+    ranked = sorted(set(labels), key=lambda s: (order.index(s) if s in order else len(order), str(s)))
+    styles: dict[str, dict[str, Any]] = {}
+    used: set[tuple[str, str]] = set()
+    for label in ranked:
+        kw = style(str(label), str(label))
+        pair = (kw["color"], kw["marker"])
+        if pair in used:
+            pair = _free_pair(pair, used, keep_colour=str(label).partition(" ")[0] in STYLE)
+            kw = {**kw, "color": pair[0], "marker": pair[1]}
+        used.add(pair)
+        styles[label] = kw
+    return styles
+
+
+def _free_pair(pair: tuple[str, str], used: set[tuple[str, str]], *, keep_colour: bool) -> tuple[str, str]:
+    """A (colour, marker) pair not in `used`, near `pair` (a label's `style`, taken): with `keep_colour`,
+    its colour and the next free marker when there is one; else the first pair whose colour, then whose
+    marker, no pair of `used` has (colours and markers each in their order from `pair`'s)."""
+    colours = list(dict.fromkeys([pair[0], *_FALLBACK, *(c for c, _ in STYLE.values())]))
+    markers = list(dict.fromkeys([pair[1], *_MARKERS]))
+    if keep_colour:
+        free = [(pair[0], m) for m in markers if (pair[0], m) not in used]
+        if free:
+            return free[0]
+    free = [(c, m) for c in colours for m in markers if (c, m) not in used]
+    if not free:  # more labels than pairs: one is shared
+        return pair
+    taken_colours, taken_markers = {c for c, _ in used}, {m for _, m in used}
+    return min(free, key=lambda cm: (cm[0] in taken_colours, cm[1] in taken_markers))  # the first of the best
 
 
 # ============================================================================ reading results
@@ -485,7 +529,11 @@ def check_figure_paths(out_dir: Path, stems: Iterable[str]) -> None:
     for stem in stems:
         for ext in FIGURE_EXTS:
             path = out_dir / f"{stem}.{ext}"
-            if path.is_dir():
+            try:
+                folder = path.is_dir()
+            except OSError as err:  # a name too long for the file system (ENAMETOOLONG), say
+                raise InputError(f"cannot use the name ({err.strerror or err})", path=str(path)) from None
+            if folder:
                 raise InputError("is a folder, expected a file name (a figure)", path=str(path))
 
 
@@ -513,9 +561,14 @@ def _legend(fig: plt.Figure, axes: list[Any], handles: dict[str, Any], *,
     return (0, 0, max(0.55, min(0.9, 1 - width_in / fig.get_figwidth())), 0.95)
 
 
+def _label_of(rows: pd.DataFrame) -> list[str]:
+    """The solver label of each of `rows` (``solver_label``, else ``solver``), as the figures draw them."""
+    return list(rows["solver_label"].fillna(rows["solver"]))
+
+
 def _solvers_in(rows: pd.DataFrame) -> list[str]:
     order = list(STYLE)
-    labels = list(dict.fromkeys(rows["solver_label"].fillna(rows["solver"])))
+    labels = list(dict.fromkeys(_label_of(rows)))
     return sorted(labels, key=lambda s: (order.index(s) if s in order else len(order), s))
 
 
@@ -687,6 +740,7 @@ def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str,
     rows = rows[~rows.index.isin(hidden.index)]
     instances = list(dict.fromkeys(rows["instance"]))
     shown = model_labels(rows_all)
+    styles = figure_styles(_label_of(rows[rows["status"].isin(FOUND)]))
     fig, axes = _grid(len(instances))
     handles: dict[str, Any] = {}
     drawn: list[list[tuple[str, Any]]] = []
@@ -703,8 +757,7 @@ def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str,
                                                                    "median"))
             y = s["y"] * (100 if use_overhead else 1)
             text = shown.get(label, label)
-            (line,) = ax.plot(s["budget_percent"], y, label=text, lw=1.3, ms=4.5,
-                              **style(label, label))
+            (line,) = ax.plot(s["budget_percent"], y, label=text, lw=1.3, ms=4.5, **styles[label])
             handles.setdefault(text, line)
             drawn[-1].append((text, line))
         size = r["size"].dropna()
@@ -751,6 +804,7 @@ def solve_time_vs_size(rows: pd.DataFrame, out_dir: Path, stem: str, title: str)
     labels_all = rows["solver_label"].fillna(rows["solver"])
     shown = model_labels(rows)
     timed = rows[rows["status"].isin(TIMED)]
+    styles = figure_styles(_label_of(timed))
     budgets = list(dict.fromkeys(rows["budget_spec"]))
     fig, axes = _grid(len(budgets), width=6.0 if len(budgets) == 1 else 4.6, height=3.8)
     handles: dict[str, Any] = {}
@@ -765,7 +819,7 @@ def solve_time_vs_size(rows: pd.DataFrame, out_dir: Path, stem: str, title: str)
             low = g["t"] <= 0
             floored += int(low.sum())
             g["t"] = g["t"].where(~low, TIME_FLOOR_S)
-            kw = style(label, label)
+            kw = styles[label]
             text = shown.get(label, label)
             (line,) = ax.plot(g["size"], g["t"], label=text, lw=1.3, ms=5, **kw)
             open_ = g[~g["proven"]]
@@ -813,6 +867,7 @@ def period_vs_memory(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) -
     """Pipeline period (objective) versus memory per device, one panel per instance."""
     instances = list(dict.fromkeys(rows["instance"]))
     shown = model_labels(rows)
+    styles = figure_styles(_label_of(rows[rows["status"].isin(FOUND)]))
     fig, axes = _grid(len(instances))
     handles: dict[str, Any] = {}
     drawn: list[list[tuple[str, Any]]] = []
@@ -827,7 +882,7 @@ def period_vs_memory(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) -
             s = s.groupby("budget", as_index=False).agg(y=("objective", "median"))
             text = shown.get(label, label)
             (line,) = ax.plot(s["budget"] / scale, s["y"], label=text, lw=1.3, ms=4.5, drawstyle="steps-post",
-                              **style(label, label))
+                              **styles[label])
             handles.setdefault(text, line)
             drawn[-1].append((text, line))
         ax.set_title(literal_text(inst), fontsize=8.5)
@@ -954,7 +1009,7 @@ def render(figure_id: str, rows: pd.DataFrame, out_dir: str | Path, *,
         r = with_memory_units(r)
     options = dict(spec.options)
     if grid and spec.draw is overhead_vs_budget:
-        options["note"] = not_run_caveat(str(options.get("note", CHAIN_NOTE)))
+        options["note"] = not_run_caveat(str(options.get("note", CHAIN_NOTE)), grid)
     token = _CAPTION_EXTRA.set(grid or "")
     try:
         return spec.draw(r, Path(out_dir), spec.stem, spec.title, **options), None
@@ -966,9 +1021,19 @@ def render(figure_id: str, rows: pd.DataFrame, out_dir: str | Path, *,
 _CAPTION_EXTRA: contextvars.ContextVar[str] = contextvars.ContextVar("memsched_caption_extra", default="")
 
 
-def not_run_caveat(note: str) -> str:
+#: how `grid_note` starts the note of a sweep whose every cell has a row, beside rows of no cell of its file
+EVERY_CELL_RAN = "every cell of"
+
+
+def not_run_caveat(note: str, grid: str = "") -> str:
     """`note` (a caption) whose claim that a missing point is a cell without a schedule also names cells
-    that never ran (a sweep that does not cover its grid, `grid_note`)."""
+    that never ran (a sweep that does not cover its grid, `grid`: its `grid_note`); when every cell of
+    the grid has a row (rows of no cell beside them), the caption says only that those other rows' missing
+    points are not known to be cells that ran."""
+    if grid.partition(": ")[2].startswith(EVERY_CELL_RAN):
+        return note.replace("missing points: no schedule within the budget",
+                            "missing points: no schedule within the budget (rows of no cell of the sweep file: "
+                            "not known, first line)")
     return note.replace("missing points: no schedule within the budget",
                         "missing points: no schedule within the budget, or a cell that never ran (first line)")
 
@@ -1004,6 +1069,9 @@ def grid_note(figure_id: str, rows: pd.DataFrame) -> str | None:
     if done == 0:
         return (f"sweep {sweep}: its {len(mine)} rows are no cells of {shown} (another sweep file or other "
                 "settings): not known whether every cell of its grid ran")
+    if done == total:  # every cell ran; the grid of the other rows is not known
+        return (f"sweep {sweep}: {EVERY_CELL_RAN} {shown} has a row ({total} cells); {extra} rows of no cell of it "
+                "(another sweep file or other settings): not known whether every cell of their grid ran")
     others = f"; {extra} rows of no cell of it" if extra else ""
     return (f"sweep {sweep}: {done} of {total} cells of {shown} have a row, {total - done} never ran (the sweep "
             f"was stopped or not resumed: memsched sweep {shown} --output {folder} runs them){others}")
@@ -1126,4 +1194,4 @@ __all__ = ["FIGURES", "FigureSpec", "load_results", "render", "make_figures", "f
            "overhead_vs_budget", "solve_time_vs_size", "period_vs_memory", "predicted_vs_measured", "style",
            "size_text", "with_memory_units", "source_file", "model_labels", "mark_coinciding", "clip_text",
            "is_sweep_table", "empty_text_cell", "grid_note", "check_same_settings", "settings_conflict",
-           "TABLE_COLUMN"]
+           "TABLE_COLUMN", "figure_styles"]

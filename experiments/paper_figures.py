@@ -11,13 +11,16 @@ bytes, the activation budget the solver gets, input a_0 included; for offloading
 memory), over the instance's grid from its smallest feasible budget (rotor's) to its store-all
 peak. A pipeline sweep (problem ``pipeline``) is drawn as the period (the objective, in the
 instance's time unit, ms) versus the memory per device, one row of panels per instance and one
-column per device count P (the solver labels' ``P=<n>``). Each panel's title names the
-instance and the cost model its times come from (the instance file's ``meta["cost"]``: a
-roofline of a named GPU, counted FLOP or measured). Writes ``<stem>.png`` and ``.pdf`` under `--out`.
+column per device count P (the solver labels' ``P=<n>``: a pipeline label without one is an error). Each
+panel's title names the instance and the cost model its times come from (the instance file's
+``meta["cost"]``: a roofline of a named GPU, counted FLOP or measured). Every solver of a figure has its
+own colour and marker (`distinct_styles`). Writes ``<stem>.png`` and ``.pdf`` under `--out`.
 
 Exit 0; 2, with a one-line error naming the path and before anything is drawn, when the table is
-missing, damaged, empty (a header alone) or lacks a column, or `--out` is no folder that can be made
-(a file, say) or a figure's file is a folder; 130, one line, on Ctrl-C.
+missing, damaged, empty (a header alone), lacks a column, has an empty text cell a figure reads, holds
+rows of several problems or a pipeline label without ``P=<n>``, or `--results` or `--out` is empty,
+`--out` is no folder that can be made (a file, say) or a figure's file is a folder or a name too long;
+130, one line, on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -25,17 +28,25 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.colors import to_hex  # noqa: E402
 from memsched.experiments.figures import (  # noqa: E402
+    _FALLBACK,
+    STYLE,
     _checked_fields,
     _checked_numbers,
+    _checked_text,
     _legend,
     _save_figure,
     check_figure_paths,
@@ -53,6 +64,54 @@ GB = 1e9
 #: pipeline panels: one colour and marker per solver (the label's name before " P=<n>")
 PIPELINE_STYLE = {"madpipe": ("C0", "o"), "pipedream": ("C1", "s"), "balance-time": ("C2", "^"),
                   "interleave-v": ("C3", "v"), "cpsat": ("k", "x"), "dag": ("C4", "D")}
+#: the (colour, marker) pairs for a solver without a style of its own, or whose style an earlier solver of the
+#: figure has (`distinct_styles`), in order: each takes the first pair no other solver of the figure has
+SPARE_STYLES = tuple((colour, marker) for marker in "osD^v<>pPhX*" for colour in _FALLBACK)
+#: a pipeline solver label's device count: " P=<n>" (the rest of the label names the solver)
+DEVICE_COUNT = re.compile(r" P=(\d+)(?=\s|$)")
+
+
+def distinct_styles(wanted: Iterable[tuple[str, dict[str, Any] | None]]) -> dict[str, dict[str, Any]]:
+    """Solver (legend key) -> matplotlib line keywords, one (colour, marker) pair per solver of a figure: each
+    keeps the style it wants (its `STYLE`/`PIPELINE_STYLE` entry; None: none), in the order given, unless
+    an earlier one has the same pair; those and the ones wanting none take the first free pair of
+    `SPARE_STYLES`. Deterministic: the same solvers in the same order get the same styles."""
+    taken: set[tuple[str, str]] = set()
+    out: dict[str, dict[str, Any]] = {}
+    later: list[str] = []
+    for key, kw in wanted:
+        if key in out or key in later:
+            continue
+        if kw is None or (to_hex(str(kw["color"])), str(kw["marker"])) in taken:
+            later.append(key)
+            continue
+        taken.add((to_hex(str(kw["color"])), str(kw["marker"])))
+        out[key] = dict(kw)
+    spare = (p for p in SPARE_STYLES if (to_hex(p[0]), p[1]) not in taken)
+    for key in later:
+        colour, marker = next(spare, ("0.5", "."))  # past the 120 pairs: grey dots
+        out[key] = {"color": colour, "marker": marker}
+    return out
+
+
+def device_count(label: str) -> tuple[str, int] | None:
+    """(solver, P) of a pipeline solver label: "madpipe P=4" -> ("madpipe", 4), "madpipe P=4 (GPipe)" ->
+    ("madpipe (GPipe)", 4); None for a label without " P=<n>"."""
+    found = DEVICE_COUNT.search(label)
+    if found is None:
+        return None
+    return label[:found.start()] + label[found.end():], int(found.group(1))
+
+
+def _pipeline_styles(rows: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """`_solver` -> line keywords (`distinct_styles`): the solvers of `PIPELINE_STYLE` (by label, else by the
+    registry's ``solver``) first, in order of appearance, then the others."""
+    names = rows["solver"] if "solver" in rows else rows["_solver"]
+    pairs = list(dict.fromkeys(zip(rows["_solver"].astype(str), names.astype(str))))
+    wanted = [(label, PIPELINE_STYLE.get(label, PIPELINE_STYLE.get(name))) for label, name in pairs]
+    own: list[tuple[str, dict[str, Any] | None]] = [
+        (label, {"color": style[0], "marker": style[1]}) for label, style in wanted if style is not None]
+    return distinct_styles(own + [(label, None) for label, style in wanted if style is None])
 
 
 def draw_pipeline(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem: str = "paper_pipeline") -> list[Path]:
@@ -61,13 +120,15 @@ def draw_pipeline(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem
     solver (feasible rows only), named with the model its optimal rows are optimal in
     (`plotting.labels.model_labels`); one legend for the figure, right of the panels (none over the data), and
     a line drawn exactly under another shown around it (`figures.mark_coinciding`)."""
-    rows = rows.assign(_solver=rows["solver_label"].str.split(" P=").str[0],
-                       _p=pd.to_numeric(rows["solver_label"].str.split(" P=").str[1], errors="coerce"))
+    check_device_counts(rows)
+    parsed = [device_count(str(label)) or ("", 0) for label in rows["solver_label"]]
+    rows = rows.assign(_solver=[s for s, _ in parsed], _p=[p for _, p in parsed])
     instances = list(dict.fromkeys(rows["instance"]))
-    ps = sorted(int(p) for p in rows["_p"].dropna().unique())
+    ps = sorted(int(p) for p in rows["_p"].unique())
     models = _solver_models(rows)
+    styles = _pipeline_styles(rows)
     fig, axes = plt.subplots(len(instances), len(ps), figsize=(3.6 * len(ps), 2.8 * len(instances)), squeeze=False)
-    handles: dict[str, object] = {}
+    handles: dict[str, Any] = {}
     drawn: list[list[tuple[str, object]]] = []
     for i, name in enumerate(instances):
         for j, p in enumerate(ps):
@@ -75,11 +136,11 @@ def draw_pipeline(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem
             part = rows[(rows["instance"] == name) & (rows["_p"] == p) & rows["status"].isin(["optimal", "feasible"])]
             drawn.append([])
             for solver, group in part.groupby("_solver", sort=False):
-                colour, marker = PIPELINE_STYLE.get(str(solver), ("0.5", "."))
                 group = group.sort_values("budget")
                 text = models.get(str(solver), str(solver))
-                (line,) = ax.plot(group["budget"] / GB, group["objective"], color=colour, marker=marker, ms=3, lw=1,
-                                  ls="--" if solver == "cpsat" else "-", label=literal_text(text))
+                (line,) = ax.plot(group["budget"] / GB, group["objective"], ms=3, lw=1,
+                                  ls="--" if solver == "cpsat" else "-", label=literal_text(text),
+                                  **styles[str(solver)])
                 handles.setdefault(text, line)
                 drawn[-1].append((text, line))
             ax.set_title(literal_text(f"{name}, P = {p}\ntimes: {costs.get(name, 'unknown')}"), fontsize=7)
@@ -94,14 +155,20 @@ def draw_pipeline(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem
 
 
 def _solver_models(rows: pd.DataFrame) -> dict[str, str]:
-    """Pipeline solver name (``_solver``: the label before " P=<n>") -> its legend text with the model its
-    optimal rows are optimal in ("madpipe (contiguous stages, 1F1B)", `plotting.labels.model_labels`), when every
-    device count names the same model; else the name."""
-    named: dict[str, set[str]] = {}
-    for label, text in model_labels(rows).items():
-        solver = label.split(" P=")[0]
-        named.setdefault(solver, set()).add(text[len(label):])  # the appended " (<model>)", or ""
-    return {solver: solver + tails.pop() for solver, tails in named.items() if len(tails) == 1}
+    """Pipeline solver name (``_solver``: the label without " P=<n>", `device_count`) -> its legend text with
+    the model its optimal rows are optimal in, at every device count ("madpipe (contiguous stages, 1F1B)",
+    `plotting.labels.model_labels` of the rows labelled with the name), when they name one; else the name."""
+    return model_labels(rows.drop(columns=["solver"], errors="ignore").assign(solver_label=rows["_solver"]))
+
+
+def check_device_counts(rows: pd.DataFrame, table: Path | None = None) -> None:
+    """Every solver label of the pipeline rows `rows` names its device count (" P=<n>", `device_count`: the
+    figure draws one column of panels per P); else `InputError` naming the table, the column and the row."""
+    for i, label in enumerate(rows["solver_label"]):
+        if device_count(str(label)) is None:
+            raise InputError(f"row {i + 2}: {str(label)!r} names no device count ' P=<n>' (the pipeline figure "
+                             "draws one column of panels per P)", path=None if table is None else str(table),
+                             field="solver_label")
 
 
 def save_figure(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
@@ -141,21 +208,21 @@ def draw(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem: str = "
     cols = min(3, len(instances))
     nrows = math.ceil(len(instances) / cols)
     shown = model_labels(rows)
+    styles = _chain_styles(rows)
     fig, axes = plt.subplots(nrows, cols, figsize=(4.3 * cols, 3.3 * nrows), squeeze=False)
-    handles: dict[str, object] = {}
+    handles: dict[str, Any] = {}
     drawn: list[list[tuple[str, object]]] = []
     for ax, name in zip(axes.flat, instances):
         part = rows[(rows["instance"] == name) & rows["status"].isin(["optimal", "feasible"])]
         ax.set_title(literal_text(f"{name}\ntimes: {costs.get(name, 'unknown')}"), fontsize=7)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
-        names = part["solver"] if "solver" in part else part["solver_label"]  # the registry's name, for its style
         drawn.append([])
-        for (label, solver), group in part.groupby([part["solver_label"], names], sort=False):
+        for label, group in part.groupby(part["solver_label"], sort=False):
             group = group.sort_values("budget")  # one colour and marker per solver in every figure
             text = shown.get(str(label), str(label))
             (line,) = ax.plot(group["budget"] / GB, 1.0 + group["overhead"], ms=3, lw=1, label=literal_text(text),
-                              **solver_style(str(label), str(solver)))
+                              **styles[str(label)])
             handles.setdefault(text, line)
             drawn[-1].append((text, line))
         ref = rows.loc[rows["instance"] == name, "reference_peak"].max()
@@ -170,6 +237,16 @@ def draw(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem: str = "
     return save_figure(fig, out_dir, stem)
 
 
+def _chain_styles(rows: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Solver label -> line keywords (`distinct_styles`): each label's `figures.style` (by label, else by the
+    registry's ``solver``), those of `figures.STYLE` first, in order of appearance, then the others."""
+    names = rows["solver"] if "solver" in rows else rows["solver_label"]  # the registry's name, for its style
+    pairs = list(dict.fromkeys(zip(rows["solver_label"].astype(str), names.astype(str))))
+    known = [(label, name) for label, name in pairs if label in STYLE or name in STYLE]
+    others = [(label, name) for label, name in pairs if (label, name) not in known]
+    return distinct_styles([(label, solver_style(label, name)) for label, name in known + others])
+
+
 def figure_args(argv: list[str] | None, doc: str | None, results: str, results_help: str, stem: str
                 ) -> argparse.Namespace:
     """The options of a figure script: --results (default `results`), --out (results/figures)
@@ -182,7 +259,9 @@ def figure_args(argv: list[str] | None, doc: str | None, results: str, results_h
 
 
 #: the columns of a sweep table every paper figure reads
-COLUMNS = ("instance", "source", "solver_label", "status", "budget")
+COLUMNS = ("instance", "source", "problem", "solver_label", "status", "budget")
+#: the columns of `COLUMNS` that hold text: an empty cell is an error (`checked_text`), as in `memsched figures`
+TEXT_COLUMNS = ("instance", "source", "problem", "solver_label", "status")
 #: the columns the chain-style figure (`draw`: chains, graphs, offloading) reads besides `COLUMNS`
 CHAIN_COLUMNS = ("overhead", "reference_peak")
 #: the columns the pipeline figure (`draw_pipeline`) reads besides `COLUMNS`
@@ -200,10 +279,38 @@ def required_columns(rows: pd.DataFrame) -> tuple[str, ...]:
     return COLUMNS + (PIPELINE_COLUMNS if is_pipeline(rows) else CHAIN_COLUMNS)
 
 
+def checked_text(rows: pd.DataFrame, table: Path) -> pd.DataFrame:
+    """`rows` (read from `table`) when no text cell a figure reads is empty: those `memsched figures` checks
+    (``sweep``, ``key``: `figures._checked_text`) and `TEXT_COLUMNS`; else `InputError` naming the file,
+    the column and the row, in the words of `figures._checked_text` (an empty ``instance`` drew a panel
+    titled "nan")."""
+    rows = _checked_text(rows, table)
+    empty = pd.DataFrame({c: rows[c].isna() | (rows[c].astype(str).str.strip() == "") for c in TEXT_COLUMNS})
+    if empty.to_numpy().any():  # the first row with an empty cell, its first such column
+        i = int(empty.any(axis=1).to_numpy().argmax())
+        col = TEXT_COLUMNS[int(empty.iloc[i].to_numpy().argmax())]
+        raise InputError(f"row {i + 2}: empty (a figure reads it; a damaged or hand-edited sweep table)",
+                         path=str(table), field=col)
+    return rows
+
+
+def check_one_problem(rows: pd.DataFrame, table: Path) -> None:
+    """The rows of `table` are of one problem (a paper figure draws one: the pipeline figure's axes are not
+    the others'); else `InputError` naming the file and the column. Pipeline rows name their device count
+    (`check_device_counts`)."""
+    problems = list(dict.fromkeys(rows["problem"].astype(str)))
+    if len(problems) > 1:
+        raise InputError(f"rows of {len(problems)} problems ({', '.join(problems)}): a paper figure draws the "
+                         "rows of one sweep of one problem", path=str(table), field="problem")
+    if is_pipeline(rows):
+        check_device_counts(rows, table)
+
+
 def read_table(table: Path) -> pd.DataFrame:
     """The rows of the sweep table `table` (``<results>/<name>.csv``), at least one; a missing, unreadable,
     damaged or empty table (a header alone), or one without a column its figure reads (`required_columns`), is an
-    `InputError` naming it."""
+    `InputError` naming it; so is an empty text cell (`checked_text`), rows of several problems or a pipeline
+    label without its device count (`check_one_problem`)."""
     if not table.is_file():
         what = "is a folder" if table.is_dir() else "not found"
         raise InputError(f"{what}: expected the sweep's table (memsched sweep writes <output>/<output>.csv; "
@@ -219,7 +326,9 @@ def read_table(table: Path) -> pd.DataFrame:
         raise InputError(f"no column {', '.join(missing)} (not a sweep table)", path=str(table))
     if rows.empty:  # a header alone: nothing to draw
         raise InputError("no rows (the sweep has not written any yet?)", path=str(table))
-    return _checked_numbers(rows, table)
+    rows = checked_text(_checked_numbers(rows, table), table)
+    check_one_problem(rows, table)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,12 +342,25 @@ def main(argv: list[str] | None = None) -> int:
                                "(written atomically)")
 
 
+def sweep_table(folder: Path) -> Path:
+    """The table of the sweep output folder `folder`: ``<folder>/<its name>.csv``, the name that of the
+    folder made absolute (``--results .`` inside the folder, or ``..``, names the folder, not ""; a link
+    keeps its own name); `InputError` for a folder without a name (``/``)."""
+    name = Path(os.path.abspath(folder)).name
+    if not name:
+        raise InputError("names no sweep output folder (<output>/<output>.csv is the table)", path=str(folder),
+                         field="--results")
+    return folder / f"{name}.csv"
+
+
 def run(args: argparse.Namespace) -> int:
     """Check the table of --results and the figure's paths under --out (`check_figure_paths`)
     before any work, then draw; exit 0."""
     check_stem(args.stem)
-    folder = Path(args.results)
-    table = folder / f"{folder.name}.csv"
+    for value, field in ((args.results, "--results"), (args.out, "--out")):
+        if value == "":  # not the current folder: an empty path is bad input (as `memsched figures`)
+            raise InputError("is empty, expected a folder name", field=field)
+    table = sweep_table(Path(args.results))
     rows = read_table(table)
     check_figure_paths(Path(args.out), [args.stem])
     costs = {}

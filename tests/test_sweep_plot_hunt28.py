@@ -88,11 +88,14 @@ def test_a_facade_sweep_names_an_exact_solver_with_its_model():
 
 
 def test_a_label_naming_its_model_is_kept_and_a_scope_without_model_changes_nothing():
+    # a label's own parenthetical that does not name the model gets it inside (hunt 39: "rotor (no transfer;
+    # persistent)"); one that names it is kept
     rows = [_row("x", "cpsat", f, 11.0 + f, solver_label="CP-SAT (12 stages)", scope=PHASE) for f in (0.6, 1.0)]
+    rows += [_row("x", "cpsat", f, 11.5 + f, solver_label="cpsat (phase model)", scope=PHASE) for f in (0.6, 1.0)]
     rows += [_row("x", "milp", f, 12.0 + f, solver_label="milp", scope=PHASE) for f in (0.6, 1.0)]
     rows += [_row("x", "sqrt", f, 13.0 + f, solver_label="sqrt", scope="no optimality claim") for f in (0.6, 1.0)]
     labels = set(_styles(SweepResult(rows).plot().axes[0]))
-    assert labels == {"CP-SAT (12 stages)", "milp (phase model)", "sqrt"}
+    assert labels == {"CP-SAT (12 stages; phase model)", "cpsat (phase model)", "milp (phase model)", "sqrt"}
 
 
 def test_budgets_without_a_schedule_are_left_out_whatever_y_is():

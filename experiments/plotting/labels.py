@@ -1,19 +1,32 @@
 """Legend text of solver series: a solver's label with the restricted model its ``optimal`` rows are
 optimal in, as the rows' ``scope`` names it (issue 19 item 6: "rotor (persistent)", "cpsat (phase
-model)"). Used by the command-line figures (`experiments.figures`, `experiments.paper_figures`) and the
-facade's `SweepResult.plot`; no pyplot import."""
+model)"; a label with a parenthetical gets the model inside it, "rotor (no transfer; persistent)",
+`with_model`). Used by the command-line figures (`experiments.figures`, `experiments.paper_figures`) and
+the facade's `SweepResult.plot`; no pyplot import."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["SCOPE_MODELS", "model_labels", "row_labels"]
+__all__ = ["SCOPE_MODELS", "model_labels", "row_labels", "scope_model", "with_model"]
 
 
 #: (start of a row's ``scope``, the model): the restricted model a solver's ``optimal`` rows are optimal in,
-#: as the solver's scope string names it (`model_labels`)
+#: as the solver's scope string names it (`model_labels`); a scope takes the model of the longest start it
+#: begins with (`scope_model`: pofo's "persistent schedules with offloaded checkpoints" is no rotor's)
 SCOPE_MODELS: tuple[tuple[str, str], ...] = (
     ("persistent schedules", "persistent"),                                  # rotor
+    ("persistent schedules with offloaded checkpoints", "persistent, offloaded checkpoints"),  # pofo
+    ("checkpointing only (rotor: persistent schedules", "persistent"),       # remat-only (offload)
+    ("offload-only (store-all order)", "store-all order"),                   # cpsat (offload)
+    ("offload-exact: phase-form compute sequences", "phase model, whole-piece transfers"),  # offload-exact
+    ("phase-form compute sequences (each stage at most once per phase) with at most one Off/Pre pair per idle gap",
+     "phase model, one Off/Pre per idle gap"),                               # exact-combined
+    ("H-Revolve abstract model", "H-Revolve model"),                         # hrevolve
+    ("DAG partitions (all antichain splits", "DAG partitions"),             # dag, dag-cpsat (pipeline)
+    ("DAG partitions (antichain splits", "coarsened DAG partitions"),        # dag, dag-cpsat: a coarsened lattice
+    ("DAG partitions (splits of the linearised chain only", "contiguous stages"),  # dag, dag-cpsat: the chain's
+    ("interleaved allocations of <=", "interleaved contiguous stages"),      # interleave-dp, interleave-cpsat
     ("join-persistent schedules", "persistent per branch"),                  # dp (join networks)
     ("contiguous stages on <=", "contiguous stages, 1F1B"),                  # madpipe, pipedream, cpsat (pipeline)
     ("straight pipelines and V-shaped allocations", "straight or V-shaped stages"),  # interleave-v
@@ -27,9 +40,9 @@ SCOPE_MODELS: tuple[tuple[str, str], ...] = (
 
 def model_labels(rows: pd.DataFrame) -> dict[str, str]:
     """Solver label (``solver_label``, else ``solver``) -> its legend text: the label with the model its
-    ``optimal`` rows are optimal in appended ("rotor (persistent)", "madpipe P=4 (contiguous stages, 1F1B)"),
-    when the label names none (no parenthesis) and those rows' ``scope`` names one model of `SCOPE_MODELS`;
-    else the label itself. The sweep configs' labels (the tables' keys) are unchanged.
+    ``optimal`` rows are optimal in ("rotor (persistent)", "madpipe P=4 (contiguous stages, 1F1B)", "rotor (no
+    transfer; persistent)": `with_model`), when those rows' ``scope`` names one model of `SCOPE_MODELS`
+    (`scope_model`); else the label itself. The sweep configs' labels (the tables' keys) are unchanged.
 
     Rows of several problems (a ``problem`` column holding more than one: a mixed grid) are grouped by
     (problem, label): a label that runs on several problems gets a model only when its rows of every one of
@@ -77,18 +90,34 @@ def _problems(rows: pd.DataFrame) -> pd.Series:
 
 def _group_texts(rows: pd.DataFrame, labels: pd.Series) -> dict[tuple[str, str], str]:
     """(problem, label) -> legend text for each label present, with the problem of `_problems`: the label
-    with " (<model>)" when the group's ``optimal`` rows' scopes name exactly one model of `SCOPE_MODELS`
-    and the label names none (no parenthesis), else the label itself."""
+    with the model (`with_model`) when the group's ``optimal`` rows' scopes name exactly one model
+    (`scope_model`), else the label itself."""
     out = {(problem, str(label)): str(label) for problem, label in zip(_problems(rows), labels) if pd.notna(label)}
     if "scope" not in rows or "status" not in rows:
         return out
     optimal = rows[rows["status"] == "optimal"]
     keys = [_problems(rows)[optimal.index], labels[optimal.index]]
     for (problem, label), scopes in optimal["scope"].groupby(keys):
-        if "(" in str(label):
-            continue
-        models = {model for scope in scopes.dropna().astype(str) for start, model in SCOPE_MODELS
-                  if scope.startswith(start)}
+        models = {scope_model(scope) for scope in scopes.dropna().astype(str)} - {None}
         if len(models) == 1:
-            out[(str(problem), str(label))] = f"{label} ({models.pop()})"
+            out[(str(problem), str(label))] = with_model(str(label), str(models.pop()))
     return out
+
+
+def scope_model(scope: str) -> str | None:
+    """The model of `SCOPE_MODELS` that a row's ``scope`` names (that of the longest start the scope begins
+    with); None for a scope that names none (a heuristic's, or one of no listed model)."""
+    found = [(len(start), model) for start, model in SCOPE_MODELS if scope.startswith(start)]
+    return max(found)[1] if found else None
+
+
+def with_model(label: str, model: str) -> str:
+    """The legend text of solver label `label` whose ``optimal`` rows are optimal in `model`: the label
+    itself when it names that model already ("cpsat (phase model)", "remat-only (rotor: persistent)"; case
+    aside); else the model inside the label's closing parenthetical ("rotor (no transfer)" -> "rotor (no
+    transfer; persistent)"), or appended in one ("rotor" -> "rotor (persistent)")."""
+    if model.lower() in label.lower():
+        return label
+    if label.endswith(")") and "(" in label:
+        return f"{label[:-1]}; {model})"
+    return f"{label} ({model})"

@@ -27,7 +27,11 @@ ROW_COLUMNS = [
 #: Columns that hold numbers (or nothing); a table read back with anything else there is damaged.
 NUMERIC_COLUMNS = ("size", "budget", "reference_peak", "budget_fraction", "slots", "time_limit", "repeat", "objective",
                    "baseline_objective", "overhead", "lower_bound", "gap", "peak_memory", "min_budget", "solve_time_s",
-                   "measured_time_ms", "measured_peak", "memory_ratio", "time_ratio")
+                   "measured_time_ms", "measured_peak", "memory_ratio", "time_ratio",
+                   # an executed cell's (`cell._execute`; empty in the rows of a cell that did not execute),
+                   # read as numbers by figure (g)
+                   "independent_peak", "independent_ratio", "predicted_peak", "time_ratio_min", "time_ratio_max",
+                   "threads", "warmup", "time_repeats", "load_1min")
 #: Columns that hold text (or nothing): a table is read back with them as text, as the journal had them
 #: (a version "1.10" or a hash "0123" stays as written).
 TEXT_COLUMNS = ("sweep", "key", "instance", "problem", "source", "instance_hash", "budget_spec", "solver",
