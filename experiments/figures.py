@@ -38,6 +38,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from memsched.experiments.plotting.coincide import coinciding_note, mark_coinciding  # noqa: E402
 from memsched.experiments.plotting.labels import model_labels  # noqa: E402
+from memsched.experiments.plotting.styles import SPARE_COLOURS, distinct_styles  # noqa: E402
 
 MIB = 2**20
 #: Solver colours and markers, stable across figures (`figure_styles` gives a label whose pair another label of
@@ -63,8 +64,7 @@ STYLE: dict[str, tuple[str, str]] = {
     "cpsat (phase model)": ("#9467bd", "D"), "milp (phase model)": ("#d62728", "s"),
     "checkmate (file's order)": ("#d62728", "s"), "cpsat (<= 2 computations per node)": ("#9467bd", "D"),
 }
-_FALLBACK = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-             "#bcbd22", "#17becf"]
+_FALLBACK = list(SPARE_COLOURS)
 FOUND = ("optimal", "feasible")
 
 
@@ -82,47 +82,14 @@ def style(label: str, name: str | None = None) -> dict[str, Any]:
     return {"color": _FALLBACK[h % len(_FALLBACK)], "marker": "o"}
 
 
-#: the markers a figure's solvers may take (`figure_styles`), after the ones `STYLE` and `style` give
-_MARKERS = "os^Dv<>PXph*dH8"
-
-
 def figure_styles(labels: Iterable[str]) -> dict[str, dict[str, Any]]:
     """The line keywords of each solver label of one figure (`style`), every label with its own
-    (colour, marker) pair: labels named in `STYLE` first (in its order: they keep their pair), then the
-    others in sorted order, each keeping `style`'s pair when no label before it has it, else taking the
-    first free pair (a variant such as "madpipe P=4" keeps its solver's colour if it can; another label
-    prefers a colour, then a marker, that no label before it has). Deterministic: the same labels give
-    the same styles, whatever their order."""
+    (colour, marker) pair (`plotting.styles.distinct_styles`): labels named in `STYLE` first (in its order),
+    then the others in sorted order, each keeping `style`'s pair when no label before it has it, else taking
+    a free one. Deterministic: the same labels give the same styles, whatever their order."""
     order = list(STYLE)
     ranked = sorted(set(labels), key=lambda s: (order.index(s) if s in order else len(order), str(s)))
-    styles: dict[str, dict[str, Any]] = {}
-    used: set[tuple[str, str]] = set()
-    for label in ranked:
-        kw = style(str(label), str(label))
-        pair = (kw["color"], kw["marker"])
-        if pair in used:
-            pair = _free_pair(pair, used, keep_colour=str(label).partition(" ")[0] in STYLE)
-            kw = {**kw, "color": pair[0], "marker": pair[1]}
-        used.add(pair)
-        styles[label] = kw
-    return styles
-
-
-def _free_pair(pair: tuple[str, str], used: set[tuple[str, str]], *, keep_colour: bool) -> tuple[str, str]:
-    """A (colour, marker) pair not in `used`, near `pair` (a label's `style`, taken): with `keep_colour`,
-    its colour and the next free marker when there is one; else the first pair whose colour, then whose
-    marker, no pair of `used` has (colours and markers each in their order from `pair`'s)."""
-    colours = list(dict.fromkeys([pair[0], *_FALLBACK, *(c for c, _ in STYLE.values())]))
-    markers = list(dict.fromkeys([pair[1], *_MARKERS]))
-    if keep_colour:
-        free = [(pair[0], m) for m in markers if (pair[0], m) not in used]
-        if free:
-            return free[0]
-    free = [(c, m) for c in colours for m in markers if (c, m) not in used]
-    if not free:  # more labels than pairs: one is shared
-        return pair
-    taken_colours, taken_markers = {c for c, _ in used}, {m for _, m in used}
-    return min(free, key=lambda cm: (cm[0] in taken_colours, cm[1] in taken_markers))  # the first of the best
+    return distinct_styles([(label, style(str(label), str(label))) for label in ranked])
 
 
 # ============================================================================ reading results

@@ -14,7 +14,7 @@ instance's time unit, ms) versus the memory per device, one row of panels per in
 column per device count P (the solver labels' ``P=<n>``: a pipeline label without one is an error). Each
 panel's title names the instance and the cost model its times come from (the instance file's
 ``meta["cost"]``: a roofline of a named GPU, counted FLOP or measured). Every solver of a figure has its
-own colour and marker (`distinct_styles`). Writes ``<stem>.png`` and ``.pdf`` under `--out`.
+own colour and marker (`plotting.styles.distinct_styles`). Writes ``<stem>.png`` and ``.pdf`` under `--out`.
 
 Exit 0; 2, with a one-line error naming the path and before anything is drawn, when the table is
 missing, damaged, empty (a header alone), lacks a column, has an empty text cell a figure reads, holds
@@ -31,7 +31,6 @@ import math
 import os
 import re
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +39,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.colors import to_hex  # noqa: E402
 from memsched.experiments.figures import (  # noqa: E402
-    _FALLBACK,
     STYLE,
     _checked_fields,
     _checked_numbers,
@@ -58,40 +55,15 @@ from memsched.experiments.figures import (  # noqa: E402
     source_file,
 )
 from memsched.experiments.figures import style as solver_style  # noqa: E402
+from memsched.experiments.plotting.styles import distinct_styles  # noqa: E402
 from memsched.solvers.errors import InputError  # noqa: E402
 
 GB = 1e9
 #: pipeline panels: one colour and marker per solver (the label's name before " P=<n>")
 PIPELINE_STYLE = {"madpipe": ("C0", "o"), "pipedream": ("C1", "s"), "balance-time": ("C2", "^"),
                   "interleave-v": ("C3", "v"), "cpsat": ("k", "x"), "dag": ("C4", "D")}
-#: the (colour, marker) pairs for a solver without a style of its own, or whose style an earlier solver of the
-#: figure has (`distinct_styles`), in order: each takes the first pair no other solver of the figure has
-SPARE_STYLES = tuple((colour, marker) for marker in "osD^v<>pPhX*" for colour in _FALLBACK)
 #: a pipeline solver label's device count: " P=<n>" (the rest of the label names the solver)
 DEVICE_COUNT = re.compile(r" P=(\d+)(?=\s|$)")
-
-
-def distinct_styles(wanted: Iterable[tuple[str, dict[str, Any] | None]]) -> dict[str, dict[str, Any]]:
-    """Solver (legend key) -> matplotlib line keywords, one (colour, marker) pair per solver of a figure: each
-    keeps the style it wants (its `STYLE`/`PIPELINE_STYLE` entry; None: none), in the order given, unless
-    an earlier one has the same pair; those and the ones wanting none take the first free pair of
-    `SPARE_STYLES`. Deterministic: the same solvers in the same order get the same styles."""
-    taken: set[tuple[str, str]] = set()
-    out: dict[str, dict[str, Any]] = {}
-    later: list[str] = []
-    for key, kw in wanted:
-        if key in out or key in later:
-            continue
-        if kw is None or (to_hex(str(kw["color"])), str(kw["marker"])) in taken:
-            later.append(key)
-            continue
-        taken.add((to_hex(str(kw["color"])), str(kw["marker"])))
-        out[key] = dict(kw)
-    spare = (p for p in SPARE_STYLES if (to_hex(p[0]), p[1]) not in taken)
-    for key in later:
-        colour, marker = next(spare, ("0.5", "."))  # past the 120 pairs: grey dots
-        out[key] = {"color": colour, "marker": marker}
-    return out
 
 
 def device_count(label: str) -> tuple[str, int] | None:
@@ -104,8 +76,8 @@ def device_count(label: str) -> tuple[str, int] | None:
 
 
 def _pipeline_styles(rows: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    """`_solver` -> line keywords (`distinct_styles`): the solvers of `PIPELINE_STYLE` (by label, else by the
-    registry's ``solver``) first, in order of appearance, then the others."""
+    """`_solver` -> line keywords (`plotting.styles.distinct_styles`): the solvers of `PIPELINE_STYLE` (by label,
+    else by the registry's ``solver``) first, in order of appearance, then the others."""
     names = rows["solver"] if "solver" in rows else rows["_solver"]
     pairs = list(dict.fromkeys(zip(rows["_solver"].astype(str), names.astype(str))))
     wanted = [(label, PIPELINE_STYLE.get(label, PIPELINE_STYLE.get(name))) for label, name in pairs]

@@ -346,7 +346,7 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
     The title's period is the model's (`simulate`); where the replay's steady state
     (`replay_period`) is visibly slower (over `REPLAY_SHOWN`: with communication charged, or GPipe),
     ``extra["replay_period"]`` holds it and the title gives both."""
-    from memsched.solvers.pipeline.simulator import check_partition, replay_period, simulate_batch
+    from memsched.solvers.pipeline.simulator import check_partition, replay_period, simulate_batch, stage_stashes
     from memsched.solvers.pipeline.simulator import simulate as evaluate
 
     bad = _order_problem(inst, partition) or check_partition(inst, partition)
@@ -357,7 +357,7 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
     S = len(partition.stages)
     m = int(partition.micro_batches or 2 * S)
     run = simulate_batch(inst, partition, m)
-    stashes = _stage_stashes(inst, partition)
+    stashes = stage_stashes(inst, partition)
     series, bars, rows = [], [], []
     for s, stage in enumerate(partition.stages):
         row = f"stage {s} [{stage.first}-{stage.last}]"
@@ -400,15 +400,6 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
 #: title gives both: above `replay_period`'s error (0.4% on random instances up to 22 stages), visible at
 #: the title's four digits
 REPLAY_SHOWN = 0.005
-
-
-def _stage_stashes(inst: Any, partition: Any) -> list[int]:
-    """A_s of each stage in bytes: what one micro-batch keeps on it for its backward, the simulator's
-    (`solvers.pipeline.simulate`: ``Pipeline.stash`` of the instance reordered by the partition's ``order``,
-    with ``saved_by`` and ``saved_extra`` where the instance has them)."""
-    if partition.order is not None:
-        inst = inst.reordered(list(partition.order))
-    return [int(inst.stash(st.first)[st.last - st.first]) for st in partition.stages]
 
 
 def _violation(message: str, series: list[MemorySeries], bars: list[Bar], rows: list[str], budget: int,

@@ -39,6 +39,7 @@ import torch
 import torch.distributed as dist
 from memsched.solvers.errors import InputError
 from memsched.solvers.pipeline import Partition, Pipeline, simulate, simulate_batch
+from memsched.solvers.pipeline.simulator import stage_stashes
 from torch import nn
 
 from .distributed import check_grads, free_port, init_rank, run_ranks, timed_steps
@@ -423,11 +424,8 @@ def compare_dag(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[st
     memory depend on it); `part` itself is not modified."""
     m = run["config"]["micro_batches"]
     part = for_run(part, m).evaluated(inst)
-    ordered = inst.reordered(part.order) if part.order is not None else inst
-    stash = []
-    for s in part.stages:
-        A = int(ordered.stash(s.first)[s.last - s.first])
-        stash.append((s.in_flight if part.schedule == "1f1b" else m) * A)
+    stash = [(s.in_flight if part.schedule == "1f1b" else m) * A
+             for s, A in zip(part.stages, stage_stashes(inst, part))]
     ev = simulate(inst, part)
     return {"predicted": {"period_s": ev.period * inst.time_unit,
                           "makespan_s": simulate_batch(inst, part, m).makespan * inst.time_unit,

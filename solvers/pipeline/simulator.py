@@ -127,6 +127,21 @@ def weights_memory(inst: Pipeline, W: int) -> int:
     return int(math.ceil(inst.weight_factor * W - 1e-9))
 
 
+def stage_stashes(inst: Pipeline, part: Partition) -> list[int]:
+    """A_s of each stage s of `part` (module docstring), in bytes: what one micro-batch keeps on the stage
+    until its backward, ``Pipeline.stash(first_s)[last_s - first_s]`` of `inst` taken in the partition's
+    ``order`` when it has one (`Pipeline.reordered`: `ValueError` if the order is not topological), with
+    ``saved_by`` and ``saved_extra`` where `inst` has them. The stashes `simulate` charges."""
+    if part.order is not None:
+        inst = inst.reordered(list(part.order))
+    return _stashes(inst, part)
+
+
+def _stashes(ordered: Pipeline, part: Partition) -> list[int]:
+    """A_s of each stage of `part` (bytes), `ordered` already in the partition's order (`stage_stashes`)."""
+    return [int(ordered.stash(s.first)[s.last - s.first]) for s in part.stages]
+
+
 def simulate(inst: Pipeline, part: Partition, budget: int | None = None, devices: int | None = None) -> Evaluation:
     """Period, per-stage time and memory of `part` (module docstring); a partition that is
     malformed, uses too many devices or exceeds `budget` on some device gets a `violation`."""
@@ -140,6 +155,7 @@ def simulate(inst: Pipeline, part: Partition, budget: int | None = None, devices
         return Evaluation(math.inf, 0, [], [], [], [], violation=bad)
     S = len(part.stages)
     ns = in_flight_counts(part)
+    stashes = _stashes(inst, part)
     times, links, mems = [], [], []
     for k, s in enumerate(part.stages):
         layers = range(s.first, s.last + 1)
@@ -151,9 +167,8 @@ def simulate(inst: Pipeline, part: Partition, budget: int | None = None, devices
         times.append((F + B + allreduce) / r)
         in_size = inst.input_of(s.first)
         links.append(inst.comm_time(2.0 * in_size, 2 * inst.messages_into(s.first)) / r if k > 0 else 0.0)
-        stash = int(inst.stash(s.first)[s.last - s.first])
         buffers = (in_size if k > 0 else 0) + (int(inst.cut_sizes[s.last]) if k < S - 1 else 0)
-        mems.append(weights_memory(inst, W) + ns[k] * stash + buffers)
+        mems.append(weights_memory(inst, W) + ns[k] * stashes[k] + buffers)
     if part.device_of is not None:  # interleaved: a device runs all its stages; no transfer on the same device
         dev = part.device_of
         links = [0.0 if k > 0 and dev[k] == dev[k - 1] else c for k, c in enumerate(links)]
