@@ -139,7 +139,8 @@ def _search(probe: _Probe, result: SolveResult, budget: int) -> None:
                                               else f"; {INTERRUPTED}" if probe.interrupted
                                               else "; the search ran out of time")
         return
-    low, high, stopped = _bisect(probe, low, high)
+    need = min(necessary(problem, instance), high)
+    low, high, stopped = _bisect(probe, max(low, need - 1), high)  # nothing below `need` fits: no run tells more
     if sure:
         if stopped is not None:
             result.details["min_budget_note"] = (f"the smallest feasible budget of {solver} is between "
@@ -147,9 +148,21 @@ def _search(probe: _Probe, result: SolveResult, budget: int) -> None:
             return
         result.min_budget = high
         result.details["min_budget_method"] = (f"checked: a schedule at {_size(high, instance)}, "
-                                               f"none at {high - 1}")
+                                               + (_none_below(high) if high == need else f"none at {high - 1}"))
         return
-    _settle(probe, result, budget, high, stopped)
+    _settle(probe, result, budget, high, stopped, need)
+
+
+def necessary(problem: str, instance: Any) -> int:
+    """A budget below which no schedule of `instance` exists, whatever the solver (in its memory unit):
+    a graph's `Graph.necessary_budget` (every schedule holds some node, its workspace and all its inputs
+    at once; docs/graph.md, "Budget semantics"), 0 for the other problems."""
+    return int(instance.necessary_budget()) if problem == "graph" else 0
+
+
+def _none_below(need: int) -> str:
+    """How ``min_budget_method`` says that nothing below `need` (`necessary`) fits."""
+    return f"none below it (every schedule holds some node and its inputs at once: {need} at exact sizes)"
 
 
 def _bracket(probe: _Probe, low: int, reference: int, guess: int | None) -> tuple[int, int | None]:
@@ -180,17 +193,18 @@ def _bisect(probe: _Probe, low: int, high: int) -> tuple[int, int, str | None]:
     return low, high, None
 
 
-def _settle(probe: _Probe, result: SolveResult, budget: int, high: int, stopped: str | None) -> None:
-    """For a solver that is not `monotone`, with a schedule at `high`: try every budget below it,
-    `budget` + 1 up first, then 0 up to `budget` (at most `MAX_SCAN` runs). ``min_budget`` is the
-    first with a schedule when all below it were tried, else the note gives the least budget found
-    as an upper bound only (never as the smallest)."""
+def _settle(probe: _Probe, result: SolveResult, budget: int, high: int, stopped: str | None, need: int = 0) -> None:
+    """For a solver that is not `monotone`, with a schedule at `high`: try every budget below it down
+    to `need` (`necessary`: none below it fits), `budget` + 1 up first, then `need` up to `budget` (at
+    most `MAX_SCAN` runs). ``min_budget`` is the first with a schedule when all below it were tried
+    (`high` itself when it is `need`), else the note gives the least budget found as an upper bound
+    only (never as the smallest), counting the budgets untried from `need`."""
     solver = result.solver
     why = f"{solver}'s success is not monotone in the budget"
-    untried = high - sum(b < high for b in probe.failed)
+    untried = high - need - sum(need <= b < high for b in probe.failed)
     if stopped is None and untried > MAX_SCAN:
         stopped = f"{untried} budgets below it untried, more than the {MAX_SCAN} the search tries one by one"
-    for part in (range(budget + 1, high), range(budget)) if stopped is None else ():
+    for part in (range(max(budget + 1, need), high), range(need, budget)) if stopped is None else ():
         for b in part:
             verdict = probe.finds(b)
             if verdict is None:
@@ -202,12 +216,18 @@ def _settle(probe: _Probe, result: SolveResult, budget: int, high: int, stopped:
         if stopped is not None:
             break
     if stopped is not None:
+        smaller = "a smaller budget" + (f" down to {_size(need, probe.instance)}" if need else "") + " may work"
         result.details["min_budget_note"] = (f"{solver} finds a schedule at {_size(high, probe.instance)}, an upper "
-                                             f"bound only ({why}, so a smaller budget may work; {stopped})")
+                                             f"bound only ({why}, so {smaller}; {stopped})")
         return
     result.min_budget = high
-    result.details["min_budget_method"] = (f"checked: a schedule at {_size(high, probe.instance)}, "
-                                           f"none at 0..{high - 1} (each tried: {why})")
+    found = f"checked: a schedule at {_size(high, probe.instance)}, "
+    if high == need:
+        result.details["min_budget_method"] = found + _none_below(need)
+        return
+    tried = f"{need}..{high - 1} (each tried: {why}; {_none_below(need)})" if need else \
+        f"0..{high - 1} (each tried: {why})"
+    result.details["min_budget_method"] = f"{found}none at {tried}"
 
 
 def _size(n: int, instance: Any) -> str:

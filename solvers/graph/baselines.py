@@ -43,13 +43,36 @@ SCOPES: dict[str, str] = {
 }
 
 
+def necessary_text(need: int) -> str:
+    """Why no schedule fits a budget below `need` = `Graph.necessary_budget` (the graph's memory unit):
+    the words of the exact solvers (`milp.exact_size_retry`), a proof for every solver."""
+    return f"some node and its inputs do not fit the budget together (they need {need} at exact sizes)"
+
+
+def below_necessary(graph: Graph, solver: str, budget: int, scope: str, start: float) -> SolveResult | None:
+    """The proven ``infeasible`` answer of `solver` (`scope` its scope) when `budget` is below
+    `Graph.necessary_budget` (every schedule holds some node, its workspace and all its inputs at once:
+    docs/graph.md, "Budget semantics"), with ``details["necessary_budget"]``; None when it is not below."""
+    need = graph.necessary_budget()
+    if int(budget) >= need:
+        return None
+    return SolveResult(problem="graph", solver=solver, status=INFEASIBLE, scope=scope, message=necessary_text(need),
+                       details={"necessary_budget": need}, solve_time_s=time.perf_counter() - start)
+
+
 def _result(graph: Graph, name: str, seq: list[int] | None, budget: int, start: float,
-            message: str = "", **details: Any) -> SolveResult:
+            message: str = "", *, proof: bool = True, **details: Any) -> SolveResult:
     """Baseline `name`'s answer for the evaluation sequence `seq` (None: none found), replayed by the
     simulator: ``feasible`` when its peak fits `budget` (the graph's memory unit), else ``infeasible``
-    with that peak as ``min_budget``; the scope is ``SCOPES[name]``."""
+    with that peak as ``min_budget``; the scope is ``SCOPES[name]``. Below `Graph.necessary_budget`
+    (with `proof`: not a refusal of the graph's structure) the message is the proof that no solver
+    fits (`necessary_text`, then what this baseline needs) and ``details["necessary_budget"]`` is set."""
     res = SolveResult(problem="graph", solver=name, status=INFEASIBLE, scope=SCOPES[name], message=message,
                       details=dict(details))
+    need = graph.necessary_budget() if proof else 0
+    if budget < need:
+        res.details["necessary_budget"] = need
+        res.message = necessary_text(need)
     if seq is not None:
         sim = simulate(graph, seq)
         if sim.violation is not None:
@@ -61,7 +84,8 @@ def _result(graph: Graph, name: str, seq: list[int] | None, budget: int, start: 
             res.peak_memory = sim.peak_memory
         else:
             res.min_budget = sim.peak_memory
-            res.message = message or f"this baseline needs {sim.peak_memory}"
+            res.message = (f"{necessary_text(need)}; this baseline needs {sim.peak_memory}" if budget < need
+                           else message or f"this baseline needs {sim.peak_memory}")
     res.solve_time_s = time.perf_counter() - start
     return res
 
@@ -222,8 +246,12 @@ def heuristic_sequences(graph: Graph, budget: int, M: Sizes | None = None, B: fl
 
 
 def solve_dtr(graph: Graph, budget: int, **_: Any) -> SolveResult:
-    """The best of the DTR-like greedy variants, in the given order and in `memory_order`."""
+    """The best of the DTR-like greedy variants, in the given order and in `memory_order`; below
+    `Graph.necessary_budget` none is tried: no schedule fits (`below_necessary`, a proof)."""
     start = time.perf_counter()
+    proven = below_necessary(graph, "dtr", int(budget), SCOPES["dtr"], start)
+    if proven is not None:
+        return proven
     best = None
     for order in (list(range(graph.n)), memory_order(graph)):
         for score in ("dtr", "size", "lru"):
@@ -300,7 +328,7 @@ NOT_APPLICABLE = "not_applicable"
 def _refused(graph: Graph, name: str, budget: int, start: float, why: str) -> SolveResult:
     """The answer of baseline `name` that refuses `graph`'s structure: no schedule, `why` as the
     message and ``details[NOT_APPLICABLE]`` set (whatever the budget, it would find none)."""
-    res = _result(graph, name, None, budget, start, message=why)
+    res = _result(graph, name, None, budget, start, message=why, proof=False)
     res.details[NOT_APPLICABLE] = True
     return res
 

@@ -457,11 +457,17 @@ def _plain(values: list[Any]) -> list[Any]:
 
 def _check_executor_meta(meta: dict[str, Any], names: set[str], path: str | None) -> None:
     """The keys of ``graph.meta`` that the executor reads (docs/graph.md): `InputError` naming the
-    field when one is malformed (node names must be the file's; bytes finite numbers >= 0)."""
+    field when one is malformed (node names must be the file's; bytes finite numbers >= 0, and
+    ``input_size``, the example input's bytes that `memsched run` compares, a whole number >= 0)."""
 
     def size(value: Any, field: str) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise InputError(f"must be a number of bytes >= 0, got {value!r}", path=path, field=field)
+
+    def count(value: Any, field: str) -> None:  # a whole number of bytes: 64 or 64.0, never 64.9, -64 or true
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value < 0 or value != int(value):
+            raise InputError(f"must be an integer number of bytes >= 0, got {value!r}", path=path, field=field)
 
     def node(name: Any, field: str) -> None:
         if name not in names:
@@ -487,3 +493,5 @@ def _check_executor_meta(meta: dict[str, Any], names: set[str], path: str | None
             node(name, f"graph.meta.random_nodes[{j}]")
     if meta.get("rng_state_bytes") is not None:
         size(meta["rng_state_bytes"], "graph.meta.rng_state_bytes")
+    if meta.get("input_size") is not None:
+        count(meta["input_size"], "graph.meta.input_size")

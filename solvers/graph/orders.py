@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..result import FEASIBLE, INFEASIBLE, SolveResult
-from .baselines import Sizes, dtr_sequence, greedy_order, memory_order, net_growth
+from .baselines import Sizes, below_necessary, dtr_sequence, greedy_order, memory_order, net_growth
 from .instance import Graph
 from .schedule import GraphSchedule
 from .simulator import simulate
@@ -290,14 +290,14 @@ def search_sequences(
 
 def solve_dtr_orders(graph: Graph, budget: int, *, seed: int = 0, **_: Any) -> SolveResult:
     """The `dtr-orders` heuristic (module docstring): the fastest schedule of `search_sequences`
-    at exact sizes; ``infeasible`` (for this heuristic) when none fits."""
+    at exact sizes; ``infeasible`` (for this heuristic) when none fits; below `Graph.necessary_budget`
+    none is searched: no schedule fits (`baselines.below_necessary`, a proof)."""
     start = time.perf_counter()
-    res = SolveResult(
-        problem="graph",
-        solver="dtr-orders",
-        status=INFEASIBLE,
-        scope="no claim (memory-aware orders, DTR-like recomputation, pruned)",
-    )
+    scope = "no claim (memory-aware orders, DTR-like recomputation, pruned)"
+    proven = below_necessary(graph, "dtr-orders", int(budget), scope, start)
+    if proven is not None:
+        return proven
+    res = SolveResult(problem="graph", solver="dtr-orders", status=INFEASIBLE, scope=scope)
     found = search_sequences(graph, int(budget), seed=int(seed))
     if found:
         seq = found[0][1]
