@@ -82,7 +82,11 @@ def load_answers(folder: Path) -> Answers:
     out: Answers = {}
     first: tuple[Path, dict[str, Any]] | None = None
     where: dict[tuple[str, str], Path] = {}
-    for path in sorted(folder.glob("*.json")):
+    try:
+        paths = sorted(folder.glob("*.json"))
+    except OSError as err:  # a name too long
+        raise InputError(f"not a usable folder: {err.strerror}", path=str(folder)[:80], field="--results") from None
+    for path in paths:
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):

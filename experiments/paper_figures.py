@@ -283,7 +283,11 @@ def read_table(table: Path) -> pd.DataFrame:
     damaged or empty table (a header alone), or one without a column its figure reads (`required_columns`), is an
     `InputError` naming it; so is an empty text cell (`checked_text`), rows of several problems or a pipeline
     label without its device count (`check_one_problem`)."""
-    if not table.is_file():
+    try:
+        found = table.is_file()
+    except OSError as err:  # a name too long
+        raise InputError(f"not a usable path: {err.strerror}", path=str(table)[:80]) from None
+    if not found:
         what = "is a folder" if table.is_dir() else "not found"
         raise InputError(f"{what}: expected the sweep's table (memsched sweep writes <output>/<output>.csv; "
                          "--results names the sweep's output folder)", path=str(table))

@@ -201,7 +201,11 @@ def check_output_dir(path: str | None, field: str, *, writable: bool = True) -> 
     if path == "":
         raise InputError("is empty, expected a folder name", field=field)
     for p in [Path(path), *Path(path).parents]:
-        if p.exists():
+        try:
+            exists = p.exists()
+        except OSError as err:  # a name too long: no folder can be made there
+            raise InputError(f"not a usable folder: {err.strerror}", path=str(path)[:80], field=field) from None
+        if exists:
             if not p.is_dir():
                 raise InputError(f"{str(p)!r} is a file, expected a folder", path=str(path), field=field)
             if writable and not os.access(p, os.W_OK):
