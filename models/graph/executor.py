@@ -92,7 +92,7 @@ import numpy as np
 import torch
 from memsched.models.buffers import BufferSnapshot, buffer_entries, restore_buffers, snapshot_buffers
 from memsched.models.chain.executor import LossFn, as_blocks, parameters_of
-from memsched.models.graph.plan import Plan, Step, build_plan
+from memsched.models.graph.plan import Plan, Step, build_plan, plan_structure
 from memsched.models.measure import (
     OpTrace,
     RngState,
@@ -412,6 +412,11 @@ class GraphExecutor:
         self.producers = {v: self.plan.inputs_of(s) for v, s in self.plan.ops.items()}
         output_producers = self.plan.inputs_of(Step(-1, "output", args=(self.plan.output,)))
         self._candidates = {v: _candidate_buffers(s) for v, s in self.plan.ops.items()}
+        self._example_input = example_input.detach()
+        # training modes -> (the plan traced in them, its `_candidates`): a forward reading
+        # ``self.training`` traces to other constants in another mode (`use_modes`)
+        self._plans: dict[tuple[bool, ...], tuple[Plan, dict[int, list[_BufferRef]]]] = {
+            self._modes(): (self.plan, self._candidates)}
         _check_links(graph, {**self.producers, self.loss: output_producers,
                              **self._backward_reads(example_input, output_producers)})
         self.labels = [str(i) for i in graph.ids]
@@ -641,7 +646,9 @@ class GraphExecutor:
     def prepare(self, seq: list[int]) -> tuple[Any, dict[int, list[int]], set[int], set[int]]:
         """(the simulator's replay, step -> the steps whose copies are dropped after it, the forward
         steps that keep a tape, the backward steps that retain theirs) of the node indices `seq`;
-        ValueError when the simulator rejects `seq`."""
+        ValueError when the simulator rejects `seq`; InputError when the blocks' training modes now
+        trace to another graph than the plan's (`use_modes`, which this calls first)."""
+        self.use_modes()
         sim = simulate(self.graph, seq)
         if not sim.valid:
             raise ValueError(f"invalid graph schedule: {sim.violation}")
@@ -756,6 +763,7 @@ class GraphExecutor:
         value dropped after its last consumer, the blocks' buffers put back), which finds the
         random nodes; otherwise only those nodes, on zero inputs of their shapes. Its memory is
         transient (nothing but the states stays)."""
+        self.use_modes()
         devices = [x.device] if x.device.type == "cuda" else []
         key = self._mode_key(x)
         known = self._random_ops.get(key)
@@ -768,6 +776,24 @@ class GraphExecutor:
     def _modes(self) -> tuple[bool, ...]:
         """The training mode of every module of the blocks, in module order."""
         return tuple(m.training for b in self.blocks for m in b.modules())
+
+    def use_modes(self) -> None:
+        """Make `plan` the one traced in the blocks' training modes now, tracing and building it
+        (from the example input) the first time these modes are seen: fx bakes ``self.training``
+        into the traced code as a constant (``F.dropout(h, p, self.training)``), so a plan traced in
+        one mode computes that mode's values in any other. InputError naming ``training`` when the
+        trace in these modes is another graph (``if self.training: x = dropout(x)`` adds a node)
+        than the plan's, which the schedule was solved on."""
+        modes = self._modes()
+        if modes not in self._plans:
+            structure = plan_structure(self.blocks, self.graph)
+            if structure != self.plan.structure:
+                raise InputError(f"the network traces to another graph in {_describe_modes(modes)} "
+                                 f"({_structure_difference(structure, self.plan.structure)}); build the "
+                                 "ScheduledGraph (and its plan) in the mode you run it in", field="training")
+            plan = build_plan(self.blocks, self.graph, self._example_input)
+            self._plans[modes] = plan, {v: _candidate_buffers(s) for v, s in plan.ops.items()}
+        self.plan, self._candidates = self._plans[modes]
 
     def _mode_key(self, x: torch.Tensor) -> tuple[Any, ...]:
         """What decides which nodes draw random numbers and how many: the modules' training modes
@@ -1062,6 +1088,26 @@ class GraphExecutor:
 
 
 _EMPTY: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+
+
+def _describe_modes(modes: Sequence[bool]) -> str:
+    """'training mode', 'eval mode', or 'this mix of training and eval modes' for the modules' `modes`."""
+    if all(modes):
+        return "training mode"
+    return "eval mode" if not any(modes) else "this mix of training and eval modes"
+
+
+def _structure_difference(found: Sequence[tuple[int, str, Any]], planned: Sequence[tuple[int, str, Any]]) -> str:
+    """How the traced nodes `found` differ from the plan's `planned` (`Plan.structure`), in a few words."""
+    if len(found) != len(planned):
+        return f"{len(found)} nodes, the plan's has {len(planned)}"
+    k = next(i for i, (a, b) in enumerate(zip(found, planned)) if a != b)
+
+    def label(node: tuple[int, str, Any]) -> str:
+        target = node[2]
+        return f"block {node[0]} {node[1]} {getattr(target, '__name__', target)}"
+
+    return f"node {k} is {label(found[k])}, the plan's {label(planned[k])}"
 
 
 def _empty(t: torch.Tensor) -> torch.Tensor:

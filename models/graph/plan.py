@@ -37,7 +37,7 @@ from torch import fx, nn
 from torch.utils._pytree import tree_flatten
 
 __all__ = ["Plan", "Step", "BlockRef", "NetworkInput", "build_plan", "trace_block", "node_callable", "functionalize",
-           "out_of_place_module", "op_label", "STATIC", "VIEW", "OP"]
+           "out_of_place_module", "op_label", "plan_structure", "STATIC", "VIEW", "OP"]
 
 STATIC, VIEW, OP = "static", "view", "op"
 
@@ -229,6 +229,9 @@ class Plan:
         self.block_output: list[Any] = []  # per block: the fx arg of its output node (or its whole-block key)
         self.block_input: dict[fx.Node, int] = {}  # placeholder -> block
         self.output: Any = None
+        #: (block, fx op, target) of every traced node in order ((block, "block", class name) for a
+        #: whole block): what a trace in another training mode must repeat (`plan_structure`)
+        self.structure: list[tuple[int, str, Any]] = []
 
     # ------------------------------------------------------------------ resolving values
     def resolve(self, ref: Any, value_of: Callable[[int], Any], network_input: Any,
@@ -372,6 +375,19 @@ def build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.T
         restore_buffers(saved)
 
 
+def plan_structure(blocks: Sequence[nn.Module], graph: Graph) -> list[tuple[int, str, Any]]:
+    """`Plan.structure` of `blocks` traced now (in their training modes now), without building the
+    plan: a forward may read ``self.training``, and fx bakes it in as a constant (a dropout's
+    ``training`` argument) or as the nodes it traces (``if self.training: x = dropout(x)``)."""
+    names = {name for i, name in enumerate(graph.names) if not graph.backward[i]}
+    out: list[tuple[int, str, Any]] = []
+    for b, block in enumerate(blocks):
+        whole = f"{b}:{type(block).__name__}"
+        gm = None if whole in names else trace_block(block)
+        out += [(b, "block", type(block).__name__)] if gm is None else [(b, n.op, n.target) for n in gm.graph.nodes]
+    return out
+
+
 def _cuda_devices(blocks: Sequence[nn.Module], example_input: Any) -> list[torch.device]:
     """The CUDA devices whose generators a forward of `blocks` on `example_input` may draw from:
     those of the input and of every parameter and buffer (empty on a CPU-only network)."""
@@ -404,8 +420,10 @@ def _build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.
                 plan.ops[int(step.index)] = step  # type: ignore[arg-type]
                 a = step.fn(a)  # type: ignore[misc]
                 plan.block_output.append(key)
+                plan.structure.append((b, "block", type(block).__name__))
                 continue
             for n in gm.graph.nodes:
+                plan.structure.append((b, n.op, n.target))
                 if n.op == "placeholder":
                     plan.block_input[n] = b
                     env[n] = a

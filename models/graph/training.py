@@ -17,7 +17,9 @@ computation: every computation of a random node (dropout) runs under the RNG sta
 plain forward in the file's order, and the step leaves the generator as a plain step does
 (`models.graph.executor.FileOrderRng`; each step first replays the random nodes' ops on zero
 inputs of their shapes to find those states, and the first step after a change of training mode
-runs a plain forward without grad). The plan is built for the example's shape, dtype and device, and
+runs a plain forward without grad; the first step in a mode traces the network in it, since fx bakes
+``self.training`` in as a constant, and `InputError` naming ``training`` stops a step in a mode whose
+trace is another graph than the plan's). The plan is built for the example's shape, dtype and device, and
 every batch must have them (checked before anything runs: the plan holds the example's sizes as
 constants). A short last batch needs ``DataLoader(drop_last=True)``, a second `ScheduledGraph`
 built with an example of its shape (the same graph and schedule serve), or plain autograd. A step
