@@ -1061,7 +1061,8 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     (siamese / triplet / clip run as join networks), a factory spec, or your own network with
     `example_input`, `target`, `loss_fn` (as in `profile`; one module that is not an
     ``nn.Sequential`` runs as the graph problem by default, its torch.fx training graph planned by
-    Checkmate's solvers): the simulator's prediction
+    Checkmate's solvers, unless a `chain` / `instance` or a solver of another problem is given; a
+    `ScheduledChain` / `ScheduledGraph` is an `InputError` naming ``model``): the simulator's prediction
     (makespan in the instance's time unit: ms when profiled here, else the file's, e.g. MFLOP for a
     graph exported with ``--cost flops``, as ``data["units"]["time"]`` says; peak in bytes: an instance
     file in another memory unit is an `InputError` naming its ``meta.units.memory``) beside the
@@ -1098,6 +1099,8 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     time_repeats = check_int(time_repeats, "time_repeats", 1, MAX_REPEATS)
     repeats = check_int(repeats, "repeats", 1, MAX_REPEATS)
     seed = check_int(seed, "seed", 0, 2**32 - 1)
+    _instance_object(instance, "instance")
+    _instance_object(chain, "chain")
     if problem is None and bandwidth is None:
         problem = _solver_offloads(instance if chain is None else chain, solver)
     _need_torch()
@@ -1109,8 +1112,10 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
         if problem == "join":
             raise InputError("your own network runs as a chain (problem chain, offload or graph); the join networks "
                              "are the zoo's siamese, triplet and clip", field="problem")
+        network = model
         model = _own_network(model, example_input, target, loss_fn, sizes)
-        if problem is None and len(model.blocks) == 1 and bandwidth is None:
+        if problem is None and bandwidth is None and len(model.blocks) == 1 and _runs_as_graph(
+                network, instance if chain is None else chain, solver):
             problem = "graph"  # one module (not an nn.Sequential): its torch.fx graph, not a chain of one stage
     kept = [] if isinstance(model, str) else [*model.blocks, model.loss_fn]
     file = instance if chain is None else chain
@@ -1120,6 +1125,14 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
                                    instance=file, bandwidth=bandwidth,
                                    latency=latency, slots=slots, time_limit=time_limit, time_repeats=time_repeats,
                                    repeats=repeats, seed=seed, timing=timing, options=options, **sizes))
+
+
+def _instance_object(value: Any, field: str) -> None:
+    """`run`'s `chain` / `instance` argument (its name: `field`) is None, a path, or an instance
+    object (`problem_of`); anything else is `problem_of`'s `InputError`, naming `field`."""
+    if value is None or isinstance(value, (str, os.PathLike)) or _problem_of_class(value, _CLASSES) is not None:
+        return
+    raise InputError(f"not a memsched instance: {type(value).__name__} (use memsched.load(path))", field=field)
 
 
 #: how the fields of an instance file begin (a chain's or join's meta, a graph's, a chain's stages)
@@ -1194,10 +1207,34 @@ def _own_network(model: Any, example_input: Any, target: Any, loss_fn: Any, size
     """`model` and its arguments as a checked `models.zoo.ZooModel` (`models.network.as_zoo_model`)."""
     from memsched.models.network import as_zoo_model
 
+    _not_scheduled(model)
     if sizes:
         raise InputError(f"sizes ({', '.join(sorted(sizes))}) apply to zoo names and factories; your own network's "
                          "sizes are its example input's", field=sorted(sizes)[0])
     return as_zoo_model(model, example_input=example_input, target=target, loss_fn=loss_fn)
+
+
+def _runs_as_graph(network: Any, file: Any, solver: str | None) -> bool:
+    """Whether `run` plans your own `network` (an nn.Module) as the graph problem when no problem is
+    named: a module that is not an ``nn.Sequential`` (one of any length, even one child, is a chain),
+    unless a chain / instance `file` (its own problem decides) or a `solver` that is no graph solver
+    is given. Needs torch."""
+    from torch import nn
+
+    if isinstance(network, nn.Sequential) or file is not None:
+        return False
+    return solver is None or solver in registry.get_problem("graph").solvers
+
+
+def _not_scheduled(model: Any) -> None:
+    """`run` / `profile` take the network itself: a `ScheduledChain` / `ScheduledGraph` (already
+    planned, whose forward runs its schedule) is an `InputError` naming ``model``."""
+    from memsched.models.chain.training import ScheduledChain
+    from memsched.models.graph.training import ScheduledGraph
+
+    if isinstance(model, (ScheduledChain, ScheduledGraph)):
+        raise InputError(f"a {type(model).__name__} runs its own schedule: give the network it trains (its "
+                         "modules), not the wrapper", field="model")
 
 
 def _no_network_args(example_input: Any, target: Any, loss_fn: Any) -> None:

@@ -23,7 +23,9 @@ forward and the backward (``out = net(x); x.mul_(2); out.backward()``) makes the
 a RuntimeError, as autograd does: the schedule recomputes from it. Under ``torch.autocast`` the
 recomputations in the backward run under the autocast state of the forward (device types,
 dtypes, cache), as ``torch.utils.checkpoint`` runs them, so the gradients are plain autocast
-training's; the backward operations B(i) run in the backward's own state, as autograd's do. Under
+training's; the backward operations B(i) run in the backward's own state, as autograd's do. The
+backward also runs every module in the training flag it had at the forward (a ``.eval()`` between
+them does not recompute BatchNorm or Dropout in eval mode; ``torch.utils.checkpoint`` does). Under
 ``torch.no_grad()`` ``net(x)`` is the plain forward, while ``step`` computes the gradients
 whatever the ambient grad mode (a training step). Bad input to a step or a forward (an input of
 the wrong shape, dtype or device, a target the loss cannot take, a loss that is not a
@@ -45,8 +47,8 @@ from __future__ import annotations
 
 import numbers
 import weakref
-from collections.abc import Sequence
-from contextlib import ExitStack
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import torch
@@ -89,8 +91,8 @@ class ScheduledChain(nn.Module):
     backward, the gradients it accumulates carry no graph). An input modified in place between
     the forward and the backward is refused there (RuntimeError, as autograd's "modified by an
     inplace operation"). Under ``torch.autocast`` the backward's recomputations run under the
-    forward's autocast state. The trainable parameters are read at each forward, so parameters
-    unfrozen (or replaced) after wrapping are trained.
+    forward's autocast state, and every module in its training flag of the forward. The trainable
+    parameters are read at each forward, so parameters unfrozen (or replaced) after wrapping are trained.
     """
 
     def __init__(self, model: nn.Module | Sequence[nn.Module], schedule: Any, loss_fn: LossFn | None = None, *,
@@ -167,12 +169,17 @@ class ScheduledChain(nn.Module):
 
     def step(self, inputs: torch.Tensor, target: Any = None) -> torch.Tensor:
         """One forward/backward under the schedule; gradients accumulate into ``.grad`` as
-        ``loss.backward()`` would leave them. Returns the loss (a detached scalar tensor)."""
+        ``loss.backward()`` would leave them. Returns the loss (a detached scalar tensor); InputError
+        under ``torch.inference_mode()``."""
         return self.step_with_input_grad(inputs, target)[0]
 
     def step_with_input_grad(self, inputs: torch.Tensor, target: Any = None
                              ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """`step`, also returning the input's gradient delta_0 (None unless `input_grad`)."""
+        """`step`, also returning the input's gradient delta_0 (None unless `input_grad`). InputError
+        under ``torch.inference_mode()``, where no gradient can be computed."""
+        if torch.is_inference_mode_enabled():
+            raise InputError("ScheduledChain.step is a training step (it computes gradients) and cannot run under "
+                             "torch.inference_mode(): call it outside that context")
         check_step_arguments("ScheduledChain", list(self.blocks), inputs, target, self._own_loss)
         try:
             loss, delta0 = self._executor.train_step(self.ops, inputs, target)  # grad enabled inside
@@ -232,6 +239,21 @@ def autocast_as(states: Sequence[AutocastState]) -> ExitStack:
     return stack
 
 
+@contextmanager
+def modes_as(modes: Sequence[tuple[nn.Module, bool]]) -> Iterator[None]:
+    """Run the body with each module in its recorded training flag (`modes`: (module, training)
+    pairs, as the forward ran them: a ``.eval()`` between the forward and the backward must not
+    recompute BatchNorm or Dropout in eval mode); the flags found are put back afterwards."""
+    found = [(module, module.training) for module, _ in modes]
+    try:
+        for module, training in modes:
+            module.training = training
+        yield
+    finally:
+        for module, training in found:
+            module.training = training
+
+
 def _check_input_unchanged(ctx: Any) -> None:
     """Refuse a backward whose forward's input was modified in place since the forward (its
     version counter moved), as autograd refuses a saved tensor modified in place: the schedule's
@@ -265,6 +287,7 @@ class _ScheduledPass(torch.autograd.Function):
         ctx.run = (executor, state, ops[owner._loss_at + 1:])
         # the recomputations in the backward run as these forwards did (torch.utils.checkpoint's rule)
         ctx.autocast = autocast_states(inputs.device)
+        ctx.modes = [(module, module.training) for module in owner.modules()]  # train/eval: also as they ran
         # no reference to the input's storage kept for this check: a weak one to the caller's tensor
         ctx.input_ref, ctx.input_version = weakref.ref(inputs), inputs._version
         return out.detach()
@@ -287,7 +310,7 @@ class _ScheduledPass(torch.autograd.Function):
         try:
             _check_input_unchanged(ctx)
             state.grads[executor.length] = grad_out
-            with torch.enable_grad():
+            with torch.enable_grad(), modes_as(ctx.modes):
                 for op in rest:
                     _run_backward_op(executor, op, state, ctx.autocast)
             delta0 = state.grads.pop(0, None)
