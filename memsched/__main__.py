@@ -5,8 +5,8 @@ The command line itself is `memsched.experiments.cli.main`; importing that modul
 Ctrl-C then was a ``KeyboardInterrupt`` traceback. Before the command this module imports nothing but
 `sys` (loaded by Python's start-up already) and turns an interrupt during that import into the CLI's
 own answer: one line, ``memsched: interrupted`` (no command has started yet), and exit status 130.
-After the command returns, a signal during the interpreter's teardown ends the process with the
-command's status (`_finish_on_signal`).
+After the command returns, a signal during the interpreter's teardown is ignored: the process ends
+with the command's status (`_ignore_signals_in_teardown`).
 
 What comes before this module runs is not covered (docs/cli.md): Python's start-up (its ``site``
 import, the console script's own ``import re, sys``) and the import of the ``memsched`` package.
@@ -29,17 +29,18 @@ def main() -> int:
         status = cli_main()  # inside: a Ctrl-C before its `main` opens its own handling is caught here too
     except KeyboardInterrupt:
         return _interrupted()
-    _finish_on_signal(status)
+    _ignore_signals_in_teardown()
     return status
 
 
-def _finish_on_signal(status: int) -> None:
-    """After the command returned `status`: its output is flushed, and a Ctrl-C, SIGTERM or SIGHUP from
-    here on ends the process at once with that status. The interpreter's teardown that follows (torch's
-    finalizers and atexit hooks take about a second) runs no handler of the command's, so a signal there
-    was a ``KeyboardInterrupt`` traceback or a bare kill after the result was printed. A signal the
-    caller set to be ignored stays ignored."""
-    import os
+def _ignore_signals_in_teardown() -> None:
+    """After the command returned: its output is flushed, and a Ctrl-C, SIGTERM or SIGHUP from
+    here on is ignored, so the process ends with the command's status once the interpreter's teardown (torch's
+    finalizers and atexit hooks: about a second) is over. The teardown runs no handler of the command's,
+    so a signal there was a ``KeyboardInterrupt`` traceback or a bare kill (-2, -15) after the result
+    was printed. Ignored, not handled: CPython's finalization puts a Python-level handler back to the
+    default action (a kill) before torch's teardown, but leaves an ignored signal ignored. (SIGKILL
+    still stops a teardown that hangs.)"""
     import signal
 
     for stream in (sys.stdout, sys.stderr):
@@ -47,14 +48,10 @@ def _finish_on_signal(status: int) -> None:
             stream.flush()
         except (OSError, ValueError, KeyboardInterrupt):  # a closed pipe or stream: nothing more to say
             pass
-
-    def finish(signum: int, frame: object) -> None:
-        os._exit(status)  # the work is done and said: skip the rest of the teardown
-
     for name in ("SIGINT", "SIGTERM", "SIGHUP"):
         sig = getattr(signal, name, None)
-        if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
-            signal.signal(sig, finish)
+        if sig is not None:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def _interrupted() -> int:
