@@ -34,6 +34,7 @@ import contextvars
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -155,6 +156,18 @@ def is_factory_spec(name: str) -> bool:
     """True when the MODEL text names a factory (``FILE.py:FUNCTION``, ``package.module:FUNCTION``)."""
     head, sep, func = str(name).rpartition(":")
     return bool(sep and head and func.isidentifier())
+
+
+def spec_beside(spec: str, out: str | Path) -> str:
+    """`spec` as the instance file `out` records it: a relative ``FILE.py`` taken from the working folder
+    becomes relative to `out`'s folder, where `factory_file` looks beside the file (so the project folder
+    can be moved, and run from anywhere); any other spec (a zoo name, ``package.module:FUNCTION``, an
+    absolute path, a file not found) is kept as it is."""
+    head, _, func = str(spec).rpartition(":")
+    if not is_factory_spec(spec) or not head.endswith(".py") or Path(head).is_absolute() or not Path(head).is_file():
+        return spec
+    folder = Path(out).parent.resolve()
+    return f"{Path(os.path.relpath(Path(head).resolve(), folder)).as_posix()}:{func}"
 
 
 def load_factory(spec: str) -> tuple[Callable[..., Any], str]:

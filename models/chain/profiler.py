@@ -577,5 +577,10 @@ def profile_model(name: str, *, repeats: int = 5, warmup: int = 2, out: str | No
                                   warmup=warmup, name=model.label, meta=meta, clock=clock,
                                   timing=timing, cost=model_cost, release=release)
     if out is not None:
+        from memsched.models.network import spec_beside
+
+        for key in ("model", "factory"):  # a factory file is found again beside the chain file (`factory_file`)
+            if isinstance(chain.meta.get(key), str):
+                chain.meta[key] = spec_beside(chain.meta[key], out)
         chain.save(out)
     return chain, model
