@@ -131,3 +131,20 @@ def test_join_freeing_the_input_of_a_tape_measures_the_prediction() -> None:
         assert res.peak_memory == res.tracker_predicted_peak, (name, res.peak_memory, res.tracker_predicted_peak)
         peaks[name] = res.peak_memory
     assert peaks["freeing"] < peaks["keeping"]
+
+
+def test_a_value_the_backward_needs_modified_in_place_is_autograds_error() -> None:
+    """The hooks hide saved tensors from autograd's version check, so the executor checks versions itself:
+    a loss that modifies a_L in place (tanh saved it) raises plain autograd's RuntimeError, not a silently
+    wrong gradient (`memsched profile` refuses such a network through this error)."""
+    blocks, x, target = _net()
+
+    def in_place_loss(a: torch.Tensor, t: Any) -> torch.Tensor:
+        a.mul_(2)
+        return nn.functional.cross_entropy(a, t)
+
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        in_place_loss(torch.nn.Sequential(*blocks)(x), target).backward()  # plain autograd's
+    executor = ChainExecutor(blocks, in_place_loss)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        executor.train_step(KEEPING, x, target)

@@ -299,12 +299,46 @@ def input_hooks(x: torch.Tensor, slot: InputSlot) -> contextlib.AbstractContextM
     def pack(t: torch.Tensor) -> Any:
         try:
             if storage_key(t) != key or t.device != device:
-                return t
+                return _Versioned.of(t)
         except (RuntimeError, NotImplementedError):  # no storage: not a_i's
-            return t
+            return _Versioned.of(t)
         return saved_input(t, x, slot)
 
-    return torch.autograd.graph.saved_tensors_hooks(pack, unpack_saved)
+    return torch.autograd.graph.saved_tensors_hooks(pack, _unpack)
+
+
+class _Versioned:
+    """A saved tensor kept as it is, with its version counter at the save: autograd checks no version
+    of a tensor that a pack hook handled, so `_unpack` does (a loss or a later block that modifies in
+    place a value the backward needs is the RuntimeError plain autograd raises, not a silent wrong
+    gradient)."""
+
+    __slots__ = ("tensor", "version")
+
+    def __init__(self, tensor: torch.Tensor, version: int) -> None:
+        self.tensor, self.version = tensor, version
+
+    @staticmethod
+    def of(t: torch.Tensor) -> Any:
+        """`t` with its version, or `t` itself when it has no version counter (an inference tensor)."""
+        try:
+            return _Versioned(t, t._version)
+        except RuntimeError:
+            return t
+
+    def unpack(self) -> torch.Tensor:
+        now = self.tensor._version
+        if now != self.version:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: [{self.tensor.type()} {list(self.tensor.shape)}] is at version {now}; expected "
+                f"version {self.version} instead")
+        return self.tensor
+
+
+def _unpack(h: Any) -> torch.Tensor:
+    """The saved-tensor unpack hook of `input_hooks`: a `_Versioned` checked, else `unpack_saved`."""
+    return h.unpack() if isinstance(h, _Versioned) else unpack_saved(h)
 
 
 def release_input(x: torch.Tensor) -> None:
