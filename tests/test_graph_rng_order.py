@@ -133,7 +133,7 @@ def test_the_pre_pass_is_outside_the_measured_step():
     executor = GraphExecutor([net], F.cross_entropy, graph, x)
     seq = _branch_b_first(graph)
     measured = executor.step(seq, x, y, measure_time=False)
-    _, frees, tape_at, retain_at = executor.prepare(seq)
+    _, frees, tape_at, retain_at = executor.prepare(seq, x)
     bare = FileOrderRng({}, None, "forward")
     _, _, peak, _, _ = executor._run(seq, frees, tape_at, retain_at, x, y, 0, True, False, "wall", rng=bare)
     assert measured.peak_memory == peak > 0

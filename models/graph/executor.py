@@ -412,7 +412,6 @@ class GraphExecutor:
         self.producers = {v: self.plan.inputs_of(s) for v, s in self.plan.ops.items()}
         output_producers = self.plan.inputs_of(Step(-1, "output", args=(self.plan.output,)))
         self._candidates = {v: _candidate_buffers(s) for v, s in self.plan.ops.items()}
-        self._example_input = example_input.detach()
         # training modes -> (the plan traced in them, its `_candidates`): a forward reading
         # ``self.training`` traces to other constants in another mode (`use_modes`)
         self._plans: dict[tuple[bool, ...], tuple[Plan, dict[int, list[_BufferRef]]]] = {
@@ -569,7 +568,7 @@ class GraphExecutor:
             clock = str(self.graph.meta.get("clock", "wall")).split(" ")[0]
             clock = clock if clock in CLOCKS else "wall"
         seq = schedule.indices(self.graph) if isinstance(schedule, GraphSchedule) else [int(v) for v in schedule]
-        sim, frees, tape_at, retain_at = self.prepare(seq)
+        sim, frees, tape_at, retain_at = self.prepare(seq, inputs)
         if seed is not None:
             torch.manual_seed(seed)
         rng = self.rng_order(inputs, exact=True)  # before every measured run: in none of their windows
@@ -643,12 +642,13 @@ class GraphExecutor:
             out.append(sum(p.numel() * p.element_size() for p in distinct))
         return out
 
-    def prepare(self, seq: list[int]) -> tuple[Any, dict[int, list[int]], set[int], set[int]]:
+    def prepare(self, seq: list[int], x: torch.Tensor) -> tuple[Any, dict[int, list[int]], set[int], set[int]]:
         """(the simulator's replay, step -> the steps whose copies are dropped after it, the forward
-        steps that keep a tape, the backward steps that retain theirs) of the node indices `seq`;
-        ValueError when the simulator rejects `seq`; InputError when the blocks' training modes now
-        trace to another graph than the plan's (`use_modes`, which this calls first)."""
-        self.use_modes()
+        steps that keep a tape, the backward steps that retain theirs) of the node indices `seq`
+        before a run on the batch `x`; ValueError when the simulator rejects `seq`; InputError when
+        the blocks' training modes now trace to another graph than the plan's (`use_modes`, which
+        this calls first)."""
+        self.use_modes(x)
         sim = simulate(self.graph, seq)
         if not sim.valid:
             raise ValueError(f"invalid graph schedule: {sim.violation}")
@@ -685,7 +685,7 @@ class GraphExecutor:
         (`rng_order`, its pre-pass in the step). Returns the loss. An invalid schedule raises
         ValueError before anything runs."""
         seq = schedule.indices(self.graph) if isinstance(schedule, GraphSchedule) else [int(v) for v in schedule]
-        _, frees, tape_at, retain_at = self.prepare(seq)
+        _, frees, tape_at, retain_at = self.prepare(seq, inputs)
         loss, *_ = self._run(seq, frees, tape_at, retain_at, inputs, target, None, False, False, "wall",
                              accumulate=True)
         return loss
@@ -763,7 +763,7 @@ class GraphExecutor:
         value dropped after its last consumer, the blocks' buffers put back), which finds the
         random nodes; otherwise only those nodes, on zero inputs of their shapes. Its memory is
         transient (nothing but the states stays)."""
-        self.use_modes()
+        self.use_modes(x)
         devices = [x.device] if x.device.type == "cuda" else []
         key = self._mode_key(x)
         known = self._random_ops.get(key)
@@ -777,9 +777,11 @@ class GraphExecutor:
         """The training mode of every module of the blocks, in module order."""
         return tuple(m.training for b in self.blocks for m in b.modules())
 
-    def use_modes(self) -> None:
+    def use_modes(self, x: torch.Tensor) -> None:
         """Make `plan` the one traced in the blocks' training modes now, tracing and building it
-        (from the example input) the first time these modes are seen: fx bakes ``self.training``
+        (its static values from a no-grad forward of `x`, the batch about to run, of the example's
+        shapes) the first time these modes are seen; no batch is kept for this (on a GPU the
+        example would hold a batch of memory for the executor's life). fx bakes ``self.training``
         into the traced code as a constant (``F.dropout(h, p, self.training)``), so a plan traced in
         one mode computes that mode's values in any other. InputError naming ``training`` when the
         trace in these modes is another graph (``if self.training: x = dropout(x)`` adds a node)
@@ -791,7 +793,7 @@ class GraphExecutor:
                 raise InputError(f"the network traces to another graph in {_describe_modes(modes)} "
                                  f"({_structure_difference(structure, self.plan.structure)}); build the "
                                  "ScheduledGraph (and its plan) in the mode you run it in", field="training")
-            plan = build_plan(self.blocks, self.graph, self._example_input)
+            plan = build_plan(self.blocks, self.graph, x.detach())
             self._plans[modes] = plan, {v: _candidate_buffers(s) for v, s in plan.ops.items()}
         self.plan, self._candidates = self._plans[modes]
 

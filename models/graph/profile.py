@@ -251,7 +251,7 @@ def profile_nodes(executor: Any, inputs: torch.Tensor, target: Any, *, repeats: 
     step (and zeroed by each)."""
     graph = executor.graph
     seq = list(range(graph.n))
-    _, frees, tape_at, retain_at = executor.prepare(seq)
+    _, frees, tape_at, retain_at = executor.prepare(seq, inputs)
     timer = _Probe(seq, graph.n, clock, None, inputs.device)
     for _ in range(max(0, warmup)):  # lazily allocated caches, first-call costs
         executor._run(seq, frees, tape_at, retain_at, inputs, target, seed, False, False, clock, probe=timer)

@@ -88,7 +88,7 @@ class ScheduledGraph(nn.Module):
         self.loss_fn = loss
         try:
             self._executor = GraphExecutor(blocks, self.loss_fn, graph, example_input)
-            self._executor.prepare(seq)  # the simulator's check, before any step
+            self._executor.prepare(seq, example_input)  # the simulator's check, before any step
         except (ValueError, KeyError, IndexError, RuntimeError) as err:  # the plan maps the graph onto the model
             raise InputError(f"the graph or schedule does not fit this model: {first_line(err) or type(err).__name__}",
                              field="schedule") from None
