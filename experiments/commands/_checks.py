@@ -421,15 +421,6 @@ def _check_exact_combined_length(stages: int, path: str | None) -> None:
                          f"L <= {MAX_LENGTH} (offload-exact or pofo take longer chains)", path=path, field="stages")
 
 
-def _check_interleave_v_length(layers: int, path: str | None) -> None:
-    """interleave-v's hard limit (the V-shaped DP's tables grow as L^4 P: `interleave.MAX_V_LAYERS`
-    layers), checked before any work so that the error names the file (`memsched partition`), as
-    `_check_exact_combined_length` does."""
-    from memsched.solvers.pipeline.interleave import check_v_length  # (imports ortools: only when asked)
-
-    check_v_length(layers, path)
-
-
 def dp_steps(layers: int, devices: int, *, replication: bool = False) -> int:
     """The pipeline DPs' steps on `layers` layers and `devices` devices (`work_limit`)."""
     L, P = int(layers), max(int(devices), 1)
@@ -454,7 +445,10 @@ def check_work(problem: str, solver: str, instance: Any, *, path: str | None = N
     if problem == "offload" and solver == "exact-combined":
         _check_exact_combined_length(n, path)
     if problem == "pipeline" and solver == "interleave-v":
-        _check_interleave_v_length(n, path)
+        # the V-shaped DP's tables grow as L^4 P: its hard limit, named with the file (`memsched partition`)
+        from memsched.solvers.pipeline.interleave import check_v_length  # (imports ortools: only when asked)
+
+        check_v_length(n, path)
     limit = work_limit(problem, solver, devices, replication=replication)
     if limit is None or n <= limit:
         return
