@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from memsched.solvers.errors import InputError, first_line
+from memsched.solvers.errors import InputError, first_line, flag
+from memsched.solvers.units import MAX_BYTES, MAX_TIME
 
 from ._checks import MAX_BATCH, MAX_SEED, MAX_THREADS, check_outputs, count
 from ._common import set_help
@@ -189,6 +191,112 @@ def fits_in_memory() -> Iterator[None]:
                          field="--batch/--image-size") from None
 
 
+#: the options of `add_model_options` that size the network (Python spelling): every size and time of its
+#: chain grows with them, so a chain beyond the format's limits is theirs to lower (`within_chain_format`)
+SIZING_OPTIONS = ("batch", "image_size", "seq_len", "width", "depth", "vocab")
+
+#: a chain's arrays as `Chain.check` names them (``xbar[1]``), with what each holds, for messages;
+#: sizes in bytes (at most `MAX_BYTES`, 1 PiB), times in the profile's unit (at most `MAX_TIME`)
+CHAIN_SIZES = {"x": "activation size", "xbar": "tape size", "o_f": "forward overhead", "o_fa": "forward overhead",
+               "o_fn": "forward overhead", "o_b": "backward overhead", "o_bh": "backward overhead"}
+CHAIN_TIMES = {"u_f": "forward time", "u_fa": "forward time", "u_fn": "forward time", "u_b": "backward time"}
+
+#: a field of `Chain.check`'s range errors, ``xbar[1]``, and the value its message quotes last (``got 1.2e15``)
+_ENTRY = re.compile(r"(?P<array>[a-z_]+)\[(?P<index>\d+)\]")
+_GOT = re.compile(r", got (?P<value>[^,\s]+)$")
+
+#: torch's failure on a tensor of more than 2**63 bytes (sizes far beyond the chain format's limits)
+_OVERFLOW = "size calculation overflowed"
+
+#: how messages word the size limit of a chain file
+_SIZE_LIMIT = f"the chain format's limit of 1 PiB ({MAX_BYTES} bytes)"
+
+
+def sizing_field(args: argparse.Namespace) -> tuple[str, str]:
+    """(field, hint) of bad input caused by the network's sizes: the sizing options given with their
+    values (``--batch 16777216 --image-size 640``) and "lower --batch or --image-size"; with none given,
+    ``MODEL`` (the network at its default sizes) and a hint to give a smaller ``--batch``."""
+    given = [name for name in SIZING_OPTIONS if getattr(args, name, None) is not None]
+    if not given:
+        return "MODEL", f"{args.model} at its default sizes is too large: give a smaller {flag('batch')}"
+    field = " ".join(flag(name, getattr(args, name)) for name in given)
+    names = [flag(name) for name in given]
+    return field, "lower " + (names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}")
+
+
+def beyond_limit(err: InputError) -> tuple[str, int, float] | None:
+    """(array, index, value) when `err` is `Chain.check`'s refusal of one entry of a chain above the format's limit
+    (``xbar[1]`` at 1.2e15 bytes > `MAX_BYTES`; ``u_f[3]`` above `MAX_TIME`): the network was profiled, but
+    its chain cannot be written. None for any other error (a negative or NaN entry is a bug, not a size)."""
+    entry = _ENTRY.fullmatch(err.field or "")
+    got = _GOT.search(err.message)
+    if entry is None or got is None or err.path is not None:
+        return None
+    limit = MAX_BYTES if entry["array"] in CHAIN_SIZES else MAX_TIME if entry["array"] in CHAIN_TIMES else None
+    try:
+        value = float(got["value"])
+    except ValueError:
+        return None
+    return (entry["array"], int(entry["index"]), value) if limit is not None and value > limit else None
+
+
+@contextlib.contextmanager
+def within_chain_format(args: argparse.Namespace, time_unit: str) -> Iterator[None]:
+    """Inside (profiling the network), a chain beyond the chain format's limits (a size over `MAX_BYTES`,
+    1 PiB, or a time over `MAX_TIME` in `time_unit`: `Chain.check`), or tensors whose bytes overflow
+    torch's int64 sizes, becomes bad input under the sizing options that caused it (`sizing_field`),
+    one line, instead of naming an internal array (``xbar[1]``) or failing as an internal error."""
+    try:
+        yield
+    except InputError as err:
+        found = beyond_limit(err)
+        if found is None:
+            if _OVERFLOW not in err.message:
+                raise
+            raise _overflow_error(args, err) from None
+        array, index, value = found
+        entry = f"{array}[{index}]"
+        field, hint = sizing_field(args)
+        if array in CHAIN_SIZES:
+            what = f"{CHAIN_SIZES[array]} {entry} = {int(value)} bytes exceeds {_SIZE_LIMIT}"
+        else:
+            what = (f"{CHAIN_TIMES[array]} {entry} = {value:g} {time_unit} exceeds the chain format's limit of "
+                    f"{MAX_TIME:g} {time_unit}")
+        raise InputError(f"{what}; {hint}", field=field) from None
+    except RuntimeError as err:
+        if _OVERFLOW not in str(err):
+            raise
+        raise _overflow_error(args, err) from None
+
+
+def _overflow_error(args: argparse.Namespace, err: BaseException) -> InputError:
+    """Bad input for tensors whose bytes overflow torch's int64 sizes (`_OVERFLOW`), under `sizing_field`,
+    quoting torch's message (also where `models.network.diagnosed` wrapped it: ``...: RuntimeError: ...``)."""
+    field, hint = sizing_field(args)
+    text = first_line(err, 1000)
+    quoted = text[text.rfind("RuntimeError: ") + len("RuntimeError: "):] if "RuntimeError: " in text else text
+    return InputError(f"a tensor's size overflows 64 bits, far beyond {_SIZE_LIMIT} ({quoted[:160]}); {hint}",
+                      field=field)
+
+
+def checked_chain_file(chain: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """The chain file (memsched.chain/1, a JSON object) of `chain`, checked as its loader checks it
+    (`Chain.from_dict`) before anything is written: every size in bytes, and their sum (``input_size``
+    and each stage's and the loss's sizes, `SIZE_FIELDS`), at most `MAX_BYTES` (1 PiB). A sum above it
+    is bad input under the sizing options (`sizing_field`), not a file that no command could load."""
+    from memsched.solvers.chain import Chain
+    from memsched.solvers.chain.instance import SIZE_FIELDS
+
+    data = chain.to_dict()
+    total = (data["input_size"] + sum(stage[f] for stage in data["stages"] for f in SIZE_FIELDS)
+             + data["loss"]["bwd_overhead"])
+    if total > MAX_BYTES:
+        field, hint = sizing_field(args)
+        raise InputError(f"the chain's sizes add up to {total} bytes, more than {_SIZE_LIMIT}; {hint}", field=field)
+    Chain.from_dict(data, path=args.output or "<stdout>")  # what is written loads again
+    return data
+
+
 def _import_models() -> None:
     """Import torch (seconds), or bad input where it is not installed. A Ctrl-C (SIGTERM, SIGHUP) meanwhile
     is raised once the import is done (`cli.interrupts_deferred`): raised inside torch's C++ initialisation,
@@ -227,20 +335,24 @@ def main(args: argparse.Namespace) -> int:
     check_model(args.model)  # before importing torch (seconds)
     check_outputs([("--output", args.output)], model_inputs(args.model))  # not the factory's source file
     _import_models()
-    from memsched.models.chain.profiler import profile_model
+    from memsched.models.chain.profiler import profile_model, save_profiled
+    from memsched.models.costs import parse_cost
     from memsched.models.run import default_clock
     from memsched.solvers.chain import reference_peak
     from memsched.solvers.units import format_bytes
 
-    with fits_in_memory():
+    with within_chain_format(args, parse_cost(args.cost).unit), fits_in_memory():
         sizes = counted_sizes(args, "profile")  # sets --threads, which the clock depends on
         repeats = PROFILE_REPEATS if args.repeats is None else args.repeats
-        chain, _ = profile_model(args.model, repeats=repeats, out=args.output, timing=args.timing,
+        # written here, once checked (`checked_chain_file`): nothing is written beyond the format's limits
+        chain, _ = profile_model(args.model, repeats=repeats, out=None, timing=args.timing,
                                  cost=args.cost, release=args.early_release, clock=default_clock(), **sizes)
+    data = checked_chain_file(chain, args)
     if args.output is None:
-        json.dump(chain.to_dict(), sys.stdout, indent=1)
+        json.dump(data, sys.stdout, indent=1)
         print()
     else:
+        save_profiled(chain, args.output)
         unit = chain.meta.get("units", {}).get("time", "ms")
         print(f"{chain.name}: {chain.length} stages, forward+backward {chain.total_time():.2f} {unit} "
               f"({chain.meta.get('cost', 'measured')}), "

@@ -577,10 +577,17 @@ def profile_model(name: str, *, repeats: int = 5, warmup: int = 2, out: str | No
                                   warmup=warmup, name=model.label, meta=meta, clock=clock,
                                   timing=timing, cost=model_cost, release=release)
     if out is not None:
-        from memsched.models.network import spec_beside
-
-        for key in ("model", "factory"):  # a factory file is found again beside the chain file (`factory_file`)
-            if isinstance(chain.meta.get(key), str):
-                chain.meta[key] = spec_beside(chain.meta[key], out)
-        chain.save(out)
+        save_profiled(chain, out)
     return chain, model
+
+
+def save_profiled(chain: Chain, out: str) -> None:
+    """Write the profiled `chain` to the chain file `out`, its ``model`` / ``factory`` specs recorded
+    relative to that file's folder when they name a factory file (`models.network.spec_beside`), so
+    that `memsched run` finds the factory again from anywhere and after the folder moved."""
+    from memsched.models.network import spec_beside
+
+    for key in ("model", "factory"):
+        if isinstance(chain.meta.get(key), str):
+            chain.meta[key] = spec_beside(chain.meta[key], out)
+    chain.save(out)
