@@ -113,7 +113,7 @@ from memsched.models.measure import (
     zero_grads,
 )
 from memsched.models.memory import storage_key
-from memsched.models.offload.values import InputSlot, saved_input, unpack_saved
+from memsched.models.offload.values import InputSlot, Versioned, saved_input, unpack_saved
 from memsched.solvers.chain import Chain, Schedule, simulate
 from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, FORWARD_KINDS, LOSS, B, Op
 from memsched.solvers.errors import InputError
@@ -288,8 +288,10 @@ def input_hooks(x: torch.Tensor, slot: InputSlot) -> contextlib.AbstractContextM
     """Around F_all(i)'s forward of the leaf `x` (sharing a_i's storage): saved-tensor hooks that
     keep every saved tensor sharing x's storage as a `Saved` read from `slot` at B(i)
     (`models.offload.values.saved_input`; one of another dtype is kept as it is, a known limit),
-    anything else as it is; so the tape abar_{i+1} holds no byte of a_i, which the chain model
-    counts apart. A null context for an `x` without a storage (sparse, nested: nothing to release)."""
+    anything else as it is with its version (`models.offload.values.Versioned`: autograd checks no
+    version of a tensor a pack hook handled, so the unpack hook does); so the tape abar_{i+1} holds no
+    byte of a_i, which the chain model counts apart. A null context for an `x` without a storage
+    (sparse, nested: nothing to release)."""
     try:
         key = storage_key(x)
     except (RuntimeError, NotImplementedError):
@@ -299,46 +301,12 @@ def input_hooks(x: torch.Tensor, slot: InputSlot) -> contextlib.AbstractContextM
     def pack(t: torch.Tensor) -> Any:
         try:
             if storage_key(t) != key or t.device != device:
-                return _Versioned.of(t)
+                return Versioned.of(t)
         except (RuntimeError, NotImplementedError):  # no storage: not a_i's
-            return _Versioned.of(t)
+            return Versioned.of(t)
         return saved_input(t, x, slot)
 
-    return torch.autograd.graph.saved_tensors_hooks(pack, _unpack)
-
-
-class _Versioned:
-    """A saved tensor kept as it is, with its version counter at the save: autograd checks no version
-    of a tensor that a pack hook handled, so `_unpack` does (a loss or a later block that modifies in
-    place a value the backward needs is the RuntimeError plain autograd raises, not a silent wrong
-    gradient)."""
-
-    __slots__ = ("tensor", "version")
-
-    def __init__(self, tensor: torch.Tensor, version: int) -> None:
-        self.tensor, self.version = tensor, version
-
-    @staticmethod
-    def of(t: torch.Tensor) -> Any:
-        """`t` with its version, or `t` itself when it has no version counter (an inference tensor)."""
-        try:
-            return _Versioned(t, t._version)
-        except RuntimeError:
-            return t
-
-    def unpack(self) -> torch.Tensor:
-        now = self.tensor._version
-        if now != self.version:
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an inplace "
-                f"operation: [{self.tensor.type()} {list(self.tensor.shape)}] is at version {now}; expected "
-                f"version {self.version} instead")
-        return self.tensor
-
-
-def _unpack(h: Any) -> torch.Tensor:
-    """The saved-tensor unpack hook of `input_hooks`: a `_Versioned` checked, else `unpack_saved`."""
-    return h.unpack() if isinstance(h, _Versioned) else unpack_saved(h)
+    return torch.autograd.graph.saved_tensors_hooks(pack, unpack_saved)
 
 
 def release_input(x: torch.Tensor) -> None:

@@ -18,6 +18,16 @@ abar_j      the tape of stage j-1: every storage autograd saved during F_all(j-1
             counts a_{j-1} apart): they are rebuilt at B(j-1) from the a_{j-1} then resident.
 ==========  ================================================================================
 
+In-place changes: autograd checks the version of no tensor that a pack hook handled, so the
+handles do (`models.offload.values`, "Versions"): a saved tensor modified in place after its save
+-- by the rest of the block's forward (``y.relu_(); y.mul_(2)``), by a loss that modifies a_L, by
+whoever keeps it -- raises plain autograd's RuntimeError ("... has been modified by an inplace
+operation ...") when its node is unpacked in the backward, whether the change was made before the
+value's ``Off`` (the host copy took it) or after it (the host copy is stale); where plain autograd
+raises nothing, neither does the executor. Tensors kept as they are (parameters, buffers) are
+`Versioned`, as the chain executor's. Not seen: a change through a reference to the saved tensor
+that user code kept past the forward and dropped before the value's next ``Off`` and its unpack.
+
 ``Off(v)`` copies each storage of v to host memory (unless a host copy of this value exists
 already) and drops the device copy; ``Pre(v)`` allocates a device copy and copies the host
 bytes back. The host copy of a standalone a_j stays until the step ends (a compute op that
@@ -114,6 +124,7 @@ from memsched.models.offload.values import (
     Saved,
     Store,
     Value,
+    Versioned,
     saved_input,
     unpack_saved,
 )
@@ -379,16 +390,19 @@ class OffloadExecutor(ChainExecutor):
             try:
                 key = storage_key(t)
             except (RuntimeError, NotImplementedError):  # no storage (sparse, nested...): keep it
-                return t
+                return Versioned.of(t)
             if key in static or t.device != device:
-                return t
+                return Versioned.of(t)
             if key == input_key:
                 return saved_input(t, x, slot)  # another dtype: kept, a known limit (shares a_i's storage)
-            return Saved(holder, holder.ref(t))
+            return Saved(holder, holder.ref(t), source=t)  # versioned: t's counter now, t held to `settle`
 
-        with kept_buffers(self.blocks[i], i, s), s.rng.forward(i), torch.enable_grad(), \
-                torch.autograd.graph.saved_tensors_hooks(pack, unpack_saved):
-            y = block_output(self.blocks[i], i, forward_block(self.blocks[i], i, x))
+        try:
+            with kept_buffers(self.blocks[i], i, s), s.rng.forward(i), torch.enable_grad(), \
+                    torch.autograd.graph.saved_tensors_hooks(pack, unpack_saved):
+                y = block_output(self.blocks[i], i, forward_block(self.blocks[i], i, x))
+        finally:
+            holder.settle()  # the saved tensors' versions after the forward; no strong reference kept
         edge = torch.autograd.graph.get_gradient_edge(y) if y.requires_grad else None
         value = Value(("abar", i + 1), holder, holder.ref(y.detach()), leaf=x, edge=edge, slot=slot)
         del y, a

@@ -3,10 +3,25 @@ the link that moves bytes between them (see `models.offload.executor` for the ru
 
 `Holder` owns the storages of one value (a_j or abar_j) as flat uint8 tensors (`Storage`),
 `Ref` addresses a tensor inside them, `Saved` is the pack-hook handle of a saved tensor,
-`InputSlot` is where a tape finds its input during its backward (`saved_input`; the chain
-executor's tapes use both too), `Value` is one value, `Link` copies bytes (NumPy on CPU, a side
-stream with pinned buffers on CUDA), `Store` maps each value key ("a" | "abar", j) to its
-device or host `Value`. Sizes in bytes.
+`Versioned` the one of a saved tensor kept as it is, `InputSlot` is where a tape finds its input
+during its backward (`saved_input`; the chain executor's tapes use them too), `Value` is one value,
+`Link` copies bytes (NumPy on CPU, a side stream with pinned buffers on CUDA), `Store` maps each
+value key ("a" | "abar", j) to its device or host `Value`. Sizes in bytes.
+
+Versions: autograd checks the version counter of no tensor that a pack hook handled, so the handles
+check it themselves, as plain autograd does: a saved tensor modified in place between its save (at
+version v) and the unpack of its node raises autograd's RuntimeError ("... modified by an inplace
+operation ... is at version v'; expected version v instead"), never a silently wrong gradient. A
+`Versioned` holds its tensor and reads its counter at the unpack. A `Saved` of a holder does not hold
+its tensor t (the storage must leave the device), so the in-place changes n of its bytes after the
+save are counted through both counters that can see them: t's own (t and its views and ``detach``es,
+strongly held during the forward, `Holder.settle`, then weakly: read at the end of the forward, at
+every ``Off`` of the value and at the unpack, while t lives) and that of the holder's device copy
+(what the executor hands out after the forward: a_{j} to the loss, to the next block; counted per
+`Storage` since its creation, across ``Off``/``Pre``). A change made before an ``Off`` copies into
+the host bytes silently and one made after it leaves them stale; both are counted (v' = v + n) and
+raise at the unpack, as plain autograd would. Handles of the tape's input (`saved_input`) are not
+versioned: the executors refuse a block that modifies its input in place (`InPlaceInputError`).
 """
 
 from __future__ import annotations
@@ -19,7 +34,7 @@ from typing import Any
 import torch
 
 __all__ = ["measure_link", "Key", "Storage", "Ref", "Holder", "InputSlot", "Saved", "Value", "unpack_saved", "Link",
-           "Store", "saved_input"]
+           "Store", "saved_input", "Versioned", "modified_error"]
 
 Key = tuple[str, int]  # ("a", j) | ("abar", j)
 
@@ -28,12 +43,27 @@ Key = tuple[str, int]  # ("a", j) | ("abar", j)
 class Storage:
     """One storage of a value: a flat uint8 tensor over its device bytes (None when not on the
     device), its host copy (NumPy array on CPU, pinned uint8 tensor on CUDA) and, after a CUDA
-    prefetch, the event after which the device bytes are valid."""
+    prefetch, the event after which the device bytes are valid.
+
+    Versions (module docstring): `version` is the counter of the current device copy `flat` when its
+    bytes were last counted (its creation, its prefetch, an ``Off``), `bumps` the in-place changes
+    counted on its earlier device copies; changes so far = `bumps` + (a view of flat)._version - `version`
+    (views of `flat`, the cached ones of `Holder.hand_over` included, share its counter)."""
 
     nbytes: int
     flat: torch.Tensor | None
     host: Any = None
     ready: Any = None  # torch.cuda.Event | None
+    version: int = 0
+    bumps: int = 0
+
+    def count_changes(self) -> None:
+        """Add the in-place changes made through the device copy since `version` to `bumps` (before
+        the copy is dropped or copied to the host)."""
+        if self.flat is not None:
+            now = self.flat._version
+            self.bumps += now - self.version
+            self.version = now
 
 
 @dataclass(frozen=True)
@@ -54,6 +84,7 @@ class Holder:
         self.storages: list[Storage] = []
         self._index: dict[int, int] = {}
         self.handles: weakref.WeakSet[Saved] = weakref.WeakSet()
+        self.pending: list[Saved] = []  # the handles that hold their saved tensor, to `settle`
 
     def ref(self, t: torch.Tensor) -> Ref:
         """Register tensor `t`'s storage in this holder; return a `Ref` (storage index, dtype, size, stride,
@@ -64,7 +95,7 @@ class Holder:
         if k is None:
             k = self._index[key] = len(self.storages)
             flat = torch.empty(0, dtype=torch.uint8, device=t.device).set_(st)
-            self.storages.append(Storage(int(st.nbytes()), flat))
+            self.storages.append(Storage(int(st.nbytes()), flat, version=flat._version))
         return Ref(k, t.dtype, tuple(t.shape), tuple(t.stride()), int(t.storage_offset()))
 
     def tensor(self, r: Ref) -> torch.Tensor:
@@ -85,6 +116,22 @@ class Holder:
             if k != keep:
                 st.flat = None
 
+    def settle(self) -> None:
+        """At the end of the forward that filled the holder: each handle reads its saved tensor's
+        version counter (changes made by the forward after the save, ``y.relu_(); y.mul_(2)``) and
+        keeps only a weak reference to it (no reference cycle through its node, no storage kept)."""
+        for h in self.pending:
+            h.settle()
+        self.pending.clear()
+
+    def count_changes(self) -> None:
+        """Before an ``Off``: every storage counts the changes made through its device copy and every handle
+        reads its saved tensor's counter, while both can still be read (`Storage.count_changes`)."""
+        for st in self.storages:
+            st.count_changes()
+        for h in list(self.handles):
+            h.observe()
+
 
 class InputSlot:
     """Where the tape of stage i finds its input a_i during B(i) (set just before, cleared after)."""
@@ -98,26 +145,72 @@ class InputSlot:
 class Saved:
     """Pack-hook handle: a saved tensor of the tape (`holder`, `ref`) or a view of the input
     (`slot`, geometry relative to the input's storage offset). `cache` holds the tensor once
-    its backward has started (see `Holder.hand_over`)."""
+    its backward has started (see `Holder.hand_over`).
 
-    __slots__ = ("holder", "ref", "slot", "dtype", "size", "stride", "rel_offset", "cache", "__weakref__")
+    A holder's handle made with its `source` (the saved tensor t) is versioned (module docstring):
+    `version` is t's counter at the save, `seen` its last one read (-1 both: not versioned); `held`
+    holds t until `settle` (end of the forward), `source` then a weak reference to it."""
+
+    __slots__ = ("holder", "ref", "slot", "dtype", "size", "stride", "rel_offset", "cache", "version", "seen",
+                 "held", "source", "__weakref__")
 
     def __init__(self, holder: Holder | None, ref: Ref | None = None, slot: InputSlot | None = None,
                  dtype: torch.dtype | None = None, size: tuple[int, ...] = (), stride: tuple[int, ...] = (),
-                 rel_offset: int = 0) -> None:
+                 rel_offset: int = 0, source: torch.Tensor | None = None) -> None:
         self.holder, self.ref, self.slot = holder, ref, slot
         self.dtype, self.size, self.stride, self.rel_offset = dtype, size, stride, rel_offset
         self.cache: torch.Tensor | None = None
+        self.version = self.seen = -1
+        self.held: torch.Tensor | None = None
+        self.source: weakref.ref[torch.Tensor] | None = None
         if holder is not None:
             holder.handles.add(self)
+            if source is not None:
+                try:
+                    self.version = self.seen = source._version
+                except RuntimeError:  # no version counter (an inference tensor): nothing to check
+                    return
+                self.held = source
+                holder.pending.append(self)
+
+    def settle(self) -> None:
+        """End of the forward: read the saved tensor's counter and keep a weak reference to it."""
+        t = self.held
+        if t is not None:
+            self.seen = t._version
+            self.source, self.held = weakref.ref(t), None
+
+    def observe(self) -> None:
+        """Read the saved tensor's counter while it lives (its changes after the forward, by whoever keeps it)."""
+        w = self.source
+        t = self.held if w is None else w()
+        if t is not None:
+            self.seen = t._version
 
     def unpack(self) -> torch.Tensor:
-        """The saved tensor for autograd's backward: cached, from the holder's storage, or from the input slot."""
+        """The saved tensor for autograd's backward: cached, from the holder's storage, or from the input slot.
+        A versioned one modified in place since the save raises autograd's RuntimeError with the version
+        it would have: v + the changes counted through the saved tensor's counter (`observe`) and through
+        the holder's device copies (`Storage`; the rebuilt tensor shares its device copy's counter)."""
+        holder = self.holder
+        if holder is not None:
+            ref = self.ref
+            assert ref is not None
+            t = self.cache
+            if t is None:
+                t = holder.tensor(ref)
+            if self.version >= 0:  # inlined, the hot path: one check per unpack
+                w = self.source
+                src = self.held if w is None else w()
+                if src is not None:
+                    self.seen = src._version
+                st = holder.storages[ref.index]
+                now = self.seen + st.bumps + t._version - st.version
+                if now != self.version:
+                    raise modified_error(t, now, self.version)
+            return t
         if self.cache is not None:
             return self.cache
-        if self.holder is not None:
-            assert self.ref is not None
-            return self.holder.tensor(self.ref)
         assert self.slot is not None
         base = self.slot.tensor
         if base is None:
@@ -141,19 +234,54 @@ class Value:
         return self.holder.tensor(self.out)
 
 
+def modified_error(t: torch.Tensor, now: int, expected: int) -> RuntimeError:
+    """Plain autograd's error for a saved tensor `t` modified in place: at version `now`, saved at `expected`."""
+    return RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation: [{t.type()} {list(t.shape)}] is at version {now}; expected version {expected} instead")
+
+
+class Versioned:
+    """A saved tensor kept as it is (a pack hook's handle), with its version counter at the save:
+    autograd checks no version of a tensor that a pack hook handled, so `unpack` does (a loss or a
+    later block that modifies in place a value the backward needs is the RuntimeError plain autograd
+    raises, not a silent wrong gradient). Used by `models.chain.executor` and `models.offload.executor`."""
+
+    __slots__ = ("tensor", "version")
+
+    def __init__(self, tensor: torch.Tensor, version: int) -> None:
+        self.tensor, self.version = tensor, version
+
+    @staticmethod
+    def of(t: torch.Tensor) -> Any:
+        """`t` with its version, or `t` itself when it has no version counter (an inference tensor)."""
+        try:
+            return Versioned(t, t._version)
+        except RuntimeError:
+            return t
+
+    def unpack(self) -> torch.Tensor:
+        """The tensor, unchanged since the save, else autograd's in-place RuntimeError."""
+        now = self.tensor._version
+        if now != self.version:
+            raise modified_error(self.tensor, now, self.version)
+        return self.tensor
+
+
 def unpack_saved(h: Any) -> torch.Tensor:
-    """autograd saved-tensor unpack hook: resolve a `Saved` to its tensor, pass anything else through."""
-    return h.unpack() if isinstance(h, Saved) else h
+    """autograd saved-tensor unpack hook: resolve a `Saved` or a `Versioned` to its tensor (versions
+    checked), pass anything else through."""
+    return h.unpack() if isinstance(h, (Saved, Versioned)) else h
 
 
 def saved_input(t: torch.Tensor, x: torch.Tensor, slot: InputSlot) -> Any:
     """What a pack hook keeps of a saved tensor `t` that shares the storage of the tape's input leaf
     `x`: a `Saved` read from `slot` at the backward (t's geometry relative to x's storage offset, in
     elements), so the tape holds no byte of x's storage. A `t` of another dtype than x (a view
-    reinterpreting the input's bytes) is kept as it is: a known limit, it holds the input's storage
-    (used by `models.offload.executor` and `models.chain.executor`)."""
+    reinterpreting the input's bytes) is kept as it is (`Versioned`): a known limit, it holds the
+    input's storage (used by `models.offload.executor` and `models.chain.executor`)."""
     if t.dtype != x.dtype:
-        return t
+        return Versioned.of(t)
     return Saved(None, slot=slot, dtype=t.dtype, size=tuple(t.shape), stride=tuple(t.stride()),
                  rel_offset=int(t.storage_offset()) - int(x.storage_offset()))
 
@@ -172,6 +300,7 @@ class Link:
     def offload(self, holder: Holder) -> None:
         """Copy the holder's storages to host memory once (pinned, on the side stream after the compute stream on CUDA;
         NumPy on CPU) and drop the device copies."""
+        holder.count_changes()  # the versions, before the device copy is copied and dropped
         if self.cuda:
             complete = torch.cuda.Event()
             complete.record(self.compute)
@@ -200,7 +329,7 @@ class Link:
                     flat = torch.empty(st.nbytes, dtype=torch.uint8, device=self.device)
                     flat.copy_(st.host, non_blocking=True)
                     flat.record_stream(self.compute)
-                    st.flat = flat
+                    st.flat, st.version = flat, flat._version
                 done = torch.cuda.Event()
                 done.record(self.side)
             for st in holder.storages:
@@ -209,7 +338,7 @@ class Link:
         for st in holder.storages:
             flat = torch.empty(st.nbytes, dtype=torch.uint8, device=self.device)  # inside the pool
             flat.copy_(torch.from_numpy(st.host))
-            st.flat = flat
+            st.flat, st.version = flat, flat._version
 
     def wait(self, holder: Holder) -> None:
         """Make the compute stream wait for a prefetch of `holder` (CUDA; no-op on CPU)."""
