@@ -112,8 +112,15 @@ def _solve(args: argparse.Namespace) -> tuple[str, Any, int, str, dict[str, Any]
     options = parse_options(args.option)
     check_options(problem, name, options)
     check_work(problem, name, instance, path=args.file)
-    result = run_solver(problem, instance, name, budget, progress=args.progress, time_limit=args.time_limit,
-                        options=options, slots=args.slots)
+    try:
+        result = run_solver(problem, instance, name, budget, progress=args.progress, time_limit=args.time_limit,
+                            options=options, slots=args.slots)
+    except InputError as err:
+        # a solver's refusal of the instance (the join DP's branch count: field ``branches``) names the file,
+        # as the loader's errors do; an option's (``--slots``) stays as it is
+        if err.path is not None or not err.field or err.field.startswith("-"):
+            raise
+        raise InputError(err.message, path=args.file, field=err.field) from None
     return problem, instance, budget, name, options, result
 
 
