@@ -272,13 +272,26 @@ def solver_parameters(problem: str, solver: str) -> dict[str, str]:
             plumbing = p.name in _PLUMBING and not (p.name == "seed" and "SolveResult" not in text)
             if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and not plumbing:
                 out[p.name] = text.split("|")[0].strip()
-    if exact:  # shared exact options a solver declares it does not use (join `exact`: no backend, one thread)
-        for key in getattr(fn, "options_not_taken", ()):
-            for name in [key, *(alias for alias, target in ALIASES.items() if target == key)]:
-                out.pop(name, None)
+    for name in options_not_taken(problem, solver):
+        out.pop(name, None)
     for key in ("slots", "time_limit"):
         out.pop(key, None)  # the command's own --slots and --time-limit
     return out
+
+
+def options_not_taken(problem: str, solver: str) -> set[str]:
+    """The shared options of the exact layer (`ExactOptions`) that `solver` declares it does not use
+    (``options_not_taken``: join `exact`'s ``workers``, ``seed``, ``verbose`` and ``memory_gb``, no backend
+    and one thread; ``memory_gb`` on every CP-SAT model, whose memory limit does not hold), with their
+    older spellings (`ALIASES`); empty for a solver outside the exact layer."""
+    from memsched.solvers import registry
+    from memsched.solvers.exact.options import ALIASES
+
+    fn = registry.get_solver(problem, solver)
+    if not getattr(fn, "exact_layer", False):
+        return set()
+    keys = set(getattr(fn, "options_not_taken", ()))
+    return keys | {alias for alias, target in ALIASES.items() if target in keys}
 
 
 def options_taken(solvers: Iterable[tuple[str, str]]) -> set[str]:
@@ -301,12 +314,17 @@ def option_list(names: Iterable[str]) -> str:
 
 def check_options(problem: str, solver: str, options: dict[str, Any]) -> None:
     """Every ``--option`` key is a parameter of the solver (not one the command sets with its
-    own flag, `FLAGS`) and its value has the parameter's type."""
+    own flag, `FLAGS`) and its value has the parameter's type. A shared option of the exact layer
+    that the solver declares it does not use (`options_not_taken`: ``memory_gb`` for a CP-SAT model)
+    is refused naming ``--option KEY``, as an unknown one."""
     valid = solver_parameters(problem, solver)
     for key, value in options.items():
         field = f"--option {key}"
         if key in FLAGS:
             raise InputError(f"{key} is set with {FLAGS[key]}, not --option", field="--option")
+        if key not in valid and key in options_not_taken(problem, solver):  # a shared option it does not use
+            raise InputError(f"unknown option {key!r} for {solver}, which does not use it (its options: "
+                             f"{option_list(valid)})", field=field)
         if key not in valid:
             raise InputError(f"unknown option {key!r} for {solver} (its options: {option_list(valid)})",
                              field="--option")

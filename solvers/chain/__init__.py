@@ -25,7 +25,8 @@ SOLVERS: dict[str, tuple[str, str]] = {
                 "Griewank & Walther binomial checkpointing (homogeneous chains)"),
     "rotor": (".chain.dp:solve_rotor",
               "persistent dynamic program of Beaumont et al. (optimal among persistent schedules)"),
-    "milp": (".chain.milp:solve_milp", "exact MILP, not restricted to persistent schedules"),
+    "milp": (".chain.milp:solve_milp",
+             "exact MILP, not restricted to persistent schedules; takes memory_gb (SCIP, portfolio)"),
     "cpsat": (".chain.cpsat:solve_cpsat", "exact CP-SAT model, not restricted to persistent schedules"),
 }
 

@@ -37,7 +37,7 @@ from ..discretize import CPSAT_COST_DIGITS, integer_costs, rounding_error
 from ..exact.cpsat_runner import check_first, check_parameters, fit_row, run_cpsat
 from ..exact.layer import BOUND_SO_FAR, BuildTimeout, exact_solver, same_or_less
 from ..exact.milp_runner import BackendRun
-from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
+from ..exact.options import CPSAT_MEMORY, Deadline, DeadlineExceeded, ExactOptions, refuses
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult, gap_closed
 from .exact_model import PhaseModel, discretise, retry_exact_sizes
 from .instance import Chain
@@ -54,6 +54,7 @@ def check_options(chain: Chain, *, parameters: Any = "", **_: Any) -> None:
     check_parameters(parameters)
 
 
+@refuses("the chain's cpsat", "memory_gb", why=CPSAT_MEMORY)
 @check_first(check_options)
 @exact_solver("chain", "cpsat", FAST, least=lambda chain: chain.total_time())
 def solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: Deadline,

@@ -22,7 +22,9 @@ start (reduced-cost fixing, `phase_cuts.fixings`; ``details["rc_fixed"]``).
 The model is the phase model's `LinearModel` (`PhaseModel.to_linear`), run by
 `solvers.exact.milp_runner` (or `cpsat_runner` for backend "cp-sat") under the exact layer:
 the chain's fast solvers seed it (MIP start with SCIP; CBC ignores starts and HiGHS crashes on
-them) and referee it at exact sizes.
+them) and referee it at exact sizes. Option ``memory_gb`` (GB) is SCIP's memory limit (``limits/memory``: a
+growing tree stops SCIP with its incumbent); it is taken with SCIP and the portfolio (its SCIP side) only, and
+refused with HiGHS, CBC and CP-SAT, which have no limit that holds (`check_memory`).
 
 Statuses: ``optimal`` when the backend proves it (relative gap 1e-9) for the phase model;
 ``feasible`` when the time limit stops it with a schedule (the backend's or, failing that,
@@ -93,14 +95,39 @@ def check_backend(backend: str | None) -> None:
                          field=option_field("backend"))
 
 
-@check_first(lambda _chain, *, backend=None, **_: check_backend(backend))
+#: the backends that honour ``memory_gb`` (SCIP's ``limits/memory``, `milp_runner.scip_settings`; the portfolio
+#: gives it to its SCIP side): HiGHS, CBC and CP-SAT have no memory limit that holds, so they refuse it
+MEMORY_BACKENDS = ("scip", PORTFOLIO)
+
+
+def check_memory(backend: str | None, memory_gb: Any = None) -> None:
+    """``memory_gb`` (GB) is taken only with a backend of `MEMORY_BACKENDS` (the default backend, None, is
+    one: SCIP or the portfolio): given a value with another backend, an `InputError` naming the option
+    and the backend, rather than a limit that silently does not hold."""
+    from ..errors import InputError, option_field
+
+    if memory_gb is not None and backend is not None and backend.lower() not in MEMORY_BACKENDS:
+        raise InputError(f"not taken with backend {backend.lower()!r}: it is SCIP's memory limit (limits/memory), "
+                         f"taken with backend scip or portfolio (the defaults); {backend.lower()} has no memory limit "
+                         "that holds",
+                         field=option_field("memory_gb"))
+
+
+def check_options(_chain: Chain, *, backend: str | None = None, memory_gb: Any = None, **_: Any) -> None:
+    """The ``backend`` option (`check_backend`) and ``memory_gb`` with it (`check_memory`), before the warm start."""
+    check_backend(backend)
+    check_memory(backend, memory_gb)
+
+
+@check_first(check_options)
 @exact_solver("chain", "milp", FAST, least=lambda chain: chain.total_time())
 def solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: Deadline,
                seed: SolveResult | None = None, backend: str | None = None, dominance: bool = True,
                cuts: bool = True, **_: Any) -> SolveResult:
     """Minimise the makespan (chain time unit) under `budget` (bytes) over the phase model.
     Options (`ExactOptions`): ``slots`` (N > 0: sizes in N slots, rounded up; 0: exact),
-    ``time_limit`` (s, default 60, wall clock for everything), ``workers``; model options
+    ``time_limit`` (s, default 60, wall clock for everything), ``workers``, ``memory_gb`` (GB: SCIP's memory
+    limit, `milp_runner.scip_settings`; only with SCIP or the portfolio, `check_memory`); model options
     ``backend`` (one of BACKENDS, default SCIP), ``dominance`` (default True) and ``cuts`` (default
     True: tape cuts at the root, `solvers.chain.phase_cuts`). When the rounded
     sizes make the budget infeasible the model is solved again with exact sizes."""

@@ -19,7 +19,10 @@ relaxation; HiGHS through highspy when it is installed, `highs_runner`) under a 
 - CBC runs as a child process (`cbc_cmd`: wall-clock ``-timeMode elapsed``, killed at the
   deadline, the hint as its MIP start): OR-Tools' in-process CBC counts CPU seconds and cannot
   be interrupted, so under load it overran a 30 s limit by minutes. Without a CBC program the
-  in-process CBC is used (CPU-time limit).
+  in-process CBC is used (CPU-time limit);
+- ``options.memory_gb`` (GB) reaches SCIP only (``limits/memory``, `scip_settings`): HiGHS, CBC and GLOP
+  get no memory limit, so a solver that runs them alone refuses the option (chain ``milp``,
+  `solvers.chain.milp.check_memory`) or uses it to size its model before building it (graph ``checkmate``).
 
 OR-Tools' native library is loaded when this module is imported, before anything here can import
 PuLP (`cbc_cmd.cbc_program` also loads it first): PuLP's ``__init__`` loads highspy's extension, a

@@ -6,16 +6,21 @@ building, presolve and search), ``workers`` (backend threads), ``seed`` (the bac
 seed), ``verbose`` (backend log), ``warm_start`` (run the problem's fast solvers first and hand
 their best schedule to the model), ``slots`` (memory discretisation, 0 = exact sizes),
 ``memory_gb`` (memory a model may plan for, in GB; None: what the machine has available, 0: no
-check; `memory.too_big`).
+check; `memory.too_big`). Only the solvers that use ``memory_gb`` take it: graph ``checkmate`` (a
+model that would not fit is not built; SCIP's ``limits/memory``) and chain ``milp`` with SCIP (its
+``limits/memory``; the portfolio's SCIP side). A solver that has no use for an option of this layer
+declares it (`refuses`: CP-SAT's ``max_memory_in_mb`` is not reliably honoured, so every CP-SAT
+model refuses ``memory_gb``) and a value given is an `InputError`, never silently ignored.
 Older spellings (``num_workers``, ``threads``, ``random_seed``) are accepted and mapped; one option
 given in two spellings (``workers`` and ``num_workers``) is an `InputError` (`check_spelled_once`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -37,6 +42,44 @@ def check_spelled_once(keys: Iterable[str], field: Callable[[str], str] = option
         if name in seen and seen[name] != key:
             raise InputError(f"given twice (as {seen[name]!r} and {key!r}): give each option once", field=field(name))
         seen.setdefault(name, key)
+
+
+#: why a CP-SAT model refuses ``memory_gb`` (`refuses`): no limit of CP-SAT's holds, and the model is not sized first
+CPSAT_MEMORY = ("CP-SAT has no memory limit that holds (its max_memory_in_mb is not reliably honoured) and "
+                "this model is not sized before it is built")
+
+
+def check_not_taken(solver: str, not_taken: Iterable[str], kw: Mapping[str, Any], why: str) -> None:
+    """`InputError` naming the first keyword of `kw` that is an option of `not_taken` (names of
+    `ExactOptions`; an older spelling, `ALIASES`, counts as its option) given a value other than
+    None (None keeps the default, which the solver does not read either): `solver` (e.g. "the
+    chain's cpsat") does not take it, for the reason `why`."""
+    names = set(not_taken)
+    for key, value in kw.items():
+        if ALIASES.get(key, key) in names and value is not None:
+            raise InputError(f"not taken by {solver}: {why}", field=option_field(key))
+
+
+def refuses(solver: str, *not_taken: str, why: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator put over `exact_solver`'s (and `check_first`'s): the solver refuses the options
+    `not_taken` of this layer (`check_not_taken`, before anything else runs) and lists them as
+    ``options_not_taken``, which the option lists read (``--option`` does not list them, and an option
+    given to several solvers goes only to those that take it). The solver keeps its signature and
+    attributes (``exact_layer``...)."""
+    unknown = set(not_taken) - set(ExactOptions.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"not options of the exact layer: {sorted(unknown)}")
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def run(instance: Any, budget: Any, **kw: Any) -> Any:
+            check_not_taken(solver, not_taken, kw, why)
+            return fn(instance, budget, **kw)
+
+        run.options_not_taken = (*getattr(fn, "options_not_taken", ()), *not_taken)  # type: ignore[attr-defined]
+        return run
+
+    return decorate
 
 
 class DeadlineExceeded(Exception):

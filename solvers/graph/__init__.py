@@ -23,11 +23,12 @@ DEFAULT_SOLVER = "checkmate"
 
 SOLVERS: dict[str, tuple[str, str]] = {
     "checkmate": (".graph.milp:solve_checkmate",
-                  "Checkmate MILP (Jain et al. 2020), optimal among frontier-advancing schedules in file order"),
+                  "Checkmate MILP (Jain et al. 2020), optimal among frontier-advancing schedules in file order; "
+                  "takes memory_gb"),
     "cpsat": (".graph.cpsat:solve_cpsat",
               "CP-SAT interval model after Moccasin (Bartan et al. 2023), at most C computations per node"),
     "checkmate-approx": (".graph.lp_bounds:solve_checkmate_approx",
-                         "Checkmate LP relaxation + rounding of S + feasibility repair (no proof)"),
+                         "Checkmate LP relaxation + rounding of S + feasibility repair (no proof); takes memory_gb"),
     "checkpoint-all": (".graph.baselines:solve_checkpoint_all", "each node once, in the file's order"),
     "dtr": (".graph.baselines:solve_dtr",
             "greedy evict-and-recompute in the file's order (DTR-like heuristic)"),

@@ -38,7 +38,7 @@ from ..discretize import CPSAT_COST_DIGITS, GAP_TOLERANCE, integer_costs, roundi
 from ..errors import InputError, option_field
 from ..exact.cpsat_runner import check_first, run_cpsat
 from ..exact.layer import exact_solver
-from ..exact.options import Deadline, ExactOptions
+from ..exact.options import CPSAT_MEMORY, Deadline, ExactOptions, refuses
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult, gap_closed
 from .instance import Graph
 from .milp import FAST, exact_size_retry
@@ -202,6 +202,7 @@ def check_options(graph: Graph, *, max_computations: Any = 2, **_: Any) -> None:
                          field=option_field("max_computations"))
 
 
+@refuses("the graph's cpsat", "memory_gb", why=CPSAT_MEMORY)
 @check_first(check_options)
 @exact_solver("graph", "cpsat", FAST, least=lambda graph: graph.total_cpu())
 def solve_cpsat(

@@ -34,6 +34,7 @@ only within `GAP_TOLERANCE`).
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Iterator
 from itertools import permutations
 from typing import Any, NamedTuple
@@ -43,7 +44,7 @@ from ..errors import InputError, option_field
 from ..exact.cpsat_runner import check_first, fit_linear, run_cpsat
 from ..exact.interrupt import interrupted
 from ..exact.layer import exact_solver, retry_rounded_infeasible, same_or_less
-from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
+from ..exact.options import CPSAT_MEMORY, Deadline, DeadlineExceeded, ExactOptions, refuses
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult, gap_closed
 from .instance import Join
 from .schedule import LOSS_OP, JoinSchedule, JOp
@@ -256,26 +257,45 @@ class JoinPhaseModel:
 def checked_orders(join: Join, orders: Any = None) -> list[list[int]] | None:
     """The ``orders`` option checked, without building the k! orders: None for None or "all" (every
     order), else the non-empty list of orders it names, each a permutation of the branches 0..k-1
-    (the first back-propagated first), none twice; anything else is an `InputError` on
-    ``--option orders``. Linear in the length of the list."""
+    (the first back-propagated first), none twice, as lists of Python ints; anything else is an
+    `InputError` on ``--option orders``. Array-likes are read with ``.tolist()`` (a numpy array
+    ``[[1, 0]]``, an order ``np.array([1, 0])``) and a branch is any `numbers.Integral` but a bool
+    (``np.int64(1)``, as the integer options take them). Linear in the length of the list."""
     k = join.k
-    if orders is None or orders == "all":
+    if orders is None or (isinstance(orders, str) and orders == "all"):  # (an array's == is elementwise)
         return None
     want = (f'must be "all" or a list of backward orders, each a permutation of the branches 0..{k - 1} '
             f"(e.g. [{list(reversed(range(k)))}])")
-    if not isinstance(orders, (list, tuple)) or not orders:
+    listed = _plain_list(orders)
+    if listed is None or not listed:
         raise InputError(f"{want}, got {orders!r}", field=option_field("orders"))
     out: list[list[int]] = []
     seen: set[tuple[int, ...]] = set()
-    for order in orders:
-        if (not isinstance(order, (list, tuple)) or any(isinstance(b, bool) or not isinstance(b, int) for b in order)
-                or sorted(order) != list(range(k))):
-            raise InputError(f"{want}, got {order!r} in {orders!r}", field=option_field("orders"))
-        if tuple(order) in seen:
-            raise InputError(f"lists the order {list(order)} twice", field=option_field("orders"))
-        seen.add(tuple(order))
-        out.append(list(order))
+    for given in listed:
+        order = _plain_list(given)
+        if (order is None or any(isinstance(b, bool) or not isinstance(b, numbers.Integral) for b in order)
+                or sorted(int(b) for b in order) != list(range(k))):
+            raise InputError(f"{want}, got {given!r} in {orders!r}", field=option_field("orders"))
+        plain = [int(b) for b in order]
+        if tuple(plain) in seen:
+            raise InputError(f"lists the order {plain} twice", field=option_field("orders"))
+        seen.add(tuple(plain))
+        out.append(plain)
     return out
+
+
+def _plain_list(value: Any) -> list[Any] | None:
+    """`value` as a list when it is a list, a tuple or an array-like with ``.tolist()`` (numpy) that gives
+    one; else None (a string, a number, a 0-d array)."""
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, str) or not callable(getattr(value, "tolist", None)):
+        return None
+    try:
+        plain = value.tolist()
+    except (TypeError, ValueError):
+        return None
+    return plain if isinstance(plain, list) else None
 
 
 def order_count(join: Join, orders: Any = None) -> int:
@@ -325,6 +345,7 @@ def check_options(join: Join, *, orders: Any = None, **_: Any) -> None:
     checked_orders(join, orders)
 
 
+@refuses("the join's cpsat", "memory_gb", why=CPSAT_MEMORY)
 @check_first(check_options)
 @exact_solver("join", "cpsat", FAST, workers=2, least=lambda join: join.total_time())
 def solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: Deadline,

@@ -52,7 +52,7 @@ from ..errors import InputError, option_field
 from ..exact.cpsat_runner import check_first, run_cpsat
 from ..exact.interrupt import interrupted
 from ..exact.layer import exact_solver
-from ..exact.options import Deadline, ExactOptions
+from ..exact.options import CPSAT_MEMORY, Deadline, ExactOptions, refuses
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .exact_free_hint import exact_size_seed
 from .instance import OffloadInstance
@@ -172,6 +172,7 @@ def check_scale(inst: OffloadInstance, *, scale: Any = None, **_: Any) -> None:
                          f"{MAX_TICKS:.0e}: give a smaller scale", field=field)
 
 
+@refuses("the offloading cpsat", "memory_gb", why=CPSAT_MEMORY)
 @check_first(check_scale)
 @exact_solver("offload", "cpsat", FAST, time_limit=30.0, workers=2, least=lambda inst: inst.chain.total_time(),
               reseed=exact_size_seed)

@@ -65,7 +65,7 @@ from ..discretize import effective_slots, scope_text, size_in_slots, tick_scale
 from ..errors import InputError
 from ..exact.cpsat_runner import check_first, run_cpsat
 from ..exact.layer import exact_solver, same_or_less
-from ..exact.options import Deadline, ExactOptions
+from ..exact.options import CPSAT_MEMORY, Deadline, ExactOptions, refuses
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import check_scale, duration_ticks, fit_scale, ticks_exact
 from .exact_free_hint import exact_size_seed
@@ -364,6 +364,7 @@ def check_instance(inst: OffloadInstance, **options: Any) -> None:
     check_scale(inst, **options)
 
 
+@refuses("exact-combined", "memory_gb", why=CPSAT_MEMORY)
 @check_first(check_instance)
 @exact_solver("offload", "exact-combined", FAST, time_limit=60.0, workers=4, slots=0,
               least=lambda inst: inst.chain.total_time(), reseed=exact_size_seed)

@@ -60,7 +60,7 @@ from ..discretize import effective_slots, scope_text, tick_scale
 from ..exact.cpsat_runner import ROW_LIMIT, check_first, check_parameters, fit_linear, max_row_sum, run_cpsat
 from ..exact.layer import exact_solver, same_or_less
 from ..exact.milp_runner import BackendRun
-from ..exact.options import Deadline, ExactOptions
+from ..exact.options import CPSAT_MEMORY, Deadline, ExactOptions, refuses
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import check_scale, duration_ticks, fit_scale, ticks_exact
 from .exact_free_cuts import add_link_bounds, run_edge
@@ -440,6 +440,7 @@ def check_options(inst: OffloadInstance, *, scale: Any = None, parameters: Any =
     check_parameters(parameters)
 
 
+@refuses("offload-exact", "memory_gb", why=CPSAT_MEMORY)
 @check_first(check_options)
 @exact_solver("offload", "offload-exact", FAST, time_limit=60.0, workers=1, slots=DEFAULT_SLOTS,
               least=lambda inst: inst.chain.total_time(), reseed=any_size_seed)

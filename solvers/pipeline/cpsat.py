@@ -36,7 +36,7 @@ import numpy as np
 
 from ..exact.cpsat_runner import run_cpsat
 from ..exact.layer import exact_solver
-from ..exact.options import Deadline, ExactOptions
+from ..exact.options import CPSAT_MEMORY, Deadline, ExactOptions, refuses
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .dp import _defaults, _prefix, min_budget, stage_arrays
 from .instance import Pipeline
@@ -132,6 +132,7 @@ def bound_value(values: list[float], bound: float | None) -> float:
 FAST = ("madpipe", "pipedream", "balance-time")
 
 
+@refuses("the pipeline's cpsat", "memory_gb", why=CPSAT_MEMORY)
 @straight_only
 @exact_solver("pipeline", "cpsat", FAST)
 def solve_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline: Deadline,

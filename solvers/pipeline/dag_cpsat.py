@@ -29,7 +29,7 @@ import numpy as np
 
 from ..exact.cpsat_runner import run_cpsat
 from ..exact.layer import exact_solver
-from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
+from ..exact.options import CPSAT_MEMORY, Deadline, DeadlineExceeded, ExactOptions, refuses
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import bound_value, stage_flow_model, straight_only, tick
 from .dag_dp import _scope, lattice_for, least_memory, stage_tables, to_partition
@@ -40,6 +40,7 @@ from .instance import Pipeline
 FAST = ("dag", "dag-pipedream")
 
 
+@refuses("dag-cpsat", "memory_gb", why=CPSAT_MEMORY)
 @straight_only
 @exact_solver("pipeline", "dag-cpsat", FAST)
 def solve_dag_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline: Deadline,

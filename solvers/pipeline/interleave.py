@@ -52,7 +52,7 @@ from ..discretize import integer_costs
 from ..errors import InputError, option_field
 from ..exact.cpsat_runner import ROW_LIMIT, run_cpsat
 from ..exact.layer import exact_solver
-from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
+from ..exact.options import CPSAT_MEMORY, Deadline, DeadlineExceeded, ExactOptions, refuses
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import straight_only, tick
 from .dp import _defaults, _prefix, partition_dp, stage_arrays, stopped_answer
@@ -212,6 +212,7 @@ def fit_times(ints: Sequence[int], rows: Sequence[Hashable], scale: float, limit
 FAST = ("interleave", "interleave-v")
 
 
+@refuses("interleave-cpsat", "memory_gb", why=CPSAT_MEMORY)
 @straight_only
 @exact_solver("pipeline", "interleave-cpsat", FAST)
 def solve_interleave_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline: Deadline,
