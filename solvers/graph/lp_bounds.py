@@ -27,6 +27,7 @@ from ..errors import InputError, option_field
 from ..exact.memory import ModelTooLarge, too_big
 from ..exact.options import MAX_SEED, Deadline, DeadlineExceeded
 from ..result import FEASIBLE, INFEASIBLE, TIMEOUT, SolveResult
+from .baselines import below_necessary
 from .instance import Graph
 from .linmodel import solve_milp
 from .milp import CheckmateModel, checkmate_size
@@ -128,8 +129,13 @@ def solve_checkmate_approx(graph: Graph, budget: int, *, slots: int = 500, time_
                          field=option_field("seed"))
     start = time.perf_counter()
     deadline = Deadline(time_limit, start)
-    res = SolveResult(problem="graph", solver="checkmate-approx", status=TIMEOUT,
-                      scope="Checkmate LP rounding (lower bound: the LP relaxation of Checkmate's model)")
+    scope = "Checkmate LP rounding (lower bound: the LP relaxation of Checkmate's model)"
+    # below the necessary budget the LP may still be feasible (fractional recomputations), and no
+    # rounding can fit: the proof every solver gives, before the LP (and not a `timeout` at a short limit)
+    proof = below_necessary(graph, "checkmate-approx", budget, scope, start)
+    if proof is not None:
+        return proof
+    res = SolveResult(problem="graph", solver="checkmate-approx", status=TIMEOUT, scope=scope)
     try:
         value, cm, values, status = lp_relaxation(graph, budget, slots=slots, deadline=deadline, memory_gb=memory_gb)
     except ModelTooLarge as exc:
