@@ -129,7 +129,7 @@ def test_lp_rounding_stops_at_its_time_limit_and_then_claims_no_infeasibility(mo
 
     monkeypatch.setattr(lp_bounds, "lp_relaxation", slow_lp)
     monkeypatch.setattr(lp_bounds, "r_given_s", slow_rounding)
-    budget = int(reference_peak(g) * 0.5)  # below what any rounding reaches
+    budget = g.necessary_budget() + 1  # below what any rounding reaches (41), not below the necessary budget
     res = lp_bounds.solve_checkmate_approx(g, budget, time_limit=3.0)
     tried, of = (int(x) for x in res.details["roundings_tried"].split(" of "))
     assert 1 <= tried < of
