@@ -696,12 +696,13 @@ def _check_generated_sizes(instances: list[InstanceSpec], solvers: list[SolverSp
     (`size_error`) for every solver of the file that runs on it (not skipped by its
     ``max_length``), read from its parameters before anything is built, so that no cell is left
     to run for hours or fill the memory. (Instances read from files are held to the same limits
-    once read: `grid.check_file_sizes`.)"""
+    once read, and so is every generated instance once built, those of a generator without ``L``,
+    ``n`` or ``lengths`` included: `grid.check_file_sizes`.)"""
     for spec in instances:
         if spec.kind != "generate":
             continue
         found = _generated_size(spec, bad)
-        if found is None:
+        if found is None:  # its size is only known once built: `grid.check_file_sizes` holds it to the limits
             continue
         key, size = found
         problem = spec.problem or generator(spec.params["generate"], f"{spec.where}.generate", bad)[0]

@@ -55,7 +55,7 @@ def key_source(source: str) -> str | None:
 
 def row_key(sweep: str, loaded: LoadedInstance, budget_spec: str, solver: SolverSpec, repeat: int,
             execute: bool, options: dict[str, Any] | None = None, measure: dict[str, int] | None = None, *,
-            source: str | None = None) -> str:
+            source: str | None = None, sourceless: bool = False) -> str:
     """A stable id of one cell: changes exactly when a parameter of the run changes, the content
     hash of its instance file included (two profiles of one network never share a key), and what
     the ``[[instances]]`` entry changes in that file (`instances.instance_overrides`: a `problem`
@@ -65,14 +65,15 @@ def row_key(sweep: str, loaded: LoadedInstance, budget_spec: str, solver: Solver
     entries without them keep the keys that committed tables were written with. The instance's
     source enters as `key_source` says (not where a file outside the repository lies); `source`:
     hash this source as it is instead (the key a row stored under that source was given before,
-    for `verify.rekeyed`)."""
+    for `verify.rekeyed`); `sourceless`: leave the source out whatever it is (the key of a cell
+    whose file lay outside the repository, `key_source`)."""
     ident: dict[str, Any] = {"sweep": sweep, "instance": loaded.label,
                              "source": key_source(loaded.source) if source is None else source,
                              "hash": loaded.digest, "budget": budget_spec,
                              "solver": solver.name, "label": solver.label, "slots": solver.slots,
                              "time_limit": solver.time_limit, "options": solver.options if options is None else options,
                              "repeat": repeat, "execute": execute}
-    if ident["source"] is None:
+    if ident["source"] is None or sourceless:
         del ident["source"]
     if execute and measure:
         ident["measure"] = measure
@@ -81,10 +82,22 @@ def row_key(sweep: str, loaded: LoadedInstance, budget_spec: str, solver: Solver
     return hashlib.sha1(canonical(ident).encode()).hexdigest()[:16]
 
 
-def task_key(task: Task, source: str | None = None) -> str:
-    """`row_key` of `task`'s cell (`source`: as for `row_key`)."""
+def task_key(task: Task, source: str | None = None, *, sourceless: bool = False) -> str:
+    """`row_key` of `task`'s cell (`source`, `sourceless`: as for `row_key`)."""
     return row_key(task.sweep, task.loaded, task.budget_spec, task.solver, task.repeat, task.execute, task.options,
-                   task.measure, source=source)
+                   task.measure, source=source, sourceless=sourceless)
+
+
+def keys_under_source(task: Task, source: str) -> set[str]:
+    """The keys `task`'s cell is given when its instance's ``source`` is `source` (a stored row's,
+    another than the task's) and every other parameter is the task's: `source` hashed as it is (as
+    keys were before sources were relative to the repository) and as `key_source` takes it (left
+    out for an absolute path: a file outside the repository). A stored row under one of these
+    keys differs from the task in its source alone: it is the same cell (`verify.rekeyed`)."""
+    keys = {task_key(task, source)}
+    if key_source(source) is None:
+        keys.add(task_key(task, sourceless=True))
+    return keys
 
 
 def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
@@ -92,8 +105,8 @@ def build_tasks(config: SweepConfig, *, notes: list[str] | None = None,
     """The grid in its fixed order (instances x budgets x solvers x repeats), skipping solvers
     that do not apply (another problem, too long an instance) or are not importable here;
     each skip is described once in `notes`. `store`: where instances are kept as files
-    (`instance_store`). An instance read from a file that is too large for a solver that runs on
-    it is an `InputError` (`check_file_sizes`), so before any cell runs, and so is a grid with no
+    (`instance_store`). An instance (read from a file, profiled or generated) that is too large for
+    a solver that runs on it is an `InputError` (`check_file_sizes`), so before any cell runs, and so is a grid with no
     cell (every solver skipped on every instance: `check_not_empty`)."""
     notes = notes if notes is not None else []
     if loaded is None:
@@ -216,18 +229,22 @@ def _runs_on(li: LoadedInstance, s: SolverSpec, available: Callable[[str, str], 
 
 
 def check_file_sizes(config: SweepConfig, li: LoadedInstance, solvers: list[SolverSpec]) -> None:
-    """An instance read from a file (``file``, ``example``) or profiled from a network (``model``)
-    is held to the limits a generated one is held to (`config.size_error`, those of `memsched
-    solve` on the same file) for each solver of `solvers` (those that run on it), before any cell
-    runs: `InputError` naming the sweep file and the instance's key. (A generated instance is
-    checked when the sweep file is read: its size is known without building it.)"""
-    if li.spec.kind not in ("file", "example", "model"):
+    """An instance read from a file (``file``, ``example``), profiled from a network (``model``) or
+    generated (``generate``) is held to the limits of `memsched solve` on the same file
+    (`config.size_error`: `stage_count` stages, nodes or layers against `commands._checks.work_limit`)
+    for each solver of `solvers` (those that run on it), before any cell runs: `InputError` naming
+    the sweep file and the instance's key (``instances[i].generate`` for a generated one). A
+    generated instance is measured on the instance it built: the sweep file's check of its
+    parameters (`config._check_generated_sizes`) knows the size of a generator given ``L``, ``n``
+    or ``lengths`` only, not that of ``graph.resnet``'s ``blocks`` or a pipeline's
+    ``parallel_branches``."""
+    if li.spec.kind not in ("file", "example", "model", "generate"):
         return
     from ..commands._checks import stage_count
 
     size = stage_count(li.problem, li.instance)
-    hint = ("profile it at a coarser granularity or a smaller depth" if li.spec.kind == "model"
-            else "give a smaller instance")
+    hint = {"model": "profile it at a coarser granularity or a smaller depth",
+            "generate": "generate a smaller instance"}.get(li.spec.kind, "give a smaller instance")
     for s in solvers:
         why = size_error(li.problem, size, s, hint)
         if why is not None:

@@ -308,52 +308,77 @@ def update_stale(config: SweepConfig | str | Path, checks: list[Check], *, outpu
     return len(stale)
 
 
-def _identity(instance: Any, digest: Any, problem: Any, budget_spec: Any, label: Any, slots: Any, time_limit: Any,
-              options: Any, repeat: Any, execute: Any) -> tuple[Any, ...]:
-    """A cell's parameters without its instance's ``source`` (numbers as floats: a CSV reads them back so).
-    `problem`: the problem its instance is read as (an entry's ``problem`` override); None for a
-    row that does not say (it then matches a task of any problem, `rekeyed`)."""
+def _identity(sweep: Any, instance: Any, digest: Any, problem: Any, budget_spec: Any, solver: Any, label: Any,
+              slots: Any, time_limit: Any, options: Any, repeat: Any, execute: Any) -> tuple[Any, ...]:
+    """A cell's parameters as its row shows them, all but its instance's ``source`` (numbers as
+    floats: a CSV reads them back so): the sweep, the instance's label and content hash, the
+    problem it is read as, the budget, the solver entry (its solver's ``name`` and its ``label``:
+    one label may be given to another solver, whose rows are no rows of this cell), slots, time
+    limit, options, repeat and execute. `problem`: None for a row that does not say (it then
+    matches a task of any problem, `rekeyed`); it is the third element (`_ANY_PROBLEM`)."""
     def num(v: Any) -> Any:
         return None if v is None else float(v)
 
-    return (str(instance), str(digest), None if problem is None else str(problem), str(budget_spec), str(label),
-            num(slots), num(time_limit), str(options), int(repeat or 0), bool(execute))
+    return (str(sweep), str(instance), None if problem is None else str(problem), str(digest), str(budget_spec),
+            str(solver), str(label), num(slots), num(time_limit), str(options), int(repeat or 0), bool(execute))
+
+
+#: where `_identity` holds the problem
+_ANY_PROBLEM = 2
+
+
+def _row_identity(row: dict[str, Any]) -> tuple[Any, ...]:
+    """`_identity` of a stored row, from its columns."""
+    return _identity(row.get("sweep"), row.get("instance"), row.get("instance_hash"), row.get("problem"),
+                     row.get("budget_spec"), row.get("solver"), row.get("solver_label"), row.get("slots"),
+                     row.get("time_limit"), row.get("options"), row.get("repeat"), row.get("execute"))
+
+
+def _task_identity(task: Task) -> tuple[Any, ...]:
+    """`_identity` of a task's cell, as its row would show it."""
+    from .grid import canonical
+
+    return _identity(task.sweep, task.loaded.label, task.loaded.digest, task.loaded.problem, task.budget_spec,
+                     task.solver.name, task.solver.label, task.solver.slots, task.solver.time_limit,
+                     canonical(task.solver_options), task.repeat, task.execute)
 
 
 def rekeyed(rows: dict[str, dict[str, Any]], tasks: list[Task], taken: dict[str, str] | None = None, *,
             strict: bool = False) -> dict[str, dict[str, Any]]:
     """`rows` by the keys of `tasks`: a stored row whose key is not the task's but whose parameters
-    are (same instance file, budget, solver entry, options, repeat: only the ``source`` differs, as
+    are (`_identity`: same sweep, instance label and content hash, budget, solver entry (solver
+    name and label), slots, time limit, options, repeat, execute: only the ``source`` differs, as
     in tables written before sources were relative to the repository, or keyed with the absolute
-    path of a file outside it, `grid.key_source`) takes the task's key and source. Rows of no task
+    path of a file outside it, `grid.key_source`, or a generator's call given a default argument
+    that leaves its instance's bytes as they were) takes the task's key and source. Rows of no task
     keep their key. `taken`, when given, receives each task key given to a stored row, mapped to
-    that row's stored key.
+    that row's stored key. Where several rows qualify, the last one (as a journal's later row of a
+    key wins), one that names the task's problem before one that names none.
 
     A row that names its ``problem`` is only taken for a task of that problem (a chain file's rows
     never stand for the same file read as an offload instance).
 
     `strict` (a run resuming, which then solves nothing for the cell, and so ``--list``,
-    ``--verify`` and ``--update``, which judge the rows a run resumes): a row is taken only when its
-    key is the task's key under the row's own source (`grid.task_key`: nothing else differs), or
-    when its source is not the task's and the task's key holds no entry overrides nor measurement
-    settings (an older form of key); a row of the task's own source under another key differs in
-    something the parameters compared here do not show (a host link, measurement settings)."""
-    from .grid import canonical, task_key
-
-    by_identity = {}
+    ``--verify`` and ``--update``, which judge the rows a run resumes): a row is taken only when
+    it is the same cell (`_same_cell`): its key is the task's key under the row's own source
+    (`grid.keys_under_source`: nothing else differs, the parameters no column shows included), or
+    its key is of an older form (not the task's under its source, as the keys of rows stored
+    with an absolute path as their source could be) and the task's key holds no entry overrides
+    nor measurement settings, which no column would show; a row of the task's own source under
+    another key differs in something the parameters compared here do not show (a host link,
+    measurement settings)."""
+    by_identity: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for row in rows.values():
-        ident = _identity(row.get("instance"), row.get("instance_hash"), row.get("problem"), row.get("budget_spec"),
-                          row.get("solver_label"), row.get("slots"), row.get("time_limit"), row.get("options"),
-                          row.get("repeat"), row.get("execute"))
-        by_identity[ident] = row
+        by_identity.setdefault(_row_identity(row), []).append(row)
     out = dict(rows)
     for t in tasks:
         if t.key in out:
             continue
-        ident = _identity(t.loaded.label, t.loaded.digest, t.loaded.problem, t.budget_spec, t.solver.label,
-                          t.solver.slots, t.solver.time_limit, canonical(t.solver_options), t.repeat, t.execute)
-        row = by_identity.get(ident) or by_identity.get(ident[:2] + (None,) + ident[3:])
-        if row is None or (strict and not _same_cell(row, t, task_key)):
+        ident = _task_identity(t)
+        anyp = ident[:_ANY_PROBLEM] + (None,) + ident[_ANY_PROBLEM + 1:]
+        found = [*reversed(by_identity.get(ident, [])), *(reversed(by_identity.get(anyp, [])) if anyp != ident else [])]
+        row = next((r for r in found if not strict or _same_cell(r, t)), None)
+        if row is None:
             continue
         out[t.key] = {**row, "key": t.key, "source": t.loaded.source}
         if taken is not None:
@@ -361,12 +386,25 @@ def rekeyed(rows: dict[str, dict[str, Any]], tasks: list[Task], taken: dict[str,
     return out
 
 
-def _same_cell(row: dict[str, Any], task: Task, task_key: Any) -> bool:
-    """`rekeyed`'s strict test of a stored `row` whose parameters are `task`'s (see there)."""
+def _same_cell(row: dict[str, Any], task: Task) -> bool:
+    """`rekeyed`'s strict test of a stored `row` whose parameters (`_identity`) are `task`'s: whether it
+    is the same cell, differing from it in its instance's ``source`` alone. So when the row's key
+    is one the task's cell is given under the row's source (`grid.keys_under_source`); else only a
+    row whose source is an absolute path, whose key may be of an older form (keyed by an absolute
+    path before sources were relative to the repository), is taken, and only for a task whose key
+    holds nothing its row's columns do not show (entry overrides, an executed cell's measurement
+    settings). A generator's or profiler's call, or a path relative to the repository, was always
+    hashed as it is: a row under such a source whose key is none of those is another cell (another
+    solver, host link, ...), never taken."""
+    from .grid import keys_under_source
+
     source = row.get("source")
-    if source is not None and task_key(task, str(source)) == row.get("key"):
+    if source is None:
+        return False
+    if row.get("key") in keys_under_source(task, str(source)):
         return True
-    return source != task.loaded.source and not task.loaded.overrides and not (task.execute and task.measure)
+    return (source != task.loaded.source and Path(str(source)).is_absolute() and not task.loaded.overrides
+            and not (task.execute and task.measure))
 
 
 def stored_rows(out_dir: Path, name: str) -> dict[str, dict[str, Any]]:
