@@ -142,23 +142,30 @@ def instance_sizes(instance: Any, model: Any, sizes: dict[str, Any] | None, prob
     (`_check_built_dtype`), where a zoo network's must be one of the zoo's; a size the
     caller gives that contradicts the record is one naming the size (and `path`, the instance file).
     Unchanged for an instance profiled from another network (its stage count and input bytes are
-    checked later) or without a record. A graph's "granularity" is the export's (op or module), not
-    the chain's, and is not compared; a chain without one was profiled by block. A graph naming its
+    checked later) or without a record. A chain's "granularity" is the zoo's split (block or layer,
+    `models.zoo.split`; none: block); a graph's is the export's (op or module), its split is
+    ``meta.split`` (`graph_split`), filled in and compared as the chain's. A graph naming its
     model but no dtype (exported before the export always recorded it) was exported at
-    `GRAPH_DEFAULT_DTYPE`: a given dtype is compared with that (none is filled in)."""
+    `GRAPH_DEFAULT_DTYPE`, one with no split recorded at block: a given dtype or granularity is compared
+    with that (none is filled in)."""
     out = dict(sizes or {})
     meta = _profiled_meta(instance, model, problem)
     if meta is None:
         return out
     keys = RECORDED_SIZES + (JOIN_RECORDED_SIZES if problem == "join" else ())
     recorded = {key: meta.get(key) for key in keys if meta.get(key) is not None}
+    factory = _is_factory(model)
     if problem == "graph":
-        recorded.pop("granularity", None)
+        recorded.pop("granularity", None)  # the export's (op|module), or the split in a file written before "split"
+        split_key, split = graph_split(meta)
+        if split is not None:
+            _check_recorded("granularity", split, path, where=meta_field(problem), field=split_key)
+            recorded["granularity"] = split
     elif problem in ("chain", "offload"):
         recorded.setdefault("granularity", "block")
-    factory = _is_factory(model)
     for key, value in recorded.items():
-        _check_recorded(key, value, path, where=meta_field(problem), factory=factory)
+        if not (problem == "graph" and key == "granularity"):
+            _check_recorded(key, value, path, where=meta_field(problem), factory=factory)
     unfilled: set[str] = set()
     if factory and "dtype" in recorded:
         dtype = factory_dtype(recorded["dtype"], model)
@@ -166,8 +173,9 @@ def instance_sizes(instance: Any, model: Any, sizes: dict[str, Any] | None, prob
             unfilled.add("dtype")
         else:  # passed back as --dtype reaches a factory (a torch dtype: float64 is none of the zoo's names)
             recorded["dtype"] = dtype
-    # an older graph export names no dtype: a given one is compared with the default, none filled in
-    compared = {**recorded, "dtype": recorded.get("dtype", GRAPH_DEFAULT_DTYPE)} if problem == "graph" else recorded
+    # an older graph export names no dtype nor split: a given one is compared with the default, none filled in
+    compared = {**recorded, "dtype": recorded.get("dtype", GRAPH_DEFAULT_DTYPE),
+                "granularity": recorded.get("granularity", "block")} if problem == "graph" else recorded
     refused = _refused_sizes(model, recorded, out) | unfilled
     for key, value in compared.items():
         given = out.get(key)
@@ -181,6 +189,20 @@ def instance_sizes(instance: Any, model: Any, sizes: dict[str, Any] | None, prob
                              f"{_size_text(key, given)} (leave it out to use the instance's, or profile again)",
                              path=path, field=size_field(key))
     return out
+
+
+def graph_split(meta: dict[str, Any]) -> tuple[str, Any]:
+    """(field, value) of the zoo split (`models.zoo.split`: "block" or "layer", ``--granularity`` of
+    ``memsched run``) a graph file's `meta` records, value None when it records none: its ``split``
+    (`models.graph.export` writes it for a zoo network), else, in a file exported before that key
+    existed, a ``granularity`` of "block" or "layer" (the zoo's config then overwrote the export's op|module,
+    which is unknown). The field is the key read, for messages naming ``graph.meta.<field>``."""
+    if meta.get("split") is not None:
+        return "split", meta["split"]
+    from memsched.models.zoo.split import GRANULARITIES
+
+    legacy = meta.get("granularity")
+    return "granularity", legacy if isinstance(legacy, str) and legacy in GRANULARITIES else None
 
 
 def _profiled_meta(instance: Any, model: Any, problem: str) -> dict[str, Any] | None:
@@ -258,12 +280,14 @@ def _check_built_dtype(instance: Any, model: Any, built: Any, problem: str, path
                          field=f"{meta_field(problem)}.dtype")
 
 
-def _check_recorded(key: str, value: Any, path: str | None, *, where: str = "meta", factory: bool = False) -> None:
+def _check_recorded(key: str, value: Any, path: str | None, *, where: str = "meta", factory: bool = False,
+                    field: str | None = None) -> None:
     """The size `key` an instance's meta records (`value`, as read) is one the network can be built
     at, by the zoo's own rules (`models.zoo.registry`: `SIZE_RANGES`, `parse_image_size`,
     `parse_dtype`, a dropout in 0..1, a granularity of `models.zoo.split.GRANULARITIES`; a join
     size in `models.join.zoo.JOIN_SIZE_RANGES`): else an `InputError` naming `path` (the instance file) and the
-    field ``<where>.<key>`` (``graph.meta.<key>`` in a graph file, `meta_field`), never the
+    field ``<where>.<key>`` (``graph.meta.<key>`` in a graph file, `meta_field`; `field` in place of
+    `key` where the meta keeps the size under another name: a graph's split), never the
     command-line option the caller did not give. A `factory`'s dtype is its own choice: any dtype
     torch knows (`_torch_dtype`: float64 too), not only the zoo's."""
     from memsched.models.join.zoo import JOIN_SIZE_RANGES
@@ -286,7 +310,7 @@ def _check_recorded(key: str, value: Any, path: str | None, *, where: str = "met
         elif key == "granularity" and value not in GRANULARITIES:
             raise InputError(f"unknown granularity {value!r:.80} (one of {', '.join(GRANULARITIES)})")
     except InputError as err:
-        raise InputError(err.message, path=path, field=f"{where}.{key}") from None
+        raise InputError(err.message, path=path, field=f"{where}.{field or key}") from None
 
 
 def _refused_sizes(model: str, recorded: dict[str, Any], given: dict[str, Any]) -> frozenset[str]:
@@ -1037,6 +1061,13 @@ def _predicted_peaks(out: dict[str, Any]) -> str:
     return text
 
 
+def _makespan_text(value: float) -> str:
+    """A predicted makespan as the measured time beside it is printed (two decimals), but with four
+    significant digits below 1, so that a small one (a roofline graph's 0.0021 ms, 0.0123 MFLOP)
+    does not read as 0.00."""
+    return f"{value:.2f}" if abs(value) >= 1 else f"{value:.4g}"
+
+
 def describe(out: dict[str, Any]) -> str:
     """The human-readable lines of ``memsched run`` for a `run` result."""
     unit = out.get("units", {}).get("time", "ms")
@@ -1047,7 +1078,7 @@ def describe(out: dict[str, Any]) -> str:
     if out.get("predicted") is None:
         return f"{head}\n  {out.get('status') or 'infeasible'}: {out.get('message', '')}"
     p, m = out["predicted"], out["measured"]
-    pred = f"  predicted: makespan {p['makespan']:.2f} {unit}, peak {_predicted_peaks(out)}"
+    pred = f"  predicted: makespan {_makespan_text(p['makespan'])} {unit}, peak {_predicted_peaks(out)}"
     meas = (f"  measured:  time     {_fmt(m['time'], '.2f')} ms{_time_range(m)}, peak {format_bytes(m['peak_memory'])} "
             f"({out['memory_method']})")
     if m.get("independent_peak") is not None:

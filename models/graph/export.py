@@ -17,6 +17,9 @@ something (call_module / call_function / call_method) becomes F_v, except
 
 A block that fx cannot trace becomes one node (listed in ``meta["untraced_blocks"]``). With
 ``granularity="module"`` every block is one node (a chain-like graph, as in the rotor model).
+``meta["granularity"]`` is this export's granularity (op or module); a zoo model's meta also
+records ``meta["split"]``, the blocks the network was built with (`models.zoo.split`: "block",
+or "layer" for ``build_model(..., granularity="layer")``), which a run rebuilds it at.
 Parameters, buffers and the example input are not nodes: they are resident throughout and not
 counted (the input's bytes are in ``meta["input_size"]``, parameters in
 ``meta["parameter_bytes"]``), as in the chain profiler. ``meta["dtype"]`` is always the dtype the
@@ -392,7 +395,11 @@ def export_training_graph(
         loss_fn = loss_fn or model.loss_fn
         target = model.target if target is None else target
         label = model.label
-        info.update(model=model.name, **model.config)
+        config = dict(model.config)
+        # the zoo's chain split (block|layer, `models.zoo.split`) the blocks were built at: "split", apart
+        # from this export's "granularity" (op|module); a rerun rebuilds the network at it (`models.run`)
+        split = config.pop("granularity", "block")
+        info.update(model=model.name, **config, split=split)
     else:
         blocks = as_blocks(model)
         label = "network"
