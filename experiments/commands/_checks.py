@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, flag
 from memsched.solvers.exact.options import MAX_SECONDS
 from memsched.solvers.exact.options import MAX_SEED as MAX_SOLVER_SEED
 from memsched.solvers.exact.options import MAX_WORKERS as MAX_SOLVER_WORKERS
@@ -456,9 +456,14 @@ def _most_layers(devices: int) -> int:
 
 
 def check_work(problem: str, solver: str, instance: Any, *, path: str | None = None, devices: int | None = None,
-               replication: bool = False) -> None:
+               replication: bool = False, replication_given: str | None = None) -> None:
     """Refuse, with the limit and why, an instance the solvers would not finish in minutes (`work_limit`;
-    `replication`: a pipeline solver allowed to replicate stages, ``--replication``)."""
+    `replication`: a pipeline solver allowed to replicate stages, however the caller allowed it, named
+    `replication_given` in the message: ``--replication`` (the default, `flag`), ``--option replication=true``).
+    A pipeline over the limit is refused naming the devices when fewer would do, and naming the file
+    (`path`, field ``layers``) when even one device takes more than `MAX_DP_STEPS` steps (L^2 > 10^7):
+    then only a coarser profile helps. Step counts are printed as whole numbers (``16,000,000``), so a
+    count above the limit never reads as the limit."""
     n = stage_count(problem, instance)
     if problem == "offload" and solver == "exact-combined":
         _check_exact_combined_length(n, path)
@@ -476,16 +481,23 @@ def check_work(problem: str, solver: str, instance: Any, *, path: str | None = N
                          "checkpoint-all", path=path, field="nodes")
     if problem == "pipeline":
         devices = devices or 1  # (a pipeline has a limit only with a device count)
+        given = (replication_given or flag("replication")) if replication else None
+        steps = dp_steps(n, devices, replication=replication)
+        formula = "layers^2 x devices^2" if replication else "layers^2 x min(devices, layers)"
+        on = f"{devices} device{'s' if devices != 1 else ''}" + (f" with {given}" if given else "")
+        over = f"{n} layers on {on} is {steps:,} DP steps ({formula}), more than {MAX_DP_STEPS:,} (minutes)"
+        if n * n > MAX_DP_STEPS:  # one device is over too (both formulas give L^2 there): no device count fits,
+            if devices > 1:  # only a coarser profile does
+                over += f", and {n * n:,} even on 1 device"
+            raise InputError(f"{over}: the pipeline DPs take at most {math.isqrt(MAX_DP_STEPS)} layers; merge layers "
+                             "into blocks (a coarser profile)", path=path, field="layers")
         if replication:
-            most = max(1, math.isqrt(MAX_DP_STEPS // (n * n)))
-            raise InputError(f"{n} layers on {devices} devices with --replication is "
-                             f"{dp_steps(n, devices, replication=True):.3g} "
-                             f"DP steps (layers^2 x devices^2), more than {MAX_DP_STEPS:.3g} (minutes); use fewer "
-                             f"devices (at most {most}) or no --replication", field="--devices")
-        raise InputError(f"{n} layers on {devices} devices is {dp_steps(n, devices):.3g} DP steps (layers^2 x "
-                         f"min(devices, layers)), more than {MAX_DP_STEPS:.3g} (minutes); use fewer devices (at most "
-                         f"{max(1, MAX_DP_STEPS // (n * n))})", field="--devices")
+            most = math.isqrt(MAX_DP_STEPS // (n * n))  # >= 1, as n^2 <= MAX_DP_STEPS here
+            raise InputError(f"{over}; use fewer devices (at most {most}) or no {given}", field=flag("devices"))
+        # >= 1 as above, and < min(devices, n): with n^3 <= MAX_DP_STEPS no device count would be over
+        raise InputError(f"{over}; use fewer devices (at most {MAX_DP_STEPS // (n * n)})", field=flag("devices"))
     what = "the branches have" if problem == "join" else "the chain has"
     raise InputError(f"{what} {n} stages, more than the {MAX_STAGES} the solvers handle in minutes (the rotor "
                      "DP's tables grow as L^3); merge stages into blocks (a coarser profile) or use store-all",
                      path=path, field="stages")
+

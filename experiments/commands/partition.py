@@ -73,7 +73,10 @@ def run_partition(args: argparse.Namespace) -> tuple[SolveResult, Any]:
     for key in POSITIVE_OPTIONS:
         if key in options and options[key] < 1:  # 0 would silently mean the default (check_options allows it)
             raise InputError(f"must be an integer >= 1, got {options[key]!r}", field=f"--option {key}")
-    check_work("pipeline", name, inst, path=args.file, devices=args.devices, replication=args.replication)
+    # the DPs' work grows as devices^2 with replication however it is allowed: the flag or the option's true
+    replicated = args.replication or options.get("replication") is True
+    check_work("pipeline", name, inst, path=args.file, devices=args.devices, replication=replicated,
+               replication_given="--replication" if args.replication else "--option replication=true")
     if args.replication:
         if "replication" not in solver_parameters("pipeline", name):
             raise InputError(f"{name} does not replicate stages (its partitions are straight or interleaved); "

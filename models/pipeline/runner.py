@@ -32,7 +32,7 @@ import math
 import statistics
 import sys
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -352,8 +352,8 @@ def _check_work(layers: int, devices: int, solver: str) -> None:
     (layers^2 x min(devices, layers)): the limit `memsched partition` applies (`_checks.work_limit`)."""
     most = work_limit("pipeline", solver, devices)
     if most is not None and layers > most:
-        raise InputError(f"{layers} layers on {devices} devices is {dp_steps(layers, devices):.3g} DP steps "
-                         f"(layers^2 x min(devices, layers)), more than {MAX_DP_STEPS:.3g}, the limit of memsched "
+        raise InputError(f"{layers} layers on {devices} devices is {dp_steps(layers, devices):,} DP steps "
+                         f"(layers^2 x min(devices, layers)), more than {MAX_DP_STEPS:,}, the limit of memsched "
                          f"partition (minutes of solving); use at most {most} layers on {devices} devices",
                          field="--layers")
 
@@ -424,6 +424,24 @@ def _bad_input(ap: argparse.ArgumentParser, err: InputError) -> int:
     return 2
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """The runner's parser: a usage error (an unknown option, a value of the wrong type, a bad choice) is an
+    `InputError`, printed as one line on stderr with exit 2 (`_bad_input`, as the checks of `check_arguments`
+    are, and as docs/pipeline.md states), not argparse's usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise InputError(" ".join(message.split()))
+
+
+def _memory_argument(text: str) -> float:
+    """--memory: a plain number of bytes (the range, >= 1, is `check_arguments`'); units are not read here."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of bytes (no units: 16e9, not 16GB), got {text!r}") \
+            from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Partition an MLP over --devices with --solver, run it and print predicted vs measured period and memory as JSON;
     exit 0, 1 without a partition, 2 on bad arguments (one line on stderr, before anything runs; also a partition
@@ -431,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     fails, 4 when the run fails after its ranks start (--timeout passed, or a rank's error: one line, the ranks killed),
     130 interrupted (Ctrl-C, SIGTERM or SIGHUP unless ignored: one line, the ranks killed, no traceback)."""
     about = " ".join(__doc__.split("\n\n")[0].split())  # the first paragraph, on one line
-    ap = argparse.ArgumentParser(prog="python -m memsched.models.pipeline.runner", description=about)
+    ap = _OneLineParser(prog="python -m memsched.models.pipeline.runner", description=about)
     try:
         with terminate_as_interrupt():
             return _main(ap, argv)
@@ -450,14 +468,14 @@ def _main(ap: argparse.ArgumentParser, argv: list[str] | None) -> int:
     ap.add_argument("--micro-batches", type=int, default=4)
     ap.add_argument("--schedule", choices=("1f1b", "gpipe"), default="1f1b")
     ap.add_argument("--solver", default="madpipe")
-    ap.add_argument("--memory", type=float, default=None, help="bytes per device (default: no limit)")
+    ap.add_argument("--memory", type=_memory_argument, default=None, help="bytes per device (default: no limit)")
     ap.add_argument("--device", choices=("cpu", "cuda"), default=None)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=TIMEOUT_S, metavar="SECONDS",
                     help=f"wall-clock seconds the ranks' run may take (> 0; default {TIMEOUT_S:g}); past it the "
                          f"ranks are killed and the runner exits {RUN_FAILED}")
-    args = ap.parse_args(argv)
     try:
+        args = ap.parse_args(argv)  # a usage error: one line, exit 2 (`_OneLineParser`); --help exits 0
         check_arguments(args)
         check_timeout(args.timeout)
     except InputError as err:
