@@ -1,15 +1,18 @@
 """ScheduledGraph in train and eval modes: the plan is traced in the mode each step runs in
 (fx bakes ``self.training`` in as a constant), and a network whose traced graph changes with the
-mode raises InputError naming ``training`` before anything runs."""
+mode raises InputError naming ``training`` before anything runs. The plan of another mode is built
+from the batch of the step that first runs in it: the wrapper keeps no example input."""
 
 from __future__ import annotations
 
 import copy
+import gc
 
 import pytest
 import torch
 from memsched.solvers.errors import InputError
 from torch import nn
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.nn import functional as F
 
 import memsched
@@ -110,3 +113,27 @@ def test_graph_changing_with_mode_raises(build_mode: str, other: str) -> None:
     assert all(p.grad is None for p in net.parameters())  # raised before anything ran
     getattr(sg, build_mode)()  # back in the plan's mode: steps run again
     assert torch.isfinite(sg.step(x, y))
+
+
+def test_the_wrapper_keeps_no_reference_to_the_example_input() -> None:
+    torch.manual_seed(0)
+    net = _ReadsTraining()
+    x, y = _data()
+    graph = memsched.profile(net, example_input=x, target=y, loss_fn=F.cross_entropy, problem="graph")
+    plan = memsched.solve(graph, 1e9, solver="checkmate", time_limit=5)
+    example = x.clone()
+    storage = StorageWeakRef(example.untyped_storage())
+    sg = memsched.ScheduledGraph(net, plan, F.cross_entropy, example_input=example)
+    del example
+    gc.collect()
+    assert storage.expired(), "the wrapper still holds the example input's storage"
+    # a step in the other mode builds its plan from its own batch and matches plain autograd
+    ref = copy.deepcopy(net)
+    ref.eval()
+    sg.eval()
+    expected = F.cross_entropy(ref(x), y)
+    expected.backward()
+    loss = sg.step(x, y)
+    assert float(loss) == pytest.approx(expected.item(), rel=1e-6, abs=1e-7)
+    for p, q in zip(ref.parameters(), net.parameters()):
+        assert q.grad is not None and torch.allclose(p.grad, q.grad, rtol=1e-5, atol=1e-6)

@@ -37,30 +37,19 @@ SCHEDULES = {"store-all": STORE_ALL, "off-last": OFF_LAST, "off-middle": OFF_MID
 VERSIONS = re.compile(r"is at version (\d+); expected version (\d+) instead")
 
 
-class Twice(nn.Module):
-    """relu_ saves its result, then mul_ modifies it: plain autograd's backward raises."""
+class InPlaceRelu(nn.Module):
+    """relu_ saves its result; with `twice`, mul_ then modifies it (plain autograd's backward raises),
+    else nothing changes it afterwards (a valid in-place block)."""
 
-    def __init__(self) -> None:
+    def __init__(self, twice: bool) -> None:
         super().__init__()
-        self.lin = nn.Linear(8, 8)
+        self.lin, self.twice = nn.Linear(8, 8), twice
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.lin(x)
         y.relu_()
-        y.mul_(2)
-        return y
-
-
-class Once(nn.Module):
-    """relu_ saves its result and nothing changes it afterwards: a valid in-place block."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = nn.Linear(8, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.lin(x)
-        y.relu_()
+        if self.twice:
+            y.mul_(2)
         return y
 
 
@@ -110,7 +99,7 @@ def _net(kind: str) -> tuple[list[nn.Module], Callable[[torch.Tensor, Any], torc
     if kind == "loss modifies a_L":  # tanh saved a_3
         return [_tanh(), _tanh(), _tanh()], _double_then_square
     if kind == "block modifies its saved output":
-        return [_tanh(), Twice(), _tanh()], _square
+        return [_tanh(), InPlaceRelu(twice=True), _tanh()], _square
     if kind == "kept output modified by the loss":
         blocks: list[nn.Module] = [_tanh(), Keep(), _tanh()]
 
@@ -124,9 +113,9 @@ def _net(kind: str) -> tuple[list[nn.Module], Callable[[torch.Tensor, Any], torc
     if kind == "weight modified after use":
         return [_tanh(), Scale(), _tanh()], _square
     if kind == "valid relu_":
-        return [_tanh(), Once(), _tanh()], _square
+        return [_tanh(), InPlaceRelu(twice=False), _tanh()], _square
     if kind == "loss modifies an unsaved a_L":  # linear saves its input, not its output
-        return [_tanh(), Once(), nn.Linear(8, 8)], _double_then_square
+        return [_tanh(), InPlaceRelu(twice=False), nn.Linear(8, 8)], _double_then_square
     raise AssertionError(kind)
 
 
