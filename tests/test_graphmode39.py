@@ -137,3 +137,17 @@ def test_the_wrapper_keeps_no_reference_to_the_example_input() -> None:
     assert float(loss) == pytest.approx(expected.item(), rel=1e-6, abs=1e-7)
     for p, q in zip(ref.parameters(), net.parameters()):
         assert q.grad is not None and torch.allclose(p.grad, q.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_the_step_returns_the_loss_in_its_own_dtype() -> None:
+    """A float64 network's loss is float64, as plain autograd's (it was made a float32 tensor)."""
+    torch.manual_seed(0)
+    net = _ModeFree().double()
+    ref = copy.deepcopy(net)
+    x, y = _data()
+    x = x.double()
+    sg = _scheduled(net, "train", x, y)
+    expected = F.cross_entropy(ref(x), y)
+    loss = sg.step(x, y)
+    assert loss.dtype == torch.float64 and loss.device == x.device and not loss.requires_grad
+    assert loss.item() == expected.item()

@@ -351,6 +351,10 @@ class _Run:
     #: not known for these training modes, so every buffer it may change)
     mutated: dict[int, list[_BufferRef]] | None = None
     loss: float = float("nan")
+    #: a training step's loss as the loss function returned it (detached: its dtype and device); a
+    #: measured run keeps none (no extra bytes in its peak)
+    keep_loss: bool = False
+    loss_tensor: torch.Tensor | None = None
 
 
 @dataclass
@@ -678,34 +682,36 @@ class GraphExecutor:
                 last_bwd[v] = s
         return tape_at, retain_at
 
-    def train_step(self, schedule: GraphSchedule | Sequence[int], inputs: torch.Tensor, target: Any) -> float:
+    def train_step(self, schedule: GraphSchedule | Sequence[int], inputs: torch.Tensor, target: Any) -> torch.Tensor:
         """One training step under `schedule`, nothing measured: parameter gradients accumulate
         into ``.grad`` as ``loss.backward()`` leaves them (missing ones are allocated first), and
         the RNG draws are those of a plain forward in file order from the generator's state
-        (`rng_order`, its pre-pass in the step). Returns the loss. An invalid schedule raises
-        ValueError before anything runs."""
+        (`rng_order`, its pre-pass in the step). Returns the loss, detached, as the loss function
+        returned it (its dtype and device). An invalid schedule raises ValueError before anything runs."""
         seq = schedule.indices(self.graph) if isinstance(schedule, GraphSchedule) else [int(v) for v in schedule]
         _, frees, tape_at, retain_at = self.prepare(seq, inputs)
-        loss, *_ = self._run(seq, frees, tape_at, retain_at, inputs, target, None, False, False, "wall",
-                             accumulate=True)
-        return loss
+        kept: list[torch.Tensor] = []
+        self._run(seq, frees, tape_at, retain_at, inputs, target, None, False, False, "wall", accumulate=True,
+                  kept_loss=kept)
+        return kept[0]
 
     def _run(self, seq: list[int], frees: dict[int, list[int]], tape_at: set[int], retain_at: set[int],
              x: torch.Tensor, target: Any, seed: int | None, watch: bool, trace: bool, clock: str,
-             probe: Any = None, accumulate: bool = False, rng: FileOrderRng | None = None
-             ) -> tuple[float, None, int, list[OpTrace], float]:
+             probe: Any = None, accumulate: bool = False, rng: FileOrderRng | None = None,
+             kept_loss: list[torch.Tensor] | None = None) -> tuple[float, None, int, list[OpTrace], float]:
         """One step of `seq`; `probe` (`models.graph.profile`), when given, is told when each
         step starts (``start(s)``), when its node is computed (``computed(s, node, run, meter)``,
         before the copies it ends are dropped) and when it ends (``stop(s)``). `accumulate`:
         add to the parameter gradients already there instead of zeroing them. `rng`: the random
         nodes' states (`rng_order` from the generator's state after seeding); by default made
-        here, before the step's measurement window. A step that raises leaves the gradients it
-        allocated None again."""
+        here, before the step's measurement window. `kept_loss`, when given, receives the loss
+        tensor (detached: a training step returns it; a measured run keeps no extra bytes). A step
+        that raises leaves the gradients it allocated None again."""
         self.check_trainable()
         fresh = self._prepare_grads(accumulate)
         try:
             return self._run_steps(seq, frees, tape_at, retain_at, x, target, seed, watch, trace, clock, probe, rng,
-                                   fresh)
+                                   fresh, kept_loss)
         except BaseException:
             for p in fresh:
                 p.grad = None
@@ -713,14 +719,15 @@ class GraphExecutor:
 
     def _run_steps(self, seq: list[int], frees: dict[int, list[int]], tape_at: set[int], retain_at: set[int],
                    x: torch.Tensor, target: Any, seed: int | None, watch: bool, trace: bool, clock: str,
-                   probe: Any, rng: FileOrderRng | None, fresh: list[nn.Parameter]
-                   ) -> tuple[float, None, int, list[OpTrace], float]:
+                   probe: Any, rng: FileOrderRng | None, fresh: list[nn.Parameter],
+                   kept_loss: list[torch.Tensor] | None = None) -> tuple[float, None, int, list[OpTrace], float]:
         """`_run` after the gradients are allocated (`fresh`: those it allocated)."""
         if seed is not None:
             torch.manual_seed(seed)
         if rng is None:
             rng = self.rng_order(x)
-        run = _Run(_StepRng(rng, x.device, seq, self.loss), mutated=self._mutated.get(self._modes()))
+        run = _Run(_StepRng(rng, x.device, seq, self.loss), mutated=self._mutated.get(self._modes()),
+                   keep_loss=kept_loss is not None)
         meter = StepMeter(x.device, watch=watch, trace=trace, clock=clock)
         with meter:
             for s, node in enumerate(seq):
@@ -746,6 +753,8 @@ class GraphExecutor:
                     probe.stop(s)
             meter.stop_clock()
             loss = run.loss
+            if kept_loss is not None and run.loss_tensor is not None:
+                kept_loss.append(run.loss_tensor)
             run.copies.clear()
             run.tapes.clear()
             run.rng.finish()
@@ -1032,6 +1041,8 @@ class GraphExecutor:
             wrt = [leaf for ls in leaves.values() for _, leaf in ls]
             grads = torch.autograd.grad(loss, wrt + own, allow_unused=True) if wrt or own else ()
         run.loss = float(loss.detach())
+        if run.keep_loss:
+            run.loss_tensor = loss.detach()
         for p, g in zip(own, grads[len(wrt):]):
             if g is not None:
                 p.grad.add_(g)  # allocated by _prepare_grads before the step

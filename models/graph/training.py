@@ -104,8 +104,9 @@ class ScheduledGraph(nn.Module):
 
     def step(self, inputs: torch.Tensor, target: Any = None) -> torch.Tensor:
         """One forward, loss and backward under the schedule; gradients accumulate into ``.grad``
-        as ``loss.backward()`` would leave them. Returns the loss (a scalar tensor). InputError
-        under ``torch.inference_mode()``, where no gradient can be computed."""
+        as ``loss.backward()`` would leave them. Returns the loss (a scalar tensor, detached, in the
+        loss function's dtype and device). InputError under ``torch.inference_mode()``, where no
+        gradient can be computed."""
         if torch.is_inference_mode_enabled():
             raise InputError("ScheduledGraph.step is a training step (it computes gradients) and cannot run under "
                              "torch.inference_mode(): call it outside that context")
@@ -120,7 +121,7 @@ class ScheduledGraph(nn.Module):
             if found is None:
                 raise
             raise found from None
-        return torch.tensor(loss)
+        return loss
 
     def _check_like_example(self, inputs: torch.Tensor, target: Any) -> None:
         """InputError naming ``inputs`` unless `inputs` has the example's shape, dtype and device:
