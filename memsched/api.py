@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from memsched.solvers import registry
+from memsched.solvers.chain.schedule import article
 from memsched.solvers.errors import InputError, flag, option_field, python_spelling
 from memsched.solvers.exact.interrupt import answer_on_interrupt
 from memsched.solvers.units import check_int
@@ -102,7 +103,7 @@ def load(path: PathLike, *, problem: str | None = None, bandwidth: str | float |
     _bandwidth_problem(bandwidth, problem)
     found = detect_problem(path)
     if weight_factor is not None:
-        raise InputError(f"applies to pipelines, not to a {problem or found} instance", path=str(path),
+        raise InputError(f"applies to pipelines, not to {article(problem or found)} instance", path=str(path),
                          field="weight_factor")
     if problem is None and found == "chain":
         from memsched.solvers.jsonio import read_json
@@ -231,7 +232,7 @@ def _target_instance(target: Any, problem: str | None, *, bandwidth: str | float
     if not _reads_as_pipeline(target, problem):
         problem, instance = as_problem(target, problem, bandwidth=bandwidth, latency=latency)
         if weight_factor is not None:
-            raise InputError(f"applies to pipelines, not to a {problem} instance", field="weight_factor")
+            raise InputError(f"applies to pipelines, not to {article(problem)} instance", field="weight_factor")
         return problem, instance
     problem, instance = as_problem(target, problem)
     return problem, _pipeline_machine(instance, bandwidth=bandwidth, latency=latency, weight_factor=weight_factor)
@@ -472,8 +473,10 @@ def _unsupported(problem: str, instance: Any, name: str, bytes_: int, err: Input
 @_python_names
 def simulate(instance: Any, schedule: Any, budget: int | float | str | None = None, *,
              problem: str | None = None, bandwidth: str | float | None = None) -> Result:
-    """Replay `schedule` (a schedule object, a `Result`, its JSON dict, or a path to a schedule
-    JSON) on `instance` with the problem's simulator; the Result's status is "valid" or
+    """Replay `schedule` (a schedule object, a `Result`, its JSON dict, a path to a schedule
+    JSON, or a plain list: a graph's node ids, as in the graph file and a schedule file's ``sequence``,
+    not node indices, an id naming no node being an `InputError` naming ``schedule``; a chain's or
+    join's operations) on `instance` with the problem's simulator; the Result's status is "valid" or
     "invalid" (``.violation`` says why), its makespan and peak are the replay's. A schedule object
     or `Result` of another problem (a chain ``Schedule`` on an offloading instance, say) is an
     `InputError`; a chain schedule's JSON (a dict or a file) on an offloading instance (a
@@ -1392,7 +1395,7 @@ def _check_devices(problem: str, devices: Any) -> int | None:
     """`devices` for `problem`: required for a pipeline (an int in 1..`MAX_DEVICES`), refused otherwise."""
     if problem != "pipeline":
         if devices is not None:
-            raise InputError(f"devices applies to pipelines, not to a {problem} instance", field="devices")
+            raise InputError(f"devices applies to pipelines, not to {article(problem)} instance", field="devices")
         return None
     if devices is None:
         raise InputError("a pipeline needs devices=P", field="devices")
@@ -1407,8 +1410,9 @@ def _schedule_problem(schedule: Any) -> str | None:
 def _as_schedule(problem: str, instance: Any, schedule: Any, verb: str, *, field: str = "schedule") -> Any:
     """The schedule object of `problem` in `schedule`: a schedule object, a `Result`, a schedule's
     JSON dict (or a ``solve --json`` object), or the path of a schedule file; the problem's plain
-    forms (a list of node indices, a list of operations: read as the problem's `Op` / `JOp`, `_plain_ops`)
-    are checked for their shape and left to the simulator to judge.
+    forms (a graph's list of node ids, read as a schedule file's ``sequence`` is, `_node_ids_schedule`; a
+    list of operations: read as the problem's `Op` / `JOp`, `_plain_ops`) are checked for their shape and
+    left to the simulator to judge.
     `InputError` for a schedule of another problem ("a chain schedule cannot be simulated as
     pipeline") or anything else; `simulate` and `plot` share it."""
     if isinstance(schedule, Result):
@@ -1434,7 +1438,7 @@ def _as_schedule(problem: str, instance: Any, schedule: Any, verb: str, *, field
         raise InputError(f"not a {problem} schedule: {type(schedule).__name__} (give a schedule, a Result, its "
                          "JSON dict or the path of a schedule file)", field=field)
     if owner is None and problem == "graph":
-        _check_node_indices(schedule, field)
+        schedule = _node_ids_schedule(instance, schedule, field)
     if owner is None and problem in _PLAIN_OPS:
         schedule = _plain_ops(problem, schedule, field)
     _check_shape(instance, schedule)
@@ -1443,9 +1447,8 @@ def _as_schedule(problem: str, instance: Any, schedule: Any, verb: str, *, field
 
 def _as_schedule_object(problem: str, instance: Any, schedule: Any) -> Any:
     """A plain list (already checked) as the problem's schedule object, so that a replay's `Result`
-    writes its JSON (``to_json``) like a solver's: chain `Schedule`, join `JoinSchedule`, graph
-    `GraphSchedule` of the nodes' ids, when every index names a node (else the list is left to the
-    simulator, whose replay is ``invalid``); any other schedule unchanged."""
+    writes its JSON (``to_json``) like a solver's: chain `Schedule`, join `JoinSchedule` (a graph's
+    list is already its `GraphSchedule`, `_node_ids_schedule`); any other schedule unchanged."""
     if not isinstance(schedule, (list, tuple)):
         return schedule
     if problem == "chain":
@@ -1456,10 +1459,6 @@ def _as_schedule_object(problem: str, instance: Any, schedule: Any) -> Any:
         from memsched.solvers.join.schedule import JoinSchedule
 
         return JoinSchedule(list(schedule), list(instance.lengths))
-    if problem == "graph" and all(0 <= int(v) < len(instance.ids) for v in schedule):
-        from memsched.solvers.graph.schedule import GraphSchedule
-
-        return GraphSchedule.from_indices(instance, schedule)
     return schedule
 
 
@@ -1491,15 +1490,20 @@ def _plain_ops(problem: str, sequence: Sequence[Any], field: str) -> list[Any]:
     return ops
 
 
-def _check_node_indices(sequence: Sequence[Any], field: str) -> None:
-    """A graph's plain schedule (a list of node indices) holds integers only (a numpy integer is one;
-    a bool, a float such as 1.5 or a str such as "0" is not: the simulator would read "0" as 0 and
-    fail on "a" with a bare ValueError): `InputError` naming `field` (``schedule``) and the entry.
-    Indices out of range are the simulator's to judge (an "invalid" replay)."""
-    for i, value in enumerate(sequence):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise InputError(f"a graph schedule as a list holds node indices (ints); entry {i} is {_show(value)}",
-                             field=field)
+def _node_ids_schedule(graph: Any, sequence: Sequence[Any], field: str) -> Any:
+    """A graph's plain schedule (a list of node ids, as in the graph file and as a schedule file's
+    ``sequence`` holds them: `GraphSchedule.indices` reads both) as the `GraphSchedule` of the nodes'
+    own ids. An entry that is no id (a bool, None, a list) or names no node of `graph` is an
+    `InputError` naming `field` (``schedule``) and the entry; ids are not node indices (0-based
+    positions in the file), which differ wherever the file numbers its nodes otherwise."""
+    from memsched.solvers.graph.schedule import GraphSchedule
+
+    try:
+        indices = GraphSchedule(list(sequence)).indices(graph)
+    except InputError as err:
+        raise InputError(f"a graph schedule as a list holds node ids (as in the graph file, not node indices); "
+                         f"{err.message}"[:300], field=field) from None
+    return GraphSchedule.from_indices(graph, indices)
 
 
 def _check_shape(instance: Any, schedule: Any) -> None:
@@ -1558,17 +1562,18 @@ def _on_recorded_machine(instance: Any, schedule: str | Path | dict[str, Any]) -
     """The pipeline `instance` on the machine a partition's JSON (a dict, or the path of a file)
     records: weight factor, bandwidth (bytes/s), latency (s), as ``memsched partition --json``
     writes them (`solvers.pipeline.schedule.machine_from_json`); unchanged when it records none.
-    `memsched simulate` replays a partition file the same way."""
+    `memsched simulate` replays a partition file the same way (`on_machine`): a latency without a
+    bandwidth is an `InputError` naming the file and ``schedule.latency`` (or ``latency``)."""
     from memsched.solvers.jsonio import read_json
-    from memsched.solvers.pipeline.schedule import machine_from_json
+    from memsched.solvers.pipeline.schedule import machine_field, machine_from_json, on_machine
 
     path = str(schedule) if isinstance(schedule, (str, Path)) else "<schedule>"
     data = read_json(schedule) if isinstance(schedule, (str, Path)) else schedule
     machine = machine_from_json(data, path=path)
     if not machine:
         return instance
-    return instance.with_machine(bandwidth=machine.get("bandwidth", instance.bandwidth),
-                                 weight_factor=machine.get("weight_factor"), latency=machine.get("latency"))
+    return on_machine(instance, machine, path=path, field=machine_field(data, "latency"),
+                      hint="the partition records no bandwidth: drop its latency or record one")
 
 
 @contextlib.contextmanager

@@ -127,13 +127,17 @@ def test_plain_schedules_of_operations_still_replay():
 
 # ---------------------------------------------------------------------------- 5. display of invalid replays
 def test_the_display_of_an_invalid_graph_replay_of_a_node_out_of_range_does_not_raise():
-    """_repr_html_ and plot raised IndexError (graph.cost_cpu[999])."""
+    """_repr_html_ and plot raised IndexError (graph.cost_cpu[999]). A plain list now names nodes by id
+    (fix 40): one naming no node is an InputError before any replay; an invalid replay is still displayed."""
     graph = memsched.load(GRAPH)
-    replay = memsched.simulate(graph, [0, 1, 999])
-    assert replay.status == "invalid" and "999" in replay.violation
+    for call in (memsched.simulate, memsched.plot):
+        with pytest.raises(memsched.InputError, match="unknown node 999"):
+            call(graph, [0, 1, 999])
+    replay = memsched.simulate(graph, [0, 2])  # node 2 needs node 1
+    assert replay.status == "invalid" and "needs predecessor" in replay.violation
     assert "data:image/png" in replay._repr_html_()
     assert replay.plot() is not None
-    assert memsched.plot(graph, [999]) is not None
+    assert memsched.plot(graph, [0, 2]) is not None
 
 
 def test_the_graph_timeline_is_drawn_up_to_the_node_out_of_range():
@@ -175,9 +179,9 @@ def test_a_replay_of_a_plain_list_writes_its_json(name):
     replay = memsched.simulate(instance, plain)
     assert replay.status == "valid" and replay.makespan == solved.makespan
     assert replay.to_json()["schedule"] == solved.raw.schedule.to_json()
-    if name == "graph":  # a plain list names nodes by index; the JSON by id
-        bad = memsched.simulate(instance, [*plain, len(instance.ids)])
-        assert bad.status == "invalid" and bad._repr_html_()
+    if name == "graph":  # a plain list names nodes by id, as the JSON does: an id naming no node is refused
+        with pytest.raises(memsched.InputError, match="unknown node"):
+            memsched.simulate(instance, [*plain, "no such node"])
 
 
 def test_a_pipeline_result_replays_and_draws_on_the_machine_it_was_solved_on():

@@ -121,10 +121,11 @@ def test_run_checks_granularity_as_the_zoo_does():
 # ---------------------------------------------------------------------------- 3. a plain-list graph replay
 def test_graph_replay_of_a_plain_list_writes_its_json():
     graph = memsched.load(memsched.data_path("graphs", "linear10.json"))
-    result = memsched.simulate(graph, [0, np.int64(99)])
-    assert result.status == "invalid" and "99" in result.violation
+    with pytest.raises(memsched.InputError, match="unknown node 99"):  # fix 40: a list of node ids
+        memsched.simulate(graph, [0, np.int64(99)])
+    result = memsched.simulate(graph, [0, np.int64(2)])  # node 2 needs node 1: an invalid replay
     out = json.loads(json.dumps(result.to_json()))
-    assert out["status"] == "invalid" and out["schedule"] == {"problem": "graph", "order": [0, 99]}
+    assert out["status"] == "invalid" and out["schedule"]["sequence"] == [0, 2]
     valid = memsched.simulate(graph, list(range(graph.n))).to_json()  # a list naming nodes: the schedule's JSON
     assert valid["schedule"]["format"] == "memsched.schedule/1"
 

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from memsched.solvers import registry
+from memsched.solvers.chain.schedule import article
 from memsched.solvers.errors import InputError
 from memsched.solvers.exact.interrupt import answer_on_interrupt
 from memsched.solvers.exact.options import ALIASES
@@ -132,7 +133,7 @@ def load_problem(path: str, bandwidth: str | None = None, latency: float | None 
             bw = parse_bandwidth(bandwidth) if bandwidth is not None else None
             return "offload", OffloadInstance.load(path, bw, latency)
     elif bandwidth is not None:
-        raise InputError(f"--bandwidth applies to chain files, not to a {problem} instance", field="--bandwidth")
+        raise InputError(f"applies to chain files, not to {article(problem)} instance", field="--bandwidth")
     if latency is not None:  # it would be ignored
         raise InputError("applies to offloading instances: give --bandwidth, or a host_link in the file",
                          field="--latency")

@@ -11,7 +11,7 @@ from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.formats import detect_problem
 from memsched.solvers.jsonio import check_holds_schedule, read_json
-from memsched.solvers.pipeline.schedule import machine_from_json
+from memsched.solvers.pipeline.schedule import machine_field, machine_from_json, on_machine
 from memsched.solvers.units import format_size, parse_bandwidth, time_unit
 
 from ._checks import cost, latency
@@ -63,9 +63,10 @@ def with_partition_machine(instance: Any, data: Any, args: argparse.Namespace) -
     """The pipeline `instance` on the machine the partition was solved with (`machine_from_json`:
     weight factor, bandwidth, latency, as ``memsched partition --json`` records them; a file
     without them keeps the defaults: weights x 4, communication not charged), each replaced by
-    --weight-factor, --bandwidth, --latency when given. A latency needs a bandwidth: without one,
-    an `InputError` naming ``--latency``, or the schedule file and the field its latency came from
-    (``schedule.latency`` or ``latency``)."""
+    --weight-factor, --bandwidth, --latency when given. A latency needs a bandwidth (`on_machine`,
+    which `memsched.simulate` and `memsched.plot` share): without one, an `InputError` naming
+    ``--latency``, or the schedule file and the field its latency came from (``schedule.latency``
+    or ``latency``)."""
     machine = machine_from_json(data, path=args.schedule)
     if args.weight_factor is not None:
         machine["weight_factor"] = args.weight_factor
@@ -73,21 +74,9 @@ def with_partition_machine(instance: Any, data: Any, args: argparse.Namespace) -
         machine["bandwidth"] = parse_bandwidth(args.bandwidth)
     if args.latency is not None:
         machine["latency"] = args.latency
-    if machine.get("latency") and machine.get("bandwidth", instance.bandwidth) is None:
-        why = "a latency needs a bandwidth (communication is not charged without one)"
-        if args.latency is not None:
-            raise InputError(why, field="--latency")
-        raise InputError(f"{why}; give --bandwidth or drop the latency", path=args.schedule,
-                         field=_machine_field(data, "latency"))
-    return instance.with_machine(bandwidth=machine.get("bandwidth", instance.bandwidth),
-                                 weight_factor=machine.get("weight_factor"), latency=machine.get("latency"))
-
-
-def _machine_field(data: Any, key: str) -> str:
-    """The field of a partition file that `machine_from_json` read machine parameter `key` from:
-    ``schedule.KEY`` when the file's ``schedule`` object has it (read first), else ``KEY``."""
-    inner = data.get("schedule") if isinstance(data, dict) else None
-    return f"schedule.{key}" if isinstance(inner, dict) and key in inner else key
+        return on_machine(instance, machine, path=None, field="--latency")
+    return on_machine(instance, machine, path=args.schedule, field=machine_field(data, "latency"),
+                      hint="give --bandwidth or drop the latency")
 
 
 def declared_problem(data: Any) -> str | None:

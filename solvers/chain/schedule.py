@@ -16,6 +16,7 @@ each op ``{"op": "F_ck", "stage": 0}`` (``{"op": "Loss"}`` for the loss). Readin
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from numbers import Integral
@@ -127,9 +128,11 @@ class Schedule(OpSequence[Op]):
 
     @classmethod
     def from_json(cls, data: Any, length: int, *, path: str = "<schedule>") -> Schedule:
-        """Parse a schedule object (or a `memsched solve --json` output holding one)."""
+        """Parse a schedule object (or a `memsched solve --json` output holding one; its errors then
+        name ``schedule.ops[k]``, `fields_under`)."""
         raw = ops_json(data, path, "chain", {"length": length})
-        return cls([parse_op(item, length, path, k) for k, item in enumerate(raw)], length)
+        with fields_under(result_prefix(data, "ops")):
+            return cls([parse_op(item, length, path, k) for k, item in enumerate(raw)], length)
 
     @classmethod
     def load(cls, path: str | Path, length: int) -> Schedule:
@@ -152,33 +155,72 @@ def unfold(root: Any, expand: Callable[[Any], list[Any]]) -> list[Op]:
     return ops
 
 
+def result_prefix(data: Any, body: str) -> str:
+    """``"schedule."`` when `data` is a result object (``memsched solve --json``, ``partition --json``:
+    a ``schedule`` key, no ``format`` and no schedule body `body` of its own: ``ops``, ``sequence``),
+    whose schedule's fields an error names as ``schedule.FIELD``; ``""`` for a schedule itself (a
+    partition object's ``schedule`` is its pipeline schedule, "1f1b": its ``format`` says what it is)."""
+    return "schedule." if isinstance(data, dict) and "schedule" in data and body not in data \
+        and "format" not in data else ""
+
+
+@contextlib.contextmanager
+def fields_under(prefix: str) -> Iterator[None]:
+    """An `InputError` raised inside that names a field is re-raised naming ``prefix + field``
+    (`result_prefix`: ``stages[1].replicas`` of the partition in a result object is
+    ``schedule.stages[1].replicas``); with an empty `prefix`, or no field, it passes unchanged."""
+    try:
+        yield
+    except InputError as err:
+        if not prefix or err.field is None:
+            raise
+        raise InputError(err.message, path=err.path, field=prefix + err.field) from None
+
+
+def article(word: str) -> str:
+    """`word` after its indefinite article: "an offload", "a chain"."""
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
+
+
 def ops_json(data: Any, path: str, problem: str | tuple[str, ...] | None = None,
              shape: dict[str, Any] | None = None) -> list[Any]:
     """The list of JSON operations in a schedule object, a bare list, or the output of
-    `memsched solve --json` holding one (every problem's schedules use this envelope).
+    `memsched solve --json` holding one (every problem's schedules use this envelope; an error in the
+    schedule it holds names ``schedule.FIELD``, `result_prefix`).
 
     When the object says which ``problem`` it is for, it must be (one of) `problem`; each key of `shape`
     it has (``length``: L, ``lengths``: [L_b]) must equal the instance's value."""
-    if isinstance(data, dict) and "schedule" in data and "ops" not in data:
+    prefix = result_prefix(data, "ops")
+    if prefix:
         check_holds_schedule(data, path, "ops")
         data = data["schedule"]
+        if not isinstance(data, (dict, list)):
+            raise InputError(f"expected a schedule object or a list of operations, got {_shown(data)}", path=path,
+                             field="schedule")
     if isinstance(data, dict):
-        if data.get("format", SCHEDULE_FORMAT) != SCHEDULE_FORMAT:
-            raise InputError(f"expected {SCHEDULE_FORMAT!r}", path=path, field="format")
+        fmt = data.get("format", SCHEDULE_FORMAT)
+        if fmt != SCHEDULE_FORMAT:
+            raise InputError(f"expected {SCHEDULE_FORMAT!r}, got {_shown(fmt)}", path=path, field=prefix + "format")
         declared = data.get("problem")
         accepted = (problem,) if isinstance(problem, str) else problem
         if accepted is not None and declared is not None and declared not in accepted:
-            raise InputError(f"the schedule is for {declared!r} but the instance is a {accepted[0]} instance",
-                             path=path, field="problem")
+            raise InputError(f"the schedule is for {declared!r} but the instance is {article(accepted[0])} instance",
+                             path=path, field=prefix + "problem")
         for key, expected in (shape or {}).items():
             if key in data and not _same_json(data[key], expected):
                 what = _type_mismatch(data[key], expected)
                 raise InputError(f"the schedule is for {key} {data[key]!r}{what} but the instance has {expected!r}",
-                                 path=path, field=key)
+                                 path=path, field=prefix + key)
         data = data.get("ops")
     if not isinstance(data, list):
-        raise InputError("expected a list of operations", path=path, field="ops")
+        raise InputError("expected a list of operations", path=path, field=prefix + "ops")
     return data
+
+
+def _shown(value: Any) -> str:
+    """`value` as a message shows it: its repr, at most 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _same_json(value: Any, expected: Any) -> bool:

@@ -54,10 +54,9 @@ def load_schedule(path: str) -> GraphSchedule:
 
 
 def schedule_from_json(data: Any, graph: Graph, *, path: str = "<schedule>") -> GraphSchedule:
-    """A graph schedule from its JSON (or a `memsched solve --json` output holding one)."""
-    schedule = GraphSchedule.from_json(data, path=path)
-    schedule.indices(graph, path=path)  # every step names a node of this graph
-    return schedule
+    """A graph schedule from its JSON (or a `memsched solve --json` output holding one), every step
+    naming a node of `graph` (`GraphSchedule.read`)."""
+    return GraphSchedule.read(data, graph, path=path)
 
 
 def replay(graph: Graph, schedule: GraphSchedule | list[int], budget: int | None = None) -> Replay:

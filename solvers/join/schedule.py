@@ -9,7 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ..chain.schedule import FORWARD_KINDS, LOSS, SCHEDULE_FORMAT, OpSequence, check_index, ops_json, read_op
+from ..chain.schedule import (
+    FORWARD_KINDS,
+    LOSS,
+    SCHEDULE_FORMAT,
+    OpSequence,
+    check_index,
+    fields_under,
+    ops_json,
+    read_op,
+    result_prefix,
+)
 from .instance import Join
 
 
@@ -51,9 +61,11 @@ class JoinSchedule(OpSequence[JOp]):
 
     @classmethod
     def from_json(cls, data: Any, lengths: list[int], *, path: str = "<schedule>") -> JoinSchedule:
-        """Parse a schedule object (or a `memsched solve --json` output holding one)."""
+        """Parse a schedule object (or a `memsched solve --json` output holding one; its errors then
+        name ``schedule.ops[k]``, `fields_under`)."""
         raw = ops_json(data, path, "join", {"lengths": list(lengths)})
-        return cls([_parse_op(item, lengths, path, k) for k, item in enumerate(raw)], list(lengths))
+        with fields_under(result_prefix(data, "ops")):
+            return cls([_parse_op(item, lengths, path, k) for k, item in enumerate(raw)], list(lengths))
 
 
 def _parse_op(item: Any, lengths: list[int], path: str, k: int) -> JOp:

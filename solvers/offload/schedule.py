@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..chain.schedule import FORWARD_KINDS, KINDS, LOSS, OP_ALIASES, Op, ops_json, parse_op
+from ..chain.schedule import FORWARD_KINDS, KINDS, LOSS, OP_ALIASES, Op, fields_under, ops_json, parse_op, result_prefix
 from ..chain.schedule import Schedule as ChainSchedule
 from ..errors import InputError
 from ..jsonio import write_json_atomic
@@ -108,8 +108,14 @@ class OffloadSchedule:
 
     @classmethod
     def from_json(cls, data: Any, length: int, *, path: str = "<schedule>") -> OffloadSchedule:
-        """Parse a schedule object (compute ops as in chain schedules, plus Off / Pre transfers)."""
-        raw = ops_json(data, path, ("offload", "chain"), {"length": length})
+        """Parse a schedule object (compute ops as in chain schedules, plus Off / Pre transfers); in a
+        `memsched solve --json` output, errors name ``schedule.ops[k]`` (`fields_under`)."""
+        with fields_under(result_prefix(data, "ops")):
+            return cls._from_ops(ops_json(data, path, ("offload", "chain"), {"length": length}), length, path)
+
+    @classmethod
+    def _from_ops(cls, raw: list[Any], length: int, path: str) -> OffloadSchedule:
+        """The schedule of the JSON operations `raw` (``ops``) of the file `path`, for `from_json`."""
         ops: list[Op | Transfer] = []
         not_before: list[float | None] = []
         for k, item in enumerate(raw):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..chain.schedule import fields_under
 from ..errors import InputError
 from ..jsonio import check_holds_schedule
 from ..problem import Problem, Replay
@@ -67,14 +68,17 @@ def schedule_from_json(data: Any, inst: Pipeline, *, path: str = "<partition>") 
 
     A result object without a schedule (``schedule: null``: an infeasible or timed-out solve or
     partition, whose ``stages`` list is empty or absent) is an `InputError` naming ``schedule`` that
-    says so, as the other problems' `schedule_from_json` and ``memsched simulate`` say it."""
+    says so, as the other problems' `schedule_from_json` and ``memsched simulate`` say it. An error
+    in the partition such an output holds names ``schedule.FIELD`` (``schedule.stages[1].replicas``)."""
     check_holds_schedule(data, path, "stages")
+    prefix = ""
     if isinstance(data, dict) and isinstance(data.get("schedule"), dict):
-        data = data["schedule"]
-    part = Partition.from_json(data, path=path)
-    if part.stages[-1].last >= inst.length:
-        raise InputError(f"the partition reaches layer {part.stages[-1].last}, the instance has {inst.length}",
-                         path=path, field="stages")
+        data, prefix = data["schedule"], "schedule."
+    with fields_under(prefix):
+        part = Partition.from_json(data, path=path)
+        if part.stages[-1].last >= inst.length:
+            raise InputError(f"the partition reaches layer {part.stages[-1].last}, the instance has {inst.length}",
+                             path=path, field="stages")
     return part
 
 

@@ -30,16 +30,20 @@ MAX_MICRO_BATCHES = 10**6
 MAX_LAYER = 10**6
 
 
+def _json_text(value: Any) -> str:
+    """`value` as a partition file spells it (true, "2", 1.5), at most 60 characters."""
+    try:
+        return json.dumps(value)[:60]
+    except (TypeError, ValueError):
+        return repr(value)[:60]
+
+
 def _integer(value: Any, *, path: str, field: str, low: int, high: int) -> int:
     """An integer of a partition file in low..high (a boolean, a float or a string is not one)."""
     if value is None:
         raise InputError("missing (an integer is needed)", path=path, field=field)
     if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            shown = json.dumps(value)[:60]  # as the file spells it (true, "2", 1.5)
-        except (TypeError, ValueError):
-            shown = repr(value)[:60]
-        raise InputError(f"must be an integer in {low}..{high}, got {shown}", path=path, field=field)
+        raise InputError(f"must be an integer in {low}..{high}, got {_json_text(value)}", path=path, field=field)
     if not low <= value <= high:
         raise InputError(f"must be an integer in {low}..{high}, got {value}", path=path, field=field)
     return value
@@ -68,11 +72,7 @@ def _machine_value(value: Any, *, path: str, field: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:  # NaN fails
         want = f"a number of bytes/s in {low:g}..{MAX_BYTES} or null" if bandwidth \
             else f"a finite number in 0..{high:g}"
-        try:
-            shown = json.dumps(value)[:60]
-        except (TypeError, ValueError):
-            shown = repr(value)[:60]
-        raise InputError(f"must be {want}, got {shown}", path=path, field=field)
+        raise InputError(f"must be {want}, got {_json_text(value)}", path=path, field=field)
     return float(value)
 
 
@@ -94,6 +94,28 @@ def machine_from_json(data: Any, *, path: str = "<partition>") -> dict[str, floa
             if key in src and key not in found:
                 found[key] = _machine_value(src[key], path=path, field=prefix + key)
     return found
+
+
+def machine_field(data: Any, key: str) -> str:
+    """The field of a partition's JSON that `machine_from_json` reads machine parameter `key` from:
+    ``schedule.KEY`` when its ``schedule`` object has it (read first), else ``KEY``."""
+    inner = data.get("schedule") if isinstance(data, dict) else None
+    return f"schedule.{key}" if isinstance(inner, dict) and key in inner else key
+
+
+def on_machine(inst: Pipeline, machine: dict[str, float | None], *, path: str | None, field: str,
+               hint: str | None = None) -> Pipeline:
+    """`inst` on `machine` (the `MACHINE_KEYS` it has replace the instance's: weight factor, bandwidth in
+    bytes/s, latency in s), as ``memsched simulate`` / ``plot`` and `memsched.simulate` / `memsched.plot`
+    replay a partition. A latency > 0 needs a bandwidth (machine's, else the instance's): communication
+    is not charged without one, so the latency would be silently dropped; `InputError` naming `path` and
+    `field` (where the latency came from: ``schedule.latency``, ``latency``, ``--latency``) and `hint`."""
+    bandwidth = machine.get("bandwidth", inst.bandwidth)
+    if machine.get("latency") and bandwidth is None:
+        why = "a latency needs a bandwidth (communication is not charged without one)"
+        raise InputError(f"{why}; {hint}" if hint else why, path=path, field=field)
+    return inst.with_machine(bandwidth=bandwidth, weight_factor=machine.get("weight_factor"),
+                             latency=machine.get("latency"))
 
 
 @dataclass
@@ -176,11 +198,15 @@ class Partition:
 
     @classmethod
     def from_json(cls, data: Any, *, path: str = "<partition>") -> Partition:
-        """Parse a ``memsched.partition/1`` object (`InputError` naming the stage)."""
+        """Parse a ``memsched.partition/1`` object (`InputError` naming the stage). Its ``problem``, when
+        present, is "pipeline", and its ``format`` `FORMAT` (another, such as ``memsched.partition/9``,
+        is an `InputError` naming ``format``); without a format, the object is read as a partition."""
         declared = data.get("problem") if isinstance(data, dict) else None
         if declared is not None and declared != "pipeline":
             raise InputError(f"the schedule is for {declared!r} but the instance is a pipeline instance", path=path,
                              field="problem")
+        if isinstance(data, dict) and "format" in data and data["format"] != FORMAT:
+            raise InputError(f"expected {FORMAT!r}, got {_json_text(data['format'])}", path=path, field="format")
         if not isinstance(data, dict) or not isinstance(data.get("stages"), list) or not data["stages"]:
             raise InputError("expected an object with a non-empty 'stages' list", path=path, field="stages")
         bounds = []
