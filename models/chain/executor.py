@@ -60,16 +60,20 @@ during the run instead (a stage's state compared before and after its first forw
 whose drawing depends on more than its input and the training mode (a call counter) is not
 supported by `step`.
 Buffers: the first forward of a stage in a step updates its block's buffers (BatchNorm's running
-statistics, ``num_batches_tracked``) as the plain forward does; every later one (a recomputation:
-F_ck, F_n or F_all of a stage computed before in the step) puts them back after it, so a step
-leaves them as plain training does (``torch.utils.checkpoint`` instead updates them at every
-recomputation). The copy this takes (`ChainExecutor.buffer_copies_for`: a few bytes per
-BatchNorm channel) is made before the first run that recomputes the stage and kept by the
-executor for its later runs, like the stand-ins, outside every measured window (the tracker's,
-CUDA's, and the allocator probe's, which opens after a warm-up run): no measurement or
-prediction counts it, and a recomputation only copies the values into it and back, in place,
-allocating nothing. A block whose buffers changed identity or shape since (a forward that
-rebinds a buffer) is copied anew at its recomputation. Gradients are unaffected.
+statistics, ``num_batches_tracked``, spectral_norm's ``u`` and ``v``) as the plain forward does;
+every later one (a recomputation: F_ck, F_n or F_all of a stage computed before in the step) runs
+on the buffers as they were before that first forward and puts back those it left after it
+(`kept_buffers`), so a recomputation computes what the first forward computed (a block whose output
+reads the buffers it updates, spectral_norm's power iteration, gets plain autograd's gradients)
+and a step leaves the buffers as plain training does (``torch.utils.checkpoint`` instead updates
+them at every recomputation, from the values the previous computation left). The two copies this
+takes (`BufferCopies`, `ChainExecutor.buffer_copies_for`: a few bytes per BatchNorm channel each)
+are made before the first run that recomputes the stage and kept by the executor for its later
+runs, like the stand-ins, outside every measured window (the tracker's, CUDA's, and the allocator
+probe's, which opens after a warm-up run): no measurement or prediction counts them, and a step
+only copies values into them (before the stage's first forward, before each recomputation) and
+back, in place, allocating nothing. A block whose buffers changed identity or shape since (a
+forward that rebinds a buffer) is copied anew when the copy is refilled.
 
 Memory (bytes): on CUDA, ``torch.cuda.max_memory_allocated`` during the step minus the memory
 allocated before it; on CPU, the peak of live tensor bytes allocated during the step
@@ -122,7 +126,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 __all__ = ["ChainExecutor", "StepResult", "OpTrace", "reference_step", "compare_gradients", "check_gradients",
            "execute", "as_blocks", "parameters_of", "LossFn", "loss_backward", "release_backward", "forward_block",
-           "InPlaceInputError", "loss_input", "ChainRunState", "buffer_copies", "kept_buffers",
+           "InPlaceInputError", "loss_input", "ChainRunState", "BufferCopies", "buffer_copies", "kept_buffers",
            "recomputed", "ChainStepResult", "counted_rng_states", "block_output", "input_hooks", "release_input",
            "tape_input", "input_slots"]
 
@@ -400,33 +404,52 @@ def loss_backward(loss_fn: LossFn, box: list[torch.Tensor], target: Any) -> tupl
     return loss.detach(), (grads[0] if grads else None)
 
 
-def buffer_copies(blocks: Sequence[nn.Module], stages: Iterable[int]) -> dict[int, BufferSnapshot]:
-    """A copy of the buffers of block i (`snapshot_buffers`) for each stage i of `stages` whose block
-    has buffers (BatchNorm's ``running_mean``, ``running_var``, ``num_batches_tracked``: a few bytes
-    per channel): made before a run, so that recomputing stage i can put its buffers back without
-    allocating anything inside the step."""
-    out: dict[int, BufferSnapshot] = {}
+@dataclass
+class BufferCopies:
+    """The two copies of a block's buffers (`snapshot_buffers`: BatchNorm's ``running_mean``,
+    ``running_var``, ``num_batches_tracked``, spectral_norm's ``u`` and ``v``: a few bytes per
+    channel each) that recomputing its stage takes, made before a run and refilled in place
+    (`_refill`) during it, so that a step allocates nothing for them.
+
+    Invariant inside a run (`kept_buffers`): ``before`` holds the buffers as the stage's first
+    forward of the run found them (refilled just before it), the values plain autograd's single
+    forward reads; ``after`` holds them as that forward left them while a recomputation runs."""
+
+    #: the buffers before the stage's first forward in the run (a recomputation runs on these)
+    before: BufferSnapshot
+    #: the buffers after it (put back after each recomputation)
+    after: BufferSnapshot
+
+
+def buffer_copies(blocks: Sequence[nn.Module], stages: Iterable[int]) -> dict[int, BufferCopies]:
+    """The `BufferCopies` of block i (two `snapshot_buffers`) for each stage i of `stages` whose block
+    has buffers: made before a run, so that recomputing stage i can run on the buffers its first
+    forward saw and put back those it left without allocating anything inside the step."""
+    out: dict[int, BufferCopies] = {}
     for i in sorted(set(stages)):
-        saved = snapshot_buffers([blocks[i]])
-        if saved:
-            out[i] = saved
+        before = snapshot_buffers([blocks[i]])
+        if before:
+            out[i] = BufferCopies(before, snapshot_buffers([blocks[i]]))
     return out
 
 
 class ChainRunState(RunState):
-    """The state of one chain run (`RunState`) plus what puts the blocks' buffers back after a
-    recomputation: the stages computed so far in the run, and `buffer_copies` of the stages the run
-    recomputes (made before it)."""
+    """The state of one chain run (`RunState`) plus what runs a recomputation on the buffers the
+    stage's first forward saw and puts back those it left: the stages computed so far in the run,
+    and the `buffer_copies` of the stages the run recomputes (made before it)."""
 
-    def __init__(self, rng: Any, copies: dict[int, BufferSnapshot] | None = None) -> None:
-        """`copies`: stage -> the copy of its block's buffers (`buffer_copies`,
-        `ChainExecutor.buffer_copies_for`); a stage without one is copied when it is recomputed."""
+    def __init__(self, rng: Any, copies: dict[int, BufferCopies] | None = None) -> None:
+        """`copies`: stage -> the copies of its block's buffers (`buffer_copies`,
+        `ChainExecutor.buffer_copies_for`), refilled during the run. None: every stage whose block has
+        buffers is copied at its first forward (allocated during the run: for runs nobody measures)."""
         super().__init__(rng)
         #: the stages whose block ran at least once in this run (its first forward updated the buffers)
         self.computed: set[int] = set()
-        #: stage -> copy of its block's buffers; the dict given (an executor's, kept across its runs)
+        #: copy the buffers of every stage at its first forward (no copies were made before the run)
+        self.copy_all = copies is None
+        #: stage -> copies of its block's buffers; the dict given (an executor's, kept across its runs)
         #: itself, so a copy made during a run serves the next runs too
-        self.buffer_copies: dict[int, BufferSnapshot] = {} if copies is None else copies
+        self.buffer_copies: dict[int, BufferCopies] = {} if copies is None else copies
         #: stage L -> a_L's data that the loss could not free (saved by block L-1), held until B(L-1) ends
         self.kept_outputs: dict[int, torch.UntypedStorage] = {}
         #: stage j -> the slot where the tape abar_j finds its input a_{j-1} at B(j-1) (`input_hooks`)
@@ -455,30 +478,44 @@ def _refill(block: nn.Module, saved: BufferSnapshot) -> bool:
 
 @contextlib.contextmanager
 def kept_buffers(block: nn.Module, i: int, s: RunState) -> Iterator[None]:
-    """Around a forward of stage i (block `block`) in the run `s`: the first one in a
-    `ChainRunState` updates the buffers as a plain forward does; a later one (a recomputation)
-    puts them back after it, also when it raises, from the copy made before the run (refilled in
-    place) or, without a usable one, a copy made now. A plain `RunState` (no record of what ran)
-    leaves the buffers to every forward."""
+    """Around a forward of stage i (block `block`) in the run `s`, so that the buffers evolve as in
+    plain autograd's single forward. The first one in a `ChainRunState` updates the buffers as a
+    plain forward does, after copying them into the stage's ``before`` copy (`BufferCopies`, refilled
+    in place). A later one (a recomputation) copies the buffers into ``after``, runs on ``before``
+    (the buffers the first forward read: spectral_norm's power iteration starts from the same ``u``,
+    so its weight is the first forward's) and puts ``after`` back, also when it raises. A copy that
+    no longer fits the block's buffers (rebound by a forward) is made anew. A recomputation without
+    a ``before`` copy (a stage the run's copies did not foresee) runs on the current buffers and puts
+    them back. A plain `RunState` (no record of what ran) leaves the buffers to every forward."""
     if not isinstance(s, ChainRunState):
         yield
         return
+    copies = s.buffer_copies.get(i)
     if i not in s.computed:
         s.computed.add(i)
+        if copies is not None:
+            if not _refill(block, copies.before):
+                copies.before = snapshot_buffers([block])
+        elif s.copy_all:
+            before = snapshot_buffers([block])
+            if before:
+                s.buffer_copies[i] = BufferCopies(before, snapshot_buffers([block]))
         yield
         return
-    saved = s.buffer_copies.get(i)
-    if saved is None or not _refill(block, saved):
-        saved = snapshot_buffers([block])
-        if saved:
-            s.buffer_copies[i] = saved
-    if not saved:
-        yield
-        return
+    if copies is None:
+        after = snapshot_buffers([block])
+        if not after:
+            yield
+            return
+    else:
+        if not _refill(block, copies.after):
+            copies.after = snapshot_buffers([block])
+        after = copies.after
+        restore_buffers(copies.before)
     try:
         yield
     finally:
-        restore_buffers(saved)
+        restore_buffers(after)
 
 
 @dataclass
@@ -521,8 +558,8 @@ class ChainExecutor:
         self._random: set[int] | None = None
         #: the RNG states the last run of the last `step` kept (what its allocator saw of them), or None
         self.last_rng: RngStates | None = None
-        #: stage -> a copy of its block's buffers, made for the first run recomputing it (`buffer_copies_for`)
-        self._buffer_copies: dict[int, BufferSnapshot] = {}
+        #: stage -> two copies of its block's buffers, made for the first run recomputing it (`buffer_copies_for`)
+        self._buffer_copies: dict[int, BufferCopies] = {}
 
     @property
     def length(self) -> int:
@@ -650,8 +687,8 @@ class ChainExecutor:
 
     def new_run_state(self, ops: list[Op], device: torch.device) -> ChainRunState:
         """A run state whose RNG keeps the states of the random stages `ops` computes more than once
-        (those `random_stages` found during a `step`; else found during the run), with a copy of the
-        buffers of those stages' blocks (`buffer_copies_for`: made now for a stage without one, before
+        (those `random_stages` found during a `step`; else found during the run), with the copies of the
+        buffers of those stages' blocks (`buffer_copies_for`: made now for a stage without them, before
         the step is measured, and kept by the executor)."""
         again = recomputed(ops)
         # the stand-ins of F_all's outputs (whatever their dtype, not only the parameters'), made before the
@@ -662,12 +699,13 @@ class ChainExecutor:
             self._runs.append(rng)
         return ChainRunState(rng, self.buffer_copies_for(again))
 
-    def buffer_copies_for(self, stages: Iterable[int]) -> dict[int, BufferSnapshot]:
+    def buffer_copies_for(self, stages: Iterable[int]) -> dict[int, BufferCopies]:
         """This executor's copies of the buffers of its blocks (`buffer_copies`), made now for those
         of `stages` that have none yet and kept for later runs: a run state takes them before the step,
-        so that a step's recomputations, which refill them in place, allocate nothing (the allocator
-        probe's window of a `step` opens before the run state is made, after a warm-up run). At most
-        a copy of the buffers of every block (a few bytes per BatchNorm channel), like the stand-ins."""
+        so that a step's first forwards and recomputations, which refill them in place, allocate nothing
+        (the allocator probe's window of a `step` opens before the run state is made, after a warm-up
+        run). At most two copies of the buffers of every block (bytes: twice the blocks' buffer bytes, a
+        few per BatchNorm channel), like the stand-ins outside every measured window."""
         missing = set(stages) - set(self._buffer_copies)
         self._buffer_copies.update(buffer_copies(self.blocks, missing))
         return self._buffer_copies

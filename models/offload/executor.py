@@ -327,7 +327,8 @@ class OffloadExecutor(ChainExecutor):
         elif kind in (F_CK, F_N):
             src = store.activation(i)
             x = store.read(src)
-            # a_i may be needed again: refuse in-place changes to it; a recomputation puts the buffers back
+            # a_i may be needed again: refuse in-place changes to it; a recomputation runs on the buffers the
+            # first forward saw and puts back those it left (`kept_buffers`)
             with kept_buffers(self.blocks[i], i, s), s.rng.forward(i), torch.no_grad():
                 y = block_output(self.blocks[i], i, forward_block(self.blocks[i], i, x))
             holder = Holder()
