@@ -28,12 +28,16 @@ With one thread the CPU clock is the thread's CPU time (other processes sharing 
 inflate it; graphs too); `--clock wall` uses wall time. The 1-minute load average is recorded per
 row. Issue #16 targets: median time ratio within 15%, memory within 5% by both methods, gradients
 equal in every run. Prints the rows, then min / median / max of each ratio per problem and model.
+
+A bad argument (``--threads 0``, a negative ``--time-limit``, an ``--out`` that is a folder or
+cannot be written) is one line and exit 2 before any profiling; Ctrl-C is one line and exit 130,
+the rows finished before it written to ``--out`` (left as it was when none had finished). The CSV
+is written through a temporary file renamed into place.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import statistics
 import sys
@@ -41,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive, write_csv
 from memsched.models.gpu_check import CHECKS, MODEL_SIZES
 from memsched.models.run import execute_schedule, prepare
 from memsched.solvers import registry
@@ -77,8 +82,11 @@ def _predictions(step: Any) -> tuple[Any, Any, Any]:
 
 
 def evaluate(label: str, name: str, sizes: dict[str, Any], problem: str, *, repeats: int, time_repeats: int,
-             clock: str, time_limit: float, fractions: tuple[float, ...] = FRACTIONS) -> list[dict[str, Any]]:
-    """One network, one problem: the store-all schedule at 100%, every solver at every budget fraction."""
+             clock: str, time_limit: float, fractions: tuple[float, ...] = FRACTIONS,
+             rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One network, one problem: the store-all schedule at 100%, every solver at every budget fraction; each
+    row (the keys of `COLUMNS`) appended to `rows` (when given) as soon as it is measured, so that a caller
+    interrupted keeps the finished ones. Returns this call's rows."""
     link: dict[str, Any] = {}
     if problem == "offload":
         from memsched.models.offload.values import measure_link
@@ -90,12 +98,13 @@ def evaluate(label: str, name: str, sizes: dict[str, Any], problem: str, *, repe
     inst = target.instance
     nodes = getattr(inst, "n", None) or getattr(inst, "length", None) or getattr(inst, "lengths", None)
     store_all, solvers = SOLVERS[problem]
-    rows = []
+    mine: list[dict[str, Any]] = []
     for solver, frac in [(store_all, 1.0)] + [(s, f) for s in solvers for f in fractions]:
         budget = int(frac * reference)
         row: dict[str, Any] = {"model": label, "problem": problem, "instance": target.name, "nodes": str(nodes),
                                "solver": solver, "budget_fraction": frac, "budget": budget, "clock": clock,
-                               "bandwidth": link.get("bandwidth"), "latency_s": link.get("latency")}
+                               "bandwidth": link.get("bandwidth"), "latency_s": link.get("latency"),
+                               "torch": torch.__version__, "threads": torch.get_num_threads()}
         result = registry.solve(problem, inst, solver, budget, time_limit=time_limit)
         row["status"] = result.status
         if result.found:
@@ -111,9 +120,11 @@ def evaluate(label: str, name: str, sizes: dict[str, Any], problem: str, *, repe
                        recomputations=rec() if callable(rec) else (None if seq is None else len(seq) - len(set(seq))),
                        grad_check=measured["grad_check"], device=step.device, memory_method=step.memory_method,
                        load_1min=round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None)
-        rows.append(row)
+        mine.append(row)
+        if rows is not None:
+            rows.append(row)
         print(_row(row), flush=True)
-    return rows
+    return mine
 
 
 def _round(v: float | None, digits: int = 4) -> float | None:
@@ -143,15 +154,16 @@ def _fmt(t: tuple[float, float, float] | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the chain, join, offload and graph executors on small networks; print measured vs predicted peak
-    (bytes) and step time (ms) and a min / median / max summary; write the CSV; exit 0, 2 on a bad --problems."""
+    (bytes) and step time (ms) and a min / median / max summary; write the CSV; exit 0 (2 on a bad argument,
+    130 on Ctrl-C, the rows finished before it written)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=("small", "tiny"), default="small")
     parser.add_argument("--problems", default="chain,join,offload,graph",
                         help="comma-separated: chain, join, offload, graph")
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    parser.add_argument("--repeats", type=int, default=21, help="profiling repetitions per op / node")
-    parser.add_argument("--time-repeats", type=int, default=21, help="timed executions per schedule")
-    parser.add_argument("--time-limit", type=float, default=20.0, help="exact solvers' limit (s)")
+    parser.add_argument("--threads", type=positive(int), default=1, help="torch intra-op threads")
+    parser.add_argument("--repeats", type=positive(int), default=21, help="profiling repetitions per op / node")
+    parser.add_argument("--time-repeats", type=positive(int), default=21, help="timed executions per schedule")
+    parser.add_argument("--time-limit", type=positive(float), default=20.0, help="exact solvers' limit (s)")
     parser.add_argument("--clock", choices=("wall", "thread"), default=None,
                         help="CPU clock: thread CPU time (default with one thread) or wall")
     parser.add_argument("--out", default="results/executor_accuracy.csv")
@@ -160,27 +172,31 @@ def main(argv: list[str] | None = None) -> int:
     if not problems or any(p not in SOLVERS for p in problems):
         print(f"bench_executor: --problems: comma-separated, each one of {', '.join(SOLVERS)}", file=sys.stderr)
         return 2
+    return guarded("bench_executor", lambda: _main(args, problems),
+                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+
+
+def _main(args: argparse.Namespace, problems: list[str]) -> int:
+    """The body of `main`: --out checked before any work, every network and problem evaluated, the summary
+    printed and the CSV written; on Ctrl-C the rows finished so far are written to --out first."""
+    out = Path(args.out)
+    check_out(out)
     torch.set_num_threads(args.threads)
     clock = args.clock or ("thread" if args.threads == 1 else "wall")
     print(f"CPU, {args.threads} thread(s), clock: {clock}, load average {os.getloadavg()[0]:.2f}")
     rows: list[dict[str, Any]] = []
-    for label, (name, sizes) in MODEL_SIZES[args.size].items():
-        for problem in problems:
-            if problem in CHECKS.get(label, ()):
-                rows += evaluate(label, name, sizes, problem, repeats=args.repeats, time_repeats=args.time_repeats,
-                                 clock=clock, time_limit=args.time_limit)
+    with kept_on_interrupt(rows, out, COLUMNS):
+        for label, (name, sizes) in MODEL_SIZES[args.size].items():
+            for problem in problems:
+                if problem in CHECKS.get(label, ()):
+                    evaluate(label, name, sizes, problem, repeats=args.repeats, time_repeats=args.time_repeats,
+                             clock=clock, time_limit=args.time_limit, rows=rows)
     print("\nratios min / median / max (tracker and probe each against the prediction under its own overheads)")
     for s in summary(rows):
         print(f"{s['problem']:>7} {s['model']:>9}  runs {s['runs']:>2}  time {_fmt(s['time_ratio'])}   "
               f"tracker {_fmt(s['memory_ratio'])}   probe {_fmt(s['independent_ratio'])}   "
               f"grads {s['grads_ok']}/{s['runs']}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({**r, "torch": torch.__version__, "threads": args.threads})
+    write_csv(rows, out, COLUMNS)
     print(f"-> {out}")
     return 0
 

@@ -18,17 +18,23 @@ peak (the simulator, ``model_peak``), the predicted peaks of each method (the si
 temporaries as profiled), the measured ones and their ratios, the predicted makespan and the
 measured median, the gradient check against plain autograd, and the 1-minute load average.
 Issue #16 targets: time ratio within 15%, both memory ratios within 5%, gradients equal.
+
+A bad argument (``--repeats 0``, a negative ``--time-limit``, an ``--out`` that is a folder, or
+whose CSV or graph files cannot be written) is one line and exit 2 before any export; Ctrl-C is
+one line and exit 130, the rows finished before it written to ``--out`` (left as it was when none
+had finished). The CSV is written through a temporary file renamed into place.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
+
+from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive, write_csv
 
 COLUMNS = ("model", "instance", "nodes", "solver", "budget_fraction", "budget", "status", "recomputations",
            "model_peak", "predicted_tracker_peak", "measured_peak", "memory_ratio", "predicted_alloc_peak",
@@ -44,8 +50,11 @@ def _load() -> float | None:
 
 
 def evaluate(label: str, name: str, sizes: dict[str, Any], *, solvers: tuple[str, ...], fractions: tuple[float, ...],
-             repeats: int, time_repeats: int, time_limit: float, store: Path | None) -> list[dict[str, Any]]:
-    """One network: export, then every solver at every fraction (checkpoint-all at 100%); the rows."""
+             repeats: int, time_repeats: int, time_limit: float, store: Path | None,
+             rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One network: export, then every solver at every fraction (checkpoint-all at 100%); each row (the keys
+    of `COLUMNS`) appended to `rows` (when given) as soon as it is measured, so that a caller interrupted keeps
+    the finished ones. Returns this call's rows."""
     import torch
     from memsched.models.chain.executor import reference_step
     from memsched.models.graph.executor import GraphExecutor
@@ -64,7 +73,7 @@ def evaluate(label: str, name: str, sizes: dict[str, Any], *, solvers: tuple[str
     _, ref, _ = reference_step(model.blocks, model.loss_fn, x, target, seed=0)
     reference = reference_peak(graph)
     store_all = list(range(graph.n))
-    rows = []
+    mine: list[dict[str, Any]] = []
     for solver in solvers:
         for frac in (1.0,) if solver == "checkpoint-all" else fractions:
             budget = int(frac * reference)
@@ -97,9 +106,11 @@ def evaluate(label: str, name: str, sizes: dict[str, Any], *, solvers: tuple[str
                            time_ratio=round(median / float(sim.makespan), 4), grad_check=ok,
                            control_ratio=round(statistics.median(control) / graph.total_cpu(), 4))
             row.update(load_1min=_load(), torch=torch.__version__, threads=torch.get_num_threads())
-            rows.append(row)
+            mine.append(row)
+            if rows is not None:
+                rows.append(row)
             print(_line(row), flush=True)
-    return rows
+    return mine
 
 
 def _line(r: dict[str, Any]) -> str:
@@ -116,18 +127,18 @@ def _line(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the graph executor's accuracy check; print the rows and a summary, write the CSV (and each
-    network's graph); exit 0, 2 on a bad option."""
+    network's graph); exit 0 (2 on a bad argument, 130 on Ctrl-C, the rows finished before it written)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=("small", "tiny"), default="small")
     parser.add_argument("--models", default="resnet18,gpt2", help="comma-separated labels of MODEL_SIZES[size]")
     parser.add_argument("--solvers", default=",".join(SOLVERS), help="comma-separated graph solvers")
     parser.add_argument("--fractions", default=",".join(map(str, FRACTIONS)), help="budgets, fractions of store-all")
-    parser.add_argument("--repeats", type=int, default=11, help="profiled store-all steps (median per node)")
-    parser.add_argument("--time-repeats", type=int, default=11, help="timed steps per schedule")
-    parser.add_argument("--time-limit", type=float, default=20.0, help="exact solvers' limit (s)")
-    parser.add_argument("--out", default="results/graph_executor_accuracy.csv")
+    parser.add_argument("--repeats", type=positive(int), default=11, help="profiled store-all steps (median per node)")
+    parser.add_argument("--time-repeats", type=positive(int), default=11, help="timed steps per schedule")
+    parser.add_argument("--time-limit", type=positive(float), default=20.0, help="exact solvers' limit (s)")
+    parser.add_argument("--out", default="results/graph_executor_accuracy.csv",
+                        help="the CSV; each network's graph is written beside it (<out without .csv>.<model>.json)")
     args = parser.parse_args(argv)
-    import torch
     from memsched.models.gpu_check import MODEL_SIZES
     from memsched.solvers import registry
 
@@ -146,16 +157,31 @@ def main(argv: list[str] | None = None) -> int:
     if bad or not labels or not solvers:
         print(f"bench_graph_executor: {bad[0] if bad else 'nothing to run'}", file=sys.stderr)
         return 2
+    return guarded("bench_graph_executor", lambda: _main(args, labels, solvers, fractions),
+                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+
+
+def _main(args: argparse.Namespace, labels: list[str], solvers: tuple[str, ...], fractions: tuple[float, ...]) -> int:
+    """The body of `main`: --out and the graph files beside it checked before any work, every network exported
+    and measured, the summary printed and the CSV written; on Ctrl-C the rows finished so far are written to
+    --out first."""
+    import torch
+    from memsched.models.gpu_check import MODEL_SIZES
+
+    out = Path(args.out)
+    check_out(out)
+    stores = {label: out.with_suffix(f".{label}.json") for label in labels}
+    for store in stores.values():
+        check_out(store, "--out (its graph file)")
     torch.set_num_threads(1)
     print(f"CPU, 1 thread, load average {_load()}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
-    for label in labels:
-        name, sizes = MODEL_SIZES[args.size][label]
-        rows += evaluate(label, name, sizes, solvers=solvers, fractions=fractions, repeats=args.repeats,
-                         time_repeats=args.time_repeats, time_limit=args.time_limit,
-                         store=out.with_suffix(f".{label}.json"))
+    with kept_on_interrupt(rows, out, COLUMNS):
+        for label in labels:
+            name, sizes = MODEL_SIZES[args.size][label]
+            stores[label].parent.mkdir(parents=True, exist_ok=True)
+            evaluate(label, name, sizes, solvers=solvers, fractions=fractions, repeats=args.repeats,
+                     time_repeats=args.time_repeats, time_limit=args.time_limit, store=stores[label], rows=rows)
     ran = [r for r in rows if r.get("measured_peak") is not None]
     for label in labels:
         got = [r for r in ran if r["model"] == label]
@@ -169,10 +195,7 @@ def main(argv: list[str] | None = None) -> int:
               + f"; gradients equal: {sum(bool(r['grad_check']) for r in got)}"
               + "; time ratio / store-all's at the same minutes, median "
               + f"{statistics.median(r['time_ratio'] / r['control_ratio'] for r in got):.3f}")
-    with out.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(rows, out, COLUMNS)
     print(f"-> {out}")
     return 0
 

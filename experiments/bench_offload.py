@@ -1,14 +1,22 @@
 """Offloading trade-offs: overhead versus device memory, remat only / offload only / both.
 
     python -m memsched.experiments.bench_offload [--quick] [--chains FILE ...] [--activation-rate BYTES_PER_S]
-        [--bandwidths BYTES_PER_S ...] [--slots N]
+        [--bandwidths BYTES_PER_S ...] [--slots N] [--out results/offload/offload_tradeoff.csv]
 
 For ResNet-50, DenseNet-121 and a GPT-2-style transformer from the zoo (small sizes, profiled
 here on the CPU, or chain files given with --chains), at host-link bandwidths of 12, 25 and
 50 GB/s (PCIe 3, PCIe 4, NVLink-class) and device budgets from 20% to 100% of the store-all
 peak, it runs: remat-only (the chain DP), offload-only (the best of vDNN and offload-prefix)
 and both (the best of rotor-offload and pofo), each replayed by the two-stream simulator, and writes
-results/offload/offload_tradeoff.csv and a figure (PNG and PDF).
+``--out`` (default results/offload/offload_tradeoff.csv) and the figure beside it (its name with .png
+and .pdf). The zoo's profiles are cached in results/offload/profiles whatever ``--out``.
+
+``--quick`` (budgets 30%, 60% and 100% only) writes the same default file, except that it refuses
+(one line, exit 2, before any work) to replace a table there holding other budgets, such as the
+committed full table: give ``--out`` to write the quick table elsewhere. A quick table there may be
+replaced by another. Bad arguments are one line and exit 2 before any work; Ctrl-C is one line and
+exit 130, the rows finished before it written to ``--out``. The CSV is written through a temporary
+file renamed into place.
 
 The compute times of a CPU profile are far longer than a GPU's, which would make any transfer
 look free. So the times are rescaled until the network produces its tapes at
@@ -21,6 +29,7 @@ and on the figure. Give chain files profiled on a GPU with ``--chains`` and
 from __future__ import annotations
 
 import argparse
+import csv
 import platform
 import sys
 from pathlib import Path
@@ -31,6 +40,8 @@ import pandas as pd
 from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
 from memsched.solvers import __version__, registry
 from memsched.solvers.chain import Chain, reference_peak
+from memsched.solvers.errors import InputError
+from memsched.solvers.jsonio import write_atomic
 from memsched.solvers.offload import OffloadInstance
 from tqdm import tqdm
 
@@ -40,6 +51,8 @@ ZOO = {  # small sizes so that profiling takes seconds on 2 cores
     "densenet121": {"batch": 4, "image_size": 64, "width": 16},
     "gpt2": {"batch": 4, "seq_len": 128, "width": 128, "depth": 8, "vocab": 2048},
 }
+#: budget fractions of --quick (of the store-all peak); the full run: 0.2, 0.3, ..., 1.0
+QUICK_FRACTIONS = (0.3, 0.6, 1.0)
 STRATEGIES = {"remat only": ["remat-only"], "offload only": ["vdnn", "offload-prefix"],
               "both": ["rotor-offload", "pofo"]}
 
@@ -92,6 +105,22 @@ def run(chains: list[Chain], bandwidths: list[float], fractions: list[float], sl
     return pd.DataFrame(rows)
 
 
+def holds_other_budgets(path: Path, fractions: tuple[float, ...]) -> bool:
+    """Whether the CSV at `path` exists and is not a table of `fractions` only: a row whose
+    ``budget_fraction`` is another number, or a file that is not such a table (no such column, not
+    readable as text). A missing file holds nothing."""
+    if not path.exists():
+        return False
+    try:
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            if "budget_fraction" not in (reader.fieldnames or ()):
+                return True
+            return any(float(row["budget_fraction"] or "nan") not in fractions for row in reader)
+    except (OSError, UnicodeDecodeError, ValueError, csv.Error):
+        return True
+
+
 def figure(table: pd.DataFrame, note: str, out: Path) -> None:
     """Draw the recompute/offload trade-off (makespan against budget per bandwidth) to `out` (PNG and PDF)."""
     import matplotlib
@@ -124,20 +153,26 @@ def figure(table: pd.DataFrame, note: str, out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the offload trade-off benchmark; print a table, write results/offload/offload_tradeoff.csv and the figure
-    (PNG, PDF); exit 0 (2 on a bad argument, 130 on Ctrl-C, the rows finished before it written)."""
+    """Run the offload trade-off benchmark; print a table, write --out (default
+    results/offload/offload_tradeoff.csv) and the figure beside it (PNG, PDF); exit 0 (2 on a bad argument, or
+    on --quick without --out where the default file holds other budgets; 130 on Ctrl-C, the rows finished
+    before it written)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chains", nargs="*", help="chain files to use instead of profiling the zoo")
     parser.add_argument("--activation-rate", type=positive(float, zero=True), default=30e9,
                         help="bytes/s of tapes produced per second of compute after rescaling (0: keep times)")
     parser.add_argument("--bandwidths", nargs="+", type=positive(float), default=[12e9, 25e9, 50e9])
     parser.add_argument("--slots", type=positive(int, zero=True), default=200)
-    parser.add_argument("--quick", action="store_true", help="fewer budgets")
+    parser.add_argument("--quick", action="store_true",
+                        help="budgets 30%%, 60%%, 100%% only; without --out it will not replace a default table "
+                             "holding other budgets (the committed full one)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the CSV; the figure beside it (.png, .pdf); default results/offload/offload_tradeoff.csv")
     args = parser.parse_args(argv)
     missing = [p for p in args.chains or [] if not Path(p).is_file()]
     if missing:
         parser.error(f"--chains: {missing[0]!r} is not a file")
-    out = RESULTS / "offload_tradeoff.csv"
+    out = args.out if args.out is not None else RESULTS / "offload_tradeoff.csv"
     return guarded("bench_offload", lambda: _main(args, out),
                    interrupted=f"interrupted: the finished rows are in {out} (as it was if none finished)"
                                "; the figure was not drawn")
@@ -147,7 +182,12 @@ def _main(args: argparse.Namespace, out: Path) -> int:
     """The body of `main`: `out` checked, the chains loaded (or profiled) and rescaled, the grid solved, the
     CSV, figure and table written; on Ctrl-C the rows finished so far are written to `out` before the
     interrupt goes on."""
-    check_out(out, "output")
+    check_out(out, "--out" if args.out is not None else "output")
+    for ext in (".png", ".pdf"):
+        check_out(out.with_suffix("").with_suffix(ext), "--out (its figure)")  # where `figure` writes
+    if args.quick and args.out is None and holds_other_budgets(out, QUICK_FRACTIONS):
+        raise InputError(f"would replace the full table in {out} (budgets other than 30%, 60%, 100%); give --out "
+                         "to write the quick one elsewhere", field="--quick")
     loaded = [Chain.load(p) for p in args.chains] if args.chains else None
     out.parent.mkdir(parents=True, exist_ok=True)
     chains = loaded if loaded is not None else profiled_chains(args.quick)
@@ -158,7 +198,7 @@ def _main(args: argparse.Namespace, out: Path) -> int:
             factor = float(c.xbar.sum()) / args.activation_rate * c.time_units_per_second() / c.total_time()
         scales[c.name] = factor
         chains[k] = scaled(c, factor)
-    fractions = [0.3, 0.6, 1.0] if args.quick else list(np.round(np.arange(0.2, 1.01, 0.1), 2))
+    fractions = list(QUICK_FRACTIONS) if args.quick else list(np.round(np.arange(0.2, 1.01, 0.1), 2))
     rows: list[dict[str, Any]] = []
     try:
         table = run(chains, args.bandwidths, fractions, args.slots, rows)
@@ -170,7 +210,7 @@ def _main(args: argparse.Namespace, out: Path) -> int:
             else "profiled times")
     note = f"{rate}; memsched {__version__}, {platform.python_implementation()} {platform.python_version()}"
     table["time_scale"] = table["model"].map(scales)
-    table.to_csv(out, index=False)
+    write_atomic(out, lambda tmp: table.to_csv(tmp, index=False))
     figure(table, note, out.with_suffix(""))
     with pd.option_context("display.width", 160, "display.max_rows", 400):
         print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))

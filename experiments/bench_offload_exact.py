@@ -32,6 +32,7 @@ from typing import Any
 import pandas as pd
 from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive
 from memsched.solvers.chain.dp import rotor_min_budget
+from memsched.solvers.jsonio import write_atomic
 from memsched.solvers.offload.dp import solve_pofo
 from memsched.solvers.offload.exact_free import solve_offload_exact
 from memsched.solvers.offload.generate import random_offload
@@ -104,7 +105,7 @@ def _main(args: argparse.Namespace) -> int:
                         print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     table = pd.DataFrame(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out, index=False)
+    write_atomic(args.out, lambda tmp: table.to_csv(tmp, index=False))
     proven = (table["status"] == "optimal").sum()
     worse = sum(1 for m, p in zip(table["makespan"], table["pofo"])
                 if p == p and p is not None and (m != m or m is None or m > p * (1 + 1e-9)))

@@ -32,6 +32,10 @@ micro-batches of the same size; per row:
 - the gradient check against one process, and the machine load (`os.getloadavg`).
 
 Times on a shared, loaded machine are noisy: the load is in the CSV.
+
+A bad argument (``--steps 0``, ``--width 0``, an ``--out`` that is a folder or cannot be written)
+is one line and exit 2 before any profiling; Ctrl-C is one line and exit 130, the rows finished
+before it written to ``--out`` (left as it was when none had finished).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ import argparse
 import os
 from typing import Any
 
-from memsched.experiments.benchtable import write_csv
+from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive, write_csv
 from memsched.solvers import __version__, registry
 from memsched.solvers.pipeline import Partition, simulate_batch
 
@@ -61,8 +65,10 @@ def _partitions(inst: Any, names: list[str]) -> list[tuple[str, Partition]]:
     return out
 
 
-def run(width: int, size: int, mb: int, steps: int) -> list[dict[str, Any]]:
-    """Profile, partition and execute (module docstring); one row per partition."""
+def run(width: int, size: int, mb: int, steps: int, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Profile, partition and execute (module docstring); one row per partition (the keys of `FIELDS`),
+    appended to `rows` (when given) as soon as it is measured, so that a caller interrupted keeps the
+    finished ones. Returns `rows`."""
     import torch
     from memsched.models.pipeline.dag_runner import compare_dag, profile_dag, run_dag_partition
     from memsched.models.pipeline.dag_zoo import resnet_dag, sample_shape
@@ -72,7 +78,7 @@ def run(width: int, size: int, mb: int, steps: int) -> list[dict[str, Any]]:
     shape = sample_shape(size=size)
     inst = profile_dag(net, torch.randn(mb, *shape), reps=5, clock="cpu")
     names = [name for name, _ in net.spec]
-    rows = []
+    rows = [] if rows is None else rows
     for label, part in _partitions(inst, names):
         runs = {}
         for m in (4, 8):
@@ -116,15 +122,26 @@ def run(width: int, size: int, mb: int, steps: int) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark; print a line per partition and write the CSV (``--out``); exit 0."""
+    """Run the benchmark; print a line per partition and write the CSV (``--out``); exit 0 (2 on a bad argument,
+    130 on Ctrl-C, the rows finished before it written)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--width", type=int, default=16, help="channels of the first ResNet stage")
-    ap.add_argument("--size", type=int, default=32, help="image height and width")
-    ap.add_argument("--micro-batch", type=int, default=8, help="images per micro-batch")
-    ap.add_argument("--steps", type=int, default=3, help="timed steps per run (after one warm-up)")
+    ap.add_argument("--width", type=positive(int), default=16, help="channels of the first ResNet stage")
+    ap.add_argument("--size", type=positive(int), default=32, help="image height and width (pixels)")
+    ap.add_argument("--micro-batch", type=positive(int), default=8, help="images per micro-batch")
+    ap.add_argument("--steps", type=positive(int), default=3, help="timed steps per run (after one warm-up)")
     ap.add_argument("--out", default="results/bench_pipeline_dag_exec.csv")
     args = ap.parse_args(argv)
-    rows = run(args.width, args.size, args.micro_batch, args.steps)
+    return guarded("bench_pipeline_dag_exec", lambda: _main(args),
+                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+
+
+def _main(args: argparse.Namespace) -> int:
+    """The body of `main`: --out checked before any work, the partitions profiled and run, the CSV written
+    (atomically); on Ctrl-C the rows finished so far are written to --out first."""
+    check_out(args.out)
+    rows: list[dict[str, Any]] = []
+    with kept_on_interrupt(rows, args.out, FIELDS):
+        run(args.width, args.size, args.micro_batch, args.steps, rows)
     print(f"wrote {write_csv(rows, args.out, FIELDS)}")
     return 0
 

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive
 from memsched.solvers import registry
+from memsched.solvers.jsonio import write_atomic
 
 OUT = Path("results/bench_time_limits.csv")
 
@@ -193,7 +194,7 @@ def _main(args: argparse.Namespace) -> int:
     print()
     print(df.drop(columns=["budget"]).to_string(index=False))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    df.to_csv(args.out, index=False)
+    write_atomic(args.out, lambda tmp: df.to_csv(tmp, index=False))
     print(f"\n{int(df['kept'].sum())}/{len(df)} runs kept max(1.1 x limit, limit + 2 s); wrote {args.out}")
     return 0
 

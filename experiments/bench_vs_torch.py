@@ -365,6 +365,21 @@ def _kinds(text: str) -> list[str]:
     return kinds
 
 
+def _segments(text: str) -> str:
+    """``--segments``: "all" or comma-separated segment counts k >= 2 (integers, read as `torch_points` reads
+    them; a k above a model's L is skipped for that model), returned as given; ValueError otherwise (a 0 or a 1
+    dropped every point silently, a word failed only once the first model was built)."""
+    if text == "all":
+        return text
+    try:
+        counts = [int(k) for k in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 2:
+        raise ValueError(f"--segments: {text!r} is neither all nor a comma-separated list of integers >= 2")
+    return text
+
+
 def _budgets(text: str) -> tuple[float, ...]:
     """``--compile-budgets``: comma-separated activation memory budgets in [0, 1]; ValueError otherwise."""
     budgets = tuple(float(b) for b in text.split(",") if b)
@@ -411,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench_vs_torch: unknown model/size {name}/{size}", file=sys.stderr)
             return 2
     try:
-        _kinds(args.compile), _budgets(args.compile_budgets)
+        _kinds(args.compile), _budgets(args.compile_budgets), _segments(args.segments)
     except ValueError as err:
         print(f"bench_vs_torch: {err}", file=sys.stderr)
         return 2
