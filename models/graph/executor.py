@@ -112,7 +112,8 @@ from torch import nn
 from torch.autograd.graph import get_gradient_edge, saved_tensors_hooks
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-__all__ = ["GraphExecutor", "FileOrderRng", "execute_graph", "shared_storage_excess"]
+__all__ = ["GraphExecutor", "FileOrderRng", "execute_graph", "shared_storage_excess", "BufferCopies",
+           "last_computations"]
 
 
 def shared_storage_excess(graph: Graph, seq: Sequence[int], retention_end: Sequence[int]) -> list[int]:
@@ -254,6 +255,54 @@ def _snapshot_bytes(refs: Sequence[_BufferRef]) -> int:
     return total
 
 
+@dataclass
+class BufferCopies:
+    """The two copies of the buffers a forward node's computation changes (`_snapshot`; BatchNorm's
+    statistics, spectral_norm's ``u`` and ``v``: bytes b_v, a few per channel, each) that recomputing
+    the node takes (`GraphExecutor._forward`), made before a run and refilled in place during it.
+
+    Invariant inside a run: ``before`` holds the buffers as the node's first computation of the run
+    found them (the values plain autograd's single forward reads); ``after`` holds them as that
+    computation left them while a recomputation runs."""
+
+    #: the buffers before the node's first computation in the run (each recomputation runs on these)
+    before: BufferSnapshot
+    #: the buffers after it (put back after each recomputation)
+    after: BufferSnapshot
+
+
+def _fits(refs: Sequence[_BufferRef], saved: BufferSnapshot) -> bool:
+    """Whether `saved` (a `_snapshot`) was made of the buffers `refs` name now: the same tensors, of the
+    same shapes and dtypes (a forward that rebinds a buffer makes it stale)."""
+    return len(refs) == len(saved) and all(
+        _buffer(ref) is buf and buf.shape == values.shape and buf.dtype == values.dtype
+        for ref, (_, _, buf, values) in zip(refs, saved))
+
+
+def _refill(refs: Sequence[_BufferRef], saved: BufferSnapshot) -> bool:
+    """Copy the current values of the buffers `refs` into `saved` in place (nothing allocated); False,
+    nothing copied, when `saved` no longer fits them (`_fits`)."""
+    if not _fits(refs, saved):
+        return False
+    with torch.no_grad():
+        for _, _, buf, values in saved:
+            values.copy_(buf)
+    return True
+
+
+def last_computations(seq: Sequence[int], forward: Iterable[int]) -> dict[int, int]:
+    """Forward node (of `forward`) that `seq` computes more than once -> the step of its last
+    computation (`_forward` holds the copy of its buffers from before its first computation until then)."""
+    ops = set(forward)
+    count: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for s, v in enumerate(seq):
+        if v in ops:
+            count[v] = count.get(v, 0) + 1
+            last[v] = s
+    return {v: s for v, s in last.items() if count[v] > 1}
+
+
 def _changed(refs: Sequence[_BufferRef], before: BufferSnapshot, versions: Sequence[int]) -> list[_BufferRef]:
     """Those of `refs` (snapshotted in `before` at the version counters `versions`, in order) that a
     computation since changed: its module rebound it, its version counter moved, or its values
@@ -350,6 +399,11 @@ class _Run:
     #: forward node -> the buffers its computation changes (`GraphExecutor.mutated_buffers`; None:
     #: not known for these training modes, so every buffer it may change)
     mutated: dict[int, list[_BufferRef]] | None = None
+    #: forward node computed more than once in the run -> the step of its last computation (`last_computations`)
+    last: dict[int, int] = field(default_factory=dict)
+    #: forward node -> the copies of the buffers its computation changes (`GraphExecutor.buffer_copies_for`,
+    #: made before the run and refilled in place during it)
+    buffers: dict[int, BufferCopies] = field(default_factory=dict)
     loss: float = float("nan")
     #: a training step's loss as the loss function returned it (detached: its dtype and device); a
     #: measured run keeps none (no extra bytes in its peak)
@@ -429,6 +483,8 @@ class GraphExecutor:
         self._random_ops: dict[tuple[Any, ...], list[_RandomOp]] = {}
         # training modes -> forward node -> the buffers a plain forward saw its computation change
         self._mutated: dict[tuple[bool, ...], dict[int, list[_BufferRef]]] = {}
+        #: forward node -> the copies of its buffers for recomputing it, kept across runs (`buffer_copies_for`)
+        self._buffer_copies: dict[int, BufferCopies] = {}
 
     def _backward_reads(self, x: torch.Tensor, outputs: Sequence[int]) -> dict[int, list[int]]:
         """B_v -> the nodes whose copies it reads (`_check_links`): the loss when v is an output's
@@ -600,23 +656,21 @@ class GraphExecutor:
         """Per step of `seq`: the simulator's memory (bytes) less the node's workspace plus its temporaries as
         profiled by `method` ("tracker" or "allocator", the graph's ``meta["temporaries"]``, see
         `models.graph.profile`; none when the graph has no such record; on a node's later computation less
-        the parameter gradients only its first one makes, `rerun_gradient_bytes`), plus on a forward
-        node's recomputation the copy of the buffers it changes (`recompute_snapshot_bytes`, as the
-        blocks' training modes are now), less the storages it
+        the parameter gradients only its first one makes, `rerun_gradient_bytes`), less the storages it
         charges twice (`shared_storage_excess`); for the allocator also the CPU RNG state
         (``meta["rng_state_bytes"]``) a run keeps from the last loss on when it computes a random
         node after it (`_StepRng`). `random`: the random nodes (indices; default the graph's
         ``meta["random_nodes"]``). The states of the random nodes are made before the step
-        (`rng_order`) and are not in it."""
+        (`rng_order`) and are not in it, nor are the copies of the buffers a recomputation uses
+        (`buffer_copies_for`, `buffer_copy_bytes`)."""
         meta = self.graph.meta
         records = meta.get("temporaries", {})
         temps = records.get(method, records.get("tracker", {}))  # no allocator record: the tracker's
         work = self.graph.workspace  # the simulator charged W_v; the method's own temporaries replace it
         shared = shared_storage_excess(self.graph, seq, sim.retention_end)  # charged twice by the simulator
         skipped = self.rerun_gradient_bytes(seq)  # a re-run makes no parameter gradient (`_backward`, `_loss`)
-        copies = self.recompute_snapshot_bytes(seq)  # a forward re-run holds a copy of the buffers it changes
-        out = [int(mem) - int(work[v]) + max(0, int(temps.get(self.graph.names[v], 0)) - skip) - extra + copy
-               for v, mem, extra, skip, copy in zip(seq, sim.memory, shared, skipped, copies)]
+        out = [int(mem) - int(work[v]) + max(0, int(temps.get(self.graph.names[v], 0)) - skip) - extra
+               for v, mem, extra, skip in zip(seq, sim.memory, shared, skipped)]
         if method == "allocator":  # the state after the loss, kept when a random node is computed after it
             found = {self.graph.names.index(name) for name in meta.get("random_nodes", ())} if random is None \
                 else set(random)
@@ -726,8 +780,9 @@ class GraphExecutor:
             torch.manual_seed(seed)
         if rng is None:
             rng = self.rng_order(x)
-        run = _Run(_StepRng(rng, x.device, seq, self.loss), mutated=self._mutated.get(self._modes()),
-                   keep_loss=kept_loss is not None)
+        last = last_computations(seq, self.plan.ops)
+        run = _Run(_StepRng(rng, x.device, seq, self.loss), mutated=self._mutated.get(self._modes()), last=last,
+                   buffers=self.buffer_copies_for(last), keep_loss=kept_loss is not None)
         meter = StepMeter(x.device, watch=watch, trace=trace, clock=clock)
         with meter:
             for s, node in enumerate(seq):
@@ -820,17 +875,29 @@ class GraphExecutor:
         known = self._mutated.get(self._modes())
         return self._candidates[v] if known is None else known.get(v, [])
 
-    def recompute_snapshot_bytes(self, seq: Sequence[int]) -> list[int]:
-        """Per step of `seq`: the bytes of the copy of the buffers a recomputation of a forward node
-        holds while it runs, to put them back after it (`_forward`, `mutated_buffers`); 0 on a
-        node's first computation and for the loss and backward nodes."""
-        done: set[int] = set()
-        out = []
-        for node in seq:
-            rerun = node in done and node in self.plan.ops
-            done.add(node)
-            out.append(_snapshot_bytes(self.mutated_buffers(node)) if rerun else 0)
-        return out
+    def buffer_copies_for(self, nodes: Iterable[int]) -> dict[int, BufferCopies]:
+        """This executor's `BufferCopies` of the buffers that each forward node of `nodes` changes
+        (`mutated_buffers`, as the blocks' training modes are now), made now for a node that has none
+        or whose copies no longer fit its buffers (rebound, reshaped), and kept for later runs: `_run`
+        takes them before its measured window opens (and the allocator probe's opens after a warm-up
+        run), so a step's first computations and recomputations, which refill them in place, allocate
+        nothing for them (`_forward`). Bytes held: `buffer_copy_bytes`."""
+        for v in nodes:
+            refs = self.mutated_buffers(v)
+            if not refs:
+                continue
+            have = self._buffer_copies.get(v)
+            if have is None or not (_fits(refs, have.before) and _fits(refs, have.after)):
+                self._buffer_copies[v] = BufferCopies(_snapshot(refs), _snapshot(refs))
+        return self._buffer_copies
+
+    def buffer_copy_bytes(self, seq: Sequence[int]) -> int:
+        """Bytes of the copies of buffers (`buffer_copies_for`) a run of `seq` uses: 2 b_v for each forward
+        node v that `seq` computes more than once, b_v the bytes of the buffers its computation changes
+        (`mutated_buffers`: BatchNorm's statistics, spectral_norm's ``u`` and ``v``; a few bytes per
+        channel). Made before the step and kept by the executor, like the parameters: not in the step's
+        measured or predicted memory."""
+        return sum(2 * _snapshot_bytes(self.mutated_buffers(v)) for v in last_computations(seq, self.plan.ops))
 
     def _replay(self, known: list[_RandomOp], device: torch.device) -> FileOrderRng:
         """The states of the random nodes `known` (in file order) from the generator's state now:
@@ -955,26 +1022,41 @@ class GraphExecutor:
         return values, leaves
 
     def _forward(self, run: _Run, s: int, v: int, x: torch.Tensor, keep_tape: bool) -> None:
-        """F_v at step s. Its first computation updates its modules' buffers (BatchNorm's running
-        statistics) as the plain forward does; every later one (a recomputation) puts back after it
-        the buffers that the node's computation changes (`mutated_buffers`: of its modules, or handed
-        to it as arguments, `Step.buffers`: ``F.batch_norm(x, self.running_mean, ...)``), from a copy
-        of them held while it runs (for BatchNorm a few bytes per channel; none for a buffer the op
-        only reads, such as a fixed projection matrix), so a step leaves them as plain training
-        does. The predicted memory charges the copy (`recompute_snapshot_bytes`)."""
+        """F_v at step s, so that the buffers evolve as in plain autograd's single forward. Of the
+        buffers the node's computation changes (`mutated_buffers`: of its modules, or handed to it
+        as arguments, `Step.buffers`: ``F.batch_norm(x, self.running_mean, ...)``; none for a buffer
+        the op only reads, such as a fixed projection matrix): the first computation updates them as
+        the plain forward does, after copying them into ``before`` when the run computes v again
+        (`BufferCopies`, refilled in place); every later one (a recomputation) copies them into
+        ``after``, runs on ``before`` (the values the plain forward read: spectral_norm's power
+        iteration starts from the same ``u``, so its weight, output and gradients are the first
+        computation's) and puts ``after`` back, also when it raises, so a step leaves them as plain
+        training does. The copies are made before the run (`buffer_copies_for`): no step allocates
+        them, unless a forward rebound a buffer since (then the copy is made anew)."""
+        refs = self._candidates[v] if run.mutated is None else run.mutated.get(v, [])
+        copies = run.buffers.get(v) if refs else None
         if v not in run.computed:
             run.computed.add(v)
+            if copies is not None and v in run.last and not _refill(refs, copies.before):
+                copies.before = _snapshot(refs)
             self._compute(run, s, v, x, keep_tape)
             return
-        refs = self._candidates[v] if run.mutated is None else run.mutated.get(v, [])
         if not refs:
             self._compute(run, s, v, x, keep_tape)
             return
-        saved = _snapshot(refs)
+        before: BufferSnapshot | None = None  # without copies (not foreseen): runs on the buffers as they are
+        if copies is None:
+            after = _snapshot(refs)
+        else:
+            if not _refill(refs, copies.after):
+                copies.after = _snapshot(refs)
+            before, after = copies.before, copies.after
         try:
+            if before is not None:
+                restore_buffers(before)
             self._compute(run, s, v, x, keep_tape)
         finally:
-            restore_buffers(saved)
+            restore_buffers(after)
 
     def _compute(self, run: _Run, s: int, v: int, x: torch.Tensor, keep_tape: bool) -> None:
         step = self.plan.ops[v]
