@@ -148,7 +148,7 @@ def figure(table: pd.DataFrame, note: str, out: Path) -> None:
     fig.suptitle(f"Offloading and rematerialization — {note}", fontsize=9)
     fig.tight_layout()
     for ext in ("png", "pdf"):
-        fig.savefig(out.with_suffix(f".{ext}"), dpi=120)
+        fig.savefig(out.with_name(f"{out.name}.{ext}"), dpi=120)  # `out`: the CSV's path without ".csv"
     plt.close(fig)
 
 
@@ -184,7 +184,7 @@ def _main(args: argparse.Namespace, out: Path) -> int:
     interrupt goes on."""
     check_out(out, "--out" if args.out is not None else "output")
     for ext in (".png", ".pdf"):
-        check_out(out.with_suffix("").with_suffix(ext), "--out (its figure)")  # where `figure` writes
+        check_out(out.with_name(out.stem + ext), "--out (its figure)")  # where `figure` writes
     if args.quick and args.out is None and holds_other_budgets(out, QUICK_FRACTIONS):
         raise InputError(f"would replace the full table in {out} (budgets other than 30%, 60%, 100%); give --out "
                          "to write the quick one elsewhere", field="--quick")
@@ -211,7 +211,7 @@ def _main(args: argparse.Namespace, out: Path) -> int:
     note = f"{rate}; memsched {__version__}, {platform.python_implementation()} {platform.python_version()}"
     table["time_scale"] = table["model"].map(scales)
     write_atomic(out, lambda tmp: table.to_csv(tmp, index=False))
-    figure(table, note, out.with_suffix(""))
+    figure(table, note, out.with_name(out.stem))
     with pd.option_context("display.width", 160, "display.max_rows", 400):
         print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     print(f"wrote {out} and .png/.pdf")

@@ -112,7 +112,7 @@ def load(path: PathLike, *, problem: str | None = None, bandwidth: str | float |
         problem = "offload" if isinstance(data, dict) and "host_link" in data else None  # a host link: offloading
     if bandwidth is not None or problem == "offload":
         if found != "chain":
-            raise InputError(f"a bandwidth applies to chain files, not to a {found} instance", path=str(path),
+            raise InputError(f"a bandwidth applies to chain files, not to {article(found)} instance", path=str(path),
                              field="bandwidth")
         from memsched.solvers.offload import OffloadInstance
         from memsched.solvers.units import parse_bandwidth
@@ -177,7 +177,7 @@ def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | fl
     found = problem_of(instance)
     _check_instance(found, instance)  # built or edited in Python: the file's rules still hold
     if bandwidth is not None and found not in ("chain", "offload"):
-        raise InputError(f"a bandwidth applies to chains, not to a {found} instance", field="bandwidth")
+        raise InputError(f"a bandwidth applies to chains, not to {article(found)} instance", field="bandwidth")
     if latency is not None and found != "offload" and bandwidth is None:
         raise InputError(_LATENCY_ALONE, field="latency")
     if found == "chain" and (bandwidth is not None or problem == "offload"):
@@ -203,7 +203,7 @@ def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | fl
 
         return "pipeline", from_chain(instance)
     if problem is not None and problem != found:
-        raise InputError(f"a {found} instance cannot be read as {problem}", field="problem")
+        raise InputError(f"{article(found)} instance cannot be read as {problem}", field="problem")
     return found, instance
 
 
@@ -847,6 +847,7 @@ def _check_options(problem: str, names: Sequence[str], options: dict[str, Any]) 
     the solvers."""
     from memsched.experiments.commands._checks import (
         option_type_error,
+        options_not_taken,
         options_taken,
         plain_option,
         solver_parameters,
@@ -855,8 +856,10 @@ def _check_options(problem: str, names: Sequence[str], options: dict[str, Any]) 
 
     check_spelled_once(options)  # seed and random_seed: one option twice, as --option refuses it
     taken = options_taken((problem, name) for name in names) | {"devices"}
-    for key in options:
-        if key not in taken:
+    # a shared exact option a solver does not use (memory_gb for CP-SAT) given as None keeps its default: no value
+    unused = set().union(*(options_not_taken(problem, name) for name in names)) if names else set()
+    for key, value in options.items():
+        if key not in taken and not (value is None and key in unused):
             raise InputError(f"no option {key!r} for {', '.join(names)} (their options: "
                              f"{', '.join(sorted(taken - {'devices'})) or 'none'})", field=key)
     for name in names:
@@ -1388,7 +1391,8 @@ def _check_problem(problem: Any) -> None:
 def _bandwidth_problem(bandwidth: Any, problem: str | None) -> None:
     """A bandwidth makes an offloading instance: with another `problem` it is an `InputError`."""
     if bandwidth is not None and problem not in (None, "offload"):
-        raise InputError(f"a bandwidth makes a chain an offloading instance, not a {problem} one", field="bandwidth")
+        raise InputError(f"a bandwidth makes a chain an offloading instance, not {article(problem)} one",
+                         field="bandwidth")
 
 
 def _check_devices(problem: str, devices: Any) -> int | None:
@@ -1417,7 +1421,7 @@ def _as_schedule(problem: str, instance: Any, schedule: Any, verb: str, *, field
     pipeline") or anything else; `simulate` and `plot` share it."""
     if isinstance(schedule, Result):
         if schedule.problem != problem:
-            raise InputError(f"a {schedule.problem} result cannot be {verb} as {problem}", field=field)
+            raise InputError(f"{article(schedule.problem)} result cannot be {verb} as {problem}", field=field)
         if schedule.schedule is None:
             raise InputError(f"{schedule.solver} found no schedule ({schedule.status})", field=field)
         schedule = schedule.schedule
@@ -1432,7 +1436,7 @@ def _as_schedule(problem: str, instance: Any, schedule: Any, verb: str, *, field
         raise InputError("no schedule given", field=field)
     owner = _schedule_problem(schedule)
     if owner is not None and owner != problem:
-        raise InputError(f"a {owner} schedule cannot be {verb} as {problem} (the instance is read as {problem})",
+        raise InputError(f"{article(owner)} schedule cannot be {verb} as {problem} (the instance is read as {problem})",
                          field=field)
     if owner is None and not isinstance(schedule, (list, tuple)):
         raise InputError(f"not a {problem} schedule: {type(schedule).__name__} (give a schedule, a Result, its "
@@ -1484,7 +1488,7 @@ def _plain_ops(problem: str, sequence: Sequence[Any], field: str) -> list[Any]:
         ok = isinstance(entry, (tuple, list)) and len(entry) == len(fields) and entry[0] in KINDS and all(
             isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in entry[1:])
         if not ok:
-            raise InputError(f"a {problem} schedule as a list holds operations ({', '.join(fields)}) such as "
+            raise InputError(f"{article(problem)} schedule as a list holds operations ({', '.join(fields)}) such as "
                              f"{example}, kind one of {', '.join(KINDS)}; entry {i} is {_show(entry)}", field=field)
         ops.append(make(str(entry[0]), *(int(v) for v in entry[1:])))
     return ops

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from memsched.solvers.chain.schedule import article
 from memsched.solvers.errors import InputError
 
 #: Keyword sizes of the zoo networks (`models.zoo.build_model`), ``granularity`` ("block" or "layer", the
@@ -103,7 +104,7 @@ def _check_instance_problem(instance: Any, problem: str) -> None:
 
     found = problem_of(instance)
     if found != problem and not (problem == "offload" and found == "chain"):
-        raise InputError(f"a {found} instance cannot be run as {problem}", field="instance")
+        raise InputError(f"{article(found)} instance cannot be run as {problem}", field="instance")
 
 
 __all__ = ["run_model", "SIZE_KEYS", "JOIN_NAMES"]

@@ -19,7 +19,18 @@ from memsched.solvers.pipeline import DEFAULT_SOLVER, SCHEDULES, load, reference
 from memsched.solvers.result import INFEASIBLE, SolveResult
 from memsched.solvers.units import format_bytes, parse_bandwidth, parse_positive_budget
 
-from ._checks import FLAGS, check_options, check_work, cost, count, latency, option_list, seconds, solver_parameters
+from ._checks import (
+    FLAGS,
+    check_options,
+    check_work,
+    cost,
+    count,
+    latency,
+    option_list,
+    options_not_taken,
+    seconds,
+    solver_parameters,
+)
 from ._common import add_progress_argument, parse_options, run_solver, stopped_by_user
 
 
@@ -106,8 +117,9 @@ def check_partition_options(name: str, options: dict[str, Any], *, replication: 
     micro_batches); ``--option replication`` with the ``--replication`` flag is refused (one of the
     two would silently win). An unknown `name` is an `InputError` naming ``--solver``."""
     valid = solver_parameters("pipeline", name)
+    unused = options_not_taken("pipeline", name)  # memory_gb for the CP-SAT models: check_options names it
     for key in options:
-        if key not in valid and key not in FLAGS:
+        if key not in valid and key not in FLAGS and key not in unused:
             raise InputError(f"unknown option {key!r} for {name} (its options: {option_list(set(valid) - set(FLAGS))})",
                              field="--option")
     if replication and "replication" in options:

@@ -110,8 +110,9 @@ class OffloadSchedule:
     def from_json(cls, data: Any, length: int, *, path: str = "<schedule>") -> OffloadSchedule:
         """Parse a schedule object (compute ops as in chain schedules, plus Off / Pre transfers); in a
         `memsched solve --json` output, errors name ``schedule.ops[k]`` (`fields_under`)."""
+        raw = ops_json(data, path, ("offload", "chain"), {"length": length})  # names schedule.FIELD itself
         with fields_under(result_prefix(data, "ops")):
-            return cls._from_ops(ops_json(data, path, ("offload", "chain"), {"length": length}), length, path)
+            return cls._from_ops(raw, length, path)
 
     @classmethod
     def _from_ops(cls, raw: list[Any], length: int, path: str) -> OffloadSchedule:
