@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from memsched.solvers import registry
-from memsched.solvers.chain.schedule import article
-from memsched.solvers.errors import InputError, flag, option_field, python_spelling
+from memsched.solvers.errors import InputError, article, flag, option_field, python_spelling
 from memsched.solvers.exact.interrupt import answer_on_interrupt
 from memsched.solvers.units import check_int
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memsched.solvers.chain.schedule import article
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, article
 
 #: Keyword sizes of the zoo networks (`models.zoo.build_model`), ``granularity`` ("block" or "layer", the
 #: stages of the chain: ``memsched run --granularity``) among them, as `memsched.profile` takes it.

@@ -27,6 +27,11 @@ class InputError(ValueError):
         super().__init__(f"{where}{message}")
 
 
+def article(word: str) -> str:
+    """`word` after its indefinite article, for messages: "an offload", "a chain"."""
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
+
+
 def first_line(err: BaseException, width: int = 200) -> str:
     """The first line of an error's message, at most `width` characters (torch's messages run to
     many lines; a message of bad input is one line)."""

@@ -8,8 +8,7 @@ import sys
 from typing import Any
 
 from memsched.solvers import registry
-from memsched.solvers.chain.schedule import article
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, article
 from memsched.solvers.exact.interrupt import answer_on_interrupt
 from memsched.solvers.exact.options import ALIASES
 from memsched.solvers.result import SolveResult

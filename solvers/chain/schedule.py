@@ -23,7 +23,7 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from ..errors import InputError
+from ..errors import InputError, article
 from ..jsonio import check_holds_schedule, read_json, write_json_atomic
 
 SCHEDULE_FORMAT = "memsched.schedule/1"
@@ -175,11 +175,6 @@ def fields_under(prefix: str) -> Iterator[None]:
         if not prefix or err.field is None:
             raise
         raise InputError(err.message, path=err.path, field=prefix + err.field) from None
-
-
-def article(word: str) -> str:
-    """`word` after its indefinite article: "an offload", "a chain"."""
-    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
 
 
 def ops_json(data: Any, path: str, problem: str | tuple[str, ...] | None = None,
