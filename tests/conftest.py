@@ -285,3 +285,30 @@ def _persistent(L: int, i: int, l: int) -> tuple[tuple[Any, ...], ...]:
         advance = (F_ck(i), *(F_n(k) for k in range(i + 1, j)))
         out += [advance + right + left for right in _persistent(L, j, l) for left in _persistent(L, i, j - 1)]
     return tuple(out)
+
+
+def plain_reference(net, x, y):
+    """A copy of `net` after one plain autograd step of cross-entropy on (`x`, `y`): the reference
+    a scheduled step's gradients and buffers are compared with (`assert_as_plain`)."""
+    import copy
+
+    import torch.nn.functional as F
+
+    ref = copy.deepcopy(net)
+    F.cross_entropy(ref(x), y).backward()
+    return ref
+
+
+def assert_as_plain(got, ref) -> None:
+    """Gradients of `got` to 1e-10 (relative to the largest) and its buffers bit for bit equal to those
+    of `ref` (`plain_reference`); `got` must have buffers (the tests' spectral norms' u and v)."""
+    import torch
+
+    for (name, p), (_, rp) in zip(got.named_parameters(), ref.named_parameters()):
+        assert p.grad is not None and rp.grad is not None, name
+        err = (p.grad - rp.grad).abs().max().item()
+        assert err <= 1e-10 * max(1.0, rp.grad.abs().max().item()), (name, err)
+    buffers = list(got.named_buffers())
+    assert buffers
+    for (name, b), (_, rb) in zip(buffers, ref.named_buffers()):
+        assert torch.equal(b, rb), name

@@ -25,6 +25,7 @@ torch = pytest.importorskip("torch")
 if not (hasattr(torch.nn.utils, "parametrizations") and hasattr(torch.nn.utils.parametrizations, "spectral_norm")):
     pytest.skip("torch.nn.utils.parametrizations.spectral_norm is missing", allow_module_level=True)
 
+from conftest import assert_as_plain, plain_reference  # noqa: E402
 from memsched.models.graph.executor import GraphExecutor  # noqa: E402
 from memsched.models.graph.export import export_training_graph  # noqa: E402
 from memsched.solvers.graph import Graph, simulate  # noqa: E402
@@ -66,24 +67,6 @@ def _setup() -> tuple[_Net, torch.Tensor, torch.Tensor]:
     return net, torch.randn(4, 8), torch.randint(0, 3, (4,))
 
 
-def _assert_as_plain(got: nn.Module, ref: nn.Module) -> None:
-    """Gradients to 1e-10 (relative to the largest) and buffers bit for bit equal to plain autograd's."""
-    for (name, p), (_, rp) in zip(got.named_parameters(), ref.named_parameters()):
-        assert p.grad is not None and rp.grad is not None, name
-        err = (p.grad - rp.grad).abs().max().item()
-        assert err <= 1e-10 * max(1.0, rp.grad.abs().max().item()), (name, err)
-    buffers = list(got.named_buffers())
-    assert buffers  # the spectral norm's u and v
-    for (name, b), (_, rb) in zip(buffers, ref.named_buffers()):
-        assert torch.equal(b, rb), name
-
-
-def _plain(net: nn.Module, x: torch.Tensor, y: torch.Tensor) -> nn.Module:
-    ref = copy.deepcopy(net)
-    F.cross_entropy(ref(x), y).backward()
-    return ref
-
-
 def _forward_twice(graph: Graph) -> list[int]:
     """Every forward node, then every forward node again (each a recomputation), the loss, the backward."""
     forward = [v for v in range(graph.n) if not graph.backward[v] and graph.names[v] != "loss"]
@@ -111,9 +94,9 @@ def test_a_solver_plan_recomputing_spectral_norm_gets_plain_gradients(solver: st
     assert plan.found
     trainer = memsched.ScheduledGraph(net, plan, F.cross_entropy, example_input=x, graph=graph)
     assert [graph.names[v] for v in trainer.seq].count(SN) >= 2, "the plan does not recompute the spectral norm"
-    ref = _plain(net, x, y)
+    ref = plain_reference(net, x, y)
     trainer.step(x, y)  # before: gradients off by 1e-6
-    _assert_as_plain(net, ref)
+    assert_as_plain(net, ref)
 
 
 def test_two_recomputations_and_two_steps_stay_with_plain_autograd() -> None:
@@ -132,7 +115,7 @@ def test_two_recomputations_and_two_steps_stay_with_plain_autograd() -> None:
             p.grad = None
         trainer.step(x, y)
         F.cross_entropy(ref(x), y).backward()
-        _assert_as_plain(net, ref)
+        assert_as_plain(net, ref)
 
 
 def test_a_measured_step_meets_its_predictions_step_by_step() -> None:
@@ -144,9 +127,9 @@ def test_a_measured_step_meets_its_predictions_step_by_step() -> None:
                                   cost="measured", ram="tape", repeats=1, warmup=0)
     seq = _forward_twice(graph)
     executor = GraphExecutor(net, F.cross_entropy, graph, x)
-    ref = _plain(net, x, y)
+    ref = plain_reference(net, x, y)
     result = executor.step(seq, x, y, seed=0, measure_time=False, trace=True)
-    _assert_as_plain(net, ref)
+    assert_as_plain(net, ref)
     first = seq.index(graph.names.index(SN))
     assert executor.buffer_copy_bytes(seq) == 2 * (2 * 16 * 8)  # two copies of u and v, float64
     for s, t in enumerate(result.trace):

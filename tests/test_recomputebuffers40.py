@@ -23,6 +23,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import assert_as_plain, plain_reference  # noqa: E402
 from memsched.models.chain.executor import ChainExecutor  # noqa: E402
 from memsched.models.chain.profiler import profile_chain  # noqa: E402
 from memsched.models.chain.training import ScheduledChain  # noqa: E402
@@ -66,24 +67,6 @@ def _data() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(4, 8), torch.randint(0, 3, (4,))
 
 
-def _plain(net: nn.Module, x: torch.Tensor, y: torch.Tensor) -> nn.Module:
-    ref = copy.deepcopy(net)
-    F.cross_entropy(ref(x), y).backward()
-    return ref
-
-
-def _assert_as_plain(got: nn.Module, ref: nn.Module) -> None:
-    """Gradients to 1e-10 (relative to the largest) and buffers bit for bit equal to plain autograd's."""
-    for (name, p), (_, rp) in zip(got.named_parameters(), ref.named_parameters()):
-        assert p.grad is not None and rp.grad is not None, name
-        err = (p.grad - rp.grad).abs().max().item()
-        assert err <= 1e-10 * max(1.0, rp.grad.abs().max().item()), (name, err)
-    buffers = list(got.named_buffers())
-    assert buffers  # the spectral norms' u and v
-    for (name, b), (_, rb) in zip(buffers, ref.named_buffers()):
-        assert torch.equal(b, rb), name
-
-
 @pytest.mark.parametrize("norm", NORMS)
 def test_a_second_forward_gives_another_output(norm: str) -> None:
     """What the old executor's recomputation computed (the block's forward after one update of ``u``)
@@ -99,30 +82,30 @@ def test_a_second_forward_gives_another_output(norm: str) -> None:
 def test_scheduled_step_recomputes_spectral_norm_as_plain_autograd(norm: str) -> None:
     net = _net(NORMS[norm])
     x, y = _data()
-    ref = _plain(net, x, y)
+    ref = plain_reference(net, x, y)
     ScheduledChain(net, CHAIN_PLAN, F.cross_entropy).step(x, y)
-    _assert_as_plain(net, ref)
+    assert_as_plain(net, ref)
 
 
 @pytest.mark.parametrize("norm", NORMS)
 def test_drop_in_forward_backward_recomputes_spectral_norm_as_plain_autograd(norm: str) -> None:
     net = _net(NORMS[norm])
     x, y = _data()
-    ref = _plain(net, x, y)
+    ref = plain_reference(net, x, y)
     F.cross_entropy(ScheduledChain(net, CHAIN_PLAN)(x), y).backward()
-    _assert_as_plain(net, ref)
+    assert_as_plain(net, ref)
 
 
 @pytest.mark.parametrize("norm", NORMS)
 def test_offload_schedule_recomputes_spectral_norm_as_plain_autograd(norm: str) -> None:
     net = _net(NORMS[norm])
     x, y = _data()
-    ref = _plain(net, x, y)
+    ref = plain_reference(net, x, y)
     ScheduledChain(net, OffloadSchedule(OFFLOAD_PLAN, L), F.cross_entropy).step(x, y)
-    _assert_as_plain(net, ref)
+    assert_as_plain(net, ref)
     net = _net(NORMS[norm])
     OffloadExecutor(list(net), F.cross_entropy).train_step(OffloadSchedule(OFFLOAD_PLAN, L), x, y)
-    _assert_as_plain(net, ref)
+    assert_as_plain(net, ref)
 
 
 def test_two_steps_and_a_repeated_recomputation_stay_with_plain_autograd() -> None:
@@ -138,7 +121,7 @@ def test_two_steps_and_a_repeated_recomputation_stay_with_plain_autograd() -> No
             p.grad = None
         run.train_step(plan, x, y)
         F.cross_entropy(ref(x), y).backward()
-        _assert_as_plain(net, ref)
+        assert_as_plain(net, ref)
 
 
 def test_a_measured_step_still_meets_its_predictions() -> None:
@@ -156,7 +139,7 @@ def test_a_measured_step_still_meets_its_predictions() -> None:
         b.load_state_dict(nb.state_dict())
     executor = ChainExecutor(blocks, F.cross_entropy)
     result = executor.step(CHAIN_PLAN, x, y, chain=chain, measure_time=False)
-    _assert_as_plain(nn.Sequential(*blocks), _plain(net, x, y))
+    assert_as_plain(nn.Sequential(*blocks), plain_reference(net, x, y))
     assert result.peak_memory == (result.tracker_predicted_peak or result.predicted_peak)
     probed = executor.step(CHAIN_PLAN, x, y, chain=chain, measure_memory=False, measure_time=False,
                            independent=True)
