@@ -312,3 +312,14 @@ def assert_as_plain(got, ref) -> None:
     assert buffers
     for (name, b), (_, rb) in zip(buffers, ref.named_buffers()):
         assert torch.equal(b, rb), name
+
+
+@pytest.fixture
+def float64_default():
+    """torch's default dtype float64 inside the test (exact comparisons with plain autograd), then back."""
+    import torch
+
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(before)

@@ -53,12 +53,7 @@ class _Net(nn.Module):
         return self.l3(torch.tanh(self.sn(h)) + h)
 
 
-@pytest.fixture(autouse=True)
-def _float64() -> object:
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(before)
+pytestmark = pytest.mark.usefixtures("float64_default")  # conftest: exact comparisons in float64
 
 
 def _setup() -> tuple[_Net, torch.Tensor, torch.Tensor]:

@@ -47,12 +47,7 @@ if hasattr(nn.utils, "parametrizations") and hasattr(nn.utils.parametrizations, 
     NORMS["parametrizations"] = nn.utils.parametrizations.spectral_norm
 
 
-@pytest.fixture(autouse=True)
-def _float64() -> object:
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(before)
+pytestmark = pytest.mark.usefixtures("float64_default")  # conftest: exact comparisons in float64
 
 
 def _net(norm: Norm) -> nn.Sequential:
