@@ -14,11 +14,18 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-__all__ = ["BufferSnapshot", "buffer_entries", "snapshot_buffers", "restore_buffers", "snapshot_tensors"]
+__all__ = ["BufferSnapshot", "step_modules", "buffer_entries", "snapshot_buffers", "restore_buffers",
+           "snapshot_tensors"]
 
 #: (module, buffer name, the buffer tensor, a copy of its values) per buffer; (None, "", ...) for a
 #: loose tensor (`snapshot_tensors`)
 BufferSnapshot = list[tuple[nn.Module | None, str, torch.Tensor, torch.Tensor]]
+
+
+def step_modules(blocks: Sequence[nn.Module], loss_fn: object) -> list[nn.Module]:
+    """The modules whose buffers one training step may update: the network's `blocks` and the loss
+    when it is a module (a head with BatchNorm); a plain loss function has none."""
+    return [*blocks, *([loss_fn] if isinstance(loss_fn, nn.Module) else [])]
 
 
 def buffer_entries(modules: Sequence[nn.Module]) -> list[tuple[nn.Module, str, torch.Tensor]]:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import torch
+from memsched.models.buffers import restore_buffers, snapshot_buffers
 from memsched.models.memory import LiveTensorTracker, cpu_clock
 from memsched.solvers.chain.schedule import FORWARD_KINDS
 
@@ -201,37 +202,54 @@ def probed_run() -> bool:
 
 
 def measure_runs(run: RunFn, *, cuda: bool, measure_memory: bool, measure_time: bool, trace: bool,
-                 time_repeats: int, sim_steps: Sequence[Any] | None = None, independent: bool = False) -> Measured:
+                 time_repeats: int, sim_steps: Sequence[Any] | None = None, independent: bool = False,
+                 modules: Sequence[torch.nn.Module] = ()) -> Measured:
     """Run one step as often as measuring needs: once with the memory watch (or trace), once
     under `models.alloc_probe.AllocatorProbe` when `independent` (CPU only: the second memory
     measurement, sharing no code with the tracker; after one unwatched warm-up run), then
     unwatched runs until `time_repeats` times are taken (all kept in ``times_ms``, for the step's
     ``StepResult.time_runs_ms``). `run(watch, trace)` returns (loss,
     input gradient(s), peak bytes, traces, elapsed ms). The simulator's per-op charges
-    (`sim_steps`, objects with ``mem_during`` / ``mem_after``) are attached to the traces."""
+    (`sim_steps`, objects with ``mem_during`` / ``mem_after``) are attached to the traces.
+
+    Every run starts from the buffers of `modules` (BatchNorm's running statistics and batch count,
+    spectral_norm's ``u``) as they were when the step was called: a training forward updates them,
+    and the runs measure one step, not several, so afterwards they are as one plain step leaves
+    them. The copy is made before the first run (outside every measured window) and put back in
+    place (`models.buffers.restore_buffers`)."""
     out = Measured(float("nan"), None, 0, "none", [], None)
     times: list[float] = []
+    start = snapshot_buffers(modules)
+    done = 0
+
+    def once(watch: bool, trace: bool) -> tuple[float, Any, int, list[OpTrace], float]:
+        nonlocal done
+        if done:
+            restore_buffers(start)
+        done += 1
+        return run(watch, trace)
+
     if independent and not cuda:
         from memsched.models.alloc_probe import METHOD, AllocatorProbe
 
         global _PROBED
         _PROBED = True
         try:
-            run(False, False)  # warm-up: lazily allocated kernel caches are not the step's memory
+            once(False, False)  # warm-up: lazily allocated kernel caches are not the step's memory
             with AllocatorProbe() as probe:
-                out.loss, out.input_grad, _, _, _ = run(False, False)
+                out.loss, out.input_grad, _, _, _ = once(False, False)
         finally:
             _PROBED = False
         out.independent_peak, out.independent_method = probe.peak, METHOD
     if measure_memory or trace or not measure_time:
         watch = measure_memory or trace
-        out.loss, out.input_grad, out.peak, out.traces, elapsed = run(watch, trace)
+        out.loss, out.input_grad, out.peak, out.traces, elapsed = once(watch, trace)
         out.method = ("torch.cuda.max_memory_allocated" if cuda else "LiveTensorTracker") if watch else "none"
         if cuda and measure_time and not trace:
             times.append(elapsed)
     if measure_time:
         while len(times) < max(1, time_repeats):
-            out.loss, out.input_grad, _, _, elapsed = run(False, False)
+            out.loss, out.input_grad, _, _, elapsed = once(False, False)
             times.append(elapsed)
         out.time_ms = median(times)
         out.times_ms = tuple(times)

@@ -85,7 +85,7 @@ def test_scheduled_chain_leaves_batchnorm_statistics_as_plain_training(schedule)
 
 def test_executor_step_counts_one_batch_and_its_peaks_equal_the_predictions():
     """One measured run (tracker), then one more under the allocator probe (after its warm-up): each
-    run counts one batch, and neither memory method sees the copy of the buffers."""
+    step counts one batch, and neither memory method sees the copy of the buffers."""
     net = _net()
     x, y = _data()
     blocks = list(copy.deepcopy(net))
@@ -100,8 +100,9 @@ def test_executor_step_counts_one_batch_and_its_peaks_equal_the_predictions():
     probed = executor.step(_mixed_schedule(), x, y, chain=chain, measure_memory=False, measure_time=False,
                            independent=True)
     assert probed.independent_peak == probed.predicted_peak
-    # a measured step ran 1 + 3 runs (tracker; warm-up, probe, and the unwatched run of the second step)
-    assert all(int(m.num_batches_tracked) == 4 for b in blocks for m in b.modules() if isinstance(m, nn.BatchNorm2d))
+    # the second step ran 3 runs (warm-up, probe, an unwatched run), each from the buffers the step found
+    # (session 41; before, each run counted a batch: 4): two steps, two batches
+    assert all(int(m.num_batches_tracked) == 2 for b in blocks for m in b.modules() if isinstance(m, nn.BatchNorm2d))
 
 
 def test_join_executor_recomputations_leave_the_statistics_of_each_branch():

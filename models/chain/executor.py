@@ -99,7 +99,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from memsched.models.buffers import BufferSnapshot, buffer_entries, restore_buffers, snapshot_buffers
+from memsched.models.buffers import BufferSnapshot, buffer_entries, restore_buffers, snapshot_buffers, step_modules
 from memsched.models.chain.overheads import predict_both, released_loss_chain, tracker_chain
 from memsched.models.measure import (
     OpTrace,
@@ -612,7 +612,8 @@ class ChainExecutor:
             self._random = self.random_stages(inputs, recomputed(ops))  # before the runs: in none of their windows
             m = measure_runs(lambda watch, tr: self._run(ops, inputs, target, seed, watch, tr, clock),
                              cuda=device.type == "cuda", measure_memory=measure_memory, measure_time=measure_time,
-                             trace=trace, time_repeats=time_repeats, sim_steps=sim_steps, independent=independent)
+                             trace=trace, time_repeats=time_repeats, sim_steps=sim_steps, independent=independent,
+                             modules=step_modules(self.blocks, self.loss_fn))
         finally:
             runs, self._runs, self._random = self._runs, None, None
         self.last_rng = runs[-1] if runs else None

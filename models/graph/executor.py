@@ -90,7 +90,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from memsched.models.buffers import BufferSnapshot, buffer_entries, restore_buffers, snapshot_buffers
+from memsched.models.buffers import BufferSnapshot, buffer_entries, restore_buffers, snapshot_buffers, step_modules
 from memsched.models.chain.executor import LossFn, as_blocks, parameters_of
 from memsched.models.graph.plan import Plan, Step, build_plan, plan_structure
 from memsched.models.measure import (
@@ -635,7 +635,8 @@ class GraphExecutor:
         m = measure_runs(lambda watch, tr: self._run(seq, frees, tape_at, retain_at, inputs, target, seed, watch, tr,
                                                      clock, rng=rng),
                          cuda=inputs.device.type == "cuda", measure_memory=measure_memory, measure_time=measure_time,
-                         trace=trace, time_repeats=time_repeats, independent=independent)
+                         trace=trace, time_repeats=time_repeats, independent=independent,
+                         modules=step_modules(self.blocks, self.loss_fn))
         cuda = inputs.device.type == "cuda"  # the measured peak is then the allocator's
         tracker_memory = self.predicted_memory(seq, sim, "tracker")
         alloc_memory = self.predicted_memory(seq, sim, "allocator", random=rng.states)

@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from memsched.models.buffers import step_modules
 from memsched.models.chain.executor import (
     ChainExecutor,
     ChainRunState,
@@ -200,7 +201,8 @@ class JoinExecutor:
             self._check_ops(ops)
         m = measure_runs(lambda watch, tr: self._run(ops, inputs, target, seed, watch, tr, clock),
                          cuda=device.type == "cuda", measure_memory=measure_memory, measure_time=measure_time,
-                         trace=trace, time_repeats=time_repeats, sim_steps=sim_steps, independent=independent)
+                         trace=trace, time_repeats=time_repeats, sim_steps=sim_steps, independent=independent,
+                         modules=step_modules([b for branch in self.branches for b in branch], self.loss_fn))
         grads = {name: p.grad.detach().clone() for name, p in self.params.items() if p.grad is not None}
         input_grads = m.input_grad if m.input_grad is not None else [None] * self.k
         return JoinStepResult(loss=m.loss, grads=grads, input_grad=None, peak_memory=int(m.peak), time_ms=m.time_ms,

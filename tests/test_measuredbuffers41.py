@@ -1,0 +1,110 @@
+"""Session 41: a measured step ran the schedule several times, each run updating the buffers.
+
+`models.measure.measure_runs` runs a step once with the memory watch, once more (after a warm-up) under
+the allocator probe, and again for each timed repeat. Every run is a training forward: before this
+session each one updated BatchNorm's running statistics and ``num_batches_tracked`` (which then counted
+every run, 5 after one measured step here) and spectral_norm's ``u`` and ``v``, so each run started from
+other buffers, and a spectral-normed network's gradients (one power iteration per forward, the weight
+depends on ``u``) were those of the fifth step, not the first: `memsched run`'s gradient check against
+plain autograd could report a mismatch. Now every run starts from the buffers as the step found them
+(the chain, offloading, join and graph executors all hand their modules to `measure_runs`), so a
+measured step leaves gradients and buffers as one plain step does.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from conftest import assert_as_plain, plain_reference  # noqa: E402
+from memsched.models.chain.executor import ChainExecutor  # noqa: E402
+from memsched.models.graph.executor import GraphExecutor  # noqa: E402
+from memsched.models.graph.export import export_training_graph  # noqa: E402
+from memsched.models.join.executor import JoinExecutor  # noqa: E402
+from memsched.models.offload.executor import OffloadExecutor  # noqa: E402
+from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, Loss  # noqa: E402
+from memsched.solvers.join import JoinSchedule, JOp  # noqa: E402
+from memsched.solvers.offload.schedule import Off, Pre  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("float64_default")  # conftest: exact comparisons in float64
+
+#: the measuring the CLI's `memsched run` asks for: memory by the tracker and the probe, three timed runs
+MEASURED = {"measure_memory": True, "measure_time": True, "time_repeats": 3, "independent": True}
+L = 3
+#: stage 0 computed without a tape, recomputed with one for B(0)
+CHAIN_PLAN = [F_ck(0), F_all(1), F_all(2), Loss(L), Bwd(2), Bwd(1), F_all(0), Bwd(0)]
+OFFLOAD_PLAN = [F_ck(0), F_ck(1), Off("a", 1), F_all(2), Loss(L), Bwd(2), Pre("a", 1), F_all(1), Bwd(1),
+                F_all(0), Bwd(0)]
+
+
+def _net() -> nn.Sequential:
+    """Three blocks: a spectral-normed Linear (each training forward updates ``u``, ``v``), one with
+    BatchNorm (running statistics, ``num_batches_tracked``), a plain head."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.utils.spectral_norm(nn.Linear(8, 16)),
+                         nn.Sequential(nn.Tanh(), nn.Linear(16, 16), nn.BatchNorm1d(16), nn.Tanh()),
+                         nn.Linear(16, 3))
+
+
+def _data() -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(1)
+    return torch.randn(4, 8), torch.randint(0, 3, (4,))
+
+
+def test_a_run_changes_the_buffers() -> None:
+    """One training forward moves ``u`` and the batch count: else the tests below could not fail."""
+    net = _net()
+    x, _ = _data()
+    before = [b.clone() for b in net.buffers()]
+    net(x)
+    assert any(not torch.equal(a, b) for a, b in zip(before, net.buffers()))
+
+
+@pytest.mark.parametrize("executor", [ChainExecutor, OffloadExecutor])
+def test_a_measured_chain_step_is_one_plain_step(executor: type[ChainExecutor]) -> None:
+    net = _net()
+    x, y = _data()
+    ref = plain_reference(net, x, y)
+    plan = OFFLOAD_PLAN if executor is OffloadExecutor else CHAIN_PLAN
+    executor(list(net), F.cross_entropy).step(plan, x, y, **MEASURED)  # type: ignore[arg-type]
+    assert net[1][2].num_batches_tracked.item() == 1  # before: 5 (warm-up, probe, watch, 2 more timed runs)
+    assert_as_plain(net, ref)
+
+
+def test_a_measured_join_step_is_one_plain_step() -> None:
+    def branch() -> list[nn.Module]:
+        return [nn.Sequential(nn.utils.spectral_norm(nn.Linear(5, 6)), nn.BatchNorm1d(6), nn.Tanh()),
+                nn.Linear(6, 6)]
+
+    def loss_fn(outs: list[torch.Tensor], target: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(outs[0] - outs[1], target)
+
+    torch.manual_seed(0)
+    branches = [branch(), branch()]
+    torch.manual_seed(2)
+    xs, target = [torch.randn(4, 5), torch.randn(4, 5)], torch.randn(4, 6)
+    ref = copy.deepcopy(branches)
+    loss_fn([nn.Sequential(*b)(x) for b, x in zip(ref, xs)], target).backward()  # one plain step
+    ops = [JOp("F_ck", 1, 0), JOp("F_all", 1, 1), JOp("F_all", 0, 0), JOp("F_all", 0, 1), JOp("Loss"),
+           JOp("B", 0, 1), JOp("B", 0, 0), JOp("B", 1, 1), JOp("F_all", 1, 0), JOp("B", 1, 0)]
+    JoinExecutor(branches, loss_fn).step(JoinSchedule(ops, [2, 2]), xs, target, **MEASURED)
+    for got, want in zip(branches, ref):
+        assert_as_plain(nn.Sequential(*got), nn.Sequential(*want))
+    assert branches[1][0][1].num_batches_tracked.item() == 1
+
+
+def test_a_measured_graph_step_is_one_plain_step() -> None:
+    net = _net()
+    x, y = _data()
+    graph = export_training_graph([copy.deepcopy(net)], example_input=x, loss_fn=F.cross_entropy, target=y)
+    forward = [v for v in range(graph.n) if not graph.backward[v] and graph.names[v] != "loss"]
+    seq = forward + forward + [v for v in range(graph.n) if v not in forward]  # every forward node twice
+    ref = plain_reference(net, x, y)
+    GraphExecutor([net], F.cross_entropy, graph, x).step(seq, x, y, **MEASURED)
+    assert net[1][2].num_batches_tracked.item() == 1
+    assert_as_plain(net, ref)
