@@ -543,9 +543,8 @@ def _instance_for(instance: Any, schedule: Any, problem: str | None, bandwidth: 
     except InputError as err:
         if adopted is None:
             raise
-        article = "an" if adopted[0] in "aeiou" else "a"
         what = "result" if isinstance(schedule, Result) else "schedule"
-        raise InputError(f"{article} {adopted} {what} cannot be {verb} on this instance ({err})",
+        raise InputError(f"{article(adopted)} {what} cannot be {verb} on this instance ({err})",
                          field="schedule") from None
 
 
@@ -1438,7 +1437,7 @@ def _as_schedule(problem: str, instance: Any, schedule: Any, verb: str, *, field
         raise InputError(f"{article(owner)} schedule cannot be {verb} as {problem} (the instance is read as {problem})",
                          field=field)
     if owner is None and not isinstance(schedule, (list, tuple)):
-        raise InputError(f"not a {problem} schedule: {type(schedule).__name__} (give a schedule, a Result, its "
+        raise InputError(f"not {article(problem)} schedule: {type(schedule).__name__} (give a schedule, a Result, its "
                          "JSON dict or the path of a schedule file)", field=field)
     if owner is None and problem == "graph":
         schedule = _node_ids_schedule(instance, schedule, field)
@@ -1589,8 +1588,8 @@ def _schedule_errors(problem: str, schedule: Any) -> Iterator[None]:
         parts = list(schedule.values()) if isinstance(schedule, dict) else [schedule]
         if all(type(part).__module__.startswith("memsched.") for part in parts):
             raise  # ours: a bug, not bad input
-        raise InputError(f"not a {problem} schedule: {type(schedule).__name__} (give a schedule, a Result, its JSON "
-                         "dict or the path of a schedule file)", field="schedule") from None
+        raise InputError(f"not {article(problem)} schedule: {type(schedule).__name__} (give a schedule, a Result, its "
+                         "JSON dict or the path of a schedule file)", field="schedule") from None
 
 
 def _is_config(target: Any) -> bool:

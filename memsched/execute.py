@@ -57,7 +57,8 @@ def run_model(model: str, budget: int | float | str, solver: str | None = None, 
     from memsched.models.run import DEFAULT_SOLVERS, run
 
     if problem not in DEFAULT_SOLVERS:  # a pipeline instance
-        raise InputError(f"run executes {', '.join(DEFAULT_SOLVERS)} instances, not a {problem} one", field="instance")
+        raise InputError(f"run executes {', '.join(DEFAULT_SOLVERS)} instances, not {article(problem)} one",
+                         field="instance")
     _check_instance_problem(instance, problem)
     check_run_solver_args(problem, solver or DEFAULT_SOLVERS[problem], bandwidth, latency, options)
     if bandwidth is not None:

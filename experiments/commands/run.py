@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, article
 
 from ._checks import MAX_TIME_REPEATS, check_options, check_outputs, count, seconds
 from ._common import add_link_arguments, has_host_link, load_problem, parse_options, set_help
@@ -114,7 +114,8 @@ def _check_link(args: argparse.Namespace, problem: str, instance: str | None) ->
     """`--bandwidth` only for offloading; `--latency` only with a host link (`--bandwidth`, or an offloading
     instance file's `host_link`), as `memsched.run` checks them."""
     if args.bandwidth is not None and problem != "offload":
-        raise InputError(f"a bandwidth makes a chain an offloading instance, not a {problem} one", field="--bandwidth")
+        raise InputError(f"a bandwidth makes a chain an offloading instance, not {article(problem)} one",
+                         field="--bandwidth")
     if args.latency is not None and args.bandwidth is None and not (
             problem == "offload" and instance is not None and has_host_link(instance)):
         raise InputError("needs --bandwidth: it is the host link's (or an offloading instance file)", field="--latency")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from memsched.solvers import registry
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, article
 from memsched.solvers.units import format_size, memory_unit, parse_budget, unit_bytes
 
 from .config import SHARED_TABLE_SOLVERS, SolverSpec, SweepConfig, size_error
@@ -217,7 +217,7 @@ def _runs_on(li: LoadedInstance, s: SolverSpec, available: Callable[[str, str], 
     if s.problems is not None and li.problem not in s.problems:
         return False
     if s.name not in registry.get_problem(li.problem).solvers:
-        note(f"solver {s.label}: not a {li.problem} solver, skipped for {li.problem} instances")
+        note(f"solver {s.label}: not {article(li.problem)} solver, skipped for {li.problem} instances")
         return False
     if not available(li.problem, s.name):
         note(f"solver {s.label}: not importable in this installation, skipped")
