@@ -3,8 +3,10 @@
 An abstract model (Herrmann & Pallez): a homogeneous adjoint chain of L steps, forward cost
 u_f and backward cost u_b, and storage levels given fastest first, each with a number of
 slots ("inf" for unlimited), a write cost and a read cost; transfers are synchronous. Prints
-the cost (optimal unless the status says otherwise) and the schedule of abstract operations
-(F, B, W, R, D; the first 400 characters, --json gives all). When the levels' costs
+the cost (optimal unless the status says otherwise) and the schedule of abstract operations (the
+first 400 characters, --json gives all), written F3 (forward step 3), Fbar3 (backward step 3),
+W^1(x2), R^1(x2), D^1(x2) (write, read, discard value x2 at level 1, levels numbered from 0 as
+given); --json writes each as [kind, index, level] with kind F, B (= Fbar), W, R or D. When the levels' costs
 are incomparable (no order makes write and read costs both non-decreasing), the DP runs on up to
 120 orders of the levels; --time-limit bounds that search (the first order always completes).
 """

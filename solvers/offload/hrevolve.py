@@ -82,6 +82,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -90,7 +91,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..errors import InputError
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
+from ..units import short_number
 
 FWD, BWD, WRITE, READ, DISCARD = "F", "B", "W", "R", "D"
 KINDS = (FWD, BWD, WRITE, READ, DISCARD)
@@ -112,15 +115,44 @@ class Level(NamedTuple):
     read: float = 0.0
 
 
+def _is_count(value: Any) -> bool:
+    """Whether `value` is a whole number >= 0: an integer (numpy's too) or a float with an integral
+    value (3.0); a bool, NaN, an infinity, a fraction or a non-number is not."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    if isinstance(value, numbers.Integral):  # no float conversion: math.isfinite(10**400) overflows
+        return int(value) >= 0
+    try:
+        as_float = float(value)  # a Real: numpy floats, Fraction(6, 2)
+    except OverflowError:  # Fraction(10**400): too large to be a count anyway
+        return False
+    return math.isfinite(as_float) and as_float.is_integer() and as_float >= 0
+
+
+def check_length(value: Any, field: str = "l") -> int:
+    """The chain length l (forward steps) as an int >= 0: an integer, or a float with an integral
+    value (3.0 -> 3). A bool, a fraction (2.5), NaN, an infinity, a negative number or a
+    non-number is an `InputError` (a ValueError) naming `field`."""
+    if not _is_count(value):
+        shown = short_number(value) if isinstance(value, int) else repr(value)
+        raise InputError(f"must be a non-negative integer (the chain length), got {shown[:80]}", field=field)
+    return int(value)
+
+
 def as_levels(levels: Sequence[Any]) -> tuple[Level, ...]:
-    """Normalise `levels` ((c_k, w_k, r_k) triples or `Level`s) and check them."""
+    """Normalise `levels` ((c_k, w_k, r_k) triples or `Level`s) and check them: c_k a whole number
+    >= 0 (an integral float such as 2.0 is stored as 2) or None for an unlimited level (math.inf
+    is refused: None is the spelling of unlimited); an `InputError` (a ValueError) naming the level
+    otherwise."""
     out = []
     if len(levels) == 0:
         raise ValueError("H-Revolve needs at least one storage level")
     for k, lev in enumerate(levels):
         c, w, r = lev
-        if c is not None and (int(c) != c or c < 0):
-            raise ValueError(f"level {k}: slots must be a non-negative integer or None, got {c!r}")
+        if c is not None and not _is_count(c):
+            shown = short_number(c) if isinstance(c, int) else repr(c)
+            raise InputError(f"slots must be a non-negative integer or None (unlimited), got {shown[:80]}",
+                             field=f"level {k}")
         if not (w >= 0 and r >= 0 and math.isfinite(w) and math.isfinite(r)):
             raise ValueError(f"level {k}: write and read costs must be finite and >= 0, got {w!r}, {r!r}")
         out.append(Level(None if c is None else int(c), float(w), float(r)))
@@ -144,7 +176,8 @@ NO_SLOT = "a chain of length >= 1 needs at least one storage slot"
 
 class HOp(NamedTuple):
     """An abstract operation. `kind`: F (forward F_index: x_{index-1} -> x_index), B (backward
-    Fbar_index), W / R / D (write, read, discard x_index at storage level `level`)."""
+    Fbar_index), W / R / D (write, read, discard x_index at storage level `level`). `str` writes
+    ``F3``, ``Fbar3`` (kind B), ``W^1(x2)``, ``R^1(x2)``, ``D^1(x2)``; `to_json` keeps the kind letter."""
 
     kind: str
     index: int  # type: ignore[assignment]  # the field shadows tuple.index on purpose (the papers' index)
@@ -172,8 +205,8 @@ class HRevolveInstance:
     u_b: float = 1.0
 
     def __post_init__(self) -> None:
-        if int(self.length) != self.length or self.length < 0:
-            raise ValueError(f"chain length must be a non-negative integer, got {self.length!r}")
+        # stored as an int (3.0 -> 3); InputError (a ValueError) naming `length` when not a whole number >= 0
+        object.__setattr__(self, "length", check_length(self.length, "length"))
         check_step_costs(self.u_f, self.u_b)
         object.__setattr__(self, "levels", as_levels(self.levels))
 
@@ -264,7 +297,9 @@ def _cap(c: int | None, l: int) -> int:
 
 def hrevolve_tables(l: int, levels: Sequence[Any], u_f: float = 1.0, u_b: float = 1.0) -> HRevolveTables:
     """Fill the H-Revolve tables E_k(l', m), P_k(l', m) for all l' <= l. An entry whose cost
-    overflows a float is inf (as is one without a schedule)."""
+    overflows a float is inf (as is one without a schedule). `l` a whole number >= 0 (`check_length`:
+    InputError naming ``l`` otherwise)."""
+    l = check_length(l)
     check_step_costs(u_f, u_b)
     tabs = _no_tables(l, u_f, u_b)
     for lev in as_levels(levels):
@@ -413,7 +448,9 @@ def best_order(l: int, levels: Sequence[Any], orders: Sequence[tuple[int, ...]],
                u_b: float = 1.0, time_limit: float | None = None) -> OrderSearch:
     """The DP on each of `orders` in turn (the first, cheapest on ties, wins): a stack of the
     tables of the current order's prefixes is shared with the next order. With `time_limit`
-    (seconds, wall clock) no order starts after it has passed; the first always runs."""
+    (seconds, wall clock) no order starts after it has passed; the first always runs. `l` as in
+    `hrevolve_tables`."""
+    l = check_length(l)
     levs = as_levels(levels)
     check_step_costs(u_f, u_b)
     t0 = time.perf_counter()
@@ -453,7 +490,9 @@ def hrevolve(l: int, levels: Sequence[Any], u_f: float = 1.0, u_b: float = 1.0, 
     order by w_k + r_k is tried first and always completes). With `reorder=False` the DP runs
     on the order given. Raises ValueError when no schedule exists (l >= 1 and no storage slot
     at all) or when the optimal cost overflows a float (costs too large), with a message saying
-    which."""
+    which, and an `InputError` (a ValueError) naming ``l`` when `l` is not a whole number >= 0
+    (`check_length`; 3.0 is read as 3, a bool is refused)."""
+    l = check_length(l)
     levs = as_levels(levels)
     orders = level_orders(levs)[1] if reorder else [tuple(range(len(levs)))]
     found = best_order(l, levs, orders, u_f, u_b, time_limit)
@@ -497,7 +536,9 @@ def simulate_hrevolve(l: int, levels: Sequence[Any], ops: Sequence[Any], u_f: fl
     every later backward step done (so each is done once, in order); W^k(x_i) needs x_i in the
     buffer, x_i not yet at level k and a free slot (at most c_k values); R^k(x_i) and D^k(x_i)
     need x_i at level k; at the end all l + 1 backward steps are done. Raises
-    `HRevolveViolation`; returns the total cost otherwise."""
+    `HRevolveViolation`; returns the total cost otherwise. `l` as in `hrevolve_tables` (InputError
+    when not a whole number >= 0)."""
+    l = check_length(l)
     levs = as_levels(levels)
     K = len(levs)
     buffer: int | None = 0
@@ -573,8 +614,11 @@ def solve_hrevolve(instance: HRevolveInstance, budget: int | None = None, *, tim
     replayed here by `simulate_hrevolve` (objective = its cost), not by the offload simulator;
     ``details`` has the instance (``length``, ``levels``, ``u_f``, ``u_b``), the peak slots per
     level, the op counts, and ``orders_tried`` / ``orders`` (how many orders of the levels the DP
-    ran, of how many); the last four are None when there is no schedule."""
+    ran, of how many); the last four are None when there is no schedule. A `budget` that is not a
+    whole number >= 0 is an `InputError` naming ``budget``."""
     t0 = time.perf_counter()
+    if budget is not None and not _is_count(budget):
+        raise InputError(f"must be a non-negative integer (slots of level 0), got {budget!r}"[:120], field="budget")
     inst = instance if budget is None else instance.with_slots(0, int(budget))
     l, levels = inst.length, inst.levels
     common: dict[str, Any] = {"problem": "offload", "solver": "hrevolve", "budget": budget}
