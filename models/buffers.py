@@ -9,13 +9,14 @@ raises: the caller's modules come back bit for bit as they were.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 
 import torch
 from torch import nn
 
 __all__ = ["BufferSnapshot", "step_modules", "buffer_entries", "snapshot_buffers", "restore_buffers",
-           "snapshot_tensors"]
+           "snapshot_tensors", "from_buffers"]
 
 #: (module, buffer name, the buffer tensor, a copy of its values) per buffer; (None, "", ...) for a
 #: loose tensor (`snapshot_tensors`)
@@ -67,3 +68,16 @@ def restore_buffers(saved: BufferSnapshot) -> None:
             if mod is not None:
                 mod._buffers[name] = buf
             buf.data.copy_(values)
+
+
+@contextlib.contextmanager
+def from_buffers(saved: BufferSnapshot) -> Iterator[None]:
+    """Run the body on the buffers `saved` holds (a check that must start from the buffers a step
+    started from: the plain-autograd reference of a measured step), then put back the buffers the
+    body found (those the step left), bit for bit, also when it raises."""
+    found = [(mod, name, buf, buf.detach().clone()) for mod, name, buf, _ in saved]
+    restore_buffers(saved)
+    try:
+        yield
+    finally:
+        restore_buffers(found)

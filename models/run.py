@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from memsched.models.buffers import restore_buffers, snapshot_buffers
+from memsched.models.buffers import from_buffers, restore_buffers, snapshot_buffers, step_modules
 from memsched.models.measure import StepResult, measured_vs_predicted, ratio, tolerances
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError, first_line, flag
@@ -68,6 +68,9 @@ class Target:
     store_all: Any
     extras: Callable[[StepResult, Any], dict[str, Any]] = field(default=lambda step, schedule: {})
     info: dict[str, Any] = field(default_factory=dict)
+    #: the modules whose buffers a step updates (`models.buffers.step_modules`): the reference starts from
+    #: the buffers the step started from
+    modules: list[torch.nn.Module] = field(default_factory=list)
 
     @property
     def time_unit(self) -> str:
@@ -439,7 +442,8 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
         executor = ChainExecutor(built.blocks, built.loss_fn)
         return Target("chain", built.name, chain, chain.name, x.device,
                       lambda schedule, **kw: executor.step(schedule, x, tgt, chain=chain, **kw), reference,
-                      store_all_schedule(chain.length), info={"units": units})
+                      store_all_schedule(chain.length), info={"units": units},
+                      modules=step_modules(built.blocks, built.loss_fn))
     from memsched.models.offload.executor import CPU_MEASUREMENT, OffloadExecutor
 
     if bandwidth is None:
@@ -458,7 +462,8 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
 
     return Target("offload", built.name, inst, chain.name, x.device,
                   lambda schedule, **kw: off.step(schedule, x, tgt, inst=inst, **kw), reference,
-                  store_all_schedule(chain.length).ops, extras, {"units": {**units, "bandwidth": "bytes/s"}})
+                  store_all_schedule(chain.length).ops, extras, {"units": {**units, "bandwidth": "bytes/s"}},
+                  modules=step_modules(built.blocks, built.loss_fn))
 
 
 def _offload_instance(chain: Any, bandwidth: float, latency: float, path: str | None) -> Any:
@@ -514,7 +519,8 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
             return executor.step(schedule, xs, tgt, join=join, **{"clock": clock, **kw})
 
     return Target("join", built.name, join, join.name, xs[0].device, step, reference, store_all_schedule(join),
-                  info={"units": _time_units(join.meta)})
+                  info={"units": _time_units(join.meta)},
+                  modules=step_modules([b for branch in built.branches for b in branch], built.loss_fn))
 
 
 def _build_join(model: str, sizes: dict[str, Any] | None, seed: int, path: str | None,
@@ -654,7 +660,8 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, timing: str 
 
     return Target("graph", built.name, graph, graph.name, x.device,
                   lambda schedule, **kw: executor.step(schedule, x, tgt, **kw), reference,
-                  GraphSchedule.from_indices(graph, range(graph.n)), info=info)
+                  GraphSchedule.from_indices(graph, range(graph.n)), info=info,
+                  modules=step_modules(built.blocks, built.loss_fn))
 
 
 def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, Any] | None = None,
@@ -770,8 +777,12 @@ def execute_schedule(target: Target, schedule: Any, *, seed: int = 0, time_repea
     memory_ratio, independent_ratio, time_ratio, grad_check, grad_message, memory_method, device;
     tracker_predicted_peak, the peak the tracker is compared with, and compared_makespan, the
     makespan the time is compared with: the sequential replay's for offloading on CPU)."""
+    before = snapshot_buffers(target.modules) if check else []
     step = target.step(schedule, seed=seed, time_repeats=time_repeats, independent=independent)
-    ok, msg = _gradients_ok(step, target.reference(seed), target.device) if check else (None, "")
+    ok, msg = None, ""
+    if check:
+        with from_buffers(before):  # plain autograd from the buffers the step started from
+            ok, msg = _gradients_ok(step, target.reference(seed), target.device)
     compared_makespan = step.comparisons()["time"].predicted  # the instance's time unit
     row = {"measured_time_ms": step.time_ms, "measured_peak": step.peak_memory,
            "independent_peak": step.independent_peak, "predicted_peak": step.predicted_peak,

@@ -99,7 +99,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from memsched.models.buffers import BufferSnapshot, buffer_entries, restore_buffers, snapshot_buffers, step_modules
+from memsched.models.buffers import (
+    BufferSnapshot,
+    buffer_entries,
+    from_buffers,
+    restore_buffers,
+    snapshot_buffers,
+    step_modules,
+)
 from memsched.models.chain.overheads import predict_both, released_loss_chain, tracker_chain
 from memsched.models.measure import (
     OpTrace,
@@ -854,11 +861,13 @@ def checked_step(executor: ChainExecutor, schedule: Any, inputs: torch.Tensor, t
     """``executor.step(schedule, inputs, target, seed=seed, **options)`` (any executor over a chain
     of blocks: this one, the offloading one) and, when `check`, whether its gradients match plain
     autograd at the same seed (`check_gradients`; None when unchecked)."""
+    before = snapshot_buffers(step_modules(executor.blocks, executor.loss_fn)) if check else []
     result = executor.step(schedule, inputs, target, seed=seed, **options)
     if not check:
         return result, None
-    return result, check_gradients(result, executor.blocks, executor.loss_fn, inputs, target, seed=seed, rtol=rtol,
-                                   atol=atol)[0]
+    with from_buffers(before):  # plain autograd from the buffers the step started from
+        return result, check_gradients(result, executor.blocks, executor.loss_fn, inputs, target, seed=seed,
+                                       rtol=rtol, atol=atol)[0]
 
 
 def check_gradients(result: StepResult, blocks: Sequence[nn.Module], loss_fn: LossFn, inputs: torch.Tensor,

@@ -90,7 +90,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from memsched.models.buffers import BufferSnapshot, buffer_entries, restore_buffers, snapshot_buffers, step_modules
+from memsched.models.buffers import (
+    BufferSnapshot,
+    buffer_entries,
+    from_buffers,
+    restore_buffers,
+    snapshot_buffers,
+    step_modules,
+)
 from memsched.models.chain.executor import LossFn, as_blocks, parameters_of
 from memsched.models.graph.plan import Plan, Step, build_plan, plan_structure
 from memsched.models.measure import (
@@ -1248,9 +1255,11 @@ def execute_graph(blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, grap
     from memsched.models.measure import compare_gradients
 
     executor = GraphExecutor(blocks, loss_fn, graph, inputs)
+    before = snapshot_buffers(step_modules(executor.blocks, loss_fn)) if check else []
     result = executor.step(schedule, inputs, target, seed=seed, **options)
     if not check:
         return result, None
-    _, ref, _ = reference_step(executor.blocks, loss_fn, inputs, target, seed=seed)
+    with from_buffers(before):  # plain autograd from the buffers the step started from
+        _, ref, _ = reference_step(executor.blocks, loss_fn, inputs, target, seed=seed)
     return result, compare_gradients(result.grads, ref, rtol=rtol, atol=atol)[0]
 
