@@ -3,11 +3,14 @@ two minutes, show their figures, and assert their own key numbers.
 
 Each executed copy is saved (under pytest's temporary folder, path printed on failure) and its
 ``image/png`` outputs are counted: a notebook that draws nothing visible (e.g. one that sets
-the Agg backend, so that Jupyter never shows a plot) fails.
+the Agg backend, so that Jupyter never shows a plot) fails. Every figure a notebook shows is
+also checked, in the same run, for a legend-listed series drawn exactly under a later one and
+not drawn wider or with larger markers (`experiments/plotting/coincide.py`'s rule).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -35,15 +38,85 @@ MIN_IMAGES = {
 }
 TIME_LIMIT_S = 120.0
 
+#: Run in the kernel before the notebook's first cell: every figure printed (each one Jupyter shows, and any
+#: savefig) is checked first, and each series under another is recorded in `_memsched_hidden`. A line
+#: (legend text not starting with "_") every point of which (x, y to a relative 1e-9) is also a point of a
+#: line drawn after it in the same axes is hidden unless drawn wider than that line or with larger markers
+#: than its filled ones (a hollow marker, as `mark_coinciding` draws, covers nothing inside it).
+#: Only matplotlib's canvas is patched, not pyplot, so the notebook still picks its own backend.
+PROBE = r"""
+def _memsched_probe():
+    import numpy as np
+    from matplotlib.backend_bases import FigureCanvasBase
+    from matplotlib.colors import to_rgba
 
-def execute(path: Path, workdir: Path) -> tuple[object, float]:
-    """Run the notebook at `path` with `workdir` as its working folder; (executed book, seconds)."""
+    hidden = []
+
+    def width(line):  # points; 0 when no line is drawn
+        return line.get_linewidth() if line.get_linestyle() not in ("None", "none", "", " ") else 0.0
+
+    def marker(line):  # points; 0 when no marker is drawn
+        return line.get_markersize() if line.get_marker() not in (None, "None", "none", "", " ") else 0.0
+
+    def cover(line):  # points: the markers' size, 0 when they are hollow
+        return marker(line) if to_rgba(line.get_markerfacecolor())[3] > 0 else 0.0
+
+    def check(fig):
+        for k, ax in enumerate(fig.axes):
+            lines = [ln for ln in ax.get_lines() if ln.get_visible() and not str(ln.get_label()).startswith("_")]
+            pts = [np.column_stack([np.asarray(ln.get_xdata(), float), np.asarray(ln.get_ydata(), float)])
+                   for ln in lines]
+            pts = [p[np.isfinite(p).all(axis=1)] for p in pts]
+            for i, (a, pa) in enumerate(zip(lines, pts)):
+                for b, pb in zip(lines[i + 1:], pts[i + 1:]):
+                    if (len(pa) and np.isclose(pa[:, None, :], pb[None, :, :], rtol=1e-9, atol=0).all(axis=2)
+                            .any(axis=1).all() and width(a) <= width(b) and marker(a) <= cover(b)):
+                        text = (f"panel {k} {ax.get_title()!r}: {a.get_label()!r} ({len(pa)} points, lw "
+                                f"{width(a):g}, ms {marker(a):g}) under {b.get_label()!r} (lw {width(b):g}, "
+                                f"filled ms {cover(b):g})")
+                        if text not in hidden:
+                            hidden.append(text)
+
+    original = FigureCanvasBase.print_figure
+
+    def print_figure(self, *args, **kwargs):
+        check(self.figure)
+        return original(self, *args, **kwargs)
+
+    FigureCanvasBase.print_figure = print_figure
+    return hidden, check
+
+
+_memsched_hidden, _memsched_check = _memsched_probe()
+del _memsched_probe
+"""
+#: Run after the notebook's last cell: figures still open (never shown) are checked too; one line of JSON.
+REPORT = r"""
+import json as _json
+import sys as _sys
+
+if "matplotlib.pyplot" in _sys.modules:
+    for _n in _sys.modules["matplotlib.pyplot"].get_fignums():
+        _memsched_check(_sys.modules["matplotlib.pyplot"].figure(_n))
+print("HIDDEN-SERIES", _json.dumps(_memsched_hidden))
+"""
+
+
+def execute(path: Path, workdir: Path) -> tuple[object, float, list[str]]:
+    """Run the notebook at `path` with `workdir` as its working folder; (executed book, seconds, hidden
+    series: one text per series of a shown figure drawn exactly under a later one, see `PROBE`). The
+    executed book has the probe's two cells first and last."""
     book = nbformat.read(path, as_version=4)
+    book.cells = [nbformat.v4.new_code_cell(PROBE), *book.cells, nbformat.v4.new_code_cell(REPORT)]
     client = nbclient.NotebookClient(book, timeout=TIME_LIMIT_S, kernel_name="python3",
                                      resources={"metadata": {"path": str(workdir)}})
     start = time.perf_counter()
     client.execute()  # raises CellExecutionError naming the cell on any error
-    return book, time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    report = [line for o in book.cells[-1].get("outputs", []) if o.get("output_type") == "stream"
+              for line in o["text"].splitlines() if line.startswith("HIDDEN-SERIES ")]
+    assert len(report) == 1, book.cells[-1].get("outputs")
+    return book, seconds, json.loads(report[0].removeprefix("HIDDEN-SERIES "))
 
 
 def outputs(book) -> list[dict]:
@@ -68,7 +141,7 @@ def test_notebook_is_clean_source(path: Path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_executes_and_shows_its_figures(path: Path, tmp_path_factory: pytest.TempPathFactory):
-    book, seconds = execute(path, path.parent)
+    book, seconds, hidden = execute(path, path.parent)
     saved = tmp_path_factory.mktemp("executed") / path.name
     nbformat.write(book, saved)
     outs = outputs(book)
@@ -76,6 +149,8 @@ def test_notebook_executes_and_shows_its_figures(path: Path, tmp_path_factory: p
     images = sum("image/png" in o.get("data", {}) for o in outs)
     assert images >= MIN_IMAGES.get(path.stem, 1), f"{images} figures shown; executed copy: {saved}"
     assert seconds < TIME_LIMIT_S, f"{path.name} took {seconds:.0f} s"
+    # a series the legend lists but drawn exactly under a later one: use mark_coinciding / coinciding_note
+    assert not hidden, f"series hidden under another in {path.name} ({saved}):\n" + "\n".join(hidden)
 
 
 def test_a_notebook_next_to_its_own_models_package(tmp_path: Path):
@@ -95,5 +170,6 @@ def test_a_notebook_next_to_its_own_models_package(tmp_path: Path):
     book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     path = tmp_path / "mine.ipynb"
     nbformat.write(book, path)
-    executed, _ = execute(path, tmp_path)
+    executed, _, hidden = execute(path, tmp_path)
     assert sum("image/png" in o.get("data", {}) for o in outputs(executed)) == 1
+    assert not hidden
