@@ -27,13 +27,16 @@ makespan (chain: sum of u_f, u_b and the loss; graph: each node once), or with
 by bisection: this assumes that a size that fits implies that every smaller one fits
 (activations grow with the batch; an exact solver stopped by its time limit can break this).
 The sizes the network refuses are skipped (`search_accepted`), with a ``refused`` row (JSON
-``refused``): an image side too small for it, a batch it cannot train at (BatchNorm at batch 1 on
-a 1x1 feature map); the search goes on from the next size tried. No batch accepted among 1, 2 and 4
-(`MAX_REFUSED_BATCH`: a network failing at all three is broken) or no side up to --limit is bad
-input naming ``MODEL`` (batches) or ``--vary image-size`` (sides, with --step), the sizes tried and
-why. Your own function (``FILE.py:FUNCTION``) that takes no argument for the size varied (``batch``,
-``image_size``; ``**kwargs`` takes both) is bad input naming the function and the argument before any
-size is built (`_check_vary`), as is ``--vary image-size`` on a zoo network without images.
+``refused``): an image side too small for it, a batch it cannot train at (BatchNorm at batch 1 on a
+1x1 feature map); the search goes on from the next size tried, and inside the doubling and the
+bisection the accepted size nearest to a refused one within the bracket is tried instead (a side
+that is no multiple of what the network's levels divide by), never counted as not fitting. No batch
+accepted among 1, 2 and 4 (`MAX_REFUSED_BATCH`: a network failing at all three is broken) or no side
+up to --limit is bad input naming ``MODEL`` (batches) or ``--vary image-size`` (sides, with --step),
+the sizes tried and why. Your own function (``FILE.py:FUNCTION``) that takes no argument for the
+size varied (``batch``, ``image_size``; ``**kwargs`` takes both) is bad input naming the function
+and the argument before any size is built (`_check_vary`), as is ``--vary image-size`` on a zoo
+network without images.
 A --slots whose rotor table is too large (`check_rotor_table`) is refused at the first probe
 that needs a table (store-all does not fit), before any row when that is the first size: the budget
 does not grow with the size, the stage count does not change and the input grows. Bad input that
@@ -43,7 +46,13 @@ A probe whose solve ended in ``timeout`` (no schedule before --time-limit: not p
 infeasible) does not fit either: when a size above the answer timed out, the answer is only a lower
 bound, and its line says so (``largest batch: 6 (at least; batch 7 timed out; ...)``, JSON
 ``timed_out``: the sizes above the answer that timed out).
-Exit 0 with the largest size, 1 when even the smallest does not fit (``infeasible: ...``) or its
+``--journal FILE`` records each finished probe (append-only JSON lines, keyed by everything that
+determines the probe, `probe_key`) and a rerun reuses the probes of the same key (`ProbeJournal`).
+An interrupt (Ctrl-C, SIGTERM, SIGHUP) keeps what the probes so far found: one line on stderr with the
+largest size that fit and the smallest above it that did not (with --json, first the usual object,
+``status`` ``interrupted``), exit 130.
+Exit 0 with the largest size, 1 when even the smallest does not fit (``infeasible: ...``; when its
+schedule fits the memory but not the overhead bound, the line says so with both overheads) or its
 solve timed out without a schedule (``timeout: ...``: not proven infeasible, a larger --time-limit
 may find one), 2 on bad input (a solver that refuses the instance's structure,
 ``details["not_applicable"]``, too: no size would fit, and its message says why; bad input found
@@ -53,11 +62,14 @@ mid-search too, after the rows and the largest size so far).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import json
 import math
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from memsched.solvers.errors import InputError, first_line
@@ -125,6 +137,10 @@ class NotApplicableError(InputError):
 #: feature map; batch 2 then runs): a network failing at 1, 2 and 4 is broken, not too small, and is
 #: not built again at doubling batches up to --limit (real inputs of 65536 samples with --cost measured)
 MAX_REFUSED_BATCH = 2
+#: the most sizes tried on each side of a size the network refuses inside the search, for the nearest one
+#: it accepts (`_nearest_accepted`): sides that must be multiples of up to 2 x 16 (unet at 5 levels with
+#: --step 1) are all reached; each refused size costs one build that fails (no solve)
+MAX_NEAR = 16
 
 
 class SearchStopped(Exception):
@@ -206,11 +222,18 @@ def search_largest(fits: Callable[[int], bool], limit: int, tolerance: float = 0
 
 def search_accepted(verdict: Callable[[int], bool | None], limit: int, tolerance: float = 0.0) -> tuple[int, int]:
     """`search_largest` over the sizes the network accepts: `verdict(k)` is True (fits), False (does
-    not fit) or None (the network refuses size k: an image side too small for it), assuming the
-    refused sizes are the smallest ones (below some k0) and fits is monotone above them. Doubling
-    from 1 over refused sizes finds an accepted one; when it does not fit, bisection finds the
-    smallest accepted k0 (a smaller accepted size may fit). Returns (the largest k that fits or 0,
-    k0 or 0 when no size up to `limit` is accepted); each k is asked once."""
+    not fit) or None (the network refuses size k: an image side too small for it, or not a multiple
+    of what its layers divide by). Doubling from 1 over refused sizes finds an accepted one; when it
+    does not fit, bisection finds the smallest accepted k0 (a smaller accepted size may fit),
+    assuming there the refused sizes are the smallest ones. Above k0, doubling then bisection as
+    `search_largest`, where a refused size is skipped: the accepted size nearest to it inside the
+    bracket is tried instead (`_nearest_accepted`, at most `MAX_NEAR` sizes on each side), so that
+    the answer is the largest accepted k that fits, given that fitting is monotone over the
+    accepted sizes (unet at --step 1 takes sides that are multiples of 4 only: side 82 refused, 80
+    is tried). Only when none of those is accepted does the refused size bound the bracket as a
+    size that does not fit (a network that refuses every size above some S: the answer is then the
+    largest accepted size below S that fits). Returns (the largest k that fits or 0, k0 or 0 when
+    no size up to `limit` is accepted); each k is asked once."""
     seen: dict[int, bool | None] = {}
 
     def ask(k: int) -> bool | None:
@@ -229,7 +252,42 @@ def search_accepted(verdict: Callable[[int], bool | None], limit: int, tolerance
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if ask(mid) is None else (lo, mid)
         k = hi
-    return search_largest(lambda j: bool(ask(j)), limit, tolerance, start=k), k
+    if not ask(k):
+        return 0, k
+    lo, hi = k, limit + 1  # ask(lo) is True; no size at or above hi fits (or hi is past the limit)
+    while hi == limit + 1:  # doubling
+        nxt = min(2 * lo, limit)
+        if nxt == lo:
+            return lo, k
+        j = nxt if ask(nxt) is not None else _nearest_accepted(ask, nxt, lo, limit + 1)
+        if j is None:
+            hi = nxt  # no accepted size near it: it bounds the bracket
+        elif ask(j):
+            lo = j
+        else:
+            hi = j
+    while hi - lo > max(1.0, tolerance * lo):  # bisection
+        mid = (lo + hi) // 2
+        j = mid if ask(mid) is not None else _nearest_accepted(ask, mid, lo, hi)
+        if j is None or not ask(j):
+            hi = mid if j is None else j
+        else:
+            lo = j
+    return lo, k
+
+
+def _nearest_accepted(ask: Callable[[int], bool | None], target: int, low: int, high: int) -> int | None:
+    """The size nearest to `target` (refused) strictly between `low` and `high` that `ask` does not
+    refuse (the smaller one first at equal distance), trying at most `MAX_NEAR` sizes on each side;
+    None when none of them is accepted."""
+    for d in range(1, MAX_NEAR + 1):
+        below, above = target - d, target + d
+        if below <= low and above >= high:
+            return None
+        for j in (below, above):
+            if low < j < high and ask(j) is not None:
+                return j
+    return None
 
 
 def probe_size(
@@ -393,6 +451,9 @@ def register(subparsers: Any) -> None:
                    help="memory slots for the solver (0: exact)")
     p.add_argument("--time-limit", type=seconds, default=None, metavar="S", help="seconds per solve (exact solvers)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--journal", default=None, metavar="FILE",
+                   help="record each finished probe in FILE (JSON lines, append-only) and reuse the probes of the "
+                        "same settings found there: a rerun resumes an interrupted search")
     add_model_options(p)
     add_cost_option(p, "flops")
     # max-batch takes only the counted cost models, which trace fake CPU tensors (`counted_sizes`)
@@ -442,6 +503,9 @@ def main(args: argparse.Namespace) -> int:
 
     refusals: list[tuple[int, str]] = []  # (size: batch or side in px, why) of the sizes the network refuses
     held: list[str] = []  # the rows of refused sizes before the header (printed with it, or never)
+    settings = probe_settings(args, memory)  # what determines a probe besides its sizes (the journal's key)
+    journal = ProbeJournal(args.journal) if args.journal is not None else None  # read before any probe
+    counts = {"resumed": 0, "run": 0}  # probes (refused sizes included) taken from the journal, run now
 
     def show(row: str, probe: bool) -> None:
         """Print a row; the header comes with the first probe's (bad sizes fail before any output)."""
@@ -455,9 +519,30 @@ def main(args: argparse.Namespace) -> int:
                 print(line)
         print(row, flush=True)
 
+    def refuse(size: int, why: str) -> None:
+        refusals.append((size, why))
+        if vary_batch and not probes and size > MAX_REFUSED_BATCH:  # a network failing at every batch
+            raise _none_accepted_error(args.model, args.vary, args.step, size, refusals) from None
+        show(f"  {size:>6}  refused  {why}", probe=False)
+
+    def taken(size: int, probe: Probe, overheads: dict[str, Any]) -> bool:
+        methods[size] = overheads
+        probes.append(probe)
+        show(_row(probe, format_bytes), probe=True)
+        return probe.fits
+
     def fits(k: int) -> bool | None:
         size = k if vary_batch else k * args.step
         trial = {**sizes, ("batch" if vary_batch else "image_size"): size}
+        key = probe_key(settings, trial)
+        row = journal.done.get(key) if journal is not None else None
+        if row is not None:  # a finished probe of these very settings: reused, neither built nor solved again
+            counts["resumed"] += 1
+            if row["refused"] is not None:
+                refuse(size, str(row["refused"]))
+                return None
+            return taken(size, Probe(**row["probe"]), dict(row.get("overheads") or {}))
+        overheads: dict[str, Any] = {}
         try:
             probe = probe_size(
                 args.model,
@@ -471,68 +556,78 @@ def main(args: argparse.Namespace) -> int:
                 time_limit=args.time_limit,
                 size=size,
                 problem=args.problem,
-                overheads=methods.setdefault(size, {}),
+                overheads=overheads,
             )
         except (InputError, ValueError, RuntimeError) as err:
             if isinstance(err, NotApplicableError) or not _refuses_size(err, vary_batch):
                 if isinstance(err, InputError) and probes:  # bad input only this size shows: rows were printed
                     raise SearchStopped(size, err) from err
                 raise
-            refusals.append((size, _reason(err)))
-            if vary_batch and not probes and size > MAX_REFUSED_BATCH:  # a network failing at every batch
-                raise _none_accepted_error(args.model, args.vary, args.step, size, refusals) from None
-            show(f"  {size:>6}  refused  {_reason(err)}", probe=False)
+            counts["run"] += 1
+            if journal is not None:
+                journal.record(key, settings, trial, size, refused=_reason(err))
+            refuse(size, _reason(err))
             return None  # a size the network refuses (a side too small, BatchNorm at batch 1): skipped
-        probes.append(probe)
-        show(_row(probe, format_bytes), probe=True)
-        return probe.fits
+        counts["run"] += 1
+        if journal is not None:
+            journal.record(key, settings, trial, size, probe=probe, overheads=overheads)
+        return taken(size, probe, overheads)
 
     unit = 1 if vary_batch else args.step  # size = k x unit
     stopped: SearchStopped | None = None
+    interrupted = False
     try:
-        best, smallest = search_accepted(fits, limit, args.tolerance)
-    except SearchStopped as stop:  # the largest size that fit so far (sizes that fit are assumed monotone)
-        stopped = stop
-        best = max((p.size for p in probes if p.fits), default=0) // unit
-        smallest = min(p.size for p in probes) // unit
-    if not smallest:
+        try:
+            best, smallest = search_accepted(fits, limit, args.tolerance)
+        except SearchStopped as stop:  # the largest size that fit so far (sizes that fit are assumed monotone)
+            stopped = stop
+            best = max((p.size for p in probes if p.fits), default=0) // unit
+            smallest = min(p.size for p in probes) // unit
+        except KeyboardInterrupt:  # what the probes so far bracket (exit 130)
+            interrupted = True
+            best = max((p.size for p in probes if p.fits), default=0) // unit
+            smallest = min((p.size for p in probes), default=0) // unit
+    finally:
+        if journal is not None:
+            journal.close()
+    if not smallest and not interrupted:
         raise _none_accepted_error(args.model, args.vary, args.step, limit * unit, refusals)
     best_size = best * unit
+    above = min((p.size for p in probes if not p.fits and p.size > best_size), default=None)
     chosen = next((p for p in probes if p.size == best_size), None)
     note = _note(args.model, args.problem, args.vary, chosen, methods.get(best_size))
     timed_out = _timed_out(probes, best_size)
+    journaled = (f"journal {args.journal}: {counts['resumed']} sizes resumed from the journal, {counts['run']} run "
+                 "now") if journal is not None else None
+    if interrupted:
+        return _interrupted(args, memory, probes, refusals, best_size, above, timed_out,
+                            counts if journal is not None else None)
     if args.json:
         json.dump(
-            {
-                "model": args.model,
-                "vary": args.vary,
-                "memory": memory,
-                "max_overhead": args.max_overhead,
-                "problem": args.problem,
-                "tolerance": args.tolerance,
-                "solver": args.solver,
-                "cost": args.cost,
-                "state_factor": args.state_factor,
-                "largest": best_size or None,
-                "result": asdict(chosen) if chosen else None,
-                "probes": [asdict(p) for p in probes],
-                "timed_out": timed_out,
-                "refused": [{"size": size, "reason": why} for size, why in refusals],
-                "stopped": {"size": stopped.size, "error": str(stopped.error)} if stopped else None,
-                "note": note,
-            },
+            _answer(args, memory, "stopped" if stopped else "complete", probes, refusals, best_size, above, chosen,
+                    timed_out, counts if journal is not None else None,
+                    stopped={"size": stopped.size, "error": str(stopped.error)} if stopped else None, note=note),
             sys.stdout,
         )
         print()
+    elif journaled:
+        print(journaled)
     if not best and stopped is None:
         first = smallest * unit
         noun = "batch" if vary_batch else "side"
         where = f"{args.vary} {first}{'' if smallest == 1 else f' (the smallest {noun} it runs at)'}"
+        slow = next((p for p in probes if p.size == first and p.overhead is not None), None)
         if first in timed_out:  # no schedule before the limit: not proven infeasible
             limit_text = f"--time-limit {args.time_limit:g} s" if args.time_limit is not None else "its search stopped"
             print(f"memsched max-batch: timeout: {args.solver} found no schedule for {args.model} within "
                   f"{format_bytes(memory)} at {where} before {limit_text} (not proven infeasible: a larger "
                   "--time-limit may find one)", file=sys.stderr)
+        elif slow is not None:  # a schedule within the budget, slower than the bound: the overhead failed
+            print(f"memsched max-batch: infeasible: {args.solver}'s schedule of {args.model} at {where} fits within "
+                  f"{format_bytes(memory)} (peak {format_bytes(slow.peak_memory or 0)} of activations, budget "
+                  f"{format_bytes(max(slow.budget, 0))}) but its overhead x{slow.overhead:.3f} is above the bound "
+                  f"x{slow.bound or 0:.3f} (--max-overhead {_overhead_arg(args.max_overhead)}): no {noun} trains "
+                  "within that overhead", file=sys.stderr)
         else:
             print(f"memsched max-batch: infeasible: {args.model} does not train within {format_bytes(memory)} even "
                   f"at {where}", file=sys.stderr)
@@ -551,6 +646,153 @@ def main(args: argparse.Namespace) -> int:
     if stopped is not None:  # after the answer so far: bad input, exit 2
         raise stopped.reported(args.vary, best_size)
     return 0
+
+
+def _answer(args: argparse.Namespace, memory: int, status: str, probes: list[Probe], refusals: list[tuple[int, str]],
+            best_size: int, above: int | None, chosen: Probe | None, timed_out: list[int],
+            journal: dict[str, int] | None, *, stopped: dict[str, Any] | None = None,
+            note: str | None = None) -> dict[str, Any]:
+    """The ``--json`` object: `status` ``complete``, ``stopped`` (bad input mid-search) or ``interrupted``
+    (Ctrl-C: `largest` and `smallest_not_fitting` bracket the answer as far as the probes went);
+    `journal`: the ``resumed`` and ``run`` probe counts with ``--journal`` (None without)."""
+    return {
+        "model": args.model,
+        "vary": args.vary,
+        "memory": memory,
+        "max_overhead": args.max_overhead,
+        "problem": args.problem,
+        "tolerance": args.tolerance,
+        "solver": args.solver,
+        "cost": args.cost,
+        "state_factor": args.state_factor,
+        "status": status,
+        "largest": best_size or None,
+        "smallest_not_fitting": above,
+        "result": asdict(chosen) if chosen else None,
+        "probes": [asdict(p) for p in probes],
+        "timed_out": timed_out,
+        "refused": [{"size": size, "reason": why} for size, why in refusals],
+        "stopped": stopped,
+        "journal": None if journal is None else {"path": args.journal, **journal},
+        "note": note,
+    }
+
+
+def _interrupted(args: argparse.Namespace, memory: int, probes: list[Probe], refusals: list[tuple[int, str]],
+                 best_size: int, above: int | None, timed_out: list[int], counts: dict[str, int] | None) -> int:
+    """Exit 130 after a Ctrl-C (or SIGTERM, SIGHUP) in the search: what the probes so far bracket, the
+    largest size that fit (`best_size`, 0: none) and the smallest above it that did not (`above`), as one
+    line on stderr (with ``--json``, first the usual object, ``status`` ``interrupted``); the journal's
+    probe `counts` (None: no ``--journal``) and how to resume. A second interrupt while this is written
+    is ignored."""
+    from ..cli import interrupts_deferred
+
+    fit = f"{args.vary} {best_size} fits" if best_size else f"no {args.vary} tried fits"
+    no = f", {args.vary} {above} does not" if above is not None else ""
+    where = (f" (the largest is at least {best_size}, below {above})" if best_size and above is not None else "")
+    resume = (f"; {counts['resumed'] + counts['run']} sizes kept in {args.journal}; rerun to resume" if counts
+              else "; --journal FILE keeps the probes for a rerun")
+    with contextlib.suppress(KeyboardInterrupt), interrupts_deferred():
+        if args.json:
+            chosen = next((p for p in probes if p.size == best_size), None)
+            json.dump(_answer(args, memory, "interrupted", probes, refusals, best_size, above, chosen, timed_out,
+                              counts), sys.stdout)
+            print(flush=True)
+        print(f"memsched max-batch: interrupted after {len(probes)} probes: {fit}{no}{where}{resume}",
+              file=sys.stderr, flush=True)
+    return 130
+
+
+#: what a journal line records besides the probe: the command, so that another tool's JSON lines are no probes
+JOURNAL_COMMAND = "max-batch"
+#: how the journal is named in messages
+JOURNAL_WHAT = "max-batch's journal of probes"
+
+
+def probe_settings(args: argparse.Namespace, memory: int) -> dict[str, Any]:
+    """Everything that determines a probe but its sizes (`probe_key` adds those: the varied size, the
+    other sizing options, device, dtype, seed): the network (and the SHA-1 of its file for
+    ``FILE.py:FUNCTION``, so that an edited file is probed again), the problem, solver, memory (bytes),
+    overhead bound, cost model, state factor, slots and time limit. Not --tolerance, --limit, --step:
+    they choose which sizes are probed, not what a probe finds."""
+    from memsched.models.network import factory_file, is_factory_spec
+
+    head = str(args.model).rpartition(":")[0]
+    digest = None
+    if is_factory_spec(args.model) and head.endswith(".py"):
+        digest = hashlib.sha1(factory_file(head).read_bytes()).hexdigest()
+    return {"command": JOURNAL_COMMAND, "model": args.model, "model_hash": digest, "problem": args.problem,
+            "solver": args.solver, "memory": memory, "max_overhead": args.max_overhead, "cost": args.cost,
+            "state_factor": args.state_factor, "slots": args.slots, "time_limit": args.time_limit}
+
+
+def probe_key(settings: dict[str, Any], sizes: dict[str, Any]) -> str:
+    """A stable id of one probe (as the sweep's row keys, `sweep.grid.row_key`): the SHA-1 of the
+    canonical JSON of its `settings` (`probe_settings`) and `sizes` (the network's keyword arguments,
+    the varied size included), 16 hex digits. It changes exactly when something the probe depends on does."""
+    ident = {**settings, "sizes": sizes}
+    return hashlib.sha1(json.dumps(ident, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()[:16]
+
+
+class ProbeJournal:
+    """``--journal FILE``: the finished probes of max-batch searches, one JSON line each (``key``:
+    `probe_key`; ``size``; ``refused``: why the network refused that size, or ``probe``: the `Probe`'s
+    numbers, with ``overheads``: the chain profile's ``meta["overheads"]``; ``settings`` and ``sizes``:
+    what the key hashes), kept by the sweep's append-only `sweep.store.Journal`: each line is one
+    write, fsync'ed, with interrupts held back while it is written, so a Ctrl-C never leaves half a line;
+    opening it repairs the end left by a killed run; an unreadable line elsewhere is reported and ignored
+    (that probe runs again). `done`: the rows by key, a later row of a key winning. One journal may hold
+    the probes of many searches: a rerun reuses only the rows of its own settings and sizes. A journal
+    that cannot be read or written (a folder, no permission, a full disk) is an `InputError` naming it
+    and ``--journal`` (exit 2)."""
+
+    def __init__(self, path: str) -> None:
+        from ..sweep.store import Journal, read_journal
+
+        self._journal = Journal(Path(path), what=JOURNAL_WHAT, field="--journal", valid=_valid_probe_row)
+        self.path = self._journal.path
+        try:
+            self.done = read_journal(self.path, _valid_probe_row)
+        except OSError as err:  # unreadable after it could be opened for appending (no read permission)
+            self._journal.close()
+            raise self._journal.error_for(err) from None
+
+    def record(self, key: str, settings: dict[str, Any], sizes: dict[str, Any], size: int, *,
+               probe: Probe | None = None, refused: str | None = None,
+               overheads: dict[str, Any] | None = None) -> None:
+        """Append one finished probe (`probe`, or the size `refused` and why) as one line, fsync'ed."""
+        from ..cli import interrupts_deferred
+
+        row = {"key": key, "command": JOURNAL_COMMAND, "size": size, "settings": settings, "sizes": sizes,
+               "refused": refused, "probe": asdict(probe) if probe is not None else None,
+               "overheads": overheads or {}}
+        with interrupts_deferred():
+            self._journal.append(row)
+        self.done[key] = row
+
+    def close(self) -> None:
+        """Close the file."""
+        with contextlib.suppress(InputError):
+            self._journal.close()
+
+
+def _valid_probe_row(row: Any) -> bool:
+    """Whether a journal row is a complete max-batch probe (not another command's, and numbers that make
+    a `Probe`, or a refused size with its reason)."""
+    if not (isinstance(row, dict) and isinstance(row.get("key"), str) and row.get("command") == JOURNAL_COMMAND):
+        return False
+    if isinstance(row.get("refused"), str):
+        return True
+    try:
+        Probe(**row["probe"])
+    except (TypeError, KeyError):
+        return False
+    return isinstance(row.get("overheads", {}), dict)
+
+
+def _overhead_arg(max_overhead: float | str) -> str:
+    """--max-overhead as given: a number (``1.2``) or ``forward``."""
+    return FORWARD if max_overhead == FORWARD else f"{float(max_overhead):g}"
 
 
 def _timed_out(probes: list[Probe], best_size: int) -> list[int]:

@@ -44,6 +44,9 @@ VOLATILE_COLUMNS = ("solve_time_s", "measured_time_ms", "time_ratio", "memory_ra
                     "pid", "timestamp")
 
 
+SWEEP_JOURNAL = "the sweep's journal"
+
+
 def journal_path(out_dir: Path, name: str) -> Path:
     """Path of the sweep's journal (one JSON row per line): ``<out_dir>/<name>.jsonl``."""
     return out_dir / f"{name}.jsonl"
@@ -59,7 +62,7 @@ def written_paths(out_dir: Path, name: str) -> dict[Path, str]:
     the table (and its Parquet copy when pyarrow is there, as `write_table` writes it)."""
     from importlib.util import find_spec
 
-    paths = {journal_path(out_dir, name): "the sweep's journal", table_path(out_dir, name): "the sweep's table"}
+    paths = {journal_path(out_dir, name): SWEEP_JOURNAL, table_path(out_dir, name): "the sweep's table"}
     if find_spec("pyarrow") is not None:
         paths[table_path(out_dir, name, "parquet")] = "the sweep's Parquet table"
     return paths
@@ -82,13 +85,17 @@ def make_folder(folder: Path, what: str) -> None:
         raise InputError(f"cannot make the folder of {what} ({err.strerror or err})", path=str(folder)) from None
 
 
-def _row(line: bytes) -> dict[str, Any] | None:
-    """The row of one journal line, or None when it is not a complete row (torn or unreadable)."""
+#: whether a row read back from a journal is one its writer writes (`valid_row` for the sweep's)
+RowCheck = Callable[[Any], bool]
+
+
+def _row(line: bytes, valid: RowCheck) -> dict[str, Any] | None:
+    """The row of one journal line, or None when it is not a complete row (torn, or not `valid`)."""
     try:
         row = json.loads(line)
     except (ValueError, RecursionError):  # not JSON, not UTF-8, an integer of over 4300 digits, nesting too deep
         return None
-    return row if valid_row(row) else None
+    return row if valid(row) else None
 
 
 def valid_row(row: Any) -> bool:
@@ -115,8 +122,9 @@ def plain_row(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v.item() if hasattr(v, "item") and hasattr(v, "dtype") else v for k, v in row.items()}
 
 
-def read_journal(path: Path) -> dict[str, dict[str, Any]]:
-    """Finished rows by key; a later row of the same key wins.
+def read_journal(path: Path, valid: RowCheck = valid_row) -> dict[str, dict[str, Any]]:
+    """Finished rows by key; a later row of the same key wins (`valid`: which rows count, the sweep's
+    `valid_row` by default; every row is a dict with a text ``key``).
 
     A last line that is a complete row counts even without its newline (the kill came between
     the row and its newline; `Journal` then adds the newline); a torn last line is ignored
@@ -130,7 +138,7 @@ def read_journal(path: Path) -> dict[str, dict[str, Any]]:
     for n, line in enumerate(lines):
         if not line.strip():
             continue
-        row = _row(line)
+        row = _row(line, valid)
         if row is None:
             if n < len(lines) - 1:
                 print(f"warning: {path}: unreadable line {n + 1} ignored", file=sys.stderr)
@@ -144,9 +152,10 @@ def _line(row: dict[str, Any]) -> bytes:
     return (json.dumps(row, sort_keys=True, default=str) + "\n").encode()
 
 
-def _journal_error(path: Path, err: OSError) -> InputError:
-    """The one-line error of a journal that cannot be written (a full disk, no permission): names it."""
-    return InputError(f"cannot write the sweep's journal ({err.strerror or err})", path=str(path))
+def _journal_error(path: Path, err: OSError, what: str = SWEEP_JOURNAL, field: str | None = None) -> InputError:
+    """The one-line error of a journal that cannot be written (a full disk, no permission): names it
+    (and the `field` that gave its path, if any)."""
+    return InputError(f"cannot write {what} ({err.strerror or err})", path=str(path), field=field)
 
 
 def seed_journal(path: Path, rows: Iterable[dict[str, Any]]) -> None:
@@ -165,17 +174,25 @@ class Journal:
     reads it: a complete last row without its newline gets the newline (never dropped), a torn
     last line is cut (so the next row starts on a line of its own). A journal that cannot be
     opened (a folder in its place, no permission) or written (a full disk) is an `InputError`
-    naming it (exit 2 on the command line).
+    naming it (exit 2 on the command line). `what` names the journal in those messages, `field` the
+    option that gave its path; `valid` says which rows are complete (`read_journal`).
     """
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        make_folder(path.parent, "the sweep's journal")
+    def __init__(self, path: Path, *, what: str = SWEEP_JOURNAL, field: str | None = None,
+                 valid: RowCheck = valid_row) -> None:
+        self.path, self.what, self.field, self.valid = path, what, field, valid
+        make_folder(path.parent, what)
         try:
             self._repair()
             self._f = path.open("ab", buffering=0)
         except OSError as err:
-            raise _journal_error(path, err) from None
+            raise self.error_for(err) from None
+
+    def error_for(self, err: OSError) -> InputError:
+        """The one-line `InputError` of `err` from this journal's file (a folder in its place, a full disk)."""
+        if self.path.is_dir():
+            return InputError(f"is a folder, expected a file ({self.what})", path=str(self.path), field=self.field)
+        return _journal_error(self.path, err, self.what, self.field)
 
     def _repair(self) -> None:
         if not self.path.exists():
@@ -185,7 +202,7 @@ class Journal:
             if not data or data.endswith(b"\n"):
                 return
             start = data.rfind(b"\n") + 1
-            if _row(data[start:]) is not None:
+            if _row(data[start:], self.valid) is not None:
                 f.seek(0, os.SEEK_END)
                 f.write(b"\n")
             else:
@@ -210,14 +227,14 @@ class Journal:
                 data = data[written:]
             os.fsync(self._f.fileno())
         except OSError as err:
-            raise _journal_error(self.path, err) from None
+            raise self.error_for(err) from None
 
     def close(self) -> None:
         """Close the journal file (`InputError` naming it when that fails)."""
         try:
             self._f.close()
         except OSError as err:
-            raise _journal_error(self.path, err) from None
+            raise self.error_for(err) from None
 
     def __enter__(self) -> Journal:
         return self
