@@ -41,7 +41,9 @@ B(i)        ``torch.autograd.backward(y, delta_{i+1})`` on the tape abar_{i+1}, 
             the standalone a_i. Parameter gradients accumulate into ``.grad``. When no gradient
             reaches a_{i+1} (delta_{i+1} None: a later block detaches its input, runs under
             ``torch.no_grad()`` or takes an integer such as an argmax), nothing is back-propagated
-            and delta_i is None: blocks 0..i get no gradients, as in plain autograd. With early
+            and delta_i is None: blocks 0..i get no gradients, as in plain autograd, and the
+            tape's graph is freed as B(i) drops it (no saved-tensor handle holds a node of it:
+            `input_hooks`), as plain autograd frees a graph no backward runs. With early
             release (`release_backward`) the executor gives up its references to delta_{i+1}
             and a_{i+1}'s data *before* the backward, so autograd frees each as soon as its
             last node has run, as one ``loss.backward()`` does: B(i) then peaks below its
@@ -301,8 +303,12 @@ def input_hooks(x: torch.Tensor, slot: InputSlot) -> contextlib.AbstractContextM
     (`models.offload.values.saved_input`; one of another dtype is kept as it is, a known limit),
     anything else as it is with its version (`models.offload.values.Versioned`: autograd checks no
     version of a tensor a pack hook handled, so the unpack hook does); so the tape abar_{i+1} holds no
-    byte of a_i, which the chain model counts apart. A null context for an `x` without a storage
-    (sparse, nested: nothing to release)."""
+    byte of a_i, which the chain model counts apart. A saved tensor with a ``grad_fn`` (a node's own
+    output: Tanh's, Sigmoid's, softmax's result) is kept detached (`_without_graph`), so the handle holds
+    no node of the graph that holds the handle: no reference cycle through autograd's C++ nodes, which
+    ``gc`` cannot see. The tape's graph is then freed by reference counting as soon as its output is
+    dropped, also when no backward ever runs it (a B(i) that no gradient reaches, a branch the loss
+    ignores). A null context for an `x` without a storage (sparse, nested: nothing to release)."""
     try:
         key = storage_key(x)
     except (RuntimeError, NotImplementedError):
@@ -312,12 +318,24 @@ def input_hooks(x: torch.Tensor, slot: InputSlot) -> contextlib.AbstractContextM
     def pack(t: torch.Tensor) -> Any:
         try:
             if storage_key(t) != key or t.device != device:
-                return Versioned.of(t)
+                return Versioned.of(_without_graph(t))
         except (RuntimeError, NotImplementedError):  # no storage: not a_i's
-            return Versioned.of(t)
+            return Versioned.of(_without_graph(t))
         return saved_input(t, x, slot)
 
     return torch.autograd.graph.saved_tensors_hooks(pack, unpack_saved)
+
+
+def _without_graph(t: torch.Tensor) -> torch.Tensor:
+    """What `input_hooks`' pack hook keeps of a saved tensor `t` that is not a_i's: `t` detached when it
+    has a ``grad_fn``, else `t` itself. The alias shares t's storage (no byte allocated) and its version
+    counter (`Versioned` still sees an in-place change to t); autograd's unpack gives the tensor it returns
+    back its place in the graph (the node it was saved for, or the saved ``grad_fn``), as for any
+    unpack hook whose result only has t's content. Invariant: a handle never references a node, so
+    the graph of a tape is freed by reference counting once the tape's output is dropped (a node saving
+    its own output with `t` itself would be a cycle node -> handle -> t -> node that ``gc`` cannot free
+    when no backward runs the node)."""
+    return t.detach() if t.grad_fn is not None else t
 
 
 def release_input(x: torch.Tensor) -> None:
