@@ -53,9 +53,10 @@ class Target:
     """A network ready to run schedules of `problem` on `instance` (its costs).
 
     `step(schedule, seed=, time_repeats=, independent=)` -> a `StepResult` with the simulator's
-    prediction; `reference(seed)` -> the plain-autograd (grads, input gradient(s)) it is
-    checked against; `store_all` the schedule that keeps everything; `extras(step, schedule)`
-    the problem's own report fields.
+    prediction; `reference(seed, schedule)` -> the plain-autograd (grads, input gradient(s)) it is
+    checked against (a join's runs the branches' forwards in the order `schedule` first runs them);
+    `store_all` the schedule that keeps everything; `extras(step, schedule)` the problem's own report
+    fields.
     """
 
     problem: str
@@ -64,7 +65,7 @@ class Target:
     name: str
     device: torch.device
     step: Callable[..., StepResult]
-    reference: Callable[[int], tuple[dict[str, torch.Tensor], Any]]
+    reference: Callable[[int, Any], tuple[dict[str, torch.Tensor], Any]]
     store_all: Any
     extras: Callable[[StepResult, Any], dict[str, Any]] = field(default=lambda step, schedule: {})
     info: dict[str, Any] = field(default_factory=dict)
@@ -433,7 +434,7 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
             _check_output_bytes(chain, built, path)
     x, tgt = built.example_input, built.target
 
-    def reference(seed: int) -> tuple[dict[str, torch.Tensor], Any]:
+    def reference(seed: int, schedule: Any = None) -> tuple[dict[str, torch.Tensor], Any]:
         _, grads, input_grad = reference_step(built.blocks, built.loss_fn, x, tgt, seed=seed)
         return grads, input_grad
 
@@ -488,7 +489,7 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
     (None: profile it here) gives the costs; `path`, the file `join` was loaded from (None: not from a
     file), and `recorded`, the sizes taken from its meta (`instance_sizes`), name the file's fields in
     the errors about them (`_build_join`, `_check_branch_outputs`)."""
-    from memsched.models.join.executor import JoinExecutor, reference_join_step
+    from memsched.models.join.executor import JoinExecutor, first_forwards, reference_join_step
     from memsched.models.join.profiler import profile_join
     from memsched.models.join.zoo import diagnosed_join
     from memsched.solvers.join import store_all_schedule
@@ -509,9 +510,13 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
     executor = JoinExecutor(built.branches, built.loss_fn)
     xs, tgt = built.inputs, built.target
 
-    def reference(seed: int) -> tuple[dict[str, torch.Tensor], Any]:
+    def reference(seed: int, schedule: Any = None) -> tuple[dict[str, torch.Tensor], Any]:
+        # the plain forwards in the order the schedule first runs them (branches sharing a module whose
+        # output reads the buffers its forward updates, spectral_norm's u: the order changes the gradients)
+        order = None if schedule is None else first_forwards(getattr(schedule, "ops", schedule))
         with diagnosed_join(built):
-            _, grads, input_grads = reference_join_step(built.branches, built.loss_fn, xs, tgt, seed=seed)
+            _, grads, input_grads = reference_join_step(built.branches, built.loss_fn, xs, tgt, seed=seed,
+                                                        order=order)
         return grads, input_grads
 
     def step(schedule: Any, **kw: Any) -> Any:
@@ -654,7 +659,7 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, timing: str 
         info["note"] = note
     x, tgt = built.example_input, built.target
 
-    def reference(seed: int) -> tuple[dict[str, torch.Tensor], Any]:
+    def reference(seed: int, schedule: Any = None) -> tuple[dict[str, torch.Tensor], Any]:
         _, grads, input_grad = reference_step(built.blocks, built.loss_fn, x, tgt, seed=seed)
         return grads, input_grad
 
@@ -782,7 +787,7 @@ def execute_schedule(target: Target, schedule: Any, *, seed: int = 0, time_repea
     ok, msg = None, ""
     if check:
         with from_buffers(before):  # plain autograd from the buffers the step started from
-            ok, msg = _gradients_ok(step, target.reference(seed), target.device)
+            ok, msg = _gradients_ok(step, target.reference(seed, schedule), target.device)
     compared_makespan = step.comparisons()["time"].predicted  # the instance's time unit
     row = {"measured_time_ms": step.time_ms, "measured_peak": step.peak_memory,
            "independent_peak": step.independent_peak, "predicted_peak": step.predicted_peak,

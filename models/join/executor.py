@@ -27,21 +27,34 @@ B(b,i)      ``torch.autograd.backward`` on the tape abar_{i+1}^b with delta_{i+1
 ==========  ================================================================================
 
 Buffers: as in the chain executor, the first forward of stage i of branch b in a step updates its
-block's buffers (BatchNorm's running statistics) and every later one puts them back (a copy made
-before the step), so each branch counts one batch per step, as a plain forward of every branch
-does. Branches that share a BatchNorm (a Siamese network) update it once per branch, in the
-order the schedule runs their first forwards, which may differ from the branch order of
-`reference_join_step` (the running statistics then differ by momentum squared times the
-difference of the two branches' batch statistics; the gradients do not differ).
+block's buffers (BatchNorm's running statistics, spectral_norm's ``u`` and ``v``) and every later one
+runs on the buffers that first forward found and puts back those it found (a copy made before the
+step), so each branch counts one batch per step, as a plain forward of every branch does.
+Branches that share a module (a Siamese network) update its buffers once per branch, in the order
+the schedule runs the stages' first forwards; when the module's output reads what its forward
+updates (spectral_norm's power iteration, a counter), that order changes the outputs and so the
+gradients (BatchNorm in training mode only changes its running statistics). The plain run a step is
+checked against (`execute_join`) is therefore `reference_join_step` with ``order=first_forwards(ops)``:
+the stages' plain forwards in the order the schedule first runs them (a join schedule may run the
+branches in any order, the DP runs its forward sweeps in the order sigma(k), ..., sigma(1)), from the
+buffers the step started from (`models.buffers.from_buffers`); its gradients and the buffers it leaves
+are then those of the step.
 
-Randomness: a join schedule may run the first forwards of the branches in any order (the DP
-runs the forward sweeps in the order sigma(k), ..., sigma(1)), so recording the RNG state at
-each stage's first forward, as the chain executor does, would draw different dropout masks
-than a plain forward. Instead every forward of stage i of branch b (first run and
-recomputations alike) runs inside ``torch.random.fork_rng`` with the generator seeded by
-``stage_seed(seed, b, i)``; `reference_join_step` does the same in a plain forward/backward.
-Dropout masks are thus identical across schedules and the reference, and the global RNG stream
-is left as it was. (Without dropout this changes nothing.)
+Randomness: recording the RNG state at each stage's first forward, as the chain executor does,
+would draw different dropout masks than a plain forward whenever the schedule runs the branches in
+another order. Instead every forward of a random stage i of branch b (first run and recomputations
+alike) runs inside ``torch.random.fork_rng`` with the generator seeded by ``stage_seed(seed, b, i)``;
+`reference_join_step` does the same in a plain forward/backward. Dropout masks are thus identical
+across schedules and the reference, and the global RNG stream is left as it was. The random stages
+(those that draw random numbers) are found before the step's runs (`JoinExecutor.random_stages`: a
+plain forward without grad of every branch, outside every measured window); the other stages run
+as they are, forking and seeding nothing, so without dropout the step allocates nothing for the RNG.
+A forward of a random stage holds the fork's copy of the generator's state (on the CPU a 5,056 B
+tensor the allocator hands out: the prediction of a step with `join` adds it during every such
+forward, `join_peak_with_rng_states`; on CUDA a host tensor, none of the device memory measured).
+The live-tensor tracker does not see it (its prediction, ``tracker_predicted_peak``, stays
+without). A block whose drawing depends on more than its input and the training mode is not
+supported.
 
 Memory (bytes) is measured as in the chain executor: ``torch.cuda.max_memory_allocated`` on
 CUDA, `models.memory.LiveTensorTracker` on CPU; the executor first copies every input a_0^b,
@@ -53,12 +66,12 @@ tracker on CPU, in milliseconds.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from memsched.models.buffers import step_modules
+from memsched.models.buffers import from_buffers, snapshot_buffers, step_modules
 from memsched.models.chain.executor import (
     ChainExecutor,
     ChainRunState,
@@ -75,18 +88,22 @@ from memsched.models.measure import (
     StepResult,
     all_zero,
     compare_gradients,
+    generator_states,
     gradient_close,
     measure_runs,
+    peak_with_rng_states,
     zero_grads,
 )
 from memsched.models.memory import storage_key
-from memsched.solvers.chain.schedule import Op
+from memsched.solvers.chain.schedule import FORWARD_KINDS, Op
+from memsched.solvers.errors import InputError
 from memsched.solvers.join import Join, JoinSchedule, JOp, simulate
-from memsched.solvers.join.simulator import LOSS
+from memsched.solvers.join.simulator import LOSS, Simulation
 from torch import nn
 
 __all__ = ["JoinExecutor", "JoinStepResult", "reference_join_step", "join_parameters", "execute_join",
-           "stage_seed", "StageRng", "compare_input_gradients", "own_deltas"]
+           "stage_seed", "StageRng", "compare_input_gradients", "own_deltas", "first_forwards",
+           "join_peak_with_rng_states", "rng_state_bytes"]
 
 
 def stage_seed(seed: int, branch: int, stage: int) -> int:
@@ -96,17 +113,26 @@ def stage_seed(seed: int, branch: int, stage: int) -> int:
 
 class StageRng:
     """The ``forward(i)`` context of `models.measure.RunState`'s ``rng``, seeding each forward
-    of stage i of this branch with `stage_seed` (see the module docstring)."""
+    of a random stage i of this branch with `stage_seed` (see the module docstring).
 
-    def __init__(self, device: torch.device, seed: int, branch: int) -> None:
+    `random`: the stages of this branch that draw random numbers (`JoinExecutor.random_stages`);
+    only their forwards fork the generator (each holding one copy of its state, `rng_state_bytes`,
+    while it runs), the others run as they are. None: every stage forks (a plain run that does not
+    know them, `reference_join_step`: forking a stage that draws nothing changes nothing)."""
+
+    def __init__(self, device: torch.device, seed: int, branch: int, random: Iterable[int] | None = None) -> None:
         self.device = device
         self.seed = seed
         self.branch = branch
+        self.random = None if random is None else frozenset(random)
 
     @contextlib.contextmanager
     def forward(self, i: int) -> Iterator[None]:
-        """Context manager: run stage i of this branch with its own seeded RNG, so a recomputation draws the same
-        dropout masks."""
+        """Context manager: run stage i of this branch with its own seeded RNG when it is random, so a
+        recomputation draws the same dropout masks (a stage known to draw none: nothing done)."""
+        if self.random is not None and i not in self.random:
+            yield
+            return
         cuda = self.device.type == "cuda"
         with torch.random.fork_rng(devices=[self.device] if cuda else []):
             s = stage_seed(self.seed, self.branch, i)
@@ -115,6 +141,37 @@ class StageRng:
                 with torch.cuda.device(self.device):
                     torch.cuda.manual_seed(s)
             yield
+
+
+def rng_state_bytes(device: torch.device) -> int:
+    """Bytes of the copy of the generators' state that ``torch.random.fork_rng`` holds during a
+    forward of a random stage, in the memory a step on `device` is measured in: the CPU generator's
+    state (5,056 B) on the CPU; 0 on CUDA (the states are host tensors, none of the device memory)."""
+    return sum(t.numel() * t.element_size() for t in generator_states(device)
+               if t is not None and t.device.type == device.type)
+
+
+def join_peak_with_rng_states(sim: Simulation, ops: Sequence[JOp], random: Sequence[Iterable[int]],
+                              state_bytes: int) -> int:
+    """The peak (bytes) of the join simulator's replay `sim` of `ops` plus the RNG state copies a
+    step holds (`StageRng`): `state_bytes` during every forward (F_all, F_ck, F_n) of a stage i of
+    branch b with i in ``random[b]`` (op k counting for time k, with its peak ``mem_during``; the
+    inputs before op 0). Equal to ``sim.peak_memory`` when no stage is random or `state_bytes` is 0."""
+    points = [(-1.0, int(sim.initial_memory))] + [(float(k), int(st.mem_during)) for k, st in enumerate(sim.steps)]
+    stages = [set(r) for r in random]
+    held = [(float(k), k + 1.0, int(state_bytes)) for k, op in enumerate(ops)
+            if op.kind in FORWARD_KINDS and op.stage in stages[op.branch]] if state_bytes else []
+    return peak_with_rng_states(points, held)
+
+
+def first_forwards(ops: Iterable[JOp]) -> list[tuple[int, int]]:
+    """(branch, stage) of every stage `ops` computes, in the order of its first forward: the order
+    in which a step's first forwards update the blocks' buffers (`reference_join_step`'s ``order``)."""
+    out: dict[tuple[int, int], None] = {}
+    for op in ops:
+        if op.kind in FORWARD_KINDS:
+            out.setdefault((op.branch, op.stage), None)
+    return list(out)
 
 
 def join_parameters(branches: Sequence[Sequence[nn.Module]]) -> dict[str, nn.Parameter]:
@@ -135,9 +192,15 @@ def join_parameters(branches: Sequence[Sequence[nn.Module]]) -> dict[str, nn.Par
 class JoinStepResult(StepResult):
     """One executed join training step (fields of `models.chain.executor.StepResult`; ``input_grad``
     is None and ``input_grads[b]`` is delta_0^b, None for integer inputs). ``predicted_peak`` /
-    ``predicted_makespan`` are the join simulator's for the join given."""
+    ``predicted_makespan`` are the join simulator's for the join given; ``predicted_peak`` adds the
+    copies of the generator's state held during the forwards of random stages (`rng_states` of them:
+    CPU only; `join_peak_with_rng_states`), which the join model does not charge and the tracker does
+    not see (``tracker_predicted_peak`` stays without). ``random_stages[b]``: the stages of branch b
+    found to draw random numbers (`JoinExecutor.random_stages`)."""
 
     input_grads: list[torch.Tensor | None] = field(default_factory=list)
+    rng_states: int = 0
+    random_stages: list[list[int]] = field(default_factory=list)
 
 
 def _seed_of(seed: int | None) -> int:
@@ -159,6 +222,9 @@ class JoinExecutor:
         self.params = join_parameters(self.branches)
         self.k = len(self.branches)  # number of branches
         self.lengths = [len(b) for b in self.branches]  # L_b of each branch
+        #: the random stages of each branch (`random_stages`): found by each `step` before its runs, else at
+        #: the first run (`_run` called directly, as the profiler's timing does) and kept
+        self.random: list[set[int]] | None = None
 
     # ----------------------------------------------------------------- one step
     def step(
@@ -178,9 +244,12 @@ class JoinExecutor:
     ) -> JoinStepResult:
         """Execute `schedule` as one training step on `inputs` (one tensor per branch).
 
-        With `join`, the schedule is first replayed by the join simulator (an invalid one raises
-        `solvers.errors.InputError`, a ValueError) and its predicted peak and makespan are
-        returned, with per-op predictions in the trace. Other options as
+        The schedule is first replayed by the join simulator, on `join` when given (its predicted peak,
+        plus the RNG states of random stages on the CPU, and makespan are returned, with per-op
+        predictions in the trace), else on a join of this model's lengths with unit sizes
+        (`check_schedule`): an invalid or incomplete one raises `solvers.errors.InputError` (a
+        ValueError) before anything runs. The random stages are found before the runs
+        (`random_stages`). Other options as
         `models.chain.executor.ChainExecutor.step`: memory and time are measured in separate runs on
         CPU; `time_repeats` timed runs, median in ms; `seed` seeds the per-stage RNG streams
         (see the module docstring; None draws one from torch's generator).
@@ -198,7 +267,15 @@ class JoinExecutor:
             predicted_peak, predicted_makespan, tracker_peak, sim_steps = predict_both(simulate, join, ops,
                                                                                       tracker_join)
         else:
-            self._check_ops(ops)
+            self.check_schedule(ops)
+        random = self.random = self.random_stages(inputs)  # before the runs: in none of their windows
+        state_bytes = rng_state_bytes(device)
+        n_states = sum(1 for op in ops if op.kind in FORWARD_KINDS and op.stage in random[op.branch]) \
+            if state_bytes else 0
+        if join is not None and n_states:  # the allocator also holds the forks' copies of the generator's state
+            with_states = join_peak_with_rng_states(simulate(join, ops), ops, random, state_bytes)
+            if with_states != predicted_peak:  # the tracker does not see them: its prediction stays without
+                tracker_peak, predicted_peak = tracker_peak or predicted_peak, with_states
         m = measure_runs(lambda watch, tr: self._run(ops, inputs, target, seed, watch, tr, clock),
                          cuda=device.type == "cuda", measure_memory=measure_memory, measure_time=measure_time,
                          trace=trace, time_repeats=time_repeats, sim_steps=sim_steps, independent=independent,
@@ -209,12 +286,25 @@ class JoinExecutor:
                               device=str(device), memory_method=m.method, predicted_peak=predicted_peak,
                               predicted_makespan=predicted_makespan, trace=m.traces, input_grads=input_grads,
                               independent_peak=m.independent_peak, independent_method=m.independent_method,
-                              tracker_predicted_peak=tracker_peak, time_runs_ms=m.times_ms)
+                              tracker_predicted_peak=tracker_peak, time_runs_ms=m.times_ms, rng_states=n_states,
+                              random_stages=[sorted(r) for r in random])
 
-    def _check_ops(self, ops: list[JOp]) -> None:
-        for op in ops:
-            if op.kind != LOSS and not (0 <= op.branch < self.k and 0 <= op.stage < self.lengths[op.branch]):
-                raise ValueError(f"operation {op} outside the model's branches ({self.lengths} blocks)")
+    def check_schedule(self, ops: Sequence[JOp]) -> None:
+        """`ops` replay on a join of this model's branch lengths with unit sizes and times (every
+        operation in range, its inputs resident, the loss and every B(b, i) exactly once, the schedule
+        complete), else `InputError` naming ``schedule`` with the simulator's first violation."""
+        from memsched.models.chain.training import _unit_chain
+
+        replay = simulate(Join.from_chains([_unit_chain(L) for L in self.lengths], name="unit"), list(ops))
+        if not replay.valid:
+            raise InputError(f"not a valid schedule of this join: {replay.violation}", field="schedule")
+
+    def random_stages(self, inputs: Sequence[torch.Tensor]) -> list[set[int]]:
+        """The stages of each branch whose block draws random numbers on `inputs` (one tensor per
+        branch): `models.chain.executor.ChainExecutor.random_stages` of every stage of each branch (a
+        plain forward without grad on a copy of its input; buffers and generators put back; nothing
+        it allocated stays)."""
+        return [ex.random_stages(x, range(L)) for ex, x, L in zip(self.executors, inputs, self.lengths)]
 
     def _run(self, ops: list[JOp], inputs: Sequence[torch.Tensor], target: Any, seed: int, watch: bool,
              trace: bool, clock: str = "wall"
@@ -222,6 +312,8 @@ class JoinExecutor:
         """One run: (loss, delta_0^b per branch, peak bytes, per-op trace, elapsed ms)."""
         device = inputs[0].device
         zero_grads(self.params.values())
+        if self.random is None:  # a run outside `step` (the profiler's timing): found once, before the meter
+            self.random = self.random_stages(inputs)
         torch.manual_seed(seed)
         states = [self._run_state(ops, device, seed, b) for b in range(len(inputs))]
         meter = StepMeter(device, watch=watch, trace=trace, clock=clock)
@@ -242,12 +334,14 @@ class JoinExecutor:
         return loss, input_grads, meter.peak, meter.traces, meter.elapsed_ms
 
     def _run_state(self, ops: list[JOp], device: torch.device, seed: int, b: int) -> ChainRunState:
-        """Branch b's run state: its per-stage RNG and, for each stage of it that `ops` computes more
+        """Branch b's run state: its per-stage RNG (forking for the random stages only) and, for each stage
+        of it that `ops` computes more
         than once, a copy of its block's buffers (made at the first run that needs it, before the step is
         measured, and kept by the branch's executor; its recomputations put the buffers back from it:
         `models.chain.executor.kept_buffers`)."""
         again = recomputed([(op.kind, op.stage) for op in ops if op.kind != LOSS and op.branch == b])
-        return ChainRunState(StageRng(device, seed, b), self.executors[b].buffer_copies_for(again))
+        random = None if self.random is None else self.random[b]
+        return ChainRunState(StageRng(device, seed, b, random), self.executors[b].buffer_copies_for(again))
 
     def _loss(self, states: list[RunState], target: Any) -> None:
         """The shared loss: an alias per branch output (`models.chain.executor.loss_input`: the
@@ -299,32 +393,54 @@ def _no_chain_loss(output: torch.Tensor, target: Any) -> torch.Tensor:  # pragma
 
 
 # --------------------------------------------------------------------- reference and checks
+def _forward_order(lengths: Sequence[int], order: Sequence[tuple[int, int]] | None) -> list[tuple[int, int]]:
+    """`order` checked: every (branch, stage) of branches of `lengths` exactly once, each branch's stages in
+    increasing order (None: branch by branch), else `InputError` naming ``order``."""
+    if order is None:
+        return [(b, i) for b, L in enumerate(lengths) for i in range(L)]
+    out = [(int(b), int(i)) for b, i in order]
+    nxt = [0] * len(lengths)
+    for b, i in out:
+        if not 0 <= b < len(lengths) or i != nxt[b]:
+            raise InputError(f"({b}, {i}) out of place: each branch's stages 0..L_b-1 in order, once", field="order")
+        nxt[b] += 1
+    if nxt != list(lengths):
+        raise InputError(f"covers {nxt} stages of branches of {list(lengths)}", field="order")
+    return out
+
+
 def reference_join_step(branches: Sequence[nn.Module | Sequence[nn.Module]], loss_fn: JoinLossFn,
-                        inputs: Sequence[torch.Tensor], target: Any, *, seed: int = 0
+                        inputs: Sequence[torch.Tensor], target: Any, *, seed: int = 0,
+                        order: Sequence[tuple[int, int]] | None = None
                         ) -> tuple[float, dict[str, torch.Tensor], list[torch.Tensor | None]]:
     """A plain forward of every branch (each block's RNG seeded per stage as in the executor),
-    the loss and one backward: (loss, parameter gradients, delta_0^b per branch)."""
+    the loss and one backward: (loss, parameter gradients, delta_0^b per branch).
+
+    `order`: the (branch, stage) forwards in the order they run (each branch's stages in increasing
+    order; `first_forwards` of a schedule: the order its first forwards update the buffers of modules
+    the branches share); None, branch 0's forward first, then branch 1's, and so on. It changes the
+    result only when branches share a module whose forward updates buffers its output reads
+    (spectral_norm's ``u``); BatchNorm's running statistics follow it too."""
     branches = [as_blocks(b) for b in branches]
+    steps = _forward_order([len(b) for b in branches], order)
     params = join_parameters(branches)
     for p in params.values():
         p.grad = None
     torch.manual_seed(seed)
     device = inputs[0].device
     leaves: list[torch.Tensor] = []
-    outputs: list[torch.Tensor] = []
+    rngs = [StageRng(device, seed, b) for b in range(len(branches))]
     with torch.enable_grad():
-        for b, (blocks, x0) in enumerate(zip(branches, inputs)):
+        for x0 in inputs:
             x = x0.detach().clone()
             if x.is_floating_point():
                 x.requires_grad_(True)
             leaves.append(x)
-            rng = StageRng(device, seed, b)
-            a = x
-            for i, block in enumerate(blocks):
-                with rng.forward(i):
-                    a = block(a)
-            outputs.append(a)
-        loss = loss_fn(outputs, target)
+        acts = list(leaves)
+        for b, i in steps:
+            with rngs[b].forward(i):
+                acts[b] = branches[b][i](acts[b])
+        loss = loss_fn(acts, target)
         loss.backward()
     grads = {name: p.grad.detach().clone() for name, p in params.items() if p.grad is not None}
     for p in params.values():
@@ -361,12 +477,20 @@ def execute_join(branches: Sequence[nn.Module | Sequence[nn.Module]], loss_fn: J
                  join: Join | None = None, seed: int = 0, check: bool = True, rtol: float = 1e-4, atol: float = 1e-6,
                  **options: Any) -> tuple[JoinStepResult, bool | None]:
     """Run one step under `schedule` and, when `check`, compare every parameter gradient and
-    every input gradient with `reference_join_step` (same seed): (result, grad_check)."""
+    every input gradient with `reference_join_step` (same seed, the forwards in the order the
+    schedule first runs them, `first_forwards`, from the buffers the step started from,
+    `models.buffers.from_buffers`; the buffers the step left are put back after it):
+    (result, grad_check)."""
     executor = JoinExecutor(branches, loss_fn)
-    result = executor.step(schedule, inputs, target, join=join, seed=seed, **options)
+    ops = list(schedule.ops if isinstance(schedule, JoinSchedule) else schedule)
+    modules = step_modules([b for branch in executor.branches for b in branch], loss_fn)
+    before = snapshot_buffers(modules) if check else []
+    result = executor.step(ops, inputs, target, join=join, seed=seed, **options)
     if not check:
         return result, None
-    _, ref, ref_inputs = reference_join_step(executor.branches, loss_fn, inputs, target, seed=seed)
+    with from_buffers(before):  # plain autograd from the buffers the step started from
+        _, ref, ref_inputs = reference_join_step(executor.branches, loss_fn, inputs, target, seed=seed,
+                                                 order=first_forwards(ops))
     ok, _ = compare_gradients(result.grads, ref, rtol=rtol, atol=atol)
     ok_in, _ = compare_input_gradients(result.input_grads, ref_inputs, rtol=rtol, atol=atol)
     return result, join_gradient_check(ok, ok_in, ref_inputs)
