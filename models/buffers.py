@@ -75,7 +75,11 @@ def from_buffers(saved: BufferSnapshot) -> Iterator[None]:
     """Run the body on the buffers `saved` holds (a check that must start from the buffers a step
     started from: the plain-autograd reference of a measured step), then put back the buffers the
     body found (those the step left), bit for bit, also when it raises."""
-    found = [(mod, name, buf, buf.detach().clone()) for mod, name, buf, _ in saved]
+    found: BufferSnapshot = []
+    for mod, name, buf, _ in saved:
+        now = mod._buffers.get(name) if mod is not None else buf  # a forward may have rebound the attribute
+        if now is not None:
+            found.append((mod, name, now, now.detach().clone()))
     restore_buffers(saved)
     try:
         yield

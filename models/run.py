@@ -933,8 +933,7 @@ def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, ins
                loss=step.loss if math.isfinite(step.loss) else None, schedule=schedule.to_json())
     if row["grad_message"]:
         out["grad_message"] = row["grad_message"]
-    warning = over_budget_warning(out["predicted"], limit, getattr(step, "rng_states", None),
-                                  **_executed_prediction(step))
+    warning = step_warning(problem, out["predicted"], limit, step)
     if warning:
         out["warning"] = warning
     return out
@@ -948,6 +947,15 @@ def _executed_prediction(step: StepResult) -> dict[str, Any]:
     return {"peak": step.comparisons()["independent"].predicted, "run_as": "one op at a time" if synchronous else ""}
 
 
+def step_warning(problem: str, predicted: dict[str, Any], budget: int, step: StepResult) -> str | None:
+    """`over_budget_warning` of an executed `step` of `problem`: a chain or offloading step passes its
+    count of recomputed random stages; a join step's ``rng_states`` counts the forwards of random stages
+    (each holds a copy of the generator's state while it runs), so its warning gives the bytes beyond the
+    model instead, as a graph step's does."""
+    kept = getattr(step, "rng_states", None) if problem in ("chain", "offload") else None
+    return over_budget_warning(predicted, budget, kept, **_executed_prediction(step))
+
+
 def over_budget_warning(predicted: dict[str, Any], budget: int, rng_states: int | None, *,
                         peak: float | None = None, run_as: str = "") -> str | None:
     """The ``warning`` of a run whose executed step is predicted above the `budget` (bytes): the
@@ -956,7 +964,8 @@ def over_budget_warning(predicted: dict[str, Any], budget: int, rng_states: int 
     op at a time, `run_as`, and passes its ``sequential_peak``) > budget while the solver's model
     fits it: the run holds what the model does not charge, on the CPU the RNG state (5,056 B) of
     each recomputed random stage (`rng_states` of them, a chain or offloading step's count; None:
-    not known, a join or graph step, whose warning gives the bytes beyond the model instead). None
+    not known, or a join step, whose count is of forwards of random stages: a join or graph step's
+    warning gives the bytes beyond the model instead). None
     when the prediction fits the budget; when the model's peak does not fit it either, says so
     instead."""
     peak = int(predicted["peak_memory"] if peak is None else peak)
@@ -971,8 +980,8 @@ def over_budget_warning(predicted: dict[str, Any], budget: int, rng_states: int 
         return (f"{head}, as the executor keeps the CPU RNG states of {rng_states} recomputed random stage"
                 f"{'s' if rng_states > 1 else ''} (5,056 B each, plus a copy during each recomputation), which the "
                 "solver's model does not charge")
-    return (f"{head}: the run holds {peak - model} B the model does not charge (on the CPU, the RNG states of "
-            "recomputed random stages, 5,056 B each)")
+    return (f"{head}: the run holds {peak - model} B the model does not charge (on the CPU, the generator states "
+            "kept for random stages, 5,056 B each)")
 
 
 def no_schedule_message(result: Any, budget: int, time_limit: float | None = None) -> str:

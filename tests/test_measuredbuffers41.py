@@ -140,3 +140,62 @@ def test_memsched_run_checks_a_spectral_normed_network() -> None:
     out = memsched.run(net, "100%", solver="rotor", example_input=x, target=y, loss_fn=F.cross_entropy,
                        time_repeats=1, repeats=1)
     assert out.grad_check is True
+
+
+class _Counting(nn.Module):
+    """A block whose training forward rebinds a registered buffer (``self.count = self.count + 1``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            self.count = self.count + 1
+        return self.lin(x)
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_the_gradient_check_keeps_a_rebound_buffer_as_the_step_left_it(check: bool) -> None:
+    """`from_buffers` put back the tensor bound before the step (still holding the old value) where the step
+    had bound a new one: the check undid the step's update (count 0 after one step)."""
+    from memsched.models.chain.executor import execute
+    from memsched.solvers.chain.baselines import store_all_schedule
+
+    torch.manual_seed(0)
+    blocks = [_Counting(), nn.Linear(4, 3)]
+    x, y = torch.randn(5, 4), torch.randint(0, 3, (5,))
+    _, ok = execute(blocks, F.cross_entropy, store_all_schedule(2), x, y, measure_time=False, check=check)
+    assert ok is (True if check else None)
+    assert blocks[0].count.item() == 1
+
+
+def test_a_join_over_budget_warning_does_not_call_forwards_recomputations() -> None:
+    """A join step's ``rng_states`` counts the forwards of random stages (each holds a copy of the generator's
+    state while it runs), not recomputed stages: `memsched run`'s warning for a store-all join step with
+    dropout, predicted above a budget its model fits, gives the bytes beyond the model, never "the RNG states
+    of N recomputed random stages" of a schedule that recomputes nothing."""
+    from memsched.models.join.executor import JoinExecutor
+    from memsched.models.join.profiler import profile_join_branches
+    from memsched.models.run import step_warning
+    from memsched.solvers.join import simulate, store_all_schedule
+
+    torch.manual_seed(0)
+
+    def branch() -> nn.Module:
+        return nn.Sequential(nn.Linear(24, 24, dtype=torch.float32), nn.Tanh(), nn.Dropout(0.3)).train()
+
+    def loss(outs: list[torch.Tensor], _: object) -> torch.Tensor:
+        return sum((o ** 2).sum() for o in outs)  # type: ignore[return-value]
+
+    branches = [[branch(), branch()], [branch()]]
+    inputs = [torch.randn(8, 24, dtype=torch.float32) for _ in range(2)]  # the reviewer's sizes: a fork at the peak
+    join = profile_join_branches(branches, loss, inputs, None, repeats=1, warmup=0)
+    schedule = store_all_schedule(join)
+    step = JoinExecutor(branches, loss).step(schedule, inputs, None, join=join, measure_time=False)
+    model = simulate(join, schedule.ops).peak_memory
+    assert step.predicted_peak > model and step.rng_states > 0  # the forks' states are charged beyond the model
+    warning = step_warning("join", {"peak_memory": step.predicted_peak, "model_peak_memory": model}, model, step)
+    assert warning is not None and "recomputed random stage" not in warning
+    assert f"the run holds {step.predicted_peak - model} B" in warning
