@@ -109,6 +109,36 @@ def budget_for(chain: Chain, frac: float, *, feasible: bool = False) -> int:
     return lo + int(round(frac * (reference_peak(chain) - lo)))
 
 
+def least_phase_budget(chain: Chain) -> int:
+    """The least integer budget M at which a phase schedule exists (brute force; bisection between
+    x[0] - 1, where nothing fits, and the store-all peak, where store-all fits: a schedule that fits
+    M fits every larger budget)."""
+    lo, hi = int(chain.x[0]) - 1, reference_peak(chain)  # invariant: infeasible at lo, feasible at hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if brute_force(chain, mid, phase=True)[0] is None:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+#: draws for `tight_budget`: below 0 (about one example in eight) just under the least budget, else a
+#: fraction of the way from the least budget up to the store-all peak
+TIGHT_FRACS = st.floats(-0.15, 1.0)
+
+
+def tight_budget(chain: Chain, frac: float, least: int) -> int:
+    """A budget for property tests that mostly admits a schedule: with `frac` >= 0, `frac` of the way
+    from `least` (the least feasible budget of the scope under test) to the store-all peak, rounded
+    down (so below the peak when `frac` < 1 and `least` < peak); with `frac` < 0, `least` - 1, where
+    the exact models must answer infeasible."""
+    if frac < 0:
+        return least - 1
+    peak = reference_peak(chain)
+    return least + int(frac * (max(peak, least) - least))
+
+
 def check_replay(chain: Chain, budget: int, res) -> None:
     if res.schedule is not None:
         sim = simulate(chain, res.schedule, budget)
@@ -139,9 +169,11 @@ def test_milp_and_cpsat_agree_and_replay(chain: Chain, frac: float) -> None:
 
 
 @FAST
-@given(chains(max_length=3), st.floats(0.0, 1.0))
+@given(chains(max_length=3), TIGHT_FRACS)
 def test_exact_equals_brute_force(chain: Chain, frac: float) -> None:
-    budget = budget_for(chain, frac)
+    """The MILP (with and without dominance cuts and warm start) equals the brute force over phase
+    schedules, at budgets drawn from the least feasible one (or one below) up to the store-all peak."""
+    budget = tight_budget(chain, frac, least_phase_budget(chain))
     best, _ = brute_force(chain, budget, phase=True)
     anything, _ = brute_force(chain, budget)
     res = solve("chain", chain, "milp", budget, slots=0, time_limit=20)
@@ -230,14 +262,17 @@ def test_encode_decode_round_trip() -> None:
     assert model.encode(Schedule([Op(F_ALL, 1)], 7)) is None
 
 
-@FAST
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(chains(), st.floats(0.0, 1.0))
 def test_exact_at_most_rotor(chain: Chain, frac: float) -> None:
+    """At budgets from the rotor DP's least one (`rotor_min_budget`) up to the store-all peak, where
+    the rotor always has a schedule, the exact MILP is optimal and at most as slow."""
     pytest.importorskip("memsched.solvers.chain.dp")
-    budget = budget_for(chain, frac)
+    from memsched.solvers.chain.dp import rotor_min_budget
+
+    budget = tight_budget(chain, frac, rotor_min_budget(chain))
     rotor = solve("chain", chain, "rotor", budget, slots=0)
-    if rotor.schedule is None:
-        return
+    assert rotor.schedule is not None
     exact = solve("chain", chain, "milp", budget, slots=0, time_limit=20)
     assert exact.status == "optimal"
     assert exact.objective <= rotor.objective + 1e-9

@@ -18,7 +18,7 @@ from memsched.solvers.errors import InputError
 from memsched.solvers.join import Join
 from memsched.solvers.offload.instance import OffloadInstance
 from memsched.solvers.registry import solve
-from test_chain_exact import FAST, brute_force, budget_for, chains
+from test_chain_exact import FAST, TIGHT_FRACS, brute_force, chains, least_phase_budget, tight_budget
 from test_chain_rotor import assert_dp_equals_brute_force, tiny_chains
 
 
@@ -113,9 +113,11 @@ def test_rotor_equals_brute_force_over_persistent_schedules(chain) -> None:
 
 
 @FAST
-@given(chains(max_length=3, release=True), st.floats(0.0, 1.0))
+@given(chains(max_length=3, release=True), TIGHT_FRACS)
 def test_exact_equals_brute_force(chain: Chain, frac: float) -> None:
-    budget = budget_for(chain, frac)
+    """Both exact models equal the brute force over phase schedules with early release, at budgets
+    drawn from the least feasible one (or one below) up to the store-all peak."""
+    budget = tight_budget(chain, frac, least_phase_budget(chain))
     best, _ = brute_force(chain, budget, phase=True)
     for solver in ("milp", "cpsat"):
         res = solve("chain", chain, solver, budget, slots=0, time_limit=20)

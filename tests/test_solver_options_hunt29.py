@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from memsched.solvers.chain import cpsat as chain_cpsat
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.errors import InputError
@@ -28,7 +27,7 @@ from memsched.solvers.graph.cpsat import MoccasinModel
 from memsched.solvers.graph.instance import Graph
 from memsched.solvers.graph.milp import CheckmateModel
 from memsched.solvers.registry import get_problem, solve
-from test_chain_exact import brute_force, budget_for, chains
+from test_chain_exact import TIGHT_FRACS, brute_force, budget_for, chains, least_phase_budget, tight_budget
 
 import memsched
 
@@ -63,9 +62,10 @@ def test_phase_hint_is_none_without_warm_start() -> None:
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(chains(max_length=3), st.floats(0.0, 1.0))
+@given(chains(max_length=3), TIGHT_FRACS)
 def test_chain_models_without_warm_start_equal_brute_force(chain: Any, frac: float) -> None:
-    budget = budget_for(chain, frac)
+    """At budgets from the least feasible one (or one below) up to the store-all peak."""
+    budget = tight_budget(chain, frac, least_phase_budget(chain))
     best, _ = brute_force(chain, budget, phase=True)
     for solver in ("milp", "cpsat"):
         res = solve("chain", chain, solver, budget, slots=0, time_limit=20, warm_start=False)
