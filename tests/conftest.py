@@ -1,9 +1,12 @@
 """Shared fixtures: paths of the example files, a command-line runner, and `sweep_toml`, the text
 of a sweep file built from Python values (test modules import it: ``from conftest import sweep_toml``),
-and `trains_like_plain_autograd`, the check of the trainers (`memsched.ScheduledChain` / `ScheduledGraph`)."""
+and `trains_like_plain_autograd`, the check of the trainers (`memsched.ScheduledChain` / `ScheduledGraph`);
+the helpers several test modules share (tests never import each other): the chain brute forces, random
+chains and budget draws of the property tests, pipeline, offloading and graph instances."""
 
 from __future__ import annotations
 
+import argparse
 import functools
 import io
 import json
@@ -11,9 +14,18 @@ import subprocess
 import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+if TYPE_CHECKING:
+    from memsched.solvers.chain import Chain
+    from memsched.solvers.chain.schedule import Schedule
+    from memsched.solvers.graph import Graph
+    from memsched.solvers.offload import OffloadInstance
+    from memsched.solvers.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "solvers" / "data" / "examples"
@@ -323,3 +335,400 @@ def float64_default():
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(before)
+
+
+# ------------------------------------------------------------------------------ chain property tests
+# (moved from test_chain_exact.py: the phase / unrestricted brute force, random chains, budgets)
+#: hypothesis settings of the chain property tests: 60 examples, no deadline (solvers vary in speed)
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def brute_force(chain: Chain, budget: int, *, phase: bool = False) -> tuple[float | None, Schedule | None]:
+    """Least makespan over all op sequences (Dijkstra on the simulator's states); with
+    `phase`, forwards between two backward ops must run in increasing stage order. Returns
+    (makespan, schedule), or (None, None) when nothing fits `budget`. Exponential: chains of <= 5 stages."""
+    import heapq
+    import itertools
+
+    from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op, Schedule
+
+    L = chain.length
+    x, xb = [int(v) for v in chain.x], [int(v) for v in chain.xbar]
+    ofa, ofn, ob = [int(v) for v in chain.o_fa], [int(v) for v in chain.o_fn], [int(v) for v in chain.o_b]
+    if x[0] > budget:
+        return None, None
+
+    def memory(acts: int, tapes: int, nb: int) -> int:
+        m = sum(x[j] for j in range(L + 1) if acts >> j & 1) + sum(xb[j] for j in range(1, L + 1) if tapes >> j & 1)
+        return m + (x[nb + 1] if nb < L else 0)  # the gradient delta_{nb+1}
+
+    start = (1, 0, L, -1)  # standalone activations, tapes (bit masks), next backward, last forward
+    dist, prev, tie = {start: 0.0}, {}, itertools.count()
+    heap = [(0.0, next(tie), start)]
+    while heap:
+        d, _, s = heapq.heappop(heap)
+        if d > dist[s]:
+            continue
+        acts, tapes, nb, last = s
+        if nb == -1:
+            ops = []
+            while s in prev:
+                s, op = prev[s]
+                ops.append(op)
+            return d, Schedule(ops[::-1], L)
+        m = memory(acts, tapes, nb)
+        succ = []
+        for i in range(L):
+            if (phase and i <= last) or not (acts >> i & 1 or (i >= 1 and tapes >> i & 1)):
+                continue
+            if not tapes >> (i + 1) & 1 and m + xb[i + 1] + ofa[i] <= budget:
+                succ.append((Op(F_ALL, i), acts, tapes | 1 << (i + 1), nb, chain.u_fa[i]))
+            if not acts >> (i + 1) & 1 and m + x[i + 1] + ofn[i] <= budget:
+                succ.append((Op(F_CK, i), acts | 1 << (i + 1), tapes, nb, chain.u_fn[i]))
+                succ.append((Op(F_N, i), (acts | 1 << (i + 1)) & ~(1 << i), tapes, nb, chain.u_fn[i]))
+        if nb == L:
+            if (acts >> L & 1 or tapes >> L & 1) and m + x[L] + ob[L] <= budget:
+                succ.append((Op(LOSS, L), acts & ~(1 << L), tapes, L - 1, chain.u_b[L]))
+        elif (tapes >> (nb + 1) & 1 and (acts >> nb & 1 or (nb >= 1 and tapes >> nb & 1))
+              and m + x[nb] + ob[nb] <= budget):
+            succ.append((Op(B, nb), acts & ~(1 << nb), tapes & ~(1 << (nb + 1)), nb - 1, chain.u_b[nb]))
+        for op, a2, t2, nb2, dt in succ:
+            s2 = (a2, t2, nb2, (-1 if op.kind in (B, LOSS) else op.index) if phase else -1)
+            d2 = d + float(dt)
+            if d2 < dist.get(s2, float("inf")) - 1e-12:
+                dist[s2], prev[s2] = d2, (s, op)
+                heapq.heappush(heap, (d2, next(tie), s2))
+    return None, None
+
+
+@st.composite
+def chains(draw, max_length: int = 5, release: bool = False) -> Chain:
+    """Random chains with per-mode forward overheads and times; with `release`, B(i) releases its
+    inputs early (``bwd_overhead_released`` down to -(out_size + tape_size))."""
+    from memsched.solvers.chain import Chain
+
+    L = draw(st.integers(1, max_length))
+    size = st.integers(1, 6)
+    stages = []
+    for _ in range(L):
+        out = draw(size)
+        o_fa, o_fn = draw(st.integers(0, 2)), draw(st.integers(0, 4))  # per-mode forward overheads
+        u_fa, u_fn = draw(st.integers(1, 5)), draw(st.integers(0, 5))  # per-mode forward times
+        stages.append({"fwd_time": max(u_fa, u_fn), "fwd_time_all": u_fa, "fwd_time_nograd": u_fn,
+                       "bwd_time": draw(st.integers(1, 8)), "out_size": out,
+                       "tape_size": out + draw(st.integers(0, 6)), "fwd_overhead": max(o_fa, o_fn),
+                       "fwd_overhead_all": o_fa, "fwd_overhead_nograd": o_fn, "bwd_overhead": draw(st.integers(0, 2))})
+        if release:
+            freed = stages[-1]["out_size"] + stages[-1]["tape_size"]
+            stages[-1]["bwd_overhead_released"] = max(-freed, stages[-1]["bwd_overhead"]
+                                                      - draw(st.integers(0, freed + 2)))
+    loss = {"bwd_time": draw(st.integers(0, 2)), "bwd_overhead": draw(st.integers(0, 1))}
+    return Chain.from_stages(draw(size), stages, loss)
+
+
+def check_replay(chain: Chain, budget: int, res) -> None:
+    """A chain solver's result `res` at `budget`: its schedule (if any) replays valid within the budget with
+    the reported makespan, and its lower bound (if any) is at most its objective (1e-6 slack)."""
+    from memsched.solvers.chain import simulate
+
+    if res.schedule is not None:
+        sim = simulate(chain, res.schedule, budget)
+        assert sim.valid, sim.violation
+        assert sim.makespan == pytest.approx(res.objective)
+        assert sim.peak_memory <= budget
+    if res.lower_bound is not None and res.objective is not None:
+        assert res.lower_bound <= res.objective + 1e-6
+
+
+def budget_for(chain: Chain, frac: float, *, feasible: bool = False) -> int:
+    """A budget `frac` of the way from the input size (or, with `feasible`, from the peak of
+    recompute-all, which always fits) to the store-all peak. Most such budgets admit no schedule when
+    `feasible` is false: property tests comparing optima draw theirs with `tight_budget` instead."""
+    from memsched.solvers.chain import reference_peak
+    from memsched.solvers.registry import solve
+
+    lo = solve("chain", chain, "recompute-all", 0).min_budget if feasible else int(chain.x[0])
+    return lo + int(round(frac * (reference_peak(chain) - lo)))
+
+
+def least_phase_budget(chain: Chain) -> int:
+    """The least integer budget M at which a phase schedule exists (brute force; bisection between
+    x[0] - 1, where nothing fits, and the store-all peak, where store-all fits: a schedule that fits
+    M fits every larger budget)."""
+    from memsched.solvers.chain import reference_peak
+
+    lo, hi = int(chain.x[0]) - 1, reference_peak(chain)  # invariant: infeasible at lo, feasible at hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if brute_force(chain, mid, phase=True)[0] is None:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+#: draws for `tight_budget`: below 0 (about one example in eight) just under the least budget, else a
+#: fraction of the way from the least budget up to the store-all peak
+TIGHT_FRACS = st.floats(-0.15, 1.0)
+
+
+def tight_budget(chain: Chain, frac: float, least: int) -> int:
+    """A budget for property tests that mostly admits a schedule: with `frac` >= 0, `frac` of the way
+    from `least` (the least feasible budget of the scope under test) to the store-all peak, rounded
+    down (so below the peak when `frac` < 1 and `least` < peak); with `frac` < 0, `least` - 1, where
+    the exact models must answer infeasible."""
+    from memsched.solvers.chain import reference_peak
+
+    if frac < 0:
+        return least - 1
+    peak = reference_peak(chain)
+    return least + int(frac * (max(peak, least) - least))
+
+
+# ------------------------------------------------------------------------------ rotor (persistent) references
+# (moved from test_chain_rotor.py)
+def persistent_brute_force(chain: Chain) -> list[tuple[int, float]]:
+    """(peak, makespan) of every persistent schedule, replayed by the simulator (the rotor DP's brute force)."""
+    from memsched.solvers.chain import simulate
+    from memsched.solvers.chain.schedule import Schedule
+
+    out = []
+    for ops in persistent_schedules(chain.length):
+        sim = simulate(chain, Schedule(ops, chain.length))
+        assert sim.valid, sim.violation
+        out.append((sim.peak_memory, sim.makespan))
+    return out
+
+
+def best_within(pairs: list[tuple[int, float]], budget: int) -> float:
+    """The least makespan of the (peak, makespan) `pairs` whose peak fits `budget` (inf if none does)."""
+    import math
+
+    return min((t for p, t in pairs if p <= budget), default=math.inf)
+
+
+@st.composite
+def tiny_chains(draw, max_L: int = 4, overheads: bool = True, forward_overheads: bool = True,
+                release: bool = False) -> Chain:
+    """Tiny random chains; with `release`, B(i) releases its inputs early (o_b down to -(x + xbar))."""
+    from memsched.solvers.chain import Chain
+
+    L = draw(st.integers(1, max_L))
+    ints = lambda lo, hi, n: draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n))
+    x = ints(1, 4, L + 1)
+    xbar = [xi + extra for xi, extra in zip(x[1:], ints(0, 3, L))]
+    o_f = ints(0, 4, L) if overheads and forward_overheads else [0] * L
+    o_b = ints(0, 4, L) if overheads else [0] * L
+    u_f = [float(v) for v in ints(1, 4, L)]
+    u_b = [float(v) for v in ints(1, 5, L + 1)]
+    o_bh = None
+    if release:
+        o_bh = o_b + [draw(st.integers(0, 2)) if overheads else 0]
+        o_b = [max(ob - draw(st.integers(0, x[i + 1] + xbar[i] + 2)), -(x[i + 1] + xbar[i]))
+               for i, ob in enumerate(o_b)]
+    return Chain(u_f=u_f + [0.0], u_b=u_b, x=x + [0], xbar=[0] + xbar + [0], o_f=o_f + [0],
+                 o_b=o_b + [o_bh[-1] if o_bh else draw(st.integers(0, 2)) if overheads else 0], o_bh=o_bh)
+
+
+def assert_dp_equals_brute_force(chain: Chain) -> None:
+    """The rotor table at every budget, and its least memory, equal the best persistent schedule's."""
+    from memsched.solvers.chain.dp import rotor_min_budget, rotor_table
+
+    pairs = persistent_brute_force(chain)
+    top = max(p for p, _ in pairs) + 2
+    x0 = int(chain.x[0])
+    table = rotor_table(chain, top - x0)
+    assert rotor_min_budget(chain) == min(p for p, _ in pairs)
+    for budget in range(x0, top + 1):
+        assert table.optimum(budget) == pytest.approx(best_within(pairs, budget), abs=1e-9), budget
+
+
+# ------------------------------------------------------------------------------ pipelines
+# (moved from test_pipeline_interleave.py and test_pipeline_dag.py)
+def interleave_chain(seed: int, L: int = 5) -> Pipeline:
+    """A random pipeline of `L` layers (integer times; activations and parameters in thousands of bytes)."""
+    import numpy as np
+    from memsched.solvers.pipeline import Pipeline
+
+    rng = np.random.default_rng(seed)
+    return Pipeline(fwd=rng.integers(1, 10, L).astype(float), bwd=rng.integers(1, 20, L).astype(float),
+                    act=rng.integers(1, 100, L) * 1000, params=rng.integers(0, 50, L) * 1000, input_size=5000)
+
+
+def interleave_brute_force(inst: Pipeline, P: int, budget: int | None, smax: int) -> float:
+    """Smallest simulated period over every cut into <= smax stages and every device map of `P` devices
+    (inf when none fits `budget`)."""
+    import itertools
+    import math
+
+    from memsched.solvers.pipeline import Partition, simulate
+
+    L, best = inst.length, math.inf
+    for S in range(1, min(L, smax) + 1):
+        for cuts in itertools.combinations(range(1, L), S - 1):
+            edges = (0, *cuts, L)
+            bounds = [(edges[k], edges[k + 1] - 1) for k in range(S)]
+            for dev in itertools.product(range(P), repeat=S):
+                part = Partition.from_bounds(bounds)
+                part.device_of = list(dev)
+                ev = simulate(inst, part, budget, devices=P)
+                if ev.violation is None:
+                    best = min(best, ev.period)
+    return best
+
+
+def random_dag(seed: int, L: int = 7, p_edge: float = 0.35) -> Pipeline:
+    """A random layer DAG in index (topological) order: each layer feeds the next (so the
+    network is connected) and, with probability p_edge, a later one; one sink (the last layer)."""
+    import numpy as np
+    from memsched.solvers.pipeline import Pipeline
+
+    rng = np.random.default_rng(seed)
+    succ = [[l + 1] for l in range(L - 1)] + [[]]
+    for u in range(L - 2):
+        for v in range(u + 2, L):
+            if rng.random() < p_edge:
+                succ[u].append(v)
+    return Pipeline(fwd=rng.uniform(1, 10, L), bwd=rng.uniform(1, 20, L), act=rng.integers(1, 100, L) * 1000,
+                    params=rng.integers(0, 50, L) * 1000, input_size=5000, succ=succ, name=f"dag{seed}")
+
+
+def runner_args(**over: object) -> argparse.Namespace:
+    """The pipeline runner's arguments (`check_arguments`) with its defaults, `over` replacing some."""
+    base: dict[str, object] = {"devices": 2, "layers": 8, "width": 256, "batch": 64, "micro_batches": 4,
+                               "schedule": "1f1b", "solver": "madpipe", "memory": None, "device": "cpu", "steps": 3}
+    base.update(over)
+    return argparse.Namespace(**base)
+
+
+# ------------------------------------------------------------------------------ offloading
+# (moved from test_offload_hunt_fixes2.py, test_offload_exact_combined.py and test_offload_modes.py)
+#: docs/offload.md's tiny example (tape of stage 0 = 4 bytes here), store-all peak 21
+OFFLOAD_TINY: dict[str, Any] = {
+    "format": "memsched.chain/1", "name": "tiny", "input_size": 4,
+    "stages": [{"name": "conv1", "fwd_time": 1.0, "bwd_time": 2.0, "out_size": 4, "tape_size": 4,
+                "fwd_overhead": 0, "bwd_overhead": 0},
+               {"name": "conv2", "fwd_time": 2.0, "bwd_time": 4.0, "out_size": 2, "tape_size": 6,
+                "fwd_overhead": 1, "bwd_overhead": 1}],
+    "loss": {"bwd_time": 0.5, "bwd_overhead": 0},
+    "meta": {"units": {"time": "ms", "memory": "bytes"}},
+    "host_link": {"bandwidth": 2000, "latency": 0.0},
+}
+
+
+def offload_tiny(stage1_time: float | None = None, bandwidth: float = 2000, tape0: int = 4) -> OffloadInstance:
+    """`OFFLOAD_TINY` on a link of `bandwidth` bytes/s, stage 0's tape `tape0` bytes, with stage 1's forward
+    and backward and the loss lasting `stage1_time` (when given)."""
+    import copy
+
+    from memsched.solvers.chain import Chain
+    from memsched.solvers.offload import OffloadInstance
+
+    data = copy.deepcopy(OFFLOAD_TINY)
+    data["stages"][0]["tape_size"] = tape0
+    if stage1_time is not None:
+        data["stages"][1]["fwd_time"] = data["stages"][1]["bwd_time"] = stage1_time
+        data["loss"]["bwd_time"] = stage1_time
+    return OffloadInstance(Chain.from_dict(data), bandwidth)
+
+
+FAST_LINK = 1125899906842624  # the largest bandwidth accepted (2^50 bytes/s): a value moves in ~1e-11 ms
+
+
+def offload_int_instance(L: int, x, extra, u_f, u_b, o_f, o_b, per_byte: float) -> OffloadInstance:
+    """An offloading instance of the first `L` stages of the lists (`x`: L + 1 sizes, tapes x + `extra`):
+    integer sizes and times; moving one byte takes `per_byte` time units (whole ticks)."""
+    import numpy as np
+    from memsched.solvers.chain import Chain
+    from memsched.solvers.offload import OffloadInstance
+
+    chain = Chain(u_f=np.array(list(u_f[:L]) + [0], dtype=float), u_b=np.array(u_b[: L + 1], dtype=float),
+                  x=np.array(list(x[: L + 1]) + [0]), xbar=np.array([0] + [x[j] + extra[j] for j in range(1, L + 1)]
+                                                                   + [0]),
+                  o_f=np.array(list(o_f[:L]) + [0]), o_b=np.array(o_b[: L + 1]))
+    return OffloadInstance(chain, bandwidth=chain.time_units_per_second() / per_byte)
+
+
+def mode_chain(L: int, seed: int, *, fa_larger: bool | None = None, times: bool = False, **kw) -> Chain:
+    """A random chain whose F_all and F_ck / F_n overheads are drawn apart (either may be larger,
+    or the one named by `fa_larger`); with `times`, no-grad forward times u_fn drawn below F_all's
+    u_fa = u_f too (whole numbers when the times are)."""
+    import numpy as np
+    from memsched.solvers.chain import Chain
+    from memsched.solvers.chain.generate import random_chain
+
+    base = random_chain(L, seed, overhead=1.0, **kw)
+    rng = np.random.default_rng(7000 + seed)
+    lo, hi = (0.0, 0.3), (1.0, 2.5)
+    if fa_larger is None:
+        ra, rn = rng.uniform(0, 2.0, L), rng.uniform(0, 2.0, L)
+    else:
+        ra, rn = (rng.uniform(*hi, L), rng.uniform(*lo, L)) if fa_larger else (rng.uniform(*lo, L), rng.uniform(*hi, L))
+    o_fa = np.append(np.floor(ra * base.x[1: L + 1]), 0).astype(np.int64)
+    o_fn = np.append(np.floor(rn * base.x[1: L + 1]), 0).astype(np.int64)
+    chain = Chain.with_mode_overheads(base.u_f, base.u_b, base.x, base.xbar, o_fa, o_fn, base.o_b, name=base.name)
+    if not times:
+        return chain
+    u_fn = rng.uniform(0.0, 1.0, L) * chain.u_f[:L]
+    return chain.with_mode_times(chain.u_f, np.append(np.floor(u_fn) if kw.get("integer_times") else u_fn, 0.0))
+
+
+def fa_cheap_instance() -> tuple[OffloadInstance, int]:
+    """(instance, budget): o_fa = 0 and o_fn huge; the budget is store-all's per-mode peak, below the
+    peak charged with max(o_fa, o_fn)."""
+    from memsched.solvers.chain import Chain
+    from memsched.solvers.chain import reference_peak as store_all_peak
+    from memsched.solvers.offload import OffloadInstance
+
+    L = 3
+    chain = Chain.with_mode_overheads(
+        u_f=[1.0, 1.0, 1.0, 0.0], u_b=[2.0, 2.0, 2.0, 1.0], x=[2, 2, 2, 2, 0], xbar=[0, 3, 3, 3, 0],
+        o_fa=[0, 0, 0, 0], o_fn=[40, 40, 40, 0], o_b=[0, 0, 0, 0])
+    assert L == chain.length
+    return OffloadInstance(chain, 1e3), store_all_peak(chain)
+
+
+# ------------------------------------------------------------------------------ graphs
+# (moved from test_bad_input_options.py, test_graph_run_hunt26.py and test_graph_workspace.py)
+#: the 4-node example of docs/graph.md, "Instance format"
+GRAPH_EXAMPLE = {"directed": True, "multigraph": False, "graph": {"name": "linear3", "order": [0, 1, 2, 3]},
+                 "nodes": [{"id": 0, "cost_cpu": 1.0, "cost_ram": 4, "name": "f0", "backward": False},
+                           {"id": 1, "cost_cpu": 1.0, "cost_ram": 4, "name": "loss", "backward": True},
+                           {"id": 2, "cost_cpu": 2.0, "cost_ram": 4, "name": "b0", "backward": True},
+                           {"id": 3, "cost_cpu": 0.5, "cost_ram": 2, "name": "b_in", "backward": True}],
+                 "links": [{"source": 0, "target": 1}, {"source": 0, "target": 2}, {"source": 1, "target": 2},
+                           {"source": 2, "target": 3}]}
+
+
+def graph_file_without_link(path, out, source: str, target: str) -> None:
+    """Copy the graph file `path` to `out` without the link `source` -> `target` (node names)."""
+    data = json.loads(path.read_text())
+    ids = {n["name"]: n["id"] for n in data["nodes"]}
+    kept = [e for e in data["links"] if (e["source"], e["target"]) != (ids[source], ids[target])]
+    assert len(kept) == len(data["links"]) - 1
+    data["links"] = kept
+    out.write_text(json.dumps(data))
+
+
+def with_workspace(g: Graph, seed: int) -> Graph:
+    """`g` with random per-node workspaces W_v (seeded by `seed`): 0 for about two nodes in three, else
+    between 1 and twice the largest cost_ram."""
+    import dataclasses
+    import random
+
+    rng = random.Random(seed)
+    hi = int(max(g.cost_ram))
+    return dataclasses.replace(g, workspace=[rng.choice((0, 0, rng.randint(1, 2 * hi))) for _ in range(g.n)])
+
+
+# ------------------------------------------------------------------------------ figures
+# (moved from test_write_errors.py)
+def main_figure_results(root: Path) -> Path:
+    """`root` made a results folder with a one-cell sweep of the main figure (rotor on the tiny
+    example, at 100%), in ``<root>/chain_solvers/``; returns `root`."""
+    from memsched.experiments.sweep import run_sweep
+
+    cfg = root / "chain_solvers.toml"
+    cfg.write_text(sweep_toml("chain_solvers", budgets=["100%"], instances=[{"example": "tiny"}], solvers=["rotor"]))
+    run_sweep(cfg, output=root / "chain_solvers", workers=1, progress=False, isolate=False)
+    return root

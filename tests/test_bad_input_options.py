@@ -14,27 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import one_line_refusal
+from conftest import GRAPH_EXAMPLE, one_line_refusal
 from memsched.solvers.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "solvers" / "data"
 CHAIN = DATA / "examples" / "tiny.json"  # 4 stages
 JOIN = DATA / "join" / "tiny.json"  # 2 branches
-#: the 4-node example of docs/graph.md, "Instance format"
-GRAPH = {"directed": True, "multigraph": False, "graph": {"name": "linear3", "order": [0, 1, 2, 3]},
-         "nodes": [{"id": 0, "cost_cpu": 1.0, "cost_ram": 4, "name": "f0", "backward": False},
-                   {"id": 1, "cost_cpu": 1.0, "cost_ram": 4, "name": "loss", "backward": True},
-                   {"id": 2, "cost_cpu": 2.0, "cost_ram": 4, "name": "b0", "backward": True},
-                   {"id": 3, "cost_cpu": 0.5, "cost_ram": 2, "name": "b_in", "backward": True}],
-         "links": [{"source": 0, "target": 1}, {"source": 0, "target": 2}, {"source": 1, "target": 2},
-                   {"source": 2, "target": 3}]}
-
-
 @pytest.fixture
 def graph(tmp_path: Path) -> Path:
     path = tmp_path / "g.json"
-    path.write_text(json.dumps(GRAPH))
+    path.write_text(json.dumps(GRAPH_EXAMPLE))
     return path
 
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import TIGHT_FRACS, brute_force, check_replay, least_phase_budget, tight_budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memsched.solvers.chain import load
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.registry import solve
-from test_chain_exact import brute_force, budget_for, check_replay
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,11 +31,12 @@ def test_float_times_are_proven_optimal_within_the_rounding() -> None:
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.integers(1, 4), st.integers(0, 10_000), st.floats(0.0, 1.0))
+@given(st.integers(1, 4), st.integers(0, 10_000), TIGHT_FRACS)
 def test_float_times_bound_never_above_the_brute_force(L: int, seed: int, frac: float) -> None:
-    """Random non-integer times: the answer is the phase optimum and its bound is below it."""
+    """Random non-integer times: the answer is the phase optimum and its bound is below it, at budgets
+    drawn from the least one with a phase schedule (or one below, infeasible) up to the store-all peak."""
     chain = random_chain(L, seed, size_range=(1, 6))
-    budget = budget_for(chain, frac)
+    budget = tight_budget(chain, frac, least_phase_budget(chain))
     best, _ = brute_force(chain, budget, phase=True)
     res = solve("chain", chain, "cpsat", budget, slots=0, time_limit=20)
     check_replay(chain, budget, res)

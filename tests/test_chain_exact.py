@@ -2,96 +2,17 @@
 
 from __future__ import annotations
 
-import heapq
-import itertools
-
 import numpy as np
 import pytest
+from conftest import FAST, TIGHT_FRACS, brute_force, budget_for, chains, check_replay, least_phase_budget, tight_budget
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memsched.solvers.chain import Chain, reference_peak, simulate
 from memsched.solvers.chain.baselines import periodic_schedule, store_all_schedule
 from memsched.solvers.chain.exact_model import PhaseModel
 from memsched.solvers.chain.generate import random_chain
-from memsched.solvers.chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op, Schedule
+from memsched.solvers.chain.schedule import F_ALL, Op, Schedule
 from memsched.solvers.registry import solve
-
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def brute_force(chain: Chain, budget: int, *, phase: bool = False) -> tuple[float | None, Schedule | None]:
-    """Least makespan over all op sequences (Dijkstra on the simulator's states); with
-    `phase`, forwards between two backward ops must run in increasing stage order."""
-    L = chain.length
-    x, xb = [int(v) for v in chain.x], [int(v) for v in chain.xbar]
-    ofa, ofn, ob = [int(v) for v in chain.o_fa], [int(v) for v in chain.o_fn], [int(v) for v in chain.o_b]
-    if x[0] > budget:
-        return None, None
-
-    def memory(acts: int, tapes: int, nb: int) -> int:
-        m = sum(x[j] for j in range(L + 1) if acts >> j & 1) + sum(xb[j] for j in range(1, L + 1) if tapes >> j & 1)
-        return m + (x[nb + 1] if nb < L else 0)  # the gradient delta_{nb+1}
-
-    start = (1, 0, L, -1)  # standalone activations, tapes (bit masks), next backward, last forward
-    dist, prev, tie = {start: 0.0}, {}, itertools.count()
-    heap = [(0.0, next(tie), start)]
-    while heap:
-        d, _, s = heapq.heappop(heap)
-        if d > dist[s]:
-            continue
-        acts, tapes, nb, last = s
-        if nb == -1:
-            ops = []
-            while s in prev:
-                s, op = prev[s]
-                ops.append(op)
-            return d, Schedule(ops[::-1], L)
-        m = memory(acts, tapes, nb)
-        succ = []
-        for i in range(L):
-            if (phase and i <= last) or not (acts >> i & 1 or (i >= 1 and tapes >> i & 1)):
-                continue
-            if not tapes >> (i + 1) & 1 and m + xb[i + 1] + ofa[i] <= budget:
-                succ.append((Op(F_ALL, i), acts, tapes | 1 << (i + 1), nb, chain.u_fa[i]))
-            if not acts >> (i + 1) & 1 and m + x[i + 1] + ofn[i] <= budget:
-                succ.append((Op(F_CK, i), acts | 1 << (i + 1), tapes, nb, chain.u_fn[i]))
-                succ.append((Op(F_N, i), (acts | 1 << (i + 1)) & ~(1 << i), tapes, nb, chain.u_fn[i]))
-        if nb == L:
-            if (acts >> L & 1 or tapes >> L & 1) and m + x[L] + ob[L] <= budget:
-                succ.append((Op(LOSS, L), acts & ~(1 << L), tapes, L - 1, chain.u_b[L]))
-        elif (tapes >> (nb + 1) & 1 and (acts >> nb & 1 or (nb >= 1 and tapes >> nb & 1))
-              and m + x[nb] + ob[nb] <= budget):
-            succ.append((Op(B, nb), acts & ~(1 << nb), tapes & ~(1 << (nb + 1)), nb - 1, chain.u_b[nb]))
-        for op, a2, t2, nb2, dt in succ:
-            s2 = (a2, t2, nb2, (-1 if op.kind in (B, LOSS) else op.index) if phase else -1)
-            d2 = d + float(dt)
-            if d2 < dist.get(s2, float("inf")) - 1e-12:
-                dist[s2], prev[s2] = d2, (s, op)
-                heapq.heappush(heap, (d2, next(tie), s2))
-    return None, None
-
-
-@st.composite
-def chains(draw, max_length: int = 5, release: bool = False) -> Chain:
-    """Random chains with per-mode forward overheads and times; with `release`, B(i) releases its
-    inputs early (``bwd_overhead_released`` down to -(out_size + tape_size))."""
-    L = draw(st.integers(1, max_length))
-    size = st.integers(1, 6)
-    stages = []
-    for _ in range(L):
-        out = draw(size)
-        o_fa, o_fn = draw(st.integers(0, 2)), draw(st.integers(0, 4))  # per-mode forward overheads
-        u_fa, u_fn = draw(st.integers(1, 5)), draw(st.integers(0, 5))  # per-mode forward times
-        stages.append({"fwd_time": max(u_fa, u_fn), "fwd_time_all": u_fa, "fwd_time_nograd": u_fn,
-                       "bwd_time": draw(st.integers(1, 8)), "out_size": out,
-                       "tape_size": out + draw(st.integers(0, 6)), "fwd_overhead": max(o_fa, o_fn),
-                       "fwd_overhead_all": o_fa, "fwd_overhead_nograd": o_fn, "bwd_overhead": draw(st.integers(0, 2))})
-        if release:
-            freed = stages[-1]["out_size"] + stages[-1]["tape_size"]
-            stages[-1]["bwd_overhead_released"] = max(-freed, stages[-1]["bwd_overhead"]
-                                                      - draw(st.integers(0, freed + 2)))
-    loss = {"bwd_time": draw(st.integers(0, 2)), "bwd_overhead": draw(st.integers(0, 1))}
-    return Chain.from_stages(draw(size), stages, loss)
 
 
 def rotor_available() -> bool:
@@ -100,53 +21,6 @@ def rotor_available() -> bool:
     except ImportError:
         return False
     return True
-
-
-def budget_for(chain: Chain, frac: float, *, feasible: bool = False) -> int:
-    """A budget `frac` of the way from the input size (or, with `feasible`, from the peak of
-    recompute-all, which always fits) to the store-all peak."""
-    lo = solve("chain", chain, "recompute-all", 0).min_budget if feasible else int(chain.x[0])
-    return lo + int(round(frac * (reference_peak(chain) - lo)))
-
-
-def least_phase_budget(chain: Chain) -> int:
-    """The least integer budget M at which a phase schedule exists (brute force; bisection between
-    x[0] - 1, where nothing fits, and the store-all peak, where store-all fits: a schedule that fits
-    M fits every larger budget)."""
-    lo, hi = int(chain.x[0]) - 1, reference_peak(chain)  # invariant: infeasible at lo, feasible at hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if brute_force(chain, mid, phase=True)[0] is None:
-            lo = mid
-        else:
-            hi = mid
-    return hi
-
-
-#: draws for `tight_budget`: below 0 (about one example in eight) just under the least budget, else a
-#: fraction of the way from the least budget up to the store-all peak
-TIGHT_FRACS = st.floats(-0.15, 1.0)
-
-
-def tight_budget(chain: Chain, frac: float, least: int) -> int:
-    """A budget for property tests that mostly admits a schedule: with `frac` >= 0, `frac` of the way
-    from `least` (the least feasible budget of the scope under test) to the store-all peak, rounded
-    down (so below the peak when `frac` < 1 and `least` < peak); with `frac` < 0, `least` - 1, where
-    the exact models must answer infeasible."""
-    if frac < 0:
-        return least - 1
-    peak = reference_peak(chain)
-    return least + int(frac * (max(peak, least) - least))
-
-
-def check_replay(chain: Chain, budget: int, res) -> None:
-    if res.schedule is not None:
-        sim = simulate(chain, res.schedule, budget)
-        assert sim.valid, sim.violation
-        assert sim.makespan == pytest.approx(res.objective)
-        assert sim.peak_memory <= budget
-    if res.lower_bound is not None and res.objective is not None:
-        assert res.lower_bound <= res.objective + 1e-6
 
 
 @FAST

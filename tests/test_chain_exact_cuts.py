@@ -4,6 +4,7 @@ every encodable schedule satisfies them), separated at the root, and their LP va
 from __future__ import annotations
 
 import pytest
+from conftest import FAST, TIGHT_FRACS, brute_force, chains, least_phase_budget, tight_budget
 from hypothesis import given
 from hypothesis import strategies as st
 from memsched.solvers.chain import Chain, simulate
@@ -16,7 +17,6 @@ from memsched.solvers.exact.milp_runner import FEASIBLE, BackendRun, run_milp
 from memsched.solvers.exact.options import Deadline
 from memsched.solvers.registry import solve
 from memsched.solvers.result import SolveResult
-from test_chain_exact import FAST, brute_force, budget_for, chains
 
 
 def cut_names(model: PhaseModel, values: list[float]) -> list[str]:
@@ -24,11 +24,12 @@ def cut_names(model: PhaseModel, values: list[float]) -> list[str]:
 
 
 @FAST
-@given(chains(max_length=4), st.floats(0.0, 1.0), st.booleans())
+@given(chains(max_length=4), TIGHT_FRACS, st.booleans())
 def test_all_tape_cuts_keep_the_optimum(chain: Chain, frac: float, dominance: bool) -> None:
     """With every tape cut added, the MILP optimum is the brute force's over phase schedules, and
-    the brute force's schedule and the baselines that fit satisfy every cut."""
-    budget = budget_for(chain, frac)
+    the brute force's schedule and the baselines that fit satisfy every cut (budgets from the least
+    one with a phase schedule, or one below, up to the store-all peak)."""
+    budget = tight_budget(chain, frac, least_phase_budget(chain))
     best, schedule = brute_force(chain, budget, phase=True)
     model = PhaseModel.build(chain, budget, dominance=dominance)
     assert all_tape_cuts(model) >= 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from conftest import FAST, TIGHT_FRACS, brute_force, chains, least_phase_budget, tight_budget
 from hypothesis import given
 from hypothesis import strategies as st
 from memsched.solvers.chain import Chain, simulate
@@ -17,7 +18,6 @@ from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.chain.phase_cuts import CutReport, fixings, separate_tape_cuts
 from memsched.solvers.exact.options import Deadline
 from memsched.solvers.registry import solve
-from test_chain_exact import FAST, brute_force, budget_for, chains
 
 
 def candidates(chain: Chain, budget: int, best) -> list[tuple[float, list[float]]]:
@@ -35,13 +35,14 @@ def candidates(chain: Chain, budget: int, best) -> list[tuple[float, list[float]
 
 
 @FAST
-@given(chains(max_length=4), st.floats(0.0, 1.0), st.integers(0, 2**31 - 1))
+@given(chains(max_length=4), TIGHT_FRACS, st.integers(0, 2**31 - 1))
 def test_any_duals_bound_the_optimum_and_their_fixings_keep_faster_schedules(chain: Chain, frac: float,
                                                                              seed: int) -> None:
     """Weak duality as `fixings` computes it: for random row duals (any signs) and for GLOP's, z
     is at most the brute force's optimum, and with the incumbent U set to each candidate's
-    makespan every candidate at most as slow as U satisfies every fixing."""
-    budget = budget_for(chain, frac)
+    makespan every candidate at most as slow as U satisfies every fixing. Budgets: from the least one
+    with a phase schedule (or one below, where there is nothing to check) up to the store-all peak."""
+    budget = tight_budget(chain, frac, least_phase_budget(chain))
     best, schedule = brute_force(chain, budget, phase=True)
     if best is None:
         return

@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from conftest import brute_force
 from memsched.experiments.commands import _infeasible
 from memsched.solvers.chain import Chain, reference_peak, simulate
 from memsched.solvers.chain import cpsat as chain_cpsat
@@ -22,7 +23,6 @@ from memsched.solvers.exact import highs_runner
 from memsched.solvers.exact.milp_runner import BackendRun
 from memsched.solvers.registry import solve
 from memsched.solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT
-from test_chain_exact import brute_force
 
 LIMIT = 20.0
 

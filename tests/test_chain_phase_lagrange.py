@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import FAST, TIGHT_FRACS, brute_force, budget_for, chains, least_phase_budget, tight_budget
 from hypothesis import given
 from hypothesis import strategies as st
 from memsched.solvers.chain import Chain, simulate
@@ -15,7 +16,6 @@ from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.chain.phase_colgen import block_points, column_generation
 from memsched.solvers.chain.phase_lagrange import INF, PhaseLagrangian, lagrangian_bound, lp_multipliers
 from memsched.solvers.exact.options import Deadline
-from test_chain_exact import FAST, brute_force, budget_for, chains
 
 
 def encoded(chain: Chain, budget: int, model: PhaseModel, extra=()) -> list[list[float]]:
@@ -62,12 +62,13 @@ def assert_contained(lag: PhaseLagrangian, model: PhaseModel, values: list[float
 
 
 @FAST
-@given(chains(max_length=4), st.floats(0.0, 1.0), st.integers(0, 2**31 - 1))
+@given(chains(max_length=4), TIGHT_FRACS, st.integers(0, 2**31 - 1))
 def test_z_never_exceeds_the_optimum(chain: Chain, frac: float, seed: int) -> None:
     """Weak duality: for zero, random and LP-dual multipliers, and after subgradient ascent and
     column generation, Z is at most the brute force's optimum over phase schedules; the optimum's
-    own model point costs exactly its makespan and leaves every dualised row at 0."""
-    budget = budget_for(chain, frac)
+    own model point costs exactly its makespan and leaves every dualised row at 0. Budgets: from the
+    least one with a phase schedule (or one below, where there is nothing to check) up to the store-all peak."""
+    budget = tight_budget(chain, frac, least_phase_budget(chain))
     best, schedule = brute_force(chain, budget, phase=True)
     model = PhaseModel.build(chain, budget)
     lag = PhaseLagrangian(model)

@@ -7,6 +7,16 @@ import math
 
 import numpy as np
 import pytest
+from conftest import (
+    FAST,
+    TIGHT_FRACS,
+    assert_dp_equals_brute_force,
+    brute_force,
+    chains,
+    least_phase_budget,
+    tight_budget,
+    tiny_chains,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memsched.solvers.chain import Chain, simulate
@@ -18,8 +28,6 @@ from memsched.solvers.errors import InputError
 from memsched.solvers.join import Join
 from memsched.solvers.offload.instance import OffloadInstance
 from memsched.solvers.registry import solve
-from test_chain_exact import FAST, TIGHT_FRACS, brute_force, chains, least_phase_budget, tight_budget
-from test_chain_rotor import assert_dp_equals_brute_force, tiny_chains
 
 
 def released_file(chain: Chain) -> dict:

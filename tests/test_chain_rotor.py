@@ -8,7 +8,7 @@ from functools import cache
 
 import numpy as np
 import pytest
-from conftest import persistent_schedules
+from conftest import assert_dp_equals_brute_force, best_within, persistent_brute_force, tiny_chains
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memsched.solvers.chain import Chain, reference_peak, simulate
@@ -21,7 +21,7 @@ from memsched.solvers.chain.dp import (
     solve_rotor,
 )
 from memsched.solvers.chain.generate import random_chain
-from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Op, Schedule
+from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, F_n, Loss, Op
 from memsched.solvers.errors import InputError
 from memsched.solvers.registry import solve
 
@@ -29,20 +29,6 @@ BASELINES = ("store-all", "periodic", "sqrt", "recompute-all")
 
 
 # --------------------------------------------------------------------------- references
-
-
-def brute_force(chain: Chain) -> list[tuple[int, float]]:
-    """(peak, makespan) of every persistent schedule, replayed by the simulator."""
-    out = []
-    for ops in persistent_schedules(chain.length):
-        sim = simulate(chain, Schedule(ops, chain.length))
-        assert sim.valid, sim.violation
-        out.append((sim.peak_memory, sim.makespan))
-    return out
-
-
-def best_within(pairs: list[tuple[int, float]], budget: int) -> float:
-    return min((t for p, t in pairs if p <= budget), default=math.inf)
 
 
 def literal_recurrence(chain: Chain):
@@ -89,43 +75,11 @@ def literal_recurrence(chain: Chain):
     return (lambda m, i=0, l=L: C(m, i, l)[0]), schedule
 
 
-@st.composite
-def tiny_chains(draw, max_L: int = 4, overheads: bool = True, forward_overheads: bool = True,
-                release: bool = False) -> Chain:
-    """Tiny random chains; with `release`, B(i) releases its inputs early (o_b down to -(x + xbar))."""
-    L = draw(st.integers(1, max_L))
-    ints = lambda lo, hi, n: draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n))
-    x = ints(1, 4, L + 1)
-    xbar = [xi + extra for xi, extra in zip(x[1:], ints(0, 3, L))]
-    o_f = ints(0, 4, L) if overheads and forward_overheads else [0] * L
-    o_b = ints(0, 4, L) if overheads else [0] * L
-    u_f = [float(v) for v in ints(1, 4, L)]
-    u_b = [float(v) for v in ints(1, 5, L + 1)]
-    o_bh = None
-    if release:
-        o_bh = o_b + [draw(st.integers(0, 2)) if overheads else 0]
-        o_b = [max(ob - draw(st.integers(0, x[i + 1] + xbar[i] + 2)), -(x[i + 1] + xbar[i]))
-               for i, ob in enumerate(o_b)]
-    return Chain(u_f=u_f + [0.0], u_b=u_b, x=x + [0], xbar=[0] + xbar + [0], o_f=o_f + [0],
-                 o_b=o_b + [o_bh[-1] if o_bh else draw(st.integers(0, 2)) if overheads else 0], o_bh=o_bh)
-
-
 # --------------------------------------------------------------------------- exactness
 @settings(max_examples=150, deadline=None)
 @given(tiny_chains())
 def test_dp_equals_brute_force_over_persistent_schedules(chain):
     assert_dp_equals_brute_force(chain)
-
-
-def assert_dp_equals_brute_force(chain: Chain) -> None:
-    """The rotor table at every budget, and its least memory, equal the best persistent schedule's."""
-    pairs = brute_force(chain)
-    top = max(p for p, _ in pairs) + 2
-    x0 = int(chain.x[0])
-    table = rotor_table(chain, top - x0)
-    assert rotor_min_budget(chain) == min(p for p, _ in pairs)
-    for budget in range(x0, top + 1):
-        assert table.optimum(budget) == pytest.approx(best_within(pairs, budget), abs=1e-9), budget
 
 
 @settings(max_examples=40, deadline=None)
@@ -164,7 +118,7 @@ def test_printed_recurrence_can_overflow_with_forward_overheads():
     # the exact DP: a slower schedule that fits, and the brute force agrees
     result = solve("chain", chain, "rotor", budget, slots=0)
     assert result.status == "optimal" and result.peak_memory <= budget
-    assert result.objective == 31.0 == best_within(brute_force(chain), budget)
+    assert result.objective == 31.0 == best_within(persistent_brute_force(chain), budget)
 
 
 def test_printed_recurrence_can_reject_fitting_schedules():
@@ -172,7 +126,7 @@ def test_printed_recurrence_can_reject_fitting_schedules():
     budget = 19 + int(chain.x[0])
     C, _ = literal_recurrence(chain)
     exact = solve("chain", chain, "rotor", budget, slots=0)
-    assert exact.objective == best_within(brute_force(chain), budget) < C(19)
+    assert exact.objective == best_within(persistent_brute_force(chain), budget) < C(19)
 
 
 # --------------------------------------------------------------------------- solver contract

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from conftest import fa_cheap_instance, mode_chain, offload_int_instance, with_workspace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memsched.solvers import registry
@@ -38,9 +39,6 @@ from memsched.solvers.offload import simulate as simulate_offload
 from memsched.solvers.offload.exact_combined import phase_sequences, solve_exact_combined
 from memsched.solvers.offload.schedule import Off, Pre
 from memsched.solvers.result import INFEASIBLE, OPTIMAL, SolveResult
-from test_graph_workspace import _with_workspace
-from test_offload_exact_combined import _instance
-from test_offload_modes import _fa_cheap, mode_chain
 
 EXACT_OFFLOAD = ("exact-combined", "offload-exact")
 
@@ -80,10 +78,10 @@ def _model_proved(res: SolveResult, expected: float) -> None:
 @pytest.mark.parametrize("warm_start", [False, True])
 @pytest.mark.parametrize("name", EXACT_OFFLOAD)
 def test_exact_models_fit_store_all_by_the_per_mode_overhead(name: str, warm_start: bool) -> None:
-    """`_fa_cheap`: o_fa = 0, o_fn = 40; the budget is store-all's per-mode peak, which store-all (every
+    """`fa_cheap_instance`: o_fa = 0, o_fn = 40; the budget is store-all's per-mode peak, which store-all (every
     forward an F_all) fits only when F_all is charged o_fa, not max(o_fa, o_fn): the model itself is optimal
     at the total compute time (10), with or without the warm start."""
-    inst, budget = _fa_cheap()
+    inst, budget = fa_cheap_instance()
     res = registry.solve("offload", inst, name, budget, slots=0, time_limit=20, workers=1, warm_start=warm_start)
     _model_proved(res, inst.chain.total_time())
 
@@ -109,7 +107,7 @@ def test_exact_models_equal_the_brute_force_on_mode_chains(name: str, L: int, se
 
 
 # --------------------------------------------------------------------------- 2. exact-combined at a sequence's floor
-#: one-stage chains (L, x, extra, u_f, u_b, o_f, o_b of `_instance`) solved at their store-all peak, where
+#: one-stage chains (L, x, extra, u_f, u_b, o_f, o_b of `offload_int_instance`) solved at their store-all peak, where
 #: the store-all sequence's floor equals the budget
 FLOOR_CHAINS = [
     (1, [1, 1, 3, 2, 3], [2, 1, 0, 1, 3], [3, 2, 3, 3, 2], [3, 2, 3, 2, 1], [0, 2, 3, 2, 3], [3, 1, 1, 1, 1]),
@@ -123,14 +121,15 @@ def test_exact_combined_keeps_sequences_at_the_budget(case: int) -> None:
     """At the store-all peak of a one-stage chain (a dead link) the optimum is store-all's makespan;
     exact-combined's model proves it (no warm start), as the brute force finds it."""
     L, x, extra, u_f, u_b, o_f, o_b = FLOOR_CHAINS[case]
-    chain = _instance(L, x, extra, u_f, u_b, o_f, o_b, 1.0).chain
+    chain = offload_int_instance(L, x, extra, u_f, u_b, o_f, o_b, 1.0).chain
     budget = store_all_peak(chain)
     inst, best = _dead_link(chain, budget)
     res = solve_exact_combined(inst, budget, slots=0, time_limit=20, workers=1, warm_start=False)
     _model_proved(res, best)
 
 
-#: (instance of `_instance`, budget, a schedule with transfers: ops and their not_before times, its makespan):
+#: (instance of `offload_int_instance`, budget, a schedule with transfers: ops and their not_before times,
+#: its makespan):
 #: the optimum of exact-combined (found by its model, replayed here), strictly better than pofo's
 WITNESSES = [
     (((2, [5, 4, 4, 5, 3], [0, 0, 0, 3, 0], [3, 2, 2, 1, 3], [2, 3, 1, 1, 3], [1, 1, 1, 3, 0], [0, 2, 3, 0, 2],
@@ -147,7 +146,7 @@ def test_exact_combined_reaches_a_known_schedule(case: int) -> None:
     at least as fast and proves it optimal (a model that drops sequences it should keep reports a slower
     "optimum" or none)."""
     (args, budget), times, makespan = WITNESSES[case]
-    inst = _instance(*args)
+    inst = offload_int_instance(*args)
     ops = [F_all(0), Off("a", 0), F_all(1), Loss(2), Bwd(1), Pre("a", 0), Bwd(0)]
     witness = OffloadSchedule(ops, 2, list(times))
     sim = simulate_offload(inst, witness, budget)
@@ -162,13 +161,13 @@ def test_exact_combined_reaches_a_known_schedule(case: int) -> None:
 #: (n, seed, budget) of `generate.random_dag` where the brute-force optimum is finite and above the total
 #: compute time; (5, 14, 10): Checkmate's class is slower (21) than the optimum (18); (5, 42, 8): none fits it
 GRAPH_CASES = [(4, 7, 8), (4, 13, 10), (5, 14, 10), (5, 16, 10), (5, 42, 8), (5, 44, 7), (5, 50, 12)]
-#: the same with `_with_workspace(random_dag(n, seed), seed)`; (4, 11, 18) recomputes two nodes
+#: the same with `with_workspace(random_dag(n, seed), seed)`; (4, 11, 18) recomputes two nodes
 WORKSPACE_CASES = [(4, 11, 18), (4, 11, 22), (4, 13, 14), (5, 11, 15), (5, 14, 12), (5, 32, 7)]
 
 
 def _graph(n: int, seed: int, workspace: bool) -> Graph:
     g = generate.random_dag(n, seed)
-    return _with_workspace(g, seed) if workspace else g
+    return with_workspace(g, seed) if workspace else g
 
 
 def _must_recompute(g: Graph, budget: int) -> tuple[float, list[int]]:

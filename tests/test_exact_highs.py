@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from conftest import brute_force, check_replay
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from memsched.solvers.chain import reference_peak
@@ -13,7 +14,6 @@ from memsched.solvers.chain.dp import rotor_min_budget
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.exact import highs_runner
 from memsched.solvers.registry import solve
-from test_chain_exact import brute_force, check_replay
 
 pytestmark = pytest.mark.skipif(not highs_runner.available(), reason="highspy is not installed")
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import brute_force, check_replay
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from memsched.solvers.chain import reference_peak
@@ -18,7 +19,6 @@ from memsched.solvers.exact import highs_runner, portfolio
 from memsched.solvers.exact.milp_runner import BackendRun
 from memsched.solvers.exact.options import Deadline
 from memsched.solvers.registry import solve
-from test_chain_exact import brute_force, check_replay
 
 
 def _run(status: str, objective: float | None = None, bound: float | None = None, wall: float = 1.0) -> BackendRun:

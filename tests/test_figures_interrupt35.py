@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import main_figure_results
 from memsched.experiments.figures import FIGURES, make_figures
 from memsched.experiments.sweep import write_table
-from test_write_errors import main_figure_results
 
 OLD = {"png": b"old png of an earlier run", "pdf": b"old pdf of an earlier run"}
 DRAWN = ("main", "b")  # the figures the results below draw, in the order they are drawn

@@ -23,13 +23,12 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, sweep_toml
+from conftest import GRAPH_EXAMPLE, run_cli, sweep_toml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memsched.experiments.sweep import journal_path, read_journal, run_sweep
 from memsched.solvers.errors import InputError
 from memsched.solvers.units import MAX_BYTES, parse_budget, parse_size
-from test_bad_input_options import GRAPH
 
 ROOT = Path(__file__).resolve().parents[1]
 MLP7 = ROOT / "solvers" / "data" / "pipeline" / "mlp7.chain.json"
@@ -216,7 +215,7 @@ def test_figures_refuse_a_non_finite_number(tmp_path, column, value, shown):
 
 # --------------------------------------------------------------------------- 5. graph.name
 def _graph(tmp_path: Path, name: object, *, drop: bool = False) -> Path:
-    data = copy.deepcopy(GRAPH)  # docs/graph.md's example graph
+    data = copy.deepcopy(GRAPH_EXAMPLE)  # docs/graph.md's example graph
     if drop:
         data["graph"].pop("name", None)
     else:

@@ -13,12 +13,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import run_cli  # noqa: E402
+from conftest import graph_file_without_link, run_cli  # noqa: E402
 from memsched.models.chain.executor import reference_step  # noqa: E402
 from memsched.models.graph.executor import GraphExecutor, execute_graph  # noqa: E402
 from memsched.models.graph.export import export_training_graph  # noqa: E402
 from memsched.solvers.graph import Graph  # noqa: E402
-from test_graph_run_hunt26 import _without  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
@@ -146,7 +145,8 @@ def test_run_on_a_graph_missing_a_saved_producer_link_is_bad_input_naming_the_fi
     (tmp_path / "bufnet2.py").write_text(BUFNET)
     r = run_cli("export-graph", "bufnet2.py:build", "-o", "graph.json", "--ram", "tape", "--threads", "1")
     assert r.code == 0, r.err
-    _without(tmp_path / "graph.json", tmp_path / "nolink.json", "0.sin", "grad_0.cos")  # cos saves its input
+    # cos saves its input
+    graph_file_without_link(tmp_path / "graph.json", tmp_path / "nolink.json", "0.sin", "grad_0.cos")
     r = run_cli("run", "nolink.json", "--budget", "60%", "--threads", "1", "--time-repeats", "1",
                 "--no-independent")
     assert r.code == 2, r.err  # before: exit 3, "internal error: RuntimeError: node '0.sin' is not resident"
@@ -159,7 +159,7 @@ def test_a_graph_missing_a_consumers_gradient_link_is_refused(tmp_path):
     net, x, y = _BufNet(), torch.randn(16, 16), torch.randint(0, 4, (16,))
     export_training_graph([net], example_input=x, loss_fn=F.cross_entropy, target=y, ram="tape",
                           out=tmp_path / "g.json")
-    _without(tmp_path / "g.json", tmp_path / "drop.json", "grad_0.cos", "grad_0.sin")
+    graph_file_without_link(tmp_path / "g.json", tmp_path / "drop.json", "grad_0.cos", "grad_0.sin")
     with pytest.raises(ValueError, match="no link grad_0.cos -> grad_0.sin.*edges are not the network's"):
         GraphExecutor(net, F.cross_entropy, Graph.load(tmp_path / "drop.json"), x)
 

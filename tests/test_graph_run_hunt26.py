@@ -6,13 +6,11 @@ max-batch answer says that its sizes are Checkmate's outputs-only model."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import run_cli  # noqa: E402
+from conftest import graph_file_without_link, run_cli  # noqa: E402
 from memsched.models.graph.executor import GraphExecutor  # noqa: E402
 from memsched.models.graph.export import export_training_graph  # noqa: E402
 from memsched.models.run import run  # noqa: E402
@@ -36,16 +34,6 @@ def flops_tape(tmp_path_factory):
     return model, graph, path
 
 
-def _without(path, out, source: str, target: str) -> None:
-    """Copy the graph file `path` to `out` without the link `source` -> `target` (node names)."""
-    data = json.loads(path.read_text())
-    ids = {n["name"]: n["id"] for n in data["nodes"]}
-    kept = [e for e in data["links"] if (e["source"], e["target"]) != (ids[source], ids[target])]
-    assert len(kept) == len(data["links"]) - 1
-    data["links"] = kept
-    out.write_text(json.dumps(data))
-
-
 def _forward_link(graph: Graph) -> tuple[str, str]:
     """The names of the first link between two forward nodes (a real dependency of the network)."""
     u, v = next((u, v) for u, v in graph.edges if not graph.backward[u] and not graph.backward[v])
@@ -55,7 +43,7 @@ def _forward_link(graph: Graph) -> tuple[str, str]:
 def test_a_missing_forward_link_is_refused_before_any_step(flops_tape, tmp_path):
     model, graph, path = flops_tape
     u, v = _forward_link(graph)
-    _without(path, tmp_path / "drop.json", u, v)
+    graph_file_without_link(path, tmp_path / "drop.json", u, v)
     with pytest.raises(ValueError, match=f"no link {u} -> {v}.*edges are not the network's"):
         GraphExecutor(model.blocks, model.loss_fn, Graph.load(tmp_path / "drop.json"), model.example_input)
 
@@ -63,7 +51,7 @@ def test_a_missing_forward_link_is_refused_before_any_step(flops_tape, tmp_path)
 def test_run_on_a_graph_missing_a_forward_link_is_bad_input_naming_the_file(flops_tape, tmp_path):
     _, graph, path = flops_tape
     u, v = _forward_link(graph)
-    _without(path, tmp_path / "drop.json", u, v)
+    graph_file_without_link(path, tmp_path / "drop.json", u, v)
     r = run_cli("run", tmp_path / "drop.json", "--budget", "80%", "--solver", "dtr", "--threads", "1",
                 "--time-repeats", "1", "--no-independent")
     assert r.code == 2, r.err
@@ -75,7 +63,7 @@ def test_a_missing_link_to_the_loss_is_refused(flops_tape, tmp_path):
     model, graph, path = flops_tape
     loss = graph.names.index("loss")
     source = graph.names[graph.preds[loss][0]]
-    _without(path, tmp_path / "drop.json", source, "loss")
+    graph_file_without_link(path, tmp_path / "drop.json", source, "loss")
     with pytest.raises(InputError, match=f"no link {source} -> loss"):
         run("resnet18", "80%", problem="graph", solver="dtr", instance=str(tmp_path / "drop.json"),
             time_repeats=1, independent=False, store_all=False)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import random
 
 import numpy as np
 import pytest
+from conftest import with_workspace
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.graph import Graph, generate, reference_peak, simulate
@@ -17,12 +17,6 @@ from memsched.solvers.graph.brute import brute_force, brute_force_checkmate
 from memsched.solvers.graph.cpsat import solve_cpsat
 from memsched.solvers.graph.milp import solve_checkmate
 from memsched.solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL
-
-
-def _with_workspace(g: Graph, seed: int) -> Graph:
-    rng = random.Random(seed)
-    hi = int(max(g.cost_ram))
-    return dataclasses.replace(g, workspace=[rng.choice((0, 0, rng.randint(1, 2 * hi))) for _ in range(g.n)])
 
 
 def _value(res) -> float | None:
@@ -65,7 +59,7 @@ CASES = [(4, seed) for seed in range(4)] + [(5, seed) for seed in (1, 2, 3)]  # 
 def test_exact_models_charge_workspace(n, seed):
     """cpsat (C = n) equals brute force over all sequences, checkmate's model equals brute force
     over its frontier-advancing schedules, with workspaces; every schedule replays within B."""
-    g = _with_workspace(generate.random_dag(n, seed), seed)
+    g = with_workspace(generate.random_dag(n, seed), seed)
     need, ref = g.necessary_budget(), reference_peak(g)
     for budget in sorted({need - 1, need, (need + ref) // 2, ref}):
         best, _ = brute_force(g, budget)
@@ -87,7 +81,7 @@ def test_exact_models_charge_workspace(n, seed):
 def test_fast_solvers_replayed_and_exact_not_worse(seed):
     """Every fast solver's schedule, replayed with the workspaces, fits when it says so; the
     exact models are never slower than the best fast one."""
-    g = _with_workspace(generate.random_dag(6, seed + 10), seed)
+    g = with_workspace(generate.random_dag(6, seed + 10), seed)
     budget = (g.necessary_budget() + reference_peak(g)) // 2
     fast = []
     for name in ("checkpoint-all", "dtr", "dtr-orders", "greedy", "sqrt", "griewank", "checkmate-approx"):
@@ -107,7 +101,7 @@ def test_fast_solvers_replayed_and_exact_not_worse(seed):
 def test_slots_round_workspace_up():
     """With slots, the workspaces are rounded up like the sizes: a schedule found in slots fits
     the real budget."""
-    g = _with_workspace(generate.random_dag(5, 3), 3)
+    g = with_workspace(generate.random_dag(5, 3), 3)
     g = dataclasses.replace(g, cost_ram=np.asarray(g.cost_ram) * 1000, workspace=np.asarray(g.workspace) * 1000)
     budget = (g.necessary_budget() + reference_peak(g)) // 2
     for res in (solve_cpsat(g, budget, slots=50, time_limit=20, workers=1),

@@ -12,12 +12,12 @@ import math
 
 import numpy as np
 import pytest
+from conftest import interleave_brute_force as brute_force
 from memsched.solvers import registry
 from memsched.solvers.pipeline import Pipeline, profiles, simulate
 from memsched.solvers.pipeline.dp import min_budget
 from memsched.solvers.pipeline.interleave import ROW_LIMIT, fit_memory, fit_times, row_sum, solve_interleave_cpsat
 from memsched.solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL
-from test_pipeline_interleave import brute_force
 
 
 def vgg(P: int, frac: float) -> tuple[Pipeline, int]:

@@ -5,14 +5,12 @@ offloading CP-SAT model whenever those have schedules ("exact <= DP")."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from conftest import offload_int_instance
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memsched.solvers.chain import Chain
 from memsched.solvers.chain import reference_peak as store_all_peak
 from memsched.solvers.chain.schedule import Op
-from memsched.solvers.offload import OffloadInstance
 from memsched.solvers.offload import simulate as simulate_offload
 from memsched.solvers.offload.baselines import solve_remat_only
 from memsched.solvers.offload.combined import solve_rotor_offload
@@ -26,15 +24,6 @@ OTHERS = {"pofo": solve_pofo, "rotor-offload": solve_rotor_offload, "remat-only"
           "cpsat": solve_cpsat}
 
 
-def _instance(L: int, x, extra, u_f, u_b, o_f, o_b, per_byte: float) -> OffloadInstance:
-    """Integer sizes and times; moving one byte takes `per_byte` time units (whole ticks)."""
-    chain = Chain(u_f=np.array(list(u_f[:L]) + [0], dtype=float), u_b=np.array(u_b[: L + 1], dtype=float),
-                  x=np.array(list(x[: L + 1]) + [0]), xbar=np.array([0] + [x[j] + extra[j] for j in range(1, L + 1)]
-                                                                   + [0]),
-                  o_f=np.array(list(o_f[:L]) + [0]), o_b=np.array(o_b[: L + 1]))
-    return OffloadInstance(chain, bandwidth=chain.time_units_per_second() / per_byte)
-
-
 sizes = st.lists(st.integers(1, 5), min_size=5, max_size=5)
 small = st.lists(st.integers(0, 3), min_size=5, max_size=5)
 times = st.lists(st.integers(1, 3), min_size=5, max_size=5)
@@ -44,7 +33,7 @@ times = st.lists(st.integers(1, 3), min_size=5, max_size=5)
 @given(L=st.integers(2, 4), x=sizes, extra=small, u_f=times, u_b=times, o_f=small, o_b=small,
        per_byte=st.sampled_from([0.5, 1.0, 2.0]), frac=st.floats(0.7, 1.0))
 def test_exact_combined_bounds_the_dp_and_heuristics(L, x, extra, u_f, u_b, o_f, o_b, per_byte, frac):
-    inst = _instance(L, x, extra, u_f, u_b, o_f, o_b, per_byte)
+    inst = offload_int_instance(L, x, extra, u_f, u_b, o_f, o_b, per_byte)
     budget = int(store_all_peak(inst.chain) * frac)
     res = solve_exact_combined(inst, budget, slots=0, time_limit=30)
     assert res.status in ("optimal", "feasible", "infeasible")
@@ -71,7 +60,7 @@ def test_combined_beats_both_pure_strategies():
     """A chain where mixing recomputation and transfers is strictly better than the best
     pure-offloading (store-all order: none fits) and pure-checkpointing schedules; pofo reaches
     it only by offloading the input of an F_all (a_2 during the loss), which it covers."""
-    inst = _instance(4, [1, 4, 1, 3, 2], [0, 4, 2, 3, 1], [1, 2, 3, 1], [2, 3, 3, 2, 2],
+    inst = offload_int_instance(4, [1, 4, 1, 3, 2], [0, 4, 2, 3, 1], [1, 2, 3, 1], [2, 3, 3, 2, 2],
                      [0] * 5, [0] * 5, 1.0)
     budget = 14
     res = solve_exact_combined(inst, budget, slots=0, time_limit=120)  # ~20 s alone; 2 shared cores
@@ -94,7 +83,7 @@ def test_through_the_registry(monkeypatch):
 
     monkeypatch.setitem(SOLVERS, "exact-combined",
                         ("memsched.solvers.offload.exact_combined:solve_exact_combined", "test"))
-    inst = _instance(3, [2, 3, 1, 4, 1], [0, 2, 1, 3, 0], [1, 2, 1, 1, 1], [2, 2, 3, 1, 1],
+    inst = offload_int_instance(3, [2, 3, 1, 4, 1], [0, 2, 1, 3, 0], [1, 2, 1, 1, 1], [2, 2, 3, 1, 1],
                      [0] * 5, [0] * 5, 0.5)
     budget = int(store_all_peak(inst.chain) * 0.8)
     res = registry.solve("offload", inst, "exact-combined", budget, slots=0)
@@ -103,7 +92,7 @@ def test_through_the_registry(monkeypatch):
 
 
 def test_too_small_budget_is_infeasible():
-    inst = _instance(2, [3, 3, 3, 1, 1], [0, 2, 2, 0, 0], [1, 1, 1, 1, 1], [1, 1, 1, 1, 1],
+    inst = offload_int_instance(2, [3, 3, 3, 1, 1], [0, 2, 2, 0, 0], [1, 1, 1, 1, 1], [1, 1, 1, 1, 1],
                      [0] * 5, [0] * 5, 1.0)
     res = solve_exact_combined(inst, 4, slots=0)
     assert res.status == "infeasible"
@@ -118,7 +107,7 @@ def test_phase_sequences_contain_store_all():
 
 
 def test_slots_keep_the_real_budget():
-    inst = _instance(3, [2, 3, 1, 4, 1], [0, 2, 1, 3, 0], [1, 2, 1, 1, 1], [2, 2, 3, 1, 1],
+    inst = offload_int_instance(3, [2, 3, 1, 4, 1], [0, 2, 1, 3, 0], [1, 2, 1, 1, 1], [2, 2, 3, 1, 1],
                      [0] * 5, [0] * 5, 1.0)
     budget = int(store_all_peak(inst.chain) * 0.7)
     res = solve_exact_combined(inst, budget, slots=7, time_limit=30)

@@ -9,11 +9,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import FAST_LINK
+from conftest import offload_tiny as tiny  # docs/offload.md's tiny example
 from memsched.solvers.chain import Chain
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.offload import OffloadInstance, reference_peak
 from memsched.solvers.offload import simulate as simulate_offload
-from test_offload_hunt_fixes2 import FAST_LINK, tiny  # docs/offload.md's tiny example
 
 import memsched
 

@@ -11,6 +11,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import FAST_LINK
+from conftest import OFFLOAD_TINY as TINY
+from conftest import offload_tiny as tiny
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memsched.solvers.chain import Chain
@@ -28,28 +31,6 @@ from memsched.solvers.offload.simulator import memory_profile
 from memsched.solvers.units import parse_bandwidth
 
 import memsched
-
-#: docs/offload.md's tiny example (tape of stage 0 = 4 bytes here), store-all peak 21
-TINY: dict[str, Any] = {
-    "format": "memsched.chain/1", "name": "tiny", "input_size": 4,
-    "stages": [{"name": "conv1", "fwd_time": 1.0, "bwd_time": 2.0, "out_size": 4, "tape_size": 4,
-                "fwd_overhead": 0, "bwd_overhead": 0},
-               {"name": "conv2", "fwd_time": 2.0, "bwd_time": 4.0, "out_size": 2, "tape_size": 6,
-                "fwd_overhead": 1, "bwd_overhead": 1}],
-    "loss": {"bwd_time": 0.5, "bwd_overhead": 0},
-    "meta": {"units": {"time": "ms", "memory": "bytes"}},
-    "host_link": {"bandwidth": 2000, "latency": 0.0},
-}
-
-
-def tiny(stage1_time: float | None = None, bandwidth: float = 2000, tape0: int = 4) -> OffloadInstance:
-    """TINY with stage 1's forward and backward and the loss lasting `stage1_time` (when given)."""
-    data = copy.deepcopy(TINY)
-    data["stages"][0]["tape_size"] = tape0
-    if stage1_time is not None:
-        data["stages"][1]["fwd_time"] = data["stages"][1]["bwd_time"] = stage1_time
-        data["loss"]["bwd_time"] = stage1_time
-    return OffloadInstance(Chain.from_dict(data), bandwidth)
 
 
 # --------------------------------------------------------------------------- 1. zero / tiny durations
@@ -138,9 +119,6 @@ def test_exact_solvers_do_not_claim_store_all_at_20_with_zero_times(solver, t):
 
 
 # --------------------------------------------------------------------------- 2. offload-exact on a very fast link
-FAST_LINK = 1125899906842624  # the largest bandwidth accepted (2^50 bytes/s): a value moves in ~1e-11 ms
-
-
 def test_offload_exact_on_a_very_fast_link_answers_a_valid_schedule():
     inst = tiny(bandwidth=FAST_LINK, tape0=8)
     r = memsched.solve(inst, 20, "offload-exact", slots=0, time_limit=10)

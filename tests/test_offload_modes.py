@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
+from conftest import fa_cheap_instance, mode_chain
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memsched.solvers import registry
@@ -16,33 +16,12 @@ from memsched.solvers.chain import Chain, simulate
 from memsched.solvers.chain import reference_peak as store_all_peak
 from memsched.solvers.chain.baselines import periodic_schedule, recompute_all_schedule, store_all_schedule
 from memsched.solvers.chain.dp import rotor_min_budget, solve_rotor
-from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.offload import OffloadInstance, OffloadSchedule
 from memsched.solvers.offload import load as load_offload
 from memsched.solvers.offload import simulate as simulate_offload
 from memsched.solvers.offload.dp import PofoTable, solve_pofo
 
 PAPER = Path(__file__).resolve().parents[1] / "results" / "fig_paper_offload" / "gpt2_medium-b8-1024.v100.json"
-
-
-def mode_chain(L: int, seed: int, *, fa_larger: bool | None = None, times: bool = False, **kw) -> Chain:
-    """A random chain whose F_all and F_ck / F_n overheads are drawn apart (either may be larger,
-    or the one named by `fa_larger`); with `times`, no-grad forward times u_fn drawn below F_all's
-    u_fa = u_f too (whole numbers when the times are)."""
-    base = random_chain(L, seed, overhead=1.0, **kw)
-    rng = np.random.default_rng(7000 + seed)
-    lo, hi = (0.0, 0.3), (1.0, 2.5)
-    if fa_larger is None:
-        ra, rn = rng.uniform(0, 2.0, L), rng.uniform(0, 2.0, L)
-    else:
-        ra, rn = (rng.uniform(*hi, L), rng.uniform(*lo, L)) if fa_larger else (rng.uniform(*lo, L), rng.uniform(*hi, L))
-    o_fa = np.append(np.floor(ra * base.x[1: L + 1]), 0).astype(np.int64)
-    o_fn = np.append(np.floor(rn * base.x[1: L + 1]), 0).astype(np.int64)
-    chain = Chain.with_mode_overheads(base.u_f, base.u_b, base.x, base.xbar, o_fa, o_fn, base.o_b, name=base.name)
-    if not times:
-        return chain
-    u_fn = rng.uniform(0.0, 1.0, L) * chain.u_f[:L]
-    return chain.with_mode_times(chain.u_f, np.append(np.floor(u_fn) if kw.get("integer_times") else u_fn, 0.0))
 
 
 def _same_replay(chain: Chain, schedule, budget: int | None = None) -> None:
@@ -137,18 +116,8 @@ def test_solvers_schedules_fit_on_mode_chains(L, seed, frac, bandwidth, fa_large
             assert pofo.objective is not None and pofo.objective <= results[name].objective * (1 + 1e-9)
 
 
-def _fa_cheap() -> tuple[OffloadInstance, int]:
-    """o_fa = 0 and o_fn huge: store-all fits at its per-mode peak, which max(o_fa, o_fn) > it."""
-    L = 3
-    chain = Chain.with_mode_overheads(
-        u_f=[1.0, 1.0, 1.0, 0.0], u_b=[2.0, 2.0, 2.0, 1.0], x=[2, 2, 2, 2, 0], xbar=[0, 3, 3, 3, 0],
-        o_fa=[0, 0, 0, 0], o_fn=[40, 40, 40, 0], o_b=[0, 0, 0, 0])
-    assert L == chain.length
-    return OffloadInstance(chain, 1e3), store_all_peak(chain)
-
-
 def test_hand_case_fits_only_when_charged_per_mode():
-    inst, budget = _fa_cheap()
+    inst, budget = fa_cheap_instance()
     chain = inst.chain
     assert budget < store_all_peak(Chain(chain.u_f, chain.u_b, chain.x, chain.xbar, chain.o_f, chain.o_b))
     total = chain.total_time()

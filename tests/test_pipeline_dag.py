@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import random_dag
 from memsched.solvers.pipeline import Partition, Pipeline, load, simulate
 from memsched.solvers.pipeline.dag_cpsat import solve_dag_cpsat
 from memsched.solvers.pipeline.dag_dp import dag_partition_dp, solve_dag, solve_dag_pipedream, to_partition
@@ -16,19 +17,6 @@ from memsched.solvers.pipeline.lattice import ideal_lattice, series_groups
 from memsched.solvers.result import INFEASIBLE, OPTIMAL
 
 DATA = Path(__file__).resolve().parents[1] / "solvers" / "data" / "pipeline"
-
-
-def random_dag(seed: int, L: int = 7, p_edge: float = 0.35) -> Pipeline:
-    """A random layer DAG in index (topological) order: each layer feeds the next (so the
-    network is connected) and, with probability p_edge, a later one; one sink (the last layer)."""
-    rng = np.random.default_rng(seed)
-    succ = [[l + 1] for l in range(L - 1)] + [[]]
-    for u in range(L - 2):
-        for v in range(u + 2, L):
-            if rng.random() < p_edge:
-                succ[u].append(v)
-    return Pipeline(fwd=rng.uniform(1, 10, L), bwd=rng.uniform(1, 20, L), act=rng.integers(1, 100, L) * 1000,
-                    params=rng.integers(0, 50, L) * 1000, input_size=5000, succ=succ, name=f"dag{seed}")
 
 
 def brute_force(inst: Pipeline, P: int, budget: int | None, replication: bool = False, schedule: str = "1f1b",

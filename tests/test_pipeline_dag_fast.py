@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import random_dag
 from memsched.solvers.pipeline import Pipeline, load
 from memsched.solvers.pipeline.dag_dp import dag_partition_dp, lattice_for, pair_tables, stage_tables
 from memsched.solvers.pipeline.dp import partition_dp
 from memsched.solvers.pipeline.lattice import Lattice, ideal_lattice
-from test_pipeline_dag import random_dag
 
 PIPEDREAM = Path(__file__).resolve().parents[1] / "solvers" / "data" / "pipeline" / "pipedream"
 INF = math.inf

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import interleave_brute_force as brute_force
+from conftest import interleave_chain as chain
 from memsched.solvers.errors import InputError
 from memsched.solvers.exact.options import Deadline, DeadlineExceeded
 from memsched.solvers.pipeline import Pipeline, load, simulate
@@ -18,7 +20,6 @@ from memsched.solvers.pipeline.interleave import solve_interleave
 from memsched.solvers.pipeline.interleave_dp import interleave_dp, solve_interleave_dp
 from memsched.solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT
 from ortools.sat.python import cp_model
-from test_pipeline_interleave import brute_force, chain
 
 import memsched
 

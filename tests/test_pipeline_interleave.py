@@ -6,34 +6,13 @@ from __future__ import annotations
 import itertools
 import math
 
-import numpy as np
 import pytest
-from memsched.solvers.pipeline import Partition, Pipeline, simulate
+from conftest import interleave_brute_force as brute_force
+from conftest import interleave_chain as chain
+from memsched.solvers.pipeline import Partition, simulate
 from memsched.solvers.pipeline.dp import solve_madpipe
 from memsched.solvers.pipeline.interleave import solve_interleave, solve_interleave_cpsat
 from memsched.solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL
-
-
-def chain(seed: int, L: int = 5) -> Pipeline:
-    rng = np.random.default_rng(seed)
-    return Pipeline(fwd=rng.integers(1, 10, L).astype(float), bwd=rng.integers(1, 20, L).astype(float),
-                    act=rng.integers(1, 100, L) * 1000, params=rng.integers(0, 50, L) * 1000, input_size=5000)
-
-
-def brute_force(inst: Pipeline, P: int, budget: int | None, smax: int) -> float:
-    """Smallest simulated period over every cut into <= smax stages and every device map."""
-    L, best = inst.length, math.inf
-    for S in range(1, min(L, smax) + 1):
-        for cuts in itertools.combinations(range(1, L), S - 1):
-            edges = (0, *cuts, L)
-            bounds = [(edges[k], edges[k + 1] - 1) for k in range(S)]
-            for dev in itertools.product(range(P), repeat=S):
-                part = Partition.from_bounds(bounds)
-                part.device_of = list(dev)
-                ev = simulate(inst, part, budget, devices=P)
-                if ev.violation is None:
-                    best = min(best, ev.period)
-    return best
 
 
 def test_simulator_charges_per_device():

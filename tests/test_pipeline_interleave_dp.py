@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 import pytest
+from conftest import interleave_brute_force as brute_force
+from conftest import interleave_chain as chain
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memsched.solvers.pipeline import Pipeline, simulate
@@ -16,7 +18,6 @@ from memsched.solvers.pipeline.interleave import solve_interleave_cpsat, solve_i
 from memsched.solvers.pipeline.interleave_dp import interleave_dp, solve_interleave_dp
 from memsched.solvers.registry import solve
 from memsched.solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT
-from test_pipeline_interleave import brute_force, chain
 
 
 def replayed(inst: Pipeline, res, budget, P: int) -> None:

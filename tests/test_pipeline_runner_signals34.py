@@ -16,7 +16,6 @@ job in the background, ``nohup``). Linux only (they read /proc).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import queue
@@ -29,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import sigint_as_in_a_terminal
+from conftest import runner_args, sigint_as_in_a_terminal
 
 pytest.importorskip("torch")
 pytest.importorskip("torch.distributed.pipelining")
@@ -198,14 +197,6 @@ def test_a_network_larger_than_memory_is_one_line_exit_2(tmp_path):
     assert res.stdout == ""
 
 
-def _args(**over: object) -> argparse.Namespace:
-    """The runner's arguments with its defaults, `over` replacing some."""
-    base: dict[str, object] = {"devices": 2, "layers": 8, "width": 256, "batch": 64, "micro_batches": 4,
-                               "schedule": "1f1b", "solver": "madpipe", "memory": None, "device": "cpu", "steps": 3}
-    base.update(over)
-    return argparse.Namespace(**base)
-
-
 @pytest.mark.torch
 def test_layers_are_held_to_the_partition_work_limit():
     from memsched.experiments.commands._checks import MAX_DP_STEPS, dp_steps, work_limit
@@ -214,9 +205,9 @@ def test_layers_are_held_to_the_partition_work_limit():
 
     most = work_limit("pipeline", "madpipe", 2)
     assert most is not None and dp_steps(most, 2) <= MAX_DP_STEPS < dp_steps(most + 1, 2)
-    check_arguments(_args(layers=most, width=1))  # at the limit: accepted
+    check_arguments(runner_args(layers=most, width=1))  # at the limit: accepted
     with pytest.raises(InputError) as info:
-        check_arguments(_args(layers=most + 1, width=1))
+        check_arguments(runner_args(layers=most + 1, width=1))
     assert info.value.field == "--layers" and str(most) in str(info.value)
 
 

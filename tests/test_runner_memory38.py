@@ -3,7 +3,7 @@ bytes and reported the model infeasible, exit 1), as ``memsched partition`` refu
 from __future__ import annotations
 
 import pytest
-from test_pipeline_runner_signals34 import _args
+from conftest import runner_args
 
 
 @pytest.mark.torch
@@ -13,7 +13,7 @@ def test_memory_below_one_byte_is_refused(memory: float) -> None:
     from memsched.solvers.errors import InputError
 
     with pytest.raises(InputError) as info:
-        check_arguments(_args(memory=memory))
+        check_arguments(runner_args(memory=memory))
     assert info.value.field == "--memory"
 
 
@@ -21,5 +21,5 @@ def test_memory_below_one_byte_is_refused(memory: float) -> None:
 def test_one_byte_and_more_pass_the_check() -> None:
     from memsched.models.pipeline.runner import check_arguments
 
-    check_arguments(_args(memory=1.0))
-    check_arguments(_args(memory=12345.5))
+    check_arguments(runner_args(memory=1.0))
+    check_arguments(runner_args(memory=12345.5))

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import TIGHT_FRACS, brute_force, budget_for, chains, least_phase_budget, tight_budget
 from hypothesis import HealthCheck, given, settings
 from memsched.solvers.chain import cpsat as chain_cpsat
 from memsched.solvers.chain.generate import random_chain
@@ -27,7 +28,6 @@ from memsched.solvers.graph.cpsat import MoccasinModel
 from memsched.solvers.graph.instance import Graph
 from memsched.solvers.graph.milp import CheckmateModel
 from memsched.solvers.registry import get_problem, solve
-from test_chain_exact import TIGHT_FRACS, brute_force, budget_for, chains, least_phase_budget, tight_budget
 
 import memsched
 

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import sweep_toml
+from conftest import main_figure_results, sweep_toml
 from memsched.experiments.figures import FIGURES, make_figures, render
 from memsched.experiments.sweep import InstanceStore, load_config, run_sweep
 from memsched.experiments.sweep.lock import LOCK_NAME, SweepLock
@@ -19,15 +19,6 @@ from memsched.solvers.errors import InputError
 
 TINY = sweep_toml("s", budgets=["60%"], instances=[{"example": "tiny"}], solvers=["rotor"])
 MAIN = FIGURES["main"].stem
-
-
-def main_figure_results(root: Path) -> Path:
-    """`root` made a results folder with a one-cell sweep of the main figure (rotor on the tiny
-    example, at 100%), in ``<root>/chain_solvers/``; returns `root`."""
-    cfg = root / "chain_solvers.toml"
-    cfg.write_text(sweep_toml("chain_solvers", budgets=["100%"], instances=[{"example": "tiny"}], solvers=["rotor"]))
-    run_sweep(cfg, output=root / "chain_solvers", workers=1, progress=False, isolate=False)
-    return root
 
 
 @pytest.fixture(scope="module")
