@@ -732,3 +732,12 @@ def main_figure_results(root: Path) -> Path:
     cfg.write_text(sweep_toml("chain_solvers", budgets=["100%"], instances=[{"example": "tiny"}], solvers=["rotor"]))
     run_sweep(cfg, output=root / "chain_solvers", workers=1, progress=False, isolate=False)
     return root
+
+
+def write_file(tmp_path, name, data):
+    """`data` written to ``tmp_path / name`` (a dict or list as JSON, text as it is); the path."""
+    import json
+
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path

@@ -18,6 +18,7 @@ from typing import Any
 
 import memsched.solvers as solvers_pkg
 import pytest
+from conftest import write_file as _write
 from memsched.solvers.chain.instance import Chain
 from memsched.solvers.errors import InputError
 from memsched.solvers.graph.instance import Graph
@@ -36,10 +37,6 @@ def _tiny() -> dict[str, Any]:
     return json.loads(TINY.read_text())
 
 
-def _write(tmp_path: Path, name: str, data: Any) -> Path:
-    path = tmp_path / name
-    path.write_text(data if isinstance(data, str) else json.dumps(data))
-    return path
 
 
 def _graph(meta: dict[str, Any] | None = None, cost_ram: float = 4, workspace: float | None = None) -> dict[str, Any]:

@@ -73,30 +73,24 @@ def test_a_second_forward_gives_another_output(norm: str) -> None:
     assert (first - second).abs().max().item() > 1e-8
 
 
+def _step(net: nn.Sequential, how: str, x: torch.Tensor, y: torch.Tensor) -> None:
+    """One training step of `net` under the recomputing plan: `ScheduledChain.step`, its drop-in forward with
+    ``loss.backward()``, or the offloading executor's step."""
+    if how == "step":
+        ScheduledChain(net, CHAIN_PLAN, F.cross_entropy).step(x, y)
+    elif how == "drop-in":
+        F.cross_entropy(ScheduledChain(net, CHAIN_PLAN)(x), y).backward()
+    else:
+        ScheduledChain(net, OffloadSchedule(OFFLOAD_PLAN, L), F.cross_entropy).step(x, y)
+
+
+@pytest.mark.parametrize("how", ["step", "drop-in", "offload"])
 @pytest.mark.parametrize("norm", NORMS)
-def test_scheduled_step_recomputes_spectral_norm_as_plain_autograd(norm: str) -> None:
+def test_a_recomputed_spectral_norm_steps_as_plain_autograd(norm: str, how: str) -> None:
     net = _net(NORMS[norm])
     x, y = _data()
     ref = plain_reference(net, x, y)
-    ScheduledChain(net, CHAIN_PLAN, F.cross_entropy).step(x, y)
-    assert_as_plain(net, ref)
-
-
-@pytest.mark.parametrize("norm", NORMS)
-def test_drop_in_forward_backward_recomputes_spectral_norm_as_plain_autograd(norm: str) -> None:
-    net = _net(NORMS[norm])
-    x, y = _data()
-    ref = plain_reference(net, x, y)
-    F.cross_entropy(ScheduledChain(net, CHAIN_PLAN)(x), y).backward()
-    assert_as_plain(net, ref)
-
-
-@pytest.mark.parametrize("norm", NORMS)
-def test_offload_schedule_recomputes_spectral_norm_as_plain_autograd(norm: str) -> None:
-    net = _net(NORMS[norm])
-    x, y = _data()
-    ref = plain_reference(net, x, y)
-    ScheduledChain(net, OffloadSchedule(OFFLOAD_PLAN, L), F.cross_entropy).step(x, y)
+    _step(net, how, x, y)
     assert_as_plain(net, ref)
     net = _net(NORMS[norm])
     OffloadExecutor(list(net), F.cross_entropy).train_step(OffloadSchedule(OFFLOAD_PLAN, L), x, y)

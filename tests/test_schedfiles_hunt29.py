@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from conftest import write_file as _write
 from memsched.solvers.errors import InputError
 from memsched.solvers.graph import Graph, GraphSchedule, simulate
 from memsched.solvers.jsonio import parse_json, read_json
@@ -42,10 +43,6 @@ JOIN_OPS = [("F_ck", 0, 0), ("F_n", 0, 1), ("F_all", 1, 0), ("F_all", 1, 1), ("F
             ("B", 1, 2), ("B", 1, 1), ("B", 1, 0), ("F_all", 0, 0), ("F_all", 0, 1), ("B", 0, 1), ("B", 0, 0)]
 
 
-def _write(tmp_path: Path, name: str, data: object) -> Path:
-    path = tmp_path / name
-    path.write_text(json.dumps(data) if not isinstance(data, str) else data)
-    return path
 
 
 def _join_schedule(lengths: list) -> dict:

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import write_file as _write
 from memsched.solvers.chain import Chain, Op, Schedule
 from memsched.solvers.chain import simulate as chain_simulate
 from memsched.solvers.join import load as load_join
@@ -50,10 +51,6 @@ JOIN_SCHEDULE = {"format": "memsched.schedule/1", "problem": "join", "ops": [
     {"op": "B", "branch": 1, "stage": 0}]}
 
 
-def _write(tmp_path: Path, name: str, data: dict) -> Path:
-    path = tmp_path / name
-    path.write_text(json.dumps(data))
-    return path
 
 
 @pytest.fixture

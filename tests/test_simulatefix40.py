@@ -21,6 +21,8 @@ import pytest
 
 matplotlib.use("Agg")
 
+from conftest import write_file as _write
+
 import memsched  # noqa: E402
 
 TINY = memsched.data_path("examples", "tiny.json")
@@ -32,10 +34,6 @@ def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
                           timeout=120)
 
 
-def _write(tmp_path: Path, name: str, data: Any) -> Path:
-    path = tmp_path / name
-    path.write_text(json.dumps(data))
-    return path
 
 
 @pytest.fixture
