@@ -11,6 +11,7 @@ from memsched.solvers.chain import Chain, reference_peak, simulate
 from memsched.solvers.chain.baselines import periodic_schedule, store_all_schedule
 from memsched.solvers.chain.exact_model import PhaseModel
 from memsched.solvers.chain.generate import random_chain
+from memsched.solvers.chain.min_memory import rotor_min_budget
 from memsched.solvers.chain.schedule import F_ALL, Op, Schedule
 from memsched.solvers.registry import solve
 
@@ -24,9 +25,11 @@ def rotor_available() -> bool:
 
 
 @FAST
-@given(chains(), st.floats(0.0, 1.0))
+@given(chains(), TIGHT_FRACS)
 def test_milp_and_cpsat_agree_and_replay(chain: Chain, frac: float) -> None:
-    budget = budget_for(chain, frac)
+    """Both exact models agree and replay, at budgets drawn from the least persistent one (rotor's, which a
+    phase schedule always meets) or one below it (feasible for some chains, infeasible for others)."""
+    budget = tight_budget(chain, frac, rotor_min_budget(chain))
     milp = solve("chain", chain, "milp", budget, slots=0, time_limit=20)
     cpsat = solve("chain", chain, "cpsat", budget, slots=0, time_limit=20)
     check_replay(chain, budget, milp)
@@ -64,8 +67,9 @@ def test_phase_model_loses_nothing_on_small_random_chains() -> None:
     """Observed, not proven: on these chains the best of all op sequences is a phase schedule."""
     for seed in range(6):
         chain = random_chain(3, seed, size_range=(1, 5), integer_times=True, overhead=0.5 * (seed % 2))
-        for frac in (0.0, 0.2, 0.4, 0.7):
-            budget = budget_for(chain, frac)
+        least = least_phase_budget(chain)
+        for frac in (-0.1, 0.0, 0.2, 0.4, 0.7):  # one below the least feasible budget, then feasible ones
+            budget = tight_budget(chain, frac, least)
             anything, best = brute_force(chain, budget)[0], brute_force(chain, budget, phase=True)[0]
             assert (anything is None) == (best is None)
             if best is not None:
