@@ -94,3 +94,14 @@ def test_slots_round_sizes_up_and_keep_the_real_budget():
     # the fast solvers ran at 40 slots; pofo at exact sizes is never faster than the answer
     pofo = solve_pofo(inst, budget, slots=0)
     assert pofo.objective is None or res.objective <= pofo.objective + 1e-9
+
+
+def test_scope_says_a_repeated_off_is_free():
+    """The optimum of (3, 0, 500.0, 26) offloads a_0 twice and the second Off costs nothing (the host holds a
+    copy): the scope must name that class, not "every Off charged its transfer time"."""
+    inst = _instance(3, 0, 500.0)
+    res = registry.solve("offload", inst, "offload-exact", 26, slots=0, time_limit=30)
+    assert res.status == "optimal"
+    offs = [t for t in simulate(inst, res.schedule, 26).ops if t.stream == "transfer" and t.op.kind == "Off"]
+    assert len(offs) == 2 and offs[0].end > offs[0].start and offs[1].end == offs[1].start
+    assert "every Off charged" not in res.scope and "a repeated Off is free" in res.scope

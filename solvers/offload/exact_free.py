@@ -429,7 +429,8 @@ def scope_of(scale: float, slots: int) -> str:
             "backward ops: stage j computed at most L-j+1 times), values travel for whole compute slots (released "
             "before the first slot they are away in, prefetched after the last), at most one Off and one Pre of a "
             "value per phase, every offloaded value fetched back (an Off never followed by a Pre acts as a delete, "
-            f"which the model has no op for), every Off charged its transfer time, times in ticks of 1/{scale:g}, "
+            "which the model has no op for), an Off charged its transfer time unless the host already holds a copy "
+            f"of its value (a repeated Off is free), times in ticks of 1/{scale:g}, "
             + scope_text(slots))
 
 
