@@ -28,15 +28,21 @@ by bisection: this assumes that a size that fits implies that every smaller one 
 (activations grow with the batch; an exact solver stopped by its time limit can break this).
 The sizes the network refuses are skipped (`search_accepted`), with a ``refused`` row (JSON
 ``refused``): an image side too small for it, a batch it cannot train at (BatchNorm at batch 1 on a
-1x1 feature map); the search goes on from the next size tried, and inside the doubling and the
-bisection the accepted size nearest to a refused one within the bracket is tried instead (a side
-that is no multiple of what the network's levels divide by), never counted as not fitting. No batch
-accepted among 1, 2 and 4 (`MAX_REFUSED_BATCH`: a network failing at all three is broken) or no side
-up to --limit is bad input naming ``MODEL`` (batches) or ``--vary image-size`` (sides, with --step),
-the sizes tried and why. Your own function (``FILE.py:FUNCTION``) that takes no argument for the
-size varied (``batch``, ``image_size``; ``**kwargs`` takes both) is bad input naming the function
-and the argument before any size is built (`_check_vary`), as is ``--vary image-size`` on a zoo
-network without images.
+1x1 feature map), a side that is no multiple of what the network's levels divide by. The answer is
+the largest accepted size that fits: when every doubled size is refused (sides that must be 3 steps
+apart), the sizes near them and then every size from the first up are tried; inside the doubling
+and the bisection the accepted size nearest to a refused one within the bracket is tried instead,
+and where none is near (accepted sizes more than 2 x `MAX_NEAR` apart) the sizes skipped are scanned
+afterwards, never counted as not fitting. A search asks at most `max_probes` sizes (916 for the 256
+sides of the default --step and --limit), its scans at most `MAX_SCAN`: when they leave sizes where
+a larger answer may lie, the answer is a lower bound and says which (JSON ``untried``; for exit 1, the
+sizes below the smallest accepted one found). No batch accepted among 1, 2 and 4
+(`MAX_REFUSED_BATCH`: a network failing at all three is broken) or no side up to --limit is bad input
+naming ``MODEL`` (batches) or ``--vary image-size`` (sides, with --step), the sizes tried, whether
+they were all the multiples of --step up to --limit or which were left, and why. Your own function
+(``FILE.py:FUNCTION``) that takes no argument for the size varied (``batch``, ``image_size``;
+``**kwargs`` takes both) is bad input naming the function and the argument before any size is
+built (`_check_vary`), as is ``--vary image-size`` on a zoo network without images.
 A --slots whose rotor table is too large (`check_rotor_table`) is refused at the first probe
 that needs a table (store-all does not fit), before any row when that is the first size: the budget
 does not grow with the size, the stage count does not change and the input grows. Bad input that
@@ -139,8 +145,12 @@ class NotApplicableError(InputError):
 MAX_REFUSED_BATCH = 2
 #: the most sizes tried on each side of a size the network refuses inside the search, for the nearest one
 #: it accepts (`_nearest_accepted`): sides that must be multiples of up to 2 x 16 (unet at 5 levels with
-#: --step 1) are all reached; each refused size costs one build that fails (no solve)
+#: --step 1) are reached so, sparser ones by the scans (`MAX_SCAN`); each refused size costs one build that
+#: fails (no solve)
 MAX_NEAR = 16
+#: the most sizes the scans of `search_accepted` ask in one search (each refused one costs a build that fails): the
+#: sizes its bisection skipped as refused, or below the smallest accepted size found when that one does not fit
+MAX_SCAN = 256
 
 
 class SearchStopped(Exception):
@@ -220,60 +230,152 @@ def search_largest(fits: Callable[[int], bool], limit: int, tolerance: float = 0
     return lo
 
 
-def search_accepted(verdict: Callable[[int], bool | None], limit: int, tolerance: float = 0.0) -> tuple[int, int]:
+def max_probes(limit: int) -> int:
+    """The most sizes `search_accepted` asks in a search of 1..`limit` (each once, refused ones included):
+    `MAX_SCAN` scanned sizes, and for each of at most 2 x (bit length of `limit` + 1) doubled or bisected
+    sizes, itself and up to 2 x `MAX_NEAR` sizes around it (`_nearest_accepted`). limit 256: 916; 65536: 1444."""
+    return MAX_SCAN + (2 * MAX_NEAR + 1) * 2 * (limit.bit_length() + 1)
+
+
+def search_accepted(verdict: Callable[[int], bool | None], limit: int, tolerance: float = 0.0,
+                    untried: list[tuple[int, int]] | None = None) -> tuple[int, int]:
     """`search_largest` over the sizes the network accepts: `verdict(k)` is True (fits), False (does
     not fit) or None (the network refuses size k: an image side too small for it, or not a multiple
-    of what its layers divide by). Doubling from 1 over refused sizes finds an accepted one; when it
-    does not fit, bisection finds the smallest accepted k0 (a smaller accepted size may fit),
-    assuming there the refused sizes are the smallest ones. Above k0, doubling then bisection as
-    `search_largest`, where a refused size is skipped: the accepted size nearest to it inside the
-    bracket is tried instead (`_nearest_accepted`, at most `MAX_NEAR` sizes on each side), so that
-    the answer is the largest accepted k that fits, given that fitting is monotone over the
-    accepted sizes (unet at --step 1 takes sides that are multiples of 4 only: side 82 refused, 80
-    is tried). Only when none of those is accepted does the refused size bound the bracket as a
-    size that does not fit (a network that refuses every size above some S: the answer is then the
-    largest accepted size below S that fits). Returns (the largest k that fits or 0, k0 or 0 when
-    no size up to `limit` is accepted); each k is asked once."""
-    seen: dict[int, bool | None] = {}
+    of what its layers divide by), assuming fitting is monotone over the accepted sizes. Returns (the
+    largest accepted k in 1..`limit` that fits, within `tolerance` as `search_largest`, or 0; the
+    smallest accepted k asked, or 0 when none is). Each k is asked once, at most `max_probes(limit)`
+    sizes in all.
 
-    def ask(k: int) -> bool | None:
-        if k not in seen:
-            seen[k] = verdict(k)
-        return seen[k]
+    1. Doubling from 1 to the first accepted size. When 1, 2, 4, ..., `limit` are all refused (sizes
+       that must be multiples of 3), the sizes nearest to each of them (`_nearest_accepted`, at most
+       `MAX_NEAR` on each side), then every size from 1 up (the scan, below).
+    2. When that size does not fit, bisection down to the smallest accepted size (a refused size is
+       replaced by the nearest accepted one; where none is near, the refused sizes are taken as the
+       smallest ones: a side too small), then the scan of the sizes below it not yet asked, from 1 up:
+       the first accepted one is the smallest (it fits, or none does).
+    3. Above the largest size that fits, doubling then bisection, a refused size replaced by the
+       nearest accepted one in the bracket (unet at --step 1: side 82 refused, 80 tried). Where none
+       is near (accepted sizes more than 2 x `MAX_NEAR` apart, or none above some size), the bracket
+       is narrowed as if it did not fit, and afterwards the sizes skipped so are scanned from below:
+       the first accepted one fitting restarts the bisection above it, one not fitting ends it.
 
-    refused, k = 0, 1  # ask(refused) is None (or refused is 0); k is the next size tried
-    while ask(k) is None:
-        if k >= limit:
-            return 0, 0
-        refused, k = k, min(2 * k, limit)
-    if not ask(k):
-        lo, hi = refused, k  # refused below lo (or lo 0), accepted at hi
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if ask(mid) is None else (lo, mid)
-        k = hi
-    if not ask(k):
-        return 0, k
-    lo, hi = k, limit + 1  # ask(lo) is True; no size at or above hi fits (or hi is past the limit)
-    while hi == limit + 1:  # doubling
-        nxt = min(2 * lo, limit)
-        if nxt == lo:
-            return lo, k
-        j = nxt if ask(nxt) is not None else _nearest_accepted(ask, nxt, lo, limit + 1)
-        if j is None:
-            hi = nxt  # no accepted size near it: it bounds the bracket
-        elif ask(j):
-            lo = j
-        else:
-            hi = j
-    while hi - lo > max(1.0, tolerance * lo):  # bisection
-        mid = (lo + hi) // 2
-        j = mid if ask(mid) is not None else _nearest_accepted(ask, mid, lo, hi)
-        if j is None or not ask(j):
-            hi = mid if j is None else j
-        else:
-            lo = j
-    return lo, k
+    The scans ask at most `MAX_SCAN` sizes in all; when that, or `max_probes`, stops the search
+    first, the sizes it left, (first, last), are appended to `untried` (the answer is then only the
+    largest accepted size found that fits: a larger one, or a smaller accepted one, may lie there)."""
+    search = _AcceptedSearch(verdict, limit, tolerance)
+    try:
+        search.run()
+    except _Exhausted:
+        search.left_open()
+    if untried is not None and search.untried is not None:
+        untried.append(search.untried)
+    return search.lo, search.k0
+
+
+class _Exhausted(Exception):
+    """`search_accepted` asked `max_probes` sizes: it stops there (`_AcceptedSearch.left_open`)."""
+
+
+class _AcceptedSearch:
+    """The state of one `search_accepted`: `lo` the largest accepted size known to fit (0: none), `hi`
+    the smallest known not to (`limit` + 1: none), `k0` the smallest accepted size asked (0: none);
+    every size asked strictly between `lo` and `hi` is refused. `untried`: the sizes left unasked where
+    a larger answer (or, when nothing fits, a smaller accepted size) may lie, None when none is."""
+
+    def __init__(self, verdict: Callable[[int], bool | None], limit: int, tolerance: float) -> None:
+        self.verdict, self.limit, self.tolerance = verdict, limit, tolerance
+        self.seen: dict[int, bool | None] = {}
+        self.cap, self.scan_left = max_probes(limit), MAX_SCAN
+        self.lo, self.hi, self.k0 = 0, limit + 1, 0
+        self.untried: tuple[int, int] | None = None
+
+    def ask(self, k: int) -> bool | None:
+        """`verdict(k)`, asked once (then remembered), moving `lo`, `hi`, `k0`; `_Exhausted` past `max_probes`."""
+        if k not in self.seen:
+            if len(self.seen) >= self.cap:
+                raise _Exhausted
+            fits = self.seen[k] = self.verdict(k)
+            if fits is not None:
+                self.k0 = min(self.k0 or k, k)
+                if self.lo < k < self.hi:  # (outside the bracket only for a non-monotone verdict: ignored)
+                    self.lo, self.hi = (k, self.hi) if fits else (self.lo, k)
+        return self.seen[k]
+
+    def near(self, target: int, low: int, high: int) -> int | None:
+        """`target` when accepted, else the accepted size nearest to it in (low, high) (`_nearest_accepted`)."""
+        return target if self.ask(target) is not None else _nearest_accepted(self.ask, target, low, high)
+
+    def scan(self, first: int, last: int) -> None:
+        """Ask the sizes first..last not yet asked, from below, up to the first accepted one (which moves
+        `lo` or `hi`); past `MAX_SCAN` scanned sizes in the search, the rest is `untried`."""
+        for k in range(first, last + 1):
+            if k in self.seen:
+                continue
+            if self.scan_left <= 0:
+                self.untried = (k, last)
+                return
+            self.scan_left -= 1
+            if self.ask(k) is not None:
+                return
+
+    def left_open(self) -> None:
+        """After `max_probes` sizes: what a larger answer (or a smaller accepted size) may still be."""
+        first, last = (self.lo + 1, self.hi - 1) if self.lo else (1, (self.k0 or self.limit + 1) - 1)
+        if any(k not in self.seen for k in range(first, last + 1)):
+            self.untried = (first, last)
+
+    def run(self) -> None:
+        """Steps 1 to 3 of `search_accepted`."""
+        limit, targets = self.limit, []
+        k = 1
+        while self.ask(k) is None:  # 1. doubling to an accepted size
+            targets.append(k)
+            if k >= limit:
+                break
+            k = min(2 * k, limit)
+        if not self.k0:
+            ends = [0, *targets, limit + 1]
+            for i, target in enumerate(targets):  # near each doubled size, then all of them
+                if _nearest_accepted(self.ask, target, ends[i], ends[i + 2]) is not None:
+                    break
+            else:
+                self.scan(1, limit)
+        if not self.k0:
+            return
+        if not self.lo:  # 2. the smallest accepted size asked does not fit: a smaller one may
+            below = max((t for t in targets if t < self.hi), default=0)  # sizes up to it taken as refused
+            while self.hi - below > 1 and not self.lo:
+                mid = (below + self.hi) // 2
+                if self.near(mid, below, self.hi) is None:
+                    below = mid
+            if not self.lo:
+                self.scan(1, self.hi - 1)
+            if not self.lo:
+                return
+        self.up()
+
+    def up(self) -> None:
+        """3. From `lo` (fits) up: `top` <= `hi` bounds the bisection, the sizes in [top, hi) being assumed
+        refused until scanned."""
+        top = self.hi
+        while top == self.limit + 1 and self.lo < self.limit:  # doubling
+            nxt = min(2 * self.lo, self.limit)
+            if self.near(nxt, self.lo, top) is None:
+                top = nxt
+            top = min(top, self.hi)
+        while True:
+            while top - self.lo > max(1.0, self.tolerance * self.lo):  # bisection
+                mid = (self.lo + top) // 2
+                if self.near(mid, self.lo, top) is None:
+                    top = mid
+                top = min(top, self.hi)
+            if top >= self.hi:
+                return
+            fitting = self.lo
+            self.scan(top, self.hi - 1)
+            if self.lo == fitting:  # none accepted there, the first one did not fit, or the scans are spent
+                return
+            top = self.hi
 
 
 def _nearest_accepted(ask: Callable[[int], bool | None], target: int, low: int, high: int) -> int | None:
@@ -576,9 +678,10 @@ def main(args: argparse.Namespace) -> int:
     unit = 1 if vary_batch else args.step  # size = k x unit
     stopped: SearchStopped | None = None
     interrupted = False
+    left: list[tuple[int, int]] = []  # (first, last) k that the search left untried where the answer may lie
     try:
         try:
-            best, smallest = search_accepted(fits, limit, args.tolerance)
+            best, smallest = search_accepted(fits, limit, args.tolerance, left)
         except SearchStopped as stop:  # the largest size that fit so far (sizes that fit are assumed monotone)
             stopped = stop
             best = max((p.size for p in probes if p.fits), default=0) // unit
@@ -590,8 +693,9 @@ def main(args: argparse.Namespace) -> int:
     finally:
         if journal is not None:
             journal.close()
+    untried = (left[0][0] * unit, left[0][1] * unit) if left else None  # sizes (batches or px)
     if not smallest and not interrupted:
-        raise _none_accepted_error(args.model, args.vary, args.step, limit * unit, refusals)
+        raise _none_accepted_error(args.model, args.vary, args.step, limit * unit, refusals, untried)
     best_size = best * unit
     above = min((p.size for p in probes if not p.fits and p.size > best_size), default=None)
     chosen = next((p for p in probes if p.size == best_size), None)
@@ -606,7 +710,8 @@ def main(args: argparse.Namespace) -> int:
         json.dump(
             _answer(args, memory, "stopped" if stopped else "complete", probes, refusals, best_size, above, chosen,
                     timed_out, counts if journal is not None else None,
-                    stopped={"size": stopped.size, "error": str(stopped.error)} if stopped else None, note=note),
+                    stopped={"size": stopped.size, "error": str(stopped.error)} if stopped else None, note=note,
+                    untried=untried),
             sys.stdout,
         )
         print()
@@ -616,6 +721,9 @@ def main(args: argparse.Namespace) -> int:
         first = smallest * unit
         noun = "batch" if vary_batch else "side"
         where = f"{args.vary} {first}{'' if smallest == 1 else f' (the smallest {noun} it runs at)'}"
+        if untried is not None:  # the scan below it stopped: a smaller accepted size may fit
+            where = (f"{args.vary} {first} (the smallest {noun} found that it runs at; "
+                     f"{_untried_text(args.vary, untried)})")
         slow = next((p for p in probes if p.size == first and p.overhead is not None), None)
         if first in timed_out:  # no schedule before the limit: not proven infeasible
             limit_text = f"--time-limit {args.time_limit:g} s" if args.time_limit is not None else "its search stopped"
@@ -635,6 +743,8 @@ def main(args: argparse.Namespace) -> int:
     if best and not args.json and chosen is not None:
         state = format_bytes(args.state_factor * chosen.parameter_bytes)
         bound = f"at least; {_sizes_text(args.vary, timed_out)} timed out; " if timed_out else ""
+        if untried is not None:
+            bound += f"{'' if bound else 'at least; '}{_untried_text(args.vary, untried)}; "
         if stopped is not None:
             bound = f"at least; the search stopped at {args.vary} {stopped.size}: bad input there; "
         print(
@@ -651,10 +761,12 @@ def main(args: argparse.Namespace) -> int:
 def _answer(args: argparse.Namespace, memory: int, status: str, probes: list[Probe], refusals: list[tuple[int, str]],
             best_size: int, above: int | None, chosen: Probe | None, timed_out: list[int],
             journal: dict[str, int] | None, *, stopped: dict[str, Any] | None = None,
-            note: str | None = None) -> dict[str, Any]:
+            note: str | None = None, untried: tuple[int, int] | None = None) -> dict[str, Any]:
     """The ``--json`` object: `status` ``complete``, ``stopped`` (bad input mid-search) or ``interrupted``
     (Ctrl-C: `largest` and `smallest_not_fitting` bracket the answer as far as the probes went);
-    `journal`: the ``resumed`` and ``run`` probe counts with ``--journal`` (None without)."""
+    `journal`: the ``resumed`` and ``run`` probe counts with ``--journal`` (None without); `untried`: the
+    sizes (first, last) that the search left untried where a larger answer (or, when none fits, a smaller
+    accepted size) may lie (`search_accepted`), None when it left none."""
     return {
         "model": args.model,
         "vary": args.vary,
@@ -675,6 +787,7 @@ def _answer(args: argparse.Namespace, memory: int, status: str, probes: list[Pro
         "stopped": stopped,
         "journal": None if journal is None else {"path": args.journal, **journal},
         "note": note,
+        "untried": None if untried is None else {"from": untried[0], "to": untried[1]},
     }
 
 
@@ -802,6 +915,14 @@ def _timed_out(probes: list[Probe], best_size: int) -> list[int]:
     return sorted({p.size for p in probes if p.status == TIMEOUT and p.size > best_size})
 
 
+def _untried_text(vary: str, untried: tuple[int, int]) -> str:
+    """``batches 337 to 2000 were not all tried (...)``: the sizes (batches or px) that the search left
+    (`search_accepted`: its scans are bounded)."""
+    noun = "batches" if vary == "batch" else "image sizes"
+    return (f"{noun} {untried[0]} to {untried[1]} were not all tried (the network refused the sizes around them; "
+            f"the search scans at most {MAX_SCAN})")
+
+
 def _sizes_text(vary: str, sizes: list[int]) -> str:
     """``batch 7`` or ``batches 7, 8`` (``image size 256`` or ``image sizes 256, 288``): `sizes`, non-empty."""
     noun = "batch" if vary == "batch" else "image size"
@@ -856,18 +977,30 @@ def _reason(err: Exception) -> str:
     return err.message if isinstance(err, InputError) else first_line(err)
 
 
-def _none_accepted_error(model: str, vary: str, step: int, limit: int, refusals: list[tuple[int, str]]) -> InputError:
-    """The bad input when `model` refuses every size tried (`refusals`: (size, why), ascending):
+def _none_accepted_error(model: str, vary: str, step: int, limit: int, refusals: list[tuple[int, str]],
+                         untried: tuple[int, int] | None = None) -> InputError:
+    """The bad input when `model` refuses every size tried (`refusals`: (size, why), in the order tried):
     batches 1, 2, 4 (above `MAX_REFUSED_BATCH`) or up to --limit (naming ``MODEL``), or image sides, multiples of
-    --step up to `limit` px (naming ``--vary image-size``). Its reason is the last refusal's."""
+    --step up to `limit` px (naming ``--vary image-size``): every one of them, or with `untried` (the sizes from
+    first to last that `search_accepted` left: its scans are bounded) the ones tried, and that those were not all
+    tried. The sizes are listed ascending (the first and last ones of a long list); the reason is the last
+    refusal's."""
     from memsched.models.network import model_field
 
-    tried = ", ".join(str(size) for size, _ in refusals)
+    sizes = sorted({size for size, _ in refusals})
+    tried = ", ".join(str(size) for size in sizes)
+    if len(sizes) > 12:
+        tried = (f"{len(sizes)} {'batches' if vary == 'batch' else 'sides'}: "
+                 f"{', '.join(str(k) for k in sizes[:6])}, ..., {', '.join(str(k) for k in sizes[-3:])}")
     why = f": {refusals[-1][1]}" if refusals else ""
+    left = "" if untried is None else f"; {_untried_text(vary, untried)}"
     if vary == "batch":
-        return InputError(f"{model} runs at none of the batches tried ({tried}){why}", field=model_field())
+        return InputError(f"{model} runs at none of the batches tried ({tried}){why}{left}", field=model_field())
+    if untried is None:
+        return InputError(f"{model} runs at none of the image sides tried ({tried} px: every multiple of --step {step} "
+                          f"up to {limit} px){why}; raise --limit or change --step", field="--vary image-size")
     return InputError(f"{model} runs at none of the image sides tried ({tried} px: multiples of --step {step} up to "
-                      f"{limit} px){why}; raise --limit or change --step", field="--vary image-size")
+                      f"{limit} px){why}{left}: change --step or --limit", field="--vary image-size")
 
 
 def _check_solver(problem: str, solver: str) -> None:
