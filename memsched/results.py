@@ -792,6 +792,10 @@ class RunResult:
     def __getitem__(self, key: str) -> Any:
         return self.data[key]
 
+    def __contains__(self, key: object) -> bool:
+        """``"grad_message" in run``: whether the run has that item (without it, `in` would index 0, 1, ...)."""
+        return key in self.data
+
     def __getattr__(self, key: str) -> Any:
         try:
             return self.__dict__["data"][key]
