@@ -6,8 +6,10 @@ objective's name, the schedule reader and the solver table). This module reads o
 descriptors.
 
 A solver is ``fn(instance, budget, *, slots=500, time_limit=None, **options) -> SolveResult``
-with ``budget`` in the instance's size unit (bytes). Solvers whose module cannot be imported
-(an optional dependency missing) are not listed.
+with ``budget`` in the instance's size unit (bytes). ``budget=None`` means no memory limit for the
+problems of `NO_LIMIT_PROBLEMS` (the pipeline: every one of its solvers, the exact ones included, takes it);
+for the others it is an `InputError` naming ``budget`` (`check_budget`). Solvers whose module cannot be
+imported (an optional dependency missing) are not listed.
 """
 
 from __future__ import annotations
@@ -19,14 +21,18 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .errors import InputError
+from .errors import InputError, article
 from .problem import Problem, Replay
 from .result import FEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 
 __all__ = ["PROBLEMS", "Problem", "Replay", "get_problem", "problem_module", "available_problems", "solver_table",
-           "get_solver", "monotone_in_budget", "solve"]
+           "get_solver", "monotone_in_budget", "NO_LIMIT_PROBLEMS", "check_budget", "solve"]
 
 PROBLEMS = ("chain", "graph", "join", "offload", "pipeline")
+#: the problems whose solvers read ``budget=None`` as "no memory limit": the pipeline (its period-only
+#: planners and benchmarks partition unlimited, and every one of its models and simulators takes None).
+#: The others' solvers and simulators need a number of bytes, so None there is refused (`check_budget`)
+NO_LIMIT_PROBLEMS = frozenset({"pipeline"})
 
 
 def problem_module(problem: str) -> ModuleType:
@@ -89,11 +95,22 @@ def get_solver(problem: str, name: str) -> Callable[..., SolveResult]:
         raise
 
 
-def solve(problem: str, instance: Any, solver: str, budget: int, **options: Any) -> SolveResult:
+def check_budget(problem: str, budget: int | None) -> None:
+    """`InputError` naming ``budget`` when `budget` is None and `problem` has no "no limit" (not in
+    `NO_LIMIT_PROBLEMS`): its solvers need a memory budget (bytes)."""
+    if budget is None and problem not in NO_LIMIT_PROBLEMS:
+        takes = " or ".join(article(p) for p in sorted(NO_LIMIT_PROBLEMS))
+        raise InputError(f"the solvers of {article(problem)} need a memory budget in bytes, got None (None means no "
+                         f"limit for {takes} only)", field="budget")
+
+
+def solve(problem: str, instance: Any, solver: str, budget: int | None, **options: Any) -> SolveResult:
     """Run `solver` and referee its answer: the schedule is replayed by the simulator and the
     returned objective and peak are the replay's. A solver whose claim differs from the replay
-    is a bug and raises `RuntimeError`."""
+    is a bug and raises `RuntimeError`. `budget` None: no memory limit, for the problems of
+    `NO_LIMIT_PROBLEMS` only (`check_budget`: an `InputError` naming ``budget`` for the others)."""
     fn = get_solver(problem, solver)
+    check_budget(problem, budget)
     start = time.perf_counter()
     result = fn(instance, budget, **options)
     elapsed = time.perf_counter() - start

@@ -76,7 +76,7 @@ MIN_LIMIT_FOR_ALL_FAST = 1.0
 WARM_START_SHARE = 0.5
 
 
-def run_fast(problem: str, instance: Any, budget: int, names: Sequence[str], deadline: Deadline,
+def run_fast(problem: str, instance: Any, budget: int | None, names: Sequence[str], deadline: Deadline,
              options: ExactOptions, rest: dict[str, Any], not_run: list[str] | None = None) -> list[SolveResult]:
     """Run the fast solvers `names` (in order) through the referee (`solvers.registry.solve`);
     those that fail, find nothing or have an undefined objective are left out. All of it within
@@ -144,7 +144,7 @@ def can_fork() -> bool:
     return _CAN_FORK and not multiprocessing.current_process().daemon
 
 
-def _child(conn: Any, problem: str, instance: Any, name: str, budget: int, kwargs: dict[str, Any]) -> None:
+def _child(conn: Any, problem: str, instance: Any, name: str, budget: int | None, kwargs: dict[str, Any]) -> None:
     """Body of the forked child of `solve_in_child`: send the referee'd result, or None. SIGINT is
     ignored, from the fork on (`release_held_signals`): a terminal's Ctrl-C reaches the whole
     process group, and the parent answers it (this daemon child is stopped with it); here it was a
@@ -160,7 +160,7 @@ def _child(conn: Any, problem: str, instance: Any, name: str, budget: int, kwarg
         conn.close()
 
 
-def solve_in_child(problem: str, instance: Any, name: str, budget: int, kwargs: dict[str, Any],
+def solve_in_child(problem: str, instance: Any, name: str, budget: int | None, kwargs: dict[str, Any],
                    seconds: float) -> SolveResult | None:
     """`registry.solve` in a forked child given `seconds` of wall-clock time; None when it
     fails or is still running then (it is killed)."""
@@ -250,26 +250,33 @@ def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: fl
     the model's own is not valid for the returned schedule, and a schedule reaching it is optimal.
     `reseed` (the offloading models: pofo at exact sizes, whose table grows with the budget) runs after
     the fast solvers, with the warm start, and returns the seed the model and the referee use (the
-    fast solvers' best, or a faster schedule); it appends what it left out for time to `not_run`."""
+    fast solvers' best, or a faster schedule); it appends what it left out for time to `not_run`.
+    The solver takes ``budget=None`` (no memory limit) where its problem does (`registry.check_budget`:
+    the pipeline), and hands None on to the fast solvers, the model and the referee; for another problem
+    None is an `InputError` naming ``budget``."""
     defaults = ExactOptions(time_limit=time_limit, workers=workers, slots=slots)
 
     def decorate(fn: Callable[..., SolveResult]) -> Callable[..., SolveResult]:
         @functools.wraps(fn)
-        def solver(instance: Any, budget: int, **kw: Any) -> SolveResult:
+        def solver(instance: Any, budget: int | None, **kw: Any) -> SolveResult:
+            from ..registry import check_budget
+
+            check_budget(problem, budget)
+            bytes_ = None if budget is None else int(budget)
             options, rest = ExactOptions.from_kwargs(defaults, **kw)
             deadline = Deadline(options.time_limit)
             if options.warm_start:
                 report(f"{name}: warm start ({', '.join(fast)})")
             not_run: list[str] = []
-            seeds = run_fast(problem, instance, int(budget), fast, deadline, options, rest, not_run) \
+            seeds = run_fast(problem, instance, bytes_, fast, deadline, options, rest, not_run) \
                 if options.warm_start else []
             seed = min(seeds, key=lambda r: math.inf if r.objective is None else r.objective) if seeds else None
-            if reseed is not None and options.warm_start:
-                seed = reseed(instance, int(budget), seed, deadline, options, not_run)
+            if reseed is not None and options.warm_start and bytes_ is not None:  # (None: refused above)
+                seed = reseed(instance, bytes_, seed, deadline, options, not_run)
             seed_at = deadline.elapsed()
             report(f"{name}: model", best=None if seed is None else seed.objective)
             try:
-                res = fn(instance, int(budget), options=options, deadline=deadline, seed=seed, **rest)
+                res = fn(instance, bytes_, options=options, deadline=deadline, seed=seed, **rest)
             except DeadlineExceeded as exc:
                 res = build_timeout_result(problem, name, exc)
             except KeyboardInterrupt as exc:  # outside a backend (building, root LP): answer with the seed if asked to
@@ -288,7 +295,7 @@ def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: fl
             if not_run:
                 res.details["fast_not_run"] = not_run
             floor = None if least is None else float(least(instance))
-            return referee(problem, name, instance, int(budget), res, seeds, seed, deadline, options, floor)
+            return referee(problem, name, instance, bytes_, res, seeds, seed, deadline, options, floor)
 
         solver.exact_layer = True  # type: ignore[attr-defined]
         solver.fast_solvers = tuple(fast)  # type: ignore[attr-defined]
@@ -296,6 +303,11 @@ def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: fl
         return solver
 
     return decorate
+
+
+def _slots_used(budget: int | None, slots: int | None) -> int:
+    """`effective_slots` of `budget` (bytes), 0 (exact sizes) without one: no limit, nothing to cut into slots."""
+    return 0 if budget is None else effective_slots(budget, slots)
 
 
 def log_from_seed(log: list[tuple[float, float | None, float | None]], at: float, objective: float
@@ -307,10 +319,10 @@ def log_from_seed(log: list[tuple[float, float | None, float | None]], at: float
     return [(at, objective, None), *later]
 
 
-def referee(problem: str, name: str, instance: Any, budget: int, res: SolveResult, seeds: list[SolveResult],
+def referee(problem: str, name: str, instance: Any, budget: int | None, res: SolveResult, seeds: list[SolveResult],
             seed: SolveResult | None, deadline: Deadline, options: ExactOptions,
             least: float | None = None) -> SolveResult:
-    """Step 4 of the module docstring; returns `res`, corrected."""
+    """Step 4 of the module docstring; returns `res`, corrected. `budget` None: no memory limit (no slots)."""
     res.problem, res.solver, res.budget = problem, name, budget
     res.details.setdefault("fast", {r.solver: r.objective for r in seeds})
     if seed is not None:
@@ -348,7 +360,7 @@ def referee(problem: str, name: str, instance: Any, budget: int, res: SolveResul
     if res.schedule is not None and res.status == TIMEOUT:
         res.status = FEASIBLE
     if res.status == OPTIMAL:
-        n = effective_slots(budget, options.slots)
+        n = _slots_used(budget, options.slots)
         # a model that ran with exact sizes (retried, or chosen) proved more than "for N slots"
         if n and "slot" in res.scope and "exact sizes" not in res.scope and f"optimal for {n} slots" not in res.scope:
             res.scope += f"; optimal for {n} slots"
@@ -361,7 +373,7 @@ def referee(problem: str, name: str, instance: Any, budget: int, res: SolveResul
             and res.details.get("model_status") != OPTIMAL):  # (an optimum that lost already says so)
         res.scope = f"{seed.solver}'s schedule ({seed.scope})" if seed.scope else f"{seed.solver}'s schedule"
     if (seed is not None and res.details.get("solution_from") == seed.solver and res.status == FEASIBLE
-            and _bound_reaches(res.lower_bound, objective) and not effective_slots(budget, options.slots)):
+            and _bound_reaches(res.lower_bound, objective) and not _slots_used(budget, options.slots)):
         # the model's bound (exact sizes) proves that no schedule of its scope beats the seed's
         res.status = OPTIMAL
         res.scope += (f"; the model's bound reaches {seed.solver}'s makespan: no schedule of the scope is faster "

@@ -3,7 +3,8 @@
 The instance is `Pipeline` (instance.py, loaded from a chain file or a PipeDream graph.txt),
 a schedule is a `Partition` (schedule.py); simulator.py defines the period and memory model.
 Solvers take ``fn(instance, budget, *, devices=P, schedule="1f1b", micro_batches=None,
-time_limit=None, **options)`` where ``budget`` is the memory per device in bytes, and return a
+time_limit=None, **options)`` where ``budget`` is the memory per device in bytes (None: no memory
+limit, taken by every solver, the exact ones included: `registry.NO_LIMIT_PROBLEMS`), and return a
 `SolveResult` whose objective is the period in the instance's time unit (ms for PipeDream
 profiles and chain files by default).
 """
