@@ -18,10 +18,13 @@ target)`` returning a scalar tensor. Three ways to hand one to memsched:
 Without a loss, the loss is the mean of the output (`mean_output_loss`): a stand-in that
 back-propagates through every block, for networks whose real loss is elsewhere; a target given
 without a loss is bad input (the stand-in would ignore it). Before anything is profiled the
-network runs once, its blocks under ``torch.no_grad()``: a block that fails, or does not return a
-tensor, is bad input naming the block (`InputError`), as is a loss that fails, does not return a
-scalar, or does not depend on the output through autograd (a detached value, an argmax, a
-constant: nothing to back-propagate), and so is a block that modifies its input in place. A zoo
+network runs once, its blocks one at a time with autograd on but nothing saved for a backward: a
+block that fails, or does not return a tensor, is bad input naming the block (`InputError`), as is
+a loss that fails, does not return a scalar, or does not depend on the output through autograd (a
+detached value, an argmax, a constant: nothing to back-propagate), a network whose loss has no
+gradient path at all in plain autograd (a last block that detaches or returns integers with
+nothing trainable after it, an integer input into frozen blocks: ``loss.backward()`` would fail),
+and a block that modifies its input in place. A zoo
 network is not run beforehand; when profiling or running one fails, the same dry run tells bad
 sizes (a block that cannot run at them) from a bug (`diagnosed`). Everything built here is a
 `models.zoo.ZooModel`, so every command and executor that takes a zoo network takes these.
@@ -429,13 +432,14 @@ def checked_loss_fn(loss_fn: Any) -> Any:
 
 def _dry_run(blocks: list[Any], x: Any, loss_fn: Any, target: Any, what: str, *, block_field: str = "model",
              target_field: str = "loss_fn") -> None:
-    """One forward under no_grad, then the loss with autograd on (a copy of) the output: every
-    block returns a tensor without modifying its input in place (the executors refuse that:
-    `models.chain.executor.forward_block`) and the loss a scalar that depends on the output
-    through autograd, or bad input. A failing block is named under `block_field`, a loss that
-    raises under `target_field`, a loss of the wrong kind under ``loss_fn``. The modules'
-    buffers (BatchNorm's running statistics) and torch's random generators (dropout draws from
-    them) are put back afterwards: a check is not a step."""
+    """One forward with nothing saved for a backward, then the loss with autograd on (a copy of) the
+    output: every block returns a tensor without modifying its input in place (the executors refuse
+    that: `models.chain.executor.forward_block`) and the loss a scalar that depends on the output
+    through autograd and has a gradient path in plain autograd (`_check_blocks_and_loss`), or bad
+    input. A failing block, or the one that ends every gradient path, is named under `block_field`,
+    a loss that raises under `target_field`, a loss of the wrong kind under ``loss_fn``. The
+    modules' buffers (BatchNorm's running statistics) and torch's random generators (dropout draws
+    from them) are put back afterwards: a check is not a step."""
     import torch
     from memsched.models.buffers import restore_buffers, snapshot_buffers
 
@@ -451,37 +455,84 @@ def _dry_run(blocks: list[Any], x: Any, loss_fn: Any, target: Any, what: str, *,
 
 def _check_blocks_and_loss(blocks: list[Any], x: Any, loss_fn: Any, target: Any, what: str, *, block_field: str,
                            target_field: str) -> None:
-    """`_dry_run`'s checks, which may update the modules' buffers."""
+    """`_dry_run`'s checks, which may update the modules' buffers. The blocks run one at a time, each on
+    its input detached, with autograd on but nothing saved for a backward (`_discard`: the memory of a
+    forward under no_grad): the input of block i requires grad exactly when a_i does in plain autograd
+    (`models.chain.executor.reference_step`: a floating a_0 does, then whatever a parameter or a_0 reaches),
+    so the loss of the last output tells whether plain autograd can back-propagate anything
+    (`_no_gradient_path`)."""
     import torch
     from memsched.models.chain.executor import InPlaceInputError, forward_block
 
     a = x
-    with torch.no_grad():
+    grad = x.is_floating_point()  # as plain autograd's reference step: a floating input gets a gradient
+    stop: int | None = None  # the last block whose input has a gradient and whose output none
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(_discard, _discarded):
         for i, block in enumerate(blocks):
+            inp = a.detach().requires_grad_(True) if grad else a.detach()
             try:
-                a = forward_block(block, i, a)
+                a = forward_block(block, i, inp)
             except InPlaceInputError:
                 raise InPlaceInputError(i, block, what=what, field=block_field) from None
             except Exception as err:
                 raise InputError(f"{_of(what)}block {i} ({type(block).__name__}) fails on its input "
-                                 f"{_shape(a)}: {type(err).__name__}: {first_line(err)}", field=block_field) from None
+                                 f"{_shape(inp)}: {type(err).__name__}: {first_line(err)}", field=block_field) from None
             if not isinstance(a, torch.Tensor):
                 raise InputError(f"{_of(what)}block {i} ({type(block).__name__}) returns a {type(a).__name__}; a chain "
                                  "passes one tensor from block to block", field=block_field)
+            if grad and not a.requires_grad:
+                stop = i
+            grad = a.requires_grad
     differentiable = a.is_floating_point() or a.is_complex()
-    out = a.detach().requires_grad_(True).clone() if differentiable else a  # not a leaf: in-place ops allowed
+    out = a.detach().requires_grad_(True).clone() if differentiable else a.detach()  # not a leaf: in-place allowed
+    value = _checked_loss(loss_fn, out, target, what, target_field)
+    if differentiable and not value.requires_grad:
+        raise InputError(f"{_of(what)}the loss does not depend on the output through autograd (a detached value, an "
+                         "argmax, a constant?): there is nothing to back-propagate", field="loss_fn")
+    if not grad and differentiable:  # the output has no gradient in plain autograd: has the loss one of its own?
+        value = _checked_loss(loss_fn, a.detach().clone(), target, what, target_field)
+    if not grad and not value.requires_grad:
+        raise _no_gradient_path(blocks, x, stop, what, block_field)
+
+
+def _checked_loss(loss_fn: Any, out: Any, target: Any, what: str, target_field: str) -> Any:
+    """``loss_fn(out, target)`` with autograd on, a scalar tensor, or bad input naming `target_field`
+    (the loss fails) or ``loss_fn`` (it returns something else)."""
+    import torch
+
     with torch.enable_grad():
         try:
             value = loss_fn(out, target)
         except Exception as err:
-            raise InputError(f"{_of(what)}the loss fails on the output {_shape(a)}: {type(err).__name__}: "
+            raise InputError(f"{_of(what)}the loss fails on the output {_shape(out)}: {type(err).__name__}: "
                              f"{first_line(err)}", field=target_field) from None
     if not isinstance(value, torch.Tensor) or value.numel() != 1:
         shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
         raise InputError(f"{_of(what)}the loss must return a scalar tensor, got {shape}", field="loss_fn")
-    if differentiable and not value.requires_grad:
-        raise InputError(f"{_of(what)}the loss does not depend on the output through autograd (a detached value, an "
-                         "argmax, a constant?): there is nothing to back-propagate", field="loss_fn")
+    return value
+
+
+def _no_gradient_path(blocks: list[Any], x: Any, stop: int | None, what: str, field: str) -> InputError:
+    """Bad input under `field`: in plain autograd the loss requires no gradient (``loss.backward()`` raises),
+    as nothing trainable reaches it. `stop` is the last block whose input has a gradient and whose output
+    none (None: no a_i has one, the input is not floating and no block has trainable parameters it uses)."""
+    why = "the loss has no gradient path, so plain autograd cannot back-propagate this network"
+    if stop is not None:
+        return InputError(f"{_of(what)}block {stop} ({type(blocks[stop]).__name__}) returns a tensor without gradient "
+                          "(detached, integer, or made under no_grad) and nothing after it has trainable parameters "
+                          f"the loss depends on: {why}", field=field)
+    return InputError(f"{_of(what)}the input is {str(x.dtype).replace('torch.', '')} (no gradient) and no block has "
+                      f"trainable parameters the loss depends on (all frozen, or none): {why}", field=field)
+
+
+def _discard(tensor: Any) -> None:
+    """The dry run's pack hook: nothing is kept for a backward, which never runs."""
+    return None
+
+
+def _discarded(packed: Any) -> Any:
+    """The dry run's unpack hook: a block that back-propagates inside its own forward cannot be checked so."""
+    raise RuntimeError("a block back-propagates inside its forward during memsched's input check")
 
 
 def stage_output_bytes(blocks: list[Any], x: Any) -> list[int]:
@@ -510,7 +561,7 @@ def stage_output_bytes(blocks: list[Any], x: Any) -> list[int]:
 def step_input_error(blocks: list[Any], loss_fn: Any, inputs: Any, target: Any, what: str, *,
                      block_field: str = "inputs", target_field: str = "target") -> InputError | None:
     """Why a training step of `blocks` and `loss_fn` on `inputs` and `target` failed, when the
-    user's input is the cause: the plain forward (no_grad) and the loss (`_dry_run`) run again on
+    user's input is the cause: the plain forward (nothing saved) and the loss (`_dry_run`) run again on
     them, with the RNG state restored afterwards, and their failure is returned as bad input
     naming ``inputs`` (a block fails), ``target`` (the loss fails) or ``loss_fn`` (not a scalar,
     or no gradient). None when they run: the failure was not the input's (a bug, re-raise it)."""

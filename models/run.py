@@ -896,6 +896,7 @@ def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, ins
     target = prepare(problem, model, instance=instance, sizes=sizes, bandwidth=bandwidth, latency=latency, seed=seed,
                      profile_repeats=profile_repeats, timing=timing, profile_file=profile_file,
                      early_release=early_release)
+    graph_hint = _graph_accepts(problem, solver, instance, options, early_release)
     solver = solver or DEFAULT_SOLVERS[problem]
     reference = int(registry.problem_module(problem).reference_peak(target.instance))
     limit = parse_positive_budget(budget, reference)
@@ -914,7 +915,7 @@ def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, ins
     if not result.found:
         msg = no_schedule_message(result, limit, time_limit)
         if problem in ("chain", "offload") and getattr(target.instance, "length", None) == 1:
-            msg += f"; the network is one block (not an nn.Sequential): {flag('problem', 'graph')} plans inside it"
+            msg += _one_block_hint(graph_hint)
         out.update(message=msg, min_budget=None if result.min_budget is None else int(result.min_budget),
                    predicted=None, measured=None, grad_check=None)
         return out
@@ -937,6 +938,23 @@ def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, ins
     if warning:
         out["warning"] = warning
     return out
+
+
+def _graph_accepts(problem: str, solver: str | None, instance: Any, options: dict[str, Any] | None,
+                   early_release: bool) -> bool:
+    """True when the same run as the graph problem (``--problem graph``) would take the options it was
+    given: a chain run (a graph run offloads nothing) of a network profiled here (a chain file's costs
+    are no graph's), without a solver named, solver options or an early release (all the chain's)."""
+    return problem == "chain" and instance is None and solver is None and not options and not early_release
+
+
+def _one_block_hint(graph: bool) -> str:
+    """What an infeasible run of a chain of one stage adds to its message: the chain planned its one
+    block whole, and where `graph` (the same run as the graph problem would take its options,
+    `_graph_accepts`) that the graph problem plans inside it."""
+    hint = ("; the chain has one block, which its schedules plan as a whole (the blocks are an nn.Sequential's "
+            "children; any other module is one block)")
+    return hint + (f": {flag('problem', 'graph')} plans inside it" if graph else "")
 
 
 def _executed_prediction(step: StepResult) -> dict[str, Any]:

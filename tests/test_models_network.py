@@ -117,7 +117,7 @@ def test_the_example_network_by_its_module_name(cli, tmp_path):
 
 def test_one_module_is_planned_as_a_graph_and_the_chain_says_so(cli, factory):
     res = cli("run", f"{factory}:one_module", "--budget", "70%", "--repeats", "1")
-    assert res.code == 1 and "one block (not an nn.Sequential): --problem graph" in res.err
+    assert res.code == 1 and "the chain has one block" in res.err and "--problem graph plans inside it" in res.err
     res = cli("run", f"{factory}:one_module", "--budget", "70%", "--problem", "graph", "--json", "--repeats", "1",
               "--time-repeats", "1", "--time-limit", "10")
     assert res.code == 0, res.err
