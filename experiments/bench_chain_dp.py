@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive, write_csv
+from memsched.experiments.script_args import ScriptParser
 from memsched.solvers.chain import dp as rotor_mod
 from memsched.solvers.chain import reference_peak, simulate
 from memsched.solvers.chain.generate import random_chain
@@ -76,7 +77,7 @@ def run_one(L: int, slots: int, seed: int, fraction: float, repeat: int, kernel:
 def main(argv: list[str] | None = None) -> int:
     """Time the chain DP over lengths and slots; print a table, write the CSV (``--out``); exit 0 (2 on a
     bad argument, 130 on Ctrl-C, the rows finished before it written)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ScriptParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", type=positive(int), nargs="+", default=[50, 100, 200, 400])
     ap.add_argument("--slots", type=positive(int), nargs="+", default=[100, 500])
     ap.add_argument("--fraction", type=positive(float), default=0.5, help="budget as a fraction of the store-all peak")

@@ -33,6 +33,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from memsched.experiments.benchtable import check_out, guarded, positive
+from memsched.experiments.script_args import ScriptParser
 from memsched.solvers.chain import reference_peak
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.discretize import effective_slots
@@ -157,7 +158,7 @@ def write_rows(out: Path, rows: list[dict[str, Any]], header: list[str]) -> None
 def main(argv: list[str] | None = None) -> int:
     """Compare the exact chain solvers with the rotor DP; print a table, write results/bench_chain_exact.csv; exit 0,
     2 on bad arguments (before anything is written), 130 on Ctrl-C (the finished rows are in the CSV)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ScriptParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", type=positive(int), nargs="+", default=[5, 10, 15, 20, 30, 40, 50])
     ap.add_argument("--fractions", type=fraction, nargs="+", default=[0.1, 0.3, 0.6],
                     help="budgets, from the smallest (0) to the store-all peak (1)")

@@ -53,6 +53,7 @@ from memsched.experiments.benchtable import (
     print_and_write_frame,
     rows_in_scratch,
 )
+from memsched.experiments.script_args import ScriptParser
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
@@ -151,7 +152,7 @@ def import_offenders(cmd: list[str], top: int) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     """Time fresh ``memsched`` processes; print a table, write results/bench_cli_startup.csv; exit 0 (2 on a bad
     argument, 130 on Ctrl-C, the rows finished before it written)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=positive(int), default=5,
                         help="fresh processes per command (default %(default)s)")
     parser.add_argument("--rotor-c", metavar="PATH", default=os.environ.get("MEMSCHED_ROTOR_C"),

@@ -46,6 +46,7 @@ from typing import Any
 
 import torch
 from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive, write_csv
+from memsched.experiments.script_args import ScriptParser
 from memsched.models.gpu_check import CHECKS, MODEL_SIZES
 from memsched.models.run import execute_schedule, prepare
 from memsched.solvers import registry
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the chain, join, offload and graph executors on small networks; print measured vs predicted peak
     (bytes) and step time (ms) and a min / median / max summary; write the CSV; exit 0 (2 on a bad argument,
     130 on Ctrl-C, the rows finished before it written)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=("small", "tiny"), default="small")
     parser.add_argument("--problems", default="chain,join,offload,graph",
                         help="comma-separated: chain, join, offload, graph")

@@ -28,6 +28,7 @@ import time
 
 import torch
 from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, write_csv
+from memsched.experiments.script_args import ScriptParser
 from torch import nn
 
 COLUMNS = ("stages", "plain_us", "executor_us", "overhead_us", "per_stage_us", "repeats", "load")
@@ -77,7 +78,7 @@ def measure(L: int, repeats: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     """Measure each chain length, print the table, write the CSV; exit 0 (2 on a bad argument, 130 on Ctrl-C,
     the rows finished before it written)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stages", default="4,8,16,32", help="comma-separated chain lengths L >= 1")
     parser.add_argument("--repeats", type=int, default=400, help="timed steps of each kind per length")
     parser.add_argument("--out", default="results/bench_executor_overhead.csv")

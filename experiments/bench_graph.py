@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
+from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.graph import generate, reference_peak
@@ -160,7 +161,7 @@ def names(text: str, known: tuple[str, ...], field: str) -> tuple[str, ...]:
 def main(argv: list[str] | None = None) -> int:
     """Benchmark the graph solvers; print a table, write results/bench_graph.csv (or the backends CSV); exit 0,
     2 on bad arguments (before any solving), 130 on Ctrl-C (the finished rows are in the CSV)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ScriptParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller linear graph, shorter limits")
     ap.add_argument("--solvers", default=",".join(ALL),
                     help="comma-separated graph solver names (rows of the other solvers are kept)")

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive, write_csv
+from memsched.experiments.script_args import ScriptParser
 
 COLUMNS = ("model", "instance", "nodes", "solver", "budget_fraction", "budget", "status", "recomputations",
            "model_peak", "predicted_tracker_peak", "measured_peak", "memory_ratio", "predicted_alloc_peak",
@@ -128,7 +129,7 @@ def _line(r: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the graph executor's accuracy check; print the rows and a summary, write the CSV (and each
     network's graph); exit 0 (2 on a bad argument, 130 on Ctrl-C, the rows finished before it written)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=("small", "tiny"), default="small")
     parser.add_argument("--models", default="resnet18,gpt2", help="comma-separated labels of MODEL_SIZES[size]")
     parser.add_argument("--solvers", default=",".join(SOLVERS), help="comma-separated graph solvers")

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive, write_csv
+from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import __version__, registry
 from memsched.solvers.join import reference_peak
 from memsched.solvers.join.generate import random_join
@@ -162,7 +163,7 @@ def figure(rows: list[dict], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Benchmark the join solvers; print a table, write --out (and the PNG beside it with --figure); exit 0 (2 on
     a bad argument, 130 on Ctrl-C, the rows finished before it written)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ScriptParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer budgets, skip the largest instance")
     parser.add_argument("--slots", type=positive(int, zero=True), default=100,
                         help="memory slots for the medium instances (0: exact sizes)")

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
+from memsched.experiments.script_args import ScriptParser
 from memsched.solvers.errors import InputError
 
 FIELDS = ("graph", "n", "variables", "rows", "nonzeros", "backend", "status", "seconds",
@@ -184,7 +185,7 @@ def reestimate(path: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Measure every (graph, backend) pair, print the table, write --out after each run; 0 on success (2 on a
     bad argument, 130 on Ctrl-C: --out holds the runs measured before it)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ScriptParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=positive(int), nargs="+", default=[100, 200, 300],
                     help="nodes of the generated graphs")
     ap.add_argument("--graphs", nargs="*", default=[], help="graph files to measure as well")

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
+from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import __version__, registry
 from memsched.solvers.chain import Chain, reference_peak
 from memsched.solvers.errors import InputError
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     results/offload/offload_tradeoff.csv) and the figure beside it (PNG, PDF); exit 0 (2 on a bad argument, or
     on --quick without --out where the default file holds other budgets; 130 on Ctrl-C, the rows finished
     before it written)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chains", nargs="*", help="chain files to use instead of profiling the zoo")
     parser.add_argument("--activation-rate", type=positive(float, zero=True), default=30e9,
                         help="bytes/s of tapes produced per second of compute after rescaling (0: keep times)")

@@ -31,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive
+from memsched.experiments.script_args import ScriptParser
 from memsched.solvers.chain.dp import rotor_min_budget
 from memsched.solvers.jsonio import write_atomic
 from memsched.solvers.offload.dp import solve_pofo
@@ -78,7 +79,7 @@ def sizes_used(res: Any) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the grid, print it, write results/bench_offload_exact.csv; exit 0 (2 on a bad argument, 130 on
     Ctrl-C, the rows finished before it written)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ScriptParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", type=positive(int), nargs="+", default=[10])
     ap.add_argument("--seeds", type=positive(int), default=3, help="seeds 0..N-1 (default %(default)s)")
     ap.add_argument("--time-limit", type=positive(float), default=60.0, help="seconds per solve (default %(default)s)")

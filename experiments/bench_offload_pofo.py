@@ -31,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 from memsched.experiments.benchtable import check_out, guarded, positive
+from memsched.experiments.script_args import ScriptParser
 from memsched.solvers.chain import reference_peak
 from memsched.solvers.chain.dp import rotor_min_budget
 from memsched.solvers.chain.generate import random_chain
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     """Compare pofo with the other offload solvers; print a table, write --out (results/offload/pofo_versus.csv;
     with --port, results/bench_offload_pofo.csv); exit 0, 2 on bad arguments (before any solving), 130 on Ctrl-C
     (the finished chains' rows are in --out)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ScriptParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=positive(int), default=6, help="seeds 0..N-1 per length")
     ap.add_argument("--lengths", type=positive(int), nargs="+", default=[3, 5, 8])
     ap.add_argument("--exact-lengths", type=positive(int), nargs="*", default=[2, 3])

@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
+from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import graph as graphs
 from memsched.solvers.errors import InputError
 from memsched.solvers.registry import get_problem, solve
@@ -445,7 +446,7 @@ def figure(rows: list[dict[str, Any]], published: list[dict[str, Any]], path: Pa
 def main(argv: list[str] | None = None) -> int:
     """Solve the papers' graphs (Moccasin's files in --graphs) at each budget fraction; print a table, write the CSV
     and PNG; exit 0, 2 on bad arguments (checked before any solving), 130 on Ctrl-C (finished cells kept)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ScriptParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graphs", help="folder with Moccasin's data/ graph files (required unless --merge)")
     ap.add_argument("--instances", nargs="+", default=list(INSTANCES), choices=list(INSTANCES))
     ap.add_argument("--fractions", type=positive(float), nargs="+", default=[0.9, 0.8],

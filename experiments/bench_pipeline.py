@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, write_csv
+from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import __version__, registry
 from memsched.solvers.pipeline import generate, profiles
 from memsched.solvers.pipeline.dp import min_budget
@@ -90,7 +91,7 @@ def timing(quick: bool, rows: list[dict[str, Any]] | None = None) -> list[dict[s
 def main(argv: list[str] | None = None) -> int:
     """Run the pipeline benchmark (sweep and/or timing); print a table, write the CSV (``--out``); exit 0 (2 on a
     bad argument, 130 on Ctrl-C, the rows finished before it written)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = ScriptParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer memory points and timing cases")
     ap.add_argument("--out", default="results/bench_pipeline.csv")
     ap.add_argument("--part", choices=("all", "sweep", "timing"), default="all")

@@ -45,6 +45,7 @@ import os
 from typing import Any
 
 from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive, write_csv
+from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import __version__, registry
 from memsched.solvers.pipeline import Partition, simulate_batch
 
@@ -124,7 +125,7 @@ def run(width: int, size: int, mb: int, steps: int, rows: list[dict[str, Any]] |
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print a line per partition and write the CSV (``--out``); exit 0 (2 on a bad argument,
     130 on Ctrl-C, the rows finished before it written)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = ScriptParser(description=__doc__.split("\n")[0])
     ap.add_argument("--width", type=positive(int), default=16, help="channels of the first ResNet stage")
     ap.add_argument("--size", type=positive(int), default=32, help="image height and width (pixels)")
     ap.add_argument("--micro-batch", type=positive(int), default=8, help="images per micro-batch")

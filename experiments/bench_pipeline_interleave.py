@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, write_csv
+from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import __version__, registry
 from memsched.solvers.pipeline import profiles
 from memsched.solvers.pipeline.dp import min_budget
@@ -65,7 +66,7 @@ def run(rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison, print it and write the CSV (``--out``); exit 0 (2 on a bad argument, 130 on Ctrl-C,
     the rows finished before it written)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = ScriptParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="results/bench_pipeline_interleave.csv")
     args = ap.parse_args(argv)
     return guarded("bench_pipeline_interleave", lambda: _main(args),

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, write_csv
+from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import __version__, registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.pipeline import load
@@ -188,7 +189,7 @@ def memory_bytes(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the PipeDream comparison; print a table, write the CSV (``--out``) and the figure; exit 0 (2 on a bad
     argument, 130 on Ctrl-C, the rows finished before it written)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = ScriptParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="alexnet, vgg16 and resnet50 only")
     ap.add_argument("--memory", type=memory_bytes, default="16GB",
                     help="memory per device for the memory-aware planner (bytes, or a size such as 16GB)")

@@ -26,6 +26,7 @@ import sys
 from typing import Any
 
 from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, write_csv
+from memsched.experiments.script_args import ScriptParser
 
 RSS_TARGET_MIB = 2048
 # (kind, model, sizes, cost, target seconds or None)
@@ -75,7 +76,7 @@ def run_case(kind: str, model: str, sizes: dict[str, Any], cost: str) -> dict[st
 def main(argv: list[str] | None = None) -> int:
     """Profile each case in a fresh process; print a table, write the CSV (``--out``: seconds, peak RSS,
     target met); exit 0 (2 on a bad argument, 130 on Ctrl-C, the rows finished before it written)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="only the two targets")
     parser.add_argument("--out", default="results/bench_profile.csv", help="CSV to write")
     args = parser.parse_args(argv)

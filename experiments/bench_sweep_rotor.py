@@ -34,6 +34,7 @@ from memsched.experiments.benchtable import (
     print_and_write_frame,
     rows_in_scratch,
 )
+from memsched.experiments.script_args import ScriptParser
 
 ROOT = Path(__file__).resolve().parent.parent
 FIELDS = ["case", "L", "budgets", "slots", "seconds", "x_one_dp", "max_rel_makespan_diff"]
@@ -74,7 +75,7 @@ def _sweep(cfg: Path, output: Path) -> Any:
 def main(argv: list[str] | None = None) -> int:
     """Time a rotor sweep (shared vs per-budget DP); print a table, write results/bench_sweep_rotor.csv; exit 0
     (2 on a bad argument, 130 on Ctrl-C, the rows finished before it written)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--length", type=positive(int), default=200, help="stages L (default %(default)s)")
     parser.add_argument("--budgets", type=positive(int), default=20, help="budgets k (default %(default)s)")
     parser.add_argument("--slots", type=positive(int), default=500, help="memory slots (default %(default)s)")

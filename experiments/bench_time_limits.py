@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive
+from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import registry
 from memsched.solvers.jsonio import write_atomic
 
@@ -168,7 +169,7 @@ def _row(problem: str, solver: str, label: str, budget: int, limit: float, wall:
 def main(argv: list[str] | None = None) -> int:
     """Check that solvers keep their time limits; print a table, write results/bench_time_limits.csv; exit 0 (2 on
     a bad argument, 130 on Ctrl-C, the rows finished before it written)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ScriptParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="limits 0.1 and 1 s only")
     parser.add_argument("--limits", type=positive(float), nargs="+",
                         help="time limits in seconds, > 0 (default 0.1 1 10)")

@@ -83,6 +83,7 @@ from typing import Any
 
 import torch
 from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
+from memsched.experiments.script_args import ScriptParser
 from memsched.experiments.steady_malloc import run_with_pinned_malloc
 from memsched.experiments.vs_torch_report import (
     DUEL_COLUMNS,
@@ -392,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     """Compare rotor schedules run by ChainExecutor with torch checkpointing (memory and step time); print a table,
     write the CSV (``--out``) and the figure; exit 0, 2 on an unknown model/size or a bad argument, 130 on Ctrl-C
     (the models and sizes finished before it written)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="gpt2,resnet50")
     parser.add_argument("--sizes", default="small", help="comma-separated: tiny (tests), small, medium, large")
     parser.add_argument("--budgets", type=positive(int), default=6, help="evenly spaced rotor budgets per granularity")

@@ -79,8 +79,8 @@ def rows_in_scratch(prefix: str, measure: Callable[[Path, list[dict[str, Any]]],
 
 
 def positive(kind: Callable[[str], Any] = float, *, zero: bool = False) -> Callable[[str], Any]:
-    """An argparse ``type``: `kind` of the text, refused (one usage line, exit 2) unless > 0 (>= 0
-    with `zero`)."""
+    """An argparse ``type``: `kind` of the text, refused unless > 0 (>= 0 with `zero`): by the scripts'
+    `script_args.ScriptParser`, one line on stderr and exit 2."""
     def parse(text: str) -> Any:
         try:
             value = kind(text)

@@ -51,14 +51,11 @@ COMMANDS: dict[str, str] = {
 
 @functools.lru_cache(maxsize=1)
 def _parser_class() -> type[argparse.ArgumentParser]:
-    """The parser class of `build_parser` (argparse imported on first use: see the imports above)."""
-    import argparse
+    """The parser class of `build_parser`: the standalone scripts' `script_args.ScriptParser` (a usage error is one
+    line and exit 2, as for bad input: "memsched CMD: error: ..."); imported on first use: see the imports above."""
+    from memsched.experiments.script_args import ScriptParser
 
-    class _Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> None:  # one line, exit 2, as for bad input: "memsched CMD: error: ..."
-            self.exit(2, f"{self.prog}: error: {message}\n")
-
-    return _Parser
+    return ScriptParser
 
 
 def build_parser(command: str | None = None, *, lazy: bool = False) -> argparse.ArgumentParser:

@@ -25,9 +25,12 @@ from pathlib import Path
 
 import pandas as pd
 from memsched.experiments.cli import terminate_as_interrupt
+from memsched.experiments.commands._checks import MAX_WORKERS, count
 from memsched.experiments.figures import budget_percent, render
+from memsched.experiments.script_args import ScriptParser
 from memsched.experiments.sweep import CONFIGS, load_config, run_sweep
 from memsched.experiments.sweep.run import SweepInterrupted
+from memsched.solvers.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results" / "main"
@@ -51,11 +54,14 @@ RESUME_HINT = "rerun with --resume to keep them"
 
 def main(argv: list[str] | None = None) -> int:
     """Run the default sweep, print the overhead table, write the CSVs and figure under --output; exit 0, 1 if a run
-    errored, 130 when stopped by Ctrl-C or SIGTERM (one line on stderr says how to resume, no traceback)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    errored, 2 on bad input (an unknown option, a bad --workers, a --config that is not a sweep file: one line on
+    stderr, no traceback, before any run), 130 when stopped by Ctrl-C or SIGTERM (one line on stderr says how to
+    resume, no traceback)."""
+    parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=str(CONFIGS / "default.toml"), help="sweep file (default: %(default)s)")
     parser.add_argument("--output", default=str(RESULTS), help="folder for table and figure (default: %(default)s)")
-    parser.add_argument("--workers", type=int, default=None, help="local worker processes (default: CPU count)")
+    parser.add_argument("--workers", type=count(1, MAX_WORKERS), default=None,
+                        help=f"local worker processes, 1..{MAX_WORKERS} (default: CPU count)")
     parser.add_argument("--resume", action="store_true", help="keep the rows of an earlier run (default: rerun all)")
     args = parser.parse_args(argv)
     step = ["the sweep"]
@@ -71,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"main_job: interrupted while writing {step[0]}: every row is in {args.output}; "
                   f"rerun with --resume to write the rest without solving again", file=sys.stderr)
         return 130
+    except InputError as err:  # a --config that is not a sweep file, or other bad input the sweep reports
+        print(f"main_job: error: {err}", file=sys.stderr)
+        return 2
 
 
 def _job(args: argparse.Namespace, step: list[str]) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memsched.experiments.script_args import ScriptParser
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.chain.instance import Chain
 
@@ -35,9 +36,10 @@ def cnn_like_chain() -> Chain:
                              name="cnn12", meta={"units": {"time": "ms", "memory": "bytes"}, "source": "hand-made"})
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     """Write the example chains (tiny, cnn12, homogeneous20, random10, random30) to solvers/data/examples; print each
-    path."""
+    path; exit 0. It takes no arguments: any is a usage error (one line on stderr, exit 2) before a file is written."""
+    ScriptParser(description=__doc__).parse_args(argv)
     EXAMPLES.mkdir(parents=True, exist_ok=True)
     chains = [
         tiny_chain(),
@@ -49,7 +51,8 @@ def main() -> None:
     for chain in chains:
         chain.save(EXAMPLES / f"{chain.name}.json")
         print(EXAMPLES / f"{chain.name}.json")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -49,6 +49,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from memsched.experiments.paper_figures import save_figure  # noqa: E402
+from memsched.experiments.script_args import ScriptParser  # noqa: E402
 from memsched.solvers.errors import InputError  # noqa: E402
 
 #: solvers in the order of their bars (chain answers first, then graph answers); others follow, sorted
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     Ctrl-C (one line)."""
     from memsched.experiments.benchtable import guarded
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", default="results/max_batch", help="folder of `memsched max-batch --json` answers")
     parser.add_argument("--out", default="results/figures", help="folder for the figure files")
     parser.add_argument("--stem", default="paper_max_batch", help="figure file name (without extension)")

@@ -56,6 +56,7 @@ from memsched.experiments.figures import (  # noqa: E402
 )
 from memsched.experiments.figures import style as solver_style  # noqa: E402
 from memsched.experiments.plotting.styles import distinct_styles  # noqa: E402
+from memsched.experiments.script_args import ScriptParser
 from memsched.solvers.errors import InputError  # noqa: E402
 
 GB = 1e9
@@ -223,7 +224,7 @@ def figure_args(argv: list[str] | None, doc: str | None, results: str, results_h
                 ) -> argparse.Namespace:
     """The options of a figure script: --results (default `results`), --out (results/figures)
     and --stem (default `stem`, the file name without extension), parsed from `argv`."""
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", default=results, help=results_help)
     parser.add_argument("--out", default="results/figures", help="folder for the figure files")
     parser.add_argument("--stem", default=stem, help="figure file name (without extension)")

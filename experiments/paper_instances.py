@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from memsched.experiments.script_args import ScriptParser
 from memsched.solvers.errors import InputError, first_line
 from memsched.solvers.jsonio import write_atomic
 
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     Ctrl-C (one line; each file is rewritten whole or not at all)."""
     from memsched.experiments.benchtable import guarded
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="+", type=Path, help="chain files written by `memsched profile`")
     args = parser.parse_args(argv)
     return guarded("paper_instances", lambda: _main(args),

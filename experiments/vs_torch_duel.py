@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 from memsched.experiments.benchtable import write_csv
+from memsched.experiments.script_args import ScriptParser
 from memsched.experiments.steady_malloc import run_with_pinned_malloc
 from memsched.experiments.vs_torch_report import (
     DUEL_COLUMNS,
@@ -166,8 +167,9 @@ def duel_figure(duels: list[dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Duel the contested points of `--csv` (module docstring); exit 0, 2 on a missing CSV."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Duel the contested points of `--csv` (module docstring); exit 0, 2 on a missing CSV or a bad argument
+    (a count below 1, an unknown option, a value that is not a number: one line on stderr, before any duel)."""
+    parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--csv", default="results/bench_vs_torch.csv", help="bench_vs_torch's CSV")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=5, help="profiling repetitions (memsched's chains)")
@@ -179,13 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replot", action="store_true", help="run nothing: redraw the figure and summary of --out")
     args = parser.parse_args(argv)
     csv_path = Path(args.csv)
-    if not csv_path.exists() or args.rounds < 1:
-        print(
-            f"vs_torch_duel: {csv_path} does not exist"
-            if args.rounds >= 1
-            else f"vs_torch_duel: --rounds must be at least 1, not {args.rounds}",
-            file=sys.stderr,
-        )
+    for flag, value in (("--rounds", args.rounds), ("--repeats", args.repeats)):
+        if value < 1:
+            print(f"vs_torch_duel: {flag} must be at least 1, not {value}", file=sys.stderr)
+            return 2
+    if not csv_path.exists():
+        print(f"vs_torch_duel: {csv_path} does not exist", file=sys.stderr)
         return 2
     out = Path(args.out) if args.out else duels_path(csv_path)
     rows = read_rows(csv_path)
