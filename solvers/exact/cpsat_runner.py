@@ -399,7 +399,10 @@ def fit_linear(model: Any, constraint: Any, *, up: bool, limit: int = ROW_LIMIT)
     """`fit_row` on a one-sided linear `constraint` of the CP-SAT `model` (``expr <= hi`` or
     ``expr >= lo``, any enforcement), rewritten in place; True when it is still exact. Its
     variables must be >= 0 (`fit_row`): a `ValueError` otherwise, or for a two-sided row that must
-    be rounded (a programming error)."""
+    be rounded (a programming error), or for a constraint that is not linear (``model.add(True)``, a row
+    with no variable, is a ``bool_or``: reading its ``linear`` field would replace it by an always-false row)."""
+    if not constraint.proto.has_linear():
+        raise ValueError("fit_linear: a linear constraint is needed (a constant row is a bool_or)")
     lin = constraint.proto.linear
     coefs = [int(c) for c in lin.coeffs]
     if sum(abs(c) for c in coefs) <= limit:

@@ -214,6 +214,20 @@ class FreeOrderModel:
                 and not (isinstance(e, Lin) and not e.terms and e.const == 0)}
 
     # ------------------------------------------------------------------ offloading and memory
+    def _memory_row(self, expr: Any, name: str) -> None:
+        """The row ``expr <= M`` (model units) in `memory_rows`, which `fit_linear` rewrites in place. A row
+        with no variable (every size in it 0 or its values never away, no mode choice) is a Python int:
+        ``int <= M`` is a bool, which CP-SAT states as a ``bool_or``, and `fit_linear` reading its
+        ``linear`` field would turn it into an empty linear row (always false: "infeasible" on chains
+        whose values all have size 0). Such a row is checked here: when it fails no schedule of the class
+        fits (no away term can lower it), `infeasible` names it."""
+        if isinstance(expr, int):
+            if expr > self.M:
+                self.infeasible = self.infeasible or f"{name}: {expr} > {self.M} whatever travels"
+                self.cp.add_bool_or([])  # the CP-SAT model agrees (its users need not read `infeasible`)
+            return
+        self.memory_rows.append(self.cp.add(expr <= self.M))
+
     def _away(self, deadline: Deadline) -> None:
         cp, pm, L, P = self.cp, self.pm, self.L, len(self.slots)
         dc = self.dchain
@@ -299,9 +313,9 @@ class FreeOrderModel:
                         mem = mem - sz * wv
                     else:
                         gap = gap - sz * wv
-            self.memory_rows.append(cp.add(mem <= self.M))
+            self._memory_row(mem, f"memory at slot {p}")
             if p:
-                self.memory_rows.append(cp.add(gap <= self.M))
+                self._memory_row(gap, f"memory before slot {p}")
             if j is not None and not isinstance(run, int) and p:
                 idle.append((p, run))
         # canonical idle slots: an idle slot starts when the slot before it ends, and its two
