@@ -24,9 +24,13 @@
   with other than one input is refused too (`check_spec`): it would read only the first.
 - `compare_dag`: gradients against one process, the measured step against the simulator's
   batch makespan, and the measured peak of activations saved for backward on each stage against
-  the model's stash n_s A_s (the model counts every output consumed inside the stage, an
-  ``add``'s inputs included, so the measurement is at most the prediction; on chains of blocks
-  it is equal).
+  the model's stash n_s A_s (``stash``; with `profile_dag`'s measured saves it counts what each
+  layer's backward keeps: a block its ReLU's output, an ``add`` nothing) and against ``saved``,
+  the stash plus, on the last stage, what the MSE loss keeps (its input, the network's output,
+  and its target, per micro-batch in flight there: `runner.predicted_saved`). The measurement
+  equals ``saved`` on every stage, so it equals the stash on every stage but the last, where it
+  is larger by the loss's tensors (e.g. 336 bytes predicted stash, 384 measured for a one-stage
+  residual network with an output of 24 bytes per micro-batch).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from memsched.solvers.pipeline.simulator import stage_stashes
 from torch import nn
 
 from .distributed import check_grads, free_port, init_rank, run_ranks, timed_steps
-from .runner import check_batch, check_runnable, for_run
+from .runner import check_batch, check_device, check_runnable, for_run, predicted_saved
 
 #: a layer: ("block", [input]) or ("add", [inputs]); input -1 is the network's input
 Spec = list[tuple[str, list[int]]]
@@ -315,34 +319,35 @@ def _thread_timed(fn: Any, log: list[float]) -> Any:
 
 
 def _worker(rank: int, cfg: dict[str, Any], queue: Any) -> None:
+    """Rank `rank` of `run_dag_partition`: run its stage (`distributed.timed_steps`) and put its
+    gradients, step times (s), saved-activation peak (bytes) and thread CPU seconds per micro-batch
+    of the timed steps (the metered step excluded) on `queue`; an exception is reported by
+    `distributed._rank_main`."""
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
-    try:
-        device = init_rank(rank, cfg)
-        net = build_net(cfg["net"])
-        S = cfg["world"]
-        bnd = cfg["boundaries"]
-        submod = DagStage(net, cfg["stage_layers"][rank], bnd[rank], bnd[rank + 1] if rank + 1 < S else None).to(device)
-        example = tuple(torch.zeros(cfg["shapes"][v], device=device) for v in bnd[rank])
-        stage = PipelineStage(submod, rank, S, device, input_args=example if rank > 0 else None)
-        cpu_backward: list[float] = []
-        stage.backward_one_chunk = _thread_timed(stage.backward_one_chunk, cpu_backward)  # type: ignore[method-assign]
-        sched = (Schedule1F1B if cfg["schedule"] == "1f1b" else ScheduleGPipe)(
-            stage, n_microbatches=cfg["micro_batches"], loss_fn=nn.MSELoss())
-        x, y = _data(cfg, device)
+    device = init_rank(rank, cfg)
+    net = build_net(cfg["net"])
+    S = cfg["world"]
+    bnd = cfg["boundaries"]
+    submod = DagStage(net, cfg["stage_layers"][rank], bnd[rank], bnd[rank + 1] if rank + 1 < S else None).to(device)
+    example = tuple(torch.zeros(cfg["shapes"][v], device=device) for v in bnd[rank])
+    stage = PipelineStage(submod, rank, S, device, input_args=example if rank > 0 else None)
+    cpu_backward: list[float] = []
+    stage.backward_one_chunk = _thread_timed(stage.backward_one_chunk, cpu_backward)  # type: ignore[method-assign]
+    sched = (Schedule1F1B if cfg["schedule"] == "1f1b" else ScheduleGPipe)(
+        stage, n_microbatches=cfg["micro_batches"], loss_fn=nn.MSELoss())
+    x, y = _data(cfg, device)
 
-        times, meter = timed_steps(sched, submod, rank, S, x, y, cfg["steps"], device)
-        grads = {f"layers.{n.removeprefix('layers.')}": p.grad.detach().cpu().numpy()
-                 for n, p in submod.named_parameters()}
-        m, steps = cfg["micro_batches"], cfg["steps"]
-        fwd, bwd = submod.cpu_forward[-m * steps:], cpu_backward[-m * steps:]  # the timed steps
-        queue.put((rank, {"grads": grads, "step_times": times, "saved_peak": meter.peak,
-                          "cpu_per_micro_batch": (sum(fwd) + sum(bwd)) / (m * steps),
-                          "cpu_calls": (len(submod.cpu_forward), len(cpu_backward))}))
-        dist.destroy_process_group()
-    except Exception as err:  # report instead of hanging the parent
-        queue.put((rank, {"error": f"{type(err).__name__}: {err}"}))
-        raise
+    times, meter = timed_steps(sched, submod, rank, S, x, y, cfg["steps"], device)
+    grads = {f"layers.{n.removeprefix('layers.')}": p.grad.detach().cpu().numpy()
+             for n, p in submod.named_parameters()}
+    m, steps = cfg["micro_batches"], cfg["steps"]
+    timed = slice(-m * (steps + 1), -m)  # the calls of the timed steps: m a step, then the metered step's m
+    fwd, bwd = submod.cpu_forward[timed], cpu_backward[timed]
+    queue.put((rank, {"grads": grads, "step_times": times, "saved_peak": meter.peak,
+                      "cpu_per_micro_batch": (sum(fwd) + sum(bwd)) / (m * steps),
+                      "cpu_calls": (len(submod.cpu_forward), len(cpu_backward))}))
+    dist.destroy_process_group()
 
 
 def build_net(net_cfg: dict[str, Any]) -> nn.Module:
@@ -384,7 +389,8 @@ def run_dag_partition(part: Partition, spec: Spec | None = None, *, width: int =
     count: fewer than one micro-batch, a
     partition that does not cover exactly the network's layers, replicated stages, an interleaved
     allocation, fewer 1F1B micro-batches than stages), an order that is not a topological
-    permutation (`check_order`), a batch that is not a positive multiple of `micro_batches`, steps < 1."""
+    permutation (`check_order`), a batch that is not a positive multiple of `micro_batches`, steps < 1,
+    a `device` other than "cpu" or "cuda", or "cuda" without a GPU per stage (`runner.check_device`)."""
     if net is None:
         if spec is None:
             raise InputError("give a spec or a net", field="spec")
@@ -400,6 +406,7 @@ def run_dag_partition(part: Partition, spec: Spec | None = None, *, width: int =
     check_order(part, spec)
     check_batch(batch, micro_batches, steps)
     stage_layers = part.stage_layers()
+    check_device(device, len(stage_layers))
     cfg = {"spec": spec, "net": net, "stage_layers": stage_layers, "boundaries": boundaries(spec, stage_layers),
            "world": len(stage_layers), "micro_batches": micro_batches, "batch": batch, "steps": steps,
            "schedule": part.schedule, "device": device, "threads": threads, "port": free_port(),
@@ -418,7 +425,9 @@ def run_dag_partition(part: Partition, spec: Spec | None = None, *, width: int =
 
 
 def compare_dag(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[str, Any]:
-    """Predicted (simulator) against measured: batch makespan and per-stage stash n_s A_s. Every
+    """Predicted (simulator) against measured: batch makespan, per-stage stash n_s A_s (``stash``)
+    and saved activations (``saved``: the stash plus the loss's saved tensors on the last stage,
+    `runner.predicted_saved`; what ``measured.saved_activations_peak`` should equal). Every
     predicted figure is for the run's m (``run["config"]["micro_batches"]``), whatever
     ``part.micro_batches`` was solved for (`runner.for_run`: GPipe's in-flight counts and stage
     memory depend on it); `part` itself is not modified."""
@@ -426,10 +435,12 @@ def compare_dag(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[st
     part = for_run(part, m).evaluated(inst)
     stash = [(s.in_flight if part.schedule == "1f1b" else m) * A
              for s, A in zip(part.stages, stage_stashes(inst, part))]
+    last = part.stages[-1].in_flight if part.schedule == "1f1b" else m
     ev = simulate(inst, part)
     return {"predicted": {"period_s": ev.period * inst.time_unit,
                           "makespan_s": simulate_batch(inst, part, m).makespan * inst.time_unit,
-                          "stage_memory": ev.stage_memory, "stash": stash, "in_flight": ev.in_flight,
+                          "stage_memory": ev.stage_memory, "stash": stash,
+                          "saved": predicted_saved(inst, stash, last), "in_flight": ev.in_flight,
                           "stage_times_s": [t * inst.time_unit for t in ev.stage_times]},
             "measured": {"step_time_s": run["step_time_s"], "saved_activations_peak": run["saved_peak"],
                          "cpu_per_micro_batch_s": run["cpu_per_micro_batch_s"],

@@ -13,9 +13,11 @@ the model of `solvers.pipeline` (docs/pipeline.md).
   period (the slope (T(2m) - T(m)) / m of the median step times with m and 2m micro-batches of
   the same size, `slope_period`: fill, drain and fixed per-step costs cancel) against the
   simulator's slope, and the measured peak of activations saved for backward on each stage (counted with
-  ``torch.autograd.graph.saved_tensors_hooks``, shared storages once) against the model's
-  stash term ``n_s * A_s``. On CPU the total per-process memory is not measured (it is
-  dominated by the interpreter); on CUDA ``torch.cuda.max_memory_allocated`` is reported too.
+  ``torch.autograd.graph.saved_tensors_hooks``, shared storages once, in an extra step that is not
+  timed) against the model's stash term ``n_s * A_s`` and against `predicted_saved` (the stash plus,
+  on the last stage, the MSE loss's saved output and target), which it equals. On CPU the total
+  per-process memory is not measured (it is dominated by the interpreter); on CUDA
+  ``torch.cuda.max_memory_allocated`` is reported too.
 
 Command line: ``python -m memsched.models.pipeline.runner --devices 2 --layers 8 --width 256``.
 Ctrl-C, SIGTERM and SIGHUP (unless ignored) stop it at any moment after it starts: the ranks are
@@ -111,39 +113,38 @@ def _profile(model: nn.Sequential, sample: torch.Tensor, reps: int, name: str) -
 
 # ---------------------------------------------------------------------------- the distributed run
 def _worker(rank: int, cfg: dict[str, Any], queue: Any) -> None:
+    """Rank `rank` of `run_partition`: run its stage with 2m then m micro-batches
+    (`distributed.timed_steps`) and put its gradients, step times (s) and saved-activation peak
+    (bytes) on `queue`; an exception is reported by `distributed._rank_main`."""
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
-    try:
-        device = init_rank(rank, cfg)
-        use_cuda = device.type == "cuda"
-        model = make_mlp(**cfg["model"])
-        first, last = cfg["bounds"][rank]
-        submod = nn.Sequential(*[model[k] for k in range(first, last + 1)]).to(device)
-        m = cfg["micro_batches"]
+    device = init_rank(rank, cfg)
+    use_cuda = device.type == "cuda"
+    model = make_mlp(**cfg["model"])
+    first, last = cfg["bounds"][rank]
+    submod = nn.Sequential(*[model[k] for k in range(first, last + 1)]).to(device)
+    m = cfg["micro_batches"]
 
-        def schedule(n: int) -> Any:  # a stage and schedule of n micro-batches over the same submodule
-            stage = PipelineStage(submod, rank, cfg["world"], device)
-            cls = Schedule1F1B if cfg["schedule"] == "1f1b" else ScheduleGPipe
-            return cls(stage, n_microbatches=n, loss_fn=nn.MSELoss())
+    def schedule(n: int) -> Any:  # a stage and schedule of n micro-batches over the same submodule
+        stage = PipelineStage(submod, rank, cfg["world"], device)
+        cls = Schedule1F1B if cfg["schedule"] == "1f1b" else ScheduleGPipe
+        return cls(stage, n_microbatches=n, loss_fn=nn.MSELoss())
 
-        torch.manual_seed(cfg["data_seed"])
-        x = torch.randn(cfg["batch"], cfg["model"]["in_dim"], device=device)
-        y = torch.randn(cfg["batch"], cfg["model"]["out_dim"], device=device)
-        # 2m micro-batches of the same size first (for the period's slope), then the m run that is
-        # measured and gradient-checked (its last step keeps the gradients and counts saved tensors)
-        times_2m, _ = timed_steps(schedule(2 * m), submod, rank, cfg["world"], torch.cat([x, x]),
-                                  torch.cat([y, y]), cfg["steps"], device)
-        times, meter = timed_steps(schedule(m), submod, rank, cfg["world"], x, y, cfg["steps"], device)
-        grads = {}  # global parameter name -> numpy array (pickled by value, unlike shared tensors)
-        for n, p in submod.named_parameters():
-            local, rest = n.split(".", 1)
-            grads[f"{first + int(local)}.{rest}"] = p.grad.detach().cpu().numpy()
-        queue.put((rank, {"grads": grads, "step_times": times, "step_times_2m": times_2m, "saved_peak": meter.peak,
-                          "cuda_peak": torch.cuda.max_memory_allocated(device) if use_cuda else None}))
-        dist.destroy_process_group()
-    except Exception as err:  # report instead of hanging the parent
-        queue.put((rank, {"error": f"{type(err).__name__}: {err}"}))
-        raise
+    torch.manual_seed(cfg["data_seed"])
+    x = torch.randn(cfg["batch"], cfg["model"]["in_dim"], device=device)
+    y = torch.randn(cfg["batch"], cfg["model"]["out_dim"], device=device)
+    # 2m micro-batches of the same size first (for the period's slope), then the m run that is
+    # measured and gradient-checked (its last step keeps the gradients and counts saved tensors)
+    times_2m, _ = timed_steps(schedule(2 * m), submod, rank, cfg["world"], torch.cat([x, x]),
+                              torch.cat([y, y]), cfg["steps"], device)
+    times, meter = timed_steps(schedule(m), submod, rank, cfg["world"], x, y, cfg["steps"], device)
+    grads = {}  # global parameter name -> numpy array (pickled by value, unlike shared tensors)
+    for n, p in submod.named_parameters():
+        local, rest = n.split(".", 1)
+        grads[f"{first + int(local)}.{rest}"] = p.grad.detach().cpu().numpy()
+    queue.put((rank, {"grads": grads, "step_times": times, "step_times_2m": times_2m, "saved_peak": meter.peak,
+                      "cuda_peak": torch.cuda.max_memory_allocated(device) if use_cuda else None}))
+    dist.destroy_process_group()
 
 
 def reference_grads(cfg: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -243,12 +244,15 @@ def run_partition(part: Partition, *, layers: int = 8, width: int = 256, in_dim:
     (`check_runnable` with the network's `layers`: fewer than one micro-batch, a partition that does
     not cover exactly layers 0..layers-1, replicated stages, an interleaved allocation, fewer 1F1B
     micro-batches than stages; `check_chain_order`: an ``order`` other than the chain's identity;
-    `check_batch`: a batch that is not a positive multiple of `micro_batches`, steps < 1)."""
+    `check_batch`: a batch that is not a positive multiple of `micro_batches`, steps < 1;
+    `check_device`: a `device` other than "cpu" or "cuda", "cuda" without a GPU per stage; None
+    picks cuda when it has a GPU per stage, else cpu)."""
     check_runnable(part, micro_batches, layers)
     check_chain_order(part, layers)
     check_batch(batch, micro_batches, steps)
     device = device or ("cuda" if torch.cuda.is_available() and torch.cuda.device_count() >= len(part.stages)
                         else "cpu")
+    check_device(device, len(part.stages))
     cfg = {"model": {"layers": layers, "width": width, "in_dim": in_dim, "out_dim": out_dim, "seed": seed},
            "bounds": [(s.first, s.last) for s in part.stages], "world": len(part.stages),
            "micro_batches": micro_batches, "batch": batch, "steps": steps, "schedule": part.schedule,
@@ -273,6 +277,25 @@ def slope_period(step_m: float, step_2m: float, m: int) -> float:
     return (step_2m - step_m) / m
 
 
+def loss_saved_bytes(inst: Pipeline) -> int:
+    """Bytes the runners' MSE loss keeps for its backward per micro-batch, on the last stage, beyond
+    the stash A_s (which counts what the layers keep): its target, the size of the network's output
+    (``act`` of the last layer), and that output unless the last layer's own backward already keeps
+    it (measured saves: the last layer in its ``saved_by``; a storage is counted once)."""
+    last = inst.length - 1
+    out = int(inst.act[last])
+    kept = inst.saved_by is not None and last in inst.saved_by[last]
+    return out if kept else 2 * out
+
+
+def predicted_saved(inst: Pipeline, stash: list[int], last_in_flight: int) -> list[int]:
+    """Per stage, the bytes saved for backward that a run should measure (its
+    ``saved_activations_peak``): the stash n_s A_s, plus on the last stage the loss's saved tensors
+    (`loss_saved_bytes`) of its `last_in_flight` micro-batches (1 under 1F1B, m under GPipe, whose
+    last stage runs every forward, and so every loss, before the first backward)."""
+    return [*stash[:-1], stash[-1] + last_in_flight * loss_saved_bytes(inst)]
+
+
 def compare(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[str, Any]:
     """Predicted (simulator) against measured, times in seconds, sizes in bytes:
 
@@ -284,7 +307,9 @@ def compare(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[str, A
       ``makespan_s``, ``makespan_2m_s``: the simulated batch of m and 2m micro-batches;
     - ``measured.period_s``: `slope_period` of the run's ``step_time_s`` and ``step_time_2m_s``
       (None for a run without ``step_time_2m_s``), not a step time divided by m;
-    - per-stage predicted stash against measured saved-activation peak.
+    - per-stage predicted ``stash`` (the model's n_s A_s) and ``saved`` (`predicted_saved`: the
+      stash plus, on the last stage, the MSE loss's saved output and target) against the measured
+      saved-activation peak, which equals ``saved`` (so ``stash`` on every stage but the last).
 
     Every predicted figure is for the run's m (``run["config"]["micro_batches"]``), whatever
     ``part.micro_batches`` was solved for (`for_run`: GPipe's in-flight counts and stage memory
@@ -298,10 +323,12 @@ def compare(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[str, A
         A = inst.input_of(s.first) + sum(int(inst.act[l]) for l in range(s.first, s.last))
         stash_pred.append(s.in_flight * A if part.schedule == "1f1b" else m * A)
     step_2m = run.get("step_time_2m_s")
+    last = part.stages[-1].in_flight if part.schedule == "1f1b" else m
     return {
         "predicted": {"period_s": part.period * u, "slope_s": slope_period(makespan, makespan_2m, m),
                       "makespan_s": makespan, "makespan_2m_s": makespan_2m,
                       "stage_memory": [s.memory for s in part.stages], "stash": stash_pred,
+                      "saved": predicted_saved(inst, stash_pred, last),
                       "in_flight": [s.in_flight for s in part.stages]},
         "measured": {"step_time_s": run["step_time_s"], "step_time_2m_s": step_2m,
                      "period_s": None if step_2m is None else slope_period(run["step_time_s"], step_2m, m),
@@ -384,14 +411,33 @@ def _check_memory(layers: int, width: int, batch: int, devices: int) -> None:
                      f"{have / 1e9:.3g} GB of memory available here; use a smaller {field}", field=field)
 
 
-def _check_cuda(devices: int) -> None:
-    """`InputError` on --device when CUDA is unavailable or has fewer than `devices` GPUs."""
+def _check_cuda(devices: int, field: str = "--device") -> None:
+    """`InputError` on `field` (--device, or ``device`` for the Python functions) when CUDA is
+    unavailable or has fewer than `devices` GPUs (one per stage)."""
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    cli = field.startswith("--")
+    cpu, count = ("--device cpu", "--devices") if cli else ("device='cpu'", "stages")
     if gpus == 0:
-        raise InputError("cuda is not available on this machine (use --device cpu)", field="--device")
+        raise InputError(f"cuda is not available on this machine (use {cpu})", field=field)
     if gpus < devices:
-        raise InputError(f"cuda has {gpus} GPU(s) here, fewer than --devices {devices} (one GPU per stage; "
-                         f"use --device cpu or fewer --devices)", field="--device")
+        fewer = f"--devices {devices}" if cli else f"{devices} stages"
+        raise InputError(f"cuda has {gpus} GPU(s) here, fewer than {fewer} (one GPU per stage; "
+                         f"use {cpu} or fewer {count})", field=field)
+
+
+#: the devices a run takes (`check_device`): rank k on CPU (gloo) or on GPU k (nccl)
+DEVICES = ("cpu", "cuda")
+
+
+def check_device(device: Any, stages: int) -> None:
+    """`InputError` on ``device`` (checked before any process is spawned, as the command line checks
+    --device) unless it is one of `DEVICES`, and for ``"cuda"`` unless CUDA has at least `stages`
+    GPUs (`_check_cuda`): any other name used to run on CPU and be reported as that device, and
+    cuda without GPUs failed inside a rank."""
+    if not (isinstance(device, str) and device in DEVICES):
+        raise InputError(f"must be one of {', '.join(map(repr, DEVICES))}, got {device!r}", field="device")
+    if device == "cuda":
+        _check_cuda(stages, field="device")
 
 
 #: the default of --timeout: wall-clock seconds the ranks' run may take (`run_partition`'s ``timeout_s``)
