@@ -741,3 +741,13 @@ def write_file(tmp_path, name, data):
     path = tmp_path / name
     path.write_text(data if isinstance(data, str) else json.dumps(data))
     return path
+
+
+def wait_for(pred: Any, timeout: float) -> bool:
+    """Poll `pred()` every 0.1 s for up to `timeout` seconds; its last value (signal tests: ranks up, ranks gone)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return bool(pred())

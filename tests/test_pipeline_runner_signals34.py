@@ -22,13 +22,12 @@ import queue
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import runner_args, sigint_as_in_a_terminal
+from conftest import runner_args, sigint_as_in_a_terminal, wait_for
 
 pytest.importorskip("torch")
 pytest.importorskip("torch.distributed.pipelining")
@@ -89,14 +88,6 @@ def rank_pids(parent: int) -> list[int]:
     return found
 
 
-def wait_for(pred: Callable[[], bool], timeout: float) -> bool:
-    """Poll `pred` every 0.1 s for up to `timeout` seconds; its last value."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.1)
-    return pred()
 
 
 @contextmanager

@@ -27,7 +27,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from conftest import sigint_as_in_a_terminal
+from conftest import sigint_as_in_a_terminal, wait_for
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torch.distributed.pipelining")
@@ -98,13 +98,6 @@ def _sockets(pid: int) -> int:
     return n
 
 
-def _wait_for(pred, timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.1)
-    return pred()
 
 
 @pytest.mark.torch
@@ -122,7 +115,7 @@ def test_a_stop_is_one_line_even_when_a_rank_sees_its_peer_killed(tmp_path):
     try:
         # both ranks have joined the process group (its sockets are open): each is in its steps, and the
         # one left alive by the first kill sees its peer's connection reset
-        up = _wait_for(lambda: (lambda rs: len(rs) == 2 and all(_sockets(r) >= 2 for r in rs))(
+        up = wait_for(lambda: (lambda rs: len(rs) == 2 and all(_sockets(r) >= 2 for r in rs))(
             _children(proc.pid)) or proc.poll() is not None, 240)
         assert up and proc.poll() is None, (proc.returncode, err.read_text()[-3000:])
         time.sleep(0.5)

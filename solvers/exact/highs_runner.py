@@ -54,6 +54,31 @@ def _quiet_highs(highspy):  # noqa: ANN001, ANN202 (the module, a highspy.Highs)
         os.close(saved)
 
 
+#: seconds past the time limit after which a HiGHS run that has not returned is cancelled (`run_until`)
+CANCEL_AFTER_S = 0.5
+
+
+def run_until(h, left: float | None, cancel_after: float = CANCEL_AFTER_S) -> None:  # noqa: ANN001 (a highspy.Highs)
+    """``h.run()`` within `left` seconds (None: no limit): HiGHS's own time limit, a watchdog that cancels
+    the run `cancel_after` seconds past it (HiGHS checks its clock only now and then), and a Ctrl-C that
+    cancels it (`stop_on_interrupt`), the run then returning with HiGHS's status so far."""
+    if left is not None:
+        h.setOptionValue("time_limit", max(0.1, left))
+    watchdog = None
+    if left is not None and hasattr(h, "cancelSolve"):
+        watchdog = threading.Timer(max(0.0, left) + cancel_after, h.cancelSolve)
+        watchdog.daemon = True
+        watchdog.start()
+    if hasattr(h, "HandleUserInterrupt"):
+        h.HandleUserInterrupt = True  # else cancelSolve does nothing: HiGHS polls it through its interrupt callbacks
+    try:
+        with stop_on_interrupt(h.cancelSolve, repeat=True):
+            h.run()
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+
+
 def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *, rel_gap: float,
                 feasibility_only: bool = False, hint_feasible: bool = False,
                 relax: bool = False):  # noqa: ANN201 (a BackendRun)
@@ -109,21 +134,7 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
     build_s = deadline.elapsed() - t_build
     deadline.check()
     left = deadline.left()
-    if left is not None:
-        h.setOptionValue("time_limit", max(0.1, left))
-    watchdog = None
-    if left is not None and hasattr(h, "cancelSolve"):
-        watchdog = threading.Timer(max(0.0, left) + 0.5, h.cancelSolve)
-        watchdog.daemon = True
-        watchdog.start()
-    if hasattr(h, "HandleUserInterrupt"):
-        h.HandleUserInterrupt = True  # else cancelSolve does nothing: HiGHS polls it through its interrupt callbacks
-    try:
-        with stop_on_interrupt(h.cancelSolve, repeat=True):
-            h.run()
-    finally:
-        if watchdog is not None:
-            watchdog.cancel()
+    run_until(h, left)
     wall = deadline.elapsed()
     status_text = h.modelStatusToString(h.getModelStatus())
     run = BackendRun(TIMEOUT, wall=wall, backend_status=f"highspy: {status_text}", build_s=build_s)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -28,8 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, option_field
-from ..exact.highs_runner import _quiet_highs
-from ..exact.interrupt import stop_on_interrupt
+from ..exact.highs_runner import _quiet_highs, run_until
 from ..exact.memory import ModelTooLarge, too_big
 from ..exact.milp_runner import objective_scale
 from ..exact.options import MAX_SEED, Deadline, DeadlineExceeded
@@ -40,9 +38,6 @@ from .instance import Graph
 from .milp import CheckmateModel, checkmate_size
 from .schedule import GraphSchedule
 from .simulator import simulate
-
-#: HiGHS's wall-clock limit is its own; it is cancelled this long after it (s) if it has not stopped
-CANCEL_AFTER_S = 0.5
 
 
 def lp_relaxation(graph: Graph, budget: int, *, slots: int = 0, time_limit: float | None = None,
@@ -153,21 +148,7 @@ class Relaxation:
             h.addRows(len(lo), lo, hi, len(self.index), self.starts[:-1].astype(np.int32), self.index, scaled)
         deadline.check()
         t0, left = deadline.elapsed(), deadline.left()
-        if left is not None:
-            h.setOptionValue("time_limit", max(0.1, left))
-        watchdog = None
-        if left is not None and hasattr(h, "cancelSolve"):
-            watchdog = threading.Timer(max(0.0, left) + CANCEL_AFTER_S, h.cancelSolve)
-            watchdog.daemon = True
-            watchdog.start()
-        if hasattr(h, "HandleUserInterrupt"):
-            h.HandleUserInterrupt = True  # else cancelSolve does nothing (`highs_runner.run_highspy`)
-        try:
-            with stop_on_interrupt(h.cancelSolve, repeat=True):
-                h.run()
-        finally:
-            if watchdog is not None:
-                watchdog.cancel()
+        run_until(h, left)
         model_status = h.getModelStatus()
         if model_status == highspy.HighsModelStatus.kInfeasible:
             at_limit = left is not None and deadline.elapsed() - t0 >= 0.9 * left
