@@ -3,7 +3,8 @@
     python -m memsched.experiments.paper_figures [--results results/fig_paper_chains] [--out results/figures]
         [--stem paper_chains]
 
-Reads ``<results>/<name>.csv`` (written by ``memsched sweep fig_paper_chains``, or
+Reads the table of the sweep output folder `--results`: ``<results>/<name>.csv`` (`sweep_table`), `<name>`
+the sweep file's name (written by ``memsched sweep fig_paper_chains``, or
 ``fig_paper_graphs`` / ``fig_paper_offload`` / ``fig_paper_pipeline`` with ``--stem paper_graphs``
 / ``paper_offload`` / ``paper_pipeline``) and draws, per instance, the makespan relative to
 store-all's (1 + the rows' ``overhead``) of every solver versus the memory budget in GB (10^9
@@ -16,48 +17,51 @@ panel's title names the instance and the cost model its times come from (the ins
 ``meta["cost"]``: a roofline of a named GPU, counted FLOP or measured). Every solver of a figure has its
 own colour and marker (`plotting.styles.distinct_styles`). Writes ``<stem>.png`` and ``.pdf`` under `--out`.
 
+A paper figure draws the whole grid of its sweep: a table whose sweep did not run every cell of the
+committed sweep file of its name (experiments/configs/<name>.toml, cells counted as ``memsched figures``
+and ``memsched sweep --list`` count them: a sweep that was stopped) is refused; where the grid cannot be
+told (no committed sweep file of that name, rows of other settings) a note on stderr says so.
+
 Exit 0; 2, with a one-line error naming the path and before anything is drawn, when the table is
 missing, damaged, empty (a header alone), lacks a column, has an empty text cell a figure reads, holds
-rows of several problems or a pipeline label without ``P=<n>``, or `--results` or `--out` is empty,
+rows of several problems or a pipeline label without ``P=<n>``, lacks cells of its sweep's grid, or
+`--results` or `--out` is empty, `--results` holds several sweeps' tables and none of its own name,
 `--out` is no folder that can be made (a file, say) or a figure's file is a folder or a name too long;
-130, one line, on Ctrl-C.
+130, one line, on Ctrl-C, also while the modules it needs are imported (matplotlib, pandas: about a
+second): at its top this module imports only modules that Python's start-up or the ``memsched`` package
+have loaded (os, re, sys, pathlib, typing), the others inside `main`'s handling of interrupts (as
+`memsched.__main__` does for the ``memsched`` command). What comes before this module runs is not
+covered: Python's start-up and the import of the ``memsched`` package.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import math
 import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
+if TYPE_CHECKING:
+    import argparse
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from memsched.experiments.figures import (  # noqa: E402
-    STYLE,
-    _checked_fields,
-    _checked_numbers,
-    _checked_text,
-    _legend,
-    _save_figure,
-    check_figure_paths,
-    check_stem,
-    literal_text,
-    make_folder,
-    mark_coinciding,
-    model_labels,
-    source_file,
-)
-from memsched.experiments.figures import style as solver_style  # noqa: E402
-from memsched.experiments.plotting.styles import distinct_styles  # noqa: E402
-from memsched.experiments.script_args import ScriptParser
-from memsched.solvers.errors import InputError  # noqa: E402
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+#: exit status on Ctrl-C (128 + SIGINT), as the ``memsched`` commands return it
+INTERRUPTED = 130
+#: names this module gives for other modules' (`__getattr__`: imported on first use, not at the top)
+_LAZY = {"distinct_styles": "memsched.experiments.plotting.styles", "source_file": "memsched.experiments.figures"}
+
+
+def __getattr__(name: str) -> Any:
+    """`distinct_styles` and `source_file`, from their modules (imported on first use: see the module docstring)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_LAZY[name]), name)
+
 
 GB = 1e9
 #: pipeline panels: one colour and marker per solver (the label's name before " P=<n>")
@@ -65,6 +69,17 @@ PIPELINE_STYLE = {"madpipe": ("C0", "o"), "pipedream": ("C1", "s"), "balance-tim
                   "interleave-v": ("C3", "v"), "cpsat": ("k", "x"), "dag": ("C4", "D")}
 #: a pipeline solver label's device count: " P=<n>" (the rest of the label names the solver)
 DEVICE_COUNT = re.compile(r" P=(\d+)(?=\s|$)")
+
+
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (the figures are files: no display is needed), imported on first
+    use (see the module docstring)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def device_count(label: str) -> tuple[str, int] | None:
@@ -79,6 +94,8 @@ def device_count(label: str) -> tuple[str, int] | None:
 def _pipeline_styles(rows: pd.DataFrame) -> dict[str, dict[str, Any]]:
     """`_solver` -> line keywords (`plotting.styles.distinct_styles`): the solvers of `PIPELINE_STYLE` (by label,
     else by the registry's ``solver``) first, in order of appearance, then the others."""
+    from memsched.experiments.plotting.styles import distinct_styles
+
     names = rows["solver"] if "solver" in rows else rows["_solver"]
     pairs = list(dict.fromkeys(zip(rows["_solver"].astype(str), names.astype(str))))
     wanted = [(label, PIPELINE_STYLE.get(label, PIPELINE_STYLE.get(name))) for label, name in pairs]
@@ -93,6 +110,10 @@ def draw_pipeline(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem
     solver (feasible rows only), named with the model its optimal rows are optimal in
     (`plotting.labels.model_labels`); one legend for the figure, right of the panels (none over the data), and
     a line drawn exactly under another shown around it (`figures.mark_coinciding`)."""
+    from memsched.experiments.figures import _legend, literal_text, mark_coinciding
+
+    plt = _pyplot()
+
     check_device_counts(rows)
     parsed = [device_count(str(label)) or ("", 0) for label in rows["solver_label"]]
     rows = rows.assign(_solver=[s for s, _ in parsed], _p=[p for _, p in parsed])
@@ -131,12 +152,16 @@ def _solver_models(rows: pd.DataFrame) -> dict[str, str]:
     """Pipeline solver name (``_solver``: the label without " P=<n>", `device_count`) -> its legend text with
     the model its optimal rows are optimal in, at every device count ("madpipe (contiguous stages, 1F1B)",
     `plotting.labels.model_labels` of the rows labelled with the name), when they name one; else the name."""
+    from memsched.experiments.plotting.labels import model_labels
+
     return model_labels(rows.drop(columns=["solver"], errors="ignore").assign(solver_label=rows["_solver"]))
 
 
 def check_device_counts(rows: pd.DataFrame, table: Path | None = None) -> None:
     """Every solver label of the pipeline rows `rows` names its device count (" P=<n>", `device_count`: the
     figure draws one column of panels per P); else `InputError` naming the table, the column and the row."""
+    from memsched.solvers.errors import InputError
+
     for i, label in enumerate(rows["solver_label"]):
         if device_count(str(label)) is None:
             raise InputError(f"row {i + 2}: {str(label)!r} names no device count ' P=<n>' (the pipeline figure "
@@ -149,6 +174,10 @@ def save_figure(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
     together (`figures._save_figure`: both new or both old, after a failed write or a Ctrl-C too);
     close it; return the paths.
     A folder that cannot be made or a file that cannot be written is an `InputError` naming it."""
+    from memsched.experiments.figures import _save_figure, make_folder
+
+    plt = _pyplot()
+
     try:
         make_folder(out_dir)
         return _save_figure(fig, out_dir, stem, tight=False)
@@ -158,6 +187,8 @@ def save_figure(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
 
 def cost_model_of(instance_file: Path) -> str:
     """The cost model an instance file states (``meta.cost``), "measured" when it states none."""
+    import json
+
     try:
         data = json.loads(instance_file.read_text())
         meta = data.get("meta") or {"graph": data.get("graph", {})}
@@ -177,6 +208,12 @@ def draw(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem: str = "
     named with the model its optimal rows are optimal in (`plotting.labels.model_labels`); one legend for the
     figure, right of the panels (none over the data, `figures._legend`), and a line drawn exactly under
     another shown around it (`figures.mark_coinciding`)."""
+    import math
+
+    from memsched.experiments.figures import _legend, literal_text, mark_coinciding, model_labels
+
+    plt = _pyplot()
+
     instances = list(dict.fromkeys(rows["instance"]))
     cols = min(3, len(instances))
     nrows = math.ceil(len(instances) / cols)
@@ -213,6 +250,10 @@ def draw(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem: str = "
 def _chain_styles(rows: pd.DataFrame) -> dict[str, dict[str, Any]]:
     """Solver label -> line keywords (`distinct_styles`): each label's `figures.style` (by label, else by the
     registry's ``solver``), those of `figures.STYLE` first, in order of appearance, then the others."""
+    from memsched.experiments.figures import STYLE
+    from memsched.experiments.figures import style as solver_style
+    from memsched.experiments.plotting.styles import distinct_styles
+
     names = rows["solver"] if "solver" in rows else rows["solver_label"]  # the registry's name, for its style
     pairs = list(dict.fromkeys(zip(rows["solver_label"].astype(str), names.astype(str))))
     known = [(label, name) for label, name in pairs if label in STYLE or name in STYLE]
@@ -224,6 +265,10 @@ def figure_args(argv: list[str] | None, doc: str | None, results: str, results_h
                 ) -> argparse.Namespace:
     """The options of a figure script: --results (default `results`), --out (results/figures)
     and --stem (default `stem`, the file name without extension), parsed from `argv`."""
+    import argparse
+
+    from memsched.experiments.script_args import ScriptParser
+
     parser = ScriptParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", default=results, help=results_help)
     parser.add_argument("--out", default="results/figures", help="folder for the figure files")
@@ -257,6 +302,10 @@ def checked_text(rows: pd.DataFrame, table: Path) -> pd.DataFrame:
     (``sweep``, ``key``: `figures._checked_text`) and `TEXT_COLUMNS`; else `InputError` naming the file,
     the column and the row, in the words of `figures._checked_text` (an empty ``instance`` drew a panel
     titled "nan")."""
+    import pandas as pd
+    from memsched.experiments.figures import _checked_text
+    from memsched.solvers.errors import InputError
+
     rows = _checked_text(rows, table)
     empty = pd.DataFrame({c: rows[c].isna() | (rows[c].astype(str).str.strip() == "") for c in TEXT_COLUMNS})
     if empty.to_numpy().any():  # the first row with an empty cell, its first such column
@@ -271,6 +320,8 @@ def check_one_problem(rows: pd.DataFrame, table: Path) -> None:
     """The rows of `table` are of one problem (a paper figure draws one: the pipeline figure's axes are not
     the others'); else `InputError` naming the file and the column. Pipeline rows name their device count
     (`check_device_counts`)."""
+    from memsched.solvers.errors import InputError
+
     problems = list(dict.fromkeys(rows["problem"].astype(str)))
     if len(problems) > 1:
         raise InputError(f"rows of {len(problems)} problems ({', '.join(problems)}): a paper figure draws the "
@@ -280,18 +331,22 @@ def check_one_problem(rows: pd.DataFrame, table: Path) -> None:
 
 
 def read_table(table: Path) -> pd.DataFrame:
-    """The rows of the sweep table `table` (``<results>/<name>.csv``), at least one; a missing, unreadable,
-    damaged or empty table (a header alone), or one without a column its figure reads (`required_columns`), is an
-    `InputError` naming it; so is an empty text cell (`checked_text`), rows of several problems or a pipeline
-    label without its device count (`check_one_problem`)."""
+    """The rows of the sweep table `table` (``<results>/<name>.csv``, `sweep_table`), at least one; a missing,
+    unreadable, damaged or empty table (a header alone), or one without a column its figure reads
+    (`required_columns`), is an `InputError` naming it; so is an empty text cell (`checked_text`), rows of
+    several problems or a pipeline label without its device count (`check_one_problem`)."""
+    import pandas as pd
+    from memsched.experiments.figures import _checked_fields, _checked_numbers
+    from memsched.solvers.errors import InputError
+
     try:
         found = table.is_file()
     except OSError as err:  # a name too long
         raise InputError(f"not a usable path: {err.strerror}", path=str(table)[:80]) from None
     if not found:
         what = "is a folder" if table.is_dir() else "not found"
-        raise InputError(f"{what}: expected the sweep's table (memsched sweep writes <output>/<output>.csv; "
-                         "--results names the sweep's output folder)", path=str(table))
+        raise InputError(f"{what}: expected the sweep's table (memsched sweep writes <output>/<name>.csv, <name> "
+                         "the sweep file's; --results names the sweep's output folder)", path=str(table))
     _checked_fields(table)
     try:
         rows = pd.read_csv(table)
@@ -310,36 +365,116 @@ def read_table(table: Path) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> int:
     """Draw the papers' chain figure from the sweep in --results into --out; exit 0, 2 on bad input
-    (one line on stderr, `run`), 130 on Ctrl-C (one line; `benchtable.guarded`)."""
-    from memsched.experiments.benchtable import guarded
+    (one line on stderr, `run`), 130 on Ctrl-C (one line; `benchtable.guarded`), also while the modules
+    are imported (see the module docstring)."""
+    try:
+        from memsched.experiments.benchtable import guarded
+        from memsched.solvers.errors import InputError  # noqa: F401  (imported by `guarded` before its handling)
 
-    args = figure_args(argv, __doc__, "results/fig_paper_chains", "the sweep's output folder", "paper_chains")
+        args = figure_args(argv, __doc__, "results/fig_paper_chains", "the sweep's output folder", "paper_chains")
+    except KeyboardInterrupt:  # nothing read or drawn yet
+        try:
+            print("paper_figures: interrupted", file=sys.stderr)
+        except KeyboardInterrupt:
+            pass
+        return INTERRUPTED
     return guarded("paper_figures", lambda: run(args),
                    interrupted=f"interrupted: each figure file under {args.out} is as it was or complete "
                                "(written atomically)")
 
 
 def sweep_table(folder: Path) -> Path:
-    """The table of the sweep output folder `folder`: ``<folder>/<its name>.csv``, the name that of the
-    folder made absolute (``--results .`` inside the folder, or ``..``, names the folder, not ""; a link
-    keeps its own name); `InputError` for a folder without a name (``/``)."""
+    """The table of the sweep output folder `folder`, ``<folder>/<name>.csv`` (`sweep.store.table_path`),
+    ``<name>`` the sweep file's name: the folder's own name (made absolute: ``--results .`` inside the folder,
+    or ``..``, names the folder, not ""; a link keeps its own name) when that table is there, as for
+    ``memsched sweep NAME`` (results/NAME); else the one table beside its journal (``<name>.jsonl``: the
+    sweep ran with ``--output`` naming another folder), or the one table there. `InputError` for a folder
+    without a name (``/``) and for one holding several such tables, none of its name; with none, the
+    table of the folder's name (`read_table` says it is not found)."""
+    from memsched.experiments.sweep.store import table_path
+    from memsched.solvers.errors import InputError
+
     name = Path(os.path.abspath(folder)).name
     if not name:
-        raise InputError("names no sweep output folder (<output>/<output>.csv is the table)", path=str(folder),
+        raise InputError("names no sweep output folder (<output>/<name>.csv is the table)", path=str(folder),
                          field="--results")
-    return folder / f"{name}.csv"
+    own = table_path(folder, name)
+    try:
+        if own.exists() or not folder.is_dir():
+            return own
+        tables = sorted(p for p in folder.glob("*.csv") if p.is_file())
+    except OSError:  # a name too long: `read_table` names it
+        return own
+    journaled = [p for p in tables if p.with_suffix(".jsonl").is_file()]
+    found = journaled or tables
+    if len(found) > 1:
+        raise InputError(f"holds {len(found)} sweep tables ({', '.join(p.name for p in found)}), none named "
+                         f"{own.name}: --results names the output folder of one sweep", path=str(folder),
+                         field="--results")
+    return found[0] if found else own
+
+
+def check_grid(rows: pd.DataFrame, table: Path) -> str | None:
+    """Whether the rows of `table` (one sweep's, read by `read_table`) are every cell of their sweep's grid, as
+    ``memsched figures`` checks its sweeps (`figures.grid_note`): the cells of the committed sweep file of
+    the rows' ``sweep`` (experiments/configs/<sweep>.toml, `figures._committed_config`) with the instances
+    stored beside `table` (`figures._grid_tasks`), counted by `figures.grid_cells_done`. Cells without a row
+    (a sweep that was stopped: a paper figure drawn from part of its grid passes for the whole) are an
+    `InputError` naming the table, how many cells ran and how to run the rest; None when every cell has a
+    row; else a one-line note on what cannot be told (no committed sweep file of that name, rows of no
+    cell of it)."""
+    from memsched.experiments.figures import (
+        FigureSpec,
+        _committed_config,
+        _grid_tasks,
+        _shown_path,
+        grid_cells_done,
+    )
+    from memsched.solvers.errors import InputError
+
+    sweeps = list(dict.fromkeys(rows["sweep"].astype(str))) if "sweep" in rows else []
+    if len(sweeps) != 1:
+        return f"{table}: not checked whether every cell of its sweep's grid ran (rows of {len(sweeps)} sweeps)"
+    spec = FigureSpec((sweeps[0],), draw, "", table.stem)
+    config_path = _committed_config(spec)
+    if config_path is None:
+        return (f"{table}: not checked whether every cell of sweep {sweeps[0]}'s grid ran (no committed sweep file "
+                f"experiments/configs/{sweeps[0]}.toml)")
+    shown = _shown_path(config_path)
+    tasks = _grid_tasks(config_path, table.parent)
+    if isinstance(tasks, str):
+        return f"{table}: not checked whether every cell of {shown} ran ({tasks})"
+    done, extra = grid_cells_done(rows, tasks)
+    total = len({t.key for t in tasks})
+    if done == 0:
+        return (f"{table}: its {len(rows)} rows are no cells of {shown} (another sweep file or other settings): "
+                "not known whether every cell of its grid ran")
+    if done < total:
+        raise InputError(f"{done} of {total} cells of {shown} have a row, {total - done} never ran (the sweep was "
+                         f"stopped or not resumed: memsched sweep {shown} --output {table.parent} runs them); a "
+                         "paper figure draws the whole grid", path=str(table))
+    if extra:
+        return (f"{table}: every cell of {shown} has a row ({total} cells); {extra} rows of no cell of it (another "
+                "sweep file or other settings) are drawn too")
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
     """Check the table of --results and the figure's paths under --out (`check_figure_paths`)
-    before any work, then draw; exit 0."""
+    before any work, then draw; exit 0. A table that lacks cells of its sweep's grid is refused (`check_grid`)."""
+    from memsched.experiments.figures import check_figure_paths, check_stem, source_file
+    from memsched.solvers.errors import InputError
+
     check_stem(args.stem)
     for value, field in ((args.results, "--results"), (args.out, "--out")):
         if value == "":  # not the current folder: an empty path is bad input (as `memsched figures`)
             raise InputError("is empty, expected a folder name", field=field)
     table = sweep_table(Path(args.results))
     rows = read_table(table)
+    note = check_grid(rows, table)
     check_figure_paths(Path(args.out), [args.stem])
+    if note is not None:
+        print(f"note: {note}", file=sys.stderr)
     costs = {}
     for name, source in rows[["instance", "source"]].drop_duplicates().itertuples(index=False):
         path = source_file(str(source))

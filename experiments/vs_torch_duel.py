@@ -47,6 +47,7 @@ from memsched.experiments.vs_torch_report import (
     contested,
     duels_path,
     read_rows,
+    save_png,
     verdicts,
 )
 
@@ -129,7 +130,7 @@ def duel(name: str, size: str, rows: list[dict], rounds: int, repeats: int, seed
 def duel_figure(duels: list[dict], path: Path) -> None:
     """One panel per model and size: each duelled point's time ratio (memsched / the point's tool,
     median with its 95% interval) against the point's peak (MiB), one marker per tool and
-    granularity; dashed: the 2% allowance."""
+    granularity; dashed: the 2% allowance. Written atomically (`vs_torch_report.save_png`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -162,8 +163,7 @@ def duel_figure(duels: list[dict], path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=5)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_png(fig, path)  # atomically
 
 
 def main(argv: list[str] | None = None) -> int:

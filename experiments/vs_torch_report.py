@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import Any
 
 SUMMARY_COLUMNS = (
     "model",
@@ -250,9 +251,31 @@ def summary(rows: list[dict], duels: list[dict] | None = None) -> list[str]:
     return out
 
 
+def save_png(fig: Any, path: Path, dpi: int = 110) -> None:
+    """Write the matplotlib figure `fig` to `path` as a PNG of `dpi` dots per inch, atomically, with the writer of
+    `figures._save_figure`: drawn in memory first, then written to a temporary file beside `path` and renamed into
+    place (`figures._write_together`) with interrupts held back (`cli.interrupts_deferred`), so that a Ctrl-C or a
+    full disk leaves the old figure or the new one, never a torn file; `fig` is closed. A path that cannot be
+    written is an `InputError` naming it."""
+    import io
+
+    import matplotlib.pyplot as plt
+    from memsched.experiments.cli import interrupts_deferred
+    from memsched.experiments.figures import _write_together
+
+    try:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=dpi)
+    finally:
+        plt.close(fig)
+    with interrupts_deferred():
+        _write_together([(path, buf.getvalue())])
+
+
 def figure(rows: list[dict], path: Path) -> None:
     """Time overhead (%, paired) against peak memory (MiB), one curve per tool, one panel per
-    model/size; second row: against the allocator's peak (torch.compile(inductor) only there)."""
+    model/size; second row: against the allocator's peak (torch.compile(inductor) only there).
+    Written atomically (`save_png`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -284,4 +307,4 @@ def figure(rows: list[dict], path: Path) -> None:
             else:
                 ax.text(0.5, 0.5, "not measured (--no-probe)", ha="center", transform=ax.transAxes, fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_png(fig, path)
