@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive, write_csv
+from memsched.experiments.benchtable import check_out, guarded, positive, resumable, settings_of, write_csv
 from memsched.experiments.script_args import ScriptParser
 from memsched.solvers.chain import dp as rotor_mod
 from memsched.solvers.chain import reference_peak, simulate
@@ -76,7 +76,8 @@ def run_one(L: int, slots: int, seed: int, fraction: float, repeat: int, kernel:
 
 def main(argv: list[str] | None = None) -> int:
     """Time the chain DP over lengths and slots; print a table, write the CSV (``--out``); exit 0 (2 on a
-    bad argument, 130 on Ctrl-C, the rows finished before it written)."""
+    bad argument, 130 on Ctrl-C: the CSV as it was, the finished rows
+    kept beside it for a rerun to resume from)."""
     ap = ScriptParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", type=positive(int), nargs="+", default=[50, 100, 200, 400])
     ap.add_argument("--slots", type=positive(int), nargs="+", default=[100, 500])
@@ -88,12 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "results" / "bench_chain_dp.csv"))
     args = ap.parse_args(argv)
     return guarded("bench_chain_dp", lambda: _run(args),
-                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+                   interrupted="interrupted")
 
 
 def _run(args: argparse.Namespace) -> int:
     """The body of `main`: --out checked, the kernel warmed up, one row per (L, slots); on Ctrl-C the
-    rows finished so far are written to --out before the interrupt goes on."""
+    rows finished so far are kept beside --out (`benchtable.resumable`), and a rerun resumes from them."""
     check_out(args.out)
     t0 = time.perf_counter()
     kernel = args.kernel or rotor_mod.kernel_backend()
@@ -101,20 +102,21 @@ def _run(args: argparse.Namespace) -> int:
     warm = time.perf_counter() - t0
     print(f"kernel: {kernel}; warm-up (build, compile or cache load) "
           f"{warm:.2f} s; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", file=sys.stderr)
-    rows: list[dict] = []
     header = f"{'L':>5} {'slots':>6} {'cells':>11} {'table s':>9} {'sched s':>9} {'total s':>9} {'cpu s':>8} " \
              f"{'load':>5} {'recomp':>7}"
     print(header)
-    with kept_on_interrupt(rows, args.out, FIELDS):
+    with resumable(args.out, FIELDS, settings_of(args), ("L", "slots")) as table:
         for L in args.lengths:
             for slots in args.slots:
-                row = run_one(L, slots, args.seed, args.fraction, args.repeat if L <= 200 else 1,
-                              kernel)
-                rows.append(row)
+                kept = table.kept(L, slots)
+                if kept is None:
+                    kept = [run_one(L, slots, args.seed, args.fraction, args.repeat if L <= 200 else 1, kernel)]
+                    table.add(*kept)
+                row = kept[0]
                 print(f"{L:>5} {slots:>6} {row['cells']:>11,} {row['table_s']:>9.3f} {row['schedule_s']:>9.3f} "
                       f"{row['total_s']:>9.3f} {row['cpu_s']:>8.3f} {row['load_avg_1min']:>5.1f} "
                       f"{row['recomputations']:>7}", flush=True)
-    out = write_csv(rows, args.out, FIELDS)
+        out = write_csv(table.rows, args.out, FIELDS)
     print(f"wrote {out}", file=sys.stderr)
     return 0
 

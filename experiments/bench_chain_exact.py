@@ -14,9 +14,10 @@ results/bench_chain_exact.csv (one per run, with parameters, versions, the slots
 1-minute load average when the run started: timings on shared cores depend on it).
 
 The arguments (solver names, fractions in [0, 1], positive lengths and time limit, a writable
---out) are checked before anything is written (one line, exit 2). The CSV is rewritten atomically
-after each run with every row so far (with ``--append``, after the rows it had): it is replaced
-only once the first run finishes, and Ctrl-C (exit 130) keeps the finished rows.
+--out) are checked before anything is written (one line, exit 2). The CSV is written atomically once
+every run finished (with ``--append``, after the rows it had). Ctrl-C (exit 130) leaves it as it was
+and keeps the finished runs in ``<out stem>.partial.csv``; the same command run again resumes from them
+(`benchtable.resumable`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, positive
+from memsched.experiments.benchtable import check_out, guarded, positive, resumable, settings_of
 from memsched.experiments.script_args import ScriptParser
 from memsched.solvers.chain import reference_peak
 from memsched.solvers.chain.generate import random_chain
@@ -157,7 +158,8 @@ def write_rows(out: Path, rows: list[dict[str, Any]], header: list[str]) -> None
 
 def main(argv: list[str] | None = None) -> int:
     """Compare the exact chain solvers with the rotor DP; print a table, write results/bench_chain_exact.csv; exit 0,
-    2 on bad arguments (before anything is written), 130 on Ctrl-C (the finished rows are in the CSV)."""
+    2 on bad arguments (before anything is written), 130 on Ctrl-C (the CSV as it was, the finished rows
+    kept for a rerun to resume from)."""
     ap = ScriptParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", type=positive(int), nargs="+", default=[5, 10, 15, 20, 30, 40, 50])
     ap.add_argument("--fractions", type=fraction, nargs="+", default=[0.1, 0.3, 0.6],
@@ -174,16 +176,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-warm-start", action="store_true")
     ap.add_argument("--out", default="results/bench_chain_exact.csv")
     ap.add_argument("--append", action="store_true",
-                    help="keep the rows of an existing CSV and add the new ones (else it is replaced once the "
-                         "first run finishes)")
+                    help="keep the rows of an existing CSV and add the new ones (else it is replaced when all runs "
+                         "finished)")
     args = ap.parse_args(argv)
-    return guarded("bench_chain_exact", lambda: _main(args),
-                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+    return guarded("bench_chain_exact", lambda: _main(args))
 
 
 def _main(args: argparse.Namespace) -> int:
-    """`main` once the arguments are read: --out checked, then every run, the CSV rewritten after each."""
-    import ortools
+    """`main` once the arguments are read: --out checked, then every run (one cell: L, seed, fraction,
+    solver; those an interrupted run of the same command finished are taken from its partial file,
+    `benchtable.resumable`), then the CSV written once, atomically."""
 
     out = Path(args.out)
     check_out(out)
@@ -195,7 +197,17 @@ def _main(args: argparse.Namespace) -> int:
              f"{'time':>6} {'cpu':>6} {'rotor':>9} {'rotor-gap':>9}"
     print(header)
     print("-" * len(header))
-    rows: list[dict[str, Any]] = []
+    with resumable(out, fields, settings_of(args), ("L", "seed", "fraction", "solver")) as table:
+        _runs(args, table)
+        write_rows(out, kept + table.rows, fields)
+    print(f"wrote {out} ({len(table.rows)} rows)", file=sys.stderr)
+    return 0
+
+
+def _runs(args: argparse.Namespace, table: Any) -> None:
+    """Every run of `main` not yet in `table` (a `benchtable.Resumable`), added to it, a line printed each."""
+    import ortools
+
     for L in args.lengths:
         for seed in args.seeds:
             chain = random_chain(L, seed)
@@ -205,6 +217,8 @@ def _main(args: argparse.Namespace) -> int:
                 budget = int(lo + frac * (hi - lo))
                 rotor = rotor_makespan(chain, budget, args.slots)
                 for name in args.solvers:
+                    if table.kept(L, seed, frac, name) is not None:
+                        continue
                     solver, _, backend = name.partition(":")
                     load = os.getloadavg()[0]  # the machine's load when the run starts (shared cores)
                     workers = args.num_workers if solver == "cpsat" else 2 if backend == "portfolio" else 1
@@ -228,13 +242,10 @@ def _main(args: argparse.Namespace) -> int:
                            "num_workers": workers,
                            "ortools": ortools.__version__, "python": platform.python_version(),
                            "effective_slots": effective_slots(budget, args.slots), "load_avg_1min": round(load, 2)}
-                    rows.append(row)
-                    write_rows(out, kept + rows, fields)
+                    table.add(row)
                     print(f"{L:>3} {budget:>7} {name:<12} {res.status:<10} {_f(res.objective):>9} "
                           f"{_f(res.lower_bound):>9} {_p(res.gap):>7} {elapsed:>6.1f} {cpu:>6.1f} {_f(rotor):>9} "
                           f"{_p(rgap):>9}", flush=True)
-    print(f"wrote {out} ({len(rows)} rows)", file=sys.stderr)
-    return 0
 
 
 def _cpu_s() -> float:

@@ -51,7 +51,7 @@ from memsched.experiments.benchtable import (
     guarded,
     positive,
     print_and_write_frame,
-    rows_in_scratch,
+    progress,
 )
 from memsched.experiments.script_args import ScriptParser
 
@@ -151,7 +151,7 @@ def import_offenders(cmd: list[str], top: int) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Time fresh ``memsched`` processes; print a table, write results/bench_cli_startup.csv; exit 0 (2 on a bad
-    argument, 130 on Ctrl-C, the rows finished before it written)."""
+    argument, 130 on Ctrl-C: nothing kept, the CSV as it was; a run takes seconds, so it is not resumed)."""
     parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=positive(int), default=5,
                         help="fresh processes per command (default %(default)s)")
@@ -162,21 +162,39 @@ def main(argv: list[str] | None = None) -> int:
     if args.rotor_c and not Path(args.rotor_c).exists():
         parser.error(f"--rotor-c: {args.rotor_c!r} does not exist")
     return guarded("bench_cli_startup", lambda: _main(args),
-                   interrupted=f"interrupted: the finished rows are in {args.output} (as it was if none finished)")
+                   interrupted=f"interrupted: nothing kept; {args.output} is unchanged")
 
 
 def _main(args: argparse.Namespace) -> int:
     """The body of `main`: --output checked, the processes timed in a scratch folder (removed after), the
-    table printed and written; on Ctrl-C the rows finished so far are written to --output before the
-    interrupt goes on."""
+    table printed and written atomically; on Ctrl-C nothing is written (--output stays as it was)."""
     check_out(args.output, "--output")
-    rows = rows_in_scratch("bench-cli-", lambda work, rows: _measure(args, work, rows), args.output, FIELDS)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-cli-") as work, progress(desc="bench_cli_startup",
+                                                                            unit="measure") as bar:
+        _measure(args, Path(work), _Counted(rows, bar))
 
     import pandas as pd
 
     frame = pd.DataFrame(rows)
     print_and_write_frame(frame, args.output, lambda v: f"{v:.3f}", width=200, max_colwidth=90)
     return 0
+
+
+class _Counted(list[dict[str, Any]]):
+    """`rows` that moves the progress bar `bar` by one for every row appended (then kept in `rows`)."""
+
+    def __init__(self, rows: list[dict[str, Any]], bar: Any) -> None:
+        super().__init__()
+        self._rows, self._bar = rows, bar
+
+    def append(self, item: dict[str, Any]) -> None:
+        self._rows.append(item)
+        self._bar.update()
+
+    def extend(self, items: Any) -> None:
+        for item in items:
+            self.append(item)
 
 
 def _measure(args: argparse.Namespace, work: Path, rows: list[dict[str, Any]]) -> None:

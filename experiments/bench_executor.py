@@ -30,9 +30,10 @@ row. Issue #16 targets: median time ratio within 15%, memory within 5% by both m
 equal in every run. Prints the rows, then min / median / max of each ratio per problem and model.
 
 A bad argument (``--threads 0``, a negative ``--time-limit``, an ``--out`` that is a folder or
-cannot be written) is one line and exit 2 before any profiling; Ctrl-C is one line and exit 130,
-the rows finished before it written to ``--out`` (left as it was when none had finished). The CSV
-is written through a temporary file renamed into place.
+cannot be written) is one line and exit 2 before any profiling; Ctrl-C is one line and exit 130:
+``--out`` stays as it was, the (network, problem) cells finished before it are kept in ``<out
+stem>.partial.csv`` and the same command run again resumes from them (`benchtable.resumable`). The
+CSV is written through a temporary file renamed into place.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive, write_csv
+from memsched.experiments.benchtable import check_out, guarded, positive, resumable, settings_of, write_csv
 from memsched.experiments.script_args import ScriptParser
 from memsched.models.gpu_check import CHECKS, MODEL_SIZES
 from memsched.models.run import execute_schedule, prepare
@@ -156,7 +157,7 @@ def _fmt(t: tuple[float, float, float] | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the chain, join, offload and graph executors on small networks; print measured vs predicted peak
     (bytes) and step time (ms) and a min / median / max summary; write the CSV; exit 0 (2 on a bad argument,
-    130 on Ctrl-C, the rows finished before it written)."""
+    130 on Ctrl-C: the CSV as it was, the finished rows kept beside it for a rerun to resume from)."""
     parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=("small", "tiny"), default="small")
     parser.add_argument("--problems", default="chain,join,offload,graph",
@@ -173,33 +174,38 @@ def main(argv: list[str] | None = None) -> int:
     if not problems or any(p not in SOLVERS for p in problems):
         print(f"bench_executor: --problems: comma-separated, each one of {', '.join(SOLVERS)}", file=sys.stderr)
         return 2
-    return guarded("bench_executor", lambda: _main(args, problems),
-                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+    return guarded("bench_executor", lambda: _main(args, problems))
 
 
 def _main(args: argparse.Namespace, problems: list[str]) -> int:
     """The body of `main`: --out checked before any work, every network and problem evaluated, the summary
-    printed and the CSV written; on Ctrl-C the rows finished so far are written to --out first."""
+    printed and the CSV written; on Ctrl-C the finished (network, problem) cells are kept beside --out and a
+    rerun of the same command resumes from them (`benchtable.resumable`)."""
     out = Path(args.out)
     check_out(out)
     torch.set_num_threads(args.threads)
     clock = args.clock or ("thread" if args.threads == 1 else "wall")
     print(f"CPU, {args.threads} thread(s), clock: {clock}, load average {os.getloadavg()[0]:.2f}")
-    rows: list[dict[str, Any]] = []
-    with kept_on_interrupt(rows, out, COLUMNS):
+    with resumable(out, COLUMNS, {**settings_of(args), "problems": problems}, ("model", "problem")) as table:
         for label, (name, sizes) in MODEL_SIZES[args.size].items():
             for problem in problems:
-                if problem in CHECKS.get(label, ()):
-                    evaluate(label, name, sizes, problem, repeats=args.repeats, time_repeats=args.time_repeats,
-                             clock=clock, time_limit=args.time_limit, rows=rows)
+                if problem in CHECKS.get(label, ()) and table.kept(label, problem) is None:
+                    table.add(*evaluate(label, name, sizes, problem, repeats=args.repeats,
+                                        time_repeats=args.time_repeats, clock=clock, time_limit=args.time_limit))
+        rows = table.rows
+        _summarise(rows)
+        write_csv(rows, out, COLUMNS)
+    print(f"-> {out}")
+    return 0
+
+
+def _summarise(rows: list[dict[str, Any]]) -> None:
+    """Print the min / median / max ratios of `rows` per problem and network."""
     print("\nratios min / median / max (tracker and probe each against the prediction under its own overheads)")
     for s in summary(rows):
         print(f"{s['problem']:>7} {s['model']:>9}  runs {s['runs']:>2}  time {_fmt(s['time_ratio'])}   "
               f"tracker {_fmt(s['memory_ratio'])}   probe {_fmt(s['independent_ratio'])}   "
               f"grads {s['grads_ok']}/{s['runs']}")
-    write_csv(rows, out, COLUMNS)
-    print(f"-> {out}")
-    return 0
 
 
 if __name__ == "__main__":

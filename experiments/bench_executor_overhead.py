@@ -27,7 +27,7 @@ import sys
 import time
 
 import torch
-from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, write_csv
+from memsched.experiments.benchtable import check_out, guarded, resumable, write_csv
 from memsched.experiments.script_args import ScriptParser
 from torch import nn
 
@@ -76,8 +76,8 @@ def measure(L: int, repeats: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Measure each chain length, print the table, write the CSV; exit 0 (2 on a bad argument, 130 on Ctrl-C,
-    the rows finished before it written)."""
+    """Measure each chain length, print the table, write the CSV; exit 0 (2 on a bad argument, 130 on Ctrl-C:
+    the CSV as it was, the finished rows kept beside it for a rerun to resume from)."""
     parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stages", default="4,8,16,32", help="comma-separated chain lengths L >= 1")
     parser.add_argument("--repeats", type=int, default=400, help="timed steps of each kind per length")
@@ -91,21 +91,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_executor_overhead: --stages {args.stages!r} / --repeats {args.repeats}: "
               "lengths must be integers >= 1 and repeats >= 1", file=sys.stderr)
         return 2
-    return guarded("bench_executor_overhead", lambda: _main(lengths, args.repeats, args.out),
-                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+    return guarded("bench_executor_overhead", lambda: _main(lengths, args.repeats, args.out))
 
 
 def _main(lengths: list[int], repeats: int, out: str) -> int:
     """The body of `main`: `out` checked, one row per length measured and written; on Ctrl-C the rows
-    finished so far are written to `out` before the interrupt goes on."""
+    finished so far are kept beside `out` and a rerun resumes from them (`benchtable.resumable`)."""
     check_out(out)
     torch.set_num_threads(1)
-    rows: list[dict] = []
-    with kept_on_interrupt(rows, out, COLUMNS):
+    with resumable(out, COLUMNS, {"repeats": repeats}, ("stages",)) as table:
         for L in lengths:
-            rows.append(measure(L, repeats))
-            print("  ".join(f"{k} {v}" for k, v in rows[-1].items()), flush=True)
-    print(f"wrote {write_csv(rows, out, COLUMNS)}")
+            row = (table.kept(L) or [None])[0]
+            if row is None:
+                row = measure(L, repeats)
+                table.add(row)
+            print("  ".join(f"{k} {v}" for k, v in row.items()), flush=True)
+        written = write_csv(table.rows, out, COLUMNS)
+    print(f"wrote {written}")
     return 0
 
 

@@ -11,9 +11,10 @@ and writes ``results/bench_graph.csv`` (``results/bench_graph_quick.csv`` with -
 chosen) and writes ``results/bench_graph_backends.csv``.
 
 ``--graphs`` and ``--solvers`` rerun a part: the CSV's rows of the other (graph, solver) pairs are
-kept, and it is rewritten (atomically) after each run, so Ctrl-C (exit 130) keeps the finished
-rows. Unknown names, a --threads below 1 and an unwritable --out are refused before any solving
-(one line, exit 2).
+kept. The CSV is rewritten (atomically) once every run finished; Ctrl-C (exit 130) leaves it as it
+was and keeps the finished runs in ``<out stem>.partial.csv``, from which the same command run again
+resumes (`benchtable.resumable`). Unknown names, a --threads below 1 and an unwritable --out are
+refused before any solving (one line, exit 2).
 
 ``--quick`` uses a 30-stage linear graph with a 10 s limit and only the 90% and 80% budgets on
 the ResNet-50-like graph. Checkmate's LP (the ``lp_bound`` column and ``checkmate-approx``) is
@@ -31,8 +32,9 @@ import argparse
 import csv
 import time
 from pathlib import Path
+from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
+from memsched.experiments.benchtable import check_out, guarded, positive, resumable, write_csv
 from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
@@ -74,73 +76,97 @@ def kept_rows(out: Path, rerun: set[tuple[str, str]]) -> list[dict]:
 def run(quick: bool, solvers: tuple[str, ...], threads: int, out: Path, only: tuple[str, ...] = GRAPHS
         ) -> list[dict]:
     """Solve each selected graph with each solver; the new rows (objective, bound, status, seconds).
-    `out` is rewritten after each run with them and its rows of every other (graph, solver) pair
-    (those of a pair being rerun are dropped), and only once a run has finished."""
+    `out` is rewritten once, at the end, with its rows of every other (graph, solver) pair followed by
+    those of this run (those of a pair being rerun are dropped); a Ctrl-C leaves it as it was and keeps
+    the finished runs for a rerun to resume from (`benchtable.resumable`: one cell per graph, budget
+    and solver)."""
     selected = graphs(quick, only)
     rerun = {(g.name, name) for g, _, _ in selected for name in solvers}
-    rows = kept_rows(out, rerun)
-    new: list[dict] = []
+    kept = kept_rows(out, rerun)
     print(f"{'graph':24s} {'B%':>3s} {'solver':17s} {'status':10s} {'overhead%':>9s} {'gap%':>7s} "
           f"{'time s':>7s}  scope")
-    for g, limit, budgets in selected:
-        ref = reference_peak(g)
-        total = g.total_cpu()
-        for pct in budgets:
-            budget = int(ref * pct / 100)
-            try:
-                lb = lp_bound(g, budget, time_limit=limit) if g.n <= LP_MAX_NODES else None
-            except Exception:  # the LP is only a reference column
-                lb = None
-            for name in solvers:
-                if name == "checkmate-approx" and g.n > LP_MAX_NODES:
-                    continue  # its LP alone outlasts the limit on the largest graph
-                options = {"time_limit": limit, "threads": threads}
-                start = time.perf_counter()
-                try:
-                    res = registry.solve("graph", g, name, budget, **options)
-                except Exception as err:  # a crash is a result too
-                    print(f"{g.name:24s} {pct:3d} {name:17s} error: {err}")
-                    continue
-                wall = time.perf_counter() - start
-                over = None if res.objective is None else 100 * (res.objective / total - 1)
-                gap = None if res.gap is None else 100 * res.gap
-                row = {"graph": g.name, "nodes": g.n, "edges": len(g.edges), "budget_pct": pct, "budget": budget,
-                       "reference_peak": ref, "solver": name, "status": res.status,
-                       "makespan": res.objective, "overhead_pct": None if over is None else round(over, 4),
-                       "lower_bound": res.lower_bound, "gap_pct": None if gap is None else round(gap, 4),
-                       "lp_bound": lb, "solve_time_s": round(wall, 2),
-                       "time_limit_s": limit if name in EXACT else None, "peak_memory": res.peak_memory,
-                       "scope": res.scope}
-                rows.append(row)
-                new.append(row)
-                print(f"{g.name:24s} {pct:3d} {name:17s} {res.status:10s} "
-                      f"{'-' if over is None else f'{over:9.3f}':>9s} {'-' if gap is None else f'{gap:7.3f}':>7s} "
-                      f"{wall:7.1f}  {res.scope}", flush=True)
-                _write(out, rows)
-    return new
+    settings = {"quick": quick, "solvers": list(solvers), "threads": threads, "graphs": list(only)}
+    with resumable(out, FIELDS, settings, ("graph", "budget_pct", "solver")) as table:
+        for g, limit, budgets in selected:
+            ref = reference_peak(g)
+            total = g.total_cpu()
+            for pct in budgets:
+                budget = int(ref * pct / 100)
+                lb: list[float | None] = []  # Checkmate's LP bound, once the first solver not kept needs it
+                for name in solvers:
+                    if name == "checkmate-approx" and g.n > LP_MAX_NODES:
+                        continue  # its LP alone outlasts the limit on the largest graph
+                    if table.kept(g.name, pct, name) is not None:
+                        continue
+                    if not lb:
+                        lb.append(_lp_bound(g, budget, limit))
+                    row = _solve(g, pct, budget, ref, total, name, limit, threads, lb[0])
+                    if row is not None:
+                        table.add(row)
+        if table.rows:
+            _write(out, kept + table.rows)
+    return table.rows
+
+
+def _lp_bound(g: Any, budget: int, limit: float) -> float | None:
+    """Checkmate's LP bound of `g` under `budget` (None above `LP_MAX_NODES` nodes or when it fails)."""
+    try:
+        return lp_bound(g, budget, time_limit=limit) if g.n <= LP_MAX_NODES else None
+    except Exception:  # the LP is only a reference column
+        return None
+
+
+def _solve(g: Any, pct: int, budget: int, ref: int, total: float, name: str, limit: float, threads: int,
+           lb: float | None) -> dict | None:
+    """One run of solver `name` on `g` under `budget` (`pct` % of the reference peak `ref`; `total`: the
+    makespan of computing each node once): its row, printed; None (a line printed) when it crashed."""
+    options = {"time_limit": limit, "threads": threads}
+    start = time.perf_counter()
+    try:
+        res = registry.solve("graph", g, name, budget, **options)
+    except Exception as err:  # a crash is a result too
+        print(f"{g.name:24s} {pct:3d} {name:17s} error: {err}")
+        return None
+    wall = time.perf_counter() - start
+    over = None if res.objective is None else 100 * (res.objective / total - 1)
+    gap = None if res.gap is None else 100 * res.gap
+    row = {"graph": g.name, "nodes": g.n, "edges": len(g.edges), "budget_pct": pct,
+           "budget": budget, "reference_peak": ref, "solver": name, "status": res.status,
+           "makespan": res.objective, "overhead_pct": None if over is None else round(over, 4),
+           "lower_bound": res.lower_bound, "gap_pct": None if gap is None else round(gap, 4),
+           "lp_bound": lb, "solve_time_s": round(wall, 2),
+           "time_limit_s": limit if name in EXACT else None, "peak_memory": res.peak_memory,
+           "scope": res.scope}
+    print(f"{g.name:24s} {pct:3d} {name:17s} {res.status:10s} "
+          f"{'-' if over is None else f'{over:9.3f}':>9s} {'-' if gap is None else f'{gap:7.3f}':>7s} "
+          f"{wall:7.1f}  {res.scope}", flush=True)
+    return row
 
 
 def backends(out: Path, threads: int) -> None:
-    """Checkmate's MILP on each backend, on instances all of them can finish; `out` is rewritten
-    after each run (so an interrupted run keeps the finished rows)."""
+    """Checkmate's MILP on each backend, on instances all of them can finish; `out` is written at the
+    end (a Ctrl-C keeps the finished runs beside it for a rerun to resume from, `benchtable.resumable`)."""
     from memsched.solvers.graph.linmodel import BACKENDS
     from memsched.solvers.graph.milp import solve_checkmate
 
-    rows = []
+    fields = ["graph", "budget_pct", "backend", "status", "makespan", "lower_bound", "solve_time_s"]
     cases = [(generate.linear_graph(20), 0.7), (generate.vgg16(), 0.8), (generate.vgg16(), 0.7),
              (generate.random_layered(30, 1), 0.95), (generate.random_layered(30, 2), 0.9)]
     print(f"{'graph':24s} {'B%':>4s} {'backend':8s} {'status':10s} {'makespan':>12s} {'time s':>7s}")
-    for g, frac in cases:
-        budget = int(reference_peak(g) * frac)
-        for be in BACKENDS:
-            res = solve_checkmate(g, budget, backend=be, time_limit=60, threads=threads)
-            rows.append({"graph": g.name, "budget_pct": int(frac * 100), "backend": be, "status": res.status,
-                         "makespan": res.objective, "lower_bound": res.lower_bound,
-                         "solve_time_s": round(res.solve_time_s, 2)})
-            print(f"{g.name:24s} {int(frac * 100):4d} {be:8s} {res.status:10s} "
-                  f"{'-' if res.objective is None else f'{res.objective:12.3f}':>12s} {res.solve_time_s:7.1f}",
-                  flush=True)
-            _write(out, rows, list(rows[0]))
+    with resumable(out, fields, {"threads": threads}, ("graph", "budget_pct", "backend")) as table:
+        for g, frac in cases:
+            budget = int(reference_peak(g) * frac)
+            for be in BACKENDS:
+                if table.kept(g.name, int(frac * 100), be) is not None:
+                    continue
+                res = solve_checkmate(g, budget, backend=be, time_limit=60, threads=threads)
+                table.add({"graph": g.name, "budget_pct": int(frac * 100), "backend": be, "status": res.status,
+                           "makespan": res.objective, "lower_bound": res.lower_bound,
+                           "solve_time_s": round(res.solve_time_s, 2)})
+                print(f"{g.name:24s} {int(frac * 100):4d} {be:8s} {res.status:10s} "
+                      f"{'-' if res.objective is None else f'{res.objective:12.3f}':>12s} {res.solve_time_s:7.1f}",
+                      flush=True)
+        _write(out, table.rows, fields)
 
 
 def _write(path: Path, rows: list[dict], fields: list[str] | None = None) -> None:
@@ -160,7 +186,8 @@ def names(text: str, known: tuple[str, ...], field: str) -> tuple[str, ...]:
 
 def main(argv: list[str] | None = None) -> int:
     """Benchmark the graph solvers; print a table, write results/bench_graph.csv (or the backends CSV); exit 0,
-    2 on bad arguments (before any solving), 130 on Ctrl-C (the finished rows are in the CSV)."""
+    2 on bad arguments (before any solving), 130 on Ctrl-C (the CSV as it was, the finished runs
+    kept beside it for a rerun to resume from)."""
     ap = ScriptParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller linear graph, shorter limits")
     ap.add_argument("--solvers", default=",".join(ALL),
@@ -175,8 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out or "results/bench_graph_backends.csv")
     else:
         out = Path(args.out or ("results/bench_graph_quick.csv" if args.quick else "results/bench_graph.csv"))
-    return guarded("bench_graph", lambda: _main(args, out),
-                   interrupted=f"interrupted: the finished rows are in {out} (rewritten after each run)")
+    return guarded("bench_graph", lambda: _main(args, out))
 
 
 def _main(args: argparse.Namespace, out: Path) -> int:
@@ -189,7 +215,7 @@ def _main(args: argparse.Namespace, out: Path) -> int:
     solvers = names(args.solvers, tuple(registry.get_problem("graph").solvers), "--solvers")
     only = names(args.graphs, GRAPHS, "--graphs")
     new = run(args.quick, solvers, args.threads, out, only)
-    print(f"wrote {out} ({len(new)} new rows)" if new else f"no run finished: {out} left as it was")
+    print(f"wrote {out} ({len(new)} rows of this run)" if new else f"no run finished: {out} left as it was")
     return 0
 
 

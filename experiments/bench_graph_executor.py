@@ -21,8 +21,11 @@ Issue #16 targets: time ratio within 15%, both memory ratios within 5%, gradient
 
 A bad argument (``--repeats 0``, a negative ``--time-limit``, an ``--out`` that is a folder, or
 whose CSV or graph files cannot be written) is one line and exit 2 before any export; Ctrl-C is
-one line and exit 130, the rows finished before it written to ``--out`` (left as it was when none
-had finished). The CSV is written through a temporary file renamed into place.
+one line and exit 130: the CSV and the graph files stay as they were, the networks finished before
+it are kept beside them (``<out stem>.partial.csv`` with their graphs, ``<out stem>.partial.<model>.json``)
+and the same command run again resumes from them (`benchtable.resumable`). At the end the graph files
+are moved into place, then the CSV is written through a temporary file renamed into place: its
+predictions always belong to the graphs beside it.
 """
 
 from __future__ import annotations
@@ -34,7 +37,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive, write_csv
+from memsched.experiments.benchtable import (
+    check_out,
+    guarded,
+    partial_path,
+    positive,
+    resumable,
+    settings_of,
+    write_csv,
+)
 from memsched.experiments.script_args import ScriptParser
 
 COLUMNS = ("model", "instance", "nodes", "solver", "budget_fraction", "budget", "status", "recomputations",
@@ -128,7 +139,8 @@ def _line(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the graph executor's accuracy check; print the rows and a summary, write the CSV (and each
-    network's graph); exit 0 (2 on a bad argument, 130 on Ctrl-C, the rows finished before it written)."""
+    network's graph); exit 0 (2 on a bad argument, 130 on Ctrl-C: the files as they were, the finished
+    networks kept beside them for a rerun to resume from)."""
     parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=("small", "tiny"), default="small")
     parser.add_argument("--models", default="resnet18,gpt2", help="comma-separated labels of MODEL_SIZES[size]")
@@ -158,31 +170,39 @@ def main(argv: list[str] | None = None) -> int:
     if bad or not labels or not solvers:
         print(f"bench_graph_executor: {bad[0] if bad else 'nothing to run'}", file=sys.stderr)
         return 2
-    return guarded("bench_graph_executor", lambda: _main(args, labels, solvers, fractions),
-                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+    return guarded("bench_graph_executor", lambda: _main(args, labels, solvers, fractions))
 
 
 def _main(args: argparse.Namespace, labels: list[str], solvers: tuple[str, ...], fractions: tuple[float, ...]) -> int:
     """The body of `main`: --out and the graph files beside it checked before any work, every network exported
-    and measured, the summary printed and the CSV written; on Ctrl-C the rows finished so far are written to
-    --out first."""
+    and measured (one cell of `benchtable.resumable` per network: its rows belong to its profiled graph, kept
+    with them), then the graphs moved into place, the summary printed and the CSV written."""
     import torch
+    from memsched.experiments.cli import interrupts_deferred
     from memsched.models.gpu_check import MODEL_SIZES
 
     out = Path(args.out)
     check_out(out)
     stores = {label: out.with_suffix(f".{label}.json") for label in labels}
-    for store in stores.values():
+    pending = {label: partial_path(out).with_suffix(f".{label}.json") for label in labels}  # with the partial rows
+    for store in [*stores.values(), *pending.values()]:
         check_out(store, "--out (its graph file)")
     torch.set_num_threads(1)
     print(f"CPU, 1 thread, load average {_load()}")
-    rows: list[dict[str, Any]] = []
-    with kept_on_interrupt(rows, out, COLUMNS):
+    settings = {**settings_of(args), "models": labels, "solvers": list(solvers), "fractions": list(fractions)}
+    with resumable(out, COLUMNS, settings, ("model",)) as table:
         for label in labels:
+            if pending[label].is_file() and table.kept(label) is not None:
+                continue
             name, sizes = MODEL_SIZES[args.size][label]
-            stores[label].parent.mkdir(parents=True, exist_ok=True)
-            evaluate(label, name, sizes, solvers=solvers, fractions=fractions, repeats=args.repeats,
-                     time_repeats=args.time_repeats, time_limit=args.time_limit, store=stores[label], rows=rows)
+            pending[label].parent.mkdir(parents=True, exist_ok=True)
+            table.add(*evaluate(label, name, sizes, solvers=solvers, fractions=fractions, repeats=args.repeats,
+                                time_repeats=args.time_repeats, time_limit=args.time_limit, store=pending[label]))
+        with interrupts_deferred():  # the graphs and the CSV of their rows replaced together
+            for label in labels:
+                os.replace(pending[label], stores[label])
+            write_csv(table.rows, out, COLUMNS)
+    rows = table.rows
     ran = [r for r in rows if r.get("measured_peak") is not None]
     for label in labels:
         got = [r for r in ran if r["model"] == label]
@@ -196,7 +216,6 @@ def _main(args: argparse.Namespace, labels: list[str], solvers: tuple[str, ...],
               + f"; gradients equal: {sum(bool(r['grad_check']) for r in got)}"
               + "; time ratio / store-all's at the same minutes, median "
               + f"{statistics.median(r['time_ratio'] / r['control_ratio'] for r in got):.3f}")
-    write_csv(rows, out, COLUMNS)
     print(f"-> {out}")
     return 0
 

@@ -25,7 +25,17 @@ import platform
 import time
 from pathlib import Path
 
-from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive, write_csv
+from memsched.experiments.benchtable import (
+    Resumable,
+    check_out,
+    guarded,
+    positive,
+    progress,
+    resumable,
+    save_figure,
+    settings_of,
+    write_csv,
+)
 from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import __version__, registry
 from memsched.solvers.join import reference_peak
@@ -52,22 +62,27 @@ def _value(res) -> float:
 
 
 def run(quick: bool = False, slots: int = 100, seed: int = 0, cpsat_medium: float = 0.0,
-        rows: list[dict] | None = None) -> list[dict]:
+        rows: list[dict] | None = None, table: Resumable | None = None) -> list[dict]:
     """Solve the small and medium join instances at each budget fraction with each solver; one row per run,
     appended to `rows` (when given) as soon as its instance and budget are done, so a caller interrupted
-    keeps the finished ones."""
+    keeps the finished ones; with `table` (`benchtable.resumable`; then `rows` is its rows), the
+    (instance, budget fraction) cells it holds already are taken from it, the others added to it. A
+    progress bar on stderr counts the cells."""
     medium_fracs = [0.4, 0.55, 0.7, 0.85, 1.0] if quick else [0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 1.0]
     small_fracs = [0.65, 0.75, 0.85, 1.0] if quick else [0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 1.0]
-    rows = [] if rows is None else rows
+    rows = table.rows if table is not None else [] if rows is None else rows
     groups = [("small", SMALL, 0, small_fracs), ("medium", MEDIUM, slots, medium_fracs)]
-    for group, family, group_slots, fracs in groups:
-        for name, lengths in family.items():
-            if quick and group == "medium" and sum(lengths) > 30:
-                continue
+    instances = [(group, name, lengths, group_slots, fracs) for group, family, group_slots, fracs in groups
+                 for name, lengths in family.items() if not (quick and group == "medium" and sum(lengths) > 30)]
+    with progress(desc="bench_join", total=sum(len(inst[-1]) for inst in instances)) as bar:
+        for group, name, lengths, group_slots, fracs in instances:
             join = random_join(lengths, seed, size_range=(1, 6) if group == "small" else (1, 10), name=name)
             ref = reference_peak(join)
             base = join.total_time()
             for frac in fracs:
+                bar.update()
+                if table is not None and table.kept(name, frac) is not None:
+                    continue
                 budget = int(ref * frac)
                 results = {s: registry.solve("join", join, s, budget, slots=group_slots) for s in SOLVERS}
                 # one CP-SAT worker: among equally fast optimal schedules two workers return either (the
@@ -82,9 +97,10 @@ def run(quick: bool = False, slots: int = 100, seed: int = 0, cpsat_medium: floa
                 exact = results.get("exact")
                 exact_v = _value(exact) if exact is not None and exact.status == OPTIMAL else math.nan
                 dp_v = _value(results["dp"])
+                cell = []
                 for solver, res in results.items():
                     v = _value(res)
-                    rows.append({
+                    cell.append({
                         "group": group, "instance": name, "k": join.k, "lengths": "+".join(map(str, lengths)),
                         "seed": seed, "budget_frac": frac, "budget": budget, "solver": solver, "status": res.status,
                         "makespan": _fmt(v), "peak_memory": res.peak_memory if res.found else "",
@@ -95,6 +111,10 @@ def run(quick: bool = False, slots: int = 100, seed: int = 0, cpsat_medium: floa
                         "solve_time_s": round(res.solve_time_s, 4), "slots": group_slots, "scope": res.scope,
                         "memsched_version": __version__, "python": platform.python_version(),
                     })
+                if table is not None:
+                    table.add(*cell)
+                else:
+                    rows.extend(cell)
     return rows
 
 
@@ -157,12 +177,14 @@ def figure(rows: list[dict], path: Path) -> None:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Benchmark the join solvers; print a table, write --out (and the PNG beside it with --figure); exit 0 (2 on
-    a bad argument, 130 on Ctrl-C, the rows finished before it written)."""
+    a bad argument, 130 on Ctrl-C: the files as they were, the finished rows kept beside them for a rerun to
+    resume from)."""
     parser = ScriptParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer budgets, skip the largest instance")
     parser.add_argument("--slots", type=positive(int, zero=True), default=100,
@@ -175,28 +197,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpsat-medium", type=positive(float, zero=True), default=0.0, metavar="S",
                         help="also run the CP-SAT model on the medium instances, S seconds each (0: no)")
     args = parser.parse_args(argv)
-    return guarded("bench_join", lambda: _main(args),
-                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+    return guarded("bench_join", lambda: _main(args))
 
 
 def _main(args: argparse.Namespace) -> int:
-    """The body of `main`: --out checked, the instances solved, the table printed and written; on Ctrl-C
-    the rows finished so far are written to --out before the interrupt goes on."""
+    """The body of `main`: --out checked, the instances solved, the table printed and written (the CSV
+    and figure atomically); on Ctrl-C the rows finished so far are kept beside --out and a rerun resumes
+    from them (`benchtable.resumable`)."""
     out = Path(args.out)
     check_out(out)
     if args.figure:
         check_out(out.with_suffix(".png"), "--figure")
     t0 = time.perf_counter()
-    rows: list[dict] = []
-    with kept_on_interrupt(rows, out, FIELDS):
-        run(args.quick, args.slots, args.seed, args.cpsat_medium, rows)
-    print_table(rows)
-    write_csv(rows, out, FIELDS)
-    print(f"wrote {out} ({len(rows)} rows) in {time.perf_counter() - t0:.1f} s")
-    if args.figure:
-        png = out.with_suffix(".png")
-        figure(rows, png)
-        print(f"wrote {png}")
+    with resumable(out, FIELDS, settings_of(args), ("instance", "budget_frac")) as table:
+        rows = run(args.quick, args.slots, args.seed, args.cpsat_medium, table=table)
+        print_table(rows)
+        write_csv(rows, out, FIELDS)
+        print(f"wrote {out} ({len(rows)} rows) in {time.perf_counter() - t0:.1f} s")
+        if args.figure:
+            png = out.with_suffix(".png")
+            figure(rows, png)
+            print(f"wrote {png}")
     return 0
 
 

@@ -18,7 +18,9 @@ the last line counts the rows the estimate covers.
     python -m memsched.experiments.bench_model_memory --reestimate   # the guard's columns, constants changed
 
 --resume and --reestimate read --out: a header other than the columns above (not this script's CSV)
-is one line naming the file and exit 2, the file left as it was.
+is one line naming the file and exit 2, the file left as it was. --out is written once, at the end:
+Ctrl-C (exit 130) leaves it as it was and keeps the finished runs in ``<out stem>.partial.csv``, from
+which the same command run again resumes (`benchtable.resumable`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
+from memsched.experiments.benchtable import check_out, guarded, positive, resumable, settings_of, write_csv
 from memsched.experiments.script_args import ScriptParser
 from memsched.solvers.errors import InputError
 
@@ -183,8 +185,9 @@ def reestimate(path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Measure every (graph, backend) pair, print the table, write --out after each run; 0 on success (2 on a
-    bad argument, 130 on Ctrl-C: --out holds the runs measured before it)."""
+    """Measure every (graph, backend) pair, print the table, write --out at the end; 0 on success (2 on a
+    bad argument, 130 on Ctrl-C: --out as it was, the runs measured before it kept beside it for the same
+    command run again to resume from)."""
     ap = ScriptParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=positive(int), nargs="+", default=[100, 200, 300],
                     help="nodes of the generated graphs")
@@ -202,13 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     missing = [p for p in args.graphs if not Path(p).is_file()]
     if missing:
         ap.error(f"--graphs: {missing[0]!r} is not a file")
-    return guarded("bench_model_memory", lambda: _main(args),
-                   interrupted=f"interrupted: the finished runs are in {args.out} (written after each run)")
+    return guarded("bench_model_memory", lambda: _main(args))
 
 
 def _main(args: argparse.Namespace) -> int:
-    """The body of `main`: --out checked, then re-estimated, or each pair measured and --out rewritten
-    after each run."""
+    """The body of `main`: --out checked, then re-estimated, or each pair measured (those an interrupted run
+    of the same settings measured taken from its partial file, `benchtable.resumable`) and --out written."""
     from memsched.solvers import graph as graphs
     from memsched.solvers.graph.generate import random_layered
     from memsched.solvers.graph.milp import checkmate_size
@@ -224,27 +226,29 @@ def _main(args: argparse.Namespace) -> int:
     done = {(r["graph"], r["backend"]) for r in rows}
     print(f"{'graph':<28} {'nonzeros':>10} {'backend':<6} {'status':<9} {'s':>6} {'model B/nnz':>11} "
           f"{'backend B/nnz':>13} {'peak GB':>8} {'guard GB':>9}")
-    for name, make in todo:
-        backends = [b for b in args.backends if (name, b) not in done]
-        if not backends:
-            continue
-        g = make()
-        size = checkmate_size(g)
-        for backend in backends:
-            load = round(os.getloadavg()[0], 2)
-            measured = measure(g, backend, args.time_limit, args.grace)
-            if measured is None:
-                print(f"{name} {backend}: the run ended without an answer (not in the CSV)", file=sys.stderr)
+    with resumable(args.out, FIELDS, settings_of(args, "resume", "reestimate"), ("graph", "backend")) as table:
+        for name, make in todo:
+            backends = [b for b in args.backends if (name, b) not in done and table.kept(name, b) is None]
+            if not backends:
                 continue
-            row = {"graph": name, "n": g.n, "backend": backend, "load": load, **measured}
-            if (row["variables"], row["rows"], row["nonzeros"]) != (size.variables, size.rows, size.nonzeros):
-                print(f"{name}: checkmate_size {size} differs from the built model", file=sys.stderr)
-                return 1
-            rows.append(row)
-            print(f"{name:<28} {row['nonzeros']:>10} {backend:<6} {row['status']:<9} {row['seconds']:>6} "
-                  f"{row['model_bytes_per_nnz']:>11} {row['backend_bytes_per_nnz']:>13} {row['measured_gb']:>8} "
-                  f"{row['estimated_gb']:>9}", flush=True)
-            write_csv(rows, args.out, FIELDS)
+            g = make()
+            size = checkmate_size(g)
+            for backend in backends:
+                load = round(os.getloadavg()[0], 2)
+                measured = measure(g, backend, args.time_limit, args.grace)
+                if measured is None:
+                    print(f"{name} {backend}: the run ended without an answer (not in the CSV)", file=sys.stderr)
+                    continue
+                row = {"graph": name, "n": g.n, "backend": backend, "load": load, **measured}
+                if (row["variables"], row["rows"], row["nonzeros"]) != (size.variables, size.rows, size.nonzeros):
+                    print(f"{name}: checkmate_size {size} differs from the built model", file=sys.stderr)
+                    return 1
+                table.add(row)
+                print(f"{name:<28} {row['nonzeros']:>10} {backend:<6} {row['status']:<9} {row['seconds']:>6} "
+                      f"{row['model_bytes_per_nnz']:>11} {row['backend_bytes_per_nnz']:>13} {row['measured_gb']:>8} "
+                      f"{row['estimated_gb']:>9}", flush=True)
+        rows += table.rows
+        write_csv(rows, args.out, FIELDS)
     covered = sum(1 for r in rows if r["estimate_covers"] in (True, "True"))
     print(f"the guard's estimate covers the measured peak in {covered} of {len(rows)} runs")
     print(f"wrote {args.out}")

@@ -15,8 +15,9 @@ and .pdf). The zoo's profiles are cached in results/offload/profiles whatever ``
 (one line, exit 2, before any work) to replace a table there holding other budgets, such as the
 committed full table: give ``--out`` to write the quick table elsewhere. A quick table there may be
 replaced by another. Bad arguments are one line and exit 2 before any work; Ctrl-C is one line and
-exit 130, the rows finished before it written to ``--out``. The CSV is written through a temporary
-file renamed into place.
+exit 130: the CSV and figure stay as they were, the points finished before it are kept in ``<out
+stem>.partial.csv`` and the same command run again resumes from them (`benchtable.resumable`). The CSV
+and the figure's files are written through temporary files renamed into place.
 
 The compute times of a CPU profile are far longer than a GPU's, which would make any transfer
 look free. So the times are rescaled until the network produces its tapes at
@@ -37,12 +38,20 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
+from memsched.experiments.benchtable import (
+    Resumable,
+    check_out,
+    guarded,
+    positive,
+    resumable,
+    save_figure,
+    settings_of,
+    write_frame,
+)
 from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import __version__, registry
 from memsched.solvers.chain import Chain, reference_peak
 from memsched.solvers.errors import InputError
-from memsched.solvers.jsonio import write_atomic
 from memsched.solvers.offload import OffloadInstance
 from tqdm import tqdm
 
@@ -82,27 +91,35 @@ def scaled(chain: Chain, factor: float) -> Chain:
 
 
 def run(chains: list[Chain], bandwidths: list[float], fractions: list[float], slots: int,
-        rows: list[dict[str, Any]] | None = None) -> pd.DataFrame:
+        rows: list[dict[str, Any]] | None = None, table: Resumable | None = None) -> pd.DataFrame:
     """Solve each chain x bandwidth (bytes/s) x budget fraction; one row per point and strategy (remat only, offload
-    only, both) with its best makespan, appended to `rows` (when given) as soon as it is solved, so a caller
-    interrupted keeps the finished ones."""
-    rows = [] if rows is None else rows
+    only, both) with its best makespan, a point's rows appended to `rows` (when given) as soon as it is solved, so
+    a caller interrupted keeps the finished ones; with `table` (`benchtable.resumable`; then `rows` is its rows),
+    the points it holds already are taken from it, the others added to it."""
+    rows = table.rows if table is not None else [] if rows is None else rows
     grid = [(c, bw, f) for c in chains for bw in bandwidths for f in fractions]
     for chain, bw, fraction in tqdm(grid, desc="offload", unit="point"):
+        if table is not None and table.kept(chain.name, bw / 1e9, fraction) is not None:
+            continue
         inst = OffloadInstance(chain, bw)
         budget = int(reference_peak(chain) * fraction)
+        point = []
         for strategy, solvers in STRATEGIES.items():
             best = None
             for name in solvers:
                 result = registry.solve("offload", inst, name, budget, slots=slots)
                 if result.schedule is not None and (best is None or result.objective < best.objective):
                     best = result
-            rows.append({"model": chain.name, "L": chain.length, "bandwidth_GBps": bw / 1e9,
-                         "budget_fraction": fraction, "budget": budget, "strategy": strategy,
-                         "solver": best.solver if best else None, "status": best.status if best else "infeasible",
-                         "makespan": best.objective if best else None,
-                         "overhead": best.objective / chain.total_time() - 1 if best else None,
-                         "peak_memory": best.peak_memory if best else None})
+            point.append({"model": chain.name, "L": chain.length, "bandwidth_GBps": bw / 1e9,
+                          "budget_fraction": fraction, "budget": budget, "strategy": strategy,
+                          "solver": best.solver if best else None, "status": best.status if best else "infeasible",
+                          "makespan": best.objective if best else None,
+                          "overhead": best.objective / chain.total_time() - 1 if best else None,
+                          "peak_memory": best.peak_memory if best else None})
+        if table is not None:
+            table.add(*point)
+        else:
+            rows.extend(point)
     return pd.DataFrame(rows)
 
 
@@ -149,15 +166,15 @@ def figure(table: pd.DataFrame, note: str, out: Path) -> None:
     fig.suptitle(f"Offloading and rematerialization — {note}", fontsize=9)
     fig.tight_layout()
     for ext in ("png", "pdf"):
-        fig.savefig(out.with_name(f"{out.name}.{ext}"), dpi=120)  # `out`: the CSV's path without ".csv"
+        save_figure(fig, out.with_name(f"{out.name}.{ext}"), dpi=120)  # `out`: the CSV's path without ".csv"
     plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the offload trade-off benchmark; print a table, write --out (default
     results/offload/offload_tradeoff.csv) and the figure beside it (PNG, PDF); exit 0 (2 on a bad argument, or
-    on --quick without --out where the default file holds other budgets; 130 on Ctrl-C, the rows finished
-    before it written)."""
+    on --quick without --out where the default file holds other budgets; 130 on Ctrl-C: the files as they were, the
+    finished points kept beside them for a rerun to resume from)."""
     parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chains", nargs="*", help="chain files to use instead of profiling the zoo")
     parser.add_argument("--activation-rate", type=positive(float, zero=True), default=30e9,
@@ -174,15 +191,15 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         parser.error(f"--chains: {missing[0]!r} is not a file")
     out = args.out if args.out is not None else RESULTS / "offload_tradeoff.csv"
-    return guarded("bench_offload", lambda: _main(args, out),
-                   interrupted=f"interrupted: the finished rows are in {out} (as it was if none finished)"
-                               "; the figure was not drawn")
+    return guarded("bench_offload", lambda: _main(args, out))
 
 
 def _main(args: argparse.Namespace, out: Path) -> int:
     """The body of `main`: `out` checked, the chains loaded (or profiled) and rescaled, the grid solved, the
-    CSV, figure and table written; on Ctrl-C the rows finished so far are written to `out` before the
-    interrupt goes on."""
+    CSV, figure and table written; on Ctrl-C the points finished so far are kept beside `out` and a rerun
+    resumes from them (`benchtable.resumable`)."""
+    from memsched.experiments.cli import interrupts_deferred
+
     check_out(out, "--out" if args.out is not None else "output")
     for ext in (".png", ".pdf"):
         check_out(out.with_name(out.stem + ext), "--out (its figure)")  # where `figure` writes
@@ -200,19 +217,15 @@ def _main(args: argparse.Namespace, out: Path) -> int:
         scales[c.name] = factor
         chains[k] = scaled(c, factor)
     fractions = list(QUICK_FRACTIONS) if args.quick else list(np.round(np.arange(0.2, 1.01, 0.1), 2))
-    rows: list[dict[str, Any]] = []
-    try:
-        table = run(chains, args.bandwidths, fractions, args.slots, rows)
-    except KeyboardInterrupt:
-        if rows:
-            write_csv([{**r, "time_scale": scales[r["model"]]} for r in rows], out, [*rows[0], "time_scale"])
-        raise
-    rate = (f"times rescaled to {args.activation_rate / 1e9:g} GB/s of tapes" if args.activation_rate
-            else "profiled times")
-    note = f"{rate}; memsched {__version__}, {platform.python_implementation()} {platform.python_version()}"
-    table["time_scale"] = table["model"].map(scales)
-    write_atomic(out, lambda tmp: table.to_csv(tmp, index=False))
-    figure(table, note, out.with_name(out.stem))
+    with resumable(out, None, settings_of(args), ("model", "bandwidth_GBps", "budget_fraction")) as kept:
+        table = run(chains, args.bandwidths, fractions, args.slots, table=kept)
+        rate = (f"times rescaled to {args.activation_rate / 1e9:g} GB/s of tapes" if args.activation_rate
+                else "profiled times")
+        note = f"{rate}; memsched {__version__}, {platform.python_implementation()} {platform.python_version()}"
+        table["time_scale"] = table["model"].map(scales)
+        with interrupts_deferred():  # the CSV and its figure replaced together
+            write_frame(table, out)
+            figure(table, note, out.with_name(out.stem))
     with pd.option_context("display.width", 160, "display.max_rows", 400):
         print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     print(f"wrote {out} and .png/.pdf")

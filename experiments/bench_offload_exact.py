@@ -30,10 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive
+from memsched.experiments.benchtable import check_out, guarded, positive, resumable, settings_of, write_frame
 from memsched.experiments.script_args import ScriptParser
 from memsched.solvers.chain.dp import rotor_min_budget
-from memsched.solvers.jsonio import write_atomic
 from memsched.solvers.offload.dp import solve_pofo
 from memsched.solvers.offload.exact_free import solve_offload_exact
 from memsched.solvers.offload.generate import random_offload
@@ -78,7 +77,7 @@ def sizes_used(res: Any) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the grid, print it, write results/bench_offload_exact.csv; exit 0 (2 on a bad argument, 130 on
-    Ctrl-C, the rows finished before it written)."""
+    Ctrl-C: the CSV as it was, the finished rows kept beside it for a rerun to resume from)."""
     ap = ScriptParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", type=positive(int), nargs="+", default=[10])
     ap.add_argument("--seeds", type=positive(int), default=3, help="seeds 0..N-1 (default %(default)s)")
@@ -87,26 +86,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=positive(int), default=1)
     ap.add_argument("--out", type=Path, default=RESULTS / "bench_offload_exact.csv")
     args = ap.parse_args(argv)
-    return guarded("bench_offload_exact", lambda: _main(args),
-                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+    return guarded("bench_offload_exact", lambda: _main(args))
 
 
 def _main(args: argparse.Namespace) -> int:
     """The body of `main`: --out checked, the grid run, the table written; on Ctrl-C the rows finished
-    so far are written to --out before the interrupt goes on."""
+    so far are kept beside --out and a rerun resumes from them (`benchtable.resumable`)."""
     check_out(args.out)
-    rows: list[dict[str, Any]] = []
-    with kept_on_interrupt(rows, args.out):
+    with resumable(args.out, None, settings_of(args), ("L", "seed", "ms_per_byte", "fraction")) as kept:
         for L in args.lengths:
             for seed in range(args.seeds):
                 for per_byte in PER_BYTE_MS:
                     for fraction in FRACTIONS:
+                        if kept.kept(L, seed, per_byte, fraction) is not None:
+                            continue
                         row = run_one(L, seed, per_byte, fraction, args.time_limit, args.slots, args.workers)
-                        rows.append(row)
+                        kept.add(row)
                         print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
-    table = pd.DataFrame(rows)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(args.out, lambda tmp: table.to_csv(tmp, index=False))
+        table = pd.DataFrame(kept.rows)
+        write_frame(table, args.out)
     proven = (table["status"] == "optimal").sum()
     worse = sum(1 for m, p in zip(table["makespan"], table["pofo"])
                 if p == p and p is not None and (m != m or m is None or m > p * (1 + 1e-9)))

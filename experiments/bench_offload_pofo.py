@@ -14,8 +14,10 @@ links of 500, 2000 and 8000 bytes/s (a byte moves in 2, 0.5, 0.125 ms) and budge
   every phase-form compute sequence with offloaded values fetched back, docs/offload.md).
 
 Prints how often each loses to another and writes every row to --out (default
-results/offload/pofo_versus.csv; makespans in the chain's time unit, solve times in s), rewritten
-atomically after each chain, so Ctrl-C (exit 130) keeps the finished chains' rows. ``--port N``
+results/offload/pofo_versus.csv; makespans in the chain's time unit, solve times in s), written
+atomically once every chain is done (a progress bar on stderr counts them). Ctrl-C (exit 130) leaves
+--out as it was and keeps the finished chains' rows in ``<out stem>.partial.csv``, from which the same
+command run again resumes (`benchtable.resumable`). ``--port N``
 writes its rows to --out too (default results/bench_offload_pofo.csv). Bad arguments (a seed count,
 length or slot count below 1, a time limit <= 0, an unwritable --out) are refused before any
 solving (one line, exit 2).
@@ -30,12 +32,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from memsched.experiments.benchtable import check_out, guarded, positive
+from memsched.experiments.benchtable import check_out, guarded, positive, progress, resumable, settings_of, write_frame
 from memsched.experiments.script_args import ScriptParser
 from memsched.solvers.chain import reference_peak
 from memsched.solvers.chain.dp import rotor_min_budget
 from memsched.solvers.chain.generate import random_chain
-from memsched.solvers.jsonio import write_atomic
 from memsched.solvers.offload import OffloadInstance
 from memsched.solvers.offload.combined import solve_rotor_offload
 from memsched.solvers.offload.dp import solve_pofo
@@ -107,8 +108,7 @@ def port_chain_rows(n: int, port_slots: int) -> list[dict[str, Any]]:
 
 def write_table(table: pd.DataFrame, out: Path) -> None:
     """Replace the CSV `out` by `table` (parents created) through a temporary file renamed into place."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(out, lambda tmp: table.to_csv(tmp, index=False))
+    write_frame(table, out)
 
 
 def loses(a: float | None, b: float | None) -> bool:
@@ -119,7 +119,7 @@ def loses(a: float | None, b: float | None) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Compare pofo with the other offload solvers; print a table, write --out (results/offload/pofo_versus.csv;
     with --port, results/bench_offload_pofo.csv); exit 0, 2 on bad arguments (before any solving), 130 on Ctrl-C
-    (the finished chains' rows are in --out)."""
+    (--out as it was, the finished chains' rows kept beside it for a rerun to resume from)."""
     ap = ScriptParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=positive(int), default=6, help="seeds 0..N-1 per length")
     ap.add_argument("--lengths", type=positive(int), nargs="+", default=[3, 5, 8])
@@ -134,21 +134,22 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.out is None:  # RESULTS read now (tests point it elsewhere)
         args.out = RESULTS.parent / "bench_offload_pofo.csv" if args.port else RESULTS / "pofo_versus.csv"
-    return guarded("bench_offload_pofo", lambda: _main(args),
-                   interrupted=f"interrupted: the finished chains' rows are in {args.out} (as it was if none finished)")
+    return guarded("bench_offload_pofo", lambda: _main(args))
 
 
 def _main(args: argparse.Namespace) -> int:
-    """`main` once the arguments are read: --out checked, then the runs, --out rewritten after each chain."""
+    """`main` once the arguments are read: --out checked, then the runs (one `benchtable.resumable` cell per
+    chain), --out written at the end."""
     check_out(args.out)
     if args.port:
         return port_main(args.port, args.port_slots, args.out)
-    rows: list[dict[str, Any]] = []
-    for L in sorted(set(args.lengths) | set(args.exact_lengths)):
-        for seed in range(args.seeds):
-            rows += rows_for(L, seed, L in args.exact_lengths, args.time_limit)
-            write_table(pd.DataFrame(rows), args.out)
-    table = pd.DataFrame(rows)
+    chains = [(L, seed) for L in sorted(set(args.lengths) | set(args.exact_lengths)) for seed in range(args.seeds)]
+    with resumable(args.out, None, settings_of(args, "port_slots"), ("L", "seed")) as kept:
+        for L, seed in progress(chains, desc="bench_offload_pofo", unit="chain"):
+            if kept.kept(L, seed) is None:
+                kept.add(*rows_for(L, seed, L in args.exact_lengths, args.time_limit))
+        table = pd.DataFrame(kept.rows)
+        write_table(table, args.out)
     pairs = [("pofo-dp", "rotor-offload"), ("pofo", "rotor-offload")]
     if "exact-combined" in table:
         pairs += [("exact-combined", "pofo"), ("pofo", "exact-combined"), ("exact-combined", "rotor-offload")]
@@ -165,15 +166,17 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def port_main(chains: int, port_slots: int, out: Path | None = None) -> int:
-    """Write `out` (default results/bench_offload_pofo.csv; rewritten after each chain, ``load_1min`` the
-    load average when its chain started) and print pofo's wins, ties and losses against the port."""
+    """Write `out` (default results/bench_offload_pofo.csv; at the end, the finished chains kept beside it on
+    Ctrl-C for a rerun to resume from, `benchtable.resumable`; ``load_1min`` the load average when its chain
+    started) and print pofo's wins, ties and losses against the port."""
     out = RESULTS.parent / "bench_offload_pofo.csv" if out is None else Path(out)
-    rows: list[dict[str, Any]] = []
-    for n in range(chains):
-        load = round(os.getloadavg()[0], 2)
-        rows += [{**row, "load_1min": load} for row in port_chain_rows(n, port_slots)]
-        write_table(pd.DataFrame(rows), out)
-    table = pd.DataFrame(rows)
+    with resumable(out, None, {"port": chains, "port_slots": port_slots}, ("seed",)) as kept:
+        for n in progress(range(chains), desc="bench_offload_pofo --port", unit="chain"):
+            if kept.kept(n) is None:
+                load = round(os.getloadavg()[0], 2)
+                kept.add(*[{**row, "load_1min": load} for row in port_chain_rows(n, port_slots)])
+        table = pd.DataFrame(kept.rows)
+        write_table(table, out)
     def val(v: Any) -> float | None:
         return None if v is None or v != v else float(v)
 

@@ -36,10 +36,12 @@ rebuilds the CSV, figure and check from earlier runs' CSVs without solving: one 
 (instance, fraction, solver), a later file's row replacing an earlier one's (so ``--merge
 all.csv rerun.csv`` replaces rows by a rerun's), each cell's feasibility restated from its rows.
 
-Hours of work: a progress bar (on a terminal's stderr) counts the runs; --out is rewritten
-atomically after each (instance, fraction) cell, so Ctrl-C (exit 130) or a crash keeps every
-finished cell, and ``--resume`` keeps every row --out has (other solvers' too) and runs only the
-asked solvers a cell lacks.
+Hours of work: a progress bar (on a terminal's stderr) counts the runs; the table so far is
+rewritten atomically after each (instance, fraction) cell to ``<out stem>.partial.csv`` beside --out
+(--out itself is written once, at the end, so it is never replaced by a part of a table), so Ctrl-C
+(exit 130) or a crash keeps every finished cell there, and the same command run again resumes from
+it (`benchtable.resumable`). ``--resume`` keeps every row --out has (other solvers' too) and runs
+only the asked solvers a cell lacks.
 
 Arguments are checked before any solving (one line, exit 2): solver names, positive fractions and
 time limits, a writable --out, a readable --published CSV, --graphs given unless --merge, and at
@@ -61,7 +63,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
+from memsched.experiments.benchtable import (
+    Interrupted,
+    Resumable,
+    check_out,
+    guarded,
+    positive,
+    resumable,
+    save_figure,
+    settings_of,
+    write_csv,
+)
 from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import graph as graphs
 from memsched.solvers.errors import InputError
@@ -209,13 +221,14 @@ def place(rows: list[dict[str, Any]], cell: list[dict[str, Any]]) -> list[dict[s
     return rows[: last + 1] + cell + rows[last + 1:]
 
 
-def run(args: argparse.Namespace, instances: list[tuple[str, Path]], kept: list[dict[str, Any]]
-        ) -> list[dict[str, Any]]:
+def run(args: argparse.Namespace, instances: list[tuple[str, Path]], kept: list[dict[str, Any]],
+        table: Resumable | None = None) -> list[dict[str, Any]]:
     """Every (instance, fraction, solver) run, printed as it ends, after the rows `kept` (``--resume``:
-    those --out has). --out is rewritten (atomically) after each cell with the kept rows, every
-    finished cell's rows and the cells' feasibility (restated from all a cell's rows), so an
-    interrupted run keeps its finished cells; an asked solver whose row a kept cell has is not run
-    again, and the kept rows of solvers not asked stay."""
+    those --out has; or those of an interrupted run's partial file). With `table` (`benchtable.resumable`)
+    its partial file is rewritten (atomically) after each cell with the kept rows, every finished cell's
+    rows and the cells' feasibility (restated from all a cell's rows), so an interrupted run keeps its
+    finished cells; an asked solver whose row a kept cell has is not run again, and the kept rows of
+    solvers not asked stay."""
     out = Path(args.out)
     todo = plan(instances, args.fractions, args.solvers, kept)
     rows = list(kept)
@@ -285,7 +298,9 @@ def run(args: argparse.Namespace, instances: list[tuple[str, Path]], kept: list[
         for row in before + cell:
             row["cell"] = feas
         rows = place(rows, cell)
-        write_csv(rows, out, FIELDS)
+        if table is not None:
+            table.rows = rows
+            table.keep()
     bar.close()
     return rows
 
@@ -439,7 +454,7 @@ def figure(rows: list[dict[str, Any]], published: list[dict[str, Any]], path: Pa
     if handles:
         axes[0][-1].legend(list(handles.values()), list(handles), fontsize=7, frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    save_figure(fig, path, dpi=130)
     plt.close(fig)
 
 
@@ -477,6 +492,9 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         try:
             return _main(args, step)
+        except Interrupted as err:  # `resumable` says what it kept
+            print(f"\nbench_papers_graphs: interrupted: {err}", file=sys.stderr)
+            return 130
         except KeyboardInterrupt:
             print(f"\nbench_papers_graphs: {_interrupted(args, step[0])}", file=sys.stderr)
             return 130
@@ -489,12 +507,12 @@ def _interrupted(args: argparse.Namespace, step: str) -> str:
     --merge CSVs; ``report``: the check, the table beside the published numbers and the figure, once
     --out holds every cell): what is kept and how to go on."""
     if step == "cells":
-        return f"interrupted: the finished cells are in {args.out}; --resume runs the rest"
+        return f"interrupted: {args.out} is unchanged; the same command resumes from the cells kept beside it"
     if step == "merge":
         return f"interrupted: {args.out} is as it was or fully merged (it is written at once); run the --merge again"
     png = Path(args.out).with_suffix(".png")
-    return (f"interrupted: every cell is in {args.out}; the figure {png} may be missing, old or incomplete: "
-            f"--merge {args.out} --out {args.out} draws it without solving")
+    return (f"interrupted: every cell is in {args.out}; the figure {png} may be missing or old (it is written at "
+            f"once): --merge {args.out} --out {args.out} draws it without solving")
 
 
 def _main(args: argparse.Namespace, step: list[str]) -> int:
@@ -520,9 +538,15 @@ def _main(args: argparse.Namespace, step: list[str]) -> int:
     else:
         instances = find_instances(Path(args.graphs), args.instances)
         out = Path(args.out)
-        kept = read_rows([out], field="--out") if args.resume and out.is_file() else []
-        rows = run(args, instances, kept)
-        wrote_out = len(rows) > len(kept)  # a run adds its rows; none ran: --out is as it was
+        with resumable(out, FIELDS, settings_of(args, "published", "merge"), ("instance", "fraction", "solver")) \
+                as table:
+            resumed = table.take_all()  # the whole table of an interrupted run of the same command
+            kept = resumed if resumed is not None else \
+                read_rows([out], field="--out") if args.resume and out.is_file() else []
+            rows = run(args, instances, kept, table)
+            wrote_out = len(rows) > len(kept) or resumed is not None  # none ran, none resumed: --out as it was
+            if wrote_out:
+                write_csv(rows, out, FIELDS)
         if not wrote_out:
             print(f"nothing to run: {out} has every asked solver's row in every asked cell (left as it was)",
                   file=sys.stderr)

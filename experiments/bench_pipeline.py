@@ -7,7 +7,9 @@ Part 1 (kind=sweep): synthetic VGG-16, ResNet-50 and GPT-style profiles
 device from the smallest feasible one (madpipe's `min_budget`) up to 3x, for every solver.
 Part 2 (kind=timing): the targets of issue 7: the CP-SAT model proving optimality for 100 layers
 on 8 devices (within 60 s), the DPs on 300 layers and 16 devices (under a second).
-One CSV row per run; times are wall-clock on whatever the machine is doing.
+One CSV row per run; times are wall-clock on whatever the machine is doing. A progress bar on
+stderr counts the runs; Ctrl-C (exit 130) leaves the CSV as it was and keeps the finished runs in
+``<out stem>.partial.csv``, from which the same command run again resumes (`benchtable.resumable`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import argparse
 import time
 from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, write_csv
+from memsched.experiments.benchtable import Resumable, check_out, guarded, resumable, settings_of, write_csv
 from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import __version__, registry
 from memsched.solvers.pipeline import generate, profiles
@@ -49,11 +51,25 @@ def _row(kind: str, inst: Any, P: int, memory: int, factor: float, solver: str, 
     }
 
 
-def sweep(quick: bool, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def _run(table: Resumable | None, rows: list[dict[str, Any]], kind: str, inst: Any, P: int, memory: int,
+         factor: float, solver: str, opts: dict[str, Any]) -> None:
+    """One run (`_row`): taken from `table` when it holds it already, else solved and added to it (to `rows`
+    without a table)."""
+    if table is None:
+        rows.append(_row(kind, inst, P, memory, factor, solver, opts))
+        return
+    options = ";".join(f"{k}={v}" for k, v in opts.items() if k != "time_limit")
+    table.cell((kind, inst.name, P, memory, solver, options),
+               lambda: _row(kind, inst, P, memory, factor, solver, opts))
+
+
+def sweep(quick: bool, rows: list[dict[str, Any]] | None = None, table: Resumable | None = None
+          ) -> list[dict[str, Any]]:
     """Period of each pipeline solver on VGG-16, ResNet-50 and a 24-layer transformer, P = 2, 4, 8 devices,
     memory at factors of the smallest feasible one; one row per point, appended to `rows` (when given: a
-    caller interrupted keeps the finished ones)."""
-    rows = [] if rows is None else rows
+    caller interrupted keeps the finished ones; with `table`, `benchtable.resumable`, to its rows, those it
+    holds already not run again)."""
+    rows = table.rows if table is not None else [] if rows is None else rows
     insts = [profiles.vgg16(), profiles.resnet50(), profiles.transformer(layers=24)]
     factors = [1.0, 1.25, 2.0] if quick else [1.0, 1.1, 1.25, 1.5, 2.0, 3.0]
     for base in insts:
@@ -62,15 +78,16 @@ def sweep(quick: bool, rows: list[dict[str, Any]] | None = None) -> list[dict[st
             lo = min_budget(inst, P)
             for f in factors:
                 for solver, opts in SOLVERS:
-                    rows.append(_row("sweep", inst, P, int(lo * f), f, solver, opts))
+                    _run(table, rows, "sweep", inst, P, int(lo * f), f, solver, opts)
     return rows
 
 
-def timing(quick: bool, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def timing(quick: bool, rows: list[dict[str, Any]] | None = None, table: Resumable | None = None
+           ) -> list[dict[str, Any]]:
     """Solve time (seconds) of the pipeline solvers on large instances (CP-SAT capped at 60 s); one row per
     instance, memory factor and solver, appended to `rows` (when given: a caller interrupted keeps the
-    finished ones)."""
-    rows = [] if rows is None else rows
+    finished ones; `table`: as for `sweep`)."""
+    rows = table.rows if table is not None else [] if rows is None else rows
     exact = [profiles.transformer(layers=98)] if quick else [profiles.transformer(layers=98),
                                                             generate.scaled(profiles.resnet50(), 100),
                                                             generate.scaled(profiles.vgg16(), 100)]
@@ -78,38 +95,39 @@ def timing(quick: bool, rows: list[dict[str, Any]] | None = None) -> list[dict[s
         inst = base.with_machine(bandwidth=BANDWIDTH)
         lo = min_budget(inst, 8)
         for f in [1.25] if quick else [1.0, 1.25, 2.0, 1000.0]:
-            rows.append(_row("timing", inst, 8, int(lo * f), f, "cpsat", {"time_limit": 60}))
-            rows.append(_row("timing", inst, 8, int(lo * f), f, "madpipe", {}))
+            _run(table, rows, "timing", inst, 8, int(lo * f), f, "cpsat", {"time_limit": 60})
+            _run(table, rows, "timing", inst, 8, int(lo * f), f, "madpipe", {})
     big = generate.scaled(profiles.vgg16(), 300).with_machine(bandwidth=BANDWIDTH)
     lo = min_budget(big, 16)
     for solver, opts in [("madpipe", {}), ("pipedream", {}), ("balance-time", {}), ("madpipe", {"replication": True}),
                          ("pipedream", {"replication": True})]:
-        rows.append(_row("timing", big, 16, int(lo * 1.25), 1.25, solver, opts))
+        _run(table, rows, "timing", big, 16, int(lo * 1.25), 1.25, solver, opts)
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the pipeline benchmark (sweep and/or timing); print a table, write the CSV (``--out``); exit 0 (2 on a
-    bad argument, 130 on Ctrl-C, the rows finished before it written)."""
+    bad argument, 130 on Ctrl-C: the CSV as it was, the finished rows kept beside it for a rerun to resume from)."""
     ap = ScriptParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer memory points and timing cases")
     ap.add_argument("--out", default="results/bench_pipeline.csv")
     ap.add_argument("--part", choices=("all", "sweep", "timing"), default="all")
     args = ap.parse_args(argv)
-    return guarded("bench_pipeline", lambda: _main(args),
-                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+    return guarded("bench_pipeline", lambda: _main(args))
 
 
 def _main(args: argparse.Namespace) -> int:
     """The body of `main`: --out checked, the parts run, the table printed and written; on Ctrl-C the
-    rows finished so far are written to --out before the interrupt goes on."""
+    rows finished so far are kept beside --out and a rerun resumes from them (`benchtable.resumable`)."""
     check_out(args.out)
-    rows: list[dict[str, Any]] = []
-    with kept_on_interrupt(rows, args.out, FIELDS):
+    key = ("kind", "profile", "devices", "memory", "solver", "options")
+    with resumable(args.out, FIELDS, settings_of(args), key, bar="bench_pipeline") as table:
         if args.part in ("all", "sweep"):
-            sweep(args.quick, rows)
+            sweep(args.quick, table=table)
         if args.part in ("all", "timing"):
-            timing(args.quick, rows)
+            timing(args.quick, table=table)
+        rows = table.rows
+        out = write_csv(rows, args.out, FIELDS)
     print(f"{'kind':<7} {'profile':<22} {'L':>4} {'P':>3} {'mem x':>6} {'solver':<13} {'opt':<16} {'status':<10} "
           f"{'period (s)':>11} {'peak GiB':>9} {'time (s)':>9}")
     for r in rows:
@@ -117,7 +135,6 @@ def _main(args: argparse.Namespace) -> int:
         peak = f"{r['peak_memory'] / 2**30:.2f}" if r["peak_memory"] != "" else "-"
         print(f"{r['kind']:<7} {r['profile']:<22} {r['layers']:>4} {r['devices']:>3} {r['memory_factor']:>6} "
               f"{r['solver']:<13} {r['options']:<16} {r['status']:<10} {period:>11} {peak:>9} {r['solve_time_s']:>9}")
-    out = write_csv(rows, args.out, FIELDS)
     print(f"wrote {len(rows)} rows to {out}")
     return 0
 

@@ -34,8 +34,9 @@ micro-batches of the same size; per row:
 Times on a shared, loaded machine are noisy: the load is in the CSV.
 
 A bad argument (``--steps 0``, ``--width 0``, an ``--out`` that is a folder or cannot be written)
-is one line and exit 2 before any profiling; Ctrl-C is one line and exit 130, the rows finished
-before it written to ``--out`` (left as it was when none had finished).
+is one line and exit 2 before any profiling; Ctrl-C is one line and exit 130: ``--out`` stays
+as it was, the partitions finished before it are kept in ``<out stem>.partial.csv`` and the same
+command run again resumes from them (`benchtable.resumable`).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import argparse
 import os
 from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive, write_csv
+from memsched.experiments.benchtable import Resumable, check_out, guarded, positive, resumable, settings_of, write_csv
 from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import __version__, registry
 from memsched.solvers.pipeline import Partition, simulate_batch
@@ -66,10 +67,12 @@ def _partitions(inst: Any, names: list[str]) -> list[tuple[str, Partition]]:
     return out
 
 
-def run(width: int, size: int, mb: int, steps: int, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def run(width: int, size: int, mb: int, steps: int, rows: list[dict[str, Any]] | None = None,
+        table: Resumable | None = None) -> list[dict[str, Any]]:
     """Profile, partition and execute (module docstring); one row per partition (the keys of `FIELDS`),
     appended to `rows` (when given) as soon as it is measured, so that a caller interrupted keeps the
-    finished ones. Returns `rows`."""
+    finished ones; with `table` (`benchtable.resumable`; then `rows` is its rows), a partition it holds
+    already (the same text) is not run again. Returns `rows`."""
     import torch
     from memsched.models.pipeline.dag_runner import compare_dag, profile_dag, run_dag_partition
     from memsched.models.pipeline.dag_zoo import resnet_dag, sample_shape
@@ -79,8 +82,10 @@ def run(width: int, size: int, mb: int, steps: int, rows: list[dict[str, Any]] |
     shape = sample_shape(size=size)
     inst = profile_dag(net, torch.randn(mb, *shape), reps=5, clock="cpu")
     names = [name for name, _ in net.spec]
-    rows = [] if rows is None else rows
+    rows = table.rows if table is not None else [] if rows is None else rows
     for label, part in _partitions(inst, names):
+        if table is not None and table.kept(f"{label}: {part}") is not None:
+            continue
         runs = {}
         for m in (4, 8):
             part.micro_batches = m
@@ -95,7 +100,7 @@ def run(width: int, size: int, mb: int, steps: int, rows: list[dict[str, Any]] |
         stash, saved = out8["predicted"]["stash"], out8["measured"]["saved_activations_peak"]
         cpu = out8["measured"]["cpu_per_micro_batch_s"]
         ratios = [s / p for s, p in zip(saved, stash)]
-        rows.append({
+        r = {
             "network": f"zoo resnet18 depth 1 width {width} {size}x{size}", "partition": f"{label}: {part}",
             "devices": len(part.stages), "stages": len(part.stages),
             "boundary_tensors": ";".join(map(str, out8["boundary_tensors"][1:])), "micro_batch": mb,
@@ -112,8 +117,11 @@ def run(width: int, size: int, mb: int, steps: int, rows: list[dict[str, Any]] |
             "saved_ratio_min": round(min(ratios), 3), "saved_ratio_max": round(max(ratios), 3),
             "grad_check": bool(out4["grad_check"] and out8["grad_check"]),
             "load_1min": round(os.getloadavg()[0], 2), "version": __version__,
-        })
-        r = rows[-1]
+        }
+        if table is not None:
+            table.add(r)
+        else:
+            rows.append(r)
         print(f"{label:16s} tensors {r['boundary_tensors']:6s} period {r['predicted_period_s']:.4f} s predicted, "
               f"{r['measured_period_s']:.4f} s measured ({r['period_ratio']}x); step {r['measured_step_s']:.3f} s "
               f"vs {r['predicted_makespan_s']:.3f} s; CPU bottleneck {r['cpu_bottleneck_s']:.4f} s "
@@ -124,7 +132,7 @@ def run(width: int, size: int, mb: int, steps: int, rows: list[dict[str, Any]] |
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print a line per partition and write the CSV (``--out``); exit 0 (2 on a bad argument,
-    130 on Ctrl-C, the rows finished before it written)."""
+    130 on Ctrl-C: the CSV as it was, the finished rows kept beside it for a rerun to resume from)."""
     ap = ScriptParser(description=__doc__.split("\n")[0])
     ap.add_argument("--width", type=positive(int), default=16, help="channels of the first ResNet stage")
     ap.add_argument("--size", type=positive(int), default=32, help="image height and width (pixels)")
@@ -132,18 +140,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=positive(int), default=3, help="timed steps per run (after one warm-up)")
     ap.add_argument("--out", default="results/bench_pipeline_dag_exec.csv")
     args = ap.parse_args(argv)
-    return guarded("bench_pipeline_dag_exec", lambda: _main(args),
-                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+    return guarded("bench_pipeline_dag_exec", lambda: _main(args))
 
 
 def _main(args: argparse.Namespace) -> int:
     """The body of `main`: --out checked before any work, the partitions profiled and run, the CSV written
-    (atomically); on Ctrl-C the rows finished so far are written to --out first."""
+    (atomically); on Ctrl-C the rows finished so far are kept beside --out and a rerun resumes from them
+    (`benchtable.resumable`)."""
     check_out(args.out)
-    rows: list[dict[str, Any]] = []
-    with kept_on_interrupt(rows, args.out, FIELDS):
-        run(args.width, args.size, args.micro_batch, args.steps, rows)
-    print(f"wrote {write_csv(rows, args.out, FIELDS)}")
+    with resumable(args.out, FIELDS, settings_of(args), ("partition",)) as table:
+        run(args.width, args.size, args.micro_batch, args.steps, table=table)
+        written = write_csv(table.rows, args.out, FIELDS)
+    print(f"wrote {written}")
     return 0
 
 

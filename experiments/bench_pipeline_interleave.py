@@ -19,7 +19,7 @@ import os
 import time
 from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, write_csv
+from memsched.experiments.benchtable import Resumable, check_out, guarded, resumable, write_csv
 from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import __version__, registry
 from memsched.solvers.pipeline import profiles
@@ -31,10 +31,11 @@ SOLVERS: list[tuple[str, dict[str, Any]]] = [("madpipe", {}), ("interleave-v", {
                                              ("interleave-cpsat", {"time_limit": 30})]
 
 
-def run(rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def run(rows: list[dict[str, Any]] | None = None, table: Resumable | None = None) -> list[dict[str, Any]]:
     """Every profile, P, memory factor and solver of the module docstring; prints one line per run. Each row
-    is appended to `rows` (when given) as soon as it is measured: a caller interrupted keeps the finished ones."""
-    rows = [] if rows is None else rows
+    is appended to `rows` (when given) as soon as it is measured: a caller interrupted keeps the finished ones;
+    with `table` (`benchtable.resumable`; then `rows` is its rows) the runs it holds already are not made again."""
+    rows = table.rows if table is not None else [] if rows is None else rows
     for inst in (profiles.vgg16(), profiles.transformer(layers=24)):
         inst = inst.with_machine(bandwidth=12e9)
         for P in (2, 4):
@@ -42,11 +43,13 @@ def run(rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
             for factor in (1.0, 1.5):
                 memory = int(base * factor)
                 for solver, opts in SOLVERS:
+                    if table is not None and table.kept(inst.name, P, factor, solver) is not None:
+                        continue
                     start = time.perf_counter()
                     r = registry.solve("pipeline", inst, solver, memory, devices=P, **opts)
                     wall = time.perf_counter() - start
                     part = r.schedule
-                    rows.append({
+                    x = {
                         "profile": inst.name, "layers": inst.length, "devices": P, "memory": memory,
                         "memory_factor": factor, "solver": solver, "status": r.status,
                         "period_s": r.objective * inst.time_unit if r.objective is not None else "",
@@ -55,8 +58,11 @@ def run(rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
                         "device_of": " ".join(map(str, part.device_of)) if part is not None and part.device_of else "",
                         "solve_time_s": round(wall, 3), "scope": r.scope, "load_1min": round(os.getloadavg()[0], 2),
                         "version": __version__,
-                    })
-                    x = rows[-1]
+                    }
+                    if table is not None:
+                        table.add(x)
+                    else:
+                        rows.append(x)
                     print(f"{inst.name:16s} P={P} mem x{factor}  {solver:16s} {r.status:10s} "
                           f"{x['period_s'] if x['period_s'] == '' else round(x['period_s'], 6)!s:>10s} s  "
                           f"stages {x['stages']!s:>2s}  {wall:7.2f} s", flush=True)
@@ -64,23 +70,22 @@ def run(rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the comparison, print it and write the CSV (``--out``); exit 0 (2 on a bad argument, 130 on Ctrl-C,
-    the rows finished before it written)."""
+    """Run the comparison, print it and write the CSV (``--out``); exit 0 (2 on a bad argument, 130 on Ctrl-C:
+    the CSV as it was, the finished rows kept beside it for a rerun to resume from)."""
     ap = ScriptParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="results/bench_pipeline_interleave.csv")
     args = ap.parse_args(argv)
-    return guarded("bench_pipeline_interleave", lambda: _main(args),
-                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+    return guarded("bench_pipeline_interleave", lambda: _main(args))
 
 
 def _main(args: argparse.Namespace) -> int:
     """The body of `main`: --out checked, the runs made and written; on Ctrl-C the rows finished so far
-    are written to --out before the interrupt goes on."""
+    are kept beside --out and a rerun resumes from them (`benchtable.resumable`)."""
     check_out(args.out)
-    rows: list[dict[str, Any]] = []
-    with kept_on_interrupt(rows, args.out, FIELDS):
-        run(rows)
-    print(f"wrote {write_csv(rows, args.out, FIELDS)}")
+    with resumable(args.out, FIELDS, {}, ("profile", "devices", "memory_factor", "solver")) as table:
+        run(table=table)
+        written = write_csv(table.rows, args.out, FIELDS)
+    print(f"wrote {written}")
     return 0
 
 

@@ -41,7 +41,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, write_csv
+from memsched.experiments.benchtable import (
+    Resumable,
+    check_out,
+    guarded,
+    resumable,
+    save_figure,
+    settings_of,
+    write_csv,
+)
 from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import __version__, registry
 from memsched.solvers.errors import InputError
@@ -78,12 +86,14 @@ def _solve(inst: Any, solver: str, memory: int | None, P: int, replication: bool
     return res, time.perf_counter() - start, time.process_time() - cpu
 
 
-def run(quick: bool, memory: int, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def run(quick: bool, memory: int, rows: list[dict[str, Any]] | None = None, table: Resumable | None = None
+        ) -> list[dict[str, Any]]:
     """Compare our partitions with PipeDream's planner on its profiles (`memory` bytes per device for the
     memory-aware one); one row per network, mode and device count, appended to `rows` (when given) as soon
-    as it is measured, so a caller interrupted keeps the finished ones."""
+    as it is measured, so a caller interrupted keeps the finished ones; with `table` (`benchtable.resumable`;
+    then `rows` is its rows) those it holds already are not measured again."""
     ref = planner_outputs()
-    rows = [] if rows is None else rows
+    rows = table.rows if table is not None else [] if rows is None else rows
     names = sorted(p.name.removesuffix(".graph.txt") for p in DATA.glob("*.graph.txt"))
     if quick:
         names = [n for n in names if n in ("alexnet", "vgg16", "resnet50")]
@@ -93,6 +103,8 @@ def run(quick: bool, memory: int, rows: list[dict[str, Any]] | None = None) -> l
             inst = base.with_machine(bandwidth=machine["bandwidth"])
             rep, cap = bool(machine["replication"]), int(machine["max_states"])
             for P in (2, 4, 8, 16):
+                if table is not None and table.kept(name, mode, P) is not None:
+                    continue
                 ours, t_ours, c_ours = _solve(inst, "dag-pipedream", None, P, rep, cap)
                 mem, t_mem, c_mem = _solve(inst, "dag", memory, P, rep, cap)
                 chain, _, _ = _solve(inst, "pipedream", None, P, rep, cap)
@@ -100,7 +112,7 @@ def run(quick: bool, memory: int, rows: list[dict[str, Any]] | None = None) -> l
                 u = inst.time_unit
                 pd_period = float(pd["period_s"]) if pd.get("period_s") else None
                 ours_s = ours.objective * u
-                rows.append({
+                r = {
                     "profile": name, "layers": inst.length, "mode": mode, "devices": P, "memory": memory,
                     "pipedream_period_s": pd_period if pd_period is not None else "",
                     "pipedream_states": pd.get("states", ""), "pipedream_planner_s": pd.get("planner_s", ""),
@@ -120,8 +132,11 @@ def run(quick: bool, memory: int, rows: list[dict[str, Any]] | None = None) -> l
                     "ideals": ours.details.get("ideals", ""), "scope": ours.scope,
                     "ours_plan_cpu_s": round(c_ours, 3), "memaware_plan_cpu_s": round(c_mem, 3),
                     "load_1min": round(os.getloadavg()[0], 2), "version": __version__,
-                })
-                r = rows[-1]
+                }
+                if table is not None:
+                    table.add(r)
+                else:
+                    rows.append(r)
                 print(f"{name:14s} {mode:7s} P={P:2d}  pipedream {_f(r['pipedream_period_s'])} "
                       f"({r['pipedream_status']}, {r['pipedream_planner_s'] or '-'} s)  ours {_f(ours_s)} "
                       f"({r['ours_plan_s']} s)  ratio {r['ratio'] or '-'}  within {memory / 1e9:g} GB: "
@@ -170,8 +185,7 @@ def figure(rows: list[dict[str, Any]], path: Path) -> None:
         ax.set_ylabel("period ratio (compute only)")
         ax.legend(fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -188,29 +202,27 @@ def memory_bytes(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the PipeDream comparison; print a table, write the CSV (``--out``) and the figure; exit 0 (2 on a bad
-    argument, 130 on Ctrl-C, the rows finished before it written)."""
+    argument, 130 on Ctrl-C: the files as they were, the finished rows kept beside them for a rerun to resume
+    from)."""
     ap = ScriptParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="alexnet, vgg16 and resnet50 only")
     ap.add_argument("--memory", type=memory_bytes, default="16GB",
                     help="memory per device for the memory-aware planner (bytes, or a size such as 16GB)")
     ap.add_argument("--out", default="results/bench_pipeline_pipedream.csv")
     args = ap.parse_args(argv)
-    return guarded("bench_pipeline_pipedream", lambda: _main(args),
-                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)"
-                               "; the figure was not drawn")
+    return guarded("bench_pipeline_pipedream", lambda: _main(args))
 
 
 def _main(args: argparse.Namespace) -> int:
-    """The body of `main`: --out checked, the comparison run, the CSV and figure written; on Ctrl-C the
-    rows finished so far are written to --out before the interrupt goes on."""
+    """The body of `main`: --out checked, the comparison run, the CSV and figure written (atomically); on
+    Ctrl-C the rows finished so far are kept beside --out and a rerun resumes from them (`benchtable.resumable`)."""
     out = Path(args.out)
     check_out(out)
     check_out(out.with_suffix(".png"), "--out (its .png)")
-    rows: list[dict[str, Any]] = []
-    with kept_on_interrupt(rows, out, FIELDS):
-        run(args.quick, args.memory, rows)
-    write_csv(rows, out, FIELDS)
-    figure(rows, out.with_suffix(".png"))
+    with resumable(out, FIELDS, settings_of(args), ("profile", "mode", "devices")) as table:
+        run(args.quick, args.memory, table=table)
+        write_csv(table.rows, out, FIELDS)
+        figure(table.rows, out.with_suffix(".png"))
     print(f"wrote {out} and {out.with_suffix('.png')}")
     return 0
 

@@ -25,7 +25,7 @@ import subprocess
 import sys
 from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, write_csv
+from memsched.experiments.benchtable import check_out, guarded, resumable, settings_of, write_csv
 from memsched.experiments.script_args import ScriptParser
 
 RSS_TARGET_MIB = 2048
@@ -75,27 +75,27 @@ def run_case(kind: str, model: str, sizes: dict[str, Any], cost: str) -> dict[st
 
 def main(argv: list[str] | None = None) -> int:
     """Profile each case in a fresh process; print a table, write the CSV (``--out``: seconds, peak RSS,
-    target met); exit 0 (2 on a bad argument, 130 on Ctrl-C, the rows finished before it written)."""
+    target met); exit 0 (2 on a bad argument, 130 on Ctrl-C: the CSV as it was, the finished rows
+    kept beside it for a rerun to resume from)."""
     parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="only the two targets")
     parser.add_argument("--out", default="results/bench_profile.csv", help="CSV to write")
     args = parser.parse_args(argv)
-    return guarded("bench_profile", lambda: _main(args),
-                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+    return guarded("bench_profile", lambda: _main(args))
 
 
 def _main(args: argparse.Namespace) -> int:
     """The body of `main`: --out checked, each case profiled, the table printed and written; on Ctrl-C the
-    rows finished so far are written to --out before the interrupt goes on."""
+    rows finished so far are kept beside --out and a rerun resumes from them (`benchtable.resumable`)."""
     check_out(args.out)
     cases = [c for c in CASES if c[4] is not None] if args.quick else CASES
-    rows: list[dict[str, Any]] = []
     print(f"{'kind':<6} {'model':<12} {'sizes':<34} {'cost':<14} {'seconds':>8} {'CPU s':>7} {'RSS MiB':>8} "
           f"{'target':>7} {'met':>4} {'n':>5} {'store-all peak':>15}")
-    with kept_on_interrupt(rows, args.out, FIELDS):
+    with resumable(args.out, FIELDS, settings_of(args), ("kind", "model", "sizes", "cost")) as table:
         for kind, model, sizes, cost, target in cases:
-            rows.append(_case_row(kind, model, sizes, cost, target))
-    out = write_csv(rows, args.out, FIELDS)
+            if table.kept(kind, model, json.dumps(sizes), cost) is None:
+                table.add(_case_row(kind, model, sizes, cost, target))
+        out = write_csv(table.rows, args.out, FIELDS)
     print(f"wrote {out}")
     return 0
 

@@ -12,7 +12,9 @@ before).
 
 Prints a table and writes ``results/bench_sweep_rotor.csv`` (wall-clock seconds; also the
 largest relative makespan difference shared vs per-budget, which comes from the coarser slots
-of the smaller budgets).
+of the smaller budgets). A progress bar on stderr counts the steps. Its rows are timed against
+each other (``x_one_dp``), so a Ctrl-C (exit 130, a run takes seconds) keeps nothing: the CSV stays
+as it was, and it is written atomically at the end.
 
     python -m memsched.experiments.bench_sweep_rotor [--length 200] [--budgets 20] [--slots 500]
 """
@@ -23,7 +25,9 @@ import argparse
 import contextlib
 import io
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +36,7 @@ from memsched.experiments.benchtable import (
     guarded,
     positive,
     print_and_write_frame,
-    rows_in_scratch,
+    progress,
 )
 from memsched.experiments.script_args import ScriptParser
 
@@ -74,7 +78,7 @@ def _sweep(cfg: Path, output: Path) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     """Time a rotor sweep (shared vs per-budget DP); print a table, write results/bench_sweep_rotor.csv; exit 0
-    (2 on a bad argument, 130 on Ctrl-C, the rows finished before it written)."""
+    (2 on a bad argument, 130 on Ctrl-C: nothing kept, the CSV as it was)."""
     parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--length", type=positive(int), default=200, help="stages L (default %(default)s)")
     parser.add_argument("--budgets", type=positive(int), default=20, help="budgets k (default %(default)s)")
@@ -82,15 +86,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default=str(ROOT / "results" / "bench_sweep_rotor.csv"))
     args = parser.parse_args(argv)
     return guarded("bench_sweep_rotor", lambda: _main(args),
-                   interrupted=f"interrupted: the finished rows are in {args.output} (as it was if none finished)")
+                   interrupted=f"interrupted: nothing kept; {args.output} is unchanged")
 
 
 def _main(args: argparse.Namespace) -> int:
     """The body of `main`: --output checked, the sweeps timed in a scratch folder (removed after), the
-    table printed and written; on Ctrl-C the rows finished so far are written to --output before the
-    interrupt goes on."""
+    table printed and written atomically; on Ctrl-C nothing is written (the rows are timed against each
+    other: a part of them is no table)."""
     check_out(args.output, "--output")
-    rows = rows_in_scratch("bench-sweep-rotor-", lambda work, rows: _measure(args, work, rows), args.output, FIELDS)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-sweep-rotor-") as work, \
+            progress(desc="bench_sweep_rotor", total=5, unit="step") as bar:
+        _measure(args, Path(work), rows, bar.update)
 
     import pandas as pd
 
@@ -99,9 +106,11 @@ def _main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _measure(args: argparse.Namespace, work: Path, rows: list[dict[str, Any]]) -> None:
+def _measure(args: argparse.Namespace, work: Path, rows: list[dict[str, Any]],
+             step: Callable[[], object] = lambda: None) -> None:
     """Append to `rows` the reference solve's row and each sweep's (shared table, one DP per budget; wall
-    seconds, each after an untimed warm-up of both), with the sweeps' files under `work`."""
+    seconds, each after an untimed warm-up of both), with the sweeps' files under `work`; `step()` after
+    each of the 5 steps (the reference, 2 warm-ups, 2 sweeps)."""
     from memsched.solvers.chain.dp import solve_rotor
     from memsched.solvers.chain.generate import random_chain
     from memsched.solvers.registry import get_problem
@@ -118,11 +127,13 @@ def _measure(args: argparse.Namespace, work: Path, rows: list[dict[str, Any]]) -
     one = time.perf_counter() - t0
     rows.append({"case": "one solve_rotor (largest budget)", "L": args.length, "budgets": 1, "slots": args.slots,
                  "seconds": one, "x_one_dp": 1.0, "max_rel_makespan_diff": None})
+    step()
     warm = work / "warmup"
     warm.mkdir()
     for shared in (True, False):  # untimed: run_sweep's one-time start-up is paid here, by neither timed sweep
         cfg = sweep_file(warm, chain_file, [fractions[0], fractions[-1]], args.slots, shared)
         _sweep(cfg, warm / cfg.stem)
+        step()
     objectives = {}
     for shared in (True, False):
         cfg = sweep_file(work, chain_file, fractions, args.slots, shared)
@@ -133,6 +144,7 @@ def _measure(args: argparse.Namespace, work: Path, rows: list[dict[str, Any]]) -
         rows.append({"case": f"sweep, {'one shared table' if shared else 'one DP per budget'}", "L": args.length,
                      "budgets": k, "slots": args.slots, "seconds": took, "x_one_dp": took / one,
                      "max_rel_makespan_diff": None})
+        step()
     diffs = [abs(a - b) / b for a, b in zip(objectives[True], objectives[False]) if a is not None and b]
     rows[1]["max_rel_makespan_diff"] = max(diffs) if diffs else None
 

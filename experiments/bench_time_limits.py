@@ -28,10 +28,17 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from memsched.experiments.benchtable import check_out, guarded, kept_on_interrupt, positive
+from memsched.experiments.benchtable import (
+    Resumable,
+    check_out,
+    guarded,
+    positive,
+    resumable,
+    settings_of,
+    write_frame,
+)
 from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import registry
-from memsched.solvers.jsonio import write_atomic
 
 OUT = Path("results/bench_time_limits.csv")
 
@@ -114,14 +121,21 @@ def allowed(limit: float) -> float:
 
 
 def run(limits: list[float], only: str | None = None, hogs: int = 0,
-        rows: list[dict[str, Any]] | None = None) -> pd.DataFrame:
+        rows: list[dict[str, Any]] | None = None, table: Resumable | None = None) -> pd.DataFrame:
     """Run each case at each time limit (seconds); one row per solver and limit (status, objective, bound, wall s).
     `hogs` busy processes run during the timed solves (not during the warm-up). Each row is appended to
-    `rows` (when given) as soon as it is measured, so a caller interrupted keeps the finished ones."""
-    rows = [] if rows is None else rows
+    `rows` (when given) as soon as it is measured, so a caller interrupted keeps the finished ones; with
+    `table` (`benchtable.resumable`; then `rows` is its rows) the runs it holds already are not made again."""
+    rows = table.rows if table is not None else [] if rows is None else rows
     for problem, solver, label, make, frac, opts in CASES:
         if only and only not in (problem, f"{problem}/{solver}"):
             continue
+        if table is not None:
+            kept = [limit for limit in limits if table.kept(problem, solver, label, limit) is not None]
+            if len(kept) == len(limits):
+                continue  # no warm-up for a case already done
+        else:
+            kept = []
         inst = make()
         desc = registry.get_problem(problem)
         budget = max(1, int(frac * desc.reference_peak(inst)))
@@ -136,10 +150,16 @@ def run(limits: list[float], only: str | None = None, hogs: int = 0,
         busy = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(hogs)]
         try:
             for limit in limits:
+                if limit in kept:
+                    continue
                 start = time.perf_counter()
                 res = registry.solve(problem, inst, solver, budget, time_limit=limit, **opts)
                 wall = time.perf_counter() - start
-                rows.append(_row(problem, solver, label, budget, limit, wall, res, hogs))
+                row = _row(problem, solver, label, budget, limit, wall, res, hogs)
+                if table is not None:
+                    table.add(row)
+                else:
+                    rows.append(row)
         finally:
             for proc in busy:
                 proc.kill()
@@ -168,7 +188,8 @@ def _row(problem: str, solver: str, label: str, budget: int, limit: float, wall:
 
 def main(argv: list[str] | None = None) -> int:
     """Check that solvers keep their time limits; print a table, write results/bench_time_limits.csv; exit 0 (2 on
-    a bad argument, 130 on Ctrl-C, the rows finished before it written)."""
+    a bad argument, 130 on Ctrl-C: the CSV as it was, the finished rows kept beside it for a rerun to resume
+    from)."""
     parser = ScriptParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="limits 0.1 and 1 s only")
     parser.add_argument("--limits", type=positive(float), nargs="+",
@@ -180,22 +201,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.only is not None and args.only not in only_choices():
         parser.error(f"--only: {args.only!r} is none of {', '.join(only_choices())}")
-    return guarded("bench_time_limits", lambda: _main(args),
-                   interrupted=f"interrupted: the finished rows are in {args.out} (as it was if none finished)")
+    return guarded("bench_time_limits", lambda: _main(args))
 
 
 def _main(args: argparse.Namespace) -> int:
     """The body of `main`: --out checked, the cases run, the table printed and written; on Ctrl-C the
-    rows finished so far are written to --out before the interrupt goes on."""
+    rows finished so far are kept beside --out and a rerun resumes from them (`benchtable.resumable`)."""
     check_out(args.out)
     limits = args.limits or ([0.1, 1.0] if args.quick else [0.1, 1.0, 10.0])
-    rows: list[dict[str, Any]] = []
-    with kept_on_interrupt(rows, args.out):
-        df = run(limits, args.only, args.hog, rows)
-    print()
-    print(df.drop(columns=["budget"]).to_string(index=False))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(args.out, lambda tmp: df.to_csv(tmp, index=False))
+    key = ("problem", "solver", "instance", "time_limit_s")
+    with resumable(args.out, None, {**settings_of(args), "limits": limits}, key) as table:
+        df = run(limits, args.only, args.hog, table=table)
+        print()
+        print(df.drop(columns=["budget"]).to_string(index=False))
+        write_frame(df, args.out)
     print(f"\n{int(df['kept'].sum())}/{len(df)} runs kept max(1.1 x limit, limit + 2 s); wrote {args.out}")
     return 0
 

@@ -82,7 +82,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from memsched.experiments.benchtable import check_out, guarded, positive, write_csv
+from memsched.experiments.benchtable import check_out, guarded, positive, resumable, settings_of, write_csv
 from memsched.experiments.script_args import ScriptParser
 from memsched.experiments.steady_malloc import run_with_pinned_malloc
 from memsched.experiments.vs_torch_report import (
@@ -392,7 +392,8 @@ def _budgets(text: str) -> tuple[float, ...]:
 def main(argv: list[str] | None = None) -> int:
     """Compare rotor schedules run by ChainExecutor with torch checkpointing (memory and step time); print a table,
     write the CSV (``--out``) and the figure; exit 0, 2 on an unknown model/size or a bad argument, 130 on Ctrl-C
-    (the models and sizes finished before it written)."""
+    (the files as they were, the models and sizes finished before it kept beside --out for a rerun to resume
+    from)."""
     parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="gpt2,resnet50")
     parser.add_argument("--sizes", default="small", help="comma-separated: tiny (tests), small, medium, large")
@@ -431,27 +432,20 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"bench_vs_torch: {err}", file=sys.stderr)
         return 2
-    return guarded("bench_vs_torch", lambda: _main(args, out, pairs),
-                   interrupted=f"interrupted: the finished models and sizes are in {out} (as it was if none finished); "
-                               "the figure and summaries were not redrawn")
+    return guarded("bench_vs_torch", lambda: _main(args, out, pairs))
 
 
 def _main(args: argparse.Namespace, out: Path, pairs: list[tuple[str, str]]) -> int:
     """The body of `main`: --out checked, each model and size run, the CSV, figure and summaries written;
-    on Ctrl-C the models and sizes finished so far are written to --out before the interrupt goes on."""
+    on Ctrl-C the files stay as they were and the models and sizes finished so far are kept beside --out, from
+    which the same command run again resumes (`benchtable.resumable`, one cell per model and size)."""
     check_out(out)
     torch.set_num_threads(args.threads)
-    rows: list[dict] = []
-    done: list[tuple[str, str]] = []
-    try:
+    with resumable(out, COLUMNS, {**settings_of(args, "update", "replot"), "pairs": pairs}, ("model", "size")) as table:
         for name, size in pairs:
-            rows += run_one(name, size, args)
-            done.append((name, size))
-    except KeyboardInterrupt:
-        if done:
-            _write_rows(rows, out, done, args)
-        raise
-    duels = _write_rows(rows, out, pairs, args)
+            if table.kept(name, size) is None:
+                table.add(*run_one(name, size, args))
+        duels = _write_rows(table.rows, out, pairs, args)
     rows = read_rows(out)
     figure(rows, out.with_suffix(".png"))
     for line in summary(rows, duels):

@@ -1,17 +1,23 @@
 """The ends of every benchmark script (`experiments/bench_*.py`): its arguments checked before any
 work (`check_out`, `positive`, `guarded`: one line and exit 2 for bad input, one line and exit 130
 for Ctrl-C), the CSV under results/ (written atomically, so an interrupted run never leaves half a
-file) and the table printed beside it."""
+file) and the table printed beside it.
+
+Resuming (`resumable`, `Resumable`): a bench that collects rows cell by cell (one cell: one solver
+run, one measured point) keeps the rows finished before a Ctrl-C in ``<out stem>.partial.csv`` beside
+its table (`partial_path`), never in the table itself, so a complete table is never replaced by a
+partial one; the same command run again takes the finished cells from that file (only when it was
+written with the same settings), runs the rest, writes the complete table atomically and removes the
+partial file. Figures go through `save_figure`, frames through `write_frame`: both atomic."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import csv
+import json
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +32,9 @@ def guarded(name: str, body: Callable[[], int], *, interrupted: str = "interrupt
 
     try:
         return body()
+    except Interrupted as err:  # says itself what was kept (`resumable`)
+        print(f"\n{name}: interrupted: {err}", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
         print(f"\n{name}: {interrupted}", file=sys.stderr)
         return 130
@@ -47,35 +56,6 @@ def check_out(path: str | Path, field: str = "--out") -> None:
         folder = folder.parent
     if not folder.is_dir() or not os.access(folder, os.W_OK):
         raise InputError(f"folder {str(folder)!r} is not writable", path=str(path), field=field)
-
-
-@contextlib.contextmanager
-def kept_on_interrupt(rows: list[dict[str, Any]], path: str | Path, fields: Sequence[str] | None = None
-                      ) -> Iterator[list[dict[str, Any]]]:
-    """Inside, a Ctrl-C writes the rows finished so far (`rows`, filled by the body) to `path` under
-    `fields` (default: the first row's keys) before the interrupt goes on; with none finished the file
-    stays as it was (`guarded` then prints the one line and returns 130)."""
-    try:
-        yield rows
-    except KeyboardInterrupt:
-        if rows:
-            write_csv(rows, path, list(fields) if fields is not None else list(rows[0]))
-        raise
-
-
-def rows_in_scratch(prefix: str, measure: Callable[[Path, list[dict[str, Any]]], None], path: str | Path,
-                    fields: Sequence[str]) -> list[dict[str, Any]]:
-    """The rows `measure(work, rows)` appends, run in a fresh scratch folder `work` (name starting with
-    `prefix`, removed after, whatever happens); a Ctrl-C writes the rows finished so far to `path`
-    under `fields` first (`kept_on_interrupt`)."""
-    work = Path(tempfile.mkdtemp(prefix=prefix))
-    rows: list[dict[str, Any]] = []
-    try:
-        with kept_on_interrupt(rows, path, fields):
-            measure(work, rows)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return rows
 
 
 def positive(kind: Callable[[str], Any] = float, *, zero: bool = False) -> Callable[[str], Any]:
@@ -131,6 +111,238 @@ def print_and_write_frame(frame: Any, path: str | Path, float_format: Callable[[
         print(frame.to_string(index=False, float_format=float_format))
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(out, index=False)
+    write_frame(frame, out)
     print(f"wrote {out}")
     return out
+
+
+class Interrupted(KeyboardInterrupt):
+    """A Ctrl-C that says what was kept (its text, e.g. "3 finished rows kept in results/x.partial.csv;
+    the same command resumes from them"): `guarded` prints it after ``NAME: interrupted:``."""
+
+
+def partial_path(out: str | Path) -> Path:
+    """Where an interrupted run of a bench writing the table `out` keeps its finished rows: beside it,
+    ``x.csv`` -> ``x.partial.csv`` (any other name: ``<name>.partial.csv``)."""
+    out = Path(out)
+    stem = out.name[:-len(".csv")] if out.name.endswith(".csv") else out.name
+    return out.with_name(f"{stem}.partial.csv")
+
+
+#: the first line of a partial file: this text, then the settings of the run as JSON
+_SETTINGS_LINE = "# memsched partial table; settings: "
+
+
+def _json(value: Any) -> Any:
+    """`value` as JSON can hold it: a numpy scalar as its Python value, anything else unknown as text."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def _text(value: Any) -> str:
+    """`value` as a partial file holds it: a text as it is when `_cell` reads it back so (readable),
+    anything else (and a text that reads as JSON, or is empty) as JSON."""
+    if isinstance(value, str) and value:
+        try:
+            json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value, default=_json)
+
+
+def _cell(text: str) -> Any:
+    """A value of a partial file read back (`_text`: JSON, or a text as it is), so a row comes back as it was."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _key_part(value: Any) -> str:
+    """A cell's key value as compared (1.0 and 1 differ; a number and its text do not)."""
+    return str(value)
+
+
+class Resumable:
+    """The rows of one bench run, cell by cell, with those of an interrupted earlier run of the same
+    settings (`partial_path`) reused. `rows`: this run's rows in cell order (reused and new); `key`: the
+    fields naming a row's cell; `fields`: the partial file's header (None: the rows' keys, first seen
+    first). The partial file is a CSV whose first line holds the settings and whose values are texts as
+    they are and anything else as JSON (`_text`), so that a row read back equals the row written.
+    Invariant: it only ever holds whole cells (a cell's rows are added at once)."""
+
+    def __init__(self, out: str | Path, fields: Sequence[str] | None, settings: Mapping[str, Any],
+                 key: Sequence[str]) -> None:
+        self.out = Path(out)
+        self.partial = partial_path(out)
+        self.fields = list(fields) if fields is not None else None
+        self.settings = json.dumps(settings, sort_keys=True, default=str)
+        self.key = list(key)
+        self.rows: list[dict[str, Any]] = []
+        self.reused = 0
+        self.bar: Any = None  # a tqdm bar moved by one per cell done (`resumable`'s `progress`)
+        self._kept: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        self._resumed = self._read()
+        for row in self._resumed:
+            self._kept.setdefault(self._key_of(row), []).append(row)
+
+    def _key_of(self, row: Mapping[str, Any]) -> tuple[str, ...]:
+        return tuple(_key_part(row.get(name)) for name in self.key)
+
+    def _read(self) -> list[dict[str, Any]]:
+        """The rows of the partial file when it holds this run's settings and fields (a note on stderr
+        either way), else none."""
+        if not self.partial.is_file():
+            return []
+        try:
+            with self.partial.open(newline="") as fh:
+                first = fh.readline().rstrip("\r\n")
+                reader = csv.DictReader(fh)
+                rows = [{k: _cell(v) for k, v in row.items() if k is not None and v not in ("", None)}
+                        for row in reader]
+                header = list(reader.fieldnames or ())
+        except (OSError, UnicodeDecodeError, csv.Error):
+            rows, first, header = [], "", []
+        fields = self.fields if self.fields is not None else header
+        same = first == _SETTINGS_LINE + self.settings and header[:len(fields)] == fields \
+            and all(name in header for name in self.key)
+        if not same:
+            print(f"note: {self.partial} is not from a run with these settings: not resumed "
+                  "(an interrupt replaces it)", file=sys.stderr)
+            return []
+        print(f"resuming from {self.partial} ({len(rows)} finished rows)", file=sys.stderr)
+        return rows
+
+    def kept(self, *values: Any) -> list[dict[str, Any]] | None:
+        """The rows of the cell named by `values` (in `key` order) that an interrupted run finished,
+        now added to `rows`, else None (the cell is to be run; its rows go to `add`)."""
+        found = self._kept.pop(tuple(_key_part(v) for v in values), None)
+        if found is not None:
+            self.rows.extend(found)
+            self.reused += len(found)
+            if self.bar is not None:
+                self.bar.update()
+        return found
+
+    def take_all(self) -> list[dict[str, Any]] | None:
+        """For a bench that keeps its whole table in the partial file (rewriting it with `keep` as it
+        goes): every row that file holds, in its order (now `rows`), else None (none to resume)."""
+        if not self._resumed:
+            return None
+        self.rows = list(self._resumed)
+        self.reused = len(self.rows)
+        self._kept.clear()
+        return list(self.rows)
+
+    def add(self, *rows: dict[str, Any]) -> None:
+        """Add one finished cell's rows (all of them at once: the partial file keeps whole cells)."""
+        self.rows.extend(rows)
+        if self.bar is not None:
+            self.bar.update()
+
+    def cell(self, key: Sequence[Any], make: Callable[[], dict[str, Any] | list[dict[str, Any]]]
+             ) -> list[dict[str, Any]]:
+        """The rows of the cell named by `key` (`key` order): those kept, else ``make()`` (a row or a
+        list of rows), added."""
+        found = self.kept(*key)
+        if found is None:
+            made = make()
+            found = [made] if isinstance(made, dict) else list(made)
+            self.add(*found)
+        return found
+
+    def keep(self) -> Path:
+        """Write `rows` to the partial file (atomically, the settings line first); returns its path."""
+        from memsched.solvers.jsonio import write_atomic
+
+        fields = list(dict.fromkeys([*(self.fields or ()), *(k for r in self.rows for k in r)]))  # extras kept too
+
+        def write(tmp: Path) -> None:
+            with tmp.open("w", newline="") as fh:
+                fh.write(_SETTINGS_LINE + self.settings + "\n")
+                writer = csv.DictWriter(fh, fieldnames=fields, lineterminator="\n")
+                writer.writeheader()
+                # `_text` (a missing value: empty), so that None, "" and 1 / "1" come back apart
+                writer.writerows({k: _text(v) for k, v in row.items()} for row in self.rows)
+
+        self.partial.parent.mkdir(parents=True, exist_ok=True)
+        return write_atomic(self.partial, write)
+
+
+@contextlib.contextmanager
+def resumable(out: str | Path, fields: Sequence[str] | None, settings: Mapping[str, Any], key: Sequence[str],
+              *, bar: str | None = None, total: int | None = None) -> Iterator[Resumable]:
+    """A `Resumable` for the bench writing the table `out` (`settings`: JSON-able, whatever changes the
+    rows; `key`: the fields naming a cell). Write the complete table inside the block: leaving it
+    normally removes the partial file. A Ctrl-C inside writes the rows finished so far to the partial
+    file instead of `out` (which stays as it was) and goes on as an `Interrupted` saying where they are
+    (`guarded` prints it); with none finished, any earlier partial file stays too. `bar`: the label of a
+    progress bar on stderr (`progress`) counting the cells done (of `total` when given)."""
+    table = Resumable(out, fields, settings, key)
+    try:
+        if bar is not None:
+            table.bar = progress(desc=bar, total=total)
+        yield table
+    except KeyboardInterrupt:
+        if table.bar is not None:
+            table.bar.close()
+        if not table.rows:
+            raise Interrupted(f"nothing finished; {table.out} is unchanged") from None
+        from memsched.experiments.cli import interrupts_deferred
+
+        try:
+            with interrupts_deferred():  # a second Ctrl-C waits until the partial file is in place
+                table.keep()
+        except KeyboardInterrupt:
+            pass
+        where = table.partial
+        raise Interrupted(f"{len(table.rows)} finished rows kept in {where} ({table.out} is unchanged); "
+                          "the same command resumes from them") from None
+    finally:
+        if table.bar is not None:
+            table.bar.close()
+    table.partial.unlink(missing_ok=True)
+
+
+def progress(iterable: Iterable[Any] | None = None, *, desc: str, total: int | None = None,
+             unit: str = "cell") -> Any:
+    """A tqdm progress bar on stderr (`desc`; `total` steps of `unit`, None: counted only) over
+    `iterable`, or to move by hand (``.update()``) without one; also a context manager that closes
+    it. Left on screen only while it runs."""
+    from tqdm import tqdm
+
+    return tqdm(iterable, desc=desc, total=total, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True)
+
+
+def write_frame(frame: Any, path: str | Path, **to_csv: Any) -> Path:
+    """Write the pandas DataFrame `frame` to the CSV `path` (parents created; no index unless
+    ``index=True`` is passed; other `to_csv` options as pandas') through a temporary file renamed into
+    place: a failure or Ctrl-C leaves the old file. Returns the path."""
+    from memsched.solvers.jsonio import write_atomic
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    to_csv.setdefault("index", False)
+    return write_atomic(path, lambda tmp: frame.to_csv(tmp, **to_csv))
+
+
+def save_figure(fig: Any, path: str | Path, **savefig: Any) -> Path:
+    """Save the matplotlib figure `fig` to `path` (format from its suffix unless ``format`` is given;
+    other `savefig` options as matplotlib's, e.g. ``dpi``): drawn in memory first, then written through
+    a temporary file renamed into place, so a failure or Ctrl-C leaves the old file. Returns the path."""
+    import io
+
+    from memsched.solvers.jsonio import write_atomic
+
+    path = Path(path)
+    savefig.setdefault("format", path.suffix.lstrip(".") or None)
+    buf = io.BytesIO()
+    fig.savefig(buf, **savefig)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomic(path, lambda tmp: tmp.write_bytes(buf.getvalue()))
+
+
+def settings_of(args: argparse.Namespace, *omit: str) -> dict[str, Any]:
+    """A bench's options as `resumable` settings: every argument but the output paths (``out``,
+    ``output``, ``figure``) and `omit` (those that do not change the rows)."""
+    skip = {"out", "output", "figure", *omit}
+    return {k: v for k, v in sorted(vars(args).items()) if k not in skip}

@@ -19,4 +19,5 @@ class ScriptParser(argparse.ArgumentParser):
     Subparsers made by `add_subparsers` are of this class too (argparse's default: the parser's type)."""
 
     def error(self, message: str) -> NoReturn:
+        """Print ``PROG: error: MESSAGE`` on one line and exit 2 (argparse's own prints its usage block first)."""
         self.exit(2, f"{self.prog}: error: {' '.join(message.splitlines())}\n")
