@@ -73,9 +73,12 @@ def test_predicted_peak_is_what_both_methods_measure(name, solver, fraction):
     tracker_pred = max(executor.predicted_memory(seq, sim, "tracker"))
     alloc_pred = max(executor.predicted_memory(seq, sim, "allocator"))
     assert tracker_pred <= sim.peak_memory  # the graph's workspaces: the largest temporaries
-    assert abs(step.peak_memory / tracker_pred - 1) <= 0.05, (step.peak_memory, tracker_pred)
+    # exact to the byte on the machines tried; which schedule the solvers pick follows the measured
+    # times, so a defect in some schedules' prediction shows here only now and then (tests/test_graphpeak42.py
+    # runs fixed ones)
+    assert abs(step.peak_memory / tracker_pred - 1) <= 0.01, (step.peak_memory, tracker_pred)
     assert step.independent_peak is not None
-    assert abs(step.independent_peak / alloc_pred - 1) <= 0.05, (step.independent_peak, alloc_pred)
+    assert abs(step.independent_peak / alloc_pred - 1) <= 0.01, (step.independent_peak, alloc_pred)
     assert getattr(step, "tracker_predicted_peak", None) in (None, tracker_pred)
 
 

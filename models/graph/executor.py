@@ -69,7 +69,10 @@ measured costs (`models.graph.profile`) records them per node and method in
 ``meta["temporaries"]`` (their maximum over methods is the node's ``workspace`` W_v, which the
 simulator and the solvers charge); the predicted peak is the maximum over steps of the
 simulator's memory less W_v plus the method's temporaries of the step's node
-(`GraphExecutor.predicted_memory`). The temporaries are profiled on a node's first computation; a
+(`GraphExecutor.predicted_memory`), where a forward computation that keeps no tape is charged its
+output and its temporaries without grad, and a tape's saved tensors only until the last B_v that
+uses it (the graph's ``meta["untaped"]``, ``meta["untaped_temporaries"]``, ``meta["released"]``;
+`GraphExecutor.untaped_excess`). The temporaries are profiled on a node's first computation; a
 later computation of B_v (or of the loss) makes no parameter gradient, so its prediction leaves the
 bytes of the gradients of v's parameters (the loss: ``loss_fn``'s) out of them
 (`GraphExecutor.rerun_gradient_bytes`): exact when the first computation's temporaries peak with
@@ -676,16 +679,74 @@ class GraphExecutor:
         temps = records.get(method, records.get("tracker", {}))  # no allocator record: the tracker's
         work = self.graph.workspace  # the simulator charged W_v; the method's own temporaries replace it
         shared = shared_storage_excess(self.graph, seq, sim.retention_end)  # charged twice by the simulator
+        untaped = self.untaped_excess(seq, sim.retention_end)  # tapes dropped before their copies
         skipped = self.rerun_gradient_bytes(seq)  # a re-run makes no parameter gradient (`_backward`, `_loss`)
-        out = [int(mem) - int(work[v]) + max(0, int(temps.get(self.graph.names[v], 0)) - skip) - extra
-               for v, mem, extra, skip in zip(seq, sim.memory, shared, skipped)]
+        kept = [int(mem) - int(work[v]) - extra - less for v, mem, extra, less in zip(seq, sim.memory, shared, untaped)]
+        out = [k + max(0, int(temps.get(self.graph.names[v], 0)) - skip) for v, k, skip in zip(seq, kept, skipped)]
+        released = (meta.get("released") or {}).get(method, {})
+        if released:  # a backward node that drops its tape frees the tape's saved tensors as it runs
+            _, retain_at = self._tape_plan(list(seq))
+            for s, v in enumerate(seq):
+                if v in self.fwd_of and s not in retain_at:
+                    out[s] -= max(0, int(released.get(self.graph.names[v], 0)))
+        plain = meta.get("untaped_temporaries") or {}
+        if plain:  # a computation without a tape: its output and the temporaries profiled without grad
+            outputs, plain_temps = meta.get("untaped") or {}, plain.get(method, plain.get("tracker", {}))
+            for s in self.tapeless_steps(seq):
+                name = self.graph.names[seq[s]]
+                if name in outputs:
+                    less = max(0, int(self.graph.cost_ram[seq[s]]) - max(0, int(outputs[name])))
+                    out[s] = kept[s] - less + max(0, int(plain_temps.get(name, 0)))
         if method == "allocator":  # the state after the loss, kept when a random node is computed after it
             found = {self.graph.names.index(name) for name in meta.get("random_nodes", ())} if random is None \
                 else set(random)
             last = max((s for s, v in enumerate(seq) if v == self.loss), default=len(seq))
             if any(v in found for v in seq[last + 1:]):
-                out = with_rng_states(list(enumerate(out)), [(last, int(meta.get("rng_state_bytes", 0)))])
+                state = int(meta.get("rng_state_bytes", 0))
+                # taken when the loss is done, its temporaries freed: at its step, on top of what it keeps only
+                out[last] = max(out[last], kept[last] + state)
+                out = with_rng_states(list(enumerate(out)), [(last + 1, state)])
         return out
+
+    def tapeless_steps(self, seq: Sequence[int]) -> list[int]:
+        """The steps of `seq` that compute a forward node without a tape (no B_v uses the computation:
+        `_tape_plan`; it runs under ``torch.no_grad()``)."""
+        tape_at, _ = self._tape_plan(list(seq))
+        return [s for s, v in enumerate(seq) if v in self.plan.ops and s not in tape_at]
+
+    def untaped_excess(self, seq: Sequence[int], retention_end: Sequence[int]) -> list[int]:
+        """Per step of `seq`: the bytes the simulator charges for forward copies' tapes that no longer
+        exist. The graph's ``cost_ram`` of a forward node v is what its computation with a tape keeps
+        (with ``ram="tape"``: its output and the tape's internal saved tensors, such as dropout's mask,
+        layer norm's statistics, attention's weights); ``meta["untaped"]`` (`models.graph.profile`)
+        records the output's bytes where they are less. The simulator charges the whole copy from its
+        step s to its last consumer (`retention_end`); the executor holds the tape's part only until
+        the last B_v that uses the tape (`_tape_plan`; it is dropped there), and not at all after a
+        computation that keeps no tape (one no B_v uses: recomputed before B_v). Step s itself is
+        not in it: `predicted_memory` charges a tapeless computation its output and its temporaries
+        profiled without grad (dropout still draws its mask). Graphs without the record: zeros."""
+        recorded = self.graph.meta.get("untaped") or {}
+        if not recorded:
+            return [0] * len(seq)
+        tape_end = {}  # forward step -> the last backward step that uses its tape
+        latest: dict[int, int] = {}
+        for s, v in enumerate(seq):
+            if v in self.plan.ops:
+                latest[v] = s
+            elif v in self.fwd_of and self.fwd_of[v] in latest:
+                tape_end[latest[self.fwd_of[v]]] = s
+        excess = np.zeros(len(seq) + 1, dtype=np.int64)
+        for s, v in enumerate(seq):
+            name = self.graph.names[v]
+            if v not in self.plan.ops or name not in recorded:
+                continue
+            held = min(tape_end.get(s, s), retention_end[s])  # the tape's part lives to here
+            if held >= retention_end[s]:
+                continue
+            less = max(0, int(self.graph.cost_ram[v]) - max(0, int(recorded[name])))
+            excess[held + 1] += less
+            excess[retention_end[s] + 1] -= less
+        return [int(e) for e in np.cumsum(excess[:len(seq)])]
 
     def rerun_gradient_bytes(self, seq: Sequence[int]) -> list[int]:
         """Per step of `seq`: the bytes of parameter gradients that the step's node's profiled temporaries

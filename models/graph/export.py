@@ -481,6 +481,9 @@ def _in_step_costs(graph: Graph, blocks: Any, loss_fn: LossFn, example_input: to
     if sizes:
         meta["temporaries"] = prof.temporaries(graph.names)
         meta["passes"] = prof.passes(graph.names)
+        meta["untaped"] = prof.untaped(graph.names)
+        meta["untaped_temporaries"] = prof.untaped_temporaries(graph.names)
+        meta["released"] = prof.released(graph.names)
         meta["random_nodes"] = [graph.names[v] for v in prof.random]
         meta["rng_state_bytes"] = int(torch.get_rng_state().numel())
     out = dataclasses.replace(graph, cost_cpu=list(prof.ms), cost_ram=prof.kept if sizes else graph.cost_ram,

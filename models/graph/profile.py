@@ -31,6 +31,13 @@ measured step takes, and reads per node:
   gradient before it is added into ``.grad``, the intermediate gradients of a loss, and, seen
   by the allocator only, kernel scratch buffers (oneDNN convolutions: about their output's
   size). `temporaries` gives them per node: rise - new bytes kept (kept less passed), at least 0;
+- ``output`` and ``plain_rise``: per forward node, its output's new bytes (where below ``kept``:
+  the rest is its tape's saved tensors, which a computation without a tape does not keep) and its
+  rise when computed under ``torch.no_grad()`` (one more forward of the graph order, per method);
+  ``released``: per backward node, how far its rise stays below the new bytes it keeps (autograd
+  frees the tape's saved tensors while it runs). The executor's prediction uses them for the
+  computations that keep no tape and the tapes dropped before their copies
+  (`models.graph.executor.GraphExecutor.untaped_excess`);
 - ``random``: the forward nodes that draw random numbers (dropout): a schedule that computes one
   again keeps the CPU RNG state of its first computation until the step ends
   (`models.measure.RngStates`), bytes the allocator sees and the tracker does not.
@@ -74,6 +81,14 @@ class NodeProfile:
     samples: list[list[float]] = field(default_factory=list, repr=False)
     #: node -> {predecessor node: bytes of that predecessor's copy this node's copy shares} (pass-throughs)
     passed: dict[int, dict[int, int]] = field(default_factory=dict)
+    #: forward node -> bytes of the new storages of its output alone (what a computation without a tape
+    #: keeps), recorded where less than its kept bytes (its tape's internal saved tensors are the rest)
+    output: dict[int, int] = field(default_factory=dict)
+    #: method ("tracker", "allocator") -> per node: the peak rise of its computation without a tape
+    #: (bytes; forward nodes only, 0 elsewhere), from one forward of the graph order under torch.no_grad
+    plain_rise: dict[str, list[int]] = field(default_factory=dict)
+    #: the backward nodes (indices) that dropped their tape (`released`)
+    backward: set[int] = field(default_factory=set)
 
     def temporaries(self, names: list[str]) -> dict[str, dict[str, int]]:
         """method ("tracker", "allocator") -> node name -> bytes of its temporaries (rise - the new
@@ -84,6 +99,34 @@ class NodeProfile:
         for method, rise in (("tracker", self.rise), ("allocator", self.alloc_rise)):
             if rise is not None:
                 out[method] = {names[v]: int(r - k) for v, (r, k) in enumerate(zip(rise, new)) if r > k}
+        return out
+
+    def released(self, names: list[str]) -> dict[str, dict[str, int]]:
+        """method -> backward node name -> bytes its peak stays below the new bytes it keeps (the
+        graph's ``meta["released"]``): autograd frees the tape's saved tensors (attention's weights)
+        as it goes, before the last of the gradients it returns is made, so the node's rise is less
+        than its copy; nodes without any left out."""
+        new = [k - sum(self.passed.get(v, {}).values()) for v, k in enumerate(self.kept)]
+        out: dict[str, dict[str, int]] = {}
+        for method, rise in (("tracker", self.rise), ("allocator", self.alloc_rise)):
+            if rise is not None:
+                out[method] = {names[v]: int(k - r) for v, (r, k) in enumerate(zip(rise, new))
+                               if v in self.backward and r < k}
+        return out
+
+    def untaped(self, names: list[str]) -> dict[str, int]:
+        """`output` by node names (the graph's ``meta["untaped"]``): forward node -> bytes a computation
+        that keeps no tape (`models.graph.executor`: one no B_v uses) keeps until its copy is dropped."""
+        return {names[v]: int(b) for v, b in sorted(self.output.items())}
+
+    def untaped_temporaries(self, names: list[str]) -> dict[str, dict[str, int]]:
+        """method -> node name -> bytes of the temporaries of a computation without a tape (its rise
+        above its output's bytes, `plain_rise`), for the nodes of `untaped` that have any (the graph's
+        ``meta["untaped_temporaries"]``: without grad, attention keeps fewer of its weights at once,
+        dropout still draws its mask)."""
+        out: dict[str, dict[str, int]] = {}
+        for method, rise in self.plain_rise.items():
+            out[method] = {names[v]: int(rise[v] - b) for v, b in sorted(self.output.items()) if rise[v] > b}
         return out
 
     def passes(self, names: list[str]) -> dict[str, dict[str, int]]:
@@ -126,6 +169,7 @@ class _Probe:
         self.times: list[list[float]] = [[] for _ in range(n)]
         self.kept = [0] * n
         self.passed: dict[int, dict[int, int]] = {}
+        self.output: dict[int, int] = {}  # forward node -> its output's new bytes, where below its kept bytes
         self.preds: list[list[int]] = [[] for _ in range(n)]  # the graph's, to name a passed storage's source
         self.rise = [0] * n
         self.level = 0
@@ -157,6 +201,9 @@ class _Probe:
         v = self.seq[s]
         if v in self.forward:
             kept = self.tracker.current - self.level
+            output = self._new_bytes(run.copies[v][1])
+            if output < kept:
+                self.output[v] = output
         else:
             seen: dict[int, int] = {}
             for t in tree_flatten(run.copies[v][1])[0]:
@@ -175,6 +222,17 @@ class _Probe:
         if self.cuda is not None:
             torch.cuda.synchronize(self.cuda)
             self.cuda_rise[v] = max(0, int(torch.cuda.max_memory_allocated(self.cuda) - self.cuda_level))
+
+    def _new_bytes(self, value: Any) -> int:
+        """Bytes of the storages of `value`'s tensors made since the step began, each counted once."""
+        assert self.tracker is not None
+        seen: dict[int, int] = {}
+        for t in tree_flatten(value)[0]:
+            if isinstance(t, torch.Tensor) and t.numel():
+                key = storage_key(t)
+                if key not in seen and not self.tracker.same_storage(key, self.live):
+                    seen[key] = int(t.untyped_storage().nbytes())
+        return sum(seen.values())
 
     def _passed_from(self, v: int, key: int, nbytes: int, run: Any) -> bool:
         """Record that node v's copy passes on the storage `key` (`nbytes`) of a predecessor's
@@ -268,10 +326,43 @@ def profile_nodes(executor: Any, inputs: torch.Tensor, target: Any, *, repeats: 
         with allocator_events() as prof:
             executor._run(seq, frees, tape_at, retain_at, inputs, target, seed, False, False, clock, probe=ranges)
         alloc_rise = _allocator_rises(prof, seq, graph.n)
+    plain_rise = _plain_rises(executor, inputs, target, clock, seed)
     timer.times = [[] for _ in range(graph.n)]
     for _ in range(max(1, repeats)):
         executor._run(seq, frees, tape_at, retain_at, inputs, target, seed, False, False, clock, probe=timer)
     ms = [float(statistics.median(ts)) for ts in timer.times]
     spread = [(max(ts) - min(ts)) / m if m > 0 else 0.0 for ts, m in zip(timer.times, ms)]
     return NodeProfile(ms, spread, sizer.kept, sizer.rise, max(1, repeats), max(0, warmup), clock, alloc_rise,
-                       sorted(sizer.random), timer.times, sizer.passed)
+                       sorted(sizer.random), timer.times, sizer.passed, sizer.output, plain_rise,
+                       set(executor.fwd_of))
+
+
+def _plain_rises(executor: Any, inputs: torch.Tensor, target: Any, clock: str, seed: int) -> dict[str, list[int]]:
+    """Per method: each forward node's peak rise (bytes) when computed without a tape, as a
+    schedule's computation that no B_v uses runs (`GraphExecutor._compute` under ``torch.no_grad``),
+    from the graph order's forward nodes alone (every copy kept: drops only lower a rise); by the
+    tracker, and by the CPU allocator's events on CPU (``torch.cuda.max_memory_allocated`` on CUDA)."""
+    from memsched.models.buffers import restore_buffers, snapshot_buffers, step_modules
+
+    graph = executor.graph
+    fwd = [v for v in range(graph.n) if v in executor.plan.ops]
+    saved = snapshot_buffers(step_modules(executor.blocks, executor.loss_fn))  # no step: put them back
+    try:
+        executor._run(fwd, {}, set(), set(), inputs, target, seed, False, False, clock)  # first-call caches
+        plain = _Probe(fwd, graph.n, clock, LiveTensorTracker(), inputs.device)
+        plain.forward = set(fwd)
+        with plain.tracker:  # type: ignore[union-attr]
+            executor._run(fwd, {}, set(), set(), inputs, target, seed, False, False, clock, probe=plain)
+        out = {"tracker": plain.rise}
+        if inputs.device.type == "cuda":
+            out["allocator"] = plain.cuda_rise
+        elif inputs.device.type == "cpu":
+            from memsched.models.alloc_probe import allocator_events
+
+            ranges = _RangeProbe(fwd, graph.n, clock)
+            with allocator_events() as prof:
+                executor._run(fwd, {}, set(), set(), inputs, target, seed, False, False, clock, probe=ranges)
+            out["allocator"] = _allocator_rises(prof, fwd, graph.n)
+    finally:
+        restore_buffers(saved)
+    return out

@@ -473,7 +473,7 @@ def _check_executor_meta(meta: dict[str, Any], names: set[str], path: str | None
         if name not in names:
             raise InputError(f"{name!r} is not the name of a node", path=path, field=field)
 
-    for key in ("temporaries", "passes"):
+    for key in ("temporaries", "passes", "untaped_temporaries", "released"):
         table = meta.get(key)
         if table is None:
             continue
@@ -485,6 +485,13 @@ def _check_executor_meta(meta: dict[str, Any], names: set[str], path: str | None
             for name, value in inner.items():
                 node(name, f"graph.meta.{key}.{outer}.{name}")
                 size(value, f"graph.meta.{key}.{outer}.{name}")
+    untaped = meta.get("untaped")
+    if untaped is not None:
+        if not isinstance(untaped, dict):
+            raise InputError("must be an object of node names -> bytes", path=path, field="graph.meta.untaped")
+        for name, value in untaped.items():
+            node(name, f"graph.meta.untaped.{name}")
+            size(value, f"graph.meta.untaped.{name}")
     random = meta.get("random_nodes")
     if random is not None:
         if not isinstance(random, list):
