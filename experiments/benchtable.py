@@ -268,16 +268,28 @@ class Resumable:
         return write_atomic(self.partial, write)
 
 
+def _file_state(path: Path) -> tuple[int, ...] | None:
+    """What tells whether the file `path` was (re)written since: its device, inode, size and modification
+    time (ns; an atomic write renames a new file into place, so the inode changes too), None when absent."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 @contextlib.contextmanager
 def resumable(out: str | Path, fields: Sequence[str] | None, settings: Mapping[str, Any], key: Sequence[str],
               *, bar: str | None = None, total: int | None = None) -> Iterator[Resumable]:
     """A `Resumable` for the bench writing the table `out` (`settings`: JSON-able, whatever changes the
     rows; `key`: the fields naming a cell). Write the complete table inside the block: leaving it
     normally removes the partial file. A Ctrl-C inside writes the rows finished so far to the partial
-    file instead of `out` (which stays as it was) and goes on as an `Interrupted` saying where they are
-    (`guarded` prints it); with none finished, any earlier partial file stays too. `bar`: the label of a
-    progress bar on stderr (`progress`) counting the cells done (of `total` when given)."""
+    file instead of `out` (which stays as it was, unless the block had written it already: the message
+    then says so) and goes on as an `Interrupted` saying where they are (`guarded` prints it); with none
+    finished, any earlier partial file stays too. `bar`: the label of a progress bar on stderr
+    (`progress`) counting the cells done (of `total` when given)."""
     table = Resumable(out, fields, settings, key)
+    before = _file_state(table.out)
     try:
         if bar is not None:
             table.bar = progress(desc=bar, total=total)
@@ -285,8 +297,11 @@ def resumable(out: str | Path, fields: Sequence[str] | None, settings: Mapping[s
     except KeyboardInterrupt:
         if table.bar is not None:
             table.bar.close()
+        # the block may have written the complete table before the Ctrl-C (e.g. while a figure was drawn)
+        state = (f"{table.out} was written before the interrupt" if _file_state(table.out) != before
+                 else f"{table.out} is unchanged")
         if not table.rows:
-            raise Interrupted(f"nothing finished; {table.out} is unchanged") from None
+            raise Interrupted(f"nothing finished; {state}") from None
         from memsched.experiments.cli import interrupts_deferred
 
         try:
@@ -295,7 +310,7 @@ def resumable(out: str | Path, fields: Sequence[str] | None, settings: Mapping[s
         except KeyboardInterrupt:
             pass
         where = table.partial
-        raise Interrupted(f"{len(table.rows)} finished rows kept in {where} ({table.out} is unchanged); "
+        raise Interrupted(f"{len(table.rows)} finished rows kept in {where} ({state}); "
                           "the same command resumes from them") from None
     finally:
         if table.bar is not None:

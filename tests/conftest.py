@@ -2,11 +2,13 @@
 of a sweep file built from Python values (test modules import it: ``from conftest import sweep_toml``),
 and `trains_like_plain_autograd`, the check of the trainers (`memsched.ScheduledChain` / `ScheduledGraph`);
 the helpers several test modules share (tests never import each other): the chain brute forces, random
-chains and budget draws of the property tests, pipeline, offloading and graph instances."""
+chains and budget draws of the property tests, pipeline, offloading and graph instances, and the partial
+table an interrupted bench keeps beside its CSV (`partial_of`, `partial_table`)."""
 
 from __future__ import annotations
 
 import argparse
+import csv
 import functools
 import io
 import json
@@ -751,3 +753,46 @@ def wait_for(pred: Any, timeout: float) -> bool:
             return True
         time.sleep(0.1)
     return bool(pred())
+
+
+#: the start of a bench's partial file (experiments/benchtable.py, `resumable`): then the run's settings as JSON
+PARTIAL_SETTINGS = "# memsched partial table; settings: "
+
+
+def partial_of(out: Path) -> Path:
+    """The partial file of a bench writing the table `out`: ``x.csv`` -> ``x.partial.csv`` beside it."""
+    return out.with_name(out.name.removesuffix(".csv") + ".partial.csv")
+
+
+def partial_table(out: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    """(header, rows) of the partial file an interrupted bench kept beside its table `out` (`partial_of`): its
+    first line (the settings) checked and skipped; a value read back as the bench reads it (JSON, else the
+    text as it is), so 4, 0.5, None and "4" come back apart; an empty cell (a missing value) left out."""
+    path = partial_of(out)
+    lines = path.read_text().splitlines(keepends=True)
+    assert lines and lines[0].startswith(PARTIAL_SETTINGS), lines[:1]
+    json.loads(lines[0][len(PARTIAL_SETTINGS):])  # the settings: JSON
+
+    def value(text: str) -> Any:
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+
+    reader = csv.DictReader(lines[1:])
+    rows = [{k: value(v) for k, v in row.items() if v} for row in reader]
+    return list(reader.fieldnames or ()), rows
+
+
+def shown_lines(text: str) -> list[str]:
+    """The non-blank lines `text` (a command's stderr) leaves on a terminal: each line's carriage-return
+    segments written over each other, so a progress bar that erased itself (tqdm, ``leave=False``) is gone and
+    one left on screen stays."""
+    lines = []
+    for line in text.split("\n"):
+        screen = ""
+        for segment in line.split("\r"):
+            screen = segment + screen[len(segment):]
+        if screen.strip():
+            lines.append(screen.rstrip())
+    return lines

@@ -1,6 +1,7 @@
 """The benchmark scripts bench_papers_graphs, bench_graph, bench_chain_exact and bench_offload_pofo as
 commands: arguments refused up front (one line, exit 2) without touching --out, Ctrl-C as one line and
-exit 130 with the finished rows kept, reruns that keep the rows they do not redo, and --out honoured.
+exit 130 with --out as it was and the finished rows kept beside it in ``<out stem>.partial.csv`` (the same
+command resumes from them), reruns that keep the rows they do not redo, and --out honoured.
 Every run writes under tmp_path (tiny instances, fast solvers or monkeypatched ones)."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import partial_of, partial_table, shown_lines
 from memsched.experiments import bench_chain_exact, bench_graph, bench_offload_pofo
 from memsched.experiments import bench_papers_graphs as papers
 from memsched.solvers.errors import InputError
@@ -33,7 +35,18 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 def _err_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
-    return [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    """The lines stderr leaves on a terminal (a progress bar that erased itself is not one)."""
+    return shown_lines(capsys.readouterr().err)
+
+
+def _interrupted_line(capsys: pytest.CaptureFixture[str], name: str, out: Path) -> str:
+    """The one line stderr shows after a Ctrl-C with finished rows: it names the partial file and says --out is
+    unchanged."""
+    err = _err_lines(capsys)
+    assert len(err) == 1, err
+    assert err[0].startswith(f"{name}: interrupted: ") and f"kept in {partial_of(out)} " in err[0], err
+    assert f"({out} is unchanged)" in err[0] and "the same command resumes" in err[0], err
+    return err[0]
 
 
 def _no_solving(*a: Any, **k: Any) -> Any:
@@ -172,20 +185,29 @@ def test_graph_says_wrote_only_after_a_write(tmp_path, fast_graph, monkeypatch, 
 
 def test_graph_ctrl_c_is_exit_130_with_the_finished_rows(tmp_path, fast_graph, monkeypatch, capsys):
     real = bench_graph.registry.solve
-    calls: list[str] = []
+    calls: list[int] = []
+    stop = [True]
 
     def stop_second(*a: Any, **k: Any) -> Any:
-        calls.append(a[2])
-        if len(calls) > 1:
+        calls.append(a[3])  # the budget
+        if stop[0] and len(calls) > 1:
             raise KeyboardInterrupt
         return real(*a, **k)
 
     monkeypatch.setattr(bench_graph.registry, "solve", stop_second)
     out = tmp_path / "a.csv"
-    assert _rc(bench_graph.main, ["--quick", "--graphs", "linear", "--solvers", "dtr", "--out", str(out)]) == 130
-    err = _err_lines(capsys)
-    assert len(err) == 1 and "interrupted" in err[0] and str(out) in err[0]
-    assert len(_rows(out)) == 1
+    argv = ["--quick", "--graphs", "linear", "--solvers", "dtr", "--out", str(out)]
+    assert _rc(bench_graph.main, argv) == 130
+    _interrupted_line(capsys, "bench_graph", out)
+    assert not out.exists()  # none before: none after
+    _, kept = partial_table(out)
+    assert [(r["solver"], r["budget"]) for r in kept] == [("dtr", calls[0])] and kept[0]["makespan"] > 0
+    stop[0], first = False, calls[0]
+    calls.clear()
+    assert _rc(bench_graph.main, argv) == 0  # the same command resumes: the finished budget is not solved again
+    rows = _rows(out)
+    assert first not in calls and len(calls) == len(rows) - 1 >= 1
+    assert rows[0]["budget"] == str(first) and not partial_of(out).exists()
 
 
 def test_graph_a_folder_as_out_is_exit_2(tmp_path, monkeypatch, capsys):
@@ -243,10 +265,25 @@ def test_chain_exact_ctrl_c_keeps_the_finished_rows(old_csv, monkeypatch, capsys
 
     monkeypatch.setattr(bench_chain_exact, "solve", stop_second)
     argv = _chain_args(old_csv, "--fractions", "0.5", "0.9", *(["--append"] if append else []))
+    before = old_csv.read_bytes()
     assert _rc(bench_chain_exact.main, argv) == 130
+    _interrupted_line(capsys, "bench_chain_exact", old_csv)
+    assert old_csv.read_bytes() == before  # never replaced by a part of a table
+    _, kept = partial_table(old_csv)
+    assert [(r["solver"], r["status"], r["fraction"]) for r in kept] == [("cpsat", "optimal", 0.5)]
+
+    def count(*a: Any, **k: Any) -> Any:
+        if a[2] == "cpsat":
+            calls.append(a[2])
+        return real(*a, **k)
+
+    monkeypatch.setattr(bench_chain_exact, "solve", count)
+    calls.clear()
+    assert _rc(bench_chain_exact.main, argv) == 0  # the same command resumes: only fraction 0.9 is solved
+    assert calls == ["cpsat"] and not partial_of(old_csv).exists()
     rows = _rows(old_csv)
-    assert [r["solver"] for r in rows] == (["earlier", "cpsat"] if append else ["cpsat"])
-    assert rows[-1]["status"] == "optimal" and rows[-1]["fraction"] == "0.5"
+    assert [r["solver"] for r in rows] == (["earlier", "cpsat", "cpsat"] if append else ["cpsat", "cpsat"])
+    assert [r["fraction"] for r in rows[-2:]] == ["0.5", "0.9"] and rows[-2]["status"] == "optimal"
     if append:
         assert rows[0]["L"] == "99" and rows[0]["status"] == ""  # the old row, under the widened header
     assert b"\r\n" not in old_csv.read_bytes()  # the committed CSV's line ends
@@ -303,8 +340,15 @@ def test_pofo_ctrl_c_is_exit_130_with_the_finished_chains(tmp_path, fake_results
 
     monkeypatch.setattr(bench_offload_pofo, "rows_for", stop_second)
     out = tmp_path / "p.csv"
-    assert _rc(bench_offload_pofo.main, ["--seeds", "2", "--lengths", "2", "--exact-lengths", "--out", str(out)]) == 130
-    err = _err_lines(capsys)
-    assert len(err) == 1 and "interrupted" in err[0]
+    argv = ["--seeds", "2", "--lengths", "2", "--exact-lengths", "--out", str(out)]
+    assert _rc(bench_offload_pofo.main, argv) == 130
+    _interrupted_line(capsys, "bench_offload_pofo", out)
+    assert not out.exists()
+    _, kept = partial_table(out)
+    assert kept and {r["seed"] for r in kept} == {0}
+    calls.clear()
+    monkeypatch.setattr(bench_offload_pofo, "rows_for", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    assert _rc(bench_offload_pofo.main, argv) == 0  # the same command resumes: seed 1 only
+    assert calls == [1] and not partial_of(out).exists()
     rows = _rows(out)
-    assert rows and {r["seed"] for r in rows} == {"0"}
+    assert [r["seed"] for r in rows] == ["0"] * len(kept) + ["1"] * (len(rows) - len(kept)) and len(rows) > len(kept)

@@ -1,7 +1,10 @@
 """The benchmark scripts' ends (experiments/bench_*.py, called in-process as ``main(argv)``):
 
-1. Ctrl-C: one line naming the CSV, exit 130, no traceback; the rows finished before it are in the
-   CSV under the committed header (``results/<name>.csv``), and a CSV is left as it was when none had.
+1. Ctrl-C: one line, exit 130, no traceback; the CSV is left as it was (byte for byte; absent when it
+   was), the rows finished before it are in ``<out stem>.partial.csv`` beside it (the line names it)
+   under the committed header (``results/<name>.csv``), and the same command resumes from them; the
+   short benches whose rows are timed against each other (bench_cli_startup, bench_sweep_rotor) keep
+   nothing.
 2. Bad values: argparse's usage and one error line, exit 2, before any work (the work is replaced by
    a function that fails the test when called); an unwritable ``--out`` is one line and exit 2
    before the work too.
@@ -21,6 +24,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
+from conftest import partial_of, partial_table, shown_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
@@ -79,12 +83,20 @@ def committed_header(name: str) -> list[str]:
         return next(csv.reader(fh))
 
 
-def assert_interrupted(name: str, code: Any, err: str, out: Path) -> None:
-    """Exit 130, no traceback, and the last line of stderr says where the finished rows are."""
+def assert_interrupted(name: str, code: Any, err: str, out: Path, before: bytes | None = None, *,
+                       kept: bool = True) -> None:
+    """Exit 130, no traceback, `out` as it was (`before`: its bytes, None: absent), and the last line stderr
+    shows says where the finished rows are (`kept`: the partial file beside `out`, else nothing kept)."""
     assert code == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
-    last = err.strip().splitlines()[-1]
-    assert last.startswith(f"{name}: interrupted: the finished ") and str(out) in last, err
+    last = shown_lines(err)[-1]
+    if kept:
+        assert last.startswith(f"{name}: interrupted: ") and f" finished rows kept in {partial_of(out)} " in last, err
+        assert last.endswith(f"({out} is unchanged); the same command resumes from them"), err
+    else:
+        assert last.startswith(f"{name}: interrupted: ") and f"{out} is unchanged" in last, err
+        assert not partial_of(out).exists()
+    assert (out.read_bytes() if out.exists() else None) == before
 
 
 # ------------------------------------------------------------------ 2. bad values: exit 2 before any work
@@ -205,15 +217,24 @@ def test_unwritable_out_exits_2_before_the_work(tmp_path, monkeypatch, capsys, n
 # ------------------------------------------------------------------ 1. Ctrl-C keeps the finished rows
 def test_chain_dp_ctrl_c_keeps_the_finished_row(tmp_path, monkeypatch, capsys):
     mod = bench("bench_chain_dp")
-    monkeypatch.setattr(mod, "run_one", interrupt_after(1, mod.run_one))
+    real = mod.run_one
+    monkeypatch.setattr(mod, "run_one", interrupt_after(1, real))
     out = tmp_path / "dp.csv"
-    code, stdout, err = call(mod.main, ["--lengths", "10", "20", "--slots", "50", "--repeat", "1", "--out", str(out)],
-                             capsys)
+    argv = ["--lengths", "10", "20", "--slots", "50", "--repeat", "1", "--out", str(out)]
+    code, stdout, err = call(mod.main, argv, capsys)
     assert_interrupted("bench_chain_dp", code, err, out)
-    header, rows = read_csv(out)
+    header, rows = partial_table(out)
     assert header == committed_header("bench_chain_dp.csv")
-    assert [(r["L"], r["slots"]) for r in rows] == [("10", "50")]
-    assert float(rows[0]["makespan"]) > 0
+    assert [(r["L"], r["slots"]) for r in rows] == [(10, 50)]
+    assert rows[0]["makespan"] > 0
+
+    lengths: list[int] = []
+    monkeypatch.setattr(mod, "run_one", lambda L, *a: lengths.append(L) or real(L, *a))
+    code, _, err = call(mod.main, argv, capsys)  # the same command resumes: L = 20 only
+    assert code == 0 and lengths == [20] and not partial_of(out).exists(), err
+    header, done = read_csv(out)
+    assert header == committed_header("bench_chain_dp.csv") and [r["L"] for r in done] == ["10", "20"]
+    assert float(done[0]["makespan"]) == rows[0]["makespan"]
 
 
 def test_chain_dp_ctrl_c_before_any_row_leaves_the_csv(tmp_path, monkeypatch, capsys):
@@ -222,8 +243,8 @@ def test_chain_dp_ctrl_c_before_any_row_leaves_the_csv(tmp_path, monkeypatch, ca
     out = tmp_path / "dp.csv"
     out.write_text("an earlier run\n")
     code, _, err = call(mod.main, ["--lengths", "10", "--slots", "50", "--out", str(out)], capsys)
-    assert_interrupted("bench_chain_dp", code, err, out)
-    assert out.read_text() == "an earlier run\n"
+    assert_interrupted("bench_chain_dp", code, err, out, b"an earlier run\n", kept=False)
+    assert shown_lines(err)[-1] == f"bench_chain_dp: interrupted: nothing finished; {out} is unchanged", err
 
 
 def test_chain_dp_complete_run_keeps_its_format(tmp_path, capsys):
@@ -309,7 +330,7 @@ def _real_after(attr: str, n: int) -> Callable[[pytest.MonkeyPatch, ModuleType],
     return patch
 
 
-CTRL_C = [  # (script, arguments, patch, rows kept, committed CSV under results/ or None, output flag)
+CTRL_C = [  # (script, arguments, patch, rows kept (0: none, nothing kept), committed CSV under results/, output flag)
     ("bench_time_limits", ["--limits", "0.1", "0.2"], _time_limits, 1, "bench_time_limits.csv", "--out"),
     ("bench_offload_exact", ["--lengths", "4", "--seeds", "1", "--time-limit", "1"], _real_after("run_one", 1), 1,
      "bench_offload_exact.csv", "--out"),
@@ -318,66 +339,95 @@ CTRL_C = [  # (script, arguments, patch, rows kept, committed CSV under results/
     ("bench_pipeline_interleave", [], _interleave, 1, "bench_pipeline_interleave.csv", "--out"),
     ("bench_pipeline_pipedream", ["--quick"], _pipedream, 1, "bench_pipeline_pipedream.csv", "--out"),
     ("bench_profile", ["--quick"], _profile, 1, "bench_profile.csv", "--out"),
-    ("bench_cli_startup", [], _cli_startup, 1, "bench_cli_startup.csv", "--output"),
-    ("bench_sweep_rotor", ["--length", "10", "--budgets", "2", "--slots", "50"], _sweep_rotor, 2,
+    ("bench_cli_startup", [], _cli_startup, 0, "bench_cli_startup.csv", "--output"),  # timed against each other
+    ("bench_sweep_rotor", ["--length", "10", "--budgets", "2", "--slots", "50"], _sweep_rotor, 0,
      "bench_sweep_rotor.csv", "--output"),
 ]
 
 
 @pytest.mark.parametrize(("name", "args", "patch", "kept", "committed", "out_flag"), CTRL_C,
                          ids=[c[0] for c in CTRL_C])
-def test_ctrl_c_writes_the_finished_rows(tmp_path, monkeypatch, capsys, name, args, patch, kept, committed,
-                                         out_flag):
+def test_ctrl_c_keeps_the_finished_rows_beside_the_csv(tmp_path, monkeypatch, capsys, name, args, patch, kept,
+                                                        committed, out_flag):
     mod = bench(name)
     patch(monkeypatch, mod)
-    out = tmp_path / "partial.csv"
+    out = tmp_path / "table.csv"
+    out.write_text(",".join(committed_header(committed)) + "\nan earlier complete table\n")
+    before = out.read_bytes()
     code, _, err = call(mod.main, [*args, out_flag, str(out)], capsys)
-    assert_interrupted(name, code, err, out)
+    assert_interrupted(name, code, err, out, before, kept=bool(kept))
     assert sum(line.startswith("interrupted:") for line in err.splitlines()) == 0, err  # a sweep's own line too
-    header, rows = read_csv(out)
-    assert len(rows) == kept
-    assert header == committed_header(committed)
+    if kept:
+        header, rows = partial_table(out)
+        assert len(rows) == kept
+        assert header == committed_header(committed)
+    else:
+        assert shown_lines(err)[-1] == f"{name}: interrupted: nothing kept; {out} is unchanged", err
+        assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
 
 
-def test_offload_ctrl_c_writes_the_finished_rows(tmp_path, monkeypatch, capsys):
+def test_offload_ctrl_c_keeps_the_finished_rows(tmp_path, monkeypatch, capsys):
     mod = bench("bench_offload")
     monkeypatch.setattr(mod, "RESULTS", tmp_path / "offload")
     # one point: remat-only, vdnn, offload-prefix, rotor-offload, pofo; then Ctrl-C
     monkeypatch.setattr(mod, "registry", SimpleNamespace(solve=interrupt_after(
         5, lambda *a, **k: _result(schedule=object(), objective=12.0))))
     chain = ROOT / "solvers" / "data" / "examples" / "tiny.json"
-    code, _, err = call(mod.main, ["--chains", str(chain), "--quick", "--bandwidths", "1e9"], capsys)
+    argv = ["--chains", str(chain), "--quick", "--bandwidths", "1e9"]
+    code, _, err = call(mod.main, argv, capsys)
     out = tmp_path / "offload" / "offload_tradeoff.csv"
     assert_interrupted("bench_offload", code, err, out)
-    header, rows = read_csv(out)
-    assert header == committed_header("offload/offload_tradeoff.csv")
+    header, rows = partial_table(out)  # the points as solved: the table's time scale is added when it is written
+    assert header == [h for h in committed_header("offload/offload_tradeoff.csv") if h != "time_scale"]
     assert [r["strategy"] for r in rows] == ["remat only", "offload only", "both"]
-    assert all(r["time_scale"] for r in rows)
+    assert {r["budget_fraction"] for r in rows} == {mod.QUICK_FRACTIONS[0]}
+
+    budgets: list[int] = []
+    monkeypatch.setattr(mod, "registry", SimpleNamespace(
+        solve=lambda *a, **k: budgets.append(a[3]) or _result(schedule=object(), objective=12.0)))
+    code, _, err = call(mod.main, argv, capsys)  # the same command resumes: the other fractions only
+    assert code == 0, err
+    assert len(budgets) == 5 * (len(mod.QUICK_FRACTIONS) - 1) and rows[0]["budget"] not in budgets
+    header, done = read_csv(out)
+    assert header == committed_header("offload/offload_tradeoff.csv") and all(r["time_scale"] for r in done)
+    assert [float(r["budget_fraction"]) for r in done[::3]] == list(mod.QUICK_FRACTIONS)
+    assert not partial_of(out).exists()
 
 
-def test_executor_overhead_ctrl_c_writes_the_finished_rows(tmp_path, monkeypatch, capsys):
+def test_executor_overhead_ctrl_c_keeps_the_finished_rows(tmp_path, monkeypatch, capsys):
     pytest.importorskip("torch")
     mod = bench("bench_executor_overhead")
-    monkeypatch.setattr(mod, "measure", interrupt_after(1, mod.measure))
+    real = mod.measure
+    monkeypatch.setattr(mod, "measure", interrupt_after(1, real))
     out = tmp_path / "o.csv"
-    code, _, err = call(mod.main, ["--stages", "1,2", "--repeats", "2", "--out", str(out)], capsys)
+    argv = ["--stages", "1,2", "--repeats", "2", "--out", str(out)]
+    code, _, err = call(mod.main, argv, capsys)
     assert_interrupted("bench_executor_overhead", code, err, out)
-    header, rows = read_csv(out)
-    assert header == committed_header("bench_executor_overhead.csv") and [r["stages"] for r in rows] == ["1"]
+    header, rows = partial_table(out)
+    assert header == committed_header("bench_executor_overhead.csv") and [r["stages"] for r in rows] == [1]
+    measured: list[int] = []
+    monkeypatch.setattr(mod, "measure", lambda L, repeats: measured.append(L) or real(L, repeats))
+    code, _, err = call(mod.main, argv, capsys)  # the same command resumes: 2 stages only
+    assert code == 0 and measured == [2] and not partial_of(out).exists(), err
+    header, done = read_csv(out)
+    assert header == committed_header("bench_executor_overhead.csv") and [r["stages"] for r in done] == ["1", "2"]
 
 
-def test_vs_torch_ctrl_c_writes_the_finished_models(tmp_path, monkeypatch, capsys):
+def test_vs_torch_ctrl_c_keeps_the_finished_models(tmp_path, monkeypatch, capsys):
     pytest.importorskip("torch")
     mod = bench("bench_vs_torch")
     fake = [{"model": "gpt2", "size": "tiny", "tool": "torch", "setting": "no checkpointing", "status": "ok"}]
     monkeypatch.setattr(mod, "run_one", interrupt_after(1, lambda name, size, args: list(fake)))
     forbid(monkeypatch, mod, "figure")
     out = tmp_path / "v.csv"
+    out.write_text("model,size\nan earlier complete table\n")
+    before = out.read_bytes()
     code, _, err = call(mod.main, ["--models", "gpt2", "--sizes", "tiny,small", "--out", str(out)], capsys)
-    assert_interrupted("bench_vs_torch", code, err, out)
-    header, rows = read_csv(out)
+    assert_interrupted("bench_vs_torch", code, err, out, before)
+    header, rows = partial_table(out)
     assert header == committed_header("bench_vs_torch.csv")
     assert [(r["model"], r["size"], r["tool"]) for r in rows] == [("gpt2", "tiny", "torch")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([out.name, partial_of(out).name])  # no figure
 
 
 def test_model_memory_ctrl_c_is_one_line(tmp_path, monkeypatch, capsys):
@@ -385,8 +435,8 @@ def test_model_memory_ctrl_c_is_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(mod, "measure", interrupt_after(0, mod.measure))
     out = tmp_path / "m.csv"
     code, _, err = call(mod.main, ["--sizes", "20", "--backends", "lp", "--out", str(out)], capsys)
-    assert code == 130 and "Traceback" not in err, err
-    assert err.strip().splitlines()[-1].startswith("bench_model_memory: interrupted: the finished runs are in")
+    assert_interrupted("bench_model_memory", code, err, out, kept=False)
+    assert shown_lines(err)[-1] == f"bench_model_memory: interrupted: nothing finished; {out} is unchanged", err
 
 
 # ------------------------------------------------------------------ 3. bench_join's help
@@ -399,3 +449,30 @@ def test_join_help_has_its_whole_description_and_the_figure_beside_out(capsys):
     assert "of equal and unequal lengths." in flat
     figure_help = flat.split("--figure", 2)[-1].split("--cpsat-medium")[0]
     assert "beside --out" in figure_help, figure_help
+
+
+def test_join_ctrl_c_while_drawing_says_the_csv_was_written(tmp_path, monkeypatch, capsys):
+    """A Ctrl-C after the complete table is written (here: while its figure is drawn) does not claim the CSV
+    is unchanged: it says it was written, and the rows stay beside it for the same command to finish from."""
+    mod = bench("bench_join")
+    solved: list[str] = []
+    monkeypatch.setattr(mod, "registry", SimpleNamespace(solve=lambda *a, **k: solved.append(a[2]) or _result()))
+    monkeypatch.setattr(mod, "figure", interrupt_after(0, mod.figure))
+    out = tmp_path / "bj.csv"
+    out.write_text("an earlier complete table\n")
+    argv = ["--quick", "--figure", "--out", str(out)]
+    code, _, err = call(mod.main, argv, capsys)
+    assert code == 130 and "Traceback" not in err, err
+    header, rows = read_csv(out)
+    assert header == committed_header("bench_join.csv") and len(rows) == len(solved) > 0
+    last = shown_lines(err)[-1]
+    assert last == (f"bench_join: interrupted: {len(rows)} finished rows kept in {partial_of(out)} ({out} was "
+                    "written before the interrupt); the same command resumes from them"), err
+    assert len(partial_table(out)[1]) == len(rows)
+
+    solved.clear()
+    drawn: list[Path] = []
+    monkeypatch.setattr(mod, "figure", lambda rows, png: drawn.append(png))
+    code, _, err = call(mod.main, argv, capsys)  # resumes: nothing solved again, the figure drawn
+    assert code == 0 and solved == [] and drawn == [out.with_suffix(".png")], err
+    assert len(read_csv(out)[1]) == len(rows) and not partial_of(out).exists()

@@ -6,8 +6,10 @@
    2, before any work (were tracebacks, some after minutes of profiling, or accepted); an ``--out`` that is a
    folder, or whose graph file beside it is one, is one line and exit 2 before any work (was an
    IsADirectoryError once everything had run).
-2. bench_executor on a real SIGINT after its first row: one line naming the CSV, exit 130, no traceback, and the
-   finished rows in the CSV under the committed header (was exit -2, a traceback and no CSV).
+2. bench_executor on a real SIGINT once its first (network, problem) cell is done: one line naming the partial
+   file, exit 130, no traceback, the CSV left as it was (absent here) and the finished cell's rows in
+   ``<out stem>.partial.csv`` under the committed header (was exit -2, a traceback and no CSV); the same command
+   run again resumes from them (the finished network is not run again) and removes the partial file.
 3. bench_vs_torch ``--segments`` that is not "all" nor integers >= 2 (a word, 0, an empty entry): one line, exit 2,
    before any model is built (a word failed after the first model was built, 0 dropped every point silently).
 4. bench_offload ``--quick`` without ``--out`` refuses to replace a full table in its default file (one line, exit
@@ -25,7 +27,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import sigint_as_in_a_terminal
+from conftest import partial_of, partial_table, shown_lines, sigint_as_in_a_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the smallest run of each script, so that one which does not refuse its arguments (the old scripts) ends soon
@@ -95,19 +97,19 @@ def test_graph_executor_graph_file_naming_a_folder_is_one_line_before_any_work(t
 
 
 # ------------------------------------------------------------------------------ 2. Ctrl-C keeps the finished rows
-def test_executor_sigint_after_the_first_row_writes_it_and_exits_130(tmp_path):
-    """A real SIGINT, sent once the first row is printed (it is in the rows kept before it is printed)."""
+def test_executor_sigint_after_the_first_cell_keeps_it_and_exits_130(tmp_path, monkeypatch):
+    """A real SIGINT, sent once the second network's first row is printed (the first network's (network, chain)
+    cell is done then: a cell's rows are kept once it is evaluated, before the next one starts)."""
     out = tmp_path / "acc.csv"
-    proc = subprocess.Popen([sys.executable, "-m", "memsched.experiments.bench_executor", *CHEAP["bench_executor"],
-                             "--out", str(out)],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    argv = [sys.executable, "-m", "memsched.experiments.bench_executor", *CHEAP["bench_executor"], "--out", str(out)]
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=sigint_as_in_a_terminal)
     try:
         assert proc.stdout is not None
-        printed = []
+        printed: list[str] = []
         for line in proc.stdout:
             printed.append(line)
-            if " chain " in line and "store-all" in line:  # the first row: the store-all schedule at 100%
+            if len({row.split()[0] for row in printed if " chain " in row}) == 2:  # the second network's first row
                 proc.send_signal(signal.SIGINT)
                 break
         rest, err = proc.communicate(timeout=120)
@@ -115,18 +117,36 @@ def test_executor_sigint_after_the_first_row_writes_it_and_exits_130(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert any("store-all" in line for line in printed), "".join(printed) + err
-    assert proc.returncode == 130, (proc.returncode, err[-3000:])
+    first = next(row.split()[0] for row in printed if " chain " in row)
+    assert proc.returncode == 130, (proc.returncode, "".join(printed) + err[-3000:])
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
-    last = err.strip().splitlines()[-1]
-    assert last.startswith("bench_executor: interrupted: the finished rows are in") and str(out) in last, err
-    with out.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        rows = list(reader)
+    last = shown_lines(err)[-1]
+    assert last.startswith("bench_executor: interrupted: ") and f"finished rows kept in {partial_of(out)} " in last
+    assert last.endswith(f"({out} is unchanged); the same command resumes from them"), err
+    assert not out.exists()  # --out is only ever a complete table
+    header, rows = partial_table(out)
     with (ROOT / "results" / "executor_accuracy.csv").open(newline="") as fh:
-        assert reader.fieldnames == next(csv.reader(fh))
-    assert rows and rows[0]["solver"] == "store-all" and rows[0]["problem"] == "chain", rows
-    assert float(rows[0]["measured_peak"]) > 0 and rows[0]["threads"] == "1"
+        assert header == next(csv.reader(fh))
+    assert {(r["model"], r["problem"]) for r in rows} == {(first, "chain")}, rows  # the whole first cell, no more
+    assert len(rows) == sum(row.split()[0] == first for row in printed if " chain " in row), rows
+    assert rows[0]["solver"] == "store-all" and rows[0]["measured_peak"] > 0 and rows[0]["threads"] == 1
+
+    # the same command again (in-process, the networks' runs counted, not made): the kept cell is not run again
+    import memsched.experiments.bench_executor as bench
+
+    evaluated: list[tuple[str, str]] = []
+
+    def evaluate(label: str, name: str, sizes: object, problem: str, **kw: object) -> list[dict[str, object]]:
+        evaluated.append((label, problem))
+        return [{"model": label, "problem": problem, "solver": "store-all"}]
+
+    monkeypatch.setattr(bench, "evaluate", evaluate)
+    assert bench.main([*CHEAP["bench_executor"], "--out", str(out)]) == 0
+    assert evaluated and (first, "chain") not in evaluated, evaluated
+    with out.open(newline="") as fh:
+        done = list(csv.DictReader(fh))
+    assert [r["model"] for r in done] == [first] * len(rows) + [label for label, _ in evaluated]
+    assert done[0]["measured_peak"] == str(rows[0]["measured_peak"]) and not partial_of(out).exists()
 
 
 # ------------------------------------------------------------------------------ 3. bench_vs_torch --segments

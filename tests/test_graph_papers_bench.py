@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 
+from conftest import partial_of, partial_table, shown_lines
 from memsched.experiments import bench_papers_graphs as bench
 from memsched.solvers.graph import generate
 
@@ -125,5 +126,18 @@ def test_interrupt_keeps_the_finished_cells_and_exits_130(tmp_path, monkeypatch,
     args = ["--graphs", str(tmp_path), "--instances", "RL100", "--fractions", "0.9", "0.8", "--time-limit", "1",
             "--out", str(out), "--solvers", "dtr"]
     assert bench.main(args) == 130
-    assert "--resume" in capsys.readouterr().err
-    assert [(r["fraction"], r["solver"]) for r in csv.DictReader(out.open())] == [("0.9", "dtr")]
+    err = shown_lines(capsys.readouterr().err)
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    assert err[0] == (f"bench_papers_graphs: interrupted: 1 finished rows kept in {partial_of(out)} ({out} is "
+                      "unchanged); the same command resumes from them"), err
+    assert not out.exists()  # --out is only ever a complete table
+    _, kept = partial_table(out)
+    assert [(r["fraction"], r["solver"]) for r in kept] == [(0.9, "dtr")]
+
+    calls = []
+    monkeypatch.setattr(bench, "solve", lambda *a, **k: calls.append(a[3] == bench.moccasin_budget(a[1], 0.8))
+                        or real(*a, **k))
+    assert bench.main(args) == 0  # the same command resumes: the 80% cell only
+    assert calls == [True]
+    assert [(r["fraction"], r["solver"]) for r in csv.DictReader(out.open())] == [("0.9", "dtr"), ("0.8", "dtr")]
+    assert not partial_of(out).exists()
