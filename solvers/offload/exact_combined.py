@@ -336,14 +336,21 @@ class _Model:
 
     def schedule(self, solver: cp_model.CpSolver) -> OffloadSchedule:
         """The solution as an `OffloadSchedule` in start-time order, every op pinned (``not_before`` = its start,
-        in time units); at equal ticks compute ops first, then Offs (free ones first), then Pres."""
+        in time units); at equal ticks compute ops first, then Offs (free ones first), then Pres, except that a
+        free Off goes before the compute op starting at its tick unless that op reads its value (`free_off_first`)."""
         timed: list[tuple[int, int, int, int, Op | Transfer]] = []
+        starting: dict[int, list[Op]] = {}
         for k, op in enumerate(self.ops):
             timed.append((solver.value(self.s[k]), 0, 0, k, op))
+            starting.setdefault(timed[-1][0], []).append(op)
         for n, (o, so, sp, v) in enumerate(self.transfers):
             if solver.value(o):
                 t_off, t_pre = solver.value(so), solver.value(sp)
-                timed.append((t_off, 1, 0 if _is_free(self, solver, n) else 1, n, Off(*v)))
+                if not _is_free(self, solver, n):
+                    timed.append((t_off, 1, 1, n, Off(*v)))
+                else:
+                    timed.append((t_off, -1 if free_off_first(v, starting.get(t_off, []), self.L) else 1, 0, n,
+                                  Off(*v)))
                 timed.append((t_pre, 2, 0, n, Pre(*v)))
         timed.sort(key=lambda item: item[:4])
         return OffloadSchedule([item[4] for item in timed], self.L, [item[0] / self.scale for item in timed])
@@ -487,6 +494,20 @@ def _invalid_answer(violation: Any, seed: SolveResult | None, details: dict[str,
     return SolveResult(status=FEASIBLE, objective=seed.objective, peak_memory=seed.peak_memory, lower_bound=None,
                        schedule=seed.schedule, details=details,
                        message=f"{note}; returned {details['solution_from']}'s schedule", **common)
+
+
+def free_off_first(v: Value, starting: list[Op], L: int) -> bool:
+    """Whether a free Off of `v` (no time: the host holds v already) is issued before the compute ops `starting` at
+    its tick. The simulator releases such an Off in issue order among the ops starting then (docs/offload.md, rule
+    6), while the models free v at the Off's start (half-open intervals): issued first, it frees v before they
+    allocate. An op that reads v (stage v[1]'s input, or B(v[1] - 1)'s tape) must be issued before the Off, which then
+    releases at that reader's end; the models charge v to the reader's end too."""
+    def reads(op: Op) -> bool:
+        kind, i = op
+        i = L if kind == LOSS else i
+        return i == v[1] or (kind == B and v == ("abar", i + 1))
+
+    return not any(reads(op) for op in starting)
 
 
 def _is_free(model: _Model, solver: cp_model.CpSolver, n: int) -> bool:

@@ -63,6 +63,7 @@ from ..exact.milp_runner import BackendRun
 from ..exact.options import CPSAT_MEMORY, Deadline, ExactOptions, refuses
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import check_scale, duration_ticks, fit_scale, ticks_exact
+from .exact_combined import free_off_first
 from .exact_free_cuts import add_link_bounds, run_edge
 from .exact_free_hint import any_size_seed
 from .instance import OffloadInstance
@@ -418,18 +419,25 @@ class FreeOrderModel:
     def schedule(self, solver: cp_model.CpSolver) -> OffloadSchedule:
         """The solution as an offloading schedule in start-time order, every op pinned."""
         timed: list[tuple[int, int, int, Op | Transfer]] = []
+        starting: dict[int, list[Op]] = {}
         for p, sl in enumerate(self.slots):
             t = solver.value(self.s[p])
             if sl.j is None:
                 timed.append((t, 0, p, Loss(self.L) if sl.k == self.L else Bwd(sl.k)))
+                starting.setdefault(t, []).append(Loss(self.L) if sl.k == self.L else Bwd(sl.k))
                 continue
             for kind, name in (("FA", F_ALL), ("FC", F_CK), ("FN", F_N)):
                 i = self.pm.index.get((kind, sl.k, sl.j))
                 if i is not None and solver.value(self.x[i]):
                     timed.append((t, 0, p, Op(name, sl.j)))
+                    starting.setdefault(t, []).append(Op(name, sl.j))
         for n, ((v, k), (present, so)) in enumerate(self.offs.items()):
             if solver.value(present):  # a free Off first among transfers starting at its time
-                timed.append((solver.value(so), 2 if solver.value(self.paid[(v, k)]) else 1, n, Off(*v)))
+                t = solver.value(so)
+                if solver.value(self.paid[(v, k)]):
+                    timed.append((t, 2, n, Off(*v)))
+                else:  # before the compute op of its tick, unless that op reads v (`free_off_first`)
+                    timed.append((t, -1 if free_off_first(v, starting.get(t, []), self.L) else 1, n, Off(*v)))
         for n, ((v, _k), (present, sp)) in enumerate(self.pres.items()):
             if solver.value(present):
                 timed.append((solver.value(sp), 3, n, Pre(*v)))

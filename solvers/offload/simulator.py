@@ -87,7 +87,6 @@ Value = tuple[str, int]  # ("a", j) | ("abar", j) | ("d", j)
 #: 1e-12 units is swept as finely as one of seconds) count as equal in the memory sweep (float noise of sums of
 #: durations and of pinned starts); far below any real duration, so it merges no positive-length operation
 TIME_RTOL = 1e-12
-EARLIER = float("-inf")  # the `since` of a release that comes before every allocation at its time
 
 
 class MemEvent(NamedTuple):
@@ -234,12 +233,17 @@ def simulate(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | Non
 
 def _off_release(start: float, end: float, pos: int, delta: int, reader: tuple[float, float, int] | None) -> MemEvent:
     """The release (`delta` bytes) of a value's device copy by its Off at `pos` (rule 3): when the copy
-    [start, end) has ended and the last earlier-issued reader (end, start, position) has finished. Released at the
-    reader's end, it is tied to that reader (after its allocation when the reader has zero length); released by the
-    copy, it comes before every allocation at that time (the Off allocates nothing)."""
-    if reader is not None and reader[0] >= end:
-        return MemEvent(reader[0], reader[1], delta, reader[2], 1)
-    return MemEvent(end, EARLIER, delta, pos, 1)
+    [start, end) has ended and the last earlier-issued reader (end, start, position) has finished, whichever comes
+    later in the sweep (rule 6). Released by the copy, it belongs to the Off: a copy that started earlier releases
+    before the allocations at `end`; a zero-length one (the host holds v already) starts at `end`, so it releases in
+    issue order among the operations starting then, after those issued before it have allocated, even when a reader
+    ends at that time too. Released at a later reader's end, or at the end of a reader ending with a copy that
+    started earlier, it is tied to that reader (after its allocation when the reader has zero length)."""
+    if reader is not None:
+        together = _same_time(*sorted((reader[0], end)))  # the reader ends with the copy (float noise aside)
+        if (reader[0] > end and not together) or (together and not _same_time(start, end)):
+            return MemEvent(reader[0], reader[1], delta, reader[2], 1)
+    return MemEvent(end, start, delta, pos, 1)
 
 
 def _same_time(a: float, b: float) -> bool:
@@ -253,7 +257,7 @@ def _time_classes(events: list[MemEvent]) -> dict[float, int]:
     tolerance from its earliest time)."""
     classes: dict[float, int] = {}
     anchor, k = None, -1
-    for t in sorted({e.t for e in events} | {e.since for e in events if e.since != EARLIER}):
+    for t in sorted({e.t for e in events} | {e.since for e in events}):
         if anchor is None or not _same_time(anchor, t):
             anchor, k = t, k + 1
         classes[t] = k
@@ -266,7 +270,7 @@ def _sweep_order(events: list[MemEvent]) -> list[MemEvent]:
     cls = _time_classes(events)
 
     def key(e: MemEvent) -> tuple[int, int, float, int]:
-        if e.delta <= 0 and (e.since == EARLIER or cls[e.since] < cls[e.t]):
+        if e.delta <= 0 and cls[e.since] < cls[e.t]:
             return (cls[e.t], 0, e.t, 0)
         return (cls[e.t], 1, e.pos, e.sub)
 

@@ -200,7 +200,9 @@ class Partition:
     def from_json(cls, data: Any, *, path: str = "<partition>") -> Partition:
         """Parse a ``memsched.partition/1`` object (`InputError` naming the stage). Its ``problem``, when
         present, is "pipeline", and its ``format`` `FORMAT` (another, such as ``memsched.partition/9``,
-        is an `InputError` naming ``format``); without a format, the object is read as a partition."""
+        is an `InputError` naming ``format``); without a format, the object is read as a partition. A gpipe
+        partition with ``micro_batches`` null or absent gets the solvers' default m = 4P (P its ``devices``, else the
+        devices its stages use), as docs/pipeline.md says."""
         declared = data.get("problem") if isinstance(data, dict) else None
         if declared is not None and declared != "pipeline":
             raise InputError(f"the schedule is for {declared!r} but the instance is a pipeline instance", path=path,
@@ -242,6 +244,11 @@ class Partition:
             raise InputError(f"must list one device index in 0..{MAX_DEVICES - 1} per stage", path=path,
                              field="device_of")
         part.device_of = device_of
+        if schedule == "gpipe" and micro_batches is None:
+            # the documented default m = 4P, as the solvers (and so `memsched partition`) take it: P the partition's
+            # devices, else the devices its stages use
+            P = devices if devices is not None else (max(device_of) + 1 if device_of else part.devices_used)
+            part.micro_batches = 4 * P
         return part
 
     def __len__(self) -> int:
