@@ -796,3 +796,17 @@ def shown_lines(text: str) -> list[str]:
         if screen.strip():
             lines.append(screen.rstrip())
     return lines
+
+
+def call_main(main: Any, argv: list[str], capsys: Any) -> tuple[Any, str, str]:
+    """(exit status, stdout, stderr) of a script's ``main(argv)`` run in-process; a KeyboardInterrupt that escapes
+    fails the test (rather than stopping the whole session)."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    except KeyboardInterrupt:
+        pytest.fail("KeyboardInterrupt escaped main()")
+    out, err = capsys.readouterr()
+    return code, out, err
+

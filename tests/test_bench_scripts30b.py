@@ -24,7 +24,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
-from conftest import partial_of, partial_table, shown_lines
+from conftest import call_main, partial_of, partial_table, shown_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
@@ -34,18 +34,6 @@ def bench(name: str) -> ModuleType:
     """The module ``memsched.experiments.<name>``."""
     return importlib.import_module(f"memsched.experiments.{name}")
 
-
-def call(main: Callable[[list[str]], Any], argv: list[str], capsys: pytest.CaptureFixture) -> tuple[Any, str, str]:
-    """(exit status, stdout, stderr) of ``main(argv)``; a KeyboardInterrupt that escapes fails the test
-    (rather than stopping the whole session)."""
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    except KeyboardInterrupt:
-        pytest.fail("KeyboardInterrupt escaped main()")
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def forbid(monkeypatch: pytest.MonkeyPatch, target: Any, name: str) -> None:
@@ -138,7 +126,7 @@ def test_bad_value_exits_2_before_any_work(tmp_path, monkeypatch, capsys, name, 
         forbid(monkeypatch, mod, work)
     out = tmp_path / "out.csv"
     out_flag = "--output" if name in ("bench_sweep_rotor", "bench_cli_startup") else "--out"
-    code, _, err = call(mod.main, [*args, out_flag, str(out)], capsys)
+    code, _, err = call_main(mod.main, [*args, out_flag, str(out)], capsys)
     assert code == 2, err
     assert "Traceback" not in err
     last = err.strip().splitlines()[-1]
@@ -149,14 +137,14 @@ def test_bad_value_exits_2_before_any_work(tmp_path, monkeypatch, capsys, name, 
 def test_pipedream_memory_error_names_memory_not_budget(tmp_path, monkeypatch, capsys):
     mod = bench("bench_pipeline_pipedream")
     forbid(monkeypatch, mod, "run")
-    code, _, err = call(mod.main, ["--quick", "--memory", "banana", "--out", str(tmp_path / "p.csv")], capsys)
+    code, _, err = call_main(mod.main, ["--quick", "--memory", "banana", "--out", str(tmp_path / "p.csv")], capsys)
     assert code == 2 and "--memory" in err and "--budget" not in err, err
     assert mod.memory_bytes("16GB") == 16_000_000_000
 
 
 def test_time_limits_only_nosuch_is_one_usage_error(tmp_path, monkeypatch, capsys):
     mod = bench("bench_time_limits")
-    code, _, err = call(mod.main, ["--only", "nosuch", "--out", str(tmp_path / "t.csv")], capsys)
+    code, _, err = call_main(mod.main, ["--only", "nosuch", "--out", str(tmp_path / "t.csv")], capsys)
     assert code == 2 and "KeyError" not in err and "'nosuch'" in err, err
     assert "chain/cpsat" in err  # says what it accepts
     assert "chain" in mod.only_choices() and "graph/checkmate" in mod.only_choices()
@@ -168,7 +156,7 @@ def test_offload_missing_chain_file_exits_2_and_writes_nothing(tmp_path, monkeyp
     monkeypatch.setattr(mod, "RESULTS", results)
     forbid(monkeypatch, mod, "profiled_chains")
     forbid(monkeypatch, mod, "run")
-    code, _, err = call(mod.main, ["--chains", str(tmp_path / "nonexistent.json")], capsys)
+    code, _, err = call_main(mod.main, ["--chains", str(tmp_path / "nonexistent.json")], capsys)
     assert code == 2, err
     assert "Traceback" not in err and "--chains" in err and "nonexistent.json" in err, err
     assert not results.exists()
@@ -177,7 +165,7 @@ def test_offload_missing_chain_file_exits_2_and_writes_nothing(tmp_path, monkeyp
 def test_cli_startup_runs_zero_exits_2(tmp_path, monkeypatch, capsys):
     mod = bench("bench_cli_startup")
     forbid(monkeypatch, mod, "timed")
-    code, _, err = call(mod.main, ["--runs", "0", "--output", str(tmp_path / "c.csv")], capsys)
+    code, _, err = call_main(mod.main, ["--runs", "0", "--output", str(tmp_path / "c.csv")], capsys)
     assert code == 2 and "StatisticsError" not in err and "Traceback" not in err and "--runs" in err, err
 
 
@@ -206,7 +194,7 @@ def test_unwritable_out_exits_2_before_the_work(tmp_path, monkeypatch, capsys, n
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder\n")
     out = blocker / "x.csv"
-    code, _, err = call(mod.main, [*args, flag, str(out)], capsys)
+    code, _, err = call_main(mod.main, [*args, flag, str(out)], capsys)
     assert code == 2, err
     lines = err.strip().splitlines()
     assert "Traceback" not in err and len(lines) == 1, err
@@ -221,7 +209,7 @@ def test_chain_dp_ctrl_c_keeps_the_finished_row(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(mod, "run_one", interrupt_after(1, real))
     out = tmp_path / "dp.csv"
     argv = ["--lengths", "10", "20", "--slots", "50", "--repeat", "1", "--out", str(out)]
-    code, stdout, err = call(mod.main, argv, capsys)
+    code, stdout, err = call_main(mod.main, argv, capsys)
     assert_interrupted("bench_chain_dp", code, err, out)
     header, rows = partial_table(out)
     assert header == committed_header("bench_chain_dp.csv")
@@ -230,7 +218,7 @@ def test_chain_dp_ctrl_c_keeps_the_finished_row(tmp_path, monkeypatch, capsys):
 
     lengths: list[int] = []
     monkeypatch.setattr(mod, "run_one", lambda L, *a: lengths.append(L) or real(L, *a))
-    code, _, err = call(mod.main, argv, capsys)  # the same command resumes: L = 20 only
+    code, _, err = call_main(mod.main, argv, capsys)  # the same command resumes: L = 20 only
     assert code == 0 and lengths == [20] and not partial_of(out).exists(), err
     header, done = read_csv(out)
     assert header == committed_header("bench_chain_dp.csv") and [r["L"] for r in done] == ["10", "20"]
@@ -242,7 +230,7 @@ def test_chain_dp_ctrl_c_before_any_row_leaves_the_csv(tmp_path, monkeypatch, ca
     monkeypatch.setattr(mod, "run_one", interrupt_after(0, mod.run_one))
     out = tmp_path / "dp.csv"
     out.write_text("an earlier run\n")
-    code, _, err = call(mod.main, ["--lengths", "10", "--slots", "50", "--out", str(out)], capsys)
+    code, _, err = call_main(mod.main, ["--lengths", "10", "--slots", "50", "--out", str(out)], capsys)
     assert_interrupted("bench_chain_dp", code, err, out, b"an earlier run\n", kept=False)
     assert shown_lines(err)[-1] == f"bench_chain_dp: interrupted: nothing finished; {out} is unchanged", err
 
@@ -250,8 +238,8 @@ def test_chain_dp_ctrl_c_before_any_row_leaves_the_csv(tmp_path, monkeypatch, ca
 def test_chain_dp_complete_run_keeps_its_format(tmp_path, capsys):
     mod = bench("bench_chain_dp")
     out = tmp_path / "dp.csv"
-    code, stdout, err = call(mod.main, ["--lengths", "10", "20", "--slots", "50", "--repeat", "1", "--out", str(out)],
-                             capsys)
+    argv = ["--lengths", "10", "20", "--slots", "50", "--repeat", "1", "--out", str(out)]
+    code, stdout, err = call_main(mod.main, argv, capsys)
     assert code == 0, err
     header, rows = read_csv(out)
     assert header == committed_header("bench_chain_dp.csv")
@@ -262,7 +250,7 @@ def test_chain_dp_complete_run_keeps_its_format(tmp_path, capsys):
 def test_chain_dp_budget_without_a_schedule_is_one_line(tmp_path, capsys):
     mod = bench("bench_chain_dp")
     out = tmp_path / "dp.csv"
-    code, _, err = call(mod.main, ["--lengths", "4", "--slots", "100", "--repeat", "1", "--out", str(out)], capsys)
+    code, _, err = call_main(mod.main, ["--lengths", "4", "--slots", "100", "--repeat", "1", "--out", str(out)], capsys)
     assert code == 2 and "Traceback" not in err, err
     assert err.strip().splitlines()[-1].startswith("bench_chain_dp: error: --fraction: no schedule"), err
 
@@ -354,7 +342,7 @@ def test_ctrl_c_keeps_the_finished_rows_beside_the_csv(tmp_path, monkeypatch, ca
     out = tmp_path / "table.csv"
     out.write_text(",".join(committed_header(committed)) + "\nan earlier complete table\n")
     before = out.read_bytes()
-    code, _, err = call(mod.main, [*args, out_flag, str(out)], capsys)
+    code, _, err = call_main(mod.main, [*args, out_flag, str(out)], capsys)
     assert_interrupted(name, code, err, out, before, kept=bool(kept))
     assert sum(line.startswith("interrupted:") for line in err.splitlines()) == 0, err  # a sweep's own line too
     if kept:
@@ -374,7 +362,7 @@ def test_offload_ctrl_c_keeps_the_finished_rows(tmp_path, monkeypatch, capsys):
         5, lambda *a, **k: _result(schedule=object(), objective=12.0))))
     chain = ROOT / "solvers" / "data" / "examples" / "tiny.json"
     argv = ["--chains", str(chain), "--quick", "--bandwidths", "1e9"]
-    code, _, err = call(mod.main, argv, capsys)
+    code, _, err = call_main(mod.main, argv, capsys)
     out = tmp_path / "offload" / "offload_tradeoff.csv"
     assert_interrupted("bench_offload", code, err, out)
     header, rows = partial_table(out)  # the points as solved: the table's time scale is added when it is written
@@ -385,7 +373,7 @@ def test_offload_ctrl_c_keeps_the_finished_rows(tmp_path, monkeypatch, capsys):
     budgets: list[int] = []
     monkeypatch.setattr(mod, "registry", SimpleNamespace(
         solve=lambda *a, **k: budgets.append(a[3]) or _result(schedule=object(), objective=12.0)))
-    code, _, err = call(mod.main, argv, capsys)  # the same command resumes: the other fractions only
+    code, _, err = call_main(mod.main, argv, capsys)  # the same command resumes: the other fractions only
     assert code == 0, err
     assert len(budgets) == 5 * (len(mod.QUICK_FRACTIONS) - 1) and rows[0]["budget"] not in budgets
     header, done = read_csv(out)
@@ -401,13 +389,13 @@ def test_executor_overhead_ctrl_c_keeps_the_finished_rows(tmp_path, monkeypatch,
     monkeypatch.setattr(mod, "measure", interrupt_after(1, real))
     out = tmp_path / "o.csv"
     argv = ["--stages", "1,2", "--repeats", "2", "--out", str(out)]
-    code, _, err = call(mod.main, argv, capsys)
+    code, _, err = call_main(mod.main, argv, capsys)
     assert_interrupted("bench_executor_overhead", code, err, out)
     header, rows = partial_table(out)
     assert header == committed_header("bench_executor_overhead.csv") and [r["stages"] for r in rows] == [1]
     measured: list[int] = []
     monkeypatch.setattr(mod, "measure", lambda L, repeats: measured.append(L) or real(L, repeats))
-    code, _, err = call(mod.main, argv, capsys)  # the same command resumes: 2 stages only
+    code, _, err = call_main(mod.main, argv, capsys)  # the same command resumes: 2 stages only
     assert code == 0 and measured == [2] and not partial_of(out).exists(), err
     header, done = read_csv(out)
     assert header == committed_header("bench_executor_overhead.csv") and [r["stages"] for r in done] == ["1", "2"]
@@ -422,7 +410,7 @@ def test_vs_torch_ctrl_c_keeps_the_finished_models(tmp_path, monkeypatch, capsys
     out = tmp_path / "v.csv"
     out.write_text("model,size\nan earlier complete table\n")
     before = out.read_bytes()
-    code, _, err = call(mod.main, ["--models", "gpt2", "--sizes", "tiny,small", "--out", str(out)], capsys)
+    code, _, err = call_main(mod.main, ["--models", "gpt2", "--sizes", "tiny,small", "--out", str(out)], capsys)
     assert_interrupted("bench_vs_torch", code, err, out, before)
     header, rows = partial_table(out)
     assert header == committed_header("bench_vs_torch.csv")
@@ -434,7 +422,7 @@ def test_model_memory_ctrl_c_is_one_line(tmp_path, monkeypatch, capsys):
     mod = bench("bench_model_memory")
     monkeypatch.setattr(mod, "measure", interrupt_after(0, mod.measure))
     out = tmp_path / "m.csv"
-    code, _, err = call(mod.main, ["--sizes", "20", "--backends", "lp", "--out", str(out)], capsys)
+    code, _, err = call_main(mod.main, ["--sizes", "20", "--backends", "lp", "--out", str(out)], capsys)
     assert_interrupted("bench_model_memory", code, err, out, kept=False)
     assert shown_lines(err)[-1] == f"bench_model_memory: interrupted: nothing finished; {out} is unchanged", err
 
@@ -442,7 +430,7 @@ def test_model_memory_ctrl_c_is_one_line(tmp_path, monkeypatch, capsys):
 # ------------------------------------------------------------------ 3. bench_join's help
 def test_join_help_has_its_whole_description_and_the_figure_beside_out(capsys):
     mod = bench("bench_join")
-    code, out, _ = call(mod.main, ["--help"], capsys)
+    code, out, _ = call_main(mod.main, ["--help"], capsys)
     assert code == 0
     flat = " ".join(out.split())
     assert "the exact methods and the heuristics (equal / proportional shares, sequential)" in flat
@@ -461,7 +449,7 @@ def test_join_ctrl_c_while_drawing_says_the_csv_was_written(tmp_path, monkeypatc
     out = tmp_path / "bj.csv"
     out.write_text("an earlier complete table\n")
     argv = ["--quick", "--figure", "--out", str(out)]
-    code, _, err = call(mod.main, argv, capsys)
+    code, _, err = call_main(mod.main, argv, capsys)
     assert code == 130 and "Traceback" not in err, err
     header, rows = read_csv(out)
     assert header == committed_header("bench_join.csv") and len(rows) == len(solved) > 0
@@ -473,6 +461,6 @@ def test_join_ctrl_c_while_drawing_says_the_csv_was_written(tmp_path, monkeypatc
     solved.clear()
     drawn: list[Path] = []
     monkeypatch.setattr(mod, "figure", lambda rows, png: drawn.append(png))
-    code, _, err = call(mod.main, argv, capsys)  # resumes: nothing solved again, the figure drawn
+    code, _, err = call_main(mod.main, argv, capsys)  # resumes: nothing solved again, the figure drawn
     assert code == 0 and solved == [] and drawn == [out.with_suffix(".png")], err
     assert len(read_csv(out)[1]) == len(rows) and not partial_of(out).exists()

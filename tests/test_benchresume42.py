@@ -23,23 +23,13 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
+from conftest import call_main
 
 
 def bench(name: str) -> ModuleType:
     """The module ``memsched.experiments.<name>``."""
     return importlib.import_module(f"memsched.experiments.{name}")
 
-
-def call(main: Callable[[list[str]], Any], argv: list[str], capsys: pytest.CaptureFixture) -> tuple[Any, str, str]:
-    """(exit status, stdout, stderr) of ``main(argv)``; an escaping KeyboardInterrupt fails the test."""
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    except KeyboardInterrupt:
-        pytest.fail("KeyboardInterrupt escaped main()")
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 class Cells:
@@ -93,7 +83,7 @@ def test_chain_exact_interrupt_keeps_the_old_csv_and_a_rerun_resumes(tmp_path, m
     out.write_text(OLD)
     first = Cells(_chain_result, stop=2)
     monkeypatch.setattr(mod, "solve", chain_solve(mod, first))
-    code, _, err = call(mod.main, [*CHAIN_ARGS, "--out", str(out)], capsys)
+    code, _, err = call_main(mod.main, [*CHAIN_ARGS, "--out", str(out)], capsys)
     assert code == 130, err
     assert out.read_text() == OLD  # never replaced by a part of a table
     partial = partial_of(out)
@@ -103,7 +93,7 @@ def test_chain_exact_interrupt_keeps_the_old_csv_and_a_rerun_resumes(tmp_path, m
 
     again = Cells(_chain_result)
     monkeypatch.setattr(mod, "solve", chain_solve(mod, again))
-    code, _, err = call(mod.main, [*CHAIN_ARGS, "--out", str(out)], capsys)
+    code, _, err = call_main(mod.main, [*CHAIN_ARGS, "--out", str(out)], capsys)
     assert code == 0, err
     assert again.calls == 1  # only the unfinished cell (L = 5) is solved
     rows = rows_of(out)
@@ -130,11 +120,11 @@ def test_chain_exact_other_settings_do_not_resume(tmp_path, monkeypatch, capsys)
     mod = bench("bench_chain_exact")
     out = tmp_path / "ce.csv"
     monkeypatch.setattr(mod, "solve", chain_solve(mod, Cells(_chain_result, stop=2)))
-    code, _, err = call(mod.main, [*CHAIN_ARGS, "--out", str(out)], capsys)
+    code, _, err = call_main(mod.main, [*CHAIN_ARGS, "--out", str(out)], capsys)
     assert code == 130 and partial_of(out).exists(), err
     again = Cells(_chain_result)
     monkeypatch.setattr(mod, "solve", chain_solve(mod, again))
-    code, _, err = call(mod.main, [*CHAIN_ARGS[:-1], "2", "--out", str(out)], capsys)  # another time limit
+    code, _, err = call_main(mod.main, [*CHAIN_ARGS[:-1], "2", "--out", str(out)], capsys)  # another time limit
     assert code == 0, err
     assert again.calls == 2
     assert [float(r["time_limit_s"]) for r in rows_of(out)] == [2.0, 2.0]
@@ -145,7 +135,7 @@ def test_chain_exact_interrupt_before_any_row_keeps_everything(tmp_path, monkeyp
     out = tmp_path / "ce.csv"
     out.write_text(OLD)
     monkeypatch.setattr(mod, "solve", chain_solve(mod, Cells(_chain_result, stop=1)))
-    code, _, err = call(mod.main, [*CHAIN_ARGS, "--out", str(out)], capsys)
+    code, _, err = call_main(mod.main, [*CHAIN_ARGS, "--out", str(out)], capsys)
     assert code == 130, err
     assert out.read_text() == OLD and not partial_of(out).exists()
 
@@ -162,13 +152,13 @@ def test_offload_pofo_resumes_with_progress(tmp_path, monkeypatch, capsys):
     out.write_text(OLD)
     argv = ["--seeds", "2", "--lengths", "3", "--exact-lengths", "--out", str(out)]
     monkeypatch.setattr(mod, "rows_for", Cells(_pofo_rows, stop=2))
-    code, _, err = call(mod.main, argv, capsys)
+    code, _, err = call_main(mod.main, argv, capsys)
     assert code == 130, err
     assert out.read_text() == OLD
     assert [(r["L"], r["seed"]) for r in rows_of_partial(partial_of(out))] == [(3, 0), (3, 0)]
     again = Cells(_pofo_rows)
     monkeypatch.setattr(mod, "rows_for", again)
-    code, _, err = call(mod.main, argv, capsys)
+    code, _, err = call_main(mod.main, argv, capsys)
     assert code == 0, err
     assert again.calls == 1
     assert [(r["L"], r["seed"]) for r in rows_of(out)] == [("3", "0"), ("3", "0"), ("3", "1"), ("3", "1")]
@@ -197,12 +187,12 @@ def test_graph_interrupt_keeps_the_other_pairs_rows(tmp_path, monkeypatch, capsy
     first = Cells(_graph_result, stop=3)
     monkeypatch.setattr(mod.registry, "solve", first)
     argv = ["--quick", "--graphs", "linear", "--solvers", "sqrt", "--threads", "1", "--out", str(out)]
-    code, _, err = call(mod.main, argv, capsys)
+    code, _, err = call_main(mod.main, argv, capsys)
     assert code == 130, err
     assert out.read_bytes() == before  # the old rows all still there (the sqrt one too)
     again = Cells(_graph_result)
     monkeypatch.setattr(mod.registry, "solve", again)
-    code, _, err = call(mod.main, argv, capsys)
+    code, _, err = call_main(mod.main, argv, capsys)
     assert code == 0, err
     assert again.calls == 1  # 90% and 80% were finished; 70% is left
     rows = rows_of(out)
@@ -236,13 +226,13 @@ def test_graph_executor_graph_files_go_with_their_rows(tmp_path, monkeypatch, ca
         return first(*a, **k)
 
     monkeypatch.setattr(mod, "evaluate", second_stops)
-    code, _, err = call(mod.main, argv, capsys)
+    code, _, err = call_main(mod.main, argv, capsys)
     assert code == 130, err
     assert out.read_text() == OLD
     assert {m: p.read_text() for m, p in stores.items()} == {"resnet18": "old resnet18\n", "gpt2": "old gpt2\n"}
     again = Cells(evaluate)
     monkeypatch.setattr(mod, "evaluate", again)
-    code, _, err = call(mod.main, argv, capsys)
+    code, _, err = call_main(mod.main, argv, capsys)
     assert code == 0, err
     assert again.calls == 1  # gpt2 only: resnet18's rows and graph were kept
     assert [r["model"] for r in rows_of(out)] == ["resnet18", "gpt2"]
@@ -305,7 +295,8 @@ def test_sweep_rotor_interrupt_keeps_the_old_csv(tmp_path, monkeypatch, capsys):
     out = tmp_path / "sr.csv"
     out.write_text(OLD)
     monkeypatch.setattr(mod, "_sweep", Cells(lambda *a: None, stop=1))
-    code, _, err = call(mod.main, ["--length", "10", "--budgets", "2", "--slots", "50", "--output", str(out)], capsys)
+    argv = ["--length", "10", "--budgets", "2", "--slots", "50", "--output", str(out)]
+    code, _, err = call_main(mod.main, argv, capsys)
     assert code == 130, err
     assert out.read_text() == OLD and "nothing kept" in err
     assert [p.name for p in tmp_path.iterdir()] == ["sr.csv"]
