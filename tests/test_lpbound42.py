@@ -133,3 +133,16 @@ def test_the_proven_bound_is_as_tight_as_the_lp_value_on_ordinary_graphs(name: s
     assert status == "optimal" and value is not None and cm is not None and values is not None
     primal = cm.model.value(values)  # HiGHS's point: at the optimum within its tolerances
     assert value <= primal and value == pytest.approx(primal, rel=1e-9)
+
+
+def test_presolve_infeasible_is_checked_again() -> None:
+    """HiGHS's presolve called this relaxation infeasible (a 1e12 workspace) though Checkmate's optimum 15.2 fits:
+    the relaxation is solved again without presolve before "infeasible" is believed (review of session 42)."""
+    edges = [(0, 1), (1, 2), (2, 3), (3, 4), (0, 2), (1, 3)]
+    g = Graph.from_lists([7.0, 0.1, 0.1, 7.0, 1.0], [2, 1, 7, 3, 10**6], edges, workspace=[1, 0, 1, 10**12, 10**9])
+    budget = 1000000000016
+    best, _ = brute_force_checkmate(g, budget)
+    assert best == pytest.approx(15.2)
+    res = get_solver("graph", "checkmate-approx")(g, budget, slots=0, time_limit=10)
+    assert res.status != "infeasible" and res.schedule is not None
+    assert res.lower_bound is None or res.lower_bound <= best + 1e-9

@@ -127,14 +127,40 @@ class Relaxation:
     def solve(self, deadline: Deadline) -> tuple[str, list[float] | None, np.ndarray | None]:
         """(status, primal values in exact units, row duals of the exact rows in the objective's
         units) of HiGHS on the scaled copy within `deadline`: ``optimal``, ``feasible`` (a primal
-        point, stopped by the limit), ``infeasible`` (proven before 90% of the time) or ``timeout``."""
+        point, stopped by the limit), ``infeasible`` (proven before 90% of the time) or ``timeout``.
+        HiGHS's "infeasible" is checked once more without presolve and with a primal tolerance of
+        1e-9 before it is believed: its presolve called a feasible relaxation infeasible (a graph with
+        a 1e12 workspace: 1 of about 870 random small graphs), and no certificate of it is read here."""
         import highspy
 
         report("LP relaxation (highs)")
+        t0, left = deadline.elapsed(), deadline.left()
+        h = self._run(highspy, deadline, careful=False)
+        if h.getModelStatus() == highspy.HighsModelStatus.kInfeasible:
+            h = self._run(highspy, deadline, careful=True)
+        model_status = h.getModelStatus()
+        if model_status == highspy.HighsModelStatus.kInfeasible:
+            at_limit = left is not None and deadline.elapsed() - t0 >= 0.9 * left
+            return (TIMEOUT if at_limit else INFEASIBLE), None, None
+        if h.getInfo().primal_solution_status != 2:  # no feasible point
+            return TIMEOUT, None, None
+        sol = h.getSolution()
+        values = np.asarray(sol.col_value, dtype=float) / np.where(self.is_u, self.s, 1.0)
+        if model_status != highspy.HighsModelStatus.kOptimal:
+            return FEASIBLE, values.tolist(), None
+        duals = np.asarray(sol.row_dual, dtype=float) * self.row_scale / self.obj_scale
+        return OPTIMAL, values.tolist(), duals
+
+    def _run(self, highspy: Any, deadline: Deadline, *, careful: bool) -> Any:
+        """A `highspy.Highs` that has run the scaled copy within `deadline` (one thread, seed 0);
+        `careful`: without presolve and with a primal feasibility tolerance of 1e-9."""
         h = _quiet_highs(highspy)
         h.setOptionValue("output_flag", False)
         h.setOptionValue("random_seed", 0)
         h.setOptionValue("threads", 1)
+        if careful:
+            h.setOptionValue("presolve", "off")
+            h.setOptionValue("primal_feasibility_tolerance", 1e-9)
         col_scale = np.where(self.is_u, self.s, 1.0)  # U' = s U
         inf = highspy.kHighsInf
         rs = self.row_scale
@@ -147,20 +173,8 @@ class Relaxation:
             hi = np.where(np.isfinite(self.upper), self.upper * rs, inf)
             h.addRows(len(lo), lo, hi, len(self.index), self.starts[:-1].astype(np.int32), self.index, scaled)
         deadline.check()
-        t0, left = deadline.elapsed(), deadline.left()
-        run_until(h, left)
-        model_status = h.getModelStatus()
-        if model_status == highspy.HighsModelStatus.kInfeasible:
-            at_limit = left is not None and deadline.elapsed() - t0 >= 0.9 * left
-            return (TIMEOUT if at_limit else INFEASIBLE), None, None
-        if h.getInfo().primal_solution_status != 2:  # no feasible point
-            return TIMEOUT, None, None
-        sol = h.getSolution()
-        values = np.asarray(sol.col_value, dtype=float) / col_scale
-        if model_status != highspy.HighsModelStatus.kOptimal:
-            return FEASIBLE, values.tolist(), None
-        duals = np.asarray(sol.row_dual, dtype=float) * rs / self.obj_scale
-        return OPTIMAL, values.tolist(), duals
+        run_until(h, deadline.left())
+        return h
 
 
 #: the unit roundoff of IEEE doubles (round to nearest)
