@@ -18,7 +18,7 @@ target)`` returning a scalar tensor. Three ways to hand one to memsched:
 Without a loss, the loss is the mean of the output (`mean_output_loss`): a stand-in that
 back-propagates through every block, for networks whose real loss is elsewhere; a target given
 without a loss is bad input (the stand-in would ignore it). Before anything is profiled the
-network runs once, its blocks one at a time with autograd on but nothing saved for a backward: a
+network runs once, its blocks one at a time with autograd on, each on its input detached: a
 block that fails, or does not return a tensor, is bad input naming the block (`InputError`), as is
 a loss that fails, does not return a scalar, or does not depend on the output through autograd (a
 detached value, an argmax, a constant: nothing to back-propagate), a network whose loss has no
@@ -432,7 +432,7 @@ def checked_loss_fn(loss_fn: Any) -> Any:
 
 def _dry_run(blocks: list[Any], x: Any, loss_fn: Any, target: Any, what: str, *, block_field: str = "model",
              target_field: str = "loss_fn") -> None:
-    """One forward with nothing saved for a backward, then the loss with autograd on (a copy of) the
+    """One forward, block by block with autograd on, then the loss with autograd on (a copy of) the
     output: every block returns a tensor without modifying its input in place (the executors refuse
     that: `models.chain.executor.forward_block`) and the loss a scalar that depends on the output
     through autograd and has a gradient path in plain autograd (`_check_blocks_and_loss`), or bad
@@ -456,10 +456,11 @@ def _dry_run(blocks: list[Any], x: Any, loss_fn: Any, target: Any, what: str, *,
 def _check_blocks_and_loss(blocks: list[Any], x: Any, loss_fn: Any, target: Any, what: str, *, block_field: str,
                            target_field: str) -> None:
     """`_dry_run`'s checks, which may update the modules' buffers. The blocks run one at a time, each on
-    its input detached, with autograd on but nothing saved for a backward (`_discard`: the memory of a
-    forward under no_grad): the input of block i requires grad exactly when a_i does in plain autograd
-    (`models.chain.executor.reference_step`: a floating a_0 does, then whatever a parameter or a_0 reaches),
-    so the loss of the last output tells whether plain autograd can back-propagate anything
+    its input detached, with autograd on (so at most one block's saved tensors are alive, each
+    block's graph dropped with its output's; a block that differentiates inside its forward, a
+    gradient penalty, runs as in plain autograd): the input of block i requires grad exactly when a_i
+    does in plain autograd (`models.chain.executor.reference_step`: a floating a_0 does, then whatever
+    a parameter or a_0 reaches), so the loss of the last output tells whether plain autograd can back-propagate anything
     (`_no_gradient_path`)."""
     import torch
     from memsched.models.chain.executor import InPlaceInputError, forward_block
@@ -467,7 +468,7 @@ def _check_blocks_and_loss(blocks: list[Any], x: Any, loss_fn: Any, target: Any,
     a = x
     grad = x.is_floating_point()  # as plain autograd's reference step: a floating input gets a gradient
     stop: int | None = None  # the last block whose input has a gradient and whose output none
-    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(_discard, _discarded):
+    with torch.enable_grad():
         for i, block in enumerate(blocks):
             inp = a.detach().requires_grad_(True) if grad else a.detach()
             try:
@@ -525,15 +526,6 @@ def _no_gradient_path(blocks: list[Any], x: Any, stop: int | None, what: str, fi
                       f"trainable parameters the loss depends on (all frozen, or none): {why}", field=field)
 
 
-def _discard(tensor: Any) -> None:
-    """The dry run's pack hook: nothing is kept for a backward, which never runs."""
-    return None
-
-
-def _discarded(packed: Any) -> Any:
-    """The dry run's unpack hook: a block that back-propagates inside its own forward cannot be checked so."""
-    raise RuntimeError("a block back-propagates inside its forward during memsched's input check")
-
 
 def stage_output_bytes(blocks: list[Any], x: Any) -> list[int]:
     """The bytes of each block's output a_{i+1} (its distinct storages, `models.memory.unique_bytes`, as
@@ -561,7 +553,7 @@ def stage_output_bytes(blocks: list[Any], x: Any) -> list[int]:
 def step_input_error(blocks: list[Any], loss_fn: Any, inputs: Any, target: Any, what: str, *,
                      block_field: str = "inputs", target_field: str = "target") -> InputError | None:
     """Why a training step of `blocks` and `loss_fn` on `inputs` and `target` failed, when the
-    user's input is the cause: the plain forward (nothing saved) and the loss (`_dry_run`) run again on
+    user's input is the cause: the plain forward (block by block) and the loss (`_dry_run`) run again on
     them, with the RNG state restored afterwards, and their failure is returned as bad input
     naming ``inputs`` (a block fails), ``target`` (the loss fails) or ``loss_fn`` (not a scalar,
     or no gradient). None when they run: the failure was not the input's (a bug, re-raise it)."""

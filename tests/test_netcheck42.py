@@ -187,3 +187,26 @@ def test_a_chain_of_one_block_says_so_and_names_graph_only_where_it_applies(cli,
     res = cli("run", spec, "--budget", "50%", "--repeats", "1")
     assert res.code == 1 and "the chain has one block" in res.err and "--problem graph plans inside it" in res.err
     assert "not an nn.Sequential" not in res.err
+
+
+class GradPenalty(nn.Module):
+    """Differentiates inside its forward (a gradient penalty): plain autograd trains it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        with torch.enable_grad():
+            z = x.detach().requires_grad_(True)
+            (g,) = torch.autograd.grad(self.lin(torch.tanh(z)).pow(2).sum(), z, create_graph=True)
+        return g + self.lin(x)
+
+
+def test_a_block_that_differentiates_in_its_forward_is_accepted() -> None:
+    """The check must not refuse what plain autograd trains (review of session 42: the check's saved-tensor hooks
+    refused torch.autograd.grad inside a forward)."""
+    torch.manual_seed(0)
+    net = nn.Sequential(GradPenalty(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16))
+    run = memsched.run(net, "100%", "store-all", example_input=torch.randn(4, 16), repeats=1, time_repeats=1)
+    assert run["grad_check"] is True
