@@ -250,11 +250,22 @@ class Resumable:
             self.add(*found)
         return found
 
+    def unvisited(self) -> list[dict[str, Any]]:
+        """The rows of the earlier run's cells that this run has not reached yet (still finished work)."""
+        return [row for rows in self._kept.values() for row in rows]
+
+    def finished(self) -> int:
+        """How many finished rows `keep` writes: this run's and the earlier run's not reached yet."""
+        return len(self.rows) + len(self.unvisited())
+
     def keep(self) -> Path:
-        """Write `rows` to the partial file (atomically, the settings line first); returns its path."""
+        """Write the finished rows to the partial file (atomically, the settings line first): `rows`, then
+        those of the earlier run's cells not reached yet (`unvisited`: a cell rerun before them, one that
+        had left no row, must not drop them); returns its path."""
         from memsched.solvers.jsonio import write_atomic
 
-        fields = list(dict.fromkeys([*(self.fields or ()), *(k for r in self.rows for k in r)]))  # extras kept too
+        rows = [*self.rows, *self.unvisited()]
+        fields = list(dict.fromkeys([*(self.fields or ()), *(k for r in rows for k in r)]))  # extras kept too
 
         def write(tmp: Path) -> None:
             with tmp.open("w", newline="") as fh:
@@ -262,7 +273,7 @@ class Resumable:
                 writer = csv.DictWriter(fh, fieldnames=fields, lineterminator="\n")
                 writer.writeheader()
                 # `_text` (a missing value: empty), so that None, "" and 1 / "1" come back apart
-                writer.writerows({k: _text(v) for k, v in row.items()} for row in self.rows)
+                writer.writerows({k: _text(v) for k, v in row.items()} for row in rows)
 
         self.partial.parent.mkdir(parents=True, exist_ok=True)
         return write_atomic(self.partial, write)
@@ -288,6 +299,8 @@ def resumable(out: str | Path, fields: Sequence[str] | None, settings: Mapping[s
     then says so) and goes on as an `Interrupted` saying where they are (`guarded` prints it); with none
     finished, any earlier partial file stays too. `bar`: the label of a progress bar on stderr
     (`progress`) counting the cells done (of `total` when given)."""
+    from memsched.experiments.cli import interrupts_deferred  # imported now: no import while interrupted
+
     table = Resumable(out, fields, settings, key)
     before = _file_state(table.out)
     try:
@@ -295,22 +308,22 @@ def resumable(out: str | Path, fields: Sequence[str] | None, settings: Mapping[s
             table.bar = progress(desc=bar, total=total)
         yield table
     except KeyboardInterrupt:
-        if table.bar is not None:
-            table.bar.close()
-        # the block may have written the complete table before the Ctrl-C (e.g. while a figure was drawn)
-        state = (f"{table.out} was written before the interrupt" if _file_state(table.out) != before
-                 else f"{table.out} is unchanged")
-        if not table.rows:
-            raise Interrupted(f"nothing finished; {state}") from None
-        from memsched.experiments.cli import interrupts_deferred
-
         try:
             with interrupts_deferred():  # a second Ctrl-C waits until the partial file is in place
-                table.keep()
+                if table.bar is not None:
+                    table.bar.close()
+                # the block may have written the complete table before the Ctrl-C (e.g. while a figure was drawn)
+                state = (f"{table.out} was written before the interrupt" if _file_state(table.out) != before
+                         else f"{table.out} is unchanged")
+                if table.rows:
+                    table.keep()
         except KeyboardInterrupt:
             pass
-        where = table.partial
-        raise Interrupted(f"{len(table.rows)} finished rows kept in {where} ({state}); "
+        if not table.rows:
+            left = len(table.unvisited())
+            kept = f"; {table.partial} still holds {left} finished rows" if left else ""
+            raise Interrupted(f"nothing finished; {state}{kept}") from None
+        raise Interrupted(f"{table.finished()} finished rows kept in {table.partial} ({state}); "
                           "the same command resumes from them") from None
     finally:
         if table.bar is not None:

@@ -300,3 +300,59 @@ def test_sweep_rotor_interrupt_keeps_the_old_csv(tmp_path, monkeypatch, capsys):
     assert code == 130, err
     assert out.read_text() == OLD and "nothing kept" in err
     assert [p.name for p in tmp_path.iterdir()] == ["sr.csv"]
+
+
+def _interrupted_run(out: Path, visit: list[tuple[str, Any]]) -> str:
+    """Run cells through `benchtable.resumable` (key ``cell``): ("kept", c) asks for c's kept rows, ("run", c) adds
+    a row for c, ("none", c) runs c and leaves no row (a crash), then a Ctrl-C; the `Interrupted` message."""
+    from memsched.experiments.benchtable import Interrupted, resumable
+
+    with pytest.raises(Interrupted) as info:
+        with resumable(out, ["cell", "value"], {"n": 1}, ["cell"]) as table:
+            for what, cell in visit:
+                if what == "kept":
+                    assert table.kept(cell) is not None
+                elif what == "run":
+                    table.add({"cell": cell, "value": 1})
+            raise KeyboardInterrupt
+    return str(info.value)
+
+
+def test_an_interrupted_resume_keeps_the_cells_it_did_not_reach(tmp_path):
+    """Run 1 finishes a and c (b left no row); run 2 reuses a, reruns b, is interrupted: c stays finished (review of
+    session 42: the partial file then held a and b only)."""
+    from conftest import partial_table
+
+    out = tmp_path / "t.csv"
+    _interrupted_run(out, [("run", "a"), ("none", "b"), ("run", "c")])
+    message = _interrupted_run(out, [("kept", "a"), ("run", "b")])
+    assert sorted(row["cell"] for row in partial_table(out)[1]) == ["a", "b", "c"]
+    assert "3 finished rows kept" in message
+
+
+def test_a_second_ctrl_c_while_the_partial_file_is_written_waits(tmp_path, monkeypatch):
+    """A second Ctrl-C right after the first (here: while the progress bar closes) must not lose the finished rows
+    (review of session 42: the deferral began after the bar's close and a lazy import)."""
+    import os
+    import signal
+
+    from conftest import partial_table
+    from memsched.experiments import benchtable
+
+    class Bar:
+        def update(self) -> None:
+            pass
+
+        def close(self) -> None:
+            if not closed:
+                closed.append(1)
+                os.kill(os.getpid(), signal.SIGINT)  # the second Ctrl-C
+
+    closed: list[int] = []
+    monkeypatch.setattr(benchtable, "progress", lambda **kw: Bar())
+    out = tmp_path / "t.csv"
+    with pytest.raises(benchtable.Interrupted):
+        with benchtable.resumable(out, ["cell", "value"], {"n": 1}, ["cell"], bar="cells") as table:
+            table.add({"cell": "a", "value": 1})
+            raise KeyboardInterrupt
+    assert closed and [row["cell"] for row in partial_table(out)[1]] == ["a"]
