@@ -17,7 +17,7 @@ The arguments (solver names, fractions in [0, 1], positive lengths and time limi
 --out) are checked before anything is written (one line, exit 2). The CSV is written atomically once
 every run finished (with ``--append``, after the rows it had). Ctrl-C (exit 130) leaves it as it was
 and keeps the finished runs in ``<out stem>.partial.csv``; the same command run again resumes from them
-(`benchtable.resumable`).
+(`benchtable.resumable`), printing their lines too, in order: the printed table is whole.
 """
 
 from __future__ import annotations
@@ -205,7 +205,8 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def _runs(args: argparse.Namespace, table: Any) -> None:
-    """Every run of `main` not yet in `table` (a `benchtable.Resumable`), added to it, a line printed each."""
+    """Every run of `main` not yet in `table` (a `benchtable.Resumable`), added to it, a line printed for each
+    cell in order, those taken from an interrupted run's partial file too (`_line`: the printed table is whole)."""
     import ortools
 
     for L in args.lengths:
@@ -217,7 +218,10 @@ def _runs(args: argparse.Namespace, table: Any) -> None:
                 budget = int(lo + frac * (hi - lo))
                 rotor = rotor_makespan(chain, budget, args.slots)
                 for name in args.solvers:
-                    if table.kept(L, seed, frac, name) is not None:
+                    kept = table.kept(L, seed, frac, name)
+                    if kept is not None:
+                        for row in kept:
+                            print(_line(row), flush=True)
                         continue
                     solver, _, backend = name.partition(":")
                     load = os.getloadavg()[0]  # the machine's load when the run starts (shared cores)
@@ -243,9 +247,15 @@ def _runs(args: argparse.Namespace, table: Any) -> None:
                            "ortools": ortools.__version__, "python": platform.python_version(),
                            "effective_slots": effective_slots(budget, args.slots), "load_avg_1min": round(load, 2)}
                     table.add(row)
-                    print(f"{L:>3} {budget:>7} {name:<12} {res.status:<10} {_f(res.objective):>9} "
-                          f"{_f(res.lower_bound):>9} {_p(res.gap):>7} {elapsed:>6.1f} {cpu:>6.1f} {_f(rotor):>9} "
-                          f"{_p(rgap):>9}", flush=True)
+                    print(_line(row), flush=True)
+
+
+def _line(row: dict[str, Any]) -> str:
+    """The printed line of a run's row (the header of `_main`; times in seconds, gaps in %), from the row alone:
+    a row read back from a partial file prints as it did when it ran (a missing value: ``-``)."""
+    return (f"{row['L']:>3} {row['budget']:>7} {row['solver']:<12} {row['status']:<10} {_f(row.get('makespan')):>9} "
+            f"{_f(row.get('bound')):>9} {_p(row.get('gap')):>7} {row['time_s']:>6.1f} {row['cpu_s']:>6.1f} "
+            f"{_f(row.get('rotor_makespan')):>9} {_p(row.get('rotor_gap')):>9}")
 
 
 def _cpu_s() -> float:

@@ -13,8 +13,9 @@ chosen) and writes ``results/bench_graph_backends.csv``.
 ``--graphs`` and ``--solvers`` rerun a part: the CSV's rows of the other (graph, solver) pairs are
 kept. The CSV is rewritten (atomically) once every run finished; Ctrl-C (exit 130) leaves it as it
 was and keeps the finished runs in ``<out stem>.partial.csv``, from which the same command run again
-resumes (`benchtable.resumable`). Unknown names, a --threads below 1 and an unwritable --out are
-refused before any solving (one line, exit 2).
+resumes (`benchtable.resumable`), printing their lines too, in order: the printed table is whole.
+Unknown names, a --threads below 1 and an unwritable --out are refused before any solving (one line,
+exit 2).
 
 ``--quick`` uses a 30-stage linear graph with a 10 s limit and only the 90% and 80% budgets on
 the ResNet-50-like graph. Checkmate's LP (the ``lp_bound`` column and ``checkmate-approx``) is
@@ -96,7 +97,10 @@ def run(quick: bool, solvers: tuple[str, ...], threads: int, out: Path, only: tu
                 for name in solvers:
                     if name == "checkmate-approx" and g.n > LP_MAX_NODES:
                         continue  # its LP alone outlasts the limit on the largest graph
-                    if table.kept(g.name, pct, name) is not None:
+                    resumed = table.kept(g.name, pct, name)
+                    if resumed is not None:  # printed too: the table of a resumed run is whole
+                        for row in resumed:
+                            print(_line(row), flush=True)
                         continue
                     if not lb:
                         lb.append(_lp_bound(g, budget, limit))
@@ -137,17 +141,30 @@ def _solve(g: Any, pct: int, budget: int, ref: int, total: float, name: str, lim
            "lp_bound": lb, "solve_time_s": round(wall, 2),
            "time_limit_s": limit if name in EXACT else None, "peak_memory": res.peak_memory,
            "scope": res.scope}
-    print(f"{g.name:24s} {pct:3d} {name:17s} {res.status:10s} "
-          f"{'-' if over is None else f'{over:9.3f}':>9s} {'-' if gap is None else f'{gap:7.3f}':>7s} "
-          f"{wall:7.1f}  {res.scope}", flush=True)
+    print(_line(row), flush=True)
     return row
+
+
+def _line(row: dict[str, Any]) -> str:
+    """The printed line of a solver run's row (the header of `run`: overhead and gap in %, time in s), from the
+    row alone: a row read back from a partial file prints as it did when it ran (a missing value: ``-``)."""
+    over, gap = row.get("overhead_pct"), row.get("gap_pct")
+    return (f"{row['graph']:24s} {row['budget_pct']:3d} {row['solver']:17s} {row['status']:10s} "
+            f"{'-' if over is None else f'{over:9.3f}':>9s} {'-' if gap is None else f'{gap:7.3f}':>7s} "
+            f"{row['solve_time_s']:7.1f}  {row.get('scope')}")
+
+
+def _backend_line(row: dict[str, Any]) -> str:
+    """The printed line of a backend run's row (the header of `backends`: time in s), from the row alone."""
+    makespan = row.get("makespan")
+    return (f"{row['graph']:24s} {row['budget_pct']:4d} {row['backend']:8s} {row['status']:10s} "
+            f"{'-' if makespan is None else f'{makespan:12.3f}':>12s} {row['solve_time_s']:7.1f}")
 
 
 def backends(out: Path, threads: int) -> None:
     """Checkmate's MILP on each backend, on instances all of them can finish; `out` is written at the
     end (a Ctrl-C keeps the finished runs beside it for a rerun to resume from, `benchtable.resumable`)."""
     from memsched.solvers.graph.linmodel import BACKENDS
-    from memsched.solvers.graph.milp import solve_checkmate
 
     fields = ["graph", "budget_pct", "backend", "status", "makespan", "lower_bound", "solve_time_s"]
     cases = [(generate.linear_graph(20), 0.7), (generate.vgg16(), 0.8), (generate.vgg16(), 0.7),
@@ -157,16 +174,22 @@ def backends(out: Path, threads: int) -> None:
         for g, frac in cases:
             budget = int(reference_peak(g) * frac)
             for be in BACKENDS:
-                if table.kept(g.name, int(frac * 100), be) is not None:
-                    continue
-                res = solve_checkmate(g, budget, backend=be, time_limit=60, threads=threads)
-                table.add({"graph": g.name, "budget_pct": int(frac * 100), "backend": be, "status": res.status,
-                           "makespan": res.objective, "lower_bound": res.lower_bound,
-                           "solve_time_s": round(res.solve_time_s, 2)})
-                print(f"{g.name:24s} {int(frac * 100):4d} {be:8s} {res.status:10s} "
-                      f"{'-' if res.objective is None else f'{res.objective:12.3f}':>12s} {res.solve_time_s:7.1f}",
-                      flush=True)
+                rows = table.kept(g.name, int(frac * 100), be)
+                if rows is None:
+                    rows = [_backend_row(g, frac, budget, be, threads)]
+                    table.add(*rows)
+                for row in rows:  # those of a resumed run too: the printed table is whole
+                    print(_backend_line(row), flush=True)
         _write(out, table.rows, fields)
+
+
+def _backend_row(g: Any, frac: float, budget: int, backend: str, threads: int) -> dict[str, Any]:
+    """Checkmate's MILP on `g` under `budget` (`frac` of its reference peak) with `backend`: its row (seconds)."""
+    from memsched.solvers.graph.milp import solve_checkmate
+
+    res = solve_checkmate(g, budget, backend=backend, time_limit=60, threads=threads)
+    return {"graph": g.name, "budget_pct": int(frac * 100), "backend": backend, "status": res.status,
+            "makespan": res.objective, "lower_bound": res.lower_bound, "solve_time_s": round(res.solve_time_s, 2)}
 
 
 def _write(path: Path, rows: list[dict], fields: list[str] | None = None) -> None:

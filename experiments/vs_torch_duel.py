@@ -25,31 +25,24 @@ Which points: by default those unmatched on the paired or the unpaired overheads
 summary of `--csv` is rewritten with the duel verdicts
 (`vs_torch_report.verdicts` reads the duels CSV beside it), and a figure beside `--out`
 (`duel_figure`; ``--replot`` runs nothing and redraws it and the summary).
+
+Ctrl-C is one line, ``vs_torch_duel: interrupted...``, and exit 130 (the models and sizes that ended
+are in `--out`), also while torch and the other modules it needs are imported (about a second): at its
+top this module imports only modules that Python's start-up has loaded (os, sys, pathlib, typing), the
+others inside `main`'s handling of interrupts (`benchtable.guarded`), as `main_job` and `paper_figures`
+do. What comes before this module runs is not covered: Python's start-up and the import of the
+``memsched`` package.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import random
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
-import torch
-from memsched.experiments.benchtable import write_csv
-from memsched.experiments.script_args import ScriptParser
-from memsched.experiments.steady_malloc import run_with_pinned_malloc
-from memsched.experiments.vs_torch_report import (
-    DUEL_COLUMNS,
-    SUMMARY_COLUMNS,
-    contested,
-    duels_path,
-    read_rows,
-    save_png,
-    verdicts,
-)
+#: exit status on Ctrl-C (128 + SIGINT), as the ``memsched`` commands return it
+INTERRUPTED = 130
 
 
 def their_points(base: dict, model: Any, rows: list[dict], twin: Any) -> tuple[list[Any], list]:
@@ -70,6 +63,9 @@ def duel(name: str, size: str, rows: list[dict], rounds: int, repeats: int, seed
     """The duels of `rows` (points of one model and size; module docstring): one row per point
     and memsched granularity. The chains are profiled once; each round visits every point once
     in a new random order and runs its step and its memsched steps back to back, shuffled."""
+    import random
+    import statistics
+
     from memsched.experiments.bench_vs_torch import SIZES, median_ci, memsched_points
     from memsched.models.zoo import build_model
 
@@ -132,6 +128,7 @@ def duel_figure(duels: list[dict], path: Path) -> None:
     median with its 95% interval) against the point's peak (MiB), one marker per tool and
     granularity; dashed: the 2% allowance. Written atomically (`vs_torch_report.save_png`)."""
     import matplotlib
+    from memsched.experiments.vs_torch_report import save_png
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -168,7 +165,36 @@ def duel_figure(duels: list[dict], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Duel the contested points of `--csv` (module docstring); exit 0, 2 on a missing CSV or a bad argument
-    (a count below 1, an unknown option, a value that is not a number: one line on stderr, before any duel)."""
+    (a count below 1, an unknown option, a value that is not a number: one line on stderr, before any duel),
+    130 on Ctrl-C (one line; `benchtable.guarded`), also while the modules are imported (module docstring)."""
+    try:
+        from memsched.experiments.benchtable import guarded
+        from memsched.solvers.errors import InputError  # noqa: F401  (imported by `guarded` before its handling)
+    except KeyboardInterrupt:  # nothing read or run yet
+        try:
+            print("vs_torch_duel: interrupted", file=sys.stderr)
+        except KeyboardInterrupt:
+            pass
+        return INTERRUPTED
+    return guarded("vs_torch_duel", lambda: _main(argv),
+                   interrupted="interrupted: the models and sizes that ended are in --out (--resume skips them)")
+
+
+def _main(argv: list[str] | None) -> int:
+    """`main` with its modules imported here (see the module docstring): a Ctrl-C leaves as `KeyboardInterrupt`."""
+    import argparse
+
+    from memsched.experiments.benchtable import write_csv
+    from memsched.experiments.script_args import ScriptParser
+    from memsched.experiments.vs_torch_report import (
+        DUEL_COLUMNS,
+        SUMMARY_COLUMNS,
+        contested,
+        duels_path,
+        read_rows,
+        verdicts,
+    )
+
     parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--csv", default="results/bench_vs_torch.csv", help="bench_vs_torch's CSV")
     parser.add_argument("--rounds", type=int, default=30)
@@ -196,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         for k in keys
         if (not args.models or k[0] in args.models.split(",")) and (not args.sizes or k[1] in args.sizes.split(","))
     ]
+    import torch  # once the arguments are checked: a usage error needs no torch (a second or so)
+
     torch.set_num_threads(1)
     done = read_rows(out) if out.exists() else []
     if args.replot:
@@ -227,4 +255,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from memsched.experiments.steady_malloc import run_with_pinned_malloc
+
     sys.exit(run_with_pinned_malloc("memsched.experiments.vs_torch_duel", main))  # steady step times
