@@ -74,6 +74,13 @@ def run_one(L: int, slots: int, seed: int, fraction: float, repeat: int, kernel:
             "numba_version": numba_version, "machine": f"{platform.machine()} x{os.cpu_count()}"}
 
 
+def _line(row: dict) -> str:
+    """The printed line of a row (s), from the row alone (a row read back from a partial file prints as when it
+    ran)."""
+    return (f"{row['L']:>5} {row['slots']:>6} {row['cells']:>11,} {row['table_s']:>9.3f} {row['schedule_s']:>9.3f} "
+            f"{row['total_s']:>9.3f} {row['cpu_s']:>8.3f} {row['load_avg_1min']:>5.1f} {row['recomputations']:>7}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Time the chain DP over lengths and slots; print a table, write the CSV (``--out``); exit 0 (2 on a
     bad argument, 130 on Ctrl-C: the CSV as it was, the finished rows
@@ -105,17 +112,13 @@ def _run(args: argparse.Namespace) -> int:
     header = f"{'L':>5} {'slots':>6} {'cells':>11} {'table s':>9} {'sched s':>9} {'total s':>9} {'cpu s':>8} " \
              f"{'load':>5} {'recomp':>7}"
     print(header)
-    with resumable(args.out, FIELDS, settings_of(args), ("L", "slots")) as table:
+    with resumable(args.out, FIELDS, settings_of(args), ("L", "slots"), line=_line) as table:
         for L in args.lengths:
             for slots in args.slots:
-                kept = table.kept(L, slots)
-                if kept is None:
-                    kept = [run_one(L, slots, args.seed, args.fraction, args.repeat if L <= 200 else 1, kernel)]
-                    table.add(*kept)
-                row = kept[0]
-                print(f"{L:>5} {slots:>6} {row['cells']:>11,} {row['table_s']:>9.3f} {row['schedule_s']:>9.3f} "
-                      f"{row['total_s']:>9.3f} {row['cpu_s']:>8.3f} {row['load_avg_1min']:>5.1f} "
-                      f"{row['recomputations']:>7}", flush=True)
+                if table.kept(L, slots) is None:  # else printed by `table` (`line`)
+                    row = run_one(L, slots, args.seed, args.fraction, args.repeat if L <= 200 else 1, kernel)
+                    table.add(row)
+                    print(_line(row), flush=True)
         out = write_csv(table.rows, args.out, FIELDS)
     print(f"wrote {out}", file=sys.stderr)
     return 0

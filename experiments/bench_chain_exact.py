@@ -197,7 +197,7 @@ def _main(args: argparse.Namespace) -> int:
              f"{'time':>6} {'cpu':>6} {'rotor':>9} {'rotor-gap':>9}"
     print(header)
     print("-" * len(header))
-    with resumable(out, fields, settings_of(args), ("L", "seed", "fraction", "solver")) as table:
+    with resumable(out, fields, settings_of(args), ("L", "seed", "fraction", "solver"), line=_line) as table:
         _runs(args, table)
         write_rows(out, kept + table.rows, fields)
     print(f"wrote {out} ({len(table.rows)} rows)", file=sys.stderr)
@@ -206,7 +206,8 @@ def _main(args: argparse.Namespace) -> int:
 
 def _runs(args: argparse.Namespace, table: Any) -> None:
     """Every run of `main` not yet in `table` (a `benchtable.Resumable`), added to it, a line printed for each
-    cell in order, those taken from an interrupted run's partial file too (`_line`: the printed table is whole)."""
+    cell in order, those taken from an interrupted run's partial file too (`_line`, given to `resumable`: the printed
+    table is whole)."""
     import ortools
 
     for L in args.lengths:
@@ -218,10 +219,7 @@ def _runs(args: argparse.Namespace, table: Any) -> None:
                 budget = int(lo + frac * (hi - lo))
                 rotor = rotor_makespan(chain, budget, args.slots)
                 for name in args.solvers:
-                    kept = table.kept(L, seed, frac, name)
-                    if kept is not None:
-                        for row in kept:
-                            print(_line(row), flush=True)
+                    if table.kept(L, seed, frac, name) is not None:  # its line printed (`line`)
                         continue
                     solver, _, backend = name.partition(":")
                     load = os.getloadavg()[0]  # the machine's load when the run starts (shared cores)

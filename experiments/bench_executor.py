@@ -32,8 +32,10 @@ equal in every run. Prints the rows, then min / median / max of each ratio per p
 A bad argument (``--threads 0``, a negative ``--time-limit``, an ``--out`` that is a folder or
 cannot be written) is one line and exit 2 before any profiling; Ctrl-C is one line and exit 130:
 ``--out`` stays as it was, the (network, problem) cells finished before it are kept in ``<out
-stem>.partial.csv`` and the same command run again resumes from them (`benchtable.resumable`). The
-CSV is written through a temporary file renamed into place.
+stem>.partial.csv`` and the same command run again resumes from them (`benchtable.resumable`), printing
+their rows too. The CSV is written through a temporary file renamed into place. A Ctrl-C while torch is
+imported (a second or so) is one line and 130 as well: this module imports torch and the models only
+once the arguments are checked, inside `main`'s handling of interrupts (`interrupts.script_main`).
 """
 
 from __future__ import annotations
@@ -45,12 +47,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch
 from memsched.experiments.benchtable import check_out, guarded, positive, resumable, settings_of, write_csv
+from memsched.experiments.interrupts import script_main
 from memsched.experiments.script_args import ScriptParser
-from memsched.models.gpu_check import CHECKS, MODEL_SIZES
-from memsched.models.run import execute_schedule, prepare
-from memsched.solvers import registry
 
 COLUMNS = ("model", "problem", "instance", "nodes", "solver", "budget_fraction", "budget", "status", "predicted_peak",
            "tracker_predicted_peak", "measured_peak", "independent_peak", "memory_ratio", "independent_ratio",
@@ -67,6 +66,8 @@ FRACTIONS = (0.9, 0.75, 0.6)
 
 
 def _row(r: dict[str, Any]) -> str:
+    """The printed line of a run's row (bytes, ms), from the row alone (a row read back from a partial file prints
+    as when it ran)."""
     head = f"{r['model']:>9} {r['problem']:>7} {r['solver']:>14} {r['budget_fraction']:>4.0%}"
     if r.get("measured_peak") is None:
         return f"{head}  {r['status']}"
@@ -89,6 +90,10 @@ def evaluate(label: str, name: str, sizes: dict[str, Any], problem: str, *, repe
     """One network, one problem: the store-all schedule at 100%, every solver at every budget fraction; each
     row (the keys of `COLUMNS`) appended to `rows` (when given) as soon as it is measured, so that a caller
     interrupted keeps the finished ones. Returns this call's rows."""
+    import torch
+    from memsched.models.run import execute_schedule, prepare
+    from memsched.solvers import registry
+
     link: dict[str, Any] = {}
     if problem == "offload":
         from memsched.models.offload.values import measure_link
@@ -157,7 +162,13 @@ def _fmt(t: tuple[float, float, float] | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the chain, join, offload and graph executors on small networks; print measured vs predicted peak
     (bytes) and step time (ms) and a min / median / max summary; write the CSV; exit 0 (2 on a bad argument,
-    130 on Ctrl-C: the CSV as it was, the finished rows kept beside it for a rerun to resume from)."""
+    130 on Ctrl-C: the CSV as it was, the finished rows kept beside it for a rerun to resume from), also while
+    torch is imported (one line, `interrupts.script_main`: torch is imported once the arguments are checked)."""
+    return script_main("bench_executor", lambda: _run(argv))
+
+
+def _run(argv: list[str] | None) -> int:
+    """`main`: the arguments checked (no torch needed), then `_main` under `benchtable.guarded`."""
     parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=("small", "tiny"), default="small")
     parser.add_argument("--problems", default="chain,join,offload,graph",
@@ -180,13 +191,17 @@ def main(argv: list[str] | None = None) -> int:
 def _main(args: argparse.Namespace, problems: list[str]) -> int:
     """The body of `main`: --out checked before any work, every network and problem evaluated, the summary
     printed and the CSV written; on Ctrl-C the finished (network, problem) cells are kept beside --out and a
-    rerun of the same command resumes from them (`benchtable.resumable`)."""
+    rerun of the same command resumes from them (`benchtable.resumable`, which prints their lines too)."""
+    import torch  # once the arguments are checked: a usage error needs no torch (a second or so)
+    from memsched.models.gpu_check import CHECKS, MODEL_SIZES
+
     out = Path(args.out)
     check_out(out)
     torch.set_num_threads(args.threads)
     clock = args.clock or ("thread" if args.threads == 1 else "wall")
     print(f"CPU, {args.threads} thread(s), clock: {clock}, load average {os.getloadavg()[0]:.2f}")
-    with resumable(out, COLUMNS, {**settings_of(args), "problems": problems}, ("model", "problem")) as table:
+    with resumable(out, COLUMNS, {**settings_of(args), "problems": problems}, ("model", "problem"),
+                   line=_row) as table:
         for label, (name, sizes) in MODEL_SIZES[args.size].items():
             for problem in problems:
                 if problem in CHECKS.get(label, ()) and table.kept(label, problem) is None:

@@ -17,6 +17,10 @@ step of an L-stage chain pays over plain autograd whatever its blocks are (Pytho
 operation, and entering autograd's engine once per B instead of once per step). Divided by a
 real step's time it bounds the executor's share of a measured store-all overhead. ``load``: the
 1-minute load average at the start of the row.
+
+Ctrl-C is one line and exit 130 (the finished rows kept beside --out; the same command resumes from
+them, printing them too), also while torch is imported: this module imports it only once the arguments
+are checked, inside `main`'s handling of interrupts (`interrupts.script_main`).
 """
 
 from __future__ import annotations
@@ -25,19 +29,24 @@ import argparse
 import os
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
-import torch
 from memsched.experiments.benchtable import check_out, guarded, resumable, write_csv
+from memsched.experiments.interrupts import script_main
 from memsched.experiments.script_args import ScriptParser
-from torch import nn
+
+if TYPE_CHECKING:
+    import torch
 
 COLUMNS = ("stages", "plain_us", "executor_us", "overhead_us", "per_stage_us", "repeats", "load")
 
 
 def measure(L: int, repeats: int) -> dict:
     """One row: least step times (µs) of plain autograd and of the executor's store-all schedule."""
+    import torch
     from memsched.models.chain.executor import ChainExecutor
     from memsched.solvers.chain.baselines import store_all_schedule
+    from torch import nn
 
     torch.manual_seed(0)
     blocks = [nn.Linear(4, 4) for _ in range(L)]
@@ -75,9 +84,20 @@ def measure(L: int, repeats: int) -> dict:
             "per_stage_us": round((e - p) / L, 1), "repeats": repeats, "load": load}
 
 
+def _line(row: dict[str, Any]) -> str:
+    """The printed line of a row: every column and its value (µs), from the row alone."""
+    return "  ".join(f"{k} {v}" for k, v in row.items())
+
+
 def main(argv: list[str] | None = None) -> int:
     """Measure each chain length, print the table, write the CSV; exit 0 (2 on a bad argument, 130 on Ctrl-C:
-    the CSV as it was, the finished rows kept beside it for a rerun to resume from)."""
+    the CSV as it was, the finished rows kept beside it for a rerun to resume from), also while torch is imported
+    (one line, `interrupts.script_main`: torch is imported once the arguments are checked)."""
+    return script_main("bench_executor_overhead", lambda: _run(argv))
+
+
+def _run(argv: list[str] | None) -> int:
+    """`main`: the arguments checked (no torch needed), then `_main` under `benchtable.guarded`."""
     parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stages", default="4,8,16,32", help="comma-separated chain lengths L >= 1")
     parser.add_argument("--repeats", type=int, default=400, help="timed steps of each kind per length")
@@ -96,16 +116,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(lengths: list[int], repeats: int, out: str) -> int:
     """The body of `main`: `out` checked, one row per length measured and written; on Ctrl-C the rows
-    finished so far are kept beside `out` and a rerun resumes from them (`benchtable.resumable`)."""
+    finished so far are kept beside `out` and a rerun resumes from them (`benchtable.resumable`, which prints
+    their lines too)."""
+    import torch  # once the arguments are checked: a usage error needs no torch (a second or so)
+
     check_out(out)
     torch.set_num_threads(1)
-    with resumable(out, COLUMNS, {"repeats": repeats}, ("stages",)) as table:
+    with resumable(out, COLUMNS, {"repeats": repeats}, ("stages",), line=_line) as table:
         for L in lengths:
-            row = (table.kept(L) or [None])[0]
-            if row is None:
+            if table.kept(L) is None:
                 row = measure(L, repeats)
                 table.add(row)
-            print("  ".join(f"{k} {v}" for k, v in row.items()), flush=True)
+                print(_line(row), flush=True)
         written = write_csv(table.rows, out, COLUMNS)
     print(f"wrote {written}")
     return 0

@@ -87,7 +87,7 @@ def run(quick: bool, solvers: tuple[str, ...], threads: int, out: Path, only: tu
     print(f"{'graph':24s} {'B%':>3s} {'solver':17s} {'status':10s} {'overhead%':>9s} {'gap%':>7s} "
           f"{'time s':>7s}  scope")
     settings = {"quick": quick, "solvers": list(solvers), "threads": threads, "graphs": list(only)}
-    with resumable(out, FIELDS, settings, ("graph", "budget_pct", "solver")) as table:
+    with resumable(out, FIELDS, settings, ("graph", "budget_pct", "solver"), line=_line) as table:
         for g, limit, budgets in selected:
             ref = reference_peak(g)
             total = g.total_cpu()
@@ -97,10 +97,7 @@ def run(quick: bool, solvers: tuple[str, ...], threads: int, out: Path, only: tu
                 for name in solvers:
                     if name == "checkmate-approx" and g.n > LP_MAX_NODES:
                         continue  # its LP alone outlasts the limit on the largest graph
-                    resumed = table.kept(g.name, pct, name)
-                    if resumed is not None:  # printed too: the table of a resumed run is whole
-                        for row in resumed:
-                            print(_line(row), flush=True)
+                    if table.kept(g.name, pct, name) is not None:  # printed too (`line`): the table is whole
                         continue
                     if not lb:
                         lb.append(_lp_bound(g, budget, limit))
@@ -170,15 +167,13 @@ def backends(out: Path, threads: int) -> None:
     cases = [(generate.linear_graph(20), 0.7), (generate.vgg16(), 0.8), (generate.vgg16(), 0.7),
              (generate.random_layered(30, 1), 0.95), (generate.random_layered(30, 2), 0.9)]
     print(f"{'graph':24s} {'B%':>4s} {'backend':8s} {'status':10s} {'makespan':>12s} {'time s':>7s}")
-    with resumable(out, fields, {"threads": threads}, ("graph", "budget_pct", "backend")) as table:
+    with resumable(out, fields, {"threads": threads}, ("graph", "budget_pct", "backend"), line=_backend_line) as table:
         for g, frac in cases:
             budget = int(reference_peak(g) * frac)
             for be in BACKENDS:
-                rows = table.kept(g.name, int(frac * 100), be)
-                if rows is None:
-                    rows = [_backend_row(g, frac, budget, be, threads)]
-                    table.add(*rows)
-                for row in rows:  # those of a resumed run too: the printed table is whole
+                if table.kept(g.name, int(frac * 100), be) is None:  # else printed (`line`): the table is whole
+                    row = _backend_row(g, frac, budget, be, threads)
+                    table.add(row)
                     print(_backend_line(row), flush=True)
         _write(out, table.rows, fields)
 

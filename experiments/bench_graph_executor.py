@@ -126,6 +126,8 @@ def evaluate(label: str, name: str, sizes: dict[str, Any], *, solvers: tuple[str
 
 
 def _line(r: dict[str, Any]) -> str:
+    """The printed line of a run's row (bytes, ms), from the row alone (a row read back from a partial file prints
+    as when it ran)."""
     head = f"{r['model']:>9} {r['solver']:>14} {r['budget_fraction']:>4.0%}"
     if r.get("measured_peak") is None:
         return f"{head}  {r['status']}"
@@ -190,9 +192,9 @@ def _main(args: argparse.Namespace, labels: list[str], solvers: tuple[str, ...],
     torch.set_num_threads(1)
     print(f"CPU, 1 thread, load average {_load()}")
     settings = {**settings_of(args), "models": labels, "solvers": list(solvers), "fractions": list(fractions)}
-    with resumable(out, COLUMNS, settings, ("model",)) as table:
+    with resumable(out, COLUMNS, settings, ("model",), line=_line) as table:
         for label in labels:
-            if pending[label].is_file() and table.kept(label) is not None:
+            if pending[label].is_file() and table.kept(label) is not None:  # its lines printed (`line`)
                 continue
             name, sizes = MODEL_SIZES[args.size][label]
             pending[label].parent.mkdir(parents=True, exist_ok=True)

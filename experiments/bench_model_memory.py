@@ -208,6 +208,14 @@ def main(argv: list[str] | None = None) -> int:
     return guarded("bench_model_memory", lambda: _main(args))
 
 
+def _line(row: dict[str, Any]) -> str:
+    """The printed line of a measured pair's row (s, bytes per nonzero, GB), from the row alone (a row read back
+    from a partial file prints as when it ran)."""
+    return (f"{row['graph']:<28} {row['nonzeros']:>10} {row['backend']:<6} {row['status']:<9} {row['seconds']:>6} "
+            f"{row['model_bytes_per_nnz']:>11} {row['backend_bytes_per_nnz']:>13} {row['measured_gb']:>8} "
+            f"{row['estimated_gb']:>9}")
+
+
 def _main(args: argparse.Namespace) -> int:
     """The body of `main`: --out checked, then re-estimated, or each pair measured (those an interrupted run
     of the same settings measured taken from its partial file, `benchtable.resumable`) and --out written."""
@@ -226,8 +234,10 @@ def _main(args: argparse.Namespace) -> int:
     done = {(r["graph"], r["backend"]) for r in rows}
     print(f"{'graph':<28} {'nonzeros':>10} {'backend':<6} {'status':<9} {'s':>6} {'model B/nnz':>11} "
           f"{'backend B/nnz':>13} {'peak GB':>8} {'guard GB':>9}")
-    with resumable(args.out, FIELDS, settings_of(args, "resume", "reestimate"), ("graph", "backend")) as table:
+    with resumable(args.out, FIELDS, settings_of(args, "resume", "reestimate"), ("graph", "backend"),
+                   line=_line) as table:
         for name, make in todo:
+            # the kept pairs' lines are printed by `table` (`line`): the printed table of a resumed run is whole
             backends = [b for b in args.backends if (name, b) not in done and table.kept(name, b) is None]
             if not backends:
                 continue
@@ -244,9 +254,7 @@ def _main(args: argparse.Namespace) -> int:
                     print(f"{name}: checkmate_size {size} differs from the built model", file=sys.stderr)
                     return 1
                 table.add(row)
-                print(f"{name:<28} {row['nonzeros']:>10} {backend:<6} {row['status']:<9} {row['seconds']:>6} "
-                      f"{row['model_bytes_per_nnz']:>11} {row['backend_bytes_per_nnz']:>13} {row['measured_gb']:>8} "
-                      f"{row['estimated_gb']:>9}", flush=True)
+                print(_line(row), flush=True)
         rows += table.rows
         write_csv(rows, args.out, FIELDS)
     covered = sum(1 for r in rows if r["estimate_covers"] in (True, "True"))

@@ -68,6 +68,12 @@ def run_one(L: int, seed: int, per_byte: float, fraction: float, time_limit: flo
             "pofo": pofo.objective, "load_1min": round(os.getloadavg()[0], 2)}
 
 
+def _line(row: dict[str, Any]) -> str:
+    """The printed line of a run's row: every column as ``name=value`` (a row read back from a partial file
+    prints as when it ran)."""
+    return " ".join(f"{k}={v}" for k, v in row.items())
+
+
 def sizes_used(res: Any) -> str:
     """``exact`` when the model ran with exact sizes (`exact_free_retry`: chosen because pofo at
     exact sizes beat the fast solvers at the slots or no fast solver had a schedule, or retried
@@ -93,16 +99,16 @@ def _main(args: argparse.Namespace) -> int:
     """The body of `main`: --out checked, the grid run, the table written; on Ctrl-C the rows finished
     so far are kept beside --out and a rerun resumes from them (`benchtable.resumable`)."""
     check_out(args.out)
-    with resumable(args.out, None, settings_of(args), ("L", "seed", "ms_per_byte", "fraction")) as kept:
+    with resumable(args.out, None, settings_of(args), ("L", "seed", "ms_per_byte", "fraction"), line=_line) as kept:
         for L in args.lengths:
             for seed in range(args.seeds):
                 for per_byte in PER_BYTE_MS:
                     for fraction in FRACTIONS:
-                        if kept.kept(L, seed, per_byte, fraction) is not None:
+                        if kept.kept(L, seed, per_byte, fraction) is not None:  # its line printed (`line`)
                             continue
                         row = run_one(L, seed, per_byte, fraction, args.time_limit, args.slots, args.workers)
                         kept.add(row)
-                        print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+                        print(_line(row), flush=True)
         table = pd.DataFrame(kept.rows)
         write_frame(table, args.out)
     proven = (table["status"] == "optimal").sum()

@@ -72,7 +72,7 @@ def run(width: int, size: int, mb: int, steps: int, rows: list[dict[str, Any]] |
     """Profile, partition and execute (module docstring); one row per partition (the keys of `FIELDS`),
     appended to `rows` (when given) as soon as it is measured, so that a caller interrupted keeps the
     finished ones; with `table` (`benchtable.resumable`; then `rows` is its rows), a partition it holds
-    already (the same text) is not run again. Returns `rows`."""
+    already (the same text) is not run again (its line printed by `table`, given `_line`). Returns `rows`."""
     import torch
     from memsched.models.pipeline.dag_runner import compare_dag, profile_dag, run_dag_partition
     from memsched.models.pipeline.dag_zoo import resnet_dag, sample_shape
@@ -122,12 +122,19 @@ def run(width: int, size: int, mb: int, steps: int, rows: list[dict[str, Any]] |
             table.add(r)
         else:
             rows.append(r)
-        print(f"{label:16s} tensors {r['boundary_tensors']:6s} period {r['predicted_period_s']:.4f} s predicted, "
-              f"{r['measured_period_s']:.4f} s measured ({r['period_ratio']}x); step {r['measured_step_s']:.3f} s "
-              f"vs {r['predicted_makespan_s']:.3f} s; CPU bottleneck {r['cpu_bottleneck_s']:.4f} s "
-              f"({r['cpu_ratio']}x); saved/stash {r['saved_ratio_min']}..{r['saved_ratio_max']}; grads "
-              f"{'ok' if r['grad_check'] else 'WRONG'}; load {r['load_1min']}", flush=True)
+        print(_line(r), flush=True)
     return rows
+
+
+def _line(r: dict[str, Any]) -> str:
+    """The printed line of a partition's row (s), from the row alone: a row read back from a partial file prints
+    as when it ran (its label: the partition's text before ``": "``)."""
+    label = r["partition"].partition(": ")[0]
+    return (f"{label:16s} tensors {r['boundary_tensors']:6s} period {r['predicted_period_s']:.4f} s predicted, "
+            f"{r['measured_period_s']:.4f} s measured ({r['period_ratio']}x); step {r['measured_step_s']:.3f} s "
+            f"vs {r['predicted_makespan_s']:.3f} s; CPU bottleneck {r['cpu_bottleneck_s']:.4f} s "
+            f"({r['cpu_ratio']}x); saved/stash {r['saved_ratio_min']}..{r['saved_ratio_max']}; grads "
+            f"{'ok' if r['grad_check'] else 'WRONG'}; load {r['load_1min']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,7 +155,7 @@ def _main(args: argparse.Namespace) -> int:
     (atomically); on Ctrl-C the rows finished so far are kept beside --out and a rerun resumes from them
     (`benchtable.resumable`)."""
     check_out(args.out)
-    with resumable(args.out, FIELDS, settings_of(args), ("partition",)) as table:
+    with resumable(args.out, FIELDS, settings_of(args), ("partition",), line=_line) as table:
         run(args.width, args.size, args.micro_batch, args.steps, table=table)
         written = write_csv(table.rows, args.out, FIELDS)
     print(f"wrote {written}")

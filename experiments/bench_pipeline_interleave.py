@@ -32,9 +32,10 @@ SOLVERS: list[tuple[str, dict[str, Any]]] = [("madpipe", {}), ("interleave-v", {
 
 
 def run(rows: list[dict[str, Any]] | None = None, table: Resumable | None = None) -> list[dict[str, Any]]:
-    """Every profile, P, memory factor and solver of the module docstring; prints one line per run. Each row
-    is appended to `rows` (when given) as soon as it is measured: a caller interrupted keeps the finished ones;
-    with `table` (`benchtable.resumable`; then `rows` is its rows) the runs it holds already are not made again."""
+    """Every profile, P, memory factor and solver of the module docstring; prints one line per run (`_line`). Each
+    row is appended to `rows` (when given) as soon as it is measured: a caller interrupted keeps the finished ones;
+    with `table` (`benchtable.resumable`; then `rows` is its rows) the runs it holds already are not made again
+    (their lines printed by `table`, given `_line`)."""
     rows = table.rows if table is not None else [] if rows is None else rows
     for inst in (profiles.vgg16(), profiles.transformer(layers=24)):
         inst = inst.with_machine(bandwidth=12e9)
@@ -63,10 +64,17 @@ def run(rows: list[dict[str, Any]] | None = None, table: Resumable | None = None
                         table.add(x)
                     else:
                         rows.append(x)
-                    print(f"{inst.name:16s} P={P} mem x{factor}  {solver:16s} {r.status:10s} "
-                          f"{x['period_s'] if x['period_s'] == '' else round(x['period_s'], 6)!s:>10s} s  "
-                          f"stages {x['stages']!s:>2s}  {wall:7.2f} s", flush=True)
+                    print(_line(x), flush=True)
     return rows
+
+
+def _line(row: dict[str, Any]) -> str:
+    """The printed line of a run's row (period and solve time in s), from the row alone: a row read back from a
+    partial file prints as when it ran."""
+    period = row["period_s"]
+    return (f"{row['profile']:16s} P={row['devices']} mem x{row['memory_factor']}  {row['solver']:16s} "
+            f"{row['status']:10s} {period if period == '' else round(period, 6)!s:>10s} s  "
+            f"stages {row['stages']!s:>2s}  {row['solve_time_s']:7.2f} s")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +90,7 @@ def _main(args: argparse.Namespace) -> int:
     """The body of `main`: --out checked, the runs made and written; on Ctrl-C the rows finished so far
     are kept beside --out and a rerun resumes from them (`benchtable.resumable`)."""
     check_out(args.out)
-    with resumable(args.out, FIELDS, {}, ("profile", "devices", "memory_factor", "solver")) as table:
+    with resumable(args.out, FIELDS, {}, ("profile", "devices", "memory_factor", "solver"), line=_line) as table:
         run(table=table)
         written = write_csv(table.rows, args.out, FIELDS)
     print(f"wrote {written}")

@@ -137,12 +137,18 @@ def run(quick: bool, memory: int, rows: list[dict[str, Any]] | None = None, tabl
                     table.add(r)
                 else:
                     rows.append(r)
-                print(f"{name:14s} {mode:7s} P={P:2d}  pipedream {_f(r['pipedream_period_s'])} "
-                      f"({r['pipedream_status']}, {r['pipedream_planner_s'] or '-'} s)  ours {_f(ours_s)} "
-                      f"({r['ours_plan_s']} s)  ratio {r['ratio'] or '-'}  within {memory / 1e9:g} GB: "
-                      f"{_f(r['memaware_period_s'])} ({mem.status}; PipeDream's plan fits: "
-                      f"{r['pipedream_plan_within_memory']})  chain {_f(r['chain_period_s'])}", flush=True)
+                print(_line(r), flush=True)
     return rows
+
+
+def _line(r: dict[str, Any]) -> str:
+    """The printed line of a comparison's row (periods and times in s, memory in GB), from the row alone: a row
+    read back from a partial file prints as when it ran."""
+    return (f"{r['profile']:14s} {r['mode']:7s} P={r['devices']:2d}  pipedream {_f(r['pipedream_period_s'])} "
+            f"({r['pipedream_status']}, {r['pipedream_planner_s'] or '-'} s)  ours {_f(r['ours_period_s'])} "
+            f"({r['ours_plan_s']} s)  ratio {r['ratio'] or '-'}  within {r['memory'] / 1e9:g} GB: "
+            f"{_f(r['memaware_period_s'])} ({r['memaware_status']}; PipeDream's plan fits: "
+            f"{r['pipedream_plan_within_memory']})  chain {_f(r['chain_period_s'])}")
 
 
 def memory_verdict(fits: bool, mem_status: str, mem_period: float | None, period: float, full_lattice: bool) -> str:
@@ -219,7 +225,7 @@ def _main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     check_out(out)
     check_out(out.with_suffix(".png"), "--out (its .png)")
-    with resumable(out, FIELDS, settings_of(args), ("profile", "mode", "devices")) as table:
+    with resumable(out, FIELDS, settings_of(args), ("profile", "mode", "devices"), line=_line) as table:
         run(args.quick, args.memory, table=table)
         write_csv(table.rows, out, FIELDS)
         figure(table.rows, out.with_suffix(".png"))

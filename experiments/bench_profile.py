@@ -91,9 +91,9 @@ def _main(args: argparse.Namespace) -> int:
     cases = [c for c in CASES if c[4] is not None] if args.quick else CASES
     print(f"{'kind':<6} {'model':<12} {'sizes':<34} {'cost':<14} {'seconds':>8} {'CPU s':>7} {'RSS MiB':>8} "
           f"{'target':>7} {'met':>4} {'n':>5} {'store-all peak':>15}")
-    with resumable(args.out, FIELDS, settings_of(args), ("kind", "model", "sizes", "cost")) as table:
+    with resumable(args.out, FIELDS, settings_of(args), ("kind", "model", "sizes", "cost"), line=_line) as table:
         for kind, model, sizes, cost, target in cases:
-            if table.kept(kind, model, json.dumps(sizes), cost) is None:
+            if table.kept(kind, model, json.dumps(sizes), cost) is None:  # else printed by `table` (`line`)
                 table.add(_case_row(kind, model, sizes, cost, target))
         out = write_csv(table.rows, args.out, FIELDS)
     print(f"wrote {out}")
@@ -108,10 +108,16 @@ def _case_row(kind: str, model: str, sizes: dict[str, Any], cost: str, target: f
            "seconds": round(r["seconds"], 2), "cpu_seconds": round(r["cpu"], 2),
            "load_avg": round(os.getloadavg()[0], 1), "peak_rss_mib": round(r["rss"], 1), "target_s": target or "",
            "met": met, "n": r["n"], "store_all_peak": r["peak"]}
-    print(f"{kind:<6} {model:<12} {row['sizes']:<34} {cost:<14} {row['seconds']:>8.2f} {row['cpu_seconds']:>7.2f} "
-          f"{row['peak_rss_mib']:>8.1f} {target or '':>7} {met:>4} {r['n']:>5} {r['peak'] / 2**30:>11.2f} GiB",
-          flush=True)
+    print(_line(row), flush=True)
     return row
+
+
+def _line(row: dict[str, Any]) -> str:
+    """The printed line of a case's row (s, MiB, GiB), from the row alone (a row read back from a partial file
+    prints as when it ran)."""
+    return (f"{row['kind']:<6} {row['model']:<12} {row['sizes']:<34} {row['cost']:<14} {row['seconds']:>8.2f} "
+            f"{row['cpu_seconds']:>7.2f} {row['peak_rss_mib']:>8.1f} {row['target_s']:>7} {row['met']:>4} "
+            f"{row['n']:>5} {row['store_all_peak'] / 2**30:>11.2f} GiB")
 
 
 if __name__ == "__main__":

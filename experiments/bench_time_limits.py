@@ -174,16 +174,23 @@ def only_choices() -> list[str]:
 
 def _row(problem: str, solver: str, label: str, budget: int, limit: float, wall: float, res: Any,
          hogs: int) -> dict[str, Any]:
-    """One CSV row (and its printed line) for a timed solve."""
+    """One CSV row (and its printed line, `_line`) for a timed solve."""
     kept = wall <= allowed(limit)
-    print(f"{problem:9s} {solver:15s} limit {limit:5.1f} s  wall {wall:7.2f} s  "
-          f"{'kept' if kept else 'OVERRAN'}  {res.status}", flush=True)
-    return {"problem": problem, "solver": solver, "instance": label, "budget": budget,
-            "time_limit_s": limit, "wall_s": round(wall, 3), "allowed_s": round(allowed(limit), 3),
-            "kept": kept, "status": res.status, "objective": res.objective,
-            "lower_bound": res.lower_bound, "seeded_by": res.seeded_by,
-            "solution_from": res.details.get("solution_from", "model"), "hogs": hogs,
-            "load_1min": round(os.getloadavg()[0], 1)}
+    row = {"problem": problem, "solver": solver, "instance": label, "budget": budget,
+           "time_limit_s": limit, "wall_s": round(wall, 3), "allowed_s": round(allowed(limit), 3),
+           "kept": kept, "status": res.status, "objective": res.objective,
+           "lower_bound": res.lower_bound, "seeded_by": res.seeded_by,
+           "solution_from": res.details.get("solution_from", "model"), "hogs": hogs,
+           "load_1min": round(os.getloadavg()[0], 1)}
+    print(_line(row), flush=True)
+    return row
+
+
+def _line(row: dict[str, Any]) -> str:
+    """The printed line of a timed solve's row (s), from the row alone (a row read back from a partial file
+    prints as when it ran)."""
+    return (f"{row['problem']:9s} {row['solver']:15s} limit {row['time_limit_s']:5.1f} s  wall {row['wall_s']:7.2f} s  "
+            f"{'kept' if row['kept'] else 'OVERRAN'}  {row['status']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,7 +217,7 @@ def _main(args: argparse.Namespace) -> int:
     check_out(args.out)
     limits = args.limits or ([0.1, 1.0] if args.quick else [0.1, 1.0, 10.0])
     key = ("problem", "solver", "instance", "time_limit_s")
-    with resumable(args.out, None, {**settings_of(args), "limits": limits}, key) as table:
+    with resumable(args.out, None, {**settings_of(args), "limits": limits}, key, line=_line) as table:
         df = run(limits, args.only, args.hog, table=table)
         print()
         print(df.drop(columns=["budget"]).to_string(index=False))

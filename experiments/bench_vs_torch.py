@@ -66,6 +66,11 @@ the models and sizes run, keeps the others; ``--replot``: runs nothing, redraws 
 summaries of ``--out``) and a figure (time overhead against peak memory, one curve per tool; a second row of panels on
 the allocator's peaks) next to it, and prints, per model and size, each tool's smallest peak
 with its overhead and the other tools' points that no memsched point matches.
+
+Ctrl-C is one line and exit 130 (the models and sizes finished kept beside --out, resumed from and
+printed by the same command run again), also while torch is imported (a second or so): this module
+and `vs_torch_compile` import torch only inside functions, torch once the arguments are checked,
+inside `main`'s handling of interrupts (`interrupts.script_main`).
 """
 
 from __future__ import annotations
@@ -79,12 +84,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 from memsched.experiments.benchtable import check_out, guarded, positive, resumable, settings_of, write_csv
+from memsched.experiments.interrupts import script_main
 from memsched.experiments.script_args import ScriptParser
-from memsched.experiments.steady_malloc import run_with_pinned_malloc
 from memsched.experiments.vs_torch_report import (
     DUEL_COLUMNS,
     SUMMARY_COLUMNS,
@@ -94,8 +98,12 @@ from memsched.experiments.vs_torch_report import (
     summary,
     verdicts,
 )
-from torch import nn
-from torch.utils.checkpoint import checkpoint, checkpoint_sequential
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    Step = Callable[[torch.Tensor], torch.Tensor]  # input copy -> loss
 
 COLUMNS = ("model", "size", "tool", "setting", "status", "peak_bytes", "alloc_peak", "time_ms", "overhead",
            "overhead_unpaired", "overhead_ci", "time_min_ms", "plan_s", "grad_ok", "predicted_peak", "budget", "load",
@@ -118,7 +126,6 @@ INDUCTOR_NOT_RUN = ("not run (--compile inductor not given): inductor compiles h
                     "cache at load 5-7 GPT-2 small took 238 s at budget 1.0 and neither GPT-2 small at 0.5 nor "
                     "ResNet-50 small finished within 300 s (each budget compiles anew); the min-cut partitioner "
                     "it uses is measured without it: torch.compile(aot_eager, min-cut)")
-Step = Callable[[torch.Tensor], torch.Tensor]  # input copy -> loss
 
 
 @dataclass
@@ -144,6 +151,8 @@ def _grads(params: list[nn.Parameter]) -> list[torch.Tensor | None]:
 
 
 def _same(a: list[torch.Tensor | None], b: list[torch.Tensor | None]) -> bool:
+    import torch
+
     return all((u is None) == (v is None) and (u is None or torch.allclose(u, v, rtol=1e-4, atol=1e-6))
                for u, v in zip(a, b))
 
@@ -153,6 +162,7 @@ def memory(step: Step, x: torch.Tensor, params: list[nn.Parameter], probe: bool,
     """(tracker peak bytes, allocator peak bytes or None, gradients) of one step of `step`,
     parameter gradients allocated before it (as the executor does); `tracker`: the tracker's
     class (default `LiveTensorTracker`)."""
+    import torch
     from memsched.models.memory import LiveTensorTracker
 
     def run() -> None:
@@ -178,6 +188,8 @@ def memory(step: Step, x: torch.Tensor, params: list[nn.Parameter], probe: bool,
 
 def timer_of(step: Step, x: torch.Tensor, params: list[nn.Parameter], seed: int = 0) -> Callable[[], float]:
     """One untracked step of `step` from parameter gradients None: ms of the thread's CPU time."""
+    import torch
+
     def one() -> float:
         for p in params:
             p.grad = None
@@ -196,6 +208,8 @@ def torch_points(base: dict, model: Any, probe: bool, compile_kinds: list[str] |
     (`vs_torch_compile.compile_points`: backend kinds, budgets, dropout-free `twin`); and the
     reference gradients (plain torch's)."""
     from memsched.experiments.vs_torch_compile import DEFAULT_BUDGETS, compile_points
+    from torch import nn
+    from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
     blocks, loss_fn, x, target = model.blocks, model.loss_fn, model.example_input, model.target
     params = _params(blocks)
@@ -348,11 +362,17 @@ def run_one(name: str, size: str, args: argparse.Namespace) -> list[dict]:
     for r in rows:
         if r.get("time_ms") is not None:
             r["overhead_unpaired"] = r["time_ms"] / plain_ms - 1
-        peak = f"{r['peak_bytes'] / 2**20:8.2f} MiB" if r.get("peak_bytes") is not None else " " * 12
-        over = f"{100 * r['overhead']:+7.1f}%" if r.get("overhead") is not None else " " * 8
-        print(f"{name:>8} {size:>6} {r['tool']:>22} {r['setting']:>30} {peak} {over} "
-              f"plan {r.get('plan_s') or 0:6.2f}s grad {r.get('grad_ok')} {r['status'][:60]}", flush=True)
+        print(_line(r), flush=True)
     return [r for r in rows if not (args.only_compile and r["tool"] == "torch")]
+
+
+def _line(r: dict[str, Any]) -> str:
+    """The printed line of a tool's row (peak in MiB, overhead in %, planning time in s), from the row alone: a
+    row read back from a partial file prints as when it ran."""
+    peak = f"{r['peak_bytes'] / 2**20:8.2f} MiB" if r.get("peak_bytes") is not None else " " * 12
+    over = f"{100 * r['overhead']:+7.1f}%" if r.get("overhead") is not None else " " * 8
+    return (f"{r['model']:>8} {r['size']:>6} {r['tool']:>22} {r['setting']:>30} {peak} {over} "
+            f"plan {r.get('plan_s') or 0:6.2f}s grad {r.get('grad_ok')} {r['status'][:60]}")
 
 
 def _kinds(text: str) -> list[str]:
@@ -393,7 +413,13 @@ def main(argv: list[str] | None = None) -> int:
     """Compare rotor schedules run by ChainExecutor with torch checkpointing (memory and step time); print a table,
     write the CSV (``--out``) and the figure; exit 0, 2 on an unknown model/size or a bad argument, 130 on Ctrl-C
     (the files as they were, the models and sizes finished before it kept beside --out for a rerun to resume
-    from)."""
+    from), also while torch is imported (one line, `interrupts.script_main`: torch is imported once the arguments
+    are checked, inside the handling of interrupts)."""
+    return script_main("bench_vs_torch", lambda: _run(argv))
+
+
+def _run(argv: list[str] | None) -> int:
+    """`main`: the arguments checked (no torch needed), then `_main` under `benchtable.guarded`."""
     parser = ScriptParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="gpt2,resnet50")
     parser.add_argument("--sizes", default="small", help="comma-separated: tiny (tests), small, medium, large")
@@ -439,9 +465,12 @@ def _main(args: argparse.Namespace, out: Path, pairs: list[tuple[str, str]]) -> 
     """The body of `main`: --out checked, each model and size run, the CSV, figure and summaries written;
     on Ctrl-C the files stay as they were and the models and sizes finished so far are kept beside --out, from
     which the same command run again resumes (`benchtable.resumable`, one cell per model and size)."""
+    import torch  # once the arguments are checked: a usage error needs no torch (a second or so)
+
     check_out(out)
     torch.set_num_threads(args.threads)
-    with resumable(out, COLUMNS, {**settings_of(args, "update", "replot"), "pairs": pairs}, ("model", "size")) as table:
+    with resumable(out, COLUMNS, {**settings_of(args, "update", "replot"), "pairs": pairs}, ("model", "size"),
+                   line=_line) as table:
         for name, size in pairs:
             if table.kept(name, size) is None:
                 table.add(*run_one(name, size, args))
@@ -471,4 +500,6 @@ def _write_rows(rows: list[dict], out: Path, pairs: list[tuple[str, str]], args:
 
 
 if __name__ == "__main__":
+    from memsched.experiments.steady_malloc import run_with_pinned_malloc
+
     sys.exit(run_with_pinned_malloc("memsched.experiments.bench_vs_torch", main))  # steady step times

@@ -8,7 +8,10 @@ run, one measured point) keeps the rows finished before a Ctrl-C in ``<out stem>
 its table (`partial_path`), never in the table itself, so a complete table is never replaced by a
 partial one; the same command run again takes the finished cells from that file (only when it was
 written with the same settings), runs the rest, writes the complete table atomically and removes the
-partial file. Figures go through `save_figure`, frames through `write_frame`: both atomic."""
+partial file. A bench that prints a line per row gives `resumable` its line function (``line``: the
+line from the row alone): the rows taken from the partial file are then printed where they belong, as
+when they ran, so the printed table of a resumed run is whole. Figures go through `save_figure`,
+frames through `write_frame`: both atomic."""
 
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ def guarded(name: str, body: Callable[[], int], *, interrupted: str = "interrupt
     """Run a benchmark's `body` (its exit status) as a command: a Ctrl-C prints ``NAME: <interrupted>``
     (say there what was kept, e.g. "interrupted: the rows finished so far are in results/x.csv") and
     returns 130; bad input (`InputError`, raised by the checks below or by the solvers) prints
-    ``NAME: error: <message>`` and returns 2. Neither prints a traceback."""
+    ``NAME: error: <message>`` and returns 2. Neither prints a traceback. A Ctrl-C before this handling is in
+    place (while a script imports torch, say) is `interrupts.script_main`'s to answer."""
     from memsched.solvers.errors import InputError
 
     try:
@@ -168,15 +172,19 @@ class Resumable:
     fields naming a row's cell; `fields`: the partial file's header (None: the rows' keys, first seen
     first). The partial file is a CSV whose first line holds the settings and whose values are texts as
     they are and anything else as JSON (`_text`), so that a row read back equals the row written.
-    Invariant: it only ever holds whole cells (a cell's rows are added at once)."""
+    `line`: a bench's printed line of a row, from the row alone (None: the bench prints no line per row);
+    `kept` prints the line of each row it takes from the partial file, so that a resumed run prints every
+    row (the bench prints those it makes itself). Invariant: it only ever holds whole cells (a cell's rows
+    are added at once)."""
 
     def __init__(self, out: str | Path, fields: Sequence[str] | None, settings: Mapping[str, Any],
-                 key: Sequence[str]) -> None:
+                 key: Sequence[str], line: Callable[[dict[str, Any]], str] | None = None) -> None:
         self.out = Path(out)
         self.partial = partial_path(out)
         self.fields = list(fields) if fields is not None else None
         self.settings = json.dumps(settings, sort_keys=True, default=str)
         self.key = list(key)
+        self.line = line
         self.rows: list[dict[str, Any]] = []
         self.reused = 0
         self.bar: Any = None  # a tqdm bar moved by one per cell done (`resumable`'s `progress`)
@@ -214,11 +222,15 @@ class Resumable:
 
     def kept(self, *values: Any) -> list[dict[str, Any]] | None:
         """The rows of the cell named by `values` (in `key` order) that an interrupted run finished,
-        now added to `rows`, else None (the cell is to be run; its rows go to `add`)."""
+        now added to `rows` (and their lines printed, with `line`), else None (the cell is to be run; its
+        rows go to `add`)."""
         found = self._kept.pop(tuple(_key_part(v) for v in values), None)
         if found is not None:
             self.rows.extend(found)
             self.reused += len(found)
+            if self.line is not None:
+                for row in found:
+                    print(self.line(row), flush=True)
             if self.bar is not None:
                 self.bar.update()
         return found
@@ -291,17 +303,19 @@ def _file_state(path: Path) -> tuple[int, ...] | None:
 
 @contextlib.contextmanager
 def resumable(out: str | Path, fields: Sequence[str] | None, settings: Mapping[str, Any], key: Sequence[str],
-              *, bar: str | None = None, total: int | None = None) -> Iterator[Resumable]:
+              *, bar: str | None = None, total: int | None = None,
+              line: Callable[[dict[str, Any]], str] | None = None) -> Iterator[Resumable]:
     """A `Resumable` for the bench writing the table `out` (`settings`: JSON-able, whatever changes the
     rows; `key`: the fields naming a cell). Write the complete table inside the block: leaving it
     normally removes the partial file. A Ctrl-C inside writes the rows finished so far to the partial
     file instead of `out` (which stays as it was, unless the block had written it already: the message
     then says so) and goes on as an `Interrupted` saying where they are (`guarded` prints it); with none
     finished, any earlier partial file stays too. `bar`: the label of a progress bar on stderr
-    (`progress`) counting the cells done (of `total` when given)."""
+    (`progress`) counting the cells done (of `total` when given). `line`: the bench's printed line of a row
+    (`Resumable`: the rows taken from the partial file are printed too)."""
     from memsched.experiments.cli import interrupts_deferred  # imported now: no import while interrupted
 
-    table = Resumable(out, fields, settings, key)
+    table = Resumable(out, fields, settings, key, line)
     before = _file_state(table.out)
     try:
         if bar is not None:

@@ -17,8 +17,8 @@ job with exit 130: the finished rows are kept, and a line says to rerun with ``-
 
 A Ctrl-C while the job's modules are imported (pandas, matplotlib, the sweep: about a second) is the
 same one line, ``main_job: interrupted``, and exit 130, not a traceback: at its top this module imports
-only modules that Python's start-up or the ``memsched`` package have loaded (sys, pathlib, typing), the
-others inside `main`'s handling of interrupts (as `memsched.__main__` does for the ``memsched`` command).
+only modules that Python's start-up or the ``memsched`` package have loaded (sys, pathlib, typing) and the
+small `interrupts`, the others inside `main`'s handling of interrupts (`interrupts.script_main`).
 What comes before this module runs is not covered: Python's start-up and the import of the ``memsched``
 package.
 
@@ -33,6 +33,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memsched.experiments.interrupts import INTERRUPTED, script_main
+
 if TYPE_CHECKING:
     import argparse
 
@@ -40,8 +42,6 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results" / "main"
-#: exit status of a stopped job (128 + SIGINT), as the ``memsched`` commands return it
-INTERRUPTED = 130
 
 
 def summary_table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -68,20 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     that is empty or no folder that can be written: one line on stderr, no traceback, before any run), 130 when
     stopped by Ctrl-C or SIGTERM (one line on stderr says how to resume, no traceback), also while the modules
     it needs are imported (one line, ``main_job: interrupted``)."""
-    try:
-        return _main(argv)
-    except KeyboardInterrupt:  # while the modules were imported or the arguments read: nothing ran yet
-        return _interrupted()
-
-
-def _interrupted() -> int:
-    """`INTERRUPTED`, after the line for a stop before any run (a second Ctrl-C while it is written is not a
-    traceback either)."""
-    try:
-        print("main_job: interrupted", file=sys.stderr)
-    except KeyboardInterrupt:
-        pass
-    return INTERRUPTED
+    return script_main("main_job", lambda: _main(argv))
 
 
 def _main(argv: list[str] | None) -> int:

@@ -29,8 +29,8 @@ rows of several problems or a pipeline label without ``P=<n>``, lacks cells of i
 `--out` is no folder that can be made (a file, say) or a figure's file is a folder or a name too long;
 130, one line, on Ctrl-C, also while the modules it needs are imported (matplotlib, pandas: about a
 second): at its top this module imports only modules that Python's start-up or the ``memsched`` package
-have loaded (os, re, sys, pathlib, typing), the others inside `main`'s handling of interrupts (as
-`memsched.__main__` does for the ``memsched`` command). What comes before this module runs is not
+have loaded (os, re, sys, pathlib, typing) and the small `interrupts`, the others inside `main`'s handling of
+interrupts (`interrupts.script_main`). What comes before this module runs is not
 covered: Python's start-up and the import of the ``memsched`` package.
 """
 
@@ -42,14 +42,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memsched.experiments.interrupts import script_main
+
 if TYPE_CHECKING:
     import argparse
 
     import matplotlib.pyplot as plt
     import pandas as pd
 
-#: exit status on Ctrl-C (128 + SIGINT), as the ``memsched`` commands return it
-INTERRUPTED = 130
 #: names this module gives for other modules' (`__getattr__`: imported on first use, not at the top)
 _LAZY = {"distinct_styles": "memsched.experiments.plotting.styles", "source_file": "memsched.experiments.figures"}
 
@@ -367,17 +367,15 @@ def main(argv: list[str] | None = None) -> int:
     """Draw the papers' chain figure from the sweep in --results into --out; exit 0, 2 on bad input
     (one line on stderr, `run`), 130 on Ctrl-C (one line; `benchtable.guarded`), also while the modules
     are imported (see the module docstring)."""
-    try:
-        from memsched.experiments.benchtable import guarded
-        from memsched.solvers.errors import InputError  # noqa: F401  (imported by `guarded` before its handling)
+    return script_main("paper_figures", lambda: _main(argv))
 
-        args = figure_args(argv, __doc__, "results/fig_paper_chains", "the sweep's output folder", "paper_chains")
-    except KeyboardInterrupt:  # nothing read or drawn yet
-        try:
-            print("paper_figures: interrupted", file=sys.stderr)
-        except KeyboardInterrupt:
-            pass
-        return INTERRUPTED
+
+def _main(argv: list[str] | None) -> int:
+    """`main` with its modules imported here (module docstring): a Ctrl-C before `benchtable.guarded` takes over
+    leaves as `KeyboardInterrupt` (`interrupts.script_main` answers it)."""
+    from memsched.experiments.benchtable import guarded
+
+    args = figure_args(argv, __doc__, "results/fig_paper_chains", "the sweep's output folder", "paper_chains")
     return guarded("paper_figures", lambda: run(args),
                    interrupted=f"interrupted: each figure file under {args.out} is as it was or complete "
                                "(written atomically)")

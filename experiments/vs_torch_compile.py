@@ -38,18 +38,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from memsched.models.memory import LiveTensorTracker
-from torch import nn
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    Step = Callable[[torch.Tensor], torch.Tensor]
 
 __all__ = [
     "twin_check",
     "BACKENDS",
     "TOOLS",
     "DEFAULT_BUDGETS",
-    "CompiledTracker",
+    "CompiledTracker",  # noqa: F822  (made on first use: `__getattr__`)
     "close_normwise",
     "compile_step",
     "compile_points",
@@ -60,17 +62,35 @@ TOOLS = {"aot": "torch.compile(aot_eager, min-cut)", "inductor": "torch.compile(
 DEFAULT_BUDGETS = (1.0, 0.8, 0.6, 0.4, 0.2, 0.0)
 GRAD_RTOL = 1e-3
 GRAD_RTOL_64 = 1e-9
-Step = Callable[[torch.Tensor], torch.Tensor]
+#: `CompiledTracker`, made on first use (`_compiled_tracker`)
+_TRACKER: list[type] = []
 
 
-class CompiledTracker(LiveTensorTracker):
-    """`LiveTensorTracker` under which torch.compile runs its compiled artifacts (instead of
-    falling back to eager): it sees the aten ops those artifacts dispatch (bytes)."""
+def __getattr__(name: str) -> Any:
+    """`CompiledTracker`, made on first use: this module imports torch only inside its functions, so that
+    `bench_vs_torch`, which imports it, reads its arguments without torch (a second or so)."""
+    if name == "CompiledTracker":
+        return _compiled_tracker()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    @classmethod
-    def ignore_compile_internals(cls) -> bool:
-        """Let Dynamo compile and run compiled code while this mode is active."""
-        return True
+
+def _compiled_tracker() -> type:
+    """``CompiledTracker``: a `LiveTensorTracker` under which torch.compile runs its compiled artifacts (instead
+    of falling back to eager): it sees the aten ops those artifacts dispatch (bytes). One class, made once."""
+    if not _TRACKER:
+        from memsched.models.memory import LiveTensorTracker
+
+        class CompiledTracker(LiveTensorTracker):
+            """`LiveTensorTracker` under which torch.compile runs its compiled artifacts (module docstring)."""
+
+            @classmethod
+            def ignore_compile_internals(cls) -> bool:
+                """Let Dynamo compile and run compiled code while this mode is active."""
+                return True
+
+        CompiledTracker.__module__, CompiledTracker.__qualname__ = __name__, "CompiledTracker"
+        _TRACKER.append(CompiledTracker)
+    return _TRACKER[0]
 
 
 def close_normwise(a: list[torch.Tensor | None], b: list[torch.Tensor | None], rtol: float = GRAD_RTOL) -> bool:
@@ -85,6 +105,8 @@ def close_normwise(a: list[torch.Tensor | None], b: list[torch.Tensor | None], r
 def has_dropout(modules: list[nn.Module]) -> bool:
     """Whether any module holds a dropout with probability > 0 (then torch.compile's random
     numbers differ from eager's)."""
+    from torch import nn
+
     return any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for b in modules for m in b.modules())
 
 
@@ -133,6 +155,7 @@ def compile_points(
     network, is then told apart from a wrong gradient)."""
     import torch._dynamo
     from memsched.experiments.bench_vs_torch import Point, memory, timer_of
+    from memsched.models.memory import LiveTensorTracker
 
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 1024)
@@ -143,7 +166,7 @@ def compile_points(
             row = {**base, "tool": TOOLS[kind], "setting": f"activation_memory_budget={budget}"}
             try:
                 step, plan, graphs = compile_step(seq, loss_fn, x, target, BACKENDS[kind], budget)
-                tracker = CompiledTracker if kind == "aot" else LiveTensorTracker
+                tracker = _compiled_tracker() if kind == "aot" else LiveTensorTracker
                 n = len(graphs)  # more than 1: graph breaks (each graph partitioned at the budget)
                 peak, alloc, g = memory(step, x, params, probe=True, tracker=tracker)
                 if len(graphs) != n:  # a recompilation would run at the default budget
@@ -176,6 +199,7 @@ def twin_check(model: Any, backend: str, budget: float, tracker: type, rtol: flo
     """Whether `model` (a ``ZooModel``, dropout-free) compiled with `backend` at `budget` gives
     plain autograd's gradients (normwise within `rtol`)."""
     from memsched.experiments.bench_vs_torch import memory
+    from torch import nn
 
     seq = nn.Sequential(*model.blocks)
     params = list(dict.fromkeys(p for b in model.blocks for p in b.parameters()))

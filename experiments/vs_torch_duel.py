@@ -28,10 +28,10 @@ summary of `--csv` is rewritten with the duel verdicts
 
 Ctrl-C is one line, ``vs_torch_duel: interrupted...``, and exit 130 (the models and sizes that ended
 are in `--out`), also while torch and the other modules it needs are imported (about a second): at its
-top this module imports only modules that Python's start-up has loaded (os, sys, pathlib, typing), the
-others inside `main`'s handling of interrupts (`benchtable.guarded`), as `main_job` and `paper_figures`
-do. What comes before this module runs is not covered: Python's start-up and the import of the
-``memsched`` package.
+top this module imports only modules that Python's start-up has loaded (os, sys, pathlib, typing) and the
+small `interrupts`, the others inside `main`'s handling of interrupts (`interrupts.script_main`, then
+`benchtable.guarded`), as `main_job`, `paper_figures`, `bench_vs_torch` and `bench_executor` do. What comes
+before this module runs is not covered: Python's start-up and the import of the ``memsched`` package.
 """
 
 from __future__ import annotations
@@ -41,8 +41,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-#: exit status on Ctrl-C (128 + SIGINT), as the ``memsched`` commands return it
-INTERRUPTED = 130
+from memsched.experiments.interrupts import script_main
 
 
 def their_points(base: dict, model: Any, rows: list[dict], twin: Any) -> tuple[list[Any], list]:
@@ -167,15 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     """Duel the contested points of `--csv` (module docstring); exit 0, 2 on a missing CSV or a bad argument
     (a count below 1, an unknown option, a value that is not a number: one line on stderr, before any duel),
     130 on Ctrl-C (one line; `benchtable.guarded`), also while the modules are imported (module docstring)."""
-    try:
-        from memsched.experiments.benchtable import guarded
-        from memsched.solvers.errors import InputError  # noqa: F401  (imported by `guarded` before its handling)
-    except KeyboardInterrupt:  # nothing read or run yet
-        try:
-            print("vs_torch_duel: interrupted", file=sys.stderr)
-        except KeyboardInterrupt:
-            pass
-        return INTERRUPTED
+    return script_main("vs_torch_duel", lambda: _run(argv))
+
+
+def _run(argv: list[str] | None) -> int:
+    """`main` under `benchtable.guarded` (imported here: module docstring)."""
+    from memsched.experiments.benchtable import guarded
+
     return guarded("vs_torch_duel", lambda: _main(argv),
                    interrupted="interrupted: the models and sizes that ended are in --out (--resume skips them)")
 
