@@ -80,7 +80,7 @@ def test_simulate_reads_a_partition_json_on_a_chain_file_as_the_cli(partition_fi
     assert want["problem"] == "pipeline" and want["weight_factor"] == MACHINE["weight_factor"]
     got = memsched.simulate(MLP7, schedule)
     assert got.problem == "pipeline" and got.status == "valid"
-    assert got.objective == pytest.approx(want["period"]) and got.peak_memory == want["peak_memory"]
+    assert got.objective == pytest.approx(want["period_file_units"]) and got.peak_memory == want["peak_memory"]
     inst = got.instance
     assert (inst.weight_factor, inst.bandwidth, inst.latency) == (2.0, 1e9, 1e-4)
     explicit = memsched.simulate(MLP7, schedule, problem="pipeline")

@@ -76,11 +76,11 @@ def test_plot_draws_a_partition_on_the_bandwidth_given(tmp_path, monkeypatch, ex
     assert res.code == 0, res.err
     assert res.out.strip() == str(png)
     assert png.read_bytes().startswith(PNG_MAGIC)
-    assert periods == [pytest.approx(sim.json()["period"])]
+    assert periods == [pytest.approx(sim.json()["period_file_units"])]
 
     res, periods = _plotted_periods(monkeypatch, [cnn12, part, "-o", png])
     assert res.code == 0, res.err
-    assert periods == [pytest.approx(free.json()["period"])]
+    assert periods == [pytest.approx(free.json()["period_file_units"])]
 
 
 def test_plot_latency_of_a_partition_still_needs_a_bandwidth(tmp_path, examples, partition_result):

@@ -168,18 +168,19 @@ def test_simulate_offload_and_join(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("unit", ["ms", "s"])
 def test_simulate_pipeline_period_in_the_pipelines_unit(tmp_path: Path, unit: str) -> None:
-    """A partition's period is replayed in the pipeline's time unit, now named: the file's units, not the
-    seconds `partition --json` gives as ``period`` (``period_file_units`` is the same number)."""
+    """A partition's period is replayed in seconds, as `partition --json` gives it as ``period``, and named
+    ("s"); the file's unit follows it on the line when it is not the second."""
     path = _with_time_unit(MLP, tmp_path / "mlp.json", unit)
     code, out, err = _run("partition", path, "--devices", "2", "--memory", "1GB", "--json")
     assert code == 0, err
-    period = json.loads(out)["period_file_units"]
+    period, in_file = json.loads(out)["period"], json.loads(out)["period_file_units"]
     saved = tmp_path / "part.json"
     saved.write_text(out)
     code, out, err = _run("simulate", path, saved)
     assert code == 0, err
     value, shown = _value_and_unit(out, "period")
-    assert shown == unit and value == pytest.approx(period, rel=1e-5)
+    assert shown == "s" and value == pytest.approx(period, rel=1e-5)
+    assert unit == "s" or f"({in_file:.6g} {unit} in the file's time unit)" in _line(out, "period")
 
 
 def test_time_unit_agrees_with_the_schedule_figures(tmp_path: Path) -> None:

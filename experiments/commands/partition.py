@@ -16,6 +16,7 @@ from typing import Any
 
 from memsched.solvers.errors import InputError
 from memsched.solvers.pipeline import DEFAULT_SOLVER, SCHEDULES, load, reference_peak
+from memsched.solvers.pipeline.schedule import contiguous_span
 from memsched.solvers.result import INFEASIBLE, SolveResult
 from memsched.solvers.units import format_bytes, parse_bandwidth, parse_positive_budget
 
@@ -163,16 +164,37 @@ def to_json(result: SolveResult, inst: Any) -> dict[str, Any]:
         # the machine it was solved with, so that `memsched simulate` replays it as reported
         out["schedule"].update(weight_factor=inst.weight_factor, bandwidth=inst.bandwidth, latency=inst.latency)
     out["latency"] = inst.latency
+    dag = part is not None and (part.order is not None or result.solver in DAG_SOLVERS)
     out["stages"] = [] if part is None else [
-        {"first_layer": s.first, "last_layer": s.last, "time": s.time * unit, "memory": s.memory,
-         "devices": s.replicas, "replicas": s.replicas, "in_flight": s.in_flight,
-         "link_time": (s.link_time or 0.0) * unit, **({"layers": layers} if part.order is not None else {}),
+        {**stage_span_keys(s, layers, dag=dag, ordered=part.order is not None), "time": s.time * unit,
+         "memory": s.memory, "devices": s.replicas, "replicas": s.replicas, "in_flight": s.in_flight,
+         "link_time": (s.link_time or 0.0) * unit, **({"layers": layers} if dag else {}),
+         **({"first_position": s.first, "last_position": s.last} if part.order is not None else {}),
          **({"device": part.device_of[k]} if part.device_of is not None else {})}
         for k, (s, layers) in enumerate(zip(part.stages, part.stage_layers()))]
     if part is not None and part.device_of is not None:
         out["device_totals"] = [{"device": d, "stages": stages, "load": load * unit, "memory": memory}
                                 for d, stages, load, memory in device_totals(part)]
     return out
+
+
+#: the solvers whose partitions split the layer DAG at antichains (a `Partition` with an ``order``
+#: unless the order they found is the layers' own)
+DAG_SOLVERS = ("dag", "dag-pipedream", "dag-cpsat")
+
+
+def stage_span_keys(stage: Any, layers: list[int], *, dag: bool, ordered: bool) -> dict[str, int | None]:
+    """A stage's ``first_layer`` and ``last_layer`` for the top-level ``stages`` of the JSON: always in
+    the instance's layer order (0-based, inclusive), as the design contract says. For a contiguous
+    partition they are the stage's bounds; for a DAG partition (`dag`) they are the smallest and largest
+    of its `layers` (instance indices) when those are contiguous in the instance's order, else None
+    (null): never positions in the partition's ``order`` (`ordered`), which ``first_position`` and
+    ``last_position`` give, and ``schedule.stages`` keeps (its own ``memsched.partition/1`` format)."""
+    if not dag:
+        return {"first_layer": stage.first, "last_layer": stage.last}
+    span = contiguous_span(layers) if ordered else (stage.first, stage.last)
+    first, last = span if span is not None else (None, None)
+    return {"first_layer": first, "last_layer": last}
 
 
 def _scaled(value: float | None, unit: float) -> float | None:
@@ -238,8 +260,8 @@ def _print_human(result: SolveResult, inst: Any) -> None:
     if part is not None:
         _print_stages(part, unit)
         if part.order is not None:
-            print("             (a DAG partition: layer ranges are positions in its topological order, --json lists"
-                  " each stage's layers)")
+            print("             (a DAG partition: layers are the instance's, 0-based; each stage is contiguous in"
+                  " its topological order, --json's schedule.order)")
         print(f"period       {result.objective * unit:.6g} s per micro-batch ({part.schedule})")
         print(f"peak memory  {result.peak_memory} bytes ({format_bytes(result.peak_memory)})")
     if result.lower_bound is not None and part is not None:
@@ -255,11 +277,13 @@ def _print_stages(part: Any, unit: float) -> None:
     load (the sum of their times) and memory (the sum of theirs), as the simulator charges it."""
     interleaved = part.device_of is not None
     dev = f" {'device':>6}" if interleaved else ""
-    print(f"{'stage':>5} {'layers':>11} {'devices':>7}{dev} {'in flight':>9} {'time (s)':>12} {'link in (s)':>12} "
-          f"{'memory':>14}")
+    spans = [part.stage_span(k) for k in range(len(part.stages))]  # instance indices, also for a DAG partition
+    width = max([11, *map(len, spans)])
+    print(f"{'stage':>5} {'layers':>{width}} {'devices':>7}{dev} {'in flight':>9} {'time (s)':>12} "
+          f"{'link in (s)':>12} {'memory':>14}")
     for k, s in enumerate(part.stages):
         dev = f" {part.device_of[k]:>6}" if interleaved else ""
-        print(f"{k:>5} {f'{s.first}-{s.last}':>11} {s.replicas:>7}{dev} {s.in_flight:>9} {s.time * unit:>12.6g} "
+        print(f"{k:>5} {spans[k]:>{width}} {s.replicas:>7}{dev} {s.in_flight:>9} {s.time * unit:>12.6g} "
               f"{(s.link_time or 0.0) * unit:>12.6g} {format_bytes(s.memory):>14}")
     if interleaved:
         for d, stages, load, memory in device_totals(part):

@@ -129,10 +129,40 @@ def _check_replayable(replay: Any, path: str) -> None:
         raise InputError(f"invalid schedule: {replay.violation}", path=path)
 
 
+def in_seconds(out: dict[str, Any], unit: float) -> dict[str, Any]:
+    """A pipeline replay's JSON object `out` with its times in seconds, as ``memsched partition --json``
+    gives them (`unit`: seconds per time unit of the instance file, its ``time_unit``): ``period``
+    in seconds per micro-batch, followed by ``period_file_units`` (the simulator's period, in the
+    file's unit) and ``time_unit_s``; each ``memory_profile`` entry's ``time`` (the stage time) in
+    seconds."""
+    seconds: dict[str, Any] = {}
+    for key, value in out.items():
+        if key == "period":
+            seconds.update(period=value * unit, period_file_units=value, time_unit_s=unit)
+        elif key == "memory_profile":
+            seconds[key] = [{**entry, "time": entry["time"] * unit} for entry in value]
+        else:
+            seconds[key] = value
+    return seconds
+
+
+def pipeline_period_text(seconds: float, file_units: float, problem: str, instance: Any) -> str:
+    """A pipeline period for the text output: in seconds, as `memsched partition` prints it, then (after
+    two spaces) per micro-batch and, when the file's time unit is not the second, in that unit:
+    "0.00136 s  per micro-batch (1.36 ms in the file's time unit)"."""
+    text = f"{seconds:.6g} s  per micro-batch"
+    if instance.time_unit != 1.0:
+        unit = time_unit(problem, instance)
+        text += f" ({time_text(file_units, unit)} in the file's time unit)" if unit else \
+            f" ({file_units:.6g} in the file's time unit, {instance.time_unit:g} s each)"
+    return text
+
+
 def main(args: argparse.Namespace) -> int:
     """Replay the schedule and print its objective and peak memory (the instance's memory unit); exit 0 if valid,
     2 on bad input or a broken rule or --budget. A pipeline partition is replayed on the machine it records (weight
-    factor, bandwidth, latency), each replaced by the command's option when given."""
+    factor, bandwidth, latency), each replaced by the command's option when given; its period and stage times are
+    reported in seconds, as `memsched partition` reports them (`in_seconds`, `pipeline_period_text`)."""
     data = read_schedule_json(args.schedule)
     machine: dict[str, Any] | None = None
     problem, instance = load_for_schedule(args.file, data, args.bandwidth, args.latency)
@@ -151,12 +181,17 @@ def main(args: argparse.Namespace) -> int:
     out = {"problem": problem, "valid": replay.violation is None, "violation": replay.violation,
            desc.objective: replay.objective, "peak_memory": replay.peak_memory, "budget": budget,
            "memory_profile": desc.memory_profile(instance, schedule), **(machine or {})}
+    if problem == "pipeline":
+        out = in_seconds(out, instance.time_unit)
     if args.json:
         print_json(out)
     else:
         print(f"problem      {problem}  ({getattr(instance, 'name', '')})")
         print(f"{'stages' if desc.objective == 'period' else 'operations':<12} {len(schedule)}")
-        print(f"{desc.objective:<12} {time_text(replay.objective, time_unit(problem, instance))}")
+        if problem == "pipeline":
+            print(f"period       {pipeline_period_text(out['period'], replay.objective, problem, instance)}")
+        else:
+            print(f"{desc.objective:<12} {time_text(replay.objective, time_unit(problem, instance))}")
         if machine is not None:
             link = ("communication not charged" if machine["bandwidth"] is None
                     else f"bandwidth {machine['bandwidth']:.4g} bytes/s, latency {machine['latency']:g} s per tensor")

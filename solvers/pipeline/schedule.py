@@ -118,6 +118,27 @@ def on_machine(inst: Pipeline, machine: dict[str, float | None], *, path: str | 
                              latency=machine.get("latency"))
 
 
+def contiguous_span(layers: list[int]) -> tuple[int, int] | None:
+    """(first, last) when `layers` (instance indices) are exactly ``first..last`` of the instance's
+    layer order, whatever the order they are listed in; None when they leave a gap (or are empty)."""
+    if not layers or len(set(layers)) != len(layers):
+        return None
+    first, last = min(layers), max(layers)
+    return (first, last) if last - first + 1 == len(layers) else None
+
+
+def layer_runs(layers: list[int]) -> str:
+    """`layers` (instance indices) sorted, as comma-separated runs: ``[0, 2]`` -> ``"0,2"``,
+    ``[3, 1, 2, 5]`` -> ``"1-3,5"``; empty -> ``""``."""
+    runs: list[list[int]] = []
+    for v in sorted(set(layers)):
+        if runs and v == runs[-1][1] + 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
 @dataclass
 class Stage:
     """Layers ``first..last`` (inclusive, 0-based) on ``replicas`` devices; ``time`` and
@@ -150,6 +171,15 @@ class Partition:
         """Per stage, its layers (instance indices): ``order[first..last]`` for a DAG partition."""
         pick = self.order if self.order is not None else None
         return [[pick[p] if pick is not None else p for p in range(s.first, s.last + 1)] for s in self.stages]
+
+    def stage_span(self, k: int) -> str:
+        """Stage `k`'s layers as the outputs print them: ``"first-last"`` for a contiguous partition
+        (``"2-2"`` for one layer), and for a DAG partition (with an `order`) its layers as instance
+        indices in runs (`layer_runs`: ``"0,2"``, ``"1-3,5"``), never the positions in the order."""
+        s = self.stages[k]
+        if self.order is None:
+            return f"{s.first}-{s.last}"
+        return layer_runs([self.order[p] for p in range(s.first, s.last + 1) if 0 <= p < len(self.order)])
 
     @classmethod
     def from_bounds(cls, bounds: list[tuple[int, int]] | list[tuple[int, int, int]], *, schedule: str = "1f1b",

@@ -364,9 +364,14 @@ def replay_bound(inst: Pipeline, part: Partition) -> float:
 
 
 def memory_profile(inst: Pipeline, partition: Partition) -> list[dict[str, Any]]:
-    """Per stage: its layers, devices, micro-batches in flight n_s, time tau_s and memory per
-    device M_s (``mem_during``, bytes); empty when the partition is malformed."""
+    """Per stage: its layers, devices, micro-batches in flight n_s, time tau_s (the instance's time
+    unit) and memory per device M_s (``mem_during``, bytes); empty when the partition is malformed.
+    The ``op`` label names the stage's layers as instance indices (`Partition.stage_span`: for a DAG
+    partition its layers in runs, "stage 0 [0,2]", not positions in its order), and a DAG partition's
+    entries also list them (``layers``)."""
     ev = simulate(inst, partition)
-    return [{"op": f"stage {k} [{st.first}-{st.last}]", "stage": k, "replicas": st.replicas, "in_flight": n,
-             "time": t, "mem_during": int(m)}
+    # (a malformed partition, whose order may not reach its stages' positions, has no stage times: nothing listed)
+    layers = partition.stage_layers() if partition.order is not None and ev.stage_times else None
+    return [{"op": f"stage {k} [{partition.stage_span(k)}]", "stage": k, "replicas": st.replicas, "in_flight": n,
+             "time": t, "mem_during": int(m), **({"layers": layers[k]} if layers is not None else {})}
             for k, (st, n, t, m) in enumerate(zip(partition.stages, ev.in_flight, ev.stage_times, ev.stage_memory))]
