@@ -22,6 +22,7 @@ import functools
 import math
 import numbers
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -581,7 +582,7 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
           *, problem: str | None = None, output: PathLike | None = None, workers: int | None = None,
           fresh: bool = False, slots: int | None = None, time_limit: float | None = None,
           bandwidth: str | float | None = None, latency: float | None = None, devices: int | None = None,
-          weight_factor: float | None = None, **options: Any) -> SweepResult:
+          weight_factor: float | None = None, progress: bool = False, **options: Any) -> SweepResult:
     """A grid of budgets x solvers, one row each, as a `SweepResult` (``.to_pandas()``,
     ``.plot()``: overhead or period versus budget).
 
@@ -595,6 +596,9 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     `InputError`), with `slots` (default 500), `time_limit`, `bandwidth`, `latency`, `devices`,
     `weight_factor` and solver options as in `solve` (each option taken by at least one of the solvers; each solver is
     given the options it takes).
+    `progress` (a bool, default False) draws a progress bar on stderr over the sweep's cells (tqdm: cells
+    done out of the grid's, the last cell's budget, solver and status), the bar ``memsched sweep`` draws
+    (for a sweep file, the sweep engine's own bar, which counts the cells a resumed sweep had as done).
     Arguments that do not apply to the kind of `target` (budgets for a sweep file, which sets
     its own; output for an instance) are an `InputError`, as are shared arguments with bad
     values (checked before anything runs, as `solve` does) and option values that no instance
@@ -608,8 +612,8 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     ``SweepInterrupted`` whose message, ``interrupted: N/M rows kept in JOURNAL; rerun to resume``,
     is not printed as well)."""
     if _is_config(target):
-        return _config_sweep(target, output=output, workers=workers, fresh=fresh, budgets=budgets,
-                             solvers=solvers, problem=problem, slots=slots, time_limit=time_limit,
+        return _config_sweep(target, output=output, workers=workers, fresh=fresh, progress=progress,
+                             budgets=budgets, solvers=solvers, problem=problem, slots=slots, time_limit=time_limit,
                              bandwidth=bandwidth, latency=latency, devices=devices, weight_factor=weight_factor,
                              options=options)
     _no_such_target(target)
@@ -636,6 +640,7 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     devices = _check_devices(problem, devices)
     slots = _check_slots(DEFAULT_SLOTS if slots is None else slots)
     time_limit = _check_time_limit(time_limit)
+    progress = _check_bool(progress, "progress")
     names = _each_once(_solver_names(problem, solvers, field="solvers"), "solvers")
     _check_options(problem, names, dict(options, devices=devices) if devices is not None else options)
     _sweep_option_values(problem, names, options, devices)
@@ -645,27 +650,52 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     reference = reference_peak(instance, problem=problem)
     baseline = baseline_objective(problem, instance)
     rows: list[dict[str, Any]] = []
-    for spec, bytes_ in grid:
-        for name in names:
-            fraction = _budget_fraction(bytes_, reference)
-            try:
-                result = _solve(instance, bytes_, name, problem=problem, slots=slots, time_limit=time_limit,
-                                bandwidth=None, latency=None, devices=devices, weight_factor=None, progress=False,
-                                options=_options_of(problem, name, options), search=False)
-            except InputError as err:  # a solver that rejects this instance (e.g. revolve, heterogeneous)
-                rows.append({"instance": getattr(instance, "name", "") or problem, "problem": problem,
-                             "solver": name, "status": UNSUPPORTED, "objective": None, "budget": bytes_,
-                             "budget_spec": str(spec), "reference_peak": reference,
-                             "budget_fraction": fraction, "overhead": None, "message": str(err)})
-                continue
-            row = result.row()
-            row.update(budget_spec=str(spec), reference_peak=reference, budget_fraction=fraction,
-                       baseline_objective=baseline, devices=devices,
-                       overhead=overhead_of(result.objective, baseline) if (baseline and result.found) else None)
-            rows.append(row)
-            if result.raw.details.get("interrupted"):
-                return _sweep_result(problem, instance, rows)  # a Ctrl-C ends the sweep, as a solve's comparison
+    with _cell_bar(progress, len(grid) * len(names), getattr(instance, "name", "") or problem) as done:
+        for spec, bytes_ in grid:
+            for name in names:
+                fraction = _budget_fraction(bytes_, reference)
+                try:
+                    result = _solve(instance, bytes_, name, problem=problem, slots=slots, time_limit=time_limit,
+                                    bandwidth=None, latency=None, devices=devices, weight_factor=None,
+                                    progress=False, options=_options_of(problem, name, options), search=False)
+                except InputError as err:  # a solver that rejects this instance (e.g. revolve, heterogeneous)
+                    rows.append({"instance": getattr(instance, "name", "") or problem, "problem": problem,
+                                 "solver": name, "status": UNSUPPORTED, "objective": None, "budget": bytes_,
+                                 "budget_spec": str(spec), "reference_peak": reference,
+                                 "budget_fraction": fraction, "overhead": None, "message": str(err)})
+                    done(f"{spec} {name} {UNSUPPORTED}")
+                    continue
+                row = result.row()
+                row.update(budget_spec=str(spec), reference_peak=reference, budget_fraction=fraction,
+                           baseline_objective=baseline, devices=devices,
+                           overhead=overhead_of(result.objective, baseline) if (baseline and result.found) else None)
+                rows.append(row)
+                done(f"{spec} {name} {result.status}")
+                if result.raw.details.get("interrupted"):
+                    return _sweep_result(problem, instance, rows)  # a Ctrl-C ends the sweep, as a solve's comparison
     return _sweep_result(problem, instance, rows)
+
+
+@contextlib.contextmanager
+def _cell_bar(enabled: bool, total: int, label: str) -> Iterator[Callable[[str], None]]:
+    """Within the block, a function ``done(text)`` to call after each of an instance sweep's `total` cells:
+    when `enabled`, a tqdm bar on stderr named `label` counts them (``unit="run"``, the last cell's `text`
+    beside it), as ``memsched sweep`` draws its bar (`experiments.sweep.run`); closed however the block ends."""
+    if not enabled:
+        yield lambda text: None
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=label, unit="run", file=sys.stderr)
+
+    def done(text: str) -> None:
+        bar.update(1)
+        bar.set_postfix_str(text, refresh=False)
+
+    try:
+        yield done
+    finally:
+        bar.close()
 
 
 def _budget_fraction(bytes_: int, reference: int) -> float | None:
@@ -783,10 +813,11 @@ def _each_once(names: list[str], field: str) -> list[str]:
     return names
 
 
-def _config_sweep(target: PathLike, *, output: Any, workers: Any, fresh: Any, options: dict[str, Any],
-                  **instance_args: Any) -> SweepResult:
-    """`sweep` of a sweep file: the sweep engine's run, after checking `output`, `workers`, `fresh`
-    and that no argument of an instance sweep (`instance_args`, `options`) is given."""
+def _config_sweep(target: PathLike, *, output: Any, workers: Any, fresh: Any, progress: Any,
+                  options: dict[str, Any], **instance_args: Any) -> SweepResult:
+    """`sweep` of a sweep file: the sweep engine's run (its bar over the cells when `progress`), after
+    checking `output`, `workers`, `fresh`, `progress` and that no argument of an instance sweep
+    (`instance_args`, `options`) is given."""
     from memsched.experiments.commands._checks import MAX_WORKERS
     from memsched.experiments.sweep import find_config, run_sweep
     from memsched.experiments.sweep.run import say_nothing
@@ -799,8 +830,9 @@ def _config_sweep(target: PathLike, *, output: Any, workers: Any, fresh: Any, op
         raise InputError(f"must be the path of a folder (str or Path), got {output!r}", field="output")
     count = 1 if workers is None else check_int(workers, "workers", 1, MAX_WORKERS)
     fresh = _check_bool(fresh, "fresh")
+    progress = _check_bool(progress, "progress")
     # a stop raises `SweepInterrupted`, whose message is the stop's line: said once, by the exception
-    outcome = run_sweep(find_config(str(target)), output=output, workers=count, progress=False, fresh=fresh,
+    outcome = run_sweep(find_config(str(target)), output=output, workers=count, progress=progress, fresh=fresh,
                         say=say_nothing)
     units = {name: _instance_units(problem, instance) for name, (problem, instance) in outcome.instances.items()}
     return SweepResult(list(outcome.rows), source=str(target), units=units)

@@ -790,7 +790,13 @@ class RunResult:
         self.data = dict(data)
 
     def __getitem__(self, key: str) -> Any:
-        return self.data[key]
+        """Item `key` of the run's dictionary; one the run lacks is an `InputError` naming ``key`` that is also
+        a `KeyError` (`_MissingKey`, as `Comparison` raises for a solver it lacks)."""
+        try:
+            return self.data[key]
+        except KeyError:
+            raise _MissingKey(f"no item {key!r} in this run (items: {', '.join(map(str, self.data))})"[:300],
+                              field="key") from None
 
     def __contains__(self, key: object) -> bool:
         """``"grad_message" in run``: whether the run has that item (without it, `in` would index 0, 1, ...)."""

@@ -112,7 +112,7 @@ def network_source(field: str, *, path: str | None = None) -> Iterator[None]:
 def model_field() -> str:
     """The field naming the network argument in a message: ``MODEL`` (the positional argument) on the
     command line, or the field `network_source` names (``--model``, ``meta.model``); ``model`` in Python
-    (inside `errors.python_spelling`: `memsched.run`, `memsched.profile`)."""
+    (inside `errors.python_spelling`: `memsched.run`, `memsched.profile`, `ScheduledChain`, `ScheduledGraph`)."""
     if flag("model") == "model":
         return "model"
     source = _SOURCE.get()

@@ -47,7 +47,8 @@ def test_a_bare_partition_simulates(cli, tmp_path, partition):
     assert res.code == 0, res.err
     out = res.json()
     assert out["problem"] == "pipeline" and out["valid"]
-    assert out["period_file_units"] == pytest.approx(partition["period"]) and out["peak_memory"] == partition["peak_memory"]
+    assert out["period_file_units"] == pytest.approx(partition["period"])
+    assert out["peak_memory"] == partition["peak_memory"]
 
 
 def _stage(k: int, key: str, value: Any):

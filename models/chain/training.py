@@ -57,7 +57,7 @@ from memsched.models.measure import RunState
 from memsched.models.network import check_input_like, check_step_arguments
 from memsched.solvers.chain import Chain, Schedule, simulate
 from memsched.solvers.chain.schedule import FORWARD_KINDS, KINDS, LOSS, Op
-from memsched.solvers.errors import InputError, first_line
+from memsched.solvers.errors import InputError, first_line, python_spelling
 from memsched.solvers.offload import OffloadInstance, OffloadSchedule, Transfer
 from memsched.solvers.offload import simulate as simulate_offload
 from memsched.solvers.offload.schedule import OFF, PRE, VALUES
@@ -100,7 +100,8 @@ class ScheduledChain(nn.Module):
         super().__init__()
         from memsched.models.network import checked_blocks, checked_loss_fn, schedule_and_instance
 
-        blocks = checked_blocks(model, "ScheduledChain")
+        with python_spelling():  # a Python constructor: bad input names ``model`` (not the CLI's ``MODEL``)
+            blocks = checked_blocks(model, "ScheduledChain")
         loss = checked_loss_fn(loss_fn)
         if not isinstance(input_grad, bool):
             raise InputError(f"must be True or False, got {input_grad!r}", field="input_grad")

@@ -43,7 +43,7 @@ from typing import Any
 import torch
 from memsched.models.chain.executor import LossFn
 from memsched.models.network import check_step_arguments, step_input_error
-from memsched.solvers.errors import InputError, first_line
+from memsched.solvers.errors import InputError, first_line, python_spelling
 from memsched.solvers.graph import Graph, GraphSchedule
 from torch import nn
 
@@ -68,7 +68,8 @@ class ScheduledGraph(nn.Module):
         from memsched.models.graph.executor import GraphExecutor
         from memsched.models.network import checked_blocks, checked_loss_fn, schedule_and_instance
 
-        blocks = checked_blocks(model, "ScheduledGraph")
+        with python_spelling():  # a Python constructor: bad input names ``model`` (not the CLI's ``MODEL``)
+            blocks = checked_blocks(model, "ScheduledGraph")
         loss = checked_loss_fn(loss_fn)
         self.blocks = nn.ModuleList(blocks)
         schedule, graph = schedule_and_instance(schedule, graph, GraphSchedule)
