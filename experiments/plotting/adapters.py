@@ -328,8 +328,9 @@ def _node_indices(schedule: Any) -> list[int]:
 # ---------------------------------------------------------------------------- pipelines
 def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> Timeline:
     """One batch of the partition played by `simulate_batch` (m micro-batches: the
-    partition's, else 2 S): a row per stage with its forwards and backwards labelled by
-    micro-batch; one memory line per device, weights + buffers + the stash of each
+    partition's, else 2 S): a row per stage (``stage s [layers]``, its layers as instance indices
+    as `memory_profile` labels them: `Partition.stage_span`, ``0,2`` for a DAG stage) with its
+    forwards and backwards labelled by micro-batch; one memory line per device, weights + buffers + the stash of each
     micro-batch in flight (allocated when its forward starts, freed when its backward ends),
     whose maximum is the simulator's per-stage memory once m >= S. A partition over `budget` is
     drawn up to the violation (`_up_to`): up to the forward that first takes a device over it; its
@@ -359,8 +360,9 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
     run = simulate_batch(inst, partition, m)
     stashes = stage_stashes(inst, partition)
     series, bars, rows = [], [], []
-    for s, stage in enumerate(partition.stages):
-        row = f"stage {s} [{stage.first}-{stage.last}]"
+    for s in range(S):
+        # its layers as instance indices (a DAG partition's, not positions in its order), as `memory_profile` says
+        row = f"stage {s} [{partition.stage_span(s)}]"
         rows.append(row)
         stash = stashes[s]
         base = int(ev.stage_memory[s]) - int(ev.in_flight[s]) * stash  # weights + buffers (`simulate`)

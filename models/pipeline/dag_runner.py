@@ -35,6 +35,7 @@
 
 from __future__ import annotations
 
+import reprlib
 import statistics
 import time
 from typing import Any
@@ -66,9 +67,12 @@ def residual_spec(blocks: int = 2) -> Spec:
 
 class DagNet(nn.Module):
     """The network of `spec` (module docstring): every block maps width -> width except the
-    first (in_dim -> width) and the last (width -> out_dim)."""
+    first (in_dim -> width) and the last (width -> out_dim). `InputError` naming ``spec[k]`` for a
+    spec not shaped as a list of (kind, inputs) pairs (`check_spec_shape`); its other rules are
+    `check_spec`'s, which `profile_dag` and `run_dag_partition` apply."""
 
     def __init__(self, spec: Spec, width: int = 64, in_dim: int = 32, out_dim: int = 8, seed: int = 0):
+        check_spec_shape(spec)
         super().__init__()
         torch.manual_seed(seed)
         self.spec = spec
@@ -105,6 +109,25 @@ DAGNET_KINDS = ("block", "add")
 SINGLE_INPUT_KINDS = ("block",)
 
 
+def check_spec_shape(spec: Any) -> None:
+    """`InputError` naming ``spec`` or ``spec[k]`` (``spec[k].inputs``) unless `spec` is a list (or
+    tuple) of (kind, inputs) pairs, each kind a str and each inputs a list (or tuple): the shape every
+    other check and `DagNet` unpack, so a malformed entry is one line rather than an unpacking
+    ValueError or a TypeError. What the kinds and inputs may be is `check_spec`'s."""
+    if not isinstance(spec, (list, tuple)):
+        raise InputError(f"a network spec is a list of (kind, inputs) pairs, got {reprlib.repr(spec)}", field="spec")
+    for k, entry in enumerate(spec):
+        if not isinstance(entry, (list, tuple)) or len(entry) != 2:
+            raise InputError(f"a layer is a (kind, inputs) pair such as (\"block\", [{k - 1}]), got "
+                             f"{reprlib.repr(entry)}", field=f"spec[{k}]")
+        kind, ins = entry
+        if not isinstance(kind, str):
+            raise InputError(f"a layer's kind is a str such as \"block\", got {reprlib.repr(kind)}", field=f"spec[{k}]")
+        if not isinstance(ins, (list, tuple)):
+            raise InputError(f"a layer's inputs are a list of earlier layers (-1: the network's input), got "
+                             f"{reprlib.repr(ins)}", field=f"spec[{k}].inputs")
+
+
 def check_spec(spec: Spec, kinds: tuple[str, ...] | None = None) -> None:
     """`InputError` on ``spec[k]`` unless every layer k reads at least one tensor, each an earlier
     layer 0..k-1 or, for layer 0 only, the network's input -1. A later layer reading -1 is refused:
@@ -123,7 +146,8 @@ def check_spec(spec: Spec, kinds: tuple[str, ...] | None = None) -> None:
     spec in `DagNet`'s vocabulary (some layer is a "block" or an "add") must use only "block" and
     "add": `DagNet` builds no module for any other kind, so profiling or running it failed later
     with a bare KeyError. Other specs (`dag_zoo.ModuleDag`'s, whose entries are node names such as
-    "stem.conv" or "add_relu") name their nodes freely."""
+    "stem.conv" or "add_relu") name their nodes freely. First the spec's shape (`check_spec_shape`)."""
+    check_spec_shape(spec)
     if not spec:
         raise InputError("the network has no layers", field="spec")
     allowed = kinds if kinds is not None else (
@@ -220,8 +244,9 @@ def profile_dag(net: DagNet, sample: torch.Tensor, *, reps: int = 5, threads: in
     What each layer's backward keeps is measured (`saved_by_op`): ``saved_by`` (which layers keep
     each output), ``saved_extra`` (other saved bytes) and ``input_saved``, so that the stash
     follows the tensors autograd really saves (`Pipeline.stash`). `InputError` for a spec the
-    model cannot represent (`check_spec`: a layer other than 0 reading the network's input, a layer
-    other than the last read by none, a block without exactly one input)."""
+    model cannot represent (`check_spec`: an entry that is not a (kind, inputs) pair, a layer other
+    than 0 reading the network's input, a layer other than the last read by none, a block without
+    exactly one input)."""
     if clock not in ("wall", "cpu"):
         raise ValueError(f"clock must be 'wall' or 'cpu', got {clock!r}")
     check_spec(net.spec, DAGNET_KINDS if isinstance(net, DagNet) else None)
@@ -384,7 +409,8 @@ def run_dag_partition(part: Partition, spec: Spec | None = None, *, width: int =
     ``layers`` and ``node``, e.g. `dag_zoo.resnet_dag`) on inputs of shape (batch, *in_shape);
     measurements (step time in s: the median over the timed steps of the slowest rank; bytes) and
     checks. `InputError` (a ValueError) naming the field before any process is spawned for what it
-    cannot run: a spec with a later reader of the input, a dead end or a block without exactly one input
+    cannot run: a spec that is not a list of (kind, inputs) pairs (``spec[k]``, checked before the
+    `DagNet` is built), with a later reader of the input, a dead end or a block without exactly one input
     (`check_spec`), what the chain runner refuses (`runner.check_runnable` with the network's layer
     count: fewer than one micro-batch, a
     partition that does not cover exactly the network's layers, replicated stages, an interleaved
@@ -394,6 +420,7 @@ def run_dag_partition(part: Partition, spec: Spec | None = None, *, width: int =
     if net is None:
         if spec is None:
             raise InputError("give a spec or a net", field="spec")
+        check_spec(spec, DAGNET_KINDS)  # before `DagNet` unpacks it
         net = {"factory": "memsched.models.pipeline.dag_runner:DagNet",
                "kwargs": {"spec": spec, "width": width, "in_dim": in_dim, "out_dim": out_dim, "seed": seed}}
         in_shape = (in_dim,)
@@ -449,5 +476,5 @@ def compare_dag(inst: Pipeline, part: Partition, run: dict[str, Any]) -> dict[st
             "grad_check": run["grad_check"], "grad_max_abs_err": run["grad_max_abs_err"], "partition": str(part)}
 
 
-__all__ = ["DagNet", "DagStage", "boundaries", "build_net", "check_order", "check_spec", "compare_dag", "node_shapes",
-           "profile_dag", "residual_spec", "run_dag_partition", "successors"]
+__all__ = ["DagNet", "DagStage", "boundaries", "build_net", "check_order", "check_spec", "check_spec_shape",
+           "compare_dag", "node_shapes", "profile_dag", "residual_spec", "run_dag_partition", "successors"]
