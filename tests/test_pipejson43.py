@@ -70,9 +70,21 @@ def test_dag_stage_contiguous_in_the_instance_order_gets_its_range(tmp_path):
     out = _partition(graph, "--devices", "1", "--memory", "1GB", "--solver", "dag")
     (stage,) = out["stages"]
     assert stage["layers"] == [0, 1, 2, 3] and (stage["first_layer"], stage["last_layer"]) == (0, 3)
-    for s in _partition(graph, "--devices", "2", "--memory", "1GB", "--solver", "dag-pipedream")["stages"]:
-        if s["first_layer"] is not None:  # whenever an integer is given, it is the stage's layers' range
-            assert s["layers"] == list(range(s["first_layer"], s["last_layer"] + 1))
+    # B and D as slow as A and C together: on 3 devices the best stages are {A, C}, {B}, {D} in the order
+    # A, C, B, D, whose last two stages are ranges of the instance's order and the first is none
+    balanced = DIAMOND.replace("B -- forward_compute_time=2.5, backward_compute_time=2.5",
+                               "B -- forward_compute_time=1.0, backward_compute_time=1.0")
+    balanced = balanced.replace("C -- forward_compute_time=2.0, backward_compute_time=2.0",
+                                "C -- forward_compute_time=0.5, backward_compute_time=0.5")
+    balanced = balanced.replace("D -- forward_compute_time=0.05, backward_compute_time=0.05",
+                                "D -- forward_compute_time=1.0, backward_compute_time=1.0")
+    graph = write_file(tmp_path, "balanced.txt", balanced)
+    for solver in ("dag", "dag-pipedream", "dag-cpsat"):
+        out = _partition(graph, "--devices", "3", "--memory", "1GB", "--solver", solver)
+        assert out["schedule"]["order"] == [0, 2, 1, 3], solver
+        assert [(s["first_layer"], s["last_layer"], s["layers"]) for s in out["stages"]] == \
+            [(None, None, [0, 2]), (1, 1, [1]), (3, 3, [3])], solver
+        assert [(s["first_position"], s["last_position"]) for s in out["stages"]] == [(0, 1), (2, 2), (3, 3)], solver
 
 
 def test_dag_human_output_lists_instance_layers(tmp_path):
