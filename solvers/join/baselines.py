@@ -102,8 +102,18 @@ def share_schedule(work: Join, shares: list[int], built: list[RotorTable] | None
     return JoinSchedule(pre + [LOSS_OP] + post, work.lengths), value, ""
 
 
+def _loss_misfit(work: Join, M: int) -> str | None:
+    """Why no schedule fits `M` (slots) at all, when the loss cannot run: every input $a_0^b$ stays resident and the
+    loss holds its transient `loss_overhead` beside them, so $X_0 + $ `loss_overhead` $> M$ leaves no schedule; else
+    None (the shares of `_shares_of` then start from a free memory of at least 0)."""
+    if work.input_total() + work.loss_overhead > M:
+        return "the inputs and the loss's overhead exceed the budget"
+    return None
+
+
 def _shares_of(work: Join, M: int, weights: list[float]) -> list[int]:
-    """x^b[0] + floor(free * weight_b / sum weights), free = M - X_0 - loss_overhead (slots)."""
+    """x^b[0] + floor(free * weight_b / sum weights), free = M - X_0 - loss_overhead (slots; >= 0 where
+    `_loss_misfit` says nothing)."""
     free = max(0, M - work.input_total() - work.loss_overhead)
     s = float(sum(weights)) or 1.0
     return [int(c.x[0]) + int(math.floor(free * w / s)) for c, w in zip(work.branches, weights)]
@@ -173,6 +183,9 @@ def solve_equal(join: Join, budget: int, *, slots: int = 500, **_: Any) -> Solve
 def _equal_at(join: Join, budget: int, slots: int) -> SolveResult:
     t0 = time.perf_counter()
     work, M = discretise(join, budget, slots)
+    misfit = _loss_misfit(work, M)
+    if misfit is not None:
+        return _answer("equal", join, int(budget), slots, None, math.inf, misfit, t0)
     shares = _shares_of(work, M, [1.0] * work.k)
     built: list[RotorTable] = []
     schedule, value, msg = share_schedule(work, shares, built, unit=share_unit(join, budget, slots))
@@ -188,6 +201,9 @@ def solve_proportional(join: Join, budget: int, *, slots: int = 500, **_: Any) -
 def _proportional_at(join: Join, budget: int, slots: int) -> SolveResult:
     t0 = time.perf_counter()
     work, M = discretise(join, budget, slots)
+    misfit = _loss_misfit(work, M)
+    if misfit is not None:
+        return _answer("proportional", join, int(budget), slots, None, math.inf, misfit, t0)
     weights = [float(simulate_chain(c, chain_store_all(c.length)).peak_memory - c.x[0]) for c in work.branches]
     shares = _shares_of(work, M, weights)
     built: list[RotorTable] = []
