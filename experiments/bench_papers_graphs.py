@@ -38,8 +38,9 @@ all.csv rerun.csv`` replaces rows by a rerun's), each cell's feasibility restate
 
 Hours of work: a progress bar (on a terminal's stderr) counts the runs; the table so far is
 rewritten atomically after each (instance, fraction) cell to ``<out stem>.partial.csv`` beside --out
-(--out itself is written once, at the end, so it is never replaced by a part of a table), so Ctrl-C
-(exit 130) or a crash keeps every finished cell there, and the same command run again resumes from
+(--out itself is written once, at the end, so it is never replaced by a part of a table), so Ctrl-C,
+SIGTERM or SIGHUP (exit 130) or a crash keeps every finished cell there (a row cut short by a kill or a full
+disk is left out and run again), and the same command run again resumes from
 it (`benchtable.resumable`). ``--resume`` keeps every row --out has (other solvers' too) and runs
 only the asked solvers a cell lacks.
 
@@ -460,7 +461,8 @@ def figure(rows: list[dict[str, Any]], published: list[dict[str, Any]], path: Pa
 
 def main(argv: list[str] | None = None) -> int:
     """Solve the papers' graphs (Moccasin's files in --graphs) at each budget fraction; print a table, write the CSV
-    and PNG; exit 0, 2 on bad arguments (checked before any solving), 130 on Ctrl-C (finished cells kept)."""
+    and PNG; exit 0, 2 on bad arguments (checked before any solving), 130 on Ctrl-C, SIGTERM or SIGHUP (finished
+    cells kept)."""
     ap = ScriptParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graphs", help="folder with Moccasin's data/ graph files (required unless --merge)")
     ap.add_argument("--instances", nargs="+", default=list(INSTANCES), choices=list(INSTANCES))

@@ -1,14 +1,16 @@
 """The ends of every benchmark script (`experiments/bench_*.py`): its arguments checked before any
 work (`check_out`, `positive`, `guarded`: one line and exit 2 for bad input, one line and exit 130
-for Ctrl-C), the CSV under results/ (written atomically, so an interrupted run never leaves half a
-file) and the table printed beside it.
+for Ctrl-C, SIGTERM or SIGHUP), the CSV under results/ (written atomically, so an interrupted run never
+leaves half a file) and the table printed beside it.
 
 Resuming (`resumable`, `Resumable`): a bench that collects rows cell by cell (one cell: one solver
-run, one measured point) keeps the rows finished before a Ctrl-C in ``<out stem>.partial.csv`` beside
-its table (`partial_path`), never in the table itself, so a complete table is never replaced by a
-partial one; the same command run again takes the finished cells from that file (only when it was
-written with the same settings), runs the rest, writes the complete table atomically and removes the
-partial file. A bench that prints a line per row gives `resumable` its line function (``line``: the
+run, one measured point) keeps the rows of each cell in ``<out stem>.partial.csv`` beside its table
+(`partial_path`) as the cell finishes (appended), never in the table itself, so a complete table is
+never replaced by a partial one and a Ctrl-C, a kill or a crash loses at most the cell running; the
+same command run again takes the finished cells from that file (only when it was written with the
+same settings; a row cut short by a kill or a full disk is left out with the rest of its cell, which
+runs again, and a line on stderr says so), runs the rest, writes the complete table atomically and
+removes the partial file. A bench that prints a line per row gives `resumable` its line function (``line``: the
 line from the row alone): the rows taken from the partial file are then printed where they belong, as
 when they ran, so the printed table of a resumed run is whole. Figures go through `save_figure`,
 frames through `write_frame`: both atomic."""
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import io
 import json
 import os
 import sys
@@ -30,21 +33,36 @@ def guarded(name: str, body: Callable[[], int], *, interrupted: str = "interrupt
     """Run a benchmark's `body` (its exit status) as a command: a Ctrl-C prints ``NAME: <interrupted>``
     (say there what was kept, e.g. "interrupted: the rows finished so far are in results/x.csv") and
     returns 130; bad input (`InputError`, raised by the checks below or by the solvers) prints
-    ``NAME: error: <message>`` and returns 2. Neither prints a traceback. A Ctrl-C before this handling is in
-    place (while a script imports torch, say) is `interrupts.script_main`'s to answer."""
+    ``NAME: error: <message>`` and returns 2. Neither prints a traceback. SIGTERM and SIGHUP (``kill``,
+    ``timeout``, a closed terminal) act as a Ctrl-C meanwhile (`cli.terminate_as_interrupt`, as for the
+    ``memsched`` commands and main_job; one the caller ignores stays ignored), and an error that came
+    with an interrupt (an import it broke) is that interrupt. A Ctrl-C before this handling is in place
+    (while a script imports torch, say) is `interrupts.script_main`'s to answer."""
+    from memsched.experiments.cli import terminate_as_interrupt
     from memsched.solvers.errors import InputError
 
-    try:
-        return body()
-    except Interrupted as err:  # says itself what was kept (`resumable`)
-        print(f"\n{name}: interrupted: {err}", file=sys.stderr)
-        return 130
-    except KeyboardInterrupt:
-        print(f"\n{name}: {interrupted}", file=sys.stderr)
-        return 130
-    except InputError as err:
-        print(f"{name}: error: {err}", file=sys.stderr)
-        return 2
+    def say(text: str) -> None:
+        with contextlib.suppress(KeyboardInterrupt):  # a second interrupt while it is written: the line cut short
+            print(text, file=sys.stderr)
+
+    # the answers are printed inside too: a second SIGTERM then cuts the line short, it does not kill silently
+    with terminate_as_interrupt() as stopped:
+        try:
+            try:
+                return body()
+            except Exception as err:
+                if stopped():  # e.g. numpy's ImportError for an interrupted import of its C extension
+                    raise KeyboardInterrupt from err
+                raise
+        except Interrupted as err:  # says itself what was kept (`resumable`)
+            say(f"\n{name}: interrupted: {err}")
+            return 130
+        except KeyboardInterrupt:
+            say(f"\n{name}: {interrupted}")
+            return 130
+        except InputError as err:
+            say(f"{name}: error: {err}")
+            return 2
 
 
 def check_out(path: str | Path, field: str = "--out") -> None:
@@ -144,8 +162,9 @@ def _json(value: Any) -> Any:
 
 def _text(value: Any) -> str:
     """`value` as a partial file holds it: a text as it is when `_cell` reads it back so (readable),
-    anything else (and a text that reads as JSON, or is empty) as JSON."""
-    if isinstance(value, str) and value:
+    anything else (and a text that reads as JSON, is empty or holds a carriage return, which the CSV
+    writer would leave unquoted) as JSON."""
+    if isinstance(value, str) and value and "\r" not in value:
         try:
             json.loads(value)
         except ValueError:
@@ -166,6 +185,39 @@ def _key_part(value: Any) -> str:
     return str(value)
 
 
+def _record(values: Sequence[str]) -> str:
+    """One record of a partial file as its writer writes it (``csv``'s excel dialect, ``\\n`` ending it)."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(values)
+    return buf.getvalue()
+
+
+def _records(text: str) -> Iterator[tuple[list[str], bool]]:
+    """The CSV records of `text` (a quoted value may span lines), each with whether it is whole: exactly
+    the text its writer writes for it (`_record`), newline included. A record cut short (the end of a file
+    that a kill or a full disk left: no newline, an open quote) or garbled is not, nor is the rest of a
+    text that the ``csv`` module cannot read (one record then). Blank lines are skipped."""
+    lines = io.StringIO(text, newline="").readlines()
+    reader = csv.reader(lines)
+    start = 0
+    try:
+        for record in reader:
+            raw = "".join(lines[start:reader.line_num])
+            start = reader.line_num
+            if record:
+                yield record, raw == _record(record)
+    except csv.Error:
+        yield [], False
+
+
+class _Run:
+    """Consecutive rows of one cell in a partial file (a cell's rows are written together); `tainted`: a
+    damaged record beside them may have been one of them."""
+
+    def __init__(self, key: tuple[str, ...], row: dict[str, Any]) -> None:
+        self.key, self.rows, self.tainted = key, [row], False
+
+
 class Resumable:
     """The rows of one bench run, cell by cell, with those of an interrupted earlier run of the same
     settings (`partial_path`) reused. `rows`: this run's rows in cell order (reused and new); `key`: the
@@ -175,10 +227,19 @@ class Resumable:
     `line`: a bench's printed line of a row, from the row alone (None: the bench prints no line per row);
     `kept` prints the line of each row it takes from the partial file, so that a resumed run prints every
     row (the bench prints those it makes itself). Invariant: it only ever holds whole cells (a cell's rows
-    are added at once)."""
+    are added at once).
+
+    Each cell's rows reach the partial file as the cell finishes (`add`: one write of those rows at the end
+    of the file as last written, so a cell's cost does not grow with the table; the first write of a run,
+    or one after a damaged file was read, writes the whole file atomically, replacing that of a run with
+    other settings). A kill, an out-of-memory stop or a full disk then loses at most the cell being
+    written: a later read leaves its rows out (`_read`)."""
 
     def __init__(self, out: str | Path, fields: Sequence[str] | None, settings: Mapping[str, Any],
                  key: Sequence[str], line: Callable[[dict[str, Any]], str] | None = None) -> None:
+        from memsched.experiments.cli import interrupts_deferred  # imported now: no import while interrupted
+
+        self._deferred = interrupts_deferred
         self.out = Path(out)
         self.partial = partial_path(out)
         self.fields = list(fields) if fields is not None else None
@@ -188,6 +249,11 @@ class Resumable:
         self.rows: list[dict[str, Any]] = []
         self.reused = 0
         self.bar: Any = None  # a tqdm bar moved by one per cell done (`resumable`'s `progress`)
+        # the partial file as this run last wrote (or read) it: its length in bytes, None when it is not known
+        # to hold every finished row in whole records (then the next write rewrites it whole), and its header
+        self._size: int | None = None
+        self._header: list[str] = []
+        self._warned = False  # a write of the partial file failed: said once
         self._kept: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         self._resumed = self._read()
         for row in self._resumed:
@@ -198,25 +264,64 @@ class Resumable:
 
     def _read(self) -> list[dict[str, Any]]:
         """The rows of the partial file when it holds this run's settings and fields (a note on stderr
-        either way), else none."""
+        either way), else none. A damaged record (cut short by a kill or a full disk, more or fewer fields
+        than the header, garbled: `_records`) is left out with the rest of its cell (its key's rows beside
+        it, or where the cut took the key, the rows of the cells beside it), so that the cell runs again;
+        a cell found twice counts once (its last whole rows). A line on stderr says how many were left out."""
         if not self.partial.is_file():
             return []
         try:
-            with self.partial.open(newline="") as fh:
-                first = fh.readline().rstrip("\r\n")
-                reader = csv.DictReader(fh)
-                rows = [{k: _cell(v) for k, v in row.items() if k is not None and v not in ("", None)}
-                        for row in reader]
-                header = list(reader.fieldnames or ())
-        except (OSError, UnicodeDecodeError, csv.Error):
-            rows, first, header = [], "", []
+            data = self.partial.read_bytes()
+        except OSError:
+            data = b""
+        first, _, body = data.decode("utf-8", "surrogateescape").partition("\n")
+        records = _records(body)
+        header, whole = next(records, ([], False))
         fields = self.fields if self.fields is not None else header
-        same = first == _SETTINGS_LINE + self.settings and header[:len(fields)] == fields \
-            and all(name in header for name in self.key)
-        if not same:
+        if not (whole and first == _SETTINGS_LINE + self.settings and header[:len(fields)] == fields
+                and all(name in header for name in self.key)):
             print(f"note: {self.partial} is not from a run with these settings: not resumed "
-                  "(an interrupt replaces it)", file=sys.stderr)
+                  "(this run's first finished cell replaces it)", file=sys.stderr)
             return []
+        where = [header.index(name) for name in self.key]
+        items: list[_Run | tuple[str, ...] | None] = []  # runs, and damaged records: their key, or None
+        for record, whole in records:
+            if whole and len(record) == len(header):
+                row = {k: _cell(v) for k, v in zip(header, record) if v != ""}
+                last = items[-1] if items else None
+                if isinstance(last, _Run) and last.key == self._key_of(row):
+                    last.rows.append(row)
+                else:
+                    items.append(_Run(self._key_of(row), row))
+            elif len(record) <= len(header) and max(where, default=-1) < len(record) - 1:
+                # cut (or garbled) in its last field, after the key's: that cell's rows beside it go too
+                items.append(tuple(_key_part(_cell(record[i]) if record[i] else None) for i in where))
+            else:
+                items.append(None)
+        damaged = 0
+        for i, item in enumerate(items):
+            if isinstance(item, _Run):
+                continue
+            damaged += 1
+            before = next((r for r in reversed(items[:i]) if isinstance(r, _Run)), None)
+            after = next((r for r in items[i + 1:] if isinstance(r, _Run)), None)
+            for run in (before, after):
+                if run is not None and (item is None or run.key == item):
+                    run.tainted = True
+        chosen: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        runs = [item for item in items if isinstance(item, _Run)]
+        for run in runs:
+            if run.tainted:
+                damaged += len(run.rows)
+            else:
+                chosen.pop(run.key, None)  # a later whole occurrence of the cell wins
+                chosen[run.key] = run.rows
+        rows = [row for cell in chosen.values() for row in cell]
+        if damaged:
+            print(f"note: {self.partial}: {damaged} damaged rows left out (a row cut short by a kill or a full "
+                  "disk, or garbled, and the rest of its cell): their cells run again", file=sys.stderr)
+        elif len(chosen) == len(runs):  # whole and each cell once: this run's rows go on after them
+            self._size, self._header = len(data), header
         print(f"resuming from {self.partial} ({len(rows)} finished rows)", file=sys.stderr)
         return rows
 
@@ -246,10 +351,48 @@ class Resumable:
         return list(self.rows)
 
     def add(self, *rows: dict[str, Any]) -> None:
-        """Add one finished cell's rows (all of them at once: the partial file keeps whole cells)."""
+        """Add one finished cell's rows (all of them at once: the partial file keeps whole cells), and
+        write them to the partial file (`Resumable`: appended; a Ctrl-C meanwhile waits until they are
+        written). A failed write (a full disk) is said once on stderr and does not stop the run: the next
+        cell's write rewrites the whole file."""
+        from memsched.solvers.errors import InputError
+
         self.rows.extend(rows)
+        try:
+            with self._deferred():
+                self._append(rows)
+        except (OSError, InputError) as err:
+            self._size = None
+            if not self._warned:
+                self._warned = True
+                print(f"note: cannot write {self.partial} ({err}): its finished rows are kept in memory only "
+                      "until a write succeeds", file=sys.stderr)
         if self.bar is not None:
             self.bar.update()
+
+    def _append(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Write `rows` after the partial file's last whole record; the whole file (`keep`) when it is not
+        this run's to append to (`_size` None) or a row has a field its header lacks."""
+        size = self._size
+        if size is None or any(k not in self._header for row in rows for k in row):
+            self.keep()
+            return
+        data = self._encode(rows, self._header)
+        self._size = None  # until the rows are written
+        with self.partial.open("r+b") as fh:
+            fh.seek(size)
+            fh.write(data)
+            fh.truncate()  # bytes of a write that failed part way, if any
+        self._size = size + len(data)
+
+    @staticmethod
+    def _encode(rows: Iterable[Mapping[str, Any]], header: Sequence[str]) -> bytes:
+        """`rows` as records of a partial file with `header` (a missing value: empty), UTF-8."""
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=list(header), lineterminator="\n")
+        # `_text`, so that None, "" and 1 / "1" come back apart
+        writer.writerows({k: _text(v) for k, v in row.items()} for row in rows)
+        return buf.getvalue().encode("utf-8", "surrogateescape")
 
     def cell(self, key: Sequence[Any], make: Callable[[], dict[str, Any] | list[dict[str, Any]]]
              ) -> list[dict[str, Any]]:
@@ -267,28 +410,25 @@ class Resumable:
         return [row for rows in self._kept.values() for row in rows]
 
     def finished(self) -> int:
-        """How many finished rows `keep` writes: this run's and the earlier run's not reached yet."""
+        """How many finished rows the partial file holds: this run's and the earlier run's not reached yet."""
         return len(self.rows) + len(self.unvisited())
 
     def keep(self) -> Path:
-        """Write the finished rows to the partial file (atomically, the settings line first): `rows`, then
-        those of the earlier run's cells not reached yet (`unvisited`: a cell rerun before them, one that
-        had left no row, must not drop them); returns its path."""
+        """Write the whole partial file (atomically, the settings line first): `rows`, then those of the
+        earlier run's cells not reached yet (`unvisited`: a cell rerun before them, one that had left no
+        row, must not drop them); returns its path. `add` does it when needed; a bench that changes rows
+        it added (or sets `rows`) calls it to write them."""
         from memsched.solvers.jsonio import write_atomic
 
         rows = [*self.rows, *self.unvisited()]
         fields = list(dict.fromkeys([*(self.fields or ()), *(k for r in rows for k in r)]))  # extras kept too
-
-        def write(tmp: Path) -> None:
-            with tmp.open("w", newline="") as fh:
-                fh.write(_SETTINGS_LINE + self.settings + "\n")
-                writer = csv.DictWriter(fh, fieldnames=fields, lineterminator="\n")
-                writer.writeheader()
-                # `_text` (a missing value: empty), so that None, "" and 1 / "1" come back apart
-                writer.writerows({k: _text(v) for k, v in row.items()} for row in rows)
-
+        data = (_SETTINGS_LINE + self.settings + "\n" + _record(fields)).encode("utf-8", "surrogateescape") \
+            + self._encode(rows, fields)
+        self._size = None
         self.partial.parent.mkdir(parents=True, exist_ok=True)
-        return write_atomic(self.partial, write)
+        path = write_atomic(self.partial, lambda tmp: tmp.write_bytes(data))
+        self._size, self._header = len(data), fields
+        return path
 
 
 def _file_state(path: Path) -> tuple[int, ...] | None:
@@ -307,10 +447,11 @@ def resumable(out: str | Path, fields: Sequence[str] | None, settings: Mapping[s
               line: Callable[[dict[str, Any]], str] | None = None) -> Iterator[Resumable]:
     """A `Resumable` for the bench writing the table `out` (`settings`: JSON-able, whatever changes the
     rows; `key`: the fields naming a cell). Write the complete table inside the block: leaving it
-    normally removes the partial file. A Ctrl-C inside writes the rows finished so far to the partial
-    file instead of `out` (which stays as it was, unless the block had written it already: the message
-    then says so) and goes on as an `Interrupted` saying where they are (`guarded` prints it); with none
-    finished, any earlier partial file stays too. `bar`: the label of a progress bar on stderr
+    normally removes the partial file. The rows of each cell finished inside are in the partial file as
+    soon as it finishes (`Resumable.add`), so that a Ctrl-C, a kill or a crash keeps them there, not in
+    `out` (which stays as it was, unless the block had written it already: the Ctrl-C message then says
+    so); a Ctrl-C goes on as an `Interrupted` saying where they are (`guarded` prints it); with none
+    finished, any earlier partial file stays as it was. `bar`: the label of a progress bar on stderr
     (`progress`) counting the cells done (of `total` when given). `line`: the bench's printed line of a row
     (`Resumable`: the rows taken from the partial file are printed too)."""
     from memsched.experiments.cli import interrupts_deferred  # imported now: no import while interrupted
@@ -329,7 +470,7 @@ def resumable(out: str | Path, fields: Sequence[str] | None, settings: Mapping[s
                 # the block may have written the complete table before the Ctrl-C (e.g. while a figure was drawn)
                 state = (f"{table.out} was written before the interrupt" if _file_state(table.out) != before
                          else f"{table.out} is unchanged")
-                if table.rows:
+                if table.rows and table._size is None:  # not all in the file yet (a failed write, or `rows` set)
                     table.keep()
         except KeyboardInterrupt:
             pass
