@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import csv
 import functools
+import importlib.abc
 import io
 import json
 import subprocess
@@ -810,3 +811,53 @@ def call_main(main: Any, argv: list[str], capsys: Any) -> tuple[Any, str, str]:
     out, err = capsys.readouterr()
     return code, out, err
 
+
+
+def nonblank_lines(text: str) -> list[str]:
+    """The lines of `text` (a command's output) that are not blank."""
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def interrupt_at(stop: Any, real: Any, calls: list[int] | None = None) -> Any:
+    """`real`, but a Ctrl-C (`KeyboardInterrupt`) in place of one call: its `stop`-th when `stop` is an int, the
+    first whose arguments the callable `stop` accepts, none for None. `calls` (when given) counts the calls."""
+    calls = [] if calls is None else calls
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if (len(calls) == stop) if isinstance(stop, int) else (stop is not None and stop(*args, **kwargs)):
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    return call
+
+
+def interrupted_then_resumed(main: Any, argv: list[str], out: Path, monkeypatch: Any, capsys: Any, owner: Any,
+                             name: str, stop: Any) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+    """Run a bench's `main(argv)` (writing the table `out`) with `owner.name` interrupted as `interrupt_at(stop)`
+    says, then again to the end: (the lines the interrupted run printed, those the resumed run printed, the rows
+    its partial file held). Checks on the way: exit 130 with rows kept and no table, then exit 0 resuming from
+    them, the partial file gone."""
+    with monkeypatch.context() as patch:
+        patch.setattr(owner, name, interrupt_at(stop, getattr(owner, name)))
+        code, first, err = call_main(main, argv, capsys)
+    assert code == 130, err[-2000:]
+    _, kept = partial_table(out)
+    assert kept and not out.exists()
+    code, second, err = call_main(main, argv, capsys)
+    assert code == 0, err[-2000:]
+    assert "resuming from" in err and not partial_of(out).exists()
+    return nonblank_lines(first), nonblank_lines(second), kept
+
+
+class InterruptingImport(importlib.abc.MetaPathFinder):
+    """A finder (for the front of ``sys.meta_path``) that answers the import of `name` with a `KeyboardInterrupt`:
+    a Ctrl-C during that import."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname == self.name:
+            raise KeyboardInterrupt
+        return None

@@ -20,7 +20,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from conftest import call_main, partial_of, partial_table, shown_lines, sigint_as_in_a_terminal, wait_for
+from conftest import (
+    call_main,
+    interrupt_at,
+    partial_of,
+    partial_table,
+    shown_lines,
+    sigint_as_in_a_terminal,
+    wait_for,
+)
 
 #: bench_chain_dp's columns that are measured, not computed (they differ from run to run)
 DP_TIMES = {"table_s", "schedule_s", "total_s", "cpu_s", "load_avg_1min"}
@@ -31,19 +39,6 @@ PG_TIMES = {"time_s", "first_schedule_s", "load"}
 def _rows(path: Path, drop: set[str] = frozenset()) -> list[dict[str, str]]:
     with path.open(newline="") as fh:
         return [{k: v for k, v in row.items() if k not in drop} for row in csv.DictReader(fh)]
-
-
-def _interrupt_at(n: int, real: Any, calls: list[int] | None = None) -> Any:
-    """`real`, but a Ctrl-C (`KeyboardInterrupt`) in place of its `n`-th call (None: never); `calls` counts them."""
-    calls = [] if calls is None else calls
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        if len(calls) == n:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    return call
 
 
 def _cut(path: Path, line: int, keep: float) -> str:
@@ -74,13 +69,13 @@ def test_chain_dp_resumes_a_partial_file_cut_mid_line(tmp_path: Path, monkeypatc
     out = tmp_path / "dp.csv"
     argv = [*DP_ARGS, "--out", str(out)]
     with monkeypatch.context() as patch:
-        patch.setattr(bench, "run_one", _interrupt_at(3, bench.run_one))
+        patch.setattr(bench, "run_one", interrupt_at(3, bench.run_one))
         code, _, err = call_main(bench.main, argv, capsys)
     assert code == 130, err
     assert len(partial_table(out)[1]) == 2
     _cut(partial_of(out), -1, 0.6)  # the second row cut inside its timing columns
     calls: list[int] = []
-    monkeypatch.setattr(bench, "run_one", _interrupt_at(None, bench.run_one, calls))
+    monkeypatch.setattr(bench, "run_one", interrupt_at(None, bench.run_one, calls))
     code, printed, err = call_main(bench.main, argv, capsys)
     assert code == 0 and "Traceback" not in err, err
     assert len(calls) == 2  # the cut row's cell runs again, with the one never reached
@@ -111,13 +106,13 @@ def test_join_leaves_out_the_whole_cell_of_a_cut_row(tmp_path: Path, monkeypatch
     per_cell = len([r for r in _rows(ref) if r["instance"] == _rows(ref)[0]["instance"]]) // 4  # 4 small budgets
     out = tmp_path / "join.csv"
     with monkeypatch.context() as patch:
-        patch.setattr(bench.registry, "solve", _interrupt_at(2 * per_cell + 1, _join_solve))
+        patch.setattr(bench.registry, "solve", interrupt_at(2 * per_cell + 1, _join_solve))
         code, _, err = call_main(bench.main, ["--quick", "--out", str(out)], capsys)
     assert code == 130, err
     assert len(partial_table(out)[1]) == 2 * per_cell
     _cut(partial_of(out), 2 + per_cell + 2, 0.5)  # settings, header, the first cell, two rows of the second
     calls: list[int] = []
-    monkeypatch.setattr(bench.registry, "solve", _interrupt_at(None, _join_solve, calls))
+    monkeypatch.setattr(bench.registry, "solve", interrupt_at(None, _join_solve, calls))
     code, printed, err = call_main(bench.main, ["--quick", "--out", str(out)], capsys)
     assert code == 0 and "Traceback" not in err, err
     assert len(calls) == len(_rows(ref)) - per_cell  # only the first cell is taken from the partial file
@@ -140,7 +135,7 @@ def test_papers_graphs_never_writes_a_table_with_a_cut_row(tmp_path: Path, monke
     assert code == 0, err
     out = tmp_path / "pg.csv"
     with monkeypatch.context() as patch:
-        patch.setattr(bench, "solve", _interrupt_at(4, bench.solve))
+        patch.setattr(bench, "solve", interrupt_at(4, bench.solve))
         code, _, err = call_main(bench.main, [*args, "--out", str(out)], capsys)
     assert code == 130, err
     partial = partial_of(out)
@@ -149,7 +144,7 @@ def test_papers_graphs_never_writes_a_table_with_a_cut_row(tmp_path: Path, monke
     assert ",null," in last
     _cut(partial, -1, (last.rindex(",null,") + len(",nul")) / len(last))
     calls: list[int] = []
-    monkeypatch.setattr(bench, "solve", _interrupt_at(None, bench.solve, calls))
+    monkeypatch.setattr(bench, "solve", interrupt_at(None, bench.solve, calls))
     code, _, err = call_main(bench.main, [*args, "--out", str(out)], capsys)
     assert code == 0 and "Traceback" not in err, err
     assert len(calls) == 3  # the cut row's solver, and the second cell

@@ -14,40 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from conftest import call_main, partial_of, partial_table, sigint_as_in_a_terminal
-
-
-def _lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.strip()]
-
-
-def _interrupt_at(n: int, real: Any) -> Any:
-    """`real`, but a Ctrl-C (`KeyboardInterrupt`) in place of its `n`-th call."""
-    calls: list[int] = []
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        if len(calls) == n:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    return call
-
-
-def _resumed(main: Any, argv: list[str], out: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any, owner: Any,
-             name: str, n: int) -> tuple[list[str], list[str], list[dict[str, Any]]]:
-    """`main(argv)` with `owner.name` interrupted at its `n`-th call, then again to the end: (the lines the first
-    run printed, those the resumed run printed, the rows the partial file held)."""
-    with monkeypatch.context() as patch:
-        patch.setattr(owner, name, _interrupt_at(n, getattr(owner, name)))
-        code, first, err = call_main(main, argv, capsys)
-    assert code == 130, err[-2000:]
-    _, kept = partial_table(out)
-    assert kept and not out.exists()
-    code, second, err = call_main(main, argv, capsys)
-    assert code == 0, err[-2000:]
-    assert "resuming from" in err and not partial_of(out).exists()
-    return _lines(first), _lines(second), kept
+from conftest import interrupted_then_resumed, nonblank_lines, sigint_as_in_a_terminal
 
 
 # ------------------------------------------------------------------ 1. the resumed rows are printed
@@ -63,8 +30,8 @@ def test_bench_pipeline_interleave_prints_the_resumed_rows(tmp_path: Path, monke
 
     monkeypatch.setattr(bench.registry, "solve", solve)
     out = tmp_path / "interleave.csv"
-    first, second, kept = _resumed(bench.main, ["--out", str(out)], out, monkeypatch, capsys, bench.registry,
-                                   "solve", 5)
+    first, second, kept = interrupted_then_resumed(bench.main, ["--out", str(out)], out, monkeypatch, capsys,
+                                                   bench.registry, "solve", 5)
     assert len(kept) == 4 and len(first) == 4, first
     assert len(second) == 32 + 1, second  # every run's line, then "wrote ..."
     assert second[:4] == first  # the resumed rows, printed as when they ran, in order
@@ -83,7 +50,8 @@ def test_bench_profile_prints_the_resumed_rows(tmp_path: Path, monkeypatch: pyte
 
     monkeypatch.setattr(bench, "run_case", run_case)
     out = tmp_path / "profile.csv"
-    first, second, kept = _resumed(bench.main, ["--out", str(out)], out, monkeypatch, capsys, bench, "run_case", 4)
+    first, second, kept = interrupted_then_resumed(bench.main, ["--out", str(out)], out, monkeypatch, capsys, bench,
+                                                   "run_case", 4)
     cases = len(bench.CASES)
     assert len(kept) == 3 and len(first) == 1 + 3, first  # the header, the finished cases
     assert len(second) == 1 + cases + 1, second  # the header, every case, "wrote ..."
@@ -104,7 +72,7 @@ def test_bench_offload_exact_prints_the_resumed_rows(tmp_path: Path, monkeypatch
     monkeypatch.setattr(bench, "run_one", run_one)
     out = tmp_path / "offload_exact.csv"
     argv = ["--lengths", "4", "--seeds", "1", "--out", str(out)]
-    first, second, kept = _resumed(bench.main, argv, out, monkeypatch, capsys, bench, "run_one", 3)
+    first, second, kept = interrupted_then_resumed(bench.main, argv, out, monkeypatch, capsys, bench, "run_one", 3)
     cells = len(bench.PER_BYTE_MS) * len(bench.FRACTIONS)
     assert len(kept) == 2 and len(first) == 2, first
     assert len(second) == cells + 2, second  # every run's line, the summary, "wrote ..."
@@ -168,7 +136,7 @@ def test_a_real_sigint_while_torch_is_imported_is_one_line_and_130(name: str, tm
                           preexec_fn=sigint_as_in_a_terminal, check=False)
     assert proc.returncode == 130, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, proc.stderr[-2000:]
-    lines = _lines(proc.stderr)
+    lines = nonblank_lines(proc.stderr)
     assert len(lines) == 1 and lines[0].startswith(f"{name}: interrupted"), proc.stderr
     assert proc.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fake"]  # no table, partial file or figure
@@ -188,4 +156,4 @@ def test_a_bad_argument_needs_no_torch(name: str, tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", f"memsched.experiments.{name}", *bad], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60, env=env, check=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "torch imported" not in proc.stderr and len(_lines(proc.stderr)) == 1, proc.stderr
+    assert "torch imported" not in proc.stderr and len(nonblank_lines(proc.stderr)) == 1, proc.stderr

@@ -14,23 +14,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from conftest import call_main, partial_of, partial_table, sigint_as_in_a_terminal
-
-
-class _Interrupting(importlib.abc.MetaPathFinder):
-    """A finder that answers the import of `name` with a `KeyboardInterrupt` (a Ctrl-C during that import)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
-        if fullname == self.name:
-            raise KeyboardInterrupt
-        return None
-
-
-def _lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.strip()]
+from conftest import (
+    InterruptingImport,
+    call_main,
+    interrupted_then_resumed,
+    nonblank_lines,
+    sigint_as_in_a_terminal,
+)
 
 
 def _bench_csv(tmp_path: Path) -> Path:
@@ -65,7 +55,7 @@ def test_a_real_sigint_while_torch_is_imported_is_one_line_and_130(tmp_path: Pat
                           check=False)
     assert proc.returncode == 130, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, proc.stderr[-2000:]
-    lines = _lines(proc.stderr)
+    lines = nonblank_lines(proc.stderr)
     assert len(lines) == 1 and lines[0].startswith("vs_torch_duel: interrupted"), proc.stderr
     assert not out.exists() and not out.with_suffix(".png").exists()
 
@@ -77,54 +67,16 @@ def test_ctrl_c_while_main_imports_is_one_line_and_130(blocked: str, tmp_path: P
     is one line, exit 130."""
     module = importlib.import_module("memsched.experiments.vs_torch_duel")
     monkeypatch.delitem(sys.modules, blocked, raising=False)
-    monkeypatch.setattr(sys, "meta_path", [_Interrupting(blocked), *sys.meta_path])
+    monkeypatch.setattr(sys, "meta_path", [InterruptingImport(blocked), *sys.meta_path])
     code, out, err = call_main(module.main, ["--csv", str(_bench_csv(tmp_path)), "--out", str(tmp_path / "d.csv")],
                                capsys)
     assert code == 130, err
-    lines = _lines(err)
+    lines = nonblank_lines(err)
     assert len(lines) == 1 and lines[0].startswith("vs_torch_duel: interrupted"), err
     assert out == "" and not (tmp_path / "d.csv").exists()
 
 
 # ------------------------------------------------------------------ 2. resumed rows are printed
-def _interrupt_at(stop: Any, real: Any) -> Any:
-    """`real`, but a Ctrl-C (`KeyboardInterrupt`) in place of the first call whose arguments `stop` accepts."""
-    def call(*args: Any, **kwargs: Any) -> Any:
-        if stop(*args, **kwargs):
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    return call
-
-
-def _nth(n: int) -> Any:
-    """A `stop` of `_interrupt_at` accepting its `n`-th call (whatever the arguments)."""
-    calls: list[int] = []
-
-    def stop(*args: Any, **kwargs: Any) -> bool:
-        calls.append(1)
-        return len(calls) == n
-
-    return stop
-
-
-def _resumed(main: Any, argv: list[str], out: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any,
-             owner: Any, name: str, stop: Any) -> tuple[list[str], list[str], list[dict[str, Any]]]:
-    """Run `main(argv)` with `owner.name` interrupted at its first call `stop` accepts (`_interrupt_at`), then again
-    to the end: (the lines the interrupted run printed, those the resumed run printed, the rows the partial file
-    held)."""
-    with monkeypatch.context() as patch:
-        patch.setattr(owner, name, _interrupt_at(stop, getattr(owner, name)))
-        code, first, err = call_main(main, argv, capsys)
-    assert code == 130, err[-2000:]
-    _, kept = partial_table(out)
-    assert kept and not out.exists()
-    code, second, err = call_main(main, argv, capsys)
-    assert code == 0, err[-2000:]
-    assert "resuming from" in err and not partial_of(out).exists()
-    return _lines(first), _lines(second), kept
-
-
 def test_bench_chain_exact_prints_the_resumed_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Three cells (one chain, one budget, three solvers), the run stopped in the third: the resumed run prints
@@ -134,8 +86,9 @@ def test_bench_chain_exact_prints_the_resumed_rows(tmp_path: Path, monkeypatch: 
     out = tmp_path / "exact.csv"
     argv = ["--lengths", "3", "--fractions", "0.5", "--solvers", "cpsat", "milp:cp-sat", "milp", "--slots", "20",
             "--time-limit", "10", "--out", str(out)]
-    first, second, kept = _resumed(bench_chain_exact.main, argv, out, monkeypatch, capsys, bench_chain_exact,
-                                   "solve", lambda *a, **k: a[2] == "milp" and k.get("backend") is None)
+    first, second, kept = interrupted_then_resumed(
+        bench_chain_exact.main, argv, out, monkeypatch, capsys, bench_chain_exact, "solve",
+        lambda *a, **k: a[2] == "milp" and k.get("backend") is None)
     assert len(kept) == 2
     header = 2  # the column names and a rule
     assert len(first) == header + 2 and len(second) == header + 3, (first, second)
@@ -159,8 +112,8 @@ def test_bench_graph_prints_the_resumed_rows(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setattr(bench_graph, "lp_bound", lambda *a, **k: None)
     out = tmp_path / "graph.csv"
     argv = ["--quick", "--graphs", "linear", "--solvers", "greedy,checkpoint-all", "--out", str(out)]
-    first, second, kept = _resumed(bench_graph.main, argv, out, monkeypatch, capsys, bench_graph.registry, "solve",
-                                   _nth(4))
+    first, second, kept = interrupted_then_resumed(bench_graph.main, argv, out, monkeypatch, capsys,
+                                                   bench_graph.registry, "solve", 4)
     assert len(kept) == 3
     assert len(first) == 1 + 3 and len(second) == 1 + 6 + 1, (first, second)  # header, rows; "wrote ..."
     assert second[:4] == first
@@ -182,7 +135,8 @@ def test_bench_graph_backends_prints_the_resumed_rows(tmp_path: Path, monkeypatc
     monkeypatch.setattr(milp, "solve_checkmate", fake)
     out = tmp_path / "backends.csv"
     argv = ["--backends", "--out", str(out)]
-    first, second, kept = _resumed(bench_graph.main, argv, out, monkeypatch, capsys, milp, "solve_checkmate", _nth(3))
+    first, second, kept = interrupted_then_resumed(bench_graph.main, argv, out, monkeypatch, capsys, milp,
+                                                   "solve_checkmate", 3)
     assert len(kept) == 2
     cells = 5 * len(BACKENDS)
     assert len(first) == 1 + 2 and len(second) == 1 + cells + 1, (first, second)  # header, rows; "wrote ..."

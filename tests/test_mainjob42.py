@@ -14,29 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, sigint_as_in_a_terminal, sweep_toml
+from conftest import ROOT, InterruptingImport, nonblank_lines, sigint_as_in_a_terminal, sweep_toml
 
 SCRIPTS = ("main_job", "paper_figures")
 CHAINS = ROOT / "results" / "fig_paper_chains" / "fig_paper_chains.csv"
 #: two quick cells: a sweep the main job runs in a second
 QUICK = sweep_toml("q", budgets=["80%"], defaults={"slots": 100}, instances=[{"example": "tiny"}],
                    solvers=["store-all", "rotor"])
-
-
-class _Interrupting(importlib.abc.MetaPathFinder):
-    """A finder that answers the import of `name` with a `KeyboardInterrupt` (a Ctrl-C during that import)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
-        if fullname == self.name:
-            raise KeyboardInterrupt
-        return None
-
-
-def _lines(err: str) -> list[str]:
-    return [line for line in err.splitlines() if line.strip()]
 
 
 # ------------------------------------------------------------------ 1. Ctrl-C while the modules are imported
@@ -58,7 +42,7 @@ def test_ctrl_c_while_importing_is_one_line_and_130(name: str, tmp_path: Path, m
     module = importlib.import_module(f"memsched.experiments.{name}")
     blocked = "memsched.experiments.script_args"
     monkeypatch.delitem(sys.modules, blocked, raising=False)
-    monkeypatch.setattr(sys, "meta_path", [_Interrupting(blocked), *sys.meta_path])
+    monkeypatch.setattr(sys, "meta_path", [InterruptingImport(blocked), *sys.meta_path])
     argv = (["--config", str(tmp_path / "none.toml"), "--output", str(tmp_path / "out")] if name == "main_job"
             else ["--results", str(tmp_path / "none"), "--out", str(tmp_path / "figs")])
     try:
@@ -67,7 +51,7 @@ def test_ctrl_c_while_importing_is_one_line_and_130(name: str, tmp_path: Path, m
         pytest.fail("KeyboardInterrupt escaped: a traceback")
     err = capsys.readouterr().err
     assert code == 130, err
-    assert _lines(err) == [f"{name}: interrupted"]
+    assert nonblank_lines(err) == [f"{name}: interrupted"]
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -87,7 +71,7 @@ def test_a_real_sigint_while_pandas_is_imported_is_one_line(name: str, tmp_path:
                           check=False)
     assert proc.returncode == 130, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, proc.stderr[-2000:]
-    lines = _lines(proc.stderr)
+    lines = nonblank_lines(proc.stderr)
     assert len(lines) == 1 and lines[0].startswith(f"{name}: interrupted"), proc.stderr
     assert not (tmp_path / "figs").exists()
 
@@ -108,7 +92,7 @@ def test_main_job_bad_output_is_one_line_naming_it(where: str, tmp_path: Path, m
     code = main_job.main(["--config", str(cfg), "--output", output, "--workers", "1"])
     err = capsys.readouterr().err
     assert code == 2, err
-    lines = _lines(err)
+    lines = nonblank_lines(err)
     assert len(lines) == 1 and lines[0].startswith("main_job: error: ") and "--output: " in lines[0], err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "q.toml"]  # nothing ran, nothing written
 
@@ -141,7 +125,7 @@ def test_main_job_writes_summary_atomically(tmp_path: Path, monkeypatch: pytest.
     err = capsys.readouterr().err
     assert (out / "summary.csv").read_text() == "old summary\n"
     assert code == 2, err
-    assert "summary.csv" in _lines(err)[-1] and "No space left" in _lines(err)[-1], err
+    assert "summary.csv" in nonblank_lines(err)[-1] and "No space left" in nonblank_lines(err)[-1], err
     assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -158,7 +142,7 @@ def test_paper_figures_refuses_a_sweep_that_did_not_cover_its_grid(tmp_path: Pat
     code = paper_figures.main(["--results", str(results), "--out", str(tmp_path / "figs")])
     err = capsys.readouterr().err
     assert code == 2, err
-    one = _lines(err)
+    one = nonblank_lines(err)
     assert len(one) == 1 and str(results / CHAINS.name) in one[0], err
     assert f"19 of {len(lines) - 1} cells" in one[0] and f"{len(lines) - 20} never ran" in one[0], err
     assert not (tmp_path / "figs").exists()
@@ -190,7 +174,7 @@ def test_paper_figures_without_a_table_says_what_the_sweep_writes(tmp_path: Path
     (tmp_path / "empty").mkdir()
     code = paper_figures.main(["--results", str(tmp_path / "empty"), "--out", str(tmp_path / "figs")])
     err = capsys.readouterr().err
-    assert code == 2 and len(_lines(err)) == 1, err
+    assert code == 2 and len(nonblank_lines(err)) == 1, err
     assert "<output>/<name>.csv" in err and "<output>/<output>.csv" not in err
 
 
@@ -204,7 +188,7 @@ def test_paper_figures_refuses_a_folder_of_several_sweeps(tmp_path: Path, capsys
         (results / f"{name}.jsonl").write_text("")
     code = paper_figures.main(["--results", str(results), "--out", str(tmp_path / "figs")])
     err = capsys.readouterr().err
-    assert code == 2 and len(_lines(err)) == 1, err
+    assert code == 2 and len(nonblank_lines(err)) == 1, err
     assert "--results" in err and "a.csv, b.csv" in err
 
 
