@@ -230,12 +230,12 @@ def run(args: argparse.Namespace, instances: list[tuple[str, Path]], kept: list[
     rows and the cells' feasibility (restated from all a cell's rows), so an interrupted run keeps its
     finished cells; an asked solver whose row a kept cell has is not run again, and the kept rows of
     solvers not asked stay."""
-    out = Path(args.out)
     todo = plan(instances, args.fractions, args.solvers, kept)
     rows = list(kept)
     if kept:
         cells = len(instances) * len(args.fractions)
-        print(f"resumed: {cells - len(todo)} of {cells} cells complete in {out}, "
+        source = table.partial if table is not None and table.reused else Path(args.out)
+        print(f"resumed: {cells - len(todo)} of {cells} cells complete in {source}, "
               f"{sum(len(s) for *_, s in todo)} runs to do", file=sys.stderr)
     from tqdm import tqdm
 
@@ -243,6 +243,15 @@ def run(args: argparse.Namespace, instances: list[tuple[str, Path]], kept: list[
                disable=not sys.stderr.isatty())
     header = f"{'instance':<10} {'n':>5} {'M':>4} {'solver':<16} {'status':<10} {'overhead':>9} {'gap':>8} {'time':>7}"
     tqdm.write(header, file=sys.stdout)
+    # the kept rows first, as they printed when they ran (a complete cell with its feasibility line), so that the
+    # printed table of a resumed run is whole; a cell still to finish gets its line after its runs, below
+    open_cells = {(name, frac) for name, _, frac, _ in todo}
+    for i, row in enumerate(kept):
+        tqdm.write(_row_line(row), file=sys.stdout)
+        here = (row["instance"], row["fraction"])
+        last = i + 1 == len(kept) or (kept[i + 1]["instance"], kept[i + 1]["fraction"]) != here
+        if last and here not in open_cells and row.get("cell"):
+            tqdm.write(f"{row['instance']:<10} {row['fraction']:>4.0%} {row['cell']}", file=sys.stdout)
     graph_of: dict[str, graphs.Graph] = {}
     for name, path, frac, solvers in todo:
         g = graph_of.setdefault(name, graphs.load(str(path)))
@@ -287,11 +296,7 @@ def run(args: argparse.Namespace, instances: list[tuple[str, Path]], kept: list[
                     "min_peak_lb": lower,
                 }
             )
-            tqdm.write(
-                f"{name:<10} {g.n:>5} {frac:>4.0%} {solver:<16} {res.status:<10} {_p(over):>9} "
-                f"{_p(res.gap):>8} {elapsed:>7.1f}",
-                file=sys.stdout,
-            )
+            tqdm.write(_row_line(cell[-1]), file=sys.stdout)
             bar.update()
         before = [r for r in rows if (r["instance"], r["fraction"]) == (name, frac)]
         feas = cell_feasibility(before + cell, budget, lower)
@@ -574,6 +579,18 @@ def _first(res: Any, elapsed: float) -> float:
 
 def _p(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.2f}%"
+
+
+def _row_line(row: dict[str, Any]) -> str:
+    """The printed line of a run's row (the header of `run`), from the row alone: a kept row (an interrupted run's
+    partial file, or --out with ``--resume``) prints as it did when it ran (a missing value: ``-``)."""
+    def value(key: str) -> Any:
+        return None if row.get(key) in (None, "") else row[key]
+
+    nodes, elapsed, status = value("nodes"), value("time_s"), value("status")
+    return (f"{row['instance']:<10} {'-' if nodes is None else nodes:>5} {row['fraction']:>4.0%} "
+            f"{row['solver']:<16} {status or '-':<10} {_p(value('overhead')):>9} {_p(value('gap')):>8} "
+            f"{'-' if elapsed is None else f'{float(elapsed):.1f}':>7}")
 
 
 if __name__ == "__main__":
