@@ -11,17 +11,23 @@ from conftest import interrupted_then_resumed
 from memsched.solvers.graph import generate
 
 
+def _argv(tmp_path: Path, out: Path, *solvers: str) -> list[str]:
+    """The arguments of a bench_papers_graphs run writing `out`: a stand-in for Moccasin's RL100 (12 nodes) in a
+    folder under `tmp_path`, at 90% and 80%, with `solvers`: two cells of len(solvers) runs each."""
+    folder = tmp_path / "graphs"
+    folder.mkdir()
+    generate.random_layered(12, 2).save(folder / "random_layered_n100_stand-in.json")
+    return ["--graphs", str(folder), "--instances", "RL100", "--fractions", "0.9", "0.8", "--time-limit", "1",
+            "--solvers", *solvers, "--out", str(out)]
+
+
 def test_a_resumed_run_prints_the_kept_cells_and_names_the_partial_file(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     from memsched.experiments import bench_papers_graphs as bench
 
-    folder = tmp_path / "graphs"
-    folder.mkdir()
-    generate.random_layered(12, 2).save(folder / "random_layered_n100_stand-in.json")
     out = tmp_path / "pg.csv"
-    argv = ["--graphs", str(folder), "--instances", "RL100", "--fractions", "0.9", "0.8", "--time-limit", "1",
-            "--solvers", "checkpoint-all", "greedy", "--out", str(out)]
+    argv = _argv(tmp_path, out, "checkpoint-all", "greedy")
     # two cells of two runs each, stopped in the third run: the first cell is kept
     first, second, kept = interrupted_then_resumed(bench.main, argv, out, monkeypatch, capsys, bench, "solve", 3)
     assert len(kept) == 2
@@ -37,12 +43,8 @@ def test_the_resume_note_names_the_partial_file(tmp_path: Path, monkeypatch: pyt
     from conftest import call_main, interrupt_at
     from memsched.experiments import bench_papers_graphs as bench
 
-    folder = tmp_path / "graphs"
-    folder.mkdir()
-    generate.random_layered(12, 2).save(folder / "random_layered_n100_stand-in.json")
     out = tmp_path / "pg.csv"
-    argv = ["--graphs", str(folder), "--instances", "RL100", "--fractions", "0.9", "0.8", "--time-limit", "1",
-            "--solvers", "checkpoint-all", "--out", str(out)]
+    argv = _argv(tmp_path, out, "checkpoint-all")
     with monkeypatch.context() as patch:
         patch.setattr(bench, "solve", interrupt_at(2, bench.solve))
         code, _, err = call_main(bench.main, argv, capsys)
