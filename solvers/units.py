@@ -182,9 +182,29 @@ def unsupported_memory_unit(unit: str | None) -> str:
     names the accepted byte units (`ACCEPTED_MEMORY_UNITS`) and, for a byte unit too large to count
     sizes in (`TOO_LARGE_MEMORY_UNITS`: PB, PiB, EiB, ...), says so, as every size is at most 1 PiB."""
     text = f"needs sizes in a byte unit, one of {ACCEPTED_MEMORY_UNITS} (case-insensitive), got {unit!r}"
-    if unit is not None and unit.strip().lower() in TOO_LARGE_MEMORY_UNITS:
-        text += ", a byte unit too large to be supported (every size is at most 1 PiB)"
+    if is_too_large_memory_unit(unit):
+        text += f", {_TOO_LARGE}"
     return text
+
+
+#: why a unit of `TOO_LARGE_MEMORY_UNITS` is refused, in every message that refuses one
+_TOO_LARGE = "a byte unit too large to be supported (every size is at most 1 PiB)"
+
+
+def is_too_large_memory_unit(unit: str | None) -> bool:
+    """True when `unit` (a file's ``meta.units.memory``) names a byte unit of `TOO_LARGE_MEMORY_UNITS`
+    ("PiB", "pb", " EiB ": case and surrounding blanks ignored)."""
+    return isinstance(unit, str) and unit.strip().lower() in TOO_LARGE_MEMORY_UNITS
+
+
+def check_not_too_large_memory_unit(unit: str, *, path: str | None, field: str) -> None:
+    """The memory-unit rule every instance loader applies (through `chain.instance.check_memory_unit`): a
+    file's ``meta.units.memory`` naming a byte unit of `TOO_LARGE_MEMORY_UNITS` (PB, PiB, EiB, ...) is an
+    `InputError` naming `path` and `field`, whatever the command (a "PiB" is no unit that is no byte unit,
+    "slots", whose numbers would be read as they are written)."""
+    if is_too_large_memory_unit(unit):
+        raise InputError(f"got {unit.strip()!r}, {_TOO_LARGE}; give sizes in one of {ACCEPTED_MEMORY_UNITS} "
+                         "(case-insensitive)", path=path, field=field)
 
 
 def format_size(n: float, instance: Any = None) -> str:

@@ -116,7 +116,7 @@ def test_each_rejection_names_first_offending_op(tiny, ops, position, reason):
 
 def test_budget_violation(tiny):
     sim = simulate(tiny, store_all_schedule(4), budget=27)
-    assert sim.violation.reason == "memory over budget: 28 > 27 while it runs"
+    assert sim.violation.reason == "memory over budget: 28 > 27 bytes while it runs"
     assert str(sim.violation.op) == "B(2)"
     assert simulate(tiny, store_all_schedule(4), budget=28).valid
 

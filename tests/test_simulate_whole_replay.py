@@ -72,7 +72,7 @@ def test_chain_over_budget_replays_the_whole_schedule(chain):
     assert free.valid and free.makespan == pytest.approx(10.5) and free.peak_memory == 21
     sim = chain_simulate(chain, _ops(), 20)
     assert not sim.valid
-    assert str(sim.violation) == "op #3 B(1): memory over budget: 21 > 20 while it runs"
+    assert str(sim.violation) == "op #3 B(1): memory over budget: 21 > 20 bytes while it runs"
     assert sim.makespan == pytest.approx(10.5) and sim.peak_memory == 21
     assert [s.mem_during for s in sim.steps] == [s.mem_during for s in free.steps]
     cut = sim.before_violation()  # the replay as far as the first op over the budget

@@ -70,8 +70,9 @@ MIN_INT_OPTION = {"max_computations": 1, "max_stages": 1, "max_states": 1, "work
 MAX_FLOAT_OPTION = 1e15
 #: ... and the float options that must be > 0, not >= 0 (the exact offloading models' ticks per time unit)
 POSITIVE_FLOAT_OPTIONS = frozenset({"scale"})
-#: integer options that are sizes in bytes, in 1..`units.MAX_BYTES` (1 PiB), as the solvers check them
-#: (rotor's ``table_budget``: `solvers.chain.dp.check_table_budget`), not counts
+#: integer options that are sizes in the instance's memory unit (bytes by default), not counts: here in
+#: 1..`units.MAX_BYTES`, the widest range of any unit; the solver then checks 1 PiB in the instance's unit
+#: (rotor's ``table_budget``: `solvers.chain.dp.check_table_budget`, with this wording for a file in bytes)
 BYTES_OPTIONS = frozenset({"table_budget"})
 #: the most timed executions of a step (``run --time-repeats``, a sweep file's ``[measure]
 #: time_repeats``) and unwatched warm-up runs (``[measure] warmup``)

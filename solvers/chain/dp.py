@@ -75,9 +75,9 @@ from typing import Any
 import numpy as np
 
 from ..discretize import check_slots, effective_slots
-from ..errors import InputError, flag
+from ..errors import InputError, flag, option_field
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
-from ..units import MAX_BYTES
+from ..units import MAX_BYTES, MEMORY_UNIT_BYTES, memory_unit, size_unit_name
 from .baselines import store_all_schedule
 from .instance import Chain
 from .jit import HAVE_NUMBA, KERNELS, kernel_backend, njit  # noqa: F401 - HAVE_NUMBA re-exported
@@ -401,13 +401,14 @@ def rotor_curve(chain: Chain, max_budget: int, slots: int | None = 500) -> tuple
 # --------------------------------------------------------------------------- solver
 def solve_rotor(chain: Chain, budget: int, *, slots: int | None = 500, time_limit: float | None = None,
                 table_budget: int | None = None, **_: Any) -> SolveResult:
-    """Optimal persistent schedule (rotor DP) for `budget` bytes (`_solve_rotor_slots`), never
+    """Optimal persistent schedule (rotor DP) for `budget` (in the chain's memory unit, ``meta.units.memory``;
+    `table_budget` too: `check_table_budget`) (`_solve_rotor_slots`), never
     slower at exact sizes than the periodic, sqrt(L) and (homogeneous chains) Revolve baselines
     that fit: when the slot rounding made the DP's schedule slower, finer slots, exact sizes or
     the baseline's schedule
     (`rotor_guard.never_worse`; the scope and ``details`` say which)."""
     t0 = time.perf_counter()
-    check_table_budget(table_budget)
+    check_table_budget(table_budget, memory_unit(chain))
     result = _solve_rotor_slots(chain, budget, slots=slots, time_limit=time_limit, table_budget=table_budget)
     result = never_worse(chain, int(budget), result, effective_slots(budget, check_slots(slots)),
                          lambda s: _solve_rotor_slots(chain, budget, slots=s, time_limit=time_limit),
@@ -417,24 +418,39 @@ def solve_rotor(chain: Chain, budget: int, *, slots: int | None = 500, time_limi
     return result
 
 
-def check_table_budget(table_budget: Any) -> int:
-    """The ``table_budget`` option as bytes (an integer in 1..`MAX_BYTES`; None is no shared
-    table, -1 here); `InputError` naming ``table_budget`` for anything else (a string, NaN, a bool)."""
+def check_table_budget(table_budget: Any, unit: str | None = None) -> int:
+    """The ``table_budget`` option, a budget in the chain's memory unit `unit` (``meta.units.memory``; None:
+    bytes) as a plain-number budget is (docs/cli.md, *Memory units*): an integer in 1..`table_budget_limit`
+    (at most 1 PiB, `MAX_BYTES`, in bytes). None is no shared table, -1 here; an `InputError` naming
+    ``table_budget`` for anything else (a string, NaN, a bool, a value above the limit)."""
     if table_budget is None:
         return -1
+    high = table_budget_limit(unit)
     if isinstance(table_budget, bool) or not isinstance(table_budget, (int, np.integer)) \
-            or not 1 <= table_budget <= MAX_BYTES:
-        raise InputError(f"must be a number of bytes, an integer in 1..{MAX_BYTES}, got {table_budget!r}",
-                         field="table_budget")
+            or not 1 <= table_budget <= high:
+        # a file in bytes keeps the command line's wording (`experiments.commands._checks.option_type_error`)
+        what = "a number of bytes" if unit is None or MEMORY_UNIT_BYTES.get(unit.strip().lower()) == 1 \
+            else f"a number of {size_unit_name(unit)} (the instance's memory unit, as a plain-number budget)"
+        bound = "" if high == MAX_BYTES else " (at most 1 PiB)"
+        raise InputError(f"must be {what}, an integer in 1..{high}{bound}, got {table_budget!r}",
+                         field=option_field("table_budget"))
     return int(table_budget)
+
+
+def table_budget_limit(unit: str | None) -> int:
+    """The largest ``table_budget`` in memory unit `unit` (None: bytes): `MAX_BYTES` (1 PiB) converted into a
+    byte unit and rounded down (2^50 // 1000 in kB), `MAX_BYTES` itself for a unit that is no byte unit
+    (``slots``: the bound caps the numbers, as it caps a file's sizes)."""
+    per = MEMORY_UNIT_BYTES.get(unit.strip().lower()) if unit is not None else 1
+    return MAX_BYTES if per is None else MAX_BYTES // per
 
 
 def _solve_rotor_slots(chain: Chain, budget: int, *, slots: int | None = 500, time_limit: float | None = None,
                        table_budget: int | None = None, **_: Any) -> SolveResult:
-    """Optimal persistent schedule (rotor DP) for `budget` bytes at `slots` slots.
+    """Optimal persistent schedule (rotor DP) for `budget` (the chain's memory unit) at `slots` slots.
 
     Status ``optimal`` (for persistent schedules at the stated discretisation), ``infeasible``
-    below `rotor_min_budget` (exact bytes, given in ``min_budget``). When the budget is feasible
+    below `rotor_min_budget` (exact sizes, given in ``min_budget``). When the budget is feasible
     but too tight for the rounding of the slots, the DP is rerun with exact sizes if that table
     is small (`EXACT_RETRY_CELLS`), else the least-memory persistent schedule is returned with
     status ``feasible``. When the store-all schedule fits, it is
@@ -469,7 +485,7 @@ def _solve_rotor_slots(chain: Chain, budget: int, *, slots: int | None = 500, ti
     shared = None
     # the shared table answers when it covers this budget and, if it is discretised, the budget is
     # above the slot count too (a budget of at most `slots` units keeps exact sizes: the next branch)
-    top = -1 if table_budget is None else check_table_budget(table_budget)
+    top = -1 if table_budget is None else check_table_budget(table_budget, memory_unit(chain))
     exact_table = slots > 0 and top >= budget and not effective_slots(top, slots)
     if slots > 0 and top >= budget and (exact_table or effective_slots(budget, slots)):
         from .shared_table import cached_table, slots_within
@@ -480,7 +496,7 @@ def _solve_rotor_slots(chain: Chain, budget: int, *, slots: int | None = 500, ti
         if exact_table:  # a table budget of at most `slots` units: one exact-size table
             scope = f"persistent schedules, exact sizes (the shared table's budget {top})"
         else:
-            details["slot_bytes"] = top / slots
+            details["slot_size"] = top / slots
             scope = f"persistent schedules, {slots}-slot discretisation of the shared table's budget {top}"
     elif effective_slots(budget, slots) == 0:  # a budget of at most `slots` units: integers are finer than slots
         work, M = chain, budget
@@ -489,7 +505,7 @@ def _solve_rotor_slots(chain: Chain, budget: int, *, slots: int | None = 500, ti
     else:
         slot = budget / slots
         work, M = chain.discretised(slot), slots
-        details["slot_bytes"] = slot
+        details["slot_size"] = slot  # in the chain's memory unit, as budget
     m_top = M - int(work.x[0])
     value = math.inf
     if m_top >= 0:

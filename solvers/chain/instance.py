@@ -47,6 +47,7 @@ from ..units import (
     MAX_BYTES,
     MAX_TIME,
     MEMORY_UNIT_BYTES,
+    check_not_too_large_memory_unit,
     check_number,
     meta_memory_unit,
     short_number,
@@ -583,10 +584,13 @@ def check_memory_unit(unit: Any, path: str, field: str) -> int:
     """A file's memory unit (``meta.units.memory``): a string naming a unit, a byte unit of
     `units.MEMORY_UNIT_BYTES` (case-insensitive, "bytes", "KiB", "MB", ...) or a unit that is no
     byte unit, a word starting with a letter ("slots"); a number, a list, an empty string or one
-    that starts with no letter ("5") is an `InputError` naming `field`. Returns the bytes per unit
-    (1 for a unit that is no byte unit)."""
+    that starts with no letter ("5") is an `InputError` naming `field`, as is a byte unit too large for
+    sizes of at most 1 PiB ("PiB", "PB", "EiB": `units.check_not_too_large_memory_unit`, the one check of
+    every loader, chain, join, graph, and so offloading and pipelines). Returns the bytes per unit (1 for
+    a unit that is no byte unit)."""
     name = unit.strip() if isinstance(unit, str) else ""
     if not name or not name[0].isalpha() or len(name) > 40:
         raise InputError(f"must be the name of a memory unit (bytes, KiB, MiB, kB, MB, ..., or a unit that is no "
                          f"byte unit, such as \"slots\"), got {unit!r:.80}", path=path, field=field)
+    check_not_too_large_memory_unit(name, path=path, field=field)
     return MEMORY_UNIT_BYTES.get(name.lower(), 1)

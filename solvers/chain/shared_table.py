@@ -42,7 +42,7 @@ def fingerprint(chain: Chain) -> str:
 
 
 def cached_table(chain: Chain, table_budget: int, slots: int) -> tuple[Chain, RotorTable]:
-    """(the chain discretised into `slots` slots of `table_budget` bytes, its full rotor table),
+    """(the chain discretised into `slots` slots of `table_budget` (the chain's memory unit), its full rotor table),
     built once per (chain, table_budget, slots) and kept in `_CACHE`."""
     from .dp import rotor_table
 
@@ -60,7 +60,7 @@ def cached_table(chain: Chain, table_budget: int, slots: int) -> tuple[Chain, Ro
 
 
 def slots_within(budget: int, table_budget: int, slots: int) -> int:
-    """Whole slots of ``table_budget / slots`` bytes within `budget` (exact integer floor); the
+    """Whole slots of ``table_budget / slots`` (the chain's memory unit) within `budget` (exact integer floor); the
     budget itself when the table keeps exact sizes (a table budget of at most `slots` units)."""
     if not effective_slots(int(table_budget), int(slots)):
         return int(budget)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
+from ..units import memory_unit, size_unit_name
 from .instance import Chain
 from .schedule import F_ALL, F_CK, F_N, LOSS, B, Op, Schedule
 
@@ -154,8 +155,9 @@ def simulate(chain: Chain, schedule: Schedule | list[Op], budget: int | None = N
     mem = int(x[0])
     now = 0.0
     sim = Simulation(initial_memory=mem)
+    unit = size_unit_name(memory_unit(chain))
     if budget is not None and mem > budget:
-        sim.flag(0, ops[0] if ops else None, f"the input a_0 alone ({mem}) exceeds the budget {budget}")
+        sim.flag(0, ops[0] if ops else None, f"the input a_0 alone ({mem}) exceeds the budget {budget} {unit}")
 
     for pos, op in enumerate(ops):
         kind, i = op
@@ -171,7 +173,7 @@ def simulate(chain: Chain, schedule: Schedule | list[Op], budget: int | None = N
             during = mem + out + overhead
         if fail is not None:
             return sim.stop(pos, op, fail)
-        sim.flag(pos, op, over_budget(during, budget))
+        sim.flag(pos, op, over_budget(during, budget, unit))
         mem += out
         if kind == F_ALL:
             tapes.add(i + 1)
@@ -201,9 +203,13 @@ def simulate(chain: Chain, schedule: Schedule | list[Op], budget: int | None = N
     return sim
 
 
-def over_budget(during: int, budget: int | None) -> str | None:
-    """The violation when `during` (bytes held while an operation runs) exceeds `budget`, or None."""
-    return None if budget is None or during <= budget else f"memory over budget: {during} > {budget} while it runs"
+def over_budget(during: int, budget: int | None, unit: str = "bytes") -> str | None:
+    """The violation when `during` (memory held while an operation runs) exceeds `budget`, or None; both are
+    in the instance's memory unit, which the message names after them (`unit`: `units.size_unit_name` of its
+    ``meta.units.memory``, "bytes" without one, "MB", "slots"): ``memory over budget: 23 > 22 MB while it runs``."""
+    if budget is None or during <= budget:
+        return None
+    return f"memory over budget: {during} > {budget} {unit} while it runs"
 
 
 def op_cost(chain: Chain, kind: str, i: int, *, per_mode: bool = True) -> tuple[int, int, float]:

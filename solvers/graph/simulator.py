@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..units import memory_unit, size_unit_name
 from .instance import Graph
 from .schedule import GraphSchedule
 
@@ -94,15 +95,18 @@ def simulate(graph: Graph, sequence: Sequence[int] | GraphSchedule, budget: int 
 
 
 def _over_budget(graph: Graph, seq: list[int], memory: np.ndarray, budget: int | None) -> tuple[int, str] | None:
-    """The first step whose `memory` (``cost_ram`` units) exceeds `budget`, with its violation; None
-    without a budget or when every step fits."""
+    """The first step whose `memory` (``cost_ram`` units) exceeds `budget`, with its violation (which names
+    the graph's memory unit after the budget: `units.size_unit_name`, "bytes" without ``meta.units.memory``);
+    None without a budget or when every step fits."""
     if budget is None or not len(memory):
         return None
     over = np.nonzero(memory > budget)[0]
     if not len(over):
         return None
     s = int(over[0])
-    return s, f"step {s} (node {graph.ids[seq[s]]!r}): memory {int(memory[s])} exceeds the budget {int(budget)}"
+    unit = size_unit_name(memory_unit(graph))
+    return s, (f"step {s} (node {graph.ids[seq[s]]!r}): memory {int(memory[s])} exceeds the budget {int(budget)} "
+               f"{unit}")
 
 
 def replay_into(result: Any, graph: Graph, sequence: list[int], budget: int, solver: str) -> GraphSimulation:

@@ -40,6 +40,7 @@ from typing import Any
 
 from ..chain.schedule import F_ALL, F_CK, F_N, LOSS
 from ..chain.simulator import Simulation, Step, op_cost, over_budget, profile_rows, stage_precondition
+from ..units import memory_unit, size_unit_name
 from .instance import Join
 from .schedule import JoinSchedule, JOp
 
@@ -58,8 +59,9 @@ def simulate(join: Join, schedule: JoinSchedule | list[JOp], budget: int | None 
     mem = join.input_total()
     now = 0.0
     sim = Simulation(initial_memory=mem)
+    unit = size_unit_name(memory_unit(join))  # the file's ``meta.units.memory``, named in the violations
     if budget is not None and mem > budget:
-        sim.flag(0, ops[0] if ops else None, f"the inputs alone ({mem}) exceed the budget {budget}")
+        sim.flag(0, ops[0] if ops else None, f"the inputs alone ({mem}) exceed the budget {budget} {unit}")
 
     for pos, op in enumerate(ops):
         kind, b, i = op
@@ -89,7 +91,7 @@ def simulate(join: Join, schedule: JoinSchedule | list[JOp], budget: int | None 
             during = mem + out + overhead
         if fail is not None:
             return sim.stop(pos, op, fail)
-        sim.flag(pos, op, over_budget(during, budget))
+        sim.flag(pos, op, over_budget(during, budget, unit))
         mem += out
         if kind == LOSS:
             loss_done = True

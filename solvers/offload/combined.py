@@ -27,7 +27,7 @@ from ..errors import option_field
 from ..registry import solve as registry_solve
 from ..registry import solver_table
 from ..result import FEASIBLE, INFEASIBLE, TIMEOUT, SolveResult
-from ..units import check_int
+from ..units import check_int, memory_unit, size_unit_name
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
 from .simulator import simulate
@@ -123,7 +123,8 @@ def solve_rotor_offload(inst: OffloadInstance, budget: int, *, slots: int = 500,
 
     When none fits, the answer is ``infeasible`` with ``min_budget`` None: the grid
     ``linspace(budget, top, grid)`` moves with the budget, so the smallest peak among the schedules
-    tried (``details["smallest_peak"]``) is not the smallest budget this heuristic meets (a smaller
+    tried (``details["smallest_peak"]``, in the instance's memory unit as `budget`; the message names that
+    unit) is not the smallest budget this heuristic meets (a smaller
     one can work, with other relaxed budgets), and success is not even monotone in the budget
     (`random_offload(4, 22, transfer_ratio=0.3, integer_times=True)` at 20 slots meets 45 and 46
     but not 47): no cheap search finds the smallest. `memsched solve` looks for it by running the
@@ -159,9 +160,10 @@ def solve_rotor_offload(inst: OffloadInstance, budget: int, *, slots: int = 500,
     limited = {"grid_tried": tried} if cut else {}
     scope = f"{base} schedules at relaxed budgets + offloading of idle values (heuristic, no optimality claim)"
     if best is None:
-        seen = "" if smallest is None else (f"; the schedules tried peak at {smallest} bytes or more (not the "
-                                            "smallest budget this heuristic meets: its relaxed budgets move with "
-                                            "the budget)")
+        # sizes, peaks and budgets are in the instance's memory unit (``meta.units.memory``), as min_budget
+        seen = "" if smallest is None else (f"; the schedules tried peak at {smallest} "
+                                            f"{size_unit_name(memory_unit(inst))} or more (not the smallest budget "
+                                            "this heuristic meets: its relaxed budgets move with the budget)")
         message = (f"{cut}; none of the relaxed checkpoint schedules tried fits, even with transfers" if cut
                    else f"no relaxed checkpoint schedule fits, even with transfers{seen}")
         return SolveResult(problem="offload", solver="rotor-offload", status=TIMEOUT if cut else INFEASIBLE,

@@ -446,7 +446,7 @@ def solve_pofo(inst: OffloadInstance, budget: int, *, slots: int = 500, time_lim
     else:
         slot = budget / slots
         work, M = chain.discretised(slot), slots
-        details["slot_bytes"] = slot
+        details["slot_size"] = slot  # in the chain's memory unit, as budget
     t_dp = time.perf_counter()
     candidate = _run_dp(inst, work, M, budget, details)
     dp_s = time.perf_counter() - t_dp  # the cost estimate of every optional stage below

@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 
 from ..chain.schedule import F_ALL, F_CK, F_N, LOSS, B, Op
 from ..chain.simulator import Violation, op_cost
+from ..units import memory_unit, size_unit_name
 from .instance import OffloadInstance
 from .schedule import OFF, OffloadSchedule, Transfer
 
@@ -106,6 +107,7 @@ def simulate(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | Non
     chain = inst.chain
     L = chain.length
     x, xbar = chain.x, chain.xbar
+    unit = size_unit_name(memory_unit(chain))  # named in a violation's message, after the budget
 
     def size(v: Value) -> int:
         return int(xbar[v[1]]) if v[0] == "abar" else int(x[v[1]])
@@ -122,7 +124,7 @@ def simulate(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | Non
 
     def fail(pos: int, op, reason: str) -> OffloadSimulation:
         sim.violation = Violation(pos, op, reason)
-        _sweep(sim, events, host_events, budget, schedule, x[0], stop_at=pos)
+        _sweep(sim, events, host_events, budget, schedule, x[0], stop_at=pos, unit=unit)
         return sim
 
     def activation(j: int) -> Value | None:
@@ -227,7 +229,7 @@ def simulate(inst: OffloadInstance, schedule: OffloadSchedule, budget: int | Non
         missing = sorted(set(range(L + 1)) - done_backward, reverse=True)
         names = ["Loss" if j == L else f"B({j})" for j in missing]
         return fail(len(schedule.ops), None, f"incomplete: missing backward {', '.join(names[:5])}")
-    _sweep(sim, events, host_events, budget, schedule, x[0])
+    _sweep(sim, events, host_events, budget, schedule, x[0], unit=unit)
     return sim
 
 
@@ -278,9 +280,10 @@ def _sweep_order(events: list[MemEvent]) -> list[MemEvent]:
 
 
 def _sweep(sim: OffloadSimulation, events: list[MemEvent], host_events: list[tuple[float, int]], budget: int | None,
-           schedule: OffloadSchedule, initial: int, stop_at: int | None = None) -> None:
+           schedule: OffloadSchedule, initial: int, stop_at: int | None = None, unit: str = "bytes") -> None:
     """Sweep device memory over `events` (rule 6) into `sim`'s timeline and peak; flag the first allocation over
-    `budget` (one of an op before `stop_at`); host peak from `host_events` (`_host_peak`)."""
+    `budget` (one of an op before `stop_at`; the message names the chain's memory unit `unit` after the budget,
+    `units.size_unit_name`: "bytes" without ``meta.units.memory``); host peak from `host_events` (`_host_peak`)."""
     mem = int(initial)
     peak = mem
     sim.timeline = [(0.0, mem)]
@@ -293,7 +296,7 @@ def _sweep(sim: OffloadSimulation, events: list[MemEvent], host_events: list[tup
             peak = mem
             if budget is not None and mem > budget and sim.violation is None and (stop_at is None or e.pos < stop_at):
                 sim.violation = Violation(e.pos, schedule.ops[e.pos],
-                                          f"memory over budget: {mem} > {budget} at t={e.t:.6g}")
+                                          f"memory over budget: {mem} > {budget} {unit} at t={e.t:.6g}")
     sim.peak_memory = peak
     sim.host_peak = _host_peak(host_events)
 
