@@ -39,7 +39,7 @@ from ..exact.layer import BOUND_SO_FAR, BuildTimeout, exact_solver, same_or_less
 from ..exact.milp_runner import BackendRun
 from ..exact.options import CPSAT_MEMORY, Deadline, DeadlineExceeded, ExactOptions, refuses
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult, gap_closed
-from .exact_model import PhaseModel, discretise, retry_exact_sizes
+from .exact_model import CHECK_ROWS, PhaseModel, discretise, retry_exact_sizes
 from .instance import Chain
 from .phase_cuts import CutReport, separate_tape_cuts
 from .simulator import simulate
@@ -172,11 +172,12 @@ def _cp_model(model: PhaseModel, rows: list[Any], report: CutReport, hint_values
     rounded; ``exact`` when none was); the objective in `ticks`."""
     from ortools.sat.python import cp_model
 
+    deadline.check()  # before the variables: at L = 101 their 25,654 named Booleans take 0.1 s
     cp = cp_model.CpModel()
     xs = [cp.new_bool_var(f"{k[0]}_{k[1]}_{k[2]}") for k in model.keys]
     exact = True
     for n, row in enumerate(rows):
-        if n % 2048 == 0:
+        if n % CHECK_ROWS == 0:  # a memory row of 2L terms is slow to state: 2048 rows took 0.28 s at L = 101
             deadline.check()
         variables = [xs[v] for v in row.expr.terms]
         coefs = [int(round(c)) for c in row.expr.terms.values()]

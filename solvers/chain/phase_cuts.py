@@ -27,7 +27,10 @@ schedules).
 There are O(L^3) such rows; `separate_tape_cuts` adds only violated ones, in rounds: solve the
 LP (GLOP, incrementally), add the most violated rows, repeat while the bound rises and time is
 left. The final LP value is a valid lower bound on the model's optimum, reported when it is above
-the backend's (at L = 50 the backends often end a minute before finishing their root).
+the backend's (at L = 50 the backends often end a minute before finishing their root). Only an LP
+that GLOP solves to optimality gives a value: GLOP is given the time left (never past the deadline),
+and an LP it stops at that limit proves nothing (the first one: no bound; a later one: the previous
+round's value stays).
 
 Reduced-cost fixing. Given a schedule of makespan U (the warm start), the last LP's row duals y
 prove, for every 0-1 point x of the model, ``c.x >= z(y) + sum_j d_j x_j - sum_j min(0, d_j)``
@@ -47,12 +50,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..exact.options import Deadline
+from ..exact.options import Deadline, DeadlineExceeded
 from ..progress import report as report_progress
-from .exact_model import Lin, PhaseModel
+from .exact_model import CHECK_ROWS, Lin, PhaseModel
 
 #: a cut is added when its left side exceeds its right side by more than this (0-1 units)
 MIN_VIOLATION = 1e-4
+#: seconds that must be left in the first LP's share for it to start (a chain of 10 stages states and
+#: solves its LP in a few ms; larger ones stop at the share's end, `separate_tape_cuts`: the 101-stage
+#: LSTM chain, 41,511 rows and 1.06 million coefficients, takes 2 s to state and 3 s in GLOP on 2 shared cores)
+MIN_LP_SECONDS = 0.01
 
 
 @dataclass
@@ -144,13 +151,28 @@ def separate_tape_cuts(
     cuts do better with the time (random_chain(30, 0) at M = 201, a root gap of 0.58%: SCIP proves
     it in 32 s without the rounds, 59 s after them; random_chain(50, 0) at M = 248, 0.52%: a 60 s
     gap of 0.29% against 0.51%). With `incumbent`, the last solved LP's duals also give the
-    reduced-cost fixings (`fixings`, `CutReport.fixed`). Returns a `CutReport`."""
+    reduced-cost fixings (`fixings`, `CutReport.fixed`). Returns a `CutReport`.
+
+    The deadline holds (wall clock): both shares end at the deadline at the latest; nothing is done
+    with less than `MIN_LP_SECONDS` left in the first share; GLOP is given the time to its end
+    (``SetTimeLimit``), and an LP it does not solve to optimality gives no value, so a first LP cut
+    off leaves `CutReport.lp_before` and `lp_after` None (no bound is claimed); a round (separation
+    and re-solve) starts only when the time left in the share is at least the last LP's solve time."""
     from ortools.linear_solver import pywraplp
 
     report = CutReport()
     report_progress("root LP and tape cuts")
     t0 = deadline.elapsed()
-    stop_at = None if deadline.limit is None else t0 + first_share * deadline.limit
+    end = deadline.limit  # the deadline in seconds since its start (None: no limit)
+
+    def share_end(fraction: float) -> float | None:
+        """Seconds since the deadline's start at which `fraction` of the limit, counted from t0, is
+        spent, capped at the deadline itself (None without a limit)."""
+        return None if end is None else min(t0 + fraction * end, end)
+
+    stop_at = share_end(first_share)
+    if stop_at is not None and stop_at - t0 < MIN_LP_SECONDS:
+        return report  # too little time for one LP: no round, no bound
     solver = pywraplp.Solver.CreateSolver("GLOP")
     if solver is None or model.trivially_infeasible:
         return report
@@ -166,9 +188,9 @@ def separate_tape_cuts(
         cts.append(ct)
 
     for n, row in enumerate(model.rows):
-        if n % 2048 == 0 and stop_at is not None and deadline.elapsed() > stop_at:
+        if n % CHECK_ROWS == 0 and stop_at is not None and deadline.elapsed() > stop_at:
             report.seconds = deadline.elapsed() - t0
-            return report  # no time left for a single round
+            return report  # the share ended while the rows were being stated: no LP, no bound
         emit(row.expr, row.lo, row.hi)
     unit = objective_unit(model)
     obj = solver.Objective()
@@ -178,21 +200,25 @@ def separate_tape_cuts(
     obj.SetMinimization()
     stalled = 0
     duals: list[float] | None = None
+    solve_s = 0.0  # seconds of the last LP solve: what a round is expected to take at least
     while True:
-        if (stop_at is not None and deadline.elapsed() > stop_at) or deadline.expired():
-            break
-        if stop_at is not None:  # GLOP stops at the end of the share (its answer is then not used)
-            solver.SetTimeLimit(max(1, int(1000 * (stop_at - deadline.elapsed()))))
-        if solver.Solve() != pywraplp.Solver.OPTIMAL:
-            break  # no trusted LP value this round: keep the previous one
+        left = None if stop_at is None else stop_at - deadline.elapsed()
+        if (left is not None and (left <= 0 or left < solve_s)) or deadline.expired():
+            break  # no LP started that could not end within the share (and the deadline)
+        if left is not None:  # GLOP stops at the end of the share (its answer is then not used)
+            solver.SetTimeLimit(max(1, int(1000 * left)))
+        started = deadline.elapsed()
+        status = solver.Solve()
+        solve_s = deadline.elapsed() - started
+        if status != pywraplp.Solver.OPTIMAL:
+            break  # cut off at its time limit (or failed): no value from it, the previous one stays
         value = obj.Value() * unit
         duals = [ct.dual_value() * unit for ct in cts]  # read now: adding rows below invalidates them
         gain = math.inf if report.lp_after is None else value - report.lp_after
         first = report.lp_before is None
         if first:
             report.lp_before = value
-            if deadline.limit is not None:
-                stop_at = t0 + share * deadline.limit
+            stop_at = share_end(share)
         report.lp_after = value
         report.history.append(value)
         report_progress(bound=value)
@@ -201,6 +227,8 @@ def separate_tape_cuts(
         stalled = stalled + 1 if gain <= min_gain * abs(value) else 0
         if report.rounds >= max_rounds or stalled >= patience:
             break
+        if stop_at is not None and stop_at - deadline.elapsed() < solve_s:
+            break  # no time for the separation and the re-solve of another round
         cuts = violated_tape_cuts(model, [x.solution_value() for x in xs])
         if not cuts:
             break
@@ -214,19 +242,23 @@ def separate_tape_cuts(
                 report.added += 1
     report.duals = duals
     if incumbent is not None and duals is not None and not deadline.expired():
-        report.fixed = fixings(model, duals, incumbent)[1]
+        try:
+            report.fixed = fixings(model, duals, incumbent, deadline=deadline)[1]
+        except DeadlineExceeded:
+            pass  # no fixing: the model keeps every schedule
     report.seconds = deadline.elapsed() - t0
     return report
 
 
-def fixings(model: PhaseModel, duals: Sequence[float], incumbent: float, margin: float = 1e-6
-            ) -> tuple[float, dict[int, float]]:
+def fixings(model: PhaseModel, duals: Sequence[float], incumbent: float, margin: float = 1e-6,
+            deadline: Deadline | None = None) -> tuple[float, dict[int, float]]:
     """Reduced-cost fixing (module docstring) from row duals `duals` (one per row of `model.rows`,
     e.g. GLOP's): returns (z, fixed), z the weak-duality lower bound of the model's optimum that
     these duals prove (chain time unit; the LP value when they are optimal), and fixed
     {variable index: value} for every variable whose other value would cost more than `incumbent`
     (a makespan, chain time unit) plus `margin` (relative): every schedule of the model with a
-    makespan at most `incumbent` satisfies the fixings."""
+    makespan at most `incumbent` satisfies the fixings. `deadline`: checked every `CHECK_ROWS` rows
+    (`DeadlineExceeded` when spent)."""
     import numpy as np
 
     n = len(model.keys)
@@ -234,7 +266,9 @@ def fixings(model: PhaseModel, duals: Sequence[float], incumbent: float, margin:
     for v, c in model.objective.terms.items():
         d[v] += c
     z = model.objective.const
-    for y, row in zip(duals, model.rows):
+    for n, (y, row) in enumerate(zip(duals, model.rows)):
+        if deadline is not None and n % CHECK_ROWS == 0:
+            deadline.check()
         side = row.lo if y > 0 else row.hi
         if y == 0 or side is None:  # a dual of the wrong sign for its row is clipped to 0
             continue
