@@ -599,6 +599,11 @@ def size_text(n: float, unit: str | None) -> str:
 #: in-memory column of the rows a figure draws (never written to a table): the memory unit of each
 #: row's instance file (`with_memory_units`; None: bytes)
 UNIT_COLUMN = "_memory_unit"
+#: in-memory column beside `UNIT_COLUMN`: the time unit of each row's instance file, hence of its objective
+#: (`with_memory_units`, `units.time_unit`: "ms" for a PipeDream profile; None when none is known)
+TIME_UNIT_COLUMN = "_time_unit"
+#: figure (f)'s period axis when its panel's rows name no time unit, or several (`period_label`)
+PERIOD_LABEL = "period (time per micro-batch, instance unit)"
 
 
 def _unit_of(rows: pd.DataFrame) -> str | None:
@@ -607,26 +612,39 @@ def _unit_of(rows: pd.DataFrame) -> str | None:
     return str(units.iloc[0]) if len(units) else None
 
 
+def period_label(rows: pd.DataFrame) -> str:
+    """Figure (f)'s period axis for the rows of one panel: "period (ms per micro-batch)" when the time unit of
+    every row's instance is known (`TIME_UNIT_COLUMN`) and the same, else `PERIOD_LABEL` (the units differ, or
+    one is not known: a file not found, no such column, no rows)."""
+    if TIME_UNIT_COLUMN not in rows or rows.empty or rows[TIME_UNIT_COLUMN].isna().any():
+        return PERIOD_LABEL
+    units = set(rows[TIME_UNIT_COLUMN].astype(str))
+    return f"period ({units.pop()} per micro-batch)" if len(units) == 1 else PERIOD_LABEL
+
+
 def with_memory_units(rows: pd.DataFrame, results_dir: str | Path | None = None) -> pd.DataFrame:
     """`rows` with `UNIT_COLUMN`: the memory unit (``meta.units.memory``, None: bytes) of each row's
     instance, read from its stored file (``<sweep output>/instances/<label>-<instance_hash>.<ext>``
-    under `results_dir`), else from the file its ``source`` names (`source_file`). Sweep rows keep
+    under `results_dir`), else from the file its ``source`` names (`source_file`); and with
+    `TIME_UNIT_COLUMN`, the time unit of that file (`file_units`). Sweep rows keep
     sizes (``reference_peak``, ``budget``) in that unit and name no unit of their own; an instance
-    whose file is not found or not read counts as bytes (the rule of a file without a unit)."""
+    whose file is not found or not read counts as bytes (the rule of a file without a unit), with no
+    time unit known."""
     if rows.empty:
-        return rows.assign(**{UNIT_COLUMN: None})
+        return rows.assign(**{UNIT_COLUMN: None, TIME_UNIT_COLUMN: None})
     stored = _stored_instances(Path(results_dir)) if results_dir is not None else {}
     cols = [c for c in ("instance_hash", "source") if c in rows]
     # an empty hash or source (NaN, which astype(str) keeps under pandas 3) names no file: ""
     text = rows[cols].astype(object).where(rows[cols].notna(), "").astype(str)
     keys = text.agg("\0".join, axis=1) if cols else pd.Series("", index=rows.index)
-    units: dict[str, str | None] = {}
+    units: dict[str, tuple[str | None, str | None]] = {}
     for key, row in zip(keys, text.itertuples(index=False)):
         if key not in units:
             found = dict(zip(cols, row))
             path = stored.get(found.get("instance_hash", "")) or source_file(found.get("source", ""))
-            units[key] = file_memory_unit(path) if path is not None else None
-    return rows.assign(**{UNIT_COLUMN: keys.map(units)})
+            units[key] = file_units(path) if path is not None else (None, None)
+    return rows.assign(**{UNIT_COLUMN: keys.map(lambda k: units[k][0]),
+                          TIME_UNIT_COLUMN: keys.map(lambda k: units[k][1])})
 
 
 def _stored_instances(root: Path) -> dict[str, Path]:
@@ -645,19 +663,26 @@ def _stored_instances(root: Path) -> dict[str, Path]:
 def file_memory_unit(path: Path) -> str | None:
     """The memory unit an instance file states (`units.memory_unit` of the loaded instance; a join
     network without one of its own: its first branch's), None when it states none or cannot be read."""
+    return file_units(path)[0]
+
+
+def file_units(path: Path) -> tuple[str | None, str | None]:
+    """(memory unit, time unit) of an instance file, read once as the problem its format names: the memory unit
+    of `file_memory_unit` and the unit of its times, hence of its objective (`units.time_unit`: ``meta.units.time``,
+    a chain's default ms, a PipeDream profile's ms); (None, None) for a file that cannot be read."""
     from memsched.solvers.errors import InputError
     from memsched.solvers.formats import load_instance
-    from memsched.solvers.units import memory_unit
+    from memsched.solvers.units import memory_unit, time_unit
 
     try:
-        _, instance = load_instance(path)
+        problem, instance = load_instance(path)
     except (InputError, OSError, ValueError, ImportError):
-        return None
+        return None, None
     unit = memory_unit(instance)
     branches = getattr(instance, "branches", None)
     if unit is None and branches:
         unit = memory_unit(branches[0])
-    return unit
+    return unit, time_unit(problem, instance)
 
 
 def source_file(source: str) -> Path | None:
@@ -831,7 +856,8 @@ def _untimed_note(untimed: pd.DataFrame, labels: pd.Series, shown: dict[str, str
 
 
 def period_vs_memory(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) -> list[Path]:
-    """Pipeline period (objective) versus memory per device, one panel per instance."""
+    """Pipeline period (objective, in the instance file's time unit) versus memory per device, one panel per
+    instance; the period axis names that unit (`period_label`)."""
     instances = list(dict.fromkeys(rows["instance"]))
     shown = model_labels(rows)
     styles = figure_styles(_label_of(rows[rows["status"].isin(FOUND)]))
@@ -854,7 +880,7 @@ def period_vs_memory(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) -
             drawn[-1].append((text, line))
         ax.set_title(literal_text(inst), fontsize=8.5)
         ax.set_xlabel(f"memory per device ({unit})", fontsize=8)
-        ax.set_ylabel("period (time per micro-batch, instance unit)", fontsize=8)
+        ax.set_ylabel(period_label(r), fontsize=8)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7.5)
     fig.suptitle(title, fontsize=10)
@@ -1161,4 +1187,4 @@ __all__ = ["FIGURES", "FigureSpec", "load_results", "render", "make_figures", "f
            "overhead_vs_budget", "solve_time_vs_size", "period_vs_memory", "predicted_vs_measured", "style",
            "size_text", "with_memory_units", "source_file", "model_labels", "mark_coinciding", "clip_text",
            "is_sweep_table", "empty_text_cell", "grid_note", "check_same_settings", "settings_conflict",
-           "TABLE_COLUMN", "figure_styles"]
+           "TABLE_COLUMN", "figure_styles", "period_label", "PERIOD_LABEL", "TIME_UNIT_COLUMN", "file_units"]

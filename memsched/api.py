@@ -79,7 +79,7 @@ def _python_names(fn: Callable[_P, _R]) -> Callable[_P, _R]:
 # ---------------------------------------------------------------------------- instances
 @_python_names
 def load(path: PathLike, *, problem: str | None = None, bandwidth: str | float | None = None,
-         latency: float | None = None, weight_factor: float | None = None) -> Any:
+         latency: float | None = None, weight_factor: float | None = None, **unknown: Any) -> Any:
     """The instance in the file at `path`: a chain (``memsched.chain/1``), a join network, a
     node-link graph (Checkmate / Moccasin), or a PipeDream ``graph.txt`` (a pipeline).
 
@@ -89,9 +89,11 @@ def load(path: PathLike, *, problem: str | None = None, bandwidth: str | float |
     (nor a host link) is an `InputError`, as is a bandwidth with another `problem`. For a pipeline
     (a ``graph.txt``, or ``problem="pipeline"``) `bandwidth`, `latency` and `weight_factor` are its
     machine, as ``memsched partition`` and `solve` read them (`_pipeline_machine`); a `weight_factor`
-    for another problem is an `InputError`. Bad files raise `InputError` naming the file and the field."""
+    for another problem is an `InputError`. Bad files raise `InputError` naming the file and the field, an
+    unknown keyword one naming it."""
     from memsched.solvers.formats import detect_problem, load_instance
 
+    _refuse_unknown(load, unknown)
     if not isinstance(path, (str, Path)):
         raise InputError(f"must be the path of an instance file (str or Path), got {path!r}", field="path")
     _check_problem(problem)
@@ -163,11 +165,13 @@ def _problem_of_class(obj: Any, classes: Any) -> str | None:
 
 @_python_names
 def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | float | None = None,
-               latency: float | None = None) -> tuple[str, Any]:
+               latency: float | None = None, **unknown: Any) -> tuple[str, Any]:
     """(problem, instance) from an instance or a path; a chain becomes an offloading instance
     when `bandwidth` is given or `problem` is "offload", a pipeline when `problem` is "pipeline".
     `InputError` for an instance that cannot be read as `problem`, a bandwidth for anything but a
-    chain (or an offloading instance, whose link it replaces), or a latency without a bandwidth."""
+    chain (or an offloading instance, whose link it replaces), a latency without a bandwidth, or an unknown
+    keyword."""
+    _refuse_unknown(as_problem, unknown)
     _check_problem(problem)
     _check_latency(latency)
     _bandwidth_problem(bandwidth, problem)
@@ -223,19 +227,45 @@ def _check_instance(problem: str, instance: Any) -> None:
 
 
 def _target_instance(target: Any, problem: str | None, *, bandwidth: str | float | None, latency: float | None,
-                     weight_factor: float | None) -> tuple[str, Any]:
+                     weight_factor: float | None, devices: Any = None) -> tuple[str, Any]:
     """(problem, instance) of `solve`'s or `sweep`'s `target` (`as_problem`) on the machine its arguments
     give: for a pipeline, `bandwidth`, `latency` and `weight_factor` are its links and weights, as
     ``memsched partition`` reads them (`_pipeline_machine`); for the other problems `bandwidth` and `latency`
     are the host link that makes a chain an offloading instance (`as_problem`, unchanged) and a
-    `weight_factor` is an `InputError`."""
+    `weight_factor` is an `InputError`. `devices` (P, given: not None) applies to pipelines only, so with no
+    `problem` named it reads a chain file as a pipeline, as ``memsched partition FILE --devices P`` reads it
+    (`_devices_make_pipeline`); an instance object keeps its own problem."""
+    if problem is None and _devices_make_pipeline(target, devices):
+        problem = "pipeline"
     if not _reads_as_pipeline(target, problem):
         problem, instance = as_problem(target, problem, bandwidth=bandwidth, latency=latency)
         if weight_factor is not None:
-            raise InputError(f"applies to pipelines, not to {article(problem)} instance", field="weight_factor")
+            raise InputError(f"applies to pipelines, not to {article(problem)} instance"
+                             f"{_PIPELINE_HINTS.get(problem, '')}", field="weight_factor")
         return problem, instance
     problem, instance = as_problem(target, problem)
     return problem, _pipeline_machine(instance, bandwidth=bandwidth, latency=latency, weight_factor=weight_factor)
+
+
+def _devices_make_pipeline(target: Any, devices: Any) -> bool:
+    """True when `devices` is given (not None) and `target` is the path of a chain file: `devices` is a
+    pipeline's argument only, and ``memsched partition`` reads a chain file as a pipeline (one layer per
+    stage, `solvers.pipeline.load`), so `solve` and `sweep` read it so too when no problem is named. A path
+    that cannot be read is False (`as_problem` raises its own error); a chain object stays a chain."""
+    if devices is None or not isinstance(target, (str, Path)):
+        return False
+    from memsched.solvers.formats import detect_problem
+
+    try:
+        return detect_problem(target) == "chain"
+    except (InputError, OSError):
+        return False
+
+
+#: what a pipeline-only argument refused for a problem adds to its message: how a chain is read as a pipeline
+_PIPELINE_HINTS = {"chain": " (give problem='pipeline' to partition a chain over devices)",
+                  "offload": " (give problem='pipeline' to partition its chain over devices; bandwidth and latency "
+                             "are then the pipeline's links)"}
 
 
 def _reads_as_pipeline(target: Any, problem: str | None) -> bool:
@@ -261,19 +291,49 @@ def _pipeline_machine(instance: Any, *, bandwidth: str | float | None, latency: 
     or "12GB/s"; `_checks.latency`: s in 0..86400; `_checks.cost`: >= 0), its errors naming the Python
     argument. A value not given keeps the instance's (a file's: communication not charged, latency 0,
     weight factor 4); a non-zero latency without a bandwidth is an `InputError`, as on the command line."""
+    given = _machine_given(bandwidth=bandwidth, latency=latency, weight_factor=weight_factor)
+    return _on_given_machine(instance, given) if given else instance
+
+
+def _machine_given(*, bandwidth: str | float | None, latency: float | None,
+                   weight_factor: float | None) -> dict[str, float]:
+    """The pipeline machine values given (not None), keyed as a partition's JSON records them
+    (`solvers.pipeline.schedule.MACHINE_KEYS`): ``bandwidth`` in bytes/s, ``latency`` in s per tensor
+    crossing a stage boundary, ``weight_factor`` in bytes kept per weight byte, each read by the command
+    line's parser of its flag (`units.parse_bandwidth`: bytes/s or "12GB/s"; `_checks.latency`: s in
+    0..86400; `_checks.cost`: >= 0), its errors naming the Python argument."""
     from memsched.experiments.commands._checks import cost
     from memsched.experiments.commands._checks import latency as seconds_of_latency
     from memsched.solvers.units import parse_bandwidth
 
-    if bandwidth is None and latency is None and weight_factor is None:
-        return instance
-    link = instance.bandwidth if bandwidth is None else parse_bandwidth(bandwidth, field="bandwidth")
-    seconds = _cli_number(seconds_of_latency, latency, "latency")
-    factor = _cli_number(cost, weight_factor, "weight_factor")
-    if seconds and link is None:
-        raise InputError("a latency needs a bandwidth (communication is not charged without one): give "
-                         "bandwidth=...", field="latency")
-    return instance.with_machine(bandwidth=link, weight_factor=factor, latency=seconds)
+    given: dict[str, float] = {}
+    if bandwidth is not None:
+        given["bandwidth"] = parse_bandwidth(bandwidth, field="bandwidth")
+    for key, parse, value in (("latency", seconds_of_latency, latency), ("weight_factor", cost, weight_factor)):
+        number = _cli_number(parse, value, key)
+        if number is not None:
+            given[key] = number
+    return given
+
+
+def _on_given_machine(instance: Any, machine: dict[str, float | None]) -> Any:
+    """Pipeline `instance` on `machine` (`_machine_given`'s keys; those absent keep the instance's), as
+    `Pipeline.with_machine`: a non-zero latency without a bandwidth (the machine's, else the instance's)
+    is an `InputError` naming ``latency``, as ``memsched partition --latency`` without ``--bandwidth``."""
+    from memsched.solvers.pipeline.schedule import on_machine
+
+    return on_machine(instance, machine, path=None, field="latency", hint="give bandwidth=...")
+
+
+def _refuse_unknown(fn: Callable[..., Any], unknown: dict[str, Any]) -> None:
+    """`InputError` naming the first keyword of `unknown` (those that facade function `fn` gathered in its
+    ``**unknown``) and listing the arguments `fn` takes (`results.no_options`, as `plot` refuses them): a
+    misspelt keyword is bad input, not a bare TypeError."""
+    if unknown:
+        import inspect
+
+        params = inspect.signature(fn).parameters.values()
+        no_options(unknown, fn.__name__, [p.name for p in params if p.kind is not p.VAR_KEYWORD])
 
 
 def _cli_number(parse: Callable[[str], float], value: Any, field: str) -> float | None:
@@ -296,19 +356,22 @@ def _cli_number(parse: Callable[[str], float], value: Any, field: str) -> float 
 
 
 @_python_names
-def budget(instance: Any, spec: int | float | str, *, problem: str | None = None) -> int:
+def budget(instance: Any, spec: int | float | str, *, problem: str | None = None, **unknown: Any) -> int:
     """A budget in the instance's memory unit (bytes unless the file states meta.units.memory): a
     number in that unit, a size ("1.5GB", "800MiB", converted into it) or "X%" of the problem's
     reference peak. `instance` is an instance or a path, read as `problem` (as in `as_problem`:
-    "pipeline" makes a chain a pipeline; another problem is an `InputError`)."""
+    "pipeline" makes a chain a pipeline; another problem is an `InputError`, as is an unknown keyword)."""
+    _refuse_unknown(budget, unknown)
     problem, instance = as_problem(instance, problem)
     return _budget(instance, spec, problem)
 
 
 @_python_names
-def reference_peak(instance: Any, *, problem: str | None = None) -> int:
+def reference_peak(instance: Any, *, problem: str | None = None, **unknown: Any) -> int:
     """What "X%" budgets refer to, in the instance's memory unit (bytes unless the file states
-    meta.units.memory), for an instance or a path read as `problem` (`as_problem`)."""
+    meta.units.memory), for an instance or a path read as `problem` (`as_problem`; an unknown keyword is
+    an `InputError`)."""
+    _refuse_unknown(reference_peak, unknown)
     problem, instance = as_problem(instance, problem)
     return int(registry.problem_module(problem).reference_peak(instance))
 
@@ -347,7 +410,9 @@ def solve(instance: Any, budget: int | float | str, solver: str | Sequence[str] 
 
     One solver name gives a `Result`; a list of names gives a `Comparison` of all of them at
     the same budget. `devices` (P, an int in 1..10^6) is required for pipelines and refused for
-    the other problems; `bandwidth` turns a chain into an offloading instance (`latency`, s per
+    the other problems (with no `problem` named, it reads a chain *file* as a pipeline, as ``memsched
+    partition FILE --devices P`` does; a chain object needs ``problem="pipeline"``); `bandwidth` turns
+    a chain into an offloading instance (`latency`, s per
     transfer, needs one); for a pipeline, `bandwidth` (bytes/s or "12GB/s": its links; without one,
     communication is not charged), `latency` (s per tensor crossing a stage boundary, each way; a
     non-zero one needs a bandwidth) and `weight_factor` (bytes kept per weight byte, default 4) are
@@ -390,7 +455,7 @@ def _solve(instance: Any, budget: int | float | str, solver: str | Sequence[str]
     with its smallest feasible budget (`_search_min_budget`; `sweep` passes False, as the sweep engine's
     cells search none)."""
     problem, instance = _target_instance(instance, problem, bandwidth=bandwidth, latency=latency,
-                                         weight_factor=weight_factor)
+                                         weight_factor=weight_factor, devices=devices)
     devices = _check_devices(problem, devices)
     if devices is not None:
         options["devices"] = devices
@@ -472,7 +537,8 @@ def _unsupported(problem: str, instance: Any, name: str, bytes_: int, err: Input
 
 @_python_names
 def simulate(instance: Any, schedule: Any, budget: int | float | str | None = None, *,
-             problem: str | None = None, bandwidth: str | float | None = None) -> Result:
+             problem: str | None = None, bandwidth: str | float | None = None, latency: float | None = None,
+             weight_factor: float | None = None, **unknown: Any) -> Result:
     """Replay `schedule` (a schedule object, a `Result`, its JSON dict, a path to a schedule
     JSON, or a plain list: a graph's node ids, as in the graph file and a schedule file's ``sequence``,
     not node indices, an id naming no node being an `InputError` naming ``schedule``; a chain's or
@@ -485,14 +551,25 @@ def simulate(instance: Any, schedule: Any, budget: int | float | str | None = No
     is an `InputError` naming ``length`` (``lengths``) in every form. With `problem` None, the schedule
     decides how a file is read as ``memsched simulate`` does (`_instance_for`): a pipeline partition
     (a `Result`, its ``to_json()`` or ``schedule``, ``memsched partition --json``'s output; a dict or a
-    file) makes a chain file a pipeline, replayed on the machine the partition records. Unlike
-    ``memsched simulate --bandwidth``, which replaces a partition's link, `bandwidth` here is always a
-    host link: with a partition it is an `InputError` naming ``bandwidth``."""
+    file) makes a chain file a pipeline, replayed on the machine the partition records.
+    `bandwidth` (bytes/s or "12GB/s") and `latency` (s) are ``memsched simulate``'s ``--bandwidth`` and
+    ``--latency``: for a chain, the host link that makes it an offloading instance (a latency needs a
+    bandwidth, or a host link); for a pipeline (a partition, or ``problem="pipeline"``), they and
+    `weight_factor` (bytes kept per weight byte, ``--weight-factor``; an `InputError` for another problem)
+    replace the machine the partition records, to replay it on another machine, each read as ``memsched
+    partition`` reads it (`_machine_given`; a non-zero latency needs a bandwidth, given or recorded).
+    An unknown keyword is an `InputError` naming it."""
     from memsched.solvers.result import SolveResult
 
-    problem, instance = _instance_for(instance, schedule, problem, bandwidth, "simulated")
+    _refuse_unknown(simulate, unknown)
+    _check_latency(latency)
+    problem, instance = _instance_for(instance, schedule, problem, bandwidth, "simulated", latency=latency)
+    if problem != "pipeline" and weight_factor is not None:
+        raise InputError(f"applies to pipeline partitions, not to {article(problem)} schedule", field="weight_factor")
     module = registry.problem_module(problem)
-    instance = _solved_machine(problem, instance, schedule)
+    given = _machine_given(bandwidth=bandwidth, latency=latency, weight_factor=weight_factor) \
+        if problem == "pipeline" else {}
+    instance = _solved_machine(problem, instance, schedule, given)
     schedule = _as_schedule(problem, instance, schedule, "simulated")
     bytes_ = _budget(instance, budget, problem) if budget is not None else None
     with _schedule_errors(problem, schedule):
@@ -521,13 +598,16 @@ def _evaluated(problem: str, instance: Any, schedule: Any) -> Any:
     return filled if all(stage.time is not None for stage in filled.stages) else schedule
 
 
-def _instance_for(instance: Any, schedule: Any, problem: str | None, bandwidth: Any, verb: str) -> tuple[str, Any]:
+def _instance_for(instance: Any, schedule: Any, problem: str | None, bandwidth: Any, verb: str, *,
+                  latency: Any = None) -> tuple[str, Any]:
     """(problem, instance) that `simulate` and `plot` replay `schedule` on: as `as_problem` reads
     `instance`, but when `problem` is None the schedule may bring one: a `Result` its problem (a
     pipeline result replays on the chain file it was solved from), a schedule's JSON (a dict or the
     path of a file) the problem it declares as `memsched simulate` reads it (`_declared_problem`: a
     partition makes a chain file a pipeline); a Result also brings its instance when `instance` is
-    None. A problem so adopted that does not fit the instance is an `InputError` naming ``schedule``."""
+    None. A problem so adopted that does not fit the instance is an `InputError` naming ``schedule``.
+    `bandwidth` and `latency` are the host link of a chain (`as_problem`); for a pipeline they are its
+    links, left to the caller (`simulate`: `_solved_machine`), as ``memsched simulate`` reads them."""
     adopted = None
     if isinstance(schedule, Result):
         if problem is None:
@@ -536,11 +616,10 @@ def _instance_for(instance: Any, schedule: Any, problem: str | None, bandwidth: 
             instance = schedule.instance
     elif problem is None:
         problem = adopted = _declared_problem(schedule, bandwidth)
-    if adopted == "pipeline" and bandwidth is not None:  # `bandwidth` is a host link (offloading) here
-        raise InputError("a pipeline partition replays on the machine it records; `bandwidth` is a host link "
-                         "(it makes an offloading instance) and does not apply", field="bandwidth")
+    if problem == "pipeline" or _reads_as_pipeline(instance, problem):
+        bandwidth = latency = None  # the pipeline's links, not a host link: the caller's to apply
     try:
-        return as_problem(instance, problem, bandwidth=bandwidth)
+        return as_problem(instance, problem, bandwidth=bandwidth, latency=latency)
     except InputError as err:
         if adopted is None:
             raise
@@ -636,7 +715,7 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     if not budgets:  # as a sweep file's empty list: a grid of no cell is a mistake, not an empty table
         raise InputError("must be a non-empty list of budgets (e.g. ['40%', '60%', '80%'])", field="budgets")
     problem, instance = _target_instance(target, problem, bandwidth=bandwidth, latency=latency,
-                                         weight_factor=weight_factor)
+                                         weight_factor=weight_factor, devices=devices)
     devices = _check_devices(problem, devices)
     slots = _check_slots(DEFAULT_SLOTS if slots is None else slots)
     time_limit = _check_time_limit(time_limit)
@@ -873,7 +952,7 @@ def _check_options(problem: str, names: Sequence[str], options: dict[str, Any]) 
     and its value has the type (and range) that each of them declares (`_checks.option_type_error`,
     as the command line checks ``--option``), named by its keyword (``KEY``, as the solvers' own
     checks name it in Python: `errors.option_field`). None keeps the default where the solver's parameter
-    allows it. Values whose check needs the instance (``table_budget`` in bytes, say) are left to
+    allows it. Values whose check needs the instance (``table_budget``, in its memory unit, say) are left to
     the solvers."""
     from memsched.experiments.commands._checks import (
         option_type_error,
@@ -904,7 +983,7 @@ def _check_options(problem: str, names: Sequence[str], options: dict[str, Any]) 
 
 
 #: options whose values the solvers check themselves (`option_type_error`'s range would be wrong):
-#: ``table_budget`` is bytes (up to 1 PiB), not a count
+#: ``table_budget`` is a size in the instance's memory unit (up to 1 PiB), not a count
 _SOLVER_CHECKED = frozenset({"table_budget"})
 
 
@@ -946,7 +1025,7 @@ def baseline_objective(problem: str, instance: Any) -> float | None:
 @_python_names
 def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_fn: Any = None,
             repeats: int | None = None, out: PathLike | None = None, timing: str | None = None,
-            problem: str = "chain", **sizes: Any) -> Any:
+            problem: str = "chain", early_release: bool = False, threads: int | None = None, **sizes: Any) -> Any:
     """Profile a network into a chain: u_f, u_b per stage (ms), x, xbar, o_f, o_b (bytes); with
     ``problem="graph"``, into its torch.fx training graph (`models.graph.export`: measured times
     in ms, node sizes with what autograd keeps), the instance of the graph solvers.
@@ -964,36 +1043,54 @@ def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_f
     that a `timing` or `repeats` with them is an `InputError` naming it. `repeats` (the timed
     repetitions per operation, an int in 1..10^4) is 3 when left out. Needs torch; `out` also saves the
     chain file (a str or path of a file in an existing folder, not a source file that a factory
-    `model` reads, checked before anything is profiled).
+    `model` reads, checked before anything is profiled). `early_release` (a bool, chains only:
+    ``memsched profile --early-release``) also measures each backward B(i) releasing delta_{i+1} and its
+    output early, as one ``loss.backward()`` does (``bwd_overhead_released``: the solvers charge it, `run`
+    executes so). `threads` (``--threads``: None keeps torch's, else an int in 1..1024) is torch's number of
+    CPU threads during the call, put back after it (one thread times by the thread's CPU clock, `default_clock`).
     Your modules keep their parameters, buffers (BatchNorm's running statistics) and ``.grad``
     (`_state_kept`), and torch's global RNG is put back as it was (building a zoo network and
     profiling seed it), as with `run`."""
     out = _check_out(out, model)
     _check_size_seed(sizes)
+    early_release = _check_bool(early_release, "early_release")
+    threads = _check_threads(threads)
     _need_torch()
-    from memsched.models.chain.profiler import profile_chain, profile_model
-    from memsched.models.run import caller_rng_kept, default_clock
-
     if problem not in ("chain", "graph"):
         raise InputError(f"must be chain or graph, got {problem!r}", field="problem")
+    if early_release and problem != "chain":
+        raise InputError("applies to chains (B(i) of a profiled chain), not to the graph problem",
+                         field="early_release")
     if isinstance(model, str) and problem == "chain":
         _refuse_timing(sizes.get("cost"), timing, "timing")
         _refuse_timing(sizes.get("cost"), repeats, "repeats")
     repeats = 3 if repeats is None else check_int(repeats, "repeats", 1, MAX_REPEATS)
+    with _torch_threads(threads):  # before profiling: the clock depends on it (`default_clock`)
+        return _profile(model, example_input, target, loss_fn, repeats, out, timing, problem, early_release, sizes)
+
+
+def _profile(model: Any, example_input: Any, target: Any, loss_fn: Any, repeats: int, out: str | None,
+             timing: str | None, problem: str, early_release: bool, sizes: dict[str, Any]) -> Any:
+    """`profile` once its arguments are checked (`repeats` an int, `early_release` a bool for a chain)."""
+    from memsched.models.chain.profiler import profile_chain, profile_model
+    from memsched.models.run import caller_rng_kept, default_clock
+
     if isinstance(model, str):
         with caller_rng_kept(model, sizes):  # building the zoo network seeds torch (`models.zoo.build_model`)
             if problem == "graph":
                 return _profile_graph(model, example_input, target, loss_fn, repeats, out, sizes, timing)
             _check_zoo(model)
             _no_network_args(example_input, target, loss_fn)
-            chain, _ = profile_model(model, repeats=repeats, out=out, timing=timing, clock=default_clock(), **sizes)
+            chain, _ = profile_model(model, repeats=repeats, out=out, timing=timing, clock=default_clock(),
+                                     release=early_release, **sizes)
         return chain
     built = _own_network(model, example_input, target, loss_fn, sizes)
     with _state_kept([*built.blocks, built.loss_fn]), caller_rng_kept(built):
         if problem == "graph":
             return _profile_graph(built, None, None, None, repeats, out, {}, timing)
         chain = profile_chain(built.blocks, built.loss_fn, built.example_input, built.target, repeats=repeats,
-                              name=built.label, meta={"model": built.name}, timing=timing, clock=default_clock())
+                              name=built.label, meta={"model": built.name}, timing=timing, clock=default_clock(),
+                              release=early_release)
     if out is not None:
         chain.save(out)
     return chain
@@ -1092,7 +1189,8 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
         chain: Any = None, instance: Any = None, bandwidth: str | float | None = None, latency: float | None = None,
         options: dict[str, Any] | None = None, slots: int = DEFAULT_SLOTS, time_limit: float | None = None,
         time_repeats: int = 3, repeats: int = 3, seed: int = 0, timing: str | None = None, example_input: Any = None,
-        target: Any = None, loss_fn: Any = None, **sizes: Any) -> RunResult:
+        target: Any = None, loss_fn: Any = None, early_release: bool = False, threads: int | None = None,
+        **sizes: Any) -> RunResult:
     """Solve, then execute the schedule for real as one training step of `model`: a zoo network
     (siamese / triplet / clip run as join networks), a factory spec, or your own network with
     `example_input`, `target`, `loss_fn` (as in `profile`; one module that is not an
@@ -1117,7 +1215,12 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     each `options` key one the solver takes (not `slots` nor `time_limit`, which are arguments
     here) with a value of its type, `slots` an int in 0..10^9, `time_limit` as in `solve`,
     `time_repeats` and `repeats` ints in 1..10^4, `seed` an int in 0..2^32-1 (`InputError` naming
-    the argument). Your modules keep their parameters, buffers (BatchNorm's running statistics:
+    the argument). `early_release` (a bool, ``memsched run --early-release``): the chain profiled here
+    also measures each B(i) releasing delta_{i+1} and its output early and is executed so (the chain
+    problem only, and not with a `chain` / `instance`, which runs so when it was profiled so:
+    `profile(..., early_release=True)`); `threads` (``--threads``: None keeps torch's, else an int in
+    1..1024) is torch's number of CPU threads during the run, put back after it.
+    Your modules keep their parameters, buffers (BatchNorm's running statistics:
     the input check, the profiling and the timed steps are put back afterwards) and ``.grad`` (the
     gradients you had, None or accumulated, not the run's: `_state_kept`, as with `profile`), also
     when the run raises or is interrupted (Ctrl-C); torch's global RNG (CPU, and the CUDA device
@@ -1135,8 +1238,15 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     time_repeats = check_int(time_repeats, "time_repeats", 1, MAX_REPEATS)
     repeats = check_int(repeats, "repeats", 1, MAX_REPEATS)
     seed = check_int(seed, "seed", 0, 2**32 - 1)
+    early_release = _check_bool(early_release, "early_release")
+    threads = _check_threads(threads)
     _instance_object(instance, "instance")
     _instance_object(chain, "chain")
+    if early_release and (chain is not None or instance is not None):
+        given = "chain" if instance is None else "instance"
+        raise InputError(f"applies to a chain profiled by this run; the costs come from the {given} given, which "
+                         "is executed releasing early when it was profiled so (profile(..., early_release=True))",
+                         field="early_release")
     if problem is None and bandwidth is None:
         problem = _solver_offloads(instance if chain is None else chain, solver)
     _need_torch()
@@ -1153,14 +1263,31 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
         if problem is None and bandwidth is None and len(model.blocks) == 1 and _runs_as_graph(
                 network, instance if chain is None else chain, solver):
             problem = "graph"  # one module (not an nn.Sequential): its torch.fx graph, not a chain of one stage
+    if early_release:
+        _early_release_problem(model, problem, bandwidth)
     kept = [] if isinstance(model, str) else [*model.blocks, model.loss_fn]
     file = instance if chain is None else chain
     # the caller's .grad and buffers, also after a Ctrl-C (torch's RNG: `models.run.run`); errors name the file
-    with _state_kept(kept), _file_named(file):
+    released = {"early_release": True} if early_release else {}  # (run_model's default: False)
+    with _state_kept(kept), _file_named(file), _torch_threads(threads):
         return RunResult(run_model(model, budget if bytes_ is None else bytes_, solver, problem=problem,
                                    instance=file, bandwidth=bandwidth,
                                    latency=latency, slots=slots, time_limit=time_limit, time_repeats=time_repeats,
-                                   repeats=repeats, seed=seed, timing=timing, options=options, **sizes))
+                                   repeats=repeats, seed=seed, timing=timing, options=options, **released, **sizes))
+
+
+def _early_release_problem(model: Any, problem: str | None, bandwidth: Any) -> None:
+    """`run`'s `early_release` applies to the chain problem (B(i) of a chain profiled here), as ``memsched run
+    --early-release`` does: `problem`, or when None the one `execute.run_model` takes without an instance (a
+    join network's "join", "offload" with a `bandwidth`, else "chain"); another is an `InputError`."""
+    from .execute import JOIN_NAMES
+
+    if problem is None:
+        joined = isinstance(model, str) and model in JOIN_NAMES
+        problem = "join" if joined else "offload" if bandwidth is not None else "chain"
+    if problem != "chain":
+        raise InputError(f"applies to the chain problem (B(i) of a profiled chain), not to {problem}",
+                         field="early_release")
 
 
 def _instance_object(value: Any, field: str) -> None:
@@ -1380,6 +1507,31 @@ def _check_bool(value: Any, field: str) -> bool:
     return bool(value)
 
 
+def _check_threads(threads: Any) -> int | None:
+    """None (torch's own number of CPU threads) or an int in 1..`MAX_THREADS` (``--threads``'s range)."""
+    from memsched.experiments.commands._checks import MAX_THREADS
+
+    return None if threads is None else check_int(threads, "threads", 1, MAX_THREADS)
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int | None) -> Iterator[None]:
+    """Within the block, torch runs `threads` CPU threads (None: unchanged), as ``--threads`` sets them for
+    the whole command (`commands.profile.model_sizes`); the caller's number is put back when the block
+    ends, also when it raises, since a notebook lives on after the call."""
+    if threads is None:
+        yield
+        return
+    import torch
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
 def _check_slots(slots: Any) -> int:
     return check_int(slots, "slots", 0, MAX_SLOTS)
 
@@ -1426,10 +1578,12 @@ def _bandwidth_problem(bandwidth: Any, problem: str | None) -> None:
 
 
 def _check_devices(problem: str, devices: Any) -> int | None:
-    """`devices` for `problem`: required for a pipeline (an int in 1..`MAX_DEVICES`), refused otherwise."""
+    """`devices` for `problem`: required for a pipeline (an int in 1..`MAX_DEVICES`), refused otherwise
+    (for a chain, saying how to read it as a pipeline: `_PIPELINE_HINTS`)."""
     if problem != "pipeline":
         if devices is not None:
-            raise InputError(f"devices applies to pipelines, not to {article(problem)} instance", field="devices")
+            raise InputError(f"applies to pipelines, not to {article(problem)} instance"
+                             f"{_PIPELINE_HINTS.get(problem, '')}", field="devices")
         return None
     if devices is None:
         raise InputError("a pipeline needs devices=P", field="devices")
@@ -1554,13 +1708,20 @@ def _check_shape(instance: Any, schedule: Any) -> None:
             raise InputError(f"the schedule is for {key} {mine!r} but the instance has {theirs!r}", field=key)
 
 
-def _solved_machine(problem: str, instance: Any, schedule: Any) -> Any:
+def _solved_machine(problem: str, instance: Any, schedule: Any, given: dict[str, float] | None = None) -> Any:
     """A pipeline `instance` on the machine `schedule` was solved on (weight factor, link), as a
     partition's JSON records it (a file, a dict, or a `Result`'s ``to_json``), so that `simulate`
-    and `plot` replay every form of one result alike; any other problem or schedule: unchanged."""
-    if problem != "pipeline" or not isinstance(schedule, (str, Path, dict, Result)):
+    and `plot` replay every form of one result alike, with the values `given` (`_machine_given`:
+    `simulate`'s arguments) replacing the recorded ones, as ``memsched simulate --bandwidth --latency
+    --weight-factor`` replaces them; any other problem: unchanged."""
+    if problem != "pipeline":
         return instance
-    return _on_recorded_machine(instance, schedule.to_json() if isinstance(schedule, Result) else schedule)
+    if isinstance(schedule, (str, Path, dict, Result)):
+        return _on_recorded_machine(instance, schedule.to_json() if isinstance(schedule, Result) else schedule,
+                                    given or {})
+    if not given:
+        return instance
+    return _on_given_machine(instance, given)
 
 
 def _one_solved_machine(problem: str, instance: Any, schedules: dict[str, Any]) -> Any:
@@ -1592,20 +1753,24 @@ def _machine_text(instance: Any) -> str:
            f"latency {latency:g}"
 
 
-def _on_recorded_machine(instance: Any, schedule: str | Path | dict[str, Any]) -> Any:
+def _on_recorded_machine(instance: Any, schedule: str | Path | dict[str, Any], given: dict[str, float]) -> Any:
     """The pipeline `instance` on the machine a partition's JSON (a dict, or the path of a file)
     records: weight factor, bandwidth (bytes/s), latency (s), as ``memsched partition --json``
     writes them (`solvers.pipeline.schedule.machine_from_json`); unchanged when it records none.
     `memsched simulate` replays a partition file the same way (`on_machine`): a latency without a
-    bandwidth is an `InputError` naming the file and ``schedule.latency`` (or ``latency``)."""
+    bandwidth is an `InputError` naming the file and ``schedule.latency`` (or ``latency``). The values
+    `given` replace the recorded ones (`_solved_machine`); a latency given without a bandwidth (given or
+    recorded) is an `InputError` naming ``latency``."""
     from memsched.solvers.jsonio import read_json
     from memsched.solvers.pipeline.schedule import machine_field, machine_from_json, on_machine
 
     path = str(schedule) if isinstance(schedule, (str, Path)) else "<schedule>"
     data = read_json(schedule) if isinstance(schedule, (str, Path)) else schedule
-    machine = machine_from_json(data, path=path)
+    machine = {**machine_from_json(data, path=path), **given}
     if not machine:
         return instance
+    if "latency" in given:
+        return _on_given_machine(instance, machine)
     return on_machine(instance, machine, path=path, field=machine_field(data, "latency"),
                       hint="the partition records no bandwidth: drop its latency or record one")
 

@@ -26,7 +26,8 @@ JOIN_NAMES = ("siamese", "triplet", "clip")
 def run_model(model: str, budget: int | float | str, solver: str | None = None, *, problem: str | None = None,
               instance: Any = None, bandwidth: str | float | None = None, latency: float | None = None,
               slots: int = 500, time_limit: float | None = None, time_repeats: int = 3, repeats: int = 3, seed: int = 0,
-              timing: str | None = None, options: dict[str, Any] | None = None, **sizes: Any) -> dict[str, Any]:
+              timing: str | None = None, options: dict[str, Any] | None = None, early_release: bool = False,
+              **sizes: Any) -> dict[str, Any]:
     """The ``memsched run MODEL --json`` object for these arguments (see `memsched.api.run`).
 
     `problem` defaults to "join" for siamese / triplet / clip, "offload" when a bandwidth is
@@ -34,9 +35,11 @@ def run_model(model: str, budget: int | float | str, solver: str | None = None, 
     its link (`bandwidth`, `latency`, s) where none is given. `bandwidth`, `latency` and `options`
     are checked against the problem and solver (`api.check_run_solver_args`). An infeasible budget
     gives status "infeasible" with ``message`` and ``min_budget``; bad input raises
-    `InputError`. A network given as modules (your own `nn.Module`, as a checked `ZooModel`)
-    keeps its parameters and buffers: `memsched.models.run.run` puts back the buffers its
-    profiling and steps updated (BatchNorm's running statistics), also when it raises."""
+    `InputError`. `early_release` (``memsched run --early-release``, checked by `memsched.api.run`: a
+    chain profiled here) measures B(i) releasing early and executes it so. A network given as modules
+    (your own `nn.Module`, as a checked `ZooModel`) keeps its parameters and buffers:
+    `memsched.models.run.run` puts back the buffers its profiling and steps updated (BatchNorm's
+    running statistics), also when it raises."""
     from .api import check_run_solver_args
 
     unknown = sorted(set(sizes) - set(SIZE_KEYS))
@@ -69,7 +72,8 @@ def run_model(model: str, budget: int | float | str, solver: str | None = None, 
         budget = int(budget)
     return run(model, budget, problem=problem, solver=solver, instance=instance, sizes=dict(sizes, seed=seed),
                slots=slots, time_limit=time_limit, options=options, seed=seed, time_repeats=time_repeats,
-               profile_repeats=repeats, timing=timing, bandwidth=bandwidth, latency=latency or 0.0)
+               profile_repeats=repeats, timing=timing, bandwidth=bandwidth, latency=latency or 0.0,
+               early_release=early_release)
 
 
 def _default_problem(model: Any, instance: Any, bandwidth: Any) -> str:

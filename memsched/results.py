@@ -6,7 +6,9 @@ shown inline by Jupyter) and ``_repr_html_`` (Jupyter's rich display: status, ma
 peak, bound, and the memory timeline inline as a PNG). Sizes and times are in the instance's
 units: bytes (unless its ``meta["units"]["memory"]`` says e.g. KiB; the rich display converts) and
 ms for profiled chains; the makespan of a pipeline is its period (time per
-micro-batch in steady state). pandas and matplotlib are imported on use.
+micro-batch in steady state, in its file's unit). The rich display names the time unit as the command line
+does ("0.0195 s"; a pipeline's period in seconds, then in its file's unit). pandas and matplotlib are
+imported on use.
 """
 
 from __future__ import annotations
@@ -75,6 +77,24 @@ def _num(v: float | None, digits: int = 6) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "–"
     return f"{v:.{digits}g}"
+
+
+def _time(value: float | None, problem: str, instance: Any) -> str:
+    """A time of a result (its makespan or period, its lower bound: in the instance's time unit) for the rich
+    display, as the command line prints it: `memsched solve`'s text (6 significant digits, then the unit of
+    `units.time_unit`: "0.0195 s", "184.444 ms"; the bare number for a graph that names no unit); a pipeline's
+    period as `memsched partition` gives it, in seconds, then in the file's unit (`memsched simulate`'s
+    "0.0082 s  per micro-batch (8200 us in the file's time unit)": ``time_unit`` seconds each). "–" for none."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    from memsched.experiments.commands._common import time_text
+    from memsched.solvers.units import time_unit
+
+    if problem == "pipeline" and isinstance(getattr(instance, "time_unit", None), (int, float)):
+        from memsched.experiments.commands.simulate import pipeline_period_text
+
+        return pipeline_period_text(value * instance.time_unit, value, problem, instance)
+    return time_text(value, time_unit(problem, instance))
 
 
 def _png(fig: Any, dpi: int = 72) -> str:
@@ -202,8 +222,8 @@ class Result:
     def period(self) -> float | None:
         """The pipeline period of the replayed schedule (time per micro-batch in steady state, in the
         instance's time unit, not seconds: ms for profiled chains; a pipeline's ``time_unit`` is that unit in
-        seconds), or None: for a result of another problem than "pipeline" (whose objective is a makespan), or
-        when no schedule was found."""
+        seconds; `to_json` gives the period in seconds, as ``memsched partition --json``), or None: for a result
+        of another problem than "pipeline" (whose objective is a makespan), or when no schedule was found."""
         return self.raw.objective if self.problem == "pipeline" else None
 
     @property
@@ -236,15 +256,38 @@ class Result:
         return _numbers_read_as_float(pd.DataFrame([self.row()], columns=list(ROW_COLUMNS)))
 
     def to_json(self) -> dict[str, Any]:
-        """The ``memsched solve --json`` object. For a pipeline, its ``schedule`` is the partition
-        object of ``memsched partition --json``: it records the machine the partition was solved
-        with (``weight_factor``, ``bandwidth``, ``latency``, ``time_unit_s``), so that
-        `memsched.simulate` of this JSON replays it on that machine."""
+        """The ``memsched solve --json`` object. For a pipeline (solved or replayed), ``memsched partition
+        --json``'s object (`_pipeline_json`): ``period``, ``lower_bound``, the stage times and an exact solver's
+        ``log`` and ``fast`` periods in **seconds**, as on the command line (unlike the `period` attribute, in
+        the file's time unit), with ``period_file_units`` and ``time_unit_s`` (seconds per file time unit);
+        its ``schedule`` is the partition object (times in the file's unit), which records the machine the
+        partition was solved with (``weight_factor``, ``bandwidth``, ``latency``, ``time_unit_s``), so that
+        `memsched.simulate` (and ``memsched simulate``) of this JSON replays it on that machine."""
         if isinstance(self.schedule, (list, tuple)):  # a replay's plain list that names no schedule object
             return self._plain_schedule_json()
-        out = self.raw.to_json(objective_key=self.objective_name)
-        if self.problem == "pipeline" and out.get("schedule") is not None:
-            out["schedule"] = self._partition_json(out["schedule"])
+        if self.problem == "pipeline":
+            return self._pipeline_json()
+        return self.raw.to_json(objective_key=self.objective_name)
+
+    def _pipeline_json(self) -> dict[str, Any]:
+        """`to_json` of a pipeline result: the object ``memsched partition --json`` prints for it (the
+        command's own `partition.to_json`, so that the two never drift apart; a replay's top-level keys
+        then equal ``memsched simulate --json``'s ``period``, ``period_file_units``, ``time_unit_s``,
+        ``peak_memory``, ``budget`` and machine). A period or bound that is not finite (the replay of a
+        malformed partition: inf) is null, as in the other problems' JSON; such a partition, which the
+        simulator gives no stage times, has no top-level ``stages`` and keeps its own JSON (`_partition_json`)."""
+        import dataclasses
+
+        from memsched.experiments.commands.partition import to_json as partition_json
+
+        raw = self.raw
+        infinite = {key: None for key in ("objective", "lower_bound")
+                    if isinstance(getattr(raw, key), float) and not math.isfinite(getattr(raw, key))}
+        evaluated = self.schedule is None or all(getattr(s, "time", None) is not None for s in self.schedule.stages)
+        out = partition_json(dataclasses.replace(raw, **infinite, **({} if evaluated else {"schedule": None})),
+                             self.instance)
+        if not evaluated:
+            out["schedule"] = self._partition_json(self.schedule.to_json())
         return out
 
     def _partition_json(self, plain: dict[str, Any]) -> dict[str, Any]:
@@ -292,16 +335,18 @@ class Result:
     def summary(self) -> list[tuple[str, str]]:
         """(field, text) pairs for the rich display; sizes in binary units converted from the
         instance's memory unit (``meta["units"]["memory"]``: bytes unless it says e.g. KiB or MB),
-        then as the instance states them."""
+        then as the instance states them; the makespan (period) and lower bound with their time unit, as the
+        command line prints them (`_time`: "0.0195 s"; a pipeline's period in seconds, then in its file's unit)."""
         pairs = [("instance", f"{self.name} ({self.problem})"), ("solver", self.solver), ("status", self.status)]
         if self.scope:
             pairs.append(("scope", self.scope))
         unit = memory_unit(self.instance)
         if self.found:
-            pairs += [(self.objective_name, _num(self.objective)), ("peak memory", _size(self.peak_memory, unit))]
+            pairs += [(self.objective_name, _time(self.objective, self.problem, self.instance)),
+                      ("peak memory", _size(self.peak_memory, unit))]
         if self.budget is not None:
             pairs.append(("budget", _size(self.budget, unit)))
-        pairs.append(("lower bound", _num(self.lower_bound)))
+        pairs.append(("lower bound", _time(self.lower_bound, self.problem, self.instance)))
         if self.gap is not None:
             pairs.append(("gap", f"{100 * self.gap:.2f} %"))
         if self.min_budget is not None and not self.found:
@@ -416,7 +461,10 @@ class Comparison:
         unit = memory_unit(self.results[0].instance) if self.results else None
         frame["peak_memory"] = [_size(v, unit, raw=False) if v is not None and v == v else "–"
                                 for v in frame["peak_memory"]]
-        for column in ("objective", "lower_bound", "solve_time_s", "ratio_to_best"):
+        # times with their unit, as the summaries of single results show them (`_time`)
+        for column in ("objective", "lower_bound"):
+            frame[column] = [_time(v, r.problem, r.instance) for v, r in zip(frame[column], self.results)]
+        for column in ("solve_time_s", "ratio_to_best"):
             frame[column] = [_num(v) for v in frame[column]]  # None and NaN alike as "–"
         out = frame.to_html(index=False)
         if any(r.found for r in self.results):

@@ -372,8 +372,9 @@ def test_progress_must_be_a_bool(tiny, progress):
 
 @pytest.mark.parametrize("devices", ["abc", 2, 1])
 def test_devices_apply_to_pipelines_only(tiny, devices):
-    with pytest.raises(memsched.InputError, match="devices applies to pipelines"):
+    with pytest.raises(memsched.InputError, match="applies to pipelines") as info:
         memsched.solve(tiny, "80%", devices=devices)
+    assert info.value.field == "devices"
 
 
 def test_time_limit_and_progress_good_values(tiny):

@@ -173,13 +173,12 @@ def test_solve_result_to_json_normalises_keys_tuples_and_numpy():
     assert out == json.loads(json.dumps(out))
 
 
-def test_simulate_a_partition_with_a_host_bandwidth_names_bandwidth(tmp_path) -> None:
-    """`bandwidth` is a host link in the API: with a partition it is refused naming ``bandwidth``, not
-    the (valid) schedule (a review of session 37)."""
+def test_simulate_a_partition_with_a_bandwidth_replaces_its_link(tmp_path) -> None:
+    """`bandwidth` with a partition replaces the link it records, as ``memsched simulate --bandwidth`` does
+    (session 44; it was refused as a host link before)."""
     rp = memsched.solve(memsched.data_path("pipeline/mlp7.chain.json"), "60%", solver="madpipe", problem="pipeline",
                         devices=2)
     path = tmp_path / "rp.json"
     path.write_text(json.dumps(rp.to_json()))
-    with pytest.raises(memsched.InputError) as err:
-        memsched.simulate(memsched.data_path("pipeline/mlp7.chain.json"), str(path), bandwidth=1e8)
-    assert err.value.field == "bandwidth"
+    replay = memsched.simulate(memsched.data_path("pipeline/mlp7.chain.json"), str(path), bandwidth=1e8)
+    assert replay.problem == "pipeline" and replay.instance.bandwidth == 1e8

@@ -116,7 +116,8 @@ def test_result_to_json_of_a_pipeline_records_its_machine():
     sched = js["schedule"]
     assert sched["weight_factor"] == 2.0 and sched["bandwidth"] == 1e8 and sched["latency"] == 1e-4
     assert sched["time_unit_s"] == inst.time_unit
-    assert js["period"] == res.objective  # the facade's own keys are unchanged (file units)
+    # `memsched partition --json`'s keys: the period in seconds, and in the file's unit (the attribute's)
+    assert js["period"] == pytest.approx(res.objective * inst.time_unit) and js["period_file_units"] == res.objective
     replay = memsched.simulate(MLP7, json.loads(json.dumps(js)), budget=res.budget, problem="pipeline")
     assert replay.status != "invalid", replay.raw.message
     assert replay.raw.objective == pytest.approx(res.objective)
