@@ -54,6 +54,7 @@ Exponential in L: meant for L <= 4 or 5.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ortools.sat.python import cp_model
@@ -100,47 +101,76 @@ def whole_ticks(inst: OffloadInstance, scale: float) -> bool:
         ticks_exact(inst.transfer_time(b), scale, transfer_ticks(inst, b, scale)) for b in sizes)
 
 
-def phase_sequences(L: int, deadline: Deadline | None = None) -> list[list[Op]]:
+def phase_sequences(L: int, deadline: Deadline | None = None) -> list[tuple[Op, ...]]:
     """Every compute sequence of the phase form (see the module docstring): 2 248 for L = 4,
     84 152 for L = 5, 5.4 million for L = 6 (minutes and gigabytes; 992, 26 678 and 1.2 million
     with the chain's rule against F_ck(j) while abar_{j+1} lives). `deadline` is checked as they
-    are enumerated (`DeadlineExceeded`)."""
-    out: list[list[Op]] = []
-    calls = [0]
+    are enumerated (`DeadlineExceeded`). The sequences of `phase_codes`, as tuples of ops."""
+    table, codes = phase_codes(L, deadline)
+    return [tuple(table[c] for c in code) for code in codes]
 
-    def phase(k: int, acts: frozenset, tapes: frozenset, stage: int, ops: list[Op]) -> None:
-        calls[0] += 1
-        if deadline is not None and calls[0] % 1024 == 0:
-            deadline.check()
+
+def phase_codes(L: int, deadline: Deadline | None = None) -> tuple[tuple[Op, ...], list[bytes]]:
+    """The sequences of `phase_sequences` in their compact form: (the op of each code, one `bytes`
+    per sequence, byte n the code of its n-th op), in the same order. A `bytes` is one object that
+    the garbage collector does not track (a list or tuple of `Op` is tracked, with its ops): the
+    full collections while millions of them piled up took half of a cut-short enumeration's time,
+    and the list is freed as soon as it is dropped (`_Phases`)."""
+    enum = _Phases(L, deadline)
+    enum.phase(L, frozenset({0}), frozenset(), 0, b"")
+    return enum.table, enum.out
+
+
+class _Phases:
+    """The enumeration of `phase_codes`. A method, not a closure: a nested recursive function is a
+    reference cycle (the function and the cell that names it) that kept the sequences alive after the
+    enumeration, returned or cut short by the deadline, until a full collection, often the interpreter's
+    teardown (seconds after the answer for L = 6)."""
+
+    __slots__ = ("L", "deadline", "calls", "out", "table", "fa", "fc", "fn", "bwd", "loss")
+
+    def __init__(self, L: int, deadline: Deadline | None) -> None:
+        self.L, self.deadline, self.calls = L, deadline, 0
+        self.out: list[bytes] = []
+        #: code -> op: F_all(0..L-1), F_ck(0..L-1), F_n(0..L-1), B(0..L-1), then the Loss (4L + 1 <= 256 codes)
+        self.table: tuple[Op, ...] = (*(F_all(j) for j in range(L)), *(F_ck(j) for j in range(L)),
+                                      *(F_n(j) for j in range(L)), *(Bwd(k) for k in range(L)), Loss(L))
+        self.fa, self.fc, self.fn, self.bwd = ([bytes((base * L + j,)) for j in range(L)] for base in range(4))
+        self.loss = bytes((4 * L,))
+
+    def phase(self, k: int, acts: frozenset, tapes: frozenset, stage: int, ops: bytes) -> None:
+        """Extend `ops` (in phase k; stages `acts` hold a_j, `tapes` hold abar_j; the next forward at a stage
+        >= `stage`) in every way, each complete sequence appended to `out`."""
+        L = self.L
+        self.calls += 1
+        if self.deadline is not None and self.calls % 1024 == 0:
+            self.deadline.check()
         # close the phase here
         if k == L:
             if L in acts or L in tapes:
-                phase(L - 1, acts - {L}, tapes, 0, ops + [Loss(L)])
+                self.phase(L - 1, acts - {L}, tapes, 0, ops + self.loss)
         elif (k in acts or k in tapes) and k + 1 in tapes:
-            nxt = ops + [Bwd(k)]
+            nxt = ops + self.bwd[k]
             if k == 0:
-                out.append(nxt)
+                self.out.append(nxt)
             else:
-                phase(k - 1, acts - {k}, tapes - {k + 1}, 0, nxt)
+                self.phase(k - 1, acts - {k}, tapes - {k + 1}, 0, nxt)
         # or run one more forward op at a stage >= `stage`
         for j in range(stage, min(k, L - 1) + 1):
             if j not in acts and j not in tapes:
                 continue
             if j + 1 not in tapes:
-                phase(k, acts, tapes | {j + 1}, j + 1, ops + [F_all(j)])
+                self.phase(k, acts, tapes | {j + 1}, j + 1, ops + self.fa[j])
             if j == k or j + 1 in acts:
                 continue
             # F_ck(j) even while the tape abar_{j+1} lives: with a host link the tape may be away (the
             # chain model's rule against it does not hold; `_Model` asks such a tape to travel)
-            phase(k, acts | {j + 1}, tapes, j + 1, ops + [F_ck(j)])
+            self.phase(k, acts | {j + 1}, tapes, j + 1, ops + self.fc[j])
             if j in acts and j > 0:
-                phase(k, (acts - {j}) | {j + 1}, tapes, j + 1, ops + [F_n(j)])
-
-    phase(L, frozenset({0}), frozenset(), 0, [])
-    return out
+                self.phase(k, (acts - {j}) | {j + 1}, tapes, j + 1, ops + self.fn[j])
 
 
-def tapes_to_move(ops: list[Op]) -> set[int]:
+def tapes_to_move(ops: Sequence[Op]) -> set[int]:
     """Indices i of the tapes abar_i alive while F_ck(i-1) runs: such a sequence is kept only when
     abar_i travels (`_Model`), for with abar_i on the device all the time the sequence without that
     F_ck (a_i read from the tape) is at most as slow and as high, and is enumerated too."""
@@ -156,7 +186,7 @@ def tapes_to_move(ops: list[Op]) -> set[int]:
     return out
 
 
-def lifetimes(L: int, ops: list[Op]) -> tuple[list[tuple[Value, int, list[int], int | None]],
+def lifetimes(L: int, ops: Sequence[Op]) -> tuple[list[tuple[Value, int, list[int], int | None]],
                                                list[tuple[int, int, int | None]]]:
     """(value, creator position (-1: a_0 at time 0), reader positions, freeing position or None)
     per lifetime of a_j / abar_j, and (index i, producer, freeing position) per gradient."""
@@ -202,7 +232,7 @@ def lifetimes(L: int, ops: list[Op]) -> tuple[list[tuple[Value, int, list[int], 
 class _Model:
     """The CP-SAT model of one compute sequence (parts 2-4 of the module docstring)."""
 
-    def __init__(self, inst: OffloadInstance, ops: list[Op], size, capacity: int, scale: float,
+    def __init__(self, inst: OffloadInstance, ops: Sequence[Op], size, capacity: int, scale: float,
                  cutoff: int | None) -> None:
         chain = inst.chain
         L = chain.length
@@ -398,17 +428,18 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOp
              f"times in ticks of 1/{scale:g}, {scope_text(slots)}")
     common: dict[str, Any] = {"problem": "offload", "solver": "exact-combined", "budget": budget, "scope": scope}
 
-    seqs = phase_sequences(L, deadline)
+    table, seqs = phase_codes(L, deadline)  # sequences as codes: compact, untracked by the GC (`phase_codes`)
+    ticks = [op_ticks(chain, kind, i, scale) for kind, i in table]
 
-    def compute_ticks(ops: list[Op]) -> int:
-        return sum(op_ticks(chain, k, i, scale) for k, i in ops)
+    def compute_ticks(code: bytes) -> int:
+        return sum(ticks[c] for c in code)
 
-    def op_floor(ops: list[Op]) -> int:
+    def op_floor(code: bytes) -> int:
         """The most any op needs on the device whatever travels: what it reads, what it
         allocates (output and overhead) and the live gradient (gradients never travel)."""
         worst = grad = 0
         acts: set[int] = {0}
-        for kind, i in ops:
+        for kind, i in map(table.__getitem__, code):
             i = L if kind == LOSS else i
             act = size(int(chain.x[i])) if i in acts else size(int(chain.xbar[i]))
             if kind in (F_ALL, F_CK, F_N):
@@ -436,7 +467,7 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOp
         if op_floor(o) <= capacity:
             ranked.append((compute_ticks(o), k))
     order = sorted(ranked)
-    best: tuple[int, list[Op], Any, _Model] | None = None
+    best: tuple[int, tuple[Op, ...], Any, _Model] | None = None
     proven = True
     solved = 0
     for lb, k in order:
@@ -445,13 +476,14 @@ def solve_exact_combined(inst: OffloadInstance, budget: int, *, options: ExactOp
         if deadline.expired():
             proven = False
             break
-        model = _Model(inst, seqs[k], size, capacity, scale, None if best is None else best[0] - 1)
+        ops = tuple(table[c] for c in seqs[k])
+        model = _Model(inst, ops, size, capacity, scale, None if best is None else best[0] - 1)
         if not model.useful:
             continue
         run = run_cpsat(model.m, deadline, options, progress=False)
         solved += 1
         if run.status in (OPTIMAL, FEASIBLE) and run.objective is not None:
-            best = (int(round(run.objective)), seqs[k], run.solver, model)
+            best = (int(round(run.objective)), ops, run.solver, model)
             if run.status != OPTIMAL:
                 proven = False
         elif run.status != INFEASIBLE:

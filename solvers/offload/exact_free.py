@@ -234,6 +234,9 @@ class FreeOrderModel:
         dc = self.dchain
         o_fa, o_fn, o_b = [int(v) for v in dc.o_fa], [int(v) for v in dc.o_fn], [int(v) for v in dc.o_b]
         self.w: dict[tuple[Value, int], Any] = {}
+        # the w of slot p's two pieces 2p, 2p+1, in creation order: the idle-slot rows below read them per slot
+        # (a scan of all of w per idle slot was quadratic: minutes for a 52-stage chain)
+        by_slot: list[list[tuple[Value, Any]]] = [[] for _ in range(P)]
         reads: dict[tuple[Value, int], Any] = {}  # (v, p) -> literal: slot p reads v
         makes: dict[tuple[Value, int], Any] = {}  # (v, p) -> literal: slot p produces v
 
@@ -310,6 +313,7 @@ class FreeOrderModel:
                     if not isinstance(r, int):
                         cp.add_implication(wv, r.negated())
                     self.w[(v, q)] = wv
+                    by_slot[p].append((v, wv))
                     if q % 2:
                         mem = mem - sz * wv
                     else:
@@ -321,15 +325,16 @@ class FreeOrderModel:
                 idle.append((p, run))
         # canonical idle slots: an idle slot starts when the slot before it ends, and its two
         # (zero-length) pieces take the away state of the piece after them
-        for p, run in idle:
+        for n, (p, run) in enumerate(idle):
+            if n % 16 == 0:
+                deadline.check()
             cp.add(self.s[p] == self.e[p - 1]).only_enforce_if(run.negated())
-            for (v, q), wv in list(self.w.items()):
-                if q in (2 * p, 2 * p + 1):
-                    after = self.w.get((v, 2 * p + 2))
-                    if after is None:
-                        cp.add(wv == 0).only_enforce_if(run.negated())
-                    else:
-                        cp.add(wv == after).only_enforce_if(run.negated())
+            for v, wv in by_slot[p]:
+                after = self.w.get((v, 2 * p + 2))
+                if after is None:
+                    cp.add(wv == 0).only_enforce_if(run.negated())
+                else:
+                    cp.add(wv == after).only_enforce_if(run.negated())
 
         # runs of away slots -> Off / Pre intervals per (value, phase), with their timing
         T = self.T
@@ -338,6 +343,10 @@ class FreeOrderModel:
         self.pres: dict[tuple[Value, int], tuple[Any, Any]] = {}
         self.paid: dict[tuple[Value, int], Any] = {}  # (v, phase) -> the Off moves bytes (no host copy yet)
         Q = 2 * P
+        phase_pieces: dict[int, range] = {}  # phase k -> its pieces (its slots are consecutive)
+        for sl in self.slots:
+            first = phase_pieces.get(sl.k, range(2 * sl.n, 2 * sl.n)).start
+            phase_pieces[sl.k] = range(first, 2 * sl.n + 2)
         for v in self.values():
             deadline.check()
             ws = [self.w.get((v, q)) for q in range(Q)]
@@ -362,7 +371,7 @@ class FreeOrderModel:
                     cp.add(LU[p] >= self.e[p]).only_enforce_if([] if isinstance(mk, int) else [mk])
             earlier: list[Any] = []  # Offs of v in earlier phases: a later Off is free (the host has a copy)
             for k in range(L, -1, -1):
-                pieces = [q for q in range(Q) if self.slots[q // 2].k == k and ws[q] is not None]
+                pieces = [q for q in phase_pieces.get(k, ()) if ws[q] is not None]
                 if not pieces:
                     continue
                 starts, ends = [], []
