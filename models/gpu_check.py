@@ -240,8 +240,11 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     """Run every executor at three budgets, write the JSON (``--out``) and its figure (.png); exit 0, 1 when a gradient
     check fails."""
-    parser = argparse.ArgumentParser(prog="python -m memsched.models.gpu_check", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    # the scripts' parser (one line and exit 2 on a usage error); models/ already imports experiments/ (runner.py)
+    from memsched.experiments.script_args import ScriptParser
+
+    parser = ScriptParser(prog="python -m memsched.models.gpu_check", description=__doc__,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="results/gpu_check.json", help="JSON file to write (figure: same stem, .png)")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     parser.add_argument("--size", choices=sorted(MODEL_SIZES), default=None,

@@ -5,6 +5,7 @@
 - `check_output_file` / `check_output_dir`: an output path is checked before a long solve
   (not empty, not a folder, its folder exists and is writable), so nothing is half written;
   `check_outputs`: also none of the command's input files, nor the file of another output;
+- `check_not_empty`: a name or path given as an empty string (an input path would read as ".");
 - `check_options`: ``--option KEY=VALUE`` pairs against the keyword parameters of the solver
   (unknown keys list the valid ones; values must have the parameter's type);
 - `check_work`: instances too large for the solvers to finish in minutes are refused with the
@@ -142,6 +143,16 @@ def _float(text: str, unit: str | None, *, low: float, strict: bool, high: float
     return value
 
 
+# --------------------------------------------------------------------------- names
+def check_not_empty(value: str | None, field: str, expected: str, *, name: bool = False) -> None:
+    """`value` (None: not given) is no empty string (with `name`, no blank one either: a solver or network
+    name; a path of spaces is a file name like another): an `InputError` "FIELD: is empty, expected
+    `expected`" otherwise, exit 2. An empty path would be read as the current folder (".: is a directory")
+    and an empty name would fall back to a default or be named as the unknown value '' (or None)."""
+    if value is not None and (value == "" or (name and not value.strip())):
+        raise InputError(f"is empty, expected {expected}", field=field)
+
+
 # --------------------------------------------------------------------------- outputs
 def check_output_file(path: str | None, field: str) -> None:
     """`path` can be written: not empty, not a folder, in an existing writable folder. ``-`` is an
@@ -219,7 +230,11 @@ def check_outputs(outputs: Sequence[tuple[str, str | None]], inputs: Sequence[tu
     none of the command's input files ``(role, path)`` (writing it would destroy the input; ``-``,
     standard input, and a missing input are skipped) and not the file of an output before it (one
     would replace the other), compared with `same_file`. `InputError` naming the option otherwise:
-    called before any work, so that nothing is read, solved or written first."""
+    called before any work, so that nothing is read, solved or written first. An input given as an
+    empty string is refused first, naming its role (`check_not_empty`): read, it would be the
+    current folder ("."), a message that names neither the file nor the option."""
+    for role, source in inputs:
+        check_not_empty(source, role, "a file name")
     given: list[tuple[str, str]] = []
     for field, path in outputs:
         if path is None:

@@ -81,7 +81,7 @@ from typing import Any
 from memsched.solvers.errors import InputError, first_line
 from memsched.solvers.result import TIMEOUT
 
-from ._checks import MAX_BATCH, count, seconds
+from ._checks import MAX_BATCH, check_not_empty, count, seconds
 from ._common import set_help
 from ._infeasible import NOT_APPLICABLE
 from .profile import (
@@ -585,8 +585,8 @@ def main(args: argparse.Namespace) -> int:
     if memory <= 0:
         raise InputError(f"must be positive, got {args.memory!r}", field="--memory")
     args.max_overhead = parse_overhead(args.max_overhead)
-    if args.solver is not None and not args.solver.strip():  # not silently the default
-        raise InputError("is empty, expected a solver name (memsched solvers lists them)", field="--solver")
+    check_not_empty(args.solver, "--solver", "a solver name (memsched solvers lists them)", name=True)  # no default
+    check_not_empty(args.journal, "--journal", "a file name")  # read as ".", the current folder
     args.solver = args.solver or DEFAULT_SOLVER[args.problem]
     _check_ranges(args)
     _check_solver(args.problem, args.solver)

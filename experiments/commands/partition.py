@@ -22,6 +22,7 @@ from memsched.solvers.units import format_bytes, parse_bandwidth, parse_positive
 
 from ._checks import (
     FLAGS,
+    check_not_empty,
     check_options,
     check_work,
     cost,
@@ -63,6 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_partition(args: argparse.Namespace) -> tuple[SolveResult, Any]:
     """Load, solve and referee; returns the result and the instance (with its machine)."""
+    check_not_empty(args.file, "FILE", "a file name")  # read, "" is the current folder
     inst = load(args.file)
     if args.devices < 1:
         raise InputError(f"must be >= 1, got {args.devices}", field="--devices")

@@ -21,7 +21,7 @@ from typing import Any
 
 from memsched.solvers.errors import InputError, article
 
-from ._checks import MAX_TIME_REPEATS, check_options, check_outputs, count, seconds
+from ._checks import MAX_TIME_REPEATS, check_not_empty, check_options, check_outputs, count, seconds
 from ._common import add_link_arguments, has_host_link, load_problem, parse_options, set_help
 from .profile import (
     MODEL_HELP,
@@ -158,6 +158,7 @@ def main(args: argparse.Namespace) -> int:
     from memsched.execute import JOIN_NAMES
 
     budget_bytes(args.budget, field="--budget")  # the form ("abc", "-5", "nan"): before building anything
+    _check_names(args)
     _check_costs_options(args)
     # the profile must not replace the network's source or an instance file it reads
     check_outputs([("--profile-file", args.profile_file)], [*model_inputs(args.model), ("--chain", args.chain)])
@@ -198,6 +199,17 @@ def main(args: argparse.Namespace) -> int:
         print(f"memsched run: {out.get('status') or 'infeasible'}: {out.get('message', '')}", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_names(args: argparse.Namespace) -> None:
+    """MODEL, ``--chain``, ``--model`` and ``--solver`` given as empty strings are bad input naming
+    the argument (`check_not_empty`), as in `memsched solve`: an empty path reads as the current folder, and
+    an empty ``--model`` or ``--solver`` would silently be the file's ``meta.model`` or the default solver
+    (or be named as the unknown value None or '')."""
+    check_not_empty(args.model, "MODEL", "a network name or an instance file", name=True)
+    check_not_empty(args.chain, "--chain", "a file name")
+    check_not_empty(args.model_name, "--model", "a network name", name=True)
+    check_not_empty(args.solver, "--solver", "a solver name (memsched solvers lists them)", name=True)
 
 
 def _network_source(args: argparse.Namespace, instance: str | None) -> contextlib.AbstractContextManager[None]:

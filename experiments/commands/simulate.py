@@ -14,7 +14,7 @@ from memsched.solvers.jsonio import check_holds_schedule, read_json
 from memsched.solvers.pipeline.schedule import machine_field, machine_from_json, on_machine
 from memsched.solvers.units import format_size, parse_bandwidth, time_unit
 
-from ._checks import cost, latency
+from ._checks import check_not_empty, cost, latency
 from ._common import budget_for, load_problem, print_json, time_text
 
 
@@ -163,6 +163,8 @@ def main(args: argparse.Namespace) -> int:
     2 on bad input or a broken rule or --budget. A pipeline partition is replayed on the machine it records (weight
     factor, bandwidth, latency), each replaced by the command's option when given; its period and stage times are
     reported in seconds, as `memsched partition` reports them (`in_seconds`, `pipeline_period_text`)."""
+    check_not_empty(args.file, "FILE", "a file name")  # read, "" is the current folder
+    check_not_empty(args.schedule, "SCHEDULE", "a file name")
     data = read_schedule_json(args.schedule)
     machine: dict[str, Any] | None = None
     problem, instance = load_for_schedule(args.file, data, args.bandwidth, args.latency)
