@@ -96,6 +96,7 @@ def load(path: PathLike, *, problem: str | None = None, bandwidth: str | float |
     _refuse_unknown(load, unknown)
     if not isinstance(path, (str, Path)):
         raise InputError(f"must be the path of an instance file (str or Path), got {path!r}", field="path")
+    _check_not_empty(path, "path", "the path of an instance file")
     _check_problem(problem)
     _check_latency(latency)
     path = Path(path)
@@ -176,6 +177,7 @@ def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | fl
     _check_latency(latency)
     _bandwidth_problem(bandwidth, problem)
     if isinstance(instance, (str, Path)):
+        _check_not_empty(instance, "instance", "an instance or the path of an instance file")
         instance = load(instance, problem=problem, bandwidth=bandwidth, latency=latency)
         bandwidth = latency = None  # applied by load
     found = problem_of(instance)
@@ -209,6 +211,16 @@ def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | fl
     if problem is not None and problem != found:
         raise InputError(f"{article(found)} instance cannot be read as {problem}", field="problem")
     return found, instance
+
+
+def _check_not_empty(path: Any, field: str, expected: str) -> None:
+    """A path argument given as ``""`` is an `InputError` naming the argument `field` ("path: is empty,
+    expected ..."), as the commands refuse an empty FILE (`_checks.check_not_empty`): ``Path("")`` is the
+    current folder, which would be refused as ".: is a directory". Anything else (a Path, an object) passes."""
+    from memsched.experiments.commands._checks import check_not_empty
+
+    if isinstance(path, str):
+        check_not_empty(path, field, expected)
 
 
 def _check_instance(problem: str, instance: Any) -> None:
@@ -608,6 +620,7 @@ def _instance_for(instance: Any, schedule: Any, problem: str | None, bandwidth: 
     None. A problem so adopted that does not fit the instance is an `InputError` naming ``schedule``.
     `bandwidth` and `latency` are the host link of a chain (`as_problem`); for a pipeline they are its
     links, left to the caller (`simulate`: `_solved_machine`), as ``memsched simulate`` reads them."""
+    _check_not_empty(schedule, "schedule", "a schedule or the path of a schedule file")
     adopted = None
     if isinstance(schedule, Result):
         if problem is None:
@@ -690,6 +703,7 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     file's does (whose journal keeps the cells done: once its cells run, the `KeyboardInterrupt` is a
     ``SweepInterrupted`` whose message, ``interrupted: N/M rows kept in JOURNAL; rerun to resume``,
     is not printed as well)."""
+    _check_not_empty(target, "target", "a sweep file, the name of a committed config or an instance file")
     if _is_config(target):
         return _config_sweep(target, output=output, workers=workers, fresh=fresh, progress=progress,
                              budgets=budgets, solvers=solvers, problem=problem, slots=slots, time_limit=time_limit,
@@ -953,8 +967,9 @@ def _check_options(problem: str, names: Sequence[str], options: dict[str, Any]) 
     as the command line checks ``--option``), named by its keyword (``KEY``, as the solvers' own
     checks name it in Python: `errors.option_field`). None keeps the default where the solver's parameter
     allows it. Values whose check needs the instance (``table_budget``, in its memory unit, say) are left to
-    the solvers."""
+    the solvers (`_checks.SOLVER_CHECKED`, as on the command line)."""
     from memsched.experiments.commands._checks import (
+        SOLVER_CHECKED,
         option_type_error,
         options_not_taken,
         options_taken,
@@ -974,17 +989,13 @@ def _check_options(problem: str, names: Sequence[str], options: dict[str, Any]) 
     for name in names:
         kinds = solver_parameters(problem, name)
         for key, value in options.items():
-            if key not in kinds or key in _SOLVER_CHECKED or (value is None and _none_allowed(problem, name, key)):
+            if key not in kinds or key in SOLVER_CHECKED or (value is None and _none_allowed(problem, name, key)):
                 continue
             want = option_type_error(kinds[key], key, value)
             if want is not None:
                 raise InputError(f"must be {want}, got {_show(value)}", field=option_field(key))
             options[key] = plain_option(kinds[key], value)  # np.int64(3) reaches the solver as 3
 
-
-#: options whose values the solvers check themselves (`option_type_error`'s range would be wrong):
-#: ``table_budget`` is a size in the instance's memory unit (up to 1 PiB), not a count
-_SOLVER_CHECKED = frozenset({"table_budget"})
 
 
 def _none_allowed(problem: str, name: str, key: str) -> bool:
@@ -1065,7 +1076,9 @@ def profile(model: Any, *, example_input: Any = None, target: Any = None, loss_f
         _refuse_timing(sizes.get("cost"), timing, "timing")
         _refuse_timing(sizes.get("cost"), repeats, "repeats")
     repeats = 3 if repeats is None else check_int(repeats, "repeats", 1, MAX_REPEATS)
-    with _torch_threads(threads):  # before profiling: the clock depends on it (`default_clock`)
+    from memsched.experiments.sweep.instances import pinned_threads
+
+    with pinned_threads(threads):  # before profiling: the clock depends on it (`default_clock`)
         return _profile(model, example_input, target, loss_fn, repeats, out, timing, problem, early_release, sizes)
 
 
@@ -1250,6 +1263,8 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     if problem is None and bandwidth is None:
         problem = _solver_offloads(instance if chain is None else chain, solver)
     _need_torch()
+    from memsched.experiments.sweep.instances import pinned_threads
+
     from .execute import run_model
 
     if isinstance(model, str):
@@ -1269,7 +1284,7 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     file = instance if chain is None else chain
     # the caller's .grad and buffers, also after a Ctrl-C (torch's RNG: `models.run.run`); errors name the file
     released = {"early_release": True} if early_release else {}  # (run_model's default: False)
-    with _state_kept(kept), _file_named(file), _torch_threads(threads):
+    with _state_kept(kept), _file_named(file), pinned_threads(threads):
         return RunResult(run_model(model, budget if bytes_ is None else bytes_, solver, problem=problem,
                                    instance=file, bandwidth=bandwidth,
                                    latency=latency, slots=slots, time_limit=time_limit, time_repeats=time_repeats,
@@ -1279,12 +1294,11 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
 def _early_release_problem(model: Any, problem: str | None, bandwidth: Any) -> None:
     """`run`'s `early_release` applies to the chain problem (B(i) of a chain profiled here), as ``memsched run
     --early-release`` does: `problem`, or when None the one `execute.run_model` takes without an instance (a
-    join network's "join", "offload" with a `bandwidth`, else "chain"); another is an `InputError`."""
-    from .execute import JOIN_NAMES
+    join network's "join", "offload" with a `bandwidth`, else "chain": `execute._default_problem`); another is an
+    `InputError`."""
+    from .execute import _default_problem
 
-    if problem is None:
-        joined = isinstance(model, str) and model in JOIN_NAMES
-        problem = "join" if joined else "offload" if bandwidth is not None else "chain"
+    problem = problem or _default_problem(model, None, bandwidth)
     if problem != "chain":
         raise InputError(f"applies to the chain problem (B(i) of a profiled chain), not to {problem}",
                          field="early_release")
@@ -1512,24 +1526,6 @@ def _check_threads(threads: Any) -> int | None:
     from memsched.experiments.commands._checks import MAX_THREADS
 
     return None if threads is None else check_int(threads, "threads", 1, MAX_THREADS)
-
-
-@contextlib.contextmanager
-def _torch_threads(threads: int | None) -> Iterator[None]:
-    """Within the block, torch runs `threads` CPU threads (None: unchanged), as ``--threads`` sets them for
-    the whole command (`commands.profile.model_sizes`); the caller's number is put back when the block
-    ends, also when it raises, since a notebook lives on after the call."""
-    if threads is None:
-        yield
-        return
-    import torch
-
-    saved = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(saved)
 
 
 def _check_slots(slots: Any) -> int:

@@ -78,8 +78,9 @@ def run_model(model: str, budget: int | float | str, solver: str | None = None, 
 
 def _default_problem(model: Any, instance: Any, bandwidth: Any) -> str:
     """The problem `run_model` solves when none is named (its docstring); `instance` is None or an
-    instance object (a file is loaded first)."""
-    if str(model) in JOIN_NAMES:
+    instance object (a file is loaded first). Only a name (a str) names a zoo join network: an object
+    (your own network) runs as a chain, whatever its ``str`` says."""
+    if isinstance(model, str) and model in JOIN_NAMES:
         return "join"
     if bandwidth is not None:
         return "offload"

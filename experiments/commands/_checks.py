@@ -75,6 +75,10 @@ POSITIVE_FLOAT_OPTIONS = frozenset({"scale"})
 #: 1..`units.MAX_BYTES`, the widest range of any unit; the solver then checks 1 PiB in the instance's unit
 #: (rotor's ``table_budget``: `solvers.chain.dp.check_table_budget`, with this wording for a file in bytes)
 BYTES_OPTIONS = frozenset({"table_budget"})
+#: options whose values only the solver checks, on the command line (`check_options`) as in Python
+#: (`memsched.api`): a size's range and wording depend on the instance's memory unit, which
+#: `option_type_error` does not know (``table_budget=0`` on a file in kB is "a number of kB")
+SOLVER_CHECKED = BYTES_OPTIONS
 #: the most timed executions of a step (``run --time-repeats``, a sweep file's ``[measure]
 #: time_repeats``) and unwatched warm-up runs (``[measure] warmup``)
 MAX_TIME_REPEATS = 10**4
@@ -332,7 +336,8 @@ def check_options(problem: str, solver: str, options: dict[str, Any]) -> None:
     """Every ``--option`` key is a parameter of the solver (not one the command sets with its
     own flag, `FLAGS`) and its value has the parameter's type. A shared option of the exact layer
     that the solver declares it does not use (`options_not_taken`: ``memory_gb`` for a CP-SAT model)
-    is refused naming ``--option KEY``, as an unknown one."""
+    is refused naming ``--option KEY``, as an unknown one. The value of a `SOLVER_CHECKED` option is left to
+    the solver, whose message names the instance's memory unit."""
     valid = solver_parameters(problem, solver)
     for key, value in options.items():
         field = f"--option {key}"
@@ -344,6 +349,8 @@ def check_options(problem: str, solver: str, options: dict[str, Any]) -> None:
         if key not in valid:
             raise InputError(f"unknown option {key!r} for {solver} (its options: {option_list(valid)})",
                              field="--option")
+        if key in SOLVER_CHECKED:  # the solver checks it in the instance's memory unit, as memsched.solve does
+            continue
         want = option_type_error(valid[key], key, value)
         if want is not None:
             raise InputError(f"must be {want}, got {value!r}", field=field)

@@ -9,7 +9,7 @@ from typing import Any
 
 from memsched.solvers.errors import InputError
 
-from ._checks import MAX_WORKERS, count
+from ._checks import MAX_WORKERS, check_not_empty, count
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -63,6 +63,7 @@ def _main(args: argparse.Namespace) -> int:
     from memsched.experiments.sweep import find_config, load_config
     from memsched.experiments.sweep.run import check_output, scheduler_client, unmade_on_error
 
+    check_not_empty(args.config, "config", "a sweep file or the name of one in experiments/configs")  # not "."
     if args.output == "":  # not the default folder: an empty path is bad input, before any work
         raise InputError("is empty, expected a folder name", field="--output")
     config = load_config(find_config(args.config))

@@ -266,13 +266,17 @@ def entry_key(field: str | None) -> str | None:
 
 
 @contextmanager
-def pinned_threads(threads: int) -> Iterator[None]:
+def pinned_threads(threads: int | None) -> Iterator[None]:
     """Inside, torch's CPU threads are `threads` (as the executing cells set them in their worker
-    processes, `cell._execute`), so that a network is profiled as its cells run; on exit the
-    caller's count is put back (``memsched.sweep`` in a notebook keeps its own threads). No-op
-    without PyTorch."""
+    processes, `cell._execute`), so that a network is profiled as its cells run; on exit, also on an
+    error, the caller's count is put back (``memsched.sweep`` in a notebook keeps its own threads;
+    ``memsched.profile`` and ``memsched.run`` use it for their `threads`). No-op without PyTorch, and
+    for None (torch's count unchanged, torch not imported)."""
     from memsched.experiments.cli import interrupts_deferred
 
+    if threads is None:
+        yield
+        return
     try:
         with interrupts_deferred():  # a Ctrl-C inside torch's native import is raised after it
             import torch

@@ -138,7 +138,7 @@ class _Phases:
         self.fa, self.fc, self.fn, self.bwd = ([bytes((base * L + j,)) for j in range(L)] for base in range(4))
         self.loss = bytes((4 * L,))
 
-    def phase(self, k: int, acts: frozenset, tapes: frozenset, stage: int, ops: bytes) -> None:
+    def phase(self, k: int, acts: frozenset[int], tapes: frozenset[int], stage: int, ops: bytes) -> None:
         """Extend `ops` (in phase k; stages `acts` hold a_j, `tapes` hold abar_j; the next forward at a stage
         >= `stage`) in every way, each complete sequence appended to `out`."""
         L = self.L
