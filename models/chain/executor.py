@@ -774,10 +774,12 @@ class ChainExecutor:
             x = s.available(i).detach()
             if (x.is_floating_point() or x.is_complex()) and (i > 0 or self.input_grad):
                 x.requires_grad_(True)
-            slot = InputSlot()
-            with kept_buffers(self.blocks[i], i, s), s.rng.forward(i), torch.enable_grad(), input_hooks(x, slot):
+            # a_i read from the live tape abar_i lives until B(i-1), after B(i): abar_{i+1} may hold it (no hooks)
+            slot = None if (i not in s.acts and i in s.tapes) else InputSlot()
+            hooks = input_hooks(x, slot) if slot is not None else contextlib.nullcontext()
+            with kept_buffers(self.blocks[i], i, s), s.rng.forward(i), torch.enable_grad(), hooks:
                 y = block_output(self.blocks[i], i, forward_block(self.blocks[i], i, x))
-            if y is not x:  # the tape keeps no storage of a_i (a block returning its input keeps it as a_{i+1})
+            if slot is not None and y is not x:  # the tape keeps no storage of a_i
                 release_input(x)
             # a stand-in (of y's dtype, whatever the weights'): the loss may free a_L (`loss_backward`), B(i)
             # a_{i+1} (`release_backward`)
@@ -786,7 +788,8 @@ class ChainExecutor:
                 s.tape_outputs[i + 1] = y.detach()
                 y = _Handle.apply(y, one)
             s.tapes[i + 1] = (x, y)
-            input_slots(s)[i + 1] = slot
+            if slot is not None:
+                input_slots(s)[i + 1] = slot
         elif kind in (F_CK, F_N):
             x = s.available(i)
             # a_i may be needed again: refuse in-place changes to it
