@@ -138,6 +138,14 @@ def _pipeline_time_unit(seconds: Any, stated: str | None) -> str | None:
     return stated if stated in names else next(iter(names), None)
 
 
+def max_size(unit: str | None = None) -> int:
+    """The largest size (or budget) a file may state in its memory unit `unit` (None: bytes): 1 PiB
+    (`MAX_BYTES`) converted into a byte unit and rounded down (2^50 // 1000 in kB), the number 2^50 itself in
+    a unit that is no byte unit (``slots``). `size_limit` words it for messages."""
+    per = MEMORY_UNIT_BYTES.get(unit.strip().lower()) if unit is not None else 1
+    return MAX_BYTES if per is None else MAX_BYTES // per
+
+
 def size_limit(unit: str | None = None) -> str:
     """The limit of a file's sizes, in their memory unit `unit` (None: bytes), for the message of a size
     (or a sum of sizes) above it: ``1125899906842624 bytes (1 PiB)``; in a byte unit 1 PiB converted, rounded
@@ -146,8 +154,8 @@ def size_limit(unit: str | None = None) -> str:
     unit); in a unit that is no byte unit the numbers as written (``1125899906842624 slots (2^50)``)."""
     per = MEMORY_UNIT_BYTES.get(unit.strip().lower()) if unit is not None else 1
     if per is None:  # no byte unit: `MAX_BYTES` caps the numbers themselves
-        return f"{_in_unit(MAX_BYTES, None, _printable(unit))} (2^50)"
-    shown = _in_unit(MAX_BYTES // per, per, None)
+        return f"{_in_unit(max_size(unit), None, _printable(unit))} (2^50)"
+    shown = _in_unit(max_size(unit), per, None)
     if MAX_BYTES % per == 0:
         return f"{shown} (1 PiB)"
     return f"{shown} (1 PiB is {Decimal(MAX_BYTES) / per} {_BYTE_UNIT_NAMES[per]})"

@@ -77,7 +77,7 @@ import numpy as np
 from ..discretize import check_slots, effective_slots
 from ..errors import InputError, flag, option_field
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
-from ..units import MAX_BYTES, MEMORY_UNIT_BYTES, memory_unit, size_unit_name
+from ..units import MAX_BYTES, MEMORY_UNIT_BYTES, max_size, memory_unit, size_unit_name
 from .baselines import store_all_schedule
 from .instance import Chain
 from .jit import HAVE_NUMBA, KERNELS, kernel_backend, njit  # noqa: F401 - HAVE_NUMBA re-exported
@@ -420,12 +420,12 @@ def solve_rotor(chain: Chain, budget: int, *, slots: int | None = 500, time_limi
 
 def check_table_budget(table_budget: Any, unit: str | None = None) -> int:
     """The ``table_budget`` option, a budget in the chain's memory unit `unit` (``meta.units.memory``; None:
-    bytes) as a plain-number budget is (docs/cli.md, *Memory units*): an integer in 1..`table_budget_limit`
+    bytes) as a plain-number budget is (docs/cli.md, *Memory units*): an integer in 1..`units.max_size`
     (at most 1 PiB, `MAX_BYTES`, in bytes). None is no shared table, -1 here; an `InputError` naming
     ``table_budget`` for anything else (a string, NaN, a bool, a value above the limit)."""
     if table_budget is None:
         return -1
-    high = table_budget_limit(unit)
+    high = max_size(unit)
     if isinstance(table_budget, bool) or not isinstance(table_budget, (int, np.integer)) \
             or not 1 <= table_budget <= high:
         # a file in bytes keeps the command line's wording (`experiments.commands._checks.option_type_error`)
@@ -435,14 +435,6 @@ def check_table_budget(table_budget: Any, unit: str | None = None) -> int:
         raise InputError(f"must be {what}, an integer in 1..{high}{bound}, got {table_budget!r}",
                          field=option_field("table_budget"))
     return int(table_budget)
-
-
-def table_budget_limit(unit: str | None) -> int:
-    """The largest ``table_budget`` in memory unit `unit` (None: bytes): `MAX_BYTES` (1 PiB) converted into a
-    byte unit and rounded down (2^50 // 1000 in kB), `MAX_BYTES` itself for a unit that is no byte unit
-    (``slots``: the bound caps the numbers, as it caps a file's sizes)."""
-    per = MEMORY_UNIT_BYTES.get(unit.strip().lower()) if unit is not None else 1
-    return MAX_BYTES if per is None else MAX_BYTES // per
 
 
 def _solve_rotor_slots(chain: Chain, budget: int, *, slots: int | None = 500, time_limit: float | None = None,
