@@ -75,7 +75,7 @@ def test_judge_compares_min_budget_where_both_rows_have_one():
     row = {"status": "infeasible", "objective": None, "min_budget": 21}
     assert judge(row, {**row, "min_budget": 22}) == "differs"
     assert judge(row, {**row, "min_budget": 21.0}) == "same"  # a CSV column with empty cells reads 21 as 21.0
-    assert judge(row, {**row, "min_budget": None}) == "same"  # the rerun gives none: nothing to compare
+    assert judge(row, {**row, "min_budget": None}) == "differs"  # HEAD withdrew it: the stored claim is stale
     assert judge({**row, "min_budget": None}, row) == "same"  # an older row without one
     assert judge({**row, "min_budget": float("nan")}, row) == "same"  # an empty cell as pandas reads it
     # a feasible row is judged on it too

@@ -9,8 +9,9 @@ table), and compares the status, the objective and the ``min_budget`` with the s
 Verdicts (`Check.verdict`):
 
 - ``same``: equal status and objective (relative tolerance `REL_TOL`: replays are
-  deterministic, so only float noise is allowed), and equal ``min_budget`` where both rows have
-  one (exactly for integers: sizes are counted, never measured; `REL_TOL` otherwise);
+  deterministic, so only float noise is allowed), and equal ``min_budget`` where the stored row has
+  one (exactly for integers: sizes are counted, never measured; `REL_TOL` otherwise; a stored one
+  HEAD no longer gives differs);
 - ``differs``: the table is stale or a solver changed: the row no longer is what HEAD computes;
   so is a stored ``error`` row (a worker that died: no answer) that HEAD answers, whatever the
   time limit (an error is no answer, never ``time-limited``);
@@ -129,16 +130,19 @@ def _integral(value: Any) -> bool:
     return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
 
 
-def _same_min_budget(a: Any, b: Any) -> bool:
-    """Whether two ``min_budget`` cells (the instance's memory unit) agree: only compared where
-    both rows have one (a row written before its solver gave one, or a solver that gives none, is
-    not judged on it); exactly for whole numbers (sizes are counted, not measured), else within
-    `REL_TOL` as objectives are."""
-    if _absent(a) or _absent(b):
+def _same_min_budget(stored: Any, new: Any) -> bool:
+    """Whether two ``min_budget`` cells (the instance's memory unit) agree: a stored one that HEAD no
+    longer gives differs (the table claims a least budget the solver no longer stands behind); a
+    stored row without one is not judged on it (written before its solver gave one); where both
+    have one, exactly for whole numbers (sizes are counted, not measured), else within `REL_TOL` as
+    objectives are."""
+    if _absent(stored):
         return True
-    if _integral(a) and _integral(b):
-        return int(a) == int(b)
-    return _same_objective(a, b)
+    if _absent(new):
+        return False
+    if _integral(stored) and _integral(new):
+        return int(stored) == int(new)
+    return _same_objective(stored, new)
 
 
 #: statuses whose rows hold no objective to compare
@@ -148,7 +152,7 @@ _NO_OBJECTIVE = (UNSUPPORTED, "infeasible", "error")
 def differing(stored: dict[str, Any], new: dict[str, Any]) -> tuple[str, ...]:
     """The compared columns whose values differ between the stored row and the recomputed one, in
     the order ``status``, ``objective``, ``min_budget``: the objective where either status holds one
-    (`REL_TOL`), ``min_budget`` where both rows have one (`_same_min_budget`)."""
+    (`REL_TOL`), ``min_budget`` where the stored row has one (`_same_min_budget`)."""
     out = []
     if stored.get("status") != new.get("status"):
         out.append("status")
