@@ -983,7 +983,8 @@ def over_budget_warning(predicted: dict[str, Any], budget: int, rng_states: int 
     fits it: the run holds what the model does not charge, on the CPU the RNG state (5,056 B) of
     each recomputed random stage (`rng_states` of them, a chain or offloading step's count; None:
     not known, or a join step, whose count is of forwards of random stages: a join or graph step's
-    warning gives the bytes beyond the model instead). None
+    warning gives the bytes beyond the model instead, such as a graph's ``meta["allocator_tape"]``,
+    `models.graph.executor.GraphExecutor.allocator_tape_bytes`). None
     when the prediction fits the budget; when the model's peak does not fit it either, says so
     instead."""
     peak = int(predicted["peak_memory"] if peak is None else peak)
@@ -999,7 +1000,7 @@ def over_budget_warning(predicted: dict[str, Any], budget: int, rng_states: int 
                 f"{'s' if rng_states > 1 else ''} (5,056 B each, plus a copy during each recomputation), which the "
                 "solver's model does not charge")
     return (f"{head}: the run holds {peak - model} B the model does not charge (on the CPU, the generator states "
-            "kept for random stages, 5,056 B each)")
+            "kept for random stages, 5,056 B each, and the Python scalars autograd saves on tapes, 8 B each)")
 
 
 def no_schedule_message(result: Any, budget: int, time_limit: float | None = None) -> str:

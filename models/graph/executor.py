@@ -72,7 +72,9 @@ simulator's memory less W_v plus the method's temporaries of the step's node
 (`GraphExecutor.predicted_memory`), where a forward computation that keeps no tape is charged its
 output and its temporaries without grad, and a tape's saved tensors only until the last B_v that
 uses it (the graph's ``meta["untaped"]``, ``meta["untaped_temporaries"]``, ``meta["released"]``;
-`GraphExecutor.untaped_excess`). The temporaries are profiled on a node's first computation; a
+`GraphExecutor.untaped_excess`); the allocator's also charges the bytes a tape keeps that only the
+allocator sees (a Python scalar autograd saves as a 0-dim tensor, 8 B: ``meta["allocator_tape"]``,
+`GraphExecutor.allocator_tape_bytes`). The temporaries are profiled on a node's first computation; a
 later computation of B_v (or of the loss) makes no parameter gradient, so its prediction leaves the
 bytes of the gradients of v's parameters (the loss: ``loss_fn``'s) out of them
 (`GraphExecutor.rerun_gradient_bytes`): exact when the first computation's temporaries peak with
@@ -668,7 +670,8 @@ class GraphExecutor:
         profiled by `method` ("tracker" or "allocator", the graph's ``meta["temporaries"]``, see
         `models.graph.profile`; none when the graph has no such record; on a node's later computation less
         the parameter gradients only its first one makes, `rerun_gradient_bytes`), less the storages it
-        charges twice (`shared_storage_excess`); for the allocator also the CPU RNG state
+        charges twice (`shared_storage_excess`); for the allocator also the tapes' bytes the tracker does not
+        see (`allocator_tape_bytes`) and the CPU RNG state
         (``meta["rng_state_bytes"]``) a run keeps from the last loss on when it computes a random
         node after it (`_StepRng`). `random`: the random nodes (indices; default the graph's
         ``meta["random_nodes"]``). The states of the random nodes are made before the step
@@ -681,7 +684,9 @@ class GraphExecutor:
         shared = shared_storage_excess(self.graph, seq, sim.retention_end)  # charged twice by the simulator
         untaped = self.untaped_excess(seq, sim.retention_end)  # tapes dropped before their copies
         skipped = self.rerun_gradient_bytes(seq)  # a re-run makes no parameter gradient (`_backward`, `_loss`)
-        kept = [int(mem) - int(work[v]) - extra - less for v, mem, extra, less in zip(seq, sim.memory, shared, untaped)]
+        unseen = self.allocator_tape_bytes(seq) if method == "allocator" else [0] * len(seq)
+        kept = [int(mem) - int(work[v]) - extra - less + hidden
+                for v, mem, extra, less, hidden in zip(seq, sim.memory, shared, untaped, unseen)]
         out = [k + max(0, int(temps.get(self.graph.names[v], 0)) - skip) for v, k, skip in zip(seq, kept, skipped)]
         released = (meta.get("released") or {}).get(method, {})
         if released:  # a backward node that drops its tape frees the tape's saved tensors as it runs
@@ -728,13 +733,7 @@ class GraphExecutor:
         recorded = self.graph.meta.get("untaped") or {}
         if not recorded:
             return [0] * len(seq)
-        tape_end = {}  # forward step -> the last backward step that uses its tape
-        latest: dict[int, int] = {}
-        for s, v in enumerate(seq):
-            if v in self.plan.ops:
-                latest[v] = s
-            elif v in self.fwd_of and self.fwd_of[v] in latest:
-                tape_end[latest[self.fwd_of[v]]] = s
+        tape_end = self._tape_ends(seq)
         excess = np.zeros(len(seq) + 1, dtype=np.int64)
         for s, v in enumerate(seq):
             name = self.graph.names[v]
@@ -747,6 +746,35 @@ class GraphExecutor:
             excess[held + 1] += less
             excess[retention_end[s] + 1] -= less
         return [int(e) for e in np.cumsum(excess[:len(seq)])]
+
+    def _tape_ends(self, seq: Sequence[int]) -> dict[int, int]:
+        """Forward step of `seq` -> the last backward step that uses the tape it makes (the steps that keep
+        a tape, `_tape_plan`, and only those, are in it)."""
+        tape_end: dict[int, int] = {}
+        latest: dict[int, int] = {}
+        for s, v in enumerate(seq):
+            if v in self.plan.ops:
+                latest[v] = s
+            elif v in self.fwd_of and self.fwd_of[v] in latest:
+                tape_end[latest[self.fwd_of[v]]] = s
+        return tape_end
+
+    def allocator_tape_bytes(self, seq: Sequence[int]) -> list[int]:
+        """Per step of `seq`: the bytes of the tapes alive then that the CPU allocator sees and the tracker (so
+        ``cost_ram``) does not, the graph's ``meta["allocator_tape"]`` (`models.graph.profile`): a Python
+        scalar in an op with a tape (``h * 1.1``) is saved by autograd as a 0-dim double tensor (8 B) made by
+        no op the tracker sees. A computation with a tape keeps them from its step to the last B_v that uses
+        the tape (that step included: autograd frees them after the op's gradient is made); they are charged
+        from the step after it (at its own step the allocator's temporaries, its rise above ``cost_ram``,
+        hold them already); one without a tape keeps none. Zeros without the record."""
+        recorded = self.graph.meta.get("allocator_tape") or {}
+        out = np.zeros(len(seq) + 1, dtype=np.int64)
+        if recorded:
+            for s, end in self._tape_ends(seq).items():
+                nbytes = max(0, int(recorded.get(self.graph.names[seq[s]], 0)))
+                out[s + 1] += nbytes
+                out[end + 1] -= nbytes
+        return [int(b) for b in np.cumsum(out[:len(seq)])]
 
     def rerun_gradient_bytes(self, seq: Sequence[int]) -> list[int]:
         """Per step of `seq`: the bytes of parameter gradients that the step's node's profiled temporaries

@@ -486,6 +486,8 @@ def _in_step_costs(graph: Graph, blocks: Any, loss_fn: LossFn, example_input: to
         meta["released"] = prof.released(graph.names)
         meta["random_nodes"] = [graph.names[v] for v in prof.random]
         meta["rng_state_bytes"] = int(torch.get_rng_state().numel())
+        if tape := prof.allocator_tape(graph.names):  # Python scalars on tapes: only the CPU allocator sees them
+            meta["allocator_tape"] = tape
     out = dataclasses.replace(graph, cost_cpu=list(prof.ms), cost_ram=prof.kept if sizes else graph.cost_ram,
                               meta=meta)
     return with_workspace(out) if sizes else out

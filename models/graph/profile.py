@@ -40,7 +40,14 @@ measured step takes, and reads per node:
   (`models.graph.executor.GraphExecutor.untaped_excess`);
 - ``random``: the forward nodes that draw random numbers (dropout): a schedule that computes one
   again keeps the CPU RNG state of its first computation until the step ends
-  (`models.measure.RngStates`), bytes the allocator sees and the tracker does not.
+  (`models.measure.RngStates`), bytes the allocator sees and the tracker does not;
+- ``unseen`` (bytes, CPU only): per forward node, the allocator's level at the end of its computation
+  less at its start (the allocator-events step) above its kept bytes by the tracker, where positive: a
+  Python scalar in an op with a tape (``h * 1.1``) is saved by autograd as a 0-dim double tensor (8 B)
+  that no op makes, so the tracker never sees it. The export records it in the profiled graph's
+  ``meta["allocator_tape"]`` (`NodeProfile.allocator_tape`), which the executor's allocator
+  prediction charges while the tape lives (`models.graph.executor.GraphExecutor.allocator_tape_bytes`);
+  ``cost_ram`` (the tracker's) leaves it out.
 
 These are the graph's ``cost_cpu`` (ms) and ``cost_ram`` (bytes) with ``timing="in_step"``:
 the store-all schedule's predicted makespan is then the sum of its nodes' in-step times. The
@@ -89,6 +96,9 @@ class NodeProfile:
     plain_rise: dict[str, list[int]] = field(default_factory=dict)
     #: the backward nodes (indices) that dropped their tape (`released`)
     backward: set[int] = field(default_factory=set)
+    #: forward node -> bytes its computation keeps that the CPU allocator sees and the tracker does not (a
+    #: Python scalar autograd saves on the tape as a 0-dim tensor, `allocator_tape`); CPU only, others left out
+    unseen: dict[int, int] = field(default_factory=dict)
 
     def temporaries(self, names: list[str]) -> dict[str, dict[str, int]]:
         """method ("tracker", "allocator") -> node name -> bytes of its temporaries (rise - the new
@@ -128,6 +138,11 @@ class NodeProfile:
         for method, rise in self.plain_rise.items():
             out[method] = {names[v]: int(rise[v] - b) for v, b in sorted(self.output.items()) if rise[v] > b}
         return out
+
+    def allocator_tape(self, names: list[str]) -> dict[str, int]:
+        """`unseen` by node names (the graph's ``meta["allocator_tape"]``): forward node -> bytes its tape
+        keeps that the CPU allocator sees and the tracker does not."""
+        return {names[v]: int(b) for v, b in sorted(self.unseen.items())}
 
     def passes(self, names: list[str]) -> dict[str, dict[str, int]]:
         """`passed` by node names (the graph's ``meta["passes"]``)."""
@@ -172,6 +187,7 @@ class _Probe:
         self.output: dict[int, int] = {}  # forward node -> its output's new bytes, where below its kept bytes
         self.preds: list[list[int]] = [[] for _ in range(n)]  # the graph's, to name a passed storage's source
         self.rise = [0] * n
+        self.tracked: dict[int, int] = {}  # forward node -> what it keeps by the tracker (bytes, unclamped)
         self.level = 0
         self.live: dict[int, int] = {}  # the storages alive when the step started (`LiveTensorTracker.live_storages`)
         self.forward: set[int] = set()
@@ -201,6 +217,7 @@ class _Probe:
         v = self.seq[s]
         if v in self.forward:
             kept = self.tracker.current - self.level
+            self.tracked[v] = kept
             output = self._new_bytes(run.copies[v][1])
             if output < kept:
                 self.output[v] = output
@@ -252,7 +269,8 @@ class _Probe:
 
 
 class _RangeProbe(_Probe):
-    """Marks each step as a ``torch.profiler.record_function`` range (``memsched.step.<s>``)."""
+    """Marks each step's computation, up to the node computed (its drops are not in it: they only
+    free), as a ``torch.profiler.record_function`` range (``memsched.step.<s>``)."""
 
     def __init__(self, seq: list[int], n: int, clock: str) -> None:
         super().__init__(seq, n, clock, None)
@@ -263,14 +281,21 @@ class _RangeProbe(_Probe):
         self.range = torch.profiler.record_function(f"memsched.step.{s}")
         self.range.__enter__()
 
+    def computed(self, s: int, node: int, run: Any, meter: Any) -> None:
+        """Close step s's range: the allocator's level at its end, less at its start, is what the node keeps."""
+        self.stop(s)
+
     def stop(self, s: int) -> None:
-        """Close step s's range."""
-        self.range.__exit__(None, None, None)
+        """Close step s's range (once)."""
+        if self.range is not None:
+            self.range.__exit__(None, None, None)
+            self.range = None
 
 
-def _allocator_rises(prof: Any, seq: list[int], n: int) -> list[int]:
+def _allocator_rises(prof: Any, seq: list[int], n: int) -> tuple[list[int], list[int]]:
     """Per node: the peak of the CPU allocator's running sum during its step's range above the sum at the range's
-    start (bytes), from the profiler's allocation events."""
+    start, and the sum at the range's end less at its start (bytes; what the node keeps, >= 0 or not), from
+    the profiler's allocation events."""
     from torch._C._profiler import _EventType
 
     events: list[tuple[int, int]] = []
@@ -285,7 +310,7 @@ def _allocator_rises(prof: Any, seq: list[int], n: int) -> list[int]:
             ranges[int(node.name.rsplit(".", 1)[1])] = (int(node.start_time_ns), int(node.end_time_ns))
         stack.extend(node.children)
     events.sort()
-    rises = [0] * n
+    rises, nets = [0] * n, [0] * n
     i, level = 0, 0
     for s in sorted(ranges):
         begin, end = ranges[s]
@@ -298,7 +323,8 @@ def _allocator_rises(prof: Any, seq: list[int], n: int) -> list[int]:
             peak = max(peak, level)
             i += 1
         rises[seq[s]] = peak - base
-    return rises
+        nets[seq[s]] = level - base
+    return rises, nets
 
 
 def profile_nodes(executor: Any, inputs: torch.Tensor, target: Any, *, repeats: int = 5, warmup: int = 2,
@@ -319,13 +345,15 @@ def profile_nodes(executor: Any, inputs: torch.Tensor, target: Any, *, repeats: 
     with sizer.tracker:  # type: ignore[union-attr]
         executor._run(seq, frees, tape_at, retain_at, inputs, target, seed, False, False, clock, probe=sizer)
     alloc_rise = sizer.cuda_rise if inputs.device.type == "cuda" else None
+    unseen: dict[int, int] = {}
     if inputs.device.type == "cpu":
         from memsched.models.alloc_probe import allocator_events
 
         ranges = _RangeProbe(seq, graph.n, clock)
         with allocator_events() as prof:
             executor._run(seq, frees, tape_at, retain_at, inputs, target, seed, False, False, clock, probe=ranges)
-        alloc_rise = _allocator_rises(prof, seq, graph.n)
+        alloc_rise, alloc_kept = _allocator_rises(prof, seq, graph.n)
+        unseen = {v: alloc_kept[v] - b for v, b in sorted(sizer.tracked.items()) if alloc_kept[v] > b}
     plain_rise = _plain_rises(executor, inputs, target, clock, seed)
     timer.times = [[] for _ in range(graph.n)]
     for _ in range(max(1, repeats)):
@@ -334,7 +362,7 @@ def profile_nodes(executor: Any, inputs: torch.Tensor, target: Any, *, repeats: 
     spread = [(max(ts) - min(ts)) / m if m > 0 else 0.0 for ts, m in zip(timer.times, ms)]
     return NodeProfile(ms, spread, sizer.kept, sizer.rise, max(1, repeats), max(0, warmup), clock, alloc_rise,
                        sorted(sizer.random), timer.times, sizer.passed, sizer.output, plain_rise,
-                       set(executor.fwd_of))
+                       set(executor.fwd_of), unseen)
 
 
 def _plain_rises(executor: Any, inputs: torch.Tensor, target: Any, clock: str, seed: int) -> dict[str, list[int]]:
@@ -362,7 +390,7 @@ def _plain_rises(executor: Any, inputs: torch.Tensor, target: Any, clock: str, s
             ranges = _RangeProbe(fwd, graph.n, clock)
             with allocator_events() as prof:
                 executor._run(fwd, {}, set(), set(), inputs, target, seed, False, False, clock, probe=ranges)
-            out["allocator"] = _allocator_rises(prof, fwd, graph.n)
+            out["allocator"] = _allocator_rises(prof, fwd, graph.n)[0]
     finally:
         restore_buffers(saved)
     return out
