@@ -19,8 +19,15 @@ tensor, freed early in B would lower the probe's peak above its start), and keep
 ``meta["overheads"]["tracker"]``. Each measurement of a step is then compared
 with the prediction under its own definition: the allocator probe's peak with the chain as it
 is, the tracker's peak with `tracker_chain` (the same chain with the tracker's overheads).
-Sizes (x, xbar) are the same for both: the probe sees no more retained bytes than the tracker
-(checked by the executors' tests).
+The sizes x are the same for both. So is xbar, except for the bytes a tape keeps that only the
+allocator sees: a Python scalar in an op with a tape (``h * 1.1``) is saved by autograd as a
+0-dim double tensor (8 B) that no aten op returns, so the tracker never sees it, while the
+allocator holds it from F_all(i) until B(i) frees the tape. On the CPU with the probe the chain's
+``tape_size`` is then the allocator's (the tracker's tape plus those bytes, `probe_overheads`'
+``unseen``: what the probed F_all keeps beyond the tracker's tape) and o_fa the allocator's peak
+beyond it; the tracker's tape sizes are kept as ``meta["overheads"]["tracker"]["tape_size"]``
+(`TAPE_FIELD`, only where some stage has such bytes, so other profiles are unchanged), which
+`tracker_chain` gives back.
 
 Definitions (bytes, >= 0; "peak" is the probe's running maximum above the level at the start):
 o_fa = peak(F_all) - xbar[i+1]; o_fn = peak(F_n) - x[i+1]; o_bh = peak(B) - x[i] (the produced
@@ -46,12 +53,18 @@ from memsched.solvers.join import Join
 from torch import nn
 
 __all__ = ["probe_overheads", "probe_loss_overhead", "tracker_chain", "overheads_meta", "TRACKER_FIELDS",
-           "tracker_join", "predict_both", "released_loss_chain", "loss_frees_tape"]
+           "TAPE_FIELD", "UNSEEN_NOTE", "tracker_join", "predict_both", "released_loss_chain", "loss_frees_tape"]
 
 #: the per-stage fields a profile's meta["overheads"]["tracker"] holds (lists, the loss last in bwd)
 TRACKER_FIELDS = ("fwd_overhead_all", "fwd_overhead_nograd", "bwd_overhead")
 #: the tracker's B(i) overheads with early release (a list like bwd_overhead, the loss's last and equal)
 RELEASED_FIELD = "bwd_overhead_released"
+#: the tracker's tape sizes xbar (bytes, a list of L, stage i's xbar[i+1]) in meta["overheads"]["tracker"],
+#: recorded only where the allocator's differ (the chain's tape_size then holds the allocator's)
+TAPE_FIELD = "tape_size"
+#: what the allocator's tape sizes hold beyond the tracker's (the profile's meta["overheads"]["note"] adds it)
+UNSEEN_NOTE = ("tape_size holds the bytes a tape keeps that only the allocator sees (Python scalars autograd "
+               "saves as 0-dim tensors, 8 B each); the tracker's tape sizes are under tracker.tape_size")
 
 
 def _leaf(a: torch.Tensor) -> torch.Tensor:
@@ -110,19 +123,23 @@ def released_bwd_overhead(block: nn.Module, a: torch.Tensor, mark: Callable[[], 
 
 
 def probe_overheads(block: nn.Module, a: torch.Tensor, tape: int, *, release: bool = True
-                    ) -> tuple[int, int, int, int]:
-    """(o_fa, o_fn, o_b, o_b released) of `block` on input `a` by the CPU allocator (module
-    docstring): one F_all (its tape `tape` bytes, xbar), one backward with a random delta, one
-    no-grad forward, one F_all and backward with early release (as `released_bwd_overhead`: the
-    probe's most bytes after a mark set at B's start; with `release`), each under its own
-    `AllocatorProbe`. Parameter gradients should exist already (as in the executor's measured
-    runs), so accumulating into them allocates nothing. Without `release` the fourth value is o_b."""
+                    ) -> tuple[int, int, int, int, int]:
+    """(o_fa, o_fn, o_b, o_b released, unseen) of `block` on input `a` by the CPU allocator (module
+    docstring): one F_all (its tape `tape` bytes by the tracker, xbar), one backward with a random
+    delta, one no-grad forward, one F_all and backward with early release (as
+    `released_bwd_overhead`: the probe's most bytes after a mark set at B's start; with `release`),
+    each under its own `AllocatorProbe`. Parameter gradients should exist already (as in the
+    executor's measured runs), so accumulating into them allocates nothing. Without `release` the
+    fourth value is o_b. `unseen` (bytes, >= 0): what the F_all keeps by the allocator beyond `tape`
+    (the Python scalars its tape saves, `UNSEEN_NOTE`); o_fa is the allocator's peak beyond
+    ``tape + unseen``, the allocator's xbar."""
     from memsched.models.alloc_probe import AllocatorProbe
 
     with torch.enable_grad():
         x = _leaf(a)
         with AllocatorProbe() as p_all:
             y = block(x)
+        unseen = int(max(0, p_all.net - tape))  # kept by the allocator beyond the tracker's tape
         o_b = 0
         if y.requires_grad and y.is_floating_point():
             delta = torch.randn_like(y)
@@ -147,7 +164,7 @@ def probe_overheads(block: nn.Module, a: torch.Tensor, tape: int, *, release: bo
             level, most = p_br.after_mark()
             o_br = min(o_b, most - level - dx_bytes)
         del released
-    return int(max(0, p_all.peak - tape)), int(max(0, o_ng)), o_b, int(o_br)
+    return int(max(0, p_all.peak - tape - unseen)), int(max(0, o_ng)), o_b, int(o_br), unseen
 
 
 def probe_loss_overhead(loss_fn: Callable[[Any, Any], torch.Tensor], outputs: Any, target: Any, *,
@@ -192,8 +209,9 @@ def overheads_meta(method: str, tracker: dict[str, list[int]] | None = None, not
 
 
 def tracker_chain(chain: Chain, tracker: dict[str, list[int]] | None = None, *, release: bool = False) -> Chain:
-    """`chain` with the tracker's overheads (`tracker`, by default its ``meta["overheads"]["tracker"]``):
-    the prediction a `LiveTensorTracker` measurement is compared with; `chain` itself when it has none.
+    """`chain` with the tracker's overheads (`tracker`, by default its ``meta["overheads"]["tracker"]``)
+    and, where it records them (`TAPE_FIELD`), the tracker's tape sizes xbar: the prediction a
+    `LiveTensorTracker` measurement is compared with; `chain` itself when it has none.
     B(i) charges the tracker's ``bwd_overhead_released`` when the tracker has it and `release` is
     true (the chain executor's early release), else ``bwd_overhead`` (B holding its inputs)."""
     if tracker is None and isinstance(chain.meta, dict):
@@ -206,9 +224,11 @@ def tracker_chain(chain: Chain, tracker: dict[str, list[int]] | None = None, *, 
     o_bh = np.array(list(tracker["bwd_overhead"][:L + 1]), dtype=np.int64)
     early = tracker.get(RELEASED_FIELD) if release else None
     o_b = o_bh if early is None else np.array(list(early[:L + 1]), dtype=np.int64)
-    if any(a.shape != (L + 1,) for a in (o_fa, o_fn, o_b, o_bh)):
+    tapes = tracker.get(TAPE_FIELD)
+    xbar = chain.xbar.copy() if tapes is None else np.array([0, *list(tapes)[:L], 0], dtype=np.int64)
+    if any(a.shape != (L + 1,) for a in (o_fa, o_fn, o_b, o_bh)) or xbar.shape != (L + 2,):
         raise ValueError(f"meta.overheads.tracker of {chain.name!r} does not have the chain's {L} stages")
-    return Chain.with_mode_overheads(chain.u_f.copy(), chain.u_b.copy(), chain.x.copy(), chain.xbar.copy(), o_fa,
+    return Chain.with_mode_overheads(chain.u_f.copy(), chain.u_b.copy(), chain.x.copy(), xbar, o_fa,
                                      o_fn, o_b, name=chain.name, stage_names=list(chain.stage_names),
                                      meta=dict(chain.meta), u_fa=chain.u_fa.copy(), u_fn=chain.u_fn.copy(),
                                      o_bh=None if early is None else o_bh)

@@ -13,7 +13,11 @@ For each block i (input a_i, output a_{i+1}), in the chain's units (ms, bytes):
 - ``tape_size`` xbar_{i+1}: bytes of the distinct storages autograd saves during the forward
   (`torch.autograd.graph.saved_tensors_hooks`), excluding the input a_i (the simulator counts
   a_i separately and keeps it resident until B(i)), parameters and buffers, plus the output;
-  it is also at least the bytes the memory measurement sees retained after the forward;
+  it is also at least the bytes the memory measurement sees retained after the forward. On CPU
+  with measured costs it is the allocator's: plus what the probed F_all keeps beyond it (Python
+  scalars autograd saves as 0-dim tensors, 8 B each, which the tracker does not see), the
+  tracker's then kept as ``meta["overheads"]["tracker"]["tape_size"]``
+  (`models.chain.overheads.TAPE_FIELD`);
 - ``fwd_overhead_all`` o_fa and ``fwd_overhead_nograd`` o_fn: peak bytes during the forward
   beyond its input and what it leaves, with autograd (beyond the tape: F_all) and without
   (beyond the output: F_ck / F_n), >= 0; the chain simulator and solvers charge each mode its
@@ -76,7 +80,9 @@ from memsched.models.chain.executor import (
 )
 from memsched.models.chain.overheads import (
     RELEASED_FIELD,
+    TAPE_FIELD,
     TRACKER_FIELDS,
+    UNSEEN_NOTE,
     overheads_meta,
     probe_loss_overhead,
     probe_overheads,
@@ -185,8 +191,9 @@ def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: 
                    "bwd_overhead": int(max(0, o_b))}
         if release:
             tracker[RELEASED_FIELD] = _released(o_br, o_b, floor)
+        unseen = 0  # bytes the tape keeps that only the allocator sees (Python scalars autograd saves)
         if probe:  # the allocator's transients (kernel scratch buffers included) replace the tracker's
-            p_all, p_ng, p_b, p_br = probe_overheads(block, a, tape, release=release)
+            p_all, p_ng, p_b, p_br, unseen = probe_overheads(block, a, tape, release=release)
             # never below the tracker's: a small allocation the tracker does not count in the tape (a
             # scalar wrapped into a tensor by `y * 2`, 8 bytes) freed early in B lowers the probe's
             # peak above its start, while the step's allocator still holds it from F on
@@ -208,9 +215,11 @@ def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: 
                 with timer.region(sink):
                     torch.autograd.backward(y, delta)
             del x, y
-    out = {RELEASED_FIELD: _released(o_br, o_b, floor)} if release else {}
+    if unseen:  # the chain's tape is the allocator's, the tracker's kept beside its overheads
+        tracker[TAPE_FIELD] = int(tape)
+    out = {RELEASED_FIELD: _released(o_br, o_b, floor - unseen)} if release else {}
     return {**out, "fwd_time": _median(fwd), "bwd_time": _median(bwd), "out_size": int(out_size),
-            "tape_size": int(tape), "fwd_overhead": int(max(0, o_all, o_ng)), "bwd_overhead": int(max(0, o_b)),
+            "tape_size": int(tape + unseen), "fwd_overhead": int(max(0, o_all, o_ng)), "bwd_overhead": int(max(0, o_b)),
             "_next": nxt, "_fwd_time_no_grad": _median(fwd_ng), "fwd_overhead_all": int(max(0, o_all)),
             "fwd_overhead_nograd": int(max(0, o_ng)), "_tracker": tracker}
 
@@ -480,6 +489,8 @@ def profile_chain(
             released["last_block"] = last
     fields = (*TRACKER_FIELDS, RELEASED_FIELD) if release else TRACKER_FIELDS
     tracker = {f: [st["_tracker"][f] for st in stages] for f in fields}
+    if any(TAPE_FIELD in st["_tracker"] for st in stages):  # only where the allocator's tapes differ
+        tracker[TAPE_FIELD] = [st["_tracker"].get(TAPE_FIELD, st["tape_size"]) for st in stages]
     tracker["bwd_overhead"].append(loss.pop("_tracker"))
     if release:
         tracker[RELEASED_FIELD].append(tracker["bwd_overhead"][-1])  # the loss releases nothing early
@@ -514,6 +525,8 @@ def profile_chain(
         info["cost"] = "measured"
     info["overheads"] = _overheads_info(device, probe, fake=not model.measured and is_fake(example_input),
                                         tracker=tracker)
+    if TAPE_FIELD in tracker:
+        info["overheads"]["note"] += f"; {UNSEEN_NOTE}"
     if released is not None:
         info["overheads"]["loss_released"] = released
     # per-mode forward times: u_fa (autograd), u_fn (no grad), u_f their max; per_mode for older readers
