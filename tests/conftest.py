@@ -861,3 +861,15 @@ class InterruptingImport(importlib.abc.MetaPathFinder):
         if fullname == self.name:
             raise KeyboardInterrupt
         return None
+
+
+def order_with_recomputations(n: int, again: dict[int, int]) -> list[int]:
+    """A graph order 0..n-1 in which node ``again[b]`` is computed once more just before each node
+    b in `again` (a forward node recomputed right before its backward node: its first computation
+    then keeps no tape)."""
+    seq: list[int] = []
+    for v in range(n):
+        if v in again:
+            seq.append(again[v])
+        seq.append(v)
+    return seq

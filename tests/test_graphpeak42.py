@@ -26,6 +26,7 @@ their backward nodes), so the test does not depend on timings.
 from __future__ import annotations
 
 import pytest
+from conftest import order_with_recomputations
 
 torch = pytest.importorskip("torch")
 
@@ -55,12 +56,7 @@ def _recomputing(graph, executor, kinds: tuple[str, ...]) -> list[int]:
     """The graph's order with every forward node whose name ends in one of `kinds` (".drop", ...)
     computed again just before its backward node: its first computation keeps no tape."""
     again = {b: v for v, b in executor.bwd_of.items() if graph.names[v].rsplit(".", 1)[-1].startswith(kinds)}
-    seq: list[int] = []
-    for v in range(graph.n):
-        if v in again:
-            seq.append(again[v])
-        seq.append(v)
-    return seq
+    return order_with_recomputations(graph.n, again)
 
 
 @pytest.mark.parametrize("kinds", [("drop",), ("scaled_dot_product_attention",), ("ln",),

@@ -11,6 +11,7 @@ the tracker's prediction is unchanged. The schedules here are fixed: nothing dep
 from __future__ import annotations
 
 import pytest
+from conftest import order_with_recomputations
 
 torch = pytest.importorskip("torch")
 
@@ -76,13 +77,7 @@ def test_store_all_allocator_peak_is_predicted():
 
 def _recomputing(graph, executor, every: int) -> list[int]:
     """The graph order with every `every`-th mul node computed again just before its backward node."""
-    again = {executor.bwd_of[v]: v for v in _muls(graph)[::every]}
-    seq: list[int] = []
-    for v in range(graph.n):
-        if v in again:
-            seq.append(again[v])
-        seq.append(v)
-    return seq
+    return order_with_recomputations(graph.n, {executor.bwd_of[v]: v for v in _muls(graph)[::every]})
 
 
 @pytest.mark.parametrize("every", [1, 3])
