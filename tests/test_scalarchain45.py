@@ -70,6 +70,30 @@ def test_chain_allocator_prediction_charges_the_scalars_a_tape_keeps(release: bo
     assert list(chain.x) == list(tracker.x)
 
 
+class _TempFirst(nn.Module):
+    """A no-grad temporary (8 copies of the input) freed before the scalar is saved: the tracker's
+    F_all peak comes before the tape holds the scalar."""
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            t = torch.cat([h.detach()] * 8)
+            s = t.sum()
+        del t
+        return torch.tanh(h * 1.1 + 0 * s)
+
+
+@pytest.mark.parametrize("release", [False, True])
+def test_a_peak_before_the_scalars_is_not_charged_them_twice(release: bool) -> None:
+    torch.manual_seed(0)
+    blocks = [nn.Linear(6, 6), _TempFirst(), _TempFirst(), nn.Linear(6, 3)]
+    x, y = torch.randn(4, 6), torch.randint(0, 3, (4,))
+    chain = profile_chain(blocks, F.cross_entropy, x, y, repeats=1, warmup=0, timing="isolated", release=release)
+    step = ChainExecutor(blocks, F.cross_entropy).step(store_all_schedule(chain.length), x, y, chain=chain,
+                                                       independent=True, measure_time=False)
+    assert step.independent_peak == step.predicted_peak  # was 8 B above: o_fa counted the scalar again
+    assert step.peak_memory == step.tracker_predicted_peak
+
+
 def test_a_profile_without_such_scalars_records_no_tracker_tapes() -> None:
     torch.manual_seed(0)
     blocks = [nn.Linear(6, 6), nn.Tanh(), nn.Linear(6, 3)]

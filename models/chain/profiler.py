@@ -196,9 +196,12 @@ def _profile_block(block: nn.Module, a: torch.Tensor, static: set[int], device: 
             p_all, p_ng, p_b, p_br, unseen = probe_overheads(block, a, tape, release=release)
             # never below the tracker's: a small allocation the tracker does not count in the tape (a
             # scalar wrapped into a tensor by `y * 2`, 8 bytes) freed early in B lowers the probe's
-            # peak above its start, while the step's allocator still holds it from F on
-            o_all, o_ng, o_b = (max(p, tracker[k]) for p, k in ((p_all, "fwd_overhead_all"),
-                                                              (p_ng, "fwd_overhead_nograd"), (p_b, "bwd_overhead")))
+            # peak above its start, while the step's allocator still holds it from F on. o_fa is
+            # beyond the allocator's tape (tape + unseen) and the tracker's beyond its own (tape): the
+            # tracker's is compared less `unseen`, else a peak the tracker reaches before the scalars
+            # are saved would charge them twice
+            o_all = max(p_all, tracker["fwd_overhead_all"] - unseen)
+            o_ng, o_b = (max(p, tracker[k]) for p, k in ((p_ng, "fwd_overhead_nograd"), (p_b, "bwd_overhead")))
             o_br = max(p_br, tracker[RELEASED_FIELD]) if release else p_br
         # ---- times
         for k in range(warmup + repeats if timed else 0):
