@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .hrevolve import as_levels
+from .hrevolve import as_levels, check_length, check_step_costs
 
 
 def brute_force_hrevolve(l: int, levels: Sequence[Any], u_f: float = 1.0, u_b: float = 1.0,
@@ -19,7 +19,12 @@ def brute_force_hrevolve(l: int, levels: Sequence[Any], u_f: float = 1.0, u_b: f
 
     Two reductions keep it exact: a forward step F_i with i >= next is never useful (x_i with
     i >= next is never needed again), and stored values x_i with i >= next are discarded for
-    free after each backward step (they can never be read usefully)."""
+    free after each backward step (they can never be read usefully). Its inputs are checked as the
+    DP's are (`check_length`, `as_levels`, `check_step_costs`): a negative, fractional or bool `l` is an
+    `InputError`, a negative or non-finite step cost a ValueError (a negative u_f made the search
+    endless)."""
+    l = check_length(l)
+    check_step_costs(u_f, u_b)
     levs = as_levels(levels)
     K = len(levs)
     caps = [lev.slots if lev.slots is not None else l + 1 for lev in levs]
