@@ -17,7 +17,7 @@ from memsched.solvers.pipeline.dp import solve_madpipe
 from memsched.solvers.pipeline.interleave import solve_interleave_cpsat, solve_interleave_v
 from memsched.solvers.pipeline.interleave_dp import interleave_dp, solve_interleave_dp
 from memsched.solvers.registry import solve
-from memsched.solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT
+from memsched.solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL
 
 
 def replayed(inst: Pipeline, res, budget, P: int) -> None:
@@ -84,7 +84,20 @@ def test_dp_alone_finds_the_optimum_and_its_beam_is_not_proven():
     _, exact = interleave_dp(chain(1, L=12), 3, None, max_states=2)
     assert not exact
     res = solve_interleave_dp(chain(1, L=12), None, devices=3, max_states=2)
-    assert res.status in (FEASIBLE, TIMEOUT) and "beam" in res.scope
+    assert res.status == FEASIBLE and "beam" in res.scope
+
+
+def test_a_beam_that_finds_nothing_is_infeasible_for_the_search_only():
+    """No time limit came, so no `timeout`: `infeasible` marked heuristic (as `interleave`), while the
+    whole DP proves the same budget infeasible (a hunt's instance: nothing of the scope fits 13 bytes)."""
+    inst = Pipeline(fwd=np.array([3.0, 2, 1, 3]), bwd=np.array([2.0, 2, 0, 1]), act=np.array([5, 0, 0, 5]),
+                    params=np.array([2, 5, 0, 5]), input_size=0, weight_factor=1.0, time_unit=1.0)
+    beam = solve("pipeline", inst, "interleave-dp", 13, devices=2, max_states=1, time_limit=60)
+    assert beam.status == INFEASIBLE and beam.details.get("heuristic") is True
+    assert "beam" in beam.scope and "no proof" in beam.message
+    whole = solve("pipeline", inst, "interleave-dp", 13, devices=2)
+    assert whole.status == INFEASIBLE and not whole.details.get("heuristic")
+    assert brute_force(inst, 2, 13, 4) == math.inf
 
 
 def test_registered_and_refereed():

@@ -318,11 +318,17 @@ def solve_interleave_dp(inst: Pipeline, budget: int, *, devices: int | None = No
     proven = exact and not stopped
     elapsed = time.perf_counter() - start
     if best is None:
-        why = f"{stop}; none found by then" if stopped else (
-            f"no interleaved allocation fits {budget} bytes per device"
-            + ("" if exact else " found by the beam (not proven)"))
-        return SolveResult(problem="pipeline", solver="interleave-dp", status=INFEASIBLE if proven else TIMEOUT,
-                           budget=budget, min_budget=None, solve_time_s=elapsed, scope=scope, message=why)
+        if stopped:
+            return SolveResult(problem="pipeline", solver="interleave-dp", status=TIMEOUT, budget=budget,
+                               min_budget=None, solve_time_s=elapsed, scope=scope,
+                               message=f"{stop}; none found by then")
+        # a beam that found nothing proves nothing: `infeasible` for this heuristic search only, as `interleave`
+        return SolveResult(problem="pipeline", solver="interleave-dp", status=INFEASIBLE, budget=budget,
+                           min_budget=None, solve_time_s=elapsed, scope=scope,
+                           details={} if exact else {"heuristic": True},
+                           message=f"no interleaved allocation fits {budget} bytes per device"
+                           + ("" if exact else " found by the beam, which is no proof that none does "
+                              "(a larger max_states searches more)"))
     assert best.period is not None
     note = f"{stop}: the best of the seeds and of the DP so far (not proven optimal)" if stopped else ""
     return SolveResult(problem="pipeline", solver="interleave-dp", status=OPTIMAL if proven else FEASIBLE,
