@@ -122,17 +122,20 @@ def _interrupt_noted() -> bool:
 class _Stop:
     """SIGINT, SIGTERM and SIGHUP (`solvers.processes.stop_signals`) stop the sweep with `KeyboardInterrupt`,
     but never while a row is being journaled (the signal is held until the row and its newline
-    are on disk); once the sweep is stopping (`quiet`), further ones are ignored until the table
-    is written. A signal the caller set to be ignored (``SIG_IGN``: a background job's SIGINT,
-    ``nohup``'s SIGHUP) is left ignored: it neither stops the sweep nor is held."""
+    are on disk). Once the cells are done or stopped (`quiet`: the workers are killed, the table
+    written), a signal is noted (`asked`), not raised, so that the table is written whole: a
+    first one there stops the sweep once it is (exit 130, as a stop while the cells run), and any
+    further one is ignored. A signal the caller set to be ignored (``SIG_IGN``: a background job's
+    SIGINT, ``nohup``'s SIGHUP) is left ignored: it neither stops the sweep nor is held."""
 
     def __init__(self) -> None:
         self._old: dict[int, Any] = {}
         self._critical = False
+        self._quiet = False
         self._pending = False
 
     def _handler(self, signum: int, frame: Any) -> None:
-        if self._critical:
+        if self._critical or self._quiet:
             self._pending = True
             return
         raise KeyboardInterrupt
@@ -154,8 +157,13 @@ class _Stop:
             raise KeyboardInterrupt
 
     def quiet(self) -> None:
-        for sig in self._old:
-            signal.signal(sig, signal.SIG_IGN)
+        """From now on a signal is noted (`asked`), never raised."""
+        self._quiet = True
+
+    @property
+    def asked(self) -> bool:
+        """Whether a signal came while `quiet` (or one held by `journaling` was not raised yet)."""
+        return self._pending
 
     def __exit__(self, *exc: Any) -> None:
         for sig, old in self._old.items():
@@ -474,7 +482,9 @@ def run_sweep(config: SweepConfig | str | Path, *, output: str | Path | None = N
     (`SweepInterrupted`, a `KeyboardInterrupt`, for a signal: exit 130 on the command line); its
     message, ``interrupted: N/M rows kept in JOURNAL; HINT``, ends with `resume_hint`, what to run
     to resume (a job that reruns everything by default says its flag), and is said once the table
-    is written, while further signals are still ignored: `say(line)` (default: printed on stderr;
+    is written, while further signals are still ignored. A signal once the cells are done (the
+    workers stopped, the table written) is such a stop too, after the table is written whole
+    (`_Stop.quiet`), unless another failure is on its way up. `say(line)` (default: printed on stderr;
     ``memsched sweep`` prints it as its one line, ``memsched sweep: interrupted: ...``; the Python
     API ``memsched.sweep`` passes `say_nothing`: the exception it raises carries the line).
     A journal that cannot be written (a full disk) is an `InputError` naming it, once the table is
@@ -511,12 +521,14 @@ def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int
     jpath = journal_path(out_dir, config.name)
     with stored_undone_on_bad_input(out_dir / "instances", made):
         tasks = build_tasks(config, notes=notes, store=InstanceStore(out_dir / "instances", rebuild=reprofile))
+        # a table that cannot be resumed is bad input too: read here, so that it leaves nothing behind
+        seed = None if fresh or jpath.exists() else _table_seed(out_dir, config.name)
     if _interrupt_noted():  # a Ctrl-C that an import swallowed (a solver skipped as not importable): stop
         raise KeyboardInterrupt  # before anything is discarded or run
     if fresh:
         jpath.unlink(missing_ok=True)
-    elif not jpath.exists():
-        _seed_from_table(out_dir, config.name, notes)
+    elif seed is not None:
+        _seed_from_table(out_dir, config.name, seed, notes)
     journal = Journal(jpath)  # repairs the end of a killed run's journal before it is read
     try:
         done = _resumed(journal, tasks, notes)
@@ -541,6 +553,7 @@ def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int
     stopped: SweepInterrupted | None = None  # the stop's exception, once its line is said
     interrupted = False
     journal_error: InputError | None = None
+    failed = False  # an exception other than a stop or a lost scheduler leaves the loop
     lost: str | None = None
     results: Iterator[dict[str, Any]] = iter(())
     with _Stop() as stop:
@@ -565,9 +578,13 @@ def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int
             lost = err.why
         except InputError as err:  # the journal cannot be written (a full disk)
             journal_error = err
+            failed = True
+            raise
+        except BaseException:
+            failed = True
             raise
         finally:
-            stop.quiet()
+            stop.quiet()  # a signal from here on is noted: the table is written whole, then the stop said
             close = getattr(results, "close", None)
             if close is not None:
                 close()  # kills the workers: their running cells give no row
@@ -580,6 +597,8 @@ def _run_locked(config: SweepConfig, out_dir: Path, client: Any, *, workers: int
             final = read_journal(jpath)
             rows = [final[t.key] for t in tasks if t.key in final]
             paths = _write_table(rows, out_dir, config.name, journal_error) if (rows or jpath.exists()) else []
+            # a signal that came once the cells were done is a stop too, unless a failure is on its way up
+            interrupted = interrupted or (stop.asked and not failed)
             if interrupted:  # said while further signals are ignored (`_Stop.quiet`): never lost to a second one
                 stopped = SweepInterrupted(f"interrupted: {len(rows)}/{len(tasks)} rows kept in {jpath}; "
                                            f"{resume_hint}")
@@ -619,21 +638,28 @@ def _write_table(rows: list[dict[str, Any]], out_dir: Path, name: str, journal_e
                          path=journal_error.path, field=journal_error.field) from None
 
 
-def _seed_from_table(out_dir: Path, name: str, notes: list[str]) -> None:
-    """With no journal (journals are not committed: a fresh clone) but a table ``<name>.csv``, a new
-    journal holding the table's rows (`store.seed_journal`), so that a run resumes the rows that
-    ``--verify`` reads (`verify.stored_rows`) and a stop, which writes the table from the journal,
-    keeps them. Rows that are not the sweep's (a number column holding text) are left out: their
-    cells run again. Says what it did in `notes`."""
+def _table_seed(out_dir: Path, name: str) -> tuple[list[dict[str, Any]], int] | None:
+    """With no journal (journals are not committed: a fresh clone) but a table ``<name>.csv``, the
+    table's rows that a run resumes and how many damaged rows it left out (`verify.resumable_rows`),
+    None when there is no table or no row to take; a table that cannot be read as the sweep's is an
+    `InputError` naming it. Reads only: `_seed_from_table` writes the journal."""
     csv = table_path(out_dir, name)
     if not csv.is_file():
-        return
+        return None
     good, damaged = resumable_rows(csv, "cannot read the sweep's table to resume its rows")
-    if not good and not damaged:
-        return
+    return (good, damaged) if good or damaged else None
+
+
+def _seed_from_table(out_dir: Path, name: str, seed: tuple[list[dict[str, Any]], int], notes: list[str]) -> None:
+    """A new journal holding the table's rows `seed` (`_table_seed`: good rows, damaged count;
+    `store.seed_journal`), so that a run resumes the rows that ``--verify`` reads
+    (`verify.stored_rows`) and a stop, which writes the table from the journal, keeps them. Rows
+    that are not the sweep's (a number column holding text) are left out: their cells run again.
+    Says what it did in `notes`."""
+    good, damaged = seed
     seed_journal(journal_path(out_dir, name), good)
-    notes.append(f"no journal: the {len(good)} rows of {csv.name} are taken as done (--fresh runs every cell)"
-                 + (f"; {damaged} unreadable rows run again" if damaged else ""))
+    notes.append(f"no journal: the {len(good)} rows of {table_path(out_dir, name).name} are taken as done "
+                 f"(--fresh runs every cell)" + (f"; {damaged} unreadable rows run again" if damaged else ""))
 
 
 def _resumed(journal: Journal, tasks: list[Task], notes: list[str]) -> dict[str, dict[str, Any]]:
