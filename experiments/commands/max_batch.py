@@ -53,7 +53,8 @@ infeasible) does not fit either: when a size above the answer timed out, the ans
 bound, and its line says so (``largest batch: 6 (at least; batch 7 timed out; ...)``, JSON
 ``timed_out``: the sizes above the answer that timed out).
 ``--journal FILE`` records each finished probe (append-only JSON lines, keyed by everything that
-determines the probe, `probe_key`) and a rerun reuses the probes of the same key (`ProbeJournal`).
+determines the probe, `probe_key`) and a rerun reuses the probes of the same key (`ProbeJournal`); a
+FILE in a missing folder is bad input, and a line that is no probe max-batch wrote is reported and ignored.
 An interrupt (Ctrl-C, SIGTERM, SIGHUP) keeps what the probes so far found: one line on stderr with the
 largest size that fit and the smallest above it that did not (with --json, first the usual object,
 ``status`` ``interrupted``), exit 130.
@@ -74,14 +75,14 @@ import json
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from memsched.solvers.errors import InputError, first_line
 from memsched.solvers.result import TIMEOUT
 
-from ._checks import MAX_BATCH, check_not_empty, count, seconds
+from ._checks import MAX_BATCH, check_not_empty, check_output_file, count, seconds
 from ._common import set_help
 from ._infeasible import NOT_APPLICABLE
 from .profile import (
@@ -468,7 +469,7 @@ def probe_size(
         status=result.status,
         makespan=float(result.objective),
         overhead=overhead,
-        peak_memory=result.peak_memory,
+        peak_memory=None if result.peak_memory is None else int(result.peak_memory),  # a whole number in the journal
         solve_time_s=spent,
         **base,
     )
@@ -586,7 +587,7 @@ def main(args: argparse.Namespace) -> int:
         raise InputError(f"must be positive, got {args.memory!r}", field="--memory")
     args.max_overhead = parse_overhead(args.max_overhead)
     check_not_empty(args.solver, "--solver", "a solver name (memsched solvers lists them)", name=True)  # no default
-    check_not_empty(args.journal, "--journal", "a file name")  # read as ".", the current folder
+    check_output_file(args.journal, "--journal")  # not empty (read as "."), no folder, in an existing writable one
     args.solver = args.solver or DEFAULT_SOLVER[args.problem]
     _check_ranges(args)
     _check_solver(args.problem, args.solver)
@@ -705,7 +706,7 @@ def main(args: argparse.Namespace) -> int:
                  "now") if journal is not None else None
     if interrupted:
         return _interrupted(args, memory, probes, refusals, best_size, above, timed_out,
-                            counts if journal is not None else None)
+                            counts if journal is not None else None, note)
     if args.json:
         json.dump(
             _answer(args, memory, "stopped" if stopped else "complete", probes, refusals, best_size, above, chosen,
@@ -792,12 +793,13 @@ def _answer(args: argparse.Namespace, memory: int, status: str, probes: list[Pro
 
 
 def _interrupted(args: argparse.Namespace, memory: int, probes: list[Probe], refusals: list[tuple[int, str]],
-                 best_size: int, above: int | None, timed_out: list[int], counts: dict[str, int] | None) -> int:
+                 best_size: int, above: int | None, timed_out: list[int], counts: dict[str, int] | None,
+                 note: str | None = None) -> int:
     """Exit 130 after a Ctrl-C (or SIGTERM, SIGHUP) in the search: what the probes so far bracket, the
     largest size that fit (`best_size`, 0: none) and the smallest above it that did not (`above`), as one
-    line on stderr (with ``--json``, first the usual object, ``status`` ``interrupted``); the journal's
-    probe `counts` (None: no ``--journal``) and how to resume. A second interrupt while this is written
-    is ignored."""
+    line on stderr (with ``--json``, first the usual object, ``status`` ``interrupted``, whose `note` is the
+    one a finished answer at `best_size` has: `_note`, None only when no size fits); the journal's probe
+    `counts` (None: no ``--journal``) and how to resume. A second interrupt while this is written is ignored."""
     from ..cli import interrupts_deferred
 
     fit = f"{args.vary} {best_size} fits" if best_size else f"no {args.vary} tried fits"
@@ -809,7 +811,7 @@ def _interrupted(args: argparse.Namespace, memory: int, probes: list[Probe], ref
         if args.json:
             chosen = next((p for p in probes if p.size == best_size), None)
             json.dump(_answer(args, memory, "interrupted", probes, refusals, best_size, above, chosen, timed_out,
-                              counts), sys.stdout)
+                              counts, note=note), sys.stdout)
             print(flush=True)
         print(f"memsched max-batch: interrupted after {len(probes)} probes: {fit}{no}{where}{resume}",
               file=sys.stderr, flush=True)
@@ -853,11 +855,12 @@ class ProbeJournal:
     numbers, with ``overheads``: the chain profile's ``meta["overheads"]``; ``settings`` and ``sizes``:
     what the key hashes), kept by the sweep's append-only `sweep.store.Journal`: each line is one
     write, fsync'ed, with interrupts held back while it is written, so a Ctrl-C never leaves half a line;
-    opening it repairs the end left by a killed run; an unreadable line elsewhere is reported and ignored
-    (that probe runs again). `done`: the rows by key, a later row of a key winning. One journal may hold
-    the probes of many searches: a rerun reuses only the rows of its own settings and sizes. A journal
-    that cannot be read or written (a folder, no permission, a full disk) is an `InputError` naming it
-    and ``--journal`` (exit 2)."""
+    opening it repairs the end left by a killed run; an unreadable line elsewhere (not JSON, or not a row
+    `_valid_probe_row` accepts) is reported and ignored (that probe runs again). `done`: the rows by key, a
+    later row of a key winning. One journal may hold the probes of many searches: a rerun reuses only the
+    rows of its own settings and sizes. A journal that cannot be read or written (a folder, no permission,
+    a full disk) is an `InputError` naming it and ``--journal`` (exit 2); its folder must exist (`main`
+    checks it before any work, `check_output_file`, as the other commands' ``-o``: none is made)."""
 
     def __init__(self, path: str) -> None:
         from ..sweep.store import Journal, read_journal
@@ -889,18 +892,91 @@ class ProbeJournal:
             self._journal.close()
 
 
+#: the largest whole number of a journal row's probe (bytes, stage or node counts): torch's int64 sizes.
+#: Above, the row is damage (`format_bytes` would overflow a float printing it)
+MAX_JOURNAL_INT = 2**63 - 1
+
+
+def _whole(value: Any, low: int = 0, high: int = MAX_JOURNAL_INT) -> bool:
+    """`value` is an int (not a bool: JSON ``true`` is no number) in `low`..`high`."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _finite(value: Any) -> bool:
+    """`value` is a finite number >= 0, not a bool: a time (the cost model's unit, seconds) or a ratio.
+    NaN and Infinity (JSON's extensions) and an int too large for a float are refused."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value) and value >= 0
+    except OverflowError:  # an int of over 308 digits
+        return False
+
+
+def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    """`check`, or None (a field a probe without a schedule, or an older row, leaves empty)."""
+    return lambda value: value is None or check(value)
+
+
+#: what each field of a journal row's ``probe`` must hold (`Probe`'s types, in the ranges `probe_size` gives
+#: them): sizes 1..`MAX_BATCH` (a batch, or an image side up to --limit), bytes and counts whole numbers
+#: (the budget, memory less the weights, may be negative), times and ratios finite numbers >= 0
+PROBE_FIELDS: dict[str, Callable[[Any], bool]] = {
+    "size": lambda v: _whole(v, 1, MAX_BATCH),
+    "fits": lambda v: isinstance(v, bool),
+    "status": lambda v: isinstance(v, str) and bool(v),
+    "budget": lambda v: _whole(v, -MAX_JOURNAL_INT),
+    "parameter_bytes": _whole,
+    "store_all_peak": _whole,
+    "store_all_time": _finite,
+    "makespan": _optional(_finite),
+    "overhead": _optional(_finite),
+    "peak_memory": _optional(_whole),
+    "bound": _optional(_finite),
+    "nodes": _optional(_whole),
+    "solve_time_s": _optional(_finite),
+}
+#: the `Probe` fields without a default: a row's probe must have them (the others may be left out)
+REQUIRED_PROBE_FIELDS = frozenset(f.name for f in fields(Probe) if f.default is MISSING)
+
+
 def _valid_probe_row(row: Any) -> bool:
-    """Whether a journal row is a complete max-batch probe (not another command's, and numbers that make
-    a `Probe`, or a refused size with its reason)."""
+    """Whether a journal row is a complete max-batch probe as `ProbeJournal.record` writes it (else damage
+    or a hand edit, reported and ignored by `read_journal`, so that the probe runs again): another command's
+    rows are not; its ``settings`` and ``sizes`` hash to its ``key`` (`probe_key`) and its ``size`` is the
+    size varied among them (`_filed_under_key`); then a refused size with its reason, or a ``probe`` whose
+    numbers are a `Probe`'s (`_valid_probe`) of that size, with ``overheads`` a dict."""
     if not (isinstance(row, dict) and isinstance(row.get("key"), str) and row.get("command") == JOURNAL_COMMAND):
+        return False
+    if not _filed_under_key(row):
         return False
     if isinstance(row.get("refused"), str):
         return True
-    try:
-        Probe(**row["probe"])
-    except (TypeError, KeyError):
+    return _valid_probe(row.get("probe"), row["size"]) and isinstance(row.get("overheads", {}), dict)
+
+
+def _filed_under_key(row: dict[str, Any]) -> bool:
+    """`row`'s ``size`` (a batch or image side) is whole, the ``batch`` or ``image_size`` of its ``sizes``, and
+    its ``settings`` and ``sizes`` are what its ``key`` hashes: the row answers the probe it is looked up for."""
+    settings, sizes, size = row.get("settings"), row.get("sizes"), row.get("size")
+    if not (isinstance(settings, dict) and isinstance(sizes, dict) and _whole(size, 1, MAX_BATCH)):
         return False
-    return isinstance(row.get("overheads", {}), dict)
+    if size not in (sizes.get("batch"), sizes.get("image_size")):
+        return False
+    try:
+        return probe_key(settings, sizes) == row["key"]
+    except (ValueError, RecursionError):  # nesting too deep to write back
+        return False
+
+
+def _valid_probe(probe: Any, size: int) -> bool:
+    """`probe` (a journal row's) has exactly `Probe`'s fields, each as `PROBE_FIELDS` says, its ``size`` is
+    the row's `size`, and one that fits has a schedule (a makespan and an overhead: the answer prints them)."""
+    if not isinstance(probe, dict) or not REQUIRED_PROBE_FIELDS <= probe.keys() <= PROBE_FIELDS.keys():
+        return False
+    if not all(PROBE_FIELDS[name](value) for name, value in probe.items()) or probe["size"] != size:
+        return False
+    return not probe["fits"] or (probe["makespan"] is not None and probe["overhead"] is not None)
 
 
 def _overhead_arg(max_overhead: float | str) -> str:
