@@ -21,6 +21,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from memsched.experiments.benchtable import check_out, guarded, positive, resumable, settings_of, write_csv
@@ -36,14 +37,39 @@ FIELDS = ["L", "slots", "seed", "budget_fraction", "budget", "cells", "table_s",
           "machine"]
 
 
+def problem(L: int, slots: int, seed: int, fraction: float) -> tuple[Any, int, Any, int]:
+    """(chain, budget, discretised chain, M) of one row: the random chain of L stages, its budget (`fraction` of its
+    store-all peak, in its size unit), the chain discretised into `slots` slots of that budget, and the table's top
+    memory value M (slots left once the input x_0 is stored)."""
+    chain = random_chain(L, seed)
+    budget = int(fraction * reference_peak(chain))
+    work = chain.discretised(budget / slots)
+    return chain, budget, work, slots - int(work.x[0])
+
+
+def check_sizes(lengths: list[int], slot_counts: list[int], seed: int, fraction: float) -> None:
+    """`InputError` (naming --slots, or --lengths when no slot count fits) unless every (L, slots) table fits in
+    `rotor_mod.MAX_CELLS` cells: checked before any work, with the most slots that fit the longest chain refused."""
+    for L in lengths:
+        rows = rotor_mod.table_cells(L, 0)  # (L + 1)(L + 2) / 2: cells per memory value
+        most = rotor_mod.MAX_CELLS // rows - 1  # the largest M that fits; slots >= M, so --slots `most` fits
+        for slots in slot_counts:
+            cells = rotor_mod.table_cells(L, max(problem(L, slots, seed, fraction)[3], 0))
+            if cells <= rotor_mod.MAX_CELLS:
+                continue
+            if most < 1:
+                raise InputError(f"L={L}: the rotor table would have more than {rotor_mod.MAX_CELLS:.3g} cells at "
+                                 "any slot count; give shorter lengths", field="--lengths")
+            raise InputError(f"the rotor table would have {cells:.3g} cells (L={L}, {slots} slots), more than "
+                             f"{rotor_mod.MAX_CELLS:.3g}; use --slots {most} or fewer for L={L}",
+                             field="--slots")
+
+
 def run_one(L: int, slots: int, seed: int, fraction: float, repeat: int, kernel: str) -> dict:
     """Best of `repeat` timings (s) of the rotor DP table (with `kernel`) and schedule on a random chain
     of L stages at `fraction` of its store-all peak, `slots` slots; the makespan is checked by the
     simulator. One CSV row. `InputError` (naming --fraction) when that budget has no schedule."""
-    chain = random_chain(L, seed)
-    budget = int(fraction * reference_peak(chain))
-    work = chain.discretised(budget / slots)
-    m_top = slots - int(work.x[0])
+    chain, budget, work, m_top = problem(L, slots, seed, fraction)
     best = None
     for _ in range(repeat):
         load = os.getloadavg()[0]
@@ -103,6 +129,7 @@ def _run(args: argparse.Namespace) -> int:
     """The body of `main`: --out checked, the kernel warmed up, one row per (L, slots); on Ctrl-C the
     rows finished so far are kept beside --out (`benchtable.resumable`), and a rerun resumes from them."""
     check_out(args.out)
+    check_sizes(args.lengths, args.slots, args.seed, args.fraction)
     t0 = time.perf_counter()
     kernel = args.kernel or rotor_mod.kernel_backend()
     rotor_mod.rotor_table(random_chain(3, 0), 10, kernel=kernel)

@@ -33,12 +33,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, positive, resumable, settings_of
+from memsched.experiments.benchtable import check_out, guarded, positive, read_table, resumable, settings_of
 from memsched.experiments.script_args import ScriptParser
 from memsched.solvers.chain import reference_peak
 from memsched.solvers.chain.generate import random_chain
 from memsched.solvers.discretize import effective_slots
-from memsched.solvers.errors import InputError
 from memsched.solvers.jsonio import write_atomic
 from memsched.solvers.registry import solve
 
@@ -133,14 +132,13 @@ def fraction(text: str) -> float:
 
 def read_kept(out: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """(rows, header) of an earlier CSV that ``--append`` adds to: its rows as read, and its columns
-    followed by those of `FIELDS` it lacks (none of an empty or missing file: `FIELDS`)."""
+    followed by those of `FIELDS` it lacks (none of an empty or missing file: `FIELDS`). A file that is not
+    UTF-8 CSV or has a row of more or fewer fields than its header is an `InputError` naming it and --out
+    (`benchtable.read_table`), raised before any run."""
     if not out.is_file() or out.stat().st_size == 0:
         return [], list(FIELDS)
-    with out.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        rows = list(reader)
-        header = list(reader.fieldnames or ())
-    return rows, header + [f for f in FIELDS if f not in header]
+    header, rows = read_table(out, field="--out")
+    return list(rows), header + [f for f in FIELDS if f not in header]
 
 
 def write_rows(out: Path, rows: list[dict[str, Any]], header: list[str]) -> None:
@@ -189,10 +187,7 @@ def _main(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     check_out(out)
-    try:
-        kept, fields = read_kept(out) if args.append else ([], list(FIELDS))
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
-        raise InputError(f"cannot read the CSV to append to: {err}", path=str(out), field="--out") from None
+    kept, fields = read_kept(out) if args.append else ([], list(FIELDS))
     header = f"{'L':>3} {'budget':>7} {'solver':<12} {'status':<10} {'makespan':>9} {'bound':>9} {'gap':>7} " \
              f"{'time':>6} {'cpu':>6} {'rotor':>9} {'rotor-gap':>9}"
     print(header)

@@ -28,6 +28,7 @@ from pathlib import Path
 from memsched.experiments.benchtable import (
     Resumable,
     check_out,
+    figure_beside,
     guarded,
     positive,
     progress,
@@ -206,16 +207,14 @@ def _main(args: argparse.Namespace) -> int:
     from them (`benchtable.resumable`)."""
     out = Path(args.out)
     check_out(out)
-    if args.figure:
-        check_out(out.with_suffix(".png"), "--figure")
+    png = figure_beside(out) if args.figure else None  # checked before any work: not --out itself
     t0 = time.perf_counter()
     with resumable(out, FIELDS, settings_of(args), ("instance", "budget_frac")) as table:
         rows = run(args.quick, args.slots, args.seed, args.cpsat_medium, table=table)
         print_table(rows)
         write_csv(rows, out, FIELDS)
         print(f"wrote {out} ({len(rows)} rows) in {time.perf_counter() - t0:.1f} s")
-        if args.figure:
-            png = out.with_suffix(".png")
+        if png is not None:
             figure(rows, png)
             print(f"wrote {png}")
     return 0

@@ -36,7 +36,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, positive, resumable, settings_of, write_csv
+from memsched.experiments.benchtable import (
+    check_out,
+    guarded,
+    positive,
+    read_table,
+    resumable,
+    settings_of,
+    write_csv,
+)
 from memsched.experiments.script_args import ScriptParser
 from memsched.solvers.errors import InputError
 
@@ -139,21 +147,9 @@ def measure(graph: Any, backend: str, time_limit: float, grace: float = 30.0) ->
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """The rows (text) of an earlier run's CSV at `path` (--out, for --resume and --reestimate); a
     header other than `FIELDS` (in any order: a column missing, or one this script would drop when it
-    rewrites the file) is an `InputError` naming the file and the column, so --out is left as it was."""
-    import csv
-
-    with path.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        header = list(reader.fieldnames or ())
-        missing = [c for c in FIELDS if c not in header]
-        if missing:
-            raise InputError(f"no column {', '.join(missing)} (not a CSV of bench_model_memory)", path=str(path),
-                             field="--out")
-        extra = [c for c in header if c not in FIELDS]
-        if extra:
-            raise InputError(f"column {', '.join(map(repr, extra))} is not one of bench_model_memory's",
-                             path=str(path), field="--out")
-        return list(reader)
+    rewrites the file), a row of more or fewer fields or a file that is not UTF-8 CSV is an `InputError`
+    naming the file (`benchtable.read_table`), so --out is left as it was."""
+    return read_table(path, field="--out", required=FIELDS, known=FIELDS, of="bench_model_memory")[1]
 
 
 def reestimate(path: Path) -> int:

@@ -41,6 +41,7 @@ import pandas as pd
 from memsched.experiments.benchtable import (
     Resumable,
     check_out,
+    figure_beside,
     guarded,
     positive,
     resumable,
@@ -202,7 +203,7 @@ def _main(args: argparse.Namespace, out: Path) -> int:
 
     check_out(out, "--out" if args.out is not None else "output")
     for ext in (".png", ".pdf"):
-        check_out(out.with_name(out.stem + ext), "--out (its figure)")  # where `figure` writes
+        figure_beside(out, ext, "--out" if args.out is not None else "output")  # where `figure` writes: not `out`
     if args.quick and args.out is None and holds_other_budgets(out, QUICK_FRACTIONS):
         raise InputError(f"would replace the full table in {out} (budgets other than 30%, 60%, 100%); give --out "
                          "to write the quick one elsewhere", field="--quick")

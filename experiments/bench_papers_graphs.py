@@ -55,7 +55,6 @@ Every --merge CSV (and --out with --resume) must have this script's key and resu
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import os
 import re
@@ -68,8 +67,10 @@ from memsched.experiments.benchtable import (
     Interrupted,
     Resumable,
     check_out,
+    figure_beside,
     guarded,
     positive,
+    read_table,
     resumable,
     save_figure,
     settings_of,
@@ -160,25 +161,22 @@ def read_published(path: Path | None) -> list[dict[str, Any]]:
         return []
     if not path.is_file():
         raise InputError("not a file", path=str(path), field="--published")
-    with path.open() as fh:
-        try:
-            return [
-                {
-                    "instance": r["instance"],
-                    "fraction": float(r["fraction"]),
-                    "source": r["source"],
-                    "overhead": float(r["overhead"]) if r.get("overhead") else None,
-                    "time_limit_s": float(r["time_limit_s"]) if r.get("time_limit_s") else None,
-                    "note": r.get("note") or "",
-                }
-                for r in csv.DictReader(fh)
-            ]
-        except KeyError as err:
-            raise InputError(f"no column {err} (needs instance, fraction, source, overhead)", path=str(path),
-                             field="--published") from None
-        except (TypeError, ValueError) as err:
-            raise InputError(f"a row is not a number where one is needed: {err}", path=str(path),
-                             field="--published") from None
+    _, rows = read_table(path, field="--published", required=("instance", "fraction", "source"))
+    try:
+        return [
+            {
+                "instance": r["instance"],
+                "fraction": float(r["fraction"]),
+                "source": r["source"],
+                "overhead": float(r["overhead"]) if r.get("overhead") else None,
+                "time_limit_s": float(r["time_limit_s"]) if r.get("time_limit_s") else None,
+                "note": r.get("note") or "",
+            }
+            for r in rows
+        ]
+    except (TypeError, ValueError) as err:
+        raise InputError(f"a row is not a number where one is needed: {err}", path=str(path),
+                         field="--published") from None
 
 
 def moccasin_budget(graph: graphs.Graph, fraction: float) -> int:
@@ -321,25 +319,20 @@ def read_rows(paths: list[Path], field: str = "--merge") -> list[dict[str, Any]]
     for path in paths:
         if not path.is_file():
             raise InputError("not a file", path=str(path), field=field)
-        with path.open(newline="") as fh:
-            reader = csv.DictReader(fh)
-            missing = [c for c in READ_COLUMNS if c not in (reader.fieldnames or ())]
-            if missing:
-                raise InputError(f"no column {', '.join(missing)} (not a CSV of bench_papers_graphs)",
-                                 path=str(path), field=field)
-            for r in reader:
-                empty = [k for k in ("instance", "fraction", "solver") if not r.get(k)]
-                if empty:
-                    raise InputError(f"line {reader.line_num}: no {', '.join(empty)}", path=str(path), field=field)
-                row: dict[str, Any] = {k: r.get(k) or "" for k in FIELDS}
-                try:
-                    for k in ("fraction", "makespan", "overhead", "bound", "gap", "time_s"):
-                        row[k] = float(row[k]) if row[k] != "" else None
-                    row["peak"] = int(float(row["peak"])) if row["peak"] != "" else None
-                except ValueError as err:
-                    raise InputError(f"a row is not a number where one is needed: {err}", path=str(path),
-                                     field=field) from None
-                rows.append(row)
+        _, records = read_table(path, field=field, required=READ_COLUMNS, of="bench_papers_graphs")
+        for n, r in enumerate(records, start=1):
+            empty = [k for k in ("instance", "fraction", "solver") if not r.get(k)]
+            if empty:
+                raise InputError(f"row {n}: no {', '.join(empty)}", path=str(path), field=field)
+            row: dict[str, Any] = {k: r.get(k) or "" for k in FIELDS}
+            try:
+                for k in ("fraction", "makespan", "overhead", "bound", "gap", "time_s"):
+                    row[k] = float(row[k]) if row[k] != "" else None
+                row["peak"] = int(float(row["peak"])) if row["peak"] != "" else None
+            except ValueError as err:
+                raise InputError(f"a row is not a number where one is needed: {err}", path=str(path),
+                                 field=field) from None
+            rows.append(row)
     return rows
 
 
@@ -526,6 +519,7 @@ def _main(args: argparse.Namespace, step: list[str]) -> int:
     """`main` once the arguments are read; `step[0]` names what is being done (`_interrupted`).
     Every input is checked (`InputError`) before --out is touched."""
     check_out(args.out)
+    png = figure_beside(args.out)  # checked before any work: not --out itself
     published = read_published(args.published)
     if args.merge is not None:
         missing = [p for p in args.merge if not p.is_file()]
@@ -563,7 +557,6 @@ def _main(args: argparse.Namespace, step: list[str]) -> int:
     for line in published_beside(rows, published):
         print(line)
     if rows:
-        png = Path(args.out).with_suffix(".png")
         figure(rows, published, png)
         print(f"wrote {args.out} ({len(rows)} rows) and {png}" if wrote_out else f"wrote {png}",
               file=sys.stderr)

@@ -44,6 +44,7 @@ from typing import Any
 from memsched.experiments.benchtable import (
     Resumable,
     check_out,
+    figure_beside,
     guarded,
     resumable,
     save_figure,
@@ -224,12 +225,12 @@ def _main(args: argparse.Namespace) -> int:
     Ctrl-C the rows finished so far are kept beside --out and a rerun resumes from them (`benchtable.resumable`)."""
     out = Path(args.out)
     check_out(out)
-    check_out(out.with_suffix(".png"), "--out (its .png)")
+    png = figure_beside(out)  # checked before any work: not --out itself
     with resumable(out, FIELDS, settings_of(args), ("profile", "mode", "devices"), line=_line) as table:
         run(args.quick, args.memory, table=table)
         write_csv(table.rows, out, FIELDS)
-        figure(table.rows, out.with_suffix(".png"))
-    print(f"wrote {out} and {out.with_suffix('.png')}")
+        figure(table.rows, png)
+    print(f"wrote {out} and {png}")
     return 0
 
 

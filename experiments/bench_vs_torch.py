@@ -86,7 +86,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memsched.experiments.benchtable import check_out, guarded, positive, resumable, settings_of, write_csv
+from memsched.experiments.benchtable import (
+    check_out,
+    figure_beside,
+    guarded,
+    positive,
+    resumable,
+    settings_of,
+    write_csv,
+)
 from memsched.experiments.interrupts import script_main
 from memsched.experiments.script_args import ScriptParser
 from memsched.experiments.vs_torch_report import (
@@ -108,6 +116,8 @@ if TYPE_CHECKING:
 COLUMNS = ("model", "size", "tool", "setting", "status", "peak_bytes", "alloc_peak", "time_ms", "overhead",
            "overhead_unpaired", "overhead_ci", "time_min_ms", "plan_s", "grad_ok", "predicted_peak", "budget", "load",
            "rounds")
+#: the columns a CSV of this script must have to be read back (--update, --replot): older ones may lack the others
+COLUMNS_READ = ("model", "size", "tool")
 SIZES: dict[str, dict[str, dict[str, Any]]] = {
     "gpt2": {"tiny": dict(batch=2, seq_len=16, width=32, depth=2, vocab=64),
              "small": dict(batch=2, seq_len=128, width=128, depth=6, vocab=2000),
@@ -468,6 +478,11 @@ def _main(args: argparse.Namespace, out: Path, pairs: list[tuple[str, str]]) -> 
     import torch  # once the arguments are checked: a usage error needs no torch (a second or so)
 
     check_out(out)
+    png = figure_beside(out)  # checked before any work: not --out itself
+    if (args.update or args.replot) and out.exists():  # its rows are kept: read them before any work
+        read_rows(out, COLUMNS_READ)
+    if duels_path(out).exists():
+        read_rows(duels_path(out))
     torch.set_num_threads(args.threads)
     with resumable(out, COLUMNS, {**settings_of(args, "update", "replot"), "pairs": pairs}, ("model", "size"),
                    line=_line) as table:
@@ -475,12 +490,12 @@ def _main(args: argparse.Namespace, out: Path, pairs: list[tuple[str, str]]) -> 
             if table.kept(name, size) is None:
                 table.add(*run_one(name, size, args))
         duels = _write_rows(table.rows, out, pairs, args)
-    rows = read_rows(out)
-    figure(rows, out.with_suffix(".png"))
+    rows = read_rows(out, COLUMNS_READ)
+    figure(rows, png)
     for line in summary(rows, duels):
         print(line)
     verdict_path = write_csv(verdicts(rows, duels), out.with_name(f"{out.stem}_summary.csv"), SUMMARY_COLUMNS)
-    print(f"wrote {out}, {out.with_suffix('.png')} and {verdict_path}")
+    print(f"wrote {out}, {png} and {verdict_path}")
     return 0
 
 
@@ -489,7 +504,7 @@ def _write_rows(rows: list[dict], out: Path, pairs: list[tuple[str, str]], args:
     rows of `out` they do not replace; drop the duels of `pairs` (stale now) from the duels CSV beside it.
     Returns the duels kept."""
     if (args.update or args.replot) and out.exists():
-        rows = [r for r in read_rows(out) if (r["model"], r["size"]) not in set(pairs)
+        rows = [r for r in read_rows(out, COLUMNS_READ) if (r["model"], r["size"]) not in set(pairs)
                 or (args.only_compile and not r["tool"].startswith("torch.compile"))] + rows
     write_csv(rows, out, COLUMNS, extrasaction="ignore")
     duels = read_rows(duels_path(out)) if duels_path(out).exists() else []

@@ -8,8 +8,10 @@ run, one measured point) keeps the rows of each cell in ``<out stem>.partial.csv
 (`partial_path`) as the cell finishes (appended), never in the table itself, so a complete table is
 never replaced by a partial one and a Ctrl-C, a kill or a crash loses at most the cell running; the
 same command run again takes the finished cells from that file (only when it was written with the
-same settings; a row cut short by a kill or a full disk is left out with the rest of its cell, which
-runs again, and a line on stderr says so), runs the rest, writes the complete table atomically and
+same settings; a row cut short by a kill or a full disk, or edited since (a value of a kind its column
+never held, such as text where a number was written, or bytes that are not UTF-8), is left out with the
+rest of its cell, which runs again, and a line on stderr says so; a file whose header was edited is not
+resumed), runs the rest, writes the complete table atomically and
 removes the partial file. A bench that prints a line per row gives `resumable` its line function (``line``: the
 line from the row alone): the rows taken from the partial file are then printed where they belong, as
 when they ran, so the printed table of a resumed run is whole. Figures go through `save_figure`,
@@ -65,19 +67,75 @@ def guarded(name: str, body: Callable[[], int], *, interrupted: str = "interrupt
             return 2
 
 
-def check_out(path: str | Path, field: str = "--out") -> None:
+def check_out(path: str | Path, field: str = "--out", *, partial: bool = True) -> None:
     """`InputError` (naming `field`) unless `write_csv` can write `path` after the work: not a folder,
-    and its nearest existing parent folder is writable (missing folders are created then)."""
+    and its nearest existing parent folder is writable (missing folders are created then); with
+    `partial`, its partial file (`partial_path`, written and removed by `resumable`) no folder either."""
     from memsched.solvers.errors import InputError
 
     target = Path(path)
     if str(path) == "" or target.is_dir():
         raise InputError("is a folder, expected a file name" if str(path) else "is empty", path=str(path), field=field)
+    if partial and partial_path(target).is_dir():
+        raise InputError(f"its partial file {str(partial_path(target))!r} is a folder", path=str(path), field=field)
     folder = target.absolute().parent
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir() or not os.access(folder, os.W_OK):
         raise InputError(f"folder {str(folder)!r} is not writable", path=str(path), field=field)
+
+
+def figure_beside(out: str | Path, suffix: str = ".png", field: str = "--out") -> Path:
+    """The path of the figure a bench writes beside its table `out`: `out` with `suffix` (``.png``,
+    ``.pdf``) for its extension, checked as `check_out` checks `out`. `InputError` naming `field` when
+    that is `out` itself (``--out x.png``: the figure would replace the table) or its partial file."""
+    from memsched.solvers.errors import InputError
+
+    out = Path(out)
+    fig = out.with_suffix(suffix)
+    if fig.absolute() in (out.absolute(), partial_path(out).absolute()):
+        raise InputError(f"the figure would be written over the table: give the table a name not ending in {suffix} "
+                         "(e.g. .csv)", path=str(out), field=field)
+    check_out(fig, field, partial=False)
+    return fig
+
+
+def read_table(path: str | Path, *, field: str = "--out", required: Sequence[str] = (),
+               known: Sequence[str] | None = None, of: str = "") -> tuple[list[str], list[dict[str, str]]]:
+    """(header, rows) of the CSV at `path` that a bench reads back (a table it wrote, to resume, merge or
+    redraw): every value text, every row with exactly the header's fields. `InputError` naming the file
+    and `field` (one line, exit 2 on the command line; raised before any row is returned) when it cannot
+    be read, is not UTF-8 or not CSV, has a row with more or fewer fields than its header, lacks a column
+    of `required`, or (with `known`) has a column not in `known`; `of` names the bench in those messages
+    ("not a CSV of bench_x")."""
+    from memsched.solvers.errors import InputError
+
+    def bad(why: str) -> InputError:
+        return InputError(why, path=str(path), field=field)
+
+    whose = f" (not a CSV of {of})" if of else ""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except OSError as err:
+        raise bad(f"cannot read it ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        raise bad(f"not UTF-8 text (byte {err.start})") from None
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)  # an open quote at the end too
+    try:
+        header = next(reader, [])
+        records = [(reader.line_num, r) for r in reader if r]
+    except csv.Error as err:
+        raise bad(f"line {reader.line_num}: not CSV ({err}){whose}") from None
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise bad(f"no column {', '.join(missing)}{whose}")
+    extra = [c for c in header if known is not None and c not in known]
+    if extra:
+        raise bad(f"column {', '.join(map(repr, extra))} is not one of {of or 'the bench'}'s")
+    for line, record in records:
+        if len(record) != len(header):
+            raise bad(f"line {line}: {len(record)} fields, its header has {len(header)}{whose}")
+    return header, [dict(zip(header, record)) for _, record in records]
 
 
 def positive(kind: Callable[[str], Any] = float, *, zero: bool = False) -> Callable[[str], Any]:
@@ -151,8 +209,12 @@ def partial_path(out: str | Path) -> Path:
     return out.with_name(f"{stem}.partial.csv")
 
 
-#: the first line of a partial file: this text, then the settings of the run as JSON
+#: the first line of a partial file: this text, then a JSON object: the settings of the run (``settings``) and
+#: the kinds of value each column holds (``columns``, `_kind`), in the header's order
 _SETTINGS_LINE = "# memsched partial table; settings: "
+
+#: the kind of an empty value of a partial file (a row without that field)
+_ABSENT = "absent"
 
 
 def _json(value: Any) -> Any:
@@ -178,6 +240,24 @@ def _cell(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return text
+
+
+def _kind(text: str) -> str:
+    """The kind of the value a partial file holds as `text` (`_cell`): ``text``, ``number`` (int or float,
+    NaN and infinities too), ``bool``, ``null``, ``other`` (a list or object), or `_ABSENT` (empty)."""
+    if text == "":
+        return _ABSENT
+    value = _cell(text)
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "text" if isinstance(value, str) else "null" if value is None else "other"
+
+
+def _surrogate(text: str) -> bool:
+    """Whether `text` holds a byte that was not UTF-8 (decoded with ``surrogateescape``)."""
+    return any("\udc80" <= ch <= "\udcff" for ch in text)
 
 
 def _key_part(value: Any) -> str:
@@ -222,8 +302,10 @@ class Resumable:
     """The rows of one bench run, cell by cell, with those of an interrupted earlier run of the same
     settings (`partial_path`) reused. `rows`: this run's rows in cell order (reused and new); `key`: the
     fields naming a row's cell; `fields`: the partial file's header (None: the rows' keys, first seen
-    first). The partial file is a CSV whose first line holds the settings and whose values are texts as
-    they are and anything else as JSON (`_text`), so that a row read back equals the row written.
+    first). The partial file is a CSV whose first line holds the settings and the kinds of value each
+    column holds (`_kind`: text, number, ...; a column's kinds are those of the rows written) and whose
+    values are texts as they are and anything else as JSON (`_text`), so that a row read back equals the
+    row written: a value of another kind (text where a number was written) is damage, as a cut row is.
     `line`: a bench's printed line of a row, from the row alone (None: the bench prints no line per row);
     `kept` prints the line of each row it takes from the partial file, so that a resumed run prints every
     row (the bench prints those it makes itself). Invariant: it only ever holds whole cells (a cell's rows
@@ -253,6 +335,7 @@ class Resumable:
         # to hold every finished row in whole records (then the next write rewrites it whole), and its header
         self._size: int | None = None
         self._header: list[str] = []
+        self._kinds: dict[str, set[str]] = {}  # the kinds of value each column of the file holds (`_kind`)
         self._warned = False  # a write of the partial file failed: said once
         self._kept: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         self._resumed = self._read()
@@ -265,8 +348,9 @@ class Resumable:
     def _read(self) -> list[dict[str, Any]]:
         """The rows of the partial file when it holds this run's settings and fields (a note on stderr
         either way), else none. A damaged record (cut short by a kill or a full disk, more or fewer fields
-        than the header, garbled: `_records`) is left out with the rest of its cell (its key's rows beside
-        it, or where the cut took the key, the rows of the cells beside it), so that the cell runs again;
+        than the header, garbled: `_records`; edited: `_edited`) is left out with the rest of its cell (its
+        key's rows beside it, or where the cut took the key, the rows of the cells beside it), so that the cell
+        runs again;
         a cell found twice counts once (its last whole rows). A line on stderr says how many were left out."""
         if not self.partial.is_file():
             return []
@@ -278,23 +362,25 @@ class Resumable:
         records = _records(body)
         header, whole = next(records, ([], False))
         fields = self.fields if self.fields is not None else header
-        if not (whole and first == _SETTINGS_LINE + self.settings and header[:len(fields)] == fields
+        kinds = self._columns(first)
+        if not (whole and kinds is not None and list(kinds) == header and header[:len(fields)] == fields
                 and all(name in header for name in self.key)):
-            print(f"note: {self.partial} is not from a run with these settings: not resumed "
-                  "(this run's first finished cell replaces it)", file=sys.stderr)
+            print(f"note: {self.partial} is not from a run with these settings (or its first lines were edited): "
+                  "not resumed (this run's first finished cell replaces it)", file=sys.stderr)
             return []
         where = [header.index(name) for name in self.key]
         items: list[_Run | tuple[str, ...] | None] = []  # runs, and damaged records: their key, or None
         for record, whole in records:
-            if whole and len(record) == len(header):
+            if whole and len(record) == len(header) and not self._edited(record, header, kinds):
                 row = {k: _cell(v) for k, v in zip(header, record) if v != ""}
                 last = items[-1] if items else None
                 if isinstance(last, _Run) and last.key == self._key_of(row):
                     last.rows.append(row)
                 else:
                     items.append(_Run(self._key_of(row), row))
-            elif len(record) <= len(header) and max(where, default=-1) < len(record) - 1:
-                # cut (or garbled) in its last field, after the key's: that cell's rows beside it go too
+            elif len(record) <= len(header) and max(where, default=-1) < len(record) - 1 and not any(
+                    self._edited([record[i]], [header[i]], kinds) for i in where):
+                # cut (or garbled, or edited) after the key's fields: that cell's rows beside it go too
                 items.append(tuple(_key_part(_cell(record[i]) if record[i] else None) for i in where))
             else:
                 items.append(None)
@@ -319,11 +405,36 @@ class Resumable:
         rows = [row for cell in chosen.values() for row in cell]
         if damaged:
             print(f"note: {self.partial}: {damaged} damaged rows left out (a row cut short by a kill or a full "
-                  "disk, or garbled, and the rest of its cell): their cells run again", file=sys.stderr)
+                  "disk, garbled or edited, and the rest of its cell): their cells run again", file=sys.stderr)
         elif len(chosen) == len(runs):  # whole and each cell once: this run's rows go on after them
-            self._size, self._header = len(data), header
+            self._size, self._header, self._kinds = len(data), header, kinds
         print(f"resuming from {self.partial} ({len(rows)} finished rows)", file=sys.stderr)
         return rows
+
+    def _first_line(self, kinds: Mapping[str, set[str]]) -> str:
+        """The settings line of a partial file whose columns hold `kinds` (`_SETTINGS_LINE`), newline included."""
+        columns = json.dumps({k: sorted(v) for k, v in kinds.items()})
+        return f'{_SETTINGS_LINE}{{"settings": {self.settings}, "columns": {columns}}}\n'
+
+    def _columns(self, first: str) -> dict[str, set[str]] | None:
+        """The kinds of each column that the settings line `first` gives, None unless it holds this run's settings
+        (and is whole)."""
+        start = f'{_SETTINGS_LINE}{{"settings": {self.settings}, "columns": '
+        if not (first.startswith(start) and first.endswith("}")):
+            return None
+        try:
+            columns = json.loads(first[len(start):-1])
+        except ValueError:
+            return None
+        if not (isinstance(columns, dict) and all(isinstance(v, list) for v in columns.values())):
+            return None
+        return {k: set(map(str, v)) for k, v in columns.items()}
+
+    @staticmethod
+    def _edited(record: Sequence[str], header: Sequence[str], kinds: Mapping[str, set[str]]) -> bool:
+        """Whether a record's values are not as this run's writer wrote them: a byte that is not UTF-8, or a value of
+        a kind its column never held (text where a number was written, an empty value where every row had one)."""
+        return any(_surrogate(v) or _kind(v) not in kinds.get(k, ()) for k, v in zip(header, record))
 
     def kept(self, *values: Any) -> list[dict[str, Any]] | None:
         """The rows of the cell named by `values` (in `key` order) that an interrupted run finished,
@@ -377,7 +488,10 @@ class Resumable:
         if size is None or any(k not in self._header for row in rows for k in row):
             self.keep()
             return
-        data = self._encode(rows, self._header)
+        data, kinds = self._encode(rows, self._header)
+        if any(not kinds[k] <= self._kinds.get(k, set()) for k in kinds):  # a kind its first line does not name
+            self.keep()
+            return
         self._size = None  # until the rows are written
         with self.partial.open("r+b") as fh:
             fh.seek(size)
@@ -386,13 +500,18 @@ class Resumable:
         self._size = size + len(data)
 
     @staticmethod
-    def _encode(rows: Iterable[Mapping[str, Any]], header: Sequence[str]) -> bytes:
-        """`rows` as records of a partial file with `header` (a missing value: empty), UTF-8."""
+    def _encode(rows: Iterable[Mapping[str, Any]], header: Sequence[str]) -> tuple[bytes, dict[str, set[str]]]:
+        """`rows` as records of a partial file with `header` (a missing value: empty), UTF-8, and the kinds of
+        value each column of them holds (`_kind`: what `_read` accepts back)."""
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=list(header), lineterminator="\n")
-        # `_text`, so that None, "" and 1 / "1" come back apart
-        writer.writerows({k: _text(v) for k, v in row.items()} for row in rows)
-        return buf.getvalue().encode("utf-8", "surrogateescape")
+        kinds: dict[str, set[str]] = {k: set() for k in header}
+        for row in rows:
+            texts = {k: _text(v) for k, v in row.items()}  # `_text`, so that None, "" and 1 / "1" come back apart
+            for k in header:
+                kinds[k].add(_kind(texts.get(k, "")))
+            writer.writerow(texts)
+        return buf.getvalue().encode("utf-8", "surrogateescape"), kinds
 
     def cell(self, key: Sequence[Any], make: Callable[[], dict[str, Any] | list[dict[str, Any]]]
              ) -> list[dict[str, Any]]:
@@ -422,12 +541,12 @@ class Resumable:
 
         rows = [*self.rows, *self.unvisited()]
         fields = list(dict.fromkeys([*(self.fields or ()), *(k for r in rows for k in r)]))  # extras kept too
-        data = (_SETTINGS_LINE + self.settings + "\n" + _record(fields)).encode("utf-8", "surrogateescape") \
-            + self._encode(rows, fields)
+        body, kinds = self._encode(rows, fields)
+        data = (self._first_line(kinds) + _record(fields)).encode("utf-8", "surrogateescape") + body
         self._size = None
         self.partial.parent.mkdir(parents=True, exist_ok=True)
         path = write_atomic(self.partial, lambda tmp: tmp.write_bytes(data))
-        self._size, self._header = len(data), fields
+        self._size, self._header, self._kinds = len(data), fields, kinds
         return path
 
 

@@ -21,7 +21,6 @@ False or empty) are no memsched points in any verdict.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +66,13 @@ def duels_path(csv_path: Path) -> Path:
     return csv_path.with_name(f"{csv_path.stem}_duels.csv")
 
 
-def read_rows(path: Path) -> list[dict]:
-    """The CSV's rows (strings; a column missing from an older CSV is absent from its rows)."""
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
+def read_rows(path: Path, required: tuple[str, ...] = ("model", "size"), field: str = "--out") -> list[dict]:
+    """The CSV's rows (strings; a column missing from an older CSV is absent from its rows). A file without a
+    column of `required`, with a row of more or fewer fields than its header, or that is not UTF-8 CSV is an
+    `InputError` naming it and `field` (`benchtable.read_table`)."""
+    from memsched.experiments.benchtable import read_table
+
+    return read_table(path, field=field, required=required)[1]
 
 
 def _keys(rows: list[dict]) -> list[tuple[str, str]]:
