@@ -300,6 +300,7 @@ def _run(argv: list[str], command: str | None, interrupted: Callable[[], bool]) 
         parser = build_parser(command, lazy=True)  # imports the command's module (numpy, ortools, ...)
         args = _parse(parser, argv)
         from memsched.solvers.errors import InputError  # after parsing: --help and usage errors skip it
+        from memsched.solvers.jsonio import UnknownFieldWarning
     except Exception as err:
         if interrupted():
             raise KeyboardInterrupt from err
@@ -310,7 +311,8 @@ def _run(argv: list[str], command: str | None, interrupted: Callable[[], bool]) 
               file=sys.stderr)
         return 2
     try:
-        code = int(args.func(args) or 0)
+        with _warnings_as_lines(args.command, UnknownFieldWarning):
+            code = int(args.func(args) or 0)
     except BrokenPipeError:
         return 0
     except Exception as err:
@@ -327,6 +329,29 @@ def _run(argv: list[str], command: str | None, interrupted: Callable[[], bool]) 
     if interrupted() and code != 130:  # swallowed on the way (an import's C++ code): it still stops the command
         raise KeyboardInterrupt
     return code  # 130: the command answered the interrupt itself (its answer and its line are printed)
+
+
+@contextlib.contextmanager
+def _warnings_as_lines(command: str, category: type[Warning]) -> Iterator[None]:
+    """Inside, each warning of `category` (an instance file's unknown key, `jsonio.UnknownFieldWarning`) is
+    one line on stderr, ``memsched <command>: warning: <message>`` (no source line, no file:lineno), once per
+    message however often the file is loaded; other warnings are shown as Python shows them."""
+    import warnings
+
+    shown: set[str] = set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", category)  # every load reaches `show`, which says each message once
+        default = warnings.showwarning
+
+        def show(message: Warning | str, cls: type[Warning], *rest: Any, **kwargs: Any) -> None:
+            if not issubclass(cls, category):
+                default(message, cls, *rest, **kwargs)
+            elif str(message) not in shown:
+                shown.add(str(message))
+                print(f"memsched {command}: warning: {message}", file=sys.stderr)
+
+        warnings.showwarning = show
+        yield
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ a folder, unreadable, not UTF-8) into an `InputError` naming the file, and it re
 (``<(cmd)``, ``/dev/stdin``, or ``-`` for standard input) once, keeping its text so that a
 second read of the same path (format detection, then loading) sees the same content.
 `parse_json` is the one JSON parse of the loaders (`read_json`, and the loaders that read the
-text first): every failure is an `InputError` naming the file.
+text first): every failure is an `InputError` naming the file. `warn_unknown` is how every loader
+reports a key it does not read (an `UnknownFieldWarning`: the file still loads).
 """
 
 from __future__ import annotations
@@ -16,11 +17,46 @@ import re
 import stat
 import sys
 import tempfile
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Collection
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+
+
+class UnknownFieldWarning(UserWarning):
+    """A key of an instance file that its loader does not read (a misspelt optional field would
+    otherwise fall back to its default in silence); the file loads all the same, the key ignored.
+    The message is one line: ``<file>: <JSON path>.<key> is not a field of <what> (ignored; did
+    you mean <close match>?)``. The command line prints it as ``memsched <cmd>: warning: ...``."""
+
+
+def warn_unknown(obj: dict[str, Any], accepted: Collection[str], path: str, where: str, what: str, *,
+                 near_only: bool = False) -> None:
+    """One `UnknownFieldWarning` per key of the JSON object `obj` (at the JSON path `where` of the
+    file `path`; "" for the top level) that is not among `accepted`, the keys its loader reads,
+    with the closest of them as a suggestion (`difflib.get_close_matches`). `what` names the
+    object ("a chain stage"). With `near_only` (a free-form object, ``meta``, of which the loader
+    reads a few keys; `what` then names the reader, "the chain loader") only keys close to an
+    accepted one (ratio >= 0.8) are reported. Keys are
+    reported in the file's order; prints nothing itself (solvers/ never prints)."""
+    if obj.keys() <= set(accepted):  # the common case, cheap on a graph of 20,000 nodes
+        return
+    for key in obj:
+        if key in accepted:
+            continue
+        close = get_close_matches(key, list(accepted), n=1, cutoff=0.8 if near_only else 0.6)
+        if near_only and not close:
+            continue
+        shown = key if key.isprintable() and 0 < len(key) <= 80 else repr(key)[:80]
+        at = f"{where}.{shown}" if where else shown
+        hint = f"; did you mean {close[0]}?" if close else ""
+        text = (f"{at} is not read by {what} (ignored{hint})" if near_only
+                else f"{at} is not a field of {what} (ignored{hint})")
+        warnings.warn(f"{path}: {text}", UnknownFieldWarning, stacklevel=3)
+
 
 #: text of the pipes already read, by path (a pipe can be read only once)
 _PIPES: dict[str, str] = {}

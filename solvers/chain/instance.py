@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..jsonio import read_json, write_json_atomic
+from ..jsonio import read_json, warn_unknown, write_json_atomic
 from ..units import (
     MAX_BYTES,
     MAX_TIME,
@@ -65,6 +65,12 @@ TIME_MODE_FIELDS = ("fwd_time_all", "fwd_time_nograd")
 #: optional overhead of B(i) releasing delta_{i+1} and the tape's output early (bytes, may be < 0)
 RELEASE_FIELD = "bwd_overhead_released"
 LOSS_FIELDS = ("bwd_time", "bwd_overhead")
+#: every key a stage may have (`parse_stages`); others are reported (`jsonio.warn_unknown`) and ignored
+STAGE_KEYS = (*STAGE_FIELDS, *MODE_FIELDS, *TIME_MODE_FIELDS, RELEASE_FIELD, "name")
+#: every top-level key of a chain file: ``host_link`` is the offloading instance's (solvers/offload/instance.py)
+CHAIN_KEYS = ("format", "name", "input_size", "stages", "loss", "meta", "host_link")
+#: the keys of ``meta.units`` (`check_units`); ``meta`` itself is free-form
+UNIT_KEYS = ("time", "memory")
 SIZE_FIELDS = ("out_size", "tape_size", "fwd_overhead", "bwd_overhead")
 #: time units a file may declare in meta.units.time, with their number per second
 TIME_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6, "µs": 1e6, "ns": 1e9}
@@ -329,13 +335,14 @@ class Chain:
     @classmethod
     def from_dict(cls, data: Any, *, path: str = "<chain>") -> Chain:
         """Validate and build; every error names `path`, the stage and the field."""
-        per = check_header(data, path, FORMAT)
+        per = check_header(data, path, FORMAT, CHAIN_KEYS, "a chain file")
         unit = meta_memory_unit(data.get("meta"))
         input_size = _number(data, "input_size", path, "input_size", integer=True, per=per, unit=unit)
         clean = parse_stages(data.get("stages"), path, "stages", per=per, unit=unit)
         loss = data.get("loss")
         if not isinstance(loss, dict):
             raise InputError("missing or not an object", path=path, field="loss")
+        warn_unknown(loss, LOSS_FIELDS, path, "loss", "a chain's loss")
         loss_clean = {f: _number(loss, f, path, f"loss.{f}", integer=f == "bwd_overhead", per=per, unit=unit)
                       for f in LOSS_FIELDS}
         check_total(input_size + sum(item[f] for item in clean for f in SIZE_FIELDS) + loss_clean["bwd_overhead"],
@@ -436,18 +443,21 @@ def named_object(obj: Any, path: str, where: str) -> str:
     return f"{where} ({obj['name']})" if "name" in obj else where
 
 
-def parse_stages(stages: Any, path: str, where: str, *, per: int = 1, unit: str | None = None) -> list[dict[str, Any]]:
+def parse_stages(stages: Any, path: str, where: str, *, per: int = 1, unit: str | None = None,
+                 what: str = "a chain stage") -> list[dict[str, Any]]:
     """The validated stage objects of a chain (or of a join branch) at `where` of the file `path`:
     the `STAGE_FIELDS` (sizes integers in the file's memory unit `unit` of `per` bytes, at most `MAX_BYTES`
     once in bytes: `check_header`; times in the file's unit), the per-mode forward
     overheads `MODE_FIELDS` when a stage gives one (``fwd_overhead`` must be their max), the per-mode
     forward times `TIME_MODE_FIELDS` likewise (``fwd_time`` must be their max), the tape
-    holding the output (xbar >= x) and a name; `InputError` naming the stage and field otherwise."""
+    holding the output (xbar >= x) and a name; `InputError` naming the stage and field otherwise. A key
+    not among `STAGE_KEYS` is an `UnknownFieldWarning` (`what`: "a chain stage") and is ignored."""
     if not isinstance(stages, list) or not stages:
         raise InputError("must be a non-empty list of stages", path=path, field=where)
     clean: list[dict[str, Any]] = []
     for i, stage in enumerate(stages):
         at = named_object(stage, path, f"{where}[{i}]")
+        warn_unknown(stage, STAGE_KEYS, path, at, what)
         item = {f: _number(stage, f, path, f"{at}.{f}", integer=f in SIZE_FIELDS, per=per, unit=unit)
                 for f in STAGE_FIELDS}
         if any(f in stage for f in MODE_FIELDS):  # per-mode overheads: fwd_overhead is their max
@@ -546,20 +556,34 @@ def check_total(total: int, path: str, field: str, *, per: int = 1, unit: str | 
     raise InputError(f"the sizes add up to {what}, more than {size_limit(unit)}", path=path, field=field)
 
 
-def check_header(data: Any, path: str, fmt: str) -> int:
+def check_header(data: Any, path: str, fmt: str, keys: tuple[str, ...], what: str) -> int:
     """A JSON object of format `fmt` (its ``format`` field), with an optional ``name`` (a string)
-    and ``meta`` (an object whose ``units`` follow `check_units`). Returns the bytes per size unit
+    and ``meta`` (an object whose ``units`` follow `check_units`). A top-level key other than `keys`
+    (those of `what`, "a chain file"), a key of ``meta.units`` other than `UNIT_KEYS` and a ``meta``
+    key close to "units" are each an `UnknownFieldWarning`. Returns the bytes per size unit
     (`check_units`)."""
     if not isinstance(data, dict):
         raise InputError("expected a JSON object", path=path)
     if data.get("format") != fmt:
         raise InputError(f"expected {fmt!r}, got {data.get('format')!r}", path=path, field="format")
+    warn_unknown(data, keys, path, "", what)
     if "name" in data and not isinstance(data["name"], str):
         raise InputError(f"must be a string, got {data['name']!r}", path=path, field="name")
     meta = data.get("meta", {})
     if not isinstance(meta, dict):
         raise InputError("must be an object", path=path, field="meta")
-    return check_units(meta, path, "meta")
+    per = check_units(meta, path, "meta")
+    warn_unknown(meta, ("units",), path, "meta", "memsched", near_only=True)  # free-form: only "unit" for "units"
+    warn_unknown_units(meta, path, "meta")
+    return per
+
+
+def warn_unknown_units(meta: dict[str, Any], path: str, where: str) -> None:
+    """An `UnknownFieldWarning` for each key of the object ``units`` of `meta` (at `where`: "meta",
+    "graph.meta"; checked by `check_units`) other than `UNIT_KEYS`."""
+    units = meta.get("units")
+    if isinstance(units, dict):
+        warn_unknown(units, UNIT_KEYS, path, f"{where}.units", "the units")
 
 
 def check_units(meta: dict[str, Any], path: str, where: str) -> int:

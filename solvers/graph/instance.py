@@ -40,13 +40,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..chain.instance import check_bytes, check_total, check_units
+from ..chain.instance import check_bytes, check_total, check_units, warn_unknown_units
 from ..errors import InputError
-from ..jsonio import read_json
+from ..jsonio import read_json, warn_unknown
 from ..units import MAX_BYTES, MAX_TIME, check_number, meta_memory_unit, plain_number, size_array
 
 if TYPE_CHECKING:
     import networkx as nx
+
+#: the top-level keys of a node-link file (networkx writes them), the keys of a node, and of the graph
+#: attributes (``graph``) that the loader reads; others are reported (`jsonio.warn_unknown`) and ignored
+FILE_KEYS = ("directed", "multigraph", "graph", "nodes", "links", "edges")
+NODE_KEYS = ("id", "cost_cpu", "cost_ram", "workspace", "name", "backward")
+ATTR_KEYS = ("name", "order", "meta")
 
 
 @dataclass(eq=False)
@@ -223,6 +229,7 @@ class Graph:
         data = _from_moccasin_tags(data, path)
         per = _units(data, path)
         unit = meta_memory_unit(_graph_attrs(data, path).get("meta"))
+        node_keys = _warn_unknown_file_keys(data, path)
         nodes = data.get("nodes")
         if not isinstance(nodes, list) or not nodes:
             raise InputError("must be a non-empty list of nodes", path=path, field="nodes")
@@ -252,6 +259,8 @@ class Graph:
             if nid in seen:
                 raise InputError(f"duplicate node id {nid!r}", path=path, field=f"nodes[{j}].id")
             seen.add(nid)
+            label = f"nodes[{j}]" if node.get("name") is None else f"nodes[{j}] ({node['name']})"
+            warn_unknown(node, node_keys, path, label, "a graph node")
             _cost(node, "cost_cpu", path, f"node {nid!r}: cost_cpu")
             sizes = ("cost_ram", "workspace") if node.get("workspace") is not None else ("cost_ram",)
             for f in sizes:
@@ -392,6 +401,19 @@ def _from_moccasin_tags(data: dict[str, Any], path: Any = None) -> dict[str, Any
     return out
 
 
+def _warn_unknown_file_keys(data: dict[str, Any], path: str) -> set[str]:
+    """An `UnknownFieldWarning` for each top-level key of the node-link `data` other than `FILE_KEYS`
+    and each graph attribute other than `ATTR_KEYS` (except in Moccasin's tagged files, whose
+    attributes are many: positions, tags); the keys a node may have: `NODE_KEYS`, and in a tagged
+    file the tags' values (its nodes' ``param_cost``, ...; `_from_moccasin_tags`)."""
+    warn_unknown(data, FILE_KEYS, path, "", "a node-link graph file")
+    attrs = _graph_attrs(data, path)
+    if "node_output_cost_tag" not in attrs:
+        warn_unknown(attrs, ATTR_KEYS, path, "graph", "the graph attributes")
+        return set(NODE_KEYS)
+    return set(NODE_KEYS) | {v for k, v in attrs.items() if k.endswith("_tag") and isinstance(v, str)}
+
+
 def _is_node_id(value: Any) -> bool:
     """True for what a file may use as a node id or a link's end: a string or a finite number, not a
     list or an object (those cannot even be looked up among the ids), not true/false (equal to 1 and
@@ -423,7 +445,9 @@ def _units(data: dict[str, Any], path: str) -> int:
         return 1
     if not isinstance(meta, dict):
         raise InputError(f"must be an object, got {meta!r:.80}", path=path, field="graph.meta")
-    return check_units(meta, path, "graph.meta")
+    per = check_units(meta, path, "graph.meta")
+    warn_unknown_units(meta, path, "graph.meta")
+    return per
 
 
 def _size(value: float) -> int:

@@ -22,19 +22,30 @@ Sizes are integers (bytes, or slots once discretised), times floats (the file's 
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..chain.instance import Chain, _number, check_header, check_name, check_total, named_object, parse_stages
+from ..chain.instance import (
+    LOSS_FIELDS,
+    Chain,
+    _number,
+    check_header,
+    check_name,
+    check_total,
+    named_object,
+    parse_stages,
+)
 from ..errors import InputError
-from ..jsonio import read_json, write_json_atomic
+from ..jsonio import read_json, warn_unknown, write_json_atomic
 from ..units import check_number, meta_memory_unit, plain_number
 
 FORMAT = "memsched.join/1"
+#: every top-level key of a join file, and of a branch; others are reported (`jsonio.warn_unknown`) and ignored
+JOIN_KEYS = ("format", "name", "branches", "loss", "meta")
+BRANCH_KEYS = ("name", "input_size", "stages")
 
 
 @dataclass(eq=False)
@@ -95,9 +106,14 @@ class Join:
         return float(sum(c.total_time() for c in self.branches) + self.loss_time)
 
     def discretised(self, slot: float) -> Join:
-        """Every size in slots of `slot` bytes, rounded up (schedules stay safe)."""
-        return Join([c.discretised(slot) for c in self.branches], self.loss_time,
-                    int(math.ceil(self.loss_overhead / slot - 1e-9)), name=self.name, meta=dict(self.meta))
+        """Every size in slots of `slot` bytes, rounded up exactly (`discretize.round_up`, as
+        `Chain.discretised`; ``loss_overhead`` included), so a schedule that fits S slots fits S * slot bytes."""
+        from ..discretize import round_up  # the one discretisation of every problem
+
+        # (a float ceil(o / slot - 1e-9) rounds o = k * slot + 1 down to k once slot > 1e9 bytes)
+        loss_overhead = int(round_up([self.loss_overhead], slot)[0])
+        return Join([c.discretised(slot) for c in self.branches], self.loss_time, loss_overhead, name=self.name,
+                    meta=dict(self.meta))
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -124,8 +140,10 @@ class Join:
     def from_dict(cls, data: Any, *, path: str = "<join>") -> Join:
         """Validate and build; every error names `path`, the branch, the stage and the field. Sizes are
         in the file's ``meta.units.memory`` and at most 1 PiB once in bytes, each and summed
-        (`chain.instance.check_header`); a branch's ``name`` is a string (an integer is read as its text)."""
-        per = check_header(data, path, FORMAT)
+        (`chain.instance.check_header`); a branch's ``name`` is a string (an integer is read as its text).
+        A key the loader does not read (`JOIN_KEYS`, `BRANCH_KEYS`, `chain.instance.STAGE_KEYS`) is an
+        `UnknownFieldWarning`, and is ignored."""
+        per = check_header(data, path, FORMAT, JOIN_KEYS, "a join file")
         unit = meta_memory_unit(data.get("meta"))
         raw = data.get("branches")
         if not isinstance(raw, list) or not raw:
@@ -135,14 +153,17 @@ class Join:
             if isinstance(br, dict) and "name" in br:  # checked before `named_object` puts it in every field
                 check_name(br["name"], path, f"branches[{b}].name")
             where_b = named_object(br, path, f"branches[{b}]")
+            warn_unknown(br, BRANCH_KEYS, path, where_b, "a join branch")
             input_size = _number(br, "input_size", path, f"{where_b}.input_size", integer=True, per=per, unit=unit)
-            clean = parse_stages(br.get("stages"), path, f"{where_b}.stages", per=per, unit=unit)
+            clean = parse_stages(br.get("stages"), path, f"{where_b}.stages", per=per, unit=unit,
+                                 what="a join stage")
             chains.append(Chain.from_stages(input_size, clean, {"bwd_time": 0.0, "bwd_overhead": 0},
                                             name=check_name(br.get("name", f"branch{b}"), path,
                                                             f"branches[{b}].name")))
         loss = data.get("loss")
         if not isinstance(loss, dict):
             raise InputError("missing or not an object", path=path, field="loss")
+        warn_unknown(loss, LOSS_FIELDS, path, "loss", "a join's loss")
         loss_time = _number(loss, "bwd_time", path, "loss.bwd_time", integer=False)
         loss_overhead = _number(loss, "bwd_overhead", path, "loss.bwd_overhead", integer=True, per=per, unit=unit)
         check_total(loss_overhead + sum(int(v) for c in chains for a in (c.x, c.xbar, c.o_f, c.o_bh) for v in a),

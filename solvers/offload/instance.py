@@ -21,9 +21,11 @@ from typing import Any
 
 from ..chain.instance import Chain
 from ..errors import InputError, flag
-from ..jsonio import read_json, write_json_atomic
+from ..jsonio import read_json, warn_unknown, write_json_atomic
 from ..units import MAX_BYTES, MIN_BANDWIDTH, byte_unit, short_number
 
+#: the keys of a chain file's ``host_link``; others are reported (`jsonio.warn_unknown`) and ignored
+LINK_KEYS = ("bandwidth", "latency")
 #: largest latency per transfer accepted (seconds): a day
 MAX_LATENCY = 86400.0
 
@@ -103,7 +105,8 @@ class OffloadInstance:
 
     @classmethod
     def load(cls, path: str | Path, bandwidth: float | None = None, latency: float | None = None) -> OffloadInstance:
-        """A chain file with a "host_link" object, or any chain file plus `bandwidth` (bytes/s)."""
+        """A chain file with a "host_link" object, or any chain file plus `bandwidth` (bytes/s). A key of
+        ``host_link`` other than `LINK_KEYS` is an `UnknownFieldWarning` (the chain's, `Chain.from_dict`)."""
         path = str(path)
         data = read_json(path)
         chain = Chain.from_dict(data, path=path)
@@ -111,6 +114,7 @@ class OffloadInstance:
         if link is not None and not isinstance(link, dict):
             raise InputError("must be an object", path=path, field="host_link")
         link = link or {}
+        warn_unknown(link, LINK_KEYS, path, "host_link", "a host link")
         if bandwidth is None:
             if "bandwidth" not in link:
                 raise InputError(f"no host bandwidth: add host_link.bandwidth to the file or pass {flag('bandwidth')}",

@@ -292,24 +292,57 @@ class Pipeline:
         and the optional ``saved_by`` / ``saved_extra`` fields when the profile has them)."""
         scale = self.time_unit / 1e-3
         lines = []
-        ids = [f"node{i + 1}" for i in range(self.length)]
+        input_id, ids, descs = _graph_nodes(self.layer_names)
         succ = self.succ if self.succ is not None else [[l + 1] for l in range(self.length - 1)] + [[]]
         if self.input_size:
             keep = "" if self.saved_by is None else f", saved_by=[{ids[self.input_layer] if self.input_saved else ''}]"
-            lines.append(f"node0 -- Input -- forward_compute_time=0.000, backward_compute_time=0.000, "
+            lines.append(f"{input_id} -- Input -- forward_compute_time=0.000, backward_compute_time=0.000, "
                          f"activation_size={float(self.input_size):.1f}, parameter_size=0.000{keep}")
         for i in range(self.length):
-            desc = _graph_desc(self.layer_names[i])
             extra = "" if self.saved_extra is None else f", saved_extra={int(self.saved_extra[i])}"
             if self.saved_by is not None:
                 extra += ", saved_by=[" + "; ".join(ids[w] for w in self.saved_by[i]) + "]"
-            lines.append(f"{ids[i]} -- {desc} -- forward_compute_time={self.fwd[i] * scale:.9f}, "
+            lines.append(f"{ids[i]} -- {descs[i]} -- forward_compute_time={self.fwd[i] * scale:.9f}, "
                          f"backward_compute_time={self.bwd[i] * scale:.9f}, activation_size={float(self.act[i]):.1f}, "
                          f"parameter_size={float(self.params[i]):.1f}{extra}")
         if self.input_size:
-            lines.append(f"\tnode0 -- {ids[self.input_layer]}")
+            lines.append(f"\t{input_id} -- {ids[self.input_layer]}")
         lines += [f"\t{ids[u]} -- {ids[v]}" for u, vs in enumerate(succ) for v in vs]
         return "\n".join(lines) + "\n"
+
+
+#: a node ID `_graph_nodes` keeps from a layer name: one word, none of the separators of an edge line
+#: or a ``saved_by=[a; b]`` list (whitespace, ``;``, ``,``, brackets)
+_NODE_ID = re.compile(r"[^\s;,\[\]]+")
+
+
+def _graph_nodes(names: list[str]) -> tuple[str, list[str], list[str]]:
+    """(the Input node's ID, each layer's node ID, each layer's DESC) for `Pipeline.to_graph_txt`, so that
+    `from_graph_txt` reads a layer back named as written: it names a layer ``"ID: DESC"``, so a name of
+    that form (one read from a graph.txt) keeps its ID when that is one word (no whitespace) not taken by an
+    earlier layer (`_NODE_ID`), and its DESC as `_graph_desc` writes it; any other layer gets a free
+    ``node{l+1}`` and its whole name as DESC (read back as ``"node{l+1}: name"``, which a second round trip
+    keeps)."""
+    own: list[str | None] = []
+    for name in names:
+        head, sep, _ = name.partition(": ")
+        ok = bool(sep) and _NODE_ID.fullmatch(head) is not None and head not in own
+        own.append(head if ok else None)
+    taken = {h for h in own if h is not None}
+
+    def free(i: int) -> str:
+        """``node{i}``, or ``node{i}.k`` with the least k >= 1 when a layer's own ID is ``node{i}``."""
+        pick, k = f"node{i}", 0
+        while pick in taken:
+            k += 1
+            pick = f"node{i}.{k}"
+        taken.add(pick)
+        return pick
+
+    input_id = free(0)
+    ids = [h if h is not None else free(i + 1) for i, h in enumerate(own)]
+    descs = [_graph_desc(name.partition(": ")[2] if h is not None else name) for name, h in zip(names, own)]
+    return input_id, ids, descs
 
 
 def _graph_desc(name: str) -> str:
@@ -348,11 +381,15 @@ def load(path: str | Path) -> Pipeline:
 
 
 def from_chain_json(text: str, *, path: str = "<chain>") -> Pipeline:
-    """A pipeline from the text of a ``memsched.chain/1`` file (validated by the chain loader)."""
+    """A pipeline from the text of a ``memsched.chain/1`` file (validated by the chain loader, which
+    reports the keys it does not read: `jsonio.UnknownFieldWarning`); a key of its free-form ``meta``
+    close to ``param_sizes``, the one more it reads here, is reported too ("param_size")."""
     from ..chain.instance import Chain
-    from ..jsonio import parse_json
+    from ..jsonio import parse_json, warn_unknown
 
     chain = Chain.from_dict(parse_json(text, path), path=path)
+    # ("unit" for "units": reported by the chain loader)
+    warn_unknown(chain.meta, ("param_sizes",), path, "meta", "the pipeline loader", near_only=True)
     return from_chain(chain, path=path)
 
 
