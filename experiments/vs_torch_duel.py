@@ -212,7 +212,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"vs_torch_duel: {csv_path} does not exist", file=sys.stderr)
         return 2
     out = Path(args.out) if args.out else duels_path(csv_path)
-    rows = read_rows(csv_path)
+    rows = read_rows(csv_path, field="--csv")
     keys = sorted({(r["model"], r["size"]) for r in rows}, key=lambda k: (k[0], k[1]))
     keys = [
         k
@@ -243,7 +243,7 @@ def _main(argv: list[str] | None) -> int:
         write_csv([], out, DUEL_COLUMNS)
     duel_figure(read_rows(out), out.with_suffix(".png"))
     summary_path = write_csv(
-        verdicts(read_rows(csv_path), read_rows(out)),
+        verdicts(read_rows(csv_path, field="--csv"), read_rows(out)),
         csv_path.with_name(f"{csv_path.stem}_summary.csv"),
         SUMMARY_COLUMNS,
     )

@@ -51,7 +51,8 @@ def warn_unknown(obj: dict[str, Any], accepted: Collection[str], path: str, wher
         if near_only and not close:
             continue
         shown = key if key.isprintable() and 0 < len(key) <= 80 else repr(key)[:80]
-        at = f"{where}.{shown}" if where else shown
+        place = where if where.isprintable() else repr(where)[1:-1]  # a stage name's newline: still one line
+        at = f"{place}.{shown}" if where else shown
         hint = f"; did you mean {close[0]}?" if close else ""
         text = (f"{at} is not read by {what} (ignored{hint})" if near_only
                 else f"{at} is not a field of {what} (ignored{hint})")

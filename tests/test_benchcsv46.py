@@ -266,3 +266,15 @@ def test_a_folder_in_place_of_the_partial_file_is_refused(tmp_path: Path, monkey
     code, _, err = call_main(bench.main, ["--lengths", "10", "--slots", "50", "--out", str(out)], capsys)
     _one_error(code, err, "--out", str(partial_of(out)))
     assert not out.exists()
+
+
+def test_vs_torch_duel_names_csv_for_its_table(tmp_path):
+    """vs_torch_duel reads its --csv table through the shared reader: a bad one is named as --csv (it has an --out)."""
+    import subprocess
+    import sys
+
+    bad = tmp_path / "nocol.csv"
+    bad.write_text("foo,bar\n1,2\n")
+    res = subprocess.run([sys.executable, "-m", "memsched.experiments.vs_torch_duel", "--csv", str(bad)],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert res.returncode == 2 and f"{bad}: --csv: no column model, size" in res.stderr, res.stderr

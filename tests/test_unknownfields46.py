@@ -217,3 +217,11 @@ def test_profile_and_export_graph_outputs_load_without_warnings(tmp_path):
         assert res.returncode == 0 and "warning" not in res.stderr, res.stderr
     _load_strict(chain_file, "chain")
     _load_strict(graph_file, "graph")
+
+
+def test_the_warning_stays_one_line_when_a_stage_name_holds_a_newline(tmp_path):
+    data = copy.deepcopy(CHAIN)
+    data["stages"][0]["name"] = "conv\nEVIL LINE"
+    data["stages"][0]["fwd_tme"] = 1
+    _, got = _messages(chain_pkg.load, _write(tmp_path, data))
+    assert len(got) == 1 and "\n" not in got[0] and "conv\\nEVIL LINE" in got[0]

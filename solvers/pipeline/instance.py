@@ -324,11 +324,13 @@ def _graph_nodes(names: list[str]) -> tuple[str, list[str], list[str]]:
     ``node{l+1}`` and its whole name as DESC (read back as ``"node{l+1}: name"``, which a second round trip
     keeps)."""
     own: list[str | None] = []
+    taken: set[str] = set()  # the IDs kept so far (a set: 20,000-layer graphs)
     for name in names:
         head, sep, _ = name.partition(": ")
-        ok = bool(sep) and _NODE_ID.fullmatch(head) is not None and head not in own
+        ok = bool(sep) and _NODE_ID.fullmatch(head) is not None and head not in taken
         own.append(head if ok else None)
-    taken = {h for h in own if h is not None}
+        if ok:
+            taken.add(head)
 
     def free(i: int) -> str:
         """``node{i}``, or ``node{i}.k`` with the least k >= 1 when a layer's own ID is ``node{i}``."""
