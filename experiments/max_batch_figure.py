@@ -15,8 +15,11 @@ of the answers too. Writes ``<stem>.png`` and ``.pdf`` under `--out`.
 Answers of ``--problem graph`` (solvers checkpoint-all, sqrt, greedy, dtr, checkmate, cpsat) are
 drawn the same way, one bar per solver present. With ``--published CSV`` (the transcribed
 numbers, ``results/published_checkmate.csv``), each published maximum batch of a network and
-solver drawn here is marked over its bar (a black tick; an open triangle for a lower bound,
-relation ``>=``) and given in the table: the paper's numbers beside ours.
+solver drawn here is marked over its bar (a solid black tick; a dashed one for a lower bound,
+relation ``>=``) and given in the table: the paper's numbers beside ours. A bar's label sits above
+its bar and above the tick over it, so that no tick strikes it through. A solver whose every answer
+drawn is ``optimal`` is named in the legend with the model it is optimal in (``rotor (persistent)``,
+`legend_text`).
 
 The answers drawn in one figure share one protocol (`PROTOCOL`: memory, cost, max_overhead,
 state_factor, problem, vary, tolerance; an answer without ``problem`` is a chain's, without ``vary``
@@ -232,7 +235,7 @@ def draw(
     first: dict[str, Any] = next((a for by in answers.values() for a in by.values()), {})
     marked = {"=": False, ">=": False}
     for k, solver in enumerate(solvers):
-        xs, ys, notes = [], [], []
+        xs, ys, notes, ticks = [], [], [], []
         for i, model in enumerate(models):
             x = i + (k - (len(solvers) - 1) / 2) * width
             if (model, solver) in published:
@@ -251,18 +254,21 @@ def draw(
                 )
                 marked[key] = True
             ans = answers[model].get(solver)
+            tick = published[(model, solver)][1] if (model, solver) in published else None
             if ans is None or ans.get("largest") is None:
                 continue
             xs.append(x)
             ys.append(ans["largest"])
+            ticks.append(tick)
             over = (ans.get("result") or {}).get("overhead")
             show = over is not None and solver not in ("store-all", "checkpoint-all")
             notes.append(size_text(ans) + (f"\nx{over:.2f}" if show else ""))
-        bars = ax.bar(xs, ys, width=width, label=solver, color=f"C{k}")
-        for bar, note in zip(bars, notes):
-            ax.annotate(
-                note, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=5
-            )
+        bars = ax.bar(xs, ys, width=width, label=legend_text(solver, answers), color=f"C{k}")
+        for bar, note, tick in zip(bars, notes, ticks):
+            # above the published tick when that is higher: the tick (zorder 3) would strike the label through
+            top, lift = (bar.get_height(), 0.0) if tick is None else (max(bar.get_height(), tick), 2.0)
+            ax.annotate(note, (bar.get_x() + bar.get_width() / 2, top), xytext=(0, lift), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=5)
     what = quantity(first)
     ax.set_xticks(range(len(models)), models, fontsize=7)
     ax.set_ylabel(what + (" (px)" if what.endswith("side") else ""), fontsize=7)
@@ -285,6 +291,25 @@ def draw(
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     return save_figure(fig, out_dir, stem)
+
+
+#: solver -> the start of the scope its ``optimal`` answers are optimal in (a max-batch answer's result
+#: carries its status, not always its scope): the model is `plotting.labels.scope_model`'s
+OPTIMAL_SCOPES = {"rotor": "persistent schedules", "cpsat": "at most 2 computations per node"}
+
+
+def legend_text(solver: str, answers: Answers) -> str:
+    """The legend text of `solver`'s bars: the solver with the model it is optimal in ("rotor
+    (persistent)", `plotting.labels.with_model`) when every answer of it drawn (``largest`` not null) has
+    an ``optimal`` result, whose ``scope`` (else `OPTIMAL_SCOPES`) names the model; else the solver."""
+    from memsched.experiments.plotting.labels import scope_model, with_model
+
+    drawn = [a for by in answers.values() for s, a in by.items() if s == solver and a.get("largest") is not None]
+    results = [a.get("result") or {} for a in drawn]
+    if not results or any(r.get("status") != "optimal" for r in results):
+        return solver
+    models = {scope_model(str(r.get("scope") or OPTIMAL_SCOPES.get(solver, ""))) for r in results}
+    return with_model(solver, str(models.pop())) if len(models) == 1 and None not in models else solver
 
 
 def quantity(answer: dict[str, Any]) -> str:

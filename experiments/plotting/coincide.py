@@ -11,30 +11,40 @@ from typing import Any
 
 
 def mark_coinciding(lines: list[tuple[str, Any]]) -> list[tuple[str, list[str]]]:
-    """Make visible a series drawn exactly under another: of `lines` ((legend text, matplotlib line) in
-    drawing order, one panel), each line every point of which is also a point of one later-drawn line
+    """Make visible a series drawn exactly under others: of `lines` ((legend text, matplotlib line) in
+    drawing order, one panel), each line every point of which is also a point of a later-drawn line
     (the same x and y, to a relative 1e-9) gets larger hollow markers and a wider, paler line, so that it
-    shows around the line over it -- the larger, the more such lines lie over it (rotor under cpsat under
-    milp: rotor outermost); the data are not changed. Returns (legend text, [text of the line over it])
-    for each line so marked. Call after the legend is made, which keeps the lines' own style."""
+    shows around the lines over it -- the larger, the more such lines lie over it (rotor under cpsat under
+    milp: rotor outermost); the data are not changed. A line held whole by one later line is matched to
+    that line (the deepest such); else, when its points are held piecewise by several later lines (each
+    point by some), it is matched to a few of them that together hold every point (`_piecewise_cover`).
+    Returns (legend text, [texts of the lines over it]) for each line so marked. Call after the legend is
+    made, which keeps the lines' own style."""
     import numpy as np
 
     points = [np.column_stack([np.asarray(line.get_xdata(), dtype=float), np.asarray(line.get_ydata(), dtype=float)])
               for _, line in lines]
     points = [p[np.isfinite(p).all(axis=1)] for p in points]
+    held = {(i, j): _held(points[i], points[j]) for i in range(len(lines)) for j in range(i + 1, len(lines))
+            if len(points[i])}
+    whole = {i: [j for j in range(i + 1, len(lines)) if (i, j) in held and held[i, j].all()] for i in range(len(lines))}
     depth = [0] * len(lines)  # how many lines lie over each line, one on another
-    over: dict[int, int] = {}
+    over: dict[int, list[int]] = {}
     for i in range(len(lines) - 2, -1, -1):  # from the top: a line's depth needs those of the lines over it
-        if not len(points[i]):
-            continue
-        for j in range(i + 1, len(lines)):
-            same = np.isclose(points[i][:, None, :], points[j][None, :, :], rtol=1e-9, atol=0).all(axis=2)
-            if same.any(axis=1).all() and (i not in over or depth[j] + 1 > depth[i]):
-                over[i], depth[i] = j, depth[j] + 1
+        for j in whole[i]:  # the deepest line holding it whole (the first of equals) names it
+            if i not in over or depth[j] + 1 > depth[i]:
+                over[i], depth[i] = [j], depth[j] + 1
+    for i in range(len(lines) - 2, -1, -1):  # then the lines held only piecewise, and the depths again
+        if i not in over and len(points[i]):
+            over[i] = _piecewise_cover({j: held[i, j] for j in range(i + 1, len(lines))})
+            if not over[i]:
+                del over[i]
+        if i in over:  # deeper than every line over it, so that its markers show around theirs
+            depth[i] = 1 + max(depth[j] for j in [*whole[i], *over[i]])
     from matplotlib.colors import to_rgb
 
     marked = []
-    for i, j in sorted(over.items()):
+    for i, js in sorted(over.items()):
         line = lines[i][1]
         colour = to_rgb(line.get_color())
         line.set_markeredgecolor(colour)  # the markers in the solver's colour, the line paler (half white)
@@ -43,21 +53,56 @@ def mark_coinciding(lines: list[tuple[str, Any]]) -> list[tuple[str, list[str]]]
         line.set_markerfacecolor("none")
         line.set_markeredgewidth(1.4)
         line.set_linewidth((1 + 2.4 * depth[i]) * line.get_linewidth())
-        marked.append((lines[i][0], [lines[j][0]]))
+        marked.append((lines[i][0], [lines[j][0] for j in js]))
     return marked
+
+
+def _held(mine: Any, other: Any) -> Any:
+    """Boolean array over the points of `mine` ((n, 2) x, y): whether `other` ((m, 2)) has that point,
+    to a relative 1e-9."""
+    import numpy as np
+
+    if not len(other):
+        return np.zeros(len(mine), dtype=bool)
+    return np.isclose(mine[:, None, :], other[None, :, :], rtol=1e-9, atol=0).all(axis=2).any(axis=1)
+
+
+def _piecewise_cover(held: dict[int, Any]) -> list[int]:
+    """Later lines (indices, in drawing order) that together hold every point of a line, chosen greedily
+    (each time the line holding most of the points still free; ties: the one drawn later, on top), from
+    `held` (line index -> which of the points it holds); [] when the lines together miss a point."""
+    import numpy as np
+
+    free = np.ones(len(next(iter(held.values()))), dtype=bool) if held else np.zeros(0, dtype=bool)
+    if not held or not np.logical_or.reduce(list(held.values())).all():
+        return []
+    chosen: list[int] = []
+    while free.any():
+        j = max(held, key=lambda k: (int((held[k] & free).sum()), k))
+        chosen.append(j)
+        free &= ~held[j]
+    return sorted(chosen)
 
 
 def coinciding_note(marked: list[tuple[str, list[str]]], panels: int) -> str:
     """The note line for the series `mark_coinciding` marked over `panels` panels ("" when none): each
-    hidden series, the ones over it and in how many panels."""
-    count: dict[tuple[str, str], int] = {}
+    hidden series, the ones over it ("rotor coincides with cpsat at every point"; held piecewise by several:
+    "rotor-offload coincides at each point with one of remat-only and pofo") and in how many panels."""
+    count: dict[tuple[str, tuple[str, ...]], int] = {}
     for text, over in marked:
-        key = (text, " / ".join(over))
+        key = (text, tuple(over))
         count[key] = count.get(key, 0) + 1
-    parts = [f"{text} coincides with {over} at every point" + (f" ({n} of {panels} panels)" if panels > 1 else "")
+    parts = [_coincide_text(text, over) + (f" ({n} of {panels} panels)" if panels > 1 else "")
              for (text, over), n in count.items()]
     return ("\nlarger hollow markers on a wide pale line: a series under another with the same values: "
             + "; ".join(parts)) if parts else ""
+
+
+def _coincide_text(text: str, over: tuple[str, ...]) -> str:
+    """One hidden series in words: under one series, or point by point under several."""
+    if len(over) == 1:
+        return f"{text} coincides with {over[0]} at every point"
+    return f"{text} coincides at each point with one of {', '.join(over[:-1])} and {over[-1]}"
 
 
 __all__ = ["mark_coinciding", "coinciding_note"]

@@ -1,14 +1,17 @@
 """Legend text of solver series: a solver's label with the restricted model its ``optimal`` rows are
 optimal in, as the rows' ``scope`` names it (issue 19 item 6: "rotor (persistent)", "cpsat (phase
 model)"; a label with a parenthetical gets the model inside it, "rotor (no transfer; persistent)",
-`with_model`). Used by the command-line figures (`experiments.figures`, `experiments.paper_figures`) and
+`with_model`); pofo's and revolve's ``feasible`` rows, optimal within their class by design, name that
+class (`CLASS_SCOPE_MODELS`, `class_optimal`): "pofo (persistent, offloaded checkpoints)".
+Used by the command-line figures (`experiments.figures`, `experiments.paper_figures`) and
 the facade's `SweepResult.plot`; no pyplot import."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["SCOPE_MODELS", "model_labels", "row_labels", "scope_model", "with_model"]
+__all__ = ["CLASS_SCOPE_MODELS", "SCOPE_MODELS", "class_optimal", "model_labels", "row_labels", "scope_model",
+           "with_model"]
 
 
 #: (start of a row's ``scope``, the model): the restricted model a solver's ``optimal`` rows are optimal in,
@@ -35,6 +38,18 @@ SCOPE_MODELS: tuple[tuple[str, str], ...] = (
     ("phase model", "phase model"),                                          # milp, cpsat (chains)
     ("join phase model", "join phase model"),                                # cpsat (join networks)
     ("at most 2 computations per node", "<= 2 computations per node"),      # cpsat (graphs)
+)
+
+
+#: (start of a row's ``scope``, the model): solvers that report ``feasible`` by design while their scope
+#: states that the answer is optimal within a class of schedules (no claim for the problem's own model):
+#: pofo's DP is optimal among persistent schedules with offloaded checkpoints at the stated slots, and
+#: returns an outside schedule only when faster (docs/offload.md, *Solvers*); revolve's number of forwards
+#: is optimal for Revolve's homogeneous model (docs/chain.md). Their rows name the model as an ``optimal``
+#: row's would, unless cut short (`class_optimal`). A heuristic's scope ("no claim") is never listed here.
+CLASS_SCOPE_MODELS: tuple[tuple[str, str], ...] = (
+    ("persistent schedules with offloaded checkpoints", "persistent, offloaded checkpoints"),  # pofo
+    ("Revolve (optimal number of forwards for its homogeneous model", "Revolve's model"),     # revolve
 )
 
 
@@ -95,13 +110,55 @@ def _group_texts(rows: pd.DataFrame, labels: pd.Series) -> dict[tuple[str, str],
     out = {(problem, str(label)): str(label) for problem, label in zip(_problems(rows), labels) if pd.notna(label)}
     if "scope" not in rows or "status" not in rows:
         return out
-    optimal = rows[rows["status"] == "optimal"]
+    claimed = (rows["status"] == "optimal") | class_optimal(rows)
+    optimal = rows[claimed]
     keys = [_problems(rows)[optimal.index], labels[optimal.index]]
-    for (problem, label), scopes in optimal["scope"].groupby(keys):
-        models = {scope_model(scope) for scope in scopes.dropna().astype(str)} - {None}
+    for (problem, label), group in optimal.groupby(keys):
+        models = {_row_model(str(status), str(scope)) for status, scope in
+                  zip(group["status"], group["scope"]) if pd.notna(scope)} - {None}
         if len(models) == 1:
             out[(str(problem), str(label))] = with_model(str(label), str(models.pop()))
     return out
+
+
+def class_optimal(rows: pd.DataFrame) -> pd.Series:
+    """Which rows (a boolean Series on the index) hold a class-optimal answer reported ``feasible``: the
+    status ``feasible``, a ``scope`` beginning with a start of `CLASS_SCOPE_MODELS`, and not cut short --
+    no non-empty ``skipped`` in a ``details`` column (pofo under a time limit: stages left out) nor a
+    true ``timed_out``. Infeasible and failed rows never count."""
+    if "scope" not in rows or "status" not in rows:
+        return pd.Series(False, index=rows.index, dtype=bool)
+    named = rows["scope"].map(lambda s: isinstance(s, str) and _class_model(s) is not None).astype(bool)
+    ok = (rows["status"] == "feasible") & named
+    if "details" in rows:
+        ok &= ~rows["details"].map(_cut_short).astype(bool)
+    if "timed_out" in rows:
+        ok &= ~rows["timed_out"].map(lambda t: t is True or str(t).lower() == "true").astype(bool)
+    return ok
+
+
+def _cut_short(details: object) -> bool:
+    """Whether a row's ``details`` (a dict, or its JSON text as a CSV holds it) say stages were skipped."""
+    if isinstance(details, str):
+        import json
+
+        try:
+            details = json.loads(details)
+        except ValueError:
+            return "skipped" in details
+    return isinstance(details, dict) and bool(details.get("skipped"))
+
+
+def _class_model(scope: str) -> str | None:
+    """The model of `CLASS_SCOPE_MODELS` that a scope names (the longest start), else None."""
+    found = [(len(start), model) for start, model in CLASS_SCOPE_MODELS if scope.startswith(start)]
+    return max(found)[1] if found else None
+
+
+def _row_model(status: str, scope: str) -> str | None:
+    """The model a counted row is optimal in: an ``optimal`` row's by `scope_model`, a class-optimal
+    ``feasible`` row's by `_class_model`."""
+    return scope_model(scope) if status == "optimal" else _class_model(scope)
 
 
 def scope_model(scope: str) -> str | None:
