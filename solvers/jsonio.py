@@ -11,6 +11,7 @@ reports a key it does not read (an `UnknownFieldWarning`: the file still loads).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -57,6 +58,31 @@ def warn_unknown(obj: dict[str, Any], accepted: Collection[str], path: str, wher
         text = (f"{at} is not read by {what} (ignored{hint})" if near_only
                 else f"{at} is not a field of {what} (ignored{hint})")
         warnings.warn(f"{path}: {text}", UnknownFieldWarning, stacklevel=3)
+
+
+def warns_once_loaded(load: Callable[..., Any]) -> Callable[..., Any]:
+    """`load` (a loader) with the `UnknownFieldWarning`s it gives held back until it returns: a file that
+    does not load gives its one error line only, never warnings about the keys of a file it could not read
+    (a chain file read as a graph warned about six top-level keys, then failed). Other warnings pass as
+    they came; nested loaders (an offload instance's chain) hand theirs to the outer one."""
+
+    @functools.wraps(load)
+    def loaded(*args: Any, **kwargs: Any) -> Any:
+        failure: BaseException | None = None
+        with warnings.catch_warnings(record=True) as held:
+            warnings.simplefilter("always")
+            try:
+                out = load(*args, **kwargs)
+            except BaseException as err:  # Ctrl-C included: raised again below, as it came
+                failure = err
+        for w in held:
+            if failure is None or not issubclass(w.category, UnknownFieldWarning):
+                warnings.warn(w.message, stacklevel=2)
+        if failure is not None:
+            raise failure
+        return out
+
+    return loaded
 
 
 #: text of the pipes already read, by path (a pipe can be read only once)

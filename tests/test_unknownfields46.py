@@ -225,3 +225,16 @@ def test_the_warning_stays_one_line_when_a_stage_name_holds_a_newline(tmp_path):
     data["stages"][0]["fwd_tme"] = 1
     _, got = _messages(chain_pkg.load, _write(tmp_path, data))
     assert len(got) == 1 and "\n" not in got[0] and "conv\\nEVIL LINE" in got[0]
+
+
+def test_a_file_that_does_not_load_gives_no_warnings_only_its_error(tmp_path):
+    """A chain file read as a graph: the loader fails on `nodes`; the keys it did not read are no news then
+    (six warnings came before the one error line)."""
+    path = _write(tmp_path, CHAIN)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(Exception, match="nodes"):
+            graph_pkg.load(path)
+    assert not [w for w in caught if issubclass(w.category, CATEGORY)]
+    res = run_cli("run", path, "--problem", "graph", "--budget", "80%")
+    assert res.code == 2 and "warning" not in res.err and len(res.err.strip().splitlines()) == 1, res.err

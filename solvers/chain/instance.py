@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..jsonio import read_json, warn_unknown, write_json_atomic
+from ..jsonio import read_json, warn_unknown, warns_once_loaded, write_json_atomic
 from ..units import (
     MAX_BYTES,
     MAX_TIME,
@@ -333,6 +333,7 @@ class Chain:
         write_json_atomic(path, self.to_dict())
 
     @classmethod
+    @warns_once_loaded
     def from_dict(cls, data: Any, *, path: str = "<chain>") -> Chain:
         """Validate and build; every error names `path`, the stage and the field."""
         per = check_header(data, path, FORMAT, CHAIN_KEYS, "a chain file")

@@ -42,7 +42,7 @@ import numpy as np
 
 from ..chain.instance import check_bytes, check_total, check_units, warn_unknown_units
 from ..errors import InputError
-from ..jsonio import read_json, warn_unknown
+from ..jsonio import read_json, warn_unknown, warns_once_loaded
 from ..units import MAX_BYTES, MAX_TIME, check_number, meta_memory_unit, plain_number, size_array
 
 if TYPE_CHECKING:
@@ -220,6 +220,7 @@ class Graph:
         write_json_atomic(path, self.to_dict())
 
     @classmethod
+    @warns_once_loaded
     def from_dict(cls, data: Any, *, path: str = "<graph>") -> Graph:
         """Validate and build; every error names `path` and the field or node."""
         import networkx as nx

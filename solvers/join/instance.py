@@ -39,7 +39,7 @@ from ..chain.instance import (
     parse_stages,
 )
 from ..errors import InputError
-from ..jsonio import read_json, warn_unknown, write_json_atomic
+from ..jsonio import read_json, warn_unknown, warns_once_loaded, write_json_atomic
 from ..units import check_number, meta_memory_unit, plain_number
 
 FORMAT = "memsched.join/1"
@@ -137,6 +137,7 @@ class Join:
         write_json_atomic(path, self.to_dict())
 
     @classmethod
+    @warns_once_loaded
     def from_dict(cls, data: Any, *, path: str = "<join>") -> Join:
         """Validate and build; every error names `path`, the branch, the stage and the field. Sizes are
         in the file's ``meta.units.memory`` and at most 1 PiB once in bytes, each and summed

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..chain.instance import Chain
 from ..errors import InputError, flag
-from ..jsonio import read_json, warn_unknown, write_json_atomic
+from ..jsonio import read_json, warn_unknown, warns_once_loaded, write_json_atomic
 from ..units import MAX_BYTES, MIN_BANDWIDTH, byte_unit, short_number
 
 #: the keys of a chain file's ``host_link``; others are reported (`jsonio.warn_unknown`) and ignored
@@ -104,6 +104,7 @@ class OffloadInstance:
         write_json_atomic(path, self.to_dict())
 
     @classmethod
+    @warns_once_loaded
     def load(cls, path: str | Path, bandwidth: float | None = None, latency: float | None = None) -> OffloadInstance:
         """A chain file with a "host_link" object, or any chain file plus `bandwidth` (bytes/s). A key of
         ``host_link`` other than `LINK_KEYS` is an `UnknownFieldWarning` (the chain's, `Chain.from_dict`)."""

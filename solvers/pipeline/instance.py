@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..jsonio import warns_once_loaded
 from ..units import MAX_BYTES, MAX_TIME, byte_unit, check_number, memory_unit, plain_number, size_array
 
 DEFAULT_WEIGHT_FACTOR = 4.0
@@ -382,6 +383,7 @@ def load(path: str | Path) -> Pipeline:
     return from_graph_txt(text, path=path)
 
 
+@warns_once_loaded
 def from_chain_json(text: str, *, path: str = "<chain>") -> Pipeline:
     """A pipeline from the text of a ``memsched.chain/1`` file (validated by the chain loader, which
     reports the keys it does not read: `jsonio.UnknownFieldWarning`); a key of its free-form ``meta``
