@@ -1242,6 +1242,9 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
         raise InputError(f"must be one solver name (a str), got {solver!r}", field="solver")
     if problem is not None and problem not in _RUN_PROBLEMS:
         raise InputError(f"must be one of {', '.join(_RUN_PROBLEMS)} (or None), got {problem!r}", field="problem")
+    from .execute import JOIN_NAMES, check_join_network
+
+    check_join_network(model, problem)  # siamese with problem="chain": as ``memsched run --problem`` says it
     bytes_ = budget_bytes(budget)
     _check_latency(latency)
     _bandwidth_problem(bandwidth, problem)
@@ -1260,8 +1263,8 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
         raise InputError(f"applies to a chain profiled by this run; the costs come from the {given} given, which "
                          "is executed releasing early when it was profiled so (profile(..., early_release=True))",
                          field="early_release")
-    if problem is None and bandwidth is None:
-        problem = _solver_offloads(instance if chain is None else chain, solver)
+    if problem is None and bandwidth is None and not (isinstance(model, str) and model in JOIN_NAMES):
+        problem = _solver_offloads(instance if chain is None else chain, solver)  # (a join network runs as join)
     _need_torch()
     from memsched.experiments.sweep.instances import pinned_threads
 
@@ -1281,12 +1284,12 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     if early_release:
         _early_release_problem(model, problem, bandwidth)
     kept = [] if isinstance(model, str) else [*model.blocks, model.loss_fn]
-    file = instance if chain is None else chain
+    file, file_field = (instance, "instance") if chain is None else (chain, "chain")
     # the caller's .grad and buffers, also after a Ctrl-C (torch's RNG: `models.run.run`); errors name the file
     released = {"early_release": True} if early_release else {}  # (run_model's default: False)
     with _state_kept(kept), _file_named(file), pinned_threads(threads):
         return RunResult(run_model(model, budget if bytes_ is None else bytes_, solver, problem=problem,
-                                   instance=file, bandwidth=bandwidth,
+                                   instance=file, instance_field=file_field, bandwidth=bandwidth,
                                    latency=latency, slots=slots, time_limit=time_limit, time_repeats=time_repeats,
                                    repeats=repeats, seed=seed, timing=timing, options=options, **released, **sizes))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memsched.solvers.errors import InputError, article
+from memsched.solvers.errors import InputError, article, flag
 
 #: Keyword sizes of the zoo networks (`models.zoo.build_model`), ``granularity`` ("block" or "layer", the
 #: stages of the chain: ``memsched run --granularity``) among them, as `memsched.profile` takes it.
@@ -27,7 +27,7 @@ def run_model(model: str, budget: int | float | str, solver: str | None = None, 
               instance: Any = None, bandwidth: str | float | None = None, latency: float | None = None,
               slots: int = 500, time_limit: float | None = None, time_repeats: int = 3, repeats: int = 3, seed: int = 0,
               timing: str | None = None, options: dict[str, Any] | None = None, early_release: bool = False,
-              **sizes: Any) -> dict[str, Any]:
+              instance_field: str = "instance", **sizes: Any) -> dict[str, Any]:
     """The ``memsched run MODEL --json`` object for these arguments (see `memsched.api.run`).
 
     `problem` defaults to "join" for siamese / triplet / clip, "offload" when a bandwidth is
@@ -39,17 +39,21 @@ def run_model(model: str, budget: int | float | str, solver: str | None = None, 
     chain profiled here) measures B(i) releasing early and executes it so. A network given as modules
     (your own `nn.Module`, as a checked `ZooModel`) keeps its parameters and buffers:
     `memsched.models.run.run` puts back the buffers its profiling and steps updated (BatchNorm's
-    running statistics), also when it raises."""
+    running statistics), also when it raises. `instance_field` is the argument that gave `instance`
+    (``instance`` or ``chain`` in `memsched.api.run`): the errors about the instance as a whole (its
+    problem, exact-combined's length) name it, and the file when `instance` is a path."""
     from .api import check_run_solver_args
 
     unknown = sorted(set(sizes) - set(SIZE_KEYS))
     if unknown:
         raise InputError(f"unknown option {unknown[0]!r} (sizes: {', '.join(SIZE_KEYS)})", field=unknown[0])
-    if isinstance(instance, (str, Path)):
+    path = str(instance) if isinstance(instance, (str, Path)) else None
+    if path is not None:
         from .api import load
 
-        instance = load(instance)  # the file's own problem: a graph, a join, an offloading chain (host_link), ...
+        instance = load(path)  # the file's own problem: a graph, a join, an offloading chain (host_link), ...
     problem = problem or _default_problem(model, instance, bandwidth)
+    check_join_network(model, problem)
     if problem == "offload" and _is_offload_instance(instance):
         bandwidth = instance.bandwidth if bandwidth is None else bandwidth
         latency = instance.latency if latency is None else latency
@@ -61,9 +65,10 @@ def run_model(model: str, budget: int | float | str, solver: str | None = None, 
 
     if problem not in DEFAULT_SOLVERS:  # a pipeline instance
         raise InputError(f"run executes {', '.join(DEFAULT_SOLVERS)} instances, not {article(problem)} one",
-                         field="instance")
-    _check_instance_problem(instance, problem)
+                         path=path, field=instance_field)
+    _check_instance_problem(instance, problem, path=path, field=instance_field)
     check_run_solver_args(problem, solver or DEFAULT_SOLVERS[problem], bandwidth, latency, options)
+    _check_length(instance, problem, solver, path)
     if bandwidth is not None:
         from memsched.solvers.units import parse_bandwidth
 
@@ -99,17 +104,40 @@ def _is_offload_instance(instance: Any) -> bool:
     return problem_of(instance) == "offload"
 
 
-def _check_instance_problem(instance: Any, problem: str) -> None:
+def check_join_network(model: Any, problem: str | None) -> None:
+    """A join network of the zoo named by `model` (a str in `JOIN_NAMES`) runs as the join problem:
+    another `problem` (None: not named, the default applies) is an `InputError` naming ``problem``
+    as the caller spelt it (``--problem`` on the command line, `errors.flag`), not an unknown model.
+    Shared by ``memsched run`` and `memsched.run`."""
+    if isinstance(model, str) and model in JOIN_NAMES and problem not in (None, "join"):
+        raise InputError(f"{model} is a join network, not run as {problem}: use {flag('problem', 'join')} or "
+                         f"leave {flag('problem')} out", field=flag("problem"))
+
+
+def _check_instance_problem(instance: Any, problem: str, *, path: str | None = None,
+                            field: str = "instance") -> None:
     """`instance` (None, or the object left once an offloading instance gave its chain and link)
-    can be run as `problem`: its own problem, or a chain for offloading. `InputError` naming
-    ``instance`` otherwise (a graph file read as a chain would fail on its format, field by field)."""
+    can be run as `problem`: its own problem, or a chain for offloading. `InputError` naming the
+    file `path` (None: given as an object) and the argument `field` that gave it otherwise (a graph
+    file read as a chain would fail on its format, field by field)."""
     if instance is None:
         return
     from .api import problem_of
 
     found = problem_of(instance)
     if found != problem and not (problem == "offload" and found == "chain"):
-        raise InputError(f"{article(found)} instance cannot be run as {problem}", field="instance")
+        raise InputError(f"{article(found)} instance cannot be run as {problem}", path=path, field=field)
 
 
-__all__ = ["run_model", "SIZE_KEYS", "JOIN_NAMES"]
+def _check_length(instance: Any, problem: str, solver: str | None, path: str | None) -> None:
+    """exact-combined's hard limit on the chain's L stages, checked before anything is built (as
+    ``memsched solve`` checks it: `_checks._check_exact_combined_length`), naming the file `path`
+    where there is one; `instance` is the chain once an offloading instance gave its link."""
+    if instance is None or problem != "offload" or solver != "exact-combined":
+        return
+    from memsched.experiments.commands._checks import _check_exact_combined_length
+
+    _check_exact_combined_length(int(instance.length), path)
+
+
+__all__ = ["run_model", "check_join_network", "SIZE_KEYS", "JOIN_NAMES"]

@@ -21,7 +21,15 @@ from typing import Any
 
 from memsched.solvers.errors import InputError, article
 
-from ._checks import MAX_TIME_REPEATS, check_not_empty, check_options, check_outputs, count, seconds
+from ._checks import (
+    MAX_TIME_REPEATS,
+    _check_exact_combined_length,
+    check_not_empty,
+    check_options,
+    check_outputs,
+    count,
+    seconds,
+)
 from ._common import add_link_arguments, has_host_link, load_problem, parse_options, set_help
 from .profile import (
     MODEL_HELP,
@@ -174,6 +182,7 @@ def main(args: argparse.Namespace) -> int:
     _check_link(args, problem, instance)
     bandwidth, latency = _link(args, problem, instance)
     solver, options = _solver_and_options(args, problem)
+    _check_length(problem, solver, instance)
     _import_models()  # before importing torch: the checks above take no seconds
     from memsched.models.run import describe, run
 
@@ -282,16 +291,14 @@ def _network(args: argparse.Namespace, problem: str) -> tuple[str, str | None]:
     ``--problem``. No torch."""
     from memsched.models.network import is_factory_spec
 
-    from memsched.execute import JOIN_NAMES
+    from memsched.execute import JOIN_NAMES, check_join_network
 
     name, instance = args.model, args.chain
     is_file = Path(name).exists() or name.endswith(".json")
     if name in ZOO_NAMES or is_factory_spec(name) or (problem == "join" and not is_file):
         return name, instance  # a join network by name (an unknown one is refused by the join zoo)
-    if name in JOIN_NAMES and not is_file:
-        raise InputError(f"{name} is a join network, not run as {problem}: use --problem join or leave --problem out",
-                         field="--problem")
     if not is_file:
+        check_join_network(name, problem)  # siamese with --problem chain: not an unknown model
         raise InputError(f"unknown model {name!r} (one of {', '.join(ZOO_NAMES)}, FILE.py:FUNCTION, or an "
                          "instance file)", field="MODEL")
     network = args.model_name or _model_of(problem, name)
@@ -337,6 +344,17 @@ def _solver_and_options(args: argparse.Namespace, problem: str) -> tuple[str | N
         check_options(problem, solver or _DEFAULT_SOLVER.get(problem, registry.get_problem(problem).default_solver),
                       options)
     return solver, options
+
+
+def _check_length(problem: str, solver: str | None, instance: str | None) -> None:
+    """exact-combined's hard limit on L (`_checks._check_exact_combined_length`, as `memsched solve` checks it)
+    for the chain of the `instance` file, before torch is imported, naming the file. A chain profiled here
+    (no file) is checked by the solver once profiled (and saved to ``--profile-file``). No torch."""
+    if instance is None or problem != "offload" or solver != "exact-combined":
+        return
+    from memsched.solvers import registry
+
+    _check_exact_combined_length(registry.problem_module("chain").load(instance).length, instance)
 
 
 def _model_of(problem: str, path: str) -> str | None:
