@@ -68,7 +68,10 @@ def run_model(model: str, budget: int | float | str, solver: str | None = None, 
                          path=path, field=instance_field)
     _check_instance_problem(instance, problem, path=path, field=instance_field)
     check_run_solver_args(problem, solver or DEFAULT_SOLVERS[problem], bandwidth, latency, options)
-    _check_length(instance, problem, solver, path)
+    if instance is not None:
+        from memsched.experiments.commands._checks import check_exact_combined
+
+        check_exact_combined(problem, solver, path, chain=instance)
     if bandwidth is not None:
         from memsched.solvers.units import parse_bandwidth
 
@@ -127,17 +130,6 @@ def _check_instance_problem(instance: Any, problem: str, *, path: str | None = N
     found = problem_of(instance)
     if found != problem and not (problem == "offload" and found == "chain"):
         raise InputError(f"{article(found)} instance cannot be run as {problem}", path=path, field=field)
-
-
-def _check_length(instance: Any, problem: str, solver: str | None, path: str | None) -> None:
-    """exact-combined's hard limit on the chain's L stages, checked before anything is built (as
-    ``memsched solve`` checks it: `_checks._check_exact_combined_length`), naming the file `path`
-    where there is one; `instance` is the chain once an offloading instance gave its link."""
-    if instance is None or problem != "offload" or solver != "exact-combined":
-        return
-    from memsched.experiments.commands._checks import _check_exact_combined_length
-
-    _check_exact_combined_length(int(instance.length), path)
 
 
 __all__ = ["run_model", "check_join_network", "SIZE_KEYS", "JOIN_NAMES"]

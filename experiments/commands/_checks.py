@@ -451,6 +451,19 @@ def work_limit(problem: str, solver: str, devices: int | None = None, *, replica
     return None
 
 
+def check_exact_combined(problem: str, solver: str | None, path: str | None, chain: Any = None) -> None:
+    """exact-combined's hard limit (`_check_exact_combined_length`) for a run or solve of `problem` with
+    `solver`, before anything is built: on `chain` (anything with the chain's ``length``), else on the
+    chain read from the file `path`, naming `path` where there is one. Nothing to check without either."""
+    if problem != "offload" or solver != "exact-combined" or (chain is None and path is None):
+        return
+    if chain is None:
+        from memsched.solvers import registry
+
+        chain = registry.problem_module("chain").load(path)
+    _check_exact_combined_length(int(chain.length), path)
+
+
 def _check_exact_combined_length(stages: int, path: str | None) -> None:
     """exact-combined's hard limit (it enumerates compute sequences: `exact_combined.MAX_LENGTH` stages),
     checked before any work so that the error names the file (`memsched solve`; a sweep writes the

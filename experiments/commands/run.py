@@ -23,7 +23,7 @@ from memsched.solvers.errors import InputError, article
 
 from ._checks import (
     MAX_TIME_REPEATS,
-    _check_exact_combined_length,
+    check_exact_combined,
     check_not_empty,
     check_options,
     check_outputs,
@@ -182,7 +182,7 @@ def main(args: argparse.Namespace) -> int:
     _check_link(args, problem, instance)
     bandwidth, latency = _link(args, problem, instance)
     solver, options = _solver_and_options(args, problem)
-    _check_length(problem, solver, instance)
+    check_exact_combined(problem, solver, instance)  # before torch is imported, naming the file
     _import_models()  # before importing torch: the checks above take no seconds
     from memsched.models.run import describe, run
 
@@ -344,17 +344,6 @@ def _solver_and_options(args: argparse.Namespace, problem: str) -> tuple[str | N
         check_options(problem, solver or _DEFAULT_SOLVER.get(problem, registry.get_problem(problem).default_solver),
                       options)
     return solver, options
-
-
-def _check_length(problem: str, solver: str | None, instance: str | None) -> None:
-    """exact-combined's hard limit on L (`_checks._check_exact_combined_length`, as `memsched solve` checks it)
-    for the chain of the `instance` file, before torch is imported, naming the file. A chain profiled here
-    (no file) is checked by the solver once profiled (and saved to ``--profile-file``). No torch."""
-    if instance is None or problem != "offload" or solver != "exact-combined":
-        return
-    from memsched.solvers import registry
-
-    _check_exact_combined_length(registry.problem_module("chain").load(instance).length, instance)
 
 
 def _model_of(problem: str, path: str) -> str | None:
