@@ -14,8 +14,10 @@ chosen) and writes ``results/bench_graph_backends.csv``.
 kept. The CSV is rewritten (atomically) once every run finished; Ctrl-C (exit 130) leaves it as it
 was and keeps the finished runs in ``<out stem>.partial.csv``, from which the same command run again
 resumes (`benchtable.resumable`), printing their lines too, in order: the printed table is whole.
-Unknown names, a --threads below 1 and an unwritable --out are refused before any solving (one line,
-exit 2).
+Unknown names, a --threads below 1, an unwritable --out and an --out whose rows cannot be kept (not
+UTF-8, not CSV, a row with more or fewer fields than its header or cut short, no graph or solver column,
+a column not of this table: `benchtable.read_table`) are refused before any solving (one line naming
+the file and --out, exit 2; the file is left as it was).
 
 ``--quick`` uses a 30-stage linear graph with a 10 s limit and only the 90% and 80% budgets on
 the ResNet-50-like graph. Checkmate's LP (the ``lp_bound`` column and ``checkmate-approx``) is
@@ -30,12 +32,11 @@ Targets (issue 4): random layered 100 nodes at 90% proven optimal within 60 s; V
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 from pathlib import Path
 from typing import Any
 
-from memsched.experiments.benchtable import check_out, guarded, positive, resumable, write_csv
+from memsched.experiments.benchtable import check_out, guarded, positive, read_table, resumable, write_csv
 from memsched.experiments.script_args import ScriptParser
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
@@ -64,14 +65,17 @@ def graphs(quick: bool, only: tuple[str, ...] = GRAPHS) -> list[tuple[object, fl
 
 def kept_rows(out: Path, rerun: set[tuple[str, str]]) -> list[dict]:
     """The rows of the CSV `out` (none when it does not exist) but those of the (graph, solver) pairs
-    in `rerun`; a CSV without graph and solver columns is an `InputError` on --out."""
+    in `rerun`, every value as its text. Read through `benchtable.read_table`, before any solving: a file
+    that is not UTF-8 or not CSV, a row with more or fewer fields than the header, no graph or solver column
+    or a column not in `FIELDS` (which the rewritten table could not hold) is an `InputError` naming it and
+    --out; so is a last row without its line end (the table is written whole, atomically: a cut file)."""
     if not out.exists():
         return []
-    with out.open() as fh:
-        reader = csv.DictReader(fh)
-        if not {"graph", "solver"} <= set(reader.fieldnames or ()):
-            raise InputError("has no graph and solver columns: not a bench_graph CSV", path=str(out), field="--out")
-        return [r for r in reader if (r["graph"], r["solver"]) not in rerun]
+    _, rows = read_table(out, field="--out", required=("graph", "solver"), known=FIELDS, of="bench_graph")
+    if rows and not out.read_bytes().endswith(b"\n"):
+        raise InputError("its last row has no line end: cut short (not a whole bench_graph CSV)", path=str(out),
+                         field="--out")
+    return [r for r in rows if (r["graph"], r["solver"]) not in rerun]
 
 
 def run(quick: bool, solvers: tuple[str, ...], threads: int, out: Path, only: tuple[str, ...] = GRAPHS

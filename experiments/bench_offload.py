@@ -16,8 +16,13 @@ and .pdf). The zoo's profiles are cached in results/offload/profiles whatever ``
 committed full table: give ``--out`` to write the quick table elsewhere. A quick table there may be
 replaced by another. Bad arguments are one line and exit 2 before any work; Ctrl-C is one line and
 exit 130: the CSV and figure stay as they were, the points finished before it are kept in ``<out
-stem>.partial.csv`` and the same command run again resumes from them (`benchtable.resumable`). The CSV
-and the figure's files are written through temporary files renamed into place.
+stem>.partial.csv`` and the same command run again resumes from them (`benchtable.resumable`), only
+with the same arguments and chains: the partial file records a SHA-256 of each chain's content (as
+loaded, before rescaling; --chains files and cached zoo profiles alike), so a chain edited (or profiled
+again) since is not resumed and every point runs again. A point is named by its chain's name (the
+``model`` column): two chains of the same name (--chains files whose "name" is the same) are refused
+before any work (one line naming --chains, both files and the name, exit 2). The CSV and the figure's
+files are written through temporary files renamed into place.
 
 The compute times of a CPU profile are far longer than a GPU's, which would make any transfer
 look free. So the times are rescaled until the network produces its tapes at
@@ -31,6 +36,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
+import json
 import platform
 import sys
 from pathlib import Path
@@ -82,6 +89,25 @@ def profiled_chains(quick: bool) -> list[Chain]:
         chain, _ = profile_model(name, repeats=2 if quick else 5, warmup=1, out=str(path), **sizes)
         chains.append(chain)
     return chains
+
+
+def check_names(chains: list[Chain], paths: list[str], field: str) -> None:
+    """`InputError` naming `field`, the name and its two files (`paths`, in the order of `chains`) when two of
+    `chains` have the same name: a row's cell is its chain's name (the ``model`` column, with the bandwidth and
+    budget), so one chain's rows would be taken for the other's on a resume and share its curves in the figure."""
+    seen: dict[str, str] = {}
+    for chain, path in zip(chains, paths):
+        if chain.name in seen:
+            raise InputError(f"{seen[chain.name]!r} and {path!r} both hold a chain named {chain.name!r} (the table's "
+                             "model column): give each chain file its own \"name\"", field=field)
+        seen[chain.name] = path
+
+
+def digest(chain: Chain) -> str:
+    """The SHA-256 (hex) of `chain`'s content: its chain file's JSON object (`Chain.to_dict`) with sorted keys and
+    no spaces, so that reformatting a file keeps it and any changed value (a time, a size, the name) changes it."""
+    text = json.dumps(chain.to_dict(), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def scaled(chain: Chain, factor: float) -> Chain:
@@ -208,8 +234,11 @@ def _main(args: argparse.Namespace, out: Path) -> int:
         raise InputError(f"would replace the full table in {out} (budgets other than 30%, 60%, 100%); give --out "
                          "to write the quick one elsewhere", field="--quick")
     loaded = [Chain.load(p) for p in args.chains] if args.chains else None
+    if loaded is not None:
+        check_names(loaded, args.chains, "--chains")
     out.parent.mkdir(parents=True, exist_ok=True)
     chains = loaded if loaded is not None else profiled_chains(args.quick)
+    settings = {**settings_of(args), "chain_digests": [digest(c) for c in chains]}  # before rescaling
     scales = {}
     for k, c in enumerate(chains):
         factor = 1.0
@@ -218,7 +247,7 @@ def _main(args: argparse.Namespace, out: Path) -> int:
         scales[c.name] = factor
         chains[k] = scaled(c, factor)
     fractions = list(QUICK_FRACTIONS) if args.quick else list(np.round(np.arange(0.2, 1.01, 0.1), 2))
-    with resumable(out, None, settings_of(args), ("model", "bandwidth_GBps", "budget_fraction")) as kept:
+    with resumable(out, None, settings, ("model", "bandwidth_GBps", "budget_fraction")) as kept:
         table = run(chains, args.bandwidths, fractions, args.slots, table=kept)
         rate = (f"times rescaled to {args.activation_rate / 1e9:g} GB/s of tapes" if args.activation_rate
                 else "profiled times")
