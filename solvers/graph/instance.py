@@ -48,10 +48,11 @@ from ..units import MAX_BYTES, MAX_TIME, check_number, meta_memory_unit, plain_n
 if TYPE_CHECKING:
     import networkx as nx
 
-#: the top-level keys of a node-link file (networkx writes them), the keys of a node, and of the graph
+#: the top-level keys of a node-link file (networkx writes them), the keys of a node, of a link, and of the graph
 #: attributes (``graph``) that the loader reads; others are reported (`jsonio.warn_unknown`) and ignored
 FILE_KEYS = ("directed", "multigraph", "graph", "nodes", "links", "edges")
 NODE_KEYS = ("id", "cost_cpu", "cost_ram", "workspace", "name", "backward")
+LINK_KEYS = ("source", "target", "key")  # "key": networkx's multigraph edge key (duplicate edges are one edge)
 ATTR_KEYS = ("name", "order", "meta")
 
 
@@ -272,9 +273,12 @@ class Graph:
                                  field=f"nodes[{j}].backward")
         check_total(sum(_size(node["cost_ram"]) + _size(node.get("workspace") or 0) for node in nodes), path, "nodes",
                     per=per, unit=unit)
+        tagged = "node_output_cost_tag" in _graph_attrs(data, path)  # Moccasin's links carry their own keys
         for j, link in enumerate(links):
             if not isinstance(link, dict) or "source" not in link or "target" not in link:
                 raise InputError("each link needs \"source\" and \"target\"", path=path, field=f"{key}[{j}]")
+            if not tagged:
+                warn_unknown(link, LINK_KEYS, path, f"{key}[{j}]", "a link")
             for end in ("source", "target"):
                 if not _is_node_id(link[end]) or link[end] not in seen:
                     raise InputError(f"dangling link: {end} {link[end]!r} is not a node", path=path,
@@ -382,9 +386,9 @@ def _from_moccasin_tags(data: dict[str, Any], path: Any = None) -> dict[str, Any
             raise InputError(f"must be a string (the nodes' key of that attribute), got {tag!r}"[:200],
                              path=path, field=f"graph.{key}")
     new_nodes = []
-    for node in nodes:
+    for j, node in enumerate(nodes):
         if not isinstance(node, dict):
-            return data
+            raise InputError(f"each node must be an object, got {node!r}"[:200], path=path, field=f"nodes[{j}]")
         node = dict(node)
         if "id" not in node and "name" in node:
             node["id"] = node["name"]
