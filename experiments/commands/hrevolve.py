@@ -8,18 +8,24 @@ first 400 characters, --json gives all), written F3 (forward step 3), Fbar3 (bac
 W^1(x2), R^1(x2), D^1(x2) (write, read, discard value x2 at level 1, levels numbered from 0 as
 given); --json writes each as [kind, index, level] with kind F, B (= Fbar), W, R or D. When the levels' costs
 are incomparable (no order makes write and read costs both non-decreasing), the DP runs on up to
-120 orders of the levels; --time-limit bounds that search (the first order always completes).
+120 orders of the levels; --time-limit bounds that search (the first order always completes). On a terminal a
+live line on stderr shows the order being tried and the best cost so far; a Ctrl-C stops the search and prints
+the best of the orders finished (exit 130).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from memsched.solvers.errors import InputError
+from memsched.solvers.exact.interrupt import answer_on_interrupt
+
+from memsched.live import progress_line
 
 from ._checks import MAX_COUNT, MAX_HREVOLVE_LENGTH, MAX_HREVOLVE_LEVELS, cost, count, seconds
-from ._common import print_json
+from ._common import print_json, stopped_by_user
 
 #: seconds for the search over level orders by default: the length cap keeps one order under about 20 s, the
 #: 120 orders of 5 incomparable levels take minutes at l = 500
@@ -73,7 +79,7 @@ def _shortened(text: str, limit: int = 400) -> str:
 
 def main(args: argparse.Namespace) -> int:
     """Solve the H-Revolve instance (l steps, storage levels, u_f, u_b) and print its cost and schedule; exit 0, 1
-    infeasible, 2 bad input."""
+    infeasible, 2 bad input, 130 when a Ctrl-C stopped the search (after printing what it had)."""
     from memsched.solvers.offload.hrevolve import HRevolveInstance, solve_hrevolve
 
     if args.length < 0:
@@ -85,7 +91,8 @@ def main(args: argparse.Namespace) -> int:
         instance = HRevolveInstance(args.length, tuple(_level(t) for t in args.level), args.uf, args.ub)
     except ValueError as err:
         raise InputError(str(err)) from None
-    result = solve_hrevolve(instance, time_limit=args.time_limit)
+    with answer_on_interrupt(), progress_line(sys.stderr.isatty(), label="hrevolve", limit=_line_limit(args, instance)):
+        result = solve_hrevolve(instance, time_limit=args.time_limit)
     if args.json:
         print_json(result.to_json(objective_key="cost"))
     else:
@@ -94,8 +101,18 @@ def main(args: argparse.Namespace) -> int:
             print(f"cost      {result.objective:.6g}")
             text = " ".join(map(str, result.schedule.ops)) if hasattr(result.schedule, "ops") else ""
             print(f"schedule  {_shortened(text)}")
+    if stopped_by_user("hrevolve", result):  # what the search over level orders had is printed above
+        return 130
     if result.schedule is None:
         print(f"memsched hrevolve: infeasible: {result.message}; the smallest feasible hierarchy has 1 slot "
               "(in any level)", file=sys.stderr)
         return 1
     return 0
+
+
+def _line_limit(args: argparse.Namespace, instance: Any) -> float | None:
+    """The seconds the progress line counts to: ``--time-limit`` when it bounds a search over several level
+    orders, else None (one order runs to its end: the line shows the elapsed time)."""
+    from memsched.solvers.offload.hrevolve import level_orders
+
+    return args.time_limit if len(level_orders(instance.levels)[1]) > 1 else None

@@ -92,7 +92,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, SolveResult
+from ..exact.interrupt import answering, note_interrupt
+from ..progress import report
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from ..units import short_number
 
 FWD, BWD, WRITE, READ, DISCARD = "F", "B", "W", "R", "D"
@@ -140,29 +142,70 @@ def check_length(value: Any, field: str = "l") -> int:
 
 
 def as_levels(levels: Sequence[Any]) -> tuple[Level, ...]:
-    """Normalise `levels` ((c_k, w_k, r_k) triples or `Level`s) and check them: c_k a whole number
-    >= 0 (an integral float such as 2.0 is stored as 2) or None for an unlimited level (math.inf
-    is refused: None is the spelling of unlimited); an `InputError` (a ValueError) naming the level
-    otherwise."""
+    """Normalise `levels` ((c_k, w_k, r_k) triples or `Level`s) and check them: each level exactly 3
+    items; c_k a whole number >= 0 (an integral float such as 2.0 is stored as 2) or None for an
+    unlimited level (math.inf is refused: None is the spelling of unlimited); w_k and r_k real
+    numbers (not bools, not strings), finite and >= 0. An `InputError` (a ValueError) naming the
+    level (``level k``) otherwise; a ValueError when there is no level."""
     out = []
     if len(levels) == 0:
         raise ValueError("H-Revolve needs at least one storage level")
     for k, lev in enumerate(levels):
-        c, w, r = lev
+        c, w, r = _level_items(lev, k)
         if c is not None and not _is_count(c):
             shown = short_number(c) if isinstance(c, int) else repr(c)
             raise InputError(f"slots must be a non-negative integer or None (unlimited), got {shown[:80]}",
                              field=f"level {k}")
-        if not (w >= 0 and r >= 0 and math.isfinite(w) and math.isfinite(r)):
-            raise ValueError(f"level {k}: write and read costs must be finite and >= 0, got {w!r}, {r!r}")
-        out.append(Level(None if c is None else int(c), float(w), float(r)))
+        write, read = _real(w), _real(r)
+        if write is None or read is None or not (write >= 0 and read >= 0 and math.isfinite(write)
+                                                 and math.isfinite(read)):
+            raise InputError(f"write and read costs must be finite numbers >= 0, got {_shown(w)}, {_shown(r)}",
+                             field=f"level {k}")
+        out.append(Level(None if c is None else int(c), write, read))
     return tuple(out)
 
 
-def check_step_costs(u_f: float, u_b: float) -> None:
-    """u_f and u_b are finite and >= 0 (ValueError otherwise)."""
-    if not (u_f >= 0 and u_b >= 0 and math.isfinite(u_f) and math.isfinite(u_b)):
-        raise ValueError(f"u_f and u_b must be finite and >= 0, got {u_f!r}, {u_b!r}")
+def _level_items(lev: Any, k: int) -> tuple[Any, Any, Any]:
+    """The (slots, write, read) of level `k` as given; an `InputError` naming ``level k`` unless it
+    is a sequence of exactly 3 items (a string is not one)."""
+    items = None if isinstance(lev, (str, bytes)) else _items(lev)
+    if items is None or len(items) != 3:
+        raise InputError(f"expected (slots, write, read), 3 items, got {_shown(lev)}", field=f"level {k}")
+    return items[0], items[1], items[2]
+
+
+def _items(value: Any) -> tuple[Any, ...] | None:
+    """`value` as a tuple, or None when it cannot be iterated."""
+    try:
+        return tuple(value)
+    except TypeError:
+        return None
+
+
+def _real(value: Any) -> float | None:
+    """`value` as a float when it is a real number (numpy's too) and not a bool; None otherwise. An
+    integer too large for a float is inf (refused as not finite by the callers)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
+def _shown(value: Any) -> str:
+    """`value` for a message, at most 80 characters (a huge integer abbreviated)."""
+    return (short_number(value) if isinstance(value, int) and not isinstance(value, bool) else repr(value))[:80]
+
+
+def check_step_costs(u_f: Any, u_b: Any) -> None:
+    """u_f and u_b are real numbers (not bools, not strings), finite and >= 0: an `InputError` (a
+    ValueError) naming ``u_f`` or ``u_b`` otherwise."""
+    for name, value in (("u_f", u_f), ("u_b", u_b)):
+        as_float = _real(value)
+        if as_float is None or not (as_float >= 0 and math.isfinite(as_float)):
+            raise InputError(f"must be a finite number >= 0 (u_f and u_b are the step costs), got {_shown(value)}",
+                             field=name)
 
 
 def has_slot(l: int, levels: Sequence[Any]) -> bool:
@@ -436,12 +479,14 @@ def level_orders(levels: Sequence[Any]) -> tuple[bool, list[tuple[int, ...]]]:
 @dataclass
 class OrderSearch:
     """What `best_order` found: the best `tables` (levels in `order`, indices as given), and how
-    many of the `total` orders it `tried` (fewer when its time limit came)."""
+    many of the `total` orders it `tried` (fewer when its time limit came or a Ctrl-C stopped it:
+    `interrupted`)."""
 
     tables: HRevolveTables
     order: tuple[int, ...]
     tried: int
     total: int
+    interrupted: bool = False
 
 
 def best_order(l: int, levels: Sequence[Any], orders: Sequence[tuple[int, ...]], u_f: float = 1.0,
@@ -449,7 +494,13 @@ def best_order(l: int, levels: Sequence[Any], orders: Sequence[tuple[int, ...]],
     """The DP on each of `orders` in turn (the first, cheapest on ties, wins): a stack of the
     tables of the current order's prefixes is shared with the next order. With `time_limit`
     (seconds, wall clock) no order starts after it has passed; the first always runs. `l` as in
-    `hrevolve_tables`."""
+    `hrevolve_tables`.
+
+    Progress goes to `solvers.progress.report`: the stage ``level order i/N`` before each order,
+    the best cost so far after it. A `KeyboardInterrupt` (Ctrl-C) inside `answer_on_interrupt` (the
+    command line's block) stops the search with the best of the orders finished (``interrupted``,
+    recorded by `note_interrupt`); before the first order finished, or outside such a block, it is
+    raised, as for any Ctrl-C."""
     l = check_length(l)
     levs = as_levels(levels)
     check_step_costs(u_f, u_b)
@@ -457,22 +508,40 @@ def best_order(l: int, levels: Sequence[Any], orders: Sequence[tuple[int, ...]],
     stack: list[tuple[int, HRevolveTables]] = []  # (level index, tables up to it)
     best: tuple[HRevolveTables, tuple[int, ...]] | None = None
     tried = 0
-    for order in orders:
-        if best is not None and time_limit is not None and time.perf_counter() - t0 >= time_limit:
-            break
-        keep = 0
-        while keep < min(len(stack), len(order)) and stack[keep][0] == order[keep]:
-            keep += 1
-        del stack[keep:]
-        for k in order[keep:]:
-            stack.append((k, _add_level(stack[-1][1] if stack else _no_tables(l, u_f, u_b), levs[k])))
-        tabs = stack[-1][1]
-        tried += 1
-        if best is None or tabs.optimum < best[0].optimum:
-            best = (tabs, tuple(order))
+    stopped = False
+    try:
+        for i, order in enumerate(orders, 1):
+            if best is not None and time_limit is not None and time.perf_counter() - t0 >= time_limit:
+                break
+            report(f"level order {i}/{len(orders)}")
+            tabs = _order_tables(stack, order, levs, l, u_f, u_b)
+            tried += 1
+            if best is None or tabs.optimum < best[0].optimum:
+                best = (tabs, tuple(order))
+            if math.isfinite(best[0].optimum):
+                report(best=best[0].optimum)
+    except KeyboardInterrupt:
+        if best is None or not answering():
+            raise
+        note_interrupt()
+        stopped = True
     if best is None:
         raise ValueError("no order of the levels to try")
-    return OrderSearch(best[0], best[1], tried, len(orders))
+    return OrderSearch(best[0], best[1], tried, len(orders), stopped)
+
+
+def _order_tables(stack: list[tuple[int, HRevolveTables]], order: tuple[int, ...], levs: tuple[Level, ...],
+                  l: int, u_f: float, u_b: float) -> HRevolveTables:
+    """The tables of `order`: `stack` (the previous order's (level index, tables) per prefix) is cut to
+    the prefix it shares with `order`, then extended to all of it. Tables are never written once
+    filled, so a `stack` cut short by an interrupt leaves every finished order's tables intact."""
+    keep = 0
+    while keep < min(len(stack), len(order)) and stack[keep][0] == order[keep]:
+        keep += 1
+    del stack[keep:]
+    for k in order[keep:]:
+        stack.append((k, _add_level(stack[-1][1] if stack else _no_tables(l, u_f, u_b), levs[k])))
+    return stack[-1][1]
 
 
 def hrevolve(l: int, levels: Sequence[Any], u_f: float = 1.0, u_b: float = 1.0, *,
@@ -491,7 +560,8 @@ def hrevolve(l: int, levels: Sequence[Any], u_f: float = 1.0, u_b: float = 1.0, 
     on the order given. Raises ValueError when no schedule exists (l >= 1 and no storage slot
     at all) or when the optimal cost overflows a float (costs too large), with a message saying
     which, and an `InputError` (a ValueError) naming ``l`` when `l` is not a whole number >= 0
-    (`check_length`; 3.0 is read as 3, a bool is refused)."""
+    (`check_length`; 3.0 is read as 3, a bool is refused). A Ctrl-C during the search over orders
+    is handled as in `best_order`."""
     l = check_length(l)
     levs = as_levels(levels)
     orders = level_orders(levs)[1] if reorder else [tuple(range(len(levs)))]
@@ -614,8 +684,14 @@ def solve_hrevolve(instance: HRevolveInstance, budget: int | None = None, *, tim
     replayed here by `simulate_hrevolve` (objective = its cost), not by the offload simulator;
     ``details`` has the instance (``length``, ``levels``, ``u_f``, ``u_b``), the peak slots per
     level, the op counts, and ``orders_tried`` / ``orders`` (how many orders of the levels the DP
-    ran, of how many); the last four are None when there is no schedule. A `budget` that is not a
-    whole number >= 0 is an `InputError` naming ``budget``."""
+    ran, of how many); the last four are None when no level has a slot. A `budget` that is not a
+    whole number >= 0 is an `InputError` naming ``budget``.
+
+    A Ctrl-C inside `answer_on_interrupt` (the command line's) answers with what the search over
+    orders had (`best_order`), marked ``details["interrupted"] = True`` with a message saying so:
+    the best order finished (status `feasible`; `optimal` only when the one order of a monotone
+    hierarchy had finished), or, before any order finished, status `timeout` without a schedule
+    (``orders_tried`` 0). Outside such a block the `KeyboardInterrupt` is raised."""
     t0 = time.perf_counter()
     if budget is not None and not _is_count(budget):
         raise InputError(f"must be a non-negative integer (slots of level 0), got {budget!r}"[:120], field="budget")
@@ -628,17 +704,30 @@ def solve_hrevolve(instance: HRevolveInstance, budget: int | None = None, *, tim
         return SolveResult(status=INFEASIBLE, scope=SCOPE, solve_time_s=time.perf_counter() - t0,
                            message=NO_SLOT, details={**given, **no_schedule}, **common)
     proven, orders = level_orders(levels)
-    found = best_order(l, levels, orders, inst.u_f, inst.u_b, time_limit)
+    try:
+        found = best_order(l, levels, orders, inst.u_f, inst.u_b, time_limit)
+    except KeyboardInterrupt:  # before the first order finished: no schedule to answer with
+        if not answering():
+            raise
+        note_interrupt()
+        none_yet: dict[str, Any] = {"peak_slots": None, "counts": None, "orders_tried": 0, "orders": len(orders),
+                                    "interrupted": True}
+        return SolveResult(status=TIMEOUT, scope=SCOPE, solve_time_s=time.perf_counter() - t0,
+                           message=f"interrupted after {time.perf_counter() - t0:.1f} s, before the first order "
+                           "of the levels was finished", details={**given, **none_yet}, **common)
     cost = found.tables.optimum
     sched = HSchedule(_schedule_as_given(found), l, levels)  # ValueError when the cost overflows
     sim = simulate_hrevolve(l, levels, sched.ops, inst.u_f, inst.u_b)
     if not math.isclose(sim.cost, cost, rel_tol=1e-9, abs_tol=1e-9):
         raise AssertionError(f"H-Revolve: DP cost {cost} but the schedule replays to {sim.cost}")
+    stopped = {"interrupted": True} if found.interrupted else {}
+    message = (f"interrupted after {time.perf_counter() - t0:.1f} s, {found.tried} of {found.total} level orders "
+               "tried" if found.interrupted else "")
     return SolveResult(status=OPTIMAL if proven else FEASIBLE, objective=sim.cost,
                        lower_bound=cost if proven else None, schedule=sched, scope=_scope(proven, found),
-                       solve_time_s=time.perf_counter() - t0,
+                       solve_time_s=time.perf_counter() - t0, message=message,
                        details={**given, "peak_slots": sim.peak_slots, "counts": sim.counts,
-                                "orders_tried": found.tried, "orders": found.total},
+                                "orders_tried": found.tried, "orders": found.total, **stopped},
                        **common)
 
 
@@ -649,5 +738,6 @@ def _scope(proven: bool, found: OrderSearch) -> str:
     if found.total == 1:
         return (SCOPE + f"; levels with incomparable costs: more than {MAX_ALL_ORDERS} usable levels, DP on the "
                 "order by write + read cost only, no proof")
-    searched = "all" if found.tried == found.total else f"{found.tried} (time limit) of the"
+    why = "interrupted" if found.interrupted else "time limit"
+    searched = "all" if found.tried == found.total else f"{found.tried} ({why}) of the"
     return SCOPE + f"; levels with incomparable costs: best DP over {searched} {found.total} level orders, no proof"
