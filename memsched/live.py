@@ -30,8 +30,12 @@ FALLBACK_SIZE = (80, 24)
 def line_size(stream: Any) -> tuple[int | None, int | None]:
     """tqdm's ``(ncols, nrows)`` for the terminal `stream` writes to, as its ``dynamic_ncols`` reads
     them (one less than the terminal's columns and rows), with `FALLBACK_SIZE` for a size the
-    terminal reports as 0 (or 1); (None, None), no limit, when `stream` is no terminal."""
+    terminal reports as 0 (or 1); (None, None), no limit, when `stream` is no terminal (its ``isatty()``
+    is false or missing: a file, a pipe, or a notebook's stream, whose ``fileno()`` may be the Jupyter server's
+    own terminal, the width of which is not the notebook's)."""
     try:
+        if not stream.isatty():
+            return None, None
         cols, rows = os.get_terminal_size(stream.fileno())
     except (AttributeError, OSError, ValueError):
         return None, None
