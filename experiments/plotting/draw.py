@@ -310,7 +310,8 @@ def _draw_memory(ax: Axes, tl: Timeline, scale: float, unit: str | None, top: fl
 def _marked_peak(tl: Timeline, scale: float, unit: str | None) -> tuple[float, float, str]:
     """(time, memory, label) of the peak marker: the simulator's peak where the memory line reaches it,
     else the highest memory drawn (the line's, the failing operation's, or the violation's), labelled
-    "peak so far" for a schedule drawn up to a violation before its peak, "batch peak" for a pipeline batch
+    "peak" when that is the simulator's peak (a failing operation drawn at it), "peak so far" for a schedule
+    drawn up to a violation before its peak, "batch peak" for a pipeline batch
     that never reaches the simulator's peak (a 1F1B batch of fewer micro-batches than stages; the title
     gives the simulator's peak in both)."""
     if tl.peak_drawn:
@@ -325,6 +326,8 @@ def _marked_peak(tl: Timeline, scale: float, unit: str | None) -> tuple[float, f
         at = 0.5 * (bar.start + bar.end)
     elif failing is None and f is not None and f.memory is not None and f.memory > top:  # the violation's marker
         at, top = f.time, float(f.memory)
+    if top >= tl.peak_memory:  # the failing op (or the violation) is where the simulator's peak comes
+        return at, top, f"peak {_fmt(top, scale, unit)}"
     return at, top, f"{'batch peak' if f is None else 'peak so far'} {_fmt(top, scale, unit)}"
 
 
