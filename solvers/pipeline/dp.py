@@ -240,13 +240,15 @@ def stopped_answer(solver: str, part: Partition | None, budget: int | None, elap
 
 
 def check_micro_batches(schedule: str, micro_batches: int | None, devices: int) -> None:
-    """Under 1F1B, `micro_batches` (when given) is at least `devices`: the model charges stage s of S
-    S - s micro-batches in flight, which a batch of m < S micro-batches never holds (it holds
-    min(S - s, m)); the runner refuses such a batch too. An `InputError` naming ``micro_batches``
-    otherwise (GPipe charges m itself, any m >= 1)."""
+    """Under 1F1B, `micro_batches` (when given) is at least `devices`, as the runner requires (it runs
+    straight pipelines, S <= `devices` stages, each holding S - s micro-batches in flight). The model
+    charges stage s of S min(S - s, m) in flight (`simulator.in_flight_counts`): S - s for a straight
+    pipeline, and the cap matters only for interleaved allocations, whose S may reach 2 x `devices`
+    stages, above m. An `InputError` naming ``micro_batches`` otherwise (GPipe charges m itself, any
+    m >= 1)."""
     if schedule == "1f1b" and micro_batches is not None and int(micro_batches) < int(devices):
         raise InputError(f"under 1F1B at least as many micro-batches as devices are needed, got {micro_batches} "
-                         f"for {devices} devices (stage s of S holds S - s in flight; the runner refuses fewer); "
+                         f"for {devices} devices (the runner refuses fewer); "
                          f"give at least {devices} or leave it out", field="micro_batches")
 
 

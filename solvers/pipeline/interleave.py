@@ -2,9 +2,10 @@
 stages and several stages may share a device (``Partition.device_of``), so that a device can
 pair a heavy early stage (many micro-batches in flight) with a light late one.
 
-Model (`solvers.pipeline.simulator`): stage s keeps n_s = S - s micro-batches in flight under
-1F1B (m under GPipe), so its memory M_s = ceil(kappa W_s) + n_s A_s + Q_s is known once its layers
-and its position from the end t = S - s are; a device's memory is the sum of M_s over its
+Model (`solvers.pipeline.simulator`): stage s keeps n_s = min(S - s, m) micro-batches in flight
+under 1F1B (S - s when m is not given; m under GPipe), so its memory
+M_s = ceil(kappa W_s) + n_s A_s + Q_s is known once its layers and its position from the end
+t = S - s are; a device's memory is the sum of M_s over its
 stages, its load the sum of the stage times tau_s; the period is the largest load or link time
 (no transfer between consecutive stages on the same device).
 
@@ -57,20 +58,20 @@ from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import straight_only, tick
 from .dp import _defaults, _prefix, partition_dp, stage_arrays, stopped_answer
 from .instance import Pipeline
-from .interleave_dp import _seconds
+from .interleave_dp import _seconds, in_flight
 from .schedule import Partition
 from .simulator import simulate
 
 
 def _stage_values(inst: Pipeline, bounds: list[tuple[int, int]], schedule: str, m: int | None
                   ) -> tuple[list[float], list[int]]:
-    """(tau_s, M_s) of contiguous stages `bounds` with n_s = S - s (1F1B) or m."""
+    """(tau_s, M_s) of contiguous stages `bounds` with n_s = min(S - s, m) (1F1B) or m (`in_flight`)."""
     pre = _prefix(inst)
     S = len(bounds)
     taus, mems = [], []
     for k, (i, j) in enumerate(bounds):
         arr = stage_arrays(inst, pre, i)
-        n = S - k if schedule == "1f1b" else int(m or 0)
+        n = in_flight(S - k, schedule, m)
         taus.append(float(arr["fb"][j - i]))
         mems.append(int(arr["wmem"][j - i]) + n * int(arr["stash"][j - i]) + int(arr["buffers"][j - i]))
     return taus, mems
@@ -233,7 +234,7 @@ def solve_interleave_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions
         for t in range(1, T + 1):
             if i + t > L:
                 break
-            n = t if schedule == "1f1b" else int(m or 0)
+            n = in_flight(t, schedule, m)
             for k in range(L - i):
                 j = i + k
                 if (t == 1) != (j == L - 1) or j + t - 1 > L - 1:
@@ -392,14 +393,15 @@ def v_shape_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1
                micro_batches: int | None = None, deadline: Deadline | None = None
                ) -> tuple[float, list[tuple[int, int]]] | None:
     """Best V-shaped allocation: 2P contiguous stages, device k holding stages k and 2P-1-k
-    (the first stage, with 2P micro-batches in flight, shares a device with the last, which
-    holds one). Outside-in over the middle part [i, j] left after k pairs:
+    (the first stage, with min(2P, m) micro-batches in flight under 1F1B, shares a device with the
+    last, which holds one). Outside-in over the middle part [i, j] left after k pairs:
 
         V(k, i, j) = min_{a < b} max( tau(i, a) + tau(b, j), c(i) [k > 0], c(b) [k < P - 1],
                                       V(k + 1, a + 1, b - 1) )   s.t.  M(i, a, 2P - k) + M(b, j, k + 1) <= budget
         V(P - 1, i, j) = min_a max( tau(i, a) + tau(a + 1, j), c(i) )   (the two stages meet on device P - 1)
 
-    with the simulator's tau, c and M (n = m for GPipe). Returns (period, stage bounds) or None.
+    with the simulator's tau, c and M, M(i, j, t) charging `in_flight` (t) micro-batches: min(t, m) under
+    1F1B (t when m is not given), m under GPipe. Returns (period, stage bounds) or None.
     `deadline` (None: none) is checked once per state computed, before its O(L^2) pairs (a few ms
     at 80 layers; ~L^2 P / 2 states, one check ~0.2 us each): `DeadlineExceeded` once it is spent."""
     L = inst.length
@@ -426,7 +428,7 @@ def v_shape_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1
             return memo[key][0]
         if deadline is not None:
             deadline.check()
-        n_front, n_back = (2 * P - k, k + 1) if schedule == "1f1b" else (m, m)
+        n_front, n_back = in_flight(2 * P - k, schedule, m), in_flight(k + 1, schedule, m)
         best, arg = math.inf, None
         if k == P - 1:
             for a in range(i, j):

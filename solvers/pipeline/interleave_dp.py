@@ -2,8 +2,9 @@
 
 The model is the simulator's (`solvers.pipeline.simulator`): the chain is cut into S <= Smax
 contiguous stages, each placed on one of P devices (several stages may share a device); under
-1F1B stage s keeps n_s = S - s micro-batches in flight (its position from the end, t = S - s),
-under GPipe n_s = m, so its memory M_s = ceil(kappa W_s) + n_s A_s + Q_s is known from its
+1F1B stage s keeps n_s = min(S - s, m) micro-batches in flight (its position from the end,
+t = S - s, capped by the batch's m micro-batches when m is given: S may reach 2P > m), under
+GPipe n_s = m, so its memory M_s = ceil(kappa W_s) + n_s A_s + Q_s is known from its
 layers and t. A device's load is the sum of its stages' times tau_s, its memory the sum of
 their M_s; the period is max(max_p load_p, max_s c_s) with c_s = 0 when stages s - 1 and s
 share a device.
@@ -27,7 +28,7 @@ straight memory-aware DP, the V-shaped DP and the `interleave` heuristic, so the
 worse than those) prunes every state with a load or link time >= U, or whose devices cannot
 absorb the remaining work sum_{l < i'} (f_l + b_l) below U or, with a memory limit, the
 weights kappa sum_{l < i'} W_l of the remaining layers plus n_min A(0, i' - 1) within it (the
-stages before all hold n >= n_min = t + 2 micro-batches under 1F1B, m under GPipe, and the
+stages before all hold n >= n_min = min(t + 2, m) micro-batches under 1F1B, m under GPipe, and the
 stashes of any cut of [0, i') sum to at least the stash A(0, i' - 1) of the whole). A state is
 dropped when another of its level dominates it (same t and number of devices, the last stage's
 device and the others, matched in sorted order, no more loaded nor fuller, link time no larger;
@@ -133,6 +134,15 @@ def _undominated(states: list[_State], deadline: Deadline | None = None) -> list
     return out
 
 
+def in_flight(position: int, schedule: str, m: int | None) -> int:
+    """The micro-batches in flight at the stage at `position` (1 = the last stage) from the end: under
+    1F1B the position, capped by the batch's `m` micro-batches when `m` is given (> 0), as the simulator
+    charges (`simulator.in_flight_counts`); under GPipe `m`."""
+    if schedule != "1f1b":
+        return int(m or 0)
+    return min(position, int(m)) if m else position
+
+
 Found = tuple[float, list[tuple[int, int]], list[int]]  # (period, stage bounds, device of each stage)
 
 #: the DP checks its deadline once per level and once every this many states of a level
@@ -204,7 +214,7 @@ def _interleave_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str,
                 t = len(st.path)
                 if t >= smax:
                     continue
-                n = t + 1 if schedule == "1f1b" else m
+                n = in_flight(t + 1, schedule, m)
                 used = len(st.devices)
                 # a stage that does not start at layer 0 needs another stage before it
                 for first in (range(i - 1, -1, -1) if t + 1 < smax else (0,)):
@@ -221,7 +231,7 @@ def _interleave_dp(inst: Pipeline, P: int, budget: int | None, *, schedule: str,
                     rest_work = float(pre.fb[first])
                     rest_weights = inst.weight_factor * float(pre.w[first]) * (1.0 - 1e-9) - 1.0
                     if first > 0:  # the stages before hold >= n_min micro-batches of stash(0, first - 1)
-                        n_min = t + 2 if schedule == "1f1b" else m
+                        n_min = in_flight(t + 2, schedule, m)
                         rest_weights += n_min * rest_stash[first]
                     seen: set[tuple[float, int, bool]] = set()
                     options = [(d, lab == st.last) for d, (_, _, lab) in enumerate(st.devices)]
@@ -350,4 +360,4 @@ def _seconds(time_limit: Any) -> float | None:
     return seconds
 
 
-__all__ = ["DEFAULT_MAX_STATES", "interleave_dp", "solve_interleave_dp"]
+__all__ = ["DEFAULT_MAX_STATES", "in_flight", "interleave_dp", "solve_interleave_dp"]

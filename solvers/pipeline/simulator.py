@@ -13,9 +13,12 @@ The model (docs/pipeline.md). A partition cuts the L layers into S contiguous st
                     PipeDream) and k_s the number of tensors crossing it (a boundary inside a
                     residual or inception block carries several); 0 when the bandwidth is not charged;
 - period            T = max( max_s tau_s, max_s c_s )   (compute and transfers overlap);
-- in flight         n_s = ceil(D_s / r_s) for 1F1B with D_s = sum_{t >= s} r_t (a straight
-                    pipeline: stage s of S keeps S - s micro-batches, "P - s + 1" 1-based);
-                    n_s = ceil(m / r_s) for GPipe with m micro-batches per batch;
+- in flight         n_s = ceil(min(D_s, m) / r_s) for 1F1B with D_s = sum_{t >= s} r_t and m the
+                    micro-batches per batch (D_s alone when m is not given: the steady state; a
+                    straight pipeline: stage s of S keeps min(S - s, m) micro-batches, S - s,
+                    "P - s + 1" 1-based, for the m >= P >= S the solvers require): a stage never holds
+                    more micro-batches than the batch has;
+                    n_s = ceil(m / r_s) for GPipe;
 - stash             A_s = in_s + sum of act[l] over the layers l of the stage whose output is
                     consumed by a layer of the stage (a chain: l = first_s..last_s - 1), plus
                     ``input_size`` on the stage holding the layer that reads the network's input
@@ -36,10 +39,12 @@ as a constant): the network's input is still charged to the stage that holds lay
 (``Pipeline.input_layer``), as a stash only, whatever stage comes first.
 
 An interleaved allocation (``Partition.device_of``: several stages on one device, MadPipe's
-non-contiguous allocation) keeps n_s, A_s, Q_s per stage (n_s = S - s under 1F1B: the
-micro-batches in flight at the stage), and charges per device: the period is the largest
-device load sum tau_s (and link time; none between consecutive stages on the same device), the
-memory of a device is the sum of M_s over its stages.
+non-contiguous allocation) keeps n_s, A_s, Q_s per stage (n_s = min(S - s, m) under 1F1B: the
+micro-batches in flight at the stage; S may reach 2P, above the m >= P micro-batches the solvers
+require, so the first stages of a batch of P <= m < S hold m, not S - s), and charges per device:
+the period is the largest device load sum tau_s (and link time; none between consecutive stages
+on the same device), the memory of a device is the sum of M_s over its stages. Its ``device_of``
+indices lie in 0..P-1 (P the devices given).
 
 Times are in the instance's time unit (ms for PipeDream profiles), sizes in bytes.
 
@@ -47,10 +52,10 @@ Times are in the instance's time unit (ms for PipeDream profiles), sizes in byte
 stages nor interleaved allocations that share a device) event by event,
 for 1F1B (PipeDream-flush order: S - s - 1 warm-up forwards, then one forward one backward) and
 GPipe (all forwards, then all backwards): makespan with the bubbles, and the largest number of
-micro-batches each stage actually holds, which must equal n_s above. Its links are resources (one
-transfer at a time, forward and backward on the same link, as c_s charges them), so its steady state
-(`replay_period`) is at least T; equal to T under 1F1B without communication, it can exceed T with
-communication charged (1F1B's in-flight limit exposes round trips: `replay_bound`).
+micro-batches each stage actually holds, which must equal n_s above (min(S - s, m) under 1F1B).
+Its links are resources (one transfer at a time, forward and backward on the same link, as c_s
+charges them), so its steady state (`replay_period`) is at least T; equal to T under 1F1B without
+communication, it can exceed T with communication charged (1F1B's in-flight limit exposes round trips: `replay_bound`).
 """
 
 from __future__ import annotations
@@ -95,30 +100,49 @@ def check_partition(inst: Pipeline, part: Partition, devices: int | None = None)
         expected = s.last + 1
     if expected != inst.length:
         return f"the stages cover layers 0..{expected - 1}, not 0..{inst.length - 1}"
-    devices = devices if devices is not None else part.devices
-    used = part.devices_used
-    if part.device_of is not None:
-        if len(part.device_of) != len(part.stages) or min(part.device_of) < 0:
-            return "device_of must give one device index >= 0 per stage"
-        if any(s.replicas != 1 for s in part.stages):
-            return "an interleaved allocation (device_of) has no replicated stages"
-        used = max(part.device_of) + 1
-    if devices is not None and used > devices:
-        return f"the partition uses {used} devices, only {devices} available"
+    bad = _devices_problem(part, devices if devices is not None else part.devices)
+    if bad is not None:
+        return bad
     if part.schedule == "gpipe" and not part.micro_batches:
         return "gpipe needs a number of micro-batches"
     return None
 
 
+def _devices_problem(part: Partition, devices: int | None) -> str | None:
+    """Why `part` does not fit `devices` (None: any number) or has a malformed ``device_of`` (None when
+    neither): more devices used than given (the sum of the replicas, or the distinct indices of
+    ``device_of``), else a ``device_of`` index past them, named with its entry ([0, 2, 0, 2] on 2 devices)."""
+    dev = part.device_of
+    used = part.devices_used
+    if dev is not None:
+        if len(dev) != len(part.stages) or min(dev, default=0) < 0:
+            return "device_of must give one device index >= 0 per stage"
+        if any(s.replicas != 1 for s in part.stages):
+            return "an interleaved allocation (device_of) has no replicated stages"
+        used = len(set(dev))
+    if devices is None:
+        return None
+    if used > devices:
+        return f"the partition uses {used} devices, only {devices} available"
+    for k, d in enumerate(dev or []):
+        if d >= devices:
+            return (f"device_of[{k}] = {d} is out of range 0..{devices - 1} "
+                    f"({devices} device{'s' if devices != 1 else ''} given)")
+    return None
+
+
 def in_flight_counts(part: Partition) -> list[int]:
-    """n_s of the module docstring."""
+    """n_s of the module docstring: under 1F1B ceil(min(D_s, m) / r_s), D_s the devices of stages s..S-1
+    (S - s for unreplicated stages) capped by the batch's m micro-batches when the partition gives m;
+    under GPipe ceil(m / r_s). Counts of micro-batches, each >= 1 when m >= 1."""
     reps = [s.replicas for s in part.stages]
+    m = int(part.micro_batches or 0)
     if part.schedule == "gpipe":
-        m = int(part.micro_batches or 0)
         return [math.ceil(m / r) for r in reps]
     out = []
     for s in range(len(reps)):
-        out.append(math.ceil(sum(reps[s:]) / reps[s]))
+        deep = sum(reps[s:])
+        out.append(math.ceil((min(deep, m) if m > 0 else deep) / reps[s]))
     return out
 
 
