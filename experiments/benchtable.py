@@ -85,17 +85,18 @@ def check_out(path: str | Path, field: str = "--out", *, partial: bool = True) -
         raise InputError(f"folder {str(folder)!r} is not writable", path=str(path), field=field)
 
 
-def figure_beside(out: str | Path, suffix: str = ".png", field: str = "--out") -> Path:
+def figure_beside(out: str | Path, suffix: str = ".png", field: str = "--out", table: str = ".csv") -> Path:
     """The path of the figure a bench writes beside its table `out`: `out` with `suffix` (``.png``,
     ``.pdf``) for its extension, checked as `check_out` checks `out`. `InputError` naming `field` when
-    that is `out` itself (``--out x.png``: the figure would replace the table) or its partial file."""
+    that is `out` itself (``--out x.png``: the figure would replace the table) or its partial file; the
+    message suggests the table's usual extension `table` (``.csv``, ``.json``)."""
     from memsched.solvers.errors import InputError
 
     out = Path(out)
     fig = out.with_suffix(suffix)
     if fig.absolute() in (out.absolute(), partial_path(out).absolute()):
         raise InputError(f"the figure would be written over the table: give the table a name not ending in {suffix} "
-                         "(e.g. .csv)", path=str(out), field=field)
+                         f"(e.g. {table})", path=str(out), field=field)
     check_out(fig, field, partial=False)
     return fig
 

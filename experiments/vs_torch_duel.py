@@ -24,7 +24,8 @@ Which points: by default those unmatched on the paired or the unpaired overheads
 `--out` (each model and size is written as it ends; ``--resume`` skips those `--out` has); the
 summary of `--csv` is rewritten with the duel verdicts
 (`vs_torch_report.verdicts` reads the duels CSV beside it), and a figure beside `--out`
-(`duel_figure`; ``--replot`` runs nothing and redraws it and the summary).
+(`duel_figure`, same stem, ``.png``: an ``--out`` ending in .png is refused before any work;
+``--replot`` runs nothing and redraws it and the summary).
 
 Ctrl-C is one line, ``vs_torch_duel: interrupted...``, and exit 130 (the models and sizes that ended
 are in `--out`), also while torch and the other modules it needs are imported (about a second): at its
@@ -164,7 +165,8 @@ def duel_figure(duels: list[dict], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Duel the contested points of `--csv` (module docstring); exit 0, 2 on a missing CSV or a bad argument
-    (a count below 1, an unknown option, a value that is not a number: one line on stderr, before any duel),
+    (a count below 1, an unknown option, a value that is not a number, an --out ending in .png whose figure would
+    replace it: one line on stderr, before any duel),
     130 on Ctrl-C (one line; `benchtable.guarded`), also while the modules are imported (module docstring)."""
     return script_main("vs_torch_duel", lambda: _run(argv))
 
@@ -181,7 +183,7 @@ def _main(argv: list[str] | None) -> int:
     """`main` with its modules imported here (see the module docstring): a Ctrl-C leaves as `KeyboardInterrupt`."""
     import argparse
 
-    from memsched.experiments.benchtable import write_csv
+    from memsched.experiments.benchtable import figure_beside, write_csv
     from memsched.experiments.script_args import ScriptParser
     from memsched.experiments.vs_torch_report import (
         DUEL_COLUMNS,
@@ -212,6 +214,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"vs_torch_duel: {csv_path} does not exist", file=sys.stderr)
         return 2
     out = Path(args.out) if args.out else duels_path(csv_path)
+    figure = figure_beside(out, ".png", "--out" if args.out else "output")  # before any work: not out itself
     rows = read_rows(csv_path, field="--csv")
     keys = sorted({(r["model"], r["size"]) for r in rows}, key=lambda k: (k[0], k[1]))
     keys = [
@@ -241,13 +244,13 @@ def _main(argv: list[str] | None) -> int:
         write_csv(done, out, DUEL_COLUMNS, extrasaction="ignore")  # each model and size kept as it ends
     if not out.exists():
         write_csv([], out, DUEL_COLUMNS)
-    duel_figure(read_rows(out), out.with_suffix(".png"))
+    duel_figure(read_rows(out), figure)
     summary_path = write_csv(
         verdicts(read_rows(csv_path, field="--csv"), read_rows(out)),
         csv_path.with_name(f"{csv_path.stem}_summary.csv"),
         SUMMARY_COLUMNS,
     )
-    print(f"wrote {out}, {out.with_suffix('.png')} and {summary_path}")
+    print(f"wrote {out}, {figure} and {summary_path}")
     return 0
 
 

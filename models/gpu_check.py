@@ -19,7 +19,8 @@ budgets (fractions of the store-all peak), run after a warm-up, measured once fo
 CUDA ``torch.cuda.max_memory_allocated`` above the bytes allocated before the step; on CPU the
 tensor tracker and the independent allocator probe) and timed ``--time-repeats`` times. One row
 per (model, problem, solver, budget): predicted peak (bytes) and makespan (ms), measured ones,
-their ratios, the gradient check. Writes the JSON and a figure next to it (``.png``).
+their ratios, the gradient check. Writes the JSON and a figure next to it (same stem, ``.png``; an
+``--out`` ending in .png, whose figure would replace it, is refused before any work).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ import torch
 from memsched.models.measure import tolerances
 from memsched.models.zoo import resolve_device
 from memsched.solvers import registry
-from memsched.solvers.jsonio import write_json_atomic
+from memsched.solvers.errors import InputError
+from memsched.solvers.jsonio import read_json, write_json_atomic
 
 __all__ = ["MODEL_SIZES", "CHECKS", "evaluate_model", "main", "tolerances"]
 
@@ -76,6 +78,8 @@ SOLVERS: dict[str, tuple[tuple[str, ...], str]] = {
     "graph": (("greedy",), "checkpoint-all"), "join": (("dp",), "sequential"),
 }
 FRACTIONS = (0.9, 0.7, 0.5)
+#: the ``format`` of the check's JSON document (`--replot` reads only this one)
+FORMAT = "memsched.gpu_check/2"
 
 
 def evaluate_model(label: str, model_name: str, sizes: dict[str, Any], device: torch.device, *,
@@ -177,7 +181,7 @@ def _document(rows: list[dict[str, Any]], device: torch.device, size: str, bandw
     measured = [r for r in rows if "measured_peak" in r]
     indep = [r["independent_ratio"] for r in measured if r.get("independent_ratio") is not None]
     return {
-        "format": "memsched.gpu_check/2",
+        "format": FORMAT,
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.machine()})",
         "torch": torch.__version__,
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -237,10 +241,26 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     return path
 
 
+def read_check(path: Path) -> dict[str, Any]:
+    """The check's JSON document at `path` (``--replot``). A missing or unreadable file, invalid JSON or a
+    document that is not the check's (another ``format``) is an `InputError` naming the file and ``--out``."""
+    try:
+        doc = read_json(path)
+    except InputError as err:
+        raise InputError(err.message, path=str(path), field="--out") from None
+    found = doc.get("format") if isinstance(doc, dict) else None
+    if found != FORMAT:
+        raise InputError(f"not a gpu_check JSON (format {found!r}, expected {FORMAT!r})", path=str(path),
+                         field="--out")
+    return doc
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run every executor at three budgets, write the JSON (``--out``) and its figure (.png); exit 0, 1 when a gradient
-    check fails."""
+    check fails, 2 on bad input before any work (one line: an --out whose figure would replace it, or with
+    --replot an --out that is not a readable gpu_check JSON)."""
     # the scripts' parser (one line and exit 2 on a usage error); models/ already imports experiments/ (runner.py)
+    from memsched.experiments.benchtable import figure_beside
     from memsched.experiments.script_args import ScriptParser
 
     parser = ScriptParser(prog="python -m memsched.models.gpu_check", description=__doc__,
@@ -257,9 +277,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-repeats", type=int, default=5, help="timed executions per schedule (median)")
     parser.add_argument("--replot", action="store_true", help="run nothing: redraw the figure of --out")
     args = parser.parse_args(argv)
-    if args.replot:
-        out = Path(args.out)
-        print(f"figure: {plot(json.loads(out.read_text()), out.with_suffix('.png'))}")
+    out = Path(args.out)
+    try:
+        figure = figure_beside(out, ".png", "--out", table=".json")  # before any work: not over the JSON
+        replotted = read_check(out) if args.replot else None
+    except InputError as err:
+        print(f"gpu_check: error: {err}", file=sys.stderr)
+        return 2
+    if replotted is not None:
+        print(f"figure: {plot(replotted, figure)}")
         return 0
     from memsched.solvers.units import parse_bandwidth
 
@@ -269,15 +295,14 @@ def main(argv: list[str] | None = None) -> int:
     if device.type == "cuda":  # full-precision matmuls, deterministic convolutions: comparable gradients
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.deterministic = True
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     doc = run_check(device, size, repeats=args.repeats, time_repeats=args.time_repeats,
                     bandwidth=parse_bandwidth(args.bandwidth), problems=problems,
                     models=tuple(args.models.split(",")) if args.models else None,
                     on_progress=lambda partial: write_json_atomic(out, partial))
     write_json_atomic(out, doc)
-    fig = plot(doc, out.with_suffix(".png"))
-    print(f"summary: {json.dumps(doc['summary'])} -> {out}, {fig}")
+    plot(doc, figure)
+    print(f"summary: {json.dumps(doc['summary'])} -> {out}, {figure}")
     return 0 if doc["summary"]["grad_check"] else 1
 
 

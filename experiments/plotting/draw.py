@@ -122,8 +122,9 @@ def check_suffix(path: str | Path, field: str | None = None) -> str:
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = 150) -> Path:
     """Write `fig` to `path` (format from the extension): rendered into memory first, then its bytes
     written atomically (`jsonio.write_atomic`), so that a failure leaves no half-written figure and a
-    target that cannot seek (a named pipe, ``-o >(cmd)``, which matplotlib's PNG and PDF writers refuse or
-    leave a fragment in) gets the whole figure."""
+    target that cannot seek (a named pipe such as ``fig.png``, which matplotlib's PNG and PDF writers refuse
+    or leave a fragment in) gets the whole figure. A path without a figure extension is refused
+    (`check_suffix`), ``-o >(cmd)`` (``/dev/fd/N``) included: it cannot say the format."""
     fmt = check_suffix(path)
     path = Path(path)
     buf = io.BytesIO()
