@@ -235,7 +235,13 @@ def main(args: argparse.Namespace) -> int:
                     " own partition needs (a period-only baseline: a memory-aware solver such as madpipe or dag may"
                     " fit in less)")
         elif result.status == INFEASIBLE and result.min_budget is not None:
-            msg += f"; smallest feasible memory: {result.min_budget} bytes ({format_bytes(result.min_budget)})"
+            # a coarsened lattice (dag, dag-cpsat) proves nothing about the DAG partitions it lacks
+            where = " on this lattice" if result.details.get("coarse_lattice") else ""
+            msg += f"; smallest feasible memory{where}: {result.min_budget} bytes ({format_bytes(result.min_budget)})"
+            if where:
+                msg += " (a larger --option max_states searches a finer lattice, which may need less)"
+        elif result.status == INFEASIBLE and result.details.get("min_budget_note"):
+            msg += f"; smallest feasible budget unknown: {result.details['min_budget_note']}"
         elif result.status == INFEASIBLE and result.details.get("heuristic"):
             # a heuristic's failure proves nothing about its scope (the solver's message says which solvers search it)
             msg += f"; smallest feasible budget unknown: {result.message}"

@@ -29,10 +29,10 @@ import numpy as np
 
 from ..exact.cpsat_runner import run_cpsat
 from ..exact.layer import exact_solver
-from ..exact.options import CPSAT_MEMORY, Deadline, DeadlineExceeded, ExactOptions, refuses
+from ..exact.options import CPSAT_MEMORY, Deadline, ExactOptions, refuses
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import bound_value, stage_flow_model, straight_only, tick
-from .dag_dp import _scope, lattice_for, least_memory, stage_tables, to_partition
+from .dag_dp import _scope, infeasible_on_lattice, lattice_for, stage_tables, to_partition
 from .dp import _defaults
 from .instance import Pipeline
 
@@ -81,7 +81,7 @@ def solve_dag_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadl
                     continue
                 cand.append((i, int(j), t, float(value[k])))
     if not any(c[0] == empty for c in cand) or not any(c[2] == 1 for c in cand):
-        return _infeasible(inst, lat, budget, P, schedule, m, start, scope, deadline)
+        return _infeasible(inst, lat, budget, P, schedule, m, start, scope, deadline, max_states=max_states)
     inner = [K for K in range(lat.n) if K not in (empty, full)]
     model, x, obj, values, rank, starts = stage_flow_model(cand, T, empty, full, [(K, K) for K in inner], deadline)
     for n, K in enumerate(inner):
@@ -95,7 +95,7 @@ def solve_dag_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadl
     run = run_cpsat(model, deadline, options, hint_feasible=hinted, extra={"cp_model_probing_level": int(probing)})
     elapsed = time.perf_counter() - start
     if run.status == INFEASIBLE:
-        return _infeasible(inst, lat, budget, P, schedule, m, start, scope, deadline)
+        return _infeasible(inst, lat, budget, P, schedule, m, start, scope, deadline, max_states=max_states)
     if run.status not in (OPTIMAL, FEASIBLE):
         return SolveResult(problem="pipeline", solver="dag-cpsat", status=TIMEOUT, budget=budget,
                            solve_time_s=elapsed, scope=scope, message=f"CP-SAT: {run.backend_status}")
@@ -135,17 +135,12 @@ def _hint(model: Any, x: list[Any], obj: Any, cand: list[tuple[int, int, int, fl
 
 
 def _infeasible(inst: Pipeline, lat: Any, budget: int | None, P: int, schedule: str, m: int | None,
-                start: float, scope: str, deadline: Deadline | None = None) -> SolveResult:
-    """``infeasible`` (proven by the caller), with the least memory a DAG partition of `lat`
-    needs as ``min_budget`` when the memory DP ends before `deadline` (None otherwise)."""
-    note = ""
-    try:
-        need = least_memory(inst, lat, P, schedule, m, deadline=deadline)
-    except DeadlineExceeded:
-        need, note = None, " (the time limit came before the least memory needed was found)"
-    return SolveResult(problem="pipeline", solver="dag-cpsat", status=INFEASIBLE, budget=budget,
-                       min_budget=need, solve_time_s=time.perf_counter() - start,
-                       scope=scope, message=f"no DAG partition fits {budget} bytes per device{note}")
+                start: float, scope: str, deadline: Deadline | None = None, *,
+                max_states: int | None = None) -> SolveResult:
+    """``infeasible`` (proven by the caller on `lat`), worded and completed as `dag`'s
+    (`dag_dp.infeasible_on_lattice`); `start` is the solve's `time.perf_counter` start."""
+    return infeasible_on_lattice("dag-cpsat", inst, lat, budget, P, schedule, m, False, max_states, deadline,
+                                 scope=scope, elapsed=lambda: time.perf_counter() - start)
 
 
 __all__ = ["FAST", "solve_dag_cpsat"]

@@ -42,10 +42,12 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ..errors import option_field
 from ..exact.options import Deadline, DeadlineExceeded
 from ..result import INFEASIBLE, OPTIMAL, SolveResult
 from .dp import _defaults, partition_dp, stopped_answer, useful_devices
@@ -57,6 +59,8 @@ from .schedule import Partition
 INF = math.inf
 #: default cap on the number of ideals before the lattice is coarsened
 MAX_STATES = 5000
+#: the granularity (`Lattice.granularity`) of the full lattice, every ideal: any other is coarsened
+FULL_LATTICE = "all antichain splits"
 
 
 def stage_tables(inst: Pipeline, lat: Lattice, i: int, max_work: float = INF) -> dict[str, Any]:
@@ -374,14 +378,15 @@ def plan(inst: Pipeline, P: int, budget: int | None, *, schedule: str = "1f1b", 
 def plan_after_chain(inst: Pipeline, chain: tuple[float, list[tuple[int, int, int]]] | None, P: int,
                      budget: int | None, *, schedule: str = "1f1b", micro_batches: int | None = None,
                      replication: bool = False, max_states: int | None = None, deadline: Deadline | None = None,
-                     ) -> tuple[float, Partition, Lattice] | None:
+                     lattice: Lattice | None = None) -> tuple[float, Partition, Lattice] | None:
     """`plan` given the contiguous DP's answer `chain` ((period, bounds) or None): the lattice DP
-    bounded by its period, and the better of the two, evaluated (None when neither fits `budget`).
+    bounded by its period, and the better of the two, evaluated (None when neither fits `budget`);
+    on `lattice` when given (`lattice_for`'s of `max_states`, already built), else built here.
     Every lattice of `lattice_for` holds the prefixes of the index order, so the contiguous
     partition lies in the scope named by the lattice (the lattice DP finds it too, up to float
     rounding of the sums). `DeadlineExceeded` once `deadline` is spent while the lattice is built
     or the lattice DP runs."""
-    lat = lattice_for(inst, max_states, deadline)
+    lat = lattice if lattice is not None else lattice_for(inst, max_states, deadline)
     upper = chain[0] if chain is not None else None
     res = dag_partition_dp(inst, lat, P, budget, schedule=schedule, micro_batches=micro_batches,
                            replication=replication, upper=upper, deadline=deadline)
@@ -410,12 +415,13 @@ def solve_dag(inst: Pipeline, budget: int, *, devices: int | None = None, schedu
         straight = partition_dp(inst, P, budget, schedule=schedule, micro_batches=m)  # O(L^2 min(P, L))
         return _chain_answer(inst, budget, P, schedule, m, deadline, straight)
     try:
+        lat = lattice_for(inst, max_states, deadline)
         found = plan_after_chain(inst, chain, P, budget, schedule=schedule, micro_batches=m, replication=rep,
-                                 max_states=max_states, deadline=deadline)
+                                 max_states=max_states, deadline=deadline, lattice=lat)
     except DeadlineExceeded:
         return _chain_answer(inst, budget, P, schedule, m, deadline, chain)
     if found is None:
-        return _infeasible_dag(inst, budget, P, schedule, m, rep, max_states, deadline)
+        return _infeasible_dag(inst, lat, budget, P, schedule, m, rep, max_states, deadline)
     value, part, lat = found
     assert part.period is not None
     return SolveResult(problem="pipeline", solver="dag", status=OPTIMAL, objective=part.period,
@@ -452,22 +458,61 @@ def least_memory(inst: Pipeline, lat: Lattice, P: int, schedule: str, m: int | N
     return int(peak)
 
 
-def _infeasible_dag(inst: Pipeline, budget: int | None, P: int, schedule: str, m: int | None, rep: bool,
-                    max_states: int | None, deadline: Deadline) -> SolveResult:
-    """`solve_dag`'s ``infeasible`` (proven by `plan`), with the least memory any DAG partition
-    needs as ``min_budget`` when it is found before `deadline` (None otherwise)."""
+def _infeasible_dag(inst: Pipeline, lat: Lattice, budget: int | None, P: int, schedule: str, m: int | None,
+                    rep: bool, max_states: int | None, deadline: Deadline) -> SolveResult:
+    """`solve_dag`'s ``infeasible`` (proven by `plan` on `lat`): `infeasible_on_lattice`."""
+    return infeasible_on_lattice("dag", inst, lat, budget, P, schedule, m, rep, max_states, deadline,
+                                 scope=_scope(lat, P, schedule, m, rep), elapsed=deadline.elapsed)
+
+
+#: why ``min_budget`` is unknown when the least-memory DP of an ``infeasible`` answer ran out of time
+LEAST_MEMORY_TIMED_OUT = "the time limit came before the least memory needed was found"
+
+
+def infeasible_on_lattice(solver: str, inst: Pipeline, lat: Lattice, budget: int | None, P: int, schedule: str,
+                          m: int | None, rep: bool, max_states: int | None, deadline: Deadline | None, *,
+                          scope: str, elapsed: Callable[[], float]) -> SolveResult:
+    """The ``infeasible`` answer of `solver` (``dag``, ``dag-cpsat``; proven by the caller on `lat`, the
+    lattice of `max_states`: None for the default cap), with the least memory (bytes per device) any DAG
+    partition of `lat` needs as ``min_budget`` when `least_memory` ends before `deadline`; otherwise
+    None, and ``details["min_budget_note"]`` says why. Worded by `none_fits` ("on this lattice" when
+    coarsened); `elapsed()` is the solve time in s, read once the answer is complete."""
+    details = lattice_details(lat)
     try:
-        lat = lattice_for(inst, max_states, deadline)
         need = least_memory(inst, lat, P, schedule, m, rep, deadline)
+        note = ""
     except DeadlineExceeded:
-        return SolveResult(problem="pipeline", solver="dag", status=INFEASIBLE, budget=budget, min_budget=None,
-                           solve_time_s=deadline.elapsed(), scope=f"DAG partitions on <= {P} devices",
-                           message=f"no DAG partition fits {budget} bytes per device (the time limit came before "
-                                   "the least memory needed was found)")
-    return SolveResult(problem="pipeline", solver="dag", status=INFEASIBLE, budget=budget,
-                       min_budget=need, solve_time_s=deadline.elapsed(),
-                       scope=_scope(lat, P, schedule, m, rep), details={"ideals": lat.n},
-                       message=f"no DAG partition fits {budget} bytes per device")
+        need, note = None, f" ({LEAST_MEMORY_TIMED_OUT})"
+        details["min_budget_note"] = LEAST_MEMORY_TIMED_OUT
+    return SolveResult(problem="pipeline", solver=solver, status=INFEASIBLE, budget=budget, min_budget=need,
+                       solve_time_s=elapsed(), scope=scope, details=details,
+                       message=none_fits(lat, budget, max_states, note))
+
+
+def coarsened(lat: Lattice) -> bool:
+    """Whether `lat` lacks some ideals (`lattice.coarsest_needed` coarsened it): what the DAG
+    solvers prove on it (``infeasible``, ``min_budget``, ``optimal``) is then about its ideals only."""
+    return lat.granularity != FULL_LATTICE
+
+
+def lattice_details(lat: Lattice) -> dict[str, Any]:
+    """The ``details`` of an ``infeasible`` answer of `dag` or `dag-cpsat` on `lat`: its number of
+    ideals, and ``coarse_lattice`` true when it is coarsened (`coarsened`: ``min_budget``, when
+    set, is the least memory of the DAG partitions of this lattice, not of every DAG partition)."""
+    return {"ideals": lat.n, **({"coarse_lattice": True} if coarsened(lat) else {})}
+
+
+def none_fits(lat: Lattice, budget: int | None, max_states: int | None, note: str = "") -> str:
+    """The message of an ``infeasible`` answer of `dag` or `dag-cpsat` on `lat` (`budget` bytes per
+    device; `note` follows it): on a coarsened lattice it says the proof is about that lattice's
+    DAG partitions only (named as in the scope) and suggests a larger ``max_states`` (the cap used:
+    `max_states`, None for `MAX_STATES`; the full lattice has more ideals than that)."""
+    if not coarsened(lat):
+        return f"no DAG partition fits {budget} bytes per device{note}"
+    cap = max_states if max_states is not None else MAX_STATES
+    return (f"no DAG partition on this lattice ({lat.granularity}, {lat.n} ideals) fits {budget} bytes per "
+            f"device{note}; the full lattice has more than {cap} ideals, and a larger {option_field('max_states')} "
+            "searches a finer one, whose partitions may fit")
 
 
 def solve_dag_pipedream(inst: Pipeline, budget: int, *, devices: int | None = None, schedule: str = "1f1b",
@@ -498,5 +543,6 @@ def solve_dag_pipedream(inst: Pipeline, budget: int, *, devices: int | None = No
                        solve_time_s=elapsed, budget=budget, schedule=part, scope=scope, details=details)
 
 
-__all__ = ["MAX_STATES", "dag_partition_dp", "lattice_for", "least_memory", "pair_tables", "plan", "plan_after_chain",
-           "solve_dag", "solve_dag_pipedream", "stage_tables", "to_partition"]
+__all__ = ["FULL_LATTICE", "LEAST_MEMORY_TIMED_OUT", "MAX_STATES", "coarsened", "dag_partition_dp",
+           "infeasible_on_lattice", "lattice_details", "lattice_for", "least_memory", "none_fits", "pair_tables",
+           "plan", "plan_after_chain", "solve_dag", "solve_dag_pipedream", "stage_tables", "to_partition"]
