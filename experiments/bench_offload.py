@@ -76,19 +76,44 @@ STRATEGIES = {"remat only": ["remat-only"], "offload only": ["vdnn", "offload-pr
 
 
 def profiled_chains(quick: bool) -> list[Chain]:
-    """Profile the zoo models into chains (smaller sizes with `quick`)."""
+    """The zoo models of `ZOO` as chains, at the sizes there (the same with `quick`, which times each
+    operation 2 times instead of 5 when it profiles). A profile cached in ``RESULTS/profiles/<model>.json``
+    is reused when it is that model at those sizes (`cached_profile`), whatever its repeats, and a line on
+    stderr says so; otherwise the model is profiled here (on the CPU) and the cache replaced."""
     from memsched.models.chain.profiler import profile_model
 
     chains = []
     for name, sizes in ZOO.items():
         path = RESULTS / "profiles" / f"{name}.json"
-        if path.exists():
-            chains.append(Chain.load(path))
+        cached = cached_profile(path, name, sizes)
+        if cached is not None:
+            chains.append(cached)
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         chain, _ = profile_model(name, repeats=2 if quick else 5, warmup=1, out=str(path), **sizes)
         chains.append(chain)
     return chains
+
+
+def cached_profile(path: Path, model: str, sizes: dict[str, Any]) -> Chain | None:
+    """The chain cached at `path` when its ``meta`` says it is `model` profiled (measured, not a cost
+    model such as ``roofline:v100``) at `sizes`, with a line on stderr naming the file and its repeats;
+    None when there is no such file, or, with a line saying what differs, when it is another profile."""
+    if not path.exists():
+        return None
+    chain = Chain.load(path)
+    meta = chain.meta
+    asked = {"model": model, **sizes}
+    differs = [f"{k} {meta.get(k)!r} (asked {v!r})" for k, v in asked.items() if meta.get(k) != v]
+    if meta.get("cost") not in (None, "measured"):
+        differs.append(f"cost {meta['cost']!r} (asked: measured here)")
+    if differs:
+        print(f"bench_offload: {path}: another profile ({', '.join(differs)}): profiling {model} again",
+              file=sys.stderr)
+        return None
+    print(f"bench_offload: reusing the profile {path} ({meta.get('repeats')} repeats, {meta.get('date')})",
+          file=sys.stderr)
+    return chain
 
 
 def check_names(chains: list[Chain], paths: list[str], field: str) -> None:
