@@ -31,7 +31,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from ..discretize import CPSAT_COST_DIGITS, integer_costs, rounding_error
 from ..exact.cpsat_runner import check_first, check_parameters, fit_row, run_cpsat
@@ -205,6 +205,16 @@ def _cp_model(model: PhaseModel, rows: list[Any], report: CutReport, hint_values
     return cp, xs, exact
 
 
+class ExactRows(Protocol):
+    """What the exact-rows loop (`exact_rows_cpsat`, `exclude_broken`) checks a plan against: the model
+    at exact sizes in bytes. `PhaseModel` is one (its rows); the join phase model another (its plan
+    replayed by the join simulator, `solvers.join.cpsat.JoinPhaseModel.violated`)."""
+
+    def violated(self, values: list[float], *, deadline: Deadline | None = None) -> Sequence[str]:
+        """What the 0-1 point `values` (indexed like the CP-SAT variables) breaks; empty when it fits."""
+        ...
+
+
 #: rounds of `exclude_broken` before the restriction (rows rounded up) is tried (`exact_rows_cpsat`)
 EXCLUDE_ROUNDS = 32
 
@@ -217,13 +227,13 @@ def nogood_row(values: Sequence[float]) -> tuple[list[int], list[float], float]:
     return ones + zeros, [-1.0] * len(ones) + [1.0] * len(zeros), float(1 - len(ones))
 
 
-def broken(run: BackendRun, model: PhaseModel, deadline: Deadline | None = None) -> bool:
+def broken(run: BackendRun, model: ExactRows, deadline: Deadline | None = None) -> bool:
     """True when `run` has a plan and it breaks a row of `model` (exact sizes): a backend's tolerance
     (SCIP's is relative: a memory row in bytes 1 byte over passes), or rows rounded for CP-SAT."""
     return run.values is not None and bool(model.violated(run.values, deadline=deadline))
 
 
-def exclude_broken(run: BackendRun, model: PhaseModel, resolve: Callable[[list[float]], BackendRun],
+def exclude_broken(run: BackendRun, model: ExactRows, resolve: Callable[[list[float]], BackendRun],
                    deadline: Deadline, rounds: int | None = None, bound: float | None = None) -> BackendRun:
     """While `run`'s plan breaks a row of `model` (`broken`) and time is left: ``resolve(plan)`` adds
     `nogood_row(plan)` to the model the plan came from (a relaxation of `model`: the model itself within a
@@ -278,7 +288,7 @@ def restricted_run(relaxed: BackendRun, restricted: BackendRun) -> BackendRun:
                    backend_status=f"{restricted.backend_status} (memory rows rounded up)")
 
 
-def drop_broken(run: BackendRun, model: PhaseModel) -> BackendRun:
+def drop_broken(run: BackendRun, model: ExactRows) -> BackendRun:
     """`run` without its plan when the plan breaks a row of `model` (kept: its bound, which is a
     relaxation's); status ``timeout`` then (no plan, no proof)."""
     if not broken(run, model):
@@ -287,10 +297,11 @@ def drop_broken(run: BackendRun, model: PhaseModel) -> BackendRun:
                    backend_status=f"{run.backend_status}; its plan breaks an exact row")
 
 
-def exact_rows_cpsat(run: BackendRun, model: PhaseModel, cp: Any, xs: list[Any],
+def exact_rows_cpsat(run: BackendRun, model: ExactRows, cp: Any, xs: list[Any],
                      solve: Callable[..., BackendRun], restriction: Callable[[], tuple[Any, list[Any]]],
                      deadline: Deadline) -> BackendRun:
-    """The answer of CP-SAT on the phase model with memory rows rounded (`cpsat_runner.fit_row`):
+    """The answer of CP-SAT on a model with memory rows rounded (`cpsat_runner.fit_row`; `model` the
+    exact rows, `ExactRows`: the chain's phase model, or one backward order of the join's `cpsat`):
     `run` solved the relaxation `cp` (rows rounded down; variables `xs`, in `model`'s order) with
     ``solve(cp, xs, relaxed=True)``. While its plan breaks an exact row, that plan is excluded from
     `cp` and it is solved again (`exclude_broken`, `EXCLUDE_ROUNDS` rounds); then the restriction

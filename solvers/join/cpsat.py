@@ -39,11 +39,13 @@ from collections.abc import Iterable, Iterator
 from itertools import permutations
 from typing import Any, NamedTuple
 
+from ..chain.cpsat import drop_broken, exact_rows_cpsat
 from ..discretize import CPSAT_COST_DIGITS, GAP_TOLERANCE, effective_slots, integer_costs, rounding_error, scope_text
 from ..errors import InputError, option_field
 from ..exact.cpsat_runner import check_first, fit_linear, run_cpsat
 from ..exact.interrupt import interrupted
 from ..exact.layer import exact_solver, retry_rounded_infeasible, same_or_less
+from ..exact.milp_runner import BackendRun
 from ..exact.options import CPSAT_MEMORY, Deadline, DeadlineExceeded, ExactOptions, refuses
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult, gap_closed
 from .instance import Join
@@ -207,6 +209,13 @@ class JoinPhaseModel:
         self.slack = 0.0 if exact else math.fsum(rounding_error(list(terms.values()), ints, self.scale))
         self.cp.minimize(sum(t * self.vars[v] for v, t in zip(terms, ints)))
 
+    def violated(self, values: list[float], *, deadline: Deadline | None = None) -> list[str]:
+        """What the plan of the 0-1 point `values` breaks at this model's exact sizes and budget (`join`,
+        `M`, in its units: the rows CP-SAT got may be rounded, `rows_exact`): the join simulator's
+        violation, or [] when it fits (`chain.cpsat.ExactRows`; linear in the plan, `deadline` unused)."""
+        violation = simulate(self.join, self.decode([int(round(v)) for v in values]), self.M).violation
+        return [] if violation is None else [str(violation)]
+
     def value(self, values: list[float]) -> float:
         """The real objective (time units) of a solution `values` (0/1 per variable)."""
         return self.const + math.fsum(c * values[v] for v, c in self.objective.items() if v >= 0)
@@ -318,18 +327,30 @@ def iter_orders(join: Join, orders: Any = None, first: list[int] | None = None) 
             yield list(order)
 
 
-def _run_order(model: JoinPhaseModel, hint: Any, deadline: Deadline, options: ExactOptions) -> Any:
-    """CP-SAT on one order's model, the seed's schedule hinted when the model can express it (the
-    seed fits the real budget, not necessarily the rounded sizes: its hint proves nothing). Objective
-    and bound in time units; with rounded ticks (``model.slack`` > 0) the bound holds for the real times
-    and ``optimal`` needs the bound within `GAP_TOLERANCE` of the plan's real objective."""
+def _add_hint(model: JoinPhaseModel, hint: Any) -> None:
+    """The seed's schedule `hint` as `model`'s CP-SAT hint when the model can express it (the seed fits
+    the real budget, not necessarily rounded rows: its hint proves nothing). Once per model: CP-SAT
+    rejects a hint that names a variable twice."""
     if hint is not None:
         values = model.encode(hint)
         if values is not None:
             for var, val in zip(model.vars, values):
                 model.cp.add_hint(var, bool(val))
-    run = run_cpsat(model.cp, deadline, options, variables=model.vars, offset=model.const * model.scale,
-                    scale=model.scale)
+
+
+def _run_order(model: JoinPhaseModel, hint: Any, deadline: Deadline, options: ExactOptions) -> BackendRun:
+    """CP-SAT on one order's model, the seed's schedule hinted (`_add_hint`); `_run_model`."""
+    _add_hint(model, hint)
+    return _run_model(model, model.cp, model.vars, deadline, options)
+
+
+def _run_model(model: JoinPhaseModel, cp: Any, xs: list[Any], deadline: Deadline, options: ExactOptions
+               ) -> BackendRun:
+    """CP-SAT on `cp` (variables `xs`): `model`'s CP-SAT model, or one with the same variables and
+    objective (`model` with no-good rows, or rounded up). Objective and bound in time units; with rounded
+    ticks (``model.slack`` > 0) the bound holds for the real times and ``optimal`` needs the bound within
+    `GAP_TOLERANCE` of the plan's real objective."""
+    run = run_cpsat(cp, deadline, options, variables=xs, offset=model.const * model.scale, scale=model.scale)
     if model.slack > 0:  # rounded ticks: the bound lowered by the rounding error, the plan's real objective
         if run.bound is not None:
             run.bound -= model.slack
@@ -377,6 +398,18 @@ def phase_scope(n_orders: int, sizes: str) -> str:
             f"most one forward per stage; best over {n_orders} backward orders), {sizes}; CP-SAT")
 
 
+def _no_schedule_why(deadline: Deadline, per_order: list[dict[str, Any]]) -> str:
+    """Why no order gave a schedule nor was proven infeasible: the time limit only when it came (an
+    order may spend its share of it, `_solve_order`, and the orders after it need less)."""
+    if deadline.expired():
+        return "no schedule before the time limit"
+    if interrupted():
+        return "no schedule"
+    open_orders = sum(1 for entry in per_order if entry["status"] != "infeasible")
+    return (f"no schedule, and {open_orders} of the backward orders neither gave one nor were proven infeasible "
+            "in their share of the time limit")
+
+
 class _OrderRun(NamedTuple):
     """One backward order solved: its `details.orders` entry, its best schedule (None when none was
     found), a lower bound on its schedules (inf when infeasible) and whether CP-SAT proved it."""
@@ -400,18 +433,8 @@ def _solve_order(join: Join, work: Join, M: int, budget: int, order: list[int], 
     left = deadline.left()
     share = Deadline(None if left is None else max(0.01, left / remaining))
     run = _run_order(model, hint, share, options)
-    if not model.rows_exact and run.values is not None and run.status in (OPTIMAL, FEASIBLE):
-        plan = model.decode([int(round(v)) for v in run.values])
-        if simulate(join, plan, budget).violation is not None:
-            # the relaxed rows' plan overflows the budget: rows rounded up (every plan fits), no proof
-            relaxed_bound = run.bound
-            if interrupted():  # a Ctrl-C ended the first run: no second one
-                return _OrderRun({"order": order, "status": "timeout"}, None,
-                                 floor if relaxed_bound is None else relaxed_bound, False, False)
-            model = JoinPhaseModel(work, M, order, deadline, round_up=True)
-            run = _run_order(model, hint, share, options)
-            run.status = FEASIBLE if run.values is not None else TIMEOUT
-            run.bound = relaxed_bound
+    if not model.rows_exact:
+        run = _exact_rows(model, run, hint, share, options)
     if run.status == INFEASIBLE:
         return _OrderRun({"order": order, "status": "infeasible"}, None, math.inf, True, model.rows_exact)
     bound = run.bound if run.bound is not None else floor
@@ -425,6 +448,31 @@ def _solve_order(join: Join, work: Join, M: int, budget: int, order: list[int], 
         raise RuntimeError(f"join phase model claims {claimed} but the simulator charges {sim.makespan}")
     entry = {"order": order, "status": run.status, "makespan": sim.makespan}
     return _OrderRun(entry, schedule, bound, proven, model.rows_exact)
+
+
+def _exact_rows(model: JoinPhaseModel, run: BackendRun, hint: Any, deadline: Deadline, options: ExactOptions
+                ) -> BackendRun:
+    """The answer of one order whose memory rows were rounded down for CP-SAT (`run`: the relaxation's),
+    as the chain's (`chain.cpsat.exact_rows_cpsat`): each plan that overflows the exact budget
+    (`JoinPhaseModel.violated`) excluded by a no-good row and the relaxation solved again, up to 32
+    times; then the rows rounded up (every plan fits, no proof); when that has no plan, the exclusions
+    again until a plan fits, the relaxation is proven ``infeasible`` (a proof for the exact budget), or
+    `deadline`. Its plan fits the exact budget, or it has none (``timeout``, the relaxation's bound).
+    After a Ctrl-C (`interrupted`) no further run: the relaxation's plan if it fits, else none."""
+    if interrupted():
+        return drop_broken(run, model)
+
+    def solve(cp: Any, xs: list[Any], *, relaxed: bool) -> BackendRun:
+        if interrupted():  # no plan, no proof: the loop stops (`exclude_broken`)
+            return BackendRun(TIMEOUT, backend_status="interrupted")
+        return _run_model(model, cp, xs, deadline, options)
+
+    def restriction() -> tuple[Any, list[Any]]:
+        up = JoinPhaseModel(model.join, model.M, model.order, model.deadline, round_up=True)
+        _add_hint(up, hint)
+        return up.cp, up.vars
+
+    return exact_rows_cpsat(run, model, model.cp, model.vars, solve, restriction, deadline)
 
 
 def _reaches(value: float, bound: float) -> bool:
@@ -514,7 +562,7 @@ def _solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: De
         if proven:
             return SolveResult(status=INFEASIBLE, message="no schedule of the join phase model fits the budget",
                                **common)
-        why = "; ".join(m for m in ("no schedule before the time limit", message) if m)
+        why = "; ".join(m for m in (_no_schedule_why(deadline, per_order), message) if m)
         return SolveResult(status=TIMEOUT, lower_bound=bound if math.isfinite(bound) else None,
                            message=why, **common)
     value, schedule = best
