@@ -61,11 +61,14 @@ model and size, whether memsched's curve lies on or below every other tool's and
 break it, on the paired and on the unpaired overheads, and
 whether its smallest peak is at most checkpoint-per-block's; with the head-to-head duels of
 `experiments.vs_torch_duel` (``<out>_duels.csv``, where present) also after them: a run drops the
-duels of the models and sizes it replaces; ``--update``: replaces the rows of
-the models and sizes run, keeps the others; ``--replot``: runs nothing, redraws the figure and
-summaries of ``--out``) and a figure (time overhead against peak memory, one curve per tool; a second row of panels on
-the allocator's peaks) next to it, and prints, per model and size, each tool's smallest peak
-with its overhead and the other tools' points that no memsched point matches.
+duels of the points it replaces, with ``--only-compile`` those of torch.compile's points only;
+``--update``: replaces the rows of the models and sizes run, keeps the others; ``--replot``: runs
+nothing and leaves ``--out`` as it is, redraws the figure and summaries from it; a value that is
+not a number where one belongs, in ``--out`` or the duels, is one line and exit 2) and a figure
+(time overhead against peak memory, one curve per tool, its colour and marker the same in every
+panel; a second row of panels on the allocator's peaks) next to it, and prints, per model and
+size, each tool's smallest peak with its overhead and the other tools' points that no memsched
+point matches.
 
 Ctrl-C is one line and exit 130 (the models and sizes finished kept beside --out, resumed from and
 printed by the same command run again), also while torch is imported (a second or so): this module
@@ -250,7 +253,7 @@ def torch_points(base: dict, model: Any, probe: bool, compile_kinds: list[str] |
                              "alloc_peak": alloc, "plan_s": 0.0, "grad_ok": _same(g, ref)}, timer_of(step, x, params)))
     if compile_kinds:
         points += compile_points(base, seq, loss_fn, x, target, params, ref, list(compile_kinds),
-                                 tuple(compile_budgets or DEFAULT_BUDGETS), twin)
+                                 tuple(compile_budgets or DEFAULT_BUDGETS), twin, probe)
     return points, ref
 
 
@@ -421,7 +424,8 @@ def _budgets(text: str) -> tuple[float, ...]:
 
 def main(argv: list[str] | None = None) -> int:
     """Compare rotor schedules run by ChainExecutor with torch checkpointing (memory and step time); print a table,
-    write the CSV (``--out``) and the figure; exit 0, 2 on an unknown model/size or a bad argument, 130 on Ctrl-C
+    write the CSV (``--out``) and the figure; exit 0, 2 on an unknown model/size, none at all (an empty ``--models``
+    or ``--sizes``, nothing written) or a bad argument or CSV, 130 on Ctrl-C
     (the files as they were, the models and sizes finished before it kept beside --out for a rerun to resume
     from), also while torch is imported (one line, `interrupts.script_main`: torch is imported once the arguments
     are checked, inside the handling of interrupts)."""
@@ -459,6 +463,10 @@ def _run(argv: list[str] | None) -> int:
             return 2
         args.models = args.sizes = ""
     pairs = [(n, s) for n in args.models.split(",") for s in args.sizes.split(",") if n and s]
+    if not pairs and not args.replot:  # nothing to run: --out would be wiped to its header, then no figure
+        print(f"bench_vs_torch: --models {args.models!r} and --sizes {args.sizes!r} name no model and size",
+              file=sys.stderr)
+        return 2
     for name, size in pairs:
         if name not in SIZES or size not in SIZES[name]:
             print(f"bench_vs_torch: unknown model/size {name}/{size}", file=sys.stderr)
@@ -472,45 +480,61 @@ def _run(argv: list[str] | None) -> int:
 
 
 def _main(args: argparse.Namespace, out: Path, pairs: list[tuple[str, str]]) -> int:
-    """The body of `main`: --out checked, each model and size run, the CSV, figure and summaries written;
+    """The body of `main`: --out checked, each model and size run, the CSV, figure and summaries written (with
+    --replot nothing run and --out left as it is: the figure and summaries drawn from it, `InputError` if it has
+    no row);
     on Ctrl-C the files stay as they were and the models and sizes finished so far are kept beside --out, from
     which the same command run again resumes (`benchtable.resumable`, one cell per model and size)."""
-    import torch  # once the arguments are checked: a usage error needs no torch (a second or so)
-
     check_out(out)
     png = figure_beside(out)  # checked before any work: not --out itself
     if (args.update or args.replot) and out.exists():  # its rows are kept: read them before any work
-        read_rows(out, COLUMNS_READ)
-    if duels_path(out).exists():
-        read_rows(duels_path(out))
-    torch.set_num_threads(args.threads)
-    with resumable(out, COLUMNS, {**settings_of(args, "update", "replot"), "pairs": pairs}, ("model", "size"),
-                   line=_line) as table:
-        for name, size in pairs:
-            if table.kept(name, size) is None:
-                table.add(*run_one(name, size, args))
-        duels = _write_rows(table.rows, out, pairs, args)
+        _drawable(read_rows(out, COLUMNS_READ), out, args.replot)
+    duels = read_rows(duels_path(out), field="duels") if duels_path(out).exists() else []
+    if not args.replot:  # --replot runs nothing and leaves --out as it is (it rewrote it, dropping columns)
+        import torch  # once the arguments are checked: a usage error needs no torch (a second or so)
+
+        torch.set_num_threads(args.threads)
+        with resumable(out, COLUMNS, {**settings_of(args, "update", "replot"), "pairs": pairs}, ("model", "size"),
+                       line=_line) as table:
+            for name, size in pairs:
+                if table.kept(name, size) is None:
+                    table.add(*run_one(name, size, args))
+            duels = _write_rows(table.rows, out, pairs, args)
     rows = read_rows(out, COLUMNS_READ)
     figure(rows, png)
     for line in summary(rows, duels):
         print(line)
     verdict_path = write_csv(verdicts(rows, duels), out.with_name(f"{out.stem}_summary.csv"), SUMMARY_COLUMNS)
-    print(f"wrote {out}, {png} and {verdict_path}")
+    print(f"wrote {png} and {verdict_path}" if args.replot else f"wrote {out}, {png} and {verdict_path}")
     return 0
 
 
+def _drawable(rows: list[dict], out: Path, replot: bool) -> None:
+    """`InputError` naming `out` when ``--replot`` has no row of it to draw (a header alone: no panel)."""
+    if replot and not rows:
+        from memsched.solvers.errors import InputError
+
+        raise InputError("no rows to redraw (a header alone)", path=str(out), field="--out")
+
+
+def _replaced(row: dict[str, Any], pairs: list[tuple[str, str]], only_compile: bool) -> bool:
+    """Whether a run of `pairs` replaces `row` (a row of the CSV or of the duels beside it, whose ``tool`` is the
+    point's): every row of those models and sizes, only torch.compile's with ``--only-compile``."""
+    return (row["model"], row["size"]) in set(pairs) and (not only_compile or row["tool"].startswith("torch.compile"))
+
+
 def _write_rows(rows: list[dict], out: Path, pairs: list[tuple[str, str]], args: argparse.Namespace) -> list[dict]:
-    """Write `rows` (those of the models and sizes `pairs`) to `out`: with ``--update`` or ``--replot`` after the
-    rows of `out` they do not replace; drop the duels of `pairs` (stale now) from the duels CSV beside it.
-    Returns the duels kept."""
-    if (args.update or args.replot) and out.exists():
-        rows = [r for r in read_rows(out, COLUMNS_READ) if (r["model"], r["size"]) not in set(pairs)
-                or (args.only_compile and not r["tool"].startswith("torch.compile"))] + rows
+    """Write `rows` (those of the models and sizes `pairs`) to `out`: with ``--update`` after the rows of `out`
+    they do not replace (`_replaced`); drop the duels of the points replaced (stale now) from the duels CSV
+    beside it, with ``--only-compile`` those of torch.compile's points only. Returns the duels kept."""
+    if args.update and out.exists():
+        rows = [r for r in read_rows(out, COLUMNS_READ) if not _replaced(r, pairs, args.only_compile)] + rows
     write_csv(rows, out, COLUMNS, extrasaction="ignore")
-    duels = read_rows(duels_path(out)) if duels_path(out).exists() else []
-    if any((d["model"], d["size"]) in set(pairs) for d in duels):  # duels of the points just replaced: stale
-        duels = [d for d in duels if (d["model"], d["size"]) not in set(pairs)]
-        write_csv(duels, duels_path(out), DUEL_COLUMNS)
+    duels = read_rows(duels_path(out), field="duels") if duels_path(out).exists() else []
+    if any(_replaced(d, pairs, args.only_compile) for d in duels):  # duels of the points just replaced: stale
+        columns = tuple(dict.fromkeys([*DUEL_COLUMNS, *duels[0]]))  # the file's own columns kept (vs_torch_duel's)
+        duels = [d for d in duels if not _replaced(d, pairs, args.only_compile)]
+        write_csv(duels, duels_path(out), columns)
     return duels
 
 

@@ -21,7 +21,8 @@ is plain autograd. `CompiledTracker` declares ``ignore_compile_internals``: the 
 artifacts run, and the tracker sees their ops. For ``aot`` every tensor is an aten op's output,
 so ``peak_bytes`` is filled (it agrees with the allocator's peak: docs/chain.md); inductor's
 generated code allocates its buffers outside the dispatcher, so its ``peak_bytes`` stays empty
-and it is compared on ``alloc_peak``.
+and it is compared on ``alloc_peak`` (``--no-probe`` measures no allocator peak, for these rows
+too: an inductor row then has no peak, and its status says so).
 
 Gradients: a model with dropout (GPT-2) draws other random numbers under torch.compile
 (decomposed dropout; the partitioner never recomputes random ops), so its gradients cannot
@@ -51,6 +52,7 @@ __all__ = [
     "BACKENDS",
     "TOOLS",
     "DEFAULT_BUDGETS",
+    "NO_PEAK",
     "CompiledTracker",  # noqa: F822  (made on first use: `__getattr__`)
     "close_normwise",
     "compile_step",
@@ -60,6 +62,8 @@ __all__ = [
 BACKENDS = {"aot": "aot_eager_decomp_partition", "inductor": "inductor"}
 TOOLS = {"aot": "torch.compile(aot_eager, min-cut)", "inductor": "torch.compile(inductor)"}
 DEFAULT_BUDGETS = (1.0, 0.8, 0.6, 0.4, 0.2, 0.0)
+#: the status of an inductor row measured with ``--no-probe``: its one peak is the allocator's
+NO_PEAK = "ok (no peak: inductor's is the allocator's only, not measured with --no-probe)"
 GRAD_RTOL = 1e-3
 GRAD_RTOL_64 = 1e-9
 #: `CompiledTracker`, made on first use (`_compiled_tracker`)
@@ -146,13 +150,15 @@ def compile_points(
     kinds: list[str],
     budgets: tuple[float, ...],
     twin: Callable[[torch.dtype], Any] | None = None,
+    probe: bool = True,
 ) -> list:
     """Points (`bench_vs_torch.Point`) of torch.compile for each backend kind of `kinds` ("aot",
     "inductor") at each budget; a failure is a row with its reason. `ref`: plain autograd's
     gradients; `twin(dtype)`: a dropout-free build of the same model (``ZooModel``) in `dtype`,
     used for the gradient check when `seq` has dropout (float32), and when a float32 check
     fails (float64, `GRAD_RTOL_64`: the decompositions' float32 reordering, amplified by a deep
-    network, is then told apart from a wrong gradient)."""
+    network, is then told apart from a wrong gradient). `probe`: measure the allocator's peak (``alloc_peak``;
+    without it, ``--no-probe``, inductor's rows have no peak at all, which their status says)."""
     import torch._dynamo
     from memsched.experiments.bench_vs_torch import Point, memory, timer_of
     from memsched.models.memory import LiveTensorTracker
@@ -168,10 +174,10 @@ def compile_points(
                 step, plan, graphs = compile_step(seq, loss_fn, x, target, BACKENDS[kind], budget)
                 tracker = _compiled_tracker() if kind == "aot" else LiveTensorTracker
                 n = len(graphs)  # more than 1: graph breaks (each graph partitioned at the budget)
-                peak, alloc, g = memory(step, x, params, probe=True, tracker=tracker)
+                peak, alloc, g = memory(step, x, params, probe=probe, tracker=tracker)
                 if len(graphs) != n:  # a recompilation would run at the default budget
                     raise RuntimeError(f"recompiled while measured ({n} -> {len(graphs)} graphs)")
-                status = "ok" if kind == "aot" else "ok (allocator peak only)"
+                status = "ok" if kind == "aot" else "ok (allocator peak only)" if probe else NO_PEAK
                 status += f" ({n} graphs)" if n != 1 else ""
                 if twin32 is not None:
                     grad_ok = twin_check(twin32, BACKENDS[kind], budget, tracker, GRAD_RTOL)

@@ -16,11 +16,13 @@ at its peak (block or layer chain, measured peak at most the point's) took at mo
 in the median over the duel's rounds (a point whose duels all measured memsched above its peak,
 ``peak_ok`` False, is unmatched); a point not dueled keeps its paired verdict (None when no point
 of the model and size was dueled). Memsched rows whose gradient check did not pass (``grad_ok``
-False or empty) are no memsched points in any verdict.
+False or empty) are no memsched points in any verdict; the duel verdict counts only the duels whose
+gradient checks passed (`vs_torch_duel.checked_duels`: unknown ones, of an older duels CSV, as passed).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +59,19 @@ DUEL_COLUMNS = (
     "memsched_time_ms",
     "rounds",
     "load",
-)  # experiments.vs_torch_duel's CSV
+    "grad_ok",
+    "their_grad_ok",
+)  # experiments.vs_torch_duel's CSV (an older one lacks the last two: unknown, `vs_torch_duel.checked_duels`)
 TIME_NOISE = 1.02  # a memsched point matches another tool's at up to 2% more time (1 + overhead)
+#: the columns of the bench's CSV and of the duels that hold a whole number (bytes, rounds) where not empty
+INT_COLUMNS = ("peak_bytes", "alloc_peak", "predicted_peak", "budget", "rounds", "their_peak", "memsched_peak",
+               "memsched_budget")
+#: those that hold a finite number (ms, ratios, overheads, s, load) where not empty
+FLOAT_COLUMNS = ("time_ms", "overhead", "overhead_unpaired", "overhead_ci", "time_min_ms", "plan_s", "load", "ratio",
+                 "ratio_ci", "ratio_of_least", "their_time_ms", "memsched_time_ms")
+#: the tools in the order the figure gives them their (colour, marker) pairs (`tool_styles`)
+TOOL_ORDER = ("torch", "checkpoint-per-block", "checkpoint_sequential", "torch.compile(aot_eager, min-cut)",
+              "torch.compile(inductor)", "memsched-block", "memsched-layer", "rockmate")
 
 
 def duels_path(csv_path: Path) -> Path:
@@ -68,11 +81,31 @@ def duels_path(csv_path: Path) -> Path:
 
 def read_rows(path: Path, required: tuple[str, ...] = ("model", "size"), field: str = "--out") -> list[dict]:
     """The CSV's rows (strings; a column missing from an older CSV is absent from its rows). A file without a
-    column of `required`, with a row of more or fewer fields than its header, or that is not UTF-8 CSV is an
-    `InputError` naming it and `field` (`benchtable.read_table`)."""
+    column of `required`, with a row of more or fewer fields than its header, or that is not UTF-8 CSV
+    (`benchtable.read_table`), or with a value of `INT_COLUMNS` not a whole number or of `FLOAT_COLUMNS` not a
+    finite number (empty is no value) is an `InputError` naming it, `field` and the row."""
     from memsched.experiments.benchtable import read_table
+    from memsched.solvers.errors import InputError
 
-    return read_table(path, field=field, required=required)[1]
+    rows = read_table(path, field=field, required=required)[1]
+    for n, row in enumerate(rows, 1):
+        bad = next((c for c in (*INT_COLUMNS, *FLOAT_COLUMNS) if not _number(row.get(c), c in INT_COLUMNS)), None)
+        if bad is not None:
+            kind = "a whole number" if bad in INT_COLUMNS else "a finite number"
+            raise InputError(f"row {n} ({row.get('model')} {row.get('size')} {row.get('tool')}): {bad} "
+                             f"{row[bad]!r} is not {kind}", path=str(path), field=field)
+    return rows
+
+
+def _number(text: str | None, whole: bool) -> bool:
+    """Whether `text` is no value (None, empty) or a number: an integer with `whole`, else a finite float."""
+    if text is None or text == "":
+        return True
+    try:
+        value = int(text) if whole else float(text)
+    except ValueError:
+        return False
+    return math.isfinite(value)
 
 
 def _keys(rows: list[dict]) -> list[tuple[str, str]]:
@@ -188,7 +221,11 @@ def verdicts(rows: list[dict], duels: list[dict] | None = None) -> list[dict]:
     ``curve_on_or_below_unpaired`` on the unpaired ones, None where the CSV lacks them; with the
     head-to-head `duels` where a point has them, ``curve_on_or_below_duel``), the points that
     break each (``unmatched``...), and whether memsched's smallest measured peak is at most
-    checkpoint-per-block's (``smallest_at_most_per_block``; bytes)."""
+    checkpoint-per-block's (``smallest_at_most_per_block``; bytes). `duels` count as `vs_torch_duel.checked_duels`
+    leaves them (a failed gradient check on either side: module docstring)."""
+    from memsched.experiments.vs_torch_duel import checked_duels
+
+    duels = checked_duels(duels or [], rows)
     out = []
     for key in _keys(rows):
         rs, ours, theirs = _split(rows, key)
@@ -274,16 +311,27 @@ def save_png(fig: Any, path: Path, dpi: int = 110) -> None:
         _write_together([(path, buf.getvalue())])
 
 
+def tool_styles(rows: list[dict]) -> dict[str, dict[str, Any]]:
+    """Tool -> matplotlib line keywords (colour, marker): one pair per tool, none shared, the same in every panel
+    of the figure (`plotting.styles.distinct_styles`: the tools of `TOOL_ORDER` first, in its order, so that
+    theirs do not depend on which other tools `rows` hold; then the others by name)."""
+    from memsched.experiments.plotting.styles import distinct_styles
+
+    tools = [*TOOL_ORDER, *sorted({r["tool"] for r in rows} - set(TOOL_ORDER))]
+    return distinct_styles((tool, None) for tool in tools)
+
+
 def figure(rows: list[dict], path: Path) -> None:
-    """Time overhead (%, paired) against peak memory (MiB), one curve per tool, one panel per
-    model/size; second row: against the allocator's peak (torch.compile(inductor) only there).
-    Written atomically (`save_png`)."""
+    """Time overhead (%, paired) against peak memory (MiB), one curve per tool (its colour and marker the same in
+    every panel: `tool_styles`), one panel per model/size; second row: against the allocator's peak
+    (torch.compile(inductor) only there). Written atomically (`save_png`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     keys = _keys(rows)
+    styles = tool_styles(rows)
     fig, axes = plt.subplots(2, len(keys), figsize=(4.6 * len(keys), 7.6), squeeze=False)
     for col, key in enumerate(keys):
         for ax, column, label in (
@@ -297,9 +345,8 @@ def figure(rows: list[dict], path: Path) -> None:
             ]
             for tool in dict.fromkeys(r["tool"] for r in rs):
                 pts = sorted((int(r[column]) / 2**20, 100 * float(r["overhead"])) for r in rs if r["tool"] == tool)
-                ax.plot(
-                    [p for p, _ in pts], [o for _, o in pts], "o-" if len(pts) > 1 else "s", label=tool, markersize=3
-                )
+                ax.plot([p for p, _ in pts], [o for _, o in pts], linestyle="-" if len(pts) > 1 else "none",
+                        label=tool, markersize=3, **styles[tool])
             ax.set_title(f"{key[0]} ({key[1]})", fontsize=9)
             ax.set_xlabel(f"peak memory (MiB, {label})", fontsize=8)
             ax.set_ylabel("time overhead vs plain torch (%, paired median)", fontsize=8)
