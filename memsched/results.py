@@ -508,7 +508,8 @@ class SweepResult:
     def pivot(self, values: str = "objective") -> Any:
         """`values` (a column of the rows) per (instance, budget) and solver, in grid order; a
         column the rows do not have is an `InputError` listing theirs. A numeric column (bool
-        included; numbers and None, or None only, read as floats with NaN for the missing: a cell
+        included, True 1 and False 0: ``grad_check`` gives the share of a cell's runs that passed;
+        numbers, bools and None, or None only, read as floats with NaN for the missing: a cell
         without a schedule is NaN, never None) gives the mean of a cell's rows; any other (status,
         scope, message: text) its
         first non-missing value. A cell holds one row unless the grid repeats a run."""
@@ -518,7 +519,7 @@ class SweepResult:
         self._need_column(frame, values, "values")
         column = "solver_label" if "solver_label" in frame else "solver"
         index = ["instance", "budget_spec"] if "budget_spec" in frame else ["instance", "budget"]
-        frame[values] = _numbers_as_float(frame[values])
+        frame[values] = _numbers_as_float(frame[values], bools=True)
         aggfunc = "mean" if is_numeric_dtype(frame[values]) else "first"
         return frame.pivot_table(index=index, columns=column, values=values, aggfunc=aggfunc, sort=False,
                                  dropna=False)
@@ -714,18 +715,29 @@ def _legend_width(labels: Any) -> float:
     return 0.6 + 0.065 * max((len(str(v)) for v in labels), default=0) if len(labels) else 0.0
 
 
-def _numbers_as_float(column: Any) -> Any:
+def _numbers_as_float(column: Any, *, bools: bool = False) -> Any:
     """`column` (a pandas Series) as floats when every value it holds is a number or missing (all missing
     included: a sweep that found nothing has an object column of None, which a table would show as
-    "None" and not as missing); unchanged otherwise (text, or already a numeric dtype)."""
+    "None" and not as missing); unchanged otherwise (text, or already a numeric dtype). With `bools`, a
+    bool (numpy's too) counts as a number (True 1.0, False 0.0: ``grad_check`` with a None among its rows)."""
     from pandas.api.types import is_numeric_dtype
 
     if is_numeric_dtype(column):
         return column
     present = column.dropna()
-    if all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in present):
+    if all(_is_number(v, bools) for v in present):
         return column.astype(float)
     return column
+
+
+def _is_number(value: Any, bools: bool) -> bool:
+    """Whether `value` is a real number; a bool (Python's or numpy's, which is no `numbers.Real`) only
+    when `bools`."""
+    import numpy as np  # (pandas is loaded: numpy is too)
+
+    if isinstance(value, (bool, np.bool_)):
+        return bools
+    return isinstance(value, numbers.Real)
 
 
 def _numbers_read_as_float(frame: Any) -> Any:

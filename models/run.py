@@ -778,22 +778,27 @@ def execute_schedule(target: Target, schedule: Any, *, seed: int = 0, time_repea
     """Execute `schedule` on `target` once for memory (tracker), once under the independent
     probe (CPU, when `independent`), `time_repeats` times for time; check its gradients
     against plain autograd (when `check`). Returns (the step, the flat row the sweep stores:
-    measured_time_ms, measured_peak, independent_peak, predicted_peak, predicted_makespan,
-    memory_ratio, independent_ratio, time_ratio, grad_check, grad_message, memory_method, device;
-    tracker_predicted_peak, the peak the tracker is compared with, and compared_makespan, the
-    makespan the time is compared with: the sequential replay's for offloading on CPU)."""
+    measured_time_ms, measured_peak, independent_peak, predicted_peak (the solver's schedule replayed
+    by the simulator, bytes), predicted_makespan, memory_ratio, independent_ratio, time_ratio,
+    grad_check, grad_message, memory_method, device; and the divisors of the ratios, the step's
+    `comparisons`: tracker_predicted_peak and independent_predicted_peak (bytes), the peaks the
+    primary method's and the independent probe's are compared with, and compared_makespan, the
+    makespan the time is compared with; offloading on CPU: the sequential replay's). Invariants:
+    ``measured_peak / tracker_predicted_peak == memory_ratio`` and ``independent_peak /
+    independent_predicted_peak == independent_ratio`` (when both are measured)."""
     before = snapshot_buffers(target.modules) if check else []
     step = target.step(schedule, seed=seed, time_repeats=time_repeats, independent=independent)
     ok, msg = None, ""
     if check:
         with from_buffers(before):  # plain autograd from the buffers the step started from
             ok, msg = _gradients_ok(step, target.reference(seed, schedule), target.device)
-    compared_makespan = step.comparisons()["time"].predicted  # the instance's time unit
+    compared = step.comparisons()
+    compared_makespan = compared["time"].predicted  # the instance's time unit
     row = {"measured_time_ms": step.time_ms, "measured_peak": step.peak_memory,
            "independent_peak": step.independent_peak, "predicted_peak": step.predicted_peak,
-           "predicted_makespan": step.predicted_makespan, "memory_ratio": step.memory_ratio,
-           "tracker_predicted_peak": step.tracker_predicted_peak, "independent_ratio": step.independent_ratio,
-           "compared_makespan": compared_makespan,
+           "predicted_makespan": step.predicted_makespan, "memory_ratio": compared["memory"].ratio,
+           "tracker_predicted_peak": compared["memory"].predicted, "independent_ratio": compared["independent"].ratio,
+           "independent_predicted_peak": compared["independent"].predicted, "compared_makespan": compared_makespan,
            "time_ratio": time_ratio(target.time_unit, step.time_ms, compared_makespan), "grad_check": ok,
            "grad_message": msg or None,
            "memory_method": step.memory_method, "device": step.device}

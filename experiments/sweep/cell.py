@@ -12,7 +12,7 @@ from typing import Any
 
 from memsched.solvers import __version__ as MEMSCHED_VERSION
 from memsched.solvers import registry
-from memsched.solvers.errors import InputError
+from memsched.solvers.errors import InputError, first_line
 
 from .grid import Task, canonical
 from .instances import LoadedInstance
@@ -112,9 +112,30 @@ def run_task(task: Task) -> dict[str, Any]:
         if task.execute and result.schedule is not None:
             try:
                 row.update(_execute(li, result.schedule, task.measure))
-            except Exception as err:  # noqa: BLE001
-                row["message"] = (row.get("message") or "") + f" execution failed: {type(err).__name__}: {err}"
+            except Exception as err:  # noqa: BLE001  (recorded in the row; the sweep goes on)
+                row = execution_failed(row, err)
     return _stamp(row)
+
+
+#: the solver's answer in a row (`run_task`): none of it stays in the ``error`` row of a failed execution
+_ANSWER_COLUMNS = ("objective", "overhead", "lower_bound", "gap", "peak_memory", "min_budget")
+
+
+def execution_failed(row: dict[str, Any], err: BaseException) -> dict[str, Any]:
+    """The ``error`` row of a cell whose schedule was found but failed to execute (`err`): an error
+    row as any other (counted in the sweep's errors, kept as it is by a resume), whose message keeps
+    the solver's answer (``execution failed: RuntimeError: boom; rotor answered optimal, objective 12``,
+    the objective in the instance's unit, then the solver's own message), at most 500 characters.
+    The answer's numbers leave their columns: an error row holds no objective (`verify`)."""
+    answer = f"{row['solver']} answered {row.get('status')}"
+    if row.get("objective") is not None:
+        answer += f", objective {row['objective']:.6g}"
+    if row.get("message"):
+        answer += f" ({row['message']})"
+    failure = f"execution failed: {type(err).__name__}: {first_line(err) or 'no message'}"[:300]
+    out = {k: v for k, v in row.items() if k not in _ANSWER_COLUMNS}
+    out.update(status="error", message=f"{failure}; {answer}"[:500])
+    return out
 
 
 #: The prepared network of the last executed instance in this process: (instance hash, problem, target).

@@ -44,6 +44,8 @@ _INSTANCE_COMMON = {"label", "budgets", "execute", "problem", "bandwidth"}
 #: the keys a ``model`` instance entry takes besides ``model`` (the profile's sizes and settings)
 MODEL_SIZES = {"batch", "image_size", "seq_len", "width", "depth", "classes", "vocab", "dropout", "device", "seed",
                "repeats", "warmup"}
+#: the problems a ``model`` instance can be profiled for (`instances.load_instance_spec`; chain by default)
+MODEL_PROBLEMS = ("chain", "join", "offload", "graph")
 #: ``generate = "chain"`` means ``chain.random_chain``; other generators are "<problem>.<function>".
 _GENERATOR_ALIASES = {"chain": "chain.random_chain", "graph": "graph.random_layered", "join": "join.random_join"}
 #: the most runs of each cell (``repeats``): a grid is listed and run cell by cell
@@ -392,6 +394,9 @@ def _instance_spec(i: int, entry: Any, bad: Callable[[str, str], InputError]) ->
     problem = entry.get("problem")
     if problem is not None and problem not in registry.PROBLEMS:
         raise bad(f"{where}.problem", f"unknown problem {problem!r} (one of {', '.join(registry.PROBLEMS)})")
+    if kind == "model" and problem is not None and problem not in MODEL_PROBLEMS:
+        raise bad(f"{where}.problem", f"a model instance is profiled for one of {', '.join(MODEL_PROBLEMS)}, "
+                                      f"not {problem!r}")
     return InstanceSpec(i, kind, params, label, tuple(budgets) if budgets else None, execute, problem)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError, first_line, python_spelling
 
-from .config import EXAMPLES, MODEL_SIZES, ROOT, InstanceSpec, SweepConfig, generator
+from .config import EXAMPLES, MODEL_PROBLEMS, MODEL_SIZES, ROOT, InstanceSpec, SweepConfig, generator
 from .instance_store import InstanceStore, Stored, digest, document
 from .instance_store import _safe as safe_name
 
@@ -115,6 +115,9 @@ def load_instance_spec(spec: InstanceSpec, config: SweepConfig, store: InstanceS
     elif spec.problem in ("join", "graph", "offload"):
         with pinned_threads(threads):  # profile as the cells execute: same torch threads
             problem, instance, source, label = _profile_problem(spec, sizes, p)
+    elif spec.problem not in (None, "chain"):  # config.MODEL_PROBLEMS refuses it in a file; a spec built in code
+        raise InputError(f"a model instance is profiled for one of {', '.join(MODEL_PROBLEMS)}, not {spec.problem!r}",
+                         path=p, field=f"{where}.problem")
     else:
         try:
             from memsched.models.chain.profiler import profile_model

@@ -28,9 +28,11 @@ ROW_COLUMNS = [
 NUMERIC_COLUMNS = ("size", "budget", "reference_peak", "budget_fraction", "slots", "time_limit", "repeat", "objective",
                    "baseline_objective", "overhead", "lower_bound", "gap", "peak_memory", "min_budget", "solve_time_s",
                    "measured_time_ms", "measured_peak", "memory_ratio", "time_ratio",
-                   # an executed cell's (`cell._execute`; empty in the rows of a cell that did not execute),
-                   # read as numbers by figure (g)
-                   "independent_peak", "independent_ratio", "predicted_peak", "time_ratio_min", "time_ratio_max",
+                   # an executed cell's (`cell._execute` and `models.run.execute_schedule`; empty in the rows
+                   # of a cell that did not execute), read as numbers by figure (g)
+                   "independent_peak", "independent_ratio", "predicted_peak", "tracker_predicted_peak",
+                   "independent_predicted_peak", "predicted_makespan", "compared_makespan",
+                   "time_ms_min", "time_ms_q1", "time_ms_q3", "time_ms_max", "time_ratio_min", "time_ratio_max",
                    "threads", "warmup", "time_repeats", "load_1min")
 #: Columns that hold text (or nothing): a table is read back with them as text, as the journal had them
 #: (a version "1.10" or a hash "0123" stays as written).
