@@ -1133,12 +1133,18 @@ def _grid_tasks(config_path: Path, folder: Path) -> list[Any] | str:
 
 def skip_note(figure_id: str, rows: pd.DataFrame) -> str | None:
     """Why figure `figure_id` is not drawn from its rows `rows` (`figure_rows`): a one-line note,
-    or None when it is drawn."""
+    or None when it is drawn. Figure (g) with only error rows (failed executions, `figure_g`) names
+    them as its note would."""
     spec = FIGURES[figure_id]
     if rows.empty:
         return (f"figure {figure_id}: skipped, no rows of sweep {', '.join(spec.sweeps)} "
                 f"(run: memsched sweep experiments/configs/{_config_of(spec)}.toml)")
     if spec.needs is None and not rows["status"].isin(FOUND).any():
+        if figure_id == "g" and (rows["status"] == "error").any():  # schedules found, every execution failed
+            from .figure_g import not_drawn_note
+
+            return f"figure {figure_id}: skipped, no run of sweep {', '.join(spec.sweeps)} was measured: " + \
+                not_drawn_note(rows)
         return f"figure {figure_id}: skipped, no run of sweep {', '.join(spec.sweeps)} found a schedule"
     return None
 

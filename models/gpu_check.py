@@ -204,6 +204,10 @@ def _document(rows: list[dict[str, Any]], device: torch.device, size: str, bandw
     }
 
 
+#: the keys `plot` reads from a measured row (one with ``measured_peak``)
+PLOTTED = ("model", "problem", "solver", "budget_fraction", "memory_method")
+
+
 def plot(doc: dict[str, Any], path: Path) -> Path:
     """The check's figure: measured / predicted memory and time per row, one colour per problem."""
     import matplotlib
@@ -242,8 +246,10 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
 
 
 def read_check(path: Path) -> dict[str, Any]:
-    """The check's JSON document at `path` (``--replot``). A missing or unreadable file, invalid JSON or a
-    document that is not the check's (another ``format``) is an `InputError` naming the file and ``--out``."""
+    """The check's JSON document at `path` (``--replot``). A missing or unreadable file, invalid JSON, a
+    document that is not the check's (another ``format``) or lacks what `plot` reads (``rows``, a list of
+    objects, a measured one with the `PLOTTED` keys; ``device``, ``torch``, ``date``) is an `InputError`
+    naming the file and ``--out``."""
     try:
         doc = read_json(path)
     except InputError as err:
@@ -252,6 +258,20 @@ def read_check(path: Path) -> dict[str, Any]:
     if found != FORMAT:
         raise InputError(f"not a gpu_check JSON (format {found!r}, expected {FORMAT!r})", path=str(path),
                          field="--out")
+    for key, kind, what in (("rows", list, "a list of rows"), ("device", str, "a string"), ("torch", str, "a string"),
+                            ("date", str, "a string")):
+        if not isinstance(doc.get(key), kind):
+            raise InputError(f"its {key!r} must be {what}, got {doc.get(key)!r}"[:200], path=str(path), field="--out")
+    for k, row in enumerate(doc["rows"]):
+        if not isinstance(row, dict):
+            raise InputError(f"rows[{k}] must be an object, got {row!r}"[:200], path=str(path), field="--out")
+        if "measured_peak" in row and not all(key in row for key in PLOTTED):
+            missing = [key for key in PLOTTED if key not in row]
+            raise InputError(f"rows[{k}] lacks {', '.join(missing)}", path=str(path), field="--out")
+        if "measured_peak" in row and (isinstance(row["budget_fraction"], bool)
+                                       or not isinstance(row["budget_fraction"], (int, float))):
+            raise InputError(f"rows[{k}].budget_fraction must be a number, got {row['budget_fraction']!r}"[:200],
+                             path=str(path), field="--out")
     return doc
 
 

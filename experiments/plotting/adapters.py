@@ -380,8 +380,8 @@ def pipeline_timeline(inst: Any, partition: Any, budget: int | None = None) -> T
         values.append(float(level))
         series.append(MemorySeries(np.asarray(times), np.asarray(values), row))
     # the title's peak is the simulator's for the whole partition, as its period, in every case (a 1F1B batch of
-    # m < S micro-batches never holds the S - s the simulator charges): marked where the largest stage's line
-    # reaches it, else the figure marks the highest memory drawn (`draw._marked_peak`)
+    # m < S micro-batches holds min(S - s, m) at stage s, as the simulator charges): marked where the largest
+    # stage's line reaches it, else the figure marks the highest memory drawn (`draw._marked_peak`)
     peak, peak_stage = float(ev.peak_memory), int(np.argmax(ev.stage_memory))
     failure = None
     if ev.violation is not None and budget is not None:

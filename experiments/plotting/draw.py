@@ -4,8 +4,8 @@ Figures are `matplotlib.figure.Figure` objects made without pyplot (no global st
 ``plt.show``): a notebook shows a returned figure inline, a script saves it with
 `save_figure`. Every artist the tests read carries a gid: ``memory`` (the memory line, raw
 size units), ``budget``, ``peak`` (the simulator's peak; for a schedule drawn up to a violation
-before its peak, the highest memory drawn, "peak so far"; for a pipeline batch that never reaches it,
-"batch peak"), ``failure`` (the marker where a replay
+before its peak, the highest memory drawn, "peak so far"; for a pipeline batch drawn below it, were
+there one, "batch peak"), ``failure`` (the marker where a replay
 stopped), ``failing memory`` (the memory line over the failing operation: what it holds while it
 runs, over the budget, or would need).
 """
@@ -312,9 +312,9 @@ def _marked_peak(tl: Timeline, scale: float, unit: str | None) -> tuple[float, f
     """(time, memory, label) of the peak marker: the simulator's peak where the memory line reaches it,
     else the highest memory drawn (the line's, the failing operation's, or the violation's), labelled
     "peak" when that is the simulator's peak (a failing operation drawn at it), "peak so far" for a schedule
-    drawn up to a violation before its peak, "batch peak" for a pipeline batch
-    that never reaches the simulator's peak (a 1F1B batch of fewer micro-batches than stages; the title
-    gives the simulator's peak in both)."""
+    drawn up to a violation before its peak, "batch peak" for a pipeline batch drawn below the simulator's
+    peak, were there one (the simulator charges a 1F1B stage the min(S - s, m) micro-batches its batch holds;
+    the title gives the simulator's peak in every case)."""
     if tl.peak_drawn:
         return tl.peak_time, float(tl.peak_memory), f"peak {_fmt(tl.peak_memory, scale, unit)}"
     top = tl.plotted_peak
