@@ -873,3 +873,97 @@ def order_with_recomputations(n: int, again: dict[int, int]) -> list[int]:
             seq.append(again[v])
         seq.append(v)
     return seq
+
+
+# ---------------------------------------------------------------------------- notebook 04's explorer, from code
+#: the code cells that define the explorer and show its three panels, by id (the demonstration cells after them
+#: take a minute on the default network and are left out)
+EXPLORER_CELLS = ["22bcdfa4", "0500f38d", "09acf274", "93400d5e", "3d35deb0", "55b17e7c"]
+#: the cell before which the tiny chain is loaded, so that the panels are first built and drawn on it (seconds)
+EXPLORER_LOAD_BEFORE = "09acf274"
+
+
+def explorer_chain_file(folder: Path, name: str, *, memory_unit: str | None = None, host_link: bool = False) -> Path:
+    """A 4-stage heterogeneous chain named `name` (Revolve refuses it) whose reference peak is 28 of its size units
+    (`memory_unit`; bytes for None), with a host link of 1 GB/s when `host_link` (an offloading chain file),
+    written under `folder` with a fresh name."""
+    stages = [(1.0, 2.0, 4, 8, 0, 0), (2.0, 4.0, 2, 6, 1, 1), (1.0, 2.0, 2, 4, 0, 2), (0.5, 1.0, 1, 2, 0, 0)]
+    keys = ("fwd_time", "bwd_time", "out_size", "tape_size", "fwd_overhead", "bwd_overhead")
+    units: dict[str, str] = {"time": "ms"} | ({"memory": memory_unit} if memory_unit else {})
+    data: dict[str, Any] = {"format": "memsched.chain/1", "name": name, "input_size": 4,
+                            "stages": [{"name": f"s{i}", **dict(zip(keys, s))} for i, s in enumerate(stages)],
+                            "loss": {"bwd_time": 0.5, "bwd_overhead": 0}, "meta": {"units": units}}
+    if host_link:
+        data["host_link"] = {"bandwidth": 1e9, "latency": 0.0}
+    path = folder / f"chain-{len(list(folder.iterdir()))}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+class _DisplayHandle:
+    """What `display(..., display_id=True)` returns in Jupyter: `update` replaces the shown item."""
+
+    def __init__(self, item: Any):
+        self.item = item
+
+    def update(self, item: Any) -> None:
+        self.item = item
+
+
+def _stub_display(*objs: Any, display_id: Any = None, **_: Any) -> _DisplayHandle | None:
+    return _DisplayHandle(objs[0]) if display_id else None
+
+
+def explorer_notebook() -> Path:
+    """Notebook 04: the one of the repository `memsched` is imported from (its `solvers` folder's parent), so
+    that the widget tests check the tree under test."""
+    import memsched
+
+    return Path(memsched.solvers.__file__).resolve().parents[1] / "notebooks" / "04_interactive_explorer.ipynb"
+
+
+def run_explorer(folder: Path, tiny: Path) -> dict:
+    """The namespace of the explorer's cells (`EXPLORER_CELLS`, a stub `display`), the chain file `tiny` loaded
+    before the panels are drawn; figures kept as drawn (their PNGs, half the time, are not what is tested)."""
+    import IPython.display
+
+    notebook = explorer_notebook()
+    cells = {c["id"]: "".join(c["source"]) for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"]}
+    namespace: dict = {"__name__": "explorer"}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(IPython.display, "display", _stub_display)
+        for cell in EXPLORER_CELLS:
+            if cell == EXPLORER_LOAD_BEFORE:
+                namespace["path"].value = str(tiny)
+                namespace["load_network"]()
+            exec(compile(cells[cell], f"{notebook.name}:{cell}", "exec"), namespace)
+            if "rendered" in namespace:
+                namespace["rendered"] = lambda item: item
+    namespace["folder"] = folder
+    return namespace
+
+
+def explorer_load(explorer: dict, path: Path | str) -> None:
+    """What the explorer's "load / profile" button does, for the file at `path`."""
+    explorer["path"].value = str(path)
+    explorer["on_load"](None)
+
+
+# ---------------------------------------------------------------------------- bench_vs_torch rows
+def vs_torch_row(tool: str, setting: str, peak: int, overhead: float, **extra: str) -> dict:
+    """A row of experiments.bench_vs_torch's CSV (text values, as read back) for gpt2 tiny: `peak` bytes and
+    `overhead` (time 100 ms x (1 + overhead)), paired and unpaired; `extra` adds or replaces columns."""
+    return {"model": "gpt2", "size": "tiny", "tool": tool, "setting": setting, "status": "ok",
+            "peak_bytes": str(peak), "time_ms": str(100 * (1 + overhead)), "overhead": str(overhead),
+            "overhead_unpaired": str(overhead), **extra}
+
+
+#: torch, two checkpoint_sequential points and two memsched points; on the paired overheads segments=2 is
+#: unmatched (memsched 1.25 > 1.02 * 1.20) and segments=3 matched (1.31 <= 1.02 * 1.30)
+VS_TORCH_ROWS = [
+    vs_torch_row("torch", "no checkpointing", 1000, 0.0),
+    vs_torch_row("checkpoint_sequential", "segments=2", 600, 0.20),
+    vs_torch_row("checkpoint_sequential", "segments=3", 500, 0.30),
+    vs_torch_row("memsched-block", "rotor", 600, 0.25),
+    vs_torch_row("memsched-block", "rotor", 480, 0.31),
+]

@@ -8,24 +8,14 @@ import csv
 from pathlib import Path
 
 import pytest
+from conftest import VS_TORCH_ROWS, vs_torch_row
 
 ROOT = Path(__file__).resolve().parent.parent
 FIELDS = ("model", "size", "tool", "setting", "status", "peak_bytes", "time_ms", "overhead", "overhead_unpaired")
 
 
-def _row(tool: str, setting: str, peak: int, overhead: float, model: str = "gpt2", size: str = "tiny") -> dict:
-    return {"model": model, "size": size, "tool": tool, "setting": setting, "status": "ok", "peak_bytes": str(peak),
-            "time_ms": str(100 * (1 + overhead)), "overhead": str(overhead), "overhead_unpaired": str(overhead)}
-
-
-# paired: segments=2 unmatched (memsched 1.25 > 1.02 * 1.20), segments=3 matched (1.31 <= 1.02 * 1.30)
-ROWS = [
-    _row("torch", "no checkpointing", 1000, 0.0),
-    _row("checkpoint_sequential", "segments=2", 600, 0.20),
-    _row("checkpoint_sequential", "segments=3", 500, 0.30),
-    _row("memsched-block", "rotor", 600, 0.25),
-    _row("memsched-block", "rotor", 480, 0.31),
-]
+_row = vs_torch_row
+ROWS = VS_TORCH_ROWS
 
 
 def _write(path: Path, rows: list[dict]) -> Path:

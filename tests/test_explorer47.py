@@ -27,8 +27,8 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 pytest.importorskip("IPython")
-import IPython.display  # noqa: E402
 import matplotlib  # noqa: E402
+from conftest import explorer_chain_file, explorer_load, explorer_notebook, run_explorer  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 import memsched  # noqa: E402
@@ -36,65 +36,18 @@ from memsched.live import line_size  # noqa: E402
 
 matplotlib.use("Agg")
 
-NOTEBOOK = Path(memsched.solvers.__file__).resolve().parents[1] / "notebooks" / "04_interactive_explorer.ipynb"
-#: the code cells that define the explorer and show its three panels, by id (the demonstrations after them are slow)
-CELLS = ["22bcdfa4", "0500f38d", "09acf274", "93400d5e", "3d35deb0", "55b17e7c"]
-#: the cell before which the tiny chain is loaded, so that the panels are first drawn on it (seconds)
-LOAD_TINY_BEFORE = "09acf274"
-
-
-def chain_file(folder: Path, name: str, host_link: bool = False) -> Path:
-    """A 4-stage heterogeneous chain (Revolve refuses it) whose reference peak is 28 bytes, with a host link of
-    1 GB/s when `host_link` (an offloading chain file), written under `folder`."""
-    stages = [(1.0, 2.0, 4, 8, 0, 0), (2.0, 4.0, 2, 6, 1, 1), (1.0, 2.0, 2, 4, 0, 2), (0.5, 1.0, 1, 2, 0, 0)]
-    keys = ("fwd_time", "bwd_time", "out_size", "tape_size", "fwd_overhead", "bwd_overhead")
-    data: dict[str, Any] = {"format": "memsched.chain/1", "name": name, "input_size": 4,
-                            "stages": [{"name": f"s{i}", **dict(zip(keys, s))} for i, s in enumerate(stages)],
-                            "loss": {"bwd_time": 0.5, "bwd_overhead": 0}, "meta": {"units": {"time": "ms"}}}
-    if host_link:
-        data["host_link"] = {"bandwidth": 1e9, "latency": 0.0}
-    path = folder / f"{name}-{len(list(folder.iterdir()))}.json"
-    path.write_text(json.dumps(data))
-    return path
-
-
-class _Handle:
-    """What `display(..., display_id=True)` returns in Jupyter: `update` replaces the shown item."""
-
-    def __init__(self, item: Any):
-        self.item = item
-
-    def update(self, item: Any) -> None:
-        self.item = item
-
-
-def _display(*objs: Any, display_id: Any = None, **_: Any) -> _Handle | None:
-    return _Handle(objs[0]) if display_id else None
 
 
 @pytest.fixture(scope="module")
 def explorer(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The namespace of the explorer's cells, run on the tiny chain; figures are kept as drawn (not as PNGs)."""
     folder = tmp_path_factory.mktemp("explorer47")
-    cells = {c["id"]: "".join(c["source"]) for c in json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]}
-    namespace: dict = {"__name__": "explorer"}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(IPython.display, "display", _display)
-        for cell in CELLS:
-            if cell == LOAD_TINY_BEFORE:
-                namespace["path"].value = str(chain_file(folder, "tiny"))
-                namespace["load_network"]()
-            exec(compile(cells[cell], f"{NOTEBOOK.name}:{cell}", "exec"), namespace)
-            if "rendered" in namespace:
-                namespace["rendered"] = lambda item: item
-    namespace["folder"] = folder
-    return namespace
+    return run_explorer(folder, chain_file(folder, "tiny"))
 
 
-def load(explorer: dict, path: Path | str) -> None:
-    """What the "load / profile" button does, for the file at `path`."""
-    explorer["path"].value = str(path)
-    explorer["on_load"](None)
+def chain_file(folder: Path, name: str, host_link: bool = False) -> Path:
+    """`explorer_chain_file` in bytes (an offloading chain file with `host_link`)."""
+    return explorer_chain_file(folder, name, host_link=host_link)
 
 
 def tick(explorer: dict, panel: Any, names: set[str]) -> None:
@@ -119,7 +72,7 @@ def html_shown(panel: Any) -> str:
 
 
 def test_an_empty_curve_leaves_the_table_and_the_exact_schedule(explorer: dict):
-    load(explorer, chain_file(explorer["folder"], "tiny"))
+    explorer_load(explorer, chain_file(explorer["folder"], "tiny"))
     remat = explorer["remat"]
     explorer["state"]["loading"] = True
     explorer["remat_budget"].value = explorer["remat_budget"].max  # 1.2 times the reference peak: feasible
@@ -134,7 +87,7 @@ def test_an_empty_curve_leaves_the_table_and_the_exact_schedule(explorer: dict):
 
 def test_an_offloading_chain_file_is_solved_as_its_chain_by_the_other_panels(explorer: dict):
     offload_file = chain_file(explorer["folder"], "linked", host_link=True)
-    load(explorer, offload_file)
+    explorer_load(explorer, offload_file)
     state = explorer["state"]
     assert state["problem"] == "offload"
     for name in ("remat", "offload", "pipeline"):
@@ -150,18 +103,18 @@ def test_an_offloading_chain_file_is_solved_as_its_chain_by_the_other_panels(exp
 
 def test_no_message_writes_a_before_a_problem_name():
     """No "a offload": a problem name in a message or the status line takes `article` ("an offload")."""
-    cells = [cell["source"] for cell in json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]]
+    cells = [cell["source"] for cell in json.loads(explorer_notebook().read_text(encoding="utf-8"))["cells"]]
     assert not any("a {state" in "".join(source) for source in cells)
 
 
 def test_the_status_line_names_an_offloading_file_with_an_article(explorer: dict):
-    load(explorer, chain_file(explorer["folder"], "linked", host_link=True))
+    explorer_load(explorer, chain_file(explorer["folder"], "linked", host_link=True))
     assert ": an offload instance;" in explorer["status"].value, explorer["status"].value
 
 
 @pytest.mark.parametrize("panel", ["remat", "offload", "pipeline"])
 def test_no_solver_ticked_solves_nothing_and_says_so(explorer: dict, panel: str):
-    load(explorer, chain_file(explorer["folder"], "tiny"))
+    explorer_load(explorer, chain_file(explorer["folder"], "tiny"))
     shown = explorer[panel]
     tick(explorer, shown, set())
     assert "DataFrame" not in kinds(shown), kinds(shown)
@@ -169,14 +122,14 @@ def test_no_solver_ticked_solves_nothing_and_says_so(explorer: dict, panel: str)
 
 
 def test_no_solver_ticked_on_a_graph_names_no_solver(explorer: dict):
-    load(explorer, memsched.data_path("graphs", "linear10.json"))
+    explorer_load(explorer, memsched.data_path("graphs", "linear10.json"))
     remat = explorer["remat"]
     tick(explorer, remat, set())
     assert "unknown solver" not in html_shown(remat) and "no solver ticked" in html_shown(remat), html_shown(remat)
 
 
 def test_the_table_shows_scope_and_min_budget(explorer: dict):
-    load(explorer, chain_file(explorer["folder"], "tiny"))
+    explorer_load(explorer, chain_file(explorer["folder"], "tiny"))
     remat, state = explorer["remat"], explorer["state"]
     tick(explorer, remat, {"rotor", "periodic"})
     explorer["remat_budget"].value = explorer["remat_budget"].min  # below the least budget: infeasible

@@ -13,7 +13,6 @@ the test checks the tree under test.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -21,75 +20,24 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 pytest.importorskip("IPython")
-import IPython.display  # noqa: E402
 import matplotlib  # noqa: E402
-
-import memsched  # noqa: E402
+from conftest import explorer_chain_file, explorer_load, run_explorer  # noqa: E402
 
 matplotlib.use("Agg")
 
-NOTEBOOK = Path(memsched.solvers.__file__).resolve().parents[1] / "notebooks" / "04_interactive_explorer.ipynb"
-#: the code cells that define the explorer and show its three panels (the demonstration cells after them take a
-#: minute on the default network and are left out), by id
-CELLS = ["22bcdfa4", "0500f38d", "09acf274", "93400d5e", "3d35deb0", "55b17e7c"]
-#: cells before which the explorer loads the tiny chain: the panels are then built and drawn on it (seconds),
-#: not on the default network
-LOAD_TINY_BEFORE = "09acf274"
 EVIL = "<script>alert(1)</script> & x"
 
 
 def chain_file(folder: Path, name: str, memory_unit: str | None) -> Path:
-    """A 4-stage chain named `name` whose reference peak is 28 of its size units (`memory_unit`; bytes for
-    None), written under `folder`."""
-    stages = [(1.0, 2.0, 4, 8, 0, 0), (2.0, 4.0, 2, 6, 1, 1), (1.0, 2.0, 2, 4, 0, 2), (0.5, 1.0, 1, 2, 0, 0)]
-    keys = ("fwd_time", "bwd_time", "out_size", "tape_size", "fwd_overhead", "bwd_overhead")
-    units: dict[str, str] = {"time": "ms"} | ({"memory": memory_unit} if memory_unit else {})
-    data = {"format": "memsched.chain/1", "name": name, "input_size": 4,
-            "stages": [{"name": f"s{i}", **dict(zip(keys, s))} for i, s in enumerate(stages)],
-            "loss": {"bwd_time": 0.5, "bwd_overhead": 0}, "meta": {"units": units}}
-    path = folder / f"chain-{len(list(folder.iterdir()))}.json"
-    path.write_text(json.dumps(data))
-    return path
-
-
-class _Handle:
-    """What `display(..., display_id=True)` returns in Jupyter: `update` replaces the shown item."""
-
-    def __init__(self, item: Any):
-        self.item = item
-
-    def update(self, item: Any) -> None:
-        self.item = item
-
-
-def _display(*objs: Any, display_id: Any = None, **_: Any) -> _Handle | None:
-    return _Handle(objs[0]) if display_id else None
+    """`explorer_chain_file` named `name` in `memory_unit` (bytes for None)."""
+    return explorer_chain_file(folder, name, memory_unit=memory_unit)
 
 
 @pytest.fixture(scope="module")
 def explorer(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The namespace of the explorer's cells, run on the tiny byte-sized chain named `EVIL`."""
     folder = tmp_path_factory.mktemp("explorer")
-    tiny = chain_file(folder, EVIL, None)
-    cells = {c["id"]: "".join(c["source"]) for c in json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]}
-    namespace: dict = {"__name__": "explorer"}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(IPython.display, "display", _display)
-        for cell in CELLS:
-            if cell == LOAD_TINY_BEFORE:
-                namespace["path"].value = str(tiny)
-                namespace["load_network"]()
-            exec(compile(cells[cell], f"{NOTEBOOK.name}:{cell}", "exec"), namespace)
-            if "rendered" in namespace:  # figures kept as drawn: their PNGs (half the time) are not what is tested
-                namespace["rendered"] = lambda item: item
-    namespace["folder"] = folder
-    return namespace
-
-
-def load(explorer: dict, path: Path) -> None:
-    """What the "load / profile" button does, for the file at `path`."""
-    explorer["path"].value = str(path)
-    explorer["on_load"](None)
+    return run_explorer(folder, chain_file(folder, EVIL, None))
 
 
 def html_shown(panel: Any) -> str:
@@ -98,7 +46,7 @@ def html_shown(panel: Any) -> str:
 
 
 def test_a_files_name_is_shown_as_text_in_the_status_line(explorer: dict):
-    load(explorer, chain_file(explorer["folder"], EVIL, None))
+    explorer_load(explorer, chain_file(explorer["folder"], EVIL, None))
     status = explorer["status"].value
     assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; x" in status, status
     assert "<script>" not in status and "reference peak 28 bytes" in status, status
@@ -107,7 +55,7 @@ def test_a_files_name_is_shown_as_text_in_the_status_line(explorer: dict):
 def test_a_panels_error_message_is_shown_as_text(explorer: dict):
     """A chain in a unit that is no byte unit (a word starting with a letter): the offloading and pipeline
     panels refuse it, and their messages quote the unit as the file states it; the status line names it too."""
-    load(explorer, chain_file(explorer["folder"], EVIL, "u<b>&</b>"))
+    explorer_load(explorer, chain_file(explorer["folder"], EVIL, "u<b>&</b>"))
     for panel in ("offload", "pipeline"):
         shown = html_shown(explorer[panel])
         assert "u&lt;b&gt;&amp;&lt;/b&gt;" in shown and "<b>&</b>" not in shown, (panel, shown)
@@ -119,7 +67,7 @@ def test_a_panels_error_message_is_shown_as_text(explorer: dict):
 @pytest.mark.parametrize("memory_unit", [None, "KiB", "slots"])
 def test_each_size_slider_at_its_minimum_solves(explorer: dict, memory_unit: str | None):
     """28 bytes (shown in bytes), 28 KiB (shown in bytes: 1 KiB is the least budget) or 28 slots."""
-    load(explorer, chain_file(explorer["folder"], "tiny", memory_unit))
+    explorer_load(explorer, chain_file(explorer["folder"], "tiny", memory_unit))
     state, bandwidth = explorer["state"], explorer["bandwidth"]
     panels = {"remat": (explorer["remat_budget"], lambda: state["instance"])}
     if memory_unit != "slots":  # offloading and pipelines need sizes in bytes (the panels say so)

@@ -7,31 +7,11 @@ from __future__ import annotations
 import csv
 
 import pytest
+from conftest import VS_TORCH_ROWS, vs_torch_row
 from memsched.experiments.vs_torch_report import DUEL_COLUMNS, contested, read_rows, verdicts
 
-
-def _row(tool: str, setting: str, peak: int, overhead: float, **extra: str) -> dict:
-    return {
-        "model": "gpt2",
-        "size": "tiny",
-        "tool": tool,
-        "setting": setting,
-        "status": "ok",
-        "peak_bytes": str(peak),
-        "time_ms": str(100 * (1 + overhead)),
-        "overhead": str(overhead),
-        "overhead_unpaired": str(overhead),
-        **extra,
-    }
-
-
-ROWS = [
-    _row("torch", "no checkpointing", 1000, 0.0),
-    _row("checkpoint_sequential", "segments=2", 600, 0.20),
-    _row("checkpoint_sequential", "segments=3", 500, 0.30),
-    _row("memsched-block", "rotor", 600, 0.25),
-    _row("memsched-block", "rotor", 480, 0.31),
-]
+_row = vs_torch_row
+ROWS = VS_TORCH_ROWS
 
 
 def _duel(setting: str, ratio: float, peak_ok: bool = True, granularity: str = "block") -> dict:
