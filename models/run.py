@@ -627,17 +627,20 @@ def graph_note(graph: Any) -> str | None:
 
 
 def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, timing: str | None,
-                   profile_file: str | None) -> Target:
-    """The graph problem's target: `graph` (an instance) or, when None, the network's training graph
-    exported with measured costs (ms, the median of `profile_repeats`, each node timed as `timing`
-    says: "in_step", the default on every device, inside the graph executor's store-all step, or
-    "isolated", each op alone; `models.graph.export`) and tapes in its node sizes."""
+                   profile_file: str | None, path: str | None = None) -> Target:
+    """The graph problem's target: `graph` (an instance, from the file `path` when one) or, when None, the
+    network's training graph exported with measured costs (ms, the median of `profile_repeats`, each node
+    timed as `timing` says: "in_step", the default on every device, inside the graph executor's store-all
+    step, or "isolated", each op alone; `models.graph.export`) and tapes in its node sizes. A given graph
+    whose forward nodes record other output bytes than the built network's nodes compute (the same node
+    names at other widths) is an `InputError` naming `path` and the node (`models.graph.plan.output_size_mismatch`)."""
     from memsched.models.chain.executor import reference_step
     from memsched.models.graph.executor import GraphExecutor
     from memsched.models.graph.export import export_training_graph
     from memsched.models.graph.profile import with_workspace
     from memsched.solvers.graph import GraphSchedule
 
+    given = graph is not None
     if graph is None:
         graph = export_training_graph(built, cost="measured", ram="tape", repeats=profile_repeats,
                                       timing=timing or "in_step")
@@ -651,8 +654,12 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, timing: str 
     graph = with_workspace(graph)  # the profiled temporaries as workspaces: the solvers plan with them
     try:
         executor = GraphExecutor(built.blocks, built.loss_fn, graph, built.example_input)
+    except InputError:  # the network itself is refused (`models.graph.plan.check_state_updates`)
+        raise
     except ValueError as err:  # a graph of another network (its nodes are not this one's)
         raise InputError(f"{first_line(err)} ({built.name} with these sizes)", field=flag("chain")) from None
+    if given:
+        _check_graph_outputs(graph, executor, built.name, path)
     units = graph.meta.get("units")
     info: dict[str, Any] = {"units": {"time": units.get("time", "?") if isinstance(units, dict) else "?"}}
     if note:
@@ -667,6 +674,20 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, timing: str 
                   lambda schedule, **kw: executor.step(schedule, x, tgt, **kw), reference,
                   GraphSchedule.from_indices(graph, range(graph.n)), info=info,
                   modules=step_modules(built.blocks, built.loss_fn))
+
+
+def _check_graph_outputs(graph: Any, executor: Any, name: str, path: str | None) -> None:
+    """Each forward node of the given `graph` records the output bytes the network's node computes on
+    its example input (`models.graph.plan.output_size_mismatch`), else an `InputError` naming `path` and
+    the node: a graph of the same node names at other widths would predict another network's memory."""
+    from memsched.models.graph.plan import output_size_mismatch
+
+    found = output_size_mismatch(executor.plan, graph)
+    if found is not None:
+        node, recorded, made = found
+        raise InputError(f"node {node} was exported with an output of {recorded} bytes but {name} with these sizes "
+                         f"outputs {made} bytes there: export the graph again from this network at these sizes",
+                         path=path, field=flag("chain"))
 
 
 def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, Any] | None = None,
@@ -713,7 +734,7 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
     with diagnosed(built):  # a network that cannot run at these sizes is bad input, not an internal error
         if problem == "graph":
             target = _prepare_graph(built, inst, profile_repeats=profile_repeats, timing=timing,
-                                    profile_file=profile_file)
+                                    profile_file=profile_file, path=path)
         else:
             target = _prepare_chain(built, inst, problem, bandwidth=bw, latency=latency,
                                     profile_repeats=profile_repeats, timing=timing, profile_file=profile_file,
@@ -892,12 +913,29 @@ def _caller_modules(model: Any) -> list[torch.nn.Module]:
     return found
 
 
+def _refuse_empty_budget(budget: int | str) -> None:
+    """The `parse_positive_budget` errors that need no reference peak, raised before anything is built or
+    profiled: malformed, zero or negative budgets, and a share (0%) below one byte of any peak up to
+    `MAX_BYTES`."""
+    from memsched.solvers.units import MAX_BYTES, parse_budget
+
+    text = budget.strip() if isinstance(budget, str) else None
+    if text is None or not text.endswith("%"):
+        parse_positive_budget(budget, None)
+        return
+    parse_budget(text, 0)  # unreadable, negative, infinite shares
+    if MAX_BYTES * float(text[:-1]) / 100.0 < 1:
+        raise InputError(f"{text} of the reference peak is less than one byte; give a larger share",
+                         field=flag("budget"))
+
+
 def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, instance: Any,
          sizes: dict[str, Any] | None, slots: int, time_limit: float | None, options: dict[str, Any] | None,
          seed: int, time_repeats: int, profile_repeats: int, timing: str | None, profile_file: str | None,
          bandwidth: float | str | None, latency: float, independent: bool, store_all: bool,
          early_release: bool) -> dict[str, Any]:
     """`run` without the buffer restore."""
+    _refuse_empty_budget(budget)  # before profiling: a refused budget writes no profile file
     target = prepare(problem, model, instance=instance, sizes=sizes, bandwidth=bandwidth, latency=latency, seed=seed,
                      profile_repeats=profile_repeats, timing=timing, profile_file=profile_file,
                      early_release=early_release)

@@ -36,7 +36,8 @@ for every input u of v; with ``deps="saved"`` only what autograd really saves
 output or an internal tensor (mask, statistics: the "tape", represented by the output) is.
 B_v exists only when v's output requires a gradient that reaches the loss: a node behind a
 gradient stop (``.detach()``, ``torch.no_grad()``) has none. An in-place op whose mutated tensor
-another value read later aliases, or an item assignment, is bad input (`InputError`).
+another value read later aliases, an item assignment, or a forward that updates a parameter or
+buffer itself (``self.s.mul_(2.0)``: `models.graph.plan.check_state_updates`) is bad input (`InputError`).
 
 - ``cost_ram`` (bytes): F_v, the distinct new storages of its output (with ``ram="tape"``
   plus the internal tensors autograd saves for B_v: pooling indices, dropout masks, norm
@@ -82,7 +83,14 @@ from typing import Any
 
 import torch
 from memsched.models.costs import COST_CHOICES, CostModel, OpCounter, parse_cost, shape_exact_model
-from memsched.models.graph.plan import FUNCTIONALIZED, node_callable, op_label, out_of_place_module, trace_block
+from memsched.models.graph.plan import (
+    FUNCTIONALIZED,
+    check_state_updates,
+    node_callable,
+    op_label,
+    out_of_place_module,
+    trace_block,
+)
 from memsched.models.memory import CLOCKS, storage_key
 from memsched.solvers.errors import InputError, flag
 from memsched.solvers.graph import Graph
@@ -419,6 +427,7 @@ def export_training_graph(
             a = rec.record(f"{i}:{type(block).__name__}", out_of_place_module(block), (a,), {},
                            list(block.parameters()))
         else:
+            check_state_updates(gm, i)  # before the run: it would update the state as the executor never does
             a = _OpInterpreter(gm, rec, str(i)).run(a)
     out_tensors = [t for t in tree_flatten(a)[0] if isinstance(t, torch.Tensor)]
     sources = []

@@ -32,12 +32,15 @@ from typing import Any
 
 import torch
 from memsched.models.buffers import restore_buffers, snapshot_buffers
+from memsched.models.memory import storage_key
+from memsched.solvers.errors import InputError
 from memsched.solvers.graph import Graph
 from torch import fx, nn
 from torch.utils._pytree import tree_flatten
 
 __all__ = ["Plan", "Step", "BlockRef", "NetworkInput", "build_plan", "trace_block", "node_callable", "functionalize",
-           "out_of_place_module", "op_label", "plan_structure", "STATIC", "VIEW", "OP"]
+           "out_of_place_module", "op_label", "plan_structure", "check_state_updates", "output_size_mismatch",
+           "STATIC", "VIEW", "OP"]
 
 STATIC, VIEW, OP = "static", "view", "op"
 
@@ -62,6 +65,9 @@ class Step:
     #: the buffers (non-parameter ``get_attr`` tensors) the op is handed as arguments, which it may
     #: update in place (``F.batch_norm(x, self.running_mean, ...)``): a recomputation puts them back
     buffers: list[torch.Tensor] = field(default_factory=list)
+    #: bytes of the distinct new storages of the op's output on the example input (ops only), as the
+    #: export records a node's output (`output_size_mismatch`)
+    out_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,7 @@ class NetworkInput:
 
 GRAD_ENABLED = "memsched_grad_enabled"  # node.meta key: the grad mode the node was traced under
 FUNCTIONALIZED = "memsched_functionalized"  # node.meta key: an in-place op made out-of-place
+UPDATED_BUFFERS = "memsched_updated_buffers"  # GraphModule.meta key: buffers the forward updated while traced
 _INPLACE_OPERATORS: dict[Any, Any] = {
     operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
     operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv, operator.imod: operator.mod,
@@ -104,14 +111,30 @@ def trace_block(block: nn.Module) -> fx.GraphModule | None:
     mode and its in-place ops replaced by their out-of-place versions (`functionalize`). The
     export and the plan trace blocks with it, so that both see the same nodes."""
     tracer = _GradModeTracer()
+    saved = snapshot_buffers([block])
+    before = [(name, t, t._version) for name, t in block.named_buffers()]
     try:
         with torch.enable_grad():
             graph = tracer.trace(block)
     except Exception:  # noqa: BLE001 (fx raises many kinds on untraceable code)
+        graph = None
+    updated = _updated_buffers(block, before)
+    if updated:  # the trace ran those updates for real, once: put the values back
+        restore_buffers(saved)
+    if graph is None:
         return None
     gm = fx.GraphModule(tracer.root, graph, type(block).__name__)
+    gm.meta[UPDATED_BUFFERS] = updated
     functionalize(gm)
     return gm
+
+
+def _updated_buffers(block: nn.Module, before: list[tuple[str, torch.Tensor, int]]) -> list[str]:
+    """The names of `block`'s buffers (`before`: name, tensor, version counter) that were updated in
+    place or bound to another tensor since: a forward that does so on a buffer fx does not proxy
+    (``self.s.mul_(2.0)``) runs the update while tracing and leaves no node for it."""
+    now = dict(block.named_buffers())
+    return [name for name, t, version in before if now.get(name) is not t or t._version != version]
 
 
 def out_of_place_module(mod: nn.Module) -> nn.Module:
@@ -187,6 +210,45 @@ def _make_out_of_place(gm: fx.GraphModule, n: fx.Node) -> bool:
     return False
 
 
+def _updates_in_place(n: fx.Node) -> bool:
+    """Whether the call_* node `n` is an in-place op on its first argument (``t.mul_(2)``,
+    ``torch.relu_(t)``, ``operator.iadd``, ``inplace=True``); call_module nodes are not (a module such
+    as BatchNorm updates its own buffers, which the executor handles)."""
+    if n.op == "call_method":
+        method = str(n.target)
+        return method.endswith("_") and not method.endswith("__") and method not in _NOT_MUTATING
+    if n.op == "call_function":
+        return _out_of_place_function(n.target) is not None \
+            or _without_inplace_flag(n.target, tuple(n.args), dict(n.kwargs)) is not None
+    return False
+
+
+def check_state_updates(gm: fx.GraphModule, block: int | str) -> None:
+    """Refuse (`InputError`, one line naming block `block` and the tensor) a traced block whose forward
+    updates a parameter or buffer in place by an op of its own (``self.s.mul_(2.0)``): fx runs such an
+    update on a buffer once while tracing and records no node for it (`trace_block` puts the value
+    back), and one on a parameter becomes a node whose value aliases it, folded as a view that the
+    executor computes only when a consumer reads it; either way a step would not update the state
+    as the module's own forward does. Modules that update their own buffers (BatchNorm's running
+    statistics: one call_module node each) are run by the executor and allowed."""
+    updated = gm.meta.get(UPDATED_BUFFERS) or []
+    if updated:
+        raise InputError(f"block {block}: its forward updates the buffer {updated[0]} in place (or rebinds it), "
+                         "which the graph export cannot trace and the graph executor would never run: update it "
+                         "outside forward (e.g. in the training loop after the step)")
+    for n in gm.graph.nodes:
+        first = n.args[0] if n.args else None
+        if not isinstance(first, fx.Node) or first.op != "get_attr" or not _updates_in_place(n):
+            continue
+        value: Any = gm
+        for part in str(first.target).split("."):
+            value = getattr(value, part, None)
+        kind = "parameter" if isinstance(value, nn.Parameter) else "buffer"
+        raise InputError(f"block {block}: fx node {n.name} ({op_label(n)}) updates the {kind} {first.target} in "
+                         "place inside forward, which the graph executor would never run: update it outside "
+                         "forward (e.g. in the training loop after the step)")
+
+
 def op_label(n: fx.Node) -> str:
     """The op of the call_* node `n` as a user wrote it (method, function or module path)."""
     if n.op == "call_function":
@@ -201,7 +263,7 @@ def functionalize(gm: fx.GraphModule) -> None:
     its result (``node.meta[FUNCTIONALIZED]``: the original op's name). The values are those of the original
     unless another value aliases the mutated tensor (a view of it, or it a view of another
     value, read after the op): the export checks that on its real run. In-place ops on
-    parameters and buffers (``get_attr``) are kept: they update the module's state."""
+    parameters and buffers (``get_attr``) are left as they are: `check_state_updates` refuses them."""
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
     changed = False
     for n in list(gm.graph.nodes):
@@ -407,6 +469,8 @@ def _build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.
         for b, block in enumerate(blocks):
             whole = f"{b}:{type(block).__name__}"
             gm = None if whole in names else trace_block(block)
+            if gm is not None:
+                check_state_updates(gm, b)
             if gm is None:
                 if whole not in names:
                     raise ValueError(f"block {b} ({type(block).__name__}) is not a node of graph {graph.name!r}")
@@ -418,7 +482,9 @@ def _build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.
                     step.args = (NetworkInput(),)
                 plan.steps[key] = step
                 plan.ops[int(step.index)] = step  # type: ignore[arg-type]
-                a = step.fn(a)  # type: ignore[misc]
+                value = step.fn(a)  # type: ignore[misc]
+                step.out_bytes = _new_storage_bytes(value, a)
+                a = value
                 plan.block_output.append(key)
                 plan.structure.append((b, "block", type(block).__name__))
                 continue
@@ -454,6 +520,7 @@ def _build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.
                     if n.meta.get(GRAD_ENABLED, True):  # a node computed without grad trains nothing
                         step.params += [p for p in _parameters_read(plan, (n.args, n.kwargs)) if id(p) not in known]
                     step.buffers = _buffers_read(plan, (n.args, n.kwargs))
+                    step.out_bytes = _new_storage_bytes(value, (args, kwargs))
                     plan.ops[int(step.index)] = step  # type: ignore[arg-type]
                 elif has_tensor:
                     step = Step(b, VIEW, fn, n.args, dict(n.kwargs), name=name)
@@ -466,3 +533,35 @@ def _build_plan(blocks: Sequence[nn.Module], graph: Graph, example_input: torch.
     return plan
 
 
+
+
+def _new_storage_bytes(value: Any, inputs: Any) -> int:
+    """Bytes of the distinct storages of `value`'s non-empty tensors that are none of `inputs`'
+    storages: an op's output as the export records it (`models.graph.export`, ``out_bytes``)."""
+    in_keys = {storage_key(t) for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor) and t.numel()}
+    found: dict[int, int] = {}
+    for t in tree_flatten(value)[0]:
+        if isinstance(t, torch.Tensor) and t.numel() and storage_key(t) not in in_keys:
+            found[storage_key(t)] = int(t.untyped_storage().nbytes())
+    return sum(found.values())
+
+
+def output_size_mismatch(plan: Plan, graph: Graph) -> tuple[str, int, int] | None:
+    """(name, recorded bytes, computed bytes) of the first forward node whose output in `plan` (on its
+    example input, `Step.out_bytes`) is not the one `graph` records, or None. A graph exported with
+    ``ram="output"`` records it as the node's cost_ram; with ``ram="tape"`` in ``meta["untaped"]`` where
+    the executor keeps more (its tape), and else cost_ram holds output and tape: there the output may
+    not exceed it. A graph whose ``meta["ram"]`` is neither (not an export) is not checked."""
+    ram = graph.meta.get("ram")
+    if ram not in ("output", "tape"):
+        return None
+    untaped = graph.meta.get("untaped") if ram == "tape" else None
+    untaped = untaped if isinstance(untaped, dict) else {}
+    for v in sorted(plan.ops):
+        step = plan.ops[v]
+        recorded = untaped.get(step.name)
+        exact = ram == "output" or recorded is not None
+        recorded = int(graph.cost_ram[v] if recorded is None else recorded)
+        if (step.out_bytes != recorded) if exact else (step.out_bytes > recorded):
+            return step.name, recorded, step.out_bytes
+    return None
