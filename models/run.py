@@ -418,9 +418,9 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
 
             chain = retime_offload(chain, built.blocks, built.loss_fn, built.example_input, built.target,
                                    repeats=profile_repeats, clock=clock)
-        if profile_file:
-            chain.save(profile_file)
+        save_to = profile_file  # once the instance is whole (an offloading one with its host link)
     else:
+        save_to = None
         if chain.length != len(built.blocks):
             raise InputError(f"the chain has {chain.length} stages but {built.name} with these sizes has "
                              f"{len(built.blocks)} blocks", field=flag("chain"))
@@ -440,6 +440,8 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
 
     units = _time_units(chain.meta)
     if problem == "chain":
+        if save_to:
+            chain.save(save_to)
         executor = ChainExecutor(built.blocks, built.loss_fn)
         return Target("chain", built.name, chain, chain.name, x.device,
                       lambda schedule, **kw: executor.step(schedule, x, tgt, chain=chain, **kw), reference,
@@ -450,6 +452,8 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
     if bandwidth is None:
         raise InputError("the offload problem needs a bandwidth", field=flag("bandwidth"))
     inst = _offload_instance(chain, float(bandwidth), float(latency), path)
+    if save_to:
+        inst.save(save_to)  # with its host_link: `memsched run FILE` runs it as the offloading instance it is
     off = OffloadExecutor(built.blocks, built.loss_fn)
 
     def extras(step: Any, schedule: Any) -> dict[str, Any]:
