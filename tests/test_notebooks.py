@@ -38,6 +38,10 @@ MIN_IMAGES = {
 }
 TIME_LIMIT_S = 120.0
 
+#: solvers optimal in a model (exactly, or within a class) that a legend names with it (`plotting.labels.model_labels`:
+#: "dp (persistent per branch)"), never bare
+MODEL_SOLVERS = ("rotor", "dp", "remat-only", "pofo", "cpsat", "checkmate", "milp", "madpipe", "pipedream", "exact",
+                 "revolve", "exact-combined", "offload-exact")
 #: Run in the kernel before the notebook's first cell: every figure printed (each one Jupyter shows, and any
 #: savefig) is checked first, and each series under another is recorded in `_memsched_hidden`. A line
 #: (legend text not starting with "_") every point of which (x, y to a relative 1e-9) is also a point of a
@@ -45,12 +49,13 @@ TIME_LIMIT_S = 120.0
 #: than its filled ones (a hollow marker, as `mark_coinciding` draws, covers nothing inside it).
 #: Only matplotlib's canvas is patched, not pyplot, so the notebook still picks its own backend.
 PROBE = r"""
-def _memsched_probe():
+def _memsched_probe(MODEL_SOLVERS=%r):
     import numpy as np
     from matplotlib.backend_bases import FigureCanvasBase
     from matplotlib.colors import to_rgba
 
     hidden = []
+    bare = []  # legend texts that name a solver optimal in a model without that model
 
     def width(line):  # points; 0 when no line is drawn
         return line.get_linewidth() if line.get_linestyle() not in ("None", "none", "", " ") else 0.0
@@ -62,6 +67,10 @@ def _memsched_probe():
         return marker(line) if to_rgba(line.get_markerfacecolor())[3] > 0 else 0.0
 
     def check(fig):
+        legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes)]
+        for text in (t.get_text() for legend in legends if legend is not None for t in legend.get_texts()):
+            if text in MODEL_SOLVERS and text not in bare:
+                bare.append(text)
         for k, ax in enumerate(fig.axes):
             lines = [ln for ln in ax.get_lines() if ln.get_visible() and not str(ln.get_label()).startswith("_")]
             pts = [np.column_stack([np.asarray(ln.get_xdata(), float), np.asarray(ln.get_ydata(), float)])
@@ -84,10 +93,10 @@ def _memsched_probe():
         return original(self, *args, **kwargs)
 
     FigureCanvasBase.print_figure = print_figure
-    return hidden, check
+    return hidden, bare, check
 
 
-_memsched_hidden, _memsched_check = _memsched_probe()
+_memsched_hidden, _memsched_bare, _memsched_check = _memsched_probe()
 del _memsched_probe
 """
 #: Run after the notebook's last cell: figures still open (never shown) are checked too; one line of JSON.
@@ -98,16 +107,17 @@ import sys as _sys
 if "matplotlib.pyplot" in _sys.modules:
     for _n in _sys.modules["matplotlib.pyplot"].get_fignums():
         _memsched_check(_sys.modules["matplotlib.pyplot"].figure(_n))
-print("HIDDEN-SERIES", _json.dumps(_memsched_hidden))
+print("HIDDEN-SERIES", _json.dumps({"hidden": _memsched_hidden, "bare": _memsched_bare}))
 """
 
 
-def execute(path: Path, workdir: Path) -> tuple[object, float, list[str]]:
+def execute(path: Path, workdir: Path) -> tuple[object, float, list[str], list[str]]:
     """Run the notebook at `path` with `workdir` as its working folder; (executed book, seconds, hidden
-    series: one text per series of a shown figure drawn exactly under a later one, see `PROBE`). The
-    executed book has the probe's two cells first and last."""
+    series: one text per series of a shown figure drawn exactly under a later one, see `PROBE`; legend
+    texts naming one of `MODEL_SOLVERS` bare). The executed book has the probe's two cells first and last."""
     book = nbformat.read(path, as_version=4)
-    book.cells = [nbformat.v4.new_code_cell(PROBE), *book.cells, nbformat.v4.new_code_cell(REPORT)]
+    probe = nbformat.v4.new_code_cell(PROBE % (MODEL_SOLVERS,))
+    book.cells = [probe, *book.cells, nbformat.v4.new_code_cell(REPORT)]
     client = nbclient.NotebookClient(book, timeout=TIME_LIMIT_S, kernel_name="python3",
                                      resources={"metadata": {"path": str(workdir)}})
     start = time.perf_counter()
@@ -116,7 +126,8 @@ def execute(path: Path, workdir: Path) -> tuple[object, float, list[str]]:
     report = [line for o in book.cells[-1].get("outputs", []) if o.get("output_type") == "stream"
               for line in o["text"].splitlines() if line.startswith("HIDDEN-SERIES ")]
     assert len(report) == 1, book.cells[-1].get("outputs")
-    return book, seconds, json.loads(report[0].removeprefix("HIDDEN-SERIES "))
+    found = json.loads(report[0].removeprefix("HIDDEN-SERIES "))
+    return book, seconds, found["hidden"], found["bare"]
 
 
 def outputs(book) -> list[dict]:
@@ -141,7 +152,7 @@ def test_notebook_is_clean_source(path: Path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_executes_and_shows_its_figures(path: Path, tmp_path_factory: pytest.TempPathFactory):
-    book, seconds, hidden = execute(path, path.parent)
+    book, seconds, hidden, bare = execute(path, path.parent)
     saved = tmp_path_factory.mktemp("executed") / path.name
     nbformat.write(book, saved)
     outs = outputs(book)
@@ -151,6 +162,8 @@ def test_notebook_executes_and_shows_its_figures(path: Path, tmp_path_factory: p
     assert seconds < TIME_LIMIT_S, f"{path.name} took {seconds:.0f} s"
     # a series the legend lists but drawn exactly under a later one: use mark_coinciding / coinciding_note
     assert not hidden, f"series hidden under another in {path.name} ({saved}):\n" + "\n".join(hidden)
+    # each solver with the model it is optimal in, as the library's figures name it (plotting.labels.model_labels)
+    assert not bare, f"legend of {path.name} names {bare} without their model ({saved})"
 
 
 def test_a_notebook_next_to_its_own_models_package(tmp_path: Path):
@@ -170,6 +183,6 @@ def test_a_notebook_next_to_its_own_models_package(tmp_path: Path):
     book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     path = tmp_path / "mine.ipynb"
     nbformat.write(book, path)
-    executed, _, hidden = execute(path, tmp_path)
+    executed, _, hidden, _ = execute(path, tmp_path)
     assert sum("image/png" in o.get("data", {}) for o in outputs(executed)) == 1
     assert not hidden
