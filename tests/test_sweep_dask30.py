@@ -145,5 +145,6 @@ def test_docs_say_a_dask_stop_leaves_running_cells_to_finish_on_the_workers():
 
 def test_docs_say_a_resume_keeps_error_rows():
     section = sweep_section()
-    assert "an `error` row (a worker killed, a Dask task that failed) is kept as it is, not run again; " \
-           "`--verify --update` replaces it by its recomputed row, or `--fresh` runs every cell" in section
+    assert "an `error` row (a worker killed, a Dask task that failed, a schedule that failed to execute) is kept " \
+           "as it is, not run again; `--verify --update` replaces it by its recomputed row, or `--fresh` runs " \
+           "every cell" in section
