@@ -900,6 +900,13 @@ def predicted_vs_measured(rows: pd.DataFrame, out_dir: Path, stem: str, title: s
     return measured_ratios(rows, out_dir, stem, title)
 
 
+def not_measured_note(rows: pd.DataFrame) -> str:
+    """Figure (g)'s note naming the rows it cannot draw (`experiments.figure_g.not_drawn_note`)."""
+    from .figure_g import not_drawn_note
+
+    return not_drawn_note(rows)
+
+
 # ============================================================================ the registry
 @dataclass(frozen=True)
 class FigureSpec:
@@ -912,6 +919,9 @@ class FigureSpec:
     problem: str | None = None
     needs: str | None = None      # a column that must have values (e.g. measured_peak)
     options: tuple[tuple[str, Any], ...] = ()   # keyword arguments of `draw`
+    #: the note naming rows whose run ended in status ``error`` (a schedule found, its execution failed), for a
+    #: figure of executed schedules; None: such rows count as "no schedule" in `skip_note`
+    failed_note: Callable[[pd.DataFrame], str] | None = None
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -953,7 +963,8 @@ FIGURES: dict[str, FigureSpec] = {
                     "(f) Pipelined model parallelism: period vs memory per device", "fig_f_pipeline", "pipeline"),
     "g": FigureSpec(("fig_g_measured",), predicted_vs_measured,
                     "(g) Executed schedules (chain, join, offload, graph): measured / predicted peak memory and "
-                    "step time", "fig_g_measured", None),  # rows without a measurement: named in its note
+                    "step time", "fig_g_measured", None,  # rows without a measurement: named in its note
+                    failed_note=not_measured_note),
 }
 
 
@@ -1134,17 +1145,15 @@ def _grid_tasks(config_path: Path, folder: Path) -> list[Any] | str:
 def skip_note(figure_id: str, rows: pd.DataFrame) -> str | None:
     """Why figure `figure_id` is not drawn from its rows `rows` (`figure_rows`): a one-line note,
     or None when it is drawn. Figure (g) with only error rows (failed executions, `figure_g`) names
-    them as its note would."""
+    them as its note would (`FigureSpec.failed_note`)."""
     spec = FIGURES[figure_id]
     if rows.empty:
         return (f"figure {figure_id}: skipped, no rows of sweep {', '.join(spec.sweeps)} "
                 f"(run: memsched sweep experiments/configs/{_config_of(spec)}.toml)")
     if spec.needs is None and not rows["status"].isin(FOUND).any():
-        if figure_id == "g" and (rows["status"] == "error").any():  # schedules found, every execution failed
-            from .figure_g import not_drawn_note
-
+        if spec.failed_note is not None and (rows["status"] == "error").any():  # every execution failed
             return f"figure {figure_id}: skipped, no run of sweep {', '.join(spec.sweeps)} was measured: " + \
-                not_drawn_note(rows)
+                spec.failed_note(rows)
         return f"figure {figure_id}: skipped, no run of sweep {', '.join(spec.sweeps)} found a schedule"
     return None
 

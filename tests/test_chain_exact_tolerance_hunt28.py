@@ -18,8 +18,7 @@ import pytest
 from conftest import brute_force
 from memsched.experiments.commands import _infeasible
 from memsched.solvers.chain import Chain, reference_peak, simulate
-from memsched.solvers.chain import cpsat as chain_cpsat
-from memsched.solvers.exact import highs_runner
+from memsched.solvers.exact import exact_rows, highs_runner
 from memsched.solvers.exact.milp_runner import BackendRun
 from memsched.solvers.registry import solve
 from memsched.solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT
@@ -132,15 +131,15 @@ def test_restriction_without_a_plan_is_no_answer(monkeypatch: pytest.MonkeyPatch
                                                  options: dict[str, object]) -> None:
     """No exclusion round before the restriction (rows rounded up for CP-SAT): infeasible there, it
     proves nothing; the exclusions go on to the proof (was `timeout` after 0.1 s)."""
-    monkeypatch.setattr(chain_cpsat, "EXCLUDE_ROUNDS", 0, raising=False)  # none on the old tree
+    monkeypatch.setattr(exact_rows, "EXCLUDE_ROUNDS", 0)
     seen: list[str] = []
-    restricted_run = chain_cpsat.restricted_run
+    restricted_run = exact_rows.restricted_run
 
     def spy(relaxed: BackendRun, restricted: BackendRun) -> BackendRun:
         seen.append(restricted.status)
         return restricted_run(relaxed, restricted)
 
-    monkeypatch.setattr(chain_cpsat, "restricted_run", spy)
+    monkeypatch.setattr(exact_rows, "restricted_run", spy)
     _check(_min_chain(), MIN_1E9 - 1, solver, slots=0, **options)
     assert seen == [INFEASIBLE]  # the restriction ran, and proved nothing
     _check(_min_chain(), MIN_1E9, solver, slots=0, **options)
@@ -148,12 +147,12 @@ def test_restriction_without_a_plan_is_no_answer(monkeypatch: pytest.MonkeyPatch
 
 def test_restricted_run_maps_its_answers() -> None:
     relaxed = BackendRun(OPTIMAL, values=[1.0], objective=16.0, bound=16.0)
-    none = chain_cpsat.restricted_run(relaxed, BackendRun(INFEASIBLE, backend_status="INFEASIBLE"))
+    none = exact_rows.restricted_run(relaxed, BackendRun(INFEASIBLE, backend_status="INFEASIBLE"))
     assert none.status == TIMEOUT and none.values is None and none.bound == 16.0
     assert "no proof" in none.backend_status
-    worse = chain_cpsat.restricted_run(relaxed, BackendRun(OPTIMAL, values=[0.0], objective=19.0, bound=19.0))
+    worse = exact_rows.restricted_run(relaxed, BackendRun(OPTIMAL, values=[0.0], objective=19.0, bound=19.0))
     assert worse.status == FEASIBLE and worse.bound == 16.0  # the restriction's optimum bounds nothing
-    same = chain_cpsat.restricted_run(relaxed, BackendRun(FEASIBLE, values=[0.0], objective=16.0, bound=12.0))
+    same = exact_rows.restricted_run(relaxed, BackendRun(FEASIBLE, values=[0.0], objective=16.0, bound=12.0))
     assert same.status == OPTIMAL and same.bound == 16.0  # the relaxation's bound is reached
 
 

@@ -2,7 +2,7 @@
 more than 2^30, docs/join.md). One byte below the smallest feasible budget the relaxation's plan overflows
 the budget, the rows rounded up have no plan, and the order was answered `timeout` ("no schedule before the
 time limit") after 0.3 s of 20; as the chain's `cpsat`, each broken plan is now excluded by a no-good row until
-the relaxation is proven infeasible (`chain.cpsat.exact_rows_cpsat`), so the answer is `infeasible`."""
+the relaxation is proven infeasible (`exact.exact_rows.exact_rows_cpsat`), so the answer is `infeasible`."""
 
 from __future__ import annotations
 

@@ -49,6 +49,7 @@ from typing import Any
 
 from ..exact import highs_runner
 from ..exact.cpsat_runner import BackendRun, check_first, linear_to_cpsat, rounded_rows, run_cpsat
+from ..exact.exact_rows import broken, drop_broken, exact_rows_cpsat, exclude_broken, nogood_row
 from ..exact.layer import exact_solver
 from ..exact.linear import LinearModel
 from ..exact.milp_runner import run_milp
@@ -57,11 +58,6 @@ from ..exact.portfolio import run_isolated, run_portfolio
 from ..result import INFEASIBLE, TIMEOUT, SolveResult
 from .cpsat import (
     FAST,
-    broken,
-    drop_broken,
-    exact_rows_cpsat,
-    exclude_broken,
-    nogood_row,
     phase_answer,
     phase_details,
     phase_hint,
@@ -211,7 +207,7 @@ def _exact_plan(run: BackendRun, lm: LinearModel, model: PhaseModel, backend: st
     sizes, within the backend's feasibility tolerance: another backend (`_other_backend`) on `lm` with
     half the time left, kept when it proves infeasibility or its plan fits; else `backend` again (SCIP for
     HiGHS and the portfolio, `EXCLUDING_BACKENDS`) with each broken plan excluded
-    (`cpsat.exclude_broken`: `lm` gets a no-good row) until a plan fits,
+    (`exact.exact_rows.exclude_broken`: `lm` gets a no-good row) until a plan fits,
     infeasibility is proven, or the deadline. The bound is the largest of the runs' (each is a
     bound of `model`'s optimum: a backend solves a relaxation within its tolerance). ``solve(linear,
     name, within, watched, isolated)`` runs a backend (`isolated`: in a forked child,
@@ -243,7 +239,7 @@ def _run_on_cpsat(lm: LinearModel, model: PhaseModel, hint: list[float] | None, 
     """The linear phase model on CP-SAT. Rows past CP-SAT's coefficient limit (`linear_to_cpsat`)
     are first rounded into a relaxation, whose plan (and proof) is kept when it fits the real
     rows; else its broken plans are excluded, and a restriction (rows rounded up) tried, until a plan
-    fits, infeasibility is proven, or the deadline (`cpsat.exact_rows_cpsat`)."""
+    fits, infeasibility is proven, or the deadline (`exact.exact_rows.exact_rows_cpsat`)."""
     extra = {"linearization_level": 2}
     cp, xs, offset, scale = linear_to_cpsat(lm, hint=hint, deadline=deadline)
     run = run_cpsat(cp, deadline, options, variables=xs, offset=offset, scale=scale, hint_feasible=hint_ok,

@@ -39,10 +39,10 @@ from collections.abc import Iterable, Iterator
 from itertools import permutations
 from typing import Any, NamedTuple
 
-from ..chain.cpsat import drop_broken, exact_rows_cpsat
 from ..discretize import CPSAT_COST_DIGITS, GAP_TOLERANCE, effective_slots, integer_costs, rounding_error, scope_text
 from ..errors import InputError, option_field
 from ..exact.cpsat_runner import check_first, fit_linear, run_cpsat
+from ..exact.exact_rows import drop_broken, exact_rows_cpsat
 from ..exact.interrupt import interrupted
 from ..exact.layer import exact_solver, retry_rounded_infeasible, same_or_less
 from ..exact.milp_runner import BackendRun
@@ -212,7 +212,7 @@ class JoinPhaseModel:
     def violated(self, values: list[float], *, deadline: Deadline | None = None) -> list[str]:
         """What the plan of the 0-1 point `values` breaks at this model's exact sizes and budget (`join`,
         `M`, in its units: the rows CP-SAT got may be rounded, `rows_exact`): the join simulator's
-        violation, or [] when it fits (`chain.cpsat.ExactRows`; linear in the plan, `deadline` unused)."""
+        violation, or [] when it fits (`exact.exact_rows.ExactRows`; linear in the plan, `deadline` unused)."""
         violation = simulate(self.join, self.decode([int(round(v)) for v in values]), self.M).violation
         return [] if violation is None else [str(violation)]
 
@@ -453,7 +453,7 @@ def _solve_order(join: Join, work: Join, M: int, budget: int, order: list[int], 
 def _exact_rows(model: JoinPhaseModel, run: BackendRun, hint: Any, deadline: Deadline, options: ExactOptions
                 ) -> BackendRun:
     """The answer of one order whose memory rows were rounded down for CP-SAT (`run`: the relaxation's),
-    as the chain's (`chain.cpsat.exact_rows_cpsat`): each plan that overflows the exact budget
+    as the chain's (`exact.exact_rows.exact_rows_cpsat`): each plan that overflows the exact budget
     (`JoinPhaseModel.violated`) excluded by a no-good row and the relaxation solved again, up to 32
     times; then the rows rounded up (every plan fits, no proof); when that has no plan, the exclusions
     again until a plan fits, the relaxation is proven ``infeasible`` (a proof for the exact budget), or
