@@ -251,7 +251,7 @@ def load_config(path: str | Path) -> SweepConfig:
             raise bad("budgets", f"missing: give the sweep's budgets (or budgets in {spec.where})")
         if spec.kind != "model" and (spec.execute or (spec.execute is None and execute)):
             key = f"{spec.where}.execute" if spec.execute else "execute"
-            raise bad(key, f"execution needs a zoo network: {spec.where} is a {spec.kind} instance "
+            raise bad(key, f"execution needs a zoo network: {spec.where} is an instance of kind {spec.kind!r} "
                            f"(use model = \"...\")")
 
     raw_solvers = data.get("solvers")
@@ -366,7 +366,7 @@ def _instance_spec(i: int, entry: Any, bad: Callable[[str, str], InputError]) ->
         allowed = set(entry)  # the generator's own keyword arguments (checked when it is called)
     for k in entry:
         if k not in allowed:
-            raise bad(f"{where}.{k}", f"unknown key for a {kind} instance")
+            raise bad(f"{where}.{k}", f"unknown key for an instance of kind {kind!r}")
     params = {k: v for k, v in entry.items() if k not in _INSTANCE_COMMON - {"bandwidth"}}
     if not isinstance(entry[kind], str) or not entry[kind]:
         raise bad(f"{where}.{kind}", "must be a non-empty string")

@@ -41,9 +41,11 @@ TEXT_COLUMNS = ("sweep", "key", "instance", "problem", "source", "instance_hash"
                 "numpy_version", "ortools_version", "torch_version", "python_version", "host", "timestamp")
 #: Status of a row whose solver rejected the instance (besides the solvers' own statuses and "error").
 UNSUPPORTED = "unsupported"
-#: Columns that change from one run of the same cell to the next (ignored when comparing tables).
-VOLATILE_COLUMNS = ("solve_time_s", "measured_time_ms", "time_ratio", "memory_ratio", "measured_peak", "host",
-                    "pid", "timestamp")
+#: Columns that change from one run of the same cell to the next (ignored when comparing tables): the solve time,
+#: an executed cell's measurements (time and its spread, both peaks and their ratios, the load), where and when.
+VOLATILE_COLUMNS = ("solve_time_s", "measured_time_ms", "time_ratio", "memory_ratio", "measured_peak",
+                    "independent_peak", "independent_ratio", "time_ms_min", "time_ms_q1", "time_ms_q3", "time_ms_max",
+                    "time_ratio_min", "time_ratio_max", "load_1min", "host", "pid", "timestamp")
 
 
 SWEEP_JOURNAL = "the sweep's journal"
