@@ -188,17 +188,20 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
     else:
+        # a broken rule other than the budget ends the replay at that op: its numbers are the prefix's
+        prefix = " (up to the violation)" if replay.violation is not None and (
+            budget is None or desc.replay(instance, schedule, None).violation is not None) else ""
         print(f"problem      {problem}  ({getattr(instance, 'name', '')})")
         print(f"{'stages' if desc.objective == 'period' else 'operations':<12} {len(schedule)}")
         if problem == "pipeline":
-            print(f"period       {pipeline_period_text(out['period'], replay.objective, problem, instance)}")
+            print(f"period       {pipeline_period_text(out['period'], replay.objective, problem, instance)}{prefix}")
         else:
-            print(f"{desc.objective:<12} {time_text(replay.objective, time_unit(problem, instance))}")
+            print(f"{desc.objective:<12} {time_text(replay.objective, time_unit(problem, instance))}{prefix}")
         if machine is not None:
             link = ("communication not charged" if machine["bandwidth"] is None
                     else f"bandwidth {machine['bandwidth']:.4g} bytes/s, latency {machine['latency']:g} s per tensor")
             print(f"machine      weights x {machine['weight_factor']:g}, {link}")
-        print(f"peak memory  {replay.peak_memory} ({format_size(replay.peak_memory, instance)})")
+        print(f"peak memory  {replay.peak_memory} ({format_size(replay.peak_memory, instance)}){prefix}")
         if budget is not None:
             print(f"budget       {budget} ({format_size(budget, instance)})")
     if replay.violation is not None:
