@@ -69,7 +69,10 @@ def offload_schedule(L: int, offloaded: set[int], lookahead: int = 1, input_too:
 
 
 def _answer(name: str, inst: OffloadInstance, schedule: OffloadSchedule, budget: int, t0: float,
-            scope: str, **details: Any) -> SolveResult:
+            scope: str, *, min_budget: int | None = None, **details: Any) -> SolveResult:
+    """The answer of a heuristic that chose `schedule`: ``feasible`` when its replay fits `budget`, else
+    ``infeasible``. `min_budget` (bytes): the smallest budget the solver can meet, when it tried several
+    schedules; None: `schedule`'s own peak (a solver with one schedule)."""
     sim = simulate(inst, schedule)
     if sim.violation is not None:
         raise RuntimeError(f"{name} built an invalid schedule: {sim.violation}")
@@ -77,7 +80,8 @@ def _answer(name: str, inst: OffloadInstance, schedule: OffloadSchedule, budget:
     return SolveResult(
         problem="offload", solver=name, status=FEASIBLE if fits else INFEASIBLE,
         objective=sim.makespan if fits else None, peak_memory=sim.peak_memory if fits else None,
-        schedule=schedule if fits else None, min_budget=sim.peak_memory, budget=budget,
+        schedule=schedule if fits else None, min_budget=sim.peak_memory if min_budget is None else min_budget,
+        budget=budget,
         solve_time_s=time.perf_counter() - t0, scope=scope,
         message="" if fits else f"{name} needs {sim.peak_memory} > budget {budget}",
         details={"host_peak": sim.host_peak, "transfers": len(schedule.transfers()), **details},
@@ -134,8 +138,8 @@ def solve_prefix(inst: OffloadInstance, budget: int, *, max_lookahead: int = 3, 
         return SolveResult(problem="offload", solver="offload-prefix", status=INFEASIBLE, budget=budget,
                            min_budget=smallest, solve_time_s=time.perf_counter() - t0, scope=scope,
                            message=f"no prefix fits; the smallest peak is {smallest}")
-    return _answer("offload-prefix", inst, best[3], budget, t0, scope, offloaded_stages=best[1], lookahead=best[2],
-                   input_offloaded=best[4])
+    return _answer("offload-prefix", inst, best[3], budget, t0, scope, min_budget=smallest, offloaded_stages=best[1],
+                   lookahead=best[2], input_offloaded=best[4])
 
 
 def solve_remat_only(inst: OffloadInstance, budget: int, *, slots: int = 500, **options: Any) -> SolveResult:
