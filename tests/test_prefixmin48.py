@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memsched.api import solve
 from memsched.solvers.offload import load
+
+from memsched.api import solve
 
 ROOT = Path(__file__).resolve().parents[1]
 
