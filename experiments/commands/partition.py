@@ -182,7 +182,7 @@ def to_json(result: SolveResult, inst: Any) -> dict[str, Any]:
 
 #: the solvers whose partitions split the layer DAG at antichains (a `Partition` with an ``order``
 #: unless the order they found is the layers' own)
-DAG_SOLVERS = ("dag", "dag-pipedream", "dag-cpsat")
+DAG_SOLVERS = ("dag", "dag-pipedream", "dag-cpsat", "dag-milp")
 
 
 def stage_span_keys(stage: Any, layers: list[int], *, dag: bool, ordered: bool) -> dict[str, int | None]:

@@ -128,6 +128,58 @@ def bound_value(values: list[float], bound: float | None) -> float:
     return values[min(len(values) - 1, max(0, int(math.ceil((bound or 0.0) - 1e-9))))]
 
 
+def contiguous_scope(P: int, schedule: str, m: int | None) -> str:
+    """The scope of the exact models of contiguous partitioning (`cpsat`, `milp`) on `P` devices."""
+    return f"contiguous stages on <= {P} devices, straight pipeline, " + (
+        f"GPipe m={m}" if schedule == "gpipe" else "1F1B")
+
+
+def contiguous_candidates(inst: Pipeline, budget: int | None, P: int, schedule: str, m: int | None,
+                          deadline: Deadline | None = None) -> list[Candidate]:
+    """The candidate stages of the contiguous path model, shared by `cpsat` and `milp`: (i, j, t,
+    value) for layers i..j at position t (1 = the last stage, t <= min(P, L)) whose memory (bytes,
+    t micro-batches in flight under 1F1B, m under GPipe) fits `budget` (None: no limit), where a
+    stage at t = 1 ends at L - 1 and one at t > 1 leaves at least t - 1 layers after it; value is
+    max(stage time, link time) in the instance's time unit. Checks `deadline` once per start layer."""
+    L = inst.length
+    T = min(P, L)
+    pre = _prefix(inst)
+    cand: list[Candidate] = []
+    for i in range(L):
+        if deadline is not None:
+            deadline.check()
+        arr = stage_arrays(inst, pre, i)
+        link = inst.comm_time(2.0 * inst.input_of(i), 2 * inst.messages_into(i)) if i > 0 else 0.0
+        value = np.maximum(arr["fb"], link)
+        for t in range(1, T + 1):
+            if i + t > L:  # t stages need at least t layers
+                break
+            n = t if schedule == "1f1b" else int(m or 0)  # gpipe: m micro-batches in flight
+            mem = arr["wmem"] + n * arr["stash"] + arr["buffers"]
+            for k in range(len(value)):
+                j = i + k
+                if (t == 1) != (j == L - 1):
+                    continue
+                if j + t - 1 > L - 1:  # the t - 1 later stages need layers
+                    break
+                if budget is not None and mem[k] > budget:
+                    continue
+                cand.append((i, j, t, float(value[k])))
+    return cand
+
+
+def seed_positions(seed: SolveResult | None) -> set[tuple[int, int, int]] | None:
+    """The seed's stages as (first, last, position from the end) of the contiguous path model, or None
+    when there is no seed partition or it replicates a stage (outside the model)."""
+    if seed is None or seed.schedule is None:
+        return None
+    stages = seed.schedule.stages
+    if any(st.replicas != 1 for st in stages):
+        return None
+    S = len(stages)
+    return {(st.first, st.last, S - k) for k, st in enumerate(stages)}
+
+
 #: the pipeline problem's fast solvers: they seed and referee the exact model
 FAST = ("madpipe", "pipedream", "balance-time")
 
@@ -146,41 +198,16 @@ def solve_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline:
     P, schedule, m = _defaults(devices, schedule, micro_batches)
     L = inst.length
     T = min(P, L)
-    pre = _prefix(inst)
-    scope = f"contiguous stages on <= {P} devices, straight pipeline, " + (
-        f"GPipe m={m}" if schedule == "gpipe" else "1F1B")
-    # candidate stages and their values
-    cand: list[tuple[int, int, int, float]] = []  # (i, j, t, value)
-    for i in range(L):
-        deadline.check()
-        arr = stage_arrays(inst, pre, i)
-        link = inst.comm_time(2.0 * inst.input_of(i), 2 * inst.messages_into(i)) if i > 0 else 0.0
-        value = np.maximum(arr["fb"], link)
-        for t in range(1, T + 1):
-            if i + t > L:  # t stages need at least t layers
-                break
-            n = t if schedule == "1f1b" else int(m or 0)  # gpipe: m micro-batches in flight
-            mem = arr["wmem"] + n * arr["stash"] + arr["buffers"]
-            for k in range(len(value)):
-                j = i + k
-                if (t == 1) != (j == L - 1):
-                    continue
-                if j + t - 1 > L - 1:  # the t - 1 later stages need layers
-                    break
-                if budget is not None and mem[k] > budget:
-                    continue
-                cand.append((i, j, t, float(value[k])))
+    scope = contiguous_scope(P, schedule, m)
+    cand = contiguous_candidates(inst, budget, P, schedule, m, deadline)
     if not any(c[0] == 0 for c in cand) or not any(c[2] == 1 for c in cand):
         return _infeasible(inst, budget, P, schedule, m, start, scope)
     model, v, obj, values, rank, _starts = stage_flow_model(cand, T, 0, L - 1, [(l - 1, l) for l in range(1, L)],
                                                             deadline)
     model.minimize(obj)
     if hint and options.warm_start and seed is not None:
-        # the seed's stages (a partition without replicas), at positions counted from the end
-        bounds = [(st.first, st.last) for st in seed.schedule.stages if st.replicas == 1]
-        if len(bounds) == len(seed.schedule.stages):
-            S = len(bounds)
-            dp_chosen = {(a, b, S - k) for k, (a, b) in enumerate(bounds)}
+        dp_chosen = seed_positions(seed)
+        if dp_chosen is not None:
             for n, (var, (i, j, t, _period)) in enumerate(zip(v, cand)):
                 tick(deadline, n)
                 model.add_hint(var, (i, j, t) in dp_chosen)
@@ -206,8 +233,10 @@ def solve_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline:
 
 
 def _infeasible(inst: Pipeline, budget: int | None, P: int, schedule: str, m: int | None, start: float,
-                scope: str) -> SolveResult:
+                scope: str, solver: str = "cpsat") -> SolveResult:
+    """``infeasible`` for the contiguous model of `solver` (proven by the caller), with the smallest
+    memory of a contiguous straight partition (`dp.min_budget`); `start` is the `time.perf_counter` start."""
     need = min_budget(inst, P, schedule=schedule, micro_batches=m)
-    return SolveResult(problem="pipeline", solver="cpsat", status=INFEASIBLE, budget=budget, min_budget=need,
+    return SolveResult(problem="pipeline", solver=solver, status=INFEASIBLE, budget=budget, min_budget=need,
                        solve_time_s=time.perf_counter() - start, scope=scope,
                        message=f"no contiguous partition fits {budget} bytes per device")

@@ -31,7 +31,7 @@ from ..exact.cpsat_runner import run_cpsat
 from ..exact.layer import exact_solver
 from ..exact.options import CPSAT_MEMORY, Deadline, ExactOptions, refuses
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
-from .cpsat import bound_value, stage_flow_model, straight_only, tick
+from .cpsat import Candidate, bound_value, stage_flow_model, straight_only, tick
 from .dag_dp import _scope, infeasible_on_lattice, lattice_for, stage_tables, to_partition
 from .dp import _defaults
 from .instance import Pipeline
@@ -58,28 +58,9 @@ def solve_dag_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadl
     lat = lattice_for(inst, max_states, deadline)
     scope = _scope(lat, P, schedule, m, False)
     V = inst.length
-    empty = int(np.flatnonzero(lat.size == 0)[0])
-    full = int(np.flatnonzero(lat.size == V)[0])
+    empty, full = lattice_ends(lat, V)
     T = min(P, V)
-    cand: list[tuple[int, int, int, float]] = []
-    steps = 0  # candidate stages looked at: the deadline is checked every `cpsat.CHECK_EVERY` of them
-    for i in range(lat.n):
-        if i == full:
-            continue
-        deadline.check()
-        tab = stage_tables(inst, lat, i)
-        value = np.maximum(tab["fb"], tab["link"])
-        for t in range(1, T + 1):
-            n = t if schedule == "1f1b" else int(m or 0)
-            mem = tab["wmem"] + n * tab["stash"] + tab["buffers"]
-            for k, j in enumerate(tab["J"]):
-                steps += 1
-                tick(deadline, steps)
-                if bool(tab["full"][k]) != (t == 1):
-                    continue
-                if budget is not None and mem[k] > budget:
-                    continue
-                cand.append((i, int(j), t, float(value[k])))
+    cand = dag_candidates(inst, lat, budget, T, schedule, m, deadline)
     if not any(c[0] == empty for c in cand) or not any(c[2] == 1 for c in cand):
         return _infeasible(inst, lat, budget, P, schedule, m, start, scope, deadline, max_states=max_states)
     inner = [K for K in range(lat.n) if K not in (empty, full)]
@@ -109,21 +90,66 @@ def solve_dag_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadl
                        details={"variables": len(cand), "ideals": lat.n, "distinct_values": len(values)})
 
 
-def _hint(model: Any, x: list[Any], obj: Any, cand: list[tuple[int, int, int, float]], rank: dict[float, int],
-          lat: Any, seed: SolveResult, deadline: Deadline | None = None) -> bool:
-    """Hint the seed's DAG partition when its stages are ideals of `lat`; True when hinted (checks
-    `deadline` as it goes)."""
+def lattice_ends(lat: Any, V: int) -> tuple[int, int]:
+    """The indices in `lat` of the empty ideal and of the whole DAG (`V` layers)."""
+    return int(np.flatnonzero(lat.size == 0)[0]), int(np.flatnonzero(lat.size == V)[0])
+
+
+def dag_candidates(inst: Pipeline, lat: Any, budget: int | None, T: int, schedule: str, m: int | None,
+                   deadline: Deadline | None = None) -> list[Candidate]:
+    """The candidate stages of the DAG path model, shared by `dag-cpsat` and `dag-milp`: (I, J, t,
+    value) for the stage J minus I (ideals of `lat`, by index) at position t <= `T` from the end,
+    the last stage (t = 1) ending at the whole DAG and no other, whose memory (bytes, t micro-batches
+    in flight under 1F1B, m under GPipe) fits `budget` (None: no limit); value = max(tau, c) in the
+    instance's time unit. Checks `deadline` as it goes (every `cpsat.CHECK_EVERY` candidates looked at)."""
+    _, full = lattice_ends(lat, inst.length)
+    cand: list[Candidate] = []
+    steps = 0  # candidate stages looked at: the deadline is checked every `cpsat.CHECK_EVERY` of them
+    for i in range(lat.n):
+        if i == full:
+            continue
+        if deadline is not None:
+            deadline.check()
+        tab = stage_tables(inst, lat, i)
+        value = np.maximum(tab["fb"], tab["link"])
+        for t in range(1, T + 1):
+            n = t if schedule == "1f1b" else int(m or 0)
+            mem = tab["wmem"] + n * tab["stash"] + tab["buffers"]
+            for k, j in enumerate(tab["J"]):
+                steps += 1
+                tick(deadline, steps)
+                if bool(tab["full"][k]) != (t == 1):
+                    continue
+                if budget is not None and mem[k] > budget:
+                    continue
+                cand.append((i, int(j), t, float(value[k])))
+    return cand
+
+
+def seed_ideals(lat: Any, seed: SolveResult | None) -> set[tuple[int, int, int]] | None:
+    """The seed's DAG partition as (I, J, position from the end) over `lat`'s ideal indices, or None
+    when there is none, it replicates a stage, or one of its boundaries is not an ideal of `lat`."""
+    if seed is None or seed.schedule is None or any(s.replicas != 1 for s in seed.schedule.stages):
+        return None
     index = {mask: k for k, mask in enumerate(lat.masks)}
     layers = seed.schedule.stage_layers()
-    if any(s.replicas != 1 for s in seed.schedule.stages):
-        return False
     S, mask, chosen = len(layers), 0, set()
     for k, ls in enumerate(layers):
         new = mask | sum(1 << v for v in ls)
         if mask not in index or new not in index:
-            return False
+            return None
         chosen.add((index[mask], index[new], S - k))
         mask = new
+    return chosen
+
+
+def _hint(model: Any, x: list[Any], obj: Any, cand: list[tuple[int, int, int, float]], rank: dict[float, int],
+          lat: Any, seed: SolveResult, deadline: Deadline | None = None) -> bool:
+    """Hint the seed's DAG partition when its stages are ideals of `lat`; True when hinted (checks
+    `deadline` as it goes)."""
+    chosen = seed_ideals(lat, seed)
+    if chosen is None:
+        return False
     keys = {(c[0], c[1], c[2]) for c in cand}
     if not chosen <= keys:
         return False
@@ -136,11 +162,11 @@ def _hint(model: Any, x: list[Any], obj: Any, cand: list[tuple[int, int, int, fl
 
 def _infeasible(inst: Pipeline, lat: Any, budget: int | None, P: int, schedule: str, m: int | None,
                 start: float, scope: str, deadline: Deadline | None = None, *,
-                max_states: int | None = None) -> SolveResult:
+                max_states: int | None = None, solver: str = "dag-cpsat") -> SolveResult:
     """``infeasible`` (proven by the caller on `lat`), worded and completed as `dag`'s
     (`dag_dp.infeasible_on_lattice`); `start` is the solve's `time.perf_counter` start."""
-    return infeasible_on_lattice("dag-cpsat", inst, lat, budget, P, schedule, m, False, max_states, deadline,
+    return infeasible_on_lattice(solver, inst, lat, budget, P, schedule, m, False, max_states, deadline,
                                  scope=scope, elapsed=lambda: time.perf_counter() - start)
 
 
-__all__ = ["FAST", "solve_dag_cpsat"]
+__all__ = ["FAST", "dag_candidates", "lattice_ends", "seed_ideals", "solve_dag_cpsat"]
