@@ -19,7 +19,10 @@ solver drawn here is marked over its bar (a solid black tick; a dashed one for a
 relation ``>=``) and given in the table: the paper's numbers beside ours. A bar's label sits above
 its bar and above the tick over it, so that no tick strikes it through. A solver whose every answer
 drawn is ``optimal`` is named in the legend with the model it is optimal in (``rotor (persistent)``,
-`legend_text`).
+``checkmate (file's order)``, chain ``cpsat (phase model)``: `legend_text`, by problem and solver). Each
+solver's bars have a colour and a hatch of their own (`HATCHES`: one solver, one hatch in every figure).
+A size that is a lower bound (the search was interrupted, stopped by bad input, timed out above it or left
+sizes untried: `lower_bound`) is written ">= N" in the table and over its bar, and the title says so.
 
 The answers drawn in one figure share one protocol (`PROTOCOL`: memory, cost, max_overhead,
 state_factor, problem, vary, tolerance; an answer without ``problem`` is a chain's, without ``vary``
@@ -29,12 +32,14 @@ answers of each protocol in a folder of their own. Answers of ``--vary image-siz
 the largest image side (px); --published (batches) is refused with them.
 
 A JSON object with both ``largest`` and ``solver`` is an answer: one without ``model``, or whose
-``model``, ``solver``, ``largest`` (a batch or side >= 1, or null), ``result`` (an object or
-null) or ``memory`` (bytes) is of the wrong type, is bad input naming the file and the field. Other
+``model``, ``solver``, ``largest`` (a batch or side in 1..`MAX_BATCH`, or null), ``result`` (an object or
+null) or ``memory`` (bytes, at most `MAX_BYTES`) is of the wrong type, is bad input naming the file and the
+field. Other
 files (not JSON, not an object, without ``largest`` or ``solver``: notes, say) are skipped.
 
 Exit 0; 2, one line on stderr before the table is printed, when --results holds no answer or a
-bad one (above), --published cannot be read or --out is no folder that can be made (a file, say);
+bad one (above), --published cannot be read or lacks a column it needs (`PUBLISHED_COLUMNS`: a JSON file,
+say) or --out is no folder that can be made (a file, say);
 130, one line, on Ctrl-C.
 """
 
@@ -51,9 +56,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from memsched.experiments.commands._checks import MAX_BATCH  # noqa: E402
 from memsched.experiments.paper_figures import save_figure  # noqa: E402
 from memsched.experiments.script_args import ScriptParser  # noqa: E402
 from memsched.solvers.errors import InputError  # noqa: E402
+from memsched.solvers.units import MAX_BYTES, format_bytes  # noqa: E402
 
 #: solvers in the order of their bars (chain answers first, then graph answers); others follow, sorted
 SOLVERS = ("store-all", "rotor", "checkpoint-all", "sqrt", "greedy", "dtr", "checkmate", "cpsat")
@@ -68,6 +75,15 @@ PUBLISHED_STRATEGIES = {
 }
 #: rows of the published table that are drawn (the superseded draft rows are not)
 PUBLISHED_FIGURE = "Fig. 6 (artifact)"
+#: the columns a --published CSV must have (``relation`` may be left out: "=")
+PUBLISHED_COLUMNS = ("network", "figure", "quantity", "strategy", "value")
+#: solver -> the hatch of its bars, the same in every figure (the chain and the graph one) and distinct
+#: for every solver of ``memsched solvers`` (chain and graph); another solver takes the first of
+#: `SPARE_HATCHES` that no solver of its figure has (`hatches`)
+HATCHES = {"store-all": "..", "rotor": "//", "checkpoint-all": "xx", "sqrt": "\\\\", "greedy": "++",
+           "dtr": "--", "checkmate": "oo", "cpsat": "||", "milp": "**", "revolve": "OO", "periodic": "/.",
+           "recompute-all": "\\.", "checkmate-approx": "o-", "griewank": "x.", "dtr-orders": "|-"}
+SPARE_HATCHES = ("/o", "\\o", "+.", "-.", "|o", "*-", "O.", "x-", "+o", "/-", "\\|", "/|")
 
 #: the fields every answer drawn in one figure shares, with the value an answer without the field has
 PROTOCOL: dict[str, Any] = {"memory": None, "cost": None, "max_overhead": None, "state_factor": None,
@@ -113,17 +129,19 @@ def load_answers(folder: Path) -> Answers:
 
 def check_answer(path: Path, data: dict[str, Any]) -> None:
     """`InputError` naming `path` and the field unless the answer `data` has a ``model`` and a ``solver``
-    (non-empty strings), a ``largest`` that is a size >= 1 (a batch, or an image side in px) or null, a
-    ``result`` that is an object or null (its ``overhead`` a number or null) and a ``memory`` (bytes) that
-    is a positive number when given."""
+    (non-empty strings), a ``largest`` that is a size in 1..`MAX_BATCH` (a batch, or an image side in px:
+    what ``memsched max-batch`` answers at most) or null, a ``result`` that is an object or null (its
+    ``overhead`` a finite number or null) and a ``memory`` (bytes) that is a positive number of at most
+    `MAX_BYTES` when given."""
     for field in ("model", "solver"):
         if field not in data:
             raise InputError("missing: a max-batch answer names its network and solver", path=str(path), field=field)
         if not isinstance(data[field], str) or not data[field]:
             raise InputError(f"expected a name, got {data[field]!r}", path=str(path), field=field)
     big = data["largest"]
-    if big is not None and (not isinstance(big, int) or isinstance(big, bool) or big < 1):
-        raise InputError(f"expected a size >= 1 or null, got {big!r}", path=str(path), field="largest")
+    if big is not None and (not isinstance(big, int) or isinstance(big, bool) or not 1 <= big <= MAX_BATCH):
+        raise InputError(f"expected a size in 1..{MAX_BATCH} or null, got {_short(big)}", path=str(path),
+                         field="largest")
     result = data.get("result")
     if result is not None and not isinstance(result, dict):
         raise InputError(f"expected an object or null, got {result!r}", path=str(path), field="result")
@@ -131,8 +149,9 @@ def check_answer(path: Path, data: dict[str, Any]) -> None:
     if over is not None and not _number(over):
         raise InputError(f"expected a number or null, got {over!r}", path=str(path), field="result.overhead")
     memory = data.get("memory")
-    if memory is not None and not (_number(memory) and memory > 0):
-        raise InputError(f"expected a positive number of bytes, got {memory!r}", path=str(path), field="memory")
+    if memory is not None and not (_number(memory) and 0 < memory <= MAX_BYTES):
+        raise InputError(f"expected a positive number of bytes (at most {MAX_BYTES}), got {_short(memory)}",
+                         path=str(path), field="memory")
 
 
 def check_same_protocol(first: tuple[Path, dict[str, Any]], other: tuple[Path, dict[str, Any]]) -> None:
@@ -147,24 +166,51 @@ def check_same_protocol(first: tuple[Path, dict[str, Any]], other: tuple[Path, d
 
 
 def _number(value: Any) -> bool:
-    """True for an int or float that is no bool and finite."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """True for an int or float that is no bool and finite as a float (an int beyond the floats, 10**400,
+    is not: it cannot be drawn)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def _short(value: Any) -> str:
+    """`value` for a one-line message: its repr, cut to 40 characters (10**400 has 401 digits)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
 
 
 def load_published(path: Path) -> Published:
     """{(our model, our solver): (relation, batch)} of the maximum batches in a published CSV
     (``results/published_checkmate.csv``: columns network, figure, quantity, strategy, relation,
-    value); rows of other figures, quantities, networks or strategies are skipped."""
+    value); rows of other figures, quantities, networks or strategies are skipped. A file without a
+    column of `PUBLISHED_COLUMNS` in its header row (a JSON file, an empty one) is an `InputError` naming
+    the column: none of its rows would be drawn."""
     nets = {v: k for k, v in PUBLISHED_NETWORKS.items()}
     strategies = {v: k for k, v in PUBLISHED_STRATEGIES.items()}
     out: Published = {}
     with open(path, newline="") as fh:
-        for row in csv.DictReader(fh):
+        reader = csv.DictReader(fh)
+        check_published_columns(reader.fieldnames, path)
+        for row in reader:
             model, solver = nets.get(row.get("network", "")), strategies.get(row.get("strategy", ""))
             if row.get("figure") != PUBLISHED_FIGURE or row.get("quantity") != "max_batch" or not model or not solver:
                 continue
             out[(model, solver)] = (row.get("relation", "="), int(row["value"]))
     return out
+
+
+def check_published_columns(columns: Any, path: Path) -> None:
+    """`InputError` naming `path`, ``--published`` and the first column of `PUBLISHED_COLUMNS` that the
+    header row `columns` (`csv.DictReader.fieldnames`: None for an empty file) lacks."""
+    have = {str(c).strip() for c in columns or ()}
+    missing = [c for c in PUBLISHED_COLUMNS if c not in have]
+    if missing:
+        raise InputError(f"cannot read the published numbers (no column {missing[0]!r}: a CSV with the columns "
+                         f"{', '.join(PUBLISHED_COLUMNS)}, relation, as results/published_checkmate.csv)",
+                         path=str(path), field="--published")
 
 
 def solvers_of(answers: Answers) -> list[str]:
@@ -177,10 +223,12 @@ def table(answers: Answers, published: Published | None = None) -> str:
     """Markdown table of the answers. Chain answers (store-all and rotor only): per network the
     largest batch of each solver, rotor's gain over store-all and rotor's overhead at its largest
     batch. Otherwise one column per solver ("batch (xoverhead)"), the gain of the last solver over
-    the first, and the published numbers (``>=`` a lower bound) where `published` has them."""
+    the first, and the published numbers (``>=`` a lower bound) where `published` has them. A size that is a
+    lower bound is ">= N" (`size_text`), and `LOWER_BOUND_NOTE` follows the table then."""
     solvers = solvers_of(answers)
+    note = f"\n\n{LOWER_BOUND_NOTE}" if any_lower_bound(answers) else ""
     if set(solvers) <= {"store-all", "rotor"}:
-        return _chain_table(answers)
+        return _chain_table(answers) + note
     published = published or {}
     first, last = solvers[0], solvers[-1]
     head = ["network", *solvers, f"{last} / {first}"] + (["published (same solvers)"] if published else [])
@@ -198,13 +246,31 @@ def table(answers: Answers, published: Published | None = None) -> str:
             pub = [(s, *published[(model, s)]) for s in solvers if (model, s) in published]
             cells.append(", ".join(f"{s} {'' if rel == '=' else rel}{v}" for s, rel, v in pub) or "-")
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines) + note
 
 
 def size_text(answer: dict[str, Any]) -> str:
-    """An answer's largest size as text, ">= N" when it is a lower bound: a larger size timed out
-    (``timed_out``) or the search stopped early (``stopped``), as ``memsched max-batch`` says "at least"."""
-    return (">=" if answer.get("timed_out") or answer.get("stopped") else "") + str(answer["largest"])
+    """An answer's largest size as text, ">= N" when it is a lower bound (`lower_bound`), as
+    ``memsched max-batch`` says "at least"."""
+    return (">=" if lower_bound(answer) else "") + str(answer["largest"])
+
+
+def lower_bound(answer: dict[str, Any]) -> bool:
+    """Whether an answer's ``largest`` is only a lower bound (docs/cli.md, max-batch's JSON): its ``status``
+    is given and not ``"complete"`` (``"interrupted"``, ``"stopped"``), sizes were left ``untried``, a larger
+    size timed out (``timed_out``) or bad input stopped the search (``stopped``; files without ``status``)."""
+    status = answer.get("status")
+    return bool((status is not None and status != "complete") or answer.get("untried")
+                or answer.get("timed_out") or answer.get("stopped"))
+
+
+#: the line a table and a figure add when a size drawn is a lower bound
+LOWER_BOUND_NOTE = ">= N: a lower bound (the search was interrupted, stopped, timed out above N or left sizes untried)"
+
+
+def any_lower_bound(answers: Answers) -> bool:
+    """Whether a size drawn (``largest`` not null) of `answers` is a lower bound (`lower_bound`)."""
+    return any(a.get("largest") is not None and lower_bound(a) for by in answers.values() for a in by.values())
 
 
 def _chain_table(answers: Answers) -> str:
@@ -234,6 +300,7 @@ def draw(
     width = 0.8 / len(solvers)
     first: dict[str, Any] = next((a for by in answers.values() for a in by.values()), {})
     marked = {"=": False, ">=": False}
+    hatch = hatches(solvers)
     for k, solver in enumerate(solvers):
         xs, ys, notes, ticks = [], [], [], []
         for i, model in enumerate(models):
@@ -263,7 +330,8 @@ def draw(
             over = (ans.get("result") or {}).get("overhead")
             show = over is not None and solver not in ("store-all", "checkpoint-all")
             notes.append(size_text(ans) + (f"\nx{over:.2f}" if show else ""))
-        bars = ax.bar(xs, ys, width=width, label=legend_text(solver, answers), color=f"C{k}")
+        bars = ax.bar(xs, ys, width=width, label=legend_text(solver, answers), color=f"C{k}", hatch=hatch[solver],
+                      edgecolor="0.2", linewidth=0.4, hatch_linewidth=0.4)
         for bar, note, tick in zip(bars, notes, ticks):
             # above the published tick when that is higher: the tick (zorder 3) would strike the label through
             top, lift = (bar.get_height(), 0.0) if tick is None else (max(bar.get_height(), tick), 2.0)
@@ -275,13 +343,14 @@ def draw(
     ax.tick_params(labelsize=7)
     ax.set_yscale("log")
     memory = first.get("memory")
-    head = f"{what} within {memory / 1e9:.0f} GB" if memory else what
+    head = f"{what} within {memory_text(memory)}" if memory else what
     bound = first.get("max_overhead", "?")
     bound_text = "store-all + one forward pass" if bound == "forward" else f"x{bound} store-all"
     problem = first.get("problem", "chain")
+    bounds = f"\n{LOWER_BOUND_NOTE}" if any_lower_bound(answers) else ""
     ax.set_title(
         f"{head}, {problem} solvers (bars: batch, overhead)\ntimes: {first.get('cost', 'unknown')}; "
-        f"resident {first.get('state_factor', '?')} x parameter bytes\nmakespan <= {bound_text}",
+        f"resident {first.get('state_factor', '?')} x parameter bytes\nmakespan <= {bound_text}{bounds}",
         fontsize=7,
     )
     tops = [a["largest"] for by in answers.values() for a in by.values() if a.get("largest")]
@@ -293,23 +362,75 @@ def draw(
     return save_figure(fig, out_dir, stem)
 
 
-#: solver -> the start of the scope its ``optimal`` answers are optimal in (a max-batch answer's result
-#: carries its status, not always its scope): the model is `plotting.labels.scope_model`'s
-OPTIMAL_SCOPES = {"rotor": "persistent schedules", "cpsat": "at most 2 computations per node"}
+def hatches(solvers: list[str]) -> dict[str, str]:
+    """Solver -> the hatch of its bars in one figure: `HATCHES`' (the same in every figure), else the first
+    of `SPARE_HATCHES` that no solver of `solvers` has (then cycled: past them, solvers may share one)."""
+    out = {s: HATCHES[s] for s in solvers if s in HATCHES}
+    spare = [h for h in SPARE_HATCHES if h not in out.values()]
+    for k, solver in enumerate(s for s in solvers if s not in HATCHES):
+        out[solver] = spare[k % len(spare)]
+    return out
+
+
+#: (bytes per unit, name), largest first, of the units a memory is written in (`memory_text`)
+_DECIMAL_UNITS = ((10**12, "TB"), (10**9, "GB"), (10**6, "MB"), (10**3, "kB"))
+_BINARY_UNITS = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+
+
+def memory_text(memory: float) -> str:
+    """A memory in bytes as the title writes it, exactly: a whole number of the largest decimal unit it fills
+    ("16 GB" for 16e9, "2 MB"), else of the largest binary one ("16 GiB" for 2**34, "1 KiB"), else either with
+    at most 3 decimals ("1.5 GB", "1.5 GiB"), else `format_bytes` (rounded: "1.91 MiB" for 2000123). A
+    --memory given as "16GB" or "16GiB" is written as given."""
+    if float(memory) != math.floor(memory):
+        return format_bytes(memory)
+    n = int(memory)
+    for per in (1, 1000):  # whole units first, then thousandths
+        for units in (_DECIMAL_UNITS, _BINARY_UNITS):
+            scale, name = next(((u, nm) for u, nm in units if n >= u), (1, "B"))
+            if scale > 1 and (n * per) % scale == 0:
+                return f"{n * per // scale / per:g} {name}"
+    return format_bytes(n)
+
+
+#: (problem, solver) -> the start of the scope its ``optimal`` answers are optimal in (a max-batch answer's
+#: result carries its status, not always its scope; the solvers' own scopes begin so): the model, in the
+#: words of the other figures, is `plotting.labels.scope_model`'s (`SCOPE_MODELS`). cpsat's model depends
+#: on the problem: the chain's phase model, at most 2 computations per node on a graph.
+OPTIMAL_SCOPES = {
+    ("chain", "rotor"): "persistent schedules",
+    ("chain", "milp"): "phase model",
+    ("chain", "cpsat"): "phase model",
+    ("graph", "checkmate"): "frontier-advancing schedules in the file's order",
+    ("graph", "cpsat"): "at most 2 computations per node",
+}
 
 
 def legend_text(solver: str, answers: Answers) -> str:
     """The legend text of `solver`'s bars: the solver with the model it is optimal in ("rotor
     (persistent)", `plotting.labels.with_model`) when every answer of it drawn (``largest`` not null) has
-    an ``optimal`` result, whose ``scope`` (else `OPTIMAL_SCOPES`) names the model; else the solver."""
+    an ``optimal`` result, whose ``scope`` (else `OPTIMAL_SCOPES` of the answer's ``problem``, a chain's
+    when it has none) names one model; else the solver."""
     from memsched.experiments.plotting.labels import scope_model, with_model
 
     drawn = [a for by in answers.values() for s, a in by.items() if s == solver and a.get("largest") is not None]
     results = [a.get("result") or {} for a in drawn]
     if not results or any(r.get("status") != "optimal" for r in results):
         return solver
-    models = {scope_model(str(r.get("scope") or OPTIMAL_SCOPES.get(solver, ""))) for r in results}
+    models = {scope_model(str((a.get("result") or {}).get("scope")
+                              or optimal_scope(str(a.get("problem", PROTOCOL["problem"])), solver)))
+              for a in drawn}
     return with_model(solver, str(models.pop())) if len(models) == 1 and None not in models else solver
+
+
+def optimal_scope(problem: str, solver: str) -> str:
+    """The start of the scope that `solver`'s ``optimal`` answers of `problem` are optimal in: that of
+    `OPTIMAL_SCOPES`; for a (problem, solver) not listed, the solver's one scope there when all its problems
+    agree (rotor's, of an answer whose ``problem`` names another problem); else "" (no model)."""
+    if (problem, solver) in OPTIMAL_SCOPES:
+        return OPTIMAL_SCOPES[(problem, solver)]
+    scopes = {scope for (_, name), scope in OPTIMAL_SCOPES.items() if name == solver}
+    return scopes.pop() if len(scopes) == 1 else ""
 
 
 def quantity(answer: dict[str, Any]) -> str:
@@ -346,6 +467,8 @@ def run(args: argparse.Namespace) -> int:
     if args.published:
         try:
             published = load_published(Path(args.published))
+        except InputError:  # a column missing: its own message (an InputError is a ValueError)
+            raise
         except (OSError, KeyError, ValueError) as err:
             raise InputError(f"cannot read the published numbers ({_reason(err)})", path=args.published,
                              field="--published") from None
