@@ -3,7 +3,7 @@
     python -m memsched.experiments.bench_executor [--size small|tiny] [--problems chain,join,offload,graph]
                                                   [--threads 1] [--out results/executor_accuracy.csv]
 
-Networks (`models.gpu_check.MODEL_SIZES`, `CHECKS`): a small ResNet-18 and a small GPT-2 for
+Networks (`gpu_check.MODEL_SIZES`, `CHECKS`): a small ResNet-18 and a small GPT-2 for
 chain, offload and graph; for join a Siamese network with the same ResNet encoder and a CLIP-like
 network (ResNet image branch, GPT-2 text branch). Each goes through the one end-to-end run of
 `models.run` (`prepare`: profile -> chain / join, or torch.fx export -> graph with measured costs;
@@ -193,7 +193,7 @@ def _main(args: argparse.Namespace, problems: list[str]) -> int:
     printed and the CSV written; on Ctrl-C the finished (network, problem) cells are kept beside --out and a
     rerun of the same command resumes from them (`benchtable.resumable`, which prints their lines too)."""
     import torch  # once the arguments are checked: a usage error needs no torch (a second or so)
-    from memsched.models.gpu_check import CHECKS, MODEL_SIZES
+    from memsched.experiments.gpu_check import CHECKS, MODEL_SIZES
 
     out = Path(args.out)
     check_out(out)

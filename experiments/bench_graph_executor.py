@@ -4,7 +4,7 @@
         [--solvers checkpoint-all,dtr,checkmate] [--fractions 0.9,0.7,0.5] [--repeats 11]
         [--time-repeats 11] [--out results/graph_executor_accuracy.csv]
 
-A small ResNet-18 and a small GPT-2 (`models.gpu_check.MODEL_SIZES`) are exported once each to
+A small ResNet-18 and a small GPT-2 (`gpu_check.MODEL_SIZES`) are exported once each to
 a training graph with measured costs (`models.graph.export`, ``timing="in_step"``: every node
 timed and sized inside the graph executor's own store-all step, `models.graph.profile`; one
 torch thread, the thread's CPU clock), stored beside the CSV (``<out>.<model>.json``). Each
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="results/graph_executor_accuracy.csv",
                         help="the CSV; each network's graph is written beside it (<out without .csv>.<model>.json)")
     args = parser.parse_args(argv)
-    from memsched.models.gpu_check import MODEL_SIZES
+    from memsched.experiments.gpu_check import MODEL_SIZES
     from memsched.solvers import registry
 
     labels = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -181,7 +181,7 @@ def _main(args: argparse.Namespace, labels: list[str], solvers: tuple[str, ...],
     with them), then the graphs moved into place, the summary printed and the CSV written."""
     import torch
     from memsched.experiments.cli import interrupts_deferred
-    from memsched.models.gpu_check import MODEL_SIZES
+    from memsched.experiments.gpu_check import MODEL_SIZES
 
     out = Path(args.out)
     check_out(out)

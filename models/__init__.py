@@ -26,10 +26,8 @@ Public API:
   `models.alloc_probe`: ``AllocatorProbe``, an independent one (torch.profiler allocator events).
 - `models.run`: ``run(model, budget, problem=, solver=)``, the end-to-end run behind
   ``memsched run`` (``prepare`` + ``execute_schedule`` for sweeps and benchmarks).
-- `models.gpu_check`: ``python -m memsched.models.gpu_check`` accuracy check (GPU, or CPU with --tiny).
 """
 
 from __future__ import annotations
 
-__all__ = ["zoo", "network", "chain", "join", "offload", "graph", "pipeline", "measure", "memory", "alloc_probe", "run",
-           "gpu_check"]
+__all__ = ["zoo", "network", "chain", "join", "offload", "graph", "pipeline", "measure", "memory", "alloc_probe", "run"]

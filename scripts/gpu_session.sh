@@ -2,7 +2,7 @@
 # The checks to run on a CUDA machine, in one go, from the repository root:
 #     bash scripts/gpu_session.sh OUTDIR
 # 1. the tests that take CUDA when it is there (trainers, offloading's side stream, the small check);
-# 2. the full accuracy check, python -m memsched.models.gpu_check (ResNet-50, GPT-2, Siamese, CLIP at
+# 2. the full accuracy check, python -m memsched.experiments.gpu_check (ResNet-50, GPT-2, Siamese, CLIP at
 #    paper sizes), written to OUTDIR/gpu_check.json after each (model, problem), so a run cut short
 #    keeps what it finished; copy it to results/gpu_check.json;
 # 3. the other executor tests (tests/test_models_*.py), spread over the cores (pytest-xdist);
@@ -47,7 +47,7 @@ step() {  # step NAME LIMIT COMMAND...: run with a time limit, log to OUTDIR/NAM
 CUDA_TESTS=(tests/test_models_devices.py tests/test_models_offload.py::test_cuda_side_stream_offloading
             tests/test_models_gpu_check.py::test_gpu_check_on_cuda_small tests/test_models_bad_input.py)
 step tests "$LIMIT_TESTS" "$PY" -P -m pytest -q -p no:cacheprovider "${CUDA_TESTS[@]}"
-step check "$LIMIT_CHECK" "$PY" -P -m memsched.models.gpu_check --out "$OUT/gpu_check.json"
+step check "$LIMIT_CHECK" "$PY" -P -m memsched.experiments.gpu_check --out "$OUT/gpu_check.json"
 deselect=()
 for t in "${CUDA_TESTS[@]}"; do deselect+=(--deselect "$t"); done
 step models "$LIMIT_MODELS" "$PY" -P -m pytest -q -p no:cacheprovider -n 12 "${deselect[@]}" tests/test_models_*.py

@@ -6,7 +6,7 @@
 2. README's "What is inside" table names every solver that ``memsched solvers`` lists (join ``store-all``);
 3. ``memsched run --model ""`` and ``--solver ""`` are refused naming the flag, as ``solve`` refuses
    ``--solver ""``: never "unknown model None", nor the file's ``meta.model`` in its place;
-4. ``python -m memsched.models.gpu_check`` answers a usage error with one line, as every script does;
+4. ``python -m memsched.experiments.gpu_check`` answers a usage error with one line, as every script does;
 5. an empty input path (``solve ""``, ``run ""``, ``run --chain ""``, ``max-batch --journal ""``, ``plot``'s
    files) is "ARGUMENT: is empty", never ".: is a directory" (the current folder).
 """
@@ -195,9 +195,10 @@ def test_an_empty_path_names_its_argument(argv: list[str], field: str, tmp_path:
 
 
 def test_gpu_check_usage_error_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from memsched.models import gpu_check
+    from memsched.experiments import gpu_check
 
     code, out, err = call_main(gpu_check.main, ["--bogus"], capsys)
     assert code == 2
-    assert err.strip().splitlines() == ["python -m memsched.models.gpu_check: error: unrecognized arguments: --bogus"]
+    assert err.strip().splitlines() == [
+        "python -m memsched.experiments.gpu_check: error: unrecognized arguments: --bogus"]
     assert out == ""

@@ -31,7 +31,7 @@ def _check_doc() -> dict:
 @pytest.fixture
 def gpu_check(monkeypatch):
     pytest.importorskip("torch")
-    from memsched.models import gpu_check
+    from memsched.experiments import gpu_check
 
     monkeypatch.setattr(gpu_check, "run_check", _no_work)
     monkeypatch.setattr(gpu_check, "evaluate_model", _no_work)

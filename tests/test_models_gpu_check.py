@@ -1,4 +1,4 @@
-"""The accuracy check of every executor (models.gpu_check): its CPU path with tiny models, and
+"""The accuracy check of every executor (experiments.gpu_check): its CPU path with tiny models, and
 the CUDA run when a GPU is present."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from memsched.models import gpu_check  # noqa: E402
+from memsched.experiments import gpu_check  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -51,7 +51,7 @@ def test_gpu_check_covers_every_problem_at_full_size():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the check's full run is "
-                    "`python -m memsched.models.gpu_check` on a GPU machine)")
+                    "`python -m memsched.experiments.gpu_check` on a GPU machine)")
 def test_gpu_check_on_cuda_small(tmp_path):
     out = tmp_path / "check.json"
     code = gpu_check.main(["--device", "cuda", "--size", "small", "--out", str(out), "--time-repeats", "3"])

@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 from memsched.models.chain.executor import compare_gradients, reference_step  # noqa: E402
 from memsched.models.chain.overheads import tracker_chain  # noqa: E402
 from memsched.models.chain.profiler import profile_chain  # noqa: E402
-from memsched.models.gpu_check import tolerances  # noqa: E402
+from memsched.models.measure import tolerances  # noqa: E402
 from memsched.models.offload.executor import OffloadExecutor, execute_offload, sequential_replay  # noqa: E402
 from memsched.models.run import run  # noqa: E402
 from memsched.models.zoo import build_model  # noqa: E402

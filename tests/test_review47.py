@@ -36,7 +36,7 @@ def test_figure_g_with_only_failed_executions_names_them(tmp_path: Path) -> None
 def test_gpu_check_replot_refuses_what_it_cannot_draw(tmp_path: Path, doc: dict) -> None:
     path = tmp_path / "g.json"
     path.write_text(json.dumps(doc))
-    run = subprocess.run([sys.executable, "-m", "memsched.models.gpu_check", "--replot", "--out", str(path)],
+    run = subprocess.run([sys.executable, "-m", "memsched.experiments.gpu_check", "--replot", "--out", str(path)],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2, run.stderr
     lines = run.stderr.strip().splitlines()

@@ -23,13 +23,16 @@ import stat
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memsched.solvers.errors import InputError, flag
 from memsched.solvers.exact.options import MAX_SECONDS
 from memsched.solvers.exact.options import MAX_SEED as MAX_SOLVER_SEED
 from memsched.solvers.exact.options import MAX_WORKERS as MAX_SOLVER_WORKERS
 from memsched.solvers.units import MAX_BYTES
+
+if TYPE_CHECKING:  # at run time read from there when asked (`__getattr__`): a chain solve loads no pipeline module
+    from memsched.solvers.pipeline.limits import MAX_DP_STEPS, dp_steps  # noqa: F401 (re-exported)
 
 #: the most stages (sum over branches for joins) the chain, join and offload solvers accept:
 #: the rotor DP's least-memory table costs O(L^3) (about 14 s at L = 2000 on one core; Revolve
@@ -42,9 +45,8 @@ MAX_NODES = 2000
 #: checkmate-approx: 67 s at 1000 nodes) or recurse along the forward spine (griewank)
 MAX_MODEL_NODES = 1000
 _MODEL_SOLVERS = ("checkmate", "cpsat", "checkmate-approx", "griewank")
-#: the most steps (L^2 x devices; L^2 x devices^2 with replication, where a stage may take any
-#: number of replicas) of the pipeline DPs (about 1e-5 s each: 100 s)
-MAX_DP_STEPS = 10**7
+# (the pipeline DPs' limit, `MAX_DP_STEPS`, and `dp_steps` live in `solvers.pipeline.limits`, where the
+# pipeline runner of models/ reads them too; they are read from there when asked: `__getattr__`)
 #: the largest H-Revolve chain (its table costs about O(L^3): 19 s at L = 1000 on one core)
 MAX_HREVOLVE_LENGTH = 500
 #: the most H-Revolve storage levels: each keeps its own tables of about (L + 1) x (L + 1) floats
@@ -444,10 +446,9 @@ def work_limit(problem: str, solver: str, devices: int | None = None, *, replica
             return None
         return MAX_MODEL_NODES if solver in _MODEL_SOLVERS else MAX_NODES
     if problem == "pipeline" and devices is not None:
-        P = max(int(devices), 1)
-        if replication:
-            return math.isqrt(MAX_DP_STEPS // (P * P))
-        return _most_layers(P)
+        from memsched.solvers.pipeline.limits import layer_limit  # (loads the pipeline package: only when asked)
+
+        return layer_limit(devices, replication=replication)
     return None
 
 
@@ -475,22 +476,6 @@ def _check_exact_combined_length(stages: int, path: str | None) -> None:
                          f"L <= {MAX_LENGTH} (offload-exact or pofo take longer chains)", path=path, field="stages")
 
 
-def dp_steps(layers: int, devices: int, *, replication: bool = False) -> int:
-    """The pipeline DPs' steps on `layers` layers and `devices` devices (`work_limit`)."""
-    L, P = int(layers), max(int(devices), 1)
-    return L * L * P * P if replication else L * L * min(P, L)
-
-
-def _most_layers(devices: int) -> int:
-    """The most layers L with `dp_steps`(L, devices) <= `MAX_DP_STEPS` (straight pipelines; the
-    steps grow with L, so a bisection finds it)."""
-    low, high = 0, math.isqrt(MAX_DP_STEPS) + 1  # dp_steps(high) >= high^2 > MAX_DP_STEPS
-    while low < high:
-        mid = (low + high + 1) // 2
-        low, high = (mid, high) if dp_steps(mid, devices) <= MAX_DP_STEPS else (low, mid - 1)
-    return low
-
-
 def check_work(problem: str, solver: str, instance: Any, *, path: str | None = None, devices: int | None = None,
                replication: bool = False, replication_given: str | None = None) -> None:
     """Refuse, with the limit and why, an instance the solvers would not finish in minutes (`work_limit`;
@@ -516,6 +501,8 @@ def check_work(problem: str, solver: str, instance: Any, *, path: str | None = N
                          "export it at module granularity (export-graph --granularity module) or use "
                          "checkpoint-all", path=path, field="nodes")
     if problem == "pipeline":
+        from memsched.solvers.pipeline.limits import MAX_DP_STEPS, dp_steps
+
         devices = devices or 1  # (a pipeline has a limit only with a device count)
         given = (replication_given or flag("replication")) if replication else None
         steps = dp_steps(n, devices, replication=replication)
@@ -537,3 +524,16 @@ def check_work(problem: str, solver: str, instance: Any, *, path: str | None = N
                      "DP's tables grow as L^3); merge stages into blocks (a coarser profile) or use store-all",
                      path=path, field="stages")
 
+
+#: the names this module re-exports from `solvers.pipeline.limits` (importing that loads the pipeline package)
+_PIPELINE_LIMITS = ("MAX_DP_STEPS", "dp_steps")
+
+
+def __getattr__(name: str) -> Any:
+    """`MAX_DP_STEPS` and `dp_steps` of `solvers.pipeline.limits`, imported on first use (PEP 562), so
+    that ``from ._checks import MAX_DP_STEPS`` keeps working without a chain solve loading the pipeline package."""
+    if name in _PIPELINE_LIMITS:
+        from memsched.solvers.pipeline import limits
+
+        return getattr(limits, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -93,7 +93,7 @@ device with the value); tensors a custom ``autograd.Function`` keeps as ``ctx`` 
 are; a standalone a_j freed by a compute operation keeps its host copy (a later ``Pre`` of
 it, which the simulator allows, brings back the last offloaded content). The CUDA path
 follows the standard side-stream pattern; its runs on a GPU (timings and gradients) are in
-``results/gpu_check.json`` (`models/gpu_check.py`), and the CUDA tests run where CUDA is.
+``results/gpu_check.json`` (`experiments/gpu_check.py`), and the CUDA tests run where CUDA is.
 """
 
 from __future__ import annotations

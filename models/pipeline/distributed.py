@@ -4,7 +4,7 @@ group and timed ``torch.distributed.pipelining`` steps, the saved-activation met
 check against a one-process reference.
 
 Stopping a run (`run_ranks`): the parent alone handles a stop. While the ranks run, SIGTERM and
-SIGHUP act as Ctrl-C in it (`experiments.cli.terminate_as_interrupt`; a signal the caller ignores,
+SIGHUP act as Ctrl-C in it (`solvers.processes.terminate_as_interrupt`; a signal the caller ignores,
 ``nohup``'s SIGHUP, stays ignored), so that ``kill`` or ``timeout`` stops a run as Ctrl-C does:
 the ranks are killed and `KeyboardInterrupt` is raised to the caller (the command line prints one
 line and exits 130). A rank ignores SIGINT and SIGHUP (a Ctrl-C in a terminal reaches the whole
@@ -36,9 +36,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from memsched.experiments.cli import terminate_as_interrupt
 from memsched.solvers.exact.interrupt import die_with_parent
-from memsched.solvers.processes import callers_main_hidden, signals_held_during_fork, stop_signals
+from memsched.solvers.processes import (
+    callers_main_hidden,
+    signals_held_during_fork,
+    stop_signals,
+    terminate_as_interrupt,
+)
 
 
 class SavedTensorMeter:

@@ -38,12 +38,12 @@ from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
-from memsched.experiments.cli import terminate_as_interrupt
-from memsched.experiments.commands._checks import MAX_DP_STEPS, dp_steps, work_limit
 from memsched.solvers import registry
 from memsched.solvers.errors import InputError
 from memsched.solvers.exact.memory import USABLE_SHARE, available_bytes
 from memsched.solvers.pipeline import Partition, Pipeline, simulate_batch
+from memsched.solvers.pipeline.limits import MAX_DP_STEPS, dp_steps, layer_limit
+from memsched.solvers.processes import terminate_as_interrupt
 from torch import nn
 
 from .distributed import RankError, check_grads, free_port, init_rank, run_ranks, timed_steps
@@ -376,9 +376,10 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 def _check_work(layers: int, devices: int, solver: str) -> None:
     """`InputError` on --layers when the pipeline DPs would take more than ``MAX_DP_STEPS`` steps
-    (layers^2 x min(devices, layers)): the limit `memsched partition` applies (`_checks.work_limit`)."""
-    most = work_limit("pipeline", solver, devices)
-    if most is not None and layers > most:
+    (layers^2 x min(devices, layers)): the limit `memsched partition` applies (`solvers.pipeline.limits`;
+    the same for every pipeline `solver`)."""
+    most = layer_limit(devices)
+    if layers > most:
         raise InputError(f"{layers} layers on {devices} devices is {dp_steps(layers, devices):,} DP steps "
                          f"(layers^2 x min(devices, layers)), more than {MAX_DP_STEPS:,}, the limit of memsched "
                          f"partition (minutes of solving); use at most {most} layers on {devices} devices",

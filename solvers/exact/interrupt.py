@@ -20,7 +20,7 @@ alike:
   once the backend has stopped, as for any Ctrl-C.
 
 SIGTERM and SIGHUP count as a Ctrl-C where their handler says so (an attribute `AS_INTERRUPT`
-on it: the ``memsched`` command's `experiments.cli.terminate_as_interrupt`): `stop_on_interrupt`
+on it: the ``memsched`` command's `solvers.processes.terminate_as_interrupt`): `stop_on_interrupt`
 then stops the backend on them too, so that ``kill`` or ``timeout`` gets the answer and leaves no
 solver process running.
 
@@ -92,7 +92,7 @@ def in_charge() -> bool:
 
 
 #: attribute (True) of a SIGTERM or SIGHUP handler that raises `KeyboardInterrupt` as Ctrl-C does
-#: (`memsched.experiments.cli.AS_INTERRUPT`): `stop_on_interrupt` treats those signals as SIGINT
+#: (`memsched.solvers.processes.AS_INTERRUPT`): `stop_on_interrupt` treats those signals as SIGINT
 AS_INTERRUPT = "memsched_as_interrupt"
 
 

@@ -1,7 +1,7 @@
 """A few-minute accuracy check of every executor: predicted vs measured peak memory and time.
 
-    python -m memsched.models.gpu_check --out results/gpu_check.json             # on a GPU machine
-    python -m memsched.models.gpu_check --device cpu --tiny --out /tmp/check.json
+    python -m memsched.experiments.gpu_check --out results/gpu_check.json             # on a GPU machine
+    python -m memsched.experiments.gpu_check --device cpu --tiny --out /tmp/check.json
 
 Covers the four executed problems on a ResNet (ResNet-50, batch 32, 224x224 on GPU) and a GPT-2
 (GPT-2 small: width 768, 12 layers, sequence 1024 on GPU); tiny versions with ``--tiny``:
@@ -279,11 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run every executor at three budgets, write the JSON (``--out``) and its figure (.png); exit 0, 1 when a gradient
     check fails, 2 on bad input before any work (one line: an --out whose figure would replace it, or with
     --replot an --out that is not a readable gpu_check JSON)."""
-    # the scripts' parser (one line and exit 2 on a usage error); models/ already imports experiments/ (runner.py)
+    # the scripts' parser: one line and exit 2 on a usage error
     from memsched.experiments.benchtable import figure_beside
     from memsched.experiments.script_args import ScriptParser
 
-    parser = ScriptParser(prog="python -m memsched.models.gpu_check", description=__doc__,
+    parser = ScriptParser(prog="python -m memsched.experiments.gpu_check", description=__doc__,
                           formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="results/gpu_check.json", help="JSON file to write (figure: same stem, .png)")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
