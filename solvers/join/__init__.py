@@ -3,8 +3,9 @@
 Model, file format and simulator: `instance.py`, `schedule.py`, `simulator.py` and
 docs/join.md. Solvers: the join DP of Beaumont, Herrmann, Pallez and Shilova (optimal
 among join-persistent schedules, `dp.py`), the heuristics it is compared with and store-all
-(`baselines.py`), a CP-SAT phase model that contains the DP's class (`cpsat.py`) and an exact
-A* search over all schedules for tiny instances (`astar.py`).
+(`baselines.py`), a phase model that contains the DP's class, solved by CP-SAT (`cpsat.py`) and by
+the MILP backends (`milp.py`, the same rows as a `LinearModel`), and an exact A* search over all
+schedules for tiny instances (`astar.py`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ SOLVERS: dict[str, tuple[str, str]] = {
     "cpsat": (".join.cpsat:solve_cpsat",
               "exact CP-SAT join phase model (branches back-propagated one after another, best order; "
               "non-persistent schedules allowed)"),
+    "milp": (".join.milp:solve_milp",
+             "exact MILP of the join phase model (the cpsat model's rows; SCIP by default, --option backend=)"),
     "exact": (".join.astar:solve_exact",
               "exact A* search over all schedules of the join simulator (tiny instances)"),
 }

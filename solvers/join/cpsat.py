@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import permutations
 from typing import Any, NamedTuple
 
@@ -45,6 +45,7 @@ from ..exact.cpsat_runner import check_first, fit_linear, run_cpsat
 from ..exact.exact_rows import drop_broken, exact_rows_cpsat
 from ..exact.interrupt import interrupted
 from ..exact.layer import exact_solver, retry_rounded_infeasible, same_or_less
+from ..exact.linear import LinearModel
 from ..exact.milp_runner import BackendRun
 from ..exact.options import CPSAT_MEMORY, Deadline, DeadlineExceeded, ExactOptions, refuses
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult, gap_closed
@@ -73,7 +74,7 @@ class JoinPhaseModel:
     """The model for one backward order; `slots` lists (branch, phase, stage, {kind: var})."""
 
     def __init__(self, join: Join, M: int, order: list[int], deadline: Deadline | None = None, *,
-                 round_up: bool = False):
+                 round_up: bool = False, linear: bool = False):
         from ortools.sat.python import cp_model
 
         self.join, self.M, self.order = join, int(M), list(order)
@@ -82,7 +83,11 @@ class JoinPhaseModel:
         # budget) when a row's gcd is not enough; `rows_exact` when no row was rounded
         self.round_up, self.rows_exact = round_up, True
         self.deadline = deadline
-        self.cp = cp_model.CpModel()
+        # `linear`: the same rows stated as a backend-neutral `LinearModel` (`lm`, exact sizes, for the MILP
+        # backends, `solvers.join.milp`) instead of a CP-SAT model (`cp` is then None); `vars` holds the
+        # CP-SAT variables, or the `LinearModel` indices (the same numbering: variable i is vars[i])
+        self.lm: LinearModel | None = LinearModel() if linear else None
+        self.cp: Any = None if linear else cp_model.CpModel()
         self.vars: list[Any] = []
         self.events: list[tuple] = []  # ("F", b, j, {kind: var index}) | ("Loss",) | ("B", b, kk)
         self.objective: Lin = {}
@@ -91,14 +96,38 @@ class JoinPhaseModel:
 
     # -------------------------------------------------------------- helpers
     def _bool(self, name: str) -> int:
-        self.vars.append(self.cp.new_bool_var(name))
+        if self.lm is not None:
+            self.vars.append(self.lm.var(0, 1, True, name))
+        else:
+            self.vars.append(self.cp.new_bool_var(name))
         return len(self.vars) - 1
+
+    def _at_most_one(self, idx: list[int]) -> None:
+        """At most one of the Booleans `idx` is 1."""
+        if self.lm is not None:
+            self.lm.add(list(idx), [1.0] * len(idx), -math.inf, 1)
+        else:
+            self.cp.add_at_most_one(self.vars[i] for i in idx)
 
     def _expr(self, lin: Lin) -> tuple[Any, int]:
         terms = [(self.vars[v], int(c)) for v, c in lin.items() if v >= 0 and c]
         return sum(c * x for x, c in terms), int(lin.get(-1, 0))
 
+    def _linear_row(self, lin: Lin, lo: float, hi: float, name: str) -> None:
+        """``lo <= lin <= hi`` in `lm` (exact integer coefficients; a constant row only checked)."""
+        assert self.lm is not None
+        terms = {v: int(c) for v, c in lin.items() if v >= 0 and c}
+        c = int(lin.get(-1, 0))
+        if not terms:
+            if not lo <= c <= hi:
+                self.infeasible = self.infeasible or name
+            return
+        self.lm.add(list(terms), [float(t) for t in terms.values()], lo - c, hi - c)
+
     def _le(self, lin: Lin, hi: int, name: str) -> None:
+        if self.lm is not None:
+            self._linear_row(lin, -math.inf, hi, name)
+            return
         expr, c = self._expr(lin)
         if isinstance(expr, int):  # constant row
             if c > hi:
@@ -111,6 +140,9 @@ class JoinPhaseModel:
             self.rows_exact = False
 
     def _ge(self, lin: Lin, lo: int, name: str) -> None:
+        if self.lm is not None:
+            self._linear_row(lin, lo, math.inf, name)
+            return
         expr, c = self._expr(lin)
         if isinstance(expr, int):
             if c < lo:
@@ -150,7 +182,7 @@ class JoinPhaseModel:
                 self.deadline.check()
             v = {kind: self._bool(f"{kind}_{b}_{phase}_{j}") for kind in kinds}
             run: Lin = {i: 1 for i in v.values()}
-            self.cp.add_at_most_one(self.vars[i] for i in v.values())
+            self._at_most_one(list(v.values()))
             self._le(_add(run, _add(A[b][j], T[b][j]), -1), 0, f"F({b},{j}) needs a_{j}")
             fcn: Lin = {v[kd]: 1 for kd in ("FC", "FN") if kd in v}
             if fcn:
@@ -203,6 +235,10 @@ class JoinPhaseModel:
                 self.events.append(("B", b, kk))
         terms = {v: c for v, c in self.objective.items() if v >= 0}
         self.const = float(self.objective.get(-1, 0.0))
+        if self.lm is not None:  # the MILP backends take the times as they are (`milp_runner.objective_scale`)
+            self.lm.objective, self.lm.offset = dict(terms), self.const
+            self.scale, self.slack = 1.0, 0.0
+            return
         # integer ticks, `scale` per time unit (CP-SAT's own float objective has an absolute precision:
         # it took times of 1e-12 units as 0); `slack` bounds the rounding error of any plan's cost
         ints, self.scale, exact = integer_costs(list(terms.values()), digits=CPSAT_COST_DIGITS)
@@ -382,20 +418,43 @@ def solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: Dea
     with exact sizes in the time left (`exact.layer.retry_rounded_infeasible`, as the chain's
     exact models), so that ``infeasible`` is about the real budget; the scope then says so, and
     with no time left for that retry the answer is ``timeout``, not ``infeasible``."""
+    return solve_orders(join, budget, options=options, deadline=deadline, seed=seed, orders=orders, engine=CPSAT)
+
+
+class OrderEngine(NamedTuple):
+    """How one backward order's `JoinPhaseModel` is solved: `solver` (the registry name the answer
+    carries), `label` (the scope's last words: the backend), `linear` (the model is built as a
+    `LinearModel`, `JoinPhaseModel.lm`, else as a CP-SAT model) and ``run(model, hint, share, options)``
+    (the seed's schedule `hint`, or None; the order's share of the time limit): a `BackendRun` whose
+    plan, when it has one, fits `model` at exact sizes (`JoinPhaseModel.violated`), objective and
+    bound in time units."""
+
+    solver: str
+    label: str
+    linear: bool
+    run: Callable[[Any, Any, Deadline, ExactOptions], BackendRun]
+
+
+def solve_orders(join: Join, budget: int, *, options: ExactOptions, deadline: Deadline,
+                 seed: SolveResult | None = None, orders: list[list[int]] | str | None = None,
+                 engine: OrderEngine) -> SolveResult:
+    """`solve_cpsat`'s answer with `engine` solving each order (CP-SAT, or the MILP backends for join
+    ``milp``): `_solve_orders`, again with exact sizes when the sizes rounded up to slots make every
+    order infeasible (`exact.layer.retry_rounded_infeasible`), the scope then saying so."""
     n = effective_slots(int(budget), options.slots)
-    res = retry_rounded_infeasible(_solve_cpsat, join, int(budget), options=options, deadline=deadline,
-                                   seed=seed, orders=orders)
+    res = retry_rounded_infeasible(_solve_orders, join, int(budget), options=options, deadline=deadline,
+                                   seed=seed, orders=orders, engine=engine)
     if "retried_exact_sizes" in res.details:
         res.scope = phase_scope(order_count(join, orders),
-                                f"exact sizes (sizes rounded up to {n} slots left no schedule)")
+                                f"exact sizes (sizes rounded up to {n} slots left no schedule)", engine.label)
     return res
 
 
-def phase_scope(n_orders: int, sizes: str) -> str:
+def phase_scope(n_orders: int, sizes: str, backend: str = "CP-SAT") -> str:
     """`SolveResult.scope` of the join phase model over `n_orders` backward orders; `sizes` says how
-    sizes were counted (`discretize.scope_text`)."""
+    sizes were counted (`discretize.scope_text`); `backend` what solved it ("CP-SAT", "MILP (scip)")."""
     return ("join phase model (forward phase, loss, branches back-propagated one after another; per phase at "
-            f"most one forward per stage; best over {n_orders} backward orders), {sizes}; CP-SAT")
+            f"most one forward per stage; best over {n_orders} backward orders), {sizes}; {backend}")
 
 
 def _no_schedule_why(deadline: Deadline, per_order: list[dict[str, Any]]) -> str:
@@ -412,7 +471,7 @@ def _no_schedule_why(deadline: Deadline, per_order: list[dict[str, Any]]) -> str
 
 class _OrderRun(NamedTuple):
     """One backward order solved: its `details.orders` entry, its best schedule (None when none was
-    found), a lower bound on its schedules (inf when infeasible) and whether CP-SAT proved it."""
+    found), a lower bound on its schedules (inf when infeasible) and whether its backend proved it."""
 
     entry: dict[str, Any]
     schedule: JoinSchedule | None
@@ -422,19 +481,17 @@ class _OrderRun(NamedTuple):
 
 
 def _solve_order(join: Join, work: Join, M: int, budget: int, order: list[int], deadline: Deadline,
-                 remaining: int, hint: Any, options: ExactOptions) -> _OrderRun:
-    """The model of `order` (sizes of `work`, budget `M` in its units) by CP-SAT, given the time left
+                 remaining: int, hint: Any, options: ExactOptions, engine: OrderEngine) -> _OrderRun:
+    """The model of `order` (sizes of `work`, budget `M` in its units) by `engine`, given the time left
     over the `remaining` orders (this one included; at least 0.01 s); its plan replayed on `join`
     at `budget` bytes. Raises `DeadlineExceeded` when the limit comes while a model is built."""
     floor = work.total_time()
-    model = JoinPhaseModel(work, M, order, deadline)
+    model = JoinPhaseModel(work, M, order, deadline, linear=engine.linear)
     if model.infeasible:
         return _OrderRun({"order": order, "status": "infeasible"}, None, math.inf, True, True)
     left = deadline.left()
     share = Deadline(None if left is None else max(0.01, left / remaining))
-    run = _run_order(model, hint, share, options)
-    if not model.rows_exact:
-        run = _exact_rows(model, run, hint, share, options)
+    run = engine.run(model, hint, share, options)
     if run.status == INFEASIBLE:
         return _OrderRun({"order": order, "status": "infeasible"}, None, math.inf, True, model.rows_exact)
     bound = run.bound if run.bound is not None else floor
@@ -448,6 +505,17 @@ def _solve_order(join: Join, work: Join, M: int, budget: int, order: list[int], 
         raise RuntimeError(f"join phase model claims {claimed} but the simulator charges {sim.makespan}")
     entry = {"order": order, "status": run.status, "makespan": sim.makespan}
     return _OrderRun(entry, schedule, bound, proven, model.rows_exact)
+
+
+def _cpsat_run(model: JoinPhaseModel, hint: Any, deadline: Deadline, options: ExactOptions) -> BackendRun:
+    """CP-SAT on one order's model (`_run_order`); when its memory rows were rounded (`rows_exact` false),
+    the plans that break the exact budget excluded (`_exact_rows`)."""
+    run = _run_order(model, hint, deadline, options)
+    return run if model.rows_exact else _exact_rows(model, run, hint, deadline, options)
+
+
+#: join ``cpsat``'s engine: each order's model stated in CP-SAT
+CPSAT = OrderEngine("cpsat", "CP-SAT", False, _cpsat_run)
 
 
 def _exact_rows(model: JoinPhaseModel, run: BackendRun, hint: Any, deadline: Deadline, options: ExactOptions
@@ -482,7 +550,8 @@ def _reaches(value: float, bound: float) -> bool:
     return same_or_less(value, bound)
 
 
-def _least_seed(join: Join, budget: int, seed: SolveResult | None, total: int, slots: int) -> SolveResult | None:
+def _least_seed(join: Join, budget: int, seed: SolveResult | None, total: int, slots: int,
+                solver: str = "cpsat") -> SolveResult | None:
     """The seed's schedule as the ``optimal`` answer when it runs every operation once (makespan
     `Join.total_time`, the least of any schedule: no order can improve it; e.g. store-all fits),
     with none of the `total` orders solved; None otherwise."""
@@ -495,7 +564,7 @@ def _least_seed(join: Join, budget: int, seed: SolveResult | None, total: int, s
     if not _reaches(sim.makespan, floor):
         return None
     details = {"slots": slots, "orders": [], "orders_not_run": total}
-    return SolveResult(problem="join", solver="cpsat", budget=budget, status=OPTIMAL, objective=sim.makespan,
+    return SolveResult(problem="join", solver=solver, budget=budget, status=OPTIMAL, objective=sim.makespan,
                        peak_memory=sim.peak_memory, schedule=seed.schedule, lower_bound=floor, details=details,
                        scope=f"{seed.solver}'s schedule; optimal among all schedules: the makespan is the least "
                              "possible (every operation once)",
@@ -506,7 +575,15 @@ def _least_seed(join: Join, budget: int, seed: SolveResult | None, total: int, s
 def _solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: Deadline,
                  seed: SolveResult | None = None, orders: list[list[int]] | str | None = None, **_: Any
                  ) -> SolveResult:
-    """`solve_cpsat` at ``options.slots`` (0: exact sizes), without the exact-size retry. The orders
+    """`solve_cpsat` at ``options.slots`` (0: exact sizes), without the exact-size retry (`_solve_orders`
+    with CP-SAT)."""
+    return _solve_orders(join, budget, options=options, deadline=deadline, seed=seed, orders=orders, engine=CPSAT)
+
+
+def _solve_orders(join: Join, budget: int, *, options: ExactOptions, deadline: Deadline,
+                  seed: SolveResult | None = None, orders: list[list[int]] | str | None = None,
+                  engine: OrderEngine = CPSAT, **_: Any) -> SolveResult:
+    """`solve_orders` at ``options.slots`` (0: exact sizes), without the exact-size retry. The orders
     are generated one at a time (`iter_orders`), the seed's first; the loop stops at the deadline,
     or when a schedule reaches `Join.total_time` (nothing is faster); ``details.orders`` lists the
     orders that ran, ``details.orders_not_run`` counts the others. The answer is ``optimal`` only
@@ -515,12 +592,12 @@ def _solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: De
     budget = int(budget)
     slots = effective_slots(budget, options.slots)
     total = order_count(join, orders)
-    least = _least_seed(join, budget, seed, total, slots)
+    least = _least_seed(join, budget, seed, total, slots, engine.solver)
     if least is not None:
         return least
     work = join.discretised(budget / slots) if slots else join
     M = slots if slots else budget
-    scope = phase_scope(total, scope_text(slots))
+    scope = phase_scope(total, scope_text(slots), engine.label)
     hint: Any = seed.schedule if seed is not None else None
     first = list(seed.details.get("order", [])) if seed is not None else []
     floor = work.total_time()
@@ -533,7 +610,7 @@ def _solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: De
         if left is not None and left <= 0:
             break
         try:
-            run = _solve_order(join, work, M, budget, order, deadline, total - n, hint, options)
+            run = _solve_order(join, work, M, budget, order, deadline, total - n, hint, options, engine)
         except DeadlineExceeded:
             per_order.append({"order": order, "status": "not built"})
             proven, bound = False, min(bound, floor)
@@ -556,7 +633,7 @@ def _solve_cpsat(join: Join, budget: int, *, options: ExactOptions, deadline: De
                else "interrupted" if interrupted() else "the time limit came")
         message = f"{len(per_order)} of {total} backward orders run ({why})"
     details: dict[str, Any] = {"slots": slots, "orders": per_order, "orders_not_run": not_run}
-    common: dict[str, Any] = {"problem": "join", "solver": "cpsat", "budget": budget, "scope": scope,
+    common: dict[str, Any] = {"problem": "join", "solver": engine.solver, "budget": budget, "scope": scope,
                               "details": details}
     if best is None:
         if proven:
