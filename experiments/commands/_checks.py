@@ -189,8 +189,27 @@ def check_output_file(path: str | None, field: str) -> None:
     where = f"links to {str(target)!r}, whose folder" if link else "folder"
     if missing:
         raise InputError(f"{where} {str(folder)!r} does not exist", path=str(path), field=field)
-    if not os.access(folder, os.W_OK):
+    if not os.access(folder, os.W_OK) or not _can_create_in(folder):
         raise InputError(f"{where} {str(folder)!r} is not writable", path=str(path), field=field)
+
+
+def _can_create_in(folder: Path) -> bool:
+    """Whether a file can be created in the existing folder `folder`, tried as `jsonio.write_atomic` will
+    write: a fresh temporary file made there and removed at once (never left behind). `os.access` alone
+    says yes to root for any folder, and to anyone for ``/proc`` or ``/sys``, where nothing can be made."""
+    import contextlib
+    import tempfile  # (here: the rest of this module needs neither)
+
+    try:
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".memsched-probe.", suffix=".tmp")
+    except OSError:
+        return False
+    try:
+        os.close(fd)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+    return True
 
 
 def _shown(path: str, limit: int = 80) -> str:
@@ -226,7 +245,7 @@ def check_output_dir(path: str | None, field: str, *, writable: bool = True) -> 
         if exists:
             if not p.is_dir():
                 raise InputError(f"{str(p)!r} is a file, expected a folder", path=str(path), field=field)
-            if writable and not os.access(p, os.W_OK):
+            if writable and (not os.access(p, os.W_OK) or not _can_create_in(p)):
                 raise InputError(f"folder {str(p)!r} is not writable", path=str(path), field=field)
             return
 

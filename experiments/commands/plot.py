@@ -36,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     '(bytes by default: "1500000000"), a size ("1.5GB", "800MiB") or "60%%"')
     p.add_argument("--compare", action="store_true", help="comparison layout even for one schedule")
     p.add_argument("--label", action="append", metavar="NAME",
-                   help="label of each schedule in order (default: the solver named in the file, else its name)")
+                   help="label of each schedule in order (default: the solver named in the file with the model its "
+                        'answer is optimal in, "rotor (persistent)", else the file name)')
     p.add_argument("--title", help="figure title")
     p.add_argument("--dpi", type=count(MIN_DPI, 1200), default=150, help="resolution of PNG output (default 150)")
     add_link_arguments(p)
@@ -103,6 +104,26 @@ def _check_drawable_partition(instance: Any, partition: Any, budget: int | None,
 
 
 def _label(path: str, data: Any) -> str:
+    """The default label of schedule file `path` holding `data`: the solver the file names, with the model
+    its answer is optimal in (`solver_text`: "rotor (persistent)"), else the file's name without extension."""
     if isinstance(data, dict) and isinstance(data.get("solver"), str):
-        return data["solver"]
+        return solver_text(data["solver"], data)
     return Path(path).stem
+
+
+def solver_text(solver: str, answer: dict[str, Any]) -> str:
+    """`solver` as figures name it: with the restricted model its answer is optimal in, as the figures'
+    legends word it (`experiments.plotting.labels.model_labels`: "rotor (persistent)", "cpsat (phase
+    model)", "pofo (persistent, offloaded checkpoints)"), read from `answer`'s ``status`` and ``scope``
+    (and ``skipped``, ``timed_out``: a class-optimal answer cut short names no model), as ``memsched
+    solve --json`` writes them; `solver` itself for an answer that claims no model (a heuristic's, a
+    ``feasible`` one, a plain schedule file without ``status`` or ``scope``)."""
+    import pandas as pd
+    from memsched.experiments.plotting.labels import model_labels
+
+    status, scope = answer.get("status"), answer.get("scope")
+    if not isinstance(status, str) or not isinstance(scope, str):
+        return solver
+    row = {"solver": solver, "status": status, "scope": scope,
+           "details": {"skipped": answer.get("skipped")}, "timed_out": answer.get("timed_out") is True}
+    return model_labels(pd.DataFrame([row])).get(solver, solver)

@@ -76,11 +76,11 @@ def main(args: argparse.Namespace) -> int:
     if not result.details.get("interrupted") and find_min_budget(
             problem, instance, result, {"slots": args.slots, "time_limit": args.time_limit, **options}):
         cut_short.append("the search for the smallest feasible budget")
-    if result.schedule is not None:
-        if args.output:
-            write_text_atomic(args.output, json.dumps(result.schedule.to_json()) + "\n")
+    if result.schedule is not None:  # the figure first: one that fails (exit 2) leaves no -o written
         if args.plot and not _draw(args, problem, instance, result, budget, name):
             cut_short.append(f"drawing {args.plot}")
+        if args.output:
+            write_text_atomic(args.output, json.dumps(result.schedule.to_json()) + "\n")
     if args.json:
         print_json(result.to_json(objective_key=registry.get_problem(problem).objective))
     else:
@@ -126,13 +126,18 @@ def _solve(args: argparse.Namespace) -> tuple[str, Any, int, str, dict[str, Any]
 
 def _draw(args: argparse.Namespace, problem: str, instance: Any, result: SolveResult, budget: int, name: str) -> bool:
     """Draw `result`'s schedule into ``--plot`` (written atomically: the file is the old one or the new
-    one, never half of one); False when a Ctrl-C stopped the drawing: the file is left as it was, and a
-    note says so (the schedule, in ``--output`` too, is still the answer)."""
+    one, never half of one), titled with the instance and the solver with the model its answer is optimal
+    in (`plot.solver_text`: "random10 — rotor (persistent)"); False when a Ctrl-C stopped the drawing: the
+    file is left as it was, and a note says so (the schedule, written to ``--output`` after this, is still
+    the answer)."""
     try:
         from memsched.experiments.plotting import plot_to_file
 
+        from .plot import solver_text
+
+        answer = {**result.details, "status": result.status, "scope": result.scope}
         plot_to_file(problem, instance, result.schedule, args.plot, budget=budget,
-                     title=f"{getattr(instance, 'name', '')} — {name}")
+                     title=f"{getattr(instance, 'name', '')} — {solver_text(name, answer)}")
     except KeyboardInterrupt:
         print(f"memsched solve: note: {args.plot} (--plot) left unchanged: interrupted while drawing",
               file=sys.stderr)
