@@ -4,7 +4,8 @@ The model (ops, streams, what counts when) is documented in `solvers.offload.sim
 the instance (a chain file plus a host link) in `solvers.offload.instance`, schedules (chain
 operations and transfers Off / Pre) in `solvers.offload.schedule`. Solvers: `baselines`,
 `combined` (rotor-offload), the POFO-style DP (`dp`), exact CP-SAT models (`cpsat`,
-`exact_combined`, `exact_free`); H-Revolve (`hrevolve`) is a separate model (`memsched hrevolve`).
+`exact_combined`, `exact_free`), the exact MILP of cpsat's model (`milp`); H-Revolve (`hrevolve`) is a
+separate model (`memsched hrevolve`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ SOLVERS: dict[str, tuple[str, str]] = {
                        "offload the first k tapes, best k and lookahead (after Euro-Par 2020)"),
     "cpsat": (".offload.cpsat:solve_cpsat",
               "exact CP-SAT, offload-only (store-all order): which tapes travel and when, no recomputation"),
+    "milp": (".offload.milp:solve_milp",
+             "exact MILP (SCIP), the model of cpsat: offload-only (store-all order), no recomputation"),
     "pofo": (".offload.dp:solve_pofo",
              "rotor DP + offloading of checkpoints a_i during the right sub-chain (after POFO)"),
     "exact-combined": (".offload.exact_combined:solve_exact_combined",
