@@ -5,10 +5,12 @@ unequal lengths.
 Two groups of instances (seeded, `solvers.join.generate.random_join`):
 
 - ``small``: a few stages per branch, exact sizes (``slots = 0``); the exact A* search (all
-  schedules of the join simulator) and the CP-SAT join phase model (one worker, so that its
-  schedule, not only its makespan, is the same at every run) run too, so the table gives each
-  method's gap to the true optimum;
-- ``medium``: 6-24 stages per branch, every method at ``--slots`` (default 100) memory slots.
+  schedules of the join simulator), the CP-SAT join phase model (``cpsat``) and the same model as
+  a MILP (``milp``, SCIP) run too (one worker each, so that a schedule, not only its makespan, is
+  the same at every run; 60 s each), so the table gives each method's gap to the true optimum and
+  the two exact solvers' times side by side;
+- ``medium``: 6-24 stages per branch, every method at ``--slots`` (default 100) memory slots
+  (``cpsat`` and ``milp`` too with ``--cpsat-medium S``).
 
 Budgets are fractions of the store-all peak. Prints a table, writes ``--out`` (default
 ``results/bench_join.csv``; one row per instance, budget and solver) and, with ``--figure``, the
@@ -91,10 +93,14 @@ def run(quick: bool = False, slots: int = 100, seed: int = 0, cpsat_medium: floa
                 if group == "small":
                     results["cpsat"] = registry.solve("join", join, "cpsat", budget, slots=0, time_limit=60,
                                                       workers=1)
+                    results["milp"] = registry.solve("join", join, "milp", budget, slots=0, time_limit=60,
+                                                     workers=1)
                     results["exact"] = registry.solve("join", join, "exact", budget, time_limit=60)
                 elif cpsat_medium > 0:
                     results["cpsat"] = registry.solve("join", join, "cpsat", budget, slots=group_slots,
                                                       time_limit=cpsat_medium, workers=1)
+                    results["milp"] = registry.solve("join", join, "milp", budget, slots=group_slots,
+                                                     time_limit=cpsat_medium, workers=1)
                 exact = results.get("exact")
                 exact_v = _value(exact) if exact is not None and exact.status == OPTIMAL else math.nan
                 dp_v = _value(results["dp"])
@@ -128,7 +134,7 @@ def _fmt(v: float) -> str:
 def print_table(rows: list[dict]) -> None:
     """Print each solver's makespan overhead (%) per instance and budget fraction, then the gap to the
     exact solver on the small instances."""
-    names = ["dp", "cpsat", "exact", "equal", "proportional", "sequential", "store-all"]
+    names = ["dp", "cpsat", "milp", "exact", "equal", "proportional", "sequential", "store-all"]
     key = {}
     for r in rows:
         key.setdefault((r["group"], r["instance"], r["budget_frac"]), {})[r["solver"]] = r
@@ -146,11 +152,34 @@ def print_table(rows: list[dict]) -> None:
                 cells.append(f"{float(r['overhead_pct']):>11.1f}%")
         print(f"{group:7} {inst:14} {frac:>6.2f}  " + "  ".join(cells))
     small = [r for r in rows if r["group"] == "small" and r["gap_to_exact_pct"] != ""]
-    for n in ["dp", "cpsat", "equal", "proportional", "sequential"]:
+    for n in ["dp", "cpsat", "milp", "equal", "proportional", "sequential"]:
         gaps = [float(r["gap_to_exact_pct"]) for r in small if r["solver"] == n]
         if gaps:
             print(f"gap to exact, {n:12}: mean {sum(gaps) / len(gaps):6.2f}%  max {max(gaps):6.2f}%  "
                   f"({len(gaps)} feasible runs)")
+    print_exact_times(rows)
+
+
+def exact_time_summary(rows: list[dict], solver: str) -> dict[str, float] | None:
+    """Over the small rows of `solver` (an exact one: ``cpsat``, ``milp``, ``exact``): the number of runs
+    (``runs``), of ``optimal`` ones (``optimal``), and the total, median and largest solve time (seconds,
+    wall clock as the CSV's ``solve_time_s``); None when it has no small row."""
+    times = sorted(float(r["solve_time_s"]) for r in rows if r["group"] == "small" and r["solver"] == solver)
+    if not times:
+        return None
+    optimal = sum(1 for r in rows if r["group"] == "small" and r["solver"] == solver and r["status"] == OPTIMAL)
+    mid = len(times) // 2
+    median = times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
+    return {"runs": len(times), "optimal": optimal, "total": sum(times), "median": median, "max": times[-1]}
+
+
+def print_exact_times(rows: list[dict]) -> None:
+    """Print the status count and solve times of the exact solvers on the small instances (`exact_time_summary`)."""
+    for n in ["cpsat", "milp", "exact"]:
+        s = exact_time_summary(rows, n)
+        if s is not None:
+            print(f"time, {n:6}: {s['optimal']:.0f} of {s['runs']:.0f} optimal; total {s['total']:7.2f} s, median "
+                  f"{s['median']:.3f} s, max {s['max']:.3f} s (small instances)")
 
 
 def figure(rows: list[dict], path: Path) -> None:
@@ -166,6 +195,7 @@ def figure(rows: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 3 * nrows), squeeze=False)
     for ax, (group, inst) in zip(axes.flat, insts):
         for solver, style, color in [("dp", "o-", "tab:blue"), ("exact", "x--", "black"), ("cpsat", "+:", "tab:purple"),
+                                     ("milp", "1:", "tab:brown"),
                                      ("equal", "s-", "tab:orange"), ("proportional", "^-", "tab:green"),
                                      ("sequential", "v-", "tab:red")]:
             pts = [(r["budget_frac"], float(r["makespan"])) for r in rows
@@ -196,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also write the figure beside --out: its name with .png (default "
                              "results/bench_join.png)")
     parser.add_argument("--cpsat-medium", type=positive(float, zero=True), default=0.0, metavar="S",
-                        help="also run the CP-SAT model on the medium instances, S seconds each (0: no)")
+                        help="also run the CP-SAT model and its MILP on the medium instances, S seconds each "
+                             "(0: no)")
     args = parser.parse_args(argv)
     return guarded("bench_join", lambda: _main(args))
 

@@ -272,8 +272,8 @@ def _time_limits(monkeypatch: pytest.MonkeyPatch, mod: ModuleType) -> None:
 
 
 def _join(monkeypatch: pytest.MonkeyPatch, mod: ModuleType) -> None:
-    # the first budget of the first small instance: the 5 fast solvers, cpsat and exact
-    monkeypatch.setattr(mod, "registry", SimpleNamespace(solve=interrupt_after(7, lambda *a, **k: _result())))
+    # the first budget of the first small instance: the 5 fast solvers, cpsat, milp and exact
+    monkeypatch.setattr(mod, "registry", SimpleNamespace(solve=interrupt_after(8, lambda *a, **k: _result())))
 
 
 def _interleave(monkeypatch: pytest.MonkeyPatch, mod: ModuleType) -> None:
@@ -322,7 +322,7 @@ CTRL_C = [  # (script, arguments, patch, rows kept (0: none, nothing kept), comm
     ("bench_time_limits", ["--limits", "0.1", "0.2"], _time_limits, 1, "bench_time_limits.csv", "--out"),
     ("bench_offload_exact", ["--lengths", "4", "--seeds", "1", "--time-limit", "1"], _real_after("run_one", 1), 1,
      "bench_offload_exact.csv", "--out"),
-    ("bench_join", ["--quick"], _join, 7, "bench_join.csv", "--out"),
+    ("bench_join", ["--quick"], _join, 8, "bench_join.csv", "--out"),
     ("bench_pipeline", ["--quick", "--part", "sweep"], _real_after("_row", 2), 2, "bench_pipeline.csv", "--out"),
     ("bench_pipeline_interleave", [], _interleave, 1, "bench_pipeline_interleave.csv", "--out"),
     ("bench_pipeline_pipedream", ["--quick"], _pipedream, 1, "bench_pipeline_pipedream.csv", "--out"),
