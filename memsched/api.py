@@ -478,7 +478,7 @@ def _solve(instance: Any, budget: int | float | str, solver: str | Sequence[str]
     bytes_ = _budget(instance, budget, problem)
     names = _each_once(_solver_names(problem, solver), "solver")
     _check_options(problem, names, options)
-    _sweep_option_values(problem, names, options)  # a value no instance takes: an InputError, as with one name
+    check_option_values(problem, names, options)  # a value no instance takes: an InputError, as with one name
 
     def one(name: str) -> tuple[Result, bool]:
         """(the result of solver `name`, whether a Ctrl-C stopped the search for its smallest budget)."""
@@ -736,7 +736,7 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     progress = _check_bool(progress, "progress")
     names = _each_once(_solver_names(problem, solvers, field="solvers"), "solvers")
     _check_options(problem, names, dict(options, devices=devices) if devices is not None else options)
-    _sweep_option_values(problem, names, options, devices)
+    check_option_values(problem, names, options, devices)
     from memsched.experiments.sweep.cell import overhead_of
 
     grid = _sweep_budgets(instance, budgets, problem)  # every budget checked before any solve
@@ -880,13 +880,14 @@ def _memory_unit_name(instance: Any) -> str:
     return memory_unit(instance) or "bytes"
 
 
-def _sweep_option_values(problem: str, names: Sequence[str], options: dict[str, Any],
-                         devices: int | None = None) -> None:
-    """Option values of an instance sweep that no instance takes (a CP-SAT ``parameters`` name
-    CP-SAT does not know, ``segments=0``, a pipeline's ``micro_batches`` below `devices` under
-    1F1B) are an `InputError` naming the option before anything runs, by the solvers' own checks
-    (`sweep.config.check_option_value`, as a sweep file is checked), instead of a table of
-    ``unsupported`` rows."""
+def check_option_values(problem: str, names: Sequence[str], options: dict[str, Any],
+                        devices: int | None = None) -> None:
+    """Option values that no instance takes (a CP-SAT ``parameters`` name CP-SAT does not know,
+    ``segments=0``, a pipeline's ``micro_batches`` below `devices` under 1F1B) are an `InputError`
+    naming the option before anything runs, by the solvers' own checks (`sweep.config.check_option_value`,
+    as a sweep file is checked): in `solve` and `sweep` instead of a table of ``unsupported`` rows, in
+    `run` (`check_run_solver_args`) and ``memsched run`` before the network is profiled or a file written.
+    Values already of the option's type (`_check_options`)."""
     from memsched.experiments.sweep.config import check_option_value
 
     given = dict(options, devices=devices) if devices is not None else options
@@ -1363,18 +1364,23 @@ def _run_options(options: Any) -> dict[str, Any]:
     return dict(options)
 
 
-def check_run_solver_args(problem: str, solver: str, bandwidth: Any, latency: Any, options: dict[str, Any]) -> None:
+def check_run_solver_args(problem: str, solver: str, bandwidth: Any, latency: Any, options: dict[str, Any], *,
+                          host_link: bool = False) -> None:
     """`run`'s link and solver options once its `problem` is known (a join network's, the problem of
     an instance) and `solver` named (the problem's default when none was): a bandwidth only for
     offloading, a latency only with a bandwidth (given, or an offloading instance's), and each
-    option taken by `solver` with a value of its type (`_check_options`, as `solve` checks them).
-    `InputError` naming the argument."""
+    option taken by `solver` with a value of its type (`_check_options`) that the solver's own check
+    takes without an instance (`check_option_values`: CP-SAT's ``parameters``...), as `solve` checks them.
+    `host_link`: the instance has a host link that the chain `problem` named sets aside (an offloading
+    `solver` is then refused saying so, `registry.get_solver`). `InputError` naming the argument."""
+    registry.get_solver(problem, solver, host_link=host_link)  # an offloading one on a chain: what fixes it
     _bandwidth_problem(bandwidth, problem)
     if latency is not None and bandwidth is None:
         raise InputError("needs a bandwidth: it is the host link's (give bandwidth=..., or an offloading instance)",
                          field="latency")
     _check_devices(problem, options.get("devices"))  # run executes no pipeline
     _check_options(problem, [solver], options)
+    check_option_values(problem, [solver], options)  # CP-SAT's parameters...: before the network is profiled
 
 
 #: the problems `run` executes (``memsched run --problem``)

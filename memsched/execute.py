@@ -54,6 +54,7 @@ def run_model(model: str, budget: int | float | str, solver: str | None = None, 
         instance = load(path)  # the file's own problem: a graph, a join, an offloading chain (host_link), ...
     problem = problem or _default_problem(model, instance, bandwidth)
     check_join_network(model, problem)
+    host_link = problem == "chain" and _is_offload_instance(instance)  # set aside below: an offloading solver says so
     if problem == "offload" and _is_offload_instance(instance):
         bandwidth = instance.bandwidth if bandwidth is None else bandwidth
         latency = instance.latency if latency is None else latency
@@ -67,7 +68,8 @@ def run_model(model: str, budget: int | float | str, solver: str | None = None, 
         raise InputError(f"run executes {', '.join(DEFAULT_SOLVERS)} instances, not {article(problem)} one",
                          path=path, field=instance_field)
     _check_instance_problem(instance, problem, path=path, field=instance_field)
-    check_run_solver_args(problem, solver or DEFAULT_SOLVERS[problem], bandwidth, latency, options)
+    check_run_solver_args(problem, solver or DEFAULT_SOLVERS[problem], bandwidth, latency, options,
+                          host_link=host_link)
     if instance is not None:
         from memsched.experiments.commands._checks import check_exact_combined
 

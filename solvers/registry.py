@@ -82,17 +82,28 @@ def monotone_in_budget(solver: Callable[..., SolveResult]) -> bool:
     return bool(getattr(solver, "exact_layer", False) or getattr(solver, "monotone_in_budget", False))
 
 
-def get_solver(problem: str, name: str) -> Callable[..., SolveResult]:
+def get_solver(problem: str, name: str, *, host_link: bool = False) -> Callable[..., SolveResult]:
     """The solver function `name` of `problem` (`InputError` on ``--solver`` when unknown; for an
-    offloading solver named on a chain, one that says the chain needs a host link)."""
+    offloading solver named on a chain, one that says what makes it an offloading instance:
+    `_offloading_solver_on_chain`). `host_link`: the chain being solved (its file) has a host link,
+    dropped because the chain problem was named."""
     try:
         return get_problem(problem).solver(name)
     except InputError as err:
         if problem == "chain" and name in get_problem("offload").solvers:
-            raise InputError(f"{name!r} is an offloading solver and this chain has no host link: give its bandwidth "
-                             "(--bandwidth, or bandwidth=... in Python) or a host_link in the chain file",
-                             field=err.field) from None
+            raise InputError(_offloading_solver_on_chain(name, host_link), field=err.field) from None
         raise
+
+
+def _offloading_solver_on_chain(name: str, host_link: bool = False) -> str:
+    """The message for offloading solver `name` named on the chain problem: with a `host_link` (the
+    instance or its file has one) the chain problem named explicitly is what hides it; else the
+    chain needs a link (a bandwidth, or a ``host_link`` in its file)."""
+    if host_link:
+        return (f"{name!r} is an offloading solver and the chain problem was named, which sets this chain's "
+                "host link aside: drop --problem chain or give --problem offload (problem='offload' in Python)")
+    return (f"{name!r} is an offloading solver and this chain has no host link: give its bandwidth "
+            "(--bandwidth, or bandwidth=... in Python) or a host_link in the chain file")
 
 
 def check_budget(problem: str, budget: int | None) -> None:

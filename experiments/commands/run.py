@@ -181,7 +181,7 @@ def main(args: argparse.Namespace) -> int:
         check_factory_file(name)
     _check_link(args, problem, instance)
     bandwidth, latency = _link(args, problem, instance)
-    solver, options = _solver_and_options(args, problem)
+    solver, options = _solver_and_options(args, problem, instance)
     check_exact_combined(problem, solver, instance)  # before torch is imported, naming the file
     _import_models()  # before importing torch: the checks above take no seconds
     from memsched.models.run import describe, run
@@ -329,20 +329,28 @@ def _unknown_meta_model(path: str, value: Any, known: str, *, kind: str = "netwo
     return InputError(f"{what} ({known}); give --model NAME to execute another", path=path, field="meta.model")
 
 
-def _solver_and_options(args: argparse.Namespace, problem: str) -> tuple[str | None, dict[str, Any]]:
+def _solver_and_options(args: argparse.Namespace, problem: str,
+                        instance: str | None = None) -> tuple[str | None, dict[str, Any]]:
     """The solver asked for (None: the problem's default) and the ``--option`` values, both checked
-    against the solver registry (an unknown name fails before the network is profiled). An explicit
+    against the solver registry (an unknown name fails before the network is profiled), the values
+    also by the solver's own checks that need no instance (`memsched.api.check_option_values`:
+    ``--option parameters=bogus`` of a CP-SAT solver). An explicit
     name is the problem's or bad input, as in `memsched solve`: ``--solver rotor`` on a join is
-    refused, never renamed (the default, ``_DEFAULT_SOLVER``, applies only when none is given)."""
+    refused, never renamed (the default, ``_DEFAULT_SOLVER``, applies only when none is given); an
+    offloading one named with ``--problem chain`` on an `instance` file with a host link says to drop it."""
     from memsched.solvers import registry
 
     solver = args.solver
     if solver is not None:
-        registry.get_solver(problem, solver)
+        link = problem == "chain" and instance is not None and has_host_link(instance)  # set aside: say so
+        registry.get_solver(problem, solver, host_link=link)
     options = parse_options(args.option)
     if options:
-        check_options(problem, solver or _DEFAULT_SOLVER.get(problem, registry.get_problem(problem).default_solver),
-                      options)
+        from memsched.api import check_option_values
+
+        name = solver or _DEFAULT_SOLVER.get(problem, registry.get_problem(problem).default_solver)
+        check_options(problem, name, options)
+        check_option_values(problem, [name], options)  # CP-SAT's parameters...: the solver's own check, no instance
     return solver, options
 
 

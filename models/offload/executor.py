@@ -159,7 +159,8 @@ def sequential_replay(inst: OffloadInstance, schedule: OffloadSchedule | Sequenc
     durations: each compute op's own per-mode duration, `solvers.chain.simulator.op_cost`, as
     the simulator times it -- u_fa for F_all, u_fn for F_ck/F_n, u_b for B and the loss --, so
     a schedule without transfers has the simulator's makespan; transfers at full size/bandwidth
-    + latency): the memory a synchronous, one-stream
+    + latency, except an ``Off`` of a value whose host copy exists already, which takes no time
+    as in the simulator, docs/offload.md rules 3-4, `_free_offloads`): the memory a synchronous, one-stream
     execution uses, which is what the CPU executor measures. Its peak (bytes) is at most the
     two-stream one in the cases we know (it removes overlap), and equals a CPU run's measured
     peak up to the profile's own error (e.g. ``fwd_overhead`` is the larger of the two forward
@@ -169,15 +170,29 @@ def sequential_replay(inst: OffloadInstance, schedule: OffloadSchedule | Sequenc
     chain = inst.chain
     L = chain.length
     ops = list(schedule)
+    free = _free_offloads(inst, ops)
     t, not_before = 0.0, []
-    for op in ops:
+    for pos, op in enumerate(ops):
         not_before.append(t)
         if isinstance(op, Transfer):
-            t += inst.transfer_time(int(chain.xbar[op.index] if op.value == "abar" else chain.x[op.index]))
+            if pos not in free:
+                t += inst.transfer_time(int(chain.xbar[op.index] if op.value == "abar" else chain.x[op.index]))
         else:
             kind, i = op
             t += op_cost(chain, kind, L if kind == LOSS else i)[2]  # per mode: u_fa, u_fn or u_b, as simulate
     return simulate_offload(inst, OffloadSchedule(ops, L, not_before))
+
+
+def _free_offloads(inst: OffloadInstance, ops: list[Op | Transfer]) -> set[int]:
+    """Positions in `ops` of the ``Off(v)`` that take no time because the host holds a copy of v
+    already (docs/offload.md rule 3; the copy lasts as rule 4 says: a tape's until its B, a
+    standalone activation's until the end of the step), as the simulator decides it, read from its
+    unpinned replay (an Off it times as zero-length). Which copies exist depends on the issue order
+    only, so the decision holds under any timing. Past a violation nothing is listed: the replay
+    stops there too."""
+    first = simulate_offload(inst, OffloadSchedule(ops, inst.chain.length))
+    return {pos for pos, timed in enumerate(first.ops)
+            if isinstance(timed.op, Transfer) and timed.op.kind == OFF and timed.end == timed.start}
 
 
 @dataclass
