@@ -88,6 +88,15 @@ def live_pids(proc_file: str, needle: bytes) -> list[int]:
     return found
 
 
+def one_line(err: str, *names: str) -> str:
+    """The one line of `err` (stderr of a refused command: no traceback), which holds each of `names`."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for name in names:
+        assert name in lines[0], lines[0]
+    return lines[0]
+
+
 def one_line_refusal(res: CliResult, text: str) -> str:
     """Bad input as the commands answer it: exit 2, one line on stderr containing `text`, no traceback
     and no internal error. Returns that line."""

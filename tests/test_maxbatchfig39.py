@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import one_line_refusal, run_cli
+from conftest import one_line, one_line_refusal, run_cli
 
 
 def _answer(model: str, solver: str, largest: int | None, **protocol: Any) -> dict[str, Any]:
@@ -45,14 +45,6 @@ def _figure(capsys: pytest.CaptureFixture[str], folder: Path, out: Path, *extra:
     return code, got.out, got.err
 
 
-def _one_line(err: str, *names: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for name in names:
-        assert name in lines[0], lines[0]
-    return lines[0]
-
-
 # ------------------------------------------------------------------------------ 1. one protocol per figure
 @pytest.mark.parametrize("field, value", [
     ("memory", 32000000000), ("cost", "flops"), ("max_overhead", "forward"), ("state_factor", 4.0),
@@ -66,7 +58,7 @@ def test_answers_of_another_protocol_are_refused_naming_both_files(tmp_path, cap
     })
     code, out, err = _figure(capsys, folder, tmp_path / "fig")
     assert code == 2
-    line = _one_line(err, "vgg16-16GB-rotor.json", "vgg16-x-store-all.json", f"{field}:")
+    line = one_line(err, "vgg16-16GB-rotor.json", "vgg16-x-store-all.json", f"{field}:")
     assert line.startswith("max_batch_figure: error: ")
     assert out == "" and not (tmp_path / "fig").exists()
 
@@ -94,7 +86,7 @@ def test_two_answers_of_one_network_and_solver_are_refused(tmp_path, capsys):
                                 "b.json": _answer("vgg16", "store-all", 200)})
     code, out, err = _figure(capsys, folder, tmp_path / "fig")
     assert code == 2
-    _one_line(err, str(folder / "a.json"), str(folder / "b.json"), "vgg16", "store-all")
+    one_line(err, str(folder / "a.json"), str(folder / "b.json"), "vgg16", "store-all")
     assert out == ""
 
 
@@ -127,7 +119,7 @@ def test_an_answer_without_model_is_one_line_naming_the_file(tmp_path, capsys):
                                 "notes.json": {"largest": 3}})  # no solver: no answer, skipped
     code, out, err = _figure(capsys, folder, tmp_path / "fig")
     assert code == 2
-    _one_line(err, str(folder / "b.json"), "model")
+    one_line(err, str(folder / "b.json"), "model")
     assert out == ""
 
 

@@ -25,7 +25,7 @@ import pytest
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from conftest import run_cli  # noqa: E402
+from conftest import one_line, run_cli  # noqa: E402
 from memsched.experiments import max_batch_figure as MB  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,14 +73,6 @@ def _main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str
     code = MB.main(list(argv))
     got = capsys.readouterr()
     return code, got.out, got.err
-
-
-def _one_line(err: str, *names: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for name in names:
-        assert name in lines[0], lines[0]
-    return lines[0]
 
 
 # ------------------------------------------------------------------------------ 1. lower bounds
@@ -144,16 +136,16 @@ def test_the_title_states_the_memory_exactly(tmp_path, monkeypatch, memory, text
 
 
 # ------------------------------------------------------------------------------ 5. bad input: one line, exit 2
-def test_a_huge_largest_is_one_line(tmp_path, capsys):
+def test_a_huge_largest_isone_line(tmp_path, capsys):
     folder = _folder(tmp_path, [_answer("tiny", "greedy", 10**400, problem="graph")])
     code, out, err = _main(capsys, "--results", str(folder), "--out", str(tmp_path / "fig"))
     assert code == 2 and out == ""
-    line = _one_line(err, "tiny-greedy.json", "largest:")
+    line = one_line(err, "tiny-greedy.json", "largest:")
     assert len(line) < 300 and not (tmp_path / "fig").exists()
 
 
 @pytest.mark.parametrize("drop", ["network", "figure", "quantity", "strategy", "value", "json"])
-def test_published_without_a_needed_column_is_one_line(tmp_path, capsys, drop):
+def test_published_without_a_needed_column_isone_line(tmp_path, capsys, drop):
     folder = _folder(tmp_path, [_answer("vgg19", "checkpoint-all", 100, problem="graph"),
                                 _answer("vgg19", "checkmate", 200, problem="graph")])
     if drop == "json":
@@ -169,7 +161,7 @@ def test_published_without_a_needed_column_is_one_line(tmp_path, capsys, drop):
             writer.writerows(rows)
     code, out, err = _main(capsys, "--results", str(folder), "--out", str(tmp_path / "fig"), "--published", str(bad))
     assert code == 2 and out == ""
-    _one_line(err, str(bad), "--published", f"no column {drop!r}")
+    one_line(err, str(bad), "--published", f"no column {drop!r}")
     assert not (tmp_path / "fig").exists()
 
 

@@ -172,6 +172,24 @@ def check_scale(inst: OffloadInstance, *, scale: Any = None, **_: Any) -> None:
                          f"{MAX_TICKS:.0e}: give a smaller scale", field=field)
 
 
+def store_all_order_setup(inst: OffloadInstance, budget: int, options: ExactOptions, scale: float | None
+                          ) -> tuple[float, int, Callable[[int], int], int, str]:
+    """What the offload-only models of the store-all order (`cpsat`, `milp`) share: (ticks per time unit,
+    `scale` or `fit_scale` of `tick_scale` over every op and transfer duration; the slots in effect; the
+    size-in-slots function; the capacity left beside a_0, in slots; the scope)."""
+    chain = inst.chain
+    L = chain.length
+    times = [float(t) for t in (*chain.u_fa, *chain.u_b)] + [inst.transfer_time(int(b)) for b in chain.xbar[1:L]]
+    if scale is None:
+        scale = fit_scale(inst, tick_scale(times)[0])
+    slots = effective_slots(budget, options.slots)
+    size = size_in_slots(budget, slots)
+    capacity = discretize_capacity(budget, slots) - size(int(chain.x[0]))
+    scope = (f"offload-only (store-all order): no recomputation, each tape offloaded at most once, "
+             f"times in ticks of 1/{scale:g}, " + scope_text(slots))
+    return scale, slots, size, capacity, scope
+
+
 @refuses("the offloading cpsat", "memory_gb", why=CPSAT_MEMORY)
 @check_first(check_scale)
 @exact_solver("offload", "cpsat", FAST, time_limit=30.0, workers=2, least=lambda inst: inst.chain.total_time(),
@@ -183,15 +201,7 @@ def solve_cpsat(inst: OffloadInstance, budget: int, *, options: ExactOptions, de
     a positive number with which the durations come to at most `MAX_TICKS` ticks, `check_scale`)."""
     chain = inst.chain
     L = chain.length
-    times = [float(t) for t in (*chain.u_fa, *chain.u_b)] + [inst.transfer_time(int(b)) for b in chain.xbar[1:L]]
-    if scale is None:
-        scale = fit_scale(inst, tick_scale(times)[0])
-    slots = effective_slots(budget, options.slots)
-    size = size_in_slots(budget, slots)
-    capacity = discretize_capacity(budget, slots) - size(int(chain.x[0]))
-    scope = (f"offload-only (store-all order): no recomputation, each tape offloaded at most once, "
-             f"times in ticks of 1/{scale:g}, "
-             + scope_text(slots))
+    scale, slots, size, capacity, scope = store_all_order_setup(inst, budget, options, scale)
     T = {j: duration_ticks(inst.transfer_time(int(chain.xbar[j])), scale) for j in range(1, L)}
     forced, at = forced_memory(chain, size, {j for j, t in T.items() if t == 0})
     if 0 <= capacity < forced:  # a necessary condition of the model (`forced_memory`): exact, and instant

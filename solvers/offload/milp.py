@@ -50,8 +50,6 @@ from typing import Any
 
 from ..chain import Chain
 from ..chain.schedule import Bwd, F_all, Loss, Op
-from ..discretize import capacity as discretize_capacity
-from ..discretize import effective_slots, scope_text, size_in_slots, tick_scale
 from ..errors import InputError, option_field
 from ..exact.cpsat_runner import check_first
 from ..exact.interrupt import interrupted
@@ -60,7 +58,7 @@ from ..exact.linear import LinearModel
 from ..exact.milp_runner import run_milp
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
-from .cpsat import FAST, check_scale, duration_ticks, fit_scale, forced_memory, ticks_exact
+from .cpsat import FAST, check_scale, duration_ticks, forced_memory, store_all_order_setup, ticks_exact
 from .exact_free_hint import exact_size_seed
 from .instance import OffloadInstance
 from .schedule import Off, OffloadSchedule, Pre, Transfer
@@ -361,14 +359,8 @@ def solve_milp(inst: OffloadInstance, budget: int, *, options: ExactOptions, dea
     chain = inst.chain
     L = chain.length
     backend = (backend or DEFAULT_BACKEND).lower()
-    times = [float(t) for t in (*chain.u_fa, *chain.u_b)] + [inst.transfer_time(int(b)) for b in chain.xbar[1:L]]
-    if scale is None:
-        scale = fit_scale(inst, tick_scale(times)[0])
-    slots = effective_slots(budget, options.slots)
-    size = size_in_slots(budget, slots)
-    capacity = discretize_capacity(budget, slots) - size(int(chain.x[0]))
-    scope = (f"offload-only (store-all order): no recomputation, each tape offloaded at most once, "
-             f"times in ticks of 1/{scale:g}, " + scope_text(slots) + f"; MILP ({backend})")
+    scale, slots, size, capacity, scope = store_all_order_setup(inst, budget, options, scale)
+    scope += f"; MILP ({backend})"
 
     def answer(status: str, **kw: Any) -> SolveResult:
         return SolveResult(problem="offload", solver="milp", status=status, budget=budget, scope=scope,

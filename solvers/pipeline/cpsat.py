@@ -30,7 +30,7 @@ import functools
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -168,6 +168,30 @@ def contiguous_candidates(inst: Pipeline, budget: int | None, P: int, schedule: 
     return cand
 
 
+class ContiguousSetup(NamedTuple):
+    """What the exact models of contiguous partitioning (`cpsat`, `milp`) start from: the devices `P`, the
+    schedule and its micro-batches `m` (`dp._defaults`), the positions `T` = min(P, L), the `scope`, the
+    candidate stages `cand` (`contiguous_candidates`) and whether a path can exist (`open`: a candidate
+    starts at layer 0 and one is a last stage; else the answer is ``infeasible`` without a model)."""
+
+    P: int
+    schedule: str
+    m: int | None
+    T: int
+    scope: str
+    cand: list[Candidate]
+    open: bool
+
+
+def contiguous_setup(inst: Pipeline, budget: int | None, devices: int | None, schedule: str,
+                     micro_batches: int | None, deadline: Deadline | None) -> ContiguousSetup:
+    """The `ContiguousSetup` of `inst` at `budget` bytes per device (None: no limit)."""
+    P, schedule, m = _defaults(devices, schedule, micro_batches)
+    cand = contiguous_candidates(inst, budget, P, schedule, m, deadline)
+    reachable = any(c[0] == 0 for c in cand) and any(c[2] == 1 for c in cand)
+    return ContiguousSetup(P, schedule, m, min(P, inst.length), contiguous_scope(P, schedule, m), cand, reachable)
+
+
 def seed_positions(seed: SolveResult | None) -> set[tuple[int, int, int]] | None:
     """The seed's stages as (first, last, position from the end) of the contiguous path model, or None
     when there is no seed partition or it replicates a stage (outside the model)."""
@@ -195,12 +219,10 @@ def solve_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadline:
     Booleans). With `hint` (and ``warm_start``) the seed's partition (the best fast solver's:
     madpipe's, usually) is the hint."""
     start = time.perf_counter()
-    P, schedule, m = _defaults(devices, schedule, micro_batches)
     L = inst.length
-    T = min(P, L)
-    scope = contiguous_scope(P, schedule, m)
-    cand = contiguous_candidates(inst, budget, P, schedule, m, deadline)
-    if not any(c[0] == 0 for c in cand) or not any(c[2] == 1 for c in cand):
+    P, schedule, m, T, scope, cand, reachable = contiguous_setup(inst, budget, devices, schedule, micro_batches,
+                                                                 deadline)
+    if not reachable:
         return _infeasible(inst, budget, P, schedule, m, start, scope)
     model, v, obj, values, rank, _starts = stage_flow_model(cand, T, 0, L - 1, [(l - 1, l) for l in range(1, L)],
                                                             deadline)

@@ -23,7 +23,7 @@ stages: past it the exact layer answers ``timeout``, or the seed's schedule as `
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -54,16 +54,10 @@ def solve_dag_cpsat(inst: Pipeline, budget: int, *, options: ExactOptions, deadl
     devices, 66,020 Booleans) that step alone ran 4.6 s past a 3.1 s limit, so a 5 s `--time-limit`
     ended after 9-10 s; at level 0 it ends at 5.2 s."""
     start = time.perf_counter()
-    P, schedule, m = _defaults(devices, schedule, micro_batches)
-    lat = lattice_for(inst, max_states, deadline)
-    scope = _scope(lat, P, schedule, m, False)
-    V = inst.length
-    empty, full = lattice_ends(lat, V)
-    T = min(P, V)
-    cand = dag_candidates(inst, lat, budget, T, schedule, m, deadline)
-    if not any(c[0] == empty for c in cand) or not any(c[2] == 1 for c in cand):
+    P, schedule, m, lat, scope, empty, full, T, cand, reachable, inner = dag_setup(
+        inst, budget, devices, schedule, micro_batches, max_states, deadline)
+    if not reachable:
         return _infeasible(inst, lat, budget, P, schedule, m, start, scope, deadline, max_states=max_states)
-    inner = [K for K in range(lat.n) if K not in (empty, full)]
     model, x, obj, values, rank, starts = stage_flow_model(cand, T, empty, full, [(K, K) for K in inner], deadline)
     for n, K in enumerate(inner):
         tick(deadline, n)
@@ -124,6 +118,40 @@ def dag_candidates(inst: Pipeline, lat: Any, budget: int | None, T: int, schedul
                     continue
                 cand.append((i, int(j), t, float(value[k])))
     return cand
+
+
+class DagSetup(NamedTuple):
+    """What the exact models of DAG partitioning (`dag-cpsat`, `dag-milp`) start from: the devices `P`, the
+    schedule and its micro-batches `m`, the ideal lattice `lat` (`dag_dp.lattice_for`) and its `scope`, the
+    indices of its `empty` ideal and of the `full` DAG, the positions `T` = min(P, V), the candidate stages
+    `cand` (`dag_candidates`), whether a path can exist (`open`) and the `inner` ideals (neither end)."""
+
+    P: int
+    schedule: str
+    m: int | None
+    lat: Any
+    scope: str
+    empty: int
+    full: int
+    T: int
+    cand: list[Candidate]
+    open: bool
+    inner: list[int]
+
+
+def dag_setup(inst: Pipeline, budget: int | None, devices: int | None, schedule: str, micro_batches: int | None,
+              max_states: int | None, deadline: Deadline | None) -> DagSetup:
+    """The `DagSetup` of `inst` at `budget` bytes per device (None: no limit), on the lattice of at most
+    `max_states` ideals."""
+    P, schedule, m = _defaults(devices, schedule, micro_batches)
+    lat = lattice_for(inst, max_states, deadline)
+    V = inst.length
+    empty, full = lattice_ends(lat, V)
+    T = min(P, V)
+    cand = dag_candidates(inst, lat, budget, T, schedule, m, deadline)
+    reachable = any(c[0] == empty for c in cand) and any(c[2] == 1 for c in cand)
+    inner = [K for K in range(lat.n) if K not in (empty, full)]
+    return DagSetup(P, schedule, m, lat, _scope(lat, P, schedule, m, False), empty, full, T, cand, reachable, inner)
 
 
 def seed_ideals(lat: Any, seed: SolveResult | None) -> set[tuple[int, int, int]] | None:

@@ -51,17 +51,15 @@ from .cpsat import (
     FAST,
     Candidate,
     _infeasible,
-    contiguous_candidates,
-    contiguous_scope,
+    contiguous_setup,
     seed_positions,
     straight_only,
     tick,
 )
 from .dag_cpsat import FAST as DAG_FAST
 from .dag_cpsat import _infeasible as _dag_infeasible
-from .dag_cpsat import dag_candidates, lattice_ends, seed_ideals
-from .dag_dp import _scope, lattice_for, to_partition
-from .dp import _defaults
+from .dag_cpsat import dag_setup, seed_ideals
+from .dag_dp import to_partition
 from .instance import Pipeline
 from .schedule import Partition
 
@@ -228,12 +226,10 @@ def solve_milp(inst: Pipeline, budget: int, *, options: ExactOptions, deadline: 
     (time units) and bound as the module docstring says; scope that of `cpsat`."""
     start = time.perf_counter()
     backend = (backend or DEFAULT_BACKEND).lower()
-    P, schedule, m = _defaults(devices, schedule, micro_batches)
     L = inst.length
-    T = min(P, L)
-    scope = contiguous_scope(P, schedule, m)
-    cand = contiguous_candidates(inst, budget, P, schedule, m, deadline)
-    if not any(c[0] == 0 for c in cand) or not any(c[2] == 1 for c in cand):
+    P, schedule, m, T, scope, cand, reachable = contiguous_setup(inst, budget, devices, schedule, micro_batches,
+                                                                 deadline)
+    if not reachable:
         return _infeasible(inst, budget, P, schedule, m, start, scope, solver="milp")
     # nodes are layers: a stage ending at layer l - 1 is followed by one starting at l
     pm = stage_flow_linear(cand, T, 0, L - 1, [(l - 1, l) for l in range(1, L)], deadline)
@@ -266,21 +262,15 @@ def solve_dag_milp(inst: Pipeline, budget: int, *, options: ExactOptions, deadli
     scope and ``infeasible`` (with ``min_budget`` on the lattice) as `dag-cpsat`."""
     start = time.perf_counter()
     backend = (backend or DEFAULT_BACKEND).lower()
-    P, schedule, m = _defaults(devices, schedule, micro_batches)
-    lat = lattice_for(inst, max_states, deadline)
-    scope = _scope(lat, P, schedule, m, False)
-    V = inst.length
-    empty, full = lattice_ends(lat, V)
-    T = min(P, V)
-    cand = dag_candidates(inst, lat, budget, T, schedule, m, deadline)
+    P, schedule, m, lat, scope, empty, full, T, cand, reachable, inner = dag_setup(
+        inst, budget, devices, schedule, micro_batches, max_states, deadline)
 
     def infeasible() -> SolveResult:
         return _dag_infeasible(inst, lat, budget, P, schedule, m, start, scope, deadline, max_states=max_states,
                                solver="dag-milp")
 
-    if not any(c[0] == empty for c in cand) or not any(c[2] == 1 for c in cand):
+    if not reachable:
         return infeasible()
-    inner = [K for K in range(lat.n) if K not in (empty, full)]
     pm = stage_flow_linear(cand, T, empty, full, [(K, K) for K in inner], deadline, closed=inner)
     run = _solve(pm, cand, seed_ideals(lat, seed), backend, options, deadline)
     elapsed = time.perf_counter() - start
