@@ -469,8 +469,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--solvers", nargs="+", default=list(EXACT + FAST), choices=list(get_problem("graph").solvers),
                     metavar="SOLVER", help=f"graph solvers (default {' '.join(EXACT + FAST)})")
     ap.add_argument("--time-limit", type=positive(float), default=180.0,
-                    help="exact solvers, graphs up to 500 nodes (s)")
-    ap.add_argument("--long-time-limit", type=positive(float), default=360.0, help="exact solvers, larger graphs (s)")
+                    help="exact solvers, graphs below 500 nodes (s)")
+    ap.add_argument("--long-time-limit", type=positive(float), default=360.0,
+                    help="exact solvers, graphs of 500 nodes or more (s)")
     ap.add_argument("--slots", type=positive(int, zero=True), default=0, help="memory slots (0: exact sizes)")
     ap.add_argument("--workers", type=positive(int), default=1, help="threads of the exact solvers' backends")
     ap.add_argument("--published", type=Path, default=None, help="CSV: instance, fraction, source, overhead")
