@@ -111,7 +111,8 @@ def test_the_solver_listing_says_which_solvers_take_memory_gb() -> None:
     from memsched.experiments.commands.solvers import fast_solver_table
 
     takes = {(p, n) for p, n, summary in fast_solver_table() if "memory_gb" in summary}
-    assert takes == {("chain", "milp"), ("graph", "checkmate"), ("graph", "checkmate-approx")}
+    assert takes == {("chain", "milp"), ("graph", "checkmate"), ("graph", "checkmate-approx"), ("join", "milp"),
+                     ("offload", "milp")}
     docs = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     assert "which only\nthe solvers that honour it take" in docs
 

@@ -37,7 +37,8 @@ SOLVERS: dict[str, tuple[str, str]] = {
               "exact CP-SAT join phase model (branches back-propagated one after another, best order; "
               "non-persistent schedules allowed)"),
     "milp": (".join.milp:solve_milp",
-             "exact MILP of the join phase model (the cpsat model's rows; SCIP by default, --option backend=)"),
+             "exact MILP of the join phase model (the cpsat model's rows; SCIP by default, --option backend=); "
+             "takes memory_gb (SCIP, portfolio)"),
     "exact": (".join.astar:solve_exact",
               "exact A* search over all schedules of the join simulator (tiny instances)"),
 }

@@ -31,7 +31,8 @@ SOLVERS: dict[str, tuple[str, str]] = {
     "cpsat": (".offload.cpsat:solve_cpsat",
               "exact CP-SAT, offload-only (store-all order): which tapes travel and when, no recomputation"),
     "milp": (".offload.milp:solve_milp",
-             "exact MILP (SCIP), the model of cpsat: offload-only (store-all order), no recomputation"),
+             "exact MILP (SCIP; --option backend=highs|cbc), the model of cpsat: offload-only (store-all order), "
+             "no recomputation; takes memory_gb (SCIP)"),
     "pofo": (".offload.dp:solve_pofo",
              "rotor DP + offloading of checkpoints a_i during the right sub-chain (after POFO)"),
     "exact-combined": (".offload.exact_combined:solve_exact_combined",
