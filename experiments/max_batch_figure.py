@@ -331,7 +331,10 @@ def draw(
             show = over is not None and solver not in ("store-all", "checkpoint-all")
             notes.append(size_text(ans) + (f"\nx{over:.2f}" if show else ""))
         bars = ax.bar(xs, ys, width=width, label=legend_text(solver, answers), color=f"C{k}", hatch=hatch[solver],
-                      edgecolor="0.2", linewidth=0.4, hatch_linewidth=0.4)
+                      edgecolor="0.2", linewidth=0.4)
+        for bar in bars:  # a patch's own hatch width exists from matplotlib 3.10 (before: rcParams at drawing)
+            if hasattr(bar, "set_hatch_linewidth"):
+                bar.set_hatch_linewidth(0.4)
         for bar, note, tick in zip(bars, notes, ticks):
             # above the published tick when that is higher: the tick (zorder 3) would strike the label through
             top, lift = (bar.get_height(), 0.0) if tick is None else (max(bar.get_height(), tick), 2.0)

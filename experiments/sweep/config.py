@@ -603,12 +603,15 @@ def _instance_free_checks() -> dict[tuple[str, str, str], OptionCheck]:
     instance (`check_option_value`), called as ``check(value, key, options)``; imported when first used."""
     from memsched.solvers.chain.milp import check_backend as chain_backend
     from memsched.solvers.exact.cpsat_runner import check_parameters
+    from memsched.solvers.exact.milp_runner import check_backend_name
     from memsched.solvers.graph.milp import check_backend as graph_backend
     from memsched.solvers.offload.baselines import _at_least_one
     from memsched.solvers.offload.cpsat import check_scale_value
+    from memsched.solvers.offload.milp import BACKENDS as OFFLOAD_MILP_BACKENDS
     from memsched.solvers.pipeline import SOLVERS as PIPELINE_SOLVERS
     from memsched.solvers.pipeline.dp import check_micro_batches
     from memsched.solvers.pipeline.interleave import positive_count
+    from memsched.solvers.pipeline.milp import BACKENDS as PIPELINE_MILP_BACKENDS
 
     def parameters(value: Any, _key: str, _options: dict[str, Any]) -> None:
         check_parameters(value)
@@ -624,6 +627,9 @@ def _instance_free_checks() -> dict[tuple[str, str, str], OptionCheck]:
                 and isinstance(value, int) and not isinstance(value, bool):
             check_micro_batches(schedule.lower(), value, devices)
 
+    def pipeline_backend(value: Any, _key: str, _options: dict[str, Any]) -> None:
+        check_backend_name(value, PIPELINE_MILP_BACKENDS)
+
     def one(check: Callable[[Any, str], None]) -> OptionCheck:
         return lambda value, key, _options: check(value, key)
 
@@ -631,9 +637,13 @@ def _instance_free_checks() -> dict[tuple[str, str, str], OptionCheck]:
             ("chain", "periodic", "segments"): one(positive_count),
             ("offload", "vdnn", "lookahead"): one(_at_least_one),
             ("offload", "offload-prefix", "max_lookahead"): one(_at_least_one),
-            **{("offload", name, "scale"): scale for name in ("cpsat", "exact-combined", "offload-exact")},
+            **{("offload", name, "scale"): scale for name in ("cpsat", "milp", "exact-combined", "offload-exact")},
             **{("pipeline", name, "micro_batches"): micro_batches for name in PIPELINE_SOLVERS},
             ("chain", "milp", "backend"): lambda value, _key, _options: chain_backend(value),
+            ("join", "milp", "backend"): lambda value, _key, _options: chain_backend(value),  # the chain's backends
+            ("offload", "milp", "backend"):
+                lambda value, _key, _options: check_backend_name(value, OFFLOAD_MILP_BACKENDS),
+            **{("pipeline", name, "backend"): pipeline_backend for name in ("milp", "dag-milp")},
             ("graph", "checkmate", "backend"): lambda value, _key, _options: graph_backend(value)}
 
 
@@ -646,7 +656,7 @@ def check_option_value(problem: str, solver: str, key: str, value: Any, *,
     `pipeline.interleave.positive_count`), vdnn's ``lookahead`` and offload-prefix's
     ``max_lookahead`` (`offload.baselines._at_least_one`), the offload CP-SAT models' ``scale``
     (positive and finite: `offload.cpsat.check_scale_value`; its upper limit depends on the
-    instance's durations), the MILP ``backend`` of chain milp and graph checkmate, and a pipeline
+    instance's durations), the MILP ``backend`` of every milp and of graph checkmate, and a pipeline
     solver's ``micro_batches`` under 1F1B (the default ``schedule``): at least its ``devices``
     (`pipeline.dp.check_micro_batches`), read from `options`, the other options given to the same
     solver (``devices`` included; not checked without it). A value wrong

@@ -52,7 +52,7 @@ from ..exact.cpsat_runner import BackendRun, check_first, linear_to_cpsat, round
 from ..exact.exact_rows import broken, drop_broken, exact_rows_cpsat, exclude_broken, nogood_row
 from ..exact.layer import exact_solver
 from ..exact.linear import LinearModel
-from ..exact.milp_runner import run_milp
+from ..exact.milp_runner import check_backend_name, run_milp
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..exact.portfolio import run_isolated, run_portfolio
 from ..result import INFEASIBLE, TIMEOUT, SolveResult
@@ -84,11 +84,7 @@ def default_backend(workers: int) -> str:
 def check_backend(backend: str | None) -> None:
     """The ``backend`` option of `solve_milp`: None (the default) or one of BACKENDS, in any case;
     else `InputError` naming the option."""
-    from ..errors import InputError, option_field
-
-    if backend is not None and (not isinstance(backend, str) or backend.lower() not in BACKENDS):
-        raise InputError(f"unknown MILP backend {backend!r} (one of {', '.join(BACKENDS)})",
-                         field=option_field("backend"))
+    check_backend_name(backend, BACKENDS)
 
 
 #: the backends that honour ``memory_gb`` (SCIP's ``limits/memory``, `milp_runner.scip_settings`; the portfolio

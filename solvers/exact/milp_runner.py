@@ -78,6 +78,16 @@ class BackendRun:
         return self.values is not None
 
 
+def check_backend_name(backend: Any, backends: tuple[str, ...]) -> None:
+    """A solver's ``backend`` option: None (its default) or one of `backends`, in any case; else `InputError`
+    naming ``--option backend``."""
+    from ..errors import InputError, option_field
+
+    if backend is not None and (not isinstance(backend, str) or backend.lower() not in backends):
+        raise InputError(f"unknown MILP backend {backend!r} (one of {', '.join(backends)})",
+                         field=option_field("backend"))
+
+
 def finite_bound(value: Any) -> float | None:
     """A backend's bound as a finite float, or None when it is missing, infinite or +-1e20."""
     try:

@@ -55,7 +55,7 @@ from ..exact.cpsat_runner import check_first
 from ..exact.interrupt import interrupted
 from ..exact.layer import exact_solver
 from ..exact.linear import LinearModel
-from ..exact.milp_runner import run_milp
+from ..exact.milp_runner import check_backend_name, run_milp
 from ..exact.options import Deadline, ExactOptions
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import FAST, check_scale, duration_ticks, forced_memory, store_all_order_setup, ticks_exact
@@ -73,9 +73,7 @@ def check_options(inst: OffloadInstance, *, backend: Any = None, memory_gb: Any 
     """The ``backend`` option (None or one of `BACKENDS`, any case), ``memory_gb`` only with SCIP (its
     ``limits/memory``; HiGHS and CBC have no limit that holds) and ``scale`` (`cpsat.check_scale`); else an
     `InputError` naming the option."""
-    if backend is not None and (not isinstance(backend, str) or backend.lower() not in BACKENDS):
-        raise InputError(f"unknown MILP backend {backend!r} (one of {', '.join(BACKENDS)})",
-                         field=option_field("backend"))
+    check_backend_name(backend, BACKENDS)
     if memory_gb is not None and backend is not None and backend.lower() != "scip":
         raise InputError(f"not taken with backend {backend.lower()!r}: it is SCIP's memory limit (limits/memory); "
                          f"{backend.lower()} has no memory limit that holds", field=option_field("memory_gb"))

@@ -40,11 +40,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InputError, option_field
 from ..exact.cpsat_runner import check_first
 from ..exact.layer import REL_TOL, exact_solver
 from ..exact.linear import LinearModel
-from ..exact.milp_runner import BackendRun, run_milp
+from ..exact.milp_runner import BackendRun, check_backend_name, run_milp
 from ..exact.options import Deadline, ExactOptions, refuses
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import (
@@ -183,9 +182,7 @@ def is_path(chosen: list[Candidate], source: int, sink: int, T: int, step: int) 
 
 def check_options(_inst: Any, *, backend: str | None = None, **_: Any) -> None:
     """The ``backend`` option: None (SCIP) or one of `BACKENDS`, in any case; else `InputError` naming it."""
-    if backend is not None and (not isinstance(backend, str) or backend.lower() not in BACKENDS):
-        raise InputError(f"unknown MILP backend {backend!r} (one of {', '.join(BACKENDS)})",
-                         field=option_field("backend"))
+    check_backend_name(backend, BACKENDS)
 
 
 def _solve(pm: PathMILP, cand: list[Candidate], chosen: set[tuple[int, int, int]] | None, backend: str,
