@@ -45,7 +45,7 @@ at most once, whole ticks) only when every duration is a whole number of ticks; 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..chain import Chain
@@ -55,8 +55,9 @@ from ..exact.cpsat_runner import check_first
 from ..exact.interrupt import interrupted
 from ..exact.layer import exact_solver
 from ..exact.linear import LinearModel
-from ..exact.milp_runner import check_backend_name, run_milp
+from ..exact.milp_runner import BackendRun, check_backend_name, run_milp
 from ..exact.options import Deadline, ExactOptions
+from ..progress import report
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult
 from .cpsat import FAST, check_scale, duration_ticks, forced_memory, store_all_order_setup, ticks_exact
 from .exact_free_hint import exact_size_seed
@@ -344,6 +345,18 @@ def seed_hint(mod: OffloadMilp, seed: SolveResult | None, inst: OffloadInstance,
     return values, mod.lm.violated(values) == 0
 
 
+def in_time_units(run: BackendRun, scale: float) -> BackendRun:
+    """`run` of the model in ticks (1/`scale` time units) with its objective, bound and log in time units, its
+    best and bound reported to the progress watcher in those units (as offload cpsat's are)."""
+    inv = 1.0 / scale
+    out = replace(run, objective=None if run.objective is None else run.objective * inv,
+                  bound=None if run.bound is None else run.bound * inv,
+                  log=[(t, None if o is None else o * inv, None if b is None else b * inv) for t, o, b in run.log])
+    if out.values is not None:
+        report(best=out.objective, bound=out.bound)
+    return out
+
+
 @check_first(check_options)
 @exact_solver("offload", "milp", FAST, time_limit=30.0, workers=1, least=lambda inst: inst.chain.total_time(),
               reseed=exact_size_seed)
@@ -381,7 +394,7 @@ def solve_milp(inst: OffloadInstance, budget: int, *, options: ExactOptions, dea
         return answer(INFEASIBLE, message=f"proven infeasible for this model: {mod.overfull}, more than the "
                                           f"{capacity}{unit} left")
     hint, hint_ok = seed_hint(mod, seed, inst, budget, scale) if options.warm_start else (None, False)
-    run = run_milp(mod.lm, backend, deadline, options, hint=hint, hint_feasible=hint_ok, watched=True)
+    run = in_time_units(run_milp(mod.lm, backend, deadline, options, hint=hint, hint_feasible=hint_ok), scale)
     details: dict[str, Any] = {"backend_status": run.backend_status, "variables": mod.lm.num_vars,
                                "rows": len(mod.lm.rows), "hint": hint is not None, "hint_feasible": hint_ok}
     if run.status == INFEASIBLE:
@@ -399,9 +412,8 @@ def solve_milp(inst: OffloadInstance, budget: int, *, options: ExactOptions, dea
         ticks_exact(inst.transfer_time(int(chain.xbar[j])), scale, T[j]) for j in T)
     # as cpsat's: the model's bound holds for its scope only (no recomputation), kept in details; the exact layer
     # reports the problem's own bound. "optimal" (for the scope) only when every duration is whole in ticks
-    model_bound = run.bound / scale if run.bound is not None and whole_ticks and slots == 0 else None  # time unit
+    model_bound = run.bound if run.bound is not None and whole_ticks and slots == 0 else None  # time unit
     status = run.status if whole_ticks or run.status != OPTIMAL else FEASIBLE
     return answer(status, objective=sim.makespan, peak_memory=sim.peak_memory, lower_bound=None, schedule=schedule,
-                  log=run.log, details={**details, "model_makespan": None if run.objective is None
-                                        else run.objective / scale, "model_bound": model_bound,
+                  log=run.log, details={**details, "model_makespan": run.objective, "model_bound": model_bound,
                                         "transfers": len(schedule.transfers()), "host_peak": sim.host_peak})
