@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["CLASS_SCOPE_MODELS", "SCOPE_MODELS", "class_optimal", "model_labels", "row_labels", "scope_model",
-           "with_model"]
+__all__ = ["ALL_SCHEDULES", "CLASS_SCOPE_MODELS", "SCOPE_MODELS", "class_optimal", "model_labels", "row_labels",
+           "scope_model", "with_model"]
 
 
 #: (start of a row's ``scope``, the model): the restricted model a solver's ``optimal`` rows are optimal in,
@@ -36,6 +36,7 @@ SCOPE_MODELS: tuple[tuple[str, str], ...] = (
     ("all schedules of the join simulator", "all schedules"),                # exact (join networks)
     ("frontier-advancing schedules in the file's order", "file's order"),   # checkmate
     ("phase model", "phase model"),                                          # milp, cpsat (chains)
+    ("dp's schedule; optimal among all schedules", "all schedules"),        # milp, cpsat (joins): store-all fits
     ("join phase model", "join phase model"),                                # cpsat (join networks)
     ("at most 2 computations per node", "<= 2 computations per node"),      # cpsat (graphs)
 )
@@ -116,9 +117,22 @@ def _group_texts(rows: pd.DataFrame, labels: pd.Series) -> dict[tuple[str, str],
     for (problem, label), group in optimal.groupby(keys):
         models = {_row_model(str(status), str(scope)) for status, scope in
                   zip(group["status"], group["scope"]) if pd.notna(scope)} - {None}
+        models = _narrowest(models)
         if len(models) == 1:
             out[(str(problem), str(label))] = with_model(str(label), str(models.pop()))
     return out
+
+
+#: the model of a row optimal among all schedules (`SCOPE_MODELS`): an answer optimal in every model
+ALL_SCHEDULES = "all schedules"
+
+
+def _narrowest(models: set[str]) -> set[str]:
+    """`models` of one series less `ALL_SCHEDULES` when another is there: a row optimal among all schedules
+    (a join's cpsat where store-all fits) is no slower than the optimum of any model, so a series whose other
+    rows are optimal in the join phase model is still "cpsat (join phase model)"; alone, it names "all
+    schedules"."""
+    return models - {ALL_SCHEDULES} if len(models) > 1 else models
 
 
 def class_optimal(rows: pd.DataFrame) -> pd.Series:
