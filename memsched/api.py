@@ -259,6 +259,22 @@ def _target_instance(target: Any, problem: str | None, *, bandwidth: str | float
     return problem, _pipeline_machine(instance, bandwidth=bandwidth, latency=latency, weight_factor=weight_factor)
 
 
+def _host_link_set_aside(target: Any, problem: str | None) -> bool:
+    """True when `problem` "chain" is named for an offloading `target` (an `OffloadInstance`, or a chain
+    file with a ``host_link``), whose link the chain problem drops: an offloading solver named then is
+    refused by saying so (`registry.get_solver`), not by asking for a link the instance has. A path
+    that cannot be read is False (`as_problem` raises its own error), and so is an object (`as_problem`
+    refuses an `OffloadInstance` read as a chain)."""
+    if problem != "chain" or not isinstance(target, (str, Path)):
+        return False
+    from memsched.experiments.commands._common import has_host_link
+
+    try:
+        return has_host_link(str(target))
+    except (InputError, OSError):
+        return False
+
+
 def _devices_make_pipeline(target: Any, devices: Any) -> bool:
     """True when `devices` is given (not None) and `target` is the path of a chain file: `devices` is a
     pipeline's argument only, and ``memsched partition`` reads a chain file as a pipeline (one layer per
@@ -466,6 +482,7 @@ def _solve(instance: Any, budget: int | float | str, solver: str | Sequence[str]
     """`solve`, whose keyword `options` are the dict `options`; `search`: complete an ``infeasible`` answer
     with its smallest feasible budget (`_search_min_budget`; `sweep` passes False, as the sweep engine's
     cells search none)."""
+    link_set_aside = _host_link_set_aside(instance, problem)
     problem, instance = _target_instance(instance, problem, bandwidth=bandwidth, latency=latency,
                                          weight_factor=weight_factor, devices=devices)
     devices = _check_devices(problem, devices)
@@ -476,7 +493,7 @@ def _solve(instance: Any, budget: int | float | str, solver: str | Sequence[str]
     time_limit = _check_time_limit(time_limit)
     progress = _check_bool(progress, "progress")
     bytes_ = _budget(instance, budget, problem)
-    names = _each_once(_solver_names(problem, solver), "solver")
+    names = _each_once(_solver_names(problem, solver, host_link=link_set_aside), "solver")
     _check_options(problem, names, options)
     check_option_values(problem, names, options)  # a value no instance takes: an InputError, as with one name
 
@@ -728,13 +745,14 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
     budgets = list(budgets)
     if not budgets:  # as a sweep file's empty list: a grid of no cell is a mistake, not an empty table
         raise InputError("must be a non-empty list of budgets (e.g. ['40%', '60%', '80%'])", field="budgets")
+    link_set_aside = _host_link_set_aside(target, problem)
     problem, instance = _target_instance(target, problem, bandwidth=bandwidth, latency=latency,
                                          weight_factor=weight_factor, devices=devices)
     devices = _check_devices(problem, devices)
     slots = _check_slots(DEFAULT_SLOTS if slots is None else slots)
     time_limit = _check_time_limit(time_limit)
     progress = _check_bool(progress, "progress")
-    names = _each_once(_solver_names(problem, solvers, field="solvers"), "solvers")
+    names = _each_once(_solver_names(problem, solvers, field="solvers", host_link=link_set_aside), "solvers")
     _check_options(problem, names, dict(options, devices=devices) if devices is not None else options)
     check_option_values(problem, names, options, devices)
     from memsched.experiments.sweep.cell import overhead_of
@@ -932,31 +950,33 @@ def _config_sweep(target: PathLike, *, output: Any, workers: Any, fresh: Any, pr
     return SweepResult(list(outcome.rows), source=str(target), units=units)
 
 
-def _solver_names(problem: str, solver: Any, *, field: str = "solver") -> list[str]:
+def _solver_names(problem: str, solver: Any, *, field: str = "solver", host_link: bool = False) -> list[str]:
     """The solver names asked for: the problem's default for None, one name, or a sequence of
     names (`InputError` naming `field` for anything else, or an empty sequence; a list's name that is no
-    solver of `problem`, its entry: ``solvers[1]``)."""
+    solver of `problem`, its entry: ``solvers[1]``). `host_link`: the chain `problem` named sets the
+    instance's host link aside (`_host_link_set_aside`), which an offloading solver's error then says."""
     if solver is None:
         return [default_solver(problem)]
     if isinstance(solver, str):
-        _known_solver(problem, solver, field)
+        _known_solver(problem, solver, field, host_link)
         return [solver]
     if isinstance(solver, Iterable) and not isinstance(solver, (bytes, dict)):
         names = list(solver)
         if names and all(isinstance(n, str) for n in names):
             for i, name in enumerate(names):
-                _known_solver(problem, name, f"{field}[{i}]")
+                _known_solver(problem, name, f"{field}[{i}]", host_link)
             return names
         if not names:
             raise InputError("no solver named", field=field)
     raise InputError(f"must be a solver name or a list of names, got {solver!r}", field=field)
 
 
-def _known_solver(problem: str, name: str, field: str) -> None:
+def _known_solver(problem: str, name: str, field: str, host_link: bool = False) -> None:
     """Solver `name` of `problem` exists and imports here; else the registry's `InputError` (unknown, not
-    available, an offloading solver on a chain) naming `field`, a list's entry (``solvers[1]``)."""
+    available, an offloading solver on a chain: `host_link` as `registry.get_solver` takes it) naming
+    `field`, a list's entry (``solvers[1]``)."""
     try:
-        registry.get_solver(problem, name)
+        registry.get_solver(problem, name, host_link=host_link)
     except InputError as err:
         raise InputError(err.message, path=err.path, field=field) from None
 
