@@ -705,11 +705,12 @@ def main(args: argparse.Namespace) -> int:
     journaled = (f"journal {args.journal}: {counts['resumed']} sizes resumed from the journal, {counts['run']} run "
                  "now") if journal is not None else None
     if interrupted:
-        return _interrupted(args, memory, probes, refusals, best_size, above, timed_out,
+        return _interrupted(args, memory, sizes, probes, refusals, best_size, above, timed_out,
                             counts if journal is not None else None, note)
     if args.json:
         json.dump(
-            _answer(args, memory, "stopped" if stopped else "complete", probes, refusals, best_size, above, chosen,
+            _answer(args, memory, sizes, "stopped" if stopped else "complete", probes, refusals, best_size, above,
+                    chosen,
                     timed_out, counts if journal is not None else None,
                     stopped={"size": stopped.size, "error": str(stopped.error)} if stopped else None, note=note,
                     untried=untried),
@@ -759,11 +760,14 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _answer(args: argparse.Namespace, memory: int, status: str, probes: list[Probe], refusals: list[tuple[int, str]],
-            best_size: int, above: int | None, chosen: Probe | None, timed_out: list[int],
-            journal: dict[str, int] | None, *, stopped: dict[str, Any] | None = None,
+def _answer(args: argparse.Namespace, memory: int, sizes: dict[str, Any], status: str, probes: list[Probe],
+            refusals: list[tuple[int, str]], best_size: int, above: int | None, chosen: Probe | None,
+            timed_out: list[int], journal: dict[str, int] | None, *, stopped: dict[str, Any] | None = None,
             note: str | None = None, untried: tuple[int, int] | None = None) -> dict[str, Any]:
-    """The ``--json`` object: `status` ``complete``, ``stopped`` (bad input mid-search) or ``interrupted``
+    """The ``--json`` object, which records every setting a rerun needs besides the search's own (--tolerance,
+    --limit, --step are keys or probe sizes): the solver's `slots` and `time_limit` (s, None: none) and `sizes`,
+    the network's keyword arguments but the varied one (`fixed_sizes`); `status` ``complete``, ``stopped`` (bad
+    input mid-search) or ``interrupted``
     (Ctrl-C: `largest` and `smallest_not_fitting` bracket the answer as far as the probes went);
     `journal`: the ``resumed`` and ``run`` probe counts with ``--journal`` (None without); `untried`: the
     sizes (first, last) that the search left untried where a larger answer (or, when none fits, a smaller
@@ -778,6 +782,9 @@ def _answer(args: argparse.Namespace, memory: int, status: str, probes: list[Pro
         "solver": args.solver,
         "cost": args.cost,
         "state_factor": args.state_factor,
+        "slots": args.slots,
+        "time_limit": args.time_limit,
+        "sizes": fixed_sizes(sizes, args.vary),
         "status": status,
         "largest": best_size or None,
         "smallest_not_fitting": above,
@@ -792,7 +799,8 @@ def _answer(args: argparse.Namespace, memory: int, status: str, probes: list[Pro
     }
 
 
-def _interrupted(args: argparse.Namespace, memory: int, probes: list[Probe], refusals: list[tuple[int, str]],
+def _interrupted(args: argparse.Namespace, memory: int, sizes: dict[str, Any], probes: list[Probe],
+                 refusals: list[tuple[int, str]],
                  best_size: int, above: int | None, timed_out: list[int], counts: dict[str, int] | None,
                  note: str | None = None) -> int:
     """Exit 130 after a Ctrl-C (or SIGTERM, SIGHUP) in the search: what the probes so far bracket, the
@@ -810,8 +818,8 @@ def _interrupted(args: argparse.Namespace, memory: int, probes: list[Probe], ref
     with contextlib.suppress(KeyboardInterrupt), interrupts_deferred():
         if args.json:
             chosen = next((p for p in probes if p.size == best_size), None)
-            json.dump(_answer(args, memory, "interrupted", probes, refusals, best_size, above, chosen, timed_out,
-                              counts, note=note), sys.stdout)
+            json.dump(_answer(args, memory, sizes, "interrupted", probes, refusals, best_size, above, chosen,
+                              timed_out, counts, note=note), sys.stdout)
             print(flush=True)
         print(f"memsched max-batch: interrupted after {len(probes)} probes: {fit}{no}{where}{resume}",
               file=sys.stderr, flush=True)
@@ -822,6 +830,14 @@ def _interrupted(args: argparse.Namespace, memory: int, probes: list[Probe], ref
 JOURNAL_COMMAND = "max-batch"
 #: how the journal is named in messages
 JOURNAL_WHAT = "max-batch's journal of probes"
+
+
+def fixed_sizes(sizes: dict[str, Any], vary: str) -> dict[str, Any]:
+    """The network's keyword arguments (`counted_sizes`) without the size varied (``batch`` or ``image_size``,
+    from `vary`, the ``--vary`` value), as JSON values (a device or dtype by its name): what a rerun passes."""
+    varied = "batch" if vary == "batch" else "image_size"
+    return {key: value if value is None or isinstance(value, (bool, int, float, str, list, tuple)) else str(value)
+            for key, value in sizes.items() if key != varied}
 
 
 def probe_settings(args: argparse.Namespace, memory: int) -> dict[str, Any]:
