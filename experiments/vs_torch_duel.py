@@ -65,6 +65,8 @@ TOOL_COLOURS = {"checkpoint-per-block": "#d62728", "checkpoint_sequential": "#1f
                 "torch.compile(aot_eager, min-cut)": "#2ca02c"}
 #: the fixed marker of each memsched granularity in `duel_figure`
 GRANULARITY_MARKERS = {"block": "o", "layer": "s"}
+#: what a panel of `duel_figure` says in place of a legend when none of its duels is drawn
+NO_DUEL_TEXT = "no duel counted"
 
 
 def option_error(models: str, sizes: str, rows: list[dict], csv_path: Path) -> str | None:
@@ -242,7 +244,9 @@ def duel_figure(duels: list[dict], path: Path) -> None:
     median with its 95% interval) against the point's peak (MiB), one colour per tool and one marker per
     granularity (`duel_styles`, the same in every panel); dashed: the 2% allowance. Only the duels the
     verdict counts are drawn (`checked_duels` without the bench's rows: a failed gradient check on either
-    side leaves a duel out). Written atomically (`vs_torch_report.save_png`)."""
+    side leaves a duel out); a panel none of whose duels is drawn (each left out, or without a plan: no
+    ``ratio``), or the one panel of no duels at all, has no legend and says `NO_DUEL_TEXT` instead. Written
+    atomically (`vs_torch_report.save_png`)."""
     import matplotlib
     from memsched.experiments.vs_torch_report import save_png
 
@@ -277,7 +281,12 @@ def duel_figure(duels: list[dict], path: Path) -> None:
         ax.set_xlabel("the point's peak (MiB, tracker)", fontsize=8)
         ax.set_ylabel("memsched time / the point's (median, 95% CI)", fontsize=8)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=5)
+        if rs:
+            ax.legend(fontsize=5)
+        else:  # every duel of the panel left out or without a plan: a legend of nothing warns
+            ax.text(0.5, 0.5, NO_DUEL_TEXT, ha="center", transform=ax.transAxes, fontsize=8)
+    if not keys:  # no duel at all: the one panel is empty too
+        axes[0][0].text(0.5, 0.5, NO_DUEL_TEXT, ha="center", transform=axes[0][0].transAxes, fontsize=8)
     fig.tight_layout()
     save_png(fig, path)  # atomically
 

@@ -64,7 +64,9 @@ def model_labels(rows: pd.DataFrame) -> dict[str, str]:
     (problem, label): a label that runs on several problems gets a model only when its rows of every one of
     them name that same model, so that the one text is true of each of its series (cpsat's chain rows are
     not "<= 2 computations per node" because its graph rows are); `row_labels` gives each problem's series
-    its own model instead."""
+    its own model instead. Any index will do (duplicates too: a concatenation of tables): the rows are read
+    by position, as with a fresh RangeIndex."""
+    rows = rows.reset_index(drop=True)  # `_group_texts` selects by index labels: duplicates would not do
     labels = _solver_labels(rows)
     shown = {str(lab): str(lab) for lab in labels.dropna()}
     texts: dict[str, set[str]] = {}
@@ -81,12 +83,14 @@ def row_labels(rows: pd.DataFrame) -> pd.Series:
     the ``optimal`` rows of that label *and problem* are optimal in (as `model_labels` words it), so that in
     a mixed grid each problem's series of one solver names its own model ("cpsat (<= 2 computations per
     node)" on graphs, "cpsat (phase model)" on chains); for rows of one problem, ``model_labels`` mapped
-    over the labels."""
+    over the labels. Any index will do (duplicates too), as for `model_labels`; the result keeps `rows`'."""
+    index = rows.index
+    rows = rows.reset_index(drop=True)  # read by position (`model_labels`)
     labels = _solver_labels(rows)
     texts = _group_texts(rows, labels)
     problems = _problems(rows)
     return pd.Series([texts.get((problem, str(label)), str(label)) for problem, label in zip(problems, labels)],
-                     index=rows.index, dtype=object)
+                     index=index, dtype=object)
 
 
 def _solver_labels(rows: pd.DataFrame) -> pd.Series:
