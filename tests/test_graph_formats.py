@@ -84,5 +84,5 @@ def test_node_without_id_or_tags_is_still_an_error(tmp_path):
 def test_rl_file_with_a_missing_cost_names_the_node(tmp_path):
     data = json.loads(json.dumps(MOCCASIN_RL))
     del data["nodes"][1]["duration"]
-    with pytest.raises(InputError, match="node 2: cost_cpu"):
+    with pytest.raises(InputError, match="node 2: duration"):
         load(_write(tmp_path, data, "bad.json"))

@@ -158,6 +158,21 @@ def pipeline_period_text(seconds: float, file_units: float, problem: str, instan
     return text
 
 
+#: problems whose simulator replays every step past a broken rule (the graph simulator: a missing predecessor is
+#: reported, the step still charged), so their makespan and peak are the whole schedule's, as --json gives them
+WHOLE_REPLAY = frozenset({"graph"})
+
+
+def _violation_label(problem: str, broken: bool) -> str:
+    """The text output's label after the makespan (period) and peak memory when `broken` (a rule other than the
+    budget is broken): " (up to the violation)" where that rule ends the replay and the numbers are the prefix's,
+    " (whole schedule, replayed past the violation)" for the problems of `WHOLE_REPLAY`; "" when not `broken`
+    (memory over the budget never ends a replay: the numbers are the whole schedule's)."""
+    if not broken:
+        return ""
+    return " (whole schedule, replayed past the violation)" if problem in WHOLE_REPLAY else " (up to the violation)"
+
+
 def main(args: argparse.Namespace) -> int:
     """Replay the schedule and print its objective and peak memory (the instance's memory unit); exit 0 if valid,
     2 on bad input or a broken rule or --budget. A pipeline partition is replayed on the machine it records (weight
@@ -188,9 +203,8 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
     else:
-        # a broken rule other than the budget ends the replay at that op: its numbers are the prefix's
-        prefix = " (up to the violation)" if replay.violation is not None and (
-            budget is None or desc.replay(instance, schedule, None).violation is not None) else ""
+        prefix = _violation_label(problem, replay.violation is not None and (
+            budget is None or desc.replay(instance, schedule, None).violation is not None))
         print(f"problem      {problem}  ({getattr(instance, 'name', '')})")
         print(f"{'stages' if desc.objective == 'period' else 'operations':<12} {len(schedule)}")
         if problem == "pipeline":

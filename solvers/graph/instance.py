@@ -228,7 +228,7 @@ class Graph:
 
         if not isinstance(data, dict):
             raise InputError("expected a JSON object (networkx node-link data)", path=path)
-        data = _from_moccasin_tags(data, path)
+        data, file_keys = _from_moccasin_tags(data, path)
         per = _units(data, path)
         unit = meta_memory_unit(_graph_attrs(data, path).get("meta"))
         node_keys = _warn_unknown_file_keys(data, path)
@@ -244,12 +244,15 @@ class Graph:
         if key is None:
             raise InputError("missing (the list of edges)", path=path, field="links")
         links = data[key]
+        listed = file_keys.links or key  # the list's key in the file (a tagged file's "edges" is read as links)
         if not isinstance(links, list):
-            raise InputError("must be a list", path=path, field=key)
+            raise InputError("must be a list", path=path, field=listed)
         seen: set[Any] = set()
         for j, node in enumerate(nodes):
+            id_key = file_keys.node_key(j, "id")  # "name" in a tagged node without "id"
             if not isinstance(node, dict) or "id" not in node:
-                raise InputError("each node needs an \"id\"", path=path, field=f"nodes[{j}]")
+                need = 'an "id"' if id_key == "id" else 'a "name" (its id)'
+                raise InputError(f"each node needs {need}", path=path, field=f"nodes[{j}]")
             nid = node["id"]
             if node.get("name") is not None and (not isinstance(node["name"], (str, int)) or
                                                  isinstance(node["name"], bool)):
@@ -257,16 +260,16 @@ class Graph:
                                  field=f"nodes[{j}].name")
             if not _is_node_id(nid):
                 raise InputError(f"node id must be a string or a finite number, got {nid!r}", path=path,
-                                 field=f"nodes[{j}].id")
+                                 field=f"nodes[{j}].{id_key}")
             if nid in seen:
-                raise InputError(f"duplicate node id {nid!r}", path=path, field=f"nodes[{j}].id")
+                raise InputError(f"duplicate node id {nid!r}", path=path, field=f"nodes[{j}].{id_key}")
             seen.add(nid)
             label = f"nodes[{j}]" if node.get("name") is None else f"nodes[{j}] ({node['name']})"
             warn_unknown(node, node_keys, path, label, "a graph node")
-            _cost(node, "cost_cpu", path, f"node {nid!r}: cost_cpu")
+            _cost(node, "cost_cpu", path, f"node {nid!r}: {file_keys.node_key(j, 'cost_cpu')}")
             sizes = ("cost_ram", "workspace") if node.get("workspace") is not None else ("cost_ram",)
             for f in sizes:
-                where = f"node {nid!r}: {f}"
+                where = f"node {nid!r}: {file_keys.node_key(j, f)}"
                 check_bytes(_size(_cost(node, f, path, where, unit=unit)), per, path, where, unit=unit)
             if node.get("backward") is not None and not isinstance(node["backward"], bool):
                 raise InputError(f"must be true or false, got {node['backward']!r}", path=path,
@@ -276,13 +279,18 @@ class Graph:
         tagged = "node_output_cost_tag" in _graph_attrs(data, path)  # Moccasin's links carry their own keys
         for j, link in enumerate(links):
             if not isinstance(link, dict) or "source" not in link or "target" not in link:
-                raise InputError("each link needs \"source\" and \"target\"", path=path, field=f"{key}[{j}]")
+                # a tagged file's link is {"0": u, "1": v}; "source" and "target" are named where it uses them
+                pair = tagged and not (isinstance(link, dict) and ("source" in link or "target" in link))
+                need = '"0" and "1"' if pair else '"source" and "target"'
+                raise InputError(f"each link needs {need}", path=path, field=f"{listed}[{j}]")
             if not tagged:
-                warn_unknown(link, LINK_KEYS, path, f"{key}[{j}]", "a link")
-            for end in ("source", "target"):
+                warn_unknown(link, LINK_KEYS, path, f"{listed}[{j}]", "a link")
+            for end, pair_key in (("source", "0"), ("target", "1")):
                 if not _is_node_id(link[end]) or link[end] not in seen:
-                    raise InputError(f"dangling link: {end} {link[end]!r} is not a node", path=path,
-                                     field=f"{key}[{j}].{end}")
+                    written = pair_key if j in file_keys.pair_links else end
+                    what = end if written == end else f'{end} ("{written}")'
+                    raise InputError(f"dangling link: {what} {link[end]!r} is not a node", path=path,
+                                     field=f"{listed}[{j}].{written}")
         try:
             g = nx.node_link_graph({**data, "directed": True, "multigraph": False}, directed=True,
                                    multigraph=False, edges=key)
@@ -318,7 +326,8 @@ class Graph:
         cpu = [float(g.nodes[v]["cost_cpu"]) for v in order]
         ram = [_size(g.nodes[v]["cost_ram"]) for v in order]
         work = [_size(g.nodes[v].get("workspace") or 0) for v in order]
-        names = [str(g.nodes[v].get("name", v)) for v in order]
+        # a null name is no name, as the checks above read it: the id stands in ("None" was printed)
+        names = [str(v if g.nodes[v].get("name") is None else g.nodes[v]["name"]) for v in order]
         backward = [bool(g.nodes[v].get("backward", False)) for v in order]
         edges = [(index[u], index[v]) for u, v in g.edges]
         # present, a string (as a chain file's name, `check_header`): true was printed as "(True)" and null,
@@ -367,8 +376,26 @@ class Graph:
         return int(max(int(M[v]) + int(W[v]) + sum(int(M[u]) for u in self.preds[v]) for v in range(self.n)))
 
 
-def _from_moccasin_tags(data: dict[str, Any], path: Any = None) -> dict[str, Any]:
-    """Moccasin's random-layered ("RL") graphs, rewritten in the Checkmate keys; other data unchanged.
+@dataclass
+class _FileKeys:
+    """The file's own names of the keys `_from_moccasin_tags` read under the Checkmate names, for the errors
+    to name what the file holds: per node position, {Checkmate key: the file's key} (``id``: ``"name"``,
+    ``cost_cpu`` / ``cost_ram``: the tags' keys) for each key the node does not hold under its Checkmate
+    name; the positions of the links written ``{"0": u, "1": v}``; the key of the file's list of links
+    when it was read as ``"links"`` (None: as the file names it)."""
+
+    nodes: dict[int, dict[str, str]] = field(default_factory=dict)
+    pair_links: set[int] = field(default_factory=set)
+    links: str | None = None
+
+    def node_key(self, j: int, key: str) -> str:
+        """The file's name of node `j`'s Checkmate `key`."""
+        return self.nodes.get(j, {}).get(key, key)
+
+
+def _from_moccasin_tags(data: dict[str, Any], path: Any = None) -> tuple[dict[str, Any], _FileKeys]:
+    """Moccasin's random-layered ("RL") graphs, rewritten in the Checkmate keys, with the file's own key
+    names (`_FileKeys`, for the errors); other data unchanged (and no renamed keys).
 
     Those files name their attribute keys in the graph attributes (``node_output_cost_tag``:
     "out_cost", the output size M_v; ``node_duration_tag``: "duration", the compute cost), keep
@@ -376,8 +403,9 @@ def _from_moccasin_tags(data: dict[str, Any], path: Any = None) -> dict[str, Any
     """
     attrs = data.get("graph")
     nodes = data.get("nodes")
+    keys = _FileKeys()
     if not (isinstance(attrs, dict) and "node_output_cost_tag" in attrs and isinstance(nodes, list)):
-        return data
+        return data, keys
     # null: the default key, as when the attribute is left out
     ram_tag = "out_cost" if attrs.get("node_output_cost_tag") is None else attrs["node_output_cost_tag"]
     cpu_tag = "duration" if attrs.get("node_duration_tag") is None else attrs["node_duration_tag"]
@@ -390,6 +418,11 @@ def _from_moccasin_tags(data: dict[str, Any], path: Any = None) -> dict[str, Any
         if not isinstance(node, dict):
             raise InputError(f"each node must be an object, got {node!r}"[:200], path=path, field=f"nodes[{j}]")
         node = dict(node)
+        # named by the key the file holds or, missing, the key it would hold: "name", the tag
+        renamed = {k: tag for k, tag in (("id", "name"), ("cost_ram", ram_tag), ("cost_cpu", cpu_tag))
+                   if k not in node and k != tag}
+        if renamed:
+            keys.nodes[j] = renamed
         if "id" not in node and "name" in node:
             node["id"] = node["name"]
         if "cost_ram" not in node and ram_tag in node:
@@ -398,12 +431,16 @@ def _from_moccasin_tags(data: dict[str, Any], path: Any = None) -> dict[str, Any
             node["cost_cpu"] = node.pop(cpu_tag)
         new_nodes.append(node)
     links = data.get("links", data.get("edges"))
+    if "links" not in data and "edges" in data:
+        keys.links = "edges"
     if isinstance(links, list):
+        keys.pair_links = {j for j, e in enumerate(links)
+                           if isinstance(e, dict) and "0" in e and "1" in e and "source" not in e}
         links = [{"source": e["0"], "target": e["1"], **{k: v for k, v in e.items() if k not in ("0", "1")}}
-                 if isinstance(e, dict) and "0" in e and "1" in e and "source" not in e else e for e in links]
+                 if j in keys.pair_links else e for j, e in enumerate(links)]
     out = {k: v for k, v in data.items() if k != "edges"}
     out.update(nodes=new_nodes, links=links)
-    return out
+    return out, keys
 
 
 def _warn_unknown_file_keys(data: dict[str, Any], path: str) -> set[str]:
