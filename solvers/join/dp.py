@@ -761,7 +761,8 @@ def rounding_retry(join: Join, budget: int, first: SolveResult, deadline: Deadli
         return _one_branch_rotor(join, budget, n)
     tried = [n]
     cells = 2 * sum(c.length + 1 for c in join.branches) * (budget + 1) ** 2
-    if cells <= MAX_CELLS and join_steps(join.k, budget) <= MAX_JOIN_STEPS:
+    steps = join_steps(join.k, budget)
+    if cells <= MAX_CELLS and steps <= MAX_JOIN_STEPS:
         res = _solve_join_dp_slots(join, budget, slots=0, deadline=deadline)
         res.scope = f"{CLASS}, exact sizes (the {n}-slot rounding left no schedule)"
         res.details.update(slots_tried=[n, 0], retried_exact_sizes=f"infeasible with sizes in {n} slots")
@@ -785,6 +786,8 @@ def rounding_retry(join: Join, budget: int, first: SolveResult, deadline: Deadli
         n = finest
     details: dict[str, Any] = {"slots": n, "slots_tried": tried}
     why = f"the {'/'.join(map(str, tried))}-slot rounding left no schedule"
+    too_large = (f"{cells:.3g} table cells, more than {MAX_CELLS:.3g}" if cells > MAX_CELLS else
+                 f"{steps:.3g} join-level steps, more than {MAX_JOIN_STEPS:.3g}")  # the limit that skipped step 2
     down, cap = rounded_down(join, budget, n)
     tables = spine_tables(down, cap, deadline)
     relaxed = join_dp(down, cap, tables, deadline) if tables else None
@@ -817,8 +820,8 @@ def rounding_retry(join: Join, budget: int, first: SolveResult, deadline: Deadli
                        peak_memory=sim.peak_memory, schedule=least.schedule, budget=budget,
                        lower_bound=None if bound is None else min(bound, sim.makespan),
                        scope=f"{CLASS}, exact sizes: the least-memory schedule of the class, not time-optimal ({why}; "
-                             f"exact sizes need {cells:.3g} table cells, more than {MAX_CELLS:.3g})",
-                       message=f"{why} and exact sizes need too large tables; returned the least-memory "
+                             f"exact sizes need {too_large})",
+                       message=f"{why} and exact sizes need {too_large}; returned the least-memory "
                                "join-persistent schedule, which fits", details=details)
 
 
