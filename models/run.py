@@ -441,7 +441,7 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
     units = _time_units(chain.meta)
     if problem == "chain":
         if save_to:
-            chain.save(save_to)
+            _save_beside(chain, save_to)
         executor = ChainExecutor(built.blocks, built.loss_fn)
         return Target("chain", built.name, chain, chain.name, x.device,
                       lambda schedule, **kw: executor.step(schedule, x, tgt, chain=chain, **kw), reference,
@@ -453,7 +453,7 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
         raise InputError("the offload problem needs a bandwidth", field=flag("bandwidth"))
     inst = _offload_instance(chain, float(bandwidth), float(latency), path)
     if save_to:
-        inst.save(save_to)  # with its host_link: `memsched run FILE` runs it as the offloading instance it is
+        _save_beside(inst, save_to)  # with its host_link: `memsched run FILE` runs it as the offloading instance it is
     off = OffloadExecutor(built.blocks, built.loss_fn)
 
     def extras(step: Any, schedule: Any) -> dict[str, Any]:
@@ -469,6 +469,23 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
                   lambda schedule, **kw: off.step(schedule, x, tgt, inst=inst, **kw), reference,
                   store_all_schedule(chain.length).ops, extras, {"units": {**units, "bandwidth": "bytes/s"}},
                   modules=step_modules(built.blocks, built.loss_fn))
+
+
+def _save_beside(instance: Any, out: str) -> None:
+    """Write the profiled chain, offloading instance or join `instance` (its ``to_dict()``, a ``meta``
+    object at the top) to `out`, its ``meta`` ``model`` / ``factory`` specs recorded relative to `out`'s
+    folder when they name a factory file (`models.network.spec_beside`, as `memsched profile` writes
+    them), so that `memsched run` finds the factory again from that folder or after it moved. The
+    instance in memory keeps its specs (relative to the working folder, which this run uses)."""
+    from memsched.models.network import spec_beside
+    from memsched.solvers.jsonio import write_json_atomic
+
+    data = instance.to_dict()
+    meta = data.get("meta") or {}
+    for key in ("model", "factory"):
+        if isinstance(meta.get(key), str):
+            meta[key] = spec_beside(meta[key], out)
+    write_json_atomic(out, data)
 
 
 def _offload_instance(chain: Any, bandwidth: float, latency: float, path: str | None) -> Any:
@@ -503,7 +520,7 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
     if join is None:
         join = profile_join(built, repeats=profile_repeats, timing=timing, name=built.label, clock=clock)
         if profile_file:
-            join.save(profile_file)
+            _save_beside(join, profile_file)
     elif join.lengths != lengths:
         raise InputError(f"the join has branches of {join.lengths} stages but {built.name} with these sizes has "
                          f"{lengths} blocks", field=flag("chain"))
@@ -640,7 +657,7 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, timing: str 
     names at other widths) is an `InputError` naming `path` and the node (`models.graph.plan.output_size_mismatch`)."""
     from memsched.models.chain.executor import reference_step
     from memsched.models.graph.executor import GraphExecutor
-    from memsched.models.graph.export import export_training_graph
+    from memsched.models.graph.export import export_training_graph, save_graph
     from memsched.models.graph.profile import with_workspace
     from memsched.solvers.graph import GraphSchedule
 
@@ -649,7 +666,7 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, timing: str 
         graph = export_training_graph(built, cost="measured", ram="tape", repeats=profile_repeats,
                                       timing=timing or "in_step")
         if profile_file:
-            graph.save(profile_file)
+            save_graph(graph, profile_file)  # its factory spec relative to the file's folder
     else:
         x0 = built.example_input  # the export records numel x element size (`models.graph.export`)
         _check_input_bytes(_graph_input_bytes(graph), x0.numel() * x0.element_size(), built.name, "graph",
@@ -686,7 +703,10 @@ def _check_graph_outputs(graph: Any, executor: Any, name: str, path: str | None)
     the node: a graph of the same node names at other widths would predict another network's memory."""
     from memsched.models.graph.plan import output_size_mismatch
 
-    found = output_size_mismatch(executor.plan, graph)
+    try:
+        found = output_size_mismatch(executor.plan, graph)
+    except InputError as err:  # a malformed meta.outputs: the file's field
+        raise InputError(err.message, path=path, field=err.field) from None
     if found is not None:
         node, recorded, made = found
         raise InputError(f"node {node} was exported with an output of {recorded} bytes but {name} with these sizes "

@@ -41,7 +41,9 @@ buffer itself (``self.s.mul_(2.0)``: `models.graph.plan.check_state_updates`) is
 
 - ``cost_ram`` (bytes): F_v, the distinct new storages of its output (with ``ram="tape"``
   plus the internal tensors autograd saves for B_v: pooling indices, dropout masks, norm
-  statistics; the chain profiler's tape, Problem 1's xbar); the loss, the gradient
+  statistics; the chain profiler's tape, Problem 1's xbar; not the parameters' or buffers' storage,
+  such as BatchNorm's running statistics: resident; ``meta["outputs"]`` then records every forward
+  node's output bytes alone, which `memsched run` compares with the network's); the loss, the gradient
   of the network output; B_v, the gradients it yields for its inputs' producers (per producer
   at most that producer's output size; parameter gradients are accumulated in place and not
   counted, as in the executor).
@@ -97,7 +99,7 @@ from memsched.solvers.graph import Graph
 from torch import fx
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-__all__ = ["export_training_graph", "COSTS", "GRANULARITIES", "DEPS", "RAMS", "TIMINGS"]
+__all__ = ["export_training_graph", "save_graph", "COSTS", "GRANULARITIES", "DEPS", "RAMS", "TIMINGS"]
 
 COSTS = COST_CHOICES
 GRANULARITIES = ("op", "module")
@@ -171,9 +173,11 @@ class _Recorder:
         return float(statistics.median(times))
 
     def record(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-               params: Sequence[torch.Tensor] = ()) -> Any:
+               params: Sequence[torch.Tensor] = (), buffers: Sequence[torch.Tensor] = ()) -> Any:
         """Run ``fn(*args, **kwargs)``; add a node unless the result is static or a view. Returns the
-        result, detached (consumers get fresh autograd leaves from `record`)."""
+        result, detached (consumers get fresh autograd leaves from `record`). `params` and `buffers`
+        (BatchNorm's running statistics) are the module's own state: resident, so autograd saving
+        their storage adds no tape bytes."""
         flat, spec = tree_flatten((args, kwargs))
         new_flat: list[Any] = []
         leaves: list[tuple[int, torch.Tensor]] = []  # (producer, leaf requiring grad)
@@ -241,7 +245,7 @@ class _Recorder:
         if self.timed:
             with torch.enable_grad():
                 op.fwd_cost = self._time_ms(lambda: fn(*a, **k))
-        param_keys = {storage_key(p) for p in grad_params}
+        resident = {_key(t) for t in (*grad_params, *params, *buffers)} - {None}
         for key, nbytes in saved.items():
             if key in out_keys:
                 op.saves_tape = True
@@ -249,7 +253,7 @@ class _Recorder:
                 p = self.producer.get(key)
                 if p is not None:
                     op.saved_inputs.add(p)
-            elif key not in param_keys:
+            elif key not in resident:
                 op.saves_tape = True  # an internal tensor (mask, statistics): kept with the output
                 op.tape_bytes += nbytes
         for key in out_keys:
@@ -277,6 +281,7 @@ class _OpInterpreter(fx.Interpreter):
             return super().run_node(n)
         args, kwargs = self.fetch_args_kwargs_from_env(n)
         fn, params = node_callable(self.gm, n)
+        buffers = list(self.gm.get_submodule(str(n.target)).buffers()) if n.op == "call_module" else []
         if n.target is operator.getitem and not any(isinstance(x, torch.Tensor) for x in tree_flatten(args)[0]):
             return fn(*args, **kwargs)
         if n.meta.get(FUNCTIONALIZED):
@@ -284,7 +289,7 @@ class _OpInterpreter(fx.Interpreter):
         if n.target is operator.setitem and isinstance(args[0], torch.Tensor):  # returns None: the plan would drop it
             raise self._inplace_error(n)
         try:
-            return self.recorder.record(f"{self.prefix}.{n.name}", fn, tuple(args), dict(kwargs), params)
+            return self.recorder.record(f"{self.prefix}.{n.name}", fn, tuple(args), dict(kwargs), params, buffers)
         except RuntimeError as err:
             if "in-place" not in str(err):
                 raise
@@ -425,7 +430,7 @@ def export_training_graph(
             if granularity == "op":
                 untraced.append(i)
             a = rec.record(f"{i}:{type(block).__name__}", out_of_place_module(block), (a,), {},
-                           list(block.parameters()))
+                           list(block.parameters()), list(block.buffers()))
         else:
             check_state_updates(gm, i)  # before the run: it would update the state as the executor never does
             a = _OpInterpreter(gm, rec, str(i)).run(a)
@@ -461,7 +466,8 @@ def export_training_graph(
     if untraced:
         graph_meta["untraced_blocks"] = untraced
     graph_meta.update(meta or {})
-    if ram == "tape":
+    if ram == "tape":  # the outputs alone, exact, for `models.graph.plan.output_size_mismatch`
+        graph_meta["outputs"] = {op.name: int(op.out_bytes) for op in rec.ops}
         for op in rec.ops:
             op.out_bytes += op.tape_bytes
     graph = _build_graph(rec.ops, sources, loss_cost, loss_bytes, deps,
@@ -470,8 +476,27 @@ def export_training_graph(
         graph = _in_step_costs(graph, blocks, loss_fn, example_input, target, repeats=repeats, warmup=warmup,
                                clock=clock, sizes=ram == "tape")
     if out is not None:
-        graph.save(out)
+        save_graph(graph, out)
     return graph
+
+
+def save_graph(graph: Graph, out: str | Path) -> None:
+    """Write the exported `graph` to the graph file `out`, once it passes the file loader's rules
+    (`Graph.check`: each size at most 1 PiB and their sum, each time at most `MAX_TIME`; else an
+    `InputError` naming `out`, nothing written), its ``meta`` ``model`` / ``factory`` specs recorded
+    relative to `out`'s folder when they name a factory file (`models.network.spec_beside`, as
+    `models.chain.profiler.save_profiled` does), so that `memsched run` finds the factory again from
+    anywhere. `graph` itself is left as it is (its specs stay relative to the working folder)."""
+    from memsched.models.network import spec_beside
+    from memsched.solvers.jsonio import write_json_atomic
+
+    graph.check(path=str(out))
+    data = graph.to_dict()
+    meta = data["graph"].get("meta") or {}
+    for key in ("model", "factory"):
+        if isinstance(meta.get(key), str):
+            meta[key] = spec_beside(meta[key], out)
+    write_json_atomic(out, data)
 
 
 def _in_step_costs(graph: Graph, blocks: Any, loss_fn: LossFn, example_input: torch.Tensor, target: Any, *,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import math
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -549,19 +550,39 @@ def _new_storage_bytes(value: Any, inputs: Any) -> int:
 def output_size_mismatch(plan: Plan, graph: Graph) -> tuple[str, int, int] | None:
     """(name, recorded bytes, computed bytes) of the first forward node whose output in `plan` (on its
     example input, `Step.out_bytes`) is not the one `graph` records, or None. A graph exported with
-    ``ram="output"`` records it as the node's cost_ram; with ``ram="tape"`` in ``meta["untaped"]`` where
-    the executor keeps more (its tape), and else cost_ram holds output and tape: there the output may
-    not exceed it. A graph whose ``meta["ram"]`` is neither (not an export) is not checked."""
+    ``ram="output"`` records it as the node's cost_ram; with ``ram="tape"`` every export records it in
+    ``meta["outputs"]`` (forward node name -> bytes of its output alone). A tape graph written before
+    that records it in ``meta["untaped"]`` where the executor keeps more (measured exports only), and
+    else its cost_ram holds output and tape: there the output may not exceed it. A graph whose
+    ``meta["ram"]`` is neither (not an export) is not checked. A ``meta["outputs"]`` that is not an
+    object of node names -> whole numbers of bytes >= 0 is an `InputError` naming the entry."""
     ram = graph.meta.get("ram")
     if ram not in ("output", "tape"):
         return None
-    untaped = graph.meta.get("untaped") if ram == "tape" else None
-    untaped = untaped if isinstance(untaped, dict) else {}
+    exact: dict[str, int] = {}
+    if ram == "tape":
+        untaped = graph.meta.get("untaped")
+        exact.update(untaped if isinstance(untaped, dict) else {})
+        exact.update(_recorded_outputs(graph.meta.get("outputs")))
     for v in sorted(plan.ops):
         step = plan.ops[v]
-        recorded = untaped.get(step.name)
-        exact = ram == "output" or recorded is not None
-        recorded = int(graph.cost_ram[v] if recorded is None else recorded)
-        if (step.out_bytes != recorded) if exact else (step.out_bytes > recorded):
+        known = ram == "output" or step.name in exact
+        recorded = int(graph.cost_ram[v] if step.name not in exact else exact[step.name])
+        if (step.out_bytes != recorded) if known else (step.out_bytes > recorded):
             return step.name, recorded, step.out_bytes
     return None
+
+
+def _recorded_outputs(outputs: Any) -> dict[str, int]:
+    """A tape graph's ``meta["outputs"]`` (None: {}), checked: an object of whole numbers of bytes >= 0,
+    else an `InputError` naming ``graph.meta.outputs`` or the entry."""
+    if outputs is None:
+        return {}
+    if not isinstance(outputs, dict):
+        raise InputError("must be an object of node names -> bytes", field="graph.meta.outputs")
+    for name, value in outputs.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value < 0 or value != int(value):
+            raise InputError(f"must be an integer number of bytes >= 0, got {value!r}",
+                             field=f"graph.meta.outputs.{name}")
+    return {str(name): int(value) for name, value in outputs.items()}
