@@ -11,19 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli
+from conftest import GRAPH_EXAMPLE, run_cli
 from conftest import write_file as _write
 from memsched.solvers.errors import InputError
 from memsched.solvers.graph import Graph
 
 #: the example node-link file of docs/graph.md
-LINEAR3 = {"directed": True, "multigraph": False, "graph": {"name": "linear3", "order": [0, 1, 2, 3]},
-           "nodes": [{"id": 0, "cost_cpu": 1.0, "cost_ram": 4, "name": "f0", "backward": False},
-                     {"id": 1, "cost_cpu": 1.0, "cost_ram": 4, "name": "loss", "backward": True},
-                     {"id": 2, "cost_cpu": 2.0, "cost_ram": 4, "name": "b0", "backward": True},
-                     {"id": 3, "cost_cpu": 0.5, "cost_ram": 2, "name": "b_in", "backward": True}],
-           "links": [{"source": 0, "target": 1}, {"source": 0, "target": 2}, {"source": 1, "target": 2},
-                     {"source": 2, "target": 3}]}
+LINEAR3 = GRAPH_EXAMPLE
 #: node 2 at step 1 needs node 1, computed only at step 2; every step is still replayed
 EARLY = {"format": "memsched.schedule/1", "problem": "graph", "sequence": [0, 2, 1, 3]}
 
