@@ -5,7 +5,9 @@ Same mapping as `milp_runner.run_milp`: status ``optimal`` only with a bound wit
 gap, ``feasible`` with a solution and no proof, ``infeasible`` only when proven before the time
 limit, ``timeout`` without a solution; objective and bound in the model's units (offset included;
 the bound is moved by the difference between the model's value of the returned solution and
-HiGHS's own objective, as for CBC).
+HiGHS's own objective, as for CBC). HiGHS's "Infeasible" is a proof only when a second run without
+presolve says it too (`rerun_without_presolve`: its presolve called feasible models infeasible); a
+"Solve error" gets that run as well; when it finds a solution, the answer is that run's.
 
 No MIP start is given: HiGHS 1.16 evaluates a start in its presolved space without the objective
 offset of the columns presolve removed (e.g. the variables fixed by reduced costs) and prunes on
@@ -79,12 +81,41 @@ def run_until(h, left: float | None, cancel_after: float = CANCEL_AFTER_S) -> No
             watchdog.cancel()
 
 
+def rerun_without_presolve(h, deadline: Deadline) -> str:  # noqa: ANN001 (a highspy.Highs)
+    """Solve `h`'s model again, from scratch and without presolve, in what is left of `deadline`, after
+    HiGHS answered "Infeasible" or "Solve error" with presolve; `h`'s status is then this run's, and
+    its text is returned.
+
+    HiGHS 1.16's MIP presolve answers "Infeasible" on some feasible models: Checkmate's model of a
+    5-node graph (``tests/test_highsinf49.py``) without its objective (the feasibility-only first phase
+    of `solvers.graph.milp`), about 1 in 40 budgets of random 5-6-node graphs, its log warning that the
+    solutions it found "have untransformed violations" once postsolved (HiGHS issues #2204, #3296);
+    with presolve off it finds the schedule. On an infeasible 5-node one it reduced the model to
+    nothing, and the postsolved point broke a row: "Solve error" (no answer), "Infeasible" without
+    presolve. So "Infeasible" is believed only when this run says it too. An infeasible model costs a
+    second search, without presolve's reductions (Checkmate's model of ``random_layered(30, 1)`` at
+    budgets 32 and 34: 24 s and 26 s after 16 s and 24 s with presolve, one thread), at most the time
+    left (then "Time limit reached": no proof). No run starts when the deadline has passed or a Ctrl-C
+    stopped the solve (`milp_runner.not_started`): the status is then "not run", no proof."""
+    from .milp_runner import not_started
+
+    h.clearSolver()  # from scratch; and the model status is no longer "Infeasible"
+    if not_started(deadline) is not None:
+        return "not run"
+    h.setOptionValue("presolve", "off")
+    run_until(h, deadline.left())
+    return str(h.modelStatusToString(h.getModelStatus()))
+
+
 def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *, rel_gap: float,
                 feasibility_only: bool = False, hint_feasible: bool = False,
                 relax: bool = False):  # noqa: ANN201 (a BackendRun)
     """Solve `model` (a MIP; with `relax` its LP relaxation) with highspy within what is left of
     `deadline` (wall clock: HiGHS's own limit, and a cancel half a second after it); a `BackendRun`.
     `hint_feasible`: a feasible schedule is known, so an "infeasible" answer is no proof (``timeout``).
+    Otherwise an "infeasible" answer (and any "Solve error") is followed by a run without presolve
+    (`rerun_without_presolve`, in the time left; ``backend_status`` gives both runs' statuses), and the
+    answer is that run's: ``infeasible`` only when it agrees, its solution when it finds one, else ``timeout``.
     An LP stopped by the limit keeps its values (status ``feasible``) with no bound.
 
     The objective is taken as it is: `milp_runner.run_milp` has scaled it by a power of two into a
@@ -134,14 +165,21 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
     build_s = deadline.elapsed() - t_build
     deadline.check()
     left = deadline.left()
+    t_run = deadline.elapsed()
     run_until(h, left)
-    wall = deadline.elapsed()
     status_text = h.modelStatusToString(h.getModelStatus())
+    at_limit = left is not None and deadline.elapsed() - t_run >= 0.9 * left
+    # an "Infeasible" that `infeasible` would report as a proof, or presolve's postsolved point broke the model
+    if (h.getModelStatus() == highspy.HighsModelStatus.kInfeasible and not (hint_feasible or at_limit)) \
+            or h.getModelStatus() == highspy.HighsModelStatus.kSolveError:
+        t_run, left = deadline.elapsed(), deadline.left()
+        status_text += f"; presolve off: {rerun_without_presolve(h, deadline)}"
+    wall = deadline.elapsed()
     run = BackendRun(TIMEOUT, wall=wall, backend_status=f"highspy: {status_text}", build_s=build_s)
     run.log = [(wall, None, None)]
     info = h.getInfo()
     if h.getModelStatus() == highspy.HighsModelStatus.kInfeasible:
-        return infeasible(run, left=left, solve_s=wall - t_build - build_s, hint_feasible=hint_feasible)
+        return infeasible(run, left=left, solve_s=wall - t_run, hint_feasible=hint_feasible)
     if info.primal_solution_status != 2:  # no feasible solution
         return run
     values = list(h.getSolution().col_value)
@@ -160,4 +198,4 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
     return settle(run, values, objective, bound, proven)
 
 
-__all__ = ["available", "run_highspy"]
+__all__ = ["available", "rerun_without_presolve", "run_highspy"]

@@ -306,7 +306,8 @@ def _solve_checkmate(
     sizes are discretised into ``options.slots`` slots (0: exact). The seed (the best fast
     schedule, when its first computations follow the file's order) or else a given-order
     heuristic is the MIP start; with `two_phase` and no start, a feasibility-only solve runs
-    first (a third of the time left) and its solution starts the optimisation. Before building,
+    first (a third of the time left) and its solution starts the optimisation (not with "highs",
+    which takes no MIP start). Before building,
     the model's size (`checkmate_size`) is checked against the memory available
     (`memory.too_big`, option ``memory_gb``): a model that would not fit is not built and the
     answer (the seed's schedule, through the exact layer) says why in ``details["not_built"]``.
@@ -367,7 +368,9 @@ def _solve_checkmate(
                           deadline=dl, hint_feasible=h is not None, watched=True, isolate=True,
                           memory_gb=options.memory_gb)
 
-    if hint is None and two_phase:
+    # the first phase's solution is the second's MIP start (and its fallback); HiGHS takes no start
+    # (`highs_runner`) and answers its own incumbent at the limit, so its optimising run gets the whole time
+    if hint is None and two_phase and backend != "highs":
         try:
             phase1 = run(deadline.share(1 / 3), True, None)
         except DeadlineExceeded:  # its third of the time went into emitting the model
