@@ -665,6 +665,9 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, timing: str 
     if graph is None:
         graph = export_training_graph(built, cost="measured", ram="tape", repeats=profile_repeats,
                                       timing=timing or "in_step")
+        # the graph executor may train a network plain autograd cannot (a saved tensor modified in place), whose
+        # gradient check would fail after the file is written: refuse it first, as profiling a chain does
+        _check_plain_autograd(built)
         if profile_file:
             save_graph(graph, profile_file)  # its factory spec relative to the file's folder
     else:
@@ -697,6 +700,19 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, timing: str 
                   modules=step_modules(built.blocks, built.loss_fn))
 
 
+def _check_plain_autograd(built: Any) -> None:
+    """Nothing when plain autograd trains `built` (one forward, the loss and ``loss.backward()`` on its
+    example input and target, state put back: `models.network.backward_error`), else the bad input
+    `models.network.diagnosed` makes of it (``MODEL: ... fails in plain autograd ...``), as a chain's
+    profiling meets it: a graph run compares its gradients with plain autograd's."""
+    from memsched.models.network import backward_error, diagnosed
+
+    found = backward_error(list(built.blocks), built.loss_fn, built.example_input, built.target, str(built.name))
+    if found is not None:
+        with diagnosed(built):  # names the network with its sizes, as every other failure of it
+            raise RuntimeError(found.message)
+
+
 def _check_graph_outputs(graph: Any, executor: Any, name: str, path: str | None) -> None:
     """Each forward node of the given `graph` records the output bytes the network's node computes on
     its example input (`models.graph.plan.output_size_mismatch`), else an `InputError` naming `path` and
@@ -723,14 +739,15 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
     join: `models.chain.profiler` / `models.join.profiler`, `profile_repeats` runs per op;
     graph: `models.graph.export` with measured costs in ms and tapes in the node sizes),
     saved to `profile_file` when given; `clock` (CPU: "wall" or "thread"; None: `default_clock`, thread
-    CPU time when torch runs one thread, as sweeps time) for profiling and the schedules' steps (a graph's
-    steps run on the clock its file records, `models.graph.executor`), recorded in ``info["clock"]``
-    (`step_clock`: "cuda events" on CUDA). `bandwidth` (bytes/s or "12GB/s") and `latency` (s)
+    CPU time when torch runs one thread, as sweeps time) for profiling and the schedules' steps (of every
+    problem: a graph file's ``meta.clock`` says how its costs were timed, not how this run times), recorded
+    in ``info["clock"]`` (`step_clock`: "cuda events" on CUDA). `bandwidth` (bytes/s or "12GB/s") and `latency` (s)
     for offloading. `early_release` (chain problem): profile B(i) with early release too
     (`models.chain.profiler.profile_chain`). The network runs in bytes: an instance in another memory
     unit is bad input naming its ``meta.units.memory`` (`_check_in_bytes`). Bad input raises `InputError`, a
     network that fails at
-    these sizes too (profiling or a step: `models.network.diagnosed`)."""
+    these sizes too (profiling, a step or the plain-autograd reference of the gradient check:
+    `models.network.diagnosed`; a graph profiled here is refused so before `profile_file` is written)."""
     from memsched.solvers.units import parse_bandwidth
 
     if problem not in PROBLEMS:
@@ -763,30 +780,28 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
             target = _prepare_chain(built, inst, problem, bandwidth=bw, latency=latency,
                                     profile_repeats=profile_repeats, timing=timing, profile_file=profile_file,
                                     clock=clock, early_release=early_release, path=path)
-    step = target.step
-    extra = {} if problem == "graph" else {"clock": clock}
+    step, reference = target.step, target.reference
 
     def diagnosed_step(schedule: Any, **kw: Any) -> Any:
         with diagnosed(built):
-            return step(schedule, **{**extra, **kw})
+            return step(schedule, **{"clock": clock, **kw})
 
-    target.step = diagnosed_step
+    def diagnosed_reference(seed: int, schedule: Any = None) -> tuple[dict[str, torch.Tensor], Any]:
+        with diagnosed(built):  # plain autograd failing on this network is bad input too (the gradient check)
+            return reference(seed, schedule)
+
+    target.step, target.reference = diagnosed_step, diagnosed_reference
     target.info["clock"] = step_clock(target, clock)
     return target
 
 
 def step_clock(target: Target, clock: str) -> str:
     """The clock that times `target`'s executed steps, as a run reports it (``clock``): "cuda events"
-    on CUDA (as a CUDA profile's ``meta.clock``); a graph's, the clock its file records
-    (`models.graph.executor.GraphExecutor.step`'s default, "wall" when none); else `clock`, the run's
-    ("wall" or "thread")."""
-    from memsched.models.memory import CLOCKS
-
+    on CUDA (as a CUDA profile's ``meta.clock``); else `clock`, the run's ("wall" or "thread", every
+    problem's: a graph's steps too, whatever clock its file records, since the thread's CPU time only
+    sees the work of one of torch's threads)."""
     if target.device.type == "cuda":
         return "cuda events"
-    if target.problem == "graph":
-        recorded = str(target.instance.meta.get("clock", "wall")).split(" ")[0]
-        return recorded if recorded in CLOCKS else "wall"
     return clock
 
 

@@ -80,10 +80,10 @@ bytes of the gradients of v's parameters (the loss: ``loss_fn``'s) out of them
 (`GraphExecutor.rerun_gradient_bytes`): exact when the first computation's temporaries peak with
 those gradients alive (autograd returns them together with the producers' gradients: one op per
 node), otherwise the measurement may exceed it by up to those bytes. The solvers still charge W_v
-on every computation (an upper bound). Time: ms, measured
-in separate runs on the clock the graph was profiled with; the prediction is the simulator's
-makespan in the graph's time unit (``meta["units"]["time"]``: ms for ``cost="measured"``, MFLOP
-for ``cost="flops"``).
+on every computation (an upper bound). Time: ms, measured in separate runs, by default on the clock
+the graph was profiled with (the wall clock instead of the thread's CPU time when torch runs more than
+one thread; `memsched run` passes its own); the prediction is the simulator's makespan in the graph's
+time unit (``meta["units"]["time"]``: ms for ``cost="measured"``, MFLOP for ``cost="flops"``).
 """
 
 from __future__ import annotations
@@ -628,7 +628,9 @@ class GraphExecutor:
              clock: str | None = None, independent: bool = False) -> StepResult:
         """Execute `schedule` (a `GraphSchedule` of node ids, or node indices) as one training
         step and measure it (options as `models.chain.executor.ChainExecutor.step`; `clock`
-        defaults to the graph's profiling clock ``meta["clock"]``, else "wall"). The graph
+        defaults to the graph's profiling clock ``meta["clock"]``, else "wall", and to "wall" when
+        that is "thread" but torch runs more than one thread now, whose work the calling thread's
+        CPU time does not see, as `models.run.default_clock` picks). The graph
         simulator's replay plus each step's profiled temporaries (`predicted_memory`) gives the
         predicted peaks (bytes: ``predicted_peak`` the allocator's on CPU when the graph records
         them, ``tracker_predicted_peak`` the tracker's) and its makespan the predicted time (graph
@@ -638,7 +640,7 @@ class GraphExecutor:
         plain forward without grad before the measured runs (`rng_order`)."""
         if clock is None:
             clock = str(self.graph.meta.get("clock", "wall")).split(" ")[0]
-            clock = clock if clock in CLOCKS else "wall"
+            clock = clock if clock in CLOCKS and (clock != "thread" or torch.get_num_threads() == 1) else "wall"
         seq = schedule.indices(self.graph) if isinstance(schedule, GraphSchedule) else [int(v) for v in schedule]
         sim, frees, tape_at, retain_at = self.prepare(seq, inputs)
         if seed is not None:
