@@ -168,7 +168,10 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
 
             run = solve(lm)
             if broken(run, model):
+                failure = run.failure
                 run = _exact_plan(run, lm, model, backend, solve, deadline)
+                if failure and run.failure != failure:  # the answer still says that the backend failed
+                    run.backend_status = f"{failure}; then {run.backend_status}"
         details = {**phase_details(model, build_s, source, hint_values, hint_ok), **report.as_details(),
                    "backend_status": run.backend_status}
         run = drop_broken(run, model)  # a backend answer that breaks the model: do not trust it

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..processes import release_held_signals, signals_held_during_fork
-from .interrupt import interrupt_signals, parent_death_hook, stop_on_interrupt
+from .interrupt import interrupt_signals, interrupted, parent_death_hook, stop_on_interrupt
 from .linear import LinearModel
 
 #: seconds given to the CBC program past its own limit before it is killed
@@ -70,13 +70,16 @@ def cbc_program() -> str | None:
 class CbcAnswer:
     """What the CBC program returned: `status` (optimal / feasible / infeasible / timeout),
     `values` (by column index, None without a solution), CBC's objective and bound (CBC's
-    units: the caller shifts them by its own objective), and how it ended."""
+    units: the caller shifts them by its own objective), and how it ended. `failed`: the program ended
+    without its solution file, not killed at the deadline nor at a Ctrl-C (a crash: CBC 2.10 aborted on
+    ``std::bad_alloc`` on a 4-stage chain's model at exact sizes, exit -6, after 0.2 s of 20)."""
 
     status: str
     values: list[float] | None = None
     objective: float | None = None
     bound: float | None = None
     ended: str = ""
+    failed: bool = False
 
 
 def solve_mps(mps: str, num_vars: int, limit_s: float | None, *, rel_gap: float, threads: int = 1,
@@ -132,7 +135,7 @@ def solve_mps(mps: str, num_vars: int, limit_s: float | None, *, rel_gap: float,
         if verbose:
             print(out, file=sys.stderr)  # standard output holds `memsched solve --json`'s answer
         if not os.path.exists(sol_path):
-            return CbcAnswer("timeout", ended=f"no solution file (exit {proc.returncode})")
+            return CbcAnswer("timeout", ended=f"no solution file (exit {proc.returncode})", failed=not interrupted())
         with open(sol_path) as f:
             lines = f.read().splitlines()
     return _parse(lines, out, num_vars, names, sec)

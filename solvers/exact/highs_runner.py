@@ -107,6 +107,20 @@ def rerun_without_presolve(h, deadline: Deadline) -> str:  # noqa: ANN001 (a hig
     return str(h.modelStatusToString(h.getModelStatus()))
 
 
+def failed(status, deadline: Deadline) -> bool:  # noqa: ANN001 (a highspy.HighsModelStatus)
+    """Whether HiGHS's final model `status` is an error (load, model, presolve, solve, postsolve, or "Unknown")
+    while `deadline` has time left and no Ctrl-C stopped the solve (`milp_runner.not_started`): a failure, not a
+    limit. On a 2-stage chain at exact sizes (tests/test_backendfail49.py) HiGHS 1.16 answered "Infeasible",
+    then "Solve error" without presolve, after 0.1 s of 20."""
+    import highspy
+
+    from .milp_runner import not_started
+
+    s = highspy.HighsModelStatus
+    errors = (s.kLoadError, s.kModelError, s.kPresolveError, s.kSolveError, s.kPostsolveError, s.kUnknown)
+    return status in errors and not_started(deadline) is None
+
+
 def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *, rel_gap: float,
                 feasibility_only: bool = False, hint_feasible: bool = False,
                 relax: bool = False):  # noqa: ANN201 (a BackendRun)
@@ -115,7 +129,8 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
     `hint_feasible`: a feasible schedule is known, so an "infeasible" answer is no proof (``timeout``).
     Otherwise an "infeasible" answer (and any "Solve error") is followed by a run without presolve
     (`rerun_without_presolve`, in the time left; ``backend_status`` gives both runs' statuses), and the
-    answer is that run's: ``infeasible`` only when it agrees, its solution when it finds one, else ``timeout``.
+    answer is that run's: ``infeasible`` only when it agrees, its solution when it finds one, else ``timeout``,
+    ``failed`` (`failed`) when HiGHS ended in an error with time left (``run_milp`` then asks another backend).
     An LP stopped by the limit keeps its values (status ``feasible``) with no bound.
 
     The objective is taken as it is: `milp_runner.run_milp` has scaled it by a power of two into a
@@ -181,6 +196,7 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
     if h.getModelStatus() == highspy.HighsModelStatus.kInfeasible:
         return infeasible(run, left=left, solve_s=wall - t_run, hint_feasible=hint_feasible)
     if info.primal_solution_status != 2:  # no feasible solution
+        run.failed = failed(h.getModelStatus(), deadline)
         return run
     values = list(h.getSolution().col_value)
     if relax:
@@ -198,4 +214,4 @@ def run_highspy(model: LinearModel, deadline: Deadline, options: ExactOptions, *
     return settle(run, values, objective, bound, proven)
 
 
-__all__ = ["available", "rerun_without_presolve", "run_highspy"]
+__all__ = ["available", "failed", "rerun_without_presolve", "run_highspy"]

@@ -20,6 +20,15 @@ relaxation; HiGHS through highspy when it is installed, `highs_runner`) under a 
   deadline, the hint as its MIP start): OR-Tools' in-process CBC counts CPU seconds and cannot
   be interrupted, so under load it overran a 30 s limit by minutes. Without a CBC program the
   in-process CBC is used (CPU-time limit);
+- a backend that *fails* (``BackendRun.failed``: it ended with no values and no proof, neither at
+  its time limit nor at a Ctrl-C: HiGHS's "Solve error" after its rerun without presolve, the CBC
+  program dying without its solution file, as it did on ``std::bad_alloc``, pywraplp's ABNORMAL or
+  MODEL_INVALID) is followed, while time is left, by another backend (`FALLBACK_BACKEND`: SCIP for
+  HiGHS and CBC, HiGHS for SCIP) in the time left (`after_failure`), whose proof or plan is the
+  answer (the caller checks a plan as it checks any backend's); ``backend_status`` names both.
+  Before, such a run was reported ``timeout`` after 0.2 s of a 20 s limit, and no other backend
+  was tried. ``timeout`` then means that the deadline passed, or that both backends failed (the
+  status says so);
 - ``options.memory_gb`` (GB) reaches SCIP only (``limits/memory``, `scip_settings`): HiGHS, CBC and GLOP
   get no memory limit, so a solver that runs them alone refuses the option (chain ``milp``,
   `solvers.chain.milp.check_memory`) or uses it to size its model before building it (graph ``checkmate``).
@@ -35,6 +44,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -71,6 +81,11 @@ class BackendRun:
     backend_status: str = ""
     build_s: float = 0.0
     solver: Any = None
+    #: the backend ended with no values and no proof, neither at its time limit nor at a Ctrl-C: an error or a
+    #: crash (`after_failure` then asks another backend)
+    failed: bool = False
+    #: the failed backend's account ("cbc failed (...)") when this is another backend's answer after it
+    failure: str = ""
 
     @property
     def found(self) -> bool:
@@ -186,7 +201,7 @@ def infeasible(run: BackendRun, *, left: float | None, solve_s: float, hint_feas
 def run_milp(model: LinearModel, backend: str, deadline: Deadline, options: ExactOptions | None = None, *,
              hint: list[float] | None = None, hint_feasible: bool = False, relax: bool = False,
              feasibility_only: bool = False, rel_gap: float = REL_GAP, lp_solver: str = "GLOP",
-             watched: bool = False) -> BackendRun:
+             watched: bool = False, fallback: bool = True) -> BackendRun:
     """Solve `model` with `backend` (one of MILP_BACKENDS; ``relax`` solves the LP relaxation
     with `lp_solver`: "GLOP", "CLP" (much faster than GLOP on Checkmate's large relaxations; falls
     back to GLOP where this build has no CLP) or "HIGHS" (highspy: held to the wall clock, which
@@ -197,17 +212,64 @@ def run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exac
     (`solvers.progress`; the stage is reported in any case). With ``options.verbose`` the
     backend's log goes to standard error (`stdio.stdout_to_stderr`), never to standard output.
     The backend gets the objective scaled by `objective_scale` and no absolute gap; the answer is in
-    `model`'s units."""
+    `model`'s units. `fallback`: a MILP backend that fails (``BackendRun.failed``) is followed by another
+    in the time left (`after_failure`; off where another backend already runs beside it, as in a race)."""
     report(f"LP relaxation ({lp_solver.lower()})" if relax else f"search ({backend})")
     scale = 1.0 if feasibility_only else objective_scale(model)
     with stdout_to_stderr(bool(options is not None and options.verbose)):  # the backends' C-level log (`stdio`)
-        run = _run_milp(scaled_objective(model, scale), backend, deadline, options, hint=hint,
-                        hint_feasible=hint_feasible, relax=relax, feasibility_only=feasibility_only, rel_gap=rel_gap,
-                        lp_solver=lp_solver)
+        scaled = scaled_objective(model, scale)
+        kw: dict[str, Any] = {"hint": hint, "hint_feasible": hint_feasible, "relax": relax,
+                              "feasibility_only": feasibility_only, "rel_gap": rel_gap, "lp_solver": lp_solver}
+        run = _run_milp(scaled, backend, deadline, options, **kw)
+        if fallback and not relax:
+            run = after_failure(run, backend, deadline, options,
+                                lambda other: _run_milp(scaled, other, deadline, options, **kw))
     run = unscaled(run, model, scale)
     if watched and not relax and not feasibility_only and run.values is not None:
         report(best=run.objective, bound=run.bound)
     return run
+
+
+#: the backend that runs in the time left after a backend fails (`after_failure`)
+FALLBACK_BACKEND = {"highs": "scip", "cbc": "scip", "scip": "highs"}
+
+
+def fallback_backend(backend: str, options: ExactOptions | None) -> str | None:
+    """The backend asked after `backend` fails (`FALLBACK_BACKEND`), or None: none after GLOP, and HiGHS only
+    through highspy and without ``options.memory_gb`` (SCIP's memory limit, which HiGHS would not hold)."""
+    other = FALLBACK_BACKEND.get(backend)
+    if other == "highs" and (not highs_runner.available() or (options is not None and options.memory_gb is not None)):
+        return None
+    return other
+
+
+def after_failure(run: BackendRun, backend: str, deadline: Deadline, options: ExactOptions | None,
+                  solve: Callable[[str], BackendRun]) -> BackendRun:
+    """`run` of `backend`, or, when it failed (``run.failed``: no values, no proof, not its time limit nor a
+    Ctrl-C) with time left, the answer of ``solve(other)`` (`fallback_backend`) in that time when it has a plan
+    or a proof of infeasibility. ``backend_status`` names both runs; the answer is still ``failed`` when the
+    other backend failed too. No other backend starts past the deadline or after a Ctrl-C (`not_started`),
+    and a run that fails at the deadline is left as it is: it is then the limit's ``timeout``."""
+    other = fallback_backend(backend, options)
+    if not run.failed or run.values is not None or run.status == INFEASIBLE or not_started(deadline) is not None:
+        return run
+    first = f"{backend} failed ({run.backend_status})"
+    if other is None:
+        run.backend_status = f"{first}; no other backend to ask"
+        return run
+    report(f"search ({other}, after {backend} failed)")
+    try:
+        alt = solve(other)
+    except DeadlineExceeded:  # the time ran out while the other backend's model was emitted
+        alt = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status="time limit reached while emitting the model")
+    except RuntimeError as exc:  # e.g. a backend missing from this build
+        alt = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status=f"failed: {exc}", failed=True)
+    alt.backend_status = f"{first}; then {other}: {alt.backend_status}"
+    alt.failure = first
+    alt.build_s += run.build_s
+    if alt.values is None and alt.status != INFEASIBLE and run.bound is not None:
+        alt.bound = run.bound if alt.bound is None else max(alt.bound, run.bound)
+    return alt
 
 
 def not_started(deadline: Deadline) -> BackendRun | None:
@@ -300,7 +362,10 @@ def _run_milp(model: LinearModel, backend: str, deadline: Deadline, options: Exa
              pywraplp.Solver.INFEASIBLE: "INFEASIBLE", pywraplp.Solver.UNBOUNDED: "UNBOUNDED",
              pywraplp.Solver.ABNORMAL: "ABNORMAL", pywraplp.Solver.NOT_SOLVED: "NOT_SOLVED"}
     status_name = names.get(code, str(code)) + ("" if relax else note)
-    run = BackendRun(TIMEOUT, wall=wall, backend_status=status_name, build_s=build_s)
+    # SCIP stopped at its memory limit (``memory_gb``) answers ABNORMAL too: that is a limit, not a failure
+    failed = code in (pywraplp.Solver.ABNORMAL, pywraplp.Solver.MODEL_INVALID) and not relax \
+        and not (backend == "scip" and options.memory_gb is not None) and not_started(deadline) is None
+    run = BackendRun(TIMEOUT, wall=wall, backend_status=status_name, build_s=build_s, failed=failed)
     if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
         values = [x.solution_value() for x in xs]
         objective = model.value(values)
@@ -359,7 +424,8 @@ def _run_cbc_program(model: LinearModel, deadline: Deadline, options: ExactOptio
     ans = solve_mps(mps, model.num_vars, left, rel_gap=rel_gap, threads=options.workers, hint=hint, names=names,
                     verbose=options.verbose, seed=options.seed)
     wall = deadline.elapsed()
-    run = BackendRun(TIMEOUT, wall=wall, backend_status=f"CBC program: {ans.ended}", build_s=build_s)
+    run = BackendRun(TIMEOUT, wall=wall, backend_status=f"CBC program: {ans.ended}", build_s=build_s,
+                     failed=ans.failed)
     run.log = [(wall, None, None)]
     if ans.status == INFEASIBLE:
         return infeasible(run, left=left, solve_s=wall - t_build - build_s, hint_feasible=hint_feasible)
@@ -382,4 +448,5 @@ def _watchdog(left: float | None, interrupt: Any) -> threading.Timer | None:
     return timer
 
 
-__all__ = ["BackendRun", "DeadlineExceeded", "MILP_BACKENDS", "finite_bound", "objective_scale", "run_milp"]
+__all__ = ["BackendRun", "DeadlineExceeded", "FALLBACK_BACKEND", "MILP_BACKENDS", "after_failure", "finite_bound",
+           "objective_scale", "run_milp"]

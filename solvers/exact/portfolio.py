@@ -78,8 +78,10 @@ GRACE_S = 1.0
 
 
 def _child(conn: Connection, model: LinearModel, backend: str, deadline: Deadline, options: ExactOptions,
-           hint: list[float] | None, hint_feasible: bool, rel_gap: float, feasibility_only: bool = False) -> None:
-    """Process body: solve and send the `BackendRun` (without its backend object) to the parent.
+           hint: list[float] | None, hint_feasible: bool, rel_gap: float, feasibility_only: bool = False,
+           fallback: bool = True) -> None:
+    """Process body: solve and send the `BackendRun` (without its backend object) to the parent; `fallback`
+    as `run_milp`'s (off in a race: the other backend already runs beside this one).
     The child leads its own process group, so that stopping it stops what it started too, and dies
     with its parent. It starts with the interrupt signals held (`run_portfolio`): an interrupt
     that came since the fork is raised once the child leads its group, as one in the backend
@@ -92,7 +94,7 @@ def _child(conn: Connection, model: LinearModel, backend: str, deadline: Deadlin
     try:
         release_held_signals()
         run = run_milp(model, backend, deadline, options, hint=hint, hint_feasible=hint_feasible, rel_gap=rel_gap,
-                       feasibility_only=feasibility_only)
+                       feasibility_only=feasibility_only, fallback=fallback)
         _ignore_sigint()
         run.solver = None
     except DeadlineExceeded:
@@ -154,7 +156,7 @@ def run_portfolio(model: LinearModel, deadline: Deadline, options: ExactOptions,
             receive, send = ctx.Pipe(duplex=False)
             proc = ctx.Process(target=_child, daemon=True,
                                args=(send, model, backend, deadline, replace(options, workers=threads), hint,
-                                     hint_feasible, rel_gap, feasibility_only))
+                                     hint_feasible, rel_gap, feasibility_only, len(backends) < 2))
             # a Ctrl-C during the fork is raised after it, once the child is known to `_stop`
             with signals_held_during_fork(interrupt_signals()):
                 try:
