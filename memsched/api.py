@@ -180,7 +180,10 @@ def as_problem(instance: Any, problem: str | None = None, *, bandwidth: str | fl
         _check_not_empty(instance, "instance", "an instance or the path of an instance file")
         instance = load(instance, problem=problem, bandwidth=bandwidth, latency=latency)
         bandwidth = latency = None  # applied by load
-    found = problem_of(instance)
+    try:
+        found = problem_of(instance)
+    except InputError as err:  # not an instance at all: the argument is what is wrong
+        raise InputError(err.message, field=err.field or "instance") from None
     _check_instance(found, instance)  # built or edited in Python: the file's rules still hold
     if bandwidth is not None and found not in ("chain", "offload"):
         raise InputError(f"a bandwidth applies to chains, not to {article(found)} instance", field="bandwidth")
@@ -239,14 +242,35 @@ def _check_instance(problem: str, instance: Any) -> None:
 
 
 def _target_instance(target: Any, problem: str | None, *, bandwidth: str | float | None, latency: float | None,
-                     weight_factor: float | None, devices: Any = None) -> tuple[str, Any]:
+                     weight_factor: float | None, devices: Any = None, field: str = "instance") -> tuple[str, Any]:
     """(problem, instance) of `solve`'s or `sweep`'s `target` (`as_problem`) on the machine its arguments
     give: for a pipeline, `bandwidth`, `latency` and `weight_factor` are its links and weights, as
     ``memsched partition`` reads them (`_pipeline_machine`); for the other problems `bandwidth` and `latency`
     are the host link that makes a chain an offloading instance (`as_problem`, unchanged) and a
     `weight_factor` is an `InputError`. `devices` (P, given: not None) applies to pipelines only, so with no
     `problem` named it reads a chain file as a pipeline, as ``memsched partition FILE --devices P`` reads it
-    (`_devices_make_pipeline`); an instance object keeps its own problem."""
+    (`_devices_make_pipeline`); an instance object keeps its own problem. `field`: the caller's name of
+    `target` (``target`` in `sweep`), which an error about it names."""
+    with _argument_named(field):
+        return _target_problem(target, problem, bandwidth=bandwidth, latency=latency, weight_factor=weight_factor,
+                               devices=devices)
+
+
+@contextlib.contextmanager
+def _argument_named(field: str) -> Iterator[None]:
+    """Re-raise an `InputError` naming ``instance`` (`as_problem`'s argument) as naming `field`, the caller's
+    argument that gave it (``target``, ``obj``)."""
+    try:
+        yield
+    except InputError as err:
+        if err.field != "instance" or field == "instance":
+            raise
+        raise InputError(err.message, path=err.path, field=field) from None
+
+
+def _target_problem(target: Any, problem: str | None, *, bandwidth: str | float | None, latency: float | None,
+                    weight_factor: float | None, devices: Any) -> tuple[str, Any]:
+    """`_target_instance` for the argument called ``instance``."""
     if problem is None and _devices_make_pipeline(target, devices):
         problem = "pipeline"
     if not _reads_as_pipeline(target, problem):
@@ -628,7 +652,7 @@ def _evaluated(problem: str, instance: Any, schedule: Any) -> Any:
 
 
 def _instance_for(instance: Any, schedule: Any, problem: str | None, bandwidth: Any, verb: str, *,
-                  latency: Any = None) -> tuple[str, Any]:
+                  latency: Any = None, field: str = "instance") -> tuple[str, Any]:
     """(problem, instance) that `simulate` and `plot` replay `schedule` on: as `as_problem` reads
     `instance`, but when `problem` is None the schedule may bring one: a `Result` its problem (a
     pipeline result replays on the chain file it was solved from), a schedule's JSON (a dict or the
@@ -636,7 +660,10 @@ def _instance_for(instance: Any, schedule: Any, problem: str | None, bandwidth: 
     partition makes a chain file a pipeline); a Result also brings its instance when `instance` is
     None. A problem so adopted that does not fit the instance is an `InputError` naming ``schedule``.
     `bandwidth` and `latency` are the host link of a chain (`as_problem`); for a pipeline they are its
-    links, left to the caller (`simulate`: `_solved_machine`), as ``memsched simulate`` reads them."""
+    links, left to the caller (`simulate`: `_solved_machine`), as ``memsched simulate`` reads them.
+    `field`: the caller's name of `instance` (``obj`` in `plot`), which an error about it names; an error
+    about the instance itself (a missing file, a bad cost of an instance of the adopted problem) is raised
+    as it is, not as the schedule's."""
     _check_not_empty(schedule, "schedule", "a schedule or the path of a schedule file")
     adopted = None
     if isinstance(schedule, Result):
@@ -649,13 +676,25 @@ def _instance_for(instance: Any, schedule: Any, problem: str | None, bandwidth: 
     if problem == "pipeline" or _reads_as_pipeline(instance, problem):
         bandwidth = latency = None  # the pipeline's links, not a host link: the caller's to apply
     try:
-        return as_problem(instance, problem, bandwidth=bandwidth, latency=latency)
+        with _argument_named(field):
+            return as_problem(instance, problem, bandwidth=bandwidth, latency=latency)
     except InputError as err:
-        if adopted is None:
-            raise
+        if adopted is None or _own_problem(instance) in (None, adopted):
+            raise  # about the instance itself (a missing file, a NaN cost): not the schedule's problem
         what = "result" if isinstance(schedule, Result) else "schedule"
         raise InputError(f"{article(adopted)} {what} cannot be {verb} on this instance ({err})",
                          field="schedule") from None
+
+
+def _own_problem(instance: Any) -> str | None:
+    """The problem `instance` (an object, or the path of a file) states by itself; None when that cannot be
+    told (a missing or unreadable file, not an instance)."""
+    from memsched.solvers.formats import detect_problem
+
+    try:
+        return detect_problem(instance) if isinstance(instance, (str, Path)) else problem_of(instance)
+    except (InputError, OSError):
+        return None
 
 
 def _declared_problem(schedule: Any, bandwidth: Any) -> str | None:
@@ -747,7 +786,7 @@ def sweep(target: Any, budgets: Iterable[int | float | str] | None = None, solve
         raise InputError("must be a non-empty list of budgets (e.g. ['40%', '60%', '80%'])", field="budgets")
     link_set_aside = _host_link_set_aside(target, problem)
     problem, instance = _target_instance(target, problem, bandwidth=bandwidth, latency=latency,
-                                         weight_factor=weight_factor, devices=devices)
+                                         weight_factor=weight_factor, devices=devices, field="target")
     devices = _check_devices(problem, devices)
     slots = _check_slots(DEFAULT_SLOTS if slots is None else slots)
     time_limit = _check_time_limit(time_limit)
@@ -1235,7 +1274,7 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     graph exported with ``--cost flops``, as ``data["units"]["time"]`` says; peak in bytes: an instance
     file in another memory unit is an `InputError` naming its ``meta.units.memory``) beside the
     measured time (ms) and peak memory, and whether every
-    gradient matches plain autograd (``grad_check``). `chain` / `instance` give the costs (an
+    gradient matches plain autograd (``grad_check``). `chain` / `instance` (one of them) give the costs (an
     instance or a file, read as ``memsched solve`` reads it: a chain file with a ``host_link``, or
     with an offloading `solver` that is no chain solver such as "pofo", is offloading, and without a
     bandwidth from either an `InputError` naming its ``host_link.bandwidth``) instead of
@@ -1279,6 +1318,8 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     threads = _check_threads(threads)
     _instance_object(instance, "instance")
     _instance_object(chain, "chain")
+    if chain is not None and instance is not None:  # two sources of costs: one would be dropped without a word
+        raise InputError("give chain or instance, not both: each gives the costs", field="instance")
     if early_release and (chain is not None or instance is not None):
         given = "chain" if instance is None else "instance"
         raise InputError(f"applies to a chain profiled by this run; the costs come from the {given} given, which "
@@ -1476,7 +1517,7 @@ def plot(obj: Any, schedule: Any = None, *, budget: int | float | str | None = N
         raise InputError("plot(instance, schedule): no schedule given", field="schedule")
     from memsched.experiments.plotting import plot_comparison, plot_schedule
 
-    problem, instance = _instance_for(obj, schedule, problem, None, "drawn")
+    problem, instance = _instance_for(obj, schedule, problem, None, "drawn", field="obj")
     if _is_named_schedules(schedule):  # {name: schedule}, not one schedule's JSON
         instance = _one_solved_machine(problem, instance, schedule)
         bytes_ = _budget(instance, budget, problem) if budget is not None else None
