@@ -75,6 +75,9 @@ def test_highs_solve_error_is_followed_by_scip(tmp_path, slots):
     assert res.status == INFEASIBLE, (res.status, res.message)
     assert res.min_budget == HS_BUDGET + 1
     assert res.details["backend_status"].startswith("highs failed (highspy: Infeasible; presolve off: Solve error)")
+    # the answer is SCIP's, and says so: scope, details and status text (it read "MILP (highs)")
+    assert res.scope.endswith("MILP (scip, after highs failed)") and res.details["answered_by"] == "scip"
+    assert "; then scip: " in res.details["backend_status"]
 
 
 @pytest.mark.skipif(cbc_cmd.cbc_program() is None, reason="no CBC program")

@@ -84,3 +84,14 @@ def test_null_node_name_falls_back_to_the_id(tmp_path: Path) -> None:
     del data["nodes"][2]["name"]
     graph = Graph.load(_write(tmp_path, "g.json", data))
     assert graph.names == ["f0", "1", "2", "b_in"]
+
+
+def test_a_moccasin_file_with_one_key_for_size_and_duration_is_refused(tmp_path: Path) -> None:
+    data = {"graph": {"node_output_cost_tag": "out_cost", "node_duration_tag": "out_cost"},
+            "nodes": [{"name": 0, "duration": 1.0, "out_cost": 3}, {"name": 1, "duration": 1.0, "out_cost": 2}],
+            "links": [{"0": 0, "1": 1}]}
+    path = tmp_path / "dup.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="node_output_cost_tag names too") as err:
+        Graph.load(path)
+    assert err.value.field == "graph.node_duration_tag"

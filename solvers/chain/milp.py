@@ -138,8 +138,10 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
 
     def result(status: str, **kw: Any) -> SolveResult:
         return SolveResult(problem="chain", solver="milp", status=status, budget=budget, scope=scope,
-                           details={"backend": backend, **kw.pop("details", {})}, **kw)
+                           details={"backend": backend, **({"answered_by": answered_by} if answered_by else {}),
+                                    **kw.pop("details", {})}, **kw)
 
+    answered_by = ""  # the backend that answered when `backend` failed (`milp_runner.after_failure`)
     if model.trivially_infeasible:
         return result(INFEASIBLE, message=f"no schedule fits: {model.trivially_infeasible}")
     hint_values, hint_ok, source = phase_hint(model, seed, deadline, warm_start=options.warm_start)
@@ -167,11 +169,14 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
                                         watched=watched))
 
             run = solve(lm)
+            answered_by = run.answered_by
+            if answered_by:  # the asked backend failed: the answer is another's, and says so
+                scope = scope.replace(f"MILP ({backend})", f"MILP ({answered_by}, after {backend} failed)")
             if broken(run, model):
                 failure = run.failure
                 run = _exact_plan(run, lm, model, backend, solve, deadline)
                 if failure and run.failure != failure:  # the answer still says that the backend failed
-                    run.backend_status = f"{failure}; then {run.backend_status}"
+                    run.backend_status = f"{failure}; then {answered_by or 'another backend'}: {run.backend_status}"
         details = {**phase_details(model, build_s, source, hint_values, hint_ok), **report.as_details(),
                    "backend_status": run.backend_status}
         run = drop_broken(run, model)  # a backend answer that breaks the model: do not trust it

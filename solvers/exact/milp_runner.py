@@ -86,6 +86,8 @@ class BackendRun:
     failed: bool = False
     #: the failed backend's account ("cbc failed (...)") when this is another backend's answer after it
     failure: str = ""
+    #: the backend whose answer this is when it is not the one asked (`after_failure`), else ""
+    answered_by: str = ""
 
     @property
     def found(self) -> bool:
@@ -266,6 +268,7 @@ def after_failure(run: BackendRun, backend: str, deadline: Deadline, options: Ex
         alt = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status=f"failed: {exc}", failed=True)
     alt.backend_status = f"{first}; then {other}: {alt.backend_status}"
     alt.failure = first
+    alt.answered_by = other
     alt.build_s += run.build_s
     if alt.values is None and alt.status != INFEASIBLE and run.bound is not None:
         alt.bound = run.bound if alt.bound is None else max(alt.bound, run.bound)

@@ -413,6 +413,9 @@ def _from_moccasin_tags(data: dict[str, Any], path: Any = None) -> tuple[dict[st
         if not isinstance(tag, str):
             raise InputError(f"must be a string (the nodes' key of that attribute), got {tag!r}"[:200],
                              path=path, field=f"graph.{key}")
+    if ram_tag == cpu_tag:  # one node value cannot be both the size and the duration
+        raise InputError(f"is {cpu_tag!r}, the key node_output_cost_tag names too: give the duration its own key",
+                         path=path, field="graph.node_duration_tag")
     new_nodes = []
     for j, node in enumerate(nodes):
         if not isinstance(node, dict):
