@@ -114,6 +114,22 @@ def cli():
 
 
 @pytest.fixture
+def step_clocks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The CPU clocks the meters asked for (`models.measure.StepMeter` of the executed steps, `Timer`), in order."""
+    import memsched.models.measure as measure
+
+    seen: list[str] = []
+    real = measure.cpu_clock
+
+    def spy(clock: str) -> Any:
+        seen.append(clock)
+        return real(clock)
+
+    monkeypatch.setattr(measure, "cpu_clock", spy)
+    return seen
+
+
+@pytest.fixture
 def examples() -> Path:
     return EXAMPLES
 

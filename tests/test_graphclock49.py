@@ -16,13 +16,11 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-import memsched.models.measure  # noqa: E402
 from memsched.models.graph.executor import GraphExecutor  # noqa: E402
 from memsched.models.graph.export import export_training_graph  # noqa: E402
 from torch import nn  # noqa: E402
@@ -71,20 +69,6 @@ def nets(tmp_path: Path) -> Path:
     path = tmp_path / "nets.py"
     path.write_text(NETS)
     return path
-
-
-@pytest.fixture
-def step_clocks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The CPU clocks the executed steps' meters asked for (`models.measure.StepMeter`)."""
-    seen: list[str] = []
-    real = memsched.models.measure.cpu_clock
-
-    def spy(clock: str) -> Any:
-        seen.append(clock)
-        return real(clock)
-
-    monkeypatch.setattr(memsched.models.measure, "cpu_clock", spy)
-    return seen
 
 
 def _one_thread_graph(cli, nets: Path, tmp_path: Path) -> Path:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -51,20 +50,6 @@ def chain_file(tmp_path_factory: pytest.TempPathFactory) -> str:
     torch.set_num_threads(before)
     assert res.code == 0, res.err
     return str(path)
-
-
-@pytest.fixture
-def step_clocks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The CPU clocks the meters asked for (`models.measure.StepMeter` of the executed steps, `Timer`)."""
-    seen: list[str] = []
-    real = memsched.models.measure.cpu_clock
-
-    def spy(clock: str) -> Any:
-        seen.append(clock)
-        return real(clock)
-
-    monkeypatch.setattr(memsched.models.measure, "cpu_clock", spy)
-    return seen
 
 
 # ---------------------------------------------------------------------------- 1. the clock
