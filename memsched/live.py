@@ -80,10 +80,20 @@ def progress_line(enabled: bool, *, label: str, limit: float | None) -> Iterator
         return
     from tqdm import tqdm
 
-    fmt = "{desc}: {n:.0f}/{total:.0f} s {bar:12} {postfix}" if limit else "{desc}: {n:.0f} s {postfix}"
+    class StateLine(tqdm):
+        """A bar whose format has a field ``{state}``: the solve's state as `describe` writes it (tqdm's own
+        ``{postfix}`` would start it with ", ")."""
+
+        state = ""
+
+        @property
+        def format_dict(self) -> dict[str, Any]:
+            return {**super().format_dict, "state": self.state}
+
+    fmt = "{desc}: {n:.0f}/{total:.0f} s {bar:12} {state}" if limit else "{desc}: {n:.0f} s {state}"
     # the size is read at each redraw (a resized terminal), as tqdm's dynamic_ncols does, but never 0
     cols, rows = line_size(sys.stderr)
-    bar = tqdm(total=limit, desc=label, file=sys.stderr, leave=False, bar_format=fmt, ncols=cols, nrows=rows)
+    bar = StateLine(total=limit, desc=label, file=sys.stderr, leave=False, bar_format=fmt, ncols=cols, nrows=rows)
     latest = [Progress()]
     stop = threading.Event()
     start = time.monotonic()
@@ -92,7 +102,7 @@ def progress_line(enabled: bool, *, label: str, limit: float | None) -> Iterator
         elapsed = time.monotonic() - start
         bar.n = min(elapsed, limit) if limit else elapsed
         bar.ncols, bar.nrows = line_size(sys.stderr)
-        bar.set_postfix_str(describe(latest[0]), refresh=False)
+        bar.state = describe(latest[0])
         bar.refresh()
 
     def tick() -> None:
