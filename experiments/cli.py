@@ -23,13 +23,13 @@ import functools
 import importlib
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from memsched import __version__
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
     # re-exported: at run time taken from there on first use (`__getattr__`)
     from memsched.solvers.processes import (  # noqa: F401
@@ -51,7 +51,7 @@ COMMANDS: dict[str, str] = {
     "figures": "regenerate figures from the sweep tables under results/",
     "plot": "draw a schedule: memory over time and the operations (PNG, PDF, SVG)",
     "hrevolve": "H-Revolve: checkpointing on a storage hierarchy (abstract model)",
-    "export-graph": "trace a zoo network into a training graph (node-link JSON)",
+    "export-graph": "trace a zoo network or a factory (FILE.py:FUNCTION) into a training graph (node-link JSON)",
     "max-batch": "largest batch (or image side) that trains within a memory",
 }
 
@@ -181,9 +181,11 @@ def _run(argv: list[str], command: str | None, interrupted: Callable[[], bool]) 
         print(f"memsched: error: a command is required (one of {', '.join(COMMANDS)}; memsched --help)",
               file=sys.stderr)
         return 2
+    out = _Stdout(sys.stdout)
     try:
-        with _warnings_as_lines(args.command, UnknownFieldWarning):
+        with _warnings_as_lines(args.command, UnknownFieldWarning), out.installed():
             code = int(args.func(args) or 0)
+            _flush_stdout()  # what is still buffered: a disk full after the command is its error, not the teardown's
     except BrokenPipeError:
         return 0
     except Exception as err:
@@ -191,6 +193,11 @@ def _run(argv: list[str], command: str | None, interrupted: Callable[[], bool]) 
             raise KeyboardInterrupt from err
         if isinstance(err, InputError):
             print(f"memsched {args.command}: error: {err}", file=sys.stderr)
+            return 2
+        if isinstance(err, OSError) and err is out.failed:  # as an output file that cannot be written: exit 2
+            _drop_stdout()
+            print(f"memsched {args.command}: error: standard output: cannot write ({err.strerror or err})",
+                  file=sys.stderr)
             return 2
         if os.environ.get("MEMSCHED_DEBUG"):  # a bug, not bad input: one line unless asked for the traceback
             raise
@@ -200,6 +207,74 @@ def _run(argv: list[str], command: str | None, interrupted: Callable[[], bool]) 
     if interrupted() and code != 130:  # swallowed on the way (an import's C++ code): it still stops the command
         raise KeyboardInterrupt
     return code  # 130: the command answered the interrupt itself (its answer and its line are printed)
+
+
+def _flush_stdout() -> None:
+    """Flush standard output; a reader that left (`BrokenPipeError`) is ignored, as the teardown ignored it
+    (`memsched.__main__`): the command's exit status stands."""
+    with contextlib.suppress(BrokenPipeError):
+        sys.stdout.flush()
+
+
+class _Stdout:
+    """Standard output while a command runs (`installed`): writes and flushes go to `stream`, and an `OSError`
+    they raise (a disk full behind ``> FILE`` or ``> /dev/full``: ENOSPC, EIO, EDQUOT, EFBIG), a
+    `BrokenPipeError` aside, is kept in `failed` before it goes on, so that `_run` tells a write to standard
+    output that failed (bad output, exit 2, as an output file that cannot be written) from an internal error.
+    Everything else (``fileno``, ``isatty``, ``encoding``, ...) is `stream`'s."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.failed: OSError | None = None
+
+    def write(self, text: str) -> int:
+        """`stream`'s write of `text`; the number of characters written."""
+        try:
+            return int(self.stream.write(text))
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            self.failed = err
+            raise
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        """Each of `lines` written in turn (`write`)."""
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        """`stream`'s flush."""
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            self.failed = err
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        """Inside, `sys.stdout` is this object; on the way out `stream` again (unless the command put another)."""
+        sys.stdout = cast("TextIO", self)
+        try:
+            yield
+        finally:
+            if sys.stdout is self:
+                sys.stdout = self.stream
+
+
+def _drop_stdout() -> None:
+    """Point standard output's file descriptor at the null device, once a write to it failed: what is left in
+    its buffer goes there at exit, and the interpreter's own flush fails no second time."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, sys.stdout.fileno())
+        finally:
+            os.close(null)
 
 
 @contextlib.contextmanager

@@ -136,7 +136,7 @@ def count(low: int = 1, high: int = MAX_COUNT) -> Callable[[str], int]:
 
 
 def _float(text: str, unit: str | None, *, low: float, strict: bool, high: float) -> float:
-    """`text` as a float in [low, high] (above `low` when `strict`); else an `argparse.ArgumentTypeError`
+    """`text` as a float in [low, high] (above `low` when `strict`; "-0" is 0.0); else an `argparse.ArgumentTypeError`
     saying "expected a number of `unit`" ("expected a number" when `unit` is None: a plain number)."""
     try:
         value = float(text)
@@ -146,7 +146,7 @@ def _float(text: str, unit: str | None, *, low: float, strict: bool, high: float
     if not math.isfinite(value) or value < low or (strict and value == low) or value > high:
         side = f"> {low:g}" if strict else f">= {low:g}"
         raise argparse.ArgumentTypeError(f"must be a finite number {side} and <= {high:g}, got {text!r}")
-    return value
+    return value + 0.0  # "-0" is 0.0, not -0.0 (which a result or JSON would print as -0.0)
 
 
 # --------------------------------------------------------------------------- names

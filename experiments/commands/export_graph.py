@@ -1,11 +1,12 @@
-"""`memsched export-graph MODEL -o FILE`: a zoo network's training graph for Problem 2.
+"""`memsched export-graph MODEL -o FILE`: a zoo network's or a factory's training graph for Problem 2.
 
-Traces the network with torch.fx and writes a networkx node-link JSON (the format Checkmate
-exports and Moccasin reads): one forward node per operation (or per block with
-``--granularity module``), the loss, and a backward node per forward node, with compute costs
-in MFLOP (``--cost flops``), roofline ms (``--cost roofline:a100``) or measured ms, and output
-sizes in bytes. The counted cost models trace fake tensors: exact sizes, nothing allocated.
-A graph beyond the graph format's limits (a size over 1 PiB, or all of them together) is refused
+MODEL is a zoo network or your own: a factory ``FILE.py:FUNCTION`` or ``package.module:FUNCTION``
+(`models.network`, as for ``memsched profile``). Traces the network with torch.fx and writes a
+networkx node-link JSON (the format Checkmate exports and Moccasin reads): one forward node per
+operation (or per block with ``--granularity module``), the loss, and a backward node per forward
+node, with compute costs in MFLOP (``--cost flops``), roofline ms (``--cost roofline:a100``) or
+measured ms, and output sizes in bytes. The counted cost models trace fake tensors: exact sizes,
+nothing allocated. A graph beyond the graph format's limits (a size over 1 PiB, or all of them together) is refused
 before anything is written, under the sizing options, as ``memsched profile`` refuses such a chain.
 """
 
@@ -37,9 +38,10 @@ _SIZE_LIMIT = f"the graph format's limit of 1 PiB ({MAX_BYTES} bytes)"
 
 
 def register(subparsers: Any) -> None:
-    """Add the ``export-graph`` subcommand (zoo network -> node-link training graph JSON)."""
-    p = subparsers.add_parser("export-graph", help="trace a zoo network into a training graph (node-link JSON)",
-                              description=__doc__)
+    """Add the ``export-graph`` subcommand (zoo network or factory -> node-link training graph JSON)."""
+    p = subparsers.add_parser("export-graph", description=__doc__,
+                              help="trace a zoo network or a factory (FILE.py:FUNCTION) into a training graph "
+                              "(node-link JSON)")
     p.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="graph file to write")
     p.add_argument("--granularity", choices=("op", "module"), default="op", help="one node per op, or per block")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -205,9 +206,32 @@ def main(args: argparse.Namespace) -> int:
     elif out.get("predicted") is not None:
         print(describe(out))
     if out.get("predicted") is None:
-        print(f"memsched run: {out.get('status') or 'infeasible'}: {out.get('message', '')}", file=sys.stderr)
+        print(f"memsched run: {out.get('status') or 'infeasible'}: {no_schedule_text(out)}", file=sys.stderr)
         return 1
     return 0
+
+
+#: a human form right after a size (`format_bytes`: " (48.43 KiB)", " (512 B)"), which needs no second one
+_HUMAN_SIZE = r" \(\d+(?:\.\d+)? (?:[KMGT]i)?B\)"
+
+
+def no_schedule_text(out: dict[str, Any]) -> str:
+    """The message of `out`, a run without a schedule (`models.run.run`), with its sizes in units as
+    ``memsched solve`` prints them: each bare ``budget`` and ``min_budget`` (bytes) that it names, a solver's
+    wording such as rotor's "no persistent schedule fits 49588; the smallest feasible budget is 3247360",
+    reads "49588 bytes (48.43 KiB)" (`format_bytes`); one that says "bytes" already gets the human form, one
+    followed by its human form is left as it is. Other numbers (a slot count, a stage) are not sizes."""
+    from memsched.solvers.units import format_bytes
+
+    message = str(out.get("message") or "")
+    sizes = {int(n) for n in (out.get("budget"), out.get("min_budget")) if isinstance(n, (int, float))}
+    if (out.get("units") or {}).get("memory", "bytes") != "bytes":
+        return message
+    for n in sorted(sizes, reverse=True):
+        pattern = rf"(?<![\w.-]){n}(?![\w-]|\.\d)(?: bytes\b| B\b)?(?P<human>{_HUMAN_SIZE})?"
+        message = re.sub(pattern, lambda m, n=n: m.group(0) if m.group("human") else f"{n} bytes ({format_bytes(n)})",
+                         message)
+    return message
 
 
 def _check_names(args: argparse.Namespace) -> None:

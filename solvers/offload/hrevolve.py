@@ -251,6 +251,9 @@ class HRevolveInstance:
         # stored as an int (3.0 -> 3); InputError (a ValueError) naming `length` when not a whole number >= 0
         object.__setattr__(self, "length", check_length(self.length, "length"))
         check_step_costs(self.u_f, self.u_b)
+        for name in ("u_f", "u_b"):  # -0.0 (which passes as >= 0) is stored and reported as 0.0
+            if isinstance(getattr(self, name), float) and getattr(self, name) == 0:
+                object.__setattr__(self, name, 0.0)
         object.__setattr__(self, "levels", as_levels(self.levels))
 
     def with_slots(self, level: int, slots: int | None) -> HRevolveInstance:
@@ -677,9 +680,10 @@ def solve_hrevolve(instance: HRevolveInstance, budget: int | None = None, *, tim
                    **_: Any) -> SolveResult:
     """H-Revolve on `instance`; `budget`, when given, is the number of slots of level 0 (the
     device memory, in values of the homogeneous chain). Status `optimal` for the abstract
-    model (`SCOPE`) when the levels with a slot can be ordered by cost, `feasible` otherwise
-    (see `hrevolve`; `time_limit`, in seconds, bounds the search over orders then), and
-    `infeasible` only when no level has a slot (l >= 1). ValueError when the optimal cost
+    model (`SCOPE`) when the levels with a slot can be ordered by cost, or when l = 0 (every
+    schedule runs the one backward step Fbar1, and the DP's runs nothing else: one order is run),
+    `feasible` otherwise (see `hrevolve`; `time_limit`, in seconds, bounds the search over orders
+    then), and `infeasible` only when no level has a slot (l >= 1). ValueError when the optimal cost
     overflows a float (costs too large). The schedule is an `HSchedule` of abstract ops,
     replayed here by `simulate_hrevolve` (objective = its cost), not by the offload simulator;
     ``details`` has the instance (``length``, ``levels``, ``u_f``, ``u_b``), the peak slots per
@@ -704,6 +708,9 @@ def solve_hrevolve(instance: HRevolveInstance, budget: int | None = None, *, tim
         return SolveResult(status=INFEASIBLE, scope=SCOPE, solve_time_s=time.perf_counter() - t0,
                            message=NO_SLOT, details={**given, **no_schedule}, **common)
     proven, orders = level_orders(levels)
+    if l == 0:  # every schedule runs Fbar1 (cost u_b) and any transfer it adds costs >= 0: Fbar1 alone, the DP's
+        # on every order, is optimal
+        proven, orders = True, orders[:1]
     try:
         found = best_order(l, levels, orders, inst.u_f, inst.u_b, time_limit)
     except KeyboardInterrupt:  # before the first order finished: no schedule to answer with
