@@ -360,15 +360,16 @@ def check_options(problem: str, solver: str, options: dict[str, Any]) -> None:
     is refused naming ``--option KEY``, as an unknown one. The value of a `SOLVER_CHECKED` option is left to
     the solver, whose message names the instance's memory unit."""
     valid = solver_parameters(problem, solver)
+    takes = option_list(set(valid) - set(FLAGS))  # what --option takes: not the keys the command's flags set
     for key, value in options.items():
         field = f"--option {key}"
         if key in FLAGS:
             raise InputError(f"{key} is set with {FLAGS[key]}, not --option", field="--option")
         if key not in valid and key in options_not_taken(problem, solver):  # a shared option it does not use
             raise InputError(f"unknown option {key!r} for {solver}, which does not use it (its options: "
-                             f"{option_list(valid)})", field=field)
+                             f"{takes})", field=field)
         if key not in valid:
-            raise InputError(f"unknown option {key!r} for {solver} (its options: {option_list(valid)})",
+            raise InputError(f"unknown option {key!r} for {solver} (its options: {takes})",
                              field="--option")
         if key in SOLVER_CHECKED:  # the solver checks it in the instance's memory unit, as memsched.solve does
             continue
