@@ -3,8 +3,15 @@
 `find_min_budget` completes a `SolveResult` whose ``min_budget`` is None by running the
 solver itself at other budgets: first at the smallest budget a fast solver of the problem
 reports (`_FLOOR_SOLVERS`), else at the store-all peak (doubled up to `MAX_FACTOR` times),
-then one unit below the first budget that works, then by bisection. Exact solvers get
-`PROBE_SECONDS` per run (a schedule found in that time answers the question).
+then one unit below the first budget that works, then by bisection. Each run gets the search's time
+left as its ``time_limit`` (an exact solver at most `PROBE_SECONDS`: a schedule found in that time
+answers the question, and none starts with less than `MIN_PROBE_SECONDS` left; a heuristic at most
+the ``time_limit`` of `options`). No run starts once `SEARCH_SECONDS` have passed, nor when the time
+left is shorter than the quickest run so far took (it would likely not end in time), but a run that
+started is not cut short, and not every solver ends at its limit (pofo's first DP, an exact solver's
+first seed): the search can take longer than `SEARCH_SECONDS`, and its notes then give the seconds it
+took (`_Probe.time_note`). A heuristic's ``infeasible`` that left stages out for a limit the search set
+(pofo's ``details["skipped"]``) is no verdict: the solver as asked might have found a schedule.
 
 Bisection assumes that a solver which fails at B fails at every budget below B: true for the exact
 solvers (a schedule of their model at B fits any larger budget; ``exact_layer``) and the heuristics
@@ -39,6 +46,9 @@ from memsched.solvers.units import memory_unit
 SEARCH_SECONDS = 10.0
 #: time limit of one exact solve in the search (a feasibility question: the first schedule will do)
 PROBE_SECONDS = 1.0
+#: the least time limit of an exact solve in the search (seconds): with less time left, none starts (it
+#: would give no verdict)
+MIN_PROBE_SECONDS = 0.5
 #: per problem, fast solvers whose infeasible answers carry their own smallest budget
 _FLOOR_SOLVERS = {"chain": ("rotor",), "offload": ("remat-only",),
                   "graph": ("checkpoint-all", "sqrt", "greedy", "griewank"), "join": ("store-all",),
@@ -63,7 +73,8 @@ def monotone(problem: str, solver: str) -> bool:
 @dataclass
 class _Probe:
     """Runs the solver at other budgets (in the instance's memory unit) until `deadline`
-    (``time.perf_counter()``)."""
+    (``time.perf_counter()``, seconds): each run gets the time left as its ``time_limit`` (`limit`),
+    and none starts when less is left than the quickest run so far took (`shortest`)."""
 
     problem: str
     instance: Any
@@ -73,36 +84,85 @@ class _Probe:
     exact: bool
     failed: set[int] = field(default_factory=set)  # budgets where the solver proved it has no schedule
     interrupted: bool = False  # a Ctrl-C stopped the search: no verdict after it
+    started: float = field(default_factory=time.perf_counter)  # when the search began (perf_counter, s)
+    shortest: float | None = None  # seconds of the quickest run so far (None before the first)
+    runs: int = 0  # the runs started
+    declined: str = ""  # why a run was not started (the time left could not hold it); "" while all started
+    last_budget: int | None = None  # the budget of the last verdict asked for
+    last_limit: float | None = None  # the time_limit (s) of the last run
+
+    def limit(self) -> float | None:
+        """The ``time_limit`` (seconds) of the next run, or None (and `declined` set) when none should
+        start: no time left, less than the quickest run so far took (`shortest`), or for an exact
+        solver less than `MIN_PROBE_SECONDS`. An exact run gets at most `PROBE_SECONDS`, a heuristic's at
+        most the ``time_limit`` of `options` (None there: no limit of its own)."""
+        left = self.deadline - time.perf_counter()
+        cap = PROBE_SECONDS if self.exact else self.options.get("time_limit")
+        limit = left if cap is None else min(left, float(cap))
+        if left <= 0:
+            self.declined = f"its {SEARCH_SECONDS:g} s had passed"
+        elif self.shortest is not None and left < self.shortest:
+            self.declined = f"the {left:.1f} s left were less than the quickest run's {self.shortest:.1f} s"
+        elif self.exact and limit < MIN_PROBE_SECONDS:
+            self.declined = f"the {left:.2f} s left were less than an exact run's least {MIN_PROBE_SECONDS:g} s"
+        else:
+            return limit
+        return None
 
     def finds(self, budget: int) -> bool | None:
         """True: a schedule at `budget`; False: proven infeasible; None: no verdict in time (or interrupted)."""
         if budget in self.failed:
             return False
-        left = self.deadline - time.perf_counter()
-        if left <= 0 or self.interrupted:
+        self.last_budget = budget
+        if self.interrupted:
             return None
-        opts = {**self.options, "time_limit": max(0.5, min(left, PROBE_SECONDS))} if self.exact else self.options
+        limit = self.limit()
+        if limit is None:
+            return None
+        self.last_limit, self.runs, start = limit, self.runs + 1, time.perf_counter()
         try:
+            opts = {**self.options, "time_limit": limit}
             res = registry.solve(self.problem, self.instance, self.solver, budget, **opts)
         except InputError:
             return None
         except KeyboardInterrupt:  # the solve is stopped (an exact backend first stops its search)
             self.interrupted = True
             return None
+        finally:
+            took = time.perf_counter() - start
+            self.shortest = took if self.shortest is None else min(self.shortest, took)
         if res.found:
             return True
-        if res.status == INFEASIBLE:
+        if res.status == INFEASIBLE and not self._cut_short(res, limit):
             self.failed.add(budget)
             return False
         return None
 
+    def _cut_short(self, res: SolveResult, limit: float) -> bool:
+        """Whether `res` (``infeasible``) left stages out for the `limit` this search set, below the
+        ``time_limit`` of `options` (pofo's ``details["skipped"]``): no proof about the solver as run."""
+        cap = self.options.get("time_limit")
+        return bool(res.details.get("skipped")) and (cap is None or limit < float(cap))
+
     def why_stopped(self, budget: int) -> str:
-        """Why the verdict at `budget` is missing: a Ctrl-C, the search's time, or one probe's."""
+        """Why the verdict at `budget` is missing: a Ctrl-C, the search's time, or one run's."""
         if self.interrupted:
             return INTERRUPTED
-        if time.perf_counter() >= self.deadline:
-            return f"search stopped after {SEARCH_SECONDS:g} s"
-        return f"no verdict at {_size(budget, self.instance)} within a probe's {PROBE_SECONDS:g} s"
+        if self.declined or time.perf_counter() >= self.deadline:
+            return self.time_note()
+        limit = f"{self.last_limit:.3g}" if self.last_limit is not None else f"{PROBE_SECONDS:g}"
+        return f"no verdict at {_size(budget, self.instance)} within a probe's {limit} s"
+
+    def time_note(self) -> str:
+        """How long the search took (wall clock, seconds) and why it stopped then: "search stopped after
+        19.3 s (...)", past `SEARCH_SECONDS` when a run that started ran on."""
+        spent = time.perf_counter() - self.started
+        runs = f"{self.runs} run{'s' if self.runs != 1 else ''}"
+        if spent > SEARCH_SECONDS:
+            why = f"a run started within its {SEARCH_SECONDS:g} s ran past them (a run is not cut short)"
+        else:
+            why = self.declined or f"its {SEARCH_SECONDS:g} s had passed"
+        return f"search stopped after {spent:.1f} s and {runs}: {why}"
 
 
 def find_min_budget(problem: str, instance: Any, result: SolveResult, options: dict[str, Any]) -> bool:
@@ -115,7 +175,8 @@ def find_min_budget(problem: str, instance: Any, result: SolveResult, options: d
         return False
     solver, budget = result.solver, int(result.budget)
     exact = bool(getattr(registry.get_solver(problem, solver), "exact_layer", False))
-    probe = _Probe(problem, instance, solver, options, time.perf_counter() + SEARCH_SECONDS, exact, {budget})
+    now = time.perf_counter()
+    probe = _Probe(problem, instance, solver, options, now + SEARCH_SECONDS, exact, {budget}, started=now)
     try:
         _search(probe, result, budget)
     except KeyboardInterrupt:  # outside a probe (the fast solvers' first guess, the reference peak)
@@ -137,7 +198,8 @@ def _search(probe: _Probe, result: SolveResult, budget: int) -> None:
             else f"{solver} finds no schedule at the budgets tried up to {_size(low, instance)}")
         result.details["min_budget_note"] += (f" ({MAX_FACTOR} x the store-all peak)" if low == reference * MAX_FACTOR
                                               else f"; {INTERRUPTED}" if probe.interrupted
-                                              else "; the search ran out of time")
+                                              else f"; {probe.why_stopped(probe.last_budget)}"
+                                              if probe.last_budget is not None else f"; {probe.time_note()}")
         return
     need = min(necessary(problem, instance), high)
     low, high, stopped = _bisect(probe, max(low, need - 1), high)  # nothing below `need` fits: no run tells more
