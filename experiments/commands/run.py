@@ -39,6 +39,7 @@ from .profile import (
     _import_models,
     add_granularity_option,
     add_model_options,
+    fits_in_memory,
     model_inputs,
     model_sizes,
 )
@@ -188,7 +189,8 @@ def main(args: argparse.Namespace) -> int:
     from memsched.models.run import describe, run
 
     try:
-        with _network_source(args, instance):  # a factory named by the file (or --model) is built inside
+        # a factory named by the file (or --model) is built inside; sizes this machine cannot allocate are bad input
+        with _network_source(args, instance), fits_in_memory():
             out = run(name, args.budget, problem=problem, solver=solver, instance=instance, sizes=model_sizes(args),
                       slots=args.slots, time_limit=args.time_limit, options=options, seed=args.seed,
                       time_repeats=args.time_repeats,
