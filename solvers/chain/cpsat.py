@@ -94,8 +94,10 @@ def _solve_cpsat(chain: Chain, budget: int, *, options: ExactOptions, deadline: 
     hint_values, hint_ok, source = phase_hint(model, seed, deadline, warm_start=options.warm_start)
     n_rows = len(model.rows)  # the rows CP-SAT gets unless `cuts`
     incumbent = model.objective.value(hint_values) if hint_ok and hint_values is not None else None
-    report = separate_tape_cuts(model, deadline, incumbent=incumbent) if root_lp or cuts else CutReport()
+    report = CutReport()  # filled by the rounds as they go: a Ctrl-C in them keeps the last LP's bound
     with root_bound_on_timeout(report, scope):  # a build cut short keeps the root LP's bound
+        if root_lp or cuts:
+            separate_tape_cuts(model, deadline, incumbent=incumbent, report=report)
         rows = model.rows if cuts else model.rows[:n_rows]
 
         ticks = ObjectiveTicks.of(model)
@@ -302,12 +304,13 @@ def root_lp_bound(lp_value: float | None) -> float | None:
 
 @contextmanager
 def root_bound_on_timeout(report: CutReport, scope: str) -> Iterator[None]:
-    """Around the build and run of a phase model after its root LP (`report`): a `DeadlineExceeded`
+    """Around the tape-cut rounds of a phase model's root LP (`separate_tape_cuts`, filling `report` as they
+    go) and the build and run after them: a `DeadlineExceeded`
     from the block (the model still being stated for the backend at the limit) is raised again as
     `exact.layer.BuildTimeout` with the root LP's bound (`root_lp_bound`, as `phase_answer` reports it)
     and `scope`, the model's scope (its sizes: exact or in N slots). A `KeyboardInterrupt` from the block
     carries that `BuildTimeout` as its ``exact.layer.BOUND_SO_FAR`` attribute (an answered Ctrl-C keeps the
-    bound too). Without a solved LP either passes as it is."""
+    bound too, the last solved LP's when it came during the rounds). Without a solved LP either passes as it is."""
     try:
         yield
     except BuildTimeout:

@@ -146,8 +146,10 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
         return result(INFEASIBLE, message=f"no schedule fits: {model.trivially_infeasible}")
     hint_values, hint_ok, source = phase_hint(model, seed, deadline, warm_start=options.warm_start)
     incumbent = model.objective.value(hint_values) if hint_ok and hint_values is not None else None
-    report = separate_tape_cuts(model, deadline, incumbent=incumbent) if cuts else CutReport()
+    report = CutReport()  # filled by the rounds as they go: a Ctrl-C in them keeps the last LP's bound
     with root_bound_on_timeout(report, scope):  # a build cut short keeps the root LP's bound
+        if cuts:
+            separate_tape_cuts(model, deadline, incumbent=incumbent, report=report)
         lm = model.to_linear(deadline)
         for i, v in usable_fixings(report, hint_values, hint_ok).items():  # reduced-cost fixing at the root LP
             lm.lb[i] = lm.ub[i] = v

@@ -139,6 +139,7 @@ def separate_tape_cuts(
     patience: int = 3,
     incumbent: float | None = None,
     min_gap: float = 1e-2,
+    report: CutReport | None = None,
 ) -> CutReport:
     """Add violated tape cuts to `model.rows` (names "tape cut j a b") in rounds of at most
     `per_round` rows, re-solving the LP relaxation (GLOP, kept between rounds) after each; stop
@@ -157,12 +158,29 @@ def separate_tape_cuts(
     with less than `MIN_LP_SECONDS` left in the first share; GLOP is given the time to its end
     (``SetTimeLimit``), and an LP it does not solve to optimality gives no value, so a first LP cut
     off leaves `CutReport.lp_before` and `lp_after` None (no bound is claimed); a round (separation
-    and re-solve) starts only when the time left in the share is at least the last LP's solve time."""
+    and re-solve) starts only when the time left in the share is at least the last LP's solve time.
+
+    `report`, when given (a fresh `CutReport`), is the one filled and returned: it is filled as the rounds
+    go, so that a caller holding it keeps the last solved LP's value (a valid bound) when a
+    `KeyboardInterrupt` (Ctrl-C) ends the rounds (`chain.cpsat.root_bound_on_timeout` answers with it)."""
+    report = CutReport() if report is None else report
+    t0 = deadline.elapsed()
+    try:
+        return _separate(model, deadline, report, t0, max_rounds=max_rounds, per_round=per_round, share=share,
+                         first_share=first_share, min_gain=min_gain, patience=patience, incumbent=incumbent,
+                         min_gap=min_gap)
+    finally:
+        report.seconds = deadline.elapsed() - t0
+
+
+def _separate(model: PhaseModel, deadline: Deadline, report: CutReport, t0: float, *, max_rounds: int,
+              per_round: int, share: float, first_share: float, min_gain: float, patience: int,
+              incumbent: float | None, min_gap: float) -> CutReport:
+    """The body of `separate_tape_cuts` (same arguments), filling `report` (`t0`: its start, seconds since
+    the deadline's start)."""
     from ortools.linear_solver import pywraplp
 
-    report = CutReport()
     report_progress("root LP and tape cuts")
-    t0 = deadline.elapsed()
     end = deadline.limit  # the deadline in seconds since its start (None: no limit)
 
     def share_end(fraction: float) -> float | None:
@@ -189,7 +207,6 @@ def separate_tape_cuts(
 
     for n, row in enumerate(model.rows):
         if n % CHECK_ROWS == 0 and stop_at is not None and deadline.elapsed() > stop_at:
-            report.seconds = deadline.elapsed() - t0
             return report  # the share ended while the rows were being stated: no LP, no bound
         emit(row.expr, row.lo, row.hi)
     unit = objective_unit(model)
@@ -246,7 +263,6 @@ def separate_tape_cuts(
             report.fixed = fixings(model, duals, incumbent, deadline=deadline)[1]
         except DeadlineExceeded:
             pass  # no fixing: the model keeps every schedule
-    report.seconds = deadline.elapsed() - t0
     return report
 
 

@@ -27,7 +27,9 @@
    A Ctrl-C inside `interrupt.answer_on_interrupt` (the command line's and `memsched.solve`'s
    single solves) ends the solve with what it has: the backend's incumbent and bound
    (`interrupt.stop_on_interrupt`), or the seed when the interrupt came outside the backend; the
-   result says ``details["interrupted"]``. Elsewhere it raises.
+   result says ``details["interrupted"]``. Elsewhere it raises. A Ctrl-C during the warm start
+   answers likewise with the best seed found before it (the fast solvers that had finished; the
+   model is not built: ``details["not_built"]``, the floor as bound); with none yet it raises.
 4. **Referee (exact-size guard).** The model's schedule is replayed at the real budget with
    exact sizes. If a fast solver's schedule is better (or the model returned none), that
    schedule is returned as ``feasible`` and the message says so: an exact solver is never worse
@@ -74,6 +76,8 @@ MIN_LIMIT_FOR_ALL_FAST = 1.0
 #: share of the time limit the warm start may use (`run_fast`): no fast solver starts past it and each
 #: one after the first is killed at it; the model has the rest (the first, not interruptible, may overrun)
 WARM_START_SHARE = 0.5
+#: attribute of a `KeyboardInterrupt` raised during the warm start (`run_fast`): the seeds found before it
+SEEDS_SO_FAR = "memsched_seeds_so_far"
 
 
 def run_fast(problem: str, instance: Any, budget: int | None, names: Sequence[str], deadline: Deadline,
@@ -91,41 +95,53 @@ def run_fast(problem: str, instance: Any, budget: int | None, names: Sequence[st
     slowest fast solver so far took. Each is given the time to the end of the share as
     ``time_limit``: most fast solvers ignore it, `pofo` leaves out its optional stages past it.
     The names of those not started, or killed unfinished at the end of the share, are appended to
-    `not_run` (``details["fast_not_run"]``: the solvers the exact answer was not compared with)."""
+    `not_run` (``details["fast_not_run"]``: the solvers the exact answer was not compared with).
+    A `KeyboardInterrupt` (Ctrl-C) is raised on, carrying the schedules found so far as its
+    `SEEDS_SO_FAR` attribute; the fast solvers not finished then are appended to `not_run`."""
     from ..registry import solve as registry_solve
 
     slots = options.slots if options.slots > 0 else FAST_SLOTS_WITH_EXACT_SIZES
     until = warm_start_until(deadline)
     out: list[SolveResult] = []
     longest = 0.0
-    for n, name in enumerate(names):
-        left = deadline.left()
-        limit = deadline.limit
-        if (n and until is not None and deadline.elapsed() >= until) or (  # the share is spent: the model has the rest
-                out and limit is not None and (limit < MIN_LIMIT_FOR_ALL_FAST or left is None or left <= longest)):
-            if not_run is not None:  # (or an optional seed unlikely to finish)
-                not_run.extend(names[n:])
-            break
-        start = deadline.elapsed()
-        kwargs = {**rest, "slots": slots}
-        if until is not None:  # a fast solver with optional stages (pofo) leaves them out past this
-            kwargs["time_limit"] = max(0.0, until - start)
-        try:
-            if n and until is not None and can_fork():
-                found = solve_in_child(problem, instance, name, budget, kwargs, until - start)
-                if found is None:
-                    if not_run is not None and deadline.elapsed() >= until:  # killed at the share's end
-                        not_run.append(name)
-                    continue
-                res = found
-            else:
-                res = registry_solve(problem, instance, name, budget, **kwargs)
-        except (InputError, ValueError, KeyError, ImportError):
-            continue
-        finally:
-            longest = max(longest, deadline.elapsed() - start)
-        if res.schedule is not None and res.objective is not None and math.isfinite(res.objective):
-            out.append(res)
+    done = 0  # the fast solvers dealt with (run, failed or left out): those after them are not run on a Ctrl-C
+    try:
+        for n, name in enumerate(names):
+            left = deadline.left()
+            limit = deadline.limit
+            if (n and until is not None and deadline.elapsed() >= until) or (  # share spent: the model has the rest
+                    out and limit is not None and (limit < MIN_LIMIT_FOR_ALL_FAST or left is None or left <= longest)):
+                if not_run is not None:  # (or an optional seed unlikely to finish)
+                    not_run.extend(names[n:])
+                break
+            start = deadline.elapsed()
+            kwargs = {**rest, "slots": slots}
+            if until is not None:  # a fast solver with optional stages (pofo) leaves them out past this
+                kwargs["time_limit"] = max(0.0, until - start)
+            try:
+                if n and until is not None and can_fork():
+                    found = solve_in_child(problem, instance, name, budget, kwargs, until - start)
+                    if found is None:
+                        if not_run is not None and deadline.elapsed() >= until:  # killed at the share's end
+                            not_run.append(name)
+                        done = n + 1
+                        continue
+                    res = found
+                else:
+                    res = registry_solve(problem, instance, name, budget, **kwargs)
+            except (InputError, ValueError, KeyError, ImportError):
+                done = n + 1
+                continue
+            finally:
+                longest = max(longest, deadline.elapsed() - start)
+            if res.schedule is not None and res.objective is not None and math.isfinite(res.objective):
+                out.append(res)
+            done = n + 1
+    except KeyboardInterrupt as exc:  # the seeds found so far go with it (`exact_solver` may answer with them)
+        if not_run is not None:
+            not_run.extend(name for name in names[done:] if name not in not_run)
+        setattr(exc, SEEDS_SO_FAR, list(out))
+        raise
     return out
 
 
@@ -268,11 +284,28 @@ def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: fl
             if options.warm_start:
                 report(f"{name}: warm start ({', '.join(fast)})")
             not_run: list[str] = []
-            seeds = run_fast(problem, instance, bytes_, fast, deadline, options, rest, not_run) \
-                if options.warm_start else []
-            seed = min(seeds, key=lambda r: math.inf if r.objective is None else r.objective) if seeds else None
-            if reseed is not None and options.warm_start and bytes_ is not None:  # (None: refused above)
-                seed = reseed(instance, bytes_, seed, deadline, options, not_run)
+            seeds: list[SolveResult] = []
+            seed: SolveResult | None = None
+            seeds_in = False  # run_fast has returned
+            try:
+                if options.warm_start:
+                    seeds = run_fast(problem, instance, bytes_, fast, deadline, options, rest, not_run)
+                seeds_in = True
+                seed = best_seed(seeds)
+                if reseed is not None and options.warm_start and bytes_ is not None:  # (None: refused above)
+                    seed = reseed(instance, bytes_, seed, deadline, options, not_run)
+            except KeyboardInterrupt as exc:  # during the warm start: answer with its seeds so far if asked to
+                if not seeds_in:  # (else the reseed was interrupted: the fast solvers' seeds stand)
+                    seeds = getattr(exc, SEEDS_SO_FAR, seeds)
+                seed = best_seed(seeds) if seed is None else seed
+                if not answering() or seed is None or seed.objective is None:
+                    raise
+                note_interrupt()
+                res = warm_start_interrupted(problem, name, deadline)
+                if not_run:
+                    res.details["fast_not_run"] = not_run
+                floor = None if least is None else float(least(instance))
+                return referee(problem, name, instance, bytes_, res, seeds, seed, deadline, options, floor)
             seed_at = deadline.elapsed()
             report(f"{name}: model", best=None if seed is None else seed.objective)
             try:
@@ -303,6 +336,20 @@ def exact_solver(problem: str, name: str, fast: Sequence[str], *, time_limit: fl
         return solver
 
     return decorate
+
+
+def best_seed(seeds: Sequence[SolveResult]) -> SolveResult | None:
+    """The seed of smallest objective among `seeds` (each with a schedule), None when there is none."""
+    return min(seeds, key=lambda r: math.inf if r.objective is None else r.objective) if seeds else None
+
+
+def warm_start_interrupted(problem: str, name: str, deadline: Deadline) -> SolveResult:
+    """The model's answer when an answered Ctrl-C came during the warm start: status ``timeout``, no
+    schedule and no bound (the model was not built; the referee adds the best seed's schedule, its scope
+    and the floor bound), ``details["interrupted"]`` and ``details["not_built"]`` saying why."""
+    note = f"interrupted after {deadline.elapsed():.1f} s, during the warm start"
+    return SolveResult(problem=problem, solver=name, status=TIMEOUT, message=note,
+                       details={"interrupted": True, "not_built": "interrupted during the warm start"})
 
 
 def _slots_used(budget: int | None, slots: int | None) -> int:

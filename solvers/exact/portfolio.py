@@ -20,7 +20,10 @@ otherwise every backend runs to the limit. The merged answer (`merge_runs`):
 
 On Ctrl-C (`solvers.exact.interrupt`) every child stops its backend and answers with what it
 has; the merged answer is returned inside `answer_on_interrupt`, else `KeyboardInterrupt` is
-raised once the children have answered.
+raised once the children have answered. A child that has not answered `INTERRUPT_GRACE_S` (2.5 s)
+after the Ctrl-C (HiGHS's root LP ignores it: Checkmate's HiGHS on a U-Net answered 8-12 s after
+it) is killed with its process group and counts as stopped without an answer: the caller answers
+with what it has (its warm start, its root bound).
 
 Where no child process can be forked (a daemonic worker such as a sweep's pool worker, a platform
 without ``fork``) the first backend runs alone in this process; `BackendRun.backend_status` says
@@ -55,7 +58,7 @@ import multiprocessing as mp
 import os
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from typing import cast
@@ -63,6 +66,7 @@ from typing import cast
 from ..processes import release_held_signals, signals_held_during_fork
 from ..progress import report
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, gap_closed
+from .cbc_cmd import STOP_WAIT_S
 from .interrupt import die_with_parent, interrupt_signals, stop_on_interrupt
 from .layer import can_fork
 from .linear import LinearModel
@@ -75,6 +79,13 @@ DEFAULT_BACKENDS = ("scip", "highs")
 #: caller is to keep max(1.1 x limit, limit + 2 s) (bench_time_limits: at 2 s a silent HiGHS child once
 #: held the chain portfolio 12.2 s for 10 s)
 GRACE_S = 1.0
+#: seconds a child may take to answer after a Ctrl-C was passed on to it before its process group is killed
+#: (HiGHS's root LP and SCIP's presolve do not look at an interrupt on large models: Checkmate's HiGHS on a
+#: U-Net graph answered 8-12 s after it); half a second more than the CBC program is given in a child
+#: (`cbc_cmd.STOP_WAIT_S`), so that an incumbent CBC writes at the end of its 2 s still reaches the answer
+INTERRUPT_GRACE_S = STOP_WAIT_S + 0.5
+#: seconds between two looks, while the answers are awaited, at whether a Ctrl-C was passed on
+POLL_S = 0.1
 
 
 def _child(conn: Connection, model: LinearModel, backend: str, deadline: Deadline, options: ExactOptions,
@@ -165,8 +176,9 @@ def run_portfolio(model: LinearModel, deadline: Deadline, options: ExactOptions,
                     send.close()
                 _own_group(cast(int, proc.pid))
                 children[receive] = (backend, proc)
-        with stop_on_interrupt(_interrupter(children)):  # each child stops its backend and answers
-            runs = _collect(children, deadline, watched, grace)
+        interrupter = _interrupter(children)
+        with stop_on_interrupt(interrupter):  # each child stops its backend and answers, or is killed
+            runs = _collect(children, deadline, watched, grace, interrupter)
     finally:  # a proof, the limit, or an interrupt (Ctrl-C in a notebook): no backend outlives the call
         _stop(children)
     if len(runs) == 1:  # `run_isolated`: the backend's own answer
@@ -174,35 +186,53 @@ def run_portfolio(model: LinearModel, deadline: Deadline, options: ExactOptions,
     return merge_runs(runs, deadline.elapsed(), rel_gap)
 
 
-def _interrupter(children: dict[Connection, tuple[str, mp.process.BaseProcess]]) -> Callable[[], None]:
-    """The `stop` of the race: SIGINT to each child still running, once (in their own process groups,
-    the children hear Ctrl-C only from here; each stops its backend and answers; a second SIGINT
-    could only break a child that is sending its answer)."""
-    told: set[int] = set()
+class _Interrupter:
+    """The `stop` of the race (called from `stop_on_interrupt`'s watcher thread): SIGINT to each child still
+    running, once (in their own process groups, the children hear Ctrl-C only from here; each stops its
+    backend and answers; a second SIGINT could only break a child that is sending its answer). `asked_at`:
+    the `time.monotonic()` of the first call, None before (`_collect` then waits `INTERRUPT_GRACE_S` more)."""
 
-    def interrupt_children() -> None:
-        for _, proc in children.values():
-            if proc.pid is not None and proc.pid not in told and proc.is_alive():
-                told.add(proc.pid)
+    def __init__(self, children: dict[Connection, tuple[str, mp.process.BaseProcess]]) -> None:
+        self.children = children
+        self.told: set[int] = set()
+        self.asked_at: float | None = None
+
+    def __call__(self) -> None:
+        if self.asked_at is None:
+            self.asked_at = time.monotonic()
+        for _, proc in self.children.values():
+            if proc.pid is not None and proc.pid not in self.told and proc.is_alive():
+                self.told.add(proc.pid)
                 with contextlib.suppress(OSError):
                     os.kill(proc.pid, signal.SIGINT)
 
-    return interrupt_children
+
+def _interrupter(children: dict[Connection, tuple[str, mp.process.BaseProcess]]) -> _Interrupter:
+    """The `stop` of the race over `children` (`_Interrupter`)."""
+    return _Interrupter(children)
 
 
 def _collect(children: dict[Connection, tuple[str, mp.process.BaseProcess]], deadline: Deadline,
-             watched: bool = False, grace: float = GRACE_S) -> dict[str, BackendRun]:
+             watched: bool = False, grace: float = GRACE_S,
+             interrupter: _Interrupter | None = None) -> dict[str, BackendRun]:
     """The backends' answers, until one is a proof, all have answered, or the deadline (plus
-    `grace` seconds) has passed; a backend without an answer by then counts as stopped (``timeout``)."""
+    `grace` seconds) has passed, or `INTERRUPT_GRACE_S` seconds since `interrupter` passed a Ctrl-C on;
+    a backend without an answer by then counts as stopped (``timeout``); after a Ctrl-C its process group
+    is killed at once (a backend that ignores the interrupt, HiGHS in its root LP, would hold the answer)."""
     runs: dict[str, BackendRun] = {}
     left = deadline.left()
     end = None if left is None else time.monotonic() + max(0.0, left) + grace
     pending = dict(children)
     while pending and not any(_proof(r) for r in runs.values()):
-        timeout = None if end is None else max(0.0, end - time.monotonic())
+        stop = _end_of_wait(end, interrupter)
+        timeout = None if stop is None else max(0.0, stop - time.monotonic())
+        if interrupter is not None:  # the Ctrl-C comes in another thread: look again every POLL_S
+            timeout = POLL_S if timeout is None else min(timeout, POLL_S)
         ready = wait(list(pending), timeout)
         if not ready:
-            break
+            if stop is not None and time.monotonic() >= stop:
+                break
+            continue
         for item in ready:
             conn = cast(Connection, item)
             backend, _ = pending.pop(conn)
@@ -215,9 +245,22 @@ def _collect(children: dict[Connection, tuple[str, mp.process.BaseProcess]], dea
                 report(f"search: {backend} answered ({run.status})", best=run.objective, bound=run.bound)
     provers = [backend for backend, run in runs.items() if _proof(run)]
     why = f"stopped: {provers[0]} proved first" if provers else f"stopped: no answer {grace:g} s after the time limit"
+    if not provers and interrupter is not None and interrupter.asked_at is not None:
+        why = f"killed: no answer {INTERRUPT_GRACE_S:g} s after the Ctrl-C"
+        for _, proc in pending.values():  # (`_stop` would first wait 2 s for a SIGTERM that it ignores too)
+            _signal_group(proc, signal.SIGKILL)
     for backend, _ in pending.values():
         runs[backend] = BackendRun(TIMEOUT, wall=deadline.elapsed(), backend_status=why)
     return runs
+
+
+def _end_of_wait(end: float | None, interrupter: _Interrupter | None) -> float | None:
+    """The `time.monotonic()` at which `_collect` stops waiting: `end` (the deadline plus its grace; None:
+    none), or `INTERRUPT_GRACE_S` after a Ctrl-C was passed on, whichever comes first."""
+    asked = None if interrupter is None else interrupter.asked_at
+    if asked is None:
+        return end
+    return asked + INTERRUPT_GRACE_S if end is None else min(end, asked + INTERRUPT_GRACE_S)
 
 
 def _own_group(pid: int) -> None:
