@@ -115,11 +115,15 @@ class Pipeline:
             self.saved_extra = size_array(self.saved_extra, "saved_extra")
             if self.saved_extra.shape != (L,) or (self.saved_extra < 0).any():
                 raise ValueError(f"Pipeline.saved_extra must be {L} non-negative byte counts")
+        derived = self.act[:-1].copy() if self.succ is None else _cuts(self.act, self.succ)
         if self.cut is None:
-            self.cut = self.act[:-1].copy() if self.succ is None else _cuts(self.act, self.succ)
+            self.cut = derived
         self.cut = size_array(self.cut, "cut")
         if self.cut.shape != (L - 1,):
             raise ValueError(f"Pipeline.cut must have length {L - 1}")
+        if not np.array_equal(self.cut, derived):  # the DPs' bounds (interleave-dp's stash bound) rely on it
+            raise ValueError("Pipeline.cut must be what crosses each cut: act[:-1] for a chain, the outputs of "
+                             "layers <= l read by a later layer for a DAG (leave it out: it is derived)")
         if not self.layer_names:
             self.layer_names = [f"layer{i}" for i in range(L)]
         if self.weight_factor < 0 or not math.isfinite(self.weight_factor):
