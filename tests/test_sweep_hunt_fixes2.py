@@ -56,7 +56,8 @@ def test_a_changed_bandwidth_gives_new_keys_and_is_not_resumed(tmp_path):
 def test_a_changed_problem_gives_new_keys(tmp_path):
     def grid(problem: str | None) -> list[str]:
         inst = {"file": RANDOM10, **({"problem": problem} if problem else {})}
-        return keys(tmp_path, budgets=["60%"], instances=[inst], solvers=["cpsat"])
+        # devices: a pipeline solver needs them (the sweep file is refused without)
+        return keys(tmp_path, budgets=["60%"], instances=[inst], solvers=[{"name": "cpsat", "options": {"devices": 2}}])
 
     own = grid(None)
     assert grid("chain") == own  # the file's own problem is no override

@@ -259,6 +259,7 @@ def load_config(path: str | Path) -> SweepConfig:
         raise bad("solvers", "must be a non-empty list of tables ([[solvers]])")
     solvers = [_solver_spec(i, entry, defaults, bad) for i, entry in enumerate(raw_solvers)]
     _check_default_options(defaults, solvers, bad)
+    _check_pipeline_devices(instances, solvers, path, bad)
     _check_generated_sizes(instances, solvers, bad)
     _check_distinct_labels(solvers, bad)
     return SweepConfig(path=path, name=name, description=description, instances=instances, solvers=solvers,
@@ -609,7 +610,7 @@ def _instance_free_checks() -> dict[tuple[str, str, str], OptionCheck]:
     from memsched.solvers.offload.cpsat import check_scale_value
     from memsched.solvers.offload.milp import BACKENDS as OFFLOAD_MILP_BACKENDS
     from memsched.solvers.pipeline import SOLVERS as PIPELINE_SOLVERS
-    from memsched.solvers.pipeline.dp import check_micro_batches
+    from memsched.solvers.pipeline.dp import _defaults as pipeline_settings
     from memsched.solvers.pipeline.interleave import positive_count
     from memsched.solvers.pipeline.milp import BACKENDS as PIPELINE_MILP_BACKENDS
 
@@ -619,13 +620,17 @@ def _instance_free_checks() -> dict[tuple[str, str, str], OptionCheck]:
     def scale(value: Any, _key: str, _options: dict[str, Any]) -> None:
         check_scale_value(value)
 
+    def devices(value: Any, _key: str, _options: dict[str, Any]) -> None:
+        pipeline_settings(value, "1f1b", None)  # >= 1 (the other two are checked under their own keys)
+
+    def schedule(value: Any, _key: str, _options: dict[str, Any]) -> None:
+        pipeline_settings(1, value, None)  # one of `pipeline.schedule.SCHEDULES`, in any case
+
     def micro_batches(value: Any, _key: str, options: dict[str, Any]) -> None:
-        # 1F1B needs m >= devices whatever the instance; without devices (given apart, or not at all)
-        # there is nothing to compare with, and a schedule of another type is the solver's to refuse
-        devices, schedule = options.get("devices"), options.get("schedule") or "1f1b"
-        if isinstance(devices, int) and not isinstance(devices, bool) and isinstance(schedule, str) \
-                and isinstance(value, int) and not isinstance(value, bool):
-            check_micro_batches(schedule.lower(), value, devices)
+        # >= 1, and under 1F1B >= devices whatever the instance: the devices and schedule given with
+        # it when valid (each refused under its own key otherwise), else 1 device (no comparison)
+        # and the solvers' default schedule
+        pipeline_settings(*_valid_pipeline_settings(options, pipeline_settings), value)
 
     def pipeline_backend(value: Any, _key: str, _options: dict[str, Any]) -> None:
         check_backend_name(value, PIPELINE_MILP_BACKENDS)
@@ -638,13 +643,31 @@ def _instance_free_checks() -> dict[tuple[str, str, str], OptionCheck]:
             ("offload", "vdnn", "lookahead"): one(_at_least_one),
             ("offload", "offload-prefix", "max_lookahead"): one(_at_least_one),
             **{("offload", name, "scale"): scale for name in ("cpsat", "milp", "exact-combined", "offload-exact")},
-            **{("pipeline", name, "micro_batches"): micro_batches for name in PIPELINE_SOLVERS},
+            **{("pipeline", name, key): check for name in PIPELINE_SOLVERS
+               for key, check in (("devices", devices), ("schedule", schedule), ("micro_batches", micro_batches))},
             ("chain", "milp", "backend"): lambda value, _key, _options: chain_backend(value),
             ("join", "milp", "backend"): lambda value, _key, _options: chain_backend(value),  # the chain's backends
             ("offload", "milp", "backend"):
                 lambda value, _key, _options: check_backend_name(value, OFFLOAD_MILP_BACKENDS),
             **{("pipeline", name, "backend"): pipeline_backend for name in ("milp", "dag-milp")},
             ("graph", "checkmate", "backend"): lambda value, _key, _options: graph_backend(value)}
+
+
+def _valid_pipeline_settings(options: dict[str, Any],
+                             check: Callable[[Any, Any, Any], tuple[int, str, int | None]]) -> tuple[int, str]:
+    """(devices, schedule) of a pipeline solver's `options` for checking its ``micro_batches``: each
+    one given that the solvers' own `check` (`pipeline.dp._defaults`) takes, else 1 device (then
+    any count >= 1 passes) and the solvers' default schedule, 1F1B."""
+    devices, schedule = options.get("devices", 1), options.get("schedule", "1f1b")
+    try:
+        devices = check(devices, "1f1b", None)[0]
+    except (InputError, TypeError, ValueError):
+        devices = 1
+    try:
+        schedule = check(1, schedule, None)[1]
+    except (InputError, TypeError, ValueError):
+        schedule = "1f1b"
+    return devices, schedule
 
 
 def check_option_value(problem: str, solver: str, key: str, value: Any, *,
@@ -657,9 +680,11 @@ def check_option_value(problem: str, solver: str, key: str, value: Any, *,
     ``max_lookahead`` (`offload.baselines._at_least_one`), the offload CP-SAT models' ``scale``
     (positive and finite: `offload.cpsat.check_scale_value`; its upper limit depends on the
     instance's durations), the MILP ``backend`` of every milp and of graph checkmate, and a pipeline
-    solver's ``micro_batches`` under 1F1B (the default ``schedule``): at least its ``devices``
-    (`pipeline.dp.check_micro_batches`), read from `options`, the other options given to the same
-    solver (``devices`` included; not checked without it). A value wrong
+    solver's ``devices`` (at least 1), ``schedule`` (one of `pipeline.schedule.SCHEDULES`, in any
+    case) and ``micro_batches`` (at least 1, and under 1F1B, the default ``schedule``, at least its
+    ``devices``), by the pipeline solvers' own check of them (`pipeline.dp._defaults`), the
+    ``devices`` and ``schedule`` that ``micro_batches`` is held to read from `options`, the other
+    options given to the same solver (not compared without a valid ``devices``). A value wrong
     for every instance is then refused when a sweep file is read (`InputError` of the solver,
     naming the option) instead of making every cell ``unsupported``; one wrong for some instances
     only (more segments than a chain's stages) is left to the cells. Values already of the
@@ -682,6 +707,71 @@ def _check_default_options(defaults: dict[str, Any], solvers: list[SolverSpec],
         if key not in known:
             raise bad(f"defaults.options.{key}", f"no solver of this file takes this option (theirs: "
                                                  f"{', '.join(sorted(known)) or 'none'})")
+
+
+def _instance_problem(spec: InstanceSpec, config_path: Path, bad: Callable[[str, str], InputError]) -> str | None:
+    """The problem of instance `spec` as known before it is loaded: its entry's ``problem``, else its
+    generator's, chain for a zoo network (profiled for the chain unless told), or that of its file,
+    read from the file's head as the loader reads it (`formats.detect_problem`); None when the file
+    cannot be read here (a missing file: its loader says so when the sweep runs)."""
+    if spec.problem is not None:
+        return spec.problem
+    if spec.kind == "model":
+        return "chain"
+    if spec.kind == "generate":
+        return generator(spec.params["generate"], f"{spec.where}.generate", bad)[0]
+    from memsched.solvers.formats import detect_problem
+
+    from .instances import resolve_path
+
+    text = str(spec.params[spec.kind])
+    path = EXAMPLES / f"{text}.json" if spec.kind == "example" else resolve_path(text, config_path)
+    if text == "-" or not path.is_file():
+        return None
+    try:
+        return detect_problem(path)
+    except (InputError, OSError, ValueError):  # not an instance file: its loader says why when the sweep runs
+        return None
+
+
+def _may_run_on(spec: InstanceSpec, problem: str | None, solver: SolverSpec,
+                bad: Callable[[str, str], InputError]) -> bool:
+    """Whether solver entry `solver` may run on instance `spec` of `problem` (None: not known before
+    it is loaded, so it may): a solver of that problem, among the entry's ``problems``, and not
+    skipped by its ``max_length`` (read from a generated instance's parameters; other sizes are only
+    known once loaded)."""
+    if problem is None:
+        return True
+    if problem not in _problems_of(solver.name, solver.problems):
+        return False
+    found = _generated_size(spec, bad) if spec.kind == "generate" and solver.max_length is not None else None
+    return found is None or solver.max_length is None or found[1] <= solver.max_length
+
+
+def _check_pipeline_devices(instances: list[InstanceSpec], solvers: list[SolverSpec], config_path: Path,
+                            bad: Callable[[str, str], InputError]) -> None:
+    """A solver entry that runs on pipeline instances only (at least one) has ``devices`` among its
+    options, its own or those of ``[defaults]``: every pipeline solver refuses to run without it
+    (`pipeline.dp._defaults`), so each of its cells would be ``unsupported``. Refused naming
+    ``solvers[i].options.devices``. An entry that may also run on an instance of another problem
+    (``cpsat`` on chain and pipeline instances, or on a file that cannot be read before the sweep
+    runs) is left to its cells, as a value that only some instances cannot take."""
+    from memsched.solvers.pipeline.dp import _defaults as pipeline_settings
+
+    unset = [s for s in solvers if "devices" not in s.options and "pipeline" in _problems_of(s.name, s.problems)]
+    if not unset:  # no instance file is read
+        return
+    problems = [_instance_problem(spec, config_path, bad) for spec in instances]
+    for s in unset:
+        runs_on = {p for spec, p in zip(instances, problems) if _may_run_on(spec, p, s, bad)}
+        if runs_on != {"pipeline"}:
+            continue
+        try:
+            pipeline_settings(None, "1f1b", None)
+        except InputError as err:
+            raise bad(f"solvers[{s.index}].options.devices",
+                      f"missing: every instance {s.label} runs on is a pipeline instance, and {err.message} "
+                      f"(give devices = P in this entry's options or in [defaults] options)") from None
 
 
 def _generated_size(spec: InstanceSpec, bad: Callable[[str, str], InputError]) -> tuple[str, int] | None:
