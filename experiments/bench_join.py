@@ -14,9 +14,9 @@ Two groups of instances (seeded, `solvers.join.generate.random_join`):
 
 Budgets are fractions of the store-all peak. Prints a table, writes ``--out`` (default
 ``results/bench_join.csv``; one row per instance, budget and solver) and, with ``--figure``, the
-figure beside it (``--out`` with ``.png``: ``results/bench_join.png`` by default).
-Usage: ``python -m memsched.experiments.bench_join [--quick] [--slots N] [--figure] [--cpsat-medium S]
-[--out CSV]``.
+figure beside it (``--out`` with ``.png``: ``results/bench_join.png`` by default); ``--replot`` runs
+nothing and redraws that figure from ``--out``. Usage: ``python -m memsched.experiments.bench_join [--quick]
+[--slots N] [--figure | --replot] [--cpsat-medium S] [--out CSV]``.
 """
 
 from __future__ import annotations
@@ -188,7 +188,10 @@ def figure(rows: list[dict], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import pandas as pd
+    from memsched.experiments.plotting.labels import model_labels
 
+    legend = model_labels(pd.DataFrame(rows))  # "dp (persistent per branch)": the model its optimal rows are in
     insts = list(dict.fromkeys((r["group"], r["instance"]) for r in rows))
     cols = 4
     nrows = math.ceil(len(insts) / cols)
@@ -197,10 +200,11 @@ def figure(rows: list[dict], path: Path) -> None:
         for solver, style, color in [("dp", "o-", "tab:blue"), ("exact", "x--", "black"), ("cpsat", "+:", "tab:purple"),
                                      ("milp", "1:", "tab:brown"),
                                      ("equal", "s-", "tab:orange"), ("proportional", "^-", "tab:green"),
-                                     ("sequential", "v-", "tab:red")]:
+                                     ("sequential", "v-", "tab:red"), ("store-all", "D-", "tab:gray")]:
             pts = [(r["budget_frac"], float(r["makespan"])) for r in rows
                    if r["instance"] == inst and r["solver"] == solver and r["makespan"] != ""]
-            ax.plot(*(zip(*pts) if pts else ([], [])), style, color=color, label=solver, markersize=4)
+            ax.plot(*(zip(*pts) if pts else ([], [])), style, color=color, label=legend.get(solver, solver),
+                    markersize=4)
         ax.set_title(f"{inst} ({group})", fontsize=9)
         ax.set_xlabel("budget / store-all peak", fontsize=8)
         ax.set_ylabel("makespan", fontsize=8)
@@ -228,8 +232,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpsat-medium", type=positive(float, zero=True), default=0.0, metavar="S",
                         help="also run the CP-SAT model and its MILP on the medium instances, S seconds each "
                              "(0: no)")
+    parser.add_argument("--replot", action="store_true", help="run nothing: redraw the figure of --out beside it")
     args = parser.parse_args(argv)
-    return guarded("bench_join", lambda: _main(args))
+    return guarded("bench_join", lambda: _replot(Path(args.out)) if args.replot else _main(args))
+
+
+def _replot(out: Path) -> int:
+    """``--replot``: the figure beside `out` drawn from its rows (`InputError` naming `out` when it is not a table
+    of this bench or has no row to draw); `out` is left as it is."""
+    from memsched.experiments.benchtable import read_table
+    from memsched.solvers.errors import InputError
+
+    png = figure_beside(out)
+    _, rows = read_table(out, field="--out", required=FIELDS, known=FIELDS, of="bench_join")
+    if not rows:
+        raise InputError("no row to draw", path=str(out), field="--out")
+    for row in rows:
+        try:
+            row["budget_frac"] = float(row["budget_frac"])
+        except ValueError:
+            raise InputError(f"budget_frac {row['budget_frac']!r} is not a number", path=str(out),
+                             field="--out") from None
+    figure(rows, png)
+    print(f"wrote {png}")
+    return 0
 
 
 def _main(args: argparse.Namespace) -> int:
