@@ -80,8 +80,9 @@ forward that rebinds a buffer) is copied anew when the copy is refilled.
 Memory (bytes): on CUDA, ``torch.cuda.max_memory_allocated`` during the step minus the memory
 allocated before it; on CPU, the peak of live tensor bytes allocated during the step
 (`models.memory.LiveTensorTracker`). In both, the executor first copies the input a_0 (so that
-it owns it and frees it when the schedule does) and parameter gradients are allocated (zeros)
-before the step, so neither weights nor their gradients are counted, as in the simulator.
+it owns it and frees it when the schedule does) and parameter gradients (the blocks' and a loss
+module's own: `with_loss_parameters`) are allocated (zeros) before the step, so neither weights
+nor their gradients are counted, as in the simulator.
 Time is measured in a separate run without the tracker on CPU (the tracker slows each
 operation down), in milliseconds like the profiled chains; a timed run starts without parameter
 gradients (autograd creates them, as in a plain step after ``zero_grad(set_to_none=True)``; adding
@@ -137,7 +138,7 @@ __all__ = ["ChainExecutor", "StepResult", "OpTrace", "reference_step", "compare_
            "execute", "as_blocks", "parameters_of", "LossFn", "loss_backward", "release_backward", "forward_block",
            "InPlaceInputError", "loss_input", "ChainRunState", "BufferCopies", "buffer_copies", "kept_buffers",
            "recomputed", "ChainStepResult", "counted_rng_states", "block_output", "input_hooks", "release_input",
-           "tape_input", "input_slots"]
+           "tape_input", "input_slots", "loss_parameters", "with_loss_parameters"]
 
 LossFn = Callable[[torch.Tensor, Any], torch.Tensor]
 
@@ -162,6 +163,29 @@ def parameters_of(blocks: Sequence[nn.Module], *, frozen: bool = False) -> dict[
                 seen.add(id(p))
                 out[f"{i}.{name}"] = p
     return out
+
+
+def loss_parameters(loss_fn: object, *, exclude: Iterable[nn.Parameter] = ()) -> dict[str, nn.Parameter]:
+    """The distinct parameters requiring grad of `loss_fn` when it is an ``nn.Module`` (a learnable
+    head, a temperature), named ``"loss.<name>"``: ``loss.backward()`` gives them gradients, so a step
+    computes them and the gradient check compares them. Those in `exclude` (the network's own, shared
+    with the loss: a projection tied to an embedding) are left out, named under their block. {} for a
+    plain loss function."""
+    if not isinstance(loss_fn, nn.Module):
+        return {}
+    seen = {id(p) for p in exclude}
+    out: dict[str, nn.Parameter] = {}
+    for name, p in loss_fn.named_parameters():
+        if id(p) not in seen and p.requires_grad:
+            seen.add(id(p))
+            out[f"loss.{name}"] = p
+    return out
+
+
+def with_loss_parameters(params: dict[str, nn.Parameter], loss_fn: object) -> dict[str, nn.Parameter]:
+    """`params` (the network's parameters by name) followed by the loss module's own
+    (`loss_parameters`): every parameter whose gradient one training step computes."""
+    return {**params, **loss_parameters(loss_fn, exclude=params.values())}
 
 
 class InPlaceInputError(InputError, RuntimeError):
@@ -577,7 +601,9 @@ class ChainExecutor:
         self.input_grad = input_grad
         self.release = release
         self._releasing = bool(release)  # the mode of the step being run
-        self.params = parameters_of(self.blocks)
+        #: the parameters a step gives gradients, zeroed (or set to None) before each run and compared by the
+        #: gradient check: the blocks' and a loss module's own (``"loss.<name>"``, `with_loss_parameters`)
+        self.params = with_loss_parameters(parameters_of(self.blocks), loss_fn)
         self._runs: list[RngStates] | None = None  # the RNG states of the runs of the `step` in progress
         #: the random stages of the `step` in progress (`random_stages`), None outside a step (found during a run)
         self._random: set[int] | None = None
@@ -843,9 +869,11 @@ def recomputed(ops: Sequence[Any]) -> set[int]:
 # --------------------------------------------------------------------- reference and checks
 def reference_step(blocks: nn.Module | Sequence[nn.Module], loss_fn: LossFn, inputs: torch.Tensor, target: Any,
                    *, seed: int | None = 0) -> tuple[float, dict[str, torch.Tensor], torch.Tensor | None]:
-    """A plain forward/backward through all blocks: (loss, parameter gradients, input gradient)."""
+    """A plain forward/backward through all blocks: (loss, parameter gradients, input gradient). The
+    parameter gradients are the blocks' and those of `loss_fn` when it is a module with parameters
+    (``"loss.<name>"``, `with_loss_parameters`), each computed from None and set to None again after."""
     blocks = as_blocks(blocks)
-    params = parameters_of(blocks)
+    params = with_loss_parameters(parameters_of(blocks), loss_fn)
     for p in params.values():
         p.grad = None
     if seed is not None:

@@ -103,7 +103,7 @@ from memsched.models.buffers import (
     snapshot_buffers,
     step_modules,
 )
-from memsched.models.chain.executor import LossFn, as_blocks, parameters_of
+from memsched.models.chain.executor import LossFn, as_blocks, parameters_of, with_loss_parameters
 from memsched.models.graph.plan import Plan, Step, build_plan, plan_structure
 from memsched.models.measure import (
     OpTrace,
@@ -593,6 +593,13 @@ class GraphExecutor:
         return {name: p for name, p in self._every_param.items() if p.requires_grad}
 
     @property
+    def checked_params(self) -> dict[str, nn.Parameter]:
+        """The parameters whose gradients a step returns and the gradient check compares: `params` and
+        the loss module's own that require grad now (``"loss.<name>"``, `models.chain.executor.loss_parameters`),
+        as `models.chain.executor.reference_step` names them."""
+        return with_loss_parameters(self.params, self.loss_fn)
+
+    @property
     def trained_params(self) -> set[int]:
         """ids of the parameters a step gives a gradient: those requiring grad now of the nodes
         that have a backward node, and of `loss_fn` (read at every step: freezing one after the
@@ -657,7 +664,7 @@ class GraphExecutor:
         if len(m.traces) == len(seq):
             for t, mem in zip(m.traces, alloc_memory if cuda else tracker_memory):
                 t.predicted_during = int(mem)
-        grads = {name: p.grad.detach().clone() for name, p in self.params.items() if p.grad is not None}
+        grads = {name: p.grad.detach().clone() for name, p in self.checked_params.items() if p.grad is not None}
         extra = ({"tracker_predicted_peak": None if cuda else int(max(tracker_memory, default=0))}
                  if "tracker_predicted_peak" in {f.name for f in fields(StepResult)} else {})
         return StepResult(loss=m.loss, grads=grads, input_grad=None, peak_memory=int(m.peak), time_ms=m.time_ms,

@@ -78,6 +78,7 @@ from memsched.models.chain.executor import (
     as_blocks,
     loss_input,
     recomputed,
+    with_loss_parameters,
 )
 from memsched.models.chain.overheads import predict_both, tracker_join
 from memsched.models.join.zoo import JoinLossFn
@@ -219,7 +220,9 @@ class JoinExecutor:
         self.loss_fn = loss_fn
         # the join problem charges B holding its inputs (Chain.held): no early release
         self.executors = [ChainExecutor(blocks, _no_chain_loss, release=False) for blocks in self.branches]
-        self.params = join_parameters(self.branches)
+        #: the parameters a step gives gradients (zeroed before each run, compared by the gradient check): the
+        #: branches' and a loss module's own (``"loss.<name>"``, `models.chain.executor.with_loss_parameters`)
+        self.params = with_loss_parameters(join_parameters(self.branches), loss_fn)
         self.k = len(self.branches)  # number of branches
         self.lengths = [len(b) for b in self.branches]  # L_b of each branch
         #: the random stages of each branch (`random_stages`): found by each `step` before its runs, else at
@@ -414,7 +417,8 @@ def reference_join_step(branches: Sequence[nn.Module | Sequence[nn.Module]], los
                         order: Sequence[tuple[int, int]] | None = None
                         ) -> tuple[float, dict[str, torch.Tensor], list[torch.Tensor | None]]:
     """A plain forward of every branch (each block's RNG seeded per stage as in the executor),
-    the loss and one backward: (loss, parameter gradients, delta_0^b per branch).
+    the loss and one backward: (loss, parameter gradients, delta_0^b per branch). The parameter
+    gradients are the branches' and a loss module's own (``"loss.<name>"``), each from None, set to None after.
 
     `order`: the (branch, stage) forwards in the order they run (each branch's stages in increasing
     order; `first_forwards` of a schedule: the order its first forwards update the buffers of modules
@@ -423,7 +427,7 @@ def reference_join_step(branches: Sequence[nn.Module | Sequence[nn.Module]], los
     (spectral_norm's ``u``); BatchNorm's running statistics follow it too."""
     branches = [as_blocks(b) for b in branches]
     steps = _forward_order([len(b) for b in branches], order)
-    params = join_parameters(branches)
+    params = with_loss_parameters(join_parameters(branches), loss_fn)  # a loss module's own too: "loss.<name>"
     for p in params.values():
         p.grad = None
     torch.manual_seed(seed)
