@@ -599,8 +599,12 @@ def simulate(instance: Any, schedule: Any, budget: int | float | str | None = No
     "invalid" (``.violation`` says why), its makespan and peak are the replay's. A schedule object
     or `Result` of another problem (a chain ``Schedule`` on an offloading instance, say) is an
     `InputError`; a chain schedule's JSON (a dict or a file) on an offloading instance (a
-    `bandwidth`, or a host link) is read, on purpose, as the offloading schedule of the same
-    operations that transfers nothing. A schedule for another chain length (join: branch lengths)
+    `bandwidth`, an `OffloadInstance`, or a host link with a `latency`) is read, on purpose, as the
+    offloading schedule of the same operations that transfers nothing. A chain schedule (an object, or
+    JSON declaring ``"problem": "chain"``) on the path of a chain file with a host link, with neither a
+    `bandwidth` nor a `latency`, replays on the chain, the link set aside, as ``solve(problem="chain")``
+    solved it and ``memsched simulate`` replays it (`_chain_set_aside`); JSON declaring no problem is
+    replayed there as offloading. A schedule for another chain length (join: branch lengths)
     is an `InputError` naming ``length`` (``lengths``) in every form. With `problem` None, the schedule
     decides how a file is read as ``memsched simulate`` does (`_instance_for`): a pipeline partition
     (a `Result`, its ``to_json()`` or ``schedule``, ``memsched partition --json``'s output; a dict or a
@@ -657,7 +661,8 @@ def _instance_for(instance: Any, schedule: Any, problem: str | None, bandwidth: 
     `instance`, but when `problem` is None the schedule may bring one: a `Result` its problem (a
     pipeline result replays on the chain file it was solved from), a schedule's JSON (a dict or the
     path of a file) the problem it declares as `memsched simulate` reads it (`_declared_problem`: a
-    partition makes a chain file a pipeline); a Result also brings its instance when `instance` is
+    partition makes a chain file a pipeline; `_chain_set_aside`: a chain schedule keeps a chain file with a
+    host link a chain when no `bandwidth` nor `latency` is given); a Result also brings its instance when `instance` is
     None. A problem so adopted that does not fit the instance is an `InputError` naming ``schedule``.
     `bandwidth` and `latency` are the host link of a chain (`as_problem`); for a pipeline they are its
     links, left to the caller (`simulate`: `_solved_machine`), as ``memsched simulate`` reads them.
@@ -672,7 +677,8 @@ def _instance_for(instance: Any, schedule: Any, problem: str | None, bandwidth: 
         if instance is None:
             instance = schedule.instance
     elif problem is None:
-        problem = adopted = _declared_problem(schedule, bandwidth)
+        problem = adopted = _declared_problem(schedule, bandwidth) or _chain_set_aside(instance, schedule, bandwidth,
+                                                                                       latency)
     if problem == "pipeline" or _reads_as_pipeline(instance, problem):
         bandwidth = latency = None  # the pipeline's links, not a host link: the caller's to apply
     try:
@@ -704,7 +710,8 @@ def _declared_problem(schedule: Any, bandwidth: Any) -> str | None:
     ``problem``, or "pipeline" for a partition: `declared_problem`), when that is "pipeline", or "offload"
     without a `bandwidth` (which makes the offloading instance itself); for plot's ``{name: schedule}``, its
     first entry's, as ``memsched plot`` reads its first file. None otherwise: the instance decides (a chain
-    schedule's JSON on a chain file with a host link, or with a `bandwidth`, is replayed as offloading)."""
+    schedule's JSON with a `bandwidth` is replayed as offloading; on a chain file with a host link and no
+    bandwidth nor latency, the caller's `_chain_set_aside` reads the file as the chain)."""
     from memsched.experiments.commands.simulate import declared_problem
     from memsched.solvers.jsonio import read_json
 
@@ -717,6 +724,28 @@ def _declared_problem(schedule: Any, bandwidth: Any) -> str | None:
         return None
     declared = declared_problem(schedule)
     return declared if declared == "pipeline" or (declared == "offload" and bandwidth is None) else None
+
+
+def _chain_set_aside(instance: Any, schedule: Any, bandwidth: Any, latency: Any) -> str | None:
+    """"chain" when `instance` is the path of a chain file with a ``host_link`` and `schedule` is a chain's
+    (a chain ``Schedule`` object, or a schedule's JSON, a dict or the path of a file, that declares "chain";
+    for plot's ``{name: schedule}``, its first entry), with neither a `bandwidth` nor a `latency` given: the
+    file is then read as the chain, its link set aside, as ``solve(problem="chain")`` read it and ``memsched
+    simulate`` reads it (`_common.declared_chain`), so a chain answer replays with the makespan and peak it
+    was solved with. None otherwise (a schedule declaring no problem on such a file is replayed as
+    offloading)."""
+    from memsched.experiments.commands._common import declared_chain
+    from memsched.experiments.commands.simulate import declared_problem
+    from memsched.solvers.jsonio import read_json
+
+    if not _host_link_set_aside(instance, "chain"):
+        return None
+    if _is_named_schedules(schedule):
+        schedule = next(iter(schedule.values()))
+    if isinstance(schedule, (str, Path)):
+        schedule = read_json(schedule)
+    declared = declared_problem(schedule) if isinstance(schedule, dict) else _schedule_problem(schedule)
+    return "chain" if declared_chain(declared, bandwidth, latency) else None
 
 
 def _is_named_schedules(schedule: Any) -> bool:

@@ -112,13 +112,17 @@ def load_problem(path: str, bandwidth: str | None = None, latency: float | None 
     """(problem, instance) for a file. A chain file becomes an offloading instance when a
     bandwidth is given, when it has a ``host_link``, or when `solver` is an offloading solver or
     `declared` (the problem a schedule file names) is "offload"; it becomes a pipeline when
-    `declared` is "pipeline"."""
+    `declared` is "pipeline". A schedule that declares "chain" keeps a chain file a chain, its
+    ``host_link`` set aside as ``memsched.solve(problem="chain")`` sets it aside (`declared_chain`),
+    unless a bandwidth or a latency is given."""
     from memsched.solvers.formats import detect_problem, load_instance
     from memsched.solvers.units import parse_bandwidth
 
     problem = detect_problem(path)
     if problem == "chain" and declared == "pipeline":
         return load_instance(path, "pipeline")
+    if problem == "chain" and declared_chain(declared, bandwidth, latency):
+        return load_instance(path, "chain")
     if problem == "chain" and declared == "offload" and bandwidth is None:
         solver = solver or registry.get_problem("offload").default_solver
     if problem == "chain":
@@ -137,6 +141,16 @@ def load_problem(path: str, bandwidth: str | None = None, latency: float | None 
         raise InputError("applies to offloading instances: give --bandwidth, or a host_link in the file",
                          field="--latency")
     return load_instance(path, problem)
+
+
+def declared_chain(declared: str | None, bandwidth: object, latency: object) -> bool:
+    """True when a schedule that declares problem `declared` is replayed on a chain file read as a chain
+    whatever the file's ``host_link``: it declares "chain" and neither a bandwidth nor a latency is given
+    (either makes the file an offloading instance, on which the chain schedule is the one that transfers
+    nothing). So a chain answer solved from a file with a link (``memsched.solve(problem="chain")``, which
+    sets the link aside) replays with the makespan and peak it was solved with. `memsched simulate`,
+    `memsched plot`, `memsched.simulate` and `memsched.plot` share it."""
+    return declared == "chain" and bandwidth is None and latency is None
 
 
 def has_host_link(path: str) -> bool:

@@ -14,6 +14,7 @@ import json
 import sys
 from typing import Any
 
+import numpy as np
 from memsched.solvers.errors import InputError
 from memsched.solvers.pipeline import DEFAULT_SOLVER, SCHEDULES, load, reference_peak
 from memsched.solvers.pipeline.schedule import contiguous_span
@@ -158,6 +159,8 @@ def to_json(result: SolveResult, inst: Any) -> dict[str, Any]:
     out["instance"] = inst.name
     out["layers"] = inst.length
     out["weight_factor"] = inst.weight_factor
+    note = weights_note(inst)
+    out["weights"] = "charged" if note is None else f"not charged ({note})"
     out["bandwidth"] = inst.bandwidth
     out["communication"] = "charged" if inst.bandwidth is not None else "not charged (no --bandwidth)"
     part = result.schedule
@@ -253,13 +256,38 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+#: the ``meta.source`` a PipeDream ``graph.txt`` pipeline gets from its loader (`pipeline.instance.from_graph_txt`)
+GRAPH_TXT_SOURCE = "pipedream graph.txt"
+
+
+def weights_note(inst: Any) -> str | None:
+    """Why pipeline `inst` charges no weights, when it was read from a chain file without per-layer weights
+    (no ``meta.param_sizes``: every layer's weights are then 0 bytes, whatever the weight factor), such as a
+    file ``memsched profile`` writes, whose ``meta.parameter_bytes`` is the network's total, not split over
+    layers (named with its size when present). None when some layer has weights (``inst.params``, bytes) or
+    the weights come from the file: a chain file's ``meta.param_sizes`` (zeros included), a PipeDream
+    ``graph.txt``'s ``parameter_size`` of each node."""
+    meta = inst.meta if isinstance(inst.meta, dict) else {}
+    if bool(np.any(inst.params)) or "param_sizes" in meta or (
+            meta.get("source") == GRAPH_TXT_SOURCE and "node_ids" in meta):
+        return None
+    note = "the file gives no per-layer weights, no meta.param_sizes"
+    total = meta.get("parameter_bytes")
+    if isinstance(total, int) and not isinstance(total, bool):
+        note += f"; its meta.parameter_bytes, {total} bytes ({format_bytes(total)}), is a total, not per layer"
+    return note
+
+
 def _print_human(result: SolveResult, inst: Any) -> None:
     unit = inst.time_unit
     print(f"instance     {inst.name}  ({inst.length} layers)")
     print(f"solver       {result.solver}  [{result.scope}]")
     print(f"status       {result.status}")
-    print(f"memory       {result.budget} bytes per device ({format_bytes(result.budget)}), "
-          f"weights x {inst.weight_factor:g}")
+    note = weights_note(inst)
+    weights = f"weights x {inst.weight_factor:g}" if note is None else "no weights charged"
+    print(f"memory       {result.budget} bytes per device ({format_bytes(result.budget)}), {weights}")
+    if note is not None:
+        print(f"weights      none charged: {note}")
     if inst.bandwidth is None:
         print("bandwidth    communication not charged (no --bandwidth)")
     else:
