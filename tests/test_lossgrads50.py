@@ -114,12 +114,10 @@ def test_run_compares_the_heads_gradients(monkeypatch: Any, problem: str, extra:
     assert head.lin.bias.grad is None
 
 
-@pytest.mark.parametrize("problem, extra", _PROBLEMS)
-def test_run_catches_a_wrong_head_gradient(monkeypatch: Any, problem: str, extra: dict[str, Any]) -> None:
-    """The executed steps triple the head's weight gradient, the plain reference does not: the check
-    fails and names it."""
-    net, x, y, head = _network()
-    original = chain_executor.reference_step
+def _wrong_except_in_reference(monkeypatch: Any, head: Any, module: Any, reference: str) -> None:
+    """From now on `head` computes a wrong gradient (``head.wrong``) everywhere but inside `module`.`reference`
+    (the plain-autograd reference step)."""
+    original = getattr(module, reference)
 
     def honest_reference(*args: Any, **kw: Any) -> Any:
         head.wrong = False
@@ -128,8 +126,16 @@ def test_run_catches_a_wrong_head_gradient(monkeypatch: Any, problem: str, extra
         finally:
             head.wrong = True
 
-    monkeypatch.setattr(chain_executor, "reference_step", honest_reference)
+    monkeypatch.setattr(module, reference, honest_reference)
     head.wrong = True
+
+
+@pytest.mark.parametrize("problem, extra", _PROBLEMS)
+def test_run_catches_a_wrong_head_gradient(monkeypatch: Any, problem: str, extra: dict[str, Any]) -> None:
+    """The executed steps triple the head's weight gradient, the plain reference does not: the check
+    fails and names it."""
+    net, x, y, head = _network()
+    _wrong_except_in_reference(monkeypatch, head, chain_executor, "reference_step")
     r = memsched.run(net, "85%", example_input=x, target=y, loss_fn=head, problem=problem, **extra, **_RUN)
     assert r["grad_check"] is False
     assert "loss.lin.weight" in r["grad_message"]
@@ -170,17 +176,7 @@ def test_join_checks_the_heads_gradients(monkeypatch: Any) -> None:
     assert ok is True
     for name, g in expected.items():
         torch.testing.assert_close(res.grads[name], g, rtol=1e-5, atol=1e-7)
-    original = join_executor.reference_join_step
-
-    def honest_reference(*args: Any, **kw: Any) -> Any:
-        head.wrong = False
-        try:
-            return original(*args, **kw)
-        finally:
-            head.wrong = True
-
-    monkeypatch.setattr(join_executor, "reference_join_step", honest_reference)
-    head.wrong = True
+    _wrong_except_in_reference(monkeypatch, head, join_executor, "reference_join_step")
     assert execute_join([enc, enc], head, ops, xs, y, measure_time=False)[1] is False
 
 
