@@ -228,6 +228,15 @@ def _has_suffix(text: object) -> bool:
     return bool(match and match.group(2))
 
 
+def _exact_number(text: str, value: float) -> Fraction:
+    """The number `text` (which reads as the float `value`) as written: "2.8" is 14/5, not the float nearest it
+    (2.8% of 43,000,000 bytes is 1,204,000, where the float product floors to 1,203,999)."""
+    try:
+        return Fraction(text.strip().replace("_", ""))
+    except (ValueError, ZeroDivisionError):  # a spelling float reads and Fraction does not: the float's own value
+        return Fraction(value)
+
+
 def parse_budget(text: str | int | float, reference: int | None, *, field: str | None = None,
                  per_unit: int | None = 1) -> int:
     """Budget in the instance's size unit (bytes unless its file says otherwise, `unit_bytes`):
@@ -254,7 +263,8 @@ def parse_budget(text: str | int | float, reference: int | None, *, field: str |
             raise InputError(f"{text!r} is too large (at most {MAX_BYTES} bytes, 1 PiB)", field=field)
         if reference is None:
             raise InputError("a percentage budget needs a reference peak", field=field)
-        return _at_most(int(math.floor(reference * min(percent, 1e18) / 100.0)), text, field)
+        share = _exact_number(text.strip()[:-1], percent)
+        return _at_most(math.floor(reference * min(share, Fraction(10**18)) / 100), text, field)
     return parse_size(text, field=field)
 
 
