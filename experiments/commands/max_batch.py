@@ -54,7 +54,8 @@ bound, and its line says so (``largest batch: 6 (at least; batch 7 timed out; ..
 ``timed_out``: the sizes above the answer that timed out).
 ``--journal FILE`` records each finished probe (append-only JSON lines, keyed by everything that
 determines the probe, `probe_key`) and a rerun reuses the probes of the same key (`ProbeJournal`); a
-FILE in a missing folder is bad input, and a line that is no probe max-batch wrote is reported and ignored.
+new FILE is created with its first probe (a search that records none leaves none), a FILE in a missing
+folder is bad input, and a line that is no probe max-batch wrote is reported and ignored.
 An interrupt (Ctrl-C, SIGTERM, SIGHUP) keeps what the probes so far found: one line on stderr with the
 largest size that fit and the smallest above it that did not (with --json, first the usual object,
 ``status`` ``interrupted``), exit 130.
@@ -77,7 +78,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memsched.solvers.errors import InputError, first_line
 from memsched.solvers.result import TIMEOUT
@@ -94,6 +95,9 @@ from .profile import (
     counted_sizes,
     refuse_timing,
 )
+
+if TYPE_CHECKING:
+    from ..sweep.store import Journal
 
 #: default largest batch and image side (px) searched
 DEFAULT_BATCH_LIMIT, DEFAULT_SIDE_LIMIT = 65536, 8192
@@ -607,7 +611,9 @@ def main(args: argparse.Namespace) -> int:
     refusals: list[tuple[int, str]] = []  # (size: batch or side in px, why) of the sizes the network refuses
     held: list[str] = []  # the rows of refused sizes before the header (printed with it, or never)
     settings = probe_settings(args, memory)  # what determines a probe besides its sizes (the journal's key)
-    journal = ProbeJournal(args.journal) if args.journal is not None else None  # read before any probe
+    # an existing journal is read before any probe; a new one is created with its first row (bad sizing options
+    # found at the first size leave no empty file)
+    journal = ProbeJournal(args.journal) if args.journal is not None else None
     counts = {"resumed": 0, "run": 0}  # probes (refused sizes included) taken from the journal, run now
 
     def show(row: str, probe: bool) -> None:
@@ -876,18 +882,38 @@ class ProbeJournal:
     later row of a key winning. One journal may hold the probes of many searches: a rerun reuses only the
     rows of its own settings and sizes. A journal that cannot be read or written (a folder, no permission,
     a full disk) is an `InputError` naming it and ``--journal`` (exit 2); its folder must exist (`main`
-    checks it before any work, `check_output_file`, as the other commands' ``-o``: none is made)."""
+    checks it before any work, `check_output_file`, as the other commands' ``-o``: none is made).
+
+    An existing journal is opened (its end repaired) and read before any probe, so that one that cannot
+    be written fails before the work; a new one is created only with its first row (`record`), so that a
+    search that records nothing (bad sizing options found at the first size) leaves no empty file."""
 
     def __init__(self, path: str) -> None:
-        from ..sweep.store import Journal, read_journal
+        from ..sweep.store import read_journal
 
-        self._journal = Journal(Path(path), what=JOURNAL_WHAT, field="--journal", valid=_valid_probe_row)
-        self.path = self._journal.path
+        self.path = Path(path)
+        self._journal: Journal | None = None
+        self.done: dict[str, dict[str, Any]] = {}
+        try:
+            exists = self.path.exists()
+        except OSError:  # a path the system cannot look at: opening it names the error
+            exists = True
+        if not exists:
+            return
+        journal = self._open()
         try:
             self.done = read_journal(self.path, _valid_probe_row)
         except OSError as err:  # unreadable after it could be opened for appending (no read permission)
-            self._journal.close()
-            raise self._journal.error_for(err) from None
+            journal.close()
+            raise journal.error_for(err) from None
+
+    def _open(self) -> Journal:
+        """The append-only file, opened (created if missing, its end repaired) on first use."""
+        if self._journal is None:
+            from ..sweep.store import Journal
+
+            self._journal = Journal(self.path, what=JOURNAL_WHAT, field="--journal", valid=_valid_probe_row)
+        return self._journal
 
     def record(self, key: str, settings: dict[str, Any], sizes: dict[str, Any], size: int, *,
                probe: Probe | None = None, refused: str | None = None,
@@ -899,13 +925,14 @@ class ProbeJournal:
                "refused": refused, "probe": asdict(probe) if probe is not None else None,
                "overheads": overheads or {}}
         with interrupts_deferred():
-            self._journal.append(row)
+            self._open().append(row)
         self.done[key] = row
 
     def close(self) -> None:
-        """Close the file."""
-        with contextlib.suppress(InputError):
-            self._journal.close()
+        """Close the file (if it was opened: a new journal no row was recorded in was never created)."""
+        if self._journal is not None:
+            with contextlib.suppress(InputError):
+                self._journal.close()
 
 
 #: the largest whole number of a journal row's probe (bytes, stage or node counts): torch's int64 sizes.
