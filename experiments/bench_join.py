@@ -250,9 +250,11 @@ def _replot(out: Path) -> int:
     for row in rows:
         try:
             row["budget_frac"] = float(row["budget_frac"])
+            if row["makespan"] != "":  # empty: no schedule, drawn as no point
+                float(row["makespan"])
         except ValueError:
-            raise InputError(f"budget_frac {row['budget_frac']!r} is not a number", path=str(out),
-                             field="--out") from None
+            raise InputError(f"row {row['instance']!r} at {row['budget_frac']!r}: budget_frac or makespan is not a "
+                             "number", path=str(out), field="--out") from None
     figure(rows, png)
     print(f"wrote {png}")
     return 0

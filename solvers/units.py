@@ -263,7 +263,8 @@ def parse_budget(text: str | int | float, reference: int | None, *, field: str |
             raise InputError(f"{text!r} is too large (at most {MAX_BYTES} bytes, 1 PiB)", field=field)
         if reference is None:
             raise InputError("a percentage budget needs a reference peak", field=field)
-        share = _exact_number(text.strip()[:-1], percent)
+        # 0.0 (or below the smallest float: "1e-999999999"): no Fraction of 10**999999999 digits, the share is 0
+        share = _exact_number(text.strip()[:-1], percent) if percent else Fraction(0)
         return _at_most(math.floor(reference * min(share, Fraction(10**18)) / 100), text, field)
     return parse_size(text, field=field)
 

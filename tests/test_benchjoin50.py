@@ -44,3 +44,18 @@ def test_replot_of_a_table_with_no_row_is_bad_input(tmp_path, capsys):
     assert bench.main(["--replot", "--out", str(out)]) == 2
     assert "no row to draw" in capsys.readouterr().err
     assert not (tmp_path / "bench_join.png").exists()
+
+
+def test_replot_of_a_table_with_an_unreadable_makespan_is_bad_input(tmp_path, capsys):
+    import memsched.experiments.bench_join as bench
+
+    lines = (ROOT / "results" / "bench_join.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    cells = lines[1].split(",")
+    cells[header.index("makespan")] = "abc"
+    out = tmp_path / "bench_join.csv"
+    out.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    assert bench.main(["--replot", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "makespan is not a number" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "bench_join.png").exists()

@@ -27,3 +27,9 @@ def test_a_share_in_tenths_of_a_percent_floors_the_exact_product(tenths: int, re
 def test_the_cli_budget_is_the_exact_share(cli, examples):
     res = cli("solve", examples / "homogeneous20.json", "--budget", "2.8%", "--json")
     assert json.loads(res.out)["budget"] == 1_204_000, res.out
+
+
+def test_a_share_below_the_smallest_float_is_zero_at_once(cli, examples):
+    assert parse_budget("1e-999999999%", 43_000_000) == 0 and parse_budget("0e9000000%", 375) == 0
+    res = cli("solve", examples / "tiny.json", "--budget", "1e-999999999%")
+    assert res.code == 2 and "less than one byte" in res.err, res.err

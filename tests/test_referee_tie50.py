@@ -30,3 +30,5 @@ def test_the_answer_is_never_above_a_fast_solvers_period(cli, tmp_path, solver):
     assert out["status"] == "optimal"
     assert all(out["period"] <= fast for fast in out["fast"].values()), (out["period"], out["fast"])
     assert out["lower_bound"] <= out["period"]
+    assert out["model_objective"] == pytest.approx(out["period"], rel=1e-9)  # in seconds, as every period
+    assert "slower by" in out["message"]

@@ -153,6 +153,8 @@ def to_json(result: SolveResult, inst: Any) -> dict[str, Any]:
         out["log"] = [[t, _scaled(o, unit), _scaled(b, unit)] for t, o, b in out["log"]]
     if isinstance(out.get("fast"), dict):  # the seeding fast solvers' periods (an exact solver's details)
         out["fast"] = {name: _scaled(period, unit) for name, period in out["fast"].items()}
+    if isinstance(out.get("model_objective"), (int, float)):  # the model's period where a fast solver's was returned
+        out["model_objective"] = _scaled(out["model_objective"], unit)
     out["period_file_units"] = result.objective
     out["time_unit_s"] = unit
     out["memory_per_device"] = result.budget

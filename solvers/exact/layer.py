@@ -410,7 +410,8 @@ def referee(problem: str, name: str, instance: Any, budget: int | None, res: Sol
         res.details["model_objective"] = objective
         res.schedule, res.objective, res.peak_memory = seed.schedule, seed.objective, seed.peak_memory
         res.details["solution_from"] = seed.solver
-        note = f"returned {seed.solver}'s schedule, faster than the model's by {objective - seed.objective:.3g}"
+        slower = (objective - seed.objective) / objective if objective else math.inf  # relative: no unit to name
+        note = f"returned {seed.solver}'s schedule; the model's is slower by {slower:.1e} of its makespan"
         res.message = f"{res.message}; {note}" if res.message else note
         objective = seed.objective
     if res.schedule is not None and res.status == TIMEOUT:
