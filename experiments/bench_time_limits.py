@@ -104,13 +104,18 @@ CASES: list[tuple[str, str, str, Callable[[], Any], float, dict[str, Any]]] = [
     # emitting the model for the CBC program (seconds, in C++ and file writing) does not look at the clock either
     ("graph", "checkmate", "random_layered(300), cbc", lambda: _large_graph(300), 0.7, {"backend": "cbc"}),
     ("join", "cpsat", "random_join([20, 20])", _join, 0.4, {}),
+    ("join", "milp", "random_join([20, 20])", _join, 0.4, {}),
     ("join", "exact", "random_join([7, 7])", _join_tiny, 0.5, {}),
     ("offload", "cpsat", "random_offload(60)", lambda: _offload(60), 0.5, {}),
+    ("offload", "milp", "random_offload(60)", lambda: _offload(60), 0.5, {}),
     ("offload", "exact-combined", "random_offload(6)", lambda: _offload(6), 0.5, {}),
     ("offload", "offload-exact", "random_offload(20)", lambda: _offload(20), 0.5, {}),
     ("pipeline", "cpsat", "random_pipeline(120), 8 devices", _pipeline, 0.5, {"devices": 8}),
+    ("pipeline", "milp", "random_pipeline(120), 8 devices", _pipeline, 0.5, {"devices": 8}),
     ("pipeline", "interleave-cpsat", "random_pipeline(120), 8 devices", _pipeline, 0.5, {"devices": 8}),
     ("pipeline", "dag-cpsat", "parallel_branches(4, 12), 4 devices", _dag_pipeline, 0.5,
+     {"devices": 4, "max_states": 100_000}),
+    ("pipeline", "dag-milp", "parallel_branches(4, 12), 4 devices", _dag_pipeline, 0.5,
      {"devices": 4, "max_states": 100_000}),
 ]
 
