@@ -37,9 +37,25 @@ from .profile import (
 _SIZE_LIMIT = f"the graph format's limit of 1 PiB ({MAX_BYTES} bytes)"
 
 
+#: the description of ``memsched export-graph --help`` (the rules in full: docs/cli.md; the implementation: this
+#: module's docstring). Lines of at most 79 characters, kept as they are; the first names the factory.
+DESCRIPTION = """\
+Trace a zoo network or your own factory (FILE.py:FUNCTION) with torch.fx into
+a training graph for the graph problem: networkx node-link JSON (the format
+Checkmate exports and Moccasin reads), one forward node per operation (or per
+block: --granularity module), the loss, and a backward node per forward node,
+with compute costs (--cost: counted MFLOP or roofline ms on fake tensors,
+nothing allocated, or measured ms) and output sizes in bytes.
+Exit: 0; 2 bad input (a graph beyond the format's limit of 1 PiB is refused
+before anything is written).
+Details: docs/cli.md, "memsched export-graph"; the graph format: docs/graph.md.
+"""
+
+
 def register(subparsers: Any) -> None:
     """Add the ``export-graph`` subcommand (zoo network or factory -> node-link training graph JSON)."""
-    p = subparsers.add_parser("export-graph", description=__doc__,
+    p = subparsers.add_parser("export-graph", description=DESCRIPTION,
+                              formatter_class=argparse.RawDescriptionHelpFormatter,
                               help="trace a zoo network or a factory (FILE.py:FUNCTION) into a training graph "
                               "(node-link JSON)")
     p.add_argument("model", metavar="MODEL", help=MODEL_HELP)

@@ -501,12 +501,28 @@ def check_rotor_table(chain: Any, budget: int, slots: int) -> None:
         rotor_table(work, m_top)  # raises its InputError (--slots) before allocating the table
 
 
+#: the description of ``memsched max-batch --help``: what a user needs to run it (the rules in full: docs/cli.md;
+#: the implementation: this module's docstring). Lines of at most 79 characters, kept as they are.
+DESCRIPTION = """\
+The largest batch (or image side, --vary image-size) with which MODEL trains
+within --memory at a bounded overhead: Checkmate's maximum-batch-size
+experiment. Each size is built on fake tensors and solved as a chain of blocks
+(--problem chain) or an op-level graph (--problem graph) at the budget
+M - K x parameter bytes (K: --state-factor; a graph also leaves the input out).
+It fits when its schedule is within the budget and at most --max-overhead x
+the store-all makespan. Sizes are searched by doubling, then bisection.
+Exit: 0 the largest size; 1 even the smallest does not fit, or its solve timed
+out; 2 bad input; 130 interrupted (after the largest size that fit so far).
+Details: docs/cli.md, "memsched max-batch".
+"""
+
+
 def register(subparsers: Any) -> None:
     """Add the ``max-batch`` subcommand (largest batch or image side that trains within --memory)."""
     p = subparsers.add_parser(
         "max-batch",
         help="largest batch (or image side) that trains within a memory",
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("model", metavar="MODEL", help=MODEL_HELP)

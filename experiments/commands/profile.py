@@ -310,10 +310,23 @@ def _import_models() -> None:
         raise InputError("this command needs PyTorch (pip install torch)") from None
 
 
+#: the description of ``memsched profile --help`` (the rules in full: docs/cli.md; the implementation: this
+#: module's docstring). Lines of at most 79 characters, kept as they are.
+DESCRIPTION = """\
+Profile a network block by block into a chain file (format memsched.chain/1):
+per-block forward/backward times (ms), sizes of activations and tapes, and
+transient overheads (bytes). MODEL is a zoo network or your own factory,
+FILE.py:FUNCTION or package.module:FUNCTION (the sizing options given are its
+keyword arguments). Needs PyTorch.
+Exit: 0; 2 bad input (an unknown model, bad sizes).
+Details: docs/cli.md, "memsched profile".
+"""
+
+
 def register(subparsers: Any) -> None:
     """Add the ``profile`` subcommand (zoo network -> chain file, memsched.chain/1)."""
     p = subparsers.add_parser("profile", help="profile a zoo network into a chain file (memsched.chain/1)",
-                              description=__doc__)
+                              description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     add_model_options(p)
     add_granularity_option(p)

@@ -44,11 +44,25 @@ from .profile import (
     model_sizes,
 )
 
+#: the description of ``memsched run --help`` (the rules in full: docs/cli.md; the implementation: this module's
+#: docstring). Lines of at most 79 characters, kept as they are.
+DESCRIPTION = """\
+Solve, then execute the schedule for real as one training step in PyTorch.
+MODEL is a zoo network, your own factory (FILE.py:FUNCTION), a join network
+(siamese, triplet, clip), or an instance file whose costs are used with the
+network named by --model. Prints the simulator's prediction (makespan, peak
+memory) next to the measured step time and peak memory, their ratios to
+store-all, and whether every gradient matches plain autograd.
+Exit: 0 ok; 1 no schedule (infeasible budget, or a time limit passed before
+any: "memsched run: infeasible: ..." / "timeout: ..." on stderr); 2 bad input.
+Details: docs/cli.md, "memsched run".
+"""
+
 
 def register(subparsers: Any) -> None:
     """Add the ``run`` subcommand (execute a schedule in PyTorch: measured vs predicted)."""
     p = subparsers.add_parser("run", help="execute a schedule for real: measured vs predicted memory and time",
-                              description=__doc__)
+                              description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL",
                    help=f"{MODEL_HELP}; join networks: siamese, triplet, clip; or a chain file")
     p.add_argument("--budget", required=True, help='memory budget: bytes, "1.5GB", "800MiB" or "60%%" of store-all')
