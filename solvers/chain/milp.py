@@ -22,7 +22,11 @@ start (reduced-cost fixing, `phase_cuts.fixings`; ``details["rc_fixed"]``).
 The model is the phase model's `LinearModel` (`PhaseModel.to_linear`), run by
 `solvers.exact.milp_runner` (or `cpsat_runner` for backend "cp-sat") under the exact layer:
 the chain's fast solvers seed it (MIP start with SCIP; CBC ignores starts and HiGHS crashes on
-them) and referee it at exact sizes. Option ``memory_gb`` (GB) is SCIP's memory limit (``limits/memory``: a
+them) and referee it at exact sizes. With "cp-sat" the objective goes to CP-SAT in integer ticks
+(`linear_to_cpsat`: rounded to nine significant digits when no 10^k makes the times whole), and every
+run's bound is lowered by the rounding's largest total error (`cpsat_runner.cost_slack`,
+``details["cost_rounding_slack"]``, time units), as the chain ``cpsat``'s, so that ``optimal`` is a proof
+for the real times. Option ``memory_gb`` (GB) is SCIP's memory limit (``limits/memory``: a
 growing tree stops SCIP with its incumbent); it is taken with SCIP and the portfolio (its SCIP side) only, and
 refused with HiGHS, CBC and CP-SAT, which have no limit that holds (`check_memory`).
 
@@ -47,15 +51,16 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from ..discretize import GAP_TOLERANCE
 from ..exact import highs_runner
-from ..exact.cpsat_runner import BackendRun, check_first, linear_to_cpsat, rounded_rows, run_cpsat
+from ..exact.cpsat_runner import BackendRun, check_first, cost_slack, linear_to_cpsat, rounded_rows, run_cpsat
 from ..exact.exact_rows import broken, drop_broken, exact_rows_cpsat, exclude_broken, nogood_row
 from ..exact.layer import exact_solver
 from ..exact.linear import LinearModel
 from ..exact.milp_runner import check_backend_name, run_milp
 from ..exact.options import Deadline, DeadlineExceeded, ExactOptions
 from ..exact.portfolio import run_isolated, run_portfolio
-from ..result import INFEASIBLE, TIMEOUT, SolveResult
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, TIMEOUT, SolveResult, gap_closed
 from .cpsat import (
     FAST,
     phase_answer,
@@ -181,6 +186,8 @@ def _solve_milp(chain: Chain, budget: int, *, options: ExactOptions, deadline: D
                     run.backend_status = f"{failure}; then {answered_by or 'another backend'}: {run.backend_status}"
         details = {**phase_details(model, build_s, source, hint_values, hint_ok), **report.as_details(),
                    "backend_status": run.backend_status}
+        if backend == "cp-sat":  # as the chain's cpsat: the bound was lowered by it (`_run_on_cpsat`)
+            details["cost_rounding_slack"] = cost_slack(lm)
         run = drop_broken(run, model)  # a backend answer that breaks the model: do not trust it
         return phase_answer(result, model, run, run.values, hint_values, hint_ok, dchain, M, deadline, details,
                             lp_bound=report.lp_after)
@@ -245,19 +252,21 @@ def _run_on_cpsat(lm: LinearModel, model: PhaseModel, hint: list[float] | None, 
     """The linear phase model on CP-SAT. Rows past CP-SAT's coefficient limit (`linear_to_cpsat`)
     are first rounded into a relaxation, whose plan (and proof) is kept when it fits the real
     rows; else its broken plans are excluded, and a restriction (rows rounded up) tried, until a plan
-    fits, infeasibility is proven, or the deadline (`exact.exact_rows.exact_rows_cpsat`)."""
+    fits, infeasibility is proven, or the deadline (`exact.exact_rows.exact_rows_cpsat`). Objective and
+    bound of every run in the real times (`_real_times`: the objective may go to CP-SAT rounded)."""
     extra = {"linearization_level": 2}
+    slack = cost_slack(lm)
     cp, xs, offset, scale = linear_to_cpsat(lm, hint=hint, deadline=deadline)
-    run = run_cpsat(cp, deadline, options, variables=xs, offset=offset, scale=scale, hint_feasible=hint_ok,
-                    extra=extra, watched=True)
+    run = _real_times(run_cpsat(cp, deadline, options, variables=xs, offset=offset, scale=scale,
+                                hint_feasible=hint_ok, extra=extra, watched=True), lm, slack)
     if not rounded_rows(lm):
         return run
     scales = {id(cp): (offset, scale)}
 
     def solve(cp_: Any, xs_: list[Any], *, relaxed: bool) -> BackendRun:
         off, sc = scales[id(cp_)]
-        return run_cpsat(cp_, deadline, options, variables=xs_, offset=off, scale=sc,
-                         hint_feasible=hint_ok and relaxed, extra=extra, watched=True)
+        return _real_times(run_cpsat(cp_, deadline, options, variables=xs_, offset=off, scale=sc,
+                                     hint_feasible=hint_ok and relaxed, extra=extra, watched=True), lm, slack)
 
     def restriction() -> tuple[Any, list[Any]]:
         cp_up, xs_up, off, sc = linear_to_cpsat(lm, hint=hint, deadline=deadline, up=True)
@@ -265,3 +274,21 @@ def _run_on_cpsat(lm: LinearModel, model: PhaseModel, hint: list[float] | None, 
         return cp_up, xs_up
 
     return exact_rows_cpsat(run, model, cp, xs, solve, restriction, deadline)
+
+
+def _real_times(run: BackendRun, lm: LinearModel, slack: float) -> BackendRun:
+    """`run` of CP-SAT on `lm`'s objective in rounded ticks (`linear_to_cpsat`) stated in the real times, as
+    the chain's ``cpsat`` does (`cpsat.ObjectiveTicks.lowered`): its bound lowered by `slack`
+    (`cpsat_runner.cost_slack`, time units) so that it bounds the real objective, its objective its plan's
+    real value, and ``optimal`` kept only when that bound is within `GAP_TOLERANCE` (relative) of it.
+    Unchanged when `slack` is 0 (the ticks are exact)."""
+    if slack <= 0:
+        return run
+    if run.bound is not None:
+        run.bound -= slack
+    if run.values is not None:
+        run.objective = lm.value(run.values)
+    if run.status == OPTIMAL and not (run.objective is not None and gap_closed(run.objective, run.bound,
+                                                                               GAP_TOLERANCE)):
+        run.status = FEASIBLE
+    return run

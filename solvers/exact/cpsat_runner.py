@@ -6,7 +6,8 @@ reported ``timeout``). The model is given what is left of the deadline, and a wa
 the search if CP-SAT overruns it (0.2 s after the deadline).
 
 `linear_to_cpsat` states a `LinearModel` (integer variables, integer row coefficients) in
-CP-SAT; a non-integral objective is scaled with `solvers.discretize.integer_costs`.
+CP-SAT; a non-integral objective is scaled with `solvers.discretize.integer_costs`, which may round
+it (`cost_slack`: by how much at most, so that a caller lowers CP-SAT's bound by it).
 
 `fit_row` keeps a row's coefficients within `ROW_LIMIT` (CP-SAT 9.15's presolve overflows past
 2^31, or-tools issue #5293): exact by their gcd, else rounded into a relaxation or a restriction.
@@ -22,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..discretize import CPSAT_COST_DIGITS, integer_costs
+from ..discretize import CPSAT_COST_DIGITS, integer_costs, rounding_error
 from ..progress import current_reporter, report
 from .interrupt import in_charge, stop_on_interrupt
 from .linear import LinearModel
@@ -435,7 +436,10 @@ def linear_to_cpsat(model: LinearModel, *, feasibility_only: bool = False, hint:
                     deadline: Deadline | None = None, up: bool = False) -> tuple[Any, list[Any], float, float]:
     """(CpModel, variables, offset, scale) for `model`; every variable must be integer-valued
     with integer bounds and row coefficients integers. The reported objective of a run is
-    ``(ticks + offset) / scale``, i.e. pass the returned offset and scale to `run_cpsat`.
+    ``(ticks + offset) / scale``, i.e. pass the returned offset and scale to `run_cpsat`. The ticks
+    may be rounded (`integer_costs` to `CPSAT_COST_DIGITS` significant digits): CP-SAT's objective and
+    bound are then the rounded objective's, and `cost_slack` says how far that bound may lie above one
+    of the real objective (0 when the ticks are exact).
 
     A row whose |coefficients| add up past `ROW_LIMIT` is stated by `fit_row` (CP-SAT 9.15's
     presolve overflow): exactly when its gcd allows, else rounded into a relaxation (every
@@ -462,13 +466,31 @@ def linear_to_cpsat(model: LinearModel, *, feasibility_only: bool = False, hint:
     offset, scale = 0.0, 1.0
     if not feasibility_only and model.objective:
         keys = list(model.objective)
-        ints, scale, _ = integer_costs([model.objective[i] for i in keys], digits=CPSAT_COST_DIGITS)
+        ints, scale, _ = integer_costs([model.objective[i] for i in keys], digits=CPSAT_COST_DIGITS)  # see cost_slack
         m.minimize(sum(c * xs[i] for i, c in zip(keys, ints)))
         offset = model.offset * scale
     if hint is not None:
         for x, v in zip(xs, hint):
             m.add_hint(x, int(round(v)))
     return m, xs, offset, scale
+
+
+def cost_slack(model: LinearModel) -> float:
+    """The most by which `linear_to_cpsat`'s objective ticks misstate `model`'s objective at any point
+    within the variables' bounds (time units, as the objective): sum_i |cost_i - ticks_i / scale| *
+    max(|lb_i|, |ub_i|) over the costs that `integer_costs` rounded (for 0-1 variables each cost's error
+    once; infinite when such a variable is unbounded); 0 when the ticks are exact. CP-SAT's bound minus
+    it bounds the real objective, so a run's ``optimal`` is a proof only when that lowered bound is
+    within the gap tolerance (`discretize.GAP_TOLERANCE`) of its plan's real objective."""
+    if not model.objective:
+        return 0.0
+    keys = list(model.objective)
+    costs = [model.objective[i] for i in keys]
+    ints, scale, exact = integer_costs(costs, digits=CPSAT_COST_DIGITS)
+    if exact:
+        return 0.0
+    return math.fsum(e * max(abs(model.lb[i]), abs(model.ub[i]))
+                     for i, e in zip(keys, rounding_error(costs, ints, scale)) if e > 0)
 
 
 def rounded_rows(model: LinearModel) -> int:
@@ -493,5 +515,5 @@ def _fitted(model: LinearModel, idx: list[int], coef: list[float], lo: float, hi
 
 
 __all__ = ["ROW_LIMIT", "BackendRun", "FEASIBLE", "INFEASIBLE", "OPTIMAL", "TIMEOUT", "check_first",
-           "check_parameters", "fit_linear", "fit_row", "linear_to_cpsat", "max_row_sum", "parse_parameters",
-           "rounded_rows", "run_cpsat", "set_parameters"]
+           "check_parameters", "cost_slack", "fit_linear", "fit_row", "linear_to_cpsat", "max_row_sum",
+           "parse_parameters", "rounded_rows", "run_cpsat", "set_parameters"]

@@ -64,8 +64,8 @@ from typing import Any
 
 import numpy as np
 
-from ..discretize import CPSAT_COST_DIGITS, GAP_TOLERANCE, effective_slots, integer_costs, rounding_error, scope_text
-from ..exact.cpsat_runner import ROW_LIMIT, check_first
+from ..discretize import CPSAT_COST_DIGITS, GAP_TOLERANCE, effective_slots, scope_text
+from ..exact.cpsat_runner import ROW_LIMIT, check_first, cost_slack
 from ..exact.layer import exact_solver, retry_rounded_infeasible
 from ..exact.memory import ModelSize, too_big
 from ..exact.milp_runner import BackendRun
@@ -535,11 +535,9 @@ def _cost_slack(cm: CheckmateModel, backend: str, result: SolveResult) -> float:
     units), named in the scope; else 0."""
     if backend != "cpsat":
         return 0.0
-    costs = list(cm.model.objective.values())
-    ints, scale, exact = integer_costs(costs, digits=CPSAT_COST_DIGITS)
-    if exact:
+    slack = cost_slack(cm.model)
+    if slack == 0.0:
         return 0.0
-    slack = float(sum(rounding_error(costs, ints, scale)))
     result.scope += f", costs rounded to {CPSAT_COST_DIGITS} significant digits for CP-SAT (the bound allows for it)"
     result.details["cost_rounding_slack"] = slack
     return slack

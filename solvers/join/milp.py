@@ -20,12 +20,11 @@ is proven, or the order's share of the time limit ends; a plan that still breaks
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..chain.milp import EXCLUDING_BACKENDS, PORTFOLIO, check_backend, check_memory, default_backend
-from ..discretize import CPSAT_COST_DIGITS, GAP_TOLERANCE, integer_costs, rounding_error
-from ..exact.cpsat_runner import check_first, linear_to_cpsat, rounded_rows, run_cpsat
+from ..discretize import GAP_TOLERANCE
+from ..exact.cpsat_runner import check_first, cost_slack, linear_to_cpsat, rounded_rows, run_cpsat
 from ..exact.exact_rows import broken, drop_broken, exact_rows_cpsat, exclude_broken, nogood_row
 from ..exact.layer import exact_solver
 from ..exact.linear import LinearModel
@@ -147,7 +146,7 @@ def _run_on_cpsat(lm: LinearModel, model: JoinPhaseModel, start: list[float] | N
     cp, xs, offset, scale = linear_to_cpsat(lm, hint=start, deadline=deadline)
     scales = {id(cp): (offset, scale)}
 
-    slack = _tick_slack(lm)
+    slack = cost_slack(lm)  # the objective's ticks may be rounded: CP-SAT's bound lowered by it
 
     def solve(cp_: Any, xs_: list[Any], *, relaxed: bool) -> BackendRun:
         off, sc = scales[id(cp_)]
@@ -172,15 +171,6 @@ def _run_on_cpsat(lm: LinearModel, model: JoinPhaseModel, start: list[float] | N
         return cp_up, xs_up
 
     return exact_rows_cpsat(run, model, cp, xs, solve, restriction, deadline)
-
-
-def _tick_slack(lm: LinearModel) -> float:
-    """The most by which `linear_to_cpsat`'s integer ticks (`discretize.integer_costs`, `CPSAT_COST_DIGITS`
-    significant digits) can misstate the objective of a 0-1 plan of `lm` (time units; 0 when the times
-    are whole in ticks), so that CP-SAT's bound minus it bounds the real times."""
-    costs = list(lm.objective.values())
-    ints, scale, exact = integer_costs(costs, digits=CPSAT_COST_DIGITS)
-    return 0.0 if exact else math.fsum(abs(e) for e in rounding_error(costs, ints, scale))
 
 
 __all__ = ["solve_milp", "check_options"]
