@@ -105,6 +105,7 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
     other settings are an `InputError` naming both (`check_same_settings`): a figure's median would blend
     them. Each row keeps the path of its table or journal in `TABLE_COLUMN` (in memory only)."""
     from memsched.experiments.sweep import read_journal, rows_frame
+    from memsched.experiments.sweep.store import read_table_csv
     from memsched.solvers.errors import InputError
 
     root = Path(results_dir)
@@ -128,7 +129,7 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
                                  "missing a name)", path=str(csv), field=missing[0])
             continue
         _checked_fields(csv)
-        table = pd.read_csv(csv)
+        table = read_table_csv(csv)  # "NA" as a label is text; "nan" as a number is damage (`_checked_numbers`)
         _checked_columns(csv, table)
         frames.append(_checked_text(_checked_numbers(table, csv), csv).assign(**{TABLE_COLUMN: str(csv)}))
         seen_csv.add(csv.with_suffix(""))

@@ -337,6 +337,7 @@ def read_table(table: Path) -> pd.DataFrame:
     several problems or a pipeline label without its device count (`check_one_problem`)."""
     import pandas as pd
     from memsched.experiments.figures import _checked_fields, _checked_numbers
+    from memsched.experiments.sweep.store import read_table_csv
     from memsched.solvers.errors import InputError
 
     try:
@@ -349,7 +350,7 @@ def read_table(table: Path) -> pd.DataFrame:
                          "the sweep file's; --results names the sweep's output folder)", path=str(table))
     _checked_fields(table)
     try:
-        rows = pd.read_csv(table)
+        rows = read_table_csv(table)  # as `memsched figures` reads it: "NA" as a label is text
     except (pd.errors.ParserError, pd.errors.EmptyDataError, OSError) as err:
         raise InputError(f"cannot read the table ({str(err).splitlines()[0] if str(err) else 'empty'})",
                          path=str(table)) from None

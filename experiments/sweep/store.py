@@ -9,10 +9,13 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 from memsched.solvers.errors import InputError
 from memsched.solvers.jsonio import write_atomic
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Columns every row has, in table order (extra keys follow, sorted).
 ROW_COLUMNS = [
@@ -254,6 +257,20 @@ def rows_frame(rows: Iterable[dict[str, Any]]):
     rows = list(rows)
     extra = sorted({k for r in rows for k in r} - set(ROW_COLUMNS))
     return pd.DataFrame(rows, columns=ROW_COLUMNS + extra)
+
+
+def read_table_csv(source: Path | IO[str], **options: Any) -> pd.DataFrame:
+    """The sweep table `source` (a path, or its text as a file) as pandas reads it for every reader of a
+    sweep table (`verify.table_rows`, ``memsched figures``, the paper figures), `options` passed to
+    `pandas.read_csv` (``nrows=0``: the header). Only an empty cell is missing: the cell text ``NA``,
+    ``null``, ``None``, ``nan`` or ``N/A`` stays text (pandas' default `na_values` made an instance
+    labelled ``NA`` an empty cell, and a number cell ``nan`` pass as nothing, where `valid_row` and
+    the figures' checks refuse it as damage: the sweep writes no NaN). `TEXT_COLUMNS` are read as text,
+    as the journal holds them (a label ``007`` or a version ``1.10`` stays as written)."""
+    import pandas as pd
+
+    return pd.read_csv(source, dtype={c: str for c in TEXT_COLUMNS}, keep_default_na=False, na_values=[""],
+                       **options)
 
 
 def write_table(rows: list[dict[str, Any]], out_dir: Path, name: str) -> list[Path]:

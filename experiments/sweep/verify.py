@@ -16,7 +16,10 @@ Verdicts (`Check.verdict`):
   so is a stored ``error`` row (a worker that died: no answer) that HEAD answers, whatever the
   time limit (an error is no answer, never ``time-limited``);
 - ``time-limited``: the two runs differ, but one of them stopped at its time limit (an exact
-  solver's "feasible" / "timeout" depends on the machine's speed), so they are not comparable;
+  solver's "feasible" / "timeout" depends on the machine's speed), so they are not comparable. A
+  run stopped at its limit when its status says so (``timeout``, or ``feasible`` with its
+  ``lower_bound`` below its objective from an exact solver: no proof yet) or when it took at least
+  `LIMIT_SHARE` of its ``time_limit`` (`_limited`);
 - ``missing``: a cell of the grid without a stored row (the sweep is unfinished).
 
 The stored rows are the journal's (``<name>.jsonl``) when there is one, else the table's
@@ -52,12 +55,12 @@ from .instance_store import InstanceStore
 from .lock import SweepLock
 from .store import (
     NUMERIC_COLUMNS,
-    TEXT_COLUMNS,
     UNSUPPORTED,
     Journal,
     journal_path,
     plain_row,
     read_journal,
+    read_table_csv,
     table_path,
     valid_row,
     write_table,
@@ -65,7 +68,8 @@ from .store import (
 
 #: Relative tolerance on objectives (time units): replays of one schedule agree to float noise.
 REL_TOL = 1e-9
-#: A run counts as stopped by its time limit when it took at least this share of the limit.
+#: A run counts as stopped by its time limit when it took at least this share of the limit (or its status
+#: says so, whatever time it took: `_limited`).
 LIMIT_SHARE = 0.9
 VERDICTS = ("same", "differs", "time-limited", "missing", "error")
 
@@ -165,11 +169,45 @@ def differing(stored: dict[str, Any], new: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _limited(row: dict[str, Any]) -> bool:
-    """Whether `row`'s run stopped at its time limit (its answer depends on the machine's speed)."""
-    limit, took = row.get("time_limit"), row.get("solve_time_s")
-    if row.get("status") == "timeout":
+    """Whether `row`'s run stopped at its time limit (its answer depends on the machine's speed): its
+    status says so (``timeout``, or an unproven answer of an exact solver: `_unproven`), or it took at
+    least `LIMIT_SHARE` of its ``time_limit`` (s). The status is what counts: on a loaded machine a model
+    stopped at a limit of 1 s was timed at 0.898 s."""
+    if row.get("status") == "timeout" or _unproven(row):
         return True
+    limit, took = row.get("time_limit"), row.get("solve_time_s")
     return bool(limit) and took is not None and float(took) >= LIMIT_SHARE * float(limit)
+
+
+def _unproven(row: dict[str, Any]) -> bool:
+    """Whether `row` is a ``feasible`` answer of a solver that proves optimality (`_exact_solver`) with
+    a positive gap: its ``lower_bound`` below its ``objective`` (the same unit). Such a solver stops
+    short of its proof only at its time limit (or a Ctrl-C), so another run may close the gap."""
+    objective, bound = row.get("objective"), row.get("lower_bound")
+    if row.get("status") != "feasible" or _absent(objective) or _absent(bound):
+        return False
+    try:
+        below = float(bound) < float(objective) and not math.isclose(float(bound), float(objective),
+                                                                     rel_tol=REL_TOL, abs_tol=1e-12)
+    except (TypeError, ValueError):  # text in a number cell: a damaged row, not a proof of anything
+        return False
+    return below and _exact_solver(row.get("problem"), row.get("solver"))
+
+
+def _exact_solver(problem: Any, solver: Any) -> bool:
+    """Whether `solver` (a row's solver name) of `problem` (any problem when the row names none) is an
+    exact solver (``exact_layer``: it proves optimality, or stops at its time limit); False for a
+    name no problem here knows (an optional dependency missing, a solver since removed)."""
+    from memsched.solvers.registry import PROBLEMS, get_solver
+
+    problems = [str(problem)] if isinstance(problem, str) and problem else list(PROBLEMS)
+    for name in problems:
+        try:
+            if getattr(get_solver(name, str(solver)), "exact_layer", False):
+                return True
+        except (InputError, ImportError):
+            continue
+    return False
 
 
 def judge(stored: dict[str, Any], new: dict[str, Any]) -> str:
@@ -496,7 +534,8 @@ def well_formed_records(csv: Path) -> tuple[str, int]:
 
 
 def table_rows(csv: Path) -> tuple[list[dict[str, Any]], int]:
-    """The rows of a sweep table, in its order (empty cells as None; keys as text, even all digits),
+    """The rows of a sweep table, in its order (`store.read_table_csv`: empty cells as None; text cells as
+    written, even all digits or ``NA``; ``nan`` in a number column is text, a damaged row for `valid_row`),
     and how many records were left out for having fewer or more fields than the header
     (`well_formed_records`: damaged rows, whose cells are not done).
     Number columns are read cell by cell (`_number`): one damaged cell (``abc`` as an objective)
@@ -504,11 +543,8 @@ def table_rows(csv: Path) -> tuple[list[dict[str, Any]], int]:
     no ``key`` column, not CSV; pandas' errors are ValueErrors)."""
     import io
 
-    import pandas as pd
-
     kept, torn = well_formed_records(csv)
-    text = {c: str for c in TEXT_COLUMNS}  # "1.10" or "0123" in a text column is read as written
-    frame = pd.read_csv(io.StringIO(kept), dtype=text)
+    frame = read_table_csv(io.StringIO(kept))  # text as written ("NA", "0123"); "nan" in a number column is text
     if "key" not in frame.columns:
         raise ValueError("it has no 'key' column")
     frame = frame.astype(object).where(frame.notna(), None)
