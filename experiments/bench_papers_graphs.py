@@ -444,8 +444,7 @@ def figure(rows: list[dict[str, Any]], published: list[dict[str, Any]], path: Pa
         ax.set_xticks(range(len(names)), names, rotation=30, fontsize=7.5)
         ax.set_title(f"budget {frac:.0%} of the file order's peak (Moccasin's B)", fontsize=9)
         ax.set_ylabel("compute overhead (%)", fontsize=8)
-        ax.set_yscale("symlog", linthresh=1.0)  # 0-1% apart, and a 600% heuristic on the same axis
-        ax.set_ylim(bottom=0.0)
+        _overhead_axis(ax)
     handles: dict[str, Any] = {}  # one legend for all panels (a panel may have no schedule at all)
     for ax in axes[0]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
@@ -455,6 +454,22 @@ def figure(rows: list[dict[str, Any]], published: list[dict[str, Any]], path: Pa
     fig.tight_layout()
     save_figure(fig, path, dpi=130)
     plt.close(fig)
+
+
+#: The overhead ticks (%) of `_overhead_axis`, those up to the axis's top drawn.
+OVERHEAD_TICKS = (0, 0.25, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+
+
+def _overhead_axis(ax: Any) -> None:
+    """A symlog overhead axis (%, linear below 1%): gaps of 0.1-1% apart and a 600% heuristic on one axis, its
+    top half a decade above the largest point drawn (a marker at the top is whole), ticks labelled as numbers."""
+    ax.set_yscale("symlog", linthresh=1.0)
+    values = [y for line in ax.get_lines() for y in line.get_ydata() if math.isfinite(y)]
+    top = 10 ** (math.log10(max(max(values, default=1.0), 1.0)) + 0.5)
+    ax.set_ylim(0.0, top)
+    ticks = [t for t in OVERHEAD_TICKS if t <= top]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
 
 
 def main(argv: list[str] | None = None) -> int:
