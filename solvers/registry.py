@@ -92,6 +92,12 @@ def get_solver(problem: str, name: str, *, host_link: bool = False) -> Callable[
     except InputError as err:
         if problem == "chain" and name in get_problem("offload").solvers:
             raise InputError(_offloading_solver_on_chain(name, host_link), field=err.field) from None
+        if problem == "chain" and name in get_problem("pipeline").solvers:  # a chain is a pipeline's input too
+            raise InputError(f"{name!r} is a pipeline partitioner, not a {problem} solver: "
+                             f"memsched partition FILE --devices P --memory M --solver {name} "
+                             "(problem='pipeline' in Python); "
+                             f"chain solvers: {', '.join(get_problem(problem).available_solvers())}",
+                             field=err.field) from None
         raise
 
 
