@@ -410,8 +410,9 @@ def exact_vs_fast(rows: list[dict[str, Any]]) -> tuple[int, int, list[str]]:
 
 
 def figure(rows: list[dict[str, Any]], published: list[dict[str, Any]], path: Path) -> None:
-    """Overhead per instance (x) and solver (colour, marker), one panel per budget fraction;
-    published numbers as hollow black markers."""
+    """Overhead per instance (x) and solver (colour, marker), one panel per budget fraction; a cell without
+    a schedule (infeasible, timeout) as the solver's marker, hollow, on the strip "none" below 0; published
+    numbers as hollow black markers. One legend beside the panels: each solver's marker, then the hollow one."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -420,19 +421,20 @@ def figure(rows: list[dict[str, Any]], published: list[dict[str, Any]], path: Pa
 
     fracs = sorted({r["fraction"] for r in rows}, reverse=True)
     names = list(dict.fromkeys(r["instance"] for r in rows))
-    fig, axes = plt.subplots(1, len(fracs), figsize=(5 * len(fracs), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(fracs), figsize=(5 * len(fracs) + 2.2, 3.6), squeeze=False)
     solvers = list(dict.fromkeys(r["solver"] for r in rows))
     for ax, frac in zip(axes[0], fracs):
         for k, solver in enumerate(solvers):
-            pts = [
-                (names.index(r["instance"]) + 0.08 * (k - len(solvers) / 2), 100 * r["overhead"])
-                for r in rows
-                if r["fraction"] == frac and r["solver"] == solver and r["overhead"] is not None
-            ]
+            cell = [r for r in rows if r["fraction"] == frac and r["solver"] == solver]
+            dx = 0.08 * (k - len(solvers) / 2)
+            pts = [(names.index(r["instance"]) + dx, 100 * r["overhead"]) for r in cell if r["overhead"] is not None]
+            none = [names.index(r["instance"]) + dx for r in cell if r["overhead"] is None]
+            label = LABELS.get(solver, solver)
+            kw = style(label, solver)
             if pts:
-                label = LABELS.get(solver, solver)
-                kw = style(label, solver)
-                ax.plot(*zip(*pts), ls="none", ms=5, label=label, **kw)
+                ax.plot(*zip(*pts), ls="none", ms=5, **kw)
+            if none:  # no schedule (infeasible, timeout): the solver's marker, hollow, on the strip below 0
+                ax.plot(none, [NO_SCHEDULE_Y] * len(none), ls="none", ms=5, mfc="none", **kw)
         for src in sorted({p["source"] for p in published}):
             pts = [
                 (names.index(p["instance"]), 100 * p["overhead"])
@@ -445,30 +447,41 @@ def figure(rows: list[dict[str, Any]], published: list[dict[str, Any]], path: Pa
         ax.set_title(f"budget {frac:.0%} of the file order's peak (Moccasin's B)", fontsize=9)
         ax.set_ylabel("compute overhead (%)", fontsize=8)
         _overhead_axis(ax)
-    handles: dict[str, Any] = {}  # one legend for all panels (a panel may have no schedule at all)
-    for ax in axes[0]:
+    from matplotlib.lines import Line2D
+
+    handles = {LABELS.get(s, s): Line2D([], [], ls="none", ms=5, **style(LABELS.get(s, s), s)) for s in solvers}
+    handles["hollow, on 'none': no schedule\n(infeasible, timeout)"] = Line2D([], [], ls="none", ms=5, marker="o",
+                                                                             mfc="none", color="0.3")
+    for ax in axes[0]:  # the published sources
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
-    if handles:
-        axes[0][-1].legend(list(handles.values()), list(handles), fontsize=7, frameon=False)
-    fig.tight_layout()
+    share = 0.8 if len(fracs) > 1 else 0.68  # the panels' share of the width: the legend beside them hides nothing
+    fig.legend(list(handles.values()), list(handles), fontsize=7, frameon=False, loc="center left",
+               bbox_to_anchor=(share, 0.5))
+    fig.tight_layout(rect=(0.0, 0.0, share, 1.0))
     save_figure(fig, path, dpi=130)
     plt.close(fig)
 
 
 #: The overhead ticks (%) of `_overhead_axis`, those up to the axis's top drawn.
 OVERHEAD_TICKS = (0, 0.25, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+#: Where a cell without a schedule (infeasible, timeout) is drawn: a strip below 0 (the symlog axis is linear there).
+NO_SCHEDULE_Y = -0.45
+#: The axis's bottom: below the strip, so that its markers and those at 0% are whole.
+AXIS_BOTTOM = -0.7
 
 
 def _overhead_axis(ax: Any) -> None:
     """A symlog overhead axis (%, linear below 1%): gaps of 0.1-1% apart and a 600% heuristic on one axis, its
-    top half a decade above the largest point drawn (a marker at the top is whole), ticks labelled as numbers."""
+    top half a decade above the largest point drawn (a marker at the top is whole), ticks labelled as numbers;
+    below 0 a strip labelled "none" for the cells without a schedule (`NO_SCHEDULE_Y`), under a grey rule."""
     ax.set_yscale("symlog", linthresh=1.0)
-    values = [y for line in ax.get_lines() for y in line.get_ydata() if math.isfinite(y)]
+    values = [y for line in ax.get_lines() for y in line.get_ydata() if math.isfinite(y) and y >= 0]
     top = 10 ** (math.log10(max(max(values, default=1.0), 1.0)) + 0.5)
-    ax.set_ylim(0.0, top)
+    ax.set_ylim(AXIS_BOTTOM, top)
+    ax.axhline(NO_SCHEDULE_Y / 2, color="0.8", lw=0.6, zorder=0)
     ticks = [t for t in OVERHEAD_TICKS if t <= top]
-    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.set_yticks([NO_SCHEDULE_Y, *ticks], ["none", *(f"{t:g}" for t in ticks)])
     ax.minorticks_off()
 
 
