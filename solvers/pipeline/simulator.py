@@ -208,7 +208,7 @@ def simulate(inst: Pipeline, part: Partition, budget: int | None = None, devices
         worst_what = f"stage {mems.index(peak)}"
     violation = None
     if budget is not None and peak > budget:
-        violation = f"{worst_what} needs {peak} bytes per device > budget {budget}"
+        violation = f"{worst_what} needs {peak} bytes per device > budget {budget} bytes"
     return Evaluation(period, peak, times, links, mems, ns, violation)
 
 
