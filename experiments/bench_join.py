@@ -26,6 +26,7 @@ import math
 import platform
 import time
 from pathlib import Path
+from typing import Any
 
 from memsched.experiments.benchtable import (
     Resumable,
@@ -210,10 +211,29 @@ def figure(rows: list[dict], path: Path) -> None:
         ax.set_ylabel("makespan", fontsize=8)
     for ax in list(axes.flat)[len(insts):]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=7)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, _figure_legend(fig, list(axes.flat)[:len(insts)]), 1, 1))
     save_figure(fig, path, dpi=120)
     plt.close(fig)
+
+
+#: the columns of the figure legend below the panels (`_figure_legend`)
+LEGEND_COLUMNS = 4
+
+
+def _figure_legend(fig: Any, axes: list[Any]) -> float:
+    """One legend for the whole figure, below the panels (outside every one, so it covers no point): each
+    solver once, in the order the panels draw them; returns the height it takes (a fraction of the figure's
+    height, the bottom of the `tight_layout` rectangle above it)."""
+    handles: dict[str, Any] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    if not handles:
+        return 0.0
+    rows = math.ceil(len(handles) / LEGEND_COLUMNS)
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=LEGEND_COLUMNS, fontsize=8,
+               frameon=False)
+    return min(0.5, (0.15 + 0.2 * rows) / fig.get_figheight())  # a line of 8 pt text and its spacing: 0.2 in
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,7 @@
 """Our DAG planners beside PipeDream's planner, on the profiles shipped in PipeDream's repository.
 
     python -m memsched.experiments.bench_pipeline_pipedream [--quick] [--out results/bench_pipeline_pipedream.csv]
+        [--replot]
 
 For every profile under ``solvers/data/pipeline/pipedream/`` and P in {2, 4, 8, 16} devices:
 
@@ -29,7 +30,9 @@ finish in 60 s). Columns ``*_period_s`` are seconds per micro-batch; ``ratio`` i
 (``dag-pipedream``) over PipeDream's. ``*_plan_s`` are wall-clock seconds of the whole solve
 (lattice, contiguous DP for the bound, lattice DP, replay), ``*_plan_cpu_s`` the CPU seconds of
 the same solve (what the wall clock would be on an idle core), ``load_1min`` the machine's load.
-Writes the CSV and a figure (ratio per profile and P).
+Writes the CSV and a figure beside it (``.png``: the ratio per profile and P, compute only; every profile
+has its column, and a column missing a point says why under it: ``PipeDream timed out``, or ``no plan <= 16 GB``
+where ``dag`` found none); ``--replot`` runs nothing and redraws that figure from ``--out``.
 """
 
 from __future__ import annotations
@@ -167,25 +170,82 @@ def _f(x: Any) -> str:
     return f"{x:.6f}" if isinstance(x, float) else "   -    "
 
 
+#: the note of a column whose PipeDream planner gave no period (it timed out, or was not run after a smaller P did)
+TIMED_OUT = "PipeDream timed out"
+#: the figure's panels: the antichain DP (memory ignored) and the memory-aware DP, each over PipeDream's period
+PANELS = ("dp", "memory")
+
+
+def _number(value: Any) -> float | None:
+    """A cell of the table as a number: None when empty (no value), else float (a row read back is text)."""
+    return None if value in (None, "") else float(value)
+
+
+def missing_reason(row: dict[str, Any], panel: str) -> str | None:
+    """Why the compute `row` has no point in `panel` (`PANELS`: ``dp``, the ratio of ``dag-pipedream``'s period
+    to PipeDream's; ``memory``, the memory-aware period over PipeDream's); None when it has one. From the row's
+    statuses: PipeDream's planner gave no period (`TIMED_OUT` when it timed out or was not run because a
+    smaller P did, else its status), or (``memory``) ``dag`` found no plan within the row's memory (bytes, shown
+    in GB)."""
+    if _number(row["pipedream_period_s"]) is None:
+        status = str(row["pipedream_status"])
+        return TIMED_OUT if "timeout" in status or "timed out" in status else f"PipeDream: {status}"
+    if panel == "memory" and _number(row["memaware_period_s"]) is None:
+        if row["memaware_status"] == "infeasible":
+            return f"no plan \u2264 {float(row['memory']) / 1e9:g} GB"
+        return f"within memory: {row['memaware_status']}"
+    return None
+
+
+def column_note(rows: list[dict[str, Any]], panel: str) -> str:
+    """The note under one profile's column of `panel`: the reason of each of its compute `rows` without a point
+    (`missing_reason`), once each; a reason of every row alone, one of some rows after their device counts
+    ("P=2: no plan <= 16 GB"), one line each; empty when every row has its point."""
+    by_reason: dict[str, list[int]] = {}
+    for r in rows:
+        reason = missing_reason(r, panel)
+        if reason is not None:
+            by_reason.setdefault(reason, []).append(int(r["devices"]))
+    return "\n".join(reason if len(ps) == len(rows) else f"P={', '.join(map(str, sorted(ps)))}: {reason}"
+                     for reason, ps in by_reason.items())
+
+
+def _ratio(row: dict[str, Any], panel: str) -> float:
+    """The point of the compute `row` in `panel` (`PANELS`; nan when it has none: `missing_reason`)."""
+    if missing_reason(row, panel) is not None:
+        return float("nan")
+    if panel == "dp":
+        return float(row["ratio"])
+    return float(row["memaware_period_s"]) / float(row["pipedream_period_s"])
+
+
 def figure(rows: list[dict[str, Any]], path: Path) -> None:
     """Ratio of our period to PipeDream's planner's, per profile and P (compute only), and the
-    memory-aware period relative to PipeDream's."""
+    memory-aware period relative to PipeDream's. Every profile of the compute rows has its column in both
+    panels, a column without a point for some P says why under it (`column_note`: PipeDream timed out, no
+    plan within the memory), so that no profile or P drops out of the figure unsaid."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.transforms import blended_transform_factory
 
-    comp = [r for r in rows if r["mode"] == "compute" and r["pipedream_period_s"] != ""]
+    comp = [r for r in rows if r["mode"] == "compute"]
     profiles = sorted({r["profile"] for r in comp})
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=False)
-    for P, marker in zip((2, 4, 8, 16), "os^D"):
-        xs = [profiles.index(r["profile"]) for r in comp if r["devices"] == P]
-        axes[0].scatter(xs, [r["ratio"] for r in comp if r["devices"] == P], marker=marker, label=f"P={P}")
-        ys = [r["memaware_period_s"] / r["pipedream_period_s"] if r["memaware_period_s"] != "" else float("nan")
-              for r in comp if r["devices"] == P]
-        axes[1].scatter(xs, ys, marker=marker, label=f"P={P}")
+    for ax, panel in zip(axes, PANELS):
+        for P, marker in zip((2, 4, 8, 16), "os^D"):
+            mine = [r for r in comp if int(r["devices"]) == P]
+            ax.scatter([profiles.index(r["profile"]) for r in mine], [_ratio(r, panel) for r in mine],
+                       marker=marker, label=f"P={P}")
+        below = blended_transform_factory(ax.transData, ax.transAxes)  # x: the column, y: from the panel's bottom
+        for x, profile in enumerate(profiles):
+            note = column_note([r for r in comp if r["profile"] == profile], panel)
+            if note:
+                ax.text(x, 0.03, note, rotation=90, ha="center", va="bottom", fontsize=7, color="dimgrey",
+                        transform=below, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
     axes[0].set_title("antichain DP (memory ignored) / PipeDream planner")
-    axes[1].set_title(f"within {comp[0]['memory'] / 1e9:g} GB per device / PipeDream planner" if comp else "")
+    axes[1].set_title(f"within {float(comp[0]['memory']) / 1e9:g} GB per device / PipeDream planner" if comp else "")
     for ax in axes:
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_xticks(range(len(profiles)), profiles, rotation=30, ha="right")
@@ -216,8 +276,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memory", type=memory_bytes, default="16GB",
                     help="memory per device for the memory-aware planner (bytes, or a size such as 16GB)")
     ap.add_argument("--out", default="results/bench_pipeline_pipedream.csv")
+    ap.add_argument("--replot", action="store_true", help="run nothing: redraw the figure of --out beside it")
     args = ap.parse_args(argv)
-    return guarded("bench_pipeline_pipedream", lambda: _main(args))
+    return guarded("bench_pipeline_pipedream", lambda: _replot(Path(args.out)) if args.replot else _main(args))
+
+
+#: the number columns `figure` reads of a row: (their type, whether a cell may be empty: no value)
+_FIGURE_NUMBERS: dict[str, tuple[type, bool]] = {
+    "devices": (int, False), "memory": (float, False), "pipedream_period_s": (float, True), "ratio": (float, True),
+    "memaware_period_s": (float, True)}
+
+
+def _replot(out: Path) -> int:
+    """``--replot``: the figure beside `out` drawn from its rows, nothing solved (`InputError` naming `out` when it
+    is not a table of this bench, has no row, or a cell the figure reads that is not a number); `out` is left as
+    it is."""
+    from memsched.experiments.benchtable import read_table
+
+    png = figure_beside(out)
+    _, rows = read_table(out, field="--out", required=FIELDS, known=FIELDS, of="bench_pipeline_pipedream")
+    if not rows:
+        raise InputError("no row to draw", path=str(out), field="--out")
+    for row in rows:
+        for column, (kind, may_be_empty) in _FIGURE_NUMBERS.items():
+            try:
+                if not (may_be_empty and row[column] == ""):
+                    kind(row[column])
+            except ValueError:
+                raise InputError(f"row {row['profile']!r} {row['mode']} P={row['devices']}: {column} "
+                                 f"{row[column]!r} is not a number", path=str(out), field="--out") from None
+    figure(rows, png)
+    print(f"wrote {png}")
+    return 0
 
 
 def _main(args: argparse.Namespace) -> int:

@@ -239,16 +239,23 @@ def duel(name: str, size: str, rows: list[dict], rounds: int, repeats: int, seed
     return out
 
 
+#: the legend entry of the duels figure's dashed line: a ratio up to it counts as matched (`vs_torch_report.TIME_NOISE`)
+ALLOWANCE_LABEL = "2% allowance"
+#: the font size of the duels figure's legends (pt)
+LEGEND_FONTSIZE = 7
+
+
 def duel_figure(duels: list[dict], path: Path) -> None:
     """One panel per model and size: each duelled point's time ratio (memsched / the point's tool,
     median with its 95% interval) against the point's peak (MiB), one colour per tool and one marker per
-    granularity (`duel_styles`, the same in every panel); dashed: the 2% allowance. Only the duels the
+    granularity (`duel_styles`, the same in every panel); dashed: the 2% allowance (`vs_torch_report.TIME_NOISE`,
+    1.02), the legend's last entry (`ALLOWANCE_LABEL`; the legend at `LEGEND_FONTSIZE` pt). Only the duels the
     verdict counts are drawn (`checked_duels` without the bench's rows: a failed gradient check on either
     side leaves a duel out); a panel none of whose duels is drawn (each left out, or without a plan: no
     ``ratio``), or the one panel of no duels at all, has no legend and says `NO_DUEL_TEXT` instead. Written
     atomically (`vs_torch_report.save_png`)."""
     import matplotlib
-    from memsched.experiments.vs_torch_report import save_png
+    from memsched.experiments.vs_torch_report import TIME_NOISE, save_png
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -276,13 +283,15 @@ def duel_figure(duels: list[dict], path: Path) -> None:
                 label=label,
             )
         ax.axhline(1.0, color="grey", lw=0.8)
-        ax.axhline(1.02, color="grey", lw=0.8, ls="--")
+        ax.axhline(TIME_NOISE, color="grey", lw=0.8, ls="--", label=ALLOWANCE_LABEL)
         ax.set_title(f"{key[0]} ({key[1]})", fontsize=9)
         ax.set_xlabel("the point's peak (MiB, tracker)", fontsize=8)
         ax.set_ylabel("memsched time / the point's (median, 95% CI)", fontsize=8)
         ax.grid(alpha=0.3)
-        if rs:
-            ax.legend(fontsize=5)
+        if rs:  # the duels' entries first, the allowance last
+            handles, labels = ax.get_legend_handles_labels()
+            order = sorted(range(len(labels)), key=lambda i: labels[i] == ALLOWANCE_LABEL)
+            ax.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=LEGEND_FONTSIZE)
         else:  # every duel of the panel left out or without a plan: a legend of nothing warns
             ax.text(0.5, 0.5, NO_DUEL_TEXT, ha="center", transform=ax.transAxes, fontsize=8)
     if not keys:  # no duel at all: the one panel is empty too

@@ -321,10 +321,28 @@ def tool_styles(rows: list[dict]) -> dict[str, dict[str, Any]]:
     return distinct_styles((tool, None) for tool in tools)
 
 
+def lower_envelope(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points of `points` (peak, time) that no other one beats in both: none has a peak and a time at most
+    theirs with one of the two smaller; sorted by peak (time then decreases strictly), a point given twice once.
+    The figure's line of a tool: its repeat or noisy points off this envelope are marks, not joined."""
+    out: list[tuple[float, float]] = []
+    for peak, time in sorted(set(points)):
+        if not out or time < out[-1][1]:  # sorted by peak, then time: beaten unless faster than every smaller peak
+            out.append((peak, time))
+    return out
+
+
+#: the note above the figure's panels: what its lines and hollow marks are (`figure`)
+ENVELOPE_NOTE = ("line: each tool's lower envelope (its points that no other point of the same tool beats in both "
+                 "peak and time); hollow: its other points (another of its points is no slower at no more memory)")
+
+
 def figure(rows: list[dict], path: Path) -> None:
-    """Time overhead (%, paired) against peak memory (MiB), one curve per tool (its colour and marker the same in
-    every panel: `tool_styles`), one panel per model/size; second row: against the allocator's peak
-    (torch.compile(inductor) only there). Written atomically (`save_png`)."""
+    """Time overhead (%, paired) against peak memory (MiB), per tool (its colour and marker the same in every
+    panel: `tool_styles`) a line through its lower envelope (`lower_envelope`: the points of its own it does not
+    beat in both, filled) and its other points hollow, unjoined (noisy repeats at one peak do not zigzag into a
+    curve), one panel per model/size; second row: against the allocator's peak (torch.compile(inductor) only
+    there). Written atomically (`save_png`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -344,9 +362,8 @@ def figure(rows: list[dict], path: Path) -> None:
                 if (r["model"], r["size"]) == key and _has(r, column) and _peak(r) is not None and _has(r, "overhead")
             ]
             for tool in dict.fromkeys(r["tool"] for r in rs):
-                pts = sorted((int(r[column]) / 2**20, 100 * float(r["overhead"])) for r in rs if r["tool"] == tool)
-                ax.plot([p for p, _ in pts], [o for _, o in pts], linestyle="-" if len(pts) > 1 else "none",
-                        label=tool, markersize=3, **styles[tool])
+                pts = [(int(r[column]) / 2**20, 100 * float(r["overhead"])) for r in rs if r["tool"] == tool]
+                _draw_tool(ax, tool, pts, styles[tool])
             ax.set_title(f"{key[0]} ({key[1]})", fontsize=9)
             ax.set_xlabel(f"peak memory (MiB, {label})", fontsize=8)
             ax.set_ylabel("time overhead vs plain torch (%, paired median)", fontsize=8)
@@ -355,5 +372,22 @@ def figure(rows: list[dict], path: Path) -> None:
                 ax.legend(fontsize=6)
             else:
                 ax.text(0.5, 0.5, "not measured (--no-probe)", ha="center", transform=ax.transAxes, fontsize=8)
-    fig.tight_layout()
+    fig.text(0.5, 0.995, ENVELOPE_NOTE, ha="center", va="top", fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.975))
     save_png(fig, path)
+
+
+def _draw_tool(ax: Any, tool: str, points: list[tuple[float, float]], style: dict[str, Any]) -> None:
+    """One tool's `points` (peak MiB, overhead %) on `ax`: its lower envelope as a line with filled marks (the
+    legend's entry, labelled `tool`), the points off it as hollow marks of its colour and marker, unjoined."""
+    front = lower_envelope(points)
+    ax.plot([p for p, _ in front], [o for _, o in front], linestyle="-" if len(front) > 1 else "none",
+            label=tool, markersize=3, **style)
+    from matplotlib.markers import MarkerStyle
+
+    off = [p for p in points if p not in front]
+    if off:  # hollow: an unfilled marker ("x") has no face to empty, so it is drawn faded instead
+        look = ({"facecolors": "none", "edgecolors": style["color"]} if MarkerStyle(style["marker"]).is_filled()
+                else {"color": style["color"], "alpha": 0.4})
+        ax.scatter([p for p, _ in off], [o for _, o in off], s=9, marker=style["marker"], linewidths=0.8,
+                   label=f"_{tool} (off its envelope)", **look)

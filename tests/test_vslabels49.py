@@ -60,7 +60,7 @@ def test_a_panel_without_a_counted_duel_says_so_without_a_legend_warning(empty, 
         assert bare.get_title() == "gpt2 (small)" and bare.get_legend() is None and not bare.containers
         assert _texts(bare) == [NO_DUEL]
         assert full.get_legend() is not None and NO_DUEL not in _texts(full)
-        assert [t.get_text() for t in full.get_legend().get_texts()] == ["checkpoint-per-block (block)"]
+        assert [t.get_text() for t in full.get_legend().get_texts()] == ["checkpoint-per-block (block)", "2% allowance"]
     finally:
         plt.close(fig)  # type: ignore[arg-type]
 
