@@ -1290,9 +1290,9 @@ def _profile_graph(model: Any, example_input: Any, target: Any, loss_fn: Any, re
 def run(model: Any, budget: int | float | str, solver: str | None = None, *, problem: str | None = None,
         chain: Any = None, instance: Any = None, bandwidth: str | float | None = None, latency: float | None = None,
         options: dict[str, Any] | None = None, slots: int = DEFAULT_SLOTS, time_limit: float | None = None,
-        time_repeats: int = 3, repeats: int = 3, seed: int = 0, timing: str | None = None, example_input: Any = None,
-        target: Any = None, loss_fn: Any = None, early_release: bool = False, threads: int | None = None,
-        **sizes: Any) -> RunResult:
+        time_repeats: int = 3, repeats: int | None = None, seed: int = 0, timing: str | None = None,
+        example_input: Any = None, target: Any = None, loss_fn: Any = None, early_release: bool = False,
+        threads: int | None = None, **sizes: Any) -> RunResult:
     """Solve, then execute the schedule for real as one training step of `model`: a zoo network
     (siamese / triplet / clip run as join networks), a factory spec, or your own network with
     `example_input`, `target`, `loss_fn` (as in `profile`; one module that is not an
@@ -1316,8 +1316,12 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     offload, join, graph, a `bandwidth` only for offloading and a `latency` only with a bandwidth,
     each `options` key one the solver takes (not `slots` nor `time_limit`, which are arguments
     here) with a value of its type, `slots` an int in 0..10^9, `time_limit` as in `solve`,
-    `time_repeats` and `repeats` ints in 1..10^4, `seed` an int in 0..2^32-1 (`InputError` naming
-    the argument). `early_release` (a bool, ``memsched run --early-release``): the chain profiled here
+    `time_repeats` and `repeats` ints in 1..10^4 (`repeats`, the profiling's repetitions per op, 3 when
+    left out), `timing` None, "isolated" or "in_step", `seed` an int in 0..2^32-1 (`InputError` naming
+    the argument); the profiling arguments `repeats` and `timing` given with a `chain` / `instance`,
+    which profiles nothing, are an `InputError` naming the argument, as ``memsched run`` refuses
+    ``--repeats`` and ``--timing`` with an instance file. `early_release` (a bool, ``memsched run
+    --early-release``): the chain profiled here
     also measures each B(i) releasing delta_{i+1} and its output early and is executed so (the chain
     problem only, and not with a `chain` / `instance`, which runs so when it was profiled so:
     `profile(..., early_release=True)`); `threads` (``--threads``: None keeps torch's, else an int in
@@ -1331,7 +1335,7 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
         raise InputError(f"must be one solver name (a str), got {solver!r}", field="solver")
     if problem is not None and problem not in _RUN_PROBLEMS:
         raise InputError(f"must be one of {', '.join(_RUN_PROBLEMS)} (or None), got {problem!r}", field="problem")
-    from .execute import JOIN_NAMES, check_join_network
+    from .execute import JOIN_NAMES, check_join_network, check_timing, refuse_profiling_options
 
     check_join_network(model, problem)  # siamese with problem="chain": as ``memsched run --problem`` says it
     bytes_ = budget_bytes(budget)
@@ -1341,7 +1345,8 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
     slots = _check_slots(slots)
     time_limit = _check_time_limit(time_limit)
     time_repeats = check_int(time_repeats, "time_repeats", 1, MAX_REPEATS)
-    repeats = check_int(repeats, "repeats", 1, MAX_REPEATS)
+    repeats = None if repeats is None else check_int(repeats, "repeats", 1, MAX_REPEATS)
+    check_timing(timing)  # before anything is built (the profilers check it only once the network is)
     seed = check_int(seed, "seed", 0, 2**32 - 1)
     early_release = _check_bool(early_release, "early_release")
     threads = _check_threads(threads)
@@ -1354,6 +1359,8 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
         raise InputError(f"applies to a chain profiled by this run; the costs come from the {given} given, which "
                          "is executed releasing early when it was profiled so (profile(..., early_release=True))",
                          field="early_release")
+    if chain is not None or instance is not None:  # the costs are given: nothing is profiled
+        refuse_profiling_options(_costs_source(chain, instance), repeats=repeats, timing=timing)
     if problem is None and bandwidth is None and not (isinstance(model, str) and model in JOIN_NAMES):
         problem = _solver_offloads(instance if chain is None else chain, solver)  # (a join network runs as join)
     _need_torch()
@@ -1382,7 +1389,17 @@ def run(model: Any, budget: int | float | str, solver: str | None = None, *, pro
         return RunResult(run_model(model, budget if bytes_ is None else bytes_, solver, problem=problem,
                                    instance=file, instance_field=file_field, bandwidth=bandwidth,
                                    latency=latency, slots=slots, time_limit=time_limit, time_repeats=time_repeats,
-                                   repeats=repeats, seed=seed, timing=timing, options=options, **released, **sizes))
+                                   repeats=3 if repeats is None else repeats, seed=seed, timing=timing,
+                                   options=options, **released, **sizes))
+
+
+def _costs_source(chain: Any, instance: Any) -> str:
+    """Where `run`'s costs come from, for its messages: "the instance file PATH" for a path given as
+    `chain` or `instance`, else "the chain given" / "the instance given" (an instance object)."""
+    value, given = (instance, "instance") if chain is None else (chain, "chain")
+    if isinstance(value, (str, os.PathLike)):
+        return f"the instance file {os.fsdecode(os.fspath(value))}"
+    return f"the {given} given"
 
 
 def _early_release_problem(model: Any, problem: str | None, bandwidth: Any) -> None:

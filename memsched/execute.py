@@ -21,6 +21,10 @@ SIZE_KEYS = ("batch", "image_size", "seq_len", "width", "depth", "vocab", "class
              "dtype", "granularity")
 #: Join networks of the zoo (run as the join problem).
 JOIN_NAMES = ("siamese", "triplet", "clip")
+#: How a run's profiling times the network (``memsched run --timing``, `memsched.run`'s ``timing``): each block
+#: (a graph's op) alone, or inside store-all steps; `models.chain.profiler.TIMINGS` and
+#: `models.graph.export.TIMINGS` as one torch-free list, so that a run checks it before anything is built.
+TIMINGS = ("isolated", "in_step")
 
 
 def run_model(model: str, budget: int | float | str, solver: str | None = None, *, problem: str | None = None,
@@ -119,6 +123,26 @@ def check_join_network(model: Any, problem: str | None) -> None:
                          f"leave {flag('problem')} out", field=flag("problem"))
 
 
+def check_timing(timing: Any) -> None:
+    """`timing` is None (the profiler's default) or one of `TIMINGS`, else an `InputError` naming ``timing``
+    as the caller spelt it (`errors.flag`), with the message the profilers give. No torch: `memsched.run`
+    checks it before anything is built (``memsched run --timing`` has argparse's choices)."""
+    if timing is not None and (not isinstance(timing, str) or timing not in TIMINGS):
+        raise InputError(f"unknown timing {timing!r:.80} (one of {', '.join(TIMINGS)})", field=flag("timing"))
+
+
+def refuse_profiling_options(source: str, *, repeats: Any, timing: Any) -> None:
+    """The profiling options of a run whose costs come from `source` (an instance given: "the instance
+    file f.json", ...) are bad input when given (not None), as nothing is profiled: an `InputError`
+    naming ``repeats`` or ``timing`` as the caller spelt it (``--repeats`` on the command line,
+    `errors.flag`), the executed steps being timed by ``time_repeats``. Shared by ``memsched run``
+    and `memsched.run`; no torch."""
+    for option, value in (("repeats", repeats), ("timing", timing)):
+        if value is not None:
+            raise InputError(f"is a profiling option and this run profiles nothing: the costs come from {source} "
+                             f"({flag('time_repeats')} times the executed steps)", field=flag(option))
+
+
 def _check_instance_problem(instance: Any, problem: str, *, path: str | None = None,
                             field: str = "instance") -> None:
     """`instance` (None, or the object left once an offloading instance gave its chain and link)
@@ -134,4 +158,5 @@ def _check_instance_problem(instance: Any, problem: str, *, path: str | None = N
         raise InputError(f"{article(found)} instance cannot be run as {problem}", path=path, field=field)
 
 
-__all__ = ["run_model", "check_join_network", "SIZE_KEYS", "JOIN_NAMES"]
+__all__ = ["run_model", "check_join_network", "check_timing", "refuse_profiling_options", "SIZE_KEYS", "JOIN_NAMES",
+           "TIMINGS"]

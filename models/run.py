@@ -30,6 +30,7 @@ fits: message, min_budget, and None for predicted / measured / grad_check.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -72,6 +73,11 @@ class Target:
     #: the modules whose buffers a step updates (`models.buffers.step_modules`): the reference starts from
     #: the buffers the step started from
     modules: list[torch.nn.Module] = field(default_factory=list)
+    #: writes the instance profiled for this target (a chain, an offloading instance with its host link, a
+    #: join or a graph) to the file it is given (``--profile-file``), atomically; None when an instance gave
+    #: the costs. `prepare` writes nothing itself: `run` calls it once the budget and the solver took the
+    #: instance, so that a run refused as bad input leaves the file as it was
+    save_profile: Callable[[str], None] | None = None
 
     @property
     def time_unit(self) -> str:
@@ -399,15 +405,17 @@ def _check_stage_outputs(x: Sequence[Any], blocks: list[Any], example: Any, name
 
 
 def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | None, latency: float,
-                   profile_repeats: int, timing: str | None, profile_file: str | None, clock: str,
+                   profile_repeats: int, timing: str | None, clock: str,
                    early_release: bool = False, path: str | None = None) -> Target:
-    """The chain or offload `Target` of the built network `built`: `chain` (None: profile it here)
+    """The chain or offload `Target` of the built network `built`: `chain` (None: profile it here, and
+    the target's `Target.save_profile` writes the whole instance, an offloading one with its host link)
     gives the costs; `path`, the file `chain` was loaded from (None: not from a file), is named by
     the errors about the chain's own fields."""
     from memsched.models.chain.executor import ChainExecutor, reference_step
     from memsched.models.chain.profiler import profile_chain
     from memsched.solvers.chain.baselines import store_all_schedule
 
+    profiled = chain is None
     if chain is None:
         chain = profile_chain(built.blocks, built.loss_fn, built.example_input, built.target, repeats=profile_repeats,
                               name=built.label, meta={"model": built.name, **built.config}, timing=timing,
@@ -418,9 +426,7 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
 
             chain = retime_offload(chain, built.blocks, built.loss_fn, built.example_input, built.target,
                                    repeats=profile_repeats, clock=clock)
-        save_to = profile_file  # once the instance is whole (an offloading one with its host link)
     else:
-        save_to = None
         if chain.length != len(built.blocks):
             raise InputError(f"the chain has {chain.length} stages but {built.name} with these sizes has "
                              f"{len(built.blocks)} blocks", field=flag("chain"))
@@ -440,20 +446,16 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
 
     units = _time_units(chain.meta)
     if problem == "chain":
-        if save_to:
-            _save_beside(chain, save_to)
         executor = ChainExecutor(built.blocks, built.loss_fn)
         return Target("chain", built.name, chain, chain.name, x.device,
                       lambda schedule, **kw: executor.step(schedule, x, tgt, chain=chain, **kw), reference,
                       store_all_schedule(chain.length), info={"units": units},
-                      modules=step_modules(built.blocks, built.loss_fn))
+                      modules=step_modules(built.blocks, built.loss_fn), save_profile=_saver(chain, profiled))
     from memsched.models.offload.executor import CPU_MEASUREMENT, OffloadExecutor
 
     if bandwidth is None:
         raise InputError("the offload problem needs a bandwidth", field=flag("bandwidth"))
     inst = _offload_instance(chain, float(bandwidth), float(latency), path)
-    if save_to:
-        _save_beside(inst, save_to)  # with its host_link: `memsched run FILE` runs it as the offloading instance it is
     off = OffloadExecutor(built.blocks, built.loss_fn)
 
     def extras(step: Any, schedule: Any) -> dict[str, Any]:
@@ -468,7 +470,15 @@ def _prepare_chain(built: Any, chain: Any, problem: str, *, bandwidth: float | N
     return Target("offload", built.name, inst, chain.name, x.device,
                   lambda schedule, **kw: off.step(schedule, x, tgt, inst=inst, **kw), reference,
                   store_all_schedule(chain.length).ops, extras, {"units": {**units, "bandwidth": "bytes/s"}},
-                  modules=step_modules(built.blocks, built.loss_fn))
+                  modules=step_modules(built.blocks, built.loss_fn),
+                  # with its host_link: `memsched run FILE` runs it as the offloading instance it is
+                  save_profile=_saver(inst, profiled))
+
+
+def _saver(instance: Any, profiled: bool) -> Callable[[str], None] | None:
+    """A `Target.save_profile` writing `instance` (a chain, offloading instance or join) with
+    `_save_beside` when it was `profiled` by this run, else None (an instance gave the costs)."""
+    return (lambda out: _save_beside(instance, out)) if profiled else None
 
 
 def _save_beside(instance: Any, out: str) -> None:
@@ -504,12 +514,12 @@ def _offload_instance(chain: Any, bandwidth: float, latency: float, path: str | 
 
 
 def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: int, profile_repeats: int,
-                  timing: str | None, profile_file: str | None, clock: str, path: str | None = None,
+                  timing: str | None, clock: str, path: str | None = None,
                   recorded: frozenset[str] = frozenset()) -> Target:
     """The join `Target` of `model` (a join zoo name built at `sizes`, or a built `JoinModel`): `join`
-    (None: profile it here) gives the costs; `path`, the file `join` was loaded from (None: not from a
-    file), and `recorded`, the sizes taken from its meta (`instance_sizes`), name the file's fields in
-    the errors about them (`_build_join`, `_check_branch_outputs`)."""
+    (None: profile it here, and `Target.save_profile` writes it) gives the costs; `path`, the file
+    `join` was loaded from (None: not from a file), and `recorded`, the sizes taken from its meta
+    (`instance_sizes`), name the file's fields in the errors about them (`_build_join`, `_check_branch_outputs`)."""
     from memsched.models.join.executor import JoinExecutor, first_forwards, reference_join_step
     from memsched.models.join.profiler import profile_join
     from memsched.models.join.zoo import diagnosed_join
@@ -517,10 +527,9 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
 
     built = model if not isinstance(model, str) else _build_join(model, sizes, seed, path, recorded)
     lengths = [len(b) for b in built.branches]
+    profiled = join is None
     if join is None:
         join = profile_join(built, repeats=profile_repeats, timing=timing, name=built.label, clock=clock)
-        if profile_file:
-            _save_beside(join, profile_file)
     elif join.lengths != lengths:
         raise InputError(f"the join has branches of {join.lengths} stages but {built.name} with these sizes has "
                          f"{lengths} blocks", field=flag("chain"))
@@ -546,7 +555,8 @@ def _prepare_join(model: Any, join: Any, sizes: dict[str, Any] | None, *, seed: 
 
     return Target("join", built.name, join, join.name, xs[0].device, step, reference, store_all_schedule(join),
                   info={"units": _time_units(join.meta)},
-                  modules=step_modules([b for branch in built.branches for b in branch], built.loss_fn))
+                  modules=step_modules([b for branch in built.branches for b in branch], built.loss_fn),
+                  save_profile=_saver(join, profiled))
 
 
 def _build_join(model: str, sizes: dict[str, Any] | None, seed: int, path: str | None,
@@ -648,11 +658,12 @@ def graph_note(graph: Any) -> str | None:
 
 
 def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, timing: str | None,
-                   profile_file: str | None, path: str | None = None) -> Target:
+                   path: str | None = None) -> Target:
     """The graph problem's target: `graph` (an instance, from the file `path` when one) or, when None, the
     network's training graph exported with measured costs (ms, the median of `profile_repeats`, each node
     timed as `timing` says: "in_step", the default on every device, inside the graph executor's store-all
-    step, or "isolated", each op alone; `models.graph.export`) and tapes in its node sizes. A given graph
+    step, or "isolated", each op alone; `models.graph.export`) and tapes in its node sizes, which
+    `Target.save_profile` writes as exported (`save_graph`, without the workspaces the solvers plan with). A given graph
     whose forward nodes record other output bytes than the built network's nodes compute (the same node
     names at other widths) is an `InputError` naming `path` and the node (`models.graph.plan.output_size_mismatch`)."""
     from memsched.models.chain.executor import reference_step
@@ -662,14 +673,14 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, timing: str 
     from memsched.solvers.graph import GraphSchedule
 
     given = graph is not None
+    save_profile: Callable[[str], None] | None = None
     if graph is None:
         graph = export_training_graph(built, cost="measured", ram="tape", repeats=profile_repeats,
                                       timing=timing or "in_step")
         # the graph executor may train a network plain autograd cannot (a saved tensor modified in place), whose
         # gradient check would fail after the file is written: refuse it first, as profiling a chain does
         _check_plain_autograd(built)
-        if profile_file:
-            save_graph(graph, profile_file)  # its factory spec relative to the file's folder
+        save_profile = functools.partial(save_graph, graph)  # its factory spec relative to the file's folder
     else:
         x0 = built.example_input  # the export records numel x element size (`models.graph.export`)
         _check_input_bytes(_graph_input_bytes(graph), x0.numel() * x0.element_size(), built.name, "graph",
@@ -697,7 +708,7 @@ def _prepare_graph(built: Any, graph: Any, *, profile_repeats: int, timing: str 
     return Target("graph", built.name, graph, graph.name, x.device,
                   lambda schedule, **kw: executor.step(schedule, x, tgt, **kw), reference,
                   GraphSchedule.from_indices(graph, range(graph.n)), info=info,
-                  modules=step_modules(built.blocks, built.loss_fn))
+                  modules=step_modules(built.blocks, built.loss_fn), save_profile=save_profile)
 
 
 def _check_plain_autograd(built: Any) -> None:
@@ -738,9 +749,11 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
     tuple) and get its costs: `instance` (an instance or its file) or profiling (chain, offload,
     join: `models.chain.profiler` / `models.join.profiler`, `profile_repeats` runs per op;
     graph: `models.graph.export` with measured costs in ms and tapes in the node sizes),
-    saved to `profile_file` when given; `clock` (CPU: "wall" or "thread"; None: `default_clock`, thread
-    CPU time when torch runs one thread, as sweeps time) for profiling and the schedules' steps (of every
-    problem: a graph file's ``meta.clock`` says how its costs were timed, not how this run times), recorded
+    saved to `profile_file` when given (`Target.save_profile`, once the target is ready: `run` passes
+    none and saves it itself only once the budget and the solver took the instance); `clock` (CPU:
+    "wall" or "thread"; None: `default_clock`, thread CPU time when torch runs one thread, as sweeps
+    time) for profiling and the schedules' steps (of every problem: a graph file's ``meta.clock`` says how
+    its costs were timed, not how this run times), recorded
     in ``info["clock"]`` (`step_clock`: "cuda events" on CUDA). `bandwidth` (bytes/s or "12GB/s") and `latency` (s)
     for offloading. `early_release` (chain problem): profile B(i) with early release too
     (`models.chain.profiler.profile_chain`). The network runs in bytes: an instance in another memory
@@ -748,6 +761,17 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
     network that fails at
     these sizes too (profiling, a step or the plain-autograd reference of the gradient check:
     `models.network.diagnosed`; a graph profiled here is refused so before `profile_file` is written)."""
+    target = _prepare(problem, model, instance=instance, sizes=sizes, bandwidth=bandwidth, latency=latency, seed=seed,
+                      profile_repeats=profile_repeats, timing=timing, clock=clock, early_release=early_release)
+    if profile_file and target.save_profile is not None:
+        target.save_profile(profile_file)
+    return target
+
+
+def _prepare(problem: str, model: Any, *, instance: Any, sizes: dict[str, Any] | None, bandwidth: float | str | None,
+             latency: float, seed: int, profile_repeats: int, timing: str | None, clock: str | None,
+             early_release: bool) -> Target:
+    """`prepare` without saving the profile: its `Target.save_profile` writes it."""
     from memsched.solvers.units import parse_bandwidth
 
     if problem not in PROBLEMS:
@@ -763,7 +787,7 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
         _check_in_bytes(inst, problem, path)  # before anything is built
     if problem == "join":
         target = _prepare_join(model, inst, sizes, seed=seed, profile_repeats=profile_repeats, timing=timing,
-                               profile_file=profile_file, clock=clock, path=path, recorded=recorded)
+                               clock=clock, path=path, recorded=recorded)
         target.info["clock"] = step_clock(target, clock)
         return target
     from memsched.models.network import diagnosed
@@ -774,12 +798,11 @@ def prepare(problem: str, model: Any, *, instance: Any = None, sizes: dict[str, 
     bw = parse_bandwidth(bandwidth) if isinstance(bandwidth, str) else bandwidth
     with diagnosed(built):  # a network that cannot run at these sizes is bad input, not an internal error
         if problem == "graph":
-            target = _prepare_graph(built, inst, profile_repeats=profile_repeats, timing=timing,
-                                    profile_file=profile_file, path=path)
+            target = _prepare_graph(built, inst, profile_repeats=profile_repeats, timing=timing, path=path)
         else:
             target = _prepare_chain(built, inst, problem, bandwidth=bw, latency=latency,
-                                    profile_repeats=profile_repeats, timing=timing, profile_file=profile_file,
-                                    clock=clock, early_release=early_release, path=path)
+                                    profile_repeats=profile_repeats, timing=timing, clock=clock,
+                                    early_release=early_release, path=path)
     step, reference = target.step, target.reference
 
     def diagnosed_step(schedule: Any, **kw: Any) -> Any:
@@ -876,6 +899,9 @@ def run(model: Any, budget: int | str, *, problem: str = "chain", solver: str | 
     `time_limit` in s and `options` go to the solver), execute the schedule (and store-all,
     when `store_all`) with `execute_schedule`; the ``memsched run --json`` object. `early_release`:
     a chain profiled here also measures B(i) with early release, and the executor runs it so.
+    `profile_file`: the instance profiled here is written there (atomically) once the budget is
+    turned into bytes and the solver returned, infeasible or not; a run refused as bad input before
+    (the budget, an instance the solver refuses) writes nothing and leaves an existing file as it was.
 
     A network passed as modules (a built `ZooModel`, a (blocks, input, loss_fn, target) tuple or a
     built join model) keeps its parameters and buffers: profiling and the executed steps run it in
@@ -974,10 +1000,9 @@ def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, ins
          bandwidth: float | str | None, latency: float, independent: bool, store_all: bool,
          early_release: bool) -> dict[str, Any]:
     """`run` without the buffer restore."""
-    _refuse_empty_budget(budget)  # before profiling: a refused budget writes no profile file
+    _refuse_empty_budget(budget)  # before profiling: a refused budget profiles nothing
     target = prepare(problem, model, instance=instance, sizes=sizes, bandwidth=bandwidth, latency=latency, seed=seed,
-                     profile_repeats=profile_repeats, timing=timing, profile_file=profile_file,
-                     early_release=early_release)
+                     profile_repeats=profile_repeats, timing=timing, early_release=early_release)
     graph_hint = _graph_accepts(problem, solver, instance, options, early_release)
     solver = solver or DEFAULT_SOLVERS[problem]
     reference = int(registry.problem_module(problem).reference_peak(target.instance))
@@ -986,6 +1011,10 @@ def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, ins
     if time_limit is not None:
         opts["time_limit"] = time_limit
     result = registry.solve(problem, target.instance, solver, limit, **opts)
+    if profile_file and target.save_profile is not None:
+        # only now: a budget ("X%" of the profiled peak) or an instance the solver refuses is bad input, which
+        # writes nothing and keeps an existing file; an infeasible budget still writes the (whole) profile
+        target.save_profile(profile_file)
     out: dict[str, Any] = {"model": target.model, "problem": problem, "instance": target.name,
                            problem if problem != "offload" else "chain": target.name, "budget": limit,
                            "solver": solver, "status": result.status, "device": str(target.device),

@@ -238,7 +238,7 @@ def test_profile_and_run_for_real():
     chain = memsched.profile("resnet18", batch=2, image_size=32, width=8, depth=1, device="cpu", repeats=1)
     assert memsched.problem_of(chain) == "chain" and chain.length >= 4
     out = memsched.run("resnet18", "95%", solver="rotor", chain=chain, batch=2, image_size=32, width=8, depth=1,
-                       device="cpu", time_repeats=1, repeats=1)
+                       device="cpu", time_repeats=1)
     assert out.status == "optimal" and out.grad_check is True, out.data.get("message")
     assert out["predicted"]["peak_memory"] <= out["budget"]
     assert out.to_pandas().iloc[0]["measured_peak_memory"] > 0

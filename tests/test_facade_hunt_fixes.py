@@ -80,8 +80,7 @@ def test_run_refuses_a_chain_profiled_on_another_input(profiled, tmp_path):
 
 
 def test_python_run_takes_and_checks_the_instance_sizes(profiled):
-    out = memsched.run("resnet18", "100%", "store-all", instance=str(profiled), device="cpu", time_repeats=1,
-                       repeats=1)
+    out = memsched.run("resnet18", "100%", "store-all", instance=str(profiled), device="cpu", time_repeats=1)
     assert out["instance"] == "resnet18-b2-32-w4-d1" and out.grad_check is True
     with pytest.raises(memsched.InputError, match="profiled at batch 2") as err:
         memsched.run("resnet18", "100%", "store-all", chain=memsched.load(profiled), device="cpu", batch=4)

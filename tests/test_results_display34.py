@@ -96,8 +96,8 @@ def test_real_runs_found_and_not_share_their_columns():
     pytest.importorskip("torch")
     sizes = {"batch": 2, "image_size": 32, "width": 8, "depth": 1}
     chain = memsched.profile("resnet18", device="cpu", repeats=1, **sizes)
-    none = memsched.run("resnet18", "1%", chain=chain, device="cpu", time_repeats=1, repeats=1, **sizes)
-    found = memsched.run("resnet18", "100%", chain=chain, device="cpu", time_repeats=1, repeats=1, **sizes)
+    none = memsched.run("resnet18", "1%", chain=chain, device="cpu", time_repeats=1, **sizes)
+    found = memsched.run("resnet18", "100%", chain=chain, device="cpu", time_repeats=1, **sizes)
     assert none.status == "infeasible" and found.status == "optimal", found.data.get("message")
     flat = {k for k in found.row() if k.startswith(("predicted_", "measured_"))}
     assert flat and flat == {k for k in none.row() if k.startswith(("predicted_", "measured_"))}

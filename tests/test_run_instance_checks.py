@@ -106,7 +106,7 @@ def test_run_takes_a_chain_file_without_meta_model_at_its_input():
 def test_memsched_run_refuses_a_chain_of_another_input_without_meta_model(tmp_path, nothing_executed):
     path = _lstm_chain(tmp_path, 2)
     with pytest.raises(memsched.InputError, match="profiled on an input of") as err:
-        memsched.run("lstm", "97%", "rotor", chain=str(path), batch=4, repeats=1, time_repeats=1, **LSTM)
+        memsched.run("lstm", "97%", "rotor", chain=str(path), batch=4, time_repeats=1, **LSTM)
     assert err.value.field == "chain"
     assert not nothing_executed
 

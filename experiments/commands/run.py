@@ -318,10 +318,9 @@ def _check_costs_options(args: argparse.Namespace) -> None:
         raise InputError(f"applies to a chain profiled by this run; the costs come from the instance file {path}, "
                          "which is executed releasing early when it was profiled so (`memsched profile "
                          "--early-release`)", field="--early-release")
-    for option in ("repeats", "timing"):
-        if getattr(args, option) is not None:
-            raise InputError(f"is a profiling option and this run profiles nothing: the costs come from the instance "
-                             f"file {path} (--time-repeats times the executed steps)", field=f"--{option}")
+    from memsched.execute import refuse_profiling_options
+
+    refuse_profiling_options(f"the instance file {path}", repeats=args.repeats, timing=args.timing)
 
 
 def _network(args: argparse.Namespace, problem: str) -> tuple[str, str | None]:
