@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextvars
 import math
 import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -720,13 +721,73 @@ GRAPH_NOTE = ("overhead = sum of cost_cpu of the schedule / sum of cost_cpu - 1;
               "each node once in the file's order; missing points: no schedule within the budget (or time limit)")
 
 
+#: the claim of the overhead figures' notes about a point not drawn (`not_run_caveat`, `overhead_vs_budget` add to it)
+MISSING_NO_SCHEDULE = "missing points: no schedule within the budget"
+#: what `overhead_vs_budget` adds to `MISSING_NO_SCHEDULE` when a solver was not run on an instance (`not_run_note`)
+NOT_RUN_HINT = "the solver not run or not applicable there (lines below)"
+#: `MISSING_NO_SCHEDULE` with the figure (c) note's "(or time limit)" after it
+_MISSING_CLAIM = re.escape(MISSING_NO_SCHEDULE) + r"(?: \(or time limit\))?"
+
+
+def not_run_note(rows: pd.DataFrame, shown: dict[str, str], max_lengths: dict[str, int] | None = None) -> str:
+    """The note lines of an overhead figure naming the (solver, instance) pairs of `rows` (a sweep table's
+    rows) whose missing points are no "no schedule within the budget": the solver has no row on an instance
+    that other solvers' rows have (the sweep skipped the cell: a solver's ``max_length`` below the instance's
+    size writes no row), or only ``unsupported`` rows there (the solver does not handle that instance); "" when
+    there is none. One line per reason and instances: "not run (max_length 12): milp, cpsat on homogeneous20
+    (size 20), random30 (size 30)" when `max_lengths` (solver label -> its sweep file's ``max_length``) gives a
+    limit below the size of every instance the solver lacks and not below one it ran on, else "not run (no
+    rows): ..."; "not applicable
+    (<first message>): revolve on tiny (size 4), ...". `shown`: legend text of each label (`model_labels`).
+    Sizes as in the rows' ``size`` (stages, nodes)."""
+    if rows.empty:
+        return ""
+    labels = rows["solver_label"].fillna(rows["solver"])
+    instances = list(dict.fromkeys(rows["instance"]))
+    sizes = {inst: _first_size(rows[rows["instance"] == inst]) for inst in instances}
+    groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}  # (why, instances) -> the solvers' legend texts
+    for label in _solvers_in(rows):
+        mine = rows[labels == label]
+        missing = tuple(i for i in instances if i not in set(mine["instance"]))
+        if missing:
+            limit = (max_lengths or {}).get(label)
+            ran = [sizes[i] for i in set(mine["instance"])]
+            above = limit is not None and all(sizes[i] is not None and sizes[i] > limit for i in missing) \
+                and all(v is None or v <= limit for v in ran)  # else the rows are not of that sweep file
+            groups.setdefault((f"not run (max_length {limit})" if above else "not run (no rows)", missing),
+                              []).append(shown.get(label, label))
+        unsupported = mine.groupby("instance", sort=False)["status"].agg(lambda v: bool((v == "unsupported").all()))
+        skipped = tuple(i for i in instances if unsupported.get(i, False))
+        if skipped:
+            msgs = mine.loc[mine["status"] == "unsupported", "message"].dropna().astype(str)
+            why = f"not applicable ({clip_text(msgs.iloc[0], 90)})" if len(msgs) else "not applicable"
+            groups.setdefault((why, skipped), []).append(shown.get(label, label))
+    return "".join(f"\n{why}: {', '.join(names)} on {', '.join(_sized(i, sizes[i]) for i in missing)}"
+                   for (why, missing), names in groups.items())
+
+
+def _first_size(rows: pd.DataFrame) -> float | None:
+    """The first ``size`` of `rows` (an instance's stages or nodes), None when none is given."""
+    size = pd.to_numeric(rows["size"], errors="coerce").dropna()
+    return float(size.iloc[0]) if len(size) else None
+
+
+def _sized(instance: str, size: float | None) -> str:
+    """'homogeneous20 (size 20)'; the name alone when the size is not known."""
+    return f"{instance} (size {size:g})" if size is not None else str(instance)
+
+
 def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str, *,
                        objective_label: str = "makespan overhead (%)", note: str = CHAIN_NOTE,
-                       off_scale: tuple[str, ...] = ("recompute-all",)) -> list[Path]:
+                       off_scale: tuple[str, ...] = ("recompute-all",),
+                       max_lengths: dict[str, int] | None = None) -> list[Path]:
     """One panel per instance: overhead (objective / no-saving objective - 1, %) versus the
     budget (% of the instance's reference peak), one line per solver (rotor-paper style).
     Solvers in `off_scale` (recompute-all, whose overhead dwarfs the others) are left out and
-    their overhead is given in the note."""
+    their overhead is given in the note. A solver with no row on an instance, or only ``unsupported``
+    rows there, was not run there: the note says so (`not_run_note`; `max_lengths`: solver label ->
+    its sweep file's ``max_length``, the reason given when the instance is larger), and its "missing
+    points" then names that case beside "no schedule within the budget"."""
     rows = rows.assign(budget_percent=budget_percent(rows))
     hidden = rows[rows["solver_label"].fillna(rows["solver"]).isin(off_scale) & rows["status"].isin(FOUND)]
     rows_all = rows
@@ -775,6 +836,9 @@ def overhead_vs_budget(rows: pd.DataFrame, out_dir: Path, stem: str, title: str,
         msgs = rows_all.loc[labels.isin(unsupported), "message"].dropna().astype(str)
         why = f" ({clip_text(msgs.iloc[0], 90)})" if len(msgs) else ""
         note += f"\nnot applicable here: {', '.join(unsupported)}{why}"
+    not_run = not_run_note(rows_all[~labels.isin(unsupported)], shown, max_lengths)
+    if not_run:
+        note = re.sub(_MISSING_CLAIM, lambda m: f"{m.group(0)}, or {NOT_RUN_HINT}", note, count=1) + not_run
     if len(hidden) and hidden["overhead"].notna().any():
         parts = [f"{inst} {100 * v:.0f}%" for inst, v in hidden.groupby("instance", sort=False)["overhead"].median()
                  .items()]
@@ -788,12 +852,15 @@ TIMED = ("optimal", "feasible", "infeasible", "timeout")
 TIME_FLOOR_S = 1e-6
 
 
-def solve_time_vs_size(rows: pd.DataFrame, out_dir: Path, stem: str, title: str) -> list[Path]:
-    """Solve time (s, log scale) versus instance size, one line per solver and budget; hollow
-    markers where the solver did not prove optimality (time limit). Only rows that ran to an answer
-    or to the time limit (`TIMED`) are drawn; the others (``error``, ``unsupported``) are listed in the
-    note, and a time of 0 s or less is drawn at `TIME_FLOOR_S` (stated in the note), not lost off the
-    log axis."""
+def solve_time_vs_size(rows: pd.DataFrame, out_dir: Path, stem: str, title: str, *,
+                       max_lengths: dict[str, int] | None = None) -> list[Path]:
+    """Solve time (s, log scale) versus instance size, one line per solver and budget; each point's marker
+    tells its answer (`solve_kind`): filled, proven optimal; hollow, not proven optimal (the time limit, or
+    repeats that disagree); a cross, proven infeasible (no schedule within the budget: the time is the time to
+    tell). Only rows that ran to an answer or to the time limit (`TIMED`) are drawn; the others (``error``,
+    ``unsupported``) are listed in the note, and a time of 0 s or less is drawn at `TIME_FLOOR_S` (stated in
+    the note), not lost off the log axis. A solver run on fewer sizes than the others is named in the note
+    (`size_limit_note`; `max_lengths`: solver label -> its sweep file's ``max_length``)."""
     labels_all = rows["solver_label"].fillna(rows["solver"])
     shown = model_labels(rows)
     timed = rows[rows["status"].isin(TIMED)]
@@ -802,24 +869,18 @@ def solve_time_vs_size(rows: pd.DataFrame, out_dir: Path, stem: str, title: str)
     fig, axes = _grid(len(budgets), width=6.0 if len(budgets) == 1 else 4.6, height=3.8)
     handles: dict[str, Any] = {}
     floored = 0
+    kinds: set[str] = set()
     for ax, b in zip(axes, budgets):
         r = timed[timed["budget_spec"] == b]
         for label in _solvers_in(r):
             s = r[r["solver_label"].fillna(r["solver"]) == label]
-            g = s.groupby("size").agg(t=("solve_time_s", "median"),
-                                      proven=("status", lambda v: bool((v.isin(["optimal", "infeasible"])).all())))
-            g = g.reset_index()
+            g = s.groupby("size").agg(t=("solve_time_s", "median"), kind=("status", solve_kind)).reset_index()
             low = g["t"] <= 0
             floored += int(low.sum())
             g["t"] = g["t"].where(~low, TIME_FLOOR_S)
-            kw = styles[label]
+            kinds |= set(g["kind"])
             text = shown.get(label, label)
-            (line,) = ax.plot(g["size"], g["t"], label=text, lw=1.3, ms=5, **kw)
-            open_ = g[~g["proven"]]
-            if len(open_):
-                ax.plot(open_["size"], open_["t"], ls="none", marker=kw["marker"], ms=8, mfc="white",
-                        mec=kw["color"])
-            handles.setdefault(text, line)
+            handles.setdefault(text, _solve_time_points(ax, g, styles[label], text))
         limits = sorted({float(v) for v in rows.loc[rows["budget_spec"] == b, "time_limit"].dropna()})
         for lim in limits:
             ax.axhline(lim, color="#999999", ls=":", lw=0.8)
@@ -832,12 +893,82 @@ def solve_time_vs_size(rows: pd.DataFrame, out_dir: Path, stem: str, title: str)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=_legend(fig, axes, handles))
     inst = ", ".join(dict.fromkeys(rows["instance"]))
-    note = (f"instances: {clip_text(inst, 150)}; hollow markers: not proven optimal "
-            f"within the time limit (dotted)")
+    note = f"instances: {clip_text(inst, 150)}; {marker_legend(kinds)}"
     if floored:
         note += f"; {floored} median solve time(s) of 0 s drawn at {TIME_FLOOR_S:g} s (log axis)"
+    note += size_limit_note(rows, shown, max_lengths)
     note += _untimed_note(rows[~rows["status"].isin(TIMED)], labels_all, shown)
     return _finish(fig, rows, out_dir, stem, note)
+
+
+#: figure (b)'s answer of the rows of one solver at one size (`solve_kind`) -> what the caption says of its marker
+SOLVE_KINDS = {"optimal": "filled markers: proven optimal",
+               "open": "hollow markers: not proven optimal within the time limit (dotted)",
+               "infeasible": "crosses: proven infeasible (no schedule within the budget; the time is the time to "
+                             "tell)"}
+
+
+def solve_kind(statuses: pd.Series) -> str:
+    """The answer figure (b) draws for the rows of one solver at one size (their ``status``es, one per repeat):
+    "infeasible" when every one is ``infeasible``, "optimal" when every one is ``optimal`` or ``infeasible``
+    (repeats that disagree on feasibility: the solver proved both; not expected), else "open" (a ``feasible``
+    or ``timeout`` answer: optimality not proven)."""
+    values = set(statuses.astype(str))
+    if values == {"infeasible"}:
+        return "infeasible"
+    return "optimal" if values <= {"optimal", "infeasible"} else "open"
+
+
+def marker_legend(kinds: Iterable[str]) -> str:
+    """Figure (b)'s caption entry for its markers: filled and hollow always (hollow: the time limit, dotted),
+    the cross of infeasible answers when `kinds` (of `solve_kind`) has one."""
+    shown = ["optimal", "open", *(["infeasible"] if "infeasible" in set(kinds) else [])]
+    return "; ".join(SOLVE_KINDS[k] for k in shown)
+
+
+def _solve_time_points(ax: Any, g: pd.DataFrame, kw: dict[str, Any], label: str) -> Any:
+    """Draw one solver's solve times on `ax` (`g`: ``size``, ``t`` (s), ``kind`` of `solve_kind` per size,
+    sorted by size): the line through every point without markers (labelled `label`, the solver's legend
+    text), then per kind its markers (`SOLVE_KINDS`: the solver's marker filled, hollow, or a cross in its
+    colour; "+" for a solver whose marker is a cross), unclipped so that a marker at an edge is whole.
+    Returns the legend handle (the solver's line and marker)."""
+    from matplotlib.lines import Line2D
+
+    base = {k: v for k, v in kw.items() if k != "marker"}
+    ax.plot(g["size"], g["t"], lw=1.3, label=label, **base)
+    colour, marker = kw["color"], kw.get("marker", "o")
+    looks = {"optimal": {"marker": marker, "ms": 5, "mfc": colour, "mec": colour},
+             "open": {"marker": marker, "ms": 6.5, "mfc": "white", "mec": colour, "mew": 1.2},
+             "infeasible": {"marker": "+" if marker in ("x", "X") else "x", "ms": 7, "mec": colour, "mew": 1.6}}
+    for kind, look in looks.items():
+        pts = g[g["kind"] == kind]
+        if len(pts):
+            ax.plot(pts["size"], pts["t"], ls="none", clip_on=False, zorder=3, **look)
+    return Line2D([], [], lw=1.3, ms=5, label=label, **kw)
+
+
+def size_limit_note(rows: pd.DataFrame, shown: dict[str, str], max_lengths: dict[str, int] | None = None) -> str:
+    """Figure (b)'s note line naming each solver with no row at some sizes (chain lengths) of `rows` that other
+    solvers ran: "milp (phase model), cpsat (phase model): run up to L = 20 (max_length)" when `max_lengths`
+    (solver label -> its sweep file's ``max_length``) gives a limit below every size it lacks and not below
+    a size it has, else "no rows at L = ..."; "" when every solver has rows at every size. `shown`: legend
+    text per label."""
+    labels = rows["solver_label"].fillna(rows["solver"])
+    size = pd.to_numeric(rows["size"], errors="coerce")
+    every = sorted(size.dropna().unique())
+    groups: dict[str, list[str]] = {}
+    for label in _solvers_in(rows):
+        have = set(size[labels == label].dropna())
+        missing = [v for v in every if v not in have]
+        if not missing:
+            continue
+        limit = (max_lengths or {}).get(label)
+        if limit is not None and all(v > limit for v in missing) and all(v <= limit for v in have):
+            why = f"run up to L = {limit} (max_length)"
+        else:
+            why = f"no rows at L = {', '.join(f'{v:g}' for v in missing)}"
+        groups.setdefault(why, []).append(shown.get(label, label))
+    return "".join(f"\n{', '.join(names)}: {why}" for why, names in groups.items())
 
 
 def _untimed_note(untimed: pd.DataFrame, labels: pd.Series, shown: dict[str, str]) -> str:
@@ -1013,6 +1144,8 @@ def render(figure_id: str, rows: pd.DataFrame, out_dir: str | Path, *,
     if UNIT_COLUMN not in r:  # rows not read by `make_figures`: units from the files the sources name
         r = with_memory_units(r)
     options = dict(spec.options)
+    if spec.draw in (overhead_vs_budget, solve_time_vs_size):
+        options.setdefault("max_lengths", solver_max_lengths(spec))
     if grid and spec.draw is overhead_vs_budget:
         options["note"] = not_run_caveat(str(options.get("note", CHAIN_NOTE)), grid)
     token = _CAPTION_EXTRA.set(grid or "")
@@ -1113,6 +1246,23 @@ def _committed_config(spec: FigureSpec) -> Path | None:
         if path.is_file():
             return path
     return None
+
+
+def solver_max_lengths(spec: FigureSpec) -> dict[str, int]:
+    """Solver label -> ``max_length`` of the solvers of figure `spec`'s committed sweep file that have one
+    (`_committed_config`; the sweep writes no row for a cell whose instance is larger); {} when there is no
+    such file or it does not load. The reason a figure's note gives for a solver not run on an instance."""
+    from memsched.experiments.sweep import load_config
+    from memsched.solvers.errors import InputError
+
+    path = _committed_config(spec)
+    if path is None:
+        return {}
+    try:
+        config = load_config(path)
+    except (InputError, ImportError, OSError, ValueError):
+        return {}
+    return {s.label: s.max_length for s in config.solvers if s.max_length is not None}
 
 
 def _shown_path(path: Path) -> str:

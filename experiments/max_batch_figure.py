@@ -16,8 +16,10 @@ Answers of ``--problem graph`` (solvers checkpoint-all, sqrt, greedy, dtr, check
 drawn the same way, one bar per solver present. With ``--published CSV`` (the transcribed
 numbers, ``results/published_checkmate.csv``), each published maximum batch of a network and
 solver drawn here is marked over its bar (a solid black tick; a dashed one for a lower bound,
-relation ``>=``) and given in the table: the paper's numbers beside ours. A bar's label sits above
-its bar and above the tick over it, so that no tick strikes it through. A solver whose every answer
+relation ``>=``) and given in the table: the paper's numbers beside ours. A bar's label sits on its
+bar's top, and a published value (">=57", italic) by its tick; a tick just above a bar (within the label's
+height) takes the bar's label over it instead, so that no tick strikes a label through or reads as its
+underline (`place_labels`). A solver whose every answer
 drawn is ``optimal`` is named in the legend with the model it is optimal in (``rotor (persistent)``,
 ``checkmate (file's order)``, chain ``cpsat (phase model)``: `legend_text`, by problem and solver). Each
 solver's bars have a colour and a hatch of their own (`HATCHES`: one solver, one hatch in every figure).
@@ -50,7 +52,7 @@ import csv
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import matplotlib
 
@@ -301,6 +303,7 @@ def draw(
     first: dict[str, Any] = next((a for by in answers.values() for a in by.values()), {})
     marked = {"=": False, ">=": False}
     hatch = hatches(solvers)
+    labels: list[BarLabel] = []
     for k, solver in enumerate(solvers):
         xs, ys, notes, ticks = [], [], [], []
         for i, model in enumerate(models):
@@ -321,8 +324,10 @@ def draw(
                 )
                 marked[key] = True
             ans = answers[model].get(solver)
-            tick = published[(model, solver)][1] if (model, solver) in published else None
+            tick = published.get((model, solver))
             if ans is None or ans.get("largest") is None:
+                if tick is not None:  # a published number without our bar: its value by its tick
+                    labels.append(BarLabel(x, None, "", tick))
                 continue
             xs.append(x)
             ys.append(ans["largest"])
@@ -335,11 +340,8 @@ def draw(
         for bar in bars:  # a patch's own hatch width exists from matplotlib 3.10 (before: rcParams at drawing)
             if hasattr(bar, "set_hatch_linewidth"):
                 bar.set_hatch_linewidth(0.4)
-        for bar, note, tick in zip(bars, notes, ticks):
-            # above the published tick when that is higher: the tick (zorder 3) would strike the label through
-            top, lift = (bar.get_height(), 0.0) if tick is None else (max(bar.get_height(), tick), 2.0)
-            ax.annotate(note, (bar.get_x() + bar.get_width() / 2, top), xytext=(0, lift), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=5)
+        labels += [BarLabel(bar.get_x() + bar.get_width() / 2, bar.get_height(), note, tick)
+                   for bar, note, tick in zip(bars, notes, ticks)]
     what = quantity(first)
     ax.set_xticks(range(len(models)), models, fontsize=7)
     ax.set_ylabel(what + (" (px)" if what.endswith("side") else ""), fontsize=7)
@@ -362,7 +364,63 @@ def draw(
     ax.legend(fontsize=6, loc="upper left", ncol=2)
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
+    place_labels(ax, labels)  # after the layout: where a label goes depends on the distances drawn
     return save_figure(fig, out_dir, stem)
+
+
+class BarLabel(NamedTuple):
+    """A bar's label and the published number over it, to place (`place_labels`): the bar's centre `x` (data),
+    its `top` (the size drawn; None: no bar, a published number alone), its `note` (the size and overhead) and
+    its published (relation, value) `tick` (None: none)."""
+
+    x: float
+    top: float | None
+    note: str
+    tick: tuple[str, int] | None
+
+
+#: the bar labels' font size (points), the height of one of their lines and the gap between a published tick and
+#: a label over it (points)
+LABEL_FONT = 5.0
+LABEL_LINE_PT = 1.2 * LABEL_FONT
+LABEL_LIFT_PT = 2.0
+#: a published tick this many points or less above the top of its bar's label is too close to be told from it:
+#: the label is lifted over the tick instead (`place_labels`)
+TICK_CLEARANCE_PT = 4.0
+
+
+def place_labels(ax: Any, labels: list[BarLabel]) -> None:
+    """Write each bar's label (`BarLabel.note`) on the top of its bar and each published value by its tick
+    (">=57" by a dashed tick, "289" by a solid one, in italics), so that each reads as the label of its own mark:
+    a tick above the bar by no more than the label's height and `TICK_CLEARANCE_PT` (close enough to strike
+    the label through or to pass for its underline) takes the label over it instead, and its value is not
+    written (the bar's label stands over both); a tick further above its bar has its value just above it; a
+    tick under its bar's top, just under it, on a white ground over the bar's hatching. Distances are those of
+    the axes as laid out when called (points: call after the limits and `tight_layout`)."""
+    per_pt = ax.figure.dpi / 72
+
+    def gap_pt(low: float, high: float) -> float:
+        """How far `high` is drawn above `low` (data, on one bar), in points."""
+        return float(ax.transData.transform((0, high))[1] - ax.transData.transform((0, low))[1]) / per_pt
+
+    for label in labels:
+        top, tick = label.top, label.tick
+        anchor = top
+        if tick is not None and top is not None:
+            span = LABEL_LIFT_PT + LABEL_LINE_PT * (label.note.count("\n") + 1) + TICK_CLEARANCE_PT
+            if 0 <= gap_pt(top, tick[1]) <= span:
+                anchor, tick = tick[1], None  # the label over the tick, which it names no more
+        if top is not None:
+            lift = LABEL_LIFT_PT if anchor != top else 0.0
+            ax.annotate(label.note, (label.x, anchor), xytext=(0, lift), textcoords="offset points", ha="center",
+                        va="bottom", fontsize=LABEL_FONT)
+        if tick is not None:
+            under = top is not None and tick[1] < top
+            ax.annotate((">=" if tick[0] != "=" else "") + str(tick[1]), (label.x, tick[1]),
+                        xytext=(0, -LABEL_LIFT_PT if under else LABEL_LIFT_PT), textcoords="offset points",
+                        ha="center", va="top" if under else "bottom", fontsize=LABEL_FONT, style="italic",
+                        bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8} if under
+                        else None)
 
 
 def hatches(solvers: list[str]) -> dict[str, str]:

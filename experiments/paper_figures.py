@@ -15,7 +15,11 @@ instance's time unit, ms) versus the memory per device, one row of panels per in
 column per device count P (the solver labels' ``P=<n>``: a pipeline label without one is an error). Each
 panel's title names the instance and the cost model its times come from (the instance file's
 ``meta["cost"]``: a roofline of a named GPU, counted FLOP or measured). Every solver of a figure has its
-own colour and marker (`plotting.styles.distinct_styles`). Writes ``<stem>.png`` and ``.pdf`` under `--out`.
+own colour and marker (`plotting.styles.distinct_styles`). A series hidden under others in a panel is drawn
+so that both show: exactly under them, with larger hollow markers on a wide pale line (as ``memsched
+figures`` draws it); nearly (within 2.5% of the panel's size at each of its points: rotor under cpsat), on a
+wide pale line under their dashes and smaller markers; a caption under the panels names them
+(`mark_hidden`). Writes ``<stem>.png`` and ``.pdf`` under `--out`.
 
 A paper figure draws the whole grid of its sweep: a table whose sweep did not run every cell of the
 committed sweep file of its name (experiments/configs/<name>.toml, cells counted as ``memsched figures``
@@ -109,8 +113,8 @@ def draw_pipeline(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem
     the period (objective, ms per micro-batch) versus the memory per device (GB), one line per
     solver (feasible rows only), named with the model its optimal rows are optimal in
     (`plotting.labels.model_labels`); one legend for the figure, right of the panels (none over the data), and
-    a line drawn exactly under another shown around it (`figures.mark_coinciding`)."""
-    from memsched.experiments.figures import _legend, literal_text, mark_coinciding
+    a line hidden under others shown around them, named in the caption under the panels (`mark_hidden`)."""
+    from memsched.experiments.figures import _legend, literal_text
 
     plt = _pyplot()
 
@@ -142,9 +146,8 @@ def draw_pipeline(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem
             ax.set_ylabel("period (ms per micro-batch)", fontsize=7)
             ax.tick_params(labelsize=7)
             ax.grid(alpha=0.3)
-    fig.tight_layout(rect=_legend(fig, list(axes.flat), handles, outside=True))
-    for lines in drawn:
-        mark_coinciding(lines)
+    rect = _legend(fig, list(axes.flat), handles, outside=True)
+    add_caption(fig, mark_hidden(list(axes.flat), drawn), rect)
     return save_figure(fig, out_dir, stem)
 
 
@@ -206,11 +209,11 @@ def cost_model_of(instance_file: Path) -> str:
 def draw(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem: str = "paper_chains") -> list[Path]:
     """One panel per instance: overhead versus budget (GB), one line per solver (feasible rows only),
     named with the model its optimal rows are optimal in (`plotting.labels.model_labels`); one legend for the
-    figure, right of the panels (none over the data, `figures._legend`), and a line drawn exactly under
-    another shown around it (`figures.mark_coinciding`)."""
+    figure, right of the panels (none over the data, `figures._legend`), and a line hidden under others
+    shown around them, named in the caption under the panels (`mark_hidden`)."""
     import math
 
-    from memsched.experiments.figures import _legend, literal_text, mark_coinciding, model_labels
+    from memsched.experiments.figures import _legend, literal_text, model_labels
 
     plt = _pyplot()
 
@@ -241,10 +244,137 @@ def draw(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem: str = "
         ax.set_ylabel("makespan / store-all", fontsize=7)
     for ax in list(axes.flat)[len(instances):]:
         ax.axis("off")
-    fig.tight_layout(rect=_legend(fig, list(axes.flat)[:len(instances)], handles, outside=True))
-    for lines in drawn:
-        mark_coinciding(lines)
+    rect = _legend(fig, list(axes.flat)[:len(instances)], handles, outside=True)
+    add_caption(fig, mark_hidden(list(axes.flat)[:len(instances)], drawn), rect)
     return save_figure(fig, out_dir, stem)
+
+
+#: a point of a series lies close to one of another series when both are within this fraction of their panel's
+#: width and of its height (about the size of a marker: `mark_near`)
+NEAR = 0.025
+#: the caption's font size (points) and the height of one of its lines (inches), as `memsched figures` writes it
+CAPTION_FONT = 6.5
+CAPTION_LINE_IN = CAPTION_FONT * 1.35 / 72
+
+
+def mark_hidden(axes: list[Any], drawn: list[list[tuple[str, Any]]]) -> str:
+    """Make visible, panel by panel (`axes`, each with its (legend text, line) in drawing order `drawn`), every
+    series hidden under others: drawn exactly under them (`plotting.coincide.mark_coinciding`: larger hollow
+    markers on a wide pale line) or nearly so (`mark_near`: the ones over it dashed with smaller markers);
+    returns the caption's note lines naming them ("" when none is hidden), the first in the words of
+    ``memsched figures`` (`plotting.coincide.coinciding_note`). Call after the legend is made (it keeps the
+    lines' own style)."""
+    from memsched.experiments.plotting.coincide import coinciding_note, mark_coinciding
+
+    exact: list[tuple[str, list[str]]] = []
+    near: list[tuple[str, list[str]]] = []
+    for ax, lines in zip(axes, drawn):
+        marked = mark_coinciding(lines)
+        exact += marked
+        done = {text for text, _ in marked}
+        near += mark_near(ax, [(text, line) for text, line in lines if text not in done])
+    return (coinciding_note(exact, len(drawn)) + near_note(near, len(drawn))).strip("\n")
+
+
+def mark_near(ax: Any, lines: list[tuple[str, Any]]) -> list[tuple[str, list[str]]]:
+    """Keep a series visible that lies close to, but not exactly on, a series drawn over it in the panel `ax`:
+    of `lines` ((legend text, matplotlib line) in drawing order), a line every point of which lies within `NEAR`
+    of the panel's width and height of a point of one later line (in the panel's axes, log or linear, at its
+    limits when called) is hidden by that line (by each such line): the hidden line is drawn `NEAR_WIDEN`
+    times wider and paler (`_widen`), each line over it dashed, with markers `NEAR_SHRINK` times smaller, and
+    above it (a zorder higher), so that both show (rotor under cpsat within 0.7%: cpsat's dashes over rotor's
+    wide pale line). Pass no line that `mark_coinciding` marked (drawn exactly under another: restyled already). The
+    data are not changed. Returns (legend text, [texts of the lines over it]) for each hidden line."""
+    import numpy as np
+
+    ax.get_xlim(), ax.get_ylim()  # the limits brought up to date (matplotlib scales the view lazily)
+    to_axes = ax.transData + ax.transAxes.inverted()
+    points = []
+    for _, line in lines:
+        xy = np.column_stack([np.asarray(line.get_xdata(), dtype=float), np.asarray(line.get_ydata(), dtype=float)])
+        xy = xy[np.isfinite(xy).all(axis=1)]
+        points.append(to_axes.transform(xy) if len(xy) else xy.reshape(0, 2))
+    hidden: list[tuple[str, list[str]]] = []
+    dashed: set[int] = set()
+    for i in range(len(lines)):
+        over = [j for j in range(i + 1, len(lines)) if _all_close(points[i], points[j])]
+        if not over:
+            continue
+        line = lines[i][1]
+        _widen(line)
+        for j in over:
+            top = lines[j][1]
+            if j not in dashed:
+                top.set_linestyle("--")
+                top.set_markersize(top.get_markersize() / NEAR_SHRINK)
+                dashed.add(j)
+            top.set_zorder(max(top.get_zorder(), line.get_zorder() + 0.1))
+        hidden.append((lines[i][0], [lines[j][0] for j in over]))
+    return hidden
+
+
+def _widen(line: Any) -> None:
+    """Draw the hidden `line` `NEAR_WIDEN` times wider and paler (its colour half white), its markers in its
+    own colour, so that a dashed line over it stands out on it (`mark_near`)."""
+    from matplotlib.colors import to_rgb
+
+    colour = to_rgb(line.get_color())
+    line.set_markeredgecolor(colour)
+    line.set_markerfacecolor(colour)
+    line.set_color(tuple(0.5 + 0.5 * c for c in colour))
+    line.set_linewidth(NEAR_WIDEN * line.get_linewidth())
+
+
+#: `mark_near`: how much wider a hidden series' line is drawn, and how much smaller the markers over it
+NEAR_WIDEN = 2.4
+NEAR_SHRINK = 1.6
+
+
+def _all_close(mine: Any, other: Any) -> bool:
+    """Whether every point of `mine` ((n, 2), axes fractions; at least one) lies within `NEAR` of a point of
+    `other` ((m, 2)) in both x and y."""
+    import numpy as np
+
+    if not len(mine) or not len(other):
+        return False
+    return bool((np.abs(mine[:, None, :] - other[None, :, :]) <= NEAR).all(axis=2).any(axis=1).all())
+
+
+def near_note(hidden: list[tuple[str, list[str]]], panels: int) -> str:
+    """The note line for the series `mark_near` kept visible over `panels` panels ("" when none), as
+    `plotting.coincide.coinciding_note` writes its own: each hidden series, the ones over it and in how many
+    panels."""
+    count: dict[tuple[str, tuple[str, ...]], int] = {}
+    for text, over in hidden:
+        count[(text, tuple(over))] = count.get((text, tuple(over)), 0) + 1
+    parts = [f"{text} under {' and '.join(over)}" + (f" ({n} of {panels} panels)" if panels > 1 else "")
+             for (text, over), n in count.items()]
+    return (f"\ndashed with smaller markers over a wide pale line: a series drawn over another that it nearly hides "
+            f"(every point of that one within {100 * NEAR:g}% of the panel's width and height of one of its own): "
+            + "; ".join(parts)) if parts else ""
+
+
+def add_caption(fig: Any, note: str, rect: tuple[float, float, float, float]) -> None:
+    """Lay out `fig`'s panels in `rect` (figure fractions: left, bottom, right, top; `figures._legend`'s) and
+    write `note` (lines, "" for none) under them in `memsched figures`' caption style (grey, 6.5 pt, wrapped
+    to the figure's width, literal text): the figure is made taller by the caption's lines, so that the
+    panels keep their size and the caption lies inside the saved figure (`save_figure` does not crop)."""
+    import textwrap
+
+    from memsched.experiments.figures import literal_text
+
+    width = max(60, int(fig.get_figwidth() * 17))
+    lines = [wrapped for line in note.splitlines() for wrapped in textwrap.wrap(line, width)]
+    if not lines:
+        fig.tight_layout(rect=rect)
+        return
+    height = fig.get_figheight()
+    extra = len(lines) * CAPTION_LINE_IN + 0.15
+    fig.set_figheight(height + extra)
+    scale = height / (height + extra)
+    fig.tight_layout(rect=(rect[0], extra / (height + extra), rect[2], 1 - (1 - rect[3]) * scale))
+    fig.text(0.01, 0.05 / (height + extra), literal_text("\n".join(lines)), fontsize=CAPTION_FONT, color="#555555",
+             ha="left", va="bottom")
 
 
 def _chain_styles(rows: pd.DataFrame) -> dict[str, dict[str, Any]]:

@@ -15,9 +15,11 @@ def mark_coinciding(lines: list[tuple[str, Any]]) -> list[tuple[str, list[str]]]
     drawing order, one panel), each line every point of which is also a point of a later-drawn line
     (the same x and y, to a relative 1e-9) gets larger hollow markers and a wider, paler line, so that it
     shows around the lines over it -- the larger, the more such lines lie over it (rotor under cpsat under
-    milp: rotor outermost); the data are not changed. A line held whole by one later line is matched to
-    that line (the deepest such); else, when its points are held piecewise by several later lines (each
-    point by some), it is matched to a few of them that together hold every point (`_piecewise_cover`).
+    milp: rotor outermost); the data are not changed. A marked line whose points all lie within its panel's
+    view limits is drawn unclipped, so that its enlarged markers at an edge of the panel are not cut. A line
+    held whole by one later line is matched to that line (the deepest such); else, when its points are held
+    piecewise by several later lines (each point by some), it is matched to a few of them that together hold
+    every point (`_piecewise_cover`).
     Returns (legend text, [texts of the lines over it]) for each line so marked. Call after the legend is
     made, which keeps the lines' own style."""
     import numpy as np
@@ -53,8 +55,22 @@ def mark_coinciding(lines: list[tuple[str, Any]]) -> list[tuple[str, list[str]]]
         line.set_markerfacecolor("none")
         line.set_markeredgewidth(1.4)
         line.set_linewidth((1 + 2.4 * depth[i]) * line.get_linewidth())
+        if _inside_view(line, points[i]):  # its larger markers at an edge of the panel: drawn whole, not cut
+            line.set_clip_on(False)
         marked.append((lines[i][0], [lines[j][0] for j in js]))
     return marked
+
+
+def _inside_view(line: Any, points: Any) -> bool:
+    """Whether every point of `points` ((n, 2) data x, y of `line`) lies within its axes' view limits (as
+    autoscaling leaves them), so that drawing the line unclipped shows nothing outside the panel but the
+    parts of its markers and line width that stick out of it at an edge; False for a line in no axes."""
+    ax = line.axes
+    if ax is None or not len(points):
+        return ax is not None
+    (x0, x1), (y0, y1) = sorted(ax.get_xlim()), sorted(ax.get_ylim())
+    xs, ys = points[:, 0], points[:, 1]
+    return bool(((xs >= x0) & (xs <= x1) & (ys >= y0) & (ys <= y1)).all())
 
 
 def _held(mine: Any, other: Any) -> Any:
