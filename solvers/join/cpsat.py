@@ -445,16 +445,33 @@ def solve_orders(join: Join, budget: int, *, options: ExactOptions, deadline: De
     res = retry_rounded_infeasible(_solve_orders, join, int(budget), options=options, deadline=deadline,
                                    seed=seed, orders=orders, engine=engine)
     if "retried_exact_sizes" in res.details:
-        res.scope = phase_scope(order_count(join, orders),
-                                f"exact sizes (sizes rounded up to {n} slots left no schedule)", engine.label)
+        res.scope = phase_scope(join, orders, f"exact sizes (sizes rounded up to {n} slots left no schedule)",
+                                engine.label)
     return res
 
 
-def phase_scope(n_orders: int, sizes: str, backend: str = "CP-SAT") -> str:
-    """`SolveResult.scope` of the join phase model over `n_orders` backward orders; `sizes` says how
-    sizes were counted (`discretize.scope_text`); `backend` what solved it ("CP-SAT", "MILP (scip)")."""
+def phase_scope(join: Join, orders: Any, sizes: str, backend: str = "CP-SAT") -> str:
+    """`SolveResult.scope` of the join phase model over the backward orders the ``orders`` option names
+    (`orders_text`); `sizes` says how sizes were counted (`discretize.scope_text`); `backend` what solved it
+    ("CP-SAT", "MILP (scip)")."""
     return ("join phase model (forward phase, loss, branches back-propagated one after another; per phase at "
-            f"most one forward per stage; best over {n_orders} backward orders), {sizes}; {backend}")
+            f"most one forward per stage; best over {orders_text(join, orders)}), {sizes}; {backend}")
+
+
+#: At most this many listed orders are written out in a scope (`orders_text`); more are counted.
+ORDERS_SHOWN = 4
+
+
+def orders_text(join: Join, orders: Any = None) -> str:
+    """The backward orders a run covers, for its scope and messages: "all 6 backward orders", or, for an
+    ``orders`` option that lists some (the model restricted to them: its optimum, bound and infeasibility are
+    of those orders only), "the 1 backward order listed ([[1, 0]])" (the list when at most `ORDERS_SHOWN`)."""
+    listed = checked_orders(join, orders)
+    if listed is None:
+        return f"all {math.factorial(join.k)} backward orders"
+    n = len(listed)
+    shown = f" ({listed})" if n <= ORDERS_SHOWN else ""
+    return f"the {n} backward order{'s' if n > 1 else ''} listed{shown}"
 
 
 def _no_schedule_why(deadline: Deadline, per_order: list[dict[str, Any]]) -> str:
@@ -597,7 +614,7 @@ def _solve_orders(join: Join, budget: int, *, options: ExactOptions, deadline: D
         return least
     work = join.discretised(budget / slots) if slots else join
     M = slots if slots else budget
-    scope = phase_scope(total, scope_text(slots), engine.label)
+    scope = phase_scope(join, orders, scope_text(slots), engine.label)
     hint: Any = seed.schedule if seed is not None else None
     first = list(seed.details.get("order", [])) if seed is not None else []
     floor = work.total_time()
@@ -637,8 +654,9 @@ def _solve_orders(join: Join, budget: int, *, options: ExactOptions, deadline: D
                               "details": details}
     if best is None:
         if proven:
-            return SolveResult(status=INFEASIBLE, message="no schedule of the join phase model fits the budget",
-                               **common)
+            within = "" if checked_orders(join, orders) is None else f" in {orders_text(join, orders)}"
+            return SolveResult(status=INFEASIBLE, message=f"no schedule of the join phase model{within} fits the "
+                               "budget", **common)
         why = "; ".join(m for m in (_no_schedule_why(deadline, per_order), message) if m)
         return SolveResult(status=TIMEOUT, lower_bound=bound if math.isfinite(bound) else None,
                            message=why, **common)

@@ -723,9 +723,10 @@ def timed_out(join: Join, budget: int, slots: int, deadline: Deadline) -> SolveR
     best = fastest_heuristic(join, budget, slots)
     common: dict[str, Any] = {"problem": "join", "solver": "dp", "budget": budget}
     if best is None or best.schedule is None or best.objective is None:
-        return SolveResult(status=TIMEOUT, scope=f"{CLASS}, {scope_text(slots)}", message=f"{limit}; no heuristic "
-                           "(equal, proportional, sequential) has a schedule that fits", details={"timed_out": True},
-                           **common)
+        n = dp_slots(join, budget, int(slots or 0))  # the count the DP ran at (exact sizes for a budget <= slots)
+        return SolveResult(status=TIMEOUT, scope=f"{CLASS}, {scope_text(n)}", message=f"{limit}; no heuristic "
+                           "(equal, proportional, sequential) has a schedule that fits",
+                           details={"timed_out": True, "slots": n}, **common)
     details = {"timed_out": True, "heuristic": {"solver": best.solver, "makespan": best.objective, **best.details},
                "recomputations": best.schedule.recomputations()}
     return SolveResult(status=FEASIBLE, objective=best.objective, peak_memory=best.peak_memory, schedule=best.schedule,
