@@ -185,11 +185,15 @@ def missing_reason(row: dict[str, Any], panel: str) -> str | None:
     """Why the compute `row` has no point in `panel` (`PANELS`: ``dp``, the ratio of ``dag-pipedream``'s period
     to PipeDream's; ``memory``, the memory-aware period over PipeDream's); None when it has one. From the row's
     statuses: PipeDream's planner gave no period (`TIMED_OUT` when it timed out or was not run because a
-    smaller P did, else its status), or (``memory``) ``dag`` found no plan within the row's memory (bytes, shown
-    in GB)."""
+    smaller P did, else its status) or a period of 0, (``dp``) the row has no ratio, or (``memory``)
+    ``dag`` found no plan within the row's memory (bytes, shown in GB)."""
     if _number(row["pipedream_period_s"]) is None:
         status = str(row["pipedream_status"])
         return TIMED_OUT if "timeout" in status or "timed out" in status else f"PipeDream: {status}"
+    if _number(row["pipedream_period_s"]) == 0:  # nothing to divide by (the run leaves the ratio empty)
+        return "PipeDream's period 0"
+    if panel == "dp" and _number(row["ratio"]) is None:
+        return "no ratio"
     if panel == "memory" and _number(row["memaware_period_s"]) is None:
         if row["memaware_status"] == "infeasible":
             return f"no plan \u2264 {float(row['memory']) / 1e9:g} GB"

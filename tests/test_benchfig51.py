@@ -13,6 +13,7 @@ the matplotlib objects the scripts draw (never the image bytes).
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +201,17 @@ def test_duel_figure_names_the_allowance_in_a_readable_legend(monkeypatch):
     assert all(t.get_fontsize() >= 7 for t in legend.get_texts())
     (dashed,) = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
     assert list(dashed.get_ydata()) == [1.02, 1.02] and dashed.get_label() == "2% allowance"
+
+
+def test_pipedream_replot_names_a_row_without_ratio(tmp_path) -> None:
+    """A compute row with PipeDream's period but an empty ratio (the run writes none for a period of 0) is a cell
+    without a point, said under its column, not a traceback of --replot (review 51)."""
+    from memsched.experiments import bench_pipeline_pipedream as bench
+
+    row = {"pipedream_period_s": "0.5", "pipedream_status": "optimal", "ratio": "", "memaware_period_s": "0.6",
+           "memaware_status": "optimal", "memory": "16e9", "devices": "2"}
+    assert bench.missing_reason(row, "dp") == "no ratio"
+    assert bench.missing_reason(row, "memory") is None
+    zero = {**row, "pipedream_period_s": "0"}
+    assert bench.missing_reason(zero, "dp") == bench.missing_reason(zero, "memory") == "PipeDream's period 0"
+    assert math.isnan(bench._ratio(row, "dp"))

@@ -172,6 +172,8 @@ def _why_none(result: SolveResult, instance: Any = None) -> str:
             msg += f"; smallest feasible budget: {need} {unit} ({format_size(need, instance)})"
         else:
             msg += f"; smallest feasible budget unknown: {result.details.get('min_budget_note', result.message)}"
+        if result.details.get("class_only"):  # infeasible in the solver's class only: another may fit
+            msg += f" ({result.details['class_only']})"
         return msg
     if result.status == TIMEOUT and result.message:  # why it stopped: a search limit, a model not built, the clock
         return f"timeout: {result.solver} found no schedule: {result.message}"

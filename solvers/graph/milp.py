@@ -507,11 +507,20 @@ def memory_unit(M: np.ndarray, B: int, W: np.ndarray, *, shift: bool = True) -> 
     return MemoryUnit(g, max(k, 0))
 
 
+#: `details["class_only"]` of checkmate's proven ``infeasible``: a proof about its class, not the budget.
+CLASS_ONLY = ("of Checkmate's class: no frontier-advancing schedule in the file's order fits; "
+              "a schedule in another order may (cpsat, dtr-orders)")
+
+
 def _no_schedule(result: SolveResult, safe: bool, mu: MemoryUnit) -> SolveResult:
-    """`result` after the backend's "infeasible": ``infeasible`` when that is a proof (`safe`),
-    else ``timeout`` saying why (a MILP backend's verdict on fractional memory data, `memory_unit`)."""
+    """`result` after the backend's "infeasible": ``infeasible`` when that is a proof (`safe`), a proof
+    about Checkmate's class only (the budget is at least the necessary one, so a schedule in another order
+    may fit: ``details["class_only"]`` says so, and `memsched solve`'s line), else ``timeout`` saying why
+    (a MILP backend's verdict on fractional memory data, `memory_unit`)."""
     if safe:
         result.status = INFEASIBLE
+        result.details["class_only"] = CLASS_ONLY
+        result.message = result.message or f"infeasible {CLASS_ONLY}"
         return result
     result.status = TIMEOUT
     why = f"memory in fractions of units of {mu.describe()} bytes, floating-point tolerances"
