@@ -1010,11 +1010,17 @@ def _run(model: Any, budget: int | str, *, problem: str, solver: str | None, ins
     opts: dict[str, Any] = {**(options or {}), "slots": slots}
     if time_limit is not None:
         opts["time_limit"] = time_limit
-    result = registry.solve(problem, target.instance, solver, limit, **opts)
-    if profile_file and target.save_profile is not None:
+    save = target.save_profile if profile_file else None
+    try:
+        result = registry.solve(problem, target.instance, solver, limit, **opts)
+    except KeyboardInterrupt:  # the profile is finished work: an interrupted solve keeps it
+        if save is not None:
+            save(str(profile_file))
+        raise
+    if save is not None:
         # only now: a budget ("X%" of the profiled peak) or an instance the solver refuses is bad input, which
         # writes nothing and keeps an existing file; an infeasible budget still writes the (whole) profile
-        target.save_profile(profile_file)
+        save(str(profile_file))
     out: dict[str, Any] = {"model": target.model, "problem": problem, "instance": target.name,
                            problem if problem != "offload" else "chain": target.name, "budget": limit,
                            "solver": solver, "status": result.status, "device": str(target.device),

@@ -147,3 +147,18 @@ def test_timings_are_the_profilers():
     from memsched.execute import TIMINGS
 
     assert set(TIMINGS) == set(CHAIN) == set(GRAPH)
+
+
+def test_a_ctrl_c_during_the_solve_keeps_the_profile(cli, tmp_path, monkeypatch):
+    """The profile is finished work when the solve starts: a Ctrl-C in a (long) solve still writes it, then
+    exits 130 as every interrupt does (review 51: written only after the solve, it was lost)."""
+    import memsched.models.run as models_run
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(models_run.registry, "solve", interrupted)
+    out = tmp_path / "pf.json"
+    res = cli(*_run_argv("chain", "90%", out))
+    assert res.code == 130, res.err
+    assert json.loads(out.read_text())["format"].startswith("memsched.chain")
