@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from memsched.models.timing import TIMINGS  # torch-free: a run checks its timing before anything is built
 from memsched.solvers.errors import InputError, article, flag
 
 #: Keyword sizes of the zoo networks (`models.zoo.build_model`), ``granularity`` ("block" or "layer", the
@@ -21,10 +22,6 @@ SIZE_KEYS = ("batch", "image_size", "seq_len", "width", "depth", "vocab", "class
              "dtype", "granularity")
 #: Join networks of the zoo (run as the join problem).
 JOIN_NAMES = ("siamese", "triplet", "clip")
-#: How a run's profiling times the network (``memsched run --timing``, `memsched.run`'s ``timing``): each block
-#: (a graph's op) alone, or inside store-all steps; `models.chain.profiler.TIMINGS` and
-#: `models.graph.export.TIMINGS` as one torch-free list, so that a run checks it before anything is built.
-TIMINGS = ("isolated", "in_step")
 
 
 def run_model(model: str, budget: int | float | str, solver: str | None = None, *, problem: str | None = None,

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from memsched.models.timing import TIMINGS
 from memsched.solvers.errors import InputError, first_line, flag
 from memsched.solvers.units import MAX_BYTES, MAX_TIME
 
@@ -108,7 +109,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=parse_seed, default=0,
                    help=f"seed for the weights, the batch and dropout (an integer in 0..{MAX_SEED})")
     p.add_argument("--threads", type=count(1, MAX_THREADS), default=None, help="torch CPU threads (default: torch's)")
-    p.add_argument("--timing", choices=("isolated", "in_step"), default=None,
+    p.add_argument("--timing", choices=TIMINGS, default=None,
                    help="time each block alone, or each op inside store-all steps (default: in_step on cpu, "
                         "isolated on cuda; in_step needs store-all's memory)")
 

@@ -93,6 +93,7 @@ from memsched.models.measure import MemoryWatch as _Memory
 from memsched.models.measure import Timer as _Timer
 from memsched.models.measure import median as _median
 from memsched.models.memory import storage_key, unique_bytes
+from memsched.models.timing import TIMINGS
 from memsched.solvers.chain import Chain
 from memsched.solvers.chain.schedule import Bwd, F_all, F_ck, Loss, Op, Schedule
 from torch import nn
@@ -380,7 +381,6 @@ def _time_in_step(blocks: list[nn.Module], loss_fn: Callable[[torch.Tensor, Any]
 
 #: the most timed repetitions a profile takes (the command line's --repeats range)
 MAX_REPEATS = 10**4
-TIMINGS = ("isolated", "in_step")
 
 
 def _checked_repeats(repeats: Any, warmup: Any, timing: Any) -> tuple[int, int]:

@@ -94,6 +94,7 @@ from memsched.models.graph.plan import (
     trace_block,
 )
 from memsched.models.memory import CLOCKS, storage_key
+from memsched.models.timing import TIMINGS
 from memsched.solvers.errors import InputError, flag
 from memsched.solvers.graph import Graph
 from torch import fx
@@ -105,7 +106,6 @@ COSTS = COST_CHOICES
 GRANULARITIES = ("op", "module")
 DEPS = ("checkmate", "saved")
 RAMS = ("output", "tape")
-TIMINGS = ("in_step", "isolated")
 
 LossFn = Callable[[torch.Tensor, Any], torch.Tensor]
 
