@@ -249,9 +249,6 @@ def draw(rows: pd.DataFrame, costs: dict[str, str], out_dir: Path, stem: str = "
     return save_figure(fig, out_dir, stem)
 
 
-#: a point of a series lies close to one of another series when both are within this fraction of their panel's
-#: width and of its height (about the size of a marker: `mark_near`)
-NEAR = 0.025
 #: the caption's font size (points) and the height of one of its lines (inches), as `memsched figures` writes it
 CAPTION_FONT = 6.5
 CAPTION_LINE_IN = CAPTION_FONT * 1.35 / 72
@@ -264,7 +261,7 @@ def mark_hidden(axes: list[Any], drawn: list[list[tuple[str, Any]]]) -> str:
     returns the caption's note lines naming them ("" when none is hidden), the first in the words of
     ``memsched figures`` (`plotting.coincide.coinciding_note`). Call after the legend is made (it keeps the
     lines' own style)."""
-    from memsched.experiments.plotting.coincide import coinciding_note, mark_coinciding
+    from memsched.experiments.plotting.coincide import coinciding_note, mark_coinciding, mark_near, near_note
 
     exact: list[tuple[str, list[str]]] = []
     near: list[tuple[str, list[str]]] = []
@@ -274,84 +271,6 @@ def mark_hidden(axes: list[Any], drawn: list[list[tuple[str, Any]]]) -> str:
         done = {text for text, _ in marked}
         near += mark_near(ax, [(text, line) for text, line in lines if text not in done])
     return (coinciding_note(exact, len(drawn)) + near_note(near, len(drawn))).strip("\n")
-
-
-def mark_near(ax: Any, lines: list[tuple[str, Any]]) -> list[tuple[str, list[str]]]:
-    """Keep a series visible that lies close to, but not exactly on, a series drawn over it in the panel `ax`:
-    of `lines` ((legend text, matplotlib line) in drawing order), a line every point of which lies within `NEAR`
-    of the panel's width and height of a point of one later line (in the panel's axes, log or linear, at its
-    limits when called) is hidden by that line (by each such line): the hidden line is drawn `NEAR_WIDEN`
-    times wider and paler (`_widen`), each line over it dashed, with markers `NEAR_SHRINK` times smaller, and
-    above it (a zorder higher), so that both show (rotor under cpsat within 0.7%: cpsat's dashes over rotor's
-    wide pale line). Pass no line that `mark_coinciding` marked (drawn exactly under another: restyled already). The
-    data are not changed. Returns (legend text, [texts of the lines over it]) for each hidden line."""
-    import numpy as np
-
-    ax.get_xlim(), ax.get_ylim()  # the limits brought up to date (matplotlib scales the view lazily)
-    to_axes = ax.transData + ax.transAxes.inverted()
-    points = []
-    for _, line in lines:
-        xy = np.column_stack([np.asarray(line.get_xdata(), dtype=float), np.asarray(line.get_ydata(), dtype=float)])
-        xy = xy[np.isfinite(xy).all(axis=1)]
-        points.append(to_axes.transform(xy) if len(xy) else xy.reshape(0, 2))
-    hidden: list[tuple[str, list[str]]] = []
-    dashed: set[int] = set()
-    for i in range(len(lines)):
-        over = [j for j in range(i + 1, len(lines)) if _all_close(points[i], points[j])]
-        if not over:
-            continue
-        line = lines[i][1]
-        _widen(line)
-        for j in over:
-            top = lines[j][1]
-            if j not in dashed:
-                top.set_linestyle("--")
-                top.set_markersize(top.get_markersize() / NEAR_SHRINK)
-                dashed.add(j)
-            top.set_zorder(max(top.get_zorder(), line.get_zorder() + 0.1))
-        hidden.append((lines[i][0], [lines[j][0] for j in over]))
-    return hidden
-
-
-def _widen(line: Any) -> None:
-    """Draw the hidden `line` `NEAR_WIDEN` times wider and paler (its colour half white), its markers in its
-    own colour, so that a dashed line over it stands out on it (`mark_near`)."""
-    from matplotlib.colors import to_rgb
-
-    colour = to_rgb(line.get_color())
-    line.set_markeredgecolor(colour)
-    line.set_markerfacecolor(colour)
-    line.set_color(tuple(0.5 + 0.5 * c for c in colour))
-    line.set_linewidth(NEAR_WIDEN * line.get_linewidth())
-
-
-#: `mark_near`: how much wider a hidden series' line is drawn, and how much smaller the markers over it
-NEAR_WIDEN = 2.4
-NEAR_SHRINK = 1.6
-
-
-def _all_close(mine: Any, other: Any) -> bool:
-    """Whether every point of `mine` ((n, 2), axes fractions; at least one) lies within `NEAR` of a point of
-    `other` ((m, 2)) in both x and y."""
-    import numpy as np
-
-    if not len(mine) or not len(other):
-        return False
-    return bool((np.abs(mine[:, None, :] - other[None, :, :]) <= NEAR).all(axis=2).any(axis=1).all())
-
-
-def near_note(hidden: list[tuple[str, list[str]]], panels: int) -> str:
-    """The note line for the series `mark_near` kept visible over `panels` panels ("" when none), as
-    `plotting.coincide.coinciding_note` writes its own: each hidden series, the ones over it and in how many
-    panels."""
-    count: dict[tuple[str, tuple[str, ...]], int] = {}
-    for text, over in hidden:
-        count[(text, tuple(over))] = count.get((text, tuple(over)), 0) + 1
-    parts = [f"{text} under {' and '.join(over)}" + (f" ({n} of {panels} panels)" if panels > 1 else "")
-             for (text, over), n in count.items()]
-    return (f"\ndashed with smaller markers over a wide pale line: a series drawn over another that it nearly hides "
-            f"(every point of that one within {100 * NEAR:g}% of the panel's width and height of one of its own): "
-            + "; ".join(parts)) if parts else ""
 
 
 def add_caption(fig: Any, note: str, rect: tuple[float, float, float, float]) -> None:

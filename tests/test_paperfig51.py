@@ -15,6 +15,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from memsched.experiments import max_batch_figure as MB  # noqa: E402
 from memsched.experiments import paper_figures as P  # noqa: E402
+from memsched.experiments.plotting.coincide import mark_near  # noqa: E402
 
 BUDGETS = [1e9, 2e9, 3e9, 4e9, 5e9]
 ROTOR = [4.0, 1.30, 1.20, 1.10, 1.00]
@@ -45,7 +46,7 @@ def test_a_series_a_hair_under_another_shows_around_its_dashes():
     rotor = ax.plot([b / 1e9 for b in BUDGETS], ROTOR, ms=3, lw=1, marker="o")[0]
     cpsat = ax.plot([b / 1e9 for b in BUDGETS], [y * 0.995 for y in ROTOR], ms=3, lw=1, marker="D")[0]
     far = ax.plot([b / 1e9 for b in BUDGETS], [3.0] * 5, ms=3, lw=1, marker="v")[0]
-    hidden = P.mark_near(ax, [("rotor", rotor), ("cpsat", cpsat), ("periodic", far)])
+    hidden = mark_near(ax, [("rotor", rotor), ("cpsat", cpsat), ("periodic", far)])
     assert hidden == [("rotor", ["cpsat"])]
     assert cpsat.get_linestyle() == "--" and cpsat.get_markersize() < rotor.get_markersize()
     assert cpsat.get_zorder() > rotor.get_zorder()  # the dashes over the line they nearly hide
@@ -58,7 +59,7 @@ def test_series_apart_at_one_point_are_not_marked():
     fig, ax = plt.subplots()
     rotor = ax.plot(BUDGETS, ROTOR, ms=3, lw=1)[0]
     cpsat = ax.plot(BUDGETS, [1.7] + ROTOR[1:], ms=3, lw=1)[0]  # GPT-2's smallest budget: x1.7 vs x4
-    assert P.mark_near(ax, [("rotor", rotor), ("cpsat", cpsat)]) == []
+    assert mark_near(ax, [("rotor", rotor), ("cpsat", cpsat)]) == []
     assert cpsat.get_linestyle() == "-" and rotor.get_linewidth() == 1
     plt.close(fig)
 
